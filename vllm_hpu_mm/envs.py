@@ -1,0 +1,275 @@
+"""Every environment variable vllm-hpu-mm reads, declared once: name, type, default, accepted form and doc.
+
+This is the only module that reads ``os.environ``. Everything else receives a frozen :class:`Settings` from
+:func:`load` (parsed once per process and cached by :func:`get_settings`), so a bad value fails at startup,
+before any device memory is taken, with a :class:`~vllm_hpu_mm.errors.ConfigError` that names the variable,
+the bad token and the accepted form.
+
+The ``VLLM_*`` names and meanings follow the Gaudi guide (vllm-gaudi / HabanaAI vllm-fork); the
+``VLLM_HPU_MM_*`` ones are ours.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar
+
+from vllm_hpu_mm.buckets.policy import OversizePolicy
+from vllm_hpu_mm.buckets.spec import ACCEPTED_FORM as BUCKETS_FORM
+from vllm_hpu_mm.buckets.spec import DEFAULT_BUCKETS, parse_buckets
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.preprocess.modes import AlignMode
+
+T = TypeVar("T")
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off", ""})
+GRAPH_BACKENDS = ("auto", "cpu", "cuda", "hpu", "none")
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvVar(Generic[T]):
+    """One declared environment variable."""
+
+    name: str
+    default: str
+    accepted: str
+    doc: str
+    parse: Callable[[str, str], T]  # (name, raw value) -> typed value; raises ConfigError
+
+    @property
+    def field(self) -> str:
+        """The :class:`Settings` attribute: the name without its ``VLLM_HPU_MM_`` or ``VLLM_`` prefix, lowercased."""
+        return self.name.removeprefix("VLLM_HPU_MM_").removeprefix("VLLM_").lower()
+
+    def read(self, environ: Mapping[str, str]) -> T:
+        raw = environ.get(self.name)
+        return self.parse(self.name, self.default if raw is None else raw)
+
+
+def _bad(name: str, raw: str, accepted: str) -> ConfigError:
+    return ConfigError(f"{name}={raw!r} is invalid; accepted: {accepted}")
+
+
+def _bool(name: str, raw: str) -> bool:
+    token = raw.strip().lower()
+    if token in _TRUE:
+        return True
+    if token in _FALSE:
+        return False
+    raise _bad(name, raw, "0/1, true/false, yes/no or on/off")
+
+
+def _ratio(name: str, raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _bad(name, raw, "a number between 0 and 1, e.g. 0.3") from None
+    if not 0.0 <= value <= 1.0:  # also rejects NaN
+        raise _bad(name, raw, "a number between 0 and 1, e.g. 0.3")
+    return value
+
+
+def _positive_int(name: str, raw: str) -> int:
+    try:
+        value = int(raw.strip().replace("_", ""))
+    except ValueError:
+        raise _bad(name, raw, "a positive integer, e.g. 178956970") from None
+    if value <= 0:
+        raise _bad(name, raw, "a positive integer, e.g. 178956970")
+    return value
+
+
+def _aspect(name: str, raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _bad(name, raw, "a number >= 1, e.g. 200") from None
+    if not value >= 1.0:
+        raise _bad(name, raw, "a number >= 1, e.g. 200")
+    return value
+
+
+def _buckets(name: str, raw: str) -> tuple[int, ...] | None:
+    if raw.strip().lower() == "none":  # vllm-gaudi's spelling for "no vision bucketing"
+        return None
+    return parse_buckets(raw, source=name)
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[str, str], str]:
+    def parse(name: str, raw: str) -> str:
+        token = raw.strip().lower()
+        if token not in choices:
+            raise _bad(name, raw, "one of " + ", ".join(choices))
+        return token
+
+    return parse
+
+
+def _enum(kind: type[AlignMode] | type[OversizePolicy]) -> Callable[[str, str], Any]:
+    def parse(name: str, raw: str) -> Any:
+        try:
+            return kind(raw.strip().lower())
+        except ValueError:
+            raise _bad(name, raw, "one of " + ", ".join(m.value for m in kind)) from None
+
+    return parse
+
+
+def _optional_path(name: str, raw: str) -> str | None:
+    return raw.strip() or None
+
+
+_VARIABLES: tuple[EnvVar[Any], ...] = (
+    EnvVar(
+        "VLLM_MULTIMODAL_BUCKETS",
+        ",".join(map(str, DEFAULT_BUCKETS)),
+        BUCKETS_FORM + ", or None to disable vision bucketing",
+        "Vision-encoder buckets in patches ((W*H)/(14*14)); each is precompiled as one graph.",
+        _buckets,
+    ),
+    EnvVar(
+        "VLLM_GRAPH_RESERVED_MEM",
+        "0.1",
+        "a number between 0 and 1",
+        "Share of usable device memory reserved for graphs; the KV cache gets the rest.",
+        _ratio,
+    ),
+    EnvVar(
+        "VLLM_GRAPH_PROMPT_RATIO",
+        "0.3",
+        "a number between 0 and 1",
+        "Share of graph memory for prefill (prompt) graphs; decode graphs get the rest.",
+        _ratio,
+    ),
+    EnvVar(
+        "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO",
+        "0.3",
+        "a number between 0 and 1",
+        "Share of prefill graph memory for the text part; vision-encoder graphs get the rest (as in the guide).",
+        _ratio,
+    ),
+    EnvVar(
+        "VLLM_FP32_SOFTMAX",
+        "0",
+        "0/1, true/false",
+        "Run the language model's attention softmax in float32 where our code controls it.",
+        _bool,
+    ),
+    EnvVar(
+        "VLLM_FP32_SOFTMAX_VISION",
+        "0",
+        "0/1, true/false",
+        "Run the vision tower's attention softmax in float32 where our code controls it.",
+        _bool,
+    ),
+    EnvVar(
+        "VLLM_SKIP_WARMUP",
+        "false",
+        "0/1, true/false",
+        "Skip capturing/compiling the vision buckets at startup (they are then built on first use).",
+        _bool,
+    ),
+    EnvVar(
+        "VLLM_HPU_MM_OVERSIZE_POLICY",
+        OversizePolicy.SHRINK.value,
+        "one of " + ", ".join(p.value for p in OversizePolicy),
+        "Images above the largest bucket: shrink to fit it, run the exact shape eagerly, or reject the request.",
+        _enum(OversizePolicy),
+    ),
+    EnvVar(
+        "VLLM_HPU_MM_ALIGN_MODE",
+        AlignMode.NEAREST.value,
+        "one of " + ", ".join(m.value for m in AlignMode),
+        "How images reach 112-px multiples: nearest grid, down (never more tokens), or pad the canvas.",
+        _enum(AlignMode),
+    ),
+    EnvVar(
+        "VLLM_HPU_MM_MAX_IMAGE_PIXELS",
+        "178956970",
+        "a positive integer",
+        "Largest image (decoded pixels) accepted before decoding; larger ones are refused as decompression bombs.",
+        _positive_int,
+    ),
+    EnvVar(
+        "VLLM_HPU_MM_MAX_ASPECT_RATIO",
+        "200",
+        "a number >= 1",
+        "Largest accepted ratio of an image's long side to its short side.",
+        _aspect,
+    ),
+    EnvVar(
+        "VLLM_HPU_MM_GRAPH_BACKEND",
+        "auto",
+        "one of " + ", ".join(GRAPH_BACKENDS),
+        "Vision-encoder graph backend: auto picks hpu, cuda or cpu from the platform; none runs eager unbucketed.",
+        _choice(GRAPH_BACKENDS),
+    ),
+    EnvVar(
+        "VLLM_HPU_MM_SHAPE_LOG",
+        "",
+        "a file path, or empty for none",
+        "Append one line per vision-encoder pass (bucket, images, padding) to this file, for audits and tests.",
+        _optional_path,
+    ),
+)
+
+#: name -> declaration, in declaration order.
+ENVIRONMENT_VARIABLES: dict[str, EnvVar[Any]] = {v.name: v for v in _VARIABLES}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """All our environment settings, parsed and validated."""
+
+    multimodal_buckets: tuple[int, ...] | None
+    graph_reserved_mem: float
+    graph_prompt_ratio: float
+    graph_multimodal_prompt_ratio: float
+    fp32_softmax: bool
+    fp32_softmax_vision: bool
+    skip_warmup: bool
+    oversize_policy: OversizePolicy
+    align_mode: AlignMode
+    max_image_pixels: int
+    max_aspect_ratio: float
+    graph_backend: str
+    shape_log: str | None
+
+
+
+
+def load(environ: Mapping[str, str] | None = None) -> Settings:
+    """Parse every declared variable from ``environ`` (default: the process environment).
+
+    Raises :class:`ConfigError` for the first invalid value.
+    """
+    env = os.environ if environ is None else environ
+    values = {var.field: var.read(env) for var in _VARIABLES}
+    return Settings(**values)
+
+
+@functools.lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process environment's settings, parsed once."""
+    return load()
+
+
+def process_environ() -> dict[str, str]:
+    """A copy of the process environment, for launching a child process with changed settings."""
+    return dict(os.environ)
+
+
+def getter(name: str) -> Callable[[], str | None]:
+    """A zero-argument reader of one declared variable, in the form ``vllm.envs.environment_variables`` expects."""
+    if name not in ENVIRONMENT_VARIABLES:
+        raise KeyError(name)
+    return lambda: os.environ.get(name)
+
+
+def describe() -> list[tuple[str, str, str, str]]:
+    """(name, default, accepted form, doc) for every declared variable, for docs and ``--help`` text."""
+    return [(v.name, v.default, v.accepted, v.doc) for v in _VARIABLES]

@@ -1,0 +1,47 @@
+"""Exception hierarchy of vllm-hpu-mm.
+
+Every error we raise on purpose derives from :class:`VllmHpuMmError`, so callers can catch ours without catching
+everything. Each concrete class also derives from the built-in it refines (``ValueError`` for bad values,
+``RuntimeError`` for things that went wrong while running), so code written against plain Python keeps working.
+
+    VllmHpuMmError
+    ├── ConfigError(ValueError)        bad environment variable, flag, bucket list or ratio: fails at startup
+    │   └── BucketError                a bucket list that cannot be used (not multiples of 64, duplicates, ...)
+    ├── ImageError(ValueError)         an image we cannot or will not process: maps to an HTTP 4xx
+    │   └── OversizeImageError         larger than the largest bucket under the ``reject`` policy
+    ├── PlanError(RuntimeError)        a memory plan that cannot fit the device
+    └── BackendError(RuntimeError)     a graph backend that is not available on this machine
+"""
+
+from __future__ import annotations
+
+
+class VllmHpuMmError(Exception):
+    """Base class of every error raised on purpose by vllm-hpu-mm."""
+
+
+class ConfigError(VllmHpuMmError, ValueError):
+    """A configuration value (environment variable, CLI flag, file) is invalid.
+
+    The message names the setting, the bad value and the accepted form.
+    """
+
+
+class BucketError(ConfigError):
+    """A vision bucket list is invalid or does not cover the configured pixel range."""
+
+
+class ImageError(VllmHpuMmError, ValueError):
+    """An image is corrupt, truncated, empty, too large to decode, or of an unsupported shape."""
+
+
+class OversizeImageError(ImageError):
+    """An image needs more patches than the largest bucket and the oversize policy is ``reject``."""
+
+
+class PlanError(VllmHpuMmError, RuntimeError):
+    """A memory plan cannot fit the device with the given settings."""
+
+
+class BackendError(VllmHpuMmError, RuntimeError):
+    """The requested graph backend (CPU, CUDA, HPU) cannot be used on this machine."""
