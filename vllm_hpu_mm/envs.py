@@ -240,8 +240,6 @@ class Settings:
     shape_log: str | None
 
 
-
-
 def load(environ: Mapping[str, str] | None = None) -> Settings:
     """Parse every declared variable from ``environ`` (default: the process environment).
 
