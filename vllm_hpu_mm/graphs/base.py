@@ -5,6 +5,18 @@ packed first-fit decreasing, then one dummy image of the missing patch count), h
 :class:`PassExecutor`, and strips the dummy's rows from the output. An executor only ever sees bucket shapes:
 ``pixel_values`` of ``[bucket, patch_dim]`` and a ``grid_thw`` of ``[n_items, 3]`` whose patch counts sum to the
 bucket. How it runs that pass (eagerly, a captured CUDA graph, an HPU graph) is its own business.
+
+What an executor can rely on, for every call (``warmup`` and ``__call__``):
+
+- ``pixel_values`` is ``[bucket, patch_dim]`` (``[sum of grid patches, patch_dim]`` when ``bucket`` is None), on
+  the tower's device, in the dtype vLLM handed the runner (float, or ``uint8`` when vLLM normalises on the device);
+- ``grid_thw`` is an ``int64`` ``[n_items, 3]`` tensor on the **CPU**, so index tensors can be built on the host
+  without a device sync; every row has h and w divisible by the merge size; the last row is the dummy when the
+  pass was padded;
+- the *composition* of a bucket changes between passes (one 4096 pass may be one 64x64 image, the next two images
+  plus a dummy): an executor that bakes host values into a graph must take the layout as data (precomputed index
+  tensors) or key its graphs per layout;
+- the result is ``[patches / merge**2, out_hidden]`` in pass order (the runner strips the dummy and reorders).
 """
 
 from __future__ import annotations
@@ -29,10 +41,16 @@ class PassExecutor(Protocol):
     name: str
 
     def warmup(self, bucket: int, pixel_values: torch.Tensor, grid_thw: torch.Tensor) -> None:
-        """Capture/compile the graph for ``bucket`` using these example inputs (already bucket-sized)."""
+        """Capture/compile the graph for ``bucket`` using these example inputs (already bucket-sized).
+
+        Called once per bucket at startup (``vllm_hpu_mm.graphs.select.warmup``) with a single dummy image filling
+        the bucket; it may run the tower. Raise :class:`~vllm_hpu_mm.errors.BackendError` if the bucket cannot be
+        captured: warm-up then logs it and goes on with the next bucket.
+        """
 
     def __call__(self, bucket: int | None, pixel_values: torch.Tensor, grid_thw: torch.Tensor) -> torch.Tensor:
-        """Run one pass. ``bucket`` is None for an exact-shape (oversize, ``eager`` policy) pass."""
+        """Run one pass. ``bucket`` is None for an exact-shape pass (oversize image, bucketing disabled, video):
+        run it eagerly, never capture it."""
 
 
 @dataclasses.dataclass(frozen=True)
