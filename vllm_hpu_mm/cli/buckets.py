@@ -1,0 +1,310 @@
+"""``vllm-hpu-mm buckets plan|check``: plan a vision bucket list for your images, or check the one you have.
+
+Sizes come from ``--sizes CSV`` (header ``width,height``) and/or ``--images DIR``; with neither, from a synthetic
+grid when both ``--min-pixels`` and ``--max-pixels`` are given (assumption printed), else from the real sizes
+shipped with the package (COCO val2017 + MathVista testmini). Images are aligned to 112-px multiples
+(``VLLM_HPU_MM_ALIGN_MODE``, default nearest) under ``min_pixels`` (default 3136, Qwen2.5-VL) and ``max_pixels``
+(``plan``: the default list's largest bucket x 196 = 12544 x 196; ``check``: the checked list's largest x 196).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from vllm_hpu_mm import envs
+from vllm_hpu_mm.buckets.coverage import validate_coverage
+from vllm_hpu_mm.buckets.packing import shrink_limit
+from vllm_hpu_mm.buckets.planner import Evaluation, evaluate, fewest_buckets, optimal_buckets
+from vllm_hpu_mm.buckets.policy import OversizePolicy
+from vllm_hpu_mm.buckets.sizes import (
+    SizeSet,
+    embedded_sizes,
+    patch_counts,
+    read_sizes_csv,
+    scan_images,
+    synthetic_sizes,
+)
+from vllm_hpu_mm.buckets.spec import DEFAULT_BUCKETS, PIXELS_PER_PATCH, parse_buckets
+from vllm_hpu_mm.buckets.workload import evaluate_sizes
+from vllm_hpu_mm.cli.common import ExitCode, fail, print_json
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.preprocess.align import QWEN_MIN_PIXELS
+from vllm_hpu_mm.preprocess.modes import AlignMode
+
+BUCKETS_VAR = "VLLM_MULTIMODAL_BUCKETS"
+DEFAULT_NUM_BUCKETS = len(DEFAULT_BUCKETS)
+
+
+def _positive_int(raw: str) -> int:
+    try:
+        value = int(raw.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an integer; expected a positive integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not positive; expected a positive integer")
+    return value
+
+
+def _efficiency(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a number; expected a number in (0, 1], e.g. 0.95") from None
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{raw!r} is outside (0, 1]; expected e.g. 0.95")
+    return value
+
+
+def _add_common(p: argparse.ArgumentParser, *, max_default: str) -> None:
+    p.add_argument(
+        "--sizes",
+        metavar="CSV",
+        nargs="+",
+        action="extend",
+        default=[],
+        help="CSV file(s) with a 'width,height' header and one row per image (repeatable)",
+    )
+    p.add_argument(
+        "--images",
+        metavar="DIR",
+        nargs="+",
+        action="extend",
+        default=[],
+        help="folder(s) of images; only headers are read (repeatable)",
+    )
+    p.add_argument(
+        "--min-pixels",
+        type=_positive_int,
+        metavar="N",
+        help=f"smallest image area after alignment (default {QWEN_MIN_PIXELS}, Qwen2.5-VL)",
+    )
+    p.add_argument("--max-pixels", type=_positive_int, metavar="N", help=f"largest image area ({max_default})")
+    p.add_argument(
+        "--align-mode",
+        choices=[m.value for m in AlignMode],
+        help="112-px alignment mode (default: $VLLM_HPU_MM_ALIGN_MODE, else nearest)",
+    )
+    p.add_argument("--plot", metavar="PNG", help="also draw the patch-count histogram with bucket edges to this PNG")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "buckets",
+        help="plan or check a vision bucket list (VLLM_MULTIMODAL_BUCKETS)",
+        description="Plan the vision bucket list that wastes the least compute on your images, or check one.",
+    )
+    sub = p.add_subparsers(dest="buckets_command", metavar="{plan,check}")
+    sub.required = True
+    plan = sub.add_parser(
+        "plan",
+        help="compute the optimal bucket list for an image-size distribution",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_common(plan, max_default=f"default {DEFAULT_BUCKETS[-1]} x {PIXELS_PER_PATCH}, the default list's largest")
+    goal = plan.add_mutually_exclusive_group()
+    goal.add_argument(
+        "--num-buckets",
+        type=_positive_int,
+        metavar="K",
+        help=f"plan exactly K buckets minimising padded patches (default {DEFAULT_NUM_BUCKETS})",
+    )
+    goal.add_argument(
+        "--target-efficiency",
+        type=_efficiency,
+        metavar="X",
+        help="plan the fewest buckets whose efficiency (real / padded patches) reaches X, e.g. 0.95",
+    )
+    plan.set_defaults(func=run_plan)
+    check = sub.add_parser(
+        "check",
+        help="report a bucket list's efficiency and coverage on an image-size distribution (exit 1 on warnings)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    check.add_argument(
+        "buckets",
+        nargs="?",
+        metavar="BUCKETS",
+        help=f"comma-separated patch counts (default: ${BUCKETS_VAR}, else the default list)",
+    )
+    _add_common(check, max_default="default: the largest bucket x 196")
+    check.set_defaults(func=run_check)
+
+
+def _env(name: str) -> Any:
+    return envs.ENVIRONMENT_VARIABLES[name].read(envs.process_environ())
+
+
+def _align_mode(args: argparse.Namespace) -> AlignMode:
+    if args.align_mode:
+        return AlignMode(args.align_mode)
+    mode: AlignMode = _env("VLLM_HPU_MM_ALIGN_MODE")
+    return mode
+
+
+def _load_sizes(args: argparse.Namespace) -> SizeSet:
+    sets = [read_sizes_csv(path) for path in args.sizes]
+    sets += [scan_images(folder)[0] for folder in args.images]
+    if sets:
+        return SizeSet(tuple(s for part in sets for s in part.sizes), " + ".join(part.source for part in sets))
+    if args.min_pixels is not None and args.max_pixels is not None:
+        return synthetic_sizes(args.min_pixels, args.max_pixels)
+    return embedded_sizes()
+
+
+def _table(ev: Evaluation) -> list[str]:
+    lines = [f"  {'bucket':>7}  {'images':>7}  {'share':>6}  {'real patches':>13}  {'padded':>11}  {'efficiency':>10}"]
+    for bucket, hits in ev.per_bucket.items():
+        real, padded = ev.per_bucket_real[bucket], bucket * hits
+        eff = f"{real / padded:.4f}" if padded else "-"
+        lines.append(f"  {bucket:>7}  {hits:>7}  {hits / ev.num_images:>6.1%}  {real:>13}  {padded:>11}  {eff:>10}")
+    if ev.num_oversize:
+        oversize_real = ev.real_patches - sum(ev.per_bucket_real.values())
+        lines.append(
+            f"  {'oversize':>7}  {ev.num_oversize:>7}  {ev.num_oversize / ev.num_images:>6.1%}  {oversize_real:>13}"
+            f"  {oversize_real:>11}  {'(eager)':>10}"
+        )
+    lines.append(
+        f"  {'total':>7}  {ev.num_images:>7}  {'100%':>6}  {ev.real_patches:>13}  {ev.padded_patches:>11}"
+        f"  {ev.efficiency:>10.4f}"
+    )
+    return lines
+
+
+def _report(ev: Evaluation, **extra: Any) -> dict[str, Any]:
+    return {
+        "buckets": list(ev.buckets),
+        "efficiency": round(ev.efficiency, 6),
+        "num_images": ev.num_images,
+        "num_shrunk": ev.num_shrunk,
+        "num_oversize": ev.num_oversize,
+        "per_bucket": {str(b): n for b, n in ev.per_bucket.items()},
+        "real_patches": ev.real_patches,
+        "padded_patches": ev.padded_patches,
+        **extra,
+        "export": f"export {BUCKETS_VAR}={','.join(map(str, ev.buckets))}",
+    }
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    mode = _align_mode(args)
+    min_pixels = QWEN_MIN_PIXELS if args.min_pixels is None else args.min_pixels
+    max_pixels = shrink_limit(DEFAULT_BUCKETS) if args.max_pixels is None else args.max_pixels
+    if min_pixels > max_pixels:
+        raise ConfigError(f"--min-pixels {min_pixels} is above --max-pixels {max_pixels}; accepted: min <= max")
+    sizes = _load_sizes(args)
+    sample = patch_counts(sizes.sizes, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode)
+    if args.target_efficiency is not None:
+        buckets = fewest_buckets(sample.counts, args.target_efficiency)
+        goal = f"fewest buckets reaching efficiency {args.target_efficiency}"
+    else:
+        k = args.num_buckets or DEFAULT_NUM_BUCKETS
+        buckets = optimal_buckets(sample.counts, k)
+        goal = f"{k} buckets minimising padded patches (exact)"
+        if len(buckets) < k:
+            goal += f"; only {len(buckets)} distinct patch counts, so {len(buckets)} buckets fit every image exactly"
+    ev = evaluate(sample.counts, buckets, num_shrunk=sample.num_shrunk)
+    policy: OversizePolicy = _env("VLLM_HPU_MM_OVERSIZE_POLICY")
+    default_ev = evaluate_sizes(
+        sizes.sizes, DEFAULT_BUCKETS, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode, policy=policy
+    )
+    notes = validate_coverage(
+        buckets, min_pixels=min_pixels, max_pixels=max_pixels, policy=policy, source="planned list"
+    )
+    if args.plot:
+        from vllm_hpu_mm.buckets.plot import plot_histogram
+
+        plot_histogram(sample.counts, buckets, args.plot, title=sizes.source, reference=DEFAULT_BUCKETS)
+    if args.json:
+        print_json(
+            _report(
+                ev,
+                source=sizes.source,
+                goal=goal,
+                align_mode=mode.value,
+                min_pixels=min_pixels,
+                max_pixels=max_pixels,
+                default={"buckets": list(DEFAULT_BUCKETS), "efficiency": round(default_ev.efficiency, 6)},
+                warnings=notes,
+            )
+        )
+        return int(ExitCode.OK)
+    print(f"Bucket plan for {sizes.source}")
+    print(
+        f"  {ev.num_images} images aligned to 112 px ({mode.value}), min_pixels={min_pixels}, "
+        f"max_pixels={max_pixels}; {ev.num_shrunk} shrunk to fit max_pixels"
+    )
+    print(f"  goal: {goal}")
+    print()
+    print("\n".join(_table(ev)))
+    print()
+    print(
+        f"efficiency {ev.efficiency:.4f} with {len(buckets)} buckets; the default list "
+        f"{','.join(map(str, DEFAULT_BUCKETS))} reaches {default_ev.efficiency:.4f} on the same images"
+    )
+    for note in notes:
+        print(f"note: {note}")
+    if args.plot:
+        print(f"histogram written to {args.plot}")
+    print(f"export {BUCKETS_VAR}={','.join(map(str, buckets))}")
+    return int(ExitCode.OK)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    if args.buckets is not None:
+        buckets = parse_buckets(args.buckets, source="BUCKETS argument")
+        source = "BUCKETS argument"
+    else:
+        from_env: tuple[int, ...] | None = _env(BUCKETS_VAR)
+        if from_env is None:
+            return fail(f"{BUCKETS_VAR}=None disables vision bucketing: there is no list to check; pass BUCKETS")
+        buckets = from_env
+        source = f"${BUCKETS_VAR}" if BUCKETS_VAR in envs.process_environ() else "the default list"
+    mode = _align_mode(args)
+    policy: OversizePolicy = _env("VLLM_HPU_MM_OVERSIZE_POLICY")
+    min_pixels = QWEN_MIN_PIXELS if args.min_pixels is None else args.min_pixels
+    max_pixels = shrink_limit(buckets) if args.max_pixels is None else args.max_pixels
+    if min_pixels > max_pixels:
+        raise ConfigError(f"--min-pixels {min_pixels} is above --max-pixels {max_pixels}; accepted: min <= max")
+    warnings = validate_coverage(buckets, min_pixels=min_pixels, max_pixels=max_pixels, policy=policy, source=source)
+    sizes = _load_sizes(args)
+    ev = evaluate_sizes(sizes.sizes, buckets, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode, policy=policy)
+    if args.plot:
+        from vllm_hpu_mm.buckets.plot import plot_histogram
+
+        counts = patch_counts(
+            sizes.sizes, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode
+        ).counts  # before any shrink: shows what lies above the largest bucket
+        plot_histogram(counts, buckets, args.plot, title=sizes.source)
+    code = ExitCode.NEGATIVE if warnings else ExitCode.OK
+    if args.json:
+        print_json(
+            _report(
+                ev,
+                source=sizes.source,
+                buckets_from=source,
+                align_mode=mode.value,
+                oversize_policy=policy.value,
+                min_pixels=min_pixels,
+                max_pixels=max_pixels,
+                warnings=warnings,
+            )
+        )
+        return int(code)
+    print(f"Bucket check of {','.join(map(str, buckets))} (from {source}) on {sizes.source}")
+    print(
+        f"  {ev.num_images} images aligned to 112 px ({mode.value}), min_pixels={min_pixels}, "
+        f"max_pixels={max_pixels}, oversize policy {policy.value}; {ev.num_shrunk} shrunk"
+    )
+    print()
+    print("\n".join(_table(ev)))
+    print()
+    print(f"efficiency {ev.efficiency:.4f}")
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"export {BUCKETS_VAR}={','.join(map(str, buckets))}")
+    return int(code)
