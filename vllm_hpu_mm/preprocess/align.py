@@ -3,6 +3,13 @@
 A Qwen2.5-VL image of H x W pixels (both multiples of 28) becomes (H/14)*(W/14) patches and (H/28)*(W/28) tokens.
 When H and W are multiples of 112 (8 patches, the vision tower's attention window) every window is a full 8 x 8
 block and the patch count is a multiple of 64, which is what makes bucket padding exact (see ``buckets.spec``).
+
+Guarantees of :func:`aligned_size` (pinned down by ``tests/test_align*.py``):
+
+- both sides are multiples of ``factor`` and at least one ``factor``;
+- the area lies in ``[min_pixels, max_pixels]``; limits that admit no aligned area raise :class:`ConfigError`;
+- away from the limits' corner cases, each side is within one ``factor`` of the image scaled by one common factor
+  ``s`` (1, or the scale that reaches ``max_pixels`` or ``min_pixels``), which bounds the aspect-ratio error.
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ from vllm_hpu_mm.preprocess.modes import AlignMode
 ALIGN_FACTOR = 112
 PATCH_SIZE = 14
 MERGE_SIZE = 2
+#: The stock Qwen2-VL / Qwen2.5-VL resize factor (patch 14 x merge 2).
+STOCK_FACTOR = PATCH_SIZE * MERGE_SIZE
 #: Qwen2.5-VL's processor defaults (preprocessor_config.json of the public checkpoints).
 QWEN_MIN_PIXELS = 3136
 QWEN_MAX_PIXELS = 12845056
@@ -32,17 +41,24 @@ def image_tokens(height: int, width: int) -> int:
 
 
 def _check_limits(min_pixels: int, max_pixels: int, factor: int) -> None:
-    if factor <= 0 or factor % (PATCH_SIZE * MERGE_SIZE):
-        raise ConfigError(f"alignment factor {factor} must be a positive multiple of {PATCH_SIZE * MERGE_SIZE}")
+    if factor <= 0 or factor % STOCK_FACTOR:
+        raise ConfigError(f"alignment factor {factor} must be a positive multiple of {STOCK_FACTOR}")
     if min_pixels < 0:
         raise ConfigError(f"min_pixels={min_pixels} must be >= 0")
-    if max_pixels < factor * factor:
+    tile = factor * factor
+    if max_pixels < tile:
         raise ConfigError(
-            f"max_pixels={max_pixels} is below one {factor}x{factor} tile ({factor * factor} pixels); "
-            f"accepted: max_pixels >= {factor * factor}"
+            f"max_pixels={max_pixels} is below one {factor}x{factor} tile ({tile} pixels); "
+            f"accepted: max_pixels >= {tile}"
         )
     if min_pixels > max_pixels:
         raise ConfigError(f"min_pixels={min_pixels} is above max_pixels={max_pixels}; accepted: min <= max")
+    # Every aligned area is a whole number of tiles, so the range must hold one.
+    if max(1, -(-min_pixels // tile)) > max_pixels // tile:
+        raise ConfigError(
+            f"no {factor}-aligned size has between min_pixels={min_pixels} and max_pixels={max_pixels} pixels; "
+            f"accepted: a range that contains a multiple of {tile}"
+        )
 
 
 def _fit_below(height: float, width: float, max_pixels: int, factor: int) -> tuple[int, int]:
@@ -50,21 +66,73 @@ def _fit_below(height: float, width: float, max_pixels: int, factor: int) -> tup
     beta = math.sqrt(height * width / max_pixels)
     h = max(factor, math.floor(height / beta / factor) * factor)
     w = max(factor, math.floor(width / beta / factor) * factor)
-    # A side clamped up to one tile can push the area over the cap; take it back from the other side.
-    while h * w > max_pixels:
-        if h >= w and h > factor:
-            h -= factor
-        elif w > factor:
-            w -= factor
-        else:
-            break
-    return h, w
+    return _trim(h, w, height, width, max_pixels, factor)
 
 
 def _fit_above(height: float, width: float, min_pixels: int, factor: int) -> tuple[int, int]:
     """Smallest factor-multiple size at the image's aspect ratio whose area is at least ``min_pixels``."""
     beta = math.sqrt(min_pixels / (height * width))
-    return math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
+    return (
+        max(factor, math.ceil(height * beta / factor) * factor),
+        max(factor, math.ceil(width * beta / factor) * factor),
+    )
+
+
+def _trim(h: int, w: int, height: float, width: float, budget: int, factor: int) -> tuple[int, int]:
+    """Take tiles off until ``h * w <= budget``, always from the side stretched most relative to the image.
+
+    Needed where a side was clamped up to one tile (a very thin image): the area then overshoots, and the long side
+    pays for it. Stops at a single tile.
+    """
+    while h * w > budget and (h > factor or w > factor):
+        if (h / height >= w / width and h > factor) or w == factor:
+            h -= factor
+        else:
+            w -= factor
+    return h, w
+
+
+def _stock_area(height: int, width: int, min_pixels: int, max_pixels: int) -> int:
+    """Area that Qwen's stock factor-28 rule (``smart_resize``) gives, the bill that ``DOWN`` never exceeds."""
+    f = STOCK_FACTOR
+    h, w = round(height / f) * f, round(width / f) * f
+    if h * w > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h = max(f, math.floor(height / beta / f) * f)
+        w = max(f, math.floor(width / beta / f) * f)
+    elif h * w < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h, w = math.ceil(height * beta / f) * f, math.ceil(width * beta / f) * f
+    return h * w
+
+
+def _settle(h: int, w: int, height: int, width: int, min_pixels: int, max_pixels: int, factor: int) -> tuple[int, int]:
+    """Return ``(h, w)`` if its area is within the limits, else the in-range size closest to the image's aspect.
+
+    Only narrow ranges (``min_pixels`` close to ``max_pixels``) get here: rounding a scaled side by up to one tile
+    can then step over the range. Candidates are the few heights around the ideal one for each end of the range,
+    plus a single tile, so this is O(1) even for an uncapped ``max_pixels``.
+    """
+    if min_pixels <= h * w <= max_pixels:
+        return h, w
+    tile = factor * factor
+    lo, hi = max(1, -(-min_pixels // tile)), max_pixels // tile  # area range in tiles; _check_limits: lo <= hi
+    ratio = height / width
+    candidates = {1}
+    for n in (lo, hi):
+        ideal = math.sqrt(n * ratio)
+        candidates.update(k for k in range(math.floor(ideal) - 1, math.ceil(ideal) + 2) if k >= 1)
+    best: tuple[float, int, int] | None = None
+    for ht in sorted(candidates):
+        wt_lo, wt_hi = max(1, -(-lo // ht)), hi // ht
+        if wt_lo > wt_hi:
+            continue
+        wt = min(max(round(ht / ratio), wt_lo), wt_hi)
+        error = abs(math.log(ht / wt / ratio))
+        if best is None or error < best[0]:
+            best = (error, ht, wt)
+    assert best is not None  # ht = 1 always admits wt = lo
+    return best[1] * factor, best[2] * factor
 
 
 def aligned_size(
@@ -79,30 +147,41 @@ def aligned_size(
     """Target ``(height, width)``, both multiples of ``factor``, for an image of ``height`` x ``width`` pixels.
 
     - ``NEAREST``: Qwen's ``smart_resize`` rule with ``factor`` (default 112): round each side to the nearest
-      multiple, then scale down to fit ``max_pixels`` or up to reach ``min_pixels``, aspect ratio kept.
-    - ``DOWN``: floor each side to a multiple instead of rounding, so the image never grows (and never bills more
-      tokens than the stock factor-28 rule), unless ``min_pixels`` forces it up.
-    - ``PAD``: the canvas size: each side rounded *up*, so the whole image fits without resampling; if that canvas
-      exceeds ``max_pixels`` the image must be scaled down first, and this returns the ``NEAREST`` size under the cap.
+      multiple, then scale down to fit ``max_pixels`` or up to reach ``min_pixels``, aspect ratio kept. Equal to
+      transformers' ``smart_resize(height, width, factor, min_pixels, max_pixels)`` wherever that one is defined
+      (each side rounds to at least one ``factor``) and keeps its own limits; unlike it, a side never rounds to 0.
+    - ``DOWN``: floor each side to a multiple instead of rounding, so the image never grows, and never bills more
+      tokens than the stock factor-28 rule with the same limits (a very thin image gives back length for the
+      width it gains), unless ``min_pixels`` forces it up.
+    - ``PAD``: the canvas size: each side rounded *up*, so the whole image fits without resampling (grown further,
+      still without resampling, if below ``min_pixels``); a canvas above ``max_pixels`` becomes the ``NEAREST``
+      size under the cap, into which the image is scaled down.
 
-    Dimensions are validated by the caller (``image.check_dimensions``); here they must be positive.
+    ``max_pixels`` is a hard cap. Limits that admit no aligned size raise :class:`ConfigError`. Dimensions are
+    validated by the caller (``image.check_dimensions``); here they must be positive.
     """
     if height <= 0 or width <= 0:
         raise ValueError(f"image size {width}x{height} must be positive")
     _check_limits(min_pixels, max_pixels, factor)
     if mode is AlignMode.PAD:
         h, w = math.ceil(height / factor) * factor, math.ceil(width / factor) * factor
-        if h * w <= max_pixels:
-            return h, w
-        return _fit_below(height, width, max_pixels, factor)
+        if h * w > max_pixels:
+            h, w = _fit_below(height, width, max_pixels, factor)
+        elif h * w < min_pixels:
+            grown_h, grown_w = _fit_above(height, width, min_pixels, factor)
+            h, w = max(h, grown_h), max(w, grown_w)
+        return _settle(h, w, height, width, min_pixels, max_pixels, factor)
     if mode is AlignMode.DOWN:
         h = max(factor, math.floor(height / factor) * factor)
         w = max(factor, math.floor(width / factor) * factor)
+        if h * w > max_pixels:
+            h, w = _fit_below(height, width, max_pixels, factor)
+        h, w = _trim(h, w, height, width, _stock_area(height, width, min_pixels, max_pixels), factor)
     else:
         h = max(factor, round(height / factor) * factor)
         w = max(factor, round(width / factor) * factor)
-    if h * w > max_pixels:
-        return _fit_below(height, width, max_pixels, factor)
+        if h * w > max_pixels:
+            h, w = _fit_below(height, width, max_pixels, factor)
     if h * w < min_pixels:
-        return _fit_above(height, width, min_pixels, factor)
-    return h, w
+        h, w = _fit_above(height, width, min_pixels, factor)
+    return _settle(h, w, height, width, min_pixels, max_pixels, factor)
