@@ -1,0 +1,118 @@
+"""Where the planner's image sizes come from: CSV, image folders, a synthetic grid, the embedded data."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from vllm_hpu_mm.buckets.sizes import (
+    SYNTHETIC_AREA_STEPS,
+    SYNTHETIC_ASPECTS,
+    embedded_sizes,
+    patch_counts,
+    read_sizes_csv,
+    scan_images,
+    synthetic_sizes,
+)
+from vllm_hpu_mm.errors import ConfigError
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "sizes.csv"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_csv_reads_width_height_rows_in_any_column_order(tmp_path: Path) -> None:
+    sizes = read_sizes_csv(write(tmp_path, "name,height,width\na,480,640\n\nb,100,200\n"))
+    assert sizes.sizes == ((640, 480), (200, 100))
+    assert sizes.source == "sizes.csv"
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("", "empty file"),
+        ("640,480\n", ":1: header '640,480' lacks 'width' and 'height'"),
+        ("width,height\n", "no rows after the header"),
+        ("width,height\n640,480\n640,abc\n", ":3: bad row '640,abc'"),
+        ("width,height\n640\n", ":2: bad row '640'"),
+        ("width,height\n640,480\n0,480\n", ":3: size 0x480 is not positive"),
+    ],
+)
+def test_bad_csv_gives_file_and_line(tmp_path: Path, text: str, needle: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        read_sizes_csv(write(tmp_path, text))
+    assert "sizes.csv" in str(info.value)
+    assert needle in str(info.value)
+
+
+def test_missing_csv_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read it"):
+        read_sizes_csv(tmp_path / "nope.csv")
+
+
+def test_folder_scan_reads_real_photos_and_skips_non_images() -> None:
+    # shared/data/images: twelve scikit-image photos and scans, plus IMAGES.csv (their sizes, not an image).
+    folder = SHARED / "images"
+    with (folder / "IMAGES.csv").open(encoding="utf-8") as f:
+        expected = sorted((int(r["width"]), int(r["height"])) for r in csv.DictReader(f))
+    found, skipped = scan_images(folder, progress=False)
+    assert sorted(found.sizes) == expected
+    assert skipped == 1
+    assert "1 non-image files skipped" in found.source
+
+
+def test_folder_scan_applies_exif_rotation(tmp_path: Path) -> None:
+    shutil.copy(SHARED / "images" / "skimage_rocket.jpg", tmp_path / "plain.jpg")  # 640x427
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotated 90 degrees: displayed as portrait
+    Image.new("RGB", (640, 427)).save(tmp_path / "rotated.jpg", exif=exif)
+    found, skipped = scan_images(tmp_path, progress=False)
+    assert sorted(found.sizes) == [(427, 640), (640, 427)]
+    assert skipped == 0
+
+
+def test_folder_scan_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not a folder"):
+        scan_images(tmp_path / "missing", progress=False)
+    (tmp_path / "notes.txt").write_text("hello", encoding="utf-8")
+    with pytest.raises(ConfigError, match="no readable images among 1 files"):
+        scan_images(tmp_path, progress=False)
+
+
+def test_synthetic_grid_spans_the_pixel_range() -> None:
+    grid = synthetic_sizes(3136, 12544 * 196)
+    assert len(grid.sizes) == SYNTHETIC_AREA_STEPS * len(SYNTHETIC_ASPECTS)
+    areas = [w * h for w, h in grid.sizes]
+    assert min(areas) == pytest.approx(3136, rel=0.05)
+    assert max(areas) == pytest.approx(12544 * 196, rel=0.01)
+    assert "log-uniform" in grid.source
+    with pytest.raises(ConfigError, match="min_pixels <= max_pixels"):
+        synthetic_sizes(5000, 4000)
+
+
+def test_embedded_sizes_are_the_shipped_real_datasets() -> None:
+    sizes = embedded_sizes()
+    assert len(sizes.sizes) == 6000
+    assert "coco_val2017.csv (5000 images)" in sizes.source
+    assert "mathvista_testmini.csv (1000 images)" in sizes.source
+    assert (
+        embedded_sizes(["coco_val2017.csv"]).sizes == read_sizes_csv(SHARED / "image_sizes" / "coco_val2017.csv").sizes
+    )
+
+
+def test_patch_counts_align_to_112_and_count_shrunk_images() -> None:
+    # 640x427 -> 672x448 (48x32 patches); 4000x3000 is capped by max_pixels; 10x10 grows to one tile.
+    sample = patch_counts([(640, 427), (4000, 3000), (10, 10)], max_pixels=12544 * 196)
+    assert sample.counts[0] == 1536
+    assert sample.counts[1] <= 12544
+    assert sample.counts[2] == 64
+    assert all(c % 64 == 0 for c in sample.counts)
+    assert sample.num_shrunk == 1
