@@ -1,0 +1,95 @@
+"""A :class:`~vllm_hpu_mm.memory.planner.Plan` as a JSON-ready dict and as a text table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vllm_hpu_mm.memory.planner import Plan
+
+GIB = 2**30
+
+
+def to_dict(p: Plan) -> dict[str, Any]:
+    i, s = p.inputs, p.split
+    return {
+        "verdict": p.verdict,
+        "model": i.model.name,
+        "device": i.device,
+        "backend": i.backend,
+        "vision_pool_mode": i.pool_mode.value,
+        "total_bytes": i.total_bytes,
+        "weight_bytes": p.weight_bytes,
+        "profile_bytes": p.profile_bytes,
+        "free_after_load_bytes": p.free_after_load_bytes,
+        "free_after_load_stated": i.free_after_load_bytes is not None,
+        "usable_bytes": s.usable_bytes,
+        "kv_cache_bytes": s.kv_cache_bytes,
+        "kv_bytes_per_token": p.kv_bytes_per_token,
+        "kv_blocks": p.kv_blocks,
+        "block_size": i.block_size,
+        "max_model_len": i.max_model_len,
+        "max_num_seqs": i.max_num_seqs,
+        "max_concurrent_seqs": p.max_concurrent_seqs,
+        "graph_bytes": s.graph_bytes,
+        "prefill_graph_bytes": s.prefill_graph_bytes,
+        "decode_graph_bytes": s.decode_graph_bytes,
+        "prefill_text_graph_bytes": s.prefill_text_graph_bytes,
+        "prefill_vision_graph_bytes": s.prefill_vision_graph_bytes,
+        "vision_buckets": list(i.buckets or ()),
+        "vision_buckets_captured": list(p.vision_buckets_captured),
+        "vision_buckets_skipped": list(p.vision_buckets_skipped),
+        "vision_capture_bytes": p.vision_capture_bytes,
+        "prefill_graphs_fit": p.prefill_graphs_fit,
+        "prefill_graphs_total": p.prefill_graphs_total,
+        "decode_graphs_fit": p.decode_graphs_fit,
+        "decode_graphs_total": p.decode_graphs_total,
+        "settings": {
+            "gpu_memory_utilization": i.gpu_memory_utilization,
+            "VLLM_GRAPH_RESERVED_MEM": i.graph_reserved_mem,
+            "VLLM_GRAPH_PROMPT_RATIO": i.graph_prompt_ratio,
+            "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO": i.graph_multimodal_prompt_ratio,
+            "tensor_parallel_size": i.tensor_parallel_size,
+            "dtype_bytes": i.dtype_size,
+        },
+        "warnings": [
+            {"severity": w.severity, "stage": w.stage, "message": w.message, "fix": w.fix} for w in p.warnings
+        ],
+    }
+
+
+def _gib(n: int) -> str:
+    return f"{n / GIB:10.2f} GiB"
+
+
+def to_table(p: Plan) -> str:
+    i, s = p.inputs, p.split
+    free_note = "stated" if i.free_after_load_bytes is not None else "total/free - weights - profiling (estimate)"
+    captured = ",".join(map(str, p.vision_buckets_captured)) or "-"
+    skipped = ",".join(map(str, p.vision_buckets_skipped)) or "-"
+    graphs = i.pool_mode.value != "none"
+    rows = [
+        ("model", i.model.name, f"TP {i.tensor_parallel_size}, {i.dtype_size}-byte weights"),
+        ("device", f"{i.device} ({i.backend})", f"{i.total_bytes / GIB:.1f} GiB total (nominal for named devices)"),
+        ("weights", _gib(p.weight_bytes), "per device"),
+        ("profiling peak", _gib(p.profile_bytes), "estimate"),
+        ("free after load", _gib(p.free_after_load_bytes), free_note),
+        ("usable", _gib(s.usable_bytes), f"x gpu_memory_utilization {i.gpu_memory_utilization}"),
+        ("KV cache", _gib(s.kv_cache_bytes),
+         f"{p.kv_blocks} blocks of {i.block_size}; {p.max_concurrent_seqs} seqs at max_model_len {i.max_model_len}"),
+        ("graphs", _gib(s.graph_bytes),
+         f"x VLLM_GRAPH_RESERVED_MEM {i.graph_reserved_mem}" if graphs else "none: eager (no graph pool)"),
+        ("  decode", _gib(s.decode_graph_bytes), f"{p.decode_graphs_fit}/{p.decode_graphs_total} graphs fit"),
+        ("  prefill", _gib(s.prefill_graph_bytes), f"x VLLM_GRAPH_PROMPT_RATIO {i.graph_prompt_ratio}"),
+        ("    text", _gib(s.prefill_text_graph_bytes),
+         f"x VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO {i.graph_multimodal_prompt_ratio}; "
+         f"{p.prefill_graphs_fit}/{p.prefill_graphs_total} graphs fit"),
+        ("    vision", _gib(s.prefill_vision_graph_bytes),
+         f"{i.pool_mode.value} pool; captured {captured} ({p.vision_capture_bytes / GIB:.2f} GiB); skipped {skipped}"),
+    ]  # fmt: skip
+    width = max(len(r[0]) for r in rows)
+    lines = [f"{name:<{width}}  {value:>16}  {note}" for name, value, note in rows]
+    lines.append(f"verdict: {p.verdict}")
+    for w in p.warnings:
+        lines.append(f"{w.severity} [{w.stage}]: {w.message}")
+        lines.append(f"  fix: {w.fix}")
+    return "\n".join(lines)

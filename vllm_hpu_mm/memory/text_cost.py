@@ -1,0 +1,92 @@
+"""Text (language-model) graph buckets and their estimated cost, for counting how many fit the prefill-text and
+decode pools.
+
+Bucketing assumed (vllm-gaudi's exponential bucketing, simplified to powers of two):
+
+- prefill: batch size 1, 2, 4, ... up to ``min(max_num_seqs, PROMPT_BS_MAX)`` times query length
+  ``block_size``, ``2 x block_size``, ... up to ``min(max_model_len, max_num_batched_tokens)``, keeping
+  ``batch x length <= max_num_batched_tokens``;
+- decode: batch size 1, 2, 4, ... up to ``max_num_seqs`` (and ``max_num_seqs`` itself) times KV blocks 1, 2, 4,
+  ... up to what that batch can hold at ``max_model_len`` (and never above the KV cache's blocks).
+
+Per-graph cost model (an estimate, not a measurement): a graph keeps the activations of one layer's forward for
+its shape, ``GRAPH_POOL_FACTOR`` times the eager activations (the vision tower's measured pool/eager ratio):
+tokens x (4 x hidden + 2 x intermediate / TP) x dtype bytes, plus for decode the gathered K/V of one layer
+(blocks x block_size x 2 x kv_heads x head_dim x dtype bytes / TP) and the logits (batch x vocab x 4 bytes).
+Graphs are counted smallest first until the pool is exhausted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from vllm_hpu_mm.memory.models import ModelDims
+
+#: Largest prefill batch in a bucket (vllm-gaudi caps prompt batch buckets well below max_num_seqs).
+PROMPT_BS_MAX = 64
+#: Graph pool / eager activations, from the vision tower's H100 measurement (0.0624 / 0.0424 ~ 1.47).
+GRAPH_POOL_FACTOR = 1.47
+
+
+@dataclasses.dataclass(frozen=True)
+class TextBucket:
+    batch: int
+    #: Query length for prefill, KV blocks for decode.
+    size: int
+    cost_bytes: int
+
+
+def _powers_of_two(limit: int, start: int = 1) -> list[int]:
+    out, v = [], start
+    while v <= limit:
+        out.append(v)
+        v *= 2
+    return out
+
+
+def _per_token(m: ModelDims, dtype_size: int, tp: int) -> int:
+    return (4 * m.hidden_size + 2 * m.intermediate_size // tp) * dtype_size
+
+
+def prefill_buckets(
+    m: ModelDims, *, dtype_size: int, tp: int, block_size: int, max_num_seqs: int, max_model_len: int,
+    max_num_batched_tokens: int,
+) -> list[TextBucket]:  # fmt: skip
+    """Prefill (batch, length) buckets with their estimated graph cost, smallest first."""
+    longest = min(max_model_len, max_num_batched_tokens)
+    lengths = _powers_of_two(longest, block_size) or [longest]
+    out = []
+    for bs in _powers_of_two(min(max_num_seqs, PROMPT_BS_MAX)):
+        for length in lengths:
+            if bs * length <= max_num_batched_tokens:
+                cost = round(bs * length * _per_token(m, dtype_size, tp) * GRAPH_POOL_FACTOR)
+                out.append(TextBucket(bs, length, cost))
+    return sorted(out, key=lambda b: (b.cost_bytes, b.batch))
+
+
+def decode_buckets(
+    m: ModelDims, *, dtype_size: int, tp: int, block_size: int, max_num_seqs: int, max_model_len: int,
+    num_kv_blocks: int,
+) -> list[TextBucket]:  # fmt: skip
+    """Decode (batch, KV blocks) buckets with their estimated graph cost, smallest first."""
+    blocks_per_seq = -(-max_model_len // block_size)
+    kv_heads = max(1, m.num_kv_heads // tp)
+    kv_per_block = block_size * 2 * kv_heads * m.head_dim * dtype_size
+    batches = sorted({*_powers_of_two(max_num_seqs), max_num_seqs})
+    out = []
+    for bs in batches:
+        most = min(bs * blocks_per_seq, max(num_kv_blocks, 1))
+        for blocks in sorted({*_powers_of_two(most), most}):
+            eager = bs * _per_token(m, dtype_size, tp) + blocks * kv_per_block + bs * m.vocab_size * 4
+            out.append(TextBucket(bs, blocks, round(eager * GRAPH_POOL_FACTOR)))
+    return sorted(out, key=lambda b: (b.cost_bytes, b.batch))
+
+
+def count_fitting(buckets: list[TextBucket], pool_bytes: int) -> int:
+    """How many buckets, smallest first, fit in ``pool_bytes`` (each graph keeps its own memory)."""
+    used = 0
+    for n, bucket in enumerate(buckets):
+        used += bucket.cost_bytes
+        if used > pool_bytes:
+            return n
+    return len(buckets)

@@ -1,0 +1,101 @@
+"""Activation-memory model of the Qwen2.5-VL vision tower per bucket: eager peak, one graph's pool, and what a
+set of captured buckets reserves under private pools or one shared pool.
+
+All coefficients live here, as named constants with their provenance. They were measured on an NVIDIA H100 80GB
+HBM3 (torch 2.11, transformers 5.17, Qwen2.5-VL-7B vision tower, bfloat16, random weights; one image of b patches
+per graph, varlen attention; see /work/shared/notes/vllm-and-gaudi-facts.md, "Measured here"). Gaudi (HPU) costs
+are *estimated* with the same model, not measured: HPU graphs keep their own memory per captured shape, which is
+the private-pool case below.
+
+Pool modes:
+
+- ``private``: every captured shape keeps its own pool, so the cost is the *sum* over captured buckets. This is
+  vllm-gaudi's and the older HabanaAI fork's behaviour (``wrap_in_hpu_graph`` per shape).
+- ``shared``: graphs captured largest first into one pool (``torch.cuda.graph(pool=...)``) and replayed one at a
+  time reserve about the *largest* graph's pool plus a little per extra graph (790 MiB measured for the seven
+  default buckets, against 2824 MiB for seven private pools).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+
+from vllm_hpu_mm.memory.models import VisionDims
+
+MIB = 2**20
+
+#: Eager forward peak above inputs, MiB per patch and fixed MiB (H100, 7B tower, bf16; 44 MiB at 1024 patches).
+EAGER_MIB_PER_PATCH = 0.0424
+EAGER_FIXED_MIB = 3.0
+#: One captured graph's private pool, MiB per patch and fixed MiB (H100, 7B tower, bf16): ~1.47x the eager peak,
+#: e.g. 1600 patches -> 102 MiB, 4096 -> 260 MiB, 12544 -> 786 MiB.
+GRAPH_POOL_MIB_PER_PATCH = 0.0624
+GRAPH_POOL_FIXED_MIB = 5.0
+#: Shared pool, largest first: growth per graph beyond the largest ((790 - 787.7) MiB over 6 more graphs, H100).
+SHARED_POOL_MIB_PER_EXTRA_GRAPH = 0.4
+#: The tower the coefficients were measured on; other widths scale by the per-patch activation proxy below.
+REFERENCE_VISION = VisionDims()
+REFERENCE_DTYPE_BYTES = 2
+
+
+class PoolMode(str, enum.Enum):
+    PRIVATE = "private"
+    SHARED = "shared"
+    #: No graphs at all (CPU, eager): nothing is captured and the vision pool is not used.
+    NONE = "none"
+
+
+#: Which pool model the plan assumes per backend. HPU: vllm-gaudi / the fork wrap each shape in its own HPU graph.
+#: CUDA: our graph backend captures the buckets largest first into one shared pool. CPU: eager, no graphs.
+DEFAULT_POOL_MODE: dict[str, PoolMode] = {"hpu": PoolMode.PRIVATE, "cuda": PoolMode.SHARED, "cpu": PoolMode.NONE}
+
+
+def _activation_proxy(v: VisionDims) -> int:
+    """Activation elements per patch in one block (q/k/v/out, gate/up/act): what scales with width."""
+    return 4 * v.hidden_size + 3 * v.intermediate_size
+
+
+def _scale(v: VisionDims, dtype_size: int) -> float:
+    return _activation_proxy(v) / _activation_proxy(REFERENCE_VISION) * dtype_size / REFERENCE_DTYPE_BYTES
+
+
+def eager_peak_bytes(patches: int, vision: VisionDims = REFERENCE_VISION, dtype_size: int = 2) -> int:
+    """Peak memory above inputs of one eager forward over ``patches`` patches."""
+    mib = EAGER_MIB_PER_PATCH * patches * _scale(vision, dtype_size) + EAGER_FIXED_MIB
+    return round(mib * MIB)
+
+
+def graph_pool_bytes(patches: int, vision: VisionDims = REFERENCE_VISION, dtype_size: int = 2) -> int:
+    """Memory pool of one graph captured at ``patches`` patches."""
+    mib = GRAPH_POOL_MIB_PER_PATCH * patches * _scale(vision, dtype_size) + GRAPH_POOL_FIXED_MIB
+    return round(mib * MIB)
+
+
+def capture_bytes(
+    buckets: Sequence[int], mode: PoolMode, vision: VisionDims = REFERENCE_VISION, dtype_size: int = 2
+) -> int:
+    """What capturing exactly these buckets reserves under ``mode``."""
+    if not buckets or mode is PoolMode.NONE:
+        return 0
+    pools = [graph_pool_bytes(b, vision, dtype_size) for b in buckets]
+    if mode is PoolMode.PRIVATE:
+        return sum(pools)
+    return max(pools) + round(SHARED_POOL_MIB_PER_EXTRA_GRAPH * MIB) * (len(pools) - 1)
+
+
+def fit_buckets(
+    buckets: Sequence[int], pool_bytes: int, mode: PoolMode, vision: VisionDims = REFERENCE_VISION, dtype_size: int = 2
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(captured, skipped): buckets taken in ascending order while their capture cost fits ``pool_bytes``.
+
+    The first bucket that does not fit stops the capture: it and every larger bucket are skipped (they would
+    compile at run time). With no graphs (``NONE``) nothing is captured and nothing is skipped.
+    """
+    ordered = sorted(buckets)
+    if mode is PoolMode.NONE:
+        return (), ()
+    for n in range(len(ordered), -1, -1):
+        if capture_bytes(ordered[:n], mode, vision, dtype_size) <= pool_bytes:
+            return tuple(ordered[:n]), tuple(ordered[n:])
+    return (), tuple(ordered)  # pragma: no cover - n = 0 always fits a non-negative pool
