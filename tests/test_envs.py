@@ -1,0 +1,146 @@
+"""The environment registry (vllm_hpu_mm.envs): a good/bad table for every declared variable."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_hpu_mm import envs
+from vllm_hpu_mm.buckets.policy import OversizePolicy
+from vllm_hpu_mm.buckets.spec import DEFAULT_BUCKETS
+from vllm_hpu_mm.errors import BucketError, ConfigError
+from vllm_hpu_mm.preprocess.modes import AlignMode
+
+BOOL_GOOD = [("1", True), ("true", True), ("TRUE", True), ("yes", True), ("on", True)]
+BOOL_GOOD += [("0", False), ("false", False), ("no", False), ("off", False), ("", False), (" False ", False)]
+
+
+def verbatim(raws: list[str]) -> list[tuple[str, str]]:
+    """Bad values whose error must quote the whole value."""
+    return [(raw, raw.strip()) for raw in raws]
+
+
+BOOL_BAD = verbatim(["2", "maybe", "-1", "truee"])
+RATIO_GOOD = [("0", 0.0), ("1", 1.0), ("0.3", 0.3), (" 0.05 ", 0.05), ("1e-1", 0.1)]
+RATIO_BAD = verbatim(["-0.1", "1.01", "abc", "", "nan", "30%"])
+
+#: name -> (good: [(raw, parsed)], bad: [(raw, the bad token the error must quote)], a fragment of the accepted form)
+TABLE: dict[str, tuple[list[tuple[str, Any]], list[tuple[str, str]], str]] = {
+    "VLLM_MULTIMODAL_BUCKETS": (
+        [("1600,3136", (1600, 3136)), ("4096, 64", (64, 4096)), ("None", None), ("none", None)],
+        [
+            ("", ""),
+            ("1600,abc", "'abc'"),
+            ("1600,1000", "bucket 1000"),
+            ("64,64", "bucket 64 appears"),
+            ("-64", "bucket -64"),
+            ("1600,,3136", "'1600,,3136'"),
+        ],
+        "multiple of 64",
+    ),
+    "VLLM_GRAPH_RESERVED_MEM": (RATIO_GOOD, RATIO_BAD, "between 0 and 1"),
+    "VLLM_GRAPH_PROMPT_RATIO": (RATIO_GOOD, RATIO_BAD, "between 0 and 1"),
+    "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO": (RATIO_GOOD, RATIO_BAD, "between 0 and 1"),
+    "VLLM_FP32_SOFTMAX": (BOOL_GOOD, BOOL_BAD, "0/1, true/false"),
+    "VLLM_FP32_SOFTMAX_VISION": (BOOL_GOOD, BOOL_BAD, "0/1, true/false"),
+    "VLLM_SKIP_WARMUP": (BOOL_GOOD, BOOL_BAD, "0/1, true/false"),
+    "VLLM_HPU_MM_OVERSIZE_POLICY": (
+        [("shrink", OversizePolicy.SHRINK), ("EAGER", OversizePolicy.EAGER), (" reject ", OversizePolicy.REJECT)],
+        verbatim(["split", "", "resize"]),
+        "one of shrink, eager, reject",
+    ),
+    "VLLM_HPU_MM_ALIGN_MODE": (
+        [("nearest", AlignMode.NEAREST), ("Down", AlignMode.DOWN), ("pad", AlignMode.PAD)],
+        verbatim(["up", "", "112"]),
+        "one of nearest, down, pad",
+    ),
+    "VLLM_HPU_MM_MAX_IMAGE_PIXELS": (
+        [("178956970", 178956970), ("1_000_000", 1_000_000), (" 12 ", 12)],
+        verbatim(["0", "-5", "1e6", "lots", ""]),
+        "a positive integer",
+    ),
+    "VLLM_HPU_MM_MAX_ASPECT_RATIO": (
+        [("200", 200.0), ("1", 1.0), ("12.5", 12.5)],
+        verbatim(["0.5", "0", "-3", "wide", "nan"]),
+        "a number >= 1",
+    ),
+    "VLLM_HPU_MM_GRAPH_BACKEND": (
+        [("auto", "auto"), ("CPU", "cpu"), ("cuda", "cuda"), ("hpu", "hpu"), ("none", "none")],
+        verbatim(["gpu", "", "xla"]),
+        "one of auto, cpu, cuda, hpu, none",
+    ),
+    "VLLM_HPU_MM_SHAPE_LOG": ([("/tmp/shapes.log", "/tmp/shapes.log"), ("", None), ("  ", None)], [], ""),
+}
+
+
+def test_the_table_covers_every_declared_variable() -> None:
+    assert set(TABLE) == set(envs.ENVIRONMENT_VARIABLES)
+
+
+GOOD = [(name, raw, parsed) for name, (good, _, _) in TABLE.items() for raw, parsed in good]
+BAD = [(name, raw, token, form) for name, (_, bad, form) in TABLE.items() for raw, token in bad]
+
+
+@pytest.mark.parametrize(("name", "raw", "parsed"), GOOD)
+def test_good_values_parse(name: str, raw: str, parsed: Any) -> None:
+    settings = envs.load({name: raw})
+    assert getattr(settings, envs.ENVIRONMENT_VARIABLES[name].field) == parsed
+
+
+@pytest.mark.parametrize(("name", "raw", "token", "form"), BAD)
+def test_bad_values_name_the_variable_the_token_and_the_accepted_form(
+    name: str, raw: str, token: str, form: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        envs.load({name: raw})
+    message = str(info.value)
+    assert name in message
+    assert form in message
+    assert token in message
+
+
+def test_bucket_errors_are_bucket_errors_naming_the_bad_entry() -> None:
+    with pytest.raises(BucketError, match=r"VLLM_MULTIMODAL_BUCKETS: bucket 1000 is not a multiple of 64"):
+        envs.load({"VLLM_MULTIMODAL_BUCKETS": "1600,1000"})
+
+
+def test_defaults_when_nothing_is_set() -> None:
+    settings = envs.load({})
+    assert settings.multimodal_buckets == DEFAULT_BUCKETS
+    assert (settings.graph_reserved_mem, settings.graph_prompt_ratio, settings.graph_multimodal_prompt_ratio) == (
+        0.1,
+        0.3,
+        0.3,
+    )
+    assert settings.fp32_softmax is False
+    assert settings.fp32_softmax_vision is False
+    assert settings.skip_warmup is False
+    assert settings.oversize_policy is OversizePolicy.SHRINK
+    assert settings.align_mode is AlignMode.NEAREST
+    assert settings.graph_backend == "auto"
+    assert settings.shape_log is None
+    for var in envs.ENVIRONMENT_VARIABLES.values():  # every declared default is itself valid
+        var.parse(var.name, var.default)
+
+
+def test_every_variable_is_documented() -> None:
+    rows = envs.describe()
+    assert [r[0] for r in rows] == list(envs.ENVIRONMENT_VARIABLES)
+    for name, _default, accepted, doc in rows:
+        assert accepted, name
+        assert doc.endswith("."), name
+
+
+def test_no_other_module_reads_the_environment() -> None:
+    package = Path(envs.__file__).parent
+    pattern = re.compile(r"os\.environ|os\.getenv|getenv\(|from os import environ")
+    readers = [
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if path.name != "envs.py" or path.parent != package
+        if pattern.search(path.read_text(encoding="utf-8"))
+    ]
+    assert readers == []
