@@ -53,6 +53,16 @@ def test_plan_json_on_coco(capsys: pytest.CaptureFixture[str]) -> None:
     assert result["export"] == "export VLLM_MULTIMODAL_BUCKETS=384,768,1152,1536,1600,1920,2304"
 
 
+def test_plan_keep_largest_covers_max_pixels(capsys: pytest.CaptureFixture[str]) -> None:
+    coco = str(SHARED_SIZES / "coco_val2017.csv")
+    result = run_json(capsys, "plan", "--sizes", coco, "--keep-largest")
+    assert result["buckets"][-1] == 12544
+    assert result["warnings"] == []
+    assert result["efficiency"] > 0.99
+    plain = run_json(capsys, "plan", "--sizes", coco)
+    assert "largest bucket 2304 is below the 12544 patches" in plain["warnings"][0]
+
+
 def test_plan_target_efficiency_picks_the_fewest_buckets(capsys: pytest.CaptureFixture[str]) -> None:
     csv = str(SHARED_SIZES / "mathvista_testmini.csv")
     result = run_json(capsys, "plan", "--sizes", csv, "--target-efficiency", "0.95")

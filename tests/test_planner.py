@@ -105,6 +105,23 @@ def test_evaluation_counts_every_image_once_and_efficiency_is_at_most_one(
     assert ev.real_patches == sum(counts)
 
 
+@settings(max_examples=60, deadline=None)
+@given(counts=small_counts, k=st.integers(1, 4), extra=st.integers(0, 3))
+def test_cover_forces_the_largest_bucket_and_stays_optimal(counts: list[int], k: int, extra: int) -> None:
+    cover = max(counts) + extra * GRANULE
+    buckets = optimal_buckets(counts, k, cover=cover)
+    assert buckets[-1] == cover
+    assert len(buckets) <= k
+    # The same as brute force over lists whose largest bucket is the cover (a zero-weight image there).
+    forced = [*counts, cover]
+    assert padded(counts, buckets) == brute_force(forced, k) - cover == optimal_cost(counts, k, cover=cover)
+
+
+def test_cover_below_the_largest_image_is_refused() -> None:
+    with pytest.raises(ConfigError, match="below the largest image"):
+        optimal_buckets([640], 2, cover=576)
+
+
 def test_counts_off_the_64_grid_get_buckets_on_it() -> None:
     assert optimal_buckets([100, 130, 700], 2) == (192, 704)
 

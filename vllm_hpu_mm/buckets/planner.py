@@ -89,9 +89,13 @@ def evaluate(counts: Sequence[int], buckets: Sequence[int], *, num_shrunk: int =
 class _Table:
     """The dynamic programme over distinct counts, grown one bucket at a time."""
 
-    def __init__(self, counts: Sequence[int]) -> None:
+    def __init__(self, counts: Sequence[int], cover: int | None = None) -> None:
         _check_counts(counts)
         weights = Counter(_round_up(c) for c in counts)
+        if cover is not None:
+            if cover < max(weights):
+                raise ConfigError(f"cover={cover} patches is below the largest image ({max(weights)} patches)")
+            weights[_round_up(cover)] += 0  # a value no image has: forces the largest bucket up to it
         self.values: _Int = np.array(sorted(weights), dtype=np.int64)
         self.prefix: _Int = np.concatenate(
             [[0], np.cumsum([weights[int(v)] for v in self.values], dtype=np.int64)]
@@ -133,37 +137,40 @@ class _Table:
         return int(self.cost[-1])
 
 
-def optimal_buckets(counts: Sequence[int], k: int) -> tuple[int, ...]:
+def optimal_buckets(counts: Sequence[int], k: int, *, cover: int | None = None) -> tuple[int, ...]:
     """The ``k``-bucket list (ascending) with the fewest padded patches for images of ``counts`` patches.
 
-    The largest bucket is the largest count (rounded up to 64). Returns fewer than ``k`` buckets when there are
-    fewer distinct counts (then every image fits exactly). Ties go to the list found first (smaller earlier edges).
+    The largest bucket is the largest count (rounded up to 64), or ``cover`` when given (e.g.
+    ``largest_patches(max_pixels)``, so that no future image has to be shrunk below ``max_pixels``; it takes one of
+    the ``k`` buckets). Returns fewer than ``k`` buckets when there are fewer distinct values (then every image fits
+    exactly). Ties go to the list found first.
     """
     if k < 1:
         raise ConfigError(f"number of buckets {k} is invalid; accepted: an integer >= 1")
-    table = _Table(counts)
+    table = _Table(counts, cover)
     while table.num_buckets < min(k, len(table.values)):
         table.grow()
     return table.buckets()
 
 
-def optimal_cost(counts: Sequence[int], k: int) -> int:
+def optimal_cost(counts: Sequence[int], k: int, *, cover: int | None = None) -> int:
     """Padded patches of :func:`optimal_buckets` (``counts`` rounded up to multiples of 64)."""
-    table = _Table(counts)
+    table = _Table(counts, cover)
     while table.num_buckets < min(k, len(table.values)):
         table.grow()
     return table.best_cost()
 
 
-def fewest_buckets(counts: Sequence[int], target_efficiency: float) -> tuple[int, ...]:
-    """The smallest optimal list whose efficiency reaches ``target_efficiency`` (in (0, 1]).
+def fewest_buckets(counts: Sequence[int], target_efficiency: float, *, cover: int | None = None) -> tuple[int, ...]:
+    """The smallest optimal list whose efficiency reaches ``target_efficiency`` (in (0, 1]); ``cover`` as in
+    :func:`optimal_buckets`.
 
     Always succeeds: with one bucket per distinct count every image fits exactly (efficiency 1.0 for 112-aligned
     counts).
     """
     if not 0.0 < target_efficiency <= 1.0:
         raise ConfigError(f"target efficiency {target_efficiency} is invalid; accepted: a number in (0, 1], e.g. 0.95")
-    table = _Table(counts)
+    table = _Table(counts, cover)
     real = sum(counts)
     while real < target_efficiency * table.best_cost() and table.num_buckets < len(table.values):
         table.grow()

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.buckets.coverage import validate_coverage
+from vllm_hpu_mm.buckets.coverage import largest_patches, validate_coverage
 from vllm_hpu_mm.buckets.packing import shrink_limit
 from vllm_hpu_mm.buckets.planner import Evaluation, evaluate, fewest_buckets, optimal_buckets
 from vllm_hpu_mm.buckets.policy import OversizePolicy
@@ -118,6 +118,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="X",
         help="plan the fewest buckets whose efficiency (real / padded patches) reaches X, e.g. 0.95",
     )
+    plan.add_argument(
+        "--keep-largest",
+        action="store_true",
+        help="make the largest bucket cover max_pixels (max_pixels/196 patches, whole tiles) so that no image is "
+        "ever shrunk below max_pixels; it takes one of the K buckets",
+    )
     plan.set_defaults(func=run_plan)
     check = sub.add_parser(
         "check",
@@ -198,12 +204,13 @@ def run_plan(args: argparse.Namespace) -> int:
         raise ConfigError(f"--min-pixels {min_pixels} is above --max-pixels {max_pixels}; accepted: min <= max")
     sizes = _load_sizes(args)
     sample = patch_counts(sizes.sizes, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode)
+    cover = largest_patches(max_pixels) if args.keep_largest else None
     if args.target_efficiency is not None:
-        buckets = fewest_buckets(sample.counts, args.target_efficiency)
+        buckets = fewest_buckets(sample.counts, args.target_efficiency, cover=cover)
         goal = f"fewest buckets reaching efficiency {args.target_efficiency}"
     else:
         k = args.num_buckets or DEFAULT_NUM_BUCKETS
-        buckets = optimal_buckets(sample.counts, k)
+        buckets = optimal_buckets(sample.counts, k, cover=cover)
         goal = f"{k} buckets minimising padded patches (exact)"
         if len(buckets) < k:
             goal += f"; only {len(buckets)} distinct patch counts, so {len(buckets)} buckets fit every image exactly"
@@ -247,7 +254,7 @@ def run_plan(args: argparse.Namespace) -> int:
         f"{','.join(map(str, DEFAULT_BUCKETS))} reaches {default_ev.efficiency:.4f} on the same images"
     )
     for note in notes:
-        print(f"note: {note}")
+        print(f"note: {note}" + ("" if args.keep_largest else " (or plan with --keep-largest)"))
     if args.plot:
         print(f"histogram written to {args.plot}")
     print(f"export {BUCKETS_VAR}={','.join(map(str, buckets))}")
