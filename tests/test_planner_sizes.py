@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import shutil
+import struct
+import zlib
 from pathlib import Path
 
 import pytest
@@ -77,6 +79,27 @@ def test_folder_scan_applies_exif_rotation(tmp_path: Path) -> None:
     found, skipped = scan_images(tmp_path, progress=False)
     assert sorted(found.sizes) == [(427, 640), (640, 427)]
     assert skipped == 0
+
+
+def png_header(width: int, height: int) -> bytes:
+    """A PNG whose header claims ``width`` x ``height`` with no pixel data: decoding it would fail."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b"")
+
+
+def test_folder_scan_reads_headers_only_even_for_huge_images(tmp_path: Path) -> None:
+    (tmp_path / "huge.png").write_bytes(png_header(30000, 20000))  # 600 Mpx: Pillow's bomb guard would refuse it
+    exif = Image.Exif()
+    exif[0x0112] = 8
+    Image.new("RGB", (64, 32)).save(tmp_path / "rotated.png", exif=exif)
+    limit = Image.MAX_IMAGE_PIXELS
+    found, _ = scan_images(tmp_path, progress=False)
+    assert sorted(found.sizes) == [(32, 64), (30000, 20000)]
+    assert Image.MAX_IMAGE_PIXELS == limit  # the guard is restored
 
 
 def test_folder_scan_errors(tmp_path: Path) -> None:

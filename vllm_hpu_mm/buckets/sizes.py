@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import math
+import warnings
 from collections.abc import Iterable, Sequence
 from importlib import resources
 from pathlib import Path
@@ -111,7 +112,7 @@ def scan_images(folder: str | Path, *, progress: bool = True) -> tuple[SizeSet, 
     were skipped as not images. EXIF orientations 5-8 (rotated by 90 degrees) swap width and height, as the
     preprocessor does when it applies the orientation.
     """
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image
     from tqdm import tqdm
 
     root = Path(folder)
@@ -120,22 +121,44 @@ def scan_images(folder: str | Path, *, progress: bool = True) -> tuple[SizeSet, 
     files = sorted(f for f in root.rglob("*") if f.is_file())
     sizes: list[Size] = []
     skipped = 0
-    for f in tqdm(files, desc=f"reading {root.name or root}", unit="file", disable=not progress, leave=False):
-        try:
-            with Image.open(f) as img:
-                w, h = img.size
-                if img.getexif().get(0x0112, 1) in (5, 6, 7, 8):
-                    w, h = h, w
-        except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
-            skipped += 1
-            continue
-        if w > 0 and h > 0:
-            sizes.append((w, h))
-        else:
-            skipped += 1
+    # Only headers are read, never pixels, so Pillow's decompression-bomb guard (which would refuse huge scans
+    # at open) is lifted for the scan and restored after it.
+    limit = Image.MAX_IMAGE_PIXELS
+    Image.MAX_IMAGE_PIXELS = None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            for f in tqdm(files, desc=f"reading {root.name or root}", unit="file", disable=not progress, leave=False):
+                size = _header_size(f)
+                if size is None:
+                    skipped += 1
+                else:
+                    sizes.append(size)
+    finally:
+        Image.MAX_IMAGE_PIXELS = limit
     if not sizes:
         raise ConfigError(f"--images {root}: no readable images among {len(files)} files")
     return SizeSet(tuple(sizes), f"{root} ({len(sizes)} images, {skipped} non-image files skipped)"), skipped
+
+
+def _header_size(path: Path) -> Size | None:
+    """``(width, height)`` as displayed (EXIF orientation applied), or None if the file is not a readable image."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as img:
+            w, h = img.size
+            if img.format == "PNG":  # PngImageFile.getexif() decodes the pixels; the header's eXIf is in info
+                exif = Image.Exif()
+                if img.info.get("exif"):
+                    exif.load(img.info["exif"])
+            else:
+                exif = img.getexif()
+            if exif.get(0x0112, 1) in (5, 6, 7, 8):  # rotated by 90 degrees
+                w, h = h, w
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
+        return None
+    return (int(w), int(h)) if w > 0 and h > 0 else None
 
 
 def synthetic_sizes(min_pixels: int, max_pixels: int) -> SizeSet:
