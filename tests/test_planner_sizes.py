@@ -99,7 +99,7 @@ def test_folder_scan_reads_headers_only_even_for_huge_images(tmp_path: Path) -> 
     limit = Image.MAX_IMAGE_PIXELS
     found, _ = scan_images(tmp_path, progress=False)
     assert sorted(found.sizes) == [(32, 64), (30000, 20000)]
-    assert Image.MAX_IMAGE_PIXELS == limit  # the guard is restored
+    assert limit == Image.MAX_IMAGE_PIXELS  # the guard is restored
 
 
 def test_folder_scan_errors(tmp_path: Path) -> None:
