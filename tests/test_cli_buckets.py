@@ -148,6 +148,7 @@ def test_check_eager_policy_counts_oversize_images(
         (["plan", "--target-efficiency", "1.5"], "outside (0, 1]"),
         (["plan", "--sizes", "/nonexistent/sizes.csv"], "cannot read it"),
         (["plan", "--images", "/nonexistent/folder"], "not a folder"),
+        (["plan", "--images", str(SHARED_SIZES)], "no readable images among"),
         (["plan", "--min-pixels", "9000", "--max-pixels", "5000"], "above --max-pixels"),
         (["check", "1600,1000"], "bucket 1000 is not a multiple of 64"),
         (["plan", "--bogus"], "unrecognized arguments: --bogus"),

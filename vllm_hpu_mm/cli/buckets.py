@@ -154,7 +154,8 @@ def _align_mode(args: argparse.Namespace) -> AlignMode:
 
 def _load_sizes(args: argparse.Namespace) -> SizeSet:
     sets = [read_sizes_csv(path) for path in args.sizes]
-    sets += [scan_images(folder)[0] for folder in args.images]
+    # The progress bar is for a person watching: piped or captured stderr keeps just the one error line.
+    sets += [scan_images(folder, progress=sys.stderr.isatty())[0] for folder in args.images]
     if sets:
         return SizeSet(tuple(s for part in sets for s in part.sizes), " + ".join(part.source for part in sets))
     if args.min_pixels is not None and args.max_pixels is not None:
