@@ -71,6 +71,8 @@ def _round_up(count: int) -> int:
 def evaluate(counts: Sequence[int], buckets: Sequence[int], *, num_shrunk: int = 0) -> Evaluation:
     """Efficiency, per-bucket hits and oversize count of ``buckets`` (ascending) on images of ``counts`` patches."""
     ordered = tuple(buckets)
+    if not ordered or list(ordered) != sorted(set(ordered)):
+        raise ConfigError(f"buckets {list(ordered)} must be a non-empty, strictly increasing list")
     hits = dict.fromkeys(ordered, 0)
     real = dict.fromkeys(ordered, 0)
     padded = oversize = 0
