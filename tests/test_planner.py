@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from vllm_hpu_mm.buckets.packing import bucket_for
 from vllm_hpu_mm.buckets.planner import evaluate, fewest_buckets, optimal_buckets, optimal_cost
 from vllm_hpu_mm.buckets.sizes import patch_counts, read_sizes_csv
 from vllm_hpu_mm.buckets.spec import DEFAULT_BUCKETS
+from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.errors import ConfigError
 
 GRANULE = 64
@@ -161,6 +163,15 @@ def test_seven_planned_buckets_beat_the_default_list_and_are_exactly_optimal(csv
     planned = optimal_buckets(counts, 7)
     assert evaluate(counts, planned).efficiency >= evaluate(counts, DEFAULT_BUCKETS).efficiency
     assert padded(counts, planned) == least_waste_at_most_k(counts, 7)
+
+
+@pytest.mark.parametrize("csv", shared_csvs(), ids=lambda p: p.stem)
+def test_cli_plan_with_seven_buckets_on_every_shared_csv(csv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["buckets", "plan", "--sizes", str(csv), "--num-buckets", "7", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["efficiency"] >= result["default"]["efficiency"]
+    assert result["padded_patches"] == least_waste_at_most_k(counts_of(csv), 7)
+    assert result["num_images"] == len(read_sizes_csv(csv).sizes)
 
 
 @pytest.mark.parametrize(
