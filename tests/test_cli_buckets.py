@@ -151,6 +151,7 @@ def test_check_eager_policy_counts_oversize_images(
         (["plan", "--images", str(SHARED_SIZES)], "no readable images among"),
         (["plan", "--min-pixels", "9000", "--max-pixels", "5000"], "above --max-pixels"),
         (["check", "1600,1000"], "bucket 1000 is not a multiple of 64"),
+        (["check", "--plot", "/nonexistent/folder/hist.png"], "--plot /nonexistent/folder/hist.png: cannot write it"),
         (["plan", "--bogus"], "unrecognized arguments: --bogus"),
         (["frobnicate"], "invalid choice"),
     ],
