@@ -16,6 +16,7 @@ def plot_histogram(
     *,
     title: str,
     reference: Sequence[int] | None = None,
+    reference_label: str = "default list",
 ) -> Path:
     """Draw images per patch count (one bar per distinct count) and a vertical line at each bucket.
 
@@ -33,9 +34,9 @@ def plot_histogram(
         xs = sorted(hist)
         ax.bar(xs, [hist[x] for x in xs], width=48, color="#4a78b5", label="images per aligned patch count")
         for i, b in enumerate(buckets):
-            ax.axvline(b, color="#c0392b", linewidth=1.2, label="buckets" if i == 0 else None)
+            ax.axvline(b, color="#c0392b", linewidth=1.2, label="planned / checked buckets" if i == 0 else None)
         for i, b in enumerate(reference or ()):
-            ax.axvline(b, color="#7f8c8d", linestyle="--", linewidth=1, label="reference buckets" if i == 0 else None)
+            ax.axvline(b, color="#7f8c8d", linestyle="--", linewidth=1, label=reference_label if i == 0 else None)
         ax.set_xlabel("vision patches per image (14x14 px)")
         ax.set_ylabel("images")
         ax.set_title(title, fontsize=10)
