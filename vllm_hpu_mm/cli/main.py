@@ -6,7 +6,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from vllm_hpu_mm import __version__
 from vllm_hpu_mm.cli.common import ExitCode, fail
@@ -22,7 +22,7 @@ SUBCOMMANDS = (
 
 
 class _Subcommand(Protocol):
-    def add_parser(self, subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: ...
+    def add_parser(self, subparsers: argparse._SubParsersAction[Any]) -> None: ...
 
 
 class _ArgumentParser(argparse.ArgumentParser):
