@@ -1,0 +1,78 @@
+"""vLLM general plugin: 112-aligned Qwen2.5-VL processing and a bucketed vision encoder.
+
+Entry point ``vllm.general_plugins: hpu_mm = vllm_hpu_mm.plugin:register`` (setup.py). vLLM calls :func:`register`
+in every process (API server, engine core, workers, the model-inspection subprocess), possibly more than once, so
+it is re-entrant, imports vLLM lazily and touches no device. What it does:
+
+1. validates our settings (``vllm_hpu_mm.envs``): a bad value raises :class:`~vllm_hpu_mm.errors.ConfigError` here,
+   which vLLM does not catch, so the server fails at startup before any device memory is taken;
+2. declares our environment variables in ``vllm.envs.environment_variables`` (no "unknown variable" warning);
+3. registers ``Qwen2_5_VLForConditionalGeneration`` as ``"vllm_hpu_mm.plugin.model:<class>"``. If another plugin
+   (vllm-gaudi) registers its own class for that architecture, before or after us, that class becomes our base
+   (:mod:`.registration`), so its HPU execution is kept and we add alignment and bucket planning on top;
+4. logs one line with the resolved settings, once per process.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+logger = logging.getLogger("vllm_hpu_mm")
+
+_lock = threading.Lock()
+_logged = False
+
+
+def settings_line() -> str:
+    """The resolved settings, in one line (buckets, policy, align mode, backend, warm-up, precision, metrics)."""
+    from vllm_hpu_mm.envs import get_settings
+
+    s = get_settings()
+    buckets = "None (bucketing off)" if s.multimodal_buckets is None else ",".join(map(str, s.multimodal_buckets))
+    return (
+        f"vllm-hpu-mm: buckets={buckets} oversize_policy={s.oversize_policy.value} align_mode={s.align_mode.value} "
+        f"graph_backend={s.graph_backend} skip_warmup={s.skip_warmup} fp32_softmax={s.fp32_softmax} "
+        f"fp32_softmax_vision={s.fp32_softmax_vision} max_image_pixels={s.max_image_pixels} "
+        f"max_aspect_ratio={s.max_aspect_ratio:g} shape_log={s.shape_log or '-'}"
+    )
+
+
+def declare_environment_variables() -> None:
+    """Add our variable names to vLLM's registry so ``Platform.validate_environ`` accepts them."""
+    import vllm.envs
+
+    from vllm_hpu_mm.envs import ENVIRONMENT_VARIABLES, getter
+
+    for name in ENVIRONMENT_VARIABLES:
+        vllm.envs.environment_variables.setdefault(name, getter(name))
+
+
+def attach_to_vllm_logging() -> None:
+    """Send our package's log records through vLLM's handlers (vLLM configures only its own ``vllm`` logger)."""
+    ours = logging.getLogger("vllm_hpu_mm")
+    if ours.handlers:
+        return
+    theirs = logging.getLogger("vllm")
+    for handler in theirs.handlers:
+        ours.addHandler(handler)
+    if ours.handlers:
+        ours.setLevel(theirs.level or logging.INFO)
+        ours.propagate = False
+
+
+def register() -> None:
+    """vLLM general-plugin entry point. Safe to call any number of times in any process."""
+    global _logged
+    from vllm_hpu_mm.envs import get_settings
+
+    get_settings()  # ConfigError propagates: vLLM calls plugin functions outside any try
+    declare_environment_variables()
+    attach_to_vllm_logging()
+    from vllm_hpu_mm.plugin.registration import register_model
+
+    register_model()
+    with _lock:
+        if not _logged:
+            _logged = True
+            logger.info("%s", settings_line())

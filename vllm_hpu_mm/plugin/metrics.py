@@ -1,0 +1,136 @@
+"""Prometheus counters of the bucketed vision encoder, and the per-pass shape log.
+
+In vLLM V1 the tower runs in the engine-core/worker process while ``/metrics`` is served by the API-server process.
+vLLM 0.32 merges metrics across processes only through prometheus_client's multiprocess mode: when
+``PROMETHEUS_MULTIPROC_DIR`` is set (vLLM sets it itself for ``--api-server-count > 1``), every process writes its
+samples to files there and the API server's ``/metrics`` reads them all (``vllm/v1/metrics/prometheus.py``,
+``get_prometheus_registry``). Our counters are ordinary prometheus_client counters, so with that variable set
+(an empty directory, inherited by the engine processes) they appear on the API server's ``/metrics``; without it
+they stay in the process that ran the tower, which :func:`multiprocess_enabled` lets the startup log say.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from vllm_hpu_mm.graphs.base import PassRecord
+
+PREFIX = "vllm_hpu_mm_"
+_lock = threading.Lock()
+_metrics: dict[str, Any] | None = None
+
+
+def multiprocess_enabled() -> bool:
+    """True when prometheus_client writes samples to files (``PROMETHEUS_MULTIPROC_DIR`` was set at its import)."""
+    from prometheus_client import values
+
+    return bool(values.ValueClass.__name__ == "MmapedValue")
+
+
+def _counters() -> dict[str, Any]:
+    """Create the counters once per process, lazily: importing this module registers nothing."""
+    global _metrics
+    with _lock:
+        if _metrics is None:
+            from prometheus_client import Counter
+
+            _metrics = {
+                "images": Counter(
+                    PREFIX + "vision_images",
+                    "Images (and video items) encoded, by the bucket their pass ran at ('none' = exact shape).",
+                    ["bucket"],
+                ),
+                "padded": Counter(
+                    PREFIX + "vision_padded_patches",
+                    "Dummy patches added to fill vision-encoder buckets.",
+                    ["bucket"],
+                ),
+                "passes": Counter(
+                    PREFIX + "vision_encoder_passes",
+                    "Vision-encoder passes, by bucket and backend.",
+                    ["bucket", "backend"],
+                ),
+                "oversize": Counter(
+                    PREFIX + "oversize_images",
+                    "Images above the largest bucket, by the policy applied (shrink, eager, reject, ...).",
+                    ["policy"],
+                ),
+                "warmup": Counter(
+                    PREFIX + "warmup_captures",
+                    "Vision buckets captured/compiled at warm-up, by backend.",
+                    ["backend"],
+                ),
+            }
+        return _metrics
+
+
+def _label(bucket: int | None) -> str:
+    return "none" if bucket is None else str(bucket)
+
+
+def record_pass(record: PassRecord) -> None:
+    """Count one tower pass (the runner's ``on_pass`` hook)."""
+    c = _counters()
+    bucket = _label(record.bucket)
+    c["images"].labels(bucket=bucket).inc(len(record.image_patches))
+    c["passes"].labels(bucket=bucket, backend=record.backend).inc()
+    if record.padding:
+        c["padded"].labels(bucket=bucket).inc(record.padding)
+    if record.oversize and record.oversize_policy:
+        c["oversize"].labels(policy=record.oversize_policy).inc(record.oversize)
+
+
+def record_oversize(policy: str, count: int = 1) -> None:
+    """Count images found above the largest bucket by the processor (shrunk or rejected there)."""
+    _counters()["oversize"].labels(policy=policy).inc(count)
+
+
+def record_warmup(backend: str, captured: int) -> None:
+    _counters()["warmup"].labels(backend=backend).inc(captured)
+
+
+class ShapeLog:
+    """Appends one JSON line per tower pass to a file (``VLLM_HPU_MM_SHAPE_LOG``), for audits and tests.
+
+    Lines are written with one ``write`` on an ``O_APPEND`` descriptor, so several processes can share the file.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __call__(self, record: PassRecord) -> None:
+        line = json.dumps(
+            {
+                "time": round(time.time(), 3),
+                "pid": os.getpid(),
+                "backend": record.backend,
+                "bucket": record.bucket,
+                "images": list(record.image_patches),
+                "padding": record.padding,
+                "total": record.total_patches,
+                "oversize": record.oversize,
+                "oversize_policy": record.oversize_policy,
+            }
+        )
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (line + "\n").encode())
+        finally:
+            os.close(fd)
+
+
+def pass_hook(shape_log: str | None) -> Callable[[PassRecord], None]:
+    """The runner's ``on_pass``: counters, plus the shape log when a path is set."""
+    log = ShapeLog(shape_log) if shape_log else None
+
+    def on_pass(record: PassRecord) -> None:
+        record_pass(record)
+        if log is not None:
+            log(record)
+
+    return on_pass
