@@ -61,24 +61,34 @@ def _check_limits(min_pixels: int, max_pixels: int, factor: int) -> None:
         )
 
 
-def _fit_below(height: float, width: float, max_pixels: int, factor: int) -> tuple[int, int]:
-    """Largest factor-multiple size at the image's aspect ratio whose area is at most ``max_pixels``."""
-    beta = math.sqrt(height * width / max_pixels)
-    h = max(factor, math.floor(height / beta / factor) * factor)
-    w = max(factor, math.floor(width / beta / factor) * factor)
+def _fit_below(height: int, width: int, max_pixels: int, factor: int) -> tuple[int, int]:
+    """Largest factor-multiple size at the image's aspect ratio whose area is at most ``max_pixels``.
+
+    Each side is ``floor(side * sqrt(max_pixels / area) / factor)`` tiles, computed exactly with integer square
+    roots (floating point misses exact multiples: 1319 x 1319 under 448² pixels would get 336 x 336).
+    """
+    tile = factor * factor
+    h = max(factor, math.isqrt(max_pixels * height // (width * tile)) * factor)
+    w = max(factor, math.isqrt(max_pixels * width // (height * tile)) * factor)
     return _trim(h, w, height, width, max_pixels, factor)
 
 
-def _fit_above(height: float, width: float, min_pixels: int, factor: int) -> tuple[int, int]:
+def _ceil_sqrt(numerator: int, denominator: int) -> int:
+    """``ceil(sqrt(numerator / denominator))`` for non-negative integers, exactly."""
+    ceiling = -(-numerator // denominator)
+    return 0 if ceiling == 0 else math.isqrt(ceiling - 1) + 1
+
+
+def _fit_above(height: int, width: int, min_pixels: int, factor: int) -> tuple[int, int]:
     """Smallest factor-multiple size at the image's aspect ratio whose area is at least ``min_pixels``."""
-    beta = math.sqrt(min_pixels / (height * width))
+    tile = factor * factor
     return (
-        max(factor, math.ceil(height * beta / factor) * factor),
-        max(factor, math.ceil(width * beta / factor) * factor),
+        max(factor, _ceil_sqrt(min_pixels * height, width * tile) * factor),
+        max(factor, _ceil_sqrt(min_pixels * width, height * tile) * factor),
     )
 
 
-def _trim(h: int, w: int, height: float, width: float, budget: int, factor: int) -> tuple[int, int]:
+def _trim(h: int, w: int, height: int, width: int, budget: int, factor: int) -> tuple[int, int]:
     """Take tiles off until ``h * w <= budget``, always from the side stretched most relative to the image.
 
     Needed where a side was clamped up to one tile (a very thin image): the area then overshoots, and the long side
@@ -106,33 +116,45 @@ def _stock_area(height: int, width: int, min_pixels: int, max_pixels: int) -> in
     return h * w
 
 
-def _settle(h: int, w: int, height: int, width: int, min_pixels: int, max_pixels: int, factor: int) -> tuple[int, int]:
+def _settle(
+    h: int,
+    w: int,
+    height: int,
+    width: int,
+    min_pixels: int,
+    max_pixels: int,
+    factor: int,
+    at_least: tuple[int, int] = (1, 1),
+) -> tuple[int, int]:
     """Return ``(h, w)`` if its area is within the limits, else the in-range size closest to the image's aspect.
 
     Only narrow ranges (``min_pixels`` close to ``max_pixels``) get here: rounding a scaled side by up to one tile
-    can then step over the range. Candidates are the few heights around the ideal one for each end of the range,
-    plus a single tile, so this is O(1) even for an uncapped ``max_pixels``.
+    can then step over the range. ``at_least`` (tiles per side) is honoured when some in-range size allows it
+    (``PAD`` keeps its canvas). Candidates are the few heights around the ideal one for each end of the range,
+    plus the smallest allowed, so this is O(1) even for an uncapped ``max_pixels``.
     """
     if min_pixels <= h * w <= max_pixels:
         return h, w
     tile = factor * factor
     lo, hi = max(1, -(-min_pixels // tile)), max_pixels // tile  # area range in tiles; _check_limits: lo <= hi
     ratio = height / width
-    candidates = {1}
-    for n in (lo, hi):
-        ideal = math.sqrt(n * ratio)
-        candidates.update(k for k in range(math.floor(ideal) - 1, math.ceil(ideal) + 2) if k >= 1)
-    best: tuple[float, int, int] | None = None
-    for ht in sorted(candidates):
-        wt_lo, wt_hi = max(1, -(-lo // ht)), hi // ht
-        if wt_lo > wt_hi:
-            continue
-        wt = min(max(round(ht / ratio), wt_lo), wt_hi)
-        error = abs(math.log(ht / wt / ratio))
-        if best is None or error < best[0]:
-            best = (error, ht, wt)
-    assert best is not None  # ht = 1 always admits wt = lo
-    return best[1] * factor, best[2] * factor
+    for min_ht, min_wt in (at_least, (1, 1)):
+        candidates = {min_ht, min_ht + 1}
+        for n in (lo, hi):
+            for ideal in (math.sqrt(n * ratio), n / min_wt):
+                candidates.update(range(math.floor(ideal) - 1, math.ceil(ideal) + 2))
+        best: tuple[float, int, int] | None = None
+        for ht in sorted(k for k in candidates if k >= min_ht):
+            wt_lo, wt_hi = max(min_wt, -(-lo // ht)), hi // ht
+            if wt_lo > wt_hi:
+                continue
+            wt = min(max(round(ht / ratio), wt_lo), wt_hi)
+            error = abs(math.log(ht / wt / ratio))
+            if best is None or error < best[0]:
+                best = (error, ht, wt)
+        if best is not None:
+            return best[1] * factor, best[2] * factor
+    raise AssertionError("unreachable: one tile high always admits lo tiles wide")
 
 
 def aligned_size(
@@ -149,10 +171,11 @@ def aligned_size(
     - ``NEAREST``: Qwen's ``smart_resize`` rule with ``factor`` (default 112): round each side to the nearest
       multiple, then scale down to fit ``max_pixels`` or up to reach ``min_pixels``, aspect ratio kept. Equal to
       transformers' ``smart_resize(height, width, factor, min_pixels, max_pixels)`` wherever that one is defined
-      (each side rounds to at least one ``factor``) and keeps its own limits; unlike it, a side never rounds to 0.
+      (each side rounds to at least one ``factor``) and keeps its own limits, except that we scale with exact
+      integer arithmetic where its floating point misses an exact multiple; unlike it, a side never rounds to 0.
     - ``DOWN``: floor each side to a multiple instead of rounding, so the image never grows, and never bills more
       tokens than the stock factor-28 rule with the same limits (a very thin image gives back length for the
-      width it gains), unless ``min_pixels`` forces it up.
+      width it gains), unless ``min_pixels`` forces it up or the image is under one tile (16 tokens, the least).
     - ``PAD``: the canvas size: each side rounded *up*, so the whole image fits without resampling (grown further,
       still without resampling, if below ``min_pixels``); a canvas above ``max_pixels`` becomes the ``NEAREST``
       size under the cap, into which the image is scaled down.
@@ -169,7 +192,9 @@ def aligned_size(
             h, w = _fit_below(height, width, max_pixels, factor)
         elif h * w < min_pixels:
             grown_h, grown_w = _fit_above(height, width, min_pixels, factor)
+            canvas = (h // factor, w // factor)
             h, w = max(h, grown_h), max(w, grown_w)
+            return _settle(h, w, height, width, min_pixels, max_pixels, factor, at_least=canvas)
         return _settle(h, w, height, width, min_pixels, max_pixels, factor)
     if mode is AlignMode.DOWN:
         h = max(factor, math.floor(height / factor) * factor)
