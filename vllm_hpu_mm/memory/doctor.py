@@ -19,6 +19,7 @@ import re
 from collections.abc import Sequence
 
 from vllm_hpu_mm.envs import Settings
+from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.memory.inputs import Request, build
 from vllm_hpu_mm.memory.models import DEFAULT_MODEL
 from vllm_hpu_mm.memory.planner import plan
@@ -44,6 +45,7 @@ GAUDI_MEMORY = re.compile(
 )
 WARMUP = re.compile(r"\[Warmup\]\[(?P<kind>[^\]]+)\]\[(?P<i>\d+)/(?P<n>\d+)\]")
 KV_TOKENS = re.compile(r"max seq len \((?P<len>\d+)\) is larger than the maximum number of tokens.*?\((?P<tok>\d+)\)")
+KV_ESTIMATE = re.compile(r"max seq len \((?P<len>\d+)\).*estimated maximum model length is (?P<tok>\d+)")
 MODEL = re.compile(r"model='(?P<model>[^']+)'")
 
 #: Traceback frame names that pin the stage, strongest first.
@@ -148,13 +150,24 @@ def _clip(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _is_frame(text: str) -> bool:
+    """A traceback line (``File "..."``, an indented source line, a ``^^^`` marker), behind any log prefix."""
+    body = text.split("] ", 1)[-1]
+    return 'File "' in text or body.startswith((" ", "\t")) or body.strip().startswith("^")
+
+
 def _traceback_window(lines: Sequence[str], at: int) -> range:
-    """Lines from the traceback that ends at ``at`` (back to its 'Traceback' line, at most 200) and a few after."""
+    """The traceback around the error at ``at``: back to its 'Traceback' line (within 200 lines), or else over the
+    frame lines right above it (excerpts often start mid-traceback), and up to 40 lines after (some tools print
+    the error first, then the frames)."""
     start = at
     for k in range(at, max(-1, at - 200), -1):
-        start = k
         if "Traceback (most recent call last)" in lines[k]:
+            start = k
             break
+    else:
+        while start > 0 and _is_frame(lines[start - 1]):
+            start -= 1
     return range(start, min(len(lines), at + 40))
 
 
@@ -221,7 +234,10 @@ def _plan_graph_fix(d: Diagnosis, settings: Settings, model: str) -> str | None:
     request = Request(model=model, device="gaudi2", free_memory_gib=g.free_gib,
                       gpu_memory_utilization=g.gpu_memory_utilization or None,
                       graph_reserved_mem=g.graph_reserved_mem)  # fmt: skip
-    p = plan(build(request, settings))
+    try:
+        p = plan(build(request, settings))
+    except ConfigError:  # the log's model is not resolvable here (a path on another machine): plan the default
+        p = plan(build(dataclasses.replace(request, model=DEFAULT_MODEL), settings))
     vision = next((w for w in p.warnings if w.stage == "graph_capture" and "vision buckets" in w.message), None)
     if vision is not None:
         return f"plan from this log's numbers (free {g.free_gib} GiB, model {p.inputs.model.name}): {vision.fix}"
@@ -250,7 +266,7 @@ def recommend(d: Diagnosis, lines: Sequence[str], settings: Settings, model: str
     if d.stage == "kv_cache":
         out = []
         for text in lines:
-            if (m := KV_TOKENS.search(text)) is not None:
+            if (m := KV_TOKENS.search(text) or KV_ESTIMATE.search(text)) is not None:
                 out.append(f"lower --max-model-len from {m['len']} to {m['tok']} (what the KV cache holds)")
                 break
         out += ["raise --gpu-memory-utilization (e.g. 0.95) or lower VLLM_GRAPH_RESERVED_MEM so the KV cache "

@@ -1,0 +1,172 @@
+"""Model catalog, config.json reading, weight and KV bytes, devices, the vision-cost model and input validation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vllm_hpu_mm.envs import load
+from vllm_hpu_mm.errors import BucketError, ConfigError
+from vllm_hpu_mm.memory import devices, text_cost, vision_cost
+from vllm_hpu_mm.memory.inputs import Request, build
+from vllm_hpu_mm.memory.models import (
+    CATALOG,
+    dtype_bytes,
+    kv_bytes_per_token,
+    resolve_model,
+    text_parameters,
+    vision_parameters,
+    weight_bytes,
+)
+from vllm_hpu_mm.memory.vision_cost import PoolMode
+
+MIB = 2**20
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        # Published parameter counts of the Hugging Face checkpoints (safetensors metadata).
+        ("Qwen/Qwen2.5-VL-3B-Instruct", 3_754_622_976),
+        ("Qwen/Qwen2.5-VL-7B-Instruct", 8_292_166_656),
+    ],
+)
+def test_catalog_parameter_counts_match_the_public_checkpoints(name: str, params: int) -> None:
+    m = CATALOG[name]
+    assert text_parameters(m) + vision_parameters(m.vision) == params
+
+
+def test_weights_shard_over_tensor_parallel_ranks_and_scale_with_dtype() -> None:
+    m = CATALOG["Qwen/Qwen2.5-VL-72B-Instruct"]
+    assert weight_bytes(m, 2, 4) == weight_bytes(m, 2, 1) // 4
+    assert weight_bytes(m, 1, 1) * 2 == weight_bytes(m, 2, 1)
+
+
+def test_kv_bytes_per_token_is_2_layers_kv_heads_head_dim_dtype_over_tp() -> None:
+    m = CATALOG["Qwen/Qwen2.5-VL-7B-Instruct"]  # 28 layers, 4 KV heads, head_dim 128
+    assert kv_bytes_per_token(m, 2, 1) == 2 * 28 * 4 * 128 * 2
+    assert kv_bytes_per_token(m, 2, 2) == 2 * 28 * 2 * 128 * 2
+    # TP above the KV-head count replicates heads: never less than one head per device.
+    assert kv_bytes_per_token(m, 2, 8) == 2 * 28 * 1 * 128 * 2
+
+
+def test_short_catalog_names_resolve() -> None:
+    assert resolve_model("qwen2.5-vl-7b") is CATALOG["Qwen/Qwen2.5-VL-7B-Instruct"]
+    assert resolve_model("Qwen2.5-VL-32B-Instruct") is CATALOG["Qwen/Qwen2.5-VL-32B-Instruct"]
+
+
+def test_unknown_model_names_the_flag_and_the_accepted_names() -> None:
+    with pytest.raises(ConfigError, match=r"--model='llama'.*Qwen/Qwen2.5-VL-7B-Instruct"):
+        resolve_model("llama")
+
+
+def test_local_config_json_is_read(tmp_path: Path) -> None:
+    config = {
+        "text_config": {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
+                        "num_key_value_heads": 1, "intermediate_size": 256, "vocab_size": 151936},
+        "vision_config": {"depth": 2, "hidden_size": 64, "num_heads": 2, "intermediate_size": 128,
+                          "out_hidden_size": 128},
+        "tie_word_embeddings": True,
+    }  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    m = resolve_model(str(tmp_path))
+    assert (m.hidden_size, m.num_layers, m.num_kv_heads, m.head_dim) == (128, 2, 1, 64)
+    assert m.vision.depth == 2
+    assert m.vision.out_hidden_size == 128
+    assert kv_bytes_per_token(m, 2, 1) == 2 * 2 * 1 * 64 * 2
+
+
+def test_a_folder_without_a_vision_config_is_rejected(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 8}))
+    with pytest.raises(ConfigError, match="vision_config"):
+        resolve_model(str(tmp_path))
+
+
+def test_dtype_spellings() -> None:
+    assert dtype_bytes("auto") == dtype_bytes("bf16") == 2
+    assert dtype_bytes("float32") == 4
+    with pytest.raises(ConfigError, match="--dtype='int3'"):
+        dtype_bytes("int3")
+
+
+def test_known_devices_are_nominal_and_unknown_ones_are_named() -> None:
+    assert devices.KNOWN_DEVICES["gaudi2"].total_bytes == 96 * 10**9
+    assert devices.KNOWN_DEVICES["gaudi3"].total_bytes == 128 * 10**9
+    assert devices.KNOWN_DEVICES["h100"].total_bytes == 80 * 10**9
+    assert devices.KNOWN_DEVICES["h200"].total_bytes == 141 * 10**9
+    with pytest.raises(ConfigError, match="--device='tpu'"):
+        devices.device_spec("tpu")
+
+
+def test_auto_device_reads_real_memory_on_this_machine() -> None:
+    reading = devices.read_device("auto")
+    assert 0 < reading.free_bytes <= reading.total_bytes
+    assert reading.backend in ("hpu", "cuda", "cpu")
+
+
+def test_vision_pool_matches_the_h100_measurements() -> None:
+    # Facts file: one graph's pool 102 MiB at 1600 patches, 260 at 4096, 786 at 12544 (7B tower, bf16, H100);
+    # the linear model is within a few percent of each point.
+    for patches, measured in ((1600, 102), (4096, 260), (12544, 786)):
+        assert vision_cost.graph_pool_bytes(patches) / MIB == pytest.approx(measured, rel=0.05)
+    buckets = (1600, 3136, 4096, 6400, 7744, 9216, 12544)
+    assert vision_cost.capture_bytes(buckets, PoolMode.PRIVATE) / MIB == pytest.approx(2824, rel=0.02)
+    assert vision_cost.capture_bytes(buckets, PoolMode.SHARED) / MIB == pytest.approx(790, rel=0.02)
+    # Issue 4's eager anchors: 44 MiB at 1024 patches, 173 at 4096, 293 at 6912 (the 1024 point is 5.5% off).
+    for patches, measured in ((1024, 44), (4096, 173), (6912, 293)):
+        assert vision_cost.eager_peak_bytes(patches) / MIB == pytest.approx(measured, rel=0.06)
+
+
+def test_no_graphs_capture_nothing_and_skip_nothing() -> None:
+    assert vision_cost.fit_buckets((1600, 3136), 0, PoolMode.NONE) == ((), ())
+    assert vision_cost.capture_bytes((1600,), PoolMode.NONE) == 0
+
+
+def test_text_buckets_respect_the_token_budget_and_the_kv_blocks() -> None:
+    m = CATALOG["Qwen/Qwen2.5-VL-7B-Instruct"]
+    prefill = text_cost.prefill_buckets(m, dtype_size=2, tp=1, block_size=128, max_num_seqs=64,
+                                        max_model_len=32768, max_num_batched_tokens=4096)  # fmt: skip
+    assert prefill
+    assert all(b.batch * b.size <= 4096 for b in prefill)
+    decode = text_cost.decode_buckets(m, dtype_size=2, tp=1, block_size=128, max_num_seqs=64,
+                                      max_model_len=32768, num_kv_blocks=500)  # fmt: skip
+    assert decode
+    assert all(b.size <= 500 for b in decode)
+    costs = [b.cost_bytes for b in decode]
+    assert costs == sorted(costs)
+    assert text_cost.count_fitting(decode, 0) == 0
+    assert text_cost.count_fitting(decode, sum(costs)) == len(decode)
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        (Request(model="qwen2.5-vl-7b", graph_reserved_mem=1.5), "--graph-reserved-mem=1.5"),
+        (Request(model="qwen2.5-vl-7b", graph_prompt_ratio=-0.1), "--graph-prompt-ratio=-0.1"),
+        (Request(model="qwen2.5-vl-7b", gpu_memory_utilization=0.0), "--gpu-memory-utilization=0.0"),
+        (Request(model="qwen2.5-vl-7b", free_memory_gib=-1), "--free-memory-gib=-1"),
+        (Request(model="qwen2.5-vl-7b", total_memory_gib=-2), "--total-memory-gib=-2"),
+        (Request(model="qwen2.5-vl-7b", max_model_len=0), "--max-model-len=0"),
+        (Request(model="qwen2.5-vl-7b", vision_pool="giant"), "--vision-pool='giant'"),
+    ],
+)
+def test_bad_inputs_name_the_flag(request_: Request, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("+", r"\+")):
+        build(request_, load({}))
+
+
+def test_buckets_not_multiple_of_64_name_the_flag() -> None:
+    with pytest.raises(BucketError, match="--buckets: bucket 1000 is not a multiple of 64"):
+        build(Request(model="qwen2.5-vl-7b", buckets="1000"), load({}))
+
+
+def test_ratios_come_from_the_environment_unless_a_flag_overrides_them() -> None:
+    settings = load({"VLLM_GRAPH_RESERVED_MEM": "0.25", "VLLM_MULTIMODAL_BUCKETS": "1600,3136"})
+    i = build(Request(model="qwen2.5-vl-7b"), settings)
+    assert i.graph_reserved_mem == 0.25
+    assert i.buckets == (1600, 3136)
+    assert build(Request(model="qwen2.5-vl-7b", graph_reserved_mem=0.4), settings).graph_reserved_mem == 0.4
+    with pytest.raises(ConfigError, match="VLLM_GRAPH_PROMPT_RATIO"):
+        load({"VLLM_GRAPH_PROMPT_RATIO": "3"})
