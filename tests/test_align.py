@@ -195,3 +195,15 @@ def test_non_positive_sizes_are_rejected(height: int, width: int) -> None:
 
 def test_defaults_are_qwen_processor_defaults() -> None:
     assert (QWEN_MIN_PIXELS, QWEN_MAX_PIXELS) == (56 * 56, 28 * 28 * 16384)
+
+
+@EXAMPLES
+@given(height=st.integers(1, 3000), width=st.integers(1, 3000), max_tiles=st.integers(1, 64))
+def test_pad_over_the_cap_holds_the_image_at_the_largest_scale(height: int, width: int, max_tiles: int) -> None:
+    """Brute force over every canvas under the cap: none holds the image (aspect kept) at a larger scale."""
+    assume(math.ceil(height / F) * math.ceil(width / F) > max_tiles)
+    h, w = aligned_size(height, width, min_pixels=0, max_pixels=max_tiles * TILE, mode=AlignMode.PAD)
+    assert h * w <= max_tiles * TILE
+    scale = min(h / height, w / width)
+    best = max(min(ht * F / height, (max_tiles // ht) * F / width) for ht in range(1, max_tiles + 1))
+    assert scale == pytest.approx(best)

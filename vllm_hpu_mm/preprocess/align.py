@@ -73,6 +73,21 @@ def _fit_below(height: int, width: int, max_pixels: int, factor: int) -> tuple[i
     return _trim(h, w, height, width, max_pixels, factor)
 
 
+def _pad_canvas_under_cap(height: int, width: int, max_pixels: int, factor: int) -> tuple[int, int]:
+    """The canvas under ``max_pixels`` that holds the image at the largest scale (aspect kept exactly, then padded).
+
+    Flooring each side separately (the ``NEAREST`` cap) can waste most of a small canvas on padding; here every
+    canvas height up to the image's own is tried (at most ``height / factor`` steps), ties going to fewer tiles.
+    """
+    hi = max_pixels // (factor * factor)
+    best = (0.0, 0, 0, 0)  # (scale, -tiles, h tiles, w tiles)
+    for ht in range(1, min(hi, -(-height // factor)) + 1):
+        wt = min(hi // ht, -(-width // factor))
+        scale = min(ht * factor / height, wt * factor / width)
+        best = max(best, (scale, -ht * wt, ht, wt))
+    return best[2] * factor, best[3] * factor
+
+
 def _ceil_sqrt(numerator: int, denominator: int) -> int:
     """``ceil(sqrt(numerator / denominator))`` for non-negative integers, exactly."""
     ceiling = -(-numerator // denominator)
@@ -177,8 +192,8 @@ def aligned_size(
       tokens than the stock factor-28 rule with the same limits (a very thin image gives back length for the
       width it gains), unless ``min_pixels`` forces it up or the image is under one tile (16 tokens, the least).
     - ``PAD``: the canvas size: each side rounded *up*, so the whole image fits without resampling (grown further,
-      still without resampling, if below ``min_pixels``); a canvas above ``max_pixels`` becomes the ``NEAREST``
-      size under the cap, into which the image is scaled down.
+      still without resampling, if below ``min_pixels``); a canvas above ``max_pixels`` becomes the canvas under
+      the cap that holds the image, scaled down with its exact aspect ratio, at the largest scale.
 
     ``max_pixels`` is a hard cap. Limits that admit no aligned size raise :class:`ConfigError`. Dimensions are
     validated by the caller (``image.check_dimensions``); here they must be positive.
@@ -189,7 +204,7 @@ def aligned_size(
     if mode is AlignMode.PAD:
         h, w = math.ceil(height / factor) * factor, math.ceil(width / factor) * factor
         if h * w > max_pixels:
-            h, w = _fit_below(height, width, max_pixels, factor)
+            h, w = _pad_canvas_under_cap(height, width, max_pixels, factor)
         elif h * w < min_pixels:
             grown_h, grown_w = _fit_above(height, width, min_pixels, factor)
             canvas = (h // factor, w // factor)

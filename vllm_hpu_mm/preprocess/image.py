@@ -86,6 +86,13 @@ def _open(source: ImageSource) -> Image.Image:
             # Our own limit (checked next, on the header) is the one that decides; Pillow's would only warn.
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             return Image.open(stream)
+    except Image.DecompressionBombError as exc:
+        raise ImageError(
+            f"{what} is too large to decode safely ({exc}); accepted: at most "
+            f"{2 * (Image.MAX_IMAGE_PIXELS or 0)} pixels (Pillow's limit) and VLLM_HPU_MM_MAX_IMAGE_PIXELS"
+        ) from None
+    except UnidentifiedImageError:
+        raise ImageError(f"{what} is not in any image format Pillow recognises; accepted: {ACCEPTED}") from None
     except _DECODE_ERRORS as exc:
         raise ImageError(f"{what} is not a readable image ({_reason(exc)}); accepted: {ACCEPTED}") from None
 
