@@ -1,0 +1,143 @@
+"""``vllm-hpu-mm serve``: vLLM's own parser, pass-through of everything we do not interpret, the plan's environment,
+the CPU KV size, and the exec into vLLM's OpenAI server (intercepted here; the e2e test really starts it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_hpu_mm.cli.main import main
+from vllm_hpu_mm.cli.serve import SERVER_MODULE
+
+pytestmark = pytest.mark.vllm
+
+
+class Exec(Exception):
+    """Raised by the fake execvpe so that the test sees what would have replaced the process."""
+
+
+@pytest.fixture
+def no_exec(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, list[str], dict[str, str]]]:
+    calls: list[tuple[str, list[str], dict[str, str]]] = []
+
+    def fake(file: str, argv: list[str], env: dict[str, str]) -> None:
+        calls.append((file, list(argv), dict(env)))
+        raise Exec
+
+    monkeypatch.setattr(os, "execvpe", fake)
+    return calls
+
+
+def dry_run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
+    code = main(["serve", "--dry-run", "--json", *argv])
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+def test_no_arguments_plans_the_main_job(capsys: pytest.CaptureFixture[str], no_exec: list[object]) -> None:
+    code, out = dry_run(capsys)
+    assert code == 0
+    assert not no_exec
+    plan = out["plan"]
+    assert plan["model"] == "Qwen/Qwen2.5-VL-7B-Instruct"
+    assert plan["device"] == "gaudi2"
+    assert out["command"] == [sys.executable, "-m", SERVER_MODULE, "--model", "Qwen/Qwen2.5-VL-7B-Instruct"]
+    env = out["environment"]
+    assert env["VLLM_GRAPH_RESERVED_MEM"] == "0.1"
+    # The default buckets do not all fit the default vision pool on Gaudi2: the rest are pruned, with a note.
+    assert plan["vision_buckets_skipped"]
+    assert env["VLLM_MULTIMODAL_BUCKETS"] == ",".join(map(str, plan["vision_buckets_captured"]))
+    assert any("pruned" in n for n in out["notes"])
+
+
+def test_everything_we_do_not_interpret_passes_through_in_order(capsys: pytest.CaptureFixture[str]) -> None:
+    extra = [
+        *("--model", "Qwen/Qwen2.5-VL-72B-Instruct", "--tensor-parallel-size", "4", "--pipeline-parallel-size", "1"),
+        *("--quantization", "fp8", "--enable-lora", "--max-lora-rank", "16", "--max-model-len", "32768"),
+    ]
+    code, out = dry_run(capsys, "--plan-device", "gaudi3", *extra)
+    assert code == 0
+    assert out["command"] == [sys.executable, "-m", SERVER_MODULE, *extra]
+    assert out["plan"]["settings"]["tensor_parallel_size"] == 4
+    assert out["plan"]["max_model_len"] == 32768
+
+
+def test_config_yaml_is_read_by_vllms_parser_and_passed_on(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "serve.yaml"
+    config.write_text("model: Qwen/Qwen2.5-VL-3B-Instruct\nmax-model-len: 8192\n")
+    code, out = dry_run(capsys, "--plan-device", "h100", "--config", str(config))
+    assert code == 0
+    assert out["plan"]["model"] == "Qwen/Qwen2.5-VL-3B-Instruct"
+    assert out["plan"]["max_model_len"] == 8192
+    assert out["plan"]["vision_pool_mode"] == "shared"
+    assert out["command"][3:] == ["--config", str(config)]
+
+
+@pytest.mark.parametrize("bad", [["--no-such-flag"], ["--tensor-parallel-size", "two"]])
+def test_invalid_vllm_arguments_are_rejected_before_anything_starts(
+    capsys: pytest.CaptureFixture[str], no_exec: list[object], bad: list[str]
+) -> None:
+    assert main(["serve", *bad]) == 2
+    assert not no_exec
+    assert "vLLM rejected the server arguments" in capsys.readouterr().err
+
+
+def test_a_plan_that_cannot_fit_exits_2_and_starts_nothing(
+    capsys: pytest.CaptureFixture[str], no_exec: list[object]
+) -> None:
+    assert main(["serve", "--plan-device", "h100", "--model", "Qwen/Qwen2.5-VL-72B-Instruct"]) == 2
+    assert not no_exec
+    err = capsys.readouterr().err
+    assert "does not fit" in err
+    assert "--tensor-parallel-size to 2" in err
+
+
+def tiny_model(tmp_path: Path) -> Path:
+    config = {
+        "text_config": {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
+                        "num_key_value_heads": 1, "intermediate_size": 256, "vocab_size": 151936},
+        "vision_config": {"depth": 2, "hidden_size": 64, "num_heads": 2, "intermediate_size": 128,
+                          "out_hidden_size": 128},
+    }  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return tmp_path
+
+
+def test_cpu_launch_gets_the_plans_kv_size_unless_given(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    model = str(tiny_model(tmp_path))
+    code, out = dry_run(capsys, "--plan-device", "cpu", "--model", model, "--max-model-len", "4096")
+    assert code == 0
+    kv = out["plan"]["kv_cache_bytes"]
+    assert out["command"][-2:] == ["--kv-cache-memory-bytes", str(kv)]
+    code, out = dry_run(capsys, "--plan-device", "cpu", "--model", model, "--kv-cache-memory-bytes", "8000000",
+                        "--max-model-len", "4096")  # fmt: skip
+    assert code == 0
+    assert out["command"].count("--kv-cache-memory-bytes") == 1
+    assert out["plan"]["kv_cache_bytes"] == 8_000_000
+    # 8 MB cannot hold one 32768-token sequence of 512 bytes per token: refused before anything starts.
+    assert (
+        main(["serve", "--dry-run", "--plan-device", "cpu", "--model", model, "--kv-cache-memory-bytes", "8000000"])
+        == 2
+    )
+    assert "--max-model-len to" in capsys.readouterr().err
+
+
+def test_serve_replaces_itself_with_vllms_server_and_the_planned_environment(
+    capsys: pytest.CaptureFixture[str], no_exec: list[tuple[str, list[str], dict[str, str]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("VLLM_GRAPH_RESERVED_MEM", "0.2")
+    with pytest.raises(Exec):
+        main(["serve", "--plan-device", "gaudi2", "--model", "Qwen/Qwen2.5-VL-7B-Instruct", "--port", "8123"])
+    (file, argv, env) = no_exec[0]
+    assert file == sys.executable
+    assert argv == [sys.executable, "-m", SERVER_MODULE, "--model", "Qwen/Qwen2.5-VL-7B-Instruct", "--port", "8123"]
+    assert env["VLLM_GRAPH_RESERVED_MEM"] == "0.2"
+    assert env["VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO"] == "0.3"
+    assert env.get("PATH") == os.environ.get("PATH")  # the rest of the environment is inherited
+    assert "command: " in capsys.readouterr().out
