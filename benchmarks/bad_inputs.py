@@ -45,7 +45,7 @@ def _encode(image: Image.Image, fmt: str, **save: object) -> bytes:
     return out.getvalue()
 
 
-def _photo(width: int, height: int, seed: int = 0) -> Image.Image:
+def synthetic_photo(width: int, height: int, seed: int = 0) -> Image.Image:
     """Smooth gradients plus noise: compresses like a photo, so truncation hits real entropy-coded data."""
     rng = np.random.default_rng(seed)
     y, x = np.mgrid[0:height, 0:width]
@@ -69,7 +69,7 @@ def png_header_only(width: int, height: int) -> bytes:
 
 
 def _animated_gif() -> bytes:
-    frames = [_photo(120, 90, seed).convert("P") for seed in range(3)]
+    frames = [synthetic_photo(120, 90, seed).convert("P") for seed in range(3)]
     return _encode(frames[0], "GIF", save_all=True, append_images=frames[1:], duration=100, loop=0)
 
 
@@ -79,15 +79,15 @@ def _sixteen_bit_png() -> bytes:
 
 
 def _rgba_png() -> bytes:
-    rgba = _photo(180, 120).convert("RGBA")
+    rgba = synthetic_photo(180, 120).convert("RGBA")
     rgba.putalpha(Image.linear_gradient("L").resize((180, 120)))
     return _encode(rgba, "PNG")
 
 
 def corpus() -> list[BadInput]:
     """Every item, rejects first. Deterministic: the same bytes on every call."""
-    jpeg = _encode(_photo(320, 240), "JPEG", quality=90)
-    png = _encode(_photo(320, 240), "PNG")
+    jpeg = _encode(synthetic_photo(320, 240), "JPEG", quality=90)
+    png = _encode(synthetic_photo(320, 240), "PNG")
     corrupt = bytearray(png)
     corrupt[33:] = bytes((b * 7 + 13) % 256 for b in corrupt[33:])  # keep signature + IHDR, scramble the rest
     items: list[tuple[str, str, Expect, bytes | str, str]] = [
@@ -107,14 +107,20 @@ def corpus() -> list[BadInput]:
             "data:image/png;base64,@@not*base64@@",
             "",
         ),
-        ("cmyk_jpeg", "CMYK JPEG", "accept", _encode(_photo(200, 150).convert("CMYK"), "JPEG"), "image/jpeg"),
+        ("cmyk_jpeg", "CMYK JPEG", "accept", _encode(synthetic_photo(200, 150).convert("CMYK"), "JPEG"), "image/jpeg"),
         ("sixteen_bit_png", "16-bit grayscale PNG", "accept", _sixteen_bit_png(), "image/png"),
-        ("palette_png", "palette (P mode) PNG", "accept", _encode(_photo(200, 150).convert("P"), "PNG"), ""),
+        ("palette_png", "palette (P mode) PNG", "accept", _encode(synthetic_photo(200, 150).convert("P"), "PNG"), ""),
         ("rgba_png", "RGBA PNG with an alpha gradient", "accept", _rgba_png(), "image/png"),
         ("animated_gif", "3-frame animated GIF (first frame used)", "accept", _animated_gif(), "image/gif"),
-        ("grayscale_png", "8-bit grayscale PNG", "accept", _encode(_photo(150, 200).convert("L"), "PNG"), ""),
+        ("grayscale_png", "8-bit grayscale PNG", "accept", _encode(synthetic_photo(150, 200).convert("L"), "PNG"), ""),
         ("one_by_one", "1x1 PNG (upscaled to the minimum)", "accept", _encode(Image.new("RGB", (1, 1)), "PNG"), ""),
-        ("wide_3000x200", "3000x200 JPEG (aspect 15:1)", "accept", _encode(_photo(3000, 200), "JPEG"), "image/jpeg"),
+        (
+            "wide_3000x200",
+            "3000x200 JPEG (aspect 15:1)",
+            "accept",
+            _encode(synthetic_photo(3000, 200), "JPEG"),
+            "image/jpeg",
+        ),
     ]
     out = []
     for name, what, expect, payload, mime in items:
