@@ -20,7 +20,7 @@ from vllm_hpu_mm.graphs.hpu import (
     hpu_route,
     import_habana,
 )
-from vllm_hpu_mm.graphs.runner import BucketedVisionRunner
+from vllm_hpu_mm.graphs.runner import BucketedVisionRunner, transformers_encoder
 
 STUBS = Path(__file__).parent / "stubs"
 
@@ -147,3 +147,28 @@ def test_vllm_gaudi_keeps_its_tower_when_our_class_builds_on_it() -> None:
 def test_buckets_handed_to_vllm_gaudi_use_its_spelling() -> None:
     assert buckets_for_vllm_gaudi((3136, 1600)) == "1600,3136"
     assert buckets_for_vllm_gaudi(None) == "None"
+
+
+def test_transformers_tower_through_hpu_graphs_equals_unpadded_runs(habana: ModuleType) -> None:
+    modeling = pytest.importorskip("transformers.models.qwen2_5_vl.modeling_qwen2_5_vl")
+    configuration = pytest.importorskip("transformers.models.qwen2_5_vl.configuration_qwen2_5_vl")
+    torch.manual_seed(0)
+    config = configuration.Qwen2_5_VLVisionConfig(
+        depth=2, hidden_size=32, num_heads=2, intermediate_size=64, out_hidden_size=32, fullatt_block_indexes=[1]
+    )
+    config._attn_implementation = "eager"
+    tower = modeling.Qwen2_5_VisionTransformerPretrainedModel(config).float().eval()
+    encode = transformers_encoder(tower)
+    runner = BucketedVisionRunner(HpuGraphExecutor(encode), (256, 512), OversizePolicy.SHRINK)
+    for grids in ([[1, 8, 16], [1, 16, 8]], [[1, 8, 8], [1, 8, 24]], [[1, 8, 16], [1, 16, 8]]):
+        grid = torch.tensor(grids)
+        pixels = torch.randn(int(grid.prod(-1).sum()), 1176)
+        out = runner(pixels, grid)
+        with torch.inference_mode():
+            expected = torch.cat(
+                [encode(px, g[None]) for px, g in zip(torch.split(pixels, grid.prod(-1).tolist()), grid, strict=True)]
+            )
+        torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    # The third batch has the first one's layout: it replays that graph instead of capturing a new one.
+    assert len(events(habana, "capture")) == 2
+    assert len(events(habana, "replay")) == 1

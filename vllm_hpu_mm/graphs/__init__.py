@@ -1,0 +1,12 @@
+"""Running the vision tower on bucket shapes only.
+
+- :mod:`.base`: the contracts (``EncoderFn``, ``PassExecutor``, ``PassRecord``);
+- :mod:`.runner`: ``BucketedVisionRunner`` (split, pack, pad with a dummy image, strip, reorder), ``dummy_grid``,
+  ``transformers_encoder``;
+- :mod:`.cpu`: ``EagerExecutor``; :mod:`.hpu`: ``HpuGraphExecutor`` and the vllm-gaudi routing (not run on Gaudi);
+  :mod:`.cuda`: ``CudaGraphExecutor`` for transformers' tower; :mod:`.cuda_config`: buckets as vLLM's encoder
+  CUDA-graph ``CompilationConfig``;
+- :mod:`.select`: ``select_executor``, ``build_runner``, ``warmup``.
+
+Nothing here imports a device runtime at import time.
+"""
