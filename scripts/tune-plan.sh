@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Tuning step 1 of 3 (docs/oom-tuning.md): show the memory plan for a model on a device, before anything starts.
+#
+#   scripts/tune-plan.sh [memory-plan flags...]
+#   e.g. scripts/tune-plan.sh --model Qwen/Qwen2.5-VL-7B-Instruct --device gaudi2 --max-model-len 32768
+#        scripts/tune-plan.sh --free-memory-gib 100 --gpu-memory-utilization 1 --graph-prompt-ratio 0.2
+#
+# Prints the plan table, then the environment to export for the next step. Exit 0: fits; 1: does not fit (the
+# table's "fix:" lines say what to change); 2: bad input.
+set -uo pipefail
+CLI=${VLLM_HPU_MM:-vllm-hpu-mm}
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,9p' "$0"; exit 0; fi
+
+"$CLI" memory plan "$@"
+code=$?
+if [[ $code -eq 2 ]]; then exit 2; fi
+echo
+echo "# environment for scripts/tune-launch.sh (from the plan):"
+"$CLI" memory plan "$@" --json | python3 -c '
+import json, sys
+p = json.load(sys.stdin)
+s = p["settings"]
+for name in ("VLLM_GRAPH_RESERVED_MEM", "VLLM_GRAPH_PROMPT_RATIO", "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO"):
+    print(f"export {name}={s[name]}")
+if p["vision_buckets_captured"]:
+    print("export VLLM_MULTIMODAL_BUCKETS=" + ",".join(map(str, p["vision_buckets_captured"])))
+for w in p["warnings"]:
+    print("# " + w["severity"] + ": " + w["fix"])
+'
+exit $code
