@@ -190,3 +190,10 @@ def test_the_split_always_adds_up(ratio: float) -> None:
     assert s.graph_bytes + s.kv_cache_bytes == s.usable_bytes
     assert s.prefill_graph_bytes + s.decode_graph_bytes == s.graph_bytes
     assert s.prefill_text_graph_bytes + s.prefill_vision_graph_bytes == s.prefill_graph_bytes
+
+
+def test_fewer_full_length_sequences_than_max_num_seqs_is_info_not_a_warning() -> None:
+    p = plan(inputs(pool_mode=PoolMode.NONE, free_after_load_bytes=20 * GB, max_num_seqs=256))
+    assert [w.severity for w in p.warnings] == ["info"]
+    assert p.verdict == "fits"
+    assert "lower --max-num-seqs to" in p.warnings[0].fix

@@ -66,7 +66,8 @@ class Split:
 
 @dataclasses.dataclass(frozen=True)
 class Warning_:
-    """One finding: where it fails (``stage``), how bad (``severity``: error or warning), and the fix."""
+    """One finding: where it fails (``stage``), how bad (``severity``: error = will not start, warning = will
+    compile or OOM later, info = a limit worth knowing), and the fix."""
 
     severity: str
     stage: str
@@ -97,7 +98,7 @@ class Plan:
     def verdict(self) -> str:
         if any(w.severity == "error" for w in self.warnings):
             return "does_not_fit"
-        return "fits_with_warnings" if self.warnings else "fits"
+        return "fits_with_warnings" if any(w.severity == "warning" for w in self.warnings) else "fits"
 
     @property
     def fits(self) -> bool:
@@ -310,7 +311,7 @@ def findings(i: PlanInputs, p_free: int, s: Split, captured: tuple[int, ...], sk
                             f"sequence of --max-model-len {i.max_model_len}: vLLM refuses to start",
                             kv_fix(i, p_free, s, per_token)))  # fmt: skip
     elif seqs < i.max_num_seqs:
-        out.append(Warning_("warning", "kv_cache", f"only {seqs} sequences of --max-model-len {i.max_model_len} fit "
+        out.append(Warning_("info", "kv_cache", f"only {seqs} sequences of --max-model-len {i.max_model_len} fit "
                             f"the KV cache at once (--max-num-seqs {i.max_num_seqs}); longer requests queue",
                             f"lower --max-num-seqs to {seqs} or --max-model-len"))  # fmt: skip
     if skipped:
