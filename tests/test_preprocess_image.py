@@ -193,16 +193,27 @@ def test_animated_gif_gives_its_first_frame() -> None:
     assert b < 16
 
 
-def test_exif_orientation_is_applied() -> None:
-    """Stored 40 wide x 20 high, left half red; orientation 6 means 'rotate 90° clockwise to display'."""
+@pytest.mark.parametrize(
+    ("orientation", "size", "red_at", "blue_at"),
+    [
+        (1, (40, 20), (5, 10), (35, 10)),  # upright: left half red
+        (3, (40, 20), (35, 10), (5, 10)),  # rotate 180°: red now on the right
+        (6, (20, 40), (10, 5), (10, 35)),  # rotate 90° clockwise: the stored left half is now on top
+        (8, (20, 40), (10, 35), (10, 5)),  # rotate 90° counter-clockwise: ... now at the bottom
+    ],
+)
+def test_exif_orientation_is_applied(
+    orientation: int, size: tuple[int, int], red_at: tuple[int, int], blue_at: tuple[int, int]
+) -> None:
+    """Stored 40 wide x 20 high, left half red, right half blue, with an EXIF orientation tag."""
     stored = Image.new("RGB", (40, 20), (0, 0, 255))
     stored.paste((255, 0, 0), (0, 0, 20, 20))
     exif = Image.Exif()
-    exif[0x0112] = 6
+    exif[0x0112] = orientation
     out = load_image(encode(stored, "JPEG", exif=exif.tobytes(), quality=95))
-    assert out.size == (20, 40)  # upright: now portrait
-    assert pixel(out, (10, 5))[0] > 200  # the stored left (red) half is now on top
-    assert pixel(out, (10, 35))[2] > 200
+    assert out.size == size
+    assert pixel(out, red_at)[0] > 200
+    assert pixel(out, blue_at)[2] > 200
 
 
 def test_path_and_pil_sources_match(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ Rgb = tuple[int, int, int]
 WHITE: Rgb = (255, 255, 255)
 RESAMPLE = Image.Resampling.BICUBIC
 ACCEPTED = "a complete, uncorrupted image in a format Pillow decodes (JPEG, PNG, GIF, WebP, BMP, TIFF, ...)"
+_EXIF_ORIENTATION = 0x0112
 _DECODE_ERRORS = (Image.DecompressionBombError, OSError, UnidentifiedImageError, SyntaxError, ValueError, EOFError)
 
 
@@ -152,8 +153,10 @@ def load_image(
     try:
         # Truncated data fails here (unless someone set PIL.ImageFile.LOAD_TRUNCATED_IMAGES process-wide).
         image.load()
-        upright = ImageOps.exif_transpose(image)
-        return _to_rgb(upright if upright is not None else image, fill)
+        # exif_transpose copies even an upright image; only call it when there is a rotation or flip to apply.
+        if image.getexif().get(_EXIF_ORIENTATION, 1) != 1:
+            image = ImageOps.exif_transpose(image)
+        return _to_rgb(image, fill)
     except _DECODE_ERRORS as exc:
         raise ImageError(f"image could not be decoded ({_reason(exc)}); accepted: {ACCEPTED}") from None
 
