@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
-import warnings
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
@@ -83,14 +82,13 @@ def _open(source: ImageSource) -> Image.Image:
     else:
         raise TypeError(f"image source of type {type(source).__name__}; accepted: PIL image, bytes, path")
     try:
-        with warnings.catch_warnings():
-            # Our own limit (checked next, on the header) is the one that decides; Pillow's would only warn.
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            return Image.open(stream)
+        # Image.open reads the header only. Pillow refuses sizes over 2 x Image.MAX_IMAGE_PIXELS here by itself;
+        # our own (usually lower) limit is checked by the caller before anything is decoded.
+        return Image.open(stream)
     except Image.DecompressionBombError as exc:
         raise ImageError(
-            f"{what} is too large to decode safely ({exc}); accepted: at most "
-            f"{2 * (Image.MAX_IMAGE_PIXELS or 0)} pixels (Pillow's limit) and VLLM_HPU_MM_MAX_IMAGE_PIXELS"
+            f"{what} is too large to decode safely ({exc}); accepted: at most VLLM_HPU_MM_MAX_IMAGE_PIXELS "
+            f"pixels, and never more than Pillow's {2 * (Image.MAX_IMAGE_PIXELS or 0)}"
         ) from None
     except UnidentifiedImageError:
         raise ImageError(f"{what} is not in any image format Pillow recognises; accepted: {ACCEPTED}") from None
@@ -107,12 +105,12 @@ def _to_8bit(image: Image.Image) -> Image.Image:
     """32-bit integer and float single-channel images: scale into 0..255 instead of clipping."""
     if image.mode.startswith("I"):
         # PNG and TIFF 16-bit grey load as I;16* or I: map 0..65535 onto 0..255.
-        values = np.asarray(image, dtype=np.float64) / 257.0
+        values = np.asarray(image, dtype=np.float32) / np.float32(257)
     else:  # "F": 0..1 if every value is in it, else assumed to be 0..255
-        values = np.asarray(image, dtype=np.float64)
+        values = np.asarray(image, dtype=np.float32)
         finite = values[np.isfinite(values)]
         if finite.size and finite.min() >= 0.0 and finite.max() <= 1.0:
-            values = values * 255.0
+            values = values * np.float32(255)
         values = np.nan_to_num(values, nan=0.0)
     return Image.fromarray(np.clip(np.rint(values), 0, 255).astype(np.uint8), mode="L")
 
@@ -148,9 +146,9 @@ def load_image(
     max_image_pixels, max_aspect_ratio = _default_limits(max_image_pixels, max_aspect_ratio)
     image = _open(source)
     check_dimensions(*image.size, max_image_pixels=max_image_pixels, max_aspect_ratio=max_aspect_ratio)
-    if getattr(image, "is_animated", False):
-        image.seek(0)
     try:
+        if getattr(image, "is_animated", False):
+            image.seek(0)
         # Truncated data fails here (unless someone set PIL.ImageFile.LOAD_TRUNCATED_IMAGES process-wide).
         image.load()
         # exif_transpose copies even an upright image; only call it when there is a rotation or flip to apply.
