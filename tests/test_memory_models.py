@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from vllm_hpu_mm.envs import load
-from vllm_hpu_mm.errors import BucketError, ConfigError
+from vllm_hpu_mm.errors import BackendError, BucketError, ConfigError
 from vllm_hpu_mm.memory import devices, text_cost, vision_cost
 from vllm_hpu_mm.memory.inputs import Request, build
 from vllm_hpu_mm.memory.models import (
@@ -170,3 +170,43 @@ def test_ratios_come_from_the_environment_unless_a_flag_overrides_them() -> None
     assert build(Request(model="qwen2.5-vl-7b", graph_reserved_mem=0.4), settings).graph_reserved_mem == 0.4
     with pytest.raises(ConfigError, match="VLLM_GRAPH_PROMPT_RATIO"):
         load({"VLLM_GRAPH_PROMPT_RATIO": "3"})
+
+
+def test_quantized_language_weights_are_counted_at_their_width() -> None:
+    m = CATALOG["Qwen/Qwen2.5-VL-72B-Instruct"]
+    bf16 = weight_bytes(m, 2, 1)
+    fp8 = weight_bytes(m, 2, 1, "fp8")
+    awq = weight_bytes(m, 2, 1, "awq")
+    assert awq < fp8 < bf16
+    # The public Qwen2.5-VL-72B-Instruct-AWQ checkpoint is about 41 GB of files; the estimate lands near it.
+    assert 36 * 2**30 < awq < 42 * 2**30
+    assert weight_bytes(m, 2, 1, "no-such-method") == bf16
+
+
+def test_hpu_memory_is_read_through_habana_frameworks(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import types
+
+    import torch
+
+    class FakeHpu:
+        @staticmethod
+        def is_available() -> bool:
+            return True
+
+        @staticmethod
+        def mem_get_info() -> tuple[int, int]:
+            return 90 * 10**9, 96 * 10**9
+
+    monkeypatch.setitem(sys.modules, "habana_frameworks", types.ModuleType("habana_frameworks"))
+    monkeypatch.setitem(sys.modules, "habana_frameworks.torch", types.ModuleType("habana_frameworks.torch"))
+    monkeypatch.setattr(torch, "hpu", FakeHpu, raising=False)
+    reading = devices.read_device("auto")
+    assert (reading.backend, reading.free_bytes, reading.total_bytes) == ("hpu", 90 * 10**9, 96 * 10**9)
+    assert reading.source == "torch.hpu.mem_get_info"
+
+
+def test_a_missing_backend_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(devices, "read_cuda", lambda: None)
+    with pytest.raises(BackendError, match="no cuda device"):
+        devices.read_device("cuda")

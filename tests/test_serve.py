@@ -64,6 +64,7 @@ def test_everything_we_do_not_interpret_passes_through_in_order(capsys: pytest.C
     assert code == 0
     assert out["command"] == [sys.executable, "-m", SERVER_MODULE, *extra]
     assert out["plan"]["settings"]["tensor_parallel_size"] == 4
+    assert out["plan"]["settings"]["quantization"] == "fp8"
     assert out["plan"]["max_model_len"] == 32768
 
 

@@ -79,6 +79,11 @@ def add_plan_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--kv-cache-memory-bytes", type=int, default=None,
                    help="explicit KV-cache size in bytes (replaces the ratio split's KV share)")  # fmt: skip
+    p.add_argument(
+        "--quantization",
+        default=None,
+        help="vLLM's --quantization method, for the weight size (fp8-family: 1 byte, awq/gptq: 0.5 byte)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
 
 
@@ -110,6 +115,7 @@ def request_from_args(args: argparse.Namespace) -> Request:
         graph_multimodal_prompt_ratio=args.graph_multimodal_prompt_ratio,
         vision_pool=args.vision_pool,
         kv_cache_memory_bytes=args.kv_cache_memory_bytes,
+        quantization=args.quantization,
     )
 
 

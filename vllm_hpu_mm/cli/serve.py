@@ -84,6 +84,7 @@ def _request(args: argparse.Namespace, ns: argparse.Namespace, model: str, devic
         block_size=ns.block_size,
         vision_pool=args.plan_vision_pool,
         kv_cache_memory_bytes=ns.kv_cache_memory_bytes,
+        quantization=ns.quantization,
     )
 
 

@@ -41,6 +41,7 @@ class Request:
     graph_multimodal_prompt_ratio: float | None = None
     vision_pool: str | None = None
     kv_cache_memory_bytes: int | None = None
+    quantization: str | None = None
     #: Names of the flags, for error messages (serve spells some of them differently).
     flag_prefix: str = "--"
 
@@ -140,4 +141,5 @@ def build(r: Request, settings: Settings) -> PlanInputs:
         graph_multimodal_prompt_ratio=mm,
         pool_mode=pool,
         kv_cache_memory_bytes=r.kv_cache_memory_bytes,
+        quantization=r.quantization,
     )

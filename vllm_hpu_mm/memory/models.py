@@ -174,9 +174,25 @@ def vision_parameters(v: VisionDims) -> int:
     return patch + v.depth * block + merger
 
 
-def weight_bytes(m: ModelDims, dtype_size: int, tensor_parallel_size: int) -> int:
-    """Weight bytes held by one device: everything sharded evenly over the tensor-parallel ranks."""
-    return (text_parameters(m) + vision_parameters(m.vision)) * dtype_size // tensor_parallel_size
+#: Bytes per language-model weight under vLLM's --quantization methods we know (int4 methods store ~0.5 byte plus
+#: small scales); the vision tower and embeddings stay at --dtype. Anything else is counted at --dtype.
+QUANTIZED_WEIGHT_BYTES: dict[str, float] = {
+    **dict.fromkeys(("fp8", "fbgemm_fp8", "ptpc_fp8", "modelopt", "experts_int8"), 1.0),
+    **dict.fromkeys(("awq", "awq_marlin", "gptq", "gptq_marlin", "bitsandbytes", "gguf"), 0.5),
+}
+
+
+def weight_bytes(m: ModelDims, dtype_size: int, tensor_parallel_size: int, quantization: str | None = None) -> int:
+    """Weight bytes held by one device: everything sharded evenly over the tensor-parallel ranks.
+
+    With a known ``quantization`` the decoder layers' linear weights are counted at its width (an estimate)."""
+    total = (text_parameters(m) + vision_parameters(m.vision)) * dtype_size
+    per_weight = QUANTIZED_WEIGHT_BYTES.get((quantization or "").lower())
+    if per_weight is not None:
+        h, kv_width, q_width = m.hidden_size, m.num_kv_heads * m.head_dim, m.num_heads * m.head_dim
+        linear = m.num_layers * (h * q_width + 2 * h * kv_width + q_width * h + 3 * h * m.intermediate_size)
+        total -= round(linear * (dtype_size - per_weight))
+    return total // tensor_parallel_size
 
 
 def kv_bytes_per_token(m: ModelDims, dtype_size: int, tensor_parallel_size: int) -> int:

@@ -51,6 +51,8 @@ class PlanInputs:
     pool_mode: PoolMode
     #: An explicit KV-cache size (vLLM's --kv-cache-memory-bytes): it then replaces rule 2's KV share.
     kv_cache_memory_bytes: int | None = None
+    #: vLLM's --quantization, for the weight size (see models.QUANTIZED_WEIGHT_BYTES).
+    quantization: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,7 +112,7 @@ class Plan:
 
 def model_weight_bytes(i: PlanInputs) -> int:
     """Rule 0: weights held by one device (all sharded over TP)."""
-    return weight_bytes(i.model, i.dtype_size, i.tensor_parallel_size)
+    return weight_bytes(i.model, i.dtype_size, i.tensor_parallel_size, i.quantization)
 
 
 def profile_peak_bytes(i: PlanInputs) -> int:

@@ -50,6 +50,7 @@ def to_dict(p: Plan) -> dict[str, Any]:
             "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO": i.graph_multimodal_prompt_ratio,
             "tensor_parallel_size": i.tensor_parallel_size,
             "dtype_bytes": i.dtype_size,
+            "quantization": i.quantization,
         },
         "warnings": [
             {"severity": w.severity, "stage": w.stage, "message": w.message, "fix": w.fix} for w in p.warnings
@@ -68,7 +69,8 @@ def to_table(p: Plan) -> str:
     skipped = ",".join(map(str, p.vision_buckets_skipped)) or "-"
     graphs = i.pool_mode.value != "none"
     rows = [
-        ("model", i.model.name, f"TP {i.tensor_parallel_size}, {i.dtype_size}-byte weights"),
+        ("model", i.model.name,
+         f"TP {i.tensor_parallel_size}, {i.dtype_size}-byte dtype" + (f", {i.quantization}" if i.quantization else "")),
         ("device", f"{i.device} ({i.backend})", f"{i.total_bytes / GIB:.1f} GiB total (nominal for named devices)"),
         ("weights", _gib(p.weight_bytes), "per device"),
         ("profiling peak", _gib(p.profile_bytes), "estimate"),
