@@ -26,7 +26,7 @@ def wrap_in_hpu_graph(module: torch.nn.Module, disable_tensor_cache: bool = Fals
 
     def forward(*args: Any) -> torch.Tensor:
         sig = _signature(args)
-        out = original(*args)
+        out: torch.Tensor = original(*args)
         if sig not in static:
             EVENTS.append(("capture", sig))
             static[sig] = out
