@@ -6,6 +6,8 @@ import dataclasses
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.memory import planner
@@ -197,3 +199,28 @@ def test_fewer_full_length_sequences_than_max_num_seqs_is_info_not_a_warning() -
     assert [w.severity for w in p.warnings] == ["info"]
     assert p.verdict == "fits"
     assert "lower --max-num-seqs to" in p.warnings[0].fix
+
+
+ratio = st.floats(min_value=0.0, max_value=1.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    free=st.integers(min_value=0, max_value=200 * GB),
+    util=st.floats(min_value=0.01, max_value=1.0),
+    reserved=ratio,
+    prompt=ratio,
+    mm=ratio,
+    mode=st.sampled_from([PoolMode.PRIVATE, PoolMode.SHARED]),
+)
+def test_any_plan_adds_up_and_captures_an_ascending_prefix_that_fits(
+    free: int, util: float, reserved: float, prompt: float, mm: float, mode: PoolMode
+) -> None:
+    i = inputs(free_after_load_bytes=free, gpu_memory_utilization=util, graph_reserved_mem=reserved,
+               graph_prompt_ratio=prompt, graph_multimodal_prompt_ratio=mm, pool_mode=mode)  # fmt: skip
+    p = plan(i)
+    s = p.split
+    assert s.graph_bytes + s.kv_cache_bytes == s.usable_bytes
+    assert s.prefill_text_graph_bytes + s.prefill_vision_graph_bytes + s.decode_graph_bytes == s.graph_bytes
+    assert p.vision_buckets_captured + p.vision_buckets_skipped == DEFAULT_BUCKETS
+    assert p.vision_capture_bytes <= s.prefill_vision_graph_bytes
