@@ -214,6 +214,8 @@ def _floor2(x: float) -> float:
 
 def _search_up(start: float, ok: Callable[[float], bool]) -> float | None:
     """Smallest value in 0.01 steps from ``start`` up to 1.0 for which ``ok`` holds."""
+    if not start <= 1.0:  # beyond any ratio (also inf / NaN from a vanishing denominator)
+        return None
     v = _ceil2(start)
     while v <= 1.0 + 1e-9:
         if ok(v):
@@ -224,6 +226,8 @@ def _search_up(start: float, ok: Callable[[float], bool]) -> float | None:
 
 def _search_down(start: float, ok: Callable[[float], bool]) -> float | None:
     """Largest value in 0.01 steps from ``start`` down to 0.0 for which ``ok`` holds."""
+    if not start >= 0.0:
+        return None
     v = _floor2(start)
     while v >= -1e-9:
         if ok(v):
