@@ -95,6 +95,9 @@ def test_oom_after_warmup_finished_is_a_runtime_failure() -> None:
     d = diagnose(lines, load({}))
     assert d.stage == "runtime"
     assert any("from 0.92 to 0.87" in r for r in d.recommendations)
+    # 9216 patches x 196 pixels: images that fit the remaining largest bucket.
+    assert any("VLLM_MULTIMODAL_BUCKETS=1600,3136,4096,6400,7744,9216" in r and '"max_pixels": 1806336' in r
+               for r in d.recommendations)  # fmt: skip
 
 
 def test_a_clean_log_is_no_oom() -> None:

@@ -18,6 +18,7 @@ import dataclasses
 import re
 from collections.abc import Sequence
 
+from vllm_hpu_mm.buckets.spec import PIXELS_PER_PATCH
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.memory.inputs import Request, build
@@ -300,9 +301,16 @@ def recommend(d: Diagnosis, lines: Sequence[str], settings: Settings, model: str
         )
         return tuple(out)
     lower = f" from {g.gpu_memory_utilization} to {round(g.gpu_memory_utilization - 0.05, 2)}" if g else ""
-    return ("fewer or smaller vision buckets (drop the largest from VLLM_MULTIMODAL_BUCKETS) or a lower max_pixels "
-            "(--mm-processor-kwargs '{\"max_pixels\": 1003520}') so large images cost less",
-            "lower --max-num-batched-tokens so one step holds fewer image tokens",
+    buckets = settings.multimodal_buckets
+    if buckets and len(buckets) > 1:
+        smaller = buckets[:-1]
+        # 14 x 14 pixels per patch: images up to the new largest bucket need no larger graph.
+        first = (f"drop the largest vision bucket: VLLM_MULTIMODAL_BUCKETS={','.join(map(str, smaller))} with "
+                 f"--mm-processor-kwargs '{{\"max_pixels\": {smaller[-1] * PIXELS_PER_PATCH}}}' so no image needs "
+                 f"{buckets[-1]} patches")  # fmt: skip
+    else:
+        first = "a lower max_pixels (--mm-processor-kwargs '{\"max_pixels\": 1003520}') so large images cost less"
+    return (first, "lower --max-num-batched-tokens so one step holds fewer image tokens",
             f"lower --gpu-memory-utilization{lower} to leave run-time headroom")  # fmt: skip
 
 
