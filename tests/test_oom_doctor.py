@@ -111,3 +111,19 @@ def test_unreadable_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[
     binary.write_bytes(b"\x7fELF\x00\x00\x01")
     assert main(["oom-doctor", str(binary)]) == 2
     assert "binary" in capsys.readouterr().err
+
+
+def test_profiling_inside_kv_cache_setup_is_a_startup_failure() -> None:
+    # vLLM V1 profiles from EngineCore._initialize_kv_caches; the frame names, not that wrapper, decide the stage.
+    frames = [
+        "Traceback (most recent call last):",
+        '  File "vllm/v1/engine/core.py", line 157, in __init__',
+        "    kv_cache_config = self._initialize_kv_caches(vllm_config)",
+        '  File "vllm/v1/worker/gpu_worker.py", line 300, in determine_available_memory',
+        "    self.model_runner.profile_run()",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.69 GiB.",
+    ]
+    assert diagnose_lines(frames).stage == "startup"
+    allocating = [*frames[:3], '  File "vllm/v1/worker/gpu_model_runner.py", line 5000, in initialize_kv_cache',
+                  "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 40.00 GiB."]  # fmt: skip
+    assert diagnose_lines(allocating).stage == "kv_cache"

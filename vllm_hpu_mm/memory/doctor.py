@@ -61,7 +61,7 @@ FRAME_HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "kv_cache",
         re.compile(
-            r"initialize_kv_cache|_allocate_kv_cache|_init_cache_engine|CacheEngine|"
+            r"\binitialize_kv_cache\b|_allocate_kv_cache|_init_cache_engine|CacheEngine|"
             r"allocate_kv_cache|_reshape_kv_cache|initialize_cache\b"
         ),
     ),
