@@ -285,3 +285,22 @@ def test_pad_over_the_cap_scales_down_keeping_the_exact_aspect() -> None:
 def test_down_mode_never_grows_a_photo() -> None:
     aligned = align_image(IMAGES / "skimage_rocket.jpg", mode=AlignMode.DOWN)
     assert aligned.size == (560, 336)
+
+
+@pytest.mark.parametrize("mode", [AlignMode.NEAREST, AlignMode.PAD])
+def test_grey_images_resized_as_one_channel_give_the_rgb_result(mode: AlignMode) -> None:
+    """The grey shortcut (resize L, then expand) must equal expanding to RGB first, then resizing."""
+    grey = Image.open(IMAGES / "skimage_camera.png")
+    assert grey.mode == "L"
+    aligned = align_image(grey, mode=mode, max_pixels=112 * 112 * 16)
+    assert aligned.image.mode == "RGB"
+    reference = align_image(grey.convert("RGB"), mode=mode, max_pixels=112 * 112 * 16)
+    assert aligned.size == reference.size
+    assert np.array_equal(np.asarray(aligned.image), np.asarray(reference.image))
+
+
+def test_16_bit_image_is_aligned_to_rgb() -> None:
+    grey16 = Image.fromarray(np.full((100, 150), 65535, dtype=np.uint16))
+    aligned = align_image(encode(grey16, "PNG"))
+    assert aligned.image.mode == "RGB"
+    assert pixel(aligned.image, (50, 50)) == (255, 255, 255)
