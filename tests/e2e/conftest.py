@@ -22,9 +22,11 @@ import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from checkpoint import build_tiny_qwen25vl  # noqa: E402
+import contextlib
 
-from vllm_hpu_mm.envs import process_environ  # noqa: E402
+from checkpoint import build_tiny_qwen25vl
+
+from vllm_hpu_mm.envs import process_environ
 
 #: Small buckets for the tiny model (patches): images up to 4096 patches (802816 pixels) after shrinking.
 BUCKETS = "256,1024,4096"
@@ -96,10 +98,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
     except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         proc.wait(timeout=10)
 
 
@@ -130,7 +130,7 @@ def server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         "--max-num-seqs",
         "4",
         "--limit-mm-per-prompt",
-        '{"image": 4, "video": 0}',
+        '{"image": 3, "video": 0}',
     ]
     with log_path.open("wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir, start_new_session=True)
@@ -139,7 +139,9 @@ def server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"vLLM server exited with {proc.returncode} during startup:\n{log_path.read_text()[-6000:]}")
+                pytest.fail(
+                    f"vLLM server exited with {proc.returncode} during startup:\n{log_path.read_text()[-6000:]}"
+                )
             try:
                 if httpx.get(base_url + "/health", timeout=2).status_code == 200:
                     break

@@ -48,22 +48,43 @@ def declare_environment_variables() -> None:
         vllm.envs.environment_variables.setdefault(name, getter(name))
 
 
+class _ToVllmHandlers(logging.Handler):
+    """Hands our records to vLLM's ``vllm`` logger, whose handlers vLLM configures after plugins are loaded."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        logging.getLogger("vllm").handle(record)
+
+
 def attach_to_vllm_logging() -> None:
-    """Send our package's log records through vLLM's handlers (vLLM configures only its own ``vllm`` logger)."""
+    """Send our package's log records through vLLM's handlers (same format, same ``VLLM_LOGGING_LEVEL``)."""
     ours = logging.getLogger("vllm_hpu_mm")
-    if ours.handlers:
-        return
-    theirs = logging.getLogger("vllm")
-    for handler in theirs.handlers:
-        ours.addHandler(handler)
-    if ours.handlers:
-        ours.setLevel(theirs.level or logging.INFO)
+    if not any(isinstance(h, _ToVllmHandlers) for h in ours.handlers):
+        ours.addHandler(_ToVllmHandlers())
+        ours.setLevel(logging.INFO)
         ours.propagate = False
+
+
+def vllm_logging_ready() -> bool:
+    return bool(logging.getLogger("vllm").handlers)
+
+
+def log_settings_once() -> None:
+    """Log :func:`settings_line` once per process, as soon as vLLM's logging is configured.
+
+    The API server loads plugins while parsing arguments, before it configures logging; there the line is logged
+    on the first call after that (the aligned processor calls this when vLLM builds it at startup).
+    """
+    global _logged
+    if _logged or not vllm_logging_ready():
+        return
+    with _lock:
+        if not _logged:
+            _logged = True
+            logger.info("%s", settings_line())
 
 
 def register() -> None:
     """vLLM general-plugin entry point. Safe to call any number of times in any process."""
-    global _logged
     from vllm_hpu_mm.envs import get_settings
 
     get_settings()  # ConfigError propagates: vLLM calls plugin functions outside any try
@@ -72,7 +93,4 @@ def register() -> None:
     from vllm_hpu_mm.plugin.registration import register_model
 
     register_model()
-    with _lock:
-        if not _logged:
-            _logged = True
-            logger.info("%s", settings_line())
+    log_settings_once()

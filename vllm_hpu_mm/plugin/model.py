@@ -52,9 +52,19 @@ class BucketedTowerMixin:
         return out
 
 
-@functools.cache
+_subclasses: dict[tuple[type, type], type] = {}
+
+
+def _subclass(mixin: type, cls: type, prefix: str) -> type:
+    """``mixin`` in front of ``cls``, one class per pair (instances of the same tower class share it)."""
+    key = (mixin, cls)
+    if key not in _subclasses:
+        _subclasses[key] = type(f"{prefix}{cls.__name__}", (mixin, cls), {"__module__": __name__})
+    return _subclasses[key]
+
+
 def bucketed_tower_class(tower_cls: type) -> type:
-    return type(f"Bucketed{tower_cls.__name__}", (BucketedTowerMixin, tower_cls), {"__module__": __name__})
+    return _subclass(BucketedTowerMixin, tower_cls, "Bucketed")
 
 
 def _stock_forward(tower: Any) -> Any:
@@ -83,7 +93,8 @@ def _fp32_vision_softmax(tower: Any) -> int:
         backend = str(getattr(module, "attn_backend", ""))
         if "TORCH_SDPA" not in backend:
             continue
-        module.__class__ = _fp32_attention_class(type(module))
+        attention: Any = module
+        attention.__class__ = _fp32_attention_class(type(module))
         changed += 1
     return changed
 
@@ -95,9 +106,8 @@ class _Fp32AttentionMixin:
         return out.to(dtype)
 
 
-@functools.cache
 def _fp32_attention_class(cls: type) -> type:
-    return type(f"Fp32{cls.__name__}", (_Fp32AttentionMixin, cls), {"__module__": __name__})
+    return _subclass(_Fp32AttentionMixin, cls, "Fp32")
 
 
 def install_bucketed_tower(model: Any, settings: Settings) -> int | None:
@@ -107,7 +117,7 @@ def install_bucketed_tower(model: Any, settings: Settings) -> int | None:
     from vllm_hpu_mm.graphs.select import build_runner, warmup
     from vllm_hpu_mm.plugin.metrics import multiprocess_enabled, pass_hook, record_warmup
 
-    tower = getattr(model, "visual", None)
+    tower: Any = getattr(model, "visual", None)
     if tower is None or tower.__dict__.get(_RUNNER_ATTR) is not None:
         return None
     if not isinstance(tower, Qwen2_5_VisionTransformer):

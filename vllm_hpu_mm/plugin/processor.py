@@ -79,6 +79,9 @@ class AlignedProcessingInfoMixin:
 
     def hpu_mm_requested_limits(self, mm_kwargs: Mapping[str, object]) -> tuple[int, int]:
         """``(min_pixels, max_pixels)`` the processor config and the request ask for, before our bucket cap."""
+        from vllm_hpu_mm.plugin import log_settings_once
+
+        log_settings_once()  # the API server's logging is configured only after plugins load
         merged = self._merge_and_resolve_mm_processor_kwargs(mm_kwargs)  # type: ignore[attr-defined]
         scoped = merged.get("images_kwargs", {})
         size = self._get_vision_size(scoped, default_size=self.get_image_processor().size)  # type: ignore[attr-defined]
