@@ -129,6 +129,7 @@ def server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         str(MAX_MODEL_LEN),
         "--max-num-seqs",
         "4",
+        "--trust-request-mm-kwargs",  # lets a test send a per-request max_pixels
         "--limit-mm-per-prompt",
         '{"image": 3, "video": 0}',
     ]

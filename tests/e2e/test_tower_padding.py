@@ -81,14 +81,15 @@ def test_padded_and_packed_equals_unpadded(vllm_tower: tuple[Any, Any], tmp_path
         )
         stand_in_model = types.SimpleNamespace(visual=tower)
         assert plugin_model.install_bucketed_tower(stand_in_model, settings) == 3  # warm-up ran every bucket
-        assert isinstance(tower, plugin_model.BucketedTowerMixin)
+        assert plugin_model.BucketedTowerMixin in type(tower).__mro__
         log_start = (
             len((tmp_path / "shapes.jsonl").read_text().splitlines()) if (tmp_path / "shapes.jsonl").exists() else 0
         )
         bucketed = tower(pixels, GRIDS)  # what Qwen2_5_VLForConditionalGeneration calls
     passes = [json.loads(x) for x in (tmp_path / "shapes.jsonl").read_text().splitlines()[log_start:]]
     assert all(p["total"] == p["bucket"] and p["bucket"] in (512, 1024, 2048) for p in passes)
-    assert any(p["padding"] > 0 for p in passes) and any(len(p["images"]) > 1 for p in passes), passes
+    assert any(p["padding"] > 0 for p in passes), passes
+    assert any(len(p["images"]) > 1 for p in passes), passes
     expected = torch.cat(reference)
     assert bucketed.shape == expected.shape
     assert torch.equal(bucketed, expected), (bucketed - expected).abs().max()

@@ -110,6 +110,11 @@ def _fp32_attention_class(cls: type) -> type:
     return _subclass(_Fp32AttentionMixin, cls, "Fp32")
 
 
+def _window_patches(tower: Any) -> int:
+    """The attention window side in patches (112 px / 14 = 8 for Qwen2.5-VL)."""
+    return int(tower.window_size) // int(tower.patch_size)
+
+
 def install_bucketed_tower(model: Any, settings: Settings) -> int | None:
     """Swap ``model.visual`` to the bucketed tower and warm it up; returns buckets captured (None: left alone)."""
     from vllm.model_executor.models.qwen2_5_vl import Qwen2_5_VisionTransformer
@@ -135,7 +140,7 @@ def install_bucketed_tower(model: Any, settings: Settings) -> int | None:
         encoder,
         device=tower.device,
         merge_size=tower.spatial_merge_size,
-        spatial_window=tower.window_size // tower.patch_size,
+        spatial_window=_window_patches(tower),
         on_pass=pass_hook(settings.shape_log),
     )
     tower.__class__ = bucketed_tower_class(type(tower))
