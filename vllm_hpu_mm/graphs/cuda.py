@@ -363,6 +363,9 @@ class CudaGraphExecutor:
         shared_pool: bool = True,
         compile_blocks: bool = False,
     ) -> None:
+        """``compile_blocks``: ``torch.compile`` each block's body (fuses RMSNorm, rotary, SiLU*up and residuals;
+        the varlen attention is a custom op inside the compiled graph) before capture. Costs a compile per bucket
+        at warm-up."""
         if not torch.cuda.is_available():
             raise BackendError("the CUDA graph backend needs a CUDA device; torch.cuda.is_available() is False")
         device = next(tower.parameters()).device
@@ -383,6 +386,10 @@ class CudaGraphExecutor:
         self.stream = torch.cuda.Stream(device=device)  # type: ignore[no-untyped-call]
         self.block_fn: Callable[..., torch.Tensor] = _block
         if compile_blocks:
+            # One compiled block per (bucket, full/window) pair, all sharing _block's code object: raise dynamo's
+            # per-code recompile limit (default 8) so the later buckets do not silently fall back to eager.
+            dynamo_config: Any = torch._dynamo.config
+            dynamo_config.recompile_limit = max(int(dynamo_config.recompile_limit), 256)
             self.block_fn = torch.compile(_block, dynamic=False)
         self.graphs: dict[int, _Captured] = {}
         self.eager_passes = 0

@@ -28,10 +28,12 @@ MIB = 2**20
 #: Eager forward peak above inputs, MiB per patch and fixed MiB (H100, 7B tower, bf16; 44 MiB at 1024 patches).
 EAGER_MIB_PER_PATCH = 0.0424
 EAGER_FIXED_MIB = 3.0
-#: One captured graph's private pool, MiB per patch and fixed MiB (H100, 7B tower, bf16): ~1.47x the eager peak,
-#: e.g. 1600 patches -> 102 MiB, 4096 -> 260 MiB, 12544 -> 786 MiB.
-GRAPH_POOL_MIB_PER_PATCH = 0.0624
-GRAPH_POOL_FIXED_MIB = 5.0
+#: One captured graph's private pool, MiB per patch and fixed MiB: least-squares fit (relative error) to our CUDA-graph
+#: executor's pools on an H100 80GB HBM3 (benchmarks/results/vision_memory_calibration.md: 1024 -> 82 MiB,
+#: 1600 -> 118, 4096 -> 266, 12544 -> 808, 16384 -> 1046; every bucket within 3%). Was 0.0624 x b + 5 (facts file),
+#: 16% low at 1024 patches.
+GRAPH_POOL_MIB_PER_PATCH = 0.0625
+GRAPH_POOL_FIXED_MIB = 17.0
 #: Shared pool, largest first: growth per graph beyond the largest ((790 - 787.7) MiB over 6 more graphs, H100).
 SHARED_POOL_MIB_PER_EXTRA_GRAPH = 0.4
 #: The tower the coefficients were measured on; other widths scale by the per-patch activation proxy below.
