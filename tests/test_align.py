@@ -15,7 +15,7 @@ from vllm_hpu_mm.preprocess.align import image_tokens, patch_count
 
 F = ALIGN_FACTOR
 TILE = F * F
-EXAMPLES = settings(max_examples=300, deadline=None)
+EXAMPLES = settings(max_examples=200, deadline=None)
 
 sides = st.integers(min_value=1, max_value=20_000)
 modes = st.sampled_from(list(AlignMode))
