@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from transformers import vision_utils
 from transformers.models.qwen2_5_vl.configuration_qwen2_5_vl import Qwen2_5_VLVisionConfig
 from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VisionTransformerPretrainedModel
@@ -153,3 +155,39 @@ def test_replay_equals_eager_on_cuda(tower: Qwen2_5_VisionTransformerPretrainedM
     out = ex(512, pixels, grid)
     assert ex.eager_passes == 0
     assert float((out - ref).norm() / ref.norm()) < 1e-3
+
+
+@pytest.mark.parametrize(
+    ("bucket", "max_items", "expected"),
+    [(1600, None, (25, 400)), (12544, None, (64, 3136)), (64, None, (1, 16)), (4096, 9, (9, 1024))],
+)
+def test_segment_capacities(bucket: int, max_items: int | None, expected: tuple[int, int]) -> None:
+    assert cuda.segment_capacities(bucket, GEO, max_items) == expected
+
+
+def test_segment_capacities_cover_every_packed_pass_of_aligned_images() -> None:
+    # Any mix of 112-aligned images (multiples of 8x8 patches) plus a dummy fits the window capacity.
+    grid = [[1, 8, 8]] * 20 + [[1, 8, 24]]
+    layout = cuda.pass_layout(grid, GEO)
+    frames, windows = cuda.segment_capacities(layout.patches, GEO)
+    assert layout.full_segments <= frames
+    assert layout.window_segments <= windows
+
+
+def test_segment_capacities_reject_bad_buckets() -> None:
+    with pytest.raises(ValueError, match="multiple of 4"):
+        cuda.segment_capacities(1602, GEO)
+    with pytest.raises(ValueError, match="max_items_per_pass=0"):
+        cuda.segment_capacities(1600, GEO, 0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 2), st.integers(1, 12), st.integers(1, 12)), min_size=1, max_size=4))
+def test_layout_matches_transformers_on_random_grids(rows: list[tuple[int, int, int]]) -> None:
+    g = torch.tensor([[t, 2 * h, 2 * w] for t, h, w in rows])
+    layout = cuda.pass_layout(g, GEO)
+    window_index, cu_window = vision_utils.get_vision_window_index(g, 2, 112, 14)
+    assert torch.equal(layout.position_ids, vision_utils.get_vision_position_ids(g, 2))
+    assert torch.equal(layout.window_index, window_index)
+    assert torch.equal(layout.cu_window_seqlens, cu_window)
+    assert layout.window_segments <= cuda.segment_capacities(layout.patches, GEO)[1]

@@ -332,6 +332,28 @@ def tower_forward(
 
 # ------------------------------------------------------------------------------------------------ graph executor
 
+#: Default cap on the image frames one captured pass can hold (see :func:`segment_capacities`).
+MAX_FRAMES_PER_PASS = 64
+
+
+def segment_capacities(
+    bucket: int, geometry: TowerGeometry, max_items_per_pass: int | None = None, min_item_patches: int = 64
+) -> tuple[int, int]:
+    """(frame segments, window segments) a graph captured for ``bucket`` patches is launched with.
+
+    Windows: every window holds at least one merged token, so ``bucket / merge_unit`` always suffices (an empty
+    segment costs one early-exiting thread block). Frames: the flash kernel's grid is
+    ``ceil(max_seqlen / 128) x segments x heads`` with ``max_seqlen = bucket``, so the frame capacity stays small:
+    ``max_items_per_pass`` if given, else ``min(bucket // min_item_patches, MAX_FRAMES_PER_PASS)``, at least 1. A
+    pass with more frames runs eagerly.
+    """
+    if bucket <= 0 or bucket % geometry.merge_unit:
+        raise ValueError(f"bucket {bucket} must be a positive multiple of {geometry.merge_unit} patches")
+    if max_items_per_pass is not None and max_items_per_pass < 1:
+        raise ValueError(f"max_items_per_pass={max_items_per_pass} must be >= 1")
+    items = max_items_per_pass or min(max(1, bucket // min_item_patches), MAX_FRAMES_PER_PASS)
+    return items, bucket // geometry.merge_unit
+
 
 @dataclasses.dataclass
 class _Captured:
@@ -395,15 +417,8 @@ class CudaGraphExecutor:
         self.eager_passes = 0
 
     def capacities(self, bucket: int) -> tuple[int, int]:
-        """Segment capacities (image frames, windows) captured for ``bucket``.
-
-        Windows: every window holds at least one merged token, so ``bucket / merge_unit`` always suffices (empty
-        segments cost one early-exiting thread block each). Frames: the flash kernel's grid is
-        ``ceil(max_seqlen / 128) x segments x heads`` with ``max_seqlen = bucket``, so the frame capacity is kept
-        small (default ``min(bucket // min_item_patches, 64)``); a pass with more frames runs eagerly.
-        """
-        items = self.max_items_per_pass or min(max(1, bucket // self.min_item_patches), 64)
-        return items, bucket // self.geometry.merge_unit
+        """Segment capacities (image frames, windows) captured for ``bucket``: see :func:`segment_capacities`."""
+        return segment_capacities(bucket, self.geometry, self.max_items_per_pass, self.min_item_patches)
 
     @property
     def captured_buckets(self) -> tuple[int, ...]:
