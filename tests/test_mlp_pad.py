@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from torch import nn
@@ -11,7 +13,7 @@ from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VisionTra
 from vllm_hpu_mm.graphs import mlp_pad
 
 
-def _tower(intermediate: int) -> Qwen2_5_VisionTransformerPretrainedModel:
+def _tower(intermediate: int) -> Any:
     torch.manual_seed(1)
     cfg = Qwen2_5_VLVisionConfig(
         depth=2,
@@ -22,7 +24,7 @@ def _tower(intermediate: int) -> Qwen2_5_VisionTransformerPretrainedModel:
         fullatt_block_indexes=[1],
         hidden_act="silu",
     )
-    tower = Qwen2_5_VisionTransformerPretrainedModel._from_config(cfg, attn_implementation="sdpa").eval()
+    tower: Any = Qwen2_5_VisionTransformerPretrainedModel._from_config(cfg, attn_implementation="sdpa").eval()  # type: ignore[no-untyped-call]
     with torch.no_grad():  # non-zero biases everywhere, so a wrongly padded bias would show
         for p in tower.parameters():
             if p.ndim == 1:
@@ -50,7 +52,7 @@ def test_padded_tower_is_the_same_function_in_fp32() -> None:
         before = tower(pixels, grid_thw=grid).pooler_output
         assert mlp_pad.pad_vision_mlps(tower) == 2
         after = tower(pixels, grid_thw=grid).pooler_output
-    mlp = tower.blocks[0].mlp
+    mlp: Any = tower.blocks[0].mlp
     assert (mlp.gate_proj.weight.shape, mlp.up_proj.bias.shape, mlp.down_proj.weight.shape) == (
         (128, 64),
         (128,),
