@@ -340,3 +340,20 @@ def test_mutated_or_truncated_bytes_decode_or_raise_image_error(
         assert "accepted" in str(outcome)
     else:
         assert outcome.mode == "RGB"
+
+
+def test_default_limits_come_from_the_env_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vllm_hpu_mm.envs import get_settings
+
+    monkeypatch.setenv("VLLM_HPU_MM_MAX_ASPECT_RATIO", "2")
+    monkeypatch.setenv("VLLM_HPU_MM_MAX_IMAGE_PIXELS", "5000")
+    get_settings.cache_clear()
+    try:
+        with pytest.raises(ImageError, match="at most 2:1"):
+            check_dimensions(30, 10)
+        with pytest.raises(ImageError, match="at most 5000"):
+            load_image(noise(100, 100))
+        check_dimensions(30, 10, max_aspect_ratio=3.0)  # an explicit limit wins
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()
