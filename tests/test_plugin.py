@@ -186,6 +186,9 @@ def test_shrink_caps_max_pixels_at_the_largest_bucket() -> None:
     assert pixel_limits(3136, 200704, shrink) == (3136, 200704)  # a smaller request limit wins
     eager = envs.load({"VLLM_MULTIMODAL_BUCKETS": "256,1024,4096", "VLLM_HPU_MM_OVERSIZE_POLICY": "eager"})
     assert pixel_limits(3136, 12845056, eager) == (3136, 12845056)
+    reject = envs.load({"VLLM_MULTIMODAL_BUCKETS": "256,1024,4096", "VLLM_HPU_MM_OVERSIZE_POLICY": "reject"})
+    assert pixel_limits(3136, 12845056, reject) == (3136, 12845056)  # aligned uncapped, then refused
+    assert pixel_limits(3136, 12845056, reject, for_budget=True) == (3136, 4096 * 196)  # largest accepted image
     off = envs.load({"VLLM_MULTIMODAL_BUCKETS": "None"})
     assert pixel_limits(3136, 12845056, off) == (3136, 12845056)
 
@@ -257,3 +260,57 @@ def test_shape_log_appends_one_json_line_per_pass(tmp_path: Path) -> None:
         (1024, [768], 256, 1024),
         (256, [128, 64], 64, 256),
     ]
+
+
+def test_reject_policy_refuses_images_above_the_largest_bucket() -> None:
+    from vllm_hpu_mm.errors import OversizeImageError
+    from vllm_hpu_mm.plugin.processor import check_oversize
+
+    reject = envs.load({"VLLM_MULTIMODAL_BUCKETS": "256,1024,4096", "VLLM_HPU_MM_OVERSIZE_POLICY": "reject"})
+    check_oversize(896, 896, reject, original=(900, 900))  # 4096 patches: fits
+    with pytest.raises(OversizeImageError, match=r"1000x900 pixels needs 4608 vision patches"):
+        check_oversize(896, 1008, reject, original=(1000, 900))
+    shrink = envs.load({"VLLM_MULTIMODAL_BUCKETS": "256,1024,4096"})
+    check_oversize(896, 1008, shrink, original=(1000, 900))  # not this function's business under shrink
+
+
+def test_arrays_become_images_for_alignment() -> None:
+    import numpy as np
+    import torch
+
+    from vllm_hpu_mm.plugin.processor import _to_pil
+
+    hwc = np.zeros((30, 40, 3), dtype=np.uint8)
+    assert _to_pil(hwc).size == (40, 30)
+    chw = torch.rand(3, 30, 40)  # floats in 0..1
+    image = _to_pil(chw)
+    assert image.size == (40, 30)
+    assert image.mode == "RGB"
+
+
+def _png_header(width: int, height: int) -> bytes:
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 16)) + chunk(b"IEND", b"")
+
+
+def test_image_loader_refuses_bomb_and_aspect_headers_with_a_value_error() -> None:
+    from vllm.multimodal.media.image import ImageMediaIO
+
+    from vllm_hpu_mm.errors import ImageError
+    from vllm_hpu_mm.plugin.media import install_image_header_check
+
+    assert install_image_header_check()
+    assert install_image_header_check()  # idempotent: one wrapper
+    loader = ImageMediaIO()
+    with pytest.raises(ImageError, match=r"decompression bomb.*VLLM_HPU_MM_MAX_IMAGE_PIXELS"):
+        loader.load_bytes(_png_header(60000, 60000))  # vLLM alone raises Pillow's error: HTTP 500
+    with pytest.raises(ImageError, match=r"aspect ratio 300\.0:1"):
+        loader.load_bytes(_png_header(1, 300))
+    with pytest.raises(ValueError, match="Failed to load image"):  # unreadable data: vLLM's own message
+        loader.load_bytes(b"not an image")

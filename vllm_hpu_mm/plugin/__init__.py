@@ -10,7 +10,9 @@ it is re-entrant, imports vLLM lazily and touches no device. What it does:
 3. registers ``Qwen2_5_VLForConditionalGeneration`` as ``"vllm_hpu_mm.plugin.model:<class>"``. If another plugin
    (vllm-gaudi) registers its own class for that architecture, before or after us, that class becomes our base
    (:mod:`.registration`), so its HPU execution is kept and we add alignment and bucket planning on top;
-4. logs one line with the resolved settings, once per process.
+4. puts a header check in front of vLLM's image loader (:mod:`.media`): decompression bombs, empty and absurd-aspect
+   images get HTTP 400 with our message instead of vLLM's HTTP 500;
+5. logs one line with the resolved settings, once per process.
 """
 
 from __future__ import annotations
@@ -93,4 +95,7 @@ def register() -> None:
     from vllm_hpu_mm.plugin.registration import register_model
 
     register_model()
+    from vllm_hpu_mm.plugin.media import install_image_header_check
+
+    install_image_header_check()  # oversized / bomb headers -> HTTP 400 instead of vLLM's 500
     log_settings_once()

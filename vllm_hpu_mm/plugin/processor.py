@@ -27,13 +27,15 @@ from vllm_hpu_mm.errors import ImageError
 from vllm_hpu_mm.preprocess.align import ALIGN_FACTOR, aligned_size, image_tokens, patch_count
 
 
-def pixel_limits(min_pixels: int, max_pixels: int, settings: Settings) -> tuple[int, int]:
+def pixel_limits(min_pixels: int, max_pixels: int, settings: Settings, *, for_budget: bool = False) -> tuple[int, int]:
     """Effective ``(min_pixels, max_pixels)`` of the aligned image under our settings.
 
-    ``shrink`` with buckets caps ``max_pixels`` at the largest bucket's pixels; ``min_pixels`` never exceeds the
-    cap, and ``max_pixels`` is at least one 112 x 112 tile (the smallest aligned image).
+    ``shrink`` with buckets caps ``max_pixels`` at the largest bucket's pixels; so does ``reject`` for the budget
+    helpers (``for_budget``: the largest image that is *accepted*), while its images are aligned uncapped and
+    refused when too large. ``min_pixels`` never exceeds the cap; ``max_pixels`` is at least one 112 x 112 tile.
     """
-    if settings.multimodal_buckets and settings.oversize_policy is OversizePolicy.SHRINK:
+    capped = (OversizePolicy.SHRINK, OversizePolicy.REJECT) if for_budget else (OversizePolicy.SHRINK,)
+    if settings.multimodal_buckets and settings.oversize_policy in capped:
         max_pixels = min(max_pixels, shrink_limit(settings.multimodal_buckets))
     max_pixels = max(max_pixels, ALIGN_FACTOR * ALIGN_FACTOR)
     return min(min_pixels, max_pixels), max_pixels
@@ -88,8 +90,8 @@ class AlignedProcessingInfoMixin:
         return int(size["shortest_edge"]), int(size["longest_edge"])
 
     def hpu_mm_pixel_limits(self, mm_kwargs: Mapping[str, object]) -> tuple[int, int]:
-        """Effective ``(min_pixels, max_pixels)`` for images of a request with these ``mm_processor_kwargs``."""
-        return pixel_limits(*self.hpu_mm_requested_limits(mm_kwargs), get_settings())
+        """``(min_pixels, max_pixels)`` the budget helpers assume for a request with these ``mm_processor_kwargs``."""
+        return pixel_limits(*self.hpu_mm_requested_limits(mm_kwargs), get_settings(), for_budget=True)
 
     def _get_vision_info(
         self,
