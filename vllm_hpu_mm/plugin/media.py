@@ -37,7 +37,7 @@ def check_image_header(data: bytes) -> None:
             f"image refused before decoding as a decompression bomb ({exc}); accepted: at most "
             f"{settings.max_image_pixels} pixels (VLLM_HPU_MM_MAX_IMAGE_PIXELS)"
         ) from None
-    except Exception:  # noqa: BLE001  not an image we can read: vLLM's loader reports it in its own words
+    except Exception:  # not an image we can read: vLLM's loader reports it in its own words
         return
     check_dimensions(
         width, height, max_image_pixels=settings.max_image_pixels, max_aspect_ratio=settings.max_aspect_ratio
@@ -60,5 +60,5 @@ def install_image_header_check() -> bool:
         return original(self, data)
 
     setattr(load_bytes, _MARK, True)
-    ImageMediaIO.load_bytes = load_bytes
+    ImageMediaIO.load_bytes = load_bytes  # type: ignore[method-assign]
     return True
