@@ -7,6 +7,7 @@ capture. Graph capture itself needs a CUDA device (checked on the H100 by benchm
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -145,16 +146,22 @@ def test_executor_refuses_without_cuda(tower: Any) -> None:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="graph capture and replay need a CUDA device")
 def test_replay_equals_eager_on_cuda(tower: Any) -> None:
-    gpu_tower = tower.to("cuda")
+    """A packed, padded pass replayed from a graph equals the eager forward (checked on the H100 run)."""
+    gpu_tower = copy.deepcopy(tower).to("cuda")
+    with pytest.raises(BackendError, match="float16 or bfloat16"):
+        cuda.CudaGraphExecutor(gpu_tower)  # flash varlen has no float32 kernel
+    gpu_tower = gpu_tower.to(torch.bfloat16)
     ex = cuda.CudaGraphExecutor(gpu_tower)
     ex.warmup(512, torch.randn(512, PATCH_DIM), torch.tensor([[1, 8, 64]]))
     grid = torch.tensor([[1, 16, 16], [1, 8, 16], [1, 8, 16]])
-    pixels = torch.randn(512, PATCH_DIM, device="cuda")
-    with torch.no_grad():
-        ref = gpu_tower(pixels, grid_thw=grid).pooler_output
-    out = ex(512, pixels, grid)
+    pixels = torch.randn(512, PATCH_DIM, device="cuda", dtype=torch.bfloat16)
+    with torch.inference_mode():
+        ex.graphs[512].out.fill_(float("nan"))
+        ref = gpu_tower(pixels, grid_thw=grid.cuda()).pooler_output
+        out = ex(512, pixels, grid)
     assert ex.eager_passes == 0
-    assert float((out - ref).norm() / ref.norm()) < 1e-3
+    assert bool(torch.isfinite(out).all())
+    assert float((out.float() - ref.float()).norm() / ref.float().norm()) < 2e-2
 
 
 @pytest.mark.parametrize(

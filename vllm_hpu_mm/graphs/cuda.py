@@ -397,9 +397,14 @@ class CudaGraphExecutor:
             raise BackendError(f"attention={attention!r} cannot be captured; accepted: 'varlen', 'sdpa_mask'")
         if min_item_patches < 4:
             raise ValueError(f"min_item_patches={min_item_patches} must be >= 4 (one merged token)")
+        self.dtype = tower.patch_embed.proj.weight.dtype
+        if attention == "varlen" and self.dtype not in (torch.float16, torch.bfloat16):
+            raise BackendError(
+                f"attention='varlen' (flash) needs a float16 or bfloat16 tower, this one is {self.dtype}; "
+                "cast the tower or use attention='sdpa_mask'"
+            )
         self.tower = tower
         self.device = device
-        self.dtype = tower.patch_embed.proj.weight.dtype
         self.geometry = TowerGeometry.from_tower(tower)
         self.attend = ATTENTION[attention]
         self.max_items_per_pass = max_items_per_pass
