@@ -99,16 +99,17 @@ def test_runner_takes_buckets_and_policy_from_settings() -> None:
     assert runner.policy.value == "reject"
 
 
-def test_warmup_visits_every_bucket_with_a_bucket_sized_dummy(caplog: pytest.LogCaptureFixture) -> None:
+def test_warmup_visits_every_bucket_largest_first_with_a_bucket_sized_dummy(caplog: pytest.LogCaptureFixture) -> None:
     rec = Recorder()
     runner = build_runner(settings(VLLM_MULTIMODAL_BUCKETS="256,1600"), tower, device="cpu")
     runner.executor = rec
     with caplog.at_level(logging.INFO, logger="vllm_hpu_mm.graphs.select"):
         n = warmup(runner, 1176, torch.uint8, "cpu", settings=settings())
     assert n == 2
+    # Largest first, so graphs sharing one memory pool reserve about the largest graph only.
     assert rec.warmed == [
-        (256, (256, 1176), torch.uint8, [[1, 16, 16]]),
         (1600, (1600, 1176), torch.uint8, [[1, 40, 40]]),
+        (256, (256, 1176), torch.uint8, [[1, 16, 16]]),
     ]
     assert any("captured 2/2 vision buckets in" in r.message and "(rec)" in r.message for r in caplog.records)
 
@@ -142,4 +143,4 @@ def test_cpu_warmup_really_runs_the_tower() -> None:
         settings(VLLM_MULTIMODAL_BUCKETS="64,128", VLLM_HPU_MM_GRAPH_BACKEND="cpu"), counting, device="cpu"
     )
     assert warmup(runner, 8, torch.float32, "cpu", settings=settings()) == 2
-    assert calls == [64, 128]
+    assert calls == [128, 64]
