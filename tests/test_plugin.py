@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("vllm")
 
 from vllm.model_executor.models.qwen2_5_vl import (
+    Qwen2_5_VisionTransformer,
     Qwen2_5_VLForConditionalGeneration,
     Qwen2_5_VLMultiModalProcessor,
     Qwen2_5_VLProcessingInfo,
@@ -314,3 +315,21 @@ def test_image_loader_refuses_bomb_and_aspect_headers_with_a_value_error() -> No
         loader.load_bytes(_png_header(1, 300))
     with pytest.raises(ValueError, match="Failed to load image"):  # unreadable data: vLLM's own message
         loader.load_bytes(b"not an image")
+
+
+def test_a_vllm_gaudi_class_keeps_its_own_tower() -> None:
+    """hpu_route: a base class from the vllm_gaudi package owns its tower's graphs; we do not wrap it again."""
+    import torch
+
+    vllm_gaudi_base = type("HpuQwen2_5_VL", (torch.nn.Module,), {"__module__": "vllm_gaudi.models.qwen2_5_vl"})
+    ours: Any = type("Ours", (plugin_model.BucketedModelMixin, vllm_gaudi_base), {})
+
+    tower = Qwen2_5_VisionTransformer.__new__(Qwen2_5_VisionTransformer)  # the stock class, not built: never run
+    torch.nn.Module.__init__(tower)
+    model = ours.__new__(ours)
+    torch.nn.Module.__init__(model)
+    model.__dict__["visual"] = tower
+    settings = envs.load({"VLLM_MULTIMODAL_BUCKETS": "256,1024"})
+    assert plugin_model.install_bucketed_tower(model, settings) is None
+    assert model.__dict__["visual"] is tower
+    assert type(tower) is Qwen2_5_VisionTransformer  # no class swap, no runner

@@ -125,11 +125,15 @@ def install_bucketed_tower(model: Any, settings: Settings) -> int | None:
     tower: Any = getattr(model, "visual", None)
     if tower is None or tower.__dict__.get(_RUNNER_ATTR) is not None:
         return None
-    if not isinstance(tower, Qwen2_5_VisionTransformer):
+    from vllm_hpu_mm.graphs.hpu import HpuRoute, buckets_for_vllm_gaudi, hpu_route
+
+    if not isinstance(tower, Qwen2_5_VisionTransformer) or hpu_route(type(model), tower) is HpuRoute.VLLM_GAUDI:
         logger.info(
-            "vllm-hpu-mm: vision tower %s is not vLLM's stock one: it keeps its own execution (buckets in "
-            "VLLM_MULTIMODAL_BUCKETS); we add alignment only",
+            "vllm-hpu-mm: vision tower %s of %s keeps its own execution (it buckets with VLLM_MULTIMODAL_BUCKETS=%s);"
+            " we add alignment and the bucket cap only",
             type(tower).__qualname__,
+            type(model).__mro__[2].__qualname__ if len(type(model).__mro__) > 2 else type(model).__qualname__,
+            buckets_for_vllm_gaudi(settings.multimodal_buckets),
         )
         return None
     if settings.fp32_softmax_vision and tower.dtype != torch.float32:
