@@ -76,7 +76,7 @@ def test_config_yaml_is_read_by_vllms_parser_and_passed_on(capsys: pytest.Captur
     assert out["plan"]["model"] == "Qwen/Qwen2.5-VL-3B-Instruct"
     assert out["plan"]["max_model_len"] == 8192
     assert out["plan"]["vision_pool_mode"] == "shared"
-    assert out["command"][3:] == ["--config", str(config)]
+    assert out["command"][3:5] == ["--config", str(config)]
 
 
 @pytest.mark.parametrize("bad", [["--no-such-flag"], ["--tensor-parallel-size", "two"]])
@@ -142,3 +142,30 @@ def test_serve_replaces_itself_with_vllms_server_and_the_planned_environment(
     assert env["VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO"] == "0.3"
     assert env.get("PATH") == os.environ.get("PATH")  # the rest of the environment is inherited
     assert "command: " in capsys.readouterr().out
+
+
+def test_cuda_launch_passes_the_buckets_as_vllms_encoder_cuda_graphs(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = dry_run(capsys, "--plan-device", "h100", "--model", "Qwen/Qwen2.5-VL-7B-Instruct")
+    assert code == 0
+    argv = out["command"]
+    config = json.loads(argv[argv.index("--compilation-config") + 1])
+    assert config["cudagraph_mm_encoder"] is True
+    kept = out["plan"]["vision_buckets_captured"]
+    assert config["encoder_cudagraph_token_budgets"] == [b // 4 for b in kept]
+    # --enforce-eager means no CUDA graphs at all: nothing to configure.
+    code, out = dry_run(capsys, "--plan-device", "h100", "--model", "Qwen/Qwen2.5-VL-7B-Instruct", "--enforce-eager")
+    assert code == 0
+    assert "--compilation-config" not in out["command"]
+    # The user's own compilation config is left alone; the note says what to merge into it.
+    code, out = dry_run(
+        capsys,
+        "--plan-device",
+        "h100",
+        "--model",
+        "Qwen/Qwen2.5-VL-7B-Instruct",
+        "--compilation-config",
+        '{"mode": 0}',
+    )
+    assert code == 0
+    assert out["command"].count("--compilation-config") == 1
+    assert any("merge the vision encoder graphs" in n for n in out["notes"])

@@ -18,6 +18,7 @@ from typing import Any
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, fail, print_json
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.graphs.cuda_config import compilation_config_json
 from vllm_hpu_mm.memory import render
 from vllm_hpu_mm.memory.devices import DEVICE_CHOICES
 from vllm_hpu_mm.memory.inputs import Request, build
@@ -88,7 +89,14 @@ def _request(args: argparse.Namespace, ns: argparse.Namespace, model: str, devic
     )
 
 
-def decide(p: Plan, extra: Sequence[str], add_model: str | None) -> tuple[list[str], dict[str, str], list[str]]:
+def decide(
+    p: Plan,
+    extra: Sequence[str],
+    add_model: str | None,
+    *,
+    enforce_eager: bool = False,
+    own_compilation_config: bool = False,
+) -> tuple[list[str], dict[str, str], list[str]]:
     """(server argv, environment changes, notes) for a plan that fits."""
     i = p.inputs
     env = {
@@ -108,6 +116,17 @@ def decide(p: Plan, extra: Sequence[str], add_model: str | None) -> tuple[list[s
     if i.backend == "cpu" and i.kv_cache_memory_bytes is None:
         argv += ["--kv-cache-memory-bytes", str(p.split.kv_cache_bytes)]
         notes.append(f"CPU: passing --kv-cache-memory-bytes {p.split.kv_cache_bytes} from the plan")
+    if i.backend == "cuda" and i.buckets and not enforce_eager:
+        # On CUDA the buckets become vLLM's own encoder CUDA graphs (a general plugin cannot set this itself).
+        graph_buckets = tuple(p.vision_buckets_captured if p.vision_buckets_skipped else i.buckets)
+        config = compilation_config_json(graph_buckets or None)
+        if own_compilation_config:
+            notes.append(
+                f"CUDA: you pass your own compilation config; merge the vision encoder graphs into it: {config}"
+            )
+        else:
+            argv += ["--compilation-config", config]
+            notes.append("CUDA: vision buckets passed as vLLM encoder CUDA graphs (--compilation-config)")
     return argv, env, notes
 
 
@@ -127,7 +146,11 @@ def run(args: argparse.Namespace) -> int:
             print(render.to_table(result))
         first = next(w for w in result.warnings if w.severity == "error")
         return fail(f"the memory plan does not fit: {first.message}; fix: {first.fix}")
-    argv, changes, notes = decide(result, extra, None if given else model)
+    # vLLM parses --compilation-config (from the command line or a --config YAML) into a CompilationConfig.
+    own_cc = ns.compilation_config != type(ns.compilation_config)()
+    argv, changes, notes = decide(
+        result, extra, None if given else model, enforce_eager=bool(ns.enforce_eager), own_compilation_config=own_cc
+    )
     child_env = envs.process_environ()
     child_env.update(changes)
     report.update({"command": argv, "command_line": shlex.join(argv), "environment": changes, "notes": notes})
