@@ -3,6 +3,7 @@ give exactly the rows of unpadded per-image passes, and only bucket shapes reach
 
 from __future__ import annotations
 
+import copy
 import json
 import socket
 import types
@@ -61,6 +62,22 @@ def vllm_tower(tiny_model: Path) -> Iterator[tuple[Any, Any]]:
         finally:
             destroy_model_parallel()  # type: ignore[no-untyped-call]
             destroy_distributed_environment()  # type: ignore[no-untyped-call]
+
+
+def test_fp32_vision_softmax_wraps_the_sdpa_attention(vllm_tower: tuple[Any, Any]) -> None:
+    """VLLM_FP32_SOFTMAX_VISION: every SDPA vision attention gets the float32 wrapper; a float32 tower is unchanged."""
+    from vllm.config import set_current_vllm_config
+    from vllm.model_executor.models.qwen2_5_vl import Qwen2_5_VisionTransformer
+
+    tower: Any = copy.deepcopy(vllm_tower[0])
+    grid = [[1, 16, 16]]
+    pixels = torch.randn(256, 1176, generator=torch.Generator().manual_seed(2))
+    with set_current_vllm_config(vllm_tower[1]), torch.inference_mode():
+        before = Qwen2_5_VisionTransformer.forward(tower, pixels, grid)
+        assert plugin_model._fp32_vision_softmax(tower) == len(tower.blocks)
+        assert plugin_model._fp32_vision_softmax(tower) == 0  # already wrapped
+        after = Qwen2_5_VisionTransformer.forward(tower, pixels, grid)
+    assert torch.equal(before, after)
 
 
 def test_padded_and_packed_equals_unpadded(vllm_tower: tuple[Any, Any], tmp_path: Path) -> None:

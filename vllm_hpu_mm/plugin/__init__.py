@@ -10,8 +10,8 @@ it is re-entrant, imports vLLM lazily and touches no device. What it does:
 3. registers ``Qwen2_5_VLForConditionalGeneration`` as ``"vllm_hpu_mm.plugin.model:<class>"``. If another plugin
    (vllm-gaudi) registers its own class for that architecture, before or after us, that class becomes our base
    (:mod:`.registration`), so its HPU execution is kept and we add alignment and bucket planning on top;
-4. puts a header check in front of vLLM's image loader (:mod:`.media`): decompression bombs, empty and absurd-aspect
-   images get HTTP 400 with our message instead of vLLM's HTTP 500;
+4. puts a header check in front of vLLM's image loader (:mod:`.media`): decompression bombs (HTTP 500 from vLLM
+   alone) and images beyond our pixel and aspect limits get HTTP 400 with our message, before vLLM decodes them;
 5. logs one line with the resolved settings, once per process.
 """
 
