@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -47,6 +48,27 @@ class Server:
         for proc in procs:
             with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
                 total += proc.memory_info().rss
+        return total
+
+    def rss_by_process(self) -> dict[str, int]:
+        """RSS per process of the tree, keyed ``name:pid`` (which process grows, when the total does)."""
+        out: dict[str, int] = {}
+        with contextlib.suppress(psutil.NoSuchProcess):
+            root = psutil.Process(self.process.pid)
+            for proc in [root, *root.children(recursive=True)]:
+                with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                    out[f"{proc.name()}:{proc.pid}"] = proc.memory_info().rss
+        return out
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time used so far by the server and every process it started."""
+        total = 0.0
+        with contextlib.suppress(psutil.NoSuchProcess):
+            root = psutil.Process(self.process.pid)
+            for proc in [root, *root.children(recursive=True)]:
+                with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                    times = proc.cpu_times()
+                    total += times.user + times.system
         return total
 
     def log_tail(self, lines: int = 40) -> str:
@@ -127,7 +149,8 @@ def running_server(
         child_env["VLLM_PLUGINS"] = NO_PLUGINS
     child_env.pop("VLLM_CPU_KVCACHE_SPACE", None)  # it would override --kv-cache-memory-bytes
     prometheus = log_path.parent / f"{log_path.stem}.prometheus"
-    prometheus.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(prometheus, ignore_errors=True)  # files of a previous run would be summed into /metrics
+    prometheus.mkdir(parents=True)
     child_env.update(
         {
             # The tower runs in the engine core; multiprocess mode lets the API server's /metrics show its counters.

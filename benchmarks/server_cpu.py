@@ -63,39 +63,50 @@ def _check(result: BatchResult, what: str) -> None:
         raise RuntimeError(f"{what}: {len(result.failures)} failed, e.g. status {first.status}: {first.error}")
 
 
-def paired_latencies(servers: dict[str, Server], *, pairs: int, max_tokens: int) -> dict[str, dict[str, list[float]]]:
+Series = dict[str, dict[str, list[float]]]  # server -> image size -> one value per request
+
+
+def paired_latencies(servers: dict[str, Server], *, pairs: int, max_tokens: int) -> tuple[Series, Series]:
     """Single requests (concurrency 1), each size sent to both servers back to back, the order alternating.
 
-    Background load then hits both members of a pair alike; the overhead is read from per-pair ratios.
+    Background load then hits both members of a pair alike; the overhead is read from per-pair ratios. Returns the
+    wall latencies and the CPU seconds each server's process tree spent per request (CPU time is far less
+    sensitive than wall time to other work on a shared machine).
     """
     urls = image_urls()
     names = list(servers)
-    out: dict[str, dict[str, list[float]]] = {n: {f"{w}x{h}": [] for w, h in SIZES} for n in names}
+    wall: Series = {n: {f"{w}x{h}": [] for w, h in SIZES} for n in names}
+    cpu: Series = {n: {f"{w}x{h}": [] for w, h in SIZES} for n in names}
     for k in range(pairs):
         for j, ((w, h), url) in enumerate(zip(SIZES, urls, strict=True)):
             for name in names if (k + j) % 2 == 0 else names[::-1]:
                 payload = chat_payload(f"Pair {k}.", [url], model=MODEL, max_tokens=max_tokens)
+                before = servers[name].cpu_seconds()
                 result = run_batch([payload], base_url=servers[name].base_url, concurrency=1, progress=False)
+                cpu[name][f"{w}x{h}"].append(servers[name].cpu_seconds() - before)
                 _check(result, f"{name} {w}x{h}")
-                out[name][f"{w}x{h}"].append(result.items[0].latency_s)
-    return out
+                wall[name][f"{w}x{h}"].append(result.items[0].latency_s)
+    return wall, cpu
 
 
 def paired_throughput(
     servers: dict[str, Server], *, rounds: int, requests: int, concurrency: int, max_tokens: int
-) -> dict[str, list[float]]:
-    """Requests/s of ``requests`` sent at ``concurrency``, alternating between the servers round by round."""
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Requests/s at ``concurrency`` and server CPU seconds per request, alternating servers round by round."""
     names = list(servers)
-    out: dict[str, list[float]] = {n: [] for n in names}
+    rps: dict[str, list[float]] = {n: [] for n in names}
+    cpu: dict[str, list[float]] = {n: [] for n in names}
     for r in range(rounds):
         for name in names if r % 2 == 0 else names[::-1]:
+            before = servers[name].cpu_seconds()
             result = run_batch(
                 payloads(requests, max_tokens), base_url=servers[name].base_url, concurrency=concurrency, progress=False
             )
+            cpu[name].append((servers[name].cpu_seconds() - before) / requests)
             _check(result, f"{name} concurrency {concurrency}")
-            out[name].append(result.requests_per_s)
+            rps[name].append(result.requests_per_s)
             print(f"throughput round {r + 1} {name} c{concurrency}: {result.requests_per_s:.2f} req/s", file=sys.stderr)
-    return out
+    return rps, cpu
 
 
 def billed_tokens(server: Server, max_tokens: int) -> list[int]:
@@ -133,28 +144,39 @@ def _spread(values: Sequence[float]) -> tuple[float, float, float]:
     return q2, q1, q3
 
 
-def summarise(latencies: dict[str, dict[str, list[float]]], c8: dict[str, list[float]]) -> dict[str, Any]:
-    stock, plugin = latencies["stock"], latencies["plugin"]
+def _ratios(plugin: Sequence[float], stock: Sequence[float]) -> list[float]:
+    return [p / s - 1 for p, s in zip(plugin, stock, strict=True) if s > 0]
+
+
+def summarise(wall: Series, cpu: Series, c8: dict[str, list[float]], c8_cpu: dict[str, list[float]]) -> dict[str, Any]:
     sizes: dict[str, Any] = {}
-    all_ratios: list[float] = []
-    for size in stock:
-        ratios = [p / s - 1 for p, s in zip(plugin[size], stock[size], strict=True)]
-        all_ratios += ratios
+    wall_ratios: list[float] = []
+    cpu_ratios: list[float] = []
+    for size in wall["stock"]:
+        w = _ratios(wall["plugin"][size], wall["stock"][size])
+        c = _ratios(cpu["plugin"][size], cpu["stock"][size])
+        wall_ratios += w
+        cpu_ratios += c
         sizes[size] = {
-            "stock_ms": 1000 * statistics.median(stock[size]),
-            "plugin_ms": 1000 * statistics.median(plugin[size]),
-            "overhead": _spread(ratios),
+            "stock_ms": 1000 * statistics.median(wall["stock"][size]),
+            "plugin_ms": 1000 * statistics.median(wall["plugin"][size]),
+            "overhead": _spread(w),
+            "stock_cpu_ms": 1000 * statistics.median(cpu["stock"][size]),
+            "plugin_cpu_ms": 1000 * statistics.median(cpu["plugin"][size]),
+            "cpu_overhead": _spread(c),
         }
     # Concurrency 1: one request at a time, so requests/s is 1 / mean latency over the same request mix.
-    c1 = {n: 1 / statistics.fmean(x for v in latencies[n].values() for x in v) for n in latencies}
-    c8_ratios = [1 - p / s for p, s in zip(c8["plugin"], c8["stock"], strict=True)]
+    c1 = {n: 1 / statistics.fmean(x for v in wall[n].values() for x in v) for n in wall}
     return {
         "by_size": sizes,
-        "latency_overhead": _spread(all_ratios),
+        "latency_overhead": _spread(wall_ratios),
+        "cpu_overhead": _spread(cpu_ratios),
         "c1_rps": c1,
         "c1_overhead": 1 - c1["plugin"] / c1["stock"],
         "c8_rps": {n: _spread(v) for n, v in c8.items()},
-        "c8_overhead": _spread(c8_ratios),
+        "c8_overhead": _spread([1 - p / s for p, s in zip(c8["plugin"], c8["stock"], strict=True)]),
+        "c8_cpu_ms": {n: 1000 * statistics.median(v) for n, v in c8_cpu.items()},
+        "c8_cpu_overhead": _spread(_ratios(c8_cpu["plugin"], c8_cpu["stock"])),
         "c8_over_c1": {n: statistics.median(c8[n]) / c1[n] for n in c8},
     }
 
@@ -179,17 +201,21 @@ def markdown(meta: dict[str, Any], summary: dict[str, Any], shapes: dict[str, An
         f"Load average during the run: {meta.get('load_average', 'n/a')} on {meta.get('cores', '?')} cores "
         "(other work shared the machine).",
         "",
-        "## Latency at concurrency 1 (ms, median) and plugin overhead (median of per-pair ratios)",
+        "## Concurrency 1: medians (ms) and plugin overhead (median of per-pair ratios)",
         "",
-        "| image (pre-aligned) | patches | stock | plugin | overhead |",
-        "|---|---|---|---|---|",
+        "Wall latency, and the CPU time the server's process tree spent per request (all processes, ms):",
+        "",
+        "| image (pre-aligned) | patches | stock wall | plugin wall | wall overhead | stock CPU | plugin CPU "
+        "| CPU overhead |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for (w, h), (size, row) in zip(SIZES, s["by_size"].items(), strict=True):
         lines.append(
-            f"| {size} | {w * h // 196} | {row['stock_ms']:.1f} | {row['plugin_ms']:.1f} | {_pct(row['overhead'])} |"
+            f"| {size} | {w * h // 196} | {row['stock_ms']:.1f} | {row['plugin_ms']:.1f} | {_pct(row['overhead'])} "
+            f"| {row['stock_cpu_ms']:.1f} | {row['plugin_cpu_ms']:.1f} | {_pct(row['cpu_overhead'])} |"
         )
     lines += [
-        f"| all sizes | | | | {_pct(s['latency_overhead'])} |",
+        f"| all sizes | | | | {_pct(s['latency_overhead'])} | | | {_pct(s['cpu_overhead'])} |",
         "",
         "## Throughput (requests/s)",
         "",
@@ -200,6 +226,9 @@ def markdown(meta: dict[str, Any], summary: dict[str, Any], shapes: dict[str, An
         f"| 8 (batch client) | {s['c8_rps']['stock'][0]:.2f} [{s['c8_rps']['stock'][1]:.2f} … "
         f"{s['c8_rps']['stock'][2]:.2f}] | {s['c8_rps']['plugin'][0]:.2f} [{s['c8_rps']['plugin'][1]:.2f} … "
         f"{s['c8_rps']['plugin'][2]:.2f}] | {_pct(s['c8_overhead'])} |",
+        "",
+        f"Server CPU time per request at concurrency 8: stock {s['c8_cpu_ms']['stock']:.0f} ms, plugin "
+        f"{s['c8_cpu_ms']['plugin']:.0f} ms; plugin overhead {_pct(s['c8_cpu_overhead'])}.",
         "",
         f"Concurrency 8 over concurrency 1: stock {s['c8_over_c1']['stock']:.2f}×, plugin "
         f"{s['c8_over_c1']['plugin']:.2f}×.",
@@ -237,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from vllm_hpu_mm.envs import load, process_environ
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pairs", type=int, default=8, help="latency pairs per image size")
+    parser.add_argument("--pairs", type=int, default=10, help="latency pairs per image size")
     parser.add_argument("--rounds", type=int, default=6, help="alternating throughput rounds at concurrency 8")
     parser.add_argument("--c8", type=int, default=24, help="requests per throughput round")
     parser.add_argument("--max-tokens", type=int, default=4)
@@ -269,19 +298,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         warm_lines = [x for x in servers["plugin"].log_path.read_text().splitlines() if "vision buckets" in x]
         meta["warmup_line"] = warm_lines[-1].split("] ", 1)[-1] if warm_lines else "no warm-up line in the log"
         meta["tokens"] = {n: billed_tokens(s, args.max_tokens) for n, s in servers.items()}
-        latencies = paired_latencies(servers, pairs=args.pairs, max_tokens=args.max_tokens)
-        c8 = paired_throughput(servers, rounds=args.rounds, requests=args.c8, concurrency=8, max_tokens=args.max_tokens)
+        wall, cpu = paired_latencies(servers, pairs=args.pairs, max_tokens=args.max_tokens)
+        c8, c8_cpu = paired_throughput(
+            servers, rounds=args.rounds, requests=args.c8, concurrency=8, max_tokens=args.max_tokens
+        )
         meta["load_average"] = f"{load_before:.1f} at start, {os.getloadavg()[0]:.1f} at end (1-min)"
         meta["cores"] = psutil.cpu_count()
         meta["metrics"] = metric_lines(servers["plugin"])
         meta["startup_s"] = {n: round(s.startup_s, 1) for n, s in servers.items()}
     shapes = shape_report(shape_log, warm_end, buckets)
-    summary = summarise(latencies, c8)
+    summary = summarise(wall, cpu, c8, c8_cpu)
     report = markdown(meta, summary, shapes)
     print(report)
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "server_cpu.md").write_text(report)
-    raw = {"latencies_s": latencies, "c8_rps": c8}
+    raw = {"latencies_s": wall, "cpu_s": cpu, "c8_rps": c8, "c8_cpu_s_per_request": c8_cpu}
     data = {"meta": meta, "summary": summary, "raw": raw, "shapes": shapes, "buckets": list(buckets)}
     (args.results / "server_cpu.json").write_text(json.dumps(data, indent=2) + "\n")
     return 0
