@@ -333,3 +333,26 @@ def test_a_vllm_gaudi_class_keeps_its_own_tower() -> None:
     assert plugin_model.install_bucketed_tower(model, settings) is None
     assert model.__dict__["visual"] is tower
     assert type(tower) is Qwen2_5_VisionTransformer  # no class swap, no runner
+
+
+def test_cuda_backend_turns_buckets_into_vllm_encoder_graphs() -> None:
+    """Checked against vLLM's real config classes (no GPU needed: the backend is given)."""
+    from vllm.config import VllmConfig
+
+    settings = envs.load({"VLLM_MULTIMODAL_BUCKETS": "256,1024,4096"})
+    config = VllmConfig()
+    fields = plugin_model.apply_cuda_encoder_graphs(config, settings, backend="cuda")
+    assert fields is not None
+    compilation = config.compilation_config
+    assert compilation.cudagraph_mm_encoder is True
+    assert list(compilation.encoder_cudagraph_token_budgets) == [64, 256, 1024]  # patches / 4
+    assert (
+        compilation.encoder_cudagraph_max_vision_items_per_batch
+        == fields["encoder_cudagraph_max_vision_items_per_batch"]
+    )
+    assert plugin_model.apply_cuda_encoder_graphs(VllmConfig(), settings, backend="cpu") is None
+    user = VllmConfig()
+    user.compilation_config.cudagraph_mm_encoder = True
+    user.compilation_config.encoder_cudagraph_token_budgets = [128]
+    assert plugin_model.apply_cuda_encoder_graphs(user, settings, backend="cuda") is None  # the user's choice stays
+    assert list(user.compilation_config.encoder_cudagraph_token_budgets) == [128]

@@ -161,11 +161,38 @@ def install_bucketed_tower(model: Any, settings: Settings) -> int | None:
     return captured
 
 
+def apply_cuda_encoder_graphs(vllm_config: Any, settings: Settings, *, backend: str) -> dict[str, Any] | None:
+    """On the ``cuda`` backend, turn our buckets into vLLM's own encoder CUDA graphs; returns the fields set.
+
+    vLLM's worker builds its ``EncoderCudaGraphManager`` from ``compilation_config`` after the model is constructed,
+    so setting the fields here (in the worker, from the model's ``__init__``) takes effect; vLLM then captures one
+    encoder graph per bucket (budget = patches / 4) and profiles their memory. Left alone when the user configured
+    encoder graphs themselves (``cudagraph_mm_encoder`` already on), with ``--enforce-eager`` (no graphs at all) or
+    with bucketing disabled.
+    """
+    from vllm_hpu_mm.graphs.cuda_config import encoder_cudagraph_config
+
+    compilation = vllm_config.compilation_config
+    eager = bool(getattr(vllm_config.model_config, "enforce_eager", False))
+    if backend != "cuda" or settings.multimodal_buckets is None or eager or compilation.cudagraph_mm_encoder:
+        return None
+    fields = encoder_cudagraph_config(settings.multimodal_buckets)
+    for key, value in fields.items():
+        setattr(compilation, key, value)
+    logger.info("vllm-hpu-mm: vLLM encoder CUDA graphs from VLLM_MULTIMODAL_BUCKETS: %s", fields)
+    return fields
+
+
 class BucketedModelMixin:
     """Put in front of the Qwen2.5-VL model class: validates settings, then buckets the tower after loading."""
 
     def __init__(self, *, vllm_config: Any, prefix: str = "") -> None:
-        get_settings()  # a bad value fails here, before the weights take device memory
+        settings = get_settings()  # a bad value fails here, before the weights take device memory
+        if torch.cuda.is_available():
+            from vllm_hpu_mm.graphs.select import resolve_backend
+
+            device = getattr(vllm_config.device_config, "device", None) or "cuda"
+            apply_cuda_encoder_graphs(vllm_config, settings, backend=resolve_backend(settings.graph_backend, device))
         super().__init__(vllm_config=vllm_config, prefix=prefix)  # type: ignore[call-arg]
 
     def process_weights_after_loading(self) -> None:
