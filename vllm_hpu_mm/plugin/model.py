@@ -9,8 +9,10 @@ format, ``dummy`` included) ``self.visual`` gets its class swapped to a subclass
 :class:`~vllm_hpu_mm.graphs.runner.BucketedVisionRunner`, which calls the original ``forward`` on bucket shapes only.
 This single seam covers images, videos, the eager and the data-parallel paths (they all call ``self.visual``).
 Calls with precomputed ``encoder_metadata`` (vLLM's own CUDA encoder graphs) are already bucket-shaped by vLLM's
-budgets and go straight to the original ``forward``. When the tower is not vLLM's stock class (vllm-gaudi's own
-class buckets its tower itself) it is left alone.
+budgets and go straight to the original ``forward``. When the tower is not vLLM's stock class, or the base class
+comes from vllm-gaudi (which buckets its tower itself with the same ``VLLM_MULTIMODAL_BUCKETS``), it is left alone.
+
+On CUDA the buckets also become vLLM's own encoder CUDA-graph budgets (:func:`apply_cuda_encoder_graphs`).
 """
 
 from __future__ import annotations
