@@ -109,7 +109,8 @@ def decide(
         kept = ",".join(map(str, p.vision_buckets_captured)) or "None"
         env["VLLM_MULTIMODAL_BUCKETS"] = kept
         notes.append(f"pruned vision buckets {','.join(map(str, p.vision_buckets_skipped))} (do not fit the vision "
-                     f"graph pool): VLLM_MULTIMODAL_BUCKETS={kept}")  # fmt: skip
+                     f"graph pool): VLLM_MULTIMODAL_BUCKETS={kept}; larger images now follow "
+                     "VLLM_HPU_MM_OVERSIZE_POLICY (default shrink: resized to the largest kept bucket)")  # fmt: skip
     argv = [sys.executable, "-m", SERVER_MODULE, *extra]
     if add_model:
         argv += ["--model", add_model]
