@@ -91,7 +91,8 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_qwen25vl(tmp_path_factory.mktemp("model"))
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a server started in its own process group: SIGTERM, then SIGKILL after 30 s."""
     if proc.poll() is not None:
         return
     try:
@@ -153,4 +154,4 @@ def server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             time.sleep(1)
         yield Server(base_url, "tiny", tiny_model, log_path, workdir / "shapes.jsonl", env)
     finally:
-        _stop(proc)
+        stop_process(proc)

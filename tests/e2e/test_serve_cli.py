@@ -4,10 +4,6 @@ process group is always terminated."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import free_port, stop_process
 
 from vllm_hpu_mm.envs import process_environ
 
@@ -24,26 +21,8 @@ STARTUP_TIMEOUT_S = 240.0
 KV_BYTES = 64 * 2**20
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-
-
 def test_serve_starts_the_cpu_server_and_it_answers(tiny_model: Path, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = process_environ()
     env.update({"VLLM_CPU_OMP_THREADS_BIND": "nobind", "PYTHONUNBUFFERED": "1", "VLLM_MULTIMODAL_BUCKETS": "256,1024"})
     cmd = [sys.executable, "-m", "vllm_hpu_mm", "serve", "--plan-device", "cpu",
@@ -79,7 +58,7 @@ def test_serve_starts_the_cpu_server_and_it_answers(tiny_model: Path, tmp_path: 
         assert body["choices"][0]["message"]["content"] is not None
         assert body["usage"]["completion_tokens"] >= 1
     finally:
-        _stop(proc)
+        stop_process(proc)
     log_text = log_path.read_text(errors="replace")
     # serve printed its plan and the exact command before it replaced itself with vLLM's server (same process).
     assert "verdict: fits" in log_text
