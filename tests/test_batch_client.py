@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from benchmarks.batch_client import BatchResult, chat_payload, data_url, error_message, run_batch
+from benchmarks.batch_client import BatchResult, chat_payload, data_url, error_message, main, run_batch
 
 
 class FakeServer:
@@ -124,3 +128,52 @@ def test_chat_payload_puts_images_before_text_as_data_urls() -> None:
     assert content[1] == {"type": "text", "text": "hi"}
     assert payload["max_tokens"] == 3
     assert payload["temperature"] == 0.0
+
+
+def test_command_line_sends_a_folder_over_loopback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The documented command, end to end against a tiny threaded HTTP server on 127.0.0.1."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def _json(self, status: int, body: dict[str, Any]) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            self._json(200, {"data": [{"id": "served-model"}]})
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            url = body["messages"][0]["content"][0]["image_url"]["url"]
+            if body["model"] != "served-model" or not url.startswith("data:image/png;base64,"):
+                self._json(400, {"error": {"message": "unexpected request"}})
+            elif base64.b64decode(url.split(",", 1)[1]) == b"bad":
+                self._json(400, {"error": {"message": "image is bad"}})
+            else:
+                usage = {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}
+                self._json(200, {"choices": [{"message": {"content": "ok"}}], "usage": usage})
+
+        def log_message(self, *args: Any) -> None:  # keep pytest output clean
+            pass
+
+    (tmp_path / "a.png").write_bytes(b"good")
+    (tmp_path / "b.png").write_bytes(b"bad")
+    (tmp_path / "notes.txt").write_text("not an image file name")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        out = tmp_path / "results.jsonl"
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        code = main(["--base-url", base, "--images", str(tmp_path), "--repeat", "2", "--output", str(out)])
+    finally:
+        server.shutdown()
+        server.server_close()
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert code == 1  # one image of the folder is refused
+    assert [(x["index"], x["status"]) for x in lines] == [(0, 200), (1, 400), (2, 200), (3, 400)]
+    assert lines[1]["error"] == "image is bad"
+    assert json.loads(capsys.readouterr().out)["ok"] == 2
