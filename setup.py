@@ -1,5 +1,7 @@
 """Packaging for vllm-hpu-mm (setuptools; tool settings live in pyproject.toml)."""
 
+from pathlib import Path
+
 from setuptools import find_packages, setup
 
 setup(
@@ -7,7 +9,7 @@ setup(
     version="0.1.0",
     description="112-px image alignment, vision-encoder buckets and memory planning for Qwen2.5-VL on vLLM "
     "(Intel Gaudi, NVIDIA, CPU)",
-    long_description=open("README.md", encoding="utf-8").read(),
+    long_description=Path(__file__).with_name("README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.10",
