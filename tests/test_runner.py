@@ -99,7 +99,8 @@ def test_shrink_policy_falls_back_to_exact_shape_and_warns_once(caplog: pytest.L
         out = runner(pixels, grid)
         runner(pixels, grid)
     assert owners(out) == expected_owners(grids)
-    assert sum("exact shape" in r.message for r in caplog.records) == 1
+    # Distinct records: once the plugin has routed our logger through vLLM's, pytest may see one record twice.
+    assert len({id(r) for r in caplog.records if "exact shape" in r.message}) == 1
     fallback = [r for r in records if r.bucket is None]
     assert [(r.image_patches, r.oversize, r.oversize_policy) for r in fallback] == [((1024,), 1, "eager_fallback")] * 2
 
