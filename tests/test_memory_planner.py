@@ -196,9 +196,20 @@ def test_the_split_always_adds_up(ratio: float) -> None:
 
 def test_fewer_full_length_sequences_than_max_num_seqs_is_info_not_a_warning() -> None:
     p = plan(inputs(pool_mode=PoolMode.NONE, free_after_load_bytes=20 * GB, max_num_seqs=256))
-    assert [w.severity for w in p.warnings] == ["info"]
+    assert [(w.severity, w.stage) for w in p.warnings] == [("info", "kv_cache"), ("info", "runtime")]
     assert p.verdict == "fits"
     assert "lower --max-num-seqs to" in p.warnings[0].fix
+
+
+def test_bucket_cap_shrinks_vllms_encoder_cache_and_the_fix_restores_stocks_size() -> None:
+    # vLLM sizes its encoder cache as max(max_num_batched_tokens, largest tokens per image): 12544 patches under the
+    # default buckets are 3136 tokens, while stock Qwen2.5-VL allows 12845056 px = 16384 tokens.
+    assert planner.encoder_cache_tokens(inputs(max_num_batched_tokens=8192)) == (8192, 16384)
+    (info,) = [w for w in plan(inputs(max_num_batched_tokens=8192)).warnings if w.stage == "runtime"]
+    assert info.severity == "info"
+    assert info.fix == "raise --max-num-batched-tokens to 16384 if your traffic repeats images"
+    assert not [w for w in plan(inputs(max_num_batched_tokens=16384)).warnings if w.stage == "runtime"]
+    assert planner.encoder_cache_tokens(inputs(buckets=None)) == (16384, 16384)
 
 
 ratio = st.floats(min_value=0.0, max_value=1.0)
