@@ -91,6 +91,26 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_qwen25vl(tmp_path_factory.mktemp("model"))
 
 
+def wait_healthy(proc: subprocess.Popen[bytes], base_url: str, log_path: Path, timeout_s: float) -> None:
+    """Wait (bounded) until ``base_url/health`` answers 200; fail the test with the log's tail if the server exits."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"server exited with {proc.returncode} during startup:\n{_tail(log_path)}")
+        try:
+            if httpx.get(base_url + "/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            pytest.fail(f"server not healthy after {timeout_s} s:\n{_tail(log_path)}")
+        time.sleep(1)
+
+
+def _tail(log_path: Path) -> str:
+    return log_path.read_text(errors="replace")[-6000:]
+
+
 def stop_process(proc: subprocess.Popen[bytes]) -> None:
     """Stop a server started in its own process group: SIGTERM, then SIGKILL after 30 s."""
     if proc.poll() is not None:
@@ -138,20 +158,7 @@ def server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir, start_new_session=True)
     base_url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(
-                    f"vLLM server exited with {proc.returncode} during startup:\n{log_path.read_text()[-6000:]}"
-                )
-            try:
-                if httpx.get(base_url + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"vLLM server not healthy after {STARTUP_TIMEOUT_S} s:\n{log_path.read_text()[-6000:]}")
-            time.sleep(1)
+        wait_healthy(proc, base_url, log_path, STARTUP_TIMEOUT_S)
         yield Server(base_url, "tiny", tiny_model, log_path, workdir / "shapes.jsonl", env)
     finally:
         stop_process(proc)

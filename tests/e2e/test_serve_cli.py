@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import free_port, stop_process
+from conftest import free_port, stop_process, wait_healthy
 
 from vllm_hpu_mm.envs import process_environ
 
@@ -36,18 +35,7 @@ def test_serve_starts_the_cpu_server_and_it_answers(tiny_model: Path, tmp_path: 
         )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"serve exited with {proc.returncode}:\n{log_path.read_text(errors='replace')[-6000:]}")
-            try:
-                if httpx.get(base + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"server not healthy after {STARTUP_TIMEOUT_S} s:\n{log_path.read_text()[-6000:]}")
-            time.sleep(1)
+        wait_healthy(proc, base, log_path, STARTUP_TIMEOUT_S)
         reply = httpx.post(
             base + "/v1/chat/completions",
             json={"model": "tiny", "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 4},
