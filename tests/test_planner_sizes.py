@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import csv
 import shutil
-import struct
-import zlib
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
+from benchmarks.bad_inputs import png_header_only
 from vllm_hpu_mm.buckets.sizes import (
     SYNTHETIC_AREA_STEPS,
     SYNTHETIC_ASPECTS,
@@ -81,18 +80,8 @@ def test_folder_scan_applies_exif_rotation(tmp_path: Path) -> None:
     assert skipped == 0
 
 
-def png_header(width: int, height: int) -> bytes:
-    """A PNG whose header claims ``width`` x ``height`` with no pixel data: decoding it would fail."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b"")
-
-
 def test_folder_scan_reads_headers_only_even_for_huge_images(tmp_path: Path) -> None:
-    (tmp_path / "huge.png").write_bytes(png_header(30000, 20000))  # 600 Mpx: Pillow's bomb guard would refuse it
+    (tmp_path / "huge.png").write_bytes(png_header_only(30000, 20000))  # 600 Mpx: Pillow's bomb guard would refuse it
     exif = Image.Exif()
     exif[0x0112] = 8
     Image.new("RGB", (64, 32)).save(tmp_path / "rotated.png", exif=exif)

@@ -22,6 +22,7 @@ from vllm.model_executor.models.qwen2_5_vl import (
 )
 from vllm.model_executor.models.registry import _LazyRegisteredModel, _ModelRegistry
 
+from benchmarks.bad_inputs import png_header_only
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.graphs.base import PassRecord
 from vllm_hpu_mm.plugin import model as plugin_model
@@ -289,17 +290,6 @@ def test_arrays_become_images_for_alignment() -> None:
     assert image.mode == "RGB"
 
 
-def _png_header(width: int, height: int) -> bytes:
-    import struct
-    import zlib
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 16)) + chunk(b"IEND", b"")
-
-
 def test_image_loader_refuses_bomb_and_aspect_headers_with_a_value_error() -> None:
     from vllm.multimodal.media.image import ImageMediaIO
 
@@ -310,9 +300,9 @@ def test_image_loader_refuses_bomb_and_aspect_headers_with_a_value_error() -> No
     assert install_image_header_check()  # idempotent: one wrapper
     loader = ImageMediaIO()
     with pytest.raises(ImageError, match=r"decompression bomb.*VLLM_HPU_MM_MAX_IMAGE_PIXELS"):
-        loader.load_bytes(_png_header(60000, 60000))  # vLLM alone raises Pillow's error: HTTP 500
+        loader.load_bytes(png_header_only(60000, 60000))  # vLLM alone raises Pillow's error: HTTP 500
     with pytest.raises(ImageError, match=r"aspect ratio 300\.0:1"):
-        loader.load_bytes(_png_header(1, 300))
+        loader.load_bytes(png_header_only(1, 300))
     with pytest.raises(ValueError, match="Failed to load image"):  # unreadable data: vLLM's own message
         loader.load_bytes(b"not an image")
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import struct
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +13,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
+from benchmarks.bad_inputs import png_header_only
 from vllm_hpu_mm.errors import ImageError
 from vllm_hpu_mm.preprocess import AlignMode, align_image, check_dimensions, load_image
 
@@ -25,16 +24,6 @@ def encode(image: Image.Image, fmt: str, **params: object) -> bytes:
     buffer = io.BytesIO()
     image.save(buffer, format=fmt, **params)
     return buffer.getvalue()
-
-
-def png_header_only(width: int, height: int) -> bytes:
-    """A PNG whose IHDR claims ``width`` x ``height`` RGB, with one empty IDAT: a bomb that allocates nothing."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b"")
 
 
 def photo() -> Image.Image:

@@ -8,8 +8,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import struct
-import zlib
 from typing import Any
 
 import httpx
@@ -17,6 +15,8 @@ import pytest
 from conftest import BUCKETS, IMAGES_DIR, Server
 from helpers import data_url, expected_image_tokens, expected_prompt_tokens, messages, photo, png_url
 from PIL import Image
+
+from benchmarks.bad_inputs import png_header_only
 
 BUCKET_SET = {int(b) for b in BUCKETS.split(",")}
 TEXT = "Describe the image in one word."
@@ -111,16 +111,6 @@ def test_per_request_max_pixels_is_honoured(server: Server) -> None:
     assert got == expected_prompt_tokens(server.model_dir, [tokens], "small")
 
 
-def _png_header_only(width: int, height: int) -> bytes:
-    """A PNG whose header claims width x height, with one tiny compressed row: a decompression-bomb header."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 16)) + chunk(b"IEND", b"")
-
-
 def _truncated_png() -> bytes:
     buf = io.BytesIO()
     photo(IMAGES_DIR, "skimage_chelsea.png").save(buf, "PNG")
@@ -135,7 +125,7 @@ def _truncated_png() -> bytes:
         ("truncated", data_url(_truncated_png()), r"truncated|image"),
         ("zero bytes", data_url(b""), r"image"),
         ("absurd aspect 1x300", png_url(Image.new("RGB", (1, 300), "white")), r"aspect ratio 300\.0:1.*at most 200"),
-        ("decompression bomb", data_url(_png_header_only(40000, 40000)), r"pixels|bomb|DecompressionBomb|exceeds"),
+        ("decompression bomb", data_url(png_header_only(40000, 40000)), r"pixels|bomb|DecompressionBomb|exceeds"),
     ],
 )
 def test_bad_image_gets_4xx_and_server_keeps_serving(server: Server, case: str, url: str, message: str) -> None:
