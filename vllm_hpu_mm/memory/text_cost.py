@@ -1,7 +1,6 @@
-"""Text (language-model) graph buckets and their estimated cost, for counting how many fit the prefill-text and
-decode pools.
-
-Bucketing assumed (vllm-gaudi's exponential bucketing, simplified to powers of two):
+"""Text (language-model) graph shapes and their estimated cost, for counting how many fit the prefill-text and
+decode pools. Which shapes a runtime really warms is :mod:`.text_graphs`' business; the generic grid below is the
+HabanaAI/vllm-fork-style bucketing used where no exact model of the runtime exists:
 
 - prefill: batch size 1, 2, 4, ... up to ``min(max_num_seqs, PROMPT_BS_MAX)`` times query length
   ``block_size``, ``2 x block_size``, ... up to ``min(max_model_len, max_num_batched_tokens)``, keeping
@@ -34,6 +33,8 @@ class TextBucket:
     #: Query length for prefill, KV blocks for decode.
     size: int
     cost_bytes: int
+    #: Prefill only: KV blocks of cached context (prefix caching / chunked prefill), 0 for a fresh prompt.
+    context: int = 0
 
 
 def _powers_of_two(limit: int, start: int = 1) -> list[int]:
@@ -70,23 +71,42 @@ def decode_buckets(
 ) -> list[TextBucket]:  # fmt: skip
     """Decode (batch, KV blocks) buckets with their estimated graph cost, smallest first."""
     blocks_per_seq = -(-max_model_len // block_size)
-    kv_heads = max(1, m.num_kv_heads // tp)
-    kv_per_block = block_size * 2 * kv_heads * m.head_dim * dtype_size
     batches = sorted({*_powers_of_two(max_num_seqs), max_num_seqs})
     out = []
     for bs in batches:
         most = min(bs * blocks_per_seq, max(num_kv_blocks, 1))
         for blocks in sorted({*_powers_of_two(most), most}):
-            eager = bs * _per_token(m, dtype_size, tp) + blocks * kv_per_block + bs * m.vocab_size * 4
-            out.append(TextBucket(bs, blocks, round(eager * GRAPH_POOL_FACTOR)))
+            cost = decode_cost(m, dtype_size=dtype_size, tp=tp, block_size=block_size, batch=bs, blocks=blocks)
+            out.append(TextBucket(bs, blocks, cost))
     return sorted(out, key=lambda b: (b.cost_bytes, b.batch))
 
 
-def count_fitting(buckets: list[TextBucket], pool_bytes: int) -> int:
-    """How many buckets, smallest first, fit in ``pool_bytes`` (each graph keeps its own memory)."""
+def prefill_cost(m: ModelDims, *, dtype_size: int, tp: int, block_size: int, batch: int, query: int,
+                 context_blocks: int) -> int:  # fmt: skip
+    """Estimated graph memory of one prefill shape: the activations of ``batch x query`` tokens plus the gathered
+    K/V of ``context_blocks`` cached blocks per sequence."""
+    kv_heads = max(1, m.num_kv_heads // tp)
+    gathered = batch * context_blocks * block_size * 2 * kv_heads * m.head_dim * dtype_size
+    return round((batch * query * _per_token(m, dtype_size, tp) + gathered) * GRAPH_POOL_FACTOR)
+
+
+def decode_cost(m: ModelDims, *, dtype_size: int, tp: int, block_size: int, batch: int, blocks: int) -> int:
+    """Estimated graph memory of one decode shape (see the module docstring)."""
+    kv_heads = max(1, m.num_kv_heads // tp)
+    kv_per_block = block_size * 2 * kv_heads * m.head_dim * dtype_size
+    eager = batch * _per_token(m, dtype_size, tp) + blocks * kv_per_block + batch * m.vocab_size * 4
+    return round(eager * GRAPH_POOL_FACTOR)
+
+
+def count_fitting(buckets: list[TextBucket], pool_bytes: int, *, shared: bool = False) -> int:
+    """How many buckets, smallest first, fit in ``pool_bytes``: each graph keeps its own memory (private pools, the
+    HPU case), or graphs captured into one pool and replayed one at a time need about the largest (``shared``)."""
+    ordered = sorted(b.cost_bytes for b in buckets)
+    if shared:
+        return sum(1 for cost in ordered if cost <= pool_bytes)
     used = 0
-    for n, bucket in enumerate(buckets):
-        used += bucket.cost_bytes
+    for n, cost in enumerate(ordered):
+        used += cost
         if used > pool_bytes:
             return n
-    return len(buckets)
+    return len(ordered)

@@ -58,6 +58,11 @@ def _activation_proxy(v: VisionDims) -> int:
     return 4 * v.hidden_size + 3 * v.intermediate_size
 
 
+def per_patch_mib(v: VisionDims, dtype_size: int) -> float:
+    """One private graph pool's MiB per patch for this tower and dtype (the affine model's slope)."""
+    return GRAPH_POOL_MIB_PER_PATCH * _scale(v, dtype_size)
+
+
 def _scale(v: VisionDims, dtype_size: int) -> float:
     return _activation_proxy(v) / _activation_proxy(REFERENCE_VISION) * dtype_size / REFERENCE_DTYPE_BYTES
 
@@ -80,9 +85,11 @@ def capture_bytes(
     """What capturing exactly these buckets reserves under ``mode``."""
     if not buckets or mode is PoolMode.NONE:
         return 0
-    pools = [graph_pool_bytes(b, vision, dtype_size) for b in buckets]
     if mode is PoolMode.PRIVATE:
-        return sum(pools)
+        # Affine in the buckets' sum, rounded once: the joint bucket planner (bucket_fit) relies on exactly this.
+        mib = GRAPH_POOL_MIB_PER_PATCH * sum(buckets) * _scale(vision, dtype_size) + GRAPH_POOL_FIXED_MIB * len(buckets)
+        return round(mib * MIB)
+    pools = [graph_pool_bytes(b, vision, dtype_size) for b in buckets]
     return max(pools) + round(SHARED_POOL_MIB_PER_EXTRA_GRAPH * MIB) * (len(pools) - 1)
 
 
