@@ -374,3 +374,126 @@ def test_format_resolutions_round_trips() -> None:
     assert gw.format_resolutions([(640, 480)], counts=(2, 2)) == "640x480x2"
     with pytest.raises(ConfigError):
         gw.format_resolutions([(0, 480)])
+
+
+# --- bucket files (VLLM_BUCKETING_FROM_FILE) ------------------------------------------------------------------------
+
+SAMPLE_FILE = """# my buckets
+(1, 2048, 0)
+
+(1, [256, 512], [0, 4, 8])
+   # indented comment
+(64, 1, 1024)
+2, 1, 512
+(1, 1, range(256, 512, 32))  # trailing comment
+(1, 1024.9, '3')
+"""
+
+
+def with_file(text: str, cfg: BucketingConfig | None = None) -> BucketingConfig:
+    return dataclasses.replace(cfg or BucketingConfig(), from_file="/x/buckets.txt", file_text=text)
+
+
+def test_parse_bucket_file_sample() -> None:
+    prompt, decode = gw.parse_bucket_file(SAMPLE_FILE)
+    assert prompt == sorted(
+        [(1, 2048, 0), (1, 256, 0), (1, 256, 4), (1, 256, 8), (1, 512, 0), (1, 512, 4), (1, 512, 8), (1, 1024, 3)]
+    )
+    assert decode == sorted([(64, 1, 1024), (2, 1, 512)] + [(1, 1, c) for c in range(256, 512, 32)])
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "(1, 1, range(256, 512, 0))",  # step 0 stays a call
+        "(1, 1, range(0, 20002, 2))",  # more than 10000 elements stays a call
+        "(1, 1, range(512))",  # one-argument range is not expanded
+        "(1, 2048)",  # not a 3-tuple
+        "(1, 2048, 0),",  # a 1-tuple
+        "[1, 2048, 0]",  # a list, not a tuple
+        "(1, 'x', 0)",  # int('x') fails
+        "(1, (2, 3), 0)",  # a tuple inside is not expanded: int((2, 3)) fails
+        "bucket(1, 2, 3)",
+    ],
+)
+def test_bucket_file_lines_that_stop_vllm_gaudi(line: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        gw.parse_bucket_file(f"# header\n(1, 128, 0)\n{line}\n")
+    assert "line 3" in str(err.value)
+    assert "VLLM_BUCKETING_FROM_FILE" in str(err.value)
+
+
+def test_file_buckets_pass_the_same_filters() -> None:
+    text = "(1, 128, [0, 300])\n(128, 128, 0)\n(4, 1, [2, 100000])\n(1, 1, 8)\n"
+    assert prompt_buckets(with_file(text), SHAPE_32K) == ((1, 128, 0),)  # 300 > 256 blocks; 128 x 128 > 8192
+    assert decode_buckets(with_file(text), SHAPE_32K) == ((1, 1, 8), (4, 1, 1024))  # 4 > 2 dropped; capped
+
+
+def test_file_without_decode_bucket_fails() -> None:
+    with pytest.raises(ConfigError, match="0 decode buckets"):
+        decode_buckets(with_file("(1, 128, 0)\n"), SHAPE_32K)
+
+
+def test_file_content_is_required() -> None:
+    cfg = config_from_env({"VLLM_BUCKETING_FROM_FILE": "/x/buckets.txt"})
+    assert gw.effective_strategy(cfg) == "file"
+    with pytest.raises(ConfigError, match="file_text"):
+        prompt_buckets(cfg, SHAPE_32K)
+
+
+def test_file_makes_ranges_and_strategy_moot() -> None:
+    cfg = config_from_env(
+        {"VLLM_BUCKETING_FROM_FILE": "/x/b.txt", "VLLM_BUCKETING_STRATEGY": "lin", "VLLM_DECODE_BS_BUCKET_MAX": "8"}
+    )
+    assert set(overridden_variables(cfg)) == {"VLLM_BUCKETING_STRATEGY", "VLLM_DECODE_BS_BUCKET_MAX"}
+
+
+@pytest.mark.parametrize("strategy", gw.STRATEGIES)
+@pytest.mark.parametrize("max_model_len", [8192, 32768, 128000])
+def test_bucket_file_round_trip(strategy: str, max_model_len: int) -> None:
+    shape = dataclasses.replace(SHAPE_32K, max_model_len=max_model_len)
+    cfg = BucketingConfig(strategy=strategy)
+    prompt, decode = prompt_buckets(cfg, shape), decode_buckets(cfg, shape)
+    text = gw.bucket_file(prompt, decode)
+    assert gw.parse_bucket_file(text) == (sorted(prompt), sorted(decode))
+    assert prompt_buckets(with_file(text), shape) == prompt
+    assert decode_buckets(with_file(text), shape) == decode
+
+
+def test_bucket_file_round_trip_with_ranges_and_contiguous_pa() -> None:
+    env = {"VLLM_BUCKETING_STRATEGY": "pad", "VLLM_CONTIGUOUS_PA": "1", "VLLM_PROMPT_BS_BUCKET_MAX": "4"}
+    cfg = config_from_env({**env, "VLLM_DECODE_BLOCK_BUCKET_PAD_PERCENT": "50"})
+    prompt, decode = prompt_buckets(cfg, SHAPE_32K), decode_buckets(cfg, SHAPE_32K)
+    file_cfg = with_file(gw.bucket_file(prompt, decode), cfg)
+    assert (prompt_buckets(file_cfg, SHAPE_32K), decode_buckets(file_cfg, SHAPE_32K)) == (prompt, decode)
+
+
+def test_bucket_file_with_spec_decode_takes_seeds() -> None:
+    shape = dataclasses.replace(SHAPE_32K, num_speculative_tokens=2)
+    seeds = decode_buckets(BucketingConfig(), SHAPE_32K)
+    text = gw.bucket_file(prompt_buckets(BucketingConfig(), shape), seeds)
+    assert decode_buckets(with_file(text), shape) == decode_buckets(BucketingConfig(), shape)
+
+
+def test_bucket_file_is_compact_and_commented() -> None:
+    text = gw.bucket_file([(1, 128, 0), (1, 128, 4), (2, 256, 0)], [(1, 1, 128), (1, 1, 256)])
+    lines = [line for line in text.splitlines() if not line.startswith("#")]
+    assert lines == ["(1, 128, [0, 4])", "(2, 256, 0)", "(1, 1, [128, 256])"]
+    assert "091bbadd" in text
+
+
+@pytest.mark.parametrize(
+    ("prompt", "decode", "match"),
+    [
+        ([(1, 1, 0)], [(1, 1, 128)], "query length 1"),
+        ([(1, 128, 0)], [(1, 2, 128)], "query length 1"),
+        ([], [(1, 1, 128)], "no prompt bucket"),
+        ([(1, 128, 0)], [], "no decode bucket"),
+        ([(0, 128, 0)], [(1, 1, 128)], "invalid"),
+    ],
+)
+def test_bucket_file_refuses_what_the_format_cannot_say(
+    prompt: list[tuple[int, int, int]], decode: list[tuple[int, int, int]], match: str
+) -> None:
+    with pytest.raises(ConfigError, match=match):
+        gw.bucket_file(prompt, decode)
