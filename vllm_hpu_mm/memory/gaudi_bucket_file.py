@@ -1,0 +1,119 @@
+"""vllm-gaudi's ``VLLM_BUCKETING_FROM_FILE`` format: read it as vllm-gaudi does, and write one for a bucket set.
+
+The format, as ``vllm_gaudi/extension/bucketing/file_strategy.py`` @ 091bbadd reads it (our own code):
+
+- one entry per line; blank lines and lines starting with ``#`` (after stripping) are skipped;
+- ``range(a, b)`` / ``range(a, b, s)`` with integer literals is first replaced by the list it yields (not when
+  ``s`` is 0 or the range has more than 10000 elements: then the call stays, and the line is invalid);
+- the line must then be a Python literal (``ast.literal_eval``) that is a 3-tuple; each element is a number or a
+  list of numbers, and the entry means the Cartesian product, each value passed through ``int()``;
+- a bucket whose middle value (query length) is 1 is a decode bucket, every other one a prompt bucket. So a prompt
+  bucket with query length 1 cannot be written in a file.
+
+An invalid line is meant to be skipped with a warning, but at 091bbadd the warning call itself fails
+(``logger.warning`` on the ``logger()`` function: AttributeError), so any invalid line stops the server at
+start-up. :func:`parse_bucket_file` therefore raises :class:`ConfigError` for such a line.
+
+The buckets read then go through the same filters as generated ones (common.py ``generate_buckets``): prompt
+buckets over ``max_model_len`` or ``max_num_batched_tokens`` are dropped, decode buckets need batch <= blocks and
+have their blocks capped at ``batch * ceil(max_model_len / block_size)``; a phase left with no bucket fails
+the launch; with speculative decoding the decode buckets are expanded again.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import itertools
+import re
+from collections.abc import Iterable
+
+from vllm_hpu_mm.errors import ConfigError
+
+__all__ = ["ACCEPTED_LINE", "bucket_file", "parse_bucket_file"]
+
+ACCEPTED_LINE = "(batch, query_len, ctx_blocks) where each item is an int, a list of ints or range(a, b[, step])"
+#: file_strategy.py _MAX_RANGE_ELEMENTS @ 091bbadd
+MAX_RANGE_ELEMENTS = 10000
+_RANGE_CALL = re.compile(r"range\(\s*(-?\d+)\s*,\s*(-?\d+)\s*(?:,\s*(-?\d+)\s*)?\)")
+
+Bucket = tuple[int, int, int]
+
+
+def _expand(match: re.Match[str]) -> str:
+    start, stop = int(match.group(1)), int(match.group(2))
+    step = int(match.group(3)) if match.group(3) else 1
+    if step == 0 or len(range(start, stop, step)) > MAX_RANGE_ELEMENTS:
+        return match.group(0)
+    return repr(list(range(start, stop, step)))
+
+
+def _bad(line_num: int, line: str, why: str) -> ConfigError:
+    return ConfigError(
+        f"VLLM_BUCKETING_FROM_FILE line {line_num} {line!r}: {why}; accepted: {ACCEPTED_LINE} "
+        "(vllm-gaudi 091bbadd fails at start-up on such a line)"
+    )
+
+
+def parse_bucket_file(text: str) -> tuple[list[Bucket], list[Bucket]]:
+    """(prompt, decode) buckets a bucket file lists, sorted, duplicates kept, before vllm-gaudi's filters."""
+    prompt: list[Bucket] = []
+    decode: list[Bucket] = []
+    # file iteration splits lines on \\n, \\r and \\r\\n only (str.splitlines would also split on \\f, \\x1c, ...)
+    for line_num, raw in enumerate(io.StringIO(text, newline=None), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            entry = ast.literal_eval(_RANGE_CALL.sub(_expand, line))
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            raise _bad(line_num, line, "not a Python literal") from None
+        if not isinstance(entry, tuple) or len(entry) != 3:
+            raise _bad(line_num, line, "not a 3-tuple")
+        axes = [item if isinstance(item, list) else [item] for item in entry]
+        for values in itertools.product(*axes):
+            try:
+                b, q, c = (int(v) for v in values)
+            except (TypeError, ValueError, OverflowError):
+                raise _bad(line_num, line, f"{values!r} is not three integers") from None
+            (decode if q == 1 else prompt).append((b, q, c))
+    return sorted(prompt), sorted(decode)
+
+
+def _lines(buckets: list[Bucket]) -> list[str]:
+    # one line per (batch, query) with its context blocks as a list: short, and read back as the same product
+    grouped: dict[tuple[int, int], list[int]] = {}
+    for b, q, c in sorted(set(buckets)):
+        grouped.setdefault((b, q), []).append(c)
+    return [f"({b}, {q}, {ctx[0] if len(ctx) == 1 else ctx})" for (b, q), ctx in grouped.items()]
+
+
+def bucket_file(prompt: Iterable[Bucket], decode: Iterable[Bucket]) -> str:
+    """Content of a VLLM_BUCKETING_FROM_FILE file that makes vllm-gaudi 091bbadd warm exactly these buckets.
+
+    Pass buckets that already satisfy vllm-gaudi's filters (e.g. from :func:`prompt_buckets` /
+    :func:`decode_buckets`), or it drops the others. With speculative decoding pass the seed decode buckets: it
+    expands the file's decode buckets again. Raises :class:`ConfigError` for what a file cannot express: a prompt
+    bucket with query length 1, a decode bucket with another query length, negative values, an empty phase
+    (vllm-gaudi fails on a phase with no bucket).
+    """
+    p = [(int(b), int(q), int(c)) for b, q, c in prompt]
+    d = [(int(b), int(q), int(c)) for b, q, c in decode]
+    for phase, items in (("prompt", p), ("decode", d)):
+        if not items:
+            raise ConfigError(f"bucket_file: no {phase} bucket; vllm-gaudi fails on a file with none")
+        for b, q, c in items:
+            if min(b, q, c) < 0 or b < 1:
+                raise ConfigError(f"bucket_file: {phase} bucket {(b, q, c)} is invalid; accepted: batch >= 1, >= 0")
+            if (q == 1) != (phase == "decode"):
+                raise ConfigError(
+                    f"bucket_file: {phase} bucket {(b, q, c)} cannot be written: the file format makes every "
+                    "bucket with query length 1 a decode bucket and every other one a prompt bucket"
+                )
+    header = [
+        "# vllm-gaudi bucket file (VLLM_BUCKETING_FROM_FILE), written by vllm-hpu-mm",
+        "# format of vllm_gaudi/extension/bucketing/file_strategy.py @ 091bbadd: (batch, query_len, ctx_blocks),",
+        "# lists mean the Cartesian product; query_len 1 = decode",
+        f"# {len(set(p))} prompt + {len(set(d))} decode buckets",
+    ]
+    return "\n".join([*header, "# prompt", *_lines(p), "# decode", *_lines(d)]) + "\n"
