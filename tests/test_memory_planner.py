@@ -10,10 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vllm_hpu_mm.envs import load
-from vllm_hpu_mm.memory import planner
+from vllm_hpu_mm.memory import rules as planner
 from vllm_hpu_mm.memory.inputs import Request, build
 from vllm_hpu_mm.memory.models import CATALOG
 from vllm_hpu_mm.memory.planner import PlanInputs, plan
+from vllm_hpu_mm.memory.runtimes import Runtime
 from vllm_hpu_mm.memory.vision_cost import PoolMode, capture_bytes
 
 GB = 10**9
@@ -41,6 +42,7 @@ def inputs(**changes: object) -> PlanInputs:
         graph_prompt_ratio=0.2,
         graph_multimodal_prompt_ratio=0.3,
         pool_mode=PoolMode.PRIVATE,
+        runtime=Runtime.VLLM_FORK,  # the guide's runtime: it profiles, and reads all three ratios
     )
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
@@ -125,14 +127,10 @@ def test_text_graph_counts_grow_with_their_pools() -> None:
     i = inputs()
     small = planner.text_graph_fit(i, planner.split_memory(i, 20 * GB), 1000)
     large = planner.text_graph_fit(i, planner.split_memory(i, 400 * GB), 1000)
-    assert small[0] <= large[0] <= large[1]
-    assert small[2] <= large[2] <= large[3]
-    assert planner.text_graph_fit(inputs(pool_mode=PoolMode.NONE), planner.split_memory(i, 20 * GB), 10) == (
-        0,
-        0,
-        0,
-        0,
-    )
+    assert small.prefill_fit < large.prefill_fit <= len(large.prefill) == len(small.prefill)
+    assert small.decode_fit < large.decode_fit <= len(large.decode) == len(small.decode)
+    none = planner.text_graph_fit(inputs(pool_mode=PoolMode.NONE), planner.split_memory(i, 20 * GB), 10)
+    assert (none.prefill, none.decode) == ((), ())
 
 
 def _reserved_in(fix: str) -> float:

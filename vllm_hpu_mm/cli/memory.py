@@ -44,17 +44,33 @@ def add_plan_arguments(p: argparse.ArgumentParser) -> None:
         help=f"serving runtime to plan for: {', '.join(RUNTIME_CHOICES)} (default auto: the one installed, else the "
         "device's: vllm-gaudi on HPU, vllm-cuda, vllm-cpu); it decides which knobs are exported",
     )
-    p.add_argument("--tensor-parallel-size", type=int, default=1, help="tensor-parallel ranks sharing the model (default 1)")
+    p.add_argument(
+        "--tensor-parallel-size", type=int, default=1, help="tensor-parallel ranks sharing the model (default 1)"
+    )
     p.add_argument("--pipeline-parallel-size", type=int, default=1,
                    help="pipeline stages; the plan is per card of the first stage (default 1)")  # fmt: skip
     p.add_argument("--data-parallel-size", type=int, default=1,
                    help="replicas; each plans the same card, so it changes nothing per card (default 1)")  # fmt: skip
     p.add_argument("--enforce-eager", action="store_true", help="plan for vLLM's --enforce-eager: no graphs at all")
-    p.add_argument("--sizes", default=None, metavar="CSV|DIR",
-                   help="image sizes (a width,height CSV or a folder of images) to plan the bucket list jointly with "
-                        "the vision graph pool (default: the embedded real sizes, used when the list does not fit)")  # fmt: skip
-    p.add_argument("--max-buckets", type=int, default=None,
-                   help="most vision buckets in a jointly planned list (default: as many as the configured list)")  # fmt: skip
+    p.add_argument(
+        "--sizes",
+        default=None,
+        metavar="CSV|DIR",
+        help="image sizes (a width,height CSV or a folder of images) to plan the bucket list jointly with the vision "
+        "graph pool (default: the embedded real sizes, used when the list does not fit)",
+    )
+    p.add_argument(
+        "--keep-buckets",
+        action="store_true",
+        help="keep the configured bucket list, only pruning the largest buckets that do not fit (default: re-plan it "
+        "jointly with the vision pool when it does not fit)",
+    )
+    p.add_argument(
+        "--max-buckets",
+        type=int,
+        default=None,
+        help="most vision buckets in a jointly planned list (default: as many as the configured list)",
+    )
     p.add_argument(
         "--gpu-memory-utilization",
         type=float,
@@ -146,7 +162,9 @@ def run(args: argparse.Namespace) -> int:
     settings = envs.load()
     inputs = build(request_from_args(args), settings)
     sizes = read_sizes(args.sizes, flag="--sizes") if args.sizes is not None else None
-    result, choice = choose(inputs, sizes, max_buckets=args.max_buckets, mode=settings.align_mode)
+    result, choice = choose(
+        inputs, sizes, max_buckets=args.max_buckets, mode=settings.align_mode, keep=args.keep_buckets
+    )
     flags = ServerFlags(user_env=envs.runtime_environ(), skip_warmup=settings.skip_warmup)
     exports = exports_for(result, flags)
     if args.json:

@@ -21,13 +21,12 @@ from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, fail, print_json
 from vllm_hpu_mm.cli.serve_args import ServerArgs, parse_server_args, validate_with_vllm, vllm_installed
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.memory import render
+from vllm_hpu_mm.memory import render, runtimes
 from vllm_hpu_mm.memory.bucket_choice import choose, read_sizes
 from vllm_hpu_mm.memory.devices import DEVICE_CHOICES
 from vllm_hpu_mm.memory.exports import MAX_RESOLUTIONS, ServerFlags, exports_for, warmup_resolutions
 from vllm_hpu_mm.memory.inputs import Request, build
 from vllm_hpu_mm.memory.models import DEFAULT_MODEL
-from vllm_hpu_mm.memory import runtimes
 from vllm_hpu_mm.memory.runtimes import RUNTIME_CHOICES, Runtime
 from vllm_hpu_mm.memory.vision_cost import PoolMode
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS
@@ -43,8 +42,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="print the plan, the exact command and environment; exit")
     p.add_argument("--json", action="store_true", help="print the plan (and with --dry-run the command) as JSON")
-    p.add_argument("--validate", action="store_true",
-                   help="with --dry-run, also validate the server arguments with vLLM's own parser (needs vLLM)")  # fmt: skip
+    p.add_argument(
+        "--validate",
+        action="store_true",
+        help="with --dry-run, also validate the server arguments with vLLM's own parser (needs vLLM)",
+    )
     p.add_argument(
         "--plan-device",
         default=None,
@@ -71,6 +73,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                    help="your image sizes (width,height CSV or a folder of images): the bucket list is planned over "
                         "them jointly with the vision graph pool (default: embedded real sizes, used when the "
                         "configured list does not fit)")  # fmt: skip
+    p.add_argument(
+        "--plan-keep-buckets",
+        action="store_true",
+        help="keep the configured bucket list, only pruning the largest buckets that do not fit (default: re-plan it "
+        "jointly with the vision pool when it does not fit)",
+    )
     p.add_argument("--plan-max-buckets", type=int, default=None,
                    help="most vision buckets in a planned list (default: as many as the configured list)")  # fmt: skip
     p.add_argument("--plan-output-dir", default=None,
@@ -119,17 +127,30 @@ def run(args: argparse.Namespace) -> int:
     extra: list[str] = list(args.extra)
     settings = envs.load()
     sa = parse_server_args(extra)
+    if not args.dry_run or args.validate:  # the user's arguments first, before any planning
+        if not vllm_installed():
+            raise ConfigError(f"vLLM is not installed in this Python ({sys.executable}): {INSTALL_HINT}; "
+                              "--dry-run plans without it")  # fmt: skip
+        validate_with_vllm(extra)
     model = sa.model or DEFAULT_MODEL
     device = args.plan_device or _default_device(args.plan_runtime, bool(extra))
     inputs = build(_request(args, sa, model, device), settings)
     sizes = read_sizes(args.plan_sizes, flag="--plan-sizes") if args.plan_sizes is not None else None
-    result, choice = choose(inputs, sizes, max_buckets=args.plan_max_buckets, mode=settings.align_mode)
+    result, choice = choose(
+        inputs, sizes, max_buckets=args.plan_max_buckets, mode=settings.align_mode, keep=args.plan_keep_buckets
+    )
     out_dir = Path(args.plan_output_dir or settings.cache_dir).expanduser()
     resolutions: tuple[tuple[int, int], ...] = ()
     if inputs.effective_runtime is Runtime.VLLM_GAUDI and result.vision_buckets_captured:
         sample = choice.sizes if choice is not None else read_sizes(None, flag="--plan-sizes")
-        resolutions = warmup_resolutions(sample.sizes, result.vision_buckets_captured, min_pixels=QWEN_MIN_PIXELS,
-                                         max_pixels=QWEN_MAX_PIXELS, mode=settings.align_mode, limit=MAX_RESOLUTIONS)  # fmt: skip
+        resolutions = warmup_resolutions(
+            sample.sizes,
+            result.vision_buckets_captured,
+            min_pixels=QWEN_MIN_PIXELS,
+            max_pixels=QWEN_MAX_PIXELS,
+            mode=settings.align_mode,
+            limit=MAX_RESOLUTIONS,
+        )
     flags = ServerFlags(
         limit_mm_per_prompt=sa.limit_mm_per_prompt,
         compilation_config=sa.compilation_config,
@@ -151,12 +172,7 @@ def run(args: argparse.Namespace) -> int:
     server_args = [*extra, *(["--model", model] if sa.model is None else []), *exports.args]
     argv = [sys.executable, "-m", SERVER_MODULE, *server_args]
     notes = list(exports.notes)
-    if not args.dry_run or args.validate:
-        if not vllm_installed():
-            raise ConfigError(f"vLLM is not installed in this Python ({sys.executable}): {INSTALL_HINT}; "
-                              "--dry-run plans without it")  # fmt: skip
-        validate_with_vllm(server_args)
-    else:
+    if args.dry_run and not args.validate:
         notes.append("vLLM validates the rest of the server arguments when it starts (--validate: now)")
     written = {name: str(files[name]) for name in exports.files}
     report.update({"command": argv, "command_line": shlex.join(argv), "environment": exports.env, "notes": notes,

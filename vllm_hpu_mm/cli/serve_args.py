@@ -56,45 +56,34 @@ class ServerArgs:
     limit_mm_per_prompt: str | None = None
 
 
-def _human_int(flag: str) -> Any:
+def _human_int(raw: str) -> int:
     """vLLM's human-readable integers: ``32768``, ``32k`` (x1000), ``32K`` (x1024), ``1m``/``1M``, ``1.5k``."""
-
-    def parse(raw: str) -> int:
-        m = _SIZE.match(raw)
-        if not m:
-            raise ConfigError(f"{flag} {raw!r} is not an integer; accepted: e.g. 32768, 32k (x1000) or 32K (x1024)")
-        number, unit = m.groups()
-        scale = _BINARY[unit] if unit in _BINARY else _DECIMAL[unit.lower()]
-        value = float(number) * scale
-        if value != int(value):
-            raise ConfigError(f"{flag} {raw!r} is not a whole number of tokens")
-        return int(value)
-
-    return parse
+    m = _SIZE.match(raw)
+    if not m:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an integer; accepted: e.g. 32768, 32k (x1000) or 32K (x1024)")
+    number, unit = m.groups()
+    value = float(number) * (_BINARY[unit] if unit in _BINARY else _DECIMAL[unit.lower()])
+    if value != int(value):
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number")
+    return int(value)
 
 
-def _int(flag: str) -> Any:
-    def parse(raw: str) -> int:
-        try:
-            return int(raw)
-        except ValueError:
-            raise ConfigError(f"{flag} {raw!r} is not an integer; accepted: a whole number, e.g. 4") from None
-
-    return parse
+def _int(raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an integer; accepted: a whole number, e.g. 4") from None
 
 
-def _float(flag: str) -> Any:
-    def parse(raw: str) -> float:
-        try:
-            return float(raw)
-        except ValueError:
-            raise ConfigError(f"{flag} {raw!r} is not a number; accepted: e.g. 0.9") from None
-
-    return parse
+def _float(raw: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a number; accepted: e.g. 0.9") from None
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # argparse's own errors (a flag without its value, ...)
+    def error(self, message: str) -> Any:  # a bad value, or a flag without its value
         raise ConfigError(f"server arguments: {message}")
 
 
@@ -103,15 +92,15 @@ def _parser() -> _Parser:
     p.add_argument("--model")
     p.add_argument("--config")
     p.add_argument("--dtype")
-    p.add_argument("--tensor-parallel-size", "-tp", type=_int("--tensor-parallel-size"))
-    p.add_argument("--pipeline-parallel-size", "-pp", type=_int("--pipeline-parallel-size"))
-    p.add_argument("--data-parallel-size", "-dp", type=_int("--data-parallel-size"))
-    p.add_argument("--gpu-memory-utilization", type=_float("--gpu-memory-utilization"))
-    p.add_argument("--max-model-len", type=_human_int("--max-model-len"))
-    p.add_argument("--max-num-seqs", type=_int("--max-num-seqs"))
-    p.add_argument("--max-num-batched-tokens", type=_human_int("--max-num-batched-tokens"))
-    p.add_argument("--block-size", type=_int("--block-size"))
-    p.add_argument("--kv-cache-memory-bytes", type=_human_int("--kv-cache-memory-bytes"))
+    p.add_argument("--tensor-parallel-size", "-tp", type=_int)
+    p.add_argument("--pipeline-parallel-size", "-pp", type=_int)
+    p.add_argument("--data-parallel-size", "-dp", type=_int)
+    p.add_argument("--gpu-memory-utilization", type=_float)
+    p.add_argument("--max-model-len", type=_human_int)
+    p.add_argument("--max-num-seqs", type=_int)
+    p.add_argument("--max-num-batched-tokens", type=_human_int)
+    p.add_argument("--block-size", type=_int)
+    p.add_argument("--kv-cache-memory-bytes", type=_human_int)
     p.add_argument("--quantization", "-q")
     p.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--compilation-config", "-O")
@@ -146,7 +135,9 @@ def _yaml(path: str) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"--config {path}: expected a mapping of server flags (key: value), got {type(data).__name__}")
+        raise ConfigError(
+            f"--config {path}: expected a mapping of server flags (key: value), got {type(data).__name__}"
+        )
     return {str(k).replace("_", "-"): v for k, v in data.items()}
 
 
@@ -234,7 +225,7 @@ def validate_with_vllm(argv: Sequence[str], prog: str = "vllm-hpu-mm serve") -> 
     module = _cli_args_module()
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    parser = module.make_arg_parser(FlexibleArgumentParser(prog=prog, allow_abbrev=False))
+    parser = module.make_arg_parser(FlexibleArgumentParser(prog=prog, allow_abbrev=False))  # type: ignore[no-untyped-call]
 
     def error(message: str) -> Any:
         raise ConfigError(f"vLLM rejected the server arguments {shlex.join(argv)!r}: {message}")

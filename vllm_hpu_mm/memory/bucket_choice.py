@@ -51,12 +51,14 @@ def choose(
     max_buckets: int | None,
     mode: AlignMode,
     min_pixels: int = QWEN_MIN_PIXELS,
+    keep: bool = False,
 ) -> tuple[Plan, BucketChoice | None]:
     """The plan, with the bucket list replaced by the joint optimum when the configured one does not fit or when
-    ``sizes`` were given and the optimum does better on them (fewer shrunk images, then higher efficiency)."""
+    ``sizes`` were given and the optimum does better on them (fewer shrunk images, then higher efficiency).
+    ``keep``: never replace (the configured list, pruned to what fits)."""
     first = plan(inputs)
     graphs = inputs.pool_mode is not PoolMode.NONE and not inputs.enforce_eager
-    if not inputs.buckets or not graphs or not first.fits:
+    if keep or not inputs.buckets or not graphs or not first.fits:
         return first, None
     if sizes is None and not first.vision_buckets_skipped:
         return first, None
@@ -71,7 +73,10 @@ def choose(
     captured = first.vision_buckets_captured
     before = bucket_fit.evaluate_list(sample.sizes, captured, **common) if captured else None  # type: ignore[arg-type]
     after = bucket_fit.best_fitting_list(
-        sample.sizes, pool_bytes=first.split.prefill_vision_graph_bytes, max_buckets=k, **common  # type: ignore[arg-type]
+        sample.sizes,
+        pool_bytes=first.split.prefill_vision_graph_bytes,
+        max_buckets=k,
+        **common,  # type: ignore[arg-type]
     )
     if after is None:
         return first, BucketChoice(sample, before, None, False, "not even one bucket's graph fits the vision pool")

@@ -76,7 +76,9 @@ def evaluate_list(
     )
 
 
-def cheapest_padding(counts: Sequence[int], largest: int, max_buckets: int, max_units: Sequence[int]) -> tuple[int, ...]:
+def cheapest_padding(
+    counts: Sequence[int], largest: int, max_buckets: int, max_units: Sequence[int]
+) -> tuple[int, ...]:
     """The list (ascending, ending at ``largest``) of at most ``max_buckets`` buckets with the fewest padded patches
     over ``counts``, subject to ``sum(buckets) / 64 <= max_units[k - 1]`` for a list of ``k`` buckets.
 

@@ -117,7 +117,11 @@ def _precision(plan: Plan, user_env: Mapping[str, str]) -> dict[str, object]:
     traits = TRAITS[plan.inputs.effective_runtime]
     raw = user_env.get("VLLM_FP32_SOFTMAX")
     if raw is None:
-        return {"fp32_softmax": traits.fp32_softmax_default, "set_by": "runtime default", "note": traits.fp32_softmax_note}
+        return {
+            "fp32_softmax": traits.fp32_softmax_default,
+            "set_by": "runtime default",
+            "note": traits.fp32_softmax_note,
+        }
     on = raw.strip().lower() in ("1", "true", "yes", "on")
     return {"fp32_softmax": on, "set_by": "VLLM_FP32_SOFTMAX", "note": traits.fp32_softmax_note}
 
@@ -135,7 +139,6 @@ def exports_for(
     ``plan``, with each part's enforcement."""
     i = plan.inputs
     runtime = i.effective_runtime
-    captured = plan.vision_buckets_captured
     env: dict[str, str] = {}
     args: list[str] = []
     notes: list[str] = []
@@ -265,7 +268,7 @@ def _gaudi(
             f"their shares ({dropped[0]} prompt and {dropped[1]} decode buckets of its "
             f"{gaudi_warmup.effective_strategy(gaudi_warmup.config_from_env(dict(i.runtime_env)))} bucketing left out)"
         )
-    vision_ok = warmed and bool(vision) and "VLLM_MULTIMODAL_BUCKETS" in vision or not i.buckets
+    vision_ok = (warmed and "VLLM_MULTIMODAL_BUCKETS" in vision) or not i.buckets
     parts = {
         "kv_cache": kv,
         "decode_graphs": Part(by, decode_ok, "" if decode_ok else "not even the smallest decode graph fits"),

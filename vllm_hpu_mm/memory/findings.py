@@ -39,10 +39,12 @@ def findings(i: PlanInputs, p_free: int, s: Split, captured: tuple[int, ...], sk
                             f"lower --max-num-seqs to {seqs} or --max-model-len"))  # fmt: skip
     runtime = i.effective_runtime
     if runtime is Runtime.VLLM_GAUDI and i.buckets is None and not i.skip_warmup and not i.enforce_eager:
-        out.append(Warning_("error", "graph_capture", "VLLM_MULTIMODAL_BUCKETS=None with warm-up on makes vllm-gaudi "
-                            f"fail at warm-up (it takes len() of the bucket list, hpu_model_runner.py @{VLLM_GAUDI_COMMIT})",
-                            "give a bucket list (e.g. unset VLLM_MULTIMODAL_BUCKETS for the default), or set "
-                            "VLLM_SKIP_WARMUP=true"))  # fmt: skip
+        message = (
+            "VLLM_MULTIMODAL_BUCKETS=None with warm-up on makes vllm-gaudi fail at warm-up (it takes len() of the "
+            f"bucket list, hpu_model_runner.py @{VLLM_GAUDI_COMMIT})"
+        )
+        fix = "give a bucket list (e.g. unset VLLM_MULTIMODAL_BUCKETS for the default), or set VLLM_SKIP_WARMUP=true"
+        out.append(Warning_("error", "graph_capture", message, fix))
     if skipped:
         stock = (
             " (stock vllm-gaudi captures every bucket without a check: OOM at warm-up)" if i.backend == "hpu" else ""

@@ -16,8 +16,14 @@ def _fit_dict(f: BucketFit | None) -> dict[str, Any] | None:
     if f is None:
         return None
     e = f.evaluation
-    return {"buckets": list(f.buckets), "efficiency": round(e.efficiency, 4), "num_images": e.num_images,
-            "num_shrunk": e.num_shrunk, "shrunk_share": round(f.shrunk_share, 4), "capture_bytes": f.capture_bytes}  # fmt: skip
+    return {
+        "buckets": list(f.buckets),
+        "efficiency": round(e.efficiency, 4),
+        "num_images": e.num_images,
+        "num_shrunk": e.num_shrunk,
+        "shrunk_share": round(f.shrunk_share, 4),
+        "capture_bytes": f.capture_bytes,
+    }
 
 
 def choice_dict(c: BucketChoice) -> dict[str, Any]:
@@ -94,8 +100,10 @@ def _choice_lines(c: BucketChoice) -> list[str]:
         if f is None:
             return f"  {name}: none fits"
         e = f.evaluation
-        return (f"  {name}: {','.join(map(str, f.buckets))}  efficiency {e.efficiency:.3f}, shrunk "
-                f"{e.num_shrunk}/{e.num_images} ({f.shrunk_share:.1%}), graphs {f.capture_bytes / GIB:.2f} GiB")  # fmt: skip
+        shrunk = f"shrunk {e.num_shrunk}/{e.num_images} ({f.shrunk_share:.1%})"
+        return f"  {name}: {','.join(map(str, f.buckets))}  efficiency {e.efficiency:.3f}, {shrunk}, graphs " + (
+            f"{f.capture_bytes / GIB:.2f} GiB"
+        )
 
     verdict = "replaced" if c.replaced else "kept"
     return [f"vision buckets over {c.sizes.source}: {verdict} ({c.reason})", line("before", c.before),

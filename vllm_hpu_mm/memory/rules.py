@@ -209,5 +209,3 @@ def encoder_cache_tokens(i: PlanInputs) -> tuple[int, int]:
     if not i.buckets:
         return stock, stock
     return max(i.max_num_batched_tokens, max(i.buckets) // 4), stock
-
-
