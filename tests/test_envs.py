@@ -73,7 +73,11 @@ TABLE: dict[str, tuple[list[tuple[str, Any]], list[tuple[str, str]], str]] = {
         "one of auto, cpu, cuda, hpu, none",
     ),
     "VLLM_HPU_MM_SHAPE_LOG": ([("/tmp/shapes.log", "/tmp/shapes.log"), ("", None), ("  ", None)], [], ""),
-    "VLLM_HPU_MM_CACHE_DIR": ([("/tmp/vhm", "/tmp/vhm"), (" /tmp/x ", "/tmp/x")], [("", ""), ("  ", "  ")], "a folder path"),
+    "VLLM_HPU_MM_CACHE_DIR": (
+        [("/tmp/vhm", "/tmp/vhm"), (" /tmp/x ", "/tmp/x")],
+        [("", ""), ("  ", "  ")],
+        "a folder path",
+    ),
 }
 
 

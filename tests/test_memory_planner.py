@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vllm_hpu_mm.envs import load
+from vllm_hpu_mm.memory import fixes
 from vllm_hpu_mm.memory import rules as planner
 from vllm_hpu_mm.memory.inputs import Request, build
-from vllm_hpu_mm.memory.models import CATALOG
+from vllm_hpu_mm.memory.models import CATALOG, vision_parameters
 from vllm_hpu_mm.memory.planner import PlanInputs, plan
 from vllm_hpu_mm.memory.runtimes import Runtime
 from vllm_hpu_mm.memory.vision_cost import PoolMode, capture_bytes
@@ -233,3 +234,38 @@ def test_any_plan_adds_up_and_captures_an_ascending_prefix_that_fits(
     assert s.prefill_text_graph_bytes + s.prefill_vision_graph_bytes + s.decode_graph_bytes == s.graph_bytes
     assert p.vision_buckets_captured + p.vision_buckets_skipped == DEFAULT_BUCKETS
     assert p.vision_capture_bytes <= s.prefill_vision_graph_bytes
+
+
+def test_per_card_weights_split_the_language_model_over_tp_x_pp_and_the_vision_tower_over_tp() -> None:
+    one = planner.model_weight_bytes(inputs())
+    tp2 = planner.model_weight_bytes(inputs(tensor_parallel_size=2))
+    pp2 = planner.model_weight_bytes(inputs(pipeline_parallel_size=2))
+    assert tp2 == pytest.approx(one / 2, abs=2)
+    # The first stage keeps the whole vision tower: more than half of everything.
+    vision = vision_parameters(CATALOG["Qwen/Qwen2.5-VL-7B-Instruct"].vision) * 2
+    assert pp2 == pytest.approx((one - vision) / 2 + vision, abs=2)
+    assert planner.model_weight_bytes(inputs(tensor_parallel_size=2, pipeline_parallel_size=2)) < pp2
+
+
+def test_kv_per_token_per_card_splits_layers_over_pipeline_stages() -> None:
+    whole = planner.kv_per_token(inputs())
+    assert planner.kv_per_token(inputs(pipeline_parallel_size=2)) == whole // 2  # 28 layers: 14 per stage
+    assert planner.kv_per_token(inputs(pipeline_parallel_size=3)) == whole * 10 // 28  # ceil(28 / 3) = 10
+
+
+def test_data_parallel_replicas_plan_the_same_card() -> None:
+    assert plan(inputs(data_parallel_size=4)).split == plan(inputs()).split
+
+
+def test_the_tp_fix_only_proposes_sizes_that_divide_the_attention_heads() -> None:
+    # 28 heads (7B): 2 and 4 divide them, 8 does not; a 20 GB card needs more than 2.
+    i = inputs(free_after_load_bytes=None, free_before_load_bytes=20 * GB, max_model_len=4096)
+    fix = fixes.tp_fix(i)
+    tp = int(re.search(r"--tensor-parallel-size to (\d+)", fix).group(1))  # type: ignore[union-attr]
+    assert 28 % tp == 0
+
+
+def test_vllm_gaudi_runs_no_profiling_forward_so_its_free_memory_is_after_weights_only() -> None:
+    i = inputs(runtime=Runtime.VLLM_GAUDI, free_after_load_bytes=None)
+    assert planner.profile_peak_bytes(i) == 0
+    assert plan(i).free_after_load_bytes == i.free_before_load_bytes - planner.model_weight_bytes(i)

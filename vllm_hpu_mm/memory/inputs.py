@@ -4,6 +4,7 @@ value reported against the flag or variable it came from. Shared by ``memory pla
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from vllm_hpu_mm.buckets.spec import parse_buckets
 from vllm_hpu_mm.envs import Settings
@@ -124,6 +125,14 @@ def build(r: Request, settings: Settings) -> PlanInputs:
     free_after = round(r.free_memory_gib * GIB) if r.free_memory_gib is not None else None
 
     detection = runtimes.resolve(r.runtime, spec.backend, source=r.runtime_flag)
+    bucket_file = dict(r.runtime_env).get("VLLM_BUCKETING_FROM_FILE")
+    bucket_file_text = None
+    if bucket_file and detection.runtime is runtimes.Runtime.VLLM_GAUDI:
+        try:
+            bucket_file_text = Path(bucket_file).expanduser().read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"VLLM_BUCKETING_FROM_FILE={bucket_file!r}: cannot read it ({exc.strerror or exc}); "
+                              "accepted: a readable vllm-gaudi bucket file") from None  # fmt: skip
     if r.vision_pool is None:
         pool = DEFAULT_POOL_MODE[spec.backend]
     else:
@@ -158,6 +167,7 @@ def build(r: Request, settings: Settings) -> PlanInputs:
         pipeline_parallel_size=r.pipeline_parallel_size,
         data_parallel_size=r.data_parallel_size,
         runtime_env=tuple(sorted(r.runtime_env)),
+        bucket_file_text=bucket_file_text,
         enforce_eager=r.enforce_eager,
         skip_warmup=settings.skip_warmup,
         runtime_found=detection.found,

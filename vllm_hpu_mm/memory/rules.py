@@ -70,6 +70,8 @@ class PlanInputs:
     #: The runtime's own bucketing variables the user set (vllm-gaudi's VLLM_PROMPT_*/VLLM_DECODE_*/
     #: VLLM_BUCKETING_*), as sorted (name, value) pairs.
     runtime_env: tuple[tuple[str, str], ...] = ()
+    #: The content of the user's VLLM_BUCKETING_FROM_FILE (read once by ``inputs.build``; the plan stays pure).
+    bucket_file_text: str | None = None
     #: ``--enforce-eager``: no graphs at all on any runtime.
     enforce_eager: bool = False
     #: VLLM_SKIP_WARMUP: the runtime warms no graph at startup.

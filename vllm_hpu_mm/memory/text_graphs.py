@@ -97,6 +97,8 @@ def fit(i: PlanInputs, prefill_pool: int, decode_pool: int, num_kv_blocks: int) 
     shared = i.pool_mode is PoolMode.SHARED
     if runtime is Runtime.VLLM_GAUDI:
         cfg = gaudi_warmup.config_from_env(dict(i.runtime_env))
+        if cfg.from_file is not None:
+            cfg = dataclasses.replace(cfg, file_text=i.bucket_file_text)
         shape = gaudi_warmup.EngineShape(
             max_model_len=i.max_model_len,
             max_num_seqs=i.max_num_seqs,
