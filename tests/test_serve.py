@@ -151,11 +151,11 @@ def test_serve_replaces_itself_with_vllms_server_and_the_planned_environment(
 ) -> None:  # fmt: skip
     monkeypatch.setenv("VLLM_GRAPH_RESERVED_MEM", "0.2")
     with pytest.raises(Exec):
-        main(["serve", "--plan-device", "gaudi2", "--plan-runtime", "vllm-fork", "--model", "Qwen/Qwen2.5-VL-7B-Instruct",
-              "--port", "8123"])  # fmt: skip
+        main(["serve", "--plan-device", "gaudi2", "--plan-runtime", "vllm-fork", "--port", "8123",
+              "--model", "Qwen/Qwen2.5-VL-7B-Instruct"])  # fmt: skip
     (file, argv, env) = no_exec[0]
     assert file == sys.executable
-    assert argv == [sys.executable, "-m", SERVER_MODULE, "--model", "Qwen/Qwen2.5-VL-7B-Instruct", "--port", "8123"]
+    assert argv == [sys.executable, "-m", SERVER_MODULE, "--port", "8123", "--model", "Qwen/Qwen2.5-VL-7B-Instruct"]
     assert env["VLLM_GRAPH_RESERVED_MEM"] == "0.2"
     # The fork's code reads this ratio as the vision share: 1 - 0.3 gives text the guide's 0.3.
     assert env["VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO"] == "0.7"

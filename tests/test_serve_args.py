@@ -102,14 +102,14 @@ def test_vllm_033_and_032_module_layouts_both_validate(monkeypatch: pytest.Monke
     seen = fake_vllm(monkeypatch, layout)
     serve_args.validate_with_vllm(["--port", "8000"])
     assert seen == [layout]
-    with pytest.raises(ConfigError, match="vLLM rejected the server arguments .*unrecognized arguments: --bad"):
+    with pytest.raises(ConfigError, match=r"vLLM rejected the server arguments .*unrecognized arguments: --bad"):
         serve_args.validate_with_vllm(["--bad"])
 
 
 def test_a_vllm_with_neither_layout_is_named_as_unsupported(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in serve_args.CLI_ARGS_MODULES:
         monkeypatch.setitem(sys.modules, name, None)  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="supported: vLLM 0.32 and 0.33"):
+    with pytest.raises(ConfigError, match=r"supported: vLLM 0\.32 and 0\.33"):
         serve_args.validate_with_vllm([])
 
 
