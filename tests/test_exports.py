@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from vllm_hpu_mm.envs import load
+from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.memory import gaudi_warmup
 from vllm_hpu_mm.memory.exports import PARTS, ServerFlags, exports_for, warmup_resolutions
 from vllm_hpu_mm.memory.inputs import Request, build
@@ -171,3 +172,17 @@ def test_warmup_resolutions_are_the_commonest_aligned_shapes_under_the_largest_b
                                 mode=AlignMode.NEAREST, limit=4)  # fmt: skip
     (w, h) = capped[0]
     assert (w // 14) * (h // 14) <= 4096
+
+
+def test_bucket_spellings_we_accept_are_exported_in_the_form_vllm_gaudi_accepts() -> None:
+    # vllm-gaudi takes int() of each comma item and only the exact string None: "4096, 1600" and "none" are ours.
+    p = make_plan("vllm-gaudi", "gaudi2", env={"VLLM_MULTIMODAL_BUCKETS": " 4096, 1600"})
+    assert exports_for(p, ServerFlags()).env["VLLM_MULTIMODAL_BUCKETS"] == "1600,4096"
+    off = make_plan("vllm-gaudi", "gaudi2", env={"VLLM_MULTIMODAL_BUCKETS": "none", "VLLM_SKIP_WARMUP": "1"})
+    assert exports_for(off, ServerFlags(skip_warmup=True)).env["VLLM_MULTIMODAL_BUCKETS"] == "None"
+
+
+def test_a_users_resolutions_in_a_form_vllm_gaudi_refuses_fail_before_launch() -> None:
+    p = make_plan("vllm-gaudi", "gaudi2", buckets="1600")
+    with pytest.raises(ConfigError, match="VLLM_MULTIMODAL_RESOLUTIONS"):
+        exports_for(p, ServerFlags(user_env={"VLLM_MULTIMODAL_RESOLUTIONS": "448by448"}))

@@ -215,6 +215,7 @@ def _gaudi(
     vision = list(_export_buckets(plan, env, flags, notes))
     if vision and i.buckets:
         if "VLLM_MULTIMODAL_RESOLUTIONS" in flags.user_env:
+            gaudi_warmup.parse_resolutions(flags.user_env["VLLM_MULTIMODAL_RESOLUTIONS"])  # vllm-gaudi's own form
             notes.append("VLLM_MULTIMODAL_RESOLUTIONS is yours: kept as it is")
             vision.append("VLLM_MULTIMODAL_RESOLUTIONS")
         elif resolutions:
