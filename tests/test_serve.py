@@ -17,7 +17,7 @@ from vllm_hpu_mm.cli.serve import SERVER_MODULE
 pytestmark = pytest.mark.vllm
 
 
-class Exec(Exception):
+class Exec(BaseException):  # not an Exception: main() turns those into exit 3
     """Raised by the fake execvpe so that the test sees what would have replaced the process."""
 
 

@@ -8,7 +8,7 @@ from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, print_json
 from vllm_hpu_mm.memory import render
 from vllm_hpu_mm.memory.devices import DEVICE_CHOICES
-from vllm_hpu_mm.memory.inputs import Request, build
+from vllm_hpu_mm.memory.inputs import Request, build, provenance
 from vllm_hpu_mm.memory.models import DEFAULT_MODEL
 from vllm_hpu_mm.memory.planner import plan
 from vllm_hpu_mm.memory.vision_cost import PoolMode
@@ -19,13 +19,16 @@ def add_plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
         default=DEFAULT_MODEL,
-        help="a local model folder with config.json, or a catalog name: Qwen/Qwen2.5-VL-{3B,7B,32B,72B}-Instruct",
+        help="a local model folder with config.json, or a Hugging Face id: its config.json from the local Hugging "
+        "Face cache (never downloaded), else the catalog size named in the id (Qwen2.5-VL 3B/7B/32B/72B, quantization "
+        f"from -AWQ/-GPTQ/-FP8) (default: {DEFAULT_MODEL})",
     )
     p.add_argument(
         "--device",
         default="gaudi2",
-        help=f"one of {', '.join(DEVICE_CHOICES)} "
-        "(named devices use nominal totals; auto reads the accelerator, cpu reads host memory)",
+        help=f"one of {', '.join(DEVICE_CHOICES)} (default: gaudi2); named devices plan against the total their "
+        "runtime reports (h100 79.19 GiB, gaudi2 94.62 GiB, h200 139.80 GiB; gaudi3 128 GiB nominal), auto reads the "
+        "accelerator, cpu reads host memory (shared by --tensor-parallel-size ranks)",
     )
     p.add_argument(
         "--free-memory-gib",
@@ -34,9 +37,14 @@ def add_plan_arguments(p: argparse.ArgumentParser) -> None:
         help="free device memory after weights and profiling, in GiB (the guide's starting point); "
         "default: estimated from the device",
     )
-    p.add_argument("--total-memory-gib", type=float, default=None, help="override the device's total memory, GiB")
-    p.add_argument("--dtype", default="auto", help="weight/KV dtype: auto (bfloat16), bfloat16, float16, float32, fp8")
-    p.add_argument("--tensor-parallel-size", type=int, default=1, help="tensor-parallel ranks sharing the model")
+    p.add_argument("--total-memory-gib", type=float, default=None,
+                   help="override the device's total memory, GiB (on cpu: the host's, shared by the TP ranks) "
+                   "(default: the device's)")  # fmt: skip
+    p.add_argument("--dtype", default="auto",
+                   help="vLLM's --dtype: auto (the checkpoint's bfloat16), bfloat16, float16, half, float32, float "
+                   "(default: auto)")  # fmt: skip
+    p.add_argument("--tensor-parallel-size", type=int, default=1,
+                   help="tensor-parallel ranks sharing the model; must divide the attention heads (default: 1)")  # fmt: skip
     p.add_argument(
         "--gpu-memory-utilization",
         type=float,
@@ -46,7 +54,8 @@ def add_plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-model-len", type=int, default=None, help="longest sequence (default: the model's 128000)")
     p.add_argument("--max-num-seqs", type=int, default=None, help="most sequences per step (default 256)")
     p.add_argument("--max-num-batched-tokens", type=int, default=None, help="most tokens per step (default 8192)")
-    p.add_argument("--block-size", type=int, default=None, help="KV block size (default: 128 on HPU, 16 elsewhere)")
+    p.add_argument("--block-size", type=int, default=None,
+                   help="KV block size; a multiple of 16 on HPU and CUDA (default: 128 on HPU and CPU, 16 on CUDA)")  # fmt: skip
     p.add_argument(
         "--buckets",
         default=None,
@@ -82,7 +91,8 @@ def add_plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--quantization",
         default=None,
-        help="vLLM's --quantization method, for the weight size (fp8-family: 1 byte, awq/gptq: 0.5 byte)",
+        help="vLLM's --quantization method, for the weight size (fp8 family: 1 byte, awq/gptq: 0.5 byte; one of "
+        "vLLM's methods) (default: the checkpoint's quantization_config, or the id's -AWQ/-GPTQ/-FP8)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
 
@@ -120,9 +130,13 @@ def request_from_args(args: argparse.Namespace) -> Request:
 
 
 def run(args: argparse.Namespace) -> int:
-    result = plan(build(request_from_args(args), envs.load()))
+    request = request_from_args(args)
+    result = plan(build(request, envs.load()))
+    sources = provenance(request, result.inputs)
     if args.json:
-        print_json(render.to_dict(result))
+        print_json({**render.to_dict(result), **sources})
     else:
         print(render.to_table(result))
+        print(f"model dimensions: {sources['model_source']}")
+        print(f"device total: {sources['device_source']}")
     return int(ExitCode.OK if result.fits else ExitCode.NEGATIVE)
