@@ -50,7 +50,8 @@ def test_an_unexpected_error_is_one_line_with_exit_3(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert "unexpected ZeroDivisionError: division by zero" in err[0]
-    assert "report" in err[0] and "--debug" in err[0]
+    assert "report" in err[0]
+    assert "--debug" in err[0]
 
 
 def test_debug_shows_the_traceback(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -86,7 +86,7 @@ def test_unreadable_config_files_are_config_errors(tmp_path: Path, content: str,
 
 
 def test_a_folder_without_config_json_and_a_plain_file_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="no config.json"):
+    with pytest.raises(ConfigError, match=r"no config\.json"):
         resolve(str(tmp_path))
     (tmp_path / "weights.bin").write_bytes(b"")
     with pytest.raises(ConfigError, match="is a file"):
@@ -95,7 +95,7 @@ def test_a_folder_without_config_json_and_a_plain_file_are_refused(tmp_path: Pat
 
 def test_another_architecture_is_unavailable_for_planning(tmp_path: Path) -> None:
     cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 8}
-    with pytest.raises(ModelConfigUnavailable, match="describes a llama model.*Qwen2.5-VL only"):
+    with pytest.raises(ModelConfigUnavailable, match=r"describes a llama model.*Qwen2\.5-VL only"):
         resolve(str(write(tmp_path, cfg)))
 
 
@@ -106,7 +106,7 @@ def test_quantization_comes_from_the_config(tmp_path: Path) -> None:
     # The checkpoint's 8 bits count, not GPTQ's usual 4.
     assert weight_bytes(m, 2, 1, "gptq") > weight_bytes(m, 2, 1, "awq")
     cfg = qwen_config(quantization_config={"bits": 4})
-    with pytest.raises(ConfigError, match="quantization_config.quant_method=None"):
+    with pytest.raises(ConfigError, match=r"quantization_config\.quant_method=None"):
         resolve(str(write(tmp_path, cfg)))
 
 

@@ -50,8 +50,17 @@ def test_the_static_quantization_list_is_the_installed_vllms() -> None:
     assert validate.accepted_quantizations() == tuple(QUANTIZATION_METHODS)  # vLLM loaded: its own list
 
 
-@pytest.mark.parametrize(("backend", "size", "ok"), [("hpu", 128, True), ("hpu", 7, False), ("cuda", 16, True),
-                                                     ("cuda", 24, False), ("cpu", 7, True), ("hpu", 48, True)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("backend", "size", "ok"),
+    [
+        ("hpu", 128, True),
+        ("hpu", 7, False),
+        ("cuda", 16, True),
+        ("cuda", 24, False),
+        ("cpu", 7, True),
+        ("hpu", 48, True),
+    ],
+)
 def test_block_sizes_per_backend(backend: str, size: int, ok: bool) -> None:
     if ok:
         validate.check_block_size(backend, size, "--block-size")

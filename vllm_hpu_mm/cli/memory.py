@@ -43,8 +43,12 @@ def add_plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="auto",
                    help="vLLM's --dtype: auto (the checkpoint's bfloat16), bfloat16, float16, half, float32, float "
                    "(default: auto)")  # fmt: skip
-    p.add_argument("--tensor-parallel-size", type=int, default=1,
-                   help="tensor-parallel ranks sharing the model; must divide the attention heads (default: 1)")  # fmt: skip
+    p.add_argument(
+        "--tensor-parallel-size",
+        type=int,
+        default=1,
+        help="tensor-parallel ranks sharing the model; must divide the attention heads (default: 1)",
+    )
     p.add_argument(
         "--gpu-memory-utilization",
         type=float,
@@ -54,8 +58,12 @@ def add_plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-model-len", type=int, default=None, help="longest sequence (default: the model's 128000)")
     p.add_argument("--max-num-seqs", type=int, default=None, help="most sequences per step (default 256)")
     p.add_argument("--max-num-batched-tokens", type=int, default=None, help="most tokens per step (default 8192)")
-    p.add_argument("--block-size", type=int, default=None,
-                   help="KV block size; a multiple of 16 on HPU and CUDA (default: 128 on HPU and CPU, 16 on CUDA)")  # fmt: skip
+    p.add_argument(
+        "--block-size",
+        type=int,
+        default=None,
+        help="KV block size; a multiple of 16 on HPU and CUDA (default: 128 on HPU and CPU, 16 on CUDA)",
+    )
     p.add_argument(
         "--buckets",
         default=None,

@@ -44,6 +44,8 @@ class Request:
     quantization: str | None = None
     #: Names of the flags, for error messages (serve spells some of them differently).
     flag_prefix: str = "--"
+    #: The Hub revision whose cached config.json to read (vLLM's --revision); None: main.
+    revision: str | None = None
 
 
 def check_ratio(value: float, flag: str, *, allow_zero: bool = True) -> float:
@@ -84,11 +86,12 @@ def provenance(r: Request, i: PlanInputs) -> dict[str, str]:
 def build(r: Request, settings: Settings) -> PlanInputs:
     """Resolve defaults and validate; raises :class:`ConfigError` naming the flag or variable."""
     f = r.flag_prefix
-    model = resolve_model(r.model, source=f"{f}model")
+    model = resolve_model(r.model, source=f"{f}model", revision=r.revision)
     size = dtype_bytes(r.dtype, source=f"{f}dtype")
     check_positive(r.tensor_parallel_size, f"{f}tensor-parallel-size")
     for value, name in ((r.max_model_len, "max-model-len"), (r.max_num_seqs, "max-num-seqs"),
-                        (r.max_num_batched_tokens, "max-num-batched-tokens"), (r.block_size, "block-size")):  # fmt: skip
+                        (r.max_num_batched_tokens, "max-num-batched-tokens"),
+                        (r.block_size, "block-size")):  # fmt: skip
         check_positive(value, f + name)
     check_positive(r.kv_cache_memory_bytes, f"{f}kv-cache-memory-bytes", maximum=int(validate.MAX_MEMORY_GIB) * GIB)
     check_memory(r.free_memory_gib, f"{f}free-memory-gib")

@@ -18,7 +18,7 @@ from vllm_hpu_mm.errors import ConfigError, ModelConfigUnavailable
 from vllm_hpu_mm.memory.model_config import dims_from_config, read_config_json
 from vllm_hpu_mm.memory.models import CATALOG, ModelDims
 
-__all__ = ["catalog_by_id", "from_hf_cache", "quantization_from_id", "resolve"]
+__all__ = ["catalog_by_id", "from_hf_cache", "plan_skipped_warning", "quantization_from_id", "resolve"]
 
 #: "Qwen2.5-VL" then the size in billions, in the spellings model ids use (qwen2.5-vl-7b, Qwen2_5_VL_72B, ...).
 _FAMILY_SIZE = re.compile(r"qwen[-_ ]?2(?:\.|_|-|)5[-_ ]?vl[-_ ]?(\d+)b(?![a-z0-9])", re.IGNORECASE)
@@ -95,4 +95,12 @@ def resolve(model: str, *, source: str = "--model", revision: str | None = None)
         f"{source}={model!r}: no config.json found ({where}, and not a Qwen2.5-VL id of a known size: "
         f"{', '.join(CATALOG)}); accepted: a local model folder, a model id whose config.json is in the Hugging "
         "Face cache (huggingface-cli download MODEL config.json), or an id naming Qwen2.5-VL 3B/7B/32B/72B"
+    )
+
+
+def plan_skipped_warning(exc: ModelConfigUnavailable) -> str:
+    """The one-line warning ``serve`` prints when it launches without a plan because no config could be found."""
+    return (
+        f"the memory plan was skipped: {exc}. The server starts with vLLM's own memory settings; to get a plan, "
+        "fetch only the config (huggingface-cli download MODEL config.json) or pass a local model folder"
     )
