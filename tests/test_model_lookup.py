@@ -11,7 +11,7 @@ import pytest
 
 from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.errors import ConfigError, ModelConfigUnavailable
-from vllm_hpu_mm.memory.model_lookup import catalog_by_id, quantization_from_id, resolve
+from vllm_hpu_mm.memory.model_lookup import catalog_by_id, plan_skipped_warning, quantization_from_id, resolve
 from vllm_hpu_mm.memory.models import CATALOG, weight_bytes
 
 
@@ -187,3 +187,12 @@ def test_a_fine_tune_id_plans_through_the_cli(hf_cache: Path, capsys: pytest.Cap
     assert "parsed from the id" in out["model_source"]
     assert main(["memory", "plan", "--model", "meta-llama/Llama-3-8B"]) == 2
     assert "no config.json found" in capsys.readouterr().err
+
+
+def test_the_skip_warning_says_how_to_give_a_config(hf_cache: Path) -> None:
+    with pytest.raises(ModelConfigUnavailable) as info:
+        resolve("meta-llama/Llama-3-8B")
+    warning = plan_skipped_warning(info.value)
+    assert warning.startswith("the memory plan was skipped: --model='meta-llama/Llama-3-8B'")
+    assert "huggingface-cli download MODEL config.json" in warning
+    assert "\n" not in warning

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -127,3 +128,30 @@ def test_the_checkpoints_quantization_is_planned_unless_the_flag_says_otherwise(
     assert build(Request(model="Qwen/Qwen2.5-VL-7B-Instruct-AWQ"), settings).quantization == "awq"
     assert build(Request(model="Qwen/Qwen2.5-VL-7B-Instruct-AWQ", quantization="awq_marlin"),
                  settings).quantization == "awq_marlin"  # fmt: skip
+
+
+def test_auto_reads_the_device_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    reading = devices.MemoryReading("cuda", 85_029_158_912, 84_000_000_000, "torch.cuda.mem_get_info")
+    monkeypatch.setattr(devices, "read_device", lambda backend="auto": reading)
+    r = Request(model=M7.name, device="auto")
+    i = build(r, load({}))
+    assert (i.backend, i.total_bytes, i.free_before_load_bytes, i.block_size) == ("cuda", reading.total_bytes,
+                                                                                  reading.free_bytes, 16)  # fmt: skip
+    assert provenance(r, i)["device_source"] == "read at plan time with torch.cuda.mem_get_info"
+
+
+def test_cpu_plans_with_vllms_cpu_block_size() -> None:
+    # vLLM 0.32 platforms/cpu.py: block_size 128 unless the user sets one.
+    assert build(Request(model=M7.name, device="cpu"), load({})).block_size == 128
+
+
+def test_the_plan_output_names_the_totals_source(capsys: pytest.CaptureFixture[str]) -> None:
+    from vllm_hpu_mm.cli.main import main
+
+    assert main(["memory", "plan", "--device", "h100"]) == 0
+    assert "device total: 79.19 GiB: torch.cuda.mem_get_info" in capsys.readouterr().out
+    assert main(["memory", "plan", "--device", "gaudi2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert round(out["total_bytes"] / GIB, 2) == 94.62
+    assert out["device_source"].startswith("94.62 GiB: HPU total in HabanaAI/vllm-fork logs")
+    assert out["model_source"] == "catalog: Qwen/Qwen2.5-VL-7B-Instruct"
