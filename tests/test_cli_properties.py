@@ -29,7 +29,12 @@ floats = st.floats(allow_nan=True, allow_infinity=True).map(lambda x: repr(x) if
 #: Integers from small to far beyond any int64.
 integers = st.one_of(st.integers(-(2**70), 2**70), st.integers(-3, 300)).map(str)
 #: Any text, and number-ish text (underscores, exponents, signs, spaces, hex).
-strings = st.one_of(st.text(max_size=30), st.from_regex(r"\A[ +\-]?[0-9_.eExXa-f]{0,12}[ ]?\Z"))
+strings = st.one_of(
+    st.text(max_size=30),
+    st.from_regex(r"\A[ +\-]?[0-9_.eExXa-f]{0,12}[ ]?\Z"),
+    st.from_regex(r"\A[~./]?[a-zA-Z0-9_.\-/~ ]{0,8}\Z"),  # path- and id-like strings
+    st.integers(250, 5000).map(lambda n: "x" * n),  # longer than any file name
+)
 values = st.one_of(floats, integers, strings)
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)

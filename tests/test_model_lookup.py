@@ -164,6 +164,18 @@ def test_an_unknown_id_says_what_was_tried(hf_cache: Path) -> None:
         resolve("not a//valid repo id")
 
 
+@pytest.mark.parametrize("model", ["~no-such-user-here/model", "a" * 5000, "x/" + "b" * 300])
+def test_ids_the_file_system_cannot_even_look_up_are_unavailable(hf_cache: Path, model: str) -> None:
+    with pytest.raises(ModelConfigUnavailable):
+        resolve(model)
+
+
+@pytest.mark.parametrize("model", ["", "  ", "Qwen/Qwen2.5-VL-7B-Instruct\n", "a\x00b", "x\ty"])
+def test_empty_ids_and_control_characters_are_refused(model: str) -> None:
+    with pytest.raises(ConfigError, match="empty or holds control characters"):
+        resolve(model)
+
+
 @pytest.mark.parametrize(
     ("model_id", "expected"),
     [("Qwen/Qwen2.5-VL-7B-Instruct-AWQ", ("awq", 4)), ("x/Qwen2.5-VL-72B-Instruct-GPTQ-Int8", ("gptq", 8)),

@@ -72,16 +72,21 @@ def resolve(model: str, *, source: str = "--model", revision: str | None = None)
 
     Raises ConfigError for a config with a bad field, and ModelConfigUnavailable when no config can be found.
     """
-    if not model.strip():
-        raise ConfigError(f"{source}={model!r} is empty; accepted: a model id or a local folder with config.json")
-    path = Path(model).expanduser()
-    if path.is_dir():
+    if not model.strip() or not model.isprintable():
+        raise ConfigError(f"{source}={model!r} is empty or holds control characters; accepted: a model id or a local "
+                          "folder with config.json")  # fmt: skip
+    try:
+        path = Path(model).expanduser()
+        is_dir, exists = path.is_dir(), path.exists()
+    except (OSError, RuntimeError, ValueError):  # an unknown ~user, a name too long for the file system
+        path, is_dir, exists = Path(model), False, False
+    if is_dir:
         config = path / "config.json"
         if not config.is_file():
             raise ConfigError(f"{source}={model!r}: the folder has no config.json; accepted: a model folder")
         cfg = read_config_json(config, source=f"{source}={model!r}")
         return dims_from_config(cfg, name=model, path=config, source=f"config.json in {path}")
-    if path.exists():
+    if exists:
         raise ConfigError(f"{source}={model!r} is a file; accepted: a model folder holding config.json, or a model id")
     cached = None if _PATH_LIKE.match(model) else from_hf_cache(model.strip(), revision)
     if cached is not None:
