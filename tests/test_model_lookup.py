@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -208,3 +211,18 @@ def test_the_skip_warning_says_how_to_give_a_config(hf_cache: Path) -> None:
     assert warning.startswith("the memory plan was skipped: --model='meta-llama/Llama-3-8B'")
     assert "huggingface-cli download MODEL config.json" in warning
     assert "\n" not in warning
+
+
+def test_huggingface_hubs_own_variables_point_at_the_cache(tmp_path: Path) -> None:
+    # A new process with HF_HOME set: huggingface_hub resolves <HF_HOME>/hub itself; we never build cache paths.
+    cache_config(tmp_path / "hub", "someorg/my-vl-finetune", qwen_config(num_hidden_layers=3))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "VLLM_"))}
+    env.update({"HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).parent.parent)})
+    done = subprocess.run([sys.executable, "-m", "vllm_hpu_mm.cli.main", "memory", "plan", "--model",
+                           "someorg/my-vl-finetune", "--json"], capture_output=True, text=True, env=env, timeout=120,
+                          check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["model_source"] == f"Hugging Face cache: {tmp_path / 'hub' / 'models--someorg--my-vl-finetune'}" + (
+        "/snapshots/0123abcd/config.json"
+    )
