@@ -3,17 +3,21 @@
 #
 #   scripts/tune-plan.sh [memory-plan flags...]
 #   e.g. scripts/tune-plan.sh --model Qwen/Qwen2.5-VL-7B-Instruct --device gaudi2 --max-model-len 32768
-#        scripts/tune-plan.sh --free-memory-gib 100 --gpu-memory-utilization 1 --graph-prompt-ratio 0.2
+#        scripts/tune-plan.sh --total-memory-gib 100 --free-memory-gib 100 --gpu-memory-utilization 1
+#        scripts/tune-plan.sh ... --json     # only the plan's JSON object, nothing else
 #
 # Prints the plan table, then the environment to export for the next step. Exit 0: fits; 1: does not fit (the
-# table's "fix:" lines say what to change); 2: bad input.
+# table's "fix:" lines say what to change); 2: bad input; 3: unexpected error; any other failure: non-zero.
 set -uo pipefail
 CLI=${VLLM_HPU_MM:-vllm-hpu-mm}
-if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,9p' "$0"; exit 0; fi
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,10p' "$0"; exit 0; fi
+for arg in "$@"; do
+    if [[ "$arg" == "--json" ]]; then exec "$CLI" memory plan "$@"; fi
+done
 
 "$CLI" memory plan "$@"
 code=$?
-if [[ $code -eq 2 ]]; then exit 2; fi
+if [[ $code -ne 0 && $code -ne 1 ]]; then exit "$code"; fi
 echo
 echo "# environment for scripts/tune-launch.sh (from the plan):"
 "$CLI" memory plan "$@" --json | python3 -c '
@@ -27,4 +31,10 @@ if p["vision_buckets_captured"]:
 for w in p["warnings"]:
     print("# " + w["severity"] + ": " + w["fix"])
 '
-exit $code
+statuses=("${PIPESTATUS[@]}")
+if [[ ${statuses[1]} -ne 0 ]]; then echo "tune-plan.sh: error: could not read the plan's JSON" >&2; exit 3; fi
+if [[ ${statuses[0]} -ne $code ]]; then
+    echo "tune-plan.sh: error: the JSON plan exited ${statuses[0]}, the table $code" >&2
+    exit 3
+fi
+exit "$code"

@@ -10,7 +10,7 @@ from vllm_hpu_mm.cli.main import main
 
 GIB = 2**30
 GUIDE = [
-    *("memory", "plan", "--free-memory-gib", "100", "--gpu-memory-utilization", "1"),
+    *("memory", "plan", "--total-memory-gib", "100", "--free-memory-gib", "100", "--gpu-memory-utilization", "1"),
     *("--graph-reserved-mem", "0.1", "--graph-prompt-ratio", "0.2", "--graph-multimodal-prompt-ratio", "0.3"),
 ]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -53,8 +54,12 @@ def test_kv_bytes_per_token_is_2_layers_kv_heads_head_dim_dtype_over_tp() -> Non
 
 
 def test_short_catalog_names_resolve() -> None:
-    assert resolve_model("qwen2.5-vl-7b") is CATALOG["Qwen/Qwen2.5-VL-7B-Instruct"]
-    assert resolve_model("Qwen2.5-VL-32B-Instruct") is CATALOG["Qwen/Qwen2.5-VL-32B-Instruct"]
+    assert resolve_model("Qwen/Qwen2.5-VL-7B-Instruct") is CATALOG["Qwen/Qwen2.5-VL-7B-Instruct"]
+    for short, full in (("qwen2.5-vl-7b", "Qwen/Qwen2.5-VL-7B-Instruct"),
+                        ("Qwen2.5-VL-32B-Instruct", "Qwen/Qwen2.5-VL-32B-Instruct")):  # fmt: skip
+        m = resolve_model(short)
+        assert m.name == short
+        assert dataclasses.replace(m, name=full, source=CATALOG[full].source) == CATALOG[full]
 
 
 def test_unknown_model_names_the_flag_and_the_accepted_names() -> None:
@@ -84,20 +89,32 @@ def test_a_folder_without_a_vision_config_is_rejected(tmp_path: Path) -> None:
         resolve_model(str(tmp_path))
 
 
-def test_dtype_spellings() -> None:
-    assert dtype_bytes("auto") == dtype_bytes("bf16") == 2
-    assert dtype_bytes("float32") == 4
-    with pytest.raises(ConfigError, match="--dtype='int3'"):
-        dtype_bytes("int3")
+def test_dtype_spellings_are_vllms() -> None:
+    assert dtype_bytes("auto") == dtype_bytes("bfloat16") == dtype_bytes("half") == 2
+    assert dtype_bytes("float32") == dtype_bytes("float") == 4
+    # vLLM 0.32's --dtype choices only: int8 / fp8 are quantization or KV-cache dtypes there, bf16 is no spelling.
+    for bad in ("int3", "int8", "fp8", "bf16"):
+        with pytest.raises(ConfigError, match=f"--dtype='{bad}'.*accepted: auto, bfloat16"):
+            dtype_bytes(bad)
 
 
-def test_known_devices_are_nominal_and_unknown_ones_are_named() -> None:
-    assert devices.KNOWN_DEVICES["gaudi2"].total_bytes == 96 * 10**9
-    assert devices.KNOWN_DEVICES["gaudi3"].total_bytes == 128 * 10**9
-    assert devices.KNOWN_DEVICES["h100"].total_bytes == 80 * 10**9
-    assert devices.KNOWN_DEVICES["h200"].total_bytes == 141 * 10**9
+def test_known_devices_use_the_runtime_totals_with_their_source() -> None:
+    gib = 2**30
+    assert devices.KNOWN_DEVICES["h100"].total_bytes / gib == pytest.approx(79.19, abs=0.005)
+    assert devices.KNOWN_DEVICES["gaudi2"].total_bytes / gib == pytest.approx(94.62, abs=0.005)
+    assert devices.KNOWN_DEVICES["h200"].total_bytes / gib == pytest.approx(139.80, abs=0.005)
+    assert devices.KNOWN_DEVICES["gaudi3"].total_bytes == 128 * gib
+    assert "nominal" in devices.KNOWN_DEVICES["gaudi3"].source
+    for spec in devices.KNOWN_DEVICES.values():
+        assert f"{spec.total_bytes / gib:.2f}".rstrip("0").rstrip(".") in spec.source
     with pytest.raises(ConfigError, match="--device='tpu'"):
         devices.device_spec("tpu")
+
+
+def test_the_gaudi2_total_is_the_one_its_log_prints() -> None:
+    log = (Path(__file__).parent / "data" / "logs" / "vllm_fork_345_gaudi_no_oom.log").read_text()
+    assert "GiB/94.62 GiB used" in log
+    assert "vllm_fork_345_gaudi_no_oom.log" in devices.KNOWN_DEVICES["gaudi2"].source
 
 
 def test_auto_device_reads_real_memory_on_this_machine() -> None:

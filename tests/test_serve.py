@@ -24,7 +24,7 @@ def cache_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return tmp_path / "cache"
 
 
-class Exec(Exception):
+class Exec(BaseException):  # not an Exception: main() turns those into exit 3
     """Raised by the fake execvpe so that the test sees what would have replaced the process."""
 
 

@@ -6,7 +6,8 @@ everything. Each concrete class also derives from the built-in it refines (``Val
 
     VllmHpuMmError
     ├── ConfigError(ValueError)        bad environment variable, flag, bucket list or ratio: fails at startup
-    │   └── BucketError                a bucket list that cannot be used (not multiples of 64, duplicates, ...)
+    │   ├── BucketError                a bucket list that cannot be used (not multiples of 64, duplicates, ...)
+    │   └── ModelConfigUnavailable     no usable Qwen2.5-VL config.json for a model id: the plan cannot be made
     ├── ImageError(ValueError)         an image we cannot or will not process: maps to an HTTP 4xx
     │   └── OversizeImageError         larger than the largest bucket under the ``reject`` policy
     ├── PlanError(RuntimeError)        a memory plan that cannot fit the device
@@ -29,6 +30,14 @@ class ConfigError(VllmHpuMmError, ValueError):
 
 class BucketError(ConfigError):
     """A vision bucket list is invalid or does not cover the configured pixel range."""
+
+
+class ModelConfigUnavailable(ConfigError):
+    """No Qwen2.5-VL ``config.json`` can be found for a model (not a local folder, not in the Hugging Face cache, not
+    a recognisable Qwen2.5-VL id), or the one found is another architecture.
+
+    ``memory plan`` exits 2 on it; ``serve`` may launch anyway, without a plan, and warn how to give a config.
+    """
 
 
 class ImageError(VllmHpuMmError, ValueError):

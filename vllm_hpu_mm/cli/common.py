@@ -1,4 +1,8 @@
-"""Shared pieces of the CLI: exit codes, JSON output, the error line."""
+"""Shared pieces of the CLI: exit codes, JSON output, the error line.
+
+The exit-code contract of every subcommand: 0 ok; 1 a negative answer (the plan does not fit, an OOM was found,
+a check failed); 2 invalid input (one line on stderr, nothing started); 3 an unexpected error (a bug: one line
+and a hint to report it; the traceback only under ``vllm-hpu-mm --debug``)."""
 
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ class ExitCode(enum.IntEnum):
     NEGATIVE = 1
     #: Invalid input or configuration; nothing was started.
     USAGE = 2
+    #: An unexpected error (a bug in vllm-hpu-mm or a library): one line, a hint to report it.
+    INTERNAL = 3
 
 
 def print_json(obj: Any) -> None:

@@ -1,16 +1,21 @@
-"""Entry point of the ``vllm-hpu-mm`` command."""
+"""Entry point of the ``vllm-hpu-mm`` command, and the one place the exit-code contract is enforced
+(:class:`~vllm_hpu_mm.cli.common.ExitCode`): argument errors and our own errors exit 2 with one line, anything
+unexpected exits 3 with one line and a hint to report it (the traceback only under ``--debug``)."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from vllm_hpu_mm import __version__
 from vllm_hpu_mm.cli.common import ExitCode, fail
 from vllm_hpu_mm.errors import VllmHpuMmError
+
+__all__ = ["build_parser", "main"]
 
 # One module per subcommand, in the order of the flow. Each has add_parser(subparsers) and run(args) -> int.
 SUBCOMMANDS = (
@@ -19,6 +24,7 @@ SUBCOMMANDS = (
     "vllm_hpu_mm.cli.serve",
     "vllm_hpu_mm.cli.oom_doctor",
 )
+REPORT_HINT = "this is a bug in vllm-hpu-mm: please report it with the command line (rerun with --debug for details)"
 
 
 class _Subcommand(Protocol):
@@ -35,9 +41,12 @@ class _ArgumentParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _ArgumentParser(
         prog="vllm-hpu-mm",
-        description="Plan vision buckets and device memory for Qwen2.5-VL on vLLM (Gaudi, NVIDIA, CPU), and serve.",
+        description="Plan vision buckets and device memory for Qwen2.5-VL on vLLM (Gaudi, NVIDIA, CPU), and serve. "
+        "Exit codes: 0 ok, 1 negative answer (does not fit, OOM found, check failed), 2 invalid input, "
+        "3 unexpected error.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error (default: off)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_ArgumentParser)
     subparsers.required = True
     for name in SUBCOMMANDS:
@@ -46,19 +55,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _exit_status(exc: SystemExit) -> int:
+    """argparse's (or a library's) SystemExit as an exit status: ints pass, a message is printed and means 2."""
+    if exc.code is None or isinstance(exc.code, int):
+        return int(exc.code or 0)
+    print(f"vllm-hpu-mm: error: {exc.code}", file=sys.stderr)
+    return int(ExitCode.USAGE)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    # Only `serve` forwards arguments it does not know (to vLLM's own parser); everywhere else they are errors.
-    if extra and not getattr(args, "accepts_extra", False):
-        parser.error("unrecognized arguments: " + " ".join(extra))
-    args.extra = extra
+    """Run one command; always returns an exit status (never raises, except to exec the server)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv  # until parsed: an error while building the parser is shown in full too
     try:
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
+        # Only `serve` forwards arguments it does not know (to vLLM's own parser); everywhere else they are errors.
+        if extra and not getattr(args, "accepts_extra", False):
+            parser.error("unrecognized arguments: " + " ".join(extra))
+        args.extra = extra
+        debug = bool(args.debug)
         code: int = args.func(args)
+    except SystemExit as exc:
+        return _exit_status(exc)
     except VllmHpuMmError as exc:
         return fail(str(exc))
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # the contract's last line: never a bare traceback
+        if debug:
+            traceback.print_exc()
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return fail(f"unexpected {type(exc).__name__}: {first}; {REPORT_HINT}", ExitCode.INTERNAL)
     return code
 
 

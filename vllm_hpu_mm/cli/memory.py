@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.common import ExitCode, print_json
+from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
 from vllm_hpu_mm.memory import render
 from vllm_hpu_mm.memory.bucket_choice import choose, read_sizes
 from vllm_hpu_mm.memory.devices import DEVICE_CHOICES
 from vllm_hpu_mm.memory.exports import ServerFlags, exports_for
-from vllm_hpu_mm.memory.inputs import Request, build
+from vllm_hpu_mm.memory.inputs import Request, build, provenance
 from vllm_hpu_mm.memory.models import DEFAULT_MODEL
 from vllm_hpu_mm.memory.runtimes import RUNTIME_CHOICES
 from vllm_hpu_mm.memory.vision_cost import PoolMode
@@ -21,13 +21,16 @@ def add_plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
         default=DEFAULT_MODEL,
-        help="a local model folder with config.json, or a catalog name: Qwen/Qwen2.5-VL-{3B,7B,32B,72B}-Instruct",
+        help="a local model folder with config.json, or a Hugging Face id: its config.json from the local Hugging "
+        "Face cache (never downloaded), else the catalog size named in the id (Qwen2.5-VL 3B/7B/32B/72B, quantization "
+        f"from -AWQ/-GPTQ/-FP8) (default: {DEFAULT_MODEL})",
     )
     p.add_argument(
         "--device",
         default="gaudi2",
-        help=f"one of {', '.join(DEVICE_CHOICES)} "
-        "(named devices use nominal totals; auto reads the accelerator, cpu reads host memory)",
+        help=f"one of {', '.join(DEVICE_CHOICES)} (default: gaudi2); named devices plan against the total their "
+        "runtime reports (h100 79.19 GiB, gaudi2 94.62 GiB, h200 139.80 GiB; gaudi3 128 GiB nominal), auto reads the "
+        "accelerator, cpu reads host memory (shared by --tensor-parallel-size ranks)",
     )
     p.add_argument(
         "--free-memory-gib",
@@ -36,8 +39,12 @@ def add_plan_arguments(p: argparse.ArgumentParser) -> None:
         help="free device memory after weights and profiling, in GiB (the guide's starting point); "
         "default: estimated from the device",
     )
-    p.add_argument("--total-memory-gib", type=float, default=None, help="override the device's total memory, GiB")
-    p.add_argument("--dtype", default="auto", help="weight/KV dtype: auto (bfloat16), bfloat16, float16, float32, fp8")
+    p.add_argument("--total-memory-gib", type=float, default=None,
+                   help="override the device's total memory, GiB (on cpu: the host's, shared by the TP ranks) "
+                   "(default: the device's)")  # fmt: skip
+    p.add_argument("--dtype", default="auto",
+                   help="vLLM's --dtype: auto (the checkpoint's bfloat16), bfloat16, float16, half, float32, float "
+                   "(default: auto)")  # fmt: skip
     p.add_argument(
         "--runtime",
         default="auto",
@@ -45,7 +52,10 @@ def add_plan_arguments(p: argparse.ArgumentParser) -> None:
         "device's: vllm-gaudi on HPU, vllm-cuda, vllm-cpu); it decides which knobs are exported",
     )
     p.add_argument(
-        "--tensor-parallel-size", type=int, default=1, help="tensor-parallel ranks sharing the model (default 1)"
+        "--tensor-parallel-size",
+        type=int,
+        default=1,
+        help="tensor-parallel ranks sharing the model; must divide the attention heads (default: 1)",
     )
     p.add_argument("--pipeline-parallel-size", type=int, default=1,
                    help="pipeline stages; the plan is per card of the first stage (default 1)")  # fmt: skip
@@ -80,7 +90,12 @@ def add_plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-model-len", type=int, default=None, help="longest sequence (default: the model's 128000)")
     p.add_argument("--max-num-seqs", type=int, default=None, help="most sequences per step (default 256)")
     p.add_argument("--max-num-batched-tokens", type=int, default=None, help="most tokens per step (default 8192)")
-    p.add_argument("--block-size", type=int, default=None, help="KV block size (default: 128 on HPU, 16 elsewhere)")
+    p.add_argument(
+        "--block-size",
+        type=int,
+        default=None,
+        help="KV block size; a multiple of 16 on HPU and CUDA (default: 128 on HPU and CPU, 16 on CUDA)",
+    )
     p.add_argument(
         "--buckets",
         default=None,
@@ -116,16 +131,19 @@ def add_plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--quantization",
         default=None,
-        help="vLLM's --quantization method, for the weight size (fp8-family: 1 byte, awq/gptq: 0.5 byte)",
+        help="vLLM's --quantization method, for the weight size (fp8 family: 1 byte, awq/gptq: 0.5 byte; one of "
+        "vLLM's methods) (default: the checkpoint's quantization_config, or the id's -AWQ/-GPTQ/-FP8)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    memory = subparsers.add_parser("memory", help="device-memory planning", description=__doc__)
+    memory = subparsers.add_parser("memory", help="device-memory planning", description=help_text(__doc__))
     sub = memory.add_subparsers(dest="memory_command", metavar="ACTION")
     sub.required = True
-    p = sub.add_parser("plan", help="plan KV cache and graph memory for a model on a device", description=__doc__)
+    p = sub.add_parser(
+        "plan", help="plan KV cache and graph memory for a model on a device", description=help_text(__doc__)
+    )
     add_plan_arguments(p)
     p.set_defaults(func=run)
 
@@ -160,15 +178,19 @@ def request_from_args(args: argparse.Namespace) -> Request:
 
 def run(args: argparse.Namespace) -> int:
     settings = envs.load()
-    inputs = build(request_from_args(args), settings)
+    request = request_from_args(args)
+    inputs = build(request, settings)
     sizes = read_sizes(args.sizes, flag="--sizes") if args.sizes is not None else None
     result, choice = choose(
         inputs, sizes, max_buckets=args.max_buckets, mode=settings.align_mode, keep=args.keep_buckets
     )
     flags = ServerFlags(user_env=envs.runtime_environ(), skip_warmup=settings.skip_warmup)
     exports = exports_for(result, flags)
+    sources = provenance(request, result.inputs)
     if args.json:
-        print_json(render.to_dict(result, exports, choice))
+        print_json({**render.to_dict(result, exports, choice), **sources})
     else:
         print(render.to_table(result, exports, choice))
+        print(f"model dimensions: {sources['model_source']}")
+        print(f"device total: {sources['device_source']}")
     return int(ExitCode.OK if result.fits else ExitCode.NEGATIVE)

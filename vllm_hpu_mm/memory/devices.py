@@ -1,6 +1,8 @@
-"""Device memory: a small table of known accelerators (nominal sizes) and lazy readers of the real free memory.
+"""Device memory: known accelerators with the totals their runtimes report, and lazy readers of the real memory.
 
-Nothing here imports torch or habana_frameworks at module load; a reader imports what it needs when called.
+A named device plans against the total the runtime itself reports for one card (what ``mem_get_info`` or the
+runtime's log prints), not the vendor's decimal headline: an "80 GB" H100 reports 79.19 GiB. Each total carries
+its source. Nothing here imports torch or habana_frameworks at module load; a reader imports what it needs.
 """
 
 from __future__ import annotations
@@ -10,6 +12,21 @@ import importlib
 from typing import Any
 
 from vllm_hpu_mm.errors import BackendError, ConfigError
+
+__all__ = [
+    "DEFAULT_BLOCK_SIZE",
+    "DEVICE_CHOICES",
+    "KNOWN_DEVICES",
+    "READING_SOURCE",
+    "DeviceSpec",
+    "MemoryReading",
+    "device_spec",
+    "read_cpu",
+    "read_cuda",
+    "read_device",
+    "read_hpu",
+    "reading_spec",
+]
 
 GB = 10**9
 GIB = 2**30
@@ -24,19 +41,40 @@ class DeviceSpec:
     total_bytes: int
     #: vLLM's default KV block size on this backend (tokens per block).
     block_size: int
+    #: Where ``total_bytes`` comes from (a runtime reading, a public log, or a nominal figure), shown in the plan.
+    source: str = ""
 
 
-#: Nominal memory of known devices (the vendors' headline figures, GB = 1e9 bytes); the usable amount is lower.
+def _gib(value: float) -> int:
+    """Bytes of a total printed in GiB with two decimals (the figure is all the sources give)."""
+    return round(value * GIB)
+
+
+#: vLLM's default block size per backend (vLLM 0.32 CacheConfig / platforms/cpu.py: 16 on CUDA, 128 on CPU;
+#: vllm-gaudi 091bbadd platform.py: 128 on HPU).
+DEFAULT_BLOCK_SIZE: dict[str, int] = {"cuda": 16, "cpu": 128, "hpu": 128}
+
+#: One card's total as its runtime reports it.
 KNOWN_DEVICES: dict[str, DeviceSpec] = {
     d.name: d
     for d in (
-        DeviceSpec("gaudi2", "hpu", 96 * GB, 128),
-        DeviceSpec("gaudi3", "hpu", 128 * GB, 128),
-        DeviceSpec("h100", "cuda", 80 * GB, 16),
-        DeviceSpec("h200", "cuda", 141 * GB, 16),
+        DeviceSpec("gaudi2", "hpu", _gib(94.62), 128,
+                   "94.62 GiB: HPU total in HabanaAI/vllm-fork logs ('... GiB/94.62 GiB used', vllm-fork issue 345, "
+                   "tests/data/logs/vllm_fork_345_gaudi_no_oom.log; hl-smi: 98304 MiB)"),
+        DeviceSpec("gaudi3", "hpu", 128 * GIB, 128,
+                   "128 GiB nominal: hl-smi memory.total 131072 MiB of an HL-325L (no public runtime log of its "
+                   "usable total found; expect about 1.4 GiB less, as on Gaudi2); give --total-memory-gib to correct"),
+        DeviceSpec("h100", "cuda", _gib(79.19), 16,
+                   "79.19 GiB: torch.cuda.mem_get_info total of an H100 80GB HBM3 (PyTorch OOM messages 'total "
+                   "capacity of 79.19 GiB'; nvidia-smi: 81559 MiB)"),
+        DeviceSpec("h200", "cuda", _gib(139.80), 16,
+                   "139.80 GiB: torch.cuda.mem_get_info total of an H200 141GB (PyTorch OOM messages 'total capacity "
+                   "of 139.80 GiB' in public H200 logs)"),
     )
-}
+}  # fmt: skip
 DEVICE_CHOICES = (*KNOWN_DEVICES, "cpu", "auto")
+#: What reads the memory of each backend (``auto``, ``cpu``).
+READING_SOURCE = {"hpu": "torch.hpu.mem_get_info", "cuda": "torch.cuda.mem_get_info", "cpu": "psutil.virtual_memory"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +102,7 @@ def read_hpu() -> MemoryReading | None:
     if not torch.hpu.is_available():
         return None
     free, total = torch.hpu.mem_get_info()
-    return MemoryReading("hpu", int(total), int(free), "torch.hpu.mem_get_info")
+    return MemoryReading("hpu", int(total), int(free), READING_SOURCE["hpu"])
 
 
 def read_cuda() -> MemoryReading | None:
@@ -72,14 +110,14 @@ def read_cuda() -> MemoryReading | None:
     if torch is None or not torch.cuda.is_available():
         return None
     free, total = torch.cuda.mem_get_info()
-    return MemoryReading("cuda", int(total), int(free), "torch.cuda.mem_get_info")
+    return MemoryReading("cuda", int(total), int(free), READING_SOURCE["cuda"])
 
 
 def read_cpu() -> MemoryReading:
     import psutil
 
     vm = psutil.virtual_memory()
-    return MemoryReading("cpu", int(vm.total), int(vm.available), "psutil.virtual_memory")
+    return MemoryReading("cpu", int(vm.total), int(vm.available), READING_SOURCE["cpu"])
 
 
 def read_device(backend: str = "auto") -> MemoryReading:
@@ -95,12 +133,17 @@ def read_device(backend: str = "auto") -> MemoryReading:
     raise BackendError(f"no {backend} device is available on this machine; name a known device or give its memory")
 
 
+def reading_spec(reading: MemoryReading) -> DeviceSpec:
+    """The device a runtime reading describes (``--device auto``, ``cpu``)."""
+    return DeviceSpec(reading.backend, reading.backend, reading.total_bytes, DEFAULT_BLOCK_SIZE[reading.backend],
+                      f"{reading.total_bytes / GIB:.2f} GiB read now with {reading.source}")  # fmt: skip
+
+
 def device_spec(name: str, *, source: str = "--device") -> DeviceSpec:
     """A known device by name (case-insensitive), or ``cpu`` (host memory read with psutil)."""
     key = name.strip().lower()
     if key == "cpu":
-        reading = read_cpu()
-        return DeviceSpec("cpu", "cpu", reading.total_bytes, 16)
+        return reading_spec(read_cpu())
     if key not in KNOWN_DEVICES:
         raise ConfigError(f"{source}={name!r} is not a known device; accepted: {', '.join(DEVICE_CHOICES)}")
     return KNOWN_DEVICES[key]

@@ -9,7 +9,7 @@ from pathlib import Path
 from vllm_hpu_mm.buckets.spec import parse_buckets
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.memory import devices, runtimes
+from vllm_hpu_mm.memory import devices, runtimes, validate
 from vllm_hpu_mm.memory.models import dtype_bytes, resolve_model
 from vllm_hpu_mm.memory.rules import PlanInputs
 from vllm_hpu_mm.memory.vision_cost import DEFAULT_POOL_MODE, PoolMode
@@ -54,6 +54,8 @@ class Request:
     flag_prefix: str = "--"
     #: The flag that names the runtime, for error messages.
     runtime_flag: str = "--runtime"
+    #: The Hub revision whose cached config.json to read (vLLM's --revision); None: main.
+    revision: str | None = None
 
 
 def check_ratio(value: float, flag: str, *, allow_zero: bool = True) -> float:
@@ -63,32 +65,49 @@ def check_ratio(value: float, flag: str, *, allow_zero: bool = True) -> float:
     return value
 
 
-def check_positive(value: int | None, flag: str) -> int | None:
-    if value is not None and value <= 0:
-        raise ConfigError(f"{flag}={value} must be a positive integer")
+#: The largest count we accept for a token/sequence/block flag: vLLM keeps positions and block tables in int32.
+MAX_COUNT = 2**31 - 1
+
+
+def check_positive(value: int | None, flag: str, *, maximum: int = MAX_COUNT) -> int | None:
+    if value is not None and not 0 < value <= maximum:
+        raise ConfigError(f"{flag}={value} is out of range; accepted: a positive integer up to {maximum}")
     return value
 
 
-def check_memory(value: float | None, flag: str) -> float | None:
-    if value is not None and not value >= 0:  # also rejects NaN
-        raise ConfigError(f"{flag}={value} is negative; accepted: a non-negative number of GiB")
-    return value
+def check_memory(value: float | None, flag: str, *, positive: bool = False) -> float | None:
+    """A GiB flag: finite, not negative (or positive), at most validate.MAX_MEMORY_GIB (rejects inf, NaN, 1e300)."""
+    return validate.check_gib(value, flag, positive=positive)
+
+
+def provenance(r: Request, i: PlanInputs) -> dict[str, str]:
+    """Where the plan's model dimensions and device total came from, for the plan's output."""
+    if r.total_memory_gib is not None:
+        device = f"{r.flag_prefix}total-memory-gib {r.total_memory_gib:g}"
+    elif i.device in devices.KNOWN_DEVICES:
+        device = devices.KNOWN_DEVICES[i.device].source
+    else:
+        device = f"read at plan time with {devices.READING_SOURCE[i.backend]}"
+    if i.backend == "cpu" and i.tensor_parallel_size > 1:
+        device += f"; divided by --tensor-parallel-size {i.tensor_parallel_size} (CPU ranks share the host)"
+    return {"model_source": i.model.source, "device_source": device}
 
 
 def build(r: Request, settings: Settings) -> PlanInputs:
     """Resolve defaults and validate; raises :class:`ConfigError` naming the flag or variable."""
     f = r.flag_prefix
-    model = resolve_model(r.model, source=f"{f}model")
+    model = resolve_model(r.model, source=f"{f}model", revision=r.revision)
     size = dtype_bytes(r.dtype, source=f"{f}dtype")
     check_positive(r.tensor_parallel_size, f"{f}tensor-parallel-size")
     check_positive(r.pipeline_parallel_size, f"{f}pipeline-parallel-size")
     check_positive(r.data_parallel_size, f"{f}data-parallel-size")
     for value, name in ((r.max_model_len, "max-model-len"), (r.max_num_seqs, "max-num-seqs"),
-                        (r.max_num_batched_tokens, "max-num-batched-tokens"), (r.block_size, "block-size"),
-                        (r.kv_cache_memory_bytes, "kv-cache-memory-bytes")):  # fmt: skip
+                        (r.max_num_batched_tokens, "max-num-batched-tokens"),
+                        (r.block_size, "block-size")):  # fmt: skip
         check_positive(value, f + name)
+    check_positive(r.kv_cache_memory_bytes, f"{f}kv-cache-memory-bytes", maximum=int(validate.MAX_MEMORY_GIB) * GIB)
     check_memory(r.free_memory_gib, f"{f}free-memory-gib")
-    check_memory(r.total_memory_gib, f"{f}total-memory-gib")
+    check_memory(r.total_memory_gib, f"{f}total-memory-gib", positive=True)
     util = r.gpu_memory_utilization if r.gpu_memory_utilization is not None else DEFAULT_GPU_MEMORY_UTILIZATION
     check_ratio(util, f"{f}gpu-memory-utilization", allow_zero=False)
 
@@ -111,9 +130,7 @@ def build(r: Request, settings: Settings) -> PlanInputs:
     name = r.device.strip().lower()
     if name == "auto":
         reading = devices.read_device("auto")
-        spec = devices.DeviceSpec(
-            reading.backend, reading.backend, reading.total_bytes, 128 if reading.backend == "hpu" else 16
-        )
+        spec = devices.reading_spec(reading)
         free_before = reading.free_bytes
     else:
         spec = devices.device_spec(name, source=f"{f}device")
@@ -123,6 +140,22 @@ def build(r: Request, settings: Settings) -> PlanInputs:
         total = round(r.total_memory_gib * GIB)
         free_before = min(free_before, total) if name in ("auto", "cpu") else total
     free_after = round(r.free_memory_gib * GIB) if r.free_memory_gib is not None else None
+
+    # --- issue 10: the host shared by CPU ranks, sizes against the total, what vLLM refuses (memory/validate.py) ---
+    if spec.backend == "cpu" and r.tensor_parallel_size > 1:
+        # vLLM's CPU tensor-parallel ranks are processes on one host: each plans against its share of host memory.
+        total, free_before = total // r.tensor_parallel_size, free_before // r.tensor_parallel_size
+    total_note = f"stated by {f}total-memory-gib" if r.total_memory_gib is not None else f"{spec.name}'s total"
+    validate.check_within_total(free_after, total, f"{f}free-memory-gib", "free memory", total_note)
+    validate.check_within_total(r.kv_cache_memory_bytes, total, f"{f}kv-cache-memory-bytes", "a KV cache",
+                                total_note)  # fmt: skip
+    validate.check_block_size(spec.backend, r.block_size or spec.block_size, f"{f}block-size")
+    validate.check_tensor_parallel(model, r.tensor_parallel_size, f"{f}tensor-parallel-size")
+    quant_flag = (
+        f"{f}quantization" if r.quantization is not None else f"{model.source}: quantization_config.quant_method"
+    )
+    quantization = validate.check_quantization(r.quantization or model.quantization, quant_flag)
+    # --- end issue 10 ---
 
     detection = runtimes.resolve(r.runtime, spec.backend, source=r.runtime_flag)
     bucket_file = dict(r.runtime_env).get("VLLM_BUCKETING_FROM_FILE")
@@ -162,7 +195,7 @@ def build(r: Request, settings: Settings) -> PlanInputs:
         graph_multimodal_prompt_ratio=mm,
         pool_mode=pool,
         kv_cache_memory_bytes=r.kv_cache_memory_bytes,
-        quantization=r.quantization,
+        quantization=quantization,
         runtime=detection.runtime,
         pipeline_parallel_size=r.pipeline_parallel_size,
         data_parallel_size=r.data_parallel_size,

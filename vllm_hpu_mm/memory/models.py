@@ -1,5 +1,6 @@
-"""Model dimensions for the memory plan: an embedded catalog of the public Qwen2.5-VL checkpoints, or a local
-model folder's ``config.json``, turned into weight bytes and KV-cache bytes per token.
+"""Model dimensions for the memory plan: an embedded catalog of the public Qwen2.5-VL checkpoints, turned into
+weight bytes and KV-cache bytes per token. Reading a model's ``config.json`` is :mod:`.model_config`; finding it
+(local folder, Hugging Face cache, catalog by id) is :mod:`.model_lookup`.
 
 The catalog's numbers are the public ``config.json`` values of the Qwen/Qwen2.5-VL-*-Instruct checkpoints; the
 vision tower is the same in all four sizes except its output width (``out_hidden_size`` = the text hidden size).
@@ -8,23 +9,38 @@ vision tower is the same in all four sizes except its output width (``out_hidden
 from __future__ import annotations
 
 import dataclasses
-import json
-from pathlib import Path
-from typing import Any
 
 from vllm_hpu_mm.errors import ConfigError
 
-DTYPE_BYTES: dict[str, int] = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "int8": 1}
-DTYPE_ALIASES: dict[str, str] = {"auto": "bfloat16", "bf16": "bfloat16", "half": "float16", "fp16": "float16",
-                                 "float": "float32", "fp32": "float32", "float8": "fp8", "fp8_e4m3": "fp8"}  # fmt: skip
+__all__ = [
+    "CATALOG",
+    "DEFAULT_MODEL",
+    "DTYPE_BYTES",
+    "QUANTIZED_WEIGHT_BITS",
+    "QUANTIZED_WEIGHT_BYTES",
+    "ModelDims",
+    "VisionDims",
+    "dtype_bytes",
+    "kv_bytes_per_token",
+    "resolve_model",
+    "text_parameters",
+    "vision_parameters",
+    "weight_bytes",
+]
+
+#: vLLM 0.32's ``--dtype`` choices (``ModelDType`` in vllm/config/model.py) and their bytes; ``auto`` takes the
+#: checkpoint's dtype, bfloat16 for every Qwen2.5-VL checkpoint (vLLM also turns a float32 config into bf16).
+DTYPE_BYTES: dict[str, int] = {"auto": 2, "bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
 
 
 def dtype_bytes(dtype: str, *, source: str = "--dtype") -> int:
-    """Bytes per element of a vLLM ``--dtype`` spelling (``auto`` means the checkpoints' bfloat16)."""
-    name = DTYPE_ALIASES.get(dtype.lower(), dtype.lower())
+    """Bytes per element of a vLLM ``--dtype`` spelling; anything vLLM's --dtype refuses is refused here."""
+    name = dtype.strip().lower()
     if name not in DTYPE_BYTES:
-        accepted = ", ".join(sorted({*DTYPE_BYTES, *DTYPE_ALIASES}))
-        raise ConfigError(f"{source}={dtype!r} is not a known dtype; accepted: {accepted}")
+        hint = (
+            "; 8-bit weights are --quantization fp8, an 8-bit KV cache is --kv-cache-dtype fp8" if "8" in name else ""
+        )
+        raise ConfigError(f"{source}={dtype!r} is not a dtype vLLM accepts; accepted: {', '.join(DTYPE_BYTES)}{hint}")
     return DTYPE_BYTES[name]
 
 
@@ -55,11 +71,17 @@ class ModelDims:
     tie_word_embeddings: bool
     max_position_embeddings: int
     vision: VisionDims
+    #: Where the numbers came from (catalog entry, config.json path), for the plan's output.
+    source: str = "catalog"
+    #: vLLM's quantization method named by the checkpoint (config.json's quantization_config, or the id).
+    quantization: str | None = None
+    #: Weight bits of that quantization when the checkpoint states them (GPTQ/AWQ ``bits``).
+    quant_weight_bits: int | None = None
 
 
 def _qwen(name: str, hidden: int, layers: int, heads: int, kv: int, inter: int, vocab: int, tie: bool) -> ModelDims:
     return ModelDims(name, hidden, layers, heads, kv, hidden // heads, inter, vocab, tie, 128000,
-                     VisionDims(out_hidden_size=hidden))  # fmt: skip
+                     VisionDims(out_hidden_size=hidden), source=f"catalog: {name}")  # fmt: skip
 
 
 #: Public Qwen2.5-VL Instruct checkpoints (config.json of each Hugging Face repository).
@@ -75,81 +97,11 @@ CATALOG: dict[str, ModelDims] = {
 DEFAULT_MODEL = "Qwen/Qwen2.5-VL-7B-Instruct"
 
 
-def _lookup_catalog(name: str) -> ModelDims | None:
-    """Catalog entry by full name, or by the short form (``Qwen2.5-VL-7B-Instruct``, ``qwen2.5-vl-7b``)."""
-    key = name.strip().lower().removesuffix("/")
-    for full, dims in CATALOG.items():
-        short = full.split("/", 1)[1].lower()
-        if key in (full.lower(), short, short.removesuffix("-instruct")):
-            return dims
-    return None
+def resolve_model(model: str, *, source: str = "--model", revision: str | None = None) -> ModelDims:
+    """A local folder, a Hugging Face cache entry or a catalog id (see :func:`.model_lookup.resolve`)."""
+    from vllm_hpu_mm.memory.model_lookup import resolve
 
-
-def _int(cfg: dict[str, Any], key: str, path: Path) -> int:
-    value = cfg.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ConfigError(f"{path}: {key!r} is missing or not a positive integer (got {value!r})")
-    return value
-
-
-def from_config(cfg: dict[str, Any], *, name: str, path: Path) -> ModelDims:
-    """Dimensions from a Hugging Face Qwen2.5-VL ``config.json`` (flat, or with a ``text_config`` section)."""
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
-    assert isinstance(text, dict)
-    vis = cfg.get("vision_config")
-    if not isinstance(vis, dict):
-        raise ConfigError(f"{path}: no 'vision_config' section; expected a Qwen2.5-VL config.json")
-    heads = _int(text, "num_attention_heads", path)
-    hidden = _int(text, "hidden_size", path)
-    head_dim: int = text.get("head_dim") or hidden // heads
-    vision_hidden = _int(vis, "hidden_size", path)
-    vision = VisionDims(
-        depth=_int(vis, "depth", path),
-        hidden_size=vision_hidden,
-        num_heads=_int(vis, "num_heads", path),
-        intermediate_size=_int(vis, "intermediate_size", path),
-        patch_size=int(vis.get("patch_size", 14)),
-        temporal_patch_size=int(vis.get("temporal_patch_size", 2)),
-        in_channels=int(vis.get("in_chans") or vis.get("in_channels") or 3),
-        spatial_merge_size=int(vis.get("spatial_merge_size", 2)),
-        window_size=int(vis.get("window_size", 112)),
-        out_hidden_size=int(vis.get("out_hidden_size", hidden)),
-    )
-    tie = cfg.get("tie_word_embeddings", text.get("tie_word_embeddings", False))
-    return ModelDims(
-        name=name,
-        hidden_size=hidden,
-        num_layers=_int(text, "num_hidden_layers", path),
-        num_heads=heads,
-        num_kv_heads=int(text.get("num_key_value_heads") or heads),
-        head_dim=int(head_dim),
-        intermediate_size=_int(text, "intermediate_size", path),
-        vocab_size=_int(text, "vocab_size", path),
-        tie_word_embeddings=bool(tie),
-        max_position_embeddings=int(text.get("max_position_embeddings", 32768)),
-        vision=vision,
-    )
-
-
-def resolve_model(model: str, *, source: str = "--model") -> ModelDims:
-    """A catalog name (full or short) or a local folder holding ``config.json``."""
-    path = Path(model).expanduser()
-    if path.is_dir():
-        config = path / "config.json"
-        try:
-            cfg = json.loads(config.read_text())
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"{source}={model!r}: cannot read {config}: {exc}") from None
-        if not isinstance(cfg, dict):
-            raise ConfigError(f"{source}={model!r}: {config} is not a JSON object")
-        return from_config(cfg, name=model, path=config)
-    dims = _lookup_catalog(model)
-    if dims is None:
-        raise ConfigError(
-            f"{source}={model!r} is neither a local model folder with config.json nor a known model; "
-            f"accepted: a folder, or one of {', '.join(CATALOG)}"
-        )
-    return dims
+    return resolve(model, source=source, revision=revision)
 
 
 def text_parameters(m: ModelDims) -> int:
@@ -174,24 +126,32 @@ def vision_parameters(v: VisionDims) -> int:
     return patch + v.depth * block + merger
 
 
-#: Bytes per language-model weight under vLLM's --quantization methods we know (int4 methods store ~0.5 byte plus
-#: small scales); the vision tower and embeddings stay at --dtype. Anything else is counted at --dtype.
-QUANTIZED_WEIGHT_BYTES: dict[str, float] = {
-    **dict.fromkeys(("fp8", "fbgemm_fp8", "ptpc_fp8", "modelopt", "experts_int8"), 1.0),
-    **dict.fromkeys(("awq", "awq_marlin", "gptq", "gptq_marlin", "bitsandbytes", "gguf"), 0.5),
-}
+#: Bits per language-model weight under vLLM 0.32's --quantization methods of a known width (int4 methods store
+#: ~4 bits plus small scales); the vision tower and embeddings stay at --dtype. Other methods are counted at --dtype.
+QUANTIZED_WEIGHT_BITS: dict[str, int] = {
+    **dict.fromkeys(("fp8", "fbgemm_fp8", "modelopt", "modelopt_mxfp8", "mxfp8", "experts_int8", "fp8_per_tensor",
+                     "fp8_per_block", "fp8_per_channel", "int8_per_channel_weight_only"), 8),
+    **dict.fromkeys(("awq", "auto_awq", "awq_marlin", "gptq", "auto_gptq", "gptq_marlin", "modelopt_fp4", "mxfp4",
+                     "nvfp4_per_token"), 4),
+}  # fmt: skip
+#: The same in bytes (kept for callers that think in bytes).
+QUANTIZED_WEIGHT_BYTES: dict[str, float] = {k: v / 8 for k, v in QUANTIZED_WEIGHT_BITS.items()}
 
 
 def weight_bytes(m: ModelDims, dtype_size: int, tensor_parallel_size: int, quantization: str | None = None) -> int:
     """Weight bytes held by one device: everything sharded evenly over the tensor-parallel ranks.
 
-    With a known ``quantization`` the decoder layers' linear weights are counted at its width (an estimate)."""
+    With a known ``quantization`` the decoder layers' linear weights are counted at its width (an estimate): the
+    checkpoint's own ``bits`` when it states them for that method, else the method's usual width."""
     total = (text_parameters(m) + vision_parameters(m.vision)) * dtype_size
-    per_weight = QUANTIZED_WEIGHT_BYTES.get((quantization or "").lower())
-    if per_weight is not None:
+    method = (quantization or "").lower()
+    bits = QUANTIZED_WEIGHT_BITS.get(method)
+    if bits is not None and m.quant_weight_bits is not None and method == (m.quantization or "").lower():
+        bits = m.quant_weight_bits
+    if bits is not None:
         h, kv_width, q_width = m.hidden_size, m.num_kv_heads * m.head_dim, m.num_heads * m.head_dim
         linear = m.num_layers * (h * q_width + 2 * h * kv_width + q_width * h + 3 * h * m.intermediate_size)
-        total -= round(linear * (dtype_size - per_weight))
+        total -= linear * dtype_size - linear * bits // 8
     return total // tensor_parallel_size
 
 

@@ -1,0 +1,103 @@
+"""Property tests of the exit-code contract: any float, any integer, any string on the CLI's numeric flags gives
+exit 0, 1 or 2 — never a traceback, never exit 3 — and exit 2 is exactly one error line.
+
+In-process ``main([...])`` calls with a bounded number of examples, so they run in CI with the unit tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from vllm_hpu_mm.cli.main import main
+
+MEMORY_FLOATS = ("--free-memory-gib", "--total-memory-gib", "--gpu-memory-utilization", "--graph-reserved-mem",
+                 "--graph-prompt-ratio", "--graph-multimodal-prompt-ratio")  # fmt: skip
+MEMORY_INTS = ("--tensor-parallel-size", "--max-model-len", "--max-num-seqs", "--max-num-batched-tokens",
+               "--block-size", "--kv-cache-memory-bytes")  # fmt: skip
+MEMORY_STRINGS = ("--model", "--device", "--dtype", "--buckets", "--quantization", "--vision-pool")
+BUCKET_NUMBERS = ("--min-pixels", "--max-pixels")
+PLAN_NUMBERS = ("--num-buckets", "--target-efficiency")
+
+#: Floats of every kind (NaN, infinities, subnormals, 1e300) spelled as a user would type them.
+floats = st.floats(allow_nan=True, allow_infinity=True).map(lambda x: repr(x) if math.isfinite(x) else str(x))
+#: Integers from small to far beyond any int64.
+integers = st.one_of(st.integers(-(2**70), 2**70), st.integers(-3, 300)).map(str)
+#: Any text, and number-ish text (underscores, exponents, signs, spaces, hex).
+strings = st.one_of(
+    st.text(max_size=30),
+    st.from_regex(r"\A[ +\-]?[0-9_.eExXa-f]{0,12}[ ]?\Z"),
+    st.from_regex(r"\A[~./]?[a-zA-Z0-9_.\-/~ ]{0,8}\Z"),  # path- and id-like strings
+    st.integers(250, 5000).map(lambda n: "x" * n),  # longer than any file name
+)
+values = st.one_of(floats, integers, strings)
+
+SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+
+
+def run(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def check_contract(argv: list[str]) -> None:
+    code, _, err = run(argv)
+    assert code in (0, 1, 2), (argv, code, err)
+    assert "Traceback" not in err, (argv, err)
+    if code == 2:
+        lines = err.strip().splitlines()
+        assert len(lines) == 1, (argv, err)
+        assert lines[0].startswith("vllm-hpu-mm: error: "), (argv, err)
+
+
+@pytest.fixture(autouse=True)
+def _no_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("VLLM_MULTIMODAL_BUCKETS", "VLLM_GRAPH_RESERVED_MEM", "VLLM_GRAPH_PROMPT_RATIO",
+                 "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO", "VLLM_HPU_MM_ALIGN_MODE"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+
+
+@SETTINGS
+@given(flag=st.sampled_from(MEMORY_FLOATS + MEMORY_INTS + MEMORY_STRINGS), value=values)
+def test_memory_plan_any_value_on_any_flag(flag: str, value: str) -> None:
+    # --flag=VALUE so that values starting with "-" are values, not options.
+    check_contract(["memory", "plan", f"{flag}={value}"])
+
+
+@SETTINGS
+@given(
+    free=st.one_of(st.none(), floats),
+    tp=st.one_of(st.none(), integers),
+    block=st.one_of(st.none(), integers),
+    device=st.sampled_from(["gaudi2", "gaudi3", "h100", "h200", "cpu"]),
+    max_len=st.one_of(st.none(), integers),
+)
+def test_memory_plan_combinations(
+    free: str | None, tp: str | None, block: str | None, device: str, max_len: str | None
+) -> None:  # fmt: skip
+    argv = ["memory", "plan", f"--device={device}", "--json"]
+    for flag, value in (("--free-memory-gib", free), ("--tensor-parallel-size", tp), ("--block-size", block),
+                        ("--max-model-len", max_len)):  # fmt: skip
+        if value is not None:
+            argv.append(f"{flag}={value}")
+    check_contract(argv)
+
+
+@SETTINGS
+@given(flag=st.sampled_from(BUCKET_NUMBERS + PLAN_NUMBERS), value=values)
+def test_buckets_plan_any_value(flag: str, value: str) -> None:
+    check_contract(["buckets", "plan", f"{flag}={value}"])
+
+
+@SETTINGS
+@given(buckets=st.one_of(values, st.lists(integers, min_size=1, max_size=5).map(",".join)),
+       flag=st.sampled_from(BUCKET_NUMBERS), value=values)  # fmt: skip
+def test_buckets_check_any_value(buckets: str, flag: str, value: str) -> None:
+    check_contract(["buckets", "check", f"{flag}={value}", "--", buckets])
