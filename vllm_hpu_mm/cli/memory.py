@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.common import ExitCode, print_json
+from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
 from vllm_hpu_mm.memory import render
 from vllm_hpu_mm.memory.devices import DEVICE_CHOICES
 from vllm_hpu_mm.memory.inputs import Request, build, provenance
@@ -106,10 +106,12 @@ def add_plan_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    memory = subparsers.add_parser("memory", help="device-memory planning", description=__doc__)
+    memory = subparsers.add_parser("memory", help="device-memory planning", description=help_text(__doc__))
     sub = memory.add_subparsers(dest="memory_command", metavar="ACTION")
     sub.required = True
-    p = sub.add_parser("plan", help="plan KV cache and graph memory for a model on a device", description=__doc__)
+    p = sub.add_parser(
+        "plan", help="plan KV cache and graph memory for a model on a device", description=help_text(__doc__)
+    )
     add_plan_arguments(p)
     p.set_defaults(func=run)
 
