@@ -71,3 +71,13 @@ def test_our_errors_exit_2_without_a_traceback(capsys: pytest.CaptureFixture[str
     assert err.strip() == (
         "vllm-hpu-mm: error: --free-memory-gib=nan is out of range; accepted: a number of GiB from 0 up to 1048576"
     )
+
+
+@pytest.mark.parametrize(
+    "argv", [["memory", "plan", "--help"], ["buckets", "plan", "--help"], ["buckets", "check", "-h"]]
+)
+def test_help_shows_no_rest_markup(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "``" not in out
+    assert "vllm-hpu-mm" in out

@@ -28,7 +28,7 @@ from vllm_hpu_mm.buckets.sizes import (
 )
 from vllm_hpu_mm.buckets.spec import DEFAULT_BUCKETS, PIXELS_PER_PATCH, parse_buckets
 from vllm_hpu_mm.buckets.workload import evaluate_sizes
-from vllm_hpu_mm.cli.common import ExitCode, fail, print_json
+from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, print_json
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.preprocess.align import QWEN_MIN_PIXELS
 from vllm_hpu_mm.preprocess.modes import AlignMode
@@ -101,7 +101,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     plan = sub.add_parser(
         "plan",
         help="compute the optimal bucket list for an image-size distribution",
-        description=__doc__,
+        description=help_text(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_common(plan, max_default=f"default {DEFAULT_BUCKETS[-1]} x {PIXELS_PER_PATCH}, the default list's largest")
@@ -128,7 +128,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     check = sub.add_parser(
         "check",
         help="report a bucket list's efficiency and coverage on an image-size distribution (exit 1 on warnings)",
-        description=__doc__,
+        description=help_text(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     check.add_argument(

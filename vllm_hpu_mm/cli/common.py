@@ -22,6 +22,11 @@ class ExitCode(enum.IntEnum):
     INTERNAL = 3
 
 
+def help_text(doc: str | None) -> str:
+    """A module docstring as --help text: reST literals (````x````) shown as plain x."""
+    return (doc or "").replace("``", "")
+
+
 def print_json(obj: Any) -> None:
     """Print one JSON object on stdout (the ``--json`` contract: exactly one object, nothing else)."""
     json.dump(obj, sys.stdout, indent=2, sort_keys=False, default=str)
