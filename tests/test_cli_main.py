@@ -36,7 +36,7 @@ def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     assert "Exit codes" in capsys.readouterr().out
 
 
-def _broken_plan(*_: object) -> object:
+def _broken_plan(*_: object, **__: object) -> object:
     raise ZeroDivisionError("division by zero\nsecond line")
 
 
@@ -45,7 +45,7 @@ def test_an_unexpected_error_is_one_line_with_exit_3(
 ) -> None:  # fmt: skip
     import vllm_hpu_mm.cli.memory
 
-    monkeypatch.setattr(vllm_hpu_mm.cli.memory, "plan", _broken_plan)
+    monkeypatch.setattr(vllm_hpu_mm.cli.memory, "choose", _broken_plan)
     assert main(["memory", "plan"]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
@@ -57,7 +57,7 @@ def test_an_unexpected_error_is_one_line_with_exit_3(
 def test_debug_shows_the_traceback(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import vllm_hpu_mm.cli.memory
 
-    monkeypatch.setattr(vllm_hpu_mm.cli.memory, "plan", _broken_plan)
+    monkeypatch.setattr(vllm_hpu_mm.cli.memory, "choose", _broken_plan)
     assert main(["--debug", "memory", "plan"]) == 3
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err

@@ -189,3 +189,20 @@ def test_cuda_launch_passes_the_buckets_as_vllms_encoder_cuda_graphs(capsys: pyt
     assert out["command"].count("--compilation-config") == 1
     assert any("merge these fields" in n for n in out["notes"])
     assert out["plan"]["enforcement"]["decode_graphs"]["honoured"] is False
+
+
+def test_a_model_with_no_config_anywhere_still_launches_without_a_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["serve", "--dry-run", "--json", "--plan-device", "gaudi2", "--model", "meta-llama/Llama-3-8B"])
+    captured = capsys.readouterr()
+    assert code == 0
+    out = json.loads(captured.out)
+    assert out["plan"] is None
+    assert out["command"] == [sys.executable, "-m", SERVER_MODULE, "--model", "meta-llama/Llama-3-8B"]
+    assert "the memory plan was skipped" in captured.err
+
+
+def test_a_fine_tune_id_dry_runs_from_the_catalog_with_its_quantization(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = dry_run(capsys, "--plan-device", "gaudi2", "--model", "Qwen/Qwen2.5-VL-7B-Instruct-AWQ")
+    assert code == 0
+    assert out["plan"]["settings"]["quantization"] == "awq"
+    assert "catalog" in out["plan"]["model_source"]

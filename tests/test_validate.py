@@ -149,7 +149,7 @@ def test_the_plan_output_names_the_totals_source(capsys: pytest.CaptureFixture[s
     from vllm_hpu_mm.cli.main import main
 
     assert main(["memory", "plan", "--device", "h100"]) == 0
-    assert "device total: 79.19 GiB: torch.cuda.mem_get_info" in capsys.readouterr().out
+    assert "79.19 GiB total (79.19 GiB: torch.cuda.mem_get_info" in capsys.readouterr().out
     assert main(["memory", "plan", "--device", "gaudi2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert round(out["total_bytes"] / GIB, 2) == 94.62

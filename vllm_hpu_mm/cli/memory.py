@@ -188,9 +188,7 @@ def run(args: argparse.Namespace) -> int:
     exports = exports_for(result, flags)
     sources = provenance(request, result.inputs)
     if args.json:
-        print_json({**render.to_dict(result, exports, choice), **sources})
+        print_json(render.to_dict(result, exports, choice, sources))
     else:
-        print(render.to_table(result, exports, choice))
-        print(f"model dimensions: {sources['model_source']}")
-        print(f"device total: {sources['device_source']}")
+        print(render.to_table(result, exports, choice, sources))
     return int(ExitCode.OK if result.fits else ExitCode.NEGATIVE)

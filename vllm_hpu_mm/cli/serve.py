@@ -20,12 +20,13 @@ from typing import Any
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, fail, print_json
 from vllm_hpu_mm.cli.serve_args import ServerArgs, parse_server_args, validate_with_vllm, vllm_installed
-from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.errors import ConfigError, ModelConfigUnavailable
 from vllm_hpu_mm.memory import render, runtimes
 from vllm_hpu_mm.memory.bucket_choice import choose, read_sizes
 from vllm_hpu_mm.memory.devices import DEVICE_CHOICES
 from vllm_hpu_mm.memory.exports import MAX_RESOLUTIONS, ServerFlags, exports_for, warmup_resolutions
-from vllm_hpu_mm.memory.inputs import Request, build
+from vllm_hpu_mm.memory.inputs import Request, build, provenance
+from vllm_hpu_mm.memory.model_lookup import plan_skipped_warning
 from vllm_hpu_mm.memory.models import DEFAULT_MODEL
 from vllm_hpu_mm.memory.runtimes import RUNTIME_CHOICES, Runtime
 from vllm_hpu_mm.memory.vision_cost import PoolMode
@@ -109,6 +110,7 @@ def _request(args: argparse.Namespace, sa: ServerArgs, model: str, device: str) 
         enforce_eager=sa.enforce_eager,
         runtime_env=tuple(envs.runtime_environ().items()),
         runtime_flag="--plan-runtime",
+        revision=sa.revision,
     )
 
 
@@ -123,6 +125,21 @@ def _default_device(runtime: str, has_vllm_args: bool) -> str:
     return "auto"
 
 
+def _launch_unplanned(args: argparse.Namespace, extra: list[str], sa: ServerArgs, model: str, warning: str) -> int:
+    """No config.json for the model anywhere: no plan, no environment changes, vLLM's own memory settings."""
+    argv = [sys.executable, "-m", SERVER_MODULE, *extra, *(["--model", model] if sa.model is None else [])]
+    print(f"warning: {warning}", file=sys.stderr)
+    if args.json:
+        print_json({"plan": None, "plan_skipped": warning, "command": argv, "command_line": shlex.join(argv),
+                    "environment": {}, "notes": [], "files": {}})  # fmt: skip
+    else:
+        print("command: " + shlex.join(argv))
+    sys.stdout.flush()
+    if args.dry_run:
+        return int(ExitCode.OK)
+    os.execvpe(argv[0], argv, envs.process_environ())  # pragma: no cover - replaces this process
+
+
 def run(args: argparse.Namespace) -> int:
     extra: list[str] = list(args.extra)
     settings = envs.load()
@@ -134,7 +151,11 @@ def run(args: argparse.Namespace) -> int:
         validate_with_vllm(extra)
     model = sa.model or DEFAULT_MODEL
     device = args.plan_device or _default_device(args.plan_runtime, bool(extra))
-    inputs = build(_request(args, sa, model, device), settings)
+    request = _request(args, sa, model, device)
+    try:
+        inputs = build(request, settings)
+    except ModelConfigUnavailable as exc:  # vLLM may still serve it: launch with its own memory settings
+        return _launch_unplanned(args, extra, sa, model, plan_skipped_warning(exc))
     sizes = read_sizes(args.plan_sizes, flag="--plan-sizes") if args.plan_sizes is not None else None
     result, choice = choose(
         inputs, sizes, max_buckets=args.plan_max_buckets, mode=settings.align_mode, keep=args.plan_keep_buckets
@@ -161,12 +182,13 @@ def run(args: argparse.Namespace) -> int:
     files = {name: out_dir / name for name in ("vllm-gaudi-buckets.txt",)}
     exports = exports_for(result, flags, resolutions=resolutions,
                           bucket_file_path=str(files["vllm-gaudi-buckets.txt"]))  # fmt: skip
-    report: dict[str, Any] = {"plan": render.to_dict(result, exports, choice)}
+    sources = provenance(request, inputs)
+    report: dict[str, Any] = {"plan": render.to_dict(result, exports, choice, sources)}
     if not result.fits:
         if args.json:
             print_json(report)
         else:
-            print(render.to_table(result, exports, choice))
+            print(render.to_table(result, exports, choice, sources))
         first = next(w for w in result.warnings if w.severity == "error")
         return fail(f"the memory plan does not fit: {first.message}; fix: {first.fix}", ExitCode.NEGATIVE)
     server_args = [*extra, *(["--model", model] if sa.model is None else []), *exports.args]
@@ -180,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report)
     else:
-        print(render.to_table(result, exports, choice))
+        print(render.to_table(result, exports, choice, sources))
         for note in notes:
             print(f"note: {note}")
         for path in written.values():

@@ -7,8 +7,8 @@ What we read, with vLLM's spellings: a leading positional model, ``--model``, ``
 wins over it, as in vLLM), ``--dtype``, ``--tensor-parallel-size/-tp``, ``--pipeline-parallel-size/-pp``,
 ``--data-parallel-size/-dp``, ``--gpu-memory-utilization``, ``--max-model-len`` (also ``32k``/``1M`` forms),
 ``--max-num-seqs``, ``--max-num-batched-tokens``, ``--block-size``, ``--kv-cache-memory-bytes``,
-``--quantization/-q``, ``--enforce-eager``, ``--compilation-config/-O``, ``--limit-mm-per-prompt``. Underscores in
-flag names are accepted as vLLM accepts them.
+``--quantization/-q``, ``--enforce-eager``, ``--compilation-config/-O``, ``--limit-mm-per-prompt``,
+``--revision``. Underscores in flag names are accepted as vLLM accepts them.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ class ServerArgs:
     #: The user's compilation config (from ``--compilation-config``/``-O`` or the YAML), or None.
     compilation_config: dict[str, Any] | None = None
     limit_mm_per_prompt: str | None = None
+    revision: str | None = None
 
 
 def _human_int(raw: str) -> int:
@@ -105,6 +106,7 @@ def _parser() -> _Parser:
     p.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--compilation-config", "-O")
     p.add_argument("--limit-mm-per-prompt")
+    p.add_argument("--revision")
     return p
 
 
@@ -197,6 +199,7 @@ def parse_server_args(argv: Sequence[str]) -> ServerArgs:
         enforce_eager=bool(ns.enforce_eager),
         compilation_config=_json_object("--compilation-config", ns.compilation_config),
         limit_mm_per_prompt=ns.limit_mm_per_prompt,
+        revision=ns.revision,
     )
 
 

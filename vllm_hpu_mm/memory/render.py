@@ -31,9 +31,17 @@ def choice_dict(c: BucketChoice) -> dict[str, Any]:
             "after": _fit_dict(c.after)}  # fmt: skip
 
 
-def to_dict(p: Plan, exports: Exports | None = None, choice: BucketChoice | None = None) -> dict[str, Any]:
+def to_dict(
+    p: Plan,
+    exports: Exports | None = None,
+    choice: BucketChoice | None = None,
+    sources: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The plan as one JSON-ready object; ``sources`` (``inputs.provenance``) says where the model dimensions and the
+    device total came from."""
     i, s = p.inputs, p.split
     return {
+        **(sources or {}),
         "verdict": p.verdict,
         "runtime": i.effective_runtime.value,
         "runtime_found": i.runtime_found,
@@ -122,8 +130,14 @@ def _enforcement_lines(e: Exports) -> list[str]:
     return out
 
 
-def to_table(p: Plan, exports: Exports | None = None, choice: BucketChoice | None = None) -> str:
+def to_table(
+    p: Plan,
+    exports: Exports | None = None,
+    choice: BucketChoice | None = None,
+    sources: dict[str, str] | None = None,
+) -> str:
     i, s = p.inputs, p.split
+    src = sources or {}
     free_note = "stated" if i.free_after_load_bytes is not None else "total/free - weights - profiling (estimate)"
     captured = ",".join(map(str, p.vision_buckets_captured)) or "-"
     skipped = ",".join(map(str, p.vision_buckets_skipped)) or "-"
@@ -133,7 +147,8 @@ def to_table(p: Plan, exports: Exports | None = None, choice: BucketChoice | Non
         ("model", i.model.name,
          f"TP {i.tensor_parallel_size} x PP {i.pipeline_parallel_size} (per card: the first stage), "
          f"DP {i.data_parallel_size}, {i.dtype_size}-byte dtype" + (f", {i.quantization}" if i.quantization else "")),
-        ("device", f"{i.device} ({i.backend})", f"{i.total_bytes / GIB:.1f} GiB total (nominal for named devices)"),
+        ("device", f"{i.device} ({i.backend})",
+         f"{i.total_bytes / GIB:.2f} GiB total" + (f" ({src['device_source']})" if "device_source" in src else "")),
         ("weights", _gib(p.weight_bytes), "per card"),
         ("profiling peak", _gib(p.profile_bytes),
          "estimate" if p.profile_bytes else "none: the runtime runs no profiling forward pass"),
@@ -154,6 +169,8 @@ def to_table(p: Plan, exports: Exports | None = None, choice: BucketChoice | Non
     ]  # fmt: skip
     width = max(len(r[0]) for r in rows)
     lines = [f"{name:<{width}}  {value:>16}  {note}" for name, value, note in rows]
+    if "model_source" in src:
+        lines.append(f"model dimensions: {src['model_source']}")
     if choice is not None:
         lines += _choice_lines(choice)
     if exports is not None:

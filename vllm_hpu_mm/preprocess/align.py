@@ -131,6 +131,11 @@ def _stock_area(height: int, width: int, min_pixels: int, max_pixels: int) -> in
     return h * w
 
 
+#: Most canvas heights ``_settle`` scans for a ``PAD`` canvas in a narrow range (hi // min_wt is at most ~1000
+#: tiles under Qwen's max_pixels; the bound only matters for absurd limits).
+_SCAN_LIMIT = 100_000
+
+
 def _settle(
     h: int,
     w: int,
@@ -158,6 +163,10 @@ def _settle(
         for n in (lo, hi):
             for ideal in (math.sqrt(n * ratio), n / min_wt):
                 candidates.update(range(math.floor(ideal) - 1, math.ceil(ideal) + 2))
+        if (min_ht, min_wt) != (1, 1):
+            # A narrow range can leave only a few factorisations, none near the ideal heights (e.g. 1021..1022
+            # tiles: 7 x 146 is the only one holding a 5 x 3-tile canvas): scan every height that could hold it.
+            candidates.update(range(min_ht, min(hi // min_wt, min_ht + _SCAN_LIMIT) + 1))
         best: tuple[float, int, int] | None = None
         for ht in sorted(k for k in candidates if k >= min_ht):
             wt_lo, wt_hi = max(min_wt, -(-lo // ht)), hi // ht
