@@ -73,6 +73,7 @@ TABLE: dict[str, tuple[list[tuple[str, Any]], list[tuple[str, str]], str]] = {
         "one of auto, cpu, cuda, hpu, none",
     ),
     "VLLM_HPU_MM_SHAPE_LOG": ([("/tmp/shapes.log", "/tmp/shapes.log"), ("", None), ("  ", None)], [], ""),
+    "VLLM_HPU_MM_PROFILE": ([("/tmp/profile.json", "/tmp/profile.json"), ("", None)], [], ""),
 }
 
 

@@ -215,6 +215,13 @@ _VARIABLES: tuple[EnvVar[Any], ...] = (
         "Append one line per vision-encoder pass (bucket, images, padding) to this file, for audits and tests.",
         _optional_path,
     ),
+    EnvVar(
+        "VLLM_HPU_MM_PROFILE",
+        "",
+        "a file path, or empty for ~/.cache/vllm-hpu-mm/memory-profile.json",
+        "Memory-cost profile that `memory calibrate` writes and `memory plan` / `serve` read (measured graph costs).",
+        _optional_path,
+    ),
 )
 
 #: name -> declaration, in declaration order.
@@ -238,6 +245,7 @@ class Settings:
     max_aspect_ratio: float
     graph_backend: str
     shape_log: str | None
+    profile: str | None
 
 
 def load(environ: Mapping[str, str] | None = None) -> Settings:

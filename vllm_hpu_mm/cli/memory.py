@@ -6,6 +6,8 @@ import argparse
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, print_json
+from vllm_hpu_mm.cli.memory_calibrate import add_parser as add_calibrate_parser
+from vllm_hpu_mm.cli.memory_calibrate import add_profile_argument, plan_with_profile
 from vllm_hpu_mm.memory import render
 from vllm_hpu_mm.memory.devices import DEVICE_CHOICES
 from vllm_hpu_mm.memory.inputs import Request, build
@@ -93,7 +95,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     sub.required = True
     p = sub.add_parser("plan", help="plan KV cache and graph memory for a model on a device", description=__doc__)
     add_plan_arguments(p)
+    add_profile_argument(p)
     p.set_defaults(func=run)
+    add_calibrate_parser(sub)
 
 
 def request_from_args(args: argparse.Namespace) -> Request:
@@ -120,9 +124,13 @@ def request_from_args(args: argparse.Namespace) -> Request:
 
 
 def run(args: argparse.Namespace) -> int:
-    result = plan(build(request_from_args(args), envs.load()))
+    settings = envs.load()
+    inputs, costs = plan_with_profile(build(request_from_args(args), settings), args.profile, settings.profile,
+                                      free_stated=args.free_memory_gib is not None)  # fmt: skip
+    result = plan(inputs)
     if args.json:
-        print_json(render.to_dict(result))
+        print_json({**render.to_dict(result), "costs": costs})
     else:
         print(render.to_table(result))
+        print("\n".join(f"costs: {note}" for note in costs["notes"]))
     return int(ExitCode.OK if result.fits else ExitCode.NEGATIVE)

@@ -1,4 +1,4 @@
-"""``vllm-hpu-mm oom-doctor LOG``: find the out-of-memory failure in a vLLM server log, say at which stage it
+"""'vllm-hpu-mm oom-doctor LOG': find the out-of-memory failure in a vLLM server log, say at which stage it
 happened and how sure that is, quote the evidence and recommend settings for the log's runtime (Gaudi, CUDA, CPU).
 The log is streamed (any size), decoded by its byte-order mark (UTF-8 or UTF-16) and stripped of colour codes.
 Exit 1 when a failure is found, 0 when none, 2 when the log cannot be read, is empty or --model is unknown."""

@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable
 
 from vllm_hpu_mm.memory import text_cost, vision_cost
+from vllm_hpu_mm.memory.costs import ESTIMATES, CostProfile
 from vllm_hpu_mm.memory.models import ModelDims, kv_bytes_per_token, weight_bytes
 from vllm_hpu_mm.memory.vision_cost import PoolMode
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS
@@ -57,6 +58,8 @@ class PlanInputs:
     kv_cache_memory_bytes: int | None = None
     #: vLLM's --quantization, for the weight size (see models.QUANTIZED_WEIGHT_BYTES).
     quantization: str | None = None
+    #: Graph cost coefficients: the built-in estimates, or what a warm-up log measured (``memory calibrate``).
+    costs: CostProfile = ESTIMATES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,7 +193,7 @@ def vision_fit(i: PlanInputs, vision_pool: int) -> tuple[tuple[int, ...], tuple[
     """Rule 5: buckets captured ascending until the vision pool is exhausted; the rest are skipped."""
     if not i.buckets:
         return (), ()
-    return vision_cost.fit_buckets(i.buckets, vision_pool, i.pool_mode, i.model.vision, i.dtype_size)
+    return vision_cost.fit_buckets(i.buckets, vision_pool, i.pool_mode, i.model.vision, i.dtype_size, i.costs)
 
 
 def text_graph_fit(i: PlanInputs, s: Split, blocks: int) -> tuple[int, int, int, int]:
@@ -199,8 +202,9 @@ def text_graph_fit(i: PlanInputs, s: Split, blocks: int) -> tuple[int, int, int,
         return 0, 0, 0, 0
     common = {"dtype_size": i.dtype_size, "tp": i.tensor_parallel_size, "block_size": i.block_size,
               "max_num_seqs": i.max_num_seqs, "max_model_len": i.max_model_len}  # fmt: skip
-    prefill = text_cost.prefill_buckets(i.model, max_num_batched_tokens=i.max_num_batched_tokens, **common)
-    decode = text_cost.decode_buckets(i.model, num_kv_blocks=blocks, **common)
+    prefill = text_cost.prefill_buckets(i.model, max_num_batched_tokens=i.max_num_batched_tokens, costs=i.costs,
+                                        **common)  # fmt: skip
+    decode = text_cost.decode_buckets(i.model, num_kv_blocks=blocks, costs=i.costs, **common)
     return (text_cost.count_fitting(prefill, s.prefill_text_graph_bytes), len(prefill),
             text_cost.count_fitting(decode, s.decode_graph_bytes), len(decode))  # fmt: skip
 
@@ -250,7 +254,7 @@ def vision_fix(i: PlanInputs, free: int) -> str:
     """The smallest VLLM_GRAPH_RESERVED_MEM (or else the largest VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO) that captures
     every bucket while the KV cache still holds one sequence."""
     assert i.buckets
-    need = vision_cost.capture_bytes(sorted(i.buckets), i.pool_mode, i.model.vision, i.dtype_size)
+    need = vision_cost.capture_bytes(sorted(i.buckets), i.pool_mode, i.model.vision, i.dtype_size, i.costs)
     largest = max(i.buckets)
 
     def with_reserved(r: float) -> bool:
@@ -387,7 +391,7 @@ def plan(i: PlanInputs) -> Plan:
         max_concurrent_seqs=seqs,
         vision_buckets_captured=captured,
         vision_buckets_skipped=skipped,
-        vision_capture_bytes=vision_cost.capture_bytes(captured, i.pool_mode, i.model.vision, i.dtype_size),
+        vision_capture_bytes=vision_cost.capture_bytes(captured, i.pool_mode, i.model.vision, i.dtype_size, i.costs),
         prefill_graphs_fit=counts[0],
         prefill_graphs_total=counts[1],
         decode_graphs_fit=counts[2],

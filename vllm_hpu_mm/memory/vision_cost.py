@@ -21,6 +21,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
+from vllm_hpu_mm.memory.costs import ESTIMATES, CostProfile
 from vllm_hpu_mm.memory.models import VisionDims
 
 MIB = 2**20
@@ -68,26 +69,40 @@ def eager_peak_bytes(patches: int, vision: VisionDims = REFERENCE_VISION, dtype_
     return round(mib * MIB)
 
 
-def graph_pool_bytes(patches: int, vision: VisionDims = REFERENCE_VISION, dtype_size: int = 2) -> int:
-    """Memory pool of one graph captured at ``patches`` patches."""
-    mib = GRAPH_POOL_MIB_PER_PATCH * patches * _scale(vision, dtype_size) + GRAPH_POOL_FIXED_MIB
+def graph_pool_bytes(
+    patches: int, vision: VisionDims = REFERENCE_VISION, dtype_size: int = 2, costs: CostProfile = ESTIMATES
+) -> int:
+    """Memory pool of one graph captured at ``patches`` patches; ``costs`` replaces the H100 coefficients with
+    measured ones (the one place a calibration enters the vision model)."""
+    per_patch = GRAPH_POOL_MIB_PER_PATCH if costs.vision_mib_per_patch is None else costs.vision_mib_per_patch
+    fixed = GRAPH_POOL_FIXED_MIB if costs.vision_fixed_mib is None else costs.vision_fixed_mib
+    mib = per_patch * patches * _scale(vision, dtype_size) + fixed
     return round(mib * MIB)
 
 
 def capture_bytes(
-    buckets: Sequence[int], mode: PoolMode, vision: VisionDims = REFERENCE_VISION, dtype_size: int = 2
+    buckets: Sequence[int],
+    mode: PoolMode,
+    vision: VisionDims = REFERENCE_VISION,
+    dtype_size: int = 2,
+    costs: CostProfile = ESTIMATES,
 ) -> int:
     """What capturing exactly these buckets reserves under ``mode``."""
     if not buckets or mode is PoolMode.NONE:
         return 0
-    pools = [graph_pool_bytes(b, vision, dtype_size) for b in buckets]
+    pools = [graph_pool_bytes(b, vision, dtype_size, costs) for b in buckets]
     if mode is PoolMode.PRIVATE:
         return sum(pools)
     return max(pools) + round(SHARED_POOL_MIB_PER_EXTRA_GRAPH * MIB) * (len(pools) - 1)
 
 
 def fit_buckets(
-    buckets: Sequence[int], pool_bytes: int, mode: PoolMode, vision: VisionDims = REFERENCE_VISION, dtype_size: int = 2
+    buckets: Sequence[int],
+    pool_bytes: int,
+    mode: PoolMode,
+    vision: VisionDims = REFERENCE_VISION,
+    dtype_size: int = 2,
+    costs: CostProfile = ESTIMATES,
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(captured, skipped): buckets taken in ascending order while their capture cost fits ``pool_bytes``.
 
@@ -98,6 +113,6 @@ def fit_buckets(
     if mode is PoolMode.NONE:
         return (), ()
     for n in range(len(ordered), -1, -1):
-        if capture_bytes(ordered[:n], mode, vision, dtype_size) <= pool_bytes:
+        if capture_bytes(ordered[:n], mode, vision, dtype_size, costs) <= pool_bytes:
             return tuple(ordered[:n]), tuple(ordered[n:])
     return (), tuple(ordered)  # pragma: no cover - n = 0 always fits a non-negative pool
