@@ -78,6 +78,7 @@ TABLE: dict[str, tuple[list[tuple[str, Any]], list[tuple[str, str]], str]] = {
         [("", ""), ("  ", "  ")],
         "a folder path",
     ),
+    "VLLM_HPU_MM_PROFILE": ([("/tmp/profile.json", "/tmp/profile.json"), ("", None)], [], ""),
 }
 
 

@@ -11,10 +11,13 @@ import pytest
 
 from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.envs import load
-from vllm_hpu_mm.memory.doctor import diagnose, diagnose_lines
+from vllm_hpu_mm.memory.doctor import contradictions, diagnose, diagnose_lines
 
 LOGS = Path(__file__).parent / "data" / "logs"
+#: The development set; tests/test_oom_doctor_heldout.py scores the held-out set.
 ALL_LOGS = sorted(LOGS.glob("*.log"))
+#: The target of issue 11 for the right stage, on any set of real logs.
+TARGET_ACCURACY = 0.92
 
 
 def expected_stage(path: Path) -> str:
@@ -24,21 +27,43 @@ def expected_stage(path: Path) -> str:
     return m.group(1)
 
 
+def body_lines(path: Path) -> list[str]:
+    """The log without its citation header (blanked, so line numbers stay those of the file)."""
+    lines = path.read_text().splitlines()
+    header = next(k for k, line in enumerate(lines) if not line.startswith("# "))
+    return [""] * header + lines[header:]
+
+
 def test_every_log_cites_its_source() -> None:
-    assert len(ALL_LOGS) >= 8
-    for path in ALL_LOGS:
+    sources = (LOGS / "SOURCES.md").read_text()
+    every = [*ALL_LOGS, *sorted((LOGS / "heldout").glob("*.log"))]
+    assert len(ALL_LOGS) >= 20
+    for path in every:
         first = path.read_text().splitlines()[0]
         assert first.startswith("# Source:"), path.name
-        assert "https://github.com/" in path.read_text() or "our own CPU server" in first, path.name
+        assert f"| {path.relative_to(LOGS).as_posix()} |" in sources, path.name
+        assert f"| {expected_stage(path)}" in sources.split(f"| {path.relative_to(LOGS).as_posix()} |")[1], path.name
+
+
+def test_development_set_accuracy_and_no_false_alarm() -> None:
+    verdicts = {p.name: (expected_stage(p), diagnose_lines(body_lines(p)).stage) for p in ALL_LOGS}
+    misses = {name: v for name, v in verdicts.items() if v[0] != v[1]}
+    right = len(verdicts) - len(misses)
+    assert right / len(verdicts) >= TARGET_ACCURACY, misses
+    assert not [name for name, (want, got) in verdicts.items() if want == "none" and got != "none"]
+    # The one known miss: the stored excerpt ends inside the error message ("CUDA out of"), so no line says OOM.
+    assert set(misses) <= {"vllm_27508_dummy_sampler.log"}, misses
 
 
 @pytest.mark.parametrize("path", ALL_LOGS, ids=lambda p: p.name)
-def test_real_logs_classify_correctly(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    stage = expected_stage(path)
+def test_real_logs_give_one_verdict_with_evidence(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["oom-doctor", str(path), "--json"])
     out = json.loads(capsys.readouterr().out)
-    assert out["stage"] == stage
+    stage = out["stage"]
     assert code == (0 if stage == "none" else 1)
+    assert 0.0 < out["confidence"] <= 1.0
+    assert out["unknown"] == (stage == "unknown")
+    assert not contradictions(tuple(out["recommendations"])), out["recommendations"]
     if stage != "none":
         assert out["evidence"], "an OOM verdict must quote its evidence"
         text = path.read_text().splitlines()

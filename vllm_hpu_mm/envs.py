@@ -228,6 +228,13 @@ _VARIABLES: tuple[EnvVar[Any], ...] = (
         "Where serve writes files for the runtime (vllm-gaudi's bucket file); created when needed.",
         _path,
     ),
+    EnvVar(
+        "VLLM_HPU_MM_PROFILE",
+        "",
+        "a file path, or empty for ~/.cache/vllm-hpu-mm/memory-profile.json",
+        "Memory-cost profile that `memory calibrate` writes and `memory plan` / `serve` read (measured graph costs).",
+        _optional_path,
+    ),
 )
 
 #: name -> declaration, in declaration order.
@@ -252,6 +259,7 @@ class Settings:
     graph_backend: str
     shape_log: str | None
     cache_dir: str
+    profile: str | None
 
 
 def load(environ: Mapping[str, str] | None = None) -> Settings:

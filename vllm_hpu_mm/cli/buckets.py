@@ -75,6 +75,12 @@ def _add_common(p: argparse.ArgumentParser, *, max_default: str) -> None:
         help="folder(s) of images; only headers are read (repeatable)",
     )
     p.add_argument(
+        "--from-metrics",
+        metavar="URL|FILE",
+        help="plan over the images a running server counted: its /metrics URL (http://HOST:PORT/metrics) or a saved "
+        "exposition file (default: not used)",
+    )
+    p.add_argument(
         "--min-pixels",
         type=_positive_int,
         metavar="N",
@@ -156,6 +162,10 @@ def _load_sizes(args: argparse.Namespace) -> SizeSet:
     sets = [read_sizes_csv(path) for path in args.sizes]
     # The progress bar is for a person watching: piped or captured stderr keeps just the one error line.
     sets += [scan_images(folder, progress=sys.stderr.isatty())[0] for folder in args.images]
+    if args.from_metrics:
+        from vllm_hpu_mm.buckets.live import from_metrics
+
+        sets.append(from_metrics(args.from_metrics)[0])
     if sets:
         return SizeSet(tuple(s for part in sets for s in part.sizes), " + ".join(part.source for part in sets))
     if args.min_pixels is not None and args.max_pixels is not None:

@@ -6,6 +6,8 @@ import argparse
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
+from vllm_hpu_mm.cli.memory_calibrate import add_parser as add_calibrate_parser
+from vllm_hpu_mm.cli.memory_calibrate import add_profile_argument, plan_with_profile
 from vllm_hpu_mm.memory import render
 from vllm_hpu_mm.memory.bucket_choice import choose, read_sizes
 from vllm_hpu_mm.memory.devices import DEVICE_CHOICES
@@ -145,7 +147,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "plan", help="plan KV cache and graph memory for a model on a device", description=help_text(__doc__)
     )
     add_plan_arguments(p)
+    add_profile_argument(p)
     p.set_defaults(func=run)
+    add_calibrate_parser(sub)
 
 
 def request_from_args(args: argparse.Namespace) -> Request:
@@ -179,7 +183,8 @@ def request_from_args(args: argparse.Namespace) -> Request:
 def run(args: argparse.Namespace) -> int:
     settings = envs.load()
     request = request_from_args(args)
-    inputs = build(request, settings)
+    inputs, costs = plan_with_profile(build(request, settings), args.profile, settings.profile,
+                                      free_stated=args.free_memory_gib is not None)  # fmt: skip
     sizes = read_sizes(args.sizes, flag="--sizes") if args.sizes is not None else None
     result, choice = choose(
         inputs, sizes, max_buckets=args.max_buckets, mode=settings.align_mode, keep=args.keep_buckets
@@ -188,7 +193,8 @@ def run(args: argparse.Namespace) -> int:
     exports = exports_for(result, flags)
     sources = provenance(request, result.inputs)
     if args.json:
-        print_json(render.to_dict(result, exports, choice, sources))
+        print_json({**render.to_dict(result, exports, choice, sources), "costs": costs})
     else:
         print(render.to_table(result, exports, choice, sources))
+        print("\n".join(f"costs: {note}" for note in costs["notes"]))
     return int(ExitCode.OK if result.fits else ExitCode.NEGATIVE)

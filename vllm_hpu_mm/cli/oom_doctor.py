@@ -1,59 +1,74 @@
-"""``vllm-hpu-mm oom-doctor LOG``: find the out-of-memory failure in a vLLM server log, say at which stage it
-happened, quote the evidence and recommend settings. Exit 1 when an OOM is found, 0 when none, 2 when the log
-cannot be read."""
+"""'vllm-hpu-mm oom-doctor LOG': find the out-of-memory failure in a vLLM server log, say at which stage it
+happened and how sure that is, quote the evidence and recommend settings for the log's runtime (Gaudi, CUDA, CPU).
+The log is streamed (any size), decoded by its byte-order mark (UTF-8 or UTF-16) and stripped of colour codes.
+Exit 1 when a failure is found, 0 when none, 2 when the log cannot be read, is empty or --model is unknown."""
 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
+from typing import Any
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.common import ExitCode, fail, print_json
-from vllm_hpu_mm.memory.doctor import diagnose
+from vllm_hpu_mm.cli.common import ExitCode, print_json
+from vllm_hpu_mm.memory.doctor import Diagnosis, diagnose_file
+from vllm_hpu_mm.memory.models import resolve_model
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("oom-doctor", help="diagnose an out-of-memory failure in a vLLM log",
                               description=__doc__)  # fmt: skip
     p.add_argument("log", help="path of the server log, or - for standard input")
-    p.add_argument("--json", action="store_true", help="print one JSON object: stage, evidence, recommendations")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object: stage, confidence, basis, memory, evidence, recommendations (default: a text "
+        "report)",
+    )
     p.add_argument(
         "--model",
         default=None,
-        help="model to re-plan with when the log shows the memory split (default: the log's, else 7B)",
+        help="model to re-plan with when the log shows the memory split: a catalog name or a local model folder "
+        "(default: the log's model, else Qwen2.5-VL-7B)",
     )
     p.set_defaults(func=run)
 
 
-def read_lines(path: str) -> list[str] | str:
-    """The log's lines, or an error message."""
-    try:
-        raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
-    except OSError as exc:
-        return f"cannot read log {path!r}: {exc.strerror or exc}"
-    if b"\x00" in raw[:4096]:
-        return f"log {path!r} looks binary, not a text log"
-    return raw.decode("utf-8", errors="replace").splitlines()
+def as_json(d: Diagnosis) -> dict[str, Any]:
+    return {
+        "stage": d.stage,
+        "oom": d.oom,
+        "unknown": d.stage == "unknown",
+        "confidence": d.confidence,
+        "basis": d.basis,
+        "memory": d.memory,
+        "runtime": d.runtime,
+        "evidence": [{"line": e.line, "text": e.text} for e in d.evidence],
+        "recommendations": list(d.recommendations),
+        "gaudi_memory": None if d.gaudi_memory is None else vars(d.gaudi_memory),
+        "warmup": None if d.warmup is None else {"kind": d.warmup[0], "index": d.warmup[1], "total": d.warmup[2]},
+        "model": d.model,
+    }
+
+
+_BASIS = {
+    "kv_refusal": "vLLM's own KV-cache message",
+    "traceback": "the traceback's frames",
+    "phase": "the last phase the log reached before the error",
+    "cut": "the log stopping inside this phase with no error line",
+    "unknown": "nothing in the log says when it happened",
+    "none": "no out-of-memory line and no cut-off phase",
+}
 
 
 def run(args: argparse.Namespace) -> int:
-    lines = read_lines(args.log)
-    if isinstance(lines, str):
-        return fail(lines)
-    d = diagnose(lines, envs.load(), args.model)
+    if args.model is not None:
+        resolve_model(args.model, source="--model")  # an unknown model is invalid input (exit 2), not ignored
+    d = diagnose_file(args.log, envs.load(), args.model)
     if args.json:
-        print_json({
-            "stage": d.stage,
-            "oom": d.oom,
-            "evidence": [{"line": e.line, "text": e.text} for e in d.evidence],
-            "recommendations": list(d.recommendations),
-            "gaudi_memory": None if d.gaudi_memory is None else vars(d.gaudi_memory),
-            "warmup": None if d.warmup is None else {"kind": d.warmup[0], "index": d.warmup[1], "total": d.warmup[2]},
-            "model": d.model,
-        })  # fmt: skip
+        print_json(as_json(d))
     else:
-        print(f"stage: {d.stage}")
+        where = f" ({d.memory} memory)" if d.memory else ""
+        print(f"stage: {d.stage}{where}, confidence {d.confidence:.2f}: from {_BASIS[d.basis]}")
         for e in d.evidence:
             print(f"  {args.log}:{e.line}: {e.text}")
         for r in d.recommendations:

@@ -69,7 +69,7 @@ def choose(
     # No more shrinking than the configured list's largest bucket would do.
     max_pixels = min(max(inputs.buckets) * PIXELS_PER_PATCH, QWEN_MAX_PIXELS)
     common = {"min_pixels": min_pixels, "max_pixels": max_pixels, "mode": mode, "pool": inputs.pool_mode,
-              "vision": inputs.model.vision, "dtype_size": inputs.dtype_size}  # fmt: skip
+              "vision": inputs.model.vision, "dtype_size": inputs.dtype_size, "costs": inputs.costs}  # fmt: skip
     captured = first.vision_buckets_captured
     before = bucket_fit.evaluate_list(sample.sizes, captured, **common) if captured else None  # type: ignore[arg-type]
     after = bucket_fit.best_fitting_list(

@@ -31,6 +31,7 @@ from vllm_hpu_mm.buckets.sizes import Size, patch_counts
 from vllm_hpu_mm.buckets.spec import BUCKET_GRANULE, PIXELS_PER_PATCH
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.memory import vision_cost
+from vllm_hpu_mm.memory.costs import ESTIMATES, CostProfile
 from vllm_hpu_mm.memory.models import VisionDims
 from vllm_hpu_mm.memory.vision_cost import PoolMode
 from vllm_hpu_mm.preprocess.modes import AlignMode
@@ -64,6 +65,7 @@ def evaluate_list(
     pool: PoolMode,
     vision: VisionDims,
     dtype_size: int,
+    costs: CostProfile = ESTIMATES,
 ) -> BucketFit:
     """How ``buckets`` does on ``sizes`` when images above its largest bucket are shrunk to it."""
     ordered = tuple(sorted(buckets))
@@ -72,7 +74,7 @@ def evaluate_list(
     return BucketFit(
         ordered,
         evaluate(sample.counts, ordered, num_shrunk=sample.num_shrunk),
-        vision_cost.capture_bytes(ordered, pool, vision, dtype_size),
+        vision_cost.capture_bytes(ordered, pool, vision, dtype_size, costs),
     )
 
 
@@ -148,18 +150,20 @@ def cheapest_padding(
     return tuple(reversed(out))
 
 
-def _unit_bounds(pool_bytes: int, max_buckets: int, vision: VisionDims, dtype_size: int) -> list[int]:
+def _unit_bounds(
+    pool_bytes: int, max_buckets: int, vision: VisionDims, dtype_size: int, costs: CostProfile = ESTIMATES
+) -> list[int]:
     """Per k, the largest ``sum(buckets) / 64`` whose private pools fit ``pool_bytes`` (-1: none), found with
     :func:`.vision_cost.capture_bytes` itself, which depends only on the sum and the number of buckets."""
 
     def fits(units: int, k: int) -> bool:
         synthetic = [BUCKET_GRANULE] * (k - 1) + [BUCKET_GRANULE * (units - k + 1)]
-        return vision_cost.capture_bytes(synthetic, PoolMode.PRIVATE, vision, dtype_size) <= pool_bytes
+        return vision_cost.capture_bytes(synthetic, PoolMode.PRIVATE, vision, dtype_size, costs) <= pool_bytes
 
-    slope = vision_cost.per_patch_mib(vision, dtype_size) * BUCKET_GRANULE
+    slope = vision_cost.per_patch_mib(vision, dtype_size, costs) * BUCKET_GRANULE
     out = []
     for k in range(1, max_buckets + 1):
-        guess = math.floor((pool_bytes / MIB - vision_cost.GRAPH_POOL_FIXED_MIB * k) / slope)
+        guess = math.floor((pool_bytes / MIB - vision_cost.fixed_mib(costs) * k) / slope)
         units = max(guess, k - 1)
         while units >= k and not fits(units, k):
             units -= 1
@@ -180,6 +184,7 @@ def best_fitting_list(
     min_pixels: int,
     max_pixels: int,
     mode: AlignMode = AlignMode.NEAREST,
+    costs: CostProfile = ESTIMATES,
 ) -> BucketFit | None:
     """The exact optimum described in the module docstring, or None when not even one bucket's graph fits."""
     if max_buckets < 1:
@@ -188,9 +193,9 @@ def best_fitting_list(
         raise ConfigError("no image sizes to plan buckets for; give at least one")
     natural = patch_counts(sizes, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode)
     candidates = sorted({math.ceil(c / BUCKET_GRANULE) * BUCKET_GRANULE for c in natural.counts}, reverse=True)
-    bounds = _unit_bounds(pool_bytes, max_buckets, vision, dtype_size) if pool is PoolMode.PRIVATE else []
+    bounds = _unit_bounds(pool_bytes, max_buckets, vision, dtype_size, costs) if pool is PoolMode.PRIVATE else []
     for largest in candidates:
-        one = vision_cost.capture_bytes((largest,), pool, vision, dtype_size)
+        one = vision_cost.capture_bytes((largest,), pool, vision, dtype_size, costs)
         if one > pool_bytes and pool is not PoolMode.NONE:
             continue
         cap = min(max_pixels, largest * PIXELS_PER_PATCH)
@@ -208,6 +213,6 @@ def best_fitting_list(
         return BucketFit(
             buckets,
             evaluate(sample.counts, buckets, num_shrunk=sample.num_shrunk),
-            vision_cost.capture_bytes(buckets, pool, vision, dtype_size),
+            vision_cost.capture_bytes(buckets, pool, vision, dtype_size, costs),
         )
     return None

@@ -63,7 +63,7 @@ def vision_fix(i: PlanInputs, free: int) -> str:
     """The smallest VLLM_GRAPH_RESERVED_MEM (or else the largest VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO) that captures
     every bucket while the KV cache still holds one sequence."""
     assert i.buckets
-    need = vision_cost.capture_bytes(sorted(i.buckets), i.pool_mode, i.model.vision, i.dtype_size)
+    need = vision_cost.capture_bytes(sorted(i.buckets), i.pool_mode, i.model.vision, i.dtype_size, i.costs)
     largest = max(i.buckets)
 
     def with_reserved(r: float) -> bool:

@@ -78,7 +78,7 @@ def plan(i: PlanInputs) -> Plan:
         max_concurrent_seqs=seqs,
         vision_buckets_captured=captured,
         vision_buckets_skipped=skipped,
-        vision_capture_bytes=vision_cost.capture_bytes(captured, i.pool_mode, i.model.vision, i.dtype_size),
+        vision_capture_bytes=vision_cost.capture_bytes(captured, i.pool_mode, i.model.vision, i.dtype_size, i.costs),
         text_graphs=text,
         warnings=findings(i, free, s, captured, skipped, per_token, seqs, text),
     )

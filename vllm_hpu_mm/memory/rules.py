@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 
 from vllm_hpu_mm.memory import text_graphs, vision_cost
+from vllm_hpu_mm.memory.costs import ESTIMATES, CostProfile
 from vllm_hpu_mm.memory.models import ModelDims, kv_bytes_per_token, vision_parameters, weight_bytes
 from vllm_hpu_mm.memory.runtimes import DEFAULT_RUNTIME, TRAITS, Runtime
 from vllm_hpu_mm.memory.vision_cost import PoolMode
@@ -62,6 +63,8 @@ class PlanInputs:
     kv_cache_memory_bytes: int | None = None
     #: vLLM's --quantization, for the weight size (see models.QUANTIZED_WEIGHT_BYTES).
     quantization: str | None = None
+    #: Graph cost coefficients: the built-in estimates, or what a warm-up log measured (``memory calibrate``).
+    costs: CostProfile = ESTIMATES
     #: The serving runtime; None = the backend's default (:data:`.runtimes.DEFAULT_RUNTIME`).
     runtime: Runtime | None = None
     pipeline_parallel_size: int = 1
@@ -192,7 +195,7 @@ def vision_fit(i: PlanInputs, vision_pool: int) -> tuple[tuple[int, ...], tuple[
     """Rule 5: buckets captured ascending until the vision pool is exhausted; the rest are skipped."""
     if not i.buckets or i.enforce_eager:
         return (), ()
-    return vision_cost.fit_buckets(i.buckets, vision_pool, i.pool_mode, i.model.vision, i.dtype_size)
+    return vision_cost.fit_buckets(i.buckets, vision_pool, i.pool_mode, i.model.vision, i.dtype_size, i.costs)
 
 
 def text_graph_fit(i: PlanInputs, s: Split, blocks: int) -> text_graphs.TextGraphFit:

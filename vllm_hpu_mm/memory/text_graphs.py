@@ -92,9 +92,17 @@ def fit(i: PlanInputs, prefill_pool: int, decode_pool: int, num_kv_blocks: int) 
     runtime = i.effective_runtime
     if i.pool_mode is PoolMode.NONE or i.enforce_eager:
         return TextGraphFit((), (), (), (), "no graphs (eager)")
-    m = i.model
-    common = {"dtype_size": i.dtype_size, "tp": i.tensor_parallel_size, "block_size": i.block_size}
+    m, size, tp, block, costs = i.model, i.dtype_size, i.tensor_parallel_size, i.block_size, i.costs
     shared = i.pool_mode is PoolMode.SHARED
+
+    def prefill_cost(batch: int, query: int, context: int) -> int:
+        return text_cost.prefill_cost(m, dtype_size=size, tp=tp, block_size=block, batch=batch, query=query,
+                                      context_blocks=context, costs=costs)  # fmt: skip
+
+    def decode_cost(batch: int, blocks: int) -> int:
+        return text_cost.decode_cost(m, dtype_size=size, tp=tp, block_size=block, batch=batch, blocks=blocks,
+                                     costs=costs)  # fmt: skip
+
     if runtime is Runtime.VLLM_GAUDI:
         cfg = gaudi_warmup.config_from_env(dict(i.runtime_env))
         if cfg.from_file is not None:
@@ -103,29 +111,28 @@ def fit(i: PlanInputs, prefill_pool: int, decode_pool: int, num_kv_blocks: int) 
             max_model_len=i.max_model_len,
             max_num_seqs=i.max_num_seqs,
             max_num_batched_tokens=i.max_num_batched_tokens,
-            block_size=i.block_size,
+            block_size=block,
             num_kv_blocks=max(num_kv_blocks, 1),
         )
         prefill = [
-            TextBucket(bs, query, text_cost.prefill_cost(m, batch=bs, query=query, context_blocks=ctx, **common), ctx)
+            TextBucket(bs, query, prefill_cost(bs, query, ctx), ctx)
             for bs, query, ctx in gaudi_warmup.prompt_buckets(cfg, shape)
         ]
-        decode = [
-            TextBucket(bs, blocks, text_cost.decode_cost(m, batch=bs, blocks=blocks, **common))
-            for bs, _, blocks in gaudi_warmup.decode_buckets(cfg, shape)
-        ]
+        decode = [TextBucket(bs, n, decode_cost(bs, n)) for bs, _, n in gaudi_warmup.decode_buckets(cfg, shape)]
         source = f"vllm-gaudi's {cfg.strategy} bucketing (modelled on @{VLLM_GAUDI_COMMIT})"
     elif runtime is Runtime.VLLM_CUDA:
         prefill = []
         decode = [
-            TextBucket(n, 0, text_cost.decode_cost(m, batch=n, blocks=0, **common))
-            for n in cuda_capture_sizes(i.max_num_seqs, i.max_num_batched_tokens)
+            TextBucket(n, 0, decode_cost(n, 0)) for n in cuda_capture_sizes(i.max_num_seqs, i.max_num_batched_tokens)
         ]
         source = "vLLM's CUDA graph capture sizes (by token count)"
     else:
-        grid = {**common, "max_num_seqs": i.max_num_seqs, "max_model_len": i.max_model_len}
-        prefill = text_cost.prefill_buckets(m, max_num_batched_tokens=i.max_num_batched_tokens, **grid)
-        decode = text_cost.decode_buckets(m, num_kv_blocks=num_kv_blocks, **grid)
+        seqs, length = i.max_num_seqs, i.max_model_len
+        prefill = text_cost.prefill_buckets(m, dtype_size=size, tp=tp, block_size=block, max_num_seqs=seqs,
+                                            max_model_len=length, max_num_batched_tokens=i.max_num_batched_tokens,
+                                            costs=costs)  # fmt: skip
+        decode = text_cost.decode_buckets(m, dtype_size=size, tp=tp, block_size=block, max_num_seqs=seqs,
+                                          max_model_len=length, num_kv_blocks=num_kv_blocks, costs=costs)  # fmt: skip
         source = "fork-style exponential grid"
     p, d = _by_cost(prefill), _by_cost(decode)
     return TextGraphFit(p, d, _kept(p, prefill_pool, shared), _kept(d, decode_pool, shared), source)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
+from vllm_hpu_mm.memory.costs import ESTIMATES, CostProfile
 from vllm_hpu_mm.memory.models import VisionDims
 
 MIB = 2**20
@@ -58,9 +59,16 @@ def _activation_proxy(v: VisionDims) -> int:
     return 4 * v.hidden_size + 3 * v.intermediate_size
 
 
-def per_patch_mib(v: VisionDims, dtype_size: int) -> float:
-    """One private graph pool's MiB per patch for this tower and dtype (the affine model's slope)."""
-    return GRAPH_POOL_MIB_PER_PATCH * _scale(v, dtype_size)
+def per_patch_mib(v: VisionDims, dtype_size: int, costs: CostProfile = ESTIMATES) -> float:
+    """One graph pool's MiB per patch for this tower and dtype (the affine model's slope); ``costs`` replaces the H100
+    coefficients with measured ones (the one place a calibration enters the vision model, with :func:`fixed_mib`)."""
+    per_patch = GRAPH_POOL_MIB_PER_PATCH if costs.vision_mib_per_patch is None else costs.vision_mib_per_patch
+    return per_patch * _scale(v, dtype_size)
+
+
+def fixed_mib(costs: CostProfile = ESTIMATES) -> float:
+    """One graph pool's fixed MiB (the affine model's intercept), measured when ``costs`` has it."""
+    return GRAPH_POOL_FIXED_MIB if costs.vision_fixed_mib is None else costs.vision_fixed_mib
 
 
 def _scale(v: VisionDims, dtype_size: int) -> float:
@@ -73,28 +81,38 @@ def eager_peak_bytes(patches: int, vision: VisionDims = REFERENCE_VISION, dtype_
     return round(mib * MIB)
 
 
-def graph_pool_bytes(patches: int, vision: VisionDims = REFERENCE_VISION, dtype_size: int = 2) -> int:
+def graph_pool_bytes(
+    patches: int, vision: VisionDims = REFERENCE_VISION, dtype_size: int = 2, costs: CostProfile = ESTIMATES
+) -> int:
     """Memory pool of one graph captured at ``patches`` patches."""
-    mib = GRAPH_POOL_MIB_PER_PATCH * patches * _scale(vision, dtype_size) + GRAPH_POOL_FIXED_MIB
-    return round(mib * MIB)
+    return round((per_patch_mib(vision, dtype_size, costs) * patches + fixed_mib(costs)) * MIB)
 
 
 def capture_bytes(
-    buckets: Sequence[int], mode: PoolMode, vision: VisionDims = REFERENCE_VISION, dtype_size: int = 2
+    buckets: Sequence[int],
+    mode: PoolMode,
+    vision: VisionDims = REFERENCE_VISION,
+    dtype_size: int = 2,
+    costs: CostProfile = ESTIMATES,
 ) -> int:
     """What capturing exactly these buckets reserves under ``mode``."""
     if not buckets or mode is PoolMode.NONE:
         return 0
     if mode is PoolMode.PRIVATE:
         # Affine in the buckets' sum, rounded once: the joint bucket planner (bucket_fit) relies on exactly this.
-        mib = GRAPH_POOL_MIB_PER_PATCH * sum(buckets) * _scale(vision, dtype_size) + GRAPH_POOL_FIXED_MIB * len(buckets)
+        mib = per_patch_mib(vision, dtype_size, costs) * sum(buckets) + fixed_mib(costs) * len(buckets)
         return round(mib * MIB)
-    pools = [graph_pool_bytes(b, vision, dtype_size) for b in buckets]
+    pools = [graph_pool_bytes(b, vision, dtype_size, costs) for b in buckets]
     return max(pools) + round(SHARED_POOL_MIB_PER_EXTRA_GRAPH * MIB) * (len(pools) - 1)
 
 
 def fit_buckets(
-    buckets: Sequence[int], pool_bytes: int, mode: PoolMode, vision: VisionDims = REFERENCE_VISION, dtype_size: int = 2
+    buckets: Sequence[int],
+    pool_bytes: int,
+    mode: PoolMode,
+    vision: VisionDims = REFERENCE_VISION,
+    dtype_size: int = 2,
+    costs: CostProfile = ESTIMATES,
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(captured, skipped): buckets taken in ascending order while their capture cost fits ``pool_bytes``.
 
@@ -105,6 +123,6 @@ def fit_buckets(
     if mode is PoolMode.NONE:
         return (), ()
     for n in range(len(ordered), -1, -1):
-        if capture_bytes(ordered[:n], mode, vision, dtype_size) <= pool_bytes:
+        if capture_bytes(ordered[:n], mode, vision, dtype_size, costs) <= pool_bytes:
             return tuple(ordered[:n]), tuple(ordered[n:])
     return (), tuple(ordered)  # pragma: no cover - n = 0 always fits a non-negative pool

@@ -7,17 +7,27 @@ samples to files there and the API server's ``/metrics`` reads them all (``vllm/
 ``get_prometheus_registry``). Our counters are ordinary prometheus_client counters, so with that variable set
 (an empty directory, inherited by the engine processes) they appear on the API server's ``/metrics``; without it
 they stay in the process that ran the tower, which :func:`multiprocess_enabled` lets the startup log say.
+
+The processor-side counters (:func:`record_aligned`) need none of that: vLLM 0.32 runs the multimodal processor in
+the API-server process itself (``vllm/renderers/base.py`` builds the processor there and warms it up with
+``_warmup_mm_processor``), the same process that serves ``/metrics``; with one API server the default registry is
+what ``/metrics`` exposes (``get_prometheus_registry`` returns ``REGISTRY``). With ``--api-server-count > 1`` vLLM's
+own ``run_multi_api_server`` sets ``PROMETHEUS_MULTIPROC_DIR`` before it starts the API servers, so each one writes
+its counts to that directory and any of them serves the sum. Only counters are used (no gauges), so both modes
+report the same totals.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from vllm_hpu_mm.buckets.packing import bucket_for
 from vllm_hpu_mm.graphs.base import PassRecord
 
 PREFIX = "vllm_hpu_mm_"
@@ -60,6 +70,22 @@ def _counters() -> dict[str, Any]:
                     "Images above the largest bucket, by the policy applied (shrink, eager, reject, ...).",
                     ["policy"],
                 ),
+                "aligned": Counter(
+                    PREFIX + "aligned_images",
+                    "Images aligned by the processor (API server), by aligned patch count and the bucket of the "
+                    "effective list it maps to ('oversize' above the largest, 'none' without buckets).",
+                    ["patches", "bucket"],
+                ),
+                "aligned_patches": Counter(
+                    PREFIX + "aligned_patches",
+                    "Real (aligned) patches of the processor's images, by the bucket they map to.",
+                    ["bucket"],
+                ),
+                "aligned_padding": Counter(
+                    PREFIX + "aligned_padding_patches",
+                    "Dummy patches the bucket list adds to the processor's aligned images (bucket - patches).",
+                    ["bucket"],
+                ),
                 "warmup": Counter(
                     PREFIX + "warmup_captures",
                     "Vision buckets captured/compiled at warm-up, by backend.",
@@ -88,6 +114,46 @@ def record_pass(record: PassRecord) -> None:
 def record_oversize(policy: str, count: int = 1) -> None:
     """Count images found above the largest bucket by the processor (shrunk or rejected there)."""
     _counters()["oversize"].labels(policy=policy).inc(count)
+
+
+#: Function names of vLLM's dummy-input paths (start-up warm-up and profiling, ``processing/processor.py``
+#: ``get_dummy_mm_inputs``): images aligned under them are not traffic and are not counted.
+_DUMMY_CALLERS = frozenset({"get_dummy_mm_inputs"})
+#: How many frames up to look for a dummy-input caller (the processor sits about 10 frames below it).
+_DUMMY_DEPTH = 40
+
+
+def _from_dummy_inputs() -> bool:
+    """True when called under vLLM's dummy-input builder (checked on the stack so that the processor needs only one
+    call into this module)."""
+    frame = sys._getframe(2)
+    for _ in range(_DUMMY_DEPTH):
+        if frame is None:
+            return False
+        if frame.f_code.co_name in _DUMMY_CALLERS:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+def aligned_labels(patches: int, buckets: tuple[int, ...] | None) -> tuple[str, int]:
+    """``(bucket label, padding patches)`` of an aligned image under the effective bucket list."""
+    if not buckets:
+        return "none", 0
+    bucket = bucket_for(patches, buckets)
+    return ("oversize", 0) if bucket is None else (str(bucket), bucket - patches)
+
+
+def record_aligned(patches: int, buckets: tuple[int, ...] | None) -> None:
+    """Count one image the processor aligned to ``patches`` patches (skipped under vLLM's dummy inputs)."""
+    if _from_dummy_inputs():
+        return
+    c = _counters()
+    bucket, padding = aligned_labels(patches, buckets)
+    c["aligned"].labels(patches=str(patches), bucket=bucket).inc()
+    c["aligned_patches"].labels(bucket=bucket).inc(patches)
+    if padding:
+        c["aligned_padding"].labels(bucket=bucket).inc(padding)
 
 
 def record_warmup(backend: str, captured: int) -> None:

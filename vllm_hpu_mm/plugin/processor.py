@@ -148,7 +148,7 @@ class AlignedMultiModalProcessorMixin:
         return inputs
 
     def hpu_mm_align(self, images: list[Any], mm_kwargs: Mapping[str, object]) -> list[Any]:
-        from vllm_hpu_mm.plugin.metrics import record_oversize
+        from vllm_hpu_mm.plugin.metrics import record_aligned, record_oversize
         from vllm_hpu_mm.preprocess.image import align_image
 
         settings = get_settings()
@@ -169,6 +169,7 @@ class AlignedMultiModalProcessorMixin:
             )
             w, h = aligned.size
             check_oversize(h, w, settings, original=aligned.original_size)
+            record_aligned(patch_count(h, w), settings.multimodal_buckets)
             ow, oh = aligned.original_size
             if shrinking and patch_count(*aligned_size(oh, ow, min_pixels=req_min, max_pixels=req_max, mode=mode)) > (
                 max(buckets)

@@ -1,0 +1,137 @@
+"""'vllm-hpu-mm memory calibrate LOG': measure graph costs from a warm-up log and save them as a profile that
+'memory plan' (and 'serve') use, so the next launch plans with measured numbers instead of estimates.
+
+It reads vllm-gaudi / vllm-fork '[Warmup][Graph/...][i/n] ... free_mem:' lines, their 'Graph/... captured:N
+used_mem:X' summaries and the 'Free device memory: ...' line, and vLLM CUDA's graph-capture memory lines.
+Exit 0 when a profile was written, 1 when the log measures nothing (no profile written), 2 for invalid input.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from vllm_hpu_mm import envs
+from vllm_hpu_mm.cli.common import ExitCode, print_json
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.memory.calibrate import (
+    Calibration,
+    Profile,
+    apply_profile,
+    calibrate,
+    default_profile_path,
+    load_profile,
+    parse_warmup,
+    profile_dict,
+    save_profile,
+)
+from vllm_hpu_mm.memory.doctor.reading import log_lines
+from vllm_hpu_mm.memory.models import ModelDims, dtype_bytes, resolve_model
+from vllm_hpu_mm.memory.planner import PlanInputs
+
+__all__ = ["add_parser", "add_profile_argument", "plan_with_profile"]
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``calibrate`` action to ``vllm-hpu-mm memory``."""
+    p = sub.add_parser("calibrate", help="measure graph costs from a warm-up log and save a profile",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("log", help="the server's start-up log (with its warm-up lines), or - for standard input")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="the model the log ran: a catalog name or a local model folder; needed for the text-graph factors "
+        "(default: the log's model='...' when known here)",
+    )
+    p.add_argument("--device", default=None, help="the device the log ran on, e.g. gaudi2 (default: not recorded)")
+    p.add_argument("--dtype", default="auto", help="the log's weight/KV dtype (default auto: bfloat16)")
+    p.add_argument("--tensor-parallel-size", type=int, default=1, help="the log's tensor-parallel size (default 1)")
+    p.add_argument("--block-size", type=int, default=128, help="the log's KV block size (default 128, Gaudi)")
+    p.add_argument(
+        "--output",
+        metavar="FILE",
+        default=None,
+        help="where to write the profile (default: $VLLM_HPU_MM_PROFILE, else "
+        "~/.cache/vllm-hpu-mm/memory-profile.json)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object (the profile and its report rows)")
+    p.set_defaults(func=run)
+
+
+def add_profile_argument(p: argparse.ArgumentParser) -> None:
+    """``--profile FILE`` for ``memory plan`` (and ``serve``'s plan)."""
+    p.add_argument(
+        "--profile",
+        metavar="FILE",
+        default=None,
+        help="measured graph costs from `memory calibrate` (default: $VLLM_HPU_MM_PROFILE, else "
+        "~/.cache/vllm-hpu-mm/memory-profile.json when it exists; `none` plans with estimates only)",
+    )
+
+
+def _model(args: argparse.Namespace, logged: str | None) -> tuple[ModelDims | None, str]:
+    if args.model is not None:
+        return resolve_model(args.model, source="--model"), "--model"
+    if logged is not None:
+        try:
+            return resolve_model(logged, source="the log's model"), "the log's model='...'"
+        except ConfigError:
+            return None, f"the log's model {logged!r} is not known here (pass --model)"
+    return None, "the log names no model (pass --model)"
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.tensor_parallel_size <= 0 or args.block_size <= 0:
+        raise ConfigError("--tensor-parallel-size and --block-size must be positive integers")
+    dtype = dtype_bytes(args.dtype, source="--dtype")
+    settings = envs.load()
+    log = parse_warmup(log_lines(args.log))
+    model, model_note = _model(args, log.model)
+    result = calibrate(log, model, device=args.device, source=str(args.log), dtype_size=dtype,
+                       tensor_parallel_size=args.tensor_parallel_size, block_size=args.block_size,
+                       buckets=settings.multimodal_buckets or ())  # fmt: skip
+    path = Path(args.output).expanduser() if args.output else default_profile_path(settings.profile)
+    written = result.measured_anything
+    if written:
+        save_profile(result, path)
+    if args.json:
+        print_json(_report(result, path if written else None, model_note))
+    else:
+        print(f"calibration from {args.log} (runtime {result.runtime or 'unknown'}; model: {model_note})")
+        width = max(len(r[0]) for r in result.rows)
+        for name, value, how in result.rows:
+            print(f"  {name:<{width}}  {value:>8}  {how}")
+        if not written:
+            print(
+                "nothing measurable in this log: no warm-up lines with free_mem, no memory split, no CUDA graph memory"
+            )
+        elif args.output is None:
+            print(f"profile written to {path}; `vllm-hpu-mm memory plan` reads it from there")
+        else:
+            print(f"profile written to {path}; plan with it: `vllm-hpu-mm memory plan --profile {path}`")
+    return int(ExitCode.OK if written else ExitCode.NEGATIVE)
+
+
+def _report(c: Calibration, path: Path | None, model_note: str) -> dict[str, Any]:
+    return {
+        "profile": profile_dict(c),
+        "written_to": None if path is None else str(path),
+        "model_from": model_note,
+        "rows": [{"name": n, "value": v, "how": h} for n, v, h in c.rows],
+    }
+
+
+def plan_with_profile(
+    inputs: PlanInputs, arg: str | None, setting: str | None, *, free_stated: bool
+) -> tuple[PlanInputs, dict[str, Any]]:
+    """Apply ``--profile`` (or the default location when it exists) to the plan inputs; the ``costs`` report."""
+    if arg is not None and arg.strip().lower() == "none":
+        return inputs, {"profile": None, "notes": ["estimated (built-in): every graph cost (--profile none)"]}
+    path = Path(arg).expanduser() if arg else default_profile_path(setting)
+    if arg is None and not path.is_file():
+        return inputs, {"profile": None, "notes": ["estimated (built-in): every graph cost; no profile (run "
+                                                    "`vllm-hpu-mm memory calibrate LOG` after a warm-up)"]}  # fmt: skip
+    profile: Profile = load_profile(path, "--profile" if arg else "VLLM_HPU_MM_PROFILE / default profile")
+    out, notes = apply_profile(inputs, profile, free_stated=free_stated)
+    return out, {"profile": str(path), "measured": list(out.costs.measured), "notes": notes}
