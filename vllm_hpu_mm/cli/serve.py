@@ -19,6 +19,7 @@ from typing import Any
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, fail, print_json
+from vllm_hpu_mm.cli.memory_calibrate import plan_with_profile
 from vllm_hpu_mm.cli.serve_args import ServerArgs, parse_server_args, validate_with_vllm, vllm_installed
 from vllm_hpu_mm.errors import ConfigError, ModelConfigUnavailable
 from vllm_hpu_mm.memory import render, runtimes
@@ -82,6 +83,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     p.add_argument("--plan-max-buckets", type=int, default=None,
                    help="most vision buckets in a planned list (default: as many as the configured list)")  # fmt: skip
+    p.add_argument("--plan-profile", default=None, metavar="FILE|none",
+                   help="measured graph costs from `vllm-hpu-mm memory calibrate` (default: VLLM_HPU_MM_PROFILE or "
+                        "the default profile when it exists; none: the built-in estimates)")  # fmt: skip
     p.add_argument("--plan-output-dir", default=None,
                    help="where files for the runtime (vllm-gaudi's bucket file) are written "
                         "(default: VLLM_HPU_MM_CACHE_DIR)")  # fmt: skip
@@ -156,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
         inputs = build(request, settings)
     except ModelConfigUnavailable as exc:  # vLLM may still serve it: launch with its own memory settings
         return _launch_unplanned(args, extra, sa, model, plan_skipped_warning(exc))
+    inputs, costs = plan_with_profile(inputs, args.plan_profile, settings.profile,
+                                      free_stated=args.plan_free_memory_gib is not None)  # fmt: skip
     sizes = read_sizes(args.plan_sizes, flag="--plan-sizes") if args.plan_sizes is not None else None
     result, choice = choose(
         inputs, sizes, max_buckets=args.plan_max_buckets, mode=settings.align_mode, keep=args.plan_keep_buckets
@@ -183,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     exports = exports_for(result, flags, resolutions=resolutions,
                           bucket_file_path=str(files["vllm-gaudi-buckets.txt"]))  # fmt: skip
     sources = provenance(request, inputs)
-    report: dict[str, Any] = {"plan": render.to_dict(result, exports, choice, sources)}
+    report: dict[str, Any] = {"plan": render.to_dict(result, exports, choice, sources), "costs": costs}
     if not result.fits:
         if args.json:
             print_json(report)
@@ -205,6 +211,8 @@ def run(args: argparse.Namespace) -> int:
         print(render.to_table(result, exports, choice, sources))
         for note in notes:
             print(f"note: {note}")
+        for note in costs["notes"]:
+            print(f"costs: {note}")
         for path in written.values():
             print(f"file: {path}" + (" (not written: dry run)" if args.dry_run else ""))
         print("environment: " + (" ".join(f"{k}={shlex.quote(v)}" for k, v in exports.env.items()) or "(unchanged)"))
