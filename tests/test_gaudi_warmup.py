@@ -10,6 +10,8 @@ import dataclasses
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.memory import gaudi_warmup as gw
@@ -497,3 +499,44 @@ def test_bucket_file_refuses_what_the_format_cannot_say(
 ) -> None:
     with pytest.raises(ConfigError, match=match):
         gw.bucket_file(prompt, decode)
+
+
+# --- overridden_variables: a listed variable never changes the buckets ----------------------------------------------
+
+_VALUES = {"min": ["0", "1", "2", "128"], "step": ["1", "4", "64", "256"], "max": ["4", "64", "1024"],
+           "pad_max": ["0", "16", "64"], "pad_percent": ["0", "25", "50"]}  # fmt: skip
+
+
+def _outcome(cfg: BucketingConfig, shape: EngineShape) -> object:
+    try:
+        return (prompt_buckets(cfg, shape), decode_buckets(cfg, shape))
+    except ConfigError:
+        return "fails"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    strategy=st.sampled_from(gw.STRATEGIES),
+    chosen=st.lists(st.sampled_from(gw.RANGE_VARIABLES), max_size=6, unique=True),
+    data=st.data(),
+    mml=st.sampled_from([2048, 8192, 12288]),
+    mns=st.sampled_from([4, 32]),
+    merged=st.booleans(),
+)
+def test_overridden_variables_do_not_change_buckets(
+    strategy: str, chosen: list[str], data: st.DataObject, mml: int, mns: int, merged: bool
+) -> None:
+    env = {"VLLM_BUCKETING_STRATEGY": strategy}
+    if merged:
+        env["VLLM_MERGED_PREFILL"] = "1"
+    for var in chosen:
+        param = "pad_" + var.rsplit("_", 1)[1].lower() if "_PAD_" in var else var.rsplit("_", 1)[1].lower()
+        env[var] = data.draw(st.sampled_from(_VALUES[param]))
+    cfg = config_from_env(env)
+    shape = EngineShape(max_model_len=mml, max_num_seqs=mns, max_num_batched_tokens=2048, block_size=128,
+                        num_kv_blocks=300)  # fmt: skip
+    expected = _outcome(cfg, shape)
+    for var in overridden_variables(cfg):
+        if var in gw.RANGE_VARIABLES:
+            field = var.removeprefix("VLLM_").replace("_BUCKET", "").lower()
+            assert _outcome(dataclasses.replace(cfg, **{field: None}), shape) == expected, var
