@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -538,5 +539,20 @@ def test_overridden_variables_do_not_change_buckets(
     expected = _outcome(cfg, shape)
     for var in overridden_variables(cfg):
         if var in gw.RANGE_VARIABLES:
-            field = var.removeprefix("VLLM_").replace("_BUCKET", "").lower()
-            assert _outcome(dataclasses.replace(cfg, **{field: None}), shape) == expected, var
+            unset: dict[str, Any] = {var.removeprefix("VLLM_").replace("_BUCKET", "").lower(): None}
+            assert _outcome(dataclasses.replace(cfg, **unset), shape) == expected, var
+
+
+def test_vision_graph_patches_of_default_warmup() -> None:
+    result = vision_warmup(DEFAULT_QWEN, None, {"image": 1})
+    patches = gw.vision_graph_patches(result, DEFAULT_QWEN)
+    # 1600's five shapes: 560x560 = 40x40 patches -> 1600; 756x560 = 54x40 = 2160 -> 3136; 420x560 -> 1600; ...
+    assert patches[:2] == (1600, 3136)
+    assert set(DEFAULT_QWEN) <= set(patches)
+    # 12544's 4:3 shape 2100x1568 is 150x112 = 16800 patches, above every bucket: compiled at its exact size
+    assert 16800 in patches
+    assert sorted(p for p in patches if p > 12544) == [13728, 16320, 16800, 22400]
+    assert gw.vision_graph_patches(vision_warmup(DEFAULT_QWEN, None, None), DEFAULT_QWEN) == ()
+    # item counts do not add tower shapes: images run one at a time
+    ranged = vision_warmup(DEFAULT_QWEN, "560x560x1-4", {"image": 4})
+    assert gw.vision_graph_patches(ranged, DEFAULT_QWEN) == patches

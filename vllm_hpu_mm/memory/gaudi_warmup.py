@@ -33,6 +33,7 @@ from vllm_hpu_mm.memory.gaudi_vision import (
     format_resolutions,
     parse_resolutions,
     vision_buckets_from_env,
+    vision_graph_patches,
     vision_warmup,
 )
 
@@ -53,6 +54,7 @@ __all__ = [
     "parse_resolutions",
     "prompt_buckets",
     "vision_buckets_from_env",
+    "vision_graph_patches",
     "vision_warmup",
     "warmup_enabled",
     "warned_variables",
