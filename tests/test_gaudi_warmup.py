@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.memory import gaudi_warmup as gw
+from vllm_hpu_mm.memory.gaudi_ranges import exp_range, lin_range, pad_range
 from vllm_hpu_mm.memory.gaudi_warmup import (
     BucketingConfig,
     EngineShape,
@@ -226,17 +227,17 @@ def test_zero_buckets_is_an_error_as_in_vllm_gaudi() -> None:
     ],
 )
 def test_pad_range_doc_examples(config: tuple[int, int, int, int, int], expected: list[int]) -> None:
-    assert sorted(gw._pad_range(*config, what="x")) == expected
+    assert sorted(pad_range(*config, what="x")) == expected
 
 
 def test_lin_range_doc_examples() -> None:
-    assert gw._lin_range(2, 32, 64, "x") == [2, 4, 8, 16, 32, 64]
-    assert gw._lin_range(128, 128, 512, "x") == [128, 256, 384, 512]
-    assert gw._lin_range(1, 64, 128, "x") == [1, 2, 4, 8, 16, 32, 64, 128]
+    assert lin_range(2, 32, 64, "x") == [2, 4, 8, 16, 32, 64]
+    assert lin_range(128, 128, 512, "x") == [128, 256, 384, 512]
+    assert lin_range(1, 64, 128, "x") == [1, 2, 4, 8, 16, 32, 64, 128]
 
 
 def test_exp_range_docstring_example() -> None:
-    assert gw._exp_range(128, 128, 2048, 10, False) == [128, 256, 384, 512, 640, 896, 1152, 1536, 2048]
+    assert exp_range(128, 128, 2048, 10, False) == [128, 256, 384, 512, 640, 896, 1152, 1536, 2048]
 
 
 # --- parsing --------------------------------------------------------------------------------------------------------

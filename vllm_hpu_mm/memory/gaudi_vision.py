@@ -243,7 +243,8 @@ def vision_warmup(
     ``buckets``: as :func:`vision_buckets_from_env` returns; ``resolutions``: the VLLM_MULTIMODAL_RESOLUTIONS value;
     ``limit_mm_per_prompt``: vLLM's ``--limit-mm-per-prompt`` ({"image": 4} or {"image": {"count": 4, "width": ..,
     "height": ..}}); ``modalities``: what the model supports, in its order (Qwen2.5-VL: image, video);
-    ``warmup``: False with VLLM_SKIP_WARMUP or bucketing off (:func:`warmup_enabled`).
+    ``warmup``: False with VLLM_SKIP_WARMUP or bucketing off (:func:`warmup_enabled`); ``patch_size``: what the
+    loaded tower reports (a run-time value, 14 for Qwen2.5-VL); ``merge_size``: vllm-gaudi hard-codes 2.
 
     A modality is warmed only when --limit-mm-per-prompt names it: image with a count other than 0, video with a
     count other than 999. Non-batch models warm five aspect ratios per bucket with 1 item, then each explicit
