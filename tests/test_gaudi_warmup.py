@@ -505,8 +505,14 @@ def test_bucket_file_refuses_what_the_format_cannot_say(
 
 # --- overridden_variables: a listed variable never changes the buckets ----------------------------------------------
 
-_VALUES = {"min": ["0", "1", "2", "128"], "step": ["1", "4", "64", "256"], "max": ["4", "64", "1024"],
-           "pad_max": ["0", "16", "64"], "pad_percent": ["0", "25", "50"]}  # fmt: skip
+# small enough that no draw builds a huge grid (steps of 1 with large maxima would take minutes, here and there)
+_VALUES = {
+    "min": ["0", "1", "2", "128"],
+    "step": ["16", "64", "256"],
+    "max": ["4", "64", "1024"],
+    "pad_max": ["0", "16", "64"],
+    "pad_percent": ["0", "25", "50"],
+}
 
 
 def _outcome(cfg: BucketingConfig, shape: EngineShape) -> object:
@@ -516,7 +522,7 @@ def _outcome(cfg: BucketingConfig, shape: EngineShape) -> object:
         return "fails"
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, derandomize=True)
 @given(
     strategy=st.sampled_from(gw.STRATEGIES),
     chosen=st.lists(st.sampled_from(gw.RANGE_VARIABLES), max_size=6, unique=True),
