@@ -169,6 +169,12 @@ def named_cases() -> list[Case]:
         ),
         Case("vision gemma-3 (batch based), image 4", SHAPE_32K, limit={"image": 4}, model_type="gemma-3"),
         Case("bucketing off (VLLM_ENABLE_BUCKETING=false)", SHAPE_32K, {"VLLM_ENABLE_BUCKETING": "false"}),
+        Case("VLLM_PREFIX_CACHING=false (contiguous PA), exp", SHAPE_32K, {"VLLM_PREFIX_CACHING": "false"}),
+        Case(
+            "vision VLLM_MULTIMODAL_BUCKETS=None, no --limit-mm-per-prompt",
+            SHAPE_MAIN,
+            {"VLLM_MULTIMODAL_BUCKETS": "None"},
+        ),
         Case("bad VLLM_DECODE_BS_BUCKET_MAX=abc", SHAPE_32K, {"VLLM_DECODE_BS_BUCKET_MAX": "abc"}),
         Case("bad VLLM_BUCKETING_STRATEGY=EXP", SHAPE_32K, {"VLLM_BUCKETING_STRATEGY": "EXP"}),
         Case("bad bucket file line", SHAPE_32K, file_text="(1, 128, 0)\n(1, 1, range(512))\n"),

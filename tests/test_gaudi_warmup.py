@@ -345,6 +345,8 @@ def test_vision_none_buckets_fail_warmup() -> None:
     result = vision_warmup(None, None, {"image": 1})
     assert result.fails
     assert "len()" in result.reason
+    assert vision_warmup(None, None, None).fails  # len() comes before the per-modality check (qwen2_5_vl)
+    assert not vision_warmup(None, None, None, model_type="gemma-3").fails  # batch based: only a warmed modality
     assert vision_warmup(DEFAULT_QWEN, None, {"image": 1}, warmup=False).graphs == ()
 
 
