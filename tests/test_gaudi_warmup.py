@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.memory import gaudi_warmup as gw
+from vllm_hpu_mm.memory.gaudi_ranges import exp_range, lin_range, pad_range
 from vllm_hpu_mm.memory.gaudi_warmup import (
     BucketingConfig,
     EngineShape,
@@ -223,17 +227,17 @@ def test_zero_buckets_is_an_error_as_in_vllm_gaudi() -> None:
     ],
 )
 def test_pad_range_doc_examples(config: tuple[int, int, int, int, int], expected: list[int]) -> None:
-    assert sorted(gw._pad_range(*config, what="x")) == expected
+    assert sorted(pad_range(*config, what="x")) == expected
 
 
 def test_lin_range_doc_examples() -> None:
-    assert gw._lin_range(2, 32, 64, "x") == [2, 4, 8, 16, 32, 64]
-    assert gw._lin_range(128, 128, 512, "x") == [128, 256, 384, 512]
-    assert gw._lin_range(1, 64, 128, "x") == [1, 2, 4, 8, 16, 32, 64, 128]
+    assert lin_range(2, 32, 64, "x") == [2, 4, 8, 16, 32, 64]
+    assert lin_range(128, 128, 512, "x") == [128, 256, 384, 512]
+    assert lin_range(1, 64, 128, "x") == [1, 2, 4, 8, 16, 32, 64, 128]
 
 
 def test_exp_range_docstring_example() -> None:
-    assert gw._exp_range(128, 128, 2048, 10, False) == [128, 256, 384, 512, 640, 896, 1152, 1536, 2048]
+    assert exp_range(128, 128, 2048, 10, False) == [128, 256, 384, 512, 640, 896, 1152, 1536, 2048]
 
 
 # --- parsing --------------------------------------------------------------------------------------------------------
@@ -341,6 +345,8 @@ def test_vision_none_buckets_fail_warmup() -> None:
     result = vision_warmup(None, None, {"image": 1})
     assert result.fails
     assert "len()" in result.reason
+    assert vision_warmup(None, None, None).fails  # len() comes before the per-modality check (qwen2_5_vl)
+    assert not vision_warmup(None, None, None, model_type="gemma-3").fails  # batch based: only a warmed modality
     assert vision_warmup(DEFAULT_QWEN, None, {"image": 1}, warmup=False).graphs == ()
 
 
@@ -497,3 +503,65 @@ def test_bucket_file_refuses_what_the_format_cannot_say(
 ) -> None:
     with pytest.raises(ConfigError, match=match):
         gw.bucket_file(prompt, decode)
+
+
+# --- overridden_variables: a listed variable never changes the buckets ----------------------------------------------
+
+# small enough that no draw builds a huge grid (steps of 1 with large maxima would take minutes, here and there)
+_VALUES = {
+    "min": ["0", "1", "2", "128"],
+    "step": ["16", "64", "256"],
+    "max": ["4", "64", "1024"],
+    "pad_max": ["0", "16", "64"],
+    "pad_percent": ["0", "25", "50"],
+}
+
+
+def _outcome(cfg: BucketingConfig, shape: EngineShape) -> object:
+    try:
+        return (prompt_buckets(cfg, shape), decode_buckets(cfg, shape))
+    except ConfigError:
+        return "fails"
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    strategy=st.sampled_from(gw.STRATEGIES),
+    chosen=st.lists(st.sampled_from(gw.RANGE_VARIABLES), max_size=6, unique=True),
+    data=st.data(),
+    mml=st.sampled_from([2048, 8192, 12288]),
+    mns=st.sampled_from([4, 32]),
+    merged=st.booleans(),
+)
+def test_overridden_variables_do_not_change_buckets(
+    strategy: str, chosen: list[str], data: st.DataObject, mml: int, mns: int, merged: bool
+) -> None:
+    env = {"VLLM_BUCKETING_STRATEGY": strategy}
+    if merged:
+        env["VLLM_MERGED_PREFILL"] = "1"
+    for var in chosen:
+        param = "pad_" + var.rsplit("_", 1)[1].lower() if "_PAD_" in var else var.rsplit("_", 1)[1].lower()
+        env[var] = data.draw(st.sampled_from(_VALUES[param]))
+    cfg = config_from_env(env)
+    shape = EngineShape(max_model_len=mml, max_num_seqs=mns, max_num_batched_tokens=2048, block_size=128,
+                        num_kv_blocks=300)  # fmt: skip
+    expected = _outcome(cfg, shape)
+    for var in overridden_variables(cfg):
+        if var in gw.RANGE_VARIABLES:
+            unset: dict[str, Any] = {var.removeprefix("VLLM_").replace("_BUCKET", "").lower(): None}
+            assert _outcome(dataclasses.replace(cfg, **unset), shape) == expected, var
+
+
+def test_vision_graph_patches_of_default_warmup() -> None:
+    result = vision_warmup(DEFAULT_QWEN, None, {"image": 1})
+    patches = gw.vision_graph_patches(result, DEFAULT_QWEN)
+    # 1600's five shapes: 560x560 = 40x40 patches -> 1600; 756x560 = 54x40 = 2160 -> 3136; 420x560 -> 1600; ...
+    assert patches[:2] == (1600, 3136)
+    assert set(DEFAULT_QWEN) <= set(patches)
+    # 12544's 4:3 shape 2100x1568 is 150x112 = 16800 patches, above every bucket: compiled at its exact size
+    assert 16800 in patches
+    assert sorted(p for p in patches if p > 12544) == [13728, 16320, 16800, 22400]
+    assert gw.vision_graph_patches(vision_warmup(DEFAULT_QWEN, None, None), DEFAULT_QWEN) == ()
+    # item counts do not add tower shapes: images run one at a time
+    ranged = vision_warmup(DEFAULT_QWEN, "560x560x1-4", {"image": 4})
+    assert gw.vision_graph_patches(ranged, DEFAULT_QWEN) == patches

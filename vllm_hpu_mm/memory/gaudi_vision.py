@@ -18,6 +18,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, aligned_size
+from vllm_hpu_mm.preprocess.modes import AlignMode
 
 __all__ = [
     "RESOLUTIONS_FORM",
@@ -28,6 +30,7 @@ __all__ = [
     "parse_resolution_entries",
     "parse_resolutions",
     "vision_buckets_from_env",
+    "vision_graph_patches",
     "vision_warmup",
 ]
 
@@ -240,7 +243,8 @@ def vision_warmup(
     ``buckets``: as :func:`vision_buckets_from_env` returns; ``resolutions``: the VLLM_MULTIMODAL_RESOLUTIONS value;
     ``limit_mm_per_prompt``: vLLM's ``--limit-mm-per-prompt`` ({"image": 4} or {"image": {"count": 4, "width": ..,
     "height": ..}}); ``modalities``: what the model supports, in its order (Qwen2.5-VL: image, video);
-    ``warmup``: False with VLLM_SKIP_WARMUP or bucketing off (:func:`warmup_enabled`).
+    ``warmup``: False with VLLM_SKIP_WARMUP or bucketing off (:func:`warmup_enabled`); ``patch_size``: what the
+    loaded tower reports (a run-time value, 14 for Qwen2.5-VL); ``merge_size``: vllm-gaudi hard-codes 2.
 
     A modality is warmed only when --limit-mm-per-prompt names it: image with a count other than 0, video with a
     count other than 999. Non-batch models warm five aspect ratios per bucket with 1 item, then each explicit
@@ -329,3 +333,39 @@ def _resolved_count(modality: str, options: Mapping[str, Mapping[str, int]]) -> 
         if key in options:
             return int(options[key].get("count", UNSET_LIMIT))
     return 1
+
+
+#: vllm-gaudi's HPUQwen2_5_VLProcessingInfo (models/qwen2_5_vl.py @ 091bbadd) sets min_pixels 112 x 112.
+GAUDI_QWEN_MIN_PIXELS = 112 * 112
+
+
+def vision_graph_patches(
+    warmup: VisionWarmup,
+    buckets: tuple[int, ...],
+    *,
+    min_pixels: int = GAUDI_QWEN_MIN_PIXELS,
+    max_pixels: int = QWEN_MAX_PIXELS,
+    patch_size: int = 14,
+    merge_size: int = 2,
+) -> tuple[int, ...]:
+    """Distinct per-image patch counts the image warm-up steps run the Qwen2.5-VL tower at, first-seen order.
+
+    A model of run-time behaviour, not of vllm-gaudi's warm-up loop itself: the HF processor resizes each dummy
+    image with Qwen's factor-28 rule within ``min_pixels`` (vllm-gaudi: 112 x 112) and ``max_pixels`` (the model's
+    preprocessor config; 12845056 for Qwen2.5-VL), and vllm-gaudi's tower (models/qwen2_5_vl.py get_image_embeds
+    @ 091bbadd) runs one image at a time padded to the smallest bucket that holds it, or at its exact size above
+    the largest bucket. So each number is one compiled tower shape, whatever the step's item count; a guessed
+    aspect ratio of a large bucket can land above every bucket and compile an unbucketed shape. Video steps are
+    left out (their patch count depends on frames).
+    """
+    factor = patch_size * merge_size
+    ordered = sorted(buckets)
+    out: dict[int, None] = {}
+    for modality, width, height, _ in warmup.graphs:
+        if modality != "image":
+            continue
+        h, w = aligned_size(height, width, min_pixels=min_pixels, max_pixels=max_pixels, mode=AlignMode.NEAREST,
+                            factor=factor)  # fmt: skip
+        patches = (h // patch_size) * (w // patch_size)
+        out[next((b for b in ordered if b >= patches), patches)] = None
+    return tuple(out)

@@ -1,0 +1,186 @@
+"""Child process of benchmarks/vllm_gaudi_bucket_counts.py: runs vllm-gaudi's OWN bucketing code on CPU.
+
+Started with PYTHONPATH pointing at a temporary directory that holds vllm-gaudi's source extracted from the
+mirror (``git archive``; nothing of it is kept in this repository) plus small ``habana_frameworks`` stand-ins.
+Reads a JSON list of cases on stdin, prints one JSON list of results on stdout.
+
+What runs is vllm-gaudi's code: ``HPUBucketingManager`` (extension/bucketing/common.py and the strategies),
+``get_config``/``finalize_config`` (variable parsing), ``HPUVisionBucketManager`` (vision.py), and the bodies of
+``HPUModelRunner.warmup_multimodal_graphs`` and ``_resolve_mm_limit_options`` taken from hpu_model_runner.py with
+``ast`` and executed against a stand-in runner (the real runner needs torch on an HPU). The runner glue that feeds
+the manager is reproduced here, from hpu_model_runner.py @ 091bbadd: ``max_num_prefill_seqs`` (max_num_seqs with
+merged prefill, else VLLM_PROMPT_BS_BUCKET_MAX or 1), ``num_hpu_blocks`` = the KV blocks,
+``skip_decode_block_clamp`` False (a dense model), nothing generated when bucketing is off.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import os
+import sys
+import textwrap
+import traceback
+import types
+from pathlib import Path
+from typing import Any
+
+CLEARED_PREFIXES = ("VLLM_PROMPT_", "VLLM_DECODE_", "VLLM_BUCKETING_", "VLLM_MULTIMODAL_")
+CLEARED = (
+    "VLLM_EXPONENTIAL_BUCKETING",
+    "VLLM_CONTIGUOUS_PA",
+    "VLLM_PREFIX_CACHING",
+    "VLLM_MERGED_PREFILL",
+    "VLLM_ENABLE_BUCKETING",
+    "VLLM_SKIP_WARMUP",
+    "PT_HPU_SDPA_QKV_SLICE_MODE_FWD",
+    "PT_HPU_SDPA_BC_FACTOR",
+    "VLLM_FUSEDSDPA_SLIDE_THLD",
+)
+
+
+def _set_env(env: dict[str, str]) -> None:
+    for key in list(os.environ):
+        if key.startswith(CLEARED_PREFIXES) or key in CLEARED:
+            del os.environ[key]
+    os.environ.update(env)
+
+
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+
+
+def text_buckets(case: dict[str, Any]) -> dict[str, Any]:
+    from vllm_gaudi.extension.bucketing.common import HPUBucketingManager  # type: ignore[import-not-found]
+    from vllm_gaudi.extension.runtime import clear_config, finalize_config, get_config  # type: ignore[import-not-found]
+
+    shape = case["shape"]
+    out: dict[str, Any] = {}
+    clear_config()
+    try:
+        finalize_config()  # what HPUModelRunner.__init__ does: every declared variable is parsed here
+    except Exception as exc:
+        out["startup_error"] = _error(exc)
+        return out
+    cfg = get_config()
+    if not cfg.use_bucketing:
+        return {"prompt": [], "decode": []}
+    mns = shape["max_num_seqs"]
+    bs_max = cfg.VLLM_PROMPT_BS_BUCKET_MAX
+    mnps = mns if cfg.merged_prefill else (bs_max if bs_max is not None else 1)
+    mgr = HPUBucketingManager()
+    mgr.initialize(
+        max_num_seqs=mns,
+        max_num_prefill_seqs=mnps,
+        block_size=shape["block_size"],
+        max_num_batched_tokens=shape["max_num_batched_tokens"],
+        max_model_len=shape["max_model_len"],
+        num_speculative_tokens=shape.get("num_speculative_tokens", 0),
+    )
+    mgr.num_hpu_blocks = shape["num_kv_blocks"]
+    mgr.skip_decode_block_clamp = shape.get("skip_decode_block_clamp", False)
+    for phase, generate in (("prompt", mgr.generate_prompt_buckets), ("decode", mgr.generate_decode_buckets)):
+        try:
+            generate()
+            out[phase] = [list(b) for b in (mgr.prompt_buckets if phase == "prompt" else mgr.decode_buckets)]
+        except Exception as exc:
+            out[f"{phase}_error"] = _error(exc)
+    return out
+
+
+class _Options:
+    pass
+
+
+def _runner_functions(runner_source: str) -> dict[str, Any]:
+    """warmup_multimodal_graphs and _resolve_mm_limit_options from hpu_model_runner.py, compiled as functions."""
+    tree = ast.parse(runner_source)
+    namespace: dict[str, Any] = {
+        "logger": logging.getLogger("vllm_gaudi_driver"),
+        "sanity_check_mm_encoder_outputs": lambda *a, **k: None,
+    }
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "_MM_WARMUP_GRAPH_WARN_THRESHOLD" for t in node.targets
+        ):
+            exec(compile(ast.Module([node], []), "hpu_model_runner.py", "exec"), namespace)
+        if isinstance(node, ast.ClassDef) and node.name == "HPUModelRunner":
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name in (
+                    "warmup_multimodal_graphs",
+                    "_resolve_mm_limit_options",
+                ):
+                    item.decorator_list = []
+                    code = textwrap.dedent(ast.get_source_segment(runner_source, item) or "")
+                    exec(compile(code, "hpu_model_runner.py", "exec"), namespace)
+    return namespace
+
+
+def vision_steps(case: dict[str, Any], runner_source: str) -> dict[str, Any]:
+    from vllm.config.multimodal import MultiModalConfig
+    from vllm_gaudi.extension.bucketing.vision import HPUVisionBucketManager  # type: ignore[import-not-found]
+
+    try:
+        vbm = HPUVisionBucketManager(case.get("model_type", "qwen2_5_vl"))
+    except Exception as exc:
+        return {"vision_error": _error(exc)}
+    limit = case.get("limit_mm_per_prompt")
+    mm_config = MultiModalConfig(limit_per_prompt=limit) if limit is not None else MultiModalConfig()
+    modalities = case.get("modalities", ["image", "video"])
+
+    class Budget:  # vLLM's MultiModalBudget.mm_limits for a model whose supported limits are all None (Qwen2.5-VL)
+        def __init__(self, *_: Any) -> None:
+            self.mm_limits = {m: mm_config.get_limit_per_prompt(m) for m in modalities}
+
+    fake = types.ModuleType("vllm.multimodal.encoder_budget")
+    fake.MultiModalBudget = Budget  # type: ignore[attr-defined]
+    sys.modules["vllm.multimodal.encoder_budget"] = fake
+    ns = _runner_functions(runner_source)
+    steps: list[list[Any]] = []
+
+    runner = types.SimpleNamespace()
+    model = types.SimpleNamespace(vision_bucket_manager=vbm, embed_multimodal=lambda **_: None)
+    runner.supports_mm_inputs = True
+    runner.vllm_config = None
+    runner.mm_registry = None
+    runner.model = model
+    runner.get_model = lambda: model
+    runner.model_config = types.SimpleNamespace(get_multimodal_config=lambda: mm_config)
+    runner.cache_config = types.SimpleNamespace(enable_prefix_caching=True)
+    runner.get_patch_size_from_model = lambda: case.get("patch_size", 14)
+    runner.graphed_buckets = set()
+    runner.log_warmup_multimodal = lambda *a: None
+    runner._resolve_mm_limit_options = lambda c, m: ns["_resolve_mm_limit_options"](runner, c, m)
+
+    def dummy_batch(modality: str, image_args: Any, width: int, height: int, count_override: Any = None) -> Any:
+        items = image_args if vbm.is_batch_based else count_override
+        steps.append([modality, width, height, items])
+        return {}
+
+    runner._get_mm_dummy_batch = dummy_batch
+    try:
+        ns["warmup_multimodal_graphs"](runner, vbm.multimodal_buckets)
+    except Exception as exc:
+        return {"vision_steps": steps, "vision_error": _error(exc), "vision_buckets": vbm.multimodal_buckets}
+    return {"vision_steps": steps, "vision_buckets": vbm.multimodal_buckets}
+
+
+def main() -> None:
+    logging.disable(logging.WARNING)  # their warnings go to the log, not to our JSON
+    runner_source = Path(sys.argv[1]).read_text()
+    results = []
+    for case in json.load(sys.stdin):
+        _set_env(case["env"])
+        try:
+            result = text_buckets(case)
+            if case.get("vision", True):
+                result.update(vision_steps(case, runner_source))
+        except Exception:
+            result = {"driver_error": traceback.format_exc()[-2000:]}
+        results.append(result)
+    json.dump(results, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
