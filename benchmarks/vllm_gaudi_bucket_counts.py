@@ -17,6 +17,7 @@ Nothing here runs on Gaudi: the counts are what vllm-gaudi's code generates for 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import io
 import json
@@ -201,6 +202,67 @@ def named_cases() -> list[Case]:
             limit={"image": 1},
         ),
     ]
+
+
+#: serve configurations whose exports are run through vllm-gaudi's code: the README's main job and variations.
+SERVE_RUNS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("serve: README main job", ()),
+    ("serve: main job, MathVista sizes", ("--plan-sizes", "{mathvista}")),
+    ("serve: 32k, 64 seqs, reserved 0.2", ("--model", "Qwen/Qwen2.5-VL-7B-Instruct", "--max-model-len", "32768",
+                                           "--max-num-seqs", "64", "--plan-device", "gaudi2")),
+    ("serve: 3B, TP 2, pad strategy", ("--model", "Qwen/Qwen2.5-VL-3B-Instruct", "-tp", "2", "--plan-device",
+                                       "gaudi2", "--max-model-len", "16384")),
+)  # fmt: skip
+SERVE_ENV: dict[str, dict[str, str]] = {
+    "serve: 32k, 64 seqs, reserved 0.2": {"VLLM_GRAPH_RESERVED_MEM": "0.2"},
+    "serve: 3B, TP 2, pad strategy": {"VLLM_BUCKETING_STRATEGY": "pad"},
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ServeCase:
+    case: Case
+    #: What the plan says vllm-gaudi will warm: prompt and decode buckets kept, vision buckets exported.
+    claims: dict[str, int]
+
+
+def serve_cases() -> list[ServeCase]:
+    """Run ``serve --dry-run --json --plan-runtime vllm-gaudi`` and turn its exports (environment, bucket file,
+    --limit-mm-per-prompt) into a case for vllm-gaudi's own code, with the counts the plan claims."""
+    from vllm_hpu_mm.cli.main import main as cli
+
+    mathvista = str(ROOT / "vllm_hpu_mm" / "data" / "mathvista_testmini.csv")
+    out = []
+    for name, argv in SERVE_RUNS:
+        argv = tuple(a.format(mathvista=mathvista) for a in argv)
+        saved = dict(os.environ)
+        os.environ.update(SERVE_ENV.get(name, {}))
+        buf = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(buf):
+                code = cli(["serve", "--dry-run", "--json", "--plan-runtime", "vllm-gaudi", *argv])
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        if code != 0:
+            raise RuntimeError(f"{name}: serve --dry-run exited {code}")
+        report = json.loads(buf.getvalue())
+        plan, env = report["plan"], dict(report["environment"])
+        env.update(SERVE_ENV.get(name, {}))
+        file_text = next(iter(report["files"].values()))
+        env.pop("VLLM_BUCKETING_FROM_FILE")
+        args = report["command"]
+        limit = json.loads(args[args.index("--limit-mm-per-prompt") + 1]) if "--limit-mm-per-prompt" in args else None
+        shape = EngineShape(max_model_len=plan["max_model_len"], max_num_seqs=plan["max_num_seqs"],
+                            max_num_batched_tokens=plan["max_num_batched_tokens"],
+                            block_size=plan["block_size"], num_kv_blocks=plan["kv_blocks"])  # fmt: skip
+        claims = {
+            "prompt": max(plan["prefill_graphs_fit"], 1),  # at least one bucket per phase (a file needs one)
+            "decode": max(plan["decode_graphs_fit"], 1),
+            "vision_buckets": len(plan["vision_buckets_captured"]),
+        }
+        out.append(ServeCase(Case(name, shape, env, limit, file_text), claims))
+    return out
 
 
 def random_cases(count: int, seed: int) -> list[Case]:
@@ -394,6 +456,29 @@ def compare(case: Case, mine: dict[str, Any], their: dict[str, Any]) -> dict[str
     }
 
 
+def render_serve(rows: list[dict[str, Any]], claims: list[dict[str, int]]) -> list[str]:
+    lines = [
+        "",
+        "## serve's exports, run through vllm-gaudi's code",
+        "",
+        "`vllm-hpu-mm serve --dry-run --json --plan-runtime vllm-gaudi` for each configuration; its environment,",
+        "bucket file (VLLM_BUCKETING_FROM_FILE) and --limit-mm-per-prompt go to vllm-gaudi's own bucketing and",
+        'multimodal warm-up, at the plan\'s KV blocks. "plan keeps" is what the plan says vllm-gaudi will warm.',
+        "",
+        "| configuration | prompt: plan keeps / vllm-gaudi warms | decode: plan keeps / vllm-gaudi warms "
+        "| vision buckets exported | vision warm-up steps: ours / theirs | same |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r, c in zip(rows, claims, strict=True):
+        t, o = r["theirs"], r["ours"]
+        same = str(t["prompt"]) == str(c["prompt"]) and str(t["decode"]) == str(c["decode"]) and r["vision_equal"]
+        lines.append(
+            f"| {r['case']} | {c['prompt']} / {t['prompt']} | {c['decode']} / {t['decode']} | {c['vision_buckets']} "
+            f"| {o['vision']} / {t['vision']} | {'yes' if same else '**NO**'} |"
+        )
+    return [*lines, ""]
+
+
 def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines = [
         "# vllm-gaudi warm-up: our model vs vllm-gaudi's own bucketing code",
@@ -445,13 +530,15 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true", help="print only; do not write benchmarks/results/")
     args = parser.parse_args()
 
+    served = serve_cases()
     cases = named_cases() + random_cases(args.random, args.seed)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="vllm-gaudi-") as tmp_name:
         tmp = Path(tmp_name)
         runner = extract(args.mirror, args.commit, tmp)
-        their = theirs(cases, tmp, runner)
-    rows = [compare(c, ours(c), t) for c, t in zip(cases, their, strict=True)]
+        their = theirs(cases + [s.case for s in served], tmp, runner)
+    rows = [compare(c, ours(c), t) for c, t in zip(cases, their[: len(cases)], strict=True)]
+    serve_rows = [compare(s.case, ours(s.case), t) for s, t in zip(served, their[len(cases) :], strict=True)]
     import vllm  # only for the version in the report; the comparison itself ran in the child
 
     commit = subprocess.run(
@@ -467,12 +554,13 @@ def main() -> int:
         "loadavg": os.getloadavg(),
         "random": args.random,
     }
-    text = render(rows, meta)
+    text = render(rows, meta) + "\n".join(render_serve(serve_rows, [s.claims for s in served]))
     print(text)
     if not args.no_write:
         RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / "vllm_gaudi_bucket_counts.md").write_text(text)
-        (RESULTS / "vllm_gaudi_bucket_counts.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+        payload = {"meta": meta, "rows": rows, "serve_rows": serve_rows, "serve_claims": [s.claims for s in served]}
+        (RESULTS / "vllm_gaudi_bucket_counts.json").write_text(json.dumps(payload, indent=1))
     return 0 if all(r["text_equal"] and r["vision_equal"] for r in rows) else 1
 
 

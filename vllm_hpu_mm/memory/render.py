@@ -68,6 +68,7 @@ def to_dict(
         "block_size": i.block_size,
         "max_model_len": i.max_model_len,
         "max_num_seqs": i.max_num_seqs,
+        "max_num_batched_tokens": i.max_num_batched_tokens,
         "max_concurrent_seqs": p.max_concurrent_seqs,
         "graph_bytes": s.graph_bytes,
         "prefill_graph_bytes": s.prefill_graph_bytes,
