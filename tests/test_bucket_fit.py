@@ -63,18 +63,15 @@ def test_unit_bounds_are_the_largest_sums_that_fit() -> None:
         assert vision_cost.capture_bytes(above, PoolMode.PRIVATE, VISION, 2) > pool
 
 
+def best(sizes: list[tuple[int, int]] | tuple[tuple[int, int], ...], pool_bytes: int, *, pool: PoolMode = PoolMode.PRIVATE,
+         max_buckets: int = 3) -> bucket_fit.BucketFit | None:  # fmt: skip
+    return bucket_fit.best_fitting_list(sizes, pool_bytes=pool_bytes, pool=pool, max_buckets=max_buckets,
+                                        vision=VISION, dtype_size=2, min_pixels=3136, max_pixels=12544 * 196)  # fmt: skip
+
+
 def test_the_largest_bucket_is_the_largest_image_whenever_its_graph_fits() -> None:
     sizes = [(448, 448), (896, 896), (1344, 1344)]  # 1024, 4096, 9216 patches
-    fit = bucket_fit.best_fitting_list(
-        sizes,
-        pool_bytes=2 * GIB,
-        pool=PoolMode.PRIVATE,
-        max_buckets=3,
-        vision=VISION,
-        dtype_size=2,
-        min_pixels=3136,
-        max_pixels=12544 * 196,
-    )
+    fit = best(sizes, 2 * GIB)
     assert fit is not None
     assert fit.buckets == (1024, 4096, 9216)
     assert fit.evaluation.num_shrunk == 0
@@ -84,16 +81,7 @@ def test_the_largest_bucket_is_the_largest_image_whenever_its_graph_fits() -> No
 def test_when_the_largest_image_cannot_fit_the_next_largest_is_taken_and_counted_as_shrunk() -> None:
     sizes = [(448, 448), (896, 896), (1344, 1344)]
     pool = vision_cost.capture_bytes((4096,), PoolMode.PRIVATE, VISION, 2)  # room for one 4096 graph, not 9216
-    fit = bucket_fit.best_fitting_list(
-        sizes,
-        pool_bytes=pool,
-        pool=PoolMode.PRIVATE,
-        max_buckets=3,
-        vision=VISION,
-        dtype_size=2,
-        min_pixels=3136,
-        max_pixels=12544 * 196,
-    )
+    fit = best(sizes, pool)
     assert fit is not None
     assert fit.buckets == (4096,)
     assert fit.evaluation.num_shrunk == 1
@@ -101,32 +89,14 @@ def test_when_the_largest_image_cannot_fit_the_next_largest_is_taken_and_counted
 
 
 def test_nothing_fits_gives_none() -> None:
-    fit = bucket_fit.best_fitting_list(
-        [(448, 448)],
-        pool_bytes=MIB,
-        pool=PoolMode.PRIVATE,
-        max_buckets=3,
-        vision=VISION,
-        dtype_size=2,
-        min_pixels=3136,
-        max_pixels=12544 * 196,
-    )
+    fit = best([(448, 448)], MIB)
     assert fit is None
 
 
 def test_a_shared_pool_bounds_only_the_largest_graph_and_the_count() -> None:
     sizes = embedded_sizes(("coco_val2017.csv",)).sizes
     pool = vision_cost.capture_bytes((12544,), PoolMode.SHARED, VISION, 2)
-    fit = bucket_fit.best_fitting_list(
-        sizes,
-        pool_bytes=pool + 3 * MIB,
-        pool=PoolMode.SHARED,
-        max_buckets=7,
-        vision=VISION,
-        dtype_size=2,
-        min_pixels=3136,
-        max_pixels=12544 * 196,
-    )
+    fit = best(sizes, pool + 3 * MIB, pool=PoolMode.SHARED, max_buckets=7)
     assert fit is not None
     assert fit.capture_bytes <= pool + 3 * MIB
     # 3 MiB of growth at 0.4 MiB per extra graph: at most 1 + 7 graphs, capped at 7.
