@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Sequence
 
 import pytest
 
@@ -63,10 +64,13 @@ def test_unit_bounds_are_the_largest_sums_that_fit() -> None:
         assert vision_cost.capture_bytes(above, PoolMode.PRIVATE, VISION, 2) > pool
 
 
-def best(sizes: list[tuple[int, int]] | tuple[tuple[int, int], ...], pool_bytes: int, *, pool: PoolMode = PoolMode.PRIVATE,
-         max_buckets: int = 3) -> bucket_fit.BucketFit | None:  # fmt: skip
-    return bucket_fit.best_fitting_list(sizes, pool_bytes=pool_bytes, pool=pool, max_buckets=max_buckets,
-                                        vision=VISION, dtype_size=2, min_pixels=3136, max_pixels=12544 * 196)  # fmt: skip
+def best(
+    sizes: Sequence[tuple[int, int]], pool_bytes: int, *, pool: PoolMode = PoolMode.PRIVATE, max_buckets: int = 3
+) -> bucket_fit.BucketFit | None:
+    return bucket_fit.best_fitting_list(
+        sizes, pool_bytes=pool_bytes, pool=pool, max_buckets=max_buckets, vision=VISION, dtype_size=2,
+        min_pixels=3136, max_pixels=12544 * 196,
+    )  # fmt: skip
 
 
 def test_the_largest_bucket_is_the_largest_image_whenever_its_graph_fits() -> None:
