@@ -22,7 +22,7 @@ from vllm.model_executor.models.qwen2_5_vl import (
 )
 from vllm.model_executor.models.registry import _LazyRegisteredModel, _ModelRegistry
 
-from benchmarks.bad_inputs import png_header_only
+from tests.support.bad_inputs import png_header_only
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.graphs.base import PassRecord
 from vllm_hpu_mm.plugin import model as plugin_model
