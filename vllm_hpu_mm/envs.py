@@ -203,7 +203,8 @@ _VARIABLES: tuple[EnvVar[Any], ...] = (
         "VLLM_HPU_MM_GRAPH_BACKEND",
         "auto",
         "one of " + ", ".join(GRAPH_BACKENDS),
-        "Vision-encoder graph backend: auto picks hpu, cuda or cpu from the platform; none runs eager unbucketed.",
+        "Vision-encoder graph backend: auto picks hpu, cuda or cpu (exact shapes: no graphs) from the platform; "
+        "cpu pads to buckets (to test bucket behaviour); none runs eager unbucketed.",
         _choice(GRAPH_BACKENDS),
     ),
     EnvVar(
