@@ -75,6 +75,12 @@ def _to_pil(item: Any) -> Any:
 class AlignedProcessingInfoMixin:
     """Overrides for a ``Qwen2VLProcessingInfo`` subclass: budgets on the 112 rule."""
 
+    def get_hf_processor(self, **kwargs: object) -> Any:
+        """vLLM's HF processor, its image processor given our pixel path (:mod:`.pixels`)."""
+        from vllm_hpu_mm.plugin.pixels import fast_pixels_processor
+
+        return fast_pixels_processor(super().get_hf_processor(**kwargs))  # type: ignore[misc]
+
     def hpu_mm_requested_limits(self, mm_kwargs: Mapping[str, object]) -> tuple[int, int]:
         """``(min_pixels, max_pixels)`` the processor config and the request ask for, before our bucket cap."""
         from vllm_hpu_mm.plugin import log_settings_once
