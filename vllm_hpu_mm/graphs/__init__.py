@@ -11,3 +11,5 @@
 
 Nothing here imports a device runtime at import time.
 """
+
+__all__: list[str] = []  # import the submodules by name; none loads a device runtime

@@ -4,7 +4,7 @@
 
 - ``auto``: ``hpu`` when Habana's bridge imports and vLLM's platform is HPU, ``cuda`` when the tower is on a CUDA
   device, else ``cpu`` **on exact shapes**: CPU eager captures no graph, so padding an image to its bucket is work
-  with nothing to reuse (measured on the CPU server: ``benchmarks/results/cpu_padding.md``);
+  with nothing to reuse (measured on the CPU server: ``benchmarks/results/served_path_cpu.md``);
 - ``cpu``: :class:`~vllm_hpu_mm.graphs.cpu.EagerExecutor` on bucket shapes, padded as on a graph backend: for
   testing bucket behaviour on a CPU machine;
 - ``cuda``: eager passes on bucket shapes; the graphs are vLLM's own encoder CUDA graphs, configured from the same

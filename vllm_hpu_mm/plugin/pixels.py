@@ -2,11 +2,11 @@
 :func:`vllm_hpu_mm.preprocess.pixels.to_pixel_values` instead of transformers' Qwen2-VL image processor.
 
 The aligned processor (:mod:`.processor`) hands the HF processor RGB images already at 112-multiple sizes, so the HF
-image processor only rescales, normalises and lays out patches. Our NumPy path does the same work on the uint8
-pixels (the patch shuffle before the float conversion, one lookup table per channel). Its values are bit-identical
-to transformers' PIL processor. They are within float32 rounding (about 1e-7) of the torchvision processor that vLLM
-loads by default (``tests/test_preprocess_pixels.py``). The serving gain is in
-``benchmarks/results/served_path_cpu.md``.
+image processor only lays out patches (and rescales and normalises them when asked). vLLM 0.32 asks for uint8
+patches and normalises on the device (``do_rescale=False, do_normalize=False``): our path then only shuffles the
+uint8 pixels into patch order (:func:`~vllm_hpu_mm.preprocess.pixels.to_patch_bytes`), identical to transformers'
+output. Asked to normalise, it uses one lookup table per channel (bit-identical to transformers' PIL processor,
+within float32 rounding of the torchvision one). The serving gain is in ``benchmarks/results/served_path_cpu.md``.
 
 The HF image processor object keeps everything else: the class of the instance vLLM caches is swapped to a subclass
 whose ``__call__`` takes our path only when it gives the same result, and hands anything else back to the original:
@@ -49,9 +49,11 @@ def pixel_values_if_exact(processor: Any, images: Any, kwargs: Mapping[str, Any]
         return None
     if not all(isinstance(im, Image.Image) and im.mode == "RGB" for im in images):
         return None
+    # vLLM 0.32 asks for neither (uint8 patches, normalised on the device); transformers' default is both.
+    normalize = kwargs.get("do_normalize", processor.do_normalize)
+    if kwargs.get("do_rescale", processor.do_rescale) != normalize:
+        return None
     settings = {
-        "do_rescale": True,
-        "do_normalize": True,
         "rescale_factor": 1 / 255,
         "image_mean": processor.image_mean,
         "image_std": processor.image_std,
@@ -60,18 +62,20 @@ def pixel_values_if_exact(processor: Any, images: Any, kwargs: Mapping[str, Any]
         "merge_size": processor.merge_size,
     }
     for key, value in kwargs.items():
-        if key in ("return_tensors", "size", "min_pixels", "max_pixels", "do_resize") or key in _NEUTRAL:
+        if key in ("return_tensors", "size", "min_pixels", "max_pixels", "do_resize", "do_rescale", "do_normalize"):
+            continue
+        if key in _NEUTRAL:
             continue
         if key not in settings or (value is not None and _differs(value, settings[key])):
             return None
-    if kwargs.get("return_tensors") not in ("pt", None) or not processor.do_rescale or not processor.do_normalize:
+    if kwargs.get("return_tensors") not in ("pt", None):
         return None
-    if abs(float(processor.rescale_factor) - 1 / 255) > 1e-12:
+    if normalize and abs(float(processor.rescale_factor) - 1 / 255) > 1e-12:
         return None
     limits = _limits(processor, kwargs)
     if limits is None:
         return None
-    return _compute(processor, images, limits)
+    return _compute(processor, images, limits, normalize=bool(normalize))
 
 
 def _differs(value: Any, expected: Any) -> bool:
@@ -82,13 +86,13 @@ def _differs(value: Any, expected: Any) -> bool:
     return bool(value != expected)
 
 
-def _compute(processor: Any, images: Any, limits: tuple[int, int]) -> Any | None:
+def _compute(processor: Any, images: Any, limits: tuple[int, int], *, normalize: bool) -> Any | None:
     import numpy as np
     import torch
     from transformers.feature_extraction_utils import BatchFeature
     from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
 
-    from vllm_hpu_mm.preprocess.pixels import to_pixel_values
+    from vllm_hpu_mm.preprocess.pixels import to_patch_bytes, to_pixel_values
 
     patch, merge, temporal = int(processor.patch_size), int(processor.merge_size), int(processor.temporal_patch_size)
     factor = patch * merge
@@ -104,16 +108,20 @@ def _compute(processor: Any, images: Any, limits: tuple[int, int]) -> Any | None
                 return None  # the HF processor would resize: let it
         except ValueError:  # its own aspect-ratio refusal: let it say so
             return None
-    values, grids = [], []
+    values: list[Any] = []
+    grids = []
     for image in images:
-        pixels, grid = to_pixel_values(
-            image,
-            image_mean=processor.image_mean,
-            image_std=processor.image_std,
-            patch_size=patch,
-            temporal_patch_size=temporal,
-            merge_size=merge,
-        )
+        if normalize:
+            pixels, grid = to_pixel_values(
+                image,
+                image_mean=processor.image_mean,
+                image_std=processor.image_std,
+                patch_size=patch,
+                temporal_patch_size=temporal,
+                merge_size=merge,
+            )
+        else:
+            pixels, grid = to_patch_bytes(image, patch_size=patch, temporal_patch_size=temporal, merge_size=merge)
         values.append(pixels)
         grids.append(grid)
     data = {
