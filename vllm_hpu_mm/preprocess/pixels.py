@@ -4,6 +4,9 @@ Layout (``Qwen2VLImageProcessor`` / ``Qwen2VLImageProcessorPil``): one row per 1
 2 x 2 merge group (group row, group column, then the row and column inside the group); each row is
 ``channel x temporal x 14 x 14``, the single image frame repeated ``temporal_patch_size`` times.
 
+:func:`to_patch_bytes` gives the same layout as uint8, neither rescaled nor normalised: what vLLM 0.32 asks the HF
+processor for (it normalises on the device), and what the served processor uses (``vllm_hpu_mm.plugin.pixels``).
+
 Why it is faster: the patch shuffle is done on the uint8 pixels (4x less memory traffic than on float32), and the
 rescale + normalise is one table lookup per channel (256 entries, computed in float32 as ``(x / 255 - mean) / std``,
 the PIL processor's arithmetic: its values come out bit-identical; the torchvision one differs by float32 rounding).
