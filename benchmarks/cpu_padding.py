@@ -13,6 +13,7 @@ alternate exact / padded; process CPU time per call (all threads of this process
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -87,7 +88,8 @@ def main() -> int:
             runner(pixels, grid)
         for k in range(args.rounds):
             for name in ("exact", "padded") if k % 2 == 0 else ("padded", "exact"):
-                times[name].append(timed(lambda r=runners[name], x=pixels, g=grid: r(x, g)))
+                runner, x, g = runners[name], pixels, grid
+                times[name].append(timed(functools.partial(runner, x, g)))
         row: dict[str, Any] = {"case": label, "patches": patches}
         for name, samples in times.items():
             row[f"{name}_cpu_ms"] = statistics.median(c for c, _ in samples)

@@ -47,7 +47,7 @@ def client(
     from vllm.benchmarks.serve import add_cli_args, main
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    parser = FlexibleArgumentParser()
+    parser = FlexibleArgumentParser()  # type: ignore[no-untyped-call]
     add_cli_args(parser)
     h, w = size
     args = parser.parse_args(

@@ -111,6 +111,7 @@ def _compute(processor: Any, images: Any, limits: tuple[int, int], *, normalize:
     values: list[Any] = []
     grids = []
     for image in images:
+        pixels: Any
         if normalize:
             pixels, grid = to_pixel_values(
                 image,
