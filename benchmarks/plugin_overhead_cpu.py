@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.batch_client import run_batch
 from benchmarks.cpu_server import running_server
 from benchmarks.reliability_cpu import RESULTS, machine_meta
 from benchmarks.server_cpu import NO_CACHES, payloads
+from tests.support.batch_client import run_batch
 
 #: Buckets equal to the patch counts of SIZES: (560², 784², 896², 448x336, 672x448) -> no dummy padding at all.
 EXACT_BUCKETS = "768,1536,1600,3136,4096"

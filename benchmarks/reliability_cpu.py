@@ -1,10 +1,10 @@
 """Reliability of the real vLLM CPU server with our plugin: a mixed load, resident memory, and a bad-input sweep.
 
-1. Load: 200 mixed requests (real photos from ``../shared/data/images/``, odd sizes, text-only, two images per
+1. Load: 200 mixed requests (real photos from ``tests/data/images/``, odd sizes, text-only, two images per
    request) at 8 concurrent. Warm-up first: every distinct request once, then a chunk of the same mix (another
    seed) at the same concurrency, so allocator pools reach their concurrency-8 working set. Targets: 0 failures;
    resident memory of the server's process tree (psutil) grows < 5% from the end of warm-up to the end.
-2. Bad-input sweep (``benchmarks/bad_inputs.py``): each reject item must get a 4xx whose message says what is
+2. Bad-input sweep (``tests/support/bad_inputs.py``): each reject item must get a 4xx whose message says what is
    wrong, each awkward-but-valid item a 200, and a good request sent right after each item must succeed.
 
 One command (about 5 minutes on a 2-core machine; writes ``benchmarks/results/reliability_cpu.{md,json}``)::
@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import io
 import json
 import platform
-import random
 import sys
 import tempfile
 import time
@@ -29,119 +27,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from benchmarks.bad_inputs import BadInput, corpus, synthetic_photo
-from benchmarks.batch_client import (
-    BatchResult,
-    ItemResult,
-    chat_payload,
-    data_url,
-    error_message,
-    file_data_url,
-    run_batch,
+from tests.support.batch_client import BatchResult, ItemResult, run_batch
+from tests.support.reliability import (
+    CLEAR_WORDS,
+    SweepRow,
+    bad_input_sweep,
+    distinct_payloads,
+    mixed_payloads,
 )
 
 REPO = Path(__file__).resolve().parents[1]
-IMAGES_DIR = REPO.parent / "shared" / "data" / "images"
 RESULTS = REPO / "benchmarks" / "results"
-#: Odd sizes: unaligned, long, tiny, large; all must be accepted (aspect <= 200:1).
-ODD_SIZES = ((500, 333), (3000, 200), (37, 1001), (1023, 767), (640, 427), (113, 57), (2000, 1999))
-#: Words one of which a clear bad-image message must contain (besides a 4xx status).
-CLEAR_WORDS = ("image", "base64", "decode", "pixel", "aspect", "size", "format", "bytes", "url")
-
-
-def photo_urls(folder: Path = IMAGES_DIR) -> list[str]:
-    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in {".png", ".jpg", ".jpeg"})
-    if not files:
-        raise FileNotFoundError(f"no photos in {folder} (see ../shared/data/README.md)")
-    return [file_data_url(p) for p in files]
-
-
-def odd_size_urls() -> list[str]:
-    out = []
-    for i, (w, h) in enumerate(ODD_SIZES):
-        buf = io.BytesIO()
-        synthetic_photo(w, h, seed=i).save(buf, format="JPEG", quality=85)
-        out.append(data_url(buf.getvalue(), "image/jpeg"))
-    return out
-
-
-def mixed_payloads(n: int, model: str, *, seed: int = 0, max_tokens: int = 4) -> list[tuple[str, dict[str, Any]]]:
-    """``n`` (kind, payload) pairs: 40% real photo, 30% odd size, 20% text-only, 10% two images, shuffled.
-
-    The shares are exact (up to rounding) for any ``n`` >= 10; the order and the images drawn depend on ``seed``.
-    """
-    rng = random.Random(seed)
-    photos, odd = photo_urls(), odd_size_urls()
-    shares = {"odd_size": 0.3, "text_only": 0.2, "two_images": 0.1}
-    kinds = [kind for kind, share in shares.items() for _ in range(round(share * n))]
-    kinds = ["photo"] * (n - len(kinds)) + kinds
-    rng.shuffle(kinds)
-    out: list[tuple[str, dict[str, Any]]] = []
-    for i, kind in enumerate(kinds):
-        urls: list[str] = []
-        if kind in ("photo", "two_images"):
-            urls.append(rng.choice(photos))
-        if kind in ("odd_size", "two_images"):
-            urls.append(rng.choice(odd))
-        prompt = f"Request {i}: describe what you see in a few words."
-        out.append((kind, chat_payload(prompt, urls, model=model, max_tokens=max_tokens)))
-    return out
-
-
-def distinct_payloads(model: str, *, max_tokens: int = 4) -> list[dict[str, Any]]:
-    """Every photo and odd size once, plus a text-only request: the warm-up pass."""
-    urls = photo_urls() + odd_size_urls()
-    payloads = [chat_payload("Warm-up.", [u], model=model, max_tokens=max_tokens) for u in urls]
-    return [*payloads, chat_payload("Warm-up, text only.", model=model, max_tokens=max_tokens)]
-
-
-@dataclasses.dataclass(frozen=True)
-class SweepRow:
-    name: str
-    what: str
-    expect: str
-    status: int | None
-    message: str
-    good_after: int | None
-
-    @property
-    def passed(self) -> bool:
-        if self.good_after != 200:
-            return False
-        if self.expect == "accept":
-            return self.status == 200
-        return self.status is not None and 400 <= self.status < 500 and is_clear(self.message)
-
-
-def is_clear(message: str) -> bool:
-    """A message that names the problem: not empty, not a bare exception name, about the image or its encoding."""
-    lowered = message.lower()
-    return len(message) >= 15 and any(word in lowered for word in CLEAR_WORDS)
-
-
-def bad_input_sweep(
-    base_url: str, model: str, items: Sequence[BadInput] | None = None, *, timeout_s: float = 120.0
-) -> list[SweepRow]:
-    """Send each item, then one good request; sequential, so a failure is attributable to its item."""
-    good = chat_payload("Is the server still fine?", [photo_urls()[0]], model=model, max_tokens=2)
-    rows = []
-    with httpx.Client(base_url=base_url, timeout=timeout_s) as client:
-        for item in items if items is not None else corpus():
-            payload = chat_payload("What is this?", [item.url], model=model, max_tokens=2)
-            try:
-                response = client.post("/v1/chat/completions", json=payload)
-                status: int | None = response.status_code
-                message = "" if status == 200 else error_message(response.content)
-            except httpx.HTTPError as exc:
-                status, message = None, f"{type(exc).__name__}: {exc}"
-            try:
-                good_after: int | None = client.post("/v1/chat/completions", json=good).status_code
-            except httpx.HTTPError:
-                good_after = None
-            rows.append(SweepRow(item.name, item.what, item.expect, status, message, good_after))
-    return rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,7 +112,7 @@ def _markdown(load: LoadReport, rows: list[SweepRow], meta: dict[str, Any]) -> s
         f"{sum(load.kinds.values())} requests at concurrency {meta['concurrency']} "
         f"({', '.join(f'{k} {v}' for k, v in sorted(load.kinds.items()))}), after warm-up (every distinct request "
         f"once, then {load.batches[0]['requests']} mixed requests at the same concurrency). Real photos: "
-        "`../shared/data/images/` (scikit-image 0.26.0 data, see its IMAGES.csv). Server defaults otherwise: "
+        "`tests/data/images/` (scikit-image 0.26.0 data, tests/data/SOURCES.md). Server defaults otherwise: "
         "prefix caching and the mm processor cache are on, so repeated images often skip the vision tower.",
         "",
         "| measure | value | target |",

@@ -42,13 +42,13 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.research import cuda_graphs as gc  # noqa: E402
+from benchmarks.research.mlp_pad import pad_vision_mlps  # noqa: E402
 from vllm_hpu_mm.buckets.packing import pack  # noqa: E402
 from vllm_hpu_mm.buckets.planner import evaluate, optimal_buckets  # noqa: E402
 from vllm_hpu_mm.buckets.policy import OversizePolicy  # noqa: E402
 from vllm_hpu_mm.buckets.sizes import read_sizes_csv  # noqa: E402
 from vllm_hpu_mm.buckets.spec import DEFAULT_BUCKETS  # noqa: E402
-from vllm_hpu_mm.graphs import cuda as gc  # noqa: E402
-from vllm_hpu_mm.graphs.mlp_pad import pad_vision_mlps  # noqa: E402
 from vllm_hpu_mm.graphs.runner import BucketedVisionRunner  # noqa: E402
 from vllm_hpu_mm.preprocess.align import aligned_size, patch_count  # noqa: E402
 

@@ -1,7 +1,7 @@
 """Calibrate the vision-graph memory model (``vllm_hpu_mm.memory.vision_cost``) on an NVIDIA GPU.
 
 Per bucket (the default list 1600..12544 and a few more), on transformers' Qwen2.5-VL vision tower with the 7B
-vision dims (random weights, bf16), through our CUDA-graph executor (``vllm_hpu_mm.graphs.cuda``):
+vision dims (random weights, bf16), through our research CUDA-graph executor (``benchmarks/research/cuda_graphs.py``):
 
 - eager peak above weights and inputs: ``max_memory_allocated`` during one uncaptured forward (the executor's
   varlen forward, the basis of the model's coefficients) and during transformers' own eager forward;
@@ -36,9 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from benchmarks.research import cuda_graphs as gcuda  # noqa: E402
+from benchmarks.research.mlp_pad import pad_vision_mlps  # noqa: E402
 from vllm_hpu_mm.buckets.spec import DEFAULT_BUCKETS  # noqa: E402
-from vllm_hpu_mm.graphs import cuda as gcuda  # noqa: E402
-from vllm_hpu_mm.graphs.mlp_pad import pad_vision_mlps  # noqa: E402
 
 MIB = 2**20
 EXTRA_BUCKETS = (1024, 2304, 6912, 16384)

@@ -7,7 +7,7 @@ import binascii
 
 import pytest
 
-from benchmarks.bad_inputs import BadInput, corpus, png_header_only
+from tests.support.bad_inputs import BadInput, corpus, png_header_only
 from vllm_hpu_mm.errors import ImageError
 from vllm_hpu_mm.preprocess.image import load_image
 

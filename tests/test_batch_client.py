@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from benchmarks.batch_client import BatchResult, chat_payload, data_url, error_message, main, run_batch
+from tests.support.batch_client import BatchResult, chat_payload, data_url, error_message, main, run_batch
 
 
 class FakeServer:
@@ -52,7 +52,7 @@ def _batch(server: FakeServer, n: int, concurrency: int, timeout_s: float = 10.0
         client = httpx.AsyncClient(transport=httpx.MockTransport(server), base_url="http://fake")
         async with client:
             payloads = [chat_payload(str(i), model="m") for i in range(n)]
-            from benchmarks.batch_client import run_batch_async
+            from tests.support.batch_client import run_batch_async
 
             return await run_batch_async(
                 payloads, client=client, concurrency=concurrency, timeout_s=timeout_s, progress=False

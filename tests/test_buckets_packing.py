@@ -7,10 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vllm_hpu_mm.buckets.packing import PackedPass, bucket_for, pack, restore_order, shrink_limit, shrink_size
-from vllm_hpu_mm.buckets.policy import OversizePolicy
-from vllm_hpu_mm.buckets.spec import DEFAULT_BUCKETS
-from vllm_hpu_mm.errors import ImageError, OversizeImageError
-from vllm_hpu_mm.preprocess.align import patch_count
+from vllm_hpu_mm.buckets.policy import OversizePolicy, pixel_limits
+from vllm_hpu_mm.buckets.spec import DEFAULT_BUCKETS, Buckets
+from vllm_hpu_mm.buckets.workload import evaluate_sizes
+from vllm_hpu_mm.errors import BucketError, ImageError, OversizeImageError
+from vllm_hpu_mm.preprocess.align import aligned_size, patch_count
 
 GRANULE = 64
 bucket_lists = st.lists(st.integers(1, 40), min_size=1, max_size=6, unique=True).map(
@@ -68,10 +69,12 @@ def test_shrink_policy_must_have_resized_the_image_upstream() -> None:
 def test_pack_rejects_bad_input() -> None:
     with pytest.raises(ValueError, match="positive"):
         pack([0], DEFAULT_BUCKETS, OversizePolicy.SHRINK)
-    with pytest.raises(ValueError, match="strictly increasing"):
-        pack([64], (128, 64), OversizePolicy.SHRINK)
-    with pytest.raises(ValueError, match="at least one bucket"):
+    # A plain list is validated once, as a Buckets: duplicates and empty lists are refused, order does not matter.
+    with pytest.raises(BucketError, match="appears more than once"):
+        pack([64], (64, 64), OversizePolicy.SHRINK)
+    with pytest.raises(BucketError, match="is empty"):
         pack([64], (), OversizePolicy.SHRINK)
+    assert pack([64], (128, 64), OversizePolicy.SHRINK) == pack([64], Buckets((64, 128)), OversizePolicy.SHRINK)
 
 
 def test_shrink_size_fits_the_largest_bucket_keeping_the_aspect() -> None:
@@ -118,3 +121,26 @@ def test_packing_invariants(counts: list[int], buckets: tuple[int, ...]) -> None
     assert sum(p.total for p in passes) <= alone  # packing never costs more compute than one image per pass
     outputs = [[counts[i] for i in p.items] for p in passes]
     assert restore_order(passes, outputs) == counts
+
+
+def test_pixel_limits_cap_only_where_the_policy_resizes() -> None:
+    small = Buckets((256, 1024, 4096))
+    assert pixel_limits(3136, 12845056, small, OversizePolicy.SHRINK) == (3136, 4096 * 196)
+    assert pixel_limits(3136, 200704, small, OversizePolicy.SHRINK) == (3136, 200704)  # a smaller limit wins
+    assert pixel_limits(3136, 12845056, small, OversizePolicy.EAGER) == (3136, 12845056)
+    assert pixel_limits(3136, 12845056, small, OversizePolicy.REJECT) == (3136, 12845056)
+    assert pixel_limits(3136, 12845056, small, OversizePolicy.REJECT, for_budget=True) == (3136, 4096 * 196)
+    assert pixel_limits(3136, 12845056, None, OversizePolicy.SHRINK) == (3136, 12845056)
+    assert pixel_limits(900_000, 12845056, Buckets((64,)), OversizePolicy.SHRINK) == (12544, 12544)  # one tile
+
+
+@pytest.mark.parametrize("policy", list(OversizePolicy))
+def test_packer_and_bucket_check_use_the_served_limits(policy: OversizePolicy) -> None:
+    buckets = Buckets((256, 1024, 4096))
+    sizes = [(500, 333), (3000, 200), (2000, 2000), (37, 1001)]
+    low, high = pixel_limits(3136, 12845056, buckets, policy)
+    served = [patch_count(*aligned_size(h, w, min_pixels=low, max_pixels=high)) for w, h in sizes]
+    checked = evaluate_sizes(sizes, buckets, min_pixels=3136, max_pixels=12845056, policy=policy)
+    assert checked.real_patches == sum(served)
+    if policy is OversizePolicy.SHRINK:
+        assert [patch_count(*shrink_size(h, w, buckets)) for w, h in sizes] == served

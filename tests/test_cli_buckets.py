@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.data import PHOTOS, SIZES, size_csv
 from vllm_hpu_mm.cli.main import build_parser, main
 
-SHARED_SIZES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "image_sizes"
-IMAGES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "images"
 DEFAULT = "1600,3136,4096,6400,7744,9216,12544"
 
 
@@ -38,7 +38,7 @@ def test_plan_with_no_sizes_uses_the_embedded_real_data(capsys: pytest.CaptureFi
 
 
 def test_plan_json_on_coco(capsys: pytest.CaptureFixture[str]) -> None:
-    result = run_json(capsys, "plan", "--sizes", str(SHARED_SIZES / "coco_val2017.csv"), "--num-buckets", "7")
+    result = run_json(capsys, "plan", "--sizes", str(size_csv("coco_val2017.csv")), "--num-buckets", "7")
     assert result["buckets"] == [384, 768, 1152, 1536, 1600, 1920, 2304]
     assert result["efficiency"] == pytest.approx(0.997, abs=0.001)
     assert result["num_images"] == 5000
@@ -54,7 +54,7 @@ def test_plan_json_on_coco(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_plan_keep_largest_covers_max_pixels(capsys: pytest.CaptureFixture[str]) -> None:
-    coco = str(SHARED_SIZES / "coco_val2017.csv")
+    coco = str(size_csv("coco_val2017.csv"))
     result = run_json(capsys, "plan", "--sizes", coco, "--keep-largest")
     assert result["buckets"][-1] == 12544
     assert result["warnings"] == []
@@ -64,7 +64,7 @@ def test_plan_keep_largest_covers_max_pixels(capsys: pytest.CaptureFixture[str])
 
 
 def test_plan_target_efficiency_picks_the_fewest_buckets(capsys: pytest.CaptureFixture[str]) -> None:
-    csv = str(SHARED_SIZES / "mathvista_testmini.csv")
+    csv = str(size_csv("mathvista_testmini.csv"))
     result = run_json(capsys, "plan", "--sizes", csv, "--target-efficiency", "0.95")
     buckets = result["buckets"]
     assert isinstance(buckets, list)
@@ -75,10 +75,13 @@ def test_plan_target_efficiency_picks_the_fewest_buckets(capsys: pytest.CaptureF
     assert fewer["efficiency"] < 0.95
 
 
-def test_plan_merges_repeated_sizes_and_image_folders(capsys: pytest.CaptureFixture[str]) -> None:
-    csv = str(SHARED_SIZES / "funsd_forms.csv")
-    result = run_json(capsys, "plan", "--sizes", csv, "--sizes", csv, "--images", str(IMAGES))
-    assert result["num_images"] == 2 * 199 + 12
+def test_plan_merges_repeated_sizes_and_image_folders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    csv = str(size_csv("funsd_forms.csv"))
+    for photo in PHOTOS:
+        shutil.copy(photo, tmp_path / photo.name)
+    (tmp_path / "README.txt").write_text("not an image", encoding="utf-8")
+    result = run_json(capsys, "plan", "--sizes", csv, "--sizes", csv, "--images", str(tmp_path))
+    assert result["num_images"] == 2 * 199 + 7
     assert "1 non-image files skipped" in str(result["source"])
 
 
@@ -93,7 +96,7 @@ def test_plan_from_a_pixel_range_states_its_assumption(capsys: pytest.CaptureFix
 
 def test_plan_writes_a_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     png = tmp_path / "hist.png"
-    assert main(["buckets", "plan", "--sizes", str(SHARED_SIZES / "funsd_forms.csv"), "--plot", str(png)]) == 0
+    assert main(["buckets", "plan", "--sizes", str(size_csv("funsd_forms.csv")), "--plot", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f"histogram written to {png}" in capsys.readouterr().out
 
@@ -101,7 +104,7 @@ def test_plan_writes_a_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 def test_check_defaults_to_the_environment_then_the_default_list(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    coco = str(SHARED_SIZES / "coco_val2017.csv")
+    coco = str(size_csv("coco_val2017.csv"))
     result = run_json(capsys, "check", "--sizes", coco)
     assert result["buckets"] == [int(b) for b in DEFAULT.split(",")]
     assert result["buckets_from"] == "the default list"
@@ -114,14 +117,14 @@ def test_check_defaults_to_the_environment_then_the_default_list(
 
 
 def test_check_human_output_ends_with_the_paste_line(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["buckets", "check", "64,128,1536", "--sizes", str(SHARED_SIZES / "coco_val2017.csv")]) == 0
+    assert main(["buckets", "check", "64,128,1536", "--sizes", str(size_csv("coco_val2017.csv"))]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert out[0].startswith("Bucket check of 64,128,1536 (from BUCKETS argument)")
     assert out[-1] == "export VLLM_MULTIMODAL_BUCKETS=64,128,1536"
 
 
 def test_check_counts_shrunk_images_and_warns_with_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
-    sroie = str(SHARED_SIZES / "sroie_receipts.csv")  # receipt scans up to 4961x7016
+    sroie = str(size_csv("sroie_receipts.csv"))  # receipt scans up to 4961x7016
     assert main(["buckets", "check", DEFAULT, "--sizes", sroie, "--max-pixels", "12845056", "--json"]) == 1
     captured = capsys.readouterr()
     result: dict[str, Any] = json.loads(captured.out)
@@ -134,7 +137,7 @@ def test_check_eager_policy_counts_oversize_images(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("VLLM_HPU_MM_OVERSIZE_POLICY", "eager")
-    sroie = str(SHARED_SIZES / "sroie_receipts.csv")
+    sroie = str(size_csv("sroie_receipts.csv"))
     result = run_json(capsys, "check", DEFAULT, "--sizes", sroie, "--max-pixels", "12845056", code=1)
     assert result["oversize_policy"] == "eager"
     assert result["num_oversize"] > 0
@@ -148,7 +151,7 @@ def test_check_eager_policy_counts_oversize_images(
         (["plan", "--target-efficiency", "1.5"], "outside (0, 1]"),
         (["plan", "--sizes", "/nonexistent/sizes.csv"], "cannot read it"),
         (["plan", "--images", "/nonexistent/folder"], "not a folder"),
-        (["plan", "--images", str(SHARED_SIZES)], "no readable images among"),
+        (["plan", "--images", str(SIZES)], "no readable images among"),
         (["plan", "--min-pixels", "9000", "--max-pixels", "5000"], "above --max-pixels"),
         (["check", "1600,1000"], "bucket 1000 is not a multiple of 64"),
         (["check", "--plot", "/nonexistent/folder/hist.png"], "--plot /nonexistent/folder/hist.png: cannot write it"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ RATIOS = ("VLLM_GRAPH_PROMPT_RATIO", "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO")
 GIB = 2**30
 
 
-def make_plan(runtime: str, device: str, env: dict[str, str] | None = None, **request: object) -> Plan:
+def make_plan(runtime: str, device: str, env: dict[str, str] | None = None, **request: Any) -> Plan:
     r = Request(
         model="Qwen/Qwen2.5-VL-7B-Instruct",
         device=device,

@@ -14,7 +14,7 @@ from vllm_hpu_mm import envs
 from vllm_hpu_mm.errors import BackendError
 from vllm_hpu_mm.graphs import select
 from vllm_hpu_mm.graphs.cpu import EagerExecutor
-from vllm_hpu_mm.graphs.select import build_runner, resolve_backend, select_executor, warmup
+from vllm_hpu_mm.graphs.select import build_runner, pads_to_buckets, resolve_backend, select_executor, warmup
 
 STUBS = Path(__file__).parent / "stubs"
 
@@ -93,15 +93,40 @@ def test_none_backend_runs_unbucketed() -> None:
 
 @pytest.mark.usefixtures("no_habana")
 def test_runner_takes_buckets_and_policy_from_settings() -> None:
-    s = settings(VLLM_MULTIMODAL_BUCKETS="256,1024", VLLM_HPU_MM_OVERSIZE_POLICY="reject")
+    s = settings(
+        VLLM_MULTIMODAL_BUCKETS="256,1024", VLLM_HPU_MM_OVERSIZE_POLICY="reject", VLLM_HPU_MM_GRAPH_BACKEND="cpu"
+    )
     runner = build_runner(s, tower, device="cpu")
     assert runner.buckets == (256, 1024)
     assert runner.policy.value == "reject"
 
 
+@pytest.mark.usefixtures("no_habana")
+def test_auto_on_cpu_runs_exact_shapes_and_says_why(caplog: pytest.LogCaptureFixture) -> None:
+    s = settings(VLLM_MULTIMODAL_BUCKETS="256,1024")
+    runner = build_runner(s, tower, device="cpu")
+    assert runner.executor.name == "cpu"
+    assert runner.buckets is None  # no graph on CPU eager: padding would be work with nothing to reuse
+    with caplog.at_level(logging.INFO, logger="vllm_hpu_mm.graphs.select"):
+        assert warmup(runner, 8, torch.float32, "cpu", settings=s) == 0
+    assert any("exact shapes" in r.message and "GRAPH_BACKEND=cpu" in r.message for r in caplog.records)
+
+
+def test_only_graph_backends_and_an_explicit_cpu_pad() -> None:
+    assert [pads_to_buckets(s, b) for s, b in [("auto", "cpu"), ("cpu", "cpu"), ("none", "none")]] == [
+        False,
+        True,
+        False,
+    ]
+    assert pads_to_buckets("auto", "hpu")
+    assert pads_to_buckets("auto", "cuda")
+
+
 def test_warmup_visits_every_bucket_largest_first_with_a_bucket_sized_dummy(caplog: pytest.LogCaptureFixture) -> None:
     rec = Recorder()
-    runner = build_runner(settings(VLLM_MULTIMODAL_BUCKETS="256,1600"), tower, device="cpu")
+    runner = build_runner(
+        settings(VLLM_MULTIMODAL_BUCKETS="256,1600", VLLM_HPU_MM_GRAPH_BACKEND="cpu"), tower, device="cpu"
+    )
     runner.executor = rec
     with caplog.at_level(logging.INFO, logger="vllm_hpu_mm.graphs.select"):
         n = warmup(runner, 1176, torch.uint8, "cpu", settings=settings())
@@ -116,7 +141,9 @@ def test_warmup_visits_every_bucket_largest_first_with_a_bucket_sized_dummy(capl
 
 def test_warmup_goes_on_after_a_bucket_that_cannot_be_captured(caplog: pytest.LogCaptureFixture) -> None:
     rec = Recorder(fail_on=256)
-    runner = build_runner(settings(VLLM_MULTIMODAL_BUCKETS="256,512"), tower, device="cpu")
+    runner = build_runner(
+        settings(VLLM_MULTIMODAL_BUCKETS="256,512", VLLM_HPU_MM_GRAPH_BACKEND="cpu"), tower, device="cpu"
+    )
     runner.executor = rec
     with caplog.at_level(logging.INFO, logger="vllm_hpu_mm.graphs.select"):
         assert warmup(runner, 8, torch.float32, "cpu", settings=settings()) == 1

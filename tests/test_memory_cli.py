@@ -33,9 +33,9 @@ def test_guide_example_through_the_cli(capsys: pytest.CaptureFixture[str]) -> No
 
 def test_json_has_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> None:
     _, out = run_json(capsys, "memory", "plan", "--keep-buckets")
-    keys = ("usable_bytes", "kv_cache_bytes", "graph_bytes", "decode_graph_bytes", "prefill_text_graph_bytes")
-    keys += ("prefill_vision_graph_bytes", "vision_buckets_captured", "vision_buckets_skipped", "warnings")
-    keys += ("runtime", "runtime_found", "enforcement", "precision", "bucket_plan", "pipeline_parallel_size")
+    keys = ["usable_bytes", "kv_cache_bytes", "graph_bytes", "decode_graph_bytes", "prefill_text_graph_bytes"]
+    keys += ["prefill_vision_graph_bytes", "vision_buckets_captured", "vision_buckets_skipped", "warnings"]
+    keys += ["runtime", "runtime_found", "enforcement", "precision", "bucket_plan", "pipeline_parallel_size"]
     for key in keys:
         assert key in out
     captured, skipped = out["vision_buckets_captured"], out["vision_buckets_skipped"]

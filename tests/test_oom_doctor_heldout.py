@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_oom_doctor import LOGS, TARGET_ACCURACY, body_lines, expected_stage
-
+from tests.test_oom_doctor import LOGS, TARGET_ACCURACY, body_lines, expected_stage
 from vllm_hpu_mm.memory.doctor import diagnose_lines
 
 HELDOUT = sorted((LOGS / "heldout").glob("*.log"))

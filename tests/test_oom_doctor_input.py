@@ -89,7 +89,7 @@ def test_unknown_model_is_invalid_input(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_model_flag_is_used_for_the_plan() -> None:
-    from test_oom_doctor import GAUDI_LOG  # the Gaudi vision warm-up failure with the memory split
+    from tests.test_oom_doctor import GAUDI_LOG  # the Gaudi vision warm-up failure with the memory split
 
     for model in ("Qwen/Qwen2.5-VL-3B-Instruct", "Qwen/Qwen2.5-VL-72B-Instruct"):
         plan_line = diagnose(GAUDI_LOG, load({}), model).recommendations[0]

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.data import SIZE_CSVS, size_csv
 from vllm_hpu_mm.buckets.packing import bucket_for
 from vllm_hpu_mm.buckets.planner import evaluate, fewest_buckets, optimal_buckets, optimal_cost
 from vllm_hpu_mm.buckets.sizes import patch_counts, read_sizes_csv
@@ -19,7 +20,6 @@ from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.errors import ConfigError
 
 GRANULE = 64
-SHARED_SIZES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "image_sizes"
 #: max_pixels of `buckets plan` by default: the default list's largest bucket x 196.
 PLAN_MAX_PIXELS = 12544 * 196
 
@@ -142,22 +142,15 @@ def test_planner_rejects_bad_requests() -> None:
         optimal_buckets([64, -64], 3)
     with pytest.raises(ConfigError, match=r"accepted: a number in \(0, 1\]"):
         fewest_buckets([64], 1.5)
-    with pytest.raises(ConfigError, match="strictly increasing"):
-        evaluate([64], (128, 64))
-
-
-def shared_csvs() -> list[Path]:
-    assert SHARED_SIZES.is_dir(), f"the shared image-size CSVs are expected at {SHARED_SIZES} (../shared)"
-    files = sorted(SHARED_SIZES.glob("*.csv"))
-    assert files
-    return files
+    with pytest.raises(ConfigError, match="appears more than once"):
+        evaluate([64], (64, 64))
 
 
 def counts_of(csv: Path) -> list[int]:
     return list(patch_counts(read_sizes_csv(csv).sizes, max_pixels=PLAN_MAX_PIXELS).counts)
 
 
-@pytest.mark.parametrize("csv", shared_csvs(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("csv", SIZE_CSVS, ids=lambda p: p.stem)
 def test_seven_planned_buckets_beat_the_default_list_and_are_exactly_optimal(csv: Path) -> None:
     counts = counts_of(csv)
     planned = optimal_buckets(counts, 7)
@@ -165,8 +158,8 @@ def test_seven_planned_buckets_beat_the_default_list_and_are_exactly_optimal(csv
     assert padded(counts, planned) == least_waste_at_most_k(counts, 7)
 
 
-@pytest.mark.parametrize("csv", shared_csvs(), ids=lambda p: p.stem)
-def test_cli_plan_with_seven_buckets_on_every_shared_csv(csv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("csv", SIZE_CSVS, ids=lambda p: p.stem)
+def test_cli_plan_with_seven_buckets_on_every_real_csv(csv: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["buckets", "plan", "--sizes", str(csv), "--num-buckets", "7", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["efficiency"] >= result["default"]["efficiency"]
@@ -180,6 +173,6 @@ def test_cli_plan_with_seven_buckets_on_every_shared_csv(csv: Path, capsys: pyte
 )
 def test_the_issue_figures_are_reproduced(name: str, default_eff: float, planned_eff: float) -> None:
     # The issue's figures hold for NEAREST alignment, min_pixels=3136 and max_pixels = 12544 x 196.
-    counts = counts_of(SHARED_SIZES / f"{name}.csv")
+    counts = counts_of(size_csv(f"{name}.csv"))
     assert round(evaluate(counts, DEFAULT_BUCKETS).efficiency, 2) == default_eff
     assert evaluate(counts, optimal_buckets(counts, 7)).efficiency == pytest.approx(planned_eff, abs=0.005)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import csv
 import shutil
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
-from benchmarks.bad_inputs import png_header_only
+from tests.support.bad_inputs import png_header_only
+from tests.support.data import EMBEDDED_SIZES, IMAGES, PHOTO_SIZES, PHOTOS
 from vllm_hpu_mm.buckets.sizes import (
     SYNTHETIC_AREA_STEPS,
     SYNTHETIC_ASPECTS,
@@ -20,8 +20,6 @@ from vllm_hpu_mm.buckets.sizes import (
     synthetic_sizes,
 )
 from vllm_hpu_mm.errors import ConfigError
-
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -59,19 +57,19 @@ def test_missing_csv_is_a_config_error(tmp_path: Path) -> None:
         read_sizes_csv(tmp_path / "nope.csv")
 
 
-def test_folder_scan_reads_real_photos_and_skips_non_images() -> None:
-    # shared/data/images: twelve scikit-image photos and scans, plus IMAGES.csv (their sizes, not an image).
-    folder = SHARED / "images"
-    with (folder / "IMAGES.csv").open(encoding="utf-8") as f:
-        expected = sorted((int(r["width"]), int(r["height"])) for r in csv.DictReader(f))
-    found, skipped = scan_images(folder, progress=False)
-    assert sorted(found.sizes) == expected
+def test_folder_scan_reads_real_photos_and_skips_non_images(tmp_path: Path) -> None:
+    # The seven photos and scans of tests/data/images (sizes as published, SOURCES.md), plus one text file.
+    for photo in PHOTOS:
+        shutil.copy(photo, tmp_path / photo.name)
+    (tmp_path / "notes.txt").write_text("not an image", encoding="utf-8")
+    found, skipped = scan_images(tmp_path, progress=False)
+    assert sorted(found.sizes) == sorted(PHOTO_SIZES.values())
     assert skipped == 1
     assert "1 non-image files skipped" in found.source
 
 
 def test_folder_scan_applies_exif_rotation(tmp_path: Path) -> None:
-    shutil.copy(SHARED / "images" / "skimage_rocket.jpg", tmp_path / "plain.jpg")  # 640x427
+    shutil.copy(IMAGES / "skimage_rocket.jpg", tmp_path / "plain.jpg")  # 640x427
     exif = Image.Exif()
     exif[0x0112] = 6  # rotated 90 degrees: displayed as portrait
     Image.new("RGB", (640, 427)).save(tmp_path / "rotated.jpg", exif=exif)
@@ -115,9 +113,7 @@ def test_embedded_sizes_are_the_shipped_real_datasets() -> None:
     assert len(sizes.sizes) == 6000
     assert "coco_val2017.csv (5000 images)" in sizes.source
     assert "mathvista_testmini.csv (1000 images)" in sizes.source
-    assert (
-        embedded_sizes(["coco_val2017.csv"]).sizes == read_sizes_csv(SHARED / "image_sizes" / "coco_val2017.csv").sizes
-    )
+    assert embedded_sizes(["coco_val2017.csv"]).sizes == read_sizes_csv(EMBEDDED_SIZES / "coco_val2017.csv").sizes
 
 
 def test_patch_counts_align_to_112_and_count_shrunk_images() -> None:

@@ -22,7 +22,7 @@ from vllm.model_executor.models.qwen2_5_vl import (
 )
 from vllm.model_executor.models.registry import _LazyRegisteredModel, _ModelRegistry
 
-from benchmarks.bad_inputs import png_header_only
+from tests.support.bad_inputs import png_header_only
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.graphs.base import PassRecord
 from vllm_hpu_mm.plugin import model as plugin_model
@@ -32,7 +32,7 @@ from vllm_hpu_mm.plugin.metrics import ShapeLog, record_pass
 from vllm_hpu_mm.plugin.processor import (
     AlignedMultiModalProcessorMixin,
     AlignedProcessingInfoMixin,
-    pixel_limits,
+    settings_pixel_limits,
 )
 
 ARCH = registration.ARCH
@@ -184,15 +184,16 @@ def buckets_256_1024_4096(monkeypatch: pytest.MonkeyPatch) -> envs.Settings:
 
 def test_shrink_caps_max_pixels_at_the_largest_bucket() -> None:
     shrink = envs.load({"VLLM_MULTIMODAL_BUCKETS": "256,1024,4096"})
-    assert pixel_limits(3136, 12845056, shrink) == (3136, 4096 * 196)
-    assert pixel_limits(3136, 200704, shrink) == (3136, 200704)  # a smaller request limit wins
+    assert settings_pixel_limits(3136, 12845056, shrink) == (3136, 4096 * 196)
+    assert settings_pixel_limits(3136, 200704, shrink) == (3136, 200704)  # a smaller request limit wins
     eager = envs.load({"VLLM_MULTIMODAL_BUCKETS": "256,1024,4096", "VLLM_HPU_MM_OVERSIZE_POLICY": "eager"})
-    assert pixel_limits(3136, 12845056, eager) == (3136, 12845056)
+    assert settings_pixel_limits(3136, 12845056, eager) == (3136, 12845056)
     reject = envs.load({"VLLM_MULTIMODAL_BUCKETS": "256,1024,4096", "VLLM_HPU_MM_OVERSIZE_POLICY": "reject"})
-    assert pixel_limits(3136, 12845056, reject) == (3136, 12845056)  # aligned uncapped, then refused
-    assert pixel_limits(3136, 12845056, reject, for_budget=True) == (3136, 4096 * 196)  # largest accepted image
+    assert settings_pixel_limits(3136, 12845056, reject) == (3136, 12845056)  # aligned uncapped, then refused
+    # The budget helpers assume the largest accepted image.
+    assert settings_pixel_limits(3136, 12845056, reject, for_budget=True) == (3136, 4096 * 196)
     off = envs.load({"VLLM_MULTIMODAL_BUCKETS": "None"})
-    assert pixel_limits(3136, 12845056, off) == (3136, 12845056)
+    assert settings_pixel_limits(3136, 12845056, off) == (3136, 12845056)
 
 
 @pytest.mark.parametrize(

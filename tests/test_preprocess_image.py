@@ -13,11 +13,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from benchmarks.bad_inputs import png_header_only
+from tests.support.bad_inputs import png_header_only
+from tests.support.data import IMAGES
 from vllm_hpu_mm.errors import ImageError
 from vllm_hpu_mm.preprocess import AlignMode, align_image, check_dimensions, load_image
-
-IMAGES = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "images"
 
 
 def encode(image: Image.Image, fmt: str, **params: object) -> bytes:

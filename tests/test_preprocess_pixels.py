@@ -10,6 +10,7 @@ from PIL import Image
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor
 
+from tests.support.data import IMAGES, PHOTOS
 from vllm_hpu_mm.errors import ImageError
 from vllm_hpu_mm.preprocess import (
     QWEN_IMAGE_MEAN,
@@ -20,12 +21,9 @@ from vllm_hpu_mm.preprocess import (
     to_pixel_values,
 )
 
-IMAGES = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "images"
-PHOTOS = sorted(p for p in IMAGES.iterdir() if p.suffix in (".png", ".jpg")) if IMAGES.is_dir() else []
 
-
-def test_the_twelve_real_images_are_there() -> None:
-    assert len(PHOTOS) == 12, f"expected the 12 photos of {IMAGES} (see ../shared/data/README.md)"
+def test_the_real_photos_are_there() -> None:
+    assert len(PHOTOS) == 7, f"expected the 7 photos of {IMAGES} (see tests/data/SOURCES.md)"
 
 
 @pytest.fixture(scope="module")

@@ -103,6 +103,7 @@ def test_invalid_vllm_arguments_are_rejected_before_anything_starts(
     assert said in err[0]
 
 
+@pytest.mark.vllm
 def test_a_plan_that_cannot_fit_exits_1_and_starts_nothing(
     capsys: pytest.CaptureFixture[str], no_exec: list[object]
 ) -> None:

@@ -7,4 +7,7 @@ and their planner) -> ``memory`` (graph/KV memory plan) -> ``graphs`` (CPU/CUDA/
 Importing this package is cheap and touches no device: heavy imports (torch, vLLM) happen where they are used.
 """
 
+__all__ = ["__version__"]
+
+
 __version__ = "0.1.0"

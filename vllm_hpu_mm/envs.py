@@ -1,6 +1,7 @@
 """Every environment variable vllm-hpu-mm reads, declared once: name, type, default, accepted form and doc.
 
-This is the only module that reads ``os.environ``. Everything else receives a frozen :class:`Settings` from
+This is the only module that reads ``os.environ``, and it imports nothing of the package but the standard-library
+only :mod:`vllm_hpu_mm.values` and :mod:`vllm_hpu_mm.errors`. Everything else receives a frozen :class:`Settings` from
 :func:`load` (parsed once per process and cached by :func:`get_settings`), so a bad value fails at startup,
 before any device memory is taken, with a :class:`~vllm_hpu_mm.errors.ConfigError` that names the variable,
 the bad token and the accepted form.
@@ -17,17 +18,14 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
-from vllm_hpu_mm.buckets.policy import OversizePolicy
-from vllm_hpu_mm.buckets.spec import ACCEPTED_FORM as BUCKETS_FORM
-from vllm_hpu_mm.buckets.spec import DEFAULT_BUCKETS, parse_buckets
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.preprocess.modes import AlignMode
+from vllm_hpu_mm.values import ACCEPTED_FORM as BUCKETS_FORM
+from vllm_hpu_mm.values import DEFAULT_BUCKETS, GRAPH_BACKENDS, AlignMode, Buckets, OversizePolicy, parse_buckets
 
 T = TypeVar("T")
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
-GRAPH_BACKENDS = ("auto", "cpu", "cuda", "hpu", "none")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +91,7 @@ def _aspect(name: str, raw: str) -> float:
     return value
 
 
-def _buckets(name: str, raw: str) -> tuple[int, ...] | None:
+def _buckets(name: str, raw: str) -> Buckets | None:
     if raw.strip().lower() == "none":  # vllm-gaudi's spelling for "no vision bucketing"
         return None
     return parse_buckets(raw, source=name)
@@ -211,7 +209,8 @@ _VARIABLES: tuple[EnvVar[Any], ...] = (
         "VLLM_HPU_MM_GRAPH_BACKEND",
         "auto",
         "one of " + ", ".join(GRAPH_BACKENDS),
-        "Vision-encoder graph backend: auto picks hpu, cuda or cpu from the platform; none runs eager unbucketed.",
+        "Vision-encoder graph backend: auto picks hpu, cuda or cpu (exact shapes: no graphs) from the platform; "
+        "cpu pads to buckets (to test bucket behaviour); none runs eager unbucketed.",
         _choice(GRAPH_BACKENDS),
     ),
     EnvVar(
@@ -245,7 +244,7 @@ ENVIRONMENT_VARIABLES: dict[str, EnvVar[Any]] = {v.name: v for v in _VARIABLES}
 class Settings:
     """All our environment settings, parsed and validated."""
 
-    multimodal_buckets: tuple[int, ...] | None
+    multimodal_buckets: Buckets | None
     graph_reserved_mem: float
     graph_prompt_ratio: float
     graph_multimodal_prompt_ratio: float

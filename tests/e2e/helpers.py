@@ -9,12 +9,16 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import httpx
 from PIL import Image
+
+from tests.e2e.server import Server
 
 TILE = 112
 #: Largest bucket of the e2e server (patches) times 196 pixels per patch: the shrink limit.
 SHRINK_MAX_PIXELS = 4096 * 196
 MIN_PIXELS = 3136
+TEXT = "Describe the image in one word."
 
 
 def expected_aligned_size(width: int, height: int, max_pixels: int = SHRINK_MAX_PIXELS) -> tuple[int, int]:
@@ -72,3 +76,13 @@ def expected_prompt_tokens(model_dir: Path, image_tokens: list[int], text: str) 
     pad = tok.convert_tokens_to_ids("<|image_pad|>")
     assert list(ids).count(pad) == len(image_tokens)
     return len(ids) - len(image_tokens) + sum(image_tokens)
+
+
+def chat(server: Server, urls: list[str], text: str = TEXT, **extra: Any) -> httpx.Response:
+    body = {"model": server.model, "messages": messages(urls, text), "max_tokens": 2, "temperature": 0.0, **extra}
+    return httpx.post(server.base_url + "/v1/chat/completions", json=body, timeout=180)
+
+
+def prompt_tokens(response: httpx.Response) -> int:
+    assert response.status_code == 200, response.text
+    return int(response.json()["usage"]["prompt_tokens"])

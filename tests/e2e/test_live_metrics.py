@@ -16,10 +16,10 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import Server
-from helpers import expected_image_tokens, messages, png_url
 from PIL import Image
 
+from tests.e2e.helpers import expected_image_tokens, messages, png_url
+from tests.e2e.server import Server
 from vllm_hpu_mm.buckets.live import parse_exposition
 from vllm_hpu_mm.buckets.planner import evaluate, optimal_buckets
 from vllm_hpu_mm.cli.main import main

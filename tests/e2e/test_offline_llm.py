@@ -7,9 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import IMAGES_DIR, Server, e2e_env
-from helpers import expected_image_tokens, expected_prompt_tokens, messages, photo, png_url
-from test_openai_server import chat, prompt_tokens
+from tests.e2e.helpers import (
+    chat,
+    expected_image_tokens,
+    expected_prompt_tokens,
+    messages,
+    photo,
+    png_url,
+    prompt_tokens,
+)
+from tests.e2e.server import IMAGES_DIR, Server, e2e_env
 
 SIZES = [(500, 333), (3000, 200), (640, 427)]
 TEXT = "offline"
@@ -27,7 +34,7 @@ print("COUNTS=" + json.dumps([len(o.prompt_token_ids) for o in outs]))
 
 
 def test_offline_llm_gives_the_server_counts(server: Server, tiny_model: Path, tmp_path: Path) -> None:
-    images = [photo(IMAGES_DIR, "skimage_ihc.png", size) for size in SIZES]
+    images = [photo(IMAGES_DIR, "skimage_chelsea.png", size) for size in SIZES]
     requests = [messages([png_url(image)], TEXT) for image in images]
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(tiny_model)],

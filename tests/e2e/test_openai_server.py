@@ -1,6 +1,6 @@
 """The real vLLM OpenAI server with our plugin: aligned billing, bucket-only tower shapes, metrics, bad input.
 
-Photos: scikit-image sample images in ../shared/data/images (licenses in IMAGES.csv there).
+Photos: scikit-image sample images in tests/data/images (licences in tests/data/SOURCES.md).
 """
 
 from __future__ import annotations
@@ -12,24 +12,22 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import BUCKETS, IMAGES_DIR, Server
-from helpers import data_url, expected_image_tokens, expected_prompt_tokens, messages, photo, png_url
 from PIL import Image
 
-from benchmarks.bad_inputs import png_header_only
+from tests.e2e.helpers import (
+    TEXT,
+    chat,
+    data_url,
+    expected_image_tokens,
+    expected_prompt_tokens,
+    photo,
+    png_url,
+    prompt_tokens,
+)
+from tests.e2e.server import BUCKETS, IMAGES_DIR, Server
+from tests.support.bad_inputs import png_header_only
 
 BUCKET_SET = {int(b) for b in BUCKETS.split(",")}
-TEXT = "Describe the image in one word."
-
-
-def chat(server: Server, urls: list[str], text: str = TEXT, **extra: Any) -> httpx.Response:
-    body = {"model": server.model, "messages": messages(urls, text), "max_tokens": 2, "temperature": 0.0, **extra}
-    return httpx.post(server.base_url + "/v1/chat/completions", json=body, timeout=180)
-
-
-def prompt_tokens(response: httpx.Response) -> int:
-    assert response.status_code == 200, response.text
-    return int(response.json()["usage"]["prompt_tokens"])
 
 
 def metrics(server: Server) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -60,9 +58,9 @@ def test_text_only(server: Server) -> None:
     ("name", "size"),
     [
         ("skimage_chelsea.png", (500, 333)),  # stock rule: 216 tokens; aligned 448x336 -> 192
-        ("skimage_coffee.png", (3000, 200)),  # aligned 3024x224 -> 864
-        ("skimage_astronaut.png", None),  # 512x512 as published -> 560x560 -> 400
-        ("skimage_hubble_deep_field.jpg", (2000, 2000)),  # above the largest bucket: shrunk to 896x896 -> 1024
+        ("skimage_rocket.jpg", (3000, 200)),  # aligned 3024x224 -> 864
+        ("skimage_camera.png", None),  # 512x512 as published -> 560x560 -> 400
+        ("skimage_rocket.jpg", (2000, 2000)),  # above the largest bucket: shrunk to 896x896 -> 1024
     ],
 )
 def test_one_image_bills_aligned_tokens(server: Server, name: str, size: tuple[int, int] | None) -> None:
@@ -141,7 +139,7 @@ def test_metrics_reach_the_api_server(server: Server) -> None:
     """Our counters live in the engine's worker process; /metrics of the API server shows them."""
     before = metrics(server)
     lines_before = len(server.shape_lines())
-    image = photo(IMAGES_DIR, "skimage_hubble_deep_field.jpg", (1800, 1500))  # above 4096 patches: shrunk
+    image = photo(IMAGES_DIR, "skimage_rocket.jpg", (1800, 1500))  # above 4096 patches: shrunk
     assert chat(server, [png_url(image)], text="metrics").status_code == 200
     after = metrics(server)
     passes = new_passes(server, lines_before)

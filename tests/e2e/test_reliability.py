@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from benchmarks.bad_inputs import corpus
-from benchmarks.batch_client import run_batch
-from benchmarks.reliability_cpu import SweepRow, bad_input_sweep, mixed_payloads
+from tests.support.bad_inputs import corpus
+from tests.support.batch_client import run_batch
+from tests.support.reliability import SweepRow, bad_input_sweep, mixed_payloads
 
 ITEMS = corpus()
 

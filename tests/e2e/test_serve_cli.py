@@ -10,8 +10,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import free_port, stop_process, wait_healthy
 
+from tests.e2e.server import free_port, stop_process, wait_healthy
 from vllm_hpu_mm.envs import process_environ
 
 pytestmark = pytest.mark.e2e

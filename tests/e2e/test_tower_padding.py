@@ -94,7 +94,11 @@ def test_padded_and_packed_equals_unpadded(vllm_tower: tuple[Any, Any], tmp_path
             for x, g in zip(torch.split(pixels, counts), GRIDS, strict=True)
         ]
         settings = envs.load(
-            {"VLLM_MULTIMODAL_BUCKETS": BUCKETS, "VLLM_HPU_MM_SHAPE_LOG": str(tmp_path / "shapes.jsonl")}
+            {
+                "VLLM_MULTIMODAL_BUCKETS": BUCKETS,
+                "VLLM_HPU_MM_GRAPH_BACKEND": "cpu",  # bucket padding on CPU, as on a graph backend
+                "VLLM_HPU_MM_SHAPE_LOG": str(tmp_path / "shapes.jsonl"),
+            }
         )
         stand_in_model = types.SimpleNamespace(visual=tower)
         assert plugin_model.install_bucketed_tower(stand_in_model, settings) == 3  # warm-up ran every bucket

@@ -1,6 +1,10 @@
 """Vision-encoder buckets: the list (``spec``), the oversize policy (``policy``), mapping and packing images into
 bucket passes (``packing``), coverage of the pixel range (``coverage``), the exact planner (``planner``), where image
-sizes come from (``sizes``), a list against sizes with the policy applied (``workload``) and the histogram (``plot``).
+sizes come from (``sizes``), a list against sizes with the policy applied (``workload``),
+the whole plan job (``job``) and the histogram (``plot``).
 
-Nothing is imported here: ``envs`` imports ``spec`` and ``policy`` and must stay cheap.
+Nothing is imported here: import the submodules by name. The list type and the policy themselves are defined in the
+standard-library-only :mod:`vllm_hpu_mm.values`, which the environment registry uses.
 """
+
+__all__: list[str] = []

@@ -25,16 +25,14 @@ input order.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 from collections.abc import Sequence
 from typing import TypeVar
 
-from vllm_hpu_mm.buckets.policy import OversizePolicy
-from vllm_hpu_mm.buckets.spec import PIXELS_PER_PATCH
+from vllm_hpu_mm.buckets.policy import OversizePolicy, pixel_limits
 from vllm_hpu_mm.errors import OversizeImageError
 from vllm_hpu_mm.preprocess.align import QWEN_MIN_PIXELS, aligned_size
-from vllm_hpu_mm.preprocess.modes import AlignMode
+from vllm_hpu_mm.values import AlignMode, Buckets
 
 T = TypeVar("T")
 
@@ -59,14 +57,13 @@ class PackedPass:
 
 
 def bucket_for(patches: int, buckets: Sequence[int]) -> int | None:
-    """The smallest bucket (from an ascending list) that holds ``patches``, or None if it exceeds the largest."""
-    i = bisect.bisect_left(buckets, patches)
-    return buckets[i] if i < len(buckets) else None
+    """The smallest bucket that holds ``patches``, or None if it exceeds the largest."""
+    return Buckets(buckets).bucket_for(patches)
 
 
 def shrink_limit(buckets: Sequence[int]) -> int:
     """The ``max_pixels`` that makes every aligned image fit the largest bucket: ``largest * 196``."""
-    return max(buckets) * PIXELS_PER_PATCH
+    return Buckets(buckets).shrink_limit
 
 
 def shrink_size(
@@ -79,11 +76,11 @@ def shrink_size(
 ) -> tuple[int, int]:
     """The aligned ``(height, width)`` of an image under the ``shrink`` policy: it fits the largest bucket.
 
-    Same rule as :func:`~vllm_hpu_mm.preprocess.align.aligned_size` with ``max_pixels = shrink_limit(buckets)``
-    (``min_pixels`` is lowered to that limit if it is above it).
+    Same rule as :func:`~vllm_hpu_mm.preprocess.align.aligned_size` under the limits of
+    :func:`~vllm_hpu_mm.buckets.policy.pixel_limits` for ``shrink``.
     """
-    limit = shrink_limit(buckets)
-    return aligned_size(height, width, min_pixels=min(min_pixels, limit), max_pixels=limit, mode=mode)
+    low, high = pixel_limits(min_pixels, shrink_limit(buckets), buckets, OversizePolicy.SHRINK)
+    return aligned_size(height, width, min_pixels=low, max_pixels=high, mode=mode)
 
 
 def oversize_error(
@@ -93,7 +90,8 @@ def oversize_error(
     size: tuple[int, int] | None = None,
     index: int | None = None,
 ) -> OversizeImageError:
-    """The error for an image above the largest bucket under the ``reject`` policy (``size`` is ``(W, H)``)."""
+    """The error for an image above the largest bucket under the ``reject`` policy (``size`` is ``(W, H)``): the
+    one message for it, from the processor (API server), the packer and the runner."""
     what = "image" if index is None else f"image {index}"
     if size is not None:
         what += f" of {size[0]}x{size[1]} pixels"
@@ -107,12 +105,8 @@ def oversize_error(
 
 def pack(patch_counts: Sequence[int], buckets: Sequence[int], policy: OversizePolicy) -> list[PackedPass]:
     """Pack the images of one batch into passes (rule in the module docstring); ``buckets`` ascending."""
-    if not buckets:
-        raise ValueError("pack() needs at least one bucket")
-    ordered = list(buckets)
-    if ordered != sorted(set(ordered)):
-        raise ValueError(f"buckets must be strictly increasing, got {list(buckets)}")
-    largest = ordered[-1]
+    ordered = Buckets(buckets)
+    largest = ordered.largest
     fitting: list[int] = []
     eager: list[PackedPass] = []
     for i, n in enumerate(patch_counts):

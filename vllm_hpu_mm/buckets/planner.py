@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from vllm_hpu_mm.buckets.packing import bucket_for
-from vllm_hpu_mm.buckets.spec import BUCKET_GRANULE
+from vllm_hpu_mm.buckets.spec import BUCKET_GRANULE, Buckets
 from vllm_hpu_mm.errors import ConfigError
 
 _Int = npt.NDArray[np.int64]
@@ -70,9 +70,7 @@ def _round_up(count: int) -> int:
 
 def evaluate(counts: Sequence[int], buckets: Sequence[int], *, num_shrunk: int = 0) -> Evaluation:
     """Efficiency, per-bucket hits and oversize count of ``buckets`` (ascending) on images of ``counts`` patches."""
-    ordered = tuple(buckets)
-    if not ordered or list(ordered) != sorted(set(ordered)):
-        raise ConfigError(f"buckets {list(ordered)} must be a non-empty, strictly increasing list")
+    ordered = Buckets(buckets)
     hits = dict.fromkeys(ordered, 0)
     real = dict.fromkeys(ordered, 0)
     padded = oversize = 0

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from vllm_hpu_mm.buckets.packing import shrink_limit
 from vllm_hpu_mm.buckets.planner import Evaluation, evaluate
-from vllm_hpu_mm.buckets.policy import OversizePolicy
+from vllm_hpu_mm.buckets.policy import OversizePolicy, pixel_limits
 from vllm_hpu_mm.buckets.sizes import Size, patch_counts
 from vllm_hpu_mm.preprocess.modes import AlignMode
 
@@ -22,10 +21,10 @@ def evaluate_sizes(
 ) -> Evaluation:
     """Evaluate ``buckets`` on images aligned under ``[min_pixels, max_pixels]``.
 
-    Under ``shrink`` the cap is lowered to ``shrink_limit(buckets)`` (images are resized to fit the largest bucket
-    and counted in ``num_shrunk``); under ``eager``/``reject`` the images above the largest bucket keep their size
-    and are counted in ``num_oversize`` at their own patch count (no padding).
+    The limits are the served processor's (:func:`~vllm_hpu_mm.buckets.policy.pixel_limits`): under ``shrink``
+    images are resized to fit the largest bucket and counted in ``num_shrunk``; under ``eager``/``reject`` the
+    images above the largest bucket keep their size and are counted in ``num_oversize`` at their own patch count.
     """
-    cap = min(max_pixels, shrink_limit(buckets)) if policy is OversizePolicy.SHRINK else max_pixels
-    sample = patch_counts(sizes, min_pixels=min(min_pixels, cap), max_pixels=cap, mode=mode)
+    low, cap = pixel_limits(min_pixels, max_pixels, buckets, policy)
+    sample = patch_counts(sizes, min_pixels=low, max_pixels=cap, mode=mode)
     return evaluate(sample.counts, buckets, num_shrunk=sample.num_shrunk)

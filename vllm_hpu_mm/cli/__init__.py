@@ -3,3 +3,5 @@
 Exit codes (:class:`ExitCode`): 0 success; 1 the command ran but its verdict is negative (a plan that does not fit,
 an OOM found by the doctor); 2 invalid input or configuration (one clear line on stderr).
 """
+
+__all__: list[str] = []  # each subcommand module is imported by name (cli.main)

@@ -14,9 +14,9 @@ import sys
 from typing import Any
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.buckets.coverage import largest_patches, validate_coverage
-from vllm_hpu_mm.buckets.packing import shrink_limit
-from vllm_hpu_mm.buckets.planner import Evaluation, evaluate, fewest_buckets, optimal_buckets
+from vllm_hpu_mm.buckets.coverage import validate_coverage
+from vllm_hpu_mm.buckets.job import pixel_range, plan_buckets
+from vllm_hpu_mm.buckets.planner import Evaluation
 from vllm_hpu_mm.buckets.policy import OversizePolicy
 from vllm_hpu_mm.buckets.sizes import (
     SizeSet,
@@ -26,10 +26,9 @@ from vllm_hpu_mm.buckets.sizes import (
     scan_images,
     synthetic_sizes,
 )
-from vllm_hpu_mm.buckets.spec import DEFAULT_BUCKETS, PIXELS_PER_PATCH, parse_buckets
+from vllm_hpu_mm.buckets.spec import DEFAULT_BUCKETS, PIXELS_PER_PATCH, Buckets, parse_buckets
 from vllm_hpu_mm.buckets.workload import evaluate_sizes
 from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, print_json
-from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.preprocess.align import QWEN_MIN_PIXELS
 from vllm_hpu_mm.preprocess.modes import AlignMode
 
@@ -208,55 +207,43 @@ def _report(ev: Evaluation, **extra: Any) -> dict[str, Any]:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    mode = _align_mode(args)
-    min_pixels = QWEN_MIN_PIXELS if args.min_pixels is None else args.min_pixels
-    max_pixels = shrink_limit(DEFAULT_BUCKETS) if args.max_pixels is None else args.max_pixels
-    if min_pixels > max_pixels:
-        raise ConfigError(f"--min-pixels {min_pixels} is above --max-pixels {max_pixels}; accepted: min <= max")
+    min_pixels, max_pixels = pixel_range(args.min_pixels, args.max_pixels)  # before reading any size
     sizes = _load_sizes(args)
-    sample = patch_counts(sizes.sizes, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode)
-    cover = largest_patches(max_pixels) if args.keep_largest else None
-    if args.target_efficiency is not None:
-        buckets = fewest_buckets(sample.counts, args.target_efficiency, cover=cover)
-        goal = f"fewest buckets reaching efficiency {args.target_efficiency}"
-    else:
-        k = args.num_buckets or DEFAULT_NUM_BUCKETS
-        buckets = optimal_buckets(sample.counts, k, cover=cover)
-        goal = f"{k} buckets minimising padded patches (exact)"
-        if len(buckets) < k:
-            goal += f"; only {len(buckets)} distinct patch counts, so {len(buckets)} buckets fit every image exactly"
-    ev = evaluate(sample.counts, buckets, num_shrunk=sample.num_shrunk)
-    policy: OversizePolicy = _env("VLLM_HPU_MM_OVERSIZE_POLICY")
-    default_ev = evaluate_sizes(
-        sizes.sizes, DEFAULT_BUCKETS, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode, policy=policy
+    result = plan_buckets(
+        sizes.sizes,
+        num_buckets=args.num_buckets,
+        target_efficiency=args.target_efficiency,
+        keep_largest=args.keep_largest,
+        min_pixels=min_pixels,
+        max_pixels=max_pixels,
+        mode=_align_mode(args),
+        policy=_env("VLLM_HPU_MM_OVERSIZE_POLICY"),
     )
-    notes = validate_coverage(
-        buckets, min_pixels=min_pixels, max_pixels=max_pixels, policy=policy, source="planned list"
-    )
+    ev, default_ev, buckets, notes = result.evaluation, result.default, result.buckets, result.warnings
     if args.plot:
         from vllm_hpu_mm.buckets.plot import plot_histogram
 
-        plot_histogram(sample.counts, buckets, args.plot, title=sizes.source, reference=DEFAULT_BUCKETS)
+        plot_histogram(result.counts, buckets, args.plot, title=sizes.source, reference=DEFAULT_BUCKETS)
     if args.json:
         print_json(
             _report(
                 ev,
                 source=sizes.source,
-                goal=goal,
-                align_mode=mode.value,
-                min_pixels=min_pixels,
-                max_pixels=max_pixels,
+                goal=result.goal,
+                align_mode=result.mode.value,
+                min_pixels=result.min_pixels,
+                max_pixels=result.max_pixels,
                 default={"buckets": list(DEFAULT_BUCKETS), "efficiency": round(default_ev.efficiency, 6)},
-                warnings=notes,
+                warnings=list(notes),
             )
         )
         return int(ExitCode.OK)
     print(f"Bucket plan for {sizes.source}")
     print(
-        f"  {ev.num_images} images aligned to 112 px ({mode.value}), min_pixels={min_pixels}, "
-        f"max_pixels={max_pixels}; {ev.num_shrunk} shrunk to fit max_pixels"
+        f"  {ev.num_images} images aligned to 112 px ({result.mode.value}), min_pixels={result.min_pixels}, "
+        f"max_pixels={result.max_pixels}; {ev.num_shrunk} shrunk to fit max_pixels"
     )
-    print(f"  goal: {goal}")
+    print(f"  goal: {result.goal}")
     print()
     print("\n".join(_table(ev)))
     print()
@@ -277,17 +264,14 @@ def run_check(args: argparse.Namespace) -> int:
         buckets = parse_buckets(args.buckets, source="BUCKETS argument")
         source = "BUCKETS argument"
     else:
-        from_env: tuple[int, ...] | None = _env(BUCKETS_VAR)
+        from_env: Buckets | None = _env(BUCKETS_VAR)
         if from_env is None:
             return fail(f"{BUCKETS_VAR}=None disables vision bucketing: there is no list to check; pass BUCKETS")
         buckets = from_env
         source = f"${BUCKETS_VAR}" if BUCKETS_VAR in envs.process_environ() else "the default list"
     mode = _align_mode(args)
     policy: OversizePolicy = _env("VLLM_HPU_MM_OVERSIZE_POLICY")
-    min_pixels = QWEN_MIN_PIXELS if args.min_pixels is None else args.min_pixels
-    max_pixels = shrink_limit(buckets) if args.max_pixels is None else args.max_pixels
-    if min_pixels > max_pixels:
-        raise ConfigError(f"--min-pixels {min_pixels} is above --max-pixels {max_pixels}; accepted: min <= max")
+    min_pixels, max_pixels = pixel_range(args.min_pixels, args.max_pixels, buckets=buckets)
     warnings = validate_coverage(buckets, min_pixels=min_pixels, max_pixels=max_pixels, policy=policy, source=source)
     sizes = _load_sizes(args)
     ev = evaluate_sizes(sizes.sizes, buckets, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode, policy=policy)

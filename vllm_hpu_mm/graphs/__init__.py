@@ -4,9 +4,12 @@
 - :mod:`.runner`: ``BucketedVisionRunner`` (split, pack, pad with a dummy image, strip, reorder), ``dummy_grid``,
   ``transformers_encoder``;
 - :mod:`.cpu`: ``EagerExecutor``; :mod:`.hpu`: ``HpuGraphExecutor`` and the vllm-gaudi routing (not run on Gaudi);
-  :mod:`.cuda`: ``CudaGraphExecutor`` for transformers' tower; :mod:`.cuda_config`: buckets as vLLM's encoder
-  CUDA-graph ``CompilationConfig``;
+:mod:`.cuda_config`: buckets as vLLM's encoder CUDA-graph ``CompilationConfig`` (on CUDA the server runs
+  vLLM's own encoder graphs; the CUDA-graph executor measured on the H100 is research code in
+  ``benchmarks/research/``);
 - :mod:`.select`: ``select_executor``, ``build_runner``, ``warmup``.
 
 Nothing here imports a device runtime at import time.
 """
+
+__all__: list[str] = []  # import the submodules by name; none loads a device runtime

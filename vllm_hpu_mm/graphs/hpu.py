@@ -20,8 +20,8 @@ build their attention segments and window permutation on the host from ``grid_th
 images, which sizes) is part of what a graph captured: graphs are therefore keyed on ``(bucket, layout)``. Warm-up
 captures each bucket's canonical layout (one dummy image filling it); a new layout of a known bucket is captured on
 first use (counted in :attr:`HpuGraphExecutor.runtime_captures`) up to ``max_graphs``, after which passes run in
-lazy mode without a graph. A tower that takes its layout as device tensors (``graphs.cuda.tower_forward``) would
-need one graph per bucket only; that port is not done.
+lazy mode without a graph. A tower that takes its layout as device tensors (``tower_forward`` of the research
+executor, ``benchmarks/research/cuda_graphs.py``) would need one graph per bucket only; that port is not done.
 """
 
 from __future__ import annotations

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from vllm_hpu_mm.buckets.packing import pack
+from vllm_hpu_mm.buckets.packing import oversize_error, pack
 from vllm_hpu_mm.buckets.policy import OversizePolicy
-from vllm_hpu_mm.errors import ConfigError, OversizeImageError
 from vllm_hpu_mm.graphs.base import EncoderFn, PassExecutor, PassRecord
+from vllm_hpu_mm.values import Buckets
 
 if TYPE_CHECKING:
     from torch import nn
@@ -76,16 +76,8 @@ class BucketedVisionRunner:
         spatial_window: int = 8,
         on_pass: Callable[[PassRecord], None] | None = None,
     ) -> None:
-        if buckets is not None:
-            if not buckets:
-                raise ConfigError("BucketedVisionRunner: buckets must be None (disabled) or a non-empty tuple")
-            buckets = tuple(sorted(buckets))
-            unit = merge_size * merge_size
-            bad = [b for b in buckets if b <= 0 or b % unit]
-            if bad:
-                raise ConfigError(f"BucketedVisionRunner: buckets {bad} are not positive multiples of {unit}")
         self.executor = executor
-        self.buckets = buckets
+        self.buckets = None if buckets is None else Buckets(buckets, source="BucketedVisionRunner buckets")
         self.policy = OversizePolicy(policy)
         self.merge_size = merge_size
         self.spatial_window = spatial_window
@@ -145,11 +137,7 @@ class BucketedVisionRunner:
             return
         largest = self.buckets[-1]
         if self.policy is OversizePolicy.REJECT:
-            worst = max(counts[i] for i in images)
-            raise OversizeImageError(
-                f"an image needs {worst} vision patches, above the largest bucket ({largest}); the oversize policy "
-                f"is 'reject' (VLLM_HPU_MM_OVERSIZE_POLICY): send a smaller image or use 'shrink' or 'eager'"
-            )
+            raise oversize_error(max(counts[i] for i in images), self.buckets)
         label = EAGER_LABEL
         if self.policy is OversizePolicy.SHRINK:
             label = FALLBACK_LABEL

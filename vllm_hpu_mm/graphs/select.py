@@ -3,8 +3,10 @@
 ``VLLM_HPU_MM_GRAPH_BACKEND``:
 
 - ``auto``: ``hpu`` when Habana's bridge imports and vLLM's platform is HPU, ``cuda`` when the tower is on a CUDA
-  device, else ``cpu``;
-- ``cpu``: :class:`~vllm_hpu_mm.graphs.cpu.EagerExecutor` on bucket shapes;
+  device, else ``cpu`` **on exact shapes**: CPU eager captures no graph, so padding an image to its bucket is work
+  with nothing to reuse (measured on the CPU server: ``benchmarks/results/served_path_cpu.md``);
+- ``cpu``: :class:`~vllm_hpu_mm.graphs.cpu.EagerExecutor` on bucket shapes, padded as on a graph backend: for
+  testing bucket behaviour on a CPU machine;
 - ``cuda``: eager passes on bucket shapes; the graphs are vLLM's own encoder CUDA graphs, configured from the same
   buckets by :mod:`vllm_hpu_mm.graphs.cuda_config` (vLLM replays them before our runner is reached; what is left —
   items above the largest budget, ``--enforce-eager`` — comes to the runner);
@@ -77,6 +79,16 @@ def select_executor(settings: Settings, encoder_fn: EncoderFn, *, device: torch.
     return EagerExecutor(encoder_fn, name="eager" if backend == "none" else backend)
 
 
+def pads_to_buckets(setting: str, backend: str) -> bool:
+    """Whether the runner pads passes to bucket shapes for ``VLLM_HPU_MM_GRAPH_BACKEND=setting`` resolved to
+    ``backend``: on the graph backends (a graph per bucket is reused), and on CPU only when asked for by name."""
+    if backend == "none":
+        return False
+    if backend == "cpu":
+        return setting == "cpu"
+    return True
+
+
 def build_runner(
     settings: Settings,
     encoder_fn: EncoderFn,
@@ -86,9 +98,11 @@ def build_runner(
     spatial_window: int = 8,
     on_pass: Callable[[PassRecord], None] | None = None,
 ) -> BucketedVisionRunner:
-    """A runner with the selected executor, the settings' buckets (None when the backend is ``none``) and policy."""
+    """A runner with the selected executor, the settings' buckets (None, exact shapes, unless
+    :func:`pads_to_buckets`) and policy."""
     executor = select_executor(settings, encoder_fn, device=device)
-    buckets = None if resolve_backend(settings.graph_backend, device) == "none" else settings.multimodal_buckets
+    padded = pads_to_buckets(settings.graph_backend, resolve_backend(settings.graph_backend, device))
+    buckets = settings.multimodal_buckets if padded else None
     return BucketedVisionRunner(
         executor,
         buckets,
@@ -116,7 +130,12 @@ def warmup(
     settings = get_settings() if settings is None else settings
     name = runner.executor.name
     if settings.skip_warmup or runner.buckets is None:
-        why = "VLLM_SKIP_WARMUP is set" if settings.skip_warmup else "vision bucketing is disabled"
+        if settings.skip_warmup:
+            why = "VLLM_SKIP_WARMUP is set"
+        elif settings.multimodal_buckets is None:
+            why = "vision bucketing is disabled"
+        else:
+            why = "the tower runs exact shapes (no graphs to reuse; VLLM_HPU_MM_GRAPH_BACKEND=cpu pads to buckets)"
         logger.info("captured 0 vision buckets (%s): %s", name, why)
         return 0
     start = time.perf_counter()

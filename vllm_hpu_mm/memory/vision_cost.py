@@ -3,17 +3,23 @@ set of captured buckets reserves under private pools or one shared pool.
 
 All coefficients live here, as named constants with their provenance. They were measured on an NVIDIA H100 80GB
 HBM3 (torch 2.11, transformers 5.17, Qwen2.5-VL-7B vision tower, bfloat16, random weights; one image of b patches
-per graph, varlen attention; see /work/shared/notes/vllm-and-gaudi-facts.md, "Measured here"). Gaudi (HPU) costs
-are *estimated* with the same model, not measured: HPU graphs keep their own memory per captured shape, which is
-the private-pool case below.
+per graph, varlen attention; ``benchmarks/results/vision_memory_calibration.md``) with our research CUDA-graph
+executor over *transformers'* tower (``benchmarks/research/cuda_graphs.py``).
+
+**That is not what the CUDA server runs.** There vLLM's own encoder CUDA graphs run vLLM's tower
+(``EncoderCudaGraphManager``, ``vllm/v1/worker/encoder_cudagraph.py`` in vLLM 0.32: one graph per token budget,
+captured largest first into one pool, the same shared-pool structure as below). Their pools were not measured here,
+so on CUDA the vision figures are an estimate from the research executor, not a calibration of the served graphs.
+Gaudi (HPU) costs are *estimated* with the same model, not measured: HPU graphs keep their own memory per captured
+shape, which is the private-pool case below.
 
 Pool modes:
 
 - ``private``: every captured shape keeps its own pool, so the cost is the *sum* over captured buckets. This is
   vllm-gaudi's and the older HabanaAI fork's behaviour (``wrap_in_hpu_graph`` per shape).
 - ``shared``: graphs captured largest first into one pool (``torch.cuda.graph(pool=...)``) and replayed one at a
-  time reserve about the *largest* graph's pool plus a little per extra graph (790 MiB measured for the seven
-  default buckets, against 2824 MiB for seven private pools).
+  time reserve about the *largest* graph's pool plus a little per extra graph (810 MiB measured for the seven
+  default buckets, against 2926 MiB for seven private pools).
 """
 
 from __future__ import annotations
@@ -31,11 +37,13 @@ EAGER_MIB_PER_PATCH = 0.0424
 EAGER_FIXED_MIB = 3.0
 #: One captured graph's private pool, MiB per patch and fixed MiB: least-squares fit (relative error) to our CUDA-graph
 #: executor's pools on an H100 80GB HBM3 (benchmarks/results/vision_memory_calibration.md: 1024 -> 82 MiB,
-#: 1600 -> 118, 4096 -> 266, 12544 -> 808, 16384 -> 1046; every bucket within 3%). Was 0.0624 x b + 5 (facts file),
+#: 1600 -> 118, 4096 -> 266, 12544 -> 808, 16384 -> 1046; every bucket within 3%). An earlier 0.0624 x b + 5 was
 #: 16% low at 1024 patches.
 GRAPH_POOL_MIB_PER_PATCH = 0.0625
 GRAPH_POOL_FIXED_MIB = 17.0
-#: Shared pool, largest first: growth per graph beyond the largest ((790 - 787.7) MiB over 6 more graphs, H100).
+#: Shared pool, largest first: growth per graph beyond the largest. The calibration run measured 810 MiB for the
+#: seven default buckets against 808 MiB for the largest alone, (810 - 808) / 6 = 0.3 MiB per extra graph; 0.4 is
+#: from an earlier run. Either way it is noise next to the largest graph's pool.
 SHARED_POOL_MIB_PER_EXTRA_GRAPH = 0.4
 #: The tower the coefficients were measured on; other widths scale by the per-patch activation proxy below.
 REFERENCE_VISION = VisionDims()
@@ -50,7 +58,8 @@ class PoolMode(str, enum.Enum):
 
 
 #: Which pool model the plan assumes per backend. HPU: vllm-gaudi / the fork wrap each shape in its own HPU graph.
-#: CUDA: our graph backend captures the buckets largest first into one shared pool. CPU: eager, no graphs.
+#: CUDA: vLLM's encoder graphs capture the buckets largest first into one shared pool (estimated, see the module
+#: docstring). CPU: eager, no graphs.
 DEFAULT_POOL_MODE: dict[str, PoolMode] = {"hpu": PoolMode.PRIVATE, "cuda": PoolMode.SHARED, "cpu": PoolMode.NONE}
 
 

@@ -20,6 +20,15 @@ from __future__ import annotations
 import logging
 import threading
 
+__all__ = [
+    "attach_to_vllm_logging",
+    "declare_environment_variables",
+    "log_settings_once",
+    "register",
+    "settings_line",
+    "vllm_logging_ready",
+]
+
 logger = logging.getLogger("vllm_hpu_mm")
 
 _lock = threading.Lock()

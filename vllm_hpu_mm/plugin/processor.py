@@ -9,8 +9,9 @@ another plugin registered); :func:`aligned_processor_classes` builds the concret
   the size, so ``image_grid_thw`` has h and w multiples of 8 and the request is billed ``(H/28)*(W/28)`` tokens.
 - min/max pixels come from ``_merge_and_resolve_mm_processor_kwargs`` (configured ``--mm-processor-kwargs`` merged
   with the request's), so a per-request ``max_pixels`` is honoured. Under the ``shrink`` policy the effective
-  ``max_pixels`` is ``min(max_pixels, largest bucket * 196)``; under ``reject`` an image above the largest bucket
-  is refused here, in the API server, with an :class:`~vllm_hpu_mm.errors.OversizeImageError` (HTTP 400).
+  ``max_pixels`` is ``min(max_pixels, largest bucket * 196)`` (:func:`~vllm_hpu_mm.buckets.policy.pixel_limits`);
+  under ``reject`` an image above the largest bucket is refused here, in the API server, with an
+  :class:`~vllm_hpu_mm.errors.OversizeImageError` (HTTP 400).
 - ``_get_vision_info`` and ``get_image_size_with_most_features`` (profiling, max tokens per item) use the same rule.
 """
 
@@ -20,25 +21,20 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from vllm_hpu_mm.buckets.packing import oversize_error, shrink_limit
-from vllm_hpu_mm.buckets.policy import OversizePolicy
+from vllm_hpu_mm.buckets.packing import oversize_error
+from vllm_hpu_mm.buckets.policy import OversizePolicy, pixel_limits
 from vllm_hpu_mm.envs import Settings, get_settings
 from vllm_hpu_mm.errors import ImageError
 from vllm_hpu_mm.preprocess.align import ALIGN_FACTOR, aligned_size, image_tokens, patch_count
 
 
-def pixel_limits(min_pixels: int, max_pixels: int, settings: Settings, *, for_budget: bool = False) -> tuple[int, int]:
-    """Effective ``(min_pixels, max_pixels)`` of the aligned image under our settings.
-
-    ``shrink`` with buckets caps ``max_pixels`` at the largest bucket's pixels; so does ``reject`` for the budget
-    helpers (``for_budget``: the largest image that is *accepted*), while its images are aligned uncapped and
-    refused when too large. ``min_pixels`` never exceeds the cap; ``max_pixels`` is at least one 112 x 112 tile.
-    """
-    capped = (OversizePolicy.SHRINK, OversizePolicy.REJECT) if for_budget else (OversizePolicy.SHRINK,)
-    if settings.multimodal_buckets and settings.oversize_policy in capped:
-        max_pixels = min(max_pixels, shrink_limit(settings.multimodal_buckets))
-    max_pixels = max(max_pixels, ALIGN_FACTOR * ALIGN_FACTOR)
-    return min(min_pixels, max_pixels), max_pixels
+def settings_pixel_limits(
+    min_pixels: int, max_pixels: int, settings: Settings, *, for_budget: bool = False
+) -> tuple[int, int]:
+    """:func:`~vllm_hpu_mm.buckets.policy.pixel_limits` under the process settings' buckets and policy."""
+    return pixel_limits(
+        min_pixels, max_pixels, settings.multimodal_buckets, settings.oversize_policy, for_budget=for_budget
+    )
 
 
 def check_oversize(height: int, width: int, settings: Settings, *, original: tuple[int, int]) -> None:
@@ -79,6 +75,12 @@ def _to_pil(item: Any) -> Any:
 class AlignedProcessingInfoMixin:
     """Overrides for a ``Qwen2VLProcessingInfo`` subclass: budgets on the 112 rule."""
 
+    def get_hf_processor(self, **kwargs: object) -> Any:
+        """vLLM's HF processor, its image processor given our pixel path (:mod:`.pixels`)."""
+        from vllm_hpu_mm.plugin.pixels import fast_pixels_processor
+
+        return fast_pixels_processor(super().get_hf_processor(**kwargs))  # type: ignore[misc]
+
     def hpu_mm_requested_limits(self, mm_kwargs: Mapping[str, object]) -> tuple[int, int]:
         """``(min_pixels, max_pixels)`` the processor config and the request ask for, before our bucket cap."""
         from vllm_hpu_mm.plugin import log_settings_once
@@ -91,7 +93,7 @@ class AlignedProcessingInfoMixin:
 
     def hpu_mm_pixel_limits(self, mm_kwargs: Mapping[str, object]) -> tuple[int, int]:
         """``(min_pixels, max_pixels)`` the budget helpers assume for a request with these ``mm_processor_kwargs``."""
-        return pixel_limits(*self.hpu_mm_requested_limits(mm_kwargs), get_settings(), for_budget=True)
+        return settings_pixel_limits(*self.hpu_mm_requested_limits(mm_kwargs), get_settings(), for_budget=True)
 
     def _get_vision_info(
         self,
@@ -153,7 +155,7 @@ class AlignedMultiModalProcessorMixin:
 
         settings = get_settings()
         req_min, req_max = self.info.hpu_mm_requested_limits(mm_kwargs)  # type: ignore[attr-defined]
-        min_pixels, max_pixels = pixel_limits(req_min, req_max, settings)
+        min_pixels, max_pixels = settings_pixel_limits(req_min, req_max, settings)
         buckets = settings.multimodal_buckets or (0,)
         shrinking = bool(settings.multimodal_buckets) and settings.oversize_policy is OversizePolicy.SHRINK
         mode = settings.align_mode

@@ -13,7 +13,7 @@ from vllm_hpu_mm.preprocess.align import (
 )
 from vllm_hpu_mm.preprocess.image import AlignedImage, align_image, check_dimensions, load_image
 from vllm_hpu_mm.preprocess.modes import AlignMode
-from vllm_hpu_mm.preprocess.pixels import QWEN_IMAGE_MEAN, QWEN_IMAGE_STD, to_pixel_values
+from vllm_hpu_mm.preprocess.pixels import QWEN_IMAGE_MEAN, QWEN_IMAGE_STD, to_patch_bytes, to_pixel_values
 
 __all__ = [
     "ALIGN_FACTOR",
@@ -29,5 +29,6 @@ __all__ = [
     "image_tokens",
     "load_image",
     "patch_count",
+    "to_patch_bytes",
     "to_pixel_values",
 ]

@@ -18,6 +18,7 @@ import os
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from vllm_hpu_mm.envs import get_settings  # cheap: envs imports only vllm_hpu_mm.values and errors
 from vllm_hpu_mm.errors import ImageError
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, aligned_size
 from vllm_hpu_mm.preprocess.modes import AlignMode
@@ -34,8 +35,6 @@ _DECODE_ERRORS = (Image.DecompressionBombError, OSError, UnidentifiedImageError,
 
 def _default_limits(max_image_pixels: int | None, max_aspect_ratio: float | None) -> tuple[int, float]:
     if max_image_pixels is None or max_aspect_ratio is None:
-        from vllm_hpu_mm.envs import get_settings  # the env registry is the only reader of the environment
-
         settings = get_settings()
         max_image_pixels = settings.max_image_pixels if max_image_pixels is None else max_image_pixels
         max_aspect_ratio = settings.max_aspect_ratio if max_aspect_ratio is None else max_aspect_ratio

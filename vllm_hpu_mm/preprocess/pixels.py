@@ -4,6 +4,9 @@ Layout (``Qwen2VLImageProcessor`` / ``Qwen2VLImageProcessorPil``): one row per 1
 2 x 2 merge group (group row, group column, then the row and column inside the group); each row is
 ``channel x temporal x 14 x 14``, the single image frame repeated ``temporal_patch_size`` times.
 
+:func:`to_patch_bytes` gives the same layout as uint8, neither rescaled nor normalised: what vLLM 0.32 asks the HF
+processor for (it normalises on the device), and what the served processor uses (``vllm_hpu_mm.plugin.pixels``).
+
 Why it is faster: the patch shuffle is done on the uint8 pixels (4x less memory traffic than on float32), and the
 rescale + normalise is one table lookup per channel (256 entries, computed in float32 as ``(x / 255 - mean) / std``,
 the PIL processor's arithmetic: its values come out bit-identical; the torchvision one differs by float32 rounding).
@@ -36,6 +39,33 @@ def _lookup_table(image_mean: Sequence[float], image_std: Sequence[float]) -> np
     return np.ascontiguousarray((levels[None, :] - mean) / std, dtype=np.float32)
 
 
+def _patches(image: Image.Image, patch_size: int, merge_size: int) -> tuple[npt.NDArray[np.uint8], Grid]:
+    """The uint8 pixels in patch order, ``[P, 3, patch * patch]``, and the ``(1, h, w)`` grid."""
+    unit = patch_size * merge_size
+    width, height = image.size
+    if image.mode != "RGB" or width % unit or height % unit or not width or not height:
+        raise ImageError(
+            f"image {width}x{height} in mode {image.mode}; accepted: an RGB image whose sides are non-zero "
+            f"multiples of {unit} (use align_image first)"
+        )
+    gh, gw = height // patch_size, width // patch_size
+    pixels = np.asarray(image)
+    # [H, W, C] -> [group row, group col, row in group, col in group, C, patch row, patch col]
+    grouped = pixels.reshape(gh // merge_size, merge_size, patch_size, gw // merge_size, merge_size, patch_size, 3)
+    shuffled = np.ascontiguousarray(grouped.transpose(0, 3, 1, 4, 6, 2, 5)).reshape(gh * gw, 3, patch_size**2)
+    return shuffled, (1, gh, gw)
+
+
+def to_patch_bytes(
+    image: Image.Image, *, patch_size: int = 14, temporal_patch_size: int = 2, merge_size: int = 2
+) -> tuple[npt.NDArray[np.uint8], Grid]:
+    """``(pixels [P, 3 * temporal * patch * patch] uint8, grid)``: the same layout as :func:`to_pixel_values`,
+    neither rescaled nor normalised (what vLLM asks the HF processor for when the model normalises on the device)."""
+    shuffled, grid = _patches(image, patch_size, merge_size)
+    out = np.repeat(shuffled[:, :, None, :], temporal_patch_size, axis=2)
+    return out.reshape(shuffled.shape[0], -1), grid
+
+
 def to_pixel_values(
     image: Image.Image,
     *,
@@ -49,19 +79,8 @@ def to_pixel_values(
 
     ``image`` must be RGB with both sides multiples of ``patch_size * merge_size`` (what ``align_image`` gives).
     """
-    unit = patch_size * merge_size
-    width, height = image.size
-    if image.mode != "RGB" or width % unit or height % unit or not width or not height:
-        raise ImageError(
-            f"image {width}x{height} in mode {image.mode}; accepted: an RGB image whose sides are non-zero "
-            f"multiples of {unit} (use align_image first)"
-        )
     lut = _lookup_table(image_mean, image_std)
-    gh, gw = height // patch_size, width // patch_size
-    pixels = np.asarray(image)
-    # [H, W, C] -> [group row, group col, row in group, col in group, C, patch row, patch col]
-    grouped = pixels.reshape(gh // merge_size, merge_size, patch_size, gw // merge_size, merge_size, patch_size, 3)
-    shuffled = np.ascontiguousarray(grouped.transpose(0, 3, 1, 4, 6, 2, 5)).reshape(gh * gw, 3, patch_size**2)
+    shuffled, (_, gh, gw) = _patches(image, patch_size, merge_size)
     out = np.empty((gh * gw, 3, temporal_patch_size, patch_size**2), dtype=np.float32)
     for channel in range(3):
         np.take(lut[channel], shuffled[:, channel], out=out[:, channel, 0])

@@ -7,7 +7,7 @@ header claiming a huge size with a few bytes of data: nothing big is ever alloca
 
 Show the corpus::
 
-    python -m benchmarks.bad_inputs
+    python -m tests.support.bad_inputs
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Literal
 import numpy as np
 from PIL import Image
 
-from benchmarks.batch_client import data_url
+from tests.support.batch_client import data_url
 
 Expect = Literal["reject", "accept"]
 

@@ -18,8 +18,8 @@ from transformers import vision_utils
 from transformers.models.qwen2_5_vl.configuration_qwen2_5_vl import Qwen2_5_VLVisionConfig
 from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VisionTransformerPretrainedModel
 
+from benchmarks.research import cuda_graphs as cuda
 from vllm_hpu_mm.errors import BackendError
-from vllm_hpu_mm.graphs import cuda
 
 GEO = cuda.TowerGeometry(spatial_merge_size=2, window_size=112, patch_size=14, fullatt_block_indexes=(1, 3))
 PATCH_DIM = 3 * 2 * 14 * 14

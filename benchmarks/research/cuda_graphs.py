@@ -1,4 +1,10 @@
-"""CUDA-graph pass executor for transformers' Qwen2.5-VL vision tower.
+"""Research code, not served: a CUDA-graph pass executor for *transformers'* Qwen2.5-VL vision tower.
+
+On CUDA the server runs vLLM's own encoder CUDA graphs (``vllm_hpu_mm.graphs.cuda_config`` configures them from the
+buckets); nothing in the package imports this module. It is kept, with its tests (``test_cuda_graphs.py``, run on a
+CUDA machine), because ``benchmarks/vision_encoder_h100.py`` and ``benchmarks/vision_memory_calibration.py`` measure
+it: their results (``benchmarks/results/vision_encoder_h100.md``, ``vision_memory_calibration.md``) are the H100
+figures the README quotes and the source of the memory model's coefficients.
 
 transformers' shipped vision forward cannot be captured: it builds its index tensors from ``grid_thw.tolist()`` and
 its SDPA path splits attention with ``lengths.tolist()`` in every block (a host sync each time). This module runs the
@@ -10,10 +16,11 @@ same tower with
   number of images in a pass is data, not code: ``cu_seqlens`` is padded with zero-length segments to a fixed
   capacity per bucket and one graph serves every composition of that bucket;
 - one CUDA graph per bucket, all captured into one shared memory pool on one reused side stream (graphs replay one
-  at a time, so they can share intermediates; the facts measured 790 MiB shared vs 2824 MiB private for the seven
-  default buckets, and every new stream brings its own cuBLAS workspace).
+  at a time, so they can share intermediates: 810 MiB shared vs 2926 MiB private for the seven default buckets on
+  the H100, ``benchmarks/results/vision_memory_calibration.md``; and every new stream brings its own cuBLAS
+  workspace).
 
-Weights, norms and MLPs are the tower's own modules, so a tower padded by :mod:`vllm_hpu_mm.graphs.mlp_pad` or
+Weights, norms and MLPs are the tower's own modules, so a tower padded by :mod:`benchmarks.research.mlp_pad` or
 moved to another dtype runs unchanged.
 """
 

@@ -5,7 +5,7 @@ recorded with its status and message and never fails the batch. A tqdm bar shows
 
 One command (every image file in a folder, each sent ``--repeat`` times, 8 in flight)::
 
-    python -m benchmarks.batch_client --base-url http://127.0.0.1:8000 --images ../shared/data/images \\
+    python -m tests.support.batch_client --base-url http://127.0.0.1:8000 --images tests/data/images \\
         --concurrency 8 --max-tokens 4 --output /tmp/results.jsonl
 
 The model name is asked from ``/v1/models`` unless ``--model`` is given.

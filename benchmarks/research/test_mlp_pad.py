@@ -10,7 +10,7 @@ from torch import nn
 from transformers.models.qwen2_5_vl.configuration_qwen2_5_vl import Qwen2_5_VLVisionConfig
 from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VisionTransformerPretrainedModel
 
-from vllm_hpu_mm.graphs import mlp_pad
+from benchmarks.research import mlp_pad
 
 
 def _tower(intermediate: int) -> Any:

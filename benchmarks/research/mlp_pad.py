@@ -1,7 +1,9 @@
-"""Zero-pad a vision MLP's intermediate size to a multiple of 64 at load time — the same function, faster GEMMs.
+"""Research code, not served: zero-pad a vision MLP's intermediate size to a multiple of 64 at load time — the same
+function, faster GEMMs on an H100 (``benchmarks/results/vision_encoder_h100.md``, columns ``MLP-padded``). Nothing in
+the package imports it: the CUDA server runs vLLM's tower and encoder graphs, where this was not measured.
 
-Qwen2.5-VL's vision MLP is ``down(silu(gate(x)) * up(x))`` with an intermediate size of 3420, not a multiple of 8:
-cuBLAS then picks slow kernels for all three GEMMs (about 40% of the tower's GPU time on an H100, facts file). Adding
+Qwen2.5-VL's vision MLP is ``down(silu(gate(x)) * up(x))`` with an intermediate size of 3420, not a multiple of 8,
+so cuBLAS picks slower kernels for all three GEMMs. Adding
 ``k`` intermediate channels whose gate and up rows and biases are zero gives ``silu(0) * 0 = 0`` in each, and zero
 columns in ``down`` add nothing: the output is mathematically unchanged, and only the GEMM kernels (and so bf16
 rounding order) differ.

@@ -1,0 +1,30 @@
+"""Suite-wide: tests marked ``vllm`` (and every e2e test, which starts vLLM) skip cleanly where vLLM is not importable.
+
+The check imports vLLM once, and only when such a test is about to run: a run of pure unit tests never pays for it.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+
+import pytest
+
+NEEDS_VLLM = ("vllm", "e2e")
+
+
+@functools.cache
+def vllm_missing() -> str | None:
+    """Why vLLM cannot be imported here, or None when it can."""
+    try:
+        importlib.import_module("vllm")
+    except ImportError as exc:
+        return f"vLLM is not importable ({exc})"
+    return None
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if any(item.get_closest_marker(name) for name in NEEDS_VLLM):
+        reason = vllm_missing()
+        if reason is not None:
+            pytest.skip(reason)

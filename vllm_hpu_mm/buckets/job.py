@@ -1,0 +1,95 @@
+"""The whole ``buckets plan`` job as one function: align the sizes, plan the list, evaluate it and the default
+list on the same images, and say what the plan does not cover. The CLI prints it; ``benchmarks/bucket_efficiency.py``
+tabulates it over many data sets."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from vllm_hpu_mm.buckets.coverage import largest_patches, validate_coverage
+from vllm_hpu_mm.buckets.planner import Evaluation, evaluate, fewest_buckets, optimal_buckets
+from vllm_hpu_mm.buckets.sizes import Size, patch_counts
+from vllm_hpu_mm.buckets.workload import evaluate_sizes
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.preprocess.align import QWEN_MIN_PIXELS
+from vllm_hpu_mm.values import DEFAULT_BUCKETS, AlignMode, Buckets, OversizePolicy
+
+__all__ = ["PlanResult", "pixel_range", "plan_buckets"]
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanResult:
+    buckets: Buckets
+    #: What was asked for, in words (``7 buckets minimising padded patches (exact)``).
+    goal: str
+    #: The planned list on the images.
+    evaluation: Evaluation
+    #: The default list on the same images, under the oversize policy.
+    default: Evaluation
+    #: Aligned patch count of every image, in input order.
+    counts: tuple[int, ...]
+    #: Coverage notes of the planned list (complete sentences), empty when it covers the pixel range.
+    warnings: tuple[str, ...]
+    min_pixels: int
+    max_pixels: int
+    mode: AlignMode
+
+
+def pixel_range(
+    min_pixels: int | None, max_pixels: int | None, *, buckets: Buckets = DEFAULT_BUCKETS
+) -> tuple[int, int]:
+    """``(min_pixels, max_pixels)`` with the defaults filled in (Qwen's 3136; ``buckets``' largest x 196), checked."""
+    low = QWEN_MIN_PIXELS if min_pixels is None else min_pixels
+    high = buckets.shrink_limit if max_pixels is None else max_pixels
+    if low > high:
+        raise ConfigError(f"--min-pixels {low} is above --max-pixels {high}; accepted: min <= max")
+    return low, high
+
+
+def plan_buckets(
+    sizes: Sequence[Size],
+    *,
+    num_buckets: int | None = None,
+    target_efficiency: float | None = None,
+    keep_largest: bool = False,
+    min_pixels: int | None = None,
+    max_pixels: int | None = None,
+    mode: AlignMode = AlignMode.NEAREST,
+    policy: OversizePolicy = OversizePolicy.SHRINK,
+) -> PlanResult:
+    """Plan for ``sizes`` (``(width, height)``): exactly ``num_buckets`` (default: as many as the default list) or
+    the fewest reaching ``target_efficiency``. Pixel limits as :func:`pixel_range` (``max_pixels``: the default
+    list's largest bucket x 196); ``keep_largest`` makes the largest bucket cover ``max_pixels``."""
+    if num_buckets is not None and target_efficiency is not None:
+        raise ConfigError("give either num_buckets or target_efficiency, not both")
+    min_pixels, max_pixels = pixel_range(min_pixels, max_pixels)
+    sample = patch_counts(sizes, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode)
+    cover = largest_patches(max_pixels) if keep_largest else None
+    if target_efficiency is not None:
+        planned = fewest_buckets(sample.counts, target_efficiency, cover=cover)
+        goal = f"fewest buckets reaching efficiency {target_efficiency}"
+    else:
+        k = num_buckets or len(DEFAULT_BUCKETS)
+        planned = optimal_buckets(sample.counts, k, cover=cover)
+        goal = f"{k} buckets minimising padded patches (exact)"
+        if len(planned) < k:
+            goal += f"; only {len(planned)} distinct patch counts, so {len(planned)} buckets fit every image exactly"
+    buckets = Buckets(planned, source="planned list")
+    return PlanResult(
+        buckets=buckets,
+        goal=goal,
+        evaluation=evaluate(sample.counts, buckets, num_shrunk=sample.num_shrunk),
+        default=evaluate_sizes(
+            sizes, DEFAULT_BUCKETS, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode, policy=policy
+        ),
+        counts=sample.counts,
+        warnings=tuple(
+            validate_coverage(
+                buckets, min_pixels=min_pixels, max_pixels=max_pixels, policy=policy, source="planned list"
+            )
+        ),
+        min_pixels=min_pixels,
+        max_pixels=max_pixels,
+        mode=mode,
+    )

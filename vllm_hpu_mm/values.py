@@ -1,0 +1,136 @@
+"""The value types our settings are made of: alignment mode, oversize policy, graph backends, and the vision bucket
+list (:class:`Buckets`, validated once when it is built and accepted everywhere after that without re-checking).
+
+Imports only the standard library and :mod:`vllm_hpu_mm.errors` (itself standard-library only), so the environment
+registry (:mod:`vllm_hpu_mm.envs`) can use it without pulling in Pillow, NumPy or the rest of the package.
+
+A bucket is a number of 14x14 vision patches, ``(W * H) / (14 * 14)`` for an image of W x H pixels. 112-aligned
+images always have a patch count that is a multiple of 64 (8 x 8 patches per 112 x 112 tile), so buckets must be
+multiples of 64 as well: then the padding between an image and its bucket is a whole dummy image.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+from collections.abc import Iterable
+
+from vllm_hpu_mm.errors import BucketError
+
+__all__ = [
+    "ACCEPTED_FORM",
+    "BUCKET_GRANULE",
+    "DEFAULT_BUCKETS",
+    "GRAPH_BACKENDS",
+    "PIXELS_PER_PATCH",
+    "AlignMode",
+    "Buckets",
+    "OversizePolicy",
+    "parse_buckets",
+]
+
+
+class AlignMode(str, enum.Enum):
+    """How an image reaches a 112-pixel-aligned size (``VLLM_HPU_MM_ALIGN_MODE``)."""
+
+    #: Resize to the nearest 112-multiple grid, aspect ratio kept as closely as possible (Qwen's rule, factor 112).
+    NEAREST = "nearest"
+    #: Resize down to the 112-multiple grid at or below the image: never bills more tokens than the stock rule.
+    DOWN = "down"
+    #: Keep every pixel as it is and pad the canvas up to the next 112 multiple (for text-heavy images).
+    PAD = "pad"
+
+
+class OversizePolicy(str, enum.Enum):
+    """What happens to an image above the largest bucket (``VLLM_HPU_MM_OVERSIZE_POLICY``)."""
+
+    #: Resize the image so it fits the largest bucket, aspect ratio kept (default: no recompilation ever).
+    SHRINK = "shrink"
+    #: Run the exact shape eagerly; counted and logged as a recompilation.
+    EAGER = "eager"
+    #: Refuse the request with a clear 4xx error.
+    REJECT = "reject"
+
+
+#: ``VLLM_HPU_MM_GRAPH_BACKEND`` values (``vllm_hpu_mm.graphs.select`` says what each runs).
+GRAPH_BACKENDS = ("auto", "cpu", "cuda", "hpu", "none")
+
+#: Patches per bucket granule: one 112 x 112 tile is 8 x 8 patches of 14 x 14 pixels.
+BUCKET_GRANULE = 64
+#: Pixels per patch (14 x 14).
+PIXELS_PER_PATCH = 14 * 14
+ACCEPTED_FORM = "a comma-separated list of positive integers, each a multiple of 64, e.g. 1600,3136,4096"
+
+
+class Buckets(tuple[int, ...]):
+    """A valid vision bucket list: non-empty, distinct positive multiples of 64, ascending.
+
+    ``Buckets(values, source=...)`` validates (and sorts) once; a ``Buckets`` given again is returned as it is, so
+    functions that take a bucket list call ``Buckets(buckets)`` to accept either form without re-checking.
+    ``source`` names the setting the values came from, so that every error says where to look.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, values: Iterable[int], *, source: str = "buckets") -> Buckets:
+        if isinstance(values, Buckets):
+            return values
+        numbers = [int(v) for v in values]
+        if not numbers:
+            raise BucketError(f"{source} is empty; expected {ACCEPTED_FORM}")
+        for n in numbers:
+            if n <= 0:
+                raise BucketError(f"{source}: bucket {n} is not positive; expected {ACCEPTED_FORM}")
+            if n % BUCKET_GRANULE:
+                lower = n // BUCKET_GRANULE * BUCKET_GRANULE
+                raise BucketError(
+                    f"{source}: bucket {n} is not a multiple of {BUCKET_GRANULE} (nearest valid: "
+                    f"{max(lower, BUCKET_GRANULE)} or {lower + BUCKET_GRANULE}); expected {ACCEPTED_FORM}"
+                )
+        seen: set[int] = set()
+        for n in numbers:
+            if n in seen:
+                raise BucketError(f"{source}: bucket {n} appears more than once; expected {ACCEPTED_FORM}")
+            seen.add(n)
+        return super().__new__(cls, sorted(numbers))
+
+    @property
+    def largest(self) -> int:
+        return self[-1]
+
+    @property
+    def shrink_limit(self) -> int:
+        """The ``max_pixels`` that makes every aligned image fit the largest bucket: ``largest * 196``."""
+        return self[-1] * PIXELS_PER_PATCH
+
+    def bucket_for(self, patches: int) -> int | None:
+        """The smallest bucket that holds ``patches``, or None if it exceeds the largest."""
+        i = bisect.bisect_left(self, patches)
+        return self[i] if i < len(self) else None
+
+    def __repr__(self) -> str:
+        return f"Buckets({','.join(map(str, self))})"
+
+
+#: The Gaudi guide's default for Qwen2.5-VL (patch counts).
+DEFAULT_BUCKETS = Buckets((1600, 3136, 4096, 6400, 7744, 9216, 12544), source="DEFAULT_BUCKETS")
+
+
+def parse_buckets(value: str | Iterable[int], *, source: str = "VLLM_MULTIMODAL_BUCKETS") -> Buckets:
+    """Parse and validate a bucket list written as text (``"1600,3136"``) or given as integers.
+
+    Raises :class:`BucketError` naming ``source``, the bad token and the accepted form.
+    """
+    if not isinstance(value, str):
+        return Buckets(value, source=source)
+    if not value.strip():
+        raise BucketError(f"{source} is empty; expected {ACCEPTED_FORM}")
+    numbers: list[int] = []
+    for token in (t.strip() for t in value.split(",")):
+        if not token:
+            raise BucketError(f"{source}={value!r} has an empty entry; expected {ACCEPTED_FORM}")
+        try:
+            numbers.append(int(token))
+        except ValueError:
+            raise BucketError(f"{source}={value!r}: {token!r} is not an integer; expected {ACCEPTED_FORM}") from None
+    return Buckets(numbers, source=source)
