@@ -28,3 +28,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         reason = vllm_missing()
         if reason is not None:
             pytest.skip(reason)
+
+
+@pytest.fixture(autouse=True)
+def _no_user_state(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A memory-cost profile or a bucket file in the user's ~/.cache must not change what a test plans or writes."""
+    cache = tmp_path_factory.mktemp("vllm-hpu-mm-cache")
+    monkeypatch.setenv("VLLM_HPU_MM_CACHE_DIR", str(cache))
+    monkeypatch.setenv("VLLM_HPU_MM_PROFILE", str(cache / "memory-profile.json"))

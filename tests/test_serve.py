@@ -18,12 +18,6 @@ from vllm_hpu_mm.cli.serve import SERVER_MODULE
 LIMIT = ["--limit-mm-per-prompt", '{"image": 999}']
 
 
-@pytest.fixture(autouse=True)
-def cache_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    monkeypatch.setenv("VLLM_HPU_MM_CACHE_DIR", str(tmp_path / "cache"))
-    return tmp_path / "cache"
-
-
 class Exec(BaseException):  # not an Exception: main() turns those into exit 3
     """Raised by the fake execvpe so that the test sees what would have replaced the process."""
 
