@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import statistics
 import tempfile
@@ -25,7 +24,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.reliability_cpu import RESULTS, machine_meta
+from benchmarks.reliability_cpu import machine_meta, write_results
 from vllm_hpu_mm.buckets.spec import DEFAULT_BUCKETS
 from vllm_hpu_mm.graphs.cpu import EagerExecutor
 from vllm_hpu_mm.graphs.runner import BucketedVisionRunner, transformers_encoder
@@ -114,11 +113,7 @@ def main() -> int:
             f"| {r['case']} | {'+'.join(map(str, r['patches']))} | {r['exact_cpu_ms']:.1f} | {r['padded_cpu_ms']:.1f} "
             f"| {r['padded_cpu_ms'] / r['exact_cpu_ms']:.2f}x | {r['exact_wall_ms']:.1f} | {r['padded_wall_ms']:.1f} |"
         )
-    md = "\n".join(lines)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "cpu_padding.md").write_text(md + "\n")
-    (RESULTS / "cpu_padding.json").write_text(json.dumps(data, indent=2) + "\n")
-    print(md)
+    write_results("cpu_padding", "\n".join(lines), data)
     return 0
 
 
