@@ -2,7 +2,7 @@
 captured. The end-to-end view (vLLM's own client against the CPU server) is ``benchmarks/served_path_cpu.py``; this
 one isolates the tower, so it is not drowned by the rest of the server on a loaded machine.
 
-Tower: transformers' Qwen2.5-VL vision tower with the tiny checkpoint's dimensions (``tests/e2e/checkpoint.py``:
+Tower: transformers' Qwen2.5-VL vision tower with the tiny checkpoint's vision config (``tests/e2e/checkpoint.py``:
 depth 2, hidden 64, what the CPU server runs), random weights, float32, through our runner: ``exact`` (no buckets:
 what ``VLLM_HPU_MM_GRAPH_BACKEND=auto`` now does on CPU) or ``padded`` (the default buckets: ``=cpu``). Rounds
 alternate exact / padded; process CPU time per call (all threads of this process) and wall time, median over rounds.
@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from benchmarks.reliability_cpu import RESULTS, machine_meta
+from benchmarks.reliability_cpu import machine_meta, write_results
 from vllm_hpu_mm.buckets.spec import DEFAULT_BUCKETS
 from vllm_hpu_mm.graphs.cpu import EagerExecutor
 from vllm_hpu_mm.graphs.runner import BucketedVisionRunner, transformers_encoder
@@ -38,27 +39,17 @@ CASES: tuple[tuple[str, list[tuple[int, int]]], ...] = (
 )
 
 
-def tower() -> Any:
-    from transformers.models.qwen2_5_vl.configuration_qwen2_5_vl import Qwen2_5_VLVisionConfig
+def tower(workdir: Path) -> Any:
+    """transformers' vision tower with the tiny checkpoint's own vision config, random weights."""
+    from transformers import AutoConfig
     from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VisionTransformerPretrainedModel
 
-    cfg = Qwen2_5_VLVisionConfig(
-        depth=2,
-        hidden_size=64,
-        num_heads=4,
-        intermediate_size=128,
-        out_hidden_size=128,
-        fullatt_block_indexes=[1],
-        window_size=112,
-        patch_size=14,
-        spatial_merge_size=2,
-        temporal_patch_size=2,
-        in_channels=3,
-        hidden_act="silu",
-    )
+    from tests.e2e.checkpoint import build_tiny_qwen25vl
+
+    config = AutoConfig.from_pretrained(build_tiny_qwen25vl(workdir)).vision_config
     torch.manual_seed(0)
-    model = Qwen2_5_VisionTransformerPretrainedModel._from_config(cfg, attn_implementation="sdpa")  # type: ignore[no-untyped-call]
-    return model.eval()
+    model = Qwen2_5_VisionTransformerPretrainedModel._from_config(config, attn_implementation="sdpa")  # type: ignore[no-untyped-call]
+    return model.float().eval()
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, float]:
@@ -70,9 +61,11 @@ def timed(fn: Callable[[], Any]) -> tuple[float, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=9, help="alternating rounds per case (default 9)")
+    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "vllm-hpu-mm-cpu-padding")
     args = parser.parse_args()
-    torch.set_num_threads(2)
-    encoder = transformers_encoder(tower())
+    torch.set_num_threads(1)  # no OpenMP spin-waiting: CPU time then counts work, not waiting for a busy core
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    encoder = transformers_encoder(tower(args.workdir))
     runners = {
         "exact": BucketedVisionRunner(EagerExecutor(encoder), None, OversizePolicy.SHRINK),
         "padded": BucketedVisionRunner(EagerExecutor(encoder), DEFAULT_BUCKETS, OversizePolicy.SHRINK),
@@ -108,7 +101,7 @@ def main() -> int:
         "# Vision tower on CPU: exact shapes vs bucket padding (tiny Qwen2.5-VL tower, one process)",
         "",
         f"Machine: {meta['machine']}; load average {data['load_before']} before, {data['load_after']} after (other "
-        f"agents' jobs ran beside it). torch {meta['torch']}, 2 threads. Run {meta['date']}; command `python -m "
+        f"agents' jobs ran beside it). torch {meta['torch']}, 1 thread. Run {meta['date']}; command `python -m "
         f"benchmarks.cpu_padding --rounds {args.rounds}`. Default buckets {','.join(map(str, DEFAULT_BUCKETS))}. "
         "Median over alternating rounds; CPU = this process's CPU time per call.",
         "",
@@ -120,11 +113,7 @@ def main() -> int:
             f"| {r['case']} | {'+'.join(map(str, r['patches']))} | {r['exact_cpu_ms']:.1f} | {r['padded_cpu_ms']:.1f} "
             f"| {r['padded_cpu_ms'] / r['exact_cpu_ms']:.2f}x | {r['exact_wall_ms']:.1f} | {r['padded_wall_ms']:.1f} |"
         )
-    md = "\n".join(lines)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "cpu_padding.md").write_text(md + "\n")
-    (RESULTS / "cpu_padding.json").write_text(json.dumps(data, indent=2) + "\n")
-    print(md)
+    write_results("cpu_padding", "\n".join(lines), data)
     return 0
 
 

@@ -12,7 +12,6 @@ time per call, and whether the outputs are identical.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import tempfile
@@ -24,7 +23,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from benchmarks.reliability_cpu import RESULTS, machine_meta
+from benchmarks.reliability_cpu import machine_meta, write_results
 
 SIZES = ((224, 224), (336, 448), (672, 896))
 
@@ -92,11 +91,7 @@ def main() -> int:
         f"{r['transformers_cpu_ms']:.2f} | {r['ours_wall_ms']:.2f} | {r['transformers_wall_ms']:.2f} |"
         for r in rows
     ]
-    md = "\n".join(lines)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "processor_cpu.md").write_text(md + "\n")
-    (RESULTS / "processor_cpu.json").write_text(json.dumps(data_out, indent=2) + "\n")
-    print(md)
+    write_results("processor_cpu", "\n".join(lines), data_out)
     return 0
 
 

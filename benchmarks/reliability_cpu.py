@@ -151,6 +151,14 @@ def _markdown(load: LoadReport, rows: list[SweepRow], meta: dict[str, Any]) -> s
     return "\n".join(lines)
 
 
+def write_results(stem: str, markdown: str, data: dict[str, Any], folder: Path = RESULTS) -> None:
+    """``folder/stem.md`` and ``folder/stem.json``, and the Markdown on stdout."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{stem}.md").write_text(markdown + "\n")
+    (folder / f"{stem}.json").write_text(json.dumps(data, indent=2) + "\n")
+    print(markdown)
+
+
 def machine_meta(concurrency: int) -> dict[str, Any]:
     import psutil
     import torch

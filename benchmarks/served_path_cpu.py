@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import os
 import statistics
 import tempfile
@@ -32,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cpu_server import running_server
-from benchmarks.reliability_cpu import RESULTS, machine_meta
+from benchmarks.reliability_cpu import RESULTS, machine_meta, write_results
 from benchmarks.server_cpu import NO_CACHES
 
 #: (height, width) of the random-mm images: 256, 768 and 3072 patches; the default list pads them to 1600 / 1600 / 3136.
@@ -216,11 +215,7 @@ def main() -> int:
         "wall_s": round(time.perf_counter() - start, 1),
         "rows": rows,
     }
-    md = report(data)
-    args.results.mkdir(parents=True, exist_ok=True)
-    (args.results / f"{args.name}.md").write_text(md + "\n")
-    (args.results / f"{args.name}.json").write_text(json.dumps(data, indent=2) + "\n")
-    print(md)
+    write_results(args.name, report(data), data, args.results)
     return 0
 
 

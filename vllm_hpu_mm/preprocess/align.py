@@ -15,6 +15,7 @@ Guarantees of :func:`aligned_size` (pinned down by ``tests/test_align*.py``):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.preprocess.modes import AlignMode
@@ -131,11 +132,6 @@ def _stock_area(height: int, width: int, min_pixels: int, max_pixels: int) -> in
     return h * w
 
 
-#: Most canvas heights ``_settle`` scans for a ``PAD`` canvas in a narrow range (hi // min_wt is at most ~1000
-#: tiles under Qwen's max_pixels; the bound only matters for absurd limits).
-_SCAN_LIMIT = 100_000
-
-
 def _settle(
     h: int,
     w: int,
@@ -163,22 +159,32 @@ def _settle(
         for n in (lo, hi):
             for ideal in (math.sqrt(n * ratio), n / min_wt):
                 candidates.update(range(math.floor(ideal) - 1, math.ceil(ideal) + 2))
-        if (min_ht, min_wt) != (1, 1):
-            # A narrow range can leave only a few factorisations, none near the ideal heights (e.g. 1021..1022
-            # tiles: 7 x 146 is the only one holding a 5 x 3-tile canvas): scan every height that could hold it.
-            candidates.update(range(min_ht, min(hi // min_wt, min_ht + _SCAN_LIMIT) + 1))
-        best: tuple[float, int, int] | None = None
-        for ht in sorted(k for k in candidates if k >= min_ht):
-            wt_lo, wt_hi = max(min_wt, -(-lo // ht)), hi // ht
-            if wt_lo > wt_hi:
-                continue
-            wt = min(max(round(ht / ratio), wt_lo), wt_hi)
-            error = abs(math.log(ht / wt / ratio))
-            if best is None or error < best[0]:
-                best = (error, ht, wt)
+        best = _closest(sorted(k for k in candidates if k >= min_ht), lo, hi, ratio, min_wt)
+        if best is None:
+            # No candidate near the ideal (e.g. only 7 x 146 tiles fit the range): every in-range size has a side
+            # of at most sqrt(hi) tiles, so trying each such side, as height and as width, finds them all.
+            best = _closest(range(min_ht, math.isqrt(hi) + 1), lo, hi, ratio, min_wt)
+            by_width = _closest(range(min_wt, math.isqrt(hi) + 1), lo, hi, 1 / ratio, min_ht)
+            if by_width is not None and (best is None or by_width[0] < best[0]):
+                best = (by_width[0], by_width[2], by_width[1])
         if best is not None:
             return best[1] * factor, best[2] * factor
     raise AssertionError("unreachable: one tile high always admits lo tiles wide")
+
+
+def _closest(heights: Iterable[int], lo: int, hi: int, ratio: float, min_wt: int) -> tuple[float, int, int] | None:
+    """(aspect error, h tiles, w tiles) of the size with area in ``[lo, hi]`` tiles, height among ``heights`` and
+    width at least ``min_wt``, closest to ``ratio`` (height / width); None if there is none."""
+    best: tuple[float, int, int] | None = None
+    for ht in heights:
+        wt_lo, wt_hi = max(min_wt, -(-lo // ht)), hi // ht
+        if wt_lo > wt_hi:
+            continue
+        wt = min(max(round(ht / ratio), wt_lo), wt_hi)
+        error = abs(math.log(ht / wt / ratio))
+        if best is None or error < best[0]:
+            best = (error, ht, wt)
+    return best
 
 
 def aligned_size(
