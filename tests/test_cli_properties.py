@@ -101,3 +101,14 @@ def test_buckets_plan_any_value(flag: str, value: str) -> None:
        flag=st.sampled_from(BUCKET_NUMBERS), value=values)  # fmt: skip
 def test_buckets_check_any_value(buckets: str, flag: str, value: str) -> None:
     check_contract(["buckets", "check", f"{flag}={value}", "--", buckets])
+
+
+SERVE_NUMBERS = ("--plan-free-memory-gib", "--plan-total-memory-gib", "--plan-max-buckets", "--tensor-parallel-size",
+                 "-pp", "--data-parallel-size", "--max-model-len", "--max-num-seqs", "--max-num-batched-tokens",
+                 "--block-size", "--kv-cache-memory-bytes", "--gpu-memory-utilization")  # fmt: skip
+
+
+@SETTINGS
+@given(flag=st.sampled_from(SERVE_NUMBERS), value=values)
+def test_serve_dry_run_any_value_on_any_sizing_flag(flag: str, value: str) -> None:
+    check_contract(["serve", "--dry-run", "--json", "--plan-device", "gaudi2", f"{flag}={value}"])

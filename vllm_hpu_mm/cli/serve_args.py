@@ -186,9 +186,9 @@ def parse_server_args(argv: Sequence[str]) -> ServerArgs:
     return ServerArgs(
         model=model or ns.model,
         dtype=ns.dtype or "auto",
-        tensor_parallel_size=ns.tensor_parallel_size or 1,
-        pipeline_parallel_size=ns.pipeline_parallel_size or 1,
-        data_parallel_size=ns.data_parallel_size or 1,
+        tensor_parallel_size=1 if ns.tensor_parallel_size is None else ns.tensor_parallel_size,
+        pipeline_parallel_size=1 if ns.pipeline_parallel_size is None else ns.pipeline_parallel_size,
+        data_parallel_size=1 if ns.data_parallel_size is None else ns.data_parallel_size,
         gpu_memory_utilization=ns.gpu_memory_utilization,
         max_model_len=ns.max_model_len,
         max_num_seqs=ns.max_num_seqs,

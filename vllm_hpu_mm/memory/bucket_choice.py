@@ -63,21 +63,22 @@ def choose(
     if sizes is None and not first.vision_buckets_skipped:
         return first, None
     sample = sizes if sizes is not None else embedded_sizes()
-    k = max_buckets or len(inputs.buckets)
+    k = len(inputs.buckets) if max_buckets is None else max_buckets
     if k < 1:
         raise ConfigError(f"--max-buckets {k} is invalid; accepted: an integer >= 1")
     # No more shrinking than the configured list's largest bucket would do.
     max_pixels = min(max(inputs.buckets) * PIXELS_PER_PATCH, QWEN_MAX_PIXELS)
-    common = {"min_pixels": min_pixels, "max_pixels": max_pixels, "mode": mode, "pool": inputs.pool_mode,
-              "vision": inputs.model.vision, "dtype_size": inputs.dtype_size, "costs": inputs.costs}  # fmt: skip
+
     captured = first.vision_buckets_captured
-    before = bucket_fit.evaluate_list(sample.sizes, captured, **common) if captured else None  # type: ignore[arg-type]
+    before = bucket_fit.evaluate_list(
+        sample.sizes, captured, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode, pool=inputs.pool_mode,
+        vision=inputs.model.vision, dtype_size=inputs.dtype_size, costs=inputs.costs,
+    ) if captured else None  # fmt: skip
     after = bucket_fit.best_fitting_list(
-        sample.sizes,
-        pool_bytes=first.split.prefill_vision_graph_bytes,
-        max_buckets=k,
-        **common,  # type: ignore[arg-type]
-    )
+        sample.sizes, pool_bytes=first.split.prefill_vision_graph_bytes, pool=inputs.pool_mode, max_buckets=k,
+        vision=inputs.model.vision, dtype_size=inputs.dtype_size, min_pixels=min_pixels, max_pixels=max_pixels,
+        mode=mode, costs=inputs.costs,
+    )  # fmt: skip
     if after is None:
         return first, BucketChoice(sample, before, None, False, "not even one bucket's graph fits the vision pool")
     better = before is None or (after.evaluation.num_shrunk, -after.evaluation.efficiency) < (

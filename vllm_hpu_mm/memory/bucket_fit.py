@@ -191,6 +191,8 @@ def best_fitting_list(
         raise ConfigError(f"max buckets {max_buckets} is invalid; accepted: an integer >= 1")
     if not sizes:
         raise ConfigError("no image sizes to plan buckets for; give at least one")
+    # More buckets than distinct sizes (plus the largest bucket) can never help; the bound keeps the search small.
+    max_buckets = min(max_buckets, len(set(sizes)) + 1)
     natural = patch_counts(sizes, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode)
     candidates = sorted({math.ceil(c / BUCKET_GRANULE) * BUCKET_GRANULE for c in natural.counts}, reverse=True)
     bounds = _unit_bounds(pool_bytes, max_buckets, vision, dtype_size, costs) if pool is PoolMode.PRIVATE else []

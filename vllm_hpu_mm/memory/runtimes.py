@@ -23,9 +23,10 @@ import importlib.metadata
 import importlib.util
 
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.memory import gaudi_config
 
-#: The vllm-gaudi commit whose behaviour this package models (cited in code and docs).
-VLLM_GAUDI_COMMIT = "091bbadd"
+#: The vllm-gaudi commit whose behaviour this package models, short form (cited in messages and docs).
+VLLM_GAUDI_COMMIT = gaudi_config.VLLM_GAUDI_COMMIT[:8]
 
 
 class Runtime(str, enum.Enum):
