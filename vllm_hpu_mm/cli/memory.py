@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
 from vllm_hpu_mm.cli.memory_calibrate import add_parser as add_calibrate_parser
 from vllm_hpu_mm.cli.memory_calibrate import add_profile_argument, plan_with_profile
 from vllm_hpu_mm.memory import render
-from vllm_hpu_mm.memory.bucket_choice import choose, read_sizes
+from vllm_hpu_mm.memory.bucket_choice import BucketChoice, choose, read_sizes
 from vllm_hpu_mm.memory.devices import DEVICE_CHOICES
 from vllm_hpu_mm.memory.exports import ServerFlags, exports_for
 from vllm_hpu_mm.memory.inputs import Request, build, provenance
 from vllm_hpu_mm.memory.models import DEFAULT_MODEL
+from vllm_hpu_mm.memory.planner import Plan, PlanInputs
 from vllm_hpu_mm.memory.runtimes import RUNTIME_CHOICES
 from vllm_hpu_mm.memory.vision_cost import PoolMode
 
@@ -180,15 +182,32 @@ def request_from_args(args: argparse.Namespace) -> Request:
     )
 
 
+def plan_and_choose(
+    inputs: PlanInputs,
+    settings: envs.Settings,
+    *,
+    profile: str | None,
+    free_stated: bool,
+    sizes: str | None,
+    sizes_flag: str,
+    max_buckets: int | None,
+    keep: bool,
+) -> tuple[Plan, BucketChoice | None, dict[str, Any]]:
+    """The steps ``memory plan`` and ``serve`` share: measured costs from the profile, then the plan with its bucket
+    list chosen over the sizes (:func:`choose`); also the costs report."""
+    inputs, costs = plan_with_profile(inputs, profile, settings.profile, free_stated=free_stated)
+    sample = read_sizes(sizes, flag=sizes_flag) if sizes is not None else None
+    result, choice = choose(inputs, sample, max_buckets=max_buckets, mode=settings.align_mode, keep=keep)
+    return result, choice, costs
+
+
 def run(args: argparse.Namespace) -> int:
     settings = envs.load()
     request = request_from_args(args)
-    inputs, costs = plan_with_profile(build(request, settings), args.profile, settings.profile,
-                                      free_stated=args.free_memory_gib is not None)  # fmt: skip
-    sizes = read_sizes(args.sizes, flag="--sizes") if args.sizes is not None else None
-    result, choice = choose(
-        inputs, sizes, max_buckets=args.max_buckets, mode=settings.align_mode, keep=args.keep_buckets
-    )
+    result, choice, costs = plan_and_choose(
+        build(request, settings), settings, profile=args.profile, free_stated=args.free_memory_gib is not None,
+        sizes=args.sizes, sizes_flag="--sizes", max_buckets=args.max_buckets, keep=args.keep_buckets,
+    )  # fmt: skip
     flags = ServerFlags(user_env=envs.runtime_environ(), skip_warmup=settings.skip_warmup)
     exports = exports_for(result, flags)
     sources = provenance(request, result.inputs)

@@ -19,13 +19,13 @@ from typing import Any
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, fail, print_json
-from vllm_hpu_mm.cli.memory_calibrate import plan_with_profile
+from vllm_hpu_mm.cli.memory import plan_and_choose
 from vllm_hpu_mm.cli.serve_args import ServerArgs, parse_server_args, validate_with_vllm, vllm_installed
 from vllm_hpu_mm.errors import ConfigError, ModelConfigUnavailable
 from vllm_hpu_mm.memory import render, runtimes
-from vllm_hpu_mm.memory.bucket_choice import choose, read_sizes
+from vllm_hpu_mm.memory.bucket_choice import read_sizes
 from vllm_hpu_mm.memory.devices import DEVICE_CHOICES
-from vllm_hpu_mm.memory.exports import MAX_RESOLUTIONS, ServerFlags, exports_for, warmup_resolutions
+from vllm_hpu_mm.memory.exports import BUCKET_FILE_NAME, MAX_RESOLUTIONS, ServerFlags, exports_for, warmup_resolutions
 from vllm_hpu_mm.memory.inputs import Request, build, provenance
 from vllm_hpu_mm.memory.model_lookup import plan_skipped_warning
 from vllm_hpu_mm.memory.models import DEFAULT_MODEL
@@ -160,12 +160,11 @@ def run(args: argparse.Namespace) -> int:
         inputs = build(request, settings)
     except ModelConfigUnavailable as exc:  # vLLM may still serve it: launch with its own memory settings
         return _launch_unplanned(args, extra, sa, model, plan_skipped_warning(exc))
-    inputs, costs = plan_with_profile(inputs, args.plan_profile, settings.profile,
-                                      free_stated=args.plan_free_memory_gib is not None)  # fmt: skip
-    sizes = read_sizes(args.plan_sizes, flag="--plan-sizes") if args.plan_sizes is not None else None
-    result, choice = choose(
-        inputs, sizes, max_buckets=args.plan_max_buckets, mode=settings.align_mode, keep=args.plan_keep_buckets
-    )
+    result, choice, costs = plan_and_choose(
+        inputs, settings, profile=args.plan_profile, free_stated=args.plan_free_memory_gib is not None,
+        sizes=args.plan_sizes, sizes_flag="--plan-sizes", max_buckets=args.plan_max_buckets,
+        keep=args.plan_keep_buckets,
+    )  # fmt: skip
     out_dir = Path(args.plan_output_dir or settings.cache_dir).expanduser()
     resolutions: tuple[tuple[int, int], ...] = ()
     if inputs.effective_runtime is Runtime.VLLM_GAUDI and result.vision_buckets_captured:
@@ -185,9 +184,7 @@ def run(args: argparse.Namespace) -> int:
         user_env=envs.runtime_environ(),
         skip_warmup=settings.skip_warmup,
     )
-    files = {name: out_dir / name for name in ("vllm-gaudi-buckets.txt",)}
-    exports = exports_for(result, flags, resolutions=resolutions,
-                          bucket_file_path=str(files["vllm-gaudi-buckets.txt"]))  # fmt: skip
+    exports = exports_for(result, flags, resolutions=resolutions, bucket_file_path=str(out_dir / BUCKET_FILE_NAME))
     sources = provenance(request, inputs)
     report: dict[str, Any] = {"plan": render.to_dict(result, exports, choice, sources), "costs": costs}
     if not result.fits:
@@ -202,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
     notes = list(exports.notes)
     if args.dry_run and not args.validate:
         notes.append("vLLM validates the rest of the server arguments when it starts (--validate: now)")
-    written = {name: str(files[name]) for name in exports.files}
+    written = {name: str(out_dir / name) for name in exports.files}
     report.update({"command": argv, "command_line": shlex.join(argv), "environment": exports.env, "notes": notes,
                    "files": {written[name]: text for name, text in exports.files.items()}})  # fmt: skip
     if args.json:
@@ -221,8 +218,8 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return int(ExitCode.OK)
     for name, text in exports.files.items():
-        files[name].parent.mkdir(parents=True, exist_ok=True)
-        files[name].write_text(text, encoding="utf-8")
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / name).write_text(text, encoding="utf-8")
     child_env = envs.process_environ()
     child_env.update(exports.env)
     os.execvpe(argv[0], argv, child_env)  # pragma: no cover - replaces this process

@@ -266,8 +266,7 @@ def _gaudi(
         dropped = (len(text.prefill) - text.prefill_fit, len(text.decode) - text.decode_fit)
         notes.append(
             f"vllm-gaudi: bucket file with the {text.prefill_fit} prompt and {text.decode_fit} decode buckets that fit "
-            f"their shares ({dropped[0]} prompt and {dropped[1]} decode buckets of its "
-            f"{gaudi_warmup.effective_strategy(gaudi_warmup.config_from_env(dict(i.runtime_env)))} bucketing left out)"
+            f"their shares ({dropped[0]} prompt and {dropped[1]} decode buckets of {text.source} left out)"
         )
     vision_ok = (warmed and "VLLM_MULTIMODAL_BUCKETS" in vision) or not i.buckets
     parts = {

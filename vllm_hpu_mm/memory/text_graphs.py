@@ -119,7 +119,7 @@ def fit(i: PlanInputs, prefill_pool: int, decode_pool: int, num_kv_blocks: int) 
             for bs, query, ctx in gaudi_warmup.prompt_buckets(cfg, shape)
         ]
         decode = [TextBucket(bs, n, decode_cost(bs, n)) for bs, _, n in gaudi_warmup.decode_buckets(cfg, shape)]
-        source = f"vllm-gaudi's {cfg.strategy} bucketing (modelled on @{VLLM_GAUDI_COMMIT})"
+        source = f"vllm-gaudi's {gaudi_warmup.effective_strategy(cfg)} bucketing (modelled on @{VLLM_GAUDI_COMMIT})"
     elif runtime is Runtime.VLLM_CUDA:
         prefill = []
         decode = [
