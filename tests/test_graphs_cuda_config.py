@@ -8,8 +8,12 @@ from typing import Any
 import pytest
 
 from vllm_hpu_mm.buckets.spec import DEFAULT_BUCKETS
+from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.errors import BucketError, ConfigError
-from vllm_hpu_mm.graphs.cuda_config import compilation_config_json, encoder_cudagraph_config, token_budgets
+from vllm_hpu_mm.graphs.cuda_config import encoder_cudagraph_config, token_budgets
+from vllm_hpu_mm.memory.exports import ServerFlags, exports_for
+from vllm_hpu_mm.memory.inputs import Request, build
+from vllm_hpu_mm.memory.planner import plan
 
 vllm_config = pytest.importorskip("vllm.config")
 arg_utils = pytest.importorskip("vllm.engine.arg_utils")
@@ -37,14 +41,21 @@ def test_vllm_compilation_config_accepts_the_dict() -> None:
     assert {k: getattr(config, k) for k in fields} == fields
 
 
-def test_cli_json_round_trips_through_vllms_parser_and_keeps_other_settings() -> None:
-    value = compilation_config_json((1600, 4096), base={"mode": 0})
+def served_compilation_config(buckets: str) -> str:
+    """The ``--compilation-config`` value serve passes vLLM CUDA for the 7B on an H100."""
+    i = build(Request(model="Qwen/Qwen2.5-VL-7B-Instruct", device="h100", runtime="vllm-cuda", buckets=buckets,
+                      max_model_len=32768), load({}))  # fmt: skip
+    args = exports_for(plan(i), ServerFlags()).args
+    return args[args.index("--compilation-config") + 1]
+
+
+def test_serves_json_round_trips_through_vllms_parser() -> None:
+    value = served_compilation_config("1600,4096")
     config = parse_cli(value)
     assert config.cudagraph_mm_encoder is True
     assert config.encoder_cudagraph_token_budgets == [400, 1024]
     assert config.encoder_cudagraph_max_vision_items_per_batch == 2
-    assert config.mode == 0
-    assert json.loads(value)["mode"] == 0
+    assert config.cudagraph_capture_sizes == json.loads(value)["cudagraph_capture_sizes"]
 
 
 def test_vllm_itself_rejects_a_bad_budget_so_the_check_is_real() -> None:
@@ -55,7 +66,7 @@ def test_vllm_itself_rejects_a_bad_budget_so_the_check_is_real() -> None:
 
 
 def test_disabled_bucketing_turns_encoder_graphs_off() -> None:
-    assert parse_cli(compilation_config_json(None)).cudagraph_mm_encoder is False
+    assert parse_cli(served_compilation_config("None")).cudagraph_mm_encoder is False
 
 
 def test_max_items_must_respect_vllms_invariant() -> None:
@@ -66,8 +77,3 @@ def test_max_items_must_respect_vllms_invariant() -> None:
 def test_bucket_not_divisible_by_merge_unit_is_refused() -> None:
     with pytest.raises(BucketError, match="multiples of merge_size"):
         token_budgets((1602,))
-
-
-def test_conflicting_user_setting_is_refused_not_overridden() -> None:
-    with pytest.raises(ConfigError, match="cudagraph_mm_encoder=False"):
-        compilation_config_json((1600,), base={"cudagraph_mm_encoder": False})

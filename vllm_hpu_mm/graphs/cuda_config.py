@@ -12,8 +12,6 @@ graphs included (``GPUModelRunner.capture_model``); the buckets still shape pass
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from typing import Any
 
 from vllm_hpu_mm.errors import BucketError, ConfigError
@@ -62,27 +60,3 @@ def encoder_cudagraph_config(
             raise ConfigError(f"max_frames={max_frames} is invalid; accepted: an integer >= 0 (0 = images only)")
         config["encoder_cudagraph_max_frames_per_batch"] = max_frames
     return config
-
-
-def compilation_config_json(
-    buckets: tuple[int, ...] | None,
-    *,
-    base: Mapping[str, Any] | None = None,
-    max_items: int | None = None,
-    max_frames: int | None = None,
-) -> str:
-    """The ``--compilation-config`` JSON value: ``base`` (other compilation settings) plus the encoder graph fields.
-
-    Raises :class:`ConfigError` when ``base`` already sets an encoder field to something else, rather than silently
-    overriding the user's choice.
-    """
-    ours = encoder_cudagraph_config(buckets, max_items=max_items, max_frames=max_frames)
-    merged = dict(base or {})
-    for key, value in ours.items():
-        if key in merged and merged[key] != value:
-            raise ConfigError(
-                f"--compilation-config sets {key}={merged[key]!r} but VLLM_MULTIMODAL_BUCKETS implies {value!r}; "
-                "remove one of them"
-            )
-        merged[key] = value
-    return json.dumps(merged, sort_keys=True)
