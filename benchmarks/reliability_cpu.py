@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -159,6 +160,19 @@ def write_results(stem: str, markdown: str, data: dict[str, Any], folder: Path =
     print(markdown)
 
 
+def load_note(before: str, after: str) -> str:
+    """The machine's measured load around a run, and what it means for wall-clock figures: on an oversubscribed
+    machine (load average above the core count) wall-clock differences under about 10% are noise."""
+    cores = os.cpu_count() or 1
+    worst = max(float(x) for x in f"{before} / {after}".split(" / "))
+    verdict = (
+        f"above the {cores} cores: oversubscribed, so wall-clock differences under about 10% are noise"
+        if worst > cores
+        else f"within the {cores} cores"
+    )
+    return f"load average {before} before, {after} after ({verdict})"
+
+
 def machine_meta(concurrency: int) -> dict[str, Any]:
     import psutil
     import torch
@@ -166,7 +180,7 @@ def machine_meta(concurrency: int) -> dict[str, Any]:
 
     return {
         "machine": f"CPU: {psutil.cpu_count()}-core {platform.machine()} dev machine, "
-        f"{psutil.virtual_memory().total / 2**30:.0f} GiB (shared with other work)",
+        f"{psutil.virtual_memory().total / 2**30:.0f} GiB",
         "vllm": vllm.__version__,
         "torch": torch.__version__,
         "python": platform.python_version(),

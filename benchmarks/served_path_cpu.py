@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cpu_server import running_server
-from benchmarks.reliability_cpu import RESULTS, machine_meta, write_results
+from benchmarks.reliability_cpu import RESULTS, load_note, machine_meta, write_results
 from benchmarks.server_cpu import NO_CACHES
 
 #: (height, width) of the random-mm images: 256, 768 and 3072 patches; the default list pads them to 1600 / 1600 / 3136.
@@ -138,8 +138,7 @@ def report(data: dict[str, Any]) -> str:
     lines = [
         "# Served path on CPU: vLLM's own client (`vllm.benchmarks.serve`, random-mm), plugin vs stock",
         "",
-        f"Machine: {meta['machine']}; load average {data['load_before']} before, {data['load_after']} after "
-        "(other agents' jobs ran beside it: treat differences under about 10% as noise). "
+        f"Machine: {meta['machine']}; {load_note(data['load_before'], data['load_after'])}. "
         f"vLLM {meta['vllm']}, torch {meta['torch']}. Run {meta['date']}; command `python -m "
         f"benchmarks.served_path_cpu --rounds {data['rounds']} --num-prompts {data['num_prompts']}"
         + "".join(f" --compare-tree {t}" for t in data["compare_trees"])

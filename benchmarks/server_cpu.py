@@ -32,7 +32,8 @@ from typing import Any
 from benchmarks.cpu_server import Server, running_server
 from benchmarks.reliability_cpu import RESULTS, machine_meta
 from tests.support.bad_inputs import synthetic_photo
-from tests.support.batch_client import BatchResult, chat_payload, data_url, run_batch
+from tests.support.batch_client import BatchResult, chat_payload, run_batch
+from tests.support.data import data_url
 
 #: Pre-aligned sizes (w, h): the first three fill a default bucket exactly (1600, 3136, 4096 patches); the last
 #: two are aligned but padded to the 1600 bucket (768 and 1536 patches).

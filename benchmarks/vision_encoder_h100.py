@@ -48,9 +48,9 @@ from vllm_hpu_mm.buckets.packing import pack  # noqa: E402
 from vllm_hpu_mm.buckets.planner import evaluate, optimal_buckets  # noqa: E402
 from vllm_hpu_mm.buckets.policy import OversizePolicy  # noqa: E402
 from vllm_hpu_mm.buckets.sizes import read_sizes_csv  # noqa: E402
-from vllm_hpu_mm.buckets.spec import DEFAULT_BUCKETS  # noqa: E402
 from vllm_hpu_mm.graphs.runner import BucketedVisionRunner  # noqa: E402
 from vllm_hpu_mm.preprocess.align import aligned_size, patch_count  # noqa: E402
+from vllm_hpu_mm.values import DEFAULT_BUCKETS  # noqa: E402
 
 SIZES = [(224, 224), (448, 448), (672, 672), (896, 896), (1344, 1008)]  # (width, height)
 #: Facts file anchors (H100 80GB HBM3, torch 2.11, transformers 5.17), ms per single image.

@@ -1,4 +1,4 @@
-"""Calibrate the vision-graph memory model (``vllm_hpu_mm.memory.vision_cost``) on an NVIDIA GPU.
+"""Calibrate the vision-graph memory model (``vllm_hpu_mm.plan.vision_cost``) on an NVIDIA GPU.
 
 Per bucket (the default list 1600..12544 and a few more), on transformers' Qwen2.5-VL vision tower with the 7B
 vision dims (random weights, bf16), through our research CUDA-graph executor (``benchmarks/research/cuda_graphs.py``):
@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from benchmarks.research import cuda_graphs as gcuda  # noqa: E402
 from benchmarks.research.mlp_pad import pad_vision_mlps  # noqa: E402
-from vllm_hpu_mm.buckets.spec import DEFAULT_BUCKETS  # noqa: E402
+from vllm_hpu_mm.values import DEFAULT_BUCKETS  # noqa: E402
 
 MIB = 2**20
 EXTRA_BUCKETS = (1024, 2304, 6912, 16384)
@@ -47,7 +47,7 @@ PATCH_DIM = 3 * 2 * 14 * 14
 
 def _cost_module() -> Any:
     try:
-        return importlib.import_module("vllm_hpu_mm.memory.vision_cost")
+        return importlib.import_module("vllm_hpu_mm.plan.vision_cost")
     except ImportError:
         return None
 
@@ -166,7 +166,7 @@ def shared_pool(buckets: list[int], tower: Any, descending: bool, compiled: bool
 def report(res: dict[str, Any]) -> str:
     """Markdown: the predictions made at run time, and those of the model as it is now (after calibration)."""
     env = res["environment"]
-    vc = "vllm_hpu_mm.memory.vision_cost" if res.get("model") == "vision_cost" else "the facts file's linear model"
+    vc = "vllm_hpu_mm.plan.vision_cost" if res.get("model") == "vision_cost" else "the facts file's linear model"
     now = _cost_module()
     lines = [
         f"# Vision-graph memory calibration on {env.get('card')}"
@@ -175,7 +175,7 @@ def report(res: dict[str, Any]) -> str:
         f"Card: {env.get('card')}; torch {env.get('torch')}, transformers {env.get('transformers')}. Tower: "
         "Qwen2.5-VL-7B vision dims, random weights, bf16, one image (grid 1 x 8 x b/8) per bucket, our CUDA-graph "
         f"executor (host-built indices, flash varlen attention). `run-time model`: {vc} when the run was made; "
-        "`model now`: the coefficients in vllm_hpu_mm/memory/vision_cost.py at report time. The eager model is "
+        "`model now`: the coefficients in vllm_hpu_mm/plan/vision_cost.py at report time. The eager model is "
         "compared with transformers' eager forward (what vLLM's profiling run resembles); our uncaptured varlen "
         "forward peaks higher and is shown for reference. HPU (Gaudi) graph costs are estimated from this model, "
         "not measured.",

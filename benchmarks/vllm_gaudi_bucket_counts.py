@@ -1,4 +1,4 @@
-"""Our model of vllm-gaudi's warm-up (vllm_hpu_mm.memory.gaudi_warmup) against vllm-gaudi's OWN code.
+"""Our model of vllm-gaudi's warm-up (vllm_hpu_mm.runtimes.vllm_gaudi.common) against vllm-gaudi's OWN code.
 
 At run time vllm-gaudi's source is extracted from the local mirror (``git archive`` of ``vllm_gaudi/__init__.py``
 and ``vllm_gaudi/extension/``, and ``git show`` of ``v1/worker/hpu_model_runner.py``) into a temporary directory,
@@ -32,8 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.memory import gaudi_warmup as gw
-from vllm_hpu_mm.memory.gaudi_warmup import EngineShape
+from vllm_hpu_mm.runtimes.base import EngineShape
+from vllm_hpu_mm.runtimes.vllm_gaudi.common import decode_buckets, prompt_buckets
+from vllm_hpu_mm.runtimes.vllm_gaudi.config import VLLM_GAUDI_COMMIT, BucketingConfig, config_from_env
+from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
+from vllm_hpu_mm.runtimes.vllm_gaudi.vision import vision_buckets_from_env, vision_warmup
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -79,10 +82,10 @@ def _hand_file() -> str:
 
 
 def named_cases() -> list[Case]:
-    exp32 = gw.BucketingConfig()
-    subset_file = gw.bucket_file(
-        [k for k in gw.prompt_buckets(exp32, SHAPE_32K) if k[1] <= 2048],
-        [k for k in gw.decode_buckets(exp32, SHAPE_32K) if k[0] <= 64 and k[2] <= 4096],
+    exp32 = BucketingConfig()
+    subset_file = bucket_file(
+        [k for k in prompt_buckets(exp32, SHAPE_32K) if k[1] <= 2048],
+        [k for k in decode_buckets(exp32, SHAPE_32K) if k[0] <= 64 and k[2] <= 4096],
     )
     return [
         Case("README main job (128000, no --limit-mm-per-prompt)", SHAPE_MAIN),
@@ -334,20 +337,20 @@ def _random_file(rng: random.Random) -> str:
 def ours(case: Case) -> dict[str, Any]:
     out: dict[str, Any] = {}
     try:
-        cfg = gw.config_from_env(case.env)
+        cfg = config_from_env(case.env)
         if case.file_text is not None:
             cfg = dataclasses.replace(cfg, from_file="buckets.txt", file_text=case.file_text)
     except ConfigError as exc:
         out["startup_error"] = str(exc)
     else:
-        for phase, fn in (("prompt", gw.prompt_buckets), ("decode", gw.decode_buckets)):
+        for phase, fn in (("prompt", prompt_buckets), ("decode", decode_buckets)):
             try:
                 out[phase] = [list(b) for b in fn(cfg, case.shape)]
             except ConfigError as exc:
                 out[f"{phase}_error"] = str(exc)
     try:
-        buckets = gw.vision_buckets_from_env(case.env.get("VLLM_MULTIMODAL_BUCKETS"), case.model_type)
-        res = gw.vision_warmup(buckets, case.env.get("VLLM_MULTIMODAL_RESOLUTIONS"), case.limit, case.model_type)
+        buckets = vision_buckets_from_env(case.env.get("VLLM_MULTIMODAL_BUCKETS"), case.model_type)
+        res = vision_warmup(buckets, case.env.get("VLLM_MULTIMODAL_RESOLUTIONS"), case.limit, case.model_type)
         out["vision_steps"] = [list(g) for g in res.graphs]
         if res.fails:
             out["vision_error"] = res.reason
@@ -523,7 +526,7 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mirror", type=Path, default=MIRROR, help=f"vllm-gaudi bare git mirror (default {MIRROR})")
-    parser.add_argument("--commit", default=gw.VLLM_GAUDI_COMMIT, help="vllm-gaudi commit (default: the modelled one)")
+    parser.add_argument("--commit", default=VLLM_GAUDI_COMMIT, help="vllm-gaudi commit (default: the modelled one)")
     parser.add_argument("--random", type=int, default=60, help="random configurations after the named ones (60)")
     parser.add_argument("--seed", type=int, default=20261126, help="seed of the random configurations (20261126)")
     parser.add_argument("--machine", default=MACHINE, help=f"machine description for the results ({MACHINE!r})")

@@ -10,7 +10,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 #: Three files that need vLLM (one marked, two importorskip) and one that does not.
-FILES = ("tests/test_serve.py", "tests/test_graphs_cuda_config.py", "tests/test_plugin.py", "tests/test_cli_main.py")
+FILES = (
+    "tests/cli/test_cli_serve.py",
+    "tests/runtimes/test_vllm_cuda_encoder_graphs.py",
+    "tests/plugin/test_plugin.py",
+    "tests/cli/test_cli_main.py",
+)
 
 
 def test_vllm_marked_tests_skip_without_vllm() -> None:

@@ -289,14 +289,16 @@ def getter(name: str) -> Callable[[], str | None]:
     return lambda: os.environ.get(name)
 
 
-def describe() -> list[tuple[str, str, str, str]]:
-    """(name, default, accepted form, doc) for every declared variable, for docs and ``--help`` text."""
-    return [(v.name, v.default, v.accepted, v.doc) for v in _VARIABLES]
+def read_if_set(name: str, environ: Mapping[str, str] | None = None) -> Any:
+    """One declared variable parsed as :func:`load` parses it, or None when it is not set (for settings whose
+    default belongs to the runtime, such as ``VLLM_FP32_SOFTMAX``)."""
+    env = os.environ if environ is None else environ
+    return None if name not in env else ENVIRONMENT_VARIABLES[name].read(env)
 
 
 #: Prefixes of the serving runtimes' own variables (vllm-gaudi's bucketing and warm-up, the Habana bridge's), read
 #: raw so that the planner can model what the runtime will do with them; their parsing is the runtime's (see
-#: ``memory.gaudi_warmup.config_from_env``).
+#: ``runtimes.vllm_gaudi.config.config_from_env``).
 RUNTIME_PREFIXES = ("VLLM_", "PT_HPU_")
 
 

@@ -7,10 +7,9 @@ everything. Each concrete class also derives from the built-in it refines (``Val
     VllmHpuMmError
     ├── ConfigError(ValueError)        bad environment variable, flag, bucket list or ratio: fails at startup
     │   ├── BucketError                a bucket list that cannot be used (not multiples of 64, duplicates, ...)
-    │   └── ModelConfigUnavailable     no usable Qwen2.5-VL config.json for a model id: the plan cannot be made
+    │   └── ModelConfigUnavailable     no usable config.json for a model id: the plan cannot be made
     ├── ImageError(ValueError)         an image we cannot or will not process: maps to an HTTP 4xx
     │   └── OversizeImageError         larger than the largest bucket under the ``reject`` policy
-    ├── PlanError(RuntimeError)        a memory plan that cannot fit the device
     └── BackendError(RuntimeError)     a graph backend that is not available on this machine
 """
 
@@ -46,10 +45,6 @@ class ImageError(VllmHpuMmError, ValueError):
 
 class OversizeImageError(ImageError):
     """An image needs more patches than the largest bucket and the oversize policy is ``reject``."""
-
-
-class PlanError(VllmHpuMmError, RuntimeError):
-    """A memory plan cannot fit the device with the given settings."""
 
 
 class BackendError(VllmHpuMmError, RuntimeError):

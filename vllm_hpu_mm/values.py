@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import enum
 from collections.abc import Iterable
+from typing import Literal
 
 from vllm_hpu_mm.errors import BucketError
 
@@ -21,11 +22,16 @@ __all__ = [
     "ACCEPTED_FORM",
     "BUCKET_GRANULE",
     "DEFAULT_BUCKETS",
+    "GIB",
     "GRAPH_BACKENDS",
+    "MIB",
     "PIXELS_PER_PATCH",
+    "STAGES",
     "AlignMode",
+    "Backend",
     "Buckets",
     "OversizePolicy",
+    "Stage",
     "parse_buckets",
 ]
 
@@ -51,6 +57,18 @@ class OversizePolicy(str, enum.Enum):
     #: Refuse the request with a clear 4xx error.
     REJECT = "reject"
 
+
+#: The device families a plan targets: the graph model and the memory reader follow from it.
+Backend = Literal["hpu", "cuda", "cpu"]
+
+#: Where in a server's life a memory problem bites: loading and profiling, KV-cache allocation, graph capture or
+#: warm-up, serving. The plan's findings and the OOM doctor's diagnoses share these.
+Stage = Literal["startup", "kv_cache", "graph_capture", "runtime"]
+STAGES: tuple[Stage, ...] = ("startup", "kv_cache", "graph_capture", "runtime")
+
+#: Bytes per GiB and MiB: every memory figure of the package is counted in bytes and printed in these.
+GIB = 2**30
+MIB = 2**20
 
 #: ``VLLM_HPU_MM_GRAPH_BACKEND`` values (``vllm_hpu_mm.graphs.select`` says what each runs).
 GRAPH_BACKENDS = ("auto", "cpu", "cuda", "hpu", "none")

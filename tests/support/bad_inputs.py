@@ -22,7 +22,7 @@ from typing import Literal
 import numpy as np
 from PIL import Image
 
-from tests.support.batch_client import data_url
+from tests.support.data import data_url
 
 Expect = Literal["reject", "accept"]
 

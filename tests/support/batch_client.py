@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import dataclasses
 import json
 import mimetypes
@@ -28,6 +27,8 @@ from typing import Any
 
 import httpx
 from tqdm import tqdm
+
+from tests.support.data import data_url
 
 Payload = Mapping[str, Any]
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".gif", ".webp", ".bmp", ".tif", ".tiff"})
@@ -83,11 +84,6 @@ def _quantile(sorted_values: Sequence[float], q: float) -> float:
     """Nearest-rank quantile of an already sorted, non-empty list."""
     rank = max(0, min(len(sorted_values) - 1, round(q * (len(sorted_values) - 1))))
     return sorted_values[rank]
-
-
-def data_url(image: bytes, mime: str = "image/png") -> str:
-    """``image`` bytes as a base64 ``data:`` URL, the form the OpenAI API accepts inline."""
-    return f"data:{mime};base64,{base64.b64encode(image).decode('ascii')}"
 
 
 def file_data_url(path: Path) -> str:

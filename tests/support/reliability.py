@@ -15,7 +15,8 @@ from typing import Any
 import httpx
 
 from tests.support.bad_inputs import BadInput, corpus, synthetic_photo
-from tests.support.batch_client import chat_payload, data_url, error_message, file_data_url
+from tests.support.batch_client import chat_payload, error_message, file_data_url
+from tests.support.data import data_url
 
 IMAGES_DIR = Path(__file__).resolve().parents[1] / "data" / "images"
 #: Odd sizes: unaligned, long, tiny, large; all must be accepted (aspect <= 200:1).

@@ -20,9 +20,9 @@ import math
 from collections.abc import Sequence
 
 from vllm_hpu_mm.buckets.policy import OversizePolicy
-from vllm_hpu_mm.buckets.spec import BUCKET_GRANULE
 from vllm_hpu_mm.errors import BucketError
 from vllm_hpu_mm.preprocess.align import ALIGN_FACTOR
+from vllm_hpu_mm.values import BUCKET_GRANULE
 
 _TILE_PIXELS = ALIGN_FACTOR * ALIGN_FACTOR
 

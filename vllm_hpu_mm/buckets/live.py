@@ -18,8 +18,8 @@ from collections import Counter
 from pathlib import Path
 
 from vllm_hpu_mm.buckets.sizes import Size, SizeSet
-from vllm_hpu_mm.buckets.spec import BUCKET_GRANULE
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.values import BUCKET_GRANULE
 
 __all__ = ["LiveCounts", "from_metrics", "parse_exposition", "read_exposition", "tile_size"]
 

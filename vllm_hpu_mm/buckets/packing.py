@@ -7,9 +7,9 @@ Packing rule (:func:`pack`), stated exactly:
 
 1. Images above the largest bucket follow the oversize policy: ``eager`` gives each its own pass with
    ``bucket=None`` and no padding (placed after the bucketed passes), ``reject`` raises
-   :class:`~vllm_hpu_mm.errors.OversizeImageError`, and ``shrink`` must already have been applied upstream by
-   resizing to :func:`shrink_size` (an oversize count reaching :func:`pack` under ``shrink`` is a caller bug:
-   ``ValueError``).
+   :class:`~vllm_hpu_mm.errors.OversizeImageError`, and ``shrink`` must already have been applied upstream (the
+   processor resizes under :func:`~vllm_hpu_mm.buckets.policy.pixel_limits`; an oversize count reaching
+   :func:`pack` under ``shrink`` is a caller bug: ``ValueError``).
 2. The other images are taken in decreasing patch count (ties: lower input index first) and each goes into the
    first open pass (in the order passes were opened) where it *fits* — the new sum is at most the largest bucket —
    and where merging does not add padded patches: ``bucket_for(sum + n) <= bucket_for(sum) + bucket_for(n)``.
@@ -19,8 +19,7 @@ Packing rule (:func:`pack`), stated exactly:
    runner with one dummy image (a multiple of 64 patches when the images are 112-aligned and the buckets are
    multiples of 64).
 
-Order: ``PackedPass.items`` holds indices into the input, so :func:`restore_order` puts per-image outputs back in
-input order.
+Order: ``PackedPass.items`` holds indices into the input, so the runner puts per-image outputs back in input order.
 """
 
 from __future__ import annotations
@@ -29,10 +28,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TypeVar
 
-from vllm_hpu_mm.buckets.policy import OversizePolicy, pixel_limits
+from vllm_hpu_mm.buckets.policy import OversizePolicy
 from vllm_hpu_mm.errors import OversizeImageError
-from vllm_hpu_mm.preprocess.align import QWEN_MIN_PIXELS, aligned_size
-from vllm_hpu_mm.values import AlignMode, Buckets
+from vllm_hpu_mm.values import Buckets
 
 T = TypeVar("T")
 
@@ -64,23 +62,6 @@ def bucket_for(patches: int, buckets: Sequence[int]) -> int | None:
 def shrink_limit(buckets: Sequence[int]) -> int:
     """The ``max_pixels`` that makes every aligned image fit the largest bucket: ``largest * 196``."""
     return Buckets(buckets).shrink_limit
-
-
-def shrink_size(
-    height: int,
-    width: int,
-    buckets: Sequence[int],
-    *,
-    min_pixels: int = QWEN_MIN_PIXELS,
-    mode: AlignMode = AlignMode.NEAREST,
-) -> tuple[int, int]:
-    """The aligned ``(height, width)`` of an image under the ``shrink`` policy: it fits the largest bucket.
-
-    Same rule as :func:`~vllm_hpu_mm.preprocess.align.aligned_size` under the limits of
-    :func:`~vllm_hpu_mm.buckets.policy.pixel_limits` for ``shrink``.
-    """
-    low, high = pixel_limits(min_pixels, shrink_limit(buckets), buckets, OversizePolicy.SHRINK)
-    return aligned_size(height, width, min_pixels=low, max_pixels=high, mode=mode)
 
 
 def oversize_error(
@@ -121,7 +102,7 @@ def pack(patch_counts: Sequence[int], buckets: Sequence[int], policy: OversizePo
         else:
             raise ValueError(
                 f"image {i} has {n} patches, above the largest bucket {largest}, under the 'shrink' policy: it "
-                f"should have been resized upstream with shrink_size() (max_pixels={shrink_limit(ordered)})"
+                f"should have been resized upstream (max_pixels={shrink_limit(ordered)})"
             )
     fitting.sort(key=lambda i: (-patch_counts[i], i))
     bins: list[list[int]] = []
@@ -148,20 +129,3 @@ def _bucket(patches: int, buckets: Sequence[int]) -> int:
     bucket = bucket_for(patches, buckets)
     assert bucket is not None  # callers only ask for sums at most the largest bucket
     return bucket
-
-
-def restore_order(passes: Sequence[PackedPass], outputs: Sequence[Sequence[T]]) -> list[T]:
-    """Per-image outputs in input order, from ``outputs[p][j]`` = output of ``passes[p].items[j]``."""
-    if len(outputs) != len(passes):
-        raise ValueError(f"got outputs for {len(outputs)} passes, expected {len(passes)}")
-    by_index: dict[int, T] = {}
-    for p, out in zip(passes, outputs, strict=True):
-        if len(out) != len(p.items):
-            raise ValueError(f"pass with items {p.items} got {len(out)} outputs")
-        for index, value in zip(p.items, out, strict=True):
-            if index in by_index:
-                raise ValueError(f"image {index} appears in more than one pass")
-            by_index[index] = value
-    if sorted(by_index) != list(range(len(by_index))):
-        raise ValueError(f"pass items are not a permutation of 0..{len(by_index) - 1}")
-    return [by_index[i] for i in range(len(by_index))]

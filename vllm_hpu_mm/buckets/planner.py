@@ -24,8 +24,8 @@ import numpy as np
 import numpy.typing as npt
 
 from vllm_hpu_mm.buckets.packing import bucket_for
-from vllm_hpu_mm.buckets.spec import BUCKET_GRANULE, Buckets
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.values import BUCKET_GRANULE, Buckets
 
 _Int = npt.NDArray[np.int64]
 
@@ -151,14 +151,6 @@ def optimal_buckets(counts: Sequence[int], k: int, *, cover: int | None = None) 
     while table.num_buckets < min(k, len(table.values)):
         table.grow()
     return table.buckets()
-
-
-def optimal_cost(counts: Sequence[int], k: int, *, cover: int | None = None) -> int:
-    """Padded patches of :func:`optimal_buckets` (``counts`` rounded up to multiples of 64)."""
-    table = _Table(counts, cover)
-    while table.num_buckets < min(k, len(table.values)):
-        table.grow()
-    return table.best_cost()
 
 
 def fewest_buckets(counts: Sequence[int], target_efficiency: float, *, cover: int | None = None) -> tuple[int, ...]:

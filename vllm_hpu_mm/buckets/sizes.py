@@ -18,7 +18,7 @@ from pathlib import Path
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.preprocess.align import QWEN_MIN_PIXELS, aligned_size, patch_count
-from vllm_hpu_mm.preprocess.modes import AlignMode
+from vllm_hpu_mm.values import AlignMode
 
 Size = tuple[int, int]  # (width, height)
 

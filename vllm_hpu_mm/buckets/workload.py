@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from vllm_hpu_mm.buckets.planner import Evaluation, evaluate
 from vllm_hpu_mm.buckets.policy import OversizePolicy, pixel_limits
 from vllm_hpu_mm.buckets.sizes import Size, patch_counts
-from vllm_hpu_mm.preprocess.modes import AlignMode
+from vllm_hpu_mm.values import AlignMode
 
 
 def evaluate_sizes(

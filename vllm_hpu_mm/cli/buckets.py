@@ -17,7 +17,6 @@ from vllm_hpu_mm import envs
 from vllm_hpu_mm.buckets.coverage import validate_coverage
 from vllm_hpu_mm.buckets.job import pixel_range, plan_buckets
 from vllm_hpu_mm.buckets.planner import Evaluation
-from vllm_hpu_mm.buckets.policy import OversizePolicy
 from vllm_hpu_mm.buckets.sizes import (
     SizeSet,
     embedded_sizes,
@@ -26,34 +25,14 @@ from vllm_hpu_mm.buckets.sizes import (
     scan_images,
     synthetic_sizes,
 )
-from vllm_hpu_mm.buckets.spec import DEFAULT_BUCKETS, PIXELS_PER_PATCH, Buckets, parse_buckets
 from vllm_hpu_mm.buckets.workload import evaluate_sizes
 from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, print_json
+from vllm_hpu_mm.plan.args import fraction, positive_int
 from vllm_hpu_mm.preprocess.align import QWEN_MIN_PIXELS
-from vllm_hpu_mm.preprocess.modes import AlignMode
+from vllm_hpu_mm.values import DEFAULT_BUCKETS, PIXELS_PER_PATCH, AlignMode, parse_buckets
 
 BUCKETS_VAR = "VLLM_MULTIMODAL_BUCKETS"
 DEFAULT_NUM_BUCKETS = len(DEFAULT_BUCKETS)
-
-
-def _positive_int(raw: str) -> int:
-    try:
-        value = int(raw.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not an integer; expected a positive integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not positive; expected a positive integer")
-    return value
-
-
-def _efficiency(raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not a number; expected a number in (0, 1], e.g. 0.95") from None
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{raw!r} is outside (0, 1]; expected e.g. 0.95")
-    return value
 
 
 def _add_common(p: argparse.ArgumentParser, *, max_default: str) -> None:
@@ -81,11 +60,11 @@ def _add_common(p: argparse.ArgumentParser, *, max_default: str) -> None:
     )
     p.add_argument(
         "--min-pixels",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help=f"smallest image area after alignment (default {QWEN_MIN_PIXELS}, Qwen2.5-VL)",
     )
-    p.add_argument("--max-pixels", type=_positive_int, metavar="N", help=f"largest image area ({max_default})")
+    p.add_argument("--max-pixels", type=positive_int, metavar="N", help=f"largest image area ({max_default})")
     p.add_argument(
         "--align-mode",
         choices=[m.value for m in AlignMode],
@@ -113,13 +92,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     goal = plan.add_mutually_exclusive_group()
     goal.add_argument(
         "--num-buckets",
-        type=_positive_int,
+        type=positive_int,
         metavar="K",
         help=f"plan exactly K buckets minimising padded patches (default {DEFAULT_NUM_BUCKETS})",
     )
     goal.add_argument(
         "--target-efficiency",
-        type=_efficiency,
+        type=fraction,
         metavar="X",
         help="plan the fewest buckets whose efficiency (real / padded patches) reaches X, e.g. 0.95",
     )
@@ -146,15 +125,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     check.set_defaults(func=run_check)
 
 
-def _env(name: str) -> Any:
-    return envs.ENVIRONMENT_VARIABLES[name].read(envs.process_environ())
-
-
-def _align_mode(args: argparse.Namespace) -> AlignMode:
-    if args.align_mode:
-        return AlignMode(args.align_mode)
-    mode: AlignMode = _env("VLLM_HPU_MM_ALIGN_MODE")
-    return mode
+def _align_mode(args: argparse.Namespace, settings: envs.Settings) -> AlignMode:
+    return AlignMode(args.align_mode) if args.align_mode else settings.align_mode
 
 
 def _load_sizes(args: argparse.Namespace) -> SizeSet:
@@ -207,6 +179,7 @@ def _report(ev: Evaluation, **extra: Any) -> dict[str, Any]:
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    settings = envs.load()
     min_pixels, max_pixels = pixel_range(args.min_pixels, args.max_pixels)  # before reading any size
     sizes = _load_sizes(args)
     result = plan_buckets(
@@ -216,8 +189,8 @@ def run_plan(args: argparse.Namespace) -> int:
         keep_largest=args.keep_largest,
         min_pixels=min_pixels,
         max_pixels=max_pixels,
-        mode=_align_mode(args),
-        policy=_env("VLLM_HPU_MM_OVERSIZE_POLICY"),
+        mode=_align_mode(args, settings),
+        policy=settings.oversize_policy,
     )
     ev, default_ev, buckets, notes = result.evaluation, result.default, result.buckets, result.warnings
     if args.plot:
@@ -260,17 +233,17 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
+    settings = envs.load()
     if args.buckets is not None:
         buckets = parse_buckets(args.buckets, source="BUCKETS argument")
         source = "BUCKETS argument"
     else:
-        from_env: Buckets | None = _env(BUCKETS_VAR)
-        if from_env is None:
+        if settings.multimodal_buckets is None:
             return fail(f"{BUCKETS_VAR}=None disables vision bucketing: there is no list to check; pass BUCKETS")
-        buckets = from_env
-        source = f"${BUCKETS_VAR}" if BUCKETS_VAR in envs.process_environ() else "the default list"
-    mode = _align_mode(args)
-    policy: OversizePolicy = _env("VLLM_HPU_MM_OVERSIZE_POLICY")
+        buckets = settings.multimodal_buckets
+        source = f"${BUCKETS_VAR}" if envs.read_if_set(BUCKETS_VAR) is not None else "the default list"
+    mode = _align_mode(args, settings)
+    policy = settings.oversize_policy
     min_pixels, max_pixels = pixel_range(args.min_pixels, args.max_pixels, buckets=buckets)
     warnings = validate_coverage(buckets, min_pixels=min_pixels, max_pixels=max_pixels, policy=policy, source=source)
     sizes = _load_sizes(args)

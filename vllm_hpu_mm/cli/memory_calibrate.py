@@ -13,30 +13,25 @@ from pathlib import Path
 from typing import Any
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.common import ExitCode, print_json
+from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.memory.calibrate import (
-    Calibration,
-    Profile,
-    apply_profile,
-    calibrate,
-    default_profile_path,
-    load_profile,
-    parse_warmup,
-    profile_dict,
-    save_profile,
-)
-from vllm_hpu_mm.memory.doctor.reading import log_lines
-from vllm_hpu_mm.memory.models import ModelDims, dtype_bytes, resolve_model
-from vllm_hpu_mm.memory.planner import PlanInputs
+from vllm_hpu_mm.logs.calibrate import Calibration, calibrate, parse_warmup
+from vllm_hpu_mm.logs.profile import default_profile_path, profile_dict, save_profile
+from vllm_hpu_mm.logs.reading import log_lines
+from vllm_hpu_mm.models.dims import ModelDims, dtype_bytes
+from vllm_hpu_mm.models.lookup import resolve
 
-__all__ = ["add_parser", "add_profile_argument", "plan_with_profile"]
+__all__ = ["add_parser"]
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``calibrate`` action to ``vllm-hpu-mm memory``."""
-    p = sub.add_parser("calibrate", help="measure graph costs from a warm-up log and save a profile",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = sub.add_parser(
+        "calibrate",
+        help="measure graph costs from a warm-up log and save a profile",
+        description=help_text(__doc__),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("log", help="the server's start-up log (with its warm-up lines), or - for standard input")
     p.add_argument(
         "--model",
@@ -59,23 +54,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=run)
 
 
-def add_profile_argument(p: argparse.ArgumentParser) -> None:
-    """``--profile FILE`` for ``memory plan`` (and ``serve``'s plan)."""
-    p.add_argument(
-        "--profile",
-        metavar="FILE",
-        default=None,
-        help="measured graph costs from `memory calibrate` (default: $VLLM_HPU_MM_PROFILE, else "
-        "~/.cache/vllm-hpu-mm/memory-profile.json when it exists; `none` plans with estimates only)",
-    )
-
-
 def _model(args: argparse.Namespace, logged: str | None) -> tuple[ModelDims | None, str]:
     if args.model is not None:
-        return resolve_model(args.model, source="--model"), "--model"
+        return resolve(args.model, source="--model"), "--model"
     if logged is not None:
         try:
-            return resolve_model(logged, source="the log's model"), "the log's model='...'"
+            return resolve(logged, source="the log's model"), "the log's model='...'"
         except ConfigError:
             return None, f"the log's model {logged!r} is not known here (pass --model)"
     return None, "the log names no model (pass --model)"
@@ -98,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(_report(result, path if written else None, model_note))
     else:
-        print(f"calibration from {args.log} (runtime {result.runtime or 'unknown'}; model: {model_note})")
+        print(f"calibration from {args.log} (runtime {result.backend or 'unknown'}; model: {model_note})")
         width = max(len(r[0]) for r in result.rows)
         for name, value, how in result.rows:
             print(f"  {name:<{width}}  {value:>8}  {how}")
@@ -120,18 +104,3 @@ def _report(c: Calibration, path: Path | None, model_note: str) -> dict[str, Any
         "model_from": model_note,
         "rows": [{"name": n, "value": v, "how": h} for n, v, h in c.rows],
     }
-
-
-def plan_with_profile(
-    inputs: PlanInputs, arg: str | None, setting: str | None, *, free_stated: bool
-) -> tuple[PlanInputs, dict[str, Any]]:
-    """Apply ``--profile`` (or the default location when it exists) to the plan inputs; the ``costs`` report."""
-    if arg is not None and arg.strip().lower() == "none":
-        return inputs, {"profile": None, "notes": ["estimated (built-in): every graph cost (--profile none)"]}
-    path = Path(arg).expanduser() if arg else default_profile_path(setting)
-    if arg is None and not path.is_file():
-        return inputs, {"profile": None, "notes": ["estimated (built-in): every graph cost; no profile (run "
-                                                    "`vllm-hpu-mm memory calibrate LOG` after a warm-up)"]}  # fmt: skip
-    profile: Profile = load_profile(path, "--profile" if arg else "VLLM_HPU_MM_PROFILE / default profile")
-    out, notes = apply_profile(inputs, profile, free_stated=free_stated)
-    return out, {"profile": str(path), "measured": list(out.costs.measured), "notes": notes}

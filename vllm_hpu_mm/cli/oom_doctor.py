@@ -10,8 +10,8 @@ from typing import Any
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, print_json
-from vllm_hpu_mm.memory.doctor import Diagnosis, diagnose_file
-from vllm_hpu_mm.memory.models import resolve_model
+from vllm_hpu_mm.logs.doctor import Diagnosis, diagnose_file
+from vllm_hpu_mm.models.lookup import resolve
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,7 +41,7 @@ def as_json(d: Diagnosis) -> dict[str, Any]:
         "confidence": d.confidence,
         "basis": d.basis,
         "memory": d.memory,
-        "runtime": d.runtime,
+        "runtime": d.backend,
         "evidence": [{"line": e.line, "text": e.text} for e in d.evidence],
         "recommendations": list(d.recommendations),
         "gaudi_memory": None if d.gaudi_memory is None else vars(d.gaudi_memory),
@@ -62,7 +62,7 @@ _BASIS = {
 
 def run(args: argparse.Namespace) -> int:
     if args.model is not None:
-        resolve_model(args.model, source="--model")  # an unknown model is invalid input (exit 2), not ignored
+        resolve(args.model, source="--model")  # an unknown model is invalid input (exit 2), not ignored
     d = diagnose_file(args.log, envs.load(), args.model)
     if args.json:
         print_json(as_json(d))

@@ -3,12 +3,10 @@ without vLLM; everything else passes through to vLLM unparsed. vLLM's own parser
 ``vllm.entrypoints.common.cli_args``, 0.32's ``vllm.entrypoints.launchers.cli_args``) validates the whole command
 before a real launch, or on request.
 
-What we read, with vLLM's spellings: a leading positional model, ``--model``, ``--config`` (YAML; the command line
-wins over it, as in vLLM), ``--dtype``, ``--tensor-parallel-size/-tp``, ``--pipeline-parallel-size/-pp``,
-``--data-parallel-size/-dp``, ``--gpu-memory-utilization``, ``--max-model-len`` (also ``32k``/``1M`` forms),
-``--max-num-seqs``, ``--max-num-batched-tokens``, ``--block-size``, ``--kv-cache-memory-bytes``,
-``--quantization/-q``, ``--enforce-eager``, ``--compilation-config/-O``, ``--limit-mm-per-prompt``,
-``--revision``. Underscores in flag names are accepted as vLLM accepts them.
+What we read: a leading positional model, the sizing flags of :data:`vllm_hpu_mm.plan.args.VLLM_FLAGS` (the same
+table ``memory plan`` uses), ``--config`` (YAML; the command line wins over it, as in vLLM),
+``--compilation-config/-O`` and ``--limit-mm-per-prompt``. Underscores in flag names are accepted as vLLM accepts
+them.
 """
 
 from __future__ import annotations
@@ -25,62 +23,23 @@ from pathlib import Path
 from typing import Any
 
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.plan.args import VLLM_FLAGS, SizingArgs, add_options
 
 __all__ = ["ServerArgs", "parse_server_args", "validate_with_vllm", "vllm_installed"]
 
 #: vLLM's server-argument module: 0.33 moved it (``common``), 0.32 has it under ``launchers``.
 CLI_ARGS_MODULES = ("vllm.entrypoints.common.cli_args", "vllm.entrypoints.launchers.cli_args")
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*$")
-_DECIMAL = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}
-_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30}
-
 
 @dataclasses.dataclass(frozen=True)
 class ServerArgs:
-    model: str | None
-    dtype: str = "auto"
-    tensor_parallel_size: int = 1
-    pipeline_parallel_size: int = 1
-    data_parallel_size: int = 1
-    gpu_memory_utilization: float | None = None
-    max_model_len: int | None = None
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    block_size: int | None = None
-    kv_cache_memory_bytes: int | None = None
-    quantization: str | None = None
-    enforce_eager: bool = False
+    """The server arguments the plan and the exports read."""
+
+    #: vLLM's sizing flags (the planner's options left unset).
+    sizing: SizingArgs
     #: The user's compilation config (from ``--compilation-config``/``-O`` or the YAML), or None.
     compilation_config: dict[str, Any] | None = None
     limit_mm_per_prompt: str | None = None
-    revision: str | None = None
-
-
-def _human_int(raw: str) -> int:
-    """vLLM's human-readable integers: ``32768``, ``32k`` (x1000), ``32K`` (x1024), ``1m``/``1M``, ``1.5k``."""
-    m = _SIZE.match(raw)
-    if not m:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not an integer; accepted: e.g. 32768, 32k (x1000) or 32K (x1024)")
-    number, unit = m.groups()
-    value = float(number) * (_BINARY[unit] if unit in _BINARY else _DECIMAL[unit.lower()])
-    if value != int(value):
-        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number")
-    return int(value)
-
-
-def _int(raw: str) -> int:
-    try:
-        return int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not an integer; accepted: a whole number, e.g. 4") from None
-
-
-def _float(raw: str) -> float:
-    try:
-        return float(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not a number; accepted: e.g. 0.9") from None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -90,23 +49,10 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> _Parser:
     p = _Parser(add_help=False, allow_abbrev=False)
-    p.add_argument("--model")
+    add_options(p, VLLM_FLAGS, help=False)
     p.add_argument("--config")
-    p.add_argument("--dtype")
-    p.add_argument("--tensor-parallel-size", "-tp", type=_int)
-    p.add_argument("--pipeline-parallel-size", "-pp", type=_int)
-    p.add_argument("--data-parallel-size", "-dp", type=_int)
-    p.add_argument("--gpu-memory-utilization", type=_float)
-    p.add_argument("--max-model-len", type=_human_int)
-    p.add_argument("--max-num-seqs", type=_int)
-    p.add_argument("--max-num-batched-tokens", type=_human_int)
-    p.add_argument("--block-size", type=_int)
-    p.add_argument("--kv-cache-memory-bytes", type=_human_int)
-    p.add_argument("--quantization", "-q")
-    p.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--compilation-config", "-O")
     p.add_argument("--limit-mm-per-prompt")
-    p.add_argument("--revision")
     return p
 
 
@@ -183,23 +129,11 @@ def parse_server_args(argv: Sequence[str]) -> ServerArgs:
     if ns.config is not None:
         merged, _ = _parser().parse_known_args(_config_argv(_yaml(ns.config)) + tokens)
         ns = merged
+    ns.model = model or ns.model
     return ServerArgs(
-        model=model or ns.model,
-        dtype=ns.dtype or "auto",
-        tensor_parallel_size=1 if ns.tensor_parallel_size is None else ns.tensor_parallel_size,
-        pipeline_parallel_size=1 if ns.pipeline_parallel_size is None else ns.pipeline_parallel_size,
-        data_parallel_size=1 if ns.data_parallel_size is None else ns.data_parallel_size,
-        gpu_memory_utilization=ns.gpu_memory_utilization,
-        max_model_len=ns.max_model_len,
-        max_num_seqs=ns.max_num_seqs,
-        max_num_batched_tokens=ns.max_num_batched_tokens,
-        block_size=ns.block_size,
-        kv_cache_memory_bytes=ns.kv_cache_memory_bytes,
-        quantization=ns.quantization,
-        enforce_eager=bool(ns.enforce_eager),
+        sizing=SizingArgs.from_namespace(argparse.Namespace(), vllm=ns),
         compilation_config=_json_object("--compilation-config", ns.compilation_config),
         limit_mm_per_prompt=ns.limit_mm_per_prompt,
-        revision=ns.revision,
     )
 
 

@@ -8,8 +8,8 @@
 - ``cpu``: :class:`~vllm_hpu_mm.graphs.cpu.EagerExecutor` on bucket shapes, padded as on a graph backend: for
   testing bucket behaviour on a CPU machine;
 - ``cuda``: eager passes on bucket shapes; the graphs are vLLM's own encoder CUDA graphs, configured from the same
-  buckets by :mod:`vllm_hpu_mm.graphs.cuda_config` (vLLM replays them before our runner is reached; what is left —
-  items above the largest budget, ``--enforce-eager`` — comes to the runner);
+  buckets by :mod:`vllm_hpu_mm.runtimes.vllm_cuda.encoder_graphs` (vLLM replays them before our runner is reached;
+  what is left — items above the largest budget, ``--enforce-eager`` — comes to the runner);
 - ``hpu``: :class:`~vllm_hpu_mm.graphs.hpu.HpuGraphExecutor` (not run on Gaudi). When vllm-gaudi owns the tower
   (:func:`~vllm_hpu_mm.graphs.hpu.hpu_route`) the runner is not used at all;
 - ``none``: eager and unbucketed (one exact-shape pass per call).

@@ -172,7 +172,7 @@ def apply_cuda_encoder_graphs(vllm_config: Any, settings: Settings, *, backend: 
     encoder graphs themselves (``cudagraph_mm_encoder`` already on), with ``--enforce-eager`` (no graphs at all) or
     with bucketing disabled.
     """
-    from vllm_hpu_mm.graphs.cuda_config import encoder_cudagraph_config
+    from vllm_hpu_mm.runtimes.vllm_cuda.encoder_graphs import encoder_cudagraph_config
 
     compilation = vllm_config.compilation_config
     eager = bool(getattr(vllm_config.model_config, "enforce_eager", False))

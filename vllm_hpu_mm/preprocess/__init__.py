@@ -12,8 +12,8 @@ from vllm_hpu_mm.preprocess.align import (
     patch_count,
 )
 from vllm_hpu_mm.preprocess.image import AlignedImage, align_image, check_dimensions, load_image
-from vllm_hpu_mm.preprocess.modes import AlignMode
 from vllm_hpu_mm.preprocess.pixels import QWEN_IMAGE_MEAN, QWEN_IMAGE_STD, to_patch_bytes, to_pixel_values
+from vllm_hpu_mm.values import AlignMode
 
 __all__ = [
     "ALIGN_FACTOR",

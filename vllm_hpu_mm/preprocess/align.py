@@ -18,7 +18,7 @@ import math
 from collections.abc import Iterable
 
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.preprocess.modes import AlignMode
+from vllm_hpu_mm.values import AlignMode
 
 ALIGN_FACTOR = 112
 PATCH_SIZE = 14

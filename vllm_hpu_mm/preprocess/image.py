@@ -21,7 +21,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 from vllm_hpu_mm.envs import get_settings  # cheap: envs imports only vllm_hpu_mm.values and errors
 from vllm_hpu_mm.errors import ImageError
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, aligned_size
-from vllm_hpu_mm.preprocess.modes import AlignMode
+from vllm_hpu_mm.values import AlignMode
 
 ImageSource = Image.Image | bytes | str | os.PathLike[str]
 Rgb = tuple[int, int, int]

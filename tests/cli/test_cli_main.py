@@ -1,0 +1,99 @@
+"""The dispatcher: every subcommand is registered, and argument errors exit 2 with one line on stderr."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from vllm_hpu_mm import __version__
+from vllm_hpu_mm.cli.main import build_parser, main
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert len(actions) == 1
+    choices: dict[str, argparse.ArgumentParser] = actions[0].choices
+    return choices
+
+
+def test_every_subcommand_is_registered() -> None:
+    registered = _subcommands(build_parser())
+    assert sorted(registered) == ["buckets", "memory", "oom-doctor", "serve"]
+    # Each leaf command has a handler: `buckets` and `memory` through their own subcommands.
+    leaves = {"buckets plan", "buckets check", "memory plan", "serve", "oom-doctor"}
+    for leaf in leaves:
+        top, *rest = leaf.split()
+        parser = registered[top]
+        if rest:
+            parser = _subcommands(parser)[rest[0]]
+        assert callable(parser.get_default("func")), leaf
+
+
+def test_unknown_subcommand_exits_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["no-such-command"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "no-such-command" in err[0]
+
+
+def test_unknown_option_is_rejected_outside_serve(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["buckets", "check", "--no-such-flag"]) == 2
+    assert "--no-such-flag" in capsys.readouterr().err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert __version__ in capsys.readouterr().out
+
+
+def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    assert "Exit codes" in capsys.readouterr().out
+
+
+def _broken_plan(*_: object, **__: object) -> object:
+    raise ZeroDivisionError("division by zero\nsecond line")
+
+
+def test_an_unexpected_error_is_one_line_with_exit_3(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:  # fmt: skip
+    import vllm_hpu_mm.cli.memory
+
+    monkeypatch.setattr(vllm_hpu_mm.cli.memory, "plan_and_choose", _broken_plan)
+    assert main(["memory", "plan"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "unexpected ZeroDivisionError: division by zero" in err[0]
+    assert "report" in err[0]
+    assert "--debug" in err[0]
+
+
+def test_debug_shows_the_traceback(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import vllm_hpu_mm.cli.memory
+
+    monkeypatch.setattr(vllm_hpu_mm.cli.memory, "plan_and_choose", _broken_plan)
+    assert main(["--debug", "memory", "plan"]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err
+    assert "_broken_plan" in err
+
+
+def test_our_errors_exit_2_without_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--debug", "memory", "plan", "--free-memory-gib", "nan"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip() == (
+        "vllm-hpu-mm: error: --free-memory-gib=nan is out of range; accepted: a number of GiB from 0 up to 1048576"
+    )
+
+
+@pytest.mark.parametrize(
+    "argv", [["memory", "plan", "--help"], ["buckets", "plan", "--help"], ["buckets", "check", "-h"]]
+)
+def test_help_shows_no_rest_markup(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "``" not in out
+    assert "vllm-hpu-mm" in out

@@ -1,0 +1,247 @@
+"""``vllm-hpu-mm serve``: our parser for the sizing flags, vLLM's own for validation before a launch, pass-through of
+everything, the knobs each runtime reads, and the exec into vLLM's OpenAI server (intercepted here; the e2e test
+really starts it). Tests that need vLLM installed are marked ``vllm``; the no-vLLM path has its own module."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_hpu_mm.cli.main import main
+from vllm_hpu_mm.runtimes.launch import SERVER_MODULE
+
+LIMIT = ["--limit-mm-per-prompt", '{"image": 999}']
+
+
+class Exec(BaseException):  # not an Exception: main() turns those into exit 3
+    """Raised by the fake execvpe so that the test sees what would have replaced the process."""
+
+
+@pytest.fixture
+def no_exec(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, list[str], dict[str, str]]]:
+    calls: list[tuple[str, list[str], dict[str, str]]] = []
+
+    def fake(file: str, argv: list[str], env: dict[str, str]) -> None:
+        calls.append((file, list(argv), dict(env)))
+        raise Exec
+
+    monkeypatch.setattr(os, "execvpe", fake)
+    return calls
+
+
+def dry_run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
+    code = main(["serve", "--dry-run", "--json", *argv])
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+def test_no_arguments_plans_the_main_job(capsys: pytest.CaptureFixture[str], no_exec: list[object]) -> None:
+    code, out = dry_run(capsys)
+    assert code == 0
+    assert not no_exec
+    plan = out["plan"]
+    assert plan["model"] == "Qwen/Qwen2.5-VL-7B-Instruct"
+    assert plan["device"] == "gaudi2"
+    assert plan["runtime"] == "vllm-gaudi"
+    # vllm-gaudi warms vision graphs only when --limit-mm-per-prompt names image: added with vLLM's own count.
+    assert out["command"] == [sys.executable, "-m", SERVER_MODULE, "--model", "Qwen/Qwen2.5-VL-7B-Instruct", *LIMIT]
+    env = out["environment"]
+    assert env["VLLM_GRAPH_RESERVED_MEM"] == "0.1"
+    # The default buckets do not all fit the default vision pool on Gaudi2: the list is re-planned to fit it.
+    assert plan["bucket_plan"]["replaced"] is True
+    assert plan["vision_buckets_skipped"] == []
+    assert env["VLLM_MULTIMODAL_BUCKETS"] == ",".join(map(str, plan["vision_buckets_captured"]))
+
+
+def test_everything_we_do_not_interpret_passes_through_in_order(capsys: pytest.CaptureFixture[str]) -> None:
+    extra = [
+        *("--model", "Qwen/Qwen2.5-VL-72B-Instruct", "--tensor-parallel-size", "4", "--pipeline-parallel-size", "1"),
+        *("--quantization", "fp8", "--enable-lora", "--max-lora-rank", "16", "--max-model-len", "32768"),
+    ]
+    code, out = dry_run(capsys, "--plan-device", "gaudi3", "--plan-runtime", "vllm-fork", *extra)
+    assert code == 0
+    assert out["command"] == [sys.executable, "-m", SERVER_MODULE, *extra]
+    assert out["plan"]["settings"]["tensor_parallel_size"] == 4
+    assert out["plan"]["settings"]["quantization"] == "fp8"
+    assert out["plan"]["max_model_len"] == 32768
+
+
+def test_config_yaml_is_read_by_vllms_parser_and_passed_on(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "serve.yaml"
+    config.write_text("model: Qwen/Qwen2.5-VL-3B-Instruct\nmax-model-len: 8192\n")
+    code, out = dry_run(capsys, "--plan-device", "h100", "--config", str(config))
+    assert code == 0
+    assert out["plan"]["model"] == "Qwen/Qwen2.5-VL-3B-Instruct"
+    assert out["plan"]["max_model_len"] == 8192
+    assert out["plan"]["vision_pool_mode"] == "shared"
+    assert out["command"][3:5] == ["--config", str(config)]
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize(
+    ("bad", "said"),
+    [(["--no-such-flag"], "vLLM rejected the server arguments"), (["--tensor-parallel-size", "two"], "'two'")],
+)
+def test_invalid_vllm_arguments_are_rejected_before_anything_starts(
+    capsys: pytest.CaptureFixture[str], no_exec: list[object], bad: list[str], said: str
+) -> None:
+    assert main(["serve", *bad]) == 2
+    assert not no_exec
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1  # one line, not vLLM's usage text
+    assert said in err[0]
+
+
+@pytest.mark.vllm
+def test_a_plan_that_cannot_fit_exits_1_and_starts_nothing(
+    capsys: pytest.CaptureFixture[str], no_exec: list[object]
+) -> None:
+    assert main(["serve", "--plan-device", "h100", "--model", "Qwen/Qwen2.5-VL-72B-Instruct"]) == 1
+    assert not no_exec
+    err = capsys.readouterr().err
+    assert "does not fit" in err
+    assert "--tensor-parallel-size to 2" in err
+
+
+def tiny_model(tmp_path: Path) -> Path:
+    config = {
+        "text_config": {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
+                        "num_key_value_heads": 1, "intermediate_size": 256, "vocab_size": 151936},
+        "vision_config": {"depth": 2, "hidden_size": 64, "num_heads": 2, "intermediate_size": 128,
+                          "out_hidden_size": 128},
+    }  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return tmp_path
+
+
+def test_cpu_launch_gets_the_plans_kv_size_unless_given(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    model = str(tiny_model(tmp_path))
+    code, out = dry_run(capsys, "--plan-device", "cpu", "--model", model, "--max-model-len", "4096")
+    assert code == 0
+    kv = out["plan"]["kv_cache_bytes"]
+    assert out["command"][-2:] == ["--kv-cache-memory-bytes", str(kv)]
+    code, out = dry_run(capsys, "--plan-device", "cpu", "--model", model, "--kv-cache-memory-bytes", "8000000",
+                        "--max-model-len", "4096")  # fmt: skip
+    assert code == 0
+    assert out["command"].count("--kv-cache-memory-bytes") == 1
+    assert out["plan"]["kv_cache_bytes"] == 8_000_000
+    # 8 MB cannot hold one 32768-token sequence of 512 bytes per token: refused before anything starts (exit 1:
+    # the answer is "does not fit").
+    assert (
+        main(["serve", "--dry-run", "--plan-device", "cpu", "--model", model, "--kv-cache-memory-bytes", "8000000"])
+        == 1
+    )
+    assert "--max-model-len to" in capsys.readouterr().err
+
+
+@pytest.mark.vllm
+def test_serve_replaces_itself_with_vllms_server_and_the_planned_environment(
+    capsys: pytest.CaptureFixture[str], no_exec: list[tuple[str, list[str], dict[str, str]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("VLLM_GRAPH_RESERVED_MEM", "0.2")
+    with pytest.raises(Exec):
+        main(["serve", "--plan-device", "gaudi2", "--plan-runtime", "vllm-fork", "--port", "8123",
+              "--model", "Qwen/Qwen2.5-VL-7B-Instruct"])  # fmt: skip
+    (file, argv, env) = no_exec[0]
+    assert file == sys.executable
+    assert argv == [sys.executable, "-m", SERVER_MODULE, "--port", "8123", "--model", "Qwen/Qwen2.5-VL-7B-Instruct"]
+    assert env["VLLM_GRAPH_RESERVED_MEM"] == "0.2"
+    # The fork's code reads this ratio as the vision share: 1 - 0.3 gives text the guide's 0.3.
+    assert env["VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO"] == "0.7"
+    assert env.get("PATH") == os.environ.get("PATH")  # the rest of the environment is inherited
+    assert "command: " in capsys.readouterr().out
+
+
+def test_cuda_launch_passes_the_buckets_as_vllms_encoder_cuda_graphs(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = dry_run(capsys, "--plan-device", "h100", "--model", "Qwen/Qwen2.5-VL-7B-Instruct")
+    assert code == 0
+    argv = out["command"]
+    config = json.loads(argv[argv.index("--compilation-config") + 1])
+    assert config["cudagraph_mm_encoder"] is True
+    kept = out["plan"]["vision_buckets_captured"]
+    assert config["encoder_cudagraph_token_budgets"] == [b // 4 for b in kept]
+    # --enforce-eager means no CUDA graphs at all: nothing to configure.
+    code, out = dry_run(capsys, "--plan-device", "h100", "--model", "Qwen/Qwen2.5-VL-7B-Instruct", "--enforce-eager")
+    assert code == 0
+    assert "--compilation-config" not in out["command"]
+    # The user's own compilation config is left alone; the note says what to merge into it.
+    code, out = dry_run(
+        capsys,
+        "--plan-device",
+        "h100",
+        "--model",
+        "Qwen/Qwen2.5-VL-7B-Instruct",
+        "--compilation-config",
+        '{"mode": 0}',
+    )
+    assert code == 0
+    assert out["command"].count("--compilation-config") == 1
+    assert any("merge these fields" in n for n in out["notes"])
+    assert out["plan"]["enforcement"]["decode_graphs"]["honoured"] is False
+
+
+def test_a_model_with_no_config_anywhere_still_launches_without_a_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["serve", "--dry-run", "--json", "--plan-device", "gaudi2", "--model", "meta-llama/Llama-3-8B"])
+    captured = capsys.readouterr()
+    assert code == 0
+    out = json.loads(captured.out)
+    assert out["plan"] is None
+    assert out["command"] == [sys.executable, "-m", SERVER_MODULE, "--model", "meta-llama/Llama-3-8B"]
+    assert "the memory plan was skipped" in captured.err
+
+
+def test_a_fine_tune_id_dry_runs_from_the_catalog_with_its_quantization(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = dry_run(capsys, "--plan-device", "gaudi2", "--model", "Qwen/Qwen2.5-VL-7B-Instruct-AWQ")
+    assert code == 0
+    assert out["plan"]["settings"]["quantization"] == "awq"
+    assert "catalog" in out["plan"]["model_source"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--plan-free-memory-gib", "-1"], "--plan-free-memory-gib=-1"),
+        (["--plan-device", "foo"], "--plan-device='foo'"),
+        (["--plan-total-memory-gib", "0"], "--plan-total-memory-gib=0"),
+        (["--plan-runtime", "tgi"], "--plan-runtime='tgi'"),
+        (["--plan-vision-pool", "giant"], "--plan-vision-pool='giant'"),
+        (["--plan-graph-reserved-mem", "2"], "--plan-graph-reserved-mem=2"),
+        (["--plan-max-buckets", "0"], "--plan-max-buckets=0"),
+        (["--max-model-len", "0"], "--max-model-len=0"),  # vLLM's own flags keep vLLM's spelling
+    ],
+)
+def test_errors_name_the_flag_as_the_user_typed_it(
+    capsys: pytest.CaptureFixture[str], argv: list[str], named: str
+) -> None:
+    assert main(["serve", "--dry-run", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert named in err[0]
+    for bare in ("--free-memory-gib", "--device=", "--total-memory-gib", "--runtime="):
+        if bare not in named:
+            assert f" {bare}" not in err[0]
+
+
+def test_serve_and_memory_plan_take_the_same_planner_options() -> None:
+    from vllm_hpu_mm.cli.main import build_parser
+
+    def sub(parser: argparse.ArgumentParser, dest: str) -> dict[str, argparse.ArgumentParser]:
+        action = next(a for a in parser._actions if a.dest == dest)
+        assert isinstance(action.choices, dict)
+        return action.choices
+
+    subcommands = sub(build_parser(), "command")
+    memory = sub(subcommands["memory"], "memory_command")["plan"]
+    plan_flags = {s for a in memory._actions for s in a.option_strings if s.startswith("--")}
+    serve_flags = {s for a in subcommands["serve"]._actions for s in a.option_strings if s.startswith("--plan-")}
+    assert {f.replace("--plan-", "--") for f in serve_flags} - {"--output-dir"} <= plan_flags
+    assert {"--device", "--runtime", "--sizes", "--profile", "--buckets"} <= {
+        f.replace("--plan-", "--") for f in serve_flags
+    }

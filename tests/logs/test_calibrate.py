@@ -1,0 +1,181 @@
+"""``memory calibrate``: graph costs measured from real warm-up lines (tests/data/calibration/SOURCES.md), saved as a
+profile that changes ``memory plan``."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.data import DATA
+from vllm_hpu_mm.cli.main import main
+from vllm_hpu_mm.envs import load
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.logs.calibrate import calibrate, parse_warmup
+from vllm_hpu_mm.logs.profile import load_profile, save_profile
+from vllm_hpu_mm.models.dims import ModelDims, VisionDims
+from vllm_hpu_mm.plan.args import SizingArgs
+from vllm_hpu_mm.plan.inputs import build
+from vllm_hpu_mm.plan.pipeline import apply_profile
+from vllm_hpu_mm.plan.planner import plan
+
+WARMUP_DOC = DATA / "logs" / "vllm_gaudi_warmup_doc.log"
+PERF_DOC = DATA / "logs" / "heldout" / "vllm_gaudi_perf_tuning_doc.log"
+#: meta-llama/Llama-3.1-8B-Instruct's config.json (the model of both vllm-gaudi doc samples): text dimensions only.
+LLAMA_31_8B = ModelDims("meta-llama/Llama-3.1-8B-Instruct", 4096, 32, 32, 8, 128, 14336, 128256, False, 131072,
+                        VisionDims())  # fmt: skip
+GIB = 2**30
+
+
+@pytest.fixture(autouse=True)
+def _no_default_profile(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("VLLM_HPU_MM_PROFILE", raising=False)
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines()
+
+
+def test_real_gaudi_warmup_lines_are_read() -> None:
+    log = parse_warmup(lines(WARMUP_DOC))
+    assert log.backend == "hpu"
+    assert log.free_after_load_bytes == round(79.16 * GIB)
+    prompt, decode = log.totals
+    assert (prompt.phase, prompt.captured, len(prompt.buckets)) == ("prompt", 15, 15)
+    assert (decode.phase, decode.captured, len(decode.buckets)) == ("decode", 48, 48)
+    # Pairs of consecutive graph lines with no "..." between them: prompt 11 -> decode 1 (48.77 -> 47.51 GiB), ...
+    costs = {(s.phase, s.get("batch_size"), s.get("seq_len")): s.cost_bytes for s in log.samples}
+    assert costs[("prompt", 1, 896)] == round(48.77 * GIB) - round(47.51 * GIB)
+    assert costs[("prompt", 2, 512)] == round(45.91 * GIB) - round(44.48 * GIB)
+    assert len(log.samples) == 5
+
+
+def test_text_graph_factors_from_the_real_summaries() -> None:
+    c = calibrate(parse_warmup(lines(WARMUP_DOC)), LLAMA_31_8B, device="gaudi2", source="warm-up.md")
+    per_token = (4 * 4096 + 2 * 14336) * 2  # eager bytes per token of one layer, as text_cost estimates it
+    tokens = sum(range(128, 1025, 128)) + 2 * sum(range(128, 641, 128)) + 4 * (128 + 256)  # the 15 buckets listed
+    prefill = c.profile.text_prefill_factor
+    assert prefill is not None
+    assert prefill == pytest.approx(14.03 * GIB / (tokens * per_token), rel=1e-3)
+    assert prefill > 10  # an HPU prompt graph keeps far more than one layer's activations
+    assert c.profile.text_decode_factor is not None
+    assert c.profile.text_decode_factor < 1.47
+    assert set(c.profile.measured) == {"text_prefill_factor", "text_decode_factor"}
+    second = calibrate(parse_warmup(lines(PERF_DOC)), LLAMA_31_8B, device="gaudi2", source="performance_tuning.md")
+    assert "text_prefill_factor" in second.profile.measured  # 24 prompt graphs, 67.72 MiB (a smaller setup)
+
+
+def test_a_profile_from_real_lines_changes_the_plan(tmp_path: Path) -> None:
+    c = calibrate(parse_warmup(lines(WARMUP_DOC)), LLAMA_31_8B, device="gaudi2", source="warm-up.md")
+    path = tmp_path / "profile.json"
+    save_profile(c, path)
+    profile = load_profile(path)
+    assert profile.costs == c.profile
+    inputs = build(SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device="gaudi2", free_memory_gib=60.0), load({}))
+    calibrated, notes = apply_profile(inputs, profile, free_stated=True)
+    before, after = plan(inputs), plan(calibrated)
+    assert after.prefill_graphs_fit < before.prefill_graphs_fit
+    assert after.decode_graphs_fit >= before.decode_graphs_fit
+    assert any(n.startswith("measured (profile") and "text_prefill_factor" in n for n in notes)
+    assert any(n.startswith("estimated (built-in): vision_mib_per_patch") for n in notes)
+
+
+def test_cuda_graph_memory_lines_are_kept_and_not_applied_to_a_gaudi_plan(tmp_path: Path) -> None:
+    log = parse_warmup(lines(DATA / "calibration" / "vllm_48601_cudagraph_memory.log"))
+    assert log.backend == "cuda"
+    assert log.cuda_graph_bytes == round(2.04 * GIB)
+    rocm = parse_warmup(lines(DATA / "logs" / "vllm_27706_rocm_healthy_start.log"))
+    assert rocm.cuda_graph_bytes == round(0.08 * GIB)
+    c = calibrate(log, None, device="h100", source="pr 48601")
+    path = tmp_path / "p.json"
+    save_profile(c, path)
+    inputs = build(SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device="gaudi2"), load({}))
+    same, notes = apply_profile(inputs, load_profile(path), free_stated=False)
+    assert same == inputs
+    assert "not applied" in notes[0]
+
+
+def mm_line(i: int, n: int, w: int, h: int, free_gib: float) -> str:
+    # vllm-gaudi's log_warmup_multimodal format (hpu_model_runner.py @ 091bbadd); numbers made up for the test.
+    return (f"INFO hpu_model_runner.py] [Warmup][Graph/Multimodal(image)][{i}/{n}] batch_size:1 seq_len:0 "
+            f"resolution:{w}X{h} free_mem:{free_gib} GiB")  # fmt: skip
+
+
+def test_vision_graph_line_is_fitted_per_bucket() -> None:
+    # Buckets 1600, 3136, 4096: a pool costs 0.08 x patches + 20 MiB; every other shape adds a graph, the ones in
+    # between cost nothing.
+    shapes = [(560, 560), (784, 448), (784, 784), (1092, 560), (896, 896), (1232, 644)]
+    patches = [math.ceil(w * h / 196) for w, h in shapes]
+    free, out = 50.0, []
+    for k, ((w, h), p) in enumerate(zip(shapes, patches, strict=True)):
+        bucket = 1600 if p <= 1600 else 3136 if p <= 3136 else 4096
+        if k % 2 == 0:
+            free -= (0.08 * bucket + 20) / 1024
+        out.append(mm_line(k + 1, len(shapes), w, h, round(free, 6)))
+    c = calibrate(parse_warmup(out), None, device="gaudi2", source="synthetic", buckets=(1600, 3136, 4096))
+    # The first shape has no line before it, so buckets 3136 and 4096 are measured.
+    assert c.profile.vision_mib_per_patch == pytest.approx(0.08, rel=1e-3)
+    assert c.profile.vision_fixed_mib == pytest.approx(20, abs=0.5)
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
+    code = main(["memory", *argv, "--json"])
+    out = capsys.readouterr().out
+    return code, json.loads(out) if out.strip() else {}
+
+
+def test_cli_writes_the_profile_and_plan_reads_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "p.json"
+    code, report = run_cli(capsys, "calibrate", str(WARMUP_DOC), "--device", "gaudi2", "--output", str(out))
+    assert code == 0
+    assert report["written_to"] == str(out)
+    assert report["profile"]["free_after_load_bytes"] == round(79.16 * GIB)
+    assert "pass --model" in report["model_from"]  # the sample names no model: text factors need it
+    code, planned = run_cli(capsys, "plan", "--profile", str(out))
+    assert code in (0, 1)
+    assert planned["costs"]["profile"] == str(out)
+    code, planned = run_cli(capsys, "plan", "--profile", "none")
+    assert planned["costs"]["profile"] is None
+
+
+def test_cli_uses_the_default_location(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.setenv("VLLM_HPU_MM_PROFILE", str(tmp_path / "env-profile.json"))
+    assert run_cli(capsys, "calibrate", str(WARMUP_DOC))[0] == 0
+    assert (tmp_path / "env-profile.json").is_file()
+    assert run_cli(capsys, "plan")[1]["costs"]["profile"] == str(tmp_path / "env-profile.json")
+
+
+def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Our own CPU server's log: no graph warm-up on CPU, nothing to measure, no profile written.
+    code, report = run_cli(capsys, "calibrate", str(DATA / "logs" / "cpu_serve_ok.log"), "--output",
+                           str(tmp_path / "none.json"))  # fmt: skip
+    assert code == 1
+    assert report["written_to"] is None
+    assert not (tmp_path / "none.json").exists()
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    assert main(["memory", "calibrate", str(empty)]) == 2
+    assert main(["memory", "calibrate", str(WARMUP_DOC), "--model", "bogus"]) == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"version": 1, "costs": {"text_prefill_factor": -1}}')
+    assert main(["memory", "plan", "--profile", str(bad)]) == 2
+    assert "costs.text_prefill_factor" in capsys.readouterr().err
+    assert main(["memory", "plan", "--profile", str(tmp_path / "missing.json")]) == 2
+
+
+def test_bad_profiles_name_the_problem(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    cases = [
+        ("not json", "not JSON"),
+        ('{"version": 9, "costs": {}}', "version-1"),
+        ('{"version": 1, "costs": {}, "free_after_load_bytes": -5}', "free_after_load_bytes"),
+    ]
+    for text, needle in cases:
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=needle):
+            load_profile(path)

@@ -1,0 +1,159 @@
+"""What vLLM refuses is refused before planning, with vLLM's reason; sizes are checked against the device total."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from vllm_hpu_mm.envs import load
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.models import devices
+from vllm_hpu_mm.models.catalog import CATALOG
+from vllm_hpu_mm.plan import validate
+from vllm_hpu_mm.plan.args import SizingArgs
+from vllm_hpu_mm.plan.inputs import build, provenance
+
+GIB = 2**30
+M7 = CATALOG["Qwen/Qwen2.5-VL-7B-Instruct"]
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4, 28])
+def test_tensor_parallel_sizes_vllm_accepts_for_7b(tp: int) -> None:
+    validate.check_tensor_parallel(M7, tp, "--tensor-parallel-size")
+
+
+@pytest.mark.parametrize("tp", [3, 5, 8, 16])
+def test_tp_not_dividing_the_attention_heads_is_refused_with_vllms_reason(tp: int) -> None:
+    with pytest.raises(ConfigError, match=rf"total number of attention heads \(28\) must be divisible by tensor "
+                       rf"parallel size \({tp}\); accepted for .*: 1, 2, 4, 28"):  # fmt: skip
+        validate.check_tensor_parallel(M7, tp, "--tensor-parallel-size")
+
+
+def test_tp_that_splits_the_kv_heads_unevenly_is_refused() -> None:
+    m = dataclasses.replace(M7, num_heads=24, num_kv_heads=8)
+    with pytest.raises(ConfigError, match="8 KV heads can be neither split nor replicated evenly over 12 ranks"):
+        validate.check_tensor_parallel(m, 12, "--tensor-parallel-size")
+    validate.check_tensor_parallel(m, 24, "--tensor-parallel-size")  # 3 ranks per KV head
+
+
+def test_quantization_methods_are_vllms() -> None:
+    assert validate.check_quantization("awq", "--quantization") == "awq"
+    assert validate.check_quantization(None, "--quantization") is None
+    with pytest.raises(ConfigError, match=r"--quantization='bogus': vLLM refuses it.*accepted: awq, auto_awq, fp8"):
+        validate.check_quantization("bogus", "--quantization")
+
+
+@pytest.mark.vllm
+def test_the_static_quantization_list_is_the_installed_vllms() -> None:
+    from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
+
+    assert list(validate.VLLM_032_QUANTIZATION_METHODS) == QUANTIZATION_METHODS
+    assert validate.accepted_quantizations() == tuple(QUANTIZATION_METHODS)  # vLLM loaded: its own list
+
+
+@pytest.mark.parametrize(
+    ("backend", "size", "ok"),
+    [
+        ("hpu", 128, True),
+        ("hpu", 7, False),
+        ("cuda", 16, True),
+        ("cuda", 24, False),
+        ("cpu", 7, True),
+        ("hpu", 48, True),
+    ],
+)
+def test_block_sizes_per_backend(backend: str, size: int, ok: bool) -> None:
+    if ok:
+        validate.check_block_size(backend, size, "--block-size")
+    else:
+        with pytest.raises(ConfigError, match=rf"--block-size={size}: .*multiple of 16"):
+            validate.check_block_size(backend, size, "--block-size")
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), 1e300, -1.0, 2.0**21])
+def test_gib_values_must_be_finite_and_plausible(value: float) -> None:
+    with pytest.raises(ConfigError, match=r"--free-memory-gib=.* is out of range; accepted: a number of GiB from 0"):
+        validate.check_gib(value, "--free-memory-gib")
+    with pytest.raises(ConfigError, match="above 0"):
+        validate.check_gib(0.0, "--total-memory-gib", positive=True)
+
+
+def test_free_memory_and_kv_bytes_above_the_total_are_refused() -> None:
+    settings = load({})
+    with pytest.raises(ConfigError, match=r"--free-memory-gib: free memory of 100.00 GiB is more than the device's "
+                       r"total of 94.62 GiB \(gaudi2's total\)"):  # fmt: skip
+        build(SizingArgs(model=M7.name, device="gaudi2", free_memory_gib=100), settings)
+    with pytest.raises(ConfigError, match=r"--kv-cache-memory-bytes: a KV cache of 186.26 GiB .* 94.62 GiB"):
+        build(SizingArgs(model=M7.name, device="gaudi2", kv_cache_memory_bytes=200_000_000_000), settings)
+    # With the total stated, the same free memory is fine.
+    i = build(SizingArgs(model=M7.name, device="gaudi2", free_memory_gib=100, total_memory_gib=100), settings)
+    assert i.total_bytes == 100 * GIB
+
+
+@pytest.mark.parametrize(("name", "gib"), [("h100", 79.19), ("gaudi2", 94.62), ("h200", 139.80)])
+def test_named_devices_plan_against_the_runtime_totals(name: str, gib: float) -> None:
+    r = SizingArgs(model=M7.name, device=name)
+    i = build(r, load({}))
+    assert round(i.total_bytes / GIB, 2) == gib
+    assert i.free_before_load_bytes == i.total_bytes
+    assert provenance(r, i)["device_source"] == devices.KNOWN_DEVICES[name].source
+
+
+def test_cpu_tensor_parallel_ranks_share_the_host() -> None:
+    settings = load({})
+    one = build(SizingArgs(model=M7.name, device="cpu", total_memory_gib=64), settings)
+    r = SizingArgs(model=M7.name, device="cpu", total_memory_gib=64, tensor_parallel_size=4)
+    four = build(r, settings)
+    assert one.total_bytes == 64 * GIB
+    assert four.total_bytes == 16 * GIB
+    assert four.free_before_load_bytes <= four.total_bytes
+    assert "divided by --tensor-parallel-size 4" in provenance(r, four)["device_source"]
+
+
+def test_build_refuses_what_vllm_refuses() -> None:
+    settings = load({})
+    for request, match in (
+        (SizingArgs(model=M7.name, tensor_parallel_size=3), "attention heads"),
+        (SizingArgs(model=M7.name, quantization="bogus"), "unknown quantization"),
+        (SizingArgs(model=M7.name, dtype="int8"), "not a dtype vLLM accepts"),
+        (SizingArgs(model=M7.name, block_size=7), "multiple of 16"),
+        (SizingArgs(model=M7.name, max_model_len=2**40), "up to 2147483647"),
+    ):
+        with pytest.raises(ConfigError, match=match):
+            build(request, settings)
+
+
+def test_the_checkpoints_quantization_is_planned_unless_the_flag_says_otherwise() -> None:
+    settings = load({})
+    assert build(SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct-AWQ"), settings).quantization == "awq"
+    assert build(SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct-AWQ", quantization="awq_marlin"),
+                 settings).quantization == "awq_marlin"  # fmt: skip
+
+
+def test_auto_reads_the_device_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    reading = devices.MemoryReading("cuda", 85_029_158_912, 84_000_000_000, "torch.cuda.mem_get_info")
+    monkeypatch.setattr(devices, "read_device", lambda backend="auto": reading)
+    r = SizingArgs(model=M7.name, device="auto")
+    i = build(r, load({}))
+    assert (i.backend, i.total_bytes, i.free_before_load_bytes, i.block_size) == ("cuda", reading.total_bytes,
+                                                                                  reading.free_bytes, 16)  # fmt: skip
+    assert provenance(r, i)["device_source"] == "read at plan time with torch.cuda.mem_get_info"
+
+
+def test_cpu_plans_with_vllms_cpu_block_size() -> None:
+    # vLLM 0.32 platforms/cpu.py: block_size 128 unless the user sets one.
+    assert build(SizingArgs(model=M7.name, device="cpu"), load({})).block_size == 128
+
+
+def test_the_plan_output_names_the_totals_source(capsys: pytest.CaptureFixture[str]) -> None:
+    from vllm_hpu_mm.cli.main import main
+
+    assert main(["memory", "plan", "--device", "h100"]) == 0
+    assert "79.19 GiB total (79.19 GiB: torch.cuda.mem_get_info" in capsys.readouterr().out
+    assert main(["memory", "plan", "--device", "gaudi2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert round(out["total_bytes"] / GIB, 2) == 94.62
+    assert out["device_source"].startswith("94.62 GiB: HPU total in HabanaAI/vllm-fork logs")
+    assert out["model_source"] == "catalog: Qwen/Qwen2.5-VL-7B-Instruct"

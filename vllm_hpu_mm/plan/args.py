@@ -1,0 +1,229 @@
+"""The plan's arguments, declared once: vLLM's own server sizing flags (same spelling wherever they are typed) and
+the planner's options (``--device`` under ``memory plan``, ``--plan-device`` under ``serve``), read into one frozen
+:class:`SizingArgs` that remembers how its flags were spelled, so that every error names the flag the user typed.
+
+``memory plan`` adds both tables to its parser; ``serve`` adds the planner's options under the ``plan-`` prefix and
+reads vLLM's flags out of the arguments it passes through to the server (``cli/serve_args.py``, built from the same
+table). Values are parsed here (vLLM's spellings: ``32k``, ``-tp``); ranges are checked when the plan inputs are
+built (:mod:`.inputs`, :mod:`.validate`), with the flag names from :meth:`SizingArgs.flag`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+__all__ = [
+    "PLAN_OPTIONS",
+    "VLLM_FLAGS",
+    "Option",
+    "SizingArgs",
+    "add_options",
+    "fraction",
+    "human_int",
+    "integer",
+    "number",
+    "positive_int",
+]
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*$")
+_DECIMAL = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def human_int(raw: str) -> int:
+    """vLLM's human-readable integers: ``32768``, ``32k`` (x1000), ``32K`` (x1024), ``1m``/``1M``, ``1.5k``."""
+    m = _SIZE.match(raw)
+    if not m:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an integer; accepted: e.g. 32768, 32k (x1000) or 32K (x1024)")
+    number, unit = m.groups()
+    value = float(number) * (_BINARY[unit] if unit in _BINARY else _DECIMAL[unit.lower()])
+    if value != int(value):
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number")
+    return int(value)
+
+
+def integer(raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an integer; accepted: a whole number, e.g. 4") from None
+
+
+def positive_int(raw: str) -> int:
+    """A positive integer (``_`` between digits allowed)."""
+    try:
+        value = int(raw.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an integer; expected a positive integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not positive; expected a positive integer")
+    return value
+
+
+def number(raw: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a number; accepted: e.g. 0.9") from None
+
+
+def fraction(raw: str) -> float:
+    """A number in (0, 1], e.g. an efficiency target."""
+    value = number(raw)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{raw!r} is outside (0, 1]; expected e.g. 0.95")
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One flag: the :class:`SizingArgs` field it fills, its long name (without ``--`` or a prefix), its short
+    aliases, how its value is read and its help text."""
+
+    field: str
+    name: str
+    help: str
+    type: Callable[[str], Any] | None = None
+    aliases: tuple[str, ...] = ()
+    boolean: bool = False
+    metavar: str | None = None
+
+
+#: vLLM's server flags that size the plan, with vLLM's spellings and value forms (vLLM 0.32 ``EngineArgs``).
+VLLM_FLAGS: tuple[Option, ...] = (
+    Option("model", "model", "a local model folder with config.json, or a Hugging Face id: its config.json from the "
+           "local Hugging Face cache (never downloaded), else the catalog size named in the id (Qwen2.5-VL "
+           "3B/7B/32B/72B, quantization from -AWQ/-GPTQ/-FP8) (default: Qwen/Qwen2.5-VL-7B-Instruct)"),
+    Option("dtype", "dtype", "vLLM's --dtype: auto (the checkpoint's bfloat16), bfloat16, float16, half, float32, "
+           "float (default: auto)"),
+    Option("tensor_parallel_size", "tensor-parallel-size", "tensor-parallel ranks sharing the model; must divide the "
+           "attention heads (default: 1)", integer, ("-tp",)),
+    Option("pipeline_parallel_size", "pipeline-parallel-size", "pipeline stages; the plan is per card of the first "
+           "stage (default 1)", integer, ("-pp",)),
+    Option("data_parallel_size", "data-parallel-size", "replicas; each plans the same card, so it changes nothing per "
+           "card (default 1)", integer, ("-dp",)),
+    Option("gpu_memory_utilization", "gpu-memory-utilization", "share of memory vLLM may use (default 0.92, vLLM "
+           "0.32's)", number),
+    Option("max_model_len", "max-model-len", "longest sequence, e.g. 32768 or 32k (default: the model's)", human_int),
+    Option("max_num_seqs", "max-num-seqs", "most sequences per step (default 256)", integer),
+    Option("max_num_batched_tokens", "max-num-batched-tokens", "most tokens per step (default 8192)", human_int),
+    Option("block_size", "block-size", "KV block size; a multiple of 16 on HPU and CUDA (default: 128 on HPU and "
+           "CPU, 16 on CUDA)", integer),
+    Option("kv_cache_memory_bytes", "kv-cache-memory-bytes", "explicit KV-cache size in bytes (replaces the ratio "
+           "split's KV share)", human_int),
+    Option("quantization", "quantization", "vLLM's --quantization method, for the weight size (fp8 family: 1 byte, "
+           "awq/gptq: 0.5 byte) (default: the checkpoint's quantization_config, or the id's -AWQ/-GPTQ/-FP8)",
+           aliases=("-q",)),
+    Option("enforce_eager", "enforce-eager", "plan for vLLM's --enforce-eager: no graphs at all", boolean=True),
+    Option("revision", "revision", "the Hub revision whose cached config.json is read (default: main)"),
+)  # fmt: skip
+
+#: The planner's own options (no vLLM equivalent): ``--NAME`` under ``memory plan``, ``--plan-NAME`` under ``serve``.
+PLAN_OPTIONS: tuple[Option, ...] = (
+    Option("device", "device", "device to plan for: gaudi2, gaudi3, h100, h200, cpu or auto; named devices plan "
+           "against the total their runtime reports (gaudi2 94.62 GiB, h100 79.19 GiB, h200 139.80 GiB; gaudi3 128 "
+           "GiB nominal), auto reads the accelerator, cpu reads host memory (shared by the TP ranks)"),
+    Option("runtime", "runtime", "serving runtime: auto, vllm-gaudi, vllm-fork, vllm-cuda or vllm-cpu (default auto: "
+           "the one installed, else the device's: vllm-gaudi on HPU); it decides which knobs are exported"),
+    Option("free_memory_gib", "free-memory-gib", "free device memory after weights and profiling, GiB (the guide's "
+           "starting point) (default: estimated from the device)", number),
+    Option("total_memory_gib", "total-memory-gib", "override the device's total memory, GiB (on cpu: the host's, "
+           "shared by the TP ranks) (default: the device's)", number),
+    Option("buckets", "buckets", "vision buckets in patches, multiples of 64, or None (default: "
+           "VLLM_MULTIMODAL_BUCKETS)"),
+    Option("graph_reserved_mem", "graph-reserved-mem", "share of usable memory for graphs (default: "
+           "VLLM_GRAPH_RESERVED_MEM)", number),
+    Option("graph_prompt_ratio", "graph-prompt-ratio", "share of graph memory for prefill graphs (default: "
+           "VLLM_GRAPH_PROMPT_RATIO)", number),
+    Option("graph_multimodal_prompt_ratio", "graph-multimodal-prompt-ratio", "share of prefill graph memory for text; "
+           "vision gets the rest (default: VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO)", number),
+    Option("vision_pool", "vision-pool", "vision graph memory model: private (HPU default), shared (CUDA default) or "
+           "none"),
+    Option("sizes", "sizes", "image sizes (a width,height CSV or a folder of images) to plan the bucket list jointly "
+           "with the vision graph pool (default: the embedded real sizes, used when the list does not fit)",
+           metavar="CSV|DIR"),
+    Option("keep_buckets", "keep-buckets", "keep the configured bucket list, only pruning the largest buckets that do "
+           "not fit (default: re-plan it jointly with the vision pool when it does not fit)", boolean=True),
+    Option("max_buckets", "max-buckets", "most vision buckets in a jointly planned list (default: as many as the "
+           "configured list)", integer),
+    Option("profile", "profile", "measured graph costs from `vllm-hpu-mm memory calibrate` (default: "
+           "$VLLM_HPU_MM_PROFILE, else ~/.cache/vllm-hpu-mm/memory-profile.json when it exists; none: the built-in "
+           "estimates only)", metavar="FILE|none"),
+)  # fmt: skip
+
+
+def add_options(p: argparse.ArgumentParser, options: Iterable[Option], *, prefix: str = "", help: bool = True) -> None:
+    """Add ``options`` to ``p`` as ``--{prefix}{name}`` (aliases only without a prefix); every default is None (the
+    plan fills in the runtime's, the device's or the settings' default)."""
+    for o in options:
+        names = [f"--{prefix}{o.name}", *(() if prefix else o.aliases)]
+        kw: dict[str, Any] = {"dest": f"{prefix.replace('-', '_')}{o.field}", "default": None}
+        if help:
+            kw["help"] = o.help
+        if o.boolean:
+            kw["action"] = argparse.BooleanOptionalAction
+        else:
+            kw["type"] = o.type
+            if o.metavar:
+                kw["metavar"] = o.metavar
+        p.add_argument(*names, **kw)
+
+
+@dataclasses.dataclass(frozen=True)
+class SizingArgs:
+    """What the user asked the plan for; None means "the default" (the runtime's, the device's, the model's or the
+    settings'). ``prefix`` is how the planner's options were spelled (``plan-`` under ``serve``)."""
+
+    model: str | None = None
+    dtype: str | None = None
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    data_parallel_size: int | None = None
+    gpu_memory_utilization: float | None = None
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    block_size: int | None = None
+    kv_cache_memory_bytes: int | None = None
+    quantization: str | None = None
+    enforce_eager: bool | None = None
+    revision: str | None = None
+    device: str | None = None
+    runtime: str | None = None
+    free_memory_gib: float | None = None
+    total_memory_gib: float | None = None
+    buckets: str | None = None
+    graph_reserved_mem: float | None = None
+    graph_prompt_ratio: float | None = None
+    graph_multimodal_prompt_ratio: float | None = None
+    vision_pool: str | None = None
+    sizes: str | None = None
+    keep_buckets: bool | None = None
+    max_buckets: int | None = None
+    profile: str | None = None
+    prefix: str = ""
+
+    def flag(self, field: str) -> str:
+        """The flag of ``field`` as this front end spells it: ``--max-model-len``, ``--plan-device``."""
+        for o in VLLM_FLAGS:
+            if o.field == field:
+                return f"--{o.name}"
+        for o in PLAN_OPTIONS:
+            if o.field == field:
+                return f"--{self.prefix}{o.name}"
+        raise KeyError(field)
+
+    @classmethod
+    def from_namespace(
+        cls, ns: argparse.Namespace, *, prefix: str = "", vllm: argparse.Namespace | None = None
+    ) -> SizingArgs:
+        """The arguments argparse read into ``ns`` (the planner's options under ``prefix``); vLLM's flags from
+        ``vllm`` when they were parsed apart (``serve``), else from ``ns``."""
+        dest = prefix.replace("-", "_")
+        values: dict[str, Any] = {o.field: getattr(vllm if vllm is not None else ns, o.field, None) for o in VLLM_FLAGS}
+        values |= {o.field: getattr(ns, dest + o.field, None) for o in PLAN_OPTIONS}
+        return cls(**values, prefix=prefix)

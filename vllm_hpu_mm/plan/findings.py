@@ -1,0 +1,118 @@
+"""Rule 7: the plan's findings, each saying where it fails (stage), how bad (severity) and the smallest fix."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+from vllm_hpu_mm.plan.fixes import Fix, kv_fix, tp_fix, vision_fix
+from vllm_hpu_mm.plan.inputs import PlanInputs
+from vllm_hpu_mm.plan.rules import Split, encoder_cache_tokens
+from vllm_hpu_mm.plan.text_graphs import TextGraphFit
+from vllm_hpu_mm.runtimes.base import GRAPH_MULTIMODAL_PROMPT_RATIO, GRAPH_PROMPT_RATIO, GRAPH_RESERVED_MEM
+from vllm_hpu_mm.values import GIB, Stage
+
+__all__ = ["Code", "Finding", "Severity", "findings"]
+
+#: error = will not start, warning = will compile or OOM later, info = a limit worth knowing.
+Severity = Literal["error", "warning", "info"]
+#: What the finding is about, for code that acts on findings (the OOM doctor) rather than reading their words.
+Code = Literal[
+    "weights_do_not_fit",
+    "kv_cache_too_small",
+    "kv_cache_queues",
+    "vision_buckets_none_at_warmup",
+    "vision_buckets_skipped",
+    "prefill_graphs_skipped",
+    "decode_graphs_skipped",
+    "encoder_cache_smaller",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """One finding: what it is about (``code``), where it fails (``stage``), how bad (``severity``), in words
+    (``message``), and the smallest fix (``fix.text``; ``fix.setting`` / ``fix.value`` when it names one target)."""
+
+    severity: Severity
+    stage: Stage
+    code: Code
+    message: str
+    fix: Fix
+
+
+def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per_token: int, seqs: int,
+             text: TextGraphFit) -> tuple[Finding, ...]:  # fmt: skip
+    """Rule 7: what will fail where, each with its smallest fix. A fix names a variable the runtime does not read
+    only as a planning input, and says so (``RuntimeTraits.knobs``)."""
+    out: list[Finding] = []
+    traits = i.runtime.traits
+
+    def knobs(*variables: str) -> str:
+        return traits.knobs(i.runtime.name, *variables)
+
+    if p_free <= 0:
+        message = (
+            f"weights and profiling need {-p_free / GIB:.1f} GiB more than the device has free: OOM while loading "
+            "or profiling"
+        )
+        out.append(Finding("error", "startup", "weights_do_not_fit", message, tp_fix(i)))
+        return tuple(out)
+    if seqs < 1:
+        message = (
+            f"the KV cache ({s.kv_cache_bytes / GIB:.2f} GiB) cannot hold one sequence of --max-model-len "
+            f"{i.max_model_len}: vLLM refuses to start"
+        )
+        out.append(Finding("error", "kv_cache", "kv_cache_too_small", message, kv_fix(i, p_free, s, per_token)))
+    elif seqs < i.max_num_seqs:
+        message = (
+            f"only {seqs} sequences of --max-model-len {i.max_model_len} fit the KV cache at once (--max-num-seqs "
+            f"{i.max_num_seqs}); longer requests queue"
+        )
+        fix = Fix(f"lower --max-num-seqs to {seqs} or --max-model-len", "--max-num-seqs", seqs)
+        out.append(Finding("info", "kv_cache", "kv_cache_queues", message, fix))
+    if traits.none_buckets_fail_warmup and i.buckets is None and not i.skip_warmup and not i.enforce_eager:
+        message = (
+            f"VLLM_MULTIMODAL_BUCKETS=None with warm-up on makes {i.runtime.name.value} fail at warm-up "
+            f"({traits.none_buckets_fail_warmup})"
+        )
+        fix = Fix(
+            "give a bucket list (e.g. unset VLLM_MULTIMODAL_BUCKETS for the default), or set VLLM_SKIP_WARMUP=true"
+        )
+        out.append(Finding("error", "graph_capture", "vision_buckets_none_at_warmup", message, fix))
+    if skipped:
+        stock = (
+            " (stock vllm-gaudi captures every bucket without a check: OOM at warm-up)" if i.backend == "hpu" else ""
+        )
+        message = (
+            f"vision buckets {','.join(map(str, skipped))} do not fit the vision graph pool "
+            f"({s.prefill_vision_graph_bytes / GIB:.2f} GiB); they would compile at run time{stock}"
+        )
+        out.append(Finding("warning", "graph_capture", "vision_buckets_skipped", message, vision_fix(i, p_free)))
+    pf, pt, df, dt = text.prefill_fit, len(text.prefill), text.decode_fit, len(text.decode)
+    if pf < pt:
+        message = (
+            f"{pf} of {pt} text prefill graphs fit their pool ({s.prefill_text_graph_bytes / GIB:.2f} GiB); the rest "
+            "compile at run time"
+        )
+        fix = Fix(f"raise {knobs(GRAPH_MULTIMODAL_PROMPT_RATIO, GRAPH_PROMPT_RATIO)}")
+        out.append(Finding("warning", "graph_capture", "prefill_graphs_skipped", message, fix))
+    if df < dt:
+        message = (
+            f"{df} of {dt} decode graphs fit their pool ({s.decode_graph_bytes / GIB:.2f} GiB); the rest compile at "
+            "run time"
+        )
+        fix = Fix(f"lower --max-num-seqs, or raise {knobs(GRAPH_RESERVED_MEM)}")
+        out.append(Finding("warning", "graph_capture", "decode_graphs_skipped", message, fix))
+    cache_tokens, stock_tokens = encoder_cache_tokens(i)
+    if cache_tokens < stock_tokens:
+        # Measured (benchmarks/results/reliability_cpu_quiet.md): 14.8 vs 31.9 req/s on repeated images, 32.4 after.
+        message = (
+            f"vLLM's encoder cache will hold {cache_tokens} tokens (stock vLLM: {stock_tokens}): with images capped "
+            "at the largest bucket, fewer encoded images stay cached, and traffic that repeats images with new text "
+            "re-runs the vision encoder"
+        )
+        raise_to = f"raise --max-num-batched-tokens to {stock_tokens} if your traffic repeats images"
+        out.append(Finding("info", "runtime", "encoder_cache_smaller", message,
+                           Fix(raise_to, "--max-num-batched-tokens", stock_tokens)))  # fmt: skip
+    return tuple(out)

@@ -1,0 +1,237 @@
+"""The plan's inputs: :class:`PlanInputs` (frozen, every default resolved) built from :class:`~.args.SizingArgs`,
+the environment settings and the runtime's own variables, with every bad value reported against the flag or
+variable it came from, as the user spelled it. Shared by ``memory plan``, ``serve`` and the OOM doctor."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+
+from vllm_hpu_mm.envs import Settings
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.models import devices
+from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
+from vllm_hpu_mm.models.dims import ModelDims, dtype_bytes
+from vllm_hpu_mm.models.lookup import resolve
+from vllm_hpu_mm.plan import validate
+from vllm_hpu_mm.plan.args import SizingArgs
+from vllm_hpu_mm.plan.costs import ESTIMATES, CostProfile
+from vllm_hpu_mm.plan.vision_cost import DEFAULT_POOL_MODE, PoolMode
+from vllm_hpu_mm.runtimes import registry
+from vllm_hpu_mm.runtimes.base import Runtime, RuntimeModel
+from vllm_hpu_mm.values import GIB, Backend, Buckets, parse_buckets
+
+__all__ = [
+    "DEFAULT_GPU_MEMORY_UTILIZATION",
+    "DEFAULT_MAX_NUM_BATCHED_TOKENS",
+    "DEFAULT_MAX_NUM_SEQS",
+    "PlanInputs",
+    "build",
+    "provenance",
+]
+
+#: vLLM 0.32's EngineArgs default for --gpu-memory-utilization.
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
+DEFAULT_MAX_NUM_SEQS = 256
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanInputs:
+    model: ModelDims
+    device: str
+    #: hpu, cuda or cpu: picks the default pool model and the wording of warnings.
+    backend: Backend
+    total_bytes: int
+    #: Free device memory *before* loading the model (a reading, or the nominal total); ignored when
+    #: ``free_after_load_bytes`` is given.
+    free_before_load_bytes: int
+    #: Free memory after weights and profiling, stated directly (the guide's starting point), or None to estimate.
+    free_after_load_bytes: int | None
+    dtype_size: int
+    tensor_parallel_size: int
+    gpu_memory_utilization: float
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    block_size: int
+    buckets: tuple[int, ...] | None
+    graph_reserved_mem: float
+    graph_prompt_ratio: float
+    graph_multimodal_prompt_ratio: float
+    pool_mode: PoolMode
+    #: The serving runtime's model: its traits and the text graphs it warms (:mod:`vllm_hpu_mm.runtimes`).
+    runtime: RuntimeModel
+    #: An explicit KV-cache size (vLLM's --kv-cache-memory-bytes): it then replaces rule 2's KV share.
+    kv_cache_memory_bytes: int | None = None
+    #: vLLM's --quantization, for the weight size (see models.dims.QUANTIZED_WEIGHT_BITS).
+    quantization: str | None = None
+    #: Graph cost coefficients: the built-in estimates, or what a warm-up log measured (``memory calibrate``).
+    costs: CostProfile = ESTIMATES
+    pipeline_parallel_size: int = 1
+    #: Replicas: each plans the same card, so it changes nothing per card (reported only).
+    data_parallel_size: int = 1
+    #: ``--enforce-eager``: no graphs at all on any runtime.
+    enforce_eager: bool = False
+    #: VLLM_SKIP_WARMUP: the runtime warms no graph at startup.
+    skip_warmup: bool = False
+    #: How the runtime was chosen (what ``auto`` found installed), for the plan's output.
+    runtime_found: str = ""
+
+    @property
+    def runtime_name(self) -> Runtime:
+        return self.runtime.name
+
+    @property
+    def cards_per_replica(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+
+def provenance(args: SizingArgs, i: PlanInputs) -> dict[str, str]:
+    """Where the plan's model dimensions and device total came from, for the plan's output."""
+    if args.total_memory_gib is not None:
+        device = f"{args.flag('total_memory_gib')} {args.total_memory_gib:g}"
+    elif i.device in devices.KNOWN_DEVICES:
+        device = devices.KNOWN_DEVICES[i.device].source
+    else:
+        device = f"read at plan time with {devices.READING_SOURCE[i.backend]}"
+    if i.backend == "cpu" and i.tensor_parallel_size > 1:
+        device += f"; divided by --tensor-parallel-size {i.tensor_parallel_size} (CPU ranks share the host)"
+    return {"model_source": i.model.source, "device_source": device}
+
+
+def _ratio(args: SizingArgs, field: str, setting: float) -> float:
+    value: float | None = getattr(args, field)
+    if value is None:
+        return setting  # already validated by envs.load()
+    return validate.check_ratio(value, args.flag(field))
+
+
+def _device(args: SizingArgs) -> tuple[devices.DeviceSpec, int, int]:
+    """(device, total bytes, free bytes before loading) for ``--device``, with ``--total-memory-gib`` applied."""
+    name = (args.device or "gaudi2").strip().lower()
+    if name == "auto":
+        reading = devices.read_device("auto")
+        spec = devices.reading_spec(reading)
+        free_before = reading.free_bytes
+    else:
+        spec = devices.device_spec(name, source=args.flag("device"))
+        free_before = devices.read_cpu().free_bytes if spec.backend == "cpu" else spec.total_bytes
+    total = spec.total_bytes
+    if args.total_memory_gib is not None:
+        total = round(args.total_memory_gib * GIB)
+        free_before = min(free_before, total) if name in ("auto", "cpu") else total
+    tp = args.tensor_parallel_size or 1
+    if spec.backend == "cpu" and tp > 1:
+        # vLLM's CPU tensor-parallel ranks are processes on one host: each plans against its share of host memory.
+        total, free_before = total // tp, free_before // tp
+    return spec, total, free_before
+
+
+def _runtime_model(args: SizingArgs, backend: Backend, runtime_env: Mapping[str, str]) -> tuple[RuntimeModel, str]:
+    detection = registry.resolve(args.runtime or "auto", backend, source=args.flag("runtime"))
+    bucket_file = runtime_env.get("VLLM_BUCKETING_FROM_FILE")
+    text = None
+    if bucket_file and detection.runtime is Runtime.VLLM_GAUDI:
+        try:
+            text = Path(bucket_file).expanduser().read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"VLLM_BUCKETING_FROM_FILE={bucket_file!r}: cannot read it ({exc.strerror or exc}); "
+                              "accepted: a readable vllm-gaudi bucket file") from None  # fmt: skip
+    return registry.model_for(detection.runtime, runtime_env, bucket_file_text=text), detection.found
+
+
+def _check_ranges(args: SizingArgs) -> None:
+    """Counts and memory sizes within range, each error naming the flag as it was spelled."""
+    for field in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_model_len",
+                  "max_num_seqs", "max_num_batched_tokens", "block_size", "max_buckets"):  # fmt: skip
+        validate.check_positive(getattr(args, field), args.flag(field))
+    validate.check_positive(args.kv_cache_memory_bytes, args.flag("kv_cache_memory_bytes"),
+                            maximum=int(validate.MAX_MEMORY_GIB) * GIB)  # fmt: skip
+    validate.check_gib(args.free_memory_gib, args.flag("free_memory_gib"))
+    validate.check_gib(args.total_memory_gib, args.flag("total_memory_gib"), positive=True)
+
+
+def _buckets(args: SizingArgs, settings: Settings) -> Buckets | None:
+    """The vision buckets: the flag's (``None`` disables them), else VLLM_MULTIMODAL_BUCKETS."""
+    if args.buckets is None:
+        return settings.multimodal_buckets
+    if args.buckets.strip().lower() == "none":
+        return None
+    return parse_buckets(args.buckets, source=args.flag("buckets"))
+
+
+def _pool_mode(args: SizingArgs, backend: Backend) -> PoolMode:
+    if args.vision_pool is None:
+        return DEFAULT_POOL_MODE[backend]
+    try:
+        return PoolMode(args.vision_pool)
+    except ValueError:
+        raise ConfigError(
+            f"{args.flag('vision_pool')}={args.vision_pool!r}; accepted: {', '.join(m.value for m in PoolMode)}"
+        ) from None
+
+
+def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] | None = None) -> PlanInputs:
+    """Resolve defaults and validate; raises :class:`ConfigError` naming the flag or variable as it was spelled.
+    ``runtime_env``: the runtime's own variables that are set (vllm-gaudi's bucketing), name -> raw value."""
+    flag = args.flag
+    model = resolve(args.model or DEFAULT_MODEL, source=flag("model"), revision=args.revision)
+    size = dtype_bytes(args.dtype or "auto", source=flag("dtype"))
+    tp, pp, dp = (args.tensor_parallel_size or 1, args.pipeline_parallel_size or 1, args.data_parallel_size or 1)
+    _check_ranges(args)
+    util = DEFAULT_GPU_MEMORY_UTILIZATION if args.gpu_memory_utilization is None else args.gpu_memory_utilization
+    validate.check_ratio(util, flag("gpu_memory_utilization"), allow_zero=False)
+    reserved = _ratio(args, "graph_reserved_mem", settings.graph_reserved_mem)
+    prompt = _ratio(args, "graph_prompt_ratio", settings.graph_prompt_ratio)
+    mm = _ratio(args, "graph_multimodal_prompt_ratio", settings.graph_multimodal_prompt_ratio)
+    buckets = _buckets(args, settings)
+
+    spec, total, free_before = _device(args)
+    free_after = round(args.free_memory_gib * GIB) if args.free_memory_gib is not None else None
+    total_note = (
+        f"stated by {flag('total_memory_gib')}" if args.total_memory_gib is not None else f"{spec.name}'s total"
+    )
+    total_flag = flag("total_memory_gib")
+    validate.check_within_total(free_after, total, flag("free_memory_gib"), "free memory", total_note, total_flag)
+    validate.check_within_total(args.kv_cache_memory_bytes, total, flag("kv_cache_memory_bytes"), "a KV cache",
+                                total_note, total_flag)  # fmt: skip
+    block_size = args.block_size or spec.block_size
+    validate.check_block_size(spec.backend, block_size, flag("block_size"))
+    validate.check_tensor_parallel(model, tp, flag("tensor_parallel_size"))
+    quant_flag = (
+        flag("quantization") if args.quantization is not None else f"{model.source}: quantization_config.quant_method"
+    )
+    quantization = validate.check_quantization(args.quantization or model.quantization, quant_flag)
+
+    runtime, found = _runtime_model(args, spec.backend, runtime_env or {})
+    pool = _pool_mode(args, spec.backend)
+    return PlanInputs(
+        model=model,
+        device=spec.name,
+        backend=spec.backend,
+        total_bytes=total,
+        free_before_load_bytes=free_before,
+        free_after_load_bytes=free_after,
+        dtype_size=size,
+        tensor_parallel_size=tp,
+        gpu_memory_utilization=util,
+        max_model_len=args.max_model_len or model.max_position_embeddings,
+        max_num_seqs=args.max_num_seqs or DEFAULT_MAX_NUM_SEQS,
+        max_num_batched_tokens=args.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS,
+        block_size=block_size,
+        buckets=buckets,
+        graph_reserved_mem=reserved,
+        graph_prompt_ratio=prompt,
+        graph_multimodal_prompt_ratio=mm,
+        pool_mode=pool,
+        runtime=runtime,
+        kv_cache_memory_bytes=args.kv_cache_memory_bytes,
+        quantization=quantization,
+        pipeline_parallel_size=pp,
+        data_parallel_size=dp,
+        enforce_eager=bool(args.enforce_eager),
+        skip_warmup=settings.skip_warmup,
+        runtime_found=found,
+    )

@@ -1,0 +1,77 @@
+"""The steps ``memory plan`` and ``serve`` share, as library functions: apply the measured costs of a profile, then
+plan with the bucket list chosen over the sizes (:func:`.bucket_choice.choose`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from vllm_hpu_mm.envs import Settings
+from vllm_hpu_mm.logs.profile import Profile, default_profile_path, load_profile
+from vllm_hpu_mm.plan.bucket_choice import BucketChoice, choose, read_sizes
+from vllm_hpu_mm.plan.costs import COST_FIELDS
+from vllm_hpu_mm.plan.inputs import PlanInputs
+from vllm_hpu_mm.plan.planner import Plan
+from vllm_hpu_mm.values import GIB
+
+__all__ = ["apply_profile", "plan_and_choose", "plan_with_profile"]
+
+
+def apply_profile(inputs: PlanInputs, profile: Profile, *, free_stated: bool) -> tuple[PlanInputs, list[str]]:
+    """The plan inputs with the profile's measured costs, and what was (not) applied and why.
+
+    The graph costs apply when the profile was measured on the plan's backend (HPU costs on an HPU plan). The
+    measured free memory after load applies only for the same model and device, and only when no free memory was
+    stated on the command line.
+    """
+    notes: list[str] = []
+    if profile.backend not in (None, inputs.backend):
+        return inputs, [f"profile {profile.path} was measured on {profile.backend}; this plan is for "
+                        f"{inputs.backend}: its graph costs are not applied (all estimated)"]  # fmt: skip
+    out = dataclasses.replace(inputs, costs=profile.costs)
+    if profile.costs.measured:
+        notes.append(f"measured (profile {profile.path}): {', '.join(profile.costs.measured)}")
+    if (profile.free_after_load_bytes is not None and not free_stated and profile.model == inputs.model.name
+            and profile.device in (None, inputs.device)):  # fmt: skip
+        out = dataclasses.replace(out, free_after_load_bytes=profile.free_after_load_bytes)
+        notes.append(f"measured (profile): free after load {profile.free_after_load_bytes / GIB:.2f} GiB")
+    estimated = [n for n in COST_FIELDS if n not in profile.costs.measured]
+    if estimated:
+        notes.append(f"estimated (built-in): {', '.join(estimated)}")
+    return out, notes
+
+
+def plan_with_profile(
+    inputs: PlanInputs, arg: str | None, setting: str | None, *, free_stated: bool, flag: str = "--profile"
+) -> tuple[PlanInputs, dict[str, Any]]:
+    """Apply ``--profile`` (or the default location when it exists) to the plan inputs; the ``costs`` report."""
+    if arg is not None and arg.strip().lower() == "none":
+        return inputs, {"profile": None, "notes": [f"estimated (built-in): every graph cost ({flag} none)"]}
+    path = Path(arg).expanduser() if arg else default_profile_path(setting)
+    if arg is None and not path.is_file():
+        return inputs, {"profile": None, "notes": ["estimated (built-in): every graph cost; no profile (run "
+                                                    "`vllm-hpu-mm memory calibrate LOG` after a warm-up)"]}  # fmt: skip
+    profile = load_profile(path, flag if arg else "VLLM_HPU_MM_PROFILE / default profile")
+    out, notes = apply_profile(inputs, profile, free_stated=free_stated)
+    return out, {"profile": str(path), "measured": list(out.costs.measured), "notes": notes}
+
+
+def plan_and_choose(
+    inputs: PlanInputs,
+    settings: Settings,
+    *,
+    profile: str | None,
+    profile_flag: str = "--profile",
+    free_stated: bool,
+    sizes: str | None,
+    sizes_flag: str,
+    max_buckets: int | None,
+    keep: bool,
+) -> tuple[Plan, BucketChoice | None, dict[str, Any]]:
+    """Measured costs from the profile, then the plan with its bucket list chosen over the sizes; also the costs
+    report."""
+    inputs, costs = plan_with_profile(inputs, profile, settings.profile, free_stated=free_stated, flag=profile_flag)
+    sample = read_sizes(sizes, flag=sizes_flag) if sizes is not None else None
+    result, choice = choose(inputs, sample, max_buckets=max_buckets, mode=settings.align_mode, keep=keep)
+    return result, choice, costs

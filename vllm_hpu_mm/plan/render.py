@@ -1,0 +1,183 @@
+"""A :class:`~vllm_hpu_mm.plan.planner.Plan` as a JSON-ready dict and as a text table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vllm_hpu_mm.plan.bucket_choice import BucketChoice
+from vllm_hpu_mm.plan.bucket_fit import BucketFit
+from vllm_hpu_mm.plan.planner import Plan
+from vllm_hpu_mm.runtimes.base import PARTS, Exports
+from vllm_hpu_mm.values import GIB
+
+
+def _fit_dict(f: BucketFit | None) -> dict[str, Any] | None:
+    if f is None:
+        return None
+    e = f.evaluation
+    return {
+        "buckets": list(f.buckets),
+        "efficiency": round(e.efficiency, 4),
+        "num_images": e.num_images,
+        "num_shrunk": e.num_shrunk,
+        "shrunk_share": round(f.shrunk_share, 4),
+        "capture_bytes": f.capture_bytes,
+    }
+
+
+def choice_dict(c: BucketChoice) -> dict[str, Any]:
+    return {"sizes": c.sizes.source, "replaced": c.replaced, "reason": c.reason, "before": _fit_dict(c.before),
+            "after": _fit_dict(c.after)}  # fmt: skip
+
+
+def to_dict(
+    p: Plan,
+    exports: Exports | None = None,
+    choice: BucketChoice | None = None,
+    sources: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The plan as one JSON-ready object; ``sources`` (``inputs.provenance``) says where the model dimensions and the
+    device total came from."""
+    i, s = p.inputs, p.split
+    return {
+        **(sources or {}),
+        "verdict": p.verdict,
+        "runtime": i.runtime.name.value,
+        "runtime_found": i.runtime_found,
+        "enforcement": exports.enforcement_dict() if exports is not None else None,
+        "precision": exports.precision if exports is not None else None,
+        "model": i.model.name,
+        "device": i.device,
+        "backend": i.backend,
+        "tensor_parallel_size": i.tensor_parallel_size,
+        "pipeline_parallel_size": i.pipeline_parallel_size,
+        "data_parallel_size": i.data_parallel_size,
+        "per_card": f"one card of TP {i.tensor_parallel_size} x PP {i.pipeline_parallel_size} (first stage); "
+        f"each of the {i.data_parallel_size} replica(s) plans the same card",
+        "vision_pool_mode": i.pool_mode.value,
+        "total_bytes": i.total_bytes,
+        "weight_bytes": p.weight_bytes,
+        "profile_bytes": p.profile_bytes,
+        "free_after_load_bytes": p.free_after_load_bytes,
+        "free_after_load_stated": i.free_after_load_bytes is not None,
+        "usable_bytes": s.usable_bytes,
+        "kv_cache_bytes": s.kv_cache_bytes,
+        "kv_bytes_per_token": p.kv_bytes_per_token,
+        "kv_blocks": p.kv_blocks,
+        "block_size": i.block_size,
+        "max_model_len": i.max_model_len,
+        "max_num_seqs": i.max_num_seqs,
+        "max_num_batched_tokens": i.max_num_batched_tokens,
+        "max_concurrent_seqs": p.max_concurrent_seqs,
+        "graph_bytes": s.graph_bytes,
+        "prefill_graph_bytes": s.prefill_graph_bytes,
+        "decode_graph_bytes": s.decode_graph_bytes,
+        "prefill_text_graph_bytes": s.prefill_text_graph_bytes,
+        "prefill_vision_graph_bytes": s.prefill_vision_graph_bytes,
+        "vision_buckets": list(i.buckets or ()),
+        "vision_buckets_captured": list(p.vision_buckets_captured),
+        "vision_buckets_skipped": list(p.vision_buckets_skipped),
+        "vision_capture_bytes": p.vision_capture_bytes,
+        "prefill_graphs_fit": p.prefill_graphs_fit,
+        "prefill_graphs_total": p.prefill_graphs_total,
+        "decode_graphs_fit": p.decode_graphs_fit,
+        "decode_graphs_total": p.decode_graphs_total,
+        "text_graphs_source": p.text_graphs.source,
+        "bucket_plan": choice_dict(choice) if choice is not None else None,
+        "settings": {
+            "gpu_memory_utilization": i.gpu_memory_utilization,
+            "VLLM_GRAPH_RESERVED_MEM": i.graph_reserved_mem,
+            "VLLM_GRAPH_PROMPT_RATIO": i.graph_prompt_ratio,
+            "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO": i.graph_multimodal_prompt_ratio,
+            "tensor_parallel_size": i.tensor_parallel_size,
+            "dtype_bytes": i.dtype_size,
+            "quantization": i.quantization,
+        },
+        "warnings": [
+            {"severity": f.severity, "stage": f.stage, "code": f.code, "message": f.message, "fix": f.fix.text}
+            for f in p.findings
+        ],
+    }
+
+
+def _gib(n: int) -> str:
+    return f"{n / GIB:10.2f} GiB"
+
+
+def _choice_lines(c: BucketChoice) -> list[str]:
+    def line(name: str, f: BucketFit | None) -> str:
+        if f is None:
+            return f"  {name}: none fits"
+        e = f.evaluation
+        shrunk = f"shrunk {e.num_shrunk}/{e.num_images} ({f.shrunk_share:.1%})"
+        return f"  {name}: {','.join(map(str, f.buckets))}  efficiency {e.efficiency:.3f}, {shrunk}, graphs " + (
+            f"{f.capture_bytes / GIB:.2f} GiB"
+        )
+
+    verdict = "replaced" if c.replaced else "kept"
+    return [f"vision buckets over {c.sizes.source}: {verdict} ({c.reason})", line("before", c.before),
+            line("after", c.after)]  # fmt: skip
+
+
+def _enforcement_lines(e: Exports) -> list[str]:
+    out = ["enforcement (what makes the runtime respect each part):"]
+    for name in PARTS:
+        part = e.enforcement[name]
+        knobs = ", ".join(part.by) or "nothing to set"
+        state = "honoured" if part.honoured else "NOT honoured"
+        out.append(f"  {name:<22} {state} by {knobs}" + (f" ({part.note})" if part.note else ""))
+    prec = e.precision
+    out.append(f"precision: fp32 softmax {'on' if prec['fp32_softmax'] else 'off'} ({prec['set_by']}; {prec['note']})")
+    return out
+
+
+def to_table(
+    p: Plan,
+    exports: Exports | None = None,
+    choice: BucketChoice | None = None,
+    sources: dict[str, str] | None = None,
+) -> str:
+    i, s = p.inputs, p.split
+    src = sources or {}
+    free_note = "stated" if i.free_after_load_bytes is not None else "total/free - weights - profiling (estimate)"
+    captured = ",".join(map(str, p.vision_buckets_captured)) or "-"
+    skipped = ",".join(map(str, p.vision_buckets_skipped)) or "-"
+    graphs = i.pool_mode.value != "none"
+    rows = [
+        ("runtime", i.runtime.name.value, i.runtime_found),
+        ("model", i.model.name,
+         f"TP {i.tensor_parallel_size} x PP {i.pipeline_parallel_size} (per card: the first stage), "
+         f"DP {i.data_parallel_size}, {i.dtype_size}-byte dtype" + (f", {i.quantization}" if i.quantization else "")),
+        ("device", f"{i.device} ({i.backend})",
+         f"{i.total_bytes / GIB:.2f} GiB total" + (f" ({src['device_source']})" if "device_source" in src else "")),
+        ("weights", _gib(p.weight_bytes), "per card"),
+        ("profiling peak", _gib(p.profile_bytes),
+         "estimate" if p.profile_bytes else "none: the runtime runs no profiling forward pass"),
+        ("free after load", _gib(p.free_after_load_bytes), free_note),
+        ("usable", _gib(s.usable_bytes), f"x gpu_memory_utilization {i.gpu_memory_utilization}"),
+        ("KV cache", _gib(s.kv_cache_bytes),
+         f"{p.kv_blocks} blocks of {i.block_size}; {p.max_concurrent_seqs} seqs at max_model_len {i.max_model_len}"),
+        ("graphs", _gib(s.graph_bytes),
+         f"x VLLM_GRAPH_RESERVED_MEM {i.graph_reserved_mem}" if graphs else "none: eager (no graph pool)"),
+        ("  decode", _gib(s.decode_graph_bytes),
+         f"{p.decode_graphs_fit}/{p.decode_graphs_total} graphs fit ({p.text_graphs.source})"),
+        ("  prefill", _gib(s.prefill_graph_bytes), f"x VLLM_GRAPH_PROMPT_RATIO {i.graph_prompt_ratio}"),
+        ("    text", _gib(s.prefill_text_graph_bytes),
+         f"x VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO {i.graph_multimodal_prompt_ratio}; "
+         f"{p.prefill_graphs_fit}/{p.prefill_graphs_total} graphs fit"),
+        ("    vision", _gib(s.prefill_vision_graph_bytes),
+         f"{i.pool_mode.value} pool; captured {captured} ({p.vision_capture_bytes / GIB:.2f} GiB); skipped {skipped}"),
+    ]  # fmt: skip
+    width = max(len(r[0]) for r in rows)
+    lines = [f"{name:<{width}}  {value:>16}  {note}" for name, value, note in rows]
+    if "model_source" in src:
+        lines.append(f"model dimensions: {src['model_source']}")
+    if choice is not None:
+        lines += _choice_lines(choice)
+    if exports is not None:
+        lines += _enforcement_lines(exports)
+    lines.append(f"verdict: {p.verdict}")
+    for f in p.findings:
+        lines.append(f"{f.severity} [{f.stage}]: {f.message}")
+        lines.append(f"  fix: {f.fix.text}")
+    return "\n".join(lines)

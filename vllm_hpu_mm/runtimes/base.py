@@ -1,0 +1,180 @@
+"""What every runtime model says, as types: the runtime's name, its traits (which of the guide's variables it reads,
+whether it profiles before sizing the KV cache), the text graphs it warms for an engine shape, and what ``serve``
+hands it (:class:`Exports`: environment, arguments, files, and how each part of the plan is enforced).
+
+Nothing here imports the plan: the plan reads runtimes through :class:`RuntimeModel`, and each runtime's exporter
+(``runtimes/<runtime>/exports.py``) reads the plan.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from typing import Literal, Protocol
+
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.values import Backend
+
+__all__ = [
+    "GRAPH_MULTIMODAL_PROMPT_RATIO",
+    "GRAPH_PROMPT_RATIO",
+    "GRAPH_RESERVED_MEM",
+    "PARTS",
+    "RUNTIME_CHOICES",
+    "EngineShape",
+    "Exports",
+    "Part",
+    "PartName",
+    "Runtime",
+    "RuntimeModel",
+    "RuntimeTraits",
+    "ServerFlags",
+    "TextShapes",
+]
+
+#: The guide's memory variables: planning inputs everywhere, read by some runtimes only (:attr:`RuntimeTraits.reads`).
+GRAPH_RESERVED_MEM = "VLLM_GRAPH_RESERVED_MEM"
+GRAPH_PROMPT_RATIO = "VLLM_GRAPH_PROMPT_RATIO"
+GRAPH_MULTIMODAL_PROMPT_RATIO = "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO"
+
+
+class Runtime(str, enum.Enum):
+    VLLM_GAUDI = "vllm-gaudi"
+    VLLM_FORK = "vllm-fork"
+    VLLM_CUDA = "vllm-cuda"
+    VLLM_CPU = "vllm-cpu"
+
+
+RUNTIME_CHOICES = ("auto", *(r.value for r in Runtime))
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeTraits:
+    """What a runtime does with the guide's knobs, as its source shows. Exports and the plan's fixes are worded
+    from these: a fix never asks a user to set a variable the runtime does not read without saying so."""
+
+    backend: Backend
+    #: The guide's memory variables the runtime reads (:data:`GRAPH_RESERVED_MEM`, the two prompt ratios).
+    reads: frozenset[str]
+    #: Runs a profiling forward pass before sizing the KV cache (its activation peak is then not free).
+    profiles_forward: bool
+    #: The runtime's own fp32-softmax default for Qwen2.5-VL's language model, and who owns it.
+    fp32_softmax_default: bool
+    fp32_softmax_note: str
+    #: How ``serve`` makes this runtime respect the parts of the plan it does not read as ratios (for fix texts).
+    enforced_by: str
+    #: The fork's code gives ``VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO`` to vision (the guide gives it to text).
+    multimodal_ratio_is_vision_share: bool = False
+    #: Why ``VLLM_MULTIMODAL_BUCKETS=None`` with warm-up on makes this runtime fail (its source); "" where it does not.
+    none_buckets_fail_warmup: str = ""
+
+    def knobs(self, runtime: Runtime, *variables: str) -> str:
+        """How a fix names the guide's ``variables`` (alternatives, "A or B"): as they are where the runtime reads
+        them, else marked as planning inputs, with how ``serve`` enforces the plan instead."""
+        text = " or ".join(variables)
+        unread = [v for v in variables if v not in self.reads]
+        if not unread:
+            return text
+        if len(unread) == 1:
+            what = f"{unread[0]} is a planning input here: {runtime.value} does not read it"
+        else:
+            what = f"planning inputs here: {runtime.value} reads {'neither' if len(unread) == 2 else 'none of them'}"
+        return f"{text} ({what}; {self.enforced_by})"
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineShape:
+    """The engine numbers a runtime's bucketing reads (vllm-gaudi: ``HPUBucketingManager.initialize``,
+    ``warmup_model`` @ 091bbadd).
+
+    ``max_num_batched_tokens`` is the scheduler's final value (vLLM fills it in when chunked prefill is off).
+    ``num_kv_blocks`` is known only at run time: the runtime sets it from the KV cache it allocated.
+    ``skip_decode_block_clamp`` is True only for hybrid / interleaved-sliding-window models (not Qwen2.5-VL).
+    """
+
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    block_size: int
+    num_kv_blocks: int
+    num_speculative_tokens: int = 0
+    mamba_chunk_size: int = 0
+    mamba_chunk_size_is_explicit: bool = False
+    skip_decode_block_clamp: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size", "num_kv_blocks"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"EngineShape.{name}={getattr(self, name)} is invalid; accepted: an integer >= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class TextShapes:
+    """The language-model graphs a runtime warms: prefill ``(batch, query tokens, context blocks)`` and decode
+    ``(batch, KV blocks)`` (CUDA: ``(tokens, 0)`` per capture size), and how they were obtained, in words."""
+
+    prefill: tuple[tuple[int, int, int], ...]
+    decode: tuple[tuple[int, int], ...]
+    source: str
+
+
+class RuntimeModel(Protocol):
+    """One serving runtime, as the plan sees it."""
+
+    @property
+    def name(self) -> Runtime: ...
+
+    @property
+    def traits(self) -> RuntimeTraits: ...
+
+    def text_shapes(self, shape: EngineShape) -> TextShapes:
+        """The prefill and decode graphs the runtime warms for ``shape`` (not called without graphs)."""
+        ...
+
+
+PartName = Literal["kv_cache", "decode_graphs", "prefill_text_graphs", "prefill_vision_graphs"]
+PARTS: tuple[PartName, ...] = ("kv_cache", "decode_graphs", "prefill_text_graphs", "prefill_vision_graphs")
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """How one part of the plan is enforced: the knobs that make the runtime respect it, and whether it does."""
+
+    by: tuple[str, ...]
+    honoured: bool
+    note: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {"by": list(self.by), "honoured": self.honoured, "note": self.note}
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerFlags:
+    """What the user's server arguments and environment already say about the knobs we might set."""
+
+    #: ``--limit-mm-per-prompt`` as given (JSON text), or None.
+    limit_mm_per_prompt: str | None = None
+    #: The user's ``--compilation-config`` as a dict, or None when not given.
+    compilation_config: Mapping[str, object] | None = None
+    kv_cache_memory_bytes_given: bool = False
+    #: Variables the user already set for the runtime (we never override those).
+    user_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    skip_warmup: bool = False
+    #: The user's VLLM_FP32_SOFTMAX as parsed by our environment registry, None when unset.
+    fp32_softmax: bool | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Exports:
+    env: dict[str, str]
+    args: tuple[str, ...]
+    #: File name -> content, written beside each other by ``serve`` (the bucket file for vllm-gaudi).
+    files: dict[str, str]
+    enforcement: dict[PartName, Part]
+    notes: tuple[str, ...]
+    #: The language model's effective fp32-softmax setting and who owns it.
+    precision: dict[str, object]
+
+    def enforcement_dict(self) -> dict[str, dict[str, object]]:
+        return {name: part.to_dict() for name, part in self.enforcement.items()}

@@ -1,0 +1,107 @@
+"""The pieces every runtime's exports share: the guide's variables the runtime reads (from its traits), the
+vision buckets that fit, the language model's precision, and one way to assemble :class:`~.base.Exports`."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from vllm_hpu_mm.plan.planner import Plan
+from vllm_hpu_mm.runtimes.base import (
+    GRAPH_MULTIMODAL_PROMPT_RATIO,
+    GRAPH_PROMPT_RATIO,
+    GRAPH_RESERVED_MEM,
+    Exports,
+    Part,
+    PartName,
+    Runtime,
+    ServerFlags,
+)
+
+__all__ = ["Draft", "export_buckets"]
+
+
+@dataclasses.dataclass
+class Draft:
+    """Exports being built for one plan: what is set so far and the notes that explain it."""
+
+    plan: Plan
+    flags: ServerFlags
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+    args: list[str] = dataclasses.field(default_factory=list)
+    files: dict[str, str] = dataclasses.field(default_factory=dict)
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def start(cls, plan: Plan, flags: ServerFlags) -> Draft:
+        """A draft holding the guide's variables that the plan's runtime reads (its traits): the graph share
+        always, the prompt ratios only while graphs are on."""
+        draft = cls(plan, flags)
+        i = plan.inputs
+        traits = i.runtime.traits
+        if GRAPH_RESERVED_MEM in traits.reads:
+            draft.env[GRAPH_RESERVED_MEM] = str(i.graph_reserved_mem)
+        if i.enforce_eager:
+            if GRAPH_RESERVED_MEM in traits.reads:
+                draft.notes.append(
+                    f"--enforce-eager: the runtime reserves no graph memory ({GRAPH_RESERVED_MEM} is read as 0)"
+                )
+            return draft
+        if GRAPH_PROMPT_RATIO in traits.reads:
+            draft.env[GRAPH_PROMPT_RATIO] = str(i.graph_prompt_ratio)
+        if GRAPH_MULTIMODAL_PROMPT_RATIO in traits.reads:
+            share = i.graph_multimodal_prompt_ratio
+            value = str(round(1 - share, 6)) if traits.multimodal_ratio_is_vision_share else str(share)
+            draft.env[GRAPH_MULTIMODAL_PROMPT_RATIO] = value
+            if traits.multimodal_ratio_is_vision_share:
+                draft.notes.append(
+                    f"{i.runtime.name.value}: {GRAPH_MULTIMODAL_PROMPT_RATIO}={value} is the vision share in its code, "
+                    f"which gives text the guide's {share}"
+                )
+        return draft
+
+    def kv_part(self) -> Part:
+        """The KV cache is bounded by the graph share (where the runtime reads it) and the utilisation."""
+        reads = self.plan.inputs.runtime.traits.reads
+        return Part((*((GRAPH_RESERVED_MEM,) if GRAPH_RESERVED_MEM in reads else ()), "--gpu-memory-utilization"), True)
+
+    def precision(self) -> dict[str, object]:
+        """The language model's fp32-softmax setting: the user's VLLM_FP32_SOFTMAX, else the runtime's default."""
+        note = self.plan.inputs.runtime.traits.fp32_softmax_note
+        if self.flags.fp32_softmax is None:
+            return {"fp32_softmax": self.plan.inputs.runtime.traits.fp32_softmax_default, "set_by": "runtime default",
+                    "note": note}  # fmt: skip
+        return {"fp32_softmax": self.flags.fp32_softmax, "set_by": "VLLM_FP32_SOFTMAX", "note": note}
+
+    def finish(self, parts: dict[PartName, Part]) -> Exports:
+        return Exports(self.env, tuple(self.args), self.files, parts, tuple(self.notes), self.precision())
+
+    def eager(self, kv: Part) -> Exports:
+        """--enforce-eager: no graph part to bound."""
+        none = Part(("--enforce-eager",), True, "no graphs: nothing to bound")
+        return self.finish(
+            {"kv_cache": kv, "decode_graphs": none, "prefill_text_graphs": none, "prefill_vision_graphs": none}
+        )
+
+
+def export_buckets(d: Draft) -> tuple[str, ...]:
+    """Export the captured vision buckets (never ``None`` while vllm-gaudi's warm-up is on); the knobs used, () when
+    none can be."""
+    plan = d.plan
+    i = plan.inputs
+    captured = plan.vision_buckets_captured
+    if not i.buckets:
+        if not d.flags.skip_warmup and i.runtime.name is Runtime.VLLM_GAUDI:
+            return ()
+        d.env["VLLM_MULTIMODAL_BUCKETS"] = "None"
+        return ("VLLM_MULTIMODAL_BUCKETS",)
+    if not captured:
+        d.notes.append("no vision bucket's graph fits the vision pool: VLLM_MULTIMODAL_BUCKETS not exported")
+        return ()
+    d.env["VLLM_MULTIMODAL_BUCKETS"] = ",".join(map(str, captured))
+    if plan.vision_buckets_skipped:
+        d.notes.append(
+            f"pruned vision buckets {','.join(map(str, plan.vision_buckets_skipped))} (do not fit the vision graph "
+            f"pool): VLLM_MULTIMODAL_BUCKETS={d.env['VLLM_MULTIMODAL_BUCKETS']}; larger images follow "
+            "VLLM_HPU_MM_OVERSIZE_POLICY (default shrink: resized to the largest kept bucket)"
+        )
+    return ("VLLM_MULTIMODAL_BUCKETS",)

@@ -1,0 +1,45 @@
+"""What ``serve`` hands vLLM on CUDA: one ``--compilation-config`` with the vision buckets as the encoder's CUDA-graph
+token budgets and the decode graphs that fit as ``cudagraph_capture_sizes``; vLLM measures its graphs and gives the
+KV cache the rest. A user's own compilation config is left as it is (the fields to merge are printed)."""
+
+from __future__ import annotations
+
+import json
+
+from vllm_hpu_mm.runtimes.base import Exports, Part
+from vllm_hpu_mm.runtimes.exporting import Draft
+from vllm_hpu_mm.runtimes.vllm_cuda.encoder_graphs import encoder_cudagraph_config
+
+__all__ = ["exports"]
+
+
+def exports(d: Draft) -> Exports:
+    plan, i = d.plan, d.plan.inputs
+    kv = Part(("--gpu-memory-utilization",), True, "vLLM measures its graphs and gives the KV cache the rest: at "
+              "least the planned share while the graph parts stay within theirs")  # fmt: skip
+    if i.enforce_eager:
+        return d.eager(kv)
+    config: dict[str, object] = {}
+    budgets: tuple[str, ...] = ()
+    if i.buckets:
+        graph_buckets = plan.vision_buckets_captured or None
+        config.update(encoder_cudagraph_config(graph_buckets))
+        budgets = ("--compilation-config encoder_cudagraph_token_budgets",) if graph_buckets else ()
+    sizes = sorted(b.batch for b in plan.text_graphs.decode_kept)
+    if sizes:
+        config["cudagraph_capture_sizes"] = sizes
+    capture = ("--compilation-config cudagraph_capture_sizes",)
+    if d.flags.compilation_config is not None:
+        d.notes.append(f"CUDA: you pass your own compilation config; merge these fields into it: {json.dumps(config)}")
+        unmerged = "your --compilation-config is used as it is"
+        return d.finish({"kv_cache": kv, "decode_graphs": Part(capture, False, unmerged),
+                         "prefill_text_graphs": Part(capture, False, unmerged),
+                         "prefill_vision_graphs": Part(budgets, not i.buckets, unmerged)})  # fmt: skip
+    d.args += ["--compilation-config", json.dumps(config, sort_keys=True)]
+    d.notes.append("CUDA: vision buckets as vLLM encoder CUDA graphs, decode graphs that fit as capture sizes")
+    return d.finish({
+        "kv_cache": kv,
+        "decode_graphs": Part(capture, True),
+        "prefill_text_graphs": Part(capture, True, "vLLM captures by token count; longer prefills run piecewise"),
+        "prefill_vision_graphs": Part(budgets, bool(budgets) or not i.buckets),
+    })  # fmt: skip

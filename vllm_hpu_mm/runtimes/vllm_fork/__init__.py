@@ -1,0 +1,80 @@
+"""HabanaAI/vllm-fork (habana_main, the runtime the Gaudi guide describes): what it does with your environment.
+
+- Memory: available = free x ``gpu_memory_utilization``; graphs = available x ``VLLM_GRAPH_RESERVED_MEM``; prefill =
+  graphs x ``VLLM_GRAPH_PROMPT_RATIO``; and in its *code* vision = prefill x ``VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO``
+  (text the rest), the opposite of its guide. It runs a profiling forward pass before sizing the KV cache.
+- Graphs: captured ascending while the per-bucket estimate fits each pool; the rest are skipped. Its text buckets
+  are the exponential grid below (batch and query powers of two, decode batch x KV-block powers of two).
+- What ``serve`` hands it: :mod:`.exports`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from vllm_hpu_mm.runtimes.base import (
+    GRAPH_MULTIMODAL_PROMPT_RATIO,
+    GRAPH_PROMPT_RATIO,
+    GRAPH_RESERVED_MEM,
+    EngineShape,
+    Runtime,
+    RuntimeTraits,
+    TextShapes,
+)
+
+__all__ = ["PROMPT_BS_MAX", "TRAITS", "VllmFork", "decode_grid", "prefill_grid"]
+
+TRAITS = RuntimeTraits(
+    backend="hpu",
+    reads=frozenset({GRAPH_RESERVED_MEM, GRAPH_PROMPT_RATIO, GRAPH_MULTIMODAL_PROMPT_RATIO}),
+    profiles_forward=True,
+    fp32_softmax_default=False,
+    fp32_softmax_note="vllm-fork reads VLLM_FP32_SOFTMAX (default off)",
+    enforced_by="serve exports the ratios",
+    multimodal_ratio_is_vision_share=True,
+)
+
+#: Largest prefill batch in a bucket (the fork caps prompt batch buckets well below max_num_seqs).
+PROMPT_BS_MAX = 64
+
+
+def _powers_of_two(limit: int, start: int = 1) -> list[int]:
+    out, v = [], start
+    while v <= limit:
+        out.append(v)
+        v *= 2
+    return out
+
+
+def prefill_grid(shape: EngineShape) -> tuple[tuple[int, int, int], ...]:
+    """(batch, query length, 0): batch 1, 2, 4, ... up to ``min(max_num_seqs, PROMPT_BS_MAX)`` times query length
+    ``block_size``, ``2 x block_size``, ... up to ``min(max_model_len, max_num_batched_tokens)``, keeping
+    ``batch x length <= max_num_batched_tokens``."""
+    longest = min(shape.max_model_len, shape.max_num_batched_tokens)
+    lengths = _powers_of_two(longest, shape.block_size) or [longest]
+    return tuple(
+        (bs, length, 0)
+        for bs in _powers_of_two(min(shape.max_num_seqs, PROMPT_BS_MAX))
+        for length in lengths
+        if bs * length <= shape.max_num_batched_tokens
+    )
+
+
+def decode_grid(shape: EngineShape) -> tuple[tuple[int, int], ...]:
+    """(batch, KV blocks): batch 1, 2, 4, ... up to ``max_num_seqs`` (and ``max_num_seqs`` itself) times blocks 1,
+    2, 4, ... up to what that batch holds at ``max_model_len`` (never above the KV cache's blocks)."""
+    blocks_per_seq = -(-shape.max_model_len // shape.block_size)
+    out = []
+    for bs in sorted({*_powers_of_two(shape.max_num_seqs), shape.max_num_seqs}):
+        most = min(bs * blocks_per_seq, max(shape.num_kv_blocks, 1))
+        out += [(bs, blocks) for blocks in sorted({*_powers_of_two(most), most})]
+    return tuple(out)
+
+
+@dataclasses.dataclass(frozen=True)
+class VllmFork:
+    name: Runtime = Runtime.VLLM_FORK
+    traits: RuntimeTraits = TRAITS
+
+    def text_shapes(self, shape: EngineShape) -> TextShapes:
+        return TextShapes(prefill_grid(shape), decode_grid(shape), "fork-style exponential grid")

@@ -1,0 +1,269 @@
+"""vllm-gaudi's prompt and decode buckets: an exact, pure model of what its bucketing generates and warms.
+
+Modelled on vllm-gaudi main @ 091bbadd (``VLLM_GAUDI_COMMIT``), read file by file; our own code, not a copy. This
+module mirrors ``vllm_gaudi/extension/bucketing/common.py`` (``HPUBucketingManager.generate_{prompt,decode}_buckets``,
+``generate_buckets`` with its filters, the long-context "edge" buckets, the decode corrector, spec-decode buckets);
+the strategies' ranges are :mod:`.exponential`, :mod:`.linear` and :mod:`.padding_aware`, a bucket file is
+:mod:`.file_strategy`, the variables are parsed in :mod:`.config`. From ``v1/worker/hpu_model_runner.py``:
+``max_num_prefill_seqs`` (``VLLM_PROMPT_BS_BUCKET_MAX``, default 1) and ``warmup_model`` (what is generated, when
+warm-up is skipped).
+
+Nothing here imports vllm, torch or habana_frameworks, and nothing here was run on Gaudi. The harness
+``benchmarks/vllm_gaudi_bucket_counts.py`` checks this model against vllm-gaudi's own code on CPU.
+
+A run-time input we cannot know before launch: ``EngineShape.num_kv_blocks`` (vllm-gaudi sets it from the KV cache
+it allocates from free memory after the weights load; decode buckets depend on it under every strategy). Callers
+pass the plan's estimate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.runtimes.base import EngineShape
+from vllm_hpu_mm.runtimes.vllm_gaudi import exponential, linear, padding_aware
+from vllm_hpu_mm.runtimes.vllm_gaudi.config import (
+    PARAMS,
+    Bucket,
+    BucketingConfig,
+    Cfg,
+    effective_strategy,
+    var_name,
+)
+from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import LONG_CTX_THRESHOLD
+from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import parse_bucket_file
+
+__all__ = ["decode_buckets", "overridden_variables", "prompt_buckets"]
+
+
+def _prompt_cfgs(cfg: BucketingConfig, strategy: str, shape: EngineShape, mnps: int) -> tuple[Cfg, Cfg, Cfg]:
+    if strategy == "exp":
+        return exponential.prompt_cfgs(cfg, shape, mnps)
+    if strategy == "lin":
+        return linear.prompt_cfgs(cfg, shape, mnps)
+    return padding_aware.prompt_cfgs(cfg, shape, mnps)
+
+
+def _decode_cfgs(cfg: BucketingConfig, strategy: str, shape: EngineShape) -> tuple[Cfg, Cfg, Cfg]:
+    if strategy == "exp":
+        return exponential.decode_cfgs(cfg, shape)
+    if strategy == "lin":
+        return linear.decode_cfgs(cfg, shape)
+    return padding_aware.decode_cfgs(cfg, shape)
+
+
+def _range(cfg: BucketingConfig, strategy: str, rng: Cfg, what: str) -> list[int]:
+    if strategy == "exp":
+        return sorted(exponential.exp_range(rng[0], rng[1], rng[2], rng[3], cfg.contiguous_pa))
+    if strategy == "lin":
+        return sorted(linear.lin_range(rng[0], rng[1], rng[2], what))
+    return sorted(padding_aware.pad_range(rng[0], rng[1], rng[2], rng[3], rng[4], what))
+
+
+# --- bucket generation (common.py generate_buckets) -----------------------------------------------------------------
+
+
+def _prompt_filter(cfg: BucketingConfig, shape: EngineShape, mnps: int) -> Callable[[int, int, int], bool]:
+    mml, blk = shape.max_model_len, shape.block_size
+    if cfg.merged_prefill:
+        return lambda b, q, c: c <= mnps * ((mml - math.floor(q / mnps)) // blk)
+    ctx_cap = math.ceil((mml - 1) / blk)
+    return lambda b, q, c: c <= ctx_cap and q <= mml and b * q <= shape.max_num_batched_tokens
+
+
+def _decode_fix(cfg: BucketingConfig, shape: EngineShape) -> Callable[[int, int, int], Bucket | None]:
+    if cfg.contiguous_pa:
+        return lambda b, q, c: (b, q, c)
+    per_seq = math.ceil(shape.max_model_len / shape.block_size)
+    return lambda b, q, c: (b, q, min(c, b * per_seq)) if b <= c else None
+
+
+def _generate(
+    cfg: BucketingConfig,
+    shape: EngineShape,
+    is_prompt: bool,
+    ranges: tuple[list[int], list[int], list[int]] | None,
+    file_buckets: list[Bucket] | None,
+    mnps: int,
+) -> list[Bucket]:
+    prompt_ok = _prompt_filter(cfg, shape, mnps)
+    decode_fix = _decode_fix(cfg, shape)
+
+    def admit(b: int, q: int, c: int) -> Bucket | None:
+        if is_prompt:
+            return (b, q, c) if prompt_ok(b, q, c) else None
+        return decode_fix(b, q, c)
+
+    out: set[Bucket] = set()
+    if file_buckets is not None:
+        out = {k for k in (admit(*f) for f in file_buckets) if k is not None}
+    elif ranges is not None:
+        bs_range, query_range, ctx_range = ranges
+        if is_prompt and shape.mamba_chunk_size > 0 and shape.mamba_chunk_size_is_explicit:
+            m = shape.mamba_chunk_size
+            query_range = [math.ceil(q / m) * m for q in query_range]
+        if not bs_range or not ctx_range:
+            raise ConfigError("a bucket range is empty; vllm-gaudi fails on max() of no buckets")
+        top_ctx = max(ctx_range)
+        long_ctx = is_prompt and shape.max_model_len >= LONG_CTX_THRESHOLD
+        ctx_cap = cfg.prompt_ctx_max
+        for b in set(bs_range):
+            for c0 in set(ctx_range):
+                c = c0
+                for q in query_range:
+                    if long_ctx and c0 == top_ctx:
+                        # the largest context is replaced per query by what still fits max_model_len; the
+                        # replacement carries over to the next query when VLLM_PROMPT_CTX_BUCKET_MAX rejects it
+                        edge = (shape.max_model_len - q) // shape.block_size
+                        if edge >= 0 and (ctx_cap is None or edge < ctx_cap):
+                            c = edge
+                    k = admit(b, q, c)
+                    if k is not None:
+                        out.add(k)
+    if not out:
+        phase = "prompt" if is_prompt else "decode"
+        raise ConfigError(
+            f"vllm-gaudi would generate 0 {phase} buckets from this configuration and fail at start-up "
+            "('Please adjust the bucketing configuration')"
+        )
+    return sorted(out)
+
+
+def _prefill_seqs(cfg: BucketingConfig, shape: EngineShape) -> int:
+    # hpu_model_runner.py __init__ @ 091bbadd: merged prefill uses max_num_seqs, else VLLM_PROMPT_BS_BUCKET_MAX or 1.
+    if cfg.merged_prefill:
+        return shape.max_num_seqs
+    mnps = 1 if cfg.prompt_bs_max is None else cfg.prompt_bs_max
+    if mnps < 1:
+        raise ConfigError(
+            f"VLLM_PROMPT_BS_BUCKET_MAX={mnps} is invalid; accepted: an integer >= 1 (vllm-gaudi fails on it)"
+        )
+    return mnps
+
+
+def _file_buckets(cfg: BucketingConfig) -> tuple[list[Bucket], list[Bucket]]:
+    if cfg.file_text is None:
+        raise ConfigError(
+            f"VLLM_BUCKETING_FROM_FILE={cfg.from_file!r}: the file's content is needed; "
+            "pass it as BucketingConfig.file_text"
+        )
+    return parse_bucket_file(cfg.file_text)
+
+
+def prompt_buckets(cfg: BucketingConfig, shape: EngineShape) -> tuple[Bucket, ...]:
+    """(batch, query_len, ctx_blocks) prompt buckets exactly as vllm-gaudi 091bbadd generates them, sorted.
+
+    Empty when VLLM_ENABLE_BUCKETING is off. VLLM_SKIP_WARMUP keeps them generated but warms none
+    (:func:`warmup_enabled`). hpu_model_runner.py warmup_graphs then skips a bucket whose query length exceeds
+    max_num_batched_tokens, which only a bucket file under merged prefill can produce (not subtracted here).
+    """
+    if not cfg.enable_bucketing:
+        return ()
+    mnps = _prefill_seqs(cfg, shape)
+    strategy = effective_strategy(cfg)
+    if strategy == "file":
+        buckets = _generate(cfg, shape, True, None, _file_buckets(cfg)[0], mnps)
+    else:
+        bs_cfg, q_cfg, ctx_cfg = _prompt_cfgs(cfg, strategy, shape, mnps)
+        ranges = (
+            _range(cfg, strategy, bs_cfg, "prompt batch size range"),
+            _range(cfg, strategy, q_cfg, "prompt query range"),
+            _range(cfg, strategy, ctx_cfg, "prompt context range"),
+        )
+        buckets = _generate(cfg, shape, True, ranges, None, mnps)
+    if cfg.sliding_window:  # common.py generate_prompt_buckets: FusedSDPA slicing drops unsliceable long queries
+        size = 1024 if cfg.slice_size is None else cfg.slice_size
+        threshold = 8192 if cfg.slice_threshold is None else cfg.slice_threshold
+        buckets = [k for k in buckets if k[2] != 0 or k[1] < threshold or k[1] % size == 0]
+    return tuple(buckets)
+
+
+def _spec_decode(cfg: BucketingConfig, shape: EngineShape, seeds: list[Bucket]) -> list[Bucket]:
+    # common.py generate_spec_decode_buckets @ 091bbadd
+    tokens = 1 + shape.num_speculative_tokens
+    per_seq = math.ceil(shape.max_model_len / shape.block_size)
+
+    def fix(b: int, q: int, c: int) -> Bucket:
+        return (b, q, c) if cfg.contiguous_pa else (b, q, min(c, b * per_seq))
+
+    out = set(seeds)
+    for b, q, c in seeds:
+        if b * tokens <= c:
+            out.add(fix(b * tokens, q, c))
+        out.add(fix(b * tokens, q, c * tokens))
+    return sorted(out)
+
+
+def decode_buckets(cfg: BucketingConfig, shape: EngineShape) -> tuple[Bucket, ...]:
+    """(batch, 1, ctx_blocks) decode buckets exactly as vllm-gaudi 091bbadd generates them, sorted.
+
+    Depends on ``shape.num_kv_blocks``, a run-time number (see :class:`EngineShape`). With speculative decoding
+    the seeds are expanded as vllm-gaudi does.
+    """
+    if not cfg.enable_bucketing:
+        return ()
+    mnps = _prefill_seqs(cfg, shape)
+    strategy = effective_strategy(cfg)
+    if strategy == "file":
+        buckets = _generate(cfg, shape, False, None, _file_buckets(cfg)[1], mnps)
+    else:
+        bs_cfg, q_cfg, blk_cfg = _decode_cfgs(cfg, strategy, shape)
+        blocks = _range(cfg, strategy, blk_cfg, "decode block range")
+        if cfg.contiguous_pa and blocks[-1] < shape.num_kv_blocks:
+            blocks.append(shape.num_kv_blocks)
+        ranges = (
+            _range(cfg, strategy, bs_cfg, "decode batch size range"),
+            _range(cfg, strategy, q_cfg, "decode query range"),
+            blocks,
+        )
+        buckets = _generate(cfg, shape, False, ranges, None, mnps)
+    if shape.num_speculative_tokens:
+        buckets = _spec_decode(cfg, shape, buckets)
+    return tuple(buckets)
+
+
+# --- which variables count -------------------------------------------------------------------------------------------
+
+
+def _counted(cfg: BucketingConfig, strategy: str) -> set[str]:
+    """Range variables that can change the generated buckets under ``strategy``."""
+    counted = {"VLLM_PROMPT_BS_BUCKET_MAX", "VLLM_PROMPT_CTX_BUCKET_MAX"}  # prefill batch size; edge-ctx cap
+    if strategy == "file":
+        return {"VLLM_PROMPT_BS_BUCKET_MAX"}  # read by the runner (max prefill batch), not by the file path
+    if strategy == "exp":
+        if cfg.prompt_query_min == 1:
+            counted.add("VLLM_PROMPT_QUERY_BUCKET_MIN")
+        return counted
+    params = ("min", "step", "max") if strategy == "lin" else PARAMS
+    for dim in ("prompt_bs", "prompt_query", "prompt_ctx", "decode_bs", "decode_block"):
+        counted.update(var_name(dim, p) for p in params)
+    for p in params:  # a SEQ parameter counts only where its QUERY twin is unset
+        if cfg.setting(var_name("prompt_query", p)) is None:
+            counted.add(var_name("prompt_seq", p))
+    if cfg.merged_prefill:  # merged prefill replaces the batch range (1, 1, 1) and the query max
+        counted -= {var_name("prompt_bs", p) for p in PARAMS if p != "max"}
+        counted -= {var_name("prompt_query", "max"), var_name("prompt_seq", "max")}
+    return counted
+
+
+def overridden_variables(cfg: BucketingConfig) -> tuple[str, ...]:
+    """Set range variables (and strategy variables) that have no effect on what vllm-gaudi warms.
+
+    Under ``exp`` (the default) every range variable is overwritten except VLLM_PROMPT_BS_BUCKET_MAX (prefill batch
+    size), VLLM_PROMPT_CTX_BUCKET_MAX (caps the long-context edge buckets) and VLLM_PROMPT_QUERY_BUCKET_MIN=1;
+    ``lin`` ignores the PAD_* variables; a bucket file makes every range variable and the strategy moot.
+    VLLM_PROMPT_BS_BUCKET_MAX is never listed: the runner always reads it (max prefill batch).
+    """
+    strategy = effective_strategy(cfg)
+    out = [v for v in cfg.set_variables() if v not in _counted(cfg, strategy)]
+    if strategy == "file":
+        out.append("VLLM_BUCKETING_STRATEGY")
+        if cfg.exponential_bucketing is not None:
+            out.append("VLLM_EXPONENTIAL_BUCKETING")
+    elif cfg.exponential_bucketing is not None and strategy != cfg.strategy:
+        out.append("VLLM_BUCKETING_STRATEGY")
+    if not cfg.enable_bucketing:
+        out = [*cfg.set_variables(), "VLLM_BUCKETING_STRATEGY"]
+    return tuple(dict.fromkeys(out))

@@ -1,0 +1,74 @@
+"""vllm-gaudi's exponential strategy (the default, ``VLLM_BUCKETING_STRATEGY=exp``), as
+``vllm_gaudi/extension/bucketing/exponential.py`` @ 091bbadd computes it (our own code): its prompt and decode range
+configurations and ``warmup_range_with_limit``. It overwrites the range variables (only ``VLLM_PROMPT_BS_BUCKET_MAX``
+and a ``VLLM_PROMPT_QUERY_BUCKET_MIN`` of 1 count), and at or above :data:`LONG_CTX_THRESHOLD` it shrinks its
+context range.
+"""
+
+from __future__ import annotations
+
+import math
+
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.runtimes.base import EngineShape
+from vllm_hpu_mm.runtimes.vllm_gaudi.config import BucketingConfig, Cfg
+
+__all__ = ["LONG_CTX_THRESHOLD", "decode_cfgs", "exp_range", "prompt_cfgs"]
+
+
+#: exponential.py and common.py @ 091bbadd: at or above this max_model_len the exponential strategy shrinks its
+#: context range and common.generate_buckets adds one "edge" context per query length.
+LONG_CTX_THRESHOLD = 8192
+
+
+def prompt_cfgs(cfg: BucketingConfig, shape: EngineShape, mnps: int) -> tuple[Cfg, Cfg, Cfg]:
+    """get_prompt_cfgs: (batch, query, context) as (min, step, max, count)."""
+    bs, mnbt, mml = shape.block_size, shape.max_num_batched_tokens, shape.max_model_len
+    qmin = 1 if cfg.prompt_query_min == 1 else bs
+    q_limit = math.ceil(math.log2(mnbt))
+    span = mnbt if mml >= LONG_CTX_THRESHOLD else qmin
+    max_ctx = max(1, (mml - span) // bs)
+    ctx_limit = 2 if max_ctx == 1 else math.ceil(math.log2(max_ctx)) + 1
+    if cfg.merged_prefill:
+        return (1, 1, 1, 1), (qmin, bs * 4, mnbt, q_limit), (0, 4, max_ctx * mnps, ctx_limit)
+    return (1, 2, mnps, math.ceil(math.log2(mnps)) + 1), (qmin, bs, mnbt, q_limit), (0, 1, max_ctx, ctx_limit)
+
+
+def decode_cfgs(cfg: BucketingConfig, shape: EngineShape) -> tuple[Cfg, Cfg, Cfg]:
+    """get_decode_cfgs: the worst case, clamped to the KV cache (3x the KV blocks without contiguous PA)."""
+    mns, bs, mml, kv = shape.max_num_seqs, shape.block_size, shape.max_model_len, shape.num_kv_blocks
+    conti = cfg.contiguous_pa
+    max_blocks = math.ceil(mml / bs) * mns
+    if conti:
+        max_blocks = min(kv, max_blocks)
+    elif not shape.skip_decode_block_clamp:
+        max_blocks = min(max_blocks, kv * 3)
+    limit = math.ceil(math.log2(max_blocks)) + 1
+    if not conti and kv > 0 and max_blocks > kv * 3:
+        limit += math.ceil(math.log2(max_blocks / (kv * 3))) + 1
+    return (1, 2, mns, math.ceil(math.log2(mns)) + 1), (1, 1, 1, 1), (1, mns, max_blocks, limit)
+
+
+def exp_range(bmin: int, bstep: int, bmax: int, count: int, contiguous_pa: bool) -> list[int]:
+    # exponential.py warmup_range_with_limit @ 091bbadd: `count` values spaced geometrically from bmin (or from
+    # bstep when bmin is 0 or 1, which is then added back) to bmax, each rounded up to a multiple of bstep.
+    edge = bmin if bmin in (0, 1) else None
+    if edge is not None:
+        bmin = bstep
+    if count <= 0:
+        raise ConfigError(f"exponential bucket count {count} is invalid; vllm-gaudi asserts a positive count")
+    if count == 1:
+        return [bmax]
+    values: set[int] = set()
+    for i in range(count):
+        if i == count - 1 and contiguous_pa:
+            values.add(bmax)
+        else:
+            scaled = bmin * math.pow(bmax / bmin, (1.0 / float(count - 1)) * i)
+            values.add(math.ceil(scaled / bstep) * bstep)
+    if edge is not None:
+        values.add(edge)
+    out = sorted(values)
+    if out[-1] > bmax:
+        out[-1] = bmax
+    return out

@@ -1,0 +1,175 @@
+"""What ``serve`` hands vllm-gaudi (@091bbadd). It reads only ``VLLM_GRAPH_RESERVED_MEM`` of the guide's three
+ratios (the total), so each graph part is bounded by what it warms instead:
+
+- vision by ``VLLM_MULTIMODAL_BUCKETS`` (only buckets whose graphs fit) and ``VLLM_MULTIMODAL_RESOLUTIONS`` (the
+  aligned shapes real images take, one image each), warmed at all only when ``--limit-mm-per-prompt`` names
+  ``image`` (we add vLLM's own default count when the user gives no limit);
+- prefill and decode by ``VLLM_BUCKETING_FROM_FILE``: a bucket file holding exactly the prompt and decode buckets
+  that fit their shares (a user's own file is counted and kept).
+
+The notes also say what vllm-gaudi's warm-up will then run (:func:`.vision.vision_warmup`) and which of the user's
+bucketing variables it ignores (:func:`.common.overridden_variables`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+from vllm_hpu_mm.buckets.sizes import Size
+from vllm_hpu_mm.preprocess.align import aligned_size
+from vllm_hpu_mm.runtimes.base import Exports, Part
+from vllm_hpu_mm.runtimes.exporting import Draft, export_buckets
+from vllm_hpu_mm.runtimes.vllm_gaudi.common import overridden_variables
+from vllm_hpu_mm.runtimes.vllm_gaudi.config import COMMIT_SHORT, config_from_env
+from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
+from vllm_hpu_mm.runtimes.vllm_gaudi.vision import (
+    UNSET_LIMIT,
+    format_resolutions,
+    parse_resolutions,
+    vision_buckets_from_env,
+    vision_graph_patches,
+    vision_warmup,
+)
+from vllm_hpu_mm.values import PIXELS_PER_PATCH, AlignMode
+
+__all__ = ["BUCKET_FILE_NAME", "MAX_RESOLUTIONS", "exports", "warmup_resolutions"]
+
+#: At most this many explicit warm-up shapes: each adds one vision warm-up pass at startup.
+MAX_RESOLUTIONS = 8
+BUCKET_FILE_NAME = "vllm-gaudi-buckets.txt"
+
+
+def warmup_resolutions(
+    sizes: Sequence[Size], buckets: Sequence[int], *, min_pixels: int, max_pixels: int, mode: AlignMode, limit: int
+) -> tuple[tuple[int, int], ...]:
+    """The aligned (width, height) shapes real images take under the largest bucket, most frequent first (ties: the
+    smaller shape), at most ``limit``: what vllm-gaudi should warm besides its guessed aspect ratios."""
+    if not buckets or limit <= 0:
+        return ()
+    cap = min(max_pixels, max(buckets) * PIXELS_PER_PATCH)
+    shapes: Counter[tuple[int, int]] = Counter()
+    for w, h in sizes:
+        ah, aw = aligned_size(h, w, min_pixels=min(min_pixels, cap), max_pixels=cap, mode=mode)
+        shapes[(aw, ah)] += 1
+    ranked = sorted(shapes.items(), key=lambda kv: (-kv[1], kv[0][0] * kv[0][1], kv[0]))
+    return tuple(shape for shape, _ in ranked[:limit])
+
+
+def _limit(raw: str) -> Mapping[str, int | Mapping[str, int]] | None:
+    """A ``--limit-mm-per-prompt`` JSON object, or None when it is not one."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _limit_names_image(raw: str) -> bool:
+    """Whether a ``--limit-mm-per-prompt`` names ``image`` with a non-zero count."""
+    value = _limit(raw)
+    if value is None or "image" not in value:
+        return False
+    image = value["image"]
+    count = image.get("count", UNSET_LIMIT) if isinstance(image, Mapping) else image
+    return bool(count)
+
+
+def _vision(d: Draft, resolutions: Sequence[tuple[int, int]]) -> tuple[list[str], bool]:
+    """The vision knobs set (buckets, resolutions, limit) and whether vllm-gaudi then warms vision graphs."""
+    i, flags = d.plan.inputs, d.flags
+    vision = list(export_buckets(d))
+    if vision and i.buckets:
+        if "VLLM_MULTIMODAL_RESOLUTIONS" in flags.user_env:
+            parse_resolutions(flags.user_env["VLLM_MULTIMODAL_RESOLUTIONS"])  # vllm-gaudi's own form
+            d.notes.append("VLLM_MULTIMODAL_RESOLUTIONS is yours: kept as it is")
+            vision.append("VLLM_MULTIMODAL_RESOLUTIONS")
+        elif resolutions:
+            # Count 1: "WxH" alone would warm the --limit-mm-per-prompt count (999 by default) of images at once.
+            d.env["VLLM_MULTIMODAL_RESOLUTIONS"] = format_resolutions(resolutions, (1, 1))
+            vision.append("VLLM_MULTIMODAL_RESOLUTIONS")
+    if i.buckets and not vision:
+        # Nothing fits: naming image would make vllm-gaudi warm its default list (no memory check) and OOM.
+        if flags.limit_mm_per_prompt is not None and _limit_names_image(flags.limit_mm_per_prompt):
+            d.notes.append("no vision bucket fits, but your --limit-mm-per-prompt names image: vllm-gaudi will warm "
+                           "its default buckets without a memory check (OOM risk at warm-up)")  # fmt: skip
+        else:
+            d.notes.append("no vision bucket fits: vision warm-up left off, every image shape compiles at run time")
+        return vision, False
+    if flags.limit_mm_per_prompt is None:
+        d.args += ["--limit-mm-per-prompt", json.dumps({"image": UNSET_LIMIT})]
+        d.notes.append(f'vllm-gaudi warms vision graphs only when --limit-mm-per-prompt names image: added {{"image": '
+                       f"{UNSET_LIMIT}}} (vLLM's own default count)")  # fmt: skip
+        vision.append("--limit-mm-per-prompt")
+        return vision, True
+    if _limit_names_image(flags.limit_mm_per_prompt):
+        vision.append("--limit-mm-per-prompt")
+        return vision, True
+    d.notes.append(
+        f"your --limit-mm-per-prompt {flags.limit_mm_per_prompt} names no image (or a count of 0): vllm-gaudi will "
+        "warm no vision graph and every image shape compiles at run time; name image in it"
+    )
+    return vision, False
+
+
+def _warmup_note(d: Draft) -> str | None:
+    """What vllm-gaudi's multimodal warm-up will run with the exported settings (its own warm-up, modelled)."""
+    env = {**d.flags.user_env, **d.env}
+    limit_text = d.flags.limit_mm_per_prompt or (json.dumps({"image": UNSET_LIMIT}) if "--limit-mm-per-prompt" in
+                                                 d.args else None)  # fmt: skip
+    limit = _limit(limit_text) if limit_text is not None else {}
+    if limit is None or "VLLM_MULTIMODAL_BUCKETS" not in env:
+        return None
+    buckets = vision_buckets_from_env(env["VLLM_MULTIMODAL_BUCKETS"])
+    warm = vision_warmup(buckets, env.get("VLLM_MULTIMODAL_RESOLUTIONS"), limit, warmup=not d.flags.skip_warmup)
+    if not warm.warmed:
+        return f"vllm-gaudi's vision warm-up: {warm.reason}"
+    shapes = vision_graph_patches(warm, buckets or ())
+    above = [p for p in shapes if not buckets or p > max(buckets)]
+    extra = (f"; {len(above)} of them above the largest bucket ({','.join(map(str, above))} patches: the guessed "
+             "aspect ratios of a large bucket, compiled without a bucket)") if above else ""  # fmt: skip
+    return f"vllm-gaudi's vision warm-up: {len(warm.graphs)} steps over {len(shapes)} tower shapes{extra}"
+
+
+def exports(d: Draft, *, resolutions: Sequence[tuple[int, int]], bucket_file_path: str) -> Exports:
+    plan, i, flags = d.plan, d.plan.inputs, d.flags
+    kv = d.kv_part()
+    if i.enforce_eager:
+        return d.eager(kv)
+    vision, warmed = _vision(d, resolutions)
+    if warmed and (note := _warmup_note(d)) is not None:
+        d.notes.append(note)
+    text = plan.text_graphs
+    if "VLLM_BUCKETING_FROM_FILE" in flags.user_env:
+        d.notes.append("VLLM_BUCKETING_FROM_FILE is yours: the plan counts its buckets and exports none")
+        prefill_ok = text.prefill_fit == len(text.prefill)
+        decode_ok = text.decode_fit == len(text.decode)
+    else:
+        # vllm-gaudi fails on a bucket file without prompt (or decode) buckets: keep at least the cheapest of each,
+        # even when it does not fit (that part is then not honoured).
+        prefill = text.prefill_kept or text.prefill[:1]
+        decode = text.decode_kept or text.decode[:1]
+        d.files[BUCKET_FILE_NAME] = bucket_file(
+            [(b.batch, b.size, b.context) for b in prefill], [(b.batch, 1, b.size) for b in decode]
+        )
+        d.env["VLLM_BUCKETING_FROM_FILE"] = bucket_file_path or BUCKET_FILE_NAME
+        prefill_ok, decode_ok = bool(text.prefill_kept), bool(text.decode_kept)
+        dropped = (len(text.prefill) - text.prefill_fit, len(text.decode) - text.decode_fit)
+        d.notes.append(
+            f"vllm-gaudi: bucket file with the {text.prefill_fit} prompt and {text.decode_fit} decode buckets that fit "
+            f"their shares ({dropped[0]} prompt and {dropped[1]} decode buckets of {text.source} left out)"
+        )
+    ignored = overridden_variables(config_from_env(flags.user_env))
+    if ignored:
+        d.notes.append(f"vllm-gaudi ignores your {', '.join(ignored)} (@{COMMIT_SHORT}: the strategy or the bucket "
+                       "file in use overrides them)")  # fmt: skip
+    by = ("VLLM_BUCKETING_FROM_FILE",)
+    vision_ok = (warmed and "VLLM_MULTIMODAL_BUCKETS" in vision) or not i.buckets
+    d.notes.append(f"vllm-gaudi reads neither prompt ratio (@{COMMIT_SHORT}): none exported")
+    return d.finish({
+        "kv_cache": kv,
+        "decode_graphs": Part(by, decode_ok, "" if decode_ok else "not even the smallest decode graph fits"),
+        "prefill_text_graphs": Part(by, prefill_ok, "" if prefill_ok else "not even the smallest prompt graph fits"),
+        "prefill_vision_graphs": Part(tuple(vision), vision_ok, "" if warmed else "vision warm-up is off"),
+    })  # fmt: skip

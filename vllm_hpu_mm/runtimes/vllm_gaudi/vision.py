@@ -1,0 +1,371 @@
+"""vllm-gaudi's multimodal warm-up, modelled: which (modality, width, height, items) dummy batches it runs.
+
+From vllm-gaudi main @ 091bbadd (our own code): ``vllm_gaudi/extension/bucketing/vision.py``
+(``HPUVisionBucketManager``: ``VLLM_MULTIMODAL_BUCKETS``, ``VLLM_MULTIMODAL_RESOLUTIONS``,
+``bucket_to_image_resolution``) and ``v1/worker/hpu_model_runner.py`` ``warmup_multimodal_graphs`` /
+``_resolve_mm_limit_options``, with vLLM's ``MultiModalConfig.limit_per_prompt`` semantics (a modality not named
+gets 999 items; ``{"image": 4}`` means count 4; a dict may carry ``count``/``width``/``height``, count defaulting
+to 999).
+
+What one warm-up step compiles depends on run-time things we do not model: the processor resizes the dummy
+image (Qwen2.5-VL: to multiples of 28 within its min/max pixels) and the tower pads the patches to a bucket, so
+two steps may share one compiled graph. The patch size comes from the loaded tower (14 for Qwen2.5-VL).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, aligned_size
+from vllm_hpu_mm.values import AlignMode
+
+__all__ = [
+    "RESOLUTIONS_FORM",
+    "ResolutionEntry",
+    "VisionWarmup",
+    "default_vision_buckets",
+    "format_resolutions",
+    "parse_resolution_entries",
+    "parse_resolutions",
+    "vision_buckets_from_env",
+    "vision_graph_patches",
+    "vision_warmup",
+]
+
+RESOLUTIONS_FORM = "comma-separated WxH, WxHxN or WxHxN-M (1 <= N <= M), e.g. 1024x768,448x448x1-4"
+
+#: vision.py MULTIMODAL_CONFIG @ 091bbadd, in its order (order matters: the first key contained in the model type
+#: wins): (key, batch based, default buckets). Unknown models fall back to batch based [1, 2, 4, 8].
+_MODEL_TABLE: tuple[tuple[str, bool, tuple[int, ...]], ...] = (
+    ("gemma-3", True, (1, 2, 4, 8)),
+    ("ovis", False, (1600, 3136, 4096, 6400)),
+    ("ovis2.5", False, (784, 1600, 3136, 4096, 6400, 7744, 9216, 12544)),
+    ("qwen2_5_vl", False, (1600, 3136, 4096, 6400, 7744, 9216, 12544)),
+    ("qwen3_vl", False, (196, 256, 441, 480, 576, 900, 1156)),
+    ("ernie4_5_moe_vl", False, (1600, 3136, 4096, 6400, 7744, 9216, 12544)),
+    ("pixtral", False, (512, 1024, 2048, 3072, 4096, 5120, 6144, 7168, 8192, 9216, 10240, 11264, 12288, 131076)),
+    ("mistral3", False, (512, 1024, 2048, 3072, 4096, 5120, 6144, 7168, 8192, 9216, 10240, 11264, 12288, 131076)),
+    ("deepseek_ocr", False, (1600, 2048, 3072, 6144, 8192, 131076)),
+    ("qwen3_5", False, ()),
+    ("kimi_k25", False, ()),
+    ("gemma4", False, ()),
+)
+#: bucket_to_image_resolution's aspect ratios (w, h), in its order.
+_ASPECTS = ((1, 1), (4, 3), (3, 4), (16, 9), (9, 16))
+#: vLLM: a modality absent from --limit-mm-per-prompt allows 999 items (MultiModalConfig.get_limit_per_prompt).
+UNSET_LIMIT = 999
+
+
+def _model_entry(model_type: str) -> tuple[bool, tuple[int, ...]]:
+    def norm(s: str) -> str:
+        return s.lower().replace("-", "").replace(".", "")
+
+    for key, batch_based, buckets in _MODEL_TABLE:
+        if norm(key) in norm(model_type):
+            return batch_based, buckets
+    return True, (1, 2, 4, 8)
+
+
+def default_vision_buckets(model_type: str = "qwen2_5_vl") -> tuple[int, ...]:
+    """vllm-gaudi's default vision buckets for a model type (patches per image, or images for batch-based ones)."""
+    return _model_entry(model_type)[1]
+
+
+def vision_buckets_from_env(value: str | None, model_type: str = "qwen2_5_vl") -> tuple[int, ...] | None:
+    """``VLLM_MULTIMODAL_BUCKETS`` as vision.py @ 091bbadd reads it.
+
+    Exactly ``None`` (case-sensitive) -> ``None`` (vision bucketing off; with warm-up on, vllm-gaudi then fails
+    taking ``len()`` of it: see :func:`vision_warmup`); unset or empty -> the model's default; otherwise
+    ``int()`` of every comma-separated item, sorted (duplicates kept). ``int()`` accepts spaces around an item,
+    a sign and ``_`` between digits; an empty item (a trailing comma, ``,,``) or ``none`` is an error.
+    """
+    if value == "None":
+        return None
+    if not value:
+        return default_vision_buckets(model_type)
+    out = []
+    for item in value.split(","):
+        try:
+            out.append(int(item))
+        except ValueError:
+            raise ConfigError(
+                f"VLLM_MULTIMODAL_BUCKETS={value!r}: item {item!r} is not an integer; accepted: comma-separated "
+                "integers as Python int() reads them (no empty item, no trailing comma) or exactly None"
+            ) from None
+    return tuple(sorted(out))
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolutionEntry:
+    """One VLLM_MULTIMODAL_RESOLUTIONS entry: ``count`` None = the limit's count, an int = that count, a pair =
+    every count in the range (clamped to the limit's count)."""
+
+    width: int
+    height: int
+    count: int | tuple[int, int] | None
+
+
+def _int(token: str, item: str, value: str) -> int:
+    try:
+        return int(token)
+    except ValueError:
+        raise ConfigError(
+            f"VLLM_MULTIMODAL_RESOLUTIONS={value!r}: {token!r} in entry {item!r} is not an integer; "
+            f"accepted: {RESOLUTIONS_FORM}"
+        ) from None
+
+
+def parse_resolution_entries(value: str) -> tuple[ResolutionEntry, ...]:
+    """VLLM_MULTIMODAL_RESOLUTIONS as vision.py ``_parse_resolutions`` @ 091bbadd reads it: items split on commas
+    and stripped (empty items skipped, so trailing commas are fine), lower-cased and split on ``x``; each number
+    through ``int()``. Raises ConfigError where vllm-gaudi fails."""
+    out: list[ResolutionEntry] = []
+    for raw in value.split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        parts = item.lower().split("x")
+        if len(parts) == 2:
+            out.append(ResolutionEntry(_int(parts[0], item, value), _int(parts[1], item, value), None))
+        elif len(parts) == 3:
+            w, h, n = _int(parts[0], item, value), _int(parts[1], item, value), parts[2]
+            if "-" in n:
+                lo_s, hi_s = n.split("-", 1)
+                lo, hi = _int(lo_s, item, value), _int(hi_s, item, value)
+                if lo < 1 or hi < lo:
+                    raise ConfigError(
+                        f"VLLM_MULTIMODAL_RESOLUTIONS={value!r}: count range {n!r} in {item!r} is invalid; "
+                        "accepted: N-M with 1 <= N <= M"
+                    )
+                out.append(ResolutionEntry(w, h, (lo, hi)))
+            else:
+                out.append(ResolutionEntry(w, h, _int(n, item, value)))
+        else:
+            raise ConfigError(
+                f"VLLM_MULTIMODAL_RESOLUTIONS={value!r}: entry {item!r} is invalid; accepted: {RESOLUTIONS_FORM}"
+            )
+    return tuple(out)
+
+
+def parse_resolutions(value: str) -> tuple[tuple[int, int, int, int], ...]:
+    """VLLM_MULTIMODAL_RESOLUTIONS -> (w, h, n_min, n_max) per entry: ``WxH`` -> (w, h, 0, 0), 0 meaning "the
+    --limit-mm-per-prompt count"; ``WxHxN`` -> (w, h, N, N); ``WxHxN-M`` -> (w, h, N, M).
+
+    Stricter than vllm-gaudi in one place: it accepts ``WxHx0`` (and then warms a batch of 0 items); we raise
+    ConfigError, which also keeps 0 unambiguous here. Use :func:`parse_resolution_entries` for the exact view.
+    """
+    out = []
+    for e in parse_resolution_entries(value):
+        if e.count is None:
+            out.append((e.width, e.height, 0, 0))
+        elif isinstance(e.count, tuple):
+            out.append((e.width, e.height, e.count[0], e.count[1]))
+        elif e.count < 1:
+            raise ConfigError(
+                f"VLLM_MULTIMODAL_RESOLUTIONS={value!r}: count {e.count} for {e.width}x{e.height} is invalid; "
+                "accepted: N >= 1 (vllm-gaudi would warm an empty batch)"
+            )
+        else:
+            out.append((e.width, e.height, e.count, e.count))
+    return tuple(out)
+
+
+def format_resolutions(shapes: Iterable[tuple[int, int]], counts: tuple[int, int] | None = None) -> str:
+    """A VLLM_MULTIMODAL_RESOLUTIONS value for these (width, height) shapes, first occurrence order, duplicates
+    dropped. ``counts=(n, m)`` warms n..m items per shape (``WxHxn-m``, or ``WxHxn`` when n == m); without it each
+    shape warms the --limit-mm-per-prompt count (``WxH``)."""
+    suffix = ""
+    if counts is not None:
+        lo, hi = counts
+        if lo < 1 or hi < lo:
+            raise ConfigError(f"format_resolutions: counts {counts} are invalid; accepted: (n, m) with 1 <= n <= m")
+        suffix = f"x{lo}" if lo == hi else f"x{lo}-{hi}"
+    items = []
+    for w, h in shapes:
+        if w < 1 or h < 1:
+            raise ConfigError(f"format_resolutions: shape {w}x{h} is invalid; accepted: width, height >= 1")
+        items.append(f"{w}x{h}{suffix}")
+    return ",".join(dict.fromkeys(items))
+
+
+def _bucket_shapes(buckets: tuple[int, ...], patch_size: int, merge_size: int) -> list[tuple[int, int]]:
+    # vision.py bucket_to_image_resolution @ 091bbadd: height from the square root of the patch count, width from
+    # the aspect ratio, the width's patch count rounded up to the merge size (the height's is not).
+    shapes = []
+    for patches in buckets:
+        grid_h = int(patches**0.5)  # float square root, as vllm-gaudi computes it (callers reject negatives)
+        height = grid_h * patch_size
+        for rw, rh in _ASPECTS:
+            grid_w = int(height * rw / rh) // patch_size
+            if grid_w * grid_h // merge_size != 0:
+                grid_w = (grid_w + merge_size - 1) // merge_size * merge_size
+            shapes.append((grid_w * patch_size, height))
+    return shapes
+
+
+@dataclasses.dataclass(frozen=True)
+class VisionWarmup:
+    """What vllm-gaudi's multimodal warm-up does. ``graphs``: one (modality, width, height, num_items) per warm-up
+    step, in its order (logged as ``[Warmup][Graph/Multimodal(<modality>)][i/n]``). ``fails``: vllm-gaudi fails
+    during this warm-up (``reason`` says why)."""
+
+    warmed: bool
+    reason: str
+    graphs: tuple[tuple[str, int, int, int], ...]
+    fails: bool = False
+
+
+def _limits(
+    limit_mm_per_prompt: Mapping[str, int | Mapping[str, int]] | None, modalities: tuple[str, ...]
+) -> tuple[dict[str, int], dict[str, Mapping[str, int]]]:
+    options: dict[str, Mapping[str, int]] = {}
+    for key, value in (limit_mm_per_prompt or {}).items():
+        options[key] = {"count": value} if isinstance(value, int) else value
+    counts = {m: int(options[m].get("count", UNSET_LIMIT)) if m in options else UNSET_LIMIT for m in modalities}
+    return counts, options
+
+
+def vision_warmup(
+    buckets: tuple[int, ...] | None,
+    resolutions: str | None,
+    limit_mm_per_prompt: Mapping[str, int | Mapping[str, int]] | None,
+    model_type: str = "qwen2_5_vl",
+    patch_size: int = 14,
+    merge_size: int = 2,
+    *,
+    modalities: tuple[str, ...] = ("image", "video"),
+    warmup: bool = True,
+) -> VisionWarmup:
+    """The multimodal warm-up steps of vllm-gaudi 091bbadd (``warmup_multimodal_graphs``).
+
+    ``buckets``: as :func:`vision_buckets_from_env` returns; ``resolutions``: the VLLM_MULTIMODAL_RESOLUTIONS value;
+    ``limit_mm_per_prompt``: vLLM's ``--limit-mm-per-prompt`` ({"image": 4} or {"image": {"count": 4, "width": ..,
+    "height": ..}}); ``modalities``: what the model supports, in its order (Qwen2.5-VL: image, video);
+    ``warmup``: False with VLLM_SKIP_WARMUP or bucketing off (:func:`warmup_enabled`); ``patch_size``: what the
+    loaded tower reports (a run-time value, 14 for Qwen2.5-VL); ``merge_size``: vllm-gaudi hard-codes 2.
+
+    A modality is warmed only when --limit-mm-per-prompt names it: image with a count other than 0, video with a
+    count other than 999. Non-batch models warm five aspect ratios per bucket with 1 item, then each explicit
+    resolution (VLLM_MULTIMODAL_RESOLUTIONS, then per-modality width/height from the limit), duplicates dropped;
+    a ``WxH`` entry warms the modality's count, ``WxHxN`` min(N, count), ``WxHxN-M`` every count N..min(M, count).
+    """
+    batch_based, _ = _model_entry(model_type)
+    explicit = list(parse_resolution_entries(resolutions or ""))
+    if not warmup:
+        return VisionWarmup(False, "warm-up is skipped (VLLM_SKIP_WARMUP or bucketing off)", ())
+    counts, options = _limits(limit_mm_per_prompt, modalities)
+    if buckets is None and (not batch_based or _warmed_modalities(counts, options, modalities)):
+        return VisionWarmup(
+            False,
+            "VLLM_MULTIMODAL_BUCKETS=None: vllm-gaudi's multimodal warm-up takes len() of the bucket list and "
+            "fails (TypeError) before any graph",
+            (),
+            fails=True,
+        )
+    buckets = buckets or ()
+    if not batch_based and any(b < 0 for b in buckets):
+        return VisionWarmup(
+            False, f"negative vision bucket in {buckets}: vllm-gaudi fails on its square root", (), fails=True
+        )
+    if not batch_based:
+        for m in modalities:  # runner: per-modality width/height in the limit join the explicit shapes
+            o = options.get(m)
+            if o is not None and "width" in o and "height" in o:
+                explicit.append(ResolutionEntry(int(o["width"]), int(o["height"]), None))
+    candidates: list[ResolutionEntry] = []
+    if not batch_based:
+        guessed = [ResolutionEntry(w, h, 1) for w, h in _bucket_shapes(buckets, patch_size, merge_size)]
+        candidates = list(dict.fromkeys(guessed + explicit))
+
+    graphs: list[tuple[str, int, int, int]] = []
+    warmed = _warmed_modalities(counts, options, modalities)
+    skipped = [_why_not(m, m in options) for m in modalities if m not in warmed]
+    for m in warmed:
+        user_max = _resolved_count(m, options)
+        if batch_based:
+            graphs.extend((m, 896, 896, b) for b in buckets)
+            continue
+        for e in candidates:
+            if isinstance(e.count, tuple):
+                warm = list(range(e.count[0], min(e.count[1], user_max) + 1))
+            elif e.count is not None:
+                warm = [min(e.count, user_max)]
+            else:
+                warm = [user_max]
+            graphs.extend((m, e.width, e.height, n) for n in warm)
+    if graphs:
+        reason = f"{len(graphs)} warm-up steps"
+        if skipped:
+            reason += "; not warmed: " + ", ".join(skipped)
+        return VisionWarmup(True, reason, tuple(graphs))
+    why = ", ".join(skipped) if skipped else "no bucket and no explicit resolution"
+    return VisionWarmup(False, f"no vision graph is warmed: {why}; every image shape compiles at run time", ())
+
+
+def _warmed_modalities(
+    counts: Mapping[str, int], options: Mapping[str, Mapping[str, int]], modalities: tuple[str, ...]
+) -> list[str]:
+    # warmup_multimodal_graphs @ 091bbadd: image needs a named, non-zero limit; video a named limit other than
+    # 999 (vLLM's unset value); any other modality is always warmed.
+    out = []
+    for m in modalities:
+        if m == "image" and not (m in options and counts[m] != 0):
+            continue
+        if m == "video" and not (m in options and counts[m] != UNSET_LIMIT):
+            continue
+        out.append(m)
+    return out
+
+
+def _why_not(modality: str, named: bool) -> str:
+    if modality == "image":
+        return "image (limit 0)" if named else "image (not named in --limit-mm-per-prompt)"
+    return f"{modality} (not named in --limit-mm-per-prompt with a count other than 999)"
+
+
+def _resolved_count(modality: str, options: Mapping[str, Mapping[str, int]]) -> int:
+    # hpu_model_runner.py _resolve_mm_limit_options @ 091bbadd: exact modality, then image/video fallbacks;
+    # no options at all -> 1.
+    fallbacks = {"image": ("image", "video"), "vision_chunk": ("image", "video"), "video": ("video", "image")}
+    for key in (modality, *fallbacks.get(modality, ())):
+        if key in options:
+            return int(options[key].get("count", UNSET_LIMIT))
+    return 1
+
+
+#: vllm-gaudi's HPUQwen2_5_VLProcessingInfo (models/qwen2_5_vl.py @ 091bbadd) sets min_pixels 112 x 112.
+GAUDI_QWEN_MIN_PIXELS = 112 * 112
+
+
+def vision_graph_patches(
+    warmup: VisionWarmup,
+    buckets: tuple[int, ...],
+    *,
+    min_pixels: int = GAUDI_QWEN_MIN_PIXELS,
+    max_pixels: int = QWEN_MAX_PIXELS,
+    patch_size: int = 14,
+    merge_size: int = 2,
+) -> tuple[int, ...]:
+    """Distinct per-image patch counts the image warm-up steps run the Qwen2.5-VL tower at, first-seen order.
+
+    A model of run-time behaviour, not of vllm-gaudi's warm-up loop itself: the HF processor resizes each dummy
+    image with Qwen's factor-28 rule within ``min_pixels`` (vllm-gaudi: 112 x 112) and ``max_pixels`` (the model's
+    preprocessor config; 12845056 for Qwen2.5-VL), and vllm-gaudi's tower (models/qwen2_5_vl.py get_image_embeds
+    @ 091bbadd) runs one image at a time padded to the smallest bucket that holds it, or at its exact size above
+    the largest bucket. So each number is one compiled tower shape, whatever the step's item count; a guessed
+    aspect ratio of a large bucket can land above every bucket and compile an unbucketed shape. Video steps are
+    left out (their patch count depends on frames).
+    """
+    factor = patch_size * merge_size
+    ordered = sorted(buckets)
+    out: dict[int, None] = {}
+    for modality, width, height, _ in warmup.graphs:
+        if modality != "image":
+            continue
+        h, w = aligned_size(height, width, min_pixels=min_pixels, max_pixels=max_pixels, mode=AlignMode.NEAREST,
+                            factor=factor)  # fmt: skip
+        patches = (h // patch_size) * (w // patch_size)
+        out[next((b for b in ordered if b >= patches), patches)] = None
+    return tuple(out)
