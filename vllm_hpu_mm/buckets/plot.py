@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from vllm_hpu_mm.buckets.planner import Counts, as_weights
 from vllm_hpu_mm.errors import ConfigError
 
 
 def plot_histogram(
-    counts: Sequence[int],
+    counts: Counts,
     buckets: Sequence[int],
     path: str | Path,
     *,
@@ -28,7 +28,7 @@ def plot_histogram(
     import matplotlib.pyplot as plt
 
     out = Path(path)
-    hist = Counter(counts)
+    hist = as_weights(counts)
     fig, ax = plt.subplots(figsize=(9, 4.5))
     try:
         xs = sorted(hist)

@@ -40,16 +40,17 @@ def run(args: argparse.Namespace) -> int:
     if sizing.device is None:
         sizing = dataclasses.replace(sizing, device=DEFAULT_DEVICE)
     inputs = build(sizing, settings, envs.runtime_environ())
-    result, choice, costs = plan_and_choose(
+    planned = plan_and_choose(
         inputs, settings, profile=sizing.profile, free_stated=sizing.free_memory_gib is not None,
         sizes=sizing.sizes, sizes_flag=sizing.flag("sizes"), max_buckets=sizing.max_buckets,
-        keep=bool(sizing.keep_buckets),
+        keep=bool(sizing.keep_buckets), text_budget=sizing.text_graph_budget, concurrency=sizing.concurrency,
     )  # fmt: skip
+    result, choice, costs = planned.plan, planned.buckets, planned.costs
     exports = exports_for(result, flags_from_environment(settings))
     sources = provenance(sizing, result.inputs)
     if args.json:
-        print_json({**render.to_dict(result, exports, choice, sources), "costs": costs})
+        print_json({**render.to_dict(result, exports, choice, sources, planned.text), "costs": costs})
     else:
-        print(render.to_table(result, exports, choice, sources))
+        print(render.to_table(result, exports, choice, sources, planned.text))
         print("\n".join(f"costs: {note}" for note in costs["notes"]))
     return int(ExitCode.OK if result.fits else ExitCode.NEGATIVE)

@@ -145,7 +145,8 @@ def _runtime_model(args: SizingArgs, backend: Backend, runtime_env: Mapping[str,
 def _check_ranges(args: SizingArgs) -> None:
     """Counts and memory sizes within range, each error naming the flag as it was spelled."""
     for field in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_model_len",
-                  "max_num_seqs", "max_num_batched_tokens", "block_size", "max_buckets"):  # fmt: skip
+                  "max_num_seqs", "max_num_batched_tokens", "block_size", "max_buckets", "text_graph_budget",
+                  "concurrency"):  # fmt: skip
         validate.check_positive(getattr(args, field), args.flag(field))
     validate.check_positive(args.kv_cache_memory_bytes, args.flag("kv_cache_memory_bytes"),
                             maximum=int(validate.MAX_MEMORY_GIB) * GIB)  # fmt: skip

@@ -22,16 +22,23 @@ __all__ = [
     "GRAPH_RESERVED_MEM",
     "PARTS",
     "RUNTIME_CHOICES",
+    "Bucket",
     "EngineShape",
     "Exports",
+    "GraphRun",
     "Part",
     "PartName",
+    "PrefillChunk",
     "Runtime",
     "RuntimeModel",
     "RuntimeTraits",
     "ServerFlags",
+    "TextLookup",
     "TextShapes",
 ]
+
+#: A text bucket: (batch, query tokens, context blocks); decode: (batch, 1, KV blocks).
+Bucket = tuple[int, int, int]
 
 #: The guide's memory variables: planning inputs everywhere, read by some runtimes only (:attr:`RuntimeTraits.reads`).
 GRAPH_RESERVED_MEM = "VLLM_GRAPH_RESERVED_MEM"
@@ -68,6 +75,12 @@ class RuntimeTraits:
     multimodal_ratio_is_vision_share: bool = False
     #: Why ``VLLM_MULTIMODAL_BUCKETS=None`` with warm-up on makes this runtime fail (its source); "" where it does not.
     none_buckets_fail_warmup: str = ""
+    #: Warms every text bucket with no memory check (vllm-gaudi), instead of capturing while they fit (the fork).
+    warms_all_graphs: bool = False
+    #: Seconds to warm (or compile at run time) one text graph, low and high, and where that comes from; None where
+    #: unknown.
+    seconds_per_graph: tuple[float, float] | None = None
+    seconds_source: str = ""
 
     def knobs(self, runtime: Runtime, *variables: str) -> str:
         """How a fix names the guide's ``variables`` (alternatives, "A or B"): as they are where the runtime reads
@@ -119,6 +132,54 @@ class TextShapes:
     source: str
 
 
+@dataclasses.dataclass(frozen=True)
+class PrefillChunk:
+    """One request's share of a scheduler step's prefill: ``query`` new tokens after ``context`` tokens already in
+    the KV cache (earlier chunks, or a prefix-cache hit)."""
+
+    query: int
+    context: int
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphRun:
+    """One language-model forward as the runtime runs it: the bucket its lookup returned, the shape that ran (the
+    bucket, or larger where the data does not fit it) and the real work in it."""
+
+    phase: Literal["prompt", "decode"]
+    #: (batch, query tokens, context blocks); decode: (batch, 1, blocks).
+    bucket: tuple[int, int, int]
+    shape: tuple[int, int, int]
+    #: Real sequences, real query tokens (decode: one per sequence) and real context blocks (summed over sequences).
+    requests: int
+    tokens: int
+    blocks: int
+
+
+class TextLookup(Protocol):
+    """A runtime's bucket lookup as its model runner drives it, for replaying traffic (stateful: a runtime that
+    compiles a fallback bucket finds it again later)."""
+
+    #: The graphs warmed at start-up (without VLLM_SKIP_WARMUP): (phase, shape).
+    warmed: frozenset[tuple[str, tuple[int, int, int]]]
+    #: Most sequences one prefill batch merges; most KV blocks the runtime's own decode buckets reach.
+    max_prefill_batch: int
+    decode_block_cap: int
+
+    def prefill(self, chunks: tuple[PrefillChunk, ...]) -> list[GraphRun]:
+        """The forwards of one step's prefill chunks, in the runner's order."""
+        ...
+
+    def decode(self, sequences: int, blocks: int) -> GraphRun:
+        """The forward of one decode step of ``sequences`` sequences holding ``blocks`` KV blocks in all (the token
+        being decoded included)."""
+        ...
+
+    def fallbacks(self) -> list[tuple[str, tuple[int, int, int]]]:
+        """Buckets the lookup generated because none covered a shape, in order ((phase, bucket))."""
+        ...
+
+
 class RuntimeModel(Protocol):
     """One serving runtime, as the plan sees it."""
 
@@ -130,6 +191,17 @@ class RuntimeModel(Protocol):
 
     def text_shapes(self, shape: EngineShape) -> TextShapes:
         """The prefill and decode graphs the runtime warms for ``shape`` (not called without graphs)."""
+        ...
+
+    def text_lookup(self, shape: EngineShape) -> TextLookup | None:
+        """The runtime's bucket lookup for replaying traffic, or None where it is not modelled."""
+        ...
+
+    def with_text_buckets(
+        self, prompt: tuple[tuple[int, int, int], ...], decode: tuple[tuple[int, int, int], ...]
+    ) -> RuntimeModel | None:
+        """The runtime told to warm exactly these prompt and decode buckets (what ``serve`` exports), or None where
+        buckets cannot be given to it, or the user already gave their own."""
         ...
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from vllm_hpu_mm.runtimes.base import EngineShape, Runtime, RuntimeTraits, TextShapes
+from vllm_hpu_mm.runtimes.base import Bucket, EngineShape, Runtime, RuntimeTraits, TextShapes
 
 __all__ = ["TRAITS", "VllmCpu"]
 
@@ -29,6 +29,14 @@ TRAITS = RuntimeTraits(
 class VllmCpu:
     name: Runtime = Runtime.VLLM_CPU
     traits: RuntimeTraits = TRAITS
+
+    def text_lookup(self, shape: EngineShape) -> None:
+        """Not modelled: replay covers vllm-gaudi's bucket lookup only."""
+        return None
+
+    def with_text_buckets(self, prompt: tuple[Bucket, ...], decode: tuple[Bucket, ...]) -> None:
+        """Its text graphs are not given as a bucket list."""
+        return None
 
     def text_shapes(self, shape: EngineShape) -> TextShapes:
         return TextShapes((), (), "no graphs on CPU")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from vllm_hpu_mm.runtimes.base import EngineShape, Runtime, RuntimeTraits, TextShapes
+from vllm_hpu_mm.runtimes.base import Bucket, EngineShape, Runtime, RuntimeTraits, TextShapes
 
 __all__ = ["TRAITS", "VllmCuda", "capture_sizes"]
 
@@ -43,6 +43,14 @@ def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int) -> list[int]:
 class VllmCuda:
     name: Runtime = Runtime.VLLM_CUDA
     traits: RuntimeTraits = TRAITS
+
+    def text_lookup(self, shape: EngineShape) -> None:
+        """Not modelled: replay covers vllm-gaudi's bucket lookup only."""
+        return None
+
+    def with_text_buckets(self, prompt: tuple[Bucket, ...], decode: tuple[Bucket, ...]) -> None:
+        """Its text graphs are not given as a bucket list."""
+        return None
 
     def text_shapes(self, shape: EngineShape) -> TextShapes:
         decode = tuple((n, 0) for n in capture_sizes(shape.max_num_seqs, shape.max_num_batched_tokens))
