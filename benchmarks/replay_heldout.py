@@ -31,7 +31,6 @@ import json
 import math
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import traffic_sources as ts
-from benchmarks.vllm_gaudi_bucket_counts import DRIVER, MACHINE, MIRROR, RESULTS, extract
+from benchmarks.vllm_gaudi_bucket_counts import MACHINE, MIRROR, RESULTS, extract, run_driver
 from vllm_hpu_mm.cli.main import main as cli
 from vllm_hpu_mm.replay.job import Images, Schedules, schedules
 from vllm_hpu_mm.replay.scheduler import DecodeRun, Limits, Trace
@@ -166,13 +165,7 @@ def _events(trace: Trace) -> list[list[Any]]:
 
 def _driver(cases: list[dict[str, Any]], tmp: Path, runner: Path) -> list[dict[str, Any]]:
     payload = [{"env": c["env"], "shape": c["shape"], "events": [e[:3] for e in c["events"]]} for c in cases]
-    child_env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
-    child_env.update({"VLLM_USE_FAKE_HPU": "1", "PYTHONPATH": str(tmp), "VLLM_LOGGING_LEVEL": "ERROR"})
-    proc = subprocess.run([sys.executable, str(DRIVER), str(runner)], input=json.dumps(payload), capture_output=True,
-                          text=True, env=child_env, cwd=tmp, check=False)  # fmt: skip
-    if proc.returncode != 0:
-        raise RuntimeError(f"vllm-gaudi driver failed:\n{proc.stderr[-3000:]}")
-    out: list[dict[str, Any]] = json.loads(proc.stdout)
+    out = run_driver(payload, tmp, runner)
     for r in out:
         if "driver_error" in r:
             raise RuntimeError(r["driver_error"])

@@ -383,22 +383,31 @@ def extract(mirror: Path, commit: str, dest: Path) -> Path:
     return runner
 
 
+def file_env(env: dict[str, str], file_text: str | None, tmp: Path, name: str) -> dict[str, str]:
+    """``env`` with VLLM_BUCKETING_FROM_FILE naming ``file_text`` written under ``tmp`` (unchanged without one)."""
+    out = dict(env)
+    if file_text is not None:
+        path = tmp / f"buckets_{name}.txt"
+        path.write_text(file_text)
+        out["VLLM_BUCKETING_FROM_FILE"] = str(path)
+    return out
+
+
 def theirs(cases: list[Case], tmp: Path, runner: Path) -> list[dict[str, Any]]:
-    payload = []
-    for i, case in enumerate(cases):
-        env = dict(case.env)
-        if case.file_text is not None:
-            path = tmp / f"buckets_{i}.txt"
-            path.write_text(case.file_text)
-            env["VLLM_BUCKETING_FROM_FILE"] = str(path)
-        payload.append(
-            {
-                "env": env,
-                "shape": dataclasses.asdict(case.shape),
-                "limit_mm_per_prompt": case.limit,
-                "model_type": case.model_type,
-            }
-        )
+    payload = [
+        {
+            "env": file_env(case.env, case.file_text, tmp, str(i)),
+            "shape": dataclasses.asdict(case.shape),
+            "limit_mm_per_prompt": case.limit,
+            "model_type": case.model_type,
+        }
+        for i, case in enumerate(cases)
+    ]
+    return run_driver(payload, tmp, runner)
+
+
+def run_driver(payload: list[dict[str, Any]], tmp: Path, runner: Path) -> list[dict[str, Any]]:
+    """benchmarks/vllm_gaudi_driver.py over ``payload`` (vllm-gaudi's source extracted under ``tmp``), on CPU."""
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
     child_env.update({"VLLM_USE_FAKE_HPU": "1", "PYTHONPATH": str(tmp), "VLLM_LOGGING_LEVEL": "ERROR"})
     proc = subprocess.run(

@@ -21,16 +21,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.vllm_gaudi_bucket_counts import DRIVER, MACHINE, MIRROR, RESULTS, extract
+from benchmarks.vllm_gaudi_bucket_counts import MACHINE, MIRROR, RESULTS, extract, file_env, run_driver
 from vllm_hpu_mm.buckets.text import TextLimits
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.replay.job import Images, plan_from_traces, schedules
@@ -152,22 +150,9 @@ def ours(case: Case) -> dict[str, Any]:
 
 
 def theirs(cases: list[Case], tmp: Path, runner: Path) -> list[dict[str, Any]]:
-    payload = []
-    for i, case in enumerate(cases):
-        env = dict(case.env)
-        if case.file_text is not None:
-            path = tmp / f"buckets_{i}.txt"
-            path.write_text(case.file_text)
-            env["VLLM_BUCKETING_FROM_FILE"] = str(path)
-        payload.append({"env": env, "shape": dataclasses.asdict(case.shape), "events": case.events})
-    child_env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
-    child_env.update({"VLLM_USE_FAKE_HPU": "1", "PYTHONPATH": str(tmp), "VLLM_LOGGING_LEVEL": "ERROR"})
-    proc = subprocess.run([sys.executable, str(DRIVER), str(runner)], input=json.dumps(payload), capture_output=True,
-                          text=True, env=child_env, cwd=tmp, check=False)  # fmt: skip
-    if proc.returncode != 0:
-        raise RuntimeError(f"vllm-gaudi driver failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
-    results: list[dict[str, Any]] = json.loads(proc.stdout)
-    return results
+    payload = [{"env": file_env(case.env, case.file_text, tmp, str(i)), "shape": dataclasses.asdict(case.shape),
+                "events": case.events} for i, case in enumerate(cases)]  # fmt: skip
+    return run_driver(payload, tmp, runner)
 
 
 def compare(case: Case, mine: dict[str, Any], their: dict[str, Any]) -> dict[str, Any]:

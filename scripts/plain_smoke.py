@@ -48,6 +48,12 @@ def main(script: str) -> int:
             (["buckets", "plan", "--sizes", "sizes.csv", "--num-buckets", "2", "--json"], 0, '"buckets"'),
             (["buckets", "check", "--sizes", "sizes.csv"], 0, "efficiency"),
             (["buckets", "plan", "--num-buckets", "0"], 2, "--num-buckets"),
+            (
+                ["buckets", "replay", "--sizes", "sizes.csv", "--max-model-len", "8192", "--requests", "100"],
+                0,
+                "planned from traffic",
+            ),
+            (["buckets", "replay", "--text-graph-budget", "1"], 2, "--text-graph-budget"),
             (["memory", "plan"], 0, "verdict:"),
             (["memory", "plan", "--json", "--sizes", "sizes.csv"], 0, '"verdict"'),
             (["memory", "plan", "--free-memory-gib", "0.5"], 1, "does_not_fit"),
@@ -63,7 +69,9 @@ def main(script: str) -> int:
             (["oom-doctor", "missing.log"], 2, "missing.log"),
         ]
         for args, want, said in cases:
-            done = subprocess.run([str(Path(script).resolve()), *args], cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
+            done = subprocess.run(
+                [str(Path(script).resolve()), *args], cwd=tmp, env=env, capture_output=True, text=True, timeout=120
+            )
             out = done.stdout + done.stderr
             ok = done.returncode == want and said in out
             print(f"{'ok  ' if ok else 'FAIL'} exit {done.returncode} (want {want}): vllm-hpu-mm {' '.join(args)}")

@@ -104,3 +104,12 @@ def test_a_prefix_cache_hit_count_above_its_queries_is_refused(tmp_path: Path) -
                             "vllm:prefix_cache_hits_total{model_name=\"m\"} 2500.0")  # fmt: skip
     with pytest.raises(ConfigError, match="exceeds"):
         traffic_from_metrics(write(tmp_path, bad))
+
+
+def test_an_idle_servers_running_gauge_leaves_the_load_unknown(tmp_path: Path) -> None:
+    idle = VLLM_TEXT.replace(
+        'vllm:num_requests_running{model_name="m"} 12.0', 'vllm:num_requests_running{model_name="m"} 0.0'
+    )
+    t = traffic_from_metrics(write(tmp_path, idle + images("1024", "10")))
+    assert t.running is None
+    assert "load unknown" in t.source

@@ -152,4 +152,7 @@ def traffic_from_metrics(source: str) -> Traffic:
     else:
         parts.append("no text metrics: text drawn from the default traffic")
     rows = text.text_rows() if text.found else None
-    return Traffic(dict(counts), "; ".join(parts), text.running, rows, text_includes_images=text.found)
+    if text.running == 0:
+        parts.append("vllm:num_requests_running read 0 (an idle server): load unknown")
+    # a gauge of 0 is an idle moment, not the load: unknown, so the buckets serve every load
+    return Traffic(dict(counts), "; ".join(parts), text.running or None, rows, text_includes_images=text.found)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.buckets.plot import save_png
 from vllm_hpu_mm.replay.report import Report
 
 __all__ = ["plot_replay"]
@@ -50,11 +50,6 @@ def plot_replay(report: Report, path: str | Path) -> Path:
                 if row == 0 and col == 0:
                     ax.legend(fontsize=7)
         fig.suptitle(f"replay of {report.traffic[:100]}", fontsize=9)
-        fig.tight_layout()
-        try:
-            fig.savefig(out, dpi=110, format="png")
-        except OSError as exc:
-            raise ConfigError(f"--plot {out}: cannot write it ({exc.strerror or exc})") from None
     finally:
-        plt.close(fig)
+        save_png(fig, out)
     return out
