@@ -115,3 +115,11 @@ def test_the_embedded_default_traffic_has_text_answers_prefixes_and_text_only_re
     assert t.text_only_share() == pytest.approx(0.2)
     assert sum(t.images().values()) == 6000
     assert any((r.cached_tokens or 0) > 0 for r in t.counts)
+
+
+def test_a_known_prompt_without_an_answer_length_draws_only_the_answer(tmp_path: Path) -> None:
+    t = read_traffic_csv(write(tmp_path, "width,height,text_tokens\n,,300\n,,900\n"))
+    drawn = t.sample(40, 3, default_traffic().text_rows())
+    assert {r.text_tokens for r in drawn} <= {300, 900}
+    assert len({r.output_tokens for r in drawn}) > 1
+    assert all(r.cached_tokens == 0 for r in drawn)

@@ -196,11 +196,13 @@ def with_prior(shapes: Mapping[tuple[int, int], int], first: Sequence[int],
                second: Callable[[int], Sequence[int]],
                share: float = PRIOR_SHARE) -> dict[tuple[int, int], int]:  # fmt: skip
     """``shapes`` plus ``share`` of their weight spread evenly over the grid ``(a, b)``, ``a`` in ``first``, ``b`` in
-    ``second(a)``."""
+    ``second(a)``; with no shapes at all (a traffic without decode steps), the grid alone."""
     grid = [(a, b) for a in first for b in second(a)]
     out = dict(shapes)
     total = sum(shapes.values())
-    if not grid or share <= 0 or not total:
+    if not total:
+        return dict.fromkeys(grid, 1)
+    if not grid or share <= 0:
         return out
     each = max(1, round(share / (1 - share) * total / len(grid)))
     for key in grid:

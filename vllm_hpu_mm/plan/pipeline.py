@@ -91,7 +91,8 @@ def plan_and_choose(
     its text buckets planned from the traffic (``sizes``: a traffic file or folder; None: the embedded default)."""
     inputs, costs = plan_with_profile(inputs, profile, settings.profile, free_stated=free_stated, flag=profile_flag)
     traffic = read_traffic(sizes, flag=sizes_flag)
-    sample = images_of(traffic) if sizes is not None else None
+    # traffic without images (text only) leaves the vision buckets to the embedded sizes
+    sample = images_of(traffic) if sizes is not None and traffic.images() else None
     result, choice = choose(inputs, sample, max_buckets=max_buckets, mode=settings.align_mode, keep=keep)
     if result.fits:
         result, text = choose_text(result, traffic, settings, budget=text_budget, concurrency=concurrency,

@@ -105,7 +105,7 @@ class Traffic:
         weights = np.array([self.counts[k] for k in kinds], dtype=np.float64)
         picks = rng.choice(len(kinds), size=n, p=weights / weights.sum())
         out = [kinds[int(i)] for i in picks]
-        if all(r.text_known for r in out):
+        if all(r.text_known and r.output_tokens is not None for r in out):
             return out
         if not text:
             raise ConfigError(f"{self.source}: requests without text columns need a text distribution to draw from")
@@ -114,10 +114,10 @@ class Traffic:
         draws = rng.choice(len(rows), size=n, p=tw / tw.sum())
         filled = []
         for r, d in zip(out, draws, strict=True):
-            if r.text_known:
-                filled.append(r)
+            t, o, c = rows[int(d)]
+            if r.text_known:  # a known prompt keeps its own fields; an unknown answer length is drawn
+                filled.append(Request(r.image, r.text_tokens, r.output_tokens or o, r.cached_tokens or 0))
             else:
-                t, o, c = rows[int(d)]
                 filled.append(Request(r.image, t, o, c))
         return filled
 
