@@ -67,6 +67,9 @@ class Rules:
     order: tuple[Source, ...] = ("frames", "message", "phase", "votes")
     #: A cut counts when the log's last line is at most this many lines after the cut phase or traceback.
     cut_lines: int = 5
+    #: Whether a traceback the log stops inside (no exception line) counts as a failure of its frames' phase (an
+    #: excerpt may also stop inside a traceback of another kind of error: fitting weighs the two).
+    cut_tracebacks: bool = True
     #: Frame votes: token -> stage -> labelled logs whose failure traceback held it (tokens the phase table knows
     #: are left out: the table decides those).
     votes: Mapping[str, Mapping[str, int]] = dataclasses.field(default_factory=dict)
@@ -77,8 +80,8 @@ class Rules:
     phase_cut: int = -1
 
     def to_json(self) -> dict[str, Any]:
-        return {"order": list(self.order), "cut_lines": self.cut_lines, "min_votes": self.min_votes,
-                "phase_cut": self.phase_cut,
+        return {"order": list(self.order), "cut_lines": self.cut_lines, "cut_tracebacks": self.cut_tracebacks,
+                "min_votes": self.min_votes, "phase_cut": self.phase_cut,
                 "votes": {t: dict(sorted(v.items())) for t, v in sorted(self.votes.items())}}  # fmt: skip
 
     @classmethod
@@ -87,7 +90,8 @@ class Rules:
         if sorted(order) != sorted(("frames", "message", "phase", "votes")):
             raise ValueError(f"rules order {order!r} is not a permutation of frames, message, phase, votes")
         votes = {str(t): {str(s): int(n) for s, n in v.items()} for t, v in data["votes"].items()}
-        return cls(order, int(data["cut_lines"]), votes, int(data["min_votes"]), int(data["phase_cut"]))  # type: ignore[arg-type]
+        cut, tracebacks = int(data["cut_lines"]), bool(data["cut_tracebacks"])
+        return cls(order, cut, tracebacks, votes, int(data["min_votes"]), int(data["phase_cut"]))  # type: ignore[arg-type]
 
 
 def default_rules() -> Rules:
@@ -195,7 +199,7 @@ def judge(features: LogFeatures, rules: Rules) -> Judgement:
                 return Judgement(found[0], _BASIS_OF[source], f.memory, (*marks, found[1]), warm)
         return Judgement("unknown", "unknown", f.memory, (f.line,), warm)
     tb = run.open_traceback
-    if tb is not None and run.end - tb.last <= rules.cut_lines:
+    if tb is not None and rules.cut_tracebacks and run.end - tb.last <= rules.cut_lines:
         found = _frames_stage(tb.frames)
         voted = _voted(tb.frames, rules) if found is None else None
         if found is not None:

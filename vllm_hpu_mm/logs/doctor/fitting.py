@@ -30,6 +30,7 @@ Example = tuple[str, LogFeatures, str]
 #: The choices :func:`fit` tries, the defaults first (ties keep the earlier choice).
 ORDERS: tuple[tuple[Source, ...], ...] = tuple(itertools.permutations(Rules().order))
 CUT_LINES = (5, 2, 10, 25)
+CUT_TRACEBACKS = (True, False)
 MIN_VOTES = (2, 1, 3)
 PHASE_CUTS = (-1, 0, 2, 5)
 
@@ -49,11 +50,13 @@ def _votes(examples: Sequence[Example]) -> dict[str, dict[str, int]]:
 
 def fit(examples: Sequence[Example]) -> Rules:
     """The rules that get the most of ``examples`` right: frame votes counted over them, then every order, cut
-    distance, vote threshold and phase-cut distance tried (ties keep the earlier, default, choice)."""
+    distance, whether cut tracebacks count, vote threshold and phase-cut distance tried (ties keep the earlier,
+    default, choice)."""
     votes = _votes(examples)
     best: tuple[int, Rules] | None = None
-    for order, cut_lines, min_votes, phase_cut in itertools.product(ORDERS, CUT_LINES, MIN_VOTES, PHASE_CUTS):
-        rules = Rules(order, cut_lines, votes, min_votes, phase_cut)
+    grid = itertools.product(ORDERS, CUT_LINES, CUT_TRACEBACKS, MIN_VOTES, PHASE_CUTS)
+    for order, cut_lines, cut_tracebacks, min_votes, phase_cut in grid:
+        rules = Rules(order, cut_lines, cut_tracebacks, votes, min_votes, phase_cut)
         right = sum(judge(features, rules).stage == label for _, features, label in examples)
         if best is None or right > best[0]:
             best = (right, rules)
