@@ -8,13 +8,21 @@ and is never fitted on. Writes benchmarks/results/doctor_accuracy.{md,json}.
 
     python -m benchmarks.doctor_accuracy                 # score; warns when the shipped rules are stale
     python -m benchmarks.doctor_accuracy --write-rules   # refit the shipped rules on the development set first
+
+``--baseline COMMIT`` also scores the doctor of an older commit on the same logs (its package is extracted with
+``git archive`` and run in a subprocess), for the before/after table.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import platform
+import subprocess
+import sys
+import tarfile
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -36,6 +44,31 @@ def _table(rows: list[list[str]]) -> list[str]:
     return out
 
 
+#: Run in a subprocess with an older package on its path: prints the stage for each log path given.
+_BASELINE = """
+import json, sys
+from vllm_hpu_mm.logs.doctor import diagnose_lines
+out = {}
+for path in sys.argv[1:]:
+    lines = open(path, encoding="utf-8").read().splitlines()
+    head = next(k for k, line in enumerate(lines) if not line.startswith("# "))
+    out[path] = diagnose_lines([""] * head + lines[head:]).stage
+print(json.dumps(out))
+"""
+
+
+def baseline(commit: str, paths: list[Path]) -> dict[str, str]:
+    """The stage the doctor of ``commit`` gives each log (``git archive`` of its package, run in a subprocess)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "archive", commit, "vllm_hpu_mm"], cwd=REPO, capture_output=True, check=True)
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(tmp, filter="data")
+        proc = subprocess.run([sys.executable, "-c", _BASELINE, *map(str, paths)], cwd=tmp, capture_output=True,
+                              text=True, check=True)  # fmt: skip
+        found: dict[str, str] = json.loads(proc.stdout)
+    return {Path(k).name: v for k, v in found.items()}
+
+
 def _tally(predictions: tuple[str, ...]) -> str:
     return ", ".join(f"{s} x{c}" for s, c in Counter(predictions).most_common())
 
@@ -48,12 +81,30 @@ def _confusion(pairs: Counter[tuple[str, str]]) -> list[str]:
     return _table(rows)
 
 
+def _before(base: dict[str, Any] | None, cv_accuracy: float, n_dev: int, held_right: int, n_held: int) -> list[str]:
+    if base is None:
+        return []
+    return [
+        f"## Before: the doctor of commit {base['commit']} on the same logs",
+        "",
+        *_table([
+            ["set", f"{base['commit']} (no fitting: scored as is)", "this doctor"],
+            ["development", f"{base['development_right']} of {n_dev} ({base['development_right'] / n_dev:.1%}), "
+             f"{base['development_false_alarms']} false alarms", f"{cv_accuracy:.1%} cross-validated"],
+            ["held-out", f"{base['heldout_right']} of {n_held} ({base['heldout_right'] / n_held:.1%}), "
+             f"{base['heldout_false_alarms']} false alarms", f"{held_right} of {n_held} ({held_right / n_held:.1%})"],
+        ]),
+        "",
+    ]  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--folds", type=int, default=5, help="folds per repetition (default 5)")
     parser.add_argument("--repeats", type=int, default=10, help="repetitions with new deals (default 10)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the first deal (default 0)")
     parser.add_argument("--write-rules", action="store_true", help=f"refit and write {RULES_FILE.name} first")
+    parser.add_argument("--baseline", default=None, help="also score the doctor of this git commit on the same logs")
     parser.add_argument("--machine", default="this 2-core CPU dev machine (shared)", help="machine label")
     parser.add_argument("--out", default=str(RESULTS / "doctor_accuracy"), help="result path without suffix")
     args = parser.parse_args()
@@ -67,6 +118,7 @@ def main() -> None:
     cv = cross_validate(dev, args.folds, args.repeats, args.seed)
     held_verdicts = [(name, label, judge(features, shipped).stage) for name, features, label in held]
     seconds = time.perf_counter() - t0
+    before = baseline(args.baseline, [*DEVELOPMENT_LOGS, *HELDOUT_LOGS]) if args.baseline else None
 
     held_right = sum(label == got for _, label, got in held_verdicts)
     held_alarms = sum(label == "none" and got != "none" for _, label, got in held_verdicts)
@@ -95,6 +147,15 @@ def main() -> None:
             "false_alarms": held_alarms,
             "healthy": sum(label == "none" for _, label, _ in held_verdicts),
             "verdicts": [{"log": n, "label": label, "predicted": got} for n, label, got in held_verdicts],
+        },
+        "baseline": None
+        if before is None
+        else {
+            "commit": args.baseline,
+            "development_right": sum(before[n] == label for n, _, label in dev),
+            "heldout_right": sum(before[n] == label for n, _, label in held),
+            "development_false_alarms": sum(label == "none" and before[n] != "none" for n, _, label in dev),
+            "heldout_false_alarms": sum(label == "none" and before[n] != "none" for n, _, label in held),
         },
         "shipped_rules_current": fitted == shipped,
         "shipped_rules": {k: v for k, v in shipped.to_json().items() if k != "votes"} | {"votes": len(shipped.votes)},
@@ -141,6 +202,7 @@ def main() -> None:
         "",
         *held_misses,
         "",
+        *_before(result["baseline"], cv.accuracy, len(dev), held_right, len(held)),
         f"Shipped rules (`vllm_hpu_mm/data/{RULES_FILE.name}`) = rules fitted on the development set: "
         f"{'yes' if fitted == shipped else 'NO (run with --write-rules)'}; order {' > '.join(shipped.order)}, cut "
         f"within {shipped.cut_lines} lines, votes >= {shipped.min_votes}, phase cut {shipped.phase_cut}.",
