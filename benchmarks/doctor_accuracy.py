@@ -163,6 +163,7 @@ def main() -> None:
     Path(args.out + ".json").write_text(json.dumps(result, indent=2) + "\n")
 
     d = result["development"]
+    base_arg = f" --baseline {args.baseline}" if args.baseline else ""
     held_misses = (
         _table([["log", "read", "said"], *[[n, label, got] for n, label, got in held_verdicts if label != got]])
         if held_right < len(held)
@@ -172,7 +173,8 @@ def main() -> None:
         "# OOM doctor: accuracy on real public logs",
         "",
         f"Machine: {args.machine}; Python {result['python']}; {seconds:.1f} s for the whole run. Command: "
-        f"`python -m benchmarks.doctor_accuracy --folds {cv.k} --repeats {cv.repeats} --seed {cv.seed}` (raw numbers "
+        f"`python -m benchmarks.doctor_accuracy --folds {cv.k} --repeats {cv.repeats} --seed {cv.seed}{base_arg}` (raw "
+        "numbers "
         "in `doctor_accuracy.json`). The logs and their labels: `tests/data/logs/SOURCES.md`.",
         "",
         "## Development set, cross-validated",

@@ -17,6 +17,7 @@ from vllm_hpu_mm.values import Stage
 
 __all__ = [
     "ANSI",
+    "BUCKET_PAIR",
     "CALL",
     "CUDA_CAPTURE_SIZES",
     "CUDA_GRAPH_MEMORY",
@@ -197,6 +198,8 @@ SHAPE_FIELD = re.compile(r"(\w+):(\d+)(?:X(\d+))?")
 PHASE_TOTAL = re.compile(
     r"(?P<phase>Graph/\w+) captured:(?P<n>\d+)\b.*?used_mem:" + _SIZE + r"(?:.*?buckets:(?P<b>\[.*\]))?"
 )
+#: One ``(batch, length)`` bucket of a :data:`PHASE_TOTAL` bucket list.
+BUCKET_PAIR = re.compile(r"\((\d+),\s*(\d+)\)")
 #: vLLM on CUDA: the graph memory it measured (V1 and older wordings), and its capture sizes.
 CUDA_GRAPH_MEMORY = re.compile(
     r"Graph capturing finished in [\d.]+ secs?, took (?P<gib>[\d.]+) GiB|(?P<gib2>[\d.]+) GiB for CUDAGraph memory"
