@@ -25,11 +25,11 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-import re
 from collections.abc import Iterable, Sequence
 
 from vllm_hpu_mm.buckets.packing import bucket_for
 from vllm_hpu_mm.logs.patterns import (
+    BUCKET_PAIR,
     CUDA_CAPTURE_SIZES,
     CUDA_GRAPH_MEMORY,
     GAUDI_MEMORY,
@@ -115,7 +115,7 @@ def parse_warmup(lines: Iterable[str]) -> WarmupLog:
             fields = tuple((name, int(a) * int(b) if b else int(a)) for name, a, b in SHAPE_FIELD.findall(w["fields"]))
             raw.append((k, w["phase"], int(w["i"]), fields, size_bytes(w)))
         elif (t := PHASE_TOTAL.search(text)) is not None:
-            buckets = tuple((int(a), int(b)) for a, b in re.findall(r"\((\d+),\s*(\d+)\)", t["b"] or ""))
+            buckets = tuple((int(a), int(b)) for a, b in BUCKET_PAIR.findall(t["b"] or ""))
             totals.append(PhaseTotal(_kind(t["phase"]), int(t["n"]), size_bytes(t), buckets, k))
         elif (f := GAUDI_MEMORY.search(text)) is not None:
             free, util = round(float(f["free"]) * GIB), float(f["util"])
