@@ -99,8 +99,16 @@ def test_a_folder_without_config_json_and_a_plain_file_are_refused(tmp_path: Pat
 
 
 def test_a_text_model_of_another_family_is_planned_with_no_vision_tower(tmp_path: Path) -> None:
-    cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,
-           "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100}
+    cfg = {
+        "model_type": "llama",
+        "architectures": ["LlamaForCausalLM"],
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 128,
+        "vocab_size": 100,
+    }
     m = resolve(str(write(tmp_path, cfg)))
     assert (m.model_type, m.vision.present, m.num_kv_heads, m.head_dim) == ("llama", False, 2, 16)
 

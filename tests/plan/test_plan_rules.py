@@ -18,8 +18,8 @@ from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.inputs import PlanInputs, build
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.vision_cost import PoolMode, capture_bytes
-from vllm_hpu_mm.runtimes.base import Runtime
 from vllm_hpu_mm.runtimes import vllm_fork
+from vllm_hpu_mm.runtimes.base import Runtime
 from vllm_hpu_mm.runtimes.registry import model_for
 
 GB = 10**9

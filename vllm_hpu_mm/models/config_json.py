@@ -11,6 +11,7 @@ them first where transformers is installed: :func:`with_transformers_defaults`).
 
 from __future__ import annotations
 
+import builtins
 import json
 import math
 from pathlib import Path
@@ -80,11 +81,13 @@ class _Reader:
             raise self._bad(key, value, f"{lo} up to {MAX_DIM}")
         return value
 
-    def opt_int(self, key: str, *, minimum: int = 0) -> int | None:
+    def opt_int(self, key: str, *, minimum: builtins.int = 0) -> builtins.int | None:
         """An optional integer (``null`` and absence are None)."""
         return None if self.section.get(key) is None else self.int(key, minimum=minimum)
 
-    def first(self, keys: tuple[str, ...], default: int | None = None, *, minimum: int = 1) -> int:
+    def first(
+        self, keys: tuple[str, ...], default: builtins.int | None = None, *, minimum: builtins.int = 1
+    ) -> builtins.int:
         """The first of ``keys`` present (an integer), else ``default``; missing with no default is an error."""
         for key in keys:
             if self.section.get(key) is not None:
@@ -100,7 +103,6 @@ class _Reader:
         if not isinstance(value, bool):
             raise self._bad(key, value, "true or false")
         return value
-
 
 
 def _section(cfg: dict[str, Any], key: str, path: Path) -> dict[str, Any] | None:
@@ -268,8 +270,13 @@ def _moe(t: _Reader, layers: int, dense_inter: int) -> MoE:
     if s.get("shared_expert_intermediate_size"):
         shared, shared_width = max(shared, 1), t.int("shared_expert_intermediate_size")
     dense_first = t.opt_int("first_k_dense_replace") or t.opt_int("moe_layer_start_index") or 0
-    step = t.opt_int("interleave_moe_layer_step") or t.opt_int("decoder_sparse_step") or t.opt_int(
-        "moe_layer_freq") or t.opt_int("moe_layer_interval") or 1
+    step = (
+        t.opt_int("interleave_moe_layer_step")
+        or t.opt_int("decoder_sparse_step")
+        or t.opt_int("moe_layer_freq")
+        or t.opt_int("moe_layer_interval")
+        or 1
+    )
     only_dense = s.get("mlp_only_layers") or []
     sparse = [i for i in range(dense_first, layers) if (i - dense_first + 1) % step == 0 and i not in only_dense]
     if step > 1 and "interleave_moe_layer_step" in s:  # Llama 4: layers step-1, 2*step-1, ... are sparse

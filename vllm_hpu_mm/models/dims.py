@@ -16,14 +16,14 @@ __all__ = [
     "QUANTIZED_WEIGHT_BITS",
     "TEXT_ONLY",
     "Attention",
-    "ModelDims",
     "MoE",
+    "ModelDims",
     "Quantization",
     "VisionDims",
     "dtype_bytes",
     "expert_parameters",
-    "kv_bytes_per_token",
     "kv_bytes_per_sequence",
+    "kv_bytes_per_token",
     "text_parameters",
     "vision_parameters",
     "weight_bytes",
@@ -187,8 +187,11 @@ def _attention_parameters(m: ModelDims) -> int:
     h, a = m.hidden_size, m.attention
     if a.kind == "mla":
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
-        q = (h * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * m.num_heads * qk) if a.q_lora_rank else (
-            h * m.num_heads * qk)
+        q = (
+            (h * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * m.num_heads * qk)
+            if a.q_lora_rank
+            else (h * m.num_heads * qk)
+        )
         kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank
         kv += a.kv_lora_rank * m.num_heads * (a.qk_nope_head_dim + a.v_head_dim)
         return q + kv + m.num_heads * a.v_head_dim * h
@@ -340,7 +343,10 @@ def kv_bytes_per_sequence(m: ModelDims, dtype_size: int, tensor_parallel_size: i
     """What one sequence costs on top of :func:`kv_bytes_per_token` x its length: the sliding-window layers' cache
     (at most the window) and the linear-attention layers' fixed state."""
     a = m.attention
-    sliding = a.sliding_layers * min(a.sliding_window, max_model_len) * _per_layer_token_bytes(
-        m, dtype_size, tensor_parallel_size)
+    sliding = (
+        a.sliding_layers
+        * min(a.sliding_window, max_model_len)
+        * _per_layer_token_bytes(m, dtype_size, tensor_parallel_size)
+    )
     state = a.linear_layers * a.linear_state_elements * dtype_size / tensor_parallel_size
     return round(sliding + state)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["COST_FIELDS", "ESTIMATES", "CostProfile"]
+__all__ = ["COST_FIELDS", "ESTIMATES", "HPU_LAZY_GRAPHS", "HPU_WARMUP_SECONDS_PER_GRAPH", "CostProfile", "label"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,6 +23,8 @@ class CostProfile:
     #: Names of the fields above that were measured, and where (device, model, log).
     measured: tuple[str, ...] = ()
     source: str = ""
+    #: Names of the fields above fitted to public logs of another deployment (built in, with their source).
+    calibrated: tuple[str, ...] = ()
 
 
 #: The coefficient fields, in the order they are reported.
@@ -30,3 +32,28 @@ COST_FIELDS = ("vision_mib_per_patch", "vision_fixed_mib", "text_prefill_factor"
 
 #: Every coefficient at its built-in estimate (nothing measured): the plan's default.
 ESTIMATES = CostProfile()
+
+
+#: HPU graph memory of the language model, lazy HPU graphs (vllm-fork after its PR 252, the mode vllm-gaudi's
+#: ``PT_HPU_LAZY_MODE=1`` runs): graph pool / eager activations fitted to the public log of vllm-gaudi
+#: docs/configuration/performance_tuning.md @091bbadd (Llama-3.1-8B, Gaudi2: 24 prompt graphs 67.72 MiB, one
+#: decode graph 64 KiB; tests/data/gaudi_logs/heldout/vllm_gaudi_perf_tuning_llama31_8b_gaudi2.log, held out for
+#: the memory split, not for these costs). The older fork (PR 147's log, before PR 252) took 16.7x / 0.30x: 15
+#: prompt graphs held 14.03 GiB. No public torch.compile (vllm-gaudi's default) warm-up log with per-graph memory
+#: was found: on that path these are estimates.
+HPU_LAZY_GRAPHS = CostProfile(
+    text_prefill_factor=0.024,
+    text_decode_factor=0.015,
+    calibrated=("text_prefill_factor", "text_decode_factor"),
+    source="public Gaudi2 log: vllm-gaudi docs/configuration/performance_tuning.md @091bbadd (lazy HPU graphs)",
+)
+#: Warm-up seconds per language-model graph on Gaudi2: 32 s for 25 graphs (the same performance_tuning.md log);
+#: PR 147's log gives 49 s for 63 graphs (0.78 s).
+HPU_WARMUP_SECONDS_PER_GRAPH = 32 / 25
+
+
+def label(costs: CostProfile, field: str) -> str:
+    """How one coefficient was obtained: measured (your log), calibrated (public logs, built in) or estimated."""
+    if field in costs.measured:
+        return "measured"
+    return "calibrated" if field in costs.calibrated else "estimated"

@@ -16,7 +16,7 @@ from vllm_hpu_mm.models.dims import ModelDims, dtype_bytes
 from vllm_hpu_mm.models.lookup import resolve
 from vllm_hpu_mm.plan import validate
 from vllm_hpu_mm.plan.args import SizingArgs
-from vllm_hpu_mm.plan.costs import ESTIMATES, CostProfile
+from vllm_hpu_mm.plan.costs import ESTIMATES, HPU_LAZY_GRAPHS, CostProfile
 from vllm_hpu_mm.plan.vision_cost import DEFAULT_POOL_MODE, PoolMode
 from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import DeviceFacts, Runtime, RuntimeModel
@@ -185,8 +185,9 @@ def _pool_mode(args: SizingArgs, backend: Backend) -> PoolMode:
         ) from None
 
 
-def _vision_buckets(model: ModelDims, runtime: RuntimeModel, configured: Buckets | None,
-                    env: Mapping[str, str]) -> tuple[tuple[int, ...] | None, bool]:
+def _vision_buckets(
+    model: ModelDims, runtime: RuntimeModel, configured: Buckets | None, env: Mapping[str, str]
+) -> tuple[tuple[int, ...] | None, bool]:
     """The buckets the plan sizes the tower's graphs for, and whether they apply at all: Qwen2.5-VL takes the
     configured list; another family takes its runtime's default list (or VLLM_MULTIMODAL_BUCKETS when set), in
     patches, where the runtime buckets it by patches; a batch-bucketed tower (Gemma 3) costs the buckets' images x
@@ -199,11 +200,14 @@ def _vision_buckets(model: ModelDims, runtime: RuntimeModel, configured: Buckets
     if not vb.bucketed:
         return None, False
     raw = env.get("VLLM_MULTIMODAL_BUCKETS", "").strip()
-    buckets = tuple(int(b) for b in raw.split(",") if b.strip().isdigit()) if raw and raw != "None" else (
-        vb.default_buckets)
+    buckets = (
+        tuple(int(b) for b in raw.split(",") if b.strip().isdigit()) if raw and raw != "None" else (vb.default_buckets)
+    )
     if vb.batch_based:
         v = model.vision
-        per_image = (v.image_size // v.patch_size) ** 2 if v.image_size else v.tokens_per_image * v.spatial_merge_size**2
+        per_image = (
+            (v.image_size // v.patch_size) ** 2 if v.image_size else v.tokens_per_image * v.spatial_merge_size**2
+        )
         buckets = tuple(n * max(per_image, 1) for n in buckets)
     return buckets or None, True
 
@@ -282,4 +286,5 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         runtime_env=env,
         defaults_source="given" if given else defaults.source,
         vision_bucketed=vision_bucketed,
+        costs=HPU_LAZY_GRAPHS if spec.backend == "hpu" else ESTIMATES,
     )

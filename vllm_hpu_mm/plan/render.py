@@ -192,15 +192,18 @@ def to_table(
     if "model_source" in src:
         lines.append(f"model dimensions: {src['model_source']}")
     lines.append(f"memory: {p.memory_formula}")
-    lines.append(f"max_num_seqs {i.max_num_seqs}, max_num_batched_tokens {i.max_num_batched_tokens}: "
-                 f"{i.defaults_source}")
+    lines.append(
+        f"max_num_seqs {i.max_num_seqs}, max_num_batched_tokens {i.max_num_batched_tokens}: {i.defaults_source}"
+    )
     vision = _vision_dict(p)
     if vision is not None:
         applies = "applies" if vision["aligned_processor_applies"] else "does not apply (Qwen2.5-VL only)"
-        lines.append(f"vision tower: {vision['family']}, patch {vision['patch_size']} x merge "
-                     f"{vision['spatial_merge_size']} = {vision['alignment_px']} px per token; "
-                     f"{'bucketed' if vision['bucketed_on_runtime'] else 'not bucketed'} on {i.runtime.name.value} "
-                     f"({vision['bucketing']}); the 112-px processor {applies}")
+        lines.append(
+            f"vision tower: {vision['family']}, patch {vision['patch_size']} x merge "
+            f"{vision['spatial_merge_size']} = {vision['alignment_px']} px per token; "
+            f"{'bucketed' if vision['bucketed_on_runtime'] else 'not bucketed'} on {i.runtime.name.value} "
+            f"({vision['bucketing']}); the 112-px processor {applies}"
+        )
     if choice is not None:
         lines += _choice_lines(choice)
     if exports is not None:

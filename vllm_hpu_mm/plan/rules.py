@@ -29,9 +29,9 @@ from vllm_hpu_mm.models.dims import kv_bytes_per_sequence, kv_bytes_per_token, v
 from vllm_hpu_mm.plan import text_cost, text_graphs, vision_cost
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.vision_cost import PoolMode
+from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS
 from vllm_hpu_mm.runtimes.base import EngineShape, MemoryInputs, MemorySplit
 from vllm_hpu_mm.values import MIB
-from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS
 
 __all__ = [
     "STOCK_MAX_IMAGE_TOKENS",
@@ -94,7 +94,8 @@ def kv_per_token(i: PlanInputs) -> int:
 def kv_per_sequence(i: PlanInputs) -> int:
     """Rule 0c': what one sequence holds beyond its tokens (sliding-window layers' window, linear-attention state)."""
     return kv_bytes_per_sequence(i.model, i.dtype_size, i.tensor_parallel_size, i.max_model_len) // (
-        i.pipeline_parallel_size)
+        i.pipeline_parallel_size
+    )
 
 
 def profile_peak_bytes(i: PlanInputs) -> int:
@@ -123,8 +124,11 @@ def graph_estimate_bytes(i: PlanInputs) -> int:
     costs = [text_cost.decode_cost(m, dtype_size=size, tp=tp, block_size=block, batch=n, blocks=0, costs=i.costs)
              for n in sizes]  # fmt: skip
     text = max(costs, default=0) + MIB * max(len(costs) - 1, 0)
-    vision = vision_cost.capture_bytes(sorted(i.buckets), PoolMode.SHARED, m.vision, size, i.costs) if (
-        i.buckets and i.vision_bucketed) else 0
+    vision = (
+        vision_cost.capture_bytes(sorted(i.buckets), PoolMode.SHARED, m.vision, size, i.costs)
+        if (i.buckets and i.vision_bucketed)
+        else 0
+    )
     return text + vision
 
 

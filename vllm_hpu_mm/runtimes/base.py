@@ -18,18 +18,17 @@ from vllm_hpu_mm.values import Backend
 
 __all__ = [
     "ESTIMATE_CUDAGRAPHS",
-    "BatchDefaults",
-    "DeviceFacts",
-    "MemoryInputs",
-    "MemorySplit",
-    "VisionBucketing",
     "GRAPH_MULTIMODAL_PROMPT_RATIO",
     "GRAPH_PROMPT_RATIO",
     "GRAPH_RESERVED_MEM",
     "PARTS",
     "RUNTIME_CHOICES",
+    "BatchDefaults",
+    "DeviceFacts",
     "EngineShape",
     "Exports",
+    "MemoryInputs",
+    "MemorySplit",
     "Part",
     "PartName",
     "Runtime",
@@ -37,6 +36,7 @@ __all__ = [
     "RuntimeTraits",
     "ServerFlags",
     "TextShapes",
+    "VisionBucketing",
 ]
 
 #: The guide's memory variables: planning inputs everywhere, read by some runtimes only (:attr:`RuntimeTraits.reads`).
@@ -203,8 +203,11 @@ class BatchDefaults:
         seqs = seqs_given or self.max_num_seqs
         tokens = tokens_given
         if tokens is None:
-            tokens = max(self.max_num_batched_tokens, max_model_len) if self.at_least_max_model_len else (
-                self.max_num_batched_tokens)
+            tokens = (
+                max(self.max_num_batched_tokens, max_model_len)
+                if self.at_least_max_model_len
+                else (self.max_num_batched_tokens)
+            )
             tokens = min(seqs * max_model_len, tokens)
         if seqs_given is None:
             seqs = min(seqs, tokens)

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import dataclasses
-
 import math
 
 from vllm_hpu_mm.runtimes.arithmetic import VLLM_032, vllm_batch_defaults
@@ -59,8 +58,10 @@ class VllmCpu:
             formula = f"{VLLM_032} cpu_worker.determine_available_memory: the explicit KV size"
         else:
             kv = requested - held if m.free_after_load_bytes is None else requested - (m.total_bytes - free)
-            formula = (f"{VLLM_032} cpu_worker.determine_available_memory: ceil(total x gpu_memory_utilization) - "
-                       "resident memory (weights + activations)")
+            formula = (
+                f"{VLLM_032} cpu_worker.determine_available_memory: ceil(total x gpu_memory_utilization) - "
+                "resident memory (weights + activations)"
+            )
         return MemorySplit(free, m.activation_peak_bytes, requested - m.weight_bytes, 0, max(kv, 0), formula)
 
     def batch_defaults(self, device: DeviceFacts) -> BatchDefaults:

@@ -47,6 +47,7 @@ def available_kv_cache_memory(
     requested = math.ceil(total * utilization)
     return requested - non_kv_cache_memory - (cudagraph_estimate if estimate_cudagraphs else 0)
 
+
 TRAITS = RuntimeTraits(
     backend="cuda",
     reads=frozenset(),
@@ -94,10 +95,19 @@ class VllmCuda:
         kv = available_kv_cache_memory(m.total_bytes, m.gpu_memory_utilization, non_kv, graphs, estimate)
         requested = math.ceil(m.total_bytes * m.gpu_memory_utilization)
         note = "less the profiled CUDA-graph memory" if estimate else f"graphs not subtracted ({ESTIMATE_CUDAGRAPHS}=0)"
-        formula = (f"{VLLM_032} v1/worker/utils.py request_memory + gpu_worker.determine_available_memory: "
-                   f"ceil(total x gpu_memory_utilization) - (weights + profiling peak + non-torch), {note}")
-        return MemorySplit(free, m.activation_peak_bytes, requested - non_kv, graphs, max(kv, 0), formula,
-                           NON_TORCH_BYTES if m.free_after_load_bytes is None else 0)
+        formula = (
+            f"{VLLM_032} v1/worker/utils.py request_memory + gpu_worker.determine_available_memory: "
+            f"ceil(total x gpu_memory_utilization) - (weights + profiling peak + non-torch), {note}"
+        )
+        return MemorySplit(
+            free,
+            m.activation_peak_bytes,
+            requested - non_kv,
+            graphs,
+            max(kv, 0),
+            formula,
+            NON_TORCH_BYTES if m.free_after_load_bytes is None else 0,
+        )
 
     def batch_defaults(self, device: DeviceFacts) -> BatchDefaults:
         return vllm_batch_defaults(device)

@@ -102,8 +102,10 @@ class VllmFork:
             profile = PROFILE_RESIDUE_BYTES
             free = m.free_before_load_bytes - m.weight_bytes - profile
         usable, graphs, kv = gaudi_guide_split(free, m)
-        formula = ("vllm-fork hpu_worker.determine_num_available_blocks: (total - weights - profiling residue "
-                   f"{PROFILE_RESIDUE_BYTES // MIB} MiB) x gpu_memory_utilization x (1 - VLLM_GRAPH_RESERVED_MEM)")
+        formula = (
+            "vllm-fork hpu_worker.determine_num_available_blocks: (total - weights - profiling residue "
+            f"{PROFILE_RESIDUE_BYTES // MIB} MiB) x gpu_memory_utilization x (1 - VLLM_GRAPH_RESERVED_MEM)"
+        )
         return MemorySplit(free, profile, usable, graphs, kv, formula)
 
     def batch_defaults(self, device: DeviceFacts) -> BatchDefaults:

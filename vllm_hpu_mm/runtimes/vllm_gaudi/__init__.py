@@ -71,11 +71,16 @@ class VllmGaudi:
         usable = free x utilisation; graphs = usable x VLLM_GRAPH_RESERVED_MEM (0 under --enforce-eager); the KV
         cache gets the rest less one dummy block (a block over every layer, allocated to bind the cache first). It
         reads no --kv-cache-memory-bytes at this commit."""
-        free = m.free_after_load_bytes if m.free_after_load_bytes is not None else (
-            m.free_before_load_bytes - m.weight_bytes)
+        free = (
+            m.free_after_load_bytes
+            if m.free_after_load_bytes is not None
+            else (m.free_before_load_bytes - m.weight_bytes)
+        )
         usable, graphs, kv = gaudi_guide_split(free, m)
-        formula = (f"vllm-gaudi @{COMMIT_SHORT} hpu_worker.determine_available_memory: free after load x "
-                   "gpu_memory_utilization x (1 - VLLM_GRAPH_RESERVED_MEM) - one dummy KV block; no profiling pass")
+        formula = (
+            f"vllm-gaudi @{COMMIT_SHORT} hpu_worker.determine_available_memory: free after load x "
+            "gpu_memory_utilization x (1 - VLLM_GRAPH_RESERVED_MEM) - one dummy KV block; no profiling pass"
+        )
         return MemorySplit(free, 0, usable, graphs, max(0, kv - m.kv_block_bytes), formula)
 
     def batch_defaults(self, device: DeviceFacts) -> BatchDefaults:
