@@ -32,7 +32,8 @@ def test_a_qwen3_vl_config_plans_with_its_own_tower_and_vllm_gaudis_buckets(tmp_
     )
     p = plan(build(SizingArgs(model=model, device="gaudi2", max_model_len=32768), load({})))
     vision = to_dict(p)["vision"]
-    assert vision["bucketed_on_runtime"] and not vision["aligned_processor_applies"]
+    assert vision["bucketed_on_runtime"]
+    assert not vision["aligned_processor_applies"]
     assert p.inputs.buckets == (196, 256, 441, 480, 576, 900, 1156)
     assert p.fits
 
@@ -41,13 +42,15 @@ def test_a_qwen3_vl_config_plans_with_its_own_tower_and_vllm_gaudis_buckets(tmp_
 def test_a_dense_text_model_plans_with_no_vision_part(tmp_path, device: str) -> None:  # type: ignore[no-untyped-def]
     model = _folder(tmp_path, "meta-llama_Llama-3.1-8B-Instruct.json")
     p = plan(build(SizingArgs(model=model, device=device, max_model_len=8192), load({})))
-    assert p.inputs.buckets is None and to_dict(p)["vision"] is None
+    assert p.inputs.buckets is None
+    assert to_dict(p)["vision"] is None
+    assert p.fits
     assert p.kv_bytes_per_token == 2 * 32 * 8 * 128 * 2
 
 
 def test_an_moe_mla_model_shards_experts_by_expert_parallelism(tmp_path) -> None:  # type: ignore[no-untyped-def]
     model = _folder(tmp_path, "deepseek-ai_DeepSeek-R1.json")
-    args = dict(model=model, device="h200", tensor_parallel_size=8, max_model_len=8192)
+    args = {"model": model, "device": "h200", "tensor_parallel_size": 8, "max_model_len": 8192}
     tp = plan(build(SizingArgs(**args), load({})))  # type: ignore[arg-type]
     ep = plan(build(SizingArgs(**args, data_parallel_size=2, enable_expert_parallel=True), load({})))  # type: ignore[arg-type]
     assert ep.weight_bytes < tp.weight_bytes

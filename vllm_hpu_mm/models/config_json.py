@@ -145,9 +145,22 @@ def quantization_from_config(cfg: dict[str, Any], path: Path) -> tuple[str | Non
 
 
 def _quant_group_size(cfg: dict[str, Any], path: Path) -> int:
+    """The group size of the checkpoint's int scales: ``group_size``, or compressed-tensors' per config group."""
     q = _quant_section(cfg, path) or {}
     size = q.get("group_size")
+    groups = q.get("config_groups")
+    if size is None and isinstance(groups, dict):
+        sizes = [w.get("group_size") for g in groups.values() if isinstance(g, dict)
+                 and isinstance(w := g.get("weights"), dict)]  # fmt: skip
+        size = min((v for v in sizes if isinstance(v, int) and not isinstance(v, bool) and v > 0), default=None)
     return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 128
+
+
+def _quant_experts_only(cfg: dict[str, Any], path: Path) -> bool:
+    """Whether the quantization leaves attention at the model's dtype (its ``ignore`` list names ``self_attn``):
+    then only the routed experts are stored at the quantized width."""
+    ignore = (_quant_section(cfg, path) or {}).get("ignore")
+    return isinstance(ignore, list) and any(isinstance(i, str) and "self_attn" in i for i in ignore)
 
 
 #: vLLM 0.32's keys for a model's maximum length (``_get_and_verify_max_len`` in vllm/config/model.py): the smallest
@@ -245,7 +258,8 @@ def _attention(t: _Reader, model_type: str, layers: int) -> Attention:
                          v_head_dim=t.int("v_head_dim"), sliding_layers=sliding, sliding_window=window,
                          linear_layers=linear, linear_state_elements=state)  # fmt: skip
     return Attention("gqa", qkv_bias=bias, sliding_layers=sliding, sliding_window=window, linear_layers=linear,
-                     linear_state_elements=state)  # fmt: skip
+                     linear_state_elements=state, full_head_dim=t.opt_int("global_head_dim") or 0,
+                     full_kv_heads=t.opt_int("num_global_key_value_heads") or 0)  # fmt: skip
 
 
 def _first_int(value: Any) -> int | None:
@@ -308,7 +322,8 @@ def dims_from_config(cfg: dict[str, Any], *, name: str, path: Path, source: str)
         raise ConfigError(f"{path}: {t.prefix}intermediate_size is missing; accepted: a positive integer")
     vision = _vision(cfg, family, hidden, path, model_type)
     top = _Reader(cfg, "", path)
-    tie = top.bool("tie_word_embeddings", t.bool("tie_word_embeddings", False))
+    # Gemma ties its embeddings unless the config says otherwise (transformers' Gemma*Config default).
+    tie = top.bool("tie_word_embeddings", t.bool("tie_word_embeddings", model_type.startswith("gemma")))
     method, bits = quantization_from_config(cfg, path)
     return ModelDims(
         name=name,
@@ -331,6 +346,7 @@ def dims_from_config(cfg: dict[str, Any], *, name: str, path: Path, source: str)
         architecture=arch,
         derived_max_model_len=derived_max_model_len(text, model_type),
         quant_group_size=_quant_group_size(cfg, path),
+        quant_experts_only=_quant_experts_only(cfg, path),
     )
 
 
@@ -343,19 +359,29 @@ def _vision(cfg: dict[str, Any], family: Family | None, text_hidden: int, path: 
             raise ConfigError(f"{path}: no '{fam.vision_section}' section; expected a {fam.display} config.json")
         return TEXT_ONLY
     backbone = section.get("backbone_config")  # Ovis: the ViT sits under the visual tokenizer
+    towers = section.get("width")  # DeepSeek-OCR: named towers (a CLIP and a SAM ViT) side by side
+    extra = 0
+    if isinstance(towers, dict) and towers and all(isinstance(t, dict) for t in towers.values()):
+        ranked = sorted(towers.values(), key=lambda t: t.get("layers", 0) if isinstance(t.get("layers"), int) else 0)
+        backbone, extra = ranked[-1], sum(_side_tower_parameters(t, f"{fam.vision_section}.width.", path)
+                                          for t in ranked[:-1])  # fmt: skip
     v = _Reader(backbone if isinstance(backbone, dict) else section, f"{fam.vision_section}.", path)
-    width = v.first((*fam.width_keys, "hidden_size", "embed_dim", "width"))
-    heads = v.first(("num_heads", "num_attention_heads", "n_heads"))
+    width = v.first((*fam.width_keys, "hidden_size", "embed_dim", "vt_hidden_size", "width"))
+    heads = v.first(("num_heads", "num_attention_heads", "n_heads", "vt_num_attention_heads", "heads"))
     if width % heads:
         raise ConfigError(f"{path}: {v.prefix}hidden_size={width} is not a multiple of {v.prefix}num_heads={heads}; "
                           "accepted: heads dividing the width")  # fmt: skip
     ratio = v.section.get("mlp_ratio")
     default_inter = int(width * ratio) if isinstance(ratio, int | float) and not isinstance(ratio, bool) else None
-    inter = v.first(("intermediate_size", "mlp_dim"), default_inter)
+    if default_inter is None and isinstance(towers, dict):
+        default_inter = 4 * width  # a ViT's usual MLP when the tower names none
+    inter = v.first(("intermediate_size", "mlp_dim", "vt_intermediate_size"), default_inter)
     patch = v.first(("patch_size", "spatial_patch_size"), fam.patch_size)
     merge = _merge_size(cfg, section, fam, path)
     image_size = v.first(("image_size",), 0, minimum=0) if fam.fixed_size else 0
     positions = v.first(("num_position_embeddings",), 0, minimum=0)
+    if not positions and v.section.get("init_pos_emb_height"):  # Kimi's MoonViT: a learned height x width grid
+        positions = v.int("init_pos_emb_height") * v.first(("init_pos_emb_width",), 1)
     if not positions and image_size:
         positions = (image_size // patch) ** 2
     tokens = 0
@@ -363,7 +389,7 @@ def _vision(cfg: dict[str, Any], family: Family | None, text_hidden: int, path: 
         tokens = _Reader(cfg, "", path).first(("mm_tokens_per_image",), (image_size // patch) ** 2 // merge**2)
     deepstack = section.get("deepstack_visual_indexes")
     return VisionDims(
-        depth=v.first(("depth", "num_hidden_layers", "num_layers", "layers")),
+        depth=v.first(("depth", "num_hidden_layers", "num_layers", "vt_num_hidden_layers", "layers")),
         hidden_size=width,
         num_heads=heads,
         intermediate_size=inter,
@@ -381,7 +407,18 @@ def _vision(cfg: dict[str, Any], family: Family | None, text_hidden: int, path: 
         deepstack_layers=len(deepstack) if isinstance(deepstack, list) else 0,
         image_size=image_size,
         tokens_per_image=tokens,
+        extra_parameters=extra,
     )
+
+
+def _side_tower_parameters(tower: dict[str, Any], prefix: str, path: Path) -> int:
+    """A plain ViT's parameters (qkv and output projections, a 4x two-layer MLP, two LayerNorms per block) from a
+    tower entry's ``width``, ``layers`` and optional ``mlp_ratio``."""
+    t = _Reader(tower, prefix, path)
+    d, layers = t.int("width"), t.int("layers")
+    ratio = tower.get("mlp_ratio")
+    inter = int(d * ratio) if isinstance(ratio, int | float) and not isinstance(ratio, bool) else 4 * d
+    return layers * (4 * d * d + 4 * d + 2 * d * inter + inter + d + 4 * d)
 
 
 def _merge_size(cfg: dict[str, Any], section: dict[str, Any], fam: Family, path: Path) -> int:
@@ -392,6 +429,9 @@ def _merge_size(cfg: dict[str, Any], section: dict[str, Any], fam: Family, path:
             value = holder.get(key)
             if isinstance(value, int) and not isinstance(value, bool) and value > 0:
                 return value
+    kernel = section.get("merge_kernel_size")  # Kimi: [2, 2]
+    if isinstance(kernel, list) and kernel and isinstance(kernel[0], int) and not isinstance(kernel[0], bool):
+        return max(kernel[0], 1)
     shuffle = section.get("pixel_shuffle_ratio")
     if isinstance(shuffle, int | float) and not isinstance(shuffle, bool) and 0 < shuffle < 1:
         return round(1 / math.sqrt(shuffle))

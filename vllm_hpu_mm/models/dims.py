@@ -76,6 +76,8 @@ class VisionDims:
     image_size: int = 0
     #: Tokens one image (or tile) costs when fixed (Gemma 3: 256); 0 = from the image size.
     tokens_per_image: int = 0
+    #: Parameters of further towers beside this one (DeepSeek-OCR's SAM encoder beside its CLIP tower).
+    extra_parameters: int = 0
 
     @property
     def present(self) -> bool:
@@ -113,6 +115,10 @@ class Attention:
     linear_layers: int = 0
     #: Bytes of one linear layer's state per sequence (at the model's dtype), when the config gives its shapes.
     linear_state_elements: int = 0
+    #: Full-attention layers with their own head width and KV heads (Gemma 4's ``global_head_dim`` and
+    #: ``num_global_key_value_heads``); 0 = the model's own.
+    full_head_dim: int = 0
+    full_kv_heads: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,6 +177,9 @@ class ModelDims:
     derived_max_model_len: int = 0
     #: Group size of int4 scales, when the checkpoint states it.
     quant_group_size: int = 128
+    #: The checkpoint quantizes only the routed experts (its ``ignore`` list keeps attention and shared experts at
+    #: the model's dtype, as Kimi K2.5's compressed-tensors int4 does).
+    quant_experts_only: bool = False
 
     @property
     def max_model_len(self) -> int:
@@ -183,7 +192,15 @@ class ModelDims:
         return self.num_layers - self.attention.linear_layers - self.attention.sliding_layers
 
 
+def _gqa_parameters(h: int, heads: int, kv_heads: int, head_dim: int, bias: bool) -> int:
+    q_width, kv_width = heads * head_dim, kv_heads * head_dim
+    return h * q_width + 2 * h * kv_width + q_width * h + ((q_width + 2 * kv_width) if bias else 0)
+
+
 def _attention_parameters(m: ModelDims) -> int:
+    """Attention weights over all layers; full-attention layers with their own widths (Gemma 4) counted apart. A
+    layer whose K and V share one projection (``attention_k_eq_v``) still holds both on the device: vLLM loads the
+    K weights into both slots (``vllm/model_executor/models/gemma4.py``)."""
     h, a = m.hidden_size, m.attention
     if a.kind == "mla":
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
@@ -194,10 +211,12 @@ def _attention_parameters(m: ModelDims) -> int:
         )
         kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank
         kv += a.kv_lora_rank * m.num_heads * (a.qk_nope_head_dim + a.v_head_dim)
-        return q + kv + m.num_heads * a.v_head_dim * h
-    q_width, kv_width = m.num_heads * m.head_dim, m.num_kv_heads * m.head_dim
-    bias = (q_width + 2 * kv_width) if a.qkv_bias else 0
-    return h * q_width + 2 * h * kv_width + q_width * h + bias
+        return m.num_layers * (q + kv + m.num_heads * a.v_head_dim * h)
+    usual = _gqa_parameters(h, m.num_heads, m.num_kv_heads, m.head_dim, a.qkv_bias)
+    if not (a.full_head_dim or a.full_kv_heads):
+        return m.num_layers * usual
+    full = _gqa_parameters(h, m.num_heads, a.full_kv_heads or m.num_kv_heads, a.full_head_dim or m.head_dim, a.qkv_bias)
+    return (m.num_layers - m.attention_layers) * usual + m.attention_layers * full
 
 
 def expert_parameters(m: ModelDims) -> int:
@@ -222,7 +241,7 @@ def text_parameters(m: ModelDims) -> int:
     """Parameters of the language model: embeddings, decoder layers (attention, dense or expert MLPs, two norms),
     final norm, LM head."""
     layer_norms = 2 * m.hidden_size
-    body = m.num_layers * (_attention_parameters(m) + layer_norms) + _mlp_parameters(m) + expert_parameters(m)
+    body = _attention_parameters(m) + m.num_layers * layer_norms + _mlp_parameters(m) + expert_parameters(m)
     embed = m.vocab_size * m.hidden_size
     head = 0 if m.tie_word_embeddings else m.vocab_size * m.hidden_size
     return embed + body + m.hidden_size + head
@@ -241,7 +260,7 @@ def vision_parameters(v: VisionDims) -> int:
     merged = d * v.spatial_merge_size**2
     merger = norm + (merged * merged + merged) + (merged * v.out_hidden_size + v.out_hidden_size)
     deepstack = v.deepstack_layers * (2 * merged + merged * merged + merged + merged * v.out_hidden_size)
-    return patch + v.num_position_embeddings * d + v.depth * block + merger + deepstack
+    return patch + v.num_position_embeddings * d + v.depth * block + merger + deepstack + v.extra_parameters
 
 
 #: Bits per language-model weight under vLLM 0.32's --quantization methods of a known width (int4 methods store
@@ -261,7 +280,7 @@ _MX = frozenset({"mxfp4", "gpt_oss_mxfp4", "mxfp8", "modelopt_mxfp8"})
 
 def _linear_parameters(m: ModelDims) -> int:
     """The decoder layers' linear weights (what a weight quantization stores at its own width)."""
-    return m.num_layers * _attention_parameters(m) + _mlp_parameters(m) + expert_parameters(m)
+    return _attention_parameters(m) + _mlp_parameters(m) + expert_parameters(m)
 
 
 def _bits_per_weight(m: ModelDims, method: str) -> float | None:
@@ -272,6 +291,8 @@ def _bits_per_weight(m: ModelDims, method: str) -> float | None:
         return None
     if method in _GROUPED:
         return bits + (16 + bits) / max(m.quant_group_size, 1)
+    if method == "compressed-tensors" and bits < 8:  # symmetric int groups: one 16-bit scale per group
+        return bits + 16 / max(m.quant_group_size, 1)
     if method in _MX:
         return bits + 8 / 32
     return float(bits)
@@ -300,7 +321,8 @@ def weight_bytes(
     def at_width(params: int) -> float:
         return params * bits / 8 if bits is not None else params * dtype_size
 
-    dense_linear = at_width(linear - experts)
+    quantized_dense = not (m.quant_experts_only and method == (m.quantization or "").lower())
+    dense_linear = at_width(linear - experts) if quantized_dense else (linear - experts) * dtype_size
     expert_bytes = at_width(experts)
     ep = expert_parallel_size if expert_parallel_size > 1 else tensor_parallel_size
     return round((other * dtype_size + dense_linear) / tensor_parallel_size + expert_bytes / ep)
@@ -318,17 +340,17 @@ def weight_load_peak_bytes(
     return steady
 
 
-def _kv_heads_per_card(m: ModelDims, tensor_parallel_size: int) -> float:
-    """KV heads one device holds: split evenly, or one replicated head when TP exceeds the KV-head count."""
-    if tensor_parallel_size > m.num_kv_heads:
-        return 1
-    return m.num_kv_heads / tensor_parallel_size
-
-
-def _per_layer_token_bytes(m: ModelDims, kv_dtype_size: int, tensor_parallel_size: int) -> float:
-    if m.attention.kind == "mla":  # one latent + RoPE key per token, replicated on every rank (no V)
-        return (m.attention.kv_lora_rank + m.attention.qk_rope_head_dim) * kv_dtype_size
-    return 2 * _kv_heads_per_card(m, tensor_parallel_size) * m.head_dim * kv_dtype_size
+def _per_layer_token_bytes(m: ModelDims, kv_dtype_size: int, tensor_parallel_size: int, *, full: bool) -> float:
+    """K and V of one token in one layer on one device; ``full`` picks the full-attention layers' own widths."""
+    a = m.attention
+    if a.kind == "mla":  # one latent + RoPE key per token, replicated on every rank (no V)
+        return (a.kv_lora_rank + a.qk_rope_head_dim) * kv_dtype_size
+    kv_heads, head_dim = m.num_kv_heads, m.head_dim
+    if full:
+        kv_heads, head_dim = a.full_kv_heads or kv_heads, a.full_head_dim or head_dim
+    # A device never holds less than one head: TP beyond the KV-head count replicates them.
+    per_card = 1 if tensor_parallel_size > kv_heads else kv_heads / tensor_parallel_size
+    return 2 * per_card * head_dim * kv_dtype_size
 
 
 def kv_bytes_per_token(m: ModelDims, dtype_size: int, tensor_parallel_size: int) -> int:
@@ -336,7 +358,7 @@ def kv_bytes_per_token(m: ModelDims, dtype_size: int, tensor_parallel_size: int)
     x head_dim x dtype bytes / TP (GQA; a device never holds less than one head), or layers x (latent + RoPE key) x
     dtype bytes (MLA, not split by TP). Sliding-window and linear-attention layers are :func:`kv_bytes_per_sequence`.
     """
-    return round(m.attention_layers * _per_layer_token_bytes(m, dtype_size, tensor_parallel_size))
+    return round(m.attention_layers * _per_layer_token_bytes(m, dtype_size, tensor_parallel_size, full=True))
 
 
 def kv_bytes_per_sequence(m: ModelDims, dtype_size: int, tensor_parallel_size: int, max_model_len: int) -> int:
@@ -346,7 +368,7 @@ def kv_bytes_per_sequence(m: ModelDims, dtype_size: int, tensor_parallel_size: i
     sliding = (
         a.sliding_layers
         * min(a.sliding_window, max_model_len)
-        * _per_layer_token_bytes(m, dtype_size, tensor_parallel_size)
+        * _per_layer_token_bytes(m, dtype_size, tensor_parallel_size, full=False)
     )
     state = a.linear_layers * a.linear_state_elements * dtype_size / tensor_parallel_size
     return round(sliding + state)

@@ -211,7 +211,8 @@ def split_memory(i: PlanInputs, free: int | None = None) -> Split:
                                            i.costs) if i.buckets and i.vision_bucketed and graphs else 0  # fmt: skip
         return Split(ms.usable_bytes, graphs, ms.kv_cache_bytes, vision, graphs - vision, 0, vision)
     prefill, decode = prefill_decode_split(graphs, i.graph_prompt_ratio)
-    text, vision = text_vision_split(prefill, i.graph_multimodal_prompt_ratio)
+    # A text model has no vision graphs: its text prefill graphs take the whole prefill share.
+    text, vision = text_vision_split(prefill, i.graph_multimodal_prompt_ratio if i.model.vision.present else 1.0)
     return Split(ms.usable_bytes, graphs, ms.kv_cache_bytes, prefill, decode, text, vision)
 
 

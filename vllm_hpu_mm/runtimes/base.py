@@ -65,7 +65,7 @@ class RuntimeTraits:
     reads: frozenset[str]
     #: Runs a profiling forward pass before sizing the KV cache (its activation peak is then not free).
     profiles_forward: bool
-    #: The runtime's own fp32-softmax default for Qwen2.5-VL's language model, and who owns it.
+    #: The runtime's own fp32-softmax default for the language model, and who owns it.
     fp32_softmax_default: bool
     fp32_softmax_note: str
     #: How ``serve`` makes this runtime respect the parts of the plan it does not read as ratios (for fix texts).
@@ -76,6 +76,13 @@ class RuntimeTraits:
     none_buckets_fail_warmup: str = ""
     #: Captures its graphs during profiling and takes their memory out of the KV cache (vLLM on CUDA).
     profiles_graphs: bool = False
+    #: Config ``model_type`` values the fp32-softmax default applies to (empty: every model).
+    fp32_softmax_model_types: tuple[str, ...] = ()
+
+    def fp32_softmax_for(self, model_type: str) -> bool:
+        """The runtime's fp32-softmax default for a model of ``model_type``."""
+        return self.fp32_softmax_default and (not self.fp32_softmax_model_types
+                                              or model_type in self.fp32_softmax_model_types)  # fmt: skip
 
     def knobs(self, runtime: Runtime, *variables: str) -> str:
         """How a fix names the guide's ``variables`` (alternatives, "A or B"): as they are where the runtime reads

@@ -43,8 +43,9 @@ TRAITS = RuntimeTraits(
     reads=frozenset({GRAPH_RESERVED_MEM}),
     profiles_forward=False,
     fp32_softmax_default=True,
-    fp32_softmax_note=f"vllm-gaudi turns fp32 softmax on for qwen2_5_vl (extension/features.py @ {COMMIT_SHORT}); "
-    "VLLM_FP32_SOFTMAX overrides it",
+    fp32_softmax_model_types=("qwen2", "qwen2_5_vl"),
+    fp32_softmax_note=f"vllm-gaudi turns fp32 softmax on for qwen2 and qwen2_5_vl (extension/features.py @ "
+    f"{COMMIT_SHORT}); VLLM_FP32_SOFTMAX overrides it",
     enforced_by="serve bounds each graph part by the buckets it exports instead: VLLM_BUCKETING_FROM_FILE, "
     "VLLM_MULTIMODAL_BUCKETS",
     none_buckets_fail_warmup=f"it takes len() of the bucket list, hpu_model_runner.py @{COMMIT_SHORT}",
