@@ -125,7 +125,9 @@ WARMUP_FREE_MEM = re.compile(_warmup(r"Graph/[^\]]+") + r"(?P<fields>.*?)free_me
 SHAPE_FIELD = re.compile(r"(\w+):(\d+)(?:X(\d+))?")
 #: vllm-fork's per-phase summary: ``Graph/Prompt captured:N (..%) used_mem:X buckets:[(B, S), ...]``.
 PHASE_TOTAL = re.compile(
-    r"(?P<phase>Graph/\w+) captured:(?P<n>\d+)\b.*?used_mem:" + _SIZE + r"(?:.*?buckets:(?P<b>\[.*\]))?"
+    r"(?P<phase>Graph/\w+) captured:(?P<n>\d+)\b(?: \((?P<pct>[\d.]+)%\))?.*?used_mem:"
+    + _SIZE
+    + r"(?:.*?buckets:(?P<b>\[.*\]))?"
 )
 #: vLLM on CUDA: the graph memory it measured (V1 and older wordings), and its capture sizes.
 CUDA_GRAPH_MEMORY = re.compile(

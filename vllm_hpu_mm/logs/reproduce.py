@@ -25,12 +25,14 @@ from vllm_hpu_mm.logs.patterns import (
     HPU_PROFILE_RUN,
     HPU_TOTAL,
     HPU_WEIGHTS,
+    PHASE_TOTAL,
     WARMUP_FINISHED,
     size_bytes,
 )
 from vllm_hpu_mm.models import devices
 from vllm_hpu_mm.models.config_json import dims_from_config, read_config_json
 from vllm_hpu_mm.models.dims import ModelDims, kv_bytes_per_token, weight_bytes
+from vllm_hpu_mm.plan.costs import warmup_estimate
 from vllm_hpu_mm.runtimes.base import MemoryInputs, Runtime
 from vllm_hpu_mm.runtimes.registry import model_for
 from vllm_hpu_mm.values import GIB
@@ -53,6 +55,8 @@ class Logged:
     kv_blocks: int | None = None
     warmup_seconds: int | None = None
     warmup_bytes: int | None = None
+    #: Graphs the log warmed: each ``Graph/... captured:N (P%)`` summary's bucket count (N / P).
+    graphs_warmed: int | None = None
 
 
 def _gib(text: str) -> int:
@@ -83,6 +87,8 @@ def read_log(lines: Iterable[str]) -> Logged:
             found["kv_blocks"] = int(m["n"] or m["n2"])
         if (m := WARMUP_FINISHED.search(line)) and "warmup_seconds" not in found:
             found.update(warmup_seconds=int(m["secs"]), warmup_bytes=size_bytes(m))
+        if (m := PHASE_TOTAL.search(line)) and m["pct"] and float(m["pct"]) > 0:
+            found["graphs_warmed"] = found.get("graphs_warmed", 0) + round(int(m["n"]) * 100 / float(m["pct"]))
     return Logged(inputs=inputs, **found)
 
 
@@ -148,4 +154,7 @@ def reproduce(name: str, logged: Logged, configs: Path) -> Reproduction:
         alone["free"] = (logged.free_bytes, free)
         if logged.kv_blocks is not None:
             alone["kv_blocks"] = (logged.kv_blocks, kv // block_bytes)
+    estimate = warmup_estimate("hpu", logged.graphs_warmed or 0)
+    if logged.warmup_seconds is not None and logged.graphs_warmed and estimate is not None:
+        alone["warmup_seconds"] = (logged.warmup_seconds, round(estimate.seconds))
     return Reproduction(name, given, alone)

@@ -7,6 +7,7 @@ import dataclasses
 from typing import Literal
 
 from vllm_hpu_mm.plan import rules, vision_cost
+from vllm_hpu_mm.plan.costs import WarmupEstimate, warmup_estimate
 from vllm_hpu_mm.plan.findings import Finding, findings
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.rules import Split
@@ -52,6 +53,18 @@ class Plan:
     @property
     def decode_graphs_total(self) -> int:
         return len(self.text_graphs.decode)
+
+    @property
+    def graphs_warmed(self) -> int:
+        """Graphs the runtime warms at start-up: every prompt and decode graph and each captured vision bucket."""
+        if self.inputs.enforce_eager or self.inputs.skip_warmup:
+            return 0
+        return len(self.text_graphs.prefill) + len(self.text_graphs.decode) + len(self.vision_buckets_captured)
+
+    @property
+    def warmup(self) -> WarmupEstimate | None:
+        """The warm-up time estimate (seconds per graph x graphs warmed, with its source), where one exists."""
+        return warmup_estimate(self.inputs.backend, self.graphs_warmed)
 
     @property
     def verdict(self) -> Verdict:

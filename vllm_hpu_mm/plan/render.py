@@ -73,6 +73,7 @@ def to_dict(
         "max_num_seqs": i.max_num_seqs,
         "max_num_batched_tokens": i.max_num_batched_tokens,
         "max_concurrent_seqs": p.max_concurrent_seqs,
+        "warmup": _warmup_dict(p),
         "graph_bytes": s.graph_bytes,
         "prefill_graph_bytes": s.prefill_graph_bytes,
         "decode_graph_bytes": s.decode_graph_bytes,
@@ -135,6 +136,15 @@ def _choice_lines(c: BucketChoice) -> list[str]:
     verdict = "replaced" if c.replaced else "kept"
     return [f"vision buckets over {c.sizes.source}: {verdict} ({c.reason})", line("before", c.before),
             line("after", c.after)]  # fmt: skip
+
+
+def _warmup_dict(p: Plan) -> dict[str, Any] | None:
+    """The warm-up time estimate: graphs warmed x seconds per graph, labelled with its source (HPU only)."""
+    w = p.warmup
+    if w is None:
+        return None
+    return {"seconds": round(w.seconds, 1), "graphs": w.graphs, "seconds_per_graph": round(w.seconds_per_graph, 3),
+            "label": "calibrated", "source": w.source}  # fmt: skip
 
 
 def _enforcement_lines(e: Exports) -> list[str]:
@@ -204,6 +214,10 @@ def to_table(
             f"{'bucketed' if vision['bucketed_on_runtime'] else 'not bucketed'} on {i.runtime.name.value} "
             f"({vision['bucketing']}); the 112-px processor {applies}"
         )
+    warm = _warmup_dict(p)
+    if warm is not None:
+        lines.append(f"warm-up: ~{warm['seconds']:.0f} s ({warm['graphs']} graphs x {warm['seconds_per_graph']:.2f} s; "
+                     f"{warm['source']})")  # fmt: skip
     if choice is not None:
         lines += _choice_lines(choice)
     if exports is not None:

@@ -33,9 +33,9 @@ __all__ = ["PROFILE_RESIDUE_BYTES", "PROMPT_BS_MAX", "TRAITS", "VllmFork", "deco
 
 #: What the fork's profiling run (``hpu_worker.determine_num_available_blocks``: a forward pass at the largest prompt
 #: bucket before free memory is read) leaves held on the card. Calibrated on the development log
-#: tests/data/gaudi_logs/dev/vllm_fork_147_llama3_8b_gaudi2.log ("Model profiling run took 504 MiB"); the held-out
-#: logs were not used to set it (benchmarks/results/gaudi_log_reproduction.md).
-PROFILE_RESIDUE_BYTES = 504 * MIB
+#: tests/data/gaudi_logs/dev/vllm_gaudi_perf_tuning_llama31_8b_gaudi2.log ("Model profiling run took 355 MiB"); the
+#: held-out logs were not used to set it (benchmarks/results/gaudi_log_reproduction.md).
+PROFILE_RESIDUE_BYTES = 355 * MIB
 
 TRAITS = RuntimeTraits(
     backend="hpu",
