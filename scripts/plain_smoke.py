@@ -63,7 +63,9 @@ def main(script: str) -> int:
             (["oom-doctor", "missing.log"], 2, "missing.log"),
         ]
         for args, want, said in cases:
-            done = subprocess.run([str(Path(script).resolve()), *args], cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
+            done = subprocess.run(
+                [str(Path(script).resolve()), *args], cwd=tmp, env=env, capture_output=True, text=True, timeout=120
+            )
             out = done.stdout + done.stderr
             ok = done.returncode == want and said in out
             print(f"{'ok  ' if ok else 'FAIL'} exit {done.returncode} (want {want}): vllm-hpu-mm {' '.join(args)}")

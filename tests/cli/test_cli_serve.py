@@ -111,8 +111,10 @@ def test_a_plan_that_cannot_fit_exits_1_and_starts_nothing(
 
 def tiny_model(tmp_path: Path) -> Path:
     config = {
+        "model_type": "qwen2_5_vl",
         "text_config": {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
-                        "num_key_value_heads": 1, "intermediate_size": 256, "vocab_size": 151936},
+                        "num_key_value_heads": 1, "intermediate_size": 256, "vocab_size": 151936,
+                        "max_position_embeddings": 32768},
         "vision_config": {"depth": 2, "hidden_size": 64, "num_heads": 2, "intermediate_size": 128,
                           "out_hidden_size": 128},
     }  # fmt: skip

@@ -276,10 +276,13 @@ def calibrate(
         rows.append(("vision_fixed_mib", f"{vision[1]:.1f}", "measured: same fit"))
     measured = tuple(name for name in COST_FIELDS if name in values)
     profile = CostProfile(
-        **values,
+        vision_mib_per_patch=values.get("vision_mib_per_patch"),
+        vision_fixed_mib=values.get("vision_fixed_mib"),
+        text_prefill_factor=values.get("text_prefill_factor"),
+        text_decode_factor=values.get("text_decode_factor"),
         measured=measured,
         source=f"{source} ({device or 'device not stated'}, {model.name if model else 'model unknown'})",
-    )  # type: ignore[arg-type]
+    )
     for name in COST_FIELDS:
         if name not in values:
             why = (

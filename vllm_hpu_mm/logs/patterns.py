@@ -28,6 +28,11 @@ __all__ = [
     "FRAME_HEAD",
     "GAUDI_MEMORY",
     "HOST_OOM",
+    "HPU_BLOCKS",
+    "HPU_CACHE_ENGINE",
+    "HPU_PROFILE_RUN",
+    "HPU_TOTAL",
+    "HPU_WEIGHTS",
     "KV_ESTIMATE",
     "KV_REFUSAL",
     "KV_TOKENS",
@@ -45,6 +50,7 @@ __all__ = [
     "SHAPE_FIELD",
     "TRACEBACK_START",
     "WARMUP",
+    "WARMUP_FINISHED",
     "WARMUP_FREE_MEM",
     "WORKER",
     "RuntimeSniffer",
@@ -173,6 +179,23 @@ GAUDI_MEMORY = re.compile(
     r"\(gpu_memory_utilization=(?P<util>[\d.]+)\)(?:, (?P<graph>[\d.]+) GiB reserved for HPUGraphs "
     r"\(VLLM_GRAPH_RESERVED_MEM=(?P<reserved>[\d.]+)\), (?P<kv>[\d.]+) GiB reserved for KV cache)?"
 )
+#: The KV blocks the Gaudi runtimes allocated (vllm-fork / early vllm-gaudi ``# HPU blocks: N``; vllm-gaudi V1
+#: ``Usable num_blocks: N``).
+HPU_BLOCKS = re.compile(r"# (?:HPU|hpu) blocks: (?P<n>\d+)|Usable num_blocks: (?P<n2>\d+)")
+#: The KV cache the fork allocated: ``Initializing cache engine took X GiB of device memory``.
+HPU_CACHE_ENGINE = re.compile(r"Initializing cache engine took (?P<size>[\d.]+)\s*(?P<unit>[KMG]iB) of device memory")
+#: HabanaMemoryProfiler's ``(... GiB/TOTAL GiB used)``: the card's total as the runtime reads it.
+HPU_TOTAL = re.compile(r"of device memory \([\d.]+ [KMG]iB/(?P<total>[\d.]+) GiB used\)")
+#: Weights on the card: ``Loading model weights took in total X GiB`` (or the pre-loading line).
+HPU_WEIGHTS = re.compile(
+    r"(?:Loading model weights took in total|Pre-loading model weights on hpu:\d+ took) "
+    r"(?P<size>[\d.]+)\s*(?P<unit>[KMG]iB)"
+)
+#: What the fork's profiling run held: ``Model profiling run took X MiB of device memory``.
+HPU_PROFILE_RUN = re.compile(r"Model profiling run took (?P<size>-?[\d.]+)\s*(?P<unit>[KMG]iB|B) of device memory")
+#: The end of warm-up: seconds and the graph memory it allocated.
+WARMUP_FINISHED = re.compile(r"Warmup finished in (?P<secs>\d+) secs, allocated (?P<size>[\d.]+)\s*(?P<unit>[KMG]iB)")
+
 #: A memory size as the runtimes print it: ``1.5 GiB``, ``300 MiB``, ``-2 KB``.
 _SIZE = r"(?P<size>-?[\d.]+)\s*(?P<unit>[KMGT]i?B|B)"
 _UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "KB": 10**3, "MB": 10**6, "GB": 10**9,
@@ -196,7 +219,9 @@ WARMUP_FREE_MEM = re.compile(_warmup(r"Graph/[^\]]+") + r"(?P<fields>.*?)free_me
 SHAPE_FIELD = re.compile(r"(\w+):(\d+)(?:X(\d+))?")
 #: vllm-fork's per-phase summary: ``Graph/Prompt captured:N (..%) used_mem:X buckets:[(B, S), ...]``.
 PHASE_TOTAL = re.compile(
-    r"(?P<phase>Graph/\w+) captured:(?P<n>\d+)\b.*?used_mem:" + _SIZE + r"(?:.*?buckets:(?P<b>\[.*\]))?"
+    r"(?P<phase>Graph/\w+) captured:(?P<n>\d+)\b(?: \((?P<pct>[\d.]+)%\))?.*?used_mem:"
+    + _SIZE
+    + r"(?:.*?buckets:(?P<b>\[.*\]))?"
 )
 #: One ``(batch, length)`` bucket of a :data:`PHASE_TOTAL` bucket list.
 BUCKET_PAIR = re.compile(r"\((\d+),\s*(\d+)\)")

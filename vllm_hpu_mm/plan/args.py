@@ -109,8 +109,10 @@ VLLM_FLAGS: tuple[Option, ...] = (
     Option("gpu_memory_utilization", "gpu-memory-utilization", "share of memory vLLM may use (default 0.92, vLLM "
            "0.32's)", number),
     Option("max_model_len", "max-model-len", "longest sequence, e.g. 32768 or 32k (default: the model's)", human_int),
-    Option("max_num_seqs", "max-num-seqs", "most sequences per step (default 256)", integer),
-    Option("max_num_batched_tokens", "max-num-batched-tokens", "most tokens per step (default 8192)", human_int),
+    Option("max_num_seqs", "max-num-seqs", "most sequences per step (default: the runtime's for the device, e.g. "
+           "1024 on a vLLM GPU of 70 GiB or more, 256 on vllm-gaudi, 128 on vLLM CPU)", integer),
+    Option("max_num_batched_tokens", "max-num-batched-tokens", "most tokens per step (default: the runtime's, e.g. "
+           "8192 on a vLLM GPU of 70 GiB or more, 2048 on vllm-gaudi and vLLM CPU)", human_int),
     Option("block_size", "block-size", "KV block size; a multiple of 16 on HPU and CUDA (default: 128 on HPU and "
            "CPU, 16 on CUDA)", integer),
     Option("kv_cache_memory_bytes", "kv-cache-memory-bytes", "explicit KV-cache size in bytes (replaces the ratio "
@@ -119,6 +121,8 @@ VLLM_FLAGS: tuple[Option, ...] = (
            "awq/gptq: 0.5 byte) (default: the checkpoint's quantization_config, or the id's -AWQ/-GPTQ/-FP8)",
            aliases=("-q",)),
     Option("enforce_eager", "enforce-eager", "plan for vLLM's --enforce-eager: no graphs at all", boolean=True),
+    Option("enable_expert_parallel", "enable-expert-parallel", "vLLM's --enable-expert-parallel: routed experts "
+           "spread over TP x DP ranks instead of split by TP", boolean=True),
     Option("revision", "revision", "the Hub revision whose cached config.json is read (default: main)"),
 )  # fmt: skip
 
@@ -191,6 +195,7 @@ class SizingArgs:
     kv_cache_memory_bytes: int | None = None
     quantization: str | None = None
     enforce_eager: bool | None = None
+    enable_expert_parallel: bool | None = None
     revision: str | None = None
     device: str | None = None
     runtime: str | None = None

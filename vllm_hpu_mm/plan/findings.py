@@ -71,7 +71,8 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
         )
         fix = Fix(f"lower --max-num-seqs to {seqs} or --max-model-len", "--max-num-seqs", seqs)
         out.append(Finding("info", "kv_cache", "kv_cache_queues", message, fix))
-    if traits.none_buckets_fail_warmup and i.buckets is None and not i.skip_warmup and not i.enforce_eager:
+    if (traits.none_buckets_fail_warmup and i.buckets is None and i.vision_bucketed and not i.skip_warmup
+            and not i.enforce_eager):  # fmt: skip
         message = (
             f"VLLM_MULTIMODAL_BUCKETS=None with warm-up on makes {i.runtime.name.value} fail at warm-up "
             f"({traits.none_buckets_fail_warmup})"

@@ -10,7 +10,7 @@ from typing import Any
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.logs.profile import Profile, default_profile_path, load_profile
 from vllm_hpu_mm.plan.bucket_choice import BucketChoice, choose, read_sizes
-from vllm_hpu_mm.plan.costs import COST_FIELDS
+from vllm_hpu_mm.plan.costs import COST_FIELDS, label
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.planner import Plan
 from vllm_hpu_mm.values import GIB
@@ -36,10 +36,20 @@ def apply_profile(inputs: PlanInputs, profile: Profile, *, free_stated: bool) ->
             and profile.device in (None, inputs.device)):  # fmt: skip
         out = dataclasses.replace(out, free_after_load_bytes=profile.free_after_load_bytes)
         notes.append(f"measured (profile): free after load {profile.free_after_load_bytes / GIB:.2f} GiB")
-    estimated = [n for n in COST_FIELDS if n not in profile.costs.measured]
-    if estimated:
-        notes.append(f"estimated (built-in): {', '.join(estimated)}")
+    notes += _labels(out)
     return out, notes
+
+
+def _labels(inputs: PlanInputs) -> list[str]:
+    """Every cost coefficient labelled measured, calibrated (public logs, with the source) or estimated."""
+    out = []
+    calibrated = [n for n in COST_FIELDS if label(inputs.costs, n) == "calibrated"]
+    if calibrated:
+        out.append(f"calibrated ({inputs.costs.source}): {', '.join(calibrated)}")
+    estimated = [n for n in COST_FIELDS if label(inputs.costs, n) == "estimated"]
+    if estimated:
+        out.append(f"estimated (built-in): {', '.join(estimated)}")
+    return out
 
 
 def plan_with_profile(
@@ -47,10 +57,10 @@ def plan_with_profile(
 ) -> tuple[PlanInputs, dict[str, Any]]:
     """Apply ``--profile`` (or the default location when it exists) to the plan inputs; the ``costs`` report."""
     if arg is not None and arg.strip().lower() == "none":
-        return inputs, {"profile": None, "notes": [f"estimated (built-in): every graph cost ({flag} none)"]}
+        return inputs, {"profile": None, "notes": [*_labels(inputs), f"nothing measured ({flag} none)"]}
     path = Path(arg).expanduser() if arg else default_profile_path(setting)
     if arg is None and not path.is_file():
-        return inputs, {"profile": None, "notes": ["estimated (built-in): every graph cost; no profile (run "
+        return inputs, {"profile": None, "notes": [*_labels(inputs), "nothing measured: no profile (run "
                                                     "`vllm-hpu-mm memory calibrate LOG` after a warm-up)"]}  # fmt: skip
     profile = load_profile(path, flag if arg else "VLLM_HPU_MM_PROFILE / default profile")
     out, notes = apply_profile(inputs, profile, free_stated=free_stated)
