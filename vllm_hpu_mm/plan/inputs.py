@@ -15,7 +15,7 @@ from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.models.dims import ModelDims, dtype_bytes
 from vllm_hpu_mm.models.lookup import resolve
 from vllm_hpu_mm.plan import validate
-from vllm_hpu_mm.plan.args import SizingArgs
+from vllm_hpu_mm.plan.args import MAX_MODEL_LEN_AUTO, SizingArgs
 from vllm_hpu_mm.plan.costs import ESTIMATES, CostProfile
 from vllm_hpu_mm.plan.vision_cost import DEFAULT_POOL_MODE, PoolMode
 from vllm_hpu_mm.runtimes import registry
@@ -78,6 +78,9 @@ class PlanInputs:
     skip_warmup: bool = False
     #: How the runtime was chosen (what ``auto`` found installed), for the plan's output.
     runtime_found: str = ""
+    #: ``--max-model-len auto`` (or -1): vLLM fits the longest sequence its KV cache holds, up to the model's
+    #: maximum (``max_model_len`` is that maximum until :func:`.pipeline.fit_max_model_len` fits it).
+    max_model_len_auto: bool = False
 
     @property
     def runtime_name(self) -> Runtime:
@@ -90,6 +93,13 @@ class PlanInputs:
 
 def provenance(args: SizingArgs, i: PlanInputs) -> dict[str, str]:
     """Where the plan's model dimensions and device total came from, for the plan's output."""
+    out = {}
+    if i.max_model_len_auto:
+        out["max_model_len_source"] = (
+            f"{args.flag('max_model_len')} auto: {i.max_model_len}, the longest sequence the planned KV cache holds "
+            f"(at most the model's {i.model.max_position_embeddings}), as vLLM fits it at start-up from the memory it "
+            "measures"
+        )
     if args.total_memory_gib is not None:
         device = f"{args.flag('total_memory_gib')} {args.total_memory_gib:g}"
     elif i.device in devices.KNOWN_DEVICES:
@@ -98,7 +108,7 @@ def provenance(args: SizingArgs, i: PlanInputs) -> dict[str, str]:
         device = f"read at plan time with {devices.READING_SOURCE[i.backend]}"
     if i.backend == "cpu" and i.tensor_parallel_size > 1:
         device += f"; divided by --tensor-parallel-size {i.tensor_parallel_size} (CPU ranks share the host)"
-    return {"model_source": i.model.source, "device_source": device}
+    return {"model_source": i.model.source, "device_source": device, **out}
 
 
 def _ratio(args: SizingArgs, field: str, setting: float) -> float:
@@ -144,9 +154,11 @@ def _runtime_model(args: SizingArgs, backend: Backend, runtime_env: Mapping[str,
 
 def _check_ranges(args: SizingArgs) -> None:
     """Counts and memory sizes within range, each error naming the flag as it was spelled."""
-    for field in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_model_len",
-                  "max_num_seqs", "max_num_batched_tokens", "block_size", "max_buckets"):  # fmt: skip
+    for field in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_num_seqs",
+                  "max_num_batched_tokens", "block_size", "max_buckets"):  # fmt: skip
         validate.check_positive(getattr(args, field), args.flag(field))
+    if args.max_model_len != MAX_MODEL_LEN_AUTO:
+        validate.check_positive(args.max_model_len, args.flag("max_model_len"), auto=True)
     validate.check_positive(args.kv_cache_memory_bytes, args.flag("kv_cache_memory_bytes"),
                             maximum=int(validate.MAX_MEMORY_GIB) * GIB)  # fmt: skip
     validate.check_gib(args.free_memory_gib, args.flag("free_memory_gib"))
@@ -217,7 +229,9 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         dtype_size=size,
         tensor_parallel_size=tp,
         gpu_memory_utilization=util,
-        max_model_len=args.max_model_len or model.max_position_embeddings,
+        max_model_len=(
+            model.max_position_embeddings if args.max_model_len in (None, MAX_MODEL_LEN_AUTO) else args.max_model_len
+        ),
         max_num_seqs=args.max_num_seqs or DEFAULT_MAX_NUM_SEQS,
         max_num_batched_tokens=args.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS,
         block_size=block_size,
@@ -234,4 +248,5 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         enforce_eager=bool(args.enforce_eager),
         skip_warmup=settings.skip_warmup,
         runtime_found=found,
+        max_model_len_auto=args.max_model_len == MAX_MODEL_LEN_AUTO,
     )

@@ -12,10 +12,10 @@ from vllm_hpu_mm.logs.profile import Profile, default_profile_path, load_profile
 from vllm_hpu_mm.plan.bucket_choice import BucketChoice, choose, read_sizes
 from vllm_hpu_mm.plan.costs import COST_FIELDS
 from vllm_hpu_mm.plan.inputs import PlanInputs
-from vllm_hpu_mm.plan.planner import Plan
+from vllm_hpu_mm.plan.planner import Plan, plan
 from vllm_hpu_mm.values import GIB
 
-__all__ = ["apply_profile", "plan_and_choose", "plan_with_profile"]
+__all__ = ["apply_profile", "fit_max_model_len", "plan_and_choose", "plan_with_profile"]
 
 
 def apply_profile(inputs: PlanInputs, profile: Profile, *, free_stated: bool) -> tuple[PlanInputs, list[str]]:
@@ -57,6 +57,20 @@ def plan_with_profile(
     return out, {"profile": str(path), "measured": list(out.costs.measured), "notes": notes}
 
 
+def fit_max_model_len(inputs: PlanInputs) -> PlanInputs:
+    """``--max-model-len auto`` as vLLM 0.32 resolves it (``vllm/v1/core/kv_cache_utils.py``
+    ``_auto_fit_max_model_len``): the longest sequence whose blocks fit the KV cache less the one block the block
+    pool holds back, at most the model's maximum. The KV cache does not depend on ``max_model_len``, so one plan at
+    the model's maximum gives it. When not even one block is left, the maximum stays (vLLM refuses to start, and
+    the plan says the KV cache is too small)."""
+    if not inputs.max_model_len_auto:
+        return inputs
+    blocks = plan(inputs).kv_blocks - 1
+    if blocks < 1:
+        return inputs
+    return dataclasses.replace(inputs, max_model_len=min(inputs.max_model_len, blocks * inputs.block_size))
+
+
 def plan_and_choose(
     inputs: PlanInputs,
     settings: Settings,
@@ -72,6 +86,7 @@ def plan_and_choose(
     """Measured costs from the profile, then the plan with its bucket list chosen over the sizes; also the costs
     report."""
     inputs, costs = plan_with_profile(inputs, profile, settings.profile, free_stated=free_stated, flag=profile_flag)
+    inputs = fit_max_model_len(inputs)
     sample = read_sizes(sizes, flag=sizes_flag) if sizes is not None else None
     result, choice = choose(inputs, sample, max_buckets=max_buckets, mode=settings.align_mode, keep=keep)
     return result, choice, costs

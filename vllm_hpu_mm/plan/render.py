@@ -172,6 +172,8 @@ def to_table(
     lines = [f"{name:<{width}}  {value:>16}  {note}" for name, value, note in rows]
     if "model_source" in src:
         lines.append(f"model dimensions: {src['model_source']}")
+    if "max_model_len_source" in src:
+        lines.append(f"max_model_len: {src['max_model_len_source']}")
     if choice is not None:
         lines += _choice_lines(choice)
     if exports is not None:
