@@ -147,7 +147,7 @@ def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
     anything it would refuse."""
     if len(argv) > MAX_SERVER_ARGS:
         raise ConfigError(f"{len(argv)} server arguments; accepted: at most {MAX_SERVER_ARGS} (put repeated "
-                          "settings in one JSON value or a --config YAML)")  # fmt: skip
+                          "settings in one JSON value)")  # fmt: skip
     args = expand(argv, table, read_config=read_yaml)
     parser = _mirror(table)
     try:

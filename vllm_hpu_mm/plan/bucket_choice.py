@@ -95,4 +95,4 @@ def choose(
         if first.vision_buckets_skipped
         else "planned over the given sizes"
     )
-    return second, BucketChoice(sample, before, after, True, why)
+    return second, BucketChoice(sample, before, after, True, f"{why}; {after.note}" if after.note else why)
