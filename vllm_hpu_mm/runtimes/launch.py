@@ -74,7 +74,7 @@ def prepare(
     result, choice, costs = plan_and_choose(
         inputs, settings, profile=sizing.profile, profile_flag=sizing.flag("profile"),
         free_stated=sizing.free_memory_gib is not None, sizes=sizing.sizes, sizes_flag=sizing.flag("sizes"),
-        max_buckets=sizing.max_buckets, keep=bool(sizing.keep_buckets),
+        max_buckets=sizing.max_buckets, keep=bool(sizing.keep_buckets), flag=sizing.flag,
     )  # fmt: skip
     resolutions: tuple[tuple[int, int], ...] = ()
     if inputs.runtime.name is Runtime.VLLM_GAUDI and result.vision_buckets_captured:
