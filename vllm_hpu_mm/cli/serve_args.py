@@ -23,7 +23,7 @@ import importlib.util
 import json
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from vllm_hpu_mm.cli.vllm_argv import MAX_SERVER_ARGS, Arg, OptionTable, expand, options_of, read_yaml
@@ -54,7 +54,9 @@ class ServerArgs:
     #: The user's compilation config (from ``--compilation-config``/``-cc``, dotted flags or the YAML), or None.
     compilation_config: dict[str, Any] | None = None
     limit_mm_per_prompt: str | None = None
-    #: Where the positional model stands in the user's arguments (it moves to ``--model`` at launch), or None.
+    #: A positional model (it moves to ``--model`` at launch) and where it stands in the user's arguments (None: it
+    #: came from the ``--config`` YAML).
+    positional_model: str | None = None
     positional_model_at: int | None = None
 
 
@@ -63,13 +65,46 @@ class _Parser(argparse.ArgumentParser):
         raise ConfigError(f"server arguments: {message}")
 
 
+def _json_object(raw: str) -> str:
+    """A JSON object (vLLM reads ``--compilation-config`` into its config dataclass)."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not JSON; accepted: a JSON object") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a JSON object")
+    return raw
+
+
+def _mm_limits(raw: str) -> str:
+    """vLLM 0.32's ``--limit-mm-per-prompt`` (``MultiModalConfig._validate_limit_per_prompt``): a JSON object of
+    modality -> a count (an integer >= 0), or {"count": N, ...} with positive sizes."""
+    _json_object(raw)
+    for modality, value in json.loads(raw).items():
+        options = {"count": value} if isinstance(value, int) and not isinstance(value, bool) else value
+        ok = isinstance(options, dict) and all(
+            isinstance(v, int) and not isinstance(v, bool) and (v >= 0 if k == "count" else v > 0)
+            for k, v in options.items()
+        )
+        if not ok:
+            raise argparse.ArgumentTypeError(f"{raw!r}: {modality}: {value!r} is not a count; accepted: an integer "
+                                             '>= 0 or {"count": N, "width": W, "height": H}')  # fmt: skip
+    return raw
+
+
+#: vLLM's value types of the other flags the plan reads.
+_READ_TYPES: dict[str, Callable[[str], str]] = {"compilation_config": _json_object, "limit_mm_per_prompt": _mm_limits}
+
+
 def _mirror(table: OptionTable) -> _Parser:
     """An argparse parser with every option of ``table`` (abbreviations allowed, as in vLLM's), vLLM's value types
-    on the sizing flags and the values of the rest taken as strings."""
+    on the flags the plan reads and the values of the rest taken as strings."""
     p = _Parser(add_help=False, allow_abbrev=True)
     for o in table.options:
         sizing = _SIZING.get(o.dest)
-        if not o.strings:
+        if o.dest in _READ_TYPES:
+            p.add_argument(*o.strings, dest=o.dest, type=_READ_TYPES[o.dest])
+        elif not o.strings:
             p.add_argument(o.dest, nargs=o.nargs)
         elif sizing is not None and sizing.boolean:
             p.add_argument(*(s for s in o.strings if not s.startswith("--no-")), dest=o.dest, default=None,
@@ -97,6 +132,8 @@ def _explain(message: str, args: Sequence[Arg], argv: Sequence[str], table: Opti
         return message
     flags = [s for s in table.by_string if s.startswith("--")]
     unknown = [a for a in message.split(":", 2)[2].split() if a.startswith("-")]
+    if not unknown:
+        return f"{message} (vLLM's server takes one positional argument, the model)"
     near = {a: difflib.get_close_matches(a.split("=")[0].replace("_", "-"), flags, n=2, cutoff=0.75) for a in unknown}
     hints = "; ".join(f"{a}: did you mean {' or '.join(m)}?" for a, m in near.items() if m)
     return f"{message} (vLLM {table.version}'s server has no such flag{'; ' + hints if hints else ''})"
@@ -130,18 +167,6 @@ def _spellings(args: Sequence[Arg], argv: Sequence[str], config: str | None, tab
     return out
 
 
-def _json_object(flag: str, raw: str | None) -> dict[str, Any] | None:
-    if raw is None:
-        return None
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        raise ConfigError(f"{flag} {raw!r} is not JSON; accepted: a JSON object") from None
-    if not isinstance(value, dict):
-        raise ConfigError(f"{flag} {raw!r} is not a JSON object")
-    return value
-
-
 def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
     """Read ``argv`` as vLLM's server parser with the options of ``table`` reads it; :class:`ConfigError` on
     anything it would refuse."""
@@ -160,6 +185,8 @@ def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
     tag: str | None = ns.model_tag
     if tag is not None and ns.model is not None and tag != ns.model:
         raise ConfigError(f"the model is given twice: {tag!r} (positional) and --model {ns.model!r}; give it once")
+    if (tag if tag is not None else ns.model) == "":
+        raise ConfigError("the model is empty; accepted: a model folder or a Hugging Face id")
     config = argv[argv.index("--config") + 1] if "--config" in argv[:-1] else None
     spelled = _spellings(args, argv, f"--config {config}", table)
     if tag is not None:
@@ -170,8 +197,9 @@ def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
     compilation = getattr(ns, "compilation_config", None)
     return ServerArgs(
         sizing=sizing,
-        compilation_config=_json_object(spelled.get("compilation_config", "--compilation-config"), compilation),
+        compilation_config=None if compilation is None else json.loads(compilation),
         limit_mm_per_prompt=getattr(ns, "limit_mm_per_prompt", None),
+        positional_model=None if tag is None else str(tag),
         positional_model_at=tag.origin if isinstance(tag, Arg) else None,
     )
 
@@ -183,6 +211,8 @@ def launch_args(argv: Sequence[str], server: ServerArgs, model: str) -> list[str
     at = server.positional_model_at
     if at is not None:
         out[at : at + 1] = ["--model", out[at]]
+    elif server.positional_model is not None:  # from the YAML
+        out += ["--model", server.positional_model]
     elif server.sizing.model is None:
         out += ["--model", model]
     return out

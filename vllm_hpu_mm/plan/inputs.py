@@ -189,7 +189,7 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
     """Resolve defaults and validate; raises :class:`ConfigError` naming the flag or variable as it was spelled.
     ``runtime_env``: the runtime's own variables that are set (vllm-gaudi's bucketing), name -> raw value."""
     flag = args.flag
-    model = resolve(args.model or DEFAULT_MODEL, source=flag("model"), revision=args.revision)
+    model = resolve(DEFAULT_MODEL if args.model is None else args.model, source=flag("model"), revision=args.revision)
     size = dtype_bytes(args.dtype or "auto", source=flag("dtype"))
     tp, pp, dp = (args.tensor_parallel_size or 1, args.pipeline_parallel_size or 1, args.data_parallel_size or 1)
     _check_ranges(args)
