@@ -128,6 +128,18 @@ def test_a_positional_model_is_served_as_planned(
     assert "usable" in capsys.readouterr().out
 
 
+@pytest.mark.vllm
+def test_a_folder_the_runtimes_files_cannot_be_written_to_is_named(
+    capsys: pytest.CaptureFixture[str], no_exec: list[object]
+) -> None:
+    argv = ["serve", "--plan-device", "gaudi2", "--plan-output-dir", "/proc/no-such-dir"]
+    assert main(argv) == 2
+    assert not no_exec
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["vllm-hpu-mm: error: --plan-output-dir /proc/no-such-dir: cannot write vllm-gaudi-buckets.txt (No "
+                   "such file or directory); accepted: a writable folder"]  # fmt: skip
+
+
 def test_the_gaudi_guides_launch_line_plans_what_vllm_serves(capsys: pytest.CaptureFixture[str]) -> None:
     # --gpu-memory-util is a prefix vLLM's parser resolves to --gpu-memory-utilization: the plan reads it too.
     code, out = dry_run(capsys, "--plan-device", "gaudi2", "--model", "Qwen/Qwen2.5-VL-7B-Instruct",

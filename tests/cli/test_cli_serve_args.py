@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -316,6 +317,14 @@ def test_vllms_parser_must_resolve_what_was_planned(vllm_parser: argparse.Argume
         check_with_vllm(vllm_parser, ["--model", "m", "--no-such-flag"], planned)
 
 
+@pytest.fixture
+def uncached_parser() -> Iterator[None]:
+    serve_args.vllm_server_parser.cache_clear()
+    yield
+    serve_args.vllm_server_parser.cache_clear()
+
+
+@pytest.mark.usefixtures("uncached_parser")
 def test_a_vllm_with_neither_layout_is_named_as_unsupported(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in serve_args.CLI_ARGS_MODULES:
         monkeypatch.setitem(sys.modules, name, None)  # type: ignore[arg-type]
@@ -323,6 +332,7 @@ def test_a_vllm_with_neither_layout_is_named_as_unsupported(monkeypatch: pytest.
         serve_args.vllm_server_parser()
 
 
+@pytest.mark.usefixtures("uncached_parser")
 @pytest.mark.parametrize("layout", serve_args.CLI_ARGS_MODULES)
 def test_vllm_033_and_032_module_layouts_both_build_the_parser(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
     cli_args = types.ModuleType(layout)

@@ -111,6 +111,9 @@ def run(args: argparse.Namespace) -> int:
     # vLLM's parser reads the user's command (model as --model) as the plan will, before any planning.
     _checked(list(server_command(server_args)), vllm, dataclasses.replace(sizing, model=sizing.model or DEFAULT_MODEL))
     out_dir = Path(args.plan_output_dir or settings.cache_dir).expanduser()
+    out_flag = "--plan-output-dir" if args.plan_output_dir else "VLLM_HPU_MM_CACHE_DIR"
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"{out_flag} {out_dir}: not a folder; accepted: a folder for the runtime's files")
     try:
         launch = prepare(sizing, settings, envs.runtime_environ(), server_args=server_args, output_dir=out_dir,
                          limit_mm_per_prompt=server.limit_mm_per_prompt,
@@ -149,8 +152,12 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return int(ExitCode.OK)
     for path, text in launch.files.items():
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(text, encoding="utf-8")
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"{out_flag} {out_dir}: cannot write {Path(path).name} ({exc.strerror or exc}); "
+                              "accepted: a writable folder") from None  # fmt: skip
     child_env = envs.process_environ()
     child_env.update(exports.env)
     os.execvpe(argv[0], argv, child_env)  # pragma: no cover - replaces this process

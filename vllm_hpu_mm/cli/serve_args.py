@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import functools
 import importlib
 import importlib.util
 import json
@@ -237,8 +238,10 @@ def _cli_args_module() -> Any:
     )
 
 
+@functools.cache
 def vllm_server_parser() -> tuple[argparse.ArgumentParser, OptionTable]:
-    """The installed vLLM's server parser, built as its API server builds it, and its option table."""
+    """The installed vLLM's server parser, built as its API server builds it (once: it takes seconds), and its
+    option table."""
     module = _cli_args_module()
     from importlib.metadata import PackageNotFoundError, version
 

@@ -44,8 +44,9 @@ def read_sizes(path: str | None, *, flag: str, settings: Settings | None = None)
     elif p.is_file():
         sizes = read_sizes_csv(p)
     else:
-        raise ConfigError(f"{flag} {path}: no such file or folder; accepted: a CSV with a width,height header or a "
-                          "folder of images")  # fmt: skip
+        what = "not a file or a folder" if p.exists() else "no such file or folder"
+        raise ConfigError(f"{flag} {path}: {what}; accepted: a CSV with a width,height header or a folder of "
+                          "images")  # fmt: skip
     if settings is None:
         return sizes
     return admit(sizes, max_image_pixels=settings.max_image_pixels, max_aspect_ratio=settings.max_aspect_ratio).sizes
