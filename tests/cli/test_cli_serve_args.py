@@ -253,6 +253,16 @@ def test_the_config_yaml_comes_before_the_command_line(tmp_path: Path) -> None:
     )
 
 
+def test_a_config_file_vllm_does_not_read_is_said(tmp_path: Path) -> None:
+    config = tmp_path / "serve.yaml"
+    config.write_text("max_model_len: 4096\n")
+    for argv in (["--config=" + str(config)], ["--config=" + str(config), "--port", "8000"]):
+        server = parse(*argv)
+        assert server.sizing.max_model_len is None  # vLLM 0.32 loads the YAML only after a token spelled --config
+        assert "vLLM reads no config file" in server.notes[0]
+    assert parse("--config", str(config)).notes == ()
+
+
 def test_dotted_flags_merge_into_one_json_value() -> None:
     server = parse("--limit-mm-per-prompt.image", "2", "--limit_mm_per_prompt.video=0", "-cc.mode", "3")
     assert json.loads(server.limit_mm_per_prompt or "") == {"image": 2, "video": 0}

@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         what = "the memory plan does not fit" if first.code in MEMORY_FINDINGS else "the server would not start"
         return fail(f"{what}: {first.message}; fix: {first.fix.text}", ExitCode.NEGATIVE)
     argv = _checked(list(launch.argv), vllm)  # with what the exports added
-    notes = list(exports.notes)
+    notes = [*server.notes, *exports.notes]
     if vllm is None:
         notes.append("read with vLLM 0.32's server flags; vLLM validates the arguments when it starts (--validate: "
                      "now, with the installed vLLM)")  # fmt: skip

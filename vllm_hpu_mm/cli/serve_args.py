@@ -59,6 +59,8 @@ class ServerArgs:
     #: came from the ``--config`` YAML).
     positional_model: str | None = None
     positional_model_at: int | None = None
+    #: What the user should know about how vLLM reads the arguments.
+    notes: tuple[str, ...] = ()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -196,12 +198,18 @@ def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
     values["model"] = tag if tag is not None else ns.model
     sizing = SizingArgs(**values, spelled=tuple(spelled.items()))
     compilation = getattr(ns, "compilation_config", None)
+    notes: tuple[str, ...] = ()
+    if getattr(ns, "config", None) is not None and "--config" not in argv:
+        # FlexibleArgumentParser reads the YAML only after a token spelled exactly --config
+        notes = (f"vLLM reads no config file from {ns.config!r}: only `--config FILE` (spelled so, no = and no "
+                 "prefix) loads a YAML; neither the plan nor the server uses its settings",)  # fmt: skip
     return ServerArgs(
         sizing=sizing,
         compilation_config=None if compilation is None else json.loads(compilation),
         limit_mm_per_prompt=getattr(ns, "limit_mm_per_prompt", None),
         positional_model=None if tag is None else str(tag),
         positional_model_at=tag.origin if isinstance(tag, Arg) else None,
+        notes=notes,
     )
 
 
