@@ -6,7 +6,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from vllm_hpu_mm.buckets.admission import admit
 from vllm_hpu_mm.buckets.sizes import SizeSet, embedded_sizes, read_sizes_csv, scan_images
+from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan import bucket_fit
 from vllm_hpu_mm.plan.bucket_fit import BucketFit
@@ -31,17 +33,23 @@ class BucketChoice:
     reason: str
 
 
-def read_sizes(path: str | None, *, flag: str) -> SizeSet:
-    """Sizes from a CSV (``width,height`` header) or a folder of images (headers only); None: the embedded sizes."""
+def read_sizes(path: str | None, *, flag: str, settings: Settings | None = None) -> SizeSet:
+    """Sizes from a CSV (``width,height`` header) or a folder of images (headers only); None: the embedded sizes.
+    With ``settings``, only the images the server accepts (the source says how many it refuses)."""
     if path is None:
         return embedded_sizes()
     p = Path(path).expanduser()
     if p.is_dir():
-        return scan_images(p, progress=False)[0]
-    if not p.is_file():
-        raise ConfigError(f"{flag} {path}: no such file or folder; accepted: a CSV with a width,height header or a "
-                          "folder of images")  # fmt: skip
-    return read_sizes_csv(p)
+        sizes = scan_images(p, progress=False)[0]
+    elif p.is_file():
+        sizes = read_sizes_csv(p)
+    else:
+        what = "not a file or a folder" if p.exists() else "no such file or folder"
+        raise ConfigError(f"{flag} {path}: {what}; accepted: a CSV with a width,height header or a folder of "
+                          "images")  # fmt: skip
+    if settings is None:
+        return sizes
+    return admit(sizes, max_image_pixels=settings.max_image_pixels, max_aspect_ratio=settings.max_aspect_ratio).sizes
 
 
 def choose(
@@ -95,4 +103,4 @@ def choose(
         if first.vision_buckets_skipped
         else "planned over the given sizes"
     )
-    return second, BucketChoice(sample, before, after, True, why)
+    return second, BucketChoice(sample, before, after, True, f"{why}; {after.note}" if after.note else why)

@@ -15,7 +15,7 @@ from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.models.dims import ModelDims, dtype_bytes
 from vllm_hpu_mm.models.lookup import resolve
 from vllm_hpu_mm.plan import validate
-from vllm_hpu_mm.plan.args import SizingArgs
+from vllm_hpu_mm.plan.args import MAX_MODEL_LEN_AUTO, VLLM_FLAGS, SizingArgs
 from vllm_hpu_mm.plan.costs import ESTIMATES, HPU_LAZY_GRAPHS, CostProfile
 from vllm_hpu_mm.plan.vision_cost import DEFAULT_POOL_MODE, PoolMode
 from vllm_hpu_mm.runtimes import registry
@@ -90,6 +90,11 @@ class PlanInputs:
     defaults_source: str = ""
     #: The vision buckets apply to this model's tower on this runtime (its family is bucketed by patches).
     vision_bucketed: bool = True
+    #: ``--max-model-len auto`` (or -1): vLLM fits the longest sequence its KV cache holds, up to the model's
+    #: maximum (``max_model_len`` is that maximum until :func:`.pipeline.fit_max_model_len` fits it).
+    max_model_len_auto: bool = False
+    #: The sizing fields the user gave (the rest are defaults), so that errors name only what was typed.
+    given: frozenset[str] = frozenset()
 
     @property
     def runtime_name(self) -> Runtime:
@@ -102,6 +107,13 @@ class PlanInputs:
 
 def provenance(args: SizingArgs, i: PlanInputs) -> dict[str, str]:
     """Where the plan's model dimensions and device total came from, for the plan's output."""
+    out = {}
+    if i.max_model_len_auto:
+        out["max_model_len_source"] = (
+            f"{args.flag('max_model_len')} auto: {i.max_model_len}, the longest sequence the planned KV cache holds "
+            f"(at most the model's {i.model.max_position_embeddings}), as vLLM fits it at start-up from the memory it "
+            "measures"
+        )
     if args.total_memory_gib is not None:
         device = f"{args.flag('total_memory_gib')} {args.total_memory_gib:g}"
     elif i.device in devices.KNOWN_DEVICES:
@@ -110,7 +122,7 @@ def provenance(args: SizingArgs, i: PlanInputs) -> dict[str, str]:
         device = f"read at plan time with {devices.READING_SOURCE[i.backend]}"
     if i.backend == "cpu" and i.tensor_parallel_size > 1:
         device += f"; divided by --tensor-parallel-size {i.tensor_parallel_size} (CPU ranks share the host)"
-    return {"model_source": i.model.source, "device_source": device}
+    return {"model_source": i.model.source, "device_source": device, **out}
 
 
 def _ratio(args: SizingArgs, field: str, setting: float) -> float:
@@ -156,9 +168,11 @@ def _runtime_model(args: SizingArgs, backend: Backend, runtime_env: Mapping[str,
 
 def _check_ranges(args: SizingArgs) -> None:
     """Counts and memory sizes within range, each error naming the flag as it was spelled."""
-    for field in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_model_len",
-                  "max_num_seqs", "max_num_batched_tokens", "block_size", "max_buckets"):  # fmt: skip
+    for field in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_num_seqs",
+                  "max_num_batched_tokens", "block_size", "max_buckets"):  # fmt: skip
         validate.check_positive(getattr(args, field), args.flag(field))
+    if args.max_model_len != MAX_MODEL_LEN_AUTO:
+        validate.check_positive(args.max_model_len, args.flag("max_model_len"), auto=True)
     validate.check_positive(args.kv_cache_memory_bytes, args.flag("kv_cache_memory_bytes"),
                             maximum=int(validate.MAX_MEMORY_GIB) * GIB)  # fmt: skip
     validate.check_gib(args.free_memory_gib, args.flag("free_memory_gib"))
@@ -216,7 +230,7 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
     """Resolve defaults and validate; raises :class:`ConfigError` naming the flag or variable as it was spelled.
     ``runtime_env``: the runtime's own variables that are set (vllm-gaudi's bucketing), name -> raw value."""
     flag = args.flag
-    model = resolve(args.model or DEFAULT_MODEL, source=flag("model"), revision=args.revision)
+    model = resolve(DEFAULT_MODEL if args.model is None else args.model, source=flag("model"), revision=args.revision)
     size = dtype_bytes(args.dtype or "auto", source=flag("dtype"))
     tp, pp, dp = (args.tensor_parallel_size or 1, args.pipeline_parallel_size or 1, args.data_parallel_size or 1)
     _check_ranges(args)
@@ -240,7 +254,8 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
     validate.check_block_size(spec.backend, block_size, flag("block_size"))
     validate.check_tensor_parallel(model, tp, flag("tensor_parallel_size"))
     env = dict(runtime_env or {})
-    max_model_len = args.max_model_len or model.max_model_len
+    auto = args.max_model_len in (None, MAX_MODEL_LEN_AUTO)
+    max_model_len = model.max_model_len if auto or args.max_model_len is None else args.max_model_len
     allow_long = env.get(ALLOW_LONG_MAX_MODEL_LEN, "0").strip().lower() in ("1", "true")
     validate.check_max_model_len(model, max_model_len, flag("max_model_len"), allow_long=allow_long)
     quant_flag = (
@@ -287,4 +302,6 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         defaults_source="given" if given else defaults.source,
         vision_bucketed=vision_bucketed,
         costs=HPU_LAZY_GRAPHS if spec.backend == "hpu" else ESTIMATES,
+        max_model_len_auto=args.max_model_len == MAX_MODEL_LEN_AUTO,
+        given=frozenset(o.field for o in VLLM_FLAGS if getattr(args, o.field) is not None),
     )

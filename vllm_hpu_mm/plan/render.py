@@ -218,6 +218,8 @@ def to_table(
     if warm is not None:
         lines.append(f"warm-up: ~{warm['seconds']:.0f} s ({warm['graphs']} graphs x {warm['seconds_per_graph']:.2f} s; "
                      f"{warm['source']})")  # fmt: skip
+    if "max_model_len_source" in src:
+        lines.append(f"max_model_len: {src['max_model_len_source']}")
     if choice is not None:
         lines += _choice_lines(choice)
     if exports is not None:

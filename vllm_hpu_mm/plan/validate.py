@@ -55,10 +55,11 @@ def check_ratio(value: float, flag: str, *, allow_zero: bool = True) -> float:
     return value
 
 
-def check_positive(value: int | None, flag: str, *, maximum: int = MAX_COUNT) -> int | None:
-    """A count: None (the default) or 1 to ``maximum``."""
+def check_positive(value: int | None, flag: str, *, maximum: int = MAX_COUNT, auto: bool = False) -> int | None:
+    """A count: None (the default) or 1 to ``maximum``; ``auto``: the flag also takes vLLM's ``auto`` (-1)."""
     if value is not None and not 0 < value <= maximum:
-        raise ConfigError(f"{flag}={value} is out of range; accepted: a positive integer up to {maximum}")
+        also = ", or auto (-1)" if auto else ""
+        raise ConfigError(f"{flag}={value} is out of range; accepted: a positive integer up to {maximum}{also}")
     return value
 
 

@@ -141,10 +141,17 @@ def exports(d: Draft, *, resolutions: Sequence[tuple[int, int]], bucket_file_pat
     if warmed and (note := _warmup_note(d)) is not None:
         d.notes.append(note)
     text = plan.text_graphs
+    why_not = ("not even the smallest prompt graph fits", "not even the smallest decode graph fits")
     if "VLLM_BUCKETING_FROM_FILE" in flags.user_env:
         d.notes.append("VLLM_BUCKETING_FROM_FILE is yours: the plan counts its buckets and exports none")
         prefill_ok = text.prefill_fit == len(text.prefill)
         decode_ok = text.decode_fit == len(text.decode)
+    elif not text.prefill or not text.decode:
+        # a plan without graphs (--vision-pool none): no bucket file can bound what vllm-gaudi still warms
+        d.notes.append("the plan models no text graphs (vision pool none): no bucket file; vllm-gaudi warms its "
+                       "graphs anyway unless --enforce-eager")  # fmt: skip
+        prefill_ok = decode_ok = False
+        why_not = ("the plan models no graphs (vision pool none); vllm-gaudi warms them unless --enforce-eager",) * 2
     else:
         # vllm-gaudi fails on a bucket file without prompt (or decode) buckets: keep at least the cheapest of each,
         # even when it does not fit (that part is then not honoured).
@@ -169,7 +176,7 @@ def exports(d: Draft, *, resolutions: Sequence[tuple[int, int]], bucket_file_pat
     d.notes.append(f"vllm-gaudi reads neither prompt ratio (@{COMMIT_SHORT}): none exported")
     return d.finish({
         "kv_cache": kv,
-        "decode_graphs": Part(by, decode_ok, "" if decode_ok else "not even the smallest decode graph fits"),
-        "prefill_text_graphs": Part(by, prefill_ok, "" if prefill_ok else "not even the smallest prompt graph fits"),
+        "decode_graphs": Part(by, decode_ok, "" if decode_ok else why_not[1]),
+        "prefill_text_graphs": Part(by, prefill_ok, "" if prefill_ok else why_not[0]),
         "prefill_vision_graphs": Part(tuple(vision), vision_ok, "" if warmed else "vision warm-up is off"),
     })  # fmt: skip
