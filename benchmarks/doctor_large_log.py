@@ -1,8 +1,12 @@
 """The OOM doctor on a large log: wall time and peak memory (max RSS) of ``vllm-hpu-mm oom-doctor``.
 
-Builds a log of about ``--mib`` MiB from real line formats (a served-request line repeated, with the OOM traceback of
-tests/data/logs/vllm_13152_runtime_serving.log at the end) and runs the CLI on it in a fresh process ``--rounds``
-times, next to a process that only imports the doctor, so the table shows what the log itself costs.
+Builds two logs of about ``--mib`` MiB from real line formats and runs the CLI on each in a fresh process ``--rounds``
+times, next to a process that only imports the doctor, so the table shows what the log itself costs:
+
+- ``lines``: a served-request line repeated, with the OOM traceback of
+  tests/data/logs/vllm_13152_runtime_serving.log at the end;
+- ``one line``: the same text with its line breaks replaced by spaces (a log pasted or exported without newlines),
+  read in bounded windows.
 
     python -m benchmarks.doctor_large_log --mib 200 --rounds 3
 """
@@ -29,13 +33,13 @@ PROBE = (
 )
 
 
-def build_log(path: Path, mib: int) -> None:
+def build_log(path: Path, mib: int, sep: str = "\n") -> None:
     tail = (REPO / "tests/data/logs/vllm_13152_runtime_serving.log").read_text().splitlines()
     tail = [line for line in tail if not line.startswith("# ")]
-    line = (REQUEST_LINE + "\n").encode()
+    line = (REQUEST_LINE + sep).encode()
     with path.open("wb") as f:
         f.write(line * (mib * 2**20 // len(line)))
-        f.write(("\n".join(tail) + "\n").encode())
+        f.write((sep.join(tail) + "\n").encode())
 
 
 def probe(*argv: str) -> tuple[float, float, int]:
@@ -51,21 +55,22 @@ def main() -> None:
     parser.add_argument("--machine", default="this 2-core CPU dev machine (shared, loaded)", help="machine label")
     parser.add_argument("--out", default=str(REPO / "benchmarks/results/doctor_large_log.json"), help="result file")
     args = parser.parse_args()
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        log = Path(tmp) / "big.log"
-        build_log(log, args.mib)
-        size = log.stat().st_size / 2**20
-        rows = []
-        for r in range(args.rounds):
-            _, base_rss, _ = probe()
-            seconds, rss, code = probe("oom-doctor", str(log), "--json")
-            rows.append({"round": r, "seconds": round(seconds, 2), "max_rss_mib": round(rss, 1),
-                         "import_only_rss_mib": round(base_rss, 1), "exit_code": code})  # fmt: skip
-    print(f"oom-doctor on a {size:.0f} MiB log, {args.machine}")
-    print(f"{'round':>5}  {'seconds':>8}  {'max RSS MiB':>11}  {'imports only':>12}  {'exit':>4}")
+        for shape, sep in (("lines", "\n"), ("one line", " ")):
+            log = Path(tmp) / "big.log"
+            build_log(log, args.mib, sep)
+            size = log.stat().st_size / 2**20
+            for r in range(args.rounds):
+                _, base_rss, _ = probe()
+                seconds, rss, code = probe("oom-doctor", str(log), "--json")
+                rows.append({"shape": shape, "round": r, "seconds": round(seconds, 2), "max_rss_mib": round(rss, 1),
+                             "import_only_rss_mib": round(base_rss, 1), "exit_code": code})  # fmt: skip
+    print(f"oom-doctor on {size:.0f} MiB logs, {args.machine}")
+    print(f"{'shape':>8}  {'round':>5}  {'seconds':>8}  {'max RSS MiB':>11}  {'imports only':>12}  {'exit':>4}")
     for row in rows:
-        print(f"{row['round']:>5}  {row['seconds']:>8}  {row['max_rss_mib']:>11}  {row['import_only_rss_mib']:>12}"
-              f"  {row['exit_code']:>4}")  # fmt: skip
+        print(f"{row['shape']:>8}  {row['round']:>5}  {row['seconds']:>8}  {row['max_rss_mib']:>11}  "
+              f"{row['import_only_rss_mib']:>12}  {row['exit_code']:>4}")  # fmt: skip
     Path(args.out).write_text(json.dumps({"machine": args.machine, "log_mib": round(size, 1), "rows": rows}, indent=2))
 
 

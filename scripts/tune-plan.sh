@@ -6,11 +6,12 @@
 #        scripts/tune-plan.sh --total-memory-gib 100 --free-memory-gib 100 --gpu-memory-utilization 1
 #        scripts/tune-plan.sh ... --json     # only the plan's JSON object, nothing else
 #
-# Prints the plan table, then the environment to export for the next step. Exit 0: fits; 1: does not fit (the
-# table's "fix:" lines say what to change); 2: bad input; 3: unexpected error; any other failure: non-zero.
+# Prints the plan table, then what serve hands the plan's runtime (its environment, files, server arguments), written
+# so that plain vLLM can use it too. Exit 0: fits; 1: does not fit (the table's "fix:" lines say what to change);
+# 2: bad input; 3: unexpected error; any other failure: non-zero.
 set -uo pipefail
 CLI=${VLLM_HPU_MM:-vllm-hpu-mm}
-if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,10p' "$0"; exit 0; fi
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,11p' "$0"; exit 0; fi
 for arg in "$@"; do
     if [[ "$arg" == "--json" ]]; then exec "$CLI" memory plan "$@"; fi
 done
@@ -19,15 +20,21 @@ done
 code=$?
 if [[ $code -ne 0 && $code -ne 1 ]]; then exit "$code"; fi
 echo
-echo "# environment for scripts/tune-launch.sh (from the plan):"
 "$CLI" memory plan "$@" --json | python3 -c '
-import json, sys
+import json, shlex, sys
+from pathlib import Path
 p = json.load(sys.stdin)
-s = p["settings"]
-for name in ("VLLM_GRAPH_RESERVED_MEM", "VLLM_GRAPH_PROMPT_RATIO", "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO"):
-    print(f"export {name}={s[name]}")
-if p["vision_buckets_captured"]:
-    print("export VLLM_MULTIMODAL_BUCKETS=" + ",".join(map(str, p["vision_buckets_captured"])))
+e, runtime = p["exports"], p["runtime"]
+print(f"# what serve hands {runtime} for this plan (scripts/tune-launch.sh does it itself; these lines let plain "
+      "vLLM use it):")
+for path, text in e["files"].items():
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(text, encoding="utf-8")
+    print(f"# wrote {path}")
+for name, value in e["environment"].items():
+    print(f"export {name}={shlex.quote(value)}")
+if e["server_args"]:
+    print("# server arguments: " + shlex.join(e["server_args"]))
 for w in p["warnings"]:
     print("# " + w["severity"] + ": " + w["fix"])
 '

@@ -15,23 +15,32 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
 
 
+#: A ``vllm-hpu-mm`` of this tree whose server fails the way a crashed server does (exit 1, no OOM): a real ``serve``
+#: launch prints that instead of starting vLLM; a dry run is the real one (``--validate`` dropped: it needs vLLM).
+FAKE_CLI = """\
+import sys
+from vllm_hpu_mm.cli.main import main
+argv = [a for a in sys.argv[1:] if a != "--validate"]
+if argv[:1] == ["serve"] and "--dry-run" not in argv:
+    print("RuntimeError: Engine core initialization failed (no memory involved)")
+    sys.exit(1)
+sys.exit(main(argv))
+"""
+
+
 @pytest.fixture
 def cli(tmp_path: Path) -> Path:
-    """A ``vllm-hpu-mm`` of this tree whose ``serve`` fails the way a crashed server does (exit 1, no OOM)."""
     path = tmp_path / "vllm-hpu-mm"
-    path.write_text(
-        "#!/bin/sh\n"
-        'if [ "$1" = serve ]; then echo "RuntimeError: Engine core initialization failed (no memory involved)"; '
-        "exit 1; fi\n"
-        f'exec "{sys.executable}" -m vllm_hpu_mm.cli.main "$@"\n'
-    )
+    path.write_text(f"#!{sys.executable}\n{FAKE_CLI}")
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return path
 
 
-def script(cli: Path, name: str, *args: str) -> subprocess.CompletedProcess[str]:
+def script(
+    cli: Path, name: str, *args: str, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
-    env.update({"VLLM_HPU_MM": str(cli), "PYTHONPATH": str(ROOT)})
+    env.update({"VLLM_HPU_MM": str(cli), "PYTHONPATH": str(ROOT), **(extra_env or {})})
     return subprocess.run(["bash", str(SCRIPTS / name), *args], capture_output=True, text=True, env=env,
                           timeout=120, check=False)  # fmt: skip
 
@@ -60,7 +69,9 @@ def test_tune_plan_prints_the_plan_then_the_environment(cli: Path) -> None:
     done = script(cli, "tune-plan.sh", "--device", "h100")
     assert done.returncode == 0
     assert "verdict: fits" in done.stdout
-    assert "export VLLM_GRAPH_RESERVED_MEM=0.1" in done.stdout
+    # vLLM CUDA reads no graph ratio: it gets its encoder graphs as a compilation config
+    assert "export VLLM_GRAPH_RESERVED_MEM" not in done.stdout
+    assert "# server arguments: --compilation-config" in done.stdout
 
 
 def test_tune_plan_passes_bad_input_and_negative_answers_through(cli: Path) -> None:
@@ -75,11 +86,43 @@ def test_tune_plan_passes_bad_input_and_negative_answers_through(cli: Path) -> N
 
 def test_tune_launch_fails_when_the_server_failed_without_an_oom(cli: Path, tmp_path: Path) -> None:
     log = tmp_path / "server.log"
-    done = script(cli, "tune-launch.sh", str(log), "--model", "x")
+    done = script(cli, "tune-launch.sh", str(log), "--plan-device", "h100", "--model", "Qwen/Qwen2.5-VL-3B-Instruct")
     assert done.returncode == 1  # the server's own code, although the doctor found no OOM
     assert "Engine core initialization failed" in log.read_text()
     assert "asking the OOM doctor" in done.stdout
     assert "stage: none" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "said"),
+    [
+        (("--plan-device", "h100", "--model", "Qwen/Qwen2.5-VL-72B-Instruct"), 1, "the plan says the server would not"),
+        (("--plan-device", "h100", "--max-modle-len", "4096"), 2, "an argument was refused"),
+    ],
+)
+def test_tune_launch_starts_nothing_when_serve_refuses(
+    cli: Path, tmp_path: Path, args: tuple[str, ...], code: int, said: str
+) -> None:
+    log = tmp_path / "server.log"
+    done = script(cli, "tune-launch.sh", str(log), *args)
+    assert done.returncode == code  # serve's own answer: 1 does not fit, 2 refused
+    assert said in done.stdout
+    assert "Engine core" not in log.read_text()  # the server was never started
+    assert "OOM doctor" not in done.stdout
+
+
+def test_tune_plan_hands_each_runtime_what_it_reads(cli: Path, tmp_path: Path) -> None:
+    env_cache = {"VLLM_HPU_MM_CACHE_DIR": str(tmp_path)}
+    gaudi = script(cli, "tune-plan.sh", "--device", "gaudi2", "--runtime", "vllm-gaudi", extra_env=env_cache)
+    assert gaudi.returncode == 0
+    # vllm-gaudi reads neither prompt ratio; its prompt and decode graphs are bounded by the bucket file
+    assert "export VLLM_GRAPH_PROMPT_RATIO" not in gaudi.stdout
+    assert "export VLLM_GRAPH_RESERVED_MEM=0.1" in gaudi.stdout
+    bucket_file = tmp_path / "vllm-gaudi-buckets.txt"
+    assert f"export VLLM_BUCKETING_FROM_FILE={bucket_file}" in gaudi.stdout
+    assert bucket_file.read_text().strip()
+    fork = script(cli, "tune-plan.sh", "--device", "gaudi2", "--runtime", "vllm-fork", extra_env=env_cache)
+    assert "export VLLM_GRAPH_PROMPT_RATIO=0.3" in fork.stdout
 
 
 def test_tune_launch_refuses_an_unwritable_log(cli: Path, tmp_path: Path) -> None:

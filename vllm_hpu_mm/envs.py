@@ -231,7 +231,8 @@ _VARIABLES: tuple[EnvVar[Any], ...] = (
         "VLLM_HPU_MM_PROFILE",
         "",
         "a file path, or empty for ~/.cache/vllm-hpu-mm/memory-profile.json",
-        "Memory-cost profile that `memory calibrate` writes and `memory plan` / `serve` read (measured graph costs).",
+        "Memory-cost profile that `memory calibrate` writes and `memory plan` / `serve` read (measured graph costs); "
+        "not there yet: the plan says so and uses its estimates.",
         _optional_path,
     ),
 )

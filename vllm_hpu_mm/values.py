@@ -24,6 +24,7 @@ __all__ = [
     "DEFAULT_BUCKETS",
     "GIB",
     "GRAPH_BACKENDS",
+    "MAX_BUCKET",
     "MIB",
     "PIXELS_PER_PATCH",
     "STAGES",
@@ -77,7 +78,13 @@ GRAPH_BACKENDS = ("auto", "cpu", "cuda", "hpu", "none")
 BUCKET_GRANULE = 64
 #: Pixels per patch (14 x 14).
 PIXELS_PER_PATCH = 14 * 14
-ACCEPTED_FORM = "a comma-separated list of positive integers, each a multiple of 64, e.g. 1600,3136,4096"
+#: The largest bucket accepted: 2**20 patches (262,144 image tokens, about 205 megapixels). Above any image the server
+#: accepts by default (VLLM_HPU_MM_MAX_IMAGE_PIXELS: 178,956,970 pixels, 913,045 patches) and any sequence Qwen2.5-VL
+#: holds (128,000 tokens): a bucket above it can only be a typo.
+MAX_BUCKET = 2**20
+ACCEPTED_FORM = (
+    f"a comma-separated list of positive integers, each a multiple of 64 up to {MAX_BUCKET}, e.g. 1600,3136,4096"
+)
 
 
 class Buckets(tuple[int, ...]):
@@ -99,6 +106,9 @@ class Buckets(tuple[int, ...]):
         for n in numbers:
             if n <= 0:
                 raise BucketError(f"{source}: bucket {n} is not positive; expected {ACCEPTED_FORM}")
+            if n > MAX_BUCKET:
+                raise BucketError(f"{source}: bucket {n} is larger than any image can be (at most {MAX_BUCKET} "
+                                  f"patches, about 205 megapixels); expected {ACCEPTED_FORM}")  # fmt: skip
             if n % BUCKET_GRANULE:
                 lower = n // BUCKET_GRANULE * BUCKET_GRANULE
                 raise BucketError(

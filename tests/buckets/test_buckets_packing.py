@@ -129,6 +129,12 @@ def test_packer_and_bucket_check_use_the_served_limits(policy: OversizePolicy) -
     low, high = pixel_limits(3136, 12845056, buckets, policy)
     served = [patch_count(*aligned_size(h, w, min_pixels=low, max_pixels=high)) for w, h in sizes]
     checked = evaluate_sizes(sizes, buckets, min_pixels=3136, max_pixels=12845056, policy=policy)
-    assert checked.real_patches == sum(served)
+    above = [n for n in served if n > buckets.largest]
+    assert checked.num_oversize == len(above)
+    if policy is OversizePolicy.REJECT:  # refused with HTTP 400: in no patch total
+        assert checked.real_patches == sum(served) - sum(above)
+        assert checked.num_images == len(sizes)
+    else:
+        assert checked.real_patches == sum(served)
     if policy is OversizePolicy.SHRINK:
         assert all(n <= buckets.largest for n in served)

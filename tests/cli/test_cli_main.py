@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 
 import pytest
 
@@ -59,9 +61,9 @@ def _broken_plan(*_: object, **__: object) -> object:
 def test_an_unexpected_error_is_one_line_with_exit_3(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:  # fmt: skip
-    import vllm_hpu_mm.cli.memory
+    import vllm_hpu_mm.runtimes.launch
 
-    monkeypatch.setattr(vllm_hpu_mm.cli.memory, "plan_and_choose", _broken_plan)
+    monkeypatch.setattr(vllm_hpu_mm.runtimes.launch, "plan_and_choose", _broken_plan)
     assert main(["memory", "plan"]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
@@ -71,9 +73,9 @@ def test_an_unexpected_error_is_one_line_with_exit_3(
 
 
 def test_debug_shows_the_traceback(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import vllm_hpu_mm.cli.memory
+    import vllm_hpu_mm.runtimes.launch
 
-    monkeypatch.setattr(vllm_hpu_mm.cli.memory, "plan_and_choose", _broken_plan)
+    monkeypatch.setattr(vllm_hpu_mm.runtimes.launch, "plan_and_choose", _broken_plan)
     assert main(["--debug", "memory", "plan"]) == 3
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err
@@ -90,10 +92,34 @@ def test_our_errors_exit_2_without_a_traceback(capsys: pytest.CaptureFixture[str
 
 
 @pytest.mark.parametrize(
-    "argv", [["memory", "plan", "--help"], ["buckets", "plan", "--help"], ["buckets", "check", "-h"]]
-)
+    "argv",
+    [["memory", "plan", "--help"], ["buckets", "plan", "--help"], ["buckets", "check", "-h"], ["serve", "--help"],
+     ["memory", "calibrate", "--help"], ["oom-doctor", "--help"], ["memory", "--help"], ["buckets", "--help"]],
+)  # fmt: skip
 def test_help_shows_no_rest_markup(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "``" not in out
     assert "vllm-hpu-mm" in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["buckets", "plan", "--json"], ["memory", "plan"], ["serve", "--dry-run", "--json"], ["buckets", "check"]],
+)  # fmt: skip
+def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(argv: list[str]) -> None:
+    # `vllm-hpu-mm ... | head -c 0`: the reader is gone before the first line is written.
+    proc = subprocess.Popen([sys.executable, "-m", "vllm_hpu_mm", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    assert proc.stdout is not None
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 141, err  # 128 + SIGPIPE, as a shell reports a process that signal ended
+    assert err == b""
+
+
+def test_an_absurd_number_of_server_arguments_is_refused_before_parsing(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--dry-run", *["--port", "8000"] * 20_000]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["vllm-hpu-mm: error: 40001 server arguments; accepted: at most 4096 (put repeated settings in one "
+                   "JSON value)"]  # fmt: skip

@@ -9,8 +9,19 @@ import pytest
 from vllm_hpu_mm.cli.main import main
 
 GIB = 2**30
-GUIDE = [
-    *("memory", "plan", "--total-memory-gib", "100", "--free-memory-gib", "100", "--gpu-memory-utilization", "1"),
+GUIDE = [  # the guide describes vllm-fork (vllm-gaudi also keeps back one dummy KV block)
+    *(
+        "memory",
+        "plan",
+        "--runtime",
+        "vllm-fork",
+        "--total-memory-gib",
+        "100",
+        "--free-memory-gib",
+        "100",
+        "--gpu-memory-utilization",
+        "1",
+    ),
     *("--graph-reserved-mem", "0.1", "--graph-prompt-ratio", "0.2", "--graph-multimodal-prompt-ratio", "0.3"),
 ]
 

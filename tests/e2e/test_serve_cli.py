@@ -24,8 +24,10 @@ def test_serve_starts_the_cpu_server_and_it_answers(tiny_model: Path, tmp_path: 
     port = free_port()
     env = process_environ()
     env.update({"VLLM_CPU_OMP_THREADS_BIND": "nobind", "PYTHONUNBUFFERED": "1", "VLLM_MULTIMODAL_BUCKETS": "256,1024"})
+    # The model positional, as `vllm serve` takes it: vLLM's API server reads no positional model, so serve must
+    # launch it as --model (or the server would start its own default, Qwen/Qwen3-0.6B).
     cmd = [sys.executable, "-m", "vllm_hpu_mm", "serve", "--plan-device", "cpu",
-           "--model", str(tiny_model), "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port),
+           str(tiny_model), "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port),
            "--enforce-eager", "--load-format", "dummy", "--kv-cache-memory-bytes", str(KV_BYTES),
            "--max-model-len", "2048", "--max-num-seqs", "2"]  # fmt: skip
     log_path = tmp_path / "serve.log"

@@ -79,7 +79,8 @@ def test_a_profile_from_real_lines_changes_the_plan(tmp_path: Path) -> None:
     calibrated, notes = apply_profile(inputs, profile, free_stated=True)
     before, after = plan(inputs), plan(calibrated)
     assert after.prefill_graphs_fit < before.prefill_graphs_fit
-    assert after.decode_graphs_fit >= before.decode_graphs_fit
+    # PR 147's fork took 0.30x eager per decode graph, above the built-in lazy-graph calibration (0.015x).
+    assert after.decode_graphs_fit <= before.decode_graphs_fit
     assert any(n.startswith("measured (profile") and "text_prefill_factor" in n for n in notes)
     assert any(n.startswith("estimated (built-in): vision_mib_per_patch") for n in notes)
 

@@ -4,38 +4,48 @@ server's log, and on the Gaudi log lines the guide documents."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
 
 from tests.support.data import LOGS
 from tests.support.logs import DEVELOPMENT_LOGS as ALL_LOGS
-from tests.support.logs import GAUDI_LOG, HELDOUT_LOGS, TARGET_ACCURACY, body_lines, expected_stage
+from tests.support.logs import GAUDI_LOG, HELDOUT_LOGS, TARGET_ACCURACY, body_lines, examples, expected_stage
 from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.envs import load
-from vllm_hpu_mm.logs.doctor import contradictions, diagnose, diagnose_lines
+from vllm_hpu_mm.logs.doctor import contradictions, diagnose, diagnose_lines, recommend
+from vllm_hpu_mm.logs.doctor.decide import Rules, default_rules
+from vllm_hpu_mm.logs.doctor.fitting import cross_validate, fit
+from vllm_hpu_mm.plan.args import SizingArgs
+from vllm_hpu_mm.plan.inputs import build
+from vllm_hpu_mm.plan.planner import plan
+from vllm_hpu_mm.runtimes.base import GRAPH_RESERVED_MEM
 
 
 def test_every_log_cites_its_source() -> None:
     sources = (LOGS / "SOURCES.md").read_text()
-    every = [*ALL_LOGS, *HELDOUT_LOGS]
-    assert len(ALL_LOGS) >= 20
-    for path in every:
+    assert len(ALL_LOGS) >= 60
+    for path in [*ALL_LOGS, *HELDOUT_LOGS]:
         first = path.read_text().splitlines()[0]
         assert first.startswith("# Source:"), path.name
-        assert f"| {path.relative_to(LOGS).as_posix()} |" in sources, path.name
-        assert f"| {expected_stage(path)}" in sources.split(f"| {path.relative_to(LOGS).as_posix()} |")[1], path.name
+        row = f"| {path.relative_to(LOGS).as_posix()} |"
+        assert row in sources, path.name
+        assert f"| {expected_stage(path)}" in sources.split(row)[1].splitlines()[0], path.name
 
 
-def test_development_set_accuracy_and_no_false_alarm() -> None:
-    verdicts = {p.name: (expected_stage(p), diagnose_lines(body_lines(p)).stage) for p in ALL_LOGS}
-    misses = {name: v for name, v in verdicts.items() if v[0] != v[1]}
-    right = len(verdicts) - len(misses)
-    assert right / len(verdicts) >= TARGET_ACCURACY, misses
-    assert not [name for name, (want, got) in verdicts.items() if want == "none" and got != "none"]
-    # The one known miss: the stored excerpt ends inside the error message ("CUDA out of"), so no line says OOM.
-    assert set(misses) <= {"vllm_27508_dummy_sampler.log"}, misses
+def test_cross_validated_accuracy_meets_the_target_with_no_false_alarm() -> None:
+    # Rules fitted on four folds, scored on the fifth (benchmarks/doctor_accuracy.py runs ten repetitions).
+    cv = cross_validate(examples(ALL_LOGS), k=5, repeats=2, seed=0)
+    rows = zip(cv.names, cv.labels, cv.predictions, strict=True)
+    misses = {n: (label, ps) for n, label, ps in rows if set(ps) != {label}}
+    assert cv.accuracy >= TARGET_ACCURACY, misses
+    assert cv.false_alarms == 0, misses
+
+
+def test_the_shipped_rules_are_the_rules_fitted_on_the_development_set() -> None:
+    # benchmarks/doctor_accuracy.py --write-rules writes them; a new or relabelled log must be followed by a refit.
+    assert default_rules() == fit(examples(ALL_LOGS))
+    assert Rules.from_json(json.loads(json.dumps(default_rules().to_json()))) == default_rules()
 
 
 @pytest.mark.parametrize("path", ALL_LOGS, ids=lambda p: p.name)
@@ -46,19 +56,47 @@ def test_real_logs_give_one_verdict_with_evidence(path: Path, capsys: pytest.Cap
     assert code == (0 if stage == "none" else 1)
     assert 0.0 < out["confidence"] <= 1.0
     assert out["unknown"] == (stage == "unknown")
-    assert not contradictions(tuple(out["recommendations"])), out["recommendations"]
+    assert out["recommendations"]
+    for setting, value in out["settings"].items():  # every target value is one a recommendation names
+        assert any(setting in r and str(value) in r for r in out["recommendations"]), (setting, value)
     if stage != "none":
         assert out["evidence"], "an OOM verdict must quote its evidence"
         text = path.read_text().splitlines()
         for ev in out["evidence"]:
             assert text[ev["line"] - 1].startswith(ev["text"].removesuffix("..."))
-        assert out["recommendations"]
+
+
+@pytest.mark.parametrize(
+    ("name", "stage", "basis"),
+    [
+        # Building the model: a linear layer's __init__ allocates its weight (torch.empty) in vLLM's model code.
+        ("lmcache_860_linear_create_weights.log", "startup", "traceback"),
+        # Weights moved to the card with module.to on HPU: torch's _apply -> convert fails in PT_DEVMEM.
+        ("optimum_habana_2214_devmem_convert.log", "startup", "traceback"),
+        # TGI-Gaudi replays a decode HPU graph for a batch of requests and cannot allocate.
+        ("tgi_gaudi_216_decode_graph_replay.log", "runtime", "traceback"),
+        # A traceback the stored excerpt cuts off right after compile_or_warm_up_model -> capture_model.
+        ("vllm_39788_kimi_capture_cut.log", "graph_capture", "cut"),
+        # Ray's OutOfMemoryError (host memory) raised in the async engine's loop.
+        ("vllm_1765_ray_host_runtime.log", "runtime", "traceback"),
+        # TGI's warm-up prefill (the router's warmup{...} span), which measures memory before the KV cache is sized.
+        ("tgi_1164_warmup_prefill_tokens.log", "startup", "traceback"),
+        # A notebook traceback (File path:N, in Class.func) through the V0 cache engine's allocation.
+        ("qwen_458_cache_engine_jupyter.log", "kv_cache", "traceback"),
+        # A terminal wrapped the frame line of vLLM's DeepGEMM kernel warm-up across two lines.
+        ("vllm_29360_kernel_warmup.log", "graph_capture", "traceback"),
+    ],
+)
+def test_what_a_traceback_means_decides_the_stage(name: str, stage: str, basis: str) -> None:
+    d = diagnose_lines(body_lines(LOGS / name))
+    assert (d.stage, d.basis) == (stage, basis)
 
 
 def test_kv_refusal_recommends_the_length_the_log_states() -> None:
     lines = (LOGS / "vllm_10517_max_seq_len_kv.log").read_text().splitlines()
     d = diagnose(lines, load({}))
     assert any("--max-model-len from 29000 to 23648" in r for r in d.recommendations)
+    assert d.settings["--max-model-len"] == 23648
 
 
 def test_our_cpu_server_log_recommends_its_estimated_length() -> None:
@@ -72,19 +110,36 @@ def test_our_cpu_server_log_recommends_its_estimated_length() -> None:
 
 
 def test_gaudi_warmup_failure_uses_the_plan_from_the_logs_numbers() -> None:
-    d = diagnose(GAUDI_LOG, load({}))
+    d = diagnose(GAUDI_LOG, load({"VLLM_MULTIMODAL_BUCKETS": "1600,3136,4096,6400,7744,9216,12544"}))
     assert d.stage == "graph_capture"
     assert d.gaudi_memory is not None
     assert d.gaudi_memory.graph_reserved_mem == 0.1
     assert d.warmup == ("Graph/Multimodal", 3, 7)
-    # the failure, the frame naming the stage, the memory split and the last warm-up line before the failure
+    # the memory split, the last warm-up line before the failure, the frame naming the stage, the failure
     assert [e.line for e in d.evidence] == [1, 4, 6, 7]
+    assert d.settings[GRAPH_RESERVED_MEM] > 0.1
     text = "\n".join(d.recommendations)
-    m = re.search(r"raise VLLM_GRAPH_RESERVED_MEM to (\d\.\d\d) to capture bucket 12544", text)
-    assert m
-    assert float(m.group(1)) > 0.1
+    assert f"raise VLLM_GRAPH_RESERVED_MEM to {d.settings[GRAPH_RESERVED_MEM]:.2f} to capture bucket 12544" in text
     assert "VLLM_MULTIMODAL_BUCKETS=1600,3136" in text
     assert "VLLM_SKIP_WARMUP=true" in text
+
+
+def test_the_advice_takes_its_value_from_the_plans_finding_not_its_words() -> None:
+    settings = load({"VLLM_MULTIMODAL_BUCKETS": "1600,3136,4096,6400,7744,9216,12544"})
+    d = diagnose(GAUDI_LOG, settings)
+    g = d.gaudi_memory
+    assert g is not None
+    args = SizingArgs(
+        model="Qwen/Qwen2.5-VL-7B-Instruct",
+        device="gaudi2",
+        free_memory_gib=g.free_gib,
+        gpu_memory_utilization=g.gpu_memory_utilization,
+        graph_reserved_mem=g.graph_reserved_mem,
+    )
+    finding = next(f for f in plan(build(args, settings)).findings if f.code == "vision_buckets_skipped")
+    assert finding.fix.setting == GRAPH_RESERVED_MEM
+    assert d.settings[GRAPH_RESERVED_MEM] == finding.fix.value
+    assert not contradictions(recommend(diagnose_lines(GAUDI_LOG), settings))
 
 
 def test_oom_after_warmup_finished_is_a_runtime_failure() -> None:
@@ -93,6 +148,7 @@ def test_oom_after_warmup_finished_is_a_runtime_failure() -> None:
     d = diagnose(lines, load({}))
     assert d.stage == "runtime"
     assert any("from 0.92 to 0.87" in r for r in d.recommendations)
+    assert d.settings["--gpu-memory-utilization"] == 0.87
     # 9216 patches x 196 pixels: images that fit the remaining largest bucket.
     assert any("VLLM_MULTIMODAL_BUCKETS=1600,3136,4096,6400,7744,9216" in r and '"max_pixels": 1806336' in r
                for r in d.recommendations)  # fmt: skip
@@ -100,6 +156,19 @@ def test_oom_after_warmup_finished_is_a_runtime_failure() -> None:
 
 def test_a_clean_log_is_no_oom() -> None:
     assert diagnose_lines(["INFO Application startup complete."]).stage == "none"
+
+
+def test_vllms_advice_lines_about_memory_are_no_failure() -> None:
+    # vLLM V0 model_runner.py prints these while capturing; neither is an error.
+    lines = [
+        "INFO 08-17 23:29:30 model_runner.py:1011] CUDA graphs can take additional 1~3 GiB memory per GPU. If you "
+        "are running out of memory, consider decreasing `gpu_memory_utilization` or enforcing eager mode.",
+        "INFO 03-27 10:29:03 [model_runner.py:1442] Capturing cudagraphs for decoding. If out-of-memory error occurs "
+        "during cudagraph capture, consider decreasing `gpu_memory_utilization` or switching to eager mode.",
+        "INFO 04-13 22:09:35 [kv_cache_utils.py:829] Overriding num_gpu_blocks=0 with num_gpu_blocks_override=512",
+        "INFO Graph capturing finished in 5 secs, took 0.40 GiB",
+    ]
+    assert diagnose_lines(lines).stage == "none"
 
 
 def test_unreadable_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

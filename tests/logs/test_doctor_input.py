@@ -14,8 +14,8 @@ from tests.support.data import LOGS
 from tests.support.logs import GAUDI_LOG
 from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.envs import load
-from vllm_hpu_mm.logs.doctor import contradictions, diagnose, diagnose_lines
-from vllm_hpu_mm.logs.reading import MAX_LINE_CHARS, detect_encoding, log_lines
+from vllm_hpu_mm.logs.doctor import Advice, contradictions, diagnose, diagnose_lines, recommend
+from vllm_hpu_mm.logs.reading import detect_encoding, log_lines
 
 CUDA_CAPTURE = (LOGS / "vllm_15598_cudagraph_capture.log").read_text()
 GAUDI_OOM = [
@@ -74,14 +74,6 @@ def test_an_empty_log_is_invalid_input(content: bytes, tmp_path: Path, capsys: p
     assert err.count("\n") == 1
 
 
-def test_over_long_lines_are_cut_and_the_rest_still_read(tmp_path: Path) -> None:
-    path = tmp_path / "long.log"
-    path.write_text("x" * (5 * MAX_LINE_CHARS + 7) + "\nnext line\n")
-    lines = list(log_lines(str(path)))
-    assert len(lines[0]) == MAX_LINE_CHARS
-    assert lines[1:] == ["next line"]
-
-
 def test_unknown_model_is_invalid_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "g.log"
     path.write_text("\n".join(GAUDI_OOM) + "\n")
@@ -107,12 +99,11 @@ def test_gaudi_logs_get_gaudi_advice_and_cuda_logs_cuda_advice() -> None:
 
 
 def test_no_setting_gets_two_values() -> None:
+    settings = load({"VLLM_MULTIMODAL_BUCKETS": "1600,3136,4096"})
     for lines in (GAUDI_OOM, CUDA_CAPTURE.splitlines(), [*GAUDI_OOM[:1], "INFO Warmup finished", GAUDI_OOM[2]]):
-        recs = diagnose(lines, load({"VLLM_MULTIMODAL_BUCKETS": "1600,3136,4096"})).recommendations
-        assert not contradictions(recs), recs
-    assert contradictions(("raise VLLM_GRAPH_RESERVED_MEM to 0.2", "raise VLLM_GRAPH_RESERVED_MEM to 0.4")) == {
-        "VLLM_GRAPH_RESERVED_MEM": {"0.2", "0.4"}
-    }
+        assert not contradictions(recommend(diagnose_lines(lines), settings))
+    two = (Advice("raise it", "VLLM_GRAPH_RESERVED_MEM", 0.2), Advice("raise it more", "VLLM_GRAPH_RESERVED_MEM", 0.4))
+    assert contradictions(two) == {"VLLM_GRAPH_RESERVED_MEM": {0.2, 0.4}}
 
 
 def test_an_oom_line_alone_is_unknown_with_low_confidence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -98,10 +98,19 @@ def test_a_folder_without_config_json_and_a_plain_file_are_refused(tmp_path: Pat
         resolve(str(tmp_path / "weights.bin"))
 
 
-def test_another_architecture_is_unavailable_for_planning(tmp_path: Path) -> None:
-    cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 8}
-    with pytest.raises(ModelConfigUnavailable, match=r"describes a llama model.*Qwen2\.5-VL only"):
-        resolve(str(write(tmp_path, cfg)))
+def test_a_text_model_of_another_family_is_planned_with_no_vision_tower(tmp_path: Path) -> None:
+    cfg = {
+        "model_type": "llama",
+        "architectures": ["LlamaForCausalLM"],
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 128,
+        "vocab_size": 100,
+    }
+    m = resolve(str(write(tmp_path, cfg)))
+    assert (m.model_type, m.vision.present, m.num_kv_heads, m.head_dim) == ("llama", False, 2, 16)
 
 
 def test_quantization_comes_from_the_config(tmp_path: Path) -> None:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import json
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from tests.support.data import REPO
 from vllm_hpu_mm.buckets.planner import evaluate
 from vllm_hpu_mm.buckets.sizes import Sizes, embedded_sizes, patch_counts
 from vllm_hpu_mm.models.dims import VisionDims
@@ -18,6 +22,8 @@ MIB = 2**20
 GIB = 2**30
 VISION = VisionDims()
 DEFAULT = (1600, 3136, 4096, 6400, 7744, 9216, 12544)
+#: MathVista: about 200 distinct aligned sizes.
+MANY_SIZES = REPO / "vllm_hpu_mm" / "data" / "mathvista_testmini.csv"
 
 
 def brute_force(counts: list[int], largest: int, k_max: int, pool: int) -> int | None:
@@ -43,7 +49,7 @@ def test_the_dynamic_programme_equals_brute_force_under_private_pools(seed: int)
         k_max = rng.randint(1, 5)
         pool = rng.randint(0, 6000) * MIB // 10
         bounds = bucket_fit._unit_bounds(pool, k_max, VISION, 2)
-        got = bucket_fit.cheapest_padding(counts, largest, k_max, bounds)
+        got = bucket_fit.cheapest_padding(counts, largest, k_max, bounds).buckets
         want = brute_force(counts, largest, k_max, pool)
         if want is None:
             assert got == ()
@@ -122,3 +128,53 @@ def test_mathvista_on_the_gaudi2_vision_pool_beats_pruning() -> None:
     assert fit.buckets[-1] == 12544
     assert fit.evaluation.efficiency >= 0.69 > pruned.evaluation.efficiency
     assert fit.capture_bytes <= pool
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    counts=st.lists(st.integers(1, 40).map(lambda u: 64 * u), min_size=1, max_size=30),
+    max_buckets=st.integers(1, 40),
+    budget=st.integers(-5, 900),
+    fixed=st.integers(0, 60),
+)
+def test_the_search_never_fails_whatever_the_pool_allows(
+    counts: list[int], max_buckets: int, budget: int, fixed: int
+) -> None:
+    # Per k, the units a list of k buckets may sum to: each bucket's fixed cost eats into the pool, so from some k
+    # on no list fits at all (-1), as with hundreds of configured buckets.
+    bounds = [budget - fixed * k if budget - fixed * k > 0 else -1 for k in range(1, max_buckets + 1)]
+    largest = max(counts)
+    padding = bucket_fit.cheapest_padding(counts, largest, max_buckets, bounds)
+    if padding.buckets:
+        k = len(padding.buckets)
+        assert k <= max_buckets
+        assert padding.buckets[-1] == largest
+        assert sum(padding.buckets) // 64 <= bounds[k - 1]
+    else:
+        assert bounds[0] < largest // 64
+
+
+def test_hundreds_of_configured_buckets_are_re_planned_into_the_pool(capsys: pytest.CaptureFixture[str]) -> None:
+    from vllm_hpu_mm.cli.main import main
+
+    every = ",".join(str(64 * i) for i in range(1, 401))  # every multiple of 64 up to 25600
+    assert main(["memory", "plan", "--json", "--buckets", every]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["bucket_plan"]["replaced"] is True
+    assert plan["vision_capture_bytes"] <= plan["prefill_vision_graph_bytes"]
+    # a --max-buckets far above what fits: the lists of too many buckets are not searched, nothing fails
+    assert main(["memory", "plan", "--json", "--max-buckets", "100", "--sizes", str(MANY_SIZES)]) == 0
+
+
+def test_a_search_bounded_by_its_work_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bucket_fit, "WORK_LIMIT", 10**5)
+    sizes = embedded_sizes(("mathvista_testmini.csv",)).counts
+    fit = best(sizes, 6 * GIB, max_buckets=30)
+    assert fit is not None
+    assert "searched lists of up to" in fit.note
+    assert len(fit.buckets) < 30
+    monkeypatch.undo()
+    exact = best(sizes, 6 * GIB, max_buckets=30)
+    assert exact is not None
+    assert exact.note == ""
+    assert exact.evaluation.padded_patches <= fit.evaluation.padded_patches

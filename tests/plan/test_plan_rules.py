@@ -18,6 +18,7 @@ from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.inputs import PlanInputs, build
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.vision_cost import PoolMode, capture_bytes
+from vllm_hpu_mm.runtimes import vllm_fork
 from vllm_hpu_mm.runtimes.base import Runtime
 from vllm_hpu_mm.runtimes.registry import model_for
 
@@ -96,10 +97,11 @@ def test_text_gets_the_multimodal_ratio_and_vision_the_rest_as_in_the_guide() ->
     assert (text, vision) == (300, 700)
 
 
-def test_free_after_load_is_stated_or_estimated_from_weights_and_profiling() -> None:
-    assert planner.free_after_load(inputs(), 1, 2) == 100 * GB
-    i = inputs(free_after_load_bytes=None)
-    assert planner.free_after_load(i, 10 * GB, 2 * GB) == 84 * GB
+def test_free_after_load_is_stated_or_the_runtimes_own_from_weights_and_profiling() -> None:
+    assert planner.free_after_load(inputs()) == 100 * GB
+    i = inputs(free_after_load_bytes=None, runtime=model_for(Runtime.VLLM_FORK))
+    fork = vllm_fork.PROFILE_RESIDUE_BYTES
+    assert planner.free_after_load(i) == i.free_before_load_bytes - planner.model_weight_bytes(i) - fork
 
 
 def test_profile_peak_grows_with_the_largest_bucket_and_batched_tokens() -> None:
@@ -271,5 +273,5 @@ def test_the_tp_fix_only_proposes_sizes_that_divide_the_attention_heads() -> Non
 
 def test_vllm_gaudi_runs_no_profiling_forward_so_its_free_memory_is_after_weights_only() -> None:
     i = inputs(runtime=model_for(Runtime.VLLM_GAUDI), free_after_load_bytes=None)
-    assert planner.profile_peak_bytes(i) == 0
+    assert plan(i).profile_bytes == 0
     assert plan(i).free_after_load_bytes == i.free_before_load_bytes - planner.model_weight_bytes(i)

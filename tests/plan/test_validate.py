@@ -19,20 +19,41 @@ GIB = 2**30
 M7 = CATALOG["Qwen/Qwen2.5-VL-7B-Instruct"]
 
 
-@pytest.mark.parametrize("tp", [1, 2, 4, 28])
+@pytest.mark.parametrize("tp", [1, 2, 4])
 def test_tensor_parallel_sizes_vllm_accepts_for_7b(tp: int) -> None:
     validate.check_tensor_parallel(M7, tp, "--tensor-parallel-size")
+
+
+def test_tp_dividing_the_language_heads_but_not_the_vision_towers_is_refused() -> None:
+    # 28 divides the 7B's 28 heads and replicates its 4 KV heads, but its vision tower has 16 heads.
+    with pytest.raises(ConfigError, match=r"vision tower's 16 attention heads are not divisible by 28.*: 1, 2, 4 "):
+        validate.check_tensor_parallel(M7, 28, "--tensor-parallel-size")
+
+
+def test_max_model_len_above_the_derived_maximum_is_refused_unless_allowed() -> None:
+    with pytest.raises(ConfigError, match=r"--max-model-len=1000000: vLLM refuses it.*128000.*"
+                       "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"):  # fmt: skip
+        validate.check_max_model_len(M7, 1_000_000, "--max-model-len", allow_long=False)
+    validate.check_max_model_len(M7, 1_000_000, "--max-model-len", allow_long=True)
+    validate.check_max_model_len(M7, 128_000, "--max-model-len", allow_long=False)
+
+
+def test_fewer_batched_tokens_than_sequences_is_refused_with_vllms_reason() -> None:
+    with pytest.raises(ConfigError, match=r"max_num_batched_tokens \(100\) must be greater than or equal to "
+                       r"max_num_seqs \(256\)"):  # fmt: skip
+        validate.check_batched_tokens(100, 256, "--max-num-batched-tokens", "--max-num-seqs")
+    validate.check_batched_tokens(256, 256, "--max-num-batched-tokens", "--max-num-seqs")
 
 
 @pytest.mark.parametrize("tp", [3, 5, 8, 16])
 def test_tp_not_dividing_the_attention_heads_is_refused_with_vllms_reason(tp: int) -> None:
     with pytest.raises(ConfigError, match=rf"total number of attention heads \(28\) must be divisible by tensor "
-                       rf"parallel size \({tp}\); accepted for .*: 1, 2, 4, 28"):  # fmt: skip
+                       rf"parallel size \({tp}\); accepted for .*: 1, 2, 4$"):  # fmt: skip
         validate.check_tensor_parallel(M7, tp, "--tensor-parallel-size")
 
 
 def test_tp_that_splits_the_kv_heads_unevenly_is_refused() -> None:
-    m = dataclasses.replace(M7, num_heads=24, num_kv_heads=8)
+    m = dataclasses.replace(M7, num_heads=24, num_kv_heads=8, vision=dataclasses.replace(M7.vision, num_heads=24))
     with pytest.raises(ConfigError, match="8 KV heads can be neither split nor replicated evenly over 12 ranks"):
         validate.check_tensor_parallel(m, 12, "--tensor-parallel-size")
     validate.check_tensor_parallel(m, 24, "--tensor-parallel-size")  # 3 ranks per KV head

@@ -10,6 +10,7 @@ import pytest
 
 from vllm_hpu_mm.buckets.text import TextLimits
 from vllm_hpu_mm.cli.main import main
+from vllm_hpu_mm.plan.costs import HPU_WARMUP_SECONDS_PER_GRAPH
 from vllm_hpu_mm.replay.job import Images, budget_for, plan_from_traces, replay_model, schedules
 from vllm_hpu_mm.replay.scheduler import Limits
 from vllm_hpu_mm.runtimes.base import EngineShape
@@ -66,7 +67,11 @@ def test_replay_prints_defaults_and_planned_side_by_side(capsys: pytest.CaptureF
     defaults, planned = report["configurations"]
     assert planned["run_time_compiles"]["prompt"] == planned["run_time_compiles"]["decode"] == 0
     assert planned["graphs_warmed"]["total"] <= defaults["graphs_warmed"]["total"] // 3
-    assert planned["warmup_seconds_estimate"][0] > 0
+    # one warm-up rule with the plan: graphs warmed x the calibrated seconds per graph
+    assert planned["warmup_seconds_estimate"] == pytest.approx(
+        planned["graphs_warmed"]["total"] * HPU_WARMUP_SECONDS_PER_GRAPH, abs=0.1
+    )
+    assert "performance_tuning.md" in report["warmup_seconds_source"]
     assert plot.read_bytes()[:4] == b"\x89PNG"
 
 

@@ -84,8 +84,9 @@ def test_without_a_planned_file_vllm_gaudi_warms_its_own_buckets_and_the_note_sa
 def test_vllm_gaudi_counts_what_its_own_bucketing_generates() -> None:
     p = make_plan("vllm-gaudi", "gaudi2")
     cfg = config_from_env({})
-    shape = EngineShape(max_model_len=32768, max_num_seqs=256, max_num_batched_tokens=8192,
-                                     block_size=128, num_kv_blocks=p.kv_blocks)  # fmt: skip
+    shape = EngineShape(max_model_len=32768, max_num_seqs=p.inputs.max_num_seqs,
+                        max_num_batched_tokens=p.inputs.max_num_batched_tokens, block_size=128,
+                        num_kv_blocks=p.kv_blocks)  # fmt: skip
     assert len(p.text_graphs.prefill) == len(prompt_buckets(cfg, shape))
     assert len(p.text_graphs.decode) == len(decode_buckets(cfg, shape))
 

@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 
 from tests.support.data import LOGS
+from vllm_hpu_mm.logs.doctor.fitting import Example
+from vllm_hpu_mm.logs.doctor.scan import scan
 
 #: The development set, and the held-out set kept aside while the rules were tuned.
 DEVELOPMENT_LOGS = sorted(LOGS.glob("*.log"))
@@ -27,6 +29,11 @@ def body_lines(path: Path) -> list[str]:
     lines = path.read_text().splitlines()
     header = next(k for k, line in enumerate(lines) if not line.startswith("# "))
     return [""] * header + lines[header:]
+
+
+def examples(paths: list[Path]) -> list[Example]:
+    """The labelled examples the doctor's rules are fitted and scored on: (name, features, expected stage)."""
+    return [(p.name, scan(body_lines(p)), expected_stage(p)) for p in paths]
 
 
 #: A vllm-gaudi vision warm-up failure with the memory split, as its lines look (a composed excerpt).

@@ -13,7 +13,7 @@ from vllm_hpu_mm.buckets.sizes import Sizes, patch_counts
 from vllm_hpu_mm.buckets.workload import evaluate_sizes
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.preprocess.align import QWEN_MIN_PIXELS
-from vllm_hpu_mm.values import DEFAULT_BUCKETS, AlignMode, Buckets, OversizePolicy
+from vllm_hpu_mm.values import DEFAULT_BUCKETS, MAX_BUCKET, PIXELS_PER_PATCH, AlignMode, Buckets, OversizePolicy
 
 __all__ = ["PlanResult", "pixel_range", "plan_buckets"]
 
@@ -42,6 +42,10 @@ def pixel_range(
     """``(min_pixels, max_pixels)`` with the defaults filled in (Qwen's 3136; ``buckets``' largest x 196), checked."""
     low = QWEN_MIN_PIXELS if min_pixels is None else min_pixels
     high = buckets.shrink_limit if max_pixels is None else max_pixels
+    top = MAX_BUCKET * PIXELS_PER_PATCH
+    if high > top:
+        raise ConfigError(f"--max-pixels {high} is larger than any image can be aligned to; accepted: at most {top} "
+                          f"(the largest bucket, {MAX_BUCKET} patches, x 196)")  # fmt: skip
     if low > high:
         raise ConfigError(f"--min-pixels {low} is above --max-pixels {high}; accepted: min <= max")
     return low, high

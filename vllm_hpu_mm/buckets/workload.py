@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from vllm_hpu_mm.buckets.planner import Evaluation, evaluate
@@ -22,9 +23,16 @@ def evaluate_sizes(
     """Evaluate ``buckets`` on images aligned under ``[min_pixels, max_pixels]``.
 
     The limits are the served processor's (:func:`~vllm_hpu_mm.buckets.policy.pixel_limits`): under ``shrink``
-    images are resized to fit the largest bucket and counted in ``num_shrunk``; under ``eager``/``reject`` the
-    images above the largest bucket keep their size and are counted in ``num_oversize`` at their own patch count.
+    images are resized to fit the largest bucket and counted in ``num_shrunk``; under ``eager`` the images above the
+    largest bucket keep their size and are counted in ``num_oversize`` at their own patch count; under ``reject``
+    the server answers them with HTTP 400: they are counted in ``num_oversize`` and in no patch total (the
+    efficiency is the served images').
     """
     low, cap = pixel_limits(min_pixels, max_pixels, buckets, policy)
     sample = patch_counts(sizes, min_pixels=low, max_pixels=cap, mode=mode)
-    return evaluate(sample.counts, buckets, num_shrunk=sample.num_shrunk)
+    if policy is not OversizePolicy.REJECT or not buckets:
+        return evaluate(sample.counts, buckets, num_shrunk=sample.num_shrunk)
+    largest = max(buckets)
+    served = [c for c in sample.counts if c <= largest]
+    ev = evaluate(served, buckets, num_shrunk=sample.num_shrunk)
+    return dataclasses.replace(ev, num_images=len(sample.counts), num_oversize=len(sample.counts) - len(served))

@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from vllm_hpu_mm import envs
+from vllm_hpu_mm.buckets.admission import Admission, admit
 from vllm_hpu_mm.buckets.coverage import validate_coverage
 from vllm_hpu_mm.buckets.job import pixel_range, plan_buckets
 from vllm_hpu_mm.buckets.planner import Evaluation
@@ -29,8 +30,8 @@ from vllm_hpu_mm.buckets.workload import evaluate_sizes
 from vllm_hpu_mm.cli.buckets_replay import add_parser as add_replay_parser
 from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, print_json
 from vllm_hpu_mm.plan.args import fraction, positive_int
-from vllm_hpu_mm.preprocess.align import QWEN_MIN_PIXELS
-from vllm_hpu_mm.values import DEFAULT_BUCKETS, PIXELS_PER_PATCH, AlignMode, parse_buckets
+from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS
+from vllm_hpu_mm.values import DEFAULT_BUCKETS, PIXELS_PER_PATCH, AlignMode, OversizePolicy, parse_buckets
 
 BUCKETS_VAR = "VLLM_MULTIMODAL_BUCKETS"
 DEFAULT_NUM_BUCKETS = len(DEFAULT_BUCKETS)
@@ -131,6 +132,12 @@ def _align_mode(args: argparse.Namespace, settings: envs.Settings) -> AlignMode:
     return AlignMode(args.align_mode) if args.align_mode else settings.align_mode
 
 
+def _admitted(args: argparse.Namespace, settings: envs.Settings) -> Admission:
+    """The sizes to plan or check over: only the images the server accepts (the rest are reported)."""
+    return admit(_load_sizes(args), max_image_pixels=settings.max_image_pixels,
+                 max_aspect_ratio=settings.max_aspect_ratio)  # fmt: skip
+
+
 def _load_sizes(args: argparse.Namespace) -> SizeSet:
     sets = [read_sizes_csv(path) for path in args.sizes]
     # The progress bar is for a person watching: piped or captured stderr keeps just the one error line.
@@ -146,13 +153,16 @@ def _load_sizes(args: argparse.Namespace) -> SizeSet:
     return embedded_sizes()
 
 
-def _table(ev: Evaluation) -> list[str]:
+def _table(ev: Evaluation, policy: OversizePolicy = OversizePolicy.SHRINK) -> list[str]:
     lines = [f"  {'bucket':>7}  {'images':>7}  {'share':>6}  {'real patches':>13}  {'padded':>11}  {'efficiency':>10}"]
     for bucket, hits in ev.per_bucket.items():
         real, padded = ev.per_bucket_real[bucket], bucket * hits
         eff = f"{real / padded:.4f}" if padded else "-"
         lines.append(f"  {bucket:>7}  {hits:>7}  {hits / ev.num_images:>6.1%}  {real:>13}  {padded:>11}  {eff:>10}")
-    if ev.num_oversize:
+    if ev.num_oversize and policy is OversizePolicy.REJECT:
+        lines.append(f"  {'oversize':>7}  {ev.num_oversize:>7}  {ev.num_oversize / ev.num_images:>6.1%}  {'-':>13}"
+                     f"  {'-':>11}  {'(HTTP 400)':>10}")  # fmt: skip
+    elif ev.num_oversize:
         oversize_real = ev.real_patches - sum(ev.per_bucket_real.values())
         lines.append(
             f"  {'oversize':>7}  {ev.num_oversize:>7}  {ev.num_oversize / ev.num_images:>6.1%}  {oversize_real:>13}"
@@ -183,7 +193,8 @@ def _report(ev: Evaluation, **extra: Any) -> dict[str, Any]:
 def run_plan(args: argparse.Namespace) -> int:
     settings = envs.load()
     min_pixels, max_pixels = pixel_range(args.min_pixels, args.max_pixels)  # before reading any size
-    sizes = _load_sizes(args)
+    admission = _admitted(args, settings)
+    sizes = admission.sizes
     result = plan_buckets(
         sizes.counts,
         num_buckets=args.num_buckets,
@@ -209,6 +220,7 @@ def run_plan(args: argparse.Namespace) -> int:
                 min_pixels=result.min_pixels,
                 max_pixels=result.max_pixels,
                 default={"buckets": list(DEFAULT_BUCKETS), "efficiency": round(default_ev.efficiency, 6)},
+                refused=admission.refused,
                 warnings=list(notes),
             )
         )
@@ -246,10 +258,20 @@ def run_check(args: argparse.Namespace) -> int:
         source = f"${BUCKETS_VAR}" if envs.read_if_set(BUCKETS_VAR) is not None else "the default list"
     mode = _align_mode(args, settings)
     policy = settings.oversize_policy
-    min_pixels, max_pixels = pixel_range(args.min_pixels, args.max_pixels, buckets=buckets)
+    # Under shrink the served processor caps images at the largest bucket; otherwise it aligns them under its own
+    # max_pixels (Qwen2.5-VL's), and the policy decides what happens above the largest bucket.
+    default_max = None if policy is OversizePolicy.SHRINK else QWEN_MAX_PIXELS
+    max_given = args.max_pixels if args.max_pixels is not None else default_max
+    min_pixels, max_pixels = pixel_range(args.min_pixels, max_given, buckets=buckets)
     warnings = validate_coverage(buckets, min_pixels=min_pixels, max_pixels=max_pixels, policy=policy, source=source)
-    sizes = _load_sizes(args)
+    admission = _admitted(args, settings)
+    sizes = admission.sizes
     ev = evaluate_sizes(sizes.counts, buckets, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode, policy=policy)
+    rejected = ev.num_oversize if policy is OversizePolicy.REJECT else 0
+    if rejected:
+        warnings.append(f"{rejected} of {ev.num_images} images ({rejected / ev.num_images:.1%}) are above the largest "
+                        f"bucket {buckets.largest}: under VLLM_HPU_MM_OVERSIZE_POLICY=reject the server answers them "
+                        "with HTTP 400 (add a larger bucket, or use the shrink policy)")  # fmt: skip
     if args.plot:
         from vllm_hpu_mm.buckets.plot import plot_histogram
 
@@ -266,6 +288,8 @@ def run_check(args: argparse.Namespace) -> int:
                 buckets_from=source,
                 align_mode=mode.value,
                 oversize_policy=policy.value,
+                num_rejected=rejected,
+                refused=admission.refused,
                 min_pixels=min_pixels,
                 max_pixels=max_pixels,
                 warnings=warnings,
@@ -273,14 +297,15 @@ def run_check(args: argparse.Namespace) -> int:
         )
         return int(code)
     print(f"Bucket check of {','.join(map(str, buckets))} (from {source}) on {sizes.source}")
+    shrunk = f"{ev.num_shrunk} shrunk to fit max_pixels" + (f", {rejected} rejected" if rejected else "")
     print(
         f"  {ev.num_images} images aligned to 112 px ({mode.value}), min_pixels={min_pixels}, "
-        f"max_pixels={max_pixels}, oversize policy {policy.value}; {ev.num_shrunk} shrunk"
+        f"max_pixels={max_pixels}, oversize policy {policy.value}; {shrunk}"
     )
     print()
-    print("\n".join(_table(ev)))
+    print("\n".join(_table(ev, policy)))
     print()
-    print(f"efficiency {ev.efficiency:.4f}")
+    print(f"efficiency {ev.efficiency:.4f}" + (" (of the images served)" if rejected else ""))
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
     print(f"export {BUCKETS_VAR}={','.join(map(str, buckets))}")

@@ -19,11 +19,13 @@ import dataclasses
 from pathlib import Path
 
 from vllm_hpu_mm import envs
+from vllm_hpu_mm.buckets.admission import admit_traffic
 from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, positive_int
 from vllm_hpu_mm.plan.bucket_choice import read_traffic
 from vllm_hpu_mm.plan.inputs import build
+from vllm_hpu_mm.plan.pipeline import checked_by_runtime, fit_max_model_len
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.text_choice import replay_report
 from vllm_hpu_mm.replay.job import DEFAULT_REQUESTS
@@ -62,7 +64,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=run)
 
 
-def _traffic(args: argparse.Namespace, sizing: SizingArgs) -> Traffic:
+def _traffic(args: argparse.Namespace, sizing: SizingArgs, settings: envs.Settings) -> Traffic:
+    """The traffic to replay: only the requests the server serves (a refused image fails its request)."""
     parts = []
     if sizing.sizes is not None:
         parts.append(read_traffic(sizing.sizes, flag=sizing.flag("sizes")))
@@ -70,7 +73,9 @@ def _traffic(args: argparse.Namespace, sizing: SizingArgs) -> Traffic:
         from vllm_hpu_mm.buckets.live import traffic_from_metrics
 
         parts.append(traffic_from_metrics(args.from_metrics))
-    return Traffic.combine(parts) if parts else read_traffic(None, flag="--sizes")
+    traffic = Traffic.combine(parts) if parts else read_traffic(None, flag="--sizes")
+    return admit_traffic(traffic, max_image_pixels=settings.max_image_pixels,
+                         max_aspect_ratio=settings.max_aspect_ratio)  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -83,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     env = envs.runtime_environ()
     file_path = args.bucket_file or env.get(FILE_VAR)
     own_env = {k: v for k, v in env.items() if k != FILE_VAR}
-    inputs = build(sizing, settings, own_env)
+    inputs = checked_by_runtime(fit_max_model_len(build(sizing, settings, own_env)), sizing.flag)
     first = plan(inputs)
     yours = None
     if file_path:
@@ -95,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
                               "file") from None  # fmt: skip
         model = registry.model_for(inputs.runtime_name, {**own_env, FILE_VAR: file_path}, bucket_file_text=text)
         yours = (model, f"your {Path(file_path).name}")
-    report, _ = replay_report(first, _traffic(args, sizing), settings, own=inputs.runtime, yours=yours,
+    report, _ = replay_report(first, _traffic(args, sizing, settings), settings, own=inputs.runtime, yours=yours,
                               plan_buckets=not args.no_plan, budget=sizing.text_graph_budget,
                               concurrency=sizing.concurrency, requests=args.requests,
                               kv_blocks=args.kv_blocks)  # fmt: skip

@@ -33,7 +33,13 @@ def print_json(obj: Any) -> None:
     sys.stdout.write("\n")
 
 
+def one_line(text: str) -> str:
+    """``text`` with every character that is not printable (newlines, control characters a user's input may hold)
+    escaped, so that it stays one line."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def fail(message: str, code: ExitCode = ExitCode.USAGE) -> int:
     """Print one clear error line on stderr and return the exit code."""
-    print(f"vllm-hpu-mm: error: {message}", file=sys.stderr)
+    print(f"vllm-hpu-mm: error: {one_line(message)}", file=sys.stderr)
     return int(code)

@@ -1,11 +1,14 @@
 """Entry point of the ``vllm-hpu-mm`` command, and the one place the exit-code contract is enforced
 (:class:`~vllm_hpu_mm.cli.common.ExitCode`): argument errors and our own errors exit 2 with one line, anything
-unexpected exits 3 with one line and a hint to report it (the traceback only under ``--debug``)."""
+unexpected exits 3 with one line and a hint to report it (the traceback only under ``--debug``). A reader that
+closes the pipe early (``| head``) ends the command quietly with 141, as a process killed by SIGPIPE."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -13,6 +16,7 @@ from typing import Any, Protocol
 
 from vllm_hpu_mm import __version__
 from vllm_hpu_mm.cli.common import ExitCode, fail
+from vllm_hpu_mm.cli.vllm_argv import MAX_SERVER_ARGS
 from vllm_hpu_mm.errors import VllmHpuMmError
 
 __all__ = ["build_parser", "main"]
@@ -63,10 +67,38 @@ def _exit_status(exc: SystemExit) -> int:
     return int(ExitCode.USAGE)
 
 
+#: The exit status of a command whose reader closed the pipe: 128 + SIGPIPE, what a shell reports for a process
+#: that signal ended.
+BROKEN_PIPE = 141
+
+
+def _too_many_server_args(argv: Sequence[str]) -> str | None:
+    """argparse takes time quadratic in the number of flags: ``serve`` refuses an absurd count before parsing."""
+    command = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
+    if command is None or argv[command] != "serve" or len(argv) - command - 1 <= MAX_SERVER_ARGS:
+        return None
+    count = len(argv) - command - 1
+    return f"{count} server arguments; accepted: at most {MAX_SERVER_ARGS} (put repeated settings in one JSON value)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; always returns an exit status (never raises, except to exec the server)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        code = _run(list(sys.argv[1:] if argv is None else argv))
+        sys.stdout.flush()  # here, not at exit, so that a closed pipe is seen
+    except BrokenPipeError:
+        # The reader has what it wanted: no error line, and nothing more written to the closed pipe at exit.
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # not a real file (a test's capture)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE
+    return code
+
+
+def _run(argv: list[str]) -> int:
     debug = "--debug" in argv  # until parsed: an error while building the parser is shown in full too
+    too_many = _too_many_server_args(argv)
+    if too_many is not None:
+        return fail(too_many)
     try:
         parser = build_parser()
         args, extra = parser.parse_known_args(argv)
@@ -82,6 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(str(exc))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        raise
     except Exception as exc:  # the contract's last line: never a bare traceback
         if debug:
             traceback.print_exc()

@@ -1,4 +1,5 @@
-"""``vllm-hpu-mm memory plan``: the device-memory plan (KV cache, graph pools, vision buckets) before serving.
+"""``vllm-hpu-mm memory plan``: the device-memory plan (KV cache, graph pools, vision buckets) before serving, and
+what ``serve`` would hand the runtime for it (``--json``: ``exports``: environment, server arguments, files).
 
 Exit 0 when the plan fits, 1 when it does not, 2 for invalid input."""
 
@@ -6,15 +7,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from pathlib import Path
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
 from vllm_hpu_mm.cli.memory_calibrate import add_parser as add_calibrate_parser
-from vllm_hpu_mm.plan import render
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options
-from vllm_hpu_mm.plan.inputs import build, provenance
-from vllm_hpu_mm.plan.pipeline import plan_and_choose
-from vllm_hpu_mm.runtimes.exports import exports_for, flags_from_environment
+from vllm_hpu_mm.runtimes.launch import prepare
 
 #: The device ``memory plan`` plans for without ``--device``: the main job's.
 DEFAULT_DEVICE = "gaudi2"
@@ -39,18 +38,16 @@ def run(args: argparse.Namespace) -> int:
     sizing = SizingArgs.from_namespace(args)
     if sizing.device is None:
         sizing = dataclasses.replace(sizing, device=DEFAULT_DEVICE)
-    inputs = build(sizing, settings, envs.runtime_environ())
-    planned = plan_and_choose(
-        inputs, settings, profile=sizing.profile, free_stated=sizing.free_memory_gib is not None,
-        sizes=sizing.sizes, sizes_flag=sizing.flag("sizes"), max_buckets=sizing.max_buckets,
-        keep=bool(sizing.keep_buckets), text_budget=sizing.text_graph_budget, concurrency=sizing.concurrency,
-    )  # fmt: skip
-    result, choice, costs = planned.plan, planned.buckets, planned.costs
-    exports = exports_for(result, flags_from_environment(settings))
-    sources = provenance(sizing, result.inputs)
+    # The same plan-and-export step as serve, so that the plan shows what serve would hand the runtime.
+    launch = prepare(sizing, settings, envs.runtime_environ(), server_args=[],
+                     output_dir=Path(settings.cache_dir).expanduser(), limit_mm_per_prompt=None,
+                     compilation_config=None)  # fmt: skip
+    exports = launch.exports
     if args.json:
-        print_json({**render.to_dict(result, exports, choice, sources, planned.text), "costs": costs})
+        print_json({**launch.report["plan"], "costs": launch.report["costs"],
+                    "exports": {"environment": exports.env, "server_args": list(exports.args), "files": launch.files,
+                                "notes": list(exports.notes)}})  # fmt: skip
     else:
-        print(render.to_table(result, exports, choice, sources, planned.text))
-        print("\n".join(f"costs: {note}" for note in costs["notes"]))
-    return int(ExitCode.OK if result.fits else ExitCode.NEGATIVE)
+        print(launch.table)
+        print("\n".join(f"costs: {note}" for note in launch.report["costs"]["notes"]))
+    return int(ExitCode.OK if launch.plan.fits else ExitCode.NEGATIVE)

@@ -18,10 +18,15 @@ from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.logs.calibrate import Calibration, calibrate, parse_warmup
 from vllm_hpu_mm.logs.profile import default_profile_path, profile_dict, save_profile
 from vllm_hpu_mm.logs.reading import log_lines
+from vllm_hpu_mm.models.devices import KNOWN_DEVICES
 from vllm_hpu_mm.models.dims import ModelDims, dtype_bytes
 from vllm_hpu_mm.models.lookup import resolve
+from vllm_hpu_mm.plan.args import positive_int
 
 __all__ = ["add_parser"]
+
+#: The devices a profile can be recorded for: those ``memory plan --device`` names (not ``auto``: a log ran on one).
+LOG_DEVICES = (*KNOWN_DEVICES, "cpu")
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,10 +44,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="the model the log ran: a catalog name or a local model folder; needed for the text-graph factors "
         "(default: the log's model='...' when known here)",
     )
-    p.add_argument("--device", default=None, help="the device the log ran on, e.g. gaudi2 (default: not recorded)")
+    p.add_argument("--device", default=None, help=f"the device the log ran on: {', '.join(LOG_DEVICES)} (default: not "
+                   "recorded)")  # fmt: skip
     p.add_argument("--dtype", default="auto", help="the log's weight/KV dtype (default auto: bfloat16)")
-    p.add_argument("--tensor-parallel-size", type=int, default=1, help="the log's tensor-parallel size (default 1)")
-    p.add_argument("--block-size", type=int, default=128, help="the log's KV block size (default 128, Gaudi)")
+    p.add_argument("--tensor-parallel-size", type=positive_int, default=1,
+                   help="the log's tensor-parallel size (default 1)")  # fmt: skip
+    p.add_argument("--block-size", type=positive_int, default=128, help="the log's KV block size (default 128, Gaudi)")
     p.add_argument(
         "--output",
         metavar="FILE",
@@ -65,12 +72,29 @@ def _model(args: argparse.Namespace, logged: str | None) -> tuple[ModelDims | No
     return None, "the log names no model (pass --model)"
 
 
+def _device(raw: str | None, backend: str | None) -> str | None:
+    """The device a profile is recorded for: one a plan names (``memory plan --device``), of the log's backend."""
+    if raw is None:
+        return None
+    key = raw.strip().lower()
+    if key not in LOG_DEVICES:
+        raise ConfigError(f"--device={raw!r} is not a device a plan knows; accepted: {', '.join(LOG_DEVICES)}")
+    if backend is not None and backend != _backend(key):
+        same = ", ".join(d for d in LOG_DEVICES if _backend(d) == backend)
+        raise ConfigError(f"--device={raw!r} is a {_backend(key)} device but the log is a {backend} server's; "
+                          f"accepted: a {backend} device: {same}")  # fmt: skip
+    return key
+
+
+def _backend(device: str) -> str:
+    return "cpu" if device == "cpu" else KNOWN_DEVICES[device].backend
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.tensor_parallel_size <= 0 or args.block_size <= 0:
-        raise ConfigError("--tensor-parallel-size and --block-size must be positive integers")
     dtype = dtype_bytes(args.dtype, source="--dtype")
     settings = envs.load()
     log = parse_warmup(log_lines(args.log))
+    args.device = _device(args.device, log.backend)
     model, model_note = _model(args, log.model)
     result = calibrate(log, model, device=args.device, source=str(args.log), dtype_size=dtype,
                        tensor_parallel_size=args.tensor_parallel_size, block_size=args.block_size,

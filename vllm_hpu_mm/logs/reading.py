@@ -1,81 +1,197 @@
-"""Reading a log for the doctor: streamed line by line (memory stays bounded for any size), decoded by its byte-order
-mark (UTF-8, UTF-16 LE/BE; UTF-16 without a mark is recognised by its zero bytes), colour codes removed."""
+"""Reading a log for the doctor and the calibration: streamed, so memory stays bounded for any size and any line
+length.
+
+- Decoded by its byte-order mark (UTF-8, UTF-16 LE/BE; UTF-16 without a mark is recognised by its zero bytes);
+  gzip, bzip2 and xz logs are decompressed as they are read; colour codes and NUL bytes are removed.
+- A line longer than :data:`MAX_LINE_CHARS` is read in windows of at most that many characters that overlap by
+  :data:`LINE_OVERLAP`, so anything shorter than the overlap (every message and frame the doctor looks for) lies
+  whole in one window, wherever the line is cut; the windows keep the line's number.
+- Leading NUL bytes (a log truncated in place by log rotation) are skipped in bounded chunks. A file of nothing but
+  NUL bytes, an archive or a binary format is invalid input, named for what it is.
+"""
 
 from __future__ import annotations
 
+import bz2
 import codecs
+import gzip
 import io
+import lzma
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import BinaryIO
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.logs.patterns import ANSI
 
-__all__ = ["MAX_LINE_CHARS", "detect_encoding", "log_lines", "strip_ansi"]
+__all__ = ["LINE_OVERLAP", "MAX_LINE_CHARS", "detect_encoding", "log_lines", "log_records", "strip_ansi"]
 
-#: Longer lines are cut here (the rest is skipped unread into memory): a log line worth quoting is far shorter.
+#: The longest piece of a line read at once (longer lines come as overlapping windows).
 MAX_LINE_CHARS = 8192
+#: How much consecutive windows of one long line share.
+LINE_OVERLAP = 1024
 _SNIFF_BYTES = 4096
+#: What a damaged file or compressed stream raises while it is read.
+_READ_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error)
+_CHUNK = 1 << 16
+ACCEPTED = "accepted: a UTF-8 or UTF-16 text log, plain or gzip/bzip2/xz-compressed"
+#: Streams decompressed as they are read, by their magic bytes.
+_COMPRESSED: tuple[tuple[bytes, Callable[[BinaryIO], io.BufferedIOBase]], ...] = (
+    (b"\x1f\x8b", lambda f: gzip.GzipFile(fileobj=f)),
+    (b"BZh", bz2.BZ2File),
+    (b"\xfd7zXZ\x00", lzma.LZMAFile),
+)
+#: Binary formats named in the error: magic bytes -> what the file is.
+_BINARY = (
+    (b"PK\x03\x04", "a zip archive (extract the log first)"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed (decompress it first: zstd -d)"),
+    (b"\x7fELF", "an executable (ELF)"),
+    (b"\x89PNG", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"%PDF", "a PDF document"),
+)
 
 
 def detect_encoding(head: bytes) -> str | None:
-    """The text encoding of a file starting with ``head``, or None when it looks binary."""
+    """The text encoding of a file starting with ``head``, or None when it looks binary: more than 1% NUL bytes (not
+    in UTF-16's pattern), or more than 10% of its characters undecodable or control characters."""
     if head.startswith(codecs.BOM_UTF8):
         return "utf-8-sig"
     if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         return "utf-16"
-    if b"\x00" not in head:
-        return "utf-8"
     even, odd = head[0::2], head[1::2]
     # ASCII text in UTF-16 without a mark: every other byte is zero.
     if odd and odd.count(0) >= 0.9 * len(odd) and even.count(0) < 0.1 * len(even):
         return "utf-16-le"
     if even and even.count(0) >= 0.9 * len(even) and odd.count(0) < 0.1 * len(odd):
         return "utf-16-be"
-    return None
+    if head.count(0) > 0.01 * len(head):
+        return None
+    text = codecs.getincrementaldecoder("utf-8")(errors="replace").decode(head, final=False)
+    bad = sum(ch == "\ufffd" or (ch < " " and ch not in "\t\r\n\x1b\x00") for ch in text)
+    return None if text and bad > 0.1 * len(text) else "utf-8"
 
 
 def strip_ansi(text: str) -> str:
     return ANSI.sub("", text) if "[" in text else text
 
 
-@contextmanager
-def _open(path: str) -> Iterator[BinaryIO]:
-    if path == "-":
-        yield sys.stdin.buffer
-        return
+class _Prefixed(io.RawIOBase):
+    """``rest`` followed by what is left of ``stream``: a stream whose skipped start is put back."""
+
+    def __init__(self, rest: bytes, stream: BinaryIO) -> None:
+        self._rest = rest
+        self._stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        if self._rest:
+            n = min(len(buffer), len(self._rest))
+            buffer[:n] = self._rest[:n]
+            self._rest = self._rest[n:]
+            return n
+        data = self._stream.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _buffered(stream: BinaryIO) -> io.BufferedReader:
+    return stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(stream)  # type: ignore[arg-type]
+
+
+def _peek(stream: io.BufferedReader, path: str) -> bytes:
     try:
-        f = Path(path).open("rb")  # noqa: SIM115 (closed by the with below; open errors get their own message)
-    except OSError as exc:
-        raise ConfigError(f"cannot read log {path!r}: {exc.strerror or exc}") from None
-    with f:
-        yield f
+        return stream.peek(_SNIFF_BYTES)[:_SNIFF_BYTES]
+    except _READ_ERRORS as exc:
+        raise ConfigError(f"cannot read log {path!r}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def _skip_nul(stream: io.BufferedReader, path: str) -> io.BufferedReader:
+    """The stream from its first byte that is not NUL (read in bounded chunks)."""
+    skipped = 0
+    while True:
+        chunk = stream.read(_CHUNK)
+        if not chunk:
+            what = f"holds only NUL bytes ({skipped} bytes)" if skipped else "is empty"
+            raise ConfigError(f"log {path!r} {what}: there is no text to diagnose; {ACCEPTED}")
+        rest = chunk.lstrip(b"\x00")
+        skipped += len(chunk) - len(rest)
+        if rest:
+            return io.BufferedReader(_Prefixed(rest, stream))
+
+
+def _open_text(path: str, stack: ExitStack) -> io.TextIOWrapper:
+    if path == "-":
+        stream = _buffered(sys.stdin.buffer)
+    else:
+        try:
+            stream = _buffered(stack.enter_context(Path(path).open("rb")))  # noqa: SIM115 (the stack closes it)
+        except OSError as exc:
+            raise ConfigError(f"cannot read log {path!r}: {exc.strerror or exc}") from None
+    for _ in range(2):  # a compressed log is decompressed once (not an archive inside an archive)
+        head = _peek(stream, path)
+        opener = next((opener for magic, opener in _COMPRESSED if head.startswith(magic)), None)
+        if opener is None:
+            break
+        stream = io.BufferedReader(stack.enter_context(opener(stream)))  # type: ignore[arg-type]
+    head = _peek(stream, path)
+    # Log rotation truncates a log in place to NUL bytes (UTF-16-BE text starts with one NUL, not two).
+    if head.startswith(b"\x00\x00") or (head and not head.strip(b"\x00")):
+        stream = _skip_nul(stream, path)
+        head = _peek(stream, path)
+    for magic, what in _BINARY:
+        if head.startswith(magic):
+            raise ConfigError(f"log {path!r} is {what}, a binary file, not a text log; {ACCEPTED}")
+    if not head.strip(b" \t\r\n\x00\xef\xbb\xbf\xff\xfe"):
+        raise ConfigError(f"log {path!r} is empty: there is nothing to diagnose; pass the server's log file")
+    encoding = detect_encoding(head)
+    if encoding is None:
+        raise ConfigError(f"log {path!r} looks binary (NUL bytes or undecodable bytes among its first {len(head)}), "
+                          f"not a text log; {ACCEPTED}")  # fmt: skip
+    return io.TextIOWrapper(stream, encoding=encoding, errors="replace", newline=None)
+
+
+def _clean(text: str) -> str:
+    text = text.rstrip("\r\n")
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    return strip_ansi(text)
+
+
+def log_records(path: str) -> Iterator[tuple[int, str]]:
+    """The log's lines as ``(line number, text)``, without line ends, colour codes or NUL bytes; an over-long line as
+    overlapping windows that share its number. Raises :class:`ConfigError` (naming the file) for a missing,
+    unreadable, binary, NUL-only or empty log."""
+    with ExitStack() as stack:
+        text = _open_text(path, stack)
+        number = 0
+        while True:
+            try:
+                piece = text.readline(MAX_LINE_CHARS)
+            except _READ_ERRORS as exc:
+                raise ConfigError(f"cannot read log {path!r}: {exc}") from None
+            if not piece:
+                return
+            number += 1
+            yield number, _clean(piece)
+            while not piece.endswith("\n"):  # the rest of an over-long line, in overlapping windows
+                tail = piece[-LINE_OVERLAP:]
+                try:
+                    more = text.readline(MAX_LINE_CHARS - LINE_OVERLAP)
+                except _READ_ERRORS as exc:
+                    raise ConfigError(f"cannot read log {path!r}: {exc}") from None
+                if not more:
+                    break
+                piece = tail + more
+                yield number, _clean(piece)
 
 
 def log_lines(path: str) -> Iterator[str]:
-    """The log's lines without line ends or colour codes. Raises :class:`ConfigError` (naming the file) for a
-    missing, unreadable, binary or empty log."""
-    with _open(path) as raw:
-        buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type,type-var]
-        try:
-            head = buffered.peek(_SNIFF_BYTES)[:_SNIFF_BYTES]
-        except OSError as exc:
-            raise ConfigError(f"cannot read log {path!r}: {exc.strerror or exc}") from None
-        if not head.strip(b" \t\r\n\x00\xef\xbb\xbf\xff\xfe"):
-            raise ConfigError(f"log {path!r} is empty: there is nothing to diagnose; pass the server's log file")
-        encoding = detect_encoding(head)
-        if encoding is None:
-            raise ConfigError(f"log {path!r} looks binary, not a text log; accepted: a UTF-8 or UTF-16 text log")
-        text = io.TextIOWrapper(buffered, encoding=encoding, errors="replace", newline=None)
-        while True:
-            line = text.readline(MAX_LINE_CHARS)
-            if not line:
-                return
-            if not line.endswith("\n"):
-                rest = line
-                while rest and not rest.endswith("\n"):  # skip the rest of an over-long line
-                    rest = text.readline(MAX_LINE_CHARS)
-            yield strip_ansi(line.rstrip("\r\n"))
+    """:func:`log_records` without the line numbers."""
+    for _, text in log_records(path):
+        yield text

@@ -11,14 +11,15 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from vllm_hpu_mm.models.dims import ModelDims, VisionDims
+from vllm_hpu_mm.models.dims import Attention, ModelDims, VisionDims
 
 __all__ = ["CATALOG", "DEFAULT_MODEL", "catalog_by_id", "quantization_from_id"]
 
 
 def _qwen(name: str, hidden: int, layers: int, heads: int, kv: int, inter: int, vocab: int, tie: bool) -> ModelDims:
     return ModelDims(name, hidden, layers, heads, kv, hidden // heads, inter, vocab, tie, 128000,
-                     VisionDims(out_hidden_size=hidden), source=f"catalog: {name}")  # fmt: skip
+                     VisionDims(out_hidden_size=hidden), source=f"catalog: {name}", attention=Attention(qkv_bias=True),
+                     derived_max_model_len=128000)  # fmt: skip
 
 
 CATALOG: dict[str, ModelDims] = {

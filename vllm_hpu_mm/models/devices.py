@@ -61,9 +61,11 @@ KNOWN_DEVICES: dict[str, DeviceSpec] = {
         DeviceSpec("gaudi2", "hpu", _gib(94.62), 128,
                    "94.62 GiB: HPU total in HabanaAI/vllm-fork logs ('... GiB/94.62 GiB used', vllm-fork issue 345, "
                    "tests/data/logs/vllm_fork_345_gaudi_no_oom.log; hl-smi: 98304 MiB)"),
-        DeviceSpec("gaudi3", "hpu", 128 * GIB, 128,
-                   "128 GiB nominal: hl-smi memory.total 131072 MiB of an HL-325L (no public runtime log of its "
-                   "usable total found; expect about 1.4 GiB less, as on Gaudi2); give --total-memory-gib to correct"),
+        DeviceSpec("gaudi3", "hpu", _gib(126.55), 128,
+                   "126.55 GiB: from a public Gaudi3 log (HabanaAI/vllm-fork plugin/vllm-hpu README, "
+                   "tests/data/gaudi_logs/dev/vllm_hpu_plugin_llama31_8b_gaudi3.log): 6399 KV blocks of 16 MiB at "
+                   "utilisation 0.9 leave 111.10 GiB free after Llama-3.1-8B's 14.96 GiB and the profiling run's "
+                   "0.49 GiB; vllm-gaudi issue #1736 states ~126.5 GiB per card (hl-smi: 131072 MiB)"),
         DeviceSpec("h100", "cuda", _gib(79.19), 16,
                    "79.19 GiB: torch.cuda.mem_get_info total of an H100 80GB HBM3 (PyTorch OOM messages 'total "
                    "capacity of 79.19 GiB'; nvidia-smi: 81559 MiB)"),

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from vllm_hpu_mm.errors import ConfigError, ModelConfigUnavailable
 from vllm_hpu_mm.models.catalog import CATALOG, catalog_by_id
-from vllm_hpu_mm.models.config_json import dims_from_config, read_config_json
+from vllm_hpu_mm.models.config_json import dims_from_config, read_config_json, with_transformers_defaults
 from vllm_hpu_mm.models.dims import ModelDims
 
 __all__ = ["from_hf_cache", "plan_skipped_warning", "resolve"]
@@ -33,6 +34,20 @@ def from_hf_cache(model_id: str, revision: str | None = None) -> Path | None:
     except (HFValidationError, ValueError, OSError):  # not a valid repo id, or an unreadable cache
         return None
     return Path(found) if isinstance(found, str) else None
+
+
+def _dims(cfg: dict[str, Any], *, name: str, path: Path, source: str) -> ModelDims:
+    """The raw JSON's dimensions; when it leaves out a key the plan needs, transformers' defaults for its
+    ``model_type`` fill it (where transformers is installed), as ``AutoConfig`` would."""
+    try:
+        return dims_from_config(cfg, name=name, path=path, source=source)
+    except ConfigError as exc:
+        if "is missing" not in str(exc):
+            raise
+        filled = with_transformers_defaults(cfg)
+        if filled is cfg:
+            raise
+        return dims_from_config(filled, name=name, path=path, source=f"{source} (+ transformers' defaults)")
 
 
 def resolve(model: str, *, source: str = "--model", revision: str | None = None) -> ModelDims:
@@ -53,21 +68,22 @@ def resolve(model: str, *, source: str = "--model", revision: str | None = None)
         if not config.is_file():
             raise ConfigError(f"{source}={model!r}: the folder has no config.json; accepted: a model folder")
         cfg = read_config_json(config, source=f"{source}={model!r}")
-        return dims_from_config(cfg, name=model, path=config, source=f"config.json in {path}")
+        return _dims(cfg, name=model, path=config, source=f"config.json in {path}")
     if exists:
         raise ConfigError(f"{source}={model!r} is a file; accepted: a model folder holding config.json, or a model id")
     cached = None if _PATH_LIKE.match(model) else from_hf_cache(model.strip(), revision)
     if cached is not None:
         cfg = read_config_json(cached, source=f"{source}={model!r}")
-        return dims_from_config(cfg, name=model, path=cached, source=f"Hugging Face cache: {cached}")
+        return _dims(cfg, name=model, path=cached, source=f"Hugging Face cache: {cached}")
     dims = catalog_by_id(model)
     if dims is not None:
         return dims
     where = "no such folder" if _PATH_LIKE.match(model) else "not a local folder, not in the Hugging Face cache"
     raise ModelConfigUnavailable(
         f"{source}={model!r}: no config.json found ({where}, and not a Qwen2.5-VL id of a known size: "
-        f"{', '.join(CATALOG)}); accepted: a local model folder, a model id whose config.json is in the Hugging "
-        "Face cache (huggingface-cli download MODEL config.json), or an id naming Qwen2.5-VL 3B/7B/32B/72B"
+        f"{', '.join(CATALOG)}); accepted: a local model folder (any decoder or vision-language model), a model id "
+        "whose config.json is in the Hugging Face cache (huggingface-cli download MODEL config.json), or an id "
+        "naming Qwen2.5-VL 3B/7B/32B/72B"
     )
 
 

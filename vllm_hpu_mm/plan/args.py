@@ -12,38 +12,94 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from vllm_hpu_mm.models.dims import DTYPE_BYTES
+
 __all__ = [
+    "MAX_MODEL_LEN_AUTO",
     "PLAN_OPTIONS",
     "VLLM_FLAGS",
     "Option",
     "SizingArgs",
     "add_options",
+    "dtype",
     "fraction",
-    "human_int",
+    "human_readable_int",
+    "human_readable_int_or_auto",
     "integer",
     "number",
+    "optional_human_int",
+    "optional_str",
     "positive_int",
 ]
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*$")
-_DECIMAL = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}
-_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30}
+#: vLLM 0.32's human-readable integers (``vllm/utils/argparse_utils.py`` ``human_readable_int``): a whole number, or
+#: a number with a suffix, decimal (k, m, g, t: x1000...) or binary (K, M, G, T: x1024...); decimals only with the
+#: decimal suffixes, truncated (``1.5k`` is 1500, ``1.0005k`` 1000).
+_HUMAN = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_HUMAN_FORMS = "e.g. 32768, 32k (x1000) or 32K (x1024)"
+#: vLLM's ``--max-model-len`` value for "fit the longest sequence the KV cache holds" (``auto`` or ``-1``).
+MAX_MODEL_LEN_AUTO = -1
 
 
-def human_int(raw: str) -> int:
-    """vLLM's human-readable integers: ``32768``, ``32k`` (x1000), ``32K`` (x1024), ``1m``/``1M``, ``1.5k``."""
-    m = _SIZE.match(raw)
-    if not m:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not an integer; accepted: e.g. 32768, 32k (x1000) or 32K (x1024)")
-    number, unit = m.groups()
-    value = float(number) * (_BINARY[unit] if unit in _BINARY else _DECIMAL[unit.lower()])
-    if value != int(value):
-        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number")
-    return int(value)
+def human_readable_int(raw: str, *, forms: str = _HUMAN_FORMS) -> int:
+    """An integer as vLLM 0.32's parser reads it: ``32768``, ``32k`` (32000), ``32K`` (32768), ``1.5k`` (1500); a
+    decimal with a binary suffix (``1.5K``) is refused, as vLLM refuses it. ``forms``: the accepted forms, for the
+    error."""
+    value = raw.strip()
+    m = _HUMAN.fullmatch(value)
+    if m:
+        number, suffix = m.groups()
+        if suffix in _BINARY:
+            try:
+                return int(number) * _BINARY[suffix]
+            except ValueError:
+                raise argparse.ArgumentTypeError(
+                    f"{raw!r}: vLLM allows no decimals with a binary suffix ({suffix} is x1024); did you mean "
+                    f"{number}{suffix.lower()} (x1000)?"
+                ) from None
+        scaled = float(number) * _DECIMAL[suffix]
+        if not math.isfinite(scaled):
+            raise argparse.ArgumentTypeError(f"{raw!r} is too large; accepted: {forms}")
+        return int(scaled)
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an integer; accepted: {forms}") from None
+
+
+def human_readable_int_or_auto(raw: str) -> int:
+    """vLLM 0.32's ``--max-model-len``: a :func:`human_readable_int`, or ``auto`` / ``-1``
+    (:data:`MAX_MODEL_LEN_AUTO`: vLLM fits the longest sequence its KV cache holds)."""
+    value = raw.strip()
+    if value == "-1" or value.lower() == "auto":
+        return MAX_MODEL_LEN_AUTO
+    return human_readable_int(value, forms=f"{_HUMAN_FORMS}, or auto (-1: the longest the KV cache holds)")
+
+
+def optional_str(raw: str) -> str | None:
+    """vLLM's optional strings (``--quantization``, ``--revision``): ``""`` and ``None`` mean unset."""
+    return None if raw in ("", "None") else raw
+
+
+def optional_human_int(raw: str) -> int | None:
+    """vLLM's optional :func:`human_readable_int` (``--kv-cache-memory-bytes``): ``""`` and ``None`` mean unset."""
+    return None if raw in ("", "None") else human_readable_int(raw)
+
+
+def dtype(raw: str) -> str:
+    """vLLM 0.32's ``--dtype`` choices, exactly as spelled (its parser is case-sensitive)."""
+    if raw not in DTYPE_BYTES:
+        hint = "; 8-bit weights are --quantization fp8, an 8-bit KV cache is --kv-cache-dtype fp8" if "8" in raw else ""
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a dtype vLLM accepts; accepted: {', '.join(DTYPE_BYTES)}"
+                                         f"{hint}")  # fmt: skip
+    return raw
 
 
 def integer(raw: str) -> int:
@@ -81,8 +137,8 @@ def fraction(raw: str) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class Option:
-    """One flag: the :class:`SizingArgs` field it fills, its long name (without ``--`` or a prefix), its short
-    aliases, how its value is read and its help text."""
+    """One flag: the :class:`SizingArgs` field it fills, its long name (without ``--`` or a prefix), its other
+    spellings (``-tp``, ``--device-memory-utilization``), how its value is read and its help text."""
 
     field: str
     name: str
@@ -93,13 +149,14 @@ class Option:
     metavar: str | None = None
 
 
-#: vLLM's server flags that size the plan, with vLLM's spellings and value forms (vLLM 0.32 ``EngineArgs``).
+#: vLLM's server flags that size the plan, with vLLM 0.32's spellings (long name, then its aliases) and value types
+#: (``EngineArgs.add_cli_args``); a test checks both against the installed vLLM's parser.
 VLLM_FLAGS: tuple[Option, ...] = (
     Option("model", "model", "a local model folder with config.json, or a Hugging Face id: its config.json from the "
            "local Hugging Face cache (never downloaded), else the catalog size named in the id (Qwen2.5-VL "
            "3B/7B/32B/72B, quantization from -AWQ/-GPTQ/-FP8) (default: Qwen/Qwen2.5-VL-7B-Instruct)"),
     Option("dtype", "dtype", "vLLM's --dtype: auto (the checkpoint's bfloat16), bfloat16, float16, half, float32, "
-           "float (default: auto)"),
+           "float (default: auto)", dtype),
     Option("tensor_parallel_size", "tensor-parallel-size", "tensor-parallel ranks sharing the model; must divide the "
            "attention heads (default: 1)", integer, ("-tp",)),
     Option("pipeline_parallel_size", "pipeline-parallel-size", "pipeline stages; the plan is per card of the first "
@@ -107,19 +164,26 @@ VLLM_FLAGS: tuple[Option, ...] = (
     Option("data_parallel_size", "data-parallel-size", "replicas; each plans the same card, so it changes nothing per "
            "card (default 1)", integer, ("-dp",)),
     Option("gpu_memory_utilization", "gpu-memory-utilization", "share of memory vLLM may use (default 0.92, vLLM "
-           "0.32's)", number),
-    Option("max_model_len", "max-model-len", "longest sequence, e.g. 32768 or 32k (default: the model's)", human_int),
-    Option("max_num_seqs", "max-num-seqs", "most sequences per step (default 256)", integer),
-    Option("max_num_batched_tokens", "max-num-batched-tokens", "most tokens per step (default 8192)", human_int),
+           "0.32's)", number, ("--device-memory-utilization",)),
+    Option("max_model_len", "max-model-len", "longest sequence, e.g. 32768, 32k (32000) or 32K (32768); auto or -1: "
+           "the longest one sequence the KV cache holds, as vLLM fits it at start-up (default: the model's)",
+           human_readable_int_or_auto),
+    Option("max_num_seqs", "max-num-seqs", "most sequences per step (default: the runtime's for the device, e.g. "
+           "1024 on a vLLM GPU of 70 GiB or more, 256 on vllm-gaudi, 128 on vLLM CPU)", integer),
+    Option("max_num_batched_tokens", "max-num-batched-tokens", "most tokens per step, e.g. 8192 or 8K (default: the "
+           "runtime's, e.g. 8192 on a vLLM GPU of 70 GiB or more, 2048 on vllm-gaudi and vLLM CPU)",
+           human_readable_int),
     Option("block_size", "block-size", "KV block size; a multiple of 16 on HPU and CUDA (default: 128 on HPU and "
            "CPU, 16 on CUDA)", integer),
-    Option("kv_cache_memory_bytes", "kv-cache-memory-bytes", "explicit KV-cache size in bytes (replaces the ratio "
-           "split's KV share)", human_int),
+    Option("kv_cache_memory_bytes", "kv-cache-memory-bytes", "explicit KV-cache size in bytes, e.g. 8g or 8G "
+           "(replaces the ratio split's KV share)", optional_human_int),
     Option("quantization", "quantization", "vLLM's --quantization method, for the weight size (fp8 family: 1 byte, "
            "awq/gptq: 0.5 byte) (default: the checkpoint's quantization_config, or the id's -AWQ/-GPTQ/-FP8)",
-           aliases=("-q",)),
+           optional_str, ("-q",)),
     Option("enforce_eager", "enforce-eager", "plan for vLLM's --enforce-eager: no graphs at all", boolean=True),
-    Option("revision", "revision", "the Hub revision whose cached config.json is read (default: main)"),
+    Option("enable_expert_parallel", "enable-expert-parallel", "vLLM's --enable-expert-parallel: routed experts "
+           "spread over TP x DP ranks instead of split by TP", aliases=("-ep",), boolean=True),
+    Option("revision", "revision", "the Hub revision whose cached config.json is read (default: main)", optional_str),
 )  # fmt: skip
 
 #: The planner's own options (no vLLM equivalent): ``--NAME`` under ``memory plan``, ``--plan-NAME`` under ``serve``.
@@ -196,6 +260,7 @@ class SizingArgs:
     kv_cache_memory_bytes: int | None = None
     quantization: str | None = None
     enforce_eager: bool | None = None
+    enable_expert_parallel: bool | None = None
     revision: str | None = None
     device: str | None = None
     runtime: str | None = None
@@ -213,9 +278,16 @@ class SizingArgs:
     text_graph_budget: int | None = None
     concurrency: int | None = None
     prefix: str = ""
+    #: How the user spelled vLLM's flags where it differs from the long name (field, spelling): ``-tp``, a prefix
+    #: vLLM's parser resolves (``--gpu-memory-util``), an alias, ``--max_model_len``.
+    spelled: tuple[tuple[str, str], ...] = ()
 
     def flag(self, field: str) -> str:
-        """The flag of ``field`` as this front end spells it: ``--max-model-len``, ``--plan-device``."""
+        """The flag of ``field`` as the user spelled it, else as this front end spells it: ``--max-model-len``,
+        ``--plan-device``."""
+        for name, spelling in self.spelled:
+            if name == field:
+                return spelling
         for o in VLLM_FLAGS:
             if o.field == field:
                 return f"--{o.name}"
@@ -226,11 +298,16 @@ class SizingArgs:
 
     @classmethod
     def from_namespace(
-        cls, ns: argparse.Namespace, *, prefix: str = "", vllm: argparse.Namespace | None = None
+        cls,
+        ns: argparse.Namespace,
+        *,
+        prefix: str = "",
+        vllm: argparse.Namespace | None = None,
+        spelled: tuple[tuple[str, str], ...] = (),
     ) -> SizingArgs:
         """The arguments argparse read into ``ns`` (the planner's options under ``prefix``); vLLM's flags from
         ``vllm`` when they were parsed apart (``serve``), else from ``ns``."""
         dest = prefix.replace("-", "_")
         values: dict[str, Any] = {o.field: getattr(vllm if vllm is not None else ns, o.field, None) for o in VLLM_FLAGS}
         values |= {o.field: getattr(ns, dest + o.field, None) for o in PLAN_OPTIONS}
-        return cls(**values, prefix=prefix)
+        return cls(**values, prefix=prefix, spelled=spelled)

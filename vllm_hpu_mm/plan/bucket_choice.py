@@ -6,7 +6,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from vllm_hpu_mm.buckets.admission import admit_traffic
 from vllm_hpu_mm.buckets.sizes import SizeSet, embedded_sizes, images_of, scan_images
+from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan import bucket_fit
 from vllm_hpu_mm.plan.bucket_fit import BucketFit
@@ -34,9 +36,18 @@ class BucketChoice:
     reason: str
 
 
-def read_traffic(path: str | None, *, flag: str) -> Traffic:
+def read_traffic(path: str | None, *, flag: str, settings: Settings | None = None) -> Traffic:
     """Traffic from a request CSV (``width,height`` header, optional text columns) or a folder of images (headers
-    only: text unknown); None: the embedded default traffic."""
+    only: text unknown); None: the embedded default traffic. With ``settings``, only the requests the server serves
+    (a request whose image it refuses is left out; the source says how many)."""
+    traffic = _read_traffic(path, flag=flag)
+    if settings is None:
+        return traffic
+    return admit_traffic(traffic, max_image_pixels=settings.max_image_pixels,
+                         max_aspect_ratio=settings.max_aspect_ratio)  # fmt: skip
+
+
+def _read_traffic(path: str | None, *, flag: str) -> Traffic:
     if path is None:
         return default_traffic()
     p = Path(path).expanduser()
@@ -44,14 +55,16 @@ def read_traffic(path: str | None, *, flag: str) -> Traffic:
         found = scan_images(p, progress=False)[0]
         return Traffic({Request(size): n for size, n in found.counts.items()}, found.source)
     if not p.is_file():
-        raise ConfigError(f"{flag} {path}: no such file or folder; accepted: a CSV with a width,height header or a "
-                          "folder of images")  # fmt: skip
+        what = "not a file or a folder" if p.exists() else "no such file or folder"
+        raise ConfigError(f"{flag} {path}: {what}; accepted: a CSV with a width,height header or a folder of "
+                          "images")  # fmt: skip
     return read_traffic_csv(p, flag=flag)
 
 
-def read_sizes(path: str | None, *, flag: str) -> SizeSet:
-    """The images of :func:`read_traffic`'s traffic; None: the embedded sizes."""
-    return embedded_sizes() if path is None else images_of(read_traffic(path, flag=flag))
+def read_sizes(path: str | None, *, flag: str, settings: Settings | None = None) -> SizeSet:
+    """The images of :func:`read_traffic`'s traffic (with ``settings``: those the server accepts); None: the
+    embedded sizes."""
+    return embedded_sizes() if path is None else images_of(read_traffic(path, flag=flag, settings=settings))
 
 
 def choose(
@@ -105,4 +118,4 @@ def choose(
         if first.vision_buckets_skipped
         else "planned over the given sizes"
     )
-    return second, BucketChoice(sample, before, after, True, why)
+    return second, BucketChoice(sample, before, after, True, f"{why}; {after.note}" if after.note else why)

@@ -20,6 +20,7 @@ The search, given image sizes, the pool, the pool model and at most ``max_bucket
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -35,7 +36,7 @@ from vllm_hpu_mm.plan.costs import ESTIMATES, CostProfile
 from vllm_hpu_mm.plan.vision_cost import PoolMode
 from vllm_hpu_mm.values import BUCKET_GRANULE, MIB, PIXELS_PER_PATCH, AlignMode
 
-__all__ = ["BucketFit", "best_fitting_list", "cheapest_padding"]
+__all__ = ["BucketFit", "Padding", "best_fitting_list", "cheapest_padding"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +46,8 @@ class BucketFit:
     buckets: tuple[int, ...]
     evaluation: Evaluation
     capture_bytes: int
+    #: How the search was bounded, when it was ("" when the list is the exact optimum).
+    note: str = ""
 
     @property
     def shrunk_share(self) -> float:
@@ -75,12 +78,33 @@ def evaluate_list(
     )
 
 
-def cheapest_padding(counts: Counts, largest: int, max_buckets: int, max_units: Sequence[int]) -> tuple[int, ...]:
-    """The list (ascending, ending at ``largest``) of at most ``max_buckets`` buckets with the fewest padded patches
-    over ``counts``, subject to ``sum(buckets) / 64 <= max_units[k - 1]`` for a list of ``k`` buckets.
+#: The search's bounds: element operations of its dynamic programme (about a second of NumPy on the 2-core
+#: development machine) and the choices it keeps to rebuild the list (int32: 100 MB). Above them it searches lists
+#: of fewer buckets, and says so.
+WORK_LIMIT = 4 * 10**8
+CHOICES_LIMIT = 25 * 10**6
 
-    ``counts`` must all be at most ``largest``; every value is rounded up to 64. Returns () when even ``(largest,)``
-    breaks its bound. The DP keeps, per (k, last value, units), the least padded patches, vectorised over units.
+
+@dataclasses.dataclass(frozen=True)
+class Padding:
+    """The cheapest list found and the most buckets the search considered (fewer than asked when more cannot fit
+    the pool, or when the work bound stopped it: ``bounded``)."""
+
+    buckets: tuple[int, ...]
+    searched: int
+    bounded: bool = False
+
+
+def cheapest_padding(counts: Counts, largest: int, max_buckets: int, max_units: Sequence[int]) -> Padding:
+    """The list (ascending, ending at ``largest``) of at most ``max_buckets`` buckets with the fewest padded patches
+    over ``counts``, subject to ``sum(buckets) / 64 <= max_units[k - 1]`` for a list of ``k`` buckets (-1: no list
+    of ``k`` fits).
+
+    ``counts`` must all be at most ``largest``; every value is rounded up to 64. The buckets are () when even
+    ``(largest,)`` breaks its bound. A list of ``k`` buckets sums to at least ``largest`` plus the ``k - 1``
+    smallest values, so only the ``k`` whose bound allows that are searched; when no bound binds, the unconstrained
+    optimum is the answer. Otherwise the DP keeps, per (k, last value, units), the least padded patches, vectorised
+    over units, within :data:`WORK_LIMIT` and :data:`CHOICES_LIMIT`.
     """
     raw = as_weights(counts)
     if any(c > largest for c in raw):
@@ -92,25 +116,49 @@ def cheapest_padding(counts: Counts, largest: int, max_buckets: int, max_units: 
     weights[top] += 0
     values = sorted(weights)  # in units of 64 patches
     n = len(values)
+    smallest = [0, *itertools.accumulate(values[:-1])]  # smallest[j]: the j smallest values below the top
+    k_max = 0
+    for k in range(1, min(max_buckets, n) + 1):
+        if max_units[k - 1] < top + smallest[k - 1]:
+            break
+        k_max = k
+    if k_max == 0:
+        return Padding((), 0)
+    largest_sums = [sum(values[-k:]) for k in range(1, k_max + 1)]
+    if all(max_units[k - 1] >= largest_sums[k - 1] for k in range(1, k_max + 1)):
+        return Padding(optimal_buckets(counts, k_max, cover=largest), k_max)
+    searched = k_max
+    while searched > 1:
+        width = max(min(max_units[k - 1], largest_sums[k - 1]) for k in range(1, searched + 1)) + 1
+        if (searched - 1) * n * n * width // 2 <= WORK_LIMIT and searched * n * width <= CHOICES_LIMIT:
+            break
+        searched -= 1
+    return Padding(_dp(values, weights, searched, max_units, largest_sums), searched, bounded=searched < k_max)
+
+
+def _dp(
+    values: list[int], weights: Counter[int], k_max: int, max_units: Sequence[int], largest_sums: list[int]
+) -> tuple[int, ...]:
+    n = len(values)
     prefix = np.concatenate([[0], np.cumsum([weights[v] for v in values])]).astype(np.int64)
-    k_max = min(max_buckets, n)
-    bounds = [min(max_units[k - 1], sum(values[-k:])) for k in range(1, k_max + 1)]
-    width = max(bounds) + 1 if bounds and max(bounds) >= 0 else 0
-    if width == 0 or values[-1] > bounds[0]:
-        return ()
+    bounds = [min(max_units[k - 1], largest_sums[k - 1]) for k in range(1, k_max + 1)]
+    width = max(bounds) + 1
     inf = np.iinfo(np.int64).max // 4
     vals = np.array(values, dtype=np.int64)
     # layer[i, s]: least padded units (x64 patches) for the images up to values[i], last bucket at values[i], bucket
-    # units summing to s. One layer per number of buckets; choices are kept to rebuild the list.
+    # units summing to s. One layer per number of buckets (only the last is kept); choices are kept to rebuild the
+    # list.
     layer = np.full((n, width), inf, dtype=np.int64)
     for i, v in enumerate(values):
         if v < width:
             layer[i, v] = v * prefix[i + 1]
-    layers, choices = [layer], [np.full((n, width), -1, dtype=np.int64)]
+    choices = [np.full((n, width), -1, dtype=np.int32)]
     best: tuple[int, int, int] | None = None  # (cost, k, units)
 
     def consider(k: int, lay: np.ndarray) -> None:  # type: ignore[type-arg]
         nonlocal best
+        if bounds[k - 1] < 0:
+            return
         row = lay[n - 1, : bounds[k - 1] + 1]
         s = int(np.argmin(row))
         if row[s] < inf and (best is None or int(row[s]) < best[0]):
@@ -118,21 +166,20 @@ def cheapest_padding(counts: Counts, largest: int, max_buckets: int, max_units: 
 
     consider(1, layer)
     for k in range(2, k_max + 1):
-        prev = layers[-1]
         new = np.full((n, width), inf, dtype=np.int64)
-        choice = np.full((n, width), -1, dtype=np.int64)
+        choice = np.full((n, width), -1, dtype=np.int32)
         for i in range(k - 1, n):
             v = values[i]
             if v >= width:
                 continue
             # cost of closing a bucket at values[i] after one at values[m], for every m < i
             add = v * (prefix[i + 1] - prefix[1 : i + 1])
-            cand = prev[:i, : width - v] + add[:, None]
+            cand = layer[:i, : width - v] + add[:, None]
             m = np.argmin(cand, axis=0)
             new[i, v:] = cand[m, np.arange(width - v)]
             choice[i, v:] = m
         new[new >= inf] = inf
-        layers.append(new)
+        layer = new
         choices.append(choice)
         consider(k, new)
     if best is None:
@@ -201,10 +248,15 @@ def best_fitting_list(
             continue
         cap = min(max_pixels, largest * PIXELS_PER_PATCH)
         sample = patch_counts(sizes, min_pixels=min(min_pixels, cap), max_pixels=cap, mode=mode)
+        note = ""
         if pool is PoolMode.PRIVATE:
-            buckets = cheapest_padding(sample.counts, largest, max_buckets, bounds)
-            if not buckets:
+            padding = cheapest_padding(sample.counts, largest, max_buckets, bounds)
+            if not padding.buckets:
                 continue
+            buckets = padding.buckets
+            if padding.bounded:
+                note = (f"searched lists of up to {padding.searched} buckets (of {max_buckets}) to bound the work: "
+                        "the best list of more buckets may pad a little less")  # fmt: skip
         else:
             k = max_buckets
             if pool is PoolMode.SHARED:
@@ -215,5 +267,6 @@ def best_fitting_list(
             buckets,
             evaluate(sample.counts, buckets, num_shrunk=sample.num_shrunk),
             vision_cost.capture_bytes(buckets, pool, vision, dtype_size, costs),
+            note,
         )
     return None

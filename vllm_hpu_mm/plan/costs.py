@@ -9,7 +9,17 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["COST_FIELDS", "ESTIMATES", "CostProfile"]
+__all__ = [
+    "COST_FIELDS",
+    "ESTIMATES",
+    "HPU_LAZY_GRAPHS",
+    "HPU_WARMUP_SECONDS_PER_GRAPH",
+    "HPU_WARMUP_SOURCE",
+    "CostProfile",
+    "WarmupEstimate",
+    "label",
+    "warmup_estimate",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,6 +33,8 @@ class CostProfile:
     #: Names of the fields above that were measured, and where (device, model, log).
     measured: tuple[str, ...] = ()
     source: str = ""
+    #: Names of the fields above fitted to public logs of another deployment (built in, with their source).
+    calibrated: tuple[str, ...] = ()
 
 
 #: The coefficient fields, in the order they are reported.
@@ -30,3 +42,53 @@ COST_FIELDS = ("vision_mib_per_patch", "vision_fixed_mib", "text_prefill_factor"
 
 #: Every coefficient at its built-in estimate (nothing measured): the plan's default.
 ESTIMATES = CostProfile()
+
+
+#: HPU graph memory of the language model, lazy HPU graphs (vllm-fork after its PR 252, the mode vllm-gaudi's
+#: ``PT_HPU_LAZY_MODE=1`` runs): graph pool / eager activations fitted to the development log
+#: tests/data/gaudi_logs/dev/vllm_gaudi_perf_tuning_llama31_8b_gaudi2.log (vllm-gaudi
+#: docs/configuration/performance_tuning.md @091bbadd, Llama-3.1-8B on one Gaudi2: 24 prompt graphs 67.72 MiB, one
+#: decode graph 64 KiB). The held-out PR 147 log predates PR 252 (15 prompt graphs held 14.03 GiB: 16.7x / 0.30x);
+#: no public torch.compile (vllm-gaudi's default) warm-up log with per-graph memory was found: on that path these
+#: are estimates.
+HPU_LAZY_GRAPHS = CostProfile(
+    text_prefill_factor=0.024,
+    text_decode_factor=0.015,
+    calibrated=("text_prefill_factor", "text_decode_factor"),
+    source="public Gaudi2 log: vllm-gaudi docs/configuration/performance_tuning.md @091bbadd (lazy HPU graphs)",
+)
+#: Warm-up seconds per graph on Gaudi2, from the same development log: "Warmup finished in 32 secs" after warming
+#: 24 prompt and 1 decode bucket (25 graphs), lazy HPU graphs, Llama-3.1-8B.
+HPU_WARMUP_SECONDS_PER_GRAPH = 32 / 25
+HPU_WARMUP_SOURCE = (
+    "calibrated: 32 s for 25 graphs in a public Gaudi2 log (vllm-gaudi docs/configuration/performance_tuning.md "
+    "@091bbadd, Llama-3.1-8B, lazy HPU graphs)"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmupEstimate:
+    """How long warming the runtime's graphs takes at start-up: ``graphs`` x ``seconds_per_graph``."""
+
+    graphs: int
+    seconds_per_graph: float
+    source: str
+
+    @property
+    def seconds(self) -> float:
+        return self.graphs * self.seconds_per_graph
+
+
+def warmup_estimate(backend: str, graphs: int) -> WarmupEstimate | None:
+    """The warm-up time the plan can estimate: HPU graphs at the calibrated seconds per graph; None elsewhere (no
+    public figure for CUDA graph capture time was calibrated)."""
+    if backend != "hpu":
+        return None
+    return WarmupEstimate(graphs, HPU_WARMUP_SECONDS_PER_GRAPH, HPU_WARMUP_SOURCE)
+
+
+def label(costs: CostProfile, field: str) -> str:
+    """How one coefficient was obtained: measured (your log), calibrated (public logs, built in) or estimated."""
+    if field in costs.measured:
+        return "measured"
+    return "calibrated" if field in costs.calibrated else "estimated"

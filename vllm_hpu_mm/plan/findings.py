@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable
 from typing import Literal
 
+from vllm_hpu_mm.plan.costs import label
 from vllm_hpu_mm.plan.fixes import Fix, kv_fix, tp_fix, vision_fix
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.rules import Split, encoder_cache_tokens
@@ -74,7 +75,8 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
         )
         fix = Fix(f"lower --max-num-seqs to {seqs} or --max-model-len", "--max-num-seqs", seqs)
         out.append(Finding("info", "kv_cache", "kv_cache_queues", message, fix))
-    if traits.none_buckets_fail_warmup and i.buckets is None and not i.skip_warmup and not i.enforce_eager:
+    if (traits.none_buckets_fail_warmup and i.buckets is None and i.vision_bucketed and not i.skip_warmup
+            and not i.enforce_eager):  # fmt: skip
         message = (
             f"VLLM_MULTIMODAL_BUCKETS=None with warm-up on makes {i.runtime.name.value} fail at warm-up "
             f"({traits.none_buckets_fail_warmup})"
@@ -108,10 +110,14 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
 
 
 def text_cost_evidence(i: PlanInputs) -> str:
-    """How the text graph costs are known: measured on this device by a calibration, or estimated."""
-    measured = [n for n in ("text_prefill_factor", "text_decode_factor") if n in i.costs.measured]
+    """How the text graph costs are known (:func:`~vllm_hpu_mm.plan.costs.label`): measured from your own warm-up
+    log, calibrated on public logs of another deployment, or estimated."""
+    labels = {n: label(i.costs, n) for n in ("text_prefill_factor", "text_decode_factor")}
+    measured = [n for n, how in labels.items() if how == "measured"]
     if measured:
-        return f"calibrated from a warm-up log ({i.costs.source or 'profile'}: {', '.join(measured)})"
+        return f"measured from your warm-up log ({i.costs.source or 'profile'}: {', '.join(measured)})"
+    if "calibrated" in labels.values():
+        return f"calibrated ({i.costs.source}; `vllm-hpu-mm memory calibrate LOG` measures yours)"
     return "estimated (built-in activation model; `vllm-hpu-mm memory calibrate LOG` measures it)"
 
 

@@ -15,7 +15,6 @@ from vllm_hpu_mm.plan.rules import (
     kv_per_token,
     max_concurrent_seqs,
     model_weight_bytes,
-    profile_peak_bytes,
     split_memory,
     usable_bytes,
 )
@@ -131,15 +130,15 @@ def kv_fix(i: PlanInputs, free: int, s: Split, per_token: int) -> Fix:
 
 
 def tp_fix(i: PlanInputs) -> Fix:
-    """The smallest power-of-two TP (dividing the attention heads, as vLLM requires) at which weights and profiling
-    leave memory free."""
+    """The smallest power-of-two TP (dividing the attention heads, and the vision tower's, as vLLM requires) at which
+    weights and profiling leave memory free."""
     tp = i.tensor_parallel_size
     while tp <= 64:
         tp *= 2
-        if i.model.num_heads % tp:
+        if i.model.num_heads % tp or (i.model.vision.present and i.model.vision.num_heads % tp):
             continue
         j = dataclasses.replace(i, tensor_parallel_size=tp)
-        if free_after_load(j, model_weight_bytes(j), profile_peak_bytes(j)) > 0:
+        if free_after_load(j) > 0:
             text = f"raise --tensor-parallel-size to {tp} (weights per device {model_weight_bytes(j) / GIB:.1f} GiB)"
             return Fix(text, "--tensor-parallel-size", tp)
     return Fix("use a device with more memory, or a quantized model")

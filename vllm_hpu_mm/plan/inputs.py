@@ -15,11 +15,11 @@ from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.models.dims import ModelDims, dtype_bytes
 from vllm_hpu_mm.models.lookup import resolve
 from vllm_hpu_mm.plan import validate
-from vllm_hpu_mm.plan.args import SizingArgs
-from vllm_hpu_mm.plan.costs import ESTIMATES, CostProfile
+from vllm_hpu_mm.plan.args import MAX_MODEL_LEN_AUTO, VLLM_FLAGS, SizingArgs
+from vllm_hpu_mm.plan.costs import ESTIMATES, HPU_LAZY_GRAPHS, CostProfile
 from vllm_hpu_mm.plan.vision_cost import DEFAULT_POOL_MODE, PoolMode
 from vllm_hpu_mm.runtimes import registry
-from vllm_hpu_mm.runtimes.base import Runtime, RuntimeModel
+from vllm_hpu_mm.runtimes.base import DeviceFacts, Runtime, RuntimeModel
 from vllm_hpu_mm.values import GIB, Backend, Buckets, parse_buckets
 
 __all__ = [
@@ -33,8 +33,12 @@ __all__ = [
 
 #: vLLM 0.32's EngineArgs default for --gpu-memory-utilization.
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
-DEFAULT_MAX_NUM_SEQS = 256
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+#: vLLM's scheduler fallbacks (``SchedulerConfig.DEFAULT_MAX_NUM_SEQS`` / ``..._BATCHED_TOKENS``); the plan uses the
+#: runtime's own per-device defaults (``RuntimeModel.batch_defaults``), these only where a runtime has none.
+DEFAULT_MAX_NUM_SEQS = 128
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
+#: vLLM's switch to accept a --max-model-len above the model's derived maximum.
+ALLOW_LONG_MAX_MODEL_LEN = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +82,19 @@ class PlanInputs:
     skip_warmup: bool = False
     #: How the runtime was chosen (what ``auto`` found installed), for the plan's output.
     runtime_found: str = ""
+    #: Ranks the routed experts are spread over (--enable-expert-parallel: TP x DP), 0 when off.
+    expert_parallel_size: int = 0
+    #: The runtime's own variables that are set (what its arithmetic reads, e.g. VLLM_MEMORY_PROFILER_...).
+    runtime_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: Where the sequence and token defaults came from (the runtime's own, for this device), or "given".
+    defaults_source: str = ""
+    #: The vision buckets apply to this model's tower on this runtime (its family is bucketed by patches).
+    vision_bucketed: bool = True
+    #: ``--max-model-len auto`` (or -1): vLLM fits the longest sequence its KV cache holds, up to the model's
+    #: maximum (``max_model_len`` is that maximum until :func:`.pipeline.fit_max_model_len` fits it).
+    max_model_len_auto: bool = False
+    #: The sizing fields the user gave (the rest are defaults), so that errors name only what was typed.
+    given: frozenset[str] = frozenset()
 
     @property
     def runtime_name(self) -> Runtime:
@@ -90,6 +107,13 @@ class PlanInputs:
 
 def provenance(args: SizingArgs, i: PlanInputs) -> dict[str, str]:
     """Where the plan's model dimensions and device total came from, for the plan's output."""
+    out = {}
+    if i.max_model_len_auto:
+        out["max_model_len_source"] = (
+            f"{args.flag('max_model_len')} auto: {i.max_model_len}, the longest sequence the planned KV cache holds "
+            f"(at most the model's {i.model.max_position_embeddings}), as vLLM fits it at start-up from the memory it "
+            "measures"
+        )
     if args.total_memory_gib is not None:
         device = f"{args.flag('total_memory_gib')} {args.total_memory_gib:g}"
     elif i.device in devices.KNOWN_DEVICES:
@@ -98,7 +122,7 @@ def provenance(args: SizingArgs, i: PlanInputs) -> dict[str, str]:
         device = f"read at plan time with {devices.READING_SOURCE[i.backend]}"
     if i.backend == "cpu" and i.tensor_parallel_size > 1:
         device += f"; divided by --tensor-parallel-size {i.tensor_parallel_size} (CPU ranks share the host)"
-    return {"model_source": i.model.source, "device_source": device}
+    return {"model_source": i.model.source, "device_source": device, **out}
 
 
 def _ratio(args: SizingArgs, field: str, setting: float) -> float:
@@ -144,10 +168,12 @@ def _runtime_model(args: SizingArgs, backend: Backend, runtime_env: Mapping[str,
 
 def _check_ranges(args: SizingArgs) -> None:
     """Counts and memory sizes within range, each error naming the flag as it was spelled."""
-    for field in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_model_len",
-                  "max_num_seqs", "max_num_batched_tokens", "block_size", "max_buckets", "text_graph_budget",
+    for field in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_num_seqs",
+                  "max_num_batched_tokens", "block_size", "max_buckets", "text_graph_budget",
                   "concurrency"):  # fmt: skip
         validate.check_positive(getattr(args, field), args.flag(field))
+    if args.max_model_len != MAX_MODEL_LEN_AUTO:
+        validate.check_positive(args.max_model_len, args.flag("max_model_len"), auto=True)
     validate.check_positive(args.kv_cache_memory_bytes, args.flag("kv_cache_memory_bytes"),
                             maximum=int(validate.MAX_MEMORY_GIB) * GIB)  # fmt: skip
     validate.check_gib(args.free_memory_gib, args.flag("free_memory_gib"))
@@ -174,11 +200,38 @@ def _pool_mode(args: SizingArgs, backend: Backend) -> PoolMode:
         ) from None
 
 
+def _vision_buckets(
+    model: ModelDims, runtime: RuntimeModel, configured: Buckets | None, env: Mapping[str, str]
+) -> tuple[tuple[int, ...] | None, bool]:
+    """The buckets the plan sizes the tower's graphs for, and whether they apply at all: Qwen2.5-VL takes the
+    configured list; another family takes its runtime's default list (or VLLM_MULTIMODAL_BUCKETS when set), in
+    patches, where the runtime buckets it by patches; a batch-bucketed tower (Gemma 3) costs the buckets' images x
+    patches per image; a tower the runtime does not bucket, or a text model, has none."""
+    if not model.vision.present:
+        return None, False
+    if model.vision.family == "qwen2_5_vl":
+        return configured, True
+    vb = runtime.vision_bucketing(model.model_type)
+    if not vb.bucketed:
+        return None, False
+    raw = env.get("VLLM_MULTIMODAL_BUCKETS", "").strip()
+    buckets = (
+        tuple(int(b) for b in raw.split(",") if b.strip().isdigit()) if raw and raw != "None" else (vb.default_buckets)
+    )
+    if vb.batch_based:
+        v = model.vision
+        per_image = (
+            (v.image_size // v.patch_size) ** 2 if v.image_size else v.tokens_per_image * v.spatial_merge_size**2
+        )
+        buckets = tuple(n * max(per_image, 1) for n in buckets)
+    return buckets or None, True
+
+
 def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] | None = None) -> PlanInputs:
     """Resolve defaults and validate; raises :class:`ConfigError` naming the flag or variable as it was spelled.
     ``runtime_env``: the runtime's own variables that are set (vllm-gaudi's bucketing), name -> raw value."""
     flag = args.flag
-    model = resolve(args.model or DEFAULT_MODEL, source=flag("model"), revision=args.revision)
+    model = resolve(DEFAULT_MODEL if args.model is None else args.model, source=flag("model"), revision=args.revision)
     size = dtype_bytes(args.dtype or "auto", source=flag("dtype"))
     tp, pp, dp = (args.tensor_parallel_size or 1, args.pipeline_parallel_size or 1, args.data_parallel_size or 1)
     _check_ranges(args)
@@ -201,12 +254,22 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
     block_size = args.block_size or spec.block_size
     validate.check_block_size(spec.backend, block_size, flag("block_size"))
     validate.check_tensor_parallel(model, tp, flag("tensor_parallel_size"))
+    env = dict(runtime_env or {})
+    auto = args.max_model_len in (None, MAX_MODEL_LEN_AUTO)
+    max_model_len = model.max_model_len if auto or args.max_model_len is None else args.max_model_len
+    allow_long = env.get(ALLOW_LONG_MAX_MODEL_LEN, "0").strip().lower() in ("1", "true")
+    validate.check_max_model_len(model, max_model_len, flag("max_model_len"), allow_long=allow_long)
     quant_flag = (
         flag("quantization") if args.quantization is not None else f"{model.source}: quantization_config.quant_method"
     )
     quantization = validate.check_quantization(args.quantization or model.quantization, quant_flag)
 
-    runtime, found = _runtime_model(args, spec.backend, runtime_env or {})
+    runtime, found = _runtime_model(args, spec.backend, env)
+    defaults = runtime.batch_defaults(DeviceFacts(spec.backend, total, spec.name, tp * pp))
+    seqs, tokens = defaults.clamped(max_model_len, args.max_num_seqs, args.max_num_batched_tokens)
+    validate.check_batched_tokens(tokens, seqs, flag("max_num_batched_tokens"), flag("max_num_seqs"))
+    given = args.max_num_seqs is not None and args.max_num_batched_tokens is not None
+    plan_buckets, vision_bucketed = _vision_buckets(model, runtime, buckets, env)
     pool = _pool_mode(args, spec.backend)
     return PlanInputs(
         model=model,
@@ -218,11 +281,11 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         dtype_size=size,
         tensor_parallel_size=tp,
         gpu_memory_utilization=util,
-        max_model_len=args.max_model_len or model.max_position_embeddings,
-        max_num_seqs=args.max_num_seqs or DEFAULT_MAX_NUM_SEQS,
-        max_num_batched_tokens=args.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS,
+        max_model_len=max_model_len,
+        max_num_seqs=seqs,
+        max_num_batched_tokens=tokens,
         block_size=block_size,
-        buckets=buckets,
+        buckets=plan_buckets,
         graph_reserved_mem=reserved,
         graph_prompt_ratio=prompt,
         graph_multimodal_prompt_ratio=mm,
@@ -235,4 +298,11 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         enforce_eager=bool(args.enforce_eager),
         skip_warmup=settings.skip_warmup,
         runtime_found=found,
+        expert_parallel_size=tp * dp if args.enable_expert_parallel and model.moe.present else 0,
+        runtime_env=env,
+        defaults_source="given" if given else defaults.source,
+        vision_bucketed=vision_bucketed,
+        costs=HPU_LAZY_GRAPHS if spec.backend == "hpu" else ESTIMATES,
+        max_model_len_auto=args.max_model_len == MAX_MODEL_LEN_AUTO,
+        given=frozenset(o.field for o in VLLM_FLAGS if getattr(args, o.field) is not None),
     )

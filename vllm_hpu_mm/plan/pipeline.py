@@ -5,21 +5,31 @@ buckets planned from the traffic (:func:`.text_choice.choose_text`)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from vllm_hpu_mm.buckets.sizes import images_of
 from vllm_hpu_mm.envs import Settings
+from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.logs.profile import Profile, default_profile_path, load_profile
 from vllm_hpu_mm.plan.bucket_choice import BucketChoice, choose, read_traffic
-from vllm_hpu_mm.plan.costs import COST_FIELDS
+from vllm_hpu_mm.plan.costs import COST_FIELDS, label
 from vllm_hpu_mm.plan.inputs import PlanInputs
-from vllm_hpu_mm.plan.planner import Plan
+from vllm_hpu_mm.plan.planner import Plan, plan
 from vllm_hpu_mm.plan.text_choice import TextChoice, choose_text
 from vllm_hpu_mm.replay.job import DEFAULT_REQUESTS
+from vllm_hpu_mm.runtimes.base import BatchDefaults, DeviceFacts
 from vllm_hpu_mm.values import GIB
 
-__all__ = ["Planned", "apply_profile", "plan_and_choose", "plan_with_profile"]
+__all__ = [
+    "Planned",
+    "apply_profile",
+    "checked_by_runtime",
+    "fit_max_model_len",
+    "plan_and_choose",
+    "plan_with_profile",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,10 +60,20 @@ def apply_profile(inputs: PlanInputs, profile: Profile, *, free_stated: bool) ->
             and profile.device in (None, inputs.device)):  # fmt: skip
         out = dataclasses.replace(out, free_after_load_bytes=profile.free_after_load_bytes)
         notes.append(f"measured (profile): free after load {profile.free_after_load_bytes / GIB:.2f} GiB")
-    estimated = [n for n in COST_FIELDS if n not in profile.costs.measured]
-    if estimated:
-        notes.append(f"estimated (built-in): {', '.join(estimated)}")
+    notes += _labels(out)
     return out, notes
+
+
+def _labels(inputs: PlanInputs) -> list[str]:
+    """Every cost coefficient labelled measured, calibrated (public logs, with the source) or estimated."""
+    out = []
+    calibrated = [n for n in COST_FIELDS if label(inputs.costs, n) == "calibrated"]
+    if calibrated:
+        out.append(f"calibrated ({inputs.costs.source}): {', '.join(calibrated)}")
+    estimated = [n for n in COST_FIELDS if label(inputs.costs, n) == "estimated"]
+    if estimated:
+        out.append(f"estimated (built-in): {', '.join(estimated)}")
+    return out
 
 
 def plan_with_profile(
@@ -61,14 +81,87 @@ def plan_with_profile(
 ) -> tuple[PlanInputs, dict[str, Any]]:
     """Apply ``--profile`` (or the default location when it exists) to the plan inputs; the ``costs`` report."""
     if arg is not None and arg.strip().lower() == "none":
-        return inputs, {"profile": None, "notes": [f"estimated (built-in): every graph cost ({flag} none)"]}
+        return inputs, {"profile": None, "notes": [*_labels(inputs), f"nothing measured ({flag} none)"]}
     path = Path(arg).expanduser() if arg else default_profile_path(setting)
     if arg is None and not path.is_file():
-        return inputs, {"profile": None, "notes": ["estimated (built-in): every graph cost; no profile (run "
+        # VLLM_HPU_MM_PROFILE is also where `memory calibrate` writes: a file that is not there yet is no error, but
+        # the plan says it looked there (a --profile FILE that is not there is a typo: exit 2).
+        where = f"VLLM_HPU_MM_PROFILE={setting} does not exist (yet)" if setting else "no profile"
+        return inputs, {"profile": None, "notes": [*_labels(inputs), f"nothing measured: {where} (run "
                                                     "`vllm-hpu-mm memory calibrate LOG` after a warm-up)"]}  # fmt: skip
     profile = load_profile(path, flag if arg else "VLLM_HPU_MM_PROFILE / default profile")
     out, notes = apply_profile(inputs, profile, free_stated=free_stated)
     return out, {"profile": str(path), "measured": list(out.costs.measured), "notes": notes}
+
+
+def fit_max_model_len(inputs: PlanInputs) -> PlanInputs:
+    """``--max-model-len auto`` as vLLM 0.32 resolves it (``vllm/v1/core/kv_cache_utils.py``
+    ``_auto_fit_max_model_len``): the longest sequence whose blocks fit the KV cache less the one block the block
+    pool holds back, at most the model's maximum. The KV cache does not depend on ``max_model_len``, so one plan at
+    the model's maximum gives it. When not even one block is left, the maximum stays (vLLM refuses to start, and
+    the plan says the KV cache is too small)."""
+    if not inputs.max_model_len_auto:
+        return inputs
+    blocks = plan(inputs).kv_blocks - 1
+    if blocks < 1:
+        return inputs
+    return dataclasses.replace(inputs, max_model_len=min(inputs.max_model_len, blocks * inputs.block_size))
+
+
+def _runtime_defaults(i: PlanInputs) -> BatchDefaults:
+    facts = DeviceFacts(i.backend, i.total_bytes, i.device, i.tensor_parallel_size * i.pipeline_parallel_size)
+    return i.runtime.batch_defaults(facts)
+
+
+#: The sizing inputs a runtime builds its graph buckets from, and the value that is theirs when unset (the runtime's
+#: own default for the device, the model's maximum length).
+_BUCKETING_INPUTS: dict[str, Callable[[PlanInputs], int]] = {
+    "max_num_batched_tokens": lambda i: _runtime_defaults(i).max_num_batched_tokens,
+    "max_model_len": lambda i: i.model.max_model_len,
+    "max_num_seqs": lambda i: _runtime_defaults(i).max_num_seqs,
+}
+
+
+def _flag(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def checked_by_runtime(inputs: PlanInputs, flag: Callable[[str], str] = _flag) -> PlanInputs:
+    """``inputs`` once the runtime's model has built its graph buckets from them. When it refuses them (vllm-gaudi
+    generating no bucket, or a bucket count of 0), the error names the sizing flag to change and the values the
+    runtime accepts, found by re-planning with that input alone changed (the runtime's own message otherwise)."""
+    try:
+        plan(inputs)
+    except ConfigError as exc:
+        raise _refused_input(inputs, exc, flag) from None
+    return inputs
+
+
+def _accepts(inputs: PlanInputs, **values: Any) -> bool:
+    try:
+        plan(dataclasses.replace(inputs, **values))
+    except ConfigError:
+        return False
+    return True
+
+
+def _refused_input(inputs: PlanInputs, exc: ConfigError, flag: Callable[[str], str]) -> ConfigError:
+    runtime = inputs.runtime.name.value
+    typed = [f for f in _BUCKETING_INPUTS if f in inputs.given]
+    for field in typed:
+        value, good = getattr(inputs, field), _BUCKETING_INPUTS[field](inputs)
+        if value == good or not _accepts(inputs, **{field: good}):
+            continue
+        # the accepted values lie towards the default: bisect for the nearest one
+        bad = value
+        while abs(good - bad) > 1:
+            mid = (good + bad) // 2
+            good, bad = (mid, bad) if _accepts(inputs, **{field: mid}) else (good, mid)
+        bound = f"at least {good}" if good > value else f"at most {good}"
+        return ConfigError(f"{flag(field)}={value}: {runtime} would refuse it ({exc}); accepted: {bound} with "
+                           "these settings")  # fmt: skip
+    given = [f"{flag(f)}={getattr(inputs, f)}" for f in typed]
+    return ConfigError(f"{runtime} would refuse these settings{' (' + ', '.join(given) + ')' if given else ''}: {exc}")
 
 
 def plan_and_choose(
@@ -82,21 +175,23 @@ def plan_and_choose(
     sizes_flag: str,
     max_buckets: int | None,
     keep: bool,
+    flag: Callable[[str], str] = _flag,
     text_budget: int | None = None,
     concurrency: int | None = None,
     requests: int = DEFAULT_REQUESTS,
-    budget_flag: str = "--text-graph-budget",
 ) -> Planned:
     """Measured costs from the profile, then the plan with its vision buckets chosen over the traffic's images and
-    its text buckets planned from the traffic (``sizes``: a traffic file or folder; None: the embedded default)."""
+    its text buckets planned from the traffic (``sizes``: a traffic file or folder; None: the embedded default;
+    either way only the requests the server serves). ``flag``: how the user spelled a sizing flag, for errors."""
     inputs, costs = plan_with_profile(inputs, profile, settings.profile, free_stated=free_stated, flag=profile_flag)
-    traffic = read_traffic(sizes, flag=sizes_flag)
+    inputs = checked_by_runtime(fit_max_model_len(inputs), flag)
+    traffic = read_traffic(sizes, flag=sizes_flag, settings=settings)
     # traffic without images (text only) leaves the vision buckets to the embedded sizes
     sample = images_of(traffic) if sizes is not None and traffic.images() else None
     result, choice = choose(inputs, sample, max_buckets=max_buckets, mode=settings.align_mode, keep=keep)
     if result.fits:
         result, text = choose_text(result, traffic, settings, budget=text_budget, concurrency=concurrency,
-                                   requests=requests, budget_flag=budget_flag)  # fmt: skip
+                                   requests=requests, budget_flag=flag("text_graph_budget"))  # fmt: skip
     else:
         text = None
     return Planned(result, choice, text, costs)

@@ -7,6 +7,7 @@ import dataclasses
 from typing import Literal
 
 from vllm_hpu_mm.plan import rules, vision_cost
+from vllm_hpu_mm.plan.costs import WarmupEstimate, warmup_estimate
 from vllm_hpu_mm.plan.findings import Finding, findings
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.rules import Split
@@ -32,6 +33,10 @@ class Plan:
     vision_capture_bytes: int
     text_graphs: TextGraphFit
     findings: tuple[Finding, ...]
+    #: The runtime's formula for the split, in words, with where it is in its source.
+    memory_formula: str = ""
+    #: The runtime's non-torch memory (vLLM CUDA), estimated.
+    non_torch_bytes: int = 0
 
     @property
     def prefill_graphs_fit(self) -> int:
@@ -50,6 +55,18 @@ class Plan:
         return len(self.text_graphs.decode)
 
     @property
+    def graphs_warmed(self) -> int:
+        """Graphs the runtime warms at start-up: every prompt and decode graph and each captured vision bucket."""
+        if self.inputs.enforce_eager or self.inputs.skip_warmup:
+            return 0
+        return len(self.text_graphs.prefill) + len(self.text_graphs.decode) + len(self.vision_buckets_captured)
+
+    @property
+    def warmup(self) -> WarmupEstimate | None:
+        """The warm-up time estimate (seconds per graph x graphs warmed, with its source), where one exists."""
+        return warmup_estimate(self.inputs.backend, self.graphs_warmed)
+
+    @property
     def verdict(self) -> Verdict:
         if any(f.severity == "error" for f in self.findings):
             return "does_not_fit"
@@ -63,18 +80,19 @@ class Plan:
 def plan(i: PlanInputs) -> Plan:
     """Run every rule."""
     weights = rules.model_weight_bytes(i)
-    profile = rules.profile_peak_bytes(i)
-    free = rules.free_after_load(i, weights, profile)
-    s = rules.split_memory(i, max(free, 0))
+    ms = rules.memory_split(i)
+    free = ms.free_after_load_bytes
+    s = rules.split_memory(i, max(free, 0)) if free < 0 else rules.split_memory(i)
     per_token = rules.kv_per_token(i)
     blocks = rules.kv_blocks(s.kv_cache_bytes, per_token, i.block_size)
-    seqs = rules.max_concurrent_seqs(blocks, i.block_size, i.max_model_len)
+    per_seq_blocks = -(-rules.kv_per_sequence(i) // (per_token * i.block_size)) if per_token else 0
+    seqs = rules.max_concurrent_seqs(blocks, i.block_size, i.max_model_len, per_seq_blocks)
     captured, skipped = rules.vision_fit(i, s.prefill_vision_graph_bytes)
     text = rules.text_graph_fit(i, s, blocks)
     return Plan(
         inputs=i,
         weight_bytes=weights,
-        profile_bytes=profile,
+        profile_bytes=ms.profile_bytes,
         free_after_load_bytes=free,
         split=s,
         kv_bytes_per_token=per_token,
@@ -85,4 +103,6 @@ def plan(i: PlanInputs) -> Plan:
         vision_capture_bytes=vision_cost.capture_bytes(captured, i.pool_mode, i.model.vision, i.dtype_size, i.costs),
         text_graphs=text,
         findings=findings(i, free, s, skipped, per_token, seqs, text),
+        memory_formula=ms.formula,
+        non_torch_bytes=ms.non_torch_bytes,
     )

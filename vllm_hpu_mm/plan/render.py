@@ -62,6 +62,10 @@ def to_dict(
         "weight_bytes": p.weight_bytes,
         "profile_bytes": p.profile_bytes,
         "free_after_load_bytes": p.free_after_load_bytes,
+        "memory_formula": p.memory_formula,
+        "non_torch_bytes": p.non_torch_bytes,
+        "defaults_source": i.defaults_source,
+        "vision": _vision_dict(p),
         "free_after_load_stated": i.free_after_load_bytes is not None,
         "usable_bytes": s.usable_bytes,
         "kv_cache_bytes": s.kv_cache_bytes,
@@ -72,6 +76,7 @@ def to_dict(
         "max_num_seqs": i.max_num_seqs,
         "max_num_batched_tokens": i.max_num_batched_tokens,
         "max_concurrent_seqs": p.max_concurrent_seqs,
+        "warmup": _warmup_dict(p),
         "graph_bytes": s.graph_bytes,
         "prefill_graph_bytes": s.prefill_graph_bytes,
         "decode_graph_bytes": s.decode_graph_bytes,
@@ -105,6 +110,20 @@ def to_dict(
             for f in p.findings
         ],
     }
+
+
+def _vision_dict(p: Plan) -> dict[str, Any] | None:
+    """The model's vision tower as the plan sees it: family, patch, merge, alignment, tokens per image, and whether
+    the runtime buckets it and this project's 112-px processor applies."""
+    i = p.inputs
+    v = i.model.vision
+    if not v.present:
+        return None
+    vb = i.runtime.vision_bucketing(i.model.model_type)
+    return {"family": v.family, "patch_size": v.patch_size, "spatial_merge_size": v.spatial_merge_size,
+            "alignment_px": v.alignment, "tokens_per_image": v.tokens_per_image or None,
+            "bucketed_on_runtime": vb.bucketed, "bucketing": vb.note,
+            "aligned_processor_applies": v.family == "qwen2_5_vl"}  # fmt: skip
 
 
 def _gib(n: int) -> str:
@@ -146,6 +165,15 @@ def _graph_note(p: Plan, phase: str) -> str:
     return f"{fit}/{len(graphs)} graphs fit ({text.source})"
 
 
+def _warmup_dict(p: Plan) -> dict[str, Any] | None:
+    """The warm-up time estimate: graphs warmed x seconds per graph, labelled with its source (HPU only)."""
+    w = p.warmup
+    if w is None:
+        return None
+    return {"seconds": round(w.seconds, 1), "graphs": w.graphs, "seconds_per_graph": round(w.seconds_per_graph, 3),
+            "label": "calibrated", "source": w.source}  # fmt: skip
+
+
 def _enforcement_lines(e: Exports) -> list[str]:
     out = ["enforcement (what makes the runtime respect each part):"]
     for name in PARTS:
@@ -167,7 +195,7 @@ def to_table(
 ) -> str:
     i, s = p.inputs, p.split
     src = sources or {}
-    free_note = "stated" if i.free_after_load_bytes is not None else "total/free - weights - profiling (estimate)"
+    free_note = "stated" if i.free_after_load_bytes is not None else "the runtime's, from estimated weights/profiling"
     captured = ",".join(map(str, p.vision_buckets_captured)) or "-"
     skipped = ",".join(map(str, p.vision_buckets_skipped)) or "-"
     graphs = i.pool_mode.value != "none"
@@ -186,7 +214,8 @@ def to_table(
         ("KV cache", _gib(s.kv_cache_bytes),
          f"{p.kv_blocks} blocks of {i.block_size}; {p.max_concurrent_seqs} seqs at max_model_len {i.max_model_len}"),
         ("graphs", _gib(s.graph_bytes),
-         f"x VLLM_GRAPH_RESERVED_MEM {i.graph_reserved_mem}" if graphs else "none: eager (no graph pool)"),
+         ("profiled by the runtime (estimate)" if i.runtime.traits.profiles_graphs else
+          f"x VLLM_GRAPH_RESERVED_MEM {i.graph_reserved_mem}") if graphs else "none: eager (no graph pool)"),
         ("  decode", _gib(s.decode_graph_bytes), _graph_note(p, "decode")),
         ("  prefill", _gib(s.prefill_graph_bytes), f"x VLLM_GRAPH_PROMPT_RATIO {i.graph_prompt_ratio}"),
         ("    text", _gib(s.prefill_text_graph_bytes),
@@ -198,6 +227,25 @@ def to_table(
     lines = [f"{name:<{width}}  {value:>16}  {note}" for name, value, note in rows]
     if "model_source" in src:
         lines.append(f"model dimensions: {src['model_source']}")
+    lines.append(f"memory: {p.memory_formula}")
+    lines.append(
+        f"max_num_seqs {i.max_num_seqs}, max_num_batched_tokens {i.max_num_batched_tokens}: {i.defaults_source}"
+    )
+    vision = _vision_dict(p)
+    if vision is not None:
+        applies = "applies" if vision["aligned_processor_applies"] else "does not apply (Qwen2.5-VL only)"
+        lines.append(
+            f"vision tower: {vision['family']}, patch {vision['patch_size']} x merge "
+            f"{vision['spatial_merge_size']} = {vision['alignment_px']} px per token; "
+            f"{'bucketed' if vision['bucketed_on_runtime'] else 'not bucketed'} on {i.runtime.name.value} "
+            f"({vision['bucketing']}); the 112-px processor {applies}"
+        )
+    warm = _warmup_dict(p)
+    if warm is not None:
+        lines.append(f"warm-up: ~{warm['seconds']:.0f} s ({warm['graphs']} graphs x {warm['seconds_per_graph']:.2f} s; "
+                     f"{warm['source']})")  # fmt: skip
+    if "max_model_len_source" in src:
+        lines.append(f"max_model_len: {src['max_model_len_source']}")
     if choice is not None:
         lines += _choice_lines(choice)
     if text_choice is not None:

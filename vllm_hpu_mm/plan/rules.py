@@ -1,9 +1,12 @@
 """The memory plan's rules: pure functions of frozen :class:`PlanInputs`, one rule per function.
 
-The split follows the Gaudi guide (vllm-gaudi / HabanaAI vllm-fork README):
+Rules 1-2 are the runtime's own arithmetic (``RuntimeModel.memory``): vllm-gaudi and vllm-fork take usable = free
+after load x ``gpu_memory_utilization`` and graphs = usable x ``VLLM_GRAPH_RESERVED_MEM`` (the Gaudi guide's
+split); vLLM on CUDA takes ceil(total x utilisation) less the profiled non-KV memory and its CUDA graphs; vLLM CPU
+takes the explicit KV size or its share of host memory. The plan feeds each its estimates of the weights, the
+profiling run's peak and the graphs, and the KV cache gets what the runtime would give it (-> blocks, sequences at
+max_model_len). Then:
 
-1. free memory after weights and profiling -> usable = free x ``gpu_memory_utilization``;
-2. graphs = usable x ``VLLM_GRAPH_RESERVED_MEM``; KV cache = the rest (-> blocks, sequences at max_model_len);
 3. prefill graphs = graphs x ``VLLM_GRAPH_PROMPT_RATIO``; decode graphs = the rest;
 4. prefill text = prefill x ``VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO``; prefill vision = the rest. (The guide's
    reading. The older fork's *code* gave the ratio to vision and the rest to text, the other way round.)
@@ -22,11 +25,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from vllm_hpu_mm.models.dims import kv_bytes_per_token, vision_parameters, weight_bytes
-from vllm_hpu_mm.plan import text_graphs, vision_cost
+from vllm_hpu_mm.models.dims import kv_bytes_per_sequence, kv_bytes_per_token, vision_parameters, weight_bytes
+from vllm_hpu_mm.plan import text_cost, text_graphs, vision_cost
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.vision_cost import PoolMode
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS
+from vllm_hpu_mm.runtimes.base import EngineShape, MemoryInputs, MemorySplit
+from vllm_hpu_mm.values import MIB
 
 __all__ = [
     "STOCK_MAX_IMAGE_TOKENS",
@@ -38,6 +43,7 @@ __all__ = [
     "kv_cache_bytes",
     "kv_per_token",
     "max_concurrent_seqs",
+    "memory_split",
     "model_weight_bytes",
     "prefill_decode_split",
     "profile_peak_bytes",
@@ -67,28 +73,36 @@ class Split:
 
 
 def model_weight_bytes(i: PlanInputs) -> int:
-    """Rule 0: weights held by the fullest card: the language model sharded over TP x PP, the vision tower (on the
-    first pipeline stage, never quantized) over TP only."""
+    """Rule 0: weights held by the fullest card: the language model sharded over TP x PP (routed experts over the
+    expert-parallel ranks instead, when on), the vision tower (on the first pipeline stage, never quantized) over TP
+    only."""
     cards = i.cards_per_replica
-    everything = weight_bytes(i.model, i.dtype_size, cards, i.quantization)
+    ep = i.expert_parallel_size * i.pipeline_parallel_size if i.expert_parallel_size else 0
+    everything = weight_bytes(i.model, i.dtype_size, cards, i.quantization, expert_parallel_size=ep)
     vision = vision_parameters(i.model.vision) * i.dtype_size
     return everything + vision // i.tensor_parallel_size - vision // cards
 
 
 def kv_per_token(i: PlanInputs) -> int:
-    """Rule 0c: KV bytes per token on one card: heads over TP, layers over PP (the first stage's share, rounded up)."""
+    """Rule 0c: KV bytes per token on one card: heads over TP (latent attention replicated), layers over PP (the
+    first stage's share, rounded up)."""
     per_token = kv_bytes_per_token(i.model, i.dtype_size, i.tensor_parallel_size)
     layers = i.model.num_layers
     return per_token * -(-layers // i.pipeline_parallel_size) // layers
 
 
+def kv_per_sequence(i: PlanInputs) -> int:
+    """Rule 0c': what one sequence holds beyond its tokens (sliding-window layers' window, linear-attention state)."""
+    return kv_bytes_per_sequence(i.model, i.dtype_size, i.tensor_parallel_size, i.max_model_len) // (
+        i.pipeline_parallel_size
+    )
+
+
 def profile_peak_bytes(i: PlanInputs) -> int:
-    """Rule 0b: the profiling run's activation peak above weights (an estimate): one text layer's activations for
-    ``max_num_batched_tokens`` tokens, the sampler's float32 logits for ``max_num_seqs`` sequences, and the vision
-    tower's eager peak at the largest bucket. Zero on runtimes that run no profiling forward pass (vllm-gaudi sizes
-    its KV cache after ``profile_run(initialize_only=True)``)."""
-    if not i.runtime.traits.profiles_forward:
-        return 0
+    """Rule 0b: a profiling forward pass's activation peak above weights (an estimate): one text layer's activations
+    for ``max_num_batched_tokens`` tokens, the sampler's float32 logits for ``max_num_seqs`` sequences, and the
+    vision tower's eager peak at the largest bucket. Whether the runtime runs such a pass, and what of it stays held,
+    is its own arithmetic (``RuntimeModel.memory``: vllm-gaudi runs none)."""
     m = i.model
     tokens = i.max_num_batched_tokens
     text = tokens * (4 * m.hidden_size + 2 * m.intermediate_size // i.tensor_parallel_size) * i.dtype_size
@@ -98,11 +112,54 @@ def profile_peak_bytes(i: PlanInputs) -> int:
     return text + logits + vision
 
 
-def free_after_load(i: PlanInputs, weights: int, profile: int) -> int:
-    """Rule 1a: free memory after weights and profiling (stated, or free before load minus both)."""
-    if i.free_after_load_bytes is not None:
-        return i.free_after_load_bytes
-    return i.free_before_load_bytes - weights - profile
+def graph_estimate_bytes(i: PlanInputs) -> int:
+    """Rule 0d: the graphs a runtime profiles before sizing its KV cache (vLLM on CUDA), as vLLM estimates them
+    (``gpu_model_runner.profile_cudagraph_memory``): the first capture (the largest size) plus at least 1 MiB for each
+    further size, plus the encoder graphs in their own pool. Zero for runtimes that do not."""
+    if not i.runtime.traits.profiles_graphs or i.enforce_eager or i.pool_mode is PoolMode.NONE:
+        return 0
+    shape = EngineShape(i.max_model_len, i.max_num_seqs, i.max_num_batched_tokens, i.block_size, 1)
+    sizes = [bs for bs, _ in i.runtime.text_shapes(shape).decode]
+    m, size, tp, block = i.model, i.dtype_size, i.tensor_parallel_size, i.block_size
+    costs = [text_cost.decode_cost(m, dtype_size=size, tp=tp, block_size=block, batch=n, blocks=0, costs=i.costs)
+             for n in sizes]  # fmt: skip
+    text = max(costs, default=0) + MIB * max(len(costs) - 1, 0)
+    vision = (
+        vision_cost.capture_bytes(sorted(i.buckets), PoolMode.SHARED, m.vision, size, i.costs)
+        if (i.buckets and i.vision_bucketed)
+        else 0
+    )
+    return text + vision
+
+
+def memory_inputs(i: PlanInputs, free_after_load: int | None = None) -> MemoryInputs:
+    """What the runtime's arithmetic reads, from the plan's inputs and estimates (a stated free memory wins)."""
+    per_token = kv_per_token(i)
+    return MemoryInputs(
+        total_bytes=i.total_bytes,
+        free_before_load_bytes=i.free_before_load_bytes,
+        weight_bytes=model_weight_bytes(i),
+        activation_peak_bytes=profile_peak_bytes(i),
+        gpu_memory_utilization=i.gpu_memory_utilization,
+        graph_reserved_mem=i.graph_reserved_mem,
+        graph_estimate_bytes=graph_estimate_bytes(i),
+        kv_block_bytes=per_token * i.block_size,
+        graphs=i.pool_mode is not PoolMode.NONE and not i.enforce_eager,
+        kv_cache_memory_bytes=i.kv_cache_memory_bytes,
+        free_after_load_bytes=free_after_load if free_after_load is not None else i.free_after_load_bytes,
+        tensor_parallel_size=i.tensor_parallel_size,
+        env=i.runtime_env,
+    )
+
+
+def memory_split(i: PlanInputs, free_after_load: int | None = None) -> MemorySplit:
+    """Rules 1-2: the runtime's own split of the card (``RuntimeModel.memory``)."""
+    return i.runtime.memory(memory_inputs(i, free_after_load))
+
+
+def free_after_load(i: PlanInputs) -> int:
+    """Rule 1a: free memory after weights (and profiling, where the runtime profiles), as the runtime finds it."""
+    return memory_split(i).free_after_load_bytes
 
 
 def usable_bytes(free: int, gpu_memory_utilization: float) -> int:
@@ -125,9 +182,10 @@ def kv_blocks(kv_bytes: int, per_token: int, block_size: int) -> int:
     return kv_bytes // (per_token * block_size) if per_token > 0 else 0
 
 
-def max_concurrent_seqs(blocks: int, block_size: int, max_model_len: int) -> int:
-    """Rule 2d: sequences of full ``max_model_len`` the cache holds at once."""
-    return blocks // -(-max_model_len // block_size)
+def max_concurrent_seqs(blocks: int, block_size: int, max_model_len: int, per_seq_blocks: int = 0) -> int:
+    """Rule 2d: sequences of full ``max_model_len`` the cache holds at once (each also holding ``per_seq_blocks``
+    for its sliding-window and linear-attention layers)."""
+    return blocks // (-(-max_model_len // block_size) + per_seq_blocks)
 
 
 def prefill_decode_split(graphs: int, prompt_ratio: float) -> tuple[int, int]:
@@ -142,19 +200,25 @@ def text_vision_split(prefill: int, multimodal_prompt_ratio: float) -> tuple[int
     return text, prefill - text
 
 
-def split_memory(i: PlanInputs, free: int) -> Split:
-    """Rules 1-4 together."""
-    usable = usable_bytes(free, i.gpu_memory_utilization)
-    graphs = graph_bytes(usable, i.graph_reserved_mem, i.pool_mode, i.enforce_eager)
-    kv = kv_cache_bytes(usable, graphs, i.kv_cache_memory_bytes)
+def split_memory(i: PlanInputs, free: int | None = None) -> Split:
+    """Rules 1-4 together: the runtime's usable / graphs / KV split (from ``free`` after load when given), then the
+    graph memory's prefill / decode / text / vision shares. A runtime that profiles its graphs (CUDA) reserves what
+    they take: the encoder graphs for vision, the rest for the decoder graphs."""
+    ms = memory_split(i, free)
+    graphs = ms.graph_bytes
+    if i.runtime.traits.profiles_graphs:
+        vision = vision_cost.capture_bytes(sorted(i.buckets), PoolMode.SHARED, i.model.vision, i.dtype_size,
+                                           i.costs) if i.buckets and i.vision_bucketed and graphs else 0  # fmt: skip
+        return Split(ms.usable_bytes, graphs, ms.kv_cache_bytes, vision, graphs - vision, 0, vision)
     prefill, decode = prefill_decode_split(graphs, i.graph_prompt_ratio)
-    text, vision = text_vision_split(prefill, i.graph_multimodal_prompt_ratio)
-    return Split(usable, graphs, kv, prefill, decode, text, vision)
+    # A text model has no vision graphs: its text prefill graphs take the whole prefill share.
+    text, vision = text_vision_split(prefill, i.graph_multimodal_prompt_ratio if i.model.vision.present else 1.0)
+    return Split(ms.usable_bytes, graphs, ms.kv_cache_bytes, prefill, decode, text, vision)
 
 
 def vision_fit(i: PlanInputs, vision_pool: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Rule 5: buckets captured ascending until the vision pool is exhausted; the rest are skipped."""
-    if not i.buckets or i.enforce_eager:
+    if not i.buckets or i.enforce_eager or not i.vision_bucketed:
         return (), ()
     return vision_cost.fit_buckets(i.buckets, vision_pool, i.pool_mode, i.model.vision, i.dtype_size, i.costs)
 
@@ -172,6 +236,6 @@ def encoder_cache_tokens(i: PlanInputs) -> tuple[int, int]:
     bucket (``shrink``) lowers that maximum, so fewer encoded images stay cached than stock vLLM would keep.
     """
     stock = max(i.max_num_batched_tokens, STOCK_MAX_IMAGE_TOKENS)
-    if not i.buckets:
+    if not i.buckets or i.model.vision.family != "qwen2_5_vl":
         return stock, stock
     return max(i.max_num_batched_tokens, max(i.buckets) // 4), stock

@@ -48,8 +48,8 @@ class TextChoice:
     budget: int
     replaced: bool
     reason: str
-    seconds_per_graph: tuple[float, float] | None = None
-    seconds_source: str = ""
+    #: The runtime's backend (what the warm-up estimate depends on).
+    backend: str
 
     def to_dict(self) -> dict[str, Any]:
         report = self.report()
@@ -65,7 +65,7 @@ class TextChoice:
         return Report(results, self.traffic, self.runs.load, self.runs.requests,
                       {"max_model_len": s.max_model_len, "max_num_seqs": s.max_num_seqs,
                        "max_num_batched_tokens": s.max_num_batched_tokens, "block_size": s.block_size,
-                       "num_kv_blocks": s.num_kv_blocks}, self.seconds_per_graph, self.seconds_source, None, None,
+                       "num_kv_blocks": s.num_kv_blocks}, self.backend, None, None,
                       False)  # fmt: skip
 
 
@@ -114,15 +114,15 @@ def choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: in
                                context_cost=context_cost(m.hidden_size, m.intermediate_size, m.num_heads,
                                                          m.num_kv_heads))  # fmt: skip
     runtime = i.runtime.with_text_buckets(planned.prompt, planned.decode)
-    seconds = (i.runtime.traits.seconds_per_graph, i.runtime.traits.seconds_source)
+    backend = i.runtime.traits.backend
     if runtime is None:
         return first, TextChoice(traffic.source, runs, shape, before, None, None, graphs, False,
                                  "the runtime is not given planned buckets (your own bucket file, bucketing off or "
-                                 "merged prefill)", *seconds)  # fmt: skip
+                                 "merged prefill)", backend)  # fmt: skip
     second = plan(dataclasses.replace(i, runtime=runtime))
     after = replay_model(runtime, shape, runs, PLANNED_LABEL)
     return second, TextChoice(traffic.source, runs, shape, before, after, planned, graphs, True,
-                              f"planned over {traffic.source}", *seconds)  # fmt: skip
+                              f"planned over {traffic.source}", backend)  # fmt: skip
 
 
 def replay_report(first: Plan, traffic: Traffic, settings: Settings, *, own: RuntimeModel,
@@ -162,7 +162,7 @@ def replay_report(first: Plan, traffic: Traffic, settings: Settings, *, own: Run
               "num_kv_blocks": shape.num_kv_blocks}  # fmt: skip
     kv_note = ("KV blocks: given" if kv_blocks is not None else "KV blocks: the plan's estimate (the decode buckets "
                "depend on it; give the log's '# HPU blocks' with --kv-blocks)")  # fmt: skip
-    report = Report(tuple(results), traffic.source, runs.load, runs.requests, engine, traits.seconds_per_graph,
-                    traits.seconds_source, vision_efficiency(traffic.images(), images), images.buckets,
+    report = Report(tuple(results), traffic.source, runs.load, runs.requests, engine, traits.backend,
+                    vision_efficiency(traffic.images(), images), images.buckets,
                     settings.skip_warmup, (kv_note,))  # fmt: skip
     return report, planned

@@ -19,8 +19,10 @@ __all__ = [
     "MAX_MEMORY_GIB",
     "VLLM_032_QUANTIZATION_METHODS",
     "accepted_quantizations",
+    "check_batched_tokens",
     "check_block_size",
     "check_gib",
+    "check_max_model_len",
     "check_positive",
     "check_quantization",
     "check_ratio",
@@ -53,10 +55,11 @@ def check_ratio(value: float, flag: str, *, allow_zero: bool = True) -> float:
     return value
 
 
-def check_positive(value: int | None, flag: str, *, maximum: int = MAX_COUNT) -> int | None:
-    """A count: None (the default) or 1 to ``maximum``."""
+def check_positive(value: int | None, flag: str, *, maximum: int = MAX_COUNT, auto: bool = False) -> int | None:
+    """A count: None (the default) or 1 to ``maximum``; ``auto``: the flag also takes vLLM's ``auto`` (-1)."""
     if value is not None and not 0 < value <= maximum:
-        raise ConfigError(f"{flag}={value} is out of range; accepted: a positive integer up to {maximum}")
+        also = ", or auto (-1)" if auto else ""
+        raise ConfigError(f"{flag}={value} is out of range; accepted: a positive integer up to {maximum}{also}")
     return value
 
 
@@ -81,25 +84,57 @@ def check_quantization(method: str | None, flag: str) -> str | None:
     return method
 
 
+def _tp_ok(m: ModelDims, tp: int) -> bool:
+    text = m.num_heads % tp == 0 and (m.attention.kind == "mla" or _kv_ok(m.num_kv_heads, tp))
+    return text and (not m.vision.present or m.vision.num_heads % tp == 0)
+
+
 def check_tensor_parallel(m: ModelDims, tp: int, flag: str) -> None:
-    """TP must divide the attention heads (vLLM 0.32 ModelConfig.verify_with_parallel_config), and the KV heads must
-    split evenly or be replicated evenly (QKVParallelLinear: ``divide(kv_heads, tp)`` or ``divide(tp, kv_heads)``)."""
+    """TP must divide the attention heads (vLLM 0.32 ModelConfig.verify_with_parallel_config); the KV heads must
+    split evenly or be replicated evenly (QKVParallelLinear: ``divide(kv_heads, tp)`` or ``divide(tp, kv_heads)``);
+    and a vision tower run tensor-parallel divides its heads too (Qwen2.5-VL's ``Qwen2_5_VisionAttention``:
+    ``divide(num_heads, tp)``, unless --mm-encoder-tp-mode data replicates the tower)."""
+    ok = ", ".join(str(d) for d in range(1, m.num_heads + 1) if m.num_heads % d == 0 and _tp_ok(m, d))
     if m.num_heads % tp:
-        ok = [d for d in range(1, m.num_heads + 1) if m.num_heads % d == 0 and _kv_ok(m.num_kv_heads, d)]
         raise ConfigError(
             f"{flag}={tp}: vLLM refuses it: total number of attention heads ({m.num_heads}) must be divisible by "
-            f"tensor parallel size ({tp}); accepted for {m.name}: {', '.join(map(str, ok))}"
+            f"tensor parallel size ({tp}); accepted for {m.name}: {ok}"
         )
-    if not _kv_ok(m.num_kv_heads, tp):
-        ok = [d for d in range(1, m.num_heads + 1) if m.num_heads % d == 0 and _kv_ok(m.num_kv_heads, d)]
+    if m.attention.kind != "mla" and not _kv_ok(m.num_kv_heads, tp):
         raise ConfigError(
             f"{flag}={tp}: vLLM refuses it: the {m.num_kv_heads} KV heads can be neither split nor replicated evenly "
-            f"over {tp} ranks; accepted for {m.name}: {', '.join(map(str, ok))}"
+            f"over {tp} ranks; accepted for {m.name}: {ok}"
+        )
+    if m.vision.present and m.vision.num_heads % tp:
+        raise ConfigError(
+            f"{flag}={tp}: vLLM refuses it: the vision tower's {m.vision.num_heads} attention heads are not "
+            f"divisible by {tp} tensor-parallel ranks (its attention splits heads over TP); accepted for {m.name}: "
+            f"{ok} (or --mm-encoder-tp-mode data, which replicates the tower on every rank)"
         )
 
 
 def _kv_ok(kv_heads: int, tp: int) -> bool:
     return kv_heads % tp == 0 if tp <= kv_heads else tp % kv_heads == 0
+
+
+def check_max_model_len(m: ModelDims, max_model_len: int, flag: str, *, allow_long: bool) -> None:
+    """vLLM 0.32 ``_get_and_verify_max_len`` (vllm/config/model.py): a length above the model's derived maximum is
+    refused unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."""
+    if max_model_len > m.max_model_len and not allow_long:
+        raise ConfigError(
+            f"{flag}={max_model_len}: vLLM refuses it: it is greater than the derived max_model_len "
+            f"({m.max_model_len} for {m.name}, from its config.json); accepted: at most {m.max_model_len}, or set "
+            "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (positions beyond it give wrong results with RoPE)"
+        )
+
+
+def check_batched_tokens(tokens: int, seqs: int, tokens_flag: str, seqs_flag: str) -> None:
+    """vLLM 0.32 ``SchedulerConfig`` (vllm/config/scheduler.py): max_num_batched_tokens must be >= max_num_seqs."""
+    if tokens < seqs:
+        raise ConfigError(
+            f"{tokens_flag}={tokens}: vLLM refuses it: max_num_batched_tokens ({tokens}) must be greater than or "
+            f"equal to max_num_seqs ({seqs}); accepted: at least {seqs} (or lower {seqs_flag})"
+        )
 
 
 #: Kernel block sizes per backend; vLLM accepts a block size that is a multiple of one

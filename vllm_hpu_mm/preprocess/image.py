@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+from typing import Literal
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
@@ -41,22 +42,39 @@ def _default_limits(max_image_pixels: int | None, max_aspect_ratio: float | None
     return max_image_pixels, max_aspect_ratio
 
 
+#: Why the server refuses an image by its size alone (before decoding it).
+Refusal = Literal["empty", "aspect_ratio", "pixels"]
+
+
+def dimension_problem(
+    width: int, height: int, *, max_image_pixels: int | None = None, max_aspect_ratio: float | None = None
+) -> Refusal | None:
+    """Why the served loader refuses a ``width`` x ``height`` image, or None when it accepts it. Limits default to
+    ``VLLM_HPU_MM_MAX_IMAGE_PIXELS`` and ``VLLM_HPU_MM_MAX_ASPECT_RATIO`` (``vllm_hpu_mm.envs``)."""
+    max_image_pixels, max_aspect_ratio = _default_limits(max_image_pixels, max_aspect_ratio)
+    if width <= 0 or height <= 0:
+        return "empty"
+    if max(width, height) / min(width, height) > max_aspect_ratio:
+        return "aspect_ratio"
+    if width * height > max_image_pixels:
+        return "pixels"
+    return None
+
+
 def check_dimensions(
     width: int, height: int, *, max_image_pixels: int | None = None, max_aspect_ratio: float | None = None
 ) -> None:
-    """Raise :class:`ImageError` unless a ``width`` x ``height`` image is one we accept.
-
-    Limits default to ``VLLM_HPU_MM_MAX_IMAGE_PIXELS`` and ``VLLM_HPU_MM_MAX_ASPECT_RATIO`` (``vllm_hpu_mm.envs``).
-    """
+    """Raise :class:`ImageError` unless a ``width`` x ``height`` image is one we accept (:func:`dimension_problem`)."""
     max_image_pixels, max_aspect_ratio = _default_limits(max_image_pixels, max_aspect_ratio)
-    if width <= 0 or height <= 0:
+    problem = dimension_problem(width, height, max_image_pixels=max_image_pixels, max_aspect_ratio=max_aspect_ratio)
+    if problem == "empty":
         raise ImageError(f"image size {width}x{height} is empty; accepted: width and height >= 1 pixel")
-    aspect = max(width, height) / min(width, height)
-    if aspect > max_aspect_ratio:
+    if problem == "aspect_ratio":
+        aspect = max(width, height) / min(width, height)
         raise ImageError(
             f"image size {width}x{height} has aspect ratio {aspect:.1f}:1; accepted: at most {max_aspect_ratio:g}:1"
         )
-    if width * height > max_image_pixels:
+    if problem == "pixels":
         raise ImageError(
             f"image size {width}x{height} is {width * height} pixels; accepted: at most {max_image_pixels} "
             "(VLLM_HPU_MM_MAX_IMAGE_PIXELS), larger images are refused before decoding as decompression bombs"

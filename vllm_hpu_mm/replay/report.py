@@ -1,6 +1,7 @@
 """The replay's report: configurations side by side (vllm-gaudi's defaults, yours, the planned buckets), as a table
-and as one JSON object. A warm-up estimate is the graphs warmed times the runtime's seconds per graph (a range, with
-its source); under ``VLLM_SKIP_WARMUP=true`` nothing is warmed and every shape that runs compiles on first use."""
+and as one JSON object. A warm-up estimate is the graphs warmed times the plan's seconds per graph
+(:func:`vllm_hpu_mm.plan.costs.warmup_estimate`, the one rule, with its source); under ``VLLM_SKIP_WARMUP=true``
+nothing is warmed and every shape that runs compiles on first use."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import dataclasses
 from typing import Any
 
 from vllm_hpu_mm.buckets.planner import Evaluation
+from vllm_hpu_mm.plan.costs import WarmupEstimate, warmup_estimate
 from vllm_hpu_mm.replay.run import ReplayResult
 
 __all__ = ["Report", "result_dict", "to_dict", "to_table"]
@@ -22,9 +24,8 @@ class Report:
     load: str
     requests: int
     engine: dict[str, int]
-    #: Seconds per graph (low, high) and where that comes from; None where unknown.
-    seconds_per_graph: tuple[float, float] | None
-    seconds_source: str
+    #: The runtime's backend: what the warm-up estimate depends on.
+    backend: str
     vision: Evaluation | None
     vision_buckets: tuple[int, ...] | None
     #: What the runtime reads: VLLM_SKIP_WARMUP as set.
@@ -32,11 +33,13 @@ class Report:
     notes: tuple[str, ...] = ()
 
 
-def _seconds(r: Report, graphs: int) -> tuple[float, float] | None:
-    if r.seconds_per_graph is None:
-        return None
-    low, high = r.seconds_per_graph
-    return (round(graphs * low, 1), round(graphs * high, 1))
+def _warmup(r: Report, graphs: int) -> WarmupEstimate | None:
+    return warmup_estimate(r.backend, graphs)
+
+
+def _seconds(r: Report, graphs: int) -> float | None:
+    w = _warmup(r, graphs)
+    return None if w is None else round(w.seconds, 1)
 
 
 def result_dict(res: ReplayResult, report: Report) -> dict[str, Any]:
@@ -72,7 +75,7 @@ def to_dict(r: Report) -> dict[str, Any]:
         "engine": r.engine,
         "skip_warmup": r.skip_warmup,
         "configurations": [result_dict(res, r) for res in r.results],
-        "warmup_seconds_source": r.seconds_source,
+        "warmup_seconds_source": w.source if (w := _warmup(r, 0)) is not None else None,
         "vision": vision,
         "notes": list(r.notes),
     }
@@ -102,15 +105,14 @@ def to_table(r: Report) -> str:
     row("decode slot efficiency", [f"{x.decode_slots.value:.3f}" for x in r.results])
     row("decode block efficiency", [f"{x.decode_blocks.value:.3f}" for x in r.results])
     estimates = [_seconds(r, sum(x.warmed)) for x in r.results]
-    row("warm-up estimate (text graphs)", [f"{s[0]:.0f}-{s[1]:.0f} s" if s else "unknown" for s in estimates])
+    row("warm-up estimate (text graphs)", [f"{s:.0f} s" if s is not None else "unknown" for s in estimates])
     name_width = max(len(n) for n, _ in rows)
     lines.append(f"  {'':<{name_width}}  " + "  ".join(f"{res.label:>{width}}" for res in r.results))
     for name, cells in rows:
         lines.append(f"  {name:<{name_width}}  " + "  ".join(f"{c:>{width}}" for c in cells))
     lines.append("")
-    if r.seconds_per_graph is not None:
-        low, high = r.seconds_per_graph
-        lines.append(f"warm-up estimate: {low:.2f}-{high:.2f} s per graph, from {r.seconds_source}")
+    if (w := _warmup(r, 0)) is not None:
+        lines.append(f"warm-up estimate: {w.seconds_per_graph:.2f} s per graph, {w.source}")
     for res in r.results:
         if res.compiles:
             shown = ", ".join(f"{p} {s}" for p, s in res.compiles[:6])

@@ -17,15 +17,20 @@ from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.values import Backend
 
 __all__ = [
+    "ESTIMATE_CUDAGRAPHS",
     "GRAPH_MULTIMODAL_PROMPT_RATIO",
     "GRAPH_PROMPT_RATIO",
     "GRAPH_RESERVED_MEM",
     "PARTS",
     "RUNTIME_CHOICES",
+    "BatchDefaults",
     "Bucket",
+    "DeviceFacts",
     "EngineShape",
     "Exports",
     "GraphRun",
+    "MemoryInputs",
+    "MemorySplit",
     "Part",
     "PartName",
     "PrefillChunk",
@@ -35,6 +40,7 @@ __all__ = [
     "ServerFlags",
     "TextLookup",
     "TextShapes",
+    "VisionBucketing",
 ]
 
 #: A text bucket: (batch, query tokens, context blocks); decode: (batch, 1, KV blocks).
@@ -66,7 +72,7 @@ class RuntimeTraits:
     reads: frozenset[str]
     #: Runs a profiling forward pass before sizing the KV cache (its activation peak is then not free).
     profiles_forward: bool
-    #: The runtime's own fp32-softmax default for Qwen2.5-VL's language model, and who owns it.
+    #: The runtime's own fp32-softmax default for the language model, and who owns it.
     fp32_softmax_default: bool
     fp32_softmax_note: str
     #: How ``serve`` makes this runtime respect the parts of the plan it does not read as ratios (for fix texts).
@@ -77,10 +83,15 @@ class RuntimeTraits:
     none_buckets_fail_warmup: str = ""
     #: Warms every text bucket with no memory check (vllm-gaudi), instead of capturing while they fit (the fork).
     warms_all_graphs: bool = False
-    #: Seconds to warm (or compile at run time) one text graph, low and high, and where that comes from; None where
-    #: unknown.
-    seconds_per_graph: tuple[float, float] | None = None
-    seconds_source: str = ""
+    #: Captures its graphs during profiling and takes their memory out of the KV cache (vLLM on CUDA).
+    profiles_graphs: bool = False
+    #: Config ``model_type`` values the fp32-softmax default applies to (empty: every model).
+    fp32_softmax_model_types: tuple[str, ...] = ()
+
+    def fp32_softmax_for(self, model_type: str) -> bool:
+        """The runtime's fp32-softmax default for a model of ``model_type``."""
+        return self.fp32_softmax_default and (not self.fp32_softmax_model_types
+                                              or model_type in self.fp32_softmax_model_types)  # fmt: skip
 
     def knobs(self, runtime: Runtime, *variables: str) -> str:
         """How a fix names the guide's ``variables`` (alternatives, "A or B"): as they are where the runtime reads
@@ -180,6 +191,104 @@ class TextLookup(Protocol):
         ...
 
 
+#: vLLM's switch for taking the profiled CUDA-graph memory out of the KV cache (on by default in 0.32).
+ESTIMATE_CUDAGRAPHS = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryInputs:
+    """What a runtime's memory arithmetic reads, per card. Sizes the runtime measures at start-up are the plan's
+    estimates (``weight_bytes``, ``activation_peak_bytes``, ``graph_estimate_bytes``) unless a measurement is given
+    (``free_after_load_bytes``: the free memory the runtime itself printed or ``--free-memory-gib``)."""
+
+    total_bytes: int
+    #: Free device memory when the engine starts (a reading, or the total of a named device).
+    free_before_load_bytes: int
+    weight_bytes: int
+    #: The transient peak of a profiling forward pass at the engine's sizes (text, sampler, vision encoder).
+    activation_peak_bytes: int
+    gpu_memory_utilization: float
+    graph_reserved_mem: float
+    #: Memory of the graphs the runtime captures, as the plan estimates it (CUDA profiles them before the KV cache).
+    graph_estimate_bytes: int
+    #: One KV block over every layer (vllm-gaudi keeps one back as a dummy block).
+    kv_block_bytes: int
+    #: Graphs are captured at all (not --enforce-eager, not a graph-less backend).
+    graphs: bool
+    kv_cache_memory_bytes: int | None = None
+    free_after_load_bytes: int | None = None
+    tensor_parallel_size: int = 1
+    #: The runtime's own variables that are set (name -> raw value).
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class MemorySplit:
+    """The runtime's split of one card: what it finds free after loading (and profiling), what it calls usable,
+    what it keeps for graphs and what the KV cache gets, with its formula in words and where it is in its source."""
+
+    free_after_load_bytes: int
+    #: What the profiling run leaves held or peaks at (counted against the KV cache), 0 where none runs.
+    profile_bytes: int
+    usable_bytes: int
+    graph_bytes: int
+    kv_cache_bytes: int
+    formula: str
+    #: Memory outside the tensors the runtime accounts for itself (vLLM CUDA's non-torch memory: NCCL, workspaces).
+    non_torch_bytes: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceFacts:
+    """What a runtime's defaults depend on: the backend, the card's total as the runtime reads it, its name, and the
+    ranks of one replica (tensor x pipeline)."""
+
+    backend: Backend
+    total_bytes: int
+    name: str
+    world_size: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchDefaults:
+    """The runtime's own ``max_num_seqs`` / ``max_num_batched_tokens`` for its OpenAI server, before the clamps
+    that depend on ``max_model_len`` (applied by :meth:`clamped`), and where they come from."""
+
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    source: str
+    #: vLLM raises the token default to ``max_model_len`` when chunked prefill is off (V0 engines).
+    at_least_max_model_len: bool = False
+
+    def clamped(self, max_model_len: int, seqs_given: int | None, tokens_given: int | None) -> tuple[int, int]:
+        """vLLM 0.32 ``EngineArgs._set_default_max_num_seqs_and_batched_tokens_args``: a default token budget is
+        raised to ``max_model_len`` without chunked prefill and capped at ``max_num_seqs x max_model_len``; a
+        default sequence count is capped at the token budget. Values the user gave are kept."""
+        seqs = seqs_given or self.max_num_seqs
+        tokens = tokens_given
+        if tokens is None:
+            tokens = (
+                max(self.max_num_batched_tokens, max_model_len)
+                if self.at_least_max_model_len
+                else (self.max_num_batched_tokens)
+            )
+            tokens = min(seqs * max_model_len, tokens)
+        if seqs_given is None:
+            seqs = min(seqs, tokens)
+        return seqs, tokens
+
+
+@dataclasses.dataclass(frozen=True)
+class VisionBucketing:
+    """Whether the runtime runs a family's vision tower on bucketed shapes, how (patches per image or images per
+    pass) and its default buckets, with where that is in its source."""
+
+    bucketed: bool
+    batch_based: bool
+    default_buckets: tuple[int, ...]
+    note: str
+
+
 class RuntimeModel(Protocol):
     """One serving runtime, as the plan sees it."""
 
@@ -202,6 +311,18 @@ class RuntimeModel(Protocol):
     ) -> RuntimeModel | None:
         """The runtime told to warm exactly these prompt and decode buckets (what ``serve`` exports), or None where
         buckets cannot be given to it, or the user already gave their own."""
+        ...
+
+    def memory(self, m: MemoryInputs) -> MemorySplit:
+        """The runtime's own arithmetic from what it finds on the card to its KV cache."""
+        ...
+
+    def batch_defaults(self, device: DeviceFacts) -> BatchDefaults:
+        """The runtime's default ``max_num_seqs`` / ``max_num_batched_tokens`` on ``device``."""
+        ...
+
+    def vision_bucketing(self, model_type: str) -> VisionBucketing:
+        """Whether and how the runtime buckets the vision tower of a ``model_type``."""
         ...
 
 

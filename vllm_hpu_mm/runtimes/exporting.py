@@ -68,8 +68,8 @@ class Draft:
         """The language model's fp32-softmax setting: the user's VLLM_FP32_SOFTMAX, else the runtime's default."""
         note = self.plan.inputs.runtime.traits.fp32_softmax_note
         if self.flags.fp32_softmax is None:
-            return {"fp32_softmax": self.plan.inputs.runtime.traits.fp32_softmax_default, "set_by": "runtime default",
-                    "note": note}  # fmt: skip
+            default = self.plan.inputs.runtime.traits.fp32_softmax_for(self.plan.inputs.model.model_type)
+            return {"fp32_softmax": default, "set_by": "runtime default", "note": note}
         return {"fp32_softmax": self.flags.fp32_softmax, "set_by": "VLLM_FP32_SOFTMAX", "note": note}
 
     def finish(self, parts: dict[PartName, Part]) -> Exports:

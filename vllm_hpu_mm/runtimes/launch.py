@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from vllm_hpu_mm.envs import Settings
-from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.plan import render
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.bucket_choice import read_sizes
@@ -53,11 +52,10 @@ def default_device(runtime: str | None, has_vllm_args: bool) -> str:
     return "auto"
 
 
-def server_command(extra: list[str], sizing: SizingArgs, *added: str) -> tuple[str, ...]:
-    """``python -m vllm.entrypoints.openai.api_server`` with the user's arguments, ``--model`` when the user named
-    none (the server would start its own default), and ``added``."""
-    model = () if sizing.model is not None else ("--model", DEFAULT_MODEL)
-    return (sys.executable, "-m", SERVER_MODULE, *extra, *model, *added)
+def server_command(server_args: list[str], *added: str) -> tuple[str, ...]:
+    """``python -m vllm.entrypoints.openai.api_server`` with the server's arguments (the user's, with the model as
+    ``--model``: the API server reads no positional model) and ``added``."""
+    return (sys.executable, "-m", SERVER_MODULE, *server_args, *added)
 
 
 def prepare(
@@ -65,19 +63,19 @@ def prepare(
     settings: Settings,
     runtime_env: dict[str, str],
     *,
-    extra: list[str],
+    server_args: list[str],
     output_dir: Path,
     limit_mm_per_prompt: str | None,
     compilation_config: dict[str, Any] | None,
 ) -> Launch:
-    """Plan, export and build the command. ``extra``: the server arguments as the user gave them (passed through
-    unchanged); ``output_dir``: where the runtime's files (vllm-gaudi's bucket file) will be written."""
+    """Plan, export and build the command. ``server_args``: the server arguments, the user's in order with the model
+    as ``--model``; ``output_dir``: where the runtime's files (vllm-gaudi's bucket file) will be written."""
     inputs = build(sizing, settings, runtime_env)
     planned = plan_and_choose(
         inputs, settings, profile=sizing.profile, profile_flag=sizing.flag("profile"),
         free_stated=sizing.free_memory_gib is not None, sizes=sizing.sizes, sizes_flag=sizing.flag("sizes"),
-        max_buckets=sizing.max_buckets, keep=bool(sizing.keep_buckets), text_budget=sizing.text_graph_budget,
-        concurrency=sizing.concurrency, budget_flag=sizing.flag("text_graph_budget"),
+        max_buckets=sizing.max_buckets, keep=bool(sizing.keep_buckets), flag=sizing.flag,
+        text_budget=sizing.text_graph_budget, concurrency=sizing.concurrency,
     )  # fmt: skip
     result, choice, costs = planned.plan, planned.buckets, planned.costs
     resolutions: tuple[tuple[int, int], ...] = ()
@@ -93,8 +91,8 @@ def prepare(
         kv_cache_memory_bytes_given=sizing.kv_cache_memory_bytes is not None,
     )
     exports = exports_for(result, flags, resolutions=resolutions, bucket_file_path=str(output_dir / BUCKET_FILE_NAME))
-    sources = provenance(sizing, inputs)
+    sources = provenance(sizing, result.inputs)
     report: dict[str, Any] = {"plan": render.to_dict(result, exports, choice, sources, planned.text), "costs": costs}
     files = {str(output_dir / name): text for name, text in exports.files.items()}
-    argv = server_command(extra, sizing, *exports.args)
+    argv = server_command(server_args, *exports.args)
     return Launch(result, exports, argv, files, report, render.to_table(result, exports, choice, sources, planned.text))

@@ -1,10 +1,12 @@
-"""The OOM doctor: read a vLLM server log (Gaudi, CUDA or CPU) whole, find the out-of-memory failure, say at which
-stage it happened (startup, kv_cache, graph_capture, runtime; ``unknown`` when nothing in the log says; ``none``
-without a failure), how sure it is, quote the evidence and recommend settings for that runtime.
+"""The OOM doctor: read a server log (vLLM V0/V1, vllm-gaudi, vllm-fork, TGI; Gaudi, CUDA, ROCm or CPU) whole, find
+the out-of-memory failure of its last failing run, say at which stage of the server's life it happened (startup,
+kv_cache, graph_capture, runtime; ``unknown`` when nothing in the log says; ``none`` without a failure), how sure it
+is, quote the evidence and recommend settings for that runtime.
 
-:mod:`vllm_hpu_mm.logs.patterns` holds what is looked for, :mod:`vllm_hpu_mm.logs.reading` streams and decodes a
-log file, :mod:`.scan` gives the verdict in one bounded-memory pass (its docstring states the rules), :mod:`.advice`
-the recommendations (re-planning from the log's own memory split).
+:mod:`vllm_hpu_mm.logs.reading` streams and decodes a log file, :mod:`vllm_hpu_mm.logs.patterns` holds what is looked
+for, :mod:`.scan` keeps a run's features in one bounded-memory pass, :mod:`.phases` says what a traceback's frames
+mean, :mod:`.decide` weighs the features under fitted :class:`~.decide.Rules`, :mod:`.advice` recommends (re-planning
+from the log's own memory split).
 """
 
 from __future__ import annotations
@@ -13,15 +15,18 @@ import dataclasses
 from collections.abc import Iterable
 
 from vllm_hpu_mm.envs import Settings
-from vllm_hpu_mm.logs.doctor.advice import contradictions, recommend
-from vllm_hpu_mm.logs.doctor.scan import STAGES, Diagnosis, Evidence, GaudiMemory, diagnose_lines
-from vllm_hpu_mm.logs.reading import log_lines
+from vllm_hpu_mm.logs.doctor.advice import Advice, contradictions, recommend
+from vllm_hpu_mm.logs.doctor.decide import STAGES, Diagnosis, Evidence, Rules, decide, default_rules
+from vllm_hpu_mm.logs.doctor.scan import GaudiMemory, scan
+from vllm_hpu_mm.logs.reading import log_records
 
 __all__ = [
     "STAGES",
+    "Advice",
     "Diagnosis",
     "Evidence",
     "GaudiMemory",
+    "Rules",
     "contradictions",
     "diagnose",
     "diagnose_file",
@@ -30,13 +35,22 @@ __all__ = [
 ]
 
 
-def diagnose(lines: Iterable[str], settings: Settings, model: str | None = None) -> Diagnosis:
+def diagnose_lines(lines: Iterable[str] | Iterable[tuple[int, str]], rules: Rules | None = None) -> Diagnosis:
+    """Classify a log given as lines or ``(line number, text)`` records (no I/O, no advice), streamed."""
+    return decide(scan(lines), rules or default_rules())
+
+
+def diagnose(lines: Iterable[str] | Iterable[tuple[int, str]], settings: Settings, model: str | None = None,
+             rules: Rules | None = None) -> Diagnosis:  # fmt: skip
     """Classify ``lines`` (streamed: memory stays bounded) and recommend."""
-    d = diagnose_lines(lines)
-    return dataclasses.replace(d, recommendations=recommend(d, settings, model))
+    d = diagnose_lines(lines, rules)
+    advice = recommend(d, settings, model)
+    values = {a.setting: a.value for a in advice if a.setting is not None and a.value is not None}
+    return dataclasses.replace(d, recommendations=tuple(a.text for a in advice), settings=values)
 
 
 def diagnose_file(path: str, settings: Settings, model: str | None = None) -> Diagnosis:
     """:func:`diagnose` on a log file (or ``-`` for standard input), streamed. Raises
-    :class:`~vllm_hpu_mm.errors.ConfigError` for a log that cannot be read, is binary or is empty."""
-    return diagnose(log_lines(path), settings, model)
+    :class:`~vllm_hpu_mm.errors.ConfigError` for a log that cannot be read, is binary, holds only NUL bytes or is
+    empty."""
+    return diagnose(log_records(path), settings, model)

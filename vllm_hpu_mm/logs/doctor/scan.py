@@ -1,80 +1,76 @@
-"""One pass over a log, keeping only what the verdict needs, so memory stays bounded however long the log is.
+"""One pass over a log, keeping only what a verdict needs, so memory stays bounded however long the log is.
 
-Rules, in order (the guide's stages; tests/data/logs holds the real logs they are checked on):
+The pass splits the log into runs (a server started again in the same log: its banner after the previous run failed,
+finished starting or died) and keeps, for the latest run that shows a failure, what :mod:`.decide` reads:
 
-1. vLLM's KV-cache refusals, or profiling that left nothing for the KV cache -> ``kv_cache`` (unless a device or
-   host failure with its own traceback came first).
-2. Otherwise the first out-of-memory line, device or host (host: the OOM killer, ``MemoryError``, ``Cannot allocate
-   memory``, Ray's low-memory kill). Its stage comes from the traceback frames around it (warm-up and capture >
-   KV allocation > loading and profiling > request execution); else from the last phase line before it; else it is
-   ``unknown`` (an OOM with nothing that says when).
-3. No failure line, but the log ends in the middle of a phase that counts its progress (``[Warmup][..][i/n]`` with
-   i < n, a CUDA-graph capture bar, weight shards) and never says start-up finished -> that phase's stage, with the
-   cut as the only evidence (the process died there: low confidence).
-4. Otherwise ``none``.
+- the first out-of-memory line (device or host) with the traceback around it and the frames it names;
+- vLLM's or TGI's KV-cache refusal;
+- the last phase line before the failure (weights loaded, KV cache sized, capture started, serving);
+- a traceback the log stops inside (no exception line after its frames), and a counted phase it stops inside
+  (``[Warmup][..][i/n]`` with i < n, the CUDA-graph bar, weight shards): the process died there;
+- the Gaudi memory split, the warm-up line, the model, the runtime.
+
+Each kept part is a bounded window (:data:`BACK` lines before the failure, :data:`AHEAD` after, at most
+:data:`MAX_FRAMES` frames of an open traceback) of lines of at most ``reading.MAX_LINE_CHARS`` characters.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections import deque
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Literal
 
 from vllm_hpu_mm.logs.patterns import (
+    CALL,
     DEVICE_OOM,
-    FRAME_HINTS,
+    ERROR_MESSAGE,
+    EXCEPTION_LINE,
+    FRAME_HEAD,
     GAUDI_MEMORY,
     HOST_OOM,
     KV_ESTIMATE,
     KV_REFUSAL,
     KV_TOKENS,
     KV_WORDS,
+    MESSAGE_STAGES,
+    METHOD,
     MODEL,
     NEGATIVE_KV,
     PHASE_MARKERS,
     PROGRESS,
+    RUN_START,
+    TRACEBACK_START,
     WARMUP,
     RuntimeSniffer,
+    frames_in,
+    strip_prefix,
 )
-from vllm_hpu_mm.values import STAGES as BASE_STAGES
 from vllm_hpu_mm.values import Stage
 
-__all__ = ["STAGES", "Basis", "Diagnosis", "DiagnosisStage", "Evidence", "GaudiMemory", "Memory", "Scanner",
-           "diagnose_lines"]  # fmt: skip
+__all__ = ["AHEAD", "BACK", "MAX_FRAMES", "Failure", "Frame", "GaudiMemory", "LogFeatures", "Memory", "OpenTraceback",
+           "RunFeatures", "Scanner", "scan"]  # fmt: skip
 
-#: Where in a server's life the failure happened; ``unknown`` when nothing in the log says, ``none`` without one.
-DiagnosisStage = Literal[Stage, "unknown", "none"]
-STAGES: tuple[DiagnosisStage, ...] = (*BASE_STAGES, "unknown", "none")
-#: What the stage rests on.
-Basis = Literal["kv_refusal", "traceback", "phase", "cut", "unknown", "none"]
 #: Which memory ran out.
 Memory = Literal["device", "host"]
-#: How far back a traceback may start, and how far after the error line frames may follow (some tools print the
-#: error first).
+#: How far back a traceback may start, and how far after the error line frames may follow (several workers print
+#: their tracebacks after one another; some tools print the error first).
 BACK, AHEAD = 200, 40
-#: Confidence by the kind of evidence (a stated scale, not a probability fitted to data).
-CONFIDENCE: dict[Basis, float] = {
-    "kv_refusal": 0.95,
-    "traceback": 0.9,
-    "phase": 0.6,
-    "cut": 0.35,
-    "unknown": 0.2,
-    "none": 0.8,
-}
-_CLIP = 300
+#: Frames kept of a traceback the log may stop inside (the innermost ones matter).
+MAX_FRAMES = 64
+#: Non-frame lines tolerated inside a traceback (a long frame line wrapped by a terminal or an issue tracker).
+MAX_GAP = 2
 _PHASES_LAST_FIRST = tuple(reversed(PHASE_MARKERS))
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= _CLIP else text[: _CLIP - 3] + "..."
+#: Substrings one of which every :data:`~vllm_hpu_mm.logs.patterns.RUN_START` line holds (a cheap first check).
+_RUN_WORDS = ("API server version", "LLM engine", "Args {", "non-default args")
 
 
 @dataclasses.dataclass(frozen=True)
-class Evidence:
-    line: int  # 1-based
-    text: str
+class Frame:
+    line: int  # 0-based line of the log
+    path: str
+    func: str
+    text: str = ""  # the line it is on
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,212 +84,315 @@ class GaudiMemory:
 
 
 @dataclasses.dataclass(frozen=True)
-class Diagnosis:
-    stage: DiagnosisStage
-    evidence: tuple[Evidence, ...]
-    recommendations: tuple[str, ...]
-    gaudi_memory: GaudiMemory | None = None
-    warmup: tuple[str, int, int] | None = None  # (kind, i, n) of the last warm-up line before the failure
-    model: str | None = None
-    #: None without a failure.
-    memory: Memory | None = None
-    basis: Basis = "none"
-    confidence: float = CONFIDENCE["none"]
-    #: "hpu", "cuda", "cpu", or None when the log does not say.
-    backend: str | None = None
-    #: KV-cache refusal numbers: (max_model_len asked, tokens the cache holds).
-    kv_fit: tuple[int, int] | None = None
-    summary: str = ""
+class Failure:
+    """The first out-of-memory line of a run, with its traceback window and what it names."""
 
-    @property
-    def oom(self) -> bool:
-        return self.stage != "none"
-
-
-#: Non-frame lines tolerated inside a traceback when walking back from the error (a long frame line wrapped by the
-#: terminal or the issue tracker leaves a fragment such as ``float16)``).
-MAX_GAP = 2
-_LINE_REF = re.compile(r'File "|", line \d+, in ')
-
-
-def _is_frame(text: str) -> bool:
-    """A traceback line (``File "..."``, an indented source line, a ``^^^`` marker), behind any log prefix."""
-    body = text.split("] ", 1)[-1]
-    if ") " in body[:60] and body.startswith("("):  # "(EngineCore pid=1)   File ..." prefixes
-        body = body.split(") ", 1)[-1]
-    return bool(_LINE_REF.search(text)) or body.startswith((" ", "\t")) or body.strip().startswith(("^", "~"))
-
-
-def _frame_stage(window: list[tuple[int, str]]) -> tuple[Stage, int] | None:
-    for stage, pattern in FRAME_HINTS:
-        for k, text in window:
-            if pattern.search(text):
-                return stage, k
-    return None
-
-
-@dataclasses.dataclass
-class _Failure:
-    at: int
+    line: int
     text: str
     memory: Memory
-    before: list[tuple[int, str]]
-    after: list[tuple[int, str]] = dataclasses.field(default_factory=list)
-    phase: tuple[Stage, int, str] | None = None
-    warmup: tuple[int, str, tuple[str, int, int]] | None = None
+    frames: tuple[Frame, ...]
+    #: The stage the error message itself names (:data:`~vllm_hpu_mm.logs.patterns.MESSAGE_STAGES`).
+    message_stage: Stage | None
+    #: The last phase line before the failure: (stage, line, text).
+    phase: tuple[Stage, int, str] | None
+    warmup: tuple[int, str, tuple[str, int, int]] | None
+    window: tuple[tuple[int, str], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class OpenTraceback:
+    """A traceback no exception line closed before the run ended."""
+
+    frames: tuple[Frame, ...]
+    last: int  # its last line
+
+
+@dataclasses.dataclass(frozen=True)
+class RunFeatures:
+    """What a verdict reads of one run (rule-independent: :func:`.decide.decide` weighs it)."""
+
+    failure: Failure | None
+    kv: tuple[int, str] | None
+    open_traceback: OpenTraceback | None
+    progress: tuple[Stage, int, str, int, int] | None  # (stage, line, text, i, n): the last counted phase line
+    phase: tuple[Stage, int, str] | None  # the last phase line of the run
+    warmup: tuple[int, str, tuple[str, int, int]] | None
+    completed_at: int  # last line that says start-up finished or serving goes on (-1: none)
+    end: int  # last non-empty line of the run
+    gaudi: tuple[int, str, GaudiMemory] | None
+    kv_fit: tuple[int, int] | None
+
+    @property
+    def shows_failure(self) -> bool:
+        """Anything a verdict could call a failure: an OOM line, a KV refusal, a traceback or counted phase cut."""
+        p = self.progress
+        return (
+            self.failure is not None
+            or self.kv is not None
+            or self.open_traceback is not None
+            or (p is not None and p[3] < p[4] and self.completed_at < p[1])
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class LogFeatures:
+    run: RunFeatures  # the run the verdict is about
+    run_index: int  # 1-based
+    runs: int
+    model: str | None
+    backend: str | None
+
+
+class _FrameReader:
+    """The frames of consecutive lines: frame lines (a frame line a terminal wrapped is joined with the next line),
+    and the calls of the source line under a frame (they name the next frame, which a cut traceback lacks)."""
+
+    def __init__(self) -> None:
+        self.partial: str | None = None
+        self.after_frame = False
+
+    def read(self, k: int, text: str) -> list[Frame]:
+        if self.partial is None and not self.after_frame and "File" not in text and "-->" not in text:
+            return []  # most lines of a log: no frame and no source line of one
+        found = frames_in(text)
+        if not found and self.partial is not None:
+            found = frames_in(self.partial + strip_prefix(text).lstrip())
+        self.partial = None
+        head = text.rfind(FRAME_HEAD)
+        if head >= 0 and not frames_in(text[head:]):
+            self.partial = text[head : head + 1024]
+        if found:
+            self.after_frame = True
+            return [Frame(k, path, func, text) for path, func in found]
+        body = strip_prefix(text)
+        stripped = body.strip()
+        if stripped.startswith(("-->", "--->")) or (
+            self.after_frame and body[:1].isspace() and stripped[:1] not in "^~"
+        ):
+            self.after_frame = False
+            return [Frame(k, "", name, text) for name in CALL.findall(stripped)]
+        if stripped[:1] not in ("^", "~", ""):
+            self.after_frame = False
+        return []
+
+
+class _Traceback:
+    """The traceback being read: its frames (the innermost :data:`MAX_FRAMES`) and whether it ended."""
+
+    def __init__(self, start: int, explained: bool = False) -> None:
+        self.frames: deque[Frame] = deque(maxlen=MAX_FRAMES)
+        self.last = start
+        self.closed = False  # an exception line ended it
+        self.explained = explained  # an error message right before it said what failed
+
+
+class _Run:
+    def __init__(self) -> None:
+        self.failure: Failure | None = None
+        #: A failure waiting for its AHEAD lines: (line, text, memory, lines before, phase and warm-up line then).
+        self.pending: tuple[int, str, Memory, list[tuple[int, str]], tuple[Stage, int, str] | None,
+                            tuple[int, str, tuple[str, int, int]] | None] | None = None  # fmt: skip
+        self.after: list[tuple[int, str]] = []
+        self.kv: tuple[int, str] | None = None
+        self.kv_fit: tuple[int, int] | None = None
+        self.gaudi: tuple[int, str, GaudiMemory] | None = None
+        self.phase: tuple[Stage, int, str] | None = None
+        self.warmup: tuple[int, str, tuple[str, int, int]] | None = None
+        self.progress: tuple[Stage, int, str, int, int] | None = None
+        self.completed_at = -1
+        self.end = -1
+        self.tb: _Traceback | None = None
+        self.reader = _FrameReader()
+        self.method: Frame | None = None  # the worker method named just before a traceback
+
+    @property
+    def has_begun(self) -> bool:
+        """Whether the run got far enough that a new banner starts another run, not a second line of this one."""
+        return (
+            self.pending is not None
+            or self.failure is not None
+            or self.kv is not None
+            or self.completed_at >= 0
+            or self.progress is not None
+            or (self.tb is not None and not self.tb.closed and not self.tb.explained)
+        )
 
 
 class Scanner:
-    """Feed lines in order with :meth:`feed`, then :meth:`result`."""
+    """Feed lines in order with :meth:`feed` (segments of one long line share its number), then :meth:`result`."""
 
     def __init__(self) -> None:
         self.n = 0
         self.recent: deque[tuple[int, str]] = deque(maxlen=BACK)
-        self.failure: _Failure | None = None
-        self.kv: tuple[int, str] | None = None
-        self.kv_fit: tuple[int, int] | None = None
-        self.gaudi: tuple[int, str, GaudiMemory] | None = None
+        self.run = _Run()
+        self.runs = 1
+        self.kept: tuple[int, RunFeatures] | None = None  # the latest earlier run that shows a failure
         self.model: str | None = None
         self.backend = RuntimeSniffer()
-        self.phase: tuple[Stage, int, str] | None = None  # last phase marker
-        self.warmup: tuple[int, str, tuple[str, int, int]] | None = None
-        self.progress: tuple[Stage, int, str, int, int] | None = None  # (stage, line, text, i, n), the last one
-        self.completed_at = -1
-        self.last_text_at = -1
 
-    def feed(self, text: str) -> None:
-        k = self.n
-        self.n += 1
+    def feed(self, text: str, line: int | None = None) -> None:
+        k = self.n if line is None else line - 1
+        self.n = k + 1
+        if any(w in text for w in _RUN_WORDS) and RUN_START.search(text) and self.run.has_begun:
+            self._new_run(k)
+        run = self.run
         if text.strip():
-            self.last_text_at = k
-        f = self.failure
-        if f is not None and len(f.after) < AHEAD:
-            f.after.append((k, text))
+            run.end = k
+        self._collect_after(run, k, text)
         self.recent.append((k, text))
-        # Cheap substring guards first: most lines of a long log are request lines that need one or two checks.
         self.backend.feed(text)
         if self.model is None and "model='" in text and (m := MODEL.search(text)):
             self.model = m["model"]
+        self._memory_lines(run, k, text)
+        self._phase_lines(run, k, text)
+        self._traceback_lines(run, k, text)
+        if run.failure is None and run.pending is None and (kind := _oom_kind(text)) is not None:
+            run.pending = (k, text, kind, list(self.recent)[:-1], run.phase, run.warmup)
+
+    # --- per line -------------------------------------------------------------------------------------------
+
+    def _collect_after(self, run: _Run, k: int, text: str) -> None:
+        if run.pending is not None:
+            run.after.append((k, text))
+            if len(run.after) >= AHEAD:
+                self._settle(run)
+
+    def _memory_lines(self, run: _Run, k: int, text: str) -> None:
         if "Free device memory" in text and (g := GAUDI_MEMORY.search(text)) and g["graph"] is not None:
             memory = GaudiMemory(float(g["free"]), float(g["usable"]), float(g["util"]), float(g["graph"]),
                                  float(g["reserved"]), float(g["kv"]))  # fmt: skip
-            self.gaudi = (k, text, memory)
+            run.gaudi = (k, text, memory)
+        if (
+            run.kv is None
+            and any(w in text for w in KV_WORDS)
+            and (KV_REFUSAL.search(text) or NEGATIVE_KV.search(text))
+        ):
+            run.kv = (k, text)
+        if run.kv_fit is None and "max seq len" in text and (m := KV_TOKENS.search(text) or KV_ESTIMATE.search(text)):
+            run.kv_fit = (int(m["len"]), int(m["tok"]))
+
+    def _phase_lines(self, run: _Run, k: int, text: str) -> None:
         if "[Warmup]" in text and (w := WARMUP.search(text)):
-            self.warmup = (k, text, (w["phase"], int(w["i"]), int(w["n"])))
+            run.warmup = (k, text, (w["phase"], int(w["i"]), int(w["n"])))
         if "[Warmup]" in text or "Capturing" in text or "shards" in text:
             for stage, pattern in PROGRESS:
                 if (p := pattern.search(text)) is not None:
-                    self.progress = (stage, k, text, int(p["i"]), int(p["n"]))
+                    run.progress = (stage, k, text, int(p["i"]), int(p["n"]))
                     break
         low = text.lower()
         for stage, words in _PHASES_LAST_FIRST:
             if any(w in low for w in words):
-                self.phase = (stage, k, text)
+                run.phase = (stage, k, text)
                 if stage == "runtime":
-                    self.completed_at = k
+                    run.completed_at = k
                 break
-        memoryish = "emory" in text
-        if (
-            self.kv is None
-            and any(w in text for w in KV_WORDS)
-            and (KV_REFUSAL.search(text) or NEGATIVE_KV.search(text))
-        ):
-            self.kv = (k, text)
-        if self.kv_fit is None and "max seq len" in text and (m2 := KV_TOKENS.search(text) or KV_ESTIMATE.search(text)):
-            self.kv_fit = (int(m2["len"]), int(m2["tok"]))
-        if f is None and (
-            memoryish or "DEVMEM" in text or "Killed" in text or "-9" in text or "KILL" in text or "oom" in text
-        ):
-            kind: Memory | None = "host" if HOST_OOM.search(text) else "device" if DEVICE_OOM.search(text) else None
-            if kind is not None:
-                self.failure = _Failure(k, text, kind, list(self.recent)[:-1], [], self.phase, self.warmup)
 
-    # --- verdict ---------------------------------------------------------------------------------------------
+    def _traceback_lines(self, run: _Run, k: int, text: str) -> None:
+        tb = run.tb
+        if TRACEBACK_START in text:
+            explained = any(ERROR_MESSAGE.search(strip_prefix(line)) and _oom_kind(line) is None
+                            for _, line in list(self.recent)[-3:-1])  # fmt: skip
+            run.tb = tb = _Traceback(k, explained)
+            if run.method is not None and k - run.method.line <= 3:
+                tb.frames.append(run.method)
+        if "ethod" in text or "callback" in text or "{" in text:
+            for m in METHOD.finditer(text):
+                name = m["m1"] or m["m2"] or m["m3"] or m["m4"] or f"span:{m['span']}"
+                run.method = Frame(k, "", name, text)
+        found = run.reader.read(k, text)
+        if found:
+            if tb is None or tb.closed or k - tb.last > MAX_GAP + 1:
+                run.tb = tb = _Traceback(k)
+            tb.frames.extend(found)
+            tb.last = k
+        elif tb is not None and not tb.closed:
+            body = strip_prefix(text)
+            if EXCEPTION_LINE.match(body):
+                tb.closed = True
+            elif body.strip() and k - tb.last <= MAX_GAP + 1 and body[:1].isspace():
+                tb.last = k  # a caret line, a wrapped source line
 
-    def _traceback(self, f: _Failure) -> list[tuple[int, str]]:
-        """The traceback around the failure: back to its 'Traceback' line, or else over the frame lines right above
-        it (excerpts often start mid-traceback), and the lines after it."""
-        before = f.before
-        start = len(before)
-        for j in range(len(before) - 1, -1, -1):
-            if "Traceback (most recent call last)" in before[j][1]:
-                start = j
-                break
+    # --- runs -----------------------------------------------------------------------------------------------
+
+    def _settle(self, run: _Run) -> None:
+        """Turn the pending failure into a :class:`Failure` once the lines after it are in."""
+        assert run.pending is not None
+        k, text, memory, before, phase, warmup = run.pending
+        window = [*_traceback_window(before), (k, text), *run.after]
+        reader = _FrameReader()
+        frames = [frame for j, line in window for frame in reader.read(j, line)]
+        method = run.method if run.method is not None and abs(run.method.line - k) <= BACK else None
+        if method is not None and all(f.func != method.func for f in frames):
+            frames.insert(0, method)
+        message = next((s for s, p in MESSAGE_STAGES for _, line in [(k, text), *run.after[:5]] if p.search(line)),
+                       None)  # fmt: skip
+        run.failure = Failure(k, text, memory, tuple(frames), message, phase, warmup, tuple(window))
+        run.pending = None
+        run.after = []
+
+    def _features(self, run: _Run) -> RunFeatures:
+        if run.pending is not None:
+            self._settle(run)
+        tb = run.tb
+        is_open = tb is not None and not tb.closed and not tb.explained and bool(tb.frames)
+        open_tb = OpenTraceback(tuple(tb.frames), tb.last) if tb is not None and is_open else None
+        return RunFeatures(run.failure, run.kv, open_tb, run.progress, run.phase, run.warmup, run.completed_at,
+                           run.end, run.gaudi, run.kv_fit)  # fmt: skip
+
+    def _new_run(self, k: int) -> None:
+        features = self._features(self.run)
+        if features.shows_failure:
+            self.kept = (self.runs, features)
+        self.run = _Run()
+        self.runs += 1
+        self.recent.clear()
+
+    def result(self) -> LogFeatures:
+        last = self._features(self.run)
+        index, chosen = self.runs, last
+        if not last.shows_failure and self.kept is not None:
+            index, chosen = self.kept
+        return LogFeatures(chosen, index, self.runs, self.model, self.backend.name)
+
+
+def _oom_kind(text: str) -> Memory | None:
+    # Cheap substring guards first: most lines of a long log are request lines that need one or two checks.
+    low = text.lower()
+    if not ("memory" in low or "devmem" in low or "kill" in low or "-9" in text or "137" in text or "oom" in low
+            or "outofme" in low or "out of" in low or "resource_exhausted" in low or "mmap" in low
+            or "bad_alloc" in low):  # fmt: skip
+        return None
+    if HOST_OOM.search(text):
+        return "host"
+    if DEVICE_OOM.search(text):
+        return "device"
+    return None
+
+
+def _traceback_window(before: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The traceback above a failure: back to its 'Traceback' line, or else over the frame lines right above it
+    (excerpts often start mid-traceback)."""
+    start = len(before)
+    for j in range(len(before) - 1, -1, -1):
+        if TRACEBACK_START in before[j][1]:
+            return before[j:]
+    gap, j = 0, start - 1
+    while j >= 0 and gap <= MAX_GAP:
+        body = strip_prefix(before[j][1])
+        if frames_in(before[j][1]) or body[:1].isspace() or body.strip().startswith(("^", "~", "-->", "--->")):
+            start, gap = j, 0
         else:
-            gap, j = 0, start - 1
-            while j >= 0 and gap <= MAX_GAP:
-                if _is_frame(before[j][1]):
-                    start, gap = j, 0
-                else:
-                    gap += 1
-                j -= 1
-        return [*before[start:], (f.at, f.text), *f.after]
-
-    def result(self) -> Diagnosis:
-        texts: dict[int, str] = {}
-        for item in (self.gaudi, self.warmup):
-            if item is not None:
-                texts[item[0]] = item[1]
-        if self.kv is not None:
-            texts[self.kv[0]] = self.kv[1]
-        if self.progress is not None:
-            texts[self.progress[1]] = self.progress[2]
-        common = {
-            "gaudi_memory": self.gaudi[2] if self.gaudi else None,
-            "model": self.model,
-            "backend": self.backend.name,
-            "kv_fit": self.kv_fit,
-        }
-        f = self.failure
-        gaudi_at = self.gaudi[0] if self.gaudi else -1
-        window = self._traceback(f) if f is not None else []
-        texts.update(window)
-        hint = _frame_stage(window)
-        if self.kv is not None and (f is None or self.kv[0] <= f.at or hint is None):
-            return _verdict(texts, "kv_cache", "kv_refusal", "device", [self.kv[0], gaudi_at], None, common)
-        if f is not None:
-            warm = f.warmup[2] if f.warmup else None
-            marks = [f.at, gaudi_at, f.warmup[0] if f.warmup else -1]
-            if f.warmup is not None:
-                texts[f.warmup[0]] = f.warmup[1]
-            if hint is not None:
-                return _verdict(texts, hint[0], "traceback", f.memory, [*marks, hint[1]], warm, common)
-            if f.phase is not None:
-                texts[f.phase[1]] = f.phase[2]
-                return _verdict(texts, f.phase[0], "phase", f.memory, [*marks, f.phase[1]], warm, common)
-            return _verdict(texts, "unknown", "unknown", f.memory, [f.at], warm, common)
-        p = self.progress
-        if p is not None and p[3] < p[4] and self.completed_at < p[1] and self.last_text_at - p[1] <= 5:
-            warm = self.warmup[2] if self.warmup and self.warmup[0] == p[1] else None
-            return _verdict(texts, p[0], "cut", "device", [p[1], gaudi_at], warm, common)
-        return _verdict(texts, "none", "none", None, [gaudi_at], None, common)
+            gap += 1
+        j -= 1
+    return before[start:]
 
 
-def _verdict(
-    texts: dict[int, str],
-    stage: DiagnosisStage,
-    basis: Basis,
-    memory: Memory | None,
-    lines: list[int],
-    warm: tuple[str, int, int] | None,
-    common: dict[str, Any],
-) -> Diagnosis:
-    picked = sorted({k for k in lines if k >= 0 and k in texts})
-    return Diagnosis(
-        stage=stage,
-        evidence=tuple(Evidence(k + 1, _clip(texts[k])) for k in picked),
-        recommendations=(),
-        warmup=warm,
-        memory=memory,
-        basis=basis,
-        confidence=CONFIDENCE[basis],
-        **common,
-    )
-
-
-def diagnose_lines(lines: Iterable[str]) -> Diagnosis:
-    """Classify a log given as lines (no I/O, no advice)."""
+def scan(lines: Iterable[str] | Iterable[tuple[int, str]]) -> LogFeatures:
+    """Features of a log given as lines, or as ``(line number, text)`` records (no I/O)."""
     scanner = Scanner()
-    for text in lines:
-        scanner.feed(text.rstrip("\r\n"))
+    for item in lines:
+        if isinstance(item, tuple):
+            scanner.feed(item[1].rstrip("\r\n"), item[0])
+        else:
+            scanner.feed(item.rstrip("\r\n"))
     return scanner.result()

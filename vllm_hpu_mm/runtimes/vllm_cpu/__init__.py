@@ -10,8 +10,21 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
-from vllm_hpu_mm.runtimes.base import Bucket, EngineShape, Runtime, RuntimeTraits, TextShapes
+from vllm_hpu_mm.runtimes.arithmetic import VLLM_032, vllm_batch_defaults
+from vllm_hpu_mm.runtimes.base import (
+    BatchDefaults,
+    Bucket,
+    DeviceFacts,
+    EngineShape,
+    MemoryInputs,
+    MemorySplit,
+    Runtime,
+    RuntimeTraits,
+    TextShapes,
+    VisionBucketing,
+)
 
 __all__ = ["TRAITS", "VllmCpu"]
 
@@ -40,3 +53,28 @@ class VllmCpu:
 
     def text_shapes(self, shape: EngineShape) -> TextShapes:
         return TextShapes((), (), "no graphs on CPU")
+
+    def memory(self, m: MemoryInputs) -> MemorySplit:
+        """``v1/worker/cpu_worker.py`` ``determine_available_memory`` (vLLM 0.32): an explicit
+        ``--kv-cache-memory-bytes`` (or ``VLLM_CPU_KVCACHE_SPACE`` GiB) is the KV cache; otherwise requested =
+        ceil(host total x gpu_memory_utilization) and the KV cache is that less the process's resident memory
+        (weights and the warm-up's activations)."""
+        requested = math.ceil(m.total_bytes * m.gpu_memory_utilization)
+        held = m.weight_bytes + m.activation_peak_bytes
+        free = m.free_after_load_bytes if m.free_after_load_bytes is not None else m.free_before_load_bytes - held
+        if m.kv_cache_memory_bytes is not None:
+            kv = m.kv_cache_memory_bytes
+            formula = f"{VLLM_032} cpu_worker.determine_available_memory: the explicit KV size"
+        else:
+            kv = requested - held if m.free_after_load_bytes is None else requested - (m.total_bytes - free)
+            formula = (
+                f"{VLLM_032} cpu_worker.determine_available_memory: ceil(total x gpu_memory_utilization) - "
+                "resident memory (weights + activations)"
+            )
+        return MemorySplit(free, m.activation_peak_bytes, requested - m.weight_bytes, 0, max(kv, 0), formula)
+
+    def batch_defaults(self, device: DeviceFacts) -> BatchDefaults:
+        return vllm_batch_defaults(device)
+
+    def vision_bucketing(self, model_type: str) -> VisionBucketing:
+        return VisionBucketing(False, False, (), "vLLM CPU runs the vision tower eagerly on each image's own shape")

@@ -12,10 +12,42 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
-from vllm_hpu_mm.runtimes.base import Bucket, EngineShape, Runtime, RuntimeTraits, TextShapes
+from vllm_hpu_mm.runtimes.arithmetic import VLLM_032, vllm_batch_defaults
+from vllm_hpu_mm.runtimes.base import (
+    ESTIMATE_CUDAGRAPHS,
+    BatchDefaults,
+    Bucket,
+    DeviceFacts,
+    EngineShape,
+    MemoryInputs,
+    MemorySplit,
+    Runtime,
+    RuntimeTraits,
+    TextShapes,
+    VisionBucketing,
+)
+from vllm_hpu_mm.values import GIB
 
-__all__ = ["TRAITS", "VllmCuda", "capture_sizes"]
+__all__ = ["NON_TORCH_BYTES", "TRAITS", "VllmCuda", "available_kv_cache_memory", "capture_sizes"]
+
+#: Memory the worker takes after its start-up snapshot outside PyTorch's tensors (cuBLAS/NCCL workspaces), per card:
+#: an estimate (vLLM logs print 0.2-0.3 GiB for it on single nodes; the CUDA context itself is taken before the
+#: snapshot and so is not counted against the KV cache).
+NON_TORCH_BYTES = GIB // 4
+
+
+def available_kv_cache_memory(
+    total: int, utilization: float, non_kv_cache_memory: int, cudagraph_estimate: int, estimate_cudagraphs: bool
+) -> int:
+    """vLLM 0.32's KV cache: ``request_memory`` (``v1/worker/utils.py``) asks for ceil(total x utilisation);
+    ``Worker.determine_available_memory`` (``v1/worker/gpu_worker.py``) gives the KV cache that less the profiled
+    non-KV memory (weights + the profiling run's transient peak + non-torch memory), less the profiled CUDA-graph
+    memory when VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is on (its default)."""
+    requested = math.ceil(total * utilization)
+    return requested - non_kv_cache_memory - (cudagraph_estimate if estimate_cudagraphs else 0)
+
 
 TRAITS = RuntimeTraits(
     backend="cuda",
@@ -24,6 +56,7 @@ TRAITS = RuntimeTraits(
     fp32_softmax_default=False,
     fp32_softmax_note="vLLM's CUDA attention backends choose their own softmax precision",
     enforced_by="serve exports the graphs that fit as --compilation-config capture sizes and encoder budgets",
+    profiles_graphs=True,
 )
 
 
@@ -55,3 +88,39 @@ class VllmCuda:
     def text_shapes(self, shape: EngineShape) -> TextShapes:
         decode = tuple((n, 0) for n in capture_sizes(shape.max_num_seqs, shape.max_num_batched_tokens))
         return TextShapes((), decode, "vLLM's CUDA graph capture sizes (by token count)")
+
+    def memory(self, m: MemoryInputs) -> MemorySplit:
+        """:func:`available_kv_cache_memory` with the plan's estimates of the weights, the profiling run's peak,
+        the non-torch memory and the graphs vLLM profiles (or, when free memory after load is stated, total - free
+        as the non-KV memory)."""
+        estimate = m.env.get(ESTIMATE_CUDAGRAPHS, "1").strip() not in ("0", "")
+        graphs = m.graph_estimate_bytes if m.graphs else 0
+        if m.free_after_load_bytes is not None:
+            non_kv = m.total_bytes - m.free_after_load_bytes
+            free = m.free_after_load_bytes
+        else:
+            non_kv = m.weight_bytes + m.activation_peak_bytes + NON_TORCH_BYTES
+            free = m.free_before_load_bytes - non_kv
+        kv = available_kv_cache_memory(m.total_bytes, m.gpu_memory_utilization, non_kv, graphs, estimate)
+        requested = math.ceil(m.total_bytes * m.gpu_memory_utilization)
+        note = "less the profiled CUDA-graph memory" if estimate else f"graphs not subtracted ({ESTIMATE_CUDAGRAPHS}=0)"
+        formula = (
+            f"{VLLM_032} v1/worker/utils.py request_memory + gpu_worker.determine_available_memory: "
+            f"ceil(total x gpu_memory_utilization) - (weights + profiling peak + non-torch), {note}"
+        )
+        return MemorySplit(
+            free,
+            m.activation_peak_bytes,
+            requested - non_kv,
+            graphs,
+            max(kv, 0),
+            formula,
+            NON_TORCH_BYTES if m.free_after_load_bytes is None else 0,
+        )
+
+    def batch_defaults(self, device: DeviceFacts) -> BatchDefaults:
+        return vllm_batch_defaults(device)
+
+    def vision_bucketing(self, model_type: str) -> VisionBucketing:
+        return VisionBucketing(False, False, (), f"{VLLM_032} runs the vision tower eagerly unless encoder CUDA "
+                               "graphs are configured (compilation_config.cudagraph_mm_encoder)")  # fmt: skip

@@ -19,19 +19,26 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from vllm_hpu_mm.runtimes.arithmetic import gaudi_guide_split, vllm_batch_defaults
 from vllm_hpu_mm.runtimes.base import (
     GRAPH_RESERVED_MEM,
+    BatchDefaults,
     Bucket,
+    DeviceFacts,
     EngineShape,
+    MemoryInputs,
+    MemorySplit,
     Runtime,
     RuntimeTraits,
     TextLookup,
     TextShapes,
+    VisionBucketing,
 )
 from vllm_hpu_mm.runtimes.vllm_gaudi import common
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import COMMIT_SHORT, BucketingConfig, config_from_env, effective_strategy
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
+from vllm_hpu_mm.runtimes.vllm_gaudi.vision import vision_table_entry
 
 __all__ = ["PLANNED_FILE", "TRAITS", "VllmGaudi", "model_from_env"]
 
@@ -43,16 +50,13 @@ TRAITS = RuntimeTraits(
     reads=frozenset({GRAPH_RESERVED_MEM}),
     profiles_forward=False,
     fp32_softmax_default=True,
-    fp32_softmax_note=f"vllm-gaudi turns fp32 softmax on for qwen2_5_vl (extension/features.py @ {COMMIT_SHORT}); "
-    "VLLM_FP32_SOFTMAX overrides it",
+    fp32_softmax_model_types=("qwen2", "qwen2_5_vl"),
+    fp32_softmax_note=f"vllm-gaudi turns fp32 softmax on for qwen2 and qwen2_5_vl (extension/features.py @ "
+    f"{COMMIT_SHORT}); VLLM_FP32_SOFTMAX overrides it",
     enforced_by="serve bounds each graph part by the buckets it exports instead: VLLM_BUCKETING_FROM_FILE, "
     "VLLM_MULTIMODAL_BUCKETS",
     none_buckets_fail_warmup=f"it takes len() of the bucket list, hpu_model_runner.py @{COMMIT_SHORT}",
     warms_all_graphs=True,
-    # 72 buckets warmed in 49 s and 25 in 32 s (Llama-3.1-8B on Gaudi2): the two sample logs of vllm-gaudi's docs
-    seconds_per_graph=(49 / 72, 32 / 25),
-    seconds_source=f"the sample warm-up logs of vllm-gaudi's docs @{COMMIT_SHORT} (warm-up.md: 72 buckets in 49 s; "
-    "performance_tuning.md: 25 in 32 s; Llama-3.1-8B on Gaudi2, buckets up to 1024 tokens): larger buckets take longer",
 )
 
 
@@ -83,6 +87,39 @@ class VllmGaudi:
             return None
         text = bucket_file(prompt, decode)
         return VllmGaudi(dataclasses.replace(cfg, from_file=PLANNED_FILE, file_text=text), planned=True)
+
+    def memory(self, m: MemoryInputs) -> MemorySplit:
+        """``v1/worker/hpu_worker.py`` ``determine_available_memory`` @091bbadd: ``profile_run(initialize_only=True)``
+        returns at once (no profiling forward pass), so free = the card's free memory after the weights load;
+        usable = free x utilisation; graphs = usable x VLLM_GRAPH_RESERVED_MEM (0 under --enforce-eager); the KV
+        cache gets the rest less one dummy block (a block over every layer, allocated to bind the cache first). It
+        reads no --kv-cache-memory-bytes at this commit."""
+        free = (
+            m.free_after_load_bytes
+            if m.free_after_load_bytes is not None
+            else (m.free_before_load_bytes - m.weight_bytes)
+        )
+        usable, graphs, kv = gaudi_guide_split(free, m)
+        formula = (
+            f"vllm-gaudi @{COMMIT_SHORT} hpu_worker.determine_available_memory: free after load x "
+            "gpu_memory_utilization x (1 - VLLM_GRAPH_RESERVED_MEM) - one dummy KV block; no profiling pass"
+        )
+        return MemorySplit(free, 0, usable, graphs, max(0, kv - m.kv_block_bytes), formula)
+
+    def batch_defaults(self, device: DeviceFacts) -> BatchDefaults:
+        """vLLM's server defaults as vllm-gaudi meets them: its platform reports a total of 0 bytes
+        (``platform.py`` ``get_device_total_memory`` @091bbadd, a stated workaround), so 256 / 2048."""
+        d = vllm_batch_defaults(device, reported_total_bytes=0)
+        return dataclasses.replace(d, source=f"{d.source}; vllm-gaudi @{COMMIT_SHORT} platform.py reports 0 bytes")
+
+    def vision_bucketing(self, model_type: str) -> VisionBucketing:
+        batch_based, buckets = vision_table_entry(model_type)
+        where = f"vllm-gaudi @{COMMIT_SHORT} extension/bucketing/vision.py MULTIMODAL_CONFIG"
+        if not buckets:
+            return VisionBucketing(False, False, (), f"{where}: no default buckets for {model_type} (native "
+                                   "resolution; warmed only for VLLM_MULTIMODAL_RESOLUTIONS)")  # fmt: skip
+        unit = "images per pass" if batch_based else "patches per image"
+        return VisionBucketing(True, batch_based, buckets, f"{where}: {unit}")
 
 
 def model_from_env(env: Mapping[str, str], bucket_file_text: str | None = None) -> VllmGaudi:

@@ -146,8 +146,18 @@ def exports(d: Draft, *, resolutions: Sequence[tuple[int, int]], bucket_file_pat
     text = plan.text_graphs
     runtime = i.runtime
     planned = isinstance(runtime, VllmGaudi) and runtime.planned and runtime.bucketing.file_text is not None
+    # vllm-gaudi warms every bucket with no memory check: the text parts are bounded by the buckets, never pruned
+    over = any(f.code == "text_graphs_over_pool" for f in plan.findings)
+    prefill_ok = decode_ok = not over
+    why_not = OVER_POOL
     if "VLLM_BUCKETING_FROM_FILE" in flags.user_env:
         d.notes.append("VLLM_BUCKETING_FROM_FILE is yours: the plan counts its buckets and exports none")
+    elif not text.prefill or not text.decode:
+        # a plan without graphs (--vision-pool none): no bucket file can bound what vllm-gaudi still warms
+        d.notes.append("the plan models no text graphs (vision pool none): no bucket file; vllm-gaudi warms its "
+                       "graphs anyway unless --enforce-eager")  # fmt: skip
+        prefill_ok = decode_ok = False
+        why_not = "the plan models no graphs (vision pool none); vllm-gaudi warms them unless --enforce-eager"
     elif planned:
         assert isinstance(runtime, VllmGaudi)
         assert runtime.bucketing.file_text is not None
@@ -161,9 +171,6 @@ def exports(d: Draft, *, resolutions: Sequence[tuple[int, int]], bucket_file_pat
     else:
         d.notes.append(f"vllm-gaudi warms its own {text.source}: {len(text.prefill)} prompt and {len(text.decode)} "
                        "decode buckets; a shape that no bucket covers compiles at run time")  # fmt: skip
-    # vllm-gaudi warms every bucket with no memory check: the text parts are bounded by the buckets, never pruned
-    over = any(f.code == "text_graphs_over_pool" for f in plan.findings)
-    prefill_ok = decode_ok = not over
     ignored = overridden_variables(config_from_env(flags.user_env))
     if ignored:
         d.notes.append(f"vllm-gaudi ignores your {', '.join(ignored)} (@{COMMIT_SHORT}: the strategy or the bucket "
@@ -173,7 +180,7 @@ def exports(d: Draft, *, resolutions: Sequence[tuple[int, int]], bucket_file_pat
     d.notes.append(f"vllm-gaudi reads neither prompt ratio (@{COMMIT_SHORT}): none exported")
     return d.finish({
         "kv_cache": kv,
-        "decode_graphs": Part(by, decode_ok, "" if decode_ok else OVER_POOL),
-        "prefill_text_graphs": Part(by, prefill_ok, "" if prefill_ok else OVER_POOL),
+        "decode_graphs": Part(by, decode_ok, "" if decode_ok else why_not),
+        "prefill_text_graphs": Part(by, prefill_ok, "" if prefill_ok else why_not),
         "prefill_vision_graphs": Part(tuple(vision), vision_ok, "" if warmed else "vision warm-up is off"),
     })  # fmt: skip

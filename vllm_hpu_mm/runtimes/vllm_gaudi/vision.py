@@ -31,6 +31,7 @@ __all__ = [
     "parse_resolutions",
     "vision_buckets_from_env",
     "vision_graph_patches",
+    "vision_table_entry",
     "vision_warmup",
 ]
 
@@ -66,6 +67,11 @@ def _model_entry(model_type: str) -> tuple[bool, tuple[int, ...]]:
         if norm(key) in norm(model_type):
             return batch_based, buckets
     return True, (1, 2, 4, 8)
+
+
+def vision_table_entry(model_type: str) -> tuple[bool, tuple[int, ...]]:
+    """(batch based, default buckets) of ``model_type`` in vllm-gaudi's table (unlisted: batch based 1, 2, 4, 8)."""
+    return _model_entry(model_type)
 
 
 def default_vision_buckets(model_type: str = "qwen2_5_vl") -> tuple[int, ...]:

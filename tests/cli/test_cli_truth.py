@@ -1,0 +1,279 @@
+"""The commands say what is true: what the served processor does to an image (HTTP 400 under the reject policy, a
+refusal above the server's image limits), which input a runtime refuses, and what a plan hands the runtime."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vllm_hpu_mm.buckets.admission import admit, admit_traffic
+from vllm_hpu_mm.buckets.sizes import SizeSet
+from vllm_hpu_mm.cli.main import main
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.preprocess.image import check_dimensions, dimension_problem
+from vllm_hpu_mm.traffic.requests import Request, Traffic
+from vllm_hpu_mm.values import MAX_BUCKET
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def csv(tmp_path: Path, *rows: tuple[int, int]) -> str:
+    path = tmp_path / "sizes.csv"
+    path.write_text("width,height\n" + "".join(f"{w},{h}\n" for w, h in rows))
+    return str(path)
+
+
+# --- buckets check under each oversize policy -------------------------------------------------------------------------
+
+
+def test_under_reject_check_counts_the_images_the_server_answers_with_http_400(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("VLLM_HPU_MM_OVERSIZE_POLICY", "reject")
+    sizes = csv(tmp_path, (640, 480), (1024, 768), (3000, 2000), (4000, 3000))  # the last two: above 12544 patches
+    code, out, err = run("buckets", "check", "--json", "--sizes", sizes)
+    report = json.loads(out)
+    assert code == 1
+    assert report["num_rejected"] == 2
+    assert report["num_shrunk"] == 0  # not "shrunk": the server refuses them
+    # the efficiency is the served images'
+    assert report["padded_patches"] == sum(int(b) * n for b, n in report["per_bucket"].items())
+    assert "answers them with HTTP 400" in " ".join(report["warnings"])
+    code, out, err = run("buckets", "check", "--sizes", sizes)
+    assert code == 1
+    assert "(HTTP 400)" in out
+    assert "2 rejected" in out
+    assert "answers them with HTTP 400" in err
+
+
+def test_under_shrink_the_same_images_are_shrunk_and_served(tmp_path: Path) -> None:
+    sizes = csv(tmp_path, (640, 480), (1024, 768), (3000, 2000), (4000, 3000))
+    code, out, _ = run("buckets", "check", "--json", "--sizes", sizes)
+    report = json.loads(out)
+    assert code == 0
+    assert report["num_shrunk"] == 2
+    assert report["num_rejected"] == 0
+
+
+def test_under_eager_the_images_above_run_at_their_own_size(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:  # fmt: skip
+    monkeypatch.setenv("VLLM_HPU_MM_OVERSIZE_POLICY", "eager")
+    sizes = csv(tmp_path, (640, 480), (3000, 2000))
+    _, out, _ = run("buckets", "check", "--json", "--sizes", sizes)
+    report = json.loads(out)
+    assert report["num_oversize"] == 1
+    assert report["num_shrunk"] == 0
+    assert report["max_pixels"] == 12845056  # the served processor's own limit, not the largest bucket's
+
+
+# --- images the server refuses are not planned ------------------------------------------------------------------------
+
+
+def test_images_the_server_refuses_are_left_out_and_reported(tmp_path: Path) -> None:
+    sizes = csv(tmp_path, (640, 480), (100_000, 10), (30_000, 30_000))  # aspect 10000:1; 900 megapixels
+    for command in (("buckets", "plan"), ("buckets", "check")):
+        code, out, _ = run(*command, "--json", "--sizes", sizes)
+        report = json.loads(out)
+        assert code in (0, 1)
+        assert report["num_images"] == 1
+        assert report["refused"] == {"aspect_ratio": 1, "pixels": 1}
+        assert "2 images the server refuses left out" in report["source"]
+    code, out, _ = run("memory", "plan", "--json", "--sizes", sizes)
+    assert "2 images the server refuses left out" in json.loads(out)["bucket_plan"]["sizes"]
+
+
+def test_when_the_server_refuses_every_image_there_is_nothing_to_plan(tmp_path: Path) -> None:
+    code, _, err = run("buckets", "plan", "--sizes", csv(tmp_path, (100_000, 10)))
+    assert code == 2
+    assert "the server refuses every image (1 with an aspect ratio above VLLM_HPU_MM_MAX_ASPECT_RATIO=200)" in err
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    sizes=st.lists(st.tuples(st.integers(1, 10**6), st.integers(1, 10**6)), min_size=1, max_size=40),
+    max_image_pixels=st.integers(1, 10**9),
+    max_aspect_ratio=st.floats(1, 1000),
+)
+def test_admission_keeps_exactly_what_the_served_loader_accepts(
+    sizes: list[tuple[int, int]], max_image_pixels: int, max_aspect_ratio: float
+) -> None:
+    accepted = [s for s in sizes if dimension_problem(*s, max_image_pixels=max_image_pixels,
+                                                      max_aspect_ratio=max_aspect_ratio) is None]  # fmt: skip
+    try:
+        admission = admit(SizeSet.of(sizes, "t"), max_image_pixels=max_image_pixels,
+                          max_aspect_ratio=max_aspect_ratio)  # fmt: skip
+    except ConfigError:
+        assert not accepted
+        return
+    assert dict(admission.sizes.counts) == dict(Counter(accepted))
+    assert admission.num_refused == len(sizes) - len(accepted)
+    for size in admission.sizes.counts:
+        check_dimensions(*size, max_image_pixels=max_image_pixels, max_aspect_ratio=max_aspect_ratio)  # the loader's
+
+
+def test_traffic_leaves_out_the_requests_whose_image_the_server_refuses_and_keeps_text_only_ones() -> None:
+    wide, big, fine = Request((4000, 10), 100, 10), Request((9000, 9000), 200, 20), Request((640, 480), 300, 30)
+    text_only = Request(None, 400, 40)
+    traffic = Traffic({wide: 3, big: 2, fine: 5, text_only: 7}, "t")
+    served = admit_traffic(traffic, max_image_pixels=100_000_000, max_aspect_ratio=500)
+    assert served is traffic  # nothing refused: the traffic as it was
+    served = admit_traffic(traffic, max_image_pixels=1_000_000, max_aspect_ratio=500)
+    assert dict(served.counts) == {wide: 3, fine: 5, text_only: 7}
+    assert (
+        "2 images the server refuses left out (2 above VLLM_HPU_MM_MAX_IMAGE_PIXELS=1000000), with their requests"
+        in (served.source)
+    )
+    served = admit_traffic(traffic, max_image_pixels=100_000_000, max_aspect_ratio=100)
+    assert dict(served.counts) == {big: 2, fine: 5, text_only: 7}
+    with pytest.raises(ConfigError, match="refuses every image"):
+        admit_traffic(Traffic({big: 1, text_only: 1}, "t"), max_image_pixels=1_000_000, max_aspect_ratio=500)
+
+
+def test_a_plan_over_traffic_counts_only_the_requests_the_server_serves(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    csv = tmp_path / "traffic.csv"
+    csv.write_text("width,height,text_tokens,output_tokens,count\n640,480,200,50,40\n20000,20000,200,50,10\n,,300,60,"
+                   "20\n", encoding="utf-8")  # fmt: skip
+    monkeypatch.setenv("VLLM_HPU_MM_MAX_IMAGE_PIXELS", "100000000")
+    assert main(["memory", "plan", "--json", "--sizes", str(csv)]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    source = plan["text_bucket_plan"]["traffic"]
+    assert "10 images the server refuses left out (10 above VLLM_HPU_MM_MAX_IMAGE_PIXELS=100000000)" in source
+    assert plan["text_bucket_plan"]["requests_replayed"] > 0
+
+
+# --- absurd values are refused, naming them ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (("buckets", "check", str(64 * 10**50)), f"is larger than any image can be (at most {MAX_BUCKET} patches"),
+        (("buckets", "check", f"1600,{MAX_BUCKET + 64}"), "is larger than any image can be"),
+        (("memory", "plan", "--buckets", f"{2 * MAX_BUCKET}"), "--buckets: bucket 2097152 is larger"),
+        (("buckets", "plan", "--max-pixels", "99999999999999"), "--max-pixels 99999999999999 is larger than any"),
+        (("memory", "plan", "--max-num-batched-tokens", "1"),
+         "--max-num-batched-tokens=1: vllm-gaudi would refuse it (exponential bucket count 0 is invalid; vllm-gaudi "
+         "asserts a positive count); accepted: at least 2 with these settings"),
+        (("memory", "plan", "--max-model-len", "1"),
+         "--max-model-len=1: vllm-gaudi would refuse it (vllm-gaudi would generate 0 prompt buckets"),
+        (("memory", "plan", "--max-model-len", "1", "--max-num-batched-tokens", "1"),
+         "vllm-gaudi would refuse these settings (--max-num-batched-tokens=1, --max-model-len=1)"),
+        (("serve", "--dry-run", "--plan-device", "gaudi2", "--max-model-len=1"), "--max-model-len=1: vllm-gaudi would"),
+        (("serve", "--dry-run", "--plan-device", "gaudi2", "--max-num-b", "1"), "--max-num-b=1: vllm-gaudi would"),
+    ],
+)  # fmt: skip
+def test_a_bad_input_is_named_with_what_is_accepted(argv: tuple[str, ...], said: str) -> None:
+    code, _, err = run(*argv)
+    assert code == 2
+    assert said in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_bucket_list_the_runtime_fails_on_is_not_called_a_memory_problem(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VLLM_MULTIMODAL_BUCKETS", "None")
+    code, _, err = run("serve", "--dry-run", "--plan-device", "gaudi2")
+    assert code == 1
+    assert "the server would not start: VLLM_MULTIMODAL_BUCKETS=None with warm-up on makes vllm-gaudi fail" in err
+    assert "memory plan does not fit" not in err
+
+
+def test_calibrate_records_only_a_device_a_plan_knows(tmp_path: Path) -> None:
+    log = str(Path(__file__).parents[1] / "data" / "logs" / "vllm_gaudi_warmup_doc.log")
+    out = str(tmp_path / "profile.json")
+    code, _, err = run("memory", "calibrate", log, "--device", "tpu", "--output", out)
+    assert code == 2
+    assert "--device='tpu' is not a device a plan knows; accepted: gaudi2, gaudi3, h100, h200, cpu" in err
+    code, _, err = run("memory", "calibrate", log, "--device", "h100", "--output", out)
+    assert code == 2
+    assert "is a cuda device but the log is a hpu server's" in err
+    assert not Path(out).exists()
+    code, _, _ = run("memory", "calibrate", log, "--device", "Gaudi2", "--output", out)
+    assert code == 0
+    assert json.loads(Path(out).read_text())["device"] == "gaudi2"
+
+
+def test_a_profile_variable_naming_no_file_is_said_in_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VLLM_HPU_MM_PROFILE", "/nonexistent/profile.json")
+    code, out, _ = run("memory", "plan")
+    assert code == 0
+    assert "VLLM_HPU_MM_PROFILE=/nonexistent/profile.json does not exist (yet)" in out
+    # --profile names a file to read: a missing one is a typo
+    code, _, err = run("memory", "plan", "--profile", "/nonexistent/profile.json")
+    assert code == 2
+    assert "--profile /nonexistent/profile.json: cannot read it" in err
+
+
+# --- what a plan hands the runtime ------------------------------------------------------------------------------------
+
+
+def test_memory_plan_shows_what_serve_hands_vllm_gaudi(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run("memory", "plan", "--json", "--device", "gaudi2", "--runtime", "vllm-gaudi")
+    exports = json.loads(out)["exports"]
+    assert code == 0
+    env = exports["environment"]
+    # vllm-gaudi reads neither prompt ratio: none is handed to it; its bucket file is
+    assert "VLLM_GRAPH_PROMPT_RATIO" not in env
+    assert "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO" not in env
+    assert env["VLLM_BUCKETING_FROM_FILE"] in exports["files"]
+    assert exports["server_args"] == ["--limit-mm-per-prompt", '{"image": 999}']
+    code, out, _ = run("memory", "plan", "--json", "--device", "gaudi2", "--runtime", "vllm-fork")
+    env = json.loads(out)["exports"]["environment"]
+    assert env["VLLM_GRAPH_PROMPT_RATIO"] == "0.3"
+
+
+def test_a_plan_without_graphs_on_vllm_gaudi_writes_no_bucket_file() -> None:
+    code, out, _ = run("memory", "plan", "--json", "--device", "gaudi2", "--vision-pool", "none")
+    plan = json.loads(out)
+    assert code == 0
+    assert plan["exports"]["files"] == {}
+    assert plan["enforcement"]["decode_graphs"]["honoured"] is False
+    assert "vllm-gaudi warms them unless --enforce-eager" in plan["enforcement"]["decode_graphs"]["note"]
+
+
+@pytest.mark.parametrize("spelling", ["auto", "-1", "AUTO"])
+def test_max_model_len_auto_is_planned_as_vllm_fits_it(spelling: str) -> None:
+    # a small KV cache: vllm-gaudi sizes it from free memory (it ignores --kv-cache-memory-bytes)
+    code, out, _ = run("memory", "plan", "--json", "--device", "gaudi2", "--free-memory-gib", "4",
+                       f"--max-model-len={spelling}")  # fmt: skip
+    plan = json.loads(out)
+    assert code == 0
+    # vLLM 0.32 (_auto_fit_max_model_len): the longest sequence whose blocks fit the KV cache, less the block the
+    # block pool holds back; at most the model's 128000
+    assert plan["max_model_len"] == (plan["kv_blocks"] - 1) * plan["block_size"] < 128000
+    assert plan["max_concurrent_seqs"] >= 1
+    assert "auto" in plan["max_model_len_source"]
+    _, out, _ = run("memory", "plan", "--json", "--device", "gaudi2", "--max-model-len=auto")
+    assert json.loads(out)["max_model_len"] == 128000  # the whole context fits: the model's maximum
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (("--limit-mm-per-prompt", '{"image": "x"}'), "image: 'x' is not a count; accepted: an integer >= 0"),
+        (("--limit-mm-per-prompt", "image=2"), "'image=2' is not JSON"),
+        (("--limit-mm-per-prompt", "[]"), "'[]' is not a JSON object"),
+        (("--model", ""), "the model is empty"),
+        (("a", "b"), "unrecognized arguments: b (vLLM's server takes one positional argument, the model)"),
+        (("m", "x\x1ey"), "unrecognized arguments: x\\x1ey"),  # a control character is escaped: still one line
+    ],
+)
+def test_serve_refuses_what_vllm_refuses_in_one_line(argv: tuple[str, ...], said: str) -> None:
+    code, _, err = run("serve", "--dry-run", "--plan-device", "gaudi2", *argv)
+    assert code == 2
+    assert said in err
+    assert len(err.strip().splitlines()) == 1

@@ -1,0 +1,115 @@
+"""What a traceback means (logs/doctor/phases.py): one test per rule, on frame names from the runtimes' sources."""
+
+from __future__ import annotations
+
+import pytest
+
+from vllm_hpu_mm.logs.doctor import diagnose_lines
+from vllm_hpu_mm.logs.doctor.phases import frame_meaning, traceback_stage
+
+V1 = "/usr/lib/python3.12/site-packages/vllm/v1"
+
+
+def frames(*names: str) -> list[tuple[str, str]]:
+    return [(f"{V1}/worker/gpu_worker.py", name) for name in names]
+
+
+def test_a_serving_loop_makes_everything_inside_it_runtime() -> None:
+    # A shape compiled on first use runs capture code, but inside the engine's busy loop: the server was serving.
+    assert traceback_stage(frames("run_busy_loop", "execute_model", "capture_model")) == ("runtime", 0)
+
+
+def test_the_innermost_phase_function_wins() -> None:
+    # vllm-gaudi: initialize_from_config (KV scope) -> compile_or_warm_up_model -> warmup_model.
+    assert traceback_stage(frames("initialize_from_config", "compile_or_warm_up_model", "warmup_model")) == (
+        "graph_capture",
+        2,
+    )
+    # V0 profiling runs the model through execute_model, which means nothing on its own.
+    assert traceback_stage(frames("determine_num_available_blocks", "profile_run", "execute_model")) == ("startup", 1)
+
+
+def test_a_scope_counts_only_when_nothing_more_specific_is_in_view() -> None:
+    assert traceback_stage(frames("__init__", "_initialize_kv_caches", "collective_rpc")) == ("kv_cache", 1)
+    assert traceback_stage(frames("_initialize_kv_caches", "determine_available_memory")) == ("startup", 1)
+
+
+def test_a_serving_only_function_is_runtime_unless_a_phase_encloses_it() -> None:
+    assert traceback_stage(frames("worker_busy_loop", "_execute_mm_encoder")) == ("runtime", 1)
+    assert traceback_stage(frames("profile_run", "_execute_mm_encoder")) == ("startup", 0)
+
+
+def test_functions_of_several_phases_mean_nothing_alone() -> None:
+    for name in ("execute_model", "_dummy_run", "_dummy_sampler_run", "forward", "generate_token", "worker_busy_loop"):
+        assert frame_meaning(f"{V1}/worker/gpu_model_runner.py", name) is None, name
+    assert traceback_stage(frames("_dummy_run", "forward")) is None
+
+
+def test_a_constructor_in_model_code_builds_the_model() -> None:
+    layers = "/x/vllm/model_executor/layers/linear.py"
+    assert frame_meaning(layers, "__init__") == frame_meaning("", "load_model")
+    assert frame_meaning("/x/vllm/entrypoints/llm.py", "__init__") is None
+    tgi = "/opt/text_generation_server/models/custom_modeling/flash_llama_modeling.py"
+    assert traceback_stage([("", "serve_inner"), (tgi, "__init__")]) == ("startup", 1)
+
+
+def test_notebook_frames_are_class_dot_function() -> None:
+    assert frame_meaning("cache_engine.py", "CacheEngine._allocate_kv_cache") == frame_meaning("", "_allocate_kv_cache")
+    assert frame_meaning("worker.py", "Worker.load_model") == frame_meaning("", "load_model")
+
+
+def test_vllms_kernel_warm_up_files_are_graph_warm_up_whatever_the_function() -> None:
+    assert traceback_stage([("/x/vllm/model_executor/warmup/deep_gemm_warmup.py", "_warmup")]) == ("graph_capture", 0)
+
+
+@pytest.mark.parametrize(
+    ("lines", "stage"),
+    [
+        # A frame line wrapped by the terminal: the path continues on the next line.
+        (
+            [
+                '(Worker pid=1) ERROR 11-25 08:05:06 [multiproc_executor.py:815]   File "/usr/lib/vllm/model_exe',
+                'cutor/warmup/deep_gemm_warmup.py", line 262, in _warmup',
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 666.00 MiB.",
+            ],
+            "graph_capture",
+        ),
+        # The source line under the last frame names the call the excerpt cuts off.
+        (
+            [
+                "Traceback (most recent call last):",
+                '  File "vllm/v1/worker/gpu_worker.py", line 157, in determine_available_memory',
+                "    self.model_runner.profile_run()",
+            ],
+            "startup",
+        ),
+        # vLLM V0's multiprocessing executor names the method the worker ran.
+        (
+            [
+                "(VllmWorkerProcess pid=1) ERROR torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1 GiB",
+                "(VllmWorkerProcess pid=2) ERROR Exception in worker VllmWorkerProcess while processing method "
+                "start_worker_execution_loop.",
+            ],
+            "runtime",
+        ),
+        # TGI's router span of the warm-up request.
+        (
+            ["ERROR warmup{max_input_length=64}:warmup: Server error: Not enough memory to handle 256 prefill tokens"],
+            "startup",
+        ),
+    ],
+)
+def test_how_frames_are_read(lines: list[str], stage: str) -> None:
+    assert diagnose_lines(lines).stage == stage
+
+
+def test_a_traceback_an_error_message_explains_is_not_a_cut() -> None:
+    # vllm-fork prints Habana's error before the traceback: the failure is known, and it is not memory.
+    lines = [
+        "ERROR 02-04 12:35:23 engine.py:387] [Rank:0] FATAL ERROR :: MODULE:PT_LAZY Error, tensor_data is empty.",
+        "ERROR 02-04 12:35:23 engine.py:387] Traceback (most recent call last):",
+        'ERROR 02-04 12:35:23 engine.py:387]   File "vllm/engine/multiprocessing/engine.py", line 378, in run_mp_eng',
+        "ERROR 02-04 12:35:23 engine.py:387]     engine = MQLLMEngine.from_engine_args(engine_args=engine_args,",
+    ]
+    assert diagnose_lines(lines).stage == "none"
+    assert diagnose_lines(lines[1:]).stage == "startup"  # the same traceback, cut, with nothing explaining it

@@ -1,0 +1,267 @@
+"""The verdict: which stage a log's failure belongs to, weighed from the features :mod:`.scan` kept.
+
+Rules, in order:
+
+1. vLLM's or TGI's KV-cache refusal, or profiling that left nothing for the KV cache -> ``kv_cache`` (unless a device
+   or host failure with its own traceback came first).
+2. An out-of-memory line: its stage comes from the first of these that names one, in the order :class:`Rules`
+   gives: the traceback's frames (:mod:`.phases`: a serving loop, else the innermost phase function), the error
+   message itself (TGI's warm-up prefill, vLLM's sampler warm-up), the last phase line before it (weights loaded, KV
+   cache sized, capture started, serving), the learned frame votes (frame names the phase table does not know,
+   counted over labelled logs). Else ``unknown``.
+3. No failure line, but the log (or the run, before a restart) stops inside a traceback whose frames name a phase, or
+   inside a counted phase (``[Warmup][..][i/n]`` with i < n, a CUDA-graph bar, weight shards) and never said start-up
+   finished -> that phase, with the cut as the only evidence (the process most likely died there: low confidence).
+4. Otherwise ``none``.
+
+The order of step 2, how close to the end a cut must be, and the frame votes are :class:`Rules`, fitted on labelled
+logs by :func:`.fitting.fit` (``benchmarks/doctor_accuracy.py`` fits them on some folds and scores the others; the
+package ships the rules fitted on the whole development set, ``vllm_hpu_mm/data/doctor_rules.json``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from vllm_hpu_mm.logs.doctor.phases import frame_meaning, traceback_stage
+from vllm_hpu_mm.logs.doctor.scan import Failure, Frame, GaudiMemory, LogFeatures, Memory
+from vllm_hpu_mm.values import STAGES as BASE_STAGES
+from vllm_hpu_mm.values import Stage
+
+__all__ = ["CONFIDENCE", "RULES_FILE", "STAGES", "Basis", "Diagnosis", "DiagnosisStage", "Evidence", "Judgement",
+           "Rules", "Source", "decide", "default_rules", "frame_tokens", "judge"]  # fmt: skip
+
+#: Where in a server's life the failure happened; ``unknown`` when nothing in the log says, ``none`` without one.
+DiagnosisStage = Literal[Stage, "unknown", "none"]
+STAGES: tuple[DiagnosisStage, ...] = (*BASE_STAGES, "unknown", "none")
+#: The kinds of evidence step 2 weighs, in the order :class:`Rules` tries them.
+Source = Literal["frames", "message", "phase", "votes"]
+#: What the stage rests on.
+Basis = Literal["kv_refusal", "traceback", "message", "phase", "learned", "cut", "unknown", "none"]
+_BASIS_OF: dict[Source, Basis] = {"frames": "traceback", "message": "message", "phase": "phase", "votes": "learned"}
+#: Confidence by the kind of evidence (a stated scale, not a probability fitted to data).
+CONFIDENCE: dict[Basis, float] = {
+    "kv_refusal": 0.95,
+    "traceback": 0.9,
+    "message": 0.85,
+    "phase": 0.6,
+    "learned": 0.5,
+    "cut": 0.35,
+    "unknown": 0.2,
+    "none": 0.8,
+}
+RULES_FILE = Path(__file__).resolve().parents[2] / "data" / "doctor_rules.json"
+_CLIP = 300
+
+
+@dataclasses.dataclass(frozen=True)
+class Rules:
+    """What :func:`.fitting.fit` chooses from labelled logs (defaults: the order the module docstring gives)."""
+
+    order: tuple[Source, ...] = ("frames", "message", "phase", "votes")
+    #: A cut counts when the log's last line is at most this many lines after the cut phase or traceback.
+    cut_lines: int = 5
+    #: Whether a traceback the log stops inside (no exception line) counts as a failure of its frames' phase (an
+    #: excerpt may also stop inside a traceback of another kind of error: fitting weighs the two).
+    cut_tracebacks: bool = True
+    #: Frame votes: token -> stage -> labelled logs whose failure traceback held it (tokens the phase table knows
+    #: are left out: the table decides those).
+    votes: Mapping[str, Mapping[str, int]] = dataclasses.field(default_factory=dict)
+    #: Least number of votes (and margin over the runner-up) for the votes to decide.
+    min_votes: int = 2
+    #: A run whose last phase line (loading, KV cache, capture) is at most this many lines before its end, and that
+    #: never said start-up finished, stopped there (-1: never count such a stop).
+    phase_cut: int = -1
+
+    def to_json(self) -> dict[str, Any]:
+        return {"order": list(self.order), "cut_lines": self.cut_lines, "cut_tracebacks": self.cut_tracebacks,
+                "min_votes": self.min_votes, "phase_cut": self.phase_cut,
+                "votes": {t: dict(sorted(v.items())) for t, v in sorted(self.votes.items())}}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Rules:
+        order = tuple(data["order"])
+        if sorted(order) != sorted(("frames", "message", "phase", "votes")):
+            raise ValueError(f"rules order {order!r} is not a permutation of frames, message, phase, votes")
+        votes = {str(t): {str(s): int(n) for s, n in v.items()} for t, v in data["votes"].items()}
+        cut, tracebacks = int(data["cut_lines"]), bool(data["cut_tracebacks"])
+        return cls(order, cut, tracebacks, votes, int(data["min_votes"]), int(data["phase_cut"]))  # type: ignore[arg-type]
+
+
+def default_rules() -> Rules:
+    """The rules the package ships: fitted on the whole development set (see :data:`RULES_FILE`)."""
+    return Rules.from_json(json.loads(RULES_FILE.read_text()))
+
+
+@dataclasses.dataclass(frozen=True)
+class Evidence:
+    line: int  # 1-based
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Diagnosis:
+    stage: DiagnosisStage
+    evidence: tuple[Evidence, ...]
+    recommendations: tuple[str, ...]
+    gaudi_memory: GaudiMemory | None = None
+    warmup: tuple[str, int, int] | None = None  # (kind, i, n) of the last warm-up line before the failure
+    model: str | None = None
+    #: None without a failure.
+    memory: Memory | None = None
+    basis: Basis = "none"
+    confidence: float = CONFIDENCE["none"]
+    #: "hpu", "cuda", "cpu", or None when the log does not say.
+    backend: str | None = None
+    #: KV-cache refusal numbers: (max_model_len asked, tokens the cache holds).
+    kv_fit: tuple[int, int] | None = None
+    #: Which run of the log the verdict is about (1-based) and how many runs (server starts) the log holds.
+    run: int = 1
+    runs: int = 1
+    #: The settings the recommendations set, each to one value: setting -> value.
+    settings: Mapping[str, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def oom(self) -> bool:
+        return self.stage != "none"
+
+
+@functools.lru_cache(maxsize=1024)
+def _tokens(frames: tuple[Frame, ...]) -> frozenset[str]:
+    return frozenset(frame_tokens(frames))
+
+
+#: Names that say nothing about a phase: Python's and torch's plumbing, builtins, exception classes.
+_PLUMBING = frozenset(
+    ("<module>", "<listcomp>", "<lambda>", "<genexpr>", "__call__", "_call_impl", "_wrapped_call_impl", "wrapper",
+     "inner", "decorate_context", "run", "_bootstrap", "main", "func", "fn", "f", "super", "len", "sum", "getattr",
+     "isinstance", "print", "raise", "return")
+)  # fmt: skip
+
+
+def frame_tokens(frames: Iterable[Frame]) -> set[str]:
+    """The names of the frames the phase table does not know, less plumbing: what frame votes count."""
+    names = {f.func.rsplit(".", 1)[-1] for f in frames if f.func and frame_meaning(f.path, f.func) is None}
+    return {n for n in names if n not in _PLUMBING and not n.endswith(("Error", "Exception"))}
+
+
+def _voted(frames: tuple[Frame, ...], rules: Rules) -> Stage | None:
+    tally: Counter[str] = Counter()
+    for token in _tokens(frames):
+        tally.update(rules.votes.get(token, {}))
+    ranked = tally.most_common(2)
+    if not ranked or ranked[0][1] < rules.min_votes:
+        return None
+    if len(ranked) > 1 and ranked[0][1] - ranked[1][1] < rules.min_votes:
+        return None
+    stage = ranked[0][0]
+    return stage if stage in BASE_STAGES else None  # type: ignore[return-value]
+
+
+@functools.lru_cache(maxsize=1024)
+def _frames_stage(frames: tuple[Frame, ...]) -> tuple[Stage, int] | None:
+    hit = traceback_stage((f.path, f.func) for f in frames)
+    return None if hit is None else (hit[0], frames[hit[1]].line)
+
+
+@dataclasses.dataclass(frozen=True)
+class Judgement:
+    """A verdict before it is dressed as a :class:`Diagnosis`: the stage, what it rests on, and the lines it cites
+    (0-based; the failure, the frame or phase line that decided, the warm-up and memory lines)."""
+
+    stage: DiagnosisStage
+    basis: Basis
+    memory: Memory | None
+    lines: tuple[int, ...]
+    warmup: tuple[str, int, int] | None = None
+
+
+def judge(features: LogFeatures, rules: Rules) -> Judgement:
+    """The verdict on ``features`` under ``rules`` (what :func:`.fitting.fit` scores; :func:`decide` dresses it)."""
+    run = features.run
+    f = run.failure
+    gaudi_at = run.gaudi[0] if run.gaudi else -1
+    hint = _frames_stage(f.frames) if f is not None else None
+    if run.kv is not None and (f is None or run.kv[0] <= f.line or hint is None):
+        return Judgement("kv_cache", "kv_refusal", "device", (run.kv[0], gaudi_at))
+    if f is not None:
+        warm = f.warmup[2] if f.warmup else None
+        marks = (f.line, gaudi_at, f.warmup[0] if f.warmup else -1)
+        for source in rules.order:
+            found = _source(source, f, hint, rules)
+            if found is not None:
+                return Judgement(found[0], _BASIS_OF[source], f.memory, (*marks, found[1]), warm)
+        return Judgement("unknown", "unknown", f.memory, (f.line,), warm)
+    tb = run.open_traceback
+    if tb is not None and rules.cut_tracebacks and run.end - tb.last <= rules.cut_lines:
+        found = _frames_stage(tb.frames)
+        voted = _voted(tb.frames, rules) if found is None else None
+        if found is not None:
+            return Judgement(found[0], "cut", "device", (found[1], gaudi_at))
+        if voted is not None:
+            return Judgement(voted, "cut", "device", (tb.last, gaudi_at))
+    p = run.progress
+    if p is not None and p[3] < p[4] and run.completed_at < p[1] and run.end - p[1] <= rules.cut_lines:
+        warm = run.warmup[2] if run.warmup and run.warmup[0] == p[1] else None
+        return Judgement(p[0], "cut", "device", (p[1], gaudi_at), warm)
+    ph = run.phase
+    if ph is not None and ph[0] != "runtime" and run.completed_at < ph[1] and 0 <= run.end - ph[1] <= rules.phase_cut:
+        return Judgement(ph[0], "cut", "device", (ph[1], gaudi_at))
+    return Judgement("none", "none", None, (gaudi_at,))
+
+
+def _source(source: Source, f: Failure, hint: tuple[Stage, int] | None, rules: Rules) -> tuple[Stage, int] | None:
+    if source == "frames":
+        return hint
+    if source == "message":
+        return None if f.message_stage is None else (f.message_stage, f.line)
+    if source == "phase":
+        return None if f.phase is None else (f.phase[0], f.phase[1])
+    voted = _voted(f.frames, rules)
+    return None if voted is None else (voted, f.line)
+
+
+def decide(features: LogFeatures, rules: Rules) -> Diagnosis:
+    """The verdict on ``features`` under ``rules``, with its evidence quoted (no recommendations: :mod:`.advice`
+    adds those)."""
+    j = judge(features, rules)
+    run = features.run
+    texts: dict[int, str] = {}
+    for item in (run.gaudi, run.warmup, run.kv, run.phase and run.phase[1:], run.progress and run.progress[1:3]):
+        if item is not None:
+            texts[item[0]] = item[1]  # type: ignore[index]
+    for tb in (run.open_traceback,):
+        if tb is not None:
+            texts.update((fr.line, fr.text) for fr in tb.frames)
+    f = run.failure
+    if f is not None:
+        texts.update(f.window)
+        for item in (f.warmup, f.phase and f.phase[1:]):
+            if item is not None:
+                texts[item[0]] = item[1]  # type: ignore[index]
+    picked = sorted({k for k in j.lines if k >= 0 and texts.get(k)})
+    return Diagnosis(
+        stage=j.stage,
+        evidence=tuple(Evidence(k + 1, _clip(texts[k])) for k in picked),
+        recommendations=(),
+        gaudi_memory=run.gaudi[2] if run.gaudi else None,
+        warmup=j.warmup,
+        model=features.model,
+        memory=j.memory,
+        basis=j.basis,
+        confidence=CONFIDENCE[j.basis],
+        backend=features.backend,
+        kv_fit=run.kv_fit,
+        run=features.run_index,
+        runs=features.runs,
+    )
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _CLIP else text[: _CLIP - 3] + "..."

@@ -1,0 +1,149 @@
+"""What a traceback frame means: the phase of a server's life its function belongs to.
+
+A server builds the model, loads its weights, profiles a forward pass (``startup``), sizes and allocates the KV cache
+(``kv_cache``), captures or warms graphs (``graph_capture``) and then serves (``runtime``). A traceback names the
+functions it went through, outermost first; the names below say which phase each belongs to. Read from the runtimes'
+own sources, not from logs: vLLM 0.32 (``v1/engine/core.py``, ``v1/worker/gpu_worker.py``, ``gpu_model_runner.py``,
+``model_executor/model_loader``, ``model_executor/warmup``) and the V0 engine as its tracebacks name it
+(``engine/llm_engine.py``, ``async_llm_engine.py``, ``worker/worker.py``, ``model_runner.py``, ``cache_engine.py``),
+vllm-gaudi @ 091bbadd and vllm-fork (``hpu_worker.py``, ``hpu_model_runner.py``), TGI (``server.py``,
+``flash_causal_lm.py``), torch (``nn.Module.to`` → ``_apply`` → ``convert``; ``torch.cuda.graph``).
+
+Three kinds of frame:
+
+- ``loop``: a serving loop (the engine's busy loop, the async engine's step, a request's generate). Whatever runs
+  inside it runs while serving, even a compile or a warm-up shape on first use: the verdict is ``runtime``.
+- ``phase``: a function that does one phase's work. The innermost one wins: ``profile_run`` inside the KV-cache
+  set-up wrapper is profiling, ``capture_model`` inside ``compile_or_warm_up_model`` inside ``initialize_from_config``
+  is graph capture.
+- ``scope``: a wrapper that encloses several phases (the engine constructor, vLLM's ``_initialize_kv_caches``, which
+  profiles before it sizes the cache). It counts only when nothing more specific is in view.
+
+Functions that run in more than one phase (``execute_model``, ``_dummy_run``, ``_dummy_sampler_run``, ``forward``,
+``generate_token``) mean nothing on their own: the frames around them decide.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Literal
+
+from vllm_hpu_mm.values import Stage
+
+__all__ = ["FrameKind", "Meaning", "frame_meaning", "traceback_stage"]
+
+FrameKind = Literal["loop", "phase", "scope"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Meaning:
+    stage: Stage
+    kind: FrameKind
+
+
+_LOOP = Meaning("runtime", "loop")
+
+
+def _all(stage: Stage, kind: FrameKind, names: str) -> dict[str, Meaning]:
+    return dict.fromkeys(names.split(), Meaning(stage, kind))
+
+
+#: Function names (or ``Class.function`` as notebooks print them) and what they mean.
+FUNCTIONS: dict[str, Meaning] = {
+    # Serving. V1: EngineCoreProc.run_busy_loop -> _process_engine_step -> step / step_with_batch_queue, the API
+    # server's AsyncLLM.output_handler. V0: AsyncLLMEngine.run_engine_loop -> engine_step -> step_async, the worker
+    # side start_worker_execution_loop, LLM.generate / AsyncLLMEngine.generate. TGI: the Prefill and Decode RPCs.
+    # Training steps (a benchmark's train loop) are "serving" too: the steady state after start-up.
+    **_all(
+        "runtime",
+        "loop",
+        "run_busy_loop _process_engine_step step_with_batch_queue output_handler run_engine_loop engine_step "
+        "step_async execute_model_async start_worker_execution_loop _log_task_completion _process_request generate "
+        "Prefill Decode span:prefill span:decode train training_step",
+    ),
+    # Functions only a request runs (V1 GPUModelRunner._execute_mm_encoder, called from execute_model/_preprocess).
+    **_all("runtime", "phase", "_execute_mm_encoder"),
+    # Building the model and loading its weights (vLLM model_loader, TGI get_model/serve_inner, torch Module.to).
+    **_all(
+        "startup",
+        "phase",
+        "load_model get_model initialize_model _initialize_model init_vllm_registered_model make_layers "
+        "create_weights load_weights process_weights_after_loading safetensors_weights_iterator "
+        "gptq_marlin_repack awq_marlin_repack _apply convert serve_inner",
+    ),
+    # Profiling the peak of a forward pass before sizing the KV cache (vLLM V0 and V1, vllm-gaudi), and TGI's warm-up
+    # prefill at the largest batch, which measures memory the same way (flash_causal_lm.warmup before it sizes blocks).
+    **_all(
+        "startup",
+        "phase",
+        "profile_run determine_available_memory determine_num_available_blocks profile_cudagraph_memory warmup "
+        "Warmup span:warmup",
+    ),
+    # Sizing and allocating the KV cache.
+    **_all(
+        "kv_cache",
+        "phase",
+        "initialize_kv_cache initialize_kv_cache_tensors _allocate_kv_cache_tensors _reshape_kv_cache_tensors "
+        "_allocate_kv_cache allocate_kv_cache _init_cache_engine initialize_cache get_kv_cache_configs "
+        "get_kv_cache_config check_enough_kv_cache_memory _check_enough_kv_cache_memory CacheEngine.__init__ "
+        "CacheEngine._allocate_kv_cache",
+    ),
+    # Graph capture and warm-up after the KV cache exists: vLLM V1 compile_or_warm_up_model (kernel warm-up,
+    # capture_model, the sampler warm-up), V0 Worker._warm_up_model -> ModelRunner.capture_model ->
+    # CUDAGraphRunner.capture, vllm-gaudi/vllm-fork warmup_model -> warmup_graphs / warmup_scenario /
+    # warmup_multimodal_graphs / warmup_sampler, TGI cuda_graph_warmup, torch.cuda.graph's capture_begin/end.
+    **_all(
+        "graph_capture",
+        "phase",
+        "compile_or_warm_up_model capture_model _capture_cudagraphs _warmup_and_capture capture capture_begin "
+        "capture_end kernel_warmup warmup_kernels deep_gemm_warmup flashinfer_autotune _warm_up_model warmup_model "
+        "warmup_graphs warmup_scenario warmup_all_buckets warmup_multimodal_graphs _warmup_multimodal warmup_sampler "
+        "warmup_pooler cuda_graph_warmup",
+    ),
+    # Wrappers that enclose several phases.
+    **_all("startup", "scope", "from_engine_args from_vllm_config _init_executor EngineCoreProc.__init__"),
+    **_all("kv_cache", "scope", "_initialize_kv_caches initialize_from_config"),
+}
+
+#: Where a module's own ``__init__`` frames mean the model is being built (its layers allocate their weights):
+#: vLLM's model and layer definitions, TGI's custom modeling, transformers' models.
+MODEL_CODE = ("/model_executor/models/", "/model_executor/layers/", "/custom_modeling/", "/transformers/models/")
+#: Files whose functions are warm-ups of one phase whatever they are called: vLLM's kernel warm-ups
+#: (``model_executor/warmup/deep_gemm_warmup.py``, ``kernel_warmup.py``).
+WARMUP_CODE = ("/model_executor/warmup/",)
+
+
+def frame_meaning(path: str, func: str) -> Meaning | None:
+    """What the frame ``func`` in ``path`` means, or None for a function that runs in several phases."""
+    meaning = FUNCTIONS.get(func)
+    if meaning is None and "." in func:  # a notebook frame: Class.function
+        meaning = FUNCTIONS.get(func.rsplit(".", 1)[1])
+    if meaning is not None:
+        return meaning
+    name = func.rsplit(".", 1)[-1]
+    if name == "__init__" and any(part in path for part in MODEL_CODE):
+        return Meaning("startup", "phase")
+    if any(part in path for part in WARMUP_CODE):
+        return Meaning("graph_capture", "phase")
+    return None
+
+
+def traceback_stage(frames: Iterable[tuple[str, str]]) -> tuple[Stage, int] | None:
+    """The stage a traceback's frames (outermost first) belong to, and the index of the frame that decided it: a
+    serving loop anywhere; else the innermost start-up, KV-cache or graph phase frame; else a serving-only function
+    (``_execute_mm_encoder``: only requests run it); else the innermost scope frame; None when no frame says."""
+    loop = phase = serving = scope = None
+    for k, (path, func) in enumerate(frames):
+        meaning = frame_meaning(path, func)
+        if meaning is None:
+            continue
+        if meaning.kind == "loop":
+            loop = loop if loop is not None else (meaning.stage, k)
+        elif meaning.kind == "phase" and meaning.stage == "runtime":
+            serving = (meaning.stage, k)
+        elif meaning.kind == "phase":
+            phase = (meaning.stage, k)
+        else:
+            scope = (meaning.stage, k)
+    return loop or phase or serving or scope
