@@ -3,14 +3,22 @@ they respect the budget, and its dynamic programmes are exact (checked against b
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vllm_hpu_mm.buckets.planner import CoverTable
-from vllm_hpu_mm.buckets.text import TextLimits, _allocate, _Curve, block_grid, plan_text_buckets
+from vllm_hpu_mm.buckets.planner import INFEASIBLE, CoverTable
+from vllm_hpu_mm.buckets.text import (
+    DECODE_MAX_STEP,
+    TextLimits,
+    _allocate,
+    _Curve,
+    block_grid,
+    plan_text_buckets,
+)
 from vllm_hpu_mm.runtimes.base import EngineShape, PrefillChunk
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import BucketLookup
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import BucketingConfig
@@ -120,6 +128,81 @@ def test_the_row_programme_is_exactly_optimal_against_brute_force(weights: dict[
         table.grow()
     assert table.buckets()[-1] == top
     assert table.best_cost() == brute_force(weights, k, top)
+
+
+def brute_force_constrained(weights: dict[int, int], k: int, top: int, forced: list[int],
+                            max_ratio: float | None) -> int | None:  # fmt: skip
+    """Least sum(weight x bucket) over lists of exactly k values from the values that end at top, hold every forced
+    value and step at most max_ratio (into any value but top); None when no such list exists."""
+    values = sorted(set(weights) | {top} | set(forced))
+    best = None
+    for chosen in itertools.combinations(values[:-1], k - 1):
+        buckets = [*chosen, top]
+        if not set(forced) <= set(buckets):
+            continue
+        if max_ratio is not None and any(b > max_ratio * a for a, b in itertools.pairwise(buckets) if b != top):
+            continue
+        cost = sum(n * next(b for b in buckets if b >= v) for v, n in weights.items())
+        best = cost if best is None else min(best, cost)
+    return best
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.dictionaries(st.integers(1, 60), st.integers(1, 50), min_size=1, max_size=7), st.integers(1, 5),
+       st.integers(0, 20), st.lists(st.integers(1, 60), max_size=3), st.sampled_from([None, 1.5, 2.0]))  # fmt: skip
+def test_the_row_programme_with_forced_values_and_a_widest_step_is_exactly_optimal(
+    weights: dict[int, int], k: int, extra: int, forced: list[int], max_ratio: float | None
+) -> None:
+    top = max(weights) + extra
+    forced = [f for f in forced if f < top]
+    table = CoverTable(weights, cover=top, granule=1, forced=forced, max_ratio=max_ratio)
+    while table.num_buckets < min(k, len(table.values)):
+        table.grow()
+    expected = brute_force_constrained(weights, table.num_buckets, top, forced, max_ratio)
+    if expected is None:
+        assert table.best_cost() == INFEASIBLE
+        return
+    assert table.best_cost() == expected
+    assert set(forced) <= set(table.buckets())
+    assert table.buckets()[-1] == top
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(limits_and_traffic(), st.integers(12, 40), st.data())
+def test_with_the_runtimes_own_rows_no_prefill_pads_its_query_further_than_the_runtimes_own_buckets(
+    case: tuple[TextLimits, dict[tuple[int, int], int], dict[tuple[int, int], int]], budget: int, data: st.DataObject
+) -> None:
+    limits, prefill, decode = case
+    limits = dataclasses.replace(limits, max_prefill_batch=1)
+    kv = max(1, -(-limits.decode_block_cap // 3))
+    own = BucketLookup(BucketingConfig(), engine(limits, kv))
+    query_rows = sorted({q for _, q, _ in own.prompt})
+    batch_rows = sorted({b for b, _, _ in own.decode})
+    prompt_budget = max(len(query_rows) + 1, budget // 2)  # the rows and the covering one
+    plan = plan_text_buckets(prefill, decode, limits, prompt_budget=prompt_budget, decode_budget=budget,
+                             query_rows=query_rows, batch_rows=batch_rows)  # fmt: skip
+    ours = BucketLookup(BucketingConfig(from_file="planned.txt", file_text=bucket_file(plan.prompt, plan.decode)),
+                        engine(limits, kv))  # fmt: skip
+    assert {q for q in query_rows if q < limits.top_query} <= {q for _, q, _ in plan.prompt}
+    if len(batch_rows) + 1 <= budget:
+        assert {b for b in batch_rows if b < limits.max_num_seqs} <= {b for b, _, _ in plan.decode}
+    q = data.draw(st.integers(1, limits.top_query), label="query")
+    ctx = data.draw(st.integers(0, limits.top_context(q)), label="context blocks")
+    theirs = own.find_prompt(1, q, ctx)
+    if not own.added:  # a shape their own buckets cover (no fallback)
+        assert ours.find_prompt(1, q, ctx)[1] <= theirs[1]
+
+
+def test_decode_block_values_step_at_most_the_widest_step_when_the_budget_allows() -> None:
+    limits = TextLimits(64, 2048, 32768, 128, 9000)
+    decode = {(n, n * b): 10 for n in (1, 4, 16, 64) for b in (3, 8, 40, 200)}
+    plan = plan_text_buckets({(512, 0): 10}, decode, limits, prompt_budget=4, decode_budget=40)
+    rows: dict[int, list[int]] = {}
+    for b, _, c in plan.decode:
+        rows.setdefault(b, []).append(c)
+    for b, values in rows.items():
+        steps = [y / x for x, y in itertools.pairwise(sorted(values)) if y != limits.top_blocks(b)]
+        assert all(s <= DECODE_MAX_STEP * 1.01 for s in steps), (b, sorted(values))
 
 
 @settings(max_examples=80, deadline=None)

@@ -3,15 +3,26 @@ vllm-gaudi's defaults on the traffic they were planned on, the budget, and the s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
-from vllm_hpu_mm.buckets.text import TextLimits
+from vllm_hpu_mm.buckets.text import QWEN25_VL_7B_CONTEXT_COST, TextBucketPlan, TextLimits
 from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.plan.costs import HPU_WARMUP_SECONDS_PER_GRAPH
-from vllm_hpu_mm.replay.job import Images, budget_for, plan_from_traces, replay_model, schedules
+from vllm_hpu_mm.replay.job import (
+    Images,
+    budget_for,
+    budget_steps,
+    plan_from_traces,
+    plan_to_match,
+    replay_model,
+    schedules,
+    short_of,
+)
+from vllm_hpu_mm.replay.run import Efficiency, ReplayResult
 from vllm_hpu_mm.replay.scheduler import Limits
 from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
@@ -44,6 +55,40 @@ def test_planned_buckets_never_compile_and_pad_like_the_defaults_with_a_third_of
     assert ours.decode_slots.value >= defaults.decode_slots.value
 
 
+def test_the_default_budget_starts_at_a_third_and_rises_only_as_far_as_the_defaults_need_never_above_a_half() -> None:
+    r = runs(None)  # load unknown: every level
+    own = replay_model(VllmGaudi(), SHAPE, r, "defaults")
+    total = sum(own.warmed)
+    steps = budget_steps(total)
+    assert steps[0] == budget_for(total) == total // 3
+    assert steps[-1] == total // 2
+    assert steps == sorted(set(steps))
+    limits = TextLimits(32, 4096, 16384, 128, decode_block_ceiling(SHAPE))
+    rows = VllmGaudi().text_shapes(SHAPE)
+
+    def replayed(plan: TextBucketPlan) -> ReplayResult:
+        model = VllmGaudi().with_text_buckets(plan.prompt, plan.decode)
+        assert model is not None
+        return replay_model(model, SHAPE, r, "planned")
+
+    chosen = plan_to_match(r, limits, own, replayed, budget=None, context_cost=QWEN25_VL_7B_CONTEXT_COST,
+                           rows_of=rows)  # fmt: skip
+    assert chosen.replayed is not None
+    assert not short_of(chosen.replayed, own)  # matches or beats the defaults on its traffic ...
+    for smaller in steps[: steps.index(chosen.budget)]:  # ... where no smaller step does
+        assert short_of(replayed(plan_from_traces(r, limits, smaller, rows_of=rows)), own)
+    # a target no budget reaches: a half, and the plan says what is still short
+    unbeatable = dataclasses.replace(own, decode_blocks=Efficiency(1.0, 1.0))
+    chosen = plan_to_match(r, limits, unbeatable, replayed, budget=None, context_cost=QWEN25_VL_7B_CONTEXT_COST,
+                           rows_of=rows)  # fmt: skip
+    assert chosen.budget == steps[-1]
+    assert "still short" in chosen.reason
+    assert "decode block efficiency" in chosen.reason
+    # a budget you give is taken as it is
+    assert plan_to_match(r, limits, unbeatable, replayed, budget=9, context_cost=QWEN25_VL_7B_CONTEXT_COST,
+                         rows_of=rows).budget == 9  # fmt: skip
+
+
 def test_without_warm_up_every_shape_run_compiles_and_a_sparse_file_compiles_at_run_time() -> None:
     r = runs(8)
     sparse = VllmGaudi().with_text_buckets(((1, 128, 0),), ((1, 1, 8),))
@@ -66,13 +111,25 @@ def test_replay_prints_defaults_and_planned_side_by_side(capsys: pytest.CaptureF
     assert labels == ["vllm-gaudi's exp bucketing", "planned from traffic"]
     defaults, planned = report["configurations"]
     assert planned["run_time_compiles"]["prompt"] == planned["run_time_compiles"]["decode"] == 0
-    assert planned["graphs_warmed"]["total"] <= defaults["graphs_warmed"]["total"] // 3
+    assert planned["graphs_warmed"]["total"] <= defaults["graphs_warmed"]["total"] // 2
+    assert any(note.startswith("planned buckets: budget ") for note in report["notes"])
     # one warm-up rule with the plan: graphs warmed x the calibrated seconds per graph
     assert planned["warmup_seconds_estimate"] == pytest.approx(
         planned["graphs_warmed"]["total"] * HPU_WARMUP_SECONDS_PER_GRAPH, abs=0.1
     )
     assert "performance_tuning.md" in report["warmup_seconds_source"]
     assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_plan_says_which_text_budget_it_took_and_why(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["memory", "plan", "--json", "--max-model-len", "8192", "--max-num-seqs", "16"]) == 0
+    text = json.loads(capsys.readouterr().out)["text_bucket_plan"]
+    defaults = text["before"]["graphs_warmed"]["total"]
+    assert defaults // 3 <= text["budget"] <= defaults // 2
+    assert text["after"]["graphs_warmed"]["total"] <= text["budget"]
+    assert f"{text['budget']} graphs of the runtime's own {defaults}" in text["budget_reason"]
+    assert main(["memory", "plan", "--max-model-len", "8192", "--max-num-seqs", "16"]) == 0
+    assert f"budget {text['budget_reason']}" in capsys.readouterr().out
 
 
 def test_replaying_your_bucket_file_exits_1_when_it_compiles(capsys: pytest.CaptureFixture[str],

@@ -31,7 +31,16 @@ _Int = npt.NDArray[np.int64]
 #: Patch counts one per image, or weighted: count -> images (what large traffic is held as).
 Counts = Sequence[int] | Mapping[int, int]
 
-__all__ = ["Counts", "CoverTable", "Evaluation", "as_weights", "evaluate", "fewest_buckets", "optimal_buckets"]
+__all__ = [
+    "INFEASIBLE",
+    "Counts",
+    "CoverTable",
+    "Evaluation",
+    "as_weights",
+    "evaluate",
+    "fewest_buckets",
+    "optimal_buckets",
+]
 
 
 def as_weights(counts: Counts) -> dict[int, int]:
@@ -96,6 +105,8 @@ def evaluate(counts: Counts, buckets: Sequence[int], *, num_shrunk: int = 0) -> 
     return Evaluation(ordered, sum(weights.values()), total, padded, hits, oversize, num_shrunk, real)
 
 
+#: The cost of a list that cannot be (too few buckets for the forced values): above any real cost, and safe to add to.
+INFEASIBLE = np.iinfo(np.int64).max // 4
 #: Ends of the dynamic programme computed together (bounds its temporary memory to this x the distinct values).
 _ROWS_PER_BLOCK = 256
 
@@ -103,9 +114,21 @@ _ROWS_PER_BLOCK = 256
 class CoverTable:
     """The dynamic programme over distinct weighted values, grown one bucket at a time: the ``k``-value list, ending
     at the largest value (or at ``cover``), with the least ``sum(weight x bucket)``. Values are rounded up to
-    multiples of ``granule`` first. Shared by the vision planner (granule 64 patches) and the text bucket planner."""
+    multiples of ``granule`` first. Shared by the vision planner (granule 64 patches) and the text bucket planner.
 
-    def __init__(self, counts: Counts, cover: int | None = None, *, granule: int = BUCKET_GRANULE) -> None:
+    ``forced`` values (rounded the same way) are in every list: a list ending at ``values[i]`` must have its previous
+    bucket at or above the largest forced value below ``values[i]``. Lists of fewer buckets than :attr:`min_buckets`
+    cannot hold them all (their cost is :data:`INFEASIBLE`)."""
+
+    def __init__(
+        self,
+        counts: Counts,
+        cover: int | None = None,
+        *,
+        granule: int = BUCKET_GRANULE,
+        forced: Sequence[int] = (),
+        max_ratio: float | None = None,
+    ) -> None:
         raw = as_weights(counts)
         _check_counts(raw)
         weights: Counter[int] = Counter()
@@ -115,13 +138,24 @@ class CoverTable:
             if cover < max(weights):
                 raise ConfigError(f"cover={cover} is below the largest value ({max(weights)})")
             weights[math.ceil(cover / granule) * granule] += 0  # a value no item has: forces the largest bucket up
+        must = sorted({math.ceil(f / granule) * granule for f in forced if 0 < f <= max(weights)})
+        for f in must:
+            weights[f] += 0
         self.values: _Int = np.array(sorted(weights), dtype=np.int64)
         self.prefix: _Int = np.concatenate(
             [[0], np.cumsum([weights[int(v)] for v in self.values], dtype=np.int64)]
         ).astype(np.int64)
+        # lowest[i]: index of the largest forced value below values[i] (-1: none), where the previous bucket may end
+        forced_at = np.searchsorted(self.values, np.array([0, *must], dtype=np.int64))
+        below = np.searchsorted(np.array(must, dtype=np.int64), self.values, side="left")  # 0: no forced value below
+        self.lowest: _Int = np.where(below > 0, forced_at[below], -1).astype(np.int64)
+        #: The fewest buckets a list needs to hold every forced value and the largest.
+        self.min_buckets = len(must) + (not must or must[-1] < int(self.values[-1]))
         # cost[i]: least padded patches for the images with the i+1 smallest values, last bucket at values[i].
-        self.cost: _Int = self.values * self.prefix[1:]
+        self.cost: _Int = np.where(self.lowest < 0, self.values * self.prefix[1:], INFEASIBLE).astype(np.int64)
         self.choice: list[_Int] = [np.full(len(self.values), -1, dtype=np.int64)]
+        self.max_ratio = max_ratio
+        self.cover_value = math.ceil(cover / granule) * granule if cover is not None else -1
 
     @property
     def num_buckets(self) -> int:
@@ -134,15 +168,19 @@ class CoverTable:
         new_choice = np.full(n, -1, dtype=np.int64)
         j = self.num_buckets  # the previous level used j buckets: its first usable end is index j - 1
         m = np.arange(j - 1, n - 1)
-        inf = np.iinfo(np.int64).max // 4
         for start in range(j, n, _ROWS_PER_BLOCK):  # a block of ends at a time: (ends x previous ends) in memory
             i = np.arange(start, min(n, start + _ROWS_PER_BLOCK))
             total = self.cost[m][None, :] + self.values[i][:, None] * (
                 self.prefix[i + 1][:, None] - self.prefix[m + 1][None, :]
             )
-            total[m[None, :] >= i[:, None]] = inf  # the previous bucket ends before this one
+            # the previous bucket ends before this one, at or above the forced value below it
+            bad = (m[None, :] >= i[:, None]) | (m[None, :] < self.lowest[i][:, None])
+            if self.max_ratio is not None:  # the cover value (coverage beyond the traffic) may follow any gap
+                gap = self.values[i][:, None] > self.max_ratio * self.values[m][None, :]
+                bad |= gap & (self.values[i] != self.cover_value)[:, None]
+            total[bad] = INFEASIBLE
             best = np.argmin(total, axis=1)  # the first minimum, as a scan in order would find
-            new_cost[i] = total[np.arange(len(i)), best]
+            new_cost[i] = np.minimum(total[np.arange(len(i)), best], INFEASIBLE)
             new_choice[i] = m[best]
         self.cost, self.choice = new_cost, [*self.choice, new_choice]
 

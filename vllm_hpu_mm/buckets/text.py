@@ -15,7 +15,13 @@ order, the first bucket at least as large as the shape in every dimension (vllm-
   per row go to the rows where they save the most (an exact allocation over the rows' cost curves). ``k`` is chosen
   to minimise the sum of the two inefficiencies the replay reports (query tokens, context blocks).
 - **Decode.** The same with batch rows (padded sequence slots) and block values per row (padded blocks); a row's
-  largest block value is ``min(batch x ceil(max_model_len / block_size), block cap)``.
+  largest block value is ``min(batch x ceil(max_model_len / block_size), block cap)``. No block value is more than
+  :data:`DECODE_MAX_STEP` above the one before it, so traffic with longer sequences than planned pads at most that
+  much within its row.
+- **The runtime's own rows.** Given the query lengths and decode batch sizes of the runtime's own buckets, every
+  plan holds them among its rows (the dynamic programme with forced values): a prefill then pads its query, and a
+  decode its batch, no further than under the runtime's own buckets, whatever the traffic (a decode whose blocks
+  exceed its row's planned values moves to a larger row).
 
 Before planning, :data:`PRIOR_SHARE` of the weight is spread log-uniformly over every shape the limits allow
 (:func:`with_prior`): planning on the traffic alone puts no value between the traffic's largest shapes and the
@@ -36,10 +42,11 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from vllm_hpu_mm.buckets.planner import CoverTable
+from vllm_hpu_mm.buckets.planner import INFEASIBLE, CoverTable
 from vllm_hpu_mm.errors import ConfigError
 
 __all__ = [
+    "DECODE_MAX_STEP",
     "QUERY_GRANULE",
     "QWEN25_VL_7B_CONTEXT_COST",
     "TextBucketPlan",
@@ -68,6 +75,12 @@ SMOOTH_OCTAVES = 1.0
 #: The same around each prefill's query length (a decode's sequences are not smoothed: under a closed loop they sit
 #: at the load levels, and a smoothed batch axis pulls every row above its level).
 SMOOTH_QUERY = 2.0
+#: Widest step between a decode row's block values: traffic whose sequences are longer than planned pads its KV
+#: blocks at most this much within its row, as under vllm-gaudi's exponential block steps above their first value.
+DECODE_MAX_STEP = 2.0
+#: Added to a row's cost when its values cannot keep to the widest step: the allocation then gives that row enough
+#: values whenever the budget allows.
+STEP_PENALTY = 1 << 50
 #: Whether only the last row covers the limits (the others spill to it, or to the first larger row that holds the
 #: shape), per phase; otherwise every row covers the contexts (blocks) its queries (batches) allow.
 SPILL_PROMPT = False
@@ -161,16 +174,29 @@ def smoothed(shapes: Mapping[tuple[int, int], int], octaves: float, *, first_oct
     """Each shape's weight spread over values up to ``octaves`` doublings above and below its second value, and
     ``first_octaves`` around its first (capped at ``first_top``; with ``scale_second`` the second value scales with
     it, as a decode batch's blocks do with its sequences): triangular kernels in log scale. Zeros stay zeros."""
-    out: Counter[tuple[int, int]] = Counter()
-    second, first = _kernel(octaves), _kernel(first_octaves)
-    for (a, b), n in shapes.items():
-        for fa, wa in first:
-            na = min(first_top, max(1, round(a * fa))) if fa != 1 else a
-            base = b * na / a if scale_second and b > 0 else b
-            for fb, wb in second:
-                nb = max(1, round(base * fb)) if b > 0 else 0
-                out[(na, max(nb, na) if scale_second and nb else nb)] += n * wa * wb
-    return dict(out)
+    if not shapes:
+        return {}
+    keys = list(shapes)
+    a = np.array([k[0] for k in keys], dtype=np.int64)
+    b = np.array([k[1] for k in keys], dtype=np.int64)
+    n = np.array([shapes[k] for k in keys], dtype=np.int64)
+    firsts, seconds, weights = [], [], []
+    for fa, wa in _kernel(first_octaves):
+        na = a if fa == 1 else np.minimum(first_top, np.maximum(1, np.round(a * fa).astype(np.int64)))
+        base = np.where(b > 0, b * na / a, b) if scale_second else b.astype(np.float64)
+        for fb, wb in _kernel(octaves):
+            nb = np.where(b > 0, np.maximum(1, np.round(base * fb).astype(np.int64)), 0)
+            if scale_second:
+                nb = np.where(nb > 0, np.maximum(nb, na), nb)
+            firsts.append(na)
+            seconds.append(nb)
+            weights.append(n * (wa * wb))
+    # one int64 key per (first, second): both stay far below 2^31 (tokens, sequences and blocks of one engine)
+    key = np.concatenate(firsts) << 31 | np.concatenate(seconds)
+    keys_out, inverse = np.unique(key, return_inverse=True)
+    totals = np.zeros(len(keys_out), dtype=np.int64)
+    np.add.at(totals, inverse, np.concatenate(weights))
+    return {(k >> 31, k & (2**31 - 1)): t for k, t in zip(keys_out.tolist(), totals.tolist(), strict=True)}
 
 
 def at_load_levels(decode: Mapping[tuple[int, int], int], levels: Sequence[int], share: float,
@@ -218,9 +244,12 @@ class _Curve:
     values: tuple[tuple[int, ...], ...]
 
 
-def _curve(weights: Mapping[int, int], top: int, floor: int, max_values: int, *, cover: bool = True) -> _Curve:
+def _curve(weights: Mapping[int, int], top: int, floor: int, max_values: int, *, cover: bool = True,
+           max_step: float | None = None) -> _Curve:  # fmt: skip
     """The row's values (each from ``floor`` to ``top``; the largest ``top`` with ``cover``, else the largest
-    weighted value) minimising sum(weight x value), for 1..max_values values. Values are shifted by one inside (the
+    weighted value) minimising sum(weight x value), for 1..max_values values. With ``max_step``, no value is more
+    than that factor above the one before it (the covering ``top`` excepted), candidates taken from a log grid; a
+    number of values that cannot keep to it costs :data:`STEP_PENALTY` more. Values are shifted by one inside (the
     planner's table takes positive values only: contexts may be 0)."""
     shifted: Counter[int] = Counter()
     for v, n in weights.items():
@@ -233,7 +262,22 @@ def _curve(weights: Mapping[int, int], top: int, floor: int, max_values: int, *,
         table.grow()
         costs.append(table.best_cost())
         values.append(tuple(b - 1 for b in table.buckets()))
-    return _Curve(tuple(costs), tuple(values))
+    if max_step is None:
+        return _Curve(tuple(costs), tuple(values))
+    for g in _log_grid(max(1, floor), max(shifted) - 1):
+        shifted[g + 1] += 0
+    tight = CoverTable(shifted, cover=top + 1 if cover else None, granule=1, max_ratio=max_step)
+    out_costs, out_values = [], []
+    for m in range(1, len(costs) + 1):
+        while tight.num_buckets < min(m, len(tight.values)):
+            tight.grow()
+        if tight.best_cost() < INFEASIBLE:
+            out_costs.append(tight.best_cost())
+            out_values.append(tuple(b - 1 for b in tight.buckets()))
+        else:
+            out_costs.append(costs[m - 1] + STEP_PENALTY)
+            out_values.append(values[m - 1])
+    return _Curve(tuple(out_costs), tuple(out_values))
 
 
 def _allocate(curves: Sequence[_Curve], graphs: int) -> list[int]:
@@ -310,16 +354,22 @@ def _lookup_cost(
 
 def _plan_phase(shapes: Mapping[tuple[int, int], int], rows_top: int, row_round: int, budget: int,
                 top_of: Callable[[int, int], int], floor_of: Callable[[int], int],
-                second_cost: float | None, spill: bool, min_rows: int = 1) -> _Phase:  # fmt: skip
+                second_cost: float | None, spill: bool, min_rows: int = 1,
+                forced: Sequence[int] = (), max_step: float | None = None) -> _Phase:  # fmt: skip
     """Rows on the first axis (rounded up to ``row_round``, the largest ``rows_top``) and values on the second, within
     ``budget`` graphs. ``top_of(row, previous row)`` is a row's largest second value (its coverage), ``floor_of(row)``
     its least. With ``spill`` only the last row covers (the others hold the values their shapes need, and a shape
     above them spills to the next row that covers it). Minimised, over the lookup's actual choices: padded
     first-axis units + ``second_cost`` x row x padded second-axis units (the work of padding, in first-axis units), or
-    without ``second_cost`` (1 - first-axis efficiency) + (1 - second-axis efficiency)."""
+    without ``second_cost`` (1 - first-axis efficiency) + (1 - second-axis efficiency). ``forced`` rows are in every
+    candidate (unless the budget cannot hold them with their coverage values)."""
     keys = [k for k, n in shapes.items() if n > 0]
-    if not keys:  # no traffic: the covering bucket alone
+    forced = sorted({f for f in forced if 0 < f < rows_top})
+    if not keys and not forced:  # no traffic: the covering bucket alone
         return _Phase((rows_top,), ((top_of(rows_top, 0),),), 0.0)
+    if not keys:
+        keys = [(rows_top, 0)]
+        shapes = {(rows_top, 0): 1}
     a = np.minimum(np.array([k[0] for k in keys], dtype=np.int64), rows_top)
     b = np.array([k[1] for k in keys], dtype=np.int64)
     w = np.array([shapes[k] for k in keys], dtype=np.int64)
@@ -328,7 +378,11 @@ def _plan_phase(shapes: Mapping[tuple[int, int], int], rows_top: int, row_round:
     first: Counter[int] = Counter()
     for v, n in zip(rounded.tolist(), w.tolist(), strict=True):
         first[v] += n
-    table = CoverTable(first, cover=rows_top, granule=1)
+    table = CoverTable(first, cover=rows_top, granule=1, forced=forced)
+    if table.min_buckets > budget:  # the forced rows do not fit the budget: plan without them
+        table = CoverTable(first, cover=rows_top, granule=1)
+    while table.num_buckets < min(table.min_buckets, len(table.values)):
+        table.grow()
     real_first = int((a * w).sum())
     # per row (its value, the previous row's): its curve, its items' weight and real second-axis total
     memo: dict[tuple[int, int, bool], tuple[_Curve, int, int]] = {}
@@ -350,7 +404,7 @@ def _plan_phase(shapes: Mapping[tuple[int, int], int], rows_top: int, row_round:
                                  strict=True))  # fmt: skip
 
                 covers = not spill or i == len(rows) - 1
-                curve = _curve(group, top_of(r, prev), floor_of(r), spare, cover=covers)
+                curve = _curve(group, top_of(r, prev), floor_of(r), spare, cover=covers, max_step=max_step)
                 entry = memo[(r, prev, not covers)] = (curve, int(w[sel].sum()), int((b[sel] * w[sel]).sum()))
             curve = entry[0]
             scale = 1 if second_cost is None else r  # the padding's work grows with the row's first value
@@ -387,6 +441,8 @@ def plan_text_buckets(
     prior_share: float | None = None,
     smooth_octaves: float | None = None,
     load_levels: Sequence[int] = (),
+    query_rows: Sequence[int] = (),
+    batch_rows: Sequence[int] = (),
 ) -> TextBucketPlan:
     """The covering buckets with the least padding on these shapes, at most ``prompt_budget`` prompt and
     ``decode_budget`` decode graphs (batch-1 rows; rows for larger prefill batches come on top).
@@ -396,6 +452,8 @@ def plan_text_buckets(
     (:func:`context_cost`): what weighs padded context blocks against padded query tokens. ``load_levels``: the loads
     the decode buckets must serve when the load is unknown: each gets a row and :data:`LEVEL_SHARE` of the weight as
     full batches at that load (:func:`at_load_levels`), so that a load the traffic rarely reached is still served.
+    ``query_rows`` / ``batch_rows``: prompt query lengths and decode batch sizes every plan holds (those of the
+    runtime's own buckets: every prefill then pads its query, and every decode its batch, no further than there).
     """
     if prompt_budget < 1 or decode_budget < 1:
         raise ConfigError(f"text graph budget {prompt_budget} prompt + {decode_budget} decode is invalid; accepted: "
@@ -415,7 +473,7 @@ def plan_text_buckets(
     prompt = _plan_phase(
         prefill, top_q, QUERY_GRANULE, prompt_budget,
         lambda q, prev: max(limits.top_context(prev + 1), 0), lambda q: 0, limits.block_size * context_cost,
-        SPILL_PROMPT,
+        SPILL_PROMPT, forced=query_rows,
     )  # fmt: skip
     prompt_buckets = [(1, q, c) for q, values in zip(prompt.rows, prompt.values, strict=True) for c in values]
     for b in range(2, min(limits.max_prefill_batch, limits.max_num_seqs) + 1):
@@ -432,6 +490,8 @@ def plan_text_buckets(
         None,
         SPILL_DECODE,
         len(load_levels),
+        forced=batch_rows,
+        max_step=DECODE_MAX_STEP,
     )
     decode_buckets = [(b, 1, c) for b, values in zip(decode_plan.rows, decode_plan.values, strict=True) for c in values]
     return TextBucketPlan(tuple(sorted(set(prompt_buckets))), tuple(sorted(set(decode_buckets))),

@@ -212,7 +212,8 @@ PLAN_OPTIONS: tuple[Option, ...] = (
            "the vision buckets are planned jointly with the vision graph pool, vllm-gaudi's text buckets from the "
            "requests (default: the embedded default traffic)", metavar="CSV|DIR"),
     Option("text_graph_budget", "text-graph-budget", "most prompt + decode graphs in the text buckets planned for "
-           "vllm-gaudi (default: a third of what its own strategy warms for the same limits)", integer),
+           "vllm-gaudi (default: a third of what its own strategy warms for the same limits, raised at most to a "
+           "half only as far as the buckets need to match its own efficiencies on the traffic)", integer),
     Option("concurrency", "concurrency", "requests running at once, for the decode batches the text buckets are "
            "planned for (default: every load up to --max-num-seqs)", integer),
     Option("keep_buckets", "keep-buckets", "keep the configured bucket list, only pruning the largest buckets that do "

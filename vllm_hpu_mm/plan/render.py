@@ -151,8 +151,9 @@ def _text_choice_lines(c: TextChoice) -> list[str]:
     verdict = "planned" if c.replaced else "kept"
     table = to_table(c.report()).splitlines()
     body = [line for line in table[4:] if line]  # the header lines say what the first line here says
-    return [f"text buckets: {verdict} ({c.reason}; load {c.runs.load}; budget {c.budget} graphs); replayed through "
-            "the runtime's own lookup:", *body]  # fmt: skip
+    budget = f"budget {c.budget_reason}" if c.budget_reason else f"budget {c.budget} graphs"
+    return [f"text buckets: {verdict} ({c.reason}; load {c.runs.load}; {budget}); replayed through the runtime's own "
+            "lookup:", *body]  # fmt: skip
 
 
 def _graph_note(p: Plan, phase: str) -> str:

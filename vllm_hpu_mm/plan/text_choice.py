@@ -18,10 +18,10 @@ from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.planner import Plan, plan
 from vllm_hpu_mm.plan.vision_cost import PoolMode
 from vllm_hpu_mm.replay.job import (
+    BudgetedPlan,
     Images,
     Schedules,
-    budget_for,
-    plan_from_traces,
+    plan_to_match,
     replay_model,
     schedules,
     vision_efficiency,
@@ -50,11 +50,14 @@ class TextChoice:
     reason: str
     #: The runtime's backend (what the warm-up estimate depends on).
     backend: str
+    #: Why the budget is what it is (the default rule's step, or yours).
+    budget_reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         report = self.report()
         data = to_dict(report)
         data.update({"replaced": self.replaced, "reason": self.reason, "budget": self.budget,
+                     "budget_reason": self.budget_reason,
                      "before": result_dict(self.before, report),
                      "after": result_dict(self.after, report) if self.after else None})  # fmt: skip
         return data
@@ -106,23 +109,34 @@ def choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: in
     runs = schedules(traffic, limits, images, concurrency=concurrency, requests=requests)
     label = configured_label(i.runtime, shape)
     before = replay_model(i.runtime, shape, runs, label)
-    graphs = budget if budget is not None else budget_for(before)
-    m = i.model
-    text_limits = TextLimits(i.max_num_seqs, i.max_num_batched_tokens, i.max_model_len, i.block_size,
-                             lookup.decode_block_cap, lookup.max_prefill_batch)  # fmt: skip
-    planned = plan_from_traces(runs, text_limits, graphs,
-                               context_cost=context_cost(m.hidden_size, m.intermediate_size, m.num_heads,
-                                                         m.num_kv_heads))  # fmt: skip
-    runtime = i.runtime.with_text_buckets(planned.prompt, planned.decode)
     backend = i.runtime.traits.backend
-    if runtime is None:
-        return first, TextChoice(traffic.source, runs, shape, before, None, None, graphs, False,
+    chosen = _plan(i, shape, runs, before, lookup.decode_block_cap, lookup.max_prefill_batch, budget)
+    runtime = i.runtime.with_text_buckets(chosen.plan.prompt, chosen.plan.decode)
+    if runtime is None or chosen.replayed is None:
+        return first, TextChoice(traffic.source, runs, shape, before, None, None, chosen.budget, False,
                                  "the runtime is not given planned buckets (your own bucket file, bucketing off or "
                                  "merged prefill)", backend)  # fmt: skip
     second = plan(dataclasses.replace(i, runtime=runtime))
-    after = replay_model(runtime, shape, runs, PLANNED_LABEL)
-    return second, TextChoice(traffic.source, runs, shape, before, after, planned, graphs, True,
-                              f"planned over {traffic.source}", backend)  # fmt: skip
+    return second, TextChoice(traffic.source, runs, shape, before, chosen.replayed, chosen.plan, chosen.budget, True,
+                              f"planned over {traffic.source}", backend, chosen.reason)  # fmt: skip
+
+
+def _plan(i: PlanInputs, shape: EngineShape, runs: Schedules, own: ReplayResult, block_cap: int, prefill_batch: int,
+          budget: int | None, runtime: RuntimeModel | None = None) -> BudgetedPlan:  # fmt: skip
+    """The buckets planned over ``runs`` for ``runtime`` (default: the plan's), with the default budget rule
+    (:func:`~vllm_hpu_mm.replay.job.plan_to_match`) unless ``budget`` is given."""
+    model = runtime or i.runtime
+    m = i.model
+    limits = TextLimits(i.max_num_seqs, i.max_num_batched_tokens, i.max_model_len, i.block_size, block_cap,
+                        prefill_batch)  # fmt: skip
+
+    def replayed(planned: TextBucketPlan) -> ReplayResult | None:
+        told = model.with_text_buckets(planned.prompt, planned.decode)
+        return replay_model(told, shape, runs, PLANNED_LABEL) if told is not None else None
+
+    return plan_to_match(runs, limits, own, replayed, budget=budget,
+                         context_cost=context_cost(m.hidden_size, m.intermediate_size, m.num_heads, m.num_kv_heads),
+                         rows_of=model.text_shapes(shape))  # fmt: skip
 
 
 def replay_report(first: Plan, traffic: Traffic, settings: Settings, *, own: RuntimeModel,
@@ -146,16 +160,13 @@ def replay_report(first: Plan, traffic: Traffic, settings: Settings, *, own: Run
     if yours is not None:
         results.append(replay_model(yours[0], shape, runs, yours[1]))
     planned = None
+    notes = []
     if plan_buckets:
-        m = i.model
-        graphs = budget if budget is not None else budget_for(results[0])
-        text_limits = TextLimits(i.max_num_seqs, i.max_num_batched_tokens, i.max_model_len, i.block_size,
-                                 lookup.decode_block_cap, lookup.max_prefill_batch)  # fmt: skip
-        planned = plan_from_traces(runs, text_limits, graphs, context_cost=context_cost(
-            m.hidden_size, m.intermediate_size, m.num_heads, m.num_kv_heads))  # fmt: skip
-        runtime = own.with_text_buckets(planned.prompt, planned.decode)
-        if runtime is not None:
-            results.append(replay_model(runtime, shape, runs, PLANNED_LABEL))
+        chosen = _plan(i, shape, runs, results[0], lookup.decode_block_cap, lookup.max_prefill_batch, budget, own)
+        planned = chosen.plan
+        if chosen.replayed is not None:
+            results.append(chosen.replayed)
+            notes.append(f"planned buckets: budget {chosen.reason}")
     traits = own.traits
     engine = {"max_model_len": shape.max_model_len, "max_num_seqs": shape.max_num_seqs,
               "max_num_batched_tokens": shape.max_num_batched_tokens, "block_size": shape.block_size,
@@ -164,5 +175,5 @@ def replay_report(first: Plan, traffic: Traffic, settings: Settings, *, own: Run
                "depend on it; give the log's '# HPU blocks' with --kv-blocks)")  # fmt: skip
     report = Report(tuple(results), traffic.source, runs.load, runs.requests, engine, traits.backend,
                     vision_efficiency(traffic.images(), images), images.buckets,
-                    settings.skip_warmup, (kv_note,))  # fmt: skip
+                    settings.skip_warmup, (kv_note, *notes))  # fmt: skip
     return report, planned
