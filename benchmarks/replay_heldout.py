@@ -14,8 +14,9 @@ unless it names one; the held-out replay is at the same load levels, and at one 
 
 Traffic is built from public traces (benchmarks/traffic_sources.py): images from ../shared/data/image_sizes, text
 and answers from the Azure LLM inference trace 2023 (chat or code), prefix hits from the Mooncake conversation trace
-or a shared 512-token system prompt. The tuning set (what PRIOR_SHARE, SMOOTH_OCTAVES and PROMPT_BUDGET_SHARE were
-chosen on) is reported separately and is not among the held-out sets.
+or a shared 512-token system prompt. The tuning set (what PRIOR_SHARE, SMOOTH_OCTAVES, PROMPT_BUDGET_SHARE and
+DECODE_MAX_STEP were chosen on, and the runtime's own rows checked on) is reported separately and is not among the
+held-out sets.
 
     PYTHONPATH=. .venv/bin/python benchmarks/replay_heldout.py
 """
@@ -286,7 +287,11 @@ def run_config(config: Config, tmp: Path, runner: Path, requests: int, budget_sh
     out: dict[str, Any] = {"config": config.name, "serve_args": [*config.argv, *extra],
                            "planned_on": config.plan.describe() if config.plan else "embedded default traffic",
                            "heldout": config.heldout.describe(), "kv_blocks": shape.num_kv_blocks,
-                           "plan_load": plan["text_bucket_plan"]["load"], "loads": {}}  # fmt: skip
+                           "plan_load": plan["text_bucket_plan"]["load"], "budget": plan["text_bucket_plan"]["budget"],
+                           "budget_reason": plan["text_bucket_plan"]["budget_reason"],
+                           "warmup_seconds": plan["text_bucket_plan"]["after"]["warmup_seconds_estimate"],
+                           "defaults_warmup_seconds": plan["text_bucket_plan"]["before"]["warmup_seconds_estimate"],
+                           "loads": {}}  # fmt: skip
     pairs = zip(config.argv, config.argv[1:], strict=False)
     planned_concurrency = next((int(a) for k, a in pairs if k == "--plan-concurrency"),
                                None)  # fmt: skip
@@ -325,7 +330,9 @@ def render(rows: list[dict[str, Any]], tuning: dict[str, Any] | None, meta: dict
         lines.append(f"## {r['config']}")
         lines.append("")
         lines.append(f"`serve --dry-run {' '.join(r['serve_args'])}`; planned on {r['planned_on']} ({r['plan_load']});"
-                     f" replayed on {r['heldout']}; KV blocks {r['kv_blocks']}.")  # fmt: skip
+                     f" replayed on {r['heldout']}; KV blocks {r['kv_blocks']}. Budget {r['budget_reason']}. Warm-up "
+                     f"estimate (text graphs): {r['defaults_warmup_seconds']:.0f} s defaults, "
+                     f"{r['warmup_seconds']:.0f} s ours.")  # fmt: skip
         lines.append("")
         lines.append(
             "| load | buckets | graphs (prompt + decode) | run-time compiles | under VLLM_SKIP_WARMUP | "
@@ -342,6 +349,19 @@ def render(rows: list[dict[str, Any]], tuning: dict[str, Any] | None, meta: dict
                              f"{verdict} |")  # fmt: skip
         lines.append("")
 
+    lines += ["## Summary", "",
+              "Ours / the defaults' on the held-out traffic, at the load each plan was made for and at one fixed load.",
+              "", "| configuration | load | graphs | compiles | prefill token eff | decode slot eff | decode block eff "
+              "| pass |", "|---|---|---:|---:|---:|---:|---:|---|"]  # fmt: skip
+    for r in rows:
+        for load, (d, o) in r["loads"].items():
+            where = "plan's" if load.startswith("plan's") else "fixed " + load.split("fixed: ")[1].split(" ")[0]
+            lines.append(f"| {r['config'].split(' (')[0].split(',')[0]} | {where} | {o['graphs']} / {d['graphs']} | "
+                         f"{o['compiles']} / {d['compiles']} | {o['prefill_token_eff']:.3f} / "
+                         f"{d['prefill_token_eff']:.3f} | {o['decode_slot_eff']:.3f} / {d['decode_slot_eff']:.3f} | "
+                         f"{o['decode_block_eff']:.3f} / {d['decode_block_eff']:.3f} | "
+                         f"{'yes' if _pass(d, o) else '**NO**'} |")  # fmt: skip
+    lines.append("")
     for r in rows:
         table(r)
     if tuning is not None:
@@ -377,7 +397,9 @@ def main() -> None:
     (RESULTS / f"replay_heldout{suffix}.json").write_text(
         json.dumps({"meta": meta, "rows": rows, "tuning": tuning}, indent=1) + "\n"
     )
-    meta["budget"] = ("serve's default: a third of the defaults' graphs" if args.budget_share is None else
+    meta["budget"] = ("serve's default rule (a third of the defaults' graphs, raised by a twenty-fourth at a time, "
+                      "never above a half, only as far as the buckets need to match or beat the defaults on the "
+                      "planning traffic)" if args.budget_share is None else
                       f"{args.budget_share:g} of the defaults' graphs (--plan-text-graph-budget)")  # fmt: skip
     text = render(rows, tuning, meta)
     (RESULTS / f"replay_heldout{suffix}.md").write_text(text)

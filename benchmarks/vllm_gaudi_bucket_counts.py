@@ -60,7 +60,11 @@ STANDINS = {
 SHAPE_32K = EngineShape(
     max_model_len=32768, max_num_seqs=256, max_num_batched_tokens=8192, block_size=128, num_kv_blocks=8781
 )
-SHAPE_MAIN = dataclasses.replace(SHAPE_32K, max_model_len=128000)
+#: The README main job as `serve --dry-run` plans it: 128000 tokens, vllm-gaudi's own 256 / 2048 defaults on Gaudi,
+#: the plan's KV blocks.
+SHAPE_MAIN = EngineShape(
+    max_model_len=128000, max_num_seqs=256, max_num_batched_tokens=2048, block_size=128, num_kv_blocks=9588
+)
 
 
 @dataclasses.dataclass(frozen=True)
