@@ -33,12 +33,12 @@ TARGET = 0.95
 def measure(name: str, sizes: SizeSet) -> dict[str, Any]:
     # The same job as `vllm-hpu-mm buckets plan` (nearest alignment, shrink policy); plan_ms covers all of it.
     start = time.perf_counter()
-    planned = plan_buckets(sizes.sizes, num_buckets=K, max_pixels=MAX_PIXELS)
+    planned = plan_buckets(sizes.counts, num_buckets=K, max_pixels=MAX_PIXELS)
     plan_ms = (time.perf_counter() - start) * 1e3
-    auto = plan_buckets(sizes.sizes, target_efficiency=TARGET, max_pixels=MAX_PIXELS)
+    auto = plan_buckets(sizes.counts, target_efficiency=TARGET, max_pixels=MAX_PIXELS)
     return {
         "dataset": name,
-        "images": len(sizes.sizes),
+        "images": sizes.num_images,
         "distinct_patch_counts": len(set(planned.counts)),
         "num_shrunk": planned.evaluation.num_shrunk,
         "default_efficiency": round(planned.default.efficiency, 4),

@@ -39,7 +39,9 @@ def cases(sizes_csv: str) -> list[tuple[str, list[str], dict[str, str]]]:
     serve = ["serve", "--dry-run", "--plan-device", "h100"]
     graphs = ["--graph-prompt-ratio", "1", "--graph-multimodal-prompt-ratio", "0"]
     return [
-        ("serve --dry-run (baseline)", serve, {}),
+        ("serve --dry-run: the main job (vllm-gaudi on Gaudi2, text buckets planned over the default traffic)",
+         ["serve", "--dry-run"], {}),
+        ("serve --dry-run (baseline: H100, no text buckets to plan)", serve, {}),
         ("serve --dry-run + 1,000 server arguments", serve + port * 500, {}),
         ("serve --dry-run + 4,090 server arguments (near the most read)", serve + port * 2045, {}),
         ("serve --dry-run + 40,000 server arguments (refused)", serve + port * 20000, {}),

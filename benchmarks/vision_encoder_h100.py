@@ -351,7 +351,7 @@ def _each(fn: Callable[..., Any], jobs: list[tuple[Any, ...]]) -> None:
 
 
 def bench_mixed(part: dict[str, Any], towers: dict[str, Any], n_images: int, batch: int, quick: bool) -> None:
-    sizes = read_sizes_csv(COCO_CSV).sizes
+    sizes = [s for s, n in read_sizes_csv(COCO_CSV).counts.items() for _ in range(n)]
     all_counts = [patch_count(*aligned_size(h, w)) for w, h in sizes]
     planned = optimal_buckets(all_counts, 4)
     ev = evaluate(all_counts, planned)

@@ -166,6 +166,99 @@ def vision_steps(case: dict[str, Any], runner_source: str) -> dict[str, Any]:
     return {"vision_steps": steps, "vision_buckets": vbm.multimodal_buckets}
 
 
+#: What the lookup replay takes from hpu_model_runner.py, compiled as it is there: module-level names, then runner
+#: methods (run against a stand-in runner holding a real HPUBucketingManager).
+_RUNNER_MODULE_NAMES = ("empty_list", "BatchContents", "shallow_tuple", "merge_contents", "round_up",
+                        "BucketingFailedException")  # fmt: skip
+_RUNNER_METHODS = ("_can_merge_prefill_contents", "_bucketize_2d_prompt", "_bucketize_merged_prompt",
+                   "_get_prompt_bucketing_fn")  # fmt: skip
+
+
+def _runner_lookup_code(runner_source: str) -> dict[str, Any]:
+    from collections.abc import Callable
+    from dataclasses import dataclass, field, fields
+
+    tree = ast.parse(runner_source)
+    namespace: dict[str, Any] = {"dataclass": dataclass, "field": field, "fields": fields, "Callable": Callable,
+                                 "Mergeable": Any}  # fmt: skip
+    for node in tree.body:
+        name = None
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            name = node.name
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+            name = target.id if isinstance(target, ast.Name) else None
+        if name in _RUNNER_MODULE_NAMES:
+            exec(compile(ast.Module([node], []), "hpu_model_runner.py", "exec"), namespace)
+        if isinstance(node, ast.ClassDef) and node.name == "HPUModelRunner":
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name in _RUNNER_METHODS:
+                    item.decorator_list = []
+                    code = textwrap.dedent(ast.get_source_segment(runner_source, item) or "")
+                    exec(compile(code, "hpu_model_runner.py", "exec"), namespace)
+    return namespace
+
+
+def lookups(case: dict[str, Any], runner_source: str) -> dict[str, Any]:
+    """Replay lookup events through vllm-gaudi's own HPUBucketingManager and runner methods. The loops that feed
+    them are hpu_model_runner.py's (_extract_prefill_batch_contents' merge loop, _form_prefill_batch's lookup,
+    _create_decode_input_data's and get_habana_paged_attn_buffers' decode lookups, non-contiguous PA), with the
+    request data reduced to what the lookups read."""
+    import math
+
+    from vllm_gaudi.extension.bucketing.common import HPUBucketingManager  # type: ignore[import-not-found]
+    from vllm_gaudi.extension.runtime import clear_config, finalize_config, get_config  # type: ignore[import-not-found]
+
+    clear_config()
+    finalize_config()
+    cfg = get_config()
+    shape = case["shape"]
+    mns, block = shape["max_num_seqs"], shape["block_size"]
+    bs_max = cfg.VLLM_PROMPT_BS_BUCKET_MAX
+    max_prefill_batch = bs_max if bs_max is not None else 1
+    mgr = HPUBucketingManager()
+    mgr.initialize(max_num_seqs=mns, max_num_prefill_seqs=mns if cfg.merged_prefill else max_prefill_batch,
+                   block_size=block, max_num_batched_tokens=shape["max_num_batched_tokens"],
+                   max_model_len=shape["max_model_len"])  # fmt: skip
+    mgr.num_hpu_blocks = shape["num_kv_blocks"]
+    mgr.generate_prompt_buckets()
+    mgr.generate_decode_buckets()
+    generated = {"generated_prompt": [list(b) for b in mgr.prompt_buckets],
+                 "generated_decode": [list(b) for b in mgr.decode_buckets]}  # fmt: skip
+    ns = _runner_lookup_code(runner_source)
+    runner = types.SimpleNamespace(bucketing_manager=mgr, max_prefill_batch_size=max_prefill_batch,
+                                   max_num_tokens=shape["max_num_batched_tokens"], num_mamba_like_layers=0,
+                                   use_merged_prefill=cfg.merged_prefill)  # fmt: skip
+    for name in _RUNNER_METHODS:
+        setattr(runner, name, types.MethodType(ns[name], runner))
+    contents = ns["BatchContents"]
+    out: list[Any] = []
+    for event in case["events"]:
+        if event[0] == "prefill":
+            batches = [contents()]
+            for query, context in event[1]:
+                new = contents(req_ids=["r"], token_ids=[[0] * query], context_lens=[context], prompt_lens=[0],
+                               blocks=[[0]], logits_positions=[[0]])  # fmt: skip
+                if runner._can_merge_prefill_contents(batches[-1], new):
+                    ns["merge_contents"](batches[-1], new)
+                else:
+                    batches.append(new)
+            runs = []
+            for batch in batches:
+                if not batch.req_ids:
+                    continue
+                query_lens = [len(t) for t in batch.token_ids]
+                ctx_blocks = [math.ceil(c / block) for c in batch.context_lens]
+                runs.append(list(runner._get_prompt_bucketing_fn()(query_lens, ctx_blocks)))
+            out.append(runs)
+        else:
+            _, sequences, blocks = event
+            padded = mgr.find_decode_bucket(sequences, blocks, False)[0]
+            out.append([padded, mgr.find_decode_bucket(padded, blocks)[2]])
+    return {"events": out, "prompt": [list(b) for b in mgr.prompt_buckets],
+            "decode": [list(b) for b in mgr.decode_buckets], **generated}  # fmt: skip
+
+
 def main() -> None:
     logging.disable(logging.WARNING)  # their warnings go to the log, not to our JSON
     runner_source = Path(sys.argv[1]).read_text()
@@ -173,9 +266,12 @@ def main() -> None:
     for case in json.load(sys.stdin):
         _set_env(case["env"])
         try:
-            result = text_buckets(case)
-            if case.get("vision", True):
-                result.update(vision_steps(case, runner_source))
+            if "events" in case:
+                result = lookups(case, runner_source)
+            else:
+                result = text_buckets(case)
+                if case.get("vision", True):
+                    result.update(vision_steps(case, runner_source))
         except Exception:
             result = {"driver_error": traceback.format_exc()[-2000:]}
         results.append(result)

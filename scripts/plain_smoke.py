@@ -48,6 +48,12 @@ def main(script: str) -> int:
             (["buckets", "plan", "--sizes", "sizes.csv", "--num-buckets", "2", "--json"], 0, '"buckets"'),
             (["buckets", "check", "--sizes", "sizes.csv"], 0, "efficiency"),
             (["buckets", "plan", "--num-buckets", "0"], 2, "--num-buckets"),
+            (
+                ["buckets", "replay", "--sizes", "sizes.csv", "--max-model-len", "8192", "--requests", "100"],
+                0,
+                "planned from traffic",
+            ),
+            (["buckets", "replay", "--text-graph-budget", "1"], 2, "--text-graph-budget"),
             (["memory", "plan"], 0, "verdict:"),
             (["memory", "plan", "--json", "--sizes", "sizes.csv"], 0, '"verdict"'),
             (["memory", "plan", "--free-memory-gib", "0.5"], 1, "does_not_fit"),

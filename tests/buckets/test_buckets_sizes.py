@@ -30,7 +30,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_csv_reads_width_height_rows_in_any_column_order(tmp_path: Path) -> None:
     sizes = read_sizes_csv(write(tmp_path, "name,height,width\na,480,640\n\nb,100,200\n"))
-    assert sizes.sizes == ((640, 480), (200, 100))
+    assert sizes.counts == {(640, 480): 1, (200, 100): 1}
     assert sizes.source == "sizes.csv"
 
 
@@ -38,11 +38,11 @@ def test_csv_reads_width_height_rows_in_any_column_order(tmp_path: Path) -> None
     ("text", "needle"),
     [
         ("", "empty file"),
-        ("640,480\n", ":1: header '640,480' lacks 'width' and 'height'"),
+        ("640,480\n", ":1: header '640,480' lacks width,height"),
         ("width,height\n", "no rows after the header"),
-        ("width,height\n640,480\n640,abc\n", ":3: bad row '640,abc'"),
-        ("width,height\n640\n", ":2: bad row '640'"),
-        ("width,height\n640,480\n0,480\n", ":3: size 0x480 is not positive"),
+        ("width,height\n640,480\n640,abc\n", ":3: height 'abc' is not an integer"),
+        ("width,height\n640\n", ":2: width '640' and height '': give both"),
+        ("width,height\n640,480\n0,480\n", ":3: width 0 is out of range"),
     ],
 )
 def test_bad_csv_gives_file_and_line(tmp_path: Path, text: str, needle: str) -> None:
@@ -63,7 +63,7 @@ def test_folder_scan_reads_real_photos_and_skips_non_images(tmp_path: Path) -> N
         shutil.copy(photo, tmp_path / photo.name)
     (tmp_path / "notes.txt").write_text("not an image", encoding="utf-8")
     found, skipped = scan_images(tmp_path, progress=False)
-    assert sorted(found.sizes) == sorted(PHOTO_SIZES.values())
+    assert sorted(found.counts) == sorted(PHOTO_SIZES.values())
     assert skipped == 1
     assert "1 non-image files skipped" in found.source
 
@@ -74,7 +74,7 @@ def test_folder_scan_applies_exif_rotation(tmp_path: Path) -> None:
     exif[0x0112] = 6  # rotated 90 degrees: displayed as portrait
     Image.new("RGB", (640, 427)).save(tmp_path / "rotated.jpg", exif=exif)
     found, skipped = scan_images(tmp_path, progress=False)
-    assert sorted(found.sizes) == [(427, 640), (640, 427)]
+    assert sorted(found.counts) == [(427, 640), (640, 427)]
     assert skipped == 0
 
 
@@ -85,7 +85,7 @@ def test_folder_scan_reads_headers_only_even_for_huge_images(tmp_path: Path) -> 
     Image.new("RGB", (64, 32)).save(tmp_path / "rotated.png", exif=exif)
     limit = Image.MAX_IMAGE_PIXELS
     found, _ = scan_images(tmp_path, progress=False)
-    assert sorted(found.sizes) == [(32, 64), (30000, 20000)]
+    assert sorted(found.counts) == [(32, 64), (30000, 20000)]
     assert limit == Image.MAX_IMAGE_PIXELS  # the guard is restored
 
 
@@ -99,8 +99,8 @@ def test_folder_scan_errors(tmp_path: Path) -> None:
 
 def test_synthetic_grid_spans_the_pixel_range() -> None:
     grid = synthetic_sizes(3136, 12544 * 196)
-    assert len(grid.sizes) == SYNTHETIC_AREA_STEPS * len(SYNTHETIC_ASPECTS)
-    areas = [w * h for w, h in grid.sizes]
+    assert grid.num_images == SYNTHETIC_AREA_STEPS * len(SYNTHETIC_ASPECTS)
+    areas = [w * h for w, h in grid.counts]
     assert min(areas) == pytest.approx(3136, rel=0.05)
     assert max(areas) == pytest.approx(12544 * 196, rel=0.01)
     assert "log-uniform" in grid.source
@@ -110,17 +110,17 @@ def test_synthetic_grid_spans_the_pixel_range() -> None:
 
 def test_embedded_sizes_are_the_shipped_real_datasets() -> None:
     sizes = embedded_sizes()
-    assert len(sizes.sizes) == 6000
+    assert sizes.num_images == 6000
     assert "coco_val2017.csv (5000 images)" in sizes.source
     assert "mathvista_testmini.csv (1000 images)" in sizes.source
-    assert embedded_sizes(["coco_val2017.csv"]).sizes == read_sizes_csv(EMBEDDED_SIZES / "coco_val2017.csv").sizes
+    assert embedded_sizes(["coco_val2017.csv"]).counts == read_sizes_csv(EMBEDDED_SIZES / "coco_val2017.csv").counts
 
 
 def test_patch_counts_align_to_112_and_count_shrunk_images() -> None:
     # 640x427 -> 672x448 (48x32 patches); 4000x3000 is capped by max_pixels; 10x10 grows to one tile.
     sample = patch_counts([(640, 427), (4000, 3000), (10, 10)], max_pixels=12544 * 196)
-    assert sample.counts[0] == 1536
-    assert sample.counts[1] <= 12544
-    assert sample.counts[2] == 64
+    assert sample.counts[1536] == sample.counts[64] == 1
+    assert sample.num_images == 3
+    assert max(sample.counts) <= 12544
     assert all(c % 64 == 0 for c in sample.counts)
     assert sample.num_shrunk == 1

@@ -172,7 +172,7 @@ def test_bad_csv_row_exits_2_naming_the_line(tmp_path: Path, capsys: pytest.Capt
     bad = tmp_path / "bad.csv"
     bad.write_text("width,height\n640,480\n640;480\n", encoding="utf-8")
     assert main(["buckets", "plan", "--sizes", str(bad)]) == 2
-    assert "bad.csv:3: bad row" in capsys.readouterr().err
+    assert "bad.csv:3: width '640;480'" in capsys.readouterr().err
 
 
 def test_bad_environment_bucket_list_exits_2(
@@ -190,7 +190,7 @@ def test_every_option_has_help() -> None:
     root = build_parser()
     buckets = next(a for a in root._actions if isinstance(a, argparse._SubParsersAction)).choices["buckets"]
     subs = next(a for a in buckets._actions if isinstance(a, argparse._SubParsersAction)).choices
-    assert set(subs) == {"plan", "check"}
+    assert set(subs) == {"plan", "check", "replay"}
     for parser in subs.values():
         for action in parser._actions:
             assert action.help, f"{parser.prog} {action.option_strings or action.dest} has no help"

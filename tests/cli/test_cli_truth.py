@@ -6,17 +6,19 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vllm_hpu_mm.buckets.admission import admit
+from vllm_hpu_mm.buckets.admission import admit, admit_traffic
 from vllm_hpu_mm.buckets.sizes import SizeSet
 from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.preprocess.image import check_dimensions, dimension_problem
+from vllm_hpu_mm.traffic.requests import Request, Traffic
 from vllm_hpu_mm.values import MAX_BUCKET
 
 
@@ -111,15 +113,47 @@ def test_admission_keeps_exactly_what_the_served_loader_accepts(
     accepted = [s for s in sizes if dimension_problem(*s, max_image_pixels=max_image_pixels,
                                                       max_aspect_ratio=max_aspect_ratio) is None]  # fmt: skip
     try:
-        admission = admit(SizeSet(tuple(sizes), "t"), max_image_pixels=max_image_pixels,
+        admission = admit(SizeSet.of(sizes, "t"), max_image_pixels=max_image_pixels,
                           max_aspect_ratio=max_aspect_ratio)  # fmt: skip
     except ConfigError:
         assert not accepted
         return
-    assert list(admission.sizes.sizes) == accepted
+    assert dict(admission.sizes.counts) == dict(Counter(accepted))
     assert admission.num_refused == len(sizes) - len(accepted)
-    for size in admission.sizes.sizes:
+    for size in admission.sizes.counts:
         check_dimensions(*size, max_image_pixels=max_image_pixels, max_aspect_ratio=max_aspect_ratio)  # the loader's
+
+
+def test_traffic_leaves_out_the_requests_whose_image_the_server_refuses_and_keeps_text_only_ones() -> None:
+    wide, big, fine = Request((4000, 10), 100, 10), Request((9000, 9000), 200, 20), Request((640, 480), 300, 30)
+    text_only = Request(None, 400, 40)
+    traffic = Traffic({wide: 3, big: 2, fine: 5, text_only: 7}, "t")
+    served = admit_traffic(traffic, max_image_pixels=100_000_000, max_aspect_ratio=500)
+    assert served is traffic  # nothing refused: the traffic as it was
+    served = admit_traffic(traffic, max_image_pixels=1_000_000, max_aspect_ratio=500)
+    assert dict(served.counts) == {wide: 3, fine: 5, text_only: 7}
+    assert (
+        "2 images the server refuses left out (2 above VLLM_HPU_MM_MAX_IMAGE_PIXELS=1000000), with their requests"
+        in (served.source)
+    )
+    served = admit_traffic(traffic, max_image_pixels=100_000_000, max_aspect_ratio=100)
+    assert dict(served.counts) == {big: 2, fine: 5, text_only: 7}
+    with pytest.raises(ConfigError, match="refuses every image"):
+        admit_traffic(Traffic({big: 1, text_only: 1}, "t"), max_image_pixels=1_000_000, max_aspect_ratio=500)
+
+
+def test_a_plan_over_traffic_counts_only_the_requests_the_server_serves(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    csv = tmp_path / "traffic.csv"
+    csv.write_text("width,height,text_tokens,output_tokens,count\n640,480,200,50,40\n20000,20000,200,50,10\n,,300,60,"
+                   "20\n", encoding="utf-8")  # fmt: skip
+    monkeypatch.setenv("VLLM_HPU_MM_MAX_IMAGE_PIXELS", "100000000")
+    assert main(["memory", "plan", "--json", "--sizes", str(csv)]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    source = plan["text_bucket_plan"]["traffic"]
+    assert "10 images the server refuses left out (10 above VLLM_HPU_MM_MAX_IMAGE_PIXELS=100000000)" in source
+    assert plan["text_bucket_plan"]["requests_replayed"] > 0
 
 
 # --- absurd values are refused, naming them ---------------------------------------------------------------------------

@@ -71,3 +71,22 @@ def test_metrics_count_the_aligned_patches_and_plan_from_them(
     assert out["padded_patches"] == evaluate(flat, best).padded_patches
     # Every image the server processed, the ones sent here included (other tests of the session may have sent more).
     assert out["num_images"] == sum(after.values()) == sum(before.values()) + sum(sent.values())
+
+
+def test_the_server_counts_each_multimodal_request_and_replay_reads_its_text_traffic(
+    server: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = server.base_url + "/metrics"
+    rng = random.Random(7)
+    body: dict[str, Any] = {"model": server.model, "messages": messages([png_url(noise(448, 336, rng))], "Hi"),
+                            "max_tokens": 2}  # fmt: skip
+    assert httpx.post(server.base_url + "/v1/chat/completions", json=body, timeout=180).status_code == 200
+    text = httpx.get(url, timeout=30).text
+    assert "vllm_hpu_mm_requests_total{" in text  # our processor's per-request counter, prompt length bucketed
+    assert "vllm:request_prompt_tokens_bucket" in text  # vLLM's own
+    code = main(["buckets", "replay", "--from-metrics", url, "--max-model-len", "4096", "--max-num-seqs", "8",
+                 "--requests", "50", "--json"])  # fmt: skip
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert "text from vLLM's histograms" in report["traffic"]
+    assert report["configurations"][-1]["run_time_compiles"]["prompt"] == 0

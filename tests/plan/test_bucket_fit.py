@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import random
-from collections.abc import Sequence
 
 import pytest
 from hypothesis import given, settings
@@ -13,7 +12,7 @@ from hypothesis import strategies as st
 
 from tests.support.data import REPO
 from vllm_hpu_mm.buckets.planner import evaluate
-from vllm_hpu_mm.buckets.sizes import embedded_sizes, patch_counts
+from vllm_hpu_mm.buckets.sizes import Sizes, embedded_sizes, patch_counts
 from vllm_hpu_mm.models.dims import VisionDims
 from vllm_hpu_mm.plan import bucket_fit, vision_cost
 from vllm_hpu_mm.plan.vision_cost import PoolMode
@@ -71,7 +70,7 @@ def test_unit_bounds_are_the_largest_sums_that_fit() -> None:
 
 
 def best(
-    sizes: Sequence[tuple[int, int]], pool_bytes: int, *, pool: PoolMode = PoolMode.PRIVATE, max_buckets: int = 3
+    sizes: Sizes, pool_bytes: int, *, pool: PoolMode = PoolMode.PRIVATE, max_buckets: int = 3
 ) -> bucket_fit.BucketFit | None:
     return bucket_fit.best_fitting_list(
         sizes, pool_bytes=pool_bytes, pool=pool, max_buckets=max_buckets, vision=VISION, dtype_size=2,
@@ -104,7 +103,7 @@ def test_nothing_fits_gives_none() -> None:
 
 
 def test_a_shared_pool_bounds_only_the_largest_graph_and_the_count() -> None:
-    sizes = embedded_sizes(("coco_val2017.csv",)).sizes
+    sizes = embedded_sizes(("coco_val2017.csv",)).counts
     pool = vision_cost.capture_bytes((12544,), PoolMode.SHARED, VISION, 2)
     fit = best(sizes, pool + 3 * MIB, pool=PoolMode.SHARED, max_buckets=7)
     assert fit is not None
@@ -116,7 +115,7 @@ def test_a_shared_pool_bounds_only_the_largest_graph_and_the_count() -> None:
 def test_mathvista_on_the_gaudi2_vision_pool_beats_pruning() -> None:
     # The 7B Gaudi2 plan's vision pool is about 1.40 GiB: pruning the default list keeps 1600..6400 and shrinks 59
     # of MathVista's 1000 images (efficiency 0.62); the joint optimum keeps 12544 and shrinks only what 12544 does.
-    sizes = embedded_sizes(("mathvista_testmini.csv",)).sizes
+    sizes = embedded_sizes(("mathvista_testmini.csv",)).counts
     pool = round(1.40 * GIB)
     common = {"min_pixels": 3136, "max_pixels": 12544 * 196, "pool": PoolMode.PRIVATE, "vision": VISION,
               "dtype_size": 2, "mode": AlignMode.NEAREST}  # fmt: skip
@@ -169,7 +168,7 @@ def test_hundreds_of_configured_buckets_are_re_planned_into_the_pool(capsys: pyt
 
 def test_a_search_bounded_by_its_work_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bucket_fit, "WORK_LIMIT", 10**5)
-    sizes = embedded_sizes(("mathvista_testmini.csv",)).sizes
+    sizes = embedded_sizes(("mathvista_testmini.csv",)).counts
     fit = best(sizes, 6 * GIB, max_buckets=30)
     assert fit is not None
     assert "searched lists of up to" in fit.note

@@ -15,6 +15,7 @@ from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.planner import Plan, plan
+from vllm_hpu_mm.plan.text_choice import choose_text
 from vllm_hpu_mm.runtimes.base import PARTS, EngineShape, ServerFlags
 from vllm_hpu_mm.runtimes.exports import exports_for, flags_from_environment
 from vllm_hpu_mm.runtimes.vllm_cuda import capture_sizes
@@ -22,6 +23,7 @@ from vllm_hpu_mm.runtimes.vllm_gaudi.common import decode_buckets, prompt_bucket
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import config_from_env
 from vllm_hpu_mm.runtimes.vllm_gaudi.exports import warmup_resolutions
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import parse_bucket_file
+from vllm_hpu_mm.traffic.default import default_traffic
 from vllm_hpu_mm.values import AlignMode
 
 RATIOS = ("VLLM_GRAPH_PROMPT_RATIO", "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO")
@@ -39,8 +41,16 @@ def make_plan(runtime: str, device: str, env: dict[str, str] | None = None, **re
     return plan(build(r, load(env or {}), env or {}))
 
 
+def planned(p: Plan, concurrency: int | None = 16) -> Plan:
+    """The plan with the text buckets planned from the embedded traffic, as serve makes it."""
+    out, choice = choose_text(p, default_traffic(), load({}), budget=None, concurrency=concurrency, requests=300)
+    assert choice is not None
+    assert choice.replaced
+    return out
+
+
 def test_vllm_gaudi_gets_the_total_the_buckets_that_fit_and_a_bucket_file_never_a_prompt_ratio() -> None:
-    p = make_plan("vllm-gaudi", "gaudi2", buckets="1600,3136")
+    p = planned(make_plan("vllm-gaudi", "gaudi2", buckets="1600,3136"))
     e = exports_for(p, ServerFlags(), resolutions=[(448, 448)], bucket_file_path="/x/b.txt")
     assert e.env["VLLM_GRAPH_RESERVED_MEM"] == "0.1"
     assert e.env["VLLM_MULTIMODAL_BUCKETS"] == "1600,3136"
@@ -48,19 +58,27 @@ def test_vllm_gaudi_gets_the_total_the_buckets_that_fit_and_a_bucket_file_never_
     assert e.env["VLLM_BUCKETING_FROM_FILE"] == "/x/b.txt"
     assert not set(RATIOS) & set(e.env)
     assert e.args == ("--limit-mm-per-prompt", '{"image": 999}')
-    assert {name: part.honoured for name, part in e.enforcement.items()} == dict.fromkeys(PARTS, True)
+    over = any(f.code == "text_graphs_over_pool" for f in p.findings)
+    honoured = {name: part.honoured for name, part in e.enforcement.items()}
+    assert honoured == {**dict.fromkeys(PARTS, True), "decode_graphs": not over, "prefill_text_graphs": not over}
     assert "VLLM_MULTIMODAL_BUCKETS" in e.enforcement["prefill_vision_graphs"].by
     assert e.precision["fp32_softmax"] is True  # vllm-gaudi's default for qwen2_5_vl
 
 
-def test_the_bucket_file_holds_exactly_the_buckets_kept_within_their_shares() -> None:
-    p = make_plan("vllm-gaudi", "gaudi2")
+def test_the_bucket_file_holds_exactly_the_planned_buckets_and_the_plan_costs_every_one() -> None:
+    p = planned(make_plan("vllm-gaudi", "gaudi2"))
     e = exports_for(p, ServerFlags())
     prompt, decode = parse_bucket_file(e.files["vllm-gaudi-buckets.txt"])
-    assert sorted(prompt) == sorted((b.batch, b.size, b.context) for b in p.text_graphs.prefill_kept)
-    assert sorted(decode) == sorted((b.batch, 1, b.size) for b in p.text_graphs.decode_kept)
-    assert sum(b.cost_bytes for b in p.text_graphs.prefill_kept) <= p.split.prefill_text_graph_bytes
-    assert sum(b.cost_bytes for b in p.text_graphs.decode_kept) <= p.split.decode_graph_bytes
+    assert sorted(prompt) == sorted((b.batch, b.size, b.context) for b in p.text_graphs.prefill)
+    assert sorted(decode) == sorted((b.batch, 1, b.size) for b in p.text_graphs.decode)
+    assert "none is compiled at run time" in " ".join(e.notes)
+
+
+def test_without_a_planned_file_vllm_gaudi_warms_its_own_buckets_and_the_note_says_so() -> None:
+    e = exports_for(make_plan("vllm-gaudi", "gaudi2"), ServerFlags())
+    assert "VLLM_BUCKETING_FROM_FILE" not in e.env
+    assert not e.files
+    assert "a shape that no bucket covers compiles at run time" in " ".join(e.notes)
 
 
 def test_vllm_gaudi_counts_what_its_own_bucketing_generates() -> None:
@@ -85,7 +103,7 @@ def test_a_users_limit_without_image_means_no_vision_warmup_and_says_so() -> Non
 
 
 def test_with_almost_no_memory_none_is_never_exported_while_warmup_is_on() -> None:
-    p = make_plan("vllm-gaudi", "gaudi2", free_memory_gib=1.0, max_num_seqs=4)
+    p = planned(make_plan("vllm-gaudi", "gaudi2", free_memory_gib=1.0, max_num_seqs=4), concurrency=4)
     assert not p.vision_buckets_captured
     e = exports_for(p, ServerFlags())
     assert "VLLM_MULTIMODAL_BUCKETS" not in e.env

@@ -1,18 +1,21 @@
 """Which images the server accepts at all: the served loader refuses, before decoding, an image above
 ``VLLM_HPU_MM_MAX_IMAGE_PIXELS`` or with an aspect ratio above ``VLLM_HPU_MM_MAX_ASPECT_RATIO``
 (:func:`~vllm_hpu_mm.preprocess.image.dimension_problem`, the one rule). A plan counts only the images the server
-accepts; the others are reported, never planned for."""
+accepts; the others are reported, never planned for. In request traffic a refused image fails its whole request
+(HTTP 400), so the request is left out of the traffic too."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Mapping
 
 from vllm_hpu_mm.buckets.sizes import Size, SizeSet
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.preprocess.image import Refusal, dimension_problem
+from vllm_hpu_mm.traffic.requests import Traffic
 
-__all__ = ["Admission", "admit"]
+__all__ = ["Admission", "admit", "admit_traffic"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,27 +43,49 @@ class Admission:
         return f"{self.num_refused} images the server refuses left out ({self.reasons()})" if self.num_refused else ""
 
 
-def admit(sizes: SizeSet, *, max_image_pixels: int, max_aspect_ratio: float) -> Admission:
-    """The images of ``sizes`` the server accepts (each distinct size judged once); the source says what was left
-    out. :class:`ConfigError` when it accepts none of them."""
-    verdicts: dict[Size, Refusal | None] = {}
-    kept: list[Size] = []
+def _verdicts(
+    counts: Mapping[Size, int], max_image_pixels: int, max_aspect_ratio: float
+) -> tuple[dict[Size, int], Counter[Refusal]]:
+    """The accepted sizes (with their counts) and the refused images by reason; each distinct size judged once."""
+    kept: dict[Size, int] = {}
     refused: Counter[Refusal] = Counter()
-    for size in sizes.sizes:
-        if size not in verdicts:
-            verdicts[size] = dimension_problem(
-                *size, max_image_pixels=max_image_pixels, max_aspect_ratio=max_aspect_ratio
-            )
-        problem = verdicts[size]
+    for size, n in counts.items():
+        problem = dimension_problem(*size, max_image_pixels=max_image_pixels, max_aspect_ratio=max_aspect_ratio)
         if problem is None:
-            kept.append(size)
+            kept[size] = n
         else:
-            refused[problem] += 1
+            refused[problem] += n
+    return kept, refused
+
+
+def _refused_all(source: str, admission: Admission) -> ConfigError:
+    return ConfigError(f"{source}: the server refuses every image ({admission.reasons()}); accepted: images within "
+                       "those limits")  # fmt: skip
+
+
+def admit(sizes: SizeSet, *, max_image_pixels: int, max_aspect_ratio: float) -> Admission:
+    """The images of ``sizes`` the server accepts; the source says what was left out. :class:`ConfigError` when it
+    accepts none of them."""
+    kept, refused = _verdicts(sizes.counts, max_image_pixels, max_aspect_ratio)
     admission = Admission(sizes, dict(refused), max_image_pixels, max_aspect_ratio)
     if not refused:
         return admission
     if not kept:
-        raise ConfigError(f"{sizes.source}: the server refuses every image ({admission.reasons()}); accepted: "
-                          "images within those limits")  # fmt: skip
-    source = f"{sizes.source} ({admission.summary()})"
-    return dataclasses.replace(admission, sizes=SizeSet(tuple(kept), source))
+        raise _refused_all(sizes.source, admission)
+    return dataclasses.replace(admission, sizes=SizeSet(kept, f"{sizes.source} ({admission.summary()})"))
+
+
+def admit_traffic(traffic: Traffic, *, max_image_pixels: int, max_aspect_ratio: float) -> Traffic:
+    """The requests of ``traffic`` the server serves: a request whose image it refuses is left out (text-only
+    requests are kept); the source says how many. :class:`ConfigError` when the traffic carries images and the
+    server refuses every one."""
+    images = traffic.images()
+    kept, refused = _verdicts(images, max_image_pixels, max_aspect_ratio)
+    if not refused:
+        return traffic
+    admission = Admission(SizeSet(images, traffic.source), dict(refused), max_image_pixels, max_aspect_ratio)
+    if not kept:
+        raise _refused_all(traffic.source, admission)
+    requests = {r: n for r, n in traffic.counts.items() if r.image is None or r.image in kept}
+    return dataclasses.replace(traffic, counts=requests, source=f"{traffic.source} ({admission.summary()}, with "
+                               "their requests)")  # fmt: skip

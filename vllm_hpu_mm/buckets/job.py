@@ -5,11 +5,11 @@ tabulates it over many data sets."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping
 
 from vllm_hpu_mm.buckets.coverage import largest_patches, validate_coverage
 from vllm_hpu_mm.buckets.planner import Evaluation, evaluate, fewest_buckets, optimal_buckets
-from vllm_hpu_mm.buckets.sizes import Size, patch_counts
+from vllm_hpu_mm.buckets.sizes import Sizes, patch_counts
 from vllm_hpu_mm.buckets.workload import evaluate_sizes
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.preprocess.align import QWEN_MIN_PIXELS
@@ -27,8 +27,8 @@ class PlanResult:
     evaluation: Evaluation
     #: The default list on the same images, under the oversize policy.
     default: Evaluation
-    #: Aligned patch count of every image, in input order.
-    counts: tuple[int, ...]
+    #: Aligned patch counts: patches -> images.
+    counts: Mapping[int, int]
     #: Coverage notes of the planned list (complete sentences), empty when it covers the pixel range.
     warnings: tuple[str, ...]
     min_pixels: int
@@ -52,7 +52,7 @@ def pixel_range(
 
 
 def plan_buckets(
-    sizes: Sequence[Size],
+    sizes: Sizes,
     *,
     num_buckets: int | None = None,
     target_efficiency: float | None = None,

@@ -1,34 +1,35 @@
 """What a running server saw: read a Prometheus ``/metrics`` exposition (a URL or a saved file) into the aligned
-patch counts of the images its processor handled, for ``buckets plan|check --from-metrics``.
+patch counts of the images its processor handled, and with vLLM's own text metrics (:mod:`vllm_hpu_mm.traffic.metrics`)
+into traffic, for ``--from-metrics``.
 
 The plugin counts every aligned image as ``vllm_hpu_mm_aligned_images_total{patches="<n>",bucket="<b>"}``
 (:mod:`vllm_hpu_mm.plugin.metrics`). A bucket planner needs only the patch counts; the size commands work on image
 sizes, so each count is handed to them as the 112-px tile grid that has exactly that many patches (the squarest one,
-``rows x cols`` tiles with ``rows * cols = n / 64``). Any 112-multiple size aligns to itself under every alignment
-mode, so the plan sees exactly the counts the server saw (``tests/test_buckets_live.py`` checks the round trip).
+``rows x cols`` tiles with ``rows * cols = n / 64``), with its count: nothing is expanded per image. Any 112-multiple
+size aligns to itself under every alignment mode, so the plan sees exactly the counts the server saw
+(``tests/buckets/test_buckets_live.py`` checks the round trip).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import urllib.error
-import urllib.request
 from collections import Counter
-from pathlib import Path
+from typing import Any
 
 from vllm_hpu_mm.buckets.sizes import Size, SizeSet
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.traffic.metrics import FLAG, families, nonnegative_count, read_exposition, text_metrics
+from vllm_hpu_mm.traffic.requests import Request, Traffic
 from vllm_hpu_mm.values import BUCKET_GRANULE
 
-__all__ = ["LiveCounts", "from_metrics", "parse_exposition", "read_exposition", "tile_size"]
+__all__ = ["LiveCounts", "from_metrics", "parse_exposition", "read_exposition", "tile_size", "traffic_from_metrics"]
 
 IMAGES_METRIC = "vllm_hpu_mm_aligned_images"
 PADDING_METRIC = "vllm_hpu_mm_aligned_padding_patches"
-FLAG = "--from-metrics"
-#: Seconds to wait for a ``/metrics`` URL.
-TIMEOUT_S = 10.0
 TILE = 112
+#: Most patches an aligned image may have: 2^24 (3.3 gigapixels), far above any image the server accepts.
+MAX_PATCHES = 1 << 24
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,54 +60,25 @@ class LiveCounts:
         return real / (real + self.padding) if real else 1.0
 
 
-def read_exposition(source: str, *, timeout_s: float = TIMEOUT_S) -> str:
-    """The exposition text of a ``http(s)://`` URL or a file path; :class:`ConfigError` naming the flag if not."""
-    if source.startswith(("http://", "https://")):
-        try:
-            with urllib.request.urlopen(source, timeout=timeout_s) as response:
-                body: bytes = response.read()
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise ConfigError(
-                f"{FLAG} {source}: cannot fetch it ({reason}); expected a server's /metrics URL or a saved file"
-            ) from None
-        return body.decode("utf-8", errors="replace")
-    try:
-        return Path(source).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise ConfigError(
-            f"{FLAG} {source}: cannot read it ({exc.strerror or exc}); expected a /metrics URL (http://HOST:PORT/"
-            "metrics) or a file holding a saved exposition"
-        ) from None
-
-
-def _count(value: float, what: str, source: str) -> int:
-    if value < 0 or value != int(value):
-        raise ConfigError(f"{FLAG} {source}: {what} has value {value}; expected a non-negative whole count")
-    return int(value)
-
-
 def parse_exposition(text: str, source: str = "exposition") -> LiveCounts:
     """Sum the aligned-image counters over every other label (several API servers, pids)."""
-    from prometheus_client.parser import text_string_to_metric_families
+    return _require_images(image_counts(families(text, source), source), source)
 
+
+def image_counts(fams: list[Any], source: str) -> LiveCounts:
     images: Counter[int] = Counter()
     hit: set[int] = set()
     oversize = padding = 0
-    try:
-        families = list(text_string_to_metric_families(text))
-    except ValueError as exc:
-        raise ConfigError(f"{FLAG} {source}: not a Prometheus text exposition ({exc})") from None
-    for family in families:
+    for family in fams:
         for sample in family.samples:
             if sample.name == IMAGES_METRIC + "_total":
                 raw = sample.labels.get("patches", "")
-                if not raw.isdigit() or int(raw) <= 0 or int(raw) % BUCKET_GRANULE:
+                if not raw.isdigit() or len(raw) > 9 or not 0 < int(raw) <= MAX_PATCHES or int(raw) % BUCKET_GRANULE:
                     raise ConfigError(
-                        f"{FLAG} {source}: {IMAGES_METRIC}_total has patches={raw!r}; expected a positive multiple "
-                        f"of {BUCKET_GRANULE} (an aligned patch count)"
+                        f"{FLAG} {source}: {IMAGES_METRIC}_total has patches={raw[:20]!r}; expected a multiple of "
+                        f"{BUCKET_GRANULE} from {BUCKET_GRANULE} to {MAX_PATCHES} (an aligned patch count)"
                     )
-                n = _count(sample.value, f'{IMAGES_METRIC}_total{{patches="{raw}"}}', source)
+                n = nonnegative_count(sample.value, f'{IMAGES_METRIC}_total{{patches="{raw}"}}', source)
                 images[int(raw)] += n
                 bucket = sample.labels.get("bucket", "")
                 if bucket.isdigit() and n:
@@ -114,14 +86,18 @@ def parse_exposition(text: str, source: str = "exposition") -> LiveCounts:
                 elif bucket == "oversize":
                     oversize += n
             elif sample.name == PADDING_METRIC + "_total":
-                padding += _count(sample.value, f"{PADDING_METRIC}_total", source)
+                padding += nonnegative_count(sample.value, f"{PADDING_METRIC}_total", source)
     counted = {p: n for p, n in sorted(images.items()) if n}
-    if not counted:
+    return LiveCounts(counted, tuple(sorted(hit)), oversize, padding)
+
+
+def _require_images(live: LiveCounts, source: str) -> LiveCounts:
+    if not live.images:
         raise ConfigError(
             f"{FLAG} {source}: no images counted ({IMAGES_METRIC}_total is absent or zero); is the vllm-hpu-mm plugin "
             "loaded in that server, and has it processed any images?"
         )
-    return LiveCounts(counted, tuple(sorted(hit)), oversize, padding)
+    return live
 
 
 def tile_size(patches: int) -> Size:
@@ -131,10 +107,7 @@ def tile_size(patches: int) -> Size:
     return TILE * (tiles // rows), TILE * rows
 
 
-def from_metrics(source: str) -> tuple[SizeSet, LiveCounts]:
-    """The server's images as a :class:`SizeSet` (one tile-grid size per counted image) and the counts themselves."""
-    live = parse_exposition(read_exposition(source), source)
-    sizes = tuple(tile_size(p) for p, n in live.images.items() for _ in range(n))
+def _describe(source: str, live: LiveCounts) -> str:
     running = ",".join(map(str, live.buckets_hit)) or "none hit"
     description = (
         f"{source} ({live.num_images} images counted by the server; its running list, buckets hit {running}, "
@@ -142,4 +115,44 @@ def from_metrics(source: str) -> tuple[SizeSet, LiveCounts]:
         + (f", {live.oversize} above its largest bucket" if live.oversize else "")
         + ")"
     )
-    return SizeSet(sizes, description), live
+    return description
+
+
+def from_metrics(source: str) -> tuple[SizeSet, LiveCounts]:
+    """The server's images as a :class:`SizeSet` (each count at its tile-grid size) and the counts themselves."""
+    live = parse_exposition(read_exposition(source), source)
+    return SizeSet({tile_size(p): n for p, n in live.images.items()}, _describe(source, live)), live
+
+
+def traffic_from_metrics(source: str) -> Traffic:
+    """The server's traffic: its images (our counters), text-only requests (vLLM's prompt histogram beyond our
+    multimodal requests), and the text distribution of vLLM's own histograms and prefix-cache counters."""
+    fams = families(read_exposition(source), source)
+    text = text_metrics(fams, source)
+    live: LiveCounts | None = image_counts(fams, source)
+    if live is not None and not live.images:
+        live = None if text.found else _require_images(live, source)
+    counts: Counter[Request] = Counter()
+    image_requests = 0
+    if live is not None:
+        for patches, n in live.images.items():
+            counts[Request(tile_size(patches))] += n
+        image_requests = sum(text.image_request_prompts.values()) or live.num_images
+    text_only = sum(text.prompts.values()) - image_requests
+    if text_only > 0:
+        counts[Request(None)] += text_only
+    if not counts:
+        raise ConfigError(f"{FLAG} {source}: no requests counted (neither {IMAGES_METRIC}_total nor "
+                          "vllm:request_prompt_tokens); is it a vLLM server's /metrics?")  # fmt: skip
+    parts = [_describe(source, live) if live is not None else f"{source} (no image counters)"]
+    if text.found:
+        share = "no prefix-cache counters" if text.hit_share is None else f"prefix-cache hit share {text.hit_share:.3f}"
+        parts.append(f"text from vLLM's histograms ({sum(text.prompts.values())} requests, prompt and answer lengths "
+                     f"at their bucket midpoints, taken as independent; {share})")  # fmt: skip
+    else:
+        parts.append("no text metrics: text drawn from the default traffic")
+    rows = text.text_rows() if text.found else None
+    if text.running == 0:
+        parts.append("vllm:num_requests_running read 0 (an idle server): load unknown")
+    # a gauge of 0 is an idle moment, not the load: unknown, so the buckets serve every load
+    return Traffic(dict(counts), "; ".join(parts), text.running or None, rows, text_includes_images=text.found)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from vllm_hpu_mm.buckets.planner import Counts, as_weights
 from vllm_hpu_mm.errors import ConfigError
 
 
 def plot_histogram(
-    counts: Sequence[int],
+    counts: Counts,
     buckets: Sequence[int],
     path: str | Path,
     *,
@@ -28,7 +29,7 @@ def plot_histogram(
     import matplotlib.pyplot as plt
 
     out = Path(path)
-    hist = Counter(counts)
+    hist = as_weights(counts)
     fig, ax = plt.subplots(figsize=(9, 4.5))
     try:
         xs = sorted(hist)
@@ -41,11 +42,19 @@ def plot_histogram(
         ax.set_ylabel("images")
         ax.set_title(title, fontsize=10)
         ax.legend(loc="upper right", fontsize=8)
+    finally:
+        save_png(fig, out)
+    return out
+
+
+def save_png(fig: Any, out: Path) -> None:
+    """Lay out, write (a bad path is the ``--plot`` flag's error) and close a matplotlib figure."""
+    import matplotlib.pyplot as plt
+
+    try:
         fig.tight_layout()
-        try:
-            fig.savefig(out, dpi=110, format="png")
-        except OSError as exc:
-            raise ConfigError(f"--plot {out}: cannot write it ({exc.strerror or exc})") from None
+        fig.savefig(out, dpi=110, format="png")
+    except OSError as exc:
+        raise ConfigError(f"--plot {out}: cannot write it ({exc.strerror or exc})") from None
     finally:
         plt.close(fig)
-    return out

@@ -1,26 +1,50 @@
 """Where the bucket planner gets image sizes from, and how sizes become aligned patch counts.
 
-Sources: a CSV with a ``width,height`` header (:func:`read_sizes_csv`), a folder of images whose headers are read
-with Pillow (:func:`scan_images`), a synthetic grid between ``min_pixels`` and ``max_pixels``
-(:func:`synthetic_sizes`, assumption stated there), or the real distributions shipped in ``vllm_hpu_mm/data``
-(:func:`embedded_sizes`). Sizes are ``(width, height)`` in pixels, as published.
+Sources: a CSV with a ``width,height`` header, the request-level traffic file included (:func:`read_sizes_csv`;
+text-only rows carry no image), a folder of images whose headers are read with Pillow (:func:`scan_images`), a
+synthetic grid between ``min_pixels`` and ``max_pixels`` (:func:`synthetic_sizes`, assumption stated there), or the
+real distributions shipped in ``vllm_hpu_mm/data`` (:func:`embedded_sizes`). Sizes are ``(width, height)`` in
+pixels, as published.
+
+Sizes are held as counts (size -> images), never one entry per image, and aligned once per distinct size: the work
+is bounded by the distinct sizes, whatever the number of images.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import math
 import warnings
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.preprocess.align import QWEN_MIN_PIXELS, aligned_size, patch_count
+from vllm_hpu_mm.traffic.csvfile import parse_rows, read_traffic_csv
+from vllm_hpu_mm.traffic.requests import Size, Traffic
 from vllm_hpu_mm.values import AlignMode
 
-Size = tuple[int, int]  # (width, height)
+__all__ = [
+    "EMBEDDED_DATASETS",
+    "PatchSample",
+    "Size",
+    "SizeSet",
+    "Sizes",
+    "as_counts",
+    "embedded_sizes",
+    "images_of",
+    "patch_counts",
+    "read_sizes_csv",
+    "scan_images",
+    "synthetic_sizes",
+]
+
+#: Sizes one per image, or weighted: size -> images.
+Sizes = Sequence[Size] | Mapping[Size, int]
 
 #: The real image-size CSVs shipped in ``vllm_hpu_mm/data`` (sources in data/README.md), planned over by default.
 EMBEDDED_DATASETS = ("coco_val2017.csv", "mathvista_testmini.csv")
@@ -36,75 +60,77 @@ SYNTHETIC_ASSUMPTION = (
 _UNCAPPED = 1 << 62
 
 
+def as_counts(sizes: Sizes) -> dict[Size, int]:
+    """Sizes as size -> images (a mapping is taken as it is, zero counts dropped)."""
+    if isinstance(sizes, Mapping):
+        return {(int(w), int(h)): int(n) for (w, h), n in sizes.items() if n}
+    return dict(Counter((int(w), int(h)) for w, h in sizes))
+
+
 @dataclasses.dataclass(frozen=True)
 class SizeSet:
-    """Image sizes and a human-readable description of where they came from."""
+    """Image sizes as counts (size -> images) and a human-readable description of where they came from."""
 
-    sizes: tuple[Size, ...]
+    counts: Mapping[Size, int]
     source: str
+
+    @classmethod
+    def of(cls, sizes: Sizes, source: str) -> SizeSet:
+        return cls(as_counts(sizes), source)
+
+    @property
+    def num_images(self) -> int:
+        return sum(self.counts.values())
+
+    @staticmethod
+    def combine(parts: Iterable[SizeSet]) -> SizeSet:
+        items = list(parts)
+        total: Counter[Size] = Counter()
+        for part in items:
+            total.update(part.counts)
+        return SizeSet(dict(total), " + ".join(p.source for p in items))
 
 
 @dataclasses.dataclass(frozen=True)
 class PatchSample:
-    """Aligned patch counts of a set of images, one per image, in input order."""
+    """Aligned patch counts of a set of images: patches -> images."""
 
-    counts: tuple[int, ...]
+    counts: Mapping[int, int]
     #: Images whose aligned size was capped below their natural 112-grid size by ``max_pixels``.
     num_shrunk: int
 
-
-def read_sizes_csv(path: str | Path) -> SizeSet:
-    """Sizes from a CSV whose header names ``width`` and ``height`` columns (other columns are ignored).
-
-    Raises :class:`ConfigError` naming the file and line for a missing header or a bad row.
-    """
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise ConfigError(f"--sizes {p}: cannot read it ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"--sizes {p}: not a UTF-8 text CSV; expected a 'width,height' header") from None
-    return SizeSet(_parse_csv(text.splitlines(), str(p)), f"{p.name}")
+    @property
+    def num_images(self) -> int:
+        return sum(self.counts.values())
 
 
-def _parse_csv(lines: Iterable[str], name: str) -> tuple[Size, ...]:
-    reader = csv.reader(lines)
-    header = next(reader, None)
-    if header is None:
-        raise ConfigError(f"{name}: empty file; expected a 'width,height' header then one row per image")
-    columns = [h.strip().lower() for h in header]
-    if "width" not in columns or "height" not in columns:
-        raise ConfigError(f"{name}:1: header {','.join(header)!r} lacks 'width' and 'height' columns")
-    wi, hi = columns.index("width"), columns.index("height")
-    sizes: list[Size] = []
-    for line, row in enumerate(reader, start=2):
-        if not row or all(not cell.strip() for cell in row):
-            continue
-        try:
-            w, h = int(row[wi]), int(row[hi])
-        except (ValueError, IndexError):
-            raise ConfigError(
-                f"{name}:{line}: bad row {','.join(row)!r}; expected two positive integers width,height"
-            ) from None
-        if w <= 0 or h <= 0:
-            raise ConfigError(f"{name}:{line}: size {w}x{h} is not positive; expected positive width,height")
-        sizes.append((w, h))
-    if not sizes:
-        raise ConfigError(f"{name}: no rows after the header; expected one 'width,height' row per image")
-    return tuple(sizes)
+def images_of(traffic: Traffic) -> SizeSet:
+    """The images a traffic carries (text-only requests left out); :class:`ConfigError` when there are none."""
+    images = traffic.images()
+    if not images:
+        raise ConfigError(f"{traffic.source}: no images (every row is a text-only request); expected width,height "
+                          "rows")  # fmt: skip
+    return SizeSet(images, traffic.source)
+
+
+def read_sizes_csv(path: str | Path, *, flag: str = "--sizes") -> SizeSet:
+    """The images of a CSV whose header names ``width`` and ``height`` (the request-level traffic file included:
+    other columns are read there, text-only rows carry no image). :class:`ConfigError` names the flag, file and
+    line of a bad header or row."""
+    traffic = read_traffic_csv(path, flag=flag)
+    return images_of(traffic)
 
 
 def embedded_sizes(names: Sequence[str] = EMBEDDED_DATASETS) -> SizeSet:
     """The real size distributions shipped with the package (default: COCO val2017 + MathVista testmini)."""
-    sizes: list[Size] = []
-    parts: list[str] = []
+    parts = []
     for name in names:
         text = resources.files("vllm_hpu_mm").joinpath("data").joinpath(name).read_text(encoding="utf-8")
-        found = _parse_csv(text.splitlines(), name)
-        sizes.extend(found)
-        parts.append(f"{name} ({len(found)} images)")
-    return SizeSet(tuple(sizes), "embedded real sizes: " + " + ".join(parts))
+        counts, _, _ = parse_rows(csv.reader(io.StringIO(text)), name)
+        found = images_of(Traffic(dict(counts), name))
+        parts.append(SizeSet(found.counts, f"{name} ({found.num_images} images)"))
+    total = SizeSet.combine(parts)
+    return SizeSet(total.counts, "embedded real sizes: " + total.source)
 
 
 def scan_images(folder: str | Path, *, progress: bool = True) -> tuple[SizeSet, int]:
@@ -138,7 +164,7 @@ def scan_images(folder: str | Path, *, progress: bool = True) -> tuple[SizeSet, 
         Image.MAX_IMAGE_PIXELS = limit
     if not sizes:
         raise ConfigError(f"--images {root}: no readable images among {len(files)} files")
-    return SizeSet(tuple(sizes), f"{root} ({len(sizes)} images, {skipped} non-image files skipped)"), skipped
+    return SizeSet.of(sizes, f"{root} ({len(sizes)} images, {skipped} non-image files skipped)"), skipped
 
 
 def _header_size(path: Path) -> Size | None:
@@ -173,27 +199,24 @@ def synthetic_sizes(min_pixels: int, max_pixels: int) -> SizeSet:
         area = math.exp(lo + (hi - lo) * step / (SYNTHETIC_AREA_STEPS - 1))
         for aspect in SYNTHETIC_ASPECTS:
             sizes.append((max(1, round(math.sqrt(area * aspect))), max(1, round(math.sqrt(area / aspect)))))
-    return SizeSet(tuple(sizes), SYNTHETIC_ASSUMPTION)
+    return SizeSet.of(sizes, SYNTHETIC_ASSUMPTION)
 
 
 def patch_counts(
-    sizes: Sequence[Size],
+    sizes: Sizes,
     *,
     min_pixels: int = QWEN_MIN_PIXELS,
     max_pixels: int,
     mode: AlignMode = AlignMode.NEAREST,
 ) -> PatchSample:
-    """Aligned patch count of each ``(width, height)``, by :func:`~vllm_hpu_mm.preprocess.align.aligned_size`."""
-    counts: list[int] = []
+    """Aligned patch counts of the images (patches -> images), by
+    :func:`~vllm_hpu_mm.preprocess.align.aligned_size`, once per distinct size."""
+    counts: Counter[int] = Counter()
     shrunk = 0
-    natural_cache: dict[Size, tuple[int, bool]] = {}
-    for w, h in sizes:
-        cached = natural_cache.get((w, h))
-        if cached is None:
-            ah, aw = aligned_size(h, w, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode)
-            n = patch_count(ah, aw)
-            nh, nw = aligned_size(h, w, min_pixels=min_pixels, max_pixels=_UNCAPPED, mode=mode)
-            cached = natural_cache[(w, h)] = (n, n < patch_count(nh, nw))
-        counts.append(cached[0])
-        shrunk += cached[1]
-    return PatchSample(tuple(counts), shrunk)
+    for (w, h), n in as_counts(sizes).items():
+        ah, aw = aligned_size(h, w, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode)
+        patches = patch_count(ah, aw)
+        nh, nw = aligned_size(h, w, min_pixels=min_pixels, max_pixels=_UNCAPPED, mode=mode)
+        counts[patches] += n
+        shrunk += n if patches < patch_count(nh, nw) else 0
+    return PatchSample(dict(sorted(counts.items())), shrunk)

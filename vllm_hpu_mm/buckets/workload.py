@@ -7,12 +7,12 @@ from collections.abc import Sequence
 
 from vllm_hpu_mm.buckets.planner import Evaluation, evaluate
 from vllm_hpu_mm.buckets.policy import OversizePolicy, pixel_limits
-from vllm_hpu_mm.buckets.sizes import Size, patch_counts
+from vllm_hpu_mm.buckets.sizes import Sizes, patch_counts
 from vllm_hpu_mm.values import AlignMode
 
 
 def evaluate_sizes(
-    sizes: Sequence[Size],
+    sizes: Sizes,
     buckets: Sequence[int],
     *,
     min_pixels: int,

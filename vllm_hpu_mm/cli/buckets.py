@@ -27,6 +27,7 @@ from vllm_hpu_mm.buckets.sizes import (
     synthetic_sizes,
 )
 from vllm_hpu_mm.buckets.workload import evaluate_sizes
+from vllm_hpu_mm.cli.buckets_replay import add_parser as add_replay_parser
 from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, print_json
 from vllm_hpu_mm.plan.args import fraction, positive_int
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS
@@ -81,7 +82,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="plan or check a vision bucket list (VLLM_MULTIMODAL_BUCKETS)",
         description="Plan the vision bucket list that wastes the least compute on your images, or check one.",
     )
-    sub = p.add_subparsers(dest="buckets_command", metavar="{plan,check}")
+    sub = p.add_subparsers(dest="buckets_command", metavar="{plan,check,replay}")
     sub.required = True
     plan = sub.add_parser(
         "plan",
@@ -124,6 +125,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     _add_common(check, max_default="default: the largest bucket x 196")
     check.set_defaults(func=run_check)
+    add_replay_parser(sub)
 
 
 def _align_mode(args: argparse.Namespace, settings: envs.Settings) -> AlignMode:
@@ -145,7 +147,7 @@ def _load_sizes(args: argparse.Namespace) -> SizeSet:
 
         sets.append(from_metrics(args.from_metrics)[0])
     if sets:
-        return SizeSet(tuple(s for part in sets for s in part.sizes), " + ".join(part.source for part in sets))
+        return SizeSet.combine(sets)
     if args.min_pixels is not None and args.max_pixels is not None:
         return synthetic_sizes(args.min_pixels, args.max_pixels)
     return embedded_sizes()
@@ -194,7 +196,7 @@ def run_plan(args: argparse.Namespace) -> int:
     admission = _admitted(args, settings)
     sizes = admission.sizes
     result = plan_buckets(
-        sizes.sizes,
+        sizes.counts,
         num_buckets=args.num_buckets,
         target_efficiency=args.target_efficiency,
         keep_largest=args.keep_largest,
@@ -264,7 +266,7 @@ def run_check(args: argparse.Namespace) -> int:
     warnings = validate_coverage(buckets, min_pixels=min_pixels, max_pixels=max_pixels, policy=policy, source=source)
     admission = _admitted(args, settings)
     sizes = admission.sizes
-    ev = evaluate_sizes(sizes.sizes, buckets, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode, policy=policy)
+    ev = evaluate_sizes(sizes.counts, buckets, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode, policy=policy)
     rejected = ev.num_oversize if policy is OversizePolicy.REJECT else 0
     if rejected:
         warnings.append(f"{rejected} of {ev.num_images} images ({rejected / ev.num_images:.1%}) are above the largest "
@@ -274,7 +276,7 @@ def run_check(args: argparse.Namespace) -> int:
         from vllm_hpu_mm.buckets.plot import plot_histogram
 
         counts = patch_counts(
-            sizes.sizes, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode
+            sizes.counts, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode
         ).counts  # before any shrink: shows what lies above the largest bucket
         plot_histogram(counts, buckets, args.plot, title=sizes.source)
     code = ExitCode.NEGATIVE if warnings else ExitCode.OK

@@ -207,9 +207,15 @@ PLAN_OPTIONS: tuple[Option, ...] = (
            "vision gets the rest (default: VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO)", number),
     Option("vision_pool", "vision-pool", "vision graph memory model: private (HPU default), shared (CUDA default) or "
            "none"),
-    Option("sizes", "sizes", "image sizes (a width,height CSV or a folder of images) to plan the bucket list jointly "
-           "with the vision graph pool (default: the embedded real sizes, used when the list does not fit)",
-           metavar="CSV|DIR"),
+    Option("sizes", "sizes", "traffic to plan over: a CSV with a width,height header (optional text_tokens, "
+           "output_tokens, cached_tokens, count; empty width,height = a text-only request) or a folder of images: "
+           "the vision buckets are planned jointly with the vision graph pool, vllm-gaudi's text buckets from the "
+           "requests (default: the embedded default traffic)", metavar="CSV|DIR"),
+    Option("text_graph_budget", "text-graph-budget", "most prompt + decode graphs in the text buckets planned for "
+           "vllm-gaudi (default: a third of what its own strategy warms for the same limits, raised at most to a "
+           "half only as far as the buckets need to match its own efficiencies on the traffic)", integer),
+    Option("concurrency", "concurrency", "requests running at once, for the decode batches the text buckets are "
+           "planned for (default: every load up to --max-num-seqs)", integer),
     Option("keep_buckets", "keep-buckets", "keep the configured bucket list, only pruning the largest buckets that do "
            "not fit (default: re-plan it jointly with the vision pool when it does not fit)", boolean=True),
     Option("max_buckets", "max-buckets", "most vision buckets in a jointly planned list (default: as many as the "
@@ -270,6 +276,8 @@ class SizingArgs:
     keep_buckets: bool | None = None
     max_buckets: int | None = None
     profile: str | None = None
+    text_graph_budget: int | None = None
+    concurrency: int | None = None
     prefix: str = ""
     #: How the user spelled vLLM's flags where it differs from the long name (field, spelling): ``-tp``, a prefix
     #: vLLM's parser resolves (``--gpu-memory-util``), an alias, ``--max_model_len``.

@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from vllm_hpu_mm.buckets.admission import admit
-from vllm_hpu_mm.buckets.sizes import SizeSet, embedded_sizes, read_sizes_csv, scan_images
+from vllm_hpu_mm.buckets.admission import admit_traffic
+from vllm_hpu_mm.buckets.sizes import SizeSet, embedded_sizes, images_of, scan_images
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan import bucket_fit
@@ -16,9 +16,12 @@ from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.planner import Plan, plan
 from vllm_hpu_mm.plan.vision_cost import PoolMode
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS
+from vllm_hpu_mm.traffic.csvfile import read_traffic_csv
+from vllm_hpu_mm.traffic.default import default_traffic
+from vllm_hpu_mm.traffic.requests import Request, Traffic
 from vllm_hpu_mm.values import PIXELS_PER_PATCH, AlignMode
 
-__all__ = ["BucketChoice", "choose", "read_sizes"]
+__all__ = ["BucketChoice", "choose", "read_sizes", "read_traffic"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,23 +36,35 @@ class BucketChoice:
     reason: str
 
 
-def read_sizes(path: str | None, *, flag: str, settings: Settings | None = None) -> SizeSet:
-    """Sizes from a CSV (``width,height`` header) or a folder of images (headers only); None: the embedded sizes.
-    With ``settings``, only the images the server accepts (the source says how many it refuses)."""
+def read_traffic(path: str | None, *, flag: str, settings: Settings | None = None) -> Traffic:
+    """Traffic from a request CSV (``width,height`` header, optional text columns) or a folder of images (headers
+    only: text unknown); None: the embedded default traffic. With ``settings``, only the requests the server serves
+    (a request whose image it refuses is left out; the source says how many)."""
+    traffic = _read_traffic(path, flag=flag)
+    if settings is None:
+        return traffic
+    return admit_traffic(traffic, max_image_pixels=settings.max_image_pixels,
+                         max_aspect_ratio=settings.max_aspect_ratio)  # fmt: skip
+
+
+def _read_traffic(path: str | None, *, flag: str) -> Traffic:
     if path is None:
-        return embedded_sizes()
+        return default_traffic()
     p = Path(path).expanduser()
     if p.is_dir():
-        sizes = scan_images(p, progress=False)[0]
-    elif p.is_file():
-        sizes = read_sizes_csv(p)
-    else:
+        found = scan_images(p, progress=False)[0]
+        return Traffic({Request(size): n for size, n in found.counts.items()}, found.source)
+    if not p.is_file():
         what = "not a file or a folder" if p.exists() else "no such file or folder"
         raise ConfigError(f"{flag} {path}: {what}; accepted: a CSV with a width,height header or a folder of "
                           "images")  # fmt: skip
-    if settings is None:
-        return sizes
-    return admit(sizes, max_image_pixels=settings.max_image_pixels, max_aspect_ratio=settings.max_aspect_ratio).sizes
+    return read_traffic_csv(p, flag=flag)
+
+
+def read_sizes(path: str | None, *, flag: str, settings: Settings | None = None) -> SizeSet:
+    """The images of :func:`read_traffic`'s traffic (with ``settings``: those the server accepts); None: the
+    embedded sizes."""
+    return embedded_sizes() if path is None else images_of(read_traffic(path, flag=flag, settings=settings))
 
 
 def choose(
@@ -79,11 +94,11 @@ def choose(
 
     captured = first.vision_buckets_captured
     before = bucket_fit.evaluate_list(
-        sample.sizes, captured, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode, pool=inputs.pool_mode,
+        sample.counts, captured, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode, pool=inputs.pool_mode,
         vision=inputs.model.vision, dtype_size=inputs.dtype_size, costs=inputs.costs,
     ) if captured else None  # fmt: skip
     after = bucket_fit.best_fitting_list(
-        sample.sizes, pool_bytes=first.split.prefill_vision_graph_bytes, pool=inputs.pool_mode, max_buckets=k,
+        sample.counts, pool_bytes=first.split.prefill_vision_graph_bytes, pool=inputs.pool_mode, max_buckets=k,
         vision=inputs.model.vision, dtype_size=inputs.dtype_size, min_pixels=min_pixels, max_pixels=max_pixels,
         mode=mode, costs=inputs.costs,
     )  # fmt: skip

@@ -27,8 +27,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from vllm_hpu_mm.buckets.planner import Evaluation, evaluate, optimal_buckets
-from vllm_hpu_mm.buckets.sizes import Size, patch_counts
+from vllm_hpu_mm.buckets.planner import Counts, Evaluation, as_weights, evaluate, optimal_buckets
+from vllm_hpu_mm.buckets.sizes import Sizes, as_counts, patch_counts
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.dims import VisionDims
 from vllm_hpu_mm.plan import vision_cost
@@ -56,7 +56,7 @@ class BucketFit:
 
 
 def evaluate_list(
-    sizes: Sequence[Size],
+    sizes: Sizes,
     buckets: Sequence[int],
     *,
     min_pixels: int,
@@ -95,7 +95,7 @@ class Padding:
     bounded: bool = False
 
 
-def cheapest_padding(counts: Sequence[int], largest: int, max_buckets: int, max_units: Sequence[int]) -> Padding:
+def cheapest_padding(counts: Counts, largest: int, max_buckets: int, max_units: Sequence[int]) -> Padding:
     """The list (ascending, ending at ``largest``) of at most ``max_buckets`` buckets with the fewest padded patches
     over ``counts``, subject to ``sum(buckets) / 64 <= max_units[k - 1]`` for a list of ``k`` buckets (-1: no list
     of ``k`` fits).
@@ -106,9 +106,12 @@ def cheapest_padding(counts: Sequence[int], largest: int, max_buckets: int, max_
     optimum is the answer. Otherwise the DP keeps, per (k, last value, units), the least padded patches, vectorised
     over units, within :data:`WORK_LIMIT` and :data:`CHOICES_LIMIT`.
     """
-    if any(c > largest for c in counts):
+    raw = as_weights(counts)
+    if any(c > largest for c in raw):
         raise ConfigError(f"patch counts above the largest bucket {largest}: re-align the sample under its cap first")
-    weights = Counter(math.ceil(c / BUCKET_GRANULE) for c in counts)
+    weights: Counter[int] = Counter()
+    for c, n in raw.items():
+        weights[math.ceil(c / BUCKET_GRANULE)] += n
     top = math.ceil(largest / BUCKET_GRANULE)
     weights[top] += 0
     values = sorted(weights)  # in units of 64 patches
@@ -216,7 +219,7 @@ def _unit_bounds(
 
 
 def best_fitting_list(
-    sizes: Sequence[Size],
+    sizes: Sizes,
     *,
     pool_bytes: int,
     pool: PoolMode,
@@ -231,10 +234,11 @@ def best_fitting_list(
     """The exact optimum described in the module docstring, or None when not even one bucket's graph fits."""
     if max_buckets < 1:
         raise ConfigError(f"max buckets {max_buckets} is invalid; accepted: an integer >= 1")
+    sizes = as_counts(sizes)
     if not sizes:
         raise ConfigError("no image sizes to plan buckets for; give at least one")
     # More buckets than distinct sizes (plus the largest bucket) can never help; the bound keeps the search small.
-    max_buckets = min(max_buckets, len(set(sizes)) + 1)
+    max_buckets = min(max_buckets, len(sizes) + 1)
     natural = patch_counts(sizes, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode)
     candidates = sorted({math.ceil(c / BUCKET_GRANULE) * BUCKET_GRANULE for c in natural.counts}, reverse=True)
     bounds = _unit_bounds(pool_bytes, max_buckets, vision, dtype_size, costs) if pool is PoolMode.PRIVATE else []

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Callable
 from typing import Literal
 
+from vllm_hpu_mm.plan.costs import label
 from vllm_hpu_mm.plan.fixes import Fix, kv_fix, tp_fix, vision_fix
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.rules import Split, encoder_cache_tokens
@@ -12,7 +15,7 @@ from vllm_hpu_mm.plan.text_graphs import TextGraphFit
 from vllm_hpu_mm.runtimes.base import GRAPH_MULTIMODAL_PROMPT_RATIO, GRAPH_PROMPT_RATIO, GRAPH_RESERVED_MEM
 from vllm_hpu_mm.values import GIB, Stage
 
-__all__ = ["Code", "Finding", "Severity", "findings"]
+__all__ = ["Code", "Finding", "Severity", "findings", "text_cost_evidence"]
 
 #: error = will not start, warning = will compile or OOM later, info = a limit worth knowing.
 Severity = Literal["error", "warning", "info"]
@@ -25,6 +28,7 @@ Code = Literal[
     "vision_buckets_skipped",
     "prefill_graphs_skipped",
     "decode_graphs_skipped",
+    "text_graphs_over_pool",
     "encoder_cache_smaller",
 ]
 
@@ -90,21 +94,7 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
             f"({s.prefill_vision_graph_bytes / GIB:.2f} GiB); they would compile at run time{stock}"
         )
         out.append(Finding("warning", "graph_capture", "vision_buckets_skipped", message, vision_fix(i, p_free)))
-    pf, pt, df, dt = text.prefill_fit, len(text.prefill), text.decode_fit, len(text.decode)
-    if pf < pt:
-        message = (
-            f"{pf} of {pt} text prefill graphs fit their pool ({s.prefill_text_graph_bytes / GIB:.2f} GiB); the rest "
-            "compile at run time"
-        )
-        fix = Fix(f"raise {knobs(GRAPH_MULTIMODAL_PROMPT_RATIO, GRAPH_PROMPT_RATIO)}")
-        out.append(Finding("warning", "graph_capture", "prefill_graphs_skipped", message, fix))
-    if df < dt:
-        message = (
-            f"{df} of {dt} decode graphs fit their pool ({s.decode_graph_bytes / GIB:.2f} GiB); the rest compile at "
-            "run time"
-        )
-        fix = Fix(f"lower --max-num-seqs, or raise {knobs(GRAPH_RESERVED_MEM)}")
-        out.append(Finding("warning", "graph_capture", "decode_graphs_skipped", message, fix))
+    out.extend(_text_graph_findings(i, s, text, knobs))
     cache_tokens, stock_tokens = encoder_cache_tokens(i)
     if cache_tokens < stock_tokens:
         # Measured (benchmarks/results/reliability_cpu_quiet.md): 14.8 vs 31.9 req/s on repeated images, 32.4 after.
@@ -117,3 +107,67 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
         out.append(Finding("info", "runtime", "encoder_cache_smaller", message,
                            Fix(raise_to, "--max-num-batched-tokens", stock_tokens)))  # fmt: skip
     return tuple(out)
+
+
+def text_cost_evidence(i: PlanInputs) -> str:
+    """How the text graph costs are known (:func:`~vllm_hpu_mm.plan.costs.label`): measured from your own warm-up
+    log, calibrated on public logs of another deployment, or estimated."""
+    labels = {n: label(i.costs, n) for n in ("text_prefill_factor", "text_decode_factor")}
+    measured = [n for n, how in labels.items() if how == "measured"]
+    if measured:
+        return f"measured from your warm-up log ({i.costs.source or 'profile'}: {', '.join(measured)})"
+    if "calibrated" in labels.values():
+        return f"calibrated ({i.costs.source}; `vllm-hpu-mm memory calibrate LOG` measures yours)"
+    return "estimated (built-in activation model; `vllm-hpu-mm memory calibrate LOG` measures it)"
+
+
+def _reserved_for(i: PlanInputs, s: Split, prefill: int, decode: int) -> float | None:
+    """The VLLM_GRAPH_RESERVED_MEM at which both text pools hold these costs (the ratios kept), None if above 1."""
+    usable = s.usable_bytes
+    shares = (i.graph_prompt_ratio * i.graph_multimodal_prompt_ratio, 1 - i.graph_prompt_ratio)
+    need = max((cost / (usable * share) if share > 0 else 2.0) for cost, share in zip((prefill, decode), shares,
+                                                                                      strict=True))  # fmt: skip
+    value = math.ceil(need * 100) / 100
+    return value if value <= 1 else None
+
+
+def _text_graph_findings(i: PlanInputs, s: Split, text: TextGraphFit, knobs: Callable[..., str]) -> list[Finding]:
+    """Text graphs beyond their pools. A runtime that warms every bucket (vllm-gaudi) keeps them all: a shape pads to
+    a larger warmed bucket and compiles only when no bucket covers it; what does not fit is an OOM risk at warm-up.
+    A runtime that captures while the pool lasts (the fork) leaves the rest without a captured graph."""
+    out: list[Finding] = []
+    pf, pt, df, dt = text.prefill_fit, len(text.prefill), text.decode_fit, len(text.decode)
+    evidence = text_cost_evidence(i)
+    if i.runtime.traits.warms_all_graphs:
+        prefill = sum(b.cost_bytes for b in text.prefill)
+        decode = sum(b.cost_bytes for b in text.decode)
+        if prefill <= s.prefill_text_graph_bytes and decode <= s.decode_graph_bytes:
+            return out
+        reserved = _reserved_for(i, s, prefill, decode)
+        fix_text = (f"raise {knobs(GRAPH_RESERVED_MEM)} to {reserved}" if reserved is not None else
+                    "lower --max-num-batched-tokens or --max-num-seqs (the largest buckets cost the most)")  # fmt: skip
+        message = (
+            f"the text graphs {i.runtime.name.value} will warm ({pt} prompt, {dt} decode; {text.source}) need "
+            f"{prefill / GIB:.2f} + {decode / GIB:.2f} GiB, {evidence}, against pools of "
+            f"{s.prefill_text_graph_bytes / GIB:.2f} + {s.decode_graph_bytes / GIB:.2f} GiB; it warms every bucket "
+            "with no memory check (OOM risk at warm-up). None is dropped: every shape still pads to a warmed bucket"
+        )
+        fix = Fix(f"{fix_text}; or a smaller text graph budget (--text-graph-budget; serve: --plan-text-graph-budget)",
+                  GRAPH_RESERVED_MEM if reserved is not None else None, reserved)  # fmt: skip
+        out.append(Finding("warning", "graph_capture", "text_graphs_over_pool", message, fix))
+        return out
+    if pf < pt:
+        message = (
+            f"{pf} of {pt} text prefill graphs fit their pool ({s.prefill_text_graph_bytes / GIB:.2f} GiB, costs "
+            f"{evidence}); the rest are not captured and run without a graph"
+        )
+        fix = Fix(f"raise {knobs(GRAPH_MULTIMODAL_PROMPT_RATIO, GRAPH_PROMPT_RATIO)}")
+        out.append(Finding("warning", "graph_capture", "prefill_graphs_skipped", message, fix))
+    if df < dt:
+        message = (
+            f"{df} of {dt} decode graphs fit their pool ({s.decode_graph_bytes / GIB:.2f} GiB, costs {evidence}); "
+            "the rest are not captured and run without a graph"
+        )
+        fix = Fix(f"lower --max-num-seqs, or raise {knobs(GRAPH_RESERVED_MEM)}")
+        out.append(Finding("warning", "graph_capture", "decode_graphs_skipped", message, fix))
+    return out

@@ -169,7 +169,8 @@ def _runtime_model(args: SizingArgs, backend: Backend, runtime_env: Mapping[str,
 def _check_ranges(args: SizingArgs) -> None:
     """Counts and memory sizes within range, each error naming the flag as it was spelled."""
     for field in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_num_seqs",
-                  "max_num_batched_tokens", "block_size", "max_buckets"):  # fmt: skip
+                  "max_num_batched_tokens", "block_size", "max_buckets", "text_graph_budget",
+                  "concurrency"):  # fmt: skip
         validate.check_positive(getattr(args, field), args.flag(field))
     if args.max_model_len != MAX_MODEL_LEN_AUTO:
         validate.check_positive(args.max_model_len, args.flag("max_model_len"), auto=True)

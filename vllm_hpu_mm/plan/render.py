@@ -6,7 +6,9 @@ from typing import Any
 
 from vllm_hpu_mm.plan.bucket_choice import BucketChoice
 from vllm_hpu_mm.plan.bucket_fit import BucketFit
+from vllm_hpu_mm.plan.findings import text_cost_evidence
 from vllm_hpu_mm.plan.planner import Plan
+from vllm_hpu_mm.plan.text_choice import TextChoice
 from vllm_hpu_mm.runtimes.base import PARTS, Exports
 from vllm_hpu_mm.values import GIB
 
@@ -35,6 +37,7 @@ def to_dict(
     exports: Exports | None = None,
     choice: BucketChoice | None = None,
     sources: dict[str, str] | None = None,
+    text_choice: TextChoice | None = None,
 ) -> dict[str, Any]:
     """The plan as one JSON-ready object; ``sources`` (``inputs.provenance``) says where the model dimensions and the
     device total came from."""
@@ -89,6 +92,10 @@ def to_dict(
         "decode_graphs_total": p.decode_graphs_total,
         "text_graphs_source": p.text_graphs.source,
         "bucket_plan": choice_dict(choice) if choice is not None else None,
+        "prefill_text_graph_cost_bytes": sum(b.cost_bytes for b in p.text_graphs.prefill),
+        "decode_graph_cost_bytes": sum(b.cost_bytes for b in p.text_graphs.decode),
+        "text_graph_costs": text_cost_evidence(i),
+        "text_bucket_plan": text_choice.to_dict() if text_choice is not None else None,
         "settings": {
             "gpu_memory_utilization": i.gpu_memory_utilization,
             "VLLM_GRAPH_RESERVED_MEM": i.graph_reserved_mem,
@@ -138,6 +145,27 @@ def _choice_lines(c: BucketChoice) -> list[str]:
             line("after", c.after)]  # fmt: skip
 
 
+def _text_choice_lines(c: TextChoice) -> list[str]:
+    from vllm_hpu_mm.replay.report import to_table
+
+    verdict = "planned" if c.replaced else "kept"
+    table = to_table(c.report()).splitlines()
+    body = [line for line in table[4:] if line]  # the header lines say what the first line here says
+    budget = f"budget {c.budget_reason}" if c.budget_reason else f"budget {c.budget} graphs"
+    return [f"text buckets: {verdict} ({c.reason}; load {c.runs.load}; {budget}); replayed through the runtime's own "
+            "lookup:", *body]  # fmt: skip
+
+
+def _graph_note(p: Plan, phase: str) -> str:
+    text = p.text_graphs
+    graphs = text.prefill if phase == "prefill" else text.decode
+    fit = text.prefill_fit if phase == "prefill" else text.decode_fit
+    cost = sum(b.cost_bytes for b in graphs) / GIB
+    if p.inputs.runtime.traits.warms_all_graphs:
+        return f"{len(graphs)} graphs warmed, all ({cost:.2f} GiB {text_cost_evidence(p.inputs)}; {text.source})"
+    return f"{fit}/{len(graphs)} graphs fit ({text.source})"
+
+
 def _warmup_dict(p: Plan) -> dict[str, Any] | None:
     """The warm-up time estimate: graphs warmed x seconds per graph, labelled with its source (HPU only)."""
     w = p.warmup
@@ -164,6 +192,7 @@ def to_table(
     exports: Exports | None = None,
     choice: BucketChoice | None = None,
     sources: dict[str, str] | None = None,
+    text_choice: TextChoice | None = None,
 ) -> str:
     i, s = p.inputs, p.split
     src = sources or {}
@@ -188,12 +217,10 @@ def to_table(
         ("graphs", _gib(s.graph_bytes),
          ("profiled by the runtime (estimate)" if i.runtime.traits.profiles_graphs else
           f"x VLLM_GRAPH_RESERVED_MEM {i.graph_reserved_mem}") if graphs else "none: eager (no graph pool)"),
-        ("  decode", _gib(s.decode_graph_bytes),
-         f"{p.decode_graphs_fit}/{p.decode_graphs_total} graphs fit ({p.text_graphs.source})"),
+        ("  decode", _gib(s.decode_graph_bytes), _graph_note(p, "decode")),
         ("  prefill", _gib(s.prefill_graph_bytes), f"x VLLM_GRAPH_PROMPT_RATIO {i.graph_prompt_ratio}"),
         ("    text", _gib(s.prefill_text_graph_bytes),
-         f"x VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO {i.graph_multimodal_prompt_ratio}; "
-         f"{p.prefill_graphs_fit}/{p.prefill_graphs_total} graphs fit"),
+         f"x VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO {i.graph_multimodal_prompt_ratio}; {_graph_note(p, 'prefill')}"),
         ("    vision", _gib(s.prefill_vision_graph_bytes),
          f"{i.pool_mode.value} pool; captured {captured} ({p.vision_capture_bytes / GIB:.2f} GiB); skipped {skipped}"),
     ]  # fmt: skip
@@ -222,6 +249,8 @@ def to_table(
         lines.append(f"max_model_len: {src['max_model_len_source']}")
     if choice is not None:
         lines += _choice_lines(choice)
+    if text_choice is not None:
+        lines += _text_choice_lines(text_choice)
     if exports is not None:
         lines += _enforcement_lines(exports)
     lines.append(f"verdict: {p.verdict}")

@@ -86,6 +86,12 @@ def _counters() -> dict[str, Any]:
                     "Dummy patches the bucket list adds to the processor's aligned images (bucket - patches).",
                     ["bucket"],
                 ),
+                "requests": Counter(
+                    PREFIX + "requests",
+                    "Multimodal requests processed (API server), by prompt length (placeholders included) bucketed to "
+                    "the upper edge of its quarter octave, and by image count ('8+' above 7).",
+                    ["prompt_tokens", "images"],
+                ),
                 "warmup": Counter(
                     PREFIX + "warmup_captures",
                     "Vision buckets captured/compiled at warm-up, by backend.",
@@ -154,6 +160,17 @@ def record_aligned(patches: int, buckets: tuple[int, ...] | None) -> None:
     c["aligned_patches"].labels(bucket=bucket).inc(patches)
     if padding:
         c["aligned_padding"].labels(bucket=bucket).inc(padding)
+
+
+def record_request(prompt_tokens: int, images: int) -> None:
+    """Count one multimodal request (skipped under vLLM's dummy inputs): its prompt length bucketed
+    (:func:`vllm_hpu_mm.traffic.metrics.prompt_bucket`, at most 4 labels per doubling) and its image count."""
+    from vllm_hpu_mm.traffic.metrics import prompt_bucket
+
+    if _from_dummy_inputs():
+        return
+    label = str(images) if images < 8 else "8+"
+    _counters()["requests"].labels(prompt_tokens=str(prompt_bucket(prompt_tokens)), images=label).inc()
 
 
 def record_warmup(backend: str, captured: int) -> None:

@@ -140,7 +140,20 @@ class AlignedProcessingInfoMixin:
 
 
 class AlignedMultiModalProcessorMixin:
-    """Overrides for a ``Qwen2VLMultiModalProcessor`` subclass: align every image once before the HF processor."""
+    """Overrides for a ``Qwen2VLMultiModalProcessor`` subclass: align every image once before the HF processor, and
+    count each multimodal request's prompt length (placeholders included) for ``--from-metrics``."""
+
+    def apply(self, *args: Any, **kwargs: Any) -> Any:
+        from vllm_hpu_mm.plugin.metrics import record_request
+
+        result = super().apply(*args, **kwargs)  # type: ignore[misc]
+        try:
+            tokens = len(result["prompt_token_ids"])
+            images = len(result.get("mm_placeholders", {}).get("image", ()))
+        except (KeyError, TypeError, AttributeError):  # another vLLM's result shape: count nothing, serve anyway
+            return result
+        record_request(tokens, images)
+        return result
 
     def _get_hf_mm_inputs(self, mm_items: Any, hf_kwargs: Mapping[str, object]) -> Any:
         inputs = super()._get_hf_mm_inputs(mm_items, hf_kwargs)  # type: ignore[misc]

@@ -108,13 +108,23 @@ def _trim(h: int, w: int, height: int, width: int, budget: int, factor: int) -> 
     """Take tiles off until ``h * w <= budget``, always from the side stretched most relative to the image.
 
     Needed where a side was clamped up to one tile (a very thin image): the area then overshoots, and the long side
-    pays for it. Stops at a single tile.
+    pays for it. Stops at a single tile. The tiles one side loses in a row are taken at once (as many as keep it the
+    most stretched and still over budget, plus one), so the work does not grow with the image's size.
     """
     while h * w > budget and (h > factor or w > factor):
-        if (h / height >= w / width and h > factor) or w == factor:
-            h -= factor
+        # h / height >= w / width, exactly in integers
+        take_h = (h * width >= w * height and h > factor) or w == factor
+        side, other, own, opposite = (h, w, height, width) if take_h else (w, h, width, height)
+        over = -(-(side * other - budget) // (factor * other))  # tiles until the area fits
+        floor = (side - factor) // factor  # tiles until one is left
+        if other > factor:  # tiles while this side stays the most stretched (ties go to the height)
+            lead = side * opposite - other * own
+            stretched = lead // (factor * opposite) + 1 if take_h else -(-lead // (factor * opposite))
+            steps = max(1, min(over, floor, stretched))
         else:
-            w -= factor
+            steps = max(1, min(over, floor))
+        side -= steps * factor
+        h, w = (side, other) if take_h else (other, side)
     return h, w
 
 

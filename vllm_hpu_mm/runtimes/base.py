@@ -24,20 +24,27 @@ __all__ = [
     "PARTS",
     "RUNTIME_CHOICES",
     "BatchDefaults",
+    "Bucket",
     "DeviceFacts",
     "EngineShape",
     "Exports",
+    "GraphRun",
     "MemoryInputs",
     "MemorySplit",
     "Part",
     "PartName",
+    "PrefillChunk",
     "Runtime",
     "RuntimeModel",
     "RuntimeTraits",
     "ServerFlags",
+    "TextLookup",
     "TextShapes",
     "VisionBucketing",
 ]
+
+#: A text bucket: (batch, query tokens, context blocks); decode: (batch, 1, KV blocks).
+Bucket = tuple[int, int, int]
 
 #: The guide's memory variables: planning inputs everywhere, read by some runtimes only (:attr:`RuntimeTraits.reads`).
 GRAPH_RESERVED_MEM = "VLLM_GRAPH_RESERVED_MEM"
@@ -74,6 +81,8 @@ class RuntimeTraits:
     multimodal_ratio_is_vision_share: bool = False
     #: Why ``VLLM_MULTIMODAL_BUCKETS=None`` with warm-up on makes this runtime fail (its source); "" where it does not.
     none_buckets_fail_warmup: str = ""
+    #: Warms every text bucket with no memory check (vllm-gaudi), instead of capturing while they fit (the fork).
+    warms_all_graphs: bool = False
     #: Captures its graphs during profiling and takes their memory out of the KV cache (vLLM on CUDA).
     profiles_graphs: bool = False
     #: Config ``model_type`` values the fp32-softmax default applies to (empty: every model).
@@ -132,6 +141,54 @@ class TextShapes:
     prefill: tuple[tuple[int, int, int], ...]
     decode: tuple[tuple[int, int], ...]
     source: str
+
+
+@dataclasses.dataclass(frozen=True)
+class PrefillChunk:
+    """One request's share of a scheduler step's prefill: ``query`` new tokens after ``context`` tokens already in
+    the KV cache (earlier chunks, or a prefix-cache hit)."""
+
+    query: int
+    context: int
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphRun:
+    """One language-model forward as the runtime runs it: the bucket its lookup returned, the shape that ran (the
+    bucket, or larger where the data does not fit it) and the real work in it."""
+
+    phase: Literal["prompt", "decode"]
+    #: (batch, query tokens, context blocks); decode: (batch, 1, blocks).
+    bucket: tuple[int, int, int]
+    shape: tuple[int, int, int]
+    #: Real sequences, real query tokens (decode: one per sequence) and real context blocks (summed over sequences).
+    requests: int
+    tokens: int
+    blocks: int
+
+
+class TextLookup(Protocol):
+    """A runtime's bucket lookup as its model runner drives it, for replaying traffic (stateful: a runtime that
+    compiles a fallback bucket finds it again later)."""
+
+    #: The graphs warmed at start-up (without VLLM_SKIP_WARMUP): (phase, shape).
+    warmed: frozenset[tuple[str, tuple[int, int, int]]]
+    #: Most sequences one prefill batch merges; most KV blocks the runtime's own decode buckets reach.
+    max_prefill_batch: int
+    decode_block_cap: int
+
+    def prefill(self, chunks: tuple[PrefillChunk, ...]) -> list[GraphRun]:
+        """The forwards of one step's prefill chunks, in the runner's order."""
+        ...
+
+    def decode(self, sequences: int, blocks: int) -> GraphRun:
+        """The forward of one decode step of ``sequences`` sequences holding ``blocks`` KV blocks in all (the token
+        being decoded included)."""
+        ...
+
+    def fallbacks(self) -> list[tuple[str, tuple[int, int, int]]]:
+        """Buckets the lookup generated because none covered a shape, in order ((phase, bucket))."""
+        ...
 
 
 #: vLLM's switch for taking the profiled CUDA-graph memory out of the KV cache (on by default in 0.32).
@@ -243,6 +300,17 @@ class RuntimeModel(Protocol):
 
     def text_shapes(self, shape: EngineShape) -> TextShapes:
         """The prefill and decode graphs the runtime warms for ``shape`` (not called without graphs)."""
+        ...
+
+    def text_lookup(self, shape: EngineShape) -> TextLookup | None:
+        """The runtime's bucket lookup for replaying traffic, or None where it is not modelled."""
+        ...
+
+    def with_text_buckets(
+        self, prompt: tuple[tuple[int, int, int], ...], decode: tuple[tuple[int, int, int], ...]
+    ) -> RuntimeModel | None:
+        """The runtime told to warm exactly these prompt and decode buckets (what ``serve`` exports), or None where
+        buckets cannot be given to it, or the user already gave their own."""
         ...
 
     def memory(self, m: MemoryInputs) -> MemorySplit:

@@ -71,15 +71,17 @@ def prepare(
     """Plan, export and build the command. ``server_args``: the server arguments, the user's in order with the model
     as ``--model``; ``output_dir``: where the runtime's files (vllm-gaudi's bucket file) will be written."""
     inputs = build(sizing, settings, runtime_env)
-    result, choice, costs = plan_and_choose(
+    planned = plan_and_choose(
         inputs, settings, profile=sizing.profile, profile_flag=sizing.flag("profile"),
         free_stated=sizing.free_memory_gib is not None, sizes=sizing.sizes, sizes_flag=sizing.flag("sizes"),
         max_buckets=sizing.max_buckets, keep=bool(sizing.keep_buckets), flag=sizing.flag,
+        text_budget=sizing.text_graph_budget, concurrency=sizing.concurrency,
     )  # fmt: skip
+    result, choice, costs = planned.plan, planned.buckets, planned.costs
     resolutions: tuple[tuple[int, int], ...] = ()
     if inputs.runtime.name is Runtime.VLLM_GAUDI and result.vision_buckets_captured:
         sample = choice.sizes if choice is not None else read_sizes(None, flag=sizing.flag("sizes"))
-        resolutions = warmup_resolutions(sample.sizes, result.vision_buckets_captured, min_pixels=QWEN_MIN_PIXELS,
+        resolutions = warmup_resolutions(sample.counts, result.vision_buckets_captured, min_pixels=QWEN_MIN_PIXELS,
                                          max_pixels=QWEN_MAX_PIXELS, mode=settings.align_mode,
                                          limit=MAX_RESOLUTIONS)  # fmt: skip
     flags = flags_from_environment(
@@ -90,7 +92,7 @@ def prepare(
     )
     exports = exports_for(result, flags, resolutions=resolutions, bucket_file_path=str(output_dir / BUCKET_FILE_NAME))
     sources = provenance(sizing, result.inputs)
-    report: dict[str, Any] = {"plan": render.to_dict(result, exports, choice, sources), "costs": costs}
+    report: dict[str, Any] = {"plan": render.to_dict(result, exports, choice, sources, planned.text), "costs": costs}
     files = {str(output_dir / name): text for name, text in exports.files.items()}
     argv = server_command(server_args, *exports.args)
-    return Launch(result, exports, argv, files, report, render.to_table(result, exports, choice, sources))
+    return Launch(result, exports, argv, files, report, render.to_table(result, exports, choice, sources, planned.text))

@@ -23,20 +23,27 @@ from vllm_hpu_mm.runtimes.arithmetic import gaudi_guide_split, vllm_batch_defaul
 from vllm_hpu_mm.runtimes.base import (
     GRAPH_RESERVED_MEM,
     BatchDefaults,
+    Bucket,
     DeviceFacts,
     EngineShape,
     MemoryInputs,
     MemorySplit,
     Runtime,
     RuntimeTraits,
+    TextLookup,
     TextShapes,
     VisionBucketing,
 )
 from vllm_hpu_mm.runtimes.vllm_gaudi import common
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import COMMIT_SHORT, BucketingConfig, config_from_env, effective_strategy
+from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
+from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
 from vllm_hpu_mm.runtimes.vllm_gaudi.vision import vision_table_entry
 
-__all__ = ["TRAITS", "VllmGaudi", "model_from_env"]
+__all__ = ["PLANNED_FILE", "TRAITS", "VllmGaudi", "model_from_env"]
+
+#: The name a planned bucket file goes by in the model (``serve`` writes it under its own path).
+PLANNED_FILE = "planned from traffic"
 
 TRAITS = RuntimeTraits(
     backend="hpu",
@@ -49,6 +56,7 @@ TRAITS = RuntimeTraits(
     enforced_by="serve bounds each graph part by the buckets it exports instead: VLLM_BUCKETING_FROM_FILE, "
     "VLLM_MULTIMODAL_BUCKETS",
     none_buckets_fail_warmup=f"it takes len() of the bucket list, hpu_model_runner.py @{COMMIT_SHORT}",
+    warms_all_graphs=True,
 )
 
 
@@ -59,12 +67,26 @@ class VllmGaudi:
     bucketing: BucketingConfig = dataclasses.field(default_factory=BucketingConfig)
     name: Runtime = Runtime.VLLM_GAUDI
     traits: RuntimeTraits = TRAITS
+    #: The bucket file is ours (planned from traffic, :meth:`with_text_buckets`), to be exported by ``serve``.
+    planned: bool = False
 
     def text_shapes(self, shape: EngineShape) -> TextShapes:
         prefill = common.prompt_buckets(self.bucketing, shape)
         decode = tuple((bs, blocks) for bs, _, blocks in common.decode_buckets(self.bucketing, shape))
         source = f"vllm-gaudi's {effective_strategy(self.bucketing)} bucketing (modelled on @{COMMIT_SHORT})"
         return TextShapes(prefill, decode, source)
+
+    def text_lookup(self, shape: EngineShape) -> TextLookup:
+        return RunnerLookup(self.bucketing, shape)
+
+    def with_text_buckets(self, prompt: tuple[Bucket, ...], decode: tuple[Bucket, ...]) -> VllmGaudi | None:
+        """Its bucket file (``VLLM_BUCKETING_FROM_FILE``) holding exactly these, unless the user named a file or the
+        buckets are not looked up as planned (bucketing off, merged prefill)."""
+        cfg = self.bucketing
+        if cfg.from_file is not None or not cfg.enable_bucketing or cfg.merged_prefill:
+            return None
+        text = bucket_file(prompt, decode)
+        return VllmGaudi(dataclasses.replace(cfg, from_file=PLANNED_FILE, file_text=text), planned=True)
 
     def memory(self, m: MemoryInputs) -> MemorySplit:
         """``v1/worker/hpu_worker.py`` ``determine_available_memory`` @091bbadd: ``profile_run(initialize_only=True)``

@@ -18,6 +18,7 @@ pass the plan's estimate.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable
 
@@ -35,7 +36,14 @@ from vllm_hpu_mm.runtimes.vllm_gaudi.config import (
 from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import LONG_CTX_THRESHOLD
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import parse_bucket_file
 
-__all__ = ["decode_buckets", "overridden_variables", "prompt_buckets"]
+__all__ = [
+    "BucketLookup",
+    "calc_fallback_value",
+    "decode_buckets",
+    "overridden_variables",
+    "prefill_seqs",
+    "prompt_buckets",
+]
 
 
 def _prompt_cfgs(cfg: BucketingConfig, strategy: str, shape: EngineShape, mnps: int) -> tuple[Cfg, Cfg, Cfg]:
@@ -131,7 +139,7 @@ def _generate(
     return sorted(out)
 
 
-def _prefill_seqs(cfg: BucketingConfig, shape: EngineShape) -> int:
+def prefill_seqs(cfg: BucketingConfig, shape: EngineShape) -> int:
     # hpu_model_runner.py __init__ @ 091bbadd: merged prefill uses max_num_seqs, else VLLM_PROMPT_BS_BUCKET_MAX or 1.
     if cfg.merged_prefill:
         return shape.max_num_seqs
@@ -161,7 +169,7 @@ def prompt_buckets(cfg: BucketingConfig, shape: EngineShape) -> tuple[Bucket, ..
     """
     if not cfg.enable_bucketing:
         return ()
-    mnps = _prefill_seqs(cfg, shape)
+    mnps = prefill_seqs(cfg, shape)
     strategy = effective_strategy(cfg)
     if strategy == "file":
         buckets = _generate(cfg, shape, True, None, _file_buckets(cfg)[0], mnps)
@@ -204,7 +212,7 @@ def decode_buckets(cfg: BucketingConfig, shape: EngineShape) -> tuple[Bucket, ..
     """
     if not cfg.enable_bucketing:
         return ()
-    mnps = _prefill_seqs(cfg, shape)
+    mnps = prefill_seqs(cfg, shape)
     strategy = effective_strategy(cfg)
     if strategy == "file":
         buckets = _generate(cfg, shape, False, None, _file_buckets(cfg)[1], mnps)
@@ -267,3 +275,104 @@ def overridden_variables(cfg: BucketingConfig) -> tuple[str, ...]:
     if not cfg.enable_bucketing:
         out = [*cfg.set_variables(), "VLLM_BUCKETING_STRATEGY"]
     return tuple(dict.fromkeys(out))
+
+
+# --- lookup (common.py find_prompt_bucket / find_decode_bucket / generate_fallback_bucket) ----------------------------
+
+#: common.py HPUBucketingManager.initialize @ 091bbadd: the fallback rounding steps (sequence: max(32, mamba chunk)).
+FALLBACK_BS_STEP = 2
+FALLBACK_SEQ_STEP = 32
+FALLBACK_BLOCKS_STEP = 32
+
+
+def calc_fallback_value(n: int, base_step: int) -> int:
+    """common.py calc_fallback_value @ 091bbadd: ``n`` rounded up to a multiple of ``ceil(n ** (1/3)) * base_step``."""
+    if n <= 1:
+        return n
+    size = math.ceil(math.pow(n, 1 / 3)) * base_step
+    return math.ceil(n / size) * size
+
+
+def _first_covering(ordered: list[Bucket], key: Bucket) -> Bucket | None:
+    # find_equal_or_closest_greater_config: bisect, then the first bucket >= the key in all three dimensions. A bucket
+    # that covers the key sorts at or after it, so the bisect skips none: it is the first covering one in sorted order.
+    for b in ordered[bisect.bisect_left(ordered, key) :]:
+        if b[0] >= key[0] and b[1] >= key[1] and b[2] >= key[2]:
+            return b
+    return None
+
+
+class BucketLookup:
+    """``HPUBucketingManager``'s retrieve functions over its generated buckets, stateful as its own: a lookup that
+    finds no bucket generates a fallback bucket, appends it (the graph is compiled while the request waits) and later
+    lookups find it. Results are memoised until a bucket is appended (the lists only change then).
+
+    ``added`` lists every fallback in the order it was generated: ("prompt" | "decode", bucket).
+    """
+
+    def __init__(self, cfg: BucketingConfig, shape: EngineShape) -> None:
+        self.shape = shape
+        # hpu_model_runner.py: without VLLM_ENABLE_BUCKETING the manager is never initialised: every lookup returns
+        # the shape itself
+        self.enabled = cfg.enable_bucketing
+        self.prompt: list[Bucket] = list(prompt_buckets(cfg, shape))
+        self.decode: list[Bucket] = list(decode_buckets(cfg, shape))
+        # generate_decode_buckets: the fallback cap is the largest prepared decode context (spec expansions included).
+        self.max_decode_ctx = max((c for _, _, c in self.decode), default=0)
+        self.sliding_window = cfg.sliding_window
+        self.slice_size = 1024 if cfg.slice_size is None else cfg.slice_size
+        self.slice_threshold = 8192 if cfg.slice_threshold is None else cfg.slice_threshold
+        self.added: list[tuple[str, Bucket]] = []
+        self._memo: dict[tuple[str, Bucket], Bucket | None] = {}
+
+    def fallback(self, bs: int, seq: int, ctx: int, *, is_prompt: bool) -> Bucket:
+        """generate_fallback_bucket (num_hpu_blocks is set: the runner sets it to the KV blocks before serving)."""
+        s = self.shape
+        new_bs = min(calc_fallback_value(bs, FALLBACK_BS_STEP), s.max_num_seqs)
+        if self.sliding_window and seq >= self.slice_threshold:
+            new_seq = math.ceil(seq / self.slice_size) * self.slice_size
+        else:
+            new_seq = min(calc_fallback_value(seq, max(FALLBACK_SEQ_STEP, s.mamba_chunk_size)),
+                          s.max_num_batched_tokens)  # fmt: skip
+        new_ctx = calc_fallback_value(ctx, FALLBACK_BLOCKS_STEP)
+        if is_prompt:
+            new_ctx = min(new_ctx, math.ceil((s.max_model_len - 1) / s.block_size))
+        elif 0 < self.max_decode_ctx < new_ctx:
+            new_ctx = self.max_decode_ctx
+        return (new_bs, new_seq, new_ctx)
+
+    def _cached(self, phase: str, ordered: list[Bucket], key: Bucket) -> Bucket | None:
+        memo = (phase, key)
+        if memo not in self._memo:
+            self._memo[memo] = _first_covering(ordered, key)
+        return self._memo[memo]
+
+    def find_prompt(self, bs: int, seq: int, ctx: int = 0) -> Bucket:
+        """find_prompt_bucket: the first prepared bucket covering (bs, seq, ctx), else a fallback (appended even when an
+        equal bucket is there: its capped fallback may not cover the key, and vllm-gaudi appends it again)."""
+        if not self.enabled:
+            return (bs, seq, ctx)
+        found = self._cached("prompt", self.prompt, (bs, seq, ctx))
+        if found is not None:
+            return found
+        new = self.fallback(bs, seq, ctx, is_prompt=True)
+        bisect.insort(self.prompt, new)
+        self.added.append(("prompt", new))
+        self._memo.clear()
+        return new
+
+    def find_decode(self, bs: int, blocks: int) -> Bucket:
+        """find_decode_bucket (no spec decode): ``blocks`` is first capped at the largest prepared decode context."""
+        if not self.enabled:
+            return (bs, 1, blocks)
+        if 0 < self.max_decode_ctx < blocks:
+            blocks = self.max_decode_ctx
+        found = self._cached("decode", self.decode, (bs, 1, blocks))
+        if found is not None:
+            return found
+        new = self.fallback(bs, 1, blocks, is_prompt=False)
+        if new not in self.decode:
+            bisect.insort(self.decode, new)
+            self.added.append(("decode", new))
+            self._memo.clear()
+        return new

@@ -13,7 +13,7 @@ from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import BucketingConfig, Cfg
 
-__all__ = ["LONG_CTX_THRESHOLD", "decode_cfgs", "exp_range", "prompt_cfgs"]
+__all__ = ["LONG_CTX_THRESHOLD", "decode_block_ceiling", "decode_cfgs", "exp_range", "prompt_cfgs"]
 
 
 #: exponential.py and common.py @ 091bbadd: at or above this max_model_len the exponential strategy shrinks its
@@ -32,6 +32,13 @@ def prompt_cfgs(cfg: BucketingConfig, shape: EngineShape, mnps: int) -> tuple[Cf
     if cfg.merged_prefill:
         return (1, 1, 1, 1), (qmin, bs * 4, mnbt, q_limit), (0, 4, max_ctx * mnps, ctx_limit)
     return (1, 2, mnps, math.ceil(math.log2(mnps)) + 1), (qmin, bs, mnbt, q_limit), (0, 1, max_ctx, ctx_limit)
+
+
+def decode_block_ceiling(shape: EngineShape) -> int:
+    """The most KV blocks its own decode buckets reach without contiguous PA: every sequence at max_model_len,
+    clamped at 3x the KV blocks for dense models (get_decode_cfgs: decodes above it "recompile at runtime")."""
+    worst = math.ceil(shape.max_model_len / shape.block_size) * shape.max_num_seqs
+    return worst if shape.skip_decode_block_clamp else min(worst, shape.num_kv_blocks * 3)
 
 
 def decode_cfgs(cfg: BucketingConfig, shape: EngineShape) -> tuple[Cfg, Cfg, Cfg]:

@@ -4,8 +4,10 @@ ratios (the total), so each graph part is bounded by what it warms instead:
 - vision by ``VLLM_MULTIMODAL_BUCKETS`` (only buckets whose graphs fit) and ``VLLM_MULTIMODAL_RESOLUTIONS`` (the
   aligned shapes real images take, one image each), warmed at all only when ``--limit-mm-per-prompt`` names
   ``image`` (we add vLLM's own default count when the user gives no limit);
-- prefill and decode by ``VLLM_BUCKETING_FROM_FILE``: a bucket file holding exactly the prompt and decode buckets
-  that fit their shares (a user's own file is counted and kept).
+- prefill and decode by ``VLLM_BUCKETING_FROM_FILE``: the bucket file planned from the traffic
+  (:mod:`vllm_hpu_mm.plan.text_choice`), which covers every shape the limits allow within a graph budget (a user's
+  own file is counted and kept). vllm-gaudi warms every bucket with no memory check, so none is dropped to fit an
+  estimate; the plan says when they do not fit.
 
 The notes also say what vllm-gaudi's warm-up will then run (:func:`.vision.vision_warmup`) and which of the user's
 bucketing variables it ignores (:func:`.common.overridden_variables`).
@@ -17,13 +19,13 @@ import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from vllm_hpu_mm.buckets.sizes import Size
+from vllm_hpu_mm.buckets.sizes import Sizes, as_counts
 from vllm_hpu_mm.preprocess.align import aligned_size
 from vllm_hpu_mm.runtimes.base import Exports, Part
 from vllm_hpu_mm.runtimes.exporting import Draft, export_buckets
+from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import overridden_variables
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import COMMIT_SHORT, config_from_env
-from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
 from vllm_hpu_mm.runtimes.vllm_gaudi.vision import (
     UNSET_LIMIT,
     format_resolutions,
@@ -39,10 +41,11 @@ __all__ = ["BUCKET_FILE_NAME", "MAX_RESOLUTIONS", "exports", "warmup_resolutions
 #: At most this many explicit warm-up shapes: each adds one vision warm-up pass at startup.
 MAX_RESOLUTIONS = 8
 BUCKET_FILE_NAME = "vllm-gaudi-buckets.txt"
+OVER_POOL = "the buckets' estimated graphs exceed the pool (all are warmed: none is dropped)"
 
 
 def warmup_resolutions(
-    sizes: Sequence[Size], buckets: Sequence[int], *, min_pixels: int, max_pixels: int, mode: AlignMode, limit: int
+    sizes: Sizes, buckets: Sequence[int], *, min_pixels: int, max_pixels: int, mode: AlignMode, limit: int
 ) -> tuple[tuple[int, int], ...]:
     """The aligned (width, height) shapes real images take under the largest bucket, most frequent first (ties: the
     smaller shape), at most ``limit``: what vllm-gaudi should warm besides its guessed aspect ratios."""
@@ -50,9 +53,9 @@ def warmup_resolutions(
         return ()
     cap = min(max_pixels, max(buckets) * PIXELS_PER_PATCH)
     shapes: Counter[tuple[int, int]] = Counter()
-    for w, h in sizes:
+    for (w, h), n in as_counts(sizes).items():
         ah, aw = aligned_size(h, w, min_pixels=min(min_pixels, cap), max_pixels=cap, mode=mode)
-        shapes[(aw, ah)] += 1
+        shapes[(aw, ah)] += n
     ranked = sorted(shapes.items(), key=lambda kv: (-kv[1], kv[0][0] * kv[0][1], kv[0]))
     return tuple(shape for shape, _ in ranked[:limit])
 
@@ -141,32 +144,33 @@ def exports(d: Draft, *, resolutions: Sequence[tuple[int, int]], bucket_file_pat
     if warmed and (note := _warmup_note(d)) is not None:
         d.notes.append(note)
     text = plan.text_graphs
-    why_not = ("not even the smallest prompt graph fits", "not even the smallest decode graph fits")
+    runtime = i.runtime
+    planned = isinstance(runtime, VllmGaudi) and runtime.planned and runtime.bucketing.file_text is not None
+    # vllm-gaudi warms every bucket with no memory check: the text parts are bounded by the buckets, never pruned
+    over = any(f.code == "text_graphs_over_pool" for f in plan.findings)
+    prefill_ok = decode_ok = not over
+    why_not = OVER_POOL
     if "VLLM_BUCKETING_FROM_FILE" in flags.user_env:
         d.notes.append("VLLM_BUCKETING_FROM_FILE is yours: the plan counts its buckets and exports none")
-        prefill_ok = text.prefill_fit == len(text.prefill)
-        decode_ok = text.decode_fit == len(text.decode)
     elif not text.prefill or not text.decode:
         # a plan without graphs (--vision-pool none): no bucket file can bound what vllm-gaudi still warms
         d.notes.append("the plan models no text graphs (vision pool none): no bucket file; vllm-gaudi warms its "
                        "graphs anyway unless --enforce-eager")  # fmt: skip
         prefill_ok = decode_ok = False
-        why_not = ("the plan models no graphs (vision pool none); vllm-gaudi warms them unless --enforce-eager",) * 2
-    else:
-        # vllm-gaudi fails on a bucket file without prompt (or decode) buckets: keep at least the cheapest of each,
-        # even when it does not fit (that part is then not honoured).
-        prefill = text.prefill_kept or text.prefill[:1]
-        decode = text.decode_kept or text.decode[:1]
-        d.files[BUCKET_FILE_NAME] = bucket_file(
-            [(b.batch, b.size, b.context) for b in prefill], [(b.batch, 1, b.size) for b in decode]
-        )
+        why_not = "the plan models no graphs (vision pool none); vllm-gaudi warms them unless --enforce-eager"
+    elif planned:
+        assert isinstance(runtime, VllmGaudi)
+        assert runtime.bucketing.file_text is not None
+        d.files[BUCKET_FILE_NAME] = runtime.bucketing.file_text
         d.env["VLLM_BUCKETING_FROM_FILE"] = bucket_file_path or BUCKET_FILE_NAME
-        prefill_ok, decode_ok = bool(text.prefill_kept), bool(text.decode_kept)
-        dropped = (len(text.prefill) - text.prefill_fit, len(text.decode) - text.decode_fit)
         d.notes.append(
-            f"vllm-gaudi: bucket file with the {text.prefill_fit} prompt and {text.decode_fit} decode buckets that fit "
-            f"their shares ({dropped[0]} prompt and {dropped[1]} decode buckets of {text.source} left out)"
+            f"vllm-gaudi: bucket file with {len(text.prefill)} prompt and {len(text.decode)} decode buckets planned "
+            "from the traffic; they cover every shape the limits allow, so a shape pads to a larger warmed bucket and "
+            "none is compiled at run time"
         )
+    else:
+        d.notes.append(f"vllm-gaudi warms its own {text.source}: {len(text.prefill)} prompt and {len(text.decode)} "
+                       "decode buckets; a shape that no bucket covers compiles at run time")  # fmt: skip
     ignored = overridden_variables(config_from_env(flags.user_env))
     if ignored:
         d.notes.append(f"vllm-gaudi ignores your {', '.join(ignored)} (@{COMMIT_SHORT}: the strategy or the bucket "
@@ -176,7 +180,7 @@ def exports(d: Draft, *, resolutions: Sequence[tuple[int, int]], bucket_file_pat
     d.notes.append(f"vllm-gaudi reads neither prompt ratio (@{COMMIT_SHORT}): none exported")
     return d.finish({
         "kv_cache": kv,
-        "decode_graphs": Part(by, decode_ok, "" if decode_ok else why_not[1]),
-        "prefill_text_graphs": Part(by, prefill_ok, "" if prefill_ok else why_not[0]),
+        "decode_graphs": Part(by, decode_ok, "" if decode_ok else why_not),
+        "prefill_text_graphs": Part(by, prefill_ok, "" if prefill_ok else why_not),
         "prefill_vision_graphs": Part(tuple(vision), vision_ok, "" if warmed else "vision warm-up is off"),
     })  # fmt: skip

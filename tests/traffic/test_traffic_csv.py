@@ -1,0 +1,125 @@
+"""The request-level traffic file: the image-size CSV with optional text columns, read as a stream into counts over
+distinct rows, every bad value refused with its line (exit 2 at the CLI), never a hang or memory that grows."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.support.data import SIZES
+from vllm_hpu_mm.cli.main import main
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.traffic import csvfile
+from vllm_hpu_mm.traffic.csvfile import MAX_SIDE, MAX_TOKENS, read_traffic_csv
+from vllm_hpu_mm.traffic.default import default_traffic
+from vllm_hpu_mm.traffic.requests import Request
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "traffic.csv"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_rows_with_text_columns_and_text_only_rows_are_requests(tmp_path: Path) -> None:
+    t = read_traffic_csv(write(tmp_path, "width,height,text_tokens,output_tokens,cached_tokens\n640,480,100,20,64\n"
+                                         ",,300,5,0\n640,480,100,20,64\n"))  # fmt: skip
+    assert t.counts == {Request((640, 480), 100, 20, 64): 2, Request(None, 300, 5, 0): 1}
+    assert t.text_only_share() == pytest.approx(1 / 3)
+    assert t.images() == {(640, 480): 2}
+
+
+def test_a_plain_image_size_csv_is_traffic_whose_text_is_drawn_from_the_default(tmp_path: Path) -> None:
+    t = read_traffic_csv(SIZES / "funsd_forms.csv")
+    assert not t.text_known
+    drawn = t.sample(50, 1, default_traffic().text_rows())
+    assert all(r.text_known and r.image is not None for r in drawn)
+
+
+def test_a_count_column_weighs_a_row(tmp_path: Path) -> None:
+    t = read_traffic_csv(write(tmp_path, "width,height,count\n448,448,1000000000000\n112,112,1\n"))
+    assert t.num_requests == 10**12 + 1
+    assert t.num_distinct == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("width,height\n640,\n", ":2: width '640' and height '': give both"),
+        ("width,height,text_tokens\n,,0\n", ":2: a request without an image needs text_tokens >= 1"),
+        ("width,height,text_tokens,cached_tokens\n,,10,20\n", ":2: cached_tokens 20 exceeds text_tokens 10"),
+        ("width,height\n" + f"{10**30},100\n", f":2: width {10**30} is out of range; accepted: 1..{MAX_SIDE}"),
+        ("width,height,output_tokens\n64,64,0\n", ":2: output_tokens 0 is out of range"),
+        ("width,height,text_tokens\n64,64,1e9\n", ":2: text_tokens '1e9' is not an integer"),
+        ("name\nx\n", ":1: header 'name' lacks width,height"),
+    ],
+)
+def test_bad_rows_name_the_file_and_line(tmp_path: Path, text: str, needle: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        read_traffic_csv(write(tmp_path, text))
+    assert "traffic.csv" in str(info.value)
+    assert needle in str(info.value)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(MAX_SIDE + 1, 10**40), st.integers(1, 10**40))
+def test_any_side_beyond_any_real_image_is_refused_at_once(side: int, other: int) -> None:
+    rows = [["width", "height"], [str(side), str(other)]]
+    with pytest.raises(ConfigError, match="out of range"):
+        csvfile.parse_rows(iter(rows), "t.csv")
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(MAX_TOKENS + 1, 10**40))
+def test_token_counts_beyond_any_context_are_refused(tokens: int) -> None:
+    with pytest.raises(ConfigError, match="out of range"):
+        csvfile.parse_rows(iter([["width", "height", "text_tokens"], ["", "", str(tokens)]]), "t.csv")
+
+
+def test_a_long_file_of_few_sizes_is_held_as_counts(tmp_path: Path) -> None:
+    path = tmp_path / "long.csv"
+    with path.open("w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["width", "height"])
+        out.writerows([(640, 480), (1024, 768), (448, 448)] * 100_000)
+    t = read_traffic_csv(path)
+    assert t.num_requests == 300_000
+    assert t.num_distinct == 3
+
+
+def test_a_file_with_more_distinct_rows_than_kept_is_sampled_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(csvfile, "MAX_DISTINCT", 100)
+    path = tmp_path / "wide.csv"
+    path.write_text("width,height,text_tokens\n" + "".join(f"64,64,{i + 1}\n" for i in range(5000)))
+    t = read_traffic_csv(path)
+    assert t.num_distinct <= 100
+    assert "a uniform sample of 100 of 5000 rows" in t.source
+
+
+def test_the_cli_refuses_an_absurd_size_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, f"width,height\n{10**30},100\n")
+    assert main(["buckets", "plan", "--sizes", str(path)]) == 2
+    assert "out of range" in capsys.readouterr().err
+
+
+def test_the_embedded_default_traffic_has_text_answers_prefixes_and_text_only_requests() -> None:
+    t = default_traffic()
+    assert t.num_requests == 7500
+    assert t.text_known
+    assert t.text_only_share() == pytest.approx(0.2)
+    assert sum(t.images().values()) == 6000
+    assert any((r.cached_tokens or 0) > 0 for r in t.counts)
+
+
+def test_a_known_prompt_without_an_answer_length_draws_only_the_answer(tmp_path: Path) -> None:
+    t = read_traffic_csv(write(tmp_path, "width,height,text_tokens\n,,300\n,,900\n"))
+    drawn = t.sample(40, 3, default_traffic().text_rows())
+    assert {r.text_tokens for r in drawn} <= {300, 900}
+    assert len({r.output_tokens for r in drawn}) > 1
+    assert all(r.cached_tokens == 0 for r in drawn)

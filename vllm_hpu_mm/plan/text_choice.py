@@ -1,0 +1,179 @@
+"""The plan with its text buckets planned from traffic: where the runtime takes a bucket list (vllm-gaudi's bucket
+file), the buckets that cover every shape its limits allow and pad the least within a graph budget
+(:func:`vllm_hpu_mm.replay.job.plan_from_traces`), replayed beside the runtime's own strategy on the same traffic.
+
+The runtime is read through its model only: ``text_lookup`` (its lookup, for the replay) and ``with_text_buckets``
+(the runtime told to warm exactly the planned buckets; None where it cannot be told, or the user gave a file).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits, context_cost
+from vllm_hpu_mm.envs import Settings
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.plan.inputs import PlanInputs
+from vllm_hpu_mm.plan.planner import Plan, plan
+from vllm_hpu_mm.plan.vision_cost import PoolMode
+from vllm_hpu_mm.replay.job import (
+    BudgetedPlan,
+    Images,
+    Schedules,
+    plan_to_match,
+    replay_model,
+    schedules,
+    vision_efficiency,
+)
+from vllm_hpu_mm.replay.report import Report, result_dict, to_dict
+from vllm_hpu_mm.replay.run import ReplayResult
+from vllm_hpu_mm.replay.scheduler import Limits
+from vllm_hpu_mm.runtimes.base import EngineShape, RuntimeModel
+from vllm_hpu_mm.traffic.requests import Traffic
+
+__all__ = ["PLANNED_LABEL", "TextChoice", "choose_text", "configured_label", "engine_shape", "replay_report"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TextChoice:
+    traffic: str
+    runs: Schedules
+    shape: EngineShape
+    #: The configured runtime (its own strategy, or the user's file) replayed on the traffic.
+    before: ReplayResult
+    #: The planned buckets replayed on the same traffic, None when none were planned.
+    after: ReplayResult | None
+    planned: TextBucketPlan | None
+    budget: int
+    replaced: bool
+    reason: str
+    #: The runtime's backend (what the warm-up estimate depends on).
+    backend: str
+    #: Why the budget is what it is (the default rule's step, or yours).
+    budget_reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        report = self.report()
+        data = to_dict(report)
+        data.update({"replaced": self.replaced, "reason": self.reason, "budget": self.budget,
+                     "budget_reason": self.budget_reason,
+                     "before": result_dict(self.before, report),
+                     "after": result_dict(self.after, report) if self.after else None})  # fmt: skip
+        return data
+
+    def report(self) -> Report:
+        results = (self.before,) if self.after is None else (self.before, self.after)
+        s = self.shape
+        return Report(results, self.traffic, self.runs.load, self.runs.requests,
+                      {"max_model_len": s.max_model_len, "max_num_seqs": s.max_num_seqs,
+                       "max_num_batched_tokens": s.max_num_batched_tokens, "block_size": s.block_size,
+                       "num_kv_blocks": s.num_kv_blocks}, self.backend, None, None,
+                      False)  # fmt: skip
+
+
+PLANNED_LABEL = "planned from traffic"
+
+
+def configured_label(runtime: RuntimeModel, shape: EngineShape) -> str:
+    """The configured runtime's buckets in a few words: "vllm-gaudi's exp bucketing"."""
+    return runtime.text_shapes(shape).source.split(" (")[0]
+
+
+def engine_shape(i: PlanInputs, kv_blocks: int) -> EngineShape:
+    return EngineShape(max_model_len=i.max_model_len, max_num_seqs=i.max_num_seqs,
+                       max_num_batched_tokens=i.max_num_batched_tokens, block_size=i.block_size,
+                       num_kv_blocks=max(kv_blocks, 1))  # fmt: skip
+
+
+def check_budget(budget: int | None, flag: str) -> None:
+    if budget is not None and budget < 2:
+        raise ConfigError(f"{flag} {budget} is invalid; accepted: an integer >= 2 (a prompt and a decode bucket at "
+                          "least)")  # fmt: skip
+
+
+def choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: int | None, concurrency: int | None,
+                requests: int, budget_flag: str = "--text-graph-budget") -> tuple[Plan, TextChoice | None]:  # fmt: skip
+    """The plan with the runtime told to warm the planned buckets, and the before/after replay; the plan unchanged
+    (and None) where the runtime has no graphs or no modelled lookup."""
+    i = first.inputs
+    if i.enforce_eager or i.pool_mode is PoolMode.NONE:
+        return first, None
+    shape = engine_shape(i, first.kv_blocks)
+    lookup = i.runtime.text_lookup(shape)
+    if lookup is None:
+        return first, None
+    check_budget(budget, budget_flag)
+    images = Images(first.vision_buckets_captured or None, settings.oversize_policy, settings.align_mode)
+    limits = Limits(i.max_num_seqs, i.max_num_batched_tokens, i.max_model_len, i.block_size, shape.num_kv_blocks)
+    runs = schedules(traffic, limits, images, concurrency=concurrency, requests=requests)
+    label = configured_label(i.runtime, shape)
+    before = replay_model(i.runtime, shape, runs, label)
+    backend = i.runtime.traits.backend
+    chosen = _plan(i, shape, runs, before, lookup.decode_block_cap, lookup.max_prefill_batch, budget)
+    runtime = i.runtime.with_text_buckets(chosen.plan.prompt, chosen.plan.decode)
+    if runtime is None or chosen.replayed is None:
+        return first, TextChoice(traffic.source, runs, shape, before, None, None, chosen.budget, False,
+                                 "the runtime is not given planned buckets (your own bucket file, bucketing off or "
+                                 "merged prefill)", backend)  # fmt: skip
+    second = plan(dataclasses.replace(i, runtime=runtime))
+    return second, TextChoice(traffic.source, runs, shape, before, chosen.replayed, chosen.plan, chosen.budget, True,
+                              f"planned over {traffic.source}", backend, chosen.reason)  # fmt: skip
+
+
+def _plan(i: PlanInputs, shape: EngineShape, runs: Schedules, own: ReplayResult, block_cap: int, prefill_batch: int,
+          budget: int | None, runtime: RuntimeModel | None = None) -> BudgetedPlan:  # fmt: skip
+    """The buckets planned over ``runs`` for ``runtime`` (default: the plan's), with the default budget rule
+    (:func:`~vllm_hpu_mm.replay.job.plan_to_match`) unless ``budget`` is given."""
+    model = runtime or i.runtime
+    m = i.model
+    limits = TextLimits(i.max_num_seqs, i.max_num_batched_tokens, i.max_model_len, i.block_size, block_cap,
+                        prefill_batch)  # fmt: skip
+
+    def replayed(planned: TextBucketPlan) -> ReplayResult | None:
+        told = model.with_text_buckets(planned.prompt, planned.decode)
+        return replay_model(told, shape, runs, PLANNED_LABEL) if told is not None else None
+
+    return plan_to_match(runs, limits, own, replayed, budget=budget,
+                         context_cost=context_cost(m.hidden_size, m.intermediate_size, m.num_heads, m.num_kv_heads),
+                         rows_of=model.text_shapes(shape))  # fmt: skip
+
+
+def replay_report(first: Plan, traffic: Traffic, settings: Settings, *, own: RuntimeModel,
+                  yours: tuple[RuntimeModel, str] | None, plan_buckets: bool, budget: int | None,
+                  concurrency: int | None, requests: int, kv_blocks: int | None,
+                  budget_flag: str = "--text-graph-budget") -> tuple[Report, TextBucketPlan | None]:  # fmt: skip
+    """``buckets replay``: the traffic through the runtime's own strategy (``own``), the user's bucket file
+    (``yours``: the runtime with it, and its name) and the buckets planned from the traffic (unless
+    ``plan_buckets`` is off), side by side, at the plan's limits."""
+    check_budget(budget, budget_flag)
+    i = first.inputs
+    shape = engine_shape(i, kv_blocks if kv_blocks is not None else first.kv_blocks)
+    lookup = own.text_lookup(shape)
+    if lookup is None:
+        raise ConfigError(f"replay models vllm-gaudi's bucket lookup only; the plan's runtime is {own.name.value} "
+                          "(name --runtime vllm-gaudi)")  # fmt: skip
+    images = Images(i.buckets or None, settings.oversize_policy, settings.align_mode)
+    limits = Limits(i.max_num_seqs, i.max_num_batched_tokens, i.max_model_len, i.block_size, shape.num_kv_blocks)
+    runs = schedules(traffic, limits, images, concurrency=concurrency, requests=requests)
+    results = [replay_model(own, shape, runs, configured_label(own, shape))]
+    if yours is not None:
+        results.append(replay_model(yours[0], shape, runs, yours[1]))
+    planned = None
+    notes = []
+    if plan_buckets:
+        chosen = _plan(i, shape, runs, results[0], lookup.decode_block_cap, lookup.max_prefill_batch, budget, own)
+        planned = chosen.plan
+        if chosen.replayed is not None:
+            results.append(chosen.replayed)
+            notes.append(f"planned buckets: budget {chosen.reason}")
+    traits = own.traits
+    engine = {"max_model_len": shape.max_model_len, "max_num_seqs": shape.max_num_seqs,
+              "max_num_batched_tokens": shape.max_num_batched_tokens, "block_size": shape.block_size,
+              "num_kv_blocks": shape.num_kv_blocks}  # fmt: skip
+    kv_note = ("KV blocks: given" if kv_blocks is not None else "KV blocks: the plan's estimate (the decode buckets "
+               "depend on it; give the log's '# HPU blocks' with --kv-blocks)")  # fmt: skip
+    report = Report(tuple(results), traffic.source, runs.load, runs.requests, engine, traits.backend,
+                    vision_efficiency(traffic.images(), images), images.buckets,
+                    settings.skip_warmup, (kv_note, *notes))  # fmt: skip
+    return report, planned

@@ -1,0 +1,254 @@
+"""The replay job as library functions: traffic into the engine's requests (images aligned as the served processor
+aligns them), the schedule at the load the traffic says or at every load, and a bucket set replayed or planned.
+
+- :func:`schedules`: the traces a traffic produces for an engine (one per load level when the load is unknown).
+- :func:`replay_model`: a runtime model's bucket lookup over those traces (what a configuration would do).
+- :func:`plan_from_traces`: the text buckets planned over them (:func:`vllm_hpu_mm.buckets.text.plan_text_buckets`),
+  within a graph budget, the runtime's own query lengths and decode batch sizes among their rows.
+- :func:`plan_to_match`: the default budget: from a third of what the runtime's own strategy warms, raised only as
+  far as needed (at most a half) for the planned buckets to match or beat the runtime's own on the planning traffic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+
+from vllm_hpu_mm.buckets.planner import Evaluation, evaluate
+from vllm_hpu_mm.buckets.policy import pixel_limits
+from vllm_hpu_mm.buckets.sizes import patch_counts
+from vllm_hpu_mm.buckets.text import QWEN25_VL_7B_CONTEXT_COST, TextBucketPlan, TextLimits, plan_text_buckets
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, aligned_size, patch_count
+from vllm_hpu_mm.replay.run import ReplayResult, replay, shape_weights
+from vllm_hpu_mm.replay.scheduler import Limits, Prompt, Trace, simulate
+from vllm_hpu_mm.runtimes.base import EngineShape, RuntimeModel, TextShapes
+from vllm_hpu_mm.traffic.default import default_text
+from vllm_hpu_mm.traffic.requests import Size, Traffic
+from vllm_hpu_mm.values import AlignMode, OversizePolicy
+
+__all__ = [
+    "BUDGET_STEP_SHARE",
+    "DEFAULT_BUDGET_SHARE",
+    "DEFAULT_REQUESTS",
+    "MATCHED",
+    "MAX_BUDGET_SHARE",
+    "PROMPT_BUDGET_SHARE",
+    "BudgetedPlan",
+    "Images",
+    "Schedules",
+    "budget_for",
+    "budget_steps",
+    "load_levels",
+    "plan_from_traces",
+    "plan_to_match",
+    "replay_model",
+    "schedules",
+    "short_of",
+    "vision_efficiency",
+]
+
+#: Requests sampled from the traffic per load level (the replay's cost is bounded by it, not by the traffic's size).
+DEFAULT_REQUESTS = 2000
+#: Fewest requests at one load level of the every-load sweep (a level runs max(this, 4 x its load) of them).
+MIN_LEVEL_REQUESTS = 200
+#: The default text graph budget starts at this share of the graphs the runtime's own strategy warms for the same
+#: limits, and rises by BUDGET_STEP_SHARE at a time, never above MAX_BUDGET_SHARE, until the planned buckets match or
+#: beat the runtime's own on the planning traffic (:func:`plan_to_match`).
+DEFAULT_BUDGET_SHARE = 1 / 3
+MAX_BUDGET_SHARE = 1 / 2
+BUDGET_STEP_SHARE = 1 / 24
+#: Of a budget, the prompt phase's share (decode gets the rest): decode needs the larger part to be efficient at
+#: every batch size; tuned on traffic the reported figures do not use (benchmarks/results/replay_*.md).
+PROMPT_BUDGET_SHARE = 0.35
+#: vLLM wraps each image's placeholder tokens in <|vision_start|> and <|vision_end|>.
+IMAGE_EXTRA_TOKENS = 2
+TOKENS_PER_PATCH = 1 / 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Images:
+    """How the served processor aligns images (the vision buckets, the oversize policy, the pixel limits)."""
+
+    buckets: tuple[int, ...] | None
+    policy: OversizePolicy = OversizePolicy.SHRINK
+    mode: AlignMode = AlignMode.NEAREST
+    min_pixels: int = QWEN_MIN_PIXELS
+    max_pixels: int = QWEN_MAX_PIXELS
+
+    def limits(self) -> tuple[int, int]:
+        return pixel_limits(self.min_pixels, self.max_pixels, self.buckets, self.policy)
+
+    def patches(self, size: Size) -> int:
+        low, high = self.limits()
+        h, w = aligned_size(size[1], size[0], min_pixels=low, max_pixels=high, mode=self.mode)
+        return patch_count(h, w)
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedules:
+    traces: tuple[Trace, ...]
+    #: Each trace weighs the same (the load is unknown: every level up to max_num_seqs).
+    balanced: bool
+    #: The load, in words.
+    load: str
+    requests: int
+
+
+def _prompts(traffic: Traffic, images: Images, n: int, seed: int) -> list[Prompt]:
+    cache: dict[Size, int] = {}
+    includes = traffic.text_includes_images
+    out = []
+    for r in traffic.sample(n, seed, default_text()):
+        image: tuple[int, ...] = ()
+        if r.image is not None:
+            if r.image not in cache:
+                cache[r.image] = round(images.patches(r.image) * TOKENS_PER_PATCH) + IMAGE_EXTRA_TOKENS
+            image = (cache[r.image],)
+        text = r.text_tokens or 0
+        tokens = max(text, sum(image) + 1) if includes else text + sum(image)
+        out.append(Prompt(tokens, r.output_tokens or 1, min(r.cached_tokens or 0, tokens), image))
+    return out
+
+
+def load_levels(max_num_seqs: int) -> list[int]:
+    """1, 2, 4, ... and max_num_seqs: the loads an unknown load is planned and replayed at."""
+    levels, c = [], 1
+    while c < max_num_seqs:
+        levels.append(c)
+        c *= 2
+    return [*levels, max_num_seqs]
+
+
+def schedules(traffic: Traffic, limits: Limits, images: Images, *, concurrency: int | None,
+              requests: int = DEFAULT_REQUESTS, seed: int = 0) -> Schedules:  # fmt: skip
+    """The traffic's schedule: at ``concurrency`` (else the traffic's running requests) or, with neither, one per
+    load level (:func:`load_levels`), each weighing the same."""
+    if requests < 1:
+        raise ConfigError(f"requests to replay {requests} is invalid; accepted: an integer >= 1")
+    load = concurrency if concurrency is not None else traffic.running
+    if load is not None:
+        if load < 1:
+            raise ConfigError(f"requests running at once {load} is invalid; accepted: an integer >= 1")
+        trace = simulate(_prompts(traffic, images, requests, seed), limits, load)
+        source = "given" if concurrency is not None else "the server's vllm:num_requests_running"
+        return Schedules((trace,), False, f"{load} requests at once ({source})", requests)
+    traces = []
+    total = 0
+    for i, level in enumerate(load_levels(limits.max_num_seqs)):
+        n = max(MIN_LEVEL_REQUESTS, min(requests, 4 * level))
+        traces.append(simulate(_prompts(traffic, images, n, seed + i), limits, level))
+        total += n
+    levels = ", ".join(str(t.concurrency) for t in traces)
+    return Schedules(tuple(traces), True, f"unknown: every load level weighs the same ({levels} at once)", total)
+
+
+def replay_model(model: RuntimeModel, shape: EngineShape, runs: Schedules, label: str) -> ReplayResult:
+    lookup = model.text_lookup(shape)
+    if lookup is None:
+        raise ConfigError(f"replay models vllm-gaudi's bucket lookup only; {model.name.value} is not modelled")
+    return replay(runs.traces, lookup, label, balanced=runs.balanced)
+
+
+def budget_for(defaults: ReplayResult | int, share: float = DEFAULT_BUDGET_SHARE) -> int:
+    """The default text graph budget: ``share`` of the graphs the runtime's own strategy warms."""
+    total = defaults if isinstance(defaults, int) else sum(defaults.warmed)
+    return max(2, math.floor(total * share))
+
+
+#: The efficiencies a plan must match on its traffic, as (name, how to read it from a replay).
+MATCHED: tuple[tuple[str, Callable[[ReplayResult], float]], ...] = (
+    ("prefill token", lambda r: r.prefill_tokens.value),
+    ("decode slot", lambda r: r.decode_slots.value),
+    ("decode block", lambda r: r.decode_blocks.value),
+)
+
+
+def short_of(planned: ReplayResult, own: ReplayResult) -> list[str]:
+    """What ``planned`` does worse than ``own`` on the same traffic: run-time compiles, or an efficiency of
+    :data:`MATCHED` below the runtime's own (empty: it matches or beats it on every one)."""
+    out = [f"{len(planned.compiles)} run-time compiles"] if planned.compiles else []
+    return out + [f"{name} efficiency {f(planned):.3f} < {f(own):.3f}" for name, f in MATCHED if f(planned) < f(own)]
+
+
+@dataclasses.dataclass(frozen=True)
+class BudgetedPlan:
+    """The planned buckets, their replay on the planning traffic, the budget taken and why."""
+
+    plan: TextBucketPlan
+    replayed: ReplayResult | None
+    budget: int
+    reason: str
+
+
+def budget_steps(defaults: int) -> list[int]:
+    """The default budgets tried in order: a third of the runtime's own graphs, then up by a twenty-fourth of them
+    at a time, to a half (never above)."""
+    third, half = budget_for(defaults), budget_for(defaults, MAX_BUDGET_SHARE)
+    steps = range(0, math.ceil((MAX_BUDGET_SHARE - DEFAULT_BUDGET_SHARE) / BUDGET_STEP_SHARE) + 1)
+    return sorted({min(half, third + math.ceil(k * BUDGET_STEP_SHARE * defaults)) for k in steps})
+
+
+def plan_to_match(runs: Schedules, limits: TextLimits, own: ReplayResult, replay_planned: Callable[
+        [TextBucketPlan], ReplayResult | None], *, budget: int | None, context_cost: float,
+        rows_of: TextShapes | None) -> BudgetedPlan:  # fmt: skip
+    """The text buckets for ``runs``: within ``budget`` when one is given; otherwise the smallest of
+    :func:`budget_steps` whose buckets, replayed on the same traffic (``replay_planned``), match or beat the runtime's
+    own (``own``) on every efficiency of :data:`MATCHED` with no run-time compile (a half when none does)."""
+    steps = [budget] if budget is not None else budget_steps(sum(own.warmed))
+    total = sum(own.warmed)
+    for i, graphs in enumerate(steps):
+        plan = plan_from_traces(runs, limits, graphs, context_cost=context_cost, rows_of=rows_of)
+        replayed = replay_planned(plan)
+        if budget is not None:
+            return BudgetedPlan(plan, replayed, graphs, f"{graphs} graphs (given)")
+        share = f"{graphs} graphs of the runtime's own {total}"
+        missing = short_of(replayed, own) if replayed is not None else []
+        if not missing:
+            return BudgetedPlan(
+                plan,
+                replayed,
+                graphs,
+                f"{share}: the smallest default budget (from a third) whose "
+                "buckets match or beat the runtime's own on this traffic"
+                if i
+                else f"{share} (a third): its buckets match or beat the runtime's own on this traffic",
+            )
+        if i == len(steps) - 1:
+            return BudgetedPlan(
+                plan,
+                replayed,
+                graphs,
+                f"{share} (a half, the most the default takes): still short "
+                f"of the runtime's own on this traffic ({'; '.join(missing)})",
+            )
+    raise AssertionError("unreachable: the last step returns")
+
+
+def plan_from_traces(runs: Schedules, limits: TextLimits, budget: int, *,
+                     context_cost: float = QWEN25_VL_7B_CONTEXT_COST,
+                     rows_of: TextShapes | None = None) -> TextBucketPlan:  # fmt: skip
+    """The text buckets planned over the schedules, at most ``budget`` graphs (batch-1 prompt rows and decode);
+    with ``rows_of`` (the runtime's own buckets), its query lengths and decode batch sizes among the rows."""
+    if budget < 2:
+        raise ConfigError(f"text graph budget {budget} is invalid; accepted: an integer >= 2 (a prompt and a decode "
+                          "bucket at least)")  # fmt: skip
+    prompt_budget = min(budget - 1, max(1, round(budget * PROMPT_BUDGET_SHARE)))
+    prefill, decode = shape_weights(runs.traces, balanced=runs.balanced)
+    query_rows = sorted({q for bs, q, _ in rows_of.prefill if bs == 1}) if rows_of is not None else []
+    batch_rows = sorted({bs for bs, _ in rows_of.decode}) if rows_of is not None else []
+    return plan_text_buckets(prefill, decode, limits, prompt_budget=prompt_budget,
+                             decode_budget=budget - prompt_budget, context_cost=context_cost,
+                             load_levels=[t.concurrency for t in runs.traces] if runs.balanced else (),
+                             query_rows=query_rows, batch_rows=batch_rows)  # fmt: skip
+
+
+def vision_efficiency(images_of_traffic: Mapping[Size, int], images: Images) -> Evaluation | None:
+    """The vision buckets on the traffic's images (each image alone in its bucket; above the largest: its own
+    size), as ``buckets check`` reports it."""
+    if not images_of_traffic or not images.buckets:
+        return None
+    low, high = images.limits()
+    sample = patch_counts(images_of_traffic, min_pixels=low, max_pixels=high, mode=images.mode)
+    return evaluate(sample.counts, images.buckets, num_shrunk=sample.num_shrunk)

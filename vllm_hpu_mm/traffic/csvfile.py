@@ -1,0 +1,153 @@
+"""The request-level traffic file: the image-size CSV, extended.
+
+Header: ``width,height`` (one request per row, its image in pixels, as published or sent), and optionally
+``text_tokens`` (the prompt's text tokens, any cached prefix included), ``output_tokens`` (the answer's tokens),
+``cached_tokens`` (prefix tokens a prefix-cache hit skips) and ``count`` (how many such requests; default 1). A row
+with empty width and height is a text-only request; an empty text cell means "unknown" (drawn from the default text
+distribution when a plan needs it). Other columns are ignored.
+
+The file is read as a stream: memory holds the distinct rows only (at most :data:`MAX_DISTINCT`; beyond that a
+uniform sample of that many rows is kept, and the source says so), so a file of any length is read in time linear in
+its rows and memory bounded by a constant. Values beyond any real request are refused with the line they are on.
+"""
+
+from __future__ import annotations
+
+import csv
+import random
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.traffic.requests import Request, Traffic
+
+__all__ = ["MAX_COUNT", "MAX_DISTINCT", "MAX_SIDE", "MAX_TOKENS", "parse_rows", "read_traffic_csv"]
+
+#: Longest image side accepted (pixels): no format the server decodes comes near it (JPEG stops at 65,535; the
+#: server refuses more than 178,956,970 pixels or an aspect ratio over 200 by default).
+MAX_SIDE = 1 << 20
+#: Most tokens in one field: ten times the longest context any Qwen2.5-VL checkpoint accepts (1,000,000).
+MAX_TOKENS = 10_000_000
+#: Most requests one row may stand for.
+MAX_COUNT = 10**15
+#: Most distinct rows kept; a longer file is sampled uniformly down to this many rows.
+MAX_DISTINCT = 200_000
+TEXT_COLUMNS = ("text_tokens", "output_tokens", "cached_tokens")
+ACCEPTED = (
+    "a header with width,height (and optionally text_tokens, output_tokens, cached_tokens, count), then one row per "
+    "request"
+)
+
+
+def _int(cell: str, what: str, where: str, *, low: int, high: int) -> int:
+    try:
+        value = int(cell.strip().replace("_", ""))
+    except ValueError:
+        raise ConfigError(f"{where}: {what} {cell.strip()!r} is not an integer; accepted: {low}..{high}") from None
+    if not low <= value <= high:
+        raise ConfigError(f"{where}: {what} {value} is out of range; accepted: {low}..{high}")
+    return value
+
+
+def _optional(row: list[str], index: int | None, what: str, where: str, *, low: int) -> int | None:
+    if index is None or index >= len(row) or not row[index].strip():
+        return None
+    return _int(row[index], what, where, low=low, high=MAX_TOKENS)
+
+
+def parse_rows(lines: Iterator[list[str]], name: str) -> tuple[Counter[Request], int, int]:
+    """Requests from CSV rows (header first): (distinct requests -> count, rows read, rows kept when sampled)."""
+    header = next(lines, None)
+    if header is None:
+        raise ConfigError(f"{name}: empty file; expected {ACCEPTED}")
+    columns = [h.strip().lower() for h in header]
+    if not {"width", "height"} <= set(columns) and "text_tokens" not in columns:
+        raise ConfigError(f"{name}:1: header {','.join(header)!r} lacks width,height (or text_tokens); expected "
+                          f"{ACCEPTED}")  # fmt: skip
+    at = {c: columns.index(c) for c in ("width", "height", *TEXT_COLUMNS, "count") if c in columns}
+    counts: Counter[Request] = Counter()  # requests per distinct row
+    rows_of: Counter[Request] = Counter()  # file rows per distinct row
+    reservoir: list[tuple[Request, float]] | None = None  # once the file has too many distinct rows
+    rng = random.Random(0)
+    rows = 0
+    for line, row in enumerate(lines, start=2):
+        if not row or all(not cell.strip() for cell in row):
+            continue
+        request, count = _request(row, at, f"{name}:{line}")
+        rows += 1
+        if reservoir is None:
+            counts[request] += count
+            rows_of[request] += 1
+            if len(counts) > MAX_DISTINCT:
+                reservoir = _sample_rows(counts, rows_of, rng)
+        else:
+            # reservoir sampling (algorithm R) over the rows: memory stays at MAX_DISTINCT rows
+            slot = rng.randrange(rows)
+            if slot < MAX_DISTINCT:
+                reservoir[slot] = (request, count)
+    if reservoir is None:
+        return counts, rows, rows
+    sampled: Counter[Request] = Counter()
+    for request, weight in reservoir:
+        sampled[request] += max(1, round(weight))
+    return sampled, rows, MAX_DISTINCT
+
+
+def _sample_rows(
+    counts: Counter[Request], rows_of: Counter[Request], rng: random.Random
+) -> list[tuple[Request, float]]:
+    """A uniform sample of MAX_DISTINCT of the rows read so far, from their distinct counts (each sampled row stands
+    for its key's mean count per row)."""
+    keys = list(rows_of)
+    drawn = np.random.default_rng(rng.randrange(2**32)).multivariate_hypergeometric(
+        np.array([rows_of[k] for k in keys], dtype=np.int64), MAX_DISTINCT
+    )
+    out: list[tuple[Request, float]] = []
+    for key, n in zip(keys, drawn, strict=True):
+        out.extend([(key, counts[key] / rows_of[key])] * int(n))
+    rng.shuffle(out)
+    return out
+
+
+def _request(row: list[str], at: dict[str, int], where: str) -> tuple[Request, int]:
+    w_cell = row[at["width"]].strip() if "width" in at and at["width"] < len(row) else ""
+    h_cell = row[at["height"]].strip() if "height" in at and at["height"] < len(row) else ""
+    if bool(w_cell) != bool(h_cell):
+        raise ConfigError(f"{where}: width {w_cell!r} and height {h_cell!r}: give both (an image) or neither (a "
+                          "text-only request)")  # fmt: skip
+    image = None
+    if w_cell:
+        width = _int(w_cell, "width", where, low=1, high=MAX_SIDE)
+        image = (width, _int(h_cell, "height", where, low=1, high=MAX_SIDE))
+    text = _optional(row, at.get("text_tokens"), "text_tokens", where, low=0)
+    output = _optional(row, at.get("output_tokens"), "output_tokens", where, low=1)
+    cached = _optional(row, at.get("cached_tokens"), "cached_tokens", where, low=0)
+    if image is None and not text:
+        raise ConfigError(f"{where}: a request without an image needs text_tokens >= 1; accepted: {ACCEPTED}")
+    if image is None and text is not None and cached is not None and cached > text:
+        raise ConfigError(f"{where}: cached_tokens {cached} exceeds text_tokens {text} of a text-only request")
+    count = 1
+    if "count" in at and at["count"] < len(row) and row[at["count"]].strip():
+        count = _int(row[at["count"]], "count", where, low=0, high=MAX_COUNT)
+    return Request(image, text, output, cached), count
+
+
+def read_traffic_csv(path: str | Path, *, flag: str = "--sizes") -> Traffic:
+    """The traffic a CSV describes; :class:`ConfigError` naming the flag, the file and the line otherwise."""
+    p = Path(path).expanduser()
+    try:
+        with p.open(encoding="utf-8-sig", newline="") as f:
+            counts, rows, kept = parse_rows(csv.reader(f), f"{flag} {p}")
+    except OSError as exc:
+        raise ConfigError(f"{flag} {p}: cannot read it ({exc.strerror or exc}); expected {ACCEPTED}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{flag} {p}: not a UTF-8 text CSV; expected {ACCEPTED}") from None
+    except csv.Error as exc:
+        raise ConfigError(f"{flag} {p}: not a CSV ({exc}); expected {ACCEPTED}") from None
+    if not counts or sum(counts.values()) == 0:
+        raise ConfigError(f"{flag} {p}: no rows after the header; expected {ACCEPTED}")
+    sampled = f", a uniform sample of {kept} of {rows} rows" if kept < rows else ""
+    return Traffic(dict(counts), f"{p.name}{sampled}")

@@ -1,0 +1,200 @@
+"""Text traffic from a running server's ``/metrics`` (a URL or a saved exposition), for ``--from-metrics``.
+
+What vLLM 0.32 itself exports (``v1/metrics/loggers.py``): the histograms ``vllm:request_prompt_tokens`` and
+``vllm:request_generation_tokens`` (prompt and answer tokens per finished request, image placeholders included in
+the prompt), the counters ``vllm:prefix_cache_queries`` / ``vllm:prefix_cache_hits`` (tokens) and the gauge
+``vllm:num_requests_running``. What our plugin adds: ``vllm_hpu_mm_requests_total{prompt_tokens, images}``, each
+multimodal request's prompt length bucketed (:func:`prompt_bucket`, a quarter octave: bounded label cardinality) and
+its image count, counted by the processor in the API server.
+
+A histogram gives counts per bucket, not values: each bucket stands for its midpoint (:func:`histogram_values`),
+prompt and answer lengths are taken as independent (the exposition has no joint), and the prefix-cache hit share
+applies to every prompt alike. The traffic says all of that in its source line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import urllib.error
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.traffic.requests import TextRow
+
+__all__ = [
+    "FLAG",
+    "TextMetrics",
+    "families",
+    "histogram_values",
+    "nonnegative_count",
+    "prompt_bucket",
+    "read_exposition",
+    "text_metrics",
+]
+
+FLAG = "--from-metrics"
+#: Seconds to wait for a ``/metrics`` URL.
+TIMEOUT_S = 10.0
+PROMPT = "vllm:request_prompt_tokens"
+GENERATION = "vllm:request_generation_tokens"
+QUERIES = "vllm:prefix_cache_queries"
+HITS = "vllm:prefix_cache_hits"
+RUNNING = "vllm:num_requests_running"
+REQUESTS = "vllm_hpu_mm_requests"
+#: Most tokens a count or a bucket edge may say (anything above is not a real request).
+MAX_TOKENS = 10_000_000
+#: Most requests a counter may say.
+MAX_COUNT = 10**15
+
+
+def read_exposition(source: str, *, timeout_s: float = TIMEOUT_S) -> str:
+    """The exposition text of a ``http(s)://`` URL or a file path; :class:`ConfigError` naming the flag if not."""
+    if source.startswith(("http://", "https://")):
+        try:
+            with urllib.request.urlopen(source, timeout=timeout_s) as response:
+                body: bytes = response.read()
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ConfigError(
+                f"{FLAG} {source}: cannot fetch it ({reason}); expected a server's /metrics URL or a saved file"
+            ) from None
+        return body.decode("utf-8", errors="replace")
+    try:
+        return Path(source).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise ConfigError(
+            f"{FLAG} {source}: cannot read it ({exc.strerror or exc}); expected a /metrics URL (http://HOST:PORT/"
+            "metrics) or a file holding a saved exposition"
+        ) from None
+
+
+def families(text: str, source: str) -> list[Any]:
+    """The metric families of an exposition (prometheus_client's own parser)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        return list(text_string_to_metric_families(text))
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{FLAG} {source}: not a Prometheus text exposition ({exc})") from None
+
+
+def nonnegative_count(value: float, what: str, source: str, *, maximum: int = MAX_COUNT) -> int:
+    """A counter value as a whole count; NaN, infinities, negatives, fractions and absurd sizes are refused."""
+    if not math.isfinite(value) or value < 0 or value != int(value) or value > maximum:
+        raise ConfigError(f"{FLAG} {source}: {what} has value {value}; expected a whole count from 0 to {maximum}")
+    return int(value)
+
+
+def prompt_bucket(tokens: int) -> int:
+    """The label a prompt of ``tokens`` tokens is counted under: the upper edge of its quarter octave
+    (``ceil(2 ** (ceil(4 log2 n) / 4))``), so at most 4 labels per doubling (19% apart) whatever the traffic."""
+    if tokens <= 1:
+        return 1
+    return math.ceil(2 ** (math.ceil(4 * math.log2(tokens)) / 4))
+
+
+def _edge(raw: str, what: str, source: str) -> float:
+    if raw in ("+Inf", "Inf", "inf"):
+        return math.inf
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{FLAG} {source}: {what} bucket le={raw!r} is not a number") from None
+    if not math.isfinite(value) or value < 0 or value > MAX_TOKENS:
+        raise ConfigError(f"{FLAG} {source}: {what} bucket le={raw!r}; expected an edge from 0 to {MAX_TOKENS}")
+    return value
+
+
+def histogram_values(buckets: dict[float, float], what: str, source: str) -> dict[int, int]:
+    """Cumulative histogram buckets (le -> count) as value -> count: each bucket's requests at its midpoint (the
+    open top bucket at its lower edge)."""
+    out: Counter[int] = Counter()
+    previous_edge, previous_count = 0.0, 0
+    for le in sorted(buckets):
+        count = nonnegative_count(buckets[le], f"{what} bucket le={le}", source)
+        if count < previous_count:
+            raise ConfigError(f"{FLAG} {source}: {what} buckets are not cumulative at le={le}")
+        if count > previous_count:
+            value = previous_edge if math.isinf(le) else (previous_edge + le) / 2
+            out[max(1, round(value))] += count - previous_count
+        previous_edge = previous_edge if math.isinf(le) else le
+        previous_count = count
+    return dict(out)
+
+
+@dataclasses.dataclass(frozen=True)
+class TextMetrics:
+    """What an exposition says about text traffic (empty where it says nothing)."""
+
+    #: Prompt tokens -> requests (every request; image placeholders included), and answer tokens -> requests.
+    prompts: dict[int, int]
+    answers: dict[int, int]
+    #: Prefix-cache hit share of prompt tokens, None when the counters are absent.
+    hit_share: float | None
+    #: Requests running at once (the gauge, summed over engines), None when absent.
+    running: int | None
+    #: Our processor's multimodal requests: prompt bucket -> requests.
+    image_request_prompts: dict[int, int]
+
+    @property
+    def found(self) -> bool:
+        return bool(self.prompts or self.image_request_prompts)
+
+    def text_rows(self) -> dict[TextRow, int]:
+        """(prompt, answer, cached) -> weight, prompts and answers taken as independent."""
+        prompts = self.prompts or self.image_request_prompts
+        answers = self.answers or {1: 1}
+        total = sum(answers.values())
+        share = self.hit_share or 0.0
+        out: Counter[TextRow] = Counter()
+        for p, n in prompts.items():
+            for a, m in answers.items():
+                weight = n * m / total
+                if weight > 0:
+                    out[(p, a, int(share * p))] += max(1, round(weight * 1000))
+        return dict(out)
+
+
+def text_metrics(fams: list[Any], source: str) -> TextMetrics:
+    """Sum each metric over its other labels (engines, API servers)."""
+    hist: dict[str, dict[float, float]] = {PROMPT: {}, GENERATION: {}}
+    queries = hits = 0
+    have_cache = False
+    running: int | None = None
+    requests: Counter[int] = Counter()
+    for family in fams:
+        for sample in family.samples:
+            name = sample.name
+            if name in (PROMPT + "_bucket", GENERATION + "_bucket"):
+                base = name.removesuffix("_bucket")
+                le = _edge(sample.labels.get("le", ""), base, source)
+                hist[base][le] = hist[base].get(le, 0.0) + sample.value
+            elif name in (QUERIES + "_total", HITS + "_total"):
+                have_cache = True
+                value = nonnegative_count(sample.value, name, source)
+                if name.startswith(QUERIES):
+                    queries += value
+                else:
+                    hits += value
+            elif name == RUNNING:
+                running = (running or 0) + nonnegative_count(sample.value, RUNNING, source, maximum=10**7)
+            elif name == REQUESTS + "_total":
+                raw = sample.labels.get("prompt_tokens", "")
+                if not raw.isdigit() or len(raw) > 8 or not 1 <= int(raw) <= MAX_TOKENS:
+                    raise ConfigError(f"{FLAG} {source}: {name} has prompt_tokens={raw[:20]!r}; expected a bucket "
+                                      f"edge from 1 to {MAX_TOKENS}")  # fmt: skip
+                requests[int(raw)] += nonnegative_count(sample.value, f'{name}{{prompt_tokens="{raw}"}}', source)
+    if hits > queries:
+        raise ConfigError(f"{FLAG} {source}: {HITS} ({hits}) exceeds {QUERIES} ({queries})")
+    share = (hits / queries if queries else 0.0) if have_cache else None
+    return TextMetrics(
+        histogram_values(hist[PROMPT], PROMPT, source),
+        histogram_values(hist[GENERATION], GENERATION, source),
+        share,
+        running,
+        {p: n for p, n in sorted(requests.items()) if n},
+    )

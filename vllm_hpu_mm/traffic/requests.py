@@ -1,0 +1,134 @@
+"""Traffic as the planners and the replay read it: distinct requests with how often each occurs.
+
+A request has at most one image (``(width, height)`` in pixels, as sent), its prompt's text tokens (a cached prefix
+included), the tokens of its answer and the prefix tokens a prefix-cache hit skips. Text fields may be unknown
+(``None``: an image-size list says nothing about them); :meth:`Traffic.sample` then draws them from a text
+distribution (the embedded default's, :mod:`.default`).
+
+Traffic is held as counts over distinct rows, never one entry per request: reading, merging and planning cost what
+the distinct rows cost, whatever the number of requests they stand for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
+from vllm_hpu_mm.errors import ConfigError
+
+__all__ = ["Request", "Size", "TextRow", "Traffic"]
+
+#: (width, height) in pixels.
+Size = tuple[int, int]
+#: (text tokens, output tokens, cached tokens) of one request.
+TextRow = tuple[int, int, int]
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """One kind of request. ``text_tokens`` / ``output_tokens`` / ``cached_tokens`` are None when unknown."""
+
+    image: Size | None
+    text_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_tokens: int | None = None
+
+    @property
+    def text_known(self) -> bool:
+        return self.text_tokens is not None
+
+    def sort_key(self) -> tuple[int, ...]:
+        """A total order (unknown fields first), so that seeded draws do not depend on insertion order."""
+        w, h = self.image or (-1, -1)
+        return (w, h, *(-1 if v is None else v for v in (self.text_tokens, self.output_tokens, self.cached_tokens)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Traffic:
+    """Distinct requests and their counts, and where they came from (in words).
+
+    ``running``: requests running at once, when the source says (vLLM's running-requests gauge); None otherwise.
+    ``text``: the source's own text distribution for requests whose text is unknown (None: the caller's default);
+    ``text_includes_images``: its prompt lengths count the image placeholder tokens too (vLLM's metrics do).
+    """
+
+    counts: Mapping[Request, int]
+    source: str
+    running: int | None = None
+    text: Mapping[TextRow, int] | None = None
+    text_includes_images: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.counts or sum(self.counts.values()) <= 0:
+            raise ConfigError(f"{self.source}: no requests; accepted: at least one row")
+
+    @property
+    def num_requests(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def num_distinct(self) -> int:
+        return len(self.counts)
+
+    def images(self) -> dict[Size, int]:
+        """Image size -> how many requests carry it (text-only requests left out)."""
+        out: Counter[Size] = Counter()
+        for r, n in self.counts.items():
+            if r.image is not None:
+                out[r.image] += n
+        return dict(out)
+
+    def text_only_share(self) -> float:
+        return sum(n for r, n in self.counts.items() if r.image is None) / self.num_requests
+
+    def text_rows(self) -> dict[TextRow, int]:
+        """(text, output, cached) -> count over the requests whose text is known."""
+        out: Counter[TextRow] = Counter()
+        for r, n in self.counts.items():
+            if r.text_tokens is not None:
+                out[(r.text_tokens, r.output_tokens or 1, r.cached_tokens or 0)] += n
+        return dict(out)
+
+    @property
+    def text_known(self) -> bool:
+        return all(r.text_known for r in self.counts)
+
+    def sample(self, n: int, seed: int, text: Mapping[TextRow, int] | None = None) -> list[Request]:
+        """``n`` requests drawn with replacement in proportion to their counts (seeded); unknown text fields are
+        drawn from the traffic's own text distribution, else from ``text`` (one is needed when some are unknown)."""
+        text = self.text or text
+        rng = np.random.default_rng(seed)
+        kinds = sorted(self.counts, key=Request.sort_key)
+        weights = np.array([self.counts[k] for k in kinds], dtype=np.float64)
+        picks = rng.choice(len(kinds), size=n, p=weights / weights.sum())
+        out = [kinds[int(i)] for i in picks]
+        if all(r.text_known and r.output_tokens is not None for r in out):
+            return out
+        if not text:
+            raise ConfigError(f"{self.source}: requests without text columns need a text distribution to draw from")
+        rows = sorted(text)
+        tw = np.array([text[r] for r in rows], dtype=np.float64)
+        draws = rng.choice(len(rows), size=n, p=tw / tw.sum())
+        filled = []
+        for r, d in zip(out, draws, strict=True):
+            t, o, c = rows[int(d)]
+            if r.text_known:  # a known prompt keeps its own fields; an unknown answer length is drawn
+                filled.append(Request(r.image, r.text_tokens, r.output_tokens or o, r.cached_tokens or 0))
+            else:
+                filled.append(Request(r.image, t, o, c))
+        return filled
+
+    @staticmethod
+    def combine(parts: Iterable[Traffic]) -> Traffic:
+        """Several sources as one traffic (counts added)."""
+        items = list(parts)
+        counts: Counter[Request] = Counter()
+        for part in items:
+            counts.update(part.counts)
+        running = next((p.running for p in items if p.running is not None), None)
+        own = next((p for p in items if p.text is not None), None)
+        text, includes = (own.text, own.text_includes_images) if own is not None else (None, False)
+        return Traffic(dict(counts), " + ".join(p.source for p in items), running, text, includes)
