@@ -205,18 +205,6 @@ def test_decode_block_values_step_at_most_the_widest_step_when_the_budget_allows
         assert all(s <= DECODE_MAX_STEP * 1.01 for s in steps), (b, sorted(values))
 
 
-def test_a_runtime_row_the_traffic_never_reaches_holds_values_at_the_traffics_lengths_not_only_its_cover() -> None:
-    # the load is unknown (levels 1, 2, 4, 8, 64) and the runtime's own rows include 40, which no planned decode
-    # reaches: a decode of 33..40 sequences at the traffic's lengths must not pad its blocks to the row's cover
-    limits = TextLimits(64, 2048, 32768, 128, 9000)
-    decode = {(n, n * b): 10 for n in (1, 2, 4, 8) for b in (3, 8, 20)}
-    plan = plan_text_buckets({(512, 0): 10}, decode, limits, prompt_budget=4, decode_budget=30,
-                             load_levels=[1, 2, 4, 8, 64], batch_rows=[1, 2, 4, 8, 40, 64])  # fmt: skip
-    row_40 = sorted(c for b, _, c in plan.decode if b == 40)
-    assert row_40, plan.decode
-    assert row_40[0] <= 40 * 20 * DECODE_MAX_STEP, row_40  # the traffic's longest sequences, one step above
-
-
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.lists(st.integers(0, 1000), min_size=1, max_size=4).map(lambda c: sorted(c, reverse=True)),
                 min_size=1, max_size=4), st.integers(1, 12))  # fmt: skip

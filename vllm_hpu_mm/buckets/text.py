@@ -200,10 +200,9 @@ def smoothed(shapes: Mapping[tuple[int, int], int], octaves: float, *, first_oct
 
 
 def at_load_levels(decode: Mapping[tuple[int, int], int], levels: Sequence[int], share: float,
-                   cap: int, rows: Sequence[int] = ()) -> dict[tuple[int, int], int]:  # fmt: skip
+                   cap: int) -> dict[tuple[int, int], int]:  # fmt: skip
     """``decode`` plus ``share`` of its weight as full batches at each load level: ``level`` sequences holding the
-    traffic's own blocks per sequence (its distribution, scaled), capped at ``cap``. Each of ``rows`` that is not a
-    level gets as much as one level."""
+    traffic's own blocks per sequence (its distribution, scaled), capped at ``cap``."""
     out = dict(decode)
     total = sum(decode.values())
     if not levels or share <= 0 or not total:
@@ -212,7 +211,7 @@ def at_load_levels(decode: Mapping[tuple[int, int], int], levels: Sequence[int],
     for (n, b), w in decode.items():
         per_seq[block_grid(max(1, round(b / n)))] += w
     scale = share / (1 - share) * total / (len(levels) * sum(per_seq.values()))
-    for level in sorted({*levels, *rows}):
+    for level in levels:
         for p, w in per_seq.items():
             key = (level, min(cap, max(level, level * p)))
             out[key] = out.get(key, 0) + max(1, round(w * scale))
@@ -463,10 +462,7 @@ def plan_text_buckets(
     prior_share = PRIOR_SHARE if prior_share is None else prior_share
     smooth_octaves = SMOOTH_OCTAVES if smooth_octaves is None else smooth_octaves
     prefill = smoothed(prefill, smooth_octaves, first_octaves=SMOOTH_QUERY, first_top=top_q)
-    # With the load unknown, each batch row the plan must hold is a load too: a row no planned shape reaches would
-    # otherwise hold its covering value alone, and every decode of that size would pad its blocks to it.
-    decode = at_load_levels(decode, load_levels, LEVEL_SHARE, limits.decode_block_cap,
-                            [b for b in batch_rows if b <= limits.max_num_seqs] if load_levels else [])  # fmt: skip
+    decode = at_load_levels(decode, load_levels, LEVEL_SHARE, limits.decode_block_cap)
     decode = smoothed(decode, smooth_octaves, scale_second=True)
     prefill = with_prior(prefill, _log_grid(1, top_q), lambda q: [0, *_log_grid(1, limits.top_context(q))],
                          prior_share)  # fmt: skip
