@@ -31,6 +31,7 @@ __all__ = [
     "GraphRun",
     "MemoryInputs",
     "MemorySplit",
+    "NoBucketList",
     "Part",
     "PartName",
     "PrefillChunk",
@@ -324,6 +325,19 @@ class RuntimeModel(Protocol):
     def vision_bucketing(self, model_type: str) -> VisionBucketing:
         """Whether and how the runtime buckets the vision tower of a ``model_type``."""
         ...
+
+
+class NoBucketList:
+    """For a runtime whose text graphs are not a bucket list: replay does not model its lookup, and ``serve`` cannot
+    hand it buckets (the two :class:`RuntimeModel` methods that answer None)."""
+
+    def text_lookup(self, shape: EngineShape) -> None:
+        """Not modelled: replay covers vllm-gaudi's bucket lookup only."""
+        return None
+
+    def with_text_buckets(self, prompt: tuple[Bucket, ...], decode: tuple[Bucket, ...]) -> None:
+        """Its text graphs are not given as a bucket list."""
+        return None
 
 
 PartName = Literal["kv_cache", "decode_graphs", "prefill_text_graphs", "prefill_vision_graphs"]

@@ -15,11 +15,11 @@ import math
 from vllm_hpu_mm.runtimes.arithmetic import VLLM_032, vllm_batch_defaults
 from vllm_hpu_mm.runtimes.base import (
     BatchDefaults,
-    Bucket,
     DeviceFacts,
     EngineShape,
     MemoryInputs,
     MemorySplit,
+    NoBucketList,
     Runtime,
     RuntimeTraits,
     TextShapes,
@@ -39,17 +39,9 @@ TRAITS = RuntimeTraits(
 
 
 @dataclasses.dataclass(frozen=True)
-class VllmCpu:
+class VllmCpu(NoBucketList):
     name: Runtime = Runtime.VLLM_CPU
     traits: RuntimeTraits = TRAITS
-
-    def text_lookup(self, shape: EngineShape) -> None:
-        """Not modelled: replay covers vllm-gaudi's bucket lookup only."""
-        return None
-
-    def with_text_buckets(self, prompt: tuple[Bucket, ...], decode: tuple[Bucket, ...]) -> None:
-        """Its text graphs are not given as a bucket list."""
-        return None
 
     def text_shapes(self, shape: EngineShape) -> TextShapes:
         return TextShapes((), (), "no graphs on CPU")

@@ -18,11 +18,11 @@ from vllm_hpu_mm.runtimes.arithmetic import VLLM_032, vllm_batch_defaults
 from vllm_hpu_mm.runtimes.base import (
     ESTIMATE_CUDAGRAPHS,
     BatchDefaults,
-    Bucket,
     DeviceFacts,
     EngineShape,
     MemoryInputs,
     MemorySplit,
+    NoBucketList,
     Runtime,
     RuntimeTraits,
     TextShapes,
@@ -73,17 +73,9 @@ def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int) -> list[int]:
 
 
 @dataclasses.dataclass(frozen=True)
-class VllmCuda:
+class VllmCuda(NoBucketList):
     name: Runtime = Runtime.VLLM_CUDA
     traits: RuntimeTraits = TRAITS
-
-    def text_lookup(self, shape: EngineShape) -> None:
-        """Not modelled: replay covers vllm-gaudi's bucket lookup only."""
-        return None
-
-    def with_text_buckets(self, prompt: tuple[Bucket, ...], decode: tuple[Bucket, ...]) -> None:
-        """Its text graphs are not given as a bucket list."""
-        return None
 
     def text_shapes(self, shape: EngineShape) -> TextShapes:
         decode = tuple((n, 0) for n in capture_sizes(shape.max_num_seqs, shape.max_num_batched_tokens))

@@ -18,11 +18,11 @@ from vllm_hpu_mm.runtimes.base import (
     GRAPH_PROMPT_RATIO,
     GRAPH_RESERVED_MEM,
     BatchDefaults,
-    Bucket,
     DeviceFacts,
     EngineShape,
     MemoryInputs,
     MemorySplit,
+    NoBucketList,
     Runtime,
     RuntimeTraits,
     TextShapes,
@@ -86,17 +86,9 @@ def decode_grid(shape: EngineShape) -> tuple[tuple[int, int], ...]:
 
 
 @dataclasses.dataclass(frozen=True)
-class VllmFork:
+class VllmFork(NoBucketList):
     name: Runtime = Runtime.VLLM_FORK
     traits: RuntimeTraits = TRAITS
-
-    def text_lookup(self, shape: EngineShape) -> None:
-        """Not modelled: replay covers vllm-gaudi's bucket lookup only."""
-        return None
-
-    def with_text_buckets(self, prompt: tuple[Bucket, ...], decode: tuple[Bucket, ...]) -> None:
-        """Its text graphs are not given as a bucket list."""
-        return None
 
     def text_shapes(self, shape: EngineShape) -> TextShapes:
         return TextShapes(prefill_grid(shape), decode_grid(shape), "fork-style exponential grid")
