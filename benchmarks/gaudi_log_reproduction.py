@@ -3,6 +3,7 @@ benchmarks/results/gaudi_log_reproduction.md (machine: any; data: the cited logs
 
 Development logs (``dev/``) set every coefficient taken from logs (vllm-fork's profiling residue, the lazy-HPU-graph
 costs and warm-up seconds per graph, the Gaudi3 total); held-out logs (``heldout/``) were never used to set anything.
+Each log's run comes from its ``# inputs:`` header (tests/support/gaudi_logs.py).
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from tests.support.gaudi_logs import ALL_GAUDI_LOGS, run_inputs  # noqa: E402
 from vllm_hpu_mm.logs.reproduce import Reproduction, read_log, reproduce  # noqa: E402
 from vllm_hpu_mm.values import GIB  # noqa: E402
 
-LOGS = REPO / "tests" / "data" / "gaudi_logs"
-CONFIGS = REPO / "tests" / "data" / "configs"
 OUT = REPO / "benchmarks" / "results" / "gaudi_log_reproduction.md"
 OUT_JSON = OUT.with_suffix(".json")
 
@@ -31,8 +31,8 @@ def _value(name: str, v: int) -> str:
 
 def rows() -> list[tuple[str, str, str, str, str, str]]:
     out = []
-    for path in sorted(LOGS.rglob("*.log")):
-        r = reproduce(path.name, read_log(path.read_text(encoding="utf-8").splitlines()), CONFIGS)
+    for path in ALL_GAUDI_LOGS:
+        r = reproduce(path.name, read_log(path.read_text(encoding="utf-8").splitlines()), run_inputs(path))
         for mode, values in (("given logged free", r.given_free), ("inputs alone", r.from_inputs)):
             for name, pair in values.items():
                 out.append((path.parent.name, path.stem, mode, name, f"{_value(name, pair[0])} / "

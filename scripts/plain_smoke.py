@@ -60,6 +60,8 @@ def main(script: str) -> int:
             (["memory", "plan", "--model", "./no-such-model"], 2, "--model"),
             (["memory", "calibrate", "warmup.log", "--model", "Qwen/Qwen2.5-VL-7B-Instruct"], 0, "profile written"),
             (["memory", "calibrate", "healthy.log"], 1, "nothing measurable"),
+            (["memory", "compare", "warmup.log"], 1, "outside: free memory"),
+            (["memory", "compare", "healthy.log"], 2, "no memory lines"),
             (["serve", "--dry-run"], 0, "command:"),
             (["serve", "--dry-run", "--json", "--plan-profile", "none"], 0, '"command_line"'),
             (["serve", "--dry-run", "--plan-free-memory-gib", "-1"], 2, "--plan-free-memory-gib"),

@@ -94,7 +94,8 @@ def test_our_errors_exit_2_without_a_traceback(capsys: pytest.CaptureFixture[str
 @pytest.mark.parametrize(
     "argv",
     [["memory", "plan", "--help"], ["buckets", "plan", "--help"], ["buckets", "check", "-h"], ["serve", "--help"],
-     ["memory", "calibrate", "--help"], ["oom-doctor", "--help"], ["memory", "--help"], ["buckets", "--help"]],
+     ["memory", "calibrate", "--help"], ["memory", "compare", "--help"], ["oom-doctor", "--help"], ["memory", "--help"],
+     ["buckets", "--help"]],
 )  # fmt: skip
 def test_help_shows_no_rest_markup(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     assert main(argv) == 0

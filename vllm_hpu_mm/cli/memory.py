@@ -12,6 +12,7 @@ from pathlib import Path
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
 from vllm_hpu_mm.cli.memory_calibrate import add_parser as add_calibrate_parser
+from vllm_hpu_mm.cli.memory_compare import add_parser as add_compare_parser
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options
 from vllm_hpu_mm.runtimes.launch import prepare
 
@@ -31,6 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.set_defaults(func=run)
     add_calibrate_parser(sub)
+    add_compare_parser(sub)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,0 +1,200 @@
+"""``vllm-hpu-mm memory compare LOG``: the public Gaudi log excerpts (tests/data/gaudi_logs), compared with the flags
+their ``# inputs:`` headers state, come out within tolerance and with the benchmark's figures; a flag the run did
+not use is named with its cause; bad logs get one line and exit 2."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.data import REPO
+from tests.support.gaudi_logs import ALL_GAUDI_LOGS, CONFIGS, GAUDI_LOGS, stated
+from vllm_hpu_mm.cli.main import main
+from vllm_hpu_mm.values import GIB
+
+RESULTS = REPO / "benchmarks" / "results" / "gaudi_log_reproduction.json"
+DEV = GAUDI_LOGS / "dev" / "vllm_gaudi_perf_tuning_llama31_8b_gaudi2.log"
+HELD_147 = GAUDI_LOGS / "heldout" / "vllm_fork_147_llama3_8b_gaudi2.log"
+HELD_345 = GAUDI_LOGS / "heldout" / "vllm_fork_345_gaudi2.log"
+HELD_809 = GAUDI_LOGS / "heldout" / "vllm_fork_809_deepseek_r1_gaudi2.log"
+
+
+@pytest.fixture(autouse=True)
+def _no_reserve_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VLLM_GRAPH_RESERVED_MEM", raising=False)
+
+
+def model_folder(tmp_path: Path, config: str) -> str:
+    """A model folder holding the stored config, as a user's checkpoint folder would."""
+    folder = tmp_path / Path(config).stem
+    folder.mkdir(exist_ok=True)
+    shutil.copy(CONFIGS / config, folder / "config.json")
+    return str(folder)
+
+
+def flags(path: Path, tmp_path: Path) -> list[str]:
+    """The sizing flags matching what the log's header states (nothing more: the rest stay the plan's defaults)."""
+    h = stated(path)
+    out = ["--model", model_folder(tmp_path, h["model"]), "--runtime", h["runtime"], "--device", h["device"]]
+    out += ["--tensor-parallel-size", str(h["tp"]), "--block-size", str(h["block_size"])]
+    if "gpu_memory_utilization" in h:
+        out += ["--gpu-memory-utilization", str(h["gpu_memory_utilization"])]
+    if "graph_reserved_mem" in h:
+        out += ["--graph-reserved-mem", str(h["graph_reserved_mem"])]
+    if h.get("quantization"):
+        out += ["--quantization", h["quantization"]]
+    if h.get("enforce_eager"):
+        out.append("--enforce-eager")
+    return out
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
+    code = main(["memory", "compare", *argv, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def _figure(name: str, value: int) -> str:
+    """A value as the benchmark's table writes it."""
+    if name == "warmup_seconds":
+        return f"{value} s"
+    return str(value) if name == "kv_blocks" else f"{value / GIB:.2f} GiB"
+
+
+@pytest.mark.parametrize("path", ALL_GAUDI_LOGS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_each_public_log_with_its_stated_flags_is_within_tolerance_with_the_benchmarks_figures(
+    path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = run_json(capsys, str(path), *flags(path, tmp_path))
+    assert code == 0, out["outside"]
+    assert out["within"]
+    assert out["compared"] > 0
+    by_name = {q["name"]: q for q in out["quantities"]}
+    benchmark = [r for r in json.loads(RESULTS.read_text()) if r["log"] == path.stem]
+    assert benchmark
+    for row in benchmark:  # every figure the benchmark holds to a tolerance, the same here and checked here
+        q = by_name[row["quantity"]]
+        mode = "from_inputs" if row["mode"] == "inputs alone" else "given_logged"
+        assert f"{_figure(q['name'], q['logged'])} / {_figure(q['name'], q[mode])}" == row["logged_planned"]
+        assert q[f"tolerance_{mode}"] is not None or row["quantity"] == "warmup_seconds"
+
+
+def test_the_development_log_compares_every_printed_figure_both_ways(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["memory", "compare", str(DEV), *flags(DEV, tmp_path)])
+    text = capsys.readouterr().out
+    assert code == 0
+    assert "arithmetic: vllm-fork hpu_worker.determine_num_available_blocks" in text
+    for label in ("device total", "weights", "profiling run", "free memory", "usable", "graph reserve", "KV cache",
+                  "KV blocks", "warm-up"):  # fmt: skip
+        assert f"\n  {label} " in text
+    assert "4107  4111 +0.10% (ok 5%)" in text
+    assert "4106 -0.02% (ok 1%)" in text
+    assert "verdict: all 8 comparisons within their tolerance" in text
+
+
+def test_a_utilisation_the_run_did_not_use_is_named_with_the_logs_own_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [*flags(DEV, tmp_path), "--gpu-memory-utilization", "0.8"]
+    code, out = run_json(capsys, str(DEV), *argv)
+    assert code == 1
+    usable = next(m for m in out["outside"] if m["name"] == "usable")
+    assert usable["mode"] == "given_free"
+    assert (
+        usable["likely_cause"] == "the log ran with gpu_memory_utilization=0.9 where --gpu-memory-utilization says 0.8"
+    )
+    code = main(["memory", "compare", str(DEV), *argv])
+    text = capsys.readouterr().out
+    assert code == 1
+    assert "outside: usable given the logged free memory: logged 71.30 GiB, planned 63.38 GiB (-11.11%" in text
+
+
+def test_the_graph_reserve_is_read_from_the_environment_as_memory_plan_reads_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    argv = flags(HELD_147, tmp_path)
+    at = argv.index("--graph-reserved-mem")
+    del argv[at : at + 2]
+    code, out = run_json(capsys, str(HELD_147), *argv)
+    assert code == 1  # the default 0.1 is not the run's 0.4
+    assert {m["name"] for m in out["outside"]} >= {"graph_reserve", "kv_cache"}
+    assert "VLLM_GRAPH_RESERVED_MEM=0.4 where the plan used 0.1" in out["outside"][0]["likely_cause"]
+    monkeypatch.setenv("VLLM_GRAPH_RESERVED_MEM", "0.4")
+    code, out = run_json(capsys, str(HELD_147), *argv)
+    assert code == 0, out["outside"]
+
+
+def test_a_wrong_device_is_named_by_the_total_the_log_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [*flags(HELD_809, tmp_path), "--device", "gaudi3"]
+    code, out = run_json(capsys, str(HELD_809), *argv)
+    assert code == 1
+    total = next(m for m in out["outside"] if m["name"] == "total")
+    assert "the log's card reports 94.62 GiB (a gaudi2's), --device gaudi3 plans 126.55 GiB" in total["likely_cause"]
+
+
+def test_a_missing_quantization_flag_shows_as_weights_outside_tolerance(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [a for a in flags(HELD_809, tmp_path) if a not in ("--quantization", "fp8")]
+    code, out = run_json(capsys, str(HELD_809), *argv)
+    assert code == 1
+    assert [m["name"] for m in out["outside"]] == ["weights"]
+    assert "--quantization (none)" in out["outside"][0]["likely_cause"]
+
+
+def test_a_log_with_a_kv_cache_but_no_free_memory_says_what_it_checks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["memory", "compare", str(HELD_345), *flags(HELD_345, tmp_path)])
+    text = capsys.readouterr().out
+    assert code == 0
+    assert "3184 +0.00% (ok 1%) (from the logged KV cache)" in text
+    assert "note: the log printed its KV cache but no free memory" in text
+
+
+def test_a_compressed_log_on_standard_input_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(gzip.compress(DEV.read_bytes()))))
+    code, out = run_json(capsys, "-", *flags(DEV, tmp_path))
+    assert code == 0
+    assert out["compared"] == 8
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"", "is empty"),
+        (b"\x7fELF\x02\x01\x01" + bytes(range(256)) * 4, "is an executable (ELF), a binary file"),
+        (b"INFO Starting vLLM API server\nINFO Application startup complete.\n",
+         "has no memory lines of a Gaudi server to compare; expected any of 'Free device memory"),
+    ],
+    ids=["empty", "binary", "no-memory-lines"],
+)  # fmt: skip
+def test_a_log_that_cannot_be_compared_gets_one_line_and_exit_2(
+    content: bytes, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "server.log"
+    log.write_bytes(content)
+    code = main(["memory", "compare", str(log), *flags(DEV, tmp_path)])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out == ""
+    assert len(captured.err.strip().splitlines()) == 1
+    assert said in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_a_non_gaudi_device_is_refused_naming_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["memory", "compare", str(DEV), "--device", "h100"])
+    assert code == 2
+    assert "--device='h100'" in capsys.readouterr().err

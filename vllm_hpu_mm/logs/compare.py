@@ -1,0 +1,281 @@
+"""A started server's log against the plan for the flags it was started with (``vllm-hpu-mm memory compare``): for
+every memory figure the log printed, the logged value, the plan's value from the inputs alone, the plan's value
+given the logged free memory (where that applies) and their relative differences, held to the reproduction's
+tolerances (:data:`~.reproduce.TOLERANCES`); for each quantity outside its tolerance, the likely cause.
+
+The plan's side is :func:`~.reproduce.reproduce`, the same code the public-log benchmark runs; its inputs come from
+the plan's own :class:`~vllm_hpu_mm.plan.inputs.PlanInputs` (the flags, the environment, the runtime's defaults).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Literal
+
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.logs.reproduce import Logged, Mode, Reproduction, RunInputs, reproduce
+from vllm_hpu_mm.models.devices import KNOWN_DEVICES
+from vllm_hpu_mm.plan.inputs import PlanInputs
+from vllm_hpu_mm.values import GIB, MIB
+
+__all__ = ["EXPECTED_LINES", "QUANTITIES", "Comparison", "Miss", "Row", "compare", "run_inputs"]
+
+Unit = Literal["bytes", "blocks", "seconds"]
+
+#: The quantities a Gaudi log can print, in the order of a start-up: (name, label, unit).
+QUANTITIES: tuple[tuple[str, str, Unit], ...] = (
+    ("total", "device total", "bytes"),
+    ("weights", "weights", "bytes"),
+    ("profile", "profiling run", "bytes"),
+    ("free", "free memory", "bytes"),
+    ("usable", "usable", "bytes"),
+    ("graph_reserve", "graph reserve", "bytes"),
+    ("kv_cache", "KV cache", "bytes"),
+    ("kv_blocks", "KV blocks", "blocks"),
+    ("warmup_seconds", "warm-up", "seconds"),
+)
+
+#: What a log must hold to be compared (vllm-fork's and vllm-gaudi's own wording), for the error on one that has none.
+EXPECTED_LINES = (
+    "'Free device memory: X GiB, Y GiB usable ...', '# HPU blocks: N' or 'Usable num_blocks: N', "
+    "'Loading model weights took ...', 'Initializing cache engine took ...', 'Model profiling run took ...', "
+    "'(X GiB/Y GiB used)', 'Warmup finished in N secs'"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One quantity the log printed, with the plan's value both ways (None where a way does not apply) and the
+    tolerance each is held to (None: reported, not checked)."""
+
+    name: str
+    label: str
+    unit: Unit
+    logged: int
+    alone: int | None
+    given: int | None
+    tolerance_alone: float | None
+    tolerance_given: float | None
+    #: What the ``given`` value starts from: the logged free memory, or (KV blocks only) the logged KV cache.
+    given_basis: str = "free memory"
+
+    @staticmethod
+    def difference(logged: int, planned: int | None) -> float | None:
+        """(planned - logged) / logged (infinite where only the plan holds something), None where the plan has no
+        value."""
+        if planned is None:
+            return None
+        if logged == 0:
+            return 0.0 if planned == 0 else math.inf
+        return (planned - logged) / logged
+
+
+@dataclasses.dataclass(frozen=True)
+class Miss:
+    """A compared quantity outside its tolerance, and what most likely made it so."""
+
+    row: Row
+    mode: Mode
+    planned: int
+    difference: float
+    tolerance: float
+    cause: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    rows: tuple[Row, ...]
+    misses: tuple[Miss, ...]
+    inputs: RunInputs
+    #: The runtime's memory arithmetic as its model states it (formula and source, with its commit where it has one).
+    formula: str
+
+    @property
+    def compared(self) -> int:
+        """How many (quantity, way) pairs were held to a tolerance."""
+        return sum((r.tolerance_alone is not None) + (r.tolerance_given is not None) for r in self.rows)
+
+
+def run_inputs(i: PlanInputs, flag: Callable[[str], str]) -> RunInputs:
+    """The run the plan's inputs describe, per card; only a Gaudi runtime's log is read, of one pipeline stage."""
+    if i.backend != "hpu" or i.runtime.traits.backend != "hpu":
+        raise ConfigError(
+            f"{flag('device')}={i.device!r} with runtime {i.runtime_name.value}: memory compare reads a "
+            "Gaudi server's log (vllm-gaudi, vllm-fork); accepted: --device gaudi2 or gaudi3 (or auto on "
+            "a Gaudi host) with --runtime auto, vllm-gaudi or vllm-fork"
+        )
+    if i.pipeline_parallel_size != 1:
+        raise ConfigError(
+            f"{flag('pipeline_parallel_size')}={i.pipeline_parallel_size}: the figures compared are one "
+            "card's of a single pipeline stage; accepted: 1"
+        )
+    return RunInputs(
+        model=i.model,
+        runtime=i.runtime,
+        total_bytes=i.total_bytes,
+        gpu_memory_utilization=i.gpu_memory_utilization,
+        graph_reserved_mem=i.graph_reserved_mem,
+        tensor_parallel_size=i.tensor_parallel_size,
+        block_size=i.block_size,
+        quantization=i.quantization,
+        enforce_eager=i.enforce_eager,
+        dtype_size=i.dtype_size,
+        expert_parallel_size=i.expert_parallel_size,
+        device=i.device,
+    )
+
+
+def _rows(logged: Logged, r: Reproduction, i: RunInputs) -> list[Row]:
+    alone, given = r.alone, r.given
+    blocks_given = r.given_free.get("kv_blocks", (0, None))[1]
+    values: dict[str, tuple[int | None, int | None, int | None]] = {
+        "total": (logged.total_bytes, i.total_bytes, None),
+        "weights": (logged.weight_bytes, r.weight_bytes, None),
+        "profile": (logged.profile_bytes, alone.profile_bytes, None),
+        "free": (logged.free_bytes, alone.free_after_load_bytes, None),
+        "usable": (logged.usable_bytes, alone.usable_bytes, given.usable_bytes if given else None),
+        "graph_reserve": (logged.graph_bytes, alone.graph_bytes, given.graph_bytes if given else None),
+        "kv_cache": (logged.kv_bytes, alone.kv_cache_bytes, given.kv_cache_bytes if given else None),
+        "kv_blocks": (logged.kv_blocks, alone.kv_cache_bytes // r.block_bytes, blocks_given),
+        "warmup_seconds": (logged.warmup_seconds, r.warmup_seconds, None),
+    }
+    rows = []
+    for name, label, unit in QUANTITIES:
+        value, planned_alone, planned_given = values[name]
+        if value is None:
+            continue
+        rows.append(
+            Row(
+                name,
+                label,
+                unit,
+                value,
+                planned_alone,
+                planned_given,
+                Reproduction.tolerance("from_inputs", name) if name in r.from_inputs else None,
+                Reproduction.tolerance("given_free", name) if name in r.given_free else None,
+                "KV cache" if name == "kv_blocks" and given is None else "free memory",
+            )
+        )
+    return rows
+
+
+def _gib(n: int) -> str:
+    return f"{n / GIB:.2f} GiB"
+
+
+def _settings(logged: Logged, i: RunInputs, flag: Callable[[str], str]) -> dict[str, str]:
+    """The settings the log printed that differ from the ones planned with: utilisation, graph reserve, eager."""
+    out = {}
+    util, reserved = logged.gpu_memory_utilization, logged.graph_reserved_mem
+    if util is not None and abs(util - i.gpu_memory_utilization) > 1e-9:
+        out["utilisation"] = (
+            f"the log ran with gpu_memory_utilization={util:g} where "
+            f"{flag('gpu_memory_utilization')} says {i.gpu_memory_utilization:g}"
+        )
+    if reserved is not None and abs(reserved - i.graph_reserved_mem) > 1e-9:
+        out["reserve"] = (
+            f"the log ran with VLLM_GRAPH_RESERVED_MEM={reserved:g} where the plan used "
+            f"{i.graph_reserved_mem:g} ({flag('graph_reserved_mem')}, else VLLM_GRAPH_RESERVED_MEM)"
+        )
+    if logged.graph_bytes == 0 and not i.enforce_eager and i.graph_reserved_mem > 0:
+        out["eager"] = f"the log reserved nothing for graphs: an eager run ({flag('enforce_eager')})"
+    return out
+
+
+def _cause(
+    row: Row, mode: Mode, logged: Logged, r: Reproduction, i: RunInputs, flag: Callable[[str], str], missed: set[str]
+) -> str:
+    """The likely cause of ``row`` missing its tolerance, from what the log printed and the inputs planned with."""
+    settings = _settings(logged, i, flag)
+    runtime = i.runtime.name.value
+    if row.name == "total":
+        same = [
+            d.name
+            for d in KNOWN_DEVICES.values()
+            if d.backend == "hpu" and abs(d.total_bytes - row.logged) <= 0.01 * row.logged
+        ]
+        which = f" (a {same[0]}'s)" if same else ""
+        return (
+            f"a different device: the log's card reports {_gib(row.logged)}{which}, {flag('device')} "
+            f"{i.device or '?'} plans {_gib(i.total_bytes)}"
+        )
+    if row.name == "weights":
+        return (
+            f"a different model or weight format than the flags say: check {flag('model')} ({i.model.name}), "
+            f"{flag('quantization')} ({i.quantization or 'none'}), {flag('dtype')} and "
+            f"{flag('tensor_parallel_size')} ({i.tensor_parallel_size})"
+        )
+    if row.name == "free":
+        if "weights" in missed:
+            return "it follows the weights (see weights)"
+        if logged.profile_bytes is not None and logged.profile_bytes > 0 and runtime == "vllm-gaudi":
+            return (
+                f"the log shows a profiling run ({logged.profile_bytes / MIB:.0f} MiB), which vllm-fork makes and "
+                f"vllm-gaudi does not: {flag('runtime')} vllm-fork?"
+            )
+        profile = r.alone.profile_bytes
+        counted = f"the weights and {runtime}'s {profile / MIB:.0f} MiB profiling run" if profile else "the weights"
+        return (
+            f"memory held on the card beyond {counted}: another process, or a different runtime than "
+            f"{flag('runtime')} {runtime}"
+        )
+    if row.name == "kv_blocks" and mode == "given_free":
+        if "kv_cache" in missed:
+            return "it follows the KV cache (see KV cache)"
+        return (
+            f"a different KV block than the plan's {r.block_bytes / MIB:g} MiB: check {flag('block_size')} "
+            f"({i.block_size}), {flag('tensor_parallel_size')} ({i.tensor_parallel_size}), {flag('dtype')} and the "
+            f"model's KV heads ({i.model.name})"
+        )
+    if row.name == "usable" and "utilisation" in settings:
+        return settings["utilisation"]
+    if row.name != "usable" and settings:
+        return "; ".join(settings.values())
+    if row.name == "kv_blocks" and "free" in missed:
+        return "it follows the free memory (see free memory)"
+    if row.name == "kv_blocks":
+        return (
+            f"a different utilisation or graph reserve than the flags say ({flag('gpu_memory_utilization')} "
+            f"{i.gpu_memory_utilization:g}, VLLM_GRAPH_RESERVED_MEM {i.graph_reserved_mem:g}), or other memory "
+            "held on the card"
+        )
+    if row.name == "usable":
+        return f"a different utilisation than {flag('gpu_memory_utilization')} {i.gpu_memory_utilization:g}"
+    return (
+        f"a different graph reserve or utilisation than the plan's (VLLM_GRAPH_RESERVED_MEM "
+        f"{i.graph_reserved_mem:g}, {flag('gpu_memory_utilization')} {i.gpu_memory_utilization:g}), or a "
+        f"different runtime's arithmetic than {runtime}'s"
+    )
+
+
+def compare(logged: Logged, inputs: RunInputs, flag: Callable[[str], str], *, source: str) -> Comparison:
+    """Compare what the log at ``source`` printed with the plan for ``inputs``; ``flag`` names a sizing field as the
+    user typed it (:meth:`~vllm_hpu_mm.plan.args.SizingArgs.flag`). Raises ConfigError for a log with no memory
+    line."""
+    if not logged.has_memory:
+        raise ConfigError(
+            f"log {source!r} has no memory lines of a Gaudi server to compare; expected any of {EXPECTED_LINES}"
+        )
+    r = reproduce(source, logged, inputs)
+    rows = _rows(logged, r, inputs)
+    outside: list[tuple[Row, Mode, int, float, float]] = []
+    for row in rows:
+        ways: tuple[tuple[Mode, int | None, float | None], ...] = (
+            ("from_inputs", row.alone, row.tolerance_alone),
+            ("given_free", row.given, row.tolerance_given),
+        )
+        for mode, planned, tolerance in ways:
+            if planned is None or tolerance is None:
+                continue
+            diff = Row.difference(row.logged, planned)
+            if diff is not None and abs(diff) > tolerance:
+                outside.append((row, mode, planned, diff, tolerance))
+    missed = {row.name for row, *_ in outside}
+    misses = tuple(
+        Miss(row, mode, planned, diff, tol, _cause(row, mode, logged, r, inputs, flag, missed))
+        for row, mode, planned, diff, tol in outside
+    )
+    return Comparison(tuple(rows), misses, inputs, r.alone.formula)
