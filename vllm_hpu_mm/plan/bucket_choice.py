@@ -78,10 +78,11 @@ def choose(
 ) -> tuple[Plan, BucketChoice | None]:
     """The plan, with the bucket list replaced by the joint optimum when the configured one does not fit or when
     ``sizes`` were given and the optimum does better on them (fewer shrunk images, then higher efficiency).
-    ``keep``: never replace (the configured list, pruned to what fits)."""
+    ``keep``: never replace (the configured list, pruned to what fits). A tower bucketed by images per pass is never
+    replanned: its passes hold fixed-size images, so the traffic's sizes choose nothing."""
     first = plan(inputs)
     graphs = inputs.pool_mode is not PoolMode.NONE and not inputs.enforce_eager
-    if keep or not inputs.buckets or not graphs or not first.fits:
+    if keep or not inputs.buckets or not graphs or not first.fits or inputs.vision_patches_per_item:
         return first, None
     if sizes is None and not first.vision_buckets_skipped:
         return first, None
