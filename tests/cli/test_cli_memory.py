@@ -125,5 +125,6 @@ def test_a_tower_vllm_gaudi_buckets_by_images_per_pass_gets_image_counts_not_pat
     assert code == 0
     env = out["exports"]["environment"]  # type: ignore[index]
     counts = [int(n) for n in env["VLLM_MULTIMODAL_BUCKETS"].split(",")]
-    assert counts and set(counts) <= {1, 2, 4, 8}, counts  # the runtime's own passes, those that fit
+    assert counts
+    assert set(counts) <= {1, 2, 4, 8}, counts  # the runtime's own passes, those that fit
     assert "VLLM_MULTIMODAL_RESOLUTIONS" not in env
