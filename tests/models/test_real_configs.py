@@ -6,11 +6,13 @@ dense, an MoE and an MLA text model."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 
 from tests.support.data import DATA
+from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.models.dims import kv_bytes_per_token, text_parameters, vision_parameters, weight_bytes
 from vllm_hpu_mm.models.lookup import resolve
@@ -18,6 +20,7 @@ from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.render import to_dict
+from vllm_hpu_mm.runtimes.vllm_gaudi.vision import vision_table_entry
 from vllm_hpu_mm.values import GIB
 
 CONFIGS = DATA / "configs"
@@ -112,3 +115,27 @@ def test_ovis25_counts_its_visual_head_and_word_table_in_place_of_a_merger(tmp_p
         1152, 27, 2, 65536)  # fmt: skip
     # the checkpoint's 9,174,807,784 parameters less the Qwen3-8B language model counted here (8,190,726,144)
     assert vision_parameters(m.vision) == pytest.approx(984_081_640, rel=0.002)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.config.removesuffix(".json"))
+def test_a_real_config_plans_through_the_cli_and_exports_buckets_in_the_runtimes_own_units(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: Case
+) -> None:
+    # the whole served path (bucket choice, text buckets over the replayed traffic, exports), not only the split
+    folder = _folder(tmp_path, case.config)
+    argv = ["memory", "plan", "--model", folder, "--device", case.device, "--max-model-len",
+            "8192", "--tensor-parallel-size", str(case.tp), "--json"]  # fmt: skip
+    if case.quantization:
+        argv += ["--quantization", case.quantization]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    exported = out["exports"]["environment"].get("VLLM_MULTIMODAL_BUCKETS")
+    if case.vision is None or not case.vision[1]:
+        assert exported is None
+        return
+    buckets = [int(b) for b in exported.split(",")]
+    batch_based, defaults = vision_table_entry(resolve(folder).model_type)
+    if batch_based or not case.vision[2]:  # images per pass, or another family's patches: its runtime's own list,
+        assert set(buckets) <= set(defaults), buckets  # pruned to what fits
+    else:  # ours: planned multiples of 64
+        assert all(b % 64 == 0 for b in buckets), buckets

@@ -207,6 +207,14 @@ def with_transformers_defaults(cfg: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+#: vLLM 0.32 transformers_utils/configs/deepseek_vl2.py DeepseekVLV2Config: a ``deepseek_vl_v2`` config of these
+#: architectures is loaded with this model type (vllm-gaudi's vision table then finds ``deepseek_ocr``).
+VLLM_MODEL_TYPE_BY_ARCHITECTURE = (
+    ("DeepseekOCRForCausalLM", "deepseek_ocr"),
+    ("DeepseekOCR2ForCausalLM", "deepseek_ocr2"),
+)
+
+
 def _model_type(cfg: dict[str, Any], path: Path) -> tuple[str, str]:
     model_type = cfg.get("model_type", "")
     archs = cfg.get("architectures") or []
@@ -214,6 +222,8 @@ def _model_type(cfg: dict[str, Any], path: Path) -> tuple[str, str]:
         raise ConfigError(f"{path}: model_type={model_type!r} is invalid; accepted: a string such as 'qwen2_5_vl'")
     if not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
         raise ConfigError(f"{path}: architectures={archs!r} is invalid; accepted: a list of class names")
+    # vLLM renames the model type as it loads the config, and runtimes key on the renamed one
+    model_type = next((renamed for arch, renamed in VLLM_MODEL_TYPE_BY_ARCHITECTURE if arch in archs), model_type)
     return model_type, archs[0] if archs else ""
 
 

@@ -87,6 +87,11 @@ class VisionDims:
         return self.depth > 0
 
     @property
+    def aligned_processor_applies(self) -> bool:
+        """Our 112-px processor and patch buckets (multiples of 64) are Qwen2.5-VL's (its processor, its tower)."""
+        return self.family == "qwen2_5_vl"
+
+    @property
     def alignment(self) -> int:
         """Pixels per output token along one side: patch x merge (Qwen2-VL family: 28, Qwen3-VL: 32)."""
         return self.patch_size * self.spatial_merge_size

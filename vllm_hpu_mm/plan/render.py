@@ -123,7 +123,7 @@ def _vision_dict(p: Plan) -> dict[str, Any] | None:
     return {"family": v.family, "patch_size": v.patch_size, "spatial_merge_size": v.spatial_merge_size,
             "alignment_px": v.alignment, "tokens_per_image": v.tokens_per_image or None,
             "bucketed_on_runtime": vb.bucketed, "bucketing": vb.note,
-            "aligned_processor_applies": v.family == "qwen2_5_vl"}  # fmt: skip
+            "aligned_processor_applies": v.aligned_processor_applies}  # fmt: skip
 
 
 def _gib(n: int) -> str:
