@@ -1,8 +1,8 @@
 """The OOM doctor's accuracy on real public logs, cross-validated: how often it names the stage a person read.
 
 The development set (tests/data/logs/*.log, labelled when stored, tests/data/logs/SOURCES.md) is dealt into
-``--folds`` folds stratified by label; each fold is scored with rules fitted (``logs/doctor/fitting.py``) on the other
-folds only; the deal is repeated ``--repeats`` times with seeds ``--seed``, ``--seed``+1, ... The held-out set
+``--folds`` folds stratified by label; each fold is scored with rules fitted (``benchmarks/doctor_fitting.py``) on the
+other folds only; the deal is repeated ``--repeats`` times with seeds ``--seed``, ``--seed``+1, ... The held-out set
 (tests/data/logs/heldout) is scored separately with the rules the package ships (fitted on the whole development set)
 and is never fitted on. Writes benchmarks/results/doctor_accuracy.{md,json}.
 
@@ -28,9 +28,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from benchmarks.doctor_fitting import cross_validate, fit
 from tests.support.logs import DEVELOPMENT_LOGS, HELDOUT_LOGS, examples
 from vllm_hpu_mm.logs.doctor.decide import RULES_FILE, default_rules, judge
-from vllm_hpu_mm.logs.doctor.fitting import cross_validate, fit
 from vllm_hpu_mm.values import STAGES
 
 REPO = Path(__file__).resolve().parents[1]

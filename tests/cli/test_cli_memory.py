@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from tests.support.data import DATA
 from vllm_hpu_mm.cli.main import main
 
 GIB = 2**30
@@ -110,3 +112,19 @@ def test_bad_environment_ratio_exits_2_naming_the_variable(
     monkeypatch.setenv("VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO", "1.7")
     assert main(["memory", "plan"]) == 2
     assert "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("config", ["unsloth_gemma-3-12b-it.json", "Qwen_Qwen2-VL-2B.json"])
+def test_a_tower_vllm_gaudi_buckets_by_images_per_pass_gets_image_counts_not_patch_counts(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, config: str
+) -> None:
+    # vllm-gaudi @091bbadd reads VLLM_MULTIMODAL_BUCKETS as images per pass for Gemma 3 and for families its table
+    # does not list (Qwen2-VL), warming passes of 896 x 896 images, and reads no resolutions for them
+    (tmp_path / "config.json").write_text((DATA / "configs" / config).read_text())
+    code, out = run_json(capsys, "memory", "plan", "--model", str(tmp_path))
+    assert code == 0
+    env = out["exports"]["environment"]  # type: ignore[index]
+    counts = [int(n) for n in env["VLLM_MULTIMODAL_BUCKETS"].split(",")]
+    assert counts
+    assert set(counts) <= {1, 2, 4, 8}, counts  # the runtime's own passes, those that fit
+    assert "VLLM_MULTIMODAL_RESOLUTIONS" not in env

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.doctor_fitting import cross_validate, fit
 from tests.support.data import LOGS
 from tests.support.logs import DEVELOPMENT_LOGS as ALL_LOGS
 from tests.support.logs import GAUDI_LOG, HELDOUT_LOGS, TARGET_ACCURACY, body_lines, examples, expected_stage
@@ -15,7 +16,6 @@ from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.logs.doctor import contradictions, diagnose, diagnose_lines, recommend
 from vllm_hpu_mm.logs.doctor.decide import Rules, default_rules
-from vllm_hpu_mm.logs.doctor.fitting import cross_validate, fit
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.planner import plan

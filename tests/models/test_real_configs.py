@@ -6,11 +6,13 @@ dense, an MoE and an MLA text model."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 
 from tests.support.data import DATA
+from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.models.dims import kv_bytes_per_token, text_parameters, vision_parameters, weight_bytes
 from vllm_hpu_mm.models.lookup import resolve
@@ -18,6 +20,7 @@ from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.render import to_dict
+from vllm_hpu_mm.runtimes.vllm_gaudi.vision import vision_table_entry
 from vllm_hpu_mm.values import GIB
 
 CONFIGS = DATA / "configs"
@@ -38,6 +41,7 @@ class Case:
 
 
 CASES = (
+    Case("Qwen_Qwen2-VL-2B.json", 2_208_985_600, 4.11, vision=("qwen2_vl", True, False)),
     Case("Qwen_Qwen2.5-VL-3B-Instruct.json", 3.75e9, vision=("qwen2_5_vl", True, True)),
     Case("Qwen_Qwen3-VL-4B-Instruct.json", 4.44e9, vision=("qwen3_vl", True, False)),
     Case(
@@ -46,6 +50,7 @@ CASES = (
     Case("Qwen_Qwen3.5-35B-A3B.json", 35e9, device="gaudi3", vision=("qwen3_5", False, False)),
     Case("unsloth_gemma-3-12b-it.json", 12.2e9, vision=("gemma3", True, False)),
     Case("google_gemma-4-31B-it.json", 31e9, device="gaudi3", vision=("gemma4", False, False)),
+    Case("AIDC-AI_Ovis2.5-9B.json", 9_174_807_784, 17.09, vision=("ovis", True, False)),
     Case("mistral3_24b_flux2_text_encoder.json", 24e9, device="gaudi3", vision=("mistral3", True, False)),
     Case("moonshotai_Kimi-K2.5.json", None, 554.30, device="gaudi3", tp=8, vision=("kimi_k25", False, False)),
     Case("deepseek-ai_DeepSeek-OCR.json", 3_336_106_240, 6.21, vision=("deepseek_ocr", True, False)),
@@ -102,3 +107,35 @@ def test_kimi_k25_keeps_attention_at_bf16_and_packs_only_its_experts(tmp_path: P
     assert (m.quantization, m.quant_weight_bits, m.quant_group_size, m.quant_experts_only) == (
         "compressed-tensors", 4, 32, True)  # fmt: skip
     assert (m.vision.hidden_size, m.vision.depth, m.vision.spatial_merge_size) == (1152, 27, 2)
+
+
+def test_ovis25_counts_its_visual_head_and_word_table_in_place_of_a_merger(tmp_path: Path) -> None:
+    m = resolve(_folder(tmp_path, "AIDC-AI_Ovis2.5-9B.json"))
+    assert (m.vision.hidden_size, m.vision.depth, m.vision.spatial_merge_size, m.vision.visual_vocab_size) == (
+        1152, 27, 2, 65536)  # fmt: skip
+    # the checkpoint's 9,174,807,784 parameters less the Qwen3-8B language model counted here (8,190,726,144)
+    assert vision_parameters(m.vision) == pytest.approx(984_081_640, rel=0.002)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.config.removesuffix(".json"))
+def test_a_real_config_plans_through_the_cli_and_exports_buckets_in_the_runtimes_own_units(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: Case
+) -> None:
+    # the whole served path (bucket choice, text buckets over the replayed traffic, exports), not only the split
+    folder = _folder(tmp_path, case.config)
+    argv = ["memory", "plan", "--model", folder, "--device", case.device, "--max-model-len",
+            "8192", "--tensor-parallel-size", str(case.tp), "--json"]  # fmt: skip
+    if case.quantization:
+        argv += ["--quantization", case.quantization]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    exported = out["exports"]["environment"].get("VLLM_MULTIMODAL_BUCKETS")
+    if case.vision is None or not case.vision[1]:
+        assert exported is None
+        return
+    buckets = [int(b) for b in exported.split(",")]
+    batch_based, defaults = vision_table_entry(resolve(folder).model_type)
+    if batch_based or not case.vision[2]:  # images per pass, or another family's patches: its runtime's own list,
+        assert set(buckets) <= set(defaults), buckets  # pruned to what fits
+    else:  # ours: planned multiples of 64
+        assert all(b % 64 == 0 for b in buckets), buckets

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from benchmarks.doctor_fitting import Example
 from tests.support.data import LOGS
-from vllm_hpu_mm.logs.doctor.fitting import Example
 from vllm_hpu_mm.logs.doctor.scan import scan
 
 #: The development set, and the held-out set kept aside while the rules were tuned.

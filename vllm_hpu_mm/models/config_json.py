@@ -207,6 +207,14 @@ def with_transformers_defaults(cfg: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+#: vLLM 0.32 transformers_utils/configs/deepseek_vl2.py DeepseekVLV2Config: a ``deepseek_vl_v2`` config of these
+#: architectures is loaded with this model type (vllm-gaudi's vision table then finds ``deepseek_ocr``).
+VLLM_MODEL_TYPE_BY_ARCHITECTURE = (
+    ("DeepseekOCRForCausalLM", "deepseek_ocr"),
+    ("DeepseekOCR2ForCausalLM", "deepseek_ocr2"),
+)
+
+
 def _model_type(cfg: dict[str, Any], path: Path) -> tuple[str, str]:
     model_type = cfg.get("model_type", "")
     archs = cfg.get("architectures") or []
@@ -214,6 +222,8 @@ def _model_type(cfg: dict[str, Any], path: Path) -> tuple[str, str]:
         raise ConfigError(f"{path}: model_type={model_type!r} is invalid; accepted: a string such as 'qwen2_5_vl'")
     if not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
         raise ConfigError(f"{path}: architectures={archs!r} is invalid; accepted: a list of class names")
+    # vLLM renames the model type as it loads the config, and runtimes key on the renamed one
+    model_type = next((renamed for arch, renamed in VLLM_MODEL_TYPE_BY_ARCHITECTURE if arch in archs), model_type)
     return model_type, archs[0] if archs else ""
 
 
@@ -353,19 +363,21 @@ def dims_from_config(cfg: dict[str, Any], *, name: str, path: Path, source: str)
 def _vision(cfg: dict[str, Any], family: Family | None, text_hidden: int, path: Path, model_type: str) -> VisionDims:
     """The vision tower, read with its family's key names; a text model has none (:data:`TEXT_ONLY`)."""
     fam = family or GENERIC
-    section = _section(cfg, fam.vision_section, path) or _section(cfg, "vision_config", path)
+    names = (*fam.vision_sections, "vision_config")
+    name, section = next(((n, s) for n in names if (s := _section(cfg, n, path)) is not None), (names[0], None))
     if section is None:
         if family is not None:
-            raise ConfigError(f"{path}: no '{fam.vision_section}' section; expected a {fam.display} config.json")
+            wanted = " or ".join(f"'{n}'" for n in fam.vision_sections)
+            raise ConfigError(f"{path}: no {wanted} section; expected a {fam.display} config.json")
         return TEXT_ONLY
     backbone = section.get("backbone_config")  # Ovis: the ViT sits under the visual tokenizer
     towers = section.get("width")  # DeepSeek-OCR: named towers (a CLIP and a SAM ViT) side by side
     extra = 0
     if isinstance(towers, dict) and towers and all(isinstance(t, dict) for t in towers.values()):
         ranked = sorted(towers.values(), key=lambda t: t.get("layers", 0) if isinstance(t.get("layers"), int) else 0)
-        backbone, extra = ranked[-1], sum(_side_tower_parameters(t, f"{fam.vision_section}.width.", path)
+        backbone, extra = ranked[-1], sum(_side_tower_parameters(t, f"{name}.width.", path)
                                           for t in ranked[:-1])  # fmt: skip
-    v = _Reader(backbone if isinstance(backbone, dict) else section, f"{fam.vision_section}.", path)
+    v = _Reader(backbone if isinstance(backbone, dict) else section, f"{name}.", path)
     width = v.first((*fam.width_keys, "hidden_size", "embed_dim", "vt_hidden_size", "width"))
     heads = v.first(("num_heads", "num_attention_heads", "n_heads", "vt_num_attention_heads", "heads"))
     if width % heads:
@@ -377,7 +389,7 @@ def _vision(cfg: dict[str, Any], family: Family | None, text_hidden: int, path: 
         default_inter = 4 * width  # a ViT's usual MLP when the tower names none
     inter = v.first(("intermediate_size", "mlp_dim", "vt_intermediate_size"), default_inter)
     patch = v.first(("patch_size", "spatial_patch_size"), fam.patch_size)
-    merge = _merge_size(cfg, section, fam, path)
+    merge = _merge_size(cfg, section, name, fam, path)
     image_size = v.first(("image_size",), 0, minimum=0) if fam.fixed_size else 0
     positions = v.first(("num_position_embeddings",), 0, minimum=0)
     if not positions and v.section.get("init_pos_emb_height"):  # Kimi's MoonViT: a learned height x width grid
@@ -408,6 +420,7 @@ def _vision(cfg: dict[str, Any], family: Family | None, text_hidden: int, path: 
         image_size=image_size,
         tokens_per_image=tokens,
         extra_parameters=extra,
+        visual_vocab_size=_Reader(cfg, "", path).first(("visual_vocab_size",), 0, minimum=0),
     )
 
 
@@ -421,7 +434,7 @@ def _side_tower_parameters(tower: dict[str, Any], prefix: str, path: Path) -> in
     return layers * (4 * d * d + 4 * d + 2 * d * inter + inter + d + 4 * d)
 
 
-def _merge_size(cfg: dict[str, Any], section: dict[str, Any], fam: Family, path: Path) -> int:
+def _merge_size(cfg: dict[str, Any], section: dict[str, Any], name: str, fam: Family, path: Path) -> int:
     """Patches merged per side into one token: the tower's ``spatial_merge_size`` (Qwen, ERNIE, dots.ocr), the
     top-level one (Mistral 3), Llama 4's pixel shuffle (ratio 0.5 -> 2) or Ovis's ``hidden_stride``."""
     for holder in (section, cfg):
@@ -436,5 +449,5 @@ def _merge_size(cfg: dict[str, Any], section: dict[str, Any], fam: Family, path:
     if isinstance(shuffle, int | float) and not isinstance(shuffle, bool) and 0 < shuffle < 1:
         return round(1 / math.sqrt(shuffle))
     if section.get("spatial_merge_size") is not None:
-        raise ConfigError(f"{path}: {fam.vision_section}.spatial_merge_size is invalid; accepted: a positive integer")
+        raise ConfigError(f"{path}: {name}.spatial_merge_size is invalid; accepted: a positive integer")
     return fam.spatial_merge_size

@@ -78,10 +78,18 @@ class VisionDims:
     tokens_per_image: int = 0
     #: Parameters of further towers beside this one (DeepSeek-OCR's SAM encoder beside its CLIP tower).
     extra_parameters: int = 0
+    #: Ovis: merged patches go through a head onto this many visual words, embedded by their own table, in place of
+    #: a merger MLP; 0 = a merger MLP.
+    visual_vocab_size: int = 0
 
     @property
     def present(self) -> bool:
         return self.depth > 0
+
+    @property
+    def aligned_processor_applies(self) -> bool:
+        """Our 112-px processor and patch buckets (multiples of 64) are Qwen2.5-VL's (its processor, its tower)."""
+        return self.family == "qwen2_5_vl"
 
     @property
     def alignment(self) -> int:
@@ -247,9 +255,15 @@ def text_parameters(m: ModelDims) -> int:
     return embed + body + m.hidden_size + head
 
 
+#: Ovis's visual vocabulary keeps four indicator words that its head does not score (``INDICATOR_IDS`` of
+#: AIDC-AI/Ovis2.5's modeling_ovis2_5.py).
+OVIS_INDICATOR_SLOTS = 4
+
+
 def vision_parameters(v: VisionDims) -> int:
     """Parameters of the vision tower: patch (and position) embedding, blocks (qkv/proj, gated or two-layer MLP with
-    biases, two norms), the patch merger and any DeepStack mergers. Zero for a text model."""
+    biases, two norms), the patch merger (Ovis: its visual head and visual-word table) and any DeepStack mergers. Zero
+    for a text model."""
     if not v.present:
         return 0
     d, i = v.hidden_size, v.intermediate_size
@@ -259,6 +273,9 @@ def vision_parameters(v: VisionDims) -> int:
     block = (d * 3 * d + 3 * d) + (d * d + d) + mlp + 2 * norm
     merged = d * v.spatial_merge_size**2
     merger = norm + (merged * merged + merged) + (merged * v.out_hidden_size + v.out_hidden_size)
+    if v.visual_vocab_size > OVIS_INDICATOR_SLOTS:  # Ovis: Linear(merged -> scored words) + LayerNorm, the words' table
+        words = v.visual_vocab_size - OVIS_INDICATOR_SLOTS
+        merger = merged * words + 2 * words + v.visual_vocab_size * v.out_hidden_size
     deepstack = v.deepstack_layers * (2 * merged + merged * merged + merged + merged * v.out_hidden_size)
     return patch + v.num_position_embeddings * d + v.depth * block + merger + deepstack + v.extra_parameters
 

@@ -78,10 +78,13 @@ def choose(
 ) -> tuple[Plan, BucketChoice | None]:
     """The plan, with the bucket list replaced by the joint optimum when the configured one does not fit or when
     ``sizes`` were given and the optimum does better on them (fewer shrunk images, then higher efficiency).
-    ``keep``: never replace (the configured list, pruned to what fits)."""
+    ``keep``: never replace (the configured list, pruned to what fits). Only Qwen2.5-VL's list is replanned (the
+    optimum is over its processor's aligned sizes and its tower's buckets); another family keeps its runtime's list,
+    pruned to what fits."""
     first = plan(inputs)
     graphs = inputs.pool_mode is not PoolMode.NONE and not inputs.enforce_eager
-    if keep or not inputs.buckets or not graphs or not first.fits:
+    replannable = inputs.model.vision.aligned_processor_applies
+    if keep or not inputs.buckets or not graphs or not first.fits or not replannable:
         return first, None
     if sizes is None and not first.vision_buckets_skipped:
         return first, None

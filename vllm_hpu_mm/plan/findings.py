@@ -89,8 +89,11 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
         stock = (
             " (stock vllm-gaudi captures every bucket without a check: OOM at warm-up)" if i.backend == "hpu" else ""
         )
+        per_item = i.vision_patches_per_item
+        what = (f"vision passes of {','.join(str(b // per_item) for b in skipped)} images" if per_item
+                else f"vision buckets {','.join(map(str, skipped))}")  # fmt: skip
         message = (
-            f"vision buckets {','.join(map(str, skipped))} do not fit the vision graph pool "
+            f"{what} do not fit the vision graph pool "
             f"({s.prefill_vision_graph_bytes / GIB:.2f} GiB); they would compile at run time{stock}"
         )
         out.append(Finding("warning", "graph_capture", "vision_buckets_skipped", message, vision_fix(i, p_free)))

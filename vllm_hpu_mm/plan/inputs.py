@@ -90,6 +90,9 @@ class PlanInputs:
     defaults_source: str = ""
     #: The vision buckets apply to this model's tower on this runtime (its family is bucketed by patches).
     vision_bucketed: bool = True
+    #: For a tower the runtime buckets by images per pass (vllm-gaudi: Gemma 3, and families it does not list): the
+    #: patches one image of a pass holds, ``buckets`` being images x this; 0 when the buckets are patches per image.
+    vision_patches_per_item: int = 0
     #: ``--max-model-len auto`` (or -1): vLLM fits the longest sequence its KV cache holds, up to the model's
     #: maximum (``max_model_len`` is that maximum until :func:`.pipeline.fit_max_model_len` fits it).
     max_model_len_auto: bool = False
@@ -202,29 +205,33 @@ def _pool_mode(args: SizingArgs, backend: Backend) -> PoolMode:
 
 def _vision_buckets(
     model: ModelDims, runtime: RuntimeModel, configured: Buckets | None, env: Mapping[str, str]
-) -> tuple[tuple[int, ...] | None, bool]:
-    """The buckets the plan sizes the tower's graphs for, and whether they apply at all: Qwen2.5-VL takes the
+) -> tuple[tuple[int, ...] | None, bool, int]:
+    """The buckets the plan sizes the tower's graphs for, whether they apply at all, and the patches per image of a
+    batch-bucketed tower's pass (0 otherwise): Qwen2.5-VL takes the
     configured list; another family takes its runtime's default list (or VLLM_MULTIMODAL_BUCKETS when set), in
-    patches, where the runtime buckets it by patches; a batch-bucketed tower (Gemma 3) costs the buckets' images x
-    patches per image; a tower the runtime does not bucket, or a text model, has none."""
+    patches, where the runtime buckets it by patches; a batch-bucketed tower (Gemma 3, and Qwen2-VL, which vllm-gaudi
+    does not list) costs the buckets' images x patches per image; a tower the runtime does not bucket, or a text
+    model, has none."""
     if not model.vision.present:
-        return None, False
+        return None, False, 0
     if model.vision.family == "qwen2_5_vl":
-        return configured, True
+        return configured, True, 0
     vb = runtime.vision_bucketing(model.model_type)
     if not vb.bucketed:
-        return None, False
+        return None, False, 0
     raw = env.get("VLLM_MULTIMODAL_BUCKETS", "").strip()
     buckets = (
         tuple(int(b) for b in raw.split(",") if b.strip().isdigit()) if raw and raw != "None" else (vb.default_buckets)
     )
     if vb.batch_based:
+        # a pass of n images: at the tower's fixed size, else its fixed tokens, else (a native-resolution tower, e.g.
+        # Qwen2-VL) at the side the runtime's warm-up uses
         v = model.vision
-        per_image = (
-            (v.image_size // v.patch_size) ** 2 if v.image_size else v.tokens_per_image * v.spatial_merge_size**2
-        )
+        side = v.image_size or (0 if v.tokens_per_image else vb.batch_image_side)
+        per_image = (side // v.patch_size) ** 2 if side else v.tokens_per_image * v.spatial_merge_size**2
         buckets = tuple(n * max(per_image, 1) for n in buckets)
-    return buckets or None, True
+        return buckets or None, True, max(per_image, 1)
+    return buckets or None, True, 0
 
 
 def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] | None = None) -> PlanInputs:
@@ -269,7 +276,7 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
     seqs, tokens = defaults.clamped(max_model_len, args.max_num_seqs, args.max_num_batched_tokens)
     validate.check_batched_tokens(tokens, seqs, flag("max_num_batched_tokens"), flag("max_num_seqs"))
     given = args.max_num_seqs is not None and args.max_num_batched_tokens is not None
-    plan_buckets, vision_bucketed = _vision_buckets(model, runtime, buckets, env)
+    plan_buckets, vision_bucketed, per_item = _vision_buckets(model, runtime, buckets, env)
     pool = _pool_mode(args, spec.backend)
     return PlanInputs(
         model=model,
@@ -302,6 +309,7 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         runtime_env=env,
         defaults_source="given" if given else defaults.source,
         vision_bucketed=vision_bucketed,
+        vision_patches_per_item=per_item,
         costs=HPU_LAZY_GRAPHS if spec.backend == "hpu" else ESTIMATES,
         max_model_len_auto=args.max_model_len == MAX_MODEL_LEN_AUTO,
         given=frozenset(o.field for o in VLLM_FLAGS if getattr(args, o.field) is not None),

@@ -123,7 +123,7 @@ def _vision_dict(p: Plan) -> dict[str, Any] | None:
     return {"family": v.family, "patch_size": v.patch_size, "spatial_merge_size": v.spatial_merge_size,
             "alignment_px": v.alignment, "tokens_per_image": v.tokens_per_image or None,
             "bucketed_on_runtime": vb.bucketed, "bucketing": vb.note,
-            "aligned_processor_applies": v.family == "qwen2_5_vl"}  # fmt: skip
+            "aligned_processor_applies": v.aligned_processor_applies}  # fmt: skip
 
 
 def _gib(n: int) -> str:
@@ -197,8 +197,11 @@ def to_table(
     i, s = p.inputs, p.split
     src = sources or {}
     free_note = "stated" if i.free_after_load_bytes is not None else "the runtime's, from estimated weights/profiling"
-    captured = ",".join(map(str, p.vision_buckets_captured)) or "-"
-    skipped = ",".join(map(str, p.vision_buckets_skipped)) or "-"
+    per_item = i.vision_patches_per_item or 1
+    captured = ",".join(str(c // per_item) for c in p.vision_buckets_captured) or "-"
+    skipped = ",".join(str(c // per_item) for c in p.vision_buckets_skipped) or "-"
+    if i.vision_patches_per_item:
+        captured += f" images per pass ({i.vision_patches_per_item} patches each)"
     graphs = i.pool_mode.value != "none"
     rows = [
         ("runtime", i.runtime.name.value, i.runtime_found),

@@ -21,6 +21,7 @@ from vllm_hpu_mm.replay.job import (
     BudgetedPlan,
     Images,
     Schedules,
+    TowerImages,
     plan_to_match,
     replay_model,
     schedules,
@@ -104,7 +105,7 @@ def choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: in
     if lookup is None:
         return first, None
     check_budget(budget, budget_flag)
-    images = Images(first.vision_buckets_captured or None, settings.oversize_policy, settings.align_mode)
+    images = _images(i, first.vision_buckets_captured, settings)
     limits = Limits(i.max_num_seqs, i.max_num_batched_tokens, i.max_model_len, i.block_size, shape.num_kv_blocks)
     runs = schedules(traffic, limits, images, concurrency=concurrency, requests=requests)
     label = configured_label(i.runtime, shape)
@@ -119,6 +120,15 @@ def choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: in
     second = plan(dataclasses.replace(i, runtime=runtime))
     return second, TextChoice(traffic.source, runs, shape, before, chosen.replayed, chosen.plan, chosen.budget, True,
                               f"planned over {traffic.source}", backend, chosen.reason)  # fmt: skip
+
+
+def _images(i: PlanInputs, buckets: tuple[int, ...] | None, settings: Settings) -> Images:
+    """How the served processor turns the traffic's images into prompt tokens: ours (Qwen2.5-VL, aligned to the
+    buckets) or the family's own."""
+    v = i.model.vision
+    if not v.present or v.aligned_processor_applies:
+        return Images(buckets or None, settings.oversize_policy, settings.align_mode)
+    return TowerImages.of(v)
 
 
 def _plan(i: PlanInputs, shape: EngineShape, runs: Schedules, own: ReplayResult, block_cap: int, prefill_batch: int,
@@ -153,7 +163,7 @@ def replay_report(first: Plan, traffic: Traffic, settings: Settings, *, own: Run
     if lookup is None:
         raise ConfigError(f"replay models vllm-gaudi's bucket lookup only; the plan's runtime is {own.name.value} "
                           "(name --runtime vllm-gaudi)")  # fmt: skip
-    images = Images(i.buckets or None, settings.oversize_policy, settings.align_mode)
+    images = _images(i, i.buckets, settings)
     limits = Limits(i.max_num_seqs, i.max_num_batched_tokens, i.max_model_len, i.block_size, shape.num_kv_blocks)
     runs = schedules(traffic, limits, images, concurrency=concurrency, requests=requests)
     results = [replay_model(own, shape, runs, configured_label(own, shape))]

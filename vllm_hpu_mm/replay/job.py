@@ -20,6 +20,7 @@ from vllm_hpu_mm.buckets.policy import pixel_limits
 from vllm_hpu_mm.buckets.sizes import patch_counts
 from vllm_hpu_mm.buckets.text import QWEN25_VL_7B_CONTEXT_COST, TextBucketPlan, TextLimits, plan_text_buckets
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.models.dims import VisionDims
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, aligned_size, patch_count
 from vllm_hpu_mm.replay.run import ReplayResult, replay, shape_weights
 from vllm_hpu_mm.replay.scheduler import Limits, Prompt, Trace, simulate
@@ -38,6 +39,7 @@ __all__ = [
     "BudgetedPlan",
     "Images",
     "Schedules",
+    "TowerImages",
     "budget_for",
     "budget_steps",
     "load_levels",
@@ -85,6 +87,37 @@ class Images:
         h, w = aligned_size(size[1], size[0], min_pixels=low, max_pixels=high, mode=self.mode)
         return patch_count(h, w)
 
+    def tokens(self, size: Size) -> int:
+        """The placeholder tokens one image of ``size`` takes in the prompt."""
+        return round(self.patches(size) * TOKENS_PER_PATCH) + IMAGE_EXTRA_TOKENS
+
+
+@dataclasses.dataclass(frozen=True)
+class TowerImages(Images):
+    """Images of a family our aligned processor does not serve: its own processor's grid (``factor`` pixels per
+    token side, at the model's pixel limits, no bucket cap), or a fixed token count per image (Gemma 3)."""
+
+    factor: int = 28
+    fixed_tokens: int = 0
+
+    def tokens(self, size: Size) -> int:
+        if self.fixed_tokens:
+            return self.fixed_tokens + IMAGE_EXTRA_TOKENS
+        # Qwen's smart_resize rule (the Qwen-VL families' processors), at this tower's grid
+        f, (w, h) = self.factor, size
+        rows, cols = max(1, round(h / f)), max(1, round(w / f))
+        if rows * cols * f * f > self.max_pixels:
+            scale = math.sqrt(h * w / self.max_pixels)
+            rows, cols = max(1, math.floor(h / scale / f)), max(1, math.floor(w / scale / f))
+        elif rows * cols * f * f < self.min_pixels:
+            scale = math.sqrt(self.min_pixels / (h * w))
+            rows, cols = math.ceil(h * scale / f), math.ceil(w * scale / f)
+        return rows * cols + IMAGE_EXTRA_TOKENS  # one token per factor x factor cell
+
+    @classmethod
+    def of(cls, vision: VisionDims) -> TowerImages:
+        return cls(None, factor=vision.alignment, fixed_tokens=vision.tokens_per_image)
+
 
 @dataclasses.dataclass(frozen=True)
 class Schedules:
@@ -104,7 +137,7 @@ def _prompts(traffic: Traffic, images: Images, n: int, seed: int) -> list[Prompt
         image: tuple[int, ...] = ()
         if r.image is not None:
             if r.image not in cache:
-                cache[r.image] = round(images.patches(r.image) * TOKENS_PER_PATCH) + IMAGE_EXTRA_TOKENS
+                cache[r.image] = images.tokens(r.image)
             image = (cache[r.image],)
         text = r.text_tokens or 0
         tokens = max(text, sum(image) + 1) if includes else text + sum(image)

@@ -288,6 +288,8 @@ class VisionBucketing:
     batch_based: bool
     default_buckets: tuple[int, ...]
     note: str
+    #: Side in pixels of the square images a batch-based warm-up pass holds (0: not batch based).
+    batch_image_side: int = 0
 
 
 class RuntimeModel(Protocol):

@@ -33,8 +33,8 @@ class Family:
     aligned_processor: bool = False
     #: Sections of config.json holding the language model, in preference order (flat when none is present).
     text_sections: tuple[str, ...] = ("text_config",)
-    #: Section holding the vision tower.
-    vision_section: str = "vision_config"
+    #: Sections of config.json holding the vision tower, in preference order.
+    vision_sections: tuple[str, ...] = ("vision_config",)
 
 
 FAMILIES: tuple[Family, ...] = (
@@ -49,7 +49,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("mistral3", "Mistral 3 / Pixtral", ("mistral3", "pixtral", "llava"), gated_mlp=True, norm_bias=False,
            patch_bias=False),
     Family("ovis", "Ovis", ("ovis", "ovis2_5", "ovis2.5"), text_sections=("llm_config",),
-           vision_section="visual_tokenizer_config"),
+           vision_sections=("vit_config", "visual_tokenizer_config")),
     Family("ernie4_5_vl", "ERNIE 4.5-VL", ("ernie4_5_moe_vl", "ernie4_5_vl"), width_keys=("embed_dim", "hidden_size")),
     Family("kimi_k25", "Kimi K2.5", ("kimi_k25", "kimi_vl"), text_sections=("text_config",)),
     Family("dots_ocr", "dots.ocr", ("dots_ocr",), width_keys=("embed_dim", "hidden_size"), gated_mlp=True,

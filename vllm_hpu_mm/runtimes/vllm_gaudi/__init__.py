@@ -38,7 +38,7 @@ from vllm_hpu_mm.runtimes.vllm_gaudi import common
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import COMMIT_SHORT, BucketingConfig, config_from_env, effective_strategy
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
-from vllm_hpu_mm.runtimes.vllm_gaudi.vision import vision_table_entry
+from vllm_hpu_mm.runtimes.vllm_gaudi.vision import BATCH_WARMUP_SIDE, vision_table_entry
 
 __all__ = ["PLANNED_FILE", "TRAITS", "VllmGaudi", "model_from_env"]
 
@@ -119,7 +119,7 @@ class VllmGaudi:
             return VisionBucketing(False, False, (), f"{where}: no default buckets for {model_type} (native "
                                    "resolution; warmed only for VLLM_MULTIMODAL_RESOLUTIONS)")  # fmt: skip
         unit = "images per pass" if batch_based else "patches per image"
-        return VisionBucketing(True, batch_based, buckets, f"{where}: {unit}")
+        return VisionBucketing(True, batch_based, buckets, f"{where}: {unit}", BATCH_WARMUP_SIDE if batch_based else 0)
 
 
 def model_from_env(env: Mapping[str, str], bucket_file_text: str | None = None) -> VllmGaudi:

@@ -83,7 +83,12 @@ def _vision(d: Draft, resolutions: Sequence[tuple[int, int]]) -> tuple[list[str]
     """The vision knobs set (buckets, resolutions, limit) and whether vllm-gaudi then warms vision graphs."""
     i, flags = d.plan.inputs, d.flags
     vision = list(export_buckets(d))
-    if vision and i.buckets:
+    if vision and i.buckets and i.vision_patches_per_item:
+        # hpu_model_runner.py warmup_multimodal_graphs @091bbadd: resolutions are read for patch-bucketed towers only
+        if "VLLM_MULTIMODAL_RESOLUTIONS" in flags.user_env:
+            d.notes.append("VLLM_MULTIMODAL_RESOLUTIONS is yours, but vllm-gaudi does not read it for a tower it "
+                           "buckets by images per pass")  # fmt: skip
+    elif vision and i.buckets:
         if "VLLM_MULTIMODAL_RESOLUTIONS" in flags.user_env:
             parse_resolutions(flags.user_env["VLLM_MULTIMODAL_RESOLUTIONS"])  # vllm-gaudi's own form
             d.notes.append("VLLM_MULTIMODAL_RESOLUTIONS is yours: kept as it is")
@@ -124,10 +129,15 @@ def _warmup_note(d: Draft) -> str | None:
     limit = _limit(limit_text) if limit_text is not None else {}
     if limit is None or "VLLM_MULTIMODAL_BUCKETS" not in env:
         return None
-    buckets = vision_buckets_from_env(env["VLLM_MULTIMODAL_BUCKETS"])
-    warm = vision_warmup(buckets, env.get("VLLM_MULTIMODAL_RESOLUTIONS"), limit, warmup=not d.flags.skip_warmup)
+    model_type = d.plan.inputs.model.model_type
+    buckets = vision_buckets_from_env(env["VLLM_MULTIMODAL_BUCKETS"], model_type)
+    warm = vision_warmup(buckets, env.get("VLLM_MULTIMODAL_RESOLUTIONS"), limit, model_type,
+                         warmup=not d.flags.skip_warmup)  # fmt: skip
     if not warm.warmed:
         return f"vllm-gaudi's vision warm-up: {warm.reason}"
+    if d.plan.inputs.vision_patches_per_item:
+        passes = ",".join(str(n) for m, _, _, n in warm.graphs if m == "image")
+        return f"vllm-gaudi's vision warm-up: {len(warm.graphs)} steps, passes of {passes} images at 896x896"
     shapes = vision_graph_patches(warm, buckets or ())
     above = [p for p in shapes if not buckets or p > max(buckets)]
     extra = (f"; {len(above)} of them above the largest bucket ({','.join(map(str, above))} patches: the guessed "

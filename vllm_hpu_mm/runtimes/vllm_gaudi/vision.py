@@ -22,6 +22,7 @@ from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, aligned_size
 from vllm_hpu_mm.values import AlignMode
 
 __all__ = [
+    "BATCH_WARMUP_SIDE",
     "RESOLUTIONS_FORM",
     "ResolutionEntry",
     "VisionWarmup",
@@ -53,6 +54,9 @@ _MODEL_TABLE: tuple[tuple[str, bool, tuple[int, ...]], ...] = (
     ("kimi_k25", False, ()),
     ("gemma4", False, ()),
 )
+#: hpu_model_runner.py warmup_multimodal_graphs @ 091bbadd: a batch-based warm-up pass holds its bucket's count of
+#: 896 x 896 images ("pixels as in gemma3 config"), whatever the family.
+BATCH_WARMUP_SIDE = 896
 #: bucket_to_image_resolution's aspect ratios (w, h), in its order.
 _ASPECTS = ((1, 1), (4, 3), (3, 4), (16, 9), (9, 16))
 #: vLLM: a modality absent from --limit-mm-per-prompt allows 999 items (MultiModalConfig.get_limit_per_prompt).

@@ -1,9 +1,10 @@
-"""Fitting the doctor's :class:`~.decide.Rules` on labelled logs, and cross-validating the fit.
+"""Fitting the doctor's :class:`~vllm_hpu_mm.logs.doctor.decide.Rules` on labelled logs, and cross-validating the fit.
 
 What is fitted is what the runtimes' sources do not settle: the order in which the kinds of evidence are trusted when
 they disagree, how close to the end of a log a cut must be, and votes for frame names the phase table does not know.
-What a frame or a log line means (:mod:`.phases`, :mod:`vllm_hpu_mm.logs.patterns`) is read from the sources and is
-not fitted.
+What a frame or a log line means (:mod:`vllm_hpu_mm.logs.doctor.phases`, :mod:`vllm_hpu_mm.logs.patterns`) is read
+from the sources and is not fitted. The shipped rules (``vllm_hpu_mm/data/doctor_rules.json``) are fitted here, on the
+whole development set; the doctor only reads them.
 
 :func:`cross_validate` makes the accuracy figure honest: the logs are dealt into ``k`` folds stratified by label;
 each fold is scored with rules fitted on the other folds only; the deal is repeated with other seeds. Everything is
