@@ -198,3 +198,13 @@ def test_a_non_gaudi_device_is_refused_naming_the_flag(tmp_path: Path, capsys: p
     code = main(["memory", "compare", str(DEV), "--device", "h100"])
     assert code == 2
     assert "--device='h100'" in capsys.readouterr().err
+
+
+def test_a_log_of_several_start_ups_is_compared_on_its_last(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # an earlier start-up that loaded other weights (another checkpoint, then a restart): only the last one counts
+    body = [line for line in HELD_147.read_text().splitlines() if not line.startswith("#")]
+    earlier = [line.replace("took 14.97 GiB", "took 20.00 GiB") for line in body if "model weights" in line]
+    log = tmp_path / "restarted.log"
+    log.write_text("\n".join([*earlier, *body]) + "\n")
+    code, out = run_json(capsys, str(log), *flags(HELD_147, tmp_path))
+    assert code == 0, out["outside"]

@@ -100,12 +100,15 @@ def _gib(text: str) -> int:
 
 
 def read_log(lines: Iterable[str]) -> Logged:
-    """The memory lines of a Gaudi log (vllm-fork, vllm-gaudi), read as they stream by."""
+    """The memory lines of a Gaudi log (vllm-fork, vllm-gaudi), read as they stream by: those of its last start-up
+    (a weights line after the one already read starts a new one; the device total carries over)."""
     found: dict[str, Any] = {}
     for line in lines:
         if (m := HPU_TOTAL.search(line)) and "total_bytes" not in found:
             found["total_bytes"] = _gib(m["total"])
-        if (m := HPU_WEIGHTS.search(line)) and "weight_bytes" not in found:
+        if m := HPU_WEIGHTS.search(line):
+            if "weight_bytes" in found:
+                found = {k: v for k, v in found.items() if k == "total_bytes"}
             found["weight_bytes"] = size_bytes(m)
         if (m := HPU_PROFILE_RUN.search(line)) and "profile_bytes" not in found:
             found["profile_bytes"] = size_bytes(m)
