@@ -379,7 +379,7 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
              f"vLLM {meta['vllm']} `vllm.v1.core.sched.scheduler.Scheduler` driven on CPU with no model "
              f"(benchmarks/vllm_scheduler_check.py); machine: {meta['machine']}; run {meta['date']}, "
              f"{meta['seconds']:.0f} s; {meta['requests']} requests sampled per case from the embedded default "
-             "traffic (images as text tokens). Engine numbers and the planned bucket file: `serve --dry-run` "
+             "traffic. Engine numbers and the planned bucket file: `serve --dry-run` "
              "(KV blocks: the plan's estimate, or the smaller cache a case names; the planned file is planned at the "
              "estimate either way). Cases not marked 'images' are text only (image tokens fed as text tokens); in "
              "'images' cases each image's placeholders follow the cached prefix and vLLM gets the encoder budget and "
