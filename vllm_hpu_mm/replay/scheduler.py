@@ -16,6 +16,9 @@ The model (vLLM 0.32 ``v1/core/sched/scheduler.py`` ``Scheduler.schedule``, our 
   there is no preemption (vLLM admits more eagerly and preempts; this is the simplification);
 - a prompt of ``max_model_len`` tokens or more is refused, as vLLM does; answers are cut at ``max_model_len``.
 
+Checked against vLLM 0.32's own Scheduler (benchmarks/vllm_scheduler_check.py): the same schedule event for event
+while the KV cache has room; under KV pressure vLLM preempts where this model waits.
+
 Decode-only stretches are summarised: between two events that change the batch, the decode steps are emitted as runs
 of identical (sequences, blocks), so a trace costs its events, not its steps.
 """
