@@ -11,7 +11,7 @@ from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.preprocess import ALIGN_FACTOR, QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, AlignMode, aligned_size
-from vllm_hpu_mm.preprocess.align import image_tokens, patch_count
+from vllm_hpu_mm.preprocess.align import image_tokens, native_size, patch_count
 
 F = ALIGN_FACTOR
 TILE = F * F
@@ -208,3 +208,12 @@ def test_pad_over_the_cap_holds_the_image_at_the_largest_scale(height: int, widt
     scale = min(h / height, w / width)
     best = max(min(ht * F / height, (max_tiles // ht) * F / width) for ht in range(1, max_tiles + 1))
     assert scale == pytest.approx(best)
+
+
+@pytest.mark.parametrize("size", [(333, 500), (480, 640), (2000, 30), (4000, 6000), (20, 20)])
+def test_a_familys_own_grid_follows_the_qwen_processors_resize(size: tuple[int, int]) -> None:
+    # native_size is aligned_size's nearest rule on another tower's grid (Qwen3-VL: 32 px per token side)
+    h, w = size
+    assert native_size(h, w, factor=28) == aligned_size(h, w, factor=28, mode=AlignMode.NEAREST)
+    assert native_size(h, w, factor=32) == smart_resize(h, w, factor=32, min_pixels=QWEN_MIN_PIXELS,
+                                                        max_pixels=QWEN_MAX_PIXELS)  # fmt: skip

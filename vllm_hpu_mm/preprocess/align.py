@@ -41,9 +41,11 @@ def image_tokens(height: int, width: int) -> int:
     return (height // unit) * (width // unit)
 
 
-def _check_limits(min_pixels: int, max_pixels: int, factor: int) -> None:
-    if factor <= 0 or factor % STOCK_FACTOR:
-        raise ConfigError(f"alignment factor {factor} must be a positive multiple of {STOCK_FACTOR}")
+def _check_limits(min_pixels: int, max_pixels: int, factor: int, *, grid: int = STOCK_FACTOR) -> None:
+    """``factor`` a positive multiple of ``grid`` (the Qwen2.5-VL tower's 28 px unless a family's own is given) and
+    limits that hold at least one ``factor``-aligned size."""
+    if factor <= 0 or factor % grid:
+        raise ConfigError(f"alignment factor {factor} must be a positive multiple of {grid}")
     if min_pixels < 0:
         raise ConfigError(f"min_pixels={min_pixels} must be >= 0")
     tile = factor * factor
@@ -243,10 +245,28 @@ def aligned_size(
             h, w = _fit_below(height, width, max_pixels, factor)
         h, w = _trim(h, w, height, width, _stock_area(height, width, min_pixels, max_pixels), factor)
     else:
-        h = max(factor, round(height / factor) * factor)
-        w = max(factor, round(width / factor) * factor)
-        if h * w > max_pixels:
-            h, w = _fit_below(height, width, max_pixels, factor)
+        return _nearest(height, width, min_pixels, max_pixels, factor)
     if h * w < min_pixels:
         h, w = _fit_above(height, width, min_pixels, factor)
     return _settle(h, w, height, width, min_pixels, max_pixels, factor)
+
+
+def _nearest(height: int, width: int, min_pixels: int, max_pixels: int, factor: int) -> tuple[int, int]:
+    """Qwen's ``smart_resize`` rule (see :func:`aligned_size`, ``NEAREST``), exact, for validated limits."""
+    h = max(factor, round(height / factor) * factor)
+    w = max(factor, round(width / factor) * factor)
+    if h * w > max_pixels:
+        h, w = _fit_below(height, width, max_pixels, factor)
+    if h * w < min_pixels:
+        h, w = _fit_above(height, width, min_pixels, factor)
+    return _settle(h, w, height, width, min_pixels, max_pixels, factor)
+
+
+def native_size(height: int, width: int, *, factor: int, min_pixels: int = QWEN_MIN_PIXELS,
+                max_pixels: int = QWEN_MAX_PIXELS) -> tuple[int, int]:  # fmt: skip
+    """``(height, width)`` as a Qwen-VL family's own processor resizes an image for a tower of ``factor`` pixels per
+    token side (patch x merge: Qwen2-VL 28, Qwen3-VL 32): :func:`aligned_size`'s ``NEAREST`` rule on that grid."""
+    if height <= 0 or width <= 0:
+        raise ValueError(f"image size {width}x{height} must be positive")
+    _check_limits(min_pixels, max_pixels, factor, grid=1)
+    return _nearest(height, width, min_pixels, max_pixels, factor)

@@ -21,7 +21,7 @@ from vllm_hpu_mm.buckets.sizes import patch_counts
 from vllm_hpu_mm.buckets.text import QWEN25_VL_7B_CONTEXT_COST, TextBucketPlan, TextLimits, plan_text_buckets
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.dims import VisionDims
-from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, aligned_size, patch_count
+from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, aligned_size, native_size, patch_count
 from vllm_hpu_mm.replay.run import ReplayResult, replay, shape_weights
 from vllm_hpu_mm.replay.scheduler import Limits, Prompt, Trace, simulate
 from vllm_hpu_mm.runtimes.base import EngineShape, RuntimeModel, TextShapes
@@ -103,16 +103,9 @@ class TowerImages(Images):
     def tokens(self, size: Size) -> int:
         if self.fixed_tokens:
             return self.fixed_tokens + IMAGE_EXTRA_TOKENS
-        # Qwen's smart_resize rule (the Qwen-VL families' processors), at this tower's grid
-        f, (w, h) = self.factor, size
-        rows, cols = max(1, round(h / f)), max(1, round(w / f))
-        if rows * cols * f * f > self.max_pixels:
-            scale = math.sqrt(h * w / self.max_pixels)
-            rows, cols = max(1, math.floor(h / scale / f)), max(1, math.floor(w / scale / f))
-        elif rows * cols * f * f < self.min_pixels:
-            scale = math.sqrt(self.min_pixels / (h * w))
-            rows, cols = math.ceil(h * scale / f), math.ceil(w * scale / f)
-        return rows * cols + IMAGE_EXTRA_TOKENS  # one token per factor x factor cell
+        h, w = native_size(size[1], size[0], factor=self.factor, min_pixels=self.min_pixels,
+                           max_pixels=self.max_pixels)  # fmt: skip
+        return (h // self.factor) * (w // self.factor) + IMAGE_EXTRA_TOKENS  # one token per factor x factor cell
 
     @classmethod
     def of(cls, vision: VisionDims) -> TowerImages:
