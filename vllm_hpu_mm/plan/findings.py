@@ -89,9 +89,8 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
         stock = (
             " (stock vllm-gaudi captures every bucket without a check: OOM at warm-up)" if i.backend == "hpu" else ""
         )
-        per_item = i.vision_patches_per_item
-        what = (f"vision passes of {','.join(str(b // per_item) for b in skipped)} images" if per_item
-                else f"vision buckets {','.join(map(str, skipped))}")  # fmt: skip
+        listed = i.vision_listed(skipped)
+        what = f"vision passes of {listed} images" if i.vision_patches_per_item else f"vision buckets {listed}"
         message = (
             f"{what} do not fit the vision graph pool "
             f"({s.prefill_vision_graph_bytes / GIB:.2f} GiB); they would compile at run time{stock}"

@@ -5,7 +5,7 @@ variable it came from, as the user spelled it. Shared by ``memory plan``, ``serv
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from vllm_hpu_mm.envs import Settings
@@ -98,6 +98,11 @@ class PlanInputs:
     max_model_len_auto: bool = False
     #: The sizing fields the user gave (the rest are defaults), so that errors name only what was typed.
     given: frozenset[str] = frozenset()
+
+    def vision_listed(self, buckets: Iterable[int]) -> str:
+        """Vision buckets comma-separated in the unit the runtime reads: patches per image, or images per pass."""
+        per_item = self.vision_patches_per_item or 1
+        return ",".join(str(b // per_item) for b in buckets)
 
     @property
     def runtime_name(self) -> Runtime:

@@ -197,9 +197,8 @@ def to_table(
     i, s = p.inputs, p.split
     src = sources or {}
     free_note = "stated" if i.free_after_load_bytes is not None else "the runtime's, from estimated weights/profiling"
-    per_item = i.vision_patches_per_item or 1
-    captured = ",".join(str(c // per_item) for c in p.vision_buckets_captured) or "-"
-    skipped = ",".join(str(c // per_item) for c in p.vision_buckets_skipped) or "-"
+    captured = i.vision_listed(p.vision_buckets_captured) or "-"
+    skipped = i.vision_listed(p.vision_buckets_skipped) or "-"
     if i.vision_patches_per_item:
         captured += f" images per pass ({i.vision_patches_per_item} patches each)"
     graphs = i.pool_mode.value != "none"

@@ -97,16 +97,14 @@ def export_buckets(d: Draft) -> tuple[str, ...]:
     if not captured:
         d.notes.append("no vision bucket's graph fits the vision pool: VLLM_MULTIMODAL_BUCKETS not exported")
         return ()
-    per_item = i.vision_patches_per_item
-    if per_item:  # the runtime reads images per pass
-        d.env["VLLM_MULTIMODAL_BUCKETS"] = ",".join(str(c // per_item) for c in captured)
+    d.env["VLLM_MULTIMODAL_BUCKETS"] = i.vision_listed(captured)
+    if i.vision_patches_per_item:  # the runtime reads images per pass
         if plan.vision_buckets_skipped:
             d.notes.append(
-                f"pruned vision passes of {','.join(str(c // per_item) for c in plan.vision_buckets_skipped)} images "
+                f"pruned vision passes of {i.vision_listed(plan.vision_buckets_skipped)} images "
                 f"(do not fit the vision graph pool): VLLM_MULTIMODAL_BUCKETS={d.env['VLLM_MULTIMODAL_BUCKETS']}"
             )
         return ("VLLM_MULTIMODAL_BUCKETS",)
-    d.env["VLLM_MULTIMODAL_BUCKETS"] = ",".join(map(str, captured))
     if plan.vision_buckets_skipped:
         d.notes.append(
             f"pruned vision buckets {','.join(map(str, plan.vision_buckets_skipped))} (do not fit the vision graph "
