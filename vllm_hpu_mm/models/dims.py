@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.models.families import FAMILIES
 
 __all__ = [
     "DTYPE_BYTES",
@@ -88,8 +89,9 @@ class VisionDims:
 
     @property
     def aligned_processor_applies(self) -> bool:
-        """Our 112-px processor and patch buckets (multiples of 64) are Qwen2.5-VL's (its processor, its tower)."""
-        return self.family == "qwen2_5_vl"
+        """Our 112-px processor and patch buckets (multiples of 64) serve this family (Qwen2.5-VL's processor and
+        tower: :attr:`~vllm_hpu_mm.models.families.Family.aligned_processor`)."""
+        return any(f.key == self.family and f.aligned_processor for f in FAMILIES)
 
     @property
     def alignment(self) -> int:

@@ -219,7 +219,7 @@ def _vision_buckets(
     model, has none."""
     if not model.vision.present:
         return None, False, 0
-    if model.vision.family == "qwen2_5_vl":
+    if model.vision.aligned_processor_applies:
         return configured, True, 0
     vb = runtime.vision_bucketing(model.model_type)
     if not vb.bucketed:
