@@ -20,7 +20,7 @@ from pathlib import Path
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.buckets.admission import admit_traffic
-from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
+from vllm_hpu_mm.cli.common import ExitCode, help_text, on_default_device, print_json
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, positive_int
 from vllm_hpu_mm.plan.bucket_choice import read_traffic
@@ -80,9 +80,7 @@ def _traffic(args: argparse.Namespace, sizing: SizingArgs, settings: envs.Settin
 
 def run(args: argparse.Namespace) -> int:
     settings = envs.load()
-    sizing = SizingArgs.from_namespace(args)
-    if sizing.device is None:
-        sizing = dataclasses.replace(sizing, device="gaudi2")
+    sizing = on_default_device(SizingArgs.from_namespace(args))
     if sizing.runtime is None:
         sizing = dataclasses.replace(sizing, runtime=Runtime.VLLM_GAUDI.value)
     env = envs.runtime_environ()

@@ -6,18 +6,14 @@ Exit 0 when the plan fits, 1 when it does not, 2 for invalid input."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from pathlib import Path
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
+from vllm_hpu_mm.cli.common import ExitCode, help_text, on_default_device, print_json
 from vllm_hpu_mm.cli.memory_calibrate import add_parser as add_calibrate_parser
 from vllm_hpu_mm.cli.memory_compare import add_parser as add_compare_parser
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options
 from vllm_hpu_mm.runtimes.launch import prepare
-
-#: The device ``memory plan`` plans for without ``--device``: the main job's.
-DEFAULT_DEVICE = "gaudi2"
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,9 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def run(args: argparse.Namespace) -> int:
     settings = envs.load()
-    sizing = SizingArgs.from_namespace(args)
-    if sizing.device is None:
-        sizing = dataclasses.replace(sizing, device=DEFAULT_DEVICE)
+    sizing = on_default_device(SizingArgs.from_namespace(args))
     # The same plan-and-export step as serve, so that the plan shows what serve would hand the runtime.
     launch = prepare(sizing, settings, envs.runtime_environ(), server_args=[],
                      output_dir=Path(settings.cache_dir).expanduser(), limit_mm_per_prompt=None,

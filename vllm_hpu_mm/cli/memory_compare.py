@@ -14,12 +14,11 @@ its likely cause), 2 for invalid input or a log with no memory lines.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 from typing import Any
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
+from vllm_hpu_mm.cli.common import ExitCode, help_text, on_default_device, print_json
 from vllm_hpu_mm.logs.compare import Comparison, Row, compare, run_inputs
 from vllm_hpu_mm.logs.reading import log_lines
 from vllm_hpu_mm.logs.reproduce import read_log
@@ -52,9 +51,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def run(args: argparse.Namespace) -> int:
     settings = envs.load()
-    sizing = SizingArgs.from_namespace(args)
-    if sizing.device is None:
-        sizing = dataclasses.replace(sizing, device="gaudi2")  # as `memory plan`
+    sizing = on_default_device(SizingArgs.from_namespace(args))
     planned = plan_inputs.build(sizing, settings, envs.runtime_environ())
     inputs = run_inputs(planned, sizing.flag)
     result = compare(read_log(log_lines(args.log)), inputs, sizing.flag, source=str(args.log))
