@@ -1,36 +1,19 @@
-"""Language-model buckets planned from traffic: the prompt ``(batch, query, context blocks)`` and decode
-``(batch, blocks)`` buckets that cover every shape the engine limits allow and, within a graph budget, pad the least.
+"""Language-model buckets planned from traffic by modelled time: the prompt ``(batch, query, context blocks)`` and
+decode ``(batch, blocks)`` buckets that cover every shape the engine limits allow and, within a graph budget, make
+the traffic's steps spend the least time beyond what their own shapes take (priced with a step-time model).
 
 Pure: from the weighted shapes a replay of the traffic produced (how often each prefill ``(query, context blocks)``
-and each decode ``(sequences, blocks)`` ran) and the limits, to the buckets. The lookup it plans for takes, in sorted
-order, the first bucket at least as large as the shape in every dimension (vllm-gaudi's
-``find_equal_or_closest_greater_config``), so the buckets are planned as rows:
+and each decode ``(sequences, blocks)`` ran), the limits and a step-time model, to the buckets. The phases are planned
+by :mod:`.text_time` (rows on the first axis, ladders of values on the second, no shape padded beyond
+:data:`~.text_time.GROSS_FACTOR` times its need); the budget is split between them where it saves the most time.
 
-- **Prompt.** Query rows ``q_1 < ... < q_k`` (the last is the largest query a step can hold); each row holds context
-  values whose largest covers the longest context a query of that row can have (``ceil((max_model_len - 1 - q) /
-  block_size)`` for the row's smallest query). A shape then always runs in the first row at or above its query, at
-  that row's first context at or above its own: nothing falls back, and the axes separate. The rows are the exact
-  optimum of padded query tokens for ``k`` rows (a dynamic programme, :class:`~.planner.CoverTable`); each row's
-  contexts are the exact optimum of padded context blocks for its number of values, and the graphs left after one
-  per row go to the rows where they save the most (an exact allocation over the rows' cost curves). ``k`` is chosen
-  to minimise the sum of the two inefficiencies the replay reports (query tokens, context blocks).
-- **Decode.** The same with batch rows (padded sequence slots) and block values per row (padded blocks); a row's
-  largest block value is ``min(batch x ceil(max_model_len / block_size), block cap)``. No block value is more than
-  :data:`DECODE_MAX_STEP` above the one before it, so traffic with longer sequences than planned pads at most that
-  much within its row.
-- **The runtime's own rows.** Given the query lengths and decode batch sizes of the runtime's own buckets, every
-  plan holds them among its rows (the dynamic programme with forced values): a prefill then pads its query, and a
-  decode its batch, no further than under the runtime's own buckets, whatever the traffic (a decode whose blocks
-  exceed its row's planned values moves to a larger row).
-
-Before planning, :data:`PRIOR_SHARE` of the weight is spread log-uniformly over every shape the limits allow
-(:func:`with_prior`): planning on the traffic alone puts no value between the traffic's largest shapes and the
-coverage bucket, so traffic a little unlike it would pad all the way to that bucket.
-
-Values are rounded before planning: queries up to a multiple of :data:`QUERY_GRANULE` (the step vllm-gaudi itself
-compiles unprepared prompt shapes at), blocks to a grid 1/16 of their power of two apart (at most 6.25% padding).
-With more than one prefill sequence per batch (``VLLM_PROMPT_BS_BUCKET_MAX``) rows for batches 2.. are added at
-context 0 (only requests without context are merged), covering every query a batch of that size can hold.
+Before planning, the traffic's weight is smoothed (:func:`smoothed`: traffic whose lengths differ a little still
+finds values near it), each load level of an unknown load gets full batches (:func:`at_load_levels`), and
+:data:`PRIOR_SHARE` of the prefill weight is spread log-uniformly over every shape the limits allow
+(:func:`with_prior`). Queries are planned on multiples of :data:`QUERY_GRANULE` (the step vllm-gaudi itself compiles
+unprepared prompt shapes at). With more than one prefill sequence per batch (``VLLM_PROMPT_BS_BUCKET_MAX``) rows for
+batches 2.. are added at context 0 (only requests without context are merged), covering every query a batch of that
+size can hold.
 """
 
 from __future__ import annotations
@@ -42,25 +25,22 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from vllm_hpu_mm.buckets.planner import INFEASIBLE, CoverTable
+from vllm_hpu_mm.buckets.text_time import GROSS_FACTOR, PhaseAxes, StepTimes, phase_options
 from vllm_hpu_mm.errors import ConfigError
 
 __all__ = [
-    "DECODE_MAX_STEP",
     "QUERY_GRANULE",
-    "QWEN25_VL_7B_CONTEXT_COST",
     "TextBucketPlan",
     "TextLimits",
     "block_grid",
-    "context_cost",
+    "decode_axes",
     "plan_text_buckets",
+    "prompt_axes",
 ]
 
 Bucket = tuple[int, int, int]
 #: Prompt query lengths are rounded up to multiples of this (vllm-gaudi's fallback_seq_base_step @ 091bbadd).
 QUERY_GRANULE = 32
-#: Most second-axis values one row gets (more saves next to nothing and costs planning time).
-MAX_VALUES_PER_ROW = 24
 #: Share of each phase's weight spread log-uniformly over every shape the limits allow before planning, so that the
 #: buckets also serve traffic unlike the one they were planned on (a shape beyond the planned values would otherwise
 #: pad to the coverage bucket). Tuned on traffic the reported figures do not use (benchmarks/results/replay_*.md).
@@ -75,16 +55,8 @@ SMOOTH_OCTAVES = 1.0
 #: The same around each prefill's query length (a decode's sequences are not smoothed: under a closed loop they sit
 #: at the load levels, and a smoothed batch axis pulls every row above its level).
 SMOOTH_QUERY = 2.0
-#: Widest step between a decode row's block values: traffic whose sequences are longer than planned pads its KV
-#: blocks at most this much within its row, as under vllm-gaudi's exponential block steps above their first value.
-DECODE_MAX_STEP = 2.0
-#: Added to a row's cost when its values cannot keep to the widest step: the allocation then gives that row enough
-#: values whenever the budget allows.
-STEP_PENALTY = 1 << 50
-#: Whether only the last row covers the limits (the others spill to it, or to the first larger row that holds the
-#: shape), per phase; otherwise every row covers the contexts (blocks) its queries (batches) allow.
-SPILL_PROMPT = False
-SPILL_DECODE = True
+#: Prompt graphs tried between each phase's least: the budget goes to the split with the least modelled time.
+SPLIT_STEPS = 12
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,22 +99,6 @@ class TextBucketPlan:
     @property
     def graphs(self) -> int:
         return len(self.prompt) + len(self.decode)
-
-
-def context_cost(hidden_size: int, intermediate_size: int, num_heads: int, num_kv_heads: int) -> float:
-    """FLOPs of one query token attending to one context token (QK and AV: 4 x hidden) over those of one query token
-    through a layer's weights (2 x its parameters: attention projections and the gated MLP)."""
-    head_dim = hidden_size // num_heads
-    params = (
-        2 * hidden_size * hidden_size
-        + 2 * hidden_size * num_kv_heads * head_dim
-        + 3 * hidden_size * (intermediate_size)
-    )
-    return 4 * hidden_size / (2 * params)
-
-
-#: :func:`context_cost` of Qwen2.5-VL-7B's language model (hidden 3584, MLP 18944, 28 heads, 4 KV heads): 3.1e-5.
-QWEN25_VL_7B_CONTEXT_COST = context_cost(3584, 18944, 28, 4)
 
 
 def block_grid(value: int) -> int:
@@ -236,198 +192,51 @@ def with_prior(shapes: Mapping[tuple[int, int], int], first: Sequence[int],
     return out
 
 
-@dataclasses.dataclass(frozen=True)
-class _Curve:
-    """A row's second axis: for m values (index m - 1), the least padded total and the values."""
-
-    costs: tuple[int, ...]
-    values: tuple[tuple[int, ...], ...]
-
-
-def _curve(weights: Mapping[int, int], top: int, floor: int, max_values: int, *, cover: bool = True,
-           max_step: float | None = None) -> _Curve:  # fmt: skip
-    """The row's values (each from ``floor`` to ``top``; the largest ``top`` with ``cover``, else the largest
-    weighted value) minimising sum(weight x value), for 1..max_values values. With ``max_step``, no value is more
-    than that factor above the one before it (the covering ``top`` excepted), candidates taken from a log grid; a
-    number of values that cannot keep to it costs :data:`STEP_PENALTY` more. Values are shifted by one inside (the
-    planner's table takes positive values only: contexts may be 0)."""
-    shifted: Counter[int] = Counter()
-    for v, n in weights.items():
-        shifted[max(floor, min(top, v)) + 1] += n
-    if not shifted:
-        return _Curve((0,), ((top,),))
-    table = CoverTable(shifted, cover=top + 1 if cover else None, granule=1)
-    costs, values = [table.best_cost()], [tuple(b - 1 for b in table.buckets())]
-    while table.num_buckets < min(max_values, len(table.values)):
-        table.grow()
-        costs.append(table.best_cost())
-        values.append(tuple(b - 1 for b in table.buckets()))
-    if max_step is None:
-        return _Curve(tuple(costs), tuple(values))
-    for g in _log_grid(max(1, floor), max(shifted) - 1):
-        shifted[g + 1] += 0
-    tight = CoverTable(shifted, cover=top + 1 if cover else None, granule=1, max_ratio=max_step)
-    out_costs, out_values = [], []
-    for m in range(1, len(costs) + 1):
-        while tight.num_buckets < min(m, len(tight.values)):
-            tight.grow()
-        if tight.best_cost() < INFEASIBLE:
-            out_costs.append(tight.best_cost())
-            out_values.append(tuple(b - 1 for b in tight.buckets()))
-        else:
-            out_costs.append(costs[m - 1] + STEP_PENALTY)
-            out_values.append(values[m - 1])
-    return _Curve(tuple(out_costs), tuple(out_values))
-
-
-def _allocate(curves: Sequence[_Curve], graphs: int) -> list[int]:
-    """Values per row (each >= 1, in all at most ``graphs``) with the least total cost: exact, over the curves."""
-    inf = np.iinfo(np.int64).max // 4
-    best = np.full(graphs + 1, inf, dtype=np.int64)
-    best[0] = 0
-    choices = []
-    for curve in curves:
-        new = np.full(graphs + 1, inf, dtype=np.int64)
-        pick = np.zeros(graphs + 1, dtype=np.int64)
-        for m, cost in enumerate(curve.costs, start=1):
-            if m > graphs:
-                break
-            cand = np.full(graphs + 1, inf, dtype=np.int64)
-            cand[m:] = np.where(best[: graphs + 1 - m] < inf, best[: graphs + 1 - m] + cost, inf)
-            better = cand < new
-            new[better], pick[better] = cand[better], m
-        best = new
-        choices.append(pick)
-    g = int(np.argmin(best))
-    if best[g] >= inf:
-        raise ConfigError(f"a budget of {graphs} graphs cannot hold one bucket per row ({len(curves)} rows)")
-    out = []
-    for pick in reversed(choices):
-        m = int(pick[g])
-        out.append(m)
-        g -= m
-    return list(reversed(out))
-
-
-@dataclasses.dataclass(frozen=True)
-class _Phase:
-    rows: tuple[int, ...]
-    values: tuple[tuple[int, ...], ...]
-    loss: float
-
-
-def _grid(values: np.ndarray) -> np.ndarray:  # type: ignore[type-arg]
-    """:func:`block_grid` over an array."""
-    out = values.copy()
-    big = values > 16
-    _, exponent = np.frexp(values[big].astype(np.float64))  # values = mantissa x 2^exponent, mantissa in [0.5, 1)
-    step = np.left_shift(1, exponent.astype(np.int64) - 5)
-    out[big] = -(-values[big] // step) * step
+def _within_limits(shapes: Mapping[tuple[int, int], int], top: Callable[[int], int]) -> dict[tuple[int, int], int]:
+    """Smoothed shapes with their second value cut to what the limits allow at their first."""
+    out: dict[tuple[int, int], int] = {}
+    for (a, b), n in shapes.items():
+        key = (a, min(b, top(a)))
+        out[key] = out.get(key, 0) + n
     return out
 
 
-def _lookup_cost(
-    a: np.ndarray,
-    b: np.ndarray,
-    w: np.ndarray,
-    rows: Sequence[int],  # type: ignore[type-arg]
-    values: Sequence[tuple[int, ...]],
-) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[type-arg]
-    """Per shape, the (first, second) values of the bucket the lookup takes: the first row at or above its first
-    value holding a second value at or above its own, there the smallest such (a shape above every row's values
-    takes the last row's largest)."""
-    row_arr = np.array(rows, dtype=np.int64)
-    start = np.searchsorted(row_arr, a)
-    chosen = np.full(len(a), len(rows) - 1, dtype=np.int64)
-    found = np.zeros(len(a), dtype=bool)
-    for i, vals in enumerate(values):
-        hit = ~found & (start <= i) & (b <= max(vals))
-        chosen[hit] = i
-        found |= hit
-    second = np.empty(len(a), dtype=np.int64)
-    for i, vals in enumerate(values):
-        sel = chosen == i
-        ordered = np.array(sorted(vals), dtype=np.int64)
-        second[sel] = ordered[np.minimum(np.searchsorted(ordered, b[sel]), len(ordered) - 1)]
-    return row_arr[chosen], second
+def prompt_axes(limits: TextLimits, time: StepTimes) -> PhaseAxes:
+    """The prompt phase: rows of query lengths (batch 1), values of context blocks from 0 up to what the row's
+    smallest query leaves of max_model_len."""
+    return PhaseAxes(
+        time=lambda q, c: time.prefill_s(1, q, c),
+        rows_top=limits.top_query,
+        row_round=QUERY_GRANULE,
+        floor=lambda q: 0,
+        top=lambda q, prev: max(limits.top_context(prev + 1), 0),
+        need=lambda q, prev: 1,
+        spill=False,
+        zero=True,
+    )
 
 
-def _plan_phase(shapes: Mapping[tuple[int, int], int], rows_top: int, row_round: int, budget: int,
-                top_of: Callable[[int, int], int], floor_of: Callable[[int], int],
-                second_cost: float | None, spill: bool, min_rows: int = 1,
-                forced: Sequence[int] = (), max_step: float | None = None) -> _Phase:  # fmt: skip
-    """Rows on the first axis (rounded up to ``row_round``, the largest ``rows_top``) and values on the second, within
-    ``budget`` graphs. ``top_of(row, previous row)`` is a row's largest second value (its coverage), ``floor_of(row)``
-    its least. With ``spill`` only the last row covers (the others hold the values their shapes need, and a shape
-    above them spills to the next row that covers it). Minimised, over the lookup's actual choices: padded
-    first-axis units + ``second_cost`` x row x padded second-axis units (the work of padding, in first-axis units), or
-    without ``second_cost`` (1 - first-axis efficiency) + (1 - second-axis efficiency). ``forced`` rows are in every
-    candidate (unless the budget cannot hold them with their coverage values)."""
-    keys = [k for k, n in shapes.items() if n > 0]
-    forced = sorted({f for f in forced if 0 < f < rows_top})
-    if not keys and not forced:  # no traffic: the covering bucket alone
-        return _Phase((rows_top,), ((top_of(rows_top, 0),),), 0.0)
-    if not keys:
-        keys = [(rows_top, 0)]
-        shapes = {(rows_top, 0): 1}
-    a = np.minimum(np.array([k[0] for k in keys], dtype=np.int64), rows_top)
-    b = np.array([k[1] for k in keys], dtype=np.int64)
-    w = np.array([shapes[k] for k in keys], dtype=np.int64)
-    bg = _grid(b)
-    rounded = np.minimum(-(-np.maximum(a, 1) // row_round) * row_round, rows_top)
-    first: Counter[int] = Counter()
-    for v, n in zip(rounded.tolist(), w.tolist(), strict=True):
-        first[v] += n
-    table = CoverTable(first, cover=rows_top, granule=1, forced=forced)
-    if table.min_buckets > budget:  # the forced rows do not fit the budget: plan without them
-        table = CoverTable(first, cover=rows_top, granule=1)
-    while table.num_buckets < min(table.min_buckets, len(table.values)):
-        table.grow()
-    real_first = int((a * w).sum())
-    # per row (its value, the previous row's): its curve, its items' weight and real second-axis total
-    memo: dict[tuple[int, int, bool], tuple[_Curve, int, int]] = {}
-    best: _Phase | None = None
-    while True:
-        rows = tuple(table.buckets())
-        if len(rows) > budget:
-            break
-        idx = np.searchsorted(np.array(rows, dtype=np.int64), a)
-        spare = min(budget - len(rows) + 1, MAX_VALUES_PER_ROW)
-        curves = []
-        for i, r in enumerate(rows):
-            prev = rows[i - 1] if i else 0
-            entry = memo.get((r, prev, spill and i < len(rows) - 1))
-            if entry is None or len(entry[0].costs) < spare:
-                sel = idx == i
-                distinct, inverse = np.unique(bg[sel], return_inverse=True)
-                group = dict(zip(distinct.tolist(), np.bincount(inverse, weights=w[sel]).astype(np.int64).tolist(),
-                                 strict=True))  # fmt: skip
+def decode_axes(limits: TextLimits, time: StepTimes) -> PhaseAxes:
+    """The decode phase: rows of batch sizes, values of KV blocks from the batch (a bucket holds at least as many
+    blocks as sequences) up to the limits; only the last row covers them (a row holds what its traffic needs)."""
+    return PhaseAxes(
+        time=lambda n, c: time.decode_s(n, max(c, n)),
+        rows_top=limits.max_num_seqs,
+        row_round=1,
+        floor=lambda n: n,
+        top=lambda n, prev: limits.top_blocks(n),
+        need=lambda n, prev: prev + 1,
+        spill=True,
+        zero=False,
+    )
 
-                covers = not spill or i == len(rows) - 1
-                curve = _curve(group, top_of(r, prev), floor_of(r), spare, cover=covers, max_step=max_step)
-                entry = memo[(r, prev, not covers)] = (curve, int(w[sel].sum()), int((b[sel] * w[sel]).sum()))
-            curve = entry[0]
-            scale = 1 if second_cost is None else r  # the padding's work grows with the row's first value
-            curves.append(_Curve(tuple(c * scale for c in curve.costs[:spare]), curve.values[:spare]))
-        counts = _allocate(curves, budget)
-        values = tuple(c.values[m - 1] for c, m in zip(curves, counts, strict=True))
-        first_of, second_of = _lookup_cost(a, b, w, rows, values)
-        padded_first = int((first_of * w).sum())
-        if second_cost is None:
-            real_second, padded_second = int((b * w).sum()), int((second_of * w).sum())
-            loss = (1 - real_first / padded_first if padded_first else 0.0) + (
-                1 - real_second / padded_second if padded_second else 0.0
-            )
-        else:
-            loss = padded_first - real_first + second_cost * float((first_of * (second_of - b) * w).sum())
-        enough = len(rows) >= min(min_rows, budget, len(table.values))
-        if best is None or (enough and (loss < best.loss - 1e-12 or len(best.rows) < min_rows)):
-            best = _Phase(rows, values, loss)
-        if table.num_buckets >= len(table.values):
-            break
-        table.grow()
-    assert best is not None
-    return best
+
+def _splits(budget: int, least: tuple[int, int]) -> list[int]:
+    """Prompt graphs tried for a total ``budget``: SPLIT_STEPS shares between each phase's least."""
+    low, high = least[0], budget - least[1]
+    if high < low:
+        return []
+    return sorted({low, high, *(low + round((high - low) * k / SPLIT_STEPS) for k in range(SPLIT_STEPS + 1))})
 
 
 def plan_text_buckets(
@@ -435,64 +244,47 @@ def plan_text_buckets(
     decode: Mapping[tuple[int, int], int],
     limits: TextLimits,
     *,
-    prompt_budget: int,
-    decode_budget: int,
-    context_cost: float = QWEN25_VL_7B_CONTEXT_COST,
+    budget: int,
+    time: StepTimes,
     prior_share: float | None = None,
     smooth_octaves: float | None = None,
     load_levels: Sequence[int] = (),
-    query_rows: Sequence[int] = (),
-    batch_rows: Sequence[int] = (),
 ) -> TextBucketPlan:
-    """The covering buckets with the least padding on these shapes, at most ``prompt_budget`` prompt and
-    ``decode_budget`` decode graphs (batch-1 rows; rows for larger prefill batches come on top).
+    """The covering buckets whose steps spend the least modelled time on these shapes, at most ``budget`` graphs
+    (batch-1 prompt rows and decode; rows for larger prefill batches come on top), split between the phases where
+    it saves the most time, and no shape the limits allow padded beyond :data:`~.text_time.GROSS_FACTOR` times its
+    context or KV blocks.
 
-    ``prefill``: (query tokens, context blocks) -> runs; ``decode``: (sequences, blocks) -> steps.
-    ``context_cost``: the work of one query token attending to one context token, in query tokens
-    (:func:`context_cost`): what weighs padded context blocks against padded query tokens. ``load_levels``: the loads
-    the decode buckets must serve when the load is unknown: each gets a row and :data:`LEVEL_SHARE` of the weight as
-    full batches at that load (:func:`at_load_levels`), so that a load the traffic rarely reached is still served.
-    ``query_rows`` / ``batch_rows``: prompt query lengths and decode batch sizes every plan holds (those of the
-    runtime's own buckets: every prefill then pads its query, and every decode its batch, no further than there).
+    ``prefill``: (query tokens, context blocks) -> runs; ``decode``: (sequences, blocks) -> steps, on one scale (the
+    seconds of the two phases are added). ``time``: the step-time model. ``load_levels``: the loads the decode buckets
+    must serve when the load is unknown: each gets :data:`LEVEL_SHARE` of the weight as full batches at that load
+    (:func:`at_load_levels`). A budget too small for the ladders is refused (:class:`ConfigError`, with the least).
     """
-    if prompt_budget < 1 or decode_budget < 1:
-        raise ConfigError(f"text graph budget {prompt_budget} prompt + {decode_budget} decode is invalid; accepted: "
-                          "at least one graph per phase")  # fmt: skip
     top_q = limits.top_query
+    prompt_ax, decode_ax = prompt_axes(limits, time), decode_axes(limits, time)
     prior_share = PRIOR_SHARE if prior_share is None else prior_share
     smooth_octaves = SMOOTH_OCTAVES if smooth_octaves is None else smooth_octaves
     prefill = smoothed(prefill, smooth_octaves, first_octaves=SMOOTH_QUERY, first_top=top_q)
+    prefill = _within_limits(prefill, lambda q: limits.top_context(min(q, top_q)))
     decode = at_load_levels(decode, load_levels, LEVEL_SHARE, limits.decode_block_cap)
     decode = smoothed(decode, smooth_octaves, scale_second=True)
+    decode = _within_limits(decode, lambda n: limits.top_blocks(min(n, limits.max_num_seqs)))
     prefill = with_prior(prefill, _log_grid(1, top_q), lambda q: [0, *_log_grid(1, limits.top_context(q))],
                          prior_share)  # fmt: skip
-    per_seq = math.ceil(limits.max_model_len / limits.block_size)
-    decode = with_prior(decode, _log_grid(1, limits.max_num_seqs),
-                        lambda n: _log_grid(n, min(n * per_seq, max(n, limits.decode_block_cap))),
-                        0.0 if SPILL_DECODE else prior_share)  # fmt: skip
-    prompt = _plan_phase(
-        prefill, top_q, QUERY_GRANULE, prompt_budget,
-        lambda q, prev: max(limits.top_context(prev + 1), 0), lambda q: 0, limits.block_size * context_cost,
-        SPILL_PROMPT, forced=query_rows,
-    )  # fmt: skip
+    prompts, decodes = phase_options(prompt_ax, prefill, budget), phase_options(decode_ax, decode, budget)
+    splits = _splits(budget, (prompts.least, decodes.least))
+    if not splits:
+        raise ConfigError(f"text graph budget {budget} is too small to keep every shape within {GROSS_FACTOR}x its "
+                          f"need; accepted: at least {prompts.least + decodes.least} graphs for these limits and "
+                          "traffic")  # fmt: skip
+    plans = [(prompts.best(g), decodes.best(budget - g)) for g in splits]
+    prompt, decode_plan = min(plans, key=lambda p: p[0].seconds + p[1].seconds)
+    g = prompt.graphs
     prompt_buckets = [(1, q, c) for q, values in zip(prompt.rows, prompt.values, strict=True) for c in values]
     for b in range(2, min(limits.max_prefill_batch, limits.max_num_seqs) + 1):
         most = min(limits.max_num_batched_tokens // b, limits.max_model_len)
         for q in sorted({q for q in prompt.rows if q <= most} | {most}):
             prompt_buckets.append((b, q, 0))
-    decode_plan = _plan_phase(
-        decode,
-        limits.max_num_seqs,
-        1,
-        decode_budget,
-        lambda b, prev: limits.top_blocks(b),
-        lambda b: b,
-        None,
-        SPILL_DECODE,
-        len(load_levels),
-        forced=batch_rows,
-        max_step=DECODE_MAX_STEP,
-    )
     decode_buckets = [(b, 1, c) for b, values in zip(decode_plan.rows, decode_plan.values, strict=True) for c in values]
     return TextBucketPlan(tuple(sorted(set(prompt_buckets))), tuple(sorted(set(decode_buckets))),
-                          len(prompt.rows), len(decode_plan.rows), (prompt_budget, decode_budget))  # fmt: skip
+                          len(prompt.rows), len(decode_plan.rows), (g, decode_plan.graphs))  # fmt: skip

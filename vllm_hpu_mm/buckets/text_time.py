@@ -1,0 +1,348 @@
+"""Text buckets chosen by modelled time: per phase, the rows on the first axis (prompt query lengths, decode batch
+sizes) and the values on the second (context blocks, KV blocks) that minimise the seconds a step spends in its
+bucket over the seconds it would spend at its own shape, within a graph budget.
+
+Pure: weighted shapes, a step-time model (:class:`StepTimes`, e.g. :func:`vllm_hpu_mm.models.step_time.step_time`)
+and the limits in; rows and values out. The lookup planned for is vllm-gaudi's (the first bucket in sorted order at
+least as large as the shape in every dimension), so a shape runs in the first row at or above its first value that
+holds a value at or above its second, at the smallest such value (:func:`lookup`).
+
+**No gross padding.** A shape never pads its second axis more than :data:`GROSS_FACTOR` times its need, whatever
+the traffic, for every shape the limits allow: each row's values climb from its least need by at most that factor
+per step (a ladder), a row's first value is at most that factor above the least need of the shapes it takes (for
+decode, ``previous row + 1`` blocks: so rows are at most that factor apart as well, since a bucket holds at least as
+many blocks as sequences), the last row reaches the limits, and a prompt row always holds context 0 (a fresh prompt
+pads no context). Shapes beyond a non-covering ("spill") row's values move to the next row that holds them, whose
+ladder keeps the bound. The ladders are hard constraints: a budget that cannot hold them is refused
+(:func:`least_graphs` says the least).
+
+**Optimisation.** For each number of rows, the rows are the exact optimum of the time with each shape at its own
+second value (a dynamic programme over candidate rows on a log grid, with the factor constraint); each row's
+values are the exact optimum of its time for each number of values (a dynamic programme over candidate values with
+the ladder constraint); the graphs are allocated exactly over the rows' cost curves. The number of rows with the
+least time through the real lookup wins. Every programme is over a bounded candidate set
+(:data:`CANDIDATES_PER_OCTAVE`, :data:`MAX_VALUES_PER_ROW`, :data:`MAX_ROWS`), so the work is bounded by the limits'
+octaves, never by the traffic's size or the budget.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from vllm_hpu_mm.errors import ConfigError
+
+__all__ = [
+    "GROSS_FACTOR",
+    "PhaseAxes",
+    "PhasePlan",
+    "StepTimes",
+    "PhaseOptions",
+    "lookup",
+    "phase_options",
+]
+
+_F = npt.NDArray[np.float64]
+_I = npt.NDArray[np.int64]
+
+#: No shape the limits allow pads its context / KV blocks beyond this many times its need.
+GROSS_FACTOR = 4
+#: Candidate rows and values per doubling (plus the traffic's own values, binned, for values).
+CANDIDATES_PER_OCTAVE = 8
+ROWS_PER_OCTAVE = 4
+#: Most values one row gets, and most rows a phase gets (more saves next to nothing and costs planning time).
+MAX_VALUES_PER_ROW = 24
+MAX_ROWS = 48
+INF = float("inf")
+
+
+class StepTimes(Protocol):
+    """Seconds of one language-model forward at a shape (a roofline estimate, used relatively)."""
+
+    def prefill_s(self, batch: int, query_tokens: int, context_blocks: int) -> float: ...
+
+    def decode_s(self, batch: int, blocks: int) -> float: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class PhaseAxes:
+    """One phase as the planner sees it: the seconds of a step in bucket ``(row, value)``, the largest row, the
+    rows' granule, a row's least and covering values, and the ladder's rules."""
+
+    time: Callable[[int, int], float]
+    rows_top: int
+    row_round: int
+    #: The least value a row may hold (decode: its batch; vllm-gaudi drops a bucket with fewer blocks than sequences).
+    floor: Callable[[int], int]
+    #: The value a row must reach to cover every shape the limits allow it (row, previous row).
+    top: Callable[[int, int], int]
+    #: The least positive need of a row's shapes (row, previous row): decode ``previous + 1``, prompt 1.
+    need: Callable[[int, int], int]
+    #: Only the last row covers the limits; the others hold what their traffic needs (the rest spills onward).
+    spill: bool
+    #: Every row holds value 0 (prompt: a fresh prompt runs with no context).
+    zero: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class PhasePlan:
+    rows: tuple[int, ...]
+    values: tuple[tuple[int, ...], ...]
+    #: Modelled seconds of the weighted shapes in their buckets (the objective; useful time is constant).
+    seconds: float
+
+    @property
+    def graphs(self) -> int:
+        return sum(len(v) for v in self.values)
+
+
+def _log_grid(low: int, high: int, per_octave: int = CANDIDATES_PER_OCTAVE) -> list[int]:
+    if high < low:
+        return []
+    low = max(1, low)
+    steps = max(1, math.ceil(per_octave * math.log2(max(high, low) / low)))
+    return sorted({min(high, max(low, round(low * (high / low) ** (i / steps)))) for i in range(steps + 1)})
+
+
+@dataclasses.dataclass(frozen=True)
+class _Curve:
+    """A row's values for 1..n values (index m - 1; cost INF where the ladder cannot be kept)."""
+
+    costs: tuple[float, ...]
+    values: tuple[tuple[int, ...], ...]
+
+
+def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_values: int) -> _Curve:
+    """The row's values minimising sum(weight x time(row, bucket value)) for each number of values, each step at
+    most GROSS_FACTOR above the one before (the first at most that factor above the row's least need), the last at
+    the row's top (covering rows) or the largest value its shapes hold (spill rows)."""
+    floor, top = axes.floor(row), axes.top(row, prev)
+    zero_w = float(weight[second <= 0].sum()) if axes.zero else 0.0
+    pos = second > 0 if axes.zero else np.ones(len(second), dtype=bool)
+    vals = np.clip(second[pos], max(floor, 1), max(top, 1))
+    w = weight[pos]
+    end = top if not axes.spill or not len(vals) else int(vals.max())
+    extra = (1,) if axes.zero else ()  # the zero value's graph
+    zero_cost = zero_w * axes.time(row, 0) if axes.zero else 0.0
+    if axes.zero and top <= 0:  # no context fits beside this row's queries: context 0 alone
+        return _Curve((zero_cost,), ((0,),))
+    low = max(floor, 1)
+    cands = sorted({*_log_grid(low, end), end})
+    c = np.array(cands, dtype=np.int64)
+    idx = np.searchsorted(c, vals)  # each shape's least candidate at or above it
+    per = np.bincount(idx, weights=w, minlength=len(c)).astype(np.float64)
+    prefix = np.concatenate([[0.0], np.cumsum(per)])[1:]  # prefix[i]: weight up to c[i]
+    unit = np.array([axes.time(row, int(v)) for v in c], dtype=np.float64)
+    first_max = GROSS_FACTOR * axes.need(row, prev)
+    n = len(c)
+    cost = np.where(c <= first_max, unit * prefix, INF)
+    # c[i] may follow c[j] when j < i and c[i] <= GROSS_FACTOR x (c[j] + 1): a band of j's below each i
+    lo = np.searchsorted(GROSS_FACTOR * (c + 1), c, side="left")
+    width = max(1, int((np.arange(n) - lo).max()))
+    band = lo[:, None] + np.arange(width)[None, :]
+    inside = band < np.arange(n)[:, None]
+    band = np.minimum(band, n - 1)
+    choices: list[_I] = []
+    costs: list[float] = []
+    values: list[tuple[int, ...]] = []
+    for m in range(1, min(max_values, n) + 1):
+        if m > 1:
+            total = np.where(inside, cost[band] + unit[:, None] * (prefix[:, None] - prefix[band]), INF)
+            best = np.argmin(total, axis=1)
+            cost = total[np.arange(n), best]
+            choices.append(band[np.arange(n), best])
+        if not math.isfinite(cost[-1]):
+            costs.append(INF)
+            values.append(())
+            continue
+        picked, i = [int(c[-1])], n - 1
+        for back in reversed(choices):
+            i = int(back[i])
+            picked.append(int(c[i]))
+        costs.append(float(cost[-1]) + zero_cost)
+        values.append(tuple((0,) * len(extra) + tuple(reversed(picked))))
+        if len(picked) == n:
+            break
+    pad = len(extra)
+    return _Curve(tuple([INF] * pad + costs), tuple([()] * pad + values))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Allocation:
+    """The exact allocation of graphs over rows' curves: ``best[g]`` the least cost with exactly ``g`` graphs (each
+    row at least one value), ``picks`` how many values each row takes on the way."""
+
+    best: _F
+    picks: tuple[_I, ...]
+
+    def counts(self, budget: int) -> tuple[float, list[int]] | None:
+        """The least cost within ``budget`` graphs and the values per row; None when none is finite."""
+        top = min(budget, len(self.best) - 1)
+        g = int(np.argmin(self.best[: top + 1]))
+        cost = float(self.best[g])
+        if not math.isfinite(cost):
+            return None
+        out = []
+        for pick in reversed(self.picks):
+            m = int(pick[g])
+            out.append(m)
+            g -= m
+        return cost, list(reversed(out))
+
+
+def _allocate(curves: Sequence[_Curve]) -> _Allocation:
+    """Values per row, for every total up to the curves' sum: exact over the curves."""
+    graphs = sum(len(c.costs) for c in curves)
+    best = np.full(graphs + 1, INF)
+    best[0] = 0.0
+    picks: list[_I] = []
+    for curve in curves:
+        new = np.full(graphs + 1, INF)
+        pick = np.zeros(graphs + 1, dtype=np.int64)
+        for m, cost in enumerate(curve.costs, start=1):
+            if not math.isfinite(cost):
+                continue
+            cand = best[: graphs + 1 - m] + cost
+            seg, seg_pick = new[m:], pick[m:]
+            better = cand < seg
+            seg[better], seg_pick[better] = cand[better], m
+        best = new
+        picks.append(pick)
+    return _Allocation(best, tuple(picks))
+
+
+def lookup(rows: Sequence[int], values: Sequence[Sequence[int]], first: _I, second: _I) -> tuple[_I, _I, npt.NDArray[np.bool_]]:  # fmt: skip
+    """Per shape, the bucket (row, value) vllm-gaudi's lookup takes: the first row at or above its first value that
+    holds a value at or above its second, there the smallest such; and whether one was found (not: a compile)."""
+    row_arr = np.array(rows, dtype=np.int64)
+    start = np.searchsorted(row_arr, first)
+    chosen = np.full(len(first), len(rows) - 1, dtype=np.int64)
+    found = np.zeros(len(first), dtype=bool)
+    for i, vals in enumerate(values):
+        hit = ~found & (start <= i) & (second <= max(vals))
+        chosen[hit] = i
+        found |= hit
+    out = np.array(second, dtype=np.int64)
+    for i, vals in enumerate(values):
+        sel = (chosen == i) & found
+        ordered = np.array(sorted(vals), dtype=np.int64)
+        out[sel] = ordered[np.minimum(np.searchsorted(ordered, second[sel]), len(ordered) - 1)]
+    rows_of = np.where(found, row_arr[chosen], first)
+    return rows_of, out, found
+
+
+def _row_candidates(axes: PhaseAxes, first: _I) -> list[int]:
+    g = axes.row_round
+    grid = {min(axes.rows_top, -(-v // g) * g) for v in _log_grid(1, axes.rows_top, ROWS_PER_OCTAVE)}
+    return sorted(grid | {axes.rows_top})
+
+
+def _row_sets(axes: PhaseAxes, cands: list[int], first: _I, second: _I, weight: _F, most: int) -> list[tuple[int, ...]]:  # fmt: skip
+    """For 1..most rows, the rows minimising sum(weight x time(row, own second value)) (the values' padding left to
+    the ladders), each row's first value reachable under the factor rule from the previous row, the last the top."""
+    r = np.array(cands, dtype=np.int64)
+    n = len(r)
+    order = np.argsort(first, kind="stable")
+    a, b, w = first[order], second[order], weight[order]
+    at = np.searchsorted(a, r, side="right")  # shapes with first value <= r[j]: a[:at[j]]
+    distinct, inverse = np.unique(b, return_inverse=True)
+    cum = np.zeros((n, n + 1))  # cum[i, j + 1]: weighted time in row r[i] of the shapes up to r[j]
+    for i, row in enumerate(cands):
+        floor = axes.floor(row)
+        t = np.array([axes.time(row, max(int(v), floor)) for v in distinct])[inverse] * w
+        c = np.concatenate([[0.0], np.cumsum(t)])
+        cum[i, 1:] = c[at]
+    # a row may follow another when its least value fits the factor rule over the need just past it
+    need_ok = np.array([[axes.floor(int(r[i])) <= GROSS_FACTOR * axes.need(int(r[i]), int(r[j])) and j < i
+                         for j in range(n)] for i in range(n)])  # fmt: skip
+    first_ok = np.array([axes.floor(int(x)) <= GROSS_FACTOR * axes.need(int(x), 0) for x in r])
+    diag = cum[np.arange(n), np.arange(n) + 1]  # every shape up to the row, in the row
+    cost = np.where(first_ok, diag, INF)
+    choices: list[_I] = []
+    out: list[tuple[int, ...]] = []
+    for k in range(1, min(most, n) + 1):
+        if k > 1:
+            seg = diag[:, None] - cum[:, 1:]  # the shapes above r[j] up to r[i], in row r[i]
+            total = np.where(need_ok, cost[None, :] + seg, INF)
+            best = np.argmin(total, axis=1)
+            cost = total[np.arange(n), best]
+            choices.append(best)
+        if not math.isfinite(cost[-1]):
+            continue
+        picked, i = [int(r[-1])], n - 1
+        for back in reversed(choices):
+            i = int(back[i])
+            picked.append(int(r[i]))
+        out.append(tuple(reversed(picked)))
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class PhaseOptions:
+    """A phase's candidate plans (one per number of rows), ready to answer any budget."""
+
+    axes: PhaseAxes
+    first: _I
+    second: _I
+    weight: _F
+    candidates: tuple[tuple[tuple[int, ...], tuple[_Curve, ...], _Allocation], ...]
+
+    @property
+    def least(self) -> int:
+        """The fewest graphs any plan of this phase needs under the ladder rules."""
+        finite = [int(np.argmax(np.isfinite(a.best))) for _, _, a in self.candidates if np.isfinite(a.best).any()]
+        return min(finite, default=10**9)
+
+    def best(self, budget: int) -> PhasePlan:
+        """The plan with the least modelled time of the phase's shapes within ``budget`` graphs (through the real
+        lookup); :class:`ConfigError` when the ladders need more."""
+        out: PhasePlan | None = None
+        for rows, curves, alloc in self.candidates:
+            got = alloc.counts(budget)
+            if got is None:
+                continue
+            values = tuple(c.values[m - 1] for c, m in zip(curves, got[1], strict=True))
+            rows_of, values_of, _ = lookup(rows, values, self.first, self.second)
+            # a shape no bucket holds (beyond the limits) would run at its own shape: charged so
+            pairs = {(int(r), int(v)) for r, v in zip(rows_of.tolist(), values_of.tolist(), strict=True)}
+            t = {p: self.axes.time(*p) for p in pairs}
+            seconds = float(sum(w * t[(r, v)] for r, v, w in zip(rows_of.tolist(), values_of.tolist(),
+                                                                  self.weight.tolist(), strict=True)))  # fmt: skip
+            if out is None or seconds < out.seconds - 1e-15:
+                out = PhasePlan(rows, values, seconds)
+        if out is None:
+            raise ConfigError(f"a budget of {budget} graphs for this phase cannot keep every shape within "
+                              f"{GROSS_FACTOR}x its need; accepted: at least {self.least}")  # fmt: skip
+        return out
+
+
+def phase_options(axes: PhaseAxes, shapes: Mapping[tuple[int, int], float], most_rows: int = MAX_ROWS) -> PhaseOptions:  # fmt: skip
+    """The candidate plans of a phase for ``shapes`` ((first, second) -> weight): for each number of rows up to
+    ``most_rows``, the rows and each row's curve of values, and their allocation for every budget."""
+    keys = [k for k, n in shapes.items() if n > 0] or [(axes.rows_top, 0)]
+    first = np.minimum(np.array([max(1, k[0]) for k in keys], dtype=np.int64), axes.rows_top)
+    first = np.minimum(-(-first // axes.row_round) * axes.row_round, axes.rows_top)
+    second = np.array([k[1] for k in keys], dtype=np.int64)
+    weight = np.array([float(shapes.get(k, 1.0)) for k in keys], dtype=np.float64)
+    cands = _row_candidates(axes, first)
+    memo: dict[tuple[int, int, bool], _Curve] = {}
+    out = []
+    for rows in _row_sets(axes, cands, first, second, weight, min(MAX_ROWS, most_rows)):
+        idx = np.searchsorted(np.array(rows, dtype=np.int64), first)
+        curves = []
+        for i, row in enumerate(rows):
+            prev = rows[i - 1] if i else 0
+            spill = axes.spill and i < len(rows) - 1
+            key = (row, prev, spill)
+            if key not in memo:
+                sel = idx == i
+                memo[key] = _ladder(dataclasses.replace(axes, spill=spill), row, prev, second[sel], weight[sel],
+                                    MAX_VALUES_PER_ROW)  # fmt: skip
+            curves.append(memo[key])
+        out.append((rows, tuple(curves), _allocate(curves)))
+    return PhaseOptions(axes, first, second, weight, tuple(out))
