@@ -14,7 +14,7 @@ decode, ``previous row + 1`` blocks: so rows are at most that factor apart as we
 many blocks as sequences), the last row reaches the limits, and a prompt row always holds context 0 (a fresh prompt
 pads no context). Shapes beyond a non-covering ("spill") row's values move to the next row that holds them, whose
 ladder keeps the bound. The ladders are hard constraints: a budget that cannot hold them is refused
-(:func:`least_graphs` says the least).
+(:attr:`PhaseOptions.least` says the least).
 
 **Optimisation.** For each number of rows, the rows are the exact optimum of the time with each shape at its own
 second value (a dynamic programme over candidate rows on a log grid, with the factor constraint); each row's
@@ -40,9 +40,9 @@ from vllm_hpu_mm.errors import ConfigError
 __all__ = [
     "GROSS_FACTOR",
     "PhaseAxes",
+    "PhaseOptions",
     "PhasePlan",
     "StepTimes",
-    "PhaseOptions",
     "lookup",
     "phase_options",
 ]
@@ -216,7 +216,9 @@ def _allocate(curves: Sequence[_Curve]) -> _Allocation:
     return _Allocation(best, tuple(picks))
 
 
-def lookup(rows: Sequence[int], values: Sequence[Sequence[int]], first: _I, second: _I) -> tuple[_I, _I, npt.NDArray[np.bool_]]:  # fmt: skip
+def lookup(
+    rows: Sequence[int], values: Sequence[Sequence[int]], first: _I, second: _I
+) -> tuple[_I, _I, npt.NDArray[np.bool_]]:
     """Per shape, the bucket (row, value) vllm-gaudi's lookup takes: the first row at or above its first value that
     holds a value at or above its second, there the smallest such; and whether one was found (not: a compile)."""
     row_arr = np.array(rows, dtype=np.int64)
@@ -242,7 +244,7 @@ def _row_candidates(axes: PhaseAxes, first: _I) -> list[int]:
     return sorted(grid | {axes.rows_top})
 
 
-def _row_sets(axes: PhaseAxes, cands: list[int], first: _I, second: _I, weight: _F, most: int) -> list[tuple[int, ...]]:  # fmt: skip
+def _row_sets(axes: PhaseAxes, cands: list[int], first: _I, second: _I, weight: _F, most: int) -> list[tuple[int, ...]]:
     """For 1..most rows, the rows minimising sum(weight x time(row, own second value)) (the values' padding left to
     the ladders), each row's first value reachable under the factor rule from the previous row, the last the top."""
     r = np.array(cands, dtype=np.int64)
@@ -321,7 +323,7 @@ class PhaseOptions:
         return out
 
 
-def phase_options(axes: PhaseAxes, shapes: Mapping[tuple[int, int], float], most_rows: int = MAX_ROWS) -> PhaseOptions:  # fmt: skip
+def phase_options(axes: PhaseAxes, shapes: Mapping[tuple[int, int], float], most_rows: int = MAX_ROWS) -> PhaseOptions:
     """The candidate plans of a phase for ``shapes`` ((first, second) -> weight): for each number of rows up to
     ``most_rows``, the rows and each row's curve of values, and their allocation for every budget."""
     keys = [k for k, n in shapes.items() if n > 0] or [(axes.rows_top, 0)]

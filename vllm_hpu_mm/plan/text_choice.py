@@ -1,6 +1,7 @@
 """The plan with its text buckets planned from traffic: where the runtime takes a bucket list (vllm-gaudi's bucket
-file), the buckets that cover every shape its limits allow and pad the least within a graph budget
-(:func:`vllm_hpu_mm.replay.job.plan_from_traces`), replayed beside the runtime's own strategy on the same traffic.
+file), the buckets that cover every shape its limits allow and spend the least modelled time padding within a graph
+budget (:func:`vllm_hpu_mm.plan.text_buckets.plan_for_traffic`), replayed beside the runtime's own strategy on the
+same traffic.
 
 The runtime is read through its model only: ``text_lookup`` (its lookup, for the replay) and ``with_text_buckets``
 (the runtime told to warm exactly the planned buckets; None where it cannot be told, or the user gave a file).
@@ -11,22 +12,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits, context_cost
+from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
+from vllm_hpu_mm.buckets.text_budget import BudgetedPlan
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.planner import Plan, plan
+from vllm_hpu_mm.plan.text_buckets import plan_for_traffic, text_time
 from vllm_hpu_mm.plan.vision_cost import PoolMode
-from vllm_hpu_mm.replay.job import (
-    BudgetedPlan,
-    Images,
-    Schedules,
-    TowerImages,
-    plan_to_match,
-    replay_model,
-    schedules,
-    vision_efficiency,
-)
+from vllm_hpu_mm.replay.job import Images, Schedules, TowerImages, replay_model, schedules, vision_efficiency
 from vllm_hpu_mm.replay.report import Report, result_dict, to_dict
 from vllm_hpu_mm.replay.run import ReplayResult
 from vllm_hpu_mm.replay.scheduler import Limits
@@ -111,14 +105,15 @@ def choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: in
     label = configured_label(i.runtime, shape)
     before = replay_model(i.runtime, shape, runs, label)
     backend = i.runtime.traits.backend
-    chosen = _plan(i, shape, runs, before, lookup.decode_block_cap, lookup.max_prefill_batch, budget)
+    chosen = _plan(i, shape, runs, lookup.decode_block_cap, lookup.max_prefill_batch, budget, i.runtime, budget_flag)
     runtime = i.runtime.with_text_buckets(chosen.plan.prompt, chosen.plan.decode)
-    if runtime is None or chosen.replayed is None:
+    if runtime is None:
         return first, TextChoice(traffic.source, runs, shape, before, None, None, chosen.budget, False,
                                  "the runtime is not given planned buckets (your own bucket file, bucketing off or "
                                  "merged prefill)", backend)  # fmt: skip
     second = plan(dataclasses.replace(i, runtime=runtime))
-    return second, TextChoice(traffic.source, runs, shape, before, chosen.replayed, chosen.plan, chosen.budget, True,
+    after = replay_model(runtime, shape, runs, PLANNED_LABEL)
+    return second, TextChoice(traffic.source, runs, shape, before, after, chosen.plan, chosen.budget, True,
                               f"planned over {traffic.source}", backend, chosen.reason)  # fmt: skip
 
 
@@ -131,22 +126,14 @@ def _images(i: PlanInputs, buckets: tuple[int, ...] | None, settings: Settings) 
     return TowerImages.of(v)
 
 
-def _plan(i: PlanInputs, shape: EngineShape, runs: Schedules, own: ReplayResult, block_cap: int, prefill_batch: int,
-          budget: int | None, runtime: RuntimeModel | None = None) -> BudgetedPlan:  # fmt: skip
-    """The buckets planned over ``runs`` for ``runtime`` (default: the plan's), with the default budget rule
-    (:func:`~vllm_hpu_mm.replay.job.plan_to_match`) unless ``budget`` is given."""
-    model = runtime or i.runtime
-    m = i.model
+def _plan(i: PlanInputs, shape: EngineShape, runs: Schedules, block_cap: int, prefill_batch: int,
+          budget: int | None, runtime: RuntimeModel, budget_flag: str) -> BudgetedPlan:  # fmt: skip
+    """The buckets planned over ``runs`` for ``runtime``, priced with the plan's step-time model, by the default
+    budget rule unless ``budget`` is given (:func:`~vllm_hpu_mm.plan.text_buckets.plan_for_traffic`)."""
     limits = TextLimits(i.max_num_seqs, i.max_num_batched_tokens, i.max_model_len, i.block_size, block_cap,
                         prefill_batch)  # fmt: skip
-
-    def replayed(planned: TextBucketPlan) -> ReplayResult | None:
-        told = model.with_text_buckets(planned.prompt, planned.decode)
-        return replay_model(told, shape, runs, PLANNED_LABEL) if told is not None else None
-
-    return plan_to_match(runs, limits, own, replayed, budget=budget,
-                         context_cost=context_cost(m.hidden_size, m.intermediate_size, m.num_heads, m.num_kv_heads),
-                         rows_of=model.text_shapes(shape))  # fmt: skip
+    time = text_time(i.model, i.device, block_size=i.block_size, tensor_parallel_size=i.tensor_parallel_size)
+    return plan_for_traffic(runs, limits, runtime.text_shapes(shape), time, budget=budget, budget_flag=budget_flag)
 
 
 def replay_report(first: Plan, traffic: Traffic, settings: Settings, *, own: RuntimeModel,
@@ -172,10 +159,11 @@ def replay_report(first: Plan, traffic: Traffic, settings: Settings, *, own: Run
     planned = None
     notes = []
     if plan_buckets:
-        chosen = _plan(i, shape, runs, results[0], lookup.decode_block_cap, lookup.max_prefill_batch, budget, own)
+        chosen = _plan(i, shape, runs, lookup.decode_block_cap, lookup.max_prefill_batch, budget, own, budget_flag)
         planned = chosen.plan
-        if chosen.replayed is not None:
-            results.append(chosen.replayed)
+        told = own.with_text_buckets(chosen.plan.prompt, chosen.plan.decode)
+        if told is not None:
+            results.append(replay_model(told, shape, runs, PLANNED_LABEL))
             notes.append(f"planned buckets: budget {chosen.reason}")
     traits = own.traits
     engine = {"max_model_len": shape.max_model_len, "max_num_seqs": shape.max_num_seqs,

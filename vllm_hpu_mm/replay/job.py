@@ -3,51 +3,37 @@ aligns them), the schedule at the load the traffic says or at every load, and a 
 
 - :func:`schedules`: the traces a traffic produces for an engine (one per load level when the load is unknown).
 - :func:`replay_model`: a runtime model's bucket lookup over those traces (what a configuration would do).
-- :func:`plan_from_traces`: the text buckets planned over them (:func:`vllm_hpu_mm.buckets.text.plan_text_buckets`),
-  within a graph budget, the runtime's own query lengths and decode batch sizes among their rows.
-- :func:`plan_to_match`: the default budget: from a third of what the runtime's own strategy warms, raised only as
-  far as needed (at most a half) for the planned buckets to match or beat the runtime's own on the planning traffic.
+
+What is planned over them, and within which budget, is the planner's (``buckets/text.py``, ``buckets/text_budget.py``,
+``plan/text_buckets.py``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from vllm_hpu_mm.buckets.planner import Evaluation, evaluate
 from vllm_hpu_mm.buckets.policy import pixel_limits
 from vllm_hpu_mm.buckets.sizes import patch_counts
-from vllm_hpu_mm.buckets.text import QWEN25_VL_7B_CONTEXT_COST, TextBucketPlan, TextLimits, plan_text_buckets
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.dims import VisionDims
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, aligned_size, native_size, patch_count
-from vllm_hpu_mm.replay.run import ReplayResult, replay, shape_weights
+from vllm_hpu_mm.replay.run import ReplayResult, replay
 from vllm_hpu_mm.replay.scheduler import Limits, Prompt, Trace, simulate
-from vllm_hpu_mm.runtimes.base import EngineShape, RuntimeModel, TextShapes
+from vllm_hpu_mm.runtimes.base import EngineShape, RuntimeModel
 from vllm_hpu_mm.traffic.default import default_text
 from vllm_hpu_mm.traffic.requests import Size, Traffic
 from vllm_hpu_mm.values import AlignMode, OversizePolicy
 
 __all__ = [
-    "BUDGET_STEP_SHARE",
-    "DEFAULT_BUDGET_SHARE",
     "DEFAULT_REQUESTS",
-    "MATCHED",
-    "MAX_BUDGET_SHARE",
-    "PROMPT_BUDGET_SHARE",
-    "BudgetedPlan",
     "Images",
     "Schedules",
     "TowerImages",
-    "budget_for",
-    "budget_steps",
     "load_levels",
-    "plan_from_traces",
-    "plan_to_match",
     "replay_model",
     "schedules",
-    "short_of",
     "vision_efficiency",
 ]
 
@@ -55,15 +41,6 @@ __all__ = [
 DEFAULT_REQUESTS = 2000
 #: Fewest requests at one load level of the every-load sweep (a level runs max(this, 4 x its load) of them).
 MIN_LEVEL_REQUESTS = 200
-#: The default text graph budget starts at this share of the graphs the runtime's own strategy warms for the same
-#: limits, and rises by BUDGET_STEP_SHARE at a time, never above MAX_BUDGET_SHARE, until the planned buckets match or
-#: beat the runtime's own on the planning traffic (:func:`plan_to_match`).
-DEFAULT_BUDGET_SHARE = 1 / 3
-MAX_BUDGET_SHARE = 1 / 2
-BUDGET_STEP_SHARE = 1 / 24
-#: Of a budget, the prompt phase's share (decode gets the rest): decode needs the larger part to be efficient at
-#: every batch size; tuned on traffic the reported figures do not use (benchmarks/results/replay_*.md).
-PROMPT_BUDGET_SHARE = 0.35
 #: vLLM wraps each image's placeholder tokens in <|vision_start|> and <|vision_end|>.
 IMAGE_EXTRA_TOKENS = 2
 TOKENS_PER_PATCH = 1 / 4
@@ -175,99 +152,6 @@ def replay_model(model: RuntimeModel, shape: EngineShape, runs: Schedules, label
     if lookup is None:
         raise ConfigError(f"replay models vllm-gaudi's bucket lookup only; {model.name.value} is not modelled")
     return replay(runs.traces, lookup, label, balanced=runs.balanced)
-
-
-def budget_for(defaults: ReplayResult | int, share: float = DEFAULT_BUDGET_SHARE) -> int:
-    """The default text graph budget: ``share`` of the graphs the runtime's own strategy warms."""
-    total = defaults if isinstance(defaults, int) else sum(defaults.warmed)
-    return max(2, math.floor(total * share))
-
-
-#: The efficiencies a plan must match on its traffic, as (name, how to read it from a replay).
-MATCHED: tuple[tuple[str, Callable[[ReplayResult], float]], ...] = (
-    ("prefill token", lambda r: r.prefill_tokens.value),
-    ("decode slot", lambda r: r.decode_slots.value),
-    ("decode block", lambda r: r.decode_blocks.value),
-)
-
-
-def short_of(planned: ReplayResult, own: ReplayResult) -> list[str]:
-    """What ``planned`` does worse than ``own`` on the same traffic: run-time compiles, or an efficiency of
-    :data:`MATCHED` below the runtime's own (empty: it matches or beats it on every one)."""
-    out = [f"{len(planned.compiles)} run-time compiles"] if planned.compiles else []
-    return out + [f"{name} efficiency {f(planned):.3f} < {f(own):.3f}" for name, f in MATCHED if f(planned) < f(own)]
-
-
-@dataclasses.dataclass(frozen=True)
-class BudgetedPlan:
-    """The planned buckets, their replay on the planning traffic, the budget taken and why."""
-
-    plan: TextBucketPlan
-    replayed: ReplayResult | None
-    budget: int
-    reason: str
-
-
-def budget_steps(defaults: int) -> list[int]:
-    """The default budgets tried in order: a third of the runtime's own graphs, then up by a twenty-fourth of them
-    at a time, to a half (never above)."""
-    third, half = budget_for(defaults), budget_for(defaults, MAX_BUDGET_SHARE)
-    steps = range(0, math.ceil((MAX_BUDGET_SHARE - DEFAULT_BUDGET_SHARE) / BUDGET_STEP_SHARE) + 1)
-    return sorted({min(half, third + math.ceil(k * BUDGET_STEP_SHARE * defaults)) for k in steps})
-
-
-def plan_to_match(runs: Schedules, limits: TextLimits, own: ReplayResult, replay_planned: Callable[
-        [TextBucketPlan], ReplayResult | None], *, budget: int | None, context_cost: float,
-        rows_of: TextShapes | None) -> BudgetedPlan:  # fmt: skip
-    """The text buckets for ``runs``: within ``budget`` when one is given; otherwise the smallest of
-    :func:`budget_steps` whose buckets, replayed on the same traffic (``replay_planned``), match or beat the runtime's
-    own (``own``) on every efficiency of :data:`MATCHED` with no run-time compile (a half when none does)."""
-    steps = [budget] if budget is not None else budget_steps(sum(own.warmed))
-    total = sum(own.warmed)
-    for i, graphs in enumerate(steps):
-        plan = plan_from_traces(runs, limits, graphs, context_cost=context_cost, rows_of=rows_of)
-        replayed = replay_planned(plan)
-        if budget is not None:
-            return BudgetedPlan(plan, replayed, graphs, f"{graphs} graphs (given)")
-        share = f"{graphs} graphs of the runtime's own {total}"
-        missing = short_of(replayed, own) if replayed is not None else []
-        if not missing:
-            return BudgetedPlan(
-                plan,
-                replayed,
-                graphs,
-                f"{share}: the smallest default budget (from a third) whose "
-                "buckets match or beat the runtime's own on this traffic"
-                if i
-                else f"{share} (a third): its buckets match or beat the runtime's own on this traffic",
-            )
-        if i == len(steps) - 1:
-            return BudgetedPlan(
-                plan,
-                replayed,
-                graphs,
-                f"{share} (a half, the most the default takes): still short "
-                f"of the runtime's own on this traffic ({'; '.join(missing)})",
-            )
-    raise AssertionError("unreachable: the last step returns")
-
-
-def plan_from_traces(runs: Schedules, limits: TextLimits, budget: int, *,
-                     context_cost: float = QWEN25_VL_7B_CONTEXT_COST,
-                     rows_of: TextShapes | None = None) -> TextBucketPlan:  # fmt: skip
-    """The text buckets planned over the schedules, at most ``budget`` graphs (batch-1 prompt rows and decode);
-    with ``rows_of`` (the runtime's own buckets), its query lengths and decode batch sizes among the rows."""
-    if budget < 2:
-        raise ConfigError(f"text graph budget {budget} is invalid; accepted: an integer >= 2 (a prompt and a decode "
-                          "bucket at least)")  # fmt: skip
-    prompt_budget = min(budget - 1, max(1, round(budget * PROMPT_BUDGET_SHARE)))
-    prefill, decode = shape_weights(runs.traces, balanced=runs.balanced)
-    query_rows = sorted({q for bs, q, _ in rows_of.prefill if bs == 1}) if rows_of is not None else []
-    batch_rows = sorted({bs for bs, _ in rows_of.decode}) if rows_of is not None else []
-    return plan_text_buckets(prefill, decode, limits, prompt_budget=prompt_budget,
-                             decode_budget=budget - prompt_budget, context_cost=context_cost,
-                             load_levels=[t.concurrency for t in runs.traces] if runs.balanced else (),
-                             query_rows=query_rows, batch_rows=batch_rows)  # fmt: skip
 
 
 def vision_efficiency(images_of_traffic: Mapping[Size, int], images: Images) -> Evaluation | None:

@@ -1,0 +1,230 @@
+"""The text graph budget, beside the planner: how many graphs the planned buckets get, judged by modelled time at
+every load the server meets.
+
+Pure: the planning weights, what each load ran (:class:`LoadShapes`: one schedule each, its drain included), the
+runtime's own buckets and a step-time model in; the plan, its budget and the reason out. No replay is called back:
+the padded time of a bucket set at a load is computed here (:func:`padded_time`) through vllm-gaudi's lookup rule
+(the first bucket in sorted order at least as large as the shape in every dimension; ``find_equal_or_closest_greater
+_config`` @ 091bbadd), each prefill chunk looked up alone (a runner that merges prompts without context pads no
+less per chunk than this says, and the benchmark replays the runner's own code).
+
+The default rule (:func:`choose_budget`): from a third of the graphs the runtime's own strategy warms, raised by a
+twenty-fourth at a time to at most a half, until the planned buckets' padded time at every load is at most the
+runtime's own; the reason names the loads that needed more. A given budget is taken as it is, up to what the
+runtime itself would warm (:func:`check_budget`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+
+from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits, plan_text_buckets
+from vllm_hpu_mm.buckets.text_time import StepTimes
+from vllm_hpu_mm.errors import ConfigError
+
+__all__ = [
+    "BUDGET_STEP_SHARE",
+    "DEFAULT_BUDGET_SHARE",
+    "MAX_BUDGET_SHARE",
+    "BudgetedPlan",
+    "LoadShapes",
+    "LoadVerdict",
+    "PaddedTime",
+    "budget_for",
+    "budget_steps",
+    "check_budget",
+    "choose_budget",
+    "padded_time",
+]
+
+Bucket = tuple[int, int, int]
+#: The default budget starts at this share of the graphs the runtime's own strategy warms for the same limits and
+#: rises by BUDGET_STEP_SHARE at a time, never above MAX_BUDGET_SHARE, until no load pads longer than under it.
+DEFAULT_BUDGET_SHARE = 1 / 3
+MAX_BUDGET_SHARE = 1 / 2
+BUDGET_STEP_SHARE = 1 / 24
+#: Relative slack in "not slower" (floating-point sums of the same seconds in another order).
+TOLERANCE = 1e-9
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadShapes:
+    """What one load ran (one schedule, drain included): prefill chunks (query tokens, context blocks) -> runs and
+    decode steps (sequences, blocks) -> steps."""
+
+    load: str
+    prefill: Mapping[tuple[int, int], float]
+    decode: Mapping[tuple[int, int], float]
+
+
+@dataclasses.dataclass(frozen=True)
+class PaddedTime:
+    """Modelled seconds of a load's steps at their own shapes and in their buckets, per phase."""
+
+    useful_prefill_s: float
+    useful_decode_s: float
+    bucket_prefill_s: float
+    bucket_decode_s: float
+    #: Distinct shapes no bucket holds: each compiles while a request waits (and runs at its own shape here).
+    uncovered: int
+
+    @property
+    def useful_s(self) -> float:
+        return self.useful_prefill_s + self.useful_decode_s
+
+    @property
+    def padded_s(self) -> float:
+        return self.bucket_prefill_s + self.bucket_decode_s - self.useful_s
+
+    @property
+    def share(self) -> float:
+        """Padded time over useful time."""
+        return self.padded_s / self.useful_s if self.useful_s else 0.0
+
+
+class _Rows:
+    """Buckets as vllm-gaudi's lookup reads them: sorted (batch, query) rows, each with its sorted last values."""
+
+    def __init__(self, buckets: Sequence[Bucket]) -> None:
+        rows: dict[tuple[int, int], list[int]] = {}
+        for b, q, c in buckets:
+            rows.setdefault((b, q), []).append(c)
+        self.keys = sorted(rows)
+        self.values = [sorted(set(rows[k])) for k in self.keys]
+
+    def find(self, b: int, q: int, c: int) -> Bucket | None:
+        """The first bucket in sorted order covering (b, q, c): the first row at or after (b, q) holding it."""
+        for i in range(bisect.bisect_left(self.keys, (b, q)), len(self.keys)):
+            rb, rq = self.keys[i]
+            vals = self.values[i]
+            if rb >= b and rq >= q and vals[-1] >= c:
+                return (rb, rq, vals[bisect.bisect_left(vals, c)])
+        return None
+
+
+def padded_time(prompt: Sequence[Bucket], decode: Sequence[Bucket], load: LoadShapes, time: StepTimes) -> PaddedTime:
+    """The load's modelled seconds at its own shapes and in these buckets (``prompt`` (batch, query, context),
+    ``decode`` (batch, 1, blocks))."""
+    p_rows, d_rows = _Rows(prompt), _Rows(decode)
+    useful_p = bucket_p = useful_d = bucket_d = 0.0
+    uncovered = 0
+    for (q, c), n in load.prefill.items():
+        own = time.prefill_s(1, q, c)
+        found = p_rows.find(1, q, c)
+        uncovered += found is None
+        useful_p += n * own
+        bucket_p += n * (own if found is None else time.prefill_s(*found))
+    for (s, k), n in load.decode.items():
+        own = time.decode_s(s, k)
+        found = d_rows.find(s, 1, k)
+        uncovered += found is None
+        useful_d += n * own
+        bucket_d += n * (own if found is None else time.decode_s(found[0], found[2]))
+    return PaddedTime(useful_p, useful_d, bucket_p, bucket_d, uncovered)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadVerdict:
+    load: str
+    ours: PaddedTime
+    own: PaddedTime
+
+    @property
+    def short(self) -> bool:
+        """Ours pads longer than the runtime's own here, or leaves a shape to compile."""
+        return bool(self.ours.uncovered) or self.ours.padded_s > self.own.padded_s + TOLERANCE * self.own.useful_s
+
+
+@dataclasses.dataclass(frozen=True)
+class BudgetedPlan:
+    """The planned buckets, the budget taken and why, and each load's padded time beside the runtime's own."""
+
+    plan: TextBucketPlan
+    budget: int
+    reason: str
+    loads: tuple[LoadVerdict, ...]
+
+    @property
+    def short(self) -> tuple[str, ...]:
+        return tuple(v.load for v in self.loads if v.short)
+
+
+def budget_for(defaults: int, share: float = DEFAULT_BUDGET_SHARE) -> int:
+    """``share`` of the graphs the runtime's own strategy warms (at least 2)."""
+    return max(2, math.floor(defaults * share))
+
+
+def budget_steps(defaults: int) -> list[int]:
+    """The default budgets tried in order: a third of the runtime's own graphs, then up by a twenty-fourth of them
+    at a time, to a half (never above)."""
+    third, half = budget_for(defaults), budget_for(defaults, MAX_BUDGET_SHARE)
+    steps = range(0, math.ceil((MAX_BUDGET_SHARE - DEFAULT_BUDGET_SHARE) / BUDGET_STEP_SHARE) + 1)
+    return sorted({min(half, third + math.ceil(k * BUDGET_STEP_SHARE * defaults)) for k in steps})
+
+
+def check_budget(budget: int | None, most: int, flag: str) -> None:
+    """A given budget: at least 2 graphs, at most ``most`` (the graphs the runtime's own strategy warms for these
+    limits: a plan needs no more, and planning work and memory stay bounded)."""
+    if budget is not None and not 2 <= budget <= max(2, most):
+        raise ConfigError(f"{flag} {budget} is invalid; accepted: 2 to {max(2, most)} (a prompt and a decode "
+                          "bucket at least, at most the graphs the runtime's own strategy warms here)")  # fmt: skip
+
+
+def _plan(weights: tuple[Mapping[tuple[int, int], int], Mapping[tuple[int, int], int]], limits: TextLimits,
+          budget: int, time: StepTimes, load_levels: Sequence[int]) -> TextBucketPlan:  # fmt: skip
+    return plan_text_buckets(weights[0], weights[1], limits, budget=budget, time=time, load_levels=load_levels)
+
+
+def _verdicts(plan: TextBucketPlan, loads: Sequence[LoadShapes], own: tuple[Sequence[Bucket], Sequence[Bucket]],
+              own_times: Sequence[PaddedTime], time: StepTimes) -> tuple[LoadVerdict, ...]:  # fmt: skip
+    return tuple(LoadVerdict(load.load, padded_time(plan.prompt, plan.decode, load, time), theirs)
+                 for load, theirs in zip(loads, own_times, strict=True))  # fmt: skip
+
+
+def choose_budget(
+    weights: tuple[Mapping[tuple[int, int], int], Mapping[tuple[int, int], int]],
+    loads: Sequence[LoadShapes],
+    limits: TextLimits,
+    own: tuple[Sequence[Bucket], Sequence[Bucket]],
+    time: StepTimes,
+    *,
+    budget: int | None = None,
+    load_levels: Sequence[int] = (),
+) -> BudgetedPlan:
+    """The text buckets planned over ``weights`` (prefill, decode: :func:`~.text.plan_text_buckets`): within
+    ``budget`` when one is given; otherwise the smallest of :func:`budget_steps` (of the runtime's ``own`` buckets'
+    count) whose padded time at every load of ``loads`` is at most the runtime's own, or a half (the most the
+    default takes) with the loads still short named."""
+    own_times = [padded_time(own[0], own[1], load, time) for load in loads]
+    total = len(own[0]) + len(own[1])
+    if budget is not None:
+        plan = _plan(weights, limits, budget, time, load_levels)
+        return BudgetedPlan(plan, budget, f"{budget} graphs (given)", _verdicts(plan, loads, own, own_times, time))
+    steps = budget_steps(total)
+    refused: ConfigError | None = None
+    result: BudgetedPlan | None = None
+    for i, graphs in enumerate(steps):
+        try:
+            plan = _plan(weights, limits, graphs, time, load_levels)
+        except ConfigError as e:  # too small for the ladders: the next step may hold them
+            refused = e
+            continue
+        verdicts = _verdicts(plan, loads, own, own_times, time)
+        short = [v.load for v in verdicts if v.short]
+        share = f"{graphs} graphs of the runtime's own {total}"
+        if not short:
+            why = (f"{share} (a third): no load pads longer than under the runtime's own" if i == 0 else
+                   f"{share}: the smallest default budget (from a third) at which no load pads longer than under "
+                   "the runtime's own" + (f"; {result.budget} graphs were short at {', '.join(result.short)}" if result
+                                          else "; a third cannot hold the no-gross-padding ladders"))  # fmt: skip
+            return BudgetedPlan(plan, graphs, why, verdicts)
+        result = BudgetedPlan(plan, graphs, "", verdicts) if result is None else result
+        if i == len(steps) - 1:
+            return BudgetedPlan(plan, graphs, f"{share} (a half, the most the default takes): still pads longer "
+                                f"than the runtime's own at {', '.join(short)}", verdicts)  # fmt: skip
+    assert refused is not None
+    raise ConfigError(f"the default text graph budget (at most {steps[-1]} graphs, half the runtime's own) cannot "
+                      f"hold the no-gross-padding ladders: {refused}")  # fmt: skip

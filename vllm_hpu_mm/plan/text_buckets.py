@@ -1,0 +1,98 @@
+"""The text buckets planned from a replay's schedules: each schedule as what its load ran
+(:class:`~vllm_hpu_mm.buckets.text_budget.LoadShapes`), the planning weights on one time scale, the step-time model
+of the plan's model and device, and the planner (:func:`~vllm_hpu_mm.buckets.text.plan_text_buckets`) within the
+default budget rule (:func:`~vllm_hpu_mm.buckets.text_budget.choose_budget`) or a given budget.
+
+The schedules come from the replay (what the traffic does at a load); what is planned, and why, is decided here and
+in ``buckets/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits, plan_text_buckets
+from vllm_hpu_mm.buckets.text_budget import BudgetedPlan, LoadShapes, check_budget, choose_budget
+from vllm_hpu_mm.buckets.text_time import StepTimes
+from vllm_hpu_mm.models.dims import ModelDims
+from vllm_hpu_mm.models.step_time import StepTime, has_time_model, step_time
+from vllm_hpu_mm.replay.job import Schedules
+from vllm_hpu_mm.replay.run import shape_weights
+from vllm_hpu_mm.runtimes.base import TextShapes
+
+__all__ = [
+    "TIME_DEVICE",
+    "load_shapes",
+    "plan_for_traffic",
+    "plan_from_traces",
+    "planning_weights",
+    "text_time",
+]
+
+#: The device whose rates price the steps when the plan's device has no time model (vllm-gaudi's reference card).
+TIME_DEVICE = "gaudi2"
+#: Each load's weight when every load weighs the same: its steps scaled so its useful seconds sum to this.
+LOAD_SCALE = 1e6
+
+
+def text_time(model: ModelDims, device: str, *, block_size: int, tensor_parallel_size: int) -> StepTime:
+    """The step-time model the planner prices buckets with: the plan's device, or :data:`TIME_DEVICE`."""
+    name = device if has_time_model(device) else TIME_DEVICE
+    return step_time(model, name, block_size=block_size, tensor_parallel_size=tensor_parallel_size)
+
+
+def load_shapes(runs: Schedules) -> tuple[LoadShapes, ...]:
+    """What each schedule ran, one :class:`LoadShapes` per schedule (its label: the load)."""
+    out = []
+    for trace in runs.traces:
+        prefill, decode = shape_weights([trace])
+        out.append(LoadShapes(f"{trace.concurrency} at once", prefill, decode))
+    return tuple(out)
+
+
+def planning_weights(loads: Sequence[LoadShapes], time: StepTimes, *, balanced: bool,
+                     ) -> tuple[dict[tuple[int, int], int], dict[tuple[int, int], int]]:  # fmt: skip
+    """The shapes the planner minimises time over: every load's steps as they ran (a known load), or, with
+    ``balanced``, each load scaled to the same useful seconds (every load weighs the same)."""
+    prefill: dict[tuple[int, int], float] = {}
+    decode: dict[tuple[int, int], float] = {}
+    for load in loads:
+        factor = 1.0
+        if balanced:
+            useful = sum(n * time.prefill_s(1, q, c) for (q, c), n in load.prefill.items()) + sum(
+                n * time.decode_s(s, k) for (s, k), n in load.decode.items()
+            )
+            factor = LOAD_SCALE / useful if useful else 0.0
+        for out, shapes in ((prefill, load.prefill), (decode, load.decode)):
+            for key, n in shapes.items():
+                out[key] = out.get(key, 0.0) + n * factor
+    return _ints(prefill), _ints(decode)
+
+
+def _ints(shapes: Mapping[tuple[int, int], float]) -> dict[tuple[int, int], int]:
+    return {k: max(1, round(v)) for k, v in shapes.items() if v > 0}
+
+
+def _levels(runs: Schedules) -> list[int]:
+    return [t.concurrency for t in runs.traces] if runs.balanced else []
+
+
+def plan_from_traces(runs: Schedules, limits: TextLimits, budget: int, *, time: StepTimes) -> TextBucketPlan:
+    """The text buckets planned over the schedules within ``budget`` graphs (batch-1 prompt rows and decode)."""
+    weights = planning_weights(load_shapes(runs), time, balanced=runs.balanced)
+    return plan_text_buckets(*weights, limits, budget=budget, time=time, load_levels=_levels(runs))
+
+
+def _own_buckets(own: TextShapes) -> tuple[tuple[tuple[int, int, int], ...], tuple[tuple[int, int, int], ...]]:
+    return own.prefill, tuple((b, 1, c) for b, c in own.decode)
+
+
+def plan_for_traffic(runs: Schedules, limits: TextLimits, own: TextShapes, time: StepTimes, *, budget: int | None,
+                     budget_flag: str = "--text-graph-budget") -> BudgetedPlan:  # fmt: skip
+    """The text buckets for ``runs``: within ``budget`` when given (at most the runtime's ``own`` graph count), else
+    by the default rule, judged at every load of ``runs`` against the runtime's own buckets."""
+    theirs = _own_buckets(own)
+    check_budget(budget, len(theirs[0]) + len(theirs[1]), budget_flag)
+    loads = load_shapes(runs)
+    weights = planning_weights(loads, time, balanced=runs.balanced)
+    return choose_budget(weights, loads, limits, theirs, time, budget=budget, load_levels=_levels(runs))
