@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from vllm_hpu_mm.buckets.text_time import GROSS_FACTOR, PhaseAxes, StepTimes, phase_options
+from vllm_hpu_mm.buckets.text_time import GROSS_FACTOR, PhaseAxes, StepTimes, phase_options, phase_seconds
 from vllm_hpu_mm.errors import ConfigError
 
 __all__ = [
@@ -261,6 +261,7 @@ def plan_text_buckets(
     (:func:`at_load_levels`). A budget too small for the ladders is refused (:class:`ConfigError`, with the least).
     """
     top_q = limits.top_query
+    raw_prefill, raw_decode = dict(prefill), dict(decode)
     prompt_ax, decode_ax = prompt_axes(limits, time), decode_axes(limits, time)
     prior_share = PRIOR_SHARE if prior_share is None else prior_share
     smooth_octaves = SMOOTH_OCTAVES if smooth_octaves is None else smooth_octaves
@@ -278,7 +279,9 @@ def plan_text_buckets(
                           f"need; accepted: at least {prompts.least + decodes.least} graphs for these limits and "
                           "traffic")  # fmt: skip
     plans = [(prompts.best(g), decodes.best(budget - g)) for g in splits]
-    prompt, decode_plan = min(plans, key=lambda p: p[0].seconds + p[1].seconds)
+    # the split is judged on the traffic itself (the smoothing and the prior shape the values, not the trade)
+    prompt, decode_plan = min(plans, key=lambda p: phase_seconds(prompt_ax, p[0], raw_prefill)
+                              + phase_seconds(decode_ax, p[1], raw_decode))  # fmt: skip
     g = prompt.graphs
     prompt_buckets = [(1, q, c) for q, values in zip(prompt.rows, prompt.values, strict=True) for c in values]
     for b in range(2, min(limits.max_prefill_batch, limits.max_num_seqs) + 1):

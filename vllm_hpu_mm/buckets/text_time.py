@@ -45,6 +45,7 @@ __all__ = [
     "StepTimes",
     "lookup",
     "phase_options",
+    "phase_seconds",
 ]
 
 _F = npt.NDArray[np.float64]
@@ -284,6 +285,37 @@ def _row_sets(axes: PhaseAxes, cands: list[int], first: _I, second: _I, weight: 
     return out
 
 
+def _binned(values: _I) -> _I:
+    """Values rounded up to 16 steps per doubling (at most 6.25% above; up to 16 exact)."""
+    out = values.copy()
+    big = values > 16
+    _, exponent = np.frexp(values[big].astype(np.float64))  # value = mantissa x 2^exponent, mantissa in [0.5, 1)
+    step = np.left_shift(1, exponent.astype(np.int64) - 5)
+    out[big] = -(-values[big] // step) * step
+    return out
+
+
+def _seconds(axes: PhaseAxes, rows: Sequence[int], values: Sequence[Sequence[int]], first: _I, second: _I,
+             weight: _F) -> float:  # fmt: skip
+    """The weighted seconds of the shapes in their buckets (a shape no bucket holds, beyond the limits, runs at its
+    own shape: charged so)."""
+    rows_of, values_of, _ = lookup(rows, values, first, second)
+    pairs, inverse = np.unique(rows_of * (1 << 32) + values_of, return_inverse=True)
+    t = np.array([axes.time(int(p >> 32), int(p & ((1 << 32) - 1))) for p in pairs.tolist()])
+    return float(np.dot(weight, t[inverse]))
+
+
+def phase_seconds(axes: PhaseAxes, plan: PhasePlan, shapes: Mapping[tuple[int, int], float]) -> float:
+    """The weighted seconds of ``shapes`` in ``plan``'s buckets."""
+    keys = [k for k, n in shapes.items() if n > 0]
+    if not keys:
+        return 0.0
+    first = np.minimum(np.array([max(1, k[0]) for k in keys], dtype=np.int64), axes.rows_top)
+    second = np.array([k[1] for k in keys], dtype=np.int64)
+    weight = np.array([float(shapes[k]) for k in keys], dtype=np.float64)
+    return _seconds(axes, plan.rows, plan.values, first, second, weight)
+
+
 @dataclasses.dataclass(frozen=True)
 class PhaseOptions:
     """A phase's candidate plans (one per number of rows), ready to answer any budget."""
@@ -309,12 +341,7 @@ class PhaseOptions:
             if got is None:
                 continue
             values = tuple(c.values[m - 1] for c, m in zip(curves, got[1], strict=True))
-            rows_of, values_of, _ = lookup(rows, values, self.first, self.second)
-            # a shape no bucket holds (beyond the limits) would run at its own shape: charged so
-            pairs = {(int(r), int(v)) for r, v in zip(rows_of.tolist(), values_of.tolist(), strict=True)}
-            t = {p: self.axes.time(*p) for p in pairs}
-            seconds = float(sum(w * t[(r, v)] for r, v, w in zip(rows_of.tolist(), values_of.tolist(),
-                                                                  self.weight.tolist(), strict=True)))  # fmt: skip
+            seconds = _seconds(self.axes, rows, values, self.first, self.second, self.weight)
             if out is None or seconds < out.seconds - 1e-15:
                 out = PhasePlan(rows, values, seconds)
         if out is None:
@@ -329,8 +356,12 @@ def phase_options(axes: PhaseAxes, shapes: Mapping[tuple[int, int], float], most
     keys = [k for k, n in shapes.items() if n > 0] or [(axes.rows_top, 0)]
     first = np.minimum(np.array([max(1, k[0]) for k in keys], dtype=np.int64), axes.rows_top)
     first = np.minimum(-(-first // axes.row_round) * axes.row_round, axes.rows_top)
-    second = np.array([k[1] for k in keys], dtype=np.int64)
+    second = _binned(np.array([k[1] for k in keys], dtype=np.int64))
     weight = np.array([float(shapes.get(k, 1.0)) for k in keys], dtype=np.float64)
+    # one entry per (row granule, binned value): the work below is bounded by the limits' octaves
+    merged, inverse = np.unique(first * (1 << 32) + second, return_inverse=True)
+    weight = np.bincount(inverse, weights=weight).astype(np.float64)
+    first, second = merged >> 32, merged & ((1 << 32) - 1)
     cands = _row_candidates(axes, first)
     memo: dict[tuple[int, int, bool], _Curve] = {}
     out = []
