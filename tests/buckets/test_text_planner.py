@@ -1,29 +1,30 @@
-"""The text bucket planner: its buckets cover every shape the limits allow (so vllm-gaudi's lookup never falls back),
-they respect the budget, and its dynamic programmes are exact (checked against brute force on small cases)."""
+"""The text bucket planner: its buckets cover every shape the limits allow (vllm-gaudi's lookup never falls back),
+no shape pads its context or KV blocks beyond GROSS_FACTOR times its need, the budget holds, and its programmes are
+exact against brute force on small cases. Time is a stand-in roofline (tests/support/roofline.py)."""
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 
+import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vllm_hpu_mm.buckets.planner import INFEASIBLE, CoverTable
-from vllm_hpu_mm.buckets.text import (
-    DECODE_MAX_STEP,
-    TextLimits,
-    _allocate,
-    _Curve,
-    block_grid,
-    plan_text_buckets,
-)
+from tests.support.roofline import Roofline
+from vllm_hpu_mm.buckets.text import TextLimits, block_grid, decode_axes, plan_text_buckets, prompt_axes
+from vllm_hpu_mm.buckets.text_time import GROSS_FACTOR, _allocate, _Curve, _ladder, _log_grid, phase_options
+from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes.base import EngineShape, PrefillChunk
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import BucketLookup
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import BucketingConfig
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
+
+TIME = Roofline()
+#: Enough graphs for the ladders under every limit drawn below.
+BUDGET = 90
 
 
 @st.composite
@@ -46,57 +47,61 @@ def limits_and_traffic(draw: st.DrawFn) -> tuple[TextLimits, dict[tuple[int, int
     return limits, prefill, decode
 
 
-def engine(limits: TextLimits, kv: int) -> EngineShape:
+def engine(limits: TextLimits) -> EngineShape:
     return EngineShape(max_model_len=limits.max_model_len, max_num_seqs=limits.max_num_seqs,
                        max_num_batched_tokens=limits.max_num_batched_tokens, block_size=limits.block_size,
-                       num_kv_blocks=kv)  # fmt: skip
+                       num_kv_blocks=max(1, -(-limits.decode_block_cap // 3)))  # fmt: skip
+
+
+def planned_lookup(limits: TextLimits, prompt: tuple[tuple[int, int, int], ...],
+                   decode: tuple[tuple[int, int, int], ...]) -> BucketLookup:  # fmt: skip
+    cfg = BucketingConfig(from_file="planned.txt", file_text=bucket_file(prompt, decode),
+                          prompt_bs_max=limits.max_prefill_batch)  # fmt: skip
+    return BucketLookup(cfg, engine(limits))
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(limits_and_traffic(), st.integers(2, 24), st.data())
-def test_any_shape_within_the_limits_finds_a_planned_bucket(
-    case: tuple[TextLimits, dict[tuple[int, int], int], dict[tuple[int, int], int]], budget: int, data: st.DataObject
+@given(limits_and_traffic(), st.data())
+def test_any_shape_within_the_limits_finds_a_planned_bucket_and_pads_at_most_the_gross_factor(
+    case: tuple[TextLimits, dict[tuple[int, int], int], dict[tuple[int, int], int]], data: st.DataObject
 ) -> None:
     limits, prefill, decode = case
-    prompt_budget = max(1, budget // 3)
-    plan = plan_text_buckets(prefill, decode, limits, prompt_budget=prompt_budget,
-                             decode_budget=max(1, budget - prompt_budget))  # fmt: skip
-    cfg = BucketingConfig(from_file="planned.txt", file_text=bucket_file(plan.prompt, plan.decode),
-                          prompt_bs_max=limits.max_prefill_batch)  # fmt: skip
-    kv = max(1, -(-limits.decode_block_cap // 3))
-    lookup = BucketLookup(cfg, engine(limits, kv))
-    # vllm-gaudi keeps every planned bucket (none is filtered out) ...
+    plan = plan_text_buckets(prefill, decode, limits, budget=BUDGET, time=TIME)
+    lookup = planned_lookup(limits, plan.prompt, plan.decode)
+    # vllm-gaudi keeps every planned bucket (none is filtered out), within the budget ...
     assert len(lookup.prompt) == len(plan.prompt)
-    assert len(lookup.decode) == len(plan.decode)
-    # ... and any shape the limits allow finds one of them
+    assert len(lookup.decode) == len(plan.decode) <= BUDGET - plan.budget[0]
+    # ... any shape the limits allow finds one of them, its context padded at most GROSS_FACTOR x its need ...
     q = data.draw(st.integers(1, limits.top_query), label="query")
     ctx = data.draw(st.integers(0, limits.top_context(q)), label="context blocks")
-    assert lookup.find_prompt(1, q, ctx)[1] >= q
+    bucket = lookup.find_prompt(1, q, ctx)
+    assert bucket[1] >= q and bucket[2] >= ctx
+    assert bucket[2] <= GROSS_FACTOR * ctx
     assert lookup.find_prompt(1, q, 0)[1] >= q  # the runner's merge check
+    # ... and every decode shape its KV blocks at most GROSS_FACTOR x its own (a batch row's blocks included)
     n = data.draw(st.integers(1, limits.max_num_seqs), label="sequences")
-    top = max(n, min(n * math.ceil(limits.max_model_len / limits.block_size), limits.decode_block_cap))
-    blocks = data.draw(st.integers(n, top), label="blocks")
-    bucket = lookup.find_decode(n, blocks)
-    assert bucket[0] >= n
-    assert bucket[2] >= blocks
+    blocks = data.draw(st.integers(n, limits.top_blocks(n)), label="blocks")
+    padded = lookup.find_decode(n, blocks)[0]
+    found = lookup.find_decode(padded, blocks)
+    assert found[0] >= n and found[2] >= blocks
+    assert found[2] <= GROSS_FACTOR * blocks
     if min(limits.max_prefill_batch, limits.max_num_seqs) > 1:  # merged prefills (no context) up to the batch size
         b = data.draw(st.integers(2, min(limits.max_prefill_batch, limits.max_num_seqs)), label="prefill batch")
         most = min(limits.max_num_batched_tokens // b, limits.max_model_len)
         q2 = data.draw(st.integers(1, most), label="merged query")
         assert lookup.find_prompt(b, q2, 0)[0] >= b
     assert not lookup.added
-    assert len(plan.decode) <= max(1, budget - prompt_budget)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(limits_and_traffic())
 def test_the_runner_replaying_planned_buckets_never_compiles(
     case: tuple[TextLimits, dict[tuple[int, int], int], dict[tuple[int, int], int]],
 ) -> None:
     limits, prefill, decode = case
-    plan = plan_text_buckets(prefill, decode, limits, prompt_budget=6, decode_budget=8)
+    plan = plan_text_buckets(prefill, decode, limits, budget=BUDGET, time=TIME)
     cfg = BucketingConfig(from_file="planned.txt", file_text=bucket_file(plan.prompt, plan.decode))
-    runner = RunnerLookup(cfg, engine(limits, max(1, -(-limits.decode_block_cap // 3))))
+    runner = RunnerLookup(cfg, engine(limits))
     for (q, c), _ in prefill.items():
         run = runner.prefill((PrefillChunk(q, c * limits.block_size),))[0]
         assert ("prompt", run.shape) in runner.warmed
@@ -105,129 +110,130 @@ def test_the_runner_replaying_planned_buckets_never_compiles(
     assert not runner.fallbacks()
 
 
-def brute_force(weights: dict[int, int], k: int, top: int) -> int:
-    """Least sum(weight x bucket) over every list of at most k values, drawn from the values, that ends at top."""
-    values = sorted(set(weights) | {top})
-    best = None
-    for size in range(1, k + 1):
-        for chosen in itertools.combinations(values[:-1], size - 1):
-            buckets = [*chosen, top]
-            cost = sum(n * next(b for b in buckets if b >= v) for v, n in weights.items())
-            best = cost if best is None else min(best, cost)
-    assert best is not None
+def test_one_sequence_of_three_blocks_never_pads_to_a_large_row_of_many_small_requests() -> None:
+    # issue 22: 256 seqs, many small requests; the old plan held rows (1,1,1000) ... (24,1,24000)
+    limits = TextLimits(256, 2048, 32768, 128, 28764)
+    decode = {(n, 3 * n): 100 for n in range(1, 201, 7)}
+    plan = plan_text_buckets({(300, 0): 50}, decode, limits, budget=60, time=TIME)
+    lookup = planned_lookup(limits, plan.prompt, plan.decode)
+    for n, blocks in [(1, 3), (1, 1), (3, 9), (73, 219), (128, 384), (256, 256)]:
+        padded = lookup.find_decode(n, blocks)[0]
+        assert lookup.find_decode(padded, blocks)[2] <= GROSS_FACTOR * blocks, (n, blocks)
+
+
+def test_a_budget_too_small_for_the_ladders_is_refused_with_the_least_it_needs() -> None:
+    limits = TextLimits(256, 2048, 32768, 128, 28764)
+    with pytest.raises(ConfigError, match=r"text graph budget 6 is too small .* accepted: at least \d+ graphs"):
+        plan_text_buckets({(100, 0): 5}, {(3, 10): 9}, limits, budget=6, time=TIME)
+
+
+def test_more_graphs_never_cost_more_modelled_time_on_the_planning_traffic() -> None:
+    limits = TextLimits(64, 2048, 8192, 128, 4096)
+    decode = {(n, n * k): 10 for n in (1, 5, 20, 64) for k in (2, 9, 40)}
+    axes = decode_axes(limits, TIME)
+    options = phase_options(axes, decode)
+    seconds = [options.best(g).seconds for g in range(options.least, options.least + 30, 3)]
+    assert all(b <= a * (1 + 1e-12) for a, b in itertools.pairwise(seconds))
+
+
+def brute_ladder(weights: dict[int, float], floor: int, top: int, need: int, k: int, unit: dict[int, float]) -> float:
+    """Least sum(weight x unit[bucket]) over lists of exactly k candidate values (the planner's log grid from floor
+    to top) ending at top, the first at most GROSS_FACTOR x need, each next at most GROSS_FACTOR x (previous + 1)."""
+    best = math.inf
+    candidates = [v for v in _log_grid(max(floor, 1), top) if v < top]
+    for chosen in itertools.combinations(candidates, k - 1):
+        values = [*chosen, top]
+        if values[0] > GROSS_FACTOR * need or any(b > GROSS_FACTOR * (a + 1) for a, b in itertools.pairwise(values)):
+            continue
+        best = min(best, sum(w * unit[next(b for b in values if b >= v)] for v, w in weights.items()))
     return best
 
 
-@settings(max_examples=80, deadline=None)
-@given(st.dictionaries(st.integers(1, 60), st.integers(1, 50), min_size=1, max_size=8), st.integers(1, 5),
-       st.integers(0, 20))  # fmt: skip
-def test_the_row_programme_is_exactly_optimal_against_brute_force(weights: dict[int, int], k: int, extra: int) -> None:
-    top = max(weights) + extra
-    table = CoverTable(weights, cover=top, granule=1)
-    while table.num_buckets < min(k, len(table.values)):
-        table.grow()
-    assert table.buckets()[-1] == top
-    assert table.best_cost() == brute_force(weights, k, top)
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.integers(1, 40), st.integers(1, 50), min_size=1, max_size=6), st.integers(1, 4),
+       st.integers(1, 3), st.integers(0, 10))  # fmt: skip
+def test_the_value_ladder_is_exactly_optimal_against_brute_force(weights: dict[int, int], k: int, row: int,
+                                                                 extra: int) -> None:  # fmt: skip
+    limits = TextLimits(4, 2048, 4096, 16, 4 * (max(weights) + extra))
+    axes = decode_axes(limits, TIME)
+    top = max(row, max(weights) + extra)
+    axes = type(axes)(axes.time, axes.rows_top, 1, lambda n: n, lambda n, p: top, lambda n, p: p + 1, False, False)
+    second = np.array(list(weights), dtype=np.int64)
+    weight = np.array(list(weights.values()), dtype=np.float64)
+    curve = _ladder(axes, row, 0, second, weight, k)
+    unit = {v: axes.time(row, v) for v in range(1, top + 1)}
+    clipped: dict[int, float] = {}
+    for v, w in weights.items():
+        clipped[max(v, row)] = clipped.get(max(v, row), 0.0) + w
+    expected = brute_ladder(clipped, row, top, 1, k, unit)
+    got = curve.costs[k - 1] if k <= len(curve.costs) else math.inf
+    if math.isinf(expected):
+        assert math.isinf(got)
+    else:
+        assert got == pytest.approx(expected, rel=1e-12)
+        assert curve.values[k - 1][-1] == top
 
 
-def brute_force_constrained(weights: dict[int, int], k: int, top: int, forced: list[int],
-                            max_ratio: float | None) -> int | None:  # fmt: skip
-    """Least sum(weight x bucket) over lists of exactly k values from the values that end at top, hold every forced
-    value and step at most max_ratio (into any value but top); None when no such list exists."""
-    values = sorted(set(weights) | {top} | set(forced))
-    best = None
-    for chosen in itertools.combinations(values[:-1], k - 1):
-        buckets = [*chosen, top]
-        if not set(forced) <= set(buckets):
-            continue
-        if max_ratio is not None and any(b > max_ratio * a for a, b in itertools.pairwise(buckets) if b != top):
-            continue
-        cost = sum(n * next(b for b in buckets if b >= v) for v, n in weights.items())
-        best = cost if best is None else min(best, cost)
-    return best
-
-
-@settings(max_examples=120, deadline=None)
-@given(st.dictionaries(st.integers(1, 60), st.integers(1, 50), min_size=1, max_size=7), st.integers(1, 5),
-       st.integers(0, 20), st.lists(st.integers(1, 60), max_size=3), st.sampled_from([None, 1.5, 2.0]))  # fmt: skip
-def test_the_row_programme_with_forced_values_and_a_widest_step_is_exactly_optimal(
-    weights: dict[int, int], k: int, extra: int, forced: list[int], max_ratio: float | None
-) -> None:
-    top = max(weights) + extra
-    forced = [f for f in forced if f < top]
-    table = CoverTable(weights, cover=top, granule=1, forced=forced, max_ratio=max_ratio)
-    while table.num_buckets < min(k, len(table.values)):
-        table.grow()
-    expected = brute_force_constrained(weights, table.num_buckets, top, forced, max_ratio)
-    if expected is None:
-        assert table.best_cost() == INFEASIBLE
-        return
-    assert table.best_cost() == expected
-    assert set(forced) <= set(table.buckets())
-    assert table.buckets()[-1] == top
-
-
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(limits_and_traffic(), st.integers(12, 40), st.data())
-def test_with_the_runtimes_own_rows_no_prefill_pads_its_query_further_than_the_runtimes_own_buckets(
-    case: tuple[TextLimits, dict[tuple[int, int], int], dict[tuple[int, int], int]], budget: int, data: st.DataObject
-) -> None:
-    limits, prefill, decode = case
-    limits = dataclasses.replace(limits, max_prefill_batch=1)
-    kv = max(1, -(-limits.decode_block_cap // 3))
-    own = BucketLookup(BucketingConfig(), engine(limits, kv))
-    query_rows = sorted({q for _, q, _ in own.prompt})
-    batch_rows = sorted({b for b, _, _ in own.decode})
-    prompt_budget = max(len(query_rows) + 1, budget // 2)  # the rows and the covering one
-    plan = plan_text_buckets(prefill, decode, limits, prompt_budget=prompt_budget, decode_budget=budget,
-                             query_rows=query_rows, batch_rows=batch_rows)  # fmt: skip
-    ours = BucketLookup(BucketingConfig(from_file="planned.txt", file_text=bucket_file(plan.prompt, plan.decode)),
-                        engine(limits, kv))  # fmt: skip
-    assert {q for q in query_rows if q < limits.top_query} <= {q for _, q, _ in plan.prompt}
-    if len(batch_rows) + 1 <= budget:
-        assert {b for b in batch_rows if b < limits.max_num_seqs} <= {b for b, _, _ in plan.decode}
-    q = data.draw(st.integers(1, limits.top_query), label="query")
-    ctx = data.draw(st.integers(0, limits.top_context(q)), label="context blocks")
-    theirs = own.find_prompt(1, q, ctx)
-    if not own.added:  # a shape their own buckets cover (no fallback)
-        assert ours.find_prompt(1, q, ctx)[1] <= theirs[1]
-
-
-def test_decode_block_values_step_at_most_the_widest_step_when_the_budget_allows() -> None:
-    limits = TextLimits(64, 2048, 32768, 128, 9000)
-    decode = {(n, n * b): 10 for n in (1, 4, 16, 64) for b in (3, 8, 40, 200)}
-    plan = plan_text_buckets({(512, 0): 10}, decode, limits, prompt_budget=4, decode_budget=40)
-    rows: dict[int, list[int]] = {}
-    for b, _, c in plan.decode:
-        rows.setdefault(b, []).append(c)
-    for b, values in rows.items():
-        steps = [y / x for x, y in itertools.pairwise(sorted(values)) if y != limits.top_blocks(b)]
-        assert all(s <= DECODE_MAX_STEP * 1.01 for s in steps), (b, sorted(values))
-
-
-@settings(max_examples=80, deadline=None)
-@given(st.lists(st.lists(st.integers(0, 1000), min_size=1, max_size=4).map(lambda c: sorted(c, reverse=True)),
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.floats(0, 1000), min_size=1, max_size=4).map(lambda c: sorted(c, reverse=True)),
                 min_size=1, max_size=4), st.integers(1, 12))  # fmt: skip
-def test_the_graph_allocation_over_rows_is_exactly_optimal(costs: list[list[int]], graphs: int) -> None:
+def test_the_graph_allocation_over_rows_is_exactly_optimal(costs: list[list[float]], graphs: int) -> None:
     curves = [_Curve(tuple(c), tuple((i,) * (m + 1) for m in range(len(c)))) for i, c in enumerate(costs)]
-    if graphs < len(curves):
+    got = _allocate(curves).counts(graphs)
+    combos = [combo for combo in itertools.product(*(range(1, len(c) + 1) for c in costs)) if sum(combo) <= graphs]
+    if not combos:
+        assert got is None
         return
-    counts = _allocate(curves, graphs)
-    assert sum(counts) <= graphs
-    assert all(m >= 1 for m in counts)
-    best = min(sum(c[m - 1] for c, m in zip(costs, combo, strict=True))
-               for combo in itertools.product(*(range(1, len(c) + 1) for c in costs))
-               if sum(combo) <= graphs)  # fmt: skip
-    assert sum(c[m - 1] for c, m in zip(costs, counts, strict=True)) == best
+    assert got is not None
+    best = min(sum(c[m - 1] for c, m in zip(costs, combo, strict=True)) for combo in combos)
+    assert got[0] == pytest.approx(best)
+    assert sum(got[1]) <= graphs
+
+
+def brute_decode(limits: TextLimits, shapes: dict[tuple[int, int], int], budget: int) -> float:
+    """Least weighted decode seconds over every bucket set of at most ``budget`` buckets that covers every shape the
+    limits allow within GROSS_FACTOR of its blocks (tiny limits only)."""
+    allowed = [(n, k) for n in range(1, limits.max_num_seqs + 1) for k in range(n, limits.top_blocks(n) + 1)]
+    buckets = [(n, k) for n, k in allowed]
+    best = math.inf
+    for size in range(1, budget + 1):
+        for chosen in itertools.combinations(buckets, size):
+            ordered = sorted(chosen)
+
+            def find(n: int, k: int) -> tuple[int, int] | None:
+                return next(((b, c) for b, c in ordered if b >= n and c >= k), None)
+
+            if any((f := find(n, k)) is None or f[1] > GROSS_FACTOR * k for n, k in allowed):
+                continue
+            cost = 0.0
+            for (n, k), w in shapes.items():
+                f = find(n, k)
+                assert f is not None
+                cost += w * TIME.decode_s(*f)
+            best = min(best, cost)
+    return best
+
+
+def test_the_decode_plan_is_within_half_a_percent_of_brute_force_on_a_tiny_engine() -> None:
+    # not exact: a row that does not cover the limits ends at its own traffic's largest blocks, where the optimum
+    # may let some of that traffic spill to a larger row (budget 4 here: 0.03% above the optimum)
+    limits = TextLimits(3, 256, 512, 128, 12)  # 4 blocks per sequence, 3 sequences
+    shapes = {(1, 1): 40, (1, 3): 10, (2, 5): 20, (3, 3): 30, (3, 12): 5}
+    axes = decode_axes(limits, TIME)
+    options = phase_options(axes, shapes)
+    for budget in (3, 4, 5, 6):
+        expected = brute_decode(limits, shapes, budget)
+        got = options.best(budget).seconds if budget >= options.least else math.inf
+        assert expected <= got <= expected * 1.005, budget
+
+
+def test_the_prompt_phase_gives_every_row_context_zero() -> None:
+    limits = TextLimits(8, 2048, 8192, 128, 512)
+    options = phase_options(prompt_axes(limits, TIME), {(500, 0): 10, (2048, 40): 3})
+    plan = options.best(20)
+    assert all(values[0] == 0 for values in plan.values)
 
 
 def test_block_values_round_to_sixteen_steps_per_doubling() -> None:
     assert [block_grid(v) for v in (0, 7, 16, 17, 33, 1000)] == [0, 7, 16, 17, 34, 1024]
     assert all(block_grid(v) >= v and block_grid(v) <= v * 1.0625 + 1 for v in range(1, 5000))
-
-
-def test_a_tight_budget_still_covers_with_one_bucket_per_phase() -> None:
-    limits = TextLimits(16, 2048, 4096, 128, 500)
-    plan = plan_text_buckets({(100, 0): 5, (2000, 3): 1}, {(3, 10): 9}, limits, prompt_budget=1, decode_budget=1)
-    assert plan.prompt == ((1, 2048, limits.top_context(1)),)
-    assert plan.decode == ((16, 1, limits.top_blocks(16)),)

@@ -1,32 +1,19 @@
-"""The replay: efficiencies, run-time compiles (and what compiles under VLLM_SKIP_WARMUP), planned buckets beating
-vllm-gaudi's defaults on the traffic they were planned on, the budget, and the serve / replay commands."""
+"""The replay: efficiencies, run-time compiles (and what compiles under VLLM_SKIP_WARMUP), and the serve / replay
+commands (the planner and its budget: tests/buckets/test_text_budget.py, tests/plan/test_text_buckets.py)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
-from vllm_hpu_mm.buckets.text import QWEN25_VL_7B_CONTEXT_COST, TextBucketPlan, TextLimits
 from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.plan.costs import HPU_WARMUP_SECONDS_PER_GRAPH
-from vllm_hpu_mm.replay.job import (
-    Images,
-    budget_for,
-    budget_steps,
-    plan_from_traces,
-    plan_to_match,
-    replay_model,
-    schedules,
-    short_of,
-)
-from vllm_hpu_mm.replay.run import Efficiency, ReplayResult
+from vllm_hpu_mm.replay.job import Images, replay_model, schedules
 from vllm_hpu_mm.replay.scheduler import Limits
 from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
-from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling
 from vllm_hpu_mm.traffic.default import default_traffic
 
 SHAPE = EngineShape(max_model_len=16384, max_num_seqs=32, max_num_batched_tokens=4096, block_size=128,
@@ -36,57 +23,6 @@ LIMITS = Limits(32, 4096, 16384, 128, 3000)
 
 def runs(concurrency: int | None = 16):  # type: ignore[no-untyped-def]
     return schedules(default_traffic(), LIMITS, Images((1600, 3136, 12544)), concurrency=concurrency, requests=300)
-
-
-def test_planned_buckets_never_compile_and_pad_like_the_defaults_with_a_third_of_the_graphs() -> None:
-    r = runs()
-    defaults = replay_model(VllmGaudi(), SHAPE, r, "defaults")
-    budget = budget_for(defaults)
-    plan = plan_from_traces(r, TextLimits(32, 4096, 16384, 128, decode_block_ceiling(SHAPE)), budget)
-    model = VllmGaudi().with_text_buckets(plan.prompt, plan.decode)
-    assert model is not None
-    ours = replay_model(model, SHAPE, r, "ours")
-    assert sum(ours.warmed) <= budget <= sum(defaults.warmed) / 3
-    assert not ours.compiles
-    assert not ours.fallbacks
-    # planned for traffic beyond this one (smoothed, with a prior), so not always ahead on it: close, and ahead on
-    # decode batches at the load it was planned for (benchmarks/results/replay_heldout.md has the held-out figures)
-    assert ours.prefill_tokens.value >= 0.95 * defaults.prefill_tokens.value
-    assert ours.decode_slots.value >= defaults.decode_slots.value
-
-
-def test_the_default_budget_starts_at_a_third_and_rises_only_as_far_as_the_defaults_need_never_above_a_half() -> None:
-    r = runs(None)  # load unknown: every level
-    own = replay_model(VllmGaudi(), SHAPE, r, "defaults")
-    total = sum(own.warmed)
-    steps = budget_steps(total)
-    assert steps[0] == budget_for(total) == total // 3
-    assert steps[-1] == total // 2
-    assert steps == sorted(set(steps))
-    limits = TextLimits(32, 4096, 16384, 128, decode_block_ceiling(SHAPE))
-    rows = VllmGaudi().text_shapes(SHAPE)
-
-    def replayed(plan: TextBucketPlan) -> ReplayResult:
-        model = VllmGaudi().with_text_buckets(plan.prompt, plan.decode)
-        assert model is not None
-        return replay_model(model, SHAPE, r, "planned")
-
-    chosen = plan_to_match(r, limits, own, replayed, budget=None, context_cost=QWEN25_VL_7B_CONTEXT_COST,
-                           rows_of=rows)  # fmt: skip
-    assert chosen.replayed is not None
-    assert not short_of(chosen.replayed, own)  # matches or beats the defaults on its traffic ...
-    for smaller in steps[: steps.index(chosen.budget)]:  # ... where no smaller step does
-        assert short_of(replayed(plan_from_traces(r, limits, smaller, rows_of=rows)), own)
-    # a target no budget reaches: a half, and the plan says what is still short
-    unbeatable = dataclasses.replace(own, decode_blocks=Efficiency(1.0, 1.0))
-    chosen = plan_to_match(r, limits, unbeatable, replayed, budget=None, context_cost=QWEN25_VL_7B_CONTEXT_COST,
-                           rows_of=rows)  # fmt: skip
-    assert chosen.budget == steps[-1]
-    assert "still short" in chosen.reason
-    assert "decode block efficiency" in chosen.reason
-    # a budget you give is taken as it is
-    assert plan_to_match(r, limits, unbeatable, replayed, budget=9, context_cost=QWEN25_VL_7B_CONTEXT_COST,
-                         rows_of=rows).budget == 9  # fmt: skip
 
 
 def test_without_warm_up_every_shape_run_compiles_and_a_sparse_file_compiles_at_run_time() -> None:

@@ -1,0 +1,116 @@
+"""The text graph budget beside the planner: padded time through vllm-gaudi's lookup rule, the default steps (a
+third up to a half), the choice judged at every load against the runtime's own buckets, and the cap on a given
+budget."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.support.roofline import Roofline
+from vllm_hpu_mm.buckets.text import TextLimits
+from vllm_hpu_mm.buckets.text_budget import (
+    LoadShapes,
+    budget_for,
+    budget_steps,
+    check_budget,
+    choose_budget,
+    padded_time,
+)
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.runtimes.base import EngineShape
+from vllm_hpu_mm.runtimes.vllm_gaudi.common import BucketLookup
+from vllm_hpu_mm.runtimes.vllm_gaudi.config import BucketingConfig
+from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling
+from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
+
+TIME = Roofline()
+SHAPE = EngineShape(max_model_len=8192, max_num_seqs=32, max_num_batched_tokens=2048, block_size=128,
+                    num_kv_blocks=2000)  # fmt: skip
+LIMITS = TextLimits(32, 2048, 8192, 128, decode_block_ceiling(SHAPE))
+
+
+def exp_buckets() -> tuple[tuple[tuple[int, int, int], ...], tuple[tuple[int, int, int], ...]]:
+    own = BucketLookup(BucketingConfig(), SHAPE)
+    return tuple(own.prompt), tuple(own.decode)
+
+
+def test_the_default_steps_start_at_a_third_and_end_at_a_half() -> None:
+    steps = budget_steps(228)
+    assert steps[0] == budget_for(228) == 76
+    assert steps[-1] == 114
+    assert steps == sorted(set(steps))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 4), st.integers(2, 64), st.integers(0, 40)), min_size=1, max_size=12),
+       st.integers(1, 4), st.integers(1, 64), st.integers(0, 40))  # fmt: skip
+def test_padded_time_looks_up_as_vllm_gaudi_does(buckets: list[tuple[int, int, int]], b: int, q: int, c: int) -> None:
+    shape = EngineShape(max_model_len=64 * 128, max_num_seqs=4, max_num_batched_tokens=256, block_size=128,
+                        num_kv_blocks=1000)  # fmt: skip
+    prompt = tuple(sorted(set(buckets)))
+    theirs = BucketLookup(BucketingConfig(from_file="f", file_text=bucket_file(prompt, ((1, 1, 1),)),
+                                          prompt_bs_max=4), shape)  # fmt: skip
+    if len(theirs.prompt) != len(prompt):  # vllm-gaudi filtered some out: compare on what it keeps
+        prompt = tuple(theirs.prompt)
+    load = LoadShapes("x", {(q, c): 1}, {})
+    t = padded_time(prompt, ((1, 1, 1),), load, TIME)
+    found = theirs.find_prompt(1, q, c)
+    if theirs.added:
+        assert t.uncovered == 1
+    else:
+        assert t.bucket_prefill_s == pytest.approx(TIME.prefill_s(*found))
+
+
+def loads() -> list[LoadShapes]:
+    out = []
+    for level in (1, 4, 16, 32):
+        decode = {(n, n * k): 100.0 for n in range(max(1, level // 2), level + 1) for k in (3, 12, 40)}
+        decode.update({(n, 5 * n): 20.0 for n in range(1, level)})  # the drain
+        out.append(LoadShapes(f"{level} at once", {(300, 0): 5.0, (2048, 8): 2.0, (120, 30): 3.0}, decode))
+    return out
+
+
+def weights(ls: list[LoadShapes]) -> tuple[dict[tuple[int, int], int], dict[tuple[int, int], int]]:
+    prefill: dict[tuple[int, int], int] = {}
+    decode: dict[tuple[int, int], int] = {}
+    for load in ls:
+        for k, n in load.prefill.items():
+            prefill[k] = prefill.get(k, 0) + round(n)
+        for k, n in load.decode.items():
+            decode[k] = decode.get(k, 0) + round(n)
+    return prefill, decode
+
+
+def test_the_default_budget_is_the_smallest_step_at_which_no_load_pads_longer_than_the_runtimes_own() -> None:
+    own = exp_buckets()
+    ls = loads()
+    chosen = choose_budget(weights(ls), ls, LIMITS, own, TIME, load_levels=[1, 4, 16, 32])
+    steps = budget_steps(len(own[0]) + len(own[1]))
+    assert chosen.budget in steps
+    if chosen.short:  # a half, and the reason names the loads still short
+        assert chosen.budget == steps[-1]
+        assert all(load in chosen.reason for load in chosen.short)
+    else:
+        for v in chosen.loads:
+            assert v.ours.padded_s <= v.own.padded_s * (1 + 1e-9)
+            assert not v.ours.uncovered
+        for smaller in steps[: steps.index(chosen.budget)]:
+            try:
+                at = choose_budget(weights(ls), ls, LIMITS, own, TIME, budget=smaller, load_levels=[1, 4, 16, 32])
+            except ConfigError:
+                continue
+            assert at.short
+    assert chosen.plan.graphs <= chosen.budget
+
+
+def test_a_given_budget_is_taken_as_it_is_and_capped_by_the_runtimes_own_count() -> None:
+    own = exp_buckets()
+    ls = loads()
+    assert choose_budget(weights(ls), ls, LIMITS, own, TIME, budget=40).budget == 40
+    check_budget(228, 228, "--text-graph-budget")
+    with pytest.raises(ConfigError, match=r"--text-graph-budget 2147483647 is invalid; accepted: 2 to 228"):
+        check_budget(2147483647, 228, "--text-graph-budget")
+    with pytest.raises(ConfigError, match="accepted: 2 to"):
+        check_budget(1, 228, "--text-graph-budget")
