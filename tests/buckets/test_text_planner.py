@@ -75,7 +75,8 @@ def test_any_shape_within_the_limits_finds_a_planned_bucket_and_pads_at_most_the
     q = data.draw(st.integers(1, limits.top_query), label="query")
     ctx = data.draw(st.integers(0, limits.top_context(q)), label="context blocks")
     bucket = lookup.find_prompt(1, q, ctx)
-    assert bucket[1] >= q and bucket[2] >= ctx
+    assert bucket[1] >= q
+    assert bucket[2] >= ctx
     assert bucket[2] <= GROSS_FACTOR * ctx
     assert lookup.find_prompt(1, q, 0)[1] >= q  # the runner's merge check
     # ... and every decode shape its KV blocks at most GROSS_FACTOR x its own (a batch row's blocks included)
@@ -83,7 +84,8 @@ def test_any_shape_within_the_limits_finds_a_planned_bucket_and_pads_at_most_the
     blocks = data.draw(st.integers(n, limits.top_blocks(n)), label="blocks")
     padded = lookup.find_decode(n, blocks)[0]
     found = lookup.find_decode(padded, blocks)
-    assert found[0] >= n and found[2] >= blocks
+    assert found[0] >= n
+    assert found[2] >= blocks
     assert found[2] <= GROSS_FACTOR * blocks
     if min(limits.max_prefill_batch, limits.max_num_seqs) > 1:  # merged prefills (no context) up to the batch size
         b = data.draw(st.integers(2, min(limits.max_prefill_batch, limits.max_num_seqs)), label="prefill batch")
