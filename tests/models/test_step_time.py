@@ -98,3 +98,10 @@ def test_unknown_device_and_bad_shapes_are_refused() -> None:
     with pytest.raises(ConfigError, match="accepted"):
         GAUDI2.decode_s(-1, 4)
     assert all(r.source for r in DEVICE_RATES.values())
+
+
+def test_unpadded_chunks_cost_at_most_their_padded_bucket_and_one_chunk_equals_its_shape() -> None:
+    assert GAUDI2.chunks_s([(1000, 3)]) == pytest.approx(GAUDI2.prefill_s(1, 1000, 3))
+    chunks = [(700, 0), (300, 5), (20, 1)]
+    assert GAUDI2.chunks_s(chunks) <= GAUDI2.prefill_s(3, 1024, 8)
+    assert GAUDI2.chunks_s(chunks) > GAUDI2.chunks_s(chunks[:2])

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.dims import (
@@ -206,6 +207,23 @@ class StepTime:
             batch * (context + query_tokens) * self.kv_bytes_per_token,
         )
         return self._linear_s(tokens, batch) + attention + self.overhead_s
+
+    def chunks_s(self, chunks: Sequence[tuple[int, int]]) -> float:
+        """One prefill forward running these (query tokens, context blocks) chunks unpadded, each over its own
+        context: the real work a bucket pads (the weights read once, attention per chunk)."""
+        chunks = [(q, c) for q, c in chunks if q > 0]
+        for q, c in chunks:
+            _check(query_tokens=q, context_blocks=c)
+        if not chunks:
+            return self.overhead_s
+        attention = sum(
+            self._roof(
+                self._pairs(q, c * self.block_size) * self.attention_flops_per_pair,
+                (c * self.block_size + q) * self.kv_bytes_per_token,
+            )
+            for q, c in chunks
+        )
+        return self._linear_s(sum(q for q, _ in chunks), len(chunks)) + attention + self.overhead_s
 
     def decode_s(self, batch: int, blocks: int) -> float:
         """One decode pass of ``batch`` sequences holding ``blocks`` KV blocks in all (vllm-gaudi's decode bucket
