@@ -60,10 +60,20 @@ def test_long_prefill_is_compute_bound() -> None:
 def test_tensor_parallelism_divides_the_work() -> None:
     one = step_time(QWEN72B, "gaudi2", block_size=128)
     four = step_time(QWEN72B, "gaudi2", block_size=128, tensor_parallel_size=4)
+    assert one.allreduces == 0
+    assert four.allreduces == 2 * QWEN72B.num_layers
     for shape in ((1, 4096, 0), (4, 1024, 8)):
-        work1, work4 = one.prefill_s(*shape) - one.overhead_s, four.prefill_s(*shape) - four.overhead_s
+        work1 = one.prefill_s(*shape) - one.overhead_s
+        work4 = four.prefill_s(*shape) - four.overhead_s - four._allreduce_s(shape[0] * shape[1])
         assert work4 == pytest.approx(work1 / 4, rel=0.05)
-    assert four.decode_s(1, 8) - four.overhead_s == pytest.approx((one.decode_s(1, 8) - one.overhead_s) / 4, rel=0.05)
+    decode4 = four.decode_s(1, 8) - four.overhead_s - four._allreduce_s(1)
+    assert decode4 == pytest.approx((one.decode_s(1, 8) - one.overhead_s) / 4, rel=0.05)
+
+
+def test_tensor_parallel_all_reduce_costs_latency_per_layer_and_grows_with_tokens() -> None:
+    four = step_time(QWEN72B, "gaudi2", block_size=128, tensor_parallel_size=4)
+    assert four._allreduce_s(1) >= four.allreduces * four.allreduce_latency_s
+    assert four._allreduce_s(4096) > four._allreduce_s(1)
 
 
 def test_faster_device_is_faster() -> None:
@@ -88,3 +98,10 @@ def test_unknown_device_and_bad_shapes_are_refused() -> None:
     with pytest.raises(ConfigError, match="accepted"):
         GAUDI2.decode_s(-1, 4)
     assert all(r.source for r in DEVICE_RATES.values())
+
+
+def test_unpadded_chunks_cost_at_most_their_padded_bucket_and_one_chunk_equals_its_shape() -> None:
+    assert GAUDI2.chunks_s([(1000, 3)]) == pytest.approx(GAUDI2.prefill_s(1, 1000, 3))
+    chunks = [(700, 0), (300, 5), (20, 1)]
+    assert GAUDI2.chunks_s(chunks) <= GAUDI2.prefill_s(3, 1024, 8)
+    assert GAUDI2.chunks_s(chunks) > GAUDI2.chunks_s(chunks[:2])

@@ -9,7 +9,14 @@ Traffic: ``--sizes`` (a CSV: width,height and optionally text_tokens, output_tok
 width,height = text-only) or a folder of images, ``--from-metrics`` (a server's /metrics: its images, vLLM's prompt
 and answer histograms, prefix-cache counters and running requests), else the embedded default traffic. The engine
 limits are vLLM's flags (--max-model-len, --max-num-seqs, --max-num-batched-tokens, --block-size) and the plan's KV
-blocks estimate (--kv-blocks to give your log's). Exit 1 when your bucket file compiles at run time.
+blocks estimate (--kv-blocks to give your log's). The load: --concurrency clients, --request-rate (Poisson
+arrivals) or --load-profile (clients over time); every schedule runs until its last request finishes (the drain).
+On a device with a time model (Gaudi2, Gaudi3, H100, H200) every forward is priced by a roofline of one step: busy
+time with real shapes and with buckets, padding as a share of busy time (prefill query, prefill context, decode,
+vision), the padding's added time to first token and per output token, and compile stalls; vllm-gaudi's exp, lin
+and pad strategies side by side. Exit 1 when your bucket file compiles at run time or when some requests are ones
+the engine refuses (a prompt of max_model_len tokens or more, more KV blocks than the cache holds): they are counted
+and reported, and in no figure.
 """
 
 from __future__ import annotations
@@ -28,10 +35,12 @@ from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.pipeline import checked_by_runtime, fit_max_model_len
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.text_choice import replay_report
-from vllm_hpu_mm.replay.job import DEFAULT_REQUESTS
+from vllm_hpu_mm.replay.job import DEFAULT_REQUESTS, MAX_REQUESTS
 from vllm_hpu_mm.replay.report import to_dict, to_table
+from vllm_hpu_mm.replay.scheduler import MAX_CLIENTS, MAX_PROFILE_SECONDS, MAX_PROFILE_SEGMENTS, MAX_RATE, Arrivals
 from vllm_hpu_mm.runtimes import registry
-from vllm_hpu_mm.runtimes.base import Runtime
+from vllm_hpu_mm.runtimes.base import Runtime, RuntimeModel
+from vllm_hpu_mm.runtimes.vllm_gaudi.config import STRATEGIES
 from vllm_hpu_mm.traffic.requests import Traffic
 
 __all__ = ["add_parser"]
@@ -53,15 +62,72 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    "'# HPU blocks'; default: the plan's estimate)")  # fmt: skip
     p.add_argument(
         "--requests",
-        type=positive_int,
+        type=requests_count,
         default=DEFAULT_REQUESTS,
         metavar="N",
-        help=f"requests sampled from the traffic per load level (default {DEFAULT_REQUESTS})",
+        help=f"requests sampled from the traffic per load level (default {DEFAULT_REQUESTS}, at most {MAX_REQUESTS:,})",
     )
+    load = p.add_mutually_exclusive_group()
+    load.add_argument("--request-rate", type=request_rate, metavar="R", help="open-loop load: Poisson arrivals at R "
+                      f"requests per second (0 < R <= {MAX_RATE:,.0f}), the server drained after the last request; "
+                      "instead of --concurrency")  # fmt: skip
+    load.add_argument("--load-profile", type=load_profile, metavar="S:C,...", help="clients over time: C requests "
+                      "at once for S seconds, segment after segment (e.g. 600:64,1800:4,600:128; 0 clients = idle; "
+                      f"at most {MAX_PROFILE_SEGMENTS} segments, {MAX_PROFILE_SECONDS:,.0f} s in all)")  # fmt: skip
+    p.add_argument("--arrival-seed", type=int, default=0, metavar="N", help="seed of the Poisson arrivals "
+                   "(default 0)")  # fmt: skip
+    p.add_argument("--no-strategies", action="store_true", help="replay only the configured strategy, not "
+                   "vllm-gaudi's other built-in ones (exp, lin, pad; default: all three side by side)")  # fmt: skip
     p.add_argument("--no-plan", action="store_true", help="do not plan buckets from the traffic (default: plan them)")
     p.add_argument("--plot", metavar="PNG", help="also draw each configuration's padding per bucket to this PNG")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.set_defaults(func=run)
+
+
+def requests_count(raw: str) -> int:
+    value = positive_int(raw)
+    if value > MAX_REQUESTS:
+        raise argparse.ArgumentTypeError(f"{raw!r} is too many; accepted: 1 to {MAX_REQUESTS:,}")
+    return value
+
+
+def request_rate(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a number; accepted: requests per second, e.g. 2.5") from None
+    if not 0 < value <= MAX_RATE:
+        raise argparse.ArgumentTypeError(f"{raw!r} is out of range; accepted: above 0, at most {MAX_RATE:,.0f}")
+    return value
+
+
+def load_profile(raw: str) -> tuple[tuple[float, int], ...]:
+    """``S:C,S:C,...``: C clients for S seconds, in order."""
+    accepted = f"accepted: SECONDS:CLIENTS segments joined by commas, e.g. 600:64,1800:4 (at most " \
+        f"{MAX_PROFILE_SEGMENTS})"  # fmt: skip
+    parts = raw.split(",")
+    if len(parts) > MAX_PROFILE_SEGMENTS:
+        raise argparse.ArgumentTypeError(f"{len(parts)} segments; {accepted}")
+    out = []
+    for part in parts:
+        seconds, sep, clients = part.strip().partition(":")
+        try:
+            segment = (float(seconds), int(clients))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{part.strip()[:40]!r} is not a segment; {accepted}") from None
+        if not sep or not 0 < segment[0] <= MAX_PROFILE_SECONDS or not 0 <= segment[1] <= MAX_CLIENTS:
+            raise argparse.ArgumentTypeError(f"{part.strip()[:40]!r} is out of range (0 < seconds <= "
+                                             f"{MAX_PROFILE_SECONDS:,.0f}, 0 <= clients <= {MAX_CLIENTS:,}); "
+                                             f"{accepted}")  # fmt: skip
+        out.append(segment)
+    if sum(s for s, _ in out) > MAX_PROFILE_SECONDS:
+        raise argparse.ArgumentTypeError(f"{raw[:60]!r} lasts over {MAX_PROFILE_SECONDS:,.0f} s; {accepted}")
+    return tuple(out)
+
+
+def _strategies(env: dict[str, str]) -> tuple[RuntimeModel, ...]:
+    """vllm-gaudi's built-in strategies, each configured by the environment otherwise."""
+    return tuple(registry.model_for(Runtime.VLLM_GAUDI, {**env, "VLLM_BUCKETING_STRATEGY": s}) for s in STRATEGIES)
 
 
 def _traffic(args: argparse.Namespace, sizing: SizingArgs, settings: envs.Settings) -> Traffic:
@@ -87,6 +153,12 @@ def run(args: argparse.Namespace) -> int:
     file_path = args.bucket_file or env.get(FILE_VAR)
     own_env = {k: v for k, v in env.items() if k != FILE_VAR}
     inputs = checked_by_runtime(fit_max_model_len(build(sizing, settings, own_env)), sizing.flag)
+    arrivals = None
+    if args.request_rate is not None or args.load_profile is not None:
+        if sizing.concurrency is not None:
+            raise ConfigError("--concurrency and --request-rate / --load-profile describe the same load; accepted: "
+                              "one of them")  # fmt: skip
+        arrivals = Arrivals(rate=args.request_rate, profile=args.load_profile or (), seed=args.arrival_seed)
     first = plan(inputs)
     yours = None
     if file_path:
@@ -101,7 +173,8 @@ def run(args: argparse.Namespace) -> int:
     report, _ = replay_report(first, _traffic(args, sizing, settings), settings, own=inputs.runtime, yours=yours,
                               plan_buckets=not args.no_plan, budget=sizing.text_graph_budget,
                               concurrency=sizing.concurrency, requests=args.requests,
-                              kv_blocks=args.kv_blocks)  # fmt: skip
+                              kv_blocks=args.kv_blocks, arrivals=arrivals,
+                              strategies=() if args.no_strategies else _strategies(own_env))  # fmt: skip
     if args.plot:
         from vllm_hpu_mm.replay.plot import plot_replay
 
@@ -113,4 +186,5 @@ def run(args: argparse.Namespace) -> int:
         if args.plot:
             print(f"plot written to {args.plot}")
     compiles = yours is not None and bool(report.results[1].compiles)
-    return int(ExitCode.NEGATIVE if compiles else ExitCode.OK)
+    refused = any(n for _, n in report.refused)
+    return int(ExitCode.NEGATIVE if compiles or refused else ExitCode.OK)

@@ -17,17 +17,20 @@ The model, per step and per device (tensor parallelism divides the work):
   windows, full attention in one block of eight) and reading the tower's weights;
 - each part is a roofline: ``max(FLOPs / (peak x compute_efficiency), bytes / (bandwidth x memory_efficiency))``,
   linear and attention apart (decode attention is memory-bound while a large batch's linear layers are not), plus a
-  fixed ``overhead_s`` per step (launch and host work: what a graph replay costs even for no work).
+  fixed ``overhead_s`` per step (launch and host work: what a graph replay costs even for no work);
+- **tensor parallelism**: two all-reduces of the hidden state per layer, a ring over the card's scale-up links plus
+  a fixed ``allreduce_latency_s`` each.
 
 Approximations, named: linear-attention (state-space) layers are priced as attention layers of the same width;
-tensor-parallel all-reduce is not priced (it grows with tokens as the linear layers do, so it scales both sides of a
-comparison); quantized weights are read at their width but multiplied at the bf16 rate.
+quantized weights are read at their width and multiplied at the bf16 rate, fp8 ones at the device's fp8 rate
+(attention runs at the same matrix rate).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.dims import (
@@ -42,6 +45,7 @@ from vllm_hpu_mm.models.dims import (
 )
 
 __all__ = [
+    "ALLREDUCE_LATENCY_S",
     "COMPUTE_EFFICIENCY",
     "DEVICE_RATES",
     "MEMORY_EFFICIENCY",
@@ -58,12 +62,16 @@ TERA = 10**12
 
 @dataclasses.dataclass(frozen=True)
 class DeviceRates:
-    """A device's dense bf16 matrix peak (FLOP/s) and memory bandwidth (bytes/s), with their public source."""
+    """A device's dense bf16 and fp8 matrix peaks (FLOP/s) and memory bandwidth (bytes/s), with their public
+    source."""
 
     name: str
     bf16_flops: float
     bandwidth: float
     source: str
+    fp8_flops: float = 0.0
+    #: One card's scale-up bandwidth to its peers (bytes/s, one direction): what a tensor-parallel all-reduce uses.
+    link_bandwidth: float = 0.0
 
 
 #: Vendor peak figures of one card (dense bf16 matrix engine, HBM bandwidth).
@@ -71,28 +79,35 @@ DEVICE_RATES: dict[str, DeviceRates] = {
     r.name: r
     for r in (
         DeviceRates("gaudi2", 432 * TERA, 2.46 * TERA,
-                    "Habana Gaudi2 white paper / Intel Gaudi2 product brief: 432 TFLOPS bf16 (MME), 96 GB HBM2E at "
-                    "2.46 TB/s"),
+                    "Habana Gaudi2 white paper / Intel Gaudi2 product brief: 432 TFLOPS bf16 and 865 TFLOPS fp8 "
+                    "(MME), 96 GB HBM2E at 2.46 TB/s; 21 of its 24 100 GbE RoCE ports reach the other 7 cards of an "
+                    "HLS-Gaudi2 (262.5 GB/s)", 865 * TERA, 262.5e9),
         DeviceRates("gaudi3", 1835 * TERA, 3.7 * TERA,
-                    "Intel Gaudi 3 AI accelerator white paper (2024): 1835 TFLOPS bf16 matrix (MME), 128 GB HBM2e at "
-                    "3.7 TB/s"),
+                    "Intel Gaudi 3 AI accelerator white paper (2024): 1835 TFLOPS bf16 and fp8 matrix (MME), 128 GB "
+                    "HBM2e at 3.7 TB/s; 21 of its 24 200 GbE ports reach the other 7 cards (525 GB/s)", 1835 * TERA,
+                    525e9),
         DeviceRates("h100", 989 * TERA, 3.35 * TERA,
-                    "NVIDIA H100 datasheet (SXM5 80GB): 989 TFLOPS dense bf16 tensor core (1979 with sparsity), "
-                    "3.35 TB/s HBM3"),
+                    "NVIDIA H100 datasheet (SXM5 80GB): 989 TFLOPS dense bf16 and 1979 dense fp8 tensor core, "
+                    "3.35 TB/s HBM3, NVLink 900 GB/s (450 each way)", 1979 * TERA, 450e9),
         DeviceRates("h200", 989 * TERA, 4.8 * TERA,
-                    "NVIDIA H200 datasheet (SXM 141GB): 989 TFLOPS dense bf16 tensor core, 4.8 TB/s HBM3e"),
+                    "NVIDIA H200 datasheet (SXM 141GB): 989 TFLOPS dense bf16 and 1979 dense fp8 tensor core, "
+                    "4.8 TB/s HBM3e, NVLink 900 GB/s (450 each way)", 1979 * TERA, 450e9),
     )
 }  # fmt: skip
 
-#: Share of the matrix peak a step's matmuls reach, and of the bandwidth its reads reach. Calibrated against public
-#: Gaudi throughput figures in ``benchmarks/step_time_check.py`` (see its results for the evidence level).
+#: Share of the matrix peak a step's matmuls reach and of the bandwidth its reads reach, the fixed cost of one step
+#: (graph launch, sampling, host work) and of one tensor-parallel all-reduce (two per layer): fitted (grid search) to
+#: Intel's published Gaudi 2 throughput and latency tables and scored on its Gaudi 3 tables, held out (median error
+#: 17%, worst 75%: ``benchmarks/results/step_time_check.md``, evidence level "vendor throughput tables").
 COMPUTE_EFFICIENCY = 0.55
-MEMORY_EFFICIENCY = 0.7
-#: Fixed cost of one step (graph launch, sampling, host scheduling), seconds.
-STEP_OVERHEAD_S = 2e-3
+MEMORY_EFFICIENCY = 0.9
+STEP_OVERHEAD_S = 4e-3
+ALLREDUCE_LATENCY_S = 100e-6
 #: Of the Qwen2.5-VL tower's blocks, one in this many attends over the whole image (``fullatt_block_indexes``
 #: 7, 15, 23, 31 of 32); the rest attend within windows of ``window_size`` pixels.
 _FULL_ATTENTION_EVERY = 8
+#: --quantization methods whose matmuls run at the device's fp8 rate (Gaudi's INC fp8 and vLLM's fp8).
+_FP8_METHODS = frozenset({"fp8", "inc", "fp8_per_tensor", "fp8_per_channel", "fp8_per_block", "fbgemm_fp8"})
 
 
 def has_time_model(device: str) -> bool:
@@ -105,6 +120,8 @@ class StepTime:
     """The per-step costs of one model on one device, per card. Build it with :func:`step_time`."""
 
     device: DeviceRates
+    #: The matrix rate the model's linear layers run at (fp8 weights on a device with an fp8 rate: that rate).
+    matrix_flops: float
     block_size: int
     tensor_parallel_size: int
     #: FLOPs per token of the linear layers without the routed experts, and of the routed experts when every
@@ -131,12 +148,16 @@ class StepTime:
     vision_window_blocks: int
     vision_window_patches: int
     vision_weight_bytes: float
+    #: Tensor parallelism: all-reduces per step (two per layer) and bytes each reduces per token.
+    allreduces: int = 0
+    allreduce_bytes_per_token: float = 0.0
     compute_efficiency: float = COMPUTE_EFFICIENCY
     memory_efficiency: float = MEMORY_EFFICIENCY
     overhead_s: float = STEP_OVERHEAD_S
+    allreduce_latency_s: float = ALLREDUCE_LATENCY_S
 
     def _roof(self, flops: float, nbytes: float) -> float:
-        return max(flops / (self.device.bf16_flops * self.compute_efficiency),
+        return max(flops / (self.matrix_flops * self.compute_efficiency),
                    nbytes / (self.device.bandwidth * self.memory_efficiency))  # fmt: skip
 
     def _touched(self, tokens: int) -> float:
@@ -145,12 +166,21 @@ class StepTime:
             return 0.0
         return 1.0 - (1.0 - self.experts_active_share) ** tokens
 
+    def _allreduce_s(self, tokens: int) -> float:
+        """A ring all-reduce moves 2 (tp - 1) / tp of the data over each card's links, plus a fixed cost each."""
+        if not self.allreduces:
+            return 0.0
+        tp = self.tensor_parallel_size
+        moved = tokens * self.allreduce_bytes_per_token * 2 * (tp - 1) / tp
+        bandwidth = (self.device.link_bandwidth or self.device.bandwidth) * self.memory_efficiency
+        return self.allreduces * self.allreduce_latency_s + moved / bandwidth
+
     def _linear_s(self, tokens: int, sequences: int) -> float:
         flops = tokens * (self.linear_flops_per_token + self.expert_flops_per_token) + (
             sequences * self.head_flops_per_sequence
         )
         nbytes = self.dense_weight_bytes + self.expert_weight_bytes * self._touched(tokens)
-        return self._roof(flops, nbytes + tokens * self.activation_bytes_per_token)
+        return self._roof(flops, nbytes + tokens * self.activation_bytes_per_token) + self._allreduce_s(tokens)
 
     def _pairs(self, query: int, context: int) -> float:
         """(query, key) pairs of one sequence over the layers, averaged over full and sliding layers: every query
@@ -177,6 +207,23 @@ class StepTime:
             batch * (context + query_tokens) * self.kv_bytes_per_token,
         )
         return self._linear_s(tokens, batch) + attention + self.overhead_s
+
+    def chunks_s(self, chunks: Sequence[tuple[int, int]]) -> float:
+        """One prefill forward running these (query tokens, context blocks) chunks unpadded, each over its own
+        context: the real work a bucket pads (the weights read once, attention per chunk)."""
+        chunks = [(q, c) for q, c in chunks if q > 0]
+        for q, c in chunks:
+            _check(query_tokens=q, context_blocks=c)
+        if not chunks:
+            return self.overhead_s
+        attention = sum(
+            self._roof(
+                self._pairs(q, c * self.block_size) * self.attention_flops_per_pair,
+                (c * self.block_size + q) * self.kv_bytes_per_token,
+            )
+            for q, c in chunks
+        )
+        return self._linear_s(sum(q for q, _ in chunks), len(chunks)) + attention + self.overhead_s
 
     def decode_s(self, batch: int, blocks: int) -> float:
         """One decode pass of ``batch`` sequences holding ``blocks`` KV blocks in all (vllm-gaudi's decode bucket
@@ -225,7 +272,8 @@ def _vision_terms(v: VisionDims, dtype_size: int, tp: int) -> tuple[float, float
 def step_time(model: ModelDims, device: str, *, block_size: int, tensor_parallel_size: int = 1,
               dtype_size: int = 2, kv_dtype_size: int | None = None, quantization: str | None = None,
               compute_efficiency: float = COMPUTE_EFFICIENCY, memory_efficiency: float = MEMORY_EFFICIENCY,
-              overhead_s: float = STEP_OVERHEAD_S) -> StepTime:  # fmt: skip
+              overhead_s: float = STEP_OVERHEAD_S, allreduce_latency_s: float = ALLREDUCE_LATENCY_S,
+              ) -> StepTime:  # fmt: skip
     """The step costs of ``model`` on one card of ``device`` (a name :data:`DEVICE_RATES` knows) under tensor
     parallelism ``tensor_parallel_size``, with KV blocks of ``block_size`` tokens."""
     key = device.strip().lower()
@@ -237,6 +285,8 @@ def step_time(model: ModelDims, device: str, *, block_size: int, tensor_parallel
         raise ConfigError("step-time efficiencies are accepted in (0, 1] and the overhead >= 0 s")
     tp = tensor_parallel_size
     h = model.hidden_size
+    rates = DEVICE_RATES[key]
+    fp8 = (quantization or "").lower() in _FP8_METHODS
     experts = expert_parameters(model)
     active = active_linear_parameters(model)
     share = model.moe.experts_per_token / model.moe.num_experts if model.moe.present else 0.0
@@ -255,6 +305,7 @@ def step_time(model: ModelDims, device: str, *, block_size: int, tensor_parallel
     v = _vision_terms(model.vision, dtype_size, tp)
     return StepTime(
         device=DEVICE_RATES[key],
+        matrix_flops=rates.fp8_flops if fp8 and rates.fp8_flops else rates.bf16_flops,
         block_size=block_size,
         tensor_parallel_size=tp,
         linear_flops_per_token=2 * dense_linear / tp,
@@ -278,6 +329,9 @@ def step_time(model: ModelDims, device: str, *, block_size: int, tensor_parallel
         compute_efficiency=compute_efficiency,
         memory_efficiency=memory_efficiency,
         overhead_s=overhead_s,
+        allreduces=2 * model.num_layers if tp > 1 else 0,
+        allreduce_bytes_per_token=h * dtype_size,
+        allreduce_latency_s=allreduce_latency_s,
     )
 
 

@@ -20,10 +20,18 @@ from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.planner import Plan, plan
 from vllm_hpu_mm.plan.text_buckets import plan_for_traffic, text_time
 from vllm_hpu_mm.plan.vision_cost import PoolMode
-from vllm_hpu_mm.replay.job import Images, Schedules, TowerImages, replay_model, schedules, vision_efficiency
+from vllm_hpu_mm.replay.job import (
+    Images,
+    Schedules,
+    TowerImages,
+    replay_model,
+    schedules,
+    timer_for,
+    vision_efficiency,
+)
 from vllm_hpu_mm.replay.report import Report, result_dict, to_dict
 from vllm_hpu_mm.replay.run import ReplayResult
-from vllm_hpu_mm.replay.scheduler import Limits
+from vllm_hpu_mm.replay.scheduler import Arrivals, Limits
 from vllm_hpu_mm.runtimes.base import EngineShape, RuntimeModel
 from vllm_hpu_mm.traffic.requests import Traffic
 
@@ -139,10 +147,12 @@ def _plan(i: PlanInputs, shape: EngineShape, runs: Schedules, block_cap: int, pr
 def replay_report(first: Plan, traffic: Traffic, settings: Settings, *, own: RuntimeModel,
                   yours: tuple[RuntimeModel, str] | None, plan_buckets: bool, budget: int | None,
                   concurrency: int | None, requests: int, kv_blocks: int | None,
-                  budget_flag: str = "--text-graph-budget") -> tuple[Report, TextBucketPlan | None]:  # fmt: skip
+                  budget_flag: str = "--text-graph-budget", arrivals: Arrivals | None = None,
+                  strategies: tuple[RuntimeModel, ...] = ()) -> tuple[Report, TextBucketPlan | None]:  # fmt: skip
     """``buckets replay``: the traffic through the runtime's own strategy (``own``), the user's bucket file
-    (``yours``: the runtime with it, and its name) and the buckets planned from the traffic (unless
-    ``plan_buckets`` is off), side by side, at the plan's limits."""
+    (``yours``: the runtime with it, and its name), the buckets planned from the traffic (unless ``plan_buckets``
+    is off) and the runtime's other built-in ``strategies``, side by side, at the plan's limits, in time where the
+    device has a time model."""
     check_budget(budget, budget_flag)
     i = first.inputs
     shape = engine_shape(i, kv_blocks if kv_blocks is not None else first.kv_blocks)
@@ -152,10 +162,13 @@ def replay_report(first: Plan, traffic: Traffic, settings: Settings, *, own: Run
                           "(name --runtime vllm-gaudi)")  # fmt: skip
     images = _images(i, i.buckets, settings)
     limits = Limits(i.max_num_seqs, i.max_num_batched_tokens, i.max_model_len, i.block_size, shape.num_kv_blocks)
-    runs = schedules(traffic, limits, images, concurrency=concurrency, requests=requests)
-    results = [replay_model(own, shape, runs, configured_label(own, shape))]
+    timer = timer_for(i.model, i.device, block_size=i.block_size, tensor_parallel_size=i.tensor_parallel_size,
+                      dtype_size=i.dtype_size, quantization=i.quantization, images=images)  # fmt: skip
+    runs = schedules(traffic, limits, images, concurrency=concurrency, requests=requests, arrivals=arrivals,
+                     timer=timer)  # fmt: skip
+    results = [replay_model(own, shape, runs, configured_label(own, shape), timer)]
     if yours is not None:
-        results.append(replay_model(yours[0], shape, runs, yours[1]))
+        results.append(replay_model(yours[0], shape, runs, yours[1], timer))
     planned = None
     notes = []
     if plan_buckets:
@@ -163,15 +176,33 @@ def replay_report(first: Plan, traffic: Traffic, settings: Settings, *, own: Run
         planned = chosen.plan
         told = own.with_text_buckets(chosen.plan.prompt, chosen.plan.decode)
         if told is not None:
-            results.append(replay_model(told, shape, runs, PLANNED_LABEL))
+            results.append(replay_model(told, shape, runs, PLANNED_LABEL, timer))
             notes.append(f"planned buckets: budget {chosen.reason}")
+    labels = {r.label for r in results}
+    for model in strategies:
+        label = configured_label(model, shape)
+        if label not in labels:
+            results.append(replay_model(model, shape, runs, label, timer))
+            labels.add(label)
     traits = own.traits
     engine = {"max_model_len": shape.max_model_len, "max_num_seqs": shape.max_num_seqs,
               "max_num_batched_tokens": shape.max_num_batched_tokens, "block_size": shape.block_size,
               "num_kv_blocks": shape.num_kv_blocks}  # fmt: skip
     kv_note = ("KV blocks: given" if kv_blocks is not None else "KV blocks: the plan's estimate (the decode buckets "
                "depend on it; give the log's '# HPU blocks' with --kv-blocks)")  # fmt: skip
+    refused: dict[str, int] = {}
+    for t in runs.traces:
+        for reason, n in t.refusals:
+            refused[reason] = refused.get(reason, 0) + n
+    time_model = None
+    if timer is not None:
+        d = timer.step.device
+        time_model = (f"roofline of one step on {d.name} ({d.bf16_flops / 1e12:.0f} TFLOPS bf16, "
+                      f"{d.bandwidth / 1e12:.2f} TB/s; TP {timer.step.tensor_parallel_size}), schedule drained; "
+                      "evidence: vendor throughput tables (benchmarks/results/step_time_check.md); padding shares "
+                      "are relative and move little with its efficiencies")  # fmt: skip
     report = Report(tuple(results), traffic.source, runs.load, runs.requests, engine, traits.backend,
                     vision_efficiency(traffic.images(), images), images.buckets,
-                    settings.skip_warmup, (kv_note, *notes))  # fmt: skip
+                    settings.skip_warmup, (kv_note, *notes), tuple(sorted(refused.items())),
+                    time_model)  # fmt: skip
     return report, planned
