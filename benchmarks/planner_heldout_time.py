@@ -215,8 +215,8 @@ def plan_config(c: Config, requests: int) -> dict[str, Any]:
     assert m is not None
     block = 128
     kv = kv_blocks(m, c.device, c.tp, block)
-    shape = EngineShape(max_model_len=c.max_model_len, max_num_seqs=c.max_num_seqs,
-                        max_num_batched_tokens=c.max_num_batched_tokens, block_size=block, num_kv_blocks=kv)  # fmt: skip
+    shape = EngineShape(max_model_len=c.max_model_len, max_num_seqs=c.max_num_seqs, block_size=block,
+                        max_num_batched_tokens=c.max_num_batched_tokens, num_kv_blocks=kv)  # fmt: skip
     limits = Limits(c.max_num_seqs, c.max_num_batched_tokens, c.max_model_len, block, kv)
     text_limits = TextLimits(c.max_num_seqs, c.max_num_batched_tokens, c.max_model_len, block,
                              decode_block_ceiling(shape), 1)  # fmt: skip
@@ -294,11 +294,12 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "# The time planner vs vllm-gaudi's exp, lin and pad, on held-out traffic, through vllm-gaudi's own lookup",
         "",
         f"vllm-gaudi {meta['commit']}: every lookup ran in its own code on CPU (benchmarks/vllm_gaudi_driver.py).",
-        "Schedules: our model of vLLM 0.32's scheduler, drain kept (every admitted request runs to the end), "
-        f"max({meta['requests']}, 4 x the load) held-out requests per load, closed loop at each load. Time: models/step_time.py "
-        "(a roofline with fitted efficiencies; relative use only). Padded time = modelled seconds at the bucket vllm-gaudi "
-        "returned minus at the real shape, summed over every forward; share = padded / useful. Warm-up estimate = "
-        "graphs x the calibrated seconds per graph (plan/costs.py), so it follows the graph count.",
+        "Schedules: our model of vLLM 0.32's scheduler, drain kept (every admitted request runs to the end),",
+        f"max({meta['requests']}, 4 x the load) held-out requests per load, closed loop at each load.",
+        "Time: models/step_time.py (a roofline with fitted efficiencies; relative use only). Padded time = modelled",
+        "seconds at the bucket vllm-gaudi returned minus at the real shape, summed over every forward; share =",
+        "padded / useful. Warm-up estimate = graphs x the calibrated seconds per graph (plan/costs.py): it follows",
+        "the graph count.",
         f"Machine: {meta['machine']}. Run {meta['date']}, {meta['seconds']:.0f} s. Nothing here ran on Gaudi.",
         "",
         "Pass: 0 compiles at every load; ours' padded time <= exp's at every load; graphs (and so warm-up) <= a third "
