@@ -134,7 +134,8 @@ def sensitivity(cfg: Config, planned: Any, requests: int, tmp: Path) -> list[dic
             timer = Timer(st, lambda t: (t - 2) * 4, bucket)
             a = totals(replay_model(ours, shape, runs, "ours", timer))
             b = totals(replay_model(exp, shape, runs, "exp", timer))
-            assert a is not None and b is not None
+            assert a is not None
+            assert b is not None
             out.append({"load": level, "compute_x": ce, "memory_x": me, "overhead_x": oh,
                         "ours_padding": round(a.overhead, 4), "exp_padding": round(b.overhead, 4),
                         "ours_not_slower": a.padded_s <= b.padded_s * (1 + 1e-9)})  # fmt: skip
@@ -185,7 +186,8 @@ def render(out: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     ]
     for c in out:
         lines += [f"## {c['config']}", "", "| load | configuration | graphs | warm-up | compiles at run time | "
-                  "padding over useful time | added per-token p99 | added TTFT p99 |", "|---|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+                  "padding over useful time | added per-token p99 | added TTFT p99 |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
         for row in c["loads"]:
             for r in row["configurations"]:
                 lines.append(f"| {row['load']} | {r['label']} | {r['graphs']} | {r['warmup_s']} s | {r['compiles']} "
