@@ -201,15 +201,12 @@ def brute_decode(limits: TextLimits, shapes: dict[tuple[int, int], int], budget:
     for size in range(1, budget + 1):
         for chosen in itertools.combinations(buckets, size):
             ordered = sorted(chosen)
-
-            def find(n: int, k: int) -> tuple[int, int] | None:
-                return next(((b, c) for b, c in ordered if b >= n and c >= k), None)
-
-            if any((f := find(n, k)) is None or f[1] > GROSS_FACTOR * k for n, k in allowed):
+            found = {(n, k): next(((b, c) for b, c in ordered if b >= n and c >= k), None) for n, k in allowed}
+            if any(f is None or f[1] > GROSS_FACTOR * k for (n, k), f in found.items()):
                 continue
             cost = 0.0
             for (n, k), w in shapes.items():
-                f = find(n, k)
+                f = found[(n, k)]
                 assert f is not None
                 cost += w * TIME.decode_s(*f)
             best = min(best, cost)

@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from vllm_hpu_mm.cli.main import main
-from vllm_hpu_mm.plan.costs import HPU_WARMUP_SECONDS_PER_GRAPH
 from vllm_hpu_mm.replay.job import Images, replay_model, schedules
 from vllm_hpu_mm.replay.scheduler import Limits
-from vllm_hpu_mm.runtimes.base import EngineShape
+from vllm_hpu_mm.runtimes.base import HPU_WARMUP_SECONDS_PER_GRAPH, EngineShape
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.traffic.default import default_traffic
 
