@@ -51,7 +51,9 @@ from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
 from vllm_hpu_mm.traffic.requests import Request, Traffic
 
-SHARED = ts.SHARED_SIZES
+#: The shared image-size sets beside the checkout (a worktree sits one level deeper than the main checkout).
+SHARED = next((p for p in (ts.SHARED_SIZES, ts.ROOT.parents[1] / "shared" / "data" / "image_sizes") if p.exists()),
+              ts.SHARED_SIZES)  # fmt: skip
 VISION_BUCKETS = (1600, 3136, 4096, 6400, 7744, 9216, 12544)
 #: Card memory (GiB) for the KV estimate: Gaudi2 96 GB, Gaudi3 128 GB HBM; 0.9 utilisation, 10% of it for graphs.
 CARD_GIB = {"gaudi2": 96, "gaudi3": 128}
