@@ -40,11 +40,10 @@ from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
 from vllm_hpu_mm.models.catalog import catalog_by_id
 from vllm_hpu_mm.models.dims import ModelDims, kv_bytes_per_token, weight_bytes
 from vllm_hpu_mm.models.step_time import StepTime, step_time
-from vllm_hpu_mm.plan.costs import warmup_estimate
 from vllm_hpu_mm.plan.text_buckets import plan_for_traffic, plan_from_traces
 from vllm_hpu_mm.replay.job import Images, Schedules, schedules
 from vllm_hpu_mm.replay.scheduler import DecodeRun, Limits, Trace
-from vllm_hpu_mm.runtimes.base import EngineShape
+from vllm_hpu_mm.runtimes.base import EngineShape, warmup_estimate
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import VLLM_GAUDI_COMMIT, BucketingConfig
 from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling
