@@ -1,0 +1,61 @@
+"""The text buckets planned from a replay's schedules: every load weighs the same in time when the load is unknown,
+the default rule's plan never compiles through vllm-gaudi's runner at any load and pads no longer than its own
+strategy at the loads it was judged on, and a given budget is capped by what the runtime itself warms."""
+
+from __future__ import annotations
+
+import pytest
+
+from vllm_hpu_mm.buckets.text import TextLimits
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.models.catalog import CATALOG, DEFAULT_MODEL
+from vllm_hpu_mm.plan.text_buckets import load_shapes, plan_for_traffic, planning_weights, text_time
+from vllm_hpu_mm.replay.job import Images, replay_model, schedules
+from vllm_hpu_mm.replay.scheduler import Limits
+from vllm_hpu_mm.runtimes.base import EngineShape
+from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
+from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling
+from vllm_hpu_mm.traffic.default import default_traffic
+
+SHAPE = EngineShape(max_model_len=16384, max_num_seqs=32, max_num_batched_tokens=4096, block_size=128,
+                    num_kv_blocks=3000)  # fmt: skip
+LIMITS = Limits(32, 4096, 16384, 128, 3000)
+TEXT_LIMITS = TextLimits(32, 4096, 16384, 128, decode_block_ceiling(SHAPE))
+TIME = text_time(CATALOG[DEFAULT_MODEL], "gaudi2", block_size=128, tensor_parallel_size=1)
+
+
+def runs(concurrency: int | None):  # type: ignore[no-untyped-def]
+    return schedules(default_traffic(), LIMITS, Images((1600, 3136, 12544)), concurrency=concurrency, requests=200)
+
+
+def test_with_the_load_unknown_every_load_weighs_the_same_useful_seconds() -> None:
+    loads = load_shapes(runs(None))
+    assert len(loads) == 6  # 1, 2, 4, 8, 16, 32 at once
+    prefill, decode = planning_weights(loads[:1], TIME, balanced=True)
+    useful = sum(n * TIME.prefill_s(1, q, c) for (q, c), n in prefill.items()) + sum(
+        n * TIME.decode_s(s, k) for (s, k), n in decode.items())  # fmt: skip
+    assert useful == pytest.approx(1e6, rel=0.01)
+
+
+def test_the_default_rule_never_compiles_and_pads_no_longer_than_exp_at_the_loads_it_was_judged_on() -> None:
+    r = runs(None)
+    own = VllmGaudi().text_shapes(SHAPE)
+    chosen = plan_for_traffic(r, TEXT_LIMITS, own, TIME, budget=None)
+    total = len(own.prefill) + len(own.decode)
+    assert chosen.plan.graphs <= chosen.budget <= total // 2
+    told = VllmGaudi().with_text_buckets(chosen.plan.prompt, chosen.plan.decode)
+    assert told is not None
+    replayed = replay_model(told, SHAPE, r, "planned")
+    assert not replayed.compiles
+    assert not replayed.fallbacks
+    if not chosen.short:
+        assert all(v.ours.padded_s <= v.own.padded_s * (1 + 1e-9) for v in chosen.loads)
+    else:  # a half, and the reason names the loads still short
+        assert chosen.budget == total // 2
+        assert all(load in chosen.reason for load in chosen.short)
+
+
+def test_a_budget_above_what_the_runtime_warms_is_refused_in_one_line() -> None:
+    own = VllmGaudi().text_shapes(SHAPE)
+    with pytest.raises(ConfigError, match=r"^--text-graph-budget 2147483647 is invalid; accepted: 2 to \d+"):
+        plan_for_traffic(runs(8), TEXT_LIMITS, own, TIME, budget=2147483647)
