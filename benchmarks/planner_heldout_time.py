@@ -227,12 +227,15 @@ def plan_config(c: Config, requests: int) -> dict[str, Any]:
                                 seed=1)  # fmt: skip
     strategies = {s: VllmGaudi(BucketingConfig(strategy=s)).text_shapes(shape) for s in ("exp", "lin", "pad")}
     counts = {s: len(x.prefill) + len(x.decode) for s, x in strategies.items()}
+    # a known load: every load level is weighed in and judged too, as serve and buckets replay do (plan_for)
+    sweep = None if runs.balanced else schedules(traffic_of(c.plan), limits, images, concurrency=None,
+                                                 requests=requests, seed=1)  # fmt: skip
     start = time.time()
-    chosen = plan_for_traffic(runs, text_limits, strategies["exp"], t, budget=None)
+    chosen = plan_for_traffic(runs, text_limits, strategies["exp"], t, budget=None, sweep=sweep)
     seconds = time.time() - start
     plans: dict[str, TextBucketPlan] = {"ours": chosen.plan}
     for s in ("lin", "pad"):
-        plans[f"ours at {s}'s count"] = plan_from_traces(runs, text_limits, counts[s], time=t)
+        plans[f"ours at {s}'s count"] = plan_from_traces(runs, text_limits, counts[s], time=t, sweep=sweep)
     return {"shape": shape, "limits": limits, "time": t, "counts": counts, "plans": plans, "chosen": chosen,
             "plan_seconds": seconds, "images": images}  # fmt: skip
 

@@ -57,6 +57,8 @@ SMOOTH_OCTAVES = 1.0
 SMOOTH_QUERY = 2.0
 #: Prompt graphs tried between each phase's least: the budget goes to the split with the least modelled time.
 SPLIT_STEPS = 12
+#: Budgets above this plan on a finer grid (twice as fine up to 4x this, four times beyond).
+FINE_BUDGET = 300
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,7 +203,12 @@ def _within_limits(shapes: Mapping[tuple[int, int], int], top: Callable[[int], i
     return out
 
 
-def prompt_axes(limits: TextLimits, time: StepTimes) -> PhaseAxes:
+def resolution(budget: int) -> int:
+    """The planner's grid density for a budget: finer where many graphs are given (another strategy's count)."""
+    return 1 if budget <= FINE_BUDGET else 2 if budget <= 4 * FINE_BUDGET else 4
+
+
+def prompt_axes(limits: TextLimits, time: StepTimes, res: int = 1) -> PhaseAxes:
     """The prompt phase: rows of query lengths (batch 1), values of context blocks from 0 up to what the row's
     smallest query leaves of max_model_len."""
     return PhaseAxes(
@@ -213,10 +220,11 @@ def prompt_axes(limits: TextLimits, time: StepTimes) -> PhaseAxes:
         need=lambda q, prev: 1,
         spill=False,
         zero=True,
+        resolution=res,
     )
 
 
-def decode_axes(limits: TextLimits, time: StepTimes) -> PhaseAxes:
+def decode_axes(limits: TextLimits, time: StepTimes, res: int = 1) -> PhaseAxes:
     """The decode phase: rows of batch sizes, values of KV blocks from the batch (a bucket holds at least as many
     blocks as sequences) up to the limits; only the last row covers them (a row holds what its traffic needs)."""
     return PhaseAxes(
@@ -228,6 +236,7 @@ def decode_axes(limits: TextLimits, time: StepTimes) -> PhaseAxes:
         need=lambda n, prev: prev + 1,
         spill=True,
         zero=False,
+        resolution=res,
     )
 
 
@@ -262,7 +271,8 @@ def plan_text_buckets(
     """
     top_q = limits.top_query
     raw_prefill, raw_decode = dict(prefill), dict(decode)
-    prompt_ax, decode_ax = prompt_axes(limits, time), decode_axes(limits, time)
+    res = resolution(budget)
+    prompt_ax, decode_ax = prompt_axes(limits, time, res), decode_axes(limits, time, res)
     prior_share = PRIOR_SHARE if prior_share is None else prior_share
     smooth_octaves = SMOOTH_OCTAVES if smooth_octaves is None else smooth_octaves
     prefill = smoothed(prefill, smooth_octaves, first_octaves=SMOOTH_QUERY, first_top=top_q)

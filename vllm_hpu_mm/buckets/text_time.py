@@ -88,6 +88,9 @@ class PhaseAxes:
     spill: bool
     #: Every row holds value 0 (prompt: a fresh prompt runs with no context).
     zero: bool
+    #: Candidate density and the most rows / values per row, as multiples of the defaults (a large budget buys a
+    #: finer grid).
+    resolution: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,7 +136,7 @@ def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_va
     if axes.zero and top <= 0:  # no context fits beside this row's queries: context 0 alone
         return _Curve((zero_cost,), ((0,),))
     low = max(floor, 1)
-    cands = sorted({*_log_grid(low, end), end})
+    cands = sorted({*_log_grid(low, end, CANDIDATES_PER_OCTAVE * axes.resolution), end})
     c = np.array(cands, dtype=np.int64)
     idx = np.searchsorted(c, vals)  # each shape's least candidate at or above it
     per = np.bincount(idx, weights=w, minlength=len(c)).astype(np.float64)
@@ -241,7 +244,7 @@ def lookup(
 
 def _row_candidates(axes: PhaseAxes, first: _I) -> list[int]:
     g = axes.row_round
-    grid = {min(axes.rows_top, -(-v // g) * g) for v in _log_grid(1, axes.rows_top, ROWS_PER_OCTAVE)}
+    grid = {min(axes.rows_top, -(-v // g) * g) for v in _log_grid(1, axes.rows_top, ROWS_PER_OCTAVE * axes.resolution)}
     return sorted(grid | {axes.rows_top})
 
 
@@ -350,7 +353,7 @@ class PhaseOptions:
         return out
 
 
-def phase_options(axes: PhaseAxes, shapes: Mapping[tuple[int, int], float], most_rows: int = MAX_ROWS) -> PhaseOptions:
+def phase_options(axes: PhaseAxes, shapes: Mapping[tuple[int, int], float], most_rows: int = 1 << 30) -> PhaseOptions:
     """The candidate plans of a phase for ``shapes`` ((first, second) -> weight): for each number of rows up to
     ``most_rows``, the rows and each row's curve of values, and their allocation for every budget."""
     keys = [k for k, n in shapes.items() if n > 0] or [(axes.rows_top, 0)]
@@ -365,7 +368,7 @@ def phase_options(axes: PhaseAxes, shapes: Mapping[tuple[int, int], float], most
     cands = _row_candidates(axes, first)
     memo: dict[tuple[int, int, bool], _Curve] = {}
     out = []
-    for rows in _row_sets(axes, cands, first, second, weight, min(MAX_ROWS, most_rows)):
+    for rows in _row_sets(axes, cands, first, second, weight, min(MAX_ROWS * axes.resolution, most_rows)):
         idx = np.searchsorted(np.array(rows, dtype=np.int64), first)
         curves = []
         for i, row in enumerate(rows):
@@ -375,7 +378,7 @@ def phase_options(axes: PhaseAxes, shapes: Mapping[tuple[int, int], float], most
             if key not in memo:
                 sel = idx == i
                 memo[key] = _ladder(dataclasses.replace(axes, spill=spill), row, prev, second[sel], weight[sel],
-                                    MAX_VALUES_PER_ROW)  # fmt: skip
+                                    MAX_VALUES_PER_ROW * axes.resolution)  # fmt: skip
             curves.append(memo[key])
         out.append((rows, tuple(curves), _allocate(curves)))
     return PhaseOptions(axes, first, second, weight, tuple(out))

@@ -136,8 +136,10 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
     planned = None
     notes = []
     if args.plan_buckets:
+        # a known load or arrivals: every load level is planned for (lightly) and judged as well
+        sweep = None if runs.balanced else schedules(traffic, limits, images, concurrency=None, requests=args.requests)
         chosen = plan_for(inputs, shape, runs, lookup.decode_block_cap, lookup.max_prefill_batch, budget, own,
-                          sizing.flag("text_graph_budget"))  # fmt: skip
+                          sizing.flag("text_graph_budget"), sweep)  # fmt: skip
         planned = chosen.plan
         told = own.with_text_buckets(planned.prompt, planned.decode)
         if told is not None:

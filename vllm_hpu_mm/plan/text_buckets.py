@@ -33,6 +33,10 @@ __all__ = [
 TIME_DEVICE = "gaudi2"
 #: Each load's weight when every load weighs the same: its steps scaled so its useful seconds sum to this.
 LOAD_SCALE = 1e6
+#: With a known load (or arrivals), the share of the planning weight it takes; every load level of the sweep shares
+#: the rest and is judged as well: a server planned for one load still meets every other (a burst's drain, a quiet
+#: hour, twice the load it was planned for).
+KNOWN_LOAD_SHARE = 0.5
 
 
 def text_time(model: ModelDims, device: str, *, block_size: int, tensor_parallel_size: int) -> StepTime:
@@ -51,18 +55,20 @@ def load_shapes(runs: Schedules) -> tuple[LoadShapes, ...]:
 
 
 def planning_weights(loads: Sequence[LoadShapes], time: StepTimes, *, balanced: bool,
+                     shares: Sequence[float] | None = None,
                      ) -> tuple[dict[tuple[int, int], int], dict[tuple[int, int], int]]:  # fmt: skip
-    """The shapes the planner minimises time over: every load's steps as they ran (a known load), or, with
-    ``balanced``, each load scaled to the same useful seconds (every load weighs the same)."""
+    """The shapes the planner minimises time over: every load's steps as they ran (``balanced`` off), or each load
+    scaled to the same useful seconds (times its share in ``shares``, when given)."""
     prefill: dict[tuple[int, int], float] = {}
     decode: dict[tuple[int, int], float] = {}
-    for load in loads:
+    for i, load in enumerate(loads):
         factor = 1.0
         if balanced:
             useful = sum(n * time.prefill_s(1, q, c) for (q, c), n in load.prefill.items()) + sum(
                 n * time.decode_s(s, k) for (s, k), n in load.decode.items()
             )
-            factor = LOAD_SCALE / useful if useful else 0.0
+            share = 1.0 if shares is None else shares[i] * len(loads)
+            factor = LOAD_SCALE * share / useful if useful else 0.0
         for out, shapes in ((prefill, load.prefill), (decode, load.decode)):
             for key, n in shapes.items():
                 out[key] = out.get(key, 0.0) + n * factor
@@ -77,10 +83,25 @@ def _levels(runs: Schedules) -> list[int]:
     return [t.concurrency for t in runs.traces] if runs.balanced else []
 
 
-def plan_from_traces(runs: Schedules, limits: TextLimits, budget: int, *, time: StepTimes) -> TextBucketPlan:
-    """The text buckets planned over the schedules within ``budget`` graphs (batch-1 prompt rows and decode)."""
-    weights = planning_weights(load_shapes(runs), time, balanced=runs.balanced)
-    return plan_text_buckets(*weights, limits, budget=budget, time=time, load_levels=_levels(runs))
+def plan_from_traces(runs: Schedules, limits: TextLimits, budget: int, *, time: StepTimes,
+                     sweep: Schedules | None = None) -> TextBucketPlan:  # fmt: skip
+    """The text buckets planned over the schedules within ``budget`` graphs (batch-1 prompt rows and decode), every
+    load level of ``sweep`` weighed in as :func:`plan_for_traffic` does."""
+    _, weights, levels = _weights(runs, time, sweep)
+    return plan_text_buckets(*weights, limits, budget=budget, time=time, load_levels=levels)
+
+
+def _weights(runs: Schedules, time: StepTimes, sweep: Schedules | None) -> tuple[
+        tuple[LoadShapes, ...], tuple[dict[tuple[int, int], int], dict[tuple[int, int], int]], list[int]]:  # fmt: skip
+    """The loads judged, the planning weights and the load levels: ``runs`` alone, or with ``sweep``'s levels taking
+    1 - :data:`KNOWN_LOAD_SHARE` of the weight."""
+    loads = load_shapes(runs)
+    if sweep is None or runs.balanced:
+        return loads, planning_weights(loads, time, balanced=runs.balanced), _levels(runs)
+    extra = load_shapes(sweep)
+    shares = [KNOWN_LOAD_SHARE / len(loads)] * len(loads) + [(1 - KNOWN_LOAD_SHARE) / len(extra)] * len(extra)
+    both = (*loads, *extra)
+    return both, planning_weights(both, time, balanced=True, shares=shares), _levels(sweep)
 
 
 def _own_buckets(own: TextShapes) -> tuple[tuple[tuple[int, int, int], ...], tuple[tuple[int, int, int], ...]]:
@@ -88,11 +109,13 @@ def _own_buckets(own: TextShapes) -> tuple[tuple[tuple[int, int, int], ...], tup
 
 
 def plan_for_traffic(runs: Schedules, limits: TextLimits, own: TextShapes, time: StepTimes, *, budget: int | None,
-                     budget_flag: str = "--text-graph-budget") -> BudgetedPlan:  # fmt: skip
+                     budget_flag: str = "--text-graph-budget",
+                     sweep: Schedules | None = None) -> BudgetedPlan:  # fmt: skip
     """The text buckets for ``runs``: within ``budget`` when given (at most the runtime's ``own`` graph count), else
-    by the default rule, judged at every load of ``runs`` against the runtime's own buckets."""
+    by the default rule, judged at every load of ``runs`` against the runtime's own buckets. With ``sweep`` (every
+    load level, when ``runs`` is one known load or an arrival process), its levels are planned for with
+    1 - :data:`KNOWN_LOAD_SHARE` of the weight and judged too."""
     theirs = _own_buckets(own)
     check_budget(budget, len(theirs[0]) + len(theirs[1]), budget_flag)
-    loads = load_shapes(runs)
-    weights = planning_weights(loads, time, balanced=runs.balanced)
-    return choose_budget(weights, loads, limits, theirs, time, budget=budget, load_levels=_levels(runs))
+    loads, weights, levels = _weights(runs, time, sweep)
+    return choose_budget(weights, loads, limits, theirs, time, budget=budget, load_levels=levels)

@@ -114,8 +114,9 @@ def choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: in
     label = configured_label(i.runtime, shape)
     before = replay_model(i.runtime, shape, runs, label)
     backend = i.runtime.traits.backend
+    sweep = None if runs.balanced else schedules(traffic, limits, images, concurrency=None, requests=requests)
     chosen = plan_for(i, shape, runs, lookup.decode_block_cap, lookup.max_prefill_batch, budget, i.runtime,
-                      budget_flag)  # fmt: skip
+                      budget_flag, sweep)  # fmt: skip
     runtime = i.runtime.with_text_buckets(chosen.plan.prompt, chosen.plan.decode)
     if runtime is None:
         return first, TextChoice(traffic.source, runs, shape, before, None, None, chosen.budget, False,
@@ -137,10 +138,14 @@ def images_for(i: PlanInputs, buckets: tuple[int, ...] | None, settings: Setting
 
 
 def plan_for(i: PlanInputs, shape: EngineShape, runs: Schedules, block_cap: int, prefill_batch: int, budget: int | None,
-             runtime: RuntimeModel, budget_flag: str = "--text-graph-budget") -> BudgetedPlan:  # fmt: skip
-    """The buckets planned over ``runs`` for ``runtime``, priced with the plan's step-time model, by the default
-    budget rule unless ``budget`` is given (:func:`~vllm_hpu_mm.plan.text_buckets.plan_for_traffic`)."""
+             runtime: RuntimeModel, budget_flag: str = "--text-graph-budget",
+             sweep: Schedules | None = None) -> BudgetedPlan:  # fmt: skip
+    """The buckets planned over ``runs`` (and every load level of ``sweep``) for ``runtime``, priced with the plan's
+    step-time model, by the default budget rule unless ``budget`` is given
+    (:func:`~vllm_hpu_mm.plan.text_buckets.plan_for_traffic`)."""
     limits = TextLimits(i.max_num_seqs, i.max_num_batched_tokens, i.max_model_len, i.block_size, block_cap,
                         prefill_batch)  # fmt: skip
     time = text_time(i.model, i.device, block_size=i.block_size, tensor_parallel_size=i.tensor_parallel_size)
-    return plan_for_traffic(runs, limits, runtime.text_shapes(shape), time, budget=budget, budget_flag=budget_flag)
+    return plan_for_traffic(
+        runs, limits, runtime.text_shapes(shape), time, budget=budget, budget_flag=budget_flag, sweep=sweep
+    )
