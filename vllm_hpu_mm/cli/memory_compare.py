@@ -18,7 +18,8 @@ import math
 from typing import Any
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.common import ExitCode, help_text, on_default_device, print_json
+from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
+from vllm_hpu_mm.jobs.serve import on_default_device
 from vllm_hpu_mm.logs.compare import Comparison, Row, compare, run_inputs
 from vllm_hpu_mm.logs.reading import log_lines
 from vllm_hpu_mm.logs.reproduce import read_log

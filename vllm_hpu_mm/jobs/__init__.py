@@ -1,0 +1,7 @@
+"""The jobs the commands run, one library function each, taking the parsed arguments whole: :mod:`.serve` (``memory
+plan`` and ``serve``: plan, export, build the server's command) and :mod:`.replay` (``buckets replay``). The vision
+bucket jobs (``buckets plan`` and ``check``) are :mod:`vllm_hpu_mm.buckets.job`. ``cli/`` parses and prints them.
+
+A job composes the floors below it (plan, runtimes, replay, buckets); nothing below imports a job."""
+
+__all__: list[str] = []  # import the submodules by name
