@@ -95,10 +95,6 @@ def _launch_unplanned(args: argparse.Namespace, argv: list[str], warning: str) -
     os.execvpe(argv[0], argv, envs.process_environ())  # pragma: no cover - replaces this process
 
 
-#: Findings about memory; the others (a bucket list the runtime fails on) are configurations it refuses.
-MEMORY_FINDINGS = ("weights_do_not_fit", "kv_cache_too_small")
-
-
 def run(args: argparse.Namespace) -> int:
     extra: list[str] = list(args.extra)
     settings = envs.load()
@@ -126,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(launch.table)
         first = next(f for f in result.findings if f.severity == "error")
-        what = "the memory plan does not fit" if first.code in MEMORY_FINDINGS else "the server would not start"
+        what = "the memory plan does not fit" if first.about_memory else "the server would not start"
         return fail(f"{what}: {first.message}; fix: {first.fix.text}", ExitCode.NEGATIVE)
     argv = _checked(list(launch.argv), vllm)  # with what the exports added
     notes = [*server.notes, *exports.notes]

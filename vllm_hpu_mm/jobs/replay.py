@@ -26,11 +26,12 @@ from vllm_hpu_mm.plan.text_choice import (
     images_for,
     plan_for,
 )
-from vllm_hpu_mm.replay.job import replay_model, schedules, timer_for, vision_efficiency
+from vllm_hpu_mm.replay.job import Schedules, replay_model, schedules, timer_for, vision_efficiency
 from vllm_hpu_mm.replay.report import Report
 from vllm_hpu_mm.replay.scheduler import Arrivals, Limits
 from vllm_hpu_mm.replay.timing import Timer
 from vllm_hpu_mm.runtimes import registry
+from vllm_hpu_mm.runtimes.base import EngineShape, RuntimeModel
 from vllm_hpu_mm.runtimes.vllm_gaudi import BUCKET_FILE_VAR
 from vllm_hpu_mm.traffic.requests import Traffic
 
@@ -60,6 +61,12 @@ class Replayed:
     planned: TextBucketPlan | None
     #: The user's bucket file was replayed (it is the report's second result).
     has_yours: bool
+    #: What the replay ran on, for a caller that re-prices it (the schedules, the engine shape, the configured
+    #: runtime and the time model; None without one).
+    runs: Schedules | None = None
+    shape: EngineShape | None = None
+    own: RuntimeModel | None = None
+    timer: Timer | None = None
 
     @property
     def yours_compiles(self) -> bool:
@@ -78,8 +85,8 @@ def _time_model(timer: Timer | None) -> str | None:
     d = timer.step.device
     return (f"roofline of one step on {d.name} ({d.bf16_flops / 1e12:.0f} TFLOPS bf16, {d.bandwidth / 1e12:.2f} "
             f"TB/s; TP {timer.step.tensor_parallel_size}), every schedule drained; evidence: vendor throughput "
-            "tables (benchmarks/results/step_time_check.md); padding shares are relative and move little with its "
-            "efficiencies")  # fmt: skip
+            "tables (benchmarks/results/step_time_check.md); a verdict between two columns moves with its "
+            "calibration only where they are within about 1% (benchmarks/results/replay_strategies.md)")  # fmt: skip
 
 
 def _traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings) -> Traffic:
@@ -164,4 +171,4 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
                     vision_efficiency(traffic.images(), images), images.buckets,
                     settings.skip_warmup, (kv_note, *notes), tuple(sorted(refused.items())),
                     _time_model(timer))  # fmt: skip
-    return Replayed(report, planned, yours is not None)
+    return Replayed(report, planned, yours is not None, runs, shape, own, timer)

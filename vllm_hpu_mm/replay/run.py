@@ -19,7 +19,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-from vllm_hpu_mm.replay.scheduler import DecodeRun, Trace
+from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Trace
 from vllm_hpu_mm.replay.timing import Timer, TimeResult, TraceClock
 from vllm_hpu_mm.runtimes.base import GraphRun, TextLookup
 
@@ -79,7 +79,8 @@ def _weights(traces: Sequence[Trace], balanced: bool) -> list[tuple[float, float
 
 def load_of(trace: Trace) -> str:
     """A trace's load, in words."""
-    return trace.arrivals.describe() if trace.arrivals is not None else f"{trace.concurrency} requests at once"
+    arrivals = trace.arrivals if trace.arrivals is not None else Arrivals(concurrency=trace.concurrency)
+    return arrivals.describe()
 
 
 def replay(traces: Sequence[Trace], lookup: TextLookup, label: str, *, balanced: bool = False,

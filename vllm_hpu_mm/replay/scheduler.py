@@ -131,7 +131,8 @@ class Arrivals:
             return f"Poisson arrivals at {self.rate:g} requests/s (seed {self.seed})"
         if self.profile:
             return "clients over time: " + ", ".join(f"{c} for {s:g} s" for s, c in self.profile)
-        return f"{self.concurrency} requests at once"
+        n = self.concurrency or 0
+        return f"{n} request{'' if n == 1 else 's'} at once"
 
     def clients(self, now: float) -> int:
         """The profile's clients at ``now`` (0 after its end)."""
