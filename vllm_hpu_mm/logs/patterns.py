@@ -18,6 +18,7 @@ from vllm_hpu_mm.values import Stage
 __all__ = [
     "ANSI",
     "BUCKET_PAIR",
+    "BUCKET_TUPLE",
     "CALL",
     "CUDA_CAPTURE_SIZES",
     "CUDA_GRAPH_MEMORY",
@@ -27,6 +28,7 @@ __all__ = [
     "FRAME",
     "FRAME_HEAD",
     "GAUDI_MEMORY",
+    "GENERATED_BUCKETS",
     "HOST_OOM",
     "HPU_BLOCKS",
     "HPU_CACHE_ENGINE",
@@ -38,6 +40,7 @@ __all__ = [
     "KV_TOKENS",
     "KV_WORDS",
     "LINE_PREFIX",
+    "LOG_TIME",
     "MESSAGE_STAGES",
     "METHOD",
     "MODEL",
@@ -225,6 +228,15 @@ PHASE_TOTAL = re.compile(
 )
 #: One ``(batch, length)`` bucket of a :data:`PHASE_TOTAL` bucket list.
 BUCKET_PAIR = re.compile(r"\((\d+),\s*(\d+)\)")
+#: One bucket of a bucket list, two numbers (vllm-fork V0: batch, tokens) or three (batch, query, blocks).
+BUCKET_TUPLE = re.compile(r"\((\d+),\s*(\d+)(?:,\s*(\d+))?\)")
+#: The runtime's list of generated buckets: ``Generated 24 prompt buckets: [...]`` (vllm-fork V0) and ``Generated 36
+#: prompt buckets [bs, query, num_blocks]: [...]`` (vllm-fork 2025, vllm-gaudi ``common.py``).
+GENERATED_BUCKETS = re.compile(
+    r"Generated (?P<n>\d+) (?P<phase>prompt|decode) buckets[^:\]]*(?:\][^:]*)?: (?P<b>\[.*\])"
+)
+#: vLLM's logger time stamp (``INFO 08-02 17:37:54``): month-day and time, no year (warm-up durations).
+LOG_TIME = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR)\s+(?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)")
 #: vLLM on CUDA: the graph memory it measured (V1 and older wordings), and its capture sizes.
 CUDA_GRAPH_MEMORY = re.compile(
     r"Graph capturing finished in [\d.]+ secs?, took (?P<gib>[\d.]+) GiB|(?P<gib2>[\d.]+) GiB for CUDAGraph memory"

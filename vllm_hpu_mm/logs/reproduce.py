@@ -18,7 +18,9 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 from vllm_hpu_mm.logs.patterns import (
+    BUCKET_TUPLE,
     GAUDI_MEMORY,
+    GENERATED_BUCKETS,
     HPU_BLOCKS,
     HPU_CACHE_ENGINE,
     HPU_PROFILE_RUN,
@@ -29,8 +31,8 @@ from vllm_hpu_mm.logs.patterns import (
     size_bytes,
 )
 from vllm_hpu_mm.models.dims import ModelDims, kv_bytes_per_token, weight_bytes
-from vllm_hpu_mm.plan.costs import warmup_estimate
 from vllm_hpu_mm.runtimes.base import MemoryInputs, MemorySplit, RuntimeModel
+from vllm_hpu_mm.runtimes.warmup import warmup_estimate
 from vllm_hpu_mm.values import GIB
 
 __all__ = ["TOLERANCES", "Logged", "Mode", "Reproduction", "RunInputs", "read_log", "reproduce"]
@@ -67,11 +69,17 @@ class Logged:
     #: The utilisation and graph reserve the runtime printed on its ``Free device memory`` line.
     gpu_memory_utilization: float | None = None
     graph_reserved_mem: float | None = None
+    #: The buckets the log lists: generated (``Generated N prompt buckets: [...]``) and captured as graphs (each
+    #: ``Graph/... captured`` summary), by phase: prompt (batch, query, context blocks), decode (batch, 1, blocks).
+    generated_buckets: tuple[tuple[str, tuple[int, int, int]], ...] = ()
+    captured_buckets: tuple[tuple[str, tuple[int, int, int]], ...] = ()
+    #: The log's runner warms in two passes (vllm-fork's V0 runner before #1178: ``(batch, tokens)`` buckets).
+    two_pass: bool = False
 
     @property
     def has_memory(self) -> bool:
         """The log printed at least one memory figure (a warm-up summary alone is not one)."""
-        return any(getattr(self, f.name) is not None for f in dataclasses.fields(self) if f.name != "graphs_warmed")
+        return any(getattr(self, f.name) is not None for f in dataclasses.fields(self) if f.name in _MEMORY_FIELDS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,20 +103,44 @@ class RunInputs:
     device: str = ""
 
 
+_MEMORY_FIELDS = ("total_bytes", "weight_bytes", "profile_bytes", "free_bytes", "usable_bytes", "graph_bytes",
+                  "kv_bytes", "kv_blocks", "warmup_seconds", "warmup_bytes")  # fmt: skip
+
+
+#: What a second weights line (the fork prints "Pre-loading ..." then "Loading ... in total"; a restart prints them
+#: again) keeps: the device total, and the bucket lists printed before the weights load (a restart prints new ones).
+_KEPT_ON_RESTART = ("total_bytes", "generated_buckets", "two_pass")
+
+
 def _gib(text: str) -> int:
     return round(float(text) * GIB)
 
 
-def read_log(lines: Iterable[str]) -> Logged:
+def _buckets(text: str, phase: str, block_size: int) -> tuple[list[tuple[str, tuple[int, int, int]]], bool]:
+    """A logged bucket list as (phase, (batch, query, context blocks)); and whether it was the fork's 2-D form
+    (``(batch, tokens)``: decode tokens become blocks of ``block_size``)."""
+    out, two_d = [], False
+    for m in BUCKET_TUPLE.finditer(text):
+        a, b = int(m[1]), int(m[2])
+        if m[3] is not None:
+            out.append((phase, (a, b, int(m[3]))))
+            continue
+        two_d = True
+        out.append((phase, (a, b, 0) if phase == "prompt" else (a, 1, -(-b // block_size))))
+    return out, two_d
+
+
+def read_log(lines: Iterable[str], block_size: int = 128) -> Logged:
     """The memory lines of a Gaudi log (vllm-fork, vllm-gaudi), read as they stream by: those of its last start-up
-    (a weights line after the one already read starts a new one; the device total carries over)."""
+    (a weights line after the one already read starts a new one; the device total carries over). Bucket lists keep
+    at most :data:`MAX_BUCKETS` entries each (a log's size does not grow memory)."""
     found: dict[str, Any] = {}
     for line in lines:
         if (m := HPU_TOTAL.search(line)) and "total_bytes" not in found:
             found["total_bytes"] = _gib(m["total"])
         if m := HPU_WEIGHTS.search(line):
             if "weight_bytes" in found:
-                found = {k: v for k, v in found.items() if k == "total_bytes"}
+                found = {k: v for k, v in found.items() if k in _KEPT_ON_RESTART}
             found["weight_bytes"] = size_bytes(m)
         if (m := HPU_PROFILE_RUN.search(line)) and "profile_bytes" not in found:
             found["profile_bytes"] = size_bytes(m)
@@ -126,7 +158,45 @@ def read_log(lines: Iterable[str]) -> Logged:
             found.update(warmup_seconds=int(m["secs"]), warmup_bytes=size_bytes(m))
         if (m := PHASE_TOTAL.search(line)) and m["pct"] and float(m["pct"]) > 0:
             found["graphs_warmed"] = found.get("graphs_warmed", 0) + round(int(m["n"]) * 100 / float(m["pct"]))
+        if (m := PHASE_TOTAL.search(line)) and m["b"]:
+            phase = "decode" if "decode" in m["phase"].lower() else "prompt"
+            listed, two_d = _buckets(m["b"][: MAX_BUCKETS * 24], phase, block_size)
+            found["captured_buckets"] = (*found.get("captured_buckets", ()), *listed[:MAX_BUCKETS])
+            found["two_pass"] = found.get("two_pass", False) or two_d
+        if m := GENERATED_BUCKETS.search(line):
+            listed, two_d = _buckets(m["b"][: MAX_BUCKETS * 24], m["phase"], block_size)
+            kept = tuple(b for b in found.get("generated_buckets", ()) if b[0] != m["phase"])
+            found["generated_buckets"] = (*kept, *listed[:MAX_BUCKETS])
+            found["two_pass"] = found.get("two_pass", False) or two_d
     return Logged(**found)
+
+
+#: Most buckets kept from one logged list (vllm-gaudi's largest strategies generate tens of thousands).
+MAX_BUCKETS = 100_000
+
+
+def logged_warmup_seconds(logged: Logged, inputs: RunInputs) -> int | None:
+    """The warm-up the runtime's fitted per-graph model gives for the buckets the log lists (its era from the log:
+    two passes for the fork's V0 runner); None where the log lists none or the runtime has no model."""
+    generated = logged.generated_buckets or logged.captured_buckets
+    if not generated:
+        return None
+
+    def split(buckets: tuple[tuple[str, tuple[int, int, int]], ...]) -> tuple[list[tuple[int, int, int]],
+                                                                               list[tuple[int, int]]]:  # fmt: skip
+        return [s for p, s in buckets if p == "prompt"], [(s[0], s[2]) for p, s in buckets if p == "decode"]
+
+    prompt, decode = split(generated)
+    estimate = warmup_estimate(
+        inputs.runtime.traits,
+        prompt=prompt,
+        decode=decode,
+        block_size=inputs.block_size,
+        eager=inputs.enforce_eager,
+        era_name="two_pass" if logged.two_pass else None,
+        captured=split(logged.captured_buckets) if logged.captured_buckets else None,
+    )
+    return None if estimate is None else round(estimate.seconds)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,8 +272,7 @@ def reproduce(name: str, logged: Logged, inputs: RunInputs) -> Reproduction:
         from_inputs["free"] = (logged.free_bytes, alone.free_after_load_bytes)
         if logged.kv_blocks is not None:
             from_inputs["kv_blocks"] = (logged.kv_blocks, alone.kv_cache_bytes // block_bytes)
-    estimate = warmup_estimate("hpu", logged.graphs_warmed or 0) if logged.graphs_warmed else None
-    seconds = None if estimate is None else round(estimate.seconds)
+    seconds = logged_warmup_seconds(logged, inputs)
     if logged.warmup_seconds is not None and seconds is not None:
         from_inputs["warmup_seconds"] = (logged.warmup_seconds, seconds)
     return Reproduction(name, given_free, from_inputs, alone, given, weights, block_bytes, seconds)

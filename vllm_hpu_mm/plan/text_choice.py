@@ -30,7 +30,7 @@ from vllm_hpu_mm.replay.job import (
 from vllm_hpu_mm.replay.report import Report, result_dict, to_dict
 from vllm_hpu_mm.replay.run import ReplayResult
 from vllm_hpu_mm.replay.scheduler import Limits
-from vllm_hpu_mm.runtimes.base import EngineShape, RuntimeModel
+from vllm_hpu_mm.runtimes.base import EngineShape, RuntimeModel, RuntimeTraits
 from vllm_hpu_mm.traffic.requests import Traffic
 
 __all__ = ["PLANNED_LABEL", "TextChoice", "choose_text", "configured_label", "engine_shape", "replay_report"]
@@ -49,8 +49,8 @@ class TextChoice:
     budget: int
     replaced: bool
     reason: str
-    #: The runtime's backend (what the warm-up estimate depends on).
-    backend: str
+    #: The runtime's traits (its warm-up era: what the warm-up estimate depends on).
+    traits: RuntimeTraits
     #: Why the budget is what it is (the default rule's step, or yours).
     budget_reason: str = ""
 
@@ -69,7 +69,7 @@ class TextChoice:
         return Report(results, self.traffic, self.runs.load, self.runs.requests,
                       {"max_model_len": s.max_model_len, "max_num_seqs": s.max_num_seqs,
                        "max_num_batched_tokens": s.max_num_batched_tokens, "block_size": s.block_size,
-                       "num_kv_blocks": s.num_kv_blocks}, self.backend, None, None,
+                       "num_kv_blocks": s.num_kv_blocks}, self.traits, None, None,
                       False)  # fmt: skip
 
 
@@ -110,16 +110,16 @@ def choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: in
     runs = schedules(traffic, limits, images, concurrency=concurrency, requests=requests)
     label = configured_label(i.runtime, shape)
     before = replay_model(i.runtime, shape, runs, label)
-    backend = i.runtime.traits.backend
+    traits = i.runtime.traits
     chosen = _plan(i, shape, runs, before, lookup.decode_block_cap, lookup.max_prefill_batch, budget)
     runtime = i.runtime.with_text_buckets(chosen.plan.prompt, chosen.plan.decode)
     if runtime is None or chosen.replayed is None:
         return first, TextChoice(traffic.source, runs, shape, before, None, None, chosen.budget, False,
                                  "the runtime is not given planned buckets (your own bucket file, bucketing off or "
-                                 "merged prefill)", backend)  # fmt: skip
+                                 "merged prefill)", traits)  # fmt: skip
     second = plan(dataclasses.replace(i, runtime=runtime))
     return second, TextChoice(traffic.source, runs, shape, before, chosen.replayed, chosen.plan, chosen.budget, True,
-                              f"planned over {traffic.source}", backend, chosen.reason)  # fmt: skip
+                              f"planned over {traffic.source}", traits, chosen.reason)  # fmt: skip
 
 
 def _images(i: PlanInputs, buckets: tuple[int, ...] | None, settings: Settings) -> Images:
@@ -183,7 +183,7 @@ def replay_report(first: Plan, traffic: Traffic, settings: Settings, *, own: Run
               "num_kv_blocks": shape.num_kv_blocks}  # fmt: skip
     kv_note = ("KV blocks: given" if kv_blocks is not None else "KV blocks: the plan's estimate (the decode buckets "
                "depend on it; give the log's '# HPU blocks' with --kv-blocks)")  # fmt: skip
-    report = Report(tuple(results), traffic.source, runs.load, runs.requests, engine, traits.backend,
+    report = Report(tuple(results), traffic.source, runs.load, runs.requests, engine, traits,
                     vision_efficiency(traffic.images(), images), images.buckets,
                     settings.skip_warmup, (kv_note, *notes))  # fmt: skip
     return report, planned

@@ -1,7 +1,7 @@
 """The replay's report: configurations side by side (vllm-gaudi's defaults, yours, the planned buckets), as a table
-and as one JSON object. A warm-up estimate is the graphs warmed times the plan's seconds per graph
-(:func:`vllm_hpu_mm.plan.costs.warmup_estimate`, the one rule, with its source); under ``VLLM_SKIP_WARMUP=true``
-nothing is warmed and every shape that runs compiles on first use."""
+and as one JSON object. A warm-up estimate is the runtime's per-graph time by phase and shape over the shapes warmed
+(:func:`vllm_hpu_mm.runtimes.warmup.warmup_estimate`, the one rule, with its held-out error); under
+``VLLM_SKIP_WARMUP=true`` nothing is warmed and every shape that runs compiles on first use."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import dataclasses
 from typing import Any
 
 from vllm_hpu_mm.buckets.planner import Evaluation
-from vllm_hpu_mm.plan.costs import WarmupEstimate, warmup_estimate
 from vllm_hpu_mm.replay.run import ReplayResult
+from vllm_hpu_mm.runtimes.base import RuntimeTraits
+from vllm_hpu_mm.runtimes.warmup import WarmupEstimate, warmup_estimate
 
 __all__ = ["Report", "result_dict", "to_dict", "to_table"]
 
@@ -24,8 +25,8 @@ class Report:
     load: str
     requests: int
     engine: dict[str, int]
-    #: The runtime's backend: what the warm-up estimate depends on.
-    backend: str
+    #: The runtime's traits: its warm-up era is what the warm-up estimate depends on.
+    traits: RuntimeTraits
     vision: Evaluation | None
     vision_buckets: tuple[int, ...] | None
     #: What the runtime reads: VLLM_SKIP_WARMUP as set.
@@ -33,12 +34,15 @@ class Report:
     notes: tuple[str, ...] = ()
 
 
-def _warmup(r: Report, graphs: int) -> WarmupEstimate | None:
-    return warmup_estimate(r.backend, graphs)
+def _warmup(r: Report, res: ReplayResult | None) -> WarmupEstimate | None:
+    shapes = res.warmed_shapes if res is not None else ()
+    return warmup_estimate(r.traits, prompt=[s for p, s in shapes if p == "prompt"],
+                           decode=[(s[0], s[2]) for p, s in shapes if p == "decode"],
+                           block_size=r.engine["block_size"])  # fmt: skip
 
 
-def _seconds(r: Report, graphs: int) -> float | None:
-    w = _warmup(r, graphs)
+def _seconds(r: Report, res: ReplayResult) -> float | None:
+    w = _warmup(r, res)
     return None if w is None else round(w.seconds, 1)
 
 
@@ -58,7 +62,7 @@ def result_dict(res: ReplayResult, report: Report) -> dict[str, Any]:
         "prefill_context_efficiency": round(res.prefill_context.value, 4),
         "decode_slot_efficiency": round(res.decode_slots.value, 4),
         "decode_block_efficiency": round(res.decode_blocks.value, 4),
-        "warmup_seconds_estimate": _seconds(report, warmed),
+        "warmup_seconds_estimate": _seconds(report, res),
     }
 
 
@@ -75,7 +79,8 @@ def to_dict(r: Report) -> dict[str, Any]:
         "engine": r.engine,
         "skip_warmup": r.skip_warmup,
         "configurations": [result_dict(res, r) for res in r.results],
-        "warmup_seconds_source": w.source if (w := _warmup(r, 0)) is not None else None,
+        "warmup_seconds_source": w.source if (w := _warmup(r, None)) is not None else None,
+        "warmup_heldout_error": w.era.heldout_error if w is not None else None,
         "vision": vision,
         "notes": list(r.notes),
     }
@@ -104,15 +109,17 @@ def to_table(r: Report) -> str:
     row("prefill context efficiency", [f"{x.prefill_context.value:.3f}" for x in r.results])
     row("decode slot efficiency", [f"{x.decode_slots.value:.3f}" for x in r.results])
     row("decode block efficiency", [f"{x.decode_blocks.value:.3f}" for x in r.results])
-    estimates = [_seconds(r, sum(x.warmed)) for x in r.results]
+    estimates = [_seconds(r, x) for x in r.results]
     row("warm-up estimate (text graphs)", [f"{s:.0f} s" if s is not None else "unknown" for s in estimates])
     name_width = max(len(n) for n, _ in rows)
     lines.append(f"  {'':<{name_width}}  " + "  ".join(f"{res.label:>{width}}" for res in r.results))
     for name, cells in rows:
         lines.append(f"  {name:<{name_width}}  " + "  ".join(f"{c:>{width}}" for c in cells))
     lines.append("")
-    if (w := _warmup(r, 0)) is not None:
-        lines.append(f"warm-up estimate: {w.seconds_per_graph:.2f} s per graph, {w.source}")
+    if (w := _warmup(r, None)) is not None:
+        held = w.era.heldout_error
+        error = f"held-out error ±{held:.0%}" if held is not None else "no held-out log"
+        lines.append(f"warm-up estimate ({error}): {w.source}")
     for res in r.results:
         if res.compiles:
             shown = ", ".join(f"{p} {s}" for p, s in res.compiles[:6])

@@ -54,6 +54,8 @@ class ReplayResult:
     decode_blocks: Efficiency
     #: (phase, bucket) -> (weighted runs, real, padded) on the phase's first axis (tokens, slots).
     per_bucket: dict[tuple[str, Shape], tuple[float, float, float]]
+    #: The shapes warmed at start-up, (phase, shape) sorted: what the warm-up time depends on.
+    warmed_shapes: tuple[tuple[str, Shape], ...] = ()
 
     @property
     def compiles_by_phase(self) -> tuple[int, int]:
@@ -125,6 +127,7 @@ def replay(traces: Sequence[Trace], lookup: TextLookup, label: str, *, balanced:
         decode_slots=Efficiency(*tally["slots"]),
         decode_blocks=Efficiency(*tally["blocks"]),
         per_bucket={k: (v[0], v[1], v[2]) for k, v in per_bucket.items()},
+        warmed_shapes=tuple(sorted(lookup.warmed)),
     )
 
 

@@ -46,6 +46,7 @@ TRAITS = RuntimeTraits(
     fp32_softmax_note="vllm-fork reads VLLM_FP32_SOFTMAX (default off)",
     enforced_by="serve exports the ratios",
     multimodal_ratio_is_vision_share=True,
+    warmup_era="one_pass",
 )
 
 #: Largest prefill batch in a bucket (the fork caps prompt batch buckets well below max_num_seqs).
