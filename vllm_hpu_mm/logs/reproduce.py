@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 from vllm_hpu_mm.logs.patterns import (
     BUCKET_TUPLE,
+    GAUDI_GRAPH_RESERVE,
+    GAUDI_KV_DUMMY,
     GAUDI_MEMORY,
     GENERATED_BUCKETS,
     HPU_BLOCKS,
@@ -26,7 +28,11 @@ from vllm_hpu_mm.logs.patterns import (
     HPU_PROFILE_RUN,
     HPU_TOTAL,
     HPU_WEIGHTS,
+    KV_CACHE_TOKENS,
     PHASE_TOTAL,
+    RELEASE,
+    VLLM_BLOCKS,
+    VLLM_WEIGHTS,
     WARMUP_FINISHED,
     size_bytes,
 )
@@ -45,8 +51,8 @@ Mode = Literal["given_free", "from_inputs"]
 #: alone, weights within 3% (config-counted parameters against the loaded checkpoint), free memory and KV blocks
 #: within 5% (they add the runtime's own holdings), the device's total within 1% (the figure the runtime prints).
 TOLERANCES: dict[Mode, dict[str, float]] = {
-    "given_free": {"usable": 0.01, "graph_reserve": 0.01, "kv_cache": 0.01, "kv_blocks": 0.01},
-    "from_inputs": {"weights": 0.03, "total": 0.01, "free": 0.05, "kv_blocks": 0.05},
+    "given_free": {"usable": 0.01, "graph_reserve": 0.01, "kv_cache": 0.01, "kv_blocks": 0.01, "kv_tokens": 0.01},
+    "from_inputs": {"weights": 0.03, "total": 0.01, "free": 0.05, "kv_blocks": 0.05, "kv_tokens": 0.05},
 }
 
 
@@ -75,6 +81,13 @@ class Logged:
     captured_buckets: tuple[tuple[str, tuple[int, int, int]], ...] = ()
     #: The log's runner warms in two passes (vllm-fork's V0 runner before #1178: ``(batch, tokens)`` buckets).
     two_pass: bool = False
+    #: The KV capacity vLLM printed in tokens (``GPU KV cache size: N tokens``; blocks x block size where
+    #: ``max_model_len`` is a multiple of it).
+    kv_tokens: int | None = None
+    #: The KV share came from vllm-gaudi V1's dummy-block line (the usable part).
+    kv_dummy: bool = False
+    #: The release the log names (vLLM's banner or engine line), or None.
+    release: str | None = None
 
     @property
     def has_memory(self) -> bool:
@@ -104,7 +117,7 @@ class RunInputs:
 
 
 _MEMORY_FIELDS = ("total_bytes", "weight_bytes", "profile_bytes", "free_bytes", "usable_bytes", "graph_bytes",
-                  "kv_bytes", "kv_blocks", "warmup_seconds", "warmup_bytes")  # fmt: skip
+                  "kv_bytes", "kv_blocks", "warmup_seconds", "warmup_bytes", "kv_tokens")  # fmt: skip
 
 
 #: What a second weights line (the fork prints "Pre-loading ..." then "Loading ... in total"; a restart prints them
@@ -150,6 +163,7 @@ def read_log(lines: Iterable[str], block_size: int = 128) -> Logged:
             if m["graph"] is not None:
                 found.update(graph_bytes=_gib(m["graph"]), kv_bytes=_gib(m["kv"]),
                              graph_reserved_mem=float(m["reserved"]))  # fmt: skip
+        _read_vllm_spellings(line, found)
         if (m := HPU_CACHE_ENGINE.search(line)) and "kv_bytes" not in found:
             found["kv_bytes"] = size_bytes(m)
         if (m := HPU_BLOCKS.search(line)) and "kv_blocks" not in found:
@@ -169,6 +183,24 @@ def read_log(lines: Iterable[str], block_size: int = 128) -> Logged:
             found["generated_buckets"] = (*kept, *listed[:MAX_BUCKETS])
             found["two_pass"] = found.get("two_pass", False) or two_d
     return Logged(**found)
+
+
+def _read_vllm_spellings(line: str, found: dict[str, Any]) -> None:
+    """The figures vLLM itself prints (V0 and V1 wordings) and vllm-gaudi V1's dummy-block KV split, where the
+    runtime's own line did not give them; and the release the log names."""
+    if (m := GAUDI_KV_DUMMY.search(line)) and "kv_dummy" not in found:
+        # the usable KV share (the plan's KV cache: one block less), not the dummy block GAUDI_MEMORY may have read
+        found.update(kv_bytes=size_bytes(m), kv_dummy=True)
+    if (m := GAUDI_GRAPH_RESERVE.search(line)) and "graph_bytes" not in found:
+        found.update(graph_bytes=size_bytes(m), graph_reserved_mem=float(m["reserved"]))
+    if (m := VLLM_WEIGHTS.search(line)) and "weight_bytes" not in found:
+        found["weight_bytes"] = round(float(m["size"]) * GIB)  # vLLM's "GB" here is GiB (it divides by 2**30)
+    if (m := VLLM_BLOCKS.search(line)) and "kv_blocks" not in found:
+        found["kv_blocks"] = int(m["n"])
+    if (m := KV_CACHE_TOKENS.search(line)) and "kv_tokens" not in found:
+        found["kv_tokens"] = int(m["tokens"].replace(",", ""))
+    if (m := RELEASE.search(line)) and "release" not in found:
+        found["release"] = m["v1"] or m["v2"]
 
 
 #: Most buckets kept from one logged list (vllm-gaudi's largest strategies generate tens of thousands).
@@ -272,6 +304,10 @@ def reproduce(name: str, logged: Logged, inputs: RunInputs) -> Reproduction:
         from_inputs["free"] = (logged.free_bytes, alone.free_after_load_bytes)
         if logged.kv_blocks is not None:
             from_inputs["kv_blocks"] = (logged.kv_blocks, alone.kv_cache_bytes // block_bytes)
+    if logged.kv_tokens is not None:  # vLLM's capacity in tokens: the blocks x block size
+        from_inputs["kv_tokens"] = (logged.kv_tokens, alone.kv_cache_bytes // block_bytes * i.block_size)
+        if given is not None:
+            given_free["kv_tokens"] = (logged.kv_tokens, given.kv_cache_bytes // block_bytes * i.block_size)
     seconds = logged_warmup_seconds(logged, inputs)
     if logged.warmup_seconds is not None and seconds is not None:
         from_inputs["warmup_seconds"] = (logged.warmup_seconds, seconds)

@@ -91,6 +91,8 @@ class RuntimeTraits:
     #: How the runtime warms at start-up, for its warm-up time (``runtimes/warmup.py``: ``one_pass`` or
     #: ``two_pass``); "" where no time was fitted.
     warmup_era: str = ""
+    #: The runtime's ``gpu_memory_utilization`` default: vLLM 0.32's 0.92 (``config/cache.py``), the fork's 0.9.
+    default_gpu_memory_utilization: float = 0.92
 
     def fp32_softmax_for(self, model_type: str) -> bool:
         """The runtime's fp32-softmax default for a model of ``model_type``."""

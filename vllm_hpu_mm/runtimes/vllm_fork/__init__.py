@@ -47,6 +47,8 @@ TRAITS = RuntimeTraits(
     enforced_by="serve exports the ratios",
     multimodal_ratio_is_vision_share=True,
     warmup_era="one_pass",
+    # vllm/config.py CacheConfig.gpu_memory_utilization @95af7009 (habana_main, 2025-10-28)
+    default_gpu_memory_utilization=0.9,
 )
 
 #: Largest prefill batch in a bucket (the fork caps prompt batch buckets well below max_num_seqs).
