@@ -28,7 +28,7 @@ def test_each_public_gaudi_log_is_reproduced_within_tolerance(path: Path) -> Non
     for mode, values in ways:
         for name, pair in values.items():
             tolerance = Reproduction.tolerance(mode, name)
-            if name == "warmup_seconds":  # reported, with no tolerance: see the warm-up test below
+            if name in ("warmup_seconds", "profile"):  # reported, no tolerance: see the tests below
                 assert tolerance is None
                 continue
             assert tolerance is not None, (mode, name)
@@ -64,3 +64,14 @@ def test_warm_up_seconds_come_from_the_logged_buckets_in_the_logs_own_era() -> N
     # Held out: 72 buckets eagerly then 15 + 48 graphs; 49 s logged (benchmarks/results/warmup_time_fitting.md).
     assert logged == 49
     assert abs(planned - logged) / logged <= 0.35
+
+
+def test_the_forks_profiling_residue_comes_from_the_model_and_its_pass_shape() -> None:
+    """One layer's activations over the pass's 4 x 1024 tokens and four sequences' logits: 355 MiB logged on the
+    development log; the held-out log's 504 MiB is reported (30% off) while its free memory stays within 0.2%."""
+    by_set = {p.parent.name: r for p in ALL_GAUDI_LOGS if "profile" in (r := reproduced(p)).from_inputs}
+    logged, planned = by_set["dev"].from_inputs["profile"]
+    assert abs(planned - logged) / logged < 0.01
+    held = by_set["heldout"]
+    assert Reproduction.error(held.from_inputs["free"]) < 0.03
+    assert Reproduction.error(held.from_inputs["kv_blocks"]) < 0.03

@@ -37,6 +37,7 @@ from vllm_hpu_mm.logs.patterns import (
     size_bytes,
 )
 from vllm_hpu_mm.models.dims import ModelDims, kv_bytes_per_token, weight_bytes
+from vllm_hpu_mm.plan.rules import profile_costs_of
 from vllm_hpu_mm.runtimes.base import MemoryInputs, MemorySplit, RuntimeModel
 from vllm_hpu_mm.runtimes.warmup import warmup_estimate
 from vllm_hpu_mm.values import GIB
@@ -114,6 +115,9 @@ class RunInputs:
     expert_parallel_size: int = 0
     #: The device's name, for the wording of a comparison ("" where not known).
     device: str = ""
+    #: The engine sizes the runtime shapes its profiling pass from (max_model_len, max_num_seqs,
+    #: max_num_batched_tokens), None where not known (the runtime's fixed residue then).
+    engine: tuple[int, int, int] | None = None
 
 
 _MEMORY_FIELDS = ("total_bytes", "weight_bytes", "profile_bytes", "free_bytes", "usable_bytes", "graph_bytes",
@@ -265,6 +269,8 @@ def reproduce(name: str, logged: Logged, inputs: RunInputs) -> Reproduction:
     weights = weight_bytes(i.model, i.dtype_size, i.tensor_parallel_size, i.quantization,
                            expert_parallel_size=i.expert_parallel_size)  # fmt: skip
 
+    profile = None if i.engine is None else profile_costs_of(i.model, i.dtype_size, i.tensor_parallel_size, i.engine)
+
     def split(free: int | None) -> MemorySplit:
         m = MemoryInputs(
             total_bytes=i.total_bytes,
@@ -278,6 +284,7 @@ def reproduce(name: str, logged: Logged, inputs: RunInputs) -> Reproduction:
             graphs=not i.enforce_eager,
             free_after_load_bytes=free,
             tensor_parallel_size=i.tensor_parallel_size,
+            profile=profile,
         )
         return i.runtime.memory(m)
 
@@ -304,6 +311,8 @@ def reproduce(name: str, logged: Logged, inputs: RunInputs) -> Reproduction:
         from_inputs["free"] = (logged.free_bytes, alone.free_after_load_bytes)
         if logged.kv_blocks is not None:
             from_inputs["kv_blocks"] = (logged.kv_blocks, alone.kv_cache_bytes // block_bytes)
+    if logged.profile_bytes is not None:  # reported: the runtime's profiling pass, planned from the engine sizes
+        from_inputs["profile"] = (logged.profile_bytes, alone.profile_bytes)
     if logged.kv_tokens is not None:  # vLLM's capacity in tokens: the blocks x block size
         from_inputs["kv_tokens"] = (logged.kv_tokens, alone.kv_cache_bytes // block_bytes * i.block_size)
         if given is not None:

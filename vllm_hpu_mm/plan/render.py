@@ -176,7 +176,7 @@ def warmup_line(w: dict[str, Any]) -> str:
     """One line for a warm-up estimate: the total, by phase, and the held-out error beside it."""
     phases = ", ".join(f"{k} {v:.0f} s" for k, v in w["by_phase"].items() if v)
     held = w["heldout_error"]
-    error = f"held-out error ±{held:.0%}" if held is not None else "no held-out log"
+    error = f"±{held:.0%} held-out error" if held is not None else "no held-out log"
     extra = "; above the fitted prompt sizes: extrapolated" if w["extrapolated"] else ""
     return (
         f"~{w['seconds']:.0f} s ({error}; {w['graphs']} graphs"

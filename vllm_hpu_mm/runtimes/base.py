@@ -35,6 +35,7 @@ __all__ = [
     "Part",
     "PartName",
     "PrefillChunk",
+    "ProfileCosts",
     "Runtime",
     "RuntimeModel",
     "RuntimeTraits",
@@ -202,6 +203,22 @@ ESTIMATE_CUDAGRAPHS = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
 
 
 @dataclasses.dataclass(frozen=True)
+class ProfileCosts:
+    """What a profiling forward pass costs by part, for a runtime that runs one to take at its own pass shape: one
+    text layer's activations per token, a sequence's float32 logits, the vision tower's eager peak at its largest
+    bucket, and the engine sizes the runtime picks its shape from."""
+
+    token_bytes: int
+    logits_bytes_per_seq: int
+    vision_bytes: int
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    #: The model has a vision tower (the fork profiles such models, mrope ones, at batch 1).
+    multimodal: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
 class MemoryInputs:
     """What a runtime's memory arithmetic reads, per card. Sizes the runtime measures at start-up are the plan's
     estimates (``weight_bytes``, ``activation_peak_bytes``, ``graph_estimate_bytes``) unless a measurement is given
@@ -226,6 +243,8 @@ class MemoryInputs:
     tensor_parallel_size: int = 1
     #: The runtime's own variables that are set (name -> raw value).
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: The profiling pass by part, for a runtime that shapes its own pass (vllm-fork); None where not known.
+    profile: ProfileCosts | None = None
 
 
 @dataclasses.dataclass(frozen=True)

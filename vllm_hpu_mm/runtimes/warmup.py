@@ -90,11 +90,8 @@ class WarmupEstimate:
 
     @property
     def source(self) -> str:
-        held = self.era.heldout_error
-        error = f"held-out error {held:.0%}" if held is not None else "no held-out log"
-        return (f"fitted per graph by phase and shape ({self.era.label}) on public Gaudi2 logs "
-                f"({len(self.era.dev)} dev, {len(self.era.heldout)} held out: {error}; "
-                "benchmarks/results/warmup_time_fitting.md)")  # fmt: skip
+        return (f"per graph by phase and shape, {self.era.label}; fitted on {len(self.era.dev)} public Gaudi2 "
+                f"log(s), checked on {len(self.era.heldout)} held out: benchmarks/results/warmup_time_fitting.md")  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return {"seconds": round(self.seconds, 1), "graphs": self.graphs,
