@@ -90,8 +90,11 @@ class WarmupEstimate:
 
     @property
     def source(self) -> str:
-        return (f"per graph by phase and shape, {self.era.label}; fitted on {len(self.era.dev)} public Gaudi2 "
-                f"log(s), checked on {len(self.era.heldout)} held out: benchmarks/results/warmup_time_fitting.md")  # fmt: skip
+        dev, held = len(self.era.dev), len(self.era.heldout)
+        return (
+            f"per graph by phase and shape, {self.era.label}; fitted on {dev} public Gaudi2 log(s), checked on {held} "
+            "held out: benchmarks/results/warmup_time_fitting.md"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {"seconds": round(self.seconds, 1), "graphs": self.graphs,
