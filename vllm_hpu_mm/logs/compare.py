@@ -18,6 +18,7 @@ from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.logs.reproduce import Logged, Mode, Reproduction, RunInputs, reproduce
 from vllm_hpu_mm.models.devices import KNOWN_DEVICES
 from vllm_hpu_mm.plan.inputs import PlanInputs
+from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.values import GIB, MIB
 
 __all__ = ["EXPECTED_LINES", "QUANTITIES", "Comparison", "Miss", "Row", "compare", "run_inputs"]
@@ -255,9 +256,10 @@ def _free_cause(row: Row, logged: Logged, r: Reproduction, i: RunInputs, flag: C
     logged_profile, planned_profile = logged.profile_bytes, r.alone.profile_bytes
     gap = (row.alone or 0) - row.logged  # > 0: the card held more than the plan counts
     if logged_profile is not None and logged_profile > 0 and not traits.profiles_forward:
+        profiling = [n.value for n, t in registry.TRAITS.items() if t.profiles_forward and t.backend == traits.backend]
         return (
             f"the log shows a profiling run ({logged_profile / MIB:.0f} MiB, its 'Model profiling run took' line), "
-            f"which {runtime} does not make: a runtime that profiles (vllm-fork)? ({flag('runtime')} {runtime})"
+            f"which {runtime} does not make" + (f": {flag('runtime')} {' or '.join(profiling)}?" if profiling else "")
         )
     if logged_profile is not None and traits.profiles_forward and gap > 0:
         extra = logged_profile - planned_profile

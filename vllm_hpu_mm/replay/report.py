@@ -10,8 +10,7 @@ from typing import Any
 
 from vllm_hpu_mm.buckets.planner import Evaluation
 from vllm_hpu_mm.replay.run import ReplayResult
-from vllm_hpu_mm.runtimes.base import RuntimeTraits
-from vllm_hpu_mm.runtimes.warmup import WarmupEstimate, warmup_estimate
+from vllm_hpu_mm.runtimes.base import RuntimeTraits, WarmupEstimate, warmup_estimate
 
 __all__ = ["Report", "result_dict", "to_dict", "to_table"]
 

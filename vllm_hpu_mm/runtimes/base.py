@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Literal, Protocol
 
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.values import Backend
+from vllm_hpu_mm.runtimes.warmup import WarmupEstimate, warmup_estimate
+from vllm_hpu_mm.values import AlignMode, Backend
 
 __all__ = [
     "ESTIMATE_CUDAGRAPHS",
@@ -27,6 +28,7 @@ __all__ = [
     "Bucket",
     "DeviceFacts",
     "EngineShape",
+    "ExportContext",
     "Exports",
     "GraphRun",
     "MemoryInputs",
@@ -37,12 +39,15 @@ __all__ = [
     "PrefillChunk",
     "ProfileCosts",
     "Runtime",
+    "RuntimeEntry",
     "RuntimeModel",
     "RuntimeTraits",
     "ServerFlags",
     "TextLookup",
     "TextShapes",
     "VisionBucketing",
+    "WarmupEstimate",
+    "warmup_estimate",
 ]
 
 #: A text bucket: (batch, query tokens, context blocks); decode: (batch, 1, KV blocks).
@@ -411,3 +416,32 @@ class Exports:
 
     def enforcement_dict(self) -> dict[str, dict[str, object]]:
         return {name: part.to_dict() for name, part in self.enforcement.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportContext:
+    """What the serve job knows besides the plan, for the exporters that need it."""
+
+    flags: ServerFlags
+    #: The traffic's images, (width, height) -> count (vllm-gaudi warms the shapes they take); empty when none.
+    images: Mapping[tuple[int, int], int] = dataclasses.field(default_factory=dict)
+    align_mode: AlignMode = AlignMode.NEAREST
+    #: Where ``serve`` writes the runtime's files (vllm-gaudi's bucket file).
+    output_dir: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeEntry:
+    """One runtime, whole: what :mod:`.registry` knows of it. Adding a runtime is its folder (whose ``__init__``
+    exports ``ENTRY``), its :class:`Runtime` member and one line in the registry's list."""
+
+    runtime: Runtime
+    traits: RuntimeTraits
+    #: The runtime's model as the user's environment configures it; ``spelled`` maps a variable to how the user
+    #: gave it (``VLLM_BUCKETING_FROM_FILE`` given as ``--bucket-file``), for errors.
+    model_from_env: Callable[[Mapping[str, str], Mapping[str, str]], RuntimeModel]
+    #: The device it is planned on when it is named but is not the runtime installed here.
+    reference_device: str
+    #: The module whose ``exports(draft, context)`` builds what ``serve`` hands the runtime. Named, not imported:
+    #: the exporters read the plan, which sits above the runtimes (imported by :mod:`.exports` when serve exports).
+    exporter: str

@@ -11,7 +11,8 @@ Two eras, as the runtimes' own code warms (read at the cited commits):
   warm-up under ``--enforce-eager``; vllm-gaudi still warms its vision buckets then.
 
 A runtime names its era in :attr:`~vllm_hpu_mm.runtimes.base.RuntimeTraits.warmup_era` ("" where no estimate exists:
-no public figure for CUDA graph capture or the CPU backend was fitted).
+no public figure for CUDA graph capture or the CPU backend was fitted). The plan reads it through
+:mod:`vllm_hpu_mm.runtimes.base`, which re-exports :func:`warmup_estimate` (this module imports nothing of it).
 """
 
 from __future__ import annotations
@@ -21,15 +22,21 @@ import functools
 import json
 from collections.abc import Iterable
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol
 
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.runtimes.base import RuntimeTraits
 
 __all__ = ["DATA_FILE", "ERAS", "WarmupEra", "WarmupEstimate", "era", "warmup_estimate"]
 
 DATA_FILE = "warmup_times.json"
 ERAS = ("two_pass", "one_pass")
+
+
+class WarmsUp(Protocol):
+    """What the estimate reads of a runtime's traits: its warm-up era."""
+
+    @property
+    def warmup_era(self) -> str: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,7 +112,7 @@ class WarmupEstimate:
 
 
 def warmup_estimate(
-    traits: RuntimeTraits,
+    traits: WarmsUp,
     *,
     prompt: Iterable[tuple[int, int, int]] = (),
     decode: Iterable[tuple[int, int]] = (),

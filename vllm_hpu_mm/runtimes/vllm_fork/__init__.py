@@ -25,6 +25,7 @@ from vllm_hpu_mm.runtimes.base import (
     NoBucketList,
     ProfileCosts,
     Runtime,
+    RuntimeEntry,
     RuntimeTraits,
     TextShapes,
     VisionBucketing,
@@ -32,6 +33,7 @@ from vllm_hpu_mm.runtimes.base import (
 from vllm_hpu_mm.values import MIB
 
 __all__ = [
+    "ENTRY",
     "PROFILE_RESIDUE_BYTES",
     "PROMPT_BS_MAX",
     "TRAITS",
@@ -156,3 +158,7 @@ class VllmFork(NoBucketList):
             return VisionBucketing(True, False, (1600, 3136, 4096, 6400, 7744, 9216, 12544),
                                    "vllm-fork qwen2_5_vl.py: VLLM_MULTIMODAL_BUCKETS, patches per image")  # fmt: skip
         return VisionBucketing(False, False, (), f"vllm-fork buckets only Qwen2.5-VL's tower, not {model_type}'s")
+
+
+ENTRY = RuntimeEntry(Runtime.VLLM_FORK, TRAITS, lambda env, spelled: VllmFork(), "gaudi2",
+                     "vllm_hpu_mm.runtimes.vllm_fork.exports")  # fmt: skip
