@@ -4,6 +4,8 @@ warm-up is skipped, and no text graph under --enforce-eager on a one-pass runtim
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from vllm_hpu_mm.envs import load
@@ -11,6 +13,8 @@ from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.render import to_dict, to_table
+from vllm_hpu_mm.runtimes.base import EngineShape
+from vllm_hpu_mm.runtimes.vllm_fork import TRAITS, VllmFork
 from vllm_hpu_mm.runtimes.warmup import era
 
 
@@ -50,3 +54,19 @@ def test_a_cuda_plan_makes_no_warm_up_estimate() -> None:
     p = plan(build(SizingArgs(device="h100"), load({})))
     assert to_dict(p)["warmup"] is None
     assert "warm-up:" not in to_table(p)
+
+
+def test_enforce_eager_on_a_two_pass_fork_still_warms_every_bucket_once() -> None:
+    """vllm-fork before #1178 runs warmup_all_buckets whatever --enforce-eager says (hpu_model_runner.py @d436eede7);
+    with its era the eager plan's warm-up is the eager pass over every bucket, not 0 s."""
+    fork = VllmFork(traits=dataclasses.replace(TRAITS, warmup_era="two_pass"))
+    i = build(SizingArgs(device="gaudi2", runtime="vllm-fork", enforce_eager=True, max_model_len=8192), load({}))
+    p = plan(dataclasses.replace(i, runtime=fork))
+    w = p.warmup
+    assert w is not None
+    assert w.by_phase["prompt"] > 0
+    assert w.by_phase["decode"] > 0
+    shapes = fork.text_shapes(EngineShape(8192, i.max_num_seqs, i.max_num_batched_tokens, 128, p.kv_blocks))
+    eager = era("two_pass").coefficients["eager"]
+    assert w.by_phase["prompt"] == pytest.approx(len(shapes.prefill) * eager["prompt"][0])
+    assert w.by_phase["decode"] == pytest.approx(len(shapes.decode) * eager["decode"][0])
