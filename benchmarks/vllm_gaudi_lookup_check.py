@@ -248,6 +248,26 @@ class FigureCase:
     load: int | Arrivals
     traffic: str  # "default" | "small"
     requests: int
+    #: Replay the bucket file ``serve --dry-run`` plans for the main job (ours) instead of a strategy.
+    served_file: bool = False
+
+
+def served_file() -> tuple[dict[str, str], str]:
+    """The environment and the bucket file ``serve --dry-run`` exports for the main job (the buckets we plan)."""
+    import contextlib
+    import io
+
+    from vllm_hpu_mm.cli.main import main as cli
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = cli(["serve", "--dry-run", "--json", "--plan-runtime", "vllm-gaudi"])
+    if code != 0:
+        raise RuntimeError(f"serve --dry-run exited {code}")
+    report = json.loads(buf.getvalue())
+    env = {k: v for k, v in report["environment"].items() if k.startswith("VLLM_") and "BUCKET" in k}
+    env.pop("VLLM_BUCKETING_FROM_FILE", None)
+    return env, next(iter(report["files"].values()))
 
 
 def _small_requests() -> Traffic:
@@ -279,6 +299,14 @@ def figure_cases() -> list[FigureCase]:
                    "small", 800),
         FigureCase("32B Gaudi3 TP4, 32k, pad, profile 64/4/0/32", q32, "gaudi3", 4, mid, pad,
                    Arrivals(profile=((20.0, 64), (20.0, 4), (5.0, 0), (20.0, 32))), "default", 400),
+        FigureCase("7B Gaudi2, main job, serve's planned file, 1 at once", q7, "gaudi2", 1, main_job, {}, 1,
+                   "default", 60, True),
+        FigureCase("7B Gaudi2, main job, serve's planned file, 64 at once", q7, "gaudi2", 1, main_job, {}, 64,
+                   "default", 300, True),
+        FigureCase("7B Gaudi2, main job, serve's planned file, 256 at once", q7, "gaudi2", 1, main_job, {}, 256,
+                   "default", 600, True),
+        FigureCase("7B Gaudi2, main job, serve's planned file, Poisson 4/s", q7, "gaudi2", 1, main_job, {},
+                   Arrivals(rate=4.0, seed=1), "default", 300, True),
         FigureCase("3B Gaudi2, 8k, lin, 16 at once", q3, "gaudi2", 1, small, lin, 16, "default", 200),
         FigureCase("3B Gaudi2, 8k, lin, Poisson 20/s", q3, "gaudi2", 1, small, lin, Arrivals(rate=20.0, seed=2),
                    "default", 200),
@@ -339,7 +367,13 @@ def run_figures(args: argparse.Namespace) -> None:
     start = time.time()
     cases = figure_cases()
     prepared = []
+    planned_env, planned_text = served_file()
+    keep = tempfile.TemporaryDirectory()
+    planned_path = Path(keep.name) / "planned_buckets.txt"
+    planned_path.write_text(planned_text)
     for case in cases:
+        if case.served_file:
+            case = dataclasses.replace(case, env=dict(planned_env))
         traffic = _small_requests() if case.traffic == "small" else default_traffic()
         s = case.shape
         limits = Limits(s.max_num_seqs, s.max_num_batched_tokens, s.max_model_len, s.block_size, s.num_kv_blocks)
@@ -351,13 +385,15 @@ def run_figures(args: argparse.Namespace) -> None:
         arrivals = case.load if isinstance(case.load, Arrivals) else None
         runs = schedules(traffic, limits, images, concurrency=conc, arrivals=arrivals, requests=case.requests,
                          timer=timer)  # fmt: skip
-        mine = replay_model(model_from_env(case.env), s, runs, "ours", timer)
+        env = {**case.env, "VLLM_BUCKETING_FROM_FILE": str(planned_path)} if case.served_file else case.env
+        mine = replay_model(model_from_env(env), s, runs, "ours", timer)
         events = _events(runs.traces[0], 10**9)
         prepared.append((case, runs, timer, mine, events))
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         runner = extract(args.mirror, args.commit, tmp)
-        payload = [{"env": file_env(c.env, None, tmp, str(i)), "shape": dataclasses.asdict(c.shape), "events": ev}
+        payload = [{"env": file_env(c.env, planned_text if c.served_file else None, tmp, str(i)),
+                    "shape": dataclasses.asdict(c.shape), "events": ev}
                    for i, (c, _, _, _, ev) in enumerate(prepared)]  # fmt: skip
         their = run_driver(payload, tmp, runner)
     rows = []
@@ -371,6 +407,7 @@ def run_figures(args: argparse.Namespace) -> None:
                      "requests": trace.completed, "drain_steps": _drain_steps(trace),
                      "ours": ours_f, "theirs": theirs_f, "worst_difference": worst,
                      "agree": worst <= 0.01})  # fmt: skip
+    keep.cleanup()
     meta = {"commit": args.commit, "machine": args.machine, "seconds": time.time() - start,
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}  # fmt: skip
     RESULTS.mkdir(parents=True, exist_ok=True)

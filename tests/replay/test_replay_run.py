@@ -11,8 +11,9 @@ import pytest
 from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.replay.job import Images, replay_model, schedules
 from vllm_hpu_mm.replay.scheduler import Limits
-from vllm_hpu_mm.runtimes.base import HPU_WARMUP_SECONDS_PER_GRAPH, EngineShape
+from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
+from vllm_hpu_mm.runtimes.warmup import era
 from vllm_hpu_mm.traffic.default import default_traffic
 
 SHAPE = EngineShape(max_model_len=16384, max_num_seqs=32, max_num_batched_tokens=4096, block_size=128,
@@ -56,11 +57,13 @@ def test_replay_prints_defaults_and_planned_side_by_side(capsys: pytest.CaptureF
     assert planned["run_time_compiles"]["prompt"] == planned["run_time_compiles"]["decode"] == 0
     assert planned["graphs_warmed"]["total"] <= defaults["graphs_warmed"]["total"] // 2
     assert any(note.startswith("planned buckets: budget ") for note in report["notes"])
-    # one warm-up rule with the plan: graphs warmed x the calibrated seconds per graph
-    assert planned["warmup_seconds_estimate"] == pytest.approx(
-        planned["graphs_warmed"]["total"] * HPU_WARMUP_SECONDS_PER_GRAPH, abs=0.1
-    )
-    assert "performance_tuning.md" in report["warmup_seconds_source"]
+    # one warm-up rule with the plan: the runtime's per-graph time by phase and shape, with its held-out error
+    one = era("one_pass").coefficients["graph"]
+    assert planned["warmup_seconds_estimate"] >= planned["graphs_warmed"]["total"] * min(
+        one["prompt"][0], one["decode"][0]) - 0.1  # fmt: skip
+    assert planned["warmup_seconds_estimate"] < defaults["warmup_seconds_estimate"]
+    assert "warmup_time_fitting.md" in report["warmup_seconds_source"]
+    assert report["warmup_heldout_error"] == era("one_pass").heldout_error
     assert plot.read_bytes()[:4] == b"\x89PNG"
 
 

@@ -167,7 +167,7 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
               "num_kv_blocks": shape.num_kv_blocks}  # fmt: skip
     kv_note = ("KV blocks: given" if args.kv_blocks is not None else "KV blocks: the plan's estimate (the decode "
                "buckets depend on it; give the log's '# HPU blocks' with --kv-blocks)")  # fmt: skip
-    report = Report(tuple(results), traffic.source, runs.load, runs.requests, engine, own.traits.backend,
+    report = Report(tuple(results), traffic.source, runs.load, runs.requests, engine, own.traits,
                     vision_efficiency(traffic.images(), images), images.buckets,
                     settings.skip_warmup, (kv_note, *notes), tuple(sorted(refused.items())),
                     _time_model(timer))  # fmt: skip

@@ -66,6 +66,7 @@ TRAITS = RuntimeTraits(
     "VLLM_MULTIMODAL_BUCKETS",
     none_buckets_fail_warmup=f"it takes len() of the bucket list, hpu_model_runner.py @{COMMIT_SHORT}",
     warms_all_graphs=True,
+    warmup_era="one_pass",
 )
 
 
