@@ -43,11 +43,12 @@ from vllm_hpu_mm.models.step_time import StepTime, step_time
 from vllm_hpu_mm.plan.text_buckets import plan_for_traffic, plan_from_traces
 from vllm_hpu_mm.replay.job import Images, Schedules, schedules
 from vllm_hpu_mm.replay.scheduler import DecodeRun, Limits, Trace
-from vllm_hpu_mm.runtimes.base import EngineShape, warmup_estimate
-from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
+from vllm_hpu_mm.runtimes.base import EngineShape
+from vllm_hpu_mm.runtimes.vllm_gaudi import TRAITS, VllmGaudi
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import VLLM_GAUDI_COMMIT, BucketingConfig
 from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
+from vllm_hpu_mm.runtimes.warmup import warmup_estimate
 from vllm_hpu_mm.traffic.requests import Request, Traffic
 
 #: The shared image-size sets beside the checkout (a worktree sits one level deeper than the main checkout).
@@ -236,8 +237,11 @@ def plan_config(c: Config, requests: int) -> dict[str, Any]:
     plans: dict[str, TextBucketPlan] = {"ours": chosen.plan}
     for s in ("lin", "pad"):
         plans[f"ours at {s}'s count"] = plan_from_traces(runs, text_limits, counts[s], time=t, sweep=sweep)
+    ours = warmup_estimate(TRAITS, prompt=chosen.plan.prompt, decode=[(b, c) for b, _, c in chosen.plan.decode])
+    exp = warmup_estimate(TRAITS, prompt=strategies["exp"].prefill, decode=strategies["exp"].decode)
+    warmup = {"ours": ours.seconds if ours else 0.0, "exp": exp.seconds if exp else 0.0}
     return {"shape": shape, "limits": limits, "time": t, "counts": counts, "plans": plans, "chosen": chosen,
-            "plan_seconds": seconds, "images": images}  # fmt: skip
+            "plan_seconds": seconds, "images": images, "warmup": warmup}  # fmt: skip
 
 
 def run_config(c: Config, tmp: Path, runner: Path, requests: int) -> dict[str, Any]:
@@ -268,6 +272,7 @@ def run_config(c: Config, tmp: Path, runner: Path, requests: int) -> dict[str, A
     chosen = p["chosen"]
     return {"config": c, "counts": p["counts"], "budget": chosen.budget, "reason": chosen.reason,
             "plan_seconds": p["plan_seconds"], "kv_blocks": shape.num_kv_blocks, "table": table,
+            "warmup": p["warmup"],
             "short_at_plan": list(chosen.short)}  # fmt: skip
 
 
@@ -280,6 +285,8 @@ def verdicts(r: dict[str, Any]) -> list[str]:
     cap = counts["exp"] // 2 if raised else counts["exp"] // 3
     if graphs > cap:
         out.append(f"graphs {graphs} > {'a half' if raised else 'a third'} of exp's {counts['exp']}")
+    if r["warmup"]["ours"] > r["warmup"]["exp"] * (cap / counts["exp"]) + 1e-9:
+        out.append(f"warm-up {r['warmup']['ours']:.0f} s > {'a half' if raised else 'a third'} of exp's")
     for load, row in table.items():
         if row["ours"].compiles:
             out.append(f"{len(row['ours'].compiles)} compiles at {load}")
@@ -318,11 +325,10 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     for r in rows:
         c = r["config"]
         first = next(iter(r["table"].values()))
-        w_ours, w_exp = warmup_estimate("hpu", first["ours"].graphs), warmup_estimate("hpu", r["counts"]["exp"])
+        w_ours, w_exp = r["warmup"]["ours"], r["warmup"]["exp"]
         bad = verdicts(r)
         lines.append(f"| {c.name} | {first['ours'].graphs} / {r['counts']['exp']} / {r['counts']['lin']} / "
-                     f"{r['counts']['pad']} | {w_ours.seconds if w_ours else 0:.0f} / "
-                     f"{w_exp.seconds if w_exp else 0:.0f} | {r['reason']} | {r['plan_seconds']:.0f} | "
+                     f"{r['counts']['pad']} | {w_ours:.0f} / {w_exp:.0f} | {r['reason']} | {r['plan_seconds']:.0f} | "
                      f"{'yes' if not bad else '**NO**: ' + '; '.join(bad)} |")  # fmt: skip
     lines.append("")
     for r in rows:
