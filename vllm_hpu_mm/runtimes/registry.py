@@ -34,12 +34,17 @@ DEFAULT_RUNTIME: dict[Backend, Runtime] = {
 
 
 def model_for(
-    runtime: Runtime, env: Mapping[str, str] | None = None, *, bucket_file_text: str | None = None
+    runtime: Runtime,
+    env: Mapping[str, str] | None = None,
+    *,
+    bucket_file_text: str | None = None,
+    bucket_file_source: str | None = None,
 ) -> RuntimeModel:
     """The runtime's model, configured by its own variables in ``env`` where it reads any (vllm-gaudi's bucketing;
-    ``bucket_file_text`` is the content of its ``VLLM_BUCKETING_FROM_FILE``)."""
+    ``bucket_file_text`` is the content of its ``VLLM_BUCKETING_FROM_FILE``, ``bucket_file_source`` how the user named
+    that file, for messages)."""
     if runtime is Runtime.VLLM_GAUDI:
-        return vllm_gaudi.model_from_env(env or {}, bucket_file_text)
+        return vllm_gaudi.model_from_env(env or {}, bucket_file_text, bucket_file_source)
     if runtime is Runtime.VLLM_FORK:
         return vllm_fork.VllmFork()
     if runtime is Runtime.VLLM_CUDA:

@@ -74,7 +74,8 @@ class VllmGaudi:
         prefill = common.prompt_buckets(self.bucketing, shape)
         decode = tuple((bs, blocks) for bs, _, blocks in common.decode_buckets(self.bucketing, shape))
         source = f"vllm-gaudi's {effective_strategy(self.bucketing)} bucketing (modelled on @{COMMIT_SHORT})"
-        return TextShapes(prefill, decode, source)
+        notes = () if self.planned else common.dropped_file_buckets(self.bucketing, shape)
+        return TextShapes(prefill, decode, source, notes)
 
     def text_lookup(self, shape: EngineShape) -> TextLookup:
         return RunnerLookup(self.bucketing, shape)
@@ -122,10 +123,13 @@ class VllmGaudi:
         return VisionBucketing(True, batch_based, buckets, f"{where}: {unit}", BATCH_WARMUP_SIDE if batch_based else 0)
 
 
-def model_from_env(env: Mapping[str, str], bucket_file_text: str | None = None) -> VllmGaudi:
+def model_from_env(
+    env: Mapping[str, str], bucket_file_text: str | None = None, bucket_file_source: str | None = None
+) -> VllmGaudi:
     """vllm-gaudi as the user's variables configure it; ``bucket_file_text`` is the content of the file that
-    ``VLLM_BUCKETING_FROM_FILE`` names (read by the caller: the model stays pure)."""
+    ``VLLM_BUCKETING_FROM_FILE`` names (read by the caller: the model stays pure), ``bucket_file_source`` how the user
+    named it (default: the variable)."""
     cfg = config_from_env(env)
     if cfg.from_file is not None:
-        cfg = dataclasses.replace(cfg, file_text=bucket_file_text)
+        cfg = dataclasses.replace(cfg, file_text=bucket_file_text, file_source=bucket_file_source)
     return VllmGaudi(cfg)
