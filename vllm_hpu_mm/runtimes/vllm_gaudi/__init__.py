@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from pathlib import Path
 
+from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes.arithmetic import gaudi_guide_split, vllm_batch_defaults
 from vllm_hpu_mm.runtimes.base import (
     GRAPH_RESERVED_MEM,
@@ -29,6 +31,7 @@ from vllm_hpu_mm.runtimes.base import (
     MemoryInputs,
     MemorySplit,
     Runtime,
+    RuntimeEntry,
     RuntimeTraits,
     TextLookup,
     TextShapes,
@@ -36,11 +39,11 @@ from vllm_hpu_mm.runtimes.base import (
 )
 from vllm_hpu_mm.runtimes.vllm_gaudi import common
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import COMMIT_SHORT, BucketingConfig, config_from_env, effective_strategy
-from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
+from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import MAX_FILE_BUCKETS, bucket_file
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
 from vllm_hpu_mm.runtimes.vllm_gaudi.vision import BATCH_WARMUP_SIDE, vision_table_entry
 
-__all__ = ["PLANNED_FILE", "TRAITS", "VllmGaudi", "model_from_env"]
+__all__ = ["BUCKET_FILE_VAR", "ENTRY", "PLANNED_FILE", "TRAITS", "VllmGaudi", "model_from_env"]
 
 #: The name a planned bucket file goes by in the model (``serve`` writes it under its own path).
 PLANNED_FILE = "planned from traffic"
@@ -123,13 +126,32 @@ class VllmGaudi:
         return VisionBucketing(True, batch_based, buckets, f"{where}: {unit}", BATCH_WARMUP_SIDE if batch_based else 0)
 
 
-def model_from_env(
-    env: Mapping[str, str], bucket_file_text: str | None = None, bucket_file_source: str | None = None
-) -> VllmGaudi:
-    """vllm-gaudi as the user's variables configure it; ``bucket_file_text`` is the content of the file that
-    ``VLLM_BUCKETING_FROM_FILE`` names (read by the caller: the model stays pure), ``bucket_file_source`` how the user
-    named it (default: the variable)."""
+#: The variable naming a bucket file; :func:`model_from_env` reads the file it names, once.
+BUCKET_FILE_VAR = "VLLM_BUCKETING_FROM_FILE"
+#: Most bytes of a bucket file read: ten times a file of MAX_FILE_BUCKETS buckets one per line (~16 bytes a line).
+MAX_BUCKET_FILE_BYTES = 16 << 20
+
+
+def model_from_env(env: Mapping[str, str], spelled: Mapping[str, str] | None = None) -> VllmGaudi:
+    """vllm-gaudi as the user's variables configure it, with the bucket file ``VLLM_BUCKETING_FROM_FILE`` names read
+    here (``spelled``: how the user gave a variable, e.g. ``--bucket-file``, for the error)."""
     cfg = config_from_env(env)
     if cfg.from_file is not None:
-        cfg = dataclasses.replace(cfg, file_text=bucket_file_text, file_source=bucket_file_source)
+        given = (spelled or {}).get(BUCKET_FILE_VAR, BUCKET_FILE_VAR)
+        source = f"{given}={cfg.from_file}" if given == BUCKET_FILE_VAR else f"{given} {cfg.from_file}"
+        try:
+            with Path(cfg.from_file).expanduser().open("rb") as f:
+                raw = f.read(MAX_BUCKET_FILE_BYTES + 1)  # a device or an endless file stops at the cap
+            text = raw.decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise ConfigError(f"{source}: cannot read it ({why}); accepted: a readable vllm-gaudi bucket "
+                              "file") from None  # fmt: skip
+        if len(raw) > MAX_BUCKET_FILE_BYTES:
+            raise ConfigError(f"{source}: larger than {MAX_BUCKET_FILE_BYTES:,} bytes; accepted: a vllm-gaudi bucket "
+                              f"file (at most {MAX_FILE_BUCKETS:,} buckets, a few hundred kilobytes)")  # fmt: skip
+        cfg = dataclasses.replace(cfg, file_text=text, file_source=source)
     return VllmGaudi(cfg)
+
+
+ENTRY = RuntimeEntry(Runtime.VLLM_GAUDI, TRAITS, model_from_env, "gaudi2", "vllm_hpu_mm.runtimes.vllm_gaudi.exports")
