@@ -42,11 +42,18 @@ def _seconds(r: Report, graphs: int) -> float | None:
     return None if w is None else round(w.seconds, 1)
 
 
+def _warmed(res: ReplayResult, report: Report) -> tuple[int, int]:
+    """Graphs warmed at start-up: none under VLLM_SKIP_WARMUP=true (warmup_model returns first, vllm-gaudi
+    @091bbadd), whatever buckets the configuration lists."""
+    return (0, 0) if report.skip_warmup else res.warmed
+
+
 def result_dict(res: ReplayResult, report: Report) -> dict[str, Any]:
-    warmed = sum(res.warmed)
+    warmed = sum(_warmed(res, report))
     return {
         "label": res.label,
-        "graphs_warmed": {"prompt": res.warmed[0], "decode": res.warmed[1], "total": warmed},
+        "graphs_warmed": {"prompt": _warmed(res, report)[0], "decode": _warmed(res, report)[1], "total": warmed},
+        "buckets_listed": {"prompt": res.warmed[0], "decode": res.warmed[1]},
         "run_time_compiles": {
             "prompt": res.compiles_by_phase[0],
             "decode": res.compiles_by_phase[1],
@@ -96,15 +103,18 @@ def to_table(r: Report) -> str:
     def row(name: str, cells: list[str]) -> None:
         rows.append((name, cells))
 
-    row("graphs warmed (prompt + decode)", [f"{sum(x.warmed)} ({x.warmed[0]} + {x.warmed[1]})" for x in r.results])
-    row("run-time compiles", [f"{len(x.compiles)}" for x in r.results])
+    warmed = [_warmed(x, r) for x in r.results]
+    row("graphs warmed (prompt + decode)", [f"{sum(w)} ({w[0]} + {w[1]})" for w in warmed])
+    if r.skip_warmup:
+        row("buckets listed, none warmed", [f"{sum(x.warmed)} ({x.warmed[0]} + {x.warmed[1]})" for x in r.results])
+    row("run-time compiles", [f"{sum(x.shapes_run) if r.skip_warmup else len(x.compiles)}" for x in r.results])
     row("  of which fallback buckets", [f"{len(x.fallbacks)}" for x in r.results])
     row("compiles under VLLM_SKIP_WARMUP", [f"{sum(x.shapes_run)}" for x in r.results])
     row("prefill token efficiency", [f"{x.prefill_tokens.value:.3f}" for x in r.results])
     row("prefill context efficiency", [f"{x.prefill_context.value:.3f}" for x in r.results])
     row("decode slot efficiency", [f"{x.decode_slots.value:.3f}" for x in r.results])
     row("decode block efficiency", [f"{x.decode_blocks.value:.3f}" for x in r.results])
-    estimates = [_seconds(r, sum(x.warmed)) for x in r.results]
+    estimates = [_seconds(r, sum(w)) for w in warmed]
     row("warm-up estimate (text graphs)", [f"{s:.0f} s" if s is not None else "unknown" for s in estimates])
     name_width = max(len(n) for n, _ in rows)
     lines.append(f"  {'':<{name_width}}  " + "  ".join(f"{res.label:>{width}}" for res in r.results))
