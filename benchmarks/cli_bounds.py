@@ -21,13 +21,13 @@ import argparse
 import http.server
 import json
 import os
-import threading
-import time
 import platform
 import random
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -72,7 +72,7 @@ def loopback(handler: object) -> str:
     """A threaded HTTP server on loopback answering GET with ``handler``; its /metrics URL."""
 
     class H(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             handler(self)  # type: ignore[operator]
 
         def log_message(self, *args: object) -> None:
@@ -93,11 +93,16 @@ def inputs(tmp: Path) -> dict[str, str]:
         "cap_file": "".join(f"(1, {q}, range(0, 1000))\n" for q in range(128, 128 * 100, 128))
         + "(range(1, 11), 1, range(8, 801, 8))\n",
         "long_line": "(1, 128, [" + ",".join(["0"] * 100_000) + "])x\n",
-        "many_lines": "".join(f"({rng.choice((1, 2, 4))}, {rng.randrange(2, 8192)}, {rng.randrange(0, 256)})\n"
-                              for _ in range(99_999)) + "(1, 1, 8)\n",  # fmt: skip
-        "traffic": "width,height,text_tokens,output_tokens,cached_tokens\n" + "".join(
+        "many_lines": "".join(
+            f"({rng.choice((1, 2, 4))}, {rng.randrange(2, 8192)}, {rng.randrange(0, 256)})\n" for _ in range(99_999)
+        )
+        + "(1, 1, 8)\n",
+        "traffic": "width,height,text_tokens,output_tokens,cached_tokens\n"
+        + "".join(
             f"{rng.randint(100, 4000)},{rng.randint(100, 4000)},{(t := rng.randint(1, 30000))},{rng.randint(1, 4000)},"
-            f"{rng.randint(0, t)}\n" for _ in range(250_000)),  # fmt: skip
+            f"{rng.randint(0, t)}\n"
+            for _ in range(250_000)
+        ),
     }
     wide = []
     for name in ("vllm:request_prompt_tokens", "vllm:request_generation_tokens"):

@@ -37,7 +37,8 @@ def test_a_huge_decode_block_max_is_refused_naming_the_variable() -> None:
         decode_buckets(cfg, SHAPE)
     message = str(err.value)
     assert message.startswith(f"VLLM_DECODE_BLOCK_BUCKET_MAX={10**12}")
-    assert "at most 1,000,000" in message and "\n" not in message
+    assert "at most 1,000,000" in message
+    assert "\n" not in message
 
 
 def test_a_large_decode_block_max_below_the_cap_gives_the_default_buckets_beyond_the_cap() -> None:
@@ -65,7 +66,8 @@ def test_ranges_that_combine_past_the_cap_are_refused_naming_their_variables() -
     env = {"VLLM_BUCKETING_STRATEGY": "lin", "VLLM_PROMPT_BS_BUCKET_MAX": "4000", "VLLM_PROMPT_BS_BUCKET_STEP": "1"}
     with pytest.raises(ConfigError) as err:
         prompt_buckets(config_from_env(env), SHAPE)
-    assert "VLLM_PROMPT_BS_BUCKET_MAX=4000" in str(err.value) and "at most 2,000,000" in str(err.value)
+    assert "VLLM_PROMPT_BS_BUCKET_MAX=4000" in str(err.value)
+    assert "at most 2,000,000" in str(err.value)
 
 
 def _unpruned(monkeypatch: pytest.MonkeyPatch, cfg: BucketingConfig, shape: EngineShape) -> tuple[object, object]:
@@ -93,7 +95,11 @@ def _unpruned(monkeypatch: pytest.MonkeyPatch, cfg: BucketingConfig, shape: Engi
 def test_pruning_never_changes_a_bucket(strategy: str, max_model_len: int, max_num_seqs: int, ctx_max: int | None,
                                         block_max: int | None, query_max: int | None, merged: bool,
                                         contiguous: bool) -> None:  # fmt: skip
-    env = {"VLLM_BUCKETING_STRATEGY": strategy, "VLLM_MERGED_PREFILL": str(merged), "VLLM_CONTIGUOUS_PA": str(contiguous)}
+    env = {
+        "VLLM_BUCKETING_STRATEGY": strategy,
+        "VLLM_MERGED_PREFILL": str(merged),
+        "VLLM_CONTIGUOUS_PA": str(contiguous),
+    }
     for name, value in (("VLLM_PROMPT_CTX_BUCKET_MAX", ctx_max), ("VLLM_DECODE_BLOCK_BUCKET_MAX", block_max),
                         ("VLLM_PROMPT_QUERY_BUCKET_MAX", query_max)):  # fmt: skip
         if value is not None:
@@ -129,7 +135,8 @@ def test_file_errors_name_the_flag_as_given_and_cut_a_long_line() -> None:
     with pytest.raises(ConfigError) as err:
         parse_bucket_file(line + "\n", "--bucket-file b.txt")
     message = str(err.value)
-    assert message.startswith("--bucket-file b.txt line 1") and len(message) < 600
+    assert message.startswith("--bucket-file b.txt line 1")
+    assert len(message) < 600
     assert f"({len(line):,} characters)" in message
 
 
@@ -152,8 +159,10 @@ def test_buckets_the_filters_drop_are_said() -> None:
     assert len(notes) == 2
     prompt, decode = notes
     assert prompt.startswith("--bucket-file b.txt: vllm-gaudi drops 2 of its 3 prompt buckets")
-    assert "max_num_batched_tokens 8192" in prompt and "(1, 128, 300)" in prompt
-    assert "1 of its 3 decode buckets" in decode and "batch 4 above its 2 blocks" in decode
+    assert "max_num_batched_tokens 8192" in prompt
+    assert "(1, 128, 300)" in prompt
+    assert "1 of its 3 decode buckets" in decode
+    assert "batch 4 above its 2 blocks" in decode
 
 
 def test_a_file_whose_buckets_all_pass_says_nothing() -> None:
@@ -167,4 +176,5 @@ def test_any_text_is_buckets_or_one_line_naming_the_file(text: str) -> None:
         parse_bucket_file(text, "--bucket-file b.txt")
     except ConfigError as err:
         message = str(err)
-        assert message.startswith("--bucket-file b.txt line ") and len(message) < 800
+        assert message.startswith("--bucket-file b.txt line ")
+        assert len(message) < 800

@@ -87,7 +87,7 @@ def server() -> Iterator[Callable[[Handler], str]]:
 
     def start(handler: Handler) -> str:
         class H(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            def do_GET(self) -> None:
                 handler(self)
 
             def log_message(self, *args: object) -> None:
@@ -132,11 +132,13 @@ def test_a_body_cut_short_is_one_line(server: Callable[[Handler], str], handler:
     with pytest.raises(ConfigError) as err:
         read_exposition(server(handler))
     message = str(err.value)
-    assert message.startswith("--from-metrics http://127.0.0.1:") and "short" in message and "\n" not in message
+    assert message.startswith("--from-metrics http://127.0.0.1:")
+    assert "short" in message
+    assert "\n" not in message
 
 
 def test_an_error_status_and_a_refused_connection_are_one_line(server: Callable[[Handler], str]) -> None:
-    with pytest.raises(ConfigError, match="cannot fetch it .*Not Found"):
+    with pytest.raises(ConfigError, match=r"cannot fetch it .*Not Found"):
         read_exposition(server(_not_found))
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
@@ -154,10 +156,14 @@ def test_files_past_the_cap_and_devices_are_refused(tmp_path: Path) -> None:
         read_exposition("/dev/zero", max_bytes=1000)
 
 
-def test_the_command_exits_2_with_one_line(server: Callable[[Handler], str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_command_exits_2_with_one_line(
+    server: Callable[[Handler], str], capsys: pytest.CaptureFixture[str]
+) -> None:
     code = main(["buckets", "check", "--from-metrics", server(_not_found)])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and len(err.splitlines()) == 1 and "--from-metrics" in err
+    assert code == 2
+    assert len(err.splitlines()) == 1
+    assert "--from-metrics" in err
 
 
 def _wide(n: int) -> str:
@@ -171,13 +177,14 @@ def _wide(n: int) -> str:
 
 def test_wide_histograms_make_a_bounded_product() -> None:
     text = text_metrics(families(_wide(3000), "page"), "page")
-    assert len(text.prompts) == 3000 and len(text.answers) == 3000
+    assert len(text.prompts) == 3000
+    assert len(text.answers) == 3000
     rows = text.text_rows()
     assert len(rows) <= MAX_TEXT_ROWS
     assert max(p for p, _, _ in rows) >= 29_000  # the long prompts are still there
 
 
 def test_vllm_sized_histograms_keep_every_value() -> None:
-    prompts = {v: 1 for v in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)}
+    prompts = dict.fromkeys((1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000), 1)
     rows = TextMetrics(prompts, dict(prompts), None, None, {}).text_rows()
     assert {p for p, _, _ in rows} == set(prompts)

@@ -56,8 +56,10 @@ def test_a_count_column_weighs_a_row(tmp_path: Path) -> None:
         ("width,height,output_tokens\n64,64,0\n", ":2: output_tokens 0 is out of range"),
         ("width,height,text_tokens\n64,64,1e9\n", ":2: text_tokens '1e9' is not an integer"),
         ("name\nx\n", ":1: header 'name' lacks width,height"),
-        ("width,height,text_tokens,cached_tokens\n640,480,10,20\n", ":2: cached_tokens 20 exceeds text_tokens 10 of "
-         "the request"),
+        (
+            "width,height,text_tokens,cached_tokens\n640,480,10,20\n",
+            ":2: cached_tokens 20 exceeds text_tokens 10 of the request",
+        ),
         ("width,height,cached_tokens\n640,480,20\n", ":2: cached_tokens 20 without text_tokens"),
         ("width,height,width\n640,480,320\n", ":1: header names width more than once"),
         ("width,height,text_tokens,TEXT_TOKENS\n640,480,1,2\n", ":1: header names text_tokens more than once"),

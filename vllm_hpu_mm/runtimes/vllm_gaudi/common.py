@@ -78,6 +78,7 @@ MAX_COMBINATIONS = 2_000_000
 
 def _named(cfg: BucketingConfig, phase: str, dim: str) -> str:
     """The variables the user set for one range, as spelled (``VLLM_PROMPT_QUERY_BUCKET_MIN=4096``), for messages."""
+
     def value(variable: str) -> int | None:
         return cfg.setting(variable) if variable in RANGE_VARIABLES else None  # decode query has no variable
 
