@@ -8,11 +8,14 @@ filters drop for certain are left out without changing a single bucket (checked 
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_gaudi import common
@@ -178,3 +181,16 @@ def test_any_text_is_buckets_or_one_line_naming_the_file(text: str) -> None:
         message = str(err)
         assert message.startswith("--bucket-file b.txt line ")
         assert len(message) < 800
+
+
+def test_the_plan_warns_of_file_buckets_the_runtime_drops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "b.txt"
+    path.write_text("(1, 128, 0)\n(1, 1, 8)\n(4, 1, [2, 100])\n")
+    monkeypatch.setenv("VLLM_BUCKETING_FROM_FILE", str(path))
+    assert main(["memory", "plan", "--max-model-len", "8192", "--json"]) == 0
+    findings = json.loads(capsys.readouterr().out)["warnings"]
+    dropped = [f for f in findings if f["code"] == "runtime_drops_buckets"]
+    assert len(dropped) == 1
+    assert dropped[0]["message"].startswith(f"VLLM_BUCKETING_FROM_FILE={path}: vllm-gaudi drops 1 of its 3 decode")
