@@ -195,6 +195,7 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(1)
     rows = []
+    load_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         sizes = Path(tmp) / "random_3000.csv"
         sizes.write_text("width,height\n" + "".join(f"{rng.randint(100, 2000)},{rng.randint(100, 2000)}\n"
@@ -210,6 +211,8 @@ def main() -> None:
     if args.only:
         return
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    # the machine is shared: its load says how far the times are from an idle one's
+    machine += f", load average {load_start:.1f} at the start and {os.getloadavg()[0]:.1f} at the end"
     Path(args.out + ".json").write_text(json.dumps({"machine": machine, "rows": rows}, indent=1) + "\n")
     lines = [f"# CLI work bounds ({machine}; `python -m benchmarks.cli_bounds`, fastest of {args.rounds})", "",
              "Each command in a fresh process, the import of the CLI included; cases that take tens of seconds "
