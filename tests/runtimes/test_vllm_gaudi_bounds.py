@@ -194,3 +194,36 @@ def test_the_plan_warns_of_file_buckets_the_runtime_drops(
     dropped = [f for f in findings if f["code"] == "runtime_drops_buckets"]
     assert len(dropped) == 1
     assert dropped[0]["message"].startswith(f"VLLM_BUCKETING_FROM_FILE={path}: vllm-gaudi drops 1 of its 3 decode")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    strategy=st.sampled_from(["lin", "pad", "exp"]),
+    values=st.dictionaries(
+        st.sampled_from(
+            [
+                "VLLM_DECODE_BLOCK_BUCKET_MAX",
+                "VLLM_DECODE_BLOCK_BUCKET_STEP",
+                "VLLM_DECODE_BS_BUCKET_MAX",
+                "VLLM_PROMPT_CTX_BUCKET_MAX",
+                "VLLM_PROMPT_QUERY_BUCKET_STEP",
+                "VLLM_PROMPT_BS_BUCKET_MAX",
+                "VLLM_PROMPT_CTX_BUCKET_STEP",
+                "VLLM_DECODE_BS_BUCKET_STEP",
+            ]
+        ),
+        st.integers(-5, 10**13) | st.sampled_from([0, 1, 2, 10**6, 10**9]),
+        max_size=4,
+    ),
+)
+def test_any_range_variables_give_buckets_or_one_line_naming_a_variable(strategy: str, values: dict[str, int]) -> None:
+    cfg = config_from_env({"VLLM_BUCKETING_STRATEGY": strategy, **{k: str(v) for k, v in values.items()}})
+    try:
+        prompt, decode = prompt_buckets(cfg, SHAPE), decode_buckets(cfg, SHAPE)
+    except ConfigError as err:
+        message = str(err)
+        assert "\n" not in message
+        assert len(message) < 800
+    else:
+        assert len(prompt) <= common.MAX_COMBINATIONS
+        assert len(decode) <= common.MAX_COMBINATIONS
