@@ -30,6 +30,7 @@ Code = Literal[
     "decode_graphs_skipped",
     "text_graphs_over_pool",
     "encoder_cache_smaller",
+    "runtime_drops_buckets",
 ]
 
 
