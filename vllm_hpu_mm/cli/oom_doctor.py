@@ -11,6 +11,7 @@ from typing import Any
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, print_json
 from vllm_hpu_mm.logs.doctor import Diagnosis, diagnose_file
+from vllm_hpu_mm.logs.numbers import skipped_json
 from vllm_hpu_mm.models.lookup import resolve
 
 
@@ -50,6 +51,7 @@ def as_json(d: Diagnosis) -> dict[str, Any]:
         "gaudi_memory": None if d.gaudi_memory is None else vars(d.gaudi_memory),
         "warmup": None if d.warmup is None else {"kind": d.warmup[0], "index": d.warmup[1], "total": d.warmup[2]},
         "model": d.model,
+        "skipped": skipped_json(d.skipped),
     }
 
 
@@ -59,6 +61,7 @@ _BASIS = {
     "message": "the error message, which names its phase",
     "phase": "the last phase the log reached before the error",
     "learned": "frame names voted on by labelled logs (the phase table knows none of them)",
+    "repeated": "the same process failing again and again (it survived its failures, so it was serving)",
     "cut": "the log stopping inside this phase (a counted phase or a traceback) with no error line",
     "unknown": "nothing in the log says when it happened",
     "none": "no out-of-memory line and no cut-off phase",
@@ -79,4 +82,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {args.log}:{e.line}: {e.text}")
         for r in d.recommendations:
             print(f"- {r}")
+        for line in d.skipped.summary(args.log):
+            print(line)
     return int(ExitCode.NEGATIVE if d.oom else ExitCode.OK)

@@ -28,6 +28,7 @@ from vllm_hpu_mm.logs.patterns import (
     WARMUP_FINISHED,
     size_bytes,
 )
+from vllm_hpu_mm.logs.numbers import integer, number
 from vllm_hpu_mm.models.dims import ModelDims, kv_bytes_per_token, weight_bytes
 from vllm_hpu_mm.plan.costs import warmup_estimate
 from vllm_hpu_mm.runtimes.base import MemoryInputs, MemorySplit, RuntimeModel
@@ -96,7 +97,7 @@ class RunInputs:
 
 
 def _gib(text: str) -> int:
-    return round(float(text) * GIB)
+    return round(number(text) * GIB)
 
 
 def read_log(lines: Iterable[str]) -> Logged:
@@ -114,18 +115,18 @@ def read_log(lines: Iterable[str]) -> Logged:
             found["profile_bytes"] = size_bytes(m)
         if (m := GAUDI_MEMORY.search(line)) and "free_bytes" not in found:
             found.update(free_bytes=_gib(m["free"]), usable_bytes=_gib(m["usable"]),
-                         gpu_memory_utilization=float(m["util"]))  # fmt: skip
+                         gpu_memory_utilization=number(m["util"]))  # fmt: skip
             if m["graph"] is not None:
                 found.update(graph_bytes=_gib(m["graph"]), kv_bytes=_gib(m["kv"]),
-                             graph_reserved_mem=float(m["reserved"]))  # fmt: skip
+                             graph_reserved_mem=number(m["reserved"]))  # fmt: skip
         if (m := HPU_CACHE_ENGINE.search(line)) and "kv_bytes" not in found:
             found["kv_bytes"] = size_bytes(m)
         if (m := HPU_BLOCKS.search(line)) and "kv_blocks" not in found:
-            found["kv_blocks"] = int(m["n"] or m["n2"])
+            found["kv_blocks"] = integer(m["n"] or m["n2"])
         if (m := WARMUP_FINISHED.search(line)) and "warmup_seconds" not in found:
-            found.update(warmup_seconds=int(m["secs"]), warmup_bytes=size_bytes(m))
-        if (m := PHASE_TOTAL.search(line)) and m["pct"] and float(m["pct"]) > 0:
-            found["graphs_warmed"] = found.get("graphs_warmed", 0) + round(int(m["n"]) * 100 / float(m["pct"]))
+            found.update(warmup_seconds=integer(m["secs"]), warmup_bytes=size_bytes(m))
+        if (m := PHASE_TOTAL.search(line)) and m["pct"] and number(m["pct"]) > 0:
+            found["graphs_warmed"] = found.get("graphs_warmed", 0) + round(integer(m["n"]) * 100 / number(m["pct"]))
     return Logged(**found)
 
 
