@@ -101,8 +101,9 @@ def test_the_garbled_line_of_a_public_log_is_reported(tmp_path: Path, capsys: py
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(figure=garbled_figures, data=st.data())
-def test_no_command_that_reads_logs_exits_3_on_a_garbled_figure(figure: str, data: st.DataObject,
-                                                                 tmp_path_factory: pytest.TempPathFactory) -> None:  # fmt: skip
+def test_no_command_that_reads_logs_exits_3_on_a_garbled_figure(
+    figure: str, data: st.DataObject, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     source = (GAUDI_LOGS / "dev" / "vllm_gaudi_perf_tuning_llama31_8b_gaudi2.log").read_text().splitlines()
     numbered = [k for k, line in enumerate(source) if FIGURE.search(line) and not line.startswith("#")]
     which = data.draw(st.sampled_from(numbered))
@@ -132,7 +133,8 @@ def test_a_binary_file_is_still_refused(tmp_path: Path, capsys: pytest.CaptureFi
 def test_a_device_is_refused_before_it_is_read(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["oom-doctor", "/dev/zero"]) == 2
     err = capsys.readouterr().err
-    assert "device" in err and err.count("\n") == 1
+    assert "device" in err
+    assert err.count("\n") == 1
 
 
 def test_a_fifo_is_read_up_to_the_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -157,7 +159,8 @@ def test_a_fifo_is_read_up_to_the_cap(tmp_path: Path, monkeypatch: pytest.Monkey
     finally:
         stop.set()
     err = capsys.readouterr().err
-    assert "more than 1 MiB" in err and "tail" in err
+    assert "more than 1 MiB" in err
+    assert "tail" in err
 
 
 def test_a_compressed_log_that_inflates_without_end_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -169,8 +172,9 @@ def test_a_compressed_log_that_inflates_without_end_is_capped(tmp_path: Path, mo
     assert "more than 1 MiB" in capsys.readouterr().err
 
 
-def test_a_plain_file_over_the_cap_is_refused_before_it_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_a_plain_file_over_the_cap_is_refused_before_it_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(reading, "MAX_LOG_BYTES", 1000)
     path = tmp_path / "big.log"
     path.write_text("INFO x\n" * 1000)

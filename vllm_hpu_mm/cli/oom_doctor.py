@@ -1,5 +1,6 @@
 """'vllm-hpu-mm oom-doctor LOG': find the out-of-memory failure in a vLLM server log, say at which stage it
-happened and how sure that is, quote the evidence and recommend settings for the log's runtime (Gaudi, CUDA, CPU).
+happened and how sure that is, quote the evidence and recommend settings that the log's writer reads (vllm-gaudi,
+vllm-fork, vLLM on CUDA, ROCm, CPU or another accelerator, TGI, optimum-habana).
 The log is streamed (any size), decoded by its byte-order mark (UTF-8 or UTF-16) and stripped of colour codes.
 Exit 1 when a failure is found, 0 when none, 2 when the log cannot be read, is empty or --model is unknown."""
 
@@ -22,7 +23,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON object: stage, confidence, basis, memory, evidence, recommendations, settings, run, runs "
+        help="print one JSON object: stage, confidence, basis, memory, source (framework, accelerator, runtime), evidence, "
+        "recommendations, settings, run, runs, skipped "
         "(default: a text report)",
     )
     p.add_argument(
@@ -43,6 +45,13 @@ def as_json(d: Diagnosis) -> dict[str, Any]:
         "basis": d.basis,
         "memory": d.memory,
         "runtime": d.backend,
+        "source": {
+            "framework": d.source.framework,
+            "accelerator": d.source.accelerator,
+            "runtime": None if d.source.runtime is None else d.source.runtime.value,
+            "vision_model": d.source.multimodal,
+            "other_processes_gib": d.source.other_processes_gib,
+        },
         "evidence": [{"line": e.line, "text": e.text} for e in d.evidence],
         "recommendations": list(d.recommendations),
         "settings": dict(d.settings),
@@ -78,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
         where = f" ({d.memory} memory)" if d.memory else ""
         run = f" (run {d.run} of {d.runs})" if d.runs > 1 else ""
         print(f"stage: {d.stage}{where}{run}, confidence {d.confidence:.2f}: from {_BASIS[d.basis]}")
+        if d.oom:
+            print(f"written by: {d.source.describe}{' (a vision model)' if d.source.multimodal else ''}")
         for e in d.evidence:
             print(f"  {args.log}:{e.line}: {e.text}")
         for r in d.recommendations:

@@ -28,6 +28,7 @@ import math
 from collections.abc import Iterable, Sequence
 
 from vllm_hpu_mm.buckets.packing import bucket_for
+from vllm_hpu_mm.logs.numbers import GarbledNumber, SkippedLines, integer, number
 from vllm_hpu_mm.logs.patterns import (
     BUCKET_PAIR,
     CUDA_CAPTURE_SIZES,
@@ -41,7 +42,6 @@ from vllm_hpu_mm.logs.patterns import (
     RuntimeSniffer,
     size_bytes,
 )
-from vllm_hpu_mm.logs.numbers import GarbledNumber, SkippedLines, integer, number
 from vllm_hpu_mm.models.dims import ModelDims
 from vllm_hpu_mm.plan import text_cost, vision_cost
 from vllm_hpu_mm.plan.costs import COST_FIELDS, CostProfile

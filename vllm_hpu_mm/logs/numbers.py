@@ -13,7 +13,17 @@ import re
 
 from vllm_hpu_mm.errors import ConfigError
 
-__all__ = ["INTEGER", "MAX_DIGITS", "NUMBER", "GarbledNumber", "Skipped", "SkippedLines", "integer", "number", "skipped_json"]
+__all__ = [
+    "INTEGER",
+    "MAX_DIGITS",
+    "NUMBER",
+    "GarbledNumber",
+    "Skipped",
+    "SkippedLines",
+    "integer",
+    "number",
+    "skipped_json",
+]
 
 #: The most digits a figure of a log has (bytes of a device: 14; a counter: fewer). Longer runs are garbled, and
 #: Python refuses to convert integers of over 4,300 digits anyway.

@@ -22,14 +22,14 @@ import gzip
 import io
 import lzma
 import os
+import re
 import stat
 import sys
-import re
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.logs.patterns import ANSI
@@ -124,7 +124,7 @@ class _Prefixed(io.RawIOBase):
 class _Capped(io.RawIOBase):
     """``stream`` read up to :data:`MAX_LOG_BYTES`; one byte more is refused, naming the log and the cap."""
 
-    def __init__(self, stream: BinaryIO, path: str, limit: int) -> None:
+    def __init__(self, stream: BinaryIO | io.BufferedIOBase, path: str, limit: int) -> None:
         self._stream = stream
         self._path = path
         self._left = limit
@@ -147,6 +147,11 @@ def _cannot_read(path: str, exc: BaseException) -> str:
         return str(exc)
     why = getattr(exc, "strerror", None) or str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
     return f"cannot read log {path!r}: {why}; {ACCEPTED}"
+
+
+def _capped(stream: BinaryIO | io.BufferedIOBase, path: str) -> io.BufferedReader:
+    """``stream`` buffered, read up to :data:`MAX_LOG_BYTES` (read when called: tests lower it)."""
+    return cast(io.BufferedReader, io.BufferedReader(_Capped(stream, path, MAX_LOG_BYTES)))
 
 
 def _too_large(path: str, limit: int) -> str:
@@ -177,10 +182,6 @@ def _refuse_device_stdin() -> None:
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
         raise ConfigError("standard input is a device or a terminal, not a log; accepted: a log piped in "
                           "(cat server.log | vllm-hpu-mm oom-doctor -) or a log file")  # fmt: skip
-
-
-def _buffered(stream: BinaryIO) -> io.BufferedReader:
-    return stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(stream)  # type: ignore[arg-type]
 
 
 def _peek(stream: io.BufferedReader, path: str) -> bytes:
@@ -217,14 +218,13 @@ def _open_text(path: str, stack: ExitStack) -> io.TextIOWrapper:
             raw = stack.enter_context(Path(path).open("rb"))  # noqa: SIM115 (the stack closes it)
         except OSError as exc:
             raise ConfigError(f"cannot read log {path!r}: {exc.strerror or exc}") from None
-    stream = io.BufferedReader(_Capped(raw, path, MAX_LOG_BYTES))
+    stream = _capped(raw, path)
     for _ in range(2):  # a compressed log is decompressed once (not an archive inside an archive)
         head = _peek(stream, path)
         opener = next((opener for magic, opener in _COMPRESSED if head.startswith(magic)), None)
         if opener is None:
             break
-        decompressed = stack.enter_context(opener(stream))
-        stream = io.BufferedReader(_Capped(decompressed, path, MAX_LOG_BYTES))  # type: ignore[arg-type]
+        stream = _capped(stack.enter_context(opener(stream)), path)
     head = _peek(stream, path)
     # Log rotation truncates a log in place to NUL bytes (UTF-16-BE text starts with one NUL, not two).
     if head.startswith(b"\x00\x00") or (head and not head.strip(b"\x00")):

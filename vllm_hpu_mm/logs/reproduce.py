@@ -17,6 +17,7 @@ import math
 from collections.abc import Iterable
 from typing import Any, Literal
 
+from vllm_hpu_mm.logs.numbers import integer, number
 from vllm_hpu_mm.logs.patterns import (
     GAUDI_MEMORY,
     HPU_BLOCKS,
@@ -28,7 +29,6 @@ from vllm_hpu_mm.logs.patterns import (
     WARMUP_FINISHED,
     size_bytes,
 )
-from vllm_hpu_mm.logs.numbers import integer, number
 from vllm_hpu_mm.models.dims import ModelDims, kv_bytes_per_token, weight_bytes
 from vllm_hpu_mm.plan.costs import warmup_estimate
 from vllm_hpu_mm.runtimes.base import MemoryInputs, MemorySplit, RuntimeModel

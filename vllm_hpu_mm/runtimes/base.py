@@ -23,6 +23,8 @@ __all__ = [
     "GRAPH_RESERVED_MEM",
     "PARTS",
     "RUNTIME_CHOICES",
+    "SKIP_WARMUP",
+    "VISION_BUCKETS",
     "BatchDefaults",
     "Bucket",
     "DeviceFacts",
@@ -51,6 +53,10 @@ Bucket = tuple[int, int, int]
 GRAPH_RESERVED_MEM = "VLLM_GRAPH_RESERVED_MEM"
 GRAPH_PROMPT_RATIO = "VLLM_GRAPH_PROMPT_RATIO"
 GRAPH_MULTIMODAL_PROMPT_RATIO = "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO"
+#: The Gaudi runtimes' own variables a fix may name (:attr:`RuntimeTraits.env`): the vision buckets warmed (patch
+#: counts) and skipping warm-up.
+VISION_BUCKETS = "VLLM_MULTIMODAL_BUCKETS"
+SKIP_WARMUP = "VLLM_SKIP_WARMUP"
 
 
 class Runtime(str, enum.Enum):
@@ -88,6 +94,9 @@ class RuntimeTraits:
     profiles_graphs: bool = False
     #: Config ``model_type`` values the fp32-softmax default applies to (empty: every model).
     fp32_softmax_model_types: tuple[str, ...] = ()
+    #: The runtime's own variables, beyond the guide's memory ones, that fixes and the OOM doctor may name (a
+    #: runtime that does not read a variable is never told to set it).
+    env: frozenset[str] = frozenset()
 
     def fp32_softmax_for(self, model_type: str) -> bool:
         """The runtime's fp32-softmax default for a model of ``model_type``."""

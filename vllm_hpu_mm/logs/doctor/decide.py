@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from vllm_hpu_mm.logs.doctor.phases import frame_meaning, traceback_stage
-from vllm_hpu_mm.logs.numbers import SkippedLines
 from vllm_hpu_mm.logs.doctor.scan import Failure, Frame, GaudiMemory, LogFeatures, Memory
+from vllm_hpu_mm.logs.doctor.source import LogSource
+from vllm_hpu_mm.logs.numbers import SkippedLines
 from vllm_hpu_mm.values import STAGES as BASE_STAGES
 from vllm_hpu_mm.values import Stage
 
@@ -131,6 +132,8 @@ class Diagnosis:
     runs: int = 1
     #: The settings the recommendations set, each to one value: setting -> value.
     settings: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    #: What wrote the log: framework, accelerator, our runtime, a vision model, other processes' memory.
+    source: LogSource = dataclasses.field(default_factory=LogSource)
     #: Lines left out because a figure in them is garbled.
     skipped: SkippedLines = dataclasses.field(default_factory=SkippedLines, compare=False)
 
@@ -270,6 +273,7 @@ def decide(features: LogFeatures, rules: Rules) -> Diagnosis:
         run=features.run_index,
         runs=features.runs,
         skipped=features.skipped,
+        source=features.source,
     )
 
 

@@ -22,6 +22,8 @@ from collections import Counter, deque
 from collections.abc import Iterable
 from typing import Literal
 
+from vllm_hpu_mm.logs.doctor.source import LogSource, SourceSniffer
+from vllm_hpu_mm.logs.numbers import GarbledNumber, SkippedLines, integer, number
 from vllm_hpu_mm.logs.patterns import (
     CALL,
     DEVICE_OOM,
@@ -47,7 +49,6 @@ from vllm_hpu_mm.logs.patterns import (
     frames_in,
     strip_prefix,
 )
-from vllm_hpu_mm.logs.numbers import GarbledNumber, SkippedLines, integer, number
 from vllm_hpu_mm.values import Stage
 
 __all__ = ["AHEAD", "BACK", "MAX_FRAMES", "Failure", "Frame", "GaudiMemory", "LogFeatures", "Memory", "OpenTraceback",
@@ -152,6 +153,8 @@ class LogFeatures:
     backend: str | None
     #: Lines left out because a figure in them is garbled (interleaved output of several processes).
     skipped: SkippedLines = dataclasses.field(default_factory=SkippedLines, compare=False)
+    #: What wrote the log (framework, accelerator, our runtime, a vision model, other processes' memory).
+    source: LogSource = dataclasses.field(default_factory=LogSource)
 
 
 class _FrameReader:
@@ -243,6 +246,7 @@ class Scanner:
         self.model: str | None = None
         self.backend = RuntimeSniffer()
         self.skipped = SkippedLines()
+        self.source = SourceSniffer()
 
     def feed(self, text: str, line: int | None = None) -> None:
         k = self.n if line is None else line - 1
@@ -255,6 +259,7 @@ class Scanner:
         self._collect_after(run, k, text)
         self.recent.append((k, text))
         self.backend.feed(text)
+        self.source.feed(text)
         if self.model is None and "model='" in text and (m := MODEL.search(text)):
             self.model = m["model"]
         try:
@@ -374,7 +379,9 @@ class Scanner:
         index, chosen = self.runs, last
         if not last.shows_failure and self.kept is not None:
             index, chosen = self.kept
-        return LogFeatures(chosen, index, self.runs, self.model, self.backend.name, self.skipped)
+        window = [] if chosen.failure is None else [text for _, text in chosen.failure.window]
+        source = self.source.result(window)
+        return LogFeatures(chosen, index, self.runs, self.model, self.backend.name, self.skipped, source)
 
 
 def _oom_kind(text: str) -> Memory | None:

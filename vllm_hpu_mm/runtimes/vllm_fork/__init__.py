@@ -17,6 +17,8 @@ from vllm_hpu_mm.runtimes.base import (
     GRAPH_MULTIMODAL_PROMPT_RATIO,
     GRAPH_PROMPT_RATIO,
     GRAPH_RESERVED_MEM,
+    SKIP_WARMUP,
+    VISION_BUCKETS,
     BatchDefaults,
     DeviceFacts,
     EngineShape,
@@ -46,6 +48,7 @@ TRAITS = RuntimeTraits(
     fp32_softmax_note="vllm-fork reads VLLM_FP32_SOFTMAX (default off)",
     enforced_by="serve exports the ratios",
     multimodal_ratio_is_vision_share=True,
+    env=frozenset({VISION_BUCKETS, SKIP_WARMUP}),
 )
 
 #: Largest prefill batch in a bucket (the fork caps prompt batch buckets well below max_num_seqs).

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from vllm_hpu_mm.runtimes.arithmetic import gaudi_guide_split, vllm_batch_defaults
 from vllm_hpu_mm.runtimes.base import (
     GRAPH_RESERVED_MEM,
+    SKIP_WARMUP,
+    VISION_BUCKETS,
     BatchDefaults,
     Bucket,
     DeviceFacts,
@@ -57,6 +59,7 @@ TRAITS = RuntimeTraits(
     "VLLM_MULTIMODAL_BUCKETS",
     none_buckets_fail_warmup=f"it takes len() of the bucket list, hpu_model_runner.py @{COMMIT_SHORT}",
     warms_all_graphs=True,
+    env=frozenset({VISION_BUCKETS, SKIP_WARMUP}),
 )
 
 
