@@ -311,6 +311,8 @@ def recommend(
         return (Fix("no out-of-memory failure found in this log"),)
     if d.memory == "host":
         return tuple(_host(d, is_vision))
+    if d.source.framework == "other":
+        return tuple(_other(d))
     if d.stage == "unknown":
         return (Fix("the log shows an out-of-memory error but not the stage it happened in: run again and keep the "
                     "whole server log from its first line, then diagnose that"),)  # fmt: skip
@@ -319,8 +321,6 @@ def recommend(
         out = _tgi(d)
     elif framework == "optimum-habana":
         out = _optimum_habana(d)
-    elif framework == "other":
-        out = _other(d)
     elif d.stage == "startup":
         out = _vllm_startup(d, is_vision)
     elif d.stage == "kv_cache":

@@ -64,6 +64,10 @@ MAX_FRAMES = 64
 #: Non-frame lines tolerated inside a traceback (a long frame line wrapped by a terminal or an issue tracker).
 MAX_GAP = 2
 _PHASES_LAST_FIRST = tuple(reversed(PHASE_MARKERS))
+#: An exception line whose class does not end in Error or Exception, as Python prints it (``module.Class: message``):
+#: ``torch._dynamo.exc.BackendCompilerFailed: ...``, ``ray.exceptions.RayTaskError(...)``. It ends the traceback, so
+#: a failure of another kind (a compile error while vLLM profiles memory) is not read as a process killed there.
+RAISED = re.compile(r"(?:[A-Za-z_]\w*\.)+[A-Z]\w*(?:[:(]|\s*$)")
 #: Workers whose out-of-memory lines are told apart (tensor parallelism of 64 ranks at most).
 MAX_WORKERS = 64
 #: A worker's tag: vLLM's process tag, torch's rank prefix, Ray's actor prefix.
@@ -334,7 +338,7 @@ class Scanner:
             tb.last = k
         elif tb is not None and not tb.closed:
             body = strip_prefix(text)
-            if EXCEPTION_LINE.match(body):
+            if EXCEPTION_LINE.match(body) or RAISED.match(body):
                 tb.closed = True
             elif body.strip() and k - tb.last <= MAX_GAP + 1 and body[:1].isspace():
                 tb.last = k  # a caret line, a wrapped source line

@@ -37,6 +37,8 @@ FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
         re.compile(
             r"text_generation_(?:launcher|server|router)|text-generation-(?:launcher|router|server)"
             r"|text_generation_server\.|ghcr\.io/huggingface/(?:tgi|text-generation)"
+            # TGI's own warm-up refusal and its router's error wrapper (router/src/infer, flash_causal_lm.py warmup)
+            r"|Not enough memory to handle \d+ (?:prefill|total) tokens|Warmup\(Generation\(|--max-batch-prefill-tokens"
         ),
     ),
     ("optimum-habana", re.compile(r"optimum[/.]habana|optimum-habana|gaudi_spawn\.py|GaudiConfig|GaudiTrainer")),
