@@ -74,9 +74,11 @@ def test_a_vision_model_on_gaudi_gets_its_bucket_list() -> None:
 
 
 def test_memory_other_processes_hold_is_never_answered_with_a_larger_share() -> None:
-    line = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of "
-            "23.64 GiB of which 120.00 MiB is free. Process 1111 has 14.00 GiB memory in use. Process 2222 has "
-            "9.50 GiB memory in use. Including non-PyTorch memory, this process has 9.50 GiB memory in use.")  # fmt: skip
+    line = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of "
+        "23.64 GiB of which 120.00 MiB is free. Process 1111 has 14.00 GiB memory in use. Process 2222 has 9.50 GiB "
+        "memory in use. Including non-PyTorch memory, this process has 9.50 GiB memory in use."
+    )
     assert other_processes_gib([line]) == 14.0
     for before in (["INFO # GPU blocks: 0"], ["INFO Loading weights took 12 GiB"], ["INFO Capturing CUDA graph"]):
         d = diagnose([*before, line], load({}))
@@ -138,7 +140,7 @@ def test_the_sniffer_names_frameworks_accelerators_and_gaudi_runtimes() -> None:
             "optimum-habana",
             "hpu",
             None,
-        ),  # fmt: skip
+        ),
         (['File "/workspace/vllm-fork/vllm/worker/hpu_model_runner.py", line 1'], "vllm", "hpu", Runtime.VLLM_FORK),
         (["(EngineCore pid=1) INFO vllm_gaudi/platform.py] Gaudi"], "vllm", "hpu", Runtime.VLLM_GAUDI),
         (["INFO vLLM API server version 0.8.5", "torch.OutOfMemoryError: HIP out of memory"], "vllm", "rocm", None),

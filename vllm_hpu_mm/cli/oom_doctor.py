@@ -23,9 +23,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON object: stage, confidence, basis, memory, source (framework, accelerator, runtime), evidence, "
-        "recommendations, settings, run, runs, skipped "
-        "(default: a text report)",
+        help="print one JSON object: stage, confidence, basis, memory, source (framework, accelerator, runtime), "
+        "evidence, recommendations, settings, run, runs, skipped (default: a text report)",
     )
     p.add_argument(
         "--model",
