@@ -238,7 +238,7 @@ def _tgi(d: Diagnosis) -> list[Fix]:
                        "prefill they allow"))  # fmt: skip
     if s.accelerator == "hpu":
         out.append(Fix("fewer warm-up shapes: lower --max-batch-size (tgi-gaudi warms every batch bucket up to it)"))
-    elif d.stage in ("graph_capture", "runtime") and s.accelerator in (None, "cuda", "rocm"):
+    elif d.stage == "graph_capture" and s.accelerator in (None, "cuda", "rocm"):
         out.append(Fix("fewer CUDA graphs: --cuda-graphs 1,2,4 (or 0 to disable them)"))
     out.append(Fix("shard over more devices (--num-shard) or load a quantized model (--quantize)"))
     return out
@@ -247,8 +247,8 @@ def _tgi(d: Diagnosis) -> list[Fix]:
 def _optimum_habana(d: Diagnosis) -> list[Fix]:
     out = []
     if d.stage == "startup":
-        out.append(Fix("shard the model over more cards with DeepSpeed (gaudi_spawn.py --use_deepspeed --world_size "
-                       "N with --use_deepspeed on the script)"))  # fmt: skip
+        out.append(Fix("shard the model over more cards with DeepSpeed (python gaudi_spawn.py --use_deepspeed "
+                       "--world_size N run_generation.py ...)"))  # fmt: skip
         out.append(Fix("load in bf16 (--bf16) or quantize to fp8 (QUANT_CONFIG with the measurement files)"))
     else:
         out.append(Fix("lower --batch_size, --max_input_tokens and --max_new_tokens: the KV cache and activations "
@@ -294,8 +294,8 @@ def _host(d: Diagnosis, vision: bool) -> list[Fix]:
         else:
             out.append(Fix("fewer concurrent requests (--max-num-seqs) and API server processes"))
     elif s.framework == "optimum-habana" and d.stage == "startup":
-        out.append(Fix("load with DeepSpeed (--use_deepspeed): each process then builds the model on the meta device "
-                       "instead of holding all its weights in host memory"))  # fmt: skip
+        out.append(Fix("load with DeepSpeed (gaudi_spawn.py --use_deepspeed): each process then builds the model on the "
+                       "meta device instead of holding all its weights in host memory"))  # fmt: skip
     return out
 
 

@@ -81,14 +81,18 @@ ACCELERATORS: tuple[tuple[Accelerator, re.Pattern[str]], ...] = (
 )
 #: Gaudi runtimes by their own paths and names (vllm-gaudi: the plugin package; vllm-fork: vLLM V0's HPU worker).
 _VLLM_GAUDI = re.compile(r"vllm_gaudi|vllm-gaudi")
-_VLLM_FORK = re.compile(r"vllm-fork|vllm/worker/hpu_|vllm/executor/hpu_|habana_main|# HPU blocks")
+_VLLM_FORK = re.compile(
+    r"vllm-fork|vllm/worker/hpu_|vllm/executor/hpu_|habana_main|# HPU blocks|habana_(?:model_runner|worker|executor)"
+    # vLLM V0 on Gaudi is the fork's (vllm-gaudi is a V1 plugin)
+    r"|Initializing a V0 LLM engine|VllmWorkerProcess"
+)
 #: Vision-language models and their architectures, by name (what the log's model or architecture says).
 VISION_MODEL = re.compile(
     r"[-_ ]VL\b|[-_]VL[-_]|\bVL[-_]|_vl\b|(?<![a-z])vision"
     r"|\b(?:llava|pixtral|mllama|idefics\d?|paligemma|internvl\w*|minicpm-?v|qwen2(?:\.5)?-?vl|qwen3-?vl|molmo"
     r"|florence|glm-?4v|ovis\d?|aria|gemma-?3(?!n)|gemma-?4|kimi-?vl|deepseek-?vl\d?)\b"
     r"|phi-?[34](?:\.\d)?-?(?:vision|multimodal)|\w+ForConditionalGeneration\b"
-    r"|\[Warmup\]\[Graph/Multimodal|mm_processor_kwargs=\{|limit_mm_per_prompt=\{'image",
+    r"|\[Warmup\]\[Graph/Multimodal|mm_processor_kwargs=\{|limit_mm_per_prompt=\{'image|profile run for multi-modal",
     re.IGNORECASE,
 )
 #: Text-to-text models whose architecture is also named ...ForConditionalGeneration.
