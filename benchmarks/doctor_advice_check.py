@@ -86,7 +86,7 @@ def vllm_flags() -> frozenset[str]:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
     except ImportError:
         return _VLLM_FALLBACK
-    parser = AsyncEngineArgs.add_cli_args(FlexibleArgumentParser())
+    parser = AsyncEngineArgs.add_cli_args(FlexibleArgumentParser())  # type: ignore[no-untyped-call]
     return frozenset(o for a in parser._actions for o in a.option_strings if o.startswith("--"))
 
 

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Literal, Protocol
 
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.values import Backend
+from vllm_hpu_mm.values import AlignMode, Backend
 
 __all__ = [
     "ESTIMATE_CUDAGRAPHS",
     "GRAPH_MULTIMODAL_PROMPT_RATIO",
     "GRAPH_PROMPT_RATIO",
     "GRAPH_RESERVED_MEM",
+    "HPU_WARMUP_SECONDS_PER_GRAPH",
+    "HPU_WARMUP_SOURCE",
     "PARTS",
     "RUNTIME_CHOICES",
     "SKIP_WARMUP",
@@ -29,6 +31,7 @@ __all__ = [
     "Bucket",
     "DeviceFacts",
     "EngineShape",
+    "ExportContext",
     "Exports",
     "GraphRun",
     "MemoryInputs",
@@ -38,12 +41,15 @@ __all__ = [
     "PartName",
     "PrefillChunk",
     "Runtime",
+    "RuntimeEntry",
     "RuntimeModel",
     "RuntimeTraits",
     "ServerFlags",
     "TextLookup",
     "TextShapes",
     "VisionBucketing",
+    "WarmupEstimate",
+    "warmup_estimate",
 ]
 
 #: A text bucket: (batch, query tokens, context blocks); decode: (batch, 1, KV blocks).
@@ -94,9 +100,12 @@ class RuntimeTraits:
     profiles_graphs: bool = False
     #: Config ``model_type`` values the fp32-softmax default applies to (empty: every model).
     fp32_softmax_model_types: tuple[str, ...] = ()
-    #: The runtime's own variables, beyond the guide's memory ones, that fixes and the OOM doctor may name (a
-    #: runtime that does not read a variable is never told to set it).
-    env: frozenset[str] = frozenset()
+    #: The runtime's own knobs, beyond vLLM's engine flags and the guide's memory variables, that fixes and the OOM
+    #: doctor may name (variables and flags; a runtime that does not read a knob is never told to set it).
+    own_knobs: frozenset[str] = frozenset()
+    #: Words only this runtime's logs hold (a regular expression: its package paths, its own lines), by which the
+    #: OOM doctor tells it from another runtime of the same backend; "" for none.
+    log_marks: str = ""
 
     def fp32_softmax_for(self, model_type: str) -> bool:
         """The runtime's fp32-softmax default for a model of ``model_type``."""
@@ -396,3 +405,62 @@ class Exports:
 
     def enforcement_dict(self) -> dict[str, dict[str, object]]:
         return {name: part.to_dict() for name, part in self.enforcement.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportContext:
+    """What the serve job knows besides the plan, for the exporters that need it."""
+
+    flags: ServerFlags
+    #: The traffic's images, (width, height) -> count (vllm-gaudi warms the shapes they take); empty when none.
+    images: Mapping[tuple[int, int], int] = dataclasses.field(default_factory=dict)
+    align_mode: AlignMode = AlignMode.NEAREST
+    #: Where ``serve`` writes the runtime's files (vllm-gaudi's bucket file).
+    output_dir: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeEntry:
+    """One runtime, whole: what :mod:`.registry` knows of it. Adding a runtime is its folder (whose ``__init__``
+    exports ``ENTRY``), its :class:`Runtime` member and one line in the registry's list."""
+
+    runtime: Runtime
+    traits: RuntimeTraits
+    #: The runtime's model as the user's environment configures it; ``spelled`` maps a variable to how the user
+    #: gave it (``VLLM_BUCKETING_FROM_FILE`` given as ``--bucket-file``), for errors.
+    model_from_env: Callable[[Mapping[str, str], Mapping[str, str]], RuntimeModel]
+    #: The device it is planned on when it is named but is not the runtime installed here.
+    reference_device: str
+    #: The module whose ``exports(draft, context)`` builds what ``serve`` hands the runtime. Named, not imported:
+    #: the exporters read the plan, which sits above the runtimes (imported by :mod:`.exports` when serve exports).
+    exporter: str
+
+
+#: Warm-up seconds per graph on Gaudi2, from the same development log: "Warmup finished in 32 secs" after warming
+#: 24 prompt and 1 decode bucket (25 graphs), lazy HPU graphs, Llama-3.1-8B.
+HPU_WARMUP_SECONDS_PER_GRAPH = 32 / 25
+HPU_WARMUP_SOURCE = (
+    "calibrated: 32 s for 25 graphs in a public Gaudi2 log (vllm-gaudi docs/configuration/performance_tuning.md "
+    "@091bbadd, Llama-3.1-8B, lazy HPU graphs)"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmupEstimate:
+    """How long warming the runtime's graphs takes at start-up: ``graphs`` x ``seconds_per_graph``."""
+
+    graphs: int
+    seconds_per_graph: float
+    source: str
+
+    @property
+    def seconds(self) -> float:
+        return self.graphs * self.seconds_per_graph
+
+
+def warmup_estimate(backend: str, graphs: int) -> WarmupEstimate | None:
+    """The warm-up time the plan can estimate: HPU graphs at the calibrated seconds per graph; None elsewhere (no
+    public figure for CUDA graph capture time was calibrated)."""
+    if backend != "hpu":
+        return None
+    return WarmupEstimate(graphs, HPU_WARMUP_SECONDS_PER_GRAPH, HPU_WARMUP_SOURCE)

@@ -13,17 +13,30 @@ from collections.abc import Mapping
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes import vllm_cpu, vllm_cuda, vllm_fork, vllm_gaudi
-from vllm_hpu_mm.runtimes.base import RUNTIME_CHOICES, Runtime, RuntimeModel, RuntimeTraits
+from vllm_hpu_mm.runtimes.base import RUNTIME_CHOICES, Runtime, RuntimeEntry, RuntimeModel, RuntimeTraits
 from vllm_hpu_mm.values import Backend
 
-__all__ = ["DEFAULT_RUNTIME", "TRAITS", "Detection", "detect", "installed", "model_for", "resolve"]
+__all__ = [
+    "DEFAULT_RUNTIME",
+    "ENTRIES",
+    "MAIN_JOB_DEVICE",
+    "TRAITS",
+    "Detection",
+    "detect",
+    "installed",
+    "model_for",
+    "reference_device",
+    "resolve",
+]
 
-TRAITS: dict[Runtime, RuntimeTraits] = {
-    Runtime.VLLM_GAUDI: vllm_gaudi.TRAITS,
-    Runtime.VLLM_FORK: vllm_fork.TRAITS,
-    Runtime.VLLM_CUDA: vllm_cuda.TRAITS,
-    Runtime.VLLM_CPU: vllm_cpu.TRAITS,
-}
+#: Every runtime, one line each (its folder's ``ENTRY``).
+ENTRIES: dict[Runtime, RuntimeEntry] = {e.runtime: e for e in (
+    vllm_gaudi.ENTRY,
+    vllm_fork.ENTRY,
+    vllm_cuda.ENTRY,
+    vllm_cpu.ENTRY,
+)}  # fmt: skip
+TRAITS: dict[Runtime, RuntimeTraits] = {r: e.traits for r, e in ENTRIES.items()}
 
 #: The runtime a backend gets when nothing says otherwise (vllm-gaudi is today's Gaudi runtime).
 DEFAULT_RUNTIME: dict[Backend, Runtime] = {
@@ -34,17 +47,21 @@ DEFAULT_RUNTIME: dict[Backend, Runtime] = {
 
 
 def model_for(
-    runtime: Runtime, env: Mapping[str, str] | None = None, *, bucket_file_text: str | None = None
+    runtime: Runtime, env: Mapping[str, str] | None = None, *, spelled: Mapping[str, str] | None = None
 ) -> RuntimeModel:
-    """The runtime's model, configured by its own variables in ``env`` where it reads any (vllm-gaudi's bucketing;
-    ``bucket_file_text`` is the content of its ``VLLM_BUCKETING_FROM_FILE``)."""
-    if runtime is Runtime.VLLM_GAUDI:
-        return vllm_gaudi.model_from_env(env or {}, bucket_file_text)
-    if runtime is Runtime.VLLM_FORK:
-        return vllm_fork.VllmFork()
-    if runtime is Runtime.VLLM_CUDA:
-        return vllm_cuda.VllmCuda()
-    return vllm_cpu.VllmCpu()
+    """The runtime's model, configured by its own variables in ``env`` where it reads any (vllm-gaudi's bucketing and
+    the bucket file ``VLLM_BUCKETING_FROM_FILE`` names); ``spelled``: how the user gave a variable, for errors."""
+    return ENTRIES[runtime].model_from_env(env or {}, spelled or {})
+
+
+def reference_device(runtime: Runtime) -> str:
+    """The device a runtime is planned on when it is named and no device is."""
+    return ENTRIES[runtime].reference_device
+
+
+#: The main job's device (Qwen2.5-VL-7B on a Gaudi2 served by vllm-gaudi): where the planning commands plan when no
+#: device or runtime is named, the reference device of today's Gaudi runtime.
+MAIN_JOB_DEVICE = reference_device(DEFAULT_RUNTIME["hpu"])
 
 
 @dataclasses.dataclass(frozen=True)

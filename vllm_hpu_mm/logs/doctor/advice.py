@@ -27,6 +27,7 @@ from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.fixes import Fix
 from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.planner import plan
+from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import GRAPH_RESERVED_MEM, SKIP_WARMUP, VISION_BUCKETS
 from vllm_hpu_mm.values import PIXELS_PER_PATCH
 
@@ -35,6 +36,8 @@ __all__ = ["UTILIZATION", "contradictions", "recommend"]
 #: vllm-gaudi's default share of usable memory for graphs (``v1/worker/hpu_worker.py``).
 GAUDI_DEFAULT_GRAPH_RESERVED_MEM = 0.1
 UTILIZATION = "--gpu-memory-utilization"
+#: The fork's flag for loading weights on the host first (a knob only runtimes that list it read).
+WEIGHTS_LOAD_DEVICE = "--weights-load-device"
 #: Other processes holding less than this (GiB) is the driver's own context, not another user of the device.
 _OTHERS_GIB = 0.5
 _CAP_IMAGES = Fix(
@@ -73,7 +76,7 @@ def _plan_graph_fix(d: Diagnosis, settings: Settings, model: str, explicit: bool
         return None
     args = SizingArgs(
         model=model,
-        device="gaudi2",
+        device=registry.MAIN_JOB_DEVICE,
         free_memory_gib=g.free_gib,
         gpu_memory_utilization=g.gpu_memory_utilization or None,
         graph_reserved_mem=g.graph_reserved_mem,
@@ -168,8 +171,8 @@ def _vllm_startup(d: Diagnosis, vision: bool) -> list[Fix]:
     ]
     if vision:
         out.append(_CAP_IMAGES)
-    if s.runtime is not None and s.runtime.value == "vllm-fork":
-        out.append(Fix("load the weights on the host first (--weights-load-device cpu) when the card fails while the "
+    if s.reads(WEIGHTS_LOAD_DEVICE):
+        out.append(Fix(f"load the weights on the host first ({WEIGHTS_LOAD_DEVICE} cpu) when the card fails while the "
                        "weights move to it"))  # fmt: skip
     return out
 
@@ -294,8 +297,8 @@ def _host(d: Diagnosis, vision: bool) -> list[Fix]:
         else:
             out.append(Fix("fewer concurrent requests (--max-num-seqs) and API server processes"))
     elif s.framework == "optimum-habana" and d.stage == "startup":
-        out.append(Fix("load with DeepSpeed (gaudi_spawn.py --use_deepspeed): each process then builds the model on the "
-                       "meta device instead of holding all its weights in host memory"))  # fmt: skip
+        out.append(Fix("load with DeepSpeed (gaudi_spawn.py --use_deepspeed): each process then builds the model on "
+                       "the meta device instead of holding all its weights in host memory"))  # fmt: skip
     return out
 
 

@@ -23,7 +23,7 @@ from typing import Literal
 
 from vllm_hpu_mm.logs.numbers import GarbledNumber, number
 from vllm_hpu_mm.runtimes.base import Runtime, RuntimeTraits
-from vllm_hpu_mm.runtimes.registry import TRAITS
+from vllm_hpu_mm.runtimes.registry import DEFAULT_RUNTIME, TRAITS
 
 __all__ = ["Accelerator", "Framework", "LogSource", "SourceSniffer", "other_processes_gib"]
 
@@ -79,13 +79,11 @@ ACCELERATORS: tuple[tuple[Accelerator, re.Pattern[str]], ...] = (
     ("rocm", re.compile(r"\bROCm\b|\brocm\b|HIP out of memory|\bhipErr|\bMI(?:2|3)\d\dX?\b|\bgfx9\d\d")),
     ("cuda", re.compile(r"CUDA|cuda|\bGPU\b|gpu_worker|gpu_model_runner|Graph capturing finished|nvidia|NVIDIA")),
 )
-#: Gaudi runtimes by their own paths and names (vllm-gaudi: the plugin package; vllm-fork: vLLM V0's HPU worker).
-_VLLM_GAUDI = re.compile(r"vllm_gaudi|vllm-gaudi")
-_VLLM_FORK = re.compile(
-    r"vllm-fork|vllm/worker/hpu_|vllm/executor/hpu_|habana_main|# HPU blocks|habana_(?:model_runner|worker|executor)"
-    # vLLM V0 on Gaudi is the fork's (vllm-gaudi is a V1 plugin)
-    r"|Initializing a V0 LLM engine|VllmWorkerProcess"
-)
+#: Our runtimes by backend, each with the words only its logs hold (:attr:`RuntimeTraits.log_marks`).
+_MARKED: dict[str, list[tuple[Runtime, re.Pattern[str]]]] = {}
+for _runtime, _traits in TRAITS.items():
+    if _traits.log_marks:
+        _MARKED.setdefault(_traits.backend, []).append((_runtime, re.compile(_traits.log_marks)))
 #: Vision-language models and their architectures, by name (what the log's model or architecture says).
 VISION_MODEL = re.compile(
     r"[-_ ]VL\b|[-_]VL[-_]|\bVL[-_]|_vl\b|(?<![a-z])vision"
@@ -132,7 +130,7 @@ class LogSource:
         """Whether the runtime that wrote the log reads ``variable`` (a guide memory variable or another of its
         own variables): only our runtimes are known to read any."""
         t = self.traits
-        return t is not None and (variable in t.reads or variable in t.env)
+        return t is not None and (variable in t.reads or variable in t.own_knobs)
 
     @property
     def describe(self) -> str:
@@ -153,7 +151,8 @@ class SourceSniffer:
         self._framework: Framework | None = None
         self._name = ""
         self._acc_rank: int | None = None
-        self.gaudi_runtime: Runtime | None = None
+        #: Our runtime whose own words the log holds, by backend (the first found).
+        self.marked: dict[str, Runtime] = {}
         self.multimodal = False
         self._text_model = False
 
@@ -177,11 +176,12 @@ class SourceSniffer:
                 if pattern.search(text):
                     self._acc_rank = rank
                     break
-        if self.gaudi_runtime is None:
-            if _VLLM_GAUDI.search(text):
-                self.gaudi_runtime = Runtime.VLLM_GAUDI
-            elif _VLLM_FORK.search(text):
-                self.gaudi_runtime = Runtime.VLLM_FORK
+        for backend, marks in _MARKED.items():
+            if backend not in self.marked:
+                for runtime, pattern in marks:
+                    if pattern.search(text):
+                        self.marked[backend] = runtime
+                        break
         if not self.multimodal and VISION_MODEL.search(text):
             if _TEXT_CONDITIONAL.search(text):
                 self._text_model = True
@@ -192,13 +192,9 @@ class SourceSniffer:
         framework: Framework = self._framework or "vllm"
         accelerator = None if self._acc_rank is None else ACCELERATORS[self._acc_rank][0]
         runtime = None
-        if framework == "vllm":
-            if accelerator == "hpu":
-                runtime = self.gaudi_runtime or Runtime.VLLM_GAUDI  # today's Gaudi runtime when the log does not say
-            elif accelerator == "cuda":
-                runtime = Runtime.VLLM_CUDA
-            elif accelerator == "cpu":
-                runtime = Runtime.VLLM_CPU
+        if framework == "vllm" and accelerator in DEFAULT_RUNTIME:
+            # the runtime whose own words the log holds, else the backend's runtime by default (vllm-gaudi on Gaudi)
+            runtime = self.marked.get(accelerator) or DEFAULT_RUNTIME[accelerator]  # type: ignore[index]
         return LogSource(
             framework, accelerator, runtime, self.multimodal, other_processes_gib(failure_lines), self._name
         )

@@ -26,19 +26,23 @@ from vllm_hpu_mm.runtimes.base import (
     MemorySplit,
     NoBucketList,
     Runtime,
+    RuntimeEntry,
     RuntimeTraits,
     TextShapes,
     VisionBucketing,
 )
 from vllm_hpu_mm.values import MIB
 
-__all__ = ["PROFILE_RESIDUE_BYTES", "PROMPT_BS_MAX", "TRAITS", "VllmFork", "decode_grid", "prefill_grid"]
+__all__ = ["ENTRY", "PROFILE_RESIDUE_BYTES", "PROMPT_BS_MAX", "TRAITS", "VllmFork", "decode_grid", "prefill_grid"]
 
 #: What the fork's profiling run (``hpu_worker.determine_num_available_blocks``: a forward pass at the largest prompt
 #: bucket before free memory is read) leaves held on the card. Calibrated on the development log
 #: tests/data/gaudi_logs/dev/vllm_gaudi_perf_tuning_llama31_8b_gaudi2.log ("Model profiling run took 355 MiB"); the
 #: held-out logs were not used to set it (benchmarks/results/gaudi_log_reproduction.md).
 PROFILE_RESIDUE_BYTES = 355 * MIB
+
+#: The fork's flag for loading weights on the host before they move to the card.
+WEIGHTS_LOAD_DEVICE = "--weights-load-device"
 
 TRAITS = RuntimeTraits(
     backend="hpu",
@@ -48,7 +52,10 @@ TRAITS = RuntimeTraits(
     fp32_softmax_note="vllm-fork reads VLLM_FP32_SOFTMAX (default off)",
     enforced_by="serve exports the ratios",
     multimodal_ratio_is_vision_share=True,
-    env=frozenset({VISION_BUCKETS, SKIP_WARMUP}),
+    own_knobs=frozenset({VISION_BUCKETS, SKIP_WARMUP, WEIGHTS_LOAD_DEVICE}),
+    # its V0 worker and executor paths and early names; vLLM V0 on Gaudi is the fork's (vllm-gaudi is a V1 plugin)
+    log_marks=r"vllm-fork|vllm/worker/hpu_|vllm/executor/hpu_|habana_main|# HPU blocks"
+    r"|habana_(?:model_runner|worker|executor)|Initializing a V0 LLM engine|VllmWorkerProcess",
 )
 
 #: Largest prefill batch in a bucket (the fork caps prompt batch buckets well below max_num_seqs).
@@ -123,3 +130,7 @@ class VllmFork(NoBucketList):
             return VisionBucketing(True, False, (1600, 3136, 4096, 6400, 7744, 9216, 12544),
                                    "vllm-fork qwen2_5_vl.py: VLLM_MULTIMODAL_BUCKETS, patches per image")  # fmt: skip
         return VisionBucketing(False, False, (), f"vllm-fork buckets only Qwen2.5-VL's tower, not {model_type}'s")
+
+
+ENTRY = RuntimeEntry(Runtime.VLLM_FORK, TRAITS, lambda env, spelled: VllmFork(), "gaudi2",
+                     "vllm_hpu_mm.runtimes.vllm_fork.exports")  # fmt: skip

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from pathlib import Path
 
+from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes.arithmetic import gaudi_guide_split, vllm_batch_defaults
 from vllm_hpu_mm.runtimes.base import (
     GRAPH_RESERVED_MEM,
@@ -31,6 +33,7 @@ from vllm_hpu_mm.runtimes.base import (
     MemoryInputs,
     MemorySplit,
     Runtime,
+    RuntimeEntry,
     RuntimeTraits,
     TextLookup,
     TextShapes,
@@ -42,7 +45,7 @@ from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
 from vllm_hpu_mm.runtimes.vllm_gaudi.vision import BATCH_WARMUP_SIDE, vision_table_entry
 
-__all__ = ["PLANNED_FILE", "TRAITS", "VllmGaudi", "model_from_env"]
+__all__ = ["BUCKET_FILE_VAR", "ENTRY", "PLANNED_FILE", "TRAITS", "VllmGaudi", "model_from_env"]
 
 #: The name a planned bucket file goes by in the model (``serve`` writes it under its own path).
 PLANNED_FILE = "planned from traffic"
@@ -59,7 +62,8 @@ TRAITS = RuntimeTraits(
     "VLLM_MULTIMODAL_BUCKETS",
     none_buckets_fail_warmup=f"it takes len() of the bucket list, hpu_model_runner.py @{COMMIT_SHORT}",
     warms_all_graphs=True,
-    env=frozenset({VISION_BUCKETS, SKIP_WARMUP}),
+    own_knobs=frozenset({VISION_BUCKETS, SKIP_WARMUP}),
+    log_marks=r"vllm_gaudi|vllm-gaudi",
 )
 
 
@@ -125,10 +129,24 @@ class VllmGaudi:
         return VisionBucketing(True, batch_based, buckets, f"{where}: {unit}", BATCH_WARMUP_SIDE if batch_based else 0)
 
 
-def model_from_env(env: Mapping[str, str], bucket_file_text: str | None = None) -> VllmGaudi:
-    """vllm-gaudi as the user's variables configure it; ``bucket_file_text`` is the content of the file that
-    ``VLLM_BUCKETING_FROM_FILE`` names (read by the caller: the model stays pure)."""
+#: The variable naming a bucket file; :func:`model_from_env` reads the file it names, once.
+BUCKET_FILE_VAR = "VLLM_BUCKETING_FROM_FILE"
+
+
+def model_from_env(env: Mapping[str, str], spelled: Mapping[str, str] | None = None) -> VllmGaudi:
+    """vllm-gaudi as the user's variables configure it, with the bucket file ``VLLM_BUCKETING_FROM_FILE`` names read
+    here (``spelled``: how the user gave a variable, e.g. ``--bucket-file``, for the error)."""
     cfg = config_from_env(env)
     if cfg.from_file is not None:
-        cfg = dataclasses.replace(cfg, file_text=bucket_file_text)
+        given = (spelled or {}).get(BUCKET_FILE_VAR, BUCKET_FILE_VAR)
+        try:
+            text = Path(cfg.from_file).expanduser().read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise ConfigError(f"{given} {cfg.from_file}: cannot read it ({why}); accepted: a readable vllm-gaudi "
+                              "bucket file") from None  # fmt: skip
+        cfg = dataclasses.replace(cfg, file_text=text)
     return VllmGaudi(cfg)
+
+
+ENTRY = RuntimeEntry(Runtime.VLLM_GAUDI, TRAITS, model_from_env, "gaudi2", "vllm_hpu_mm.runtimes.vllm_gaudi.exports")
