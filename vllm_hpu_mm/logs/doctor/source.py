@@ -89,14 +89,16 @@ VISION_MODEL = re.compile(
     r"[-_ ]VL\b|[-_]VL[-_]|\bVL[-_]|_vl\b|(?<![a-z])vision"
     r"|\b(?:llava|pixtral|mllama|idefics\d?|paligemma|internvl\w*|minicpm-?v|qwen2(?:\.5)?-?vl|qwen3-?vl|molmo"
     r"|florence|glm-?4v|ovis\d?|aria|gemma-?3(?!n)|gemma-?4|kimi-?vl|deepseek-?vl\d?)\b"
-    r"|phi-?[34](?:\.\d)?-?(?:vision|multimodal)|\w+ForConditionalGeneration\b"
+    r"|phi-?[34](?:\.\d)?-?(?:vision|multimodal)|\w{1,64}ForConditionalGeneration\b"
     r"|\[Warmup\]\[Graph/Multimodal|mm_processor_kwargs=\{|limit_mm_per_prompt=\{'image|profile run for multi-modal",
     re.IGNORECASE,
 )
 #: Text-to-text models whose architecture is also named ...ForConditionalGeneration.
 _TEXT_CONDITIONAL = re.compile(r"(?:T5|Bart|MBart|Pegasus|Marian|Whisper|Mt5|Umt5|Nllb)ForConditionalGeneration")
-#: The most lines read for the framework and accelerator (start-up names them).
+#: The most lines read for the framework and accelerator (start-up names them), and the most characters of each
+#: (a banner, a path or a model name comes early in its line; a 20,000-character line costs no more than this).
 SOURCE_LINES = 20000
+SOURCE_CHARS = 4096
 
 _PROCESS = re.compile(r"Process (?P<pid>\d+) has (?P<size>[\d.]+) (?P<unit>[KMG]iB) memory in use")
 _THIS = re.compile(r"this process has (?P<size>[\d.]+) (?P<unit>[KMG]iB) memory in use")
@@ -160,6 +162,7 @@ class SourceSniffer:
         self.lines += 1
         if self.lines > SOURCE_LINES:
             return
+        text = text[:SOURCE_CHARS]
         if self._framework in (None, "vllm"):
             for framework, pattern in FRAMEWORKS:
                 if framework == self._framework:
