@@ -93,12 +93,18 @@ VISION_MODEL = re.compile(
     r"|\[Warmup\]\[Graph/Multimodal|mm_processor_kwargs=\{|limit_mm_per_prompt=\{'image|profile run for multi-modal",
     re.IGNORECASE,
 )
+#: Substrings one of which a line naming a model, an architecture or a vision warm-up holds (a cheap first check).
+_VISION_WORDS = ("odel", "rchitect", "Warmup", "multi-modal", "mm_", "VL", "vision", "Vision", "llava", "LLaVA",
+                 "ForConditionalGeneration")  # fmt: skip
 #: Text-to-text models whose architecture is also named ...ForConditionalGeneration.
 _TEXT_CONDITIONAL = re.compile(r"(?:T5|Bart|MBart|Pegasus|Marian|Whisper|Mt5|Umt5|Nllb)ForConditionalGeneration")
 #: The most lines read for the framework and accelerator (start-up names them), and the most characters of each
 #: (a banner, a path or a model name comes early in its line; a 20,000-character line costs no more than this).
-SOURCE_LINES = 20000
+SOURCE_LINES = 5000
 SOURCE_CHARS = 4096
+#: The most text sniffed in all (a log pasted as one line comes as thousands of windows). The failure's own lines
+#: are sniffed as well, wherever they are.
+SOURCE_BUDGET = 1 << 20
 
 _PROCESS = re.compile(r"Process (?P<pid>\d+) has (?P<size>[\d.]+) (?P<unit>[KMG]iB) memory in use")
 _THIS = re.compile(r"this process has (?P<size>[\d.]+) (?P<unit>[KMG]iB) memory in use")
@@ -145,11 +151,12 @@ class LogSource:
 
 
 class SourceSniffer:
-    """Feed lines in order; :meth:`result` says what wrote the log. The framework and accelerator are read from the
-    first :data:`SOURCE_LINES` lines; the model's kind from any line naming it."""
+    """Feed lines in order; :meth:`result` says what wrote the log. What wrote it is read from the first
+    :data:`SOURCE_LINES` lines (at most :data:`SOURCE_BUDGET` characters) and from the failure's own lines."""
 
     def __init__(self) -> None:
         self.lines = 0
+        self.chars = 0
         self._framework: Framework | None = None
         self._name = ""
         self._acc_rank: int | None = None
@@ -160,9 +167,12 @@ class SourceSniffer:
 
     def feed(self, text: str) -> None:
         self.lines += 1
-        if self.lines > SOURCE_LINES:
-            return
         text = text[:SOURCE_CHARS]
+        self.chars += len(text)
+        if self.lines <= SOURCE_LINES and self.chars <= SOURCE_BUDGET:
+            self._sniff(text)
+
+    def _sniff(self, text: str) -> None:
         if self._framework in (None, "vllm"):
             for framework, pattern in FRAMEWORKS:
                 if framework == self._framework:
@@ -185,13 +195,16 @@ class SourceSniffer:
                     if pattern.search(text):
                         self.marked[backend] = runtime
                         break
-        if not self.multimodal and VISION_MODEL.search(text):
+        if not self.multimodal and any(w in text for w in _VISION_WORDS) and VISION_MODEL.search(text):
             if _TEXT_CONDITIONAL.search(text):
                 self._text_model = True
             else:
                 self.multimodal = True
 
     def result(self, failure_lines: Iterable[str] = ()) -> LogSource:
+        failure_lines = list(failure_lines)
+        for text in failure_lines:
+            self._sniff(text[:SOURCE_CHARS])
         framework: Framework = self._framework or "vllm"
         accelerator = None if self._acc_rank is None else ACCELERATORS[self._acc_rank][0]
         runtime = None
