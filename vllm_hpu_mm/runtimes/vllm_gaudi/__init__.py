@@ -40,7 +40,13 @@ from vllm_hpu_mm.runtimes.base import (
     VisionBucketing,
 )
 from vllm_hpu_mm.runtimes.vllm_gaudi import common
-from vllm_hpu_mm.runtimes.vllm_gaudi.config import COMMIT_SHORT, BucketingConfig, config_from_env, effective_strategy
+from vllm_hpu_mm.runtimes.vllm_gaudi.config import (
+    COMMIT_SHORT,
+    STRATEGIES,
+    BucketingConfig,
+    config_from_env,
+    effective_strategy,
+)
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
 from vllm_hpu_mm.runtimes.vllm_gaudi.vision import BATCH_WARMUP_SIDE, vision_table_entry
@@ -64,6 +70,7 @@ TRAITS = RuntimeTraits(
     warms_all_graphs=True,
     own_knobs=frozenset({VISION_BUCKETS, SKIP_WARMUP}),
     log_marks=r"vllm_gaudi|vllm-gaudi",
+    warmup_era="one_pass",
 )
 
 
@@ -149,4 +156,12 @@ def model_from_env(env: Mapping[str, str], spelled: Mapping[str, str] | None = N
     return VllmGaudi(cfg)
 
 
-ENTRY = RuntimeEntry(Runtime.VLLM_GAUDI, TRAITS, model_from_env, "gaudi2", "vllm_hpu_mm.runtimes.vllm_gaudi.exports")
+def strategies(env: Mapping[str, str]) -> tuple[VllmGaudi, ...]:
+    """vllm-gaudi under each of its built-in strategies (``VLLM_BUCKETING_STRATEGY`` exp, lin, pad; no bucket file),
+    configured otherwise by ``env``."""
+    rest = {k: v for k, v in env.items() if k not in (BUCKET_FILE_VAR, "VLLM_EXPONENTIAL_BUCKETING")}
+    return tuple(model_from_env({**rest, "VLLM_BUCKETING_STRATEGY": s}) for s in STRATEGIES)
+
+
+ENTRY = RuntimeEntry(Runtime.VLLM_GAUDI, TRAITS, model_from_env, "gaudi2", "vllm_hpu_mm.runtimes.vllm_gaudi.exports",
+                     strategies)  # fmt: skip
