@@ -183,3 +183,21 @@ def test_bad_load_descriptions_exit_2_naming_the_flag(capsys: pytest.CaptureFixt
         assert main(["buckets", "replay", "--no-plan", "--no-strategies", *argv]) == 2
         err = capsys.readouterr().err
         assert "accepted" in err or "not allowed with" in err or "one of them" in err
+
+
+def test_a_covering_file_under_skip_warmup_warms_nothing_and_exits_1(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "cover.txt"
+    path.write_text("(1, range(32, 8193, 32), range(0, 65))\n(range(1, 9), 1, range(1, 600))\n(1, 128, 300)\n")
+    argv = ["buckets", "replay", "--max-model-len", "8192", "--max-num-seqs", "8", "--concurrency", "4",
+            "--requests", "100", "--bucket-file", str(path), "--no-plan", "--no-strategies", "--json"]  # fmt: skip
+    assert main(argv) == 0  # it covers every shape: nothing compiles at run time
+    warm = json.loads(capsys.readouterr().out)
+    # its buckets vllm-gaudi's filters drop are said, naming the file as given
+    assert any(n.startswith(f"--bucket-file {path}: vllm-gaudi drops ") for n in warm["notes"])
+    monkeypatch.setenv("VLLM_SKIP_WARMUP", "true")
+    assert main(argv) == 1  # vllm-gaudi warms nothing: every shape that runs compiles while a request waits
+    cold = json.loads(capsys.readouterr().out)["configurations"][1]
+    assert cold["graphs_warmed"]["total"] == 0
+    assert cold["buckets_listed"]["prompt"] > 0

@@ -52,6 +52,12 @@ def _seconds(r: Report, res: ReplayResult) -> float | None:
     return None if w is None else round(w.seconds, 1)
 
 
+def _warmed(res: ReplayResult, report: Report) -> tuple[int, int]:
+    """Graphs warmed at start-up: none under VLLM_SKIP_WARMUP=true (warmup_model returns first, vllm-gaudi
+    @091bbadd), whatever buckets the configuration lists."""
+    return (0, 0) if report.skip_warmup else res.warmed
+
+
 def totals(res: ReplayResult) -> TimeResult | None:
     """A configuration's time over every load replayed (sums of busy and padding time; latency quantiles over the
     loads' own: the worst of them)."""
@@ -102,7 +108,7 @@ def _first_use_stalls(r: Report, res: ReplayResult) -> float | None:
 
 
 def result_dict(res: ReplayResult, report: Report) -> dict[str, Any]:
-    warmed = sum(res.warmed)
+    warmed = sum(_warmed(res, report))
     total = totals(res)
     timed: dict[str, Any] = {}
     if total is not None:
@@ -114,7 +120,8 @@ def result_dict(res: ReplayResult, report: Report) -> dict[str, Any]:
         }
     return {
         "label": res.label,
-        "graphs_warmed": {"prompt": res.warmed[0], "decode": res.warmed[1], "total": warmed},
+        "graphs_warmed": {"prompt": _warmed(res, report)[0], "decode": _warmed(res, report)[1], "total": warmed},
+        "buckets_listed": {"prompt": res.warmed[0], "decode": res.warmed[1]},
         "run_time_compiles": {
             "prompt": res.compiles_by_phase[0],
             "decode": res.compiles_by_phase[1],
@@ -126,7 +133,7 @@ def result_dict(res: ReplayResult, report: Report) -> dict[str, Any]:
         "prefill_context_efficiency": round(res.prefill_context.value, 4),
         "decode_slot_efficiency": round(res.decode_slots.value, 4),
         "decode_block_efficiency": round(res.decode_blocks.value, 4),
-        "warmup_seconds_estimate": _seconds(report, res),
+        "warmup_seconds_estimate": 0.0 if report.skip_warmup else _seconds(report, res),
         **timed,
     }
 
@@ -207,15 +214,19 @@ def body_lines(r: Report) -> list[str]:
     def row(name: str, cells: list[str]) -> None:
         rows.append((name, cells))
 
-    row("graphs warmed (prompt + decode)", [f"{sum(x.warmed)} ({x.warmed[0]} + {x.warmed[1]})" for x in r.results])
-    row("run-time compiles", [f"{len(x.compiles)}" for x in r.results])
+    warmed = [_warmed(x, r) for x in r.results]
+    row("graphs warmed (prompt + decode)", [f"{sum(w)} ({w[0]} + {w[1]})" for w in warmed])
+    if r.skip_warmup:
+        row("buckets listed, none warmed", [f"{sum(x.warmed)} ({x.warmed[0]} + {x.warmed[1]})" for x in r.results])
+    row("run-time compiles", [f"{sum(x.shapes_run) if r.skip_warmup else len(x.compiles)}" for x in r.results])
     row("  of which fallback buckets", [f"{len(x.fallbacks)}" for x in r.results])
     row("compiles under VLLM_SKIP_WARMUP", [f"{sum(x.shapes_run)}" for x in r.results])
     row("prefill token efficiency", [f"{x.prefill_tokens.value:.3f}" for x in r.results])
     row("prefill context efficiency", [f"{x.prefill_context.value:.3f}" for x in r.results])
     row("decode slot efficiency", [f"{x.decode_slots.value:.3f}" for x in r.results])
     row("decode block efficiency", [f"{x.decode_blocks.value:.3f}" for x in r.results])
-    estimates = [_seconds(r, x) for x in r.results]
+    # under VLLM_SKIP_WARMUP nothing is warmed at start-up: the first-use stalls are said instead
+    estimates = [0.0 if r.skip_warmup else _seconds(r, x) for x in r.results]
     row("warm-up estimate (text graphs)", [f"{s:.0f} s" if s is not None else "unknown" for s in estimates])
     _time_rows(r, row)
     name_width = max(len(n) for n, _ in rows)

@@ -165,6 +165,9 @@ class TextShapes:
     prefill: tuple[tuple[int, int, int], ...]
     decode: tuple[tuple[int, int], ...]
     source: str
+    #: What the runtime does with the configuration that the user would not see otherwise (e.g. buckets of a bucket
+    #: file its filters drop), one sentence each.
+    notes: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -47,7 +47,7 @@ from vllm_hpu_mm.runtimes.vllm_gaudi.config import (
     config_from_env,
     effective_strategy,
 )
-from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
+from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import MAX_FILE_BUCKETS, bucket_file
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
 from vllm_hpu_mm.runtimes.vllm_gaudi.vision import BATCH_WARMUP_SIDE, vision_table_entry
 
@@ -88,7 +88,8 @@ class VllmGaudi:
         prefill = common.prompt_buckets(self.bucketing, shape)
         decode = tuple((bs, blocks) for bs, _, blocks in common.decode_buckets(self.bucketing, shape))
         source = f"vllm-gaudi's {effective_strategy(self.bucketing)} bucketing (modelled on @{COMMIT_SHORT})"
-        return TextShapes(prefill, decode, source)
+        notes = () if self.planned else common.dropped_file_buckets(self.bucketing, shape)
+        return TextShapes(prefill, decode, source, notes)
 
     def text_lookup(self, shape: EngineShape) -> TextLookup:
         return RunnerLookup(self.bucketing, shape)
@@ -138,6 +139,8 @@ class VllmGaudi:
 
 #: The variable naming a bucket file; :func:`model_from_env` reads the file it names, once.
 BUCKET_FILE_VAR = "VLLM_BUCKETING_FROM_FILE"
+#: Most bytes of a bucket file read: ten times a file of MAX_FILE_BUCKETS buckets one per line (~16 bytes a line).
+MAX_BUCKET_FILE_BYTES = 16 << 20
 
 
 def model_from_env(env: Mapping[str, str], spelled: Mapping[str, str] | None = None) -> VllmGaudi:
@@ -146,13 +149,19 @@ def model_from_env(env: Mapping[str, str], spelled: Mapping[str, str] | None = N
     cfg = config_from_env(env)
     if cfg.from_file is not None:
         given = (spelled or {}).get(BUCKET_FILE_VAR, BUCKET_FILE_VAR)
+        source = f"{given}={cfg.from_file}" if given == BUCKET_FILE_VAR else f"{given} {cfg.from_file}"
         try:
-            text = Path(cfg.from_file).expanduser().read_text(encoding="utf-8")
+            with Path(cfg.from_file).expanduser().open("rb") as f:
+                raw = f.read(MAX_BUCKET_FILE_BYTES + 1)  # a device or an endless file stops at the cap
+            text = raw.decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise ConfigError(f"{given} {cfg.from_file}: cannot read it ({why}); accepted: a readable vllm-gaudi "
-                              "bucket file") from None  # fmt: skip
-        cfg = dataclasses.replace(cfg, file_text=text)
+            raise ConfigError(f"{source}: cannot read it ({why}); accepted: a readable vllm-gaudi bucket "
+                              "file") from None  # fmt: skip
+        if len(raw) > MAX_BUCKET_FILE_BYTES:
+            raise ConfigError(f"{source}: larger than {MAX_BUCKET_FILE_BYTES:,} bytes; accepted: a vllm-gaudi bucket "
+                              f"file (at most {MAX_FILE_BUCKETS:,} buckets, a few hundred kilobytes)")  # fmt: skip
+        cfg = dataclasses.replace(cfg, file_text=text, file_source=source)
     return VllmGaudi(cfg)
 
 
