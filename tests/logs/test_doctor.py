@@ -16,6 +16,7 @@ from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.logs.doctor import contradictions, diagnose, diagnose_lines, recommend
 from vllm_hpu_mm.logs.doctor.decide import Rules, default_rules
+from vllm_hpu_mm.logs.reading import strip_ansi
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.planner import plan
@@ -63,7 +64,8 @@ def test_real_logs_give_one_verdict_with_evidence(path: Path, capsys: pytest.Cap
         assert out["evidence"], "an OOM verdict must quote its evidence"
         text = path.read_text().splitlines()
         for ev in out["evidence"]:
-            assert text[ev["line"] - 1].startswith(ev["text"].removesuffix("..."))
+            # the doctor quotes lines without their colour codes (syslog's #033[...m included)
+            assert strip_ansi(text[ev["line"] - 1]).startswith(ev["text"].removesuffix("..."))
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,9 @@ from tests.support.data import LOGS
 from tests.support.logs import GAUDI_LOG
 from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.envs import load
-from vllm_hpu_mm.logs.doctor import Advice, contradictions, diagnose, diagnose_lines, recommend
+from vllm_hpu_mm.logs.doctor import contradictions, diagnose, diagnose_lines, recommend
 from vllm_hpu_mm.logs.reading import detect_encoding, log_lines
+from vllm_hpu_mm.plan.fixes import Fix
 
 CUDA_CAPTURE = (LOGS / "vllm_15598_cudagraph_capture.log").read_text()
 GAUDI_OOM = [
@@ -102,7 +103,7 @@ def test_no_setting_gets_two_values() -> None:
     settings = load({"VLLM_MULTIMODAL_BUCKETS": "1600,3136,4096"})
     for lines in (GAUDI_OOM, CUDA_CAPTURE.splitlines(), [*GAUDI_OOM[:1], "INFO Warmup finished", GAUDI_OOM[2]]):
         assert not contradictions(recommend(diagnose_lines(lines), settings))
-    two = (Advice("raise it", "VLLM_GRAPH_RESERVED_MEM", 0.2), Advice("raise it more", "VLLM_GRAPH_RESERVED_MEM", 0.4))
+    two = (Fix("raise it", "VLLM_GRAPH_RESERVED_MEM", 0.2), Fix("raise it more", "VLLM_GRAPH_RESERVED_MEM", 0.4))
     assert contradictions(two) == {"VLLM_GRAPH_RESERVED_MEM": {0.2, 0.4}}
 
 

@@ -3,6 +3,7 @@ names its source and the stage a person read in it (``Expected stage: ...``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -10,9 +11,14 @@ from benchmarks.doctor_fitting import Example
 from tests.support.data import LOGS
 from vllm_hpu_mm.logs.doctor.scan import scan
 
-#: The development set, and the held-out set kept aside while the rules were tuned.
-DEVELOPMENT_LOGS = sorted(LOGS.glob("*.log"))
+#: The development set (the first logs and the runtime-labelled ones of runtime_dev/), and the held-out set kept aside
+#: while the rules were tuned.
+RUNTIME_DEV_LOGS = sorted((LOGS / "runtime_dev").glob("*.log"))
+DEVELOPMENT_LOGS = sorted(LOGS.glob("*.log")) + RUNTIME_DEV_LOGS
 HELDOUT_LOGS = sorted((LOGS / "heldout").glob("*.log"))
+#: New public logs labelled with their writer (framework and runtime) as well as the stage, for the advice: scored
+#: only, never fitted on or tuned against.
+RUNTIME_HELDOUT_LOGS = sorted((LOGS / "runtime_heldout").glob("*.log"))
 #: The doctor's target share of right stages, on any set of real logs.
 TARGET_ACCURACY = 0.92
 
@@ -22,6 +28,27 @@ def expected_stage(path: Path) -> str:
     m = re.search(r"Expected stage: (\w+)", header)
     assert m, f"{path.name} has no 'Expected stage:' in its header"
     return m.group(1)
+
+
+@dataclasses.dataclass(frozen=True)
+class WriterLabel:
+    """Who wrote a log and what the advice must respect, as read when the log was stored."""
+
+    writer: str
+    vision: bool
+    host: bool
+    others: bool
+
+
+def writer_label(path: Path) -> WriterLabel | None:
+    """The log's ``Expected writer:`` (and vision, memory, other processes) label, or None without one."""
+    header = " ".join(line[2:] for line in path.read_text().splitlines() if line.startswith("# "))
+    m = re.search(r"Expected writer: ([\w-]+)", header)
+    if m is None:
+        return None
+    vision = re.search(r"Expected vision: (yes|no)", header)
+    return WriterLabel(m.group(1), bool(vision and vision.group(1) == "yes"), "Expected memory: host" in header,
+                       "Expected others: yes" in header)  # fmt: skip
 
 
 def body_lines(path: Path) -> list[str]:

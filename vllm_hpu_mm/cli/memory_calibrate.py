@@ -16,6 +16,7 @@ from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.logs.calibrate import Calibration, calibrate, parse_warmup
+from vllm_hpu_mm.logs.numbers import skipped_json
 from vllm_hpu_mm.logs.profile import profile_dict, save_profile
 from vllm_hpu_mm.logs.reading import log_lines
 from vllm_hpu_mm.models.devices import KNOWN_DEVICES
@@ -105,12 +106,14 @@ def run(args: argparse.Namespace) -> int:
     if written:
         save_profile(result, path)
     if args.json:
-        print_json(_report(result, path if written else None, model_note))
+        print_json(_report(result, path if written else None, model_note) | {"skipped": skipped_json(log.skipped)})
     else:
         print(f"calibration from {args.log} (runtime {result.backend or 'unknown'}; model: {model_note})")
         width = max(len(r[0]) for r in result.rows)
         for name, value, how in result.rows:
             print(f"  {name:<{width}}  {value:>8}  {how}")
+        for line in log.skipped.summary(str(args.log)):
+            print(line)
         if not written:
             print(
                 "nothing measurable in this log: no warm-up lines with free_mem, no memory split, no CUDA graph memory"

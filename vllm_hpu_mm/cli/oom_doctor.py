@@ -1,5 +1,6 @@
 """'vllm-hpu-mm oom-doctor LOG': find the out-of-memory failure in a vLLM server log, say at which stage it
-happened and how sure that is, quote the evidence and recommend settings for the log's runtime (Gaudi, CUDA, CPU).
+happened and how sure that is, quote the evidence and recommend settings that the log's writer reads (vllm-gaudi,
+vllm-fork, vLLM on CUDA, ROCm, CPU or another accelerator, TGI, optimum-habana).
 The log is streamed (any size), decoded by its byte-order mark (UTF-8 or UTF-16) and stripped of colour codes.
 Exit 1 when a failure is found, 0 when none, 2 when the log cannot be read, is empty or --model is unknown."""
 
@@ -11,6 +12,7 @@ from typing import Any
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, print_json
 from vllm_hpu_mm.logs.doctor import Diagnosis, diagnose_file
+from vllm_hpu_mm.logs.numbers import skipped_json
 from vllm_hpu_mm.models.lookup import resolve
 
 
@@ -21,8 +23,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON object: stage, confidence, basis, memory, evidence, recommendations, settings, run, runs "
-        "(default: a text report)",
+        help="print one JSON object: stage, confidence, basis, memory, source (framework, accelerator, runtime), "
+        "evidence, recommendations, settings, run, runs, skipped (default: a text report)",
     )
     p.add_argument(
         "--model",
@@ -42,6 +44,13 @@ def as_json(d: Diagnosis) -> dict[str, Any]:
         "basis": d.basis,
         "memory": d.memory,
         "runtime": d.backend,
+        "source": {
+            "framework": d.source.framework,
+            "accelerator": d.source.accelerator,
+            "runtime": None if d.source.runtime is None else d.source.runtime.value,
+            "vision_model": d.source.multimodal,
+            "other_processes_gib": d.source.other_processes_gib,
+        },
         "evidence": [{"line": e.line, "text": e.text} for e in d.evidence],
         "recommendations": list(d.recommendations),
         "settings": dict(d.settings),
@@ -50,6 +59,7 @@ def as_json(d: Diagnosis) -> dict[str, Any]:
         "gaudi_memory": None if d.gaudi_memory is None else vars(d.gaudi_memory),
         "warmup": None if d.warmup is None else {"kind": d.warmup[0], "index": d.warmup[1], "total": d.warmup[2]},
         "model": d.model,
+        "skipped": skipped_json(d.skipped),
     }
 
 
@@ -59,6 +69,7 @@ _BASIS = {
     "message": "the error message, which names its phase",
     "phase": "the last phase the log reached before the error",
     "learned": "frame names voted on by labelled logs (the phase table knows none of them)",
+    "repeated": "the same process failing again and again (it survived its failures, so it was serving)",
     "cut": "the log stopping inside this phase (a counted phase or a traceback) with no error line",
     "unknown": "nothing in the log says when it happened",
     "none": "no out-of-memory line and no cut-off phase",
@@ -75,8 +86,12 @@ def run(args: argparse.Namespace) -> int:
         where = f" ({d.memory} memory)" if d.memory else ""
         run = f" (run {d.run} of {d.runs})" if d.runs > 1 else ""
         print(f"stage: {d.stage}{where}{run}, confidence {d.confidence:.2f}: from {_BASIS[d.basis]}")
+        if d.oom:
+            print(f"written by: {d.source.describe}{' (a vision model)' if d.source.multimodal else ''}")
         for e in d.evidence:
             print(f"  {args.log}:{e.line}: {e.text}")
         for r in d.recommendations:
             print(f"- {r}")
+        for line in d.skipped.summary(args.log):
+            print(line)
     return int(ExitCode.NEGATIVE if d.oom else ExitCode.OK)

@@ -28,6 +28,7 @@ import math
 from collections.abc import Iterable, Sequence
 
 from vllm_hpu_mm.buckets.packing import bucket_for
+from vllm_hpu_mm.logs.numbers import GarbledNumber, SkippedLines, integer, number
 from vllm_hpu_mm.logs.patterns import (
     BUCKET_PAIR,
     CUDA_CAPTURE_SIZES,
@@ -81,6 +82,8 @@ class WarmupLog:
     cuda_capture_sizes: int | None
     model: str | None
     backend: str | None
+    #: Lines left out because a figure in them is garbled (interleaved output).
+    skipped: SkippedLines = dataclasses.field(default_factory=SkippedLines, compare=False)
 
 
 def _kind(phase: str) -> str:
@@ -98,6 +101,7 @@ def parse_warmup(lines: Iterable[str]) -> WarmupLog:
     worker: str | None = None
     seen: set[tuple[str, int]] = set()
     backend = RuntimeSniffer()
+    skipped = SkippedLines()
     for k, text in enumerate(lines):
         if text.strip() in ("...", "…"):
             gaps.append(k)
@@ -105,25 +109,53 @@ def parse_warmup(lines: Iterable[str]) -> WarmupLog:
         backend.feed(text)
         if model is None and (m := MODEL.search(text)):
             model = m["model"]
-        if (w := WARMUP_FREE_MEM.search(text)) is not None:
+        try:
+            read = _figures(text)
+        except GarbledNumber as exc:
+            skipped.add(k + 1, text, exc)
+            continue
+        if isinstance(read, _Warmup):
             who = WORKER.match(text)
             tag = who["who"] if who else ""
             worker = tag if worker is None else worker
-            if tag != worker or (w["phase"], int(w["i"])) in seen:
+            if tag != worker or (read.phase, read.i) in seen:
                 continue  # another worker's copy of the same warm-up
-            seen.add((w["phase"], int(w["i"])))
-            fields = tuple((name, int(a) * int(b) if b else int(a)) for name, a, b in SHAPE_FIELD.findall(w["fields"]))
-            raw.append((k, w["phase"], int(w["i"]), fields, size_bytes(w)))
-        elif (t := PHASE_TOTAL.search(text)) is not None:
-            buckets = tuple((int(a), int(b)) for a, b in BUCKET_PAIR.findall(t["b"] or ""))
-            totals.append(PhaseTotal(_kind(t["phase"]), int(t["n"]), size_bytes(t), buckets, k))
-        elif (f := GAUDI_MEMORY.search(text)) is not None:
-            free, util = round(float(f["free"]) * GIB), float(f["util"])
-        elif (c := CUDA_GRAPH_MEMORY.search(text)) is not None:
-            cuda = round(float(c["gib"] or c["gib2"]) * GIB)
+            seen.add((read.phase, read.i))
+            raw.append((k, read.phase, read.i, read.fields, read.free))
+        elif isinstance(read, PhaseTotal):
+            totals.append(dataclasses.replace(read, line=k))
+        elif isinstance(read, tuple):
+            free, util = read
+        elif isinstance(read, int):
+            cuda = read
         if sizes is None and (s := CUDA_CAPTURE_SIZES.search(text)) is not None:
             sizes = len([v for v in s["sizes"].split(",") if v.strip()])
-    return WarmupLog(tuple(_costs(raw, gaps)), tuple(totals), free, util, cuda, sizes, model, backend.name)
+    return WarmupLog(tuple(_costs(raw, gaps)), tuple(totals), free, util, cuda, sizes, model, backend.name, skipped)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Warmup:
+    phase: str
+    i: int
+    fields: tuple[tuple[str, int], ...]
+    free: int
+
+
+def _figures(text: str) -> _Warmup | PhaseTotal | tuple[int, float] | int | None:
+    """The figures of a warm-up line, a phase total, the memory split (free bytes, utilisation) or the CUDA graph
+    bytes, read strictly (a garbled figure raises :class:`GarbledNumber`); None for any other line."""
+    if (w := WARMUP_FREE_MEM.search(text)) is not None:
+        fields = tuple((name, integer(a) * integer(b) if b else integer(a))
+                       for name, a, b in SHAPE_FIELD.findall(w["fields"]))  # fmt: skip
+        return _Warmup(w["phase"], integer(w["i"]), fields, size_bytes(w))
+    if (t := PHASE_TOTAL.search(text)) is not None:
+        buckets = tuple((integer(a), integer(b)) for a, b in BUCKET_PAIR.findall(t["b"] or ""))
+        return PhaseTotal(_kind(t["phase"]), integer(t["n"]), size_bytes(t), buckets, -1)
+    if (f := GAUDI_MEMORY.search(text)) is not None:
+        return round(number(f["free"]) * GIB), number(f["util"])
+    if (c := CUDA_GRAPH_MEMORY.search(text)) is not None:
+        return round(number(c["gib"] or c["gib2"]) * GIB)
+    return None
 
 
 def _costs(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from vllm_hpu_mm.logs.numbers import number
 from vllm_hpu_mm.values import Stage
 
 __all__ = [
@@ -232,8 +233,9 @@ _UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "KB": 
 
 
 def size_bytes(match: re.Match[str]) -> int:
-    """Bytes of the size a pattern with ``size`` and ``unit`` groups matched."""
-    return round(float(match["size"]) * _UNITS[match["unit"]])
+    """Bytes of the size a pattern with ``size`` and ``unit`` groups matched (a garbled figure raises
+    :class:`~vllm_hpu_mm.logs.numbers.GarbledNumber`)."""
+    return round(number(match["size"]) * _UNITS[match["unit"]])
 
 
 def _warmup(phase: str) -> str:

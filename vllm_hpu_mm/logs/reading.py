@@ -6,8 +6,12 @@ length.
 - A line longer than :data:`MAX_LINE_CHARS` is read in windows of at most that many characters that overlap by
   :data:`LINE_OVERLAP`, so anything shorter than the overlap (every message and frame the doctor looks for) lies
   whole in one window, wherever the line is cut; the windows keep the line's number.
-- Leading NUL bytes (a log truncated in place by log rotation) are skipped in bounded chunks. A file of nothing but
-  NUL bytes, an archive or a binary format is invalid input, named for what it is.
+- Leading NUL bytes (a log truncated in place by log rotation) are skipped in bounded chunks; a run of NUL bytes
+  inside the log (a crash and restart, a file written sparse) is dropped and does not make the log "binary". A file
+  of nothing but NUL bytes, an archive or a binary format is invalid input, named for what it is.
+- Every read is bounded: a device (``/dev/zero``, a terminal) is refused before it is read; a file, pipe or FIFO is
+  read up to :data:`MAX_LOG_BYTES` (after decompression) and :data:`MAX_LOG_LINES` lines, past which it is refused
+  with the cap named (a plain file larger than the cap is refused before it is read).
 """
 
 from __future__ import annotations
@@ -17,25 +21,37 @@ import codecs
 import gzip
 import io
 import lzma
+import os
+import re
+import stat
 import sys
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.logs.patterns import ANSI
 
-__all__ = ["LINE_OVERLAP", "MAX_LINE_CHARS", "detect_encoding", "log_lines", "log_records", "strip_ansi"]
+__all__ = ["LINE_OVERLAP", "MAX_LINE_CHARS", "MAX_LOG_BYTES", "MAX_LOG_LINES", "detect_encoding", "log_lines",
+           "log_records", "strip_ansi"]  # fmt: skip
 
 #: The longest piece of a line read at once (longer lines come as overlapping windows).
 MAX_LINE_CHARS = 8192
 #: How much consecutive windows of one long line share.
 LINE_OVERLAP = 1024
+#: The most text a log may hold (decompressed): 512 MiB, about 30 s of reading on a 2-core machine
+#: (benchmarks/results/doctor_large_log.md: 200 MiB in 11-13 s); the failure is at a log's end, so a longer log is
+#: refused with the command that passes its end. It also bounds a compressed log that inflates without end.
+MAX_LOG_BYTES = 512 << 20
+#: The most lines a log may hold (a log of empty lines reads faster than the byte cap would bound).
+MAX_LOG_LINES = 50_000_000
 _SNIFF_BYTES = 4096
+#: A run of this many NUL bytes or more is a hole (a crash, a sparse write), not text in UTF-16.
+_NUL_RUN = 4
 #: What a damaged file or compressed stream raises while it is read.
-_READ_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error)
+_READ_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error, UnicodeError, ValueError, MemoryError)
 _CHUNK = 1 << 16
 ACCEPTED = "accepted: a UTF-8 or UTF-16 text log, plain or gzip/bzip2/xz-compressed"
 #: Streams decompressed as they are read, by their magic bytes.
@@ -68,11 +84,16 @@ def detect_encoding(head: bytes) -> str | None:
         return "utf-16-le"
     if even and even.count(0) >= 0.9 * len(even) and odd.count(0) < 0.1 * len(odd):
         return "utf-16-be"
+    # A run of NUL bytes is a hole in a text log (a crash and restart), not a sign of a binary format.
+    head = _NUL_RUNS.sub(b"", head)
     if head.count(0) > 0.01 * len(head):
         return None
     text = codecs.getincrementaldecoder("utf-8")(errors="replace").decode(head, final=False)
     bad = sum(ch == "\ufffd" or (ch < " " and ch not in "\t\r\n\x1b\x00") for ch in text)
     return None if text and bad > 0.1 * len(text) else "utf-8"
+
+
+_NUL_RUNS = re.compile(rb"\x00{%d,}" % _NUL_RUN)
 
 
 def strip_ansi(text: str) -> str:
@@ -100,22 +121,84 @@ class _Prefixed(io.RawIOBase):
         return len(data)
 
 
-def _buffered(stream: BinaryIO) -> io.BufferedReader:
-    return stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(stream)  # type: ignore[arg-type]
+class _Capped(io.RawIOBase):
+    """``stream`` read up to :data:`MAX_LOG_BYTES`; one byte more is refused, naming the log and the cap."""
+
+    def __init__(self, stream: BinaryIO | io.BufferedIOBase, path: str, limit: int) -> None:
+        self._stream = stream
+        self._path = path
+        self._left = limit
+        self._limit = limit
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        data = self._stream.read(min(len(buffer), self._left + 1))
+        if len(data) > self._left:
+            raise ConfigError(_too_large(self._path, self._limit))
+        self._left -= len(data)
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _cannot_read(path: str, exc: BaseException) -> str:
+    if isinstance(exc, ConfigError):
+        return str(exc)
+    why = getattr(exc, "strerror", None) or str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    return f"cannot read log {path!r}: {why}; {ACCEPTED}"
+
+
+def _capped(stream: BinaryIO | io.BufferedIOBase, path: str) -> io.BufferedReader:
+    """``stream`` buffered, read up to :data:`MAX_LOG_BYTES` (read when called: tests lower it)."""
+    return cast(io.BufferedReader, io.BufferedReader(_Capped(stream, path, MAX_LOG_BYTES)))
+
+
+def _too_large(path: str, limit: int) -> str:
+    return (f"log {path!r} holds more than {limit >> 20} MiB of text; accepted: a log up to that size: pass the end "
+            f"of it (tail -c 500M {path if path != '-' else 'LOG'} | vllm-hpu-mm ... -)")  # fmt: skip
+
+
+def _refuse_devices(path: str) -> None:
+    """A device or socket is refused before it is read (``/dev/zero`` never ends); a plain file larger than the cap
+    is refused before it is read."""
+    try:
+        mode = os.stat(path)
+    except OSError:
+        return  # opening it names the error
+    if stat.S_ISCHR(mode.st_mode) or stat.S_ISBLK(mode.st_mode) or stat.S_ISSOCK(mode.st_mode):
+        raise ConfigError(f"log {path!r} is a device or socket, not a log file; accepted: a log file, a pipe, or - for "
+                          "standard input")  # fmt: skip
+    if stat.S_ISREG(mode.st_mode) and mode.st_size > MAX_LOG_BYTES:
+        raise ConfigError(_too_large(path, MAX_LOG_BYTES))
+
+
+def _refuse_device_stdin() -> None:
+    """Standard input from a device (``< /dev/zero``) or a terminal (nothing piped in) is refused, not read."""
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return  # not a real file (a test's stream): read it
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        raise ConfigError("standard input is a device or a terminal, not a log; accepted: a log piped in "
+                          "(cat server.log | vllm-hpu-mm oom-doctor -) or a log file")  # fmt: skip
 
 
 def _peek(stream: io.BufferedReader, path: str) -> bytes:
     try:
         return stream.peek(_SNIFF_BYTES)[:_SNIFF_BYTES]
     except _READ_ERRORS as exc:
-        raise ConfigError(f"cannot read log {path!r}: {getattr(exc, 'strerror', None) or exc}") from None
+        raise ConfigError(_cannot_read(path, exc)) from None
 
 
 def _skip_nul(stream: io.BufferedReader, path: str) -> io.BufferedReader:
     """The stream from its first byte that is not NUL (read in bounded chunks)."""
     skipped = 0
     while True:
-        chunk = stream.read(_CHUNK)
+        try:
+            chunk = stream.read(_CHUNK)
+        except _READ_ERRORS as exc:
+            raise ConfigError(_cannot_read(path, exc)) from None
         if not chunk:
             what = f"holds only NUL bytes ({skipped} bytes)" if skipped else "is empty"
             raise ConfigError(f"log {path!r} {what}: there is no text to diagnose; {ACCEPTED}")
@@ -127,18 +210,21 @@ def _skip_nul(stream: io.BufferedReader, path: str) -> io.BufferedReader:
 
 def _open_text(path: str, stack: ExitStack) -> io.TextIOWrapper:
     if path == "-":
-        stream = _buffered(sys.stdin.buffer)
+        raw: BinaryIO = sys.stdin.buffer
+        _refuse_device_stdin()
     else:
+        _refuse_devices(path)
         try:
-            stream = _buffered(stack.enter_context(Path(path).open("rb")))  # noqa: SIM115 (the stack closes it)
+            raw = stack.enter_context(Path(path).open("rb"))  # noqa: SIM115 (the stack closes it)
         except OSError as exc:
             raise ConfigError(f"cannot read log {path!r}: {exc.strerror or exc}") from None
+    stream = _capped(raw, path)
     for _ in range(2):  # a compressed log is decompressed once (not an archive inside an archive)
         head = _peek(stream, path)
         opener = next((opener for magic, opener in _COMPRESSED if head.startswith(magic)), None)
         if opener is None:
             break
-        stream = io.BufferedReader(stack.enter_context(opener(stream)))  # type: ignore[arg-type]
+        stream = _capped(stack.enter_context(opener(stream)), path)
     head = _peek(stream, path)
     # Log rotation truncates a log in place to NUL bytes (UTF-16-BE text starts with one NUL, not two).
     if head.startswith(b"\x00\x00") or (head and not head.strip(b"\x00")):
@@ -174,17 +260,20 @@ def log_records(path: str) -> Iterator[tuple[int, str]]:
             try:
                 piece = text.readline(MAX_LINE_CHARS)
             except _READ_ERRORS as exc:
-                raise ConfigError(f"cannot read log {path!r}: {exc}") from None
+                raise ConfigError(_cannot_read(path, exc)) from None
             if not piece:
                 return
             number += 1
+            if number > MAX_LOG_LINES:
+                raise ConfigError(f"log {path!r} holds more than {MAX_LOG_LINES} lines; accepted: a log up to that "
+                                  "many lines: pass the end of it (tail -n)")  # fmt: skip
             yield number, _clean(piece)
             while not piece.endswith("\n"):  # the rest of an over-long line, in overlapping windows
                 tail = piece[-LINE_OVERLAP:]
                 try:
                     more = text.readline(MAX_LINE_CHARS - LINE_OVERLAP)
                 except _READ_ERRORS as exc:
-                    raise ConfigError(f"cannot read log {path!r}: {exc}") from None
+                    raise ConfigError(_cannot_read(path, exc)) from None
                 if not more:
                     break
                 piece = tail + more

@@ -18,6 +18,7 @@ import math
 from collections.abc import Iterable
 from typing import Any, Literal
 
+from vllm_hpu_mm.logs.numbers import integer, number
 from vllm_hpu_mm.logs.patterns import (
     BUCKET_TUPLE,
     GAUDI_GRAPH_RESERVE,
@@ -130,7 +131,7 @@ _KEPT_ON_RESTART = ("total_bytes", "generated_buckets", "two_pass")
 
 
 def _gib(text: str) -> int:
-    return round(float(text) * GIB)
+    return round(number(text) * GIB)
 
 
 def _buckets(text: str, phase: str, block_size: int) -> tuple[list[tuple[str, tuple[int, int, int]]], bool]:
@@ -138,9 +139,9 @@ def _buckets(text: str, phase: str, block_size: int) -> tuple[list[tuple[str, tu
     (``(batch, tokens)``: decode tokens become blocks of ``block_size``)."""
     out, two_d = [], False
     for m in BUCKET_TUPLE.finditer(text):
-        a, b = int(m[1]), int(m[2])
+        a, b = integer(m[1]), integer(m[2])
         if m[3] is not None:
-            out.append((phase, (a, b, int(m[3]))))
+            out.append((phase, (a, b, integer(m[3]))))
             continue
         two_d = True
         out.append((phase, (a, b, 0) if phase == "prompt" else (a, 1, -(-b // block_size))))
@@ -163,19 +164,19 @@ def read_log(lines: Iterable[str], block_size: int = 128) -> Logged:
             found["profile_bytes"] = size_bytes(m)
         if (m := GAUDI_MEMORY.search(line)) and "free_bytes" not in found:
             found.update(free_bytes=_gib(m["free"]), usable_bytes=_gib(m["usable"]),
-                         gpu_memory_utilization=float(m["util"]))  # fmt: skip
+                         gpu_memory_utilization=number(m["util"]))  # fmt: skip
             if m["graph"] is not None:
                 found.update(graph_bytes=_gib(m["graph"]), kv_bytes=_gib(m["kv"]),
-                             graph_reserved_mem=float(m["reserved"]))  # fmt: skip
+                             graph_reserved_mem=number(m["reserved"]))  # fmt: skip
         _read_vllm_spellings(line, found)
         if (m := HPU_CACHE_ENGINE.search(line)) and "kv_bytes" not in found:
             found["kv_bytes"] = size_bytes(m)
         if (m := HPU_BLOCKS.search(line)) and "kv_blocks" not in found:
-            found["kv_blocks"] = int(m["n"] or m["n2"])
+            found["kv_blocks"] = integer(m["n"] or m["n2"])
         if (m := WARMUP_FINISHED.search(line)) and "warmup_seconds" not in found:
-            found.update(warmup_seconds=int(m["secs"]), warmup_bytes=size_bytes(m))
-        if (m := PHASE_TOTAL.search(line)) and m["pct"] and float(m["pct"]) > 0:
-            found["graphs_warmed"] = found.get("graphs_warmed", 0) + round(int(m["n"]) * 100 / float(m["pct"]))
+            found.update(warmup_seconds=integer(m["secs"]), warmup_bytes=size_bytes(m))
+        if (m := PHASE_TOTAL.search(line)) and m["pct"] and number(m["pct"]) > 0:
+            found["graphs_warmed"] = found.get("graphs_warmed", 0) + round(integer(m["n"]) * 100 / number(m["pct"]))
         if (m := PHASE_TOTAL.search(line)) and m["b"]:
             phase = "decode" if "decode" in m["phase"].lower() else "prompt"
             listed, two_d = _buckets(m["b"][: MAX_BUCKETS * 24], phase, block_size)
@@ -196,13 +197,13 @@ def _read_vllm_spellings(line: str, found: dict[str, Any]) -> None:
         # the usable KV share (the plan's KV cache: one block less), not the dummy block GAUDI_MEMORY may have read
         found.update(kv_bytes=size_bytes(m), kv_dummy=True)
     if (m := GAUDI_GRAPH_RESERVE.search(line)) and "graph_bytes" not in found:
-        found.update(graph_bytes=size_bytes(m), graph_reserved_mem=float(m["reserved"]))
+        found.update(graph_bytes=size_bytes(m), graph_reserved_mem=number(m["reserved"]))
     if (m := VLLM_WEIGHTS.search(line)) and "weight_bytes" not in found:
-        found["weight_bytes"] = round(float(m["size"]) * GIB)  # vLLM's "GB" here is GiB (it divides by 2**30)
+        found["weight_bytes"] = round(number(m["size"]) * GIB)  # vLLM's "GB" here is GiB (it divides by 2**30)
     if (m := VLLM_BLOCKS.search(line)) and "kv_blocks" not in found:
-        found["kv_blocks"] = int(m["n"])
+        found["kv_blocks"] = integer(m["n"])
     if (m := KV_CACHE_TOKENS.search(line)) and "kv_tokens" not in found:
-        found["kv_tokens"] = int(m["tokens"].replace(",", ""))
+        found["kv_tokens"] = integer(m["tokens"].replace(",", ""))
     if (m := RELEASE.search(line)) and "release" not in found:
         found["release"] = m["v1"] or m["v2"]
 

@@ -24,6 +24,8 @@ __all__ = [
     "GRAPH_RESERVED_MEM",
     "PARTS",
     "RUNTIME_CHOICES",
+    "SKIP_WARMUP",
+    "VISION_BUCKETS",
     "BatchDefaults",
     "Bucket",
     "DeviceFacts",
@@ -57,6 +59,10 @@ Bucket = tuple[int, int, int]
 GRAPH_RESERVED_MEM = "VLLM_GRAPH_RESERVED_MEM"
 GRAPH_PROMPT_RATIO = "VLLM_GRAPH_PROMPT_RATIO"
 GRAPH_MULTIMODAL_PROMPT_RATIO = "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO"
+#: The Gaudi runtimes' own variables a fix may name (:attr:`RuntimeTraits.env`): the vision buckets warmed (patch
+#: counts) and skipping warm-up.
+VISION_BUCKETS = "VLLM_MULTIMODAL_BUCKETS"
+SKIP_WARMUP = "VLLM_SKIP_WARMUP"
 
 
 class Runtime(str, enum.Enum):
@@ -94,6 +100,12 @@ class RuntimeTraits:
     profiles_graphs: bool = False
     #: Config ``model_type`` values the fp32-softmax default applies to (empty: every model).
     fp32_softmax_model_types: tuple[str, ...] = ()
+    #: The runtime's own knobs, beyond vLLM's engine flags and the guide's memory variables, that fixes and the OOM
+    #: doctor may name (variables and flags; a runtime that does not read a knob is never told to set it).
+    own_knobs: frozenset[str] = frozenset()
+    #: Words only this runtime's logs hold (a regular expression: its package paths, its own lines), by which the
+    #: OOM doctor tells it from another runtime of the same backend; "" for none.
+    log_marks: str = ""
     #: How the runtime warms at start-up, for its warm-up time (``runtimes/warmup.py``: ``one_pass`` or
     #: ``two_pass``); "" where no time was fitted.
     warmup_era: str = ""

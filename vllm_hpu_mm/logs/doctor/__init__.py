@@ -5,8 +5,9 @@ is, quote the evidence and recommend settings for that runtime.
 
 :mod:`vllm_hpu_mm.logs.reading` streams and decodes a log file, :mod:`vllm_hpu_mm.logs.patterns` holds what is looked
 for, :mod:`.scan` keeps a run's features in one bounded-memory pass, :mod:`.phases` says what a traceback's frames
-mean, :mod:`.decide` weighs the features under fitted :class:`~.decide.Rules`, :mod:`.advice` recommends (re-planning
-from the log's own memory split).
+mean, :mod:`.decide` weighs the features under fitted :class:`~.decide.Rules`, :mod:`.source` says which framework,
+accelerator and runtime wrote the log, :mod:`.advice` recommends only what that writer reads (re-planning from the
+log's own memory split).
 """
 
 from __future__ import annotations
@@ -15,17 +16,20 @@ import dataclasses
 from collections.abc import Iterable
 
 from vllm_hpu_mm.envs import Settings
-from vllm_hpu_mm.logs.doctor.advice import Advice, contradictions, recommend
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.logs.doctor.advice import contradictions, recommend
 from vllm_hpu_mm.logs.doctor.decide import STAGES, Diagnosis, Evidence, Rules, decide, default_rules
 from vllm_hpu_mm.logs.doctor.scan import GaudiMemory, scan
+from vllm_hpu_mm.logs.doctor.source import LogSource
 from vllm_hpu_mm.logs.reading import log_records
+from vllm_hpu_mm.models.lookup import resolve
 
 __all__ = [
     "STAGES",
-    "Advice",
     "Diagnosis",
     "Evidence",
     "GaudiMemory",
+    "LogSource",
     "Rules",
     "contradictions",
     "diagnose",
@@ -44,9 +48,19 @@ def diagnose(lines: Iterable[str] | Iterable[tuple[int, str]], settings: Setting
              rules: Rules | None = None) -> Diagnosis:  # fmt: skip
     """Classify ``lines`` (streamed: memory stays bounded) and recommend."""
     d = diagnose_lines(lines, rules)
-    advice = recommend(d, settings, model)
+    advice = recommend(d, settings, model, _is_vision(model))
     values = {a.setting: a.value for a in advice if a.setting is not None and a.value is not None}
     return dataclasses.replace(d, recommendations=tuple(a.text for a in advice), settings=values)
+
+
+def _is_vision(model: str | None) -> bool | None:
+    """Whether ``--model`` is a vision model (None: not given, or not known here: the log's word stands)."""
+    if model is None:
+        return None
+    try:
+        return resolve(model, source="--model").vision.present
+    except ConfigError:
+        return None
 
 
 def diagnose_file(path: str, settings: Settings, model: str | None = None) -> Diagnosis:

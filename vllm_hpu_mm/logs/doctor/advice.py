@@ -1,43 +1,75 @@
-"""Advice for a diagnosis: settings for the runtime the log comes from (Gaudi, CUDA, CPU), at most one target value
-per setting, computed from the log's own numbers where it states them (the Gaudi memory split is re-planned, and
-the plan's structured finding, not its wording, gives the value)."""
+"""Advice for a diagnosis, for the framework and runtime that wrote the log (:mod:`.source`): each fix names only
+knobs its writer reads, at most one target value per setting, computed from the log's own numbers where it states
+them (the Gaudi memory split is re-planned, and the plan's structured finding, not its wording, gives the value).
+
+- vLLM: engine flags; on Gaudi, the variables the runtime's traits say it reads (``VLLM_GRAPH_RESERVED_MEM``,
+  ``VLLM_MULTIMODAL_BUCKETS``, ``VLLM_SKIP_WARMUP``); CUDA-graph capture sizes on CUDA and ROCm only; image caps only
+  for a vision model.
+- TGI: its launcher's flags (``--max-batch-prefill-tokens``, ``--max-batch-total-tokens``, ``--num-shard``, ...).
+- optimum-habana: its scripts' flags (``--batch_size``, ``--max_new_tokens``, ``--use_hpu_graphs``, DeepSpeed).
+- Another framework: what holds for any (fewer tokens per step, more devices, a quantized model), no flags.
+- Where the failure shows memory held by other processes, utilisation is never raised (it grows the allocation that
+  failed); a host-memory kill gets host advice.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable
 
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.logs.doctor.decide import Diagnosis
+from vllm_hpu_mm.logs.doctor.source import LogSource
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.plan.args import SizingArgs
+from vllm_hpu_mm.plan.fixes import Fix
 from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.runtimes import registry
-from vllm_hpu_mm.runtimes.base import GRAPH_RESERVED_MEM
+from vllm_hpu_mm.runtimes.base import GRAPH_RESERVED_MEM, SKIP_WARMUP, VISION_BUCKETS
 from vllm_hpu_mm.values import PIXELS_PER_PATCH
 
-__all__ = ["Advice", "contradictions", "recommend"]
+__all__ = ["UTILIZATION", "contradictions", "recommend"]
 
 #: vllm-gaudi's default share of usable memory for graphs (``v1/worker/hpu_worker.py``).
 GAUDI_DEFAULT_GRAPH_RESERVED_MEM = 0.1
-_CAP_IMAGES = (
+UTILIZATION = "--gpu-memory-utilization"
+#: The fork's flag for loading weights on the host first (a knob only runtimes that list it read).
+WEIGHTS_LOAD_DEVICE = "--weights-load-device"
+#: Other processes holding less than this (GiB) is the driver's own context, not another user of the device.
+_OTHERS_GIB = 0.5
+_CAP_IMAGES = Fix(
     "cap images: a lower max_pixels (--mm-processor-kwargs '{\"max_pixels\": 1003520}') or fewer images per prompt "
     "(--limit-mm-per-prompt '{\"image\": 1}')"
 )
+#: TGI's warm-up refusals name the tokens that did not fit (``flash_causal_lm.py`` ``warmup``).
+_TGI_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) (?P<kind>prefill|total) tokens")
 
 
-@dataclasses.dataclass(frozen=True)
-class Advice:
-    """One recommendation: its words, and the setting it changes with the value it names (when it names one)."""
-
-    text: str
-    setting: str | None = None
-    value: float | None = None
+def _texts(d: Diagnosis) -> list[str]:
+    return [e.text for e in d.evidence]
 
 
-def _plan_graph_fix(d: Diagnosis, settings: Settings, model: str, explicit: bool) -> Advice | None:
+def _others(s: LogSource) -> float | None:
+    """GiB other processes held on the device when it failed, when that is more than the driver's context."""
+    o = s.other_processes_gib
+    return o if o is not None and o >= _OTHERS_GIB else None
+
+
+def _free_the_device(s: LogSource) -> list[Fix]:
+    o = _others(s)
+    if o is None:
+        return []
+    return [Fix(f"other processes held {o} GiB of this device when it ran out: stop them or give the server a device "
+                "of its own (raising the memory share would grow the allocation that failed)")]  # fmt: skip
+
+
+# --- vLLM on Gaudi ----------------------------------------------------------------------------------------------
+
+
+def _plan_graph_fix(d: Diagnosis, settings: Settings, model: str, explicit: bool) -> Fix | None:
     """With the Gaudi memory line, re-plan from the log's own numbers: the plan's vision-bucket finding and its fix."""
     g = d.gaudi_memory
     if g is None:
@@ -62,146 +94,254 @@ def _plan_graph_fix(d: Diagnosis, settings: Settings, model: str, explicit: bool
     if vision is None:
         return None
     text = f"plan from this log's numbers (free {g.free_gib} GiB, model {p.inputs.model.name}{note}): {vision.fix.text}"
-    return Advice(text, vision.fix.setting, vision.fix.value)
+    return Fix(text, vision.fix.setting, vision.fix.value)
 
 
-def _gaudi_graph_capture(d: Diagnosis, settings: Settings, model: str, explicit: bool) -> list[Advice]:
+def _gaudi_graph_capture(d: Diagnosis, settings: Settings, model: str, explicit: bool, vision: bool) -> list[Fix]:
+    s = d.source
     out = []
-    planned = _plan_graph_fix(d, settings, model, explicit)
+    planned = _plan_graph_fix(d, settings, model, explicit) if vision else None
     if planned is not None:
         out.append(planned)
-    if planned is None or planned.setting != GRAPH_RESERVED_MEM:
+    if s.reads(GRAPH_RESERVED_MEM) and (planned is None or planned.setting != GRAPH_RESERVED_MEM):
         current = d.gaudi_memory.graph_reserved_mem if d.gaudi_memory else GAUDI_DEFAULT_GRAPH_RESERVED_MEM
         raised = min(1.0, round(current + 0.1, 2))
-        out.append(Advice(f"raise {GRAPH_RESERVED_MEM} from {current} to {raised} (graphs get more of the usable "
-                          "memory, the KV cache less)", GRAPH_RESERVED_MEM, raised))  # fmt: skip
+        out.append(Fix(f"raise {GRAPH_RESERVED_MEM} from {current} to {raised} (graphs get more of the usable memory, "
+                       "the KV cache less)", GRAPH_RESERVED_MEM, raised))  # fmt: skip
     if d.warmup is not None:
         kind, i, n = d.warmup
         buckets = settings.multimodal_buckets
-        if "multimodal" in kind.lower() and buckets and len(buckets) == n and i > 1:
+        if (
+            vision
+            and s.reads(VISION_BUCKETS)
+            and "multimodal" in kind.lower()
+            and buckets
+            and len(buckets) == n
+            and i > 1
+        ):
             keep = ",".join(map(str, buckets[: i - 1]))
-            out.append(Advice(f"failed at warm-up graph {i}/{n} ({kind}): keep the buckets that captured, "
-                              f"VLLM_MULTIMODAL_BUCKETS={keep}"))  # fmt: skip
+            out.append(Fix(f"failed at warm-up graph {i}/{n} ({kind}): keep the buckets that captured, "
+                           f"{VISION_BUCKETS}={keep}"))  # fmt: skip
         else:
-            out.append(Advice(f"failed at warm-up graph {i}/{n} ({kind}): fewer buckets from there on (a lower "
-                              "--max-num-seqs or --max-model-len, or the VLLM_*_BUCKET_MAX settings)"))  # fmt: skip
-    out.append(Advice("VLLM_SKIP_WARMUP=true starts without capturing (graphs are then built on first use)"))
+            out.append(Fix(f"failed at warm-up graph {i}/{n} ({kind}): fewer buckets from there on (a lower "
+                           "--max-num-seqs or --max-model-len)"))  # fmt: skip
+    if s.reads(SKIP_WARMUP):
+        out.append(Fix(f"{SKIP_WARMUP}=true starts without capturing (graphs are then built on first use)"))
     return out
 
 
-def _kv_cache(d: Diagnosis) -> list[Advice]:
-    out = []
+# --- vLLM, any accelerator ---------------------------------------------------------------------------------------
+
+
+def _vllm_kv_cache(d: Diagnosis) -> list[Fix]:
+    s = d.source
+    out = _free_the_device(s)
     if d.kv_fit is not None:
         asked, holds = d.kv_fit
-        out.append(Advice(f"lower --max-model-len from {asked} to {holds} (what the KV cache holds)",
-                          "--max-model-len", holds))  # fmt: skip
+        out.append(Fix(f"lower --max-model-len from {asked} to {holds} (what the KV cache holds)", "--max-model-len",
+                       holds))  # fmt: skip
     g = d.gaudi_memory
-    if d.backend == "cpu":
-        out.append(Advice("on CPU, give --kv-cache-memory-bytes at least max_model_len x KV bytes per token (see "
-                          "`vllm-hpu-mm memory plan --json`: kv_bytes_per_token)"))  # fmt: skip
+    if s.accelerator == "cpu":
+        out.append(Fix("on CPU, give --kv-cache-memory-bytes at least max_model_len x KV bytes per token (see "
+                       "`vllm-hpu-mm memory plan --json`: kv_bytes_per_token)"))  # fmt: skip
         return out
-    if g is not None and g.gpu_memory_utilization:
-        raised = min(0.98, round(g.gpu_memory_utilization + 0.05, 2))
-        out.append(Advice(f"raise --gpu-memory-utilization from {g.gpu_memory_utilization} to {raised} so the KV "
-                          "cache gets more", "--gpu-memory-utilization", raised))  # fmt: skip
-    else:
-        out.append(Advice("raise --gpu-memory-utilization (e.g. to 0.95) so the KV cache gets more"))
-    if d.backend == "hpu":
+    if _others(s) is None:
+        if g is not None and g.gpu_memory_utilization:
+            raised = min(0.98, round(g.gpu_memory_utilization + 0.05, 2))
+            out.append(Fix(f"raise {UTILIZATION} from {g.gpu_memory_utilization} to {raised} so the KV cache gets "
+                           "more", UTILIZATION, raised))  # fmt: skip
+        else:
+            out.append(Fix(f"raise {UTILIZATION} (e.g. to 0.95) so the KV cache gets more"))
+    if s.reads(GRAPH_RESERVED_MEM):
         current = g.graph_reserved_mem if g else GAUDI_DEFAULT_GRAPH_RESERVED_MEM
         lowered = max(0.0, round(current - 0.05, 2))
         split = f" (the log's split: {g.kv_gib} GiB KV of {g.usable_gib} GiB usable)" if g else ""
-        out.append(Advice(f"lower {GRAPH_RESERVED_MEM} from {current} to {lowered} to move graph memory to the KV "
-                          f"cache{split}", GRAPH_RESERVED_MEM, lowered))  # fmt: skip
+        out.append(Fix(f"lower {GRAPH_RESERVED_MEM} from {current} to {lowered} to move graph memory to the KV "
+                       f"cache{split}", GRAPH_RESERVED_MEM, lowered))  # fmt: skip
+    out.append(Fix("raise --tensor-parallel-size or use a quantized model: the KV cache gets what the weights free"))
     return out
 
 
-def _startup(d: Diagnosis) -> list[Advice]:
+def _vllm_startup(d: Diagnosis, vision: bool) -> list[Fix]:
+    s = d.source
     out = [
-        Advice("raise --tensor-parallel-size if the weights alone nearly fill the device (or use a quantized model)"),
-        Advice("lower --max-num-batched-tokens and --max-num-seqs: the profiling run's peak grows with them"),
-        Advice(_CAP_IMAGES),
+        *_free_the_device(s),
+        Fix("raise --tensor-parallel-size if the weights alone nearly fill the device (or use a quantized model)"),
+        Fix("lower --max-num-batched-tokens and --max-num-seqs: the profiling run's peak grows with them"),
     ]
-    if d.backend == "hpu":
-        out.append(Advice("on Gaudi, load the weights on the host first (--weights-load-device cpu, vllm-fork) when "
-                          "the card fails while the weights move to it"))  # fmt: skip
+    if vision:
+        out.append(_CAP_IMAGES)
+    if s.reads(WEIGHTS_LOAD_DEVICE):
+        out.append(Fix(f"load the weights on the host first ({WEIGHTS_LOAD_DEVICE} cpu) when the card fails while the "
+                       "weights move to it"))  # fmt: skip
     return out
 
 
-def _graph_capture(d: Diagnosis, settings: Settings, model: str, explicit: bool) -> list[Advice]:
-    if d.backend == "hpu":
-        return _gaudi_graph_capture(d, settings, model, explicit)
-    if d.backend == "cpu":
-        return [Advice("--enforce-eager (no torch.compile warm-up) or a lower --max-num-batched-tokens")]
-    return [Advice("fewer capture sizes (--compilation-config '{\"cudagraph_capture_sizes\": [1,2,4,8]}') or a lower "
-                   "--max-num-seqs"),
-            Advice("a lower --gpu-memory-utilization leaves the graphs more room"),
-            Advice("--enforce-eager starts without CUDA graphs")]  # fmt: skip
+def _vllm_graph_capture(d: Diagnosis, settings: Settings, model: str, explicit: bool, vision: bool) -> list[Fix]:
+    s = d.source
+    if s.accelerator == "hpu":
+        return _gaudi_graph_capture(d, settings, model, explicit, vision)
+    if s.accelerator == "cpu":
+        return [Fix("--enforce-eager (no torch.compile warm-up) or a lower --max-num-batched-tokens")]
+    if s.accelerator in (None, "cuda", "rocm"):
+        out = [Fix("fewer capture sizes (--compilation-config '{\"cudagraph_capture_sizes\": [1,2,4,8]}') or a lower "
+                   "--max-num-seqs")]  # fmt: skip
+        if _others(s) is None:
+            out.append(Fix(f"a lower {UTILIZATION} leaves the graphs more room"))
+        else:
+            out = [*_free_the_device(s), *out]
+        out.append(Fix("--enforce-eager starts without CUDA graphs"))
+        return out
+    return [Fix(f"a lower --max-num-seqs and --max-num-batched-tokens: fewer shapes to compile on {s.accelerator}"),
+            Fix("--enforce-eager starts without graphs")]  # fmt: skip
 
 
-def _runtime(d: Diagnosis, settings: Settings) -> list[Advice]:
+def _vllm_runtime(d: Diagnosis, settings: Settings, vision: bool) -> list[Fix]:
+    s = d.source
     g = d.gaudi_memory
     buckets = settings.multimodal_buckets
-    out = []
-    if buckets and len(buckets) > 1:
+    out = _free_the_device(s)
+    if vision and s.reads(VISION_BUCKETS) and buckets and len(buckets) > 1:
         smaller = buckets[:-1]
         # 14 x 14 pixels per patch: images up to the new largest bucket need no larger graph.
-        out.append(Advice(f"drop the largest vision bucket: VLLM_MULTIMODAL_BUCKETS={','.join(map(str, smaller))} "
-                          f"with --mm-processor-kwargs '{{\"max_pixels\": {smaller[-1] * PIXELS_PER_PATCH}}}' so no "
-                          f"image needs {buckets[-1]} patches"))  # fmt: skip
-    else:
-        out.append(Advice("a lower max_pixels (--mm-processor-kwargs '{\"max_pixels\": 1003520}') so large images "
-                          "cost less"))  # fmt: skip
-    out.append(Advice("lower --max-num-batched-tokens so one step holds fewer image tokens"))
+        out.append(Fix(f"drop the largest vision bucket: {VISION_BUCKETS}={','.join(map(str, smaller))} with "
+                       f"--mm-processor-kwargs '{{\"max_pixels\": {smaller[-1] * PIXELS_PER_PATCH}}}' so no image "
+                       f"needs {buckets[-1]} patches"))  # fmt: skip
+    elif vision:
+        out.append(Fix("a lower max_pixels (--mm-processor-kwargs '{\"max_pixels\": 1003520}') so large images cost "
+                       "less"))  # fmt: skip
+    tokens = "image tokens" if vision else "tokens"
+    out.append(Fix(f"lower --max-num-batched-tokens and --max-num-seqs so one step holds fewer {tokens}"))
     if g is not None:
         lowered = round(g.gpu_memory_utilization - 0.05, 2)
-        out.append(Advice(f"lower --gpu-memory-utilization from {g.gpu_memory_utilization} to {lowered} to leave "
-                          "run-time headroom", "--gpu-memory-utilization", lowered))  # fmt: skip
-    else:
-        out.append(Advice("lower --gpu-memory-utilization to leave run-time headroom"))
+        out.append(Fix(f"lower {UTILIZATION} from {g.gpu_memory_utilization} to {lowered} to leave run-time headroom",
+                       UTILIZATION, lowered))  # fmt: skip
+    elif s.accelerator != "cpu":
+        out.append(Fix(f"lower {UTILIZATION} to leave run-time headroom"))
     return out
 
 
-def _host(d: Diagnosis) -> list[Advice]:
-    where = {"startup": " while the model loads", "runtime": " while serving"}.get(d.stage, "")
-    out = [Advice(f"the host ran out of memory{where}, not the accelerator: give the process more RAM (container "
-                  "limit, fewer other processes) or free memory for it")]  # fmt: skip
+# --- other frameworks -------------------------------------------------------------------------------------------
+
+
+def _tgi(d: Diagnosis) -> list[Fix]:
+    s = d.source
+    m = next((m for line in _texts(d) for m in [_TGI_TOKENS.search(line)] if m), None)
+    out = _free_the_device(s)
+    if m is not None and m["kind"] == "total":
+        out.append(Fix(f"lower --max-batch-total-tokens below {m['n']} (the tokens the KV cache must hold), or "
+                       "--max-batch-prefill-tokens"))  # fmt: skip
+    elif m is not None:
+        out.append(Fix(f"lower --max-batch-prefill-tokens below {m['n']} (TGI's warm-up prefills that many tokens) "
+                       "and --max-input-tokens with it"))  # fmt: skip
+    elif d.stage == "runtime":
+        out.append(Fix("lower --max-batch-total-tokens and --max-concurrent-requests so a batch holds fewer tokens"))
+    else:
+        out.append(Fix("lower --max-batch-prefill-tokens and --max-total-tokens: TGI's warm-up runs the largest "
+                       "prefill they allow"))  # fmt: skip
+    if s.accelerator == "hpu":
+        out.append(Fix("fewer warm-up shapes: lower --max-batch-size (tgi-gaudi warms every batch bucket up to it)"))
+    elif d.stage == "graph_capture" and s.accelerator in (None, "cuda", "rocm"):
+        out.append(Fix("fewer CUDA graphs: --cuda-graphs 1,2,4 (or 0 to disable them)"))
+    out.append(Fix("shard over more devices (--num-shard) or load a quantized model (--quantize)"))
+    return out
+
+
+def _optimum_habana(d: Diagnosis) -> list[Fix]:
+    out = []
     if d.stage == "startup":
-        out.append(Advice("load fewer weight shards at once (--max-parallel-loading-workers 1) and drop "
-                          "--cpu-offload-gb"))  # fmt: skip
+        out.append(Fix("shard the model over more cards with DeepSpeed (python gaudi_spawn.py --use_deepspeed "
+                       "--world_size N run_generation.py ...)"))  # fmt: skip
+        out.append(Fix("load in bf16 (--bf16) or quantize to fp8 (QUANT_CONFIG with the measurement files)"))
     else:
-        out.append(Advice("lower --max-num-seqs and --swap-space (host KV swap), and the API server count"))
+        out.append(Fix("lower --batch_size, --max_input_tokens and --max_new_tokens: the KV cache and activations "
+                       "grow with them"))  # fmt: skip
+        out.append(Fix("--bucket_size with --bucket_internal (with --reuse_cache): fewer and smaller graph shapes"))
+        if d.stage == "graph_capture":
+            out.append(Fix("drop --use_hpu_graphs: run without HPU graphs"))
+        out.append(Fix("shard over more cards with DeepSpeed (gaudi_spawn.py --use_deepspeed --world_size N)"))
     return out
 
 
-def recommend(d: Diagnosis, settings: Settings, model: str | None = None) -> tuple[Advice, ...]:
-    """Concrete settings for the diagnosed stage; ``model`` (``--model``) overrides the log's model."""
+def _other(d: Diagnosis) -> list[Fix]:
+    who = d.source.name or "a framework this doctor has no settings for"
+    return [*_free_the_device(d.source),
+            Fix(f"the log is from {who}: fewer tokens per step (batch size, sequence length), more devices "
+                "(tensor parallelism) or a quantized model; its own settings are not known here")]  # fmt: skip
+
+
+# --- host memory --------------------------------------------------------------------------------------------------
+
+_RAY = re.compile(r"\bRay\b|\bray\b|raylet|memory monitor")
+
+
+def _host(d: Diagnosis, vision: bool) -> list[Fix]:
+    s = d.source
+    where = {"startup": " while the model loads", "runtime": " while serving"}.get(d.stage, "")
+    out = [Fix(f"the host ran out of memory{where}, not the accelerator: give the process more RAM (container "
+               "limit, fewer other processes) or free memory for it")]  # fmt: skip
+    if any(_RAY.search(line) for line in _texts(d)):
+        out.append(
+            Fix(
+                "Ray's memory monitor killed the worker at its threshold (RAY_memory_usage_threshold, 0.95 of "
+                "host memory by default): free host memory, or raise the threshold if the host has room"
+            )
+        )
+    if s.framework == "vllm":
+        if d.stage == "startup":
+            out.append(Fix("load fewer weight shards at once (--max-parallel-loading-workers 1) and drop "
+                           "--cpu-offload-gb"))  # fmt: skip
+        elif vision:
+            out.append(Fix("a smaller multimodal processor cache (--mm-processor-cache-gb, host memory) and fewer "
+                           "concurrent requests (--max-num-seqs)"))  # fmt: skip
+        else:
+            out.append(Fix("fewer concurrent requests (--max-num-seqs) and API server processes"))
+    elif s.framework == "optimum-habana" and d.stage == "startup":
+        out.append(Fix("load with DeepSpeed (gaudi_spawn.py --use_deepspeed): each process then builds the model on "
+                       "the meta device instead of holding all its weights in host memory"))  # fmt: skip
+    return out
+
+
+def recommend(
+    d: Diagnosis, settings: Settings, model: str | None = None, vision: bool | None = None
+) -> tuple[Fix, ...]:
+    """Concrete settings for the diagnosed stage, for the log's writer; ``model`` (``--model``) overrides the log's
+    model, and ``vision`` (the model's kind, when known) the log's word on it."""
     explicit = model is not None
     chosen = model or d.model or DEFAULT_MODEL
+    is_vision = d.source.multimodal if vision is None else vision
     if d.stage == "none":
-        return (Advice("no out-of-memory failure found in this log"),)
+        return (Fix("no out-of-memory failure found in this log"),)
     if d.memory == "host":
-        return tuple(_host(d))
+        return tuple(_host(d, is_vision))
+    if d.source.framework == "other":
+        return tuple(_other(d))
     if d.stage == "unknown":
-        return (Advice("the log shows an out-of-memory error but not the stage it happened in: run again and keep "
-                       "the whole server log from its first line, then diagnose that"),)  # fmt: skip
-    if d.stage == "startup":
-        out = _startup(d)
+        return (Fix("the log shows an out-of-memory error but not the stage it happened in: run again and keep the "
+                    "whole server log from its first line, then diagnose that"),)  # fmt: skip
+    framework = d.source.framework
+    if framework == "tgi":
+        out = _tgi(d)
+    elif framework == "optimum-habana":
+        out = _optimum_habana(d)
+    elif d.stage == "startup":
+        out = _vllm_startup(d, is_vision)
     elif d.stage == "kv_cache":
-        out = _kv_cache(d)
+        out = _vllm_kv_cache(d)
     elif d.stage == "graph_capture":
-        out = _graph_capture(d, settings, chosen, explicit)
+        out = _vllm_graph_capture(d, settings, chosen, explicit, is_vision)
     else:
-        out = _runtime(d, settings)
+        out = _vllm_runtime(d, settings, is_vision)
     if d.basis == "cut":
-        out.insert(0, Advice("the log stops in this phase without an error line: the process most likely died there "
-                             "(a device or host out-of-memory kill); check the kernel log (dmesg) for the OOM "
-                             "killer"))  # fmt: skip
+        died = ("the log stops in this phase without an error line: the process most likely died there (a device or "
+                "host out-of-memory kill); check the kernel log (dmesg) for the OOM killer")  # fmt: skip
+        out.insert(0, Fix(died))
     if d.runs > 1:
-        out.insert(0, Advice(f"the log holds {d.runs} server starts; this is run {d.run}, the last one that failed"))
+        out.insert(0, Fix(f"the log holds {d.runs} server starts; this is run {d.run}, the last one that failed"))
     return tuple(out)
 
 
-def contradictions(advice: Iterable[Advice]) -> dict[str, set[float]]:
+def contradictions(advice: Iterable[Fix]) -> dict[str, set[float]]:
     """Settings given more than one target value: should be empty."""
     seen: dict[str, set[float]] = {}
     for a in advice:

@@ -31,6 +31,8 @@ from typing import Any, Literal
 
 from vllm_hpu_mm.logs.doctor.phases import frame_meaning, traceback_stage
 from vllm_hpu_mm.logs.doctor.scan import Failure, Frame, GaudiMemory, LogFeatures, Memory
+from vllm_hpu_mm.logs.doctor.source import LogSource
+from vllm_hpu_mm.logs.numbers import SkippedLines
 from vllm_hpu_mm.values import STAGES as BASE_STAGES
 from vllm_hpu_mm.values import Stage
 
@@ -43,7 +45,10 @@ STAGES: tuple[DiagnosisStage, ...] = (*BASE_STAGES, "unknown", "none")
 #: The kinds of evidence step 2 weighs, in the order :class:`Rules` tries them.
 Source = Literal["frames", "message", "phase", "votes"]
 #: What the stage rests on.
-Basis = Literal["kv_refusal", "traceback", "message", "phase", "learned", "cut", "unknown", "none"]
+Basis = Literal["kv_refusal", "traceback", "message", "phase", "learned", "repeated", "cut", "unknown", "none"]
+#: A worker that printed this many out-of-memory lines survived its failures (one failure prints the error two or
+#: three times: the logger's line, the traceback's last line, the engine's report of it): it was serving.
+REPEATED = 5
 _BASIS_OF: dict[Source, Basis] = {"frames": "traceback", "message": "message", "phase": "phase", "votes": "learned"}
 #: Confidence by the kind of evidence (a stated scale, not a probability fitted to data).
 CONFIDENCE: dict[Basis, float] = {
@@ -52,6 +57,7 @@ CONFIDENCE: dict[Basis, float] = {
     "message": 0.85,
     "phase": 0.6,
     "learned": 0.5,
+    "repeated": 0.5,
     "cut": 0.35,
     "unknown": 0.2,
     "none": 0.8,
@@ -126,6 +132,10 @@ class Diagnosis:
     runs: int = 1
     #: The settings the recommendations set, each to one value: setting -> value.
     settings: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    #: What wrote the log: framework, accelerator, our runtime, a vision model, other processes' memory.
+    source: LogSource = dataclasses.field(default_factory=LogSource)
+    #: Lines left out because a figure in them is garbled.
+    skipped: SkippedLines = dataclasses.field(default_factory=SkippedLines, compare=False)
 
     @property
     def oom(self) -> bool:
@@ -197,6 +207,8 @@ def judge(features: LogFeatures, rules: Rules) -> Judgement:
             found = _source(source, f, hint, rules)
             if found is not None:
                 return Judgement(found[0], _BASIS_OF[source], f.memory, (*marks, found[1]), warm)
+        if f.memory == "device" and run.repeated >= REPEATED:
+            return Judgement("runtime", "repeated", f.memory, (f.line,), warm)
         return Judgement("unknown", "unknown", f.memory, (f.line,), warm)
     tb = run.open_traceback
     if tb is not None and rules.cut_tracebacks and run.end - tb.last <= rules.cut_lines:
@@ -260,6 +272,8 @@ def decide(features: LogFeatures, rules: Rules) -> Diagnosis:
         kv_fit=run.kv_fit,
         run=features.run_index,
         runs=features.runs,
+        skipped=features.skipped,
+        source=features.source,
     )
 
 

@@ -17,10 +17,13 @@ Each kept part is a bounded window (:data:`BACK` lines before the failure, :data
 from __future__ import annotations
 
 import dataclasses
-from collections import deque
+import re
+from collections import Counter, deque
 from collections.abc import Iterable
 from typing import Literal
 
+from vllm_hpu_mm.logs.doctor.source import LogSource, SourceSniffer
+from vllm_hpu_mm.logs.numbers import GarbledNumber, SkippedLines, integer, number
 from vllm_hpu_mm.logs.patterns import (
     CALL,
     DEVICE_OOM,
@@ -61,6 +64,14 @@ MAX_FRAMES = 64
 #: Non-frame lines tolerated inside a traceback (a long frame line wrapped by a terminal or an issue tracker).
 MAX_GAP = 2
 _PHASES_LAST_FIRST = tuple(reversed(PHASE_MARKERS))
+#: An exception line whose class does not end in Error or Exception, as Python prints it (``module.Class: message``):
+#: ``torch._dynamo.exc.BackendCompilerFailed: ...``, ``ray.exceptions.RayTaskError(...)``. It ends the traceback, so
+#: a failure of another kind (a compile error while vLLM profiles memory) is not read as a process killed there.
+RAISED = re.compile(r"(?:[A-Za-z_]\w*\.)+[A-Z]\w*(?:[:(]|\s*$)")
+#: Workers whose out-of-memory lines are told apart (tensor parallelism of 64 ranks at most).
+MAX_WORKERS = 64
+#: A worker's tag: vLLM's process tag, torch's rank prefix, Ray's actor prefix.
+WORKER_TAG = re.compile(r"pid=\d+|\[rank\d+\]|\[Rank:\d+\]|\brank=\d+")
 #: Substrings one of which every :data:`~vllm_hpu_mm.logs.patterns.RUN_START` line holds (a cheap first check).
 _RUN_WORDS = ("API server version", "LLM engine", "Args {", "non-default args")
 
@@ -121,6 +132,9 @@ class RunFeatures:
     end: int  # last non-empty line of the run
     gaudi: tuple[int, str, GaudiMemory] | None
     kv_fit: tuple[int, int] | None
+    #: The most device out-of-memory lines one worker printed (a process that fails again and again survived its
+    #: failures: it was serving).
+    repeated: int = 0
 
     @property
     def shows_failure(self) -> bool:
@@ -141,6 +155,10 @@ class LogFeatures:
     runs: int
     model: str | None
     backend: str | None
+    #: Lines left out because a figure in them is garbled (interleaved output of several processes).
+    skipped: SkippedLines = dataclasses.field(default_factory=SkippedLines, compare=False)
+    #: What wrote the log (framework, accelerator, our runtime, a vision model, other processes' memory).
+    source: LogSource = dataclasses.field(default_factory=LogSource)
 
 
 class _FrameReader:
@@ -204,6 +222,8 @@ class _Run:
         self.tb: _Traceback | None = None
         self.reader = _FrameReader()
         self.method: Frame | None = None  # the worker method named just before a traceback
+        #: Device out-of-memory lines by the worker that printed them (its tag; at most MAX_WORKERS tags).
+        self.ooms: Counter[str] = Counter()
 
     @property
     def has_begun(self) -> bool:
@@ -229,6 +249,8 @@ class Scanner:
         self.kept: tuple[int, RunFeatures] | None = None  # the latest earlier run that shows a failure
         self.model: str | None = None
         self.backend = RuntimeSniffer()
+        self.skipped = SkippedLines()
+        self.source = SourceSniffer()
 
     def feed(self, text: str, line: int | None = None) -> None:
         k = self.n if line is None else line - 1
@@ -241,12 +263,21 @@ class Scanner:
         self._collect_after(run, k, text)
         self.recent.append((k, text))
         self.backend.feed(text)
+        self.source.feed(text)
         if self.model is None and "model='" in text and (m := MODEL.search(text)):
             self.model = m["model"]
-        self._memory_lines(run, k, text)
-        self._phase_lines(run, k, text)
+        try:
+            self._memory_lines(run, k, text)
+            self._phase_lines(run, k, text)
+        except GarbledNumber as exc:
+            self.skipped.add(k + 1, text, exc)
         self._traceback_lines(run, k, text)
-        if run.failure is None and run.pending is None and (kind := _oom_kind(text)) is not None:
+        kind = _oom_kind(text)
+        if kind == "device":
+            tag = _worker_tag(text)
+            if tag in run.ooms or len(run.ooms) < MAX_WORKERS:
+                run.ooms[tag] += 1
+        if run.failure is None and run.pending is None and kind is not None:
             run.pending = (k, text, kind, list(self.recent)[:-1], run.phase, run.warmup)
 
     # --- per line -------------------------------------------------------------------------------------------
@@ -259,8 +290,8 @@ class Scanner:
 
     def _memory_lines(self, run: _Run, k: int, text: str) -> None:
         if "Free device memory" in text and (g := GAUDI_MEMORY.search(text)) and g["graph"] is not None:
-            memory = GaudiMemory(float(g["free"]), float(g["usable"]), float(g["util"]), float(g["graph"]),
-                                 float(g["reserved"]), float(g["kv"]))  # fmt: skip
+            memory = GaudiMemory(number(g["free"]), number(g["usable"]), number(g["util"]), number(g["graph"]),
+                                 number(g["reserved"]), number(g["kv"]))  # fmt: skip
             run.gaudi = (k, text, memory)
         if (
             run.kv is None
@@ -269,15 +300,15 @@ class Scanner:
         ):
             run.kv = (k, text)
         if run.kv_fit is None and "max seq len" in text and (m := KV_TOKENS.search(text) or KV_ESTIMATE.search(text)):
-            run.kv_fit = (int(m["len"]), int(m["tok"]))
+            run.kv_fit = (integer(m["len"]), integer(m["tok"]))
 
     def _phase_lines(self, run: _Run, k: int, text: str) -> None:
         if "[Warmup]" in text and (w := WARMUP.search(text)):
-            run.warmup = (k, text, (w["phase"], int(w["i"]), int(w["n"])))
+            run.warmup = (k, text, (w["phase"], integer(w["i"]), integer(w["n"])))
         if "[Warmup]" in text or "Capturing" in text or "shards" in text:
             for stage, pattern in PROGRESS:
                 if (p := pattern.search(text)) is not None:
-                    run.progress = (stage, k, text, int(p["i"]), int(p["n"]))
+                    run.progress = (stage, k, text, integer(p["i"]), integer(p["n"]))
                     break
         low = text.lower()
         for stage, words in _PHASES_LAST_FIRST:
@@ -307,7 +338,7 @@ class Scanner:
             tb.last = k
         elif tb is not None and not tb.closed:
             body = strip_prefix(text)
-            if EXCEPTION_LINE.match(body):
+            if EXCEPTION_LINE.match(body) or RAISED.match(body):
                 tb.closed = True
             elif body.strip() and k - tb.last <= MAX_GAP + 1 and body[:1].isspace():
                 tb.last = k  # a caret line, a wrapped source line
@@ -337,7 +368,7 @@ class Scanner:
         is_open = tb is not None and not tb.closed and not tb.explained and bool(tb.frames)
         open_tb = OpenTraceback(tuple(tb.frames), tb.last) if tb is not None and is_open else None
         return RunFeatures(run.failure, run.kv, open_tb, run.progress, run.phase, run.warmup, run.completed_at,
-                           run.end, run.gaudi, run.kv_fit)  # fmt: skip
+                           run.end, run.gaudi, run.kv_fit, max(run.ooms.values(), default=0))  # fmt: skip
 
     def _new_run(self, k: int) -> None:
         features = self._features(self.run)
@@ -352,7 +383,9 @@ class Scanner:
         index, chosen = self.runs, last
         if not last.shows_failure and self.kept is not None:
             index, chosen = self.kept
-        return LogFeatures(chosen, index, self.runs, self.model, self.backend.name)
+        window = [] if chosen.failure is None else [text for _, text in chosen.failure.window]
+        source = self.source.result(window)
+        return LogFeatures(chosen, index, self.runs, self.model, self.backend.name, self.skipped, source)
 
 
 def _oom_kind(text: str) -> Memory | None:
@@ -367,6 +400,12 @@ def _oom_kind(text: str) -> Memory | None:
     if DEVICE_OOM.search(text):
         return "device"
     return None
+
+
+def _worker_tag(text: str) -> str:
+    """Which process printed a line: vLLM's ``(Worker pid=N)`` tag or torch's ``[rankN]:`` prefix ("" if none)."""
+    m = WORKER_TAG.search(text[:200])
+    return m.group(0) if m else ""
 
 
 def _traceback_window(before: list[tuple[int, str]]) -> list[tuple[int, str]]:

@@ -17,6 +17,8 @@ from vllm_hpu_mm.runtimes.base import (
     GRAPH_MULTIMODAL_PROMPT_RATIO,
     GRAPH_PROMPT_RATIO,
     GRAPH_RESERVED_MEM,
+    SKIP_WARMUP,
+    VISION_BUCKETS,
     BatchDefaults,
     DeviceFacts,
     EngineShape,
@@ -48,6 +50,9 @@ __all__ = [
 #: log's "Model profiling run took 355 MiB" (tests/data/gaudi_logs/dev/vllm_gaudi_perf_tuning_llama31_8b_gaudi2.log).
 PROFILE_RESIDUE_BYTES = 355 * MIB
 
+#: The fork's flag for loading weights on the host before they move to the card.
+WEIGHTS_LOAD_DEVICE = "--weights-load-device"
+
 
 def profile_pass(p: ProfileCosts) -> tuple[int, int]:
     """The fork's profiling pass, (batch, tokens per sequence): ``hpu_model_runner.py`` ``profile_run`` @95af7009
@@ -78,6 +83,10 @@ TRAITS = RuntimeTraits(
     fp32_softmax_note="vllm-fork reads VLLM_FP32_SOFTMAX (default off)",
     enforced_by="serve exports the ratios",
     multimodal_ratio_is_vision_share=True,
+    own_knobs=frozenset({VISION_BUCKETS, SKIP_WARMUP, WEIGHTS_LOAD_DEVICE}),
+    # its V0 worker and executor paths and early names; vLLM V0 on Gaudi is the fork's (vllm-gaudi is a V1 plugin)
+    log_marks=r"vllm-fork|vllm/worker/hpu_|vllm/executor/hpu_|habana_main|# HPU blocks"
+    r"|habana_(?:model_runner|worker|executor)|Initializing a V0 LLM engine|VllmWorkerProcess",
     warmup_era="one_pass",
     # vllm/config.py CacheConfig.gpu_memory_utilization @95af7009 (habana_main, 2025-10-28)
     default_gpu_memory_utilization=0.9,

@@ -24,6 +24,8 @@ from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes.arithmetic import gaudi_guide_split, vllm_batch_defaults
 from vllm_hpu_mm.runtimes.base import (
     GRAPH_RESERVED_MEM,
+    SKIP_WARMUP,
+    VISION_BUCKETS,
     BatchDefaults,
     Bucket,
     DeviceFacts,
@@ -66,6 +68,8 @@ TRAITS = RuntimeTraits(
     "VLLM_MULTIMODAL_BUCKETS",
     none_buckets_fail_warmup=f"it takes len() of the bucket list, hpu_model_runner.py @{COMMIT_SHORT}",
     warms_all_graphs=True,
+    own_knobs=frozenset({VISION_BUCKETS, SKIP_WARMUP}),
+    log_marks=r"vllm_gaudi|vllm-gaudi",
     warmup_era="one_pass",
 )
 

@@ -1,0 +1,156 @@
+"""The doctor advises only what the log's writer reads: TGI's flags for TGI, optimum-habana's for its scripts, the
+Gaudi runtimes' variables for Gaudi only, vision knobs for vision models only; never a larger memory share when
+other processes hold the device; host advice for a host kill; no alarm for a non-OOM failure while vLLM profiles."""
+
+from __future__ import annotations
+
+import re
+
+from tests.support.data import LOGS
+from tests.support.logs import GAUDI_LOG, body_lines
+from vllm_hpu_mm.envs import load
+from vllm_hpu_mm.logs.doctor import diagnose, diagnose_lines
+from vllm_hpu_mm.logs.doctor.source import SourceSniffer, other_processes_gib
+from vllm_hpu_mm.runtimes.base import Runtime
+
+VLLM_FLAGS = re.compile(r"--(?:gpu-memory-utilization|max-num-seqs|max-num-batched-tokens|max-model-len|"
+                        r"tensor-parallel-size|enforce-eager|mm-processor-kwargs|compilation-config)")  # fmt: skip
+GAUDI_ONLY = re.compile(r"VLLM_MULTIMODAL_BUCKETS|VLLM_SKIP_WARMUP|VLLM_GRAPH_RESERVED_MEM")
+VISION = re.compile(r"VLLM_MULTIMODAL_BUCKETS|max_pixels|--limit-mm-per-prompt|--mm-processor")
+CUDA_OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB "
+    "of which 1.17 GiB is free. Including non-PyTorch memory, this process has 77.96 GiB memory in use."
+)
+
+
+def advice(lines: list[str]) -> str:
+    return "\n".join(diagnose(lines, load({})).recommendations)
+
+
+def test_tgi_logs_get_tgi_flags_not_vllms() -> None:
+    for name in ("tgi_710_total_tokens.log", "tgi_890_warmup_generate_token.log", "tgi_755_warmup_prefill_tokens.log"):
+        text = advice(body_lines(LOGS / name))
+        assert "--max-batch-" in text, name
+        assert not VLLM_FLAGS.search(text), name
+        assert not GAUDI_ONLY.search(text), name
+
+
+def test_a_tgi_refusal_names_the_tokens_it_could_not_hold() -> None:
+    assert "--max-batch-total-tokens below 16000" in advice(body_lines(LOGS / "tgi_710_total_tokens.log"))
+
+
+def test_optimum_habana_gets_its_scripts_flags() -> None:
+    text = advice(body_lines(LOGS / "optimum_habana_2214_devmem_convert.log"))
+    assert "--use_deepspeed" in text
+    assert not VLLM_FLAGS.search(text)
+    assert not GAUDI_ONLY.search(text)
+
+
+def test_vllm_on_cuda_never_gets_the_gaudi_variables() -> None:
+    lines = ["INFO Starting vLLM API server", "model='Qwen/Qwen2.5-VL-7B-Instruct'", "INFO POST /v1/chat/completions",
+             CUDA_OOM]  # fmt: skip
+    d = diagnose(lines, load({"VLLM_MULTIMODAL_BUCKETS": "1600,3136,4096"}))
+    assert d.source.runtime is Runtime.VLLM_CUDA
+    assert d.source.multimodal
+    text = "\n".join(d.recommendations)
+    assert not GAUDI_ONLY.search(text)
+    assert "max_pixels" in text  # a vision model: images are what it can cap
+
+
+def test_a_text_model_on_gaudi_gets_no_vision_advice() -> None:
+    lines = ["INFO hpu_worker.py] model='meta-llama/Llama-3.1-8B-Instruct'", "INFO Warmup finished in 42 secs",
+             "INFO POST /v1/completions",
+             "RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::1 (1)MB"]  # fmt: skip
+    d = diagnose(lines, load({"VLLM_MULTIMODAL_BUCKETS": "1600,3136,4096"}))
+    assert d.stage == "runtime"
+    assert not d.source.multimodal
+    assert not VISION.search("\n".join(d.recommendations))
+
+
+def test_a_vision_model_on_gaudi_gets_its_bucket_list() -> None:
+    text = "\n".join(diagnose(GAUDI_LOG, load({"VLLM_MULTIMODAL_BUCKETS": "1600,3136,4096,6400,7744,9216,12544"}))
+                     .recommendations)  # fmt: skip
+    assert "VLLM_MULTIMODAL_BUCKETS=1600,3136" in text
+
+
+def test_memory_other_processes_hold_is_never_answered_with_a_larger_share() -> None:
+    line = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of "
+        "23.64 GiB of which 120.00 MiB is free. Process 1111 has 14.00 GiB memory in use. Process 2222 has 9.50 GiB "
+        "memory in use. Including non-PyTorch memory, this process has 9.50 GiB memory in use."
+    )
+    assert other_processes_gib([line]) == 14.0
+    for before in (["INFO # GPU blocks: 0"], ["INFO Loading weights took 12 GiB"], ["INFO Capturing CUDA graph"]):
+        d = diagnose([*before, line], load({}))
+        text = "\n".join(d.recommendations)
+        assert "other processes held 14.0 GiB" in d.recommendations[0]
+        assert "raise --gpu-memory-utilization" not in text
+        assert "--gpu-memory-utilization" not in d.settings
+
+
+def test_this_process_alone_is_not_another_user() -> None:
+    line = ("GPU 0 has a total capacity of 79.15 GiB of which 1.17 GiB is free. Process 7 has 77.96 GiB memory in use. "
+            "Including non-PyTorch memory, this process has 77.96 GiB memory in use.")  # fmt: skip
+    assert other_processes_gib([line]) == 0.0
+    assert "raise --gpu-memory-utilization" in advice(["INFO # GPU blocks: 0", line])
+
+
+def test_a_ray_memory_kill_gets_host_advice() -> None:
+    lines = ["INFO Avg prompt throughput: 10.0 tokens/s",
+             "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory. Memory on the "
+             "node was 60.1GB / 62.7GB (0.96), which exceeds the memory usage threshold of 0.95. Ray killed this "
+             "worker"]  # fmt: skip
+    d = diagnose(lines, load({}))
+    assert d.memory == "host"
+    assert "host ran out of memory" in d.recommendations[0]
+    assert any("RAY_memory_usage_threshold" in r for r in d.recommendations)
+    assert not any("gpu-memory-utilization" in r for r in d.recommendations)
+
+
+def test_another_framework_gets_no_flags() -> None:
+    lines = ["[2025-01-01 00:00:00] sglang.launch_server: server_args=ServerArgs(model_path='x')",
+             "[2025-01-01 00:00:09] Load weight end.", CUDA_OOM]  # fmt: skip
+    d = diagnose(lines, load({}))
+    assert d.source.framework == "other"
+    text = "\n".join(d.recommendations)
+    assert "sglang" in text
+    assert not re.search(r"--[a-z]", text)
+
+
+def test_a_compile_failure_while_vllm_profiles_is_no_oom() -> None:
+    prefix = "ERROR 05-01 10:00:10 [core.py:1] "
+    lines = ["INFO 05-01 10:00:00 [gpu_model_runner.py:1] Model loading took 14.2 GiB and 5.1 seconds",
+             *(prefix + line for line in (
+                 "Traceback (most recent call last):",
+                 '  File "/x/vllm/v1/worker/gpu_worker.py", line 200, in determine_available_memory',
+                 "    self.model_runner.profile_run()",
+                 '  File "/x/vllm/v1/worker/gpu_model_runner.py", line 2000, in profile_run',
+                 "    hidden_states = self._dummy_run(self.max_num_tokens)",
+                 '  File "/x/torch/_dynamo/output_graph.py", line 1500, in call_user_compiler',
+                 "    raise BackendCompilerFailed(self.compiler_fn, e) from e",
+                 "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:"))]  # fmt: skip
+    assert diagnose_lines(lines).stage == "none"
+
+
+def test_the_sniffer_names_frameworks_accelerators_and_gaudi_runtimes() -> None:
+    cases = [
+        (['2024-01-01T00:00:00Z INFO text_generation_launcher: Args { model_id: "x" }'], "tgi", None, None),
+        (
+            ['File "/root/optimum-habana/examples/text-generation/run_generation.py", line 1', "PT_HPU_LAZY_MODE=1"],
+            "optimum-habana",
+            "hpu",
+            None,
+        ),
+        (['File "/workspace/vllm-fork/vllm/worker/hpu_model_runner.py", line 1'], "vllm", "hpu", Runtime.VLLM_FORK),
+        (["(EngineCore pid=1) INFO vllm_gaudi/platform.py] Gaudi"], "vllm", "hpu", Runtime.VLLM_GAUDI),
+        (["INFO vLLM API server version 0.8.5", "torch.OutOfMemoryError: HIP out of memory"], "vllm", "rocm", None),
+        (["INFO vLLM API server version 0.8.5", "INFO tpu_worker.py] TPU"], "vllm", "tpu", None),
+    ]
+    for lines, framework, accelerator, runtime in cases:
+        sniffer = SourceSniffer()
+        for line in lines:
+            sniffer.feed(line)
+        s = sniffer.result()
+        assert (s.framework, s.accelerator) == (framework, accelerator), lines
+        if runtime is not None:
+            assert s.runtime is runtime

@@ -1,0 +1,240 @@
+"""Which framework and accelerator wrote a log, and what the failure line says about the device's other users: the
+doctor advises only knobs the writer reads.
+
+- Framework: vLLM (and what embeds it: xinference, gpustack, a notebook calling ``vllm.LLM``), Hugging Face TGI
+  (``text_generation_launcher`` / ``text_generation_server``, also tgi-gaudi), optimum-habana's scripts
+  (``optimum/habana``, ``gaudi_spawn.py``), or another framework that names itself (SGLang, llama.cpp, Ollama,
+  LMDeploy, TensorRT-LLM, DeepSpeed-MII); a log that names none is read as vLLM's (the doctor's home).
+- Accelerator: Gaudi (hpu), CUDA, ROCm, CPU, TPU, XPU, Ascend NPU, from the log's own words; the best-ranked match
+  wins (a Gaudi log also mentions CUDA names, a ROCm log says "GPU").
+- Our runtime, where the log is one of ours (vllm-gaudi, vllm-fork, vLLM on CUDA, vLLM on CPU): the doctor then reads
+  the runtime's :class:`~vllm_hpu_mm.runtimes.base.RuntimeTraits` for the variables it reads.
+- A vision model: the log's model or architecture names one (the vision knobs are not given to text-only models).
+- Memory other processes held when the device ran out: PyTorch's ``Process N has X GiB memory in use`` list against
+  ``this process has Y GiB`` (c10 ``CUDACachingAllocator`` prints every process on the device, itself included).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable
+from typing import Literal
+
+from vllm_hpu_mm.logs.numbers import GarbledNumber, number
+from vllm_hpu_mm.runtimes.base import Runtime, RuntimeTraits
+from vllm_hpu_mm.runtimes.registry import DEFAULT_RUNTIME, TRAITS
+
+__all__ = ["Accelerator", "Framework", "LogSource", "SourceSniffer", "other_processes_gib"]
+
+Framework = Literal["vllm", "tgi", "optimum-habana", "other"]
+Accelerator = Literal["hpu", "cuda", "rocm", "cpu", "tpu", "xpu", "npu"]
+
+#: Frameworks by the words their logs hold (launcher names, package paths, banners), checked in this order.
+FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
+    (
+        "tgi",
+        re.compile(
+            r"text_generation_(?:launcher|server|router)|text-generation-(?:launcher|router|server)"
+            r"|text_generation_server\.|ghcr\.io/huggingface/(?:tgi|text-generation)"
+            # TGI's own warm-up refusal and its router's error wrapper (router/src/infer, flash_causal_lm.py warmup)
+            r"|Not enough memory to handle \d+ (?:prefill|total) tokens|Warmup\(Generation\(|--max-batch-prefill-tokens"
+        ),
+    ),
+    ("optimum-habana", re.compile(r"optimum[/.]habana|optimum-habana|gaudi_spawn\.py|GaudiConfig|GaudiTrainer")),
+    # Another serving framework that names itself outranks vLLM (SGLang's tracebacks run through vLLM's kernels).
+    (
+        "other",
+        re.compile(
+            r"\bsglang\b|llama\.cpp|llama_model_load|\bollama\b|lmdeploy|tensorrt_llm|deepspeed-mii", re.IGNORECASE
+        ),
+    ),
+    (
+        "vllm",
+        re.compile(
+            r"\bvllm[/._]|vLLM API server|\bvllm\b|LLM engine|EngineCore|VllmWorker|vllm-fork"
+            r"|vllm_gaudi|\bLLMEngine\b|vllm-gaudi"
+        ),
+    ),
+)
+#: The name another framework goes by in advice.
+_OTHER_NAME = re.compile(
+    r"sglang|llama\.cpp|llama_model_load|ollama|lmdeploy|tensorrt_llm|deepspeed-mii", re.IGNORECASE
+)
+
+#: Accelerators, best first: a Gaudi log names CUDA config fields too; ROCm and XPU logs say "GPU"/"cuda".
+ACCELERATORS: tuple[tuple[Accelerator, re.Pattern[str]], ...] = (
+    (
+        "hpu",
+        re.compile(
+            r"PT_DEVMEM|PT_HPU|[Hh]abana|hpu_model_runner|hpu_worker|vllm_gaudi|HPU blocks|HPUGraph"
+            r"|Gaudi|\bhpu:\d|device_config=hpu|\[Warmup\]\[|Free device memory: |Graph/\w+ captured:"
+            r"|synStatus|habana_frameworks"
+        ),
+    ),
+    ("npu", re.compile(r"vllm_ascend|Ascend|\bNPU\b|torch_npu|npu:\d")),
+    ("tpu", re.compile(r"\bTPU\b|tpu_inference|libtpu|tpu_worker|pallas|device_config=tpu|\bXLA\b|jax")),
+    ("xpu", re.compile(r"\bXPU\b|xpu_worker|intel_extension_for_pytorch|level_zero|\bxpu:\d|device_config=xpu")),
+    ("cpu", re.compile(r"cpu_worker|CPU KV cache|VLLM_CPU_|platform cpu|device_config=cpu|kv-cache-memory-bytes")),
+    ("rocm", re.compile(r"\bROCm\b|\brocm\b|HIP out of memory|\bhipErr|\bMI(?:2|3)\d\dX?\b|\bgfx9\d\d")),
+    ("cuda", re.compile(r"CUDA|cuda|\bGPU\b|gpu_worker|gpu_model_runner|Graph capturing finished|nvidia|NVIDIA")),
+)
+#: Our runtimes by backend, each with the words only its logs hold (:attr:`RuntimeTraits.log_marks`).
+_MARKED: dict[str, list[tuple[Runtime, re.Pattern[str]]]] = {}
+for _runtime, _traits in TRAITS.items():
+    if _traits.log_marks:
+        _MARKED.setdefault(_traits.backend, []).append((_runtime, re.compile(_traits.log_marks)))
+#: Vision-language models and their architectures, by name (what the log's model or architecture says).
+VISION_MODEL = re.compile(
+    r"[-_ ]VL\b|[-_]VL[-_]|\bVL[-_]|_vl\b|(?<![a-z])vision"
+    r"|\b(?:llava|pixtral|mllama|idefics\d?|paligemma|internvl\w*|minicpm-?v|qwen2(?:\.5)?-?vl|qwen3-?vl|molmo"
+    r"|florence|glm-?4v|ovis\d?|aria|gemma-?3(?!n)|gemma-?4|kimi-?vl|deepseek-?vl\d?)\b"
+    r"|phi-?[34](?:\.\d)?-?(?:vision|multimodal)|\w{1,64}ForConditionalGeneration\b"
+    r"|\[Warmup\]\[Graph/Multimodal|mm_processor_kwargs=\{|limit_mm_per_prompt=\{'image|profile run for multi-modal",
+    re.IGNORECASE,
+)
+#: Substrings one of which a line naming a model, an architecture or a vision warm-up holds (a cheap first check).
+_VISION_WORDS = ("odel", "rchitect", "Warmup", "multi-modal", "mm_", "VL", "vision", "Vision", "llava", "LLaVA",
+                 "ForConditionalGeneration")  # fmt: skip
+#: Text-to-text models whose architecture is also named ...ForConditionalGeneration.
+_TEXT_CONDITIONAL = re.compile(r"(?:T5|Bart|MBart|Pegasus|Marian|Whisper|Mt5|Umt5|Nllb)ForConditionalGeneration")
+#: The most lines read for the framework and accelerator (start-up names them), and the most characters of each
+#: (a banner, a path or a model name comes early in its line; a 20,000-character line costs no more than this).
+SOURCE_LINES = 5000
+SOURCE_CHARS = 4096
+#: The most text sniffed in all (a log pasted as one line comes as thousands of windows). The failure's own lines
+#: are sniffed as well, wherever they are.
+SOURCE_BUDGET = 1 << 20
+
+_PROCESS = re.compile(r"Process (?P<pid>\d+) has (?P<size>[\d.]+) (?P<unit>[KMG]iB) memory in use")
+_THIS = re.compile(r"this process has (?P<size>[\d.]+) (?P<unit>[KMG]iB) memory in use")
+#: vLLM's own refusal when the device holds less free memory than its utilisation asks (V1 ``gpu_worker.py``).
+_FREE_ON_STARTUP = re.compile(
+    r"Free memory on device \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup is less than desired GPU memory "
+    r"utilization \((?P<util>[\d.]+), (?P<want>[\d.]+) GiB\)"
+)
+_GIB = {"KiB": 1 / 2**20, "MiB": 1 / 2**10, "GiB": 1.0}
+
+
+@dataclasses.dataclass(frozen=True)
+class LogSource:
+    """What wrote a log: framework, accelerator, our runtime where it is one of ours, whether it served a vision
+    model, and the memory other processes held on the device when it failed (GiB; None when the log does not say)."""
+
+    framework: Framework = "vllm"
+    accelerator: Accelerator | None = None
+    runtime: Runtime | None = None
+    multimodal: bool = False
+    other_processes_gib: float | None = None
+    #: The other framework's name as the log gives it (for ``other``).
+    name: str = ""
+
+    @property
+    def traits(self) -> RuntimeTraits | None:
+        """Our runtime's traits (what it reads), or None when the log is not one of ours."""
+        return None if self.runtime is None else TRAITS[self.runtime]
+
+    def reads(self, variable: str) -> bool:
+        """Whether the runtime that wrote the log reads ``variable`` (a guide memory variable or another of its
+        own variables): only our runtimes are known to read any."""
+        t = self.traits
+        return t is not None and (variable in t.reads or variable in t.own_knobs)
+
+    @property
+    def describe(self) -> str:
+        """The writer in words: ``vllm-gaudi``, ``TGI on cuda``, ``optimum-habana``."""
+        if self.runtime is not None:
+            return self.runtime.value
+        names = {"vllm": "vLLM", "tgi": "TGI", "optimum-habana": "optimum-habana"}
+        what = names.get(self.framework, self.name or "another framework")
+        return f"{what} on {self.accelerator}" if self.accelerator else what
+
+
+class SourceSniffer:
+    """Feed lines in order; :meth:`result` says what wrote the log. What wrote it is read from the first
+    :data:`SOURCE_LINES` lines (at most :data:`SOURCE_BUDGET` characters) and from the failure's own lines."""
+
+    def __init__(self) -> None:
+        self.lines = 0
+        self.chars = 0
+        self._framework: Framework | None = None
+        self._name = ""
+        self._acc_rank: int | None = None
+        #: Our runtime whose own words the log holds, by backend (the first found).
+        self.marked: dict[str, Runtime] = {}
+        self.multimodal = False
+        self._text_model = False
+
+    def feed(self, text: str) -> None:
+        self.lines += 1
+        text = text[:SOURCE_CHARS]
+        self.chars += len(text)
+        if self.lines <= SOURCE_LINES and self.chars <= SOURCE_BUDGET:
+            self._sniff(text)
+
+    def _sniff(self, text: str) -> None:
+        if self._framework in (None, "vllm"):
+            for framework, pattern in FRAMEWORKS:
+                if framework == self._framework:
+                    break  # a framework named earlier in the order outranks this one
+                if pattern.search(text):
+                    self._framework = framework
+                    if framework == "other" and (m := _OTHER_NAME.search(text)):
+                        self._name = m.group(0).lower()
+                    break
+        if self._acc_rank != 0:
+            for rank, (_, pattern) in enumerate(ACCELERATORS):
+                if self._acc_rank is not None and rank >= self._acc_rank:
+                    break
+                if pattern.search(text):
+                    self._acc_rank = rank
+                    break
+        for backend, marks in _MARKED.items():
+            if backend not in self.marked:
+                for runtime, pattern in marks:
+                    if pattern.search(text):
+                        self.marked[backend] = runtime
+                        break
+        if not self.multimodal and any(w in text for w in _VISION_WORDS) and VISION_MODEL.search(text):
+            if _TEXT_CONDITIONAL.search(text):
+                self._text_model = True
+            else:
+                self.multimodal = True
+
+    def result(self, failure_lines: Iterable[str] = ()) -> LogSource:
+        failure_lines = list(failure_lines)
+        for text in failure_lines:
+            self._sniff(text[:SOURCE_CHARS])
+        framework: Framework = self._framework or "vllm"
+        accelerator = None if self._acc_rank is None else ACCELERATORS[self._acc_rank][0]
+        runtime = None
+        if framework == "vllm" and accelerator in DEFAULT_RUNTIME:
+            # the runtime whose own words the log holds, else the backend's runtime by default (vllm-gaudi on Gaudi)
+            runtime = self.marked.get(accelerator) or DEFAULT_RUNTIME[accelerator]  # type: ignore[index]
+        return LogSource(
+            framework, accelerator, runtime, self.multimodal, other_processes_gib(failure_lines), self._name
+        )
+
+
+def other_processes_gib(lines: Iterable[str]) -> float | None:
+    """GiB other processes held on the device, from the failure's own lines: PyTorch's per-process list less this
+    process, or vLLM's start-up refusal (total less free, beyond what this process asked for); None when no line
+    says."""
+    for text in lines:
+        if "memory in use" in text:
+            try:
+                listed = {m["pid"]: number(m["size"]) * _GIB[m["unit"]] for m in _PROCESS.finditer(text)}
+                this = _THIS.search(text)
+                mine = number(this["size"]) * _GIB[this["unit"]] if this else None
+            except GarbledNumber:
+                continue
+            if listed and mine is not None:
+                return round(max(0.0, sum(listed.values()) - mine), 2)
+            if len(listed) > 1:
+                return round(sum(listed.values()) - max(listed.values()), 2)
+        if "on startup is less than desired" in text and (m := _FREE_ON_STARTUP.search(text)):
+            try:
+                return round(number(m["total"]) - number(m["free"]), 2)
+            except GarbledNumber:
+                continue
+    return None
