@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
             flag = "--bucket-file" if args.bucket_file else FILE_VAR
             raise ConfigError(f"{flag} {file_path}: cannot read it ({exc}); accepted: a vllm-gaudi bucket "
                               "file") from None  # fmt: skip
-        model = registry.model_for(inputs.runtime_name, {**own_env, FILE_VAR: file_path}, bucket_file_text=text)
+        model = registry.same_runtime(inputs.runtime, {**own_env, FILE_VAR: file_path}, bucket_file_text=text)
         yours = (model, f"your {Path(file_path).name}")
     report, _ = replay_report(first, _traffic(args, sizing, settings), settings, own=inputs.runtime, yours=yours,
                               plan_buckets=not args.no_plan, budget=sizing.text_graph_budget,

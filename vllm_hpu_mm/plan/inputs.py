@@ -171,7 +171,8 @@ def _runtime_model(args: SizingArgs, backend: Backend, runtime_env: Mapping[str,
         except OSError as exc:
             raise ConfigError(f"VLLM_BUCKETING_FROM_FILE={bucket_file!r}: cannot read it ({exc.strerror or exc}); "
                               "accepted: a readable vllm-gaudi bucket file") from None  # fmt: skip
-    return registry.model_for(detection.runtime, runtime_env, bucket_file_text=text), detection.found
+    model = registry.model_for(detection.runtime, runtime_env, bucket_file_text=text, version=detection.version)
+    return model, detection.found
 
 
 def _check_ranges(args: SizingArgs) -> None:

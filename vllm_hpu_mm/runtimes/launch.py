@@ -46,7 +46,7 @@ def default_device(runtime: str | None, has_vllm_args: bool) -> str:
     here plans its reference device; otherwise read the accelerator (``auto``)."""
     if not has_vllm_args:
         return "gaudi2"
-    key = (runtime or "auto").strip().lower()
+    key = registry.split_spec(runtime or "auto")[0]
     if key != "auto" and key in RUNTIME_DEVICE and registry.detect(None).runtime.value != key:
         return RUNTIME_DEVICE[key]
     return "auto"

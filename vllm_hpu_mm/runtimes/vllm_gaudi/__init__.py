@@ -37,6 +37,8 @@ from vllm_hpu_mm.runtimes.base import (
 from vllm_hpu_mm.runtimes.vllm_gaudi import common
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import COMMIT_SHORT, BucketingConfig, config_from_env, effective_strategy
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
+from vllm_hpu_mm.runtimes.vllm_gaudi.installed import InstalledUnavailable, InstalledVllmGaudi
+from vllm_hpu_mm.runtimes.vllm_gaudi.releases import MAIN, Release
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
 from vllm_hpu_mm.runtimes.vllm_gaudi.vision import BATCH_WARMUP_SIDE, vision_table_entry
 
@@ -69,15 +71,35 @@ class VllmGaudi:
     traits: RuntimeTraits = TRAITS
     #: The bucket file is ours (planned from traffic, :meth:`with_text_buckets`), to be exported by ``serve``.
     planned: bool = False
+    #: The vllm-gaudi installed here, asked for its buckets with ``env`` (its own code); None = the model only.
+    installed: InstalledVllmGaudi | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    model_type: str = "qwen2_5_vl"
+
+    def _generated(self, shape: EngineShape) -> tuple[tuple[tuple[Bucket, ...], tuple[Bucket, ...]] | None, str]:
+        """The installed vllm-gaudi's own buckets (None when there is none to ask, or it failed), and the source in
+        words: which code the counts come from, and why the model was used where it was."""
+        modelled = f"{self.bucketing.release}'s {effective_strategy(self.bucketing)} bucketing (modelled)"
+        if self.installed is None:
+            return None, modelled
+        if self.planned:  # our own file: the model reads it exactly as its file_strategy.py does
+            return None, f"a bucket file planned against {self.installed}'s own buckets, read as its file_strategy.py " \
+                         f"reads one ({modelled})"  # fmt: skip
+        try:
+            generated = self.installed.buckets(dict(self.env), shape, model_type=self.model_type)
+        except InstalledUnavailable as exc:
+            return None, f"{modelled}; asking the installed code failed ({exc})"
+        return generated, f"{self.installed}'s own bucketing code (imported)"
 
     def text_shapes(self, shape: EngineShape) -> TextShapes:
-        prefill = common.prompt_buckets(self.bucketing, shape)
-        decode = tuple((bs, blocks) for bs, _, blocks in common.decode_buckets(self.bucketing, shape))
-        source = f"vllm-gaudi's {effective_strategy(self.bucketing)} bucketing (modelled on @{COMMIT_SHORT})"
+        generated, source = self._generated(shape)
+        if generated is None:
+            generated = (common.prompt_buckets(self.bucketing, shape), common.decode_buckets(self.bucketing, shape))
+        prefill, decode = generated[0], tuple((bs, blocks) for bs, _, blocks in generated[1])
         return TextShapes(prefill, decode, source)
 
     def text_lookup(self, shape: EngineShape) -> TextLookup:
-        return RunnerLookup(self.bucketing, shape)
+        return RunnerLookup(self.bucketing, shape, self._generated(shape)[0])
 
     def with_text_buckets(self, prompt: tuple[Bucket, ...], decode: tuple[Bucket, ...]) -> VllmGaudi | None:
         """Its bucket file (``VLLM_BUCKETING_FROM_FILE``) holding exactly these, unless the user named a file or the
@@ -86,7 +108,8 @@ class VllmGaudi:
         if cfg.from_file is not None or not cfg.enable_bucketing or cfg.merged_prefill:
             return None
         text = bucket_file(prompt, decode)
-        return VllmGaudi(dataclasses.replace(cfg, from_file=PLANNED_FILE, file_text=text), planned=True)
+        return dataclasses.replace(self, bucketing=dataclasses.replace(cfg, from_file=PLANNED_FILE, file_text=text),
+                                   planned=True)  # fmt: skip
 
     def memory(self, m: MemoryInputs) -> MemorySplit:
         """``v1/worker/hpu_worker.py`` ``determine_available_memory`` @091bbadd: ``profile_run(initialize_only=True)``
@@ -122,10 +145,16 @@ class VllmGaudi:
         return VisionBucketing(True, batch_based, buckets, f"{where}: {unit}", BATCH_WARMUP_SIDE if batch_based else 0)
 
 
-def model_from_env(env: Mapping[str, str], bucket_file_text: str | None = None) -> VllmGaudi:
-    """vllm-gaudi as the user's variables configure it; ``bucket_file_text`` is the content of the file that
-    ``VLLM_BUCKETING_FROM_FILE`` names (read by the caller: the model stays pure)."""
-    cfg = config_from_env(env)
+def model_from_env(
+    env: Mapping[str, str],
+    bucket_file_text: str | None = None,
+    release: Release = MAIN,
+    installed: InstalledVllmGaudi | None = None,
+) -> VllmGaudi:
+    """vllm-gaudi ``release`` as the user's variables configure it; ``bucket_file_text`` is the content of the file
+    that ``VLLM_BUCKETING_FROM_FILE`` names (read by the caller: the model stays pure). With ``installed``, its own
+    code is asked for the buckets and the model is the fallback."""
+    cfg = config_from_env(env, release)
     if cfg.from_file is not None:
         cfg = dataclasses.replace(cfg, file_text=bucket_file_text)
-    return VllmGaudi(cfg)
+    return VllmGaudi(cfg, installed=installed, env=tuple(sorted(env.items())))

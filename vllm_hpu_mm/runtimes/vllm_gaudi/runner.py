@@ -32,8 +32,13 @@ __all__ = ["RunnerLookup"]
 class RunnerLookup:
     """vllm-gaudi's runner over its bucket lookup (:class:`~vllm_hpu_mm.runtimes.base.TextLookup`)."""
 
-    def __init__(self, cfg: BucketingConfig, shape: EngineShape) -> None:
-        self.lookup = BucketLookup(cfg, shape)
+    def __init__(
+        self,
+        cfg: BucketingConfig,
+        shape: EngineShape,
+        generated: tuple[tuple[Bucket, ...], tuple[Bucket, ...]] | None = None,
+    ) -> None:
+        self.lookup = BucketLookup(cfg, shape, generated)
         self.shape = shape
         self.merged = cfg.merged_prefill
         self.contiguous = cfg.contiguous_pa
