@@ -139,8 +139,8 @@ def main() -> int:
                 continue
             cases = base + [spelled_for(release, c) for c in rnd]
             rows = run_tag(release, tag, cases)
-            commit = subprocess.run(["git", "-C", str(MIRROR), "rev-parse", f"{tag}^{{commit}}"], check=True, capture_output=True,
-                                    text=True).stdout.strip()  # fmt: skip
+            rev = ["git", "-C", str(MIRROR), "rev-parse", f"{tag}^{{commit}}"]
+            commit = subprocess.run(rev, check=True, capture_output=True, text=True).stdout.strip()
             text_ok = sum(r["text_equal"] for r in rows)
             vision_ok = sum(r["vision_equal"] for r in rows)
             print(f"{release.name:28} {tag:14} {commit[:8]} text {text_ok}/{len(rows)} vision {vision_ok}/{len(rows)}",

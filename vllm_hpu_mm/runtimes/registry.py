@@ -18,8 +18,17 @@ from vllm_hpu_mm.runtimes.vllm_gaudi.installed import find_installed
 from vllm_hpu_mm.runtimes.vllm_gaudi.releases import MAIN, release_for
 from vllm_hpu_mm.values import Backend
 
-__all__ = ["DEFAULT_RUNTIME", "TRAITS", "Detection", "detect", "installed", "model_for", "resolve", "same_runtime",
-           "split_spec"]
+__all__ = [
+    "DEFAULT_RUNTIME",
+    "TRAITS",
+    "Detection",
+    "detect",
+    "installed",
+    "model_for",
+    "resolve",
+    "same_runtime",
+    "split_spec",
+]
 
 TRAITS: dict[Runtime, RuntimeTraits] = {
     Runtime.VLLM_GAUDI: vllm_gaudi.TRAITS,

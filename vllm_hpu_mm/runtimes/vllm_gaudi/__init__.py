@@ -83,8 +83,8 @@ class VllmGaudi:
         if self.installed is None:
             return None, modelled
         if self.planned:  # our own file: the model reads it exactly as its file_strategy.py does
-            return None, f"a bucket file planned against {self.installed}'s own buckets, read as its file_strategy.py " \
-                         f"reads one ({modelled})"  # fmt: skip
+            planned = f"a bucket file planned against {self.installed}'s own buckets"
+            return None, f"{planned}, read as its file_strategy.py reads one ({modelled})"
         try:
             generated = self.installed.buckets(dict(self.env), shape, model_type=self.model_type)
         except InstalledUnavailable as exc:

@@ -79,7 +79,9 @@ class InstalledVllmGaudi:
         except InstalledUnavailable:
             raise
         except Exception as exc:  # its code, any release: every failure is a reason to fall back
-            raise InstalledUnavailable(f"{self}: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}") from exc
+            raise InstalledUnavailable(
+                f"{self}: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            ) from exc
 
     def _buckets(self, shape: EngineShape, model_type: str) -> tuple[tuple[Bucket, ...], tuple[Bucket, ...]]:
         environment = importlib.import_module(f"{PACKAGE}.extension.environment")

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 
 class HPUBucketingManager:
-    def initialize(self, max_num_seqs, max_num_prefill_seqs, block_size, max_num_batched_tokens, max_model_len,
-                   num_speculative_tokens=0):
+    def initialize(
+        self,
+        max_num_seqs,
+        max_num_prefill_seqs,
+        block_size,
+        max_num_batched_tokens,
+        max_model_len,
+        num_speculative_tokens=0,
+    ):
         self.seqs, self.block, self.tokens = max_num_seqs, block_size, max_num_batched_tokens
         self.num_hpu_blocks = None
 
