@@ -147,3 +147,18 @@ def test_no_other_module_reads_the_environment() -> None:
         if pattern.search(path.read_text(encoding="utf-8"))
     ]
     assert readers == []
+
+
+def test_the_readme_table_names_every_variable_once_with_its_default() -> None:
+    """The README's environment table is the user's view of envs.py: the same variables, in order, each default as
+    declared (the long ones, the bucket list and the profile path, are given under the table)."""
+    from tests.support.data import REPO
+
+    rows = re.findall(r"^\| `([A-Z0-9_]+)` \| ([^|]+) \|", (REPO / "README.md").read_text(encoding="utf-8"), re.M)
+    assert [name for name, _ in rows] == list(envs.ENVIRONMENT_VARIABLES)
+    for name, shown in rows:
+        default = envs.ENVIRONMENT_VARIABLES[name].default
+        if default and len(default) <= 24:
+            assert shown.strip() == f"`{default}`", name
+        elif default:
+            assert "below" in shown, name

@@ -1,5 +1,6 @@
-"""The package's layout keeps its promises: no import circle, the plan reads runtimes only through their model, no
-folder holds most of the package, and every third-party import is declared in setup.py."""
+"""The package's layout keeps its promises: no import circle, every import points down the floors of the house (one
+stated exception), the plan reads runtimes only through their model, no folder holds most of the package, and every
+third-party import is declared in setup.py."""
 
 from __future__ import annotations
 
@@ -85,6 +86,62 @@ def test_no_module_imports_itself_back_through_others() -> None:
     assert not circles
 
 
+#: The package's rooms, bottom floor first: a module imports only rooms on lower floors than its own (and its own
+#: room). Rooms on one floor are independent of each other.
+FLOORS: tuple[frozenset[str], ...] = tuple(
+    frozenset(rooms.split())
+    for rooms in (
+        "errors",
+        "values",
+        "envs traffic",
+        "models preprocess",
+        "buckets",
+        "runtimes graphs",
+        "replay plugin",
+        "plan",
+        "logs",
+        "jobs",
+        "cli",
+    )
+)
+#: Arrows that run up by design, (from module, to module): each runtime's exporter reads the plan it exports (the
+#: plan reads runtimes only through their model, so the two halves never meet in one import chain).
+UPWARD_BY_DESIGN = {
+    ("vllm_hpu_mm.runtimes.exporting", "vllm_hpu_mm.plan"),
+    ("vllm_hpu_mm.runtimes.exporting", "vllm_hpu_mm.plan.planner"),
+    ("vllm_hpu_mm.runtimes.exports", "vllm_hpu_mm.plan"),
+    ("vllm_hpu_mm.runtimes.exports", "vllm_hpu_mm.plan.planner"),
+}
+
+
+def _room(module: str) -> str:
+    return module.split(".")[1] if module.count(".") else ""
+
+
+def _floor(room: str) -> int:
+    return next(i for i, rooms in enumerate(FLOORS) if room in rooms)
+
+
+def test_every_room_has_a_floor() -> None:
+    rooms = {_room(m) for m in MODULES} - {"", "__main__"}
+    assert rooms <= set().union(*FLOORS), rooms - set().union(*FLOORS)
+
+
+def test_every_import_points_down_the_floors_but_the_exporters_reading_the_plan() -> None:
+    upward = set()
+    for name in MODULES:
+        source = _room(name)
+        if source in ("", "__main__"):
+            continue
+        for target in _package_imports(name, top_level_only=False):
+            room = _room(target)
+            if room in ("", source) or (name, target) in UPWARD_BY_DESIGN:
+                continue
+            if _floor(room) >= _floor(source):
+                upward.add(f"{name} -> {target}")
+    assert not upward, sorted(upward)
+
+
 def test_the_plan_reads_runtimes_only_through_their_model() -> None:
     allowed = {"vllm_hpu_mm.runtimes", "vllm_hpu_mm.runtimes.base", "vllm_hpu_mm.runtimes.registry"}
     for name in MODULES:
@@ -131,3 +188,22 @@ def test_every_third_party_import_is_declared_or_the_runtimes() -> None:
                 if DISTRIBUTION.get(top, top).lower().replace("-", "_") not in declared:
                     missing.add(f"{top} ({name})")
     assert not missing, f"imported but not in setup.py's install_requires: {sorted(missing)}"
+
+
+def test_no_runtime_is_named_outside_its_own_folder_and_the_registry() -> None:
+    """Code tells runtimes apart by their traits and registry entries, never by naming one (adding a runtime
+    touches its folder, its enum member and one registry line)."""
+    named = []
+    for name, path in MODULES.items():
+        if name.startswith("vllm_hpu_mm.runtimes.vllm_") or name == "vllm_hpu_mm.runtimes.registry":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "Runtime"
+                    and node.attr.startswith("VLLM_")):  # fmt: skip
+                named.append(f"{name}:{node.lineno} Runtime.{node.attr}")
+            if isinstance(node, ast.Compare) and any(
+                isinstance(c, ast.Constant) and c.value in {"vllm-gaudi", "vllm-fork", "vllm-cuda", "vllm-cpu"}
+                for c in (node.left, *node.comparators)
+            ):
+                named.append(f"{name}:{node.lineno} compares with a runtime's name")
+    assert not named, named

@@ -4,8 +4,8 @@ On CUDA the server runs vLLM's own encoder CUDA graphs (``vllm_hpu_mm.runtimes.v
 configures them from the buckets); nothing in the package imports this module. It is kept, with its tests
 (``test_cuda_graphs.py``, run on a CUDA machine), because ``benchmarks/vision_encoder_h100.py`` and
 ``benchmarks/vision_memory_calibration.py`` measure it: their results
-(``benchmarks/results/vision_encoder_h100.md``, ``vision_memory_calibration.md``) are the H100 figures the README
-quotes and the source of the memory model's coefficients.
+(``benchmarks/results/vision_encoder_h100.md``, ``vision_memory_calibration.md``) are the H100 figures
+docs/performance.md quotes and the source of the memory model's coefficients.
 
 transformers' shipped vision forward cannot be captured: it builds its index tensors from ``grid_thw.tolist()`` and
 its SDPA path splits attention with ``lengths.tolist()`` in every block (a host sync each time). This module runs the

@@ -61,9 +61,9 @@ def _broken_plan(*_: object, **__: object) -> object:
 def test_an_unexpected_error_is_one_line_with_exit_3(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:  # fmt: skip
-    import vllm_hpu_mm.runtimes.launch
+    import vllm_hpu_mm.jobs.serve
 
-    monkeypatch.setattr(vllm_hpu_mm.runtimes.launch, "plan_and_choose", _broken_plan)
+    monkeypatch.setattr(vllm_hpu_mm.jobs.serve, "plan_and_choose", _broken_plan)
     assert main(["memory", "plan"]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
@@ -73,9 +73,9 @@ def test_an_unexpected_error_is_one_line_with_exit_3(
 
 
 def test_debug_shows_the_traceback(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import vllm_hpu_mm.runtimes.launch
+    import vllm_hpu_mm.jobs.serve
 
-    monkeypatch.setattr(vllm_hpu_mm.runtimes.launch, "plan_and_choose", _broken_plan)
+    monkeypatch.setattr(vllm_hpu_mm.jobs.serve, "plan_and_choose", _broken_plan)
     assert main(["--debug", "memory", "plan"]) == 3
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from vllm_hpu_mm.cli.main import main
-from vllm_hpu_mm.runtimes.launch import SERVER_MODULE
+from vllm_hpu_mm.jobs.serve import SERVER_MODULE
 
 LIMIT = ["--limit-mm-per-prompt", '{"image": 999}']
 

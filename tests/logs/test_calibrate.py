@@ -15,12 +15,13 @@ from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.logs.calibrate import calibrate, parse_warmup
-from vllm_hpu_mm.logs.profile import load_profile, save_profile
+from vllm_hpu_mm.logs.profile import save_profile
 from vllm_hpu_mm.models.dims import ModelDims, VisionDims
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.pipeline import apply_profile
 from vllm_hpu_mm.plan.planner import plan
+from vllm_hpu_mm.plan.profile import load_profile
 
 WARMUP_DOC = DATA / "logs" / "vllm_gaudi_warmup_doc.log"
 PERF_DOC = DATA / "logs" / "heldout" / "vllm_gaudi_perf_tuning_doc.log"

@@ -1,6 +1,7 @@
-"""Public Gaudi logs are reproduced within the README's tolerances (``reproduce.TOLERANCES``), on the held-out logs
-as on the development ones: given the logged free memory, usable / graph reserve / KV / blocks within 1%; from the
-inputs alone, weights within 3%, free memory and KV blocks within 5%, the device's total within 1%."""
+"""Public Gaudi logs are reproduced within the tolerances docs/memory-plan.md states (``reproduce.TOLERANCES``), on
+the held-out logs as on the development ones: given the logged free memory, usable / graph reserve / KV / blocks
+within 1%; from the inputs alone, weights within 3%, free memory and KV blocks within 5%, the device's total within
+1%."""
 
 from __future__ import annotations
 

@@ -8,10 +8,10 @@ import pytest
 
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.plan.args import SizingArgs
-from vllm_hpu_mm.plan.costs import HPU_WARMUP_SECONDS_PER_GRAPH
 from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.render import to_dict, to_table
+from vllm_hpu_mm.runtimes.base import HPU_WARMUP_SECONDS_PER_GRAPH
 
 
 def test_a_gaudi_plan_estimates_warm_up_from_the_graphs_it_warms() -> None:

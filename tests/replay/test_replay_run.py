@@ -11,7 +11,6 @@ import pytest
 
 from vllm_hpu_mm.buckets.text import QWEN25_VL_7B_CONTEXT_COST, TextBucketPlan, TextLimits
 from vllm_hpu_mm.cli.main import main
-from vllm_hpu_mm.plan.costs import HPU_WARMUP_SECONDS_PER_GRAPH
 from vllm_hpu_mm.replay.job import (
     Images,
     budget_for,
@@ -24,7 +23,7 @@ from vllm_hpu_mm.replay.job import (
 )
 from vllm_hpu_mm.replay.run import Efficiency, ReplayResult
 from vllm_hpu_mm.replay.scheduler import Limits
-from vllm_hpu_mm.runtimes.base import EngineShape
+from vllm_hpu_mm.runtimes.base import HPU_WARMUP_SECONDS_PER_GRAPH, EngineShape
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling
 from vllm_hpu_mm.traffic.default import default_traffic

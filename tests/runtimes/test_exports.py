@@ -16,7 +16,7 @@ from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.planner import Plan, plan
 from vllm_hpu_mm.plan.text_choice import choose_text
-from vllm_hpu_mm.runtimes.base import PARTS, EngineShape, ServerFlags
+from vllm_hpu_mm.runtimes.base import PARTS, EngineShape, ExportContext, ServerFlags
 from vllm_hpu_mm.runtimes.exports import exports_for, flags_from_environment
 from vllm_hpu_mm.runtimes.vllm_cuda import capture_sizes
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import decode_buckets, prompt_buckets
@@ -51,11 +51,11 @@ def planned(p: Plan, concurrency: int | None = 16) -> Plan:
 
 def test_vllm_gaudi_gets_the_total_the_buckets_that_fit_and_a_bucket_file_never_a_prompt_ratio() -> None:
     p = planned(make_plan("vllm-gaudi", "gaudi2", buckets="1600,3136"))
-    e = exports_for(p, ServerFlags(), resolutions=[(448, 448)], bucket_file_path="/x/b.txt")
+    e = exports_for(p, ExportContext(ServerFlags(), {(448, 448): 1}, output_dir="/x"))
     assert e.env["VLLM_GRAPH_RESERVED_MEM"] == "0.1"
     assert e.env["VLLM_MULTIMODAL_BUCKETS"] == "1600,3136"
     assert e.env["VLLM_MULTIMODAL_RESOLUTIONS"] == "448x448x1"
-    assert e.env["VLLM_BUCKETING_FROM_FILE"] == "/x/b.txt"
+    assert e.env["VLLM_BUCKETING_FROM_FILE"] == "/x/vllm-gaudi-buckets.txt"
     assert not set(RATIOS) & set(e.env)
     assert e.args == ("--limit-mm-per-prompt", '{"image": 999}')
     over = any(f.code == "text_graphs_over_pool" for f in p.findings)
@@ -67,7 +67,7 @@ def test_vllm_gaudi_gets_the_total_the_buckets_that_fit_and_a_bucket_file_never_
 
 def test_the_bucket_file_holds_exactly_the_planned_buckets_and_the_plan_costs_every_one() -> None:
     p = planned(make_plan("vllm-gaudi", "gaudi2"))
-    e = exports_for(p, ServerFlags())
+    e = exports_for(p, ExportContext(ServerFlags()))
     prompt, decode = parse_bucket_file(e.files["vllm-gaudi-buckets.txt"])
     assert sorted(prompt) == sorted((b.batch, b.size, b.context) for b in p.text_graphs.prefill)
     assert sorted(decode) == sorted((b.batch, 1, b.size) for b in p.text_graphs.decode)
@@ -75,7 +75,7 @@ def test_the_bucket_file_holds_exactly_the_planned_buckets_and_the_plan_costs_ev
 
 
 def test_without_a_planned_file_vllm_gaudi_warms_its_own_buckets_and_the_note_says_so() -> None:
-    e = exports_for(make_plan("vllm-gaudi", "gaudi2"), ServerFlags())
+    e = exports_for(make_plan("vllm-gaudi", "gaudi2"), ExportContext(ServerFlags()))
     assert "VLLM_BUCKETING_FROM_FILE" not in e.env
     assert not e.files
     assert "a shape that no bucket covers compiles at run time" in " ".join(e.notes)
@@ -93,11 +93,11 @@ def test_vllm_gaudi_counts_what_its_own_bucketing_generates() -> None:
 
 def test_a_users_limit_without_image_means_no_vision_warmup_and_says_so() -> None:
     p = make_plan("vllm-gaudi", "gaudi2", buckets="1600")
-    e = exports_for(p, ServerFlags(limit_mm_per_prompt='{"video": 1}'))
+    e = exports_for(p, ExportContext(ServerFlags(limit_mm_per_prompt='{"video": 1}')))
     assert "--limit-mm-per-prompt" not in e.args
     assert not e.enforcement["prefill_vision_graphs"].honoured
     assert any("names no image" in n for n in e.notes)
-    named = exports_for(p, ServerFlags(limit_mm_per_prompt='{"image": {"count": 2}}'))
+    named = exports_for(p, ExportContext(ServerFlags(limit_mm_per_prompt='{"image": {"count": 2}}')))
     assert named.args == ()
     assert named.enforcement["prefill_vision_graphs"].honoured
 
@@ -105,7 +105,7 @@ def test_a_users_limit_without_image_means_no_vision_warmup_and_says_so() -> Non
 def test_with_almost_no_memory_none_is_never_exported_while_warmup_is_on() -> None:
     p = planned(make_plan("vllm-gaudi", "gaudi2", free_memory_gib=1.0, max_num_seqs=4), concurrency=4)
     assert not p.vision_buckets_captured
-    e = exports_for(p, ServerFlags())
+    e = exports_for(p, ExportContext(ServerFlags()))
     assert "VLLM_MULTIMODAL_BUCKETS" not in e.env
     assert "--limit-mm-per-prompt" not in e.args  # naming image would warm vllm-gaudi's default list: OOM
     assert not e.enforcement["prefill_vision_graphs"].honoured
@@ -127,7 +127,7 @@ def test_users_own_bucket_file_and_resolutions_are_kept_and_their_buckets_counte
     env = {"VLLM_BUCKETING_FROM_FILE": str(mine), "VLLM_MULTIMODAL_RESOLUTIONS": "448x448"}
     p = make_plan("vllm-gaudi", "gaudi2", env=env)
     assert (len(p.text_graphs.prefill), len(p.text_graphs.decode)) == (2, 1)
-    e = exports_for(p, ServerFlags(user_env=env), resolutions=[(224, 224)])
+    e = exports_for(p, ExportContext(ServerFlags(user_env=env), {(224, 224): 1}))
     assert "VLLM_BUCKETING_FROM_FILE" not in e.env
     assert "VLLM_MULTIMODAL_RESOLUTIONS" not in e.env
     assert e.files == {}
@@ -136,7 +136,7 @@ def test_users_own_bucket_file_and_resolutions_are_kept_and_their_buckets_counte
 
 def test_the_fork_gets_all_three_ratios_with_the_multimodal_one_turned_to_its_reading() -> None:
     p = make_plan("vllm-fork", "gaudi2", buckets="1600,3136")
-    e = exports_for(p, ServerFlags())
+    e = exports_for(p, ExportContext(ServerFlags()))
     assert e.env["VLLM_GRAPH_RESERVED_MEM"] == "0.1"
     assert e.env["VLLM_GRAPH_PROMPT_RATIO"] == "0.3"
     # The fork's code gives VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO to vision; the guide's 0.3 for text is 0.7 there.
@@ -148,7 +148,7 @@ def test_the_fork_gets_all_three_ratios_with_the_multimodal_one_turned_to_its_re
 
 def test_cuda_gets_one_compilation_config_with_encoder_budgets_and_capture_sizes() -> None:
     p = make_plan("vllm-cuda", "h100", buckets="1600,3136")
-    e = exports_for(p, ServerFlags())
+    e = exports_for(p, ExportContext(ServerFlags()))
     assert e.env == {}
     assert e.args[0] == "--compilation-config"
     config = json.loads(e.args[1])
@@ -168,17 +168,17 @@ def test_vllm_cuda_capture_sizes_follow_vllms_default_rule() -> None:
 
 def test_cpu_gets_the_kv_size_and_no_graph_knobs() -> None:
     p = make_plan("vllm-cpu", "cpu", total_memory_gib=64.0, max_num_seqs=4)
-    e = exports_for(p, ServerFlags())
+    e = exports_for(p, ExportContext(ServerFlags()))
     assert e.args == ("--kv-cache-memory-bytes", str(p.split.kv_cache_bytes))
     assert e.env == {}
-    assert exports_for(p, ServerFlags(kv_cache_memory_bytes_given=True)).args == ()
+    assert exports_for(p, ExportContext(ServerFlags(kv_cache_memory_bytes_given=True))).args == ()
 
 
 @pytest.mark.parametrize("runtime", ["vllm-gaudi", "vllm-fork"])
 def test_enforce_eager_means_no_graph_parts_to_bound(runtime: str) -> None:
     p = make_plan(runtime, "gaudi2", enforce_eager=True)
     assert p.split.graph_bytes == 0
-    e = exports_for(p, ServerFlags())
+    e = exports_for(p, ExportContext(ServerFlags()))
     assert e.enforcement["decode_graphs"].by == ("--enforce-eager",)
     assert "VLLM_BUCKETING_FROM_FILE" not in e.env
 
@@ -186,9 +186,9 @@ def test_enforce_eager_means_no_graph_parts_to_bound(runtime: str) -> None:
 def test_a_user_fp32_softmax_setting_overrides_the_runtime_default(monkeypatch: pytest.MonkeyPatch) -> None:
     p = make_plan("vllm-gaudi", "gaudi2")
     monkeypatch.delenv("VLLM_FP32_SOFTMAX", raising=False)
-    assert exports_for(p, flags_from_environment(load({}))).precision["set_by"] == "runtime default"
+    assert exports_for(p, ExportContext(flags_from_environment(load({})))).precision["set_by"] == "runtime default"
     monkeypatch.setenv("VLLM_FP32_SOFTMAX", "off")  # any spelling our registry accepts, parsed by it
-    e = exports_for(p, flags_from_environment(load({})))
+    e = exports_for(p, ExportContext(flags_from_environment(load({}))))
     assert e.precision == {"fp32_softmax": False, "set_by": "VLLM_FP32_SOFTMAX", "note": e.precision["note"]}
 
 
@@ -205,15 +205,15 @@ def test_warmup_resolutions_are_the_commonest_aligned_shapes_under_the_largest_b
 def test_bucket_spellings_we_accept_are_exported_in_the_form_vllm_gaudi_accepts() -> None:
     # vllm-gaudi takes int() of each comma item and only the exact string None: "4096, 1600" and "none" are ours.
     p = make_plan("vllm-gaudi", "gaudi2", env={"VLLM_MULTIMODAL_BUCKETS": " 4096, 1600"})
-    assert exports_for(p, ServerFlags()).env["VLLM_MULTIMODAL_BUCKETS"] == "1600,4096"
+    assert exports_for(p, ExportContext(ServerFlags())).env["VLLM_MULTIMODAL_BUCKETS"] == "1600,4096"
     off = make_plan("vllm-gaudi", "gaudi2", env={"VLLM_MULTIMODAL_BUCKETS": "none", "VLLM_SKIP_WARMUP": "1"})
-    assert exports_for(off, ServerFlags(skip_warmup=True)).env["VLLM_MULTIMODAL_BUCKETS"] == "None"
+    assert exports_for(off, ExportContext(ServerFlags(skip_warmup=True))).env["VLLM_MULTIMODAL_BUCKETS"] == "None"
 
 
 def test_a_users_resolutions_in_a_form_vllm_gaudi_refuses_fail_before_launch() -> None:
     p = make_plan("vllm-gaudi", "gaudi2", buckets="1600")
     with pytest.raises(ConfigError, match="VLLM_MULTIMODAL_RESOLUTIONS"):
-        exports_for(p, ServerFlags(user_env={"VLLM_MULTIMODAL_RESOLUTIONS": "448by448"}))
+        exports_for(p, ExportContext(ServerFlags(user_env={"VLLM_MULTIMODAL_RESOLUTIONS": "448by448"})))
 
 
 GUIDE = ("VLLM_GRAPH_RESERVED_MEM", *RATIOS)
@@ -225,7 +225,7 @@ GUIDE = ("VLLM_GRAPH_RESERVED_MEM", *RATIOS)
 )
 def test_the_traits_decide_which_of_the_guides_variables_reach_the_server(runtime: str, device: str) -> None:
     p = make_plan(runtime, device, total_memory_gib=64 if device == "cpu" else None)
-    e = exports_for(p, ServerFlags())
+    e = exports_for(p, ExportContext(ServerFlags()))
     reads = p.inputs.runtime.traits.reads
     assert {v for v in GUIDE if v in e.env} == set(reads)
 
@@ -234,7 +234,9 @@ def test_a_runtime_that_reads_a_ratio_gets_it_whatever_its_name() -> None:
     p = make_plan("vllm-gaudi", "gaudi2")
     traits = dataclasses.replace(p.inputs.runtime.traits, reads=frozenset(GUIDE))
     runtime = dataclasses.replace(p.inputs.runtime, traits=traits)  # type: ignore[type-var]
-    e = exports_for(dataclasses.replace(p, inputs=dataclasses.replace(p.inputs, runtime=runtime)), ServerFlags())
+    e = exports_for(
+        dataclasses.replace(p, inputs=dataclasses.replace(p.inputs, runtime=runtime)), ExportContext(ServerFlags())
+    )
     assert set(GUIDE) <= set(e.env)
 
 

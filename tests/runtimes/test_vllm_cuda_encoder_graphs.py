@@ -12,7 +12,7 @@ from vllm_hpu_mm.errors import BucketError, ConfigError
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.planner import plan
-from vllm_hpu_mm.runtimes.base import ServerFlags
+from vllm_hpu_mm.runtimes.base import ExportContext, ServerFlags
 from vllm_hpu_mm.runtimes.exports import exports_for
 from vllm_hpu_mm.runtimes.vllm_cuda.encoder_graphs import encoder_cudagraph_config, token_budgets
 from vllm_hpu_mm.values import DEFAULT_BUCKETS
@@ -47,7 +47,7 @@ def served_compilation_config(buckets: str) -> str:
     """The ``--compilation-config`` value serve passes vLLM CUDA for the 7B on an H100."""
     i = build(SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device="h100", runtime="vllm-cuda", buckets=buckets,
                       max_model_len=32768), load({}))  # fmt: skip
-    args = exports_for(plan(i), ServerFlags()).args
+    args = exports_for(plan(i), ExportContext(ServerFlags())).args
     return args[args.index("--compilation-config") + 1]
 
 

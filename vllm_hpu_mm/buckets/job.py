@@ -1,6 +1,7 @@
-"""The whole ``buckets plan`` job as one function: align the sizes, plan the list, evaluate it and the default
-list on the same images, and say what the plan does not cover. The CLI prints it; ``benchmarks/bucket_efficiency.py``
-tabulates it over many data sets."""
+"""The ``buckets plan`` and ``buckets check`` jobs, one function each. :func:`plan_buckets`: align the sizes, plan
+the list, evaluate it and the default list on the same images, and say what the plan does not cover
+(``benchmarks/bucket_efficiency.py`` tabulates it over many data sets). :func:`check_buckets`: a list on the images,
+at the pixel limits and under the oversize policy the served processor applies. The CLI prints them."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from vllm_hpu_mm.buckets.planner import Evaluation, evaluate, fewest_buckets, op
 from vllm_hpu_mm.buckets.sizes import Sizes, patch_counts
 from vllm_hpu_mm.buckets.workload import evaluate_sizes
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.preprocess.align import QWEN_MIN_PIXELS
+from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS
 from vllm_hpu_mm.values import DEFAULT_BUCKETS, MAX_BUCKET, PIXELS_PER_PATCH, AlignMode, Buckets, OversizePolicy
 
-__all__ = ["PlanResult", "pixel_range", "plan_buckets"]
+__all__ = ["CheckResult", "PlanResult", "check_buckets", "pixel_range", "plan_buckets"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,3 +98,39 @@ def plan_buckets(
         max_pixels=max_pixels,
         mode=mode,
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckResult:
+    evaluation: Evaluation
+    #: Coverage problems and rejected images (complete sentences): ``buckets check`` exits 1 when there are any.
+    warnings: tuple[str, ...]
+    #: Images the server answers with HTTP 400 (above the largest bucket under the reject policy).
+    rejected: int
+    min_pixels: int
+    max_pixels: int
+
+
+def check_buckets(
+    sizes: Sizes,
+    buckets: Buckets,
+    *,
+    source: str,
+    min_pixels: int | None = None,
+    max_pixels: int | None = None,
+    mode: AlignMode = AlignMode.NEAREST,
+    policy: OversizePolicy = OversizePolicy.SHRINK,
+) -> CheckResult:
+    """``buckets`` (from ``source``, for the warnings) on ``sizes`` as the served processor aligns them: under
+    ``shrink`` it caps images at the largest bucket; otherwise it aligns them under Qwen2.5-VL's own ``max_pixels``
+    and the policy decides what happens above the largest bucket (``reject``: HTTP 400, counted apart)."""
+    default_max = None if policy is OversizePolicy.SHRINK else QWEN_MAX_PIXELS
+    low, high = pixel_range(min_pixels, max_pixels if max_pixels is not None else default_max, buckets=buckets)
+    warnings = validate_coverage(buckets, min_pixels=low, max_pixels=high, policy=policy, source=source)
+    ev = evaluate_sizes(sizes, buckets, min_pixels=low, max_pixels=high, mode=mode, policy=policy)
+    rejected = ev.num_oversize if policy is OversizePolicy.REJECT else 0
+    if rejected:
+        warnings.append(f"{rejected} of {ev.num_images} images ({rejected / ev.num_images:.1%}) are above the largest "
+                        f"bucket {buckets.largest}: under VLLM_HPU_MM_OVERSIZE_POLICY=reject the server answers them "
+                        "with HTTP 400 (add a larger bucket, or use the shrink policy)")  # fmt: skip
+    return CheckResult(ev, tuple(warnings), rejected, low, high)

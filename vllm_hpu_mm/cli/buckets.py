@@ -15,8 +15,7 @@ from typing import Any
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.buckets.admission import Admission, admit
-from vllm_hpu_mm.buckets.coverage import validate_coverage
-from vllm_hpu_mm.buckets.job import pixel_range, plan_buckets
+from vllm_hpu_mm.buckets.job import check_buckets, pixel_range, plan_buckets
 from vllm_hpu_mm.buckets.planner import Evaluation
 from vllm_hpu_mm.buckets.sizes import (
     SizeSet,
@@ -26,11 +25,10 @@ from vllm_hpu_mm.buckets.sizes import (
     scan_images,
     synthetic_sizes,
 )
-from vllm_hpu_mm.buckets.workload import evaluate_sizes
 from vllm_hpu_mm.cli.buckets_replay import add_parser as add_replay_parser
 from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, print_json
 from vllm_hpu_mm.plan.args import fraction, positive_int
-from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS
+from vllm_hpu_mm.preprocess.align import QWEN_MIN_PIXELS
 from vllm_hpu_mm.values import DEFAULT_BUCKETS, PIXELS_PER_PATCH, AlignMode, OversizePolicy, parse_buckets
 
 BUCKETS_VAR = "VLLM_MULTIMODAL_BUCKETS"
@@ -258,20 +256,12 @@ def run_check(args: argparse.Namespace) -> int:
         source = f"${BUCKETS_VAR}" if envs.read_if_set(BUCKETS_VAR) is not None else "the default list"
     mode = _align_mode(args, settings)
     policy = settings.oversize_policy
-    # Under shrink the served processor caps images at the largest bucket; otherwise it aligns them under its own
-    # max_pixels (Qwen2.5-VL's), and the policy decides what happens above the largest bucket.
-    default_max = None if policy is OversizePolicy.SHRINK else QWEN_MAX_PIXELS
-    max_given = args.max_pixels if args.max_pixels is not None else default_max
-    min_pixels, max_pixels = pixel_range(args.min_pixels, max_given, buckets=buckets)
-    warnings = validate_coverage(buckets, min_pixels=min_pixels, max_pixels=max_pixels, policy=policy, source=source)
     admission = _admitted(args, settings)
     sizes = admission.sizes
-    ev = evaluate_sizes(sizes.counts, buckets, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode, policy=policy)
-    rejected = ev.num_oversize if policy is OversizePolicy.REJECT else 0
-    if rejected:
-        warnings.append(f"{rejected} of {ev.num_images} images ({rejected / ev.num_images:.1%}) are above the largest "
-                        f"bucket {buckets.largest}: under VLLM_HPU_MM_OVERSIZE_POLICY=reject the server answers them "
-                        "with HTTP 400 (add a larger bucket, or use the shrink policy)")  # fmt: skip
+    checked = check_buckets(sizes.counts, buckets, source=source, min_pixels=args.min_pixels,
+                            max_pixels=args.max_pixels, mode=mode, policy=policy)  # fmt: skip
+    ev, rejected, warnings = checked.evaluation, checked.rejected, list(checked.warnings)
+    min_pixels, max_pixels = checked.min_pixels, checked.max_pixels
     if args.plot:
         from vllm_hpu_mm.buckets.plot import plot_histogram
 

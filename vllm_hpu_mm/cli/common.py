@@ -6,13 +6,10 @@ and a hint to report it; the traceback only under ``vllm-hpu-mm --debug``)."""
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import json
 import sys
 from typing import Any
-
-from vllm_hpu_mm.plan.args import SizingArgs
 
 
 class ExitCode(enum.IntEnum):
@@ -46,12 +43,3 @@ def fail(message: str, code: ExitCode = ExitCode.USAGE) -> int:
     """Print one clear error line on stderr and return the exit code."""
     print(f"vllm-hpu-mm: error: {one_line(message)}", file=sys.stderr)
     return int(code)
-
-
-#: The device the planning commands plan for without ``--device``: the main job's.
-DEFAULT_DEVICE = "gaudi2"
-
-
-def on_default_device(sizing: SizingArgs) -> SizingArgs:
-    """``sizing`` with :data:`DEFAULT_DEVICE` where no device was given."""
-    return sizing if sizing.device is not None else dataclasses.replace(sizing, device=DEFAULT_DEVICE)

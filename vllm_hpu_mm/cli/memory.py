@@ -9,11 +9,11 @@ import argparse
 from pathlib import Path
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.common import ExitCode, help_text, on_default_device, print_json
+from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
 from vllm_hpu_mm.cli.memory_calibrate import add_parser as add_calibrate_parser
 from vllm_hpu_mm.cli.memory_compare import add_parser as add_compare_parser
+from vllm_hpu_mm.jobs.serve import on_default_device, prepare
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options
-from vllm_hpu_mm.runtimes.launch import prepare
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

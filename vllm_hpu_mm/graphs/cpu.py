@@ -30,11 +30,6 @@ class EagerExecutor:
         self.name = name
         self._compiled: dict[int, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {}
 
-    @property
-    def warmed_buckets(self) -> tuple[int, ...]:
-        """Buckets that have a compiled function (empty when ``compile`` is off)."""
-        return tuple(sorted(self._compiled))
-
     def _fn(self, bucket: int | None) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
         if bucket is None or not self.compile:
             return self.encoder

@@ -18,6 +18,7 @@ from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.logs.reproduce import Logged, Mode, Reproduction, RunInputs, reproduce
 from vllm_hpu_mm.models.devices import KNOWN_DEVICES
 from vllm_hpu_mm.plan.inputs import PlanInputs
+from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.values import GIB, MIB
 
 __all__ = ["EXPECTED_LINES", "QUANTITIES", "Comparison", "Miss", "Row", "compare", "run_inputs"]
@@ -211,10 +212,15 @@ def _cause(
     if row.name == "free":
         if "weights" in missed:
             return "it follows the weights (see weights)"
-        if logged.profile_bytes is not None and logged.profile_bytes > 0 and runtime == "vllm-gaudi":
+        if logged.profile_bytes is not None and logged.profile_bytes > 0 and not i.runtime.traits.profiles_forward:
+            profiling = [
+                r.value
+                for r, t in registry.TRAITS.items()
+                if t.profiles_forward and t.backend == i.runtime.traits.backend
+            ]
             return (
-                f"the log shows a profiling run ({logged.profile_bytes / MIB:.0f} MiB), which vllm-fork makes and "
-                f"vllm-gaudi does not: {flag('runtime')} vllm-fork?"
+                f"the log shows a profiling run ({logged.profile_bytes / MIB:.0f} MiB), which {runtime} does not make"
+                + (f": {flag('runtime')} {' or '.join(profiling)}?" if profiling else "")
             )
         profile = r.alone.profile_bytes
         counted = f"the weights and {runtime}'s {profile / MIB:.0f} MiB profiling run" if profile else "the weights"

@@ -7,7 +7,8 @@ two ways:
 - *from the inputs alone*: weights from the model's config, the runtime's profiling run, the device's total.
 
 ``vllm-hpu-mm memory compare`` runs it on a user's log with the plan's flags; ``benchmarks/gaudi_log_reproduction.py``
-on the public logs in tests/data/gaudi_logs. The tolerances (:data:`TOLERANCES`) are the ones the README states.
+on the public logs in tests/data/gaudi_logs. The tolerances (:data:`TOLERANCES`) are the ones docs/memory-plan.md
+states.
 """
 
 from __future__ import annotations
@@ -29,8 +30,7 @@ from vllm_hpu_mm.logs.patterns import (
     size_bytes,
 )
 from vllm_hpu_mm.models.dims import ModelDims, kv_bytes_per_token, weight_bytes
-from vllm_hpu_mm.plan.costs import warmup_estimate
-from vllm_hpu_mm.runtimes.base import MemoryInputs, MemorySplit, RuntimeModel
+from vllm_hpu_mm.runtimes.base import MemoryInputs, MemorySplit, RuntimeModel, warmup_estimate
 from vllm_hpu_mm.values import GIB
 
 __all__ = ["TOLERANCES", "Logged", "Mode", "Reproduction", "RunInputs", "read_log", "reproduce"]

@@ -19,7 +19,6 @@ __all__ = [
     "Attention",
     "MoE",
     "ModelDims",
-    "Quantization",
     "VisionDims",
     "dtype_bytes",
     "expert_parameters",
@@ -28,7 +27,6 @@ __all__ = [
     "text_parameters",
     "vision_parameters",
     "weight_bytes",
-    "weight_load_peak_bytes",
 ]
 
 #: vLLM 0.32's ``--dtype`` choices (``ModelDType`` in vllm/config/model.py) and their bytes; ``auto`` takes the
@@ -146,17 +144,6 @@ class MoE:
     @property
     def present(self) -> bool:
         return self.num_experts > 0 and self.layers > 0
-
-
-@dataclasses.dataclass(frozen=True)
-class Quantization:
-    """What the checkpoint says of its weights: vLLM's method, bits per weight, the group size of int4 scales, and
-    whether weights are loaded in bf16 first and quantized on the device (Intel Neural Compressor on Gaudi)."""
-
-    method: str
-    bits: int | None = None
-    group_size: int = 128
-    loads_bf16_first: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -345,18 +332,6 @@ def weight_bytes(
     expert_bytes = at_width(experts)
     ep = expert_parallel_size if expert_parallel_size > 1 else tensor_parallel_size
     return round((other * dtype_size + dense_linear) / tensor_parallel_size + expert_bytes / ep)
-
-
-def weight_load_peak_bytes(
-    m: ModelDims, dtype_size: int, tensor_parallel_size: int, quantization: str | None, *, expert_parallel_size: int = 0
-) -> int:
-    """What loading peaks at on one device: the quantized size, except for methods that load bf16 weights and
-    quantize them on the device (INC on Gaudi), which first hold the whole bf16 model."""
-    steady = weight_bytes(m, dtype_size, tensor_parallel_size, quantization, expert_parallel_size=expert_parallel_size)
-    if (quantization or "").lower() == "inc":
-        return max(steady, weight_bytes(m, dtype_size, tensor_parallel_size, None,
-                                        expert_parallel_size=expert_parallel_size))  # fmt: skip
-    return steady
 
 
 def _per_layer_token_bytes(m: ModelDims, kv_dtype_size: int, tensor_parallel_size: int, *, full: bool) -> float:

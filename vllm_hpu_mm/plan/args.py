@@ -4,20 +4,25 @@ the planner's options (``--device`` under ``memory plan``, ``--plan-device`` und
 
 ``memory plan`` adds both tables to its parser; ``serve`` adds the planner's options under the ``plan-`` prefix and
 reads vLLM's flags out of the arguments it passes through to the server (``cli/serve_args.py``, built from the same
-table). Values are parsed here (vLLM's spellings: ``32k``, ``-tp``); ranges are checked when the plan inputs are
-built (:mod:`.inputs`, :mod:`.validate`), with the flag names from :meth:`SizingArgs.flag`.
+table). Each flag is one :class:`Option`: its field, spelling and aliases, value type, bound and help together.
+Values are parsed here (vLLM's spellings: ``32k``, ``-tp``); :meth:`SizingArgs.check_bounds` checks every bound,
+each error naming the flag as it was spelled (:meth:`SizingArgs.flag`). Checks across flags and against the model or
+device (:mod:`.validate`) run when the plan inputs are built (:mod:`.inputs`).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import math
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from vllm_hpu_mm.models.dims import DTYPE_BYTES
+from vllm_hpu_mm.plan import validate
+from vllm_hpu_mm.values import GIB
 
 __all__ = [
     "MAX_MODEL_LEN_AUTO",
@@ -135,10 +140,28 @@ def fraction(raw: str) -> float:
     return value
 
 
+#: A flag's bound: checks a parsed value, raising ConfigError that names the flag as spelled (the second argument).
+Bound = Callable[[Any, str], object]
+
+
+def _model_len(value: int, flag: str) -> object:
+    return value == MAX_MODEL_LEN_AUTO or validate.check_positive(value, flag, auto=True)
+
+
+COUNT: Bound = validate.check_positive
+MODEL_LEN: Bound = _model_len
+RATIO: Bound = validate.check_ratio
+SHARE: Bound = functools.partial(validate.check_ratio, allow_zero=False)
+GIB_SIZE: Bound = validate.check_gib
+GIB_TOTAL: Bound = functools.partial(validate.check_gib, positive=True)
+BYTES: Bound = functools.partial(validate.check_positive, maximum=int(validate.MAX_MEMORY_GIB) * GIB)
+
+
 @dataclasses.dataclass(frozen=True)
 class Option:
     """One flag: the :class:`SizingArgs` field it fills, its long name (without ``--`` or a prefix), its other
-    spellings (``-tp``, ``--device-memory-utilization``), how its value is read and its help text."""
+    spellings (``-tp``, ``--device-memory-utilization``), how its value is read, its bound and its help text (which
+    states the default: None means the runtime's, the device's, the model's or the environment's)."""
 
     field: str
     name: str
@@ -147,6 +170,7 @@ class Option:
     aliases: tuple[str, ...] = ()
     boolean: bool = False
     metavar: str | None = None
+    bound: Bound | None = None
 
 
 #: vLLM's server flags that size the plan, with vLLM 0.32's spellings (long name, then its aliases) and value types
@@ -158,25 +182,25 @@ VLLM_FLAGS: tuple[Option, ...] = (
     Option("dtype", "dtype", "vLLM's --dtype: auto (the checkpoint's bfloat16), bfloat16, float16, half, float32, "
            "float (default: auto)", dtype),
     Option("tensor_parallel_size", "tensor-parallel-size", "tensor-parallel ranks sharing the model; must divide the "
-           "attention heads (default: 1)", integer, ("-tp",)),
+           "attention heads (default: 1)", integer, ("-tp",), bound=COUNT),
     Option("pipeline_parallel_size", "pipeline-parallel-size", "pipeline stages; the plan is per card of the first "
-           "stage (default 1)", integer, ("-pp",)),
+           "stage (default 1)", integer, ("-pp",), bound=COUNT),
     Option("data_parallel_size", "data-parallel-size", "replicas; each plans the same card, so it changes nothing per "
-           "card (default 1)", integer, ("-dp",)),
+           "card (default 1)", integer, ("-dp",), bound=COUNT),
     Option("gpu_memory_utilization", "gpu-memory-utilization", "share of memory vLLM may use (default 0.92, vLLM "
-           "0.32's)", number, ("--device-memory-utilization",)),
+           "0.32's)", number, ("--device-memory-utilization",), bound=SHARE),
     Option("max_model_len", "max-model-len", "longest sequence, e.g. 32768, 32k (32000) or 32K (32768); auto or -1: "
            "the longest one sequence the KV cache holds, as vLLM fits it at start-up (default: the model's)",
-           human_readable_int_or_auto),
+           human_readable_int_or_auto, bound=MODEL_LEN),
     Option("max_num_seqs", "max-num-seqs", "most sequences per step (default: the runtime's for the device, e.g. "
-           "1024 on a vLLM GPU of 70 GiB or more, 256 on vllm-gaudi, 128 on vLLM CPU)", integer),
+           "1024 on a vLLM GPU of 70 GiB or more, 256 on vllm-gaudi, 128 on vLLM CPU)", integer, bound=COUNT),
     Option("max_num_batched_tokens", "max-num-batched-tokens", "most tokens per step, e.g. 8192 or 8K (default: the "
            "runtime's, e.g. 8192 on a vLLM GPU of 70 GiB or more, 2048 on vllm-gaudi and vLLM CPU)",
-           human_readable_int),
+           human_readable_int, bound=COUNT),
     Option("block_size", "block-size", "KV block size; a multiple of 16 on HPU and CUDA (default: 128 on HPU and "
-           "CPU, 16 on CUDA)", integer),
+           "CPU, 16 on CUDA)", integer, bound=COUNT),
     Option("kv_cache_memory_bytes", "kv-cache-memory-bytes", "explicit KV-cache size in bytes, e.g. 8g or 8G "
-           "(replaces the ratio split's KV share)", optional_human_int),
+           "(replaces the ratio split's KV share)", optional_human_int, bound=BYTES),
     Option("quantization", "quantization", "vLLM's --quantization method, for the weight size (fp8 family: 1 byte, "
            "awq/gptq: 0.5 byte) (default: the checkpoint's quantization_config, or the id's -AWQ/-GPTQ/-FP8)",
            optional_str, ("-q",)),
@@ -195,17 +219,17 @@ PLAN_OPTIONS: tuple[Option, ...] = (
            "release as vllm-gaudi==X (0.19.0 or newer; default auto: the one installed, at its installed version, "
            "else the device's: vllm-gaudi main on HPU); it decides which knobs are exported"),
     Option("free_memory_gib", "free-memory-gib", "free device memory after weights and profiling, GiB (the guide's "
-           "starting point) (default: estimated from the device)", number),
+           "starting point) (default: estimated from the device)", number, bound=GIB_SIZE),
     Option("total_memory_gib", "total-memory-gib", "override the device's total memory, GiB (on cpu: the host's, "
-           "shared by the TP ranks) (default: the device's)", number),
+           "shared by the TP ranks) (default: the device's)", number, bound=GIB_TOTAL),
     Option("buckets", "buckets", "vision buckets in patches, multiples of 64, or None (default: "
            "VLLM_MULTIMODAL_BUCKETS)"),
     Option("graph_reserved_mem", "graph-reserved-mem", "share of usable memory for graphs (default: "
-           "VLLM_GRAPH_RESERVED_MEM)", number),
+           "VLLM_GRAPH_RESERVED_MEM)", number, bound=RATIO),
     Option("graph_prompt_ratio", "graph-prompt-ratio", "share of graph memory for prefill graphs (default: "
-           "VLLM_GRAPH_PROMPT_RATIO)", number),
+           "VLLM_GRAPH_PROMPT_RATIO)", number, bound=RATIO),
     Option("graph_multimodal_prompt_ratio", "graph-multimodal-prompt-ratio", "share of prefill graph memory for text; "
-           "vision gets the rest (default: VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO)", number),
+           "vision gets the rest (default: VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO)", number, bound=RATIO),
     Option("vision_pool", "vision-pool", "vision graph memory model: private (HPU default), shared (CUDA default) or "
            "none"),
     Option("sizes", "sizes", "traffic to plan over: a CSV with a width,height header (optional text_tokens, "
@@ -214,13 +238,13 @@ PLAN_OPTIONS: tuple[Option, ...] = (
            "requests (default: the embedded default traffic)", metavar="CSV|DIR"),
     Option("text_graph_budget", "text-graph-budget", "most prompt + decode graphs in the text buckets planned for "
            "vllm-gaudi (default: a third of what its own strategy warms for the same limits, raised at most to a "
-           "half only as far as the buckets need to match its own efficiencies on the traffic)", integer),
+           "half only as far as the buckets need to match its own efficiencies on the traffic)", integer, bound=COUNT),
     Option("concurrency", "concurrency", "requests running at once, for the decode batches the text buckets are "
-           "planned for (default: every load up to --max-num-seqs)", integer),
+           "planned for (default: every load up to --max-num-seqs)", integer, bound=COUNT),
     Option("keep_buckets", "keep-buckets", "keep the configured bucket list, only pruning the largest buckets that do "
            "not fit (default: re-plan it jointly with the vision pool when it does not fit)", boolean=True),
     Option("max_buckets", "max-buckets", "most vision buckets in a jointly planned list (default: as many as the "
-           "configured list)", integer),
+           "configured list)", integer, bound=COUNT),
     Option("profile", "profile", "measured graph costs from `vllm-hpu-mm memory calibrate` (default: "
            "$VLLM_HPU_MM_PROFILE, else ~/.cache/vllm-hpu-mm/memory-profile.json when it exists; none: the built-in "
            "estimates only)", metavar="FILE|none"),
@@ -297,6 +321,13 @@ class SizingArgs:
             if o.field == field:
                 return f"--{self.prefix}{o.name}"
         raise KeyError(field)
+
+    def check_bounds(self) -> None:
+        """Every given value within its flag's bound; the error names the flag as the user spelled it."""
+        for o in (*VLLM_FLAGS, *PLAN_OPTIONS):
+            value = getattr(self, o.field)
+            if o.bound is not None and value is not None:
+                o.bound(value, self.flag(o.field))
 
     @classmethod
     def from_namespace(

@@ -3,7 +3,7 @@ one that shrinks the fewest images and, among those, pads the fewest patches. Ex
 
 Why not prune: dropping the largest buckets of a list that does not fit shrinks every image above the new largest
 one, while a list that keeps the largest bucket and spends the pool on fewer, better placed buckets fits the same
-memory (the README's MathVista figures compare the two on the main job).
+memory (docs/memory-plan.md's MathVista figures compare the two on the main job).
 
 The search, given image sizes, the pool, the pool model and at most ``max_buckets`` buckets:
 

@@ -13,12 +13,8 @@ __all__ = [
     "COST_FIELDS",
     "ESTIMATES",
     "HPU_LAZY_GRAPHS",
-    "HPU_WARMUP_SECONDS_PER_GRAPH",
-    "HPU_WARMUP_SOURCE",
     "CostProfile",
-    "WarmupEstimate",
     "label",
-    "warmup_estimate",
 ]
 
 
@@ -57,34 +53,6 @@ HPU_LAZY_GRAPHS = CostProfile(
     calibrated=("text_prefill_factor", "text_decode_factor"),
     source="public Gaudi2 log: vllm-gaudi docs/configuration/performance_tuning.md @091bbadd (lazy HPU graphs)",
 )
-#: Warm-up seconds per graph on Gaudi2, from the same development log: "Warmup finished in 32 secs" after warming
-#: 24 prompt and 1 decode bucket (25 graphs), lazy HPU graphs, Llama-3.1-8B.
-HPU_WARMUP_SECONDS_PER_GRAPH = 32 / 25
-HPU_WARMUP_SOURCE = (
-    "calibrated: 32 s for 25 graphs in a public Gaudi2 log (vllm-gaudi docs/configuration/performance_tuning.md "
-    "@091bbadd, Llama-3.1-8B, lazy HPU graphs)"
-)
-
-
-@dataclasses.dataclass(frozen=True)
-class WarmupEstimate:
-    """How long warming the runtime's graphs takes at start-up: ``graphs`` x ``seconds_per_graph``."""
-
-    graphs: int
-    seconds_per_graph: float
-    source: str
-
-    @property
-    def seconds(self) -> float:
-        return self.graphs * self.seconds_per_graph
-
-
-def warmup_estimate(backend: str, graphs: int) -> WarmupEstimate | None:
-    """The warm-up time the plan can estimate: HPU graphs at the calibrated seconds per graph; None elsewhere (no
-    public figure for CUDA graph capture time was calibrated)."""
-    if backend != "hpu":
-        return None
-    return WarmupEstimate(graphs, HPU_WARMUP_SECONDS_PER_GRAPH, HPU_WARMUP_SOURCE)
 
 
 def label(costs: CostProfile, field: str) -> str:

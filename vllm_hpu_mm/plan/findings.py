@@ -44,6 +44,11 @@ class Finding:
     message: str
     fix: Fix
 
+    @property
+    def about_memory(self) -> bool:
+        """The memory plan does not fit (the other errors are configurations the runtime refuses)."""
+        return self.code in ("weights_do_not_fit", "kv_cache_too_small")
+
 
 def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per_token: int, seqs: int,
              text: TextGraphFit) -> tuple[Finding, ...]:  # fmt: skip

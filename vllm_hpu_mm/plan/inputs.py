@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
@@ -134,15 +133,14 @@ def provenance(args: SizingArgs, i: PlanInputs) -> dict[str, str]:
 
 
 def _ratio(args: SizingArgs, field: str, setting: float) -> float:
+    """A guide ratio: the flag's (already bounded), else the environment's (validated by envs.load())."""
     value: float | None = getattr(args, field)
-    if value is None:
-        return setting  # already validated by envs.load()
-    return validate.check_ratio(value, args.flag(field))
+    return setting if value is None else value
 
 
 def _device(args: SizingArgs) -> tuple[devices.DeviceSpec, int, int]:
     """(device, total bytes, free bytes before loading) for ``--device``, with ``--total-memory-gib`` applied."""
-    name = (args.device or "gaudi2").strip().lower()
+    name = (args.device or registry.MAIN_JOB_DEVICE).strip().lower()
     if name == "auto":
         reading = devices.read_device("auto")
         spec = devices.reading_spec(reading)
@@ -163,30 +161,7 @@ def _device(args: SizingArgs) -> tuple[devices.DeviceSpec, int, int]:
 
 def _runtime_model(args: SizingArgs, backend: Backend, runtime_env: Mapping[str, str]) -> tuple[RuntimeModel, str]:
     detection = registry.resolve(args.runtime or "auto", backend, source=args.flag("runtime"))
-    bucket_file = runtime_env.get("VLLM_BUCKETING_FROM_FILE")
-    text = None
-    if bucket_file and detection.runtime is Runtime.VLLM_GAUDI:
-        try:
-            text = Path(bucket_file).expanduser().read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"VLLM_BUCKETING_FROM_FILE={bucket_file!r}: cannot read it ({exc.strerror or exc}); "
-                              "accepted: a readable vllm-gaudi bucket file") from None  # fmt: skip
-    model = registry.model_for(detection.runtime, runtime_env, bucket_file_text=text, version=detection.version)
-    return model, detection.found
-
-
-def _check_ranges(args: SizingArgs) -> None:
-    """Counts and memory sizes within range, each error naming the flag as it was spelled."""
-    for field in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_num_seqs",
-                  "max_num_batched_tokens", "block_size", "max_buckets", "text_graph_budget",
-                  "concurrency"):  # fmt: skip
-        validate.check_positive(getattr(args, field), args.flag(field))
-    if args.max_model_len != MAX_MODEL_LEN_AUTO:
-        validate.check_positive(args.max_model_len, args.flag("max_model_len"), auto=True)
-    validate.check_positive(args.kv_cache_memory_bytes, args.flag("kv_cache_memory_bytes"),
-                            maximum=int(validate.MAX_MEMORY_GIB) * GIB)  # fmt: skip
-    validate.check_gib(args.free_memory_gib, args.flag("free_memory_gib"))
-    validate.check_gib(args.total_memory_gib, args.flag("total_memory_gib"), positive=True)
+    return registry.model_for(detection.runtime, runtime_env, version=detection.version), detection.found
 
 
 def _buckets(args: SizingArgs, settings: Settings) -> Buckets | None:
@@ -247,9 +222,8 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
     model = resolve(DEFAULT_MODEL if args.model is None else args.model, source=flag("model"), revision=args.revision)
     size = dtype_bytes(args.dtype or "auto", source=flag("dtype"))
     tp, pp, dp = (args.tensor_parallel_size or 1, args.pipeline_parallel_size or 1, args.data_parallel_size or 1)
-    _check_ranges(args)
+    args.check_bounds()
     util = DEFAULT_GPU_MEMORY_UTILIZATION if args.gpu_memory_utilization is None else args.gpu_memory_utilization
-    validate.check_ratio(util, flag("gpu_memory_utilization"), allow_zero=False)
     reserved = _ratio(args, "graph_reserved_mem", settings.graph_reserved_mem)
     prompt = _ratio(args, "graph_prompt_ratio", settings.graph_prompt_ratio)
     mm = _ratio(args, "graph_multimodal_prompt_ratio", settings.graph_multimodal_prompt_ratio)

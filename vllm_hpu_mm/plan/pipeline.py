@@ -1,6 +1,6 @@
-"""The steps ``memory plan`` and ``serve`` share, as library functions: apply the measured costs of a profile, then
-plan with the vision bucket list chosen over the traffic's images (:func:`.bucket_choice.choose`) and the text
-buckets planned from the traffic (:func:`.text_choice.choose_text`)."""
+"""Steps of the plan that the jobs compose (:mod:`vllm_hpu_mm.jobs`): apply the measured costs of a profile, fit
+``--max-model-len auto`` as vLLM does, and check the inputs against the runtime's own bucketing (naming the flag to
+change when it refuses them)."""
 
 from __future__ import annotations
 
@@ -9,37 +9,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from vllm_hpu_mm.buckets.sizes import images_of
-from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.logs.profile import Profile, default_profile_path, load_profile
-from vllm_hpu_mm.plan.bucket_choice import BucketChoice, choose, read_traffic
 from vllm_hpu_mm.plan.costs import COST_FIELDS, label
 from vllm_hpu_mm.plan.inputs import PlanInputs
-from vllm_hpu_mm.plan.planner import Plan, plan
-from vllm_hpu_mm.plan.text_choice import TextChoice, choose_text
-from vllm_hpu_mm.replay.job import DEFAULT_REQUESTS
+from vllm_hpu_mm.plan.planner import plan
+from vllm_hpu_mm.plan.profile import Profile, default_profile_path, load_profile
 from vllm_hpu_mm.runtimes.base import BatchDefaults, DeviceFacts
 from vllm_hpu_mm.values import GIB
 
-__all__ = [
-    "Planned",
-    "apply_profile",
-    "checked_by_runtime",
-    "fit_max_model_len",
-    "plan_and_choose",
-    "plan_with_profile",
-]
-
-
-@dataclasses.dataclass(frozen=True)
-class Planned:
-    """The plan, how its vision and text buckets were chosen, and the costs report."""
-
-    plan: Plan
-    buckets: BucketChoice | None
-    text: TextChoice | None
-    costs: dict[str, Any]
+__all__ = ["apply_profile", "checked_by_runtime", "fit_max_model_len", "plan_with_profile"]
 
 
 def apply_profile(inputs: PlanInputs, profile: Profile, *, free_stated: bool) -> tuple[PlanInputs, list[str]]:
@@ -162,36 +140,3 @@ def _refused_input(inputs: PlanInputs, exc: ConfigError, flag: Callable[[str], s
                            "these settings")  # fmt: skip
     given = [f"{flag(f)}={getattr(inputs, f)}" for f in typed]
     return ConfigError(f"{runtime} would refuse these settings{' (' + ', '.join(given) + ')' if given else ''}: {exc}")
-
-
-def plan_and_choose(
-    inputs: PlanInputs,
-    settings: Settings,
-    *,
-    profile: str | None,
-    profile_flag: str = "--profile",
-    free_stated: bool,
-    sizes: str | None,
-    sizes_flag: str,
-    max_buckets: int | None,
-    keep: bool,
-    flag: Callable[[str], str] = _flag,
-    text_budget: int | None = None,
-    concurrency: int | None = None,
-    requests: int = DEFAULT_REQUESTS,
-) -> Planned:
-    """Measured costs from the profile, then the plan with its vision buckets chosen over the traffic's images and
-    its text buckets planned from the traffic (``sizes``: a traffic file or folder; None: the embedded default;
-    either way only the requests the server serves). ``flag``: how the user spelled a sizing flag, for errors."""
-    inputs, costs = plan_with_profile(inputs, profile, settings.profile, free_stated=free_stated, flag=profile_flag)
-    inputs = checked_by_runtime(fit_max_model_len(inputs), flag)
-    traffic = read_traffic(sizes, flag=sizes_flag, settings=settings)
-    # traffic without images (text only) leaves the vision buckets to the embedded sizes
-    sample = images_of(traffic) if sizes is not None and traffic.images() else None
-    result, choice = choose(inputs, sample, max_buckets=max_buckets, mode=settings.align_mode, keep=keep)
-    if result.fits:
-        result, text = choose_text(result, traffic, settings, budget=text_budget, concurrency=concurrency,
-                                   requests=requests, budget_flag=flag("text_graph_budget"))  # fmt: skip
-    else:
-        text = None
-    return Planned(result, choice, text, costs)

@@ -25,7 +25,6 @@ from vllm_hpu_mm.replay.job import (
     plan_to_match,
     replay_model,
     schedules,
-    vision_efficiency,
 )
 from vllm_hpu_mm.replay.report import Report, result_dict, to_dict
 from vllm_hpu_mm.replay.run import ReplayResult
@@ -33,7 +32,16 @@ from vllm_hpu_mm.replay.scheduler import Limits
 from vllm_hpu_mm.runtimes.base import EngineShape, RuntimeModel
 from vllm_hpu_mm.traffic.requests import Traffic
 
-__all__ = ["PLANNED_LABEL", "TextChoice", "choose_text", "configured_label", "engine_shape", "replay_report"]
+__all__ = [
+    "PLANNED_LABEL",
+    "TextChoice",
+    "check_budget",
+    "choose_text",
+    "configured_label",
+    "engine_shape",
+    "images_for",
+    "plan_for",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,13 +113,13 @@ def choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: in
     if lookup is None:
         return first, None
     check_budget(budget, budget_flag)
-    images = _images(i, first.vision_buckets_captured, settings)
+    images = images_for(i, first.vision_buckets_captured, settings)
     limits = Limits(i.max_num_seqs, i.max_num_batched_tokens, i.max_model_len, i.block_size, shape.num_kv_blocks)
     runs = schedules(traffic, limits, images, concurrency=concurrency, requests=requests)
     label = configured_label(i.runtime, shape)
     before = replay_model(i.runtime, shape, runs, label)
     backend = i.runtime.traits.backend
-    chosen = _plan(i, shape, runs, before, lookup.decode_block_cap, lookup.max_prefill_batch, budget)
+    chosen = plan_for(i, shape, runs, before, lookup.decode_block_cap, lookup.max_prefill_batch, budget)
     runtime = i.runtime.with_text_buckets(chosen.plan.prompt, chosen.plan.decode)
     if runtime is None or chosen.replayed is None:
         return first, TextChoice(traffic.source, runs, shape, before, None, None, chosen.budget, False,
@@ -122,7 +130,7 @@ def choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: in
                               f"planned over {traffic.source}", backend, chosen.reason)  # fmt: skip
 
 
-def _images(i: PlanInputs, buckets: tuple[int, ...] | None, settings: Settings) -> Images:
+def images_for(i: PlanInputs, buckets: tuple[int, ...] | None, settings: Settings) -> Images:
     """How the served processor turns the traffic's images into prompt tokens: ours (Qwen2.5-VL, aligned to the
     buckets) or the family's own."""
     v = i.model.vision
@@ -131,7 +139,7 @@ def _images(i: PlanInputs, buckets: tuple[int, ...] | None, settings: Settings) 
     return TowerImages.of(v)
 
 
-def _plan(i: PlanInputs, shape: EngineShape, runs: Schedules, own: ReplayResult, block_cap: int, prefill_batch: int,
+def plan_for(i: PlanInputs, shape: EngineShape, runs: Schedules, own: ReplayResult, block_cap: int, prefill_batch: int,
           budget: int | None, runtime: RuntimeModel | None = None) -> BudgetedPlan:  # fmt: skip
     """The buckets planned over ``runs`` for ``runtime`` (default: the plan's), with the default budget rule
     (:func:`~vllm_hpu_mm.replay.job.plan_to_match`) unless ``budget`` is given."""
@@ -147,43 +155,3 @@ def _plan(i: PlanInputs, shape: EngineShape, runs: Schedules, own: ReplayResult,
     return plan_to_match(runs, limits, own, replayed, budget=budget,
                          context_cost=context_cost(m.hidden_size, m.intermediate_size, m.num_heads, m.num_kv_heads),
                          rows_of=model.text_shapes(shape))  # fmt: skip
-
-
-def replay_report(first: Plan, traffic: Traffic, settings: Settings, *, own: RuntimeModel,
-                  yours: tuple[RuntimeModel, str] | None, plan_buckets: bool, budget: int | None,
-                  concurrency: int | None, requests: int, kv_blocks: int | None,
-                  budget_flag: str = "--text-graph-budget") -> tuple[Report, TextBucketPlan | None]:  # fmt: skip
-    """``buckets replay``: the traffic through the runtime's own strategy (``own``), the user's bucket file
-    (``yours``: the runtime with it, and its name) and the buckets planned from the traffic (unless
-    ``plan_buckets`` is off), side by side, at the plan's limits."""
-    check_budget(budget, budget_flag)
-    i = first.inputs
-    shape = engine_shape(i, kv_blocks if kv_blocks is not None else first.kv_blocks)
-    lookup = own.text_lookup(shape)
-    if lookup is None:
-        raise ConfigError(f"replay models vllm-gaudi's bucket lookup only; the plan's runtime is {own.name.value} "
-                          "(name --runtime vllm-gaudi)")  # fmt: skip
-    images = _images(i, i.buckets, settings)
-    limits = Limits(i.max_num_seqs, i.max_num_batched_tokens, i.max_model_len, i.block_size, shape.num_kv_blocks)
-    runs = schedules(traffic, limits, images, concurrency=concurrency, requests=requests)
-    results = [replay_model(own, shape, runs, configured_label(own, shape))]
-    if yours is not None:
-        results.append(replay_model(yours[0], shape, runs, yours[1]))
-    planned = None
-    notes = []
-    if plan_buckets:
-        chosen = _plan(i, shape, runs, results[0], lookup.decode_block_cap, lookup.max_prefill_batch, budget, own)
-        planned = chosen.plan
-        if chosen.replayed is not None:
-            results.append(chosen.replayed)
-            notes.append(f"planned buckets: budget {chosen.reason}")
-    traits = own.traits
-    engine = {"max_model_len": shape.max_model_len, "max_num_seqs": shape.max_num_seqs,
-              "max_num_batched_tokens": shape.max_num_batched_tokens, "block_size": shape.block_size,
-              "num_kv_blocks": shape.num_kv_blocks}  # fmt: skip
-    kv_note = ("KV blocks: given" if kv_blocks is not None else "KV blocks: the plan's estimate (the decode buckets "
-               "depend on it; give the log's '# HPU blocks' with --kv-blocks)")  # fmt: skip
-    report = Report(tuple(results), traffic.source, runs.load, runs.requests, engine, traits.backend,
-                    vision_efficiency(traffic.images(), images), images.buckets,
-                    settings.skip_warmup, (kv_note, *notes))  # fmt: skip
-    return report, planned

@@ -1,6 +1,6 @@
 """The replay's report: configurations side by side (vllm-gaudi's defaults, yours, the planned buckets), as a table
 and as one JSON object. A warm-up estimate is the graphs warmed times the plan's seconds per graph
-(:func:`vllm_hpu_mm.plan.costs.warmup_estimate`, the one rule, with its source); under ``VLLM_SKIP_WARMUP=true``
+(:func:`vllm_hpu_mm.runtimes.base.warmup_estimate`, the one rule, with its source); under ``VLLM_SKIP_WARMUP=true``
 nothing is warmed and every shape that runs compiles on first use."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import dataclasses
 from typing import Any
 
 from vllm_hpu_mm.buckets.planner import Evaluation
-from vllm_hpu_mm.plan.costs import WarmupEstimate, warmup_estimate
 from vllm_hpu_mm.replay.run import ReplayResult
+from vllm_hpu_mm.runtimes.base import WarmupEstimate, warmup_estimate
 
 __all__ = ["Report", "result_dict", "to_dict", "to_table"]
 

@@ -10,23 +10,26 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Literal, Protocol
 
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.values import Backend
+from vllm_hpu_mm.values import AlignMode, Backend
 
 __all__ = [
     "ESTIMATE_CUDAGRAPHS",
     "GRAPH_MULTIMODAL_PROMPT_RATIO",
     "GRAPH_PROMPT_RATIO",
     "GRAPH_RESERVED_MEM",
+    "HPU_WARMUP_SECONDS_PER_GRAPH",
+    "HPU_WARMUP_SOURCE",
     "PARTS",
     "RUNTIME_CHOICES",
     "BatchDefaults",
     "Bucket",
     "DeviceFacts",
     "EngineShape",
+    "ExportContext",
     "Exports",
     "GraphRun",
     "MemoryInputs",
@@ -36,12 +39,15 @@ __all__ = [
     "PartName",
     "PrefillChunk",
     "Runtime",
+    "RuntimeEntry",
     "RuntimeModel",
     "RuntimeTraits",
     "ServerFlags",
     "TextLookup",
     "TextShapes",
     "VisionBucketing",
+    "WarmupEstimate",
+    "warmup_estimate",
 ]
 
 #: A text bucket: (batch, query tokens, context blocks); decode: (batch, 1, KV blocks).
@@ -387,3 +393,68 @@ class Exports:
 
     def enforcement_dict(self) -> dict[str, dict[str, object]]:
         return {name: part.to_dict() for name, part in self.enforcement.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportContext:
+    """What the serve job knows besides the plan, for the exporters that need it."""
+
+    flags: ServerFlags
+    #: The traffic's images, (width, height) -> count (vllm-gaudi warms the shapes they take); empty when none.
+    images: Mapping[tuple[int, int], int] = dataclasses.field(default_factory=dict)
+    align_mode: AlignMode = AlignMode.NEAREST
+    #: Where ``serve`` writes the runtime's files (vllm-gaudi's bucket file).
+    output_dir: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeEntry:
+    """One runtime, whole: what :mod:`.registry` knows of it. Adding a runtime is its folder (whose ``__init__``
+    exports ``ENTRY``), its :class:`Runtime` member and one line in the registry's list."""
+
+    runtime: Runtime
+    traits: RuntimeTraits
+    #: The runtime's model as the user's environment configures it; ``spelled`` maps a variable to how the user
+    #: gave it (``VLLM_BUCKETING_FROM_FILE`` given as ``--bucket-file``), for errors; the third argument is the
+    #: release (``vllm-gaudi==0.26.0``; None: the installed one, else the newest modelled).
+    model_from_env: Callable[[Mapping[str, str], Mapping[str, str], str | None], RuntimeModel]
+    #: The device it is planned on when it is named but is not the runtime installed here.
+    reference_device: str
+    #: The module whose ``exports(draft, context)`` builds what ``serve`` hands the runtime. Named, not imported:
+    #: the exporters read the plan, which sits above the runtimes (imported by :mod:`.exports` when serve exports).
+    exporter: str
+    #: Its releases: a version -> how it is planned, in words (ConfigError naming what is accepted when it cannot
+    #: be); None when the runtime's releases are not modelled apart (a version is then refused).
+    releases: Callable[[str], str] | None = None
+    #: The distribution whose installed version ``auto`` reads for ``releases``.
+    distribution: str | None = None
+
+
+#: Warm-up seconds per graph on Gaudi2, from the same development log: "Warmup finished in 32 secs" after warming
+#: 24 prompt and 1 decode bucket (25 graphs), lazy HPU graphs, Llama-3.1-8B.
+HPU_WARMUP_SECONDS_PER_GRAPH = 32 / 25
+HPU_WARMUP_SOURCE = (
+    "calibrated: 32 s for 25 graphs in a public Gaudi2 log (vllm-gaudi docs/configuration/performance_tuning.md "
+    "@091bbadd, Llama-3.1-8B, lazy HPU graphs)"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmupEstimate:
+    """How long warming the runtime's graphs takes at start-up: ``graphs`` x ``seconds_per_graph``."""
+
+    graphs: int
+    seconds_per_graph: float
+    source: str
+
+    @property
+    def seconds(self) -> float:
+        return self.graphs * self.seconds_per_graph
+
+
+def warmup_estimate(backend: str, graphs: int) -> WarmupEstimate | None:
+    """The warm-up time the plan can estimate: HPU graphs at the calibrated seconds per graph; None elsewhere (no
+    public figure for CUDA graph capture time was calibrated)."""
+    if backend != "hpu":
+        return None
+    return WarmupEstimate(graphs, HPU_WARMUP_SECONDS_PER_GRAPH, HPU_WARMUP_SOURCE)

@@ -13,7 +13,6 @@ from vllm_hpu_mm.runtimes.base import (
     Exports,
     Part,
     PartName,
-    Runtime,
     ServerFlags,
 )
 
@@ -90,7 +89,7 @@ def export_buckets(d: Draft) -> tuple[str, ...]:
     i = plan.inputs
     captured = plan.vision_buckets_captured
     if not i.buckets:
-        if not d.flags.skip_warmup and i.runtime.name is Runtime.VLLM_GAUDI:
+        if not d.flags.skip_warmup and i.runtime.traits.none_buckets_fail_warmup:
             return ()
         d.env["VLLM_MULTIMODAL_BUCKETS"] = "None"
         return ("VLLM_MULTIMODAL_BUCKETS",)

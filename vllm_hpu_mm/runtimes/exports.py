@@ -6,18 +6,16 @@ reads different knobs (its :class:`~.base.RuntimeTraits`; each runtime's ``expor
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import importlib
+from collections.abc import Callable
 from typing import Any
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.plan.planner import Plan
-from vllm_hpu_mm.runtimes.base import Exports, Runtime, ServerFlags
+from vllm_hpu_mm.runtimes.base import ExportContext, Exports, ServerFlags
 from vllm_hpu_mm.runtimes.exporting import Draft
-from vllm_hpu_mm.runtimes.vllm_cpu import exports as cpu
-from vllm_hpu_mm.runtimes.vllm_cuda import exports as cuda
-from vllm_hpu_mm.runtimes.vllm_fork import exports as fork
-from vllm_hpu_mm.runtimes.vllm_gaudi import exports as gaudi
+from vllm_hpu_mm.runtimes.registry import ENTRIES
 
 __all__ = ["exports_for", "flags_from_environment"]
 
@@ -33,18 +31,10 @@ def flags_from_environment(settings: Settings, **given: Any) -> ServerFlags:
     )
 
 
-def exports_for(
-    plan: Plan, flags: ServerFlags, *, resolutions: Sequence[tuple[int, int]] = (), bucket_file_path: str = ""
-) -> Exports:
+def exports_for(plan: Plan, context: ExportContext) -> Exports:
     """The environment, extra server arguments and files that make the plan's runtime respect ``plan``, with each
-    part's enforcement. ``resolutions`` and ``bucket_file_path`` are vllm-gaudi's (its warm-up shapes, where its
-    bucket file will be written)."""
-    draft = Draft.start(plan, flags)
-    runtime = plan.inputs.runtime.name
-    if runtime is Runtime.VLLM_GAUDI:
-        return gaudi.exports(draft, resolutions=resolutions, bucket_file_path=bucket_file_path)
-    if runtime is Runtime.VLLM_FORK:
-        return fork.exports(draft)
-    if runtime is Runtime.VLLM_CUDA:
-        return cuda.exports(draft)
-    return cpu.exports(draft)
+    part's enforcement: its registry entry's exporter."""
+    exporter: Callable[[Draft, ExportContext], Exports] = importlib.import_module(
+        ENTRIES[plan.inputs.runtime.name].exporter
+    ).exports
+    return exporter(Draft.start(plan, context.flags), context)

@@ -13,29 +13,32 @@ from collections.abc import Mapping
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes import vllm_cpu, vllm_cuda, vllm_fork, vllm_gaudi
-from vllm_hpu_mm.runtimes.base import RUNTIME_CHOICES, Runtime, RuntimeModel, RuntimeTraits
-from vllm_hpu_mm.runtimes.vllm_gaudi.installed import find_installed
-from vllm_hpu_mm.runtimes.vllm_gaudi.releases import MAIN, release_for
+from vllm_hpu_mm.runtimes.base import RUNTIME_CHOICES, Runtime, RuntimeEntry, RuntimeModel, RuntimeTraits
 from vllm_hpu_mm.values import Backend
 
 __all__ = [
     "DEFAULT_RUNTIME",
+    "ENTRIES",
+    "MAIN_JOB_DEVICE",
     "TRAITS",
     "Detection",
     "detect",
     "installed",
     "model_for",
+    "reference_device",
     "resolve",
     "same_runtime",
     "split_spec",
 ]
 
-TRAITS: dict[Runtime, RuntimeTraits] = {
-    Runtime.VLLM_GAUDI: vllm_gaudi.TRAITS,
-    Runtime.VLLM_FORK: vllm_fork.TRAITS,
-    Runtime.VLLM_CUDA: vllm_cuda.TRAITS,
-    Runtime.VLLM_CPU: vllm_cpu.TRAITS,
-}
+#: Every runtime, one line each (its folder's ``ENTRY``).
+ENTRIES: dict[Runtime, RuntimeEntry] = {e.runtime: e for e in (
+    vllm_gaudi.ENTRY,
+    vllm_fork.ENTRY,
+    vllm_cuda.ENTRY,
+    vllm_cpu.ENTRY,
+)}  # fmt: skip
+TRAITS: dict[Runtime, RuntimeTraits] = {r: e.traits for r, e in ENTRIES.items()}
 
 #: The runtime a backend gets when nothing says otherwise (vllm-gaudi is today's Gaudi runtime).
 DEFAULT_RUNTIME: dict[Backend, Runtime] = {
@@ -49,29 +52,37 @@ def model_for(
     runtime: Runtime,
     env: Mapping[str, str] | None = None,
     *,
-    bucket_file_text: str | None = None,
+    spelled: Mapping[str, str] | None = None,
     version: str | None = None,
 ) -> RuntimeModel:
-    """The runtime's model, configured by its own variables in ``env`` where it reads any (vllm-gaudi's bucketing;
-    ``bucket_file_text`` is the content of its ``VLLM_BUCKETING_FROM_FILE``), for the release ``version`` (None: the
-    newest modelled)."""
-    if runtime is Runtime.VLLM_GAUDI:
-        # on a host that runs vllm-gaudi (the release asked for, or any when none is named) its own code is asked
-        here = find_installed()
-        ask = here if here is not None and (version is None or version == here.version) else None
-        wanted = version if version is not None else (here.version if here is not None else None)
-        try:
-            release = release_for(wanted)
-        except ConfigError:
-            if ask is None:
-                raise
-            release = MAIN  # not modelled: the installed code answers, the newest model is only the fallback
-        return vllm_gaudi.model_from_env(env or {}, bucket_file_text, release, ask)
-    if runtime is Runtime.VLLM_FORK:
-        return vllm_fork.VllmFork()
-    if runtime is Runtime.VLLM_CUDA:
-        return vllm_cuda.VllmCuda()
-    return vllm_cpu.VllmCpu()
+    """The runtime's model, configured by its own variables in ``env`` where it reads any (vllm-gaudi's bucketing and
+    the bucket file ``VLLM_BUCKETING_FROM_FILE`` names); ``spelled``: how the user gave a variable, for errors;
+    ``version``: the release planned for (None: the installed one, else the newest modelled)."""
+    return ENTRIES[runtime].model_from_env(env or {}, spelled or {}, version)
+
+
+def same_runtime(
+    model: RuntimeModel, env: Mapping[str, str], *, spelled: Mapping[str, str] | None = None
+) -> RuntimeModel:
+    """A model of ``model``'s runtime and release, configured by ``env`` instead (e.g. a user's bucket file)."""
+    version: str | None = getattr(model, "version", None)  # a runtime whose releases are modelled says which
+    return model_for(model.name, env, spelled=spelled, version=version)
+
+
+def split_spec(name: str) -> tuple[str, str | None]:
+    """``vllm-gaudi==0.26.0`` -> ("vllm-gaudi", "0.26.0"); ``auto`` -> ("auto", None)."""
+    key, sep, version = name.strip().lower().partition("==")
+    return key.strip(), (version.strip() or None) if sep else None
+
+
+def reference_device(runtime: Runtime) -> str:
+    """The device a runtime is planned on when it is named and no device is."""
+    return ENTRIES[runtime].reference_device
+
+
+#: The main job's device (Qwen2.5-VL-7B on a Gaudi2 served by vllm-gaudi): where the planning commands plan when no
+#: device or runtime is named, the reference device of today's Gaudi runtime.
+MAIN_JOB_DEVICE = reference_device(DEFAULT_RUNTIME["hpu"])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,19 +92,6 @@ class Detection:
     found: str
     #: The release planned for (``vllm-gaudi==0.26.0``, or the installed version under ``auto``); None = newest.
     version: str | None = None
-
-
-def same_runtime(model: RuntimeModel, env: Mapping[str, str], *, bucket_file_text: str | None = None) -> RuntimeModel:
-    """``model``'s runtime and release, configured by ``env`` instead (e.g. the replay of a user's bucket file)."""
-    if isinstance(model, vllm_gaudi.VllmGaudi):
-        return vllm_gaudi.model_from_env(env, bucket_file_text, model.bucketing.release)
-    return model_for(model.name, env, bucket_file_text=bucket_file_text)
-
-
-def split_spec(name: str) -> tuple[str, str | None]:
-    """``vllm-gaudi==0.26.0`` -> ("vllm-gaudi", "0.26.0"); ``auto`` -> ("auto", None)."""
-    key, sep, version = name.strip().lower().partition("==")
-    return key.strip(), (version.strip() or None) if sep else None
 
 
 def _dist_version(name: str) -> str | None:
@@ -130,10 +128,8 @@ def detect(backend: Backend | None) -> Detection:
     have = installed()
     habana = _has_module("habana_frameworks") or "habana-torch-plugin" in have
     found = ", ".join(f"{k} {v}" for k, v in sorted(have.items())) or "no vLLM distribution"
-    version = None
     if "vllm-gaudi" in have:
         candidate = Runtime.VLLM_GAUDI
-        version = have["vllm-gaudi"]
     elif "vllm" in have and (habana or "gaudi" in have["vllm"]):
         candidate = Runtime.VLLM_FORK
     elif "vllm-cpu" in have:
@@ -148,17 +144,14 @@ def detect(backend: Backend | None) -> Detection:
         chosen = DEFAULT_RUNTIME[backend]
         return Detection(chosen, f"{found} (serves {TRAITS[candidate].backend}); planning for {chosen.value}, "
                                  f"the {backend} runtime")  # fmt: skip
-    if version is not None:
-        here = find_installed()
+    entry = ENTRIES[candidate]
+    version = have.get(entry.distribution) if entry.distribution is not None else None
+    if version is not None and entry.releases is not None:
         try:
-            planned = f"planned as {release_for(version)}"
+            planned = entry.releases(version)
         except ConfigError as exc:
-            if here is None:
-                raise ConfigError(f"installed {exc}; name a modelled release with --plan-runtime/--runtime "
-                                  "vllm-gaudi==X to plan for it instead") from None  # fmt: skip
-            planned = "a release not modelled"
-        if here is not None:
-            planned += "; its own bucketing code is asked (imported)"
+            raise ConfigError(f"installed {exc}; name a modelled release (--runtime / --plan-runtime "
+                              f"{candidate.value}==X) to plan for it instead") from None  # fmt: skip
         return Detection(candidate, f"{found}: {candidate.value}, {planned}", version)
     return Detection(candidate, f"{found}: {candidate.value}")
 
@@ -169,24 +162,25 @@ def resolve(name: str, backend: Backend | None, *, source: str = "--runtime") ->
     if key == "auto":
         if version is not None:
             raise ConfigError(f"{source}={name!r}: auto takes no version (it reads the installed one); accepted: "
-                              "auto, or vllm-gaudi==X")  # fmt: skip
+                              "auto, or RUNTIME==X for a runtime whose releases are modelled")  # fmt: skip
         return detect(backend)
     try:
         runtime = Runtime(key)
     except ValueError:
         raise ConfigError(f"{source}={name!r} is not a runtime; accepted: {', '.join(RUNTIME_CHOICES)}, or "
                           "vllm-gaudi==X (a release, e.g. vllm-gaudi==0.26.0)") from None  # fmt: skip
-    if version is not None and runtime is not Runtime.VLLM_GAUDI:
-        raise ConfigError(f"{source}={name!r}: releases are modelled for vllm-gaudi only; accepted: "
-                          f"{runtime.value} (its modelled behaviour), or vllm-gaudi==X")  # fmt: skip
-    if version is not None:
-        release = release_for(version)  # ConfigError names what is accepted
+    releases = ENTRIES[runtime].releases
+    if version is not None and releases is None:
+        modelled = ", ".join(f"{r.value}==X" for r, e in ENTRIES.items() if e.releases is not None)
+        raise ConfigError(f"{source}={name!r}: {runtime.value}'s releases are not modelled apart; accepted: "
+                          f"{runtime.value}, or {modelled}")  # fmt: skip
+    planned = releases(version) if releases is not None and version is not None else None
     want = TRAITS[runtime].backend
     if backend is not None and backend != want:
         raise ConfigError(
             f"{source}={runtime.value} serves {want} devices but the device planned for is {backend}; "
             f"name a {want} device (--device) or another runtime"
         )
-    if version is not None:
-        return Detection(runtime, f"named: {runtime.value}=={version}, planned as {release}", version)
+    if planned is not None:
+        return Detection(runtime, f"named: {runtime.value}=={version}, {planned}", version)
     return Detection(runtime, f"named: {runtime.value}")

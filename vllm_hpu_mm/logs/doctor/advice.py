@@ -14,6 +14,7 @@ from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.planner import plan
+from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import GRAPH_RESERVED_MEM
 from vllm_hpu_mm.values import PIXELS_PER_PATCH
 
@@ -43,7 +44,7 @@ def _plan_graph_fix(d: Diagnosis, settings: Settings, model: str, explicit: bool
         return None
     args = SizingArgs(
         model=model,
-        device="gaudi2",
+        device=registry.MAIN_JOB_DEVICE,
         free_memory_gib=g.free_gib,
         gpu_memory_utilization=g.gpu_memory_utilization or None,
         graph_reserved_mem=g.graph_reserved_mem,

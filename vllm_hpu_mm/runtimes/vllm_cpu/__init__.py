@@ -21,12 +21,13 @@ from vllm_hpu_mm.runtimes.base import (
     MemorySplit,
     NoBucketList,
     Runtime,
+    RuntimeEntry,
     RuntimeTraits,
     TextShapes,
     VisionBucketing,
 )
 
-__all__ = ["TRAITS", "VllmCpu"]
+__all__ = ["ENTRY", "TRAITS", "VllmCpu"]
 
 TRAITS = RuntimeTraits(
     backend="cpu",
@@ -70,3 +71,7 @@ class VllmCpu(NoBucketList):
 
     def vision_bucketing(self, model_type: str) -> VisionBucketing:
         return VisionBucketing(False, False, (), "vLLM CPU runs the vision tower eagerly on each image's own shape")
+
+
+ENTRY = RuntimeEntry(Runtime.VLLM_CPU, TRAITS, lambda env, spelled, version: VllmCpu(), "cpu",
+                     "vllm_hpu_mm.runtimes.vllm_cpu.exports")  # fmt: skip

@@ -3,13 +3,13 @@ graph part to bound."""
 
 from __future__ import annotations
 
-from vllm_hpu_mm.runtimes.base import Exports, Part
+from vllm_hpu_mm.runtimes.base import ExportContext, Exports, Part
 from vllm_hpu_mm.runtimes.exporting import Draft
 
 __all__ = ["exports"]
 
 
-def exports(d: Draft) -> Exports:
+def exports(d: Draft, context: ExportContext) -> Exports:
     kv_bytes = d.plan.split.kv_cache_bytes
     if not d.flags.kv_cache_memory_bytes_given:
         d.args += ["--kv-cache-memory-bytes", str(kv_bytes)]

@@ -24,13 +24,14 @@ from vllm_hpu_mm.runtimes.base import (
     MemorySplit,
     NoBucketList,
     Runtime,
+    RuntimeEntry,
     RuntimeTraits,
     TextShapes,
     VisionBucketing,
 )
 from vllm_hpu_mm.values import GIB
 
-__all__ = ["NON_TORCH_BYTES", "TRAITS", "VllmCuda", "available_kv_cache_memory", "capture_sizes"]
+__all__ = ["ENTRY", "NON_TORCH_BYTES", "TRAITS", "VllmCuda", "available_kv_cache_memory", "capture_sizes"]
 
 #: Memory the worker takes after its start-up snapshot outside PyTorch's tensors (cuBLAS/NCCL workspaces), per card:
 #: an estimate (vLLM logs print 0.2-0.3 GiB for it on single nodes; the CUDA context itself is taken before the
@@ -116,3 +117,7 @@ class VllmCuda(NoBucketList):
     def vision_bucketing(self, model_type: str) -> VisionBucketing:
         return VisionBucketing(False, False, (), f"{VLLM_032} runs the vision tower eagerly unless encoder CUDA "
                                "graphs are configured (compilation_config.cudagraph_mm_encoder)")  # fmt: skip
+
+
+ENTRY = RuntimeEntry(Runtime.VLLM_CUDA, TRAITS, lambda env, spelled, version: VllmCuda(), "h100",
+                     "vllm_hpu_mm.runtimes.vllm_cuda.exports")  # fmt: skip

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 
-from vllm_hpu_mm.runtimes.base import Exports, Part
+from vllm_hpu_mm.runtimes.base import ExportContext, Exports, Part
 from vllm_hpu_mm.runtimes.exporting import Draft
 from vllm_hpu_mm.runtimes.vllm_cuda.encoder_graphs import encoder_cudagraph_config
 
 __all__ = ["exports"]
 
 
-def exports(d: Draft) -> Exports:
+def exports(d: Draft, context: ExportContext) -> Exports:
     plan, i = d.plan, d.plan.inputs
     kv = Part(("--gpu-memory-utilization",), True, "vLLM measures its graphs and gives the KV cache the rest: at "
               "least the planned share while the graph parts stay within theirs")  # fmt: skip

@@ -24,13 +24,14 @@ from vllm_hpu_mm.runtimes.base import (
     MemorySplit,
     NoBucketList,
     Runtime,
+    RuntimeEntry,
     RuntimeTraits,
     TextShapes,
     VisionBucketing,
 )
 from vllm_hpu_mm.values import MIB
 
-__all__ = ["PROFILE_RESIDUE_BYTES", "PROMPT_BS_MAX", "TRAITS", "VllmFork", "decode_grid", "prefill_grid"]
+__all__ = ["ENTRY", "PROFILE_RESIDUE_BYTES", "PROMPT_BS_MAX", "TRAITS", "VllmFork", "decode_grid", "prefill_grid"]
 
 #: What the fork's profiling run (``hpu_worker.determine_num_available_blocks``: a forward pass at the largest prompt
 #: bucket before free memory is read) leaves held on the card. Calibrated on the development log
@@ -120,3 +121,7 @@ class VllmFork(NoBucketList):
             return VisionBucketing(True, False, (1600, 3136, 4096, 6400, 7744, 9216, 12544),
                                    "vllm-fork qwen2_5_vl.py: VLLM_MULTIMODAL_BUCKETS, patches per image")  # fmt: skip
         return VisionBucketing(False, False, (), f"vllm-fork buckets only Qwen2.5-VL's tower, not {model_type}'s")
+
+
+ENTRY = RuntimeEntry(Runtime.VLLM_FORK, TRAITS, lambda env, spelled, version: VllmFork(), "gaudi2",
+                     "vllm_hpu_mm.runtimes.vllm_fork.exports")  # fmt: skip

@@ -8,6 +8,7 @@ from vllm_hpu_mm.runtimes.base import (
     GRAPH_MULTIMODAL_PROMPT_RATIO,
     GRAPH_PROMPT_RATIO,
     GRAPH_RESERVED_MEM,
+    ExportContext,
     Exports,
     Part,
 )
@@ -16,7 +17,7 @@ from vllm_hpu_mm.runtimes.exporting import Draft, export_buckets
 __all__ = ["exports"]
 
 
-def exports(d: Draft) -> Exports:
+def exports(d: Draft, context: ExportContext) -> Exports:
     kv = d.kv_part()
     if d.plan.inputs.enforce_eager:
         return d.eager(kv)

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from pathlib import Path
 
+from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes.arithmetic import gaudi_guide_split, vllm_batch_defaults
 from vllm_hpu_mm.runtimes.base import (
     GRAPH_RESERVED_MEM,
@@ -29,6 +31,7 @@ from vllm_hpu_mm.runtimes.base import (
     MemoryInputs,
     MemorySplit,
     Runtime,
+    RuntimeEntry,
     RuntimeTraits,
     TextLookup,
     TextShapes,
@@ -37,12 +40,12 @@ from vllm_hpu_mm.runtimes.base import (
 from vllm_hpu_mm.runtimes.vllm_gaudi import common
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import COMMIT_SHORT, BucketingConfig, config_from_env, effective_strategy
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
-from vllm_hpu_mm.runtimes.vllm_gaudi.installed import InstalledUnavailable, InstalledVllmGaudi
-from vllm_hpu_mm.runtimes.vllm_gaudi.releases import MAIN, Release
+from vllm_hpu_mm.runtimes.vllm_gaudi.installed import InstalledUnavailable, InstalledVllmGaudi, find_installed
+from vllm_hpu_mm.runtimes.vllm_gaudi.releases import MAIN, release_for
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
 from vllm_hpu_mm.runtimes.vllm_gaudi.vision import BATCH_WARMUP_SIDE, vision_table_entry
 
-__all__ = ["PLANNED_FILE", "TRAITS", "VllmGaudi", "model_from_env"]
+__all__ = ["BUCKET_FILE_VAR", "ENTRY", "PLANNED_FILE", "TRAITS", "VllmGaudi", "describe_release", "model_from_env"]
 
 #: The name a planned bucket file goes by in the model (``serve`` writes it under its own path).
 PLANNED_FILE = "planned from traffic"
@@ -75,6 +78,14 @@ class VllmGaudi:
     installed: InstalledVllmGaudi | None = None
     env: tuple[tuple[str, str], ...] = ()
     model_type: str = "qwen2_5_vl"
+
+    @property
+    def version(self) -> str | None:
+        """The release this model plans for, as :func:`model_from_env` takes it (None: main, nothing installed)."""
+        if self.installed is not None:
+            return self.installed.version
+        release = self.bucketing.release
+        return None if release is MAIN else ".".join(str(x) for x in release.first[:3])
 
     def _generated(self, shape: EngineShape) -> tuple[tuple[tuple[Bucket, ...], tuple[Bucket, ...]] | None, str]:
         """The installed vllm-gaudi's own buckets (None when there is none to ask, or it failed), and the source in
@@ -145,16 +156,50 @@ class VllmGaudi:
         return VisionBucketing(True, batch_based, buckets, f"{where}: {unit}", BATCH_WARMUP_SIDE if batch_based else 0)
 
 
+#: The variable naming a bucket file; :func:`model_from_env` reads the file it names, once.
+BUCKET_FILE_VAR = "VLLM_BUCKETING_FROM_FILE"
+
+
 def model_from_env(
-    env: Mapping[str, str],
-    bucket_file_text: str | None = None,
-    release: Release = MAIN,
-    installed: InstalledVllmGaudi | None = None,
+    env: Mapping[str, str], spelled: Mapping[str, str] | None = None, version: str | None = None
 ) -> VllmGaudi:
-    """vllm-gaudi ``release`` as the user's variables configure it; ``bucket_file_text`` is the content of the file
-    that ``VLLM_BUCKETING_FROM_FILE`` names (read by the caller: the model stays pure). With ``installed``, its own
-    code is asked for the buckets and the model is the fallback."""
+    """vllm-gaudi as the user's variables configure it, with the bucket file ``VLLM_BUCKETING_FROM_FILE`` names read
+    here (``spelled``: how the user gave a variable, e.g. ``--bucket-file``, for the error), for the release
+    ``version`` (None: the one installed here, else main). On a host that runs vllm-gaudi (the release asked for,
+    or any when none is named) its own code is asked for the buckets, the model being the fallback."""
+    here = find_installed()
+    ask = here if here is not None and (version is None or version == here.version) else None
+    try:
+        release = release_for(version if version is not None else (here.version if here is not None else None))
+    except ConfigError:
+        if ask is None:
+            raise
+        release = MAIN  # not modelled: the installed code answers, the newest model is only the fallback
     cfg = config_from_env(env, release)
     if cfg.from_file is not None:
-        cfg = dataclasses.replace(cfg, file_text=bucket_file_text)
-    return VllmGaudi(cfg, installed=installed, env=tuple(sorted(env.items())))
+        given = (spelled or {}).get(BUCKET_FILE_VAR, BUCKET_FILE_VAR)
+        try:
+            text = Path(cfg.from_file).expanduser().read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise ConfigError(f"{given} {cfg.from_file}: cannot read it ({why}); accepted: a readable vllm-gaudi "
+                              "bucket file") from None  # fmt: skip
+        cfg = dataclasses.replace(cfg, file_text=text)
+    return VllmGaudi(cfg, installed=ask, env=tuple(sorted(env.items())))
+
+
+def describe_release(version: str) -> str:
+    """How a vllm-gaudi version is planned, in words; ConfigError when it can be neither modelled nor asked."""
+    here = find_installed()
+    asked = here is not None and here.version == version
+    try:
+        planned = f"planned as {release_for(version)}"
+    except ConfigError:
+        if not asked:
+            raise
+        planned = "a release not modelled"
+    return f"{planned}; its own bucketing code is asked (imported)" if asked else planned
+
+
+ENTRY = RuntimeEntry(Runtime.VLLM_GAUDI, TRAITS, model_from_env, "gaudi2", "vllm_hpu_mm.runtimes.vllm_gaudi.exports",
+                     releases=describe_release, distribution="vllm-gaudi")  # fmt: skip

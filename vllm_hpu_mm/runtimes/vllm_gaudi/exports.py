@@ -18,10 +18,11 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from vllm_hpu_mm.buckets.sizes import Sizes, as_counts
-from vllm_hpu_mm.preprocess.align import aligned_size
-from vllm_hpu_mm.runtimes.base import Exports, Part
+from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, aligned_size
+from vllm_hpu_mm.runtimes.base import ExportContext, Exports, Part
 from vllm_hpu_mm.runtimes.exporting import Draft, export_buckets
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import overridden_variables
@@ -165,11 +166,17 @@ def _warmup_note(d: Draft) -> str | None:
     return f"vllm-gaudi's vision warm-up: {len(warm.graphs)} steps over {len(shapes)} tower shapes{extra}"
 
 
-def exports(d: Draft, *, resolutions: Sequence[tuple[int, int]], bucket_file_path: str) -> Exports:
+def exports(d: Draft, context: ExportContext) -> Exports:
     plan, i, flags = d.plan, d.plan.inputs, d.flags
     kv = d.kv_part()
     if i.enforce_eager:
         return d.eager(kv)
+    resolutions: tuple[tuple[int, int], ...] = ()
+    if plan.vision_buckets_captured:
+        resolutions = warmup_resolutions(context.images, plan.vision_buckets_captured, min_pixels=QWEN_MIN_PIXELS,
+                                         max_pixels=QWEN_MAX_PIXELS, mode=context.align_mode,
+                                         limit=MAX_RESOLUTIONS)  # fmt: skip
+    bucket_file_path = str(Path(context.output_dir) / BUCKET_FILE_NAME) if context.output_dir else BUCKET_FILE_NAME
     vision, warmed = _vision(d, resolutions)
     if warmed and (note := _warmup_note(d)) is not None:
         d.notes.append(note)
@@ -192,7 +199,7 @@ def exports(d: Draft, *, resolutions: Sequence[tuple[int, int]], bucket_file_pat
         assert isinstance(runtime, VllmGaudi)
         assert runtime.bucketing.file_text is not None
         d.files[BUCKET_FILE_NAME] = runtime.bucketing.file_text
-        d.env["VLLM_BUCKETING_FROM_FILE"] = bucket_file_path or BUCKET_FILE_NAME
+        d.env["VLLM_BUCKETING_FROM_FILE"] = bucket_file_path
         d.notes.append(
             f"vllm-gaudi: bucket file with {len(text.prefill)} prompt and {len(text.decode)} decode buckets planned "
             "from the traffic; they cover every shape the limits allow, so a shape pads to a larger warmed bucket and "

@@ -1,0 +1,54 @@
+"""Each sizing flag is declared once (plan/args.py ``Option``): its type, bound and help together; the bound is
+checked from that declaration, and its error names the flag as the user spelled it, under either front end."""
+
+from __future__ import annotations
+
+import pytest
+
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.plan.args import MAX_MODEL_LEN_AUTO, PLAN_OPTIONS, VLLM_FLAGS, Option, SizingArgs
+
+NUMERIC = [o for o in (*VLLM_FLAGS, *PLAN_OPTIONS) if o.type is not None and o.field not in ("dtype", "quantization",
+                                                                                              "revision")]  # fmt: skip
+
+
+def _bad(o: Option) -> int | float:
+    """A value outside every bound a numeric flag may have: negative."""
+    return -3 if o.field != "max_model_len" else -7
+
+
+@pytest.mark.parametrize("option", NUMERIC, ids=lambda o: o.name)
+def test_every_numeric_flag_declares_a_bound(option: Option) -> None:
+    assert option.bound is not None
+
+
+@pytest.mark.parametrize("option", [o for o in NUMERIC if o.bound is not None], ids=lambda o: o.name)
+def test_a_value_out_of_bound_is_refused_naming_the_flag_as_spelled(option: Option) -> None:
+    plain = SizingArgs(**{option.field: _bad(option)})  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=f"--{option.name}="):
+        plain.check_bounds()
+    if option in PLAN_OPTIONS:
+        served = SizingArgs(**{option.field: _bad(option)}, prefix="plan-")  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match=f"--plan-{option.name}="):
+            served.check_bounds()
+
+
+def test_an_alias_the_user_typed_is_the_name_in_the_error() -> None:
+    args = SizingArgs(tensor_parallel_size=0, spelled=(("tensor_parallel_size", "-tp"),))
+    with pytest.raises(ConfigError, match=r"^-tp=0 is out of range"):
+        args.check_bounds()
+
+
+def test_values_within_bounds_and_vllms_auto_length_pass() -> None:
+    SizingArgs(max_model_len=MAX_MODEL_LEN_AUTO, gpu_memory_utilization=1.0, graph_reserved_mem=0.0,
+               free_memory_gib=0.0, total_memory_gib=80.0, kv_cache_memory_bytes=2**30).check_bounds()  # fmt: skip
+
+
+EDGES = [("gpu_memory_utilization", 0.0), ("total_memory_gib", 0.0), ("graph_prompt_ratio", 1.5),
+         ("free_memory_gib", float("inf"))]  # fmt: skip
+
+
+@pytest.mark.parametrize(("field", "value"), EDGES)
+def test_each_kind_of_bound_holds_at_its_edge(field: str, value: float) -> None:
+    with pytest.raises(ConfigError, match="out of range"):
+        SizingArgs(**{field: value}).check_bounds()  # type: ignore[arg-type]

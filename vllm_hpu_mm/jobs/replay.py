@@ -1,0 +1,118 @@
+"""The ``buckets replay`` job as one library function, :func:`replay_traffic`: the traffic the server serves, run
+through the runtime's own bucket lookup (vllm-gaudi's, modelled) under continuous batching for its own strategy,
+the user's bucket file and the buckets planned from the traffic, side by side, at the plan's limits."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from vllm_hpu_mm.buckets.admission import admit_traffic
+from vllm_hpu_mm.buckets.text import TextBucketPlan
+from vllm_hpu_mm.envs import Settings
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.jobs.serve import on_default_device
+from vllm_hpu_mm.plan.args import SizingArgs
+from vllm_hpu_mm.plan.bucket_choice import read_traffic
+from vllm_hpu_mm.plan.inputs import build
+from vllm_hpu_mm.plan.pipeline import checked_by_runtime, fit_max_model_len
+from vllm_hpu_mm.plan.planner import plan
+from vllm_hpu_mm.plan.text_choice import check_budget, configured_label, engine_shape, images_for, plan_for
+from vllm_hpu_mm.replay.job import replay_model, schedules, vision_efficiency
+from vllm_hpu_mm.replay.report import Report
+from vllm_hpu_mm.replay.scheduler import Limits
+from vllm_hpu_mm.runtimes import registry
+from vllm_hpu_mm.runtimes.vllm_gaudi import BUCKET_FILE_VAR
+from vllm_hpu_mm.traffic.requests import Traffic
+
+__all__ = ["ReplayArgs", "Replayed", "replay_traffic"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayArgs:
+    """What ``buckets replay`` reads besides the sizing flags."""
+
+    #: A bucket file to replay (``--bucket-file``); None: the environment's VLLM_BUCKETING_FROM_FILE, if set.
+    bucket_file: str | None = None
+    #: A running server's /metrics (or a saved exposition) whose traffic joins ``--sizes``.
+    from_metrics: str | None = None
+    kv_blocks: int | None = None
+    requests: int = 2000
+    plan_buckets: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Replayed:
+    report: Report
+    planned: TextBucketPlan | None
+    #: The user's bucket file was replayed (it is the report's second result).
+    has_yours: bool
+
+    @property
+    def yours_compiles(self) -> bool:
+        """The user's bucket file leaves shapes to compile at run time."""
+        return self.has_yours and bool(self.report.results[1].compiles)
+
+
+def _traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings) -> Traffic:
+    """The traffic to replay: only the requests the server serves (a refused image fails its request)."""
+    parts = []
+    if sizing.sizes is not None:
+        parts.append(read_traffic(sizing.sizes, flag=sizing.flag("sizes")))
+    if args.from_metrics:
+        from vllm_hpu_mm.buckets.live import traffic_from_metrics
+
+        parts.append(traffic_from_metrics(args.from_metrics))
+    traffic = Traffic.combine(parts) if parts else read_traffic(None, flag=sizing.flag("sizes"))
+    return admit_traffic(traffic, max_image_pixels=settings.max_image_pixels,
+                         max_aspect_ratio=settings.max_aspect_ratio)  # fmt: skip
+
+
+def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, runtime_env: dict[str, str]) -> Replayed:
+    """The replay of ``buckets replay``: the runtime defaults to today's Gaudi runtime (the one whose lookup is
+    modelled) on its reference device."""
+    if sizing.runtime is None:
+        sizing = dataclasses.replace(sizing, runtime=registry.DEFAULT_RUNTIME["hpu"].value)
+    sizing = on_default_device(sizing)
+    file_path = args.bucket_file or runtime_env.get(BUCKET_FILE_VAR)
+    own_env = {k: v for k, v in runtime_env.items() if k != BUCKET_FILE_VAR}
+    inputs = checked_by_runtime(fit_max_model_len(build(sizing, settings, own_env)), sizing.flag)
+    first = plan(inputs)
+    budget = sizing.text_graph_budget
+    check_budget(budget, sizing.flag("text_graph_budget"))
+    own = inputs.runtime
+    shape = engine_shape(inputs, args.kv_blocks if args.kv_blocks is not None else first.kv_blocks)
+    lookup = own.text_lookup(shape)
+    if lookup is None:
+        raise ConfigError(f"replay models vllm-gaudi's bucket lookup only; the plan's runtime is {own.name.value} "
+                          f"(name {sizing.flag('runtime')} vllm-gaudi)")  # fmt: skip
+    yours = None
+    if file_path:
+        spelled = {BUCKET_FILE_VAR: "--bucket-file"} if args.bucket_file else {}
+        yours = registry.same_runtime(inputs.runtime, {**own_env, BUCKET_FILE_VAR: file_path}, spelled=spelled)
+    traffic = _traffic(sizing, args, settings)
+    images = images_for(inputs, inputs.buckets, settings)
+    limits = Limits(inputs.max_num_seqs, inputs.max_num_batched_tokens, inputs.max_model_len, inputs.block_size,
+                    shape.num_kv_blocks)  # fmt: skip
+    runs = schedules(traffic, limits, images, concurrency=sizing.concurrency, requests=args.requests)
+    results = [replay_model(own, shape, runs, configured_label(own, shape))]
+    if yours is not None:
+        results.append(replay_model(yours, shape, runs, f"your {Path(file_path or '').name}"))
+    planned = None
+    notes = []
+    if args.plan_buckets:
+        chosen = plan_for(inputs, shape, runs, results[0], lookup.decode_block_cap, lookup.max_prefill_batch, budget,
+                          own)  # fmt: skip
+        planned = chosen.plan
+        if chosen.replayed is not None:
+            results.append(chosen.replayed)
+            notes.append(f"planned buckets: budget {chosen.reason}")
+    engine = {"max_model_len": shape.max_model_len, "max_num_seqs": shape.max_num_seqs,
+              "max_num_batched_tokens": shape.max_num_batched_tokens, "block_size": shape.block_size,
+              "num_kv_blocks": shape.num_kv_blocks}  # fmt: skip
+    kv_note = ("KV blocks: given" if args.kv_blocks is not None else "KV blocks: the plan's estimate (the decode "
+               "buckets depend on it; give the log's '# HPU blocks' with --kv-blocks)")  # fmt: skip
+    report = Report(tuple(results), traffic.source, runs.load, runs.requests, engine, own.traits.backend,
+                    vision_efficiency(traffic.images(), images), images.buckets,
+                    settings.skip_warmup, (kv_note, *notes))  # fmt: skip
+    return Replayed(report, planned, yours is not None)

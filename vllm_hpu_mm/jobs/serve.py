@@ -1,0 +1,132 @@
+"""The ``memory plan`` and ``serve`` job as one library function, :func:`prepare`: the measured costs of a profile,
+the plan with its vision buckets chosen over the traffic's images and its text buckets planned from the traffic, the
+knobs the plan's runtime reads (its registry entry's exporter) and the exact command line of vLLM's OpenAI server.
+``cli/serve.py`` and ``cli/memory.py`` print it; nothing here starts a process or writes a file."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any
+
+from vllm_hpu_mm.buckets.sizes import images_of
+from vllm_hpu_mm.envs import Settings
+from vllm_hpu_mm.plan import render
+from vllm_hpu_mm.plan.args import SizingArgs
+from vllm_hpu_mm.plan.bucket_choice import BucketChoice, choose, read_sizes, read_traffic
+from vllm_hpu_mm.plan.inputs import build, provenance
+from vllm_hpu_mm.plan.pipeline import checked_by_runtime, fit_max_model_len, plan_with_profile
+from vllm_hpu_mm.plan.planner import Plan
+from vllm_hpu_mm.plan.text_choice import TextChoice, choose_text
+from vllm_hpu_mm.replay.job import DEFAULT_REQUESTS
+from vllm_hpu_mm.runtimes import registry
+from vllm_hpu_mm.runtimes.base import ExportContext, Exports, Runtime
+from vllm_hpu_mm.runtimes.exports import exports_for, flags_from_environment
+
+__all__ = ["SERVER_MODULE", "Launch", "Planned", "on_default_device", "plan_and_choose", "prepare",
+           "server_command"]  # fmt: skip
+
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+
+
+@dataclasses.dataclass(frozen=True)
+class Planned:
+    """The plan, how its vision and text buckets were chosen, and the costs report."""
+
+    plan: Plan
+    buckets: BucketChoice | None
+    text: TextChoice | None
+    costs: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    planned: Planned
+    exports: Exports
+    #: The server's command line and the files to write before it starts (path -> content).
+    argv: tuple[str, ...]
+    files: dict[str, str]
+    #: The report ``--json`` prints (the plan, its costs, the bucket choice), and the plan as a table.
+    report: dict[str, Any]
+    table: str
+
+    @property
+    def plan(self) -> Plan:
+        return self.planned.plan
+
+
+def on_default_device(sizing: SizingArgs, *, launching: bool = False) -> SizingArgs:
+    """``sizing`` with its device filled in, the same way whichever other flags are given: the device named; else,
+    for a real launch, the accelerator here (``auto``: the plan is for the card that will serve); else the named
+    runtime's reference device, or the main job's Gaudi2."""
+    if sizing.device is not None:
+        return sizing
+    if launching:
+        device = "auto"
+    else:
+        key = registry.split_spec(sizing.runtime or "auto")[0]
+        known = {r.value for r in Runtime}
+        device = registry.reference_device(Runtime(key)) if key in known else registry.MAIN_JOB_DEVICE
+    return dataclasses.replace(sizing, device=device)
+
+
+def server_command(server_args: list[str], *added: str) -> tuple[str, ...]:
+    """``python -m vllm.entrypoints.openai.api_server`` with the server's arguments (the user's, with the model as
+    ``--model``: the API server reads no positional model) and ``added``."""
+    return (sys.executable, "-m", SERVER_MODULE, *server_args, *added)
+
+
+def plan_and_choose(sizing: SizingArgs, settings: Settings, runtime_env: dict[str, str],
+                    requests: int = DEFAULT_REQUESTS) -> Planned:  # fmt: skip
+    """Measured costs from the profile, then the plan with its vision buckets chosen over the traffic's images and
+    its text buckets planned from the traffic (``sizing.sizes``: a traffic file or folder; None: the embedded
+    default; either way only the requests the server serves). Errors name the flags as the user spelled them."""
+    inputs = build(sizing, settings, runtime_env)
+    stated = sizing.free_memory_gib is not None
+    inputs, costs = plan_with_profile(inputs, sizing.profile, settings.profile, free_stated=stated,
+                                      flag=sizing.flag("profile"))  # fmt: skip
+    inputs = checked_by_runtime(fit_max_model_len(inputs), sizing.flag)
+    traffic = read_traffic(sizing.sizes, flag=sizing.flag("sizes"), settings=settings)
+    # traffic without images (text only) leaves the vision buckets to the embedded sizes
+    sample = images_of(traffic) if sizing.sizes is not None and traffic.images() else None
+    result, choice = choose(inputs, sample, max_buckets=sizing.max_buckets, mode=settings.align_mode,
+                            keep=bool(sizing.keep_buckets))  # fmt: skip
+    text = None
+    if result.fits:
+        result, text = choose_text(result, traffic, settings, budget=sizing.text_graph_budget,
+                                   concurrency=sizing.concurrency, requests=requests,
+                                   budget_flag=sizing.flag("text_graph_budget"))  # fmt: skip
+    return Planned(result, choice, text, costs)
+
+
+def prepare(
+    sizing: SizingArgs,
+    settings: Settings,
+    runtime_env: dict[str, str],
+    *,
+    server_args: list[str],
+    output_dir: Path,
+    limit_mm_per_prompt: str | None,
+    compilation_config: dict[str, Any] | None,
+) -> Launch:
+    """Plan, export and build the command. ``server_args``: the server arguments, the user's in order with the model
+    as ``--model``; ``output_dir``: where the runtime's files (vllm-gaudi's bucket file) will be written."""
+    planned = plan_and_choose(sizing, settings, runtime_env)
+    result, choice = planned.plan, planned.buckets
+    flags = flags_from_environment(
+        settings,
+        limit_mm_per_prompt=limit_mm_per_prompt,
+        compilation_config=compilation_config,
+        kv_cache_memory_bytes_given=sizing.kv_cache_memory_bytes is not None,
+    )
+    images = (choice.sizes if choice is not None else read_sizes(None, flag=sizing.flag("sizes"))).counts
+    context = ExportContext(flags, images, settings.align_mode, str(output_dir))
+    exports = exports_for(result, context)
+    sources = provenance(sizing, result.inputs)
+    report: dict[str, Any] = {"plan": render.to_dict(result, exports, choice, sources, planned.text),
+                              "costs": planned.costs}  # fmt: skip
+    files = {str(output_dir / name): text for name, text in exports.files.items()}
+    argv = server_command(server_args, *exports.args)
+    table = render.to_table(result, exports, choice, sources, planned.text)
+    return Launch(planned, exports, argv, files, report, table)
