@@ -95,15 +95,18 @@ def text_buckets(case: dict[str, Any]) -> dict[str, Any]:
     if "_instance" in vars(HPUBucketingManager):  # releases before v0.24 keep one singleton: start each case fresh
         HPUBucketingManager._instance = None
     mgr = HPUBucketingManager()
-    _initialize(
-        mgr,
-        max_num_seqs=mns,
-        max_num_prefill_seqs=mnps,
-        block_size=shape["block_size"],
-        max_num_batched_tokens=shape["max_num_batched_tokens"],
-        max_model_len=shape["max_model_len"],
-        num_speculative_tokens=shape.get("num_speculative_tokens", 0),
-    )
+    try:
+        _initialize(
+            mgr,
+            max_num_seqs=mns,
+            max_num_prefill_seqs=mnps,
+            block_size=shape["block_size"],
+            max_num_batched_tokens=shape["max_num_batched_tokens"],
+            max_model_len=shape["max_model_len"],
+            num_speculative_tokens=shape.get("num_speculative_tokens", 0),
+        )
+    except TypeError as exc:  # an input this release's bucketing has no notion of (spec decode before it existed)
+        return {"startup_error": _error(exc)}
     mgr.num_hpu_blocks = shape["num_kv_blocks"]
     mgr.skip_decode_block_clamp = shape.get("skip_decode_block_clamp", False)
     for phase, generate in (("prompt", mgr.generate_prompt_buckets), ("decode", mgr.generate_decode_buckets)):
@@ -291,6 +294,20 @@ def lookups(case: dict[str, Any], runner_source: str) -> dict[str, Any]:
             "decode": [list(b) for b in mgr.decode_buckets], **generated}  # fmt: skip
 
 
+def adapter_buckets(case: dict[str, Any]) -> dict[str, Any]:
+    """What vllm_hpu_mm's adapter (runtimes/vllm_gaudi/installed.py) reads from this vllm-gaudi: the plan's source
+    on a host that runs it."""
+    from vllm_hpu_mm.runtimes.base import EngineShape
+    from vllm_hpu_mm.runtimes.vllm_gaudi.installed import InstalledUnavailable, InstalledVllmGaudi
+
+    try:
+        prompt, decode = InstalledVllmGaudi(None).buckets(case["env"], EngineShape(**case["shape"]),
+                                                          model_type=case.get("model_type", "qwen2_5_vl"))  # fmt: skip
+    except InstalledUnavailable as exc:
+        return {"error": str(exc)[:300]}
+    return {"prompt": [list(b) for b in prompt], "decode": [list(b) for b in decode]}
+
+
 def main() -> None:
     logging.disable(logging.WARNING)  # their warnings go to the log, not to our JSON
     runner_source = Path(sys.argv[1]).read_text()
@@ -300,6 +317,8 @@ def main() -> None:
         try:
             if "events" in case:
                 result = lookups(case, runner_source)
+            elif case.get("adapter"):
+                result = {**text_buckets(case), "adapter": adapter_buckets(case)}
             else:
                 result = text_buckets(case)
                 if case.get("vision", True):
