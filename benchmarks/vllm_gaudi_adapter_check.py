@@ -37,6 +37,10 @@ def _sets(result: dict[str, Any]) -> Any:
     return {p: sorted(map(tuple, result.get(p, []))) for p in ("prompt", "decode")}
 
 
+def _count(sets: Any, phase: str) -> int | str:
+    return "fails" if sets == "fails" else len(sets[phase])
+
+
 def run_tag(tag: str) -> list[dict[str, Any]]:
     cases = [c for c in named_cases() if "lin" not in c.name and "bad" not in c.name and "vision" not in c.name]
     with tempfile.TemporaryDirectory(prefix="vllm-gaudi-") as tmp_name:
@@ -56,9 +60,8 @@ def run_tag(tag: str) -> list[dict[str, Any]]:
         if "driver_error" in r:
             raise RuntimeError(f"{tag} {case.name}:\n{r['driver_error']}")
         own, adapter = _sets(r), _sets(r["adapter"])
-        count = lambda s, p: "fails" if s == "fails" else len(s[p])  # noqa: E731
-        rows.append({"case": case.name, "equal": own == adapter, "prompt": [count(own, "prompt"),
-                     count(adapter, "prompt")], "decode": [count(own, "decode"), count(adapter, "decode")],
+        rows.append({"case": case.name, "equal": own == adapter, "prompt": [_count(own, "prompt"),
+                     _count(adapter, "prompt")], "decode": [_count(own, "decode"), _count(adapter, "decode")],
                      "adapter_error": r["adapter"].get("error")})  # fmt: skip
     return rows
 
