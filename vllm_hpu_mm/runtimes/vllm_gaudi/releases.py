@@ -87,7 +87,7 @@ class Release:
 VLLM_MAIN_FULL = "091bbadda10bee4fd3f6d0efc1844d2610dd2707"
 
 #: main @091bbadd, the newest line (and any version from 0.27.0 on: no later tag was available to read).
-MAIN = Release("main @091bbadd", (0, 27, 0, 0), (VLLM_MAIN_FULL,), "091bbadd")
+MAIN = Release("main", (0, 27, 0, 0), (VLLM_MAIN_FULL,), "091bbadd")
 
 #: Newest first. ``first`` of each line is the first release tag with that behaviour.
 LINES: tuple[Release, ...] = (
