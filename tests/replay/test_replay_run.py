@@ -107,7 +107,7 @@ def test_replay_prints_defaults_and_planned_side_by_side(capsys: pytest.CaptureF
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     labels = [c["label"] for c in report["configurations"]]
-    assert labels == ["vllm-gaudi's exp bucketing", "planned from traffic"]
+    assert labels == ["vllm-gaudi main's exp bucketing", "planned from traffic"]
     defaults, planned = report["configurations"]
     assert planned["run_time_compiles"]["prompt"] == planned["run_time_compiles"]["decode"] == 0
     assert planned["graphs_warmed"]["total"] <= defaults["graphs_warmed"]["total"] // 2

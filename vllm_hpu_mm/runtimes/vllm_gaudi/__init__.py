@@ -90,7 +90,10 @@ class VllmGaudi:
     def _generated(self, shape: EngineShape) -> tuple[tuple[tuple[Bucket, ...], tuple[Bucket, ...]] | None, str]:
         """The installed vllm-gaudi's own buckets (None when there is none to ask, or it failed), and the source in
         words: which code the counts come from, and why the model was used where it was."""
-        modelled = f"{self.bucketing.release}'s {effective_strategy(self.bucketing)} bucketing (modelled)"
+        release = self.bucketing.release
+        modelled = (
+            f"vllm-gaudi {release.name}'s {effective_strategy(self.bucketing)} bucketing (modelled, @{release.commit})"
+        )
         if self.installed is None:
             return None, modelled
         if self.planned:  # our own file: the model reads it exactly as its file_strategy.py does
