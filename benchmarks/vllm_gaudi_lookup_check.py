@@ -13,7 +13,15 @@ merged prefill; events from our scheduler over real traffic and adversarial ones
 Agreement: for every event, the buckets each forward runs in; and at the end, the whole bucket lists (fallbacks
 appended). Writes benchmarks/results/vllm_gaudi_lookup_check.{md,json}.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/vllm_gaudi_lookup_check.py [--cases N] [--seed S]
+``--figures``: the replay's figures, ours against vllm-gaudi's own code over the same whole schedule (drain
+included: closed loops at several loads, Poisson arrivals, a profile of clients over time), for several models,
+devices and strategies. Our side is ``buckets replay``'s path (``replay_model`` over our runner model, in time);
+theirs feeds every event of the schedule, in order, to vllm-gaudi's own lookup (the driver) and computes the same
+figures from the buckets it returned (one forward per prefill chunk: these configurations leave
+VLLM_PROMPT_BS_BUCKET_MAX unset, so vllm-gaudi's runner merges none). Every figure must agree within 0.01 (shares and
+efficiencies absolutely; seconds relatively). Writes benchmarks/results/vllm_gaudi_replay_agreement.{md,json}.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/vllm_gaudi_lookup_check.py [--cases N] [--seed S] [--figures]
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import random
 import sys
 import tempfile
@@ -31,14 +40,19 @@ from typing import Any
 from benchmarks.vllm_gaudi_bucket_counts import MACHINE, MIRROR, RESULTS, extract, file_env, run_driver
 from vllm_hpu_mm.buckets.text import TextLimits
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.replay.job import Images, plan_from_traces, schedules
-from vllm_hpu_mm.replay.scheduler import DecodeRun, Limits, Trace
-from vllm_hpu_mm.runtimes.base import EngineShape, PrefillChunk
+from vllm_hpu_mm.models.catalog import CATALOG
+from vllm_hpu_mm.replay.job import Images, plan_from_traces, replay_model, schedules, timer_for
+from vllm_hpu_mm.replay.run import replay
+from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Limits, Trace
+from vllm_hpu_mm.replay.timing import PHASES
+from vllm_hpu_mm.runtimes.base import EngineShape, GraphRun, PrefillChunk
+from vllm_hpu_mm.runtimes.vllm_gaudi import model_from_env
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import VLLM_GAUDI_COMMIT, config_from_env
 from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
 from vllm_hpu_mm.traffic.default import default_traffic
+from vllm_hpu_mm.traffic.requests import Request, Traffic
 
 Event = list[Any]
 
@@ -219,6 +233,226 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclasses.dataclass(frozen=True)
+class FigureCase:
+    name: str
+    model: str
+    device: str
+    tp: int
+    shape: EngineShape
+    env: dict[str, str]
+    load: int | Arrivals
+    traffic: str  # "default" | "small"
+    requests: int
+    #: Replay the bucket file ``serve --dry-run`` plans for the main job (ours) instead of a strategy.
+    served_file: bool = False
+
+
+def served_file() -> tuple[dict[str, str], str]:
+    """The environment and the bucket file ``serve --dry-run`` exports for the main job (the buckets we plan)."""
+    import contextlib
+    import io
+
+    from vllm_hpu_mm.cli.main import main as cli
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        code = cli(["serve", "--dry-run", "--json", "--plan-runtime", "vllm-gaudi"])
+    if code != 0:
+        raise RuntimeError(f"serve --dry-run exited {code}")
+    report = json.loads(buf.getvalue())
+    env = {k: v for k, v in report["environment"].items() if k.startswith("VLLM_") and "BUCKET" in k}
+    env.pop("VLLM_BUCKETING_FROM_FILE", None)
+    return env, next(iter(report["files"].values()))
+
+
+def _small_requests() -> Traffic:
+    """Many small text requests (the issue's case: 256 sequences, most of them short)."""
+    rng = random.Random(7)
+    counts: dict[Request, int] = {}
+    for _ in range(3000):
+        r = Request(None, rng.randint(30, 400), rng.randint(10, 160), 0)
+        counts[r] = counts.get(r, 0) + 1
+    return Traffic(counts, "many small text requests (30-400 tokens, 10-160 answers; seed 7)")
+
+
+def figure_cases() -> list[FigureCase]:
+    main_job = EngineShape(max_model_len=128000, max_num_seqs=256, max_num_batched_tokens=2048, block_size=128,
+                           num_kv_blocks=9588)  # fmt: skip
+    mid = EngineShape(max_model_len=32768, max_num_seqs=64, max_num_batched_tokens=4096, block_size=128,
+                      num_kv_blocks=4000)  # fmt: skip
+    small = EngineShape(max_model_len=8192, max_num_seqs=32, max_num_batched_tokens=2048, block_size=128,
+                        num_kv_blocks=2000)  # fmt: skip
+    q7, q32, q3 = "Qwen/Qwen2.5-VL-7B-Instruct", "Qwen/Qwen2.5-VL-32B-Instruct", "Qwen/Qwen2.5-VL-3B-Instruct"
+    exp, pad, lin = ({"VLLM_BUCKETING_STRATEGY": s} for s in ("exp", "pad", "lin"))
+    return [
+        FigureCase("7B Gaudi2, main job, exp, 1 at once", q7, "gaudi2", 1, main_job, exp, 1, "default", 60),
+        FigureCase("7B Gaudi2, main job, exp, 64 at once", q7, "gaudi2", 1, main_job, exp, 64, "default", 300),
+        FigureCase("7B Gaudi2, main job, pad, 256 at once", q7, "gaudi2", 1, main_job, pad, 256, "default", 600),
+        FigureCase("7B Gaudi2, main job, exp, Poisson 4/s", q7, "gaudi2", 1, main_job, exp,
+                   Arrivals(rate=4.0, seed=1), "default", 300),
+        FigureCase("7B Gaudi2, 256 seqs, exp, many small requests at 200", q7, "gaudi2", 1, main_job, exp, 200,
+                   "small", 800),
+        FigureCase("32B Gaudi3 TP4, 32k, pad, profile 64/4/0/32", q32, "gaudi3", 4, mid, pad,
+                   Arrivals(profile=((20.0, 64), (20.0, 4), (5.0, 0), (20.0, 32))), "default", 400),
+        FigureCase("7B Gaudi2, main job, serve's planned file, 1 at once", q7, "gaudi2", 1, main_job, {}, 1,
+                   "default", 60, True),
+        FigureCase("7B Gaudi2, main job, serve's planned file, 64 at once", q7, "gaudi2", 1, main_job, {}, 64,
+                   "default", 300, True),
+        FigureCase("7B Gaudi2, main job, serve's planned file, 256 at once", q7, "gaudi2", 1, main_job, {}, 256,
+                   "default", 600, True),
+        FigureCase("7B Gaudi2, main job, serve's planned file, Poisson 4/s", q7, "gaudi2", 1, main_job, {},
+                   Arrivals(rate=4.0, seed=1), "default", 300, True),
+        FigureCase("3B Gaudi2, 8k, lin, 16 at once", q3, "gaudi2", 1, small, lin, 16, "default", 200),
+        FigureCase("3B Gaudi2, 8k, lin, Poisson 20/s", q3, "gaudi2", 1, small, lin, Arrivals(rate=20.0, seed=2),
+                   "default", 200),
+    ]  # fmt: skip
+
+
+class TheirLookup:
+    """vllm-gaudi's own answers (from the driver) replayed in order as a ``TextLookup``: each prefill chunk its own
+    forward in the bucket vllm-gaudi returned, each decode in its (batch, blocks) bucket; a shape larger than its
+    bucket runs as is (vllm-gaudi pads a block list to its bucket, never cuts it)."""
+
+    warmed: frozenset[tuple[str, tuple[int, int, int]]] = frozenset()
+    max_prefill_batch = 1
+    decode_block_cap = 0
+
+    def __init__(self, answers: list[Any], block: int) -> None:
+        self.answers = iter(answers)
+        self.block = block
+
+    def prefill(self, chunks: tuple[PrefillChunk, ...]) -> list[GraphRun]:
+        buckets = next(self.answers)
+        if len(buckets) != len(chunks):
+            raise AssertionError(f"vllm-gaudi ran {len(buckets)} forwards for {len(chunks)} chunks")
+        runs = []
+        for (bs, q, c), chunk in zip(buckets, chunks, strict=True):
+            ctx = math.ceil(chunk.context / self.block)
+            runs.append(GraphRun("prompt", (bs, q, c), (bs, max(q, chunk.query), max(c, ctx)), 1, chunk.query, ctx))
+        return runs
+
+    def decode(self, sequences: int, blocks: int) -> GraphRun:
+        bs, bb = next(self.answers)
+        return GraphRun("decode", (bs, 1, bb), (bs, 1, max(bb, blocks)), sequences, sequences, blocks)
+
+    def fallbacks(self) -> list[tuple[str, tuple[int, int, int]]]:
+        return []
+
+
+def figures_of(res: Any) -> dict[str, float]:
+    t = res.times[0]
+    out = {"prefill token efficiency": res.prefill_tokens.value, "prefill context efficiency":
+           res.prefill_context.value, "decode slot efficiency": res.decode_slots.value,
+           "decode block efficiency": res.decode_blocks.value, "padding over useful time": t.overhead}  # fmt: skip
+    out.update({f"share of busy time padding {p}": t.share(p) for p in PHASES})
+    out.update({"busy seconds with buckets": t.padded_s, "busy seconds real shapes": t.real_s,
+                "added TTFT p50 s": t.added_ttft[0], "added TTFT p99 s": t.added_ttft[1],
+                "added per-token p50 s": t.added_tpot[0], "added per-token p99 s": t.added_tpot[1]})  # fmt: skip
+    return out
+
+
+def _differs(name: str, a: float, b: float) -> float:
+    """The disagreement of one figure: absolute for shares and efficiencies, relative for seconds."""
+    if name.endswith(" s") or name.startswith("busy seconds"):
+        return abs(a - b) / max(abs(b), 1e-12) if (a or b) else 0.0
+    return abs(a - b)
+
+
+def run_figures(args: argparse.Namespace) -> None:
+    start = time.time()
+    cases = figure_cases()
+    prepared = []
+    planned_env, planned_text = served_file()
+    keep = tempfile.TemporaryDirectory()
+    planned_path = Path(keep.name) / "planned_buckets.txt"
+    planned_path.write_text(planned_text)
+    for case in cases:
+        if case.served_file:
+            case = dataclasses.replace(case, env=dict(planned_env))
+        traffic = _small_requests() if case.traffic == "small" else default_traffic()
+        s = case.shape
+        limits = Limits(s.max_num_seqs, s.max_num_batched_tokens, s.max_model_len, s.block_size, s.num_kv_blocks)
+        images = Images((1600, 3136, 4096, 6400, 7744, 9216, 12544))
+        timer = timer_for(CATALOG[case.model], case.device, block_size=s.block_size, tensor_parallel_size=case.tp,
+                          dtype_size=2, quantization=None, images=images)  # fmt: skip
+        assert timer is not None
+        conc = case.load if isinstance(case.load, int) else None
+        arrivals = case.load if isinstance(case.load, Arrivals) else None
+        runs = schedules(traffic, limits, images, concurrency=conc, arrivals=arrivals, requests=case.requests,
+                         timer=timer)  # fmt: skip
+        env = {**case.env, "VLLM_BUCKETING_FROM_FILE": str(planned_path)} if case.served_file else case.env
+        mine = replay_model(model_from_env(env), s, runs, "ours", timer)
+        events = _events(runs.traces[0], 10**9)
+        prepared.append((case, runs, timer, mine, events))
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        runner = extract(args.mirror, args.commit, tmp)
+        payload = [{"env": file_env(c.env, planned_text if c.served_file else None, tmp, str(i)),
+                    "shape": dataclasses.asdict(c.shape), "events": ev}
+                   for i, (c, _, _, _, ev) in enumerate(prepared)]  # fmt: skip
+        their = run_driver(payload, tmp, runner)
+    rows = []
+    for (case, runs, timer, mine, events), t in zip(prepared, their, strict=True):
+        theirs_res = replay(runs.traces, TheirLookup(t["events"], case.shape.block_size), "theirs",
+                            balanced=runs.balanced, timer=timer)  # fmt: skip
+        ours_f, theirs_f = figures_of(mine), figures_of(theirs_res)
+        worst = max(_differs(k, ours_f[k], theirs_f[k]) for k in ours_f)
+        trace = runs.traces[0]
+        rows.append({"case": case.name, "load": runs.load, "events": len(events), "steps": trace.steps,
+                     "requests": trace.completed, "drain_steps": _drain_steps(trace),
+                     "ours": ours_f, "theirs": theirs_f, "worst_difference": worst,
+                     "agree": worst <= 0.01})  # fmt: skip
+    keep.cleanup()
+    meta = {"commit": args.commit, "machine": args.machine, "seconds": time.time() - start,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}  # fmt: skip
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "vllm_gaudi_replay_agreement.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) +
+                                                               "\n")  # fmt: skip
+    text = render_figures(rows, meta)
+    (RESULTS / "vllm_gaudi_replay_agreement.md").write_text(text)
+    print("\n".join(text.splitlines()[:12]))
+    sys.exit(0 if all(r["agree"] for r in rows) else 1)
+
+
+def _drain_steps(trace: Trace) -> int:
+    """Steps after the last request arrived (the drain)."""
+    last = max((s.arrival for s in trace.spans), default=0)
+    return max(0, trace.steps - last)
+
+
+def render_figures(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    agree = sum(1 for r in rows if r["agree"])
+    lines = [
+        "# The replay's figures: ours against vllm-gaudi's own code, over the same whole schedule",
+        "",
+        f"vllm-gaudi commit {meta['commit']}, its bucketing and runner code run on CPU with VLLM_USE_FAKE_HPU=1",
+        "(benchmarks/vllm_gaudi_driver.py), fed every event of each schedule in order, drain included; our side is",
+        "`buckets replay`'s path (our runner model, in time). Both sides' figures come from the same pricing of the",
+        f"buckets each returned (models/step_time.py). Machine: {meta['machine']}. Run {meta['date']},",
+        f"{meta['seconds']:.0f} s. `benchmarks/vllm_gaudi_lookup_check.py --figures`.",
+        "",
+        f"**{agree} of {len(rows)} schedules agree on every figure within 0.01** (efficiencies and shares",
+        "absolutely, seconds relatively).",
+        "",
+        "| case | load | events | steps (of them after the last arrival) | requests | worst difference "
+        "| decode block eff. ours / theirs | padding over useful time ours / theirs "
+        "| added per-token p99 ours / theirs |",
+        "|---|---|---:|---:|---:|---:|---|---|---|",
+    ]
+    for r in rows:
+        o, t = r["ours"], r["theirs"]
+        lines.append(f"| {r['case']} | {r['load']} | {r['events']} | {r['steps']} ({r['drain_steps']}) | "
+                     f"{r['requests']} | {r['worst_difference']:.2g} | {o['decode block efficiency']:.3f} / "
+                     f"{t['decode block efficiency']:.3f} | {o['padding over useful time']:.2%} / "
+                     f"{t['padding over useful time']:.2%} | {1000 * o['added per-token p99 s']:.2f} ms / "
+                     f"{1000 * t['added per-token p99 s']:.2f} ms |")  # fmt: skip
+    lines += ["", "Every figure compared (per schedule, in the json): the four efficiencies, padding over useful",
+              "time and its split (prefill query, prefill context, decode, vision), busy seconds with buckets and",
+              "with real shapes, added TTFT and per-token latency p50 and p99."]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mirror", type=Path, default=MIRROR)
@@ -226,7 +460,10 @@ def main() -> None:
     p.add_argument("--cases", type=int, default=40)
     p.add_argument("--seed", type=int, default=20261127)
     p.add_argument("--machine", default=MACHINE)
+    p.add_argument("--figures", action="store_true", help="the replay's figures over whole schedules instead")
     args = p.parse_args()
+    if args.figures:
+        run_figures(args)
     start = time.time()
     cases = random_cases(args.cases, args.seed)
     with tempfile.TemporaryDirectory() as tmp_name:

@@ -6,7 +6,7 @@ blocks in one full-attention group, chunked prefill and prefix caching on. Each 
 request recorded as a prefill chunk (query = scheduled tokens, context = computed tokens before the step) or a decode
 (context + 1 tokens of KV), then a ``ModelRunnerOutput`` that samples one token for each request at the end of its
 tokens; ``max_tokens`` finishes it. Closed loop of ``concurrency`` requests, as ``simulate`` does (a new one when one
-finishes; the run ends at the first finish with no request left, the drain excluded in both).
+finishes), both run until every request has finished (the drain included, as ``simulate`` runs by default).
 
 Requests: the embedded default traffic (images turned into text tokens of the same count), the same prompts fed to
 both. Prefix hits: requests share the leading token ids of one long shared sequence for their cached prefix, and a
@@ -202,8 +202,7 @@ def run_vllm(prompts: list[Prompt], limits: Limits, concurrency: int, prefix: bo
             break
     events: list[Event] = []
     steps = completed = preemptions = hits = 0
-    exhausted = False
-    while scheduler.has_requests() and not exhausted:
+    while scheduler.has_requests():
         evs, finished, before = step()
         events += evs
         steps += 1
@@ -215,8 +214,7 @@ def run_vllm(prompts: list[Prompt], limits: Limits, concurrency: int, prefix: bo
             seen[rid] = ctx
         for _ in finished:
             completed += 1
-            if not arrive():
-                exhausted = True
+            arrive()
     trace = Trace(tuple(events), limits, concurrency, completed, 0, steps)
     run = VllmRun(trace, preemptions, hits, sum(expected[r] for r in seen), time.time() - start, encoded[0])
     return run

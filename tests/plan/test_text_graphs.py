@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from vllm_hpu_mm.plan.text_cost import TextBucket
 from vllm_hpu_mm.plan.text_graphs import _kept
 
@@ -28,3 +31,18 @@ def test_when_the_covering_shapes_do_not_fit_the_cheapest_are_kept() -> None:
 
 def test_a_shared_pool_keeps_every_graph_no_larger_than_the_pool() -> None:
     assert _kept(GRID, 20, shared=True) == GRID[:3]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 6), st.integers(1, 8), st.integers(0, 5)), min_size=1, max_size=40))
+def test_maximal_shapes_are_those_no_other_bucket_covers(shapes: list[tuple[int, int, int]]) -> None:
+    from vllm_hpu_mm.plan.text_cost import TextBucket
+    from vllm_hpu_mm.plan.text_graphs import _maximal_shapes
+
+    buckets = tuple(TextBucket(b, s, 1, c) for b, s, c in shapes)
+    brute = {
+        (x.batch, x.size, x.context)
+        for x in buckets
+        if not any(o != x and o.batch >= x.batch and o.size >= x.size and o.context >= x.context for o in buckets)
+    }
+    assert _maximal_shapes(buckets) == brute

@@ -107,8 +107,16 @@ def test_replay_prints_defaults_and_planned_side_by_side(capsys: pytest.CaptureF
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     labels = [c["label"] for c in report["configurations"]]
-    assert labels == ["vllm-gaudi main's exp bucketing", "planned from traffic"]
-    defaults, planned = report["configurations"]
+    assert labels == ["vllm-gaudi main's exp bucketing", "planned from traffic", "vllm-gaudi main's lin bucketing",
+                      "vllm-gaudi main's pad bucketing"]  # fmt: skip
+    defaults, planned = report["configurations"][:2]
+    for config in report["configurations"]:  # each in time on the main job's Gaudi2
+        time = config["time"]
+        assert time["busy_seconds_with_buckets"] >= time["busy_seconds_real_shapes"] > 0
+        assert sum(time["padding_share_of_busy_time"].values()) == pytest.approx(
+            1 - time["busy_seconds_real_shapes"] / time["busy_seconds_with_buckets"], abs=1e-3
+        )
+    assert report["requests_refused"]["total"] == 0
     assert planned["run_time_compiles"]["prompt"] == planned["run_time_compiles"]["decode"] == 0
     assert planned["graphs_warmed"]["total"] <= defaults["graphs_warmed"]["total"] // 2
     assert any(note.startswith("planned buckets: budget ") for note in report["notes"])
@@ -148,3 +156,27 @@ def test_a_bad_bucket_file_or_budget_exits_2(capsys: pytest.CaptureFixture[str],
     assert "--bucket-file" in capsys.readouterr().err
     assert main(["buckets", "replay", "--text-graph-budget", "1", "--requests", "50", "--max-model-len", "4096"]) == 2
     assert "--text-graph-budget" in capsys.readouterr().err
+
+
+def test_replay_in_time_under_poisson_arrivals_reports_refusals_and_exits_1(capsys: pytest.CaptureFixture[str],
+                                                                            tmp_path: Path) -> None:  # fmt: skip
+    sizes = tmp_path / "traffic.csv"
+    sizes.write_text("width,height,text_tokens,output_tokens,count\n,,300,40,30\n,,9000,10,2\n")
+    code = main(["buckets", "replay", "--sizes", str(sizes), "--max-model-len", "8192", "--max-num-seqs", "8",
+                 "--request-rate", "5", "--requests", "60", "--no-plan", "--no-strategies", "--json"])  # fmt: skip
+    assert code == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["requests_refused"]["prompt_too_long"] > 0
+    assert report["load"].startswith("Poisson arrivals at 5 requests/s")
+    (config,) = report["configurations"]
+    assert config["time"]["idle_seconds"] > 0  # 5 requests/s leaves the server idle between them
+    assert config["time"]["requests"] + report["requests_refused"]["total"] == 60
+
+
+def test_bad_load_descriptions_exit_2_naming_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["--request-rate", "0"], ["--request-rate", "1e9"], ["--load-profile", "600:4,x"],
+                 ["--load-profile", ",".join(["1:1"] * 65)], ["--requests", "1000000"],
+                 ["--concurrency", "4", "--request-rate", "2"]):  # fmt: skip
+        assert main(["buckets", "replay", "--no-plan", "--no-strategies", *argv]) == 2
+        err = capsys.readouterr().err
+        assert "accepted" in err or "not allowed with" in err or "one of them" in err

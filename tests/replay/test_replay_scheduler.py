@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vllm_hpu_mm.replay.scheduler import DecodeRun, Limits, Prompt, simulate
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Limits, Prompt, simulate
 
 LIMITS = Limits(max_num_seqs=4, max_num_batched_tokens=1000, max_model_len=8192, block_size=128,
                 num_kv_blocks=10_000)  # fmt: skip
@@ -64,3 +66,73 @@ def test_images_are_encoded_whole_within_the_encoder_budget() -> None:
     trace = simulate([Prompt(950, 2, image_tokens=(900,)), Prompt(950, 2, image_tokens=(900,))], LIMITS, 2)
     first_step = next(e for e in trace.events if not isinstance(e, DecodeRun))
     assert [c.query for c in first_step] == [950]
+
+
+def test_the_drain_runs_every_admitted_request_to_its_end_the_batch_falling_to_one() -> None:
+    prompts = [Prompt(50, 10 + 7 * i) for i in range(12)]
+    cut = simulate(prompts, LIMITS, 4, drain=False)
+    whole = simulate(prompts, LIMITS, 4)
+    assert whole.completed == 12
+    assert cut.completed < 12
+    decodes = [e for e in whole.events if isinstance(e, DecodeRun)]
+    assert decodes[-1].sequences == 1  # the longest answer finishes alone
+    assert sum(d.steps for d in decodes if d.sequences < 4) > sum(
+        d.steps for d in cut.events if isinstance(d, DecodeRun) and d.sequences < 4
+    )
+
+
+def constant_clock(event: object) -> float:
+    return 0.01  # every step 10 ms
+
+
+def test_poisson_arrivals_are_seeded_leave_the_server_idle_at_a_low_rate_and_all_finish() -> None:
+    prompts = [Prompt(50, 5)] * 40
+    low = simulate(prompts, LIMITS, Arrivals(rate=2.0, seed=3), clock=constant_clock)
+    again = simulate(prompts, LIMITS, Arrivals(rate=2.0, seed=3), clock=constant_clock)
+    assert low.events == again.events
+    assert low.completed == 40
+    assert low.idle_s > low.busy_s  # 2 requests/s of 60 ms each: mostly idle
+    high = simulate(prompts, LIMITS, Arrivals(rate=1000.0, seed=3), clock=constant_clock)
+    assert max(d.sequences for d in high.events if isinstance(d, DecodeRun)) > max(
+        d.sequences for d in low.events if isinstance(d, DecodeRun)
+    )
+    assert [s.arrival_s for s in low.spans] == sorted(s.arrival_s for s in low.spans)
+
+
+def test_arrivals_in_time_need_a_clock_and_bounded_values() -> None:
+    with pytest.raises(ConfigError, match="time model"):
+        simulate([Prompt(50, 5)], LIMITS, Arrivals(rate=1.0))
+    with pytest.raises(ConfigError, match="accepted"):
+        Arrivals(rate=0.0)
+    with pytest.raises(ConfigError, match="accepted"):
+        Arrivals(profile=((10.0, -1),))
+
+
+def test_a_profile_of_clients_over_time_bounds_the_running_requests_per_segment_then_drains() -> None:
+    prompts = [Prompt(50, 30)] * 400
+    trace = simulate(prompts, LIMITS, Arrivals(profile=((2.0, 1), (2.0, 4), (2.0, 0), (1.0, 2))), clock=constant_clock)
+    sizes = [e.sequences for e in trace.events if isinstance(e, DecodeRun)]
+    assert max(sizes) == 4
+    assert trace.idle_s > 1.5  # the 0-client segment
+    assert trace.completed == len(trace.spans) < 400  # the profile ended before the requests did
+
+
+def test_refused_requests_are_counted_by_reason() -> None:
+    small = Limits(max_num_seqs=4, max_num_batched_tokens=1000, max_model_len=8192, block_size=128, num_kv_blocks=20)
+    trace = simulate([Prompt(8192, 5), Prompt(0, 5), Prompt(4000, 100), Prompt(100, 2)], small, 1)
+    assert dict(trace.refusals) == {"prompt_too_long": 1, "empty": 1, "kv_blocks": 1}
+    assert trace.refused == 3
+    assert trace.completed == 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 3000), st.integers(1, 60), st.integers(0, 3000)), min_size=1, max_size=25),
+       st.integers(1, 6))  # fmt: skip
+def test_every_admitted_request_has_a_span_in_step_order(rows: list[tuple[int, int, int]], clients: int) -> None:
+    trace = simulate([Prompt(t, o, min(c, t)) for t, o, c in rows], LIMITS, clients)
+    assert trace.completed + trace.refused == len(rows)
+    assert len(trace.spans) == trace.completed
+    for span in trace.spans:
+        assert span.arrival <= span.first <= span.finish < trace.steps
+    assert list(trace.starts) == sorted(trace.starts)
+    assert len(trace.starts) == len(trace.events)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from vllm_hpu_mm.errors import ConfigError
@@ -57,3 +59,19 @@ def test_only_the_fork_reads_the_prompt_ratios_and_vllm_gaudi_runs_no_profiling_
     }
     assert not TRAITS[Runtime.VLLM_GAUDI].profiles_forward
     assert TRAITS[Runtime.VLLM_GAUDI].fp32_softmax_default
+
+
+def test_vllm_gaudi_offers_its_three_built_in_strategies_and_others_none(tmp_path: Path) -> None:
+    from vllm_hpu_mm.plan.text_choice import configured_label
+    from vllm_hpu_mm.runtimes.base import EngineShape
+    from vllm_hpu_mm.runtimes.registry import strategies
+
+    shape = EngineShape(max_model_len=4096, max_num_seqs=8, max_num_batched_tokens=2048, block_size=128,
+                        num_kv_blocks=500)  # fmt: skip
+    bucket_file = tmp_path / "b.txt"
+    bucket_file.write_text("(1, 128, 0)\n(1, 1, 8)\n")
+    env = {"VLLM_BUCKETING_FROM_FILE": str(bucket_file), "VLLM_PROMPT_SEQ_BUCKET_STEP": "256"}
+    labels = [configured_label(m, shape) for m in strategies(Runtime.VLLM_GAUDI, env)]
+    assert [label.split()[1] for label in labels] == ["exp", "lin", "pad"]  # the file is not one of them
+    assert strategies(Runtime.VLLM_CUDA, env) == ()
+    assert strategies(Runtime.VLLM_CPU) == ()

@@ -9,7 +9,14 @@ Traffic: ``--sizes`` (a CSV: width,height and optionally text_tokens, output_tok
 width,height = text-only) or a folder of images, ``--from-metrics`` (a server's /metrics: its images, vLLM's prompt
 and answer histograms, prefix-cache counters and running requests), else the embedded default traffic. The engine
 limits are vLLM's flags (--max-model-len, --max-num-seqs, --max-num-batched-tokens, --block-size) and the plan's KV
-blocks estimate (--kv-blocks to give your log's). Exit 1 when your bucket file compiles at run time.
+blocks estimate (--kv-blocks to give your log's). The load: --concurrency clients, --request-rate (Poisson
+arrivals) or --load-profile (clients over time); every schedule runs until its last request finishes (the drain).
+On a device with a time model (Gaudi2, Gaudi3, H100, H200) every forward is priced by a roofline of one step: busy
+time with real shapes and with buckets, padding as a share of busy time (prefill query, prefill context, decode,
+vision), the padding's added time to first token and per output token, and compile stalls; vllm-gaudi's exp, lin
+and pad strategies side by side. Exit 1 when your bucket file compiles at run time or when some requests are ones
+the engine refuses (a prompt of max_model_len tokens or more, more KV blocks than the cache holds): they are counted
+and reported, and in no figure.
 """
 
 from __future__ import annotations
@@ -20,8 +27,9 @@ from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
 from vllm_hpu_mm.jobs.replay import ReplayArgs, replay_traffic
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, positive_int
-from vllm_hpu_mm.replay.job import DEFAULT_REQUESTS
+from vllm_hpu_mm.replay.job import DEFAULT_REQUESTS, MAX_REQUESTS
 from vllm_hpu_mm.replay.report import to_dict, to_table
+from vllm_hpu_mm.replay.scheduler import MAX_CLIENTS, MAX_PROFILE_SECONDS, MAX_PROFILE_SEGMENTS, MAX_RATE, Arrivals
 from vllm_hpu_mm.runtimes.vllm_gaudi import BUCKET_FILE_VAR
 
 __all__ = ["add_parser"]
@@ -41,19 +49,75 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    "'# HPU blocks'; default: the plan's estimate)")  # fmt: skip
     p.add_argument(
         "--requests",
-        type=positive_int,
+        type=requests_count,
         default=DEFAULT_REQUESTS,
         metavar="N",
-        help=f"requests sampled from the traffic per load level (default {DEFAULT_REQUESTS})",
+        help=f"requests sampled from the traffic per load level (default {DEFAULT_REQUESTS}, at most {MAX_REQUESTS:,})",
     )
+    load = p.add_mutually_exclusive_group()
+    load.add_argument("--request-rate", type=request_rate, metavar="R", help="open-loop load: Poisson arrivals at R "
+                      f"requests per second (0 < R <= {MAX_RATE:,.0f}), the server drained after the last request; "
+                      "instead of --concurrency")  # fmt: skip
+    load.add_argument("--load-profile", type=load_profile, metavar="S:C,...", help="clients over time: C requests "
+                      "at once for S seconds, segment after segment (e.g. 600:64,1800:4,600:128; 0 clients = idle; "
+                      f"at most {MAX_PROFILE_SEGMENTS} segments, {MAX_PROFILE_SECONDS:,.0f} s in all)")  # fmt: skip
+    p.add_argument("--arrival-seed", type=int, default=0, metavar="N", help="seed of the Poisson arrivals "
+                   "(default 0)")  # fmt: skip
+    p.add_argument("--no-strategies", action="store_true", help="replay only the configured strategy, not "
+                   "vllm-gaudi's other built-in ones (exp, lin, pad; default: all three side by side)")  # fmt: skip
     p.add_argument("--no-plan", action="store_true", help="do not plan buckets from the traffic (default: plan them)")
     p.add_argument("--plot", metavar="PNG", help="also draw each configuration's padding per bucket to this PNG")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.set_defaults(func=run)
 
 
+def requests_count(raw: str) -> int:
+    value = positive_int(raw)
+    if value > MAX_REQUESTS:
+        raise argparse.ArgumentTypeError(f"{raw!r} is too many; accepted: 1 to {MAX_REQUESTS:,}")
+    return value
+
+
+def request_rate(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a number; accepted: requests per second, e.g. 2.5") from None
+    if not 0 < value <= MAX_RATE:
+        raise argparse.ArgumentTypeError(f"{raw!r} is out of range; accepted: above 0, at most {MAX_RATE:,.0f}")
+    return value
+
+
+def load_profile(raw: str) -> tuple[tuple[float, int], ...]:
+    """``S:C,S:C,...``: C clients for S seconds, in order."""
+    accepted = f"accepted: SECONDS:CLIENTS segments joined by commas, e.g. 600:64,1800:4 (at most " \
+        f"{MAX_PROFILE_SEGMENTS})"  # fmt: skip
+    parts = raw.split(",")
+    if len(parts) > MAX_PROFILE_SEGMENTS:
+        raise argparse.ArgumentTypeError(f"{len(parts)} segments; {accepted}")
+    out = []
+    for part in parts:
+        seconds, sep, clients = part.strip().partition(":")
+        try:
+            segment = (float(seconds), int(clients))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{part.strip()[:40]!r} is not a segment; {accepted}") from None
+        if not sep or not 0 < segment[0] <= MAX_PROFILE_SECONDS or not 0 <= segment[1] <= MAX_CLIENTS:
+            raise argparse.ArgumentTypeError(f"{part.strip()[:40]!r} is out of range (0 < seconds <= "
+                                             f"{MAX_PROFILE_SECONDS:,.0f}, 0 <= clients <= {MAX_CLIENTS:,}); "
+                                             f"{accepted}")  # fmt: skip
+        out.append(segment)
+    if sum(s for s, _ in out) > MAX_PROFILE_SECONDS:
+        raise argparse.ArgumentTypeError(f"{raw[:60]!r} lasts over {MAX_PROFILE_SECONDS:,.0f} s; {accepted}")
+    return tuple(out)
+
+
 def run(args: argparse.Namespace) -> int:
-    replay_args = ReplayArgs(args.bucket_file, args.from_metrics, args.kv_blocks, args.requests, not args.no_plan)
+    arrivals = None
+    if args.request_rate is not None or args.load_profile is not None:
+        arrivals = Arrivals(rate=args.request_rate, profile=args.load_profile or (), seed=args.arrival_seed)
+    replay_args = ReplayArgs(args.bucket_file, args.from_metrics, args.kv_blocks, args.requests, not args.no_plan,
+                             arrivals, not args.no_strategies)  # fmt: skip
     replayed = replay_traffic(SizingArgs.from_namespace(args), replay_args, envs.load(), envs.runtime_environ())
     report = replayed.report
     if args.plot:
@@ -66,4 +130,4 @@ def run(args: argparse.Namespace) -> int:
         print(to_table(report))
         if args.plot:
             print(f"plot written to {args.plot}")
-    return int(ExitCode.NEGATIVE if replayed.yours_compiles else ExitCode.OK)
+    return int(ExitCode.NEGATIVE if replayed.yours_compiles or replayed.refused else ExitCode.OK)

@@ -1,6 +1,7 @@
 """The ``buckets replay`` job as one library function, :func:`replay_traffic`: the traffic the server serves, run
 through the runtime's own bucket lookup (vllm-gaudi's, modelled) under continuous batching for its own strategy,
-the user's bucket file and the buckets planned from the traffic, side by side, at the plan's limits."""
+the user's bucket file, the buckets planned from the traffic and the runtime's other built-in strategies (exp, lin,
+pad), side by side, at the plan's limits, in time where the device has a time model (each schedule drained)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,20 @@ from vllm_hpu_mm.plan.bucket_choice import read_traffic
 from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.pipeline import checked_by_runtime, fit_max_model_len
 from vllm_hpu_mm.plan.planner import plan
-from vllm_hpu_mm.plan.text_choice import check_budget, configured_label, engine_shape, images_for, plan_for
-from vllm_hpu_mm.replay.job import replay_model, schedules, vision_efficiency
+from vllm_hpu_mm.plan.text_choice import (
+    PLANNED_LABEL,
+    check_budget,
+    configured_label,
+    engine_shape,
+    images_for,
+    plan_for,
+)
+from vllm_hpu_mm.replay.job import Schedules, replay_model, schedules, timer_for, vision_efficiency
 from vllm_hpu_mm.replay.report import Report
-from vllm_hpu_mm.replay.scheduler import Limits
+from vllm_hpu_mm.replay.scheduler import Arrivals, Limits
+from vllm_hpu_mm.replay.timing import Timer
 from vllm_hpu_mm.runtimes import registry
+from vllm_hpu_mm.runtimes.base import EngineShape, RuntimeModel
 from vllm_hpu_mm.runtimes.vllm_gaudi import BUCKET_FILE_VAR
 from vllm_hpu_mm.traffic.requests import Traffic
 
@@ -39,6 +49,10 @@ class ReplayArgs:
     kv_blocks: int | None = None
     requests: int = 2000
     plan_buckets: bool = True
+    #: Arrivals in time (a request rate or a profile of clients), instead of the sizing flags' concurrency.
+    arrivals: Arrivals | None = None
+    #: Replay vllm-gaudi's other built-in strategies beside the configured one.
+    strategies: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,11 +61,32 @@ class Replayed:
     planned: TextBucketPlan | None
     #: The user's bucket file was replayed (it is the report's second result).
     has_yours: bool
+    #: What the replay ran on, for a caller that re-prices it (the schedules, the engine shape, the configured
+    #: runtime and the time model; None without one).
+    runs: Schedules | None = None
+    shape: EngineShape | None = None
+    own: RuntimeModel | None = None
+    timer: Timer | None = None
 
     @property
     def yours_compiles(self) -> bool:
         """The user's bucket file leaves shapes to compile at run time."""
         return self.has_yours and bool(self.report.results[1].compiles)
+
+    @property
+    def refused(self) -> int:
+        """Requests of the traffic the engine would refuse (never run, in no figure)."""
+        return sum(n for _, n in self.report.refused)
+
+
+def _time_model(timer: Timer | None) -> str | None:
+    if timer is None:
+        return None
+    d = timer.step.device
+    return (f"roofline of one step on {d.name} ({d.bf16_flops / 1e12:.0f} TFLOPS bf16, {d.bandwidth / 1e12:.2f} "
+            f"TB/s; TP {timer.step.tensor_parallel_size}), every schedule drained; evidence: vendor throughput "
+            "tables (benchmarks/results/step_time_check.md); a verdict between two columns moves with its "
+            "calibration only where they are within about 1% (benchmarks/results/replay_strategies.md)")  # fmt: skip
 
 
 def _traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings) -> Traffic:
@@ -94,10 +129,17 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
     images = images_for(inputs, inputs.buckets, settings)
     limits = Limits(inputs.max_num_seqs, inputs.max_num_batched_tokens, inputs.max_model_len, inputs.block_size,
                     shape.num_kv_blocks)  # fmt: skip
-    runs = schedules(traffic, limits, images, concurrency=sizing.concurrency, requests=args.requests)
-    results = [replay_model(own, shape, runs, configured_label(own, shape))]
+    if args.arrivals is not None and sizing.concurrency is not None:
+        raise ConfigError(f"{sizing.flag('concurrency')} and a request rate or load profile describe the same load; "
+                          "accepted: one of them")  # fmt: skip
+    timer = timer_for(inputs.model, inputs.device, block_size=inputs.block_size,
+                      tensor_parallel_size=inputs.tensor_parallel_size, dtype_size=inputs.dtype_size,
+                      quantization=inputs.quantization, images=images)  # fmt: skip
+    runs = schedules(traffic, limits, images, concurrency=sizing.concurrency, requests=args.requests,
+                     arrivals=args.arrivals, timer=timer)  # fmt: skip
+    results = [replay_model(own, shape, runs, configured_label(own, shape), timer)]
     if yours is not None:
-        results.append(replay_model(yours, shape, runs, f"your {Path(file_path or '').name}"))
+        results.append(replay_model(yours, shape, runs, f"your {Path(file_path or '').name}", timer))
     planned = None
     notes = []
     if args.plan_buckets:
@@ -105,8 +147,19 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
                           own)  # fmt: skip
         planned = chosen.plan
         if chosen.replayed is not None:
-            results.append(chosen.replayed)
+            told = own.with_text_buckets(planned.prompt, planned.decode) if timer is not None else None
+            results.append(replay_model(told, shape, runs, PLANNED_LABEL, timer) if told else chosen.replayed)
             notes.append(f"planned buckets: budget {chosen.reason}")
+    labels = {r.label for r in results}
+    for model in registry.strategies(inputs.runtime_name, own_env) if args.strategies else ():
+        label = configured_label(model, shape)
+        if label not in labels:
+            results.append(replay_model(model, shape, runs, label, timer))
+            labels.add(label)
+    refused: dict[str, int] = {}
+    for t in runs.traces:
+        for reason, n in t.refusals:
+            refused[reason] = refused.get(reason, 0) + n
     engine = {"max_model_len": shape.max_model_len, "max_num_seqs": shape.max_num_seqs,
               "max_num_batched_tokens": shape.max_num_batched_tokens, "block_size": shape.block_size,
               "num_kv_blocks": shape.num_kv_blocks}  # fmt: skip
@@ -114,5 +167,6 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
                "buckets depend on it; give the log's '# HPU blocks' with --kv-blocks)")  # fmt: skip
     report = Report(tuple(results), traffic.source, runs.load, runs.requests, engine, own.traits.backend,
                     vision_efficiency(traffic.images(), images), images.buckets,
-                    settings.skip_warmup, (kv_note, *notes))  # fmt: skip
-    return Replayed(report, planned, yours is not None)
+                    settings.skip_warmup, (kv_note, *notes), tuple(sorted(refused.items())),
+                    _time_model(timer))  # fmt: skip
+    return Replayed(report, planned, yours is not None, runs, shape, own, timer)

@@ -20,8 +20,10 @@ __all__ = [
     "MoE",
     "ModelDims",
     "VisionDims",
+    "active_linear_parameters",
     "dtype_bytes",
     "expert_parameters",
+    "expert_weight_bytes",
     "kv_bytes_per_sequence",
     "kv_bytes_per_token",
     "text_parameters",
@@ -289,6 +291,14 @@ def _linear_parameters(m: ModelDims) -> int:
     return _attention_parameters(m) + _mlp_parameters(m) + expert_parameters(m)
 
 
+def active_linear_parameters(m: ModelDims) -> int:
+    """Linear weights one token multiplies through: attention, dense MLPs and shared experts, and of the routed
+    experts the ``experts_per_token`` of ``num_experts`` it is routed to (what a step's FLOPs are counted from)."""
+    experts = expert_parameters(m)
+    routed = experts * m.moe.experts_per_token // m.moe.num_experts if m.moe.present else 0
+    return _linear_parameters(m) - experts + routed
+
+
 def _bits_per_weight(m: ModelDims, method: str) -> float | None:
     bits = QUANTIZED_WEIGHT_BITS.get(method)
     if bits is not None and m.quant_weight_bits is not None and method == (m.quantization or "").lower():
@@ -332,6 +342,15 @@ def weight_bytes(
     expert_bytes = at_width(experts)
     ep = expert_parallel_size if expert_parallel_size > 1 else tensor_parallel_size
     return round((other * dtype_size + dense_linear) / tensor_parallel_size + expert_bytes / ep)
+
+
+def expert_weight_bytes(m: ModelDims, dtype_size: int, tensor_parallel_size: int, quantization: str | None = None,
+                        ) -> int:  # fmt: skip
+    """Bytes of the routed experts on one device (tensor-parallel sharding), at the quantized width as in
+    :func:`weight_bytes`."""
+    bits = _bits_per_weight(m, (quantization or "").lower())
+    per = bits / 8 if bits is not None else dtype_size
+    return round(expert_parameters(m) * per / tensor_parallel_size)
 
 
 def _per_layer_token_bytes(m: ModelDims, kv_dtype_size: int, tensor_parallel_size: int, *, full: bool) -> float:

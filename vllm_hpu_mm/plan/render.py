@@ -146,11 +146,10 @@ def _choice_lines(c: BucketChoice) -> list[str]:
 
 
 def _text_choice_lines(c: TextChoice) -> list[str]:
-    from vllm_hpu_mm.replay.report import to_table
+    from vllm_hpu_mm.replay.report import body_lines
 
     verdict = "planned" if c.replaced else "kept"
-    table = to_table(c.report()).splitlines()
-    body = [line for line in table[4:] if line]  # the header lines say what the first line here says
+    body = [line for line in body_lines(c.report()) if line]  # the first line here says what the header says
     budget = f"budget {c.budget_reason}" if c.budget_reason else f"budget {c.budget} graphs"
     return [f"text buckets: {verdict} ({c.reason}; load {c.runs.load}; {budget}); replayed through the runtime's own "
             "lookup:", *body]  # fmt: skip

@@ -11,6 +11,7 @@ aligns them), the schedule at the load the traffic says or at every load, and a 
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 from collections.abc import Callable, Mapping
@@ -20,10 +21,12 @@ from vllm_hpu_mm.buckets.policy import pixel_limits
 from vllm_hpu_mm.buckets.sizes import patch_counts
 from vllm_hpu_mm.buckets.text import QWEN25_VL_7B_CONTEXT_COST, TextBucketPlan, TextLimits, plan_text_buckets
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.models.dims import VisionDims
+from vllm_hpu_mm.models.dims import ModelDims, VisionDims
+from vllm_hpu_mm.models.step_time import has_time_model, step_time
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, aligned_size, native_size, patch_count
 from vllm_hpu_mm.replay.run import ReplayResult, replay, shape_weights
-from vllm_hpu_mm.replay.scheduler import Limits, Prompt, Trace, simulate
+from vllm_hpu_mm.replay.scheduler import Arrivals, Limits, Prompt, Trace, simulate
+from vllm_hpu_mm.replay.timing import Timer
 from vllm_hpu_mm.runtimes.base import EngineShape, RuntimeModel, TextShapes
 from vllm_hpu_mm.traffic.default import default_text
 from vllm_hpu_mm.traffic.requests import Size, Traffic
@@ -35,6 +38,7 @@ __all__ = [
     "DEFAULT_REQUESTS",
     "MATCHED",
     "MAX_BUDGET_SHARE",
+    "MAX_REQUESTS",
     "PROMPT_BUDGET_SHARE",
     "BudgetedPlan",
     "Images",
@@ -48,11 +52,14 @@ __all__ = [
     "replay_model",
     "schedules",
     "short_of",
+    "timer_for",
     "vision_efficiency",
 ]
 
-#: Requests sampled from the traffic per load level (the replay's cost is bounded by it, not by the traffic's size).
+#: Requests sampled from the traffic per load level (the replay's cost is bounded by it, not by the traffic's size),
+#: and the most a replay takes (a few minutes of this machine per strategy).
 DEFAULT_REQUESTS = 2000
+MAX_REQUESTS = 100_000
 #: Fewest requests at one load level of the every-load sweep (a level runs max(this, 4 x its load) of them).
 MIN_LEVEL_REQUESTS = 200
 #: The default text graph budget starts at this share of the graphs the runtime's own strategy warms for the same
@@ -147,34 +154,62 @@ def load_levels(max_num_seqs: int) -> list[int]:
     return [*levels, max_num_seqs]
 
 
+def timer_for(model: ModelDims, device: str, *, block_size: int, tensor_parallel_size: int, dtype_size: int,
+              quantization: str | None, images: Images) -> Timer | None:  # fmt: skip
+    """The time model of the replay (None for a device without one: a host CPU)."""
+    if not has_time_model(device):
+        return None
+    step = step_time(model, device, block_size=block_size, tensor_parallel_size=tensor_parallel_size,
+                     dtype_size=dtype_size, quantization=quantization)  # fmt: skip
+    buckets = sorted(images.buckets or ())
+
+    def bucket(patches: int) -> int:
+        i = bisect.bisect_left(buckets, patches)
+        return buckets[i] if i < len(buckets) else patches  # above the largest: its own size
+
+    return Timer(step, lambda tokens: max(0, tokens - IMAGE_EXTRA_TOKENS) * round(1 / TOKENS_PER_PATCH), bucket)
+
+
 def schedules(traffic: Traffic, limits: Limits, images: Images, *, concurrency: int | None,
-              requests: int = DEFAULT_REQUESTS, seed: int = 0) -> Schedules:  # fmt: skip
-    """The traffic's schedule: at ``concurrency`` (else the traffic's running requests) or, with neither, one per
-    load level (:func:`load_levels`), each weighing the same."""
-    if requests < 1:
-        raise ConfigError(f"requests to replay {requests} is invalid; accepted: an integer >= 1")
+              requests: int = DEFAULT_REQUESTS, seed: int = 0, arrivals: Arrivals | None = None,
+              timer: Timer | None = None, drain: bool = True) -> Schedules:  # fmt: skip
+    """The traffic's schedule: under ``arrivals`` (a rate or a profile over time), at ``concurrency`` (else the
+    traffic's running requests) or, with none, one per load level (:func:`load_levels`), each weighing the same.
+    Every schedule keeps the drain (``drain``) and, with a ``timer``, runs on its clock."""
+    if not 1 <= requests <= MAX_REQUESTS:
+        raise ConfigError(f"requests to replay {requests} is invalid; accepted: 1 to {MAX_REQUESTS:,}")
+
+    def run(prompts: list[Prompt], load: int | Arrivals) -> Trace:
+        if timer is None:
+            return simulate(prompts, limits, load, drain=drain)
+        return simulate(prompts, limits, load, drain=drain, clock=timer.clock, vision_clock=timer.vision_clock)
+
+    if arrivals is not None and arrivals.timed:
+        trace = run(_prompts(traffic, images, requests, seed), arrivals)
+        return Schedules((trace,), False, arrivals.describe(), requests)
     load = concurrency if concurrency is not None else traffic.running
     if load is not None:
         if load < 1:
             raise ConfigError(f"requests running at once {load} is invalid; accepted: an integer >= 1")
-        trace = simulate(_prompts(traffic, images, requests, seed), limits, load)
+        trace = run(_prompts(traffic, images, requests, seed), load)
         source = "given" if concurrency is not None else "the server's vllm:num_requests_running"
         return Schedules((trace,), False, f"{load} requests at once ({source})", requests)
     traces = []
     total = 0
     for i, level in enumerate(load_levels(limits.max_num_seqs)):
         n = max(MIN_LEVEL_REQUESTS, min(requests, 4 * level))
-        traces.append(simulate(_prompts(traffic, images, n, seed + i), limits, level))
+        traces.append(run(_prompts(traffic, images, n, seed + i), level))
         total += n
     levels = ", ".join(str(t.concurrency) for t in traces)
     return Schedules(tuple(traces), True, f"unknown: every load level weighs the same ({levels} at once)", total)
 
 
-def replay_model(model: RuntimeModel, shape: EngineShape, runs: Schedules, label: str) -> ReplayResult:
+def replay_model(model: RuntimeModel, shape: EngineShape, runs: Schedules, label: str,
+                 timer: Timer | None = None) -> ReplayResult:  # fmt: skip
     lookup = model.text_lookup(shape)
     if lookup is None:
         raise ConfigError(f"replay models vllm-gaudi's bucket lookup only; {model.name.value} is not modelled")
-    return replay(runs.traces, lookup, label, balanced=runs.balanced)
+    return replay(runs.traces, lookup, label, balanced=runs.balanced, timer=timer)
 
 
 def budget_for(defaults: ReplayResult | int, share: float = DEFAULT_BUDGET_SHARE) -> int:

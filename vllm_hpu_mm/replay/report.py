@@ -10,9 +10,11 @@ from typing import Any
 
 from vllm_hpu_mm.buckets.planner import Evaluation
 from vllm_hpu_mm.replay.run import ReplayResult
-from vllm_hpu_mm.runtimes.base import WarmupEstimate, warmup_estimate
+from vllm_hpu_mm.replay.scheduler import REFUSALS
+from vllm_hpu_mm.replay.timing import PHASES, TimeResult
+from vllm_hpu_mm.runtimes.base import HPU_WARMUP_SECONDS_PER_GRAPH, WarmupEstimate, warmup_estimate
 
-__all__ = ["Report", "result_dict", "to_dict", "to_table"]
+__all__ = ["Report", "body_lines", "header_lines", "result_dict", "time_dict", "to_dict", "to_table", "totals"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +33,11 @@ class Report:
     #: What the runtime reads: VLLM_SKIP_WARMUP as set.
     skip_warmup: bool
     notes: tuple[str, ...] = ()
+    #: Requests the engine refuses, by reason (:data:`~vllm_hpu_mm.replay.scheduler.REFUSALS`): never run, never in
+    #: an efficiency.
+    refused: tuple[tuple[str, int], ...] = ()
+    #: The time model, in words (device, evidence), when the replay ran in time.
+    time_model: str | None = None
 
 
 def _warmup(r: Report, graphs: int) -> WarmupEstimate | None:
@@ -42,8 +49,57 @@ def _seconds(r: Report, graphs: int) -> float | None:
     return None if w is None else round(w.seconds, 1)
 
 
+def totals(res: ReplayResult) -> TimeResult | None:
+    """A configuration's time over every load replayed (sums of busy and padding time; latency quantiles over the
+    loads' own: the worst of them)."""
+    if not res.times:
+        return None
+    t = res.times
+    return TimeResult(
+        load="all loads replayed",
+        requests=sum(x.requests for x in t),
+        real_s=sum(x.real_s for x in t),
+        padded_s=sum(x.padded_s for x in t),
+        padding={p: sum(x.padding[p] for x in t) for p in PHASES},
+        added_ttft=(max(x.added_ttft[0] for x in t), max(x.added_ttft[1] for x in t)),
+        added_tpot=(max(x.added_tpot[0] for x in t), max(x.added_tpot[1] for x in t)),
+        ttft=(max(x.ttft[0] for x in t), max(x.ttft[1] for x in t)),
+        idle_s=sum(x.idle_s for x in t),
+    )
+
+
+def time_dict(t: TimeResult) -> dict[str, Any]:
+    return {
+        "load": t.load,
+        "requests": t.requests,
+        "busy_seconds_real_shapes": round(t.real_s, 4),
+        "busy_seconds_with_buckets": round(t.padded_s, 4),
+        "idle_seconds": round(t.idle_s, 4),
+        "padding_over_useful_time": round(t.overhead, 4),
+        "padding_share_of_busy_time": {p: round(t.share(p), 4) for p in PHASES},
+        "added_ttft_seconds": {"p50": round(t.added_ttft[0], 5), "p99": round(t.added_ttft[1], 5)},
+        "added_seconds_per_output_token": {"p50": round(t.added_tpot[0], 6), "p99": round(t.added_tpot[1], 6)},
+        "ttft_seconds_real_shapes": {"p50": round(t.ttft[0], 4), "p99": round(t.ttft[1], 4)},
+    }
+
+
+def _stall_seconds(shapes: int) -> float:
+    return round(shapes * HPU_WARMUP_SECONDS_PER_GRAPH, 1)
+
+
 def result_dict(res: ReplayResult, report: Report) -> dict[str, Any]:
     warmed = sum(res.warmed)
+    total = totals(res)
+    timed: dict[str, Any] = {}
+    if total is not None:
+        timed = {
+            "time": time_dict(total),
+            "time_per_load": [time_dict(t) for t in res.times],
+            "compile_stall_seconds": _stall_seconds(len(res.compiles)) if report.backend == "hpu" else None,
+            "compile_stall_seconds_with_skip_warmup": _stall_seconds(sum(res.shapes_run))
+            if report.backend == "hpu"
+            else None,
+        }
     return {
         "label": res.label,
         "graphs_warmed": {"prompt": res.warmed[0], "decode": res.warmed[1], "total": warmed},
@@ -59,6 +115,7 @@ def result_dict(res: ReplayResult, report: Report) -> dict[str, Any]:
         "decode_slot_efficiency": round(res.decode_slots.value, 4),
         "decode_block_efficiency": round(res.decode_blocks.value, 4),
         "warmup_seconds_estimate": _seconds(report, warmed),
+        **timed,
     }
 
 
@@ -72,6 +129,8 @@ def to_dict(r: Report) -> dict[str, Any]:
         "traffic": r.traffic,
         "load": r.load,
         "requests_replayed": r.requests,
+        "requests_refused": {"total": sum(n for _, n in r.refused), **dict(r.refused)},
+        "time_model": r.time_model,
         "engine": r.engine,
         "skip_warmup": r.skip_warmup,
         "configurations": [result_dict(res, r) for res in r.results],
@@ -81,15 +140,54 @@ def to_dict(r: Report) -> dict[str, Any]:
     }
 
 
-def to_table(r: Report) -> str:
+def header_lines(r: Report) -> list[str]:
+    """What the table is of: the traffic, the load and the engine."""
     e = r.engine
-    lines = [
+    return [
         f"Replay of {r.traffic}",
         f"  load: {r.load}; {r.requests} requests replayed",
         f"  engine: max_model_len {e['max_model_len']}, max_num_seqs {e['max_num_seqs']}, max_num_batched_tokens "
         f"{e['max_num_batched_tokens']}, block_size {e['block_size']}, KV blocks {e['num_kv_blocks']}",
-        "",
     ]
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _ms(x: float) -> str:
+    return f"{1000 * x:.1f} ms"
+
+
+def _time_rows(r: Report, row: Any) -> None:
+    """Rows of the replay in time: padding per load, its split, latency, stalls."""
+    results = r.results
+    for k, t in enumerate(results[0].times):
+        row(
+            f"padding over useful time, {t.load}",
+            [_pct(x.times[k].overhead) if k < len(x.times) else "-" for x in results],
+        )
+    tot = [totals(x) for x in results]
+    if any(t is None for t in tot):
+        return
+    row("busy time, real shapes (all loads)", [f"{t.real_s:.1f} s" for t in tot if t is not None])
+    row("busy time with buckets (all loads)", [f"{t.padded_s:.1f} s" for t in tot if t is not None])
+    names = {"prefill_query": "prefill query", "prefill_context": "prefill context", "decode": "decode",
+             "vision": "vision"}  # fmt: skip
+    for p in PHASES:
+        row(f"  share of busy time padding {names[p]}", [_pct(t.share(p)) for t in tot if t is not None])
+    row("added TTFT p50 / p99 (worst load)",
+        [f"{_ms(t.added_ttft[0])} / {_ms(t.added_ttft[1])}" for t in tot if t is not None])  # fmt: skip
+    row("added per-token p50 / p99 (worst load)",
+        [f"{_ms(t.added_tpot[0])} / {_ms(t.added_tpot[1])}" for t in tot if t is not None])  # fmt: skip
+    if r.backend == "hpu":
+        row("compile stalls at run time", [f"{_stall_seconds(len(x.compiles)):.0f} s" for x in results])
+        row("first-use stalls, VLLM_SKIP_WARMUP", [f"{_stall_seconds(sum(x.shapes_run)):.0f} s" for x in results])
+
+
+def body_lines(r: Report) -> list[str]:
+    """The table of configurations side by side and the notes under it (what a plan's render shows)."""
+    lines: list[str] = []
     width = max(16, *(len(res.label) for res in r.results))
     rows: list[tuple[str, list[str]]] = []
 
@@ -106,11 +204,18 @@ def to_table(r: Report) -> str:
     row("decode block efficiency", [f"{x.decode_blocks.value:.3f}" for x in r.results])
     estimates = [_seconds(r, sum(x.warmed)) for x in r.results]
     row("warm-up estimate (text graphs)", [f"{s:.0f} s" if s is not None else "unknown" for s in estimates])
+    _time_rows(r, row)
     name_width = max(len(n) for n, _ in rows)
     lines.append(f"  {'':<{name_width}}  " + "  ".join(f"{res.label:>{width}}" for res in r.results))
     for name, cells in rows:
         lines.append(f"  {name:<{name_width}}  " + "  ".join(f"{c:>{width}}" for c in cells))
     lines.append("")
+    refused = sum(n for _, n in r.refused)
+    if refused:
+        why = ", ".join(f"{n} {REFUSALS.get(k, k)}" for k, n in r.refused)
+        lines.append(f"{refused} requests the engine refuses ({why}): not run, in no figure above")
+    if r.time_model is not None:
+        lines.append(f"time: {r.time_model}")
     if (w := _warmup(r, 0)) is not None:
         lines.append(f"warm-up estimate: {w.seconds_per_graph:.2f} s per graph, {w.source}")
     for res in r.results:
@@ -127,4 +232,8 @@ def to_table(r: Report) -> str:
                      f"{v.efficiency:.3f} over {v.num_images} images; {v.num_oversize} above the largest bucket run at "
                      f"their own size (a compile each), {v.num_shrunk} shrunk")  # fmt: skip
     lines.extend(r.notes)
-    return "\n".join(lines)
+    return lines
+
+
+def to_table(r: Report) -> str:
+    return "\n".join([*header_lines(r), "", *body_lines(r)])

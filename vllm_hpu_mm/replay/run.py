@@ -19,10 +19,11 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-from vllm_hpu_mm.replay.scheduler import DecodeRun, Trace
+from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Trace
+from vllm_hpu_mm.replay.timing import Timer, TimeResult, TraceClock
 from vllm_hpu_mm.runtimes.base import GraphRun, TextLookup
 
-__all__ = ["Efficiency", "ReplayResult", "replay", "shape_weights"]
+__all__ = ["Efficiency", "ReplayResult", "load_of", "replay", "shape_weights"]
 
 Shape = tuple[int, int, int]
 
@@ -54,6 +55,8 @@ class ReplayResult:
     decode_blocks: Efficiency
     #: (phase, bucket) -> (weighted runs, real, padded) on the phase's first axis (tokens, slots).
     per_bucket: dict[tuple[str, Shape], tuple[float, float, float]]
+    #: The replay in time, one per trace (load), when a time model was given.
+    times: tuple[TimeResult, ...] = ()
 
     @property
     def compiles_by_phase(self) -> tuple[int, int]:
@@ -74,9 +77,16 @@ def _weights(traces: Sequence[Trace], balanced: bool) -> list[tuple[float, float
     return out
 
 
-def replay(traces: Sequence[Trace], lookup: TextLookup, label: str, *, balanced: bool = False) -> ReplayResult:
+def load_of(trace: Trace) -> str:
+    """A trace's load, in words."""
+    arrivals = trace.arrivals if trace.arrivals is not None else Arrivals(concurrency=trace.concurrency)
+    return arrivals.describe()
+
+
+def replay(traces: Sequence[Trace], lookup: TextLookup, label: str, *, balanced: bool = False,
+           timer: Timer | None = None) -> ReplayResult:  # fmt: skip
     """Every trace through ``lookup``, in order (its fallback buckets carry from one trace to the next, as on a server
-    whose load changes)."""
+    whose load changes); with a ``timer``, each trace in time too."""
     tally = {k: [0.0, 0.0] for k in ("tokens", "context", "slots", "blocks")}
     per_bucket: dict[tuple[str, Shape], list[float]] = {}
     ran: dict[tuple[str, Shape], None] = {}
@@ -106,13 +116,23 @@ def replay(traces: Sequence[Trace], lookup: TextLookup, label: str, *, balanced:
         entry[1] += weight * first[0]
         entry[2] += weight * first[1]
 
+    times = []
     for trace, (wp, wd) in zip(traces, _weights(traces, balanced), strict=True):
-        for event in trace.events:
+        clock = TraceClock(timer, trace) if timer is not None else None
+        for i, event in enumerate(trace.events):
             if isinstance(event, DecodeRun):
-                count(lookup.decode(event.sequences, event.blocks), wd * event.steps)
+                run = lookup.decode(event.sequences, event.blocks)
+                count(run, wd * event.steps)
+                if clock is not None:
+                    clock.decode(i, event.steps, event.sequences, event.blocks, run)
             else:
-                for run in lookup.prefill(event):
+                runs = lookup.prefill(event)
+                for run in runs:
                     count(run, wp)
+                if clock is not None:
+                    clock.prefill(i, event, runs)
+        if clock is not None:
+            times.append(clock.result(load_of(trace)))
     warmed = (sum(1 for p, _ in lookup.warmed if p == "prompt"), sum(1 for p, _ in lookup.warmed if p == "decode"))
     return ReplayResult(
         label=label,
@@ -125,6 +145,7 @@ def replay(traces: Sequence[Trace], lookup: TextLookup, label: str, *, balanced:
         decode_slots=Efficiency(*tally["slots"]),
         decode_blocks=Efficiency(*tally["blocks"]),
         per_bucket={k: (v[0], v[1], v[2]) for k, v in per_bucket.items()},
+        times=tuple(times),
     )
 
 

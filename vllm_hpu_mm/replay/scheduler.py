@@ -10,11 +10,15 @@ The model (vLLM 0.32 ``v1/core/sched/scheduler.py`` ``Scheduler.schedule``, our 
 - an image is encoded whole in the step its first token is scheduled, within the encoder budget of
   ``max(max_num_batched_tokens, the largest image's tokens)`` per step; a chunk stops before an image that does not
   fit it;
-- the load is a closed loop of ``concurrency`` clients: a request arrives when one finishes; the schedule ends when
-  the requests run out (the drain that follows, the last requests finishing alone, is not the load);
+- the load is a closed loop of ``concurrency`` clients (a request arrives when one finishes), Poisson arrivals at a
+  rate, or a profile of clients over time (:class:`Arrivals`); after the last request the server drains: the
+  schedule runs until every admitted request finishes, the batch running down to one (``drain=False`` ends it when
+  the requests run out, the load alone); arrivals in time step a clock of real-shape step times, the same for every
+  bucket set replayed on it (a padded server would run slower and queue more: not modelled);
 - a request is admitted only when the KV cache can hold its whole prompt and answer (its cached prefix shared), so
   there is no preemption (vLLM admits more eagerly and preempts; this is the simplification);
-- a prompt of ``max_model_len`` tokens or more is refused, as vLLM does; answers are cut at ``max_model_len``.
+- a request vLLM refuses is counted by reason (:data:`REFUSALS`) and never runs; answers are cut at
+  ``max_model_len``.
 
 Checked against vLLM 0.32's own Scheduler (benchmarks/vllm_scheduler_check.py): the same schedule event for event
 while the KV cache has room; under KV pressure vLLM preempts where this model waits.
@@ -27,12 +31,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
+from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes.base import PrefillChunk
 
-__all__ = ["DecodeRun", "Limits", "Prompt", "Trace", "simulate"]
+__all__ = ["REFUSALS", "Arrivals", "Clock", "DecodeRun", "Limits", "Prompt", "Span", "Trace", "simulate"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +77,96 @@ class DecodeRun:
 Event = tuple[PrefillChunk, ...] | DecodeRun
 
 
+#: Why the engine refuses a request (vLLM 0.32 ``v1/engine/input_processor.py`` ``_validate_prompt_len``: an empty
+#: prompt, a prompt of ``max_model_len`` tokens or more; a request whose prompt and answer need more KV blocks than
+#: the cache has can never be scheduled: vLLM refuses to start with a cache that cannot hold ``max_model_len``, so it
+#: is a limit given to the replay that no real server would run with).
+REFUSALS = {
+    "empty": "an empty prompt",
+    "prompt_too_long": "a prompt of max_model_len tokens or more",
+    "kv_blocks": "more KV blocks than the cache holds",
+}
+
+
+#: Caps on what a load description may ask (a day of traffic; far above any one server's request rate or clients).
+MAX_RATE = 10_000.0
+MAX_PROFILE_SEGMENTS = 64
+MAX_PROFILE_SECONDS = 86_400.0
+MAX_CLIENTS = 100_000
+
+
+@dataclasses.dataclass(frozen=True)
+class Arrivals:
+    """How requests reach the server. One of: a closed loop of ``concurrency`` clients (a request arrives when one
+    finishes); Poisson arrivals at ``rate`` requests per second (seeded); a ``profile`` of (seconds, clients) segments,
+    each a closed loop of that many clients for that long. After the last request (or the profile's end) the server
+    drains: the running requests finish, the batch running down to one."""
+
+    concurrency: int | None = None
+    rate: float | None = None
+    profile: tuple[tuple[float, int], ...] = ()
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.rate is not None and not 0 < self.rate <= MAX_RATE:
+            raise ConfigError(f"request rate {self.rate:g} is invalid; accepted: above 0 and at most {MAX_RATE:,} "
+                              "requests/s")  # fmt: skip
+        if len(self.profile) > MAX_PROFILE_SEGMENTS:
+            raise ConfigError(f"a load profile of {len(self.profile)} segments is invalid; accepted: at most "
+                              f"{MAX_PROFILE_SEGMENTS}")  # fmt: skip
+        for seconds, clients in self.profile:
+            if not (0 < seconds <= MAX_PROFILE_SECONDS and 0 <= clients <= MAX_CLIENTS):
+                raise ConfigError(f"load profile segment {seconds:g} s x {clients} clients is invalid; accepted: 0 < "
+                                  f"seconds <= {MAX_PROFILE_SECONDS:,}, 0 <= clients <= {MAX_CLIENTS:,}")  # fmt: skip
+        if sum(s for s, _ in self.profile) > MAX_PROFILE_SECONDS:
+            raise ConfigError(f"a load profile longer than {MAX_PROFILE_SECONDS:,} s is refused")
+
+    @property
+    def timed(self) -> bool:
+        """Whether arrivals depend on time (a rate or a profile), so the schedule needs a clock."""
+        return self.rate is not None or bool(self.profile)
+
+    def describe(self) -> str:
+        if self.rate is not None:
+            return f"Poisson arrivals at {self.rate:g} requests/s (seed {self.seed})"
+        if self.profile:
+            return "clients over time: " + ", ".join(f"{c} for {s:g} s" for s, c in self.profile)
+        n = self.concurrency or 0
+        return f"{n} request{'' if n == 1 else 's'} at once"
+
+    def clients(self, now: float) -> int:
+        """The profile's clients at ``now`` (0 after its end)."""
+        t = 0.0
+        for seconds, clients in self.profile:
+            t += seconds
+            if now < t:
+                return clients
+        return 0
+
+    def next_change(self, now: float) -> float:
+        """When the profile next changes its clients after ``now`` (inf after its end)."""
+        t = 0.0
+        for seconds, _ in self.profile:
+            t += seconds
+            if now < t:
+                return t
+        return math.inf
+
+
+@dataclasses.dataclass(frozen=True)
+class Span:
+    """One request's life in steps and (real-shape) seconds: it arrived before step ``arrival``, got its first token
+    from step ``first`` and its last from step ``finish``; ``output`` tokens."""
+
+    arrival: int
+    first: int
+    finish: int
+    output: int
+    arrival_s: float = 0.0
+    first_s: float = 0.0
+    finish_s: float = 0.0
+
+
 @dataclasses.dataclass(frozen=True)
 class Trace:
     events: tuple[Event, ...]
@@ -79,6 +175,20 @@ class Trace:
     completed: int
     refused: int
     steps: int
+    #: The step each event starts at (a step's decode run and prefill chunks share it).
+    starts: tuple[int, ...] = ()
+    #: Every request that ran, in admission order.
+    spans: tuple[Span, ...] = ()
+    #: Refused requests by reason (:data:`REFUSALS`).
+    refusals: tuple[tuple[str, int], ...] = ()
+    #: Whether the drain was kept (the schedule runs until every admitted request finishes).
+    drained: bool = True
+    #: Seconds (real shapes, by the clock given) the server was busy and idle (no request to run).
+    busy_s: float = 0.0
+    idle_s: float = 0.0
+    arrivals: Arrivals | None = None
+    #: Images encoded: (step, placeholder tokens), in order.
+    encoded: tuple[tuple[int, int], ...] = ()
 
 
 @dataclasses.dataclass
@@ -89,14 +199,19 @@ class _Seq:
     need_blocks: int
     images: list[tuple[int, int]]  # (start position, tokens) not yet encoded
     generated: int = 0
+    arrival: int = 0
+    arrival_s: float = 0.0
+    first: int = 0
+    first_s: float = 0.0
 
     @property
     def prefilling(self) -> bool:
         return self.computed < self.prompt.tokens
 
 
-def _cut_for_encoder(s: _Seq, n: int, budget: list[int]) -> int:
-    """Tokens of the chunk [computed, computed + n) that can run, the encoder budget spent on its images."""
+def _cut_for_encoder(s: _Seq, n: int, budget: list[int], encoded: list[int] | None = None) -> int:
+    """Tokens of the chunk [computed, computed + n) that can run, the encoder budget spent on its images (their
+    tokens appended to ``encoded``)."""
     end = s.computed + n
     for image in list(s.images):
         start, tokens = image
@@ -106,6 +221,8 @@ def _cut_for_encoder(s: _Seq, n: int, budget: list[int]) -> int:
             return max(0, start - s.computed)
         budget[0] -= tokens
         s.images.remove(image)
+        if encoded is not None:
+            encoded.append(tokens)
     return n
 
 
@@ -126,26 +243,49 @@ def _decode_runs(contexts: list[int], steps: int, block: int) -> Iterable[Decode
     yield DecodeRun(len(contexts), total, steps - last)
 
 
-def simulate(prompts: Iterable[Prompt], limits: Limits, concurrency: int,
-             encoder_budget: int | None = None) -> Trace:  # fmt: skip
-    """The schedule of ``prompts`` (in arrival order) under a closed loop of ``concurrency`` clients."""
+#: Seconds of one step of an event (a decode run: one of its steps), for a schedule whose arrivals depend on time.
+Clock = Callable[[Event], float]
+
+
+def simulate(prompts: Iterable[Prompt], limits: Limits, concurrency: int | Arrivals,
+             encoder_budget: int | None = None, *, drain: bool = True, clock: Clock | None = None,
+             vision_clock: Callable[[int], float] | None = None) -> Trace:  # fmt: skip
+    """The schedule of ``prompts`` (in arrival order) under ``concurrency`` clients in a closed loop, or the
+    :class:`Arrivals` given. ``drain``: run until every admitted request finishes (the batch runs down to one);
+    without it the schedule ends when the requests run out (the load alone). ``clock`` prices a step in seconds: a
+    rate or a profile needs it, and it gives each request's times; ``vision_clock`` prices encoding an image of so
+    many placeholder tokens."""
+    arrivals = concurrency if isinstance(concurrency, Arrivals) else Arrivals(concurrency=concurrency)
+    if arrivals.timed and clock is None:
+        raise ConfigError(f"{arrivals.describe()} needs a time model of the device (a named accelerator)")
     block, mml = limits.block_size, limits.max_model_len
     source = iter(prompts)
     largest = 0
-    refused = completed = steps = 0
+    completed = steps = 0
+    refusals: dict[str, int] = {}
     events: list[Event] = []
+    starts: list[int] = []
+    spans: list[Span] = []
+    encoded: list[tuple[int, int]] = []
+    now = idle = 0.0
+    rng = random.Random(arrivals.seed)
+    next_arrival = rng.expovariate(arrivals.rate) if arrivals.rate else math.inf
 
-    def next_seq() -> _Seq | None:
-        nonlocal refused, largest
+    def next_seq(at: float) -> _Seq | None:
+        nonlocal largest
         for p in source:
-            if p.tokens >= mml or p.tokens < 1:
-                refused += 1
-                continue
+            reason = None
+            if p.tokens < 1:
+                reason = "empty"
+            elif p.tokens >= mml:
+                reason = "prompt_too_long"
             output = max(1, min(p.output, mml - p.tokens))
-            computed = min(p.cached, p.tokens - 1) // block * block
+            computed = min(p.cached, p.tokens - 1) // block * block if p.tokens >= 1 else 0
             need = math.ceil((p.tokens + output) / block) - computed // block
-            if need > limits.num_kv_blocks:
-                refused += 1
+            if reason is None and need > limits.num_kv_blocks:
+                reason = "kv_blocks"
+            if reason is not None:
+                refusals[reason] = refusals.get(reason, 0) + 1
                 continue
             images, at = [], min(p.cached, p.tokens)
             for tokens in p.image_tokens:
@@ -153,44 +293,98 @@ def simulate(prompts: Iterable[Prompt], limits: Limits, concurrency: int,
                     images.append((at, tokens))
                 at += tokens
             largest = max(largest, *p.image_tokens, 0)
-            return _Seq(p, output, computed, need, images)
+            return _Seq(p, output, computed, need, images, arrival=steps, arrival_s=at)
         return None
 
     waiting: deque[_Seq] = deque()
-    for _ in range(concurrency):
-        seq = next_seq()
-        if seq is None:
-            break
-        waiting.append(seq)
     running: list[_Seq] = []
     reserved = 0
+    exhausted = False
+
+    def arrive(at: float | None = None) -> bool:
+        nonlocal exhausted
+        seq = next_seq(now if at is None else at)
+        if seq is None:
+            exhausted = True
+            return False
+        waiting.append(seq)
+        return True
+
+    def take_arrivals() -> None:
+        """Requests that have arrived by ``now``: Poisson arrivals due, or clients the profile adds."""
+        nonlocal next_arrival
+        if arrivals.rate:
+            while not exhausted and next_arrival <= now:
+                arrive(next_arrival)
+                next_arrival += rng.expovariate(arrivals.rate)
+        elif arrivals.profile:
+            while not exhausted and len(running) + len(waiting) < arrivals.clients(now) and arrive():
+                pass
+
+    if not arrivals.timed:
+        for _ in range(arrivals.concurrency or 0):
+            if not arrive():
+                break
+
+    def horizon() -> float:
+        """When arrivals next change what may run (a Poisson arrival, a profile change)."""
+        if exhausted:
+            return math.inf
+        if arrivals.rate:
+            return next_arrival
+        return arrivals.next_change(now) if arrivals.profile else math.inf
 
     def admissible() -> bool:
         return bool(waiting) and len(running) < limits.max_num_seqs and reserved + waiting[0].need_blocks <= \
             limits.num_kv_blocks  # fmt: skip
 
-    exhausted = False
-
     def finish(done: list[_Seq]) -> None:
-        nonlocal reserved, completed, exhausted
+        nonlocal reserved, completed
         for s in done:
             running.remove(s)
             reserved -= s.need_blocks
             completed += 1
-            arrival = next_seq()
-            if arrival is not None:
-                waiting.append(arrival)
-            else:
-                exhausted = True
+            spans.append(Span(s.arrival, s.first, steps - 1, s.output, s.arrival_s, s.first_s, now))
+            if not arrivals.timed and not exhausted:
+                arrive()
 
-    while (running or waiting) and not exhausted:
+    def emit(event: Event, start: int) -> None:
+        events.append(event)
+        starts.append(start)
+
+    def more() -> bool:
+        if running or waiting:
+            return drain or not exhausted
+        return arrivals.timed and not exhausted
+
+    while more():
+        if arrivals.timed:
+            take_arrivals()
+            if not running and not waiting:
+                gap = horizon()
+                if gap == math.inf:
+                    break
+                idle += gap - now
+                now = gap
+                continue
         if running and not any(s.prefilling for s in running) and not admissible():
             stretch = min(s.output - s.generated for s in running)
-            events.extend(_decode_runs([s.computed for s in running], stretch, block))
+            done = 0
+            limit = horizon()
+            for run in _decode_runs([s.computed for s in running], stretch, block):
+                k = run.steps
+                per = clock(run) if clock is not None else 0.0
+                if limit < math.inf and per > 0 and now + k * per > limit:
+                    k = max(1, math.ceil((limit - now) / per))
+                emit(DecodeRun(run.sequences, run.blocks, k), steps + done)
+                now += k * per
+                done += k
+                if k < run.steps:
+                    break
             for s in running:
-                s.computed += stretch
-                s.generated += stretch
-            steps += stretch
+                s.computed += done
+                s.generated += done
+            steps += done
             finish([s for s in running if s.generated >= s.output])
             continue
         budget = limits.max_num_batched_tokens
@@ -198,6 +392,7 @@ def simulate(prompts: Iterable[Prompt], limits: Limits, concurrency: int,
         chunks: list[PrefillChunk] = []
         decodes: list[_Seq] = []
         scheduled: list[tuple[_Seq, int]] = []
+        step_images: list[int] = []
         for s in running:
             if budget <= 0:
                 break
@@ -205,14 +400,14 @@ def simulate(prompts: Iterable[Prompt], limits: Limits, concurrency: int,
                 decodes.append(s)
                 budget -= 1
                 continue
-            n = _cut_for_encoder(s, min(s.prompt.tokens - s.computed, budget), encoder)
+            n = _cut_for_encoder(s, min(s.prompt.tokens - s.computed, budget), encoder, step_images)
             if n:
                 chunks.append(PrefillChunk(n, s.computed))
                 scheduled.append((s, n))
                 budget -= n
         while budget > 0 and admissible():
             s = waiting[0]
-            n = _cut_for_encoder(s, min(s.prompt.tokens - s.computed, budget), encoder)
+            n = _cut_for_encoder(s, min(s.prompt.tokens - s.computed, budget), encoder, step_images)
             if not n:
                 break
             waiting.popleft()
@@ -221,13 +416,18 @@ def simulate(prompts: Iterable[Prompt], limits: Limits, concurrency: int,
             chunks.append(PrefillChunk(n, s.computed))
             scheduled.append((s, n))
             budget -= n
+        step_s = sum(vision_clock(t) for t in step_images) if vision_clock is not None else 0.0
+        encoded.extend((steps, t) for t in step_images)
         if decodes:
-            events.append(DecodeRun(len(decodes), sum(math.ceil((s.computed + 1) / block) for s in decodes), 1))
+            run = DecodeRun(len(decodes), sum(math.ceil((s.computed + 1) / block) for s in decodes), 1)
+            emit(run, steps)
+            step_s += clock(run) if clock is not None else 0.0
         if chunks:
-            events.append(tuple(chunks))
+            emit(tuple(chunks), steps)
+            step_s += clock(tuple(chunks)) if clock is not None else 0.0
         if not decodes and not chunks:  # unreachable while the encoder budget holds the largest image
             raise AssertionError("a scheduler step with nothing to run")
-        steps += 1
+        now += step_s
         for s in decodes:
             s.computed += 1
             s.generated += 1
@@ -235,5 +435,9 @@ def simulate(prompts: Iterable[Prompt], limits: Limits, concurrency: int,
             s.computed += n
             if not s.prefilling:
                 s.generated = 1
+                s.first, s.first_s = steps, now
+        steps += 1
         finish([s for s in running if s.generated >= s.output])
-    return Trace(tuple(events), limits, concurrency, completed, refused, steps)
+    return Trace(tuple(events), limits, arrivals.concurrency or 0, completed, sum(refusals.values()), steps,
+                 tuple(starts), tuple(spans), tuple(sorted(refusals.items())), drain, now - idle, idle,
+                 arrivals, tuple(encoded))  # fmt: skip

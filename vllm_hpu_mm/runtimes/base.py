@@ -423,6 +423,9 @@ class RuntimeEntry:
     #: The module whose ``exports(draft, context)`` builds what ``serve`` hands the runtime. Named, not imported:
     #: the exporters read the plan, which sits above the runtimes (imported by :mod:`.exports` when serve exports).
     exporter: str
+    #: The runtime's built-in bucketing strategies, each as the environment otherwise configures it (vllm-gaudi's
+    #: exp, lin and pad), for a replay to set beside the configured one; None: it has no choice of strategy.
+    strategies: Callable[[Mapping[str, str]], tuple[RuntimeModel, ...]] | None = None
     #: Its releases: a version -> how it is planned, in words (ConfigError naming what is accepted when it cannot
     #: be); None when the runtime's releases are not modelled apart (a version is then refused).
     releases: Callable[[str], str] | None = None

@@ -75,6 +75,13 @@ def split_spec(name: str) -> tuple[str, str | None]:
     return key.strip(), (version.strip() or None) if sep else None
 
 
+def strategies(runtime: Runtime, env: Mapping[str, str] | None = None) -> tuple[RuntimeModel, ...]:
+    """The runtime's built-in bucketing strategies, each configured otherwise by ``env`` (none for a runtime without
+    a choice)."""
+    make = ENTRIES[runtime].strategies
+    return make(env or {}) if make is not None else ()
+
+
 def reference_device(runtime: Runtime) -> str:
     """The device a runtime is planned on when it is named and no device is."""
     return ENTRIES[runtime].reference_device

@@ -38,7 +38,13 @@ from vllm_hpu_mm.runtimes.base import (
     VisionBucketing,
 )
 from vllm_hpu_mm.runtimes.vllm_gaudi import common
-from vllm_hpu_mm.runtimes.vllm_gaudi.config import COMMIT_SHORT, BucketingConfig, config_from_env, effective_strategy
+from vllm_hpu_mm.runtimes.vllm_gaudi.config import (
+    COMMIT_SHORT,
+    STRATEGIES,
+    BucketingConfig,
+    config_from_env,
+    effective_strategy,
+)
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
 from vllm_hpu_mm.runtimes.vllm_gaudi.installed import InstalledUnavailable, InstalledVllmGaudi, find_installed
 from vllm_hpu_mm.runtimes.vllm_gaudi.releases import MAIN, release_for
@@ -204,5 +210,12 @@ def describe_release(version: str) -> str:
     return f"{planned}; its own bucketing code is asked (imported)" if asked else planned
 
 
+def strategies(env: Mapping[str, str]) -> tuple[VllmGaudi, ...]:
+    """vllm-gaudi under each of its built-in strategies (``VLLM_BUCKETING_STRATEGY`` exp, lin, pad; no bucket file),
+    configured otherwise by ``env``."""
+    rest = {k: v for k, v in env.items() if k not in (BUCKET_FILE_VAR, "VLLM_EXPONENTIAL_BUCKETING")}
+    return tuple(model_from_env({**rest, "VLLM_BUCKETING_STRATEGY": s}) for s in STRATEGIES)
+
+
 ENTRY = RuntimeEntry(Runtime.VLLM_GAUDI, TRAITS, model_from_env, "gaudi2", "vllm_hpu_mm.runtimes.vllm_gaudi.exports",
-                     releases=describe_release, distribution="vllm-gaudi")  # fmt: skip
+                     strategies, releases=describe_release, distribution="vllm-gaudi")  # fmt: skip

@@ -1,0 +1,93 @@
+"""Replay in time: exact buckets cost nothing, padding costs what the step model says and lands in its part, and a
+request's added latency is the padding of the steps it waited through."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from vllm_hpu_mm.models.catalog import CATALOG
+from vllm_hpu_mm.models.step_time import step_time
+from vllm_hpu_mm.replay.run import replay
+from vllm_hpu_mm.replay.scheduler import Arrivals, Limits, Prompt, simulate
+from vllm_hpu_mm.replay.timing import Timer, percentile
+from vllm_hpu_mm.runtimes.base import GraphRun, PrefillChunk
+
+STEP = step_time(CATALOG["Qwen/Qwen2.5-VL-7B-Instruct"], "gaudi2", block_size=128)
+TIMER = Timer(STEP, lambda tokens: (tokens - 2) * 4, lambda patches: -(-patches // 1024) * 1024)
+ONE = Limits(max_num_seqs=1, max_num_batched_tokens=4096, max_model_len=8192, block_size=128, num_kv_blocks=1000)
+
+
+class Lookup:
+    """Runs every shape as it is (``pad_blocks`` 0) or pads decode to ``pad_blocks`` blocks; nothing warmed."""
+
+    warmed: frozenset[tuple[str, tuple[int, int, int]]] = frozenset()
+    max_prefill_batch = 1
+    decode_block_cap = 10**6
+
+    def __init__(self, pad_blocks: int = 0) -> None:
+        self.pad_blocks = pad_blocks
+
+    def prefill(self, chunks: tuple[PrefillChunk, ...]) -> list[GraphRun]:
+        out = []
+        for c in chunks:
+            shape = (1, c.query, math.ceil(c.context / 128))
+            out.append(GraphRun("prompt", shape, shape, 1, c.query, shape[2]))
+        return out
+
+    def decode(self, sequences: int, blocks: int) -> GraphRun:
+        shape = (sequences, 1, max(blocks, self.pad_blocks))
+        return GraphRun("decode", shape, shape, sequences, sequences, blocks)
+
+    def fallbacks(self) -> list[tuple[str, tuple[int, int, int]]]:
+        return []
+
+
+PROMPTS = [Prompt(700, 40), Prompt(1500, 10, cached=256), Prompt(3000, 25)]
+
+
+def test_exact_shapes_cost_no_padding_and_add_no_latency() -> None:
+    trace = simulate(PROMPTS, ONE, 1, clock=TIMER.clock)
+    t = replay([trace], Lookup(), "exact", timer=TIMER).times[0]
+    assert t.padded_s == pytest.approx(t.real_s)
+    assert t.real_s == pytest.approx(trace.busy_s)  # the schedule's clock is the real-shape time
+    assert t.overhead == pytest.approx(0.0, abs=1e-9)
+    assert t.added_ttft == pytest.approx((0.0, 0.0), abs=1e-9)
+    assert t.added_tpot == pytest.approx((0.0, 0.0), abs=1e-9)
+
+
+def test_decode_padding_lands_in_decode_and_in_each_tokens_latency() -> None:
+    trace = simulate(PROMPTS, ONE, 1, clock=TIMER.clock)
+    t = replay([trace], Lookup(pad_blocks=2000), "padded", timer=TIMER).times[0]
+    per_step = STEP.decode_s(1, 2000) - STEP.decode_s(1, 1)
+    assert t.padding["decode"] > 0
+    assert t.padding["prefill_query"] == pytest.approx(0.0, abs=1e-9)
+    assert t.padding["prefill_context"] == pytest.approx(0.0, abs=1e-9)
+    # one sequence at a time: every decode step pads 1 sequence's few blocks to 2000
+    assert t.added_tpot[0] == pytest.approx(per_step, rel=0.05)
+    assert t.added_ttft == pytest.approx((0.0, 0.0), abs=1e-9)  # the first token comes from the prefill
+    assert t.padded_s - t.real_s == pytest.approx(sum(t.padding.values()))
+
+
+def test_a_waiting_request_pays_the_padding_of_the_steps_before_its_first_token() -> None:
+    # two clients, one slot: the second waits through the first's whole decode
+    trace = simulate([Prompt(200, 30), Prompt(200, 2)], ONE, Arrivals(rate=1000.0, seed=1), clock=TIMER.clock)
+    t = replay([trace], Lookup(pad_blocks=2000), "padded", timer=TIMER).times[0]
+    per_step = STEP.decode_s(1, 2000) - STEP.decode_s(1, 2)
+    assert t.added_ttft[1] == pytest.approx(29 * per_step, rel=0.05)
+
+
+def test_images_pad_to_their_vision_bucket() -> None:
+    limits = Limits(max_num_seqs=2, max_num_batched_tokens=4096, max_model_len=8192, block_size=128,
+                    num_kv_blocks=1000)  # fmt: skip
+    trace = simulate([Prompt(400, 3, image_tokens=(302,))], limits, 1, clock=TIMER.clock,
+                     vision_clock=TIMER.vision_clock)  # fmt: skip
+    t = replay([trace], Lookup(), "exact", timer=TIMER).times[0]
+    assert t.padding["vision"] == pytest.approx(STEP.vision_s(2048) - STEP.vision_s(1200))
+
+
+def test_percentile_is_nearest_rank() -> None:
+    assert percentile([], 0.5) == 0.0
+    assert percentile([3.0, 1.0, 2.0], 0.5) == 2.0
+    assert percentile(list(range(1, 101)), 0.99) == 99

@@ -1,0 +1,187 @@
+"""Replay in time: each forward of a schedule priced by the step-time model
+(:mod:`vllm_hpu_mm.models.step_time`) at the shape that ran (the bucket) and at the real shape (no padding), so a
+bucket set is judged by what its padding costs: busy time, its split into prefill query, prefill context, decode and
+vision, and the time it adds to each request's first token and to each token after it.
+
+Real work is one forward per step running the step's chunks unpadded (``StepTime.chunks_s``) and one decode pass of
+the real sequences and blocks; padded work is every forward the runtime's lookup runs, at its shape. A prefill
+forward's padding is split in two: context padding is the bucket's time less the same bucket at the real mean
+context (``P - T(b, q, real context)``), query padding the rest (batch rows and query tokens, and the extra forwards
+a step is split into). Vision: each image encoded at its bucket against its own patches.
+
+Latency: a request's added time to first token is the padding of every step from its arrival to its first token;
+its added time per output token is the padding of the steps that decoded it, over its tokens after the first. The
+schedule is the same for every bucket set (a padded server would queue more: these are lower bounds of the delay).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+
+from vllm_hpu_mm.models.step_time import StepTime
+from vllm_hpu_mm.replay.scheduler import Trace
+from vllm_hpu_mm.runtimes.base import GraphRun, PrefillChunk
+
+__all__ = ["PHASES", "TimeResult", "Timer", "TraceClock", "percentile"]
+
+#: The parts padding time is split into, in the order they are reported.
+PHASES = ("prefill_query", "prefill_context", "decode", "vision")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank ``q`` quantile (0 < q <= 1) of ``values``; 0 when there are none."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+@dataclasses.dataclass(frozen=True)
+class Timer:
+    """Prices forwards for one model on one device: the step-time model, the image placeholder tokens -> patches
+    rule and the vision bucket an image of so many patches runs in."""
+
+    step: StepTime
+    patches_of: Callable[[int], int]
+    vision_bucket: Callable[[int], int]
+
+    def prefill_real(self, chunks: Sequence[PrefillChunk]) -> float:
+        b = self.step.block_size
+        return self.step.chunks_s([(c.query, math.ceil(c.context / b)) for c in chunks])
+
+    def prefill_padded(self, run: GraphRun) -> tuple[float, float]:
+        """(time of the forward at its shape, of which context padding)."""
+        b, q, c = run.shape
+        padded = self.step.prefill_s(b, q, c)
+        if not c:
+            return padded, 0.0
+        real_context = math.ceil(run.blocks / max(1, run.requests))
+        return padded, max(0.0, padded - self.step.prefill_s(b, q, min(c, real_context)))
+
+    def decode_real(self, sequences: int, blocks: int) -> float:
+        return self.step.decode_s(sequences, blocks)
+
+    def decode_padded(self, run: GraphRun) -> float:
+        b, _, blocks = run.shape
+        return self.step.decode_s(b, blocks)
+
+    def vision(self, tokens: int) -> tuple[float, float]:
+        """(real, padded) seconds of encoding one image of ``tokens`` placeholder tokens."""
+        patches = self.patches_of(tokens)
+        return self.step.vision_s(patches), self.step.vision_s(max(patches, self.vision_bucket(patches)))
+
+    def clock(self, event: object) -> float:
+        """Real seconds of one step of a schedule event (the scheduler's clock)."""
+        from vllm_hpu_mm.replay.scheduler import DecodeRun
+
+        if isinstance(event, DecodeRun):
+            return self.decode_real(event.sequences, event.blocks)
+        return self.prefill_real(event)  # type: ignore[arg-type]
+
+    def vision_clock(self, tokens: int) -> float:
+        return self.vision(tokens)[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class TimeResult:
+    """One trace (one load) replayed in time for one bucket set."""
+
+    load: str
+    requests: int
+    #: Busy seconds with real shapes and with the buckets (text and vision).
+    real_s: float
+    padded_s: float
+    #: Padding seconds per part of :data:`PHASES`.
+    padding: dict[str, float]
+    #: Padding's added time to first token and per output token, seconds: (p50, p99) over requests.
+    added_ttft: tuple[float, float]
+    added_tpot: tuple[float, float]
+    #: Real-shape time to first token, seconds (p50, p99): what the padding adds to.
+    ttft: tuple[float, float]
+    idle_s: float = 0.0
+
+    @property
+    def overhead(self) -> float:
+        """Padding as a share of the useful (real-shape) busy time."""
+        return (self.padded_s - self.real_s) / self.real_s if self.real_s else 0.0
+
+    def share(self, phase: str) -> float:
+        """A part's padding as a share of the busy time with the buckets."""
+        return self.padding[phase] / self.padded_s if self.padded_s else 0.0
+
+
+class TraceClock:
+    """Accumulates one trace's real and padded time per event, then each request's added latency."""
+
+    def __init__(self, timer: Timer, trace: Trace) -> None:
+        self.timer, self.trace = timer, trace
+        self.real = self.padded = 0.0
+        self.padding = dict.fromkeys(PHASES, 0.0)
+        # (start step, steps, added seconds per step) of every event and image, in step order
+        self._entries: list[tuple[int, int, float]] = []
+
+    def decode(self, index: int, steps: int, sequences: int, blocks: int, run: GraphRun) -> None:
+        real, padded = self.timer.decode_real(sequences, blocks), self.timer.decode_padded(run)
+        self.real += steps * real
+        self.padded += steps * padded
+        self.padding["decode"] += steps * (padded - real)
+        self._entries.append((self._start(index), steps, padded - real))
+
+    def prefill(self, index: int, chunks: Sequence[PrefillChunk], runs: Sequence[GraphRun]) -> None:
+        real = self.timer.prefill_real(chunks)
+        priced = [self.timer.prefill_padded(r) for r in runs]
+        padded = sum(p for p, _ in priced)
+        context = min(sum(c for _, c in priced), max(0.0, padded - real))
+        self.real += real
+        self.padded += padded
+        self.padding["prefill_context"] += context
+        self.padding["prefill_query"] += padded - real - context
+        self._entries.append((self._start(index), 1, padded - real))
+
+    def _start(self, index: int) -> int:
+        return self.trace.starts[index] if index < len(self.trace.starts) else index
+
+    def result(self, load: str) -> TimeResult:
+        for step, tokens in self.trace.encoded:
+            real, padded = self.timer.vision(tokens)
+            self.real += real
+            self.padded += padded
+            self.padding["vision"] += padded - real
+            self._entries.append((step, 1, padded - real))
+        self._entries.sort(key=lambda e: e[0])
+        starts = [e[0] for e in self._entries]
+        prefix = [0.0]
+        for _, steps, per in self._entries:
+            prefix.append(prefix[-1] + steps * per)
+
+        def until(step: int) -> float:
+            """Added seconds of every step before ``step``."""
+            i = bisect.bisect_left(starts, step)
+            total = prefix[i]
+            j = i - 1
+            while j >= 0 and starts[j] == starts[i - 1]:
+                s, n, per = self._entries[j]
+                total -= per * max(0, s + n - step)
+                j -= 1
+            return total
+
+        ttft, tpot, real_ttft = [], [], []
+        for span in self.trace.spans:
+            ttft.append(until(span.first + 1) - until(span.arrival))
+            real_ttft.append(span.first_s - span.arrival_s)
+            if span.output > 1:
+                tpot.append((until(span.finish + 1) - until(span.first + 1)) / (span.output - 1))
+        return TimeResult(
+            load=load,
+            requests=len(self.trace.spans),
+            real_s=self.real,
+            padded_s=self.padded,
+            padding=dict(self.padding),
+            added_ttft=(percentile(ttft, 0.5), percentile(ttft, 0.99)),
+            added_tpot=(percentile(tpot, 0.5), percentile(tpot, 0.99)),
+            ttft=(percentile(real_ttft, 0.5), percentile(real_ttft, 0.99)),
+            idle_s=self.trace.idle_s,
+        )
