@@ -17,7 +17,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.support.gaudi_logs import ALL_GAUDI_LOGS, run_inputs  # noqa: E402
 from vllm_hpu_mm.logs.reproduce import Reproduction, read_log, reproduce  # noqa: E402
-from vllm_hpu_mm.values import GIB  # noqa: E402
+from vllm_hpu_mm.values import GIB, MIB  # noqa: E402
 
 OUT = REPO / "benchmarks" / "results" / "gaudi_log_reproduction.md"
 OUT_JSON = OUT.with_suffix(".json")
@@ -26,7 +26,9 @@ OUT_JSON = OUT.with_suffix(".json")
 def _value(name: str, v: int) -> str:
     if name == "warmup_seconds":
         return f"{v} s"
-    return str(v) if name == "kv_blocks" else f"{v / GIB:.2f} GiB"
+    if name in ("kv_blocks", "kv_tokens"):
+        return str(v)
+    return f"{v / GIB:.2f} GiB" if abs(v) >= GIB else f"{v / MIB:.0f} MiB"
 
 
 def rows() -> list[tuple[str, str, str, str, str, str]]:
@@ -48,9 +50,12 @@ def main() -> None:
         "tests/data/gaudi_logs (sources in their headers and SOURCES.md), model configs in tests/data/configs.",
         "Tolerances (issue 16): given the logged free memory, usable / graph reserve / KV / blocks within 1%; from",
         "the inputs alone, weights within 3% and KV blocks within a few percent (warm-up seconds: no tolerance,",
-        "reported). `dev` logs set vllm-fork's profiling residue (355 MiB), the lazy-HPU-graph costs, the warm-up",
-        "seconds per graph (1.28 s) and the Gaudi3 total; `heldout` logs set nothing. The held-out warm-up log is",
-        "the fork before its PR 252 (an older capture path than the calibration log's): 49 s logged, 92 s planned.",
+        "reported). vllm-fork's profiling residue is planned from the model's dimensions and the engine sizes its",
+        "pass is shaped from (the `engine` of each header; `profile`: reported, no tolerance); `dev` logs set the",
+        "lazy-HPU-graph costs and the Gaudi3 total; `heldout` logs set nothing. Warm-up seconds come from the",
+        "per-graph model fitted in benchmarks/warmup_time_fitting.py (its own dev / held-out split,",
+        "tests/data/warmup_logs) over the buckets each log lists, in the log's era (both: the fork's two-pass V0",
+        "runner).",
         "",
         "| set | log | mode | quantity | logged / planned | error |",
         "|---|---|---|---|---|---:|",

@@ -7,8 +7,11 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vllm_hpu_mm import __version__
+from vllm_hpu_mm.cli.common import ECHO_LINE_CHARS, ECHO_WORD_CHARS, clipped
 from vllm_hpu_mm.cli.main import build_parser, main
 
 
@@ -124,3 +127,39 @@ def test_an_absurd_number_of_server_arguments_is_refused_before_parsing(capsys: 
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["vllm-hpu-mm: error: 40001 server arguments; accepted: at most 4096 (put repeated settings in one "
                    "JSON value)"]  # fmt: skip
+
+
+# --- what an error line echoes is cut --------------------------------------------------------------------------------
+
+LONG = "1" + "x" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("argv", "env"),
+    [
+        (["memory", "plan"], {"VLLM_MULTIMODAL_BUCKETS": LONG}),
+        (["memory", "plan"], {"VLLM_BUCKETING_STRATEGY": LONG}),
+        (["memory", "plan", "--device", LONG], {}),
+        (["memory", "plan", "--max-model-len", LONG], {}),
+        (["buckets", "check", "--sizes", LONG], {}),
+    ],
+)
+def test_an_error_never_echoes_a_long_value_whole(
+    argv: list[str], env: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1
+    assert len(err) < 1500
+    assert "(100,0" in err  # the value's length is said
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=5000))
+def test_clipped_lines_are_bounded_and_short_ones_unchanged(text: str) -> None:
+    out = clipped(text)
+    assert len(out) <= ECHO_LINE_CHARS + 60
+    if len(text) <= ECHO_LINE_CHARS and all(len(w) <= ECHO_WORD_CHARS for w in text.split(" ")):
+        assert out == text

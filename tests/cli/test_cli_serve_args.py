@@ -216,6 +216,31 @@ def test_a_positional_model_is_launched_as_model_in_its_place() -> None:
     assert launch_args(["--model", "m"], parse("--model", "m"), "d") == ["--model", "m"]
 
 
+@pytest.mark.parametrize("word", ["yes", "True", "0", "off"])
+def test_a_value_after_a_flag_that_takes_none_is_never_the_model(word: str) -> None:
+    # vLLM's API server ignores the leftover positional; moving it to --model would launch the wrong model
+    with pytest.raises(ConfigError, match=rf"^server argument --enforce-eager takes no value, so '{word}' after it"):
+        parse("--enforce-eager", word, "--port", "8000")
+    with pytest.raises(ConfigError, match="--enforce-e takes no value"):  # named as typed, prefix and all
+        parse("--enforce-e", word)
+
+
+@pytest.mark.parametrize(
+    "yaml_text", ["enforce-eager: 'yes'\n", "max-num-seqs: [8, 16]\n", "model: m\nenforce-eager: 'true'\n"]
+)
+def test_a_yaml_leftover_is_never_the_model(tmp_path: Path, yaml_text: str) -> None:
+    config = tmp_path / "serve.yaml"
+    config.write_text(yaml_text)
+    with pytest.raises(ConfigError, match=rf"^--config {config}: the YAML leaves '.*' over"):
+        parse("--config", str(config))
+
+
+def test_a_yaml_boolean_is_a_flag_not_a_leftover(tmp_path: Path) -> None:
+    config = tmp_path / "serve.yaml"
+    config.write_text("enforce-eager: yes\n")  # YAML 1.1: a boolean
+    assert parse("--config", str(config), "/models/qwen").sizing.enforce_eager
+
+
 def test_a_model_given_twice_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"given twice: 'a' \(positional\) and --model 'b'"):
         parse("a", "--model", "b")

@@ -29,7 +29,7 @@ def test_each_public_gaudi_log_is_reproduced_within_tolerance(path: Path) -> Non
     for mode, values in ways:
         for name, pair in values.items():
             tolerance = Reproduction.tolerance(mode, name)
-            if name == "warmup_seconds":  # reported, with no tolerance: see the warm-up test below
+            if name in ("warmup_seconds", "profile"):  # reported, no tolerance: see the tests below
                 assert tolerance is None
                 continue
             assert tolerance is not None, (mode, name)
@@ -57,9 +57,22 @@ def test_a_log_without_memory_lines_has_no_memory() -> None:
     assert read_log(["INFO habana_executor.py:87] # HPU blocks: 3184, # CPU blocks: 256"]).has_memory
 
 
-def test_warm_up_seconds_come_from_the_development_log_and_are_reported_on_the_held_out_one() -> None:
+def test_warm_up_seconds_come_from_the_logged_buckets_in_the_logs_own_era() -> None:
     by_set = {p.parent.name: r for p in ALL_GAUDI_LOGS if "warmup_seconds" in (r := reproduced(p)).from_inputs}
+    # The development log set the two-pass graph factor; both are the fork's V0 runner (two passes).
     assert by_set["dev"].from_inputs["warmup_seconds"] == (32, 32)
     logged, planned = by_set["heldout"].from_inputs["warmup_seconds"]
-    # The held-out log is the fork before its PR 252 (an older capture path): 49 s logged, 92 s estimated.
-    assert (logged, planned) == (49, 92)
+    # Held out: 72 buckets eagerly then 15 + 48 graphs; 49 s logged (benchmarks/results/warmup_time_fitting.md).
+    assert logged == 49
+    assert abs(planned - logged) / logged <= 0.35
+
+
+def test_the_forks_profiling_residue_comes_from_the_model_and_its_pass_shape() -> None:
+    """One layer's activations over the pass's 4 x 1024 tokens and four sequences' logits: 355 MiB logged on the
+    development log; the held-out log's 504 MiB is reported (30% off) while its free memory stays within 0.2%."""
+    by_set = {p.parent.name: r for p in ALL_GAUDI_LOGS if "profile" in (r := reproduced(p)).from_inputs}
+    logged, planned = by_set["dev"].from_inputs["profile"]
+    assert abs(planned - logged) / logged < 0.01
+    held = by_set["heldout"]
+    assert Reproduction.error(held.from_inputs["free"]) < 0.03
+    assert Reproduction.error(held.from_inputs["kv_blocks"]) < 0.03

@@ -1,8 +1,10 @@
-"""The plan reports the warm-up time it can estimate: on Gaudi, every graph the runtime warms x the seconds per graph
-calibrated on the development log, labelled with that source; nothing on CUDA (no calibrated figure), and no graph
-warmed when warm-up is skipped."""
+"""The plan reports the warm-up time it can estimate: on Gaudi, the runtime's fitted per-graph time by phase and
+shape over every graph it warms, with the held-out error beside it; nothing on CUDA (no fitted figure), nothing when
+warm-up is skipped, and no text graph under --enforce-eager on a one-pass runtime."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
@@ -11,26 +13,60 @@ from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.render import to_dict, to_table
-from vllm_hpu_mm.runtimes.base import HPU_WARMUP_SECONDS_PER_GRAPH
+from vllm_hpu_mm.runtimes.base import EngineShape
+from vllm_hpu_mm.runtimes.vllm_fork import TRAITS, VllmFork
+from vllm_hpu_mm.runtimes.warmup import era
 
 
-def test_a_gaudi_plan_estimates_warm_up_from_the_graphs_it_warms() -> None:
+def test_a_gaudi_plan_estimates_warm_up_by_phase_over_the_graphs_it_warms() -> None:
     p = plan(build(SizingArgs(device="gaudi2", max_model_len=32768), load({})))
     w = to_dict(p)["warmup"]
     graphs = p.prefill_graphs_total + p.decode_graphs_total + len(p.vision_buckets_captured)
     assert w["graphs"] == graphs > 0
-    assert w["seconds"] == pytest.approx(graphs * HPU_WARMUP_SECONDS_PER_GRAPH, abs=0.1)
-    assert w["label"] == "calibrated"
-    assert "performance_tuning.md" in w["source"]
-    assert f"warm-up: ~{w['seconds']:.0f} s ({graphs} graphs" in to_table(p)
+    one = era("one_pass")
+    a_prompt, _b_prompt = one.coefficients["graph"]["prompt"]
+    a_decode, _ = one.coefficients["graph"]["decode"]
+    assert w["by_phase"]["decode"] == pytest.approx(p.decode_graphs_total * a_decode, rel=0.05)
+    assert w["by_phase"]["prompt"] >= p.prefill_graphs_total * a_prompt - 0.1
+    assert w["seconds"] == pytest.approx(sum(w["by_phase"].values()), abs=0.2)
+    assert w["era"] == "one_pass"
+    assert w["heldout_error"] == one.heldout_error
+    assert "warmup_time_fitting.md" in w["source"]
+    line = next(x for x in to_table(p).splitlines() if x.startswith("warm-up:"))
+    assert f"~{w['seconds']:.0f} s" in line
+    assert "held-out error" in line
+    assert f"{graphs} graphs" in line
 
 
-def test_skipping_warm_up_warms_no_graph() -> None:
+def test_skipping_warm_up_makes_no_estimate() -> None:
     p = plan(build(SizingArgs(device="gaudi2"), load({"VLLM_SKIP_WARMUP": "true"})))
-    assert to_dict(p)["warmup"]["graphs"] == 0
+    assert to_dict(p)["warmup"] is None
+
+
+def test_enforce_eager_warms_no_text_graph_on_vllm_gaudi() -> None:
+    p = plan(build(SizingArgs(device="gaudi2", enforce_eager=True), load({})))
+    w = to_dict(p)["warmup"]
+    assert w is not None
+    assert w["by_phase"]["prompt"] == w["by_phase"]["decode"] == 0
 
 
 def test_a_cuda_plan_makes_no_warm_up_estimate() -> None:
     p = plan(build(SizingArgs(device="h100"), load({})))
     assert to_dict(p)["warmup"] is None
     assert "warm-up:" not in to_table(p)
+
+
+def test_enforce_eager_on_a_two_pass_fork_still_warms_every_bucket_once() -> None:
+    """vllm-fork before #1178 runs warmup_all_buckets whatever --enforce-eager says (hpu_model_runner.py @d436eede7);
+    with its era the eager plan's warm-up is the eager pass over every bucket, not 0 s."""
+    fork = VllmFork(traits=dataclasses.replace(TRAITS, warmup_era="two_pass"))
+    i = build(SizingArgs(device="gaudi2", runtime="vllm-fork", enforce_eager=True, max_model_len=8192), load({}))
+    p = plan(dataclasses.replace(i, runtime=fork))
+    w = p.warmup
+    assert w is not None
+    assert w.by_phase["prompt"] > 0
+    assert w.by_phase["decode"] > 0
+    shapes = fork.text_shapes(EngineShape(8192, i.max_num_seqs, i.max_num_batched_tokens, 128, p.kv_blocks))
+    eager = era("two_pass").coefficients["eager"]
+    assert w.by_phase["prompt"] == pytest.approx(len(shapes.prefill) * eager["prompt"][0])
+    assert w.by_phase["decode"] == pytest.approx(len(shapes.decode) * eager["decode"][0])

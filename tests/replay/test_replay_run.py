@@ -23,9 +23,10 @@ from vllm_hpu_mm.replay.job import (
 )
 from vllm_hpu_mm.replay.run import Efficiency, ReplayResult
 from vllm_hpu_mm.replay.scheduler import Limits
-from vllm_hpu_mm.runtimes.base import HPU_WARMUP_SECONDS_PER_GRAPH, EngineShape
+from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling
+from vllm_hpu_mm.runtimes.warmup import era
 from vllm_hpu_mm.traffic.default import default_traffic
 
 SHAPE = EngineShape(max_model_len=16384, max_num_seqs=32, max_num_batched_tokens=4096, block_size=128,
@@ -120,11 +121,13 @@ def test_replay_prints_defaults_and_planned_side_by_side(capsys: pytest.CaptureF
     assert planned["run_time_compiles"]["prompt"] == planned["run_time_compiles"]["decode"] == 0
     assert planned["graphs_warmed"]["total"] <= defaults["graphs_warmed"]["total"] // 2
     assert any(note.startswith("planned buckets: budget ") for note in report["notes"])
-    # one warm-up rule with the plan: graphs warmed x the calibrated seconds per graph
-    assert planned["warmup_seconds_estimate"] == pytest.approx(
-        planned["graphs_warmed"]["total"] * HPU_WARMUP_SECONDS_PER_GRAPH, abs=0.1
-    )
-    assert "performance_tuning.md" in report["warmup_seconds_source"]
+    # one warm-up rule with the plan: the runtime's per-graph time by phase and shape, with its held-out error
+    one = era("one_pass").coefficients["graph"]
+    assert planned["warmup_seconds_estimate"] >= planned["graphs_warmed"]["total"] * min(
+        one["prompt"][0], one["decode"][0]) - 0.1  # fmt: skip
+    assert planned["warmup_seconds_estimate"] < defaults["warmup_seconds_estimate"]
+    assert "warmup_time_fitting.md" in report["warmup_seconds_source"]
+    assert report["warmup_heldout_error"] == era("one_pass").heldout_error
     assert plot.read_bytes()[:4] == b"\x89PNG"
 
 
@@ -180,3 +183,21 @@ def test_bad_load_descriptions_exit_2_naming_the_flag(capsys: pytest.CaptureFixt
         assert main(["buckets", "replay", "--no-plan", "--no-strategies", *argv]) == 2
         err = capsys.readouterr().err
         assert "accepted" in err or "not allowed with" in err or "one of them" in err
+
+
+def test_a_covering_file_under_skip_warmup_warms_nothing_and_exits_1(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "cover.txt"
+    path.write_text("(1, range(32, 8193, 32), range(0, 65))\n(range(1, 9), 1, range(1, 600))\n(1, 128, 300)\n")
+    argv = ["buckets", "replay", "--max-model-len", "8192", "--max-num-seqs", "8", "--concurrency", "4",
+            "--requests", "100", "--bucket-file", str(path), "--no-plan", "--no-strategies", "--json"]  # fmt: skip
+    assert main(argv) == 0  # it covers every shape: nothing compiles at run time
+    warm = json.loads(capsys.readouterr().out)
+    # its buckets vllm-gaudi's filters drop are said, naming the file as given
+    assert any(n.startswith(f"--bucket-file {path}: vllm-gaudi drops ") for n in warm["notes"])
+    monkeypatch.setenv("VLLM_SKIP_WARMUP", "true")
+    assert main(argv) == 1  # vllm-gaudi warms nothing: every shape that runs compiles while a request waits
+    cold = json.loads(capsys.readouterr().out)["configurations"][1]
+    assert cold["graphs_warmed"]["total"] == 0
+    assert cold["buckets_listed"]["prompt"] > 0

@@ -97,6 +97,10 @@ def test_a_users_limit_without_image_means_no_vision_warmup_and_says_so() -> Non
     assert "--limit-mm-per-prompt" not in e.args
     assert not e.enforcement["prefill_vision_graphs"].honoured
     assert any("names no image" in n for n in e.notes)
+    for zero in ('{"image": 0}', '{"image": {"count": 0}}'):  # vLLM refuses every image: said so, not "compiles"
+        refused = exports_for(p, ExportContext(ServerFlags(limit_mm_per_prompt=zero)))
+        assert any("vLLM refuses every request with an image" in n for n in refused.notes)
+        assert not any("image shape compiles" in n for n in refused.notes)
     named = exports_for(p, ExportContext(ServerFlags(limit_mm_per_prompt='{"image": {"count": 2}}')))
     assert named.args == ()
     assert named.enforcement["prefill_vision_graphs"].honoured

@@ -31,3 +31,18 @@ def test_costs_grow_with_the_shape_and_count_fitting_fills_a_pool_smallest_first
     assert text_cost.count_fitting(buckets, 0) == 0
     assert text_cost.count_fitting(buckets, sum(costs)) == len(buckets)
     assert text_cost.count_fitting(buckets, sum(costs[:3])) == 3
+
+
+def test_the_forks_profiling_pass_is_shaped_by_the_engine_sizes_and_its_residue_follows() -> None:
+    from vllm_hpu_mm.runtimes.base import ProfileCosts
+    from vllm_hpu_mm.runtimes.vllm_fork import PROFILE_RESIDUE_BYTES, profile_pass, profile_residue_bytes
+
+    text = ProfileCosts(90112, 4 * 128256, 0, max_model_len=1024, max_num_seqs=256, max_num_batched_tokens=4096)
+    assert profile_pass(text) == (4, 1024)
+    assert profile_residue_bytes(text) == 4 * 1024 * 90112 + 4 * 4 * 128256
+    long = ProfileCosts(90112, 4 * 128256, 0, max_model_len=32768, max_num_seqs=256, max_num_batched_tokens=8192)
+    assert profile_pass(long) == (1, 32768)  # at least one whole sequence, as the fork runs it
+    vision = ProfileCosts(90112, 4, 50 * 2**20, 1024, 256, 4096, multimodal=True)
+    assert profile_pass(vision) == (1, 1024)
+    assert profile_residue_bytes(vision) == 1024 * 90112 + 4 + 50 * 2**20
+    assert profile_residue_bytes(None) == PROFILE_RESIDUE_BYTES

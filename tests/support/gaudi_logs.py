@@ -20,7 +20,8 @@ GAUDI_LOGS = DATA / "gaudi_logs"
 CONFIGS = DATA / "configs"
 #: Every excerpt, development (``dev/``) and held-out (``heldout/``).
 ALL_GAUDI_LOGS = sorted(GAUDI_LOGS.rglob("*.log"))
-#: What a header leaves out: vllm-fork's defaults (V0 engine) on one Gaudi2.
+#: What a header leaves out: vllm-fork's defaults (V0 engine) on one Gaudi2; ``engine`` (max_model_len,
+#: max_num_seqs, max_num_batched_tokens), the sizes its profiling pass is shaped from, only where the log shows them.
 DEFAULTS: dict[str, Any] = {"runtime": "vllm-fork", "device": "gaudi2", "tp": 1, "block_size": 128,
                             "gpu_memory_utilization": 0.9, "graph_reserved_mem": 0.1, "quantization": None,
                             "enforce_eager": False}  # fmt: skip
@@ -56,4 +57,5 @@ def run_inputs(path: Path) -> RunInputs:
         block_size=int(h["block_size"]),
         quantization=h["quantization"],
         enforce_eager=bool(h["enforce_eager"]),
+        engine=tuple(h["engine"]) if h.get("engine") else None,
     )

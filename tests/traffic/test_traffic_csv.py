@@ -56,6 +56,14 @@ def test_a_count_column_weighs_a_row(tmp_path: Path) -> None:
         ("width,height,output_tokens\n64,64,0\n", ":2: output_tokens 0 is out of range"),
         ("width,height,text_tokens\n64,64,1e9\n", ":2: text_tokens '1e9' is not an integer"),
         ("name\nx\n", ":1: header 'name' lacks width,height"),
+        (
+            "width,height,text_tokens,cached_tokens\n640,480,10,20\n",
+            ":2: cached_tokens 20 exceeds text_tokens 10 of the request",
+        ),
+        ("width,height,cached_tokens\n640,480,20\n", ":2: cached_tokens 20 without text_tokens"),
+        ("width,height,width\n640,480,320\n", ":1: header names width more than once"),
+        ("width,height,text_tokens,TEXT_TOKENS\n640,480,1,2\n", ":1: header names text_tokens more than once"),
+        ("width,height\n" + "9" * 100_000 + "x,1\n", "... (100,001 characters) is not an integer"),
     ],
 )
 def test_bad_rows_name_the_file_and_line(tmp_path: Path, text: str, needle: str) -> None:
@@ -63,6 +71,7 @@ def test_bad_rows_name_the_file_and_line(tmp_path: Path, text: str, needle: str)
         read_traffic_csv(write(tmp_path, text))
     assert "traffic.csv" in str(info.value)
     assert needle in str(info.value)
+    assert len(str(info.value)) < 400  # a long cell is cut, never echoed whole
 
 
 @settings(max_examples=50, deadline=None)

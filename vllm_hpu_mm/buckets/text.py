@@ -61,6 +61,12 @@ Bucket = tuple[int, int, int]
 QUERY_GRANULE = 32
 #: Most second-axis values one row gets (more saves next to nothing and costs planning time).
 MAX_VALUES_PER_ROW = 24
+#: Most rows (prompt query lengths, decode batch sizes) one phase is searched over. vllm-gaudi's own default (exp)
+#: strategy warms at most ceil(log2(max_num_batched_tokens)) query rows and ceil(log2(max_num_seqs)) + 1 batch rows
+#: (exponential.py @ 091bbadd: 24 and 21 at vLLM's largest limits); 64 rows is three times that. Past it a larger
+#: budget (a third of lin's ~18,000 graphs) would only add rows of ever smaller gain, each costing the search
+#: rows x values x budget work: the search stops there, whatever budget the runtime's count implies.
+MAX_ROWS = 64
 #: Share of each phase's weight spread log-uniformly over every shape the limits allow before planning, so that the
 #: buckets also serve traffic unlike the one they were planned on (a shape beyond the planned values would otherwise
 #: pad to the coverage bucket). Tuned on traffic the reported figures do not use (benchmarks/results/replay_*.md).
@@ -282,22 +288,25 @@ def _curve(weights: Mapping[int, int], top: int, floor: int, max_values: int, *,
 
 def _allocate(curves: Sequence[_Curve], graphs: int) -> list[int]:
     """Values per row (each >= 1, in all at most ``graphs``) with the least total cost: exact, over the curves."""
+    # No row takes more values than its curve holds, so a budget above their sum buys nothing: the table's width
+    # (and the work, rows x values x width) stays bounded by the curves whatever budget the runtime's count implies.
+    graphs = min(graphs, sum(len(c.costs) for c in curves))
     inf = np.iinfo(np.int64).max // 4
     best = np.full(graphs + 1, inf, dtype=np.int64)
     best[0] = 0
+    width = np.arange(graphs + 1)
     choices = []
     for curve in curves:
-        new = np.full(graphs + 1, inf, dtype=np.int64)
-        pick = np.zeros(graphs + 1, dtype=np.int64)
-        for m, cost in enumerate(curve.costs, start=1):
-            if m > graphs:
-                break
-            cand = np.full(graphs + 1, inf, dtype=np.int64)
-            cand[m:] = np.where(best[: graphs + 1 - m] < inf, best[: graphs + 1 - m] + cost, inf)
-            better = cand < new
-            new[better], pick[better] = cand[better], m
+        costs = np.array(curve.costs[:graphs], dtype=np.int64)
+        ms = np.arange(1, len(costs) + 1)
+        # cand[m - 1, g] = best[g - m] + cost of m values (inf where g < m or best[g - m] is): a min-plus step
+        padded = np.concatenate([np.full(len(costs), inf, dtype=np.int64), best])
+        before = padded[len(costs) + width[None, :] - ms[:, None]]
+        cand = np.where(before < inf, before + costs[:, None], inf)
+        first = np.argmin(cand, axis=0)  # the fewest values among equal costs
+        new = cand[first, width]
         best = new
-        choices.append(pick)
+        choices.append(np.where(new < inf, first + 1, 0))
     g = int(np.argmin(best))
     if best[g] >= inf:
         raise ConfigError(f"a budget of {graphs} graphs cannot hold one bucket per row ({len(curves)} rows)")
@@ -389,7 +398,7 @@ def _plan_phase(shapes: Mapping[tuple[int, int], int], rows_top: int, row_round:
     best: _Phase | None = None
     while True:
         rows = tuple(table.buckets())
-        if len(rows) > budget:
+        if len(rows) > min(budget, max(MAX_ROWS, table.min_buckets)):
             break
         idx = np.searchsorted(np.array(rows, dtype=np.int64), a)
         spare = min(budget - len(rows) + 1, MAX_VALUES_PER_ROW)

@@ -33,6 +33,7 @@ def evaluate_sizes(
     if policy is not OversizePolicy.REJECT or not buckets:
         return evaluate(sample.counts, buckets, num_shrunk=sample.num_shrunk)
     largest = max(buckets)
-    served = [c for c in sample.counts if c <= largest]
+    # sample.counts is patches -> images: weigh each patch count by its images, never count distinct values
+    served = {c: n for c, n in sample.counts.items() if c <= largest}
     ev = evaluate(served, buckets, num_shrunk=sample.num_shrunk)
-    return dataclasses.replace(ev, num_images=len(sample.counts), num_oversize=len(sample.counts) - len(served))
+    return dataclasses.replace(ev, num_images=sample.num_images, num_oversize=sample.num_images - ev.num_images)

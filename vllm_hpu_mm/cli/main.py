@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from vllm_hpu_mm import __version__
-from vllm_hpu_mm.cli.common import ExitCode, fail
+from vllm_hpu_mm.cli.common import ExitCode, clipped, fail, one_line
 from vllm_hpu_mm.cli.vllm_argv import MAX_SERVER_ARGS
 from vllm_hpu_mm.errors import VllmHpuMmError
 
@@ -39,7 +39,7 @@ class _ArgumentParser(argparse.ArgumentParser):
     """argparse that exits with our usage code (2) and one line, not a usage dump, on bad arguments."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(int(ExitCode.USAGE), f"vllm-hpu-mm: error: {message} (see --help)\n")
+        self.exit(int(ExitCode.USAGE), f"vllm-hpu-mm: error: {clipped(one_line(message))} (see --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,7 +63,7 @@ def _exit_status(exc: SystemExit) -> int:
     """argparse's (or a library's) SystemExit as an exit status: ints pass, a message is printed and means 2."""
     if exc.code is None or isinstance(exc.code, int):
         return int(exc.code or 0)
-    print(f"vllm-hpu-mm: error: {exc.code}", file=sys.stderr)
+    print(f"vllm-hpu-mm: error: {clipped(one_line(str(exc.code)))}", file=sys.stderr)
     return int(ExitCode.USAGE)
 
 

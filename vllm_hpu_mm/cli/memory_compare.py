@@ -3,9 +3,10 @@ against the plan for the flags it was started with (the same sizing flags as 'me
 from the environment as 'memory plan' reads it).
 
 For every memory figure the log printed (device total, weights, profiling run, free memory, usable, graph reserve,
-KV cache, KV blocks, warm-up seconds): the logged value, the plan's from the inputs alone, the plan's given the
-logged free memory, and the relative differences; and the runtime arithmetic used. The log is streamed (any size;
-gzip/bzip2/xz, UTF-8 or UTF-16). Tolerances (the public-log reproduction's): given the logged free memory 1%; from
+KV cache, KV blocks, KV tokens, warm-up seconds; the runtime's own lines and vLLM's V0 and V1 spellings): the logged
+value, the plan's from the inputs alone, the plan's given the logged free memory, and the relative differences; the
+runtime arithmetic used and the release the log names. The log is streamed (any size; gzip/bzip2/xz, UTF-8 or
+UTF-16). Tolerances (the public-log reproduction's): given the logged free memory 1%; from
 the inputs alone weights 3%, free memory and KV blocks 5%, the device total 1%; warm-up seconds and the profiling
 run are reported. Exit 0 when every compared quantity is within its tolerance, 1 when one is outside (named, with
 its likely cause), 2 for invalid input or a log with no memory lines.
@@ -61,7 +62,7 @@ def _value(row: Row, v: int | None) -> str:
         return "-"
     if row.unit == "seconds":
         return f"{v} s"
-    if row.unit == "blocks":
+    if row.unit in ("blocks", "tokens"):
         return str(v)
     return f"{v / GIB:.2f} GiB" if abs(v) >= GIB else f"{v / MIB:.0f} MiB"
 
@@ -84,6 +85,8 @@ def _print(c: Comparison, log: str) -> None:
         f"{i.block_size}"
     )
     print(f"arithmetic: {c.formula}")
+    if c.release:
+        print(f"the log's release: {c.release}")
     table = [("quantity", "logged", "plan from the inputs alone", "plan given the logged free memory")]
     for row in c.rows:
         given = _cell(row, row.given, row.tolerance_given)
@@ -135,6 +138,7 @@ def _report(c: Comparison, log: str) -> dict[str, Any]:
             "enforce_eager": i.enforce_eager,
         },
         "arithmetic": c.formula,
+        "release": c.release,
         "quantities": [
             {
                 "name": r.name,

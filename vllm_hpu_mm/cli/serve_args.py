@@ -170,6 +170,43 @@ def _spellings(args: Sequence[Arg], argv: Sequence[str], config: str | None, tab
     return out
 
 
+#: Words a flag that takes no value is given by mistake (``--enforce-eager yes``): vLLM's own boolean spellings
+#: (argparse's BooleanOptionalAction takes none of them; ``str2bool``-style readers take these).
+_BOOLEAN_WORDS = frozenset({"yes", "no", "true", "false", "on", "off", "y", "n", "t", "f", "1", "0"})
+
+
+def _check_positional(tag: str, args: Sequence[Arg], argv: Sequence[str], table: OptionTable) -> None:
+    """Refuse a positional that is a leftover, not a model: vLLM's API server ignores every positional (only ``vllm
+    serve`` copies it to --model), so moving a leftover to --model would launch the wrong model. A leftover is a
+    token the ``--config`` YAML wrote (a string where a boolean was meant, a list under a one-value flag) or a
+    boolean word after a flag that takes no value."""
+    at = next((i for i, a in enumerate(args) if a is tag), None)
+    previous = args[at - 1] if at else None
+    if isinstance(tag, Arg) and tag.origin is None:
+        after = f" after {previous.split('=', 1)[0]}" if previous is not None and previous.startswith("-") else ""
+        config = f"--config {argv[argv.index('--config') + 1]}" if "--config" in argv[:-1] else "--config"
+        raise ConfigError(
+            f"{config}: the YAML leaves {_short(tag)} over{after} (a list under a one-value key, or a string such "
+            f"as 'yes' where a YAML boolean was meant); vLLM's API server ignores it and `vllm serve` would take it "
+            "for the model; accepted: one value per key, booleans as true/false"
+        )
+    if previous is None or "=" in previous or not previous.startswith("-") or tag.lower() not in _BOOLEAN_WORDS:
+        return
+    option = table.by_string.get(previous) or next(
+        (table.by_string[s] for s in table.by_string if s.startswith(previous)), None
+    )
+    if option is not None and option.nargs == 0:
+        typed = argv[previous.origin] if previous.origin is not None else previous
+        raise ConfigError(
+            f"server argument {typed} takes no value, so {_short(tag)} after it is left over (vLLM's API server "
+            f"ignores it, `vllm serve` would take it for the model); accepted: {typed} alone, or its --no- form"
+        )
+
+
+def _short(token: str) -> str:
+    return repr(token) if len(token) <= 60 else f"{token[:60]!r}..."
+
+
 def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
     """Read ``argv`` as vLLM's server parser with the options of ``table`` reads it; :class:`ConfigError` on
     anything it would refuse."""
@@ -186,6 +223,8 @@ def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
         raise ConfigError("server arguments: --help would make vLLM print its help and exit; see "
                           "`python -m vllm.entrypoints.openai.api_server --help`")  # fmt: skip
     tag: str | None = ns.model_tag
+    if tag is not None:
+        _check_positional(tag, args, argv, table)
     if tag is not None and ns.model is not None and tag != ns.model:
         raise ConfigError(f"the model is given twice: {tag!r} (positional) and --model {ns.model!r}; give it once")
     if (tag if tag is not None else ns.model) == "":

@@ -70,8 +70,13 @@ class Replayed:
 
     @property
     def yours_compiles(self) -> bool:
-        """The user's bucket file leaves shapes to compile at run time."""
-        return self.has_yours and bool(self.report.results[1].compiles)
+        """The user's bucket file leaves shapes to compile at run time: those no bucket covers, or under
+        VLLM_SKIP_WARMUP=true every shape that runs (vllm-gaudi's warmup_model returns before warming any, @091bbadd
+        hpu_model_runner.py)."""
+        if not self.has_yours:
+            return False
+        yours = self.report.results[1]
+        return bool(yours.compiles) or (self.report.skip_warmup and sum(yours.shapes_run) > 0)
 
     @property
     def refused(self) -> int:
@@ -138,10 +143,11 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
     runs = schedules(traffic, limits, images, concurrency=sizing.concurrency, requests=args.requests,
                      arrivals=args.arrivals, timer=timer)  # fmt: skip
     results = [replay_model(own, shape, runs, configured_label(own, shape), timer)]
+    notes: list[str] = []
     if yours is not None:
         results.append(replay_model(yours, shape, runs, f"your {Path(file_path or '').name}", timer))
+        notes += yours.text_shapes(shape).notes  # its buckets vllm-gaudi drops without a word
     planned = None
-    notes = []
     if args.plan_buckets:
         chosen = plan_for(inputs, shape, runs, results[0], lookup.decode_block_cap, lookup.max_prefill_batch, budget,
                           own)  # fmt: skip
@@ -165,7 +171,7 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
               "num_kv_blocks": shape.num_kv_blocks}  # fmt: skip
     kv_note = ("KV blocks: given" if args.kv_blocks is not None else "KV blocks: the plan's estimate (the decode "
                "buckets depend on it; give the log's '# HPU blocks' with --kv-blocks)")  # fmt: skip
-    report = Report(tuple(results), traffic.source, runs.load, runs.requests, engine, own.traits.backend,
+    report = Report(tuple(results), traffic.source, runs.load, runs.requests, engine, own.traits,
                     vision_efficiency(traffic.images(), images), images.buckets,
                     settings.skip_warmup, (kv_note, *notes), tuple(sorted(refused.items())),
                     _time_model(timer))  # fmt: skip

@@ -23,7 +23,7 @@ from vllm_hpu_mm.values import GIB, MIB
 
 __all__ = ["EXPECTED_LINES", "QUANTITIES", "Comparison", "Miss", "Row", "compare", "run_inputs"]
 
-Unit = Literal["bytes", "blocks", "seconds"]
+Unit = Literal["bytes", "blocks", "tokens", "seconds"]
 
 #: The quantities a Gaudi log can print, in the order of a start-up: (name, label, unit).
 QUANTITIES: tuple[tuple[str, str, Unit], ...] = (
@@ -35,6 +35,7 @@ QUANTITIES: tuple[tuple[str, str, Unit], ...] = (
     ("graph_reserve", "graph reserve", "bytes"),
     ("kv_cache", "KV cache", "bytes"),
     ("kv_blocks", "KV blocks", "blocks"),
+    ("kv_tokens", "KV tokens", "tokens"),
     ("warmup_seconds", "warm-up", "seconds"),
 )
 
@@ -42,7 +43,9 @@ QUANTITIES: tuple[tuple[str, str, Unit], ...] = (
 EXPECTED_LINES = (
     "'Free device memory: X GiB, Y GiB usable ...', '# HPU blocks: N' or 'Usable num_blocks: N', "
     "'Loading model weights took ...', 'Initializing cache engine took ...', 'Model profiling run took ...', "
-    "'(X GiB/Y GiB used)', 'Warmup finished in N secs'"
+    "'(X GiB/Y GiB used)', 'Warmup finished in N secs', vLLM's 'Loading model weights took X GB', "
+    "'Model loading took X GiB', '# GPU blocks: N', 'GPU KV cache size: N tokens', vllm-gaudi's '... reserved for "
+    "KV cache dummy block ... reserved for usable KV cache'"
 )
 
 
@@ -92,6 +95,8 @@ class Comparison:
     inputs: RunInputs
     #: The runtime's memory arithmetic as its model states it (formula and source, with its commit where it has one).
     formula: str
+    #: The release the log names (vLLM's banner or engine line), None where it names none.
+    release: str | None = None
 
     @property
     def compared(self) -> int:
@@ -125,12 +130,14 @@ def run_inputs(i: PlanInputs, flag: Callable[[str], str]) -> RunInputs:
         dtype_size=i.dtype_size,
         expert_parallel_size=i.expert_parallel_size,
         device=i.device,
+        engine=(i.max_model_len, i.max_num_seqs, i.max_num_batched_tokens),
     )
 
 
 def _rows(logged: Logged, r: Reproduction, i: RunInputs) -> list[Row]:
     alone, given = r.alone, r.given
     blocks_given = r.given_free.get("kv_blocks", (0, None))[1]
+    tokens = r.from_inputs.get("kv_tokens", (0, None))[1], r.given_free.get("kv_tokens", (0, None))[1]
     values: dict[str, tuple[int | None, int | None, int | None]] = {
         "total": (logged.total_bytes, i.total_bytes, None),
         "weights": (logged.weight_bytes, r.weight_bytes, None),
@@ -140,6 +147,7 @@ def _rows(logged: Logged, r: Reproduction, i: RunInputs) -> list[Row]:
         "graph_reserve": (logged.graph_bytes, alone.graph_bytes, given.graph_bytes if given else None),
         "kv_cache": (logged.kv_bytes, alone.kv_cache_bytes, given.kv_cache_bytes if given else None),
         "kv_blocks": (logged.kv_blocks, alone.kv_cache_bytes // r.block_bytes, blocks_given),
+        "kv_tokens": (logged.kv_tokens, *tokens),
         "warmup_seconds": (logged.warmup_seconds, r.warmup_seconds, None),
     }
     rows = []
@@ -203,31 +211,15 @@ def _cause(
             f"a different device: the log's card reports {_gib(row.logged)}{which}, {flag('device')} "
             f"{i.device or '?'} plans {_gib(i.total_bytes)}"
         )
+    release = f" (the log's release: {logged.release})" if logged.release else ""
     if row.name == "weights":
         return (
             f"a different model or weight format than the flags say: check {flag('model')} ({i.model.name}), "
             f"{flag('quantization')} ({i.quantization or 'none'}), {flag('dtype')} and "
-            f"{flag('tensor_parallel_size')} ({i.tensor_parallel_size})"
+            f"{flag('tensor_parallel_size')} ({i.tensor_parallel_size}){release}"
         )
     if row.name == "free":
-        if "weights" in missed:
-            return "it follows the weights (see weights)"
-        if logged.profile_bytes is not None and logged.profile_bytes > 0 and not i.runtime.traits.profiles_forward:
-            profiling = [
-                r.value
-                for r, t in registry.TRAITS.items()
-                if t.profiles_forward and t.backend == i.runtime.traits.backend
-            ]
-            return (
-                f"the log shows a profiling run ({logged.profile_bytes / MIB:.0f} MiB), which {runtime} does not make"
-                + (f": {flag('runtime')} {' or '.join(profiling)}?" if profiling else "")
-            )
-        profile = r.alone.profile_bytes
-        counted = f"the weights and {runtime}'s {profile / MIB:.0f} MiB profiling run" if profile else "the weights"
-        return (
-            f"memory held on the card beyond {counted}: another process, or a different runtime than "
-            f"{flag('runtime')} {runtime}"
-        )
+        return "it follows the weights (see weights)" if "weights" in missed else _free_cause(row, logged, r, i, flag)
     if row.name == "kv_blocks" and mode == "given_free":
         if "kv_cache" in missed:
             return "it follows the KV cache (see KV cache)"
@@ -254,6 +246,36 @@ def _cause(
         f"a different graph reserve or utilisation than the plan's (VLLM_GRAPH_RESERVED_MEM "
         f"{i.graph_reserved_mem:g}, {flag('gpu_memory_utilization')} {i.gpu_memory_utilization:g}), or a "
         f"different runtime's arithmetic than {runtime}'s"
+    )
+
+
+def _free_cause(row: Row, logged: Logged, r: Reproduction, i: RunInputs, flag: Callable[[str], str]) -> str:
+    """Why free memory differs, from the log's own lines first: its profiling-run line (a pass the runtime does not
+    make, or one that held more than the plan takes), then its release."""
+    runtime, traits = i.runtime.name.value, i.runtime.traits
+    logged_profile, planned_profile = logged.profile_bytes, r.alone.profile_bytes
+    gap = (row.alone or 0) - row.logged  # > 0: the card held more than the plan counts
+    if logged_profile is not None and logged_profile > 0 and not traits.profiles_forward:
+        profiling = [n.value for n, t in registry.TRAITS.items() if t.profiles_forward and t.backend == traits.backend]
+        return (
+            f"the log shows a profiling run ({logged_profile / MIB:.0f} MiB, its 'Model profiling run took' line), "
+            f"which {runtime} does not make" + (f": {flag('runtime')} {' or '.join(profiling)}?" if profiling else "")
+        )
+    if logged_profile is not None and traits.profiles_forward and gap > 0:
+        extra = logged_profile - planned_profile
+        if extra >= gap / 2:
+            return (
+                f"the log's own profiling run held {logged_profile / MIB:.0f} MiB ('Model profiling run took'), where "
+                f"the plan takes {planned_profile / MIB:.0f} MiB for {runtime}'s profiling pass: {extra / GIB:.2f} "
+                f"GiB of the {gap / GIB:.2f} GiB difference"
+            )
+    counted = f"the weights and {runtime}'s {planned_profile / MIB:.0f} MiB profiling run" if planned_profile else (
+        "the weights")  # fmt: skip
+    shown = f" (its profiling run, {logged_profile / MIB:.0f} MiB, does not account for it)" if logged_profile else ""
+    release = f"; the log's release: {logged.release}" if logged.release else ""
+    return (
+        f"memory held on the card beyond {counted}, not shown by the log's own lines{shown}: another process, or "
+        f"a different runtime than {flag('runtime')} {runtime}{release}"
     )
 
 
@@ -284,4 +306,4 @@ def compare(logged: Logged, inputs: RunInputs, flag: Callable[[str], str], *, so
         Miss(row, mode, planned, diff, tol, _cause(row, mode, logged, r, inputs, flag, missed))
         for row, mode, planned, diff, tol in outside
     )
-    return Comparison(tuple(rows), misses, inputs, r.alone.formula)
+    return Comparison(tuple(rows), misses, inputs, r.alone.formula, logged.release)

@@ -18,6 +18,7 @@ from vllm_hpu_mm.values import Stage
 __all__ = [
     "ANSI",
     "BUCKET_PAIR",
+    "BUCKET_TUPLE",
     "CALL",
     "CUDA_CAPTURE_SIZES",
     "CUDA_GRAPH_MEMORY",
@@ -26,18 +27,23 @@ __all__ = [
     "EXCEPTION_LINE",
     "FRAME",
     "FRAME_HEAD",
+    "GAUDI_GRAPH_RESERVE",
+    "GAUDI_KV_DUMMY",
     "GAUDI_MEMORY",
+    "GENERATED_BUCKETS",
     "HOST_OOM",
     "HPU_BLOCKS",
     "HPU_CACHE_ENGINE",
     "HPU_PROFILE_RUN",
     "HPU_TOTAL",
     "HPU_WEIGHTS",
+    "KV_CACHE_TOKENS",
     "KV_ESTIMATE",
     "KV_REFUSAL",
     "KV_TOKENS",
     "KV_WORDS",
     "LINE_PREFIX",
+    "LOG_TIME",
     "MESSAGE_STAGES",
     "METHOD",
     "MODEL",
@@ -45,10 +51,13 @@ __all__ = [
     "PHASE_MARKERS",
     "PHASE_TOTAL",
     "PROGRESS",
+    "RELEASE",
     "RUNTIMES",
     "RUN_START",
     "SHAPE_FIELD",
     "TRACEBACK_START",
+    "VLLM_BLOCKS",
+    "VLLM_WEIGHTS",
     "WARMUP",
     "WARMUP_FINISHED",
     "WARMUP_FREE_MEM",
@@ -193,6 +202,26 @@ HPU_WEIGHTS = re.compile(
 )
 #: What the fork's profiling run held: ``Model profiling run took X MiB of device memory``.
 HPU_PROFILE_RUN = re.compile(r"Model profiling run took (?P<size>-?[\d.]+)\s*(?P<unit>[KMG]iB|B) of device memory")
+#: vLLM's own spellings of the same figures, printed on every platform (V0 and V1 engines): the weights (``Loading
+#: model weights took 14.99 GB``, ``Model loading took 15.41 GB and 9.0 seconds``, V1 ``... GiB memory``; vLLM prints
+#: GiB as "GB" there: ``model_memory_usage / float(2**30)``), the KV blocks (V0 executor ``# GPU blocks: N``, also
+#: ``# cuda blocks``), and the KV capacity in tokens (V1 ``kv_cache_utils.py``: ``GPU KV cache size: N tokens``, or
+#: ``HPU KV cache size`` with the platform's name in vLLM 0.32).
+VLLM_WEIGHTS = re.compile(r"(?:Loading model weights took|Model loading took) (?P<size>[\d.]+)\s*(?P<unit>GiB|GB)\b")
+VLLM_BLOCKS = re.compile(r"# (?:GPU|gpu|cuda|CUDA) blocks: (?P<n>\d+)")
+KV_CACHE_TOKENS = re.compile(r"\b(?:GPU|HPU|XPU|CPU|TPU)(?: \+ host)? KV cache size: (?P<tokens>[\d,]+) tokens")
+#: vllm-gaudi V1's split of its KV share: one dummy block, the rest usable (``hpu_worker.py`` @091bbadd).
+GAUDI_KV_DUMMY = re.compile(
+    r"(?P<dsize>[\d.]+)\s*(?P<dunit>[KMG]iB|B) reserved for KV cache dummy block,? "
+    r"(?P<size>[\d.]+)\s*(?P<unit>[KMG]iB|B) reserved for usable KV cache"
+)
+#: The graph reserve on the fork's and vllm-gaudi's split line, in any unit (``format_bytes`` prints MiB below 1 GiB).
+GAUDI_GRAPH_RESERVE = re.compile(
+    r"(?P<size>[\d.]+)\s*(?P<unit>[KMG]iB|B) reserved for HPUGraphs \(VLLM_GRAPH_RESERVED_MEM=(?P<reserved>[\d.]+)\)"
+)
+#: The release a log ran: vLLM's banner (``vLLM API server version 0.9.1``) or engine line (``Initializing a V0 LLM
+#: engine (v0.9.1.dev116+gc57d577e8.d20250603)``).
+RELEASE = re.compile(r"vLLM API server version:? (?P<v1>[\w.+-]+)|LLM engine \(v(?P<v2>[\w.+-]+)\)")
 #: The end of warm-up: seconds and the graph memory it allocated.
 WARMUP_FINISHED = re.compile(r"Warmup finished in (?P<secs>\d+) secs, allocated (?P<size>[\d.]+)\s*(?P<unit>[KMG]iB)")
 
@@ -225,6 +254,15 @@ PHASE_TOTAL = re.compile(
 )
 #: One ``(batch, length)`` bucket of a :data:`PHASE_TOTAL` bucket list.
 BUCKET_PAIR = re.compile(r"\((\d+),\s*(\d+)\)")
+#: One bucket of a bucket list, two numbers (vllm-fork V0: batch, tokens) or three (batch, query, blocks).
+BUCKET_TUPLE = re.compile(r"\((\d+),\s*(\d+)(?:,\s*(\d+))?\)")
+#: The runtime's list of generated buckets: ``Generated 24 prompt buckets: [...]`` (vllm-fork V0) and ``Generated 36
+#: prompt buckets [bs, query, num_blocks]: [...]`` (vllm-fork 2025, vllm-gaudi ``common.py``).
+GENERATED_BUCKETS = re.compile(
+    r"Generated (?P<n>\d+) (?P<phase>prompt|decode) buckets[^:\]]*(?:\][^:]*)?: (?P<b>\[.*\])"
+)
+#: vLLM's logger time stamp (``INFO 08-02 17:37:54``): month-day and time, no year (warm-up durations).
+LOG_TIME = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR)\s+(?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)")
 #: vLLM on CUDA: the graph memory it measured (V1 and older wordings), and its capture sizes.
 CUDA_GRAPH_MEMORY = re.compile(
     r"Graph capturing finished in [\d.]+ secs?, took (?P<gib>[\d.]+) GiB|(?P<gib2>[\d.]+) GiB for CUDAGraph memory"

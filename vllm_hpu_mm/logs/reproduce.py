@@ -19,17 +19,26 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 from vllm_hpu_mm.logs.patterns import (
+    BUCKET_TUPLE,
+    GAUDI_GRAPH_RESERVE,
+    GAUDI_KV_DUMMY,
     GAUDI_MEMORY,
+    GENERATED_BUCKETS,
     HPU_BLOCKS,
     HPU_CACHE_ENGINE,
     HPU_PROFILE_RUN,
     HPU_TOTAL,
     HPU_WEIGHTS,
+    KV_CACHE_TOKENS,
     PHASE_TOTAL,
+    RELEASE,
+    VLLM_BLOCKS,
+    VLLM_WEIGHTS,
     WARMUP_FINISHED,
     size_bytes,
 )
 from vllm_hpu_mm.models.dims import ModelDims, kv_bytes_per_token, weight_bytes
+from vllm_hpu_mm.plan.rules import profile_costs_of
 from vllm_hpu_mm.runtimes.base import MemoryInputs, MemorySplit, RuntimeModel, warmup_estimate
 from vllm_hpu_mm.values import GIB
 
@@ -43,8 +52,8 @@ Mode = Literal["given_free", "from_inputs"]
 #: alone, weights within 3% (config-counted parameters against the loaded checkpoint), free memory and KV blocks
 #: within 5% (they add the runtime's own holdings), the device's total within 1% (the figure the runtime prints).
 TOLERANCES: dict[Mode, dict[str, float]] = {
-    "given_free": {"usable": 0.01, "graph_reserve": 0.01, "kv_cache": 0.01, "kv_blocks": 0.01},
-    "from_inputs": {"weights": 0.03, "total": 0.01, "free": 0.05, "kv_blocks": 0.05},
+    "given_free": {"usable": 0.01, "graph_reserve": 0.01, "kv_cache": 0.01, "kv_blocks": 0.01, "kv_tokens": 0.01},
+    "from_inputs": {"weights": 0.03, "total": 0.01, "free": 0.05, "kv_blocks": 0.05, "kv_tokens": 0.05},
 }
 
 
@@ -67,11 +76,24 @@ class Logged:
     #: The utilisation and graph reserve the runtime printed on its ``Free device memory`` line.
     gpu_memory_utilization: float | None = None
     graph_reserved_mem: float | None = None
+    #: The buckets the log lists: generated (``Generated N prompt buckets: [...]``) and captured as graphs (each
+    #: ``Graph/... captured`` summary), by phase: prompt (batch, query, context blocks), decode (batch, 1, blocks).
+    generated_buckets: tuple[tuple[str, tuple[int, int, int]], ...] = ()
+    captured_buckets: tuple[tuple[str, tuple[int, int, int]], ...] = ()
+    #: The log's runner warms in two passes (vllm-fork's V0 runner before #1178: ``(batch, tokens)`` buckets).
+    two_pass: bool = False
+    #: The KV capacity vLLM printed in tokens (``GPU KV cache size: N tokens``; blocks x block size where
+    #: ``max_model_len`` is a multiple of it).
+    kv_tokens: int | None = None
+    #: The KV share came from vllm-gaudi V1's dummy-block line (the usable part).
+    kv_dummy: bool = False
+    #: The release the log names (vLLM's banner or engine line), or None.
+    release: str | None = None
 
     @property
     def has_memory(self) -> bool:
         """The log printed at least one memory figure (a warm-up summary alone is not one)."""
-        return any(getattr(self, f.name) is not None for f in dataclasses.fields(self) if f.name != "graphs_warmed")
+        return any(getattr(self, f.name) is not None for f in dataclasses.fields(self) if f.name in _MEMORY_FIELDS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,22 +115,49 @@ class RunInputs:
     expert_parallel_size: int = 0
     #: The device's name, for the wording of a comparison ("" where not known).
     device: str = ""
+    #: The engine sizes the runtime shapes its profiling pass from (max_model_len, max_num_seqs,
+    #: max_num_batched_tokens), None where not known (the runtime's fixed residue then).
+    engine: tuple[int, int, int] | None = None
+
+
+_MEMORY_FIELDS = ("total_bytes", "weight_bytes", "profile_bytes", "free_bytes", "usable_bytes", "graph_bytes",
+                  "kv_bytes", "kv_blocks", "warmup_seconds", "warmup_bytes", "kv_tokens")  # fmt: skip
+
+
+#: What a second weights line (the fork prints "Pre-loading ..." then "Loading ... in total"; a restart prints them
+#: again) keeps: the device total, and the bucket lists printed before the weights load (a restart prints new ones).
+_KEPT_ON_RESTART = ("total_bytes", "generated_buckets", "two_pass")
 
 
 def _gib(text: str) -> int:
     return round(float(text) * GIB)
 
 
-def read_log(lines: Iterable[str]) -> Logged:
+def _buckets(text: str, phase: str, block_size: int) -> tuple[list[tuple[str, tuple[int, int, int]]], bool]:
+    """A logged bucket list as (phase, (batch, query, context blocks)); and whether it was the fork's 2-D form
+    (``(batch, tokens)``: decode tokens become blocks of ``block_size``)."""
+    out, two_d = [], False
+    for m in BUCKET_TUPLE.finditer(text):
+        a, b = int(m[1]), int(m[2])
+        if m[3] is not None:
+            out.append((phase, (a, b, int(m[3]))))
+            continue
+        two_d = True
+        out.append((phase, (a, b, 0) if phase == "prompt" else (a, 1, -(-b // block_size))))
+    return out, two_d
+
+
+def read_log(lines: Iterable[str], block_size: int = 128) -> Logged:
     """The memory lines of a Gaudi log (vllm-fork, vllm-gaudi), read as they stream by: those of its last start-up
-    (a weights line after the one already read starts a new one; the device total carries over)."""
+    (a weights line after the one already read starts a new one; the device total carries over). Bucket lists keep
+    at most :data:`MAX_BUCKETS` entries each (a log's size does not grow memory)."""
     found: dict[str, Any] = {}
     for line in lines:
         if (m := HPU_TOTAL.search(line)) and "total_bytes" not in found:
             found["total_bytes"] = _gib(m["total"])
         if m := HPU_WEIGHTS.search(line):
             if "weight_bytes" in found:
-                found = {k: v for k, v in found.items() if k == "total_bytes"}
+                found = {k: v for k, v in found.items() if k in _KEPT_ON_RESTART}
             found["weight_bytes"] = size_bytes(m)
         if (m := HPU_PROFILE_RUN.search(line)) and "profile_bytes" not in found:
             found["profile_bytes"] = size_bytes(m)
@@ -118,6 +167,7 @@ def read_log(lines: Iterable[str]) -> Logged:
             if m["graph"] is not None:
                 found.update(graph_bytes=_gib(m["graph"]), kv_bytes=_gib(m["kv"]),
                              graph_reserved_mem=float(m["reserved"]))  # fmt: skip
+        _read_vllm_spellings(line, found)
         if (m := HPU_CACHE_ENGINE.search(line)) and "kv_bytes" not in found:
             found["kv_bytes"] = size_bytes(m)
         if (m := HPU_BLOCKS.search(line)) and "kv_blocks" not in found:
@@ -126,7 +176,63 @@ def read_log(lines: Iterable[str]) -> Logged:
             found.update(warmup_seconds=int(m["secs"]), warmup_bytes=size_bytes(m))
         if (m := PHASE_TOTAL.search(line)) and m["pct"] and float(m["pct"]) > 0:
             found["graphs_warmed"] = found.get("graphs_warmed", 0) + round(int(m["n"]) * 100 / float(m["pct"]))
+        if (m := PHASE_TOTAL.search(line)) and m["b"]:
+            phase = "decode" if "decode" in m["phase"].lower() else "prompt"
+            listed, two_d = _buckets(m["b"][: MAX_BUCKETS * 24], phase, block_size)
+            found["captured_buckets"] = (*found.get("captured_buckets", ()), *listed[:MAX_BUCKETS])
+            found["two_pass"] = found.get("two_pass", False) or two_d
+        if m := GENERATED_BUCKETS.search(line):
+            listed, two_d = _buckets(m["b"][: MAX_BUCKETS * 24], m["phase"], block_size)
+            kept = tuple(b for b in found.get("generated_buckets", ()) if b[0] != m["phase"])
+            found["generated_buckets"] = (*kept, *listed[:MAX_BUCKETS])
+            found["two_pass"] = found.get("two_pass", False) or two_d
     return Logged(**found)
+
+
+def _read_vllm_spellings(line: str, found: dict[str, Any]) -> None:
+    """The figures vLLM itself prints (V0 and V1 wordings) and vllm-gaudi V1's dummy-block KV split, where the
+    runtime's own line did not give them; and the release the log names."""
+    if (m := GAUDI_KV_DUMMY.search(line)) and "kv_dummy" not in found:
+        # the usable KV share (the plan's KV cache: one block less), not the dummy block GAUDI_MEMORY may have read
+        found.update(kv_bytes=size_bytes(m), kv_dummy=True)
+    if (m := GAUDI_GRAPH_RESERVE.search(line)) and "graph_bytes" not in found:
+        found.update(graph_bytes=size_bytes(m), graph_reserved_mem=float(m["reserved"]))
+    if (m := VLLM_WEIGHTS.search(line)) and "weight_bytes" not in found:
+        found["weight_bytes"] = round(float(m["size"]) * GIB)  # vLLM's "GB" here is GiB (it divides by 2**30)
+    if (m := VLLM_BLOCKS.search(line)) and "kv_blocks" not in found:
+        found["kv_blocks"] = int(m["n"])
+    if (m := KV_CACHE_TOKENS.search(line)) and "kv_tokens" not in found:
+        found["kv_tokens"] = int(m["tokens"].replace(",", ""))
+    if (m := RELEASE.search(line)) and "release" not in found:
+        found["release"] = m["v1"] or m["v2"]
+
+
+#: Most buckets kept from one logged list (vllm-gaudi's largest strategies generate tens of thousands).
+MAX_BUCKETS = 100_000
+
+
+def logged_warmup_seconds(logged: Logged, inputs: RunInputs) -> int | None:
+    """The warm-up the runtime's fitted per-graph model gives for the buckets the log lists (its era from the log:
+    two passes for the fork's V0 runner); None where the log lists none or the runtime has no model."""
+    generated = logged.generated_buckets or logged.captured_buckets
+    if not generated:
+        return None
+
+    def split(buckets: tuple[tuple[str, tuple[int, int, int]], ...]) -> tuple[list[tuple[int, int, int]],
+                                                                               list[tuple[int, int]]]:  # fmt: skip
+        return [s for p, s in buckets if p == "prompt"], [(s[0], s[2]) for p, s in buckets if p == "decode"]
+
+    prompt, decode = split(generated)
+    estimate = warmup_estimate(
+        inputs.runtime.traits,
+        prompt=prompt,
+        decode=decode,
+        block_size=inputs.block_size,
+        eager=inputs.enforce_eager,
+        era_name="two_pass" if logged.two_pass else None,
+        captured=split(logged.captured_buckets) if logged.captured_buckets else None,
+    )
+    return None if estimate is None else round(estimate.seconds)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,6 +269,8 @@ def reproduce(name: str, logged: Logged, inputs: RunInputs) -> Reproduction:
     weights = weight_bytes(i.model, i.dtype_size, i.tensor_parallel_size, i.quantization,
                            expert_parallel_size=i.expert_parallel_size)  # fmt: skip
 
+    profile = None if i.engine is None else profile_costs_of(i.model, i.dtype_size, i.tensor_parallel_size, i.engine)
+
     def split(free: int | None) -> MemorySplit:
         m = MemoryInputs(
             total_bytes=i.total_bytes,
@@ -176,6 +284,7 @@ def reproduce(name: str, logged: Logged, inputs: RunInputs) -> Reproduction:
             graphs=not i.enforce_eager,
             free_after_load_bytes=free,
             tensor_parallel_size=i.tensor_parallel_size,
+            profile=profile,
         )
         return i.runtime.memory(m)
 
@@ -202,8 +311,13 @@ def reproduce(name: str, logged: Logged, inputs: RunInputs) -> Reproduction:
         from_inputs["free"] = (logged.free_bytes, alone.free_after_load_bytes)
         if logged.kv_blocks is not None:
             from_inputs["kv_blocks"] = (logged.kv_blocks, alone.kv_cache_bytes // block_bytes)
-    estimate = warmup_estimate("hpu", logged.graphs_warmed or 0) if logged.graphs_warmed else None
-    seconds = None if estimate is None else round(estimate.seconds)
+    if logged.profile_bytes is not None:  # reported: the runtime's profiling pass, planned from the engine sizes
+        from_inputs["profile"] = (logged.profile_bytes, alone.profile_bytes)
+    if logged.kv_tokens is not None:  # vLLM's capacity in tokens: the blocks x block size
+        from_inputs["kv_tokens"] = (logged.kv_tokens, alone.kv_cache_bytes // block_bytes * i.block_size)
+        if given is not None:
+            given_free["kv_tokens"] = (logged.kv_tokens, given.kv_cache_bytes // block_bytes * i.block_size)
+    seconds = logged_warmup_seconds(logged, inputs)
     if logged.warmup_seconds is not None and seconds is not None:
         from_inputs["warmup_seconds"] = (logged.warmup_seconds, seconds)
     return Reproduction(name, given_free, from_inputs, alone, given, weights, block_bytes, seconds)

@@ -187,8 +187,9 @@ VLLM_FLAGS: tuple[Option, ...] = (
            "stage (default 1)", integer, ("-pp",), bound=COUNT),
     Option("data_parallel_size", "data-parallel-size", "replicas; each plans the same card, so it changes nothing per "
            "card (default 1)", integer, ("-dp",), bound=COUNT),
-    Option("gpu_memory_utilization", "gpu-memory-utilization", "share of memory vLLM may use (default 0.92, vLLM "
-           "0.32's)", number, ("--device-memory-utilization",), bound=SHARE),
+    Option("gpu_memory_utilization", "gpu-memory-utilization", "share of memory vLLM may use (default: the runtime's, "
+           "0.92 in vLLM 0.32 and vllm-gaudi, 0.9 in vllm-fork)", number, ("--device-memory-utilization",),
+           bound=SHARE),
     Option("max_model_len", "max-model-len", "longest sequence, e.g. 32768, 32k (32000) or 32K (32768); auto or -1: "
            "the longest one sequence the KV cache holds, as vLLM fits it at start-up (default: the model's)",
            human_readable_int_or_auto, bound=MODEL_LEN),

@@ -30,7 +30,8 @@ __all__ = [
     "provenance",
 ]
 
-#: vLLM 0.32's EngineArgs default for --gpu-memory-utilization.
+#: vLLM 0.32's default for --gpu-memory-utilization (``config/cache.py``); the plan takes the runtime's own
+#: (``RuntimeTraits.default_gpu_memory_utilization``: the fork's is 0.9).
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 #: vLLM's scheduler fallbacks (``SchedulerConfig.DEFAULT_MAX_NUM_SEQS`` / ``..._BATCHED_TOKENS``); the plan uses the
 #: runtime's own per-device defaults (``RuntimeModel.batch_defaults``), these only where a runtime has none.
@@ -223,7 +224,6 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
     size = dtype_bytes(args.dtype or "auto", source=flag("dtype"))
     tp, pp, dp = (args.tensor_parallel_size or 1, args.pipeline_parallel_size or 1, args.data_parallel_size or 1)
     args.check_bounds()
-    util = DEFAULT_GPU_MEMORY_UTILIZATION if args.gpu_memory_utilization is None else args.gpu_memory_utilization
     reserved = _ratio(args, "graph_reserved_mem", settings.graph_reserved_mem)
     prompt = _ratio(args, "graph_prompt_ratio", settings.graph_prompt_ratio)
     mm = _ratio(args, "graph_multimodal_prompt_ratio", settings.graph_multimodal_prompt_ratio)
@@ -252,6 +252,8 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
     quantization = validate.check_quantization(args.quantization or model.quantization, quant_flag)
 
     runtime, found = _runtime_model(args, spec.backend, env)
+    given_util = args.gpu_memory_utilization
+    util = runtime.traits.default_gpu_memory_utilization if given_util is None else given_util
     defaults = runtime.batch_defaults(DeviceFacts(spec.backend, total, spec.name, tp * pp))
     seqs, tokens = defaults.clamped(max_model_len, args.max_num_seqs, args.max_num_batched_tokens)
     validate.check_batched_tokens(tokens, seqs, flag("max_num_batched_tokens"), flag("max_num_seqs"))

@@ -11,7 +11,7 @@ from vllm_hpu_mm.plan.findings import Finding, findings
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.rules import Split
 from vllm_hpu_mm.plan.text_graphs import TextGraphFit
-from vllm_hpu_mm.runtimes.base import WarmupEstimate, warmup_estimate
+from vllm_hpu_mm.runtimes.base import EngineShape, WarmupEstimate, warmup_estimate
 
 __all__ = ["Plan", "Verdict", "plan"]
 
@@ -63,8 +63,25 @@ class Plan:
 
     @property
     def warmup(self) -> WarmupEstimate | None:
-        """The warm-up time estimate (seconds per graph x graphs warmed, with its source), where one exists."""
-        return warmup_estimate(self.inputs.backend, self.graphs_warmed)
+        """The warm-up time of the graphs the runtime warms, by phase and shape (its fitted era, with the held-out
+        error), where one exists; None under VLLM_SKIP_WARMUP."""
+        i = self.inputs
+        if i.skip_warmup:
+            return None
+        prompt = [(b.batch, b.size, b.context) for b in self.text_graphs.prefill]
+        decode = [(b.batch, b.size) for b in self.text_graphs.decode]
+        if i.enforce_eager and i.backend == "hpu":  # no graphs, but a two-pass runtime still runs every bucket once
+            shapes = i.runtime.text_shapes(EngineShape(i.max_model_len, i.max_num_seqs, i.max_num_batched_tokens,
+                                                       i.block_size, max(self.kv_blocks, 1)))  # fmt: skip
+            prompt, decode = list(shapes.prefill), list(shapes.decode)
+        return warmup_estimate(
+            i.runtime.traits,
+            prompt=prompt,
+            decode=decode,
+            vision=self.vision_buckets_captured if i.vision_bucketed else (),
+            block_size=i.block_size,
+            eager=i.enforce_eager,
+        )
 
     @property
     def verdict(self) -> Verdict:

@@ -166,12 +166,22 @@ def _graph_note(p: Plan, phase: str) -> str:
 
 
 def _warmup_dict(p: Plan) -> dict[str, Any] | None:
-    """The warm-up time estimate: graphs warmed x seconds per graph, labelled with its source (HPU only)."""
+    """The warm-up time estimate by phase, labelled with its source and held-out error (Gaudi runtimes only)."""
     w = p.warmup
-    if w is None:
-        return None
-    return {"seconds": round(w.seconds, 1), "graphs": w.graphs, "seconds_per_graph": round(w.seconds_per_graph, 3),
-            "label": "calibrated", "source": w.source}  # fmt: skip
+    return None if w is None else w.to_dict()
+
+
+def warmup_line(w: dict[str, Any]) -> str:
+    """One line for a warm-up estimate: the total, by phase, and the held-out error beside it."""
+    phases = ", ".join(f"{k} {v:.0f} s" for k, v in w["by_phase"].items() if v)
+    held = w["heldout_error"]
+    error = f"±{held:.0%} held-out error" if held is not None else "no held-out log"
+    extra = "; above the fitted prompt sizes: extrapolated" if w["extrapolated"] else ""
+    return (
+        f"~{w['seconds']:.0f} s ({error}; {w['graphs']} graphs"
+        + (f": {phases}" if phases else "")
+        + f"{extra}; {w['source']})"
+    )
 
 
 def _enforcement_lines(e: Exports) -> list[str]:
@@ -244,8 +254,7 @@ def to_table(
         )
     warm = _warmup_dict(p)
     if warm is not None:
-        lines.append(f"warm-up: ~{warm['seconds']:.0f} s ({warm['graphs']} graphs x {warm['seconds_per_graph']:.2f} s; "
-                     f"{warm['source']})")  # fmt: skip
+        lines.append(f"warm-up: {warmup_line(warm)}")
     if "max_model_len_source" in src:
         lines.append(f"max_model_len: {src['max_model_len_source']}")
     if choice is not None:

@@ -25,12 +25,18 @@ from __future__ import annotations
 
 import dataclasses
 
-from vllm_hpu_mm.models.dims import kv_bytes_per_sequence, kv_bytes_per_token, vision_parameters, weight_bytes
+from vllm_hpu_mm.models.dims import (
+    ModelDims,
+    kv_bytes_per_sequence,
+    kv_bytes_per_token,
+    vision_parameters,
+    weight_bytes,
+)
 from vllm_hpu_mm.plan import text_cost, text_graphs, vision_cost
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.vision_cost import PoolMode
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS
-from vllm_hpu_mm.runtimes.base import EngineShape, MemoryInputs, MemorySplit
+from vllm_hpu_mm.runtimes.base import EngineShape, MemoryInputs, MemorySplit, ProfileCosts
 from vllm_hpu_mm.values import MIB
 
 __all__ = [
@@ -46,6 +52,8 @@ __all__ = [
     "memory_split",
     "model_weight_bytes",
     "prefill_decode_split",
+    "profile_costs",
+    "profile_costs_of",
     "profile_peak_bytes",
     "split_memory",
     "text_graph_fit",
@@ -98,18 +106,38 @@ def kv_per_sequence(i: PlanInputs) -> int:
     )
 
 
-def profile_peak_bytes(i: PlanInputs) -> int:
-    """Rule 0b: a profiling forward pass's activation peak above weights (an estimate): one text layer's activations
-    for ``max_num_batched_tokens`` tokens, the sampler's float32 logits for ``max_num_seqs`` sequences, and the
-    vision tower's eager peak at the largest bucket. Whether the runtime runs such a pass, and what of it stays held,
-    is its own arithmetic (``RuntimeModel.memory``: vllm-gaudi runs none)."""
-    m = i.model
-    tokens = i.max_num_batched_tokens
-    text = tokens * (4 * m.hidden_size + 2 * m.intermediate_size // i.tensor_parallel_size) * i.dtype_size
-    logits = i.max_num_seqs * m.vocab_size * 4
+def profile_costs(i: PlanInputs) -> ProfileCosts:
+    """Rule 0b': a profiling forward pass by part (an estimate): one text layer's activations per token (the residual
+    stream and attention in and out, 4 x hidden, and the MLP's gate and up, 2 x intermediate / TP), a sequence's
+    float32 logits, the vision tower's eager peak at the largest bucket; with the engine sizes a runtime shapes its
+    pass from."""
     largest = max(i.buckets) if i.buckets else 0
-    vision = vision_cost.eager_peak_bytes(largest, m.vision, i.dtype_size) if largest else 0
-    return text + logits + vision
+    return profile_costs_of(i.model, i.dtype_size, i.tensor_parallel_size, (i.max_model_len, i.max_num_seqs,
+                            i.max_num_batched_tokens), largest)  # fmt: skip
+
+
+def profile_costs_of(
+    m: ModelDims, dtype_size: int, tp: int, engine: tuple[int, int, int], largest_bucket: int = 0
+) -> ProfileCosts:
+    """:func:`profile_costs` from the model and the engine's (max_model_len, max_num_seqs, max_num_batched_tokens)."""
+    return ProfileCosts(
+        token_bytes=(4 * m.hidden_size + 2 * m.intermediate_size // tp) * dtype_size,
+        logits_bytes_per_seq=m.vocab_size * 4,
+        vision_bytes=vision_cost.eager_peak_bytes(largest_bucket, m.vision, dtype_size) if largest_bucket else 0,
+        max_model_len=engine[0],
+        max_num_seqs=engine[1],
+        max_num_batched_tokens=engine[2],
+        multimodal=m.vision.present,
+    )
+
+
+def profile_peak_bytes(i: PlanInputs) -> int:
+    """Rule 0b: a profiling forward pass's activation peak above weights (an estimate) at vLLM's pass shape:
+    ``max_num_batched_tokens`` tokens and ``max_num_seqs`` sequences' logits, plus the vision tower (see
+    :func:`profile_costs`). Whether the runtime runs such a pass, at which shape, and what of it stays held, is its
+    own arithmetic (``RuntimeModel.memory``: vllm-gaudi runs none, vllm-fork shapes its own)."""
+    p = profile_costs(i)
+    return i.max_num_batched_tokens * p.token_bytes + i.max_num_seqs * p.logits_bytes_per_seq + p.vision_bytes
 
 
 def graph_estimate_bytes(i: PlanInputs) -> int:
@@ -149,6 +177,7 @@ def memory_inputs(i: PlanInputs, free_after_load: int | None = None) -> MemoryIn
         free_after_load_bytes=free_after_load if free_after_load is not None else i.free_after_load_bytes,
         tensor_parallel_size=i.tensor_parallel_size,
         env=i.runtime_env,
+        profile=profile_costs(i),
     )
 
 

@@ -29,7 +29,7 @@ from vllm_hpu_mm.replay.job import (
 from vllm_hpu_mm.replay.report import Report, result_dict, to_dict
 from vllm_hpu_mm.replay.run import ReplayResult
 from vllm_hpu_mm.replay.scheduler import Limits
-from vllm_hpu_mm.runtimes.base import EngineShape, RuntimeModel
+from vllm_hpu_mm.runtimes.base import EngineShape, RuntimeModel, RuntimeTraits
 from vllm_hpu_mm.traffic.requests import Traffic
 
 __all__ = [
@@ -57,8 +57,8 @@ class TextChoice:
     budget: int
     replaced: bool
     reason: str
-    #: The runtime's backend (what the warm-up estimate depends on).
-    backend: str
+    #: The runtime's traits (its warm-up era: what the warm-up estimate depends on).
+    traits: RuntimeTraits
     #: Why the budget is what it is (the default rule's step, or yours).
     budget_reason: str = ""
 
@@ -77,7 +77,7 @@ class TextChoice:
         return Report(results, self.traffic, self.runs.load, self.runs.requests,
                       {"max_model_len": s.max_model_len, "max_num_seqs": s.max_num_seqs,
                        "max_num_batched_tokens": s.max_num_batched_tokens, "block_size": s.block_size,
-                       "num_kv_blocks": s.num_kv_blocks}, self.backend, None, None,
+                       "num_kv_blocks": s.num_kv_blocks}, self.traits, None, None,
                       False)  # fmt: skip
 
 
@@ -118,16 +118,16 @@ def choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: in
     runs = schedules(traffic, limits, images, concurrency=concurrency, requests=requests)
     label = configured_label(i.runtime, shape)
     before = replay_model(i.runtime, shape, runs, label)
-    backend = i.runtime.traits.backend
+    traits = i.runtime.traits
     chosen = plan_for(i, shape, runs, before, lookup.decode_block_cap, lookup.max_prefill_batch, budget)
     runtime = i.runtime.with_text_buckets(chosen.plan.prompt, chosen.plan.decode)
     if runtime is None or chosen.replayed is None:
         return first, TextChoice(traffic.source, runs, shape, before, None, None, chosen.budget, False,
                                  "the runtime is not given planned buckets (your own bucket file, bucketing off or "
-                                 "merged prefill)", backend)  # fmt: skip
+                                 "merged prefill)", traits)  # fmt: skip
     second = plan(dataclasses.replace(i, runtime=runtime))
     return second, TextChoice(traffic.source, runs, shape, before, chosen.replayed, chosen.plan, chosen.budget, True,
-                              f"planned over {traffic.source}", backend, chosen.reason)  # fmt: skip
+                              f"planned over {traffic.source}", traits, chosen.reason)  # fmt: skip
 
 
 def images_for(i: PlanInputs, buckets: tuple[int, ...] | None, settings: Settings) -> Images:

@@ -29,6 +29,8 @@ class TextGraphFit:
     decode_kept: tuple[TextBucket, ...]
     #: How the lists were obtained, in words.
     source: str
+    #: What the runtime does with the configuration the user would not see otherwise (:attr:`TextShapes.notes`).
+    notes: tuple[str, ...] = ()
 
     @property
     def prefill_fit(self) -> int:
@@ -133,4 +135,5 @@ def fit(i: PlanInputs, prefill_pool: int, decode_pool: int, num_kv_blocks: int) 
     ]  # fmt: skip
     shared = i.pool_mode is PoolMode.SHARED
     p, d = _by_cost(prefill), _by_cost(decode)
-    return TextGraphFit(p, d, _kept(p, prefill_pool, shared), _kept(d, decode_pool, shared), shapes.source)
+    return TextGraphFit(p, d, _kept(p, prefill_pool, shared), _kept(d, decode_pool, shared), shapes.source,
+                        shapes.notes)  # fmt: skip

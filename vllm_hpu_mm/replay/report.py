@@ -1,7 +1,7 @@
 """The replay's report: configurations side by side (vllm-gaudi's defaults, yours, the planned buckets), as a table
-and as one JSON object. A warm-up estimate is the graphs warmed times the plan's seconds per graph
-(:func:`vllm_hpu_mm.runtimes.base.warmup_estimate`, the one rule, with its source); under ``VLLM_SKIP_WARMUP=true``
-nothing is warmed and every shape that runs compiles on first use."""
+and as one JSON object. A warm-up estimate is the runtime's per-graph time by phase and shape over the shapes warmed
+(:func:`vllm_hpu_mm.runtimes.warmup.warmup_estimate`, the one rule, with its held-out error); under
+``VLLM_SKIP_WARMUP=true`` nothing is warmed and every shape that runs compiles on first use."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from vllm_hpu_mm.buckets.planner import Evaluation
 from vllm_hpu_mm.replay.run import ReplayResult
 from vllm_hpu_mm.replay.scheduler import REFUSALS
 from vllm_hpu_mm.replay.timing import PHASES, TimeResult
-from vllm_hpu_mm.runtimes.base import HPU_WARMUP_SECONDS_PER_GRAPH, WarmupEstimate, warmup_estimate
+from vllm_hpu_mm.runtimes.base import RuntimeTraits, WarmupEstimate, warmup_estimate
 
 __all__ = ["Report", "body_lines", "header_lines", "result_dict", "time_dict", "to_dict", "to_table", "totals"]
 
@@ -26,8 +26,8 @@ class Report:
     load: str
     requests: int
     engine: dict[str, int]
-    #: The runtime's backend: what the warm-up estimate depends on.
-    backend: str
+    #: The runtime's traits: its warm-up era is what the warm-up estimate depends on.
+    traits: RuntimeTraits
     vision: Evaluation | None
     vision_buckets: tuple[int, ...] | None
     #: What the runtime reads: VLLM_SKIP_WARMUP as set.
@@ -40,13 +40,22 @@ class Report:
     time_model: str | None = None
 
 
-def _warmup(r: Report, graphs: int) -> WarmupEstimate | None:
-    return warmup_estimate(r.backend, graphs)
+def _warmup(r: Report, res: ReplayResult | None) -> WarmupEstimate | None:
+    shapes = res.warmed_shapes if res is not None else ()
+    return warmup_estimate(r.traits, prompt=[s for p, s in shapes if p == "prompt"],
+                           decode=[(s[0], s[2]) for p, s in shapes if p == "decode"],
+                           block_size=r.engine["block_size"])  # fmt: skip
 
 
-def _seconds(r: Report, graphs: int) -> float | None:
-    w = _warmup(r, graphs)
+def _seconds(r: Report, res: ReplayResult) -> float | None:
+    w = _warmup(r, res)
     return None if w is None else round(w.seconds, 1)
+
+
+def _warmed(res: ReplayResult, report: Report) -> tuple[int, int]:
+    """Graphs warmed at start-up: none under VLLM_SKIP_WARMUP=true (warmup_model returns first, vllm-gaudi
+    @091bbadd), whatever buckets the configuration lists."""
+    return (0, 0) if report.skip_warmup else res.warmed
 
 
 def totals(res: ReplayResult) -> TimeResult | None:
@@ -83,26 +92,36 @@ def time_dict(t: TimeResult) -> dict[str, Any]:
     }
 
 
-def _stall_seconds(shapes: int) -> float:
-    return round(shapes * HPU_WARMUP_SECONDS_PER_GRAPH, 1)
+def _compile_stalls(r: Report, res: ReplayResult) -> float | None:
+    """The run-time compiles' stalls, each shape at the runtime's warm-up time for it (None: no warm-up model)."""
+    w = warmup_estimate(r.traits, prompt=[s for p, s in res.compiles if p == "prompt"],
+                        decode=[(s[0], s[2]) for p, s in res.compiles if p == "decode"],
+                        block_size=r.engine["block_size"])  # fmt: skip
+    return None if w is None else round(w.seconds, 1)
+
+
+def _first_use_stalls(r: Report, res: ReplayResult) -> float | None:
+    """Under VLLM_SKIP_WARMUP every shape that runs compiles on first use: their count at the warmed buckets' mean
+    time per graph (the shapes that ran are counted, not kept)."""
+    w = _warmup(r, res)
+    return None if w is None else round(sum(res.shapes_run) * w.seconds_per_graph, 1)
 
 
 def result_dict(res: ReplayResult, report: Report) -> dict[str, Any]:
-    warmed = sum(res.warmed)
+    warmed = sum(_warmed(res, report))
     total = totals(res)
     timed: dict[str, Any] = {}
     if total is not None:
         timed = {
             "time": time_dict(total),
             "time_per_load": [time_dict(t) for t in res.times],
-            "compile_stall_seconds": _stall_seconds(len(res.compiles)) if report.backend == "hpu" else None,
-            "compile_stall_seconds_with_skip_warmup": _stall_seconds(sum(res.shapes_run))
-            if report.backend == "hpu"
-            else None,
+            "compile_stall_seconds": _compile_stalls(report, res),
+            "compile_stall_seconds_with_skip_warmup": _first_use_stalls(report, res),
         }
     return {
         "label": res.label,
-        "graphs_warmed": {"prompt": res.warmed[0], "decode": res.warmed[1], "total": warmed},
+        "graphs_warmed": {"prompt": _warmed(res, report)[0], "decode": _warmed(res, report)[1], "total": warmed},
+        "buckets_listed": {"prompt": res.warmed[0], "decode": res.warmed[1]},
         "run_time_compiles": {
             "prompt": res.compiles_by_phase[0],
             "decode": res.compiles_by_phase[1],
@@ -114,7 +133,7 @@ def result_dict(res: ReplayResult, report: Report) -> dict[str, Any]:
         "prefill_context_efficiency": round(res.prefill_context.value, 4),
         "decode_slot_efficiency": round(res.decode_slots.value, 4),
         "decode_block_efficiency": round(res.decode_blocks.value, 4),
-        "warmup_seconds_estimate": _seconds(report, warmed),
+        "warmup_seconds_estimate": 0.0 if report.skip_warmup else _seconds(report, res),
         **timed,
     }
 
@@ -134,7 +153,8 @@ def to_dict(r: Report) -> dict[str, Any]:
         "engine": r.engine,
         "skip_warmup": r.skip_warmup,
         "configurations": [result_dict(res, r) for res in r.results],
-        "warmup_seconds_source": w.source if (w := _warmup(r, 0)) is not None else None,
+        "warmup_seconds_source": w.source if (w := _warmup(r, None)) is not None else None,
+        "warmup_heldout_error": w.era.heldout_error if w is not None else None,
         "vision": vision,
         "notes": list(r.notes),
     }
@@ -180,9 +200,9 @@ def _time_rows(r: Report, row: Any) -> None:
         [f"{_ms(t.added_ttft[0])} / {_ms(t.added_ttft[1])}" for t in tot if t is not None])  # fmt: skip
     row("added per-token p50 / p99 (worst load)",
         [f"{_ms(t.added_tpot[0])} / {_ms(t.added_tpot[1])}" for t in tot if t is not None])  # fmt: skip
-    if r.backend == "hpu":
-        row("compile stalls at run time", [f"{_stall_seconds(len(x.compiles)):.0f} s" for x in results])
-        row("first-use stalls, VLLM_SKIP_WARMUP", [f"{_stall_seconds(sum(x.shapes_run)):.0f} s" for x in results])
+    if r.traits.warmup_era:
+        row("compile stalls at run time", [f"{_compile_stalls(r, x) or 0:.0f} s" for x in results])
+        row("first-use stalls, VLLM_SKIP_WARMUP", [f"{_first_use_stalls(r, x) or 0:.0f} s" for x in results])
 
 
 def body_lines(r: Report) -> list[str]:
@@ -194,15 +214,19 @@ def body_lines(r: Report) -> list[str]:
     def row(name: str, cells: list[str]) -> None:
         rows.append((name, cells))
 
-    row("graphs warmed (prompt + decode)", [f"{sum(x.warmed)} ({x.warmed[0]} + {x.warmed[1]})" for x in r.results])
-    row("run-time compiles", [f"{len(x.compiles)}" for x in r.results])
+    warmed = [_warmed(x, r) for x in r.results]
+    row("graphs warmed (prompt + decode)", [f"{sum(w)} ({w[0]} + {w[1]})" for w in warmed])
+    if r.skip_warmup:
+        row("buckets listed, none warmed", [f"{sum(x.warmed)} ({x.warmed[0]} + {x.warmed[1]})" for x in r.results])
+    row("run-time compiles", [f"{sum(x.shapes_run) if r.skip_warmup else len(x.compiles)}" for x in r.results])
     row("  of which fallback buckets", [f"{len(x.fallbacks)}" for x in r.results])
     row("compiles under VLLM_SKIP_WARMUP", [f"{sum(x.shapes_run)}" for x in r.results])
     row("prefill token efficiency", [f"{x.prefill_tokens.value:.3f}" for x in r.results])
     row("prefill context efficiency", [f"{x.prefill_context.value:.3f}" for x in r.results])
     row("decode slot efficiency", [f"{x.decode_slots.value:.3f}" for x in r.results])
     row("decode block efficiency", [f"{x.decode_blocks.value:.3f}" for x in r.results])
-    estimates = [_seconds(r, sum(x.warmed)) for x in r.results]
+    # under VLLM_SKIP_WARMUP nothing is warmed at start-up: the first-use stalls are said instead
+    estimates = [0.0 if r.skip_warmup else _seconds(r, x) for x in r.results]
     row("warm-up estimate (text graphs)", [f"{s:.0f} s" if s is not None else "unknown" for s in estimates])
     _time_rows(r, row)
     name_width = max(len(n) for n, _ in rows)
@@ -216,8 +240,10 @@ def body_lines(r: Report) -> list[str]:
         lines.append(f"{refused} requests the engine refuses ({why}): not run, in no figure above")
     if r.time_model is not None:
         lines.append(f"time: {r.time_model}")
-    if (w := _warmup(r, 0)) is not None:
-        lines.append(f"warm-up estimate: {w.seconds_per_graph:.2f} s per graph, {w.source}")
+    if (w := _warmup(r, None)) is not None:
+        held = w.era.heldout_error
+        error = f"held-out error ±{held:.0%}" if held is not None else "no held-out log"
+        lines.append(f"warm-up estimate ({error}): {w.source}")
     for res in r.results:
         if res.compiles:
             shown = ", ".join(f"{p} {s}" for p, s in res.compiles[:6])

@@ -57,6 +57,8 @@ class ReplayResult:
     per_bucket: dict[tuple[str, Shape], tuple[float, float, float]]
     #: The replay in time, one per trace (load), when a time model was given.
     times: tuple[TimeResult, ...] = ()
+    #: The shapes warmed at start-up, (phase, shape) sorted: what the warm-up time depends on.
+    warmed_shapes: tuple[tuple[str, Shape], ...] = ()
 
     @property
     def compiles_by_phase(self) -> tuple[int, int]:
@@ -146,6 +148,7 @@ def replay(traces: Sequence[Trace], lookup: TextLookup, label: str, *, balanced:
         decode_blocks=Efficiency(*tally["blocks"]),
         per_bucket={k: (v[0], v[1], v[2]) for k, v in per_bucket.items()},
         times=tuple(times),
+        warmed_shapes=tuple(sorted(lookup.warmed)),
     )
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Literal, Protocol
 
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.runtimes.warmup import WarmupEstimate, warmup_estimate
 from vllm_hpu_mm.values import AlignMode, Backend
 
 __all__ = [
@@ -21,8 +22,6 @@ __all__ = [
     "GRAPH_MULTIMODAL_PROMPT_RATIO",
     "GRAPH_PROMPT_RATIO",
     "GRAPH_RESERVED_MEM",
-    "HPU_WARMUP_SECONDS_PER_GRAPH",
-    "HPU_WARMUP_SOURCE",
     "PARTS",
     "RUNTIME_CHOICES",
     "BatchDefaults",
@@ -38,6 +37,7 @@ __all__ = [
     "Part",
     "PartName",
     "PrefillChunk",
+    "ProfileCosts",
     "Runtime",
     "RuntimeEntry",
     "RuntimeModel",
@@ -94,6 +94,11 @@ class RuntimeTraits:
     profiles_graphs: bool = False
     #: Config ``model_type`` values the fp32-softmax default applies to (empty: every model).
     fp32_softmax_model_types: tuple[str, ...] = ()
+    #: How the runtime warms at start-up, for its warm-up time (``runtimes/warmup.py``: ``one_pass`` or
+    #: ``two_pass``); "" where no time was fitted.
+    warmup_era: str = ""
+    #: The runtime's ``gpu_memory_utilization`` default: vLLM 0.32's 0.92 (``config/cache.py``), the fork's 0.9.
+    default_gpu_memory_utilization: float = 0.92
 
     def fp32_softmax_for(self, model_type: str) -> bool:
         """The runtime's fp32-softmax default for a model of ``model_type``."""
@@ -148,6 +153,9 @@ class TextShapes:
     prefill: tuple[tuple[int, int, int], ...]
     decode: tuple[tuple[int, int], ...]
     source: str
+    #: What the runtime does with the configuration that the user would not see otherwise (e.g. buckets of a bucket
+    #: file its filters drop), one sentence each.
+    notes: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,6 +211,22 @@ ESTIMATE_CUDAGRAPHS = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
 
 
 @dataclasses.dataclass(frozen=True)
+class ProfileCosts:
+    """What a profiling forward pass costs by part, for a runtime that runs one to take at its own pass shape: one
+    text layer's activations per token, a sequence's float32 logits, the vision tower's eager peak at its largest
+    bucket, and the engine sizes the runtime picks its shape from."""
+
+    token_bytes: int
+    logits_bytes_per_seq: int
+    vision_bytes: int
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    #: The model has a vision tower (the fork profiles such models, mrope ones, at batch 1).
+    multimodal: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
 class MemoryInputs:
     """What a runtime's memory arithmetic reads, per card. Sizes the runtime measures at start-up are the plan's
     estimates (``weight_bytes``, ``activation_peak_bytes``, ``graph_estimate_bytes``) unless a measurement is given
@@ -227,6 +251,8 @@ class MemoryInputs:
     tensor_parallel_size: int = 1
     #: The runtime's own variables that are set (name -> raw value).
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: The profiling pass by part, for a runtime that shapes its own pass (vllm-fork); None where not known.
+    profile: ProfileCosts | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -431,33 +457,3 @@ class RuntimeEntry:
     releases: Callable[[str], str] | None = None
     #: The distribution whose installed version ``auto`` reads for ``releases``.
     distribution: str | None = None
-
-
-#: Warm-up seconds per graph on Gaudi2, from the same development log: "Warmup finished in 32 secs" after warming
-#: 24 prompt and 1 decode bucket (25 graphs), lazy HPU graphs, Llama-3.1-8B.
-HPU_WARMUP_SECONDS_PER_GRAPH = 32 / 25
-HPU_WARMUP_SOURCE = (
-    "calibrated: 32 s for 25 graphs in a public Gaudi2 log (vllm-gaudi docs/configuration/performance_tuning.md "
-    "@091bbadd, Llama-3.1-8B, lazy HPU graphs)"
-)
-
-
-@dataclasses.dataclass(frozen=True)
-class WarmupEstimate:
-    """How long warming the runtime's graphs takes at start-up: ``graphs`` x ``seconds_per_graph``."""
-
-    graphs: int
-    seconds_per_graph: float
-    source: str
-
-    @property
-    def seconds(self) -> float:
-        return self.graphs * self.seconds_per_graph
-
-
-def warmup_estimate(backend: str, graphs: int) -> WarmupEstimate | None:
-    """The warm-up time the plan can estimate: HPU graphs at the calibrated seconds per graph; None elsewhere (no
-    public figure for CUDA graph capture time was calibrated)."""
-    if backend != "hpu":
-        return None
-    return WarmupEstimate(graphs, HPU_WARMUP_SECONDS_PER_GRAPH, HPU_WARMUP_SOURCE)

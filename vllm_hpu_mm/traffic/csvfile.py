@@ -36,17 +36,26 @@ MAX_COUNT = 10**15
 #: Most distinct rows kept; a longer file is sampled uniformly down to this many rows.
 MAX_DISTINCT = 200_000
 TEXT_COLUMNS = ("text_tokens", "output_tokens", "cached_tokens")
+KNOWN_COLUMNS = ("width", "height", *TEXT_COLUMNS, "count")
 ACCEPTED = (
     "a header with width,height (and optionally text_tokens, output_tokens, cached_tokens, count), then one row per "
     "request"
 )
 
 
+#: Characters of a cell or header an error message echoes.
+ECHO_CHARS = 60
+
+
+def _echo(text: str) -> str:
+    return repr(text) if len(text) <= ECHO_CHARS else f"{text[:ECHO_CHARS]!r}... ({len(text):,} characters)"
+
+
 def _int(cell: str, what: str, where: str, *, low: int, high: int) -> int:
     try:
         value = int(cell.strip().replace("_", ""))
     except ValueError:
-        raise ConfigError(f"{where}: {what} {cell.strip()!r} is not an integer; accepted: {low}..{high}") from None
+        raise ConfigError(f"{where}: {what} {_echo(cell.strip())} is not an integer; accepted: {low}..{high}") from None
     if not low <= value <= high:
         raise ConfigError(f"{where}: {what} {value} is out of range; accepted: {low}..{high}")
     return value
@@ -65,8 +74,12 @@ def parse_rows(lines: Iterator[list[str]], name: str) -> tuple[Counter[Request],
         raise ConfigError(f"{name}: empty file; expected {ACCEPTED}")
     columns = [h.strip().lower() for h in header]
     if not {"width", "height"} <= set(columns) and "text_tokens" not in columns:
-        raise ConfigError(f"{name}:1: header {','.join(header)!r} lacks width,height (or text_tokens); expected "
+        raise ConfigError(f"{name}:1: header {_echo(','.join(header))} lacks width,height (or text_tokens); expected "
                           f"{ACCEPTED}")  # fmt: skip
+    twice = [c for c in dict.fromkeys(columns) if c in KNOWN_COLUMNS and columns.count(c) > 1]
+    if twice:  # which of the two is meant is a guess (csv.DictReader would take the last, this reader the first)
+        raise ConfigError(f"{name}:1: header names {', '.join(twice)} more than once; expected each column at most "
+                          f"once: {ACCEPTED}")  # fmt: skip
     at = {c: columns.index(c) for c in ("width", "height", *TEXT_COLUMNS, "count") if c in columns}
     counts: Counter[Request] = Counter()  # requests per distinct row
     rows_of: Counter[Request] = Counter()  # file rows per distinct row
@@ -127,8 +140,13 @@ def _request(row: list[str], at: dict[str, int], where: str) -> tuple[Request, i
     cached = _optional(row, at.get("cached_tokens"), "cached_tokens", where, low=0)
     if image is None and not text:
         raise ConfigError(f"{where}: a request without an image needs text_tokens >= 1; accepted: {ACCEPTED}")
-    if image is None and text is not None and cached is not None and cached > text:
-        raise ConfigError(f"{where}: cached_tokens {cached} exceeds text_tokens {text} of a text-only request")
+    # text_tokens counts the cached prefix (the header's contract), on image rows as on text-only ones
+    if text is not None and cached is not None and cached > text:
+        kind = "a text-only request" if image is None else "the request (its text tokens include the cached prefix)"
+        raise ConfigError(f"{where}: cached_tokens {cached} exceeds text_tokens {text} of {kind}")
+    if text is None and cached:
+        raise ConfigError(f"{where}: cached_tokens {cached} without text_tokens; accepted: text_tokens with it (a "
+                          "row whose text is unknown has its text drawn whole, cached prefix included)")  # fmt: skip
     count = 1
     if "count" in at and at["count"] < len(row) and row[at["count"]].strip():
         count = _int(row[at["count"]], "count", where, low=0, high=MAX_COUNT)

@@ -15,8 +15,9 @@ applies to every prompt alike. The traffic says all of that in its source line.
 from __future__ import annotations
 
 import dataclasses
+import http.client
 import math
-import urllib.error
+import threading
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -37,8 +38,18 @@ __all__ = [
 ]
 
 FLAG = "--from-metrics"
-#: Seconds to wait for a ``/metrics`` URL.
+#: Seconds one read of a ``/metrics`` URL may wait.
 TIMEOUT_S = 10.0
+#: Seconds the whole fetch may take, connection to last byte: a server trickling bytes is cut here.
+DEADLINE_S = 20.0
+#: Most bytes of an exposition read (a URL's body or a saved file). vLLM 0.32's own page for one engine is about
+#: 60 KB (its ~40 families, histograms of 1-2-5 buckets up to max_model_len); 8 MiB holds over a hundred engines'.
+MAX_BYTES = 8 << 20
+#: Most (prompt, answer) rows the two histograms make together. vLLM's own histograms have 1-2-5 buckets up to
+#: max_model_len (loggers.py build_1_2_5_buckets): 19 each at a million tokens, 361 rows; past this cap (a page with
+#: custom wide histograms) each length is first snapped to its quarter octave (:func:`prompt_bucket`), at most
+#: 4 x 24 values per side up to MAX_TOKENS.
+MAX_TEXT_ROWS = 10_000
 PROMPT = "vllm:request_prompt_tokens"
 GENERATION = "vllm:request_generation_tokens"
 QUERIES = "vllm:prefix_cache_queries"
@@ -49,27 +60,84 @@ REQUESTS = "vllm_hpu_mm_requests"
 MAX_TOKENS = 10_000_000
 #: Most requests a counter may say.
 MAX_COUNT = 10**15
+#: Characters of an error's own text a message echoes.
+ECHO_CHARS = 120
+_ACCEPTED = "expected a server's /metrics URL (http://HOST:PORT/metrics) or a saved exposition file"
 
 
-def read_exposition(source: str, *, timeout_s: float = TIMEOUT_S) -> str:
-    """The exposition text of a ``http(s)://`` URL or a file path; :class:`ConfigError` naming the flag if not."""
-    if source.startswith(("http://", "https://")):
+def _clip(text: object) -> str:
+    raw = " ".join(str(text).split())
+    return raw if len(raw) <= ECHO_CHARS else raw[:ECHO_CHARS] + "..."
+
+
+class _Cut(Exception):
+    """The fetch stopped: the body passed the size cap, or arrived incomplete."""
+
+
+def _fetch(url: str, *, timeout_s: float, deadline_s: float, max_bytes: int) -> bytes:
+    """The body of ``url``, read in a worker thread the caller waits on for ``deadline_s`` at most (a per-read
+    timeout alone lets a server sending a byte at a time hold the fetch forever), at most ``max_bytes``."""
+    done: dict[str, object] = {}
+    stop = threading.Event()
+
+    def work() -> None:
         try:
-            with urllib.request.urlopen(source, timeout=timeout_s) as response:
-                body: bytes = response.read()
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise ConfigError(
-                f"{FLAG} {source}: cannot fetch it ({reason}); expected a server's /metrics URL or a saved file"
-            ) from None
-        return body.decode("utf-8", errors="replace")
-    try:
-        return Path(source).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise ConfigError(
-            f"{FLAG} {source}: cannot read it ({exc.strerror or exc}); expected a /metrics URL (http://HOST:PORT/"
-            "metrics) or a file holding a saved exposition"
-        ) from None
+            with urllib.request.urlopen(url, timeout=min(timeout_s, deadline_s)) as response:
+                declared = response.headers.get("Content-Length", "")
+                if declared.isdigit() and int(declared) > max_bytes:
+                    raise _Cut(f"it declares {int(declared):,} bytes, more than the {max_bytes:,} read")
+                chunks, size = [], 0
+                while not stop.is_set():
+                    chunk = response.read1(1 << 16)  # what has arrived, never waiting to fill a buffer
+                    if not chunk:
+                        break
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise _Cut(f"the body passed {max_bytes:,} bytes")
+                    chunks.append(chunk)
+                left = getattr(response, "length", None)
+                if isinstance(left, int) and left > 0:  # read1 ends quietly where the server closed early
+                    raise _Cut(f"the body ended {left:,} bytes short of its Content-Length")
+                done["body"] = b"".join(chunks)
+        except Exception as exc:  # every failure of the fetch becomes one line in the caller
+            done["error"] = exc
+
+    worker = threading.Thread(target=work, name="metrics-fetch", daemon=True)
+    worker.start()
+    worker.join(deadline_s)
+    if worker.is_alive():
+        stop.set()  # the worker ends at its next read (each waits timeout_s at most)
+        raise ConfigError(f"{FLAG} {url}: no complete answer within {deadline_s:g} s; {_ACCEPTED}")
+    error = done.get("error")
+    if error is not None:
+        if isinstance(error, http.client.IncompleteRead):
+            reason = f"the body ended {len(error.partial):,} bytes in, short of what the server announced"
+        else:
+            reason = _clip(getattr(error, "reason", None) or error or type(error).__name__)
+        raise ConfigError(f"{FLAG} {url}: cannot fetch it ({reason}); {_ACCEPTED}")
+    body = done["body"]
+    assert isinstance(body, bytes)
+    return body
+
+
+def read_exposition(source: str, *, timeout_s: float = TIMEOUT_S, deadline_s: float = DEADLINE_S,
+                    max_bytes: int = MAX_BYTES) -> str:  # fmt: skip
+    """The exposition text of a ``http(s)://`` URL or a file path; :class:`ConfigError` naming the flag if not.
+
+    A URL is fetched within ``deadline_s`` in all and ``max_bytes``; a file is read up to ``max_bytes`` (a device or
+    a file growing as it is read included)."""
+    if source.startswith(("http://", "https://")):
+        body = _fetch(source, timeout_s=timeout_s, deadline_s=deadline_s, max_bytes=max_bytes)
+    else:
+        try:
+            with Path(source).open("rb") as f:
+                body = f.read(max_bytes + 1)
+        except OSError as exc:
+            raise ConfigError(f"{FLAG} {source}: cannot read it ({_clip(exc.strerror or exc)}); {_ACCEPTED}") from None
+    if len(body) > max_bytes:
+        raise ConfigError(f"{FLAG} {source}: larger than {max_bytes:,} bytes; {_ACCEPTED} (vLLM's own page is "
+                          "tens of kilobytes)")  # fmt: skip
+    return body.decode("utf-8", errors="replace")
 
 
 def families(text: str, source: str) -> list[Any]:
@@ -78,8 +146,8 @@ def families(text: str, source: str) -> list[Any]:
 
     try:
         return list(text_string_to_metric_families(text))
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"{FLAG} {source}: not a Prometheus text exposition ({exc})") from None
+    except Exception as exc:  # the parser raises more than ValueError on malformed lines (IndexError, KeyError)
+        raise ConfigError(f"{FLAG} {source}: not a Prometheus text exposition ({_clip(exc)})") from None
 
 
 def nonnegative_count(value: float, what: str, source: str, *, maximum: int = MAX_COUNT) -> int:
@@ -103,9 +171,10 @@ def _edge(raw: str, what: str, source: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise ConfigError(f"{FLAG} {source}: {what} bucket le={raw!r} is not a number") from None
+        raise ConfigError(f"{FLAG} {source}: {what} bucket le={_clip(repr(raw))} is not a number") from None
     if not math.isfinite(value) or value < 0 or value > MAX_TOKENS:
-        raise ConfigError(f"{FLAG} {source}: {what} bucket le={raw!r}; expected an edge from 0 to {MAX_TOKENS}")
+        raise ConfigError(f"{FLAG} {source}: {what} bucket le={_clip(repr(raw))}; expected an edge from 0 to "
+                          f"{MAX_TOKENS}")  # fmt: skip
     return value
 
 
@@ -123,6 +192,14 @@ def histogram_values(buckets: dict[float, float], what: str, source: str) -> dic
             out[max(1, round(value))] += count - previous_count
         previous_edge = previous_edge if math.isinf(le) else le
         previous_count = count
+    return dict(out)
+
+
+def _snapped(values: dict[int, int]) -> dict[int, int]:
+    """Values -> counts with each value at the upper edge of its quarter octave (:func:`prompt_bucket`)."""
+    out: Counter[int] = Counter()
+    for v, n in values.items():
+        out[prompt_bucket(v)] += n
     return dict(out)
 
 
@@ -148,6 +225,8 @@ class TextMetrics:
         """(prompt, answer, cached) -> weight, prompts and answers taken as independent."""
         prompts = self.prompts or self.image_request_prompts
         answers = self.answers or {1: 1}
+        if len(prompts) * len(answers) > MAX_TEXT_ROWS:  # wide custom histograms: the product stays bounded
+            prompts, answers = _snapped(prompts), _snapped(answers)
         total = sum(answers.values())
         share = self.hit_share or 0.0
         out: Counter[TextRow] = Counter()

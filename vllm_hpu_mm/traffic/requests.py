@@ -12,6 +12,7 @@ the distinct rows cost, whatever the number of requests they stand for.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
@@ -96,14 +97,21 @@ class Traffic:
     def text_known(self) -> bool:
         return all(r.text_known for r in self.counts)
 
+    @functools.cached_property
+    def _ordered(self) -> tuple[list[Request], np.ndarray]:  # type: ignore[type-arg]
+        """The distinct requests in a total order and their shares: sorted once, not per draw (a replay draws once
+        per load level, over up to MAX_DISTINCT rows)."""
+        kinds = sorted(self.counts, key=Request.sort_key)
+        weights = np.array([self.counts[k] for k in kinds], dtype=np.float64)
+        return kinds, weights / weights.sum()
+
     def sample(self, n: int, seed: int, text: Mapping[TextRow, int] | None = None) -> list[Request]:
         """``n`` requests drawn with replacement in proportion to their counts (seeded); unknown text fields are
         drawn from the traffic's own text distribution, else from ``text`` (one is needed when some are unknown)."""
         text = self.text or text
         rng = np.random.default_rng(seed)
-        kinds = sorted(self.counts, key=Request.sort_key)
-        weights = np.array([self.counts[k] for k in kinds], dtype=np.float64)
-        picks = rng.choice(len(kinds), size=n, p=weights / weights.sum())
+        kinds, p = self._ordered
+        picks = rng.choice(len(kinds), size=n, p=p)
         out = [kinds[int(i)] for i in picks]
         if all(r.text_known and r.output_tokens is not None for r in out):
             return out

@@ -23,6 +23,7 @@ from vllm_hpu_mm.runtimes.base import (
     MemoryInputs,
     MemorySplit,
     NoBucketList,
+    ProfileCosts,
     Runtime,
     RuntimeEntry,
     RuntimeTraits,
@@ -31,13 +32,43 @@ from vllm_hpu_mm.runtimes.base import (
 )
 from vllm_hpu_mm.values import MIB
 
-__all__ = ["ENTRY", "PROFILE_RESIDUE_BYTES", "PROMPT_BS_MAX", "TRAITS", "VllmFork", "decode_grid", "prefill_grid"]
+__all__ = [
+    "ENTRY",
+    "PROFILE_RESIDUE_BYTES",
+    "PROMPT_BS_MAX",
+    "TRAITS",
+    "VllmFork",
+    "decode_grid",
+    "prefill_grid",
+    "profile_pass",
+    "profile_residue_bytes",
+]
 
-#: What the fork's profiling run (``hpu_worker.determine_num_available_blocks``: a forward pass at the largest prompt
-#: bucket before free memory is read) leaves held on the card. Calibrated on the development log
-#: tests/data/gaudi_logs/dev/vllm_gaudi_perf_tuning_llama31_8b_gaudi2.log ("Model profiling run took 355 MiB"); the
-#: held-out logs were not used to set it (benchmarks/results/gaudi_log_reproduction.md).
+#: What the fork's profiling run leaves held when its pass cannot be sized (no engine sizes given): the development
+#: log's "Model profiling run took 355 MiB" (tests/data/gaudi_logs/dev/vllm_gaudi_perf_tuning_llama31_8b_gaudi2.log).
 PROFILE_RESIDUE_BYTES = 355 * MIB
+
+
+def profile_pass(p: ProfileCosts) -> tuple[int, int]:
+    """The fork's profiling pass, (batch, tokens per sequence): ``hpu_model_runner.py`` ``profile_run`` @95af7009
+    runs ``max_model_len`` tokens for ``min(max_num_seqs, max_num_batched_tokens // max_model_len)`` sequences, one
+    for an mrope / multimodal model (its 2024 runner, c64dc8359: the largest prompt bucket, batch x
+    ``min(seq max, max_num_batched_tokens // batch)``, the same shape with the bucket maxima as the engine sizes)."""
+    if p.multimodal:
+        return 1, p.max_model_len
+    return max(1, min(p.max_num_seqs, p.max_num_batched_tokens // max(p.max_model_len, 1))), p.max_model_len
+
+
+def profile_residue_bytes(p: ProfileCosts | None) -> int:
+    """What the profiling pass leaves held before free memory is read (``hpu_worker.determine_num_available_blocks``
+    reads ``mem_get_info`` after it: "the maximum workspace for all recipes"): one layer's activations over the
+    pass's tokens, the sequences' logits and, for a multimodal model, the vision tower's peak. Without engine sizes
+    the development log's 355 MiB."""
+    if p is None or not p.token_bytes or not p.max_model_len:
+        return PROFILE_RESIDUE_BYTES
+    batch, length = profile_pass(p)
+    return batch * length * p.token_bytes + batch * p.logits_bytes_per_seq + (p.vision_bytes if p.multimodal else 0)
+
 
 TRAITS = RuntimeTraits(
     backend="hpu",
@@ -47,6 +78,9 @@ TRAITS = RuntimeTraits(
     fp32_softmax_note="vllm-fork reads VLLM_FP32_SOFTMAX (default off)",
     enforced_by="serve exports the ratios",
     multimodal_ratio_is_vision_share=True,
+    warmup_era="one_pass",
+    # vllm/config.py CacheConfig.gpu_memory_utilization @95af7009 (habana_main, 2025-10-28)
+    default_gpu_memory_utilization=0.9,
 )
 
 #: Largest prefill batch in a bucket (the fork caps prompt batch buckets well below max_num_seqs).
@@ -98,15 +132,18 @@ class VllmFork(NoBucketList):
         """``worker/hpu_worker.py`` ``determine_num_available_blocks`` (habana_main, as its logs print it): a
         profiling forward pass, then free = the card's free memory; usable = free x utilisation; graphs = usable x
         VLLM_GRAPH_RESERVED_MEM; the KV cache the rest (``--kv-cache-memory-bytes`` is not read)."""
+        residue = profile_residue_bytes(m.profile)
         if m.free_after_load_bytes is not None:
             free, profile = m.free_after_load_bytes, 0
         else:
-            profile = PROFILE_RESIDUE_BYTES
+            profile = residue
             free = m.free_before_load_bytes - m.weight_bytes - profile
         usable, graphs, kv = gaudi_guide_split(free, m)
+        batch, length = profile_pass(m.profile) if m.profile is not None else (0, 0)
+        shape = f" (batch {batch} x {length} tokens)" if batch else ""
         formula = (
             "vllm-fork hpu_worker.determine_num_available_blocks: (total - weights - profiling residue "
-            f"{PROFILE_RESIDUE_BYTES // MIB} MiB) x gpu_memory_utilization x (1 - VLLM_GRAPH_RESERVED_MEM)"
+            f"{residue / MIB:.0f} MiB{shape}) x gpu_memory_utilization x (1 - VLLM_GRAPH_RESERVED_MEM)"
         )
         return MemorySplit(free, profile, usable, graphs, kv, formula)
 

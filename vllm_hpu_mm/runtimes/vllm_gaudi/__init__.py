@@ -45,7 +45,7 @@ from vllm_hpu_mm.runtimes.vllm_gaudi.config import (
     config_from_env,
     effective_strategy,
 )
-from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
+from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import MAX_FILE_BUCKETS, bucket_file
 from vllm_hpu_mm.runtimes.vllm_gaudi.installed import InstalledUnavailable, InstalledVllmGaudi, find_installed
 from vllm_hpu_mm.runtimes.vllm_gaudi.releases import MAIN, release_for
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
@@ -68,6 +68,7 @@ TRAITS = RuntimeTraits(
     "VLLM_MULTIMODAL_BUCKETS",
     none_buckets_fail_warmup=f"it takes len() of the bucket list, hpu_model_runner.py @{COMMIT_SHORT}",
     warms_all_graphs=True,
+    warmup_era="one_pass",
 )
 
 
@@ -116,7 +117,8 @@ class VllmGaudi:
         if generated is None:
             generated = (common.prompt_buckets(self.bucketing, shape), common.decode_buckets(self.bucketing, shape))
         prefill, decode = generated[0], tuple((bs, blocks) for bs, _, blocks in generated[1])
-        return TextShapes(prefill, decode, source)
+        notes = () if self.planned else common.dropped_file_buckets(self.bucketing, shape)
+        return TextShapes(prefill, decode, source, notes)
 
     def text_lookup(self, shape: EngineShape) -> TextLookup:
         return RunnerLookup(self.bucketing, shape, self._generated(shape)[0])
@@ -167,6 +169,8 @@ class VllmGaudi:
 
 #: The variable naming a bucket file; :func:`model_from_env` reads the file it names, once.
 BUCKET_FILE_VAR = "VLLM_BUCKETING_FROM_FILE"
+#: Most bytes of a bucket file read: ten times a file of MAX_FILE_BUCKETS buckets one per line (~16 bytes a line).
+MAX_BUCKET_FILE_BYTES = 16 << 20
 
 
 def model_from_env(
@@ -187,13 +191,19 @@ def model_from_env(
     cfg = config_from_env(env, release)
     if cfg.from_file is not None:
         given = (spelled or {}).get(BUCKET_FILE_VAR, BUCKET_FILE_VAR)
+        source = f"{given}={cfg.from_file}" if given == BUCKET_FILE_VAR else f"{given} {cfg.from_file}"
         try:
-            text = Path(cfg.from_file).expanduser().read_text(encoding="utf-8")
+            with Path(cfg.from_file).expanduser().open("rb") as f:
+                raw = f.read(MAX_BUCKET_FILE_BYTES + 1)  # a device or an endless file stops at the cap
+            text = raw.decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise ConfigError(f"{given} {cfg.from_file}: cannot read it ({why}); accepted: a readable vllm-gaudi "
-                              "bucket file") from None  # fmt: skip
-        cfg = dataclasses.replace(cfg, file_text=text)
+            raise ConfigError(f"{source}: cannot read it ({why}); accepted: a readable vllm-gaudi bucket "
+                              "file") from None  # fmt: skip
+        if len(raw) > MAX_BUCKET_FILE_BYTES:
+            raise ConfigError(f"{source}: larger than {MAX_BUCKET_FILE_BYTES:,} bytes; accepted: a vllm-gaudi bucket "
+                              f"file (at most {MAX_FILE_BUCKETS:,} buckets, a few hundred kilobytes)")  # fmt: skip
+        cfg = dataclasses.replace(cfg, file_text=text, file_source=source)
     return VllmGaudi(cfg, installed=ask, env=tuple(sorted(env.items())))
 
 

@@ -19,6 +19,7 @@ pass the plan's estimate.
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from collections.abc import Callable
 
@@ -27,6 +28,7 @@ from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_gaudi import exponential, linear, padding_aware
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import (
     PARAMS,
+    RANGE_VARIABLES,
     Bucket,
     BucketingConfig,
     Cfg,
@@ -40,6 +42,7 @@ __all__ = [
     "BucketLookup",
     "calc_fallback_value",
     "decode_buckets",
+    "dropped_file_buckets",
     "overridden_variables",
     "prefill_seqs",
     "prompt_buckets",
@@ -62,12 +65,65 @@ def _decode_cfgs(cfg: BucketingConfig, strategy: str, shape: EngineShape) -> tup
     return padding_aware.decode_cfgs(cfg, shape)
 
 
-def _range(cfg: BucketingConfig, strategy: str, rng: Cfg, what: str) -> list[int]:
+#: Most steps one range may take (values for lin, loop turns for pad). The largest a default range takes is
+#: lin's decode blocks at vLLM's largest limits: max_model_len 1,010,000 (Qwen2.5-1M) x 1,024 sequences / 128-token
+#: blocks / a 128-block step, about 63,000; this is 16 times that. vllm-gaudi builds such a range as a Python list
+#: (VLLM_DECODE_BLOCK_BUCKET_MAX=10**12 is a list of 7.8e9 values: it runs out of host memory at start-up).
+MAX_RANGE_STEPS = 1_000_000
+#: Most (batch, query, context) combinations one phase's generation visits, after the values its filters drop for
+#: certain are left out. lin at max_model_len 1,048,576 with the default limits visits about 530,000 prompt
+#: combinations (tests/runtimes); vllm-gaudi's own start-up loop visits the same, in Python, bucket by bucket.
+MAX_COMBINATIONS = 2_000_000
+
+
+def _named(cfg: BucketingConfig, phase: str, dim: str) -> str:
+    """The variables the user set for one range, as spelled (``VLLM_PROMPT_QUERY_BUCKET_MIN=4096``), for messages."""
+
+    def value(variable: str) -> int | None:
+        return cfg.setting(variable) if variable in RANGE_VARIABLES else None  # decode query has no variable
+
+    out = []
+    for param in PARAMS:
+        variable = var_name(f"{phase}_{dim}", param)
+        if value(variable) is None and dim == "query":  # read_range's fallback to the deprecated SEQ spelling
+            variable = var_name(f"{phase}_seq", param)
+        if value(variable) is not None:
+            out.append(f"{variable}={value(variable)}")
+    return ", ".join(out) or "the defaults vllm-gaudi derives from the engine limits"
+
+
+def _range(cfg: BucketingConfig, strategy: str, rng: Cfg, phase: str, dim: str) -> list[int]:
+    what = f"{_named(cfg, phase, dim)} ({phase} {dim} range)"
+    if strategy in ("lin", "pad") and rng[1] > 0 and rng[2] // rng[1] > MAX_RANGE_STEPS:
+        raise ConfigError(
+            f"{what}: max {rng[2]:,} in steps of {rng[1]:,} is {rng[2] // rng[1]:,} steps; accepted: at most "
+            f"{MAX_RANGE_STEPS:,} per range (vllm-gaudi builds the range as a list at start-up)"
+        )
     if strategy == "exp":
         return sorted(exponential.exp_range(rng[0], rng[1], rng[2], rng[3], cfg.contiguous_pa))
     if strategy == "lin":
         return sorted(linear.lin_range(rng[0], rng[1], rng[2], what))
     return sorted(padding_aware.pad_range(rng[0], rng[1], rng[2], rng[3], rng[4], what))
+
+
+def _prune(cfg: BucketingConfig, shape: EngineShape, is_prompt: bool, mnps: int,
+           ranges: tuple[list[int], list[int], list[int]]) -> tuple[list[int], list[int], list[int]]:  # fmt: skip
+    """The ranges less the values generate_buckets' filters drop whatever they combine with (the result is the same
+    buckets): prompt queries above max_model_len (the ranges are sorted: nothing after them survives) and contexts
+    above the filter's cap but the largest (long-context edge buckets replace it); decode contexts above the
+    largest batch x blocks per sequence but the first (the corrector caps every one of them to the same bucket)."""
+    bs_range, query_range, ctx_range = ranges
+    mml, blk = shape.max_model_len, shape.block_size
+    if is_prompt:
+        top = max(ctx_range, default=0)
+        cap = mnps * (mml // blk) if cfg.merged_prefill else math.ceil((mml - 1) / blk)
+        queries = query_range if cfg.merged_prefill else [q for q in query_range if q <= mml]
+        return bs_range, queries, [c for c in ctx_range if c <= cap or c == top]
+    if cfg.contiguous_pa or not bs_range:
+        return ranges
+    cap = max(bs_range) * math.ceil(mml / blk)
+    above = [c for c in ctx_range if c > cap]
+    return bs_range, query_range, [c for c in ctx_range if c <= cap] + above[:1]
 
 
 # --- bucket generation (common.py generate_buckets) -----------------------------------------------------------------
@@ -114,6 +170,16 @@ def _generate(
             query_range = [math.ceil(q / m) * m for q in query_range]
         if not bs_range or not ctx_range:
             raise ConfigError("a bucket range is empty; vllm-gaudi fails on max() of no buckets")
+        bs_range, query_range, ctx_range = _prune(cfg, shape, is_prompt, mnps, (bs_range, query_range, ctx_range))
+        combinations = len(set(bs_range)) * len(set(ctx_range)) * len(query_range)
+        if combinations > MAX_COMBINATIONS:
+            phase = "prompt" if is_prompt else "decode"
+            dims = ("bs", "query", "ctx") if is_prompt else ("bs", "block")
+            named = "; ".join(dict.fromkeys(_named(cfg, phase, d) for d in dims))
+            raise ConfigError(
+                f"{named}: vllm-gaudi's {phase} ranges combine into {combinations:,} buckets to generate; accepted: "
+                f"at most {MAX_COMBINATIONS:,} (its start-up enumerates every one)"
+            )
         top_ctx = max(ctx_range)
         long_ctx = is_prompt and shape.max_model_len >= LONG_CTX_THRESHOLD
         ctx_cap = cfg.prompt_ctx_max
@@ -132,8 +198,9 @@ def _generate(
                         out.add(k)
     if not out:
         phase = "prompt" if is_prompt else "decode"
+        where = f"{cfg.file_named}: " if file_buckets is not None else ""
         raise ConfigError(
-            f"vllm-gaudi would generate 0 {phase} buckets from this configuration and fail at start-up "
+            f"{where}vllm-gaudi would generate 0 {phase} buckets from this configuration and fail at start-up "
             "('Please adjust the bucketing configuration')"
         )
     return sorted(out)
@@ -153,13 +220,48 @@ def prefill_seqs(cfg: BucketingConfig, shape: EngineShape) -> int:
 
 def _file_buckets(cfg: BucketingConfig) -> tuple[list[Bucket], list[Bucket]]:
     if cfg.file_text is None:
-        raise ConfigError(
-            f"VLLM_BUCKETING_FROM_FILE={cfg.from_file!r}: the file's content is needed; "
-            "pass it as BucketingConfig.file_text"
-        )
-    return parse_bucket_file(cfg.file_text)
+        raise ConfigError(f"{cfg.file_named}: the file's content is needed; pass it as BucketingConfig.file_text")
+    return parse_bucket_file(cfg.file_text, cfg.file_named)
 
 
+def _drop_reason(cfg: BucketingConfig, shape: EngineShape, bucket: Bucket, is_prompt: bool, mnps: int) -> str | None:
+    """Why generate_buckets' filters drop a file bucket (None: kept), in the runtime's own terms."""
+    b, q, c = bucket
+    mml, blk = shape.max_model_len, shape.block_size
+    if not is_prompt:
+        return None if cfg.contiguous_pa or b <= c else f"batch {b} above its {c} blocks"
+    if cfg.merged_prefill:
+        cap = mnps * ((mml - math.floor(q / mnps)) // blk)
+        return None if c <= cap else f"context {c} blocks above {cap} (merged prefill)"
+    if c > math.ceil((mml - 1) / blk):
+        return f"context {c} blocks above ceil((max_model_len - 1) / block_size) = {math.ceil((mml - 1) / blk)}"
+    if q > mml:
+        return f"query {q} above max_model_len {mml}"
+    if b * q > shape.max_num_batched_tokens:
+        return f"batch x query {b * q} above max_num_batched_tokens {shape.max_num_batched_tokens}"
+    return None
+
+
+def dropped_file_buckets(cfg: BucketingConfig, shape: EngineShape, *, shown: int = 3) -> tuple[str, ...]:
+    """One sentence per phase whose bucket-file buckets vllm-gaudi's filters drop (common.py generate_buckets @
+    091bbadd drops them without a word: its list of omitted file buckets is never filled), with a few examples."""
+    if effective_strategy(cfg) != "file" or not cfg.enable_bucketing or cfg.file_text is None:
+        return ()
+    mnps = prefill_seqs(cfg, shape)
+    prompt, decode = _file_buckets(cfg)
+    out = []
+    for phase, buckets in (("prompt", prompt), ("decode", decode)):
+        dropped = [(k, why) for k in dict.fromkeys(buckets)
+                   if (why := _drop_reason(cfg, shape, k, phase == "prompt", mnps)) is not None]  # fmt: skip
+        if dropped:
+            examples = "; ".join(f"{k}: {why}" for k, why in dropped[:shown])
+            more = f"; and {len(dropped) - shown:,} more" if len(dropped) > shown else ""
+            out.append(f"{cfg.file_named}: vllm-gaudi drops {len(dropped):,} of its {len(set(buckets)):,} {phase} "
+                       f"buckets without a word, so they are never warmed ({examples}{more})")  # fmt: skip
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=16)  # pure, and asked for again by every pass of a plan
 def prompt_buckets(cfg: BucketingConfig, shape: EngineShape) -> tuple[Bucket, ...]:
     """(batch, query_len, ctx_blocks) prompt buckets exactly as vllm-gaudi 091bbadd generates them, sorted.
 
@@ -176,9 +278,9 @@ def prompt_buckets(cfg: BucketingConfig, shape: EngineShape) -> tuple[Bucket, ..
     else:
         bs_cfg, q_cfg, ctx_cfg = _prompt_cfgs(cfg, strategy, shape, mnps)
         ranges = (
-            _range(cfg, strategy, bs_cfg, "prompt batch size range"),
-            _range(cfg, strategy, q_cfg, "prompt query range"),
-            _range(cfg, strategy, ctx_cfg, "prompt context range"),
+            _range(cfg, strategy, bs_cfg, "prompt", "bs"),
+            _range(cfg, strategy, q_cfg, "prompt", "query"),
+            _range(cfg, strategy, ctx_cfg, "prompt", "ctx"),
         )
         buckets = _generate(cfg, shape, True, ranges, None, mnps)
     if cfg.sliding_window:  # common.py generate_prompt_buckets: FusedSDPA slicing drops unsliceable long queries
@@ -204,6 +306,7 @@ def _spec_decode(cfg: BucketingConfig, shape: EngineShape, seeds: list[Bucket]) 
     return sorted(out)
 
 
+@functools.lru_cache(maxsize=16)  # pure, and asked for again by every pass of a plan
 def decode_buckets(cfg: BucketingConfig, shape: EngineShape) -> tuple[Bucket, ...]:
     """(batch, 1, ctx_blocks) decode buckets exactly as vllm-gaudi 091bbadd generates them, sorted.
 
@@ -218,12 +321,12 @@ def decode_buckets(cfg: BucketingConfig, shape: EngineShape) -> tuple[Bucket, ..
         buckets = _generate(cfg, shape, False, None, _file_buckets(cfg)[1], mnps)
     else:
         bs_cfg, q_cfg, blk_cfg = _decode_cfgs(cfg, strategy, shape)
-        blocks = _range(cfg, strategy, blk_cfg, "decode block range")
+        blocks = _range(cfg, strategy, blk_cfg, "decode", "block")
         if cfg.contiguous_pa and blocks[-1] < shape.num_kv_blocks:
             blocks.append(shape.num_kv_blocks)
         ranges = (
-            _range(cfg, strategy, bs_cfg, "decode batch size range"),
-            _range(cfg, strategy, q_cfg, "decode query range"),
+            _range(cfg, strategy, bs_cfg, "decode", "bs"),
+            _range(cfg, strategy, q_cfg, "decode", "query"),
             blocks,
         )
         buckets = _generate(cfg, shape, False, ranges, None, mnps)

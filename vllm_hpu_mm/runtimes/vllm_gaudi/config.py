@@ -66,6 +66,8 @@ class BucketingConfig:
     exponential_bucketing: bool | None = None  # deprecated VLLM_EXPONENTIAL_BUCKETING, through its boolean()
     from_file: str | None = None
     file_text: str | None = None
+    #: How the user named the file, for messages: ``--bucket-file FILE`` (default ``VLLM_BUCKETING_FROM_FILE=FILE``).
+    file_source: str | None = None
     merged_prefill: bool = False  # VLLM_MERGED_PREFILL
     contiguous_pa: bool = False  # use_contiguous_pa: VLLM_CONTIGUOUS_PA, else not VLLM_PREFIX_CACHING
     enable_bucketing: bool = True  # VLLM_ENABLE_BUCKETING
@@ -109,6 +111,11 @@ class BucketingConfig:
             raise ConfigError(
                 f"VLLM_BUCKETING_STRATEGY={self.strategy!r} is invalid; accepted: exactly one of exp, lin, pad"
             )
+
+    @property
+    def file_named(self) -> str:
+        """The bucket file as the user named it (the flag or the variable, and the path)."""
+        return self.file_source or f"VLLM_BUCKETING_FROM_FILE={self.from_file}"
 
     def setting(self, variable: str) -> int | None:
         """The parsed value of one range variable, e.g. ``setting("VLLM_PROMPT_BS_BUCKET_MAX")``."""

@@ -87,6 +87,15 @@ def _release(d: Draft) -> Release:
     return runtime.bucketing.release if isinstance(runtime, VllmGaudi) else MAIN
 
 
+def _limit_refuses_images(raw: str) -> bool:
+    """Whether a ``--limit-mm-per-prompt`` gives ``image`` a count of 0 (vLLM then refuses every image)."""
+    value = _limit(raw)
+    if value is None or "image" not in value:
+        return False
+    image = value["image"]
+    return (image.get("count", UNSET_LIMIT) if isinstance(image, Mapping) else image) == 0
+
+
 def _vision(d: Draft, resolutions: Sequence[tuple[int, int]]) -> tuple[list[str], bool]:
     """The vision knobs set (buckets, resolutions, limit) and whether vllm-gaudi then warms vision graphs."""
     i, flags = d.plan.inputs, d.flags
@@ -134,9 +143,16 @@ def _vision(d: Draft, resolutions: Sequence[tuple[int, int]]) -> tuple[list[str]
     if _limit_names_image(flags.limit_mm_per_prompt):
         vision.append("--limit-mm-per-prompt")
         return vision, True
+    if _limit_refuses_images(flags.limit_mm_per_prompt):
+        d.notes.append(
+            f"your --limit-mm-per-prompt {flags.limit_mm_per_prompt} sets image to 0: vLLM refuses every request "
+            "with an image ('At most 0 image(s) may be provided in one prompt', vllm/multimodal/processing/"
+            "context.py @ 0.32), so no image runs and no vision graph is warmed; give image a count to serve images"
+        )
+        return vision, False
     d.notes.append(
-        f"your --limit-mm-per-prompt {flags.limit_mm_per_prompt} names no image (or a count of 0): vllm-gaudi will "
-        "warm no vision graph and every image shape compiles at run time; name image in it"
+        f"your --limit-mm-per-prompt {flags.limit_mm_per_prompt} names no image: vLLM accepts images (its default "
+        "count), but vllm-gaudi warms no vision graph and every image shape compiles at run time; name image in it"
     )
     return vision, False
 

@@ -23,6 +23,7 @@ the launch; with speculative decoding the decode buckets are expanded again.
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import itertools
 import re
@@ -30,14 +31,29 @@ from collections.abc import Iterable
 
 from vllm_hpu_mm.errors import ConfigError
 
-__all__ = ["ACCEPTED_LINE", "bucket_file", "parse_bucket_file"]
+__all__ = ["ACCEPTED_LINE", "FILE_VAR", "MAX_FILE_BUCKETS", "bucket_file", "clip", "parse_bucket_file"]
 
+FILE_VAR = "VLLM_BUCKETING_FROM_FILE"
 ACCEPTED_LINE = "(batch, query_len, ctx_blocks) where each item is an int, a list of ints or range(a, b[, step])"
 #: file_strategy.py _MAX_RANGE_ELEMENTS @ 091bbadd
 MAX_RANGE_ELEMENTS = 10000
+#: Most buckets a file may expand to, all lines together. vllm-gaudi bounds each range at MAX_RANGE_ELEMENTS but
+#: takes the Cartesian product of a line's three items unbounded (and warms every bucket that passes its filters):
+#: two full ranges on one line are 10^8 buckets, a list vllm-gaudi cannot hold in host memory, and even 10^5 is more
+#: than a day of warm-up at the 1.28 s per graph of plan/costs.py. Ten full ranges' worth is the cap.
+MAX_FILE_BUCKETS = 10 * MAX_RANGE_ELEMENTS
+#: Characters of a line an error message echoes.
+ECHO_CHARS = 80
 _RANGE_CALL = re.compile(r"range\(\s*(-?\d+)\s*,\s*(-?\d+)\s*(?:,\s*(-?\d+)\s*)?\)")
 
 Bucket = tuple[int, int, int]
+
+
+def clip(text: str, limit: int = ECHO_CHARS) -> str:
+    """``text`` as an error message echoes it: repr'd, cut to about ``limit`` characters with the length said."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text):,} characters)"
 
 
 def _expand(match: re.Match[str]) -> str:
@@ -48,17 +64,29 @@ def _expand(match: re.Match[str]) -> str:
     return repr(list(range(start, stop, step)))
 
 
-def _bad(line_num: int, line: str, why: str) -> ConfigError:
+def _bad(source: str, line_num: int, line: str, why: str) -> ConfigError:
     return ConfigError(
-        f"VLLM_BUCKETING_FROM_FILE line {line_num} {line!r}: {why}; accepted: {ACCEPTED_LINE} "
+        f"{source} line {line_num} {clip(line)}: {why}; accepted: {ACCEPTED_LINE} "
         "(vllm-gaudi 091bbadd fails at start-up on such a line)"
     )
 
 
-def parse_bucket_file(text: str) -> tuple[list[Bucket], list[Bucket]]:
-    """(prompt, decode) buckets a bucket file lists, sorted, duplicates kept, before vllm-gaudi's filters."""
+def parse_bucket_file(text: str, source: str = FILE_VAR) -> tuple[list[Bucket], list[Bucket]]:
+    """(prompt, decode) buckets a bucket file lists, sorted, duplicates kept, before vllm-gaudi's filters.
+
+    ``source`` names the file as the user gave it (``--bucket-file FILE`` or ``VLLM_BUCKETING_FROM_FILE=FILE``);
+    every error names it and the line. A negative value is refused: vllm-gaudi's filters bound values from above
+    only, so it keeps such a bucket and its warm-up cannot build a batch of that shape.
+    """
+    prompt, decode = _parsed(text, source)
+    return list(prompt), list(decode)
+
+
+@functools.lru_cache(maxsize=8)  # pure; every generation and lookup of a plan asks for the same file again
+def _parsed(text: str, source: str) -> tuple[tuple[Bucket, ...], tuple[Bucket, ...]]:
     prompt: list[Bucket] = []
     decode: list[Bucket] = []
+    total = 0
     # file iteration splits lines on \\n, \\r and \\r\\n only (str.splitlines would also split on \\f, \\x1c, ...)
     for line_num, raw in enumerate(io.StringIO(text, newline=None), 1):
         line = raw.strip()
@@ -67,17 +95,30 @@ def parse_bucket_file(text: str) -> tuple[list[Bucket], list[Bucket]]:
         try:
             entry = ast.literal_eval(_RANGE_CALL.sub(_expand, line))
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            raise _bad(line_num, line, "not a Python literal") from None
+            raise _bad(source, line_num, line, "not a Python literal") from None
         if not isinstance(entry, tuple) or len(entry) != 3:
-            raise _bad(line_num, line, "not a 3-tuple")
+            raise _bad(source, line_num, line, "not a 3-tuple")
         axes = [item if isinstance(item, list) else [item] for item in entry]
+        total += len(axes[0]) * len(axes[1]) * len(axes[2])
+        if total > MAX_FILE_BUCKETS:
+            raise ConfigError(
+                f"{source} line {line_num} {clip(line)}: the file expands to more than {MAX_FILE_BUCKETS:,} buckets "
+                f"({total:,} by this line; each item of a line multiplies the others); accepted: at most "
+                f"{MAX_FILE_BUCKETS:,} in all (vllm-gaudi would enumerate and warm every one)"
+            )
         for values in itertools.product(*axes):
             try:
                 b, q, c = (int(v) for v in values)
             except (TypeError, ValueError, OverflowError):
-                raise _bad(line_num, line, f"{values!r} is not three integers") from None
+                raise _bad(source, line_num, line, f"{clip(repr(values))} is not three integers") from None
+            if min(b, q, c) < 0:
+                raise ConfigError(
+                    f"{source} line {line_num} {clip(line)}: bucket {(b, q, c)} has a negative value; accepted: "
+                    "batch, query_len and ctx_blocks >= 0 (vllm-gaudi's filters bound values from above only: it "
+                    "keeps the bucket, and its warm-up cannot build a batch of that shape)"
+                )
             (decode if q == 1 else prompt).append((b, q, c))
-    return sorted(prompt), sorted(decode)
+    return tuple(sorted(prompt)), tuple(sorted(decode))
 
 
 def _lines(buckets: list[Bucket]) -> list[str]:

@@ -310,6 +310,9 @@ def vision_warmup(
         if skipped:
             reason += "; not warmed: " + ", ".join(skipped)
         return VisionWarmup(True, reason, tuple(graphs))
+    if "image" in modalities and "image" in options and counts["image"] == 0:
+        return VisionWarmup(False, "no vision graph is warmed: --limit-mm-per-prompt sets image to 0, so vLLM refuses "
+                            "every request with an image (none runs, none compiles)", ())  # fmt: skip
     why = ", ".join(skipped) if skipped else "no bucket and no explicit resolution"
     return VisionWarmup(False, f"no vision graph is warmed: {why}; every image shape compiles at run time", ())
 
