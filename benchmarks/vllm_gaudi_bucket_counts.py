@@ -372,6 +372,16 @@ def extract(mirror: Path, commit: str, dest: Path) -> Path:
     ).stdout
     with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
         archive.extractall(dest, filter="data")
+    init = dest / "vllm_gaudi" / "__init__.py"
+    if "vllm_gaudi.platform" in init.read_text():
+        # releases before the lazy __init__ import the platform (torch on an HPU) at package import: the bucketing
+        # code needs none of it
+        init.write_text("")
+    utils = dest / "vllm_gaudi" / "extension" / "utils.py"
+    if "import logger" not in utils.read_text():
+        # kernels.py's fallback warning imports `logger` from utils, which releases before 091bbadd lack: without a
+        # kernel (no HPU here) that import is what fails, not the kernel lookup
+        utils.write_text(utils.read_text() + "\nfrom vllm_gaudi.extension.logger import logger  # noqa: E402\n")
     runner = dest / "hpu_model_runner.py.txt"
     runner.write_bytes(
         subprocess.run(

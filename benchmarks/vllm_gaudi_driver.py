@@ -51,12 +51,35 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
 
 
+def _set_vllm_values(case: dict[str, Any]) -> None:
+    """What the runner's set_vllm_config hands the extension (model type, prefix caching): releases before the
+    ``.get`` in environment.VllmValue fail finalize_config without them."""
+    from vllm_gaudi.extension import environment  # type: ignore[import-not-found]
+
+    environment._VLLM_VALUES["model_type"] = case.get("model_type", "qwen2_5_vl")
+    environment._VLLM_VALUES["prefix_caching"] = True
+
+
+def _initialize(mgr: Any, **kwargs: Any) -> None:
+    """HPUBucketingManager.initialize with the arguments this release takes (spec decode came later); a case that
+    needs one this release lacks is refused rather than silently run without it."""
+    import inspect
+
+    accepted = inspect.signature(mgr.initialize).parameters
+    for name in [k for k in kwargs if k not in accepted]:
+        if kwargs[name]:
+            raise TypeError(f"this release's HPUBucketingManager.initialize takes no {name}")
+        del kwargs[name]
+    mgr.initialize(**kwargs)
+
+
 def text_buckets(case: dict[str, Any]) -> dict[str, Any]:
     from vllm_gaudi.extension.bucketing.common import HPUBucketingManager  # type: ignore[import-not-found]
     from vllm_gaudi.extension.runtime import clear_config, finalize_config, get_config  # type: ignore[import-not-found]
 
     shape = case["shape"]
     out: dict[str, Any] = {}
+    _set_vllm_values(case)
     clear_config()
     try:
         finalize_config()  # what HPUModelRunner.__init__ does: every declared variable is parsed here
@@ -69,15 +92,21 @@ def text_buckets(case: dict[str, Any]) -> dict[str, Any]:
     mns = shape["max_num_seqs"]
     bs_max = cfg.VLLM_PROMPT_BS_BUCKET_MAX
     mnps = mns if cfg.merged_prefill else (bs_max if bs_max is not None else 1)
+    if "_instance" in vars(HPUBucketingManager):  # releases before v0.24 keep one singleton: start each case fresh
+        HPUBucketingManager._instance = None
     mgr = HPUBucketingManager()
-    mgr.initialize(
-        max_num_seqs=mns,
-        max_num_prefill_seqs=mnps,
-        block_size=shape["block_size"],
-        max_num_batched_tokens=shape["max_num_batched_tokens"],
-        max_model_len=shape["max_model_len"],
-        num_speculative_tokens=shape.get("num_speculative_tokens", 0),
-    )
+    try:
+        _initialize(
+            mgr,
+            max_num_seqs=mns,
+            max_num_prefill_seqs=mnps,
+            block_size=shape["block_size"],
+            max_num_batched_tokens=shape["max_num_batched_tokens"],
+            max_model_len=shape["max_model_len"],
+            num_speculative_tokens=shape.get("num_speculative_tokens", 0),
+        )
+    except TypeError as exc:  # an input this release's bucketing has no notion of (spec decode before it existed)
+        return {"startup_error": _error(exc)}
     mgr.num_hpu_blocks = shape["num_kv_blocks"]
     mgr.skip_decode_block_clamp = shape.get("skip_decode_block_clamp", False)
     for phase, generate in (("prompt", mgr.generate_prompt_buckets), ("decode", mgr.generate_decode_buckets)):
@@ -136,6 +165,9 @@ def vision_steps(case: dict[str, Any], runner_source: str) -> dict[str, Any]:
     fake = types.ModuleType("vllm.multimodal.encoder_budget")
     fake.MultiModalBudget = Budget  # type: ignore[attr-defined]
     sys.modules["vllm.multimodal.encoder_budget"] = fake
+    import vllm.v1.worker.utils as worker_utils  # releases before v0.16 import the budget from here
+
+    worker_utils.MultiModalBudget = Budget  # type: ignore[attr-defined]
     ns = _runner_functions(runner_source)
     steps: list[list[Any]] = []
 
@@ -209,6 +241,7 @@ def lookups(case: dict[str, Any], runner_source: str) -> dict[str, Any]:
     from vllm_gaudi.extension.bucketing.common import HPUBucketingManager  # type: ignore[import-not-found]
     from vllm_gaudi.extension.runtime import clear_config, finalize_config, get_config  # type: ignore[import-not-found]
 
+    _set_vllm_values(case)
     clear_config()
     finalize_config()
     cfg = get_config()
@@ -216,10 +249,12 @@ def lookups(case: dict[str, Any], runner_source: str) -> dict[str, Any]:
     mns, block = shape["max_num_seqs"], shape["block_size"]
     bs_max = cfg.VLLM_PROMPT_BS_BUCKET_MAX
     max_prefill_batch = bs_max if bs_max is not None else 1
+    if "_instance" in vars(HPUBucketingManager):  # releases before v0.24 keep one singleton: start each case fresh
+        HPUBucketingManager._instance = None
     mgr = HPUBucketingManager()
-    mgr.initialize(max_num_seqs=mns, max_num_prefill_seqs=mns if cfg.merged_prefill else max_prefill_batch,
-                   block_size=block, max_num_batched_tokens=shape["max_num_batched_tokens"],
-                   max_model_len=shape["max_model_len"])  # fmt: skip
+    _initialize(mgr, max_num_seqs=mns, max_num_prefill_seqs=mns if cfg.merged_prefill else max_prefill_batch,
+                block_size=block, max_num_batched_tokens=shape["max_num_batched_tokens"],
+                max_model_len=shape["max_model_len"])  # fmt: skip
     mgr.num_hpu_blocks = shape["num_kv_blocks"]
     mgr.generate_prompt_buckets()
     mgr.generate_decode_buckets()
@@ -259,6 +294,20 @@ def lookups(case: dict[str, Any], runner_source: str) -> dict[str, Any]:
             "decode": [list(b) for b in mgr.decode_buckets], **generated}  # fmt: skip
 
 
+def adapter_buckets(case: dict[str, Any]) -> dict[str, Any]:
+    """What vllm_hpu_mm's adapter (runtimes/vllm_gaudi/installed.py) reads from this vllm-gaudi: the plan's source
+    on a host that runs it."""
+    from vllm_hpu_mm.runtimes.base import EngineShape
+    from vllm_hpu_mm.runtimes.vllm_gaudi.installed import InstalledUnavailable, InstalledVllmGaudi
+
+    try:
+        prompt, decode = InstalledVllmGaudi(None).buckets(case["env"], EngineShape(**case["shape"]),
+                                                          model_type=case.get("model_type", "qwen2_5_vl"))  # fmt: skip
+    except InstalledUnavailable as exc:
+        return {"error": str(exc)[:300]}
+    return {"prompt": [list(b) for b in prompt], "decode": [list(b) for b in decode]}
+
+
 def main() -> None:
     logging.disable(logging.WARNING)  # their warnings go to the log, not to our JSON
     runner_source = Path(sys.argv[1]).read_text()
@@ -268,6 +317,8 @@ def main() -> None:
         try:
             if "events" in case:
                 result = lookups(case, runner_source)
+            elif case.get("adapter"):
+                result = {**text_buckets(case), "adapter": adapter_buckets(case)}
             else:
                 result = text_buckets(case)
                 if case.get("vision", True):

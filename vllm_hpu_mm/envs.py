@@ -12,10 +12,11 @@ The ``VLLM_*`` names and meanings follow the Gaudi guide (vllm-gaudi / HabanaAI 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 from vllm_hpu_mm.errors import ConfigError
@@ -307,3 +308,19 @@ def runtime_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The runtime variables that are set (``VLLM_*`` and ``PT_HPU_*``, ours included), name -> raw value."""
     env = os.environ if environ is None else environ
     return {k: v for k, v in env.items() if k.startswith(RUNTIME_PREFIXES)}
+
+
+@contextlib.contextmanager
+def runtime_variables(env: Mapping[str, str]) -> Iterator[None]:
+    """Run a block with the runtime variables (``VLLM_*``, ``PT_HPU_*``) being exactly ``env``'s, then restore them:
+    for asking an installed runtime's own code, which reads the process environment itself."""
+    saved = runtime_environ()
+    try:
+        for key in saved:
+            del os.environ[key]
+        os.environ.update({k: v for k, v in env.items() if k.startswith(RUNTIME_PREFIXES)})
+        yield
+    finally:
+        for key in runtime_environ():
+            del os.environ[key]
+        os.environ.update(saved)

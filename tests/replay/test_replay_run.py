@@ -44,8 +44,8 @@ def test_replay_prints_defaults_and_planned_side_by_side(capsys: pytest.CaptureF
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     labels = [c["label"] for c in report["configurations"]]
-    assert labels == ["vllm-gaudi's exp bucketing", "planned from traffic", "vllm-gaudi's lin bucketing",
-                      "vllm-gaudi's pad bucketing"]  # fmt: skip
+    assert labels == ["vllm-gaudi main's exp bucketing", "planned from traffic", "vllm-gaudi main's lin bucketing",
+                      "vllm-gaudi main's pad bucketing"]  # fmt: skip
     defaults, planned = report["configurations"][:2]
     for config in report["configurations"]:  # each in time on the main job's Gaudi2
         time = config["time"]

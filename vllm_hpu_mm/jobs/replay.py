@@ -129,7 +129,7 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
     yours = None
     if file_path:
         spelled = {BUCKET_FILE_VAR: "--bucket-file"} if args.bucket_file else {}
-        yours = registry.model_for(inputs.runtime_name, {**own_env, BUCKET_FILE_VAR: file_path}, spelled=spelled)
+        yours = registry.same_runtime(inputs.runtime, {**own_env, BUCKET_FILE_VAR: file_path}, spelled=spelled)
     traffic = _traffic(sizing, args, settings)
     images = images_for(inputs, inputs.buckets, settings)
     limits = Limits(inputs.max_num_seqs, inputs.max_num_batched_tokens, inputs.max_model_len, inputs.block_size,

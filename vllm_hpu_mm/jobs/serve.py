@@ -65,7 +65,7 @@ def on_default_device(sizing: SizingArgs, *, launching: bool = False) -> SizingA
     if launching:
         device = "auto"
     else:
-        key = (sizing.runtime or "auto").strip().lower()
+        key = registry.split_spec(sizing.runtime or "auto")[0]
         known = {r.value for r in Runtime}
         device = registry.reference_device(Runtime(key)) if key in known else registry.MAIN_JOB_DEVICE
     return dataclasses.replace(sizing, device=device)

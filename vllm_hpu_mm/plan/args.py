@@ -216,8 +216,9 @@ PLAN_OPTIONS: tuple[Option, ...] = (
     Option("device", "device", "device to plan for: gaudi2, gaudi3, h100, h200, cpu or auto; named devices plan "
            "against the total their runtime reports (gaudi2 94.62 GiB, h100 79.19 GiB, h200 139.80 GiB; gaudi3 128 "
            "GiB nominal), auto reads the accelerator, cpu reads host memory (shared by the TP ranks)"),
-    Option("runtime", "runtime", "serving runtime: auto, vllm-gaudi, vllm-fork, vllm-cuda or vllm-cpu (default auto: "
-           "the one installed, else the device's: vllm-gaudi on HPU); it decides which knobs are exported"),
+    Option("runtime", "runtime", "serving runtime: auto, vllm-gaudi, vllm-fork, vllm-cuda or vllm-cpu, or a vllm-gaudi "
+           "release as vllm-gaudi==X (0.19.0 or newer; default auto: the one installed, at its installed version, "
+           "else the device's: vllm-gaudi main on HPU); it decides which knobs are exported"),
     Option("free_memory_gib", "free-memory-gib", "free device memory after weights and profiling, GiB (the guide's "
            "starting point) (default: estimated from the device)", number, bound=GIB_SIZE),
     Option("total_memory_gib", "total-memory-gib", "override the device's total memory, GiB (on cpu: the host's, "

@@ -162,7 +162,7 @@ def _device(args: SizingArgs) -> tuple[devices.DeviceSpec, int, int]:
 
 def _runtime_model(args: SizingArgs, backend: Backend, runtime_env: Mapping[str, str]) -> tuple[RuntimeModel, str]:
     detection = registry.resolve(args.runtime or "auto", backend, source=args.flag("runtime"))
-    return registry.model_for(detection.runtime, runtime_env), detection.found
+    return registry.model_for(detection.runtime, runtime_env, version=detection.version), detection.found
 
 
 def _buckets(args: SizingArgs, settings: Settings) -> Buckets | None:

@@ -453,8 +453,9 @@ class RuntimeEntry:
     runtime: Runtime
     traits: RuntimeTraits
     #: The runtime's model as the user's environment configures it; ``spelled`` maps a variable to how the user
-    #: gave it (``VLLM_BUCKETING_FROM_FILE`` given as ``--bucket-file``), for errors.
-    model_from_env: Callable[[Mapping[str, str], Mapping[str, str]], RuntimeModel]
+    #: gave it (``VLLM_BUCKETING_FROM_FILE`` given as ``--bucket-file``), for errors; the third argument is the
+    #: release (``vllm-gaudi==0.26.0``; None: the installed one, else the newest modelled).
+    model_from_env: Callable[[Mapping[str, str], Mapping[str, str], str | None], RuntimeModel]
     #: The device it is planned on when it is named but is not the runtime installed here.
     reference_device: str
     #: The module whose ``exports(draft, context)`` builds what ``serve`` hands the runtime. Named, not imported:
@@ -463,3 +464,8 @@ class RuntimeEntry:
     #: The runtime's built-in bucketing strategies, each as the environment otherwise configures it (vllm-gaudi's
     #: exp, lin and pad), for a replay to set beside the configured one; None: it has no choice of strategy.
     strategies: Callable[[Mapping[str, str]], tuple[RuntimeModel, ...]] | None = None
+    #: Its releases: a version -> how it is planned, in words (ConfigError naming what is accepted when it cannot
+    #: be); None when the runtime's releases are not modelled apart (a version is then refused).
+    releases: Callable[[str], str] | None = None
+    #: The distribution whose installed version ``auto`` reads for ``releases``.
+    distribution: str | None = None

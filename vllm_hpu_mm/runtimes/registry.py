@@ -27,6 +27,8 @@ __all__ = [
     "model_for",
     "reference_device",
     "resolve",
+    "same_runtime",
+    "split_spec",
 ]
 
 #: Every runtime, one line each (its folder's ``ENTRY``).
@@ -47,11 +49,30 @@ DEFAULT_RUNTIME: dict[Backend, Runtime] = {
 
 
 def model_for(
-    runtime: Runtime, env: Mapping[str, str] | None = None, *, spelled: Mapping[str, str] | None = None
+    runtime: Runtime,
+    env: Mapping[str, str] | None = None,
+    *,
+    spelled: Mapping[str, str] | None = None,
+    version: str | None = None,
 ) -> RuntimeModel:
     """The runtime's model, configured by its own variables in ``env`` where it reads any (vllm-gaudi's bucketing and
-    the bucket file ``VLLM_BUCKETING_FROM_FILE`` names); ``spelled``: how the user gave a variable, for errors."""
-    return ENTRIES[runtime].model_from_env(env or {}, spelled or {})
+    the bucket file ``VLLM_BUCKETING_FROM_FILE`` names); ``spelled``: how the user gave a variable, for errors;
+    ``version``: the release planned for (None: the installed one, else the newest modelled)."""
+    return ENTRIES[runtime].model_from_env(env or {}, spelled or {}, version)
+
+
+def same_runtime(
+    model: RuntimeModel, env: Mapping[str, str], *, spelled: Mapping[str, str] | None = None
+) -> RuntimeModel:
+    """A model of ``model``'s runtime and release, configured by ``env`` instead (e.g. a user's bucket file)."""
+    version: str | None = getattr(model, "version", None)  # a runtime whose releases are modelled says which
+    return model_for(model.name, env, spelled=spelled, version=version)
+
+
+def split_spec(name: str) -> tuple[str, str | None]:
+    """``vllm-gaudi==0.26.0`` -> ("vllm-gaudi", "0.26.0"); ``auto`` -> ("auto", None)."""
+    key, sep, version = name.strip().lower().partition("==")
+    return key.strip(), (version.strip() or None) if sep else None
 
 
 def strategies(runtime: Runtime, env: Mapping[str, str] | None = None) -> tuple[RuntimeModel, ...]:
@@ -76,6 +97,8 @@ class Detection:
     runtime: Runtime
     #: What was found, in words, for the plan's output.
     found: str
+    #: The release planned for (``vllm-gaudi==0.26.0``, or the installed version under ``auto``); None = newest.
+    version: str | None = None
 
 
 def _dist_version(name: str) -> str | None:
@@ -128,22 +151,43 @@ def detect(backend: Backend | None) -> Detection:
         chosen = DEFAULT_RUNTIME[backend]
         return Detection(chosen, f"{found} (serves {TRAITS[candidate].backend}); planning for {chosen.value}, "
                                  f"the {backend} runtime")  # fmt: skip
+    entry = ENTRIES[candidate]
+    version = have.get(entry.distribution) if entry.distribution is not None else None
+    if version is not None and entry.releases is not None:
+        try:
+            planned = entry.releases(version)
+        except ConfigError as exc:
+            raise ConfigError(f"installed {exc}; name a modelled release (--runtime / --plan-runtime "
+                              f"{candidate.value}==X) to plan for it instead") from None  # fmt: skip
+        return Detection(candidate, f"{found}: {candidate.value}, {planned}", version)
     return Detection(candidate, f"{found}: {candidate.value}")
 
 
 def resolve(name: str, backend: Backend | None, *, source: str = "--runtime") -> Detection:
     """``auto`` (detect) or a runtime by name, checked against the device's backend."""
-    key = name.strip().lower()
+    key, version = split_spec(name)
     if key == "auto":
+        if version is not None:
+            raise ConfigError(f"{source}={name!r}: auto takes no version (it reads the installed one); accepted: "
+                              "auto, or RUNTIME==X for a runtime whose releases are modelled")  # fmt: skip
         return detect(backend)
     try:
         runtime = Runtime(key)
     except ValueError:
-        raise ConfigError(f"{source}={name!r} is not a runtime; accepted: {', '.join(RUNTIME_CHOICES)}") from None
+        raise ConfigError(f"{source}={name!r} is not a runtime; accepted: {', '.join(RUNTIME_CHOICES)}, or "
+                          "vllm-gaudi==X (a release, e.g. vllm-gaudi==0.26.0)") from None  # fmt: skip
+    releases = ENTRIES[runtime].releases
+    if version is not None and releases is None:
+        modelled = ", ".join(f"{r.value}==X" for r, e in ENTRIES.items() if e.releases is not None)
+        raise ConfigError(f"{source}={name!r}: {runtime.value}'s releases are not modelled apart; accepted: "
+                          f"{runtime.value}, or {modelled}")  # fmt: skip
+    planned = releases(version) if releases is not None and version is not None else None
     want = TRAITS[runtime].backend
     if backend is not None and backend != want:
         raise ConfigError(
             f"{source}={runtime.value} serves {want} devices but the device planned for is {backend}; "
             f"name a {want} device (--device) or another runtime"
         )
+    if planned is not None:
+        return Detection(runtime, f"named: {runtime.value}=={version}, {planned}", version)
     return Detection(runtime, f"named: {runtime.value}")

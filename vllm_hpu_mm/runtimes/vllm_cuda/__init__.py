@@ -119,5 +119,5 @@ class VllmCuda(NoBucketList):
                                "graphs are configured (compilation_config.cudagraph_mm_encoder)")  # fmt: skip
 
 
-ENTRY = RuntimeEntry(Runtime.VLLM_CUDA, TRAITS, lambda env, spelled: VllmCuda(), "h100",
+ENTRY = RuntimeEntry(Runtime.VLLM_CUDA, TRAITS, lambda env, spelled, version: VllmCuda(), "h100",
                      "vllm_hpu_mm.runtimes.vllm_cuda.exports")  # fmt: skip

@@ -169,5 +169,5 @@ class VllmFork(NoBucketList):
         return VisionBucketing(False, False, (), f"vllm-fork buckets only Qwen2.5-VL's tower, not {model_type}'s")
 
 
-ENTRY = RuntimeEntry(Runtime.VLLM_FORK, TRAITS, lambda env, spelled: VllmFork(), "gaudi2",
+ENTRY = RuntimeEntry(Runtime.VLLM_FORK, TRAITS, lambda env, spelled, version: VllmFork(), "gaudi2",
                      "vllm_hpu_mm.runtimes.vllm_fork.exports")  # fmt: skip

@@ -48,10 +48,12 @@ from vllm_hpu_mm.runtimes.vllm_gaudi.config import (
     effective_strategy,
 )
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import MAX_FILE_BUCKETS, bucket_file
+from vllm_hpu_mm.runtimes.vllm_gaudi.installed import InstalledUnavailable, InstalledVllmGaudi, find_installed
+from vllm_hpu_mm.runtimes.vllm_gaudi.releases import MAIN, release_for
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
 from vllm_hpu_mm.runtimes.vllm_gaudi.vision import BATCH_WARMUP_SIDE, vision_table_entry
 
-__all__ = ["BUCKET_FILE_VAR", "ENTRY", "PLANNED_FILE", "TRAITS", "VllmGaudi", "model_from_env"]
+__all__ = ["BUCKET_FILE_VAR", "ENTRY", "PLANNED_FILE", "TRAITS", "VllmGaudi", "describe_release", "model_from_env"]
 
 #: The name a planned bucket file goes by in the model (``serve`` writes it under its own path).
 PLANNED_FILE = "planned from traffic"
@@ -83,16 +85,47 @@ class VllmGaudi:
     traits: RuntimeTraits = TRAITS
     #: The bucket file is ours (planned from traffic, :meth:`with_text_buckets`), to be exported by ``serve``.
     planned: bool = False
+    #: The vllm-gaudi installed here, asked for its buckets with ``env`` (its own code); None = the model only.
+    installed: InstalledVllmGaudi | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    model_type: str = "qwen2_5_vl"
+
+    @property
+    def version(self) -> str | None:
+        """The release this model plans for, as :func:`model_from_env` takes it (None: main, nothing installed)."""
+        if self.installed is not None:
+            return self.installed.version
+        release = self.bucketing.release
+        return None if release is MAIN else ".".join(str(x) for x in release.first[:3])
+
+    def _generated(self, shape: EngineShape) -> tuple[tuple[tuple[Bucket, ...], tuple[Bucket, ...]] | None, str]:
+        """The installed vllm-gaudi's own buckets (None when there is none to ask, or it failed), and the source in
+        words: which code the counts come from, and why the model was used where it was."""
+        release = self.bucketing.release
+        modelled = (
+            f"vllm-gaudi {release.name}'s {effective_strategy(self.bucketing)} bucketing (modelled, @{release.commit})"
+        )
+        if self.installed is None:
+            return None, modelled
+        if self.planned:  # our own file: the model reads it exactly as its file_strategy.py does
+            planned = f"a bucket file planned against {self.installed}'s own buckets"
+            return None, f"{planned}, read as its file_strategy.py reads one ({modelled})"
+        try:
+            generated = self.installed.buckets(dict(self.env), shape, model_type=self.model_type)
+        except InstalledUnavailable as exc:
+            return None, f"{modelled}; asking the installed code failed ({exc})"
+        return generated, f"{self.installed}'s own bucketing code (imported)"
 
     def text_shapes(self, shape: EngineShape) -> TextShapes:
-        prefill = common.prompt_buckets(self.bucketing, shape)
-        decode = tuple((bs, blocks) for bs, _, blocks in common.decode_buckets(self.bucketing, shape))
-        source = f"vllm-gaudi's {effective_strategy(self.bucketing)} bucketing (modelled on @{COMMIT_SHORT})"
+        generated, source = self._generated(shape)
+        if generated is None:
+            generated = (common.prompt_buckets(self.bucketing, shape), common.decode_buckets(self.bucketing, shape))
+        prefill, decode = generated[0], tuple((bs, blocks) for bs, _, blocks in generated[1])
         notes = () if self.planned else common.dropped_file_buckets(self.bucketing, shape)
         return TextShapes(prefill, decode, source, notes)
 
     def text_lookup(self, shape: EngineShape) -> TextLookup:
-        return RunnerLookup(self.bucketing, shape)
+        return RunnerLookup(self.bucketing, shape, self._generated(shape)[0])
 
     def with_text_buckets(self, prompt: tuple[Bucket, ...], decode: tuple[Bucket, ...]) -> VllmGaudi | None:
         """Its bucket file (``VLLM_BUCKETING_FROM_FILE``) holding exactly these, unless the user named a file or the
@@ -101,7 +134,8 @@ class VllmGaudi:
         if cfg.from_file is not None or not cfg.enable_bucketing or cfg.merged_prefill:
             return None
         text = bucket_file(prompt, decode)
-        return VllmGaudi(dataclasses.replace(cfg, from_file=PLANNED_FILE, file_text=text), planned=True)
+        return dataclasses.replace(self, bucketing=dataclasses.replace(cfg, from_file=PLANNED_FILE, file_text=text),
+                                   planned=True)  # fmt: skip
 
     def memory(self, m: MemoryInputs) -> MemorySplit:
         """``v1/worker/hpu_worker.py`` ``determine_available_memory`` @091bbadd: ``profile_run(initialize_only=True)``
@@ -143,10 +177,22 @@ BUCKET_FILE_VAR = "VLLM_BUCKETING_FROM_FILE"
 MAX_BUCKET_FILE_BYTES = 16 << 20
 
 
-def model_from_env(env: Mapping[str, str], spelled: Mapping[str, str] | None = None) -> VllmGaudi:
+def model_from_env(
+    env: Mapping[str, str], spelled: Mapping[str, str] | None = None, version: str | None = None
+) -> VllmGaudi:
     """vllm-gaudi as the user's variables configure it, with the bucket file ``VLLM_BUCKETING_FROM_FILE`` names read
-    here (``spelled``: how the user gave a variable, e.g. ``--bucket-file``, for the error)."""
-    cfg = config_from_env(env)
+    here (``spelled``: how the user gave a variable, e.g. ``--bucket-file``, for the error), for the release
+    ``version`` (None: the one installed here, else main). On a host that runs vllm-gaudi (the release asked for,
+    or any when none is named) its own code is asked for the buckets, the model being the fallback."""
+    here = find_installed()
+    ask = here if here is not None and (version is None or version == here.version) else None
+    try:
+        release = release_for(version if version is not None else (here.version if here is not None else None))
+    except ConfigError:
+        if ask is None:
+            raise
+        release = MAIN  # not modelled: the installed code answers, the newest model is only the fallback
+    cfg = config_from_env(env, release)
     if cfg.from_file is not None:
         given = (spelled or {}).get(BUCKET_FILE_VAR, BUCKET_FILE_VAR)
         source = f"{given}={cfg.from_file}" if given == BUCKET_FILE_VAR else f"{given} {cfg.from_file}"
@@ -162,7 +208,20 @@ def model_from_env(env: Mapping[str, str], spelled: Mapping[str, str] | None = N
             raise ConfigError(f"{source}: larger than {MAX_BUCKET_FILE_BYTES:,} bytes; accepted: a vllm-gaudi bucket "
                               f"file (at most {MAX_FILE_BUCKETS:,} buckets, a few hundred kilobytes)")  # fmt: skip
         cfg = dataclasses.replace(cfg, file_text=text, file_source=source)
-    return VllmGaudi(cfg)
+    return VllmGaudi(cfg, installed=ask, env=tuple(sorted(env.items())))
+
+
+def describe_release(version: str) -> str:
+    """How a vllm-gaudi version is planned, in words; ConfigError when it can be neither modelled nor asked."""
+    here = find_installed()
+    asked = here is not None and here.version == version
+    try:
+        planned = f"planned as {release_for(version)}"
+    except ConfigError:
+        if not asked:
+            raise
+        planned = "a release not modelled"
+    return f"{planned}; its own bucketing code is asked (imported)" if asked else planned
 
 
 def strategies(env: Mapping[str, str]) -> tuple[VllmGaudi, ...]:
@@ -173,4 +232,4 @@ def strategies(env: Mapping[str, str]) -> tuple[VllmGaudi, ...]:
 
 
 ENTRY = RuntimeEntry(Runtime.VLLM_GAUDI, TRAITS, model_from_env, "gaudi2", "vllm_hpu_mm.runtimes.vllm_gaudi.exports",
-                     strategies)  # fmt: skip
+                     strategies, releases=describe_release, distribution="vllm-gaudi")  # fmt: skip

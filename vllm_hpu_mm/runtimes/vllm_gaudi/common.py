@@ -413,13 +413,21 @@ class BucketLookup:
     ``added`` lists every fallback in the order it was generated: ("prompt" | "decode", bucket).
     """
 
-    def __init__(self, cfg: BucketingConfig, shape: EngineShape) -> None:
+    def __init__(
+        self,
+        cfg: BucketingConfig,
+        shape: EngineShape,
+        generated: tuple[tuple[Bucket, ...], tuple[Bucket, ...]] | None = None,
+    ) -> None:
+        """``generated``: the (prompt, decode) buckets the installed vllm-gaudi generated, instead of the model's."""
         self.shape = shape
         # hpu_model_runner.py: without VLLM_ENABLE_BUCKETING the manager is never initialised: every lookup returns
         # the shape itself
         self.enabled = cfg.enable_bucketing
-        self.prompt: list[Bucket] = list(prompt_buckets(cfg, shape))
-        self.decode: list[Bucket] = list(decode_buckets(cfg, shape))
+        if generated is None:
+            generated = (prompt_buckets(cfg, shape), decode_buckets(cfg, shape))
+        self.prompt: list[Bucket] = list(generated[0])
+        self.decode: list[Bucket] = list(generated[1])
         # generate_decode_buckets: the fallback cap is the largest prepared decode context (spec expansions included).
         self.max_decode_ctx = max((c for _, _, c in self.decode), default=0)
         self.sliding_window = cfg.sliding_window

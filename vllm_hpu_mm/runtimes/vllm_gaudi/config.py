@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.runtimes.vllm_gaudi.releases import MAIN, Release
 
 __all__ = [
     "COMMIT_SHORT",
@@ -60,6 +61,8 @@ class BucketingConfig:
     """
 
     strategy: str = "exp"
+    #: The release line whose behaviour is modelled (:mod:`.releases`); main @091bbadd by default.
+    release: Release = MAIN
     exponential_bucketing: bool | None = None  # deprecated VLLM_EXPONENTIAL_BUCKETING, through its boolean()
     from_file: str | None = None
     file_text: str | None = None
@@ -145,18 +148,33 @@ def _gaudi_int(name: str, raw: str) -> int:
         ) from None
 
 
-def config_from_env(env: Mapping[str, str]) -> BucketingConfig:
-    """Parse vllm-gaudi's bucketing variables from ``env`` exactly as vllm-gaudi 091bbadd does.
+#: Releases before v0.21.0: VLLM_BUCKETING_STRATEGY is a ValueFromList of these names (read, checked, unused).
+OLD_STRATEGY_NAMES = ("exponential_bucketing", "linear_bucketing")
+
+
+def config_from_env(env: Mapping[str, str], release: Release = MAIN) -> BucketingConfig:
+    """Parse vllm-gaudi's bucketing variables from ``env`` exactly as ``release`` (main @091bbadd by default) does.
 
     Every declared variable is parsed at start-up (``finalize_config`` evaluates them all), so a bad integer in
-    any range variable fails the launch whatever the strategy: here it raises :class:`ConfigError`.
+    any range variable fails the launch whatever the strategy: here it raises :class:`ConfigError`. Releases before
+    v0.21.0 declare no PAD variables (they are not read) and pick the strategy with VLLM_EXPONENTIAL_BUCKETING.
     """
-    fields: dict[str, object] = {}
-    for variable in RANGE_VARIABLES:
+    fields: dict[str, object] = {"release": release}
+    declared = RANGE_VARIABLES if release.strategy_variable else tuple(v for v in RANGE_VARIABLES if "_PAD_" not in v)
+    for variable in declared:
         raw = env.get(variable)
         if raw is not None:
             fields[variable.removeprefix("VLLM_").replace("_BUCKET", "").lower()] = _gaudi_int(variable, raw)
     strategy = env.get("VLLM_BUCKETING_STRATEGY")
+    if not release.strategy_variable:
+        if env.get("VLLM_DECODE_BLOCK_BUCKET_LIMIT") is not None:  # declared (int) before v0.21.0, read nowhere
+            _gaudi_int("VLLM_DECODE_BLOCK_BUCKET_LIMIT", env["VLLM_DECODE_BLOCK_BUCKET_LIMIT"])
+        if strategy is not None and strategy not in OLD_STRATEGY_NAMES:
+            raise ConfigError(
+                f"VLLM_BUCKETING_STRATEGY={strategy!r} is invalid for {release}; accepted there: "
+                f"{' or '.join(OLD_STRATEGY_NAMES)} (it picks nothing: VLLM_EXPONENTIAL_BUCKETING=false selects lin)"
+            )
+        strategy = None
     if strategy is not None:
         if strategy not in STRATEGIES:  # features.py: choice('exp', 'lin', 'pad') on the raw string
             raise ConfigError(

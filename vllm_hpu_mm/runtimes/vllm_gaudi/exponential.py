@@ -12,6 +12,7 @@ import math
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import BucketingConfig, Cfg
+from vllm_hpu_mm.runtimes.vllm_gaudi.releases import MAIN, Release
 
 __all__ = ["LONG_CTX_THRESHOLD", "decode_block_ceiling", "decode_cfgs", "exp_range", "prompt_cfgs"]
 
@@ -34,24 +35,32 @@ def prompt_cfgs(cfg: BucketingConfig, shape: EngineShape, mnps: int) -> tuple[Cf
     return (1, 2, mnps, math.ceil(math.log2(mnps)) + 1), (qmin, bs, mnbt, q_limit), (0, 1, max_ctx, ctx_limit)
 
 
-def decode_block_ceiling(shape: EngineShape) -> int:
+def decode_block_ceiling(shape: EngineShape, release: Release = MAIN) -> int:
     """The most KV blocks its own decode buckets reach without contiguous PA: every sequence at max_model_len,
-    clamped at 3x the KV blocks for dense models (get_decode_cfgs: decodes above it "recompile at runtime")."""
+    clamped at 3x the KV blocks for dense models on main (get_decode_cfgs: decodes above it "recompile at runtime");
+    unclamped from v0.21.0 to v0.27.0rc0; v0.19's own rule before."""
     worst = math.ceil(shape.max_model_len / shape.block_size) * shape.max_num_seqs
-    return worst if shape.skip_decode_block_clamp else min(worst, shape.num_kv_blocks * 3)
+    kv = shape.num_kv_blocks
+    if release.exp_decode_max == "v0.19":
+        return max(min(worst, kv * shape.max_num_seqs // 3), kv * 3)
+    if release.exp_decode_max == "worst" or shape.skip_decode_block_clamp:
+        return worst
+    return min(worst, kv * 3)
 
 
 def decode_cfgs(cfg: BucketingConfig, shape: EngineShape) -> tuple[Cfg, Cfg, Cfg]:
-    """get_decode_cfgs: the worst case, clamped to the KV cache (3x the KV blocks without contiguous PA)."""
+    """get_decode_cfgs: the worst case, clamped to the KV cache (3x the KV blocks without contiguous PA on main;
+    the release decides, :mod:`.releases`)."""
     mns, bs, mml, kv = shape.max_num_seqs, shape.block_size, shape.max_model_len, shape.num_kv_blocks
     conti = cfg.contiguous_pa
-    max_blocks = math.ceil(mml / bs) * mns
+    release = cfg.release
     if conti:
-        max_blocks = min(kv, max_blocks)
-    elif not shape.skip_decode_block_clamp:
-        max_blocks = min(max_blocks, kv * 3)
+        # v0.19: the KV blocks themselves; from v0.21.0 the smaller of them and the worst case
+        max_blocks = kv if release.exp_decode_max == "v0.19" else min(kv, math.ceil(mml / bs) * mns)
+    else:
+        max_blocks = decode_block_ceiling(shape, release)
     limit = math.ceil(math.log2(max_blocks)) + 1
-    if not conti and kv > 0 and max_blocks > kv * 3:
+    if release.exp_decode_compensation and not conti and kv > 0 and max_blocks > kv * 3:
         limit += math.ceil(math.log2(max_blocks / (kv * 3))) + 1
     return (1, 2, mns, math.ceil(math.log2(mns)) + 1), (1, 1, 1, 1), (1, mns, max_blocks, limit)
 

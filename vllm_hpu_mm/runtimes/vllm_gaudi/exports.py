@@ -26,7 +26,8 @@ from vllm_hpu_mm.runtimes.base import ExportContext, Exports, Part
 from vllm_hpu_mm.runtimes.exporting import Draft, export_buckets
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import overridden_variables
-from vllm_hpu_mm.runtimes.vllm_gaudi.config import COMMIT_SHORT, config_from_env
+from vllm_hpu_mm.runtimes.vllm_gaudi.config import config_from_env
+from vllm_hpu_mm.runtimes.vllm_gaudi.releases import MAIN, Release
 from vllm_hpu_mm.runtimes.vllm_gaudi.vision import (
     UNSET_LIMIT,
     format_resolutions,
@@ -80,6 +81,12 @@ def _limit_names_image(raw: str) -> bool:
     return bool(count)
 
 
+def _release(d: Draft) -> Release:
+    """The vllm-gaudi release line the plan is for (main @091bbadd unless named or installed)."""
+    runtime = d.plan.inputs.runtime
+    return runtime.bucketing.release if isinstance(runtime, VllmGaudi) else MAIN
+
+
 def _limit_refuses_images(raw: str) -> bool:
     """Whether a ``--limit-mm-per-prompt`` gives ``image`` a count of 0 (vLLM then refuses every image)."""
     value = _limit(raw)
@@ -92,8 +99,20 @@ def _limit_refuses_images(raw: str) -> bool:
 def _vision(d: Draft, resolutions: Sequence[tuple[int, int]]) -> tuple[list[str], bool]:
     """The vision knobs set (buckets, resolutions, limit) and whether vllm-gaudi then warms vision graphs."""
     i, flags = d.plan.inputs, d.flags
+    release = _release(d)
     vision = list(export_buckets(d))
-    if vision and i.buckets and i.vision_patches_per_item:
+    if vision and i.buckets and not release.reads_resolutions:
+        # vision.py reads VLLM_MULTIMODAL_RESOLUTIONS from v0.26.0: an older release warms its guessed aspect
+        # ratios only, so nothing is exported that it would ignore
+        if "VLLM_MULTIMODAL_RESOLUTIONS" in flags.user_env:
+            d.notes.append(f"VLLM_MULTIMODAL_RESOLUTIONS is yours, but {release} does not read it (from v0.26.0): it "
+                           "warms 5 guessed aspect ratios per bucket, and real shapes other than those compile at run "
+                           "time")  # fmt: skip
+        elif resolutions:
+            d.notes.append(f"{release} reads no VLLM_MULTIMODAL_RESOLUTIONS (from v0.26.0): the commonest real image "
+                           "shapes cannot be warmed; those other than its 5 guessed aspect ratios per bucket compile "
+                           "at run time")  # fmt: skip
+    elif vision and i.buckets and i.vision_patches_per_item:
         # hpu_model_runner.py warmup_multimodal_graphs @091bbadd: resolutions are read for patch-bucketed towers only
         if "VLLM_MULTIMODAL_RESOLUTIONS" in flags.user_env:
             d.notes.append("VLLM_MULTIMODAL_RESOLUTIONS is yours, but vllm-gaudi does not read it for a tower it "
@@ -148,7 +167,8 @@ def _warmup_note(d: Draft) -> str | None:
         return None
     model_type = d.plan.inputs.model.model_type
     buckets = vision_buckets_from_env(env["VLLM_MULTIMODAL_BUCKETS"], model_type)
-    warm = vision_warmup(buckets, env.get("VLLM_MULTIMODAL_RESOLUTIONS"), limit, model_type,
+    resolutions = env.get("VLLM_MULTIMODAL_RESOLUTIONS") if _release(d).reads_resolutions else None
+    warm = vision_warmup(buckets, resolutions, limit, model_type,
                          warmup=not d.flags.skip_warmup)  # fmt: skip
     if not warm.warmed:
         return f"vllm-gaudi's vision warm-up: {warm.reason}"
@@ -204,13 +224,14 @@ def exports(d: Draft, context: ExportContext) -> Exports:
     else:
         d.notes.append(f"vllm-gaudi warms its own {text.source}: {len(text.prefill)} prompt and {len(text.decode)} "
                        "decode buckets; a shape that no bucket covers compiles at run time")  # fmt: skip
-    ignored = overridden_variables(config_from_env(flags.user_env))
+    release = _release(d)
+    ignored = overridden_variables(config_from_env(flags.user_env, release))
     if ignored:
-        d.notes.append(f"vllm-gaudi ignores your {', '.join(ignored)} (@{COMMIT_SHORT}: the strategy or the bucket "
-                       "file in use overrides them)")  # fmt: skip
+        d.notes.append(f"{release} ignores your {', '.join(ignored)} (the strategy or the bucket file in use "
+                       "overrides them)")  # fmt: skip
     by = ("VLLM_BUCKETING_FROM_FILE",)
     vision_ok = (warmed and "VLLM_MULTIMODAL_BUCKETS" in vision) or not i.buckets
-    d.notes.append(f"vllm-gaudi reads neither prompt ratio (@{COMMIT_SHORT}): none exported")
+    d.notes.append(f"{release} reads neither prompt ratio: none exported")
     return d.finish({
         "kv_cache": kv,
         "decode_graphs": Part(by, decode_ok, "" if decode_ok else why_not),

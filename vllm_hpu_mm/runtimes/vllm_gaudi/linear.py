@@ -31,10 +31,15 @@ def decode_cfgs(cfg: BucketingConfig, shape: EngineShape) -> tuple[Cfg, Cfg, Cfg
     bs_cfg = read_range(cfg, "decode", "bs", (1, 32, mns))
     max_blocks = kv if conti else max((mml * mns) // bs, bs)
     block = read_range(cfg, "decode", "block", (1, bs, max_blocks))
-    if conti and block[2] > kv:
+    if cfg.release.lin_clamp_contiguous_only:
+        if conti and block[2] > kv:
+            block[2] = kv
+        if block[0] > block[2]:
+            block[0] = max(1, block[2] - block[1])
+    elif block[2] > kv:  # before v0.21.0: clamped to the KV blocks whatever the PA, the min only then
         block[2] = kv
-    if block[0] > block[2]:
-        block[0] = max(1, block[2] - block[1])
+        if block[0] > kv:
+            block[0] = max(1, kv - block[1])
     return tuple(bs_cfg), (1, 1, 1), tuple(block)
 
 

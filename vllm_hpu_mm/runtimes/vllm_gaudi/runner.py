@@ -32,15 +32,20 @@ __all__ = ["RunnerLookup"]
 class RunnerLookup:
     """vllm-gaudi's runner over its bucket lookup (:class:`~vllm_hpu_mm.runtimes.base.TextLookup`)."""
 
-    def __init__(self, cfg: BucketingConfig, shape: EngineShape) -> None:
-        self.lookup = BucketLookup(cfg, shape)
+    def __init__(
+        self,
+        cfg: BucketingConfig,
+        shape: EngineShape,
+        generated: tuple[tuple[Bucket, ...], tuple[Bucket, ...]] | None = None,
+    ) -> None:
+        self.lookup = BucketLookup(cfg, shape, generated)
         self.shape = shape
         self.merged = cfg.merged_prefill
         self.contiguous = cfg.contiguous_pa
         # hpu_model_runner.py __init__: max_prefill_batch_size is VLLM_PROMPT_BS_BUCKET_MAX or 1, merged or not
         self.max_prefill_batch = 1 if cfg.prompt_bs_max is None else cfg.prompt_bs_max
         prefill_seqs(cfg, shape)  # the manager's check of that value
-        self.decode_block_cap = decode_block_ceiling(shape)
+        self.decode_block_cap = decode_block_ceiling(shape, cfg.release)
         self.warmed = frozenset(
             [("prompt", b) for b in self.lookup.prompt] + [("decode", b) for b in self.lookup.decode]
         )

@@ -1,0 +1,193 @@
+"""Our model of each vllm-gaudi release line (vllm_hpu_mm.runtimes.vllm_gaudi.releases) against that release's OWN
+code, tag by tag.
+
+For every tag a line lists (``Release.tags``), vllm-gaudi's source at that tag is extracted from the local mirror and
+run on CPU with ``VLLM_USE_FAKE_HPU=1`` by benchmarks/vllm_gaudi_driver.py, exactly as
+benchmarks/vllm_gaudi_bucket_counts.py does for main; our model is configured for the line
+(``config_from_env(env, release)``) and the prompt / decode bucket sets compared exactly (start-up failures must
+agree too). The configurations are that benchmark's named ones and seeded random ones; for lines before v0.21.0
+(no ``VLLM_BUCKETING_STRATEGY=exp|lin|pad``) a random configuration's strategy is spelled as those releases read
+it (``VLLM_EXPONENTIAL_BUCKETING=false`` for lin; pad becomes exp), while the named ones keep theirs (a check that
+both sides refuse it). Vision warm-up steps are compared as well and reported apart: the vision model follows main.
+
+Writes benchmarks/results/vllm_gaudi_releases.{md,json}.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/vllm_gaudi_releases.py [--random N] [--seed S] [--tags T ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.vllm_gaudi_bucket_counts import (
+    MACHINE,
+    MIRROR,
+    RESULTS,
+    Case,
+    extract,
+    named_cases,
+    random_cases,
+    theirs,
+)
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.runtimes.vllm_gaudi.common import decode_buckets, prompt_buckets
+from vllm_hpu_mm.runtimes.vllm_gaudi.config import config_from_env
+from vllm_hpu_mm.runtimes.vllm_gaudi.releases import LINES, Release
+from vllm_hpu_mm.runtimes.vllm_gaudi.vision import vision_buckets_from_env, vision_warmup
+
+
+def spelled_for(release: Release, case: Case) -> Case:
+    """A random case's strategy as releases before v0.21.0 read it; spec decode only where the release has it."""
+    if release.strategy_variable or "VLLM_BUCKETING_STRATEGY" not in case.env:
+        return case
+    env = dict(case.env)
+    strategy = env.pop("VLLM_BUCKETING_STRATEGY")
+    env = {k: v for k, v in env.items() if "_PAD_" not in k}
+    if strategy == "lin" and "VLLM_EXPONENTIAL_BUCKETING" not in env:
+        env["VLLM_EXPONENTIAL_BUCKETING"] = "false"
+    return dataclasses.replace(case, env=env)
+
+
+def ours(case: Case, release: Release) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    try:
+        cfg = config_from_env(case.env, release)
+        if case.file_text is not None:
+            cfg = dataclasses.replace(cfg, from_file="buckets.txt", file_text=case.file_text)
+    except ConfigError as exc:
+        out["startup_error"] = str(exc)
+    else:
+        for phase, fn in (("prompt", prompt_buckets), ("decode", decode_buckets)):
+            try:
+                out[phase] = [list(b) for b in fn(cfg, case.shape)]
+            except ConfigError as exc:
+                out[f"{phase}_error"] = str(exc)
+    try:
+        buckets = vision_buckets_from_env(case.env.get("VLLM_MULTIMODAL_BUCKETS"), case.model_type)
+        resolutions = case.env.get("VLLM_MULTIMODAL_RESOLUTIONS") if release.reads_resolutions else None
+        res = vision_warmup(buckets, resolutions, case.limit, case.model_type)
+        out["vision_steps"] = [list(g) for g in res.graphs]
+        if res.fails:
+            out["vision_error"] = res.reason
+    except ConfigError as exc:
+        out["vision_error"] = str(exc)
+    return out
+
+
+def _text(result: dict[str, Any]) -> Any:
+    if "startup_error" in result:
+        return "fails"
+    return {p: ("fails" if f"{p}_error" in result else sorted(map(tuple, result.get(p, [])))) for p in
+            ("prompt", "decode")}  # fmt: skip
+
+
+def _count(result: dict[str, Any], phase: str) -> str:
+    t = _text(result)
+    return "fails" if t == "fails" or t[phase] == "fails" else str(len(t[phase]))
+
+
+def _vision(result: dict[str, Any]) -> Any:
+    return "fails" if "vision_error" in result else result.get("vision_steps")
+
+
+def run_tag(release: Release, tag: str, cases: list[Case]) -> list[dict[str, Any]]:
+    with tempfile.TemporaryDirectory(prefix="vllm-gaudi-") as tmp_name:
+        tmp = Path(tmp_name)
+        runner = extract(MIRROR, tag, tmp)
+        their = theirs(cases, tmp, runner)
+    rows = []
+    for case, t in zip(cases, their, strict=True):
+        if "driver_error" in t:
+            raise RuntimeError(f"{tag} {case.name}: the driver failed:\n{t['driver_error']}")
+        o = ours(case, release)
+        rows.append({
+            "case": case.name, "env": case.env, "shape": dataclasses.asdict(case.shape), "limit": case.limit,
+            "model_type": case.model_type, "bucket_file": case.file_text is not None,
+            "ours": {"prompt": _count(o, "prompt"), "decode": _count(o, "decode")},
+            "theirs": {"prompt": _count(t, "prompt"), "decode": _count(t, "decode")},
+            "their_errors": {k: v for k, v in t.items() if k.endswith("error")},
+            "text_equal": _text(o) == _text(t),
+            "vision_equal": _vision(o) == _vision(t),
+        })  # fmt: skip
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--random", type=int, default=20, help="random configurations per tag (20)")
+    parser.add_argument("--seed", type=int, default=20261127, help="seed of the random configurations")
+    parser.add_argument("--tags", nargs="*", help="only these tags (default: every tag of every line)")
+    parser.add_argument("--machine", default=MACHINE, help="machine description for the results")
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args()
+    start = time.perf_counter()
+    base = [c for c in named_cases() if not c.env.get("VLLM_MULTIMODAL_BUCKETS", "").startswith("None")]
+    rnd = random_cases(args.random, args.seed)
+    report: list[dict[str, Any]] = []
+    for release in LINES:
+        for tag in release.tags:
+            if args.tags and tag not in args.tags and tag[:8] not in args.tags:
+                continue
+            cases = base + [spelled_for(release, c) for c in rnd]
+            rows = run_tag(release, tag, cases)
+            rev = ["git", "-C", str(MIRROR), "rev-parse", f"{tag}^{{commit}}"]
+            commit = subprocess.run(rev, check=True, capture_output=True, text=True).stdout.strip()
+            text_ok = sum(r["text_equal"] for r in rows)
+            vision_ok = sum(r["vision_equal"] for r in rows)
+            print(f"{release.name:28} {tag:14} {commit[:8]} text {text_ok}/{len(rows)} vision {vision_ok}/{len(rows)}",
+                  flush=True)  # fmt: skip
+            report.append({"line": release.name, "tag": tag, "commit": commit, "rows": rows})
+    meta = {"machine": args.machine, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "seconds": time.perf_counter() - start, "loadavg": os.getloadavg(), "random": args.random,
+            "seed": args.seed}  # fmt: skip
+    text = render(report, meta)
+    print(text)
+    if not args.no_write:
+        (RESULTS / "vllm_gaudi_releases.md").write_text(text)
+        (RESULTS / "vllm_gaudi_releases.json").write_text(json.dumps({"meta": meta, "tags": report}, indent=1))
+    return 0 if all(r["text_equal"] for t in report for r in t["rows"]) else 1
+
+
+def render(report: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    lines = [
+        "# vllm-gaudi release lines: our model vs each release's own bucketing code",
+        "",
+        f"Machine: {meta['machine']}. Run {meta['date']}, {meta['seconds']:.0f} s (load average "
+        f"{meta['loadavg'][0]:.1f}). Each tag's code from the local mirror, run on CPU with VLLM_USE_FAKE_HPU=1",
+        "(benchmarks/vllm_gaudi_driver.py); nothing ran on Gaudi. Per tag: the named configurations of",
+        f"benchmarks/vllm_gaudi_bucket_counts.py and {meta['random']} random ones (seed {meta['seed']}).",
+        '"text" = prompt and decode bucket sets equal (or both fail at start-up); "vision" = equal multimodal',
+        "warm-up step sequences (the vision model follows main @091bbadd for every line).",
+        "",
+        "| line | tag | commit | text agree | vision agree |",
+        "|---|---|---|---|---|",
+    ]
+    for t in report:
+        n = len(t["rows"])
+        lines.append(f"| {t['line']} | {t['tag']} | {t['commit'][:8]} | {sum(r['text_equal'] for r in t['rows'])}/{n} "
+                     f"| {sum(r['vision_equal'] for r in t['rows'])}/{n} |")  # fmt: skip
+    lines.append("")
+    for t in report:
+        bad = [r for r in t["rows"] if not r["text_equal"]]
+        if bad:
+            lines += [f"Text disagreements at {t['tag']}:", ""]
+            lines += [f"- {r['case']}: ours {r['ours']} theirs {r['theirs']} {r['their_errors']}" for r in bad]
+            lines.append("")
+    for t in report:
+        bad = [r["case"] for r in t["rows"] if not r["vision_equal"]]
+        if bad:
+            lines += [f"Vision disagreements at {t['tag']}: {'; '.join(bad)}", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

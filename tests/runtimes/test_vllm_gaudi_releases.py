@@ -1,0 +1,171 @@
+"""vllm-gaudi's release lines: versions map to the line that ships them, and each line's own rules (read at its tag,
+checked against its code by benchmarks/vllm_gaudi_releases.py) change the buckets as that release does."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+
+import pytest
+
+from vllm_hpu_mm.cli.main import main as cli
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.runtimes import registry
+from vllm_hpu_mm.runtimes.base import EngineShape, Runtime
+from vllm_hpu_mm.runtimes.vllm_gaudi.common import decode_buckets, prompt_buckets
+from vllm_hpu_mm.runtimes.vllm_gaudi.config import config_from_env, effective_strategy
+from vllm_hpu_mm.runtimes.vllm_gaudi.releases import LINES, MAIN, parse_version, release_for
+
+SHAPE_32K = EngineShape(max_model_len=32768, max_num_seqs=256, max_num_batched_tokens=8192, block_size=128,
+                        num_kv_blocks=8781)  # fmt: skip
+WORST_32K = 256 * 32768 // 128  # every sequence at max_model_len
+
+
+def _line(version: str) -> str:
+    return release_for(version).name
+
+
+@pytest.mark.parametrize(
+    ("version", "line"),
+    [
+        ("0.19.0", "v0.19.0 - v0.19.1.post1"),
+        ("v0.19.1.post1", "v0.19.0 - v0.19.1.post1"),
+        ("0.21.0", "v0.21.0"),
+        ("0.23.1", "v0.21.0"),
+        ("0.24.0", "v0.24.0"),
+        ("0.26.0", "v0.26.0 - v0.27.0rc0"),
+        ("0.27.0rc0", "v0.26.0 - v0.27.0rc0"),
+        ("0.27.0", "main"),
+        ("0.28.0.dev12+g091bbadd", "main"),
+        ("main", "main"),
+    ],
+)
+def test_a_version_plans_as_its_line(version: str, line: str) -> None:
+    assert _line(version) == line
+
+
+def test_pre_releases_sort_before_their_release() -> None:
+    assert parse_version("0.27.0rc0") < parse_version("0.27.0") < parse_version("0.27.0.post1")
+
+
+@pytest.mark.parametrize(("version", "why"), [("0.17.1", "not modelled"), ("0.10.1", "no bucket file"),
+                                              ("zero", "not a version")])  # fmt: skip
+def test_releases_not_modelled_are_refused_in_one_line(version: str, why: str) -> None:
+    with pytest.raises(ConfigError, match=why) as err:
+        release_for(version)
+    assert "accepted" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_lines_are_newest_first_and_disjoint() -> None:
+    firsts = [line.first for line in LINES]
+    assert firsts == sorted(firsts, reverse=True)
+    assert len(set(firsts)) == len(firsts)
+
+
+def _decode(version: str, shape: EngineShape = SHAPE_32K, env: dict[str, str] | None = None) -> tuple:  # type: ignore[type-arg]
+    return decode_buckets(config_from_env(env or {}, release_for(version)), shape)
+
+
+def test_main_clamps_exponential_decode_blocks_to_three_times_the_kv_cache() -> None:
+    # exponential.py @091bbadd (5c5402c3 #1700): min(worst, 3 x KV) without contiguous PA
+    assert max(c for _, _, c in _decode("main")) == 3 * 8781
+
+
+def test_before_main_exponential_decode_blocks_reach_the_worst_case() -> None:
+    for version in ("0.27.0rc0", "0.26.0", "0.24.0", "0.21.0"):
+        assert max(c for _, _, c in _decode(version)) == WORST_32K
+
+
+def test_v0_24_adds_decode_steps_where_the_worst_case_exceeds_three_times_the_kv_cache() -> None:
+    # v0.21.0 -> v0.24.0 "compensate for wider range": ceil(log2(65536 / 26343)) + 1 = 3 more range steps
+    assert len(_decode("0.24.0")) > len(_decode("0.21.0"))
+    small = dataclasses.replace(SHAPE_32K, num_kv_blocks=30000)  # worst < 3 x KV: no extra steps
+    assert _decode("0.24.0", small) == _decode("0.21.0", small)
+
+
+def test_v0_19_exponential_decode_blocks_follow_its_own_rule() -> None:
+    # exponential.py @v0.19.0: max(min(worst, KV x seqs // 3), 3 x KV)
+    shape = dataclasses.replace(SHAPE_32K, num_kv_blocks=500)
+    assert max(c for _, _, c in _decode("0.19.0", shape)) == 500 * 256 // 3
+    assert max(c for _, _, c in _decode("0.21.0", shape)) == WORST_32K
+
+
+def test_v0_19_linear_clamps_its_decode_blocks_to_the_kv_cache_without_contiguous_pa() -> None:
+    lin = {"VLLM_EXPONENTIAL_BUCKETING": "false"}
+    # linear steps of the block size up to the clamped max: the last step at or below the 8781 KV blocks
+    assert max(c for _, _, c in _decode("0.19.0", env=lin)) == 8781 // 128 * 128
+    assert max(c for _, _, c in _decode("0.21.0", env=lin)) == WORST_32K
+
+
+def test_before_v0_21_the_strategy_variable_takes_only_its_old_names() -> None:
+    old = release_for("0.19.0")
+    with pytest.raises(ConfigError, match="exponential_bucketing or linear_bucketing"):
+        config_from_env({"VLLM_BUCKETING_STRATEGY": "lin"}, old)
+    assert effective_strategy(config_from_env({"VLLM_BUCKETING_STRATEGY": "linear_bucketing"}, old)) == "exp"
+    assert effective_strategy(config_from_env({"VLLM_EXPONENTIAL_BUCKETING": "false"}, old)) == "lin"
+    assert effective_strategy(config_from_env({"VLLM_BUCKETING_STRATEGY": "lin"}, MAIN)) == "lin"
+
+
+def test_before_v0_21_pad_variables_are_not_read() -> None:
+    old = release_for("0.19.0")
+    assert config_from_env({"VLLM_PROMPT_BS_BUCKET_PAD_MAX": "x"}, old).prompt_bs_pad_max is None
+    with pytest.raises(ConfigError):
+        config_from_env({"VLLM_PROMPT_BS_BUCKET_PAD_MAX": "x"}, MAIN)
+
+
+def test_prompt_buckets_are_the_same_on_every_modelled_line() -> None:
+    # no line changed the prompt side between v0.19.0 and main (their code agrees: benchmarks/vllm_gaudi_releases.py)
+    first = prompt_buckets(config_from_env({}, MAIN), SHAPE_32K)
+    for line in LINES:
+        assert prompt_buckets(config_from_env({}, line), SHAPE_32K) == first
+
+
+def test_registry_reads_a_named_release() -> None:
+    found = registry.resolve("vllm-gaudi==0.21.0", "hpu")
+    assert found.runtime is Runtime.VLLM_GAUDI
+    assert found.version == "0.21.0"
+    assert "v0.21.0" in found.found
+
+
+@pytest.mark.parametrize("name", ["vllm-fork==0.9", "auto==0.26.0", "vllm-gaudi==0.17.1"])
+def test_registry_refuses_what_it_cannot_plan(name: str) -> None:
+    with pytest.raises(ConfigError, match="accepted"):
+        registry.resolve(name, "hpu")
+
+
+def _serve(*argv: str) -> dict[str, object]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli(["serve", "--dry-run", "--json", *argv]) == 0
+    report: dict[str, object] = json.loads(out.getvalue())
+    return report
+
+
+# one release per line: (version, whether its vision.py reads VLLM_MULTIMODAL_RESOLUTIONS)
+@pytest.mark.parametrize(
+    ("version", "reads_resolutions"),
+    [("0.19.1", False), ("0.21.0", False), ("0.24.0", False), ("0.26.0", True), ("main", True)],
+)
+def test_serve_exports_only_what_the_release_reads(version: str, reads_resolutions: bool) -> None:
+    report = _serve("--plan-runtime", f"vllm-gaudi=={version}")
+    env = report["environment"]
+    assert isinstance(env, dict)
+    # every modelled release reads the bucket file and the vision buckets (both from v0.11.2)
+    assert "VLLM_BUCKETING_FROM_FILE" in env
+    assert "VLLM_MULTIMODAL_BUCKETS" in env
+    assert ("VLLM_MULTIMODAL_RESOLUTIONS" in env) is reads_resolutions
+    assert "VLLM_BUCKETING_STRATEGY" not in env
+    notes = " ".join(map(str, report.get("notes", [])))  # type: ignore[call-overload]
+    if not reads_resolutions:
+        assert "reads no VLLM_MULTIMODAL_RESOLUTIONS" in notes  # what it cannot honour is said
+
+
+def test_serve_refuses_a_strategy_the_release_cannot_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VLLM_BUCKETING_STRATEGY", "pad")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert cli(["serve", "--dry-run", "--plan-runtime", "vllm-gaudi==0.19.0"]) == 2
+    assert "exponential_bucketing or linear_bucketing" in err.getvalue()

@@ -1,0 +1,148 @@
+"""vllm-gaudi's release lines: which bucketing behaviour each release ships, keyed by version range.
+
+A line is a run of releases whose bucketing code generates the same buckets for the same inputs, read at each tag
+in vllm-project/vllm-gaudi (``git log v0.11.2..091bbadd -- vllm_gaudi/extension/bucketing``) and checked against
+that tag's own code by ``benchmarks/vllm_gaudi_releases.py``. Only the differences are here; the model itself
+(:mod:`.common`, :mod:`.exponential`, :mod:`.linear`, ...) reads them from the :class:`Release` on its config.
+
+What changed, newest first (our reading; commits cited):
+
+- after v0.27.0rc0 (main @091bbadd): exponential decode blocks clamped to 3x the KV blocks without contiguous PA
+  (5c5402c3 #1700, c459da1b #1745).
+- v0.24.0: with the worst case above 3x the KV blocks, the exponential decode range gets extra steps
+  ("compensate for wider range").
+- v0.21.0: ``VLLM_BUCKETING_STRATEGY`` = exp | lin | pad (padding-aware strategy c2641a62 #762, its PAD variables);
+  exponential decode blocks reach the worst case (every sequence at max_model_len); linear clamps its decode block
+  max to the KV blocks only under contiguous PA.
+- v0.19.0: exponential decode blocks max(min(worst, KV x seqs // 3), 3 x KV) without contiguous PA, the KV blocks
+  with it; linear always clamps its decode block max to the KV blocks; the strategy is exp unless
+  ``VLLM_EXPONENTIAL_BUCKETING`` is false; ``VLLM_BUCKETING_STRATEGY`` accepts only exponential_bucketing |
+  linear_bucketing (anything else stops start-up) and picks nothing.
+
+Releases before v0.19.0 (v0.11.2 to v0.17.1: a prompt filter on query + context, the unified-attention strategy,
+different decode ranges) are recognised but not modelled: :func:`release_for` refuses them with one line, and on a
+host that runs one, the runtime's own code is asked instead (:mod:`.installed`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from vllm_hpu_mm.errors import ConfigError
+
+__all__ = ["FIRST_FILE_BUCKETING", "LINES", "MAIN", "Release", "parse_version", "release_for"]
+
+Version = tuple[int, int, int, int]
+#: v0.11.2: the first tag with extension/bucketing/file_strategy.py (VLLM_BUCKETING_FROM_FILE) and vision.py
+#: (VLLM_MULTIMODAL_BUCKETS).
+FIRST_FILE_BUCKETING: Version = (0, 11, 2, 0)
+
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.post(\d+))?(?:(rc|\.dev|dev|a|b)(\d+))?(?:\+.*)?$")
+
+
+def parse_version(text: str) -> Version:
+    """``0.26.0``, ``v0.27.0rc0``, ``0.19.0.post1``, ``0.28.0.dev12+g091bbadd`` -> an ordered tuple; a pre-release
+    (rc, dev) sorts before its release. Raises ConfigError naming the accepted form."""
+    m = _VERSION.match(text.strip())
+    if not m:
+        raise ConfigError(
+            f"vllm-gaudi version {text!r} is not a version; accepted: X.Y.Z[rcN|.postN|.devN], e.g. 0.26.0"
+        )
+    major, minor, patch = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+    # pre-releases (rcN, devN) count as just below the release; a post-release just above it
+    if m.group(5):
+        return (major, minor, patch, -1)
+    return (major, minor, patch, int(m.group(4) or 0))
+
+
+@dataclasses.dataclass(frozen=True)
+class Release:
+    """One release line and the bucketing behaviours that set it apart."""
+
+    #: The line in words, e.g. "v0.24.0 - v0.27.0rc0".
+    name: str
+    #: First version of the line (inclusive).
+    first: Version
+    #: The tags checked against their own code (benchmarks/vllm_gaudi_releases.py); the last one is cited.
+    tags: tuple[str, ...]
+    #: The short commit of the newest checked tag (or main), cited in messages.
+    commit: str
+    #: VLLM_BUCKETING_STRATEGY = exp | lin | pad (v0.21.0+); before, VLLM_EXPONENTIAL_BUCKETING picks exp or lin.
+    strategy_variable: bool = True
+    #: Exponential decode block maximum without contiguous PA: "clamped" (3x KV, main), "worst" (every sequence at
+    #: max_model_len), "v0.19" (max(min(worst, KV x seqs // 3), 3 x KV)).
+    exp_decode_max: str = "clamped"
+    #: Extra exponential decode steps when the worst case exceeds 3x the KV blocks (v0.24.0+).
+    exp_decode_compensation: bool = True
+    #: Linear strategy: the decode block max is clamped to the KV blocks only under contiguous PA (v0.21.0+).
+    lin_clamp_contiguous_only: bool = True
+    #: Whether vision.py reads VLLM_MULTIMODAL_RESOLUTIONS (v0.26.0+).
+    reads_resolutions: bool = True
+
+    def __str__(self) -> str:
+        return f"vllm-gaudi {self.name} (@{self.commit})"
+
+
+VLLM_MAIN_FULL = "091bbadda10bee4fd3f6d0efc1844d2610dd2707"
+
+#: main @091bbadd, the newest line (and any version from 0.27.0 on: no later tag was available to read).
+MAIN = Release("main", (0, 27, 0, 0), (VLLM_MAIN_FULL,), "091bbadd")
+
+#: Newest first. ``first`` of each line is the first release tag with that behaviour.
+LINES: tuple[Release, ...] = (
+    MAIN,
+    Release(
+        "v0.26.0 - v0.27.0rc0",
+        (0, 26, 0, 0),
+        ("v0.26.0", "v0.27.0rc0"),
+        "d01a3cae",
+        exp_decode_max="worst",
+    ),
+    Release(
+        "v0.24.0",
+        (0, 24, 0, 0),
+        ("v0.24.0",),
+        "90815f2f",
+        exp_decode_max="worst",
+        reads_resolutions=False,
+    ),
+    Release(
+        "v0.21.0",
+        (0, 21, 0, 0),
+        ("v0.21.0",),
+        "fbf22752",
+        exp_decode_max="worst",
+        exp_decode_compensation=False,
+        reads_resolutions=False,
+    ),
+    Release(
+        "v0.19.0 - v0.19.1.post1",
+        (0, 19, 0, 0),
+        ("v0.19.0", "v0.19.1", "v0.19.1.post1"),
+        "56775fdd",
+        strategy_variable=False,
+        exp_decode_max="v0.19",
+        exp_decode_compensation=False,
+        lin_clamp_contiguous_only=False,
+        reads_resolutions=False,
+    ),
+)
+
+
+def release_for(version: str | None) -> Release:
+    """The line a vllm-gaudi version belongs to (None or "main" = main @091bbadd). Versions from 0.27.0 on (e.g. a
+    development build of main) plan as main; versions before the oldest modelled line are refused."""
+    if version is None or version.strip().lower() in ("main", "091bbadd", VLLM_MAIN_FULL):
+        return MAIN
+    v = parse_version(version)
+    for line in LINES:
+        if v >= line.first:
+            return line
+    first = ".".join(str(x) for x in LINES[-1].first[:3])
+    if v < FIRST_FILE_BUCKETING:
+        why = "before v0.11.2 it has no bucket file (VLLM_BUCKETING_FROM_FILE) nor vision buckets to plan"
+    else:
+        why = "v0.11.2 - v0.18 bucket differently (prompt filter on query + context, older decode ranges) and are " \
+              "not modelled; on a host that runs it, --plan-runtime auto asks its own code"  # fmt: skip
+    raise ConfigError(f"vllm-gaudi=={version}: {why}; accepted: {first} or newer, or main")
