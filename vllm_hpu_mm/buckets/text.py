@@ -25,8 +25,15 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from vllm_hpu_mm.buckets.text_time import GROSS_FACTOR, PhaseAxes, StepTimes, phase_options, phase_seconds
-from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.buckets.text_time import (
+    GROSS_FACTOR,
+    NO_LADDER,
+    BudgetTooSmall,
+    PhaseAxes,
+    StepTimes,
+    phase_options,
+    phase_seconds,
+)
 
 __all__ = [
     "QUERY_GRANULE",
@@ -285,9 +292,13 @@ def plan_text_buckets(
     prompts, decodes = phase_options(prompt_ax, prefill, budget), phase_options(decode_ax, decode, budget)
     splits = _splits(budget, (prompts.least, decodes.least))
     if not splits:
-        raise ConfigError(f"text graph budget {budget} is too small to keep every shape within {GROSS_FACTOR}x its "
-                          f"need; accepted: at least {prompts.least + decodes.least} graphs for these limits and "
-                          "traffic")  # fmt: skip
+        least = prompts.least + decodes.least
+        if least >= NO_LADDER:
+            raise BudgetTooSmall(f"text graph budget {budget}: no bucket set keeps every shape these limits allow "
+                                 f"within {GROSS_FACTOR}x its need", least)  # fmt: skip
+        raise BudgetTooSmall(f"text graph budget {budget} is too small to keep every shape within {GROSS_FACTOR}x "
+                             f"its need; accepted: at least {least} graphs for these limits and traffic",
+                             least)  # fmt: skip
     plans = [(prompts.best(g), decodes.best(budget - g)) for g in splits]
     # the split is judged on the traffic itself (the smoothing and the prior shape the values, not the trade)
     prompt, decode_plan = min(plans, key=lambda p: phase_seconds(prompt_ax, p[0], raw_prefill)

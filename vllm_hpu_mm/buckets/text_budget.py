@@ -22,7 +22,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits, plan_text_buckets
-from vllm_hpu_mm.buckets.text_time import StepTimes
+from vllm_hpu_mm.buckets.text_time import GROSS_FACTOR, NO_LADDER, BudgetTooSmall, StepTimes
 from vllm_hpu_mm.errors import ConfigError
 
 __all__ = [
@@ -226,5 +226,14 @@ def choose_budget(
             return BudgetedPlan(plan, graphs, f"{share} (a half, the most the default takes): still pads longer "
                                 f"than the runtime's own at {', '.join(short)}", verdicts)  # fmt: skip
     assert refused is not None
-    raise ConfigError(f"the default text graph budget (at most {steps[-1]} graphs, half the runtime's own) cannot "
-                      f"hold the no-gross-padding ladders: {refused}")  # fmt: skip
+    least = refused.least if isinstance(refused, BudgetTooSmall) else NO_LADDER
+    if least > max(total, 2):
+        raise BudgetTooSmall(f"no default text graph budget up to the runtime's own {total} graphs holds the "
+                             f"no-gross-padding ladders: {refused}", least)  # fmt: skip
+    plan = _plan(weights, limits, least, time, load_levels)
+    verdicts = _verdicts(plan, loads, own, own_times, time)
+    short = [v.load for v in verdicts if v.short]
+    return BudgetedPlan(plan, least, f"{least} graphs of the runtime's own {total}: the fewest that keep every shape "
+                        f"within {GROSS_FACTOR}x its need (above the default's half)"
+                        + (f"; pads longer than the runtime's own at {', '.join(short)}" if short else ""),
+                        verdicts)  # fmt: skip

@@ -70,6 +70,19 @@ class StepTimes(Protocol):
     def decode_s(self, batch: int, blocks: int) -> float: ...
 
 
+#: A phase's least graphs when no ladder can cover its limits at all.
+NO_LADDER = 10**9
+
+
+class BudgetTooSmall(ConfigError):
+    """A graph budget too small for the no-gross-padding ladders; ``least`` is the fewest that hold them
+    (:data:`NO_LADDER` or more: none does)."""
+
+    def __init__(self, message: str, least: int) -> None:
+        super().__init__(message)
+        self.least = least
+
+
 @dataclasses.dataclass(frozen=True)
 class PhaseAxes:
     """One phase as the planner sees it: the seconds of a step in bucket ``(row, value)``, the largest row, the
@@ -333,7 +346,7 @@ class PhaseOptions:
     def least(self) -> int:
         """The fewest graphs any plan of this phase needs under the ladder rules."""
         finite = [int(np.argmax(np.isfinite(a.best))) for _, _, a in self.candidates if np.isfinite(a.best).any()]
-        return min(finite, default=10**9)
+        return min(finite, default=NO_LADDER)
 
     def best(self, budget: int) -> PhasePlan:
         """The plan with the least modelled time of the phase's shapes within ``budget`` graphs (through the real
@@ -348,8 +361,8 @@ class PhaseOptions:
             if out is None or seconds < out.seconds - 1e-15:
                 out = PhasePlan(rows, values, seconds)
         if out is None:
-            raise ConfigError(f"a budget of {budget} graphs for this phase cannot keep every shape within "
-                              f"{GROSS_FACTOR}x its need; accepted: at least {self.least}")  # fmt: skip
+            raise BudgetTooSmall(f"a budget of {budget} graphs for this phase cannot keep every shape within "
+                                 f"{GROSS_FACTOR}x its need; accepted: at least {self.least}", self.least)  # fmt: skip
         return out
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
 from vllm_hpu_mm.buckets.text_budget import BudgetedPlan
+from vllm_hpu_mm.buckets.text_time import BudgetTooSmall
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan.inputs import PlanInputs
@@ -114,9 +115,19 @@ def choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: in
     label = configured_label(i.runtime, shape)
     before = replay_model(i.runtime, shape, runs, label)
     traits = i.runtime.traits
+    if i.runtime.with_text_buckets(((1, 128, 0),), ((1, 1, 1),)) is None:  # nothing planned could be handed over
+        return first, TextChoice(traffic.source, runs, shape, before, None, None, 0, False,
+                                 "the runtime is not given planned buckets (your own bucket file, bucketing off or "
+                                 "merged prefill)", traits)  # fmt: skip
     sweep = None if runs.balanced else schedules(traffic, limits, images, concurrency=None, requests=requests)
-    chosen = plan_for(i, shape, runs, lookup.decode_block_cap, lookup.max_prefill_batch, budget, i.runtime,
-                      budget_flag, sweep)  # fmt: skip
+    try:
+        chosen = plan_for(i, shape, runs, lookup.decode_block_cap, lookup.max_prefill_batch, budget, i.runtime,
+                          budget_flag, sweep)  # fmt: skip
+    except BudgetTooSmall as exc:
+        if budget is not None:  # the user's budget: invalid input, with the least that would do
+            raise
+        return first, TextChoice(traffic.source, runs, shape, before, None, None, 0, False,
+                                 f"the runtime keeps its own buckets: {exc}", traits)  # fmt: skip
     runtime = i.runtime.with_text_buckets(chosen.plan.prompt, chosen.plan.decode)
     if runtime is None:
         return first, TextChoice(traffic.source, runs, shape, before, None, None, chosen.budget, False,
