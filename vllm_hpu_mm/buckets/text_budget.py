@@ -11,8 +11,8 @@ less per chunk than this says, and the benchmark replays the runner's own code).
 The default rule (:func:`choose_budget`): from a third of the graphs the runtime's own strategy warms, raised by a
 twenty-fourth at a time to at most a half, until the planned buckets' padded time at every load is at most
 :data:`MARGIN` of the runtime's own on the planning traffic (a plan that merely ties on it tips over on traffic it
-was not planned on); the reason names the loads that needed more, and says when a half still misses the margin. A given budget is taken as it is, up to what the
-runtime itself would warm (:func:`check_budget`).
+was not planned on); the reason names the loads that needed more, and says when a half still misses the margin.
+A given budget is taken as it is, up to what the runtime itself would warm (:func:`check_budget`).
 """
 
 from __future__ import annotations

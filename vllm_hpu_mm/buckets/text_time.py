@@ -128,8 +128,9 @@ class _Curve:
 
 def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_values: int) -> _Curve:
     """The row's values minimising sum(weight x time(row, bucket value)) for each number of values, each step at
-    most the axes' step factor (at most GROSS_FACTOR) above the one before (the first at most that factor above the row's least need), the last at
-    the row's top (covering rows) or the largest value its shapes hold (spill rows)."""
+    most the axes' step factor (at most GROSS_FACTOR) above the one before (the first at most GROSS_FACTOR above
+    the row's least need), the last at the row's top (covering rows) or the largest value its shapes hold (spill
+    rows)."""
     floor, top = axes.floor(row), axes.top(row, prev)
     zero_w = float(weight[second <= 0].sum()) if axes.zero else 0.0
     pos = second > 0 if axes.zero else np.ones(len(second), dtype=bool)
