@@ -64,6 +64,12 @@ SMOOTH_OCTAVES = 1.0
 SMOOTH_QUERY = 2.0
 #: Prompt graphs tried between each phase's least: the budget goes to the split with the least modelled time.
 SPLIT_STEPS = 12
+#: Prompt context ladders climb by at most this factor per value (GROSS_FACTOR is the hard bound). 2 (exp's own
+#: context steps) was tried: on the held-out proxy it pads less on the RAG mix but more on prefix-heavy traffic
+#: (its ladders take the graphs finer query rows need); 4 with finer query rows came out ahead (i22c report).
+PROMPT_STEP_FACTOR = 4
+#: Candidate query rows per doubling: finer than decode's batch rows (a prompt row's queries pad linear work).
+PROMPT_ROWS_PER_OCTAVE = 8
 #: Budgets above this plan on a finer grid (twice as fine up to 4x this, four times beyond).
 FINE_BUDGET = 300
 
@@ -228,6 +234,8 @@ def prompt_axes(limits: TextLimits, time: StepTimes, res: int = 1) -> PhaseAxes:
         spill=False,
         zero=True,
         resolution=res,
+        step_factor=PROMPT_STEP_FACTOR,
+        rows_per_octave=PROMPT_ROWS_PER_OCTAVE,
     )
 
 

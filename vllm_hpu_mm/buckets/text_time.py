@@ -104,6 +104,11 @@ class PhaseAxes:
     #: Candidate density and the most rows / values per row, as multiples of the defaults (a large budget buys a
     #: finer grid).
     resolution: int = 1
+    #: Most a ladder's value may rise over the one before (times (previous + 1)): at most GROSS_FACTOR, the hard
+    #: bound; prompt contexts climb in doublings (a chunk's context pads at most 2x beyond the ladder's first value).
+    step_factor: int = GROSS_FACTOR
+    #: Candidate rows per doubling (times ``resolution``).
+    rows_per_octave: int = ROWS_PER_OCTAVE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,8 +141,9 @@ class _Curve:
 
 def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_values: int) -> _Curve:
     """The row's values minimising sum(weight x time(row, bucket value)) for each number of values, each step at
-    most GROSS_FACTOR above the one before (the first at most that factor above the row's least need), the last at
-    the row's top (covering rows) or the largest value its shapes hold (spill rows)."""
+    most the axes' step factor (at most GROSS_FACTOR) above the one before (the first at most GROSS_FACTOR above
+    the row's least need), the last at the row's top (covering rows) or the largest value its shapes hold (spill
+    rows)."""
     floor, top = axes.floor(row), axes.top(row, prev)
     zero_w = float(weight[second <= 0].sum()) if axes.zero else 0.0
     pos = second > 0 if axes.zero else np.ones(len(second), dtype=bool)
@@ -158,8 +164,9 @@ def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_va
     first_max = GROSS_FACTOR * axes.need(row, prev)
     n = len(c)
     cost = np.where(c <= first_max, unit * prefix, INF)
-    # c[i] may follow c[j] when j < i and c[i] <= GROSS_FACTOR x (c[j] + 1): a band of j's below each i
-    lo = np.searchsorted(GROSS_FACTOR * (c + 1), c, side="left")
+    # c[i] may follow c[j] when j < i and c[i] <= step x (c[j] + 1): a band of j's below each i
+    step = min(GROSS_FACTOR, axes.step_factor)
+    lo = np.searchsorted(step * (c + 1), c, side="left")
     width = max(1, int((np.arange(n) - lo).max()))
     band = lo[:, None] + np.arange(width)[None, :]
     inside = band < np.arange(n)[:, None]
@@ -257,7 +264,9 @@ def lookup(
 
 def _row_candidates(axes: PhaseAxes, first: _I) -> list[int]:
     g = axes.row_round
-    grid = {min(axes.rows_top, -(-v // g) * g) for v in _log_grid(1, axes.rows_top, ROWS_PER_OCTAVE * axes.resolution)}
+    grid = {
+        min(axes.rows_top, -(-v // g) * g) for v in _log_grid(1, axes.rows_top, axes.rows_per_octave * axes.resolution)
+    }
     return sorted(grid | {axes.rows_top})
 
 
