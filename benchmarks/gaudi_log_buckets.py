@@ -3,8 +3,9 @@
 For every log under tests/data/gaudi_logs (sources in their headers and tests/data/gaudi_logs/SOURCES.md), its
 bucket settings are read from the log itself where it prints them (vllm-fork 2024: "Prompt bucket config (min,
 step, max_warmup) bs:[...], seq:[...]"), the buckets planned with that release's model
-(vllm_hpu_mm.runtimes.vllm_fork.habana_model_runner, the fork @e30ddc3db), and the count compared with the log's
-"Generated N prompt/decode buckets". A log that prints no settings (nor its release) is listed as not checkable.
+(benchmarks/research/vllm_fork_linear.py, the fork @e30ddc3db: research, not yet in the fork's plan), and the
+count compared with the log's "Generated N prompt/decode buckets". A log that prints no settings (nor its release)
+is listed as not checkable.
 Writes benchmarks/results/gaudi_log_buckets.{md,json}. Machine: any (pure arithmetic; nothing ran on Gaudi).
 """
 
@@ -18,7 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from vllm_hpu_mm.runtimes.vllm_fork.habana_model_runner import warmup_buckets  # noqa: E402
+from benchmarks.research.vllm_fork_linear import warmup_buckets  # noqa: E402
 
 LOGS = REPO / "tests" / "data" / "gaudi_logs"
 OUT = REPO / "benchmarks" / "results" / "gaudi_log_buckets.md"
