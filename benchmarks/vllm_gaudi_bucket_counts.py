@@ -36,6 +36,7 @@ from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import decode_buckets, prompt_buckets
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import VLLM_GAUDI_COMMIT, BucketingConfig, config_from_env
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
+from vllm_hpu_mm.runtimes.vllm_gaudi.releases import MAIN, Release
 from vllm_hpu_mm.runtimes.vllm_gaudi.vision import vision_buckets_from_env, vision_warmup
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -338,10 +339,11 @@ def _random_file(rng: random.Random) -> str:
     return "\n".join(lines) + "\n"
 
 
-def ours(case: Case) -> dict[str, Any]:
+def ours(case: Case, release: Release = MAIN) -> dict[str, Any]:
+    """Our model's buckets and vision warm-up for ``case``, as ``release`` reads its variables (default: main)."""
     out: dict[str, Any] = {}
     try:
-        cfg = config_from_env(case.env)
+        cfg = config_from_env(case.env, release)
         if case.file_text is not None:
             cfg = dataclasses.replace(cfg, from_file="buckets.txt", file_text=case.file_text)
     except ConfigError as exc:
@@ -354,7 +356,8 @@ def ours(case: Case) -> dict[str, Any]:
                 out[f"{phase}_error"] = str(exc)
     try:
         buckets = vision_buckets_from_env(case.env.get("VLLM_MULTIMODAL_BUCKETS"), case.model_type)
-        res = vision_warmup(buckets, case.env.get("VLLM_MULTIMODAL_RESOLUTIONS"), case.limit, case.model_type)
+        resolutions = case.env.get("VLLM_MULTIMODAL_RESOLUTIONS") if release.reads_resolutions else None
+        res = vision_warmup(buckets, resolutions, case.limit, case.model_type)
         out["vision_steps"] = [list(g) for g in res.graphs]
         if res.fails:
             out["vision_error"] = res.reason

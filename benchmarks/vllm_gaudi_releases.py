@@ -35,14 +35,11 @@ from benchmarks.vllm_gaudi_bucket_counts import (
     Case,
     extract,
     named_cases,
+    ours,
     random_cases,
     theirs,
 )
-from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.runtimes.vllm_gaudi.common import decode_buckets, prompt_buckets
-from vllm_hpu_mm.runtimes.vllm_gaudi.config import config_from_env
 from vllm_hpu_mm.runtimes.vllm_gaudi.releases import LINES, Release
-from vllm_hpu_mm.runtimes.vllm_gaudi.vision import vision_buckets_from_env, vision_warmup
 
 
 def spelled_for(release: Release, case: Case) -> Case:
@@ -55,32 +52,6 @@ def spelled_for(release: Release, case: Case) -> Case:
     if strategy == "lin" and "VLLM_EXPONENTIAL_BUCKETING" not in env:
         env["VLLM_EXPONENTIAL_BUCKETING"] = "false"
     return dataclasses.replace(case, env=env)
-
-
-def ours(case: Case, release: Release) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    try:
-        cfg = config_from_env(case.env, release)
-        if case.file_text is not None:
-            cfg = dataclasses.replace(cfg, from_file="buckets.txt", file_text=case.file_text)
-    except ConfigError as exc:
-        out["startup_error"] = str(exc)
-    else:
-        for phase, fn in (("prompt", prompt_buckets), ("decode", decode_buckets)):
-            try:
-                out[phase] = [list(b) for b in fn(cfg, case.shape)]
-            except ConfigError as exc:
-                out[f"{phase}_error"] = str(exc)
-    try:
-        buckets = vision_buckets_from_env(case.env.get("VLLM_MULTIMODAL_BUCKETS"), case.model_type)
-        resolutions = case.env.get("VLLM_MULTIMODAL_RESOLUTIONS") if release.reads_resolutions else None
-        res = vision_warmup(buckets, resolutions, case.limit, case.model_type)
-        out["vision_steps"] = [list(g) for g in res.graphs]
-        if res.fails:
-            out["vision_error"] = res.reason
-    except ConfigError as exc:
-        out["vision_error"] = str(exc)
-    return out
 
 
 def _text(result: dict[str, Any]) -> Any:
