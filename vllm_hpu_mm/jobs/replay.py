@@ -25,10 +25,11 @@ from vllm_hpu_mm.plan.text_choice import (
     engine_shape,
     images_for,
     plan_for,
+    replay_limits,
 )
 from vllm_hpu_mm.replay.job import Schedules, replay_model, schedules, timer_for, vision_efficiency
 from vllm_hpu_mm.replay.report import Report
-from vllm_hpu_mm.replay.scheduler import Arrivals, Limits
+from vllm_hpu_mm.replay.scheduler import Arrivals
 from vllm_hpu_mm.replay.timing import Timer
 from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import EngineShape, RuntimeModel
@@ -132,8 +133,7 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
         yours = registry.same_runtime(inputs.runtime, {**own_env, BUCKET_FILE_VAR: file_path}, spelled=spelled)
     traffic = _traffic(sizing, args, settings)
     images = images_for(inputs, inputs.buckets, settings)
-    limits = Limits(inputs.max_num_seqs, inputs.max_num_batched_tokens, inputs.max_model_len, inputs.block_size,
-                    shape.num_kv_blocks)  # fmt: skip
+    limits = replay_limits(inputs, shape)
     if args.arrivals is not None and sizing.concurrency is not None:
         raise ConfigError(f"{sizing.flag('concurrency')} and a request rate or load profile describe the same load; "
                           "accepted: one of them")  # fmt: skip

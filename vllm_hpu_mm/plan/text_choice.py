@@ -37,6 +37,7 @@ __all__ = [
     "engine_shape",
     "images_for",
     "plan_for",
+    "replay_limits",
 ]
 
 
@@ -85,6 +86,11 @@ def configured_label(runtime: RuntimeModel, shape: EngineShape) -> str:
     return runtime.text_shapes(shape).source.split(" (")[0]
 
 
+def replay_limits(i: PlanInputs, shape: EngineShape) -> Limits:
+    """The scheduler's limits for replaying traffic at the plan's engine shape."""
+    return Limits(i.max_num_seqs, i.max_num_batched_tokens, i.max_model_len, i.block_size, shape.num_kv_blocks)
+
+
 def engine_shape(i: PlanInputs, kv_blocks: int) -> EngineShape:
     return EngineShape(max_model_len=i.max_model_len, max_num_seqs=i.max_num_seqs,
                        max_num_batched_tokens=i.max_num_batched_tokens, block_size=i.block_size,
@@ -110,7 +116,7 @@ def choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: in
         return first, None
     check_budget(budget, budget_flag)
     images = images_for(i, first.vision_buckets_captured, settings)
-    limits = Limits(i.max_num_seqs, i.max_num_batched_tokens, i.max_model_len, i.block_size, shape.num_kv_blocks)
+    limits = replay_limits(i, shape)
     runs = schedules(traffic, limits, images, concurrency=concurrency, requests=requests)
     label = configured_label(i.runtime, shape)
     before = replay_model(i.runtime, shape, runs, label)
