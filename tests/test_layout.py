@@ -207,3 +207,20 @@ def test_no_runtime_is_named_outside_its_own_folder_and_the_registry() -> None:
             ):
                 named.append(f"{name}:{node.lineno} compares with a runtime's name")
     assert not named, named
+
+
+def test_every_module_imports_with_the_declared_dependencies_or_wants_only_the_runtime() -> None:
+    """Imported for real (scripts/test-plain runs this in a virtualenv holding only setup.py's dependencies): a
+    module may fail to import only for want of a package the serving runtime brings (vLLM, torch, ...)."""
+    import importlib
+
+    wrong = []
+    for name in sorted(MODULES):
+        if name.endswith(".__main__"):  # runs the CLI when imported
+            continue
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if (e.name or "").split(".")[0] not in RUNTIME_PROVIDED:
+                wrong.append(f"{name}: {e}")
+    assert not wrong, wrong

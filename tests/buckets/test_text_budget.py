@@ -117,3 +117,34 @@ def test_a_given_budget_is_taken_as_it_is_and_capped_by_the_runtimes_own_count()
         check_budget(2147483647, 228, "--text-graph-budget")
     with pytest.raises(ConfigError, match="accepted: 2 to"):
         check_budget(1, 228, "--text-graph-budget")
+
+
+def _warmup(scale: float):  # type: ignore[no-untyped-def]
+    """A warm-up estimate in which a graph costs more the larger its shape (as the fitted one does), ``scale``
+    weighing the size against a fixed per-graph second."""
+
+    def seconds(prompt, decode):  # type: ignore[no-untyped-def]
+        return sum(1 + scale * q * (c + 1) / 2048 for _, q, c in prompt) + sum(1 + scale * c / 64 for _, _, c in decode)
+
+    return seconds
+
+
+@pytest.mark.parametrize(("scale", "said"), [(0.0, ""), (0.5, "would warm up longer"), (4.0, "below a third")])
+def test_the_default_budget_warms_up_within_its_share_of_the_runtimes_own_warm_up(scale: float, said: str) -> None:
+    own = exp_buckets()
+    ls = loads()
+    warmup = _warmup(scale)
+    chosen = choose_budget(weights(ls), ls, LIMITS, own, TIME, load_levels=[1, 4, 16, 32], warmup=warmup)
+    total = len(own[0]) + len(own[1])
+    share = (budget_for(total) if chosen.budget <= budget_for(total) else budget_for(total, 1 / 2)) / total
+    assert warmup(chosen.plan.prompt, chosen.plan.decode) <= share * warmup(*own) + 1e-9
+    assert said in chosen.reason  # a budget passed over (or brought below a third) for its warm-up says so
+
+
+def test_without_a_size_cost_the_warm_up_rule_changes_nothing() -> None:
+    own = exp_buckets()
+    ls = loads()
+    plain = choose_budget(weights(ls), ls, LIMITS, own, TIME, load_levels=[1, 4, 16, 32])
+    counted = choose_budget(weights(ls), ls, LIMITS, own, TIME, load_levels=[1, 4, 16, 32], warmup=_warmup(0.0))
+    assert counted.budget == plain.budget
+    assert counted.plan == plain.plan

@@ -285,7 +285,6 @@ def plan_text_buckets(
     (:func:`at_load_levels`). A budget too small for the ladders is refused (:class:`ConfigError`, with the least).
     """
     top_q = limits.top_query
-    raw_prefill, raw_decode = dict(prefill), dict(decode)
     res = resolution(budget)
     prompt_ax, decode_ax = prompt_axes(limits, time, res), decode_axes(limits, time, res)
     prior_share = PRIOR_SHARE if prior_share is None else prior_share
@@ -308,9 +307,11 @@ def plan_text_buckets(
                              f"its need; accepted: at least {least} graphs for these limits and traffic",
                              least)  # fmt: skip
     plans = [(prompts.best(g), decodes.best(budget - g)) for g in splits]
-    # the split is judged on the traffic itself (the smoothing and the prior shape the values, not the trade)
-    prompt, decode_plan = min(plans, key=lambda p: phase_seconds(prompt_ax, p[0], raw_prefill)
-                              + phase_seconds(decode_ax, p[1], raw_decode))  # fmt: skip
+    # the split is judged on the smoothed weights, as the values are: judged on the planning traffic alone it starved
+    # the phase that traffic barely needed, and traffic that shifted a little (shorter prompts, other prefix hits)
+    # padded longer than under the runtime's own buckets (benchmarks/results/planner_dev_time.md, round 4)
+    prompt, decode_plan = min(plans, key=lambda p: phase_seconds(prompt_ax, p[0], prefill)
+                              + phase_seconds(decode_ax, p[1], decode))  # fmt: skip
     g = prompt.graphs
     prompt_buckets = [(1, q, c) for q, values in zip(prompt.rows, prompt.values, strict=True) for c in values]
     for b in range(2, min(limits.max_prefill_batch, limits.max_num_seqs) + 1):

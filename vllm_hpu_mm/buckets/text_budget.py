@@ -13,6 +13,10 @@ twenty-fourth at a time to at most a half, until the planned buckets' padded tim
 :data:`MARGIN` of the runtime's own on the planning traffic (a plan that merely ties on it tips over on traffic it
 was not planned on); the reason names the loads that needed more, and says when a half still misses the margin.
 A given budget is taken as it is, up to what the runtime itself would warm (:func:`check_budget`).
+
+Warm-up follows the same shares as the graphs: given a warm-up estimate (seconds for a bucket set), a default budget
+whose plan warms up longer than its share of the runtime's own warm-up (a third, or a half once raised) is not
+taken, since fewer but larger graphs can take longer to warm than their count says.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits, plan_text_buckets
 from vllm_hpu_mm.buckets.text_time import GROSS_FACTOR, NO_LADDER, BudgetTooSmall, StepTimes
@@ -35,6 +39,7 @@ __all__ = [
     "LoadShapes",
     "LoadVerdict",
     "PaddedTime",
+    "Warmup",
     "budget_for",
     "budget_steps",
     "check_budget",
@@ -43,14 +48,18 @@ __all__ = [
 ]
 
 Bucket = tuple[int, int, int]
+#: Seconds a runtime takes to warm a bucket set (prompt, decode): the plan's warm-up estimate.
+Warmup = Callable[[Sequence[Bucket], Sequence[Bucket]], float]
 #: The default budget starts at this share of the graphs the runtime's own strategy warms for the same limits and
 #: rises by BUDGET_STEP_SHARE at a time, never above MAX_BUDGET_SHARE, until no load pads longer than under it.
 DEFAULT_BUDGET_SHARE = 1 / 3
 MAX_BUDGET_SHARE = 1 / 2
 BUDGET_STEP_SHARE = 1 / 24
 #: The default budget's plan must pad at most this share of the runtime's own padded time at every judged load of
-#: the planning traffic (held-out traffic differs from it; benchmarks/results/planner_heldout_time.md).
+#: the planning traffic (held-out traffic differs from it; chosen on benchmarks/results/planner_dev_time.md).
 MARGIN = 0.85
+#: Most budgets tried below a third when a third of the graphs warms up longer than a third of the runtime's own.
+MAX_WARMUP_STEPS = 8
 #: Relative slack in "not slower" (floating-point sums of the same seconds in another order).
 TOLERANCE = 1e-9
 
@@ -194,6 +203,13 @@ def _verdicts(plan: TextBucketPlan, loads: Sequence[LoadShapes], own: tuple[Sequ
                  for load, theirs in zip(loads, own_times, strict=True))  # fmt: skip
 
 
+def _warmup_cap(graphs: int, total: int) -> float:
+    """The share of the runtime's own warm-up a default budget of ``graphs`` may take: the graph share it is allowed
+    (a third; a half once raised)."""
+    third = budget_for(total)
+    return (third if graphs <= third else budget_for(total, MAX_BUDGET_SHARE)) / total
+
+
 def choose_budget(
     weights: tuple[Mapping[tuple[int, int], int], Mapping[tuple[int, int], int]],
     loads: Sequence[LoadShapes],
@@ -203,43 +219,68 @@ def choose_budget(
     *,
     budget: int | None = None,
     load_levels: Sequence[int] = (),
+    warmup: Warmup | None = None,
 ) -> BudgetedPlan:
     """The text buckets planned over ``weights`` (prefill, decode: :func:`~.text.plan_text_buckets`): within
     ``budget`` when one is given; otherwise the smallest of :func:`budget_steps` (of the runtime's ``own`` buckets'
     count) whose padded time at every load of ``loads`` is at most :data:`MARGIN` of the runtime's own, or a half
-    (the most the default takes) with the loads that miss the margin, and those still short, named."""
+    (the most the default takes) with the loads that miss the margin, and those still short, named. With ``warmup``,
+    a default budget whose plan warms up longer than its share of the runtime's own warm-up is not taken: the largest
+    budget below it is, and the reason says so."""
     own_times = [padded_time(own[0], own[1], load, time) for load in loads]
     total = len(own[0]) + len(own[1])
     if budget is not None:
         plan = _plan(weights, limits, budget, time, load_levels)
         return BudgetedPlan(plan, budget, f"{budget} graphs (given)", _verdicts(plan, loads, own, own_times, time))
+    own_warmup = warmup(*own) if warmup is not None else 0.0
     steps = budget_steps(total)
     refused: ConfigError | None = None
     first_short: BudgetedPlan | None = None  # the first budget tried, when it missed the margin
+    last_fit: BudgetedPlan | None = None  # the largest budget so far within its warm-up share (margin missed)
+    last_missed: list[str] = []
+    over: list[int] = []  # budgets whose plan warms up longer than their share of the runtime's own
+    margin = f"{MARGIN:g} of the runtime's own padded time"
     for i, graphs in enumerate(steps):
         try:
             plan = _plan(weights, limits, graphs, time, load_levels)
         except ConfigError as e:  # too small for the ladders: the next step may hold them
             refused = e
             continue
+        if warmup is not None and warmup(plan.prompt, plan.decode) > _warmup_cap(graphs, total) * own_warmup:
+            over.append(graphs)  # a raised budget may still fit: its share is a half
+            continue
         verdicts = _verdicts(plan, loads, own, own_times, time)
-        missed = [v.load for v in verdicts if v.beyond(MARGIN)]
         share = f"{graphs} graphs of the runtime's own {total}"
-        margin = f"{MARGIN:g} of the runtime's own padded time"
+        missed = [v.load for v in verdicts if v.beyond(MARGIN)]
         if not missed:
-            why = (f"{share} (a third): every load pads at most {margin}" if i == 0 else
-                   f"{share}: the smallest default budget (from a third) at which every load pads at most {margin}"
-                   + (f"; {first_short.budget} graphs missed it at "
-                      f"{', '.join(v.load for v in first_short.loads if v.beyond(MARGIN))}" if first_short
-                      else "; a third cannot hold the no-gross-padding ladders"))  # fmt: skip
-            return BudgetedPlan(plan, graphs, why, verdicts)
+            why = (
+                f"{share} (a third): every load pads at most {margin}"
+                if i == 0
+                else f"{share}: the smallest default budget (from a third) at which every load pads at most {margin}"
+                + (
+                    f"; {first_short.budget} graphs missed it at "
+                    f"{', '.join(v.load for v in first_short.loads if v.beyond(MARGIN))}"
+                    if first_short
+                    else "; a third cannot hold the no-gross-padding ladders"
+                    if refused
+                    else f"; {', '.join(map(str, over))} graphs warm up longer than their share of the runtime's own"
+                )
+            )
+            return BudgetedPlan(plan, graphs, why, verdicts)  # fmt: skip
         first_short = BudgetedPlan(plan, graphs, "", verdicts) if first_short is None else first_short
-        if i == len(steps) - 1:
-            short = [v.load for v in verdicts if v.short]
-            still = (f"; still pads longer than the runtime's own at {', '.join(short)}" if short else
-                     "; no load pads longer than under the runtime's own")  # fmt: skip
-            return BudgetedPlan(plan, graphs, f"{share} (a half, the most the default takes): does not reach "
-                                f"{margin} at {', '.join(missed)}{still}", verdicts)  # fmt: skip
+        last_fit = BudgetedPlan(plan, graphs, share, verdicts)
+        last_missed = missed
+    if last_fit is not None:
+        short = [v.load for v in last_fit.loads if v.short]
+        still = (f"; still pads longer than the runtime's own at {', '.join(short)}" if short else
+                 "; no load pads longer than under the runtime's own")  # fmt: skip
+        most = ("a half, the most the default takes" if last_fit.budget == steps[-1] else
+                f"the largest default budget whose warm-up stays within its share of the runtime's own; "
+                f"{', '.join(map(str, over))} graphs would warm up longer")  # fmt: skip
+        return dataclasses.replace(last_fit, reason=f"{last_fit.reason} ({most}): does not reach {margin} at "
+                                   f"{', '.join(last_missed)}{still}")  # fmt: skip
+    if warmup is not None and refused is None:
+        return _within_warmup(weights, loads, limits, own, own_times, time, load_levels, warmup, own_warmup, steps[0])
     assert refused is not None
     least = refused.least if isinstance(refused, BudgetTooSmall) else NO_LADDER
     if least > max(total, 2):
@@ -250,5 +291,32 @@ def choose_budget(
     short = [v.load for v in verdicts if v.short]
     return BudgetedPlan(plan, least, f"{least} graphs of the runtime's own {total}: the fewest that keep every shape "
                         f"within {GROSS_FACTOR}x its need (above the default's half)"
+                        + (f"; pads longer than the runtime's own at {', '.join(short)}" if short else ""),
+                        verdicts)  # fmt: skip
+
+
+def _within_warmup(weights: tuple[Mapping[tuple[int, int], int], Mapping[tuple[int, int], int]],
+                   loads: Sequence[LoadShapes], limits: TextLimits, own: tuple[Sequence[Bucket], Sequence[Bucket]],
+                   own_times: Sequence[PaddedTime], time: StepTimes, load_levels: Sequence[int], warmup: Warmup,
+                   own_warmup: float, third: int) -> BudgetedPlan:  # fmt: skip
+    """A third of the graphs warms up longer than a third of the runtime's own warm-up: the budget comes down a
+    twenty-fourth of the runtime's graphs at a time (at most :data:`MAX_WARMUP_STEPS` tries) until it fits, or to
+    the fewest the ladders hold."""
+    total = len(own[0]) + len(own[1])
+    step = max(1, math.ceil(BUDGET_STEP_SHARE * total))
+    graphs, plan = third, _plan(weights, limits, third, time, load_levels)
+    for _ in range(MAX_WARMUP_STEPS):
+        if warmup(plan.prompt, plan.decode) <= _warmup_cap(graphs, total) * own_warmup or graphs - step < 2:
+            break
+        try:
+            plan, graphs = _plan(weights, limits, graphs - step, time, load_levels), graphs - step
+        except ConfigError:  # the ladders need more: keep the smallest that held them
+            break
+    verdicts = _verdicts(plan, loads, own, own_times, time)
+    short = [v.load for v in verdicts if v.short]
+    fits = warmup(plan.prompt, plan.decode) <= _warmup_cap(graphs, total) * own_warmup
+    how = "stays within" if fits else "comes as close as the ladders allow to"
+    return BudgetedPlan(plan, graphs, f"{graphs} graphs of the runtime's own {total}: below a third, so that the "
+                        f"warm-up {how} a third of the runtime's own"
                         + (f"; pads longer than the runtime's own at {', '.join(short)}" if short else ""),
                         verdicts)  # fmt: skip

@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits, plan_text_buckets
-from vllm_hpu_mm.buckets.text_budget import BudgetedPlan, LoadShapes, check_budget, choose_budget
+from vllm_hpu_mm.buckets.text_budget import BudgetedPlan, LoadShapes, Warmup, check_budget, choose_budget
 from vllm_hpu_mm.buckets.text_time import StepTimes
 from vllm_hpu_mm.models.dims import ModelDims
 from vllm_hpu_mm.models.step_time import StepTime, has_time_model, step_time
 from vllm_hpu_mm.replay.job import Schedules
 from vllm_hpu_mm.replay.run import shape_weights
-from vllm_hpu_mm.runtimes.base import TextShapes
+from vllm_hpu_mm.runtimes.base import RuntimeTraits, TextShapes, warmup_estimate
 
 __all__ = [
     "TIME_DEVICE",
@@ -27,6 +27,7 @@ __all__ = [
     "plan_from_traces",
     "planning_weights",
     "text_time",
+    "text_warmup",
 ]
 
 #: The device whose rates price the steps when the plan's device has no time model (vllm-gaudi's reference card).
@@ -43,6 +44,19 @@ def text_time(model: ModelDims, device: str, *, block_size: int, tensor_parallel
     """The step-time model the planner prices buckets with: the plan's device, or :data:`TIME_DEVICE`."""
     name = device if has_time_model(device) else TIME_DEVICE
     return step_time(model, name, block_size=block_size, tensor_parallel_size=tensor_parallel_size)
+
+
+def text_warmup(traits: RuntimeTraits, *, block_size: int, eager: bool = False) -> Warmup | None:
+    """The runtime's warm-up estimate of a text bucket set (prompt, decode), the one rule of
+    :func:`~vllm_hpu_mm.runtimes.warmup.warmup_estimate`; None where the runtime has none or warms no text graph."""
+    if eager or warmup_estimate(traits, block_size=block_size) is None:
+        return None
+
+    def seconds(prompt: Sequence[tuple[int, int, int]], decode: Sequence[tuple[int, int, int]]) -> float:
+        estimate = warmup_estimate(traits, prompt=prompt, decode=[(b, c) for b, _, c in decode], block_size=block_size)
+        return estimate.seconds if estimate is not None else 0.0
+
+    return seconds
 
 
 def load_shapes(runs: Schedules) -> tuple[LoadShapes, ...]:
@@ -109,13 +123,14 @@ def _own_buckets(own: TextShapes) -> tuple[tuple[tuple[int, int, int], ...], tup
 
 
 def plan_for_traffic(runs: Schedules, limits: TextLimits, own: TextShapes, time: StepTimes, *, budget: int | None,
-                     budget_flag: str = "--text-graph-budget",
-                     sweep: Schedules | None = None) -> BudgetedPlan:  # fmt: skip
+                     budget_flag: str = "--text-graph-budget", sweep: Schedules | None = None,
+                     warmup: Warmup | None = None) -> BudgetedPlan:  # fmt: skip
     """The text buckets for ``runs``: within ``budget`` when given (at most the runtime's ``own`` graph count), else
     by the default rule, judged at every load of ``runs`` against the runtime's own buckets. With ``sweep`` (every
     load level, when ``runs`` is one known load or an arrival process), its levels are planned for with
-    1 - :data:`KNOWN_LOAD_SHARE` of the weight and judged too."""
+    1 - :data:`KNOWN_LOAD_SHARE` of the weight and judged too. ``warmup`` (the runtime's warm-up estimate of a bucket
+    set) keeps the default budget's warm-up within its share of the runtime's own."""
     theirs = _own_buckets(own)
     check_budget(budget, len(theirs[0]) + len(theirs[1]), budget_flag)
     loads, weights, levels = _weights(runs, time, sweep)
-    return choose_budget(weights, loads, limits, theirs, time, budget=budget, load_levels=levels)
+    return choose_budget(weights, loads, limits, theirs, time, budget=budget, load_levels=levels, warmup=warmup)

@@ -19,7 +19,7 @@ from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.planner import Plan, plan
-from vllm_hpu_mm.plan.text_buckets import plan_for_traffic, text_time
+from vllm_hpu_mm.plan.text_buckets import plan_for_traffic, text_time, text_warmup
 from vllm_hpu_mm.plan.vision_cost import PoolMode
 from vllm_hpu_mm.replay.job import Images, Schedules, TowerImages, replay_model, schedules
 from vllm_hpu_mm.replay.report import Report, result_dict, to_dict
@@ -163,6 +163,6 @@ def plan_for(i: PlanInputs, shape: EngineShape, runs: Schedules, block_cap: int,
     limits = TextLimits(i.max_num_seqs, i.max_num_batched_tokens, i.max_model_len, i.block_size, block_cap,
                         prefill_batch)  # fmt: skip
     time = text_time(i.model, i.device, block_size=i.block_size, tensor_parallel_size=i.tensor_parallel_size)
-    return plan_for_traffic(
-        runs, limits, runtime.text_shapes(shape), time, budget=budget, budget_flag=budget_flag, sweep=sweep
-    )
+    warmup = text_warmup(runtime.traits, block_size=i.block_size, eager=i.enforce_eager)
+    return plan_for_traffic(runs, limits, runtime.text_shapes(shape), time, budget=budget, budget_flag=budget_flag,
+                            sweep=sweep, warmup=warmup)  # fmt: skip
