@@ -23,6 +23,16 @@ def vllm_missing() -> str | None:
     return None
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (scripts/test runs two workers) every e2e test goes to one worker, which starts the one
+    server they share; the other worker runs the rest."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        if item.get_closest_marker("e2e"):
+            item.add_marker(pytest.mark.xdist_group("e2e"))
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if any(item.get_closest_marker(name) for name in NEEDS_VLLM):
         reason = vllm_missing()

@@ -19,6 +19,7 @@ size can hold.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -30,6 +31,7 @@ from vllm_hpu_mm.buckets.text_time import (
     NO_LADDER,
     BudgetTooSmall,
     PhaseAxes,
+    PhasePlan,
     StepTimes,
     phase_options,
     phase_seconds,
@@ -221,11 +223,20 @@ def resolution(budget: int) -> int:
     return 1 if budget <= FINE_BUDGET else 2 if budget <= 4 * FINE_BUDGET else 4
 
 
+#: Most step times one phase keeps: the planner prices the same (row, value) pairs for every candidate plan, and the
+#: pairs are bounded by the candidate grid (the limits' octaves), so this holds them all at any real limits.
+TIME_CACHE = 1 << 17
+
+
+def _cached(seconds: Callable[[int, int], float]) -> Callable[[int, int], float]:
+    return functools.lru_cache(maxsize=TIME_CACHE)(seconds)
+
+
 def prompt_axes(limits: TextLimits, time: StepTimes, res: int = 1) -> PhaseAxes:
     """The prompt phase: rows of query lengths (batch 1), values of context blocks from 0 up to what the row's
     smallest query leaves of max_model_len."""
     return PhaseAxes(
-        time=lambda q, c: time.prefill_s(1, q, c),
+        time=_cached(lambda q, c: time.prefill_s(1, q, c)),
         rows_top=limits.top_query,
         row_round=QUERY_GRANULE,
         floor=lambda q: 0,
@@ -243,7 +254,7 @@ def decode_axes(limits: TextLimits, time: StepTimes, res: int = 1) -> PhaseAxes:
     """The decode phase: rows of batch sizes, values of KV blocks from the batch (a bucket holds at least as many
     blocks as sequences) up to the limits; only the last row covers them (a row holds what its traffic needs)."""
     return PhaseAxes(
-        time=lambda n, c: time.decode_s(n, max(c, n)),
+        time=_cached(lambda n, c: time.decode_s(n, max(c, n))),
         rows_top=limits.max_num_seqs,
         row_round=1,
         floor=lambda n: n,
@@ -312,6 +323,11 @@ def plan_text_buckets(
     # padded longer than under the runtime's own buckets (benchmarks/results/planner_dev_time.md, round 4)
     prompt, decode_plan = min(plans, key=lambda p: phase_seconds(prompt_ax, p[0], prefill)
                               + phase_seconds(decode_ax, p[1], decode))  # fmt: skip
+    return _buckets(prompt, decode_plan, limits)
+
+
+def _buckets(prompt: PhasePlan, decode_plan: PhasePlan, limits: TextLimits) -> TextBucketPlan:
+    """The bucket set of a prompt and a decode plan (rows for larger prefill batches added at context 0)."""
     g = prompt.graphs
     prompt_buckets = [(1, q, c) for q, values in zip(prompt.rows, prompt.values, strict=True) for c in values]
     for b in range(2, min(limits.max_prefill_batch, limits.max_num_seqs) + 1):

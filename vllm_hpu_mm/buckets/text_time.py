@@ -220,10 +220,12 @@ class _Allocation:
 
 
 def _allocate(curves: Sequence[_Curve]) -> _Allocation:
-    """Values per row, for every total up to the curves' sum: exact over the curves."""
+    """Values per row, for every total up to the curves' sum: exact over the curves. Each row's pass spans only the
+    totals the rows before it can reach (beyond them every cost is infinite: the work halves, the result stays)."""
     graphs = sum(len(c.costs) for c in curves)
     best = np.full(graphs + 1, INF)
     best[0] = 0.0
+    reach = 0  # the most graphs the rows so far can take
     picks: list[_I] = []
     for curve in curves:
         new = np.full(graphs + 1, INF)
@@ -231,10 +233,11 @@ def _allocate(curves: Sequence[_Curve]) -> _Allocation:
         for m, cost in enumerate(curve.costs, start=1):
             if not math.isfinite(cost):
                 continue
-            cand = best[: graphs + 1 - m] + cost
-            seg, seg_pick = new[m:], pick[m:]
+            cand = best[: reach + 1] + cost
+            seg, seg_pick = new[m : m + reach + 1], pick[m : m + reach + 1]
             better = cand < seg
             seg[better], seg_pick[better] = cand[better], m
+        reach += len(curve.costs)
         best = new
         picks.append(pick)
     return _Allocation(best, tuple(picks))
