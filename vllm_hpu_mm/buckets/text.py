@@ -296,6 +296,7 @@ def plan_text_buckets(
     (:func:`at_load_levels`). A budget too small for the ladders is refused (:class:`ConfigError`, with the least).
     """
     top_q = limits.top_query
+    raw_prefill, raw_decode = dict(prefill), dict(decode)
     res = resolution(budget)
     prompt_ax, decode_ax = prompt_axes(limits, time, res), decode_axes(limits, time, res)
     prior_share = PRIOR_SHARE if prior_share is None else prior_share
@@ -318,11 +319,16 @@ def plan_text_buckets(
                              f"its need; accepted: at least {least} graphs for these limits and traffic",
                              least)  # fmt: skip
     plans = [(prompts.best(g), decodes.best(budget - g)) for g in splits]
-    # the split is judged on the smoothed weights, as the values are: judged on the planning traffic alone it starved
-    # the phase that traffic barely needed, and traffic that shifted a little (shorter prompts, other prefix hits)
-    # padded longer than under the runtime's own buckets (benchmarks/results/planner_dev_time.md, round 4)
-    prompt, decode_plan = min(plans, key=lambda p: phase_seconds(prompt_ax, p[0], prefill)
-                              + phase_seconds(decode_ax, p[1], decode))  # fmt: skip
+    # the split is judged on the traffic as planned and on the smoothed weights (the traffic shifted a little), each
+    # split's seconds relative to the best split's on each, the least sum winning: judged on the traffic alone it
+    # starved the phase that traffic barely needed, and shifted traffic padded longer than under the runtime's own
+    # buckets; judged on the smoothed weights alone it starved decode on the main job's own traffic
+    # (benchmarks/results/planner_dev_time.md, round 4)
+    on_traffic = [phase_seconds(prompt_ax, p, raw_prefill) + phase_seconds(decode_ax, d, raw_decode) for p, d in plans]
+    on_smoothed = [phase_seconds(prompt_ax, p, prefill) + phase_seconds(decode_ax, d, decode) for p, d in plans]
+    low_t, low_s = min(on_traffic) or 1.0, min(on_smoothed) or 1.0
+    pick = min(range(len(plans)), key=lambda k: on_traffic[k] / low_t + on_smoothed[k] / low_s)
+    prompt, decode_plan = plans[pick]
     return _buckets(prompt, decode_plan, limits)
 
 
