@@ -154,3 +154,17 @@ def test_the_sniffer_names_frameworks_accelerators_and_gaudi_runtimes() -> None:
         assert (s.framework, s.accelerator) == (framework, accelerator), lines
         if runtime is not None:
             assert s.runtime is runtime
+
+
+def test_a_writer_the_log_does_not_name_is_said_to_be_assumed() -> None:
+    bare = SourceSniffer()  # a script's output: Gaudi's allocator words, no framework named
+    for line in ["Loading checkpoint shards: 100%", "RuntimeError: FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed"]:
+        bare.feed(line)
+    s = bare.result()
+    assert s.runtime is Runtime.VLLM_GAUDI
+    assert not s.named
+    assert s.describe == "vllm-gaudi (assumed: the log names no framework)"
+    named = SourceSniffer()
+    named.feed("(EngineCore pid=1) INFO vllm_gaudi/platform.py] Gaudi")
+    assert named.result().named
+    assert named.result().describe == "vllm-gaudi"

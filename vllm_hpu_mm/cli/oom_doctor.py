@@ -23,7 +23,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON object: stage, confidence, basis, memory, source (framework, accelerator, runtime), "
+        help="print one JSON object: stage, confidence, basis, memory, source (framework, whether the log named it, "
+        "accelerator, runtime), "
         "evidence, recommendations, settings, run, runs, skipped (default: a text report)",
     )
     p.add_argument(
@@ -46,6 +47,7 @@ def as_json(d: Diagnosis) -> dict[str, Any]:
         "runtime": d.backend,
         "source": {
             "framework": d.source.framework,
+            "framework_named": d.source.named,
             "accelerator": d.source.accelerator,
             "runtime": None if d.source.runtime is None else d.source.runtime.value,
             "vision_model": d.source.multimodal,

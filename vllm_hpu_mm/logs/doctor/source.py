@@ -128,6 +128,8 @@ class LogSource:
     other_processes_gib: float | None = None
     #: The other framework's name as the log gives it (for ``other``).
     name: str = ""
+    #: Whether the log names its framework; a log that names none is read as vLLM's, and says so.
+    named: bool = True
 
     @property
     def traits(self) -> RuntimeTraits | None:
@@ -142,12 +144,14 @@ class LogSource:
 
     @property
     def describe(self) -> str:
-        """The writer in words: ``vllm-gaudi``, ``TGI on cuda``, ``optimum-habana``."""
+        """The writer in words: ``vllm-gaudi``, ``TGI on cuda``, ``optimum-habana``; a writer the log does not name
+        says it was assumed."""
+        assumed = "" if self.named else " (assumed: the log names no framework)"
         if self.runtime is not None:
-            return self.runtime.value
+            return self.runtime.value + assumed
         names = {"vllm": "vLLM", "tgi": "TGI", "optimum-habana": "optimum-habana"}
         what = names.get(self.framework, self.name or "another framework")
-        return f"{what} on {self.accelerator}" if self.accelerator else what
+        return (f"{what} on {self.accelerator}" if self.accelerator else what) + assumed
 
 
 class SourceSniffer:
@@ -212,7 +216,13 @@ class SourceSniffer:
             # the runtime whose own words the log holds, else the backend's runtime by default (vllm-gaudi on Gaudi)
             runtime = self.marked.get(accelerator) or DEFAULT_RUNTIME[accelerator]  # type: ignore[index]
         return LogSource(
-            framework, accelerator, runtime, self.multimodal, other_processes_gib(failure_lines), self._name
+            framework,
+            accelerator,
+            runtime,
+            self.multimodal,
+            other_processes_gib(failure_lines),
+            self._name,
+            named=self._framework is not None,
         )
 
 
