@@ -50,7 +50,6 @@ from vllm_hpu_mm.runtimes.vllm_gaudi import TRAITS, VllmGaudi
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import VLLM_GAUDI_COMMIT, BucketingConfig
 from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
-from vllm_hpu_mm.runtimes.warmup import warmup_estimate
 from vllm_hpu_mm.traffic.requests import Request, Traffic
 
 #: The shared image-size sets beside the checkout (a worktree sits one level deeper than the main checkout).
@@ -295,17 +294,16 @@ def plan_config(c: Config, requests: int) -> dict[str, Any]:
     # a known load: every load level is weighed in and judged too, as serve and buckets replay do (plan_for)
     sweep = None if runs.balanced else schedules(traffic_of(c.plan), limits, images, concurrency=None,
                                                  requests=requests, seed=1)  # fmt: skip
+    warm = text_warmup(TRAITS, block_size=block)
+    assert warm is not None  # vllm-gaudi has a fitted warm-up era
     start = time.time()
-    chosen = plan_for_traffic(
-        runs, text_limits, strategies["exp"], t, budget=None, sweep=sweep, warmup=text_warmup(TRAITS, block_size=block)
-    )
+    chosen = plan_for_traffic(runs, text_limits, strategies["exp"], t, budget=None, sweep=sweep, warmup=warm)
     seconds = time.time() - start
     plans: dict[str, TextBucketPlan] = {"ours": chosen.plan}
     for s in ("lin", "pad"):
         plans[f"ours at {s}'s count"] = plan_from_traces(runs, text_limits, counts[s], time=t, sweep=sweep)
-    ours = warmup_estimate(TRAITS, prompt=chosen.plan.prompt, decode=[(b, c) for b, _, c in chosen.plan.decode])
-    exp = warmup_estimate(TRAITS, prompt=strategies["exp"].prefill, decode=strategies["exp"].decode)
-    warmup = {"ours": ours.seconds if ours else 0.0, "exp": exp.seconds if exp else 0.0}
+    exp_decode = [(b, 1, c) for b, c in strategies["exp"].decode]
+    warmup = {"ours": warm(chosen.plan.prompt, chosen.plan.decode), "exp": warm(strategies["exp"].prefill, exp_decode)}
     return {"shape": shape, "limits": limits, "time": t, "counts": counts, "plans": plans, "chosen": chosen,
             "plan_seconds": seconds, "images": images, "warmup": warmup}  # fmt: skip
 

@@ -203,11 +203,12 @@ def _verdicts(plan: TextBucketPlan, loads: Sequence[LoadShapes], own: tuple[Sequ
                  for load, theirs in zip(loads, own_times, strict=True))  # fmt: skip
 
 
-def _warmup_cap(graphs: int, total: int) -> float:
-    """The share of the runtime's own warm-up a default budget of ``graphs`` may take: the graph share it is allowed
-    (a third; a half once raised)."""
+def _warms_within(plan: TextBucketPlan, graphs: int, total: int, warmup: Warmup, own_warmup: float) -> bool:
+    """Whether a default budget of ``graphs`` warms up within the share of the runtime's own warm-up its graphs are
+    allowed (a third; a half once raised)."""
     third = budget_for(total)
-    return (third if graphs <= third else budget_for(total, MAX_BUDGET_SHARE)) / total
+    share = (third if graphs <= third else budget_for(total, MAX_BUDGET_SHARE)) / total
+    return warmup(plan.prompt, plan.decode) <= share * own_warmup
 
 
 def choose_budget(
@@ -246,7 +247,7 @@ def choose_budget(
         except ConfigError as e:  # too small for the ladders: the next step may hold them
             refused = e
             continue
-        if warmup is not None and warmup(plan.prompt, plan.decode) > _warmup_cap(graphs, total) * own_warmup:
+        if warmup is not None and not _warms_within(plan, graphs, total, warmup, own_warmup):
             over.append(graphs)  # a raised budget may still fit: its share is a half
             continue
         verdicts = _verdicts(plan, loads, own, own_times, time)
@@ -271,8 +272,8 @@ def choose_budget(
         last_fit = BudgetedPlan(plan, graphs, share, verdicts)
         last_missed = missed
     if last_fit is not None:
-        short = [v.load for v in last_fit.loads if v.short]
-        still = (f"; still pads longer than the runtime's own at {', '.join(short)}" if short else
+        still_short = last_fit.short
+        still = (f"; still pads longer than the runtime's own at {', '.join(still_short)}" if still_short else
                  "; no load pads longer than under the runtime's own")  # fmt: skip
         most = ("a half, the most the default takes" if last_fit.budget == steps[-1] else
                 f"the largest default budget whose warm-up stays within its share of the runtime's own; "
@@ -305,16 +306,17 @@ def _within_warmup(weights: tuple[Mapping[tuple[int, int], int], Mapping[tuple[i
     total = len(own[0]) + len(own[1])
     step = max(1, math.ceil(BUDGET_STEP_SHARE * total))
     graphs, plan = third, _plan(weights, limits, third, time, load_levels)
+    fits = _warms_within(plan, graphs, total, warmup, own_warmup)
     for _ in range(MAX_WARMUP_STEPS):
-        if warmup(plan.prompt, plan.decode) <= _warmup_cap(graphs, total) * own_warmup or graphs - step < 2:
+        if fits or graphs - step < 2:
             break
         try:
             plan, graphs = _plan(weights, limits, graphs - step, time, load_levels), graphs - step
         except ConfigError:  # the ladders need more: keep the smallest that held them
             break
+        fits = _warms_within(plan, graphs, total, warmup, own_warmup)
     verdicts = _verdicts(plan, loads, own, own_times, time)
     short = [v.load for v in verdicts if v.short]
-    fits = warmup(plan.prompt, plan.decode) <= _warmup_cap(graphs, total) * own_warmup
     how = "stays within" if fits else "comes as close as the ladders allow to"
     return BudgetedPlan(plan, graphs, f"{graphs} graphs of the runtime's own {total}: below a third, so that the "
                         f"warm-up {how} a third of the runtime's own"

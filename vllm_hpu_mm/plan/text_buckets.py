@@ -49,7 +49,7 @@ def text_time(model: ModelDims, device: str, *, block_size: int, tensor_parallel
 def text_warmup(traits: RuntimeTraits, *, block_size: int, eager: bool = False) -> Warmup | None:
     """The runtime's warm-up estimate of a text bucket set (prompt, decode), the one rule of
     :func:`~vllm_hpu_mm.runtimes.warmup.warmup_estimate`; None where the runtime has none or warms no text graph."""
-    if eager or warmup_estimate(traits, block_size=block_size) is None:
+    if eager or not traits.warmup_era:  # no fitted era: warmup_estimate has no figure for this runtime
         return None
 
     def seconds(prompt: Sequence[tuple[int, int, int]], decode: Sequence[tuple[int, int, int]]) -> float:
