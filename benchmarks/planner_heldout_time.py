@@ -15,12 +15,14 @@ Pass, per configuration: zero run-time compiles at every load; ours' padded time
 graphs <= a third of exp's (a half where the plan says a load needed it); warm-up estimate <= a third of exp's
 (same rule); planned with lin's (pad's) graph count, padded time <= lin's (pad's) at every load.
 
-Three sets, each written before its first run: DEV, the configurations the planner's rules were changed on after
+Four sets, each written before its first run: DEV, the configurations the planner's rules were changed on after
 seeing their figures (rounds 3 and 4); HELDOUT, held out for one run at 67cbe6a, then used (with DEV) to choose
-round 4's split rule; NEXT, held out for round 4's planner and run once after that choice. Only a set's first run
-is evidence of how the planner does on traffic it was not tuned on; figures are reported as they came.
+round 4's split rule; NEXT, held out for round 4's planner and run once after that choice (development data since);
+FRESH, held out for round 5's planner. Only a set's first run is evidence of how the planner does on traffic it was
+not tuned on; figures are reported as they came.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/planner_heldout_time.py [--set next|heldout|dev] [--only N] [--requests R]
+    PYTHONPATH=. .venv/bin/python benchmarks/planner_heldout_time.py [--set fresh|next|heldout|dev] [--only N]
+        [--requests R]
 """
 
 from __future__ import annotations
@@ -208,13 +210,46 @@ NEXT = (
            Mix(("groundui_1k_screens.csv", "coco_val2017.csv"), "conv", "system512", 0.1, 1802, output_scale=5.0),
            None),
 )  # fmt: skip
-SETS = {"heldout": HELDOUT, "next": NEXT, "dev": DEV}
+#: The held-out set of round 5's planner (re-planning at a budget for the loads that miss the margin), written on
+#: 2026-11-27 before any run of it, to be run once after round 5's rule is chosen on DEV, HELDOUT and NEXT
+#: (results/planner_round5_time.md): other limits, loads, tensor parallelism, prefix patterns (a 1,024-token system
+#: prompt), image mixes, scalings and seeds than the three sets before it.
+FRESH = (
+    Config("photo captions, planned for 8 at once (7B, Gaudi3, 12k, 48 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct",
+           "gaudi3", 1, 12288, 48, 3072, Mix(("coco_val2017.csv",), "conv", "none", 0.1, 1901, output_scale=0.6),
+           Mix(("groundui_1k_screens.csv", "coco_val2017.csv"), "conv", "system1024", 0.2, 1902, text_scale=0.8,
+               output_scale=0.8), 8),
+    Config("form filling (32B TP4 on Gaudi2, 8k, 96 seqs)", "Qwen/Qwen2.5-VL-32B-Instruct", "gaudi2", 4, 8192, 96,
+           4096, Mix(("funsd_forms.csv",), "code", "mooncake", 0.0, 2001, text_scale=0.6),
+           Mix(("sroie_receipts.csv", "funsd_forms.csv"), "conv", "none", 0.1, 2002, output_scale=1.5), None),
+    Config("chart reasoning, long answers, planned for 24 at once (72B TP8 on Gaudi3, 16k, 48 seqs)",
+           "Qwen/Qwen2.5-VL-72B-Instruct", "gaudi3", 8, 16384, 48, 6144,
+           Mix(("multichartqa_charts.csv",), "conv", "system512", 0.3, 2101, output_scale=4.0),
+           Mix(("mathvista_testmini_charts.csv", "infochartqa_rendered_infographics.csv"), "code", "none", 0.2, 2102,
+               text_scale=1.3, output_scale=3.0), 24),
+    Config("batch text API (3B, Gaudi3, 16k, 192 seqs)", "Qwen/Qwen2.5-VL-3B-Instruct", "gaudi3", 1, 16384, 192, 8192,
+           Mix((), "code", "none", 1.0, 2201, text_scale=0.8, output_scale=0.8),
+           Mix((), "conv", "system1024", 1.0, 2202, text_scale=0.6, output_scale=1.2), None),
+    Config("screens and receipts, planned for 100 at once (7B, Gaudi2, 16k, 160 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct",
+           "gaudi2", 1, 16384, 160, 4096,
+           Mix(("groundui_1k_screens.csv", "sroie_receipts.csv"), "conv", "mooncake", 0.3, 2301),
+           Mix(("infochartqa_rendered_infographics.csv", "coco_val2017.csv"), "code", "system512", 0.4, 2302,
+               text_scale=0.7), 100),
+    Config("long documents, few at once (32B TP2 on Gaudi3, 64k, 16 seqs)", "Qwen/Qwen2.5-VL-32B-Instruct", "gaudi3",
+           2, 65536, 16, 16384,
+           Mix(("infochartqa_rendered_infographics.csv",), "code", "system2048", 0.5, 2401, text_scale=4.0),
+           Mix(("funsd_forms.csv", "multichartqa_charts.csv"), "code", "mooncake", 0.6, 2402, text_scale=3.0,
+               output_scale=1.5), None),
+)  # fmt: skip
+
+SETS = {"heldout": HELDOUT, "next": NEXT, "dev": DEV, "fresh": FRESH}
 SET_TITLES = {
-    "next": "on configurations the planner was never tuned on (round 4's held-out set)",
+    "fresh": "on configurations the planner was never tuned on (round 5's held-out set)",
+    "next": "on round 4's held-out set (run once at bfc99f6, development data since)",
     "heldout": "on a set held out for its first run (at 67cbe6a), development data since",
     "dev": "on the development set (the planner was tuned on these)",
 }
-RESULT_NAMES = {"heldout": "planner_heldout_time", "next": "planner_next_time", "dev": "planner_dev_time"}
+RESULT_NAMES = {"fresh": "planner_round5_time", "heldout": "planner_heldout_time", "next": "planner_next_time", "dev": "planner_dev_time"}
 
 
 def kv_blocks(m: ModelDims, device: str, tp: int, block: int) -> int:
