@@ -249,7 +249,12 @@ SET_TITLES = {
     "heldout": "on a set held out for its first run (at 67cbe6a), development data since",
     "dev": "on the development set (the planner was tuned on these)",
 }
-RESULT_NAMES = {"fresh": "planner_round5_time", "heldout": "planner_heldout_time", "next": "planner_next_time", "dev": "planner_dev_time"}
+RESULT_NAMES = {
+    "fresh": "planner_round5_time",
+    "heldout": "planner_heldout_time",
+    "next": "planner_next_time",
+    "dev": "planner_dev_time",
+}
 
 
 def kv_blocks(m: ModelDims, device: str, tp: int, block: int) -> int:
