@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.research.vllm_fork_linear import linear_buckets, warmup_buckets, warmup_range
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.runtimes.vllm_fork.linear import linear_buckets, warmup_buckets, warmup_range
 
 
 def test_range_doubles_below_the_step_then_steps() -> None:

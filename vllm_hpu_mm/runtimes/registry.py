@@ -175,7 +175,7 @@ def resolve(name: str, backend: Backend | None, *, source: str = "--runtime") ->
         runtime = Runtime(key)
     except ValueError:
         raise ConfigError(f"{source}={name!r} is not a runtime; accepted: {', '.join(RUNTIME_CHOICES)}, or "
-                          "vllm-gaudi==X (a release, e.g. vllm-gaudi==0.26.0)") from None  # fmt: skip
+                          "RUNTIME==X (a release, e.g. vllm-gaudi==0.26.0, vllm-fork==0.9.0.1)") from None  # fmt: skip
     releases = ENTRIES[runtime].releases
     if version is not None and releases is None:
         modelled = ", ".join(f"{r.value}==X" for r, e in ENTRIES.items() if e.releases is not None)

@@ -4,13 +4,16 @@
   graphs x ``VLLM_GRAPH_PROMPT_RATIO``; and in its *code* vision = prefill x ``VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO``
   (text the rest), the opposite of its guide. It runs a profiling forward pass before sizing the KV cache.
 - Graphs: captured ascending while the per-bucket estimate fits each pool; the rest are skipped. Its text buckets
-  are the exponential grid below (batch and query powers of two, decode batch x KV-block powers of two).
+  are those of the release line planned for (:mod:`.releases`; newest v0.9.0.1+Gaudi-1.22.0, exponential by
+  default), generated as that line's code does (:mod:`.bucketing`, :mod:`.linear`, :mod:`.exponential`) from the
+  user's ``VLLM_*_BUCKET_*`` variables.
 - What ``serve`` hands it: :mod:`.exports`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from vllm_hpu_mm.runtimes.arithmetic import gaudi_guide_split
 from vllm_hpu_mm.runtimes.base import (
@@ -32,16 +35,17 @@ from vllm_hpu_mm.runtimes.base import (
     TextShapes,
     VisionBucketing,
 )
+from vllm_hpu_mm.runtimes.vllm_fork.bucketing import ForkBucketing, config_from_env, generate, strategy_of
+from vllm_hpu_mm.runtimes.vllm_fork.releases import NEWEST, release_for
 from vllm_hpu_mm.values import MIB
 
 __all__ = [
     "ENTRY",
     "PROFILE_RESIDUE_BYTES",
-    "PROMPT_BS_MAX",
     "TRAITS",
     "VllmFork",
-    "decode_grid",
-    "prefill_grid",
+    "describe_release",
+    "model_from_env",
     "profile_pass",
     "profile_residue_bytes",
 ]
@@ -92,50 +96,25 @@ TRAITS = RuntimeTraits(
     default_gpu_memory_utilization=0.9,
 )
 
-#: Largest prefill batch in a bucket (the fork caps prompt batch buckets well below max_num_seqs).
-PROMPT_BS_MAX = 64
-
-
-def _powers_of_two(limit: int, start: int = 1) -> list[int]:
-    out, v = [], start
-    while v <= limit:
-        out.append(v)
-        v *= 2
-    return out
-
-
-def prefill_grid(shape: EngineShape) -> tuple[tuple[int, int, int], ...]:
-    """(batch, query length, 0): batch 1, 2, 4, ... up to ``min(max_num_seqs, PROMPT_BS_MAX)`` times query length
-    ``block_size``, ``2 x block_size``, ... up to ``min(max_model_len, max_num_batched_tokens)``, keeping
-    ``batch x length <= max_num_batched_tokens``."""
-    longest = min(shape.max_model_len, shape.max_num_batched_tokens)
-    lengths = _powers_of_two(longest, shape.block_size) or [longest]
-    return tuple(
-        (bs, length, 0)
-        for bs in _powers_of_two(min(shape.max_num_seqs, PROMPT_BS_MAX))
-        for length in lengths
-        if bs * length <= shape.max_num_batched_tokens
-    )
-
-
-def decode_grid(shape: EngineShape) -> tuple[tuple[int, int], ...]:
-    """(batch, KV blocks): batch 1, 2, 4, ... up to ``max_num_seqs`` (and ``max_num_seqs`` itself) times blocks 1,
-    2, 4, ... up to what that batch holds at ``max_model_len`` (never above the KV cache's blocks)."""
-    blocks_per_seq = -(-shape.max_model_len // shape.block_size)
-    out = []
-    for bs in sorted({*_powers_of_two(shape.max_num_seqs), shape.max_num_seqs}):
-        most = min(bs * blocks_per_seq, max(shape.num_kv_blocks, 1))
-        out += [(bs, blocks) for blocks in sorted({*_powers_of_two(most), most})]
-    return tuple(out)
-
 
 @dataclasses.dataclass(frozen=True)
 class VllmFork(NoBucketList):
+    """vllm-fork at a release line, with the user's bucketing variables."""
+
+    bucketing: ForkBucketing = dataclasses.field(default_factory=ForkBucketing)
     name: Runtime = Runtime.VLLM_FORK
     traits: RuntimeTraits = TRAITS
 
+    @property
+    def version(self) -> str | None:
+        """The release planned for, as :func:`model_from_env` takes it (None: the newest line)."""
+        release = self.bucketing.release
+        return None if release is NEWEST else release.spec
+
     def text_shapes(self, shape: EngineShape) -> TextShapes:
-        return TextShapes(prefill_grid(shape), decode_grid(shape), "fork-style exponential grid")
+        prefill, decode = generate(self.bucketing, shape)
+        return TextShapes(prefill, decode, f"{self.bucketing.release}'s {strategy_of(self.bucketing)} bucketing "
+                          "(modelled)")  # fmt: skip
 
     def memory(self, m: MemoryInputs) -> MemorySplit:
         """``worker/hpu_worker.py`` ``determine_num_available_blocks`` (habana_main, as its logs print it): a
@@ -169,5 +148,17 @@ class VllmFork(NoBucketList):
         return VisionBucketing(False, False, (), f"vllm-fork buckets only Qwen2.5-VL's tower, not {model_type}'s")
 
 
-ENTRY = RuntimeEntry(Runtime.VLLM_FORK, TRAITS, lambda env, spelled, version: VllmFork(), "gaudi2",
-                     "vllm_hpu_mm.runtimes.vllm_fork.exports")  # fmt: skip
+def model_from_env(
+    env: Mapping[str, str], spelled: Mapping[str, str] | None = None, version: str | None = None
+) -> VllmFork:
+    """vllm-fork at the line of ``version`` (None: the newest), configured by the bucket variables in ``env``."""
+    return VllmFork(config_from_env(env, release_for(version)))
+
+
+def describe_release(version: str) -> str:
+    """How a vllm-fork version is planned, in words; ConfigError naming what is accepted when it is not modelled."""
+    return f"planned as {release_for(version)}"
+
+
+ENTRY = RuntimeEntry(Runtime.VLLM_FORK, TRAITS, model_from_env, "gaudi2", "vllm_hpu_mm.runtimes.vllm_fork.exports",
+                     releases=describe_release, distribution="vllm")  # fmt: skip

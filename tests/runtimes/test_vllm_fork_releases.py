@@ -1,0 +1,188 @@
+"""vllm-fork's release lines (vllm_hpu_mm.runtimes.vllm_fork.releases) and the buckets each plans: one rule a test.
+The lines are checked against each release's own code by benchmarks/vllm_fork_releases.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.runtimes import registry as runtimes
+from vllm_hpu_mm.runtimes.base import EngineShape, Runtime
+from vllm_hpu_mm.runtimes.vllm_fork import VllmFork, model_from_env
+from vllm_hpu_mm.runtimes.vllm_fork.exponential import spaced_range
+from vllm_hpu_mm.runtimes.vllm_fork.releases import LINES, NEWEST, release_for
+
+MAIN = EngineShape(max_model_len=32768, max_num_seqs=64, max_num_batched_tokens=32768, block_size=128,
+                   num_kv_blocks=8781)  # fmt: skip
+SMALL = EngineShape(max_model_len=2048, max_num_seqs=4, max_num_batched_tokens=2048, block_size=128, num_kv_blocks=64)
+
+
+def shapes(version: str | None, env: dict[str, str] | None = None, shape: EngineShape = MAIN) -> tuple[int, int]:
+    t = model_from_env(env or {}, None, version).text_shapes(shape)
+    return len(t.prefill), len(t.decode)
+
+
+@pytest.mark.parametrize(
+    ("version", "generation"),
+    [
+        ("0.9.0.1+gaudi000", "ext122"),
+        ("0.9.0.1+Gaudi-1.22.0", "ext122"),
+        ("habana_main", "ext122"),
+        ("0.8.5.post1+gaudi121", "ext1212"),
+        ("0.7.2+Gaudi-1.21.2", "ext1212"),
+        ("0.7.2+gaudi121", "ext1210"),
+        ("0.6.4.post2+gaudi119", "ext119"),
+        ("0.6.6.post1", "ext119"),
+        ("0.5.3.post1+gaudi118", "intree118"),
+        ("v0.5.3.post1-Gaudi-1.17.0", "intree2024"),
+    ],
+)
+def test_a_version_maps_to_its_line(version: str, generation: str) -> None:
+    assert release_for(version).generation == generation
+
+
+@pytest.mark.parametrize(
+    ("version", "why"),
+    [
+        ("0.5.3.post1", "two lines"),
+        ("0.4.2", "no modelled release line"),
+        ("0.8.5+Gaudi-1.22.0-aice-v0", "aice"),
+        ("banana", "not a version"),
+    ],
+)
+def test_unmodelled_versions_are_refused_naming_what_is_accepted(version: str, why: str) -> None:
+    with pytest.raises(ConfigError, match=why) as exc:
+        release_for(version)
+    assert "accepted: 0.9.0.1" in str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
+def test_each_line_names_its_commits_and_the_newest_is_the_default() -> None:
+    assert LINES[0] is NEWEST
+    assert release_for(None) is NEWEST
+    assert all(r.commit and r.tags for r in LINES)
+    assert [r.extension for r in LINES] == ["8211e0b", "29bc7a4", "2b4ba56", "d4b0d38", None, None]
+    assert model_from_env({}).version is None
+    assert model_from_env({}, None, "0.7.2").version == "0.7.2"
+
+
+def test_the_plan_changes_across_lines_at_the_main_jobs_shape() -> None:
+    # figures from each line's own code (benchmarks/results/vllm_fork_releases.md, "main job" row)
+    assert shapes(None) == (62, 105)  # 1.22 exponential
+    assert shapes("0.8.5.post1") == (508, 483)  # 1.21.2: linear, prompt to max_model_len, decode to the KV blocks
+    assert shapes("0.6.6.post1") == (52, 56)  # 1.19: prompt to 1024; decode blocks to 64 x 2048 // 128
+    assert shapes("0.5.3.post1+gaudi117") == (56, 112)  # 2024: no token budget, decode by length
+
+
+def test_1_17_defaults_are_its_logged_settings() -> None:
+    # PR #147's log: 24 prompt and 48 decode buckets at 4 sequences, block 128 (decode length 2048 -> 16 blocks)
+    assert shapes("0.5.3.post1+gaudi117", shape=SMALL) == (24, 48)
+    decode = model_from_env({}, None, "0.5.3.post1+gaudi117").text_shapes(SMALL).decode
+    assert max(decode) == (4, 4 * 16)
+
+
+def test_1_18_skips_blocks_below_the_batch_and_stops_past_the_rounded_kv_blocks() -> None:
+    d = model_from_env({}, None, "0.5.3.post1+gaudi118").text_shapes(SMALL).decode
+    assert d == ((4, 128),)  # batch range (4, 4, 4); blocks 128 only: 64 KV blocks round up to the step 128
+
+
+def test_prompt_buckets_over_the_token_budget_are_dropped_from_1_18_on() -> None:
+    tight = EngineShape(max_model_len=4096, max_num_seqs=8, max_num_batched_tokens=1024, block_size=128,
+                        num_kv_blocks=600)  # fmt: skip
+    for version in ("0.5.3.post1+gaudi118", "0.6.6.post1", "0.7.2", "0.8.5.post1", "0.9.0.1"):
+        prefill = model_from_env({"VLLM_EXPONENTIAL_BUCKETING": "false"}, None, version).text_shapes(tight).prefill
+        assert prefill, version
+        assert all(b * q <= 1024 for b, q, _ in prefill), version
+    prefill = model_from_env({}, None, "0.5.3.post1+gaudi117").text_shapes(tight).prefill
+    assert any(b * q > 1024 for b, q, _ in prefill)
+
+
+def test_contiguous_pa_clamps_linear_decode_blocks_to_the_kv_cache_from_1_21_2() -> None:
+    lin = {"VLLM_EXPONENTIAL_BUCKETING": "false"}
+    assert max(n for _, n in model_from_env(lin, None, "0.9.0.1").text_shapes(MAIN).decode) == 8781
+    roomy = EngineShape(max_model_len=2048, max_num_seqs=4, max_num_batched_tokens=2048, block_size=128,
+                        num_kv_blocks=1000)  # fmt: skip
+    on = model_from_env(lin, None, "0.8.5.post1").text_shapes(roomy)
+    off = model_from_env({**lin, "VLLM_CONTIGUOUS_PA": "false"}, None, "0.8.5.post1").text_shapes(roomy)
+    assert max(n for _, n in on.decode) == 1000  # the block max becomes the KV blocks
+    # otherwise max(block size, the worst case 4 x 2048 // 128), as before 1.21.2
+    assert max(n for _, n in off.decode) == 128
+    assert max(n for _, n in model_from_env(lin, None, "0.7.2").text_shapes(roomy).decode) == 128
+
+
+def test_each_variable_configures_the_model() -> None:
+    lin = {"VLLM_EXPONENTIAL_BUCKETING": "false"}
+    base = model_from_env(lin).text_shapes(MAIN)
+    for name, value in [("VLLM_PROMPT_BS_BUCKET_MAX", "8"), ("VLLM_PROMPT_SEQ_BUCKET_STEP", "1024"),
+                        ("VLLM_DECODE_BS_BUCKET_STEP", "16"), ("VLLM_DECODE_BLOCK_BUCKET_MAX", "1024")]:  # fmt: skip
+        assert model_from_env({**lin, name: value}).text_shapes(MAIN) != base, name
+    assert shapes("0.5.3.post1+gaudi117", {"VLLM_DECODE_SEQ_BUCKET_MAX": "1024"}, SMALL) == (24, 24)
+
+
+def test_1_22_defaults_to_exponential_and_ignores_the_range_variables_there() -> None:
+    assert "exp bucketing" in model_from_env({}).text_shapes(MAIN).source
+    assert shapes(None, {"VLLM_PROMPT_BS_BUCKET_MAX": "8"}) == shapes(None)
+    assert "lin bucketing" in model_from_env({"VLLM_EXPONENTIAL_BUCKETING": "off"}).text_shapes(MAIN).source
+
+
+def test_exponential_spacing_fills_duplicates_and_ends_at_max() -> None:
+    assert spaced_range(1, 2, 64, 7, long_context=False, contiguous_pa=True) == [1, 2, 4, 8, 16, 32, 64]
+    values = spaced_range(128, 128, 32768, 16, long_context=True, contiguous_pa=True)
+    assert values[-1] == 32768
+    assert len(values) == 16
+
+
+def test_1_21_exponential_is_refused_as_not_modelled() -> None:
+    with pytest.raises(ConfigError, match=r"VLLM_EXPONENTIAL_BUCKETING='true'.*not modelled"):
+        model_from_env({"VLLM_EXPONENTIAL_BUCKETING": "true"}, None, "0.8.5.post1")
+    assert shapes("0.8.5.post1", {"VLLM_EXPONENTIAL_BUCKETING": "1"})  # 1.21 reads only "true"
+
+
+@pytest.mark.parametrize(
+    ("env", "version", "match"),
+    [
+        ({"VLLM_PROMPT_BS_BUCKET_MAX": "x"}, None, r"VLLM_PROMPT_BS_BUCKET_MAX='x' is invalid; accepted: an integer"),
+        ({"VLLM_DECODE_BLOCK_BUCKET_LIMIT": "1.5"}, None, "VLLM_DECODE_BLOCK_BUCKET_LIMIT='1.5'"),
+        ({"VLLM_DECODE_SEQ_BUCKET_MIN": "a"}, "0.5.3.post1+gaudi117", "VLLM_DECODE_SEQ_BUCKET_MIN='a'"),
+    ],
+)
+def test_bad_tokens_fail_as_the_release_fails(env: dict[str, str], version: str | None, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        model_from_env(env, None, version)
+
+
+def test_tokens_a_release_does_not_read_and_int_spellings_are_accepted() -> None:
+    model_from_env({"VLLM_DECODE_BLOCK_BUCKET_LIMIT": "1.5"}, None, "0.8.5.post1")  # LIMIT is read from 1.22 only
+    spelled = {"VLLM_EXPONENTIAL_BUCKETING": "false", "VLLM_PROMPT_SEQ_BUCKET_MAX": " 1_024 "}
+    assert max(q for _, q, _ in model_from_env(spelled).text_shapes(MAIN).prefill) == 1024
+
+
+def test_min_above_max_is_refused_at_generation() -> None:
+    fork = model_from_env({"VLLM_EXPONENTIAL_BUCKETING": "false", "VLLM_PROMPT_SEQ_BUCKET_MIN": "4096",
+                           "VLLM_PROMPT_SEQ_BUCKET_MAX": "1024"})  # fmt: skip
+    with pytest.raises(ConfigError, match=r"VLLM_PROMPT_SEQ_BUCKET_.*min above max"):
+        fork.text_shapes(MAIN)
+
+
+def test_resolve_and_detect_take_a_fork_release() -> None:
+    found = runtimes.resolve("vllm-fork==0.8.5.post1", "hpu")
+    assert found.runtime is Runtime.VLLM_FORK
+    assert found.version == "0.8.5.post1"
+    assert "29bc7a4" in found.found
+    with pytest.raises(ConfigError, match=r"vllm-fork==0\.4\.2"):
+        runtimes.resolve("vllm-fork==0.4.2", "hpu")
+    model = runtimes.model_for(Runtime.VLLM_FORK, {}, version="0.7.2")
+    assert isinstance(model, VllmFork)
+    assert model.bucketing.release.generation == "ext1210"
+    again = runtimes.same_runtime(model, {})
+    assert isinstance(again, VllmFork)
+    assert again.version == "0.7.2"
+
+
+def test_auto_plans_the_installed_fork_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runtimes, "_dist_version", lambda name: {"vllm": "0.6.6.post1+gaudi120"}.get(name))
+    monkeypatch.setattr(runtimes, "_has_module", lambda name: name == "habana_frameworks")
+    found = runtimes.resolve("auto", "hpu")
+    assert found.runtime is Runtime.VLLM_FORK
+    assert found.version == "0.6.6.post1+gaudi120"
+    assert "d4b0d38" in found.found

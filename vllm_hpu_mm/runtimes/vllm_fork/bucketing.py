@@ -1,0 +1,171 @@
+"""vllm-fork's text buckets for a release line, configured by the user's variables as that release reads them.
+
+What each line reads (all through Python ``int()``; a bad token stops the fork at start-up, so it is refused here):
+``VLLM_{PROMPT,DECODE}_BS_BUCKET_{MIN,STEP,MAX}``, ``VLLM_PROMPT_SEQ_BUCKET_*``, and decode by sequence length
+(``VLLM_DECODE_SEQ_BUCKET_*``, 1.17) or by KV blocks (``VLLM_DECODE_BLOCK_BUCKET_*``, 1.18 on). 1.21.x reads
+``VLLM_EXPONENTIAL_BUCKETING`` == "true" (opt-in exponential, not modelled: refused) and ``VLLM_CONTIGUOUS_PA``
+(default "true"); 1.22 parses every ``VLLM_*_BUCKET_{MIN,STEP,MAX,LIMIT}`` at start-up, defaults to exponential
+(``VLLM_EXPONENTIAL_BUCKETING`` false picks linear) and drops prompt lengths at or above
+``VLLM_FUSEDSDPA_SLIDE_THLD`` (8192) not a multiple of ``PT_HPU_SDPA_BC_FACTOR`` (1024) when
+``PT_HPU_SDPA_QKV_SLICE_MODE_FWD`` is on. Prefix caching (3-D prompt buckets) and merged prefill are not modelled:
+the fork's V0 engine runs without them by default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.runtimes.base import EngineShape
+from vllm_hpu_mm.runtimes.vllm_fork import exponential
+from vllm_hpu_mm.runtimes.vllm_fork.linear import (
+    Range,
+    decode_by_blocks,
+    linear_buckets,
+    prompt_product,
+    read_bucket_settings,
+    warmup_range,
+)
+from vllm_hpu_mm.runtimes.vllm_fork.releases import NEWEST, Release
+
+__all__ = ["ForkBucketing", "config_from_env", "generate", "strategy_of"]
+
+Prompt = tuple[tuple[int, int, int], ...]
+Decode = tuple[tuple[int, int], ...]
+#: The extension's ``boolean`` (1.22 ``config.py``): anything else is false.
+_TRUE = ("true", "t", "1", "yes", "y", "on")
+_PHASE_DIMS = ("PROMPT_BS", "PROMPT_SEQ", "DECODE_BS", "DECODE_BLOCK", "DECODE_SEQ")
+
+
+@dataclasses.dataclass(frozen=True)
+class ForkBucketing:
+    """A release line and the bucket variables the user set (validated as that release reads them)."""
+
+    release: Release = NEWEST
+    env: tuple[tuple[str, str], ...] = ()
+
+    def get(self, name: str) -> str | None:
+        return dict(self.env).get(name)
+
+
+def _int_of(name: str, raw: str, line: str) -> None:
+    try:
+        int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is invalid; accepted: an integer as Python int() reads it (vllm-fork {line} "
+                          "fails at start-up)") from None  # fmt: skip
+
+
+def strategy_of(cfg: ForkBucketing) -> str:
+    """exp or lin, as the line picks it."""
+    raw = cfg.get("VLLM_EXPONENTIAL_BUCKETING")
+    if cfg.release.generation == "ext122":
+        return "exp" if raw is None or raw.lower() in _TRUE else "lin"
+    if cfg.release.generation in ("ext1210", "ext1212") and raw is not None and raw.lower() == "true":
+        return "exp"
+    return "lin"
+
+
+def config_from_env(env: Mapping[str, str], release: Release = NEWEST) -> ForkBucketing:
+    """The variables the line reads, checked as it checks them; ConfigError (one line) where it would fail."""
+    names = {f"VLLM_{pd}_BUCKET_{p}" for pd in _PHASE_DIMS for p in ("MIN", "STEP", "MAX", "LIMIT")}
+    names |= {"VLLM_EXPONENTIAL_BUCKETING", "VLLM_CONTIGUOUS_PA", "PT_HPU_SDPA_QKV_SLICE_MODE_FWD",
+              "PT_HPU_SDPA_BC_FACTOR", "VLLM_FUSEDSDPA_SLIDE_THLD"}  # fmt: skip
+    cfg = ForkBucketing(release, tuple(sorted((k, v) for k, v in env.items() if k in names)))
+    gen = release.generation
+    ints = {"VLLM_FUSEDSDPA_SLIDE_THLD", "PT_HPU_SDPA_BC_FACTOR"} if gen == "ext122" else set()
+    for name, raw in cfg.env:
+        param = name.rsplit("_", 1)[-1]
+        if name.startswith("VLLM_") and name.endswith(("_MIN", "_STEP", "_MAX", "_LIMIT")):
+            dim_ok = ("_SEQ_BUCKET" not in name or name.startswith("VLLM_PROMPT")) if gen != "intree2024" else \
+                "_BLOCK_BUCKET" not in name  # fmt: skip
+            if dim_ok and (param != "LIMIT" or gen == "ext122"):
+                ints.add(name)
+        if name in ints:
+            _int_of(name, raw, release.name)
+    if strategy_of(cfg) == "exp" and gen != "ext122":
+        raise ConfigError(f"VLLM_EXPONENTIAL_BUCKETING={cfg.get('VLLM_EXPONENTIAL_BUCKETING')!r}: vllm-fork "
+                          f"{release.name}'s exponential strategy (extension @{release.extension}) is not modelled; "
+                          "accepted: unset or false (linear), or plan for vllm-fork==0.9.0.1")  # fmt: skip
+    return cfg
+
+
+def _range(cfg: ForkBucketing, phase: str, dim: str, defaults: Range) -> Range:
+    return read_bucket_settings(dict(cfg.env), phase, dim, defaults, cfg.release.name)
+
+
+def _lin(cfg: ForkBucketing, phase: str, dim: str, defaults: Range) -> list[int]:
+    config = _range(cfg, phase, dim, defaults)
+    return warmup_range(config, what=f"VLLM_{phase}_{dim}_BUCKET_(MIN, STEP, MAX)".upper())
+
+
+def _contiguous(cfg: ForkBucketing) -> bool:
+    raw = cfg.get("VLLM_CONTIGUOUS_PA")
+    if cfg.release.generation == "ext122":  # a feature value: the extension's boolean, default on (no prefix caching)
+        return raw is None or raw.lower() in _TRUE
+    return (raw if raw is not None else "true").lower() == "true"
+
+
+def _extension_linear(cfg: ForkBucketing, s: EngineShape) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    gen, seqs, block = cfg.release.generation, s.max_num_seqs, s.block_size
+    prompt_max = 1024 if gen == "ext119" else s.max_model_len
+    prompt = prompt_product(
+        _lin(cfg, "prompt", "bs", (1, 32, seqs)),
+        _lin(cfg, "prompt", "seq", (block, block, prompt_max)),
+        s.max_num_batched_tokens,
+    )
+    bs = _lin(cfg, "decode", "bs", (1, 32, seqs))
+    worst = (
+        s.num_kv_blocks
+        if gen == "ext122"
+        else max(block, seqs * (2048 if gen == "ext119" else s.max_model_len) // block)
+    )
+    block_cfg = _range(cfg, "decode", "block", (block, block, worst))
+    clamp = gen in ("ext1212", "ext122") and cfg.get("VLLM_DECODE_BLOCK_BUCKET_MAX") is None and _contiguous(cfg)
+    if clamp:
+        block_cfg = (block_cfg[0], block_cfg[1], s.num_kv_blocks)
+    blocks = warmup_range(block_cfg, what="VLLM_DECODE_BLOCK_BUCKET_(MIN, STEP, MAX)")
+    if clamp and s.num_kv_blocks not in blocks:
+        blocks.append(s.num_kv_blocks)
+    decode = decode_by_blocks(bs, blocks, s.num_kv_blocks, skip_below_batch=gen in ("ext1212", "ext122"),
+                              cap_inclusive=True)  # fmt: skip
+    return prompt, decode
+
+
+def _in_tree_118(cfg: ForkBucketing, s: EngineShape) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    seqs, block = s.max_num_seqs, s.block_size
+    prompt = prompt_product(_lin(cfg, "prompt", "bs", (1, min(seqs, 32), min(seqs, 64))),
+                            _lin(cfg, "prompt", "seq", (block, block, 1024)), s.max_num_batched_tokens)  # fmt: skip
+    bs = _lin(cfg, "decode", "bs", (min(seqs, 32), min(seqs, 32), seqs))
+    block_cfg = _range(cfg, "decode", "block", (128, 128, max(128, seqs * 2048 // block)))
+    blocks = warmup_range(block_cfg, what="VLLM_DECODE_BLOCK_BUCKET_(MIN, STEP, MAX)")
+    last = -(-s.num_kv_blocks // block_cfg[1]) * block_cfg[1]  # the KV blocks rounded up to the step
+    return prompt, decode_by_blocks(bs, blocks, last, skip_below_batch=True, cap_inclusive=False)
+
+
+def _sliding_window(cfg: ForkBucketing, prompt: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    on = cfg.get("PT_HPU_SDPA_QKV_SLICE_MODE_FWD")
+    if cfg.release.generation != "ext122" or on is None or on.lower() not in _TRUE:
+        return prompt
+    size = int(cfg.get("PT_HPU_SDPA_BC_FACTOR") or 1024)
+    threshold = int(cfg.get("VLLM_FUSEDSDPA_SLIDE_THLD") or 8192)
+    return [t for t in prompt if t[1] < threshold or t[1] % size == 0]
+
+
+def generate(cfg: ForkBucketing, s: EngineShape) -> tuple[Prompt, Decode]:
+    """Prompt (batch, query, 0) and decode (batch, KV blocks) buckets, sorted. 1.17 decodes by sequence length:
+    its (batch, length) bucket is given as (batch, batch x blocks per length)."""
+    gen = cfg.release.generation
+    if gen == "intree2024":
+        p2, d2 = linear_buckets(dict(cfg.env), max_num_seqs=s.max_num_seqs, block_size=s.block_size)
+        return tuple(sorted((b, q, 0) for b, q in p2)), tuple(sorted({(b, b * -(-q // s.block_size)) for b, q in d2}))
+    if gen == "ext122" and strategy_of(cfg) == "exp":
+        contiguous = _contiguous(cfg)
+        prompt3 = exponential.prompt_buckets(s.max_num_seqs, s.block_size, s.max_num_batched_tokens, s.max_model_len,
+                                             contiguous)  # fmt: skip
+        decode = exponential.decode_buckets(s.max_num_seqs, s.block_size, s.num_kv_blocks, contiguous)
+        return tuple(sorted(_sliding_window(cfg, prompt3))), tuple(sorted(decode))
+    prompt, decode = _in_tree_118(cfg, s) if gen == "intree118" else _extension_linear(cfg, s)
+    prompt3 = _sliding_window(cfg, [(b, q, 0) for b, q in prompt])
+    return tuple(sorted(set(prompt3))), tuple(sorted(set(decode)))

@@ -1,0 +1,101 @@
+"""vllm-fork's release lines: which bucketing each Gaudi release of HabanaAI/vllm-fork ships, keyed by version.
+
+A line is a run of tags whose bucketing generates the same buckets for the same inputs, read at each tag (the fork's
+in-tree ``habana_model_runner.py`` before 1.19; after dbde4b81b #534 the vllm-hpu-extension commit its
+``requirements-hpu.txt`` / ``requirements/hpu.txt`` pins) and checked against that code by
+``benchmarks/vllm_fork_releases.py``. The generation itself is :mod:`.linear` and :mod:`.exponential`.
+
+The fork installs as ``vllm`` versioned ``<vLLM base>+gaudi<first three digits of the Gaudi software>`` (its
+``setup.py``), e.g. ``0.9.0.1+gaudi122``; a tag spelling (``0.7.2+Gaudi-1.21.0``) is accepted as well. The vLLM base
+picks the line; the Gaudi suffix settles the one base two lines share (0.5.3.post1: 1.17 vs 1.18). The tag
+v0.7.2+Gaudi-1.21.2 is the same commit as v0.8.5.post1+Gaudi-1.21.2 (a vLLM 0.8.5.post1 tree), so a bare 0.7.2 is
+1.21.0; ``0.7.2+Gaudi-1.21.2`` names the later line. Not modelled (refused): v0.4.2-Gaudi-1.16.0 and older, the
+aice builds (0.8.5+Gaudi-...-aice-v0: one pins a moving branch, the other b6d48ef spaces every prompt range as long
+context), and any other base. ``habana_main`` (@95af70093) pins extension f1d9275, which the mirror read here lacks:
+it is planned as the newest checked line, unchecked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from vllm_hpu_mm.errors import ConfigError
+
+__all__ = ["LINES", "NEWEST", "Release", "release_for"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Release:
+    """One release line and the bucketing generation it ships."""
+
+    #: The line in words, e.g. "v0.9.0.1+Gaudi-1.22.0".
+    name: str
+    #: How :func:`release_for` takes it back (the canonical spelling of its newest tag's version).
+    spec: str
+    #: The fork tags checked against their own code, newest first.
+    tags: tuple[str, ...]
+    #: The fork commit of the newest tag (short).
+    commit: str
+    #: The vllm-hpu-extension commit its requirements pin (None: bucketing in the fork's own tree).
+    extension: str | None
+    #: "intree2024" (decode by sequence length), "intree118", "ext119", "ext1210", "ext1212", "ext122".
+    generation: str
+    #: Whether VLLM_EXPONENTIAL_BUCKETING can pick the exponential strategy, and its default.
+    exponential_default: bool = False
+
+    def __str__(self) -> str:
+        where = f"extension @{self.extension}" if self.extension else "in-tree"
+        return f"vllm-fork {self.name} (@{self.commit}, {where})"
+
+
+NEWEST = Release("v0.9.0.1+Gaudi-1.22.0", "0.9.0.1", ("v0.9.0.1+Gaudi-1.22.0",), "2e9b2b3d4", "8211e0b", "ext122",
+                 exponential_default=True)  # fmt: skip
+
+#: Newest first.
+LINES: tuple[Release, ...] = (
+    NEWEST,
+    Release("v0.7.2+Gaudi-1.21.2 - v0.8.5.post1+Gaudi-1.21.3", "0.8.5.post1",
+            ("v0.8.5.post1+Gaudi-1.21.3", "v0.8.5.post1+Gaudi-1.21.2"), "3bcdfd4af", "29bc7a4", "ext1212"),
+    Release("v0.7.2+Gaudi-1.21.0", "0.7.2", ("v0.7.2+Gaudi-1.21.0",), "0275ce4c2", "2b4ba56", "ext1210"),
+    Release("v0.6.4.post2+Gaudi-1.19.0 - v0.6.6.post1+Gaudi-1.20.0", "0.6.6.post1",
+            ("v0.6.6.post1+Gaudi-1.20.0", "v0.6.4.post2+Gaudi-1.19.2", "v0.6.4.post2+Gaudi-1.19.1",
+             "v0.6.4.post2+Gaudi-1.19.0"), "6af2f6752", "d4b0d38", "ext119"),
+    Release("v0.5.3.post1+Gaudi-1.18.0", "0.5.3.post1+Gaudi-1.18.0", ("v0.5.3.post1+Gaudi-1.18.0",), "84922944d",
+            None, "intree118"),
+    Release("v0.5.3.post1-Gaudi-1.17.0", "0.5.3.post1+Gaudi-1.17.0", ("v0.5.3.post1-Gaudi-1.17.0",), "1e0e492e1",
+            None, "intree2024"),
+)  # fmt: skip
+
+_BY_GENERATION = {r.generation: r for r in LINES}
+_VERSION = re.compile(r"^v?(\d+\.\d+\.\d+(?:\.post\d+)?(?:\.\d+)?)(?:[+-](.*))?$", re.IGNORECASE)
+_GAUDI = re.compile(r"gaudi-?(\d)\.?(\d\d)(?:\.(\d+))?", re.IGNORECASE)
+_ACCEPTED = ("accepted: 0.9.0.1 (1.22.0), 0.8.5.post1 (1.21.2 - 1.21.3), 0.7.2 (1.21.0; 0.7.2+Gaudi-1.21.2 for the "
+             "later line), 0.6.4.post2 / 0.6.6.post1 (1.19 - 1.20), 0.5.3.post1+gaudi117 or +gaudi118, habana_main, "
+             "each with an optional +gaudiNNN / +Gaudi-X.Y.Z suffix")  # fmt: skip
+
+
+def release_for(version: str | None) -> Release:
+    """The line a vllm-fork version belongs to (None, ``habana_main`` or ``main``: the newest checked line)."""
+    if version is None or version.strip().lower() in ("main", "habana_main", "95af70093"):
+        return NEWEST
+    m = _VERSION.match(version.strip())
+    if not m:
+        raise ConfigError(f"vllm-fork=={version}: not a version; {_ACCEPTED}")
+    base, local = m.group(1).lower(), m.group(2) or ""
+    g = _GAUDI.search(local)
+    gaudi = (int(g.group(1)), int(g.group(2)), int(g.group(3)) if g.group(3) else None) if g else None
+    if "aice" in local.lower():
+        raise ConfigError(f"vllm-fork=={version}: the aice builds are not modelled (their extension pins differ); "
+                          f"{_ACCEPTED}")  # fmt: skip
+    if base == "0.5.3.post1":
+        if gaudi is not None and gaudi[:2] in ((1, 17), (1, 18)):
+            return _BY_GENERATION["intree2024" if gaudi[:2] == (1, 17) else "intree118"]
+        raise ConfigError(f"vllm-fork=={version}: 0.5.3.post1 shipped two lines (Gaudi 1.17: decode by sequence "
+                          f"length; 1.18: by blocks); name it with +gaudi117 or +gaudi118; {_ACCEPTED}")  # fmt: skip
+    generation = {"0.6.4.post2": "ext119", "0.6.6.post1": "ext119", "0.8.5.post1": "ext1212", "0.9.0.1": "ext122"}
+    if base in generation:
+        return _BY_GENERATION[generation[base]]
+    if base == "0.7.2":
+        return _BY_GENERATION["ext1212" if gaudi == (1, 21, 2) else "ext1210"]
+    raise ConfigError(f"vllm-fork=={version}: no modelled release line has vLLM base {base}; {_ACCEPTED}")
