@@ -18,8 +18,11 @@ from vllm_hpu_mm.runtimes.registry import model_for
 
 GAUDI_LOGS = DATA / "gaudi_logs"
 CONFIGS = DATA / "configs"
-#: Every excerpt, development (``dev/``) and held-out (``heldout/``).
-ALL_GAUDI_LOGS = sorted(GAUDI_LOGS.rglob("*.log"))
+#: Every excerpt with memory figures, development (``dev/``) and held-out (``heldout/``); ``buckets/`` holds
+#: bucket-count-only excerpts (no memory lines, no model config), read by benchmarks/gaudi_log_buckets.py alone.
+ALL_GAUDI_LOGS = sorted(p for p in GAUDI_LOGS.rglob("*.log") if "buckets" not in p.relative_to(GAUDI_LOGS).parts)
+#: The bucket-count-only excerpts (``buckets/{dev,heldout}``), each with a ``# buckets: {json}`` header.
+BUCKET_LOGS = sorted((GAUDI_LOGS / "buckets").rglob("*.log"))
 #: What a header leaves out: vllm-fork's defaults (V0 engine) on one Gaudi2; ``engine`` (max_model_len,
 #: max_num_seqs, max_num_batched_tokens), the sizes its profiling pass is shaped from, only where the log shows them.
 DEFAULTS: dict[str, Any] = {"runtime": "vllm-fork", "device": "gaudi2", "tp": 1, "block_size": 128,
