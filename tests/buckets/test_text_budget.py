@@ -9,15 +9,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.roofline import Roofline
-from vllm_hpu_mm.buckets.text import TextLimits
+from vllm_hpu_mm.buckets.text import TextLimits, plan_text_buckets
 from vllm_hpu_mm.buckets.text_budget import (
     MARGIN,
     LoadShapes,
+    LoadVerdict,
+    PaddedTime,
+    best_at,
+    boosted,
     budget_for,
     budget_steps,
     check_budget,
     choose_budget,
+    losing,
     padded_time,
+    standing,
 )
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes.base import EngineShape
@@ -148,3 +154,57 @@ def test_without_a_size_cost_the_warm_up_rule_changes_nothing() -> None:
     counted = choose_budget(weights(ls), ls, LIMITS, own, TIME, load_levels=[1, 4, 16, 32], warmup=_warmup(0.0))
     assert counted.budget == plain.budget
     assert counted.plan == plain.plan
+
+
+def _verdict(load: str, own: tuple[float, float, float, float], ours: tuple[float, float]) -> LoadVerdict:
+    """A load's verdict from (useful prefill, useful decode, own prefill padding, own decode padding) and ours."""
+    up, ud, op, od = own
+    return LoadVerdict(load, PaddedTime(up, ud, up + ours[0], ud + ours[1], 0), PaddedTime(up, ud, up + op, ud + od, 0))
+
+
+def test_a_losing_load_is_weighed_by_how_thin_the_runtimes_own_padding_leaves_its_margin() -> None:
+    thin = _verdict("8 at once", (10.0, 90.0, 0.5, 0.5), (0.4, 1.5))  # own pads 1% here, ours 1.9x
+    thick = _verdict("64 at once", (10.0, 90.0, 5.0, 5.0), (4.0, 15.0))  # own pads 10%, ours 1.9x
+    fine = _verdict("1 at once", (10.0, 90.0, 1.0, 1.0), (0.5, 0.5))
+    lost = losing([thin, thick, fine])
+    assert set(lost) == {(0, 1), (1, 1)}  # decode loses at both; prefill holds, and the fine load is left alone
+    assert lost[(0, 1)] == pytest.approx(10 * lost[(1, 1)])
+
+
+def test_only_the_phases_that_lose_are_weighed_in() -> None:
+    close = _verdict("4 at once", (50.0, 50.0, 1.0, 1.0), (0.84, 1.2))  # decode loses, prefill within the margin
+    assert set(losing([close])) == {(0, 1)}
+    even = _verdict("4 at once", (50.0, 50.0, 1.0, 1.0), (0.9, 0.9))  # each phase at 0.9: beyond 0.85 in both
+    assert set(losing([even])) == {(0, 0), (0, 1)}
+
+
+def test_a_boosted_load_adds_its_own_steps_at_its_share_of_the_planning_seconds() -> None:
+    ls = loads()
+    own = exp_buckets()
+    own_times = [padded_time(own[0], own[1], load, TIME) for load in ls]
+    base = weights(ls)
+    more = boosted(base, ls, own_times, {(2, 1): 0.5}, TIME)
+    assert more[0] == base[0]  # only the boosted phase changes
+    added = {k: n - base[1].get(k, 0) for k, n in more[1].items() if n != base[1].get(k, 0)}
+    assert set(added) <= set(ls[2].decode)
+    added_s = sum(n * TIME.decode_s(s, b) for (s, b), n in added.items())
+    total = sum(n * TIME.prefill_s(1, q, c) for (q, c), n in base[0].items()) + sum(
+        n * TIME.decode_s(s, b) for (s, b), n in base[1].items())  # fmt: skip
+    assert added_s == pytest.approx(0.5 * total, rel=0.02)
+
+
+@pytest.mark.parametrize("graphs", [30, 40, 60])
+def test_where_the_least_time_plan_misses_the_margin_the_default_takes_one_that_stands_no_worse(graphs: int) -> None:
+    ls = loads()
+    own = exp_buckets()
+    own_times = [padded_time(own[0], own[1], load, TIME) for load in ls]
+    least_time = plan_text_buckets(*weights(ls), LIMITS, budget=graphs, time=TIME, load_levels=[1, 4, 16, 32])
+    first = [LoadVerdict(load.load, padded_time(least_time.prompt, least_time.decode, load, TIME), theirs)
+             for load, theirs in zip(ls, own_times, strict=True)]  # fmt: skip
+    repaired = best_at(weights(ls), ls, LIMITS, own, own_times, TIME, [1, 4, 16, 32], graphs, None)
+    assert repaired is not None
+    plan, verdicts = repaired
+    assert plan.graphs <= graphs
+    assert standing(verdicts) <= standing(first)
+    if not any(v.beyond(MARGIN) for v in first):  # nothing to repair: the least-time plan itself
+        assert plan == least_time

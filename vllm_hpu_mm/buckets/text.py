@@ -19,7 +19,6 @@ size can hold.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -32,7 +31,9 @@ from vllm_hpu_mm.buckets.text_time import (
     BudgetTooSmall,
     PhaseAxes,
     PhasePlan,
+    Shapes,
     StepTimes,
+    cached,
     phase_options,
     phase_seconds,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "decode_axes",
     "plan_text_buckets",
     "prompt_axes",
+    "text_bucket_splits",
 ]
 
 Bucket = tuple[int, int, int]
@@ -223,20 +225,11 @@ def resolution(budget: int) -> int:
     return 1 if budget <= FINE_BUDGET else 2 if budget <= 4 * FINE_BUDGET else 4
 
 
-#: Most step times one phase keeps: the planner prices the same (row, value) pairs for every candidate plan, and the
-#: pairs are bounded by the candidate grid (the limits' octaves), so this holds them all at any real limits.
-TIME_CACHE = 1 << 17
-
-
-def _cached(seconds: Callable[[int, int], float]) -> Callable[[int, int], float]:
-    return functools.lru_cache(maxsize=TIME_CACHE)(seconds)
-
-
 def prompt_axes(limits: TextLimits, time: StepTimes, res: int = 1) -> PhaseAxes:
     """The prompt phase: rows of query lengths (batch 1), values of context blocks from 0 up to what the row's
     smallest query leaves of max_model_len."""
     return PhaseAxes(
-        time=_cached(lambda q, c: time.prefill_s(1, q, c)),
+        time=lambda q, c: time.prefill_s(1, q, c),
         rows_top=limits.top_query,
         row_round=QUERY_GRANULE,
         floor=lambda q: 0,
@@ -254,7 +247,7 @@ def decode_axes(limits: TextLimits, time: StepTimes, res: int = 1) -> PhaseAxes:
     """The decode phase: rows of batch sizes, values of KV blocks from the batch (a bucket holds at least as many
     blocks as sequences) up to the limits; only the last row covers them (a row holds what its traffic needs)."""
     return PhaseAxes(
-        time=_cached(lambda n, c: time.decode_s(n, max(c, n))),
+        time=lambda n, c: time.decode_s(n, max(c, n)),
         rows_top=limits.max_num_seqs,
         row_round=1,
         floor=lambda n: n,
@@ -285,7 +278,25 @@ def plan_text_buckets(
     smooth_octaves: float | None = None,
     load_levels: Sequence[int] = (),
 ) -> TextBucketPlan:
-    """The covering buckets whose steps spend the least modelled time on these shapes, at most ``budget`` graphs
+    """The plan of :func:`text_bucket_splits` whose split between the phases costs the least modelled time."""
+    plans, pick = text_bucket_splits(prefill, decode, limits, budget=budget, time=time, prior_share=prior_share,
+                                     smooth_octaves=smooth_octaves, load_levels=load_levels)  # fmt: skip
+    return plans[pick]
+
+
+def text_bucket_splits(
+    prefill: Mapping[tuple[int, int], int],
+    decode: Mapping[tuple[int, int], int],
+    limits: TextLimits,
+    *,
+    budget: int,
+    time: StepTimes,
+    prior_share: float | None = None,
+    smooth_octaves: float | None = None,
+    load_levels: Sequence[int] = (),
+) -> tuple[list[TextBucketPlan], int]:
+    """The covering buckets for each split of ``budget`` between the phases tried, and the index of the split whose
+    steps spend the least modelled time on these shapes: at most ``budget`` graphs
     (batch-1 prompt rows and decode; rows for larger prefill batches come on top), split between the phases where
     it saves the most time, and no shape the limits allow padded beyond :data:`~.text_time.GROSS_FACTOR` times its
     context or KV blocks.
@@ -296,6 +307,7 @@ def plan_text_buckets(
     (:func:`at_load_levels`). A budget too small for the ladders is refused (:class:`ConfigError`, with the least).
     """
     top_q = limits.top_query
+    time = cached(time)
     raw_prefill, raw_decode = dict(prefill), dict(decode)
     res = resolution(budget)
     prompt_ax, decode_ax = prompt_axes(limits, time, res), decode_axes(limits, time, res)
@@ -324,12 +336,13 @@ def plan_text_buckets(
     # starved the phase that traffic barely needed, and shifted traffic padded longer than under the runtime's own
     # buckets; judged on the smoothed weights alone it starved decode on the main job's own traffic
     # (benchmarks/results/planner_dev_time.md, round 4)
-    on_traffic = [phase_seconds(prompt_ax, p, raw_prefill) + phase_seconds(decode_ax, d, raw_decode) for p, d in plans]
-    on_smoothed = [phase_seconds(prompt_ax, p, prefill) + phase_seconds(decode_ax, d, decode) for p, d in plans]
+    traffic = (Shapes.of(prompt_ax, raw_prefill), Shapes.of(decode_ax, raw_decode))
+    smooth = (Shapes.of(prompt_ax, prefill), Shapes.of(decode_ax, decode))
+    on_traffic = [phase_seconds(prompt_ax, p, traffic[0]) + phase_seconds(decode_ax, d, traffic[1]) for p, d in plans]
+    on_smoothed = [phase_seconds(prompt_ax, p, smooth[0]) + phase_seconds(decode_ax, d, smooth[1]) for p, d in plans]
     low_t, low_s = min(on_traffic) or 1.0, min(on_smoothed) or 1.0
     pick = min(range(len(plans)), key=lambda k: on_traffic[k] / low_t + on_smoothed[k] / low_s)
-    prompt, decode_plan = plans[pick]
-    return _buckets(prompt, decode_plan, limits)
+    return [_buckets(prompt, decode_plan, limits) for prompt, decode_plan in plans], pick
 
 
 def _buckets(prompt: PhasePlan, decode_plan: PhasePlan, limits: TextLimits) -> TextBucketPlan:

@@ -12,7 +12,12 @@ The default rule (:func:`choose_budget`): from a third of the graphs the runtime
 twenty-fourth at a time to at most a half, until the planned buckets' padded time at every load is at most
 :data:`MARGIN` of the runtime's own on the planning traffic (a plan that merely ties on it tips over on traffic it
 was not planned on); the reason names the loads that needed more, and says when a half still misses the margin.
-A given budget is taken as it is, up to what the runtime itself would warm (:func:`check_budget`).
+At each budget the least-time plan is taken where it meets the margin; where it misses it at a load, the plan is
+the one that stands best against the runtime's own (:func:`standing`: fewest loads padding longer, then fewest
+missing the margin, then the worst load's ratio) among the other splits between the phases and re-plans with the
+losing loads weighed in again (:func:`best_at`): least total time weighs every load alike, while the margin is per
+load, and thinnest where the runtime's own pads least. A given budget is taken as it is, up to what the runtime
+itself would warm (:func:`check_budget`).
 
 Warm-up follows the same shares as the graphs: given a warm-up estimate (seconds for a bucket set), a default budget
 whose plan warms up longer than its share of the runtime's own warm-up (a third, or a half once raised) is not
@@ -23,11 +28,12 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 
-from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits, plan_text_buckets
-from vllm_hpu_mm.buckets.text_time import GROSS_FACTOR, NO_LADDER, BudgetTooSmall, StepTimes
+from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits, plan_text_buckets, text_bucket_splits
+from vllm_hpu_mm.buckets.text_time import GROSS_FACTOR, NO_LADDER, BudgetTooSmall, StepTimes, cached
 from vllm_hpu_mm.errors import ConfigError
 
 __all__ = [
@@ -40,11 +46,15 @@ __all__ = [
     "LoadVerdict",
     "PaddedTime",
     "Warmup",
+    "best_at",
+    "boosted",
     "budget_for",
     "budget_steps",
     "check_budget",
     "choose_budget",
+    "losing",
     "padded_time",
+    "standing",
 ]
 
 Bucket = tuple[int, int, int]
@@ -62,6 +72,15 @@ MARGIN = 0.85
 MAX_WARMUP_STEPS = 8
 #: Relative slack in "not slower" (floating-point sums of the same seconds in another order).
 TOLERANCE = 1e-9
+#: Where the least-time plan at a budget misses the margin at a load (:func:`best_at`): re-plans with the losing
+#: loads weighed in again, each round adding REPAIR_WEIGHT times the planning weights' useful seconds, spread over
+#: the losing (load, phase) pairs (:func:`losing`). The planning weights give each load the same useful seconds, so a
+#: load where the runtime's own buckets pad little (a thin margin) weighs no more there than one where they pad much.
+REPAIR_ROUNDS = 2
+REPAIR_WEIGHT = 1.0
+#: The least padded share of the runtime's own a losing load's emphasis divides by (a load where it pads nothing
+#: would otherwise take every weight).
+MIN_SHARE = 1e-3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,6 +222,67 @@ def _verdicts(plan: TextBucketPlan, loads: Sequence[LoadShapes], own: tuple[Sequ
                  for load, theirs in zip(loads, own_times, strict=True))  # fmt: skip
 
 
+def _useful(prefill: Mapping[tuple[int, int], float], decode: Mapping[tuple[int, int], float],
+            time: StepTimes) -> float:  # fmt: skip
+    return sum(n * time.prefill_s(1, q, c) for (q, c), n in prefill.items()) + sum(
+        n * time.decode_s(s, k) for (s, k), n in decode.items()
+    )
+
+
+def _phase_padded(t: PaddedTime, phase: int) -> float:
+    return t.bucket_prefill_s - t.useful_prefill_s if phase == 0 else t.bucket_decode_s - t.useful_decode_s
+
+
+def boosted(weights: tuple[Mapping[tuple[int, int], int], Mapping[tuple[int, int], int]],
+             loads: Sequence[LoadShapes], own_times: Sequence[PaddedTime], boosts: Mapping[tuple[int, int], float],
+             time: StepTimes) -> tuple[dict[tuple[int, int], int], dict[tuple[int, int], int]]:  # fmt: skip
+    """``weights`` plus, for each boosted (load, phase), that load's steps of that phase (0 prefill, 1 decode) scaled
+    to its boost times the useful seconds of ``weights``."""
+    total = _useful(*weights, time)
+    out = (dict(weights[0]), dict(weights[1]))
+    for (i, phase), boost in boosts.items():
+        t = own_times[i]
+        useful = t.useful_prefill_s if phase == 0 else t.useful_decode_s
+        if useful <= 0:
+            continue
+        factor = boost * total / useful
+        shapes = loads[i].prefill if phase == 0 else loads[i].decode
+        for key, n in shapes.items():
+            out[phase][key] = out[phase].get(key, 0) + max(1, round(n * factor))
+    return out
+
+
+def losing(verdicts: Sequence[LoadVerdict]) -> dict[tuple[int, int], float]:
+    """The (load, phase) pairs of the loads that miss the margin, each phase where ours pads beyond the margin of the
+    runtime's own there (every phase of the load where neither does alone), with its emphasis: the load's padded time
+    over the runtime's own, divided by the runtime's own padded share there (where the runtime's own pads little,
+    the margin is thin and the load needs more of the graphs)."""
+    out: dict[tuple[int, int], float] = {}
+    for i, v in enumerate(verdicts):
+        if not v.beyond(MARGIN):
+            continue
+        emphasis = min(_ratio(v), 1 / MIN_SHARE) / max(v.own.share, MIN_SHARE)
+        phases = [ph for ph in (0, 1) if _phase_padded(v.ours, ph) > MARGIN * _phase_padded(v.own, ph)] or [0, 1]
+        for ph in phases:
+            out[(i, ph)] = emphasis
+    return out
+
+
+def standing(verdicts: Sequence[LoadVerdict]) -> tuple[int, int, float]:
+    """How a plan stands against the runtime's own, least first: loads padding longer, loads missing the margin, the
+    worst load's padded time over the runtime's own."""
+    worst = max((_ratio(v) for v in verdicts), default=0.0)
+    return sum(v.short for v in verdicts), sum(v.beyond(MARGIN) for v in verdicts), worst
+
+
+def _ratio(v: LoadVerdict) -> float:
+    """Ours' padded time over the runtime's own at a load (where the runtime's own pads nothing: 0 if ours does not
+    either, else infinite)."""
+    if v.own.padded_s > 0:
+        return v.ours.padded_s / v.own.padded_s
+    return math.inf if v.ours.padded_s > 0 else 0.0
+
+
 def _warms_within(plan: TextBucketPlan, graphs: int, total: int, warmup: Warmup, own_warmup: float) -> bool:
     """Whether a default budget of ``graphs`` warms up within the share of the runtime's own warm-up its graphs are
     allowed (a third; a half once raised)."""
@@ -228,6 +308,7 @@ def choose_budget(
     (the most the default takes) with the loads that miss the margin, and those still short, named. With ``warmup``,
     a default budget whose plan warms up longer than its share of the runtime's own warm-up is not taken: the largest
     budget below it is, and the reason says so."""
+    time = cached(time)  # every budget, split and verdict prices the same shapes
     own_times = [padded_time(own[0], own[1], load, time) for load in loads]
     total = len(own[0]) + len(own[1])
     if budget is not None:
@@ -242,15 +323,17 @@ def choose_budget(
     over: list[int] = []  # budgets whose plan warms up longer than their share of the runtime's own
     margin = f"{MARGIN:g} of the runtime's own padded time"
     for i, graphs in enumerate(steps):
+        within = functools.partial(_warms_within, graphs=graphs, total=total, warmup=warmup,
+                                   own_warmup=own_warmup) if warmup is not None else None  # fmt: skip
         try:
-            plan = _plan(weights, limits, graphs, time, load_levels)
+            repaired = best_at(weights, loads, limits, own, own_times, time, load_levels, graphs, within)
         except ConfigError as e:  # too small for the ladders: the next step may hold them
             refused = e
             continue
-        if warmup is not None and not _warms_within(plan, graphs, total, warmup, own_warmup):
+        if repaired is None:
             over.append(graphs)  # a raised budget may still fit: its share is a half
             continue
-        verdicts = _verdicts(plan, loads, own, own_times, time)
+        plan, verdicts = repaired
         share = f"{graphs} graphs of the runtime's own {total}"
         missed = [v.load for v in verdicts if v.beyond(MARGIN)]
         if not missed:
@@ -294,6 +377,45 @@ def choose_budget(
                         f"within {GROSS_FACTOR}x its need (above the default's half)"
                         + (f"; pads longer than the runtime's own at {', '.join(short)}" if short else ""),
                         verdicts)  # fmt: skip
+
+
+def best_at(weights: tuple[Mapping[tuple[int, int], int], Mapping[tuple[int, int], int]],
+              loads: Sequence[LoadShapes], limits: TextLimits, own: tuple[Sequence[Bucket], Sequence[Bucket]],
+              own_times: Sequence[PaddedTime], time: StepTimes, load_levels: Sequence[int], graphs: int,
+              fits: Callable[[TextBucketPlan], bool] | None,
+              ) -> tuple[TextBucketPlan, tuple[LoadVerdict, ...]] | None:  # fmt: skip
+    """The plan at ``graphs`` (:func:`~.text.text_bucket_splits`' least-time split). Where it misses the margin at a
+    load: the best by :func:`standing` of it, the other splits between the phases, and up to :data:`REPAIR_ROUNDS`
+    re-plans with the losing loads weighed in again (:func:`losing`, :func:`boosted`) and their splits, among those
+    that warm up within their share (``fits``; None: no estimate). None when none does."""
+    plans, pick = text_bucket_splits(*weights, limits, budget=graphs, time=time, load_levels=load_levels)
+    verdicts = _verdicts(plans[pick], loads, own, own_times, time)
+    best = (plans[pick], verdicts) if fits is None or fits(plans[pick]) else None
+    boosts: dict[tuple[int, int], float] = {}
+    for round_ in range(REPAIR_ROUNDS + 1):
+        if not any(v.beyond(MARGIN) for v in verdicts):
+            break
+        for k, plan in enumerate(plans):
+            if (round_ == 0 and k == pick) or (fits is not None and not fits(plan)):
+                continue
+            judged = _verdicts(plan, loads, own, own_times, time)
+            if best is None or standing(judged) < standing(best[1]):
+                best = (plan, judged)
+        if round_ == REPAIR_ROUNDS:
+            break
+        lost = losing(verdicts)
+        spread = sum(lost.values())
+        for key, emphasis in lost.items():
+            boosts[key] = boosts.get(key, 0.0) + REPAIR_WEIGHT * emphasis / spread
+        try:
+            plans, pick = text_bucket_splits(*boosted(weights, loads, own_times, boosts, time), limits,
+                                             budget=graphs, time=time, load_levels=load_levels)  # fmt: skip
+        except ConfigError:  # the boosted weights need longer ladders than this budget holds
+            break
+        verdicts = _verdicts(plans[pick], loads, own, own_times, time)
+        if (fits is None or fits(plans[pick])) and (best is None or standing(verdicts) < standing(best[1])):
+            best = (plans[pick], verdicts)
+    return best
 
 
 def _within_warmup(weights: tuple[Mapping[tuple[int, int], int], Mapping[tuple[int, int], int]],

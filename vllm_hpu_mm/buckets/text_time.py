@@ -28,6 +28,7 @@ octaves, never by the traffic's size or the budget.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
@@ -42,6 +43,7 @@ __all__ = [
     "PhaseAxes",
     "PhaseOptions",
     "PhasePlan",
+    "Shapes",
     "StepTimes",
     "lookup",
     "phase_options",
@@ -68,6 +70,32 @@ class StepTimes(Protocol):
     def prefill_s(self, batch: int, query_tokens: int, context_blocks: int) -> float: ...
 
     def decode_s(self, batch: int, blocks: int) -> float: ...
+
+
+#: Most step times one :class:`CachedTimes` keeps per phase: a planner prices the same shapes for every candidate plan
+#: (the traffic's own shapes and the candidate grid's), so this holds a planning run's at any real limits, and bounds
+#: the memory where a traffic holds more distinct shapes.
+TIME_CACHE = 1 << 18
+
+
+class CachedTimes:
+    """A step-time model whose answers are kept (at most :data:`TIME_CACHE` per phase): one per planning run, so that
+    every candidate plan, split and verdict prices a shape once."""
+
+    def __init__(self, time: StepTimes) -> None:
+        self._prefill = functools.lru_cache(maxsize=TIME_CACHE)(time.prefill_s)
+        self._decode = functools.lru_cache(maxsize=TIME_CACHE)(time.decode_s)
+
+    def prefill_s(self, batch: int, query_tokens: int, context_blocks: int) -> float:
+        return self._prefill(batch, query_tokens, context_blocks)
+
+    def decode_s(self, batch: int, blocks: int) -> float:
+        return self._decode(batch, blocks)
+
+
+def cached(time: StepTimes) -> StepTimes:
+    """``time`` with its answers kept (itself when it already keeps them)."""
+    return time if isinstance(time, CachedTimes) else CachedTimes(time)
 
 
 #: A phase's least graphs when no ladder can cover its limits at all.
@@ -333,15 +361,29 @@ def _seconds(axes: PhaseAxes, rows: Sequence[int], values: Sequence[Sequence[int
     return float(np.dot(weight, t[inverse]))
 
 
-def phase_seconds(axes: PhaseAxes, plan: PhasePlan, shapes: Mapping[tuple[int, int], float]) -> float:
+@dataclasses.dataclass(frozen=True)
+class Shapes:
+    """Weighted shapes of one phase as arrays (first value within the rows' top, second value, weight): made once
+    and priced in every candidate plan."""
+
+    first: _I
+    second: _I
+    weight: _F
+
+    @classmethod
+    def of(cls, axes: PhaseAxes, shapes: Mapping[tuple[int, int], float]) -> Shapes:
+        keys = [k for k, n in shapes.items() if n > 0]
+        first = np.minimum(np.array([max(1, k[0]) for k in keys], dtype=np.int64), axes.rows_top)
+        second = np.array([k[1] for k in keys], dtype=np.int64)
+        return cls(first, second, np.array([float(shapes[k]) for k in keys], dtype=np.float64))
+
+
+def phase_seconds(axes: PhaseAxes, plan: PhasePlan, shapes: Mapping[tuple[int, int], float] | Shapes) -> float:
     """The weighted seconds of ``shapes`` in ``plan``'s buckets."""
-    keys = [k for k, n in shapes.items() if n > 0]
-    if not keys:
+    s = shapes if isinstance(shapes, Shapes) else Shapes.of(axes, shapes)
+    if not len(s.first):
         return 0.0
-    first = np.minimum(np.array([max(1, k[0]) for k in keys], dtype=np.int64), axes.rows_top)
-    second = np.array([k[1] for k in keys], dtype=np.int64)
-    weight = np.array([float(shapes[k]) for k in keys], dtype=np.float64)
-    return _seconds(axes, plan.rows, plan.values, first, second, weight)
+    return _seconds(axes, plan.rows, plan.values, s.first, s.second, s.weight)
 
 
 @dataclasses.dataclass(frozen=True)
