@@ -8,7 +8,10 @@ benchmarks/vllm_gaudi_bucket_counts.py does for main; our model is configured fo
 agree too). The configurations are that benchmark's named ones and seeded random ones; for lines before v0.21.0
 (no ``VLLM_BUCKETING_STRATEGY=exp|lin|pad``) a random configuration's strategy is spelled as those releases read
 it (``VLLM_EXPONENTIAL_BUCKETING=false`` for lin; pad becomes exp), while the named ones keep theirs (a check that
-both sides refuse it). Vision warm-up steps are compared as well and reported apart: the vision model follows main.
+both sides refuse it). Vision warm-up steps (modality, width, height, items) are compared as well and reported
+apart, our model run for the line (``vision_warmup(..., release=)``). Before v0.26.0 the runner passes no per-step
+item count (the driver records None): the items of such a step are what that tag's own ``_get_mm_dummy_batch``
+batches, run here with stand-ins for the dummy-input helpers and vLLM's own ``MultiModalConfig``.
 
 Writes benchmarks/results/vllm_gaudi_releases.{md,json}.
 
@@ -18,13 +21,16 @@ Writes benchmarks/results/vllm_gaudi_releases.{md,json}.
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +38,7 @@ from benchmarks.vllm_gaudi_bucket_counts import (
     MACHINE,
     MIRROR,
     RESULTS,
+    SHAPE_32K,
     Case,
     extract,
     named_cases,
@@ -39,7 +46,16 @@ from benchmarks.vllm_gaudi_bucket_counts import (
     random_cases,
     theirs,
 )
+from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes.vllm_gaudi.releases import LINES, Release
+from vllm_hpu_mm.runtimes.vllm_gaudi.vision import vision_buckets_from_env, vision_warmup
+
+#: Vision-only cases for vision.py's model table, which changed at v0.26.0 (qwen3_5 lost its default buckets;
+#: kimi_k25 and gemma4 were added as native-resolution towers): not in benchmarks/vllm_gaudi_bucket_counts.py.
+TABLE_CASES = [
+    Case(f"vision {m} (model table), image 2", SHAPE_32K, limit={"image": 2}, model_type=m)
+    for m in ("qwen3_5", "kimi_k25", "gemma4")
+]
 
 
 def spelled_for(release: Release, case: Case) -> Case:
@@ -70,16 +86,65 @@ def _vision(result: dict[str, Any]) -> Any:
     return "fails" if "vision_error" in result else result.get("vision_steps")
 
 
+def ours_for(case: Case, release: Release) -> dict[str, Any]:
+    """Our buckets (as ``ours``) and our vision warm-up for the line."""
+    out = {k: v for k, v in ours(case, release).items() if not k.startswith("vision")}
+    try:
+        buckets = vision_buckets_from_env(case.env.get("VLLM_MULTIMODAL_BUCKETS"), case.model_type, release)
+        res = vision_warmup(buckets, case.env.get("VLLM_MULTIMODAL_RESOLUTIONS"), case.limit, case.model_type,
+                            release=release)  # fmt: skip
+        out["vision_steps"] = [list(g) for g in res.graphs]
+        if res.fails:
+            out["vision_error"] = res.reason
+    except ConfigError as exc:
+        out["vision_error"] = str(exc)
+    return out
+
+
+def their_step_items(runner_source: str, limit: dict[str, Any] | None, modality: str) -> int:
+    """The items the tag's own ``_get_mm_dummy_batch`` batches for a non-batch-based step given no count."""
+    from vllm.config.multimodal import MultiModalConfig
+
+    node = next(n for n in ast.walk(ast.parse(runner_source))
+                if isinstance(n, ast.FunctionDef) and n.name == "_get_mm_dummy_batch")  # fmt: skip
+    code = "from __future__ import annotations\n" + textwrap.dedent(ast.get_source_segment(runner_source, node) or "")
+    namespace: dict[str, Any] = {
+        # the batch is the list of (modality, item) pairs it groups: its length is the step's item count
+        "group_mm_kwargs_by_modality": lambda items, **_: iter([(None, None, len(items))]),
+    }
+    exec(compile(code, "hpu_model_runner.py", "exec"), namespace)
+    kwargs: dict[str, Any] = {} if limit is None else {"limit_per_prompt": limit}  # vLLM parses the limit
+    mm_config = MultiModalConfig(**kwargs)
+    model = types.SimpleNamespace(vision_bucket_manager=types.SimpleNamespace(is_batch_based=False))
+    runner = types.SimpleNamespace(
+        mm_budget=object(), device="cpu", pin_memory=False, get_model=lambda: model,
+        model_config=types.SimpleNamespace(get_multimodal_config=lambda: mm_config),
+        _get_dummy_mm_inputs_with_options=lambda modality, **_: {"mm_kwargs": {modality: ["item"]}},
+    )  # fmt: skip
+    items: int = namespace["_get_mm_dummy_batch"](runner, modality, image_args=None, width=1, height=1)
+    return items
+
+
+def _fill_items(result: dict[str, Any], runner_source: str, case: Case) -> dict[str, Any]:
+    steps = result.get("vision_steps")
+    if not steps or all(s[3] is not None for s in steps):
+        return result
+    filled = [[m, w, h, their_step_items(runner_source, case.limit, m) if n is None else n] for m, w, h, n in steps]
+    return {**result, "vision_steps": filled}
+
+
 def run_tag(release: Release, tag: str, cases: list[Case]) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="vllm-gaudi-") as tmp_name:
         tmp = Path(tmp_name)
         runner = extract(MIRROR, tag, tmp)
         their = theirs(cases, tmp, runner)
+        runner_source = runner.read_text()
     rows = []
     for case, t in zip(cases, their, strict=True):
         if "driver_error" in t:
             raise RuntimeError(f"{tag} {case.name}: the driver failed:\n{t['driver_error']}")
-        o = ours(case, release)
+        t = _fill_items(t, runner_source, case)
+        o = ours_for(case, release)
         rows.append({
             "case": case.name, "env": case.env, "shape": dataclasses.asdict(case.shape), "limit": case.limit,
             "model_type": case.model_type, "bucket_file": case.file_text is not None,
@@ -102,6 +167,7 @@ def main() -> int:
     args = parser.parse_args()
     start = time.perf_counter()
     base = [c for c in named_cases() if not c.env.get("VLLM_MULTIMODAL_BUCKETS", "").startswith("None")]
+    base += TABLE_CASES
     rnd = random_cases(args.random, args.seed)
     report: list[dict[str, Any]] = []
     for release in LINES:
@@ -135,9 +201,10 @@ def render(report: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"Machine: {meta['machine']}. Run {meta['date']}, {meta['seconds']:.0f} s (load average "
         f"{meta['loadavg'][0]:.1f}). Each tag's code from the local mirror, run on CPU with VLLM_USE_FAKE_HPU=1",
         "(benchmarks/vllm_gaudi_driver.py); nothing ran on Gaudi. Per tag: the named configurations of",
-        f"benchmarks/vllm_gaudi_bucket_counts.py and {meta['random']} random ones (seed {meta['seed']}).",
+        f"benchmarks/vllm_gaudi_bucket_counts.py, {len(TABLE_CASES)} model-table vision cases and {meta['random']} "
+        f"random ones (seed {meta['seed']}).",
         '"text" = prompt and decode bucket sets equal (or both fail at start-up); "vision" = equal multimodal',
-        "warm-up step sequences (the vision model follows main @091bbadd for every line).",
+        "warm-up step sequences (modality, width, height, items; our vision model run for the line).",
         "",
         "| line | tag | commit | text agree | vision agree |",
         "|---|---|---|---|---|",

@@ -17,6 +17,7 @@ from vllm_hpu_mm.runtimes.base import EngineShape, Runtime
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import decode_buckets, prompt_buckets
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import config_from_env, effective_strategy
 from vllm_hpu_mm.runtimes.vllm_gaudi.releases import LINES, MAIN, parse_version, release_for
+from vllm_hpu_mm.runtimes.vllm_gaudi.vision import default_vision_buckets, vision_table_entry, vision_warmup
 
 SHAPE_32K = EngineShape(max_model_len=32768, max_num_seqs=256, max_num_batched_tokens=8192, block_size=128,
                         num_kv_blocks=8781)  # fmt: skip
@@ -142,6 +143,43 @@ def _serve(*argv: str) -> dict[str, object]:
         assert cli(["serve", "--dry-run", "--json", *argv]) == 0
     report: dict[str, object] = json.loads(out.getvalue())
     return report
+
+
+QWEN_BUCKETS = (1600, 3136, 4096, 6400, 7744, 9216, 12544)
+V0_24 = release_for("0.24.0")
+
+
+def test_before_v0_26_every_vision_warm_up_step_batches_the_modality_limit() -> None:
+    old = vision_warmup(QWEN_BUCKETS, None, {"image": 3, "video": 2}, release=V0_24).graphs
+    assert len(old) == 70  # 35 guessed shapes per modality, as on main
+    assert {(m, n) for m, _, _, n in old} == {("image", 3), ("video", 2)}
+    new = vision_warmup(QWEN_BUCKETS, None, {"image": 3, "video": 2}).graphs
+    assert {n for _, _, _, n in new} == {1}  # main: a guessed shape warms one item
+
+
+def test_before_v0_26_only_the_first_limit_shape_is_warmed_and_it_comes_first() -> None:
+    limit = {"image": {"count": 2, "width": 512, "height": 384}, "video": {"count": 1, "width": 640, "height": 480}}
+    old = vision_warmup(QWEN_BUCKETS, None, limit, release=V0_24).graphs
+    assert old[0] == ("image", 512, 384, 2)
+    assert old[36] == ("video", 512, 384, 1)  # the list is shared: video warms image's shape too
+    assert not any((w, h) == (640, 480) for _, w, h, _ in old)
+    new = vision_warmup(QWEN_BUCKETS, None, limit).graphs
+    assert new[35:37] == (("image", 512, 384, 2), ("image", 640, 480, 2))  # main: every one, after the guessed
+
+
+def test_before_v0_26_vllm_multimodal_resolutions_is_not_read() -> None:
+    old = vision_warmup(QWEN_BUCKETS, "1024x768,not-a-shape", {"image": 1}, release=V0_24)
+    assert not old.fails
+    assert len(old.graphs) == 35
+    with pytest.raises(ConfigError, match="VLLM_MULTIMODAL_RESOLUTIONS"):
+        vision_warmup(QWEN_BUCKETS, "1024x768,not-a-shape", {"image": 1})
+
+
+def test_before_v0_26_the_vision_table_has_no_native_resolution_towers() -> None:
+    assert default_vision_buckets("qwen3_5", V0_24) == (196, 256, 441, 480, 576, 900, 1156)
+    assert default_vision_buckets("qwen3_5") == ()
+    assert vision_table_entry("kimi_k25", V0_24) == (True, (1, 2, 4, 8))  # unlisted: batch based
+    assert vision_table_entry("gemma4") == (False, ())
 
 
 # one release per line: (version, whether its vision.py reads VLLM_MULTIMODAL_RESOLUTIONS)

@@ -23,6 +23,25 @@ def test_the_shipped_eras_carry_their_fit_and_held_out_logs() -> None:
     assert era("two_pass").heldout == ("vllm_fork_147_two_pass",)
 
 
+def test_held_out_logs_fit_nothing() -> None:
+    # the shipped one-pass fit is what the development logs alone give: the held-out fork #1512 log (one-pass
+    # era, habana_main after #1178) is read for its error only
+    from benchmarks import warmup_time_fitting as fitting
+
+    held = {p.stem: fitting.read(p) for p in sorted((fitting.LOGS / "heldout").glob("*.log"))}
+    segments, total, _ = held["vllm_fork_1512_exponential_2025_07_01"]
+    assert fitting.ERAS["vllm_fork_1512_exponential_2025_07_01"] == "one_pass"
+    assert total is None
+    assert (sum(len(s.buckets) for s in segments), sum(s.seconds for s in segments)) == (96, 258)
+    dev = [s for p in (fitting.LOGS / "dev").glob("*.log") if fitting.ERAS[p.stem] == "one_pass"
+           for s in fitting.read(p)[0]]  # fmt: skip
+    fitted = fitting.fit_one_pass(dev)
+    assert {k: {ph: tuple(v) for ph, v in phases.items()} for k, phases in fitted.items()} == era(
+        "one_pass"
+    ).coefficients
+    assert fitting.fit_one_pass(dev + segments) != fitted  # the held-out log would move the fit if it were used
+
+
 def test_two_pass_warms_every_bucket_eagerly_even_under_enforce_eager() -> None:
     traits = model_for(Runtime.VLLM_FORK).traits
     eager = warmup_estimate(traits, prompt=PROMPT, decode=DECODE, eager=True, era_name="two_pass")

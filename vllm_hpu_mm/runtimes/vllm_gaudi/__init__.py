@@ -162,8 +162,9 @@ class VllmGaudi:
         return dataclasses.replace(d, source=f"{d.source}; vllm-gaudi @{COMMIT_SHORT} platform.py reports 0 bytes")
 
     def vision_bucketing(self, model_type: str) -> VisionBucketing:
-        batch_based, buckets = vision_table_entry(model_type)
-        where = f"vllm-gaudi @{COMMIT_SHORT} extension/bucketing/vision.py MULTIMODAL_CONFIG"
+        release = self.bucketing.release
+        batch_based, buckets = vision_table_entry(model_type, release)
+        where = f"vllm-gaudi @{release.commit} extension/bucketing/vision.py MULTIMODAL_CONFIG"
         if not buckets:
             return VisionBucketing(False, False, (), f"{where}: no default buckets for {model_type} (native "
                                    "resolution; warmed only for VLLM_MULTIMODAL_RESOLUTIONS)")  # fmt: skip

@@ -166,10 +166,10 @@ def _warmup_note(d: Draft) -> str | None:
     if limit is None or "VLLM_MULTIMODAL_BUCKETS" not in env:
         return None
     model_type = d.plan.inputs.model.model_type
-    buckets = vision_buckets_from_env(env["VLLM_MULTIMODAL_BUCKETS"], model_type)
-    resolutions = env.get("VLLM_MULTIMODAL_RESOLUTIONS") if _release(d).reads_resolutions else None
-    warm = vision_warmup(buckets, resolutions, limit, model_type,
-                         warmup=not d.flags.skip_warmup)  # fmt: skip
+    release = _release(d)  # the release planned for: its own vision warm-up (v0.26.0 changed it)
+    buckets = vision_buckets_from_env(env["VLLM_MULTIMODAL_BUCKETS"], model_type, release)
+    resolutions = env.get("VLLM_MULTIMODAL_RESOLUTIONS") if release.reads_resolutions else None
+    warm = vision_warmup(buckets, resolutions, limit, model_type, warmup=not d.flags.skip_warmup, release=release)
     if not warm.warmed:
         return f"vllm-gaudi's vision warm-up: {warm.reason}"
     if d.plan.inputs.vision_patches_per_item:

@@ -9,6 +9,10 @@ What changed, newest first (our reading; commits cited):
 
 - after v0.27.0rc0 (main @091bbadd): exponential decode blocks clamped to 3x the KV blocks without contiguous PA
   (5c5402c3 #1700, c459da1b #1745).
+- v0.26.0 (b059f9c9; release-branch ports of #1652 f9608fa6, #1665 1cb885ce and #1617 807da17d, on main as
+  #1661 29791097 and #1637 3a0b4ce4): the multimodal warm-up as main runs it: vision.py reads
+  ``VLLM_MULTIMODAL_RESOLUTIONS``; each guessed aspect-ratio shape warms one item, explicit shapes follow, and
+  vision.py's table lists qwen3_5, kimi_k25 and gemma4 as native-resolution towers with no default buckets.
 - v0.24.0: with the worst case above 3x the KV blocks, the exponential decode range gets extra steps
   ("compensate for wider range").
 - v0.21.0: ``VLLM_BUCKETING_STRATEGY`` = exp | lin | pad (padding-aware strategy c2641a62 #762, its PAD variables);
@@ -18,6 +22,11 @@ What changed, newest first (our reading; commits cited):
   with it; linear always clamps its decode block max to the KV blocks; the strategy is exp unless
   ``VLLM_EXPONENTIAL_BUCKETING`` is false; ``VLLM_BUCKETING_STRATEGY`` accepts only exponential_bucketing |
   linear_bucketing (anything else stops start-up) and picks nothing.
+- v0.19.0 - v0.24.0 (vision.py identical at the four tags, ``warmup_multimodal_graphs`` differing by blank lines):
+  every warm-up step batches the modality's own ``--limit-mm-per-prompt`` count of one dummy item
+  (``_get_mm_dummy_batch``; no per-step count is passed); the only explicit shape is the first warmed modality's
+  limit width/height, warmed before the guessed shapes and not deduplicated; qwen3_5 has patch buckets
+  (196 ... 1156) and kimi_k25 / gemma4 are unlisted (batch based 1, 2, 4, 8).
 
 Releases before v0.19.0 (v0.11.2 to v0.17.1: a prompt filter on query + context, the unified-attention strategy,
 different decode ranges) are recognised but not modelled: :func:`release_for` refuses them with one line, and on a
@@ -79,12 +88,29 @@ class Release:
     lin_clamp_contiguous_only: bool = True
     #: Whether vision.py reads VLLM_MULTIMODAL_RESOLUTIONS (v0.26.0+).
     reads_resolutions: bool = True
+    #: Items per vision warm-up step: "per-shape" (v0.26.0+: guessed shapes 1, explicit ones their WxHxN count or
+    #: the limit's, falling back across image/video) or "limit" (before: every step the modality's own limit count).
+    mm_step_items: str = "per-shape"
+    #: The limit's width/height: "every" (v0.26.0+: each modality's, after the guessed shapes, deduplicated) or
+    #: "first" (before: the first warmed modality's only, image before video, before the guessed shapes).
+    mm_limit_shapes: str = "every"
+    #: vision.py lists qwen3_5, kimi_k25 and gemma4 as native-resolution towers without default buckets (v0.26.0+);
+    #: before, qwen3_5 has patch buckets and the other two fall back to batch based 1, 2, 4, 8.
+    native_resolution_towers: bool = True
 
     def __str__(self) -> str:
         return f"vllm-gaudi {self.name} (@{self.commit})"
 
 
 VLLM_MAIN_FULL = "091bbadda10bee4fd3f6d0efc1844d2610dd2707"
+
+
+def _before_v0_26_vision(release: Release) -> Release:
+    """``release`` with the multimodal warm-up of v0.19.0 - v0.24.0 (hpu_model_runner.py and vision.py @ 90815f2f,
+    the same at da9f1820)."""
+    return dataclasses.replace(release, reads_resolutions=False, mm_step_items="limit", mm_limit_shapes="first",
+                               native_resolution_towers=False)  # fmt: skip
+
 
 #: main @091bbadd, the newest line (and any version from 0.27.0 on: no later tag was available to read).
 MAIN = Release("main", (0, 27, 0, 0), (VLLM_MAIN_FULL,), "091bbadd")
@@ -99,33 +125,36 @@ LINES: tuple[Release, ...] = (
         "d01a3cae",
         exp_decode_max="worst",
     ),
-    Release(
-        "v0.24.0",
-        (0, 24, 0, 0),
-        ("v0.24.0",),
-        "90815f2f",
-        exp_decode_max="worst",
-        reads_resolutions=False,
+    _before_v0_26_vision(
+        Release(
+            "v0.24.0",
+            (0, 24, 0, 0),
+            ("v0.24.0",),
+            "90815f2f",
+            exp_decode_max="worst",
+        )
     ),
-    Release(
-        "v0.21.0",
-        (0, 21, 0, 0),
-        ("v0.21.0",),
-        "fbf22752",
-        exp_decode_max="worst",
-        exp_decode_compensation=False,
-        reads_resolutions=False,
+    _before_v0_26_vision(
+        Release(
+            "v0.21.0",
+            (0, 21, 0, 0),
+            ("v0.21.0",),
+            "fbf22752",
+            exp_decode_max="worst",
+            exp_decode_compensation=False,
+        )
     ),
-    Release(
-        "v0.19.0 - v0.19.1.post1",
-        (0, 19, 0, 0),
-        ("v0.19.0", "v0.19.1", "v0.19.1.post1"),
-        "56775fdd",
-        strategy_variable=False,
-        exp_decode_max="v0.19",
-        exp_decode_compensation=False,
-        lin_clamp_contiguous_only=False,
-        reads_resolutions=False,
+    _before_v0_26_vision(
+        Release(
+            "v0.19.0 - v0.19.1.post1",
+            (0, 19, 0, 0),
+            ("v0.19.0", "v0.19.1", "v0.19.1.post1"),
+            "56775fdd",
+            strategy_variable=False,
+            exp_decode_max="v0.19",
+            exp_decode_compensation=False,
+            lin_clamp_contiguous_only=False,
+        )
     ),
 )
 

@@ -10,6 +10,10 @@ to 999).
 What one warm-up step compiles depends on run-time things we do not model: the processor resizes the dummy
 image (Qwen2.5-VL: to multiples of 28 within its min/max pixels) and the tower pads the patches to a bucket, so
 two steps may share one compiled graph. The patch size comes from the loaded tower (14 for Qwen2.5-VL).
+
+Releases before v0.26.0 warm differently (read at v0.24.0 @ 90815f2f and v0.19.0 @ da9f1820; the fields of
+:class:`~.releases.Release` say how): no ``VLLM_MULTIMODAL_RESOLUTIONS``, every step batches the modality's limit
+count, the limit's width/height is warmed first, and the model table has no native-resolution towers.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Iterable, Mapping
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, aligned_size
+from vllm_hpu_mm.runtimes.vllm_gaudi.releases import MAIN, Release
 from vllm_hpu_mm.values import AlignMode
 
 __all__ = [
@@ -54,6 +59,13 @@ _MODEL_TABLE: tuple[tuple[str, bool, tuple[int, ...]], ...] = (
     ("kimi_k25", False, ()),
     ("gemma4", False, ()),
 )
+#: vision.py MULTIMODAL_CONFIG before v0.26.0 (@ 90815f2f): qwen3_5 still has patch buckets; kimi_k25 and gemma4
+#: (added by #1617 / #1637) are absent, so those models fall back to batch based.
+_MODEL_TABLE_BEFORE_V0_26 = tuple(
+    (key, False, (196, 256, 441, 480, 576, 900, 1156)) if key == "qwen3_5" else (key, batch_based, buckets)
+    for key, batch_based, buckets in _MODEL_TABLE
+    if key not in ("kimi_k25", "gemma4")
+)
 #: hpu_model_runner.py warmup_multimodal_graphs @ 091bbadd: a batch-based warm-up pass holds its bucket's count of
 #: 896 x 896 images ("pixels as in gemma3 config"), whatever the family.
 BATCH_WARMUP_SIDE = 896
@@ -63,27 +75,30 @@ _ASPECTS = ((1, 1), (4, 3), (3, 4), (16, 9), (9, 16))
 UNSET_LIMIT = 999
 
 
-def _model_entry(model_type: str) -> tuple[bool, tuple[int, ...]]:
+def _model_entry(model_type: str, release: Release = MAIN) -> tuple[bool, tuple[int, ...]]:
     def norm(s: str) -> str:
         return s.lower().replace("-", "").replace(".", "")
 
-    for key, batch_based, buckets in _MODEL_TABLE:
+    table = _MODEL_TABLE if release.native_resolution_towers else _MODEL_TABLE_BEFORE_V0_26
+    for key, batch_based, buckets in table:
         if norm(key) in norm(model_type):
             return batch_based, buckets
     return True, (1, 2, 4, 8)
 
 
-def vision_table_entry(model_type: str) -> tuple[bool, tuple[int, ...]]:
+def vision_table_entry(model_type: str, release: Release = MAIN) -> tuple[bool, tuple[int, ...]]:
     """(batch based, default buckets) of ``model_type`` in vllm-gaudi's table (unlisted: batch based 1, 2, 4, 8)."""
-    return _model_entry(model_type)
+    return _model_entry(model_type, release)
 
 
-def default_vision_buckets(model_type: str = "qwen2_5_vl") -> tuple[int, ...]:
+def default_vision_buckets(model_type: str = "qwen2_5_vl", release: Release = MAIN) -> tuple[int, ...]:
     """vllm-gaudi's default vision buckets for a model type (patches per image, or images for batch-based ones)."""
-    return _model_entry(model_type)[1]
+    return _model_entry(model_type, release)[1]
 
 
-def vision_buckets_from_env(value: str | None, model_type: str = "qwen2_5_vl") -> tuple[int, ...] | None:
+def vision_buckets_from_env(
+    value: str | None, model_type: str = "qwen2_5_vl", release: Release = MAIN
+) -> tuple[int, ...] | None:
     """``VLLM_MULTIMODAL_BUCKETS`` as vision.py @ 091bbadd reads it.
 
     Exactly ``None`` (case-sensitive) -> ``None`` (vision bucketing off; with warm-up on, vllm-gaudi then fails
@@ -94,7 +109,7 @@ def vision_buckets_from_env(value: str | None, model_type: str = "qwen2_5_vl") -
     if value == "None":
         return None
     if not value:
-        return default_vision_buckets(model_type)
+        return default_vision_buckets(model_type, release)
     out = []
     for item in value.split(","):
         try:
@@ -247,8 +262,9 @@ def vision_warmup(
     *,
     modalities: tuple[str, ...] = ("image", "video"),
     warmup: bool = True,
+    release: Release = MAIN,
 ) -> VisionWarmup:
-    """The multimodal warm-up steps of vllm-gaudi 091bbadd (``warmup_multimodal_graphs``).
+    """The multimodal warm-up steps of vllm-gaudi 091bbadd (``warmup_multimodal_graphs``), or of ``release``.
 
     ``buckets``: as :func:`vision_buckets_from_env` returns; ``resolutions``: the VLLM_MULTIMODAL_RESOLUTIONS value;
     ``limit_mm_per_prompt``: vLLM's ``--limit-mm-per-prompt`` ({"image": 4} or {"image": {"count": 4, "width": ..,
@@ -260,9 +276,11 @@ def vision_warmup(
     count other than 999. Non-batch models warm five aspect ratios per bucket with 1 item, then each explicit
     resolution (VLLM_MULTIMODAL_RESOLUTIONS, then per-modality width/height from the limit), duplicates dropped;
     a ``WxH`` entry warms the modality's count, ``WxHxN`` min(N, count), ``WxHxN-M`` every count N..min(M, count).
+    Before v0.26.0 (``release``): ``resolutions`` is not read, the first warmed modality's limit width/height is
+    warmed first, and every step batches the modality's own limit count.
     """
-    batch_based, _ = _model_entry(model_type)
-    explicit = list(parse_resolution_entries(resolutions or ""))
+    batch_based, _ = _model_entry(model_type, release)
+    explicit = list(parse_resolution_entries(resolutions or "")) if release.reads_resolutions else []
     if not warmup:
         return VisionWarmup(False, "warm-up is skipped (VLLM_SKIP_WARMUP or bucketing off)", ())
     counts, options = _limits(limit_mm_per_prompt, modalities)
@@ -279,23 +297,30 @@ def vision_warmup(
         return VisionWarmup(
             False, f"negative vision bucket in {buckets}: vllm-gaudi fails on its square root", (), fails=True
         )
-    if not batch_based:
-        for m in modalities:  # runner: per-modality width/height in the limit join the explicit shapes
-            o = options.get(m)
-            if o is not None and "width" in o and "height" in o:
-                explicit.append(ResolutionEntry(int(o["width"]), int(o["height"]), None))
+    warmed = _warmed_modalities(counts, options, modalities)
     candidates: list[ResolutionEntry] = []
     if not batch_based:
         guessed = [ResolutionEntry(w, h, 1) for w, h in _bucket_shapes(buckets, patch_size, merge_size)]
-        candidates = list(dict.fromkeys(guessed + explicit))
+        if release.mm_limit_shapes == "first":
+            candidates = _first_limit_shape(options, warmed) + guessed
+        else:
+            for m in modalities:  # runner: per-modality width/height in the limit join the explicit shapes
+                o = options.get(m)
+                if o is not None and "width" in o and "height" in o:
+                    explicit.append(ResolutionEntry(int(o["width"]), int(o["height"]), None))
+            candidates = list(dict.fromkeys(guessed + explicit))
 
     graphs: list[tuple[str, int, int, int]] = []
-    warmed = _warmed_modalities(counts, options, modalities)
     skipped = [_why_not(m, m in options) for m in modalities if m not in warmed]
     for m in warmed:
         user_max = _resolved_count(m, options)
         if batch_based:
             graphs.extend((m, 896, 896, b) for b in buckets)
+            continue
+        if release.mm_step_items == "limit":
+            # _get_mm_dummy_batch before v0.26.0: no per-step count; each step batches the modality's own count
+            own = counts[m] if m in options else 1
+            graphs.extend((m, e.width, e.height, own) for e in candidates)
             continue
         for e in candidates:
             if isinstance(e.count, tuple):
@@ -315,6 +340,16 @@ def vision_warmup(
                             "every request with an image (none runs, none compiles)", ())  # fmt: skip
     why = ", ".join(skipped) if skipped else "no bucket and no explicit resolution"
     return VisionWarmup(False, f"no vision graph is warmed: {why}; every image shape compiles at run time", ())
+
+
+def _first_limit_shape(options: Mapping[str, Mapping[str, int]], warmed: list[str]) -> list[ResolutionEntry]:
+    # warmup_multimodal_graphs before v0.26.0 (@ 90815f2f): image, then video, if warmed; the first with both
+    # width and height gives the one explicit shape
+    for m in ("image", "video"):
+        o = options.get(m)
+        if m in warmed and o is not None and "width" in o and "height" in o:
+            return [ResolutionEntry(int(o["width"]), int(o["height"]), None)]
+    return []
 
 
 def _warmed_modalities(
