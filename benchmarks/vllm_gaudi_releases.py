@@ -15,7 +15,9 @@ batches, run here with stand-ins for the dummy-input helpers and vLLM's own ``Mu
 
 Writes benchmarks/results/vllm_gaudi_releases.{md,json}.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/vllm_gaudi_releases.py [--random N] [--seed S] [--tags T ...]
+    PYTHONPATH=. .venv/bin/python benchmarks/vllm_gaudi_releases.py [--random N] [--seed S] [--tags T ...] [--append]
+
+Lines a release refuses (``Release.not_modelled``) are skipped.
 """
 
 from __future__ import annotations
@@ -111,13 +113,19 @@ def their_step_items(runner_source: str, limit: dict[str, Any] | None, modality:
     namespace: dict[str, Any] = {
         # the batch is the list of (modality, item) pairs it groups: its length is the step's item count
         "group_mm_kwargs_by_modality": lambda items, **_: iter([(None, None, len(items))]),
+        # before v0.19.0 it asks vLLM's registry itself (@ 67e4a6b1)
+        "ImageDummyOptions": lambda **_: None,
+        "VideoDummyOptions": lambda **_: None,
+        "MultiModalRegistry": lambda: types.SimpleNamespace(
+            get_dummy_mm_inputs=lambda _config, mm_counts: {"mm_kwargs": {m: ["item"] for m in mm_counts}}
+        ),
     }
     exec(compile(code, "hpu_model_runner.py", "exec"), namespace)
     kwargs: dict[str, Any] = {} if limit is None else {"limit_per_prompt": limit}  # vLLM parses the limit
     mm_config = MultiModalConfig(**kwargs)
     model = types.SimpleNamespace(vision_bucket_manager=types.SimpleNamespace(is_batch_based=False))
     runner = types.SimpleNamespace(
-        mm_budget=object(), device="cpu", pin_memory=False, get_model=lambda: model,
+        mm_budget=object(), device="cpu", pin_memory=False, get_model=lambda: model, model_config_copy=None,
         model_config=types.SimpleNamespace(get_multimodal_config=lambda: mm_config),
         _get_dummy_mm_inputs_with_options=lambda modality, **_: {"mm_kwargs": {modality: ["item"]}},
     )  # fmt: skip
@@ -164,6 +172,9 @@ def main() -> int:
     parser.add_argument("--tags", nargs="*", help="only these tags (default: every tag of every line)")
     parser.add_argument("--machine", default=MACHINE, help="machine description for the results")
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument("--append", action="store_true",
+                        help="merge these tags into the results: the JSON's entries for them are replaced, the other "
+                             "tags' kept; the .md keeps its text and gains a section for this run")  # fmt: skip
     args = parser.parse_args()
     start = time.perf_counter()
     base = [c for c in named_cases() if not c.env.get("VLLM_MULTIMODAL_BUCKETS", "").startswith("None")]
@@ -171,6 +182,8 @@ def main() -> int:
     rnd = random_cases(args.random, args.seed)
     report: list[dict[str, Any]] = []
     for release in LINES:
+        if release.not_modelled:  # refused by release_for: nothing of ours to compare
+            continue
         for tag in release.tags:
             if args.tags and tag not in args.tags and tag[:8] not in args.tags:
                 continue
@@ -188,10 +201,27 @@ def main() -> int:
             "seed": args.seed}  # fmt: skip
     text = render(report, meta)
     print(text)
-    if not args.no_write:
+    if args.append and not args.no_write:
+        append(report, meta, text)
+    elif not args.no_write:
         (RESULTS / "vllm_gaudi_releases.md").write_text(text)
         (RESULTS / "vllm_gaudi_releases.json").write_text(json.dumps({"meta": meta, "tags": report}, indent=1))
     return 0 if all(r["text_equal"] for t in report for r in t["rows"]) else 1
+
+
+def append(report: list[dict[str, Any]], meta: dict[str, Any], text: str) -> None:
+    """--append: this run's tags replace theirs in the JSON (each entry keeps the meta of the run that made it); the
+    .md gains this run's table and disagreements under a heading of its own."""
+    path = RESULTS / "vllm_gaudi_releases.json"
+    old = json.loads(path.read_text())
+    ran = {t["tag"] for t in report}
+    kept = [t for t in old["tags"] if t["tag"] not in ran]
+    added = [{**t, "meta": meta} for t in report]
+    path.write_text(json.dumps({"meta": old["meta"], "tags": kept + added}, indent=1))
+    body = text.split("\n", 1)[1].lstrip("\n")  # without the title
+    md = RESULTS / "vllm_gaudi_releases.md"
+    tags = ", ".join(t["tag"] for t in report)
+    md.write_text(md.read_text().rstrip("\n") + f"\n\n## Added: {tags}\n\n{body}")
 
 
 def render(report: list[dict[str, Any]], meta: dict[str, Any]) -> str:

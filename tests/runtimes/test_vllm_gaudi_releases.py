@@ -14,7 +14,8 @@ from vllm_hpu_mm.cli.main import main as cli
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import EngineShape, Runtime
-from vllm_hpu_mm.runtimes.vllm_gaudi.common import decode_buckets, prompt_buckets
+from vllm_hpu_mm.runtimes.vllm_gaudi import model_from_env
+from vllm_hpu_mm.runtimes.vllm_gaudi.common import BucketLookup, decode_buckets, prompt_buckets
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import config_from_env, effective_strategy
 from vllm_hpu_mm.runtimes.vllm_gaudi.releases import LINES, MAIN, parse_version, release_for
 from vllm_hpu_mm.runtimes.vllm_gaudi.vision import default_vision_buckets, vision_table_entry, vision_warmup
@@ -31,6 +32,10 @@ def _line(version: str) -> str:
 @pytest.mark.parametrize(
     ("version", "line"),
     [
+        ("0.17.1", "v0.17.1"),
+        ("0.17.1.post1", "v0.17.1"),
+        ("0.18.1rc1", "v0.18.1rc1"),
+        ("0.19.0rc0", "v0.19.0rc0"),
         ("0.19.0", "v0.19.0 - v0.19.1.post1"),
         ("v0.19.1.post1", "v0.19.0 - v0.19.1.post1"),
         ("0.21.0", "v0.21.0"),
@@ -51,13 +56,32 @@ def test_pre_releases_sort_before_their_release() -> None:
     assert parse_version("0.27.0rc0") < parse_version("0.27.0") < parse_version("0.27.0.post1")
 
 
-@pytest.mark.parametrize(("version", "why"), [("0.17.1", "not modelled"), ("0.10.1", "no bucket file"),
-                                              ("zero", "not a version")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("version", "why"),
+    [
+        ("0.18.0rc0", r"v0\.18\.0rc0 .* is not modelled"),
+        ("0.18.0", r"v0\.18\.0rc0 .* is not modelled"),
+        ("0.17.1rc1", r"v0\.11\.2 - v0\.17\.1rc1 .* not modelled"),
+        ("0.11.2", "not modelled"),
+        ("0.10.1", "no bucket file"),
+        ("0.10.1", r"^(?!.*asks its own code)"),  # nothing runs it to ask
+        ("zero", "not a version"),
+    ],
+)
 def test_releases_not_modelled_are_refused_in_one_line(version: str, why: str) -> None:
     with pytest.raises(ConfigError, match=why) as err:
         release_for(version)
     assert "accepted" in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_a_planned_release_names_a_version_that_plans_as_its_line() -> None:
+    # the model's version goes back through release_for (e.g. the serve report): v0.19.0rc0 must not become 0.19.0
+    for line in LINES:
+        if line is not MAIN and not line.not_modelled:
+            version = model_from_env({}, None, line.tags[0]).version
+            assert version is not None
+            assert release_for(version) is line
 
 
 def test_lines_are_newest_first_and_disjoint() -> None:
@@ -117,11 +141,69 @@ def test_before_v0_21_pad_variables_are_not_read() -> None:
         config_from_env({"VLLM_PROMPT_BS_BUCKET_PAD_MAX": "x"}, MAIN)
 
 
-def test_prompt_buckets_are_the_same_on_every_modelled_line() -> None:
+def test_prompt_buckets_are_the_same_from_v0_19_on() -> None:
     # no line changed the prompt side between v0.19.0 and main (their code agrees: benchmarks/vllm_gaudi_releases.py)
     first = prompt_buckets(config_from_env({}, MAIN), SHAPE_32K)
     for line in LINES:
-        assert prompt_buckets(config_from_env({}, line), SHAPE_32K) == first
+        if line.first >= parse_version("0.19.0"):
+            assert prompt_buckets(config_from_env({}, line), SHAPE_32K) == first
+
+
+def test_before_v0_19_the_prompt_filter_bounds_query_plus_context() -> None:
+    # common.py @67e4a6b1: query + ctx x block_size <= max_model_len; v0.19.0 (6e5d74b2 #1362) bounds each alone
+    shape = EngineShape(max_model_len=4096, max_num_seqs=64, max_num_batched_tokens=2048, block_size=128,
+                        num_kv_blocks=2000)  # fmt: skip
+
+    def over(version: str) -> list[tuple[int, int, int]]:
+        buckets = prompt_buckets(config_from_env({}, release_for(version)), shape)
+        return [k for k in buckets if k[1] + k[2] * 128 > 4096]
+
+    assert over("0.19.0")
+    assert not over("0.18.1rc1")
+    assert not over("0.19.0rc0")
+
+
+def test_before_v0_19_exponential_decode_blocks_are_three_times_the_kv_cache() -> None:
+    # exponential.py @67e4a6b1: 3 x KV without contiguous PA, whatever the worst case
+    shape = dataclasses.replace(SHAPE_32K, num_kv_blocks=500)
+    assert max(c for _, _, c in _decode("0.18.1rc1", shape)) == 3 * 500
+    assert max(c for _, _, c in _decode("0.19.0", shape)) == 500 * 256 // 3
+    contiguous = {"VLLM_CONTIGUOUS_PA": "true"}
+    assert max(c for _, _, c in _decode("0.18.1rc1", shape, contiguous)) == 500
+
+
+def test_v0_19_0rc0_caps_the_exponential_decode_block_steps() -> None:
+    # exponential.py @9dffb979 (#1160): at most max(6, ceil(log2(256)) + 1) = 9 block steps, reverted in v0.19.0
+    rc0 = {c for _, _, c in _decode("0.19.0rc0")}
+    rc1 = {c for _, _, c in _decode("0.18.1rc1")}
+    assert max(rc0) == max(rc1) == 3 * 8781
+    assert len(rc0) < len(rc1)
+
+
+def test_before_v0_19_hybrid_decode_contexts_are_floored_at_max_model_len() -> None:
+    # common.py @67e4a6b1 mamba_decode_corrector: batch x floor(max_model_len / block_size); v0.19.0 dropped it
+    shape = EngineShape(max_model_len=1000, max_num_seqs=4, max_num_batched_tokens=2048, block_size=128,
+                        num_kv_blocks=4000, mamba_chunk_size=256)  # fmt: skip
+    for env in ({}, {"VLLM_CONTIGUOUS_PA": "true"}):
+        old = {(b, c) for b, _, c in _decode("0.18.1rc1", shape, env)}
+        assert max(c for b, c in old if b == 1) == 1000 // 128
+    assert max(c for b, _, c in _decode("0.19.0", shape) if b == 1) == -(-1000 // 128)
+
+
+def test_before_v0_19_fallbacks_cap_every_context_at_the_largest_decode_bucket() -> None:
+    def lookup(version: str) -> BucketLookup:
+        return BucketLookup(config_from_env({}, release_for(version)), SHAPE_32K)
+
+    # a prompt fallback: ceil((32768 - 1) / 128) = 256 blocks from v0.19.0; before, only the decode cap (26343)
+    assert lookup("0.19.0").find_prompt(1, 100, 300)[2] == 256
+    assert lookup("0.18.1rc1").find_prompt(1, 100, 300)[2] == 448  # calc_fallback_value(300, 32)
+    # a decode key above every bucket: capped and found from v0.19.0; before, a fallback is appended each time
+    new, old = lookup("0.19.0"), lookup("0.18.1rc1")
+    for _ in range(2):
+        new.find_decode(1, 10**6)
+        old.find_decode(1, 10**6)
+    assert not new.added
+    assert len(old.added) == 2
 
 
 def test_registry_reads_a_named_release() -> None:
@@ -131,7 +213,7 @@ def test_registry_reads_a_named_release() -> None:
     assert "v0.21.0" in found.found
 
 
-@pytest.mark.parametrize("name", ["vllm-fork==0.9", "auto==0.26.0", "vllm-gaudi==0.17.1"])
+@pytest.mark.parametrize("name", ["vllm-fork==0.9", "auto==0.26.0", "vllm-gaudi==0.17.0", "vllm-gaudi==0.18.0rc0"])
 def test_registry_refuses_what_it_cannot_plan(name: str) -> None:
     with pytest.raises(ConfigError, match="accepted"):
         registry.resolve(name, "hpu")
@@ -165,6 +247,42 @@ def test_before_v0_26_only_the_first_limit_shape_is_warmed_and_it_comes_first() 
     assert not any((w, h) == (640, 480) for _, w, h, _ in old)
     new = vision_warmup(QWEN_BUCKETS, None, limit).graphs
     assert new[35:37] == (("image", 512, 384, 2), ("image", 640, 480, 2))  # main: every one, after the guessed
+
+
+def test_v0_17_1_refuses_unified_attention() -> None:
+    # features.py @dafb170c declares unified_attn (VLLM_UNIFIED_ATTN); 22264a62 #1226 removed it for v0.18.1rc1
+    with pytest.raises(ConfigError, match=r"VLLM_UNIFIED_ATTN.*not modelled"):
+        config_from_env({"VLLM_UNIFIED_ATTN": "true"}, release_for("0.17.1"))
+    assert config_from_env({"VLLM_UNIFIED_ATTN": "false"}, release_for("0.17.1")).release.name == "v0.17.1"
+    config_from_env({"VLLM_UNIFIED_ATTN": "true"}, release_for("0.18.1rc1"))  # not read there
+
+
+def test_v0_17_1_rounds_hybrid_prompt_queries_even_for_a_default_chunk_size() -> None:
+    # common.py @dafb170c rounds to the mamba chunk whenever there is one; from 25a31874 #1153 only an explicit one
+    shape = EngineShape(max_model_len=4096, max_num_seqs=8, max_num_batched_tokens=2048, block_size=128,
+                        num_kv_blocks=2000, mamba_chunk_size=256)  # fmt: skip
+
+    def queries(version: str) -> set[int]:
+        return {q for _, q, _ in prompt_buckets(config_from_env({}, release_for(version)), shape)}
+
+    assert all(q % 256 == 0 for q in queries("0.17.1"))
+    assert any(q % 256 for q in queries("0.18.1rc1"))
+
+
+def test_v0_17_1_s_vision_table_has_no_qwen3_5() -> None:
+    # vision.py @dafb170c: qwen3_5 came with 25a31874 (#1153); unlisted models are batch based 1, 2, 4, 8
+    assert vision_table_entry("qwen3_5", release_for("0.17.1")) == (True, (1, 2, 4, 8))
+    assert default_vision_buckets("qwen3_5", release_for("0.18.1rc1")) == (196, 256, 441, 480, 576, 900, 1156)
+    assert default_vision_buckets("qwen2_5_vl", release_for("0.17.1")) == QWEN_BUCKETS
+
+
+def test_before_v0_19_the_limit_shape_is_the_first_warmed_modality_s_only() -> None:
+    # warmup_multimodal_graphs @67e4a6b1: the search stops at image (warmed, no shape); v0.19.0 goes on to video
+    limit = {"image": {"count": 2}, "video": {"count": 1, "width": 640, "height": 480}}
+    assert vision_warmup(QWEN_BUCKETS, None, limit, release=V0_24).graphs[0] == ("image", 640, 480, 2)
+    old = vision_warmup(QWEN_BUCKETS, None, limit, release=release_for("0.18.1rc1")).graphs
+    assert len(old) == 70
+    assert not any((w, h) == (640, 480) for _, w, h, _ in old)
 
 
 def test_before_v0_26_vllm_multimodal_resolutions_is_not_read() -> None:

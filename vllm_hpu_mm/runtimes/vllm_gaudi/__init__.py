@@ -96,7 +96,11 @@ class VllmGaudi:
         if self.installed is not None:
             return self.installed.version
         release = self.bucketing.release
-        return None if release is MAIN else ".".join(str(x) for x in release.first[:3])
+        if release is MAIN:
+            return None
+        if release.first[3] < 0:  # a line that starts at a pre-release (v0.19.0rc0): its tag, so it plans as itself
+            return release.tags[0].removeprefix("v")
+        return ".".join(str(x) for x in release.first[:3])
 
     def _generated(self, shape: EngineShape) -> tuple[tuple[tuple[Bucket, ...], tuple[Bucket, ...]] | None, str]:
         """The installed vllm-gaudi's own buckets (None when there is none to ask, or it failed), and the source in

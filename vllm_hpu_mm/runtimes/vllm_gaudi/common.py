@@ -133,11 +133,20 @@ def _prompt_filter(cfg: BucketingConfig, shape: EngineShape, mnps: int) -> Calla
     mml, blk = shape.max_model_len, shape.block_size
     if cfg.merged_prefill:
         return lambda b, q, c: c <= mnps * ((mml - math.floor(q / mnps)) // blk)
+    mnbt = shape.max_num_batched_tokens
+    if cfg.release.prompt_filter == "query+ctx":  # before v0.19.0 (6e5d74b2 #1362 loosened it)
+        return lambda b, q, c: q + c * blk <= mml and b * q <= mnbt
     ctx_cap = math.ceil((mml - 1) / blk)
-    return lambda b, q, c: c <= ctx_cap and q <= mml and b * q <= shape.max_num_batched_tokens
+    return lambda b, q, c: c <= ctx_cap and q <= mml and b * q <= mnbt
 
 
 def _decode_fix(cfg: BucketingConfig, shape: EngineShape) -> Callable[[int, int, int], Bucket | None]:
+    if cfg.release.mamba_decode_floor and shape.mamba_chunk_size > 0:
+        # before v0.19.0 hybrid models' own corrector: floor, and applied under contiguous PA too
+        floor = shape.max_model_len // shape.block_size
+        if cfg.contiguous_pa:
+            return lambda b, q, c: (b, q, min(c, b * floor))
+        return lambda b, q, c: (b, q, min(c, b * floor)) if b <= c else None
     if cfg.contiguous_pa:
         return lambda b, q, c: (b, q, c)
     per_seq = math.ceil(shape.max_model_len / shape.block_size)
@@ -165,7 +174,8 @@ def _generate(
         out = {k for k in (admit(*f) for f in file_buckets) if k is not None}
     elif ranges is not None:
         bs_range, query_range, ctx_range = ranges
-        if is_prompt and shape.mamba_chunk_size > 0 and shape.mamba_chunk_size_is_explicit:
+        explicit = shape.mamba_chunk_size_is_explicit or not cfg.release.mamba_round_explicit_only
+        if is_prompt and shape.mamba_chunk_size > 0 and explicit:
             m = shape.mamba_chunk_size
             query_range = [math.ceil(q / m) * m for q in query_range]
         if not bs_range or not ctx_range:
@@ -433,6 +443,7 @@ class BucketLookup:
         self.sliding_window = cfg.sliding_window
         self.slice_size = 1024 if cfg.slice_size is None else cfg.slice_size
         self.slice_threshold = 8192 if cfg.slice_threshold is None else cfg.slice_threshold
+        self.per_phase = cfg.release.fallback_caps_per_phase
         self.added: list[tuple[str, Bucket]] = []
         self._memo: dict[tuple[str, Bucket], Bucket | None] = {}
 
@@ -446,9 +457,9 @@ class BucketLookup:
             new_seq = min(calc_fallback_value(seq, max(FALLBACK_SEQ_STEP, s.mamba_chunk_size)),
                           s.max_num_batched_tokens)  # fmt: skip
         new_ctx = calc_fallback_value(ctx, FALLBACK_BLOCKS_STEP)
-        if is_prompt:
+        if is_prompt and self.per_phase:
             new_ctx = min(new_ctx, math.ceil((s.max_model_len - 1) / s.block_size))
-        elif 0 < self.max_decode_ctx < new_ctx:
+        elif 0 < self.max_decode_ctx < new_ctx:  # before v0.19.0 prompt fallbacks too
             new_ctx = self.max_decode_ctx
         return (new_bs, new_seq, new_ctx)
 
@@ -476,13 +487,13 @@ class BucketLookup:
         """find_decode_bucket (no spec decode): ``blocks`` is first capped at the largest prepared decode context."""
         if not self.enabled:
             return (bs, 1, blocks)
-        if 0 < self.max_decode_ctx < blocks:
+        if self.per_phase and 0 < self.max_decode_ctx < blocks:
             blocks = self.max_decode_ctx
         found = self._cached("decode", self.decode, (bs, 1, blocks))
         if found is not None:
             return found
         new = self.fallback(bs, 1, blocks, is_prompt=False)
-        if new not in self.decode:
+        if new not in self.decode or not self.per_phase:  # before v0.19.0 appended again (it may not cover the key)
             bisect.insort(self.decode, new)
             self.added.append(("decode", new))
             self._memo.clear()

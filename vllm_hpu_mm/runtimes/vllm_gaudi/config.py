@@ -182,6 +182,12 @@ def config_from_env(env: Mapping[str, str], release: Release = MAIN) -> Bucketin
                 "(lower case, no spaces)"
             )
         fields["strategy"] = strategy
+    unified = env.get("VLLM_UNIFIED_ATTN")
+    if release.unified_attn_variable and unified is not None and _gaudi_boolean(unified):
+        raise ConfigError(
+            f"VLLM_UNIFIED_ATTN={unified!r}: {release} then warms unified-attention buckets (query, shared and "
+            "unique blocks), which are not modelled; accepted: unset or false"
+        )
     exp_env = env.get("VLLM_EXPONENTIAL_BUCKETING")
     if exp_env is not None:
         fields["exponential_bucketing"] = _gaudi_boolean(exp_env)

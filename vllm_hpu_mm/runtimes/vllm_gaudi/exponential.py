@@ -38,11 +38,13 @@ def prompt_cfgs(cfg: BucketingConfig, shape: EngineShape, mnps: int) -> tuple[Cf
 def decode_block_ceiling(shape: EngineShape, release: Release = MAIN) -> int:
     """The most KV blocks its own decode buckets reach without contiguous PA: every sequence at max_model_len,
     clamped at 3x the KV blocks for dense models on main (get_decode_cfgs: decodes above it "recompile at runtime");
-    unclamped from v0.21.0 to v0.27.0rc0; v0.19's own rule before."""
+    unclamped from v0.21.0 to v0.27.0rc0; v0.19's own rule before; 3x the KV blocks before v0.19.0."""
     worst = math.ceil(shape.max_model_len / shape.block_size) * shape.max_num_seqs
     kv = shape.num_kv_blocks
     if release.exp_decode_max == "v0.19":
         return max(min(worst, kv * shape.max_num_seqs // 3), kv * 3)
+    if release.exp_decode_max == "kv3":
+        return kv * 3
     if release.exp_decode_max == "worst" or shape.skip_decode_block_clamp:
         return worst
     return min(worst, kv * 3)
@@ -55,11 +57,14 @@ def decode_cfgs(cfg: BucketingConfig, shape: EngineShape) -> tuple[Cfg, Cfg, Cfg
     conti = cfg.contiguous_pa
     release = cfg.release
     if conti:
-        # v0.19: the KV blocks themselves; from v0.21.0 the smaller of them and the worst case
-        max_blocks = kv if release.exp_decode_max == "v0.19" else min(kv, math.ceil(mml / bs) * mns)
+        # up to v0.19: the KV blocks themselves; from v0.21.0 the smaller of them and the worst case
+        kv_only = release.exp_decode_max in ("v0.19", "kv3")
+        max_blocks = kv if kv_only else min(kv, math.ceil(mml / bs) * mns)
     else:
         max_blocks = decode_block_ceiling(shape, release)
     limit = math.ceil(math.log2(max_blocks)) + 1
+    if release.exp_decode_limit_cap:  # v0.19.0rc0: fewer block steps for large KV caches (shorter warm-up)
+        limit = min(limit, max(6, math.ceil(math.log2(mns)) + 1))
     if release.exp_decode_compensation and not conti and kv > 0 and max_blocks > kv * 3:
         limit += math.ceil(math.log2(max_blocks / (kv * 3))) + 1
     return (1, 2, mns, math.ceil(math.log2(mns)) + 1), (1, 1, 1, 1), (1, mns, max_blocks, limit)

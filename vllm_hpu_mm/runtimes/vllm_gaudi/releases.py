@@ -1,7 +1,8 @@
 """vllm-gaudi's release lines: which bucketing behaviour each release ships, keyed by version range.
 
 A line is a run of releases whose bucketing code generates the same buckets for the same inputs, read at each tag
-in vllm-project/vllm-gaudi (``git log v0.11.2..091bbadd -- vllm_gaudi/extension/bucketing``) and checked against
+in vllm-project/vllm-gaudi (``git log v0.11.2..091bbadd -- vllm_gaudi/extension/bucketing``, and the tree of
+``extension/bucketing`` and the runner's multimodal warm-up diffed tag to tag) and checked against
 that tag's own code by ``benchmarks/vllm_gaudi_releases.py``. Only the differences are here; the model itself
 (:mod:`.common`, :mod:`.exponential`, :mod:`.linear`, ...) reads them from the :class:`Release` on its config.
 
@@ -28,9 +29,26 @@ What changed, newest first (our reading; commits cited):
   limit width/height, warmed before the guessed shapes and not deduplicated; qwen3_5 has patch buckets
   (196 ... 1156) and kimi_k25 / gemma4 are unlisted (batch based 1, 2, 4, 8).
 
-Releases before v0.19.0 (v0.11.2 to v0.17.1: a prompt filter on query + context, the unified-attention strategy,
-different decode ranges) are recognised but not modelled: :func:`release_for` refuses them with one line, and on a
-host that runs one, the runtime's own code is asked instead (:mod:`.installed`).
+- v0.19.0rc0 (9dffb979, a main snapshot): v0.18.1rc1 with the exponential decode block steps capped at
+  max(6, batch steps) (#1160 9dffb979, reverted for v0.19.0 by #1388 81960942).
+- v0.18.1rc1 (67e4a6b1, main): before v0.19.0's #1362 (6e5d74b2), #1376 (bb033d0f) and #1312 (6f5e2068): the prompt
+  filter is query + context x block_size <= max_model_len; exponential decode blocks are 3x the KV blocks without
+  contiguous PA (#1124 4ee8db0e), the KV blocks with it; hybrid (mamba) decode contexts are floored at
+  batch x floor(max_model_len / block_size), contiguous PA or not; every fallback context is capped at the largest
+  decode bucket (prompt ones too), the decode key is not capped and a fallback is appended each time; the runner
+  takes the limit's width/height from the first warmed modality only, with or without one.
+- v0.17.1 (dafb170c; release-branch cherry-picks of #1124 as #1252 c508c8c8, #1245 as #1246 7bda16f8 and #1207 as
+  b6e3adf1 onto v0.17.0rc1's bucketing): v0.18.1rc1 but for
+  what #1226 (22264a62) and #1153 (25a31874) changed: features.py declares ``unified_attn`` (VLLM_UNIFIED_ATTN; on, the
+  runner warms unified-attention buckets, not modelled: refused), hybrid prompt queries are rounded to the mamba chunk
+  even when it is not explicit, and vision.py has no qwen3_5 (batch based 1, 2, 4, 8).
+
+Recognised but not modelled (:func:`release_for` refuses them with one line; on a host that runs one, the runtime's
+own code is asked instead, :mod:`.installed`): v0.18.0rc0 (715451c2), whose bucketing is v0.17.0rc1's and
+v0.17.1rc1's (decode range KV + block size, fallback contexts capped at KV + block size, a multimodal warm-up that
+reads vLLM's integer limits and batches one item a step), and v0.11.2 to v0.17.1rc1 (older decode ranges, vision
+tables and warm-ups; rc numbers of one version are not told apart by :func:`parse_version`, and v0.17.0rc0's
+bucketing is v0.16.0's).
 """
 
 from __future__ import annotations
@@ -80,10 +98,35 @@ class Release:
     #: VLLM_BUCKETING_STRATEGY = exp | lin | pad (v0.21.0+); before, VLLM_EXPONENTIAL_BUCKETING picks exp or lin.
     strategy_variable: bool = True
     #: Exponential decode block maximum without contiguous PA: "clamped" (3x KV, main), "worst" (every sequence at
-    #: max_model_len), "v0.19" (max(min(worst, KV x seqs // 3), 3 x KV)).
+    #: max_model_len), "v0.19" (max(min(worst, KV x seqs // 3), 3 x KV)), "kv3" (3 x KV whatever the worst case;
+    #: before v0.19.0). With contiguous PA "v0.19" and "kv3" take the KV blocks, the others min(KV, worst).
     exp_decode_max: str = "clamped"
+    #: Exponential decode block steps capped at max(6, the decode batch steps) (v0.19.0rc0 only: 9dffb979 #1160,
+    #: reverted for v0.19.0 by 81960942 #1388).
+    exp_decode_limit_cap: bool = False
     #: Extra exponential decode steps when the worst case exceeds 3x the KV blocks (v0.24.0+).
     exp_decode_compensation: bool = True
+    #: Prompt filter (non-merged prefill): "ctx-cap" (v0.19.0+: context <= ceil((max_model_len - 1) / block_size)
+    #: and query <= max_model_len) or "query+ctx" (before: query + context x block_size <= max_model_len).
+    prompt_filter: str = "ctx-cap"
+    #: Hybrid (mamba) models' decode contexts capped at batch x floor(max_model_len / block_size), contiguous PA or
+    #: not (before v0.19.0; 6f5e2068 #1312 dropped it); from v0.19.0 the dense rule (ceil, non-contiguous only).
+    mamba_decode_floor: bool = False
+    #: Fallback buckets (lookups that find none): True (v0.19.0+: a prompt fallback's context capped at
+    #: ceil((max_model_len - 1) / block_size), decode keys first capped at the largest prepared context, a duplicate
+    #: decode fallback not added again); False (before: every fallback context capped at the largest prepared decode
+    #: context, the key not capped, the fallback always appended).
+    fallback_caps_per_phase: bool = True
+    #: features.py declares ``unified_attn`` (VLLM_UNIFIED_ATTN; removed by 22264a62 #1226 for v0.18.1rc1): turned on,
+    #: the runner warms unified-attention buckets (query, shared blocks, unique blocks), which are not modelled.
+    unified_attn_variable: bool = False
+    #: Hybrid (mamba) prompt queries are rounded up to the chunk size only when the chunk size is explicit
+    #: (v0.18.1rc1+, 25a31874 #1153); before, whenever the model has one.
+    mamba_round_explicit_only: bool = True
+    #: vision.py MULTIMODAL_CONFIG keys this release does not list yet (their models fall back to batch based).
+    vision_table_absent: tuple[str, ...] = ()
+    #: Why this line is recognised but not modelled ("" = modelled): :func:`release_for` refuses it with this reason.
+    not_modelled: str = ""
     #: Linear strategy: the decode block max is clamped to the KV blocks only under contiguous PA (v0.21.0+).
     lin_clamp_contiguous_only: bool = True
     #: Whether vision.py reads VLLM_MULTIMODAL_RESOLUTIONS (v0.26.0+).
@@ -92,7 +135,8 @@ class Release:
     #: the limit's, falling back across image/video) or "limit" (before: every step the modality's own limit count).
     mm_step_items: str = "per-shape"
     #: The limit's width/height: "every" (v0.26.0+: each modality's, after the guessed shapes, deduplicated) or
-    #: "first" (before: the first warmed modality's only, image before video, before the guessed shapes).
+    #: "first" (v0.19.0 - v0.24.0: the first warmed modality that has one, image before video, before the guessed
+    #: shapes) or "first-warmed" (before v0.19.0: the first warmed modality's, if it has one; no search further).
     mm_limit_shapes: str = "every"
     #: vision.py lists qwen3_5, kimi_k25 and gemma4 as native-resolution towers without default buckets (v0.26.0+);
     #: before, qwen3_5 has patch buckets and the other two fall back to batch based 1, 2, 4, 8.
@@ -110,6 +154,14 @@ def _before_v0_26_vision(release: Release) -> Release:
     the same at da9f1820)."""
     return dataclasses.replace(release, reads_resolutions=False, mm_step_items="limit", mm_limit_shapes="first",
                                native_resolution_towers=False)  # fmt: skip
+
+
+def _before_v0_19(release: Release) -> Release:
+    """``release`` with what v0.18.1rc1 (67e4a6b1) does differently from v0.19.0 (da9f1820): common.py's prompt filter,
+    hybrid decode corrector and fallback caps, exponential.py's 3x KV decode maximum, and the runner's search for the
+    limit's width/height."""
+    return dataclasses.replace(release, prompt_filter="query+ctx", mamba_decode_floor=True, exp_decode_max="kv3",
+                               fallback_caps_per_phase=False, mm_limit_shapes="first-warmed")  # fmt: skip
 
 
 #: main @091bbadd, the newest line (and any version from 0.27.0 on: no later tag was available to read).
@@ -156,6 +208,58 @@ LINES: tuple[Release, ...] = (
             lin_clamp_contiguous_only=False,
         )
     ),
+    _before_v0_19(
+        _before_v0_26_vision(
+            Release(
+                "v0.19.0rc0",
+                (0, 19, 0, -1),
+                ("v0.19.0rc0",),
+                "9dffb979",
+                strategy_variable=False,
+                exp_decode_compensation=False,
+                exp_decode_limit_cap=True,
+                lin_clamp_contiguous_only=False,
+            )
+        )
+    ),
+    _before_v0_19(
+        _before_v0_26_vision(
+            Release(
+                "v0.18.1rc1",
+                (0, 18, 1, -1),
+                ("v0.18.1rc1",),
+                "67e4a6b1",
+                strategy_variable=False,
+                exp_decode_compensation=False,
+                lin_clamp_contiguous_only=False,
+            )
+        )
+    ),
+    # a main snapshot older than v0.17.1's release-branch ports (the same bucketing as v0.17.0rc1 and v0.17.1rc1)
+    Release(
+        "v0.18.0rc0",
+        (0, 18, 0, -1),
+        ("v0.18.0rc0",),
+        "715451c2",
+        not_modelled="v0.18.0rc0 (@715451c2, the bucketing of v0.17.0rc1 - v0.17.1rc1) is not modelled: its decode "
+        "range (KV + block size), fallback cap and multimodal warm-up (vLLM's integer limits, one item a step) differ",
+    ),
+    _before_v0_19(
+        _before_v0_26_vision(
+            Release(
+                "v0.17.1",
+                (0, 17, 1, 0),
+                ("v0.17.1",),
+                "dafb170c",
+                strategy_variable=False,
+                exp_decode_compensation=False,
+                lin_clamp_contiguous_only=False,
+                unified_attn_variable=True,
+                mamba_round_explicit_only=False,
+                vision_table_absent=("qwen3_5",),
+            )
+        )
+    ),
 )
 
 
@@ -167,11 +271,16 @@ def release_for(version: str | None) -> Release:
     v = parse_version(version)
     for line in LINES:
         if v >= line.first:
+            if line.not_modelled:
+                raise ConfigError(f"vllm-gaudi=={version}: {line.not_modelled}; {_ASK_ITS_OWN}; {_ACCEPTED}")
             return line
-    first = ".".join(str(x) for x in LINES[-1].first[:3])
     if v < FIRST_FILE_BUCKETING:
         why = "before v0.11.2 it has no bucket file (VLLM_BUCKETING_FROM_FILE) nor vision buckets to plan"
     else:
-        why = "v0.11.2 - v0.18 bucket differently (prompt filter on query + context, older decode ranges) and are " \
-              "not modelled; on a host that runs it, --plan-runtime auto asks its own code"  # fmt: skip
-    raise ConfigError(f"vllm-gaudi=={version}: {why}; accepted: {first} or newer, or main")
+        why = "v0.11.2 - v0.17.1rc1 bucket differently (older decode ranges and fallbacks, vision tables and " \
+              f"warm-up) and are not modelled; {_ASK_ITS_OWN}"  # fmt: skip
+    raise ConfigError(f"vllm-gaudi=={version}: {why}; {_ACCEPTED}")
+
+
+_ASK_ITS_OWN = "on a host that runs it, --plan-runtime auto asks its own code"
+_ACCEPTED = "accepted: 0.17.1, 0.18.1rc1 or newer, or main"

@@ -81,6 +81,8 @@ def _model_entry(model_type: str, release: Release = MAIN) -> tuple[bool, tuple[
 
     table = _MODEL_TABLE if release.native_resolution_towers else _MODEL_TABLE_BEFORE_V0_26
     for key, batch_based, buckets in table:
+        if key in release.vision_table_absent:
+            continue
         if norm(key) in norm(model_type):
             return batch_based, buckets
     return True, (1, 2, 4, 8)
@@ -301,8 +303,8 @@ def vision_warmup(
     candidates: list[ResolutionEntry] = []
     if not batch_based:
         guessed = [ResolutionEntry(w, h, 1) for w, h in _bucket_shapes(buckets, patch_size, merge_size)]
-        if release.mm_limit_shapes == "first":
-            candidates = _first_limit_shape(options, warmed) + guessed
+        if release.mm_limit_shapes in ("first", "first-warmed"):
+            candidates = _first_limit_shape(options, warmed, release.mm_limit_shapes == "first-warmed") + guessed
         else:
             for m in modalities:  # runner: per-modality width/height in the limit join the explicit shapes
                 o = options.get(m)
@@ -342,13 +344,20 @@ def vision_warmup(
     return VisionWarmup(False, f"no vision graph is warmed: {why}; every image shape compiles at run time", ())
 
 
-def _first_limit_shape(options: Mapping[str, Mapping[str, int]], warmed: list[str]) -> list[ResolutionEntry]:
+def _first_limit_shape(
+    options: Mapping[str, Mapping[str, int]], warmed: list[str], first_warmed_only: bool = False
+) -> list[ResolutionEntry]:
     # warmup_multimodal_graphs before v0.26.0 (@ 90815f2f): image, then video, if warmed; the first with both
-    # width and height gives the one explicit shape
+    # width and height gives the one explicit shape. Before v0.19.0 (@ 67e4a6b1) the search stops at the first
+    # warmed one, with or without a shape.
     for m in ("image", "video"):
         o = options.get(m)
-        if m in warmed and o is not None and "width" in o and "height" in o:
+        if m not in warmed or o is None:
+            continue
+        if "width" in o and "height" in o:
             return [ResolutionEntry(int(o["width"]), int(o["height"]), None)]
+        if first_warmed_only:
+            break
     return []
 
 
