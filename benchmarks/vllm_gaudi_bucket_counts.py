@@ -355,9 +355,10 @@ def ours(case: Case, release: Release = MAIN) -> dict[str, Any]:
             except ConfigError as exc:
                 out[f"{phase}_error"] = str(exc)
     try:
-        buckets = vision_buckets_from_env(case.env.get("VLLM_MULTIMODAL_BUCKETS"), case.model_type)
-        resolutions = case.env.get("VLLM_MULTIMODAL_RESOLUTIONS") if release.reads_resolutions else None
-        res = vision_warmup(buckets, resolutions, case.limit, case.model_type)
+        buckets = vision_buckets_from_env(case.env.get("VLLM_MULTIMODAL_BUCKETS"), case.model_type, release)
+        # the release's own warm-up (it ignores VLLM_MULTIMODAL_RESOLUTIONS where the release does not read it)
+        res = vision_warmup(buckets, case.env.get("VLLM_MULTIMODAL_RESOLUTIONS"), case.limit, case.model_type,
+                            release=release)  # fmt: skip
         out["vision_steps"] = [list(g) for g in res.graphs]
         if res.fails:
             out["vision_error"] = res.reason

@@ -48,9 +48,7 @@ from benchmarks.vllm_gaudi_bucket_counts import (
     random_cases,
     theirs,
 )
-from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes.vllm_gaudi.releases import LINES, Release
-from vllm_hpu_mm.runtimes.vllm_gaudi.vision import vision_buckets_from_env, vision_warmup
 
 #: Vision-only cases for vision.py's model table, which changed at v0.26.0 (qwen3_5 lost its default buckets;
 #: kimi_k25 and gemma4 were added as native-resolution towers): not in benchmarks/vllm_gaudi_bucket_counts.py.
@@ -86,21 +84,6 @@ def _count(result: dict[str, Any], phase: str) -> str:
 
 def _vision(result: dict[str, Any]) -> Any:
     return "fails" if "vision_error" in result else result.get("vision_steps")
-
-
-def ours_for(case: Case, release: Release) -> dict[str, Any]:
-    """Our buckets (as ``ours``) and our vision warm-up for the line."""
-    out = {k: v for k, v in ours(case, release).items() if not k.startswith("vision")}
-    try:
-        buckets = vision_buckets_from_env(case.env.get("VLLM_MULTIMODAL_BUCKETS"), case.model_type, release)
-        res = vision_warmup(buckets, case.env.get("VLLM_MULTIMODAL_RESOLUTIONS"), case.limit, case.model_type,
-                            release=release)  # fmt: skip
-        out["vision_steps"] = [list(g) for g in res.graphs]
-        if res.fails:
-            out["vision_error"] = res.reason
-    except ConfigError as exc:
-        out["vision_error"] = str(exc)
-    return out
 
 
 def their_step_items(runner_source: str, limit: dict[str, Any] | None, modality: str) -> int:
@@ -152,7 +135,7 @@ def run_tag(release: Release, tag: str, cases: list[Case]) -> list[dict[str, Any
         if "driver_error" in t:
             raise RuntimeError(f"{tag} {case.name}: the driver failed:\n{t['driver_error']}")
         t = _fill_items(t, runner_source, case)
-        o = ours_for(case, release)
+        o = ours(case, release)
         rows.append({
             "case": case.name, "env": case.env, "shape": dataclasses.asdict(case.shape), "limit": case.limit,
             "model_type": case.model_type, "bucket_file": case.file_text is not None,
