@@ -396,7 +396,7 @@ def best_at(weights: tuple[Mapping[tuple[int, int], int], Mapping[tuple[int, int
         if not any(v.beyond(MARGIN) for v in verdicts):
             break
         for k, plan in enumerate(plans):
-            if (round_ == 0 and k == pick) or (fits is not None and not fits(plan)):
+            if k == pick or (fits is not None and not fits(plan)):  # the pick is judged already
                 continue
             judged = _verdicts(plan, loads, own, own_times, time)
             if best is None or standing(judged) < standing(best[1]):
