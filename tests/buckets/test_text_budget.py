@@ -208,3 +208,25 @@ def test_where_the_least_time_plan_misses_the_margin_the_default_takes_one_that_
     assert standing(verdicts) <= standing(first)
     if not any(v.beyond(MARGIN) for v in first):  # nothing to repair: the least-time plan itself
         assert plan == least_time
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 32), st.integers(1, 400)), min_size=1, max_size=12),
+       st.lists(st.tuples(st.integers(1, 32), st.integers(1, 400)), min_size=1, max_size=20))  # fmt: skip
+def test_padded_time_looks_up_decode_steps_as_vllm_gaudi_does(buckets: list[tuple[int, int]],
+                                                             steps: list[tuple[int, int]]) -> None:  # fmt: skip
+    decode = tuple(sorted({(b, 1, max(b, c)) for b, c in buckets}))
+    file = bucket_file(((1, 128, 0),), decode)
+    kept = BucketLookup(BucketingConfig(from_file="f", file_text=file), SHAPE).decode
+    decode = tuple(kept)  # what vllm-gaudi keeps of the file
+    top = max(c for _, _, c in decode)
+    shapes = {(s, max(s, k)): 1.0 for s, k in steps if max(s, k) <= top}  # beyond: vllm-gaudi caps the key itself
+    t = padded_time(((1, 128, 0),), decode, LoadShapes("x", {}, shapes), TIME)
+    expected, missing = 0.0, 0
+    for s, k in shapes:
+        theirs = BucketLookup(BucketingConfig(from_file="f", file_text=file), SHAPE)  # no fallback from another step
+        found = theirs.find_decode(s, k)
+        missing += bool(theirs.added)
+        expected += TIME.decode_s(s, k) if theirs.added else TIME.decode_s(found[0], found[2])
+    assert t.uncovered == missing
+    assert t.bucket_decode_s == pytest.approx(expected)

@@ -460,7 +460,9 @@ TOKENS = st.one_of(
 )  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+# 150 fixed examples: each that parses plans the main job's text buckets in full (seconds), and the suite keeps
+# within CI's 30 minutes; the spellings themselves are pinned one by one above.
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(argv=st.lists(TOKENS, max_size=8))
 def test_any_server_arguments_get_a_plan_or_one_line_never_a_bug(argv: list[str]) -> None:
     from vllm_hpu_mm.cli.main import main

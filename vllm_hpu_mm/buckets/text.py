@@ -27,9 +27,11 @@ import numpy as np
 
 from vllm_hpu_mm.buckets.text_time import (
     GROSS_FACTOR,
+    MAX_ROWS,
     NO_LADDER,
     BudgetTooSmall,
     PhaseAxes,
+    PhaseOptions,
     PhasePlan,
     Shapes,
     StepTimes,
@@ -74,6 +76,9 @@ SPLIT_STEPS = 12
 PROMPT_STEP_FACTOR = 4
 #: Candidate query rows per doubling: finer than decode's batch rows (a prompt row's queries pad linear work).
 PROMPT_ROWS_PER_OCTAVE = 8
+#: Weight sets per phase whose preparation (smoothing, the candidate plans) one planning run keeps: the traffic's own
+#: (every budget) and the latest re-planned ones; each holds every candidate plan of its phase.
+PREPARED_KEPT = 4
 #: Budgets above this plan on a finer grid (twice as fine up to 4x this, four times beyond).
 FINE_BUDGET = 300
 
@@ -213,11 +218,16 @@ def with_prior(shapes: Mapping[tuple[int, int], int], first: Sequence[int],
 
 def _within_limits(shapes: Mapping[tuple[int, int], int], top: Callable[[int], int]) -> dict[tuple[int, int], int]:
     """Smoothed shapes with their second value cut to what the limits allow at their first."""
-    out: dict[tuple[int, int], int] = {}
-    for (a, b), n in shapes.items():
-        key = (a, min(b, top(a)))
-        out[key] = out.get(key, 0) + n
-    return out
+    if not shapes:
+        return {}
+    keys = np.array(list(shapes), dtype=np.int64)
+    firsts, at = np.unique(keys[:, 0], return_inverse=True)
+    tops = np.array([top(int(a)) for a in firsts.tolist()], dtype=np.int64)  # one call per distinct first value
+    key = keys[:, 0] << 31 | np.minimum(keys[:, 1], tops[at])
+    merged, inverse = np.unique(key, return_inverse=True)
+    totals = np.zeros(len(merged), dtype=np.int64)
+    np.add.at(totals, inverse, np.fromiter(shapes.values(), dtype=np.int64, count=len(shapes)))
+    return {(k >> 31, k & (2**31 - 1)): t for k, t in zip(merged.tolist(), totals.tolist(), strict=True)}
 
 
 def resolution(budget: int) -> int:
@@ -306,21 +316,20 @@ def text_bucket_splits(
     must serve when the load is unknown: each gets :data:`LEVEL_SHARE` of the weight as full batches at that load
     (:func:`at_load_levels`). A budget too small for the ladders is refused (:class:`ConfigError`, with the least).
     """
-    top_q = limits.top_query
     time = cached(time)
-    raw_prefill, raw_decode = dict(prefill), dict(decode)
     res = resolution(budget)
-    prompt_ax, decode_ax = prompt_axes(limits, time, res), decode_axes(limits, time, res)
     prior_share = PRIOR_SHARE if prior_share is None else prior_share
     smooth_octaves = SMOOTH_OCTAVES if smooth_octaves is None else smooth_octaves
-    prefill = smoothed(prefill, smooth_octaves, first_octaves=SMOOTH_QUERY, first_top=top_q)
-    prefill = _within_limits(prefill, lambda q: limits.top_context(min(q, top_q)))
-    decode = at_load_levels(decode, load_levels, LEVEL_SHARE, limits.decode_block_cap)
-    decode = smoothed(decode, smooth_octaves, scale_second=True)
-    decode = _within_limits(decode, lambda n: limits.top_blocks(min(n, limits.max_num_seqs)))
-    prefill = with_prior(prefill, _log_grid(1, top_q), lambda q: [0, *_log_grid(1, limits.top_context(q))],
-                         prior_share)  # fmt: skip
-    prompts, decodes = phase_options(prompt_ax, prefill, budget), phase_options(decode_ax, decode, budget)
+    # every budget and repair round of one planning run starts from the same weights, and a re-plan boosts one
+    # phase's: each phase is prepared once per run for each of its weight sets
+    rows = min(budget, MAX_ROWS * res)
+    prompt = time.kept("prompt", (_fingerprint(prefill), limits, res, rows, prior_share, smooth_octaves),
+                       lambda: _prepare_prompt(prefill, limits, time, res, budget, prior_share, smooth_octaves),
+                       most=PREPARED_KEPT)  # fmt: skip
+    dec = time.kept("decode", (_fingerprint(decode), limits, res, rows, smooth_octaves, tuple(load_levels)),
+                    lambda: _prepare_decode(decode, limits, time, res, budget, smooth_octaves, load_levels),
+                    most=PREPARED_KEPT)  # fmt: skip
+    prompt_ax, decode_ax, prompts, decodes = prompt.axes, dec.axes, prompt.options, dec.options
     splits = _splits(budget, (prompts.least, decodes.least))
     if not splits:
         least = prompts.least + decodes.least
@@ -336,13 +345,47 @@ def text_bucket_splits(
     # starved the phase that traffic barely needed, and shifted traffic padded longer than under the runtime's own
     # buckets; judged on the smoothed weights alone it starved decode on the main job's own traffic
     # (benchmarks/results/planner_dev_time.md, round 4)
-    traffic = (Shapes.of(prompt_ax, raw_prefill), Shapes.of(decode_ax, raw_decode))
-    smooth = (Shapes.of(prompt_ax, prefill), Shapes.of(decode_ax, decode))
+    traffic, smooth = (prompt.traffic, dec.traffic), (prompt.smooth, dec.smooth)
     on_traffic = [phase_seconds(prompt_ax, p, traffic[0]) + phase_seconds(decode_ax, d, traffic[1]) for p, d in plans]
     on_smoothed = [phase_seconds(prompt_ax, p, smooth[0]) + phase_seconds(decode_ax, d, smooth[1]) for p, d in plans]
     low_t, low_s = min(on_traffic) or 1.0, min(on_smoothed) or 1.0
     pick = min(range(len(plans)), key=lambda k: on_traffic[k] / low_t + on_smoothed[k] / low_s)
     return [_buckets(prompt, decode_plan, limits) for prompt, decode_plan in plans], pick
+
+
+def _fingerprint(shapes: Mapping[tuple[int, int], int]) -> tuple[tuple[tuple[int, int], int], ...]:
+    return tuple(sorted(shapes.items()))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Prepared:
+    """What :func:`text_bucket_splits` derives from one phase's weights before trying any split: the axes, the
+    candidate plans, and the traffic's and the smoothed weights as arrays."""
+
+    axes: PhaseAxes
+    options: PhaseOptions
+    traffic: Shapes
+    smooth: Shapes
+
+
+def _prepare_prompt(prefill: Mapping[tuple[int, int], int], limits: TextLimits, time: StepTimes, res: int,
+                    budget: int, prior_share: float, smooth_octaves: float) -> _Prepared:  # fmt: skip
+    top_q = limits.top_query
+    axes = prompt_axes(limits, time, res)
+    smooth = smoothed(prefill, smooth_octaves, first_octaves=SMOOTH_QUERY, first_top=top_q)
+    smooth = _within_limits(smooth, lambda q: limits.top_context(min(q, top_q)))
+    smooth = with_prior(smooth, _log_grid(1, top_q), lambda q: [0, *_log_grid(1, limits.top_context(q))],
+                        prior_share)  # fmt: skip
+    return _Prepared(axes, phase_options(axes, smooth, budget), Shapes.of(axes, prefill), Shapes.of(axes, smooth))
+
+
+def _prepare_decode(decode: Mapping[tuple[int, int], int], limits: TextLimits, time: StepTimes, res: int,
+                    budget: int, smooth_octaves: float, load_levels: Sequence[int]) -> _Prepared:  # fmt: skip
+    axes = decode_axes(limits, time, res)
+    smooth = at_load_levels(decode, load_levels, LEVEL_SHARE, limits.decode_block_cap)
+    smooth = smoothed(smooth, smooth_octaves, scale_second=True)
+    smooth = _within_limits(smooth, lambda n: limits.top_blocks(min(n, limits.max_num_seqs)))
+    return _Prepared(axes, phase_options(axes, smooth, budget), Shapes.of(axes, decode), Shapes.of(axes, smooth))
 
 
 def _buckets(prompt: PhasePlan, decode_plan: PhasePlan, limits: TextLimits) -> TextBucketPlan:

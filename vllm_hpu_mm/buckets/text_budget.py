@@ -26,14 +26,16 @@ taken, since fewer but larger graphs can take longer to warm than their count sa
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits, plan_text_buckets, text_bucket_splits
-from vllm_hpu_mm.buckets.text_time import GROSS_FACTOR, NO_LADDER, BudgetTooSmall, StepTimes, cached
+from vllm_hpu_mm.buckets.text_time import GROSS_FACTOR, NO_LADDER, BudgetTooSmall, CachedTimes, StepTimes, cached
 from vllm_hpu_mm.errors import ConfigError
 
 __all__ = [
@@ -58,6 +60,8 @@ __all__ = [
 ]
 
 Bucket = tuple[int, int, int]
+_I = npt.NDArray[np.int64]
+_F = npt.NDArray[np.float64]
 #: Seconds a runtime takes to warm a bucket set (prompt, decode): the plan's warm-up estimate.
 Warmup = Callable[[Sequence[Bucket], Sequence[Bucket]], float]
 #: The default budget starts at this share of the graphs the runtime's own strategy warms for the same limits and
@@ -119,44 +123,98 @@ class PaddedTime:
 
 
 class _Rows:
-    """Buckets as vllm-gaudi's lookup reads them: sorted (batch, query) rows, each with its sorted last values."""
+    """Buckets as vllm-gaudi's lookup reads them: (batch, query) rows in sorted order, each with its sorted last
+    values."""
 
     def __init__(self, buckets: Sequence[Bucket]) -> None:
-        rows: dict[tuple[int, int], list[int]] = {}
+        rows: dict[tuple[int, int], set[int]] = {}
         for b, q, c in buckets:
-            rows.setdefault((b, q), []).append(c)
-        self.keys = sorted(rows)
-        self.values = [sorted(set(rows[k])) for k in self.keys]
+            rows.setdefault((b, q), set()).add(c)
+        keys = sorted(rows)
+        self.batch = np.array([k[0] for k in keys], dtype=np.int64)
+        self.query = np.array([k[1] for k in keys], dtype=np.int64)
+        self.values = [np.array(sorted(rows[k]), dtype=np.int64) for k in keys]
+        self.top = np.array([v[-1] for v in self.values], dtype=np.int64)
 
-    def find(self, b: int, q: int, c: int) -> Bucket | None:
-        """The first bucket in sorted order covering (b, q, c): the first row at or after (b, q) holding it."""
-        for i in range(bisect.bisect_left(self.keys, (b, q)), len(self.keys)):
-            rb, rq = self.keys[i]
-            vals = self.values[i]
-            if rb >= b and rq >= q and vals[-1] >= c:
-                return (rb, rq, vals[bisect.bisect_left(vals, c)])
-        return None
+    def find(self, b: _I, q: _I, c: _I) -> tuple[_I, _I, _I, npt.NDArray[np.bool_]]:
+        """Per shape (b, q, c), the first bucket in sorted order covering it: the first row at or after (b, q) whose
+        batch, query and largest value hold it, there the smallest value at or above c; and whether one does."""
+        start = np.searchsorted(self.batch * _PACK + self.query, b * _PACK + q)  # rows sort by (batch, query)
+        chosen = np.full(len(b), -1, dtype=np.int64)
+        for i in range(len(self.values)):
+            hit = (chosen < 0) & (start <= i) & (self.batch[i] >= b) & (self.query[i] >= q) & (self.top[i] >= c)
+            chosen[hit] = i
+        found = chosen >= 0
+        value = c.copy()
+        for i, vals in enumerate(self.values):
+            sel = chosen == i
+            value[sel] = vals[np.searchsorted(vals, c[sel])]
+        at = np.maximum(chosen, 0)
+        return np.where(found, self.batch[at], b), np.where(found, self.query[at], q), value, found
+
+
+#: Packs a (batch, query) row into one sortable integer (both stay far below 2^31).
+_PACK = 1 << 31
+
+
+@dataclasses.dataclass(frozen=True)
+class _LoadArrays:
+    """A load's shapes as arrays with their own modelled seconds, made once per planning run (``load`` is kept so
+    that the identity it is found by is not reused)."""
+
+    load: LoadShapes
+    prefill: tuple[_I, _I, _F, _F]  # query, context blocks, runs, own seconds
+    decode: tuple[_I, _I, _F, _F]  # sequences, blocks, steps, own seconds
+
+
+def _load_arrays(load: LoadShapes, time: StepTimes) -> _LoadArrays:
+    def phase(shapes: Mapping[tuple[int, int], float], own: Callable[[int, int], float]) -> tuple[_I, _I, _F, _F]:
+        keys = list(shapes)
+        first = np.array([k[0] for k in keys], dtype=np.int64)
+        second = np.array([k[1] for k in keys], dtype=np.int64)
+        runs = np.array([shapes[k] for k in keys], dtype=np.float64)
+        return first, second, runs, np.array([own(a, b) for a, b in keys], dtype=np.float64)
+
+    return _LoadArrays(load, phase(load.prefill, lambda q, c: time.prefill_s(1, q, c)),
+                       phase(load.decode, time.decode_s))  # fmt: skip
+
+
+def _priced(found: tuple[_I, _I, _I, npt.NDArray[np.bool_]], own: _F,
+            price: Callable[[int, int, int], float]) -> _F:  # fmt: skip
+    """Each shape's seconds in the bucket found for it (its own where none is), each distinct bucket priced once."""
+    b, q, c, hit = found
+    out = own.copy()
+    if not hit.any():
+        return out
+    b, q, c = b[hit], q[hit], c[hit]
+    if b.max() < 1 << 11 and q.max() < 1 << 26 and c.max() < 1 << 26:  # one int64 per bucket: a fast unique
+        distinct, inverse = np.unique(b << 52 | q << 26 | c, return_inverse=True)
+        buckets = [(k >> 52, (k >> 26) & (1 << 26) - 1, k & (1 << 26) - 1) for k in distinct.tolist()]
+    else:
+        rows, inverse = np.unique(np.stack([b, q, c], axis=1), axis=0, return_inverse=True)
+        buckets = [tuple(r) for r in rows.tolist()]
+    seconds = np.array([price(*bucket) for bucket in buckets], dtype=np.float64)
+    out[hit] = seconds[inverse.reshape(-1)]
+    return out
 
 
 def padded_time(prompt: Sequence[Bucket], decode: Sequence[Bucket], load: LoadShapes, time: StepTimes) -> PaddedTime:
     """The load's modelled seconds at its own shapes and in these buckets (``prompt`` (batch, query, context),
     ``decode`` (batch, 1, blocks))."""
-    p_rows, d_rows = _Rows(prompt), _Rows(decode)
-    useful_p = bucket_p = useful_d = bucket_d = 0.0
-    uncovered = 0
-    for (q, c), n in load.prefill.items():
-        own = time.prefill_s(1, q, c)
-        found = p_rows.find(1, q, c)
-        uncovered += found is None
-        useful_p += n * own
-        bucket_p += n * (own if found is None else time.prefill_s(*found))
-    for (s, k), n in load.decode.items():
-        own = time.decode_s(s, k)
-        found = d_rows.find(s, 1, k)
-        uncovered += found is None
-        useful_d += n * own
-        bucket_d += n * (own if found is None else time.decode_s(found[0], found[2]))
-    return PaddedTime(useful_p, useful_d, bucket_p, bucket_d, uncovered)
+    if isinstance(time, CachedTimes):  # a planning run: the load's arrays are made once
+        arrays = time.kept("load arrays", id(load), lambda: _load_arrays(load, time))
+        if arrays.load is not load:  # pragma: no cover - the kept entry holds the load, so its id is not reused
+            arrays = _load_arrays(load, time)
+    else:
+        arrays = _load_arrays(load, time)
+    q, c, runs, own_p = arrays.prefill
+    found_p = _Rows(prompt).find(np.ones_like(q), q, c)
+    s, k, steps, own_d = arrays.decode
+    found_d = _Rows(decode).find(s, np.ones_like(s), k)
+    in_p = _priced(found_p, own_p, time.prefill_s)
+    in_d = _priced(found_d, own_d, lambda b, _q, blocks: time.decode_s(b, blocks))
+    uncovered = int(np.count_nonzero(~found_p[3]) + np.count_nonzero(~found_d[3]))
+    return PaddedTime(float(runs @ own_p), float(steps @ own_d), float(runs @ in_p), float(steps @ in_d), uncovered)
 
 
 @dataclasses.dataclass(frozen=True)

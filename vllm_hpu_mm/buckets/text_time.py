@@ -27,16 +27,19 @@ octaves, never by the traffic's size or the budget.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from vllm_hpu_mm.errors import ConfigError
+
+_T = TypeVar("_T")
 
 __all__ = [
     "GROSS_FACTOR",
@@ -76,6 +79,9 @@ class StepTimes(Protocol):
 #: (the traffic's own shapes and the candidate grid's), so this holds a planning run's at any real limits, and bounds
 #: the memory where a traffic holds more distinct shapes.
 TIME_CACHE = 1 << 18
+#: Most derived results of one kind (e.g. a load's shapes as arrays) one :class:`CachedTimes` keeps by default: a
+#: planning run judges a few dozen loads.
+KEPT = 64
 
 
 class CachedTimes:
@@ -85,6 +91,20 @@ class CachedTimes:
     def __init__(self, time: StepTimes) -> None:
         self._prefill = functools.lru_cache(maxsize=TIME_CACHE)(time.prefill_s)
         self._decode = functools.lru_cache(maxsize=TIME_CACHE)(time.decode_s)
+        self._kept: dict[str, collections.OrderedDict[Hashable, Any]] = {}
+
+    def kept(self, kind: str, key: Hashable, make: Callable[[], _T], *, most: int = KEPT) -> _T:
+        """``make()``'s result, kept for this planning run under ``key`` (the ``most`` last used of each ``kind``):
+        work derived from the same inputs at every budget and repair round is done once."""
+        store = self._kept.setdefault(kind, collections.OrderedDict())
+        if key in store:
+            store.move_to_end(key)
+            return cast(_T, store[key])
+        value = make()
+        store[key] = value
+        if len(store) > most:
+            store.popitem(last=False)
+        return value
 
     def prefill_s(self, batch: int, query_tokens: int, context_blocks: int) -> float:
         return self._prefill(batch, query_tokens, context_blocks)
@@ -93,7 +113,7 @@ class CachedTimes:
         return self._decode(batch, blocks)
 
 
-def cached(time: StepTimes) -> StepTimes:
+def cached(time: StepTimes) -> CachedTimes:
     """``time`` with its answers kept (itself when it already keeps them)."""
     return time if isinstance(time, CachedTimes) else CachedTimes(time)
 
