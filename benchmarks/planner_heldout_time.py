@@ -15,15 +15,16 @@ Pass, per configuration: zero run-time compiles at every load; ours' padded time
 graphs <= a third of exp's (a half where the plan says a load needed it); warm-up estimate <= a third of exp's
 (same rule); planned with lin's (pad's) graph count, padded time <= lin's (pad's) at every load.
 
-Six sets, each written before its first run: DEV, the configurations the planner's rules were changed on after
+Seven sets, each written before its first run: DEV, the configurations the planner's rules were changed on after
 seeing their figures (rounds 3 and 4); HELDOUT, held out for one run at 67cbe6a, then used (with DEV) to choose
 round 4's split rule; NEXT, held out for round 4's planner and run once after that choice (development data since);
-FRESH and SIXTH, held out for round 5's planner (development data since their runs); SEVENTH, held out again, whose
-pass replays another seed of the planned traffic (the issue's protocol) and reports a drifted traffic beside it (the
-five sets before it replayed only a drifted one). Only a set's first run is evidence of how the planner does on
+FRESH, SIXTH and SEVENTH, held out for round 5's planner (development data since their runs); SEVENTH's pass replays
+another seed of the planned traffic (the issue's protocol) and reports a drifted traffic beside it (the five sets
+before it replayed only a drifted one); EIGHTH, held out now, the same protocol, planned as serve plans (2,000
+requests per load level; 600 before it). Only a set's first run is evidence of how the planner does on
 traffic it was not tuned on; figures are reported as they came.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/planner_heldout_time.py [--set seventh|sixth|fresh|next|heldout|dev]
+    PYTHONPATH=. .venv/bin/python benchmarks/planner_heldout_time.py [--set eighth|seventh|sixth|...|dev]
         [--only N] [--requests R]
 """
 
@@ -47,7 +48,7 @@ from vllm_hpu_mm.models.catalog import catalog_by_id
 from vllm_hpu_mm.models.dims import ModelDims, kv_bytes_per_token, weight_bytes
 from vllm_hpu_mm.models.step_time import StepTime, step_time
 from vllm_hpu_mm.plan.text_buckets import plan_for_traffic, plan_from_traces, text_warmup
-from vllm_hpu_mm.replay.job import Images, Schedules, schedules
+from vllm_hpu_mm.replay.job import DEFAULT_REQUESTS, Images, Schedules, schedules
 from vllm_hpu_mm.replay.scheduler import DecodeRun, Limits, Trace
 from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_gaudi import TRAITS, VllmGaudi
@@ -320,10 +321,54 @@ SEVENTH = (
              Mix(("coco_val2017.csv", "sroie_receipts.csv"), "conv", "none", 0.5, 3651, output_scale=1.3), None),
 )  # fmt: skip
 
-SETS = {"seventh": SEVENTH, "heldout": HELDOUT, "next": NEXT, "dev": DEV, "fresh": FRESH, "sixth": SIXTH}
+#: The fourth held-out set of round 5's planner (written on 2026-11-27 after SEVENTH's run and before any run of its
+#: own, committed before that run), with the harness planning as serve does (2,000 requests per load level, up to 4x
+#: the level; SEVENTH planned on 600, a single burst and drain at 512 seqs). The issue's protocol as in SEVENTH (the
+#: pass replays another seed of the planned traffic; a drifted traffic is reported beside it). Other limits (384
+#: seqs, a 48k and a 24k context, TP8 on Gaudi2), loads, mixes and seeds than the sets before it.
+EIGHTH = (
+    _seventh("receipt OCR at 256 seqs (3B, Gaudi2, 4k, 256 seqs)", "Qwen/Qwen2.5-VL-3B-Instruct", "gaudi2", 1, 4096,
+             256, 4096, Mix(("sroie_receipts.csv",), "code", "none", 0.1, 4101, text_scale=0.5, output_scale=0.6),
+             Mix(("funsd_forms.csv",), "conv", "mooncake", 0.1, 4151, text_scale=0.6, output_scale=0.8), None),
+    _seventh("screens and photos, planned for 24 at once (7B, Gaudi3, 24k, 48 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct",
+             "gaudi3", 1, 24576, 48, 6144,
+             Mix(("groundui_1k_screens.csv", "coco_val2017.csv"), "conv", "system1024", 0.2, 4201, output_scale=1.5),
+             Mix(("coco_val2017.csv",), "code", "none", 0.3, 4251, output_scale=1.2), 24),
+    _seventh("math tutoring with charts, long answers (32B TP4 on Gaudi3, 16k, 64 seqs)",
+             "Qwen/Qwen2.5-VL-32B-Instruct", "gaudi3", 4, 16384, 64, 4096,
+             Mix(("mathvista_testmini_charts.csv", "mathvista_testmini.csv"), "conv", "none", 0.3, 4301,
+                 output_scale=3.0),
+             Mix(("multichartqa_charts.csv",), "conv", "system512", 0.3, 4351, output_scale=2.5), None),
+    _seventh("compliance review of long documents, planned for 8 at once (72B TP8 on Gaudi2, 48k, 16 seqs)",
+             "Qwen/Qwen2.5-VL-72B-Instruct", "gaudi2", 8, 49152, 16, 8192,
+             Mix(("funsd_forms.csv", "infochartqa_rendered_infographics.csv"), "code", "system2048", 0.5, 4401,
+                 text_scale=3.5),
+             Mix(("sroie_receipts.csv", "multichartqa_charts.csv"), "code", "mooncake", 0.5, 4451, text_scale=3.0),
+             8),
+    _seventh("short text requests at 384 seqs (7B, Gaudi3, 4k, 384 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct", "gaudi3", 1,
+             4096, 384, 4096, Mix((), "conv", "none", 1.0, 4501, text_scale=0.3, output_scale=0.5),
+             Mix((), "code", "system512", 1.0, 4551, text_scale=0.3, output_scale=0.7), None),
+    _seventh("chart comparisons, prefix-heavy, planned for 48 at once (7B, Gaudi2, 16k, 96 seqs)",
+             "Qwen/Qwen2.5-VL-7B-Instruct", "gaudi2", 1, 16384, 96, 4096,
+             Mix(("multichartqa_charts.csv",), "code", "mooncake", 0.1, 4601, text_scale=1.3),
+             Mix(("multichartqa_charts.csv", "infochartqa_rendered_infographics.csv"), "conv", "system2048", 0.1, 4651),
+             48),
+)  # fmt: skip
+
+SETS = {
+    "eighth": EIGHTH,
+    "seventh": SEVENTH,
+    "heldout": HELDOUT,
+    "next": NEXT,
+    "dev": DEV,
+    "fresh": FRESH,
+    "sixth": SIXTH,
+}
 SET_TITLES = {
-    "seventh": "on configurations the planner was never tuned on, replayed on another seed of their traffic (and a "
-    "drifted one)",
+    "eighth": "on configurations the planner was never tuned on, planned as serve plans them and replayed on another "
+    "seed of their traffic (and a drifted one)",
+    "seventh": "on round 5's third held-out set, replayed on another seed of its traffic (run once at 6a2a544, "
+    "development data since)",
     "sixth": "on round 5's second held-out set (run once at 187c2a7, development data since)",
     "fresh": "on round 5's held-out set (run once at ab9b202, development data since)",
     "next": "on round 4's held-out set (run once at bfc99f6, development data since)",
@@ -331,6 +376,7 @@ SET_TITLES = {
     "dev": "on the development set (the planner was tuned on these)",
 }
 RESULT_NAMES = {
+    "eighth": "planner_eighth_time",
     "seventh": "planner_seventh_time",
     "sixth": "planner_sixth_time",
     "fresh": "planner_round5_time",
@@ -398,7 +444,9 @@ def _tally(t: StepTime, events: list[list[Any]], steps: list[int], result: dict[
     return out
 
 
-def plan_config(c: Config, requests: int) -> dict[str, Any]:
+def plan_config(c: Config, requests: int = DEFAULT_REQUESTS) -> dict[str, Any]:
+    """The configuration planned as ``serve`` plans it: ``requests`` per load level (serve's default; the sets
+    before EIGHTH were planned with 600, a single burst and its drain at the largest loads)."""
     m = catalog_by_id(c.model)
     assert m is not None
     block = 128
@@ -431,8 +479,8 @@ def plan_config(c: Config, requests: int) -> dict[str, Any]:
             "plan_seconds": seconds, "images": images, "warmup": warmup}  # fmt: skip
 
 
-def run_config(c: Config, tmp: Path, runner: Path, requests: int) -> dict[str, Any]:
-    p = plan_config(c, requests)
+def run_config(c: Config, tmp: Path, runner: Path, requests: int, plan_requests: int) -> dict[str, Any]:
+    p = plan_config(c, plan_requests)
     shape = p["shape"]
     heldout = traffic_of(c.heldout)
     loads = sorted({1, max(1, c.max_num_seqs // 4), max(1, c.max_num_seqs // 2), c.max_num_seqs}
@@ -516,7 +564,8 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "",
         f"vllm-gaudi {meta['commit']}: every lookup ran in its own code on CPU (benchmarks/vllm_gaudi_driver.py).",
         "Schedules: our model of vLLM 0.32's scheduler, drain kept (every admitted request runs to the end),",
-        f"max({meta['requests']}, 4 x the load) held-out requests per load, closed loop at each load.",
+        f"max({meta['requests']}, 4 x the load) held-out requests per load, closed loop at each load; planned on "
+        f"{meta.get('plan_requests', 600)} requests per load level (up to 4 x the level, as serve samples).",
         "Time: models/step_time.py (a roofline with fitted efficiencies; relative use only). Padded time = modelled",
         "seconds at the bucket vllm-gaudi returned minus at the real shape, summed over every forward; share =",
         "padded / useful. Warm-up estimate: runtimes/warmup.py (per-graph seconds by phase and shape, fitted on public",
@@ -592,14 +641,20 @@ def _json(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--requests", type=int, default=600, help="held-out (and planning) requests per load")
+    p.add_argument("--requests", type=int, default=600, help="held-out requests per load (at least 4 x the load)")
+    p.add_argument(
+        "--plan-requests",
+        type=int,
+        default=DEFAULT_REQUESTS,
+        help=f"planning requests per load level (serve's default {DEFAULT_REQUESTS}; 600 before EIGHTH)",
+    )
     p.add_argument("--only", type=int, default=None, help="run one configuration (its index)")
     p.add_argument(
         "--set",
         choices=sorted(SETS),
-        default="seventh",
-        help="which set: seventh (held out now), sixth, fresh, next, heldout (held out once, development data since) "
-        "or dev",
+        default="eighth",
+        help="which set: eighth (held out now), seventh, sixth, fresh, next, heldout (held out once, development "
+        "data since) or dev",
     )
     p.add_argument("--note", default="", help="a line added to the machine line (what else loaded it)")
     p.add_argument("--machine", default=MACHINE)
@@ -611,9 +666,10 @@ def main() -> None:
         runner = extract(MIRROR, VLLM_GAUDI_COMMIT, tmp)
         configs = SETS[args.set] if args.only is None else (SETS[args.set][args.only],)
         for c in configs:
-            rows.append(run_config(c, tmp, runner, args.requests))
+            rows.append(run_config(c, tmp, runner, args.requests, args.plan_requests))
             print(f"done: {c.name} ({time.time() - start:.0f} s): {verdicts(rows[-1]) or 'pass'}", flush=True)
     meta = {"commit": VLLM_GAUDI_COMMIT, "machine": args.machine, "requests": args.requests,
+            "plan_requests": args.plan_requests,
             "seconds": time.time() - start, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "set": args.set, "note": args.note}  # fmt: skip
     suffix = "" if args.only is None else f"_{args.only}"
