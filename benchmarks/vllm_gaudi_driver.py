@@ -11,6 +11,11 @@ What runs is vllm-gaudi's code: ``HPUBucketingManager`` (extension/bucketing/com
 the manager is reproduced here, from hpu_model_runner.py @ 091bbadd: ``max_num_prefill_seqs`` (max_num_seqs with
 merged prefill, else VLLM_PROMPT_BS_BUCKET_MAX or 1), ``num_hpu_blocks`` = the KV blocks,
 ``skip_decode_block_clamp`` False (a dense model), nothing generated when bucketing is off.
+
+Older releases call vLLM APIs the installed vLLM has since moved or dropped; the smallest stand-ins are given, none
+of them part of the bucketing: ``MultiModalBudget`` wherever a release imports it from, a ``scheduler_config``
+(v0.14.1 builds its budget with it), and ``MultiModalConfig.get_dummy_options`` (before v0.17.0rc1) as vLLM defined
+it then (:func:`add_dummy_options`).
 """
 
 from __future__ import annotations
@@ -146,10 +151,20 @@ def _runner_functions(runner_source: str) -> dict[str, Any]:
     return namespace
 
 
+def add_dummy_options() -> None:
+    """Releases before v0.17.0rc1 ask vLLM's MultiModalConfig for ``get_dummy_options(modality)``, which vLLM has
+    since dropped: as vLLM defined it then, the modality's normalised limit options, or None when not named."""
+    from vllm.config.multimodal import MultiModalConfig
+
+    if not hasattr(MultiModalConfig, "get_dummy_options"):
+        MultiModalConfig.get_dummy_options = lambda self, modality: self.limit_per_prompt.get(modality)  # type: ignore[attr-defined]
+
+
 def vision_steps(case: dict[str, Any], runner_source: str) -> dict[str, Any]:
     from vllm.config.multimodal import MultiModalConfig
     from vllm_gaudi.extension.bucketing.vision import HPUVisionBucketManager  # type: ignore[import-not-found]
 
+    add_dummy_options()
     try:
         vbm = HPUVisionBucketManager(case.get("model_type", "qwen2_5_vl"))
     except Exception as exc:
@@ -162,9 +177,10 @@ def vision_steps(case: dict[str, Any], runner_source: str) -> dict[str, Any]:
         def __init__(self, *_: Any) -> None:
             self.mm_limits = {m: mm_config.get_limit_per_prompt(m) for m in modalities}
 
-    fake = types.ModuleType("vllm.multimodal.encoder_budget")
-    fake.MultiModalBudget = Budget  # type: ignore[attr-defined]
-    sys.modules["vllm.multimodal.encoder_budget"] = fake
+    for where in ("vllm.multimodal.encoder_budget", "vllm.multimodal.budget"):  # v0.17.0rc0 imports the latter
+        fake = types.ModuleType(where)
+        fake.MultiModalBudget = Budget  # type: ignore[attr-defined]
+        sys.modules[where] = fake
     import vllm.v1.worker.utils as worker_utils  # releases before v0.16 import the budget from here
 
     worker_utils.MultiModalBudget = Budget  # type: ignore[attr-defined]
@@ -175,6 +191,7 @@ def vision_steps(case: dict[str, Any], runner_source: str) -> dict[str, Any]:
     model = types.SimpleNamespace(vision_bucket_manager=vbm, embed_multimodal=lambda **_: None)
     runner.supports_mm_inputs = True
     runner.vllm_config = None
+    runner.scheduler_config = None  # v0.14.1 builds the budget from the model and scheduler configs
     runner.mm_registry = None
     runner.model = model
     runner.get_model = lambda: model

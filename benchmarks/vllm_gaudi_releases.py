@@ -90,6 +90,9 @@ def their_step_items(runner_source: str, limit: dict[str, Any] | None, modality:
     """The items the tag's own ``_get_mm_dummy_batch`` batches for a non-batch-based step given no count."""
     from vllm.config.multimodal import MultiModalConfig
 
+    from benchmarks.vllm_gaudi_driver import add_dummy_options
+
+    add_dummy_options()  # releases before v0.17.0rc1 ask for it
     node = next(n for n in ast.walk(ast.parse(runner_source))
                 if isinstance(n, ast.FunctionDef) and n.name == "_get_mm_dummy_batch")  # fmt: skip
     code = "from __future__ import annotations\n" + textwrap.dedent(ast.get_source_segment(runner_source, node) or "")
@@ -101,6 +104,11 @@ def their_step_items(runner_source: str, limit: dict[str, Any] | None, modality:
         "VideoDummyOptions": lambda **_: None,
         "MultiModalRegistry": lambda: types.SimpleNamespace(
             get_dummy_mm_inputs=lambda _config, mm_counts: {"mm_kwargs": {m: ["item"] for m in mm_counts}}
+        ),
+        # v0.14.1 asks vLLM's profiler for the dummy inputs
+        "MULTIMODAL_REGISTRY": types.SimpleNamespace(create_processor=lambda _config: None),
+        "MultiModalProfiler": lambda _processor: types.SimpleNamespace(
+            _get_dummy_mm_inputs=lambda seq_len, mm_counts, mm_options: {"mm_kwargs": {m: ["item"] for m in mm_counts}}
         ),
     }
     exec(compile(code, "hpu_model_runner.py", "exec"), namespace)

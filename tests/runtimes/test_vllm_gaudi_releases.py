@@ -17,6 +17,7 @@ from vllm_hpu_mm.runtimes.base import EngineShape, Runtime
 from vllm_hpu_mm.runtimes.vllm_gaudi import model_from_env
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import BucketLookup, decode_buckets, prompt_buckets
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import config_from_env, effective_strategy
+from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import parse_bucket_file
 from vllm_hpu_mm.runtimes.vllm_gaudi.releases import LINES, MAIN, parse_version, release_for
 from vllm_hpu_mm.runtimes.vllm_gaudi.vision import default_vision_buckets, vision_table_entry, vision_warmup
 
@@ -32,8 +33,21 @@ def _line(version: str) -> str:
 @pytest.mark.parametrize(
     ("version", "line"),
     [
+        ("0.14.1", "v0.14.1"),
+        ("0.15.0", "v0.14.1"),
+        ("0.15.1", "v0.15.1"),
+        ("0.15.1.post1", "v0.15.1"),
+        ("0.16.0rc1", "v0.16.0rc1 - v0.17.0rc0"),
+        ("0.16.0", "v0.16.0rc1 - v0.17.0rc0"),
+        ("0.17.0rc0", "v0.16.0rc1 - v0.17.0rc0"),
+        ("0.17.0rc1", "v0.17.0rc1 - v0.17.1rc1"),
+        ("0.17.0", "v0.17.0rc1 - v0.17.1rc1"),
+        ("0.17.1rc1", "v0.17.0rc1 - v0.17.1rc1"),
         ("0.17.1", "v0.17.1"),
         ("0.17.1.post1", "v0.17.1"),
+        ("0.18.0rc0", "v0.18.0rc0"),
+        ("0.18.0", "v0.18.0rc0"),
+        ("0.18.1rc0", "v0.18.0rc0"),
         ("0.18.1rc1", "v0.18.1rc1"),
         ("0.19.0rc0", "v0.19.0rc0"),
         ("0.19.0", "v0.19.0 - v0.19.1.post1"),
@@ -59,9 +73,10 @@ def test_pre_releases_sort_before_their_release() -> None:
 @pytest.mark.parametrize(
     ("version", "why"),
     [
-        ("0.18.0rc0", r"v0\.18\.0rc0 .* is not modelled"),
-        ("0.18.0", r"v0\.18\.0rc0 .* is not modelled"),
-        ("0.17.1rc1", r"v0\.11\.2 - v0\.17\.1rc1 .* not modelled"),
+        ("0.16.0rc0", r"v0\.16\.0rc0 .* is not modelled"),
+        ("0.15.1rc1", r"v0\.15\.1rc1 .* is not modelled"),
+        ("0.13.0.post1", r"v0\.11\.2 - v0\.13\.0\.post1 .* not modelled"),
+        ("0.14.0", r"v0\.11\.2 - v0\.13\.0\.post1 .* not modelled"),
         ("0.11.2", "not modelled"),
         ("0.10.1", "no bucket file"),
         ("0.10.1", r"^(?!.*asks its own code)"),  # nothing runs it to ask
@@ -213,7 +228,7 @@ def test_registry_reads_a_named_release() -> None:
     assert "v0.21.0" in found.found
 
 
-@pytest.mark.parametrize("name", ["vllm-fork==0.9", "auto==0.26.0", "vllm-gaudi==0.17.0", "vllm-gaudi==0.18.0rc0"])
+@pytest.mark.parametrize("name", ["vllm-fork==0.9", "auto==0.26.0", "vllm-gaudi==0.16.0rc0", "vllm-gaudi==0.13.0"])
 def test_registry_refuses_what_it_cannot_plan(name: str) -> None:
     with pytest.raises(ConfigError, match="accepted"):
         registry.resolve(name, "hpu")
@@ -303,7 +318,7 @@ def test_before_v0_26_the_vision_table_has_no_native_resolution_towers() -> None
 # one release per line: (version, whether its vision.py reads VLLM_MULTIMODAL_RESOLUTIONS)
 @pytest.mark.parametrize(
     ("version", "reads_resolutions"),
-    [("0.19.1", False), ("0.21.0", False), ("0.24.0", False), ("0.26.0", True), ("main", True)],
+    [("0.14.1", False), ("0.19.1", False), ("0.21.0", False), ("0.24.0", False), ("0.26.0", True), ("main", True)],
 )
 def test_serve_exports_only_what_the_release_reads(version: str, reads_resolutions: bool) -> None:
     report = _serve("--plan-runtime", f"vllm-gaudi=={version}")
@@ -325,3 +340,149 @@ def test_serve_refuses_a_strategy_the_release_cannot_read(monkeypatch: pytest.Mo
     with contextlib.redirect_stderr(err):
         assert cli(["serve", "--dry-run", "--plan-runtime", "vllm-gaudi==0.19.0"]) == 2
     assert "exponential_bucketing or linear_bucketing" in err.getvalue()
+
+
+# --- v0.17.0rc1 - v0.18.0rc0 (extension/bucketing @ bb358250) and v0.16.0rc1 - v0.17.0rc0 (@ 511f48f5) -------------
+
+
+def test_rc_numbers_of_one_version_are_told_apart() -> None:
+    ordered = ("0.17.0rc0", "0.17.0rc1", "0.17.0", "0.17.0.post1")
+    assert [parse_version(v) for v in ordered] == sorted(parse_version(v) for v in ordered)
+    assert len({parse_version(v) for v in ordered}) == 4
+    assert parse_version("0.28.0.dev12") < parse_version("0.28.0rc0")
+    assert parse_version("0.16.0rc1") == (0, 16, 0, -999)
+
+
+def test_v0_17_0rc1_line_decode_blocks_are_the_kv_cache_plus_one_block_size() -> None:
+    # exponential.py @715451c2: KV + block_size without contiguous PA, the step count of the KV blocks alone
+    shape = dataclasses.replace(SHAPE_32K, num_kv_blocks=500)
+    for version in ("0.18.0rc0", "0.17.1rc1", "0.17.0rc1"):
+        blocks = {c for _, _, c in _decode(version, shape)}
+        assert max(blocks) == 500 + 128
+    assert max(c for _, _, c in _decode("0.17.1", shape)) == 3 * 500  # #1252: 3 x KV
+    assert max(c for _, _, c in _decode("0.17.0rc1", shape, {"VLLM_CONTIGUOUS_PA": "true"})) == 500
+
+
+def test_v0_16_line_decode_blocks_are_a_quarter_of_kv_times_sequences() -> None:
+    # exponential.py @77551b5e (before b631d73f #1091): min(floor worst case, KV x seqs // 4)
+    small = dataclasses.replace(SHAPE_32K, num_kv_blocks=500)
+    assert max(c for _, _, c in _decode("0.17.0rc0", small)) == 500 * 256 // 4
+    assert max(c for _, _, c in _decode("0.16.0", SHAPE_32K)) == WORST_32K  # 8781 x 64 is above the worst case
+    assert max(c for _, _, c in _decode("0.16.0rc1", small, {"VLLM_CONTIGUOUS_PA": "true"})) == 500
+
+
+def test_fallback_contexts_before_1124_are_capped_at_the_kv_cache() -> None:
+    def lookup(version: str) -> BucketLookup:
+        return BucketLookup(config_from_env({}, release_for(version)), SHAPE_32K)
+
+    # a prompt fallback of 20000 context blocks (calc_fallback_value: 20608): v0.17.1 caps it at the largest decode
+    # bucket (26343), v0.17.0rc1 at KV + block_size, v0.16.0 at KV
+    assert lookup("0.17.1").find_prompt(1, 100, 20000)[2] == 20608
+    assert lookup("0.17.1rc1").find_prompt(1, 100, 20000)[2] == 8781 + 128
+    assert lookup("0.16.0").find_prompt(1, 100, 20000)[2] == 8781
+    old = lookup("0.17.0rc1")
+    for _ in range(2):
+        old.find_decode(1, 10**6)
+    assert [b for _, b in old.added] == [(1, 1, 8781 + 128)] * 2  # not capped first, appended each time
+
+
+def test_before_1207_a_fallback_query_is_rounded_in_steps_of_32_whatever_the_mamba_chunk() -> None:
+    shape = dataclasses.replace(SHAPE_32K, mamba_chunk_size=256)
+
+    def query(version: str) -> int:
+        return BucketLookup(config_from_env({}, release_for(version)), shape).fallback(1, 100, 0, is_prompt=True)[1]
+
+    assert query("0.17.1") == 1280  # b6e3adf1 #1207: calc_fallback_value(100, max(32, 256))
+    assert query("0.17.1rc1") == 160  # calc_fallback_value(100, 32)
+
+
+def test_before_1245_bucket_file_lines_are_evaluated_and_bad_ones_skipped() -> None:
+    text = "(1, 128, 0)\n(1, 1, range(512))\n(2, 256, undefined)\n[1, 2, 3]\n(1, 1, 2 * 64)\n"
+    old = config_from_env({}, release_for("0.17.1rc1"))
+    cfg = dataclasses.replace(old, from_file="b.txt", file_text=text)
+    assert prompt_buckets(cfg, SHAPE_32K) == ((1, 128, 0),)
+    # (1, 1, 0) dropped (batch above blocks), the rest capped at 1 x ceil(32768 / 128) = 256 blocks
+    assert {c for _, _, c in decode_buckets(cfg, SHAPE_32K)} == set(range(1, 257))
+    new = dataclasses.replace(config_from_env({}, release_for("0.17.1")), from_file="b.txt", file_text=text)
+    with pytest.raises(ConfigError, match="line 2"):
+        prompt_buckets(new, SHAPE_32K)
+    odd = dataclasses.replace(cfg, file_text="(1, 1, [c for c in range(4)])\n")
+    with pytest.raises(ConfigError, match="eval"):
+        decode_buckets(odd, SHAPE_32K)
+
+
+V0_18_0RC0 = release_for("0.18.0rc0")
+
+
+def test_v0_17_0rc1_line_warms_one_item_a_step() -> None:
+    # _get_mm_dummy_batch @715451c2 reads vLLM's integer limit (26751a40 #1085): it has no count, so one item
+    steps = vision_warmup(QWEN_BUCKETS, None, {"image": 3, "video": 2}, release=V0_18_0RC0).graphs
+    assert len(steps) == 70
+    assert {(m, n) for m, _, _, n in steps} == {("image", 1), ("video", 1)}
+    assert {
+        n for _, _, _, n in vision_warmup(QWEN_BUCKETS, None, {"image": 3}, release=release_for("0.17.1")).graphs
+    } == {3}
+
+
+def test_v0_17_0rc1_line_reads_no_width_or_height_from_the_limit() -> None:
+    limit: dict[str, int | dict[str, int]] = {"image": {"count": 3, "width": 512, "height": 384}}
+    steps = vision_warmup(QWEN_BUCKETS, None, limit, release=V0_18_0RC0).graphs
+    assert len(steps) == 35
+    assert not any((w, h) == (512, 384) for _, w, h, _ in steps)
+    assert vision_warmup(QWEN_BUCKETS, None, limit, release=release_for("0.17.1")).graphs[0] == ("image", 512, 384, 3)
+
+
+def test_v0_17_0rc1_line_warms_image_unless_its_limit_is_0() -> None:
+    # vLLM's integer limit of an image not named is 999: warmed; v0.17.1 warms only a named one
+    assert len(vision_warmup(QWEN_BUCKETS, None, None, release=V0_18_0RC0).graphs) == 35
+    assert not vision_warmup(QWEN_BUCKETS, None, None, release=release_for("0.17.1")).graphs
+    assert not vision_warmup(QWEN_BUCKETS, None, {"image": 0}, release=V0_18_0RC0).graphs
+    # the limit search indexes the model's limits by image: a model without image fails there
+    assert vision_warmup(QWEN_BUCKETS, None, {"image": 1}, modalities=("video",), release=V0_18_0RC0).fails
+
+
+def test_v0_16_line_warms_as_v0_17_1_and_has_no_ernie_in_its_vision_table() -> None:
+    limit = {"image": {"count": 2}, "video": {"count": 1, "width": 640, "height": 480}}
+    assert vision_warmup(QWEN_BUCKETS, None, limit, release=release_for("0.16.0")) == vision_warmup(
+        QWEN_BUCKETS, None, limit, release=release_for("0.17.1")
+    )
+    assert vision_table_entry("ernie4_5_moe_vl", release_for("0.17.0rc0")) == (True, (1, 2, 4, 8))
+    assert vision_table_entry("ernie4_5_moe_vl", release_for("0.17.0rc1")) == (False, QWEN_BUCKETS)
+
+
+def test_v0_15_1_s_vision_table_lacks_the_models_main_added_for_v0_16() -> None:
+    # vision.py @5d6a2db3: no ovis (#846), pixtral / mistral3 (#871) nor deepseek_ocr (#954); ovis2.5 is listed
+    v0_15_1, v0_16 = release_for("0.15.1"), release_for("0.16.0")
+    for model in ("ovis", "pixtral", "mistral3", "deepseek_ocr"):
+        assert vision_table_entry(model, v0_15_1) == (True, (1, 2, 4, 8))
+        assert not vision_table_entry(model, v0_16)[0]
+    assert default_vision_buckets("ovis2.5", v0_15_1) == (784, 1600, 3136, 4096, 6400, 7744, 9216, 12544)
+    assert _decode("0.15.1") == _decode("0.16.0")
+
+
+def test_v0_14_1_edge_contexts_ignore_vllm_prompt_ctx_bucket_max() -> None:
+    # common.py @c4ecd716: an edge context (what still fits max_model_len) replaces the largest one whenever it is
+    # not negative; #980 (1e012ecf, v0.15.1) only below VLLM_PROMPT_CTX_BUCKET_MAX
+    env = {"VLLM_PROMPT_CTX_BUCKET_MAX": "200"}
+
+    def contexts(version: str) -> set[int]:
+        return {c for _, _, c in prompt_buckets(config_from_env(env, release_for(version)), SHAPE_32K)}
+
+    assert max(contexts("0.14.1")) > 200
+    assert max(contexts("0.15.1")) < 200
+    assert prompt_buckets(config_from_env({}, release_for("0.14.1")), SHAPE_32K) == prompt_buckets(
+        config_from_env({}, release_for("0.15.1")), SHAPE_32K
+    )
+
+
+@pytest.mark.parametrize("version", ["main", "0.17.1", "0.17.1rc1"])
+def test_a_sliding_window_fallback_rounds_a_long_query_to_the_slice_size(version: str) -> None:
+    env = {"PT_HPU_SDPA_QKV_SLICE_MODE_FWD": "1", "VLLM_FUSEDSDPA_SLIDE_THLD": "4096"}
+    lookup = BucketLookup(config_from_env(env, release_for(version)), SHAPE_32K)
+    assert lookup.fallback(1, 5000, 0, is_prompt=True)[1] == 5120  # ceil(5000 / 1024) x 1024, not the step rule
+    assert lookup.fallback(1, 3000, 0, is_prompt=True)[1] == 3360  # below the threshold: calc_fallback_value(3000, 32)
+
+
+def test_an_evaluated_range_too_long_for_an_index_is_one_line_not_a_crash() -> None:
+    with pytest.raises(ConfigError, match="a range longer than any index"):
+        parse_bucket_file("(range(10**64), 1, 1)\n(1, 1, 1)\n", evaluate=True)

@@ -201,7 +201,7 @@ def _generate(
                         # the largest context is replaced per query by what still fits max_model_len; the
                         # replacement carries over to the next query when VLLM_PROMPT_CTX_BUCKET_MAX rejects it
                         edge = (shape.max_model_len - q) // shape.block_size
-                        if edge >= 0 and (ctx_cap is None or edge < ctx_cap):
+                        if edge >= 0 and (ctx_cap is None or edge < ctx_cap or not cfg.release.edge_ctx_capped):
                             c = edge
                     k = admit(b, q, c)
                     if k is not None:
@@ -231,7 +231,7 @@ def prefill_seqs(cfg: BucketingConfig, shape: EngineShape) -> int:
 def _file_buckets(cfg: BucketingConfig) -> tuple[list[Bucket], list[Bucket]]:
     if cfg.file_text is None:
         raise ConfigError(f"{cfg.file_named}: the file's content is needed; pass it as BucketingConfig.file_text")
-    return parse_bucket_file(cfg.file_text, cfg.file_named)
+    return parse_bucket_file(cfg.file_text, cfg.file_named, evaluate=cfg.release.file_parse == "eval")
 
 
 def _drop_reason(cfg: BucketingConfig, shape: EngineShape, bucket: Bucket, is_prompt: bool, mnps: int) -> str | None:
@@ -444,6 +444,8 @@ class BucketLookup:
         self.slice_size = 1024 if cfg.slice_size is None else cfg.slice_size
         self.slice_threshold = 8192 if cfg.slice_threshold is None else cfg.slice_threshold
         self.per_phase = cfg.release.fallback_caps_per_phase
+        self.cap_over_kv = cfg.release.fallback_cap_over_kv
+        self.seq_step_mamba = cfg.release.fallback_seq_step_mamba
         self.added: list[tuple[str, Bucket]] = []
         self._memo: dict[tuple[str, Bucket], Bucket | None] = {}
 
@@ -454,10 +456,12 @@ class BucketLookup:
         if self.sliding_window and seq >= self.slice_threshold:
             new_seq = math.ceil(seq / self.slice_size) * self.slice_size
         else:
-            new_seq = min(calc_fallback_value(seq, max(FALLBACK_SEQ_STEP, s.mamba_chunk_size)),
-                          s.max_num_batched_tokens)  # fmt: skip
+            seq_step = max(FALLBACK_SEQ_STEP, s.mamba_chunk_size) if self.seq_step_mamba else FALLBACK_SEQ_STEP
+            new_seq = min(calc_fallback_value(seq, seq_step), s.max_num_batched_tokens)
         new_ctx = calc_fallback_value(ctx, FALLBACK_BLOCKS_STEP)
-        if is_prompt and self.per_phase:
+        if self.cap_over_kv is not None:  # before #1124: every fallback context capped at (about) the KV blocks
+            new_ctx = min(new_ctx, s.num_kv_blocks + self.cap_over_kv * s.block_size)
+        elif is_prompt and self.per_phase:
             new_ctx = min(new_ctx, math.ceil((s.max_model_len - 1) / s.block_size))
         elif 0 < self.max_decode_ctx < new_ctx:  # before v0.19.0 prompt fallbacks too
             new_ctx = self.max_decode_ctx

@@ -38,13 +38,19 @@ def prompt_cfgs(cfg: BucketingConfig, shape: EngineShape, mnps: int) -> tuple[Cf
 def decode_block_ceiling(shape: EngineShape, release: Release = MAIN) -> int:
     """The most KV blocks its own decode buckets reach without contiguous PA: every sequence at max_model_len,
     clamped at 3x the KV blocks for dense models on main (get_decode_cfgs: decodes above it "recompile at runtime");
-    unclamped from v0.21.0 to v0.27.0rc0; v0.19's own rule before; 3x the KV blocks before v0.19.0."""
+    unclamped from v0.21.0 to v0.27.0rc0; v0.19's own rule before; 3x the KV blocks before v0.19.0; the KV blocks
+    plus one block size before #1124 (v0.17.0rc1 - v0.18.0rc0); before b631d73f #1091 the worst case (its blocks
+    per sequence rounded down) capped at the KV blocks x sequences / 4."""
     worst = math.ceil(shape.max_model_len / shape.block_size) * shape.max_num_seqs
     kv = shape.num_kv_blocks
     if release.exp_decode_max == "v0.19":
         return max(min(worst, kv * shape.max_num_seqs // 3), kv * 3)
     if release.exp_decode_max == "kv3":
         return kv * 3
+    if release.exp_decode_max == "kv+block":
+        return kv + shape.block_size
+    if release.exp_decode_max == "seqs/4":
+        return min(shape.max_model_len // shape.block_size * shape.max_num_seqs, kv * shape.max_num_seqs // 4)
     if release.exp_decode_max == "worst" or shape.skip_decode_block_clamp:
         return worst
     return min(worst, kv * 3)
@@ -58,11 +64,12 @@ def decode_cfgs(cfg: BucketingConfig, shape: EngineShape) -> tuple[Cfg, Cfg, Cfg
     release = cfg.release
     if conti:
         # up to v0.19: the KV blocks themselves; from v0.21.0 the smaller of them and the worst case
-        kv_only = release.exp_decode_max in ("v0.19", "kv3")
+        kv_only = release.exp_decode_max in ("v0.19", "kv3", "kv+block", "seqs/4")
         max_blocks = kv if kv_only else min(kv, math.ceil(mml / bs) * mns)
     else:
         max_blocks = decode_block_ceiling(shape, release)
-    limit = math.ceil(math.log2(max_blocks)) + 1
+    # before #1124 the step count is the KV blocks' own, whatever the maximum
+    limit = math.ceil(math.log2(kv if release.exp_decode_max in ("kv+block", "seqs/4") else max_blocks)) + 1
     if release.exp_decode_limit_cap:  # v0.19.0rc0: fewer block steps for large KV caches (shorter warm-up)
         limit = min(limit, max(6, math.ceil(math.log2(mns)) + 1))
     if release.exp_decode_compensation and not conti and kv > 0 and max_blocks > kv * 3:

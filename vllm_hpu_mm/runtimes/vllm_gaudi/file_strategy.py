@@ -14,6 +14,13 @@ An invalid line is meant to be skipped with a warning, but at 091bbadd the warni
 (``logger.warning`` on the ``logger()`` function: AttributeError), so any invalid line stops the server at
 start-up. :func:`parse_bucket_file` therefore raises :class:`ConfigError` for such a line.
 
+Releases before 7c1fcbde (#1245; v0.17.1 has it as 7bda16f8 #1246) evaluate each line with Python's ``eval``,
+only ``range`` in scope (``Release.file_parse == "eval"``): a line it cannot evaluate (a syntax error, an unknown
+name, ``range`` given bad arguments), or whose value is not a 3-tuple, is skipped with a print, and ``range(n)``
+with any arguments is a range. ``parse_bucket_file(..., evaluate=True)`` reads a line so where it is made of
+literals, tuples, lists, ``range(...)`` calls, unary signs and arithmetic on numbers; anything else (comprehensions,
+attribute access, ...) raises :class:`ConfigError`, as not modelled.
+
 The buckets read then go through the same filters as generated ones (common.py ``generate_buckets``): prompt
 buckets over ``max_model_len`` or ``max_num_batched_tokens`` are dropped, decode buckets need batch <= blocks and
 have their blocks capped at ``batch * ceil(max_model_len / block_size)``; a phase left with no bucket fails
@@ -26,8 +33,10 @@ import ast
 import functools
 import io
 import itertools
+import operator
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from vllm_hpu_mm.errors import ConfigError
 
@@ -71,19 +80,88 @@ def _bad(source: str, line_num: int, line: str, why: str) -> ConfigError:
     )
 
 
-def parse_bucket_file(text: str, source: str = FILE_VAR) -> tuple[list[Bucket], list[Bucket]]:
+class _Skipped(Exception):
+    """eval would fail on this line: the release skips it."""
+
+
+_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+    ast.Invert: operator.invert,
+    ast.Not: operator.not_,
+}
+
+
+def _value(node: ast.AST, line: str, source: str, line_num: int) -> Any:
+    """What ``eval(line, {"__builtins__": None}, {"range": range})`` makes of ``node``, for the modelled subset."""
+
+    def sub(n: ast.AST) -> Any:
+        return _value(n, line, source, line_num)
+
+    try:
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Tuple | ast.List) and not any(isinstance(e, ast.Starred) for e in node.elts):
+            items = [sub(e) for e in node.elts]
+            return tuple(items) if isinstance(node, ast.Tuple) else items
+        if isinstance(node, ast.Name):
+            if node.id == "range":
+                return range
+            raise _Skipped  # NameError: nothing else is in scope
+        if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+            return _UNARY[type(node.op)](sub(node.operand))
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            left, right = sub(node.left), sub(node.right)
+            numbers = all(isinstance(v, int | float) for v in (left, right))
+            if numbers and not (isinstance(node.op, ast.Pow) and abs(right) > 64):
+                return _BINARY[type(node.op)](left, right)
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range"
+                and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args)):  # fmt: skip
+            return range(*[sub(a) for a in node.args])
+    except ConfigError:
+        raise
+    except (ArithmeticError, TypeError, ValueError):
+        raise _Skipped from None
+    raise ConfigError(
+        f"{source} line {line_num} {clip(line)}: this release evaluates the line with Python eval, and only "
+        "literals, tuples, lists, range() and arithmetic on numbers are modelled; accepted: " + ACCEPTED_LINE
+    )
+
+
+def _evaluated(line: str, source: str, line_num: int) -> Any:
+    """The line's value as an eval-reading release computes it; raises _Skipped where eval fails."""
+    try:
+        tree = ast.parse(line, mode="eval")
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        raise _Skipped from None
+    return _value(tree.body, line, source, line_num)
+
+
+def parse_bucket_file(
+    text: str, source: str = FILE_VAR, *, evaluate: bool = False
+) -> tuple[list[Bucket], list[Bucket]]:
     """(prompt, decode) buckets a bucket file lists, sorted, duplicates kept, before vllm-gaudi's filters.
 
     ``source`` names the file as the user gave it (``--bucket-file FILE`` or ``VLLM_BUCKETING_FROM_FILE=FILE``);
     every error names it and the line. A negative value is refused: vllm-gaudi's filters bound values from above
-    only, so it keeps such a bucket and its warm-up cannot build a batch of that shape.
+    only, so it keeps such a bucket and its warm-up cannot build a batch of that shape. ``evaluate``: read the
+    lines as releases before #1245 do (``eval``; lines it fails on, or not 3-tuples, are skipped).
     """
-    prompt, decode = _parsed(text, source)
+    prompt, decode = _parsed(text, source, evaluate)
     return list(prompt), list(decode)
 
 
 @functools.lru_cache(maxsize=8)  # pure; every generation and lookup of a plan asks for the same file again
-def _parsed(text: str, source: str) -> tuple[tuple[Bucket, ...], tuple[Bucket, ...]]:
+def _parsed(text: str, source: str, evaluate: bool = False) -> tuple[tuple[Bucket, ...], tuple[Bucket, ...]]:
     prompt: list[Bucket] = []
     decode: list[Bucket] = []
     total = 0
@@ -92,14 +170,26 @@ def _parsed(text: str, source: str) -> tuple[tuple[Bucket, ...], tuple[Bucket, .
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
+        if evaluate:
+            try:
+                entry = _evaluated(line, source, line_num)
+            except _Skipped:
+                continue
+            if not isinstance(entry, tuple) or len(entry) != 3:
+                continue  # printed and skipped
+        else:
+            try:
+                entry = ast.literal_eval(_RANGE_CALL.sub(_expand, line))
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                raise _bad(source, line_num, line, "not a Python literal") from None
+            if not isinstance(entry, tuple) or len(entry) != 3:
+                raise _bad(source, line_num, line, "not a 3-tuple")
+        axes = [item if isinstance(item, list | range) else [item] for item in entry]
         try:
-            entry = ast.literal_eval(_RANGE_CALL.sub(_expand, line))
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            raise _bad(source, line_num, line, "not a Python literal") from None
-        if not isinstance(entry, tuple) or len(entry) != 3:
-            raise _bad(source, line_num, line, "not a 3-tuple")
-        axes = [item if isinstance(item, list) else [item] for item in entry]
-        total += len(axes[0]) * len(axes[1]) * len(axes[2])
+            total += len(axes[0]) * len(axes[1]) * len(axes[2])
+        except OverflowError:  # an evaluated range(...) longer than an index holds
+            raise ConfigError(f"{source} line {line_num} {clip(line)}: a range longer than any index; accepted: at "
+                              f"most {MAX_FILE_BUCKETS:,} buckets in all") from None  # fmt: skip
         if total > MAX_FILE_BUCKETS:
             raise ConfigError(
                 f"{source} line {line_num} {clip(line)}: the file expands to more than {MAX_FILE_BUCKETS:,} buckets "

@@ -43,12 +43,30 @@ What changed, newest first (our reading; commits cited):
   runner warms unified-attention buckets, not modelled: refused), hybrid prompt queries are rounded to the mamba chunk
   even when it is not explicit, and vision.py has no qwen3_5 (batch based 1, 2, 4, 8).
 
+- v0.17.0rc1 - v0.17.1rc1 and v0.18.0rc0 (715451c2, a main snapshot older than v0.17.1's ports; extension/bucketing
+  is bb358250 at all three): v0.17.1 before its ports of #1124 (4ee8db0e; #1252 c508c8c8), #1207 (b6e3adf1) and #1245
+  (7c1fcbde; #1246 7bda16f8), with the multimodal warm-up of #1085 (26751a40) that #1247 (59922d98; #1256 fa35cdb7)
+  undid: exponential decode blocks KV + block_size without contiguous PA (b631d73f #1091), their step count the KV
+  blocks'; every fallback context capped at KV + block_size; a fallback query rounded in steps of 32 whatever the
+  mamba chunk; bucket-file lines evaluated with ``eval`` (a line it fails on, or not a 3-tuple, skipped); the runner
+  reads vLLM's limits as integers: image is warmed unless its count is 0, named or not, no width/height is read and
+  every step batches one item.
+- v0.16.0rc1 - v0.17.0rc0 (77551b5e; extension/bucketing 511f48f5 at the three): before b631d73f (#1091) exponential
+  decode blocks min(batch x floor(max_model_len / block_size), KV x seqs // 4) without contiguous PA, their step count
+  the KV blocks', and fallback contexts capped at the KV blocks; vision.py without ernie4_5_moe_vl (3b901095 #813);
+  the warm-up reads vLLM's limit options (``get_dummy_options``; batch the named count, the first warmed modality's
+  width/height) as v0.17.1 does.
+- v0.15.1 (5d6a2db3, release branch): v0.16.0rc1's bucketing and warm-up; vision.py lacks ovis (4866f50b #846),
+  pixtral and mistral3 (c27c76ae #871) and deepseek_ocr (53feb4d2 #954).
+- v0.14.1 (c4ecd716, release branch): v0.15.1 but for #980 (1e012ecf, the port of #915 94643f9d): a long-context edge
+  context replaces the largest one whenever it is not negative, VLLM_PROMPT_CTX_BUCKET_MAX or not.
+
 Recognised but not modelled (:func:`release_for` refuses them with one line; on a host that runs one, the runtime's
-own code is asked instead, :mod:`.installed`): v0.18.0rc0 (715451c2), whose bucketing is v0.17.0rc1's and
-v0.17.1rc1's (decode range KV + block size, fallback contexts capped at KV + block size, a multimodal warm-up that
-reads vLLM's integer limits and batches one item a step), and v0.11.2 to v0.17.1rc1 (older decode ranges, vision
-tables and warm-ups; rc numbers of one version are not told apart by :func:`parse_version`, and v0.17.0rc0's
-bucketing is v0.16.0's).
+own code is asked instead, :mod:`.installed`): v0.16.0rc0 (dd472742) and v0.15.1rc1 (0a4615b7), whose bucketing
+(extension/bucketing 37baba9d) densifies long-context exponential ranges and adds edge buckets at every max_model_len,
+and whose multimodal warm-up runs vLLM's own dummy image (its size the processor's, not a width/height we could plan)
+once per vision bucket; v0.11.2 - v0.13.0.post1, with that warm-up (v0.13.0) or an older one (v0.11.2). Pre-releases
+are ordered by their number (:func:`parse_version`: rc0 < rc1 < the release).
 """
 
 from __future__ import annotations
@@ -66,20 +84,23 @@ Version = tuple[int, int, int, int]
 FIRST_FILE_BUCKETING: Version = (0, 11, 2, 0)
 
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.post(\d+))?(?:(rc|\.dev|dev|a|b)(\d+))?(?:\+.*)?$")
+#: Where a pre-release sorts below its release: dev < a < b < rc, each by its number (capped below the next kind).
+_PRE_RELEASE = {"dev": -4000, ".dev": -4000, "a": -3000, "b": -2000, "rc": -1000}
 
 
 def parse_version(text: str) -> Version:
     """``0.26.0``, ``v0.27.0rc0``, ``0.19.0.post1``, ``0.28.0.dev12+g091bbadd`` -> an ordered tuple; a pre-release
-    (rc, dev) sorts before its release. Raises ConfigError naming the accepted form."""
+    sorts before its release and by its number (``0.17.0rc0 < 0.17.0rc1 < 0.17.0 < 0.17.0.post1``). Raises ConfigError
+    naming the accepted form."""
     m = _VERSION.match(text.strip())
     if not m:
         raise ConfigError(
             f"vllm-gaudi version {text!r} is not a version; accepted: X.Y.Z[rcN|.postN|.devN], e.g. 0.26.0"
         )
     major, minor, patch = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
-    # pre-releases (rcN, devN) count as just below the release; a post-release just above it
+    # pre-releases (rcN, devN) count as negative, below the release; a post-release as its number above it
     if m.group(5):
-        return (major, minor, patch, -1)
+        return (major, minor, patch, _PRE_RELEASE[m.group(5)] + min(int(m.group(6)), 999))
     return (major, minor, patch, int(m.group(4) or 0))
 
 
@@ -99,7 +120,9 @@ class Release:
     strategy_variable: bool = True
     #: Exponential decode block maximum without contiguous PA: "clamped" (3x KV, main), "worst" (every sequence at
     #: max_model_len), "v0.19" (max(min(worst, KV x seqs // 3), 3 x KV)), "kv3" (3 x KV whatever the worst case;
-    #: before v0.19.0). With contiguous PA "v0.19" and "kv3" take the KV blocks, the others min(KV, worst).
+    #: before v0.19.0), "kv+block" (KV + block_size, its step count that of the KV blocks alone; before #1124),
+    #: "seqs/4" (min(worst with floor, KV x seqs // 4), the steps of the KV blocks; before b631d73f #1091). With
+    #: contiguous PA "v0.19", "kv3", "kv+block" and "seqs/4" take the KV blocks, the others min(KV, worst).
     exp_decode_max: str = "clamped"
     #: Exponential decode block steps capped at max(6, the decode batch steps) (v0.19.0rc0 only: 9dffb979 #1160,
     #: reverted for v0.19.0 by 81960942 #1388).
@@ -117,12 +140,25 @@ class Release:
     #: decode fallback not added again); False (before: every fallback context capped at the largest prepared decode
     #: context, the key not capped, the fallback always appended).
     fallback_caps_per_phase: bool = True
+    #: Every fallback context capped at the KV blocks plus this many block sizes instead (None: not): 1 before #1124
+    #: (4ee8db0e; #1252 c508c8c8 on v0.17.1, which brought the cap at the largest decode bucket), 0 before b631d73f
+    #: #1091. The key is not capped and the fallback always appended.
+    fallback_cap_over_kv: int | None = None
+    #: A fallback's query rounded with a step of max(32, mamba chunk) (b6e3adf1 #1207); before, 32.
+    fallback_seq_step_mamba: bool = True
+    #: How a bucket file's lines are read: "literal" (``ast.literal_eval`` after range() expansion, an invalid line
+    #: stops start-up; 7c1fcbde #1245 / 7bda16f8 #1246) or "eval" (before: Python ``eval`` with only ``range``; a line
+    #: it cannot evaluate, or that is not a 3-tuple, is skipped with a print).
+    file_parse: str = "literal"
     #: features.py declares ``unified_attn`` (VLLM_UNIFIED_ATTN; removed by 22264a62 #1226 for v0.18.1rc1): turned on,
     #: the runner warms unified-attention buckets (query, shared blocks, unique blocks), which are not modelled.
     unified_attn_variable: bool = False
     #: Hybrid (mamba) prompt queries are rounded up to the chunk size only when the chunk size is explicit
     #: (v0.18.1rc1+, 25a31874 #1153); before, whenever the model has one.
     mamba_round_explicit_only: bool = True
+    #: A long-context edge context replaces the largest one only below VLLM_PROMPT_CTX_BUCKET_MAX (#915 94643f9d /
+    #: #980 1e012ecf on v0.15.1); before, whenever it is not negative.
+    edge_ctx_capped: bool = True
     #: vision.py MULTIMODAL_CONFIG keys this release does not list yet (their models fall back to batch based).
     vision_table_absent: tuple[str, ...] = ()
     #: Why this line is recognised but not modelled ("" = modelled): :func:`release_for` refuses it with this reason.
@@ -133,11 +169,17 @@ class Release:
     reads_resolutions: bool = True
     #: Items per vision warm-up step: "per-shape" (v0.26.0+: guessed shapes 1, explicit ones their WxHxN count or
     #: the limit's, falling back across image/video) or "limit" (before: every step the modality's own limit count).
+    #: ``"one"``: every step one item (v0.17.0rc1 - v0.18.0rc0: the runner reads vLLM's limit as an integer,
+    #: 26751a40 #1085, which has no count attribute).
     mm_step_items: str = "per-shape"
     #: The limit's width/height: "every" (v0.26.0+: each modality's, after the guessed shapes, deduplicated) or
     #: "first" (v0.19.0 - v0.24.0: the first warmed modality that has one, image before video, before the guessed
     #: shapes) or "first-warmed" (before v0.19.0: the first warmed modality's, if it has one; no search further).
+    #: ``"none"``: no width/height is read (v0.17.0rc1 - v0.18.0rc0: an integer limit has none).
     mm_limit_shapes: str = "every"
+    #: Image is warmed unless its limit is 0, also when --limit-mm-per-prompt does not name it (vLLM's 999;
+    #: v0.17.0rc1 - v0.18.0rc0, 26751a40 #1085, until #1247 59922d98 / #1256 fa35cdb7 read the named options again).
+    mm_image_warmed_unnamed: bool = False
     #: vision.py lists qwen3_5, kimi_k25 and gemma4 as native-resolution towers without default buckets (v0.26.0+);
     #: before, qwen3_5 has patch buckets and the other two fall back to batch based 1, 2, 4, 8.
     native_resolution_towers: bool = True
@@ -162,6 +204,42 @@ def _before_v0_19(release: Release) -> Release:
     limit's width/height."""
     return dataclasses.replace(release, prompt_filter="query+ctx", mamba_decode_floor=True, exp_decode_max="kv3",
                                fallback_caps_per_phase=False, mm_limit_shapes="first-warmed")  # fmt: skip
+
+
+def _v0_17_1(name: str, first: Version, tags: tuple[str, ...], commit: str) -> Release:
+    """v0.17.1 (dafb170c): v0.18.1rc1 but for what #1226 (22264a62) and #1153 (25a31874) changed."""
+    return _before_v0_19(_before_v0_26_vision(Release(
+        name, first, tags, commit, strategy_variable=False, exp_decode_compensation=False,
+        lin_clamp_contiguous_only=False, unified_attn_variable=True, mamba_round_explicit_only=False,
+        vision_table_absent=("qwen3_5",),
+    )))  # fmt: skip
+
+
+def _before_v0_17_1(release: Release) -> Release:
+    """``release`` with what v0.17.0rc1 - v0.17.1rc1 and v0.18.0rc0 (extension/bucketing @ bb358250) do differently
+    from v0.17.1: the decode range and fallback before #1124, the fallback query step before #1207, the bucket file
+    read with ``eval`` before #1245, and the multimodal warm-up reading vLLM's integer limits (#1085 until #1247)."""
+    return dataclasses.replace(release, exp_decode_max="kv+block", fallback_cap_over_kv=1,
+                               fallback_seq_step_mamba=False, file_parse="eval", mm_step_items="one",
+                               mm_limit_shapes="none", mm_image_warmed_unnamed=True)  # fmt: skip
+
+
+def _before_v0_17_0rc1(release: Release, absent: tuple[str, ...] = ()) -> Release:
+    """``release`` with what v0.16.0rc1 - v0.17.0rc0 (extension/bucketing @ 511f48f5) do differently from v0.17.0rc1:
+    the decode range and fallback cap before b631d73f (#1091), no ernie4_5_moe_vl in vision.py (3b901095 #813), and
+    the multimodal warm-up reading vLLM's limit options (``get_dummy_options``) as v0.17.1 does. ``absent``: more
+    vision.py entries the release lacks."""
+    return dataclasses.replace(release, exp_decode_max="seqs/4", fallback_cap_over_kv=0,
+                               vision_table_absent=(*release.vision_table_absent, "ernie4_5_moe_vl", *absent),
+                               mm_step_items="limit", mm_limit_shapes="first-warmed",
+                               mm_image_warmed_unnamed=False)  # fmt: skip
+
+
+_NOT_MODELLED_37BABA9D = (
+    "{tag}, the bucketing of v0.15.1rc1 and v0.16.0rc0) is not modelled: its exponential ranges densify long "
+    "contexts, its edge buckets cover every max_model_len, and its multimodal warm-up runs the processor's own dummy "
+    "image at every vision bucket (no width/height to plan)"
+)
 
 
 #: main @091bbadd, the newest line (and any version from 0.27.0 on: no later tag was available to read).
@@ -212,7 +290,7 @@ LINES: tuple[Release, ...] = (
         _before_v0_26_vision(
             Release(
                 "v0.19.0rc0",
-                (0, 19, 0, -1),
+                parse_version("0.19.0rc0"),
                 ("v0.19.0rc0",),
                 "9dffb979",
                 strategy_variable=False,
@@ -226,7 +304,7 @@ LINES: tuple[Release, ...] = (
         _before_v0_26_vision(
             Release(
                 "v0.18.1rc1",
-                (0, 18, 1, -1),
+                parse_version("0.18.1rc1"),
                 ("v0.18.1rc1",),
                 "67e4a6b1",
                 strategy_variable=False,
@@ -236,29 +314,52 @@ LINES: tuple[Release, ...] = (
         )
     ),
     # a main snapshot older than v0.17.1's release-branch ports (the same bucketing as v0.17.0rc1 and v0.17.1rc1)
-    Release(
-        "v0.18.0rc0",
-        (0, 18, 0, -1),
-        ("v0.18.0rc0",),
-        "715451c2",
-        not_modelled="v0.18.0rc0 (@715451c2, the bucketing of v0.17.0rc1 - v0.17.1rc1) is not modelled: its decode "
-        "range (KV + block size), fallback cap and multimodal warm-up (vLLM's integer limits, one item a step) differ",
+    _before_v0_17_1(_v0_17_1("v0.18.0rc0", parse_version("0.18.0rc0"), ("v0.18.0rc0",), "715451c2")),
+    _v0_17_1("v0.17.1", (0, 17, 1, 0), ("v0.17.1",), "dafb170c"),
+    _before_v0_17_1(
+        _v0_17_1("v0.17.0rc1 - v0.17.1rc1", parse_version("0.17.0rc1"), ("v0.17.0rc1", "v0.17.1rc1"), "4072009a")
     ),
-    _before_v0_19(
-        _before_v0_26_vision(
-            Release(
-                "v0.17.1",
-                (0, 17, 1, 0),
-                ("v0.17.1",),
-                "dafb170c",
-                strategy_variable=False,
-                exp_decode_compensation=False,
-                lin_clamp_contiguous_only=False,
-                unified_attn_variable=True,
-                mamba_round_explicit_only=False,
-                vision_table_absent=("qwen3_5",),
+    _before_v0_17_0rc1(
+        _before_v0_17_1(
+            _v0_17_1(
+                "v0.16.0rc1 - v0.17.0rc0",
+                parse_version("0.16.0rc1"),
+                ("v0.16.0rc1", "v0.16.0", "v0.17.0rc0"),
+                "77551b5e",
             )
         )
+    ),
+    # a main snapshot with v0.15.1rc1's bucketing (extension/bucketing @ 37baba9d)
+    Release(
+        "v0.16.0rc0",
+        parse_version("0.16.0rc0"),
+        ("v0.16.0rc0",),
+        "dd472742",
+        not_modelled=_NOT_MODELLED_37BABA9D.format(tag="v0.16.0rc0 (@dd472742"),
+    ),
+    # v0.16.0rc1's bucketing and warm-up (release-branch ports of #915 as 1e012ecf #980 and #759 as b3c0ca62 #958)
+    # without the vision.py entries #846, #871 and #954 added on main
+    _before_v0_17_0rc1(
+        _before_v0_17_1(
+            _v0_17_1("v0.15.1", (0, 15, 1, 0), ("v0.15.1",), "5d6a2db3"),
+        ),
+        absent=("ovis", "pixtral", "mistral3", "deepseek_ocr"),
+    ),
+    # a main snapshot with the bucketing v0.16.0rc0 has
+    Release(
+        "v0.15.1rc1",
+        parse_version("0.15.1rc1"),
+        ("v0.15.1rc1",),
+        "0a4615b7",
+        not_modelled=_NOT_MODELLED_37BABA9D.format(tag="v0.15.1rc1 (@0a4615b7"),
+    ),
+    # v0.15.1 but for #980: the edge contexts are not held below VLLM_PROMPT_CTX_BUCKET_MAX
+    dataclasses.replace(
+        _before_v0_17_0rc1(
+            _before_v0_17_1(_v0_17_1("v0.14.1", (0, 14, 1, 0), ("v0.14.1",), "c4ecd716")),
+            absent=("ovis", "pixtral", "mistral3", "deepseek_ocr"),
+        ),
+        edge_ctx_capped=False,
     ),
 )
 
@@ -277,10 +378,11 @@ def release_for(version: str | None) -> Release:
     if v < FIRST_FILE_BUCKETING:
         why = "before v0.11.2 it has no bucket file (VLLM_BUCKETING_FROM_FILE) nor vision buckets to plan"
     else:
-        why = "v0.11.2 - v0.17.1rc1 bucket differently (older decode ranges and fallbacks, vision tables and " \
-              f"warm-up) and are not modelled; {_ASK_ITS_OWN}"  # fmt: skip
+        why = "v0.11.2 - v0.13.0.post1 bucket differently (older exponential ranges and long-context buckets, " \
+              "vision tables, and a multimodal warm-up that runs the processor's own dummy image at every vision " \
+              f"bucket: no width/height to plan) and are not modelled; {_ASK_ITS_OWN}"  # fmt: skip
     raise ConfigError(f"vllm-gaudi=={version}: {why}; {_ACCEPTED}")
 
 
 _ASK_ITS_OWN = "on a host that runs it, --plan-runtime auto asks its own code"
-_ACCEPTED = "accepted: 0.17.1, 0.18.1rc1 or newer, or main"
+_ACCEPTED = "accepted: 0.14.1, 0.15.1, 0.16.0rc1 or newer, or main"

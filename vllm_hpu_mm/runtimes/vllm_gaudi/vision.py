@@ -279,14 +279,21 @@ def vision_warmup(
     resolution (VLLM_MULTIMODAL_RESOLUTIONS, then per-modality width/height from the limit), duplicates dropped;
     a ``WxH`` entry warms the modality's count, ``WxHxN`` min(N, count), ``WxHxN-M`` every count N..min(M, count).
     Before v0.26.0 (``release``): ``resolutions`` is not read, the first warmed modality's limit width/height is
-    warmed first, and every step batches the modality's own limit count.
+    warmed first, and every step batches the modality's own limit count. v0.17.0rc1 - v0.18.0rc0 read vLLM's limits
+    as integers: image is warmed unless its count is 0 (named or not), no width/height is read, each step is one item.
     """
     batch_based, _ = _model_entry(model_type, release)
     explicit = list(parse_resolution_entries(resolutions or "")) if release.reads_resolutions else []
     if not warmup:
         return VisionWarmup(False, "warm-up is skipped (VLLM_SKIP_WARMUP or bucketing off)", ())
     counts, options = _limits(limit_mm_per_prompt, modalities)
-    if buckets is None and (not batch_based or _warmed_modalities(counts, options, modalities)):
+    unnamed_image = release.mm_image_warmed_unnamed
+    if release.mm_limit_shapes == "none" and (missing := _integer_limit_lookup_fails(counts, options, modalities)):
+        why = (
+            f"vllm-gaudi's warm-up looks up the {missing} limit among the model's modalities {modalities}, finds none "
+        )
+        return VisionWarmup(False, why + "and fails (KeyError) before any graph", (), fails=True)
+    if buckets is None and (not batch_based or _warmed_modalities(counts, options, modalities, unnamed_image)):
         return VisionWarmup(
             False,
             "VLLM_MULTIMODAL_BUCKETS=None: vllm-gaudi's multimodal warm-up takes len() of the bucket list and "
@@ -299,11 +306,13 @@ def vision_warmup(
         return VisionWarmup(
             False, f"negative vision bucket in {buckets}: vllm-gaudi fails on its square root", (), fails=True
         )
-    warmed = _warmed_modalities(counts, options, modalities)
+    warmed = _warmed_modalities(counts, options, modalities, unnamed_image)
     candidates: list[ResolutionEntry] = []
     if not batch_based:
         guessed = [ResolutionEntry(w, h, 1) for w, h in _bucket_shapes(buckets, patch_size, merge_size)]
-        if release.mm_limit_shapes in ("first", "first-warmed"):
+        if release.mm_limit_shapes == "none":  # an integer limit has no width/height
+            candidates = guessed
+        elif release.mm_limit_shapes in ("first", "first-warmed"):
             candidates = _first_limit_shape(options, warmed, release.mm_limit_shapes == "first-warmed") + guessed
         else:
             for m in modalities:  # runner: per-modality width/height in the limit join the explicit shapes
@@ -313,11 +322,14 @@ def vision_warmup(
             candidates = list(dict.fromkeys(guessed + explicit))
 
     graphs: list[tuple[str, int, int, int]] = []
-    skipped = [_why_not(m, m in options) for m in modalities if m not in warmed]
+    skipped = [_why_not(m, m in options or unnamed_image) for m in modalities if m not in warmed]
     for m in warmed:
         user_max = _resolved_count(m, options)
         if batch_based:
             graphs.extend((m, 896, 896, b) for b in buckets)
+            continue
+        if release.mm_step_items == "one":  # the integer limit has no count: one item a step
+            graphs.extend((m, e.width, e.height, 1) for e in candidates)
             continue
         if release.mm_step_items == "limit":
             # _get_mm_dummy_batch before v0.26.0: no per-step count; each step batches the modality's own count
@@ -361,14 +373,31 @@ def _first_limit_shape(
     return []
 
 
-def _warmed_modalities(
+def _integer_limit_lookup_fails(
     counts: Mapping[str, int], options: Mapping[str, Mapping[str, int]], modalities: tuple[str, ...]
+) -> str | None:
+    # warmup_multimodal_graphs @ 715451c2: the width/height search indexes the model's limits by image, then (image
+    # limit 0) video, whenever vLLM's integer limit of that modality is not 0 (999 when not named)
+    for m in ("image", "video"):
+        count = counts[m] if m in counts else int(options[m].get("count", UNSET_LIMIT)) if m in options else UNSET_LIMIT
+        if count == 0:
+            continue
+        return m if m not in modalities else None
+    return None
+
+
+def _warmed_modalities(
+    counts: Mapping[str, int],
+    options: Mapping[str, Mapping[str, int]],
+    modalities: tuple[str, ...],
+    unnamed_image: bool = False,
 ) -> list[str]:
     # warmup_multimodal_graphs @ 091bbadd: image needs a named, non-zero limit; video a named limit other than
-    # 999 (vLLM's unset value); any other modality is always warmed.
+    # 999 (vLLM's unset value); any other modality is always warmed. ``unnamed_image`` (v0.17.0rc1 - v0.18.0rc0):
+    # image needs only a non-zero limit (999 when not named).
     out = []
     for m in modalities:
-        if m == "image" and not (m in options and counts[m] != 0):
+        if m == "image" and not ((m in options or unnamed_image) and counts[m] != 0):
             continue
         if m == "video" and not (m in options and counts[m] != UNSET_LIMIT):
             continue
