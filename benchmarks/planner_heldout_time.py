@@ -285,40 +285,41 @@ def _another_seed(mix: Mix) -> Mix:
     return dataclasses.replace(mix, seed=mix.seed + 1)
 
 
+def _reseed(name: str, model: str, device: str, tp: int, mml: int, seqs: int, mnbt: int, plan: Mix, drift: Mix,
+            load: int | None) -> Config:  # fmt: skip
+    """A configuration replayed on another seed of its planned traffic, ``drift`` reported beside it."""
+    return Config(name, model, device, tp, mml, seqs, mnbt, plan, _another_seed(plan), load, drift)
+
+
 #: The third held-out set of round 5's planner (written on 2026-11-27 after SIXTH's run and before any run of its
 #: own, committed before that run). The pass follows the issue's protocol: each configuration planned on one seed of
 #: its traffic and replayed on another seed of the same traffic (a user plans on their own traffic); a drifted traffic
 #: (other images, text trace, prefixes and lengths, as FRESH and SIXTH replayed) is replayed too, for ours and exp, and
 #: reported beside the pass. Other limits (512 seqs, a 2k context), loads, model-device pairs, mixes and seeds than
 #: before.
-def _seventh(name: str, model: str, device: str, tp: int, mml: int, seqs: int, mnbt: int, plan: Mix, drift: Mix,
-             load: int | None) -> Config:  # fmt: skip
-    return Config(name, model, device, tp, mml, seqs, mnbt, plan, _another_seed(plan), load, drift)
-
-
 SEVENTH = (
-    _seventh("code review with screenshots, long prompts (7B, Gaudi2, 32k, 48 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct",
-             "gaudi2", 1, 32768, 48, 8192,
-             Mix(("groundui_1k_screens.csv",), "code", "system2048", 0.4, 3101, text_scale=2.5),
-             Mix(("mathvista_testmini.csv", "groundui_1k_screens.csv"), "conv", "mooncake", 0.3, 3151, text_scale=2.0,
+    _reseed("code review with screenshots, long prompts (7B, Gaudi2, 32k, 48 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct",
+            "gaudi2", 1, 32768, 48, 8192,
+            Mix(("groundui_1k_screens.csv",), "code", "system2048", 0.4, 3101, text_scale=2.5),
+            Mix(("mathvista_testmini.csv", "groundui_1k_screens.csv"), "conv", "mooncake", 0.3, 3151, text_scale=2.0,
                  output_scale=1.5), None),
-    _seventh("report writing, long answers, planned for 16 at once (32B TP2 on Gaudi3, 16k, 32 seqs)",
-             "Qwen/Qwen2.5-VL-32B-Instruct", "gaudi3", 2, 16384, 32, 4096,
-             Mix(("infochartqa_rendered_infographics.csv",), "conv", "none", 0.2, 3201, output_scale=5.0),
-             Mix(("multichartqa_charts.csv",), "code", "system512", 0.2, 3251, output_scale=4.0), 16),
-    _seventh("tiny requests at 512 seqs (3B, Gaudi3, 2k, 512 seqs)", "Qwen/Qwen2.5-VL-3B-Instruct", "gaudi3", 1, 2048,
-             512, 2048, Mix((), "conv", "none", 1.0, 3301, text_scale=0.15, output_scale=0.4),
-             Mix((), "code", "mooncake", 1.0, 3351, text_scale=0.2, output_scale=0.5), None),
-    _seventh("large images (72B TP4 on Gaudi2, 32k, 16 seqs)", "Qwen/Qwen2.5-VL-72B-Instruct", "gaudi2", 4, 32768, 16,
-             8192, Mix(("infochartqa_rendered_infographics.csv", "multichartqa_charts.csv"), "conv", "none", 0.0, 3401),
-             Mix(("sroie_receipts.csv", "infochartqa_rendered_infographics.csv"), "code", "none", 0.0, 3451), None),
-    _seventh("prefix-heavy GUI agent, planned for 64 at once (7B, Gaudi2, 16k, 128 seqs)",
-             "Qwen/Qwen2.5-VL-7B-Instruct", "gaudi2", 1, 16384, 128, 4096,
-             Mix(("groundui_1k_screens.csv",), "conv", "system2048", 0.3, 3501, output_scale=0.8),
-             Mix(("groundui_1k_screens.csv", "coco_val2017.csv"), "conv", "mooncake", 0.3, 3551), 64),
-    _seventh("chat and documents (32B TP4 on Gaudi2, 32k, 64 seqs)", "Qwen/Qwen2.5-VL-32B-Instruct", "gaudi2", 4,
-             32768, 64, 4096, Mix(("coco_val2017.csv", "funsd_forms.csv"), "code", "mooncake", 0.5, 3601),
-             Mix(("coco_val2017.csv", "sroie_receipts.csv"), "conv", "none", 0.5, 3651, output_scale=1.3), None),
+    _reseed("report writing, long answers, planned for 16 at once (32B TP2 on Gaudi3, 16k, 32 seqs)",
+            "Qwen/Qwen2.5-VL-32B-Instruct", "gaudi3", 2, 16384, 32, 4096,
+            Mix(("infochartqa_rendered_infographics.csv",), "conv", "none", 0.2, 3201, output_scale=5.0),
+            Mix(("multichartqa_charts.csv",), "code", "system512", 0.2, 3251, output_scale=4.0), 16),
+    _reseed("tiny requests at 512 seqs (3B, Gaudi3, 2k, 512 seqs)", "Qwen/Qwen2.5-VL-3B-Instruct", "gaudi3", 1, 2048,
+            512, 2048, Mix((), "conv", "none", 1.0, 3301, text_scale=0.15, output_scale=0.4),
+            Mix((), "code", "mooncake", 1.0, 3351, text_scale=0.2, output_scale=0.5), None),
+    _reseed("large images (72B TP4 on Gaudi2, 32k, 16 seqs)", "Qwen/Qwen2.5-VL-72B-Instruct", "gaudi2", 4, 32768, 16,
+            8192, Mix(("infochartqa_rendered_infographics.csv", "multichartqa_charts.csv"), "conv", "none", 0.0, 3401),
+            Mix(("sroie_receipts.csv", "infochartqa_rendered_infographics.csv"), "code", "none", 0.0, 3451), None),
+    _reseed("prefix-heavy GUI agent, planned for 64 at once (7B, Gaudi2, 16k, 128 seqs)",
+            "Qwen/Qwen2.5-VL-7B-Instruct", "gaudi2", 1, 16384, 128, 4096,
+            Mix(("groundui_1k_screens.csv",), "conv", "system2048", 0.3, 3501, output_scale=0.8),
+            Mix(("groundui_1k_screens.csv", "coco_val2017.csv"), "conv", "mooncake", 0.3, 3551), 64),
+    _reseed("chat and documents (32B TP4 on Gaudi2, 32k, 64 seqs)", "Qwen/Qwen2.5-VL-32B-Instruct", "gaudi2", 4,
+            32768, 64, 4096, Mix(("coco_val2017.csv", "funsd_forms.csv"), "code", "mooncake", 0.5, 3601),
+            Mix(("coco_val2017.csv", "sroie_receipts.csv"), "conv", "none", 0.5, 3651, output_scale=1.3), None),
 )  # fmt: skip
 
 #: The fourth held-out set of round 5's planner (written on 2026-11-27 after SEVENTH's run and before any run of its
@@ -327,32 +328,32 @@ SEVENTH = (
 #: pass replays another seed of the planned traffic; a drifted traffic is reported beside it). Other limits (384
 #: seqs, a 48k and a 24k context, TP8 on Gaudi2), loads, mixes and seeds than the sets before it.
 EIGHTH = (
-    _seventh("receipt OCR at 256 seqs (3B, Gaudi2, 4k, 256 seqs)", "Qwen/Qwen2.5-VL-3B-Instruct", "gaudi2", 1, 4096,
-             256, 4096, Mix(("sroie_receipts.csv",), "code", "none", 0.1, 4101, text_scale=0.5, output_scale=0.6),
-             Mix(("funsd_forms.csv",), "conv", "mooncake", 0.1, 4151, text_scale=0.6, output_scale=0.8), None),
-    _seventh("screens and photos, planned for 24 at once (7B, Gaudi3, 24k, 48 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct",
-             "gaudi3", 1, 24576, 48, 6144,
-             Mix(("groundui_1k_screens.csv", "coco_val2017.csv"), "conv", "system1024", 0.2, 4201, output_scale=1.5),
-             Mix(("coco_val2017.csv",), "code", "none", 0.3, 4251, output_scale=1.2), 24),
-    _seventh("math tutoring with charts, long answers (32B TP4 on Gaudi3, 16k, 64 seqs)",
-             "Qwen/Qwen2.5-VL-32B-Instruct", "gaudi3", 4, 16384, 64, 4096,
-             Mix(("mathvista_testmini_charts.csv", "mathvista_testmini.csv"), "conv", "none", 0.3, 4301,
+    _reseed("receipt OCR at 256 seqs (3B, Gaudi2, 4k, 256 seqs)", "Qwen/Qwen2.5-VL-3B-Instruct", "gaudi2", 1, 4096,
+            256, 4096, Mix(("sroie_receipts.csv",), "code", "none", 0.1, 4101, text_scale=0.5, output_scale=0.6),
+            Mix(("funsd_forms.csv",), "conv", "mooncake", 0.1, 4151, text_scale=0.6, output_scale=0.8), None),
+    _reseed("screens and photos, planned for 24 at once (7B, Gaudi3, 24k, 48 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct",
+            "gaudi3", 1, 24576, 48, 6144,
+            Mix(("groundui_1k_screens.csv", "coco_val2017.csv"), "conv", "system1024", 0.2, 4201, output_scale=1.5),
+            Mix(("coco_val2017.csv",), "code", "none", 0.3, 4251, output_scale=1.2), 24),
+    _reseed("math tutoring with charts, long answers (32B TP4 on Gaudi3, 16k, 64 seqs)",
+            "Qwen/Qwen2.5-VL-32B-Instruct", "gaudi3", 4, 16384, 64, 4096,
+            Mix(("mathvista_testmini_charts.csv", "mathvista_testmini.csv"), "conv", "none", 0.3, 4301,
                  output_scale=3.0),
-             Mix(("multichartqa_charts.csv",), "conv", "system512", 0.3, 4351, output_scale=2.5), None),
-    _seventh("compliance review of long documents, planned for 8 at once (72B TP8 on Gaudi2, 48k, 16 seqs)",
-             "Qwen/Qwen2.5-VL-72B-Instruct", "gaudi2", 8, 49152, 16, 8192,
-             Mix(("funsd_forms.csv", "infochartqa_rendered_infographics.csv"), "code", "system2048", 0.5, 4401,
+            Mix(("multichartqa_charts.csv",), "conv", "system512", 0.3, 4351, output_scale=2.5), None),
+    _reseed("compliance review of long documents, planned for 8 at once (72B TP8 on Gaudi2, 48k, 16 seqs)",
+            "Qwen/Qwen2.5-VL-72B-Instruct", "gaudi2", 8, 49152, 16, 8192,
+            Mix(("funsd_forms.csv", "infochartqa_rendered_infographics.csv"), "code", "system2048", 0.5, 4401,
                  text_scale=3.5),
-             Mix(("sroie_receipts.csv", "multichartqa_charts.csv"), "code", "mooncake", 0.5, 4451, text_scale=3.0),
-             8),
-    _seventh("short text requests at 384 seqs (7B, Gaudi3, 4k, 384 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct", "gaudi3", 1,
-             4096, 384, 4096, Mix((), "conv", "none", 1.0, 4501, text_scale=0.3, output_scale=0.5),
-             Mix((), "code", "system512", 1.0, 4551, text_scale=0.3, output_scale=0.7), None),
-    _seventh("chart comparisons, prefix-heavy, planned for 48 at once (7B, Gaudi2, 16k, 96 seqs)",
-             "Qwen/Qwen2.5-VL-7B-Instruct", "gaudi2", 1, 16384, 96, 4096,
-             Mix(("multichartqa_charts.csv",), "code", "mooncake", 0.1, 4601, text_scale=1.3),
-             Mix(("multichartqa_charts.csv", "infochartqa_rendered_infographics.csv"), "conv", "system2048", 0.1, 4651),
-             48),
+            Mix(("sroie_receipts.csv", "multichartqa_charts.csv"), "code", "mooncake", 0.5, 4451, text_scale=3.0),
+            8),
+    _reseed("short text requests at 384 seqs (7B, Gaudi3, 4k, 384 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct", "gaudi3", 1,
+            4096, 384, 4096, Mix((), "conv", "none", 1.0, 4501, text_scale=0.3, output_scale=0.5),
+            Mix((), "code", "system512", 1.0, 4551, text_scale=0.3, output_scale=0.7), None),
+    _reseed("chart comparisons, prefix-heavy, planned for 48 at once (7B, Gaudi2, 16k, 96 seqs)",
+            "Qwen/Qwen2.5-VL-7B-Instruct", "gaudi2", 1, 16384, 96, 4096,
+            Mix(("multichartqa_charts.csv",), "code", "mooncake", 0.1, 4601, text_scale=1.3),
+            Mix(("multichartqa_charts.csv", "infochartqa_rendered_infographics.csv"), "conv", "system2048", 0.1, 4651),
+            48),
 )  # fmt: skip
 
 SETS = {

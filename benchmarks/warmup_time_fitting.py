@@ -240,6 +240,8 @@ def predict(coef: Coefs, buckets: list[tuple[str, str, Shape]]) -> float:
     return out
 
 
+#: The issue's bar for a held-out warm-up estimate.
+WITHIN = 0.35
 #: Held-out logs of a runtime configuration the planner refuses (so it prints no warm-up estimate for it), with why.
 REFUSED = {
     "vllm_gaudi_unified_2025": "vllm-gaudi of 2025-09 with unified attention: --plan-runtime refuses releases before "
@@ -256,10 +258,6 @@ def _planned_summary(per_log: list[tuple[str, str, int, float, float]]) -> str:
     return (f"Of the held-out logs whose runtime configuration the planner plans, {within} of {len(planned)} within "
             f"±{WITHIN:.0%} ({', '.join(f'{n} {e:+.0%}' for n, e in planned)})"
             + (f"; refused, so never estimated by a plan: {refused}" if refused else "") + ".")  # fmt: skip
-
-
-#: The issue's bar for a held-out warm-up estimate.
-WITHIN = 0.35
 
 
 def main() -> int:

@@ -324,10 +324,10 @@ def text_bucket_splits(
     # phase's: each phase is prepared once per run for each of its weight sets
     rows = min(budget, MAX_ROWS * res)
     prompt = time.kept("prompt", (_fingerprint(prefill), limits, res, rows, prior_share, smooth_octaves),
-                       lambda: _prepare_prompt(prefill, limits, time, res, budget, prior_share, smooth_octaves),
+                       lambda: _prepare_prompt(prefill, limits, time, res, rows, prior_share, smooth_octaves),
                        most=PREPARED_KEPT)  # fmt: skip
     dec = time.kept("decode", (_fingerprint(decode), limits, res, rows, smooth_octaves, tuple(load_levels)),
-                    lambda: _prepare_decode(decode, limits, time, res, budget, smooth_octaves, load_levels),
+                    lambda: _prepare_decode(decode, limits, time, res, rows, smooth_octaves, load_levels),
                     most=PREPARED_KEPT)  # fmt: skip
     prompt_ax, decode_ax, prompts, decodes = prompt.axes, dec.axes, prompt.options, dec.options
     splits = _splits(budget, (prompts.least, decodes.least))
@@ -369,23 +369,23 @@ class _Prepared:
 
 
 def _prepare_prompt(prefill: Mapping[tuple[int, int], int], limits: TextLimits, time: StepTimes, res: int,
-                    budget: int, prior_share: float, smooth_octaves: float) -> _Prepared:  # fmt: skip
+                    rows: int, prior_share: float, smooth_octaves: float) -> _Prepared:  # fmt: skip
     top_q = limits.top_query
     axes = prompt_axes(limits, time, res)
     smooth = smoothed(prefill, smooth_octaves, first_octaves=SMOOTH_QUERY, first_top=top_q)
     smooth = _within_limits(smooth, lambda q: limits.top_context(min(q, top_q)))
     smooth = with_prior(smooth, _log_grid(1, top_q), lambda q: [0, *_log_grid(1, limits.top_context(q))],
                         prior_share)  # fmt: skip
-    return _Prepared(axes, phase_options(axes, smooth, budget), Shapes.of(axes, prefill), Shapes.of(axes, smooth))
+    return _Prepared(axes, phase_options(axes, smooth, rows), Shapes.of(axes, prefill), Shapes.of(axes, smooth))
 
 
 def _prepare_decode(decode: Mapping[tuple[int, int], int], limits: TextLimits, time: StepTimes, res: int,
-                    budget: int, smooth_octaves: float, load_levels: Sequence[int]) -> _Prepared:  # fmt: skip
+                    rows: int, smooth_octaves: float, load_levels: Sequence[int]) -> _Prepared:  # fmt: skip
     axes = decode_axes(limits, time, res)
     smooth = at_load_levels(decode, load_levels, LEVEL_SHARE, limits.decode_block_cap)
     smooth = smoothed(smooth, smooth_octaves, scale_second=True)
     smooth = _within_limits(smooth, lambda n: limits.top_blocks(min(n, limits.max_num_seqs)))
-    return _Prepared(axes, phase_options(axes, smooth, budget), Shapes.of(axes, decode), Shapes.of(axes, smooth))
+    return _Prepared(axes, phase_options(axes, smooth, rows), Shapes.of(axes, decode), Shapes.of(axes, smooth))
 
 
 def _buckets(prompt: PhasePlan, decode_plan: PhasePlan, limits: TextLimits) -> TextBucketPlan:

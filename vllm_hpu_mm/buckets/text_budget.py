@@ -122,6 +122,10 @@ class PaddedTime:
         return self.padded_s / self.useful_s if self.useful_s else 0.0
 
 
+#: Packs a (batch, query) row into one sortable integer (both stay far below 2^31).
+_PACK = 1 << 31
+
+
 class _Rows:
     """Buckets as vllm-gaudi's lookup reads them: (batch, query) rows in sorted order, each with its sorted last
     values."""
@@ -151,10 +155,6 @@ class _Rows:
             value[sel] = vals[np.searchsorted(vals, c[sel])]
         at = np.maximum(chosen, 0)
         return np.where(found, self.batch[at], b), np.where(found, self.query[at], q), value, found
-
-
-#: Packs a (batch, query) row into one sortable integer (both stay far below 2^31).
-_PACK = 1 << 31
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,12 +201,9 @@ def _priced(found: tuple[_I, _I, _I, npt.NDArray[np.bool_]], own: _F,
 def padded_time(prompt: Sequence[Bucket], decode: Sequence[Bucket], load: LoadShapes, time: StepTimes) -> PaddedTime:
     """The load's modelled seconds at its own shapes and in these buckets (``prompt`` (batch, query, context),
     ``decode`` (batch, 1, blocks))."""
-    if isinstance(time, CachedTimes):  # a planning run: the load's arrays are made once
-        arrays = time.kept("load arrays", id(load), lambda: _load_arrays(load, time))
-        if arrays.load is not load:  # pragma: no cover - the kept entry holds the load, so its id is not reused
-            arrays = _load_arrays(load, time)
-    else:
-        arrays = _load_arrays(load, time)
+    # a planning run makes each load's arrays once; the kept entry holds the load, so its id is not reused meanwhile
+    arrays = (time.kept("load arrays", id(load), lambda: _load_arrays(load, time)) if isinstance(time, CachedTimes)
+              else _load_arrays(load, time))  # fmt: skip
     q, c, runs, own_p = arrays.prefill
     found_p = _Rows(prompt).find(np.ones_like(q), q, c)
     s, k, steps, own_d = arrays.decode
