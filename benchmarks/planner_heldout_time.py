@@ -21,8 +21,8 @@ round 4's split rule; NEXT, held out for round 4's planner and run once after th
 FRESH, SIXTH and SEVENTH, held out for round 5's planner (development data since their runs); SEVENTH's pass replays
 another seed of the planned traffic (the issue's protocol) and reports a drifted traffic beside it (the five sets
 before it replayed only a drifted one); EIGHTH, the same protocol, planned as serve plans (2,000 requests per load
-level; 600 before it), run once at 2af76cd (development data since); NINTH, held out now, the same protocol. Only a set's first run is evidence of how the planner does on
-traffic it was not tuned on; figures are reported as they came.
+level; 600 before it), run once at 2af76cd (development data since); NINTH, held out now, the same protocol. Only
+a set's first run is evidence of how the planner does on traffic it was not tuned on; figures are reported as they came.
 
     PYTHONPATH=. .venv/bin/python benchmarks/planner_heldout_time.py [--set ninth|eighth|seventh|...|dev]
         [--only N] [--requests R]
