@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from vllm_hpu_mm.cli.main import main
-from vllm_hpu_mm.replay.job import Images, replay_model, schedules
+from vllm_hpu_mm.replay.job import Images, load_levels, replay_model, schedules
 from vllm_hpu_mm.replay.scheduler import Limits
 from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
@@ -137,3 +137,18 @@ def test_a_covering_file_under_skip_warmup_warms_nothing_and_exits_1(
     cold = json.loads(capsys.readouterr().out)["configurations"][1]
     assert cold["graphs_warmed"]["total"] == 0
     assert cold["buckets_listed"]["prompt"] > 0
+
+
+@pytest.mark.parametrize(
+    ("max_num_seqs", "levels"),
+    [
+        (1, [1]),
+        (32, [1, 2, 4, 8, 16, 24, 32]),
+        (384, [1, 2, 4, 8, 16, 32, 64, 96, 128, 192, 256, 288, 384]),  # the quarters fall between powers of two
+        (6, [1, 2, 3, 4, 6]),
+    ],
+)
+def test_an_unknown_load_is_planned_at_powers_of_two_and_at_each_quarter_of_max_num_seqs(
+    max_num_seqs: int, levels: list[int]
+) -> None:
+    assert load_levels(max_num_seqs) == levels

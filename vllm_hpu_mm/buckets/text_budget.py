@@ -35,7 +35,15 @@ import numpy as np
 import numpy.typing as npt
 
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits, plan_text_buckets, text_bucket_splits
-from vllm_hpu_mm.buckets.text_time import GROSS_FACTOR, NO_LADDER, BudgetTooSmall, CachedTimes, StepTimes, cached
+from vllm_hpu_mm.buckets.text_time import (
+    GROSS_FACTOR,
+    NO_LADDER,
+    BudgetTooSmall,
+    CachedTimes,
+    LookupTable,
+    StepTimes,
+    cached,
+)
 from vllm_hpu_mm.errors import ConfigError
 
 __all__ = [
@@ -122,41 +130,6 @@ class PaddedTime:
         return self.padded_s / self.useful_s if self.useful_s else 0.0
 
 
-#: Packs a (batch, query) row into one sortable integer (both stay far below 2^31).
-_PACK = 1 << 31
-
-
-class _Rows:
-    """Buckets as vllm-gaudi's lookup reads them: (batch, query) rows in sorted order, each with its sorted last
-    values."""
-
-    def __init__(self, buckets: Sequence[Bucket]) -> None:
-        rows: dict[tuple[int, int], set[int]] = {}
-        for b, q, c in buckets:
-            rows.setdefault((b, q), set()).add(c)
-        keys = sorted(rows)
-        self.batch = np.array([k[0] for k in keys], dtype=np.int64)
-        self.query = np.array([k[1] for k in keys], dtype=np.int64)
-        self.values = [np.array(sorted(rows[k]), dtype=np.int64) for k in keys]
-        self.top = np.array([v[-1] for v in self.values], dtype=np.int64)
-
-    def find(self, b: _I, q: _I, c: _I) -> tuple[_I, _I, _I, npt.NDArray[np.bool_]]:
-        """Per shape (b, q, c), the first bucket in sorted order covering it: the first row at or after (b, q) whose
-        batch, query and largest value hold it, there the smallest value at or above c; and whether one does."""
-        start = np.searchsorted(self.batch * _PACK + self.query, b * _PACK + q)  # rows sort by (batch, query)
-        chosen = np.full(len(b), -1, dtype=np.int64)
-        for i in range(len(self.values)):
-            hit = (chosen < 0) & (start <= i) & (self.batch[i] >= b) & (self.query[i] >= q) & (self.top[i] >= c)
-            chosen[hit] = i
-        found = chosen >= 0
-        value = c.copy()
-        for i, vals in enumerate(self.values):
-            sel = chosen == i
-            value[sel] = vals[np.searchsorted(vals, c[sel])]
-        at = np.maximum(chosen, 0)
-        return np.where(found, self.batch[at], b), np.where(found, self.query[at], q), value, found
-
-
 @dataclasses.dataclass(frozen=True)
 class _LoadArrays:
     """A load's shapes as arrays with their own modelled seconds, made once per planning run (``load`` is kept so
@@ -205,9 +178,9 @@ def padded_time(prompt: Sequence[Bucket], decode: Sequence[Bucket], load: LoadSh
     arrays = (time.kept("load arrays", id(load), lambda: _load_arrays(load, time)) if isinstance(time, CachedTimes)
               else _load_arrays(load, time))  # fmt: skip
     q, c, runs, own_p = arrays.prefill
-    found_p = _Rows(prompt).find(np.ones_like(q), q, c)
+    found_p = LookupTable(prompt).find(np.ones_like(q), q, c)
     s, k, steps, own_d = arrays.decode
-    found_d = _Rows(decode).find(s, np.ones_like(s), k)
+    found_d = LookupTable(decode).find(s, np.ones_like(s), k)
     in_p = _priced(found_p, own_p, time.prefill_s)
     in_d = _priced(found_d, own_d, lambda b, _q, blocks: time.decode_s(b, blocks))
     uncovered = int(np.count_nonzero(~found_p[3]) + np.count_nonzero(~found_d[3]))

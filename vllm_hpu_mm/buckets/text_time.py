@@ -43,6 +43,7 @@ _T = TypeVar("_T")
 
 __all__ = [
     "GROSS_FACTOR",
+    "LookupTable",
     "PhaseAxes",
     "PhaseOptions",
     "PhasePlan",
@@ -291,26 +292,50 @@ def _allocate(curves: Sequence[_Curve]) -> _Allocation:
     return _Allocation(best, tuple(picks))
 
 
+#: Packs a (batch, query) row into one sortable integer (both stay far below 2^31).
+_PACK = 1 << 31
+
+
+class LookupTable:
+    """Buckets as vllm-gaudi's lookup reads them (``find_equal_or_closest_greater_config`` @ 091bbadd): (batch,
+    query) rows in sorted order, each with its sorted last values. The one lookup rule of the planner and its
+    budget."""
+
+    def __init__(self, buckets: Sequence[tuple[int, int, int]]) -> None:
+        rows: dict[tuple[int, int], set[int]] = {}
+        for b, q, c in buckets:
+            rows.setdefault((b, q), set()).add(c)
+        keys = sorted(rows)
+        self.batch = np.array([k[0] for k in keys], dtype=np.int64)
+        self.query = np.array([k[1] for k in keys], dtype=np.int64)
+        self.values = [np.array(sorted(rows[k]), dtype=np.int64) for k in keys]
+        self.top = np.array([v[-1] for v in self.values], dtype=np.int64)
+
+    def find(self, b: _I, q: _I, c: _I) -> tuple[_I, _I, _I, npt.NDArray[np.bool_]]:
+        """Per shape (b, q, c), the first bucket in sorted order covering it: the first row at or after (b, q) whose
+        batch, query and largest value hold it, there the smallest value at or above c; and whether one does."""
+        start = np.searchsorted(self.batch * _PACK + self.query, b * _PACK + q)  # rows sort by (batch, query)
+        chosen = np.full(len(b), -1, dtype=np.int64)
+        for i in range(len(self.values)):
+            hit = (chosen < 0) & (start <= i) & (self.batch[i] >= b) & (self.query[i] >= q) & (self.top[i] >= c)
+            chosen[hit] = i
+        found = chosen >= 0
+        value = c.copy()
+        for i, vals in enumerate(self.values):
+            sel = chosen == i
+            value[sel] = vals[np.searchsorted(vals, c[sel])]
+        at = np.maximum(chosen, 0)
+        return np.where(found, self.batch[at], b), np.where(found, self.query[at], q), value, found
+
+
 def lookup(
     rows: Sequence[int], values: Sequence[Sequence[int]], first: _I, second: _I
 ) -> tuple[_I, _I, npt.NDArray[np.bool_]]:
-    """Per shape, the bucket (row, value) vllm-gaudi's lookup takes: the first row at or above its first value that
-    holds a value at or above its second, there the smallest such; and whether one was found (not: a compile)."""
-    row_arr = np.array(rows, dtype=np.int64)
-    start = np.searchsorted(row_arr, first)
-    chosen = np.full(len(first), len(rows) - 1, dtype=np.int64)
-    found = np.zeros(len(first), dtype=bool)
-    for i, vals in enumerate(values):
-        hit = ~found & (start <= i) & (second <= max(vals))
-        chosen[hit] = i
-        found |= hit
-    out = np.array(second, dtype=np.int64)
-    for i, vals in enumerate(values):
-        sel = (chosen == i) & found
-        ordered = np.array(sorted(vals), dtype=np.int64)
-        out[sel] = ordered[np.minimum(np.searchsorted(ordered, second[sel]), len(ordered) - 1)]
-    rows_of = np.where(found, row_arr[chosen], first)
-    return rows_of, out, found
+    """Per shape, the bucket (row, value) vllm-gaudi's lookup takes in the buckets ``(row, 1, value)``
+    (:class:`LookupTable`), and whether one was found (not: a compile)."""
+    table = LookupTable([(r, 1, v) for r, vals in zip(rows, values, strict=True) for v in vals])
+    rows_of, _, values_of, found = table.find(first, np.ones_like(first), second)
+    return rows_of, values_of, found
 
 
 def _row_candidates(axes: PhaseAxes, first: _I) -> list[int]:

@@ -123,12 +123,16 @@ def _prompts(traffic: Traffic, images: Images, n: int, seed: int) -> list[Prompt
 
 
 def load_levels(max_num_seqs: int) -> list[int]:
-    """1, 2, 4, ... and max_num_seqs: the loads an unknown load is planned and replayed at."""
-    levels, c = [], 1
+    """1, 2, 4, ... below max_num_seqs, a quarter, a half and three quarters of it, and max_num_seqs: the loads an
+    unknown load is planned and judged at. The quarters are a server's usual operating points; with powers of two
+    alone, a limit such as 384 left its quarter and half (96, 192) between the levels, where the planned decode rows
+    padded longer than the runtime's own (benchmarks/results/planner_eighth_time.md)."""
+    levels, c = {max_num_seqs}, 1
     while c < max_num_seqs:
-        levels.append(c)
+        levels.add(c)
         c *= 2
-    return [*levels, max_num_seqs]
+    levels |= {max(1, max_num_seqs * k // 4) for k in (1, 2, 3)}
+    return sorted(levels)
 
 
 def timer_for(model: ModelDims, device: str, *, block_size: int, tensor_parallel_size: int, dtype_size: int,
