@@ -15,7 +15,9 @@ merged prefill, else VLLM_PROMPT_BS_BUCKET_MAX or 1), ``num_hpu_blocks`` = the K
 Older releases call vLLM APIs the installed vLLM has since moved or dropped; the smallest stand-ins are given, none
 of them part of the bucketing: ``MultiModalBudget`` wherever a release imports it from, a ``scheduler_config``
 (v0.14.1 builds its budget with it), and ``MultiModalConfig.get_dummy_options`` (before v0.17.0rc1) as vLLM defined
-it then (:func:`add_dummy_options`).
+it then (:func:`add_dummy_options`). Where a tag's warm-up asks vLLM for its dummy image (v0.13.0, v0.15.1rc1,
+v0.16.0rc0), the tag's own ``_get_mm_dummy_batch`` runs and only vLLM's dummy-input builder is stood in for
+(:func:`_dummy_image_size`): a step records the modality, size and count of the items its batch holds.
 """
 
 from __future__ import annotations
@@ -130,8 +132,10 @@ class _Options:
 def _runner_functions(runner_source: str) -> dict[str, Any]:
     """warmup_multimodal_graphs and _resolve_mm_limit_options from hpu_model_runner.py, compiled as functions."""
     tree = ast.parse(runner_source)
+    logger = logging.getLogger("vllm_gaudi_driver")
+    logger.warning_once = logger.warning  # type: ignore[attr-defined]  # vLLM's logger has it (v0.16.0rc0 calls it)
     namespace: dict[str, Any] = {
-        "logger": logging.getLogger("vllm_gaudi_driver"),
+        "logger": logger,
         "sanity_check_mm_encoder_outputs": lambda *a, **k: None,
     }
     for node in tree.body:
@@ -160,6 +164,77 @@ def add_dummy_options() -> None:
         MultiModalConfig.get_dummy_options = lambda self, modality: self.limit_per_prompt.get(modality)  # type: ignore[attr-defined]
 
 
+def _dummy_image_size(model_type: str, options: Any) -> tuple[int, int]:
+    """Stand-in for vLLM's dummy-input builder (``get_dummy_mm_data``): the image with the most features the
+    model's processor allows at its default settings, found as vLLM's processing info did then (the processor's
+    own resize of a huge image: transformers' Qwen2-VL ``smart_resize``, max_pixels 12845056 in 28-pixel units for
+    Qwen2-VL / Qwen2.5-VL, 16777216 in 32-pixel units for Qwen3-VL; Gemma 3's 896 x 896 without pan-and-scan),
+    each side then shrunk to the limit's width/height where smaller (vLLM's ``_get_dummy_images`` ignores a larger
+    one). Other families are not modelled: 0 x 0, as our model reports them."""
+    from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+
+    norm = model_type.lower().replace("-", "").replace(".", "")
+    if "qwen2_5_vl" in norm or "qwen2_vl" in norm:
+        height, width = smart_resize(9999999, 9999999, factor=28, min_pixels=112 * 112, max_pixels=12845056)
+    elif "qwen3_vl" in norm:
+        height, width = smart_resize(9999999, 9999999, factor=32, min_pixels=65536, max_pixels=16777216)
+    elif "gemma3" in norm:
+        height, width = 896, 896
+    else:
+        return 0, 0
+    w = getattr(options, "width", None) or (options.get("width") if isinstance(options, dict) else None)
+    h = getattr(options, "height", None) or (options.get("height") if isinstance(options, dict) else None)
+    return min(width, w or width), min(height, h or height)
+
+
+def _own_dummy_batch(runner_source: str, runner: Any, model_type: str, mm_config: Any) -> Any:
+    """The tag's own ``_get_mm_dummy_batch`` where it asks vLLM for the dummy image (v0.15.1rc1 / v0.16.0rc0:
+    ``mm_registry.get_dummy_mm_inputs``; v0.13.0: ``MultiModalProfiler.get_decoder_dummy_data`` with per-bucket
+    options), bound to ``runner``, with :func:`_dummy_image_size` behind vLLM's calls. A batch is a dict of the
+    dummy items (modality, width, height); None where the tag's function takes a width/height itself."""
+    import math
+    from typing import cast
+
+    node = next(n for n in ast.walk(ast.parse(runner_source))
+                if isinstance(n, ast.FunctionDef) and n.name == "_get_mm_dummy_batch")  # fmt: skip
+    if "ratio_w" not in [a.arg for a in node.args.args]:
+        return None
+
+    def item(modality: str, options: Any) -> Any:
+        w, h = _dummy_image_size(model_type, options)
+        return types.SimpleNamespace(modality=modality, width=w, height=h)
+
+    def limit_options(modality: str) -> Any:  # vLLM hands the builder the limit's options of the modality
+        return mm_config.get_dummy_options(modality)
+
+    def groups(items: list[Any], **_: Any) -> Any:  # one group per modality; none for an empty list
+        if items:
+            yield items[0].modality, len(items), {"dummy_items": items}
+
+    def decoder_dummy_data(seq_len: int, mm_counts: dict[str, int], mm_options: dict[str, Any]) -> Any:
+        data = {m: [item(m, mm_options.get(m) or limit_options(m))] * n for m, n in mm_counts.items()}
+        return types.SimpleNamespace(multi_modal_data=data)
+
+    namespace: dict[str, Any] = {
+        "math": math, "cast": cast, "SupportsMultiModal": Any, "BatchedTensorInputs": Any,
+        "group_mm_kwargs_by_modality": groups,
+        "ImageDummyOptions": lambda **kw: types.SimpleNamespace(**kw),
+        "MULTIMODAL_REGISTRY": types.SimpleNamespace(create_processor=lambda *_a, **_k: None),
+        "MultiModalProfiler": lambda _processor: types.SimpleNamespace(get_decoder_dummy_data=decoder_dummy_data),
+    }  # fmt: skip
+    node.decorator_list = []
+    code = "from __future__ import annotations\n" + textwrap.dedent(ast.get_source_segment(runner_source, node) or "")
+    exec(compile(code, "hpu_model_runner.py", "exec"), namespace)
+    runner.mm_registry = types.SimpleNamespace(
+        get_dummy_mm_inputs=lambda _config, mm_counts, **_: {
+            "mm_kwargs": {m: [item(m, limit_options(m))] * n for m, n in mm_counts.items()}
+        },
+        create_processor=lambda *_a, **_k: None,
+    )
+    runner.device, runner.pin_memory = "cpu", False
+    return types.MethodType(namespace["_get_mm_dummy_batch"], runner)
+
+
 def vision_steps(case: dict[str, Any], runner_source: str) -> dict[str, Any]:
     from vllm.config.multimodal import MultiModalConfig
     from vllm_gaudi.extension.bucketing.vision import HPUVisionBucketManager  # type: ignore[import-not-found]
@@ -174,6 +249,8 @@ def vision_steps(case: dict[str, Any], runner_source: str) -> dict[str, Any]:
     modalities = case.get("modalities", ["image", "video"])
 
     class Budget:  # vLLM's MultiModalBudget.mm_limits for a model whose supported limits are all None (Qwen2.5-VL)
+        cache = None
+
         def __init__(self, *_: Any) -> None:
             self.mm_limits = {m: mm_config.get_limit_per_prompt(m) for m in modalities}
 
@@ -188,7 +265,8 @@ def vision_steps(case: dict[str, Any], runner_source: str) -> dict[str, Any]:
     steps: list[list[Any]] = []
 
     runner = types.SimpleNamespace()
-    model = types.SimpleNamespace(vision_bucket_manager=vbm, embed_multimodal=lambda **_: None)
+    model = types.SimpleNamespace(vision_bucket_manager=vbm, embed_multimodal=lambda **_: None,
+                                  merge_by_field_config=False)  # fmt: skip
     runner.supports_mm_inputs = True
     runner.vllm_config = None
     runner.scheduler_config = None  # v0.14.1 builds the budget from the model and scheduler configs
@@ -208,6 +286,15 @@ def vision_steps(case: dict[str, Any], runner_source: str) -> dict[str, Any]:
         return {}
 
     runner._get_mm_dummy_batch = dummy_batch
+    own = _own_dummy_batch(runner_source, runner, case.get("model_type", "qwen2_5_vl"), mm_config)
+    if own is not None:  # the tag builds the dummy image itself: record what its batch holds when the tower runs
+        runner._get_mm_dummy_batch = own
+
+        def embed(dummy_items: list[Any]) -> None:
+            steps.append([dummy_items[0].modality, dummy_items[0].width, dummy_items[0].height, len(dummy_items)])
+
+        model.embed_multimodal = embed
+        runner.model = types.SimpleNamespace(embed_multimodal=embed, model=model)
     try:
         ns["warmup_multimodal_graphs"](runner, vbm.multimodal_buckets)
     except Exception as exc:

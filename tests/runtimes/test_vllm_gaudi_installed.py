@@ -120,7 +120,7 @@ def test_a_named_other_release_is_modelled_not_asked(install) -> None:  # type: 
     model = registry.model_for(Runtime.VLLM_GAUDI, {}, version="0.21.0")
     assert isinstance(model, VllmGaudi)
     assert model.installed is None
-    assert model.bucketing.release.name == "v0.21.0"
+    assert model.bucketing.release.name == "v0.21.0 - v0.24.0rc0"
 
 
 def test_the_environment_is_restored_after_asking(install, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]

@@ -33,10 +33,16 @@ def _line(version: str) -> str:
 @pytest.mark.parametrize(
     ("version", "line"),
     [
+        ("0.13.0", "v0.13.0 - v0.13.0.post1"),
+        ("0.13.0.post1", "v0.13.0 - v0.13.0.post1"),
+        ("0.14.0", "v0.13.0 - v0.13.0.post1"),
         ("0.14.1", "v0.14.1"),
         ("0.15.0", "v0.14.1"),
+        ("0.15.1rc1", "v0.15.1rc1"),
+        ("0.15.1rc2", "v0.15.1rc1"),
         ("0.15.1", "v0.15.1"),
         ("0.15.1.post1", "v0.15.1"),
+        ("0.16.0rc0", "v0.16.0rc0"),
         ("0.16.0rc1", "v0.16.0rc1 - v0.17.0rc0"),
         ("0.16.0", "v0.16.0rc1 - v0.17.0rc0"),
         ("0.17.0rc0", "v0.16.0rc1 - v0.17.0rc0"),
@@ -51,12 +57,20 @@ def _line(version: str) -> str:
         ("0.18.1rc1", "v0.18.1rc1"),
         ("0.19.0rc0", "v0.19.0rc0"),
         ("0.19.0", "v0.19.0 - v0.19.1.post1"),
+        ("0.19.0.post1", "v0.19.0 - v0.19.1.post1"),
         ("v0.19.1.post1", "v0.19.0 - v0.19.1.post1"),
-        ("0.21.0", "v0.21.0"),
-        ("0.23.1", "v0.21.0"),
+        ("0.20.0rc0", "v0.20.0rc0"),
+        ("0.20.0", "v0.20.0rc0"),
+        ("0.20.1rc0", "v0.20.1rc0"),
+        ("0.20.1", "v0.20.1rc0"),
+        ("0.21.0", "v0.21.0 - v0.24.0rc0"),
+        ("0.23.1", "v0.21.0 - v0.24.0rc0"),
+        ("0.24.0rc0", "v0.21.0 - v0.24.0rc0"),
         ("0.24.0", "v0.24.0"),
-        ("0.26.0", "v0.26.0 - v0.27.0rc0"),
-        ("0.27.0rc0", "v0.26.0 - v0.27.0rc0"),
+        ("0.25.1", "v0.24.0"),
+        ("0.26.0rc0", "v0.26.0rc0 - v0.27.0rc0"),
+        ("0.26.0", "v0.26.0rc0 - v0.27.0rc0"),
+        ("0.27.0rc0", "v0.26.0rc0 - v0.27.0rc0"),
         ("0.27.0", "main"),
         ("0.28.0.dev12+g091bbadd", "main"),
         ("main", "main"),
@@ -73,10 +87,7 @@ def test_pre_releases_sort_before_their_release() -> None:
 @pytest.mark.parametrize(
     ("version", "why"),
     [
-        ("0.16.0rc0", r"v0\.16\.0rc0 .* is not modelled"),
-        ("0.15.1rc1", r"v0\.15\.1rc1 .* is not modelled"),
-        ("0.13.0.post1", r"v0\.11\.2 - v0\.13\.0\.post1 .* not modelled"),
-        ("0.14.0", r"v0\.11\.2 - v0\.13\.0\.post1 .* not modelled"),
+        ("0.12.0", r"v0\.11\.2 - v0\.12 are not modelled: .*model.s path"),
         ("0.11.2", "not modelled"),
         ("0.10.1", "no bucket file"),
         ("0.10.1", r"^(?!.*asks its own code)"),  # nothing runs it to ask
@@ -228,7 +239,7 @@ def test_registry_reads_a_named_release() -> None:
     assert "v0.21.0" in found.found
 
 
-@pytest.mark.parametrize("name", ["vllm-fork==0.9", "auto==0.26.0", "vllm-gaudi==0.16.0rc0", "vllm-gaudi==0.13.0"])
+@pytest.mark.parametrize("name", ["vllm-fork==0.9", "auto==0.26.0", "vllm-gaudi==0.11.2"])
 def test_registry_refuses_what_it_cannot_plan(name: str) -> None:
     with pytest.raises(ConfigError, match="accepted"):
         registry.resolve(name, "hpu")
@@ -318,7 +329,16 @@ def test_before_v0_26_the_vision_table_has_no_native_resolution_towers() -> None
 # one release per line: (version, whether its vision.py reads VLLM_MULTIMODAL_RESOLUTIONS)
 @pytest.mark.parametrize(
     ("version", "reads_resolutions"),
-    [("0.14.1", False), ("0.19.1", False), ("0.21.0", False), ("0.24.0", False), ("0.26.0", True), ("main", True)],
+    [
+        ("0.13.0", False),
+        ("0.14.1", False),
+        ("0.16.0rc0", False),
+        ("0.19.1", False),
+        ("0.21.0", False),
+        ("0.24.0", False),
+        ("0.26.0", True),
+        ("main", True),
+    ],
 )
 def test_serve_exports_only_what_the_release_reads(version: str, reads_resolutions: bool) -> None:
     report = _serve("--plan-runtime", f"vllm-gaudi=={version}")
@@ -340,6 +360,43 @@ def test_serve_refuses_a_strategy_the_release_cannot_read(monkeypatch: pytest.Mo
     with contextlib.redirect_stderr(err):
         assert cli(["serve", "--dry-run", "--plan-runtime", "vllm-gaudi==0.19.0"]) == 2
     assert "exponential_bucketing or linear_bucketing" in err.getvalue()
+
+
+# --- main snapshots between v0.19.0 and v0.21.0: v0.20.0rc0 (@8a9d6985) and v0.20.1rc0 (@8ddfdc9e) ----------------
+
+
+@pytest.mark.parametrize("version", ["0.20.0rc0", "0.20.1rc0"])
+def test_v0_20_snapshots_read_the_strategy_variable(version: str) -> None:
+    # features.py @8a9d6985 / @8ddfdc9e: VLLM_BUCKETING_STRATEGY = exp | lin | pad (c2641a62 #762), as v0.21.0
+    assert effective_strategy(config_from_env({"VLLM_BUCKETING_STRATEGY": "pad"}, release_for(version))) == "pad"
+    assert config_from_env({"VLLM_PROMPT_BS_BUCKET_PAD_MAX": "8"}, release_for(version)).prompt_bs_pad_max == 8
+    with pytest.raises(ConfigError, match="exponential_bucketing or linear_bucketing"):
+        config_from_env({"VLLM_BUCKETING_STRATEGY": "pad"}, release_for("0.19.1.post1"))
+
+
+def test_v0_20_1rc0_exponential_decode_blocks_are_three_times_the_kv_cache() -> None:
+    # exponential.py @8ddfdc9e: 3 x KV without contiguous PA (main before #1362's v0.19 rule and before v0.21.0's
+    # worst case); its linear strategy still clamps to the KV blocks, as v0.19.0's
+    shape = dataclasses.replace(SHAPE_32K, num_kv_blocks=500)
+    assert max(c for _, _, c in _decode("0.20.1rc0", shape)) == 3 * 500
+    assert max(c for _, _, c in _decode("0.19.1", shape)) == 500 * 256 // 3
+    assert max(c for _, _, c in _decode("0.21.0", shape)) == WORST_32K
+    lin = {"VLLM_BUCKETING_STRATEGY": "lin"}
+    assert max(c for _, _, c in _decode("0.20.1rc0", env=lin)) == 8781 // 128 * 128
+    assert max(c for _, _, c in _decode("0.21.0", env=lin)) == WORST_32K
+    assert prompt_buckets(config_from_env({}, release_for("0.20.1rc0")), SHAPE_32K) == prompt_buckets(
+        config_from_env({}, MAIN), SHAPE_32K
+    )
+
+
+def test_v0_20_0rc0_keeps_v0_19_0rc0_s_bucketing() -> None:
+    # common.py / exponential.py @8a9d6985 are v0.19.0rc0's (query + ctx filter, #1160's capped block steps)
+    for env in ({}, {"VLLM_CONTIGUOUS_PA": "true"}, {"VLLM_EXPONENTIAL_BUCKETING": "false"}):
+        assert _decode("0.20.0rc0", env=env) == _decode("0.19.0rc0", env=env)
+        assert prompt_buckets(config_from_env(env, release_for("0.20.0rc0")), SHAPE_32K) == prompt_buckets(
+            config_from_env(env, release_for("0.19.0rc0")), SHAPE_32K
+        )
+    assert len(_decode("0.20.0rc0")) < len(_decode("0.20.1rc0"))
 
 
 # --- v0.17.0rc1 - v0.18.0rc0 (extension/bucketing @ bb358250) and v0.16.0rc1 - v0.17.0rc0 (@ 511f48f5) -------------
@@ -486,3 +543,119 @@ def test_a_sliding_window_fallback_rounds_a_long_query_to_the_slice_size(version
 def test_an_evaluated_range_too_long_for_an_index_is_one_line_not_a_crash() -> None:
     with pytest.raises(ConfigError, match="a range longer than any index"):
         parse_bucket_file("(range(10**64), 1, 1)\n(1, 1, 1)\n", evaluate=True)
+
+
+# --- v0.15.1rc1 and v0.16.0rc0 (extension/bucketing @ 37baba9d) ----------------------------------------------------
+
+V0_16_0RC0 = release_for("0.16.0rc0")
+SHAPE_8K = EngineShape(max_model_len=8192, max_num_seqs=64, max_num_batched_tokens=2048, block_size=128,
+                       num_kv_blocks=2000)  # fmt: skip
+SHAPE_4K = dataclasses.replace(SHAPE_8K, max_model_len=4096)
+
+
+def _prompt(version: str, shape: EngineShape, env: dict[str, str] | None = None) -> tuple:  # type: ignore[type-arg]
+    return prompt_buckets(config_from_env(env or {}, release_for(version)), shape)
+
+
+def test_37baba9d_densifies_long_context_exponential_prompt_ranges() -> None:
+    # exponential.py @37baba9d, max_model_len 8192: the query range (128 ... 2048, 11 values) takes 5 geometric
+    # values up to 2048 / 11 and 6 equal steps to 2048; #915 (94643f9d) spaces all 11 geometrically (the figures
+    # are what each tag's own code generates)
+    assert sorted({q for _, q, _ in _prompt("0.16.0rc0", SHAPE_8K)}) == [128, 256, 512, 896, 1152, 1536, 1792, 2048]
+    assert sorted({q for _, q, _ in _prompt("0.14.1", SHAPE_8K)}) == [128, 256, 384, 512, 768, 896, 1280, 1664, 2048]
+    assert (len(_prompt("0.16.0rc0", SHAPE_8K)), len(_prompt("0.14.1", SHAPE_8K))) == (64, 72)
+    # decode ranges are not densified (a fresh strategy object is not long-context)
+    assert _decode("0.16.0rc0", SHAPE_8K) == _decode("0.14.1", SHAPE_8K)
+
+
+def test_37baba9d_adds_edge_contexts_and_the_long_context_maximum_at_every_max_model_len() -> None:
+    # common.py / exponential.py @37baba9d at max_model_len 4096: the context max is (4096 - 2048) // 128 = 16 and
+    # each query's largest context is what still fits (4096 - query) // 128; v0.14.1 (#918) does both only from 8192
+    rc0, old = set(_prompt("0.16.0rc0", SHAPE_4K)), set(_prompt("0.14.1", SHAPE_4K))
+    edges = {(1, 256, 30), (1, 384, 29), (1, 512, 28), (1, 768, 26), (1, 896, 25), (1, 1280, 22), (1, 1664, 19)}
+    assert rc0 - old == edges
+    assert old - rc0 == {(1, q, 16) for q in (128, 256, 384, 512, 768, 896, 1280, 1664)}
+
+
+def test_37baba9d_warms_vllms_own_dummy_image_once_per_vision_bucket() -> None:
+    # warmup_multimodal_graphs @37baba9d: per bucket one step of vLLM's dummy image (Qwen2.5-VL's largest,
+    # 3584 x 3584), one item; video is not warmed; image is warmed whatever its limit
+    steps = vision_warmup(QWEN_BUCKETS, "1024x768", {"image": 3, "video": 2}, release=V0_16_0RC0).graphs
+    assert steps == (("image", 3584, 3584, 1),) * 7
+    assert vision_warmup(QWEN_BUCKETS, None, None, release=V0_16_0RC0).graphs == steps
+    assert vision_warmup(QWEN_BUCKETS, None, {"image": 0}, release=V0_16_0RC0).graphs == steps
+    assert not vision_warmup(QWEN_BUCKETS, None, {"image": 0, "video": 0}, release=V0_16_0RC0).warmed  # text-only
+    # a smaller width/height in the limit shrinks that one image (vLLM's dummy options); the buckets never size it
+    limit: dict[str, int | dict[str, int]] = {"image": {"count": 2, "width": 512, "height": 384}}
+    assert set(vision_warmup(QWEN_BUCKETS, None, limit, release=V0_16_0RC0).graphs) == {("image", 512, 384, 1)}
+    # batch based (gemma-3): five steps per bucket, each the bucket's count of Gemma 3's 896 x 896 image
+    gemma = vision_warmup((1, 2, 4, 8), None, {"image": 4}, "gemma-3", release=V0_16_0RC0).graphs
+    assert gemma == tuple(("image", 896, 896, b) for b in (1, 2, 4, 8) for _ in range(5))
+    assert vision_warmup(None, None, {"image": 1}, release=V0_16_0RC0).fails
+
+
+def test_37baba9d_lists_qwen3_vl_with_visionarena_buckets() -> None:
+    assert default_vision_buckets("qwen3_vl", V0_16_0RC0)[-1] == 131076
+    assert default_vision_buckets("qwen3_vl", release_for("0.14.1")) == (196, 256, 441, 480, 576, 900, 1156)
+
+
+def test_serve_says_a_dummy_image_release_cannot_be_steered_and_adds_no_limit() -> None:
+    report = _serve("--plan-runtime", "vllm-gaudi==0.16.0rc0")
+    notes = " ".join(map(str, report.get("notes", [])))  # type: ignore[call-overload]
+    assert "dummy image once per vision bucket" in notes
+    assert "cannot steer it" in notes
+    assert "--limit-mm-per-prompt" not in json.dumps(report.get("args", []))
+
+
+# --- v0.13.0 - v0.13.0.post1 (extension/bucketing @ 15eb06d1) ------------------------------------------------------
+
+V0_13_0 = release_for("0.13.0")
+
+
+def test_v0_13_decode_blocks_stop_at_the_kv_cache_rounded_up_to_the_batch_step() -> None:
+    # exponential.py @de3d735d: min(floor worst case, KV) = 8781 blocks, and its range keeps the last value rounded
+    # up to the step of 256 (8960; 4d05a35e #795 clamped it); v0.14.1 (#818) reaches the worst case
+    assert max(c for _, _, c in _decode("0.13.0")) == 8960
+    assert max(c for _, _, c in _decode("0.14.1")) == WORST_32K
+    contiguous = {"VLLM_CONTIGUOUS_PA": "true", "VLLM_PREFIX_CACHING": "false"}
+    assert max(c for _, _, c in _decode("0.13.0", env=contiguous)) == 8781  # contiguous PA takes bmax itself
+    assert (len(_decode("0.13.0")), len(_decode("0.14.1"))) == (89, 83)
+
+
+def test_v0_13_has_no_long_context_edge_contexts() -> None:
+    # common.py @de3d735d has no edge contexts (c799e577 #739): at 32k a query of 8192 keeps the range's contexts
+    def top(version: str) -> list[int]:
+        return sorted({c for _, q, c in _prompt(version, SHAPE_32K) if q == 8192})[-3:]
+
+    assert top("0.13.0") == [32, 64, 128]
+    assert top("0.14.1") == [52, 100, 192]
+    assert (len(_prompt("0.13.0", SHAPE_32K)), len(_prompt("0.14.1", SHAPE_32K))) == (109, 120)
+
+
+def test_v0_13_fallback_batches_are_not_capped_at_max_num_seqs() -> None:
+    small = dataclasses.replace(SHAPE_32K, max_num_seqs=4)
+
+    def batch(version: str) -> int:
+        return BucketLookup(config_from_env({}, release_for(version)), small).fallback(7, 128, 0, is_prompt=True)[0]
+
+    assert batch("0.13.0") == 8  # calc_fallback_value(7, 2)
+    assert batch("0.14.1") == 4  # 38558ede #816
+
+
+def test_v0_13_ignores_the_mamba_chunk() -> None:
+    shape = EngineShape(max_model_len=4096, max_num_seqs=8, max_num_batched_tokens=2048, block_size=128,
+                        num_kv_blocks=2000, mamba_chunk_size=256, mamba_chunk_size_is_explicit=True)  # fmt: skip
+    assert any(q % 256 for _, q, _ in _prompt("0.13.0", shape))
+    assert all(q % 256 == 0 for _, q, _ in _prompt("0.14.1", shape))
+
+
+def test_v0_13_warms_the_dummy_image_at_a_square_per_bucket() -> None:
+    # _get_mm_dummy_batch @de3d735d: int(sqrt(patches)) x int(patches / that) patches of 14 pixels, one image,
+    # whatever the limit's width/height (figures from the tag's own warm-up run by the driver)
+    limit: dict[str, int | dict[str, int]] = {"image": {"count": 2, "width": 512, "height": 384}}
+    steps = vision_warmup(QWEN_BUCKETS, None, limit, release=V0_13_0).graphs
+    sides = (560, 784, 896, 1120, 1232, 1344, 1568)
+    assert steps == tuple(("image", s, s, 1) for s in sides)
+    assert vision_warmup(QWEN_BUCKETS, None, None, release=V0_13_0).graphs == steps
+    gemma = vision_warmup((1, 2), None, {"image": 4}, "gemma-3", release=V0_13_0).graphs
+    assert gemma == tuple(("image", 896, 896, b) for b in (1, 2) for _ in range(5))

@@ -19,6 +19,7 @@ pass the plan's estimate.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -92,7 +93,7 @@ def _named(cfg: BucketingConfig, phase: str, dim: str) -> str:
     return ", ".join(out) or "the defaults vllm-gaudi derives from the engine limits"
 
 
-def _range(cfg: BucketingConfig, strategy: str, rng: Cfg, phase: str, dim: str) -> list[int]:
+def _range(cfg: BucketingConfig, strategy: str, rng: Cfg, phase: str, dim: str, dense: bool = False) -> list[int]:
     what = f"{_named(cfg, phase, dim)} ({phase} {dim} range)"
     if strategy in ("lin", "pad") and rng[1] > 0 and rng[2] // rng[1] > MAX_RANGE_STEPS:
         raise ConfigError(
@@ -100,7 +101,8 @@ def _range(cfg: BucketingConfig, strategy: str, rng: Cfg, phase: str, dim: str) 
             f"{MAX_RANGE_STEPS:,} per range (vllm-gaudi builds the range as a list at start-up)"
         )
     if strategy == "exp":
-        return sorted(exponential.exp_range(rng[0], rng[1], rng[2], rng[3], cfg.contiguous_pa))
+        clamp = cfg.release.exp_range_clamped
+        return sorted(exponential.exp_range(rng[0], rng[1], rng[2], rng[3], cfg.contiguous_pa, dense, clamp))
     if strategy == "lin":
         return sorted(linear.lin_range(rng[0], rng[1], rng[2], what))
     return sorted(padding_aware.pad_range(rng[0], rng[1], rng[2], rng[3], rng[4], what))
@@ -161,6 +163,8 @@ def _generate(
     file_buckets: list[Bucket] | None,
     mnps: int,
 ) -> list[Bucket]:
+    if not cfg.release.mamba_aware:  # v0.13.0's manager is never told the mamba chunk size
+        shape = dataclasses.replace(shape, mamba_chunk_size=0, mamba_chunk_size_is_explicit=False)
     prompt_ok = _prompt_filter(cfg, shape, mnps)
     decode_fix = _decode_fix(cfg, shape)
 
@@ -191,7 +195,8 @@ def _generate(
                 f"at most {MAX_COMBINATIONS:,} (its start-up enumerates every one)"
             )
         top_ctx = max(ctx_range)
-        long_ctx = is_prompt and shape.max_model_len >= LONG_CTX_THRESHOLD
+        rules = cfg.release.long_ctx_rules
+        long_ctx = is_prompt and (rules == "every" or (rules == "long" and shape.max_model_len >= LONG_CTX_THRESHOLD))
         ctx_cap = cfg.prompt_ctx_max
         for b in set(bs_range):
             for c0 in set(ctx_range):
@@ -287,10 +292,11 @@ def prompt_buckets(cfg: BucketingConfig, shape: EngineShape) -> tuple[Bucket, ..
         buckets = _generate(cfg, shape, True, None, _file_buckets(cfg)[0], mnps)
     else:
         bs_cfg, q_cfg, ctx_cfg = _prompt_cfgs(cfg, strategy, shape, mnps)
+        dense = cfg.release.exp_prompt_densified and shape.max_model_len >= LONG_CTX_THRESHOLD
         ranges = (
-            _range(cfg, strategy, bs_cfg, "prompt", "bs"),
-            _range(cfg, strategy, q_cfg, "prompt", "query"),
-            _range(cfg, strategy, ctx_cfg, "prompt", "ctx"),
+            _range(cfg, strategy, bs_cfg, "prompt", "bs", dense),
+            _range(cfg, strategy, q_cfg, "prompt", "query", dense),
+            _range(cfg, strategy, ctx_cfg, "prompt", "ctx", dense),
         )
         buckets = _generate(cfg, shape, True, ranges, None, mnps)
     if cfg.sliding_window:  # common.py generate_prompt_buckets: FusedSDPA slicing drops unsliceable long queries
@@ -446,13 +452,16 @@ class BucketLookup:
         self.per_phase = cfg.release.fallback_caps_per_phase
         self.cap_over_kv = cfg.release.fallback_cap_over_kv
         self.seq_step_mamba = cfg.release.fallback_seq_step_mamba
+        self.bs_capped = cfg.release.fallback_bs_capped
         self.added: list[tuple[str, Bucket]] = []
         self._memo: dict[tuple[str, Bucket], Bucket | None] = {}
 
     def fallback(self, bs: int, seq: int, ctx: int, *, is_prompt: bool) -> Bucket:
         """generate_fallback_bucket (num_hpu_blocks is set: the runner sets it to the KV blocks before serving)."""
         s = self.shape
-        new_bs = min(calc_fallback_value(bs, FALLBACK_BS_STEP), s.max_num_seqs)
+        new_bs = calc_fallback_value(bs, FALLBACK_BS_STEP)
+        if self.bs_capped:  # not before v0.14.1
+            new_bs = min(new_bs, s.max_num_seqs)
         if self.sliding_window and seq >= self.slice_threshold:
             new_seq = math.ceil(seq / self.slice_size) * self.slice_size
         else:

@@ -27,7 +27,8 @@ def prompt_cfgs(cfg: BucketingConfig, shape: EngineShape, mnps: int) -> tuple[Cf
     bs, mnbt, mml = shape.block_size, shape.max_num_batched_tokens, shape.max_model_len
     qmin = 1 if cfg.prompt_query_min == 1 else bs
     q_limit = math.ceil(math.log2(mnbt))
-    span = mnbt if mml >= LONG_CTX_THRESHOLD else qmin
+    rules = cfg.release.long_ctx_rules
+    span = mnbt if rules == "every" or (rules == "long" and mml >= LONG_CTX_THRESHOLD) else qmin
     max_ctx = max(1, (mml - span) // bs)
     ctx_limit = 2 if max_ctx == 1 else math.ceil(math.log2(max_ctx)) + 1
     if cfg.merged_prefill:
@@ -51,6 +52,8 @@ def decode_block_ceiling(shape: EngineShape, release: Release = MAIN) -> int:
         return kv + shape.block_size
     if release.exp_decode_max == "seqs/4":
         return min(shape.max_model_len // shape.block_size * shape.max_num_seqs, kv * shape.max_num_seqs // 4)
+    if release.exp_decode_max == "kv-cap":
+        return min(shape.max_model_len // shape.block_size * shape.max_num_seqs, kv)
     if release.exp_decode_max == "worst" or shape.skip_decode_block_clamp:
         return worst
     return min(worst, kv * 3)
@@ -64,12 +67,12 @@ def decode_cfgs(cfg: BucketingConfig, shape: EngineShape) -> tuple[Cfg, Cfg, Cfg
     release = cfg.release
     if conti:
         # up to v0.19: the KV blocks themselves; from v0.21.0 the smaller of them and the worst case
-        kv_only = release.exp_decode_max in ("v0.19", "kv3", "kv+block", "seqs/4")
+        kv_only = release.exp_decode_max in ("v0.19", "kv3", "kv+block", "seqs/4", "kv-cap")
         max_blocks = kv if kv_only else min(kv, math.ceil(mml / bs) * mns)
     else:
         max_blocks = decode_block_ceiling(shape, release)
     # before #1124 the step count is the KV blocks' own, whatever the maximum
-    limit = math.ceil(math.log2(kv if release.exp_decode_max in ("kv+block", "seqs/4") else max_blocks)) + 1
+    limit = math.ceil(math.log2(kv if release.exp_decode_max in ("kv+block", "seqs/4", "kv-cap") else max_blocks)) + 1
     if release.exp_decode_limit_cap:  # v0.19.0rc0: fewer block steps for large KV caches (shorter warm-up)
         limit = min(limit, max(6, math.ceil(math.log2(mns)) + 1))
     if release.exp_decode_compensation and not conti and kv > 0 and max_blocks > kv * 3:
@@ -77,26 +80,35 @@ def decode_cfgs(cfg: BucketingConfig, shape: EngineShape) -> tuple[Cfg, Cfg, Cfg
     return (1, 2, mns, math.ceil(math.log2(mns)) + 1), (1, 1, 1, 1), (1, mns, max_blocks, limit)
 
 
-def exp_range(bmin: int, bstep: int, bmax: int, count: int, contiguous_pa: bool) -> list[int]:
+def exp_range(
+    bmin: int, bstep: int, bmax: int, count: int, contiguous_pa: bool, dense: bool = False, clamp: bool = True
+) -> list[int]:
     # exponential.py warmup_range_with_limit @ 091bbadd: `count` values spaced geometrically from bmin (or from
     # bstep when bmin is 0 or 1, which is then added back) to bmax, each rounded up to a multiple of bstep.
+    # ``dense`` (long-context prompt ranges @ 37baba9d): half of them geometric up to bmax / count, the other half
+    # in equal steps from there to bmax (the float arithmetic in its order: the rounding depends on it).
     edge = bmin if bmin in (0, 1) else None
     if edge is not None:
         bmin = bstep
     if count <= 0:
         raise ConfigError(f"exponential bucket count {count} is invalid; vllm-gaudi asserts a positive count")
-    if count == 1:
+    geometric, top = (count // 2, bmax / count) if dense else (count, float(bmax))
+    if geometric <= 1:
         return [bmax]
     values: set[int] = set()
-    for i in range(count):
+    for i in range(geometric):
         if i == count - 1 and contiguous_pa:
             values.add(bmax)
         else:
-            scaled = bmin * math.pow(bmax / bmin, (1.0 / float(count - 1)) * i)
+            scaled = bmin * math.pow(top / bmin, (1.0 / float(geometric - 1)) * i)
             values.add(math.ceil(scaled / bstep) * bstep)
+    if dense:
+        linear = count - geometric
+        step = (bmax - top) / linear
+        values.update(math.ceil((top + i * step) / bstep) * bstep for i in range(1, linear + 1))
     if edge is not None:
         values.add(edge)
     out = sorted(values)
-    if out[-1] > bmax:
+    if clamp and out[-1] > bmax:  # v0.13.0 keeps a max rounded up to the step
         out[-1] = bmax
     return out

@@ -101,17 +101,17 @@ def _vision(d: Draft, resolutions: Sequence[tuple[int, int]]) -> tuple[list[str]
     i, flags = d.plan.inputs, d.flags
     release = _release(d)
     vision = list(export_buckets(d))
+    dummy = release.mm_warmup in ("dummy", "options")
+    warms = "vLLM's own dummy image once per bucket" if dummy else "5 guessed aspect ratios per bucket"
     if vision and i.buckets and not release.reads_resolutions:
         # vision.py reads VLLM_MULTIMODAL_RESOLUTIONS from v0.26.0: an older release warms its guessed aspect
-        # ratios only, so nothing is exported that it would ignore
+        # ratios (or vLLM's dummy image) only, so nothing is exported that it would ignore
         if "VLLM_MULTIMODAL_RESOLUTIONS" in flags.user_env:
             d.notes.append(f"VLLM_MULTIMODAL_RESOLUTIONS is yours, but {release} does not read it (from v0.26.0): it "
-                           "warms 5 guessed aspect ratios per bucket, and real shapes other than those compile at run "
-                           "time")  # fmt: skip
+                           f"warms {warms}, and real shapes other than those compile at run time")  # fmt: skip
         elif resolutions:
             d.notes.append(f"{release} reads no VLLM_MULTIMODAL_RESOLUTIONS (from v0.26.0): the commonest real image "
-                           "shapes cannot be warmed; those other than its 5 guessed aspect ratios per bucket compile "
-                           "at run time")  # fmt: skip
+                           f"shapes cannot be warmed; those other than its {warms} compile at run time")  # fmt: skip
     elif vision and i.buckets and i.vision_patches_per_item:
         # hpu_model_runner.py warmup_multimodal_graphs @091bbadd: resolutions are read for patch-bucketed towers only
         if "VLLM_MULTIMODAL_RESOLUTIONS" in flags.user_env:
@@ -128,12 +128,24 @@ def _vision(d: Draft, resolutions: Sequence[tuple[int, int]]) -> tuple[list[str]
             vision.append("VLLM_MULTIMODAL_RESOLUTIONS")
     if i.buckets and not vision:
         # Nothing fits: naming image would make vllm-gaudi warm its default list (no memory check) and OOM.
-        if flags.limit_mm_per_prompt is not None and _limit_names_image(flags.limit_mm_per_prompt):
+        if dummy:
+            d.notes.append(f"no vision bucket fits, but {release} warms its default vision buckets whatever "
+                           "--limit-mm-per-prompt says, without a memory check (OOM risk at warm-up)")  # fmt: skip
+        elif flags.limit_mm_per_prompt is not None and _limit_names_image(flags.limit_mm_per_prompt):
             d.notes.append("no vision bucket fits, but your --limit-mm-per-prompt names image: vllm-gaudi will warm "
                            "its default buckets without a memory check (OOM risk at warm-up)")  # fmt: skip
         else:
             d.notes.append("no vision bucket fits: vision warm-up left off, every image shape compiles at run time")
         return vision, False
+    if dummy:
+        # warmup_multimodal_graphs @ 37baba9d (and v0.13.0) warms image whatever its limit: no limit is added for it
+        how = ("a square of each bucket's patches; the limit's image width/height is not read"
+               if release.mm_warmup == "options"
+               else "an image width/height in --limit-mm-per-prompt only shrinks that one image")  # fmt: skip
+        d.notes.append(f"{release} warms vLLM's own dummy image once per vision bucket whatever --limit-mm-per-prompt "
+                       "says: VLLM_MULTIMODAL_RESOLUTIONS and per-bucket widths/heights cannot steer it "
+                       f"({how})")  # fmt: skip
+        return vision, True
     if flags.limit_mm_per_prompt is None:
         d.args += ["--limit-mm-per-prompt", json.dumps({"image": UNSET_LIMIT})]
         d.notes.append(f'vllm-gaudi warms vision graphs only when --limit-mm-per-prompt names image: added {{"image": '
@@ -170,7 +182,7 @@ def _warmup_note(d: Draft) -> str | None:
     buckets = vision_buckets_from_env(env["VLLM_MULTIMODAL_BUCKETS"], model_type, release)
     resolutions = env.get("VLLM_MULTIMODAL_RESOLUTIONS") if release.reads_resolutions else None
     warm = vision_warmup(buckets, resolutions, limit, model_type, warmup=not d.flags.skip_warmup, release=release)
-    if not warm.warmed:
+    if not warm.warmed or release.mm_warmup != "shapes":
         return f"vllm-gaudi's vision warm-up: {warm.reason}"
     if d.plan.inputs.vision_patches_per_item:
         passes = ",".join(str(n) for m, _, _, n in warm.graphs if m == "image")

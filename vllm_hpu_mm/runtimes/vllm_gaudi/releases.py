@@ -10,19 +10,28 @@ What changed, newest first (our reading; commits cited):
 
 - after v0.27.0rc0 (main @091bbadd): exponential decode blocks clamped to 3x the KV blocks without contiguous PA
   (5c5402c3 #1700, c459da1b #1745).
+- v0.26.0rc0 (f9c2e673): extension/bucketing (dd6b5dbf), features.py and the runner's multimodal warm-up as
+  v0.26.0's.
 - v0.26.0 (b059f9c9; release-branch ports of #1652 f9608fa6, #1665 1cb885ce and #1617 807da17d, on main as
   #1661 29791097 and #1637 3a0b4ce4): the multimodal warm-up as main runs it: vision.py reads
   ``VLLM_MULTIMODAL_RESOLUTIONS``; each guessed aspect-ratio shape warms one item, explicit shapes follow, and
   vision.py's table lists qwen3_5, kimi_k25 and gemma4 as native-resolution towers with no default buckets.
 - v0.24.0: with the worst case above 3x the KV blocks, the exponential decode range gets extra steps
-  ("compensate for wider range").
+  ("compensate for wider range", 8c0480ac #1584).
+- v0.24.0rc0 (1ba0374e): v0.21.0's bucketing; it only makes the manager per instance (c3adc66a #1478), no bucket
+  changes.
 - v0.21.0: ``VLLM_BUCKETING_STRATEGY`` = exp | lin | pad (padding-aware strategy c2641a62 #762, its PAD variables);
   exponential decode blocks reach the worst case (every sequence at max_model_len); linear clamps its decode block
   max to the KV blocks only under contiguous PA.
-- v0.19.0: exponential decode blocks max(min(worst, KV x seqs // 3), 3 x KV) without contiguous PA, the KV blocks
-  with it; linear always clamps its decode block max to the KV blocks; the strategy is exp unless
-  ``VLLM_EXPONENTIAL_BUCKETING`` is false; ``VLLM_BUCKETING_STRATEGY`` accepts only exponential_bucketing |
-  linear_bucketing (anything else stops start-up) and picks nothing.
+- v0.20.1rc0 (8ddfdc9e, a main snapshot): v0.21.0 but for exponential decode blocks 3x the KV blocks without
+  contiguous PA (the KV blocks with it) and linear always clamping its decode block max to the KV blocks; the
+  multimodal warm-up is v0.19.0's.
+- v0.20.0rc0 (8a9d6985, a main snapshot): v0.19.0rc0's bucketing and warm-up (the query + context filter, #1160's
+  capped decode steps, ...) with the pad strategy and ``VLLM_BUCKETING_STRATEGY`` = exp | lin | pad (c2641a62 #762).
+- v0.19.0 (v0.19.0.post1 is the same commit): exponential decode blocks max(min(worst, KV x seqs // 3), 3 x KV)
+  without contiguous PA, the KV blocks with it; linear always clamps its decode block max to the KV blocks; the
+  strategy is exp unless ``VLLM_EXPONENTIAL_BUCKETING`` is false; ``VLLM_BUCKETING_STRATEGY`` accepts only
+  exponential_bucketing | linear_bucketing (anything else stops start-up) and picks nothing.
 - v0.19.0 - v0.24.0 (vision.py identical at the four tags, ``warmup_multimodal_graphs`` differing by blank lines):
   every warm-up step batches the modality's own ``--limit-mm-per-prompt`` count of one dummy item
   (``_get_mm_dummy_batch``; no per-step count is passed); the only explicit shape is the first warmed modality's
@@ -58,15 +67,30 @@ What changed, newest first (our reading; commits cited):
   width/height) as v0.17.1 does.
 - v0.15.1 (5d6a2db3, release branch): v0.16.0rc1's bucketing and warm-up; vision.py lacks ovis (4866f50b #846),
   pixtral and mistral3 (c27c76ae #871) and deepseek_ocr (53feb4d2 #954).
+- v0.16.0rc0 (dd472742) and v0.15.1rc1 (0a4615b7), main snapshots with extension/bucketing @ 37baba9d, from before
+  #915 (94643f9d) and #759 (d6b955b5): v0.14.1's rules but for the long-context ones applying at every
+  max_model_len (the edge contexts, and the exponential context max (max_model_len - max_num_batched_tokens) //
+  block_size), long-context exponential prompt ranges densified (half geometric up to max / count, half in equal
+  steps), qwen3_vl listed with VisionArena buckets (512 ... 131076), and a multimodal warm-up that runs vLLM's own
+  dummy image (its processor's largest: 3584 x 3584 for Qwen2.5-VL, shrunk to a smaller limit width/height) once
+  per vision bucket (five times for batch-based towers), image whatever its limit, video never;
+  VLLM_MULTIMODAL_RESOLUTIONS and the buckets do not size it.
 - v0.14.1 (c4ecd716, release branch): v0.15.1 but for #980 (1e012ecf, the port of #915 94643f9d): a long-context edge
   context replaces the largest one whenever it is not negative, VLLM_PROMPT_CTX_BUCKET_MAX or not.
 
+- v0.13.0 - v0.13.0.post1 (de3d735d / 906abe3f, extension/bucketing 15eb06d1 at both): 37baba9d's but from before
+  #739 (c799e577: no long-context rules at all), #795 (4d05a35e: an exponential range max left rounded up to its
+  step), #816 (38558ede: fallback batches not capped at max_num_seqs), #818 (17706394: exponential decode blocks
+  min(floor worst case, KV)) and #886 (60beb0f9: no mamba chunk); the warm-up asks vLLM for the dummy image at a
+  per-bucket size (a square of the bucket's patches; 896 x 896 for batch-based towers), capped at the processor's
+  largest, the limit's width/height not read.
+
 Recognised but not modelled (:func:`release_for` refuses them with one line; on a host that runs one, the runtime's
-own code is asked instead, :mod:`.installed`): v0.16.0rc0 (dd472742) and v0.15.1rc1 (0a4615b7), whose bucketing
-(extension/bucketing 37baba9d) densifies long-context exponential ranges and adds edge buckets at every max_model_len,
-and whose multimodal warm-up runs vLLM's own dummy image (its size the processor's, not a width/height we could plan)
-once per vision bucket; v0.11.2 - v0.13.0.post1, with that warm-up (v0.13.0) or an older one (v0.11.2). Pre-releases
-are ordered by their number (:func:`parse_version`: rc0 < rc1 < the release).
+own code is asked instead, :mod:`.installed`): v0.11.2 - v0.12 (f9b64469): the runner looks its vision buckets up
+by the model's path (not its type) with every model batch based, and warms each bucket's count of every modality's
+dummy item, video included; its text side has no spec-decode buckets, exponential ranges adding back only a 0
+minimum and no VLLM_PROMPT_QUERY_BUCKET_MIN. Pre-releases are ordered by their number (:func:`parse_version`: rc0 <
+rc1 < the release).
 """
 
 from __future__ import annotations
@@ -121,8 +145,9 @@ class Release:
     #: Exponential decode block maximum without contiguous PA: "clamped" (3x KV, main), "worst" (every sequence at
     #: max_model_len), "v0.19" (max(min(worst, KV x seqs // 3), 3 x KV)), "kv3" (3 x KV whatever the worst case;
     #: before v0.19.0), "kv+block" (KV + block_size, its step count that of the KV blocks alone; before #1124),
-    #: "seqs/4" (min(worst with floor, KV x seqs // 4), the steps of the KV blocks; before b631d73f #1091). With
-    #: contiguous PA "v0.19", "kv3", "kv+block" and "seqs/4" take the KV blocks, the others min(KV, worst).
+    #: "seqs/4" (min(worst with floor, KV x seqs // 4), the steps of the KV blocks; before b631d73f #1091), "kv-cap"
+    #: (v0.13.0, before 17706394 #818: min(worst with floor, KV), the steps of the KV blocks). With contiguous PA
+    #: "v0.19", "kv3", "kv+block", "seqs/4" and "kv-cap" take the KV blocks, the others min(KV, worst).
     exp_decode_max: str = "clamped"
     #: Exponential decode block steps capped at max(6, the decode batch steps) (v0.19.0rc0 only: 9dffb979 #1160,
     #: reverted for v0.19.0 by 81960942 #1388).
@@ -159,6 +184,34 @@ class Release:
     #: A long-context edge context replaces the largest one only below VLLM_PROMPT_CTX_BUCKET_MAX (#915 94643f9d /
     #: #980 1e012ecf on v0.15.1); before, whenever it is not negative.
     edge_ctx_capped: bool = True
+    #: Where the long-context rules apply, the prompt edge contexts (what still fits max_model_len per query replaces
+    #: the largest context) and the exponential context max (max_model_len - max_num_batched_tokens) // block_size
+    #: (else the query min replaces max_num_batched_tokens): "long" (max_model_len >= 8192: #915 94643f9d; #918
+    #: 35230841 on v0.14.1, #980 1e012ecf on v0.15.1), "every" (@ 37baba9d) or "none" (v0.13.0, before c799e577
+    #: #739: neither exists).
+    long_ctx_rules: str = "long"
+    #: At max_model_len >= 8192 the exponential prompt ranges (batch, query, context) take floor(count / 2) values
+    #: geometrically from their min to max / count and the rest in equal steps up to the max (@ 37baba9d; #915
+    #: 94643f9d removed it); decode ranges never (a fresh strategy object is not long-context).
+    exp_prompt_densified: bool = False
+    #: warmup_range_with_limit's last value is clamped to the range max (4d05a35e #795); before (v0.13.0) a max that
+    #: is not a multiple of the step stays rounded up (e.g. decode blocks 8781 in steps of 256 -> 8960).
+    exp_range_clamped: bool = True
+    #: The manager knows hybrid (mamba) models' chunk size (60beb0f9 #886 / edb9b733 #885 on v0.14.1); before
+    #: (v0.13.0) it does not: no query rounding, no hybrid decode corrector.
+    mamba_aware: bool = True
+    #: A fallback's batch is capped at max_num_seqs (38558ede #816); before (v0.13.0) not.
+    fallback_bs_capped: bool = True
+    #: vision.py MULTIMODAL_CONFIG entries whose default buckets this release lists differently: (key, buckets).
+    vision_table_buckets: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    #: How the multimodal warm-up picks its images: "shapes" (a width/height per step, as the mm_* fields say) or
+    #: "dummy" (@ 37baba9d: vLLM's own dummy image, its processor's size, once per vision bucket, five times for
+    #: batch-based towers; image only, whatever its limit; VLLM_MULTIMODAL_RESOLUTIONS and the buckets do not size
+    #: it, a smaller --limit-mm-per-prompt image width/height shrinks it; #759 d6b955b5 / #958 b3c0ca62 replaced it)
+    #: or "options" (v0.13.0: the same loop, the dummy image asked for at a per-bucket size: a square of
+    #: int(sqrt(patches)) x int(patches / that) patches, 896 x 896 for batch-based towers, each side capped at the
+    #: processor's largest; the limit's width/height not read).
+    mm_warmup: str = "shapes"
     #: vision.py MULTIMODAL_CONFIG keys this release does not list yet (their models fall back to batch based).
     vision_table_absent: tuple[str, ...] = ()
     #: Why this line is recognised but not modelled ("" = modelled): :func:`release_for` refuses it with this reason.
@@ -235,11 +288,37 @@ def _before_v0_17_0rc1(release: Release, absent: tuple[str, ...] = ()) -> Releas
                                mm_image_warmed_unnamed=False)  # fmt: skip
 
 
-_NOT_MODELLED_37BABA9D = (
-    "{tag}, the bucketing of v0.15.1rc1 and v0.16.0rc0) is not modelled: its exponential ranges densify long "
-    "contexts, its edge buckets cover every max_model_len, and its multimodal warm-up runs the processor's own dummy "
-    "image at every vision bucket (no width/height to plan)"
-)
+#: vision.py @ 37baba9d lists qwen3_vl with buckets sized for lmarena-ai/VisionArena-Chat.
+_QWEN3_VL_VISIONARENA = (512, 1024, 2048, 3072, 4096, 5120, 6144, 7168, 8192, 9216, 10240, 11264, 12288, 131076)
+
+
+def _bucketing_37baba9d(release: Release) -> Release:
+    """``release`` (v0.14.1's rules) with what extension/bucketing @ 37baba9d and its runner do differently (main
+    before #915 94643f9d and #759 d6b955b5): long-context rules at every max_model_len, densified long-context
+    exponential prompt ranges, qwen3_vl's VisionArena buckets and the warm-up of vLLM's own dummy image."""
+    return dataclasses.replace(release, long_ctx_rules="every", exp_prompt_densified=True,
+                               vision_table_buckets=(("qwen3_vl", _QWEN3_VL_VISIONARENA),),
+                               mm_warmup="dummy")  # fmt: skip
+
+
+def _v0_14_1(name: str, first: Version, tags: tuple[str, ...], commit: str) -> Release:
+    """v0.14.1 (c4ecd716): v0.15.1 but for #980 (1e012ecf): the edge contexts are not held below
+    VLLM_PROMPT_CTX_BUCKET_MAX."""
+    return dataclasses.replace(
+        _before_v0_17_0rc1(_before_v0_17_1(_v0_17_1(name, first, tags, commit)),
+                           absent=("ovis", "pixtral", "mistral3", "deepseek_ocr")),
+        edge_ctx_capped=False,
+    )  # fmt: skip
+
+
+def _v0_13_0(release: Release) -> Release:
+    """``release`` (@ 37baba9d) with what v0.13.0 (de3d735d; extension/bucketing 15eb06d1) does differently, before
+    #739 (c799e577: edge contexts, densified long-context ranges), #795 (4d05a35e: range max not above bmax), #816
+    (38558ede: fallback batch capped), #818 (17706394: decode max KV x seqs // 4) and #886 (60beb0f9: mamba chunk),
+    and with the dummy image asked for at a per-bucket size."""
+    return dataclasses.replace(release, long_ctx_rules="none", exp_prompt_densified=False, exp_decode_max="kv-cap",
+                               exp_range_clamped=False, mamba_aware=False, fallback_bs_capped=False,
+                               mm_warmup="options")  # fmt: skip
 
 
 #: main @091bbadd, the newest line (and any version from 0.27.0 on: no later tag was available to read).
@@ -249,9 +328,9 @@ MAIN = Release("main", (0, 27, 0, 0), (VLLM_MAIN_FULL,), "091bbadd")
 LINES: tuple[Release, ...] = (
     MAIN,
     Release(
-        "v0.26.0 - v0.27.0rc0",
-        (0, 26, 0, 0),
-        ("v0.26.0", "v0.27.0rc0"),
+        "v0.26.0rc0 - v0.27.0rc0",
+        parse_version("0.26.0rc0"),
+        ("v0.26.0rc0", "v0.26.0", "v0.27.0rc0"),
         "d01a3cae",
         exp_decode_max="worst",
     ),
@@ -266,19 +345,45 @@ LINES: tuple[Release, ...] = (
     ),
     _before_v0_26_vision(
         Release(
-            "v0.21.0",
+            "v0.21.0 - v0.24.0rc0",
             (0, 21, 0, 0),
-            ("v0.21.0",),
-            "fbf22752",
+            ("v0.21.0", "v0.24.0rc0"),
+            "1ba0374e",
             exp_decode_max="worst",
             exp_decode_compensation=False,
+        )
+    ),
+    # main snapshots between v0.19.0's branch point and v0.21.0: the pad strategy and VLLM_BUCKETING_STRATEGY
+    # (c2641a62 #762), with v0.19.0's common.py (v0.20.1rc0) or v0.19.0rc0's (v0.20.0rc0)
+    _before_v0_26_vision(
+        Release(
+            "v0.20.1rc0",
+            parse_version("0.20.1rc0"),
+            ("v0.20.1rc0",),
+            "8ddfdc9e",
+            exp_decode_max="kv3",
+            exp_decode_compensation=False,
+            lin_clamp_contiguous_only=False,
+        )
+    ),
+    _before_v0_19(
+        _before_v0_26_vision(
+            Release(
+                "v0.20.0rc0",
+                parse_version("0.20.0rc0"),
+                ("v0.20.0rc0",),
+                "8a9d6985",
+                exp_decode_compensation=False,
+                exp_decode_limit_cap=True,
+                lin_clamp_contiguous_only=False,
+            )
         )
     ),
     _before_v0_26_vision(
         Release(
             "v0.19.0 - v0.19.1.post1",
             (0, 19, 0, 0),
-            ("v0.19.0", "v0.19.1", "v0.19.1.post1"),
+            ("v0.19.0", "v0.19.0.post1", "v0.19.1", "v0.19.1.post1"),
             "56775fdd",
             strategy_variable=False,
             exp_decode_max="v0.19",
@@ -330,13 +435,7 @@ LINES: tuple[Release, ...] = (
         )
     ),
     # a main snapshot with v0.15.1rc1's bucketing (extension/bucketing @ 37baba9d)
-    Release(
-        "v0.16.0rc0",
-        parse_version("0.16.0rc0"),
-        ("v0.16.0rc0",),
-        "dd472742",
-        not_modelled=_NOT_MODELLED_37BABA9D.format(tag="v0.16.0rc0 (@dd472742"),
-    ),
+    _bucketing_37baba9d(_v0_14_1("v0.16.0rc0", parse_version("0.16.0rc0"), ("v0.16.0rc0",), "dd472742")),
     # v0.16.0rc1's bucketing and warm-up (release-branch ports of #915 as 1e012ecf #980 and #759 as b3c0ca62 #958)
     # without the vision.py entries #846, #871 and #954 added on main
     _before_v0_17_0rc1(
@@ -346,20 +445,12 @@ LINES: tuple[Release, ...] = (
         absent=("ovis", "pixtral", "mistral3", "deepseek_ocr"),
     ),
     # a main snapshot with the bucketing v0.16.0rc0 has
-    Release(
-        "v0.15.1rc1",
-        parse_version("0.15.1rc1"),
-        ("v0.15.1rc1",),
-        "0a4615b7",
-        not_modelled=_NOT_MODELLED_37BABA9D.format(tag="v0.15.1rc1 (@0a4615b7"),
-    ),
-    # v0.15.1 but for #980: the edge contexts are not held below VLLM_PROMPT_CTX_BUCKET_MAX
-    dataclasses.replace(
-        _before_v0_17_0rc1(
-            _before_v0_17_1(_v0_17_1("v0.14.1", (0, 14, 1, 0), ("v0.14.1",), "c4ecd716")),
-            absent=("ovis", "pixtral", "mistral3", "deepseek_ocr"),
-        ),
-        edge_ctx_capped=False,
+    _bucketing_37baba9d(_v0_14_1("v0.15.1rc1", parse_version("0.15.1rc1"), ("v0.15.1rc1",), "0a4615b7")),
+    _v0_14_1("v0.14.1", (0, 14, 1, 0), ("v0.14.1",), "c4ecd716"),
+    _v0_13_0(
+        _bucketing_37baba9d(
+            _v0_14_1("v0.13.0 - v0.13.0.post1", (0, 13, 0, 0), ("v0.13.0", "v0.13.0.post1"), "906abe3f")
+        )
     ),
 )
 
@@ -378,11 +469,12 @@ def release_for(version: str | None) -> Release:
     if v < FIRST_FILE_BUCKETING:
         why = "before v0.11.2 it has no bucket file (VLLM_BUCKETING_FROM_FILE) nor vision buckets to plan"
     else:
-        why = "v0.11.2 - v0.13.0.post1 bucket differently (older exponential ranges and long-context buckets, " \
-              "vision tables, and a multimodal warm-up that runs the processor's own dummy image at every vision " \
-              f"bucket: no width/height to plan) and are not modelled; {_ASK_ITS_OWN}"  # fmt: skip
+        why = "v0.11.2 - v0.12 are not modelled: their vision buckets are looked up by the model's path, every " \
+              "model batch based, and the warm-up batches each bucket's count of every modality's dummy item (and " \
+              "their text ranges differ: no spec-decode buckets, no VLLM_PROMPT_QUERY_BUCKET_MIN); " \
+              f"{_ASK_ITS_OWN}"  # fmt: skip
     raise ConfigError(f"vllm-gaudi=={version}: {why}; {_ACCEPTED}")
 
 
 _ASK_ITS_OWN = "on a host that runs it, --plan-runtime auto asks its own code"
-_ACCEPTED = "accepted: 0.14.1, 0.15.1, 0.16.0rc1 or newer, or main"
+_ACCEPTED = "accepted: 0.13.0 or newer, or main"

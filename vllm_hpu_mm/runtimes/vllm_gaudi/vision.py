@@ -13,12 +13,14 @@ two steps may share one compiled graph. The patch size comes from the loaded tow
 
 Releases before v0.26.0 warm differently (read at v0.24.0 @ 90815f2f and v0.19.0 @ da9f1820; the fields of
 :class:`~.releases.Release` say how): no ``VLLM_MULTIMODAL_RESOLUTIONS``, every step batches the modality's limit
-count, the limit's width/height is warmed first, and the model table has no native-resolution towers.
+count, the limit's width/height is warmed first, and the model table has no native-resolution towers. v0.13.0 and
+v0.15.1rc1 / v0.16.0rc0 warm vLLM's own dummy image once per vision bucket instead (:func:`dummy_image_size`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable, Mapping
 
 from vllm_hpu_mm.errors import ConfigError
@@ -32,6 +34,7 @@ __all__ = [
     "ResolutionEntry",
     "VisionWarmup",
     "default_vision_buckets",
+    "dummy_image_size",
     "format_resolutions",
     "parse_resolution_entries",
     "parse_resolutions",
@@ -80,11 +83,12 @@ def _model_entry(model_type: str, release: Release = MAIN) -> tuple[bool, tuple[
         return s.lower().replace("-", "").replace(".", "")
 
     table = _MODEL_TABLE if release.native_resolution_towers else _MODEL_TABLE_BEFORE_V0_26
+    replaced = dict(release.vision_table_buckets)
     for key, batch_based, buckets in table:
         if key in release.vision_table_absent:
             continue
         if norm(key) in norm(model_type):
-            return batch_based, buckets
+            return batch_based, replaced.get(key, buckets)
     return True, (1, 2, 4, 8)
 
 
@@ -287,6 +291,9 @@ def vision_warmup(
     if not warmup:
         return VisionWarmup(False, "warm-up is skipped (VLLM_SKIP_WARMUP or bucketing off)", ())
     counts, options = _limits(limit_mm_per_prompt, modalities)
+    if release.mm_warmup in ("dummy", "options"):
+        sized = release.mm_warmup == "options"
+        return _dummy_warmup(buckets, counts, options, model_type, batch_based, modalities, patch_size if sized else 0)
     unnamed_image = release.mm_image_warmed_unnamed
     if release.mm_limit_shapes == "none" and (missing := _integer_limit_lookup_fails(counts, options, modalities)):
         why = (
@@ -354,6 +361,84 @@ def vision_warmup(
                             "every request with an image (none runs, none compiles)", ())  # fmt: skip
     why = ", ".join(skipped) if skipped else "no bucket and no explicit resolution"
     return VisionWarmup(False, f"no vision graph is warmed: {why}; every image shape compiles at run time", ())
+
+
+#: vLLM's profiling dummy image per model family with the processor's default settings (the size with the most
+#: features: Qwen2-VL's processing info from max_pixels 12845056 with 28-pixel units, Qwen3-VL's from 16777216 with
+#: 32-pixel units; Gemma 3's image size without pan-and-scan). First key contained in the model type wins.
+_DUMMY_IMAGE: tuple[tuple[str, tuple[int, int]], ...] = (
+    ("qwen2_5_vl", (3584, 3584)),
+    ("qwen2_vl", (3584, 3584)),
+    ("qwen3_vl", (4096, 4096)),
+    ("gemma3", (896, 896)),
+)
+
+
+def dummy_image_size(model_type: str, image_options: Mapping[str, int] | None = None) -> tuple[int, int] | None:
+    """(width, height) of the image vLLM's dummy-input builder makes for ``model_type`` (its processor's defaults),
+    each side shrunk to --limit-mm-per-prompt's image width/height where smaller (vLLM ignores a larger one);
+    None where the family's processor is not modelled here."""
+    norm = model_type.lower().replace("-", "").replace(".", "")
+    size = next((wh for key, wh in _DUMMY_IMAGE if key in norm), None)
+    if size is None:
+        return None
+    o = image_options or {}
+    return min(size[0], int(o.get("width") or size[0])), min(size[1], int(o.get("height") or size[1]))
+
+
+def _dummy_warmup(
+    buckets: tuple[int, ...] | None,
+    counts: Mapping[str, int],
+    options: Mapping[str, Mapping[str, int]],
+    model_type: str,
+    batch_based: bool,
+    modalities: tuple[str, ...],
+    patch_size: int = 0,
+) -> VisionWarmup:
+    # warmup_multimodal_graphs / _get_mm_dummy_batch @ 37baba9d (v0.15.1rc1, v0.16.0rc0): every modality vLLM's
+    # budget lists (image whatever its limit), video skipped with a warning; per bucket (five times for a
+    # batch-based tower) one step of vLLM's own dummy image, the bucket's count of it if batch based, else one.
+    # ``patch_size`` > 0 (v0.13.0): the image is asked for at a per-bucket size instead of the limit's.
+    if all(counts.get(m, UNSET_LIMIT) == 0 for m in modalities):  # vLLM: text-only, no multimodal warm-up
+        return VisionWarmup(False, "no vision graph is warmed: every modality's limit is 0 (text-only)", ())
+    warmed = [m for m in modalities if m != "video"]
+    if not warmed:
+        return VisionWarmup(False, "no vision graph is warmed: this release does not warm video", ())
+    if buckets is None:
+        return VisionWarmup(False, "VLLM_MULTIMODAL_BUCKETS=None: vllm-gaudi's multimodal warm-up takes len() of "
+                            "the bucket list and fails (TypeError) before any graph", (), fails=True)  # fmt: skip
+    if warmed[0] != "image":
+        return VisionWarmup(False, f"this release's warm-up asserts image and fails at {warmed[0]}", (), fails=True)
+    if batch_based and any(b <= 0 for b in buckets):
+        return VisionWarmup(False, f"vision bucket {min(buckets)} batches no image: vllm-gaudi's warm-up fails "
+                            "(StopIteration)", (), fails=True)  # fmt: skip
+    if patch_size and not batch_based and any(b <= 0 for b in buckets):
+        return VisionWarmup(False, f"vision bucket {min(buckets)}: vllm-gaudi's warm-up fails sizing its image "
+                            "(a square root or a division by 0)", (), fails=True)  # fmt: skip
+    size = dummy_image_size(model_type, None if patch_size else options.get("image"))
+    graphs: list[tuple[str, int, int, int]] = []
+    for b in buckets:
+        w, h = size or (0, 0)
+        if patch_size:  # v0.13.0: a square of patches (non-batch) or 896 x 896, no larger than the processor's
+            grid_w = int(math.sqrt(b)) if not batch_based else 0
+            want = (896, 896) if batch_based else (grid_w * patch_size, int(b / grid_w) * patch_size)
+            w, h = min(w, want[0]), min(h, want[1])
+        graphs.extend(("image", w, h, b if batch_based else 1) for _ in (_ASPECTS if batch_based else (0,)))
+    if size is None:
+        what = f"its processor's own size, not modelled for {model_type}: shown as 0x0"
+    else:
+        what = "sized per bucket, capped at the processor's largest" if patch_size else f"{size[0]}x{size[1]}"
+    steers = (
+        "the limit's width/height is not read"
+        if patch_size
+        else "the buckets do not size it (only a smaller --limit-mm-per-prompt image width/height shrinks it)"
+    )
+    reason = (
+        f"{len(graphs)} warm-up steps of vLLM's own dummy image ({what}) once per vision bucket"
+        f"{', five times' if batch_based else ''}: VLLM_MULTIMODAL_RESOLUTIONS is not read and {steers}; video is "
+        "not warmed"
+    )
+    return VisionWarmup(True, reason, tuple(graphs))
 
 
 def _first_limit_shape(
