@@ -33,7 +33,7 @@ from typing import Any
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes.base import EngineShape
-from vllm_hpu_mm.runtimes.vllm_gaudi.common import decode_buckets, prompt_buckets
+from vllm_hpu_mm.runtimes.vllm_gaudi.common import check_startup, decode_buckets, prompt_buckets
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import VLLM_GAUDI_COMMIT, BucketingConfig, config_from_env
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
 from vllm_hpu_mm.runtimes.vllm_gaudi.releases import MAIN, Release
@@ -346,6 +346,7 @@ def ours(case: Case, release: Release = MAIN) -> dict[str, Any]:
         cfg = config_from_env(case.env, release)
         if case.file_text is not None:
             cfg = dataclasses.replace(cfg, from_file="buckets.txt", file_text=case.file_text)
+        check_startup(cfg, case.shape)  # a runner refusal of the engine shape (v0.11.2: speculative tokens)
     except ConfigError as exc:
         out["startup_error"] = str(exc)
     else:
@@ -355,7 +356,10 @@ def ours(case: Case, release: Release = MAIN) -> dict[str, Any]:
             except ConfigError as exc:
                 out[f"{phase}_error"] = str(exc)
     try:
-        buckets = vision_buckets_from_env(case.env.get("VLLM_MULTIMODAL_BUCKETS"), case.model_type, release)
+        # the model type stands in for the model's path where a release looks its table up by path (v0.11.2), as
+        # the driver hands their manager
+        buckets = vision_buckets_from_env(case.env.get("VLLM_MULTIMODAL_BUCKETS"), case.model_type, release,
+                                          model=case.model_type)  # fmt: skip
         # the release's own warm-up (it ignores VLLM_MULTIMODAL_RESOLUTIONS where the release does not read it)
         res = vision_warmup(buckets, case.env.get("VLLM_MULTIMODAL_RESOLUTIONS"), case.limit, case.model_type,
                             release=release)  # fmt: skip

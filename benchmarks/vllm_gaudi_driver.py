@@ -18,6 +18,14 @@ of them part of the bucketing: ``MultiModalBudget`` wherever a release imports i
 it then (:func:`add_dummy_options`). Where a tag's warm-up asks vLLM for its dummy image (v0.13.0, v0.15.1rc1,
 v0.16.0rc0), the tag's own ``_get_mm_dummy_batch`` runs and only vLLM's dummy-input builder is stood in for
 (:func:`_dummy_image_size`): a step records the modality, size and count of the items its batch holds.
+
+v0.11.2 (f9b64469) differs in its runner glue, reproduced from that tag's hpu_model_runner.py: it refuses more than
+one speculative token at start-up (NotImplementedError in ``__init__``, bucketing on or off) and calls
+``initialize`` without a token count; it builds the vision manager from the model's path (``model_config.model``),
+for which the case's ``model``, else its model type, stands in (our model is handed the same string). Its own
+``_get_mm_dummy_batch`` runs with ``mm_registry.get_decoder_dummy_data`` stood in for: one item per modality,
+sized by :func:`_dummy_image_size` from that modality's limit options (a video frame as the image), refused with
+vLLM's ValueError where the count exceeds the modality's limit, as vLLM's processor checked then.
 """
 
 from __future__ import annotations
@@ -67,14 +75,21 @@ def _set_vllm_values(case: dict[str, Any]) -> None:
     environment._VLLM_VALUES["prefix_caching"] = True
 
 
+#: The tag's runner refuses more than one speculative token at start-up and hands its manager no token count
+#: (v0.11.2, before b8515d5f #624): set by :func:`main` from hpu_model_runner.py.
+ONE_SPEC_TOKEN = False
+_ONE_SPEC_TOKEN_MARK = "num_speculative_tokens > 1 is"
+
+
 def _initialize(mgr: Any, **kwargs: Any) -> None:
     """HPUBucketingManager.initialize with the arguments this release takes (spec decode came later); a case that
-    needs one this release lacks is refused rather than silently run without it."""
+    needs one this release lacks is refused rather than silently run without it, except the speculative token
+    count where the tag's own runner (v0.11.2) calls initialize without it."""
     import inspect
 
     accepted = inspect.signature(mgr.initialize).parameters
     for name in [k for k in kwargs if k not in accepted]:
-        if kwargs[name]:
+        if kwargs[name] and not (name == "num_speculative_tokens" and ONE_SPEC_TOKEN):
             raise TypeError(f"this release's HPUBucketingManager.initialize takes no {name}")
         del kwargs[name]
     mgr.initialize(**kwargs)
@@ -86,6 +101,9 @@ def text_buckets(case: dict[str, Any]) -> dict[str, Any]:
 
     shape = case["shape"]
     out: dict[str, Any] = {}
+    if ONE_SPEC_TOKEN and shape.get("num_speculative_tokens", 0) > 1:
+        # HPUModelRunner.__init__ of such a tag raises NotImplementedError for more than one, bucketing on or off
+        return {"startup_error": "NotImplementedError: num_speculative_tokens > 1 (the tag's runner)"}
     _set_vllm_values(case)
     clear_config()
     try:
@@ -197,7 +215,8 @@ def _own_dummy_batch(runner_source: str, runner: Any, model_type: str, mm_config
 
     node = next(n for n in ast.walk(ast.parse(runner_source))
                 if isinstance(n, ast.FunctionDef) and n.name == "_get_mm_dummy_batch")  # fmt: skip
-    if "ratio_w" not in [a.arg for a in node.args.args]:
+    args = [a.arg for a in node.args.args]
+    if "ratio_w" not in args and "max_items_per_batch" not in args:
         return None
 
     def item(modality: str, options: Any) -> Any:
@@ -225,13 +244,25 @@ def _own_dummy_batch(runner_source: str, runner: Any, model_type: str, mm_config
     node.decorator_list = []
     code = "from __future__ import annotations\n" + textwrap.dedent(ast.get_source_segment(runner_source, node) or "")
     exec(compile(code, "hpu_model_runner.py", "exec"), namespace)
+
+    def decoder_dummy(model_config: Any, seq_len: int, mm_counts: dict[str, int], **_: Any) -> Any:
+        # v0.11.2 asks the registry for one item of a modality; vLLM's processor refuses more items than the
+        # modality's limit (ValueError), as it did then; the item is sized from the limit's options
+        for m, n in mm_counts.items():
+            if n > mm_config.get_limit_per_prompt(m):
+                raise ValueError(f"At most {mm_config.get_limit_per_prompt(m)} {m}(s) may be provided in one prompt.")
+        return types.SimpleNamespace(multi_modal_data={m: [item(m, limit_options(m))] * n
+                                                       for m, n in mm_counts.items()})  # fmt: skip
+
     runner.mm_registry = types.SimpleNamespace(
         get_dummy_mm_inputs=lambda _config, mm_counts, **_: {
             "mm_kwargs": {m: [item(m, limit_options(m))] * n for m, n in mm_counts.items()}
         },
+        get_decoder_dummy_data=decoder_dummy,
         create_processor=lambda *_a, **_k: None,
     )
     runner.device, runner.pin_memory = "cpu", False
+    runner.max_model_len = 32768  # the dummy's sequence length: not part of the item's size here
     return types.MethodType(namespace["_get_mm_dummy_batch"], runner)
 
 
@@ -240,8 +271,12 @@ def vision_steps(case: dict[str, Any], runner_source: str) -> dict[str, Any]:
     from vllm_gaudi.extension.bucketing.vision import HPUVisionBucketManager  # type: ignore[import-not-found]
 
     add_dummy_options()
+    # v0.11.2's runner hands the manager the model's path (model_config.model); the case's ``model`` when it has one,
+    # else its model type stands in for the path (on both sides of the comparison)
+    by_path = "HPUVisionBucketManager(self.model_config.model)" in runner_source
+    key = case.get("model") or case.get("model_type", "qwen2_5_vl") if by_path else case.get("model_type", "qwen2_5_vl")
     try:
-        vbm = HPUVisionBucketManager(case.get("model_type", "qwen2_5_vl"))
+        vbm = HPUVisionBucketManager(key)
     except Exception as exc:
         return {"vision_error": _error(exc)}
     limit = case.get("limit_mm_per_prompt")
@@ -413,8 +448,10 @@ def adapter_buckets(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
+    global ONE_SPEC_TOKEN
     logging.disable(logging.WARNING)  # their warnings go to the log, not to our JSON
     runner_source = Path(sys.argv[1]).read_text()
+    ONE_SPEC_TOKEN = _ONE_SPEC_TOKEN_MARK in runner_source
     results = []
     for case in json.load(sys.stdin):
         _set_env(case["env"])

@@ -33,6 +33,8 @@ def _line(version: str) -> str:
 @pytest.mark.parametrize(
     ("version", "line"),
     [
+        ("0.11.2", "v0.11.2"),
+        ("0.11.2.post1", "v0.11.2"),
         ("0.13.0", "v0.13.0 - v0.13.0.post1"),
         ("0.13.0.post1", "v0.13.0 - v0.13.0.post1"),
         ("0.14.0", "v0.13.0 - v0.13.0.post1"),
@@ -87,8 +89,9 @@ def test_pre_releases_sort_before_their_release() -> None:
 @pytest.mark.parametrize(
     ("version", "why"),
     [
-        ("0.12.0", r"v0\.11\.2 - v0\.12 are not modelled: .*model.s path"),
-        ("0.11.2", "not modelled"),
+        ("0.12.0", "no vllm-gaudi tag lies between v0.11.2 and v0.13.0"),
+        ("0.11.3", "no vllm-gaudi tag lies between"),
+        ("0.11.2rc1", "no bucket file"),
         ("0.10.1", "no bucket file"),
         ("0.10.1", r"^(?!.*asks its own code)"),  # nothing runs it to ask
         ("zero", "not a version"),
@@ -239,7 +242,7 @@ def test_registry_reads_a_named_release() -> None:
     assert "v0.21.0" in found.found
 
 
-@pytest.mark.parametrize("name", ["vllm-fork==0.9", "auto==0.26.0", "vllm-gaudi==0.11.2"])
+@pytest.mark.parametrize("name", ["vllm-fork==0.9", "auto==0.26.0", "vllm-gaudi==0.12.0", "vllm-gaudi==0.10.1"])
 def test_registry_refuses_what_it_cannot_plan(name: str) -> None:
     with pytest.raises(ConfigError, match="accepted"):
         registry.resolve(name, "hpu")
@@ -659,3 +662,67 @@ def test_v0_13_warms_the_dummy_image_at_a_square_per_bucket() -> None:
     assert vision_warmup(QWEN_BUCKETS, None, None, release=V0_13_0).graphs == steps
     gemma = vision_warmup((1, 2), None, {"image": 4}, "gemma-3", release=V0_13_0).graphs
     assert gemma == tuple(("image", 896, 896, b) for b in (1, 2) for _ in range(5))
+
+
+# --- v0.11.2 (f9b64469; the first with VLLM_BUCKETING_FROM_FILE) ------------------------------------------------------
+# Figures are what the tag's own code generates, run by benchmarks/vllm_gaudi_driver.py at SHAPE_32K.
+
+V0_11_2 = release_for("0.11.2")
+
+
+def test_v0_11_2_spaces_a_range_minimum_of_one_from_itself() -> None:
+    # exponential.py @f9b64469 (before 955914b0 #645): the batch ranges (1, 2, ...) start at 2 and the decode blocks
+    # (1, max_num_seqs, ...) at 256; #645 starts both at the step and adds 1 back
+    decode = _decode("0.11.2")
+    assert sorted({b for b, _, _ in decode}) == [2, 4, 8, 16, 32, 64, 128, 256]
+    assert sorted({c for _, _, c in decode})[:6] == [256, 512, 768, 1024, 1280, 2048]
+    assert (len(decode), len(_decode("0.13.0"))) == (45, 89)
+    assert 1 in {b for b, _, _ in _decode("0.13.0")}
+    # nor does VLLM_PROMPT_QUERY_BUCKET_MIN=1 bring a query of 1: the query minimum is the block size
+    env = {"VLLM_PROMPT_QUERY_BUCKET_MIN": "1"}
+    old = prompt_buckets(config_from_env(env, V0_11_2), SHAPE_32K)
+    assert (len(old), min(q for _, q, _ in old)) == (109, 128)
+    assert min(q for _, q, _ in prompt_buckets(config_from_env(env, V0_13_0), SHAPE_32K)) == 1
+
+
+def test_v0_11_2_adds_no_speculative_decoding_buckets_and_takes_one_token_at_most() -> None:
+    # common.py @f9b64469 has no generate_spec_decode_buckets (b8515d5f #624); its runner refuses more than one
+    # speculative token at start-up (NotImplementedError)
+    one = dataclasses.replace(SHAPE_32K, num_speculative_tokens=1)
+    assert _decode("0.11.2", one) == _decode("0.11.2")
+    assert len(_decode("0.13.0", one)) > len(_decode("0.13.0"))
+    with pytest.raises(ConfigError, match="refuses more than one speculative token"):
+        _decode("0.11.2", dataclasses.replace(SHAPE_32K, num_speculative_tokens=3))
+
+
+def test_v0_11_2_looks_its_vision_buckets_up_by_the_model_s_path_and_batches_every_tower() -> None:
+    # hpu_model_runner.py @f9b64469 hands vision.py model_config.model; its manager is batch based whatever the
+    # table says (35fbcaea #643, e2694850 #700 changed both)
+    ovis = (784, 1600, 3136, 4096, 6400, 7744, 9216, 12544)
+    assert vision_table_entry("ovis2_5", V0_11_2, model="AIDC-AI/Ovis2.5-9B") == (True, ovis)
+    assert vision_table_entry("qwen2_5_vl", V0_11_2, model="Qwen/Qwen2.5-VL-7B-Instruct") == (True, (1, 2, 4, 8))
+    assert vision_table_entry("qwen2_5_vl", V0_13_0) == (False, QWEN_BUCKETS)
+    with pytest.raises(ConfigError, match="model's path"):
+        vision_table_entry("qwen2_5_vl", V0_11_2)
+
+
+def test_v0_11_2_warms_each_bucket_s_count_of_every_modality_s_dummy_item() -> None:
+    # warmup_multimodal_graphs @f9b64469: image then video, whatever their limits, each bucket's count of vLLM's
+    # dummy item (Qwen2.5-VL's largest, 3584 x 3584; the video's shrunk to its limit's 640 x 480)
+    buckets = default_vision_buckets("qwen2_5_vl", V0_11_2, model="Qwen/Qwen2.5-VL-7B-Instruct")
+    limit: dict[str, int | dict[str, int]] = {"image": 2, "video": {"count": 1, "width": 640, "height": 480}}
+    steps = vision_warmup(buckets, None, limit, release=V0_11_2).graphs
+    assert steps == (*(("image", 3584, 3584, b) for b in (1, 2, 4, 8)), *(("video", 640, 480, b) for b in (1, 2, 4, 8)))
+    # an image limit of 0: vLLM refuses the dummy image (ValueError) and start-up fails
+    assert vision_warmup(buckets, None, {"image": 0}, release=V0_11_2).fails
+
+
+def test_serve_plans_v0_11_2_s_vision_passes_in_images_and_adds_no_limit() -> None:
+    report = _serve("--plan-runtime", "vllm-gaudi==0.11.2")
+    env = report["environment"]
+    assert isinstance(env, dict)
+    assert "VLLM_BUCKETING_FROM_FILE" in env
+    assert "VLLM_MULTIMODAL_RESOLUTIONS" not in env
+    assert "--limit-mm-per-prompt" not in json.dumps(report.get("args", []))
+    notes = " ".join(map(str, report.get("notes", [])))  # type: ignore[call-overload]
+    assert "video included" in notes or "every modality" in notes

@@ -189,16 +189,17 @@ def _vision_buckets(
     model: ModelDims, runtime: RuntimeModel, configured: Buckets | None, env: Mapping[str, str]
 ) -> tuple[tuple[int, ...] | None, bool, int]:
     """The buckets the plan sizes the tower's graphs for, whether they apply at all, and the patches per image of a
-    batch-bucketed tower's pass (0 otherwise): Qwen2.5-VL takes the
-    configured list; another family takes its runtime's default list (or VLLM_MULTIMODAL_BUCKETS when set), in
-    patches, where the runtime buckets it by patches; a batch-bucketed tower (Gemma 3, and Qwen2-VL, which vllm-gaudi
-    does not list) costs the buckets' images x patches per image; a tower the runtime does not bucket, or a text
-    model, has none."""
+    batch-bucketed tower's pass (0 otherwise): Qwen2.5-VL takes the configured list unless the runtime batches it
+    (vllm-gaudi v0.11.2 batches every tower); another family takes its runtime's default list (or
+    VLLM_MULTIMODAL_BUCKETS when set), in patches, where the runtime buckets it by patches; a batch-bucketed tower
+    (Gemma 3, and Qwen2-VL, which vllm-gaudi does not list) costs the buckets' images x patches per image; a tower the
+    runtime does not bucket, or a text model, has none."""
     if not model.vision.present:
         return None, False, 0
-    if model.vision.aligned_processor_applies:
+    vb = runtime.vision_bucketing(model.model_type, model=model.name)
+    if model.vision.aligned_processor_applies and not (vb.bucketed and vb.batch_based):
+        # Qwen2.5-VL's patch buckets, unless the runtime batches every tower (vllm-gaudi v0.11.2: images per pass)
         return configured, True, 0
-    vb = runtime.vision_bucketing(model.model_type)
     if not vb.bucketed:
         return None, False, 0
     raw = env.get("VLLM_MULTIMODAL_BUCKETS", "").strip()

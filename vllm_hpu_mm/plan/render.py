@@ -119,7 +119,7 @@ def _vision_dict(p: Plan) -> dict[str, Any] | None:
     v = i.model.vision
     if not v.present:
         return None
-    vb = i.runtime.vision_bucketing(i.model.model_type)
+    vb = i.runtime.vision_bucketing(i.model.model_type, model=i.model.name)
     return {"family": v.family, "patch_size": v.patch_size, "spatial_merge_size": v.spatial_merge_size,
             "alignment_px": v.alignment, "tokens_per_image": v.tokens_per_image or None,
             "bucketed_on_runtime": vb.bucketed, "bucketing": vb.note,

@@ -368,8 +368,9 @@ class RuntimeModel(Protocol):
         """The runtime's default ``max_num_seqs`` / ``max_num_batched_tokens`` on ``device``."""
         ...
 
-    def vision_bucketing(self, model_type: str) -> VisionBucketing:
-        """Whether and how the runtime buckets the vision tower of a ``model_type``."""
+    def vision_bucketing(self, model_type: str, *, model: str | None = None) -> VisionBucketing:
+        """Whether and how the runtime buckets the vision tower of a ``model_type``; ``model``: the model as given to
+        --model (a Hugging Face id or folder), for a runtime that keys on it (vllm-gaudi v0.11.2)."""
         ...
 
 

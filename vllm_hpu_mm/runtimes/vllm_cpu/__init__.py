@@ -69,7 +69,7 @@ class VllmCpu(NoBucketList):
     def batch_defaults(self, device: DeviceFacts) -> BatchDefaults:
         return vllm_batch_defaults(device)
 
-    def vision_bucketing(self, model_type: str) -> VisionBucketing:
+    def vision_bucketing(self, model_type: str, *, model: str | None = None) -> VisionBucketing:
         return VisionBucketing(False, False, (), "vLLM CPU runs the vision tower eagerly on each image's own shape")
 
 

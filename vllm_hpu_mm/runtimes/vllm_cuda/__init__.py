@@ -114,7 +114,7 @@ class VllmCuda(NoBucketList):
     def batch_defaults(self, device: DeviceFacts) -> BatchDefaults:
         return vllm_batch_defaults(device)
 
-    def vision_bucketing(self, model_type: str) -> VisionBucketing:
+    def vision_bucketing(self, model_type: str, *, model: str | None = None) -> VisionBucketing:
         return VisionBucketing(False, False, (), f"{VLLM_032} runs the vision tower eagerly unless encoder CUDA "
                                "graphs are configured (compilation_config.cudagraph_mm_encoder)")  # fmt: skip
 

@@ -141,7 +141,7 @@ class VllmFork(NoBucketList):
         return BatchDefaults(256, 2048, "vLLM V0 SchedulerConfig as the fork runs it (no chunked prefill)",
                              at_least_max_model_len=True)  # fmt: skip
 
-    def vision_bucketing(self, model_type: str) -> VisionBucketing:
+    def vision_bucketing(self, model_type: str, *, model: str | None = None) -> VisionBucketing:
         if "qwen2_5_vl" in model_type:
             return VisionBucketing(True, False, (1600, 3136, 4096, 6400, 7744, 9216, 12544),
                                    "vllm-fork qwen2_5_vl.py: VLLM_MULTIMODAL_BUCKETS, patches per image")  # fmt: skip

@@ -51,7 +51,7 @@ from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import MAX_FILE_BUCKETS, buck
 from vllm_hpu_mm.runtimes.vllm_gaudi.installed import InstalledUnavailable, InstalledVllmGaudi, find_installed
 from vllm_hpu_mm.runtimes.vllm_gaudi.releases import MAIN, release_for
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
-from vllm_hpu_mm.runtimes.vllm_gaudi.vision import BATCH_WARMUP_SIDE, vision_table_entry
+from vllm_hpu_mm.runtimes.vllm_gaudi.vision import BATCH_WARMUP_SIDE, dummy_image_size, vision_table_entry
 
 __all__ = ["BUCKET_FILE_VAR", "ENTRY", "PLANNED_FILE", "TRAITS", "VllmGaudi", "describe_release", "model_from_env"]
 
@@ -165,15 +165,21 @@ class VllmGaudi:
         d = vllm_batch_defaults(device, reported_total_bytes=0)
         return dataclasses.replace(d, source=f"{d.source}; vllm-gaudi @{COMMIT_SHORT} platform.py reports 0 bytes")
 
-    def vision_bucketing(self, model_type: str) -> VisionBucketing:
+    def vision_bucketing(self, model_type: str, *, model: str | None = None) -> VisionBucketing:
         release = self.bucketing.release
-        batch_based, buckets = vision_table_entry(model_type, release)
+        batch_based, buckets = vision_table_entry(model_type, release, model=model)
         where = f"vllm-gaudi @{release.commit} extension/bucketing/vision.py MULTIMODAL_CONFIG"
+        if release.vision_by_path:
+            where += f" (searched with the model's path {model!r}; every model batch based)"
         if not buckets:
             return VisionBucketing(False, False, (), f"{where}: no default buckets for {model_type} (native "
                                    "resolution; warmed only for VLLM_MULTIMODAL_RESOLUTIONS)")  # fmt: skip
         unit = "images per pass" if batch_based else "patches per image"
-        return VisionBucketing(True, batch_based, buckets, f"{where}: {unit}", BATCH_WARMUP_SIDE if batch_based else 0)
+        side = BATCH_WARMUP_SIDE if batch_based else 0
+        if release.mm_warmup == "bucket-count":  # v0.11.2 batches vLLM's largest dummy image, not 896 x 896 ones
+            side = (dummy_image_size(model_type) or (BATCH_WARMUP_SIDE, 0))[0]
+            unit += f" of vLLM's dummy image ({side} px a side; its dummy video too, not sized)"
+        return VisionBucketing(True, batch_based, buckets, f"{where}: {unit}", side)
 
 
 #: The variable naming a bucket file; :func:`model_from_env` reads the file it names, once.

@@ -42,6 +42,7 @@ from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import parse_bucket_file
 __all__ = [
     "BucketLookup",
     "calc_fallback_value",
+    "check_startup",
     "decode_buckets",
     "dropped_file_buckets",
     "overridden_variables",
@@ -101,8 +102,9 @@ def _range(cfg: BucketingConfig, strategy: str, rng: Cfg, phase: str, dim: str, 
             f"{MAX_RANGE_STEPS:,} per range (vllm-gaudi builds the range as a list at start-up)"
         )
     if strategy == "exp":
-        clamp = cfg.release.exp_range_clamped
-        return sorted(exponential.exp_range(rng[0], rng[1], rng[2], rng[3], cfg.contiguous_pa, dense, clamp))
+        release = cfg.release
+        return sorted(exponential.exp_range(rng[0], rng[1], rng[2], rng[3], cfg.contiguous_pa, dense,
+                                            release.exp_range_clamped, release.exp_min_one))  # fmt: skip
     if strategy == "lin":
         return sorted(linear.lin_range(rng[0], rng[1], rng[2], what))
     return sorted(padding_aware.pad_range(rng[0], rng[1], rng[2], rng[3], rng[4], what))
@@ -284,6 +286,7 @@ def prompt_buckets(cfg: BucketingConfig, shape: EngineShape) -> tuple[Bucket, ..
     (:func:`warmup_enabled`). hpu_model_runner.py warmup_graphs then skips a bucket whose query length exceeds
     max_num_batched_tokens, which only a bucket file under merged prefill can produce (not subtracted here).
     """
+    check_startup(cfg, shape)
     if not cfg.enable_bucketing:
         return ()
     mnps = prefill_seqs(cfg, shape)
@@ -327,8 +330,9 @@ def decode_buckets(cfg: BucketingConfig, shape: EngineShape) -> tuple[Bucket, ..
     """(batch, 1, ctx_blocks) decode buckets exactly as vllm-gaudi 091bbadd generates them, sorted.
 
     Depends on ``shape.num_kv_blocks``, a run-time number (see :class:`EngineShape`). With speculative decoding
-    the seeds are expanded as vllm-gaudi does.
+    the seeds are expanded as vllm-gaudi does (from b8515d5f #624).
     """
+    check_startup(cfg, shape)
     if not cfg.enable_bucketing:
         return ()
     mnps = prefill_seqs(cfg, shape)
@@ -346,9 +350,19 @@ def decode_buckets(cfg: BucketingConfig, shape: EngineShape) -> tuple[Bucket, ..
             blocks,
         )
         buckets = _generate(cfg, shape, False, ranges, None, mnps)
-    if shape.num_speculative_tokens:
+    if shape.num_speculative_tokens and cfg.release.spec_decode_buckets:
         buckets = _spec_decode(cfg, shape, buckets)
     return tuple(buckets)
+
+
+def check_startup(cfg: BucketingConfig, shape: EngineShape) -> None:
+    """Raise ConfigError where the release's runner refuses ``shape`` at start-up, bucketing on or off: v0.11.2's
+    (before b8515d5f #624) takes at most one speculative token (HPUModelRunner.__init__ raises NotImplementedError)."""
+    if not cfg.release.spec_decode_buckets and shape.num_speculative_tokens > 1:
+        raise ConfigError(
+            f"num_speculative_tokens={shape.num_speculative_tokens}: {cfg.release} refuses more than one speculative "
+            "token at start-up (NotImplementedError in its HPUModelRunner); accepted there: 0 or 1"
+        )
 
 
 # --- which variables count -------------------------------------------------------------------------------------------
@@ -360,7 +374,7 @@ def _counted(cfg: BucketingConfig, strategy: str) -> set[str]:
     if strategy == "file":
         return {"VLLM_PROMPT_BS_BUCKET_MAX"}  # read by the runner (max prefill batch), not by the file path
     if strategy == "exp":
-        if cfg.prompt_query_min == 1:
+        if cfg.prompt_query_min == 1 and cfg.release.exp_min_one:  # v0.11.2 always takes the block size
             counted.add("VLLM_PROMPT_QUERY_BUCKET_MIN")
         return counted
     params = ("min", "step", "max") if strategy == "lin" else PARAMS

@@ -25,7 +25,7 @@ LONG_CTX_THRESHOLD = 8192
 def prompt_cfgs(cfg: BucketingConfig, shape: EngineShape, mnps: int) -> tuple[Cfg, Cfg, Cfg]:
     """get_prompt_cfgs: (batch, query, context) as (min, step, max, count)."""
     bs, mnbt, mml = shape.block_size, shape.max_num_batched_tokens, shape.max_model_len
-    qmin = 1 if cfg.prompt_query_min == 1 else bs
+    qmin = 1 if cfg.prompt_query_min == 1 and cfg.release.exp_min_one else bs  # v0.11.2: always the block size
     q_limit = math.ceil(math.log2(mnbt))
     rules = cfg.release.long_ctx_rules
     span = mnbt if rules == "every" or (rules == "long" and mml >= LONG_CTX_THRESHOLD) else qmin
@@ -81,13 +81,21 @@ def decode_cfgs(cfg: BucketingConfig, shape: EngineShape) -> tuple[Cfg, Cfg, Cfg
 
 
 def exp_range(
-    bmin: int, bstep: int, bmax: int, count: int, contiguous_pa: bool, dense: bool = False, clamp: bool = True
+    bmin: int,
+    bstep: int,
+    bmax: int,
+    count: int,
+    contiguous_pa: bool,
+    dense: bool = False,
+    clamp: bool = True,
+    one_edge: bool = True,
 ) -> list[int]:
     # exponential.py warmup_range_with_limit @ 091bbadd: `count` values spaced geometrically from bmin (or from
     # bstep when bmin is 0 or 1, which is then added back) to bmax, each rounded up to a multiple of bstep.
     # ``dense`` (long-context prompt ranges @ 37baba9d): half of them geometric up to bmax / count, the other half
     # in equal steps from there to bmax (the float arithmetic in its order: the rounding depends on it).
-    edge = bmin if bmin in (0, 1) else None
+    # ``one_edge`` False (v0.11.2, before #645): only a 0 minimum is set aside; a 1 is spaced from itself.
+    edge = bmin if bmin == 0 or (bmin == 1 and one_edge) else None
     if edge is not None:
         bmin = bstep
     if count <= 0:

@@ -9,6 +9,9 @@ ratios (the total), so each graph part is bounded by what it warms instead:
   own file is counted and kept). vllm-gaudi warms every bucket with no memory check, so none is dropped to fit an
   estimate; the plan says when they do not fit.
 
+v0.11.2 batches every tower: ``VLLM_MULTIMODAL_BUCKETS`` is exported as images per pass (sized at vLLM's largest
+dummy image), and its dummy video passes are said to be unbounded.
+
 The notes also say what vllm-gaudi's warm-up will then run (:func:`.vision.vision_warmup`) and which of the user's
 bucketing variables it ignores (:func:`.common.overridden_variables`).
 """
@@ -101,6 +104,8 @@ def _vision(d: Draft, resolutions: Sequence[tuple[int, int]]) -> tuple[list[str]
     i, flags = d.plan.inputs, d.flags
     release = _release(d)
     vision = list(export_buckets(d))
+    if release.mm_warmup == "bucket-count":
+        return _vision_bucket_count(d, release, vision)
     dummy = release.mm_warmup in ("dummy", "options")
     warms = "vLLM's own dummy image once per bucket" if dummy else "5 guessed aspect ratios per bucket"
     if vision and i.buckets and not release.reads_resolutions:
@@ -169,6 +174,24 @@ def _vision(d: Draft, resolutions: Sequence[tuple[int, int]]) -> tuple[list[str]
     return vision, False
 
 
+def _vision_bucket_count(d: Draft, release: Release, vision: list[str]) -> tuple[list[str], bool]:
+    """v0.11.2 (hpu_model_runner.py @ f9b64469): every tower batch based, VLLM_MULTIMODAL_BUCKETS read as items per
+    pass, each bucket's count of vLLM's largest dummy item warmed for every modality the model takes, whatever
+    --limit-mm-per-prompt says (so no limit is added); VLLM_MULTIMODAL_RESOLUTIONS is not read."""
+    i, flags = d.plan.inputs, d.flags
+    if "VLLM_MULTIMODAL_RESOLUTIONS" in flags.user_env:
+        d.notes.append(f"VLLM_MULTIMODAL_RESOLUTIONS is yours, but {release} does not read it")
+    if i.buckets and not vision:
+        d.notes.append(f"no vision pass fits, but {release} warms its default passes (1, 2, 4, 8 items) of every "
+                       "modality without a memory check (OOM risk at warm-up)")  # fmt: skip
+        return vision, False
+    d.notes.append(f"{release} warms, for each VLLM_MULTIMODAL_BUCKETS entry, that many of vLLM's largest dummy items "
+                   "of every modality the model takes, video included, whatever --limit-mm-per-prompt says: the plan "
+                   "sizes the image passes only (their video passes it cannot bound), and no image shape or "
+                   "resolution steers it")  # fmt: skip
+    return vision, True
+
+
 def _warmup_note(d: Draft) -> str | None:
     """What vllm-gaudi's multimodal warm-up will run with the exported settings (its own warm-up, modelled)."""
     env = {**d.flags.user_env, **d.env}
@@ -177,9 +200,9 @@ def _warmup_note(d: Draft) -> str | None:
     limit = _limit(limit_text) if limit_text is not None else {}
     if limit is None or "VLLM_MULTIMODAL_BUCKETS" not in env:
         return None
-    model_type = d.plan.inputs.model.model_type
+    model_type, model = d.plan.inputs.model.model_type, d.plan.inputs.model.name
     release = _release(d)  # the release planned for: its own vision warm-up (v0.26.0 changed it)
-    buckets = vision_buckets_from_env(env["VLLM_MULTIMODAL_BUCKETS"], model_type, release)
+    buckets = vision_buckets_from_env(env["VLLM_MULTIMODAL_BUCKETS"], model_type, release, model=model)
     resolutions = env.get("VLLM_MULTIMODAL_RESOLUTIONS") if release.reads_resolutions else None
     warm = vision_warmup(buckets, resolutions, limit, model_type, warmup=not d.flags.skip_warmup, release=release)
     if not warm.warmed or release.mm_warmup != "shapes":

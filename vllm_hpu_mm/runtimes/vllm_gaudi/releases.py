@@ -85,12 +85,17 @@ What changed, newest first (our reading; commits cited):
   per-bucket size (a square of the bucket's patches; 896 x 896 for batch-based towers), capped at the processor's
   largest, the limit's width/height not read.
 
+- v0.11.2 (f9b64469): v0.13.0's but from before #645 (955914b0: the exponential query minimum is always the block
+  size, VLLM_PROMPT_QUERY_BUCKET_MIN unread, and a range minimum of 1 is spaced from itself: no batch of 1, decode
+  blocks from max_num_seqs), #624 (b8515d5f: no speculative-decoding buckets; its runner refuses more than one
+  token), #643 (35fbcaea: vision.py's table, gemma-3 and ovis2.5 only, searched with the model's path) and #700
+  (e2694850: every tower batch based, and the warm-up batches each bucket's count of vLLM's dummy item for every
+  modality, video included, whatever its limit; a limit of 0 fails it).
+
 Recognised but not modelled (:func:`release_for` refuses them with one line; on a host that runs one, the runtime's
-own code is asked instead, :mod:`.installed`): v0.11.2 - v0.12 (f9b64469): the runner looks its vision buckets up
-by the model's path (not its type) with every model batch based, and warms each bucket's count of every modality's
-dummy item, video included; its text side has no spec-decode buckets, exponential ranges adding back only a 0
-minimum and no VLLM_PROMPT_QUERY_BUCKET_MIN. Pre-releases are ordered by their number (:func:`parse_version`: rc0 <
-rc1 < the release).
+own code is asked instead, :mod:`.installed`): v0.11.3 - v0.12 (no tag between v0.11.2 and v0.13.0 to read).
+Before v0.11.2 there is no bucket file to plan. Pre-releases are ordered by their number (:func:`parse_version`:
+rc0 < rc1 < the release).
 """
 
 from __future__ import annotations
@@ -202,6 +207,19 @@ class Release:
     mamba_aware: bool = True
     #: A fallback's batch is capped at max_num_seqs (38558ede #816); before (v0.13.0) not.
     fallback_bs_capped: bool = True
+    #: A VLLM_PROMPT_QUERY_BUCKET_MIN of 1 makes the exponential query minimum 1, and warmup_range_with_limit treats
+    #: a minimum of 1 as it does 0: spaced from the step, then added back (955914b0 #645). Before (v0.11.2) the query
+    #: minimum is always the block size and a minimum of 1 is spaced geometrically from 1 itself, so the exponential
+    #: batch ranges have no 1 and the decode blocks start at max_num_seqs.
+    exp_min_one: bool = True
+    #: With speculative decoding the manager adds decode buckets for batch x (1 + tokens) (b8515d5f #624); before
+    #: (v0.11.2) it is given no token count and adds none (its runner then allows one speculative token).
+    spec_decode_buckets: bool = True
+    #: vision.py's table is searched with the model's path (``--model`` as vLLM holds it) and every model is batch
+    #: based whatever the table says (v0.11.2: the runner passes ``model_config.model``, the manager's is_batch_based
+    #: defaults to True); the runner passes the model's type from 35fbcaea (#643) and the table's flag counts from
+    #: e2694850 (#700).
+    vision_by_path: bool = False
     #: vision.py MULTIMODAL_CONFIG entries whose default buckets this release lists differently: (key, buckets).
     vision_table_buckets: tuple[tuple[str, tuple[int, ...]], ...] = ()
     #: How the multimodal warm-up picks its images: "shapes" (a width/height per step, as the mm_* fields say) or
@@ -210,7 +228,10 @@ class Release:
     #: it, a smaller --limit-mm-per-prompt image width/height shrinks it; #759 d6b955b5 / #958 b3c0ca62 replaced it)
     #: or "options" (v0.13.0: the same loop, the dummy image asked for at a per-bucket size: a square of
     #: int(sqrt(patches)) x int(patches / that) patches, 896 x 896 for batch-based towers, each side capped at the
-    #: processor's largest; the limit's width/height not read).
+    #: processor's largest; the limit's width/height not read) or "bucket-count" (v0.11.2, until e2694850 #700: every
+    #: modality vLLM's budget lists, video included and whatever its limit, one step per bucket batching the
+    #: bucket's count of vLLM's dummy item for that modality, its processor's largest shrunk to a smaller limit
+    #: width/height; vLLM refuses a dummy item over a modality's limit, so a limit of 0 fails the warm-up).
     mm_warmup: str = "shapes"
     #: vision.py MULTIMODAL_CONFIG keys this release does not list yet (their models fall back to batch based).
     vision_table_absent: tuple[str, ...] = ()
@@ -319,6 +340,20 @@ def _v0_13_0(release: Release) -> Release:
     return dataclasses.replace(release, long_ctx_rules="none", exp_prompt_densified=False, exp_decode_max="kv-cap",
                                exp_range_clamped=False, mamba_aware=False, fallback_bs_capped=False,
                                mm_warmup="options")  # fmt: skip
+
+
+#: vision.py's MULTIMODAL_CONFIG keys v0.11.2 lacks: it lists only gemma-3 and ovis2.5.
+_ABSENT_AT_V0_11_2 = ("ovis", "qwen2_5_vl", "qwen3_vl", "ernie4_5_moe_vl", "pixtral", "mistral3", "deepseek_ocr",
+                      "qwen3_5")  # fmt: skip
+
+
+def _v0_11_2(release: Release) -> Release:
+    """``release`` (v0.13.0's) with what v0.11.2 (f9b64469) does differently: before #645 (955914b0: no query
+    minimum of 1, a range minimum of 1 spaced from itself), #624 (b8515d5f: no speculative-decoding buckets), #643
+    (35fbcaea: the vision table, without qwen2_5_vl, searched with the model's path) and #700 (e2694850: every model
+    batch based, no qwen3_vl, and each bucket's count of every modality's dummy item warmed)."""
+    return dataclasses.replace(release, exp_min_one=False, spec_decode_buckets=False, vision_by_path=True,
+                               mm_warmup="bucket-count", vision_table_absent=_ABSENT_AT_V0_11_2)  # fmt: skip
 
 
 #: main @091bbadd, the newest line (and any version from 0.27.0 on: no later tag was available to read).
@@ -452,6 +487,15 @@ LINES: tuple[Release, ...] = (
             _v0_14_1("v0.13.0 - v0.13.0.post1", (0, 13, 0, 0), ("v0.13.0", "v0.13.0.post1"), "906abe3f")
         )
     ),
+    # no tag between v0.11.2 and v0.13.0 in vllm-project/vllm-gaudi: nothing to read such a version's code at
+    Release(
+        "v0.11.3 - v0.12",
+        parse_version("0.11.3.dev0"),
+        (),
+        "f9b64469..de3d735d",
+        not_modelled="no vllm-gaudi tag lies between v0.11.2 and v0.13.0 to read its bucketing at",
+    ),
+    _v0_11_2(_v0_13_0(_bucketing_37baba9d(_v0_14_1("v0.11.2", FIRST_FILE_BUCKETING, ("v0.11.2",), "f9b64469")))),
 )
 
 
@@ -466,15 +510,10 @@ def release_for(version: str | None) -> Release:
             if line.not_modelled:
                 raise ConfigError(f"vllm-gaudi=={version}: {line.not_modelled}; {_ASK_ITS_OWN}; {_ACCEPTED}")
             return line
-    if v < FIRST_FILE_BUCKETING:
-        why = "before v0.11.2 it has no bucket file (VLLM_BUCKETING_FROM_FILE) nor vision buckets to plan"
-    else:
-        why = "v0.11.2 - v0.12 are not modelled: their vision buckets are looked up by the model's path, every " \
-              "model batch based, and the warm-up batches each bucket's count of every modality's dummy item (and " \
-              "their text ranges differ: no spec-decode buckets, no VLLM_PROMPT_QUERY_BUCKET_MIN); " \
-              f"{_ASK_ITS_OWN}"  # fmt: skip
+    # only versions before v0.11.2 are left: no line starts below it
+    why = "before v0.11.2 it has no bucket file (VLLM_BUCKETING_FROM_FILE) nor vision buckets to plan"
     raise ConfigError(f"vllm-gaudi=={version}: {why}; {_ACCEPTED}")
 
 
 _ASK_ITS_OWN = "on a host that runs it, --plan-runtime auto asks its own code"
-_ACCEPTED = "accepted: 0.13.0 or newer, or main"
+_ACCEPTED = "accepted: 0.11.2 (and its post-releases), 0.13.0 or newer, or main"

@@ -78,32 +78,48 @@ _ASPECTS = ((1, 1), (4, 3), (3, 4), (16, 9), (9, 16))
 UNSET_LIMIT = 999
 
 
-def _model_entry(model_type: str, release: Release = MAIN) -> tuple[bool, tuple[int, ...]]:
+def _model_entry(model_type: str, release: Release = MAIN, model: str | None = None) -> tuple[bool, tuple[int, ...]]:
     def norm(s: str) -> str:
         return s.lower().replace("-", "").replace(".", "")
 
+    key_of = model_type
+    if release.vision_by_path:
+        # v0.11.2's runner hands the manager model_config.model (the --model id or folder), not the type
+        if model is None:
+            raise ConfigError(f"{release} looks its vision buckets up by the model's path, not its type "
+                              f"({model_type}); accepted: model= the Hugging Face id or folder given to "
+                              "--model")  # fmt: skip
+        key_of = model
     table = _MODEL_TABLE if release.native_resolution_towers else _MODEL_TABLE_BEFORE_V0_26
     replaced = dict(release.vision_table_buckets)
     for key, batch_based, buckets in table:
         if key in release.vision_table_absent:
             continue
-        if norm(key) in norm(model_type):
-            return batch_based, replaced.get(key, buckets)
+        if norm(key) in norm(key_of):
+            # v0.11.2's manager is batch based whatever the table says (its is_batch_based defaults to True)
+            return batch_based or release.vision_by_path, replaced.get(key, buckets)
     return True, (1, 2, 4, 8)
 
 
-def vision_table_entry(model_type: str, release: Release = MAIN) -> tuple[bool, tuple[int, ...]]:
-    """(batch based, default buckets) of ``model_type`` in vllm-gaudi's table (unlisted: batch based 1, 2, 4, 8)."""
-    return _model_entry(model_type, release)
+def vision_table_entry(
+    model_type: str, release: Release = MAIN, *, model: str | None = None
+) -> tuple[bool, tuple[int, ...]]:
+    """(batch based, default buckets) of ``model_type`` in vllm-gaudi's table (unlisted: batch based 1, 2, 4, 8).
+    ``model``: the model as given to --model (Hugging Face id or folder), which v0.11.2 searches the table with
+    instead (ConfigError there without it)."""
+    return _model_entry(model_type, release, model)
 
 
-def default_vision_buckets(model_type: str = "qwen2_5_vl", release: Release = MAIN) -> tuple[int, ...]:
-    """vllm-gaudi's default vision buckets for a model type (patches per image, or images for batch-based ones)."""
-    return _model_entry(model_type, release)[1]
+def default_vision_buckets(
+    model_type: str = "qwen2_5_vl", release: Release = MAIN, *, model: str | None = None
+) -> tuple[int, ...]:
+    """vllm-gaudi's default vision buckets for a model type (patches per image, or images for batch-based ones);
+    ``model`` as for :func:`vision_table_entry`."""
+    return _model_entry(model_type, release, model)[1]
 
 
 def vision_buckets_from_env(
-    value: str | None, model_type: str = "qwen2_5_vl", release: Release = MAIN
+    value: str | None, model_type: str = "qwen2_5_vl", release: Release = MAIN, *, model: str | None = None
 ) -> tuple[int, ...] | None:
     """``VLLM_MULTIMODAL_BUCKETS`` as vision.py @ 091bbadd reads it.
 
@@ -115,7 +131,7 @@ def vision_buckets_from_env(
     if value == "None":
         return None
     if not value:
-        return default_vision_buckets(model_type, release)
+        return default_vision_buckets(model_type, release, model=model)
     out = []
     for item in value.split(","):
         try:
@@ -285,12 +301,17 @@ def vision_warmup(
     Before v0.26.0 (``release``): ``resolutions`` is not read, the first warmed modality's limit width/height is
     warmed first, and every step batches the modality's own limit count. v0.17.0rc1 - v0.18.0rc0 read vLLM's limits
     as integers: image is warmed unless its count is 0 (named or not), no width/height is read, each step is one item.
+    v0.11.2 batches each bucket's count of every modality's dummy item (its buckets come from the model's path:
+    :func:`vision_buckets_from_env` with ``model``).
     """
-    batch_based, _ = _model_entry(model_type, release)
+    # v0.11.2 batches every tower: its table (searched by path) only gives the buckets, already in ``buckets``
+    batch_based = release.vision_by_path or _model_entry(model_type, release)[0]
     explicit = list(parse_resolution_entries(resolutions or "")) if release.reads_resolutions else []
     if not warmup:
         return VisionWarmup(False, "warm-up is skipped (VLLM_SKIP_WARMUP or bucketing off)", ())
     counts, options = _limits(limit_mm_per_prompt, modalities)
+    if release.mm_warmup == "bucket-count":
+        return _bucket_count_warmup(buckets, counts, options, model_type, modalities)
     if release.mm_warmup in ("dummy", "options"):
         sized = release.mm_warmup == "options"
         return _dummy_warmup(buckets, counts, options, model_type, batch_based, modalities, patch_size if sized else 0)
@@ -439,6 +460,40 @@ def _dummy_warmup(
         "not warmed"
     )
     return VisionWarmup(True, reason, tuple(graphs))
+
+
+def _bucket_count_warmup(
+    buckets: tuple[int, ...] | None,
+    counts: Mapping[str, int],
+    options: Mapping[str, Mapping[str, int]],
+    model_type: str,
+    modalities: tuple[str, ...],
+) -> VisionWarmup:
+    # warmup_multimodal_graphs / _get_mm_dummy_batch @ f9b64469 (v0.11.2): for every modality vLLM's budget lists,
+    # whatever its limit, one step per bucket holding the bucket's count of vLLM's one dummy item of that modality
+    # (video frames share the image's size; each shrunk to its own modality's smaller limit width/height).
+    if all(counts.get(m, UNSET_LIMIT) == 0 for m in modalities):  # vLLM: text-only, no multimodal warm-up
+        return VisionWarmup(False, "no vision graph is warmed: every modality's limit is 0 (text-only)", ())
+    if buckets is None:
+        return VisionWarmup(False, "VLLM_MULTIMODAL_BUCKETS=None: vllm-gaudi's multimodal warm-up takes len() of "
+                            "the bucket list and fails (TypeError) before any graph", (), fails=True)  # fmt: skip
+    graphs: list[tuple[str, int, int, int]] = []
+    for m in modalities:
+        if counts[m] == 0 and buckets:
+            return VisionWarmup(False, f"--limit-mm-per-prompt sets {m} to 0, yet this release's warm-up asks vLLM "
+                                f"for a dummy {m}, which vLLM refuses (ValueError): start-up fails", tuple(graphs),
+                                fails=True)  # fmt: skip
+        if any(b <= 0 for b in buckets):
+            return VisionWarmup(False, f"vision bucket {min(buckets)} batches no item: vllm-gaudi's warm-up fails "
+                                "(StopIteration)", tuple(graphs), fails=True)  # fmt: skip
+        w, h = dummy_image_size(model_type, options.get(m)) or (0, 0)
+        graphs.extend((m, w, h, b) for b in buckets)
+    if not graphs:
+        return VisionWarmup(False, "no vision graph is warmed: no vision bucket", ())
+    size = "its processor's own size" if dummy_image_size(model_type) is None else "its processor's largest"
+    return VisionWarmup(True, f"{len(graphs)} warm-up steps: per bucket, the bucket's count of vLLM's dummy item "
+                        f"({size}) for each of {', '.join(modalities)}, whatever --limit-mm-per-prompt says; "
+                        "VLLM_MULTIMODAL_RESOLUTIONS is not read", tuple(graphs))  # fmt: skip
 
 
 def _first_limit_shape(
