@@ -726,3 +726,9 @@ def test_serve_plans_v0_11_2_s_vision_passes_in_images_and_adds_no_limit() -> No
     assert "--limit-mm-per-prompt" not in json.dumps(report.get("args", []))
     notes = " ".join(map(str, report.get("notes", [])))  # type: ignore[call-overload]
     assert "video included" in notes or "every modality" in notes
+    # its buckets are images per pass, and so is the fix for a pool they do not fit (not patches)
+    plan = report["plan"]
+    assert isinstance(plan, dict)
+    fixes = [str(w.get("fix")) for w in plan["warnings"] if "drop buckets" in str(w.get("fix"))]
+    assert fixes
+    assert all("images per pass" in f for f in fixes)

@@ -79,7 +79,9 @@ def vision_fix(i: PlanInputs, free: int) -> Fix:
     every bucket while the KV cache still holds one sequence."""
     assert i.buckets
     need = vision_cost.capture_bytes(sorted(i.buckets), i.pool_mode, i.model.vision, i.dtype_size, i.costs)
-    largest = max(i.buckets)
+    # a batch-bucketed tower's buckets are images per pass (VLLM_MULTIMODAL_BUCKETS counts images there)
+    per_item = i.vision_patches_per_item
+    largest = f"{max(i.buckets) // per_item} images per pass" if per_item else str(max(i.buckets))
 
     def with_reserved(r: float) -> bool:
         s = split_memory(dataclasses.replace(i, graph_reserved_mem=r), free)

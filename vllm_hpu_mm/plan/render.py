@@ -188,9 +188,9 @@ def _enforcement_lines(e: Exports) -> list[str]:
     out = ["enforcement (what makes the runtime respect each part):"]
     for name in PARTS:
         part = e.enforcement[name]
-        knobs = ", ".join(part.by) or "nothing to set"
         state = "honoured" if part.honoured else "NOT honoured"
-        out.append(f"  {name:<22} {state} by {knobs}" + (f" ({part.note})" if part.note else ""))
+        how = f" by {', '.join(part.by)}" if part.by else ": nothing to set"
+        out.append(f"  {name:<22} {state}{how}" + (f" ({part.note})" if part.note else ""))
     prec = e.precision
     out.append(f"precision: fp32 softmax {'on' if prec['fp32_softmax'] else 'off'} ({prec['set_by']}; {prec['note']})")
     return out
