@@ -22,6 +22,7 @@ from typing import Any
 
 from vllm_hpu_mm.models.dims import DTYPE_BYTES
 from vllm_hpu_mm.plan import validate
+from vllm_hpu_mm.runtimes.vllm_gaudi.releases import FIRST_FILE_BUCKETING
 from vllm_hpu_mm.values import GIB
 
 __all__ = [
@@ -211,14 +212,17 @@ VLLM_FLAGS: tuple[Option, ...] = (
     Option("revision", "revision", "the Hub revision whose cached config.json is read (default: main)", optional_str),
 )  # fmt: skip
 
+#: The oldest vllm-gaudi release modelled: the first with a bucket file.
+_OLDEST_GAUDI = ".".join(map(str, FIRST_FILE_BUCKETING[:3]))
+
 #: The planner's own options (no vLLM equivalent): ``--NAME`` under ``memory plan``, ``--plan-NAME`` under ``serve``.
 PLAN_OPTIONS: tuple[Option, ...] = (
     Option("device", "device", "device to plan for: gaudi2, gaudi3, h100, h200, cpu or auto; named devices plan "
            "against the total their runtime reports (gaudi2 94.62 GiB, h100 79.19 GiB, h200 139.80 GiB; gaudi3 128 "
            "GiB nominal), auto reads the accelerator, cpu reads host memory (shared by the TP ranks)"),
     Option("runtime", "runtime", "serving runtime: auto, vllm-gaudi, vllm-fork, vllm-cuda or vllm-cpu, or a vllm-gaudi "
-           "release as vllm-gaudi==X (0.19.0 or newer; default auto: the one installed, at its installed version, "
-           "else the device's: vllm-gaudi main on HPU); it decides which knobs are exported"),
+           f"release as vllm-gaudi==X ({_OLDEST_GAUDI} or newer; default auto: the one installed, at its installed "
+           "version, else the device's: vllm-gaudi main on HPU); it decides which knobs are exported"),
     Option("free_memory_gib", "free-memory-gib", "free device memory after weights and profiling, GiB (the guide's "
            "starting point) (default: estimated from the device)", number, bound=GIB_SIZE),
     Option("total_memory_gib", "total-memory-gib", "override the device's total memory, GiB (on cpu: the host's, "
