@@ -78,10 +78,12 @@ _ASPECTS = ((1, 1), (4, 3), (3, 4), (16, 9), (9, 16))
 UNSET_LIMIT = 999
 
 
-def _model_entry(model_type: str, release: Release = MAIN, model: str | None = None) -> tuple[bool, tuple[int, ...]]:
-    def norm(s: str) -> str:
-        return s.lower().replace("-", "").replace(".", "")
+def _norm(name: str) -> str:
+    """A model type or path as vllm-gaudi's table keys are matched against it (case, '-' and '.' ignored)."""
+    return name.lower().replace("-", "").replace(".", "")
 
+
+def _model_entry(model_type: str, release: Release = MAIN, model: str | None = None) -> tuple[bool, tuple[int, ...]]:
     key_of = model_type
     if release.vision_by_path:
         # v0.11.2's runner hands the manager model_config.model (the --model id or folder), not the type
@@ -95,7 +97,7 @@ def _model_entry(model_type: str, release: Release = MAIN, model: str | None = N
     for key, batch_based, buckets in table:
         if key in release.vision_table_absent:
             continue
-        if norm(key) in norm(key_of):
+        if _norm(key) in _norm(key_of):
             # v0.11.2's manager is batch based whatever the table says (its is_batch_based defaults to True)
             return batch_based or release.vision_by_path, replaced.get(key, buckets)
     return True, (1, 2, 4, 8)
@@ -399,8 +401,7 @@ def dummy_image_size(model_type: str, image_options: Mapping[str, int] | None = 
     """(width, height) of the image vLLM's dummy-input builder makes for ``model_type`` (its processor's defaults),
     each side shrunk to --limit-mm-per-prompt's image width/height where smaller (vLLM ignores a larger one);
     None where the family's processor is not modelled here."""
-    norm = model_type.lower().replace("-", "").replace(".", "")
-    size = next((wh for key, wh in _DUMMY_IMAGE if key in norm), None)
+    size = next((wh for key, wh in _DUMMY_IMAGE if key in _norm(model_type)), None)
     if size is None:
         return None
     o = image_options or {}
