@@ -22,7 +22,7 @@ from typing import Any
 
 from vllm_hpu_mm.models.dims import DTYPE_BYTES
 from vllm_hpu_mm.plan import validate
-from vllm_hpu_mm.runtimes.vllm_gaudi.releases import FIRST_FILE_BUCKETING
+from vllm_hpu_mm.runtimes.registry import TRAITS
 from vllm_hpu_mm.values import GIB
 
 __all__ = [
@@ -212,16 +212,16 @@ VLLM_FLAGS: tuple[Option, ...] = (
     Option("revision", "revision", "the Hub revision whose cached config.json is read (default: main)", optional_str),
 )  # fmt: skip
 
-#: The oldest vllm-gaudi release modelled: the first with a bucket file.
-_OLDEST_GAUDI = ".".join(map(str, FIRST_FILE_BUCKETING[:3]))
+#: The runtimes planned per release, each as NAME==X with its oldest modelled release (vllm-gaudi's first bucket file).
+_RELEASES = " or ".join(f"{r.value}==X ({t.oldest_release} or newer)" for r, t in TRAITS.items() if t.oldest_release)
 
 #: The planner's own options (no vLLM equivalent): ``--NAME`` under ``memory plan``, ``--plan-NAME`` under ``serve``.
 PLAN_OPTIONS: tuple[Option, ...] = (
     Option("device", "device", "device to plan for: gaudi2, gaudi3, h100, h200, cpu or auto; named devices plan "
            "against the total their runtime reports (gaudi2 94.62 GiB, h100 79.19 GiB, h200 139.80 GiB; gaudi3 128 "
            "GiB nominal), auto reads the accelerator, cpu reads host memory (shared by the TP ranks)"),
-    Option("runtime", "runtime", "serving runtime: auto, vllm-gaudi, vllm-fork, vllm-cuda or vllm-cpu, or a vllm-gaudi "
-           f"release as vllm-gaudi==X ({_OLDEST_GAUDI} or newer; default auto: the one installed, at its installed "
+    Option("runtime", "runtime", "serving runtime: auto, vllm-gaudi, vllm-fork, vllm-cuda or vllm-cpu, or a release as "
+           f"{_RELEASES} (default auto: the one installed, at its installed "
            "version, else the device's: vllm-gaudi main on HPU); it decides which knobs are exported"),
     Option("free_memory_gib", "free-memory-gib", "free device memory after weights and profiling, GiB (the guide's "
            "starting point) (default: estimated from the device)", number, bound=GIB_SIZE),

@@ -111,6 +111,8 @@ class RuntimeTraits:
     warmup_era: str = ""
     #: The runtime's ``gpu_memory_utilization`` default: vLLM 0.32's 0.92 (``config/cache.py``), the fork's 0.9.
     default_gpu_memory_utilization: float = 0.92
+    #: The oldest release modelled, for runtimes planned per release (``vllm-gaudi==X``); "" where none is.
+    oldest_release: str = ""
 
     def fp32_softmax_for(self, model_type: str) -> bool:
         """The runtime's fp32-softmax default for a model of ``model_type``."""

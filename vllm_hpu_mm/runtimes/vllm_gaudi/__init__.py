@@ -49,7 +49,7 @@ from vllm_hpu_mm.runtimes.vllm_gaudi.config import (
 )
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import MAX_FILE_BUCKETS, bucket_file
 from vllm_hpu_mm.runtimes.vllm_gaudi.installed import InstalledUnavailable, InstalledVllmGaudi, find_installed
-from vllm_hpu_mm.runtimes.vllm_gaudi.releases import MAIN, release_for
+from vllm_hpu_mm.runtimes.vllm_gaudi.releases import FIRST_FILE_BUCKETING, MAIN, release_for
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
 from vllm_hpu_mm.runtimes.vllm_gaudi.vision import BATCH_WARMUP_SIDE, dummy_image_size, vision_table_entry
 
@@ -73,6 +73,7 @@ TRAITS = RuntimeTraits(
     own_knobs=frozenset({VISION_BUCKETS, SKIP_WARMUP}),
     log_marks=r"vllm_gaudi|vllm-gaudi",
     warmup_era="one_pass",
+    oldest_release=".".join(map(str, FIRST_FILE_BUCKETING[:3])),
 )
 
 
