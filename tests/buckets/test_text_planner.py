@@ -4,6 +4,7 @@ exact against brute force on small cases. Time is a stand-in roofline (tests/sup
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -236,3 +237,17 @@ def test_the_prompt_phase_gives_every_row_context_zero() -> None:
 def test_block_values_round_to_sixteen_steps_per_doubling() -> None:
     assert [block_grid(v) for v in (0, 7, 16, 17, 33, 1000)] == [0, 7, 16, 17, 34, 1024]
     assert all(block_grid(v) >= v and block_grid(v) <= v * 1.0625 + 1 for v in range(1, 5000))
+
+
+def test_a_steady_loads_batch_size_off_the_grid_gets_a_row_of_its_own() -> None:
+    # a closed loop of 40 runs most decode steps at batch 40, between the grid's rows 35 and 41 (4 per doubling up
+    # to 160): without a row at 40 exactly, every such step pads a sequence (and its share of the blocks) more
+    limits = TextLimits(160, 4096, 8192, 128, 10240)
+    decode = {(40, 40 * k): 500 for k in (4, 8, 16)} | {(n, 6 * n): 5 for n in (1, 3, 9, 20, 90, 160)}
+    axes = decode_axes(limits, TIME)
+    assert 40 not in _log_grid(1, 160, axes.rows_per_octave)
+    plan = phase_options(axes, decode).best(30)
+    assert 40 in plan.rows
+    without = phase_options(dataclasses.replace(axes, heavy_row_share=0.0), decode).best(30)
+    assert 40 not in without.rows
+    assert plan.seconds < without.seconds

@@ -81,6 +81,10 @@ PROMPT_ROWS_PER_OCTAVE = 8
 PREPARED_KEPT = 4
 #: Budgets above this plan on a finer grid (twice as fine up to 4x this, four times beyond).
 FINE_BUDGET = 300
+#: A decode batch size holding at least this share of the decode weight is a candidate row, besides the grid: a
+#: steady load runs most of its steps at one batch size, and a row just above it saves what a grid row further above
+#: pads (chosen on the development sets, docs/performance.md).
+HEAVY_BATCH_SHARE = 0.02
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,6 +270,7 @@ def decode_axes(limits: TextLimits, time: StepTimes, res: int = 1) -> PhaseAxes:
         spill=True,
         zero=False,
         resolution=res,
+        heavy_row_share=HEAVY_BATCH_SHARE,
     )
 
 

@@ -65,6 +65,8 @@ ROWS_PER_OCTAVE = 4
 #: Most values one row gets, and most rows a phase gets (more saves next to nothing and costs planning time).
 MAX_VALUES_PER_ROW = 24
 MAX_ROWS = 48
+#: Most rows added at the traffic's heaviest first values (:attr:`PhaseAxes.heavy_row_share`).
+MAX_HEAVY_ROWS = 16
 INF = float("inf")
 
 
@@ -158,6 +160,9 @@ class PhaseAxes:
     step_factor: int = GROSS_FACTOR
     #: Candidate rows per doubling (times ``resolution``).
     rows_per_octave: int = ROWS_PER_OCTAVE
+    #: A first value holding at least this share of the weight is a candidate row too (up to MAX_HEAVY_ROWS of
+    #: them, heaviest first); 0: the grid alone.
+    heavy_row_share: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -338,11 +343,18 @@ def lookup(
     return rows_of, values_of, found
 
 
-def _row_candidates(axes: PhaseAxes, first: _I) -> list[int]:
+def _row_candidates(axes: PhaseAxes, first: _I, weight: _F) -> list[int]:
+    """The rows tried: a log grid up to the top, the top, and the heaviest first values (``first`` is distinct per
+    row granule and value; its weights are summed per first value here)."""
     g = axes.row_round
     grid = {
         min(axes.rows_top, -(-v // g) * g) for v in _log_grid(1, axes.rows_top, axes.rows_per_octave * axes.resolution)
     }
+    if axes.heavy_row_share > 0 and len(first):
+        values, at = np.unique(first, return_inverse=True)
+        mass = np.bincount(at, weights=weight)
+        heaviest = np.argsort(-mass, kind="stable")[:MAX_HEAVY_ROWS]
+        grid |= {int(values[i]) for i in heaviest if mass[i] >= axes.heavy_row_share * mass.sum()}
     return sorted(grid | {axes.rows_top})
 
 
@@ -477,7 +489,7 @@ def phase_options(axes: PhaseAxes, shapes: Mapping[tuple[int, int], float], most
     merged, inverse = np.unique(first * (1 << 32) + second, return_inverse=True)
     weight = np.bincount(inverse, weights=weight).astype(np.float64)
     first, second = merged >> 32, merged & ((1 << 32) - 1)
-    cands = _row_candidates(axes, first)
+    cands = _row_candidates(axes, first, weight)
     memo: dict[tuple[int, int, bool], _Curve] = {}
     out = []
     for rows in _row_sets(axes, cands, first, second, weight, min(MAX_ROWS * axes.resolution, most_rows)):
