@@ -3,7 +3,7 @@ configuration of every set in ``planner_heldout_time.py`` (all development data 
 planner change before a held-out set is run.
 
 Each configuration is planned as ``serve`` plans it (2,000 requests per load level, every level judged,
-``plan/text_buckets``' weights and ``buckets/text_budget.choose_budget`` with the warm-up estimate), and the plan's
+``planner_heldout_time.choose``: ``plan/text_buckets.plan_for_traffic`` with the warm-up estimate), and the plan's
 own verdicts are reported: the budget, the warm-up share of exp's, the loads where it pads longer than exp and the
 loads that miss the margin. Padded time here is the project's lookup model (``buckets/text_budget.padded_time``), not
 vllm-gaudi's code, and the traffic is the planning seed: a plan that pads longer than exp here fails its held-out run
@@ -23,47 +23,18 @@ from typing import Any
 from benchmarks import planner_heldout_time as h
 from benchmarks.vllm_gaudi_bucket_counts import MACHINE, RESULTS
 from vllm_hpu_mm.buckets import text as text_planner
-from vllm_hpu_mm.buckets.text import TextLimits
-from vllm_hpu_mm.buckets.text_budget import MARGIN, choose_budget, standing
-from vllm_hpu_mm.buckets.text_time import cached
-from vllm_hpu_mm.models.catalog import catalog_by_id
-from vllm_hpu_mm.models.step_time import step_time
-from vllm_hpu_mm.plan.text_buckets import _own_buckets, _weights, text_warmup
-from vllm_hpu_mm.replay.job import DEFAULT_REQUESTS, Images, schedules
-from vllm_hpu_mm.replay.scheduler import Limits
-from vllm_hpu_mm.runtimes.base import EngineShape
-from vllm_hpu_mm.runtimes.vllm_gaudi import TRAITS, VllmGaudi
-from vllm_hpu_mm.runtimes.vllm_gaudi.config import BucketingConfig
-from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling
+from vllm_hpu_mm.buckets.text_budget import MARGIN, standing
+from vllm_hpu_mm.replay.job import DEFAULT_REQUESTS
 
 
 def stand(c: h.Config, requests: int) -> dict[str, Any]:
-    m = catalog_by_id(c.model)
-    assert m is not None
-    block = 128
-    kv = h.kv_blocks(m, c.device, c.tp, block)
-    shape = EngineShape(max_model_len=c.max_model_len, max_num_seqs=c.max_num_seqs, block_size=block,
-                        max_num_batched_tokens=c.max_num_batched_tokens, num_kv_blocks=kv)  # fmt: skip
-    limits = Limits(c.max_num_seqs, c.max_num_batched_tokens, c.max_model_len, block, kv)
-    text_limits = TextLimits(c.max_num_seqs, c.max_num_batched_tokens, c.max_model_len, block,
-                             decode_block_ceiling(shape), 1)  # fmt: skip
-    t = cached(step_time(m, c.device, block_size=block, tensor_parallel_size=c.tp))
-    images = Images(h.VISION_BUCKETS)
-    runs = schedules(h.traffic_of(c.plan), limits, images, concurrency=c.planned_load, requests=requests, seed=1)
-    sweep = None if runs.balanced else schedules(h.traffic_of(c.plan), limits, images, concurrency=None,
-                                                 requests=requests, seed=1)  # fmt: skip
-    own = _own_buckets(VllmGaudi(BucketingConfig(strategy="exp")).text_shapes(shape))
-    warm = text_warmup(TRAITS, block_size=block)
-    assert warm is not None
-    loads, weights, levels = _weights(runs, t, sweep)
-    start = time.time()
-    chosen = choose_budget(weights, loads, text_limits, own, t, load_levels=levels, warmup=warm)
-    seconds = time.time() - start
+    p = h.choose(c, requests)
+    chosen, own = p["chosen"], p["strategies"]["exp"]
     longer, missed, worst = standing(chosen.loads)
-    return {"name": c.name, "budget": chosen.budget, "exp_graphs": len(own[0]) + len(own[1]),
-            "warmup_share": warm(chosen.plan.prompt, chosen.plan.decode) / warm(*own),
+    return {"name": c.name, "budget": chosen.budget, "exp_graphs": len(own.prefill) + len(own.decode),
+            "warmup_share": p["warmup"]["ours"] / p["warmup"]["exp"],
             "decode_rows": sorted({b for b, _, _ in chosen.plan.decode}), "longer": longer, "missed": missed,
-            "worst_ratio": worst, "plan_s": seconds,
+            "worst_ratio": worst, "plan_s": p["plan_seconds"],
             "longer_at": {v.load: v.ours.padded_s / v.own.padded_s for v in chosen.loads if v.short}}  # fmt: skip
 
 

@@ -514,9 +514,10 @@ def _tally(t: StepTime, events: list[list[Any]], steps: list[int], result: dict[
     return out
 
 
-def plan_config(c: Config, requests: int = DEFAULT_REQUESTS) -> dict[str, Any]:
-    """The configuration planned as ``serve`` plans it: ``requests`` per load level (serve's default; the sets
-    before EIGHTH were planned with 600, a single burst and its drain at the largest loads)."""
+def choose(c: Config, requests: int = DEFAULT_REQUESTS) -> dict[str, Any]:
+    """The configuration's default-rule plan, chosen as ``serve`` chooses it: ``requests`` per load level (serve's
+    default; the sets before EIGHTH were planned with 600, a single burst and its drain at the largest loads), with
+    what it was planned from and its warm-up estimate beside exp's."""
     m = catalog_by_id(c.model)
     assert m is not None
     block = 128
@@ -531,7 +532,6 @@ def plan_config(c: Config, requests: int = DEFAULT_REQUESTS) -> dict[str, Any]:
     runs: Schedules = schedules(traffic_of(c.plan), limits, images, concurrency=c.planned_load, requests=requests,
                                 seed=1)  # fmt: skip
     strategies = {s: VllmGaudi(BucketingConfig(strategy=s)).text_shapes(shape) for s in ("exp", "lin", "pad")}
-    counts = {s: len(x.prefill) + len(x.decode) for s, x in strategies.items()}
     # a known load: every load level is weighed in and judged too, as serve and buckets replay do (plan_for)
     sweep = None if runs.balanced else schedules(traffic_of(c.plan), limits, images, concurrency=None,
                                                  requests=requests, seed=1)  # fmt: skip
@@ -540,13 +540,22 @@ def plan_config(c: Config, requests: int = DEFAULT_REQUESTS) -> dict[str, Any]:
     start = time.time()
     chosen = plan_for_traffic(runs, text_limits, strategies["exp"], t, budget=None, sweep=sweep, warmup=warm)
     seconds = time.time() - start
-    plans: dict[str, TextBucketPlan] = {"ours": chosen.plan}
-    for s in ("lin", "pad"):
-        plans[f"ours at {s}'s count"] = plan_from_traces(runs, text_limits, counts[s], time=t, sweep=sweep)
     exp_decode = [(b, 1, c) for b, c in strategies["exp"].decode]
     warmup = {"ours": warm(chosen.plan.prompt, chosen.plan.decode), "exp": warm(strategies["exp"].prefill, exp_decode)}
-    return {"shape": shape, "limits": limits, "time": t, "counts": counts, "plans": plans, "chosen": chosen,
-            "plan_seconds": seconds, "images": images, "warmup": warmup}  # fmt: skip
+    return {"shape": shape, "limits": limits, "text_limits": text_limits, "time": t, "images": images, "runs": runs,
+            "sweep": sweep, "strategies": strategies, "chosen": chosen, "plan_seconds": seconds,
+            "warmup": warmup}  # fmt: skip
+
+
+def plan_config(c: Config, requests: int = DEFAULT_REQUESTS) -> dict[str, Any]:
+    """:func:`choose`'s plan, and ours planned again at lin's and pad's graph counts."""
+    p = choose(c, requests)
+    counts = {s: len(x.prefill) + len(x.decode) for s, x in p["strategies"].items()}
+    plans: dict[str, TextBucketPlan] = {"ours": p["chosen"].plan}
+    for s in ("lin", "pad"):
+        plans[f"ours at {s}'s count"] = plan_from_traces(p["runs"], p["text_limits"], counts[s], time=p["time"],
+                                                         sweep=p["sweep"])  # fmt: skip
+    return {**p, "counts": counts, "plans": plans}
 
 
 def run_config(c: Config, tmp: Path, runner: Path, requests: int, plan_requests: int) -> dict[str, Any]:
