@@ -24,7 +24,7 @@ from benchmarks import planner_heldout_time as h
 from benchmarks.vllm_gaudi_bucket_counts import MACHINE, RESULTS
 from vllm_hpu_mm.buckets import text as text_planner
 from vllm_hpu_mm.buckets.text_budget import MARGIN, standing
-from vllm_hpu_mm.replay.job import DEFAULT_REQUESTS
+from vllm_hpu_mm.replay.schedules import DEFAULT_REQUESTS
 
 
 def stand(c: h.Config, requests: int) -> dict[str, Any]:

@@ -45,13 +45,13 @@ from typing import Any
 from benchmarks import traffic_sources as ts
 from benchmarks.vllm_gaudi_bucket_counts import MACHINE, MIRROR, RESULTS, extract, run_driver
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.models.catalog import catalog_by_id
 from vllm_hpu_mm.models.dims import ModelDims, kv_bytes_per_token, weight_bytes
 from vllm_hpu_mm.models.step_time import StepTime, step_time
 from vllm_hpu_mm.plan.text_buckets import plan_for_traffic, plan_from_traces, text_warmup
-from vllm_hpu_mm.replay.job import DEFAULT_REQUESTS, Images, Schedules, schedules
+from vllm_hpu_mm.replay.schedules import DEFAULT_REQUESTS, Images, Schedules, schedules
 from vllm_hpu_mm.replay.scheduler import DecodeRun, Limits, Trace
-from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_gaudi import TRAITS, VllmGaudi
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import VLLM_GAUDI_COMMIT, BucketingConfig
 from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling

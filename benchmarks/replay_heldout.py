@@ -41,9 +41,9 @@ from typing import Any
 from benchmarks import traffic_sources as ts
 from benchmarks.vllm_gaudi_bucket_counts import MACHINE, MIRROR, RESULTS, extract, run_driver
 from vllm_hpu_mm.cli.main import main as cli
-from vllm_hpu_mm.replay.job import Images, Schedules, schedules
+from vllm_hpu_mm.engine import EngineShape, PrefillChunk
+from vllm_hpu_mm.replay.schedules import Images, Schedules, schedules
 from vllm_hpu_mm.replay.scheduler import DecodeRun, Limits, Trace
-from vllm_hpu_mm.runtimes.base import EngineShape, PrefillChunk
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import VLLM_GAUDI_COMMIT, config_from_env
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
 from vllm_hpu_mm.traffic.requests import Request, Traffic

@@ -32,8 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_fork import model_from_env
 from vllm_hpu_mm.runtimes.vllm_fork.releases import LINES, Release
 

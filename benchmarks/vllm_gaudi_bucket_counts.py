@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import check_startup, decode_buckets, prompt_buckets
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import VLLM_GAUDI_COMMIT, BucketingConfig, config_from_env
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file

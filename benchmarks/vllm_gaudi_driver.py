@@ -436,7 +436,7 @@ def lookups(case: dict[str, Any], runner_source: str) -> dict[str, Any]:
 def adapter_buckets(case: dict[str, Any]) -> dict[str, Any]:
     """What vllm_hpu_mm's adapter (runtimes/vllm_gaudi/installed.py) reads from this vllm-gaudi: the plan's source
     on a host that runs it."""
-    from vllm_hpu_mm.runtimes.base import EngineShape
+    from vllm_hpu_mm.engine import EngineShape
     from vllm_hpu_mm.runtimes.vllm_gaudi.installed import InstalledUnavailable, InstalledVllmGaudi
 
     try:

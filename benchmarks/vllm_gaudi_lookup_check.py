@@ -39,15 +39,15 @@ from typing import Any
 
 from benchmarks.vllm_gaudi_bucket_counts import MACHINE, MIRROR, RESULTS, extract, file_env, run_driver
 from vllm_hpu_mm.buckets.text import TextLimits
+from vllm_hpu_mm.engine import EngineShape, GraphRun, PrefillChunk
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.catalog import CATALOG, DEFAULT_MODEL
 from vllm_hpu_mm.models.step_time import step_time
 from vllm_hpu_mm.plan.text_buckets import plan_from_traces
-from vllm_hpu_mm.replay.job import Images, replay_model, schedules, timer_for
+from vllm_hpu_mm.replay.schedules import Images, replay_model, schedules, timer_for
 from vllm_hpu_mm.replay.run import replay
 from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Limits, Trace
 from vllm_hpu_mm.replay.timing import PHASES
-from vllm_hpu_mm.runtimes.base import EngineShape, GraphRun, PrefillChunk
 from vllm_hpu_mm.runtimes.vllm_gaudi import model_from_env
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import VLLM_GAUDI_COMMIT, config_from_env
 from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling

@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.replay_heldout import Config, serve
-from vllm_hpu_mm.replay.job import Images, _prompts
+from vllm_hpu_mm.engine import EngineShape, PrefillChunk
+from vllm_hpu_mm.replay.schedules import Images, _prompts
 from vllm_hpu_mm.replay.run import ReplayResult, replay
 from vllm_hpu_mm.replay.scheduler import DecodeRun, Event, Limits, Prompt, Trace, simulate
-from vllm_hpu_mm.runtimes.base import EngineShape, PrefillChunk
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import config_from_env
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
 from vllm_hpu_mm.traffic.default import default_traffic

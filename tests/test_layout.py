@@ -92,7 +92,7 @@ FLOORS: tuple[frozenset[str], ...] = tuple(
     frozenset(rooms.split())
     for rooms in (
         "errors",
-        "values",
+        "values engine",
         "envs traffic",
         "models preprocess",
         "buckets",

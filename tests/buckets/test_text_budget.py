@@ -25,8 +25,8 @@ from vllm_hpu_mm.buckets.text_budget import (
     padded_time,
     standing,
 )
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import BucketLookup
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import BucketingConfig
 from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling

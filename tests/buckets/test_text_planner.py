@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from tests.support.roofline import Roofline
 from vllm_hpu_mm.buckets.text import TextLimits, block_grid, decode_axes, plan_text_buckets, prompt_axes
 from vllm_hpu_mm.buckets.text_time import GROSS_FACTOR, _allocate, _Curve, _ladder, _log_grid, phase_options
+from vllm_hpu_mm.engine import EngineShape, PrefillChunk
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.runtimes.base import EngineShape, PrefillChunk
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import BucketLookup
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import BucketingConfig
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file

@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 
 from vllm_hpu_mm.buckets.text import TextLimits
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.catalog import CATALOG, DEFAULT_MODEL
 from vllm_hpu_mm.plan.text_buckets import load_shapes, plan_for_traffic, planning_weights, text_time
-from vllm_hpu_mm.replay.job import Images, replay_model, schedules
+from vllm_hpu_mm.replay.schedules import Images, replay_model, schedules
 from vllm_hpu_mm.replay.scheduler import Limits
-from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling
 from vllm_hpu_mm.traffic.default import default_traffic

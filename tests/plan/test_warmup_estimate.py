@@ -8,12 +8,12 @@ import dataclasses
 
 import pytest
 
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.render import to_dict, to_table
-from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_fork import TRAITS, VllmFork
 from vllm_hpu_mm.runtimes.warmup import era
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from vllm_hpu_mm.cli.main import main
-from vllm_hpu_mm.replay.job import Images, load_levels, replay_model, schedules
+from vllm_hpu_mm.engine import EngineShape
+from vllm_hpu_mm.replay.schedules import Images, load_levels, replay_model, schedules
 from vllm_hpu_mm.replay.scheduler import Limits
-from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.runtimes.warmup import era
 from vllm_hpu_mm.traffic.default import default_traffic

@@ -7,12 +7,12 @@ import math
 
 import pytest
 
+from vllm_hpu_mm.engine import GraphRun, PrefillChunk
 from vllm_hpu_mm.models.catalog import CATALOG
 from vllm_hpu_mm.models.step_time import step_time
 from vllm_hpu_mm.replay.run import replay
 from vllm_hpu_mm.replay.scheduler import Arrivals, Limits, Prompt, simulate
 from vllm_hpu_mm.replay.timing import Timer, percentile
-from vllm_hpu_mm.runtimes.base import GraphRun, PrefillChunk
 
 STEP = step_time(CATALOG["Qwen/Qwen2.5-VL-7B-Instruct"], "gaudi2", block_size=128)
 TIMER = Timer(STEP, lambda tokens: (tokens - 2) * 4, lambda patches: -(-patches // 1024) * 1024)

@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.planner import Plan, plan
 from vllm_hpu_mm.plan.text_choice import choose_text
-from vllm_hpu_mm.runtimes.base import PARTS, EngineShape, ExportContext, ServerFlags
+from vllm_hpu_mm.runtimes.base import PARTS, ExportContext, ServerFlags
 from vllm_hpu_mm.runtimes.exports import exports_for, flags_from_environment
 from vllm_hpu_mm.runtimes.vllm_cuda import capture_sizes
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import decode_buckets, prompt_buckets

@@ -62,8 +62,8 @@ def test_only_the_fork_reads_the_prompt_ratios_and_vllm_gaudi_runs_no_profiling_
 
 
 def test_vllm_gaudi_offers_its_three_built_in_strategies_and_others_none(tmp_path: Path) -> None:
+    from vllm_hpu_mm.engine import EngineShape
     from vllm_hpu_mm.plan.text_choice import configured_label
-    from vllm_hpu_mm.runtimes.base import EngineShape
     from vllm_hpu_mm.runtimes.registry import strategies
 
     shape = EngineShape(max_model_len=4096, max_num_seqs=8, max_num_batched_tokens=2048, block_size=128,

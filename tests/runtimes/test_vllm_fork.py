@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.models.catalog import CATALOG
 from vllm_hpu_mm.plan import text_cost
-from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_fork import VllmFork
 
 SHAPE = EngineShape(max_model_len=32768, max_num_seqs=64, max_num_batched_tokens=4096, block_size=128,

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes import registry as runtimes
-from vllm_hpu_mm.runtimes.base import EngineShape, Runtime
+from vllm_hpu_mm.runtimes.base import Runtime
 from vllm_hpu_mm.runtimes.vllm_fork import VllmFork, model_from_env
 from vllm_hpu_mm.runtimes.vllm_fork.exponential import spaced_range
 from vllm_hpu_mm.runtimes.vllm_fork.releases import LINES, NEWEST, release_for

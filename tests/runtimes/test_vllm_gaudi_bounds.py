@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vllm_hpu_mm.cli.main import main
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_gaudi import common
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import decode_buckets, dropped_file_buckets, prompt_buckets
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import BucketingConfig, config_from_env

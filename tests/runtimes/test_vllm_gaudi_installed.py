@@ -13,8 +13,9 @@ import pytest
 
 from tests.support.data import REPO
 from vllm_hpu_mm.cli.main import main as cli
+from vllm_hpu_mm.engine import EngineShape, PrefillChunk
 from vllm_hpu_mm.runtimes import registry
-from vllm_hpu_mm.runtimes.base import EngineShape, PrefillChunk, Runtime
+from vllm_hpu_mm.runtimes.base import Runtime
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import decode_buckets, prompt_buckets
 from vllm_hpu_mm.runtimes.vllm_gaudi.installed import InstalledUnavailable, find_installed

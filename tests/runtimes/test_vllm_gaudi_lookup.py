@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from vllm_hpu_mm.runtimes.base import EngineShape, PrefillChunk
+from vllm_hpu_mm.engine import EngineShape, PrefillChunk
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import BucketLookup, calc_fallback_value
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import BucketingConfig

@@ -11,9 +11,10 @@ import json
 import pytest
 
 from vllm_hpu_mm.cli.main import main as cli
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes import registry
-from vllm_hpu_mm.runtimes.base import EngineShape, Runtime
+from vllm_hpu_mm.runtimes.base import Runtime
 from vllm_hpu_mm.runtimes.vllm_gaudi import model_from_env
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import BucketLookup, decode_buckets, prompt_buckets
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import config_from_env, effective_strategy

@@ -39,6 +39,7 @@ from vllm_hpu_mm.buckets.text_time import (
     phase_options,
     phase_seconds,
 )
+from vllm_hpu_mm.engine import Bucket
 
 __all__ = [
     "QUERY_GRANULE",
@@ -51,7 +52,6 @@ __all__ = [
     "text_bucket_splits",
 ]
 
-Bucket = tuple[int, int, int]
 #: Prompt query lengths are rounded up to multiples of this (vllm-gaudi's fallback_seq_base_step @ 091bbadd).
 QUERY_GRANULE = 32
 #: Share of each phase's weight spread log-uniformly over every shape the limits allow before planning, so that the

@@ -44,6 +44,7 @@ from vllm_hpu_mm.buckets.text_time import (
     StepTimes,
     cached,
 )
+from vllm_hpu_mm.engine import Bucket
 from vllm_hpu_mm.errors import ConfigError
 
 __all__ = [
@@ -67,7 +68,6 @@ __all__ = [
     "standing",
 ]
 
-Bucket = tuple[int, int, int]
 _I = npt.NDArray[np.int64]
 _F = npt.NDArray[np.float64]
 #: Seconds a runtime takes to warm a bucket set (prompt, decode): the plan's warm-up estimate.

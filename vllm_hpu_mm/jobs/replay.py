@@ -10,6 +10,7 @@ from pathlib import Path
 
 from vllm_hpu_mm.buckets.admission import admit_traffic
 from vllm_hpu_mm.buckets.text import TextBucketPlan
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.serve import on_default_device
@@ -27,12 +28,12 @@ from vllm_hpu_mm.plan.text_choice import (
     plan_for,
     replay_limits,
 )
-from vllm_hpu_mm.replay.job import Schedules, replay_model, schedules, timer_for, vision_efficiency
+from vllm_hpu_mm.replay.schedules import Schedules, replay_model, schedules, timer_for, vision_efficiency
 from vllm_hpu_mm.replay.report import Report
 from vllm_hpu_mm.replay.scheduler import Arrivals
 from vllm_hpu_mm.replay.timing import Timer
 from vllm_hpu_mm.runtimes import registry
-from vllm_hpu_mm.runtimes.base import EngineShape, RuntimeModel
+from vllm_hpu_mm.runtimes.base import RuntimeModel
 from vllm_hpu_mm.runtimes.vllm_gaudi import BUCKET_FILE_VAR
 from vllm_hpu_mm.traffic.requests import Traffic
 

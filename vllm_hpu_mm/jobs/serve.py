@@ -19,7 +19,7 @@ from vllm_hpu_mm.plan.inputs import build, provenance
 from vllm_hpu_mm.plan.pipeline import checked_by_runtime, fit_max_model_len, plan_with_profile
 from vllm_hpu_mm.plan.planner import Plan
 from vllm_hpu_mm.plan.text_choice import TextChoice, choose_text
-from vllm_hpu_mm.replay.job import DEFAULT_REQUESTS
+from vllm_hpu_mm.replay.schedules import DEFAULT_REQUESTS
 from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import ExportContext, Exports, Runtime
 from vllm_hpu_mm.runtimes.exports import exports_for, flags_from_environment

@@ -6,12 +6,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.plan import rules, vision_cost
 from vllm_hpu_mm.plan.findings import Finding, findings
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.rules import Split
 from vllm_hpu_mm.plan.text_graphs import TextGraphFit
-from vllm_hpu_mm.runtimes.base import EngineShape, WarmupEstimate, warmup_estimate
+from vllm_hpu_mm.runtimes.base import WarmupEstimate, warmup_estimate
 
 __all__ = ["Plan", "Verdict", "plan"]
 

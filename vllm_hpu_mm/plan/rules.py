@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.models.dims import (
     ModelDims,
     kv_bytes_per_sequence,
@@ -36,7 +37,7 @@ from vllm_hpu_mm.plan import text_cost, text_graphs, vision_cost
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.vision_cost import PoolMode
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS
-from vllm_hpu_mm.runtimes.base import EngineShape, MemoryInputs, MemorySplit, ProfileCosts
+from vllm_hpu_mm.runtimes.base import MemoryInputs, MemorySplit, ProfileCosts
 from vllm_hpu_mm.values import MIB
 
 __all__ = [

@@ -14,11 +14,12 @@ from collections.abc import Mapping, Sequence
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits, plan_text_buckets
 from vllm_hpu_mm.buckets.text_budget import BudgetedPlan, LoadShapes, Warmup, check_budget, choose_budget
 from vllm_hpu_mm.buckets.text_time import StepTimes
+from vllm_hpu_mm.engine import TextShapes
 from vllm_hpu_mm.models.dims import ModelDims
 from vllm_hpu_mm.models.step_time import StepTime, has_time_model, step_time
-from vllm_hpu_mm.replay.job import Schedules
+from vllm_hpu_mm.replay.schedules import Schedules
 from vllm_hpu_mm.replay.run import shape_weights
-from vllm_hpu_mm.runtimes.base import RuntimeTraits, TextShapes, warmup_estimate
+from vllm_hpu_mm.runtimes.base import RuntimeTraits, warmup_estimate
 
 __all__ = [
     "TIME_DEVICE",

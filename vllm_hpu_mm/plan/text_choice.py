@@ -15,17 +15,18 @@ from typing import Any
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
 from vllm_hpu_mm.buckets.text_budget import BudgetedPlan
 from vllm_hpu_mm.buckets.text_time import BudgetTooSmall
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.planner import Plan, plan
 from vllm_hpu_mm.plan.text_buckets import plan_for_traffic, text_time, text_warmup
 from vllm_hpu_mm.plan.vision_cost import PoolMode
-from vllm_hpu_mm.replay.job import Images, Schedules, TowerImages, replay_model, schedules
+from vllm_hpu_mm.replay.schedules import Images, Schedules, TowerImages, replay_model, schedules
 from vllm_hpu_mm.replay.report import Report, result_dict, to_dict
 from vllm_hpu_mm.replay.run import ReplayResult
 from vllm_hpu_mm.replay.scheduler import Limits
-from vllm_hpu_mm.runtimes.base import EngineShape, RuntimeModel, RuntimeTraits
+from vllm_hpu_mm.runtimes.base import RuntimeModel, RuntimeTraits
 from vllm_hpu_mm.traffic.requests import Traffic
 
 __all__ = [

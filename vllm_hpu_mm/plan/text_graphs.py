@@ -10,11 +10,11 @@ from __future__ import annotations
 import bisect
 import dataclasses
 
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.plan import text_cost
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.text_cost import TextBucket
 from vllm_hpu_mm.plan.vision_cost import PoolMode
-from vllm_hpu_mm.runtimes.base import EngineShape
 
 __all__ = ["TextGraphFit", "fit"]
 

@@ -1,7 +1,8 @@
 """Replay: what a configuration would do with your traffic. The engine's schedule under continuous batching
 (:mod:`.scheduler`), a runtime's bucket lookup over it (:mod:`.run`: compiles at run time, padding, graphs warmed),
-the text buckets planned from it (:mod:`.job`, over :mod:`vllm_hpu_mm.buckets.text`), the report (:mod:`.report`)
-and the plot (:mod:`.plot`). ``vllm-hpu-mm buckets replay`` and ``serve``'s bucket file use it.
+the schedules a traffic produces and what the text planner (:mod:`vllm_hpu_mm.buckets.text`) reads from them
+(:mod:`.schedules`), the report (:mod:`.report`) and the plot (:mod:`.plot`). ``vllm-hpu-mm buckets replay`` and
+``serve``'s bucket file use it.
 
 Nothing is imported here: import the submodules by name.
 """

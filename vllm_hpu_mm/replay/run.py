@@ -19,9 +19,9 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
+from vllm_hpu_mm.engine import GraphRun, TextLookup
 from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Trace
 from vllm_hpu_mm.replay.timing import Timer, TimeResult, TraceClock
-from vllm_hpu_mm.runtimes.base import GraphRun, TextLookup
 
 __all__ = ["Efficiency", "ReplayResult", "load_of", "replay", "shape_weights"]
 

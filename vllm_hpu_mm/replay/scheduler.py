@@ -35,8 +35,8 @@ import random
 from collections import deque
 from collections.abc import Callable, Iterable
 
+from vllm_hpu_mm.engine import PrefillChunk
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.runtimes.base import PrefillChunk
 
 __all__ = ["REFUSALS", "Arrivals", "Clock", "DecodeRun", "Limits", "Prompt", "Span", "Trace", "simulate"]
 

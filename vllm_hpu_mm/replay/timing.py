@@ -21,9 +21,9 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 
+from vllm_hpu_mm.engine import GraphRun, PrefillChunk
 from vllm_hpu_mm.models.step_time import StepTime
 from vllm_hpu_mm.replay.scheduler import Trace
-from vllm_hpu_mm.runtimes.base import GraphRun, PrefillChunk
 
 __all__ = ["PHASES", "TimeResult", "Timer", "TraceClock", "percentile"]
 

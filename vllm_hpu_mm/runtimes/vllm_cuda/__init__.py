@@ -14,19 +14,18 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from vllm_hpu_mm.engine import EngineShape, TextShapes
 from vllm_hpu_mm.runtimes.arithmetic import VLLM_032, vllm_batch_defaults
 from vllm_hpu_mm.runtimes.base import (
     ESTIMATE_CUDAGRAPHS,
     BatchDefaults,
     DeviceFacts,
-    EngineShape,
     MemoryInputs,
     MemorySplit,
     NoBucketList,
     Runtime,
     RuntimeEntry,
     RuntimeTraits,
-    TextShapes,
     VisionBucketing,
 )
 from vllm_hpu_mm.values import GIB

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from vllm_hpu_mm.engine import EngineShape, TextShapes
 from vllm_hpu_mm.runtimes.arithmetic import gaudi_guide_split
 from vllm_hpu_mm.runtimes.base import (
     GRAPH_MULTIMODAL_PROMPT_RATIO,
@@ -24,7 +25,6 @@ from vllm_hpu_mm.runtimes.base import (
     VISION_BUCKETS,
     BatchDefaults,
     DeviceFacts,
-    EngineShape,
     MemoryInputs,
     MemorySplit,
     NoBucketList,
@@ -32,7 +32,6 @@ from vllm_hpu_mm.runtimes.base import (
     Runtime,
     RuntimeEntry,
     RuntimeTraits,
-    TextShapes,
     VisionBucketing,
 )
 from vllm_hpu_mm.runtimes.vllm_fork.bucketing import ForkBucketing, config_from_env, generate, strategy_of

@@ -16,8 +16,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_fork import exponential
 from vllm_hpu_mm.runtimes.vllm_fork.linear import (
     Range,

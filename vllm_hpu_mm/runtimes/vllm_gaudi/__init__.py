@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
+from vllm_hpu_mm.engine import Bucket, EngineShape, TextLookup, TextShapes
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes.arithmetic import gaudi_guide_split, vllm_batch_defaults
 from vllm_hpu_mm.runtimes.base import (
@@ -27,16 +28,12 @@ from vllm_hpu_mm.runtimes.base import (
     SKIP_WARMUP,
     VISION_BUCKETS,
     BatchDefaults,
-    Bucket,
     DeviceFacts,
-    EngineShape,
     MemoryInputs,
     MemorySplit,
     Runtime,
     RuntimeEntry,
     RuntimeTraits,
-    TextLookup,
-    TextShapes,
     VisionBucketing,
 )
 from vllm_hpu_mm.runtimes.vllm_gaudi import common

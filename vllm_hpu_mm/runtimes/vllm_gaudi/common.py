@@ -24,13 +24,12 @@ import functools
 import math
 from collections.abc import Callable
 
+from vllm_hpu_mm.engine import Bucket, EngineShape
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_gaudi import exponential, linear, padding_aware
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import (
     PARAMS,
     RANGE_VARIABLES,
-    Bucket,
     BucketingConfig,
     Cfg,
     effective_strategy,

@@ -20,7 +20,6 @@ __all__ = [
     "RANGE_VARIABLES",
     "STRATEGIES",
     "VLLM_GAUDI_COMMIT",
-    "Bucket",
     "BucketingConfig",
     "Cfg",
     "config_from_env",
@@ -34,7 +33,6 @@ VLLM_GAUDI_COMMIT = "091bbadda10bee4fd3f6d0efc1844d2610dd2707"
 #: The same, short, as messages and docs cite it.
 COMMIT_SHORT = VLLM_GAUDI_COMMIT[:8]
 STRATEGIES = ("exp", "lin", "pad")
-Bucket = tuple[int, int, int]
 #: One range's configuration: (min, step, max[, count | pad_max, pad_percent]) as a strategy reads it.
 Cfg = tuple[int, ...]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import BucketingConfig, Cfg
 from vllm_hpu_mm.runtimes.vllm_gaudi.releases import MAIN, Release
 

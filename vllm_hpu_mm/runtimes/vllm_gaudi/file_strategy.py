@@ -38,6 +38,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from vllm_hpu_mm.engine import Bucket
 from vllm_hpu_mm.errors import ConfigError
 
 __all__ = ["ACCEPTED_LINE", "FILE_VAR", "MAX_FILE_BUCKETS", "bucket_file", "clip", "parse_bucket_file"]
@@ -54,8 +55,6 @@ MAX_FILE_BUCKETS = 10 * MAX_RANGE_ELEMENTS
 #: Characters of a line an error message echoes.
 ECHO_CHARS = 80
 _RANGE_CALL = re.compile(r"range\(\s*(-?\d+)\s*,\s*(-?\d+)\s*(?:,\s*(-?\d+)\s*)?\)")
-
-Bucket = tuple[int, int, int]
 
 
 def clip(text: str, limit: int = ECHO_CHARS) -> str:

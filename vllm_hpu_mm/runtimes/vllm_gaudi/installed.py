@@ -29,8 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.runtimes.base import EngineShape
-from vllm_hpu_mm.runtimes.vllm_gaudi.config import Bucket
+from vllm_hpu_mm.engine import Bucket, EngineShape
 
 __all__ = ["InstalledUnavailable", "InstalledVllmGaudi", "find_installed"]
 

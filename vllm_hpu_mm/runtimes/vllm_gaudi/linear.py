@@ -5,8 +5,8 @@ honour the ``VLLM_*_BUCKET_{MIN,STEP,MAX}`` variables) and ``warmup_range``.
 
 from __future__ import annotations
 
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import BucketingConfig, Cfg, read_range
 
 __all__ = ["decode_cfgs", "lin_range", "prompt_cfgs"]

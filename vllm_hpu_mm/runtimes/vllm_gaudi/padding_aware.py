@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import math
 
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.runtimes.base import EngineShape
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import BucketingConfig, Cfg, read_range
 
 __all__ = ["decode_cfgs", "pad_range", "prompt_cfgs"]

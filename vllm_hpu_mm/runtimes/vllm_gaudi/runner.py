@@ -21,16 +21,16 @@ from __future__ import annotations
 
 import math
 
-from vllm_hpu_mm.runtimes.base import EngineShape, GraphRun, PrefillChunk
+from vllm_hpu_mm.engine import Bucket, EngineShape, GraphRun, PrefillChunk
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import BucketLookup, prefill_seqs
-from vllm_hpu_mm.runtimes.vllm_gaudi.config import Bucket, BucketingConfig
+from vllm_hpu_mm.runtimes.vllm_gaudi.config import BucketingConfig
 from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling
 
 __all__ = ["RunnerLookup"]
 
 
 class RunnerLookup:
-    """vllm-gaudi's runner over its bucket lookup (:class:`~vllm_hpu_mm.runtimes.base.TextLookup`)."""
+    """vllm-gaudi's runner over its bucket lookup (:class:`~vllm_hpu_mm.engine.TextLookup`)."""
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""The replay job as library functions: traffic into the engine's requests (images aligned as the served processor
+"""The schedules a traffic produces: traffic into the engine's requests (images aligned as the served processor
 aligns them), the schedule at the load the traffic says or at every load, and a bucket set replayed or planned.
 
 - :func:`schedules`: the traces a traffic produces for an engine (one per load level when the load is unknown).
@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from vllm_hpu_mm.buckets.planner import Evaluation, evaluate
 from vllm_hpu_mm.buckets.policy import pixel_limits
 from vllm_hpu_mm.buckets.sizes import patch_counts
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.dims import ModelDims, VisionDims
 from vllm_hpu_mm.models.step_time import has_time_model, step_time
@@ -24,7 +25,7 @@ from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, align
 from vllm_hpu_mm.replay.run import ReplayResult, replay
 from vllm_hpu_mm.replay.scheduler import Arrivals, Limits, Prompt, Trace, simulate
 from vllm_hpu_mm.replay.timing import Timer
-from vllm_hpu_mm.runtimes.base import EngineShape, RuntimeModel
+from vllm_hpu_mm.runtimes.base import RuntimeModel
 from vllm_hpu_mm.traffic.default import default_text
 from vllm_hpu_mm.traffic.requests import Size, Traffic
 from vllm_hpu_mm.values import AlignMode, OversizePolicy

@@ -1,0 +1,112 @@
+"""The engine's vocabulary: the numbers a runtime's bucketing and vLLM's scheduler read (:class:`EngineShape`), a
+text bucket (:data:`Bucket`), the graphs a runtime warms (:class:`TextShapes`), one step's prefill work
+(:class:`PrefillChunk`), one forward as the runtime runs it (:class:`GraphRun`) and a runtime's bucket lookup
+(:class:`TextLookup`).
+
+On a low floor so that buckets/, replay/, runtimes/ and plan/ share one type for each (nothing here imports them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal, Protocol
+
+from vllm_hpu_mm.errors import ConfigError
+
+__all__ = ["Bucket", "EngineShape", "GraphRun", "PrefillChunk", "TextLookup", "TextShapes"]
+
+#: A text bucket: (batch, query tokens, context blocks); decode: (batch, 1, KV blocks).
+Bucket = tuple[int, int, int]
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineShape:
+    """The engine numbers a runtime's bucketing reads (vllm-gaudi: ``HPUBucketingManager.initialize``,
+    ``warmup_model`` @ 091bbadd) and the scheduler's limits.
+
+    ``max_num_batched_tokens`` is the scheduler's final value (vLLM fills it in when chunked prefill is off).
+    ``num_kv_blocks`` is known only at run time: the runtime sets it from the KV cache it allocated.
+    ``skip_decode_block_clamp`` is True only for hybrid / interleaved-sliding-window models (not Qwen2.5-VL).
+    """
+
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    block_size: int
+    num_kv_blocks: int
+    num_speculative_tokens: int = 0
+    mamba_chunk_size: int = 0
+    mamba_chunk_size_is_explicit: bool = False
+    skip_decode_block_clamp: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size", "num_kv_blocks"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"EngineShape.{name}={getattr(self, name)} is invalid; accepted: an integer >= 1")
+
+    def limits(self) -> dict[str, int]:
+        """The five numbers a replay's report shows, in this order."""
+        return {"max_model_len": self.max_model_len, "max_num_seqs": self.max_num_seqs,
+                "max_num_batched_tokens": self.max_num_batched_tokens, "block_size": self.block_size,
+                "num_kv_blocks": self.num_kv_blocks}  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class TextShapes:
+    """The language-model graphs a runtime warms: prefill ``(batch, query tokens, context blocks)`` and decode
+    ``(batch, KV blocks)`` (CUDA: ``(tokens, 0)`` per capture size), and how they were obtained, in words."""
+
+    prefill: tuple[Bucket, ...]
+    decode: tuple[tuple[int, int], ...]
+    source: str
+    #: What the runtime does with the configuration that the user would not see otherwise (e.g. buckets of a bucket
+    #: file its filters drop), one sentence each.
+    notes: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class PrefillChunk:
+    """One request's share of a scheduler step's prefill: ``query`` new tokens after ``context`` tokens already in
+    the KV cache (earlier chunks, or a prefix-cache hit)."""
+
+    query: int
+    context: int
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphRun:
+    """One language-model forward as the runtime runs it: the bucket its lookup returned, the shape that ran (the
+    bucket, or larger where the data does not fit it) and the real work in it."""
+
+    phase: Literal["prompt", "decode"]
+    #: (batch, query tokens, context blocks); decode: (batch, 1, blocks).
+    bucket: Bucket
+    shape: Bucket
+    #: Real sequences, real query tokens (decode: one per sequence) and real context blocks (summed over sequences).
+    requests: int
+    tokens: int
+    blocks: int
+
+
+class TextLookup(Protocol):
+    """A runtime's bucket lookup as its model runner drives it, for replaying traffic (stateful: a runtime that
+    compiles a fallback bucket finds it again later)."""
+
+    #: The graphs warmed at start-up (without VLLM_SKIP_WARMUP): (phase, shape).
+    warmed: frozenset[tuple[str, Bucket]]
+    #: Most sequences one prefill batch merges; most KV blocks the runtime's own decode buckets reach.
+    max_prefill_batch: int
+    decode_block_cap: int
+
+    def prefill(self, chunks: tuple[PrefillChunk, ...]) -> list[GraphRun]:
+        """The forwards of one step's prefill chunks, in the runner's order."""
+        ...
+
+    def decode(self, sequences: int, blocks: int) -> GraphRun:
+        """The forward of one decode step of ``sequences`` sequences holding ``blocks`` KV blocks in all (the token
+        being decoded included)."""
+        ...
+
+    def fallbacks(self) -> list[tuple[str, Bucket]]:
+        """Buckets the lookup generated because none covered a shape, in order ((phase, bucket))."""
+        ...
