@@ -50,8 +50,8 @@ from vllm_hpu_mm.models.catalog import catalog_by_id
 from vllm_hpu_mm.models.dims import ModelDims, kv_bytes_per_token, weight_bytes
 from vllm_hpu_mm.models.step_time import StepTime, step_time
 from vllm_hpu_mm.plan.text_buckets import plan_for_traffic, plan_from_traces, text_warmup
+from vllm_hpu_mm.replay.scheduler import DecodeRun, Trace
 from vllm_hpu_mm.replay.schedules import DEFAULT_REQUESTS, Images, Schedules, schedules
-from vllm_hpu_mm.replay.scheduler import DecodeRun, Limits, Trace
 from vllm_hpu_mm.runtimes.vllm_gaudi import TRAITS, VllmGaudi
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import VLLM_GAUDI_COMMIT, BucketingConfig
 from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling
@@ -524,9 +524,8 @@ def choose(c: Config, requests: int = DEFAULT_REQUESTS) -> dict[str, Any]:
     kv = kv_blocks(m, c.device, c.tp, block)
     shape = EngineShape(max_model_len=c.max_model_len, max_num_seqs=c.max_num_seqs, block_size=block,
                         max_num_batched_tokens=c.max_num_batched_tokens, num_kv_blocks=kv)  # fmt: skip
-    limits = Limits(c.max_num_seqs, c.max_num_batched_tokens, c.max_model_len, block, kv)
-    text_limits = TextLimits(c.max_num_seqs, c.max_num_batched_tokens, c.max_model_len, block,
-                             decode_block_ceiling(shape), 1)  # fmt: skip
+    limits = shape
+    text_limits = TextLimits.of(shape, decode_block_ceiling(shape), 1)
     t = step_time(m, c.device, block_size=block, tensor_parallel_size=c.tp)
     images = Images(VISION_BUCKETS)
     runs: Schedules = schedules(traffic_of(c.plan), limits, images, concurrency=c.planned_load, requests=requests,

@@ -42,8 +42,8 @@ from benchmarks import traffic_sources as ts
 from benchmarks.vllm_gaudi_bucket_counts import MACHINE, MIRROR, RESULTS, extract, run_driver
 from vllm_hpu_mm.cli.main import main as cli
 from vllm_hpu_mm.engine import EngineShape, PrefillChunk
+from vllm_hpu_mm.replay.scheduler import DecodeRun, Trace
 from vllm_hpu_mm.replay.schedules import Images, Schedules, schedules
-from vllm_hpu_mm.replay.scheduler import DecodeRun, Limits, Trace
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import VLLM_GAUDI_COMMIT, config_from_env
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
 from vllm_hpu_mm.traffic.requests import Request, Traffic
@@ -284,8 +284,7 @@ def run_config(config: Config, tmp: Path, runner: Path, requests: int, budget_sh
     shape = EngineShape(max_model_len=plan["max_model_len"], max_num_seqs=plan["max_num_seqs"],
                         max_num_batched_tokens=plan["max_num_batched_tokens"], block_size=plan["block_size"],
                         num_kv_blocks=plan["kv_blocks"])  # fmt: skip
-    limits = Limits(shape.max_num_seqs, shape.max_num_batched_tokens, shape.max_model_len, shape.block_size,
-                    shape.num_kv_blocks)  # fmt: skip
+    limits = shape
     buckets = tuple(int(b) for b in report["environment"]["VLLM_MULTIMODAL_BUCKETS"].split(","))
     heldout = traffic_of(config.heldout)
     extra = [] if budget_share is None else ["--plan-text-graph-budget", str(plan["text_bucket_plan"]["budget"])]

@@ -30,10 +30,10 @@ from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.main import build_parser
 from vllm_hpu_mm.jobs.replay import ReplayArgs, replay_traffic
 from vllm_hpu_mm.plan.args import SizingArgs
-from vllm_hpu_mm.replay.schedules import replay_model
 from vllm_hpu_mm.replay.report import totals
 from vllm_hpu_mm.replay.run import ReplayResult
 from vllm_hpu_mm.replay.scheduler import Arrivals
+from vllm_hpu_mm.replay.schedules import replay_model
 
 
 @dataclasses.dataclass(frozen=True)

@@ -44,9 +44,9 @@ from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.catalog import CATALOG, DEFAULT_MODEL
 from vllm_hpu_mm.models.step_time import step_time
 from vllm_hpu_mm.plan.text_buckets import plan_from_traces
-from vllm_hpu_mm.replay.schedules import Images, replay_model, schedules, timer_for
 from vllm_hpu_mm.replay.run import replay
-from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Limits, Trace
+from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Trace
+from vllm_hpu_mm.replay.schedules import Images, replay_model, schedules, timer_for
 from vllm_hpu_mm.replay.timing import PHASES
 from vllm_hpu_mm.runtimes.vllm_gaudi import model_from_env
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import VLLM_GAUDI_COMMIT, config_from_env
@@ -123,15 +123,13 @@ def random_cases(count: int, seed: int) -> list[Case]:
             env["VLLM_PROMPT_BS_BUCKET_MAX"] = rng.choice(["2", "4"])
         if strategy != "planned" and rng.random() < 0.15:
             env["VLLM_MERGED_PREFILL"] = "true"
-        limits = Limits(shape.max_num_seqs, shape.max_num_batched_tokens, shape.max_model_len, block,
-                        shape.num_kv_blocks)  # fmt: skip
+        limits = shape
         runs = schedules(traffic, limits, Images((1600, 3136, 4096, 6400, 7744, 9216, 12544)),
                          concurrency=rng.choice([1, 4, 16, shape.max_num_seqs]), requests=300, seed=i)  # fmt: skip
         file_text = None
         if strategy == "planned":
             mnps = int(env.get("VLLM_PROMPT_BS_BUCKET_MAX", "1"))
-            text_limits = TextLimits(shape.max_num_seqs, shape.max_num_batched_tokens, shape.max_model_len, block,
-                                     decode_block_ceiling(shape), mnps)  # fmt: skip
+            text_limits = TextLimits.of(shape, decode_block_ceiling(shape), mnps)
             plan = plan_from_traces(runs, text_limits, rng.choice([60, 80, 120]), time=PLAN_TIME)
             file_text = bucket_file(plan.prompt, plan.decode)
         elif strategy == "file":
@@ -376,7 +374,7 @@ def run_figures(args: argparse.Namespace) -> None:
             case = dataclasses.replace(case, env=dict(planned_env))
         traffic = _small_requests() if case.traffic == "small" else default_traffic()
         s = case.shape
-        limits = Limits(s.max_num_seqs, s.max_num_batched_tokens, s.max_model_len, s.block_size, s.num_kv_blocks)
+        limits = s
         images = Images((1600, 3136, 4096, 6400, 7744, 9216, 12544))
         timer = timer_for(CATALOG[case.model], case.device, block_size=s.block_size, tensor_parallel_size=case.tp,
                           dtype_size=2, quantization=None, images=images)  # fmt: skip

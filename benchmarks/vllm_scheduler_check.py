@@ -34,9 +34,9 @@ from typing import Any
 
 from benchmarks.replay_heldout import Config, serve
 from vllm_hpu_mm.engine import EngineShape, PrefillChunk
-from vllm_hpu_mm.replay.schedules import Images, _prompts
 from vllm_hpu_mm.replay.run import ReplayResult, replay
-from vllm_hpu_mm.replay.scheduler import DecodeRun, Event, Limits, Prompt, Trace, simulate
+from vllm_hpu_mm.replay.scheduler import DecodeRun, Event, Prompt, Trace, simulate
+from vllm_hpu_mm.replay.schedules import Images, _prompts
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import config_from_env
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
 from vllm_hpu_mm.traffic.default import default_traffic
@@ -71,7 +71,7 @@ class _ModelStub:
         self.max_model_len = max_model_len
 
 
-def _vllm_scheduler(limits: Limits, prefix: bool) -> Any:
+def _vllm_scheduler(limits: EngineShape, prefix: bool) -> Any:
     import torch
     from vllm.config import CacheConfig, SchedulerConfig, VllmConfig
     from vllm.v1.core.kv_cache_utils import resolve_kv_cache_block_sizes
@@ -104,7 +104,7 @@ class VllmRun:
     images_encoded: int = 0
 
 
-def run_vllm(prompts: list[Prompt], limits: Limits, concurrency: int, prefix: bool, seed: int) -> VllmRun:
+def run_vllm(prompts: list[Prompt], limits: EngineShape, concurrency: int, prefix: bool, seed: int) -> VllmRun:
     from vllm.multimodal.inputs import MultiModalFeatureSpec, MultiModalKwargsItem, PlaceholderRange
     from vllm.sampling_params import SamplingParams
     from vllm.utils.hashing import get_hash_fn_by_name
@@ -220,7 +220,7 @@ def run_vllm(prompts: list[Prompt], limits: Limits, concurrency: int, prefix: bo
     return run
 
 
-def _prepare(prompts: list[Prompt], limits: Limits, images: bool) -> list[Prompt]:
+def _prepare(prompts: list[Prompt], limits: EngineShape, images: bool) -> list[Prompt]:
     """Prompts both schedulers accept (images kept or fed as text tokens), answers cut at max_model_len."""
     out = []
     for p in prompts:
@@ -320,8 +320,7 @@ def run_case(case: Case, requests: int, tmp: Path, plans: dict[tuple[str, ...], 
     shape = EngineShape(max_model_len=plan["max_model_len"], max_num_seqs=plan["max_num_seqs"],
                         max_num_batched_tokens=plan["max_num_batched_tokens"], block_size=plan["block_size"],
                         num_kv_blocks=case.kv_blocks or plan["kv_blocks"])  # fmt: skip
-    limits = Limits(shape.max_num_seqs, shape.max_num_batched_tokens, shape.max_model_len, shape.block_size,
-                    shape.num_kv_blocks)  # fmt: skip
+    limits = shape
     raw = _prompts(default_traffic(), Images(None), requests, seed=3)
     prompts = _prepare(raw, limits, case.images)
     if not case.prefix:

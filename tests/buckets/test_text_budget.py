@@ -35,7 +35,7 @@ from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
 TIME = Roofline()
 SHAPE = EngineShape(max_model_len=8192, max_num_seqs=32, max_num_batched_tokens=2048, block_size=128,
                     num_kv_blocks=2000)  # fmt: skip
-LIMITS = TextLimits(32, 2048, 8192, 128, decode_block_ceiling(SHAPE))
+LIMITS = TextLimits.of(SHAPE, decode_block_ceiling(SHAPE))
 
 
 def exp_buckets() -> tuple[tuple[tuple[int, int, int], ...], tuple[tuple[int, int, int], ...]]:

@@ -28,6 +28,21 @@ TIME = Roofline()
 BUDGET = 90
 
 
+def text_limits(
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    max_model_len: int,
+    block_size: int,
+    decode_block_cap: int,
+    max_prefill_batch: int = 1,
+) -> TextLimits:
+    """The limits of an engine whose KV cache holds a third of the decode cap (as :func:`limits_and_traffic` draws)."""
+    shape = EngineShape(max_model_len=max_model_len, max_num_seqs=max_num_seqs,
+                        max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
+                        num_kv_blocks=max(1, -(-decode_block_cap // 3)))  # fmt: skip
+    return TextLimits.of(shape, decode_block_cap, max_prefill_batch)
+
+
 @st.composite
 def limits_and_traffic(draw: st.DrawFn) -> tuple[TextLimits, dict[tuple[int, int], int], dict[tuple[int, int], int]]:
     block = draw(st.sampled_from([64, 128, 256]))
@@ -37,7 +52,7 @@ def limits_and_traffic(draw: st.DrawFn) -> tuple[TextLimits, dict[tuple[int, int
     kv = draw(st.integers(50, 5000))
     per_seq = math.ceil(mml / block)
     cap = min(per_seq * mns, 3 * kv)
-    limits = TextLimits(mns, mnbt, mml, block, cap, draw(st.integers(1, 3)))
+    limits = text_limits(mns, mnbt, mml, block, cap, draw(st.integers(1, 3)))
     top_q = limits.top_query
     prefill = draw(st.dictionaries(
         st.integers(1, top_q).flatmap(lambda q: st.tuples(st.just(q), st.integers(0, limits.top_context(q)))),
@@ -115,7 +130,7 @@ def test_the_runner_replaying_planned_buckets_never_compiles(
 
 def test_one_sequence_of_three_blocks_never_pads_to_a_large_row_of_many_small_requests() -> None:
     # issue 22: 256 seqs, many small requests; the old plan held rows (1,1,1000) ... (24,1,24000)
-    limits = TextLimits(256, 2048, 32768, 128, 28764)
+    limits = text_limits(256, 2048, 32768, 128, 28764)
     decode = {(n, 3 * n): 100 for n in range(1, 201, 7)}
     plan = plan_text_buckets({(300, 0): 50}, decode, limits, budget=60, time=TIME)
     lookup = planned_lookup(limits, plan.prompt, plan.decode)
@@ -125,13 +140,13 @@ def test_one_sequence_of_three_blocks_never_pads_to_a_large_row_of_many_small_re
 
 
 def test_a_budget_too_small_for_the_ladders_is_refused_with_the_least_it_needs() -> None:
-    limits = TextLimits(256, 2048, 32768, 128, 28764)
+    limits = text_limits(256, 2048, 32768, 128, 28764)
     with pytest.raises(ConfigError, match=r"text graph budget 6 is too small .* accepted: at least \d+ graphs"):
         plan_text_buckets({(100, 0): 5}, {(3, 10): 9}, limits, budget=6, time=TIME)
 
 
 def test_more_graphs_never_cost_more_modelled_time_on_the_planning_traffic() -> None:
-    limits = TextLimits(64, 2048, 8192, 128, 4096)
+    limits = text_limits(64, 2048, 8192, 128, 4096)
     decode = {(n, n * k): 10 for n in (1, 5, 20, 64) for k in (2, 9, 40)}
     axes = decode_axes(limits, TIME)
     options = phase_options(axes, decode)
@@ -157,7 +172,7 @@ def brute_ladder(weights: dict[int, float], floor: int, top: int, need: int, k: 
        st.integers(1, 3), st.integers(0, 10))  # fmt: skip
 def test_the_value_ladder_is_exactly_optimal_against_brute_force(weights: dict[int, int], k: int, row: int,
                                                                  extra: int) -> None:  # fmt: skip
-    limits = TextLimits(4, 2048, 4096, 16, 4 * (max(weights) + extra))
+    limits = text_limits(4, 2048, 4096, 16, 4 * (max(weights) + extra))
     axes = decode_axes(limits, TIME)
     top = max(row, max(weights) + extra)
     axes = type(axes)(axes.time, axes.rows_top, 1, lambda n: n, lambda n, p: top, lambda n, p: p + 1, False, False)
@@ -217,7 +232,7 @@ def brute_decode(limits: TextLimits, shapes: dict[tuple[int, int], int], budget:
 def test_the_decode_plan_is_within_half_a_percent_of_brute_force_on_a_tiny_engine() -> None:
     # not exact: a row that does not cover the limits ends at its own traffic's largest blocks, where the optimum
     # may let some of that traffic spill to a larger row (budget 4 here: 0.03% above the optimum)
-    limits = TextLimits(3, 256, 512, 128, 12)  # 4 blocks per sequence, 3 sequences
+    limits = text_limits(3, 256, 512, 128, 12)  # 4 blocks per sequence, 3 sequences
     shapes = {(1, 1): 40, (1, 3): 10, (2, 5): 20, (3, 3): 30, (3, 12): 5}
     axes = decode_axes(limits, TIME)
     options = phase_options(axes, shapes)
@@ -228,7 +243,7 @@ def test_the_decode_plan_is_within_half_a_percent_of_brute_force_on_a_tiny_engin
 
 
 def test_the_prompt_phase_gives_every_row_context_zero() -> None:
-    limits = TextLimits(8, 2048, 8192, 128, 512)
+    limits = text_limits(8, 2048, 8192, 128, 512)
     options = phase_options(prompt_axes(limits, TIME), {(500, 0): 10, (2048, 40): 3})
     plan = options.best(20)
     assert all(values[0] == 0 for values in plan.values)
@@ -242,7 +257,7 @@ def test_block_values_round_to_sixteen_steps_per_doubling() -> None:
 def test_a_steady_loads_batch_size_off_the_grid_gets_a_row_of_its_own() -> None:
     # a closed loop of 40 runs most decode steps at batch 40, between the grid's rows 35 and 41 (4 per doubling up
     # to 160): without a row at 40 exactly, every such step pads a sequence (and its share of the blocks) more
-    limits = TextLimits(160, 4096, 8192, 128, 10240)
+    limits = text_limits(160, 4096, 8192, 128, 10240)
     decode = {(40, 40 * k): 500 for k in (4, 8, 16)} | {(n, 6 * n): 5 for n in (1, 3, 9, 20, 90, 160)}
     axes = decode_axes(limits, TIME)
     assert 40 not in _log_grid(1, 160, axes.rows_per_octave)

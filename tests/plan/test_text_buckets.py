@@ -12,20 +12,18 @@ from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.catalog import CATALOG, DEFAULT_MODEL
 from vllm_hpu_mm.plan.text_buckets import load_shapes, plan_for_traffic, planning_weights, text_time
 from vllm_hpu_mm.replay.schedules import Images, replay_model, schedules
-from vllm_hpu_mm.replay.scheduler import Limits
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling
 from vllm_hpu_mm.traffic.default import default_traffic
 
 SHAPE = EngineShape(max_model_len=16384, max_num_seqs=32, max_num_batched_tokens=4096, block_size=128,
                     num_kv_blocks=3000)  # fmt: skip
-LIMITS = Limits(32, 4096, 16384, 128, 3000)
-TEXT_LIMITS = TextLimits(32, 4096, 16384, 128, decode_block_ceiling(SHAPE))
+TEXT_LIMITS = TextLimits.of(SHAPE, decode_block_ceiling(SHAPE))
 TIME = text_time(CATALOG[DEFAULT_MODEL], "gaudi2", block_size=128, tensor_parallel_size=1)
 
 
 def runs(concurrency: int | None):  # type: ignore[no-untyped-def]
-    return schedules(default_traffic(), LIMITS, Images((1600, 3136, 12544)), concurrency=concurrency, requests=200)
+    return schedules(default_traffic(), SHAPE, Images((1600, 3136, 12544)), concurrency=concurrency, requests=200)
 
 
 def test_with_the_load_unknown_every_load_weighs_the_same_useful_seconds() -> None:

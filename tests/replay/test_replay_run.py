@@ -11,18 +11,16 @@ import pytest
 from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.replay.schedules import Images, load_levels, replay_model, schedules
-from vllm_hpu_mm.replay.scheduler import Limits
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.runtimes.warmup import era
 from vllm_hpu_mm.traffic.default import default_traffic
 
 SHAPE = EngineShape(max_model_len=16384, max_num_seqs=32, max_num_batched_tokens=4096, block_size=128,
                     num_kv_blocks=3000)  # fmt: skip
-LIMITS = Limits(32, 4096, 16384, 128, 3000)
 
 
 def runs(concurrency: int | None = 16):  # type: ignore[no-untyped-def]
-    return schedules(default_traffic(), LIMITS, Images((1600, 3136, 12544)), concurrency=concurrency, requests=300)
+    return schedules(default_traffic(), SHAPE, Images((1600, 3136, 12544)), concurrency=concurrency, requests=300)
 
 
 def test_without_warm_up_every_shape_run_compiles_and_a_sparse_file_compiles_at_run_time() -> None:

@@ -9,10 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Limits, Prompt, simulate
+from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Prompt, simulate
 
-LIMITS = Limits(max_num_seqs=4, max_num_batched_tokens=1000, max_model_len=8192, block_size=128,
+LIMITS = EngineShape(max_num_seqs=4, max_num_batched_tokens=1000, max_model_len=8192, block_size=128,
                 num_kv_blocks=10_000)  # fmt: skip
 
 
@@ -118,7 +119,9 @@ def test_a_profile_of_clients_over_time_bounds_the_running_requests_per_segment_
 
 
 def test_refused_requests_are_counted_by_reason() -> None:
-    small = Limits(max_num_seqs=4, max_num_batched_tokens=1000, max_model_len=8192, block_size=128, num_kv_blocks=20)
+    small = EngineShape(
+        max_num_seqs=4, max_num_batched_tokens=1000, max_model_len=8192, block_size=128, num_kv_blocks=20
+    )
     trace = simulate([Prompt(8192, 5), Prompt(0, 5), Prompt(4000, 100), Prompt(100, 2)], small, 1)
     assert dict(trace.refusals) == {"prompt_too_long": 1, "empty": 1, "kv_blocks": 1}
     assert trace.refused == 3

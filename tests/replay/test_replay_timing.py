@@ -7,16 +7,16 @@ import math
 
 import pytest
 
-from vllm_hpu_mm.engine import GraphRun, PrefillChunk
+from vllm_hpu_mm.engine import EngineShape, GraphRun, PrefillChunk
 from vllm_hpu_mm.models.catalog import CATALOG
 from vllm_hpu_mm.models.step_time import step_time
 from vllm_hpu_mm.replay.run import replay
-from vllm_hpu_mm.replay.scheduler import Arrivals, Limits, Prompt, simulate
+from vllm_hpu_mm.replay.scheduler import Arrivals, Prompt, simulate
 from vllm_hpu_mm.replay.timing import Timer, percentile
 
 STEP = step_time(CATALOG["Qwen/Qwen2.5-VL-7B-Instruct"], "gaudi2", block_size=128)
 TIMER = Timer(STEP, lambda tokens: (tokens - 2) * 4, lambda patches: -(-patches // 1024) * 1024)
-ONE = Limits(max_num_seqs=1, max_num_batched_tokens=4096, max_model_len=8192, block_size=128, num_kv_blocks=1000)
+ONE = EngineShape(max_num_seqs=1, max_num_batched_tokens=4096, max_model_len=8192, block_size=128, num_kv_blocks=1000)
 
 
 class Lookup:
@@ -79,7 +79,7 @@ def test_a_waiting_request_pays_the_padding_of_the_steps_before_its_first_token(
 
 
 def test_images_pad_to_their_vision_bucket() -> None:
-    limits = Limits(max_num_seqs=2, max_num_batched_tokens=4096, max_model_len=8192, block_size=128,
+    limits = EngineShape(max_num_seqs=2, max_num_batched_tokens=4096, max_model_len=8192, block_size=128,
                     num_kv_blocks=1000)  # fmt: skip
     trace = simulate([Prompt(400, 3, image_tokens=(302,))], limits, 1, clock=TIMER.clock,
                      vision_clock=TIMER.vision_clock)  # fmt: skip

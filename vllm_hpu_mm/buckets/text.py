@@ -39,7 +39,7 @@ from vllm_hpu_mm.buckets.text_time import (
     phase_options,
     phase_seconds,
 )
-from vllm_hpu_mm.engine import Bucket
+from vllm_hpu_mm.engine import Bucket, EngineShape
 
 __all__ = [
     "QUERY_GRANULE",
@@ -87,18 +87,20 @@ FINE_BUDGET = 300
 HEAVY_BATCH_SHARE = 0.02
 
 
-@dataclasses.dataclass(frozen=True)
-class TextLimits:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TextLimits(EngineShape):
     """The shapes the engine allows: queries up to ``max_num_batched_tokens`` (and ``max_model_len``), contexts up to
     ``max_model_len``, batches up to ``max_num_seqs`` (prefill: ``max_prefill_batch``), decode blocks up to
-    ``decode_block_cap`` in all."""
+    ``decode_block_cap`` in all: the engine's shape and its lookup's two caps (:class:`~vllm_hpu_mm.engine.TextLookup`).
+    """
 
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    max_model_len: int
-    block_size: int
     decode_block_cap: int
     max_prefill_batch: int = 1
+
+    @classmethod
+    def of(cls, shape: EngineShape, decode_block_cap: int, max_prefill_batch: int = 1) -> TextLimits:
+        engine = {f.name: getattr(shape, f.name) for f in dataclasses.fields(EngineShape)}
+        return cls(**engine, decode_block_cap=decode_block_cap, max_prefill_batch=max_prefill_batch)
 
     @property
     def top_query(self) -> int:

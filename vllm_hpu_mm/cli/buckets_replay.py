@@ -27,9 +27,9 @@ from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
 from vllm_hpu_mm.jobs.replay import ReplayArgs, replay_traffic
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, positive_int
-from vllm_hpu_mm.replay.schedules import DEFAULT_REQUESTS, MAX_REQUESTS
 from vllm_hpu_mm.replay.report import to_dict, to_table
 from vllm_hpu_mm.replay.scheduler import MAX_CLIENTS, MAX_PROFILE_SECONDS, MAX_PROFILE_SEGMENTS, MAX_RATE, Arrivals
+from vllm_hpu_mm.replay.schedules import DEFAULT_REQUESTS, MAX_REQUESTS
 from vllm_hpu_mm.runtimes.vllm_gaudi import BUCKET_FILE_VAR
 
 __all__ = ["add_parser"]

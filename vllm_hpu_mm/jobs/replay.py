@@ -23,14 +23,12 @@ from vllm_hpu_mm.plan.text_choice import (
     PLANNED_LABEL,
     check_budget,
     configured_label,
-    engine_shape,
     images_for,
     plan_for,
-    replay_limits,
 )
-from vllm_hpu_mm.replay.schedules import Schedules, replay_model, schedules, timer_for, vision_efficiency
 from vllm_hpu_mm.replay.report import Report
 from vllm_hpu_mm.replay.scheduler import Arrivals
+from vllm_hpu_mm.replay.schedules import Schedules, replay_model, schedules, timer_for, vision_efficiency
 from vllm_hpu_mm.replay.timing import Timer
 from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import RuntimeModel
@@ -123,7 +121,7 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
     budget = sizing.text_graph_budget
     check_budget(budget, sizing.flag("text_graph_budget"))
     own = inputs.runtime
-    shape = engine_shape(inputs, args.kv_blocks if args.kv_blocks is not None else first.kv_blocks)
+    shape = inputs.engine(args.kv_blocks if args.kv_blocks is not None else first.kv_blocks)
     lookup = own.text_lookup(shape)
     if lookup is None:
         raise ConfigError(f"replay models vllm-gaudi's bucket lookup only; the plan's runtime is {own.name.value} "
@@ -134,14 +132,13 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
         yours = registry.same_runtime(inputs.runtime, {**own_env, BUCKET_FILE_VAR: file_path}, spelled=spelled)
     traffic = _traffic(sizing, args, settings)
     images = images_for(inputs, inputs.buckets, settings)
-    limits = replay_limits(inputs, shape)
     if args.arrivals is not None and sizing.concurrency is not None:
         raise ConfigError(f"{sizing.flag('concurrency')} and a request rate or load profile describe the same load; "
                           "accepted: one of them")  # fmt: skip
     timer = timer_for(inputs.model, inputs.device, block_size=inputs.block_size,
                       tensor_parallel_size=inputs.tensor_parallel_size, dtype_size=inputs.dtype_size,
                       quantization=inputs.quantization, images=images)  # fmt: skip
-    runs = schedules(traffic, limits, images, concurrency=sizing.concurrency, requests=args.requests,
+    runs = schedules(traffic, shape, images, concurrency=sizing.concurrency, requests=args.requests,
                      arrivals=args.arrivals, timer=timer)  # fmt: skip
     results = [replay_model(own, shape, runs, configured_label(own, shape), timer)]
     notes: list[str] = []
@@ -151,7 +148,7 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
     planned = None
     if args.plan_buckets:
         # a known load or arrivals: every load level is planned for (lightly) and judged as well
-        sweep = None if runs.balanced else schedules(traffic, limits, images, concurrency=None, requests=args.requests)
+        sweep = None if runs.balanced else schedules(traffic, shape, images, concurrency=None, requests=args.requests)
         chosen = plan_for(inputs, shape, runs, lookup.decode_block_cap, lookup.max_prefill_batch, budget, own,
                           sizing.flag("text_graph_budget"), sweep)  # fmt: skip
         planned = chosen.plan
@@ -169,12 +166,9 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
     for t in runs.traces:
         for reason, n in t.refusals:
             refused[reason] = refused.get(reason, 0) + n
-    engine = {"max_model_len": shape.max_model_len, "max_num_seqs": shape.max_num_seqs,
-              "max_num_batched_tokens": shape.max_num_batched_tokens, "block_size": shape.block_size,
-              "num_kv_blocks": shape.num_kv_blocks}  # fmt: skip
     kv_note = ("KV blocks: given" if args.kv_blocks is not None else "KV blocks: the plan's estimate (the decode "
                "buckets depend on it; give the log's '# HPU blocks' with --kv-blocks)")  # fmt: skip
-    report = Report(tuple(results), traffic.source, runs.load, runs.requests, engine, own.traits,
+    report = Report(tuple(results), traffic.source, runs.load, runs.requests, shape.limits(), own.traits,
                     vision_efficiency(traffic.images(), images), images.buckets,
                     settings.skip_warmup, (kv_note, *notes), tuple(sorted(refused.items())),
                     _time_model(timer))  # fmt: skip

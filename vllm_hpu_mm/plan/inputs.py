@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models import devices
@@ -103,6 +104,13 @@ class PlanInputs:
         """Vision buckets comma-separated in the unit the runtime reads: patches per image, or images per pass."""
         per_item = self.vision_patches_per_item or 1
         return ",".join(str(b // per_item) for b in buckets)
+
+    def engine(self, kv_blocks: int) -> EngineShape:
+        """The engine's shape these inputs give, with ``kv_blocks`` KV blocks (at least 1: a plan with no room for
+        the KV cache still has the shape its graphs are warmed at)."""
+        return EngineShape(max_model_len=self.max_model_len, max_num_seqs=self.max_num_seqs,
+                           max_num_batched_tokens=self.max_num_batched_tokens, block_size=self.block_size,
+                           num_kv_blocks=max(kv_blocks, 1))  # fmt: skip
 
     @property
     def runtime_name(self) -> Runtime:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.plan import rules, vision_cost
 from vllm_hpu_mm.plan.findings import Finding, findings
 from vllm_hpu_mm.plan.inputs import PlanInputs
@@ -72,8 +71,7 @@ class Plan:
         prompt = [(b.batch, b.size, b.context) for b in self.text_graphs.prefill]
         decode = [(b.batch, b.size) for b in self.text_graphs.decode]
         if i.enforce_eager and i.backend == "hpu":  # no graphs, but a two-pass runtime still runs every bucket once
-            shapes = i.runtime.text_shapes(EngineShape(i.max_model_len, i.max_num_seqs, i.max_num_batched_tokens,
-                                                       i.block_size, max(self.kv_blocks, 1)))  # fmt: skip
+            shapes = i.runtime.text_shapes(i.engine(self.kv_blocks))
             prompt, decode = list(shapes.prefill), list(shapes.decode)
         return warmup_estimate(
             i.runtime.traits,

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.models.dims import (
     ModelDims,
     kv_bytes_per_sequence,
@@ -147,8 +146,7 @@ def graph_estimate_bytes(i: PlanInputs) -> int:
     further size, plus the encoder graphs in their own pool. Zero for runtimes that do not."""
     if not i.runtime.traits.profiles_graphs or i.enforce_eager or i.pool_mode is PoolMode.NONE:
         return 0
-    shape = EngineShape(i.max_model_len, i.max_num_seqs, i.max_num_batched_tokens, i.block_size, 1)
-    sizes = [bs for bs, _ in i.runtime.text_shapes(shape).decode]
+    sizes = [bs for bs, _ in i.runtime.text_shapes(i.engine(1)).decode]
     m, size, tp, block = i.model, i.dtype_size, i.tensor_parallel_size, i.block_size
     costs = [text_cost.decode_cost(m, dtype_size=size, tp=tp, block_size=block, batch=n, blocks=0, costs=i.costs)
              for n in sizes]  # fmt: skip

@@ -17,8 +17,8 @@ from vllm_hpu_mm.buckets.text_time import StepTimes
 from vllm_hpu_mm.engine import TextShapes
 from vllm_hpu_mm.models.dims import ModelDims
 from vllm_hpu_mm.models.step_time import StepTime, has_time_model, step_time
-from vllm_hpu_mm.replay.schedules import Schedules
 from vllm_hpu_mm.replay.run import shape_weights
+from vllm_hpu_mm.replay.schedules import Schedules
 from vllm_hpu_mm.runtimes.base import RuntimeTraits, warmup_estimate
 
 __all__ = [

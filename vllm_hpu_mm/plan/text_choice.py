@@ -22,10 +22,9 @@ from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.planner import Plan, plan
 from vllm_hpu_mm.plan.text_buckets import plan_for_traffic, text_time, text_warmup
 from vllm_hpu_mm.plan.vision_cost import PoolMode
-from vllm_hpu_mm.replay.schedules import Images, Schedules, TowerImages, replay_model, schedules
 from vllm_hpu_mm.replay.report import Report, result_dict, to_dict
 from vllm_hpu_mm.replay.run import ReplayResult
-from vllm_hpu_mm.replay.scheduler import Limits
+from vllm_hpu_mm.replay.schedules import Images, Schedules, TowerImages, replay_model, schedules
 from vllm_hpu_mm.runtimes.base import RuntimeModel, RuntimeTraits
 from vllm_hpu_mm.traffic.requests import Traffic
 
@@ -35,10 +34,8 @@ __all__ = [
     "check_budget",
     "choose_text",
     "configured_label",
-    "engine_shape",
     "images_for",
     "plan_for",
-    "replay_limits",
 ]
 
 
@@ -71,12 +68,8 @@ class TextChoice:
 
     def report(self) -> Report:
         results = (self.before,) if self.after is None else (self.before, self.after)
-        s = self.shape
-        return Report(results, self.traffic, self.runs.load, self.runs.requests,
-                      {"max_model_len": s.max_model_len, "max_num_seqs": s.max_num_seqs,
-                       "max_num_batched_tokens": s.max_num_batched_tokens, "block_size": s.block_size,
-                       "num_kv_blocks": s.num_kv_blocks}, self.traits, None, None,
-                      False)  # fmt: skip
+        return Report(results, self.traffic, self.runs.load, self.runs.requests, self.shape.limits(), self.traits,
+                      None, None, False)  # fmt: skip
 
 
 PLANNED_LABEL = "planned from traffic"
@@ -85,17 +78,6 @@ PLANNED_LABEL = "planned from traffic"
 def configured_label(runtime: RuntimeModel, shape: EngineShape) -> str:
     """The configured runtime's buckets in a few words: "vllm-gaudi's exp bucketing"."""
     return runtime.text_shapes(shape).source.split(" (")[0]
-
-
-def replay_limits(i: PlanInputs, shape: EngineShape) -> Limits:
-    """The scheduler's limits for replaying traffic at the plan's engine shape."""
-    return Limits(i.max_num_seqs, i.max_num_batched_tokens, i.max_model_len, i.block_size, shape.num_kv_blocks)
-
-
-def engine_shape(i: PlanInputs, kv_blocks: int) -> EngineShape:
-    return EngineShape(max_model_len=i.max_model_len, max_num_seqs=i.max_num_seqs,
-                       max_num_batched_tokens=i.max_num_batched_tokens, block_size=i.block_size,
-                       num_kv_blocks=max(kv_blocks, 1))  # fmt: skip
 
 
 def check_budget(budget: int | None, flag: str) -> None:
@@ -111,14 +93,13 @@ def choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: in
     i = first.inputs
     if i.enforce_eager or i.pool_mode is PoolMode.NONE:
         return first, None
-    shape = engine_shape(i, first.kv_blocks)
+    shape = i.engine(first.kv_blocks)
     lookup = i.runtime.text_lookup(shape)
     if lookup is None:
         return first, None
     check_budget(budget, budget_flag)
     images = images_for(i, first.vision_buckets_captured, settings)
-    limits = replay_limits(i, shape)
-    runs = schedules(traffic, limits, images, concurrency=concurrency, requests=requests)
+    runs = schedules(traffic, shape, images, concurrency=concurrency, requests=requests)
     label = configured_label(i.runtime, shape)
     before = replay_model(i.runtime, shape, runs, label)
     traits = i.runtime.traits
@@ -126,7 +107,7 @@ def choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: in
         return first, TextChoice(traffic.source, runs, shape, before, None, None, 0, False,
                                  "the runtime is not given planned buckets (your own bucket file, bucketing off or "
                                  "merged prefill)", traits)  # fmt: skip
-    sweep = None if runs.balanced else schedules(traffic, limits, images, concurrency=None, requests=requests)
+    sweep = None if runs.balanced else schedules(traffic, shape, images, concurrency=None, requests=requests)
     try:
         chosen = plan_for(i, shape, runs, lookup.decode_block_cap, lookup.max_prefill_batch, budget, i.runtime,
                           budget_flag, sweep)  # fmt: skip
@@ -161,8 +142,7 @@ def plan_for(i: PlanInputs, shape: EngineShape, runs: Schedules, block_cap: int,
     """The buckets planned over ``runs`` (and every load level of ``sweep``) for ``runtime``, priced with the plan's
     step-time model, by the default budget rule unless ``budget`` is given
     (:func:`~vllm_hpu_mm.plan.text_buckets.plan_for_traffic`)."""
-    limits = TextLimits(i.max_num_seqs, i.max_num_batched_tokens, i.max_model_len, i.block_size, block_cap,
-                        prefill_batch)  # fmt: skip
+    limits = TextLimits.of(shape, block_cap, prefill_batch)
     time = text_time(i.model, i.device, block_size=i.block_size, tensor_parallel_size=i.tensor_parallel_size)
     warmup = text_warmup(runtime.traits, block_size=i.block_size, eager=i.enforce_eager)
     return plan_for_traffic(runs, limits, runtime.text_shapes(shape), time, budget=budget, budget_flag=budget_flag,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import bisect
 import dataclasses
 
-from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.plan import text_cost
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.text_cost import TextBucket
@@ -115,14 +114,7 @@ def fit(i: PlanInputs, prefill_pool: int, decode_pool: int, num_kv_blocks: int) 
     if i.pool_mode is PoolMode.NONE or i.enforce_eager:
         return TextGraphFit((), (), (), (), "no graphs (eager)")
     m, size, tp, block, costs = i.model, i.dtype_size, i.tensor_parallel_size, i.block_size, i.costs
-    shape = EngineShape(
-        max_model_len=i.max_model_len,
-        max_num_seqs=i.max_num_seqs,
-        max_num_batched_tokens=i.max_num_batched_tokens,
-        block_size=block,
-        num_kv_blocks=max(num_kv_blocks, 1),
-    )
-    shapes = i.runtime.text_shapes(shape)
+    shapes = i.runtime.text_shapes(i.engine(num_kv_blocks))
     prefill = [
         TextBucket(bs, query, text_cost.prefill_cost(m, dtype_size=size, tp=tp, block_size=block, batch=bs, query=query,
                                                      context_blocks=ctx, costs=costs), ctx)

@@ -35,21 +35,10 @@ import random
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from vllm_hpu_mm.engine import PrefillChunk
+from vllm_hpu_mm.engine import EngineShape, PrefillChunk
 from vllm_hpu_mm.errors import ConfigError
 
-__all__ = ["REFUSALS", "Arrivals", "Clock", "DecodeRun", "Limits", "Prompt", "Span", "Trace", "simulate"]
-
-
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """The engine numbers the schedule depends on."""
-
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    max_model_len: int
-    block_size: int
-    num_kv_blocks: int
+__all__ = ["REFUSALS", "Arrivals", "Clock", "DecodeRun", "Prompt", "Span", "Trace", "simulate"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,7 +159,7 @@ class Span:
 @dataclasses.dataclass(frozen=True)
 class Trace:
     events: tuple[Event, ...]
-    limits: Limits
+    limits: EngineShape
     concurrency: int
     completed: int
     refused: int
@@ -247,7 +236,7 @@ def _decode_runs(contexts: list[int], steps: int, block: int) -> Iterable[Decode
 Clock = Callable[[Event], float]
 
 
-def simulate(prompts: Iterable[Prompt], limits: Limits, concurrency: int | Arrivals,
+def simulate(prompts: Iterable[Prompt], limits: EngineShape, concurrency: int | Arrivals,
              encoder_budget: int | None = None, *, drain: bool = True, clock: Clock | None = None,
              vision_clock: Callable[[int], float] | None = None) -> Trace:  # fmt: skip
     """The schedule of ``prompts`` (in arrival order) under ``concurrency`` clients in a closed loop, or the

@@ -23,7 +23,7 @@ from vllm_hpu_mm.models.dims import ModelDims, VisionDims
 from vllm_hpu_mm.models.step_time import has_time_model, step_time
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, aligned_size, native_size, patch_count
 from vllm_hpu_mm.replay.run import ReplayResult, replay
-from vllm_hpu_mm.replay.scheduler import Arrivals, Limits, Prompt, Trace, simulate
+from vllm_hpu_mm.replay.scheduler import Arrivals, Prompt, Trace, simulate
 from vllm_hpu_mm.replay.timing import Timer
 from vllm_hpu_mm.runtimes.base import RuntimeModel
 from vllm_hpu_mm.traffic.default import default_text
@@ -152,7 +152,7 @@ def timer_for(model: ModelDims, device: str, *, block_size: int, tensor_parallel
     return Timer(step, lambda tokens: max(0, tokens - IMAGE_EXTRA_TOKENS) * round(1 / TOKENS_PER_PATCH), bucket)
 
 
-def schedules(traffic: Traffic, limits: Limits, images: Images, *, concurrency: int | None,
+def schedules(traffic: Traffic, limits: EngineShape, images: Images, *, concurrency: int | None,
               requests: int = DEFAULT_REQUESTS, seed: int = 0, arrivals: Arrivals | None = None,
               timer: Timer | None = None, drain: bool = True) -> Schedules:  # fmt: skip
     """The traffic's schedule: under ``arrivals`` (a rate or a profile over time), at ``concurrency`` (else the
