@@ -247,22 +247,64 @@ def simulate(prompts: Iterable[Prompt], limits: EngineShape, concurrency: int | 
     arrivals = concurrency if isinstance(concurrency, Arrivals) else Arrivals(concurrency=concurrency)
     if arrivals.timed and clock is None:
         raise ConfigError(f"{arrivals.describe()} needs a time model of the device (a named accelerator)")
-    block, mml = limits.block_size, limits.max_model_len
-    source = iter(prompts)
-    largest = 0
-    completed = steps = 0
-    refusals: dict[str, int] = {}
-    events: list[Event] = []
-    starts: list[int] = []
-    spans: list[Span] = []
-    encoded: list[tuple[int, int]] = []
-    now = idle = 0.0
-    rng = random.Random(arrivals.seed)
-    next_arrival = rng.expovariate(arrivals.rate) if arrivals.rate else math.inf
+    return _Scheduler(prompts, limits, arrivals, encoder_budget, drain, clock, vision_clock).run()
 
-    def next_seq(at: float) -> _Seq | None:
-        nonlocal largest
-        for p in source:
+
+class _Scheduler:
+    """One schedule's state, after vLLM's ``Scheduler``: the requests waiting and running, the KV blocks reserved,
+    the step and the clock; :meth:`run` steps it until the load (and the drain) ends."""
+
+    def __init__(self, prompts: Iterable[Prompt], limits: EngineShape, arrivals: Arrivals, encoder_budget: int | None,
+                 drain: bool, clock: Clock | None, vision_clock: Callable[[int], float] | None) -> None:  # fmt: skip
+        self.limits, self.arrivals, self.encoder_budget = limits, arrivals, encoder_budget
+        self.drain, self.clock, self.vision_clock = drain, clock, vision_clock
+        self.source = iter(prompts)
+        #: The largest image seen (placeholder tokens): the encoder budget never falls below it.
+        self.largest = 0
+        self.completed = self.steps = 0
+        self.refusals: dict[str, int] = {}
+        self.events: list[Event] = []
+        self.starts: list[int] = []
+        self.spans: list[Span] = []
+        self.encoded: list[tuple[int, int]] = []
+        self.now = self.idle = 0.0
+        self.rng = random.Random(arrivals.seed)
+        self.next_arrival = self.rng.expovariate(arrivals.rate) if arrivals.rate else math.inf
+        self.waiting: deque[_Seq] = deque()
+        self.running: list[_Seq] = []
+        #: KV blocks the running requests hold (each its whole prompt and answer, from admission).
+        self.reserved = 0
+        #: No request is left to arrive.
+        self.exhausted = False
+
+    def run(self) -> Trace:
+        if not self.arrivals.timed:
+            for _ in range(self.arrivals.concurrency or 0):
+                if not self._arrive():
+                    break
+        while self._more():
+            if self.arrivals.timed:
+                self._take_arrivals()
+                if not self.running and not self.waiting:
+                    gap = self._horizon()
+                    if gap == math.inf:
+                        break
+                    self.idle += gap - self.now
+                    self.now = gap
+                    continue
+            if self.running and not any(s.prefilling for s in self.running) and not self._admissible():
+                self._decode_stretch()
+            else:
+                self._step()
+        return Trace(tuple(self.events), self.limits, self.arrivals.concurrency or 0, self.completed,
+                     sum(self.refusals.values()), self.steps, tuple(self.starts), tuple(self.spans),
+                     tuple(sorted(self.refusals.items())), self.drain, self.now - self.idle, self.idle, self.arrivals,
+                     tuple(self.encoded))  # fmt: skip
+
+    def _next_seq(self, at: float) -> _Seq | None:
+        """The next request the engine accepts (refused ones counted by reason), None when none is left."""
+        block, mml = self.limits.block_size, self.limits.max_model_len
+        for p in self.source:
             reason = None
             if p.tokens < 1:
                 reason = "empty"
@@ -271,118 +313,104 @@ def simulate(prompts: Iterable[Prompt], limits: EngineShape, concurrency: int | 
             output = max(1, min(p.output, mml - p.tokens))
             computed = min(p.cached, p.tokens - 1) // block * block if p.tokens >= 1 else 0
             need = math.ceil((p.tokens + output) / block) - computed // block
-            if reason is None and need > limits.num_kv_blocks:
+            if reason is None and need > self.limits.num_kv_blocks:
                 reason = "kv_blocks"
             if reason is not None:
-                refusals[reason] = refusals.get(reason, 0) + 1
+                self.refusals[reason] = self.refusals.get(reason, 0) + 1
                 continue
             images, at = [], min(p.cached, p.tokens)
             for tokens in p.image_tokens:
                 if at + tokens > computed:  # an image inside the cached prefix needs no encoding
                     images.append((at, tokens))
                 at += tokens
-            largest = max(largest, *p.image_tokens, 0)
-            return _Seq(p, output, computed, need, images, arrival=steps, arrival_s=at)
+            self.largest = max(self.largest, *p.image_tokens, 0)
+            return _Seq(p, output, computed, need, images, arrival=self.steps, arrival_s=at)
         return None
 
-    waiting: deque[_Seq] = deque()
-    running: list[_Seq] = []
-    reserved = 0
-    exhausted = False
-
-    def arrive(at: float | None = None) -> bool:
-        nonlocal exhausted
-        seq = next_seq(now if at is None else at)
+    def _arrive(self, at: float | None = None) -> bool:
+        seq = self._next_seq(self.now if at is None else at)
         if seq is None:
-            exhausted = True
+            self.exhausted = True
             return False
-        waiting.append(seq)
+        self.waiting.append(seq)
         return True
 
-    def take_arrivals() -> None:
+    def _take_arrivals(self) -> None:
         """Requests that have arrived by ``now``: Poisson arrivals due, or clients the profile adds."""
-        nonlocal next_arrival
+        arrivals = self.arrivals
         if arrivals.rate:
-            while not exhausted and next_arrival <= now:
-                arrive(next_arrival)
-                next_arrival += rng.expovariate(arrivals.rate)
+            while not self.exhausted and self.next_arrival <= self.now:
+                self._arrive(self.next_arrival)
+                self.next_arrival += self.rng.expovariate(arrivals.rate)
         elif arrivals.profile:
-            while not exhausted and len(running) + len(waiting) < arrivals.clients(now) and arrive():
+            while (not self.exhausted and len(self.running) + len(self.waiting) < arrivals.clients(self.now)
+                   and self._arrive()):  # fmt: skip
                 pass
 
-    if not arrivals.timed:
-        for _ in range(arrivals.concurrency or 0):
-            if not arrive():
-                break
-
-    def horizon() -> float:
+    def _horizon(self) -> float:
         """When arrivals next change what may run (a Poisson arrival, a profile change)."""
-        if exhausted:
+        if self.exhausted:
             return math.inf
-        if arrivals.rate:
-            return next_arrival
-        return arrivals.next_change(now) if arrivals.profile else math.inf
+        if self.arrivals.rate:
+            return self.next_arrival
+        return self.arrivals.next_change(self.now) if self.arrivals.profile else math.inf
 
-    def admissible() -> bool:
-        return bool(waiting) and len(running) < limits.max_num_seqs and reserved + waiting[0].need_blocks <= \
-            limits.num_kv_blocks  # fmt: skip
+    def _admissible(self) -> bool:
+        """The first waiting request may start: a sequence slot and the KV blocks it needs are free."""
+        return bool(self.waiting) and len(self.running) < self.limits.max_num_seqs and \
+            self.reserved + self.waiting[0].need_blocks <= self.limits.num_kv_blocks  # fmt: skip
 
-    def finish(done: list[_Seq]) -> None:
-        nonlocal reserved, completed
+    def _finish(self, done: list[_Seq]) -> None:
         for s in done:
-            running.remove(s)
-            reserved -= s.need_blocks
-            completed += 1
-            spans.append(Span(s.arrival, s.first, steps - 1, s.output, s.arrival_s, s.first_s, now))
-            if not arrivals.timed and not exhausted:
-                arrive()
+            self.running.remove(s)
+            self.reserved -= s.need_blocks
+            self.completed += 1
+            self.spans.append(Span(s.arrival, s.first, self.steps - 1, s.output, s.arrival_s, s.first_s, self.now))
+            if not self.arrivals.timed and not self.exhausted:
+                self._arrive()
 
-    def emit(event: Event, start: int) -> None:
-        events.append(event)
-        starts.append(start)
+    def _emit(self, event: Event, start: int) -> None:
+        self.events.append(event)
+        self.starts.append(start)
 
-    def more() -> bool:
-        if running or waiting:
-            return drain or not exhausted
-        return arrivals.timed and not exhausted
+    def _more(self) -> bool:
+        if self.running or self.waiting:
+            return self.drain or not self.exhausted
+        return self.arrivals.timed and not self.exhausted
 
-    while more():
-        if arrivals.timed:
-            take_arrivals()
-            if not running and not waiting:
-                gap = horizon()
-                if gap == math.inf:
-                    break
-                idle += gap - now
-                now = gap
-                continue
-        if running and not any(s.prefilling for s in running) and not admissible():
-            stretch = min(s.output - s.generated for s in running)
-            done = 0
-            limit = horizon()
-            for run in _decode_runs([s.computed for s in running], stretch, block):
-                k = run.steps
-                per = clock(run) if clock is not None else 0.0
-                if limit < math.inf and per > 0 and now + k * per > limit:
-                    k = max(1, math.ceil((limit - now) / per))
-                emit(DecodeRun(run.sequences, run.blocks, k), steps + done)
-                now += k * per
-                done += k
-                if k < run.steps:
-                    break
-            for s in running:
-                s.computed += done
-                s.generated += done
-            steps += done
-            finish([s for s in running if s.generated >= s.output])
-            continue
+    def _decode_stretch(self) -> None:
+        """Decode steps until a request finishes or an arrival may change the batch, as runs of equal blocks."""
+        running = self.running
+        stretch = min(s.output - s.generated for s in running)
+        done = 0
+        limit = self._horizon()
+        for run in _decode_runs([s.computed for s in running], stretch, self.limits.block_size):
+            k = run.steps
+            per = self.clock(run) if self.clock is not None else 0.0
+            if limit < math.inf and per > 0 and self.now + k * per > limit:
+                k = max(1, math.ceil((limit - self.now) / per))
+            self._emit(DecodeRun(run.sequences, run.blocks, k), self.steps + done)
+            self.now += k * per
+            done += k
+            if k < run.steps:
+                break
+        for s in running:
+            s.computed += done
+            s.generated += done
+        self.steps += done
+        self._finish([s for s in running if s.generated >= s.output])
+
+    def _step(self) -> None:
+        """One scheduler step: running requests first (a decode token, or their prompt's next chunk), then waiting
+        ones admitted while the token budget, the sequence slots and the KV cache allow."""
+        limits, block = self.limits, self.limits.block_size
         budget = limits.max_num_batched_tokens
-        encoder = [max(encoder_budget or limits.max_num_batched_tokens, largest)]
+        encoder = [max(self.encoder_budget or limits.max_num_batched_tokens, self.largest)]
         chunks: list[PrefillChunk] = []
         decodes: list[_Seq] = []
         scheduled: list[tuple[_Seq, int]] = []
         step_images: list[int] = []
-        for s in running:
+        for s in self.running:
             if budget <= 0:
                 break
             if not s.prefilling:
@@ -394,29 +422,29 @@ def simulate(prompts: Iterable[Prompt], limits: EngineShape, concurrency: int | 
                 chunks.append(PrefillChunk(n, s.computed))
                 scheduled.append((s, n))
                 budget -= n
-        while budget > 0 and admissible():
-            s = waiting[0]
+        while budget > 0 and self._admissible():
+            s = self.waiting[0]
             n = _cut_for_encoder(s, min(s.prompt.tokens - s.computed, budget), encoder, step_images)
             if not n:
                 break
-            waiting.popleft()
-            running.append(s)
-            reserved += s.need_blocks
+            self.waiting.popleft()
+            self.running.append(s)
+            self.reserved += s.need_blocks
             chunks.append(PrefillChunk(n, s.computed))
             scheduled.append((s, n))
             budget -= n
-        step_s = sum(vision_clock(t) for t in step_images) if vision_clock is not None else 0.0
-        encoded.extend((steps, t) for t in step_images)
+        step_s = sum(self.vision_clock(t) for t in step_images) if self.vision_clock is not None else 0.0
+        self.encoded.extend((self.steps, t) for t in step_images)
         if decodes:
             run = DecodeRun(len(decodes), sum(math.ceil((s.computed + 1) / block) for s in decodes), 1)
-            emit(run, steps)
-            step_s += clock(run) if clock is not None else 0.0
+            self._emit(run, self.steps)
+            step_s += self.clock(run) if self.clock is not None else 0.0
         if chunks:
-            emit(tuple(chunks), steps)
-            step_s += clock(tuple(chunks)) if clock is not None else 0.0
+            self._emit(tuple(chunks), self.steps)
+            step_s += self.clock(tuple(chunks)) if self.clock is not None else 0.0
         if not decodes and not chunks:  # unreachable while the encoder budget holds the largest image
             raise AssertionError("a scheduler step with nothing to run")
-        now += step_s
+        self.now += step_s
         for s in decodes:
             s.computed += 1
             s.generated += 1
@@ -424,9 +452,6 @@ def simulate(prompts: Iterable[Prompt], limits: EngineShape, concurrency: int | 
             s.computed += n
             if not s.prefilling:
                 s.generated = 1
-                s.first, s.first_s = steps, now
-        steps += 1
-        finish([s for s in running if s.generated >= s.output])
-    return Trace(tuple(events), limits, arrivals.concurrency or 0, completed, sum(refusals.values()), steps,
-                 tuple(starts), tuple(spans), tuple(sorted(refusals.items())), drain, now - idle, idle,
-                 arrivals, tuple(encoded))  # fmt: skip
+                s.first, s.first_s = self.steps, self.now
+        self.steps += 1
+        self._finish([s for s in self.running if s.generated >= s.output])
