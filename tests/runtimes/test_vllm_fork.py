@@ -37,15 +37,22 @@ def test_costs_grow_with_the_shape_and_count_fitting_fills_a_pool_smallest_first
 
 
 def test_the_forks_profiling_pass_is_shaped_by_the_engine_sizes_and_its_residue_follows() -> None:
+    from vllm_hpu_mm.engine import EngineShape
     from vllm_hpu_mm.runtimes.base import ProfileCosts
     from vllm_hpu_mm.runtimes.vllm_fork import PROFILE_RESIDUE_BYTES, profile_pass, profile_residue_bytes
 
-    text = ProfileCosts(90112, 4 * 128256, 0, max_model_len=1024, max_num_seqs=256, max_num_batched_tokens=4096)
+    def engine(max_model_len: int, max_num_seqs: int, max_num_batched_tokens: int) -> EngineShape:
+        return EngineShape(max_model_len=max_model_len, max_num_seqs=max_num_seqs,
+                           max_num_batched_tokens=max_num_batched_tokens, block_size=128, num_kv_blocks=1)  # fmt: skip
+
+    text = ProfileCosts(90112, 4 * 128256, 0, engine(max_model_len=1024, max_num_seqs=256, max_num_batched_tokens=4096))
     assert profile_pass(text) == (4, 1024)
     assert profile_residue_bytes(text) == 4 * 1024 * 90112 + 4 * 4 * 128256
-    long = ProfileCosts(90112, 4 * 128256, 0, max_model_len=32768, max_num_seqs=256, max_num_batched_tokens=8192)
+    long = ProfileCosts(
+        90112, 4 * 128256, 0, engine(max_model_len=32768, max_num_seqs=256, max_num_batched_tokens=8192)
+    )
     assert profile_pass(long) == (1, 32768)  # at least one whole sequence, as the fork runs it
-    vision = ProfileCosts(90112, 4, 50 * 2**20, 1024, 256, 4096, multimodal=True)
+    vision = ProfileCosts(90112, 4, 50 * 2**20, engine(1024, 256, 4096), multimodal=True)
     assert profile_pass(vision) == (1, 1024)
     assert profile_residue_bytes(vision) == 1024 * 90112 + 4 + 50 * 2**20
     assert profile_residue_bytes(None) == PROFILE_RESIDUE_BYTES

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.data import DATA
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.logs.reproduce import RunInputs
 from vllm_hpu_mm.models import devices
 from vllm_hpu_mm.models.config_json import dims_from_config, read_config_json
@@ -60,5 +61,14 @@ def run_inputs(path: Path) -> RunInputs:
         block_size=int(h["block_size"]),
         quantization=h["quantization"],
         enforce_eager=bool(h["enforce_eager"]),
-        engine=tuple(h["engine"]) if h.get("engine") else None,
+        engine=engine_of(h),
     )
+
+
+def engine_of(h: dict[str, Any]) -> EngineShape | None:
+    """The header's engine sizes, [max_model_len, max_num_seqs, max_num_batched_tokens] (KV blocks not known: 1)."""
+    if not h.get("engine"):
+        return None
+    mml, seqs, tokens = h["engine"]
+    return EngineShape(max_model_len=mml, max_num_seqs=seqs, max_num_batched_tokens=tokens,
+                       block_size=int(h["block_size"]), num_kv_blocks=1)  # fmt: skip

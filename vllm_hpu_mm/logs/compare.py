@@ -130,7 +130,7 @@ def run_inputs(i: PlanInputs, flag: Callable[[str], str]) -> RunInputs:
         dtype_size=i.dtype_size,
         expert_parallel_size=i.expert_parallel_size,
         device=i.device,
-        engine=(i.max_model_len, i.max_num_seqs, i.max_num_batched_tokens),
+        engine=i.engine(1),
     )
 
 

@@ -18,6 +18,7 @@ import math
 from collections.abc import Iterable
 from typing import Any, Literal
 
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.logs.numbers import integer, number
 from vllm_hpu_mm.logs.patterns import (
     BUCKET_TUPLE,
@@ -116,9 +117,9 @@ class RunInputs:
     expert_parallel_size: int = 0
     #: The device's name, for the wording of a comparison ("" where not known).
     device: str = ""
-    #: The engine sizes the runtime shapes its profiling pass from (max_model_len, max_num_seqs,
-    #: max_num_batched_tokens), None where not known (the runtime's fixed residue then).
-    engine: tuple[int, int, int] | None = None
+    #: The engine sizes the runtime shapes its profiling pass from, None where not known (the runtime's fixed
+    #: residue then).
+    engine: EngineShape | None = None
 
 
 _MEMORY_FIELDS = ("total_bytes", "weight_bytes", "profile_bytes", "free_bytes", "usable_bytes", "graph_bytes",

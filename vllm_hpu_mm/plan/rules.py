@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.models.dims import (
     ModelDims,
     kv_bytes_per_sequence,
@@ -112,21 +113,18 @@ def profile_costs(i: PlanInputs) -> ProfileCosts:
     float32 logits, the vision tower's eager peak at the largest bucket; with the engine sizes a runtime shapes its
     pass from."""
     largest = max(i.buckets) if i.buckets else 0
-    return profile_costs_of(i.model, i.dtype_size, i.tensor_parallel_size, (i.max_model_len, i.max_num_seqs,
-                            i.max_num_batched_tokens), largest)  # fmt: skip
+    return profile_costs_of(i.model, i.dtype_size, i.tensor_parallel_size, i.engine(1), largest)
 
 
 def profile_costs_of(
-    m: ModelDims, dtype_size: int, tp: int, engine: tuple[int, int, int], largest_bucket: int = 0
+    m: ModelDims, dtype_size: int, tp: int, engine: EngineShape, largest_bucket: int = 0
 ) -> ProfileCosts:
-    """:func:`profile_costs` from the model and the engine's (max_model_len, max_num_seqs, max_num_batched_tokens)."""
+    """:func:`profile_costs` from the model and the engine's shape."""
     return ProfileCosts(
         token_bytes=(4 * m.hidden_size + 2 * m.intermediate_size // tp) * dtype_size,
         logits_bytes_per_seq=m.vocab_size * 4,
         vision_bytes=vision_cost.eager_peak_bytes(largest_bucket, m.vision, dtype_size) if largest_bucket else 0,
-        max_model_len=engine[0],
-        max_num_seqs=engine[1],
-        max_num_batched_tokens=engine[2],
+        engine=engine,
         multimodal=m.vision.present,
     )
 

@@ -137,9 +137,8 @@ class ProfileCosts:
     token_bytes: int
     logits_bytes_per_seq: int
     vision_bytes: int
-    max_model_len: int
-    max_num_seqs: int
-    max_num_batched_tokens: int
+    #: Its KV blocks are not known before the pass (1).
+    engine: EngineShape
     #: The model has a vision tower (the fork profiles such models, mrope ones, at batch 1).
     multimodal: bool = False
 

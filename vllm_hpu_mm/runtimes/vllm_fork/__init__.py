@@ -62,9 +62,10 @@ def profile_pass(p: ProfileCosts) -> tuple[int, int]:
     runs ``max_model_len`` tokens for ``min(max_num_seqs, max_num_batched_tokens // max_model_len)`` sequences, one
     for an mrope / multimodal model (its 2024 runner, c64dc8359: the largest prompt bucket, batch x
     ``min(seq max, max_num_batched_tokens // batch)``, the same shape with the bucket maxima as the engine sizes)."""
+    e = p.engine
     if p.multimodal:
-        return 1, p.max_model_len
-    return max(1, min(p.max_num_seqs, p.max_num_batched_tokens // max(p.max_model_len, 1))), p.max_model_len
+        return 1, e.max_model_len
+    return max(1, min(e.max_num_seqs, e.max_num_batched_tokens // e.max_model_len)), e.max_model_len
 
 
 def profile_residue_bytes(p: ProfileCosts | None) -> int:
@@ -72,7 +73,7 @@ def profile_residue_bytes(p: ProfileCosts | None) -> int:
     reads ``mem_get_info`` after it: "the maximum workspace for all recipes"): one layer's activations over the
     pass's tokens, the sequences' logits and, for a multimodal model, the vision tower's peak. Without engine sizes
     the development log's 355 MiB."""
-    if p is None or not p.token_bytes or not p.max_model_len:
+    if p is None or not p.token_bytes:
         return PROFILE_RESIDUE_BYTES
     batch, length = profile_pass(p)
     return batch * length * p.token_bytes + batch * p.logits_bytes_per_seq + (p.vision_bytes if p.multimodal else 0)
