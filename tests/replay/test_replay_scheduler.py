@@ -4,6 +4,7 @@ prefix-cache hits in whole blocks, the running-sequence limit, decode runs summa
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 from hypothesis import given, settings
@@ -98,6 +99,20 @@ def test_poisson_arrivals_are_seeded_leave_the_server_idle_at_a_low_rate_and_all
         d.sequences for d in low.events if isinstance(d, DecodeRun)
     )
     assert [s.arrival_s for s in low.spans] == sorted(s.arrival_s for s in low.spans)
+
+
+def test_a_request_arrives_at_its_time_in_seconds_not_at_its_image_position() -> None:
+    # a cached prefix and an image: the position after them (400 tokens) must not leak into the arrival time
+    prompts = [Prompt(500, 5, cached=300, image_tokens=(100,))] * 6
+    poisson = simulate(prompts, LIMITS, Arrivals(rate=2.0, seed=3), clock=constant_clock)
+    rng, t, due = random.Random(3), 0.0, []
+    for _ in prompts:
+        t += rng.expovariate(2.0)
+        due.append(t)
+    assert sorted(s.arrival_s for s in poisson.spans) == pytest.approx(due)
+    assert all(s.arrival_s <= s.first_s <= s.finish_s for s in poisson.spans)
+    one = simulate(prompts, LIMITS, 1, clock=constant_clock)  # one client: each request arrives as the last finishes
+    assert [s.arrival_s for s in one.spans] == [0.0] + [s.finish_s for s in one.spans[:-1]]
 
 
 def test_arrivals_in_time_need_a_clock_and_bounded_values() -> None:

@@ -318,11 +318,11 @@ class _Scheduler:
             if reason is not None:
                 self.refusals[reason] = self.refusals.get(reason, 0) + 1
                 continue
-            images, at = [], min(p.cached, p.tokens)
+            images, position = [], min(p.cached, p.tokens)
             for tokens in p.image_tokens:
-                if at + tokens > computed:  # an image inside the cached prefix needs no encoding
-                    images.append((at, tokens))
-                at += tokens
+                if position + tokens > computed:  # an image inside the cached prefix needs no encoding
+                    images.append((position, tokens))
+                position += tokens
             self.largest = max(self.largest, *p.image_tokens, 0)
             return _Seq(p, output, computed, need, images, arrival=self.steps, arrival_s=at)
         return None
