@@ -1,5 +1,5 @@
 """Reproduce public Gaudi logs' memory splits with the plan's runtime models and write the table
-benchmarks/results/gaudi_log_reproduction.md (machine: any; data: the cited logs in tests/data/gaudi_logs).
+benchmarks/agreement/results/gaudi_log_reproduction.md (machine: any; data: the cited logs in tests/data/gaudi_logs).
 
 Development logs (``dev/``) set every coefficient taken from logs (vllm-fork's profiling residue, the lazy-HPU-graph
 costs and warm-up seconds per graph, the Gaudi3 total); held-out logs (``heldout/``) were never used to set anything.
@@ -12,14 +12,14 @@ import json
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.support.gaudi_logs import ALL_GAUDI_LOGS, run_inputs  # noqa: E402
 from vllm_hpu_mm.logs.reproduce import Reproduction, read_log, reproduce  # noqa: E402
 from vllm_hpu_mm.values import GIB, MIB  # noqa: E402
 
-OUT = REPO / "benchmarks" / "results" / "gaudi_log_reproduction.md"
+OUT = Path(__file__).resolve().parent / "results" / "gaudi_log_reproduction.md"
 OUT_JSON = OUT.with_suffix(".json")
 
 
@@ -53,7 +53,7 @@ def main() -> None:
         "reported). vllm-fork's profiling residue is planned from the model's dimensions and the engine sizes its",
         "pass is shaped from (the `engine` of each header; `profile`: reported, no tolerance); `dev` logs set the",
         "lazy-HPU-graph costs and the Gaudi3 total; `heldout` logs set nothing. Warm-up seconds come from the",
-        "per-graph model fitted in benchmarks/warmup_time_fitting.py (its own dev / held-out split,",
+        "per-graph model fitted in benchmarks/fits/warmup_time_fitting.py (its own dev / held-out split,",
         "tests/data/warmup_logs) over the buckets each log lists, in the log's era (both: the fork's two-pass V0",
         "runner).",
         "",

@@ -11,9 +11,9 @@ squares on log error) on the Gaudi 2 rows only (dev) and scored on the Gaudi 3 r
 Evidence level: vendor tables (not vLLM step logs, not our measurement; no Gaudi was used): the framework is
 Intel's (optimum-habana at SynapseAI 1.18 unless the page says otherwise), the precision fp8 where the project
 plans bf16, so the figures pin the model's scale (rates x efficiencies) to within the errors reported, not its
-bucket-level shape. Writes benchmarks/results/step_time_check.{md,json}.
+bucket-level shape. Writes benchmarks/agreement/results/step_time_check.{md,json}.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/step_time_check.py
+    PYTHONPATH=. .venv/bin/python benchmarks/agreement/step_time_check.py
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def main() -> None:
     lines = [
         "# Step-time model against public Gaudi figures",
         "",
-        "`benchmarks/step_time_check.py` on a 2-core CPU dev machine (a model evaluation: no Gaudi was used). Figures:",
+        "`agreement/step_time_check.py` on a 2-core CPU dev machine (a model evaluation: no Gaudi was used). Figures:",
         f"Intel's model-performance tables, Gaudi 2 ({GAUDI2_URL}) and Gaudi 3 ({GAUDI3_URL}), SynapseAI 1.18, fp8.",
         "",
         "**Evidence level: vendor throughput tables** (fp8, Intel's own framework, whole-run throughput), not vLLM",

@@ -12,9 +12,9 @@ the decode maximum = the KV blocks). Prompt and decode bucket sets are compared 
 (batch, sequence length), are compared as (batch, batch x blocks per length) on both sides); a start-up failure
 must fail on both sides. Configurations: named ones and seeded random ones (shapes and ``VLLM_*_BUCKET_*`` values).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/vllm_fork_releases.py [--random N] [--seed S]
+    PYTHONPATH=. .venv/bin/python benchmarks/agreement/vllm_fork_releases.py [--random N] [--seed S]
 
-Writes benchmarks/results/vllm_fork_releases.{md,json}.
+Writes benchmarks/agreement/results/vllm_fork_releases.{md,json}.
 """
 
 from __future__ import annotations
@@ -347,7 +347,7 @@ def render(report: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "",
         f"Machine: {meta['machine']}. Run {meta['date']}, {meta['seconds']:.0f} s (load average "
         f"{meta['loadavg'][0]:.1f}). Their code from the local mirrors of HabanaAI/vllm-fork and",
-        "HabanaAI/vllm-hpu-extension, run on CPU (benchmarks/vllm_fork_releases.py --driver); nothing ran on Gaudi.",
+        "HabanaAI/vllm-hpu-extension, run on CPU (agreement/vllm_fork_releases.py --driver); nothing ran on Gaudi.",
         f"Per tag: {len(named_cases())} named configurations and {meta['random']} random ones (seed {meta['seed']});",
         "for the 1.21.x lines, cases picking their exponential strategy (VLLM_EXPONENTIAL_BUCKETING=true, not",
         "modelled, refused) are left out and counted. Agree = prompt and decode bucket sets equal, or both fail.",

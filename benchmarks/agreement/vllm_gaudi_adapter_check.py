@@ -1,14 +1,14 @@
 """The adapter that asks an installed vllm-gaudi (vllm_hpu_mm.runtimes.vllm_gaudi.installed) run against the REAL
 code of each release, from the local mirror: what it reads back must be exactly what that release's bucketing
-generates (benchmarks/vllm_gaudi_driver.py drives the same code directly), on releases we model and on ones we do
+generates (agreement/vllm_gaudi_driver.py drives the same code directly), on releases we model and on ones we do
 not (there the adapter is the plan's only exact source).
 
-For each tag, vllm-gaudi's source is extracted as benchmarks/vllm_gaudi_bucket_counts.py does and the driver runs,
+For each tag, vllm-gaudi's source is extracted as agreement/vllm_gaudi_bucket_counts.py does and the driver runs,
 on CPU with ``VLLM_USE_FAKE_HPU=1``, both its own glue and our adapter over the named configurations (the dense
 linear grids left out: the same code, minutes each on a loaded 2-core machine). Writes
-benchmarks/results/vllm_gaudi_adapter_check.{md,json}.
+benchmarks/agreement/results/vllm_gaudi_adapter_check.{md,json}.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/vllm_gaudi_adapter_check.py [--tags T ...]
+    PYTHONPATH=. .venv/bin/python benchmarks/agreement/vllm_gaudi_adapter_check.py [--tags T ...]
 """
 
 from __future__ import annotations
@@ -16,19 +16,18 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.vllm_gaudi_bucket_counts import MACHINE, MIRROR, RESULTS, ROOT, extract, file_env, named_cases
+from benchmarks.common import MACHINE, MIRROR, extract, file_env, named_cases, run_driver
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 TAGS = ("v0.11.2", "v0.13.0", "v0.15.1", "v0.17.1", "v0.19.1.post1", "v0.21.0", "v0.24.0", "v0.26.0", "v0.27.0rc0",
         "091bbadd")  # fmt: skip
-DRIVER = ROOT / "benchmarks" / "vllm_gaudi_driver.py"
 
 
 def _sets(result: dict[str, Any]) -> Any:
@@ -48,13 +47,7 @@ def run_tag(tag: str) -> list[dict[str, Any]]:
         runner = extract(MIRROR, tag, tmp)
         payload = [{"env": file_env(c.env, c.file_text, tmp, str(i)), "shape": dataclasses.asdict(c.shape),
                     "model_type": c.model_type, "adapter": True} for i, c in enumerate(cases)]  # fmt: skip
-        env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
-        env.update({"VLLM_USE_FAKE_HPU": "1", "PYTHONPATH": f"{tmp}{os.pathsep}{ROOT}", "VLLM_LOGGING_LEVEL": "ERROR"})
-        proc = subprocess.run([sys.executable, str(DRIVER), str(runner)], input=json.dumps(payload),
-                              capture_output=True, text=True, env=env, cwd=tmp, check=False)  # fmt: skip
-        if proc.returncode != 0:
-            raise RuntimeError(f"{tag}: driver failed:\n{proc.stderr[-3000:]}")
-        results = json.loads(proc.stdout)
+        results = run_driver(payload, tmp, runner)  # the repository root on its path: our adapter
     rows = []
     for case, r in zip(cases, results, strict=True):
         if "driver_error" in r:
@@ -85,7 +78,7 @@ def main() -> int:
         f"{time.perf_counter() - start:.0f} s. Each tag's code from the local mirror on CPU (VLLM_USE_FAKE_HPU=1);",
         'nothing ran on Gaudi. "equal": the prompt and decode bucket sets our adapter reads back',
         "(runtimes/vllm_gaudi/installed.py) equal those its own code generates when driven directly",
-        "(benchmarks/vllm_gaudi_driver.py), start-up failures included.",
+        "(benchmarks/agreement/vllm_gaudi_driver.py), start-up failures included.",
         "",
         "| tag | configurations | equal | prompt buckets (own / adapter), first case |",
         "|---|---:|---:|---|",

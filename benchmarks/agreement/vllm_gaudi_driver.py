@@ -1,4 +1,4 @@
-"""Child process of benchmarks/vllm_gaudi_bucket_counts.py: runs vllm-gaudi's OWN bucketing code on CPU.
+"""Child process of benchmarks/agreement/vllm_gaudi_bucket_counts.py: runs vllm-gaudi's OWN bucketing code on CPU.
 
 Started with PYTHONPATH pointing at a temporary directory that holds vllm-gaudi's source extracted from the
 mirror (``git archive``; nothing of it is kept in this repository) plus small ``habana_frameworks`` stand-ins.
@@ -15,9 +15,9 @@ merged prefill, else VLLM_PROMPT_BS_BUCKET_MAX or 1), ``num_hpu_blocks`` = the K
 Older releases call vLLM APIs the installed vLLM has since moved or dropped; the smallest stand-ins are given, none
 of them part of the bucketing: ``MultiModalBudget`` wherever a release imports it from, a ``scheduler_config``
 (v0.14.1 builds its budget with it), and ``MultiModalConfig.get_dummy_options`` (before v0.17.0rc1) as vLLM defined
-it then (:func:`add_dummy_options`). Where a tag's warm-up asks vLLM for its dummy image (v0.13.0, v0.15.1rc1,
-v0.16.0rc0), the tag's own ``_get_mm_dummy_batch`` runs and only vLLM's dummy-input builder is stood in for
-(:func:`_dummy_image_size`): a step records the modality, size and count of the items its batch holds.
+it then (``common.add_dummy_options``). Where a tag's warm-up asks vLLM for its dummy image (v0.13.0,
+v0.15.1rc1, v0.16.0rc0), the tag's own ``_get_mm_dummy_batch`` runs and only vLLM's dummy-input builder is
+stood in for (:func:`_dummy_image_size`): a step records the modality, size and count of the items its batch holds.
 
 v0.11.2 (f9b64469) differs in its runner glue, reproduced from that tag's hpu_model_runner.py: it refuses more than
 one speculative token at start-up (NotImplementedError in ``__init__``, bucketing on or off) and calls
@@ -40,6 +40,8 @@ import traceback
 import types
 from pathlib import Path
 from typing import Any
+
+from benchmarks.common import add_dummy_options  # the repository root is on the path: common.run_driver
 
 CLEARED_PREFIXES = ("VLLM_PROMPT_", "VLLM_DECODE_", "VLLM_BUCKETING_", "VLLM_MULTIMODAL_")
 CLEARED = (
@@ -171,15 +173,6 @@ def _runner_functions(runner_source: str) -> dict[str, Any]:
                     code = textwrap.dedent(ast.get_source_segment(runner_source, item) or "")
                     exec(compile(code, "hpu_model_runner.py", "exec"), namespace)
     return namespace
-
-
-def add_dummy_options() -> None:
-    """Releases before v0.17.0rc1 ask vLLM's MultiModalConfig for ``get_dummy_options(modality)``, which vLLM has
-    since dropped: as vLLM defined it then, the modality's normalised limit options, or None when not named."""
-    from vllm.config.multimodal import MultiModalConfig
-
-    if not hasattr(MultiModalConfig, "get_dummy_options"):
-        MultiModalConfig.get_dummy_options = lambda self, modality: self.limit_per_prompt.get(modality)  # type: ignore[attr-defined]
 
 
 def _dummy_image_size(model_type: str, options: Any) -> tuple[int, int]:

@@ -1,8 +1,8 @@
 """Our model of vllm-gaudi's bucket lookup (vllm_hpu_mm.runtimes.vllm_gaudi.runner / common.BucketLookup) against
 vllm-gaudi's OWN code, lookup by lookup.
 
-vllm-gaudi's source is extracted from the local mirror as benchmarks/vllm_gaudi_bucket_counts.py does, and
-benchmarks/vllm_gaudi_driver.py runs, on CPU with VLLM_USE_FAKE_HPU=1, its ``HPUBucketingManager`` (generate_prompt_
+vllm-gaudi's source is extracted from the local mirror as benchmarks/agreement/vllm_gaudi_bucket_counts.py does, and
+agreement/vllm_gaudi_driver.py runs, on CPU with VLLM_USE_FAKE_HPU=1, its ``HPUBucketingManager`` (generate_prompt_
 buckets / generate_decode_buckets, then find_prompt_bucket / find_decode_bucket / generate_fallback_bucket) fed by
 the bodies of its runner methods ``_can_merge_prefill_contents``, ``_bucketize_2d_prompt``,
 ``_bucketize_merged_prompt``, ``_get_prompt_bucketing_fn`` and its ``BatchContents`` / ``merge_contents`` (taken
@@ -11,7 +11,7 @@ from hpu_model_runner.py with ast), over the same lookup events ours replays. Co
 merged prefill; events from our scheduler over real traffic and adversarial ones beyond every limit (fallbacks).
 
 Agreement: for every event, the buckets each forward runs in; and at the end, the whole bucket lists (fallbacks
-appended). Writes benchmarks/results/vllm_gaudi_lookup_check.{md,json}.
+appended). Writes benchmarks/agreement/results/vllm_gaudi_lookup_check.{md,json}.
 
 ``--figures``: the replay's figures, ours against vllm-gaudi's own code over the same whole schedule (drain
 included: closed loops at several loads, Poisson arrivals, a profile of clients over time), for several models,
@@ -19,9 +19,9 @@ devices and strategies. Our side is ``buckets replay``'s path (``replay_model`` 
 theirs feeds every event of the schedule, in order, to vllm-gaudi's own lookup (the driver) and computes the same
 figures from the buckets it returned (one forward per prefill chunk: these configurations leave
 VLLM_PROMPT_BS_BUCKET_MAX unset, so vllm-gaudi's runner merges none). Every figure must agree within 0.01 (shares and
-efficiencies absolutely; seconds relatively). Writes benchmarks/results/vllm_gaudi_replay_agreement.{md,json}.
+efficiencies absolutely; seconds relatively). Writes benchmarks/agreement/results/vllm_gaudi_replay_agreement.{md,json}.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/vllm_gaudi_lookup_check.py [--cases N] [--seed S] [--figures]
+    PYTHONPATH=. .venv/bin/python benchmarks/agreement/vllm_gaudi_lookup_check.py [--cases N] [--seed S] [--figures]
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.vllm_gaudi_bucket_counts import MACHINE, MIRROR, RESULTS, extract, file_env, run_driver
+from benchmarks.common import MACHINE, MIRROR, extract, file_env, run_driver
 from vllm_hpu_mm.buckets.text import TextLimits
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.catalog import CATALOG, DEFAULT_MODEL
@@ -55,6 +55,8 @@ from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
 from vllm_hpu_mm.traffic.default import default_traffic
 from vllm_hpu_mm.traffic.requests import Request, Traffic
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 Event = list[Any]
 #: Prices the planned buckets (the planner needs a step-time model; the check is of the lookup, not the plan).
@@ -431,10 +433,10 @@ def render_figures(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "# The replay's figures: ours against vllm-gaudi's own code, over the same whole schedule",
         "",
         f"vllm-gaudi commit {meta['commit']}, its bucketing and runner code run on CPU with VLLM_USE_FAKE_HPU=1",
-        "(benchmarks/vllm_gaudi_driver.py), fed every event of each schedule in order, drain included; our side is",
+        "(agreement/vllm_gaudi_driver.py), fed every event of each schedule in order, drain included; our side is",
         "`buckets replay`'s path (our runner model, in time). Both sides' figures come from the same pricing of the",
         f"buckets each returned (models/step_time.py). Machine: {meta['machine']}. Run {meta['date']},",
-        f"{meta['seconds']:.0f} s. `benchmarks/vllm_gaudi_lookup_check.py --figures`.",
+        f"{meta['seconds']:.0f} s. `benchmarks/agreement/vllm_gaudi_lookup_check.py --figures`.",
         "",
         f"**{agree} of {len(rows)} schedules agree on every figure within 0.01** (efficiencies and shares",
         "absolutely, seconds relatively).",

@@ -2,8 +2,8 @@
 code, tag by tag.
 
 For every tag a line lists (``Release.tags``), vllm-gaudi's source at that tag is extracted from the local mirror and
-run on CPU with ``VLLM_USE_FAKE_HPU=1`` by benchmarks/vllm_gaudi_driver.py, exactly as
-benchmarks/vllm_gaudi_bucket_counts.py does for main; our model is configured for the line
+run on CPU with ``VLLM_USE_FAKE_HPU=1`` by benchmarks/agreement/vllm_gaudi_driver.py, exactly as
+benchmarks/agreement/vllm_gaudi_bucket_counts.py does for main; our model is configured for the line
 (``config_from_env(env, release)``) and the prompt / decode bucket sets compared exactly (start-up failures must
 agree too). The configurations are that benchmark's named ones and seeded random ones; for lines before v0.21.0
 (no ``VLLM_BUCKETING_STRATEGY=exp|lin|pad``) a random configuration's strategy is spelled as those releases read
@@ -13,9 +13,10 @@ apart, our model run for the line (``vision_warmup(..., release=)``). Before v0.
 item count (the driver records None): the items of such a step are what that tag's own ``_get_mm_dummy_batch``
 batches, run here with stand-ins for the dummy-input helpers and vLLM's own ``MultiModalConfig``.
 
-Writes benchmarks/results/vllm_gaudi_releases.{md,json}.
+Writes benchmarks/agreement/results/vllm_gaudi_releases.{md,json}.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/vllm_gaudi_releases.py [--random N] [--seed S] [--tags T ...] [--append]
+    PYTHONPATH=. .venv/bin/python -m benchmarks.agreement.vllm_gaudi_releases [--random N] [--seed S] [--tags T ...]
+        [--append]
 
 Lines a release refuses (``Release.not_modelled``) are skipped.
 """
@@ -36,22 +37,13 @@ import types
 from pathlib import Path
 from typing import Any
 
-from benchmarks.vllm_gaudi_bucket_counts import (
-    MACHINE,
-    MIRROR,
-    RESULTS,
-    SHAPE_32K,
-    Case,
-    extract,
-    named_cases,
-    ours,
-    random_cases,
-    theirs,
-)
+from benchmarks.common import MACHINE, MIRROR, SHAPE_32K, Case, extract, named_cases, ours, random_cases, theirs
 from vllm_hpu_mm.runtimes.vllm_gaudi.releases import LINES, Release
 
+RESULTS = Path(__file__).resolve().parent / "results"
+
 #: Vision-only cases for vision.py's model table, which changed at v0.26.0 (qwen3_5 lost its default buckets;
-#: kimi_k25 and gemma4 were added as native-resolution towers): not in benchmarks/vllm_gaudi_bucket_counts.py.
+#: kimi_k25 and gemma4 were added as native-resolution towers): not in benchmarks/agreement/vllm_gaudi_bucket_counts.py.
 TABLE_CASES = [
     Case(f"vision {m} (model table), image 2", SHAPE_32K, limit={"image": 2}, model_type=m)
     for m in ("qwen3_5", "kimi_k25", "gemma4")
@@ -90,7 +82,7 @@ def their_step_items(runner_source: str, limit: dict[str, Any] | None, modality:
     """The items the tag's own ``_get_mm_dummy_batch`` batches for a non-batch-based step given no count."""
     from vllm.config.multimodal import MultiModalConfig
 
-    from benchmarks.vllm_gaudi_driver import add_dummy_options
+    from benchmarks.common import add_dummy_options
 
     add_dummy_options()  # releases before v0.17.0rc1 ask for it
     node = next(n for n in ast.walk(ast.parse(runner_source))
@@ -221,8 +213,8 @@ def render(report: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "",
         f"Machine: {meta['machine']}. Run {meta['date']}, {meta['seconds']:.0f} s (load average "
         f"{meta['loadavg'][0]:.1f}). Each tag's code from the local mirror, run on CPU with VLLM_USE_FAKE_HPU=1",
-        "(benchmarks/vllm_gaudi_driver.py); nothing ran on Gaudi. Per tag: the named configurations of",
-        f"benchmarks/vllm_gaudi_bucket_counts.py, {len(TABLE_CASES)} model-table vision cases and {meta['random']} "
+        "(benchmarks/agreement/vllm_gaudi_driver.py); nothing ran on Gaudi. Per tag: the named configurations of",
+        f"agreement/vllm_gaudi_bucket_counts.py, {len(TABLE_CASES)} model-table vision cases and {meta['random']} "
         f"random ones (seed {meta['seed']}).",
         '"text" = prompt and decode bucket sets equal (or both fail at start-up); "vision" = equal multimodal',
         "warm-up step sequences (modality, width, height, items; our vision model run for the line).",

@@ -16,7 +16,7 @@ survive eviction).
 Both schedules go through our vllm-gaudi lookup model (RunnerLookup) with vllm-gaudi's defaults and with serve's
 planned bucket file, and the replay figures are compared.
 
-    PYTHONPATH=. /work/main/.venv/bin/python benchmarks/vllm_scheduler_check.py
+    PYTHONPATH=. /work/main/.venv/bin/python benchmarks/agreement/vllm_scheduler_check.py
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.replay_heldout import Config, serve
+from benchmarks.common import serve_json
 from vllm_hpu_mm.replay.job import Images, _prompts
 from vllm_hpu_mm.replay.run import ReplayResult, replay
 from vllm_hpu_mm.replay.scheduler import DecodeRun, Event, Limits, Prompt, Trace, simulate
@@ -313,7 +313,7 @@ def figures(r: ReplayResult) -> dict[str, Any]:
 
 def run_case(case: Case, requests: int, tmp: Path, plans: dict[tuple[str, ...], Any]) -> dict[str, Any]:
     if case.argv not in plans:
-        plans[case.argv] = serve(Config(case.name, case.argv, None, None, 0), tmp)  # type: ignore[arg-type]
+        plans[case.argv] = serve_json(["--plan-runtime", "vllm-gaudi", "--plan-output-dir", str(tmp), *case.argv])
     report = plans[case.argv]
     plan = report["plan"]
     file_text = next(iter(report["files"].values()))
@@ -375,7 +375,7 @@ CASES = (
 def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines = ["# Our scheduler model vs vLLM 0.32's own V1 Scheduler", "",
              f"vLLM {meta['vllm']} `vllm.v1.core.sched.scheduler.Scheduler` driven on CPU with no model "
-             f"(benchmarks/vllm_scheduler_check.py); machine: {meta['machine']}; run {meta['date']}, "
+             f"(benchmarks/agreement/vllm_scheduler_check.py); machine: {meta['machine']}; run {meta['date']}, "
              f"{meta['seconds']:.0f} s; {meta['requests']} requests sampled per case from the embedded default "
              "traffic. Engine numbers and the planned bucket file: `serve --dry-run` "
              "(KV blocks: the plan's estimate, or the smaller cache a case names; the planned file is planned at the "

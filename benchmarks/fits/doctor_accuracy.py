@@ -1,13 +1,13 @@
 """The OOM doctor's accuracy on real public logs, cross-validated: how often it names the stage a person read.
 
 The development set (tests/data/logs/*.log, labelled when stored, tests/data/logs/SOURCES.md) is dealt into
-``--folds`` folds stratified by label; each fold is scored with rules fitted (``benchmarks/doctor_fitting.py``) on the
-other folds only; the deal is repeated ``--repeats`` times with seeds ``--seed``, ``--seed``+1, ... The held-out set
+``--folds`` folds stratified by label; each fold is scored with rules fitted (``benchmarks/common.py``: ``fit``) on
+the other folds only; the deal is repeated ``--repeats`` times with seeds ``--seed``, ``--seed``+1, ... The held-out set
 (tests/data/logs/heldout) is scored separately with the rules the package ships (fitted on the whole development set)
-and is never fitted on. Writes benchmarks/results/doctor_accuracy.{md,json}.
+and is never fitted on. Writes benchmarks/fits/results/doctor_accuracy.{md,json}.
 
-    python -m benchmarks.doctor_accuracy                 # score; warns when the shipped rules are stale
-    python -m benchmarks.doctor_accuracy --write-rules   # refit the shipped rules on the development set first
+    python -m benchmarks.fits.doctor_accuracy                 # score; warns when the shipped rules are stale
+    python -m benchmarks.fits.doctor_accuracy --write-rules   # refit the shipped rules on the development set first
 
 ``--baseline COMMIT`` also scores the doctor of an older commit on the same logs (its package is extracted with
 ``git archive`` and run in a subprocess), for the before/after table.
@@ -28,8 +28,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from benchmarks.doctor_advice_check import advice_problems
-from benchmarks.doctor_fitting import cross_validate, fit
+from benchmarks.common import advice_problems, cross_validate, fit
 from tests.support.logs import (
     DEVELOPMENT_LOGS,
     HELDOUT_LOGS,
@@ -45,8 +44,8 @@ from vllm_hpu_mm.logs.doctor import diagnose
 from vllm_hpu_mm.logs.doctor.decide import RULES_FILE, Rules, default_rules, judge
 from vllm_hpu_mm.values import STAGES
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks" / "results"
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = Path(__file__).resolve().parent / "results"
 ALL_STAGES = (*STAGES, "unknown", "none")
 
 
@@ -112,7 +111,7 @@ def _before(base: dict[str, Any] | None, cv_accuracy: float, n_dev: int, held_ri
 
 def advice_rows(paths: list[Path], rules: Rules) -> list[dict[str, Any]]:
     """Each runtime-labelled log's stage and advice under ``rules``: what was read, what the doctor said, and what is
-    wrong with its advice for the log's writer (``benchmarks/doctor_advice_check.py``)."""
+    wrong with its advice for the log's writer (``benchmarks/common.py``: ``advice_problems``)."""
     rows = []
     for p in paths:
         label = writer_label(p)
@@ -226,7 +225,8 @@ def main() -> None:
         "# OOM doctor: accuracy on real public logs",
         "",
         f"Machine: {args.machine}; Python {result['python']}; {seconds:.1f} s for the whole run. Command: "
-        f"`python -m benchmarks.doctor_accuracy --folds {cv.k} --repeats {cv.repeats} --seed {cv.seed}{base_arg}` (raw "
+        f"`python -m benchmarks.fits.doctor_accuracy --folds {cv.k} --repeats {cv.repeats} --seed {cv.seed}{base_arg}` "
+        "(raw "
         "numbers "
         "in `doctor_accuracy.json`). The logs and their labels: `tests/data/logs/SOURCES.md`.",
         "",
@@ -260,7 +260,7 @@ def main() -> None:
         "Advice is scored on logs labelled with their writer (framework and runtime), whether they serve a vision "
         "model, host memory and other processes' memory: every knob an advice names must be one its writer reads, "
         "vision knobs go to vision models only, utilisation is never raised where other processes hold the memory, "
-        "host failures get host advice (`benchmarks/doctor_advice_check.py`, tables from the writers' sources).",
+        "host failures get host advice (`benchmarks/common.py`, tables from the writers' sources).",
         "",
         *_advice_section("Runtime-labelled development logs (runtime_dev/)", runtime_dev,
                          "scored with the shipped rules, which were fitted on them among the development set; the "

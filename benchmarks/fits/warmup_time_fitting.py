@@ -1,6 +1,6 @@
 """Fit the per-graph warm-up time model on public Gaudi logs with per-bucket timestamps, check it on held-out logs,
 and write the coefficients the package ships (vllm_hpu_mm/data/warmup_times.json) and the table
-benchmarks/results/warmup_time_fitting.md (machine: any; pure arithmetic on the cited logs, nothing ran on Gaudi).
+benchmarks/fits/results/warmup_time_fitting.md (machine: any; pure arithmetic on the cited logs, nothing ran on Gaudi).
 
 Data: tests/data/warmup_logs/{dev,heldout}/*.log, each a quoted excerpt with its source on its ``#`` header lines.
 A log's ``[Warmup][phase][i/n]`` lines carry a timestamp (1-s resolution); the time from one line to the next is the
@@ -23,7 +23,7 @@ Two eras, as the runtimes' own code warms (re-read at the cited commits):
 Development logs set the coefficients; held-out logs set nothing and give the error printed beside each estimate,
 and per log over its whole logged span (its printed total, else the sum of its segments).
 
-    .venv/bin/python benchmarks/warmup_time_fitting.py [--evaluate-only]
+    .venv/bin/python benchmarks/fits/warmup_time_fitting.py [--evaluate-only]
 
 ``--evaluate-only`` writes only the results table, leaving the package data alone, and fails if the development
 logs no longer give the shipped coefficients.
@@ -41,13 +41,13 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from vllm_hpu_mm.logs.patterns import BUCKET_TUPLE, GENERATED_BUCKETS, LOG_TIME, PHASE_TOTAL, WARMUP, WARMUP_FINISHED  # noqa: E402
 
 LOGS = REPO / "tests" / "data" / "warmup_logs"
-OUT = REPO / "benchmarks" / "results" / "warmup_time_fitting.md"
+OUT = Path(__file__).resolve().parent / "results" / "warmup_time_fitting.md"
 DATA = REPO / "vllm_hpu_mm" / "data" / "warmup_times.json"
 BLOCK = 128
 #: Which era each excerpt's runtime is in (from its runner's code, see the module docstring).
@@ -303,7 +303,7 @@ def main() -> int:
     heldout = {era: (max(abs(e) for e in v) if v else None) for era, v in errors.items()}
     doc: dict[str, object] = {
         "version": 1,
-        "fitted_by": "benchmarks/warmup_time_fitting.py",
+        "fitted_by": "benchmarks/fits/warmup_time_fitting.py",
         "machine": "none: arithmetic on public Gaudi2 logs (tests/data/warmup_logs); nothing ran on Gaudi",
         "block_size": BLOCK,
         "work": {
@@ -343,7 +343,7 @@ def main() -> int:
         "# Warm-up time per graph, fitted on public Gaudi logs",
         "",
         "Machine: none (arithmetic on quoted public Gaudi2 logs; nothing ran on Gaudi). Fitted by",
-        "`benchmarks/warmup_time_fitting.py` into `vllm_hpu_mm/data/warmup_times.json`; sources on each excerpt's",
+        "`benchmarks/fits/warmup_time_fitting.py` into `vllm_hpu_mm/data/warmup_times.json`; sources on each excerpt's",
         "header in tests/data/warmup_logs/{dev,heldout}. Timestamps have 1-s resolution, so single buckets read 0-3 s.",
         "",
         "| era | coefficients (per graph: a s + b s x work) |",

@@ -12,7 +12,7 @@ the work grow, each in a fresh process (the import of the CLI included), next to
   100,000 lines), a traffic CSV, a /metrics page with wide histograms, and ``--from-metrics`` against a loopback server
   that trickles a byte every 2 s or sends an endless body.
 
-    python -m benchmarks.cli_bounds [--rounds 3] [--only SUBSTRING]
+    python -m benchmarks.performance.cli_bounds [--rounds 3] [--only SUBSTRING]
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = Path(__file__).resolve().parent / "results"
 PROBE = (
     "import resource, sys, time; t = time.perf_counter(); from vllm_hpu_mm.cli.main import main; "
     "code = main(sys.argv[1:]); "
@@ -190,7 +191,7 @@ def run(argv: list[str], env: dict[str, str]) -> tuple[float, int, int | str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="runs per case; the table shows the fastest (default 3)")
-    parser.add_argument("--out", default=str(REPO / "benchmarks/results/cli_bounds"), help="results path stem")
+    parser.add_argument("--out", default=str(RESULTS / "cli_bounds"), help="results path stem")
     parser.add_argument("--only", help="run only the cases whose name contains this (results are not written)")
     args = parser.parse_args()
     rng = random.Random(1)
@@ -214,7 +215,8 @@ def main() -> None:
     # the machine is shared: its load says how far the times are from an idle one's
     machine += f", load average {load_start:.1f} at the start and {os.getloadavg()[0]:.1f} at the end"
     Path(args.out + ".json").write_text(json.dumps({"machine": machine, "rows": rows}, indent=1) + "\n")
-    lines = [f"# CLI work bounds ({machine}; `python -m benchmarks.cli_bounds`, fastest of {args.rounds})", "",
+    lines = [f"# CLI work bounds ({machine}; `python -m benchmarks.performance.cli_bounds`, "
+             f"fastest of {args.rounds})", "",
              "Each command in a fresh process, the import of the CLI included; cases that take tens of seconds "
              "ran once. Exit 2 is a one-line refusal.", "",
              "| case | seconds | max RSS MiB | exit |", "|---|---:|---:|---:|"]  # fmt: skip

@@ -1,5 +1,5 @@
 """Padding vs exact shapes for the CPU vision tower, in one process: the work bucket padding adds where no graph is
-captured. The end-to-end view (vLLM's own client against the CPU server) is ``benchmarks/served_path_cpu.py``; this
+captured. The end-to-end view (vLLM's own client against the CPU server) is ``performance/served_path_cpu.py``; this
 one isolates the tower, so it is not drowned by the rest of the server on a loaded machine.
 
 Tower: transformers' Qwen2.5-VL vision tower with the tiny checkpoint's vision config (``tests/e2e/checkpoint.py``:
@@ -7,7 +7,7 @@ depth 2, hidden 64, what the CPU server runs), random weights, float32, through 
 what ``VLLM_HPU_MM_GRAPH_BACKEND=auto`` now does on CPU) or ``padded`` (the default buckets: ``=cpu``). Rounds
 alternate exact / padded; process CPU time per call (all threads of this process) and wall time, median over rounds.
 
-    python -m benchmarks.cpu_padding [--rounds 9]
+    python -m benchmarks.performance.cpu_padding [--rounds 9]
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ from typing import Any
 
 import torch
 
-from benchmarks.reliability_cpu import load_note, machine_meta, write_results
+from benchmarks.common import load_note, machine_meta, write_results
 from vllm_hpu_mm.graphs.cpu import EagerExecutor
 from vllm_hpu_mm.graphs.runner import BucketedVisionRunner, transformers_encoder
 from vllm_hpu_mm.values import DEFAULT_BUCKETS, OversizePolicy
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 #: (label, list of (h, w) patch grids per call): one image per call, and eight small images in one call.
 CASES: tuple[tuple[str, list[tuple[int, int]]], ...] = (
@@ -101,7 +103,8 @@ def main() -> int:
         "",
         f"Machine: {meta['machine']}; {load_note(data['load_before'], data['load_after'])}. torch {meta['torch']}, "
         f"1 thread. Run {meta['date']}; command `python -m "
-        f"benchmarks.cpu_padding --rounds {args.rounds}`. Default buckets {','.join(map(str, DEFAULT_BUCKETS))}. "
+        f"benchmarks.performance.cpu_padding --rounds {args.rounds}`. "
+        f"Default buckets {','.join(map(str, DEFAULT_BUCKETS))}. "
         "Median over alternating rounds; CPU = this process's CPU time per call.",
         "",
         "| case | patches | exact CPU ms | padded CPU ms | padded / exact | exact wall ms | padded wall ms |",
@@ -112,7 +115,7 @@ def main() -> int:
             f"| {r['case']} | {'+'.join(map(str, r['patches']))} | {r['exact_cpu_ms']:.1f} | {r['padded_cpu_ms']:.1f} "
             f"| {r['padded_cpu_ms'] / r['exact_cpu_ms']:.2f}x | {r['exact_wall_ms']:.1f} | {r['padded_wall_ms']:.1f} |"
         )
-    write_results("cpu_padding", "\n".join(lines), data)
+    write_results("cpu_padding", "\n".join(lines), data, RESULTS)
     return 0
 
 

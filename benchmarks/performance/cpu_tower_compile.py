@@ -5,8 +5,8 @@ Runs transformers' Qwen2.5-VL vision tower (random weights, fp32, SDPA) through 
 includes compilation), then eager and compiled calls alternately (so machine load hits both alike) and their minimum
 and median. The load average at start is printed: on a shared 2-core machine, trust the minima. Usage:
 
-    .venv/bin/python benchmarks/cpu_tower_compile.py --machine "CPU: 2-core x86-64 dev machine, 24 GiB" \
-        > benchmarks/results/cpu_tower_compile.md
+    .venv/bin/python benchmarks/performance/cpu_tower_compile.py --machine "CPU: 2-core x86-64 dev machine, 24 GiB" \
+        > benchmarks/performance/results/cpu_tower_compile.md
 """
 
 from __future__ import annotations

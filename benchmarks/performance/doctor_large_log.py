@@ -8,7 +8,7 @@ times, next to a process that only imports the doctor, so the table shows what t
 - ``one line``: the same text with its line breaks replaced by spaces (a log pasted or exported without newlines),
   read in bounded windows.
 
-    python -m benchmarks.doctor_large_log --mib 200 --rounds 3
+    python -m benchmarks.performance.doctor_large_log --mib 200 --rounds 3
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = Path(__file__).resolve().parent / "results"
 REQUEST_LINE = (
     "INFO 02-12 12:19:58 metrics.py:455] Avg prompt throughput: 1123.4 tokens/s, Avg generation throughput: 612.9 "
     "tokens/s, Running: 31 reqs, Swapped: 0 reqs, Pending: 2 reqs, GPU KV cache usage: 87.1%, CPU KV cache usage: 0.0%."
@@ -53,7 +54,7 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=200, help="size of the generated log in MiB (default 200)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
     parser.add_argument("--machine", default="this 2-core CPU dev machine (shared, loaded)", help="machine label")
-    parser.add_argument("--out", default=str(REPO / "benchmarks/results/doctor_large_log.json"), help="result file")
+    parser.add_argument("--out", default=str(RESULTS / "doctor_large_log.json"), help="result file")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

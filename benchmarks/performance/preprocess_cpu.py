@@ -17,9 +17,9 @@ photo-like JPEGs and document-like PNGs at common camera, screen and scan sizes.
 image repeated for at least ``--min-seconds``; the table uses the minimum process CPU time per image (the machine is
 shared; CPU time does not count other jobs' turns), the JSON also has wall-clock times and medians. One command::
 
-    .venv/bin/python benchmarks/preprocess_cpu.py --machine "CPU: 2-core x86-64 dev machine, 24 GiB"
+    .venv/bin/python benchmarks/performance/preprocess_cpu.py --machine "CPU: 2-core x86-64 dev machine, 24 GiB"
 
-It prints a Markdown table and writes ``benchmarks/results/preprocess_cpu.md`` and ``.json``.
+It prints a Markdown table and writes ``benchmarks/performance/results/preprocess_cpu.md`` and ``.json``.
 """
 
 from __future__ import annotations
@@ -56,9 +56,9 @@ from vllm_hpu_mm.preprocess import (
     to_pixel_values,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_IMAGES = ROOT.parent / "shared" / "data" / "images"
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = Path(__file__).resolve().parent / "results"
 #: (name, width, height, format): camera photos, screens, an A4 scan at 300 dpi, a tall phone screenshot.
 GENERATED = [
     ("photo-640x480", 640, 480, "JPEG"),

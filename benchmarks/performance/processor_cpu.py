@@ -6,7 +6,7 @@ alternate ``ours`` (``vllm_hpu_mm.plugin.pixels`` on) and ``transformers`` (our 
 torchvision processor runs); one random RGB image per call at each size. Reported: median process CPU time and wall
 time per call, and whether the outputs are identical.
 
-    python -m benchmarks.processor_cpu [--rounds 21]
+    python -m benchmarks.performance.processor_cpu [--rounds 21]
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ import numpy as np
 import torch
 from PIL import Image
 
-from benchmarks.reliability_cpu import machine_meta, write_results
+from benchmarks.common import machine_meta, write_results
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 SIZES = ((224, 224), (336, 448), (672, 896))
 
@@ -78,7 +80,8 @@ def main() -> int:
         "# The served processor's HF call on CPU: our pixel path vs transformers' (vLLM's own processor, one process)",
         "",
         f"Machine: {meta['machine']}; load average {load_before} before, {data_out['load_after']} after. vLLM "
-        f"{meta['vllm']}, torch {meta['torch']}. Run {meta['date']}; command `python -m benchmarks.processor_cpu "
+        f"{meta['vllm']}, torch {meta['torch']}. Run {meta['date']}; command "
+        "`python -m benchmarks.performance.processor_cpu "
         f"--rounds {args.rounds}`. One random RGB image per call (already 112-aligned, as the aligned processor "
         "hands it over), vLLM's `_call_hf_processor` (uint8 patches, normalised later on the device). Median over "
         "alternating rounds.",
@@ -91,7 +94,7 @@ def main() -> int:
         f"{r['transformers_cpu_ms']:.2f} | {r['ours_wall_ms']:.2f} | {r['transformers_wall_ms']:.2f} |"
         for r in rows
     ]
-    write_results("processor_cpu", "\n".join(lines), data_out)
+    write_results("processor_cpu", "\n".join(lines), data_out, RESULTS)
     return 0
 
 

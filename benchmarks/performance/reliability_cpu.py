@@ -7,9 +7,9 @@
 2. Bad-input sweep (``tests/support/bad_inputs.py``): each reject item must get a 4xx whose message says what is
    wrong, each awkward-but-valid item a 200, and a good request sent right after each item must succeed.
 
-One command (about 5 minutes on a 2-core machine; writes ``benchmarks/results/reliability_cpu.{md,json}``)::
+One command (about 5 minutes on a 2-core machine; writes ``benchmarks/performance/results/reliability_cpu.{md,json}``)::
 
-    python -m benchmarks.reliability_cpu
+    python -m benchmarks.performance.reliability_cpu
 
 The e2e test ``tests/e2e/test_reliability.py`` runs a short version of both against the shared session server.
 """
@@ -19,15 +19,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
-import platform
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import machine_meta
 from tests.support.batch_client import BatchResult, ItemResult, run_batch
 from tests.support.reliability import (
     CLEAR_WORDS,
@@ -37,8 +35,7 @@ from tests.support.reliability import (
     mixed_payloads,
 )
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks" / "results"
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,46 +149,8 @@ def _markdown(load: LoadReport, rows: list[SweepRow], meta: dict[str, Any]) -> s
     return "\n".join(lines)
 
 
-def write_results(stem: str, markdown: str, data: dict[str, Any], folder: Path = RESULTS) -> None:
-    """``folder/stem.md`` and ``folder/stem.json``, and the Markdown on stdout."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{stem}.md").write_text(markdown + "\n")
-    (folder / f"{stem}.json").write_text(json.dumps(data, indent=2) + "\n")
-    print(markdown)
-
-
-def load_note(before: str, after: str) -> str:
-    """The machine's measured load around a run, and what it means for wall-clock figures: on an oversubscribed
-    machine (load average above the core count) wall-clock differences under about 10% are noise."""
-    cores = os.cpu_count() or 1
-    worst = max(float(x) for x in f"{before} / {after}".split(" / "))
-    verdict = (
-        f"above the {cores} cores: oversubscribed, so wall-clock differences under about 10% are noise"
-        if worst > cores
-        else f"within the {cores} cores"
-    )
-    return f"load average {before} before, {after} after ({verdict})"
-
-
-def machine_meta(concurrency: int) -> dict[str, Any]:
-    import psutil
-    import torch
-    import vllm
-
-    return {
-        "machine": f"CPU: {psutil.cpu_count()}-core {platform.machine()} dev machine, "
-        f"{psutil.virtual_memory().total / 2**30:.0f} GiB",
-        "vllm": vllm.__version__,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "concurrency": concurrency,
-        "model": "tiny random Qwen2.5-VL (tests/e2e/checkpoint.py)",
-    }
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    from benchmarks.cpu_server import running_server
+    from benchmarks.common import running_server
     from tests.e2e.checkpoint import build_tiny_qwen25vl
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -202,12 +161,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--stock", action="store_true", help="run stock vLLM (our plugin not loaded), to compare; results *_stock.*"
     )
+    parser.add_argument(
+        "--name", help="results file stem (default reliability_cpu, or reliability_cpu_stock with --stock)"
+    )
     args = parser.parse_args(argv)
 
     args.workdir.mkdir(parents=True, exist_ok=True)
     model_dir = build_tiny_qwen25vl(args.workdir)
     meta = machine_meta(args.concurrency)
-    meta["command"] = " ".join(["python -m benchmarks.reliability_cpu", *(sys.argv[1:] if argv is None else argv)])
+    meta["command"] = " ".join(
+        ["python -m benchmarks.performance.reliability_cpu", *(sys.argv[1:] if argv is None else argv)]
+    )
     meta["server"] = "stock vLLM (VLLM_PLUGINS without ours)" if args.stock else "vLLM with our plugin"
     with running_server(model_dir, args.workdir / "reliability-server.log", plugin=not args.stock) as server:
         print(f"server ready in {server.startup_s:.0f} s at {server.base_url}", file=sys.stderr)
@@ -217,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = _markdown(load, rows, meta)
     print(report)
     args.results.mkdir(parents=True, exist_ok=True)
-    stem = "reliability_cpu_stock" if args.stock else "reliability_cpu"
+    stem = args.name or ("reliability_cpu_stock" if args.stock else "reliability_cpu")
     (args.results / f"{stem}.md").write_text(report)
     data = {
         "meta": meta,

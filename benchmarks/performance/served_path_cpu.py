@@ -14,7 +14,7 @@ and the multimodal processor cache are off, so every request preprocesses and en
 server and size: the server's CPU time per request (its whole process tree), mean and median time to first token
 and request throughput; the median over rounds is the figure.
 
-    python -m benchmarks.served_path_cpu [--rounds 2] [--num-prompts 24] [--compare-tree /tmp/before]
+    python -m benchmarks.performance.served_path_cpu [--rounds 2] [--num-prompts 24] [--compare-tree /tmp/before]
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cpu_server import running_server
-from benchmarks.reliability_cpu import RESULTS, load_note, machine_meta, write_results
-from benchmarks.server_cpu import NO_CACHES
+from benchmarks.common import NO_CACHES, load_note, machine_meta, running_server, write_results
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 #: (height, width) of the random-mm images: 256, 768 and 3072 patches; the default list pads them to 1600 / 1600 / 3136.
 SIZES = ((224, 224), (336, 448), (672, 896))
@@ -140,7 +140,7 @@ def report(data: dict[str, Any]) -> str:
         "",
         f"Machine: {meta['machine']}; {load_note(data['load_before'], data['load_after'])}. "
         f"vLLM {meta['vllm']}, torch {meta['torch']}. Run {meta['date']}; command `python -m "
-        f"benchmarks.served_path_cpu --rounds {data['rounds']} --num-prompts {data['num_prompts']}"
+        f"benchmarks.performance.served_path_cpu --rounds {data['rounds']} --num-prompts {data['num_prompts']}"
         + "".join(f" --compare-tree {t}" for t in data["compare_trees"])
         + "`. One server at a time, rounds alternate the order. Each round and size: "
         f"{data['num_prompts']} requests, one random JPEG image each, concurrency {meta['concurrency']}, "

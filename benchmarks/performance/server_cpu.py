@@ -10,16 +10,15 @@ Reported per round: median latency at concurrency 1, requests/s at concurrency 1
 median over rounds with the spread. Vision-encoder shapes after warm-up come from the plugin's shape log
 (``VLLM_HPU_MM_SHAPE_LOG``) and ``/metrics``.
 
-One command (about 10 minutes on a 2-core machine; writes ``benchmarks/results/server_cpu.{md,json}``)::
+One command (about 10 minutes on a 2-core machine; writes ``benchmarks/performance/results/server_cpu.{md,json}``)::
 
-    python -m benchmarks.server_cpu
+    python -m benchmarks.performance.server_cpu
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import json
 import statistics
 import sys
@@ -29,33 +28,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cpu_server import Server, running_server
-from benchmarks.reliability_cpu import RESULTS, machine_meta
-from tests.support.bad_inputs import synthetic_photo
+from benchmarks.common import MODEL, NO_CACHES, SIZES, Server, image_urls, machine_meta, payloads, running_server
 from tests.support.batch_client import BatchResult, chat_payload, run_batch
-from tests.support.data import data_url
 
-#: Pre-aligned sizes (w, h): the first three fill a default bucket exactly (1600, 3136, 4096 patches); the last
-#: two are aligned but padded to the 1600 bucket (768 and 1536 patches).
-SIZES = ((560, 560), (784, 784), (896, 896), (448, 336), (672, 448))
-MODEL = "tiny-qwen25vl"
-NO_CACHES = ("--no-enable-prefix-caching", "--mm-processor-cache-gb", "0")
-
-
-def image_urls() -> list[str]:
-    out = []
-    for i, (w, h) in enumerate(SIZES):
-        buf = io.BytesIO()
-        synthetic_photo(w, h, seed=100 + i).save(buf, format="PNG")
-        out.append(data_url(buf.getvalue(), "image/png"))
-    return out
-
-
-def payloads(count: int, max_tokens: int) -> list[dict[str, Any]]:
-    urls = image_urls()
-    return [
-        chat_payload(f"Image {i}.", [urls[i % len(urls)]], model=MODEL, max_tokens=max_tokens) for i in range(count)
-    ]
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def _check(result: BatchResult, what: str) -> None:
@@ -273,6 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=4)
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "vllm-hpu-mm-bench")
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--name", default="server_cpu", help="results file stem (default server_cpu)")
     args = parser.parse_args(argv)
 
     args.workdir.mkdir(parents=True, exist_ok=True)
@@ -281,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     shape_log.unlink(missing_ok=True)
     env = {"VLLM_HPU_MM_SHAPE_LOG": str(shape_log)}
     buckets = load(process_environ()).multimodal_buckets or ()
-    command = " ".join(["python -m benchmarks.server_cpu", *(sys.argv[1:] if argv is None else argv)])
+    command = " ".join(["python -m benchmarks.performance.server_cpu", *(sys.argv[1:] if argv is None else argv)])
     meta = machine_meta(8) | {"command": command, "pairs": args.pairs, "rounds": args.rounds, "c8": args.c8}
     meta["max_tokens"] = args.max_tokens
     with contextlib.ExitStack() as stack:
@@ -314,10 +291,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = markdown(meta, summary, shapes)
     print(report)
     args.results.mkdir(parents=True, exist_ok=True)
-    (args.results / "server_cpu.md").write_text(report)
+    (args.results / f"{args.name}.md").write_text(report)
     raw = {"latencies_s": wall, "cpu_s": cpu, "c8_rps": c8, "c8_cpu_s_per_request": c8_cpu}
     data = {"meta": meta, "summary": summary, "raw": raw, "shapes": shapes, "buckets": list(buckets)}
-    (args.results / "server_cpu.json").write_text(json.dumps(data, indent=2) + "\n")
+    (args.results / f"{args.name}.json").write_text(json.dumps(data, indent=2) + "\n")
     return 0
 
 

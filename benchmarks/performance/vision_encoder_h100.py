@@ -3,9 +3,10 @@ transformers' eager forward and an exact-shape graph, plus the MLP zero-padding 
 
 Run (on the GPU machine; writes JSON there and prints a table):
 
-    python benchmarks/vision_encoder_h100.py --out "$OUT"          # full run, ~5 min on an H100
-    python benchmarks/vision_encoder_h100.py --quick --out /tmp/x  # small sizes, few repeats (smoke test)
-    python benchmarks/vision_encoder_h100.py --report benchmarks/results/vision_encoder_h100.json  # JSON -> .md
+    python benchmarks/performance/vision_encoder_h100.py --out "$OUT"          # full run, ~5 min on an H100
+    python benchmarks/performance/vision_encoder_h100.py --quick --out /tmp/x  # small sizes, few repeats (smoke test)
+    python benchmarks/performance/vision_encoder_h100.py \
+        --report benchmarks/performance/results/vision_encoder_h100.json  # JSON -> .md
 
 Tower: transformers' ``Qwen2_5_VisionTransformerPretrainedModel`` with the 7B vision dims (depth 32, hidden 1280,
 16 heads, intermediate 3420, out 3584, full attention at blocks 7/15/23/31, window 112), random weights, bf16.
@@ -39,7 +40,8 @@ from typing import Any
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = Path(__file__).resolve().parent / "results"
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.research import cuda_graphs as gc  # noqa: E402
@@ -619,7 +621,7 @@ def report(results: dict[str, Any]) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "benchmarks/results")))
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", RESULTS)))
     ap.add_argument("--quick", action="store_true", help="small sizes and few repeats (smoke test)")
     ap.add_argument(
         "--skip", default="", help="comma list of sections to skip: correctness,sizes,attention,mixed,compiled"

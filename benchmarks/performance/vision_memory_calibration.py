@@ -13,8 +13,9 @@ vision dims (random weights, bf16), through our research CUDA-graph executor (``
 each against the model's prediction, with the error per bucket. HPU (Gaudi) graph costs are *estimated* from this
 model, not measured: no Gaudi was available.
 
-    python benchmarks/vision_memory_calibration.py --out "$OUT"
-    python benchmarks/vision_memory_calibration.py --report benchmarks/results/vision_memory_calibration.json
+    python benchmarks/performance/vision_memory_calibration.py --out "$OUT"
+    python benchmarks/performance/vision_memory_calibration.py \
+        --report benchmarks/performance/results/vision_memory_calibration.json
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from typing import Any
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = Path(__file__).resolve().parent / "results"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -217,7 +219,7 @@ def report(res: dict[str, Any]) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "benchmarks/results")))
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", RESULTS)))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--report", type=Path)
     ap.add_argument(

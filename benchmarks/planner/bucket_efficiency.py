@@ -4,9 +4,9 @@ For every CSV in ../shared/data/image_sizes/ (and any --sizes CSV / --images DIR
 112-px multiples (NEAREST, min_pixels=3136, max_pixels = 12544 x 196, the default list's largest bucket), each
 image runs alone in the smallest bucket that holds it, and efficiency = real patches / padded patches.
 Compared: the default list 1600,...,12544; the exact optimal list with the same k = 7; the fewest buckets that
-reach 0.95 (auto-k). Prints a Markdown table and writes benchmarks/results/bucket_efficiency.{md,json}.
+reach 0.95 (auto-k). Prints a Markdown table and writes benchmarks/planner/results/bucket_efficiency.{md,json}.
 
-    .venv/bin/python benchmarks/bucket_efficiency.py [--sizes CSV ...] [--images DIR ...] [--machine TEXT]
+    .venv/bin/python benchmarks/planner/bucket_efficiency.py [--sizes CSV ...] [--images DIR ...] [--machine TEXT]
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from vllm_hpu_mm.buckets.sizes import SizeSet, read_sizes_csv, scan_images
 from vllm_hpu_mm.preprocess.align import QWEN_MIN_PIXELS
 from vllm_hpu_mm.values import DEFAULT_BUCKETS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHARED_SIZES = ROOT.parent / "shared" / "data" / "image_sizes"
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = Path(__file__).resolve().parent / "results"
 MAX_PIXELS = DEFAULT_BUCKETS.shrink_limit
 K = len(DEFAULT_BUCKETS)
 TARGET = 0.95
@@ -94,7 +94,7 @@ def main() -> None:
         f"(`vllm-hpu-mm buckets plan --num-buckets 7`). Auto-k: fewest buckets reaching {TARGET} "
         f"(`--target-efficiency {TARGET}`). Sources of the size CSVs: ../shared/data/README.md. "
         "infochartqa_rendered_infographics is synthetic (rendered), not real traffic.\n\n"
-        "Reproduce: `.venv/bin/python benchmarks/bucket_efficiency.py`\n\n"
+        "Reproduce: `.venv/bin/python benchmarks/planner/bucket_efficiency.py`\n\n"
     )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bucket_efficiency.md").write_text(header + text + "\n", encoding="utf-8")

@@ -7,7 +7,7 @@ rule (``plan/text_buckets.plan_for_traffic``: from a third of exp's graphs, rais
 again with lin's and pad's graph counts as the budget. The held-out traffic (other images, other text, other prefix
 hits, another seed) is then scheduled by our model of vLLM 0.32's scheduler with the drain kept (every admitted
 request runs to the end) at 1, a quarter, a half and all of max_num_seqs and at the planned load, and every step's
-lookups run through vllm-gaudi's own code (benchmarks/vllm_gaudi_driver.py: HPUBucketingManager and the runner's
+lookups run through vllm-gaudi's own code (agreement/vllm_gaudi_driver.py: HPUBucketingManager and the runner's
 bucketing methods, on CPU with VLLM_USE_FAKE_HPU=1). Each forward is priced with the step-time model
 (``models/step_time.py``) at the bucket vllm-gaudi returned and at the real shape: padded time = the difference.
 
@@ -25,8 +25,16 @@ level; 600 before it), run once at 2af76cd (development data since); NINTH, the 
 (development data since); TENTH, held out now, the same protocol. Only
 a set's first run is evidence of how the planner does on traffic it was not tuned on; figures are reported as they came.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/planner_heldout_time.py [--set tenth|ninth|eighth|...|dev]
+    PYTHONPATH=. .venv/bin/python -m benchmarks.planner.planner_heldout_time [--set tenth|ninth|eighth|...|dev]
         [--only N] [--requests R]
+
+``--standing`` (formerly planner_dev_standing.py) reports instead how the default rule's plan stands against exp on
+its OWN planning traffic, for every configuration of ``--sets`` (planned as ``serve`` plans: :func:`choose`), through
+the project's lookup model (``buckets/text_budget.padded_time``), not vllm-gaudi's code: the budget, the warm-up
+share of exp's, the loads where it pads longer than exp and the loads that miss the margin. A plan that pads longer
+than exp there fails its held-out run too; the converse is not evidence. A quick check of a planner change before a
+held-out set is run; ``--heavy-batch-share 0`` turns off the decode rows at heavy batch sizes
+(results/planner_dev_standing_heavy0.md against planner_dev_standing_heavy0.02.md).
 """
 
 from __future__ import annotations
@@ -42,9 +50,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import traffic_sources as ts
-from benchmarks.vllm_gaudi_bucket_counts import MACHINE, MIRROR, RESULTS, extract, run_driver
+from benchmarks.common import (
+    MACHINE,
+    MIRROR,
+    PACKAGE_DATA,
+    ROOT,
+    SHARED_SIZES,
+    azure_text,
+    build,
+    extract,
+    image_sizes,
+    mooncake_hit_shares,
+    run_driver,
+)
+from vllm_hpu_mm.buckets import text as text_planner
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
+from vllm_hpu_mm.buckets.text_budget import MARGIN, standing
 from vllm_hpu_mm.models.catalog import catalog_by_id
 from vllm_hpu_mm.models.dims import ModelDims, kv_bytes_per_token, weight_bytes
 from vllm_hpu_mm.models.step_time import StepTime, step_time
@@ -58,9 +79,11 @@ from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
 from vllm_hpu_mm.traffic.requests import Request, Traffic
 
+RESULTS = Path(__file__).resolve().parent / "results"
+
 #: The shared image-size sets beside the checkout (a worktree sits one level deeper than the main checkout).
-SHARED = next((p for p in (ts.SHARED_SIZES, ts.ROOT.parents[1] / "shared" / "data" / "image_sizes") if p.exists()),
-              ts.SHARED_SIZES)  # fmt: skip
+SHARED = next((p for p in (SHARED_SIZES, ROOT.parents[1] / "shared" / "data" / "image_sizes") if p.exists()),
+              SHARED_SIZES)  # fmt: skip
 VISION_BUCKETS = (1600, 3136, 4096, 6400, 7744, 9216, 12544)
 #: Card memory (GiB) for the KV estimate: Gaudi2 96 GB, Gaudi3 128 GB HBM; 0.9 utilisation, 10% of it for graphs.
 CARD_GIB = {"gaudi2": 96, "gaudi3": 128}
@@ -106,18 +129,18 @@ class Config:
 
 
 def _rows(mix: Mix) -> list[tuple[str, str, int, int, int]]:
-    images = [s for name in mix.images for s in ts.image_sizes(SHARED / name if (SHARED / name).exists() else
-                                                                ts.PACKAGE_DATA / name)]  # fmt: skip
+    images = [s for name in mix.images for s in image_sizes(SHARED / name if (SHARED / name).exists() else
+                                                                PACKAGE_DATA / name)]  # fmt: skip
     rng = random.Random(mix.seed)
-    texts = ts.azure_text(mix.text)
+    texts = azure_text(mix.text)
     if not images:  # text only: as many rows as the limit
         images_or_none: list[tuple[int, int]] = []
         text_only = 1.0
     else:
         images_or_none, text_only = rng.sample(images, min(len(images), mix.limit)), mix.text_only
-    shares = ts.mooncake_hit_shares() if mix.prefix == "mooncake" else [0.0]
+    shares = mooncake_hit_shares() if mix.prefix == "mooncake" else [0.0]
     if images_or_none:
-        rows = ts.build(images_or_none, texts, shares, text_only_share=text_only, seed=mix.seed)
+        rows = build(images_or_none, texts, shares, text_only_share=text_only, seed=mix.seed)
     else:
         rows = []
         for _ in range(mix.limit):
@@ -641,7 +664,7 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"# The time planner vs vllm-gaudi's exp, lin and pad, {SET_TITLES[meta['set']]}, through vllm-gaudi's own "
         "lookup",
         "",
-        f"vllm-gaudi {meta['commit']}: every lookup ran in its own code on CPU (benchmarks/vllm_gaudi_driver.py).",
+        f"vllm-gaudi {meta['commit']}: every lookup ran in its own code on CPU (agreement/vllm_gaudi_driver.py).",
         "Schedules: our model of vLLM 0.32's scheduler, drain kept (every admitted request runs to the end),",
         f"max({meta['requests']}, 4 x the load) held-out requests per load, closed loop at each load; planned on "
         f"{meta.get('plan_requests', 600)} requests per load level (up to 4 x the level, as serve samples).",
@@ -718,6 +741,55 @@ def _json(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def stand(c: Config, requests: int) -> dict[str, Any]:
+    p = choose(c, requests)
+    chosen, own = p["chosen"], p["strategies"]["exp"]
+    longer, missed, worst = standing(chosen.loads)
+    return {"name": c.name, "budget": chosen.budget, "exp_graphs": len(own.prefill) + len(own.decode),
+            "warmup_share": p["warmup"]["ours"] / p["warmup"]["exp"],
+            "decode_rows": sorted({b for b, _, _ in chosen.plan.decode}), "longer": longer, "missed": missed,
+            "worst_ratio": worst, "plan_s": p["plan_seconds"],
+            "longer_at": {v.load: v.ours.padded_s / v.own.padded_s for v in chosen.loads if v.short}}  # fmt: skip
+
+
+def render_standing(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    out = [f"# The default rule's plan against exp on its own planning traffic (HEAVY_BATCH_SHARE {meta['share']:g})",
+           "", f"Machine: {meta['machine']}. Run {meta['when']}, {meta['seconds']:.0f} s. Padded time: the project's "
+           f"lookup model; margin {MARGIN:g} of exp's padded time. Nothing here ran on Gaudi.", "",
+           "| set | configuration | graphs ours / exp | warm-up share | decode rows | loads longer than exp | loads "
+           "missing the margin | worst ratio |", "|---|---|---|---:|---|---|---:|---:|"]  # fmt: skip
+    for r in rows:
+        at = ", ".join(f"{k.split()[0]} ({v:.2f})" for k, v in r["longer_at"].items()) or "none"
+        out.append(
+            f"| {r['set']} | {r['name']} | {r['budget']} / {r['exp_graphs']} | {r['warmup_share']:.3f} | "
+            f"{', '.join(map(str, r['decode_rows']))} | {at} | {r['missed']} | {r['worst_ratio']:.3f} |"
+        )
+    configs = sum(1 for r in rows if r["longer"])
+    out += ["", f"Configurations with a load padding longer than exp: {configs} of {len(rows)}; loads: "
+            f"{sum(r['longer'] for r in rows)}.", ""]  # fmt: skip
+    return "\n".join(out)
+
+
+def main_standing(args: argparse.Namespace) -> None:
+    """``--standing``: how the default rule's plan stands against exp on its OWN planning traffic, for every
+    configuration of the named sets (all development data once run), through the project's lookup model
+    (``buckets/text_budget.padded_time``), not vllm-gaudi's code: a quick check of a planner change before a
+    held-out set is run. Writes results/planner_dev_standing_heavy{SHARE}.{md,json}."""
+    text_planner.HEAVY_BATCH_SHARE = args.heavy_batch_share
+    start = time.time()
+    rows = []
+    for name in args.sets.split(","):
+        for c in SETS[name]:
+            rows.append({"set": name, **stand(c, args.plan_requests)})
+            print(rows[-1]["set"], rows[-1]["name"], rows[-1]["longer_at"], flush=True)
+    meta = {"share": args.heavy_batch_share, "machine": args.machine, "seconds": time.time() - start,
+            "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}  # fmt: skip
+    stem = f"planner_dev_standing_heavy{args.heavy_batch_share:g}"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    (RESULTS / f"{stem}.md").write_text(render_standing(rows, meta))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--requests", type=int, default=600, help="held-out requests per load (at least 4 x the load)")
@@ -737,7 +809,27 @@ def main() -> None:
     )
     p.add_argument("--note", default="", help="a line added to the machine line (what else loaded it)")
     p.add_argument("--machine", default=MACHINE)
+    p.add_argument(
+        "--standing",
+        action="store_true",
+        help="instead: each configuration of --sets against exp on its own planning traffic, through the "
+        "project's lookup model (results/planner_dev_standing_heavy{SHARE}.*)",
+    )
+    p.add_argument(
+        "--sets",
+        default=",".join(s for s in SETS if s != "tenth"),
+        help="with --standing: comma-separated sets (default: every set but the held-out one)",
+    )
+    p.add_argument(
+        "--heavy-batch-share",
+        type=float,
+        default=text_planner.HEAVY_BATCH_SHARE,
+        help="with --standing: decode batch sizes with at least this share of the weight are candidate rows (0: none)",
+    )
     args = p.parse_args()
+    if args.standing:
+        main_standing(args)
+        return
     start = time.time()
     rows = []
     with tempfile.TemporaryDirectory() as tmp_name:

@@ -4,7 +4,7 @@ bucket lookup.
 For each configuration: ``vllm-hpu-mm serve --dry-run --json`` plans over one traffic (``--plan-sizes``, or the
 embedded default for the main job) and exports its bucket file; a different traffic (other images, other text trace,
 other prefix-cache shares) is then scheduled by our continuous-batching model at the plan's engine numbers, and each
-step's lookups run through vllm-gaudi's own code (benchmarks/vllm_gaudi_driver.py: HPUBucketingManager and the
+step's lookups run through vllm-gaudi's own code (benchmarks/agreement/vllm_gaudi_driver.py: HPUBucketingManager and the
 runner's bucketing methods, on CPU with VLLM_USE_FAKE_HPU=1), once with the exported file and once with vllm-gaudi's
 default strategy for the same limits. The figures are computed from vllm-gaudi's answers; our own lookup model is
 run beside it and must agree.
@@ -12,25 +12,22 @@ run beside it and must agree.
 The load: each configuration's plan is for an unknown load (every level 1, 2, 4, ... max_num_seqs weighs the same)
 unless it names one; the held-out replay is at the same load levels, and at one fixed load besides.
 
-Traffic is built from public traces (benchmarks/traffic_sources.py): images from ../shared/data/image_sizes, text
+Traffic is built from public traces (benchmarks/fits/traffic_sources.py): images from ../shared/data/image_sizes, text
 and answers from the Azure LLM inference trace 2023 (chat or code), prefix hits from the Mooncake conversation trace
 or a shared 512-token system prompt. The tuning set (what PRIOR_SHARE, SMOOTH_OCTAVES, PROMPT_BUDGET_SHARE and
 DECODE_MAX_STEP were chosen on, and the runtime's own rows checked on) is reported separately and is not among the
 held-out sets.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/replay_heldout.py
+    PYTHONPATH=. .venv/bin/python benchmarks/planner/replay_heldout.py
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import dataclasses
-import io
 import json
 import math
-import os
 import random
 import sys
 import tempfile
@@ -38,9 +35,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import traffic_sources as ts
-from benchmarks.vllm_gaudi_bucket_counts import MACHINE, MIRROR, RESULTS, extract, run_driver
-from vllm_hpu_mm.cli.main import main as cli
+from benchmarks.common import (
+    MACHINE,
+    MIRROR,
+    PACKAGE_DATA,
+    SHARED_SIZES,
+    azure_text,
+    build,
+    extract,
+    image_sizes,
+    mooncake_hit_shares,
+    run_driver,
+    serve_json,
+)
 from vllm_hpu_mm.replay.job import Images, Schedules, schedules
 from vllm_hpu_mm.replay.scheduler import DecodeRun, Limits, Trace
 from vllm_hpu_mm.runtimes.base import EngineShape, PrefillChunk
@@ -48,7 +55,9 @@ from vllm_hpu_mm.runtimes.vllm_gaudi.config import VLLM_GAUDI_COMMIT, config_fro
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
 from vllm_hpu_mm.traffic.requests import Request, Traffic
 
-SHARED = ts.SHARED_SIZES
+RESULTS = Path(__file__).resolve().parent / "results"
+
+SHARED = SHARED_SIZES
 Row = tuple[str, str, int, int, int]
 
 
@@ -78,16 +87,16 @@ class Config:
 
 def _image_path(name: str) -> Path:
     shared = SHARED / name
-    return shared if shared.exists() else ts.PACKAGE_DATA / name
+    return shared if shared.exists() else PACKAGE_DATA / name
 
 
 def rows_of(spec: TrafficSpec) -> list[Row]:
-    images = [s for name in spec.images for s in ts.image_sizes(_image_path(name))]
-    texts = ts.azure_text(spec.text)
+    images = [s for name in spec.images for s in image_sizes(_image_path(name))]
+    texts = azure_text(spec.text)
     if spec.prefix == "mooncake":
-        shares = ts.mooncake_hit_shares()
-        return ts.build(images, texts, shares, text_only_share=spec.text_only, seed=spec.seed)
-    rows = ts.build(images, texts, [0.0], text_only_share=spec.text_only, seed=spec.seed)
+        shares = mooncake_hit_shares()
+        return build(images, texts, shares, text_only_share=spec.text_only, seed=spec.seed)
+    rows = build(images, texts, [0.0], text_only_share=spec.text_only, seed=spec.seed)
     if spec.prefix == "system512":
         rng = random.Random(spec.seed + 1)
         rows = [(w, h, t + 512, o, 512) if rng.random() < 0.3 else (w, h, t, o, c) for w, h, t, o, c in rows]
@@ -136,27 +145,14 @@ def write_csv(spec: TrafficSpec, path: Path) -> None:
 
 
 def serve(config: Config, tmp: Path, budget: int | None = None) -> dict[str, Any]:
-    argv = ["serve", "--dry-run", "--json", "--plan-runtime", "vllm-gaudi", "--plan-output-dir", str(tmp)]
+    argv = ["--plan-runtime", "vllm-gaudi", "--plan-output-dir", str(tmp)]
     if budget is not None:
         argv += ["--plan-text-graph-budget", str(budget)]
     if config.plan is not None:
         path = tmp / f"plan_{config.plan.seed}.csv"
         write_csv(config.plan, path)
         argv += ["--plan-sizes", str(path)]
-    buf = io.StringIO()
-    saved = dict(os.environ)
-    for key in [k for k in os.environ if k.startswith("VLLM_")]:
-        del os.environ[key]
-    try:
-        with contextlib.redirect_stdout(buf):
-            code = cli([*argv, *config.argv])
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    if code != 0:
-        raise RuntimeError(f"{config.name}: serve --dry-run exited {code}")
-    report: dict[str, Any] = json.loads(buf.getvalue())
-    return report
+    return serve_json([*argv, *config.argv])
 
 
 def _events(trace: Trace) -> list[list[Any]]:
@@ -319,7 +315,7 @@ def render(rows: list[dict[str, Any]], tuning: dict[str, Any] | None, meta: dict
         "# serve's text buckets vs vllm-gaudi's defaults, on held-out traffic, through vllm-gaudi's own lookup",
         "",
         f"vllm-gaudi {meta['commit']}: every lookup below ran in its own code (HPUBucketingManager and the runner's",
-        "bucketing methods, on CPU with VLLM_USE_FAKE_HPU=1, benchmarks/vllm_gaudi_driver.py); our lookup model ran",
+        "bucketing methods, on CPU with VLLM_USE_FAKE_HPU=1, agreement/vllm_gaudi_driver.py); our lookup model ran",
         "beside it ('agree'). Schedules: our continuous-batching model of vLLM 0.32's scheduler at the plan's engine",
         f"numbers (KV blocks: the plan's estimate). Machine: {meta['machine']}.",
         f"Run {meta['date']}, {meta['seconds']:.0f} s,",

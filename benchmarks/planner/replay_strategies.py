@@ -6,11 +6,11 @@ added per-token latency p99, compiles at run time; then how far the time model's
 "ours pads no more than exp" (efficiencies and overheads scaled, the same schedule re-priced).
 
 Each run is ``buckets replay``'s job (``jobs.replay.replay_traffic``) on this machine's model of vllm-gaudi @
-091bbadd (its lookup agrees with vllm-gaudi's own code: benchmarks/results/vllm_gaudi_lookup_check.md and
+091bbadd (its lookup agrees with vllm-gaudi's own code: benchmarks/agreement/results/vllm_gaudi_lookup_check.md and
 vllm_gaudi_replay_agreement.md). No Gaudi is used: every second is the roofline model's. Writes
-benchmarks/results/replay_strategies.{md,json}.
+benchmarks/planner/results/replay_strategies.{md,json}.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/replay_strategies.py [--requests N]
+    PYTHONPATH=. .venv/bin/python benchmarks/planner/replay_strategies.py [--requests N]
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.vllm_gaudi_bucket_counts import MACHINE, RESULTS
+from benchmarks.common import MACHINE
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.main import build_parser
 from vllm_hpu_mm.jobs.replay import ReplayArgs, replay_traffic
@@ -34,6 +34,8 @@ from vllm_hpu_mm.replay.job import replay_model
 from vllm_hpu_mm.replay.report import totals
 from vllm_hpu_mm.replay.run import ReplayResult
 from vllm_hpu_mm.replay.scheduler import Arrivals
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,9 +156,9 @@ def render(out: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines = [
         "# Three strategies, one table: ours beside vllm-gaudi's exp, lin and pad, in time, at every load",
         "",
-        f"`benchmarks/replay_strategies.py` on {meta['machine']}, {meta['date']}, {meta['seconds']} s; "
+        f"`benchmarks/planner/replay_strategies.py` on {meta['machine']}, {meta['date']}, {meta['seconds']} s; "
         f"{meta['requests_per_load']} requests per load, every schedule drained. Seconds are the roofline model's",
-        "(models/step_time.py, evidence: vendor throughput tables, benchmarks/results/step_time_check.md), not a",
+        "(models/step_time.py, evidence: vendor throughput tables, agreement/results/step_time_check.md), not a",
         "measurement: no Gaudi was used. 'ours' is the buckets `buckets replay` plans from the same traffic (the",
         "planner on this branch). Padding = (busy time with buckets - busy time with real shapes) / real.",
         "",
