@@ -2,9 +2,9 @@
 
 On CUDA the server runs vLLM's own encoder CUDA graphs (``vllm_hpu_mm.runtimes.vllm_cuda.encoder_graphs``
 configures them from the buckets); nothing in the package imports this module. It is kept, with its tests
-(``test_cuda_graphs.py``, run on a CUDA machine), because ``benchmarks/vision_encoder_h100.py`` and
-``benchmarks/vision_memory_calibration.py`` measure it: their results
-(``benchmarks/results/vision_encoder_h100.md``, ``vision_memory_calibration.md``) are the H100 figures
+(``test_cuda_graphs.py``, run on a CUDA machine), because ``benchmarks/performance/vision_encoder_h100.py`` and
+``benchmarks/performance/vision_memory_calibration.py`` measure it: their results
+(``benchmarks/performance/results/vision_encoder_h100.md``, ``vision_memory_calibration.md``) are the H100 figures
 docs/performance.md quotes and the source of the memory model's coefficients.
 
 transformers' shipped vision forward cannot be captured: it builds its index tensors from ``grid_thw.tolist()`` and
@@ -18,7 +18,7 @@ same tower with
   capacity per bucket and one graph serves every composition of that bucket;
 - one CUDA graph per bucket, all captured into one shared memory pool on one reused side stream (graphs replay one
   at a time, so they can share intermediates: 810 MiB shared vs 2926 MiB private for the seven default buckets on
-  the H100, ``benchmarks/results/vision_memory_calibration.md``; and every new stream brings its own cuBLAS
+  the H100, ``benchmarks/performance/results/vision_memory_calibration.md``; and every new stream brings its own cuBLAS
   workspace).
 
 Weights, norms and MLPs are the tower's own modules, so a tower padded by :mod:`benchmarks.research.mlp_pad` or

@@ -1,5 +1,5 @@
 """Research code, not served: zero-pad a vision MLP's intermediate size to a multiple of 64 at load time — the same
-function, faster GEMMs on an H100 (``benchmarks/results/vision_encoder_h100.md``, columns ``MLP-padded``). Nothing in
+function, faster GEMMs on an H100 (``performance/results/vision_encoder_h100.md``, columns ``MLP-padded``). Nothing in
 the package imports it: the CUDA server runs vLLM's tower and encoder graphs, where this was not measured.
 
 Qwen2.5-VL's vision MLP is ``down(silu(gate(x)) * up(x))`` with an intermediate size of 3420, not a multiple of 8,

@@ -2,7 +2,7 @@
 
 The capturable forward (:func:`tower_forward`) must be transformers' Qwen2.5-VL vision forward on host-built
 indices; on CPU it runs with the per-segment SDPA reference and with the dense masked SDPA that the executor can
-capture. Graph capture itself needs a CUDA device (checked on the H100 by benchmarks/vision_encoder_h100.py).
+capture. Graph capture itself needs a CUDA device (checked on the H100 by performance/vision_encoder_h100.py).
 """
 
 from __future__ import annotations

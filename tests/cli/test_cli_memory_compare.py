@@ -18,7 +18,7 @@ from tests.support.gaudi_logs import ALL_GAUDI_LOGS, CONFIGS, GAUDI_LOGS, stated
 from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.values import GIB
 
-RESULTS = REPO / "benchmarks" / "results" / "gaudi_log_reproduction.json"
+RESULTS = REPO / "benchmarks" / "agreement" / "results" / "gaudi_log_reproduction.json"
 DEV = GAUDI_LOGS / "dev" / "vllm_gaudi_perf_tuning_llama31_8b_gaudi2.log"
 HELD_147 = GAUDI_LOGS / "heldout" / "vllm_fork_147_llama3_8b_gaudi2.log"
 HELD_345 = GAUDI_LOGS / "heldout" / "vllm_fork_345_gaudi2.log"

@@ -1,4 +1,4 @@
-"""Reliability through the real OpenAI server (quick version of ``benchmarks/reliability_cpu.py``).
+"""Reliability through the real OpenAI server (quick version of ``benchmarks/performance/reliability_cpu.py``).
 
 Every bad image gets a 4xx that says what is wrong and the next good request succeeds; awkward but valid images
 (CMYK, 16-bit, palette, RGBA, animated GIF, ...) are served; a short mixed burst at concurrency 4 has no failure.

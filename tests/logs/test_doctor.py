@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.doctor_fitting import cross_validate, fit
+from benchmarks.common import cross_validate, fit
 from tests.support.data import LOGS
 from tests.support.logs import DEVELOPMENT_LOGS as ALL_LOGS
 from tests.support.logs import GAUDI_LOG, HELDOUT_LOGS, TARGET_ACCURACY, body_lines, examples, expected_stage
@@ -35,7 +35,7 @@ def test_every_log_cites_its_source() -> None:
 
 
 def test_cross_validated_accuracy_meets_the_target_with_no_false_alarm() -> None:
-    # Rules fitted on four folds, scored on the fifth (benchmarks/doctor_accuracy.py runs ten repetitions).
+    # Rules fitted on four folds, scored on the fifth (benchmarks/fits/doctor_accuracy.py runs ten repetitions).
     cv = cross_validate(examples(ALL_LOGS), k=5, repeats=2, seed=0)
     rows = zip(cv.names, cv.labels, cv.predictions, strict=True)
     misses = {n: (label, ps) for n, label, ps in rows if set(ps) != {label}}
@@ -44,7 +44,7 @@ def test_cross_validated_accuracy_meets_the_target_with_no_false_alarm() -> None
 
 
 def test_the_shipped_rules_are_the_rules_fitted_on_the_development_set() -> None:
-    # benchmarks/doctor_accuracy.py --write-rules writes them; a new or relabelled log must be followed by a refit.
+    # benchmarks/fits/doctor_accuracy.py --write-rules writes them; a new or relabelled log must be followed by a refit.
     assert default_rules() == fit(examples(ALL_LOGS))
     assert Rules.from_json(json.loads(json.dumps(default_rules().to_json()))) == default_rules()
 

@@ -2,7 +2,7 @@
 rules they are scored with were fitted, and never fitted on (see tests/data/logs/SOURCES.md). This file scores them
 with the shipped rules.
 
-Measured when they were first scored (benchmarks/results/doctor_accuracy.md): 25 of 28 right, one false alarm. The
+Measured when they were first scored (benchmarks/fits/results/doctor_accuracy.md): 25 of 28 right, one false alarm. The
 three misses are excerpts that do not show what their issues say: a traceback the excerpt cuts inside the model
 loader (the issue's error, a graph compile failure, is not in it; the doctor reads a cut traceback as a failure of
 its phase), a vision-attention OOM with no frame or line that names the phase, and a scheduler dump with no
@@ -12,7 +12,7 @@ out-of-memory line. The floor below keeps that result; the 92% target is met by 
 
 from __future__ import annotations
 
-from benchmarks.doctor_advice_check import advice_problems
+from benchmarks.common import advice_problems
 from tests.support.logs import DEVELOPMENT_LOGS, RUNTIME_HELDOUT_LOGS, body_lines, expected_stage, writer_label
 from tests.support.logs import HELDOUT_LOGS as HELDOUT
 from vllm_hpu_mm.envs import load
@@ -47,7 +47,7 @@ def test_heldout_logs_are_not_in_the_development_set() -> None:
 
 def test_runtime_heldout_advice_names_only_what_each_writer_reads() -> None:
     # tests/data/logs/runtime_heldout: TGI, optimum-habana, vLLM on CUDA and Ascend, vllm-gaudi, vllm-fork; labelled
-    # with their writer when stored, before the doctor ran on them (benchmarks/doctor_accuracy.md).
+    # with their writer when stored, before the doctor ran on them (benchmarks/fits/results/doctor_accuracy.md).
     wrong = {}
     stages = {}
     for path in RUNTIME_HELDOUT_LOGS:

@@ -1,10 +1,10 @@
 """Public Gaudi logs that print their bucket settings (tests/data/gaudi_logs, buckets/ included): the count each
 logged release's model plans equals the count the log printed, on the development and the held-out logs alike
-(benchmarks/gaudi_log_buckets.py, its table in benchmarks/results/gaudi_log_buckets.md)."""
+(benchmarks/agreement/gaudi_log_buckets.py, its table in benchmarks/agreement/results/gaudi_log_buckets.md)."""
 
 from __future__ import annotations
 
-from benchmarks.gaudi_log_buckets import planned, rows
+from benchmarks.common import planned, rows
 from tests.support.gaudi_logs import ALL_GAUDI_LOGS, BUCKET_LOGS
 
 

@@ -129,7 +129,8 @@ def test_auto_device_reads_real_memory_on_this_machine() -> None:
 
 
 def test_vision_pool_matches_the_h100_measurements() -> None:
-    # benchmarks/results/vision_memory_calibration.md (H100 80GB HBM3, 7B tower, bf16, our CUDA-graph executor):
+    # benchmarks/performance/results/vision_memory_calibration.md (H100 80GB HBM3, 7B tower, bf16, our CUDA-graph
+    # executor):
     # one graph's private pool 118 MiB at 1600 patches, 266 at 4096, 808 at 12544; all seven default buckets take
     # 2926 MiB in private pools and 810 MiB in one shared pool captured largest first.
     for patches, measured in ((1600, 118), (4096, 266), (12544, 808)):

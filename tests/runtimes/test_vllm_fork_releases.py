@@ -1,5 +1,5 @@
 """vllm-fork's release lines (vllm_hpu_mm.runtimes.vllm_fork.releases) and the buckets each plans: one rule a test.
-The lines are checked against each release's own code by benchmarks/vllm_fork_releases.py."""
+The lines are checked against each release's own code by benchmarks/agreement/vllm_fork_releases.py."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def test_each_line_names_its_commits_and_the_newest_is_the_default() -> None:
 
 
 def test_the_plan_changes_across_lines_at_the_main_jobs_shape() -> None:
-    # figures from each line's own code (benchmarks/results/vllm_fork_releases.md, "main job" row)
+    # figures from each line's own code (benchmarks/agreement/results/vllm_fork_releases.md, "main job" row)
     assert shapes(None) == (62, 105)  # 1.22 exponential
     assert shapes("0.8.5.post1") == (508, 483)  # 1.21.2: linear, prompt to max_model_len, decode to the KV blocks
     assert shapes("0.6.6.post1") == (52, 56)  # 1.19: prompt to 1024; decode blocks to 64 x 2048 // 128

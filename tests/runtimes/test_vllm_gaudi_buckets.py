@@ -1,7 +1,7 @@
 """The model of vllm-gaudi's warm-up (vllm_hpu_mm.runtimes.vllm_gaudi.common), pinned to vllm-gaudi main @ 091bbadd.
 
-Counts come from vllm-gaudi's own bucketing code run on CPU (benchmarks/vllm_gaudi_bucket_counts.py records the
-comparison); range examples come from its docs (docs/features/bucketing_mechanism.md) and docstrings.
+Counts come from vllm-gaudi's own bucketing code run on CPU (benchmarks/agreement/vllm_gaudi_bucket_counts.py records
+the comparison); range examples come from its docs (docs/features/bucketing_mechanism.md) and docstrings.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """vllm-gaudi's bucket lookup as modelled (extension/bucketing/common.py and v1/worker/hpu_model_runner.py @ 091bbadd):
 the first covering bucket in sorted order, the fallback rule, and the runner's calls. The model is checked against
-vllm-gaudi's own code in benchmarks/results/vllm_gaudi_lookup_check.md; these pin the rules one by one."""
+vllm-gaudi's own code in benchmarks/agreement/results/vllm_gaudi_lookup_check.md; these pin the rules one by one."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """vllm-gaudi's release lines: versions map to the line that ships them, and each line's own rules (read at its tag,
-checked against its code by benchmarks/vllm_gaudi_releases.py) change the buckets as that release does."""
+checked against its code by benchmarks/agreement/vllm_gaudi_releases.py) change the buckets as that release does."""
 
 from __future__ import annotations
 
@@ -172,7 +172,8 @@ def test_before_v0_21_pad_variables_are_not_read() -> None:
 
 
 def test_prompt_buckets_are_the_same_from_v0_19_on() -> None:
-    # no line changed the prompt side between v0.19.0 and main (their code agrees: benchmarks/vllm_gaudi_releases.py)
+    # no line changed the prompt side between v0.19.0 and main (their code agrees:
+    # benchmarks/agreement/vllm_gaudi_releases.py)
     first = prompt_buckets(config_from_env({}, MAIN), SHAPE_32K)
     for line in LINES:
         if line.first >= parse_version("0.19.0"):
@@ -668,7 +669,7 @@ def test_v0_13_warms_the_dummy_image_at_a_square_per_bucket() -> None:
 
 
 # --- v0.11.2 (f9b64469; the first with VLLM_BUCKETING_FROM_FILE) ------------------------------------------------------
-# Figures are what the tag's own code generates, run by benchmarks/vllm_gaudi_driver.py at SHAPE_32K.
+# Figures are what the tag's own code generates, run by benchmarks/agreement/vllm_gaudi_driver.py at SHAPE_32K.
 
 V0_11_2 = release_for("0.11.2")
 

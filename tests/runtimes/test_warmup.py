@@ -26,7 +26,7 @@ def test_the_shipped_eras_carry_their_fit_and_held_out_logs() -> None:
 def test_held_out_logs_fit_nothing() -> None:
     # the shipped one-pass fit is what the development logs alone give: the held-out fork #1512 log (one-pass
     # era, habana_main after #1178) is read for its error only
-    from benchmarks import warmup_time_fitting as fitting
+    from benchmarks.fits import warmup_time_fitting as fitting
 
     held = {p.stem: fitting.read(p) for p in sorted((fitting.LOGS / "heldout").glob("*.log"))}
     segments, total, _ = held["vllm_fork_1512_exponential_2025_07_01"]

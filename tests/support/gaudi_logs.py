@@ -20,7 +20,8 @@ from vllm_hpu_mm.runtimes.registry import model_for
 GAUDI_LOGS = DATA / "gaudi_logs"
 CONFIGS = DATA / "configs"
 #: Every excerpt with memory figures, development (``dev/``) and held-out (``heldout/``); ``buckets/`` holds
-#: bucket-count-only excerpts (no memory lines, no model config), read by benchmarks/gaudi_log_buckets.py alone.
+#: bucket-count-only excerpts (no memory lines, no model config), read by benchmarks/agreement/gaudi_log_buckets.py
+#: alone.
 ALL_GAUDI_LOGS = sorted(p for p in GAUDI_LOGS.rglob("*.log") if "buckets" not in p.relative_to(GAUDI_LOGS).parts)
 #: The bucket-count-only excerpts (``buckets/{dev,heldout}``), each with a ``# buckets: {json}`` header.
 BUCKET_LOGS = sorted((GAUDI_LOGS / "buckets").rglob("*.log"))

@@ -7,7 +7,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from benchmarks.doctor_fitting import Example
+from benchmarks.common import Example
 from tests.support.data import LOGS
 from vllm_hpu_mm.logs.doctor.scan import scan
 

@@ -1,5 +1,5 @@
 """Request mixes for the reliability checks, shared by ``tests/e2e/test_reliability.py`` and
-``benchmarks/reliability_cpu.py``: real photos (``tests/data/images``), odd sizes, text-only and two-image
+``benchmarks/performance/reliability_cpu.py``: real photos (``tests/data/images``), odd sizes, text-only and two-image
 requests, and the bad-input sweep (each item of :mod:`tests.support.bad_inputs`, then one good request).
 """
 

@@ -1,0 +1,282 @@
+"""The OOM doctor's accuracy on real public logs, cross-validated: how often it names the stage a person read.
+
+The development set (tests/data/logs/*.log, labelled when stored, tests/data/logs/SOURCES.md) is dealt into
+``--folds`` folds stratified by label; each fold is scored with rules fitted (``benchmarks/common.py``: ``fit``) on
+the other folds only; the deal is repeated ``--repeats`` times with seeds ``--seed``, ``--seed``+1, ... The held-out set
+(tests/data/logs/heldout) is scored separately with the rules the package ships (fitted on the whole development set)
+and is never fitted on. Writes benchmarks/fits/results/doctor_accuracy.{md,json}.
+
+    python -m benchmarks.fits.doctor_accuracy                 # score; warns when the shipped rules are stale
+    python -m benchmarks.fits.doctor_accuracy --write-rules   # refit the shipped rules on the development set first
+
+``--baseline COMMIT`` also scores the doctor of an older commit on the same logs (its package is extracted with
+``git archive`` and run in a subprocess), for the before/after table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import platform
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import advice_problems, cross_validate, fit
+from tests.support.logs import (
+    DEVELOPMENT_LOGS,
+    HELDOUT_LOGS,
+    RUNTIME_DEV_LOGS,
+    RUNTIME_HELDOUT_LOGS,
+    body_lines,
+    examples,
+    expected_stage,
+    writer_label,
+)
+from vllm_hpu_mm.envs import load
+from vllm_hpu_mm.logs.doctor import diagnose
+from vllm_hpu_mm.logs.doctor.decide import RULES_FILE, Rules, default_rules, judge
+from vllm_hpu_mm.values import STAGES
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = Path(__file__).resolve().parent / "results"
+ALL_STAGES = (*STAGES, "unknown", "none")
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    out += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    return out
+
+
+#: Run in a subprocess with an older package on its path: prints the stage for each log path given.
+_BASELINE = """
+import json, sys
+from vllm_hpu_mm.logs.doctor import diagnose_lines
+out = {}
+for path in sys.argv[1:]:
+    lines = open(path, encoding="utf-8").read().splitlines()
+    head = next(k for k, line in enumerate(lines) if not line.startswith("# "))
+    out[path] = diagnose_lines([""] * head + lines[head:]).stage
+print(json.dumps(out))
+"""
+
+
+def baseline(commit: str, paths: list[Path]) -> dict[str, str]:
+    """The stage the doctor of ``commit`` gives each log (``git archive`` of its package, run in a subprocess)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "archive", commit, "vllm_hpu_mm"], cwd=REPO, capture_output=True, check=True)
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(tmp, filter="data")
+        proc = subprocess.run([sys.executable, "-c", _BASELINE, *map(str, paths)], cwd=tmp, capture_output=True,
+                              text=True, check=True)  # fmt: skip
+        found: dict[str, str] = json.loads(proc.stdout)
+    return {Path(k).name: v for k, v in found.items()}
+
+
+def _tally(predictions: tuple[str, ...]) -> str:
+    return ", ".join(f"{s} x{c}" for s, c in Counter(predictions).most_common())
+
+
+def _confusion(pairs: Counter[tuple[str, str]]) -> list[str]:
+    labels = [s for s in ALL_STAGES if any(a == s for a, _ in pairs)]
+    predicted = [s for s in ALL_STAGES if any(b == s for _, b in pairs)]
+    rows = [["read \\ said", *predicted]]
+    rows += [[a, *(str(pairs.get((a, b), 0) or "") for b in predicted)] for a in labels]
+    return _table(rows)
+
+
+def _before(base: dict[str, Any] | None, cv_accuracy: float, n_dev: int, held_right: int, n_held: int) -> list[str]:
+    if base is None:
+        return []
+    return [
+        f"## Before: the doctor of commit {base['commit']} on the same logs",
+        "",
+        *_table([
+            ["set", f"{base['commit']} (no fitting: scored as is)", "this doctor"],
+            ["development", f"{base['development_right']} of {n_dev} ({base['development_right'] / n_dev:.1%}), "
+             f"{base['development_false_alarms']} false alarms", f"{cv_accuracy:.1%} cross-validated"],
+            ["held-out", f"{base['heldout_right']} of {n_held} ({base['heldout_right'] / n_held:.1%}), "
+             f"{base['heldout_false_alarms']} false alarms", f"{held_right} of {n_held} ({held_right / n_held:.1%})"],
+        ]),
+        "",
+    ]  # fmt: skip
+
+
+def advice_rows(paths: list[Path], rules: Rules) -> list[dict[str, Any]]:
+    """Each runtime-labelled log's stage and advice under ``rules``: what was read, what the doctor said, and what is
+    wrong with its advice for the log's writer (``benchmarks/common.py``: ``advice_problems``)."""
+    rows = []
+    for p in paths:
+        label = writer_label(p)
+        assert label is not None, f"{p.name} has no 'Expected writer:' label"
+        d = diagnose(body_lines(p), load({}), rules=rules)
+        problems = advice_problems(d.recommendations, label.writer, vision=label.vision, host=label.host,
+                                   others=label.others)  # fmt: skip
+        rows.append({"log": p.name, "writer": label.writer, "said_writer": d.source.describe,
+                     "stage": expected_stage(p), "said_stage": d.stage, "advice_problems": problems,
+                     "advice": list(d.recommendations)})  # fmt: skip
+    return rows
+
+
+def _advice_section(title: str, rows: list[dict[str, Any]], how: str) -> list[str]:
+    stage_right = sum(r["stage"] == r["said_stage"] for r in rows)
+    advice_right = sum(not r["advice_problems"] for r in rows)
+    alarms = sum(r["stage"] == "none" and r["said_stage"] != "none" for r in rows)
+    healthy = sum(r["stage"] == "none" for r in rows)
+    writers = Counter(r["writer"] for r in rows)
+    table = [["log", "writer (read)", "writer (said)", "stage read", "stage said", "advice"]]
+    for r in rows:
+        verdict = "right" if not r["advice_problems"] else "; ".join(r["advice_problems"])
+        table.append([r["log"], r["writer"], r["said_writer"], r["stage"], r["said_stage"], verdict])
+    return [
+        f"## {title}",
+        "",
+        f"{len(rows)} logs ({', '.join(f'{n} {w}' for w, n in sorted(writers.items()))}), {how}. **Stage right: "
+        f"{stage_right} of {len(rows)}. Advice runtime-correct: {advice_right} of {len(rows)}. False alarms on its "
+        f"{healthy} logs without an OOM: {alarms}.**",
+        "",
+        *_table(table),
+        "",
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--folds", type=int, default=5, help="folds per repetition (default 5)")
+    parser.add_argument("--repeats", type=int, default=10, help="repetitions with new deals (default 10)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the first deal (default 0)")
+    parser.add_argument("--write-rules", action="store_true", help=f"refit and write {RULES_FILE.name} first")
+    parser.add_argument("--baseline", default=None, help="also score the doctor of this git commit on the same logs")
+    parser.add_argument("--machine", default="this 2-core CPU dev machine (shared)", help="machine label")
+    parser.add_argument("--out", default=str(RESULTS / "doctor_accuracy"), help="result path without suffix")
+    args = parser.parse_args()
+
+    t0 = time.perf_counter()
+    dev, held = examples(DEVELOPMENT_LOGS), examples(HELDOUT_LOGS)
+    fitted = fit(dev)
+    if args.write_rules:
+        RULES_FILE.write_text(json.dumps(fitted.to_json(), indent=1, sort_keys=True) + "\n")
+    shipped = default_rules()
+    cv = cross_validate(dev, args.folds, args.repeats, args.seed)
+    held_verdicts = [(name, label, judge(features, shipped).stage) for name, features, label in held]
+    runtime_dev, runtime_held = advice_rows(RUNTIME_DEV_LOGS, shipped), advice_rows(RUNTIME_HELDOUT_LOGS, shipped)
+    seconds = time.perf_counter() - t0
+    before = baseline(args.baseline, [*DEVELOPMENT_LOGS, *HELDOUT_LOGS]) if args.baseline else None
+
+    held_right = sum(label == got for _, label, got in held_verdicts)
+    held_alarms = sum(label == "none" and got != "none" for _, label, got in held_verdicts)
+    rows = zip(cv.names, cv.labels, cv.predictions, strict=True)
+    misses = [(n, label, ps) for n, label, ps in rows if set(ps) != {label}]
+    result: dict[str, Any] = {
+        "machine": args.machine,
+        "python": platform.python_version(),
+        "seconds": round(seconds, 1),
+        "development": {
+            "logs": len(dev),
+            "labels": dict(Counter(cv.labels)),
+            "folds": cv.k,
+            "repeats": cv.repeats,
+            "seed": cv.seed,
+            "accuracy_mean": round(cv.accuracy, 4),
+            "accuracy_per_repeat": [round(a, 4) for a in cv.accuracies],
+            "false_alarms": cv.false_alarms,
+            "healthy_predictions": sum(cv.repeats for label in cv.labels if label == "none"),
+            "misses": [{"log": n, "label": label, "predicted": list(ps)} for n, label, ps in misses],
+        },
+        "heldout": {
+            "logs": len(held),
+            "right": held_right,
+            "accuracy": round(held_right / len(held), 4),
+            "false_alarms": held_alarms,
+            "healthy": sum(label == "none" for _, label, _ in held_verdicts),
+            "verdicts": [{"log": n, "label": label, "predicted": got} for n, label, got in held_verdicts],
+        },
+        "baseline": None
+        if before is None
+        else {
+            "commit": args.baseline,
+            "development_right": sum(before[n] == label for n, _, label in dev),
+            "heldout_right": sum(before[n] == label for n, _, label in held),
+            "development_false_alarms": sum(label == "none" and before[n] != "none" for n, _, label in dev),
+            "heldout_false_alarms": sum(label == "none" and before[n] != "none" for n, _, label in held),
+        },
+        "runtime_development": runtime_dev,
+        "runtime_heldout": runtime_held,
+        "shipped_rules_current": fitted == shipped,
+        "shipped_rules": {k: v for k, v in shipped.to_json().items() if k != "votes"} | {"votes": len(shipped.votes)},
+    }
+    Path(args.out + ".json").write_text(json.dumps(result, indent=2) + "\n")
+
+    d = result["development"]
+    base_arg = f" --baseline {args.baseline}" if args.baseline else ""
+    held_misses = (
+        _table([["log", "read", "said"], *[[n, label, got] for n, label, got in held_verdicts if label != got]])
+        if held_right < len(held)
+        else ["Every held-out log right."]
+    )
+    lines = [
+        "# OOM doctor: accuracy on real public logs",
+        "",
+        f"Machine: {args.machine}; Python {result['python']}; {seconds:.1f} s for the whole run. Command: "
+        f"`python -m benchmarks.fits.doctor_accuracy --folds {cv.k} --repeats {cv.repeats} --seed {cv.seed}{base_arg}` "
+        "(raw "
+        "numbers "
+        "in `doctor_accuracy.json`). The logs and their labels: `tests/data/logs/SOURCES.md`.",
+        "",
+        "## Development set, cross-validated",
+        "",
+        f"{len(dev)} logs ({', '.join(f'{n} {s}' for s, n in sorted(Counter(cv.labels).items()))}). Stratified "
+        f"{cv.k}-fold cross-validation, {cv.repeats} deals: every log is scored by rules fitted without it (the "
+        "order the evidence is trusted in, the cut distances, the frame votes; what frames and lines mean is read "
+        "from the runtimes' sources and not fitted).",
+        "",
+        f"**Accuracy {d['accuracy_mean']:.1%}** (mean over the deals; per deal "
+        f"{', '.join(f'{a:.1%}' for a in cv.accuracies)}). **False alarms on healthy logs: {cv.false_alarms}** of "
+        f"{d['healthy_predictions']} predictions.",
+        "",
+        "Read (rows) against said (columns), over all deals:",
+        "",
+        *_confusion(Counter(cv.confusion())),
+        "",
+        "Logs not right in every deal:",
+        "",
+        *_table([["log", "read", "said (per deal)"], *[[n, label, _tally(ps)] for n, label, ps in misses]]),
+        "",
+        "## Held-out set",
+        "",
+        f"{len(held)} logs never fitted on, scored with the shipped rules (fitted on the whole development set): "
+        f"**{held_right} of {len(held)} right ({held_right / len(held):.1%})**, false alarms on its "
+        f"{result['heldout']['healthy']} healthy logs: **{held_alarms}**.",
+        "",
+        *held_misses,
+        "",
+        "Advice is scored on logs labelled with their writer (framework and runtime), whether they serve a vision "
+        "model, host memory and other processes' memory: every knob an advice names must be one its writer reads, "
+        "vision knobs go to vision models only, utilisation is never raised where other processes hold the memory, "
+        "host failures get host advice (`benchmarks/common.py`, tables from the writers' sources).",
+        "",
+        *_advice_section("Runtime-labelled development logs (runtime_dev/)", runtime_dev,
+                         "scored with the shipped rules, which were fitted on them among the development set; the "
+                         "advice rules were written looking at them"),
+        *_advice_section("Runtime-labelled held-out logs (runtime_heldout/)", runtime_held,
+                         "collected and labelled before the doctor ran on them, scored once, never tuned on"),
+        *_before(result["baseline"], cv.accuracy, len(dev), held_right, len(held)),
+        f"Shipped rules (`vllm_hpu_mm/data/{RULES_FILE.name}`) = rules fitted on the development set: "
+        f"{'yes' if fitted == shipped else 'NO (run with --write-rules)'}; order {' > '.join(shipped.order)}, cut "
+        f"within {shipped.cut_lines} lines, votes >= {shipped.min_votes}, phase cut {shipped.phase_cut}.",
+    ]  # fmt: skip
+    Path(args.out + ".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    if fitted != shipped:
+        print(f"warning: {RULES_FILE} is not the fit of the development set; rerun with --write-rules")
+
+
+if __name__ == "__main__":
+    main()
