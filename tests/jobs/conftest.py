@@ -9,7 +9,8 @@ import pytest
 
 #: The variables a job reads that a developer's shell may hold.
 _READ = ("VLLM_HPU_MM_PROFILE", "VLLM_MULTIMODAL_BUCKETS", "VLLM_HPU_MM_OVERSIZE_POLICY", "VLLM_HPU_MM_ALIGN_MODE",
-         "VLLM_GRAPH_RESERVED_MEM", "VLLM_BUCKETING_FROM_FILE", "VLLM_BUCKETING_STRATEGY", "VLLM_SKIP_WARMUP")  # fmt: skip
+         "VLLM_GRAPH_RESERVED_MEM", "VLLM_BUCKETING_FROM_FILE", "VLLM_BUCKETING_STRATEGY",
+         "VLLM_SKIP_WARMUP")  # fmt: skip
 
 
 @pytest.fixture(autouse=True)

@@ -84,7 +84,7 @@ def test_a_profile_variable_naming_the_log_is_refused_naming_the_variable(
 ) -> None:
     log = _copy_of_the_log(tmp_path)
     monkeypatch.setenv("VLLM_HPU_MM_PROFILE", str(log))
-    with pytest.raises(ConfigError, match="^VLLM_HPU_MM_PROFILE .* is the same file as the log"):
+    with pytest.raises(ConfigError, match=r"^VLLM_HPU_MM_PROFILE .* is the same file as the log"):
         calibrate_log(CalibrateArgs(str(log)), load())
     assert log.read_bytes() == WARMUP_DOC.read_bytes()
 
