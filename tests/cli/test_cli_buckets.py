@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.data import PHOTOS, SIZES, size_csv
+from tests.support.data import SIZES, size_csv
 from vllm_hpu_mm.cli.main import build_parser, main
 
 DEFAULT = "1600,3136,4096,6400,7744,9216,12544"

@@ -44,7 +44,9 @@ def test_a_log_that_measures_nothing_writes_nothing(tmp_path: Path) -> None:
 
 def test_only_a_device_a_plan_knows_and_of_the_logs_backend_is_recorded(tmp_path: Path) -> None:
     out = str(tmp_path / "p.json")
-    with pytest.raises(ConfigError, match="--device='tpu' is not a device a plan knows"):
+    with pytest.raises(
+        ConfigError, match="--device='tpu' is not a device a plan knows; accepted: gaudi2, gaudi3, h100, h200, cpu"
+    ):
         calibrate_log(CalibrateArgs(str(WARMUP_DOC), device="tpu", output=out), load())
     with pytest.raises(ConfigError, match="is a cuda device but the log is a hpu server's"):
         calibrate_log(CalibrateArgs(str(WARMUP_DOC), device="h100", output=out), load())
