@@ -20,11 +20,6 @@ HELD_147 = GAUDI_LOGS / "heldout" / "vllm_fork_147_llama3_8b_gaudi2.log"
 HELD_809 = GAUDI_LOGS / "heldout" / "vllm_fork_809_deepseek_r1_gaudi2.log"
 
 
-@pytest.fixture(autouse=True)
-def _no_reserve_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("VLLM_GRAPH_RESERVED_MEM", raising=False)
-
-
 def sizing_for(path: Path, tmp_path: Path) -> SizingArgs:
     """The sizing flags the log's header states (nothing more), with its model as a checkpoint folder."""
     h = stated(path)

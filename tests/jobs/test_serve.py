@@ -29,9 +29,9 @@ GUIDE = SizingArgs(runtime="vllm-fork", total_memory_gib=100, free_memory_gib=10
 SMALL = SizingArgs(max_model_len=4096, max_num_seqs=8, text_graph_budget=40)
 
 
-def launch(sizing: SizingArgs, tmp_path: Path, *, notes: tuple[str, ...] = ()) -> Launch:
+def launch(sizing: SizingArgs, tmp_path: Path, *, notes: tuple[str, ...] = (), last: tuple[str, ...] = ()) -> Launch:
     return prepare(on_default_device(sizing), load(), {}, server_args=["--model", "m"], output_dir=tmp_path,
-                   limit_mm_per_prompt=None, compilation_config=None, notes=notes)  # fmt: skip
+                   limit_mm_per_prompt=None, compilation_config=None, notes=notes, last_notes=last)  # fmt: skip
 
 
 def test_the_guides_example(tmp_path: Path) -> None:
@@ -81,12 +81,12 @@ def test_a_tower_vllm_gaudi_buckets_by_images_per_pass_gets_image_counts_not_pat
 
 
 def test_the_report_holds_the_command_and_notes_only_for_a_plan_that_fits(tmp_path: Path) -> None:
-    fits = launch(SMALL, tmp_path, notes=("how the arguments were read",))
+    fits = launch(SMALL, tmp_path, notes=("how the arguments were read",), last=("not validated",))
     assert fits.report["command"] == list(fits.argv)
     assert fits.argv[-len(fits.exports.args) - 2 :][:2] == ("--model", "m")
     assert fits.report["notes"] == list(fits.notes)
-    assert fits.notes[0] == "how the arguments were read"  # the caller's first, then the exporter's
-    assert fits.notes[1:] == fits.exports.notes
+    # the caller's first, then the exporter's, then the caller's last
+    assert fits.notes == ("how the arguments were read", *fits.exports.notes, "not validated")
     assert fits.report["files"] == fits.files
     assert all(Path(p).parent == tmp_path for p in fits.files)
     big = dataclasses.replace(SMALL, model="Qwen/Qwen2.5-VL-72B-Instruct", device="h100")

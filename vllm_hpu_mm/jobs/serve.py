@@ -14,6 +14,7 @@ from typing import Any
 
 from vllm_hpu_mm.buckets.sizes import images_of
 from vllm_hpu_mm.envs import Settings
+from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.plan import render
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.bucket_choice import BucketChoice, choose, read_sizes, read_traffic
@@ -26,9 +27,8 @@ from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import ExportContext, Exports
 from vllm_hpu_mm.runtimes.exports import exports_for, flags_from_environment
 
-__all__ = ["SERVER_MODULE", "Launch", "Planned", "on_default_device", "plan_and_choose", "plan_inputs",
-           "prepare",
-           "server_command"]  # fmt: skip
+__all__ = ["DEFAULT_MODEL", "SERVER_MODULE", "Launch", "Planned", "on_default_device", "plan_and_choose",
+           "plan_inputs", "prepare", "server_command"]  # fmt: skip
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
@@ -54,7 +54,7 @@ class Launch:
     #: plan as a table.
     report: dict[str, Any]
     table: str
-    #: What the user should know: how the server arguments were read, then what the exporter says.
+    #: What the user should know: how the server arguments were read and what the exporter says.
     notes: tuple[str, ...] = ()
 
     @property
@@ -116,10 +116,11 @@ def prepare(
     limit_mm_per_prompt: str | None,
     compilation_config: dict[str, Any] | None,
     notes: Sequence[str] = (),
+    last_notes: Sequence[str] = (),
 ) -> Launch:
     """Plan, export and build the command. ``server_args``: the server arguments, the user's in order with the model
-    as ``--model``; ``output_dir``: where the runtime's files (vllm-gaudi's bucket file) will be written; ``notes``:
-    how the server arguments were read (before the exporter's own)."""
+    as ``--model``; ``output_dir``: where the runtime's files (vllm-gaudi's bucket file) will be written; ``notes``
+    and ``last_notes``: how the server arguments were read, before and after the exporter's own notes."""
     planned = plan_and_choose(sizing, settings, runtime_env)
     result, choice = planned.plan, planned.buckets
     flags = flags_from_environment(
@@ -134,7 +135,7 @@ def prepare(
     sources = provenance(sizing, result.inputs)
     files = {str(output_dir / name): text for name, text in exports.files.items()}
     argv = server_command(server_args, *exports.args)
-    all_notes = (*notes, *exports.notes)
+    all_notes = (*notes, *exports.notes, *last_notes)
     report: dict[str, Any] = {"plan": render.to_dict(result, exports, choice, sources, planned.text),
                               "costs": planned.costs}  # fmt: skip
     if result.fits:  # what would start: the command and everything handed to it
