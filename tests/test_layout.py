@@ -223,10 +223,12 @@ def runtime_imports_outside_runtimes(root: Path, package: str = "vllm_hpu_mm") -
         if name == f"{package}.runtimes" or name.startswith(f"{package}.runtimes."):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
+            else:
                 base = node.module or ""
                 if node.level:  # relative: from the module's package, up level - 1 more
                     here = name.split(".") if is_init else name.split(".")[:-1]

@@ -36,7 +36,7 @@ def test_json_has_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> Non
     code, out = run_json(capsys, "memory", "plan", "--keep-buckets", "--max-model-len", "4096", "--max-num-seqs", "8",
                          "--text-graph-budget", "40")  # fmt: skip
     assert code == 0
-    assert set(out["exports"]) == {"environment", "server_args", "files", "notes"}  # type: ignore[arg-type]
+    assert set(out["exports"]) == {"environment", "server_args", "files", "notes"}  # type: ignore[call-overload]
     assert out["costs"]["profile"] is None  # type: ignore[index]
     keys = ["usable_bytes", "kv_cache_bytes", "graph_bytes", "decode_graph_bytes", "prefill_text_graph_bytes"]
     keys += ["prefill_vision_graph_bytes", "vision_buckets_captured", "vision_buckets_skipped", "warnings"]
