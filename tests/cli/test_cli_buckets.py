@@ -37,7 +37,7 @@ def test_plan_with_no_sizes_uses_the_embedded_real_data(capsys: pytest.CaptureFi
 
 
 def test_plan_json_is_one_object_with_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> None:
-    # the figures themselves: tests/jobs/test_buckets.py
+    # the figures themselves: tests/jobs/test_jobs_buckets.py
     result = run_json(capsys, "plan", "--sizes", str(size_csv("coco_val2017.csv")), "--num-buckets", "7")
     keys = {"buckets", "efficiency", "num_images", "num_shrunk", "num_oversize", "per_bucket", "real_patches",
             "padded_patches", "source", "goal", "align_mode", "min_pixels", "max_pixels", "default", "refused",

@@ -1,5 +1,5 @@
 """``vllm-hpu-mm memory plan``: the table, the --json contract, and exit codes (the plan's figures: the job's
-tests, tests/jobs/test_serve.py)."""
+tests, tests/jobs/test_jobs_serve.py)."""
 
 from __future__ import annotations
 

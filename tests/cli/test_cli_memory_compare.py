@@ -1,7 +1,7 @@
 """``vllm-hpu-mm memory compare LOG``: the public Gaudi log excerpts (tests/data/gaudi_logs), compared with the flags
 their ``# inputs:`` headers state, come out within tolerance and with the benchmark's figures; a flag the run did
 not use is named with its cause; bad logs get one line and exit 2 (the comparisons themselves:
-tests/jobs/test_compare.py)."""
+tests/jobs/test_jobs_compare.py)."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def test_the_development_log_compares_every_printed_figure_both_ways(
 def test_a_quantity_outside_is_printed_with_its_cause_and_exits_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # the causes themselves: tests/jobs/test_compare.py
+    # the causes themselves: tests/jobs/test_jobs_compare.py
     argv = [*flags(DEV, tmp_path), "--gpu-memory-utilization", "0.8"]
     code, out = run_json(capsys, str(DEV), *argv)
     assert code == 1

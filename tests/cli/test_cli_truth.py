@@ -193,7 +193,7 @@ def test_a_bucket_list_the_runtime_fails_on_is_not_called_a_memory_problem(monke
 
 
 def test_calibrate_exit_codes_and_never_over_its_log(tmp_path: Path) -> None:
-    # what is recorded and refused: tests/jobs/test_calibrate.py
+    # what is recorded and refused: tests/jobs/test_jobs_calibrate.py
     log = tmp_path / "server.log"
     original = (Path(__file__).parents[1] / "data" / "logs" / "vllm_gaudi_warmup_doc.log").read_bytes()
     log.write_bytes(original)
