@@ -209,6 +209,72 @@ def test_no_runtime_is_named_outside_its_own_folder_and_the_registry() -> None:
     assert not named, named
 
 
+def runtime_imports_outside_runtimes(root: Path, package: str = "vllm_hpu_mm") -> list[str]:
+    """Every import of a runtime's own package (``{package}.runtimes.vllm_*``, absolute or relative, a module or a
+    name from it) by a module outside ``{package}/runtimes/``, as ``module:line imports target``. Code reaches a
+    runtime through the registry and its entry; a runtime's variable or helper imported elsewhere ties that code to
+    the runtime."""
+    runtime_package = re.compile(rf"{re.escape(package)}\.runtimes\.vllm_")
+    found = []
+    for path in sorted((root / package).rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        is_init = parts[-1] == "__init__"
+        name = ".".join(parts[:-1] if is_init else parts)
+        if name == f"{package}.runtimes" or name.startswith(f"{package}.runtimes."):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                base = node.module or ""
+                if node.level:  # relative: from the module's package, up level - 1 more
+                    here = name.split(".") if is_init else name.split(".")[:-1]
+                    base = ".".join([*here[: len(here) - node.level + 1], *([node.module] if node.module else [])])
+                targets = [base, *(f"{base}.{a.name}" for a in node.names)]
+            hit = next((t for t in targets if runtime_package.match(t)), None)
+            if hit is not None:
+                found.append(f"{name}:{node.lineno} imports {hit}")
+    return found
+
+
+def test_no_runtime_package_is_imported_outside_runtimes() -> None:
+    """Names and imports: the registry and the entries are the only way in (jobs, cli and the plugin included)."""
+    assert runtime_imports_outside_runtimes(REPO) == []
+
+
+def test_the_runtime_import_check_finds_a_planted_import_in_every_spelling(tmp_path: Path) -> None:
+    files = {
+        "__init__.py": "",
+        "runtimes/__init__.py": "",
+        "runtimes/registry.py": "from vllm_hpu_mm.runtimes import vllm_x\n",  # inside runtimes/: allowed
+        "runtimes/vllm_x/__init__.py": "VAR = 'X'\n",
+        "runtimes/vllm_x/config.py": "from .. import registry\n",
+        "jobs/__init__.py": "",
+        "jobs/absolute.py": "from vllm_hpu_mm.runtimes.vllm_x import VAR\n",
+        "jobs/relative.py": "from ..runtimes.vllm_x import VAR\n",
+        "jobs/module.py": "from ..runtimes import vllm_x\n",
+        "cli/__init__.py": "",
+        "cli/plain.py": "import vllm_hpu_mm.runtimes.vllm_x.config\n",
+        "cli/late.py": "def f() -> None:\n    from vllm_hpu_mm.runtimes.vllm_x.config import registry\n",
+        "cli/fine.py": "from vllm_hpu_mm.runtimes import registry\nfrom vllm_hpu_mm.runtimes.base import Runtime\n",
+    }
+    for rel, text in files.items():
+        path = tmp_path / "vllm_hpu_mm" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    found = runtime_imports_outside_runtimes(tmp_path)
+    assert found == [
+        "vllm_hpu_mm.cli.late:2 imports vllm_hpu_mm.runtimes.vllm_x.config",
+        "vllm_hpu_mm.cli.plain:1 imports vllm_hpu_mm.runtimes.vllm_x.config",
+        "vllm_hpu_mm.jobs.absolute:1 imports vllm_hpu_mm.runtimes.vllm_x",
+        "vllm_hpu_mm.jobs.module:1 imports vllm_hpu_mm.runtimes.vllm_x",
+        "vllm_hpu_mm.jobs.relative:1 imports vllm_hpu_mm.runtimes.vllm_x",
+    ]
+
+
 def test_every_module_imports_with_the_declared_dependencies_or_wants_only_the_runtime() -> None:
     """Imported for real (scripts/test-plain runs this in a virtualenv holding only setup.py's dependencies): a
     module may fail to import only for want of a package the serving runtime brings (vLLM, torch, ...)."""

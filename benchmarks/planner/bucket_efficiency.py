@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vllm_hpu_mm.buckets.job import plan_buckets
 from vllm_hpu_mm.buckets.sizes import SizeSet, read_sizes_csv, scan_images
+from vllm_hpu_mm.jobs.buckets import plan_buckets
 from vllm_hpu_mm.preprocess.align import QWEN_MIN_PIXELS
 from vllm_hpu_mm.values import DEFAULT_BUCKETS
 

@@ -192,17 +192,24 @@ def test_a_bucket_list_the_runtime_fails_on_is_not_called_a_memory_problem(monke
     assert "memory plan does not fit" not in err
 
 
-def test_calibrate_records_only_a_device_a_plan_knows(tmp_path: Path) -> None:
-    log = str(Path(__file__).parents[1] / "data" / "logs" / "vllm_gaudi_warmup_doc.log")
+def test_calibrate_exit_codes_and_never_over_its_log(tmp_path: Path) -> None:
+    # what is recorded and refused: tests/jobs/test_jobs_calibrate.py
+    log = tmp_path / "server.log"
+    original = (Path(__file__).parents[1] / "data" / "logs" / "vllm_gaudi_warmup_doc.log").read_bytes()
+    log.write_bytes(original)
     out = str(tmp_path / "profile.json")
-    code, _, err = run("memory", "calibrate", log, "--device", "tpu", "--output", out)
+    code, _, err = run("memory", "calibrate", str(log), "--device", "tpu", "--output", out)
     assert code == 2
-    assert "--device='tpu' is not a device a plan knows; accepted: gaudi2, gaudi3, h100, h200, cpu" in err
-    code, _, err = run("memory", "calibrate", log, "--device", "h100", "--output", out)
-    assert code == 2
-    assert "is a cuda device but the log is a hpu server's" in err
+    assert len(err.strip().splitlines()) == 1
     assert not Path(out).exists()
-    code, _, _ = run("memory", "calibrate", log, "--device", "Gaudi2", "--output", out)
+    code, printed, err = run("memory", "calibrate", str(log), "--output", str(log))
+    assert code == 2
+    assert printed == ""
+    assert err.strip().splitlines() == [f"vllm-hpu-mm: error: --output {log} is the same file as the log {log}: "
+                                        "writing the profile there would overwrite it; accepted: another path for "
+                                        "the profile"]  # fmt: skip
+    assert log.read_bytes() == original
+    code, _, _ = run("memory", "calibrate", str(log), "--device", "Gaudi2", "--output", out)
     assert code == 0
     assert json.loads(Path(out).read_text())["device"] == "gaudi2"
 

@@ -14,24 +14,13 @@ import sys
 from typing import Any
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.buckets.admission import Admission, admit
-from vllm_hpu_mm.buckets.job import check_buckets, pixel_range, plan_buckets
 from vllm_hpu_mm.buckets.planner import Evaluation
-from vllm_hpu_mm.buckets.sizes import (
-    SizeSet,
-    embedded_sizes,
-    patch_counts,
-    read_sizes_csv,
-    scan_images,
-    synthetic_sizes,
-)
 from vllm_hpu_mm.cli.buckets_replay import add_parser as add_replay_parser
-from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, print_json
+from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
+from vllm_hpu_mm.jobs.buckets import BUCKETS_VAR, DEFAULT_MIN_PIXELS, SizeSources, check_job, plan_job
 from vllm_hpu_mm.plan.args import fraction, positive_int
-from vllm_hpu_mm.preprocess.align import QWEN_MIN_PIXELS
-from vllm_hpu_mm.values import DEFAULT_BUCKETS, PIXELS_PER_PATCH, AlignMode, OversizePolicy, parse_buckets
+from vllm_hpu_mm.values import DEFAULT_BUCKETS, PIXELS_PER_PATCH, AlignMode, OversizePolicy
 
-BUCKETS_VAR = "VLLM_MULTIMODAL_BUCKETS"
 DEFAULT_NUM_BUCKETS = len(DEFAULT_BUCKETS)
 
 
@@ -62,7 +51,7 @@ def _add_common(p: argparse.ArgumentParser, *, max_default: str) -> None:
         "--min-pixels",
         type=positive_int,
         metavar="N",
-        help=f"smallest image area after alignment (default {QWEN_MIN_PIXELS}, Qwen2.5-VL)",
+        help=f"smallest image area after alignment (default {DEFAULT_MIN_PIXELS}, Qwen2.5-VL)",
     )
     p.add_argument("--max-pixels", type=positive_int, metavar="N", help=f"largest image area ({max_default})")
     p.add_argument(
@@ -126,29 +115,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     add_replay_parser(sub)
 
 
-def _align_mode(args: argparse.Namespace, settings: envs.Settings) -> AlignMode:
-    return AlignMode(args.align_mode) if args.align_mode else settings.align_mode
-
-
-def _admitted(args: argparse.Namespace, settings: envs.Settings) -> Admission:
-    """The sizes to plan or check over: only the images the server accepts (the rest are reported)."""
-    return admit(_load_sizes(args), max_image_pixels=settings.max_image_pixels,
-                 max_aspect_ratio=settings.max_aspect_ratio)  # fmt: skip
-
-
-def _load_sizes(args: argparse.Namespace) -> SizeSet:
-    sets = [read_sizes_csv(path) for path in args.sizes]
+def _sources(args: argparse.Namespace) -> SizeSources:
     # The progress bar is for a person watching: piped or captured stderr keeps just the one error line.
-    sets += [scan_images(folder, progress=sys.stderr.isatty())[0] for folder in args.images]
-    if args.from_metrics:
-        from vllm_hpu_mm.buckets.live import from_metrics
-
-        sets.append(from_metrics(args.from_metrics)[0])
-    if sets:
-        return SizeSet.combine(sets)
-    if args.min_pixels is not None and args.max_pixels is not None:
-        return synthetic_sizes(args.min_pixels, args.max_pixels)
-    return embedded_sizes()
+    return SizeSources(tuple(args.sizes), tuple(args.images), args.from_metrics, args.min_pixels, args.max_pixels,
+                       AlignMode(args.align_mode) if args.align_mode else None, sys.stderr.isatty())  # fmt: skip
 
 
 def _table(ev: Evaluation, policy: OversizePolicy = OversizePolicy.SHRINK) -> list[str]:
@@ -189,20 +159,9 @@ def _report(ev: Evaluation, **extra: Any) -> dict[str, Any]:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    settings = envs.load()
-    min_pixels, max_pixels = pixel_range(args.min_pixels, args.max_pixels)  # before reading any size
-    admission = _admitted(args, settings)
-    sizes = admission.sizes
-    result = plan_buckets(
-        sizes.counts,
-        num_buckets=args.num_buckets,
-        target_efficiency=args.target_efficiency,
-        keep_largest=args.keep_largest,
-        min_pixels=min_pixels,
-        max_pixels=max_pixels,
-        mode=_align_mode(args, settings),
-        policy=settings.oversize_policy,
-    )
+    job = plan_job(_sources(args), envs.load(), num_buckets=args.num_buckets,
+                   target_efficiency=args.target_efficiency, keep_largest=args.keep_largest)  # fmt: skip
+    result, admission, sizes = job.result, job.admission, job.sizes
     ev, default_ev, buckets, notes = result.evaluation, result.default, result.buckets, result.warnings
     if args.plot:
         from vllm_hpu_mm.buckets.plot import plot_histogram
@@ -245,30 +204,15 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    settings = envs.load()
-    if args.buckets is not None:
-        buckets = parse_buckets(args.buckets, source="BUCKETS argument")
-        source = "BUCKETS argument"
-    else:
-        if settings.multimodal_buckets is None:
-            return fail(f"{BUCKETS_VAR}=None disables vision bucketing: there is no list to check; pass BUCKETS")
-        buckets = settings.multimodal_buckets
-        source = f"${BUCKETS_VAR}" if envs.read_if_set(BUCKETS_VAR) is not None else "the default list"
-    mode = _align_mode(args, settings)
-    policy = settings.oversize_policy
-    admission = _admitted(args, settings)
-    sizes = admission.sizes
-    checked = check_buckets(sizes.counts, buckets, source=source, min_pixels=args.min_pixels,
-                            max_pixels=args.max_pixels, mode=mode, policy=policy)  # fmt: skip
+    job = check_job(args.buckets, _sources(args), envs.load())
+    checked, admission, sizes, buckets, source = job.result, job.admission, job.sizes, job.buckets, job.source
+    mode, policy = job.mode, job.policy
     ev, rejected, warnings = checked.evaluation, checked.rejected, list(checked.warnings)
     min_pixels, max_pixels = checked.min_pixels, checked.max_pixels
     if args.plot:
         from vllm_hpu_mm.buckets.plot import plot_histogram
 
-        counts = patch_counts(
-            sizes.counts, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode
-        ).counts  # before any shrink: shows what lies above the largest bucket
-        plot_histogram(counts, buckets, args.plot, title=sizes.source)
+        plot_histogram(job.counts, buckets, args.plot, title=sizes.source)  # before any shrink
     code = ExitCode.NEGATIVE if warnings else ExitCode.OK
     if args.json:
         print_json(

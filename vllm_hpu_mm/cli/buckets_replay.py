@@ -25,12 +25,19 @@ import argparse
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
-from vllm_hpu_mm.jobs.replay import ReplayArgs, replay_traffic
+from vllm_hpu_mm.jobs.replay import (
+    DEFAULT_REQUESTS,
+    MAX_CLIENTS,
+    MAX_PROFILE_SECONDS,
+    MAX_PROFILE_SEGMENTS,
+    MAX_RATE,
+    MAX_REQUESTS,
+    Arrivals,
+    ReplayArgs,
+    replay_traffic,
+)
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, positive_int
 from vllm_hpu_mm.replay.report import to_dict, to_table
-from vllm_hpu_mm.replay.scheduler import MAX_CLIENTS, MAX_PROFILE_SECONDS, MAX_PROFILE_SEGMENTS, MAX_RATE, Arrivals
-from vllm_hpu_mm.replay.schedules import DEFAULT_REQUESTS, MAX_REQUESTS
-from vllm_hpu_mm.runtimes.vllm_gaudi import BUCKET_FILE_VAR
 
 __all__ = ["add_parser"]
 
@@ -42,7 +49,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add_options(p, VLLM_FLAGS)
     add_options(p, [o for o in PLAN_OPTIONS if o.field not in ("keep_buckets", "max_buckets")])
     p.add_argument("--bucket-file", metavar="FILE", help="a vllm-gaudi bucket file to replay (default: "
-                   f"${BUCKET_FILE_VAR} when set)")  # fmt: skip
+                   "$VLLM_BUCKETING_FROM_FILE when set)")  # fmt: skip
     p.add_argument("--from-metrics", metavar="URL|FILE", help="traffic from a running server's /metrics (or a saved "
                    "exposition), added to --sizes")  # fmt: skip
     p.add_argument("--kv-blocks", type=positive_int, metavar="N", help="the KV blocks vllm-gaudi allocated (its log's "

@@ -3,32 +3,23 @@
 
 It reads vllm-gaudi / vllm-fork '[Warmup][Graph/...][i/n] ... free_mem:' lines, their 'Graph/... captured:N
 used_mem:X' summaries and the 'Free device memory: ...' line, and vLLM CUDA's graph-capture memory lines.
-Exit 0 when a profile was written, 1 when the log measures nothing (no profile written), 2 for invalid input.
+Exit 0 when a profile was written, 1 when the log measures nothing (no profile written), 2 for invalid input (an
+--output that is the log itself is refused: an input is never written over).
 """
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
-from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.logs.calibrate import Calibration, calibrate, parse_warmup
+from vllm_hpu_mm.jobs.calibrate import LOG_DEVICES, CalibrateArgs, Calibrated, calibrate_log
 from vllm_hpu_mm.logs.numbers import skipped_json
-from vllm_hpu_mm.logs.profile import profile_dict, save_profile
-from vllm_hpu_mm.logs.reading import log_lines
-from vllm_hpu_mm.models.devices import KNOWN_DEVICES
-from vllm_hpu_mm.models.dims import ModelDims, dtype_bytes
-from vllm_hpu_mm.models.lookup import resolve
+from vllm_hpu_mm.logs.profile import profile_dict
 from vllm_hpu_mm.plan.args import positive_int
-from vllm_hpu_mm.plan.profile import default_profile_path
 
 __all__ = ["add_parser"]
-
-#: The devices a profile can be recorded for: those ``memory plan --device`` names (not ``auto``: a log ran on one).
-LOG_DEVICES = (*KNOWN_DEVICES, "cpu")
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -63,58 +54,20 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=run)
 
 
-def _model(args: argparse.Namespace, logged: str | None) -> tuple[ModelDims | None, str]:
-    if args.model is not None:
-        return resolve(args.model, source="--model"), "--model"
-    if logged is not None:
-        try:
-            return resolve(logged, source="the log's model"), "the log's model='...'"
-        except ConfigError:
-            return None, f"the log's model {logged!r} is not known here (pass --model)"
-    return None, "the log names no model (pass --model)"
-
-
-def _device(raw: str | None, backend: str | None) -> str | None:
-    """The device a profile is recorded for: one a plan names (``memory plan --device``), of the log's backend."""
-    if raw is None:
-        return None
-    key = raw.strip().lower()
-    if key not in LOG_DEVICES:
-        raise ConfigError(f"--device={raw!r} is not a device a plan knows; accepted: {', '.join(LOG_DEVICES)}")
-    if backend is not None and backend != _backend(key):
-        same = ", ".join(d for d in LOG_DEVICES if _backend(d) == backend)
-        raise ConfigError(f"--device={raw!r} is a {_backend(key)} device but the log is a {backend} server's; "
-                          f"accepted: a {backend} device: {same}")  # fmt: skip
-    return key
-
-
-def _backend(device: str) -> str:
-    return "cpu" if device == "cpu" else KNOWN_DEVICES[device].backend
-
-
 def run(args: argparse.Namespace) -> int:
-    dtype = dtype_bytes(args.dtype, source="--dtype")
-    settings = envs.load()
-    log = parse_warmup(log_lines(args.log))
-    args.device = _device(args.device, log.backend)
-    model, model_note = _model(args, log.model)
-    result = calibrate(log, model, device=args.device, source=str(args.log), dtype_size=dtype,
-                       tensor_parallel_size=args.tensor_parallel_size, block_size=args.block_size,
-                       buckets=settings.multimodal_buckets or ())  # fmt: skip
-    path = Path(args.output).expanduser() if args.output else default_profile_path(settings.profile)
-    written = result.measured_anything
-    if written:
-        save_profile(result, path)
+    job = calibrate_log(CalibrateArgs(str(args.log), args.model, args.device, args.dtype, args.tensor_parallel_size,
+                                      args.block_size, args.output), envs.load())  # fmt: skip
+    result, log, path = job.calibration, job.log, job.written_to
     if args.json:
-        print_json(_report(result, path if written else None, model_note) | {"skipped": skipped_json(log.skipped)})
+        print_json(_report(job) | {"skipped": skipped_json(log.skipped)})
     else:
-        print(f"calibration from {args.log} (runtime {result.backend or 'unknown'}; model: {model_note})")
+        print(f"calibration from {args.log} (runtime {result.backend or 'unknown'}; model: {job.model_from})")
         width = max(len(r[0]) for r in result.rows)
         for name, value, how in result.rows:
             print(f"  {name:<{width}}  {value:>8}  {how}")
         for line in log.skipped.summary(str(args.log)):
             print(line)
-        if not written:
+        if path is None:
             print(
                 "nothing measurable in this log: no warm-up lines with free_mem, no memory split, no CUDA graph memory"
             )
@@ -122,13 +75,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"profile written to {path}; `vllm-hpu-mm memory plan` reads it from there")
         else:
             print(f"profile written to {path}; plan with it: `vllm-hpu-mm memory plan --profile {path}`")
-    return int(ExitCode.OK if written else ExitCode.NEGATIVE)
+    return int(ExitCode.OK if path is not None else ExitCode.NEGATIVE)
 
 
-def _report(c: Calibration, path: Path | None, model_note: str) -> dict[str, Any]:
+def _report(job: Calibrated) -> dict[str, Any]:
+    c = job.calibration
     return {
         "profile": profile_dict(c),
-        "written_to": None if path is None else str(path),
-        "model_from": model_note,
+        "written_to": None if job.written_to is None else str(job.written_to),
+        "model_from": job.model_from,
         "rows": [{"name": n, "value": v, "how": h} for n, v, h in c.rows],
     }

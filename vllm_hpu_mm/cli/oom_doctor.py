@@ -11,9 +11,9 @@ from typing import Any
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, print_json
-from vllm_hpu_mm.logs.doctor import Diagnosis, diagnose_file
+from vllm_hpu_mm.jobs.doctor import diagnose_log
+from vllm_hpu_mm.logs.doctor import Diagnosis
 from vllm_hpu_mm.logs.numbers import skipped_json
-from vllm_hpu_mm.models.lookup import resolve
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -79,9 +79,7 @@ _BASIS = {
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.model is not None:
-        resolve(args.model, source="--model")  # an unknown model is invalid input (exit 2), not ignored
-    d = diagnose_file(args.log, envs.load(), args.model)
+    d = diagnose_log(args.log, envs.load(), args.model)
     if args.json:
         print_json(as_json(d))
     else:

@@ -33,8 +33,7 @@ from vllm_hpu_mm.cli.serve_args import (
 )
 from vllm_hpu_mm.cli.vllm_argv import vllm_032_table
 from vllm_hpu_mm.errors import ConfigError, ModelConfigUnavailable
-from vllm_hpu_mm.jobs.serve import on_default_device, prepare, server_command
-from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
+from vllm_hpu_mm.jobs.serve import DEFAULT_MODEL, on_default_device, prepare, server_command
 from vllm_hpu_mm.models.lookup import plan_skipped_warning
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, SizingArgs, add_options
 
@@ -99,8 +98,7 @@ def run(args: argparse.Namespace) -> int:
     extra: list[str] = list(args.extra)
     settings = envs.load()
     server, vllm = _read_server_args(args)
-    sizing = SizingArgs.from_namespace(args, prefix=PREFIX, vllm=argparse.Namespace(**vars(server.sizing)),
-                                       spelled=server.sizing.spelled)  # fmt: skip
+    sizing = server.sizing.with_plan_options(args, prefix=PREFIX)
     sizing = on_default_device(sizing, launching=not args.dry_run)
     server_args = launch_args(extra, server, DEFAULT_MODEL)
     # vLLM's parser reads the user's command (model as --model) as the plan will, before any planning.
@@ -109,10 +107,13 @@ def run(args: argparse.Namespace) -> int:
     out_flag = "--plan-output-dir" if args.plan_output_dir else "VLLM_HPU_MM_CACHE_DIR"
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"{out_flag} {out_dir}: not a folder; accepted: a folder for the runtime's files")
+    unvalidated = ("read with vLLM 0.32's server flags; vLLM validates the arguments when it starts (--validate: "
+                   "now, with the installed vLLM)")  # fmt: skip
     try:
         launch = prepare(sizing, settings, envs.runtime_environ(), server_args=server_args, output_dir=out_dir,
                          limit_mm_per_prompt=server.limit_mm_per_prompt,
-                         compilation_config=server.compilation_config)  # fmt: skip
+                         compilation_config=server.compilation_config, notes=server.notes,
+                         last_notes=(unvalidated,) if vllm is None else ())  # fmt: skip
     except ModelConfigUnavailable as exc:  # vLLM may still serve it: launch with its own memory settings
         return _launch_unplanned(args, list(server_command(server_args)), plan_skipped_warning(exc))
     result, exports, report = launch.plan, launch.exports, launch.report
@@ -125,17 +126,11 @@ def run(args: argparse.Namespace) -> int:
         what = "the memory plan does not fit" if first.about_memory else "the server would not start"
         return fail(f"{what}: {first.message}; fix: {first.fix.text}", ExitCode.NEGATIVE)
     argv = _checked(list(launch.argv), vllm)  # with what the exports added
-    notes = [*server.notes, *exports.notes]
-    if vllm is None:
-        notes.append("read with vLLM 0.32's server flags; vLLM validates the arguments when it starts (--validate: "
-                     "now, with the installed vLLM)")  # fmt: skip
-    report.update({"command": argv, "command_line": shlex.join(argv), "environment": exports.env, "notes": notes,
-                   "files": launch.files})  # fmt: skip
     if args.json:
         print_json(report)
     else:
         print(launch.table)
-        for note in notes:
+        for note in launch.notes:
             print(f"note: {note}")
         for note in report["costs"]["notes"]:
             print(f"costs: {note}")

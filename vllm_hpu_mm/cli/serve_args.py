@@ -29,8 +29,7 @@ from typing import Any
 
 from vllm_hpu_mm.cli.vllm_argv import MAX_SERVER_ARGS, Arg, OptionTable, expand, options_of, read_yaml
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.plan.args import VLLM_FLAGS, Option, SizingArgs
-from vllm_hpu_mm.plan.inputs import DEFAULT_GPU_MEMORY_UTILIZATION
+from vllm_hpu_mm.plan.args import DEFAULT_GPU_MEMORY_UTILIZATION, VLLM_FLAGS, Option, SizingArgs
 
 __all__ = [
     "ServerArgs",

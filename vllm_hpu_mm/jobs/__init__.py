@@ -1,7 +1,8 @@
 """The jobs the commands run, one library function each, taking the parsed arguments whole: :mod:`.serve` (``memory
-plan`` and ``serve``: plan, export, build the server's command), :mod:`.replay` (``buckets replay``) and
-:mod:`.compare` (``memory compare``: a server's log against the plan for its flags). The vision
-bucket jobs (``buckets plan`` and ``check``) are :mod:`vllm_hpu_mm.buckets.job`. ``cli/`` parses and prints them.
+plan`` and ``serve``: plan, export, build the server's command; the inputs every job plans on), :mod:`.replay`
+(``buckets replay``), :mod:`.compare` (``memory compare``: a server's log against the plan for its flags),
+:mod:`.calibrate` (``memory calibrate``), :mod:`.buckets` (``buckets plan`` and ``check``) and :mod:`.doctor`
+(``oom-doctor``). ``cli/`` parses and prints them; ``tests/jobs/`` tests them directly.
 
 A job composes the floors below it (plan, runtimes, replay, buckets); nothing below imports a job."""
 

@@ -13,36 +13,42 @@ from vllm_hpu_mm.buckets.text import TextBucketPlan
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.jobs.serve import on_default_device
+from vllm_hpu_mm.jobs.serve import on_default_device, plan_inputs
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.bucket_choice import read_traffic
-from vllm_hpu_mm.plan.inputs import build
-from vllm_hpu_mm.plan.pipeline import checked_by_runtime, fit_max_model_len
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.text_choice import (
     PLANNED_LABEL,
-    check_budget,
     configured_label,
     images_for,
     plan_for,
 )
 from vllm_hpu_mm.replay.report import Report
-from vllm_hpu_mm.replay.scheduler import Arrivals
-from vllm_hpu_mm.replay.schedules import Schedules, replay_model, schedules, timer_for, vision_efficiency
+from vllm_hpu_mm.replay.scheduler import MAX_CLIENTS, MAX_PROFILE_SECONDS, MAX_PROFILE_SEGMENTS, MAX_RATE, Arrivals
+from vllm_hpu_mm.replay.schedules import (
+    DEFAULT_REQUESTS,
+    MAX_REQUESTS,
+    Schedules,
+    replay_model,
+    schedules,
+    timer_for,
+    vision_efficiency,
+)
 from vllm_hpu_mm.replay.timing import Timer
 from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import RuntimeModel
-from vllm_hpu_mm.runtimes.vllm_gaudi import BUCKET_FILE_VAR
 from vllm_hpu_mm.traffic.requests import Traffic
 
-__all__ = ["ReplayArgs", "Replayed", "replay_traffic"]
+#: The bounds and defaults the command declares are the replay's own (its loops' caps), named here for the CLI.
+__all__ = ["DEFAULT_REQUESTS", "MAX_CLIENTS", "MAX_PROFILE_SECONDS", "MAX_PROFILE_SEGMENTS", "MAX_RATE", "MAX_REQUESTS",
+           "Arrivals", "ReplayArgs", "Replayed", "replay_traffic"]  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
 class ReplayArgs:
     """What ``buckets replay`` reads besides the sizing flags."""
 
-    #: A bucket file to replay (``--bucket-file``); None: the environment's VLLM_BUCKETING_FROM_FILE, if set.
+    #: A bucket file to replay (``--bucket-file``); None: the one the runtime's own variable names, if set.
     bucket_file: str | None = None
     #: A running server's /metrics (or a saved exposition) whose traffic joins ``--sizes``.
     from_metrics: str | None = None
@@ -114,12 +120,11 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
     if sizing.runtime is None:
         sizing = dataclasses.replace(sizing, runtime=registry.DEFAULT_RUNTIME["hpu"].value)
     sizing = on_default_device(sizing)
-    file_path = args.bucket_file or runtime_env.get(BUCKET_FILE_VAR)
-    own_env = {k: v for k, v in runtime_env.items() if k != BUCKET_FILE_VAR}
-    inputs = checked_by_runtime(fit_max_model_len(build(sizing, settings, own_env)), sizing.flag)
+    own_env, env_file = registry.split_bucket_file(runtime_env)
+    file_path = args.bucket_file or env_file
+    inputs, costs = plan_inputs(sizing, settings, own_env)  # the calibrated profile too, as serve's
     first = plan(inputs)
     budget = sizing.text_graph_budget
-    check_budget(budget, sizing.flag("text_graph_budget"))
     own = inputs.runtime
     shape = inputs.engine(args.kv_blocks if args.kv_blocks is not None else first.kv_blocks)
     lookup = own.text_lookup(shape)
@@ -128,8 +133,8 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
                           f"(name {sizing.flag('runtime')} vllm-gaudi)")  # fmt: skip
     yours = None
     if file_path:
-        spelled = {BUCKET_FILE_VAR: "--bucket-file"} if args.bucket_file else {}
-        yours = registry.same_runtime(inputs.runtime, {**own_env, BUCKET_FILE_VAR: file_path}, spelled=spelled)
+        spelled = {"bucket_file": "--bucket-file"} if args.bucket_file else {}
+        yours = registry.same_runtime(inputs.runtime, own_env, spelled=spelled, bucket_file=file_path)
     traffic = _traffic(sizing, args, settings)
     images = images_for(inputs, inputs.buckets, settings)
     if args.arrivals is not None and sizing.concurrency is not None:
@@ -142,6 +147,8 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
                      arrivals=args.arrivals, timer=timer)  # fmt: skip
     results = [replay_model(own, shape, runs, configured_label(own, shape), timer)]
     notes: list[str] = []
+    if costs["profile"] is not None:
+        notes.append(f"measured costs from the profile {costs['profile']} (the KV blocks estimate uses them)")
     if yours is not None:
         results.append(replay_model(yours, shape, runs, f"your {Path(file_path or '').name}", timer))
         notes += yours.text_shapes(shape).notes  # its buckets vllm-gaudi drops without a word

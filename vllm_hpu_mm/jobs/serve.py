@@ -6,26 +6,29 @@ knobs the plan's runtime reads (its registry entry's exporter) and the exact com
 from __future__ import annotations
 
 import dataclasses
+import shlex
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from vllm_hpu_mm.buckets.sizes import images_of
 from vllm_hpu_mm.envs import Settings
+from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.plan import render
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.bucket_choice import BucketChoice, choose, read_sizes, read_traffic
-from vllm_hpu_mm.plan.inputs import build, provenance
+from vllm_hpu_mm.plan.inputs import PlanInputs, build, provenance
 from vllm_hpu_mm.plan.pipeline import checked_by_runtime, fit_max_model_len, plan_with_profile
 from vllm_hpu_mm.plan.planner import Plan
 from vllm_hpu_mm.plan.text_choice import TextChoice, choose_text
 from vllm_hpu_mm.replay.schedules import DEFAULT_REQUESTS
 from vllm_hpu_mm.runtimes import registry
-from vllm_hpu_mm.runtimes.base import ExportContext, Exports, Runtime
+from vllm_hpu_mm.runtimes.base import ExportContext, Exports
 from vllm_hpu_mm.runtimes.exports import exports_for, flags_from_environment
 
-__all__ = ["SERVER_MODULE", "Launch", "Planned", "on_default_device", "plan_and_choose", "prepare",
-           "server_command"]  # fmt: skip
+__all__ = ["DEFAULT_MODEL", "SERVER_MODULE", "Launch", "Planned", "on_default_device", "plan_and_choose",
+           "plan_inputs", "prepare", "server_command"]  # fmt: skip
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
@@ -47,9 +50,12 @@ class Launch:
     #: The server's command line and the files to write before it starts (path -> content).
     argv: tuple[str, ...]
     files: dict[str, str]
-    #: The report ``--json`` prints (the plan, its costs, the bucket choice), and the plan as a table.
+    #: The report ``serve --json`` prints (the plan, its costs, the command, environment, notes and files), and the
+    #: plan as a table.
     report: dict[str, Any]
     table: str
+    #: What the user should know: how the server arguments were read and what the exporter says.
+    notes: tuple[str, ...] = ()
 
     @property
     def plan(self) -> Plan:
@@ -57,18 +63,10 @@ class Launch:
 
 
 def on_default_device(sizing: SizingArgs, *, launching: bool = False) -> SizingArgs:
-    """``sizing`` with its device filled in, the same way whichever other flags are given: the device named; else,
-    for a real launch, the accelerator here (``auto``: the plan is for the card that will serve); else the named
-    runtime's reference device, or the main job's Gaudi2."""
+    """``sizing`` with its device filled in by the one default-device rule (:func:`registry.default_device`)."""
     if sizing.device is not None:
         return sizing
-    if launching:
-        device = "auto"
-    else:
-        key = registry.split_spec(sizing.runtime or "auto")[0]
-        known = {r.value for r in Runtime}
-        device = registry.reference_device(Runtime(key)) if key in known else registry.MAIN_JOB_DEVICE
-    return dataclasses.replace(sizing, device=device)
+    return dataclasses.replace(sizing, device=registry.default_device(sizing.runtime, launching=launching))
 
 
 def server_command(server_args: list[str], *added: str) -> tuple[str, ...]:
@@ -77,16 +75,24 @@ def server_command(server_args: list[str], *added: str) -> tuple[str, ...]:
     return (sys.executable, "-m", SERVER_MODULE, *server_args, *added)
 
 
+def plan_inputs(sizing: SizingArgs, settings: Settings,
+                runtime_env: Mapping[str, str]) -> tuple[PlanInputs, dict[str, Any]]:  # fmt: skip
+    """The inputs every planning job plans on, built one way: the flags and the environment, the calibrated
+    profile's measured costs applied (``--profile``, else the default profile when it exists), ``--max-model-len
+    auto`` fitted and the runtime's own checks; with the costs report."""
+    inputs = build(sizing, settings, runtime_env)
+    stated = sizing.free_memory_gib is not None
+    inputs, costs = plan_with_profile(inputs, sizing.profile, settings.profile, free_stated=stated,
+                                      flag=sizing.flag("profile"))  # fmt: skip
+    return checked_by_runtime(fit_max_model_len(inputs), sizing.flag), costs
+
+
 def plan_and_choose(sizing: SizingArgs, settings: Settings, runtime_env: dict[str, str],
                     requests: int = DEFAULT_REQUESTS) -> Planned:  # fmt: skip
     """Measured costs from the profile, then the plan with its vision buckets chosen over the traffic's images and
     its text buckets planned from the traffic (``sizing.sizes``: a traffic file or folder; None: the embedded
     default; either way only the requests the server serves). Errors name the flags as the user spelled them."""
-    inputs = build(sizing, settings, runtime_env)
-    stated = sizing.free_memory_gib is not None
-    inputs, costs = plan_with_profile(inputs, sizing.profile, settings.profile, free_stated=stated,
-                                      flag=sizing.flag("profile"))  # fmt: skip
-    inputs = checked_by_runtime(fit_max_model_len(inputs), sizing.flag)
+    inputs, costs = plan_inputs(sizing, settings, runtime_env)
     traffic = read_traffic(sizing.sizes, flag=sizing.flag("sizes"), settings=settings)
     # traffic without images (text only) leaves the vision buckets to the embedded sizes
     sample = images_of(traffic) if sizing.sizes is not None and traffic.images() else None
@@ -109,9 +115,12 @@ def prepare(
     output_dir: Path,
     limit_mm_per_prompt: str | None,
     compilation_config: dict[str, Any] | None,
+    notes: Sequence[str] = (),
+    last_notes: Sequence[str] = (),
 ) -> Launch:
     """Plan, export and build the command. ``server_args``: the server arguments, the user's in order with the model
-    as ``--model``; ``output_dir``: where the runtime's files (vllm-gaudi's bucket file) will be written."""
+    as ``--model``; ``output_dir``: where the runtime's files (vllm-gaudi's bucket file) will be written; ``notes``
+    and ``last_notes``: how the server arguments were read, before and after the exporter's own notes."""
     planned = plan_and_choose(sizing, settings, runtime_env)
     result, choice = planned.plan, planned.buckets
     flags = flags_from_environment(
@@ -124,9 +133,13 @@ def prepare(
     context = ExportContext(flags, images, settings.align_mode, str(output_dir))
     exports = exports_for(result, context)
     sources = provenance(sizing, result.inputs)
-    report: dict[str, Any] = {"plan": render.to_dict(result, exports, choice, sources, planned.text),
-                              "costs": planned.costs}  # fmt: skip
     files = {str(output_dir / name): text for name, text in exports.files.items()}
     argv = server_command(server_args, *exports.args)
+    all_notes = (*notes, *exports.notes, *last_notes)
+    report: dict[str, Any] = {"plan": render.to_dict(result, exports, choice, sources, planned.text),
+                              "costs": planned.costs}  # fmt: skip
+    if result.fits:  # what would start: the command and everything handed to it
+        report |= {"command": list(argv), "command_line": shlex.join(argv), "environment": exports.env,
+                   "notes": list(all_notes), "files": files}  # fmt: skip
     table = render.to_table(result, exports, choice, sources, planned.text)
-    return Launch(planned, exports, argv, files, report, table)
+    return Launch(planned, exports, argv, files, report, table, all_notes)

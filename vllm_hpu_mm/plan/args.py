@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.dims import DTYPE_BYTES
 from vllm_hpu_mm.plan import validate
 from vllm_hpu_mm.runtimes.registry import TRAITS
@@ -141,8 +142,25 @@ def fraction(raw: str) -> float:
     return value
 
 
+#: vLLM 0.32's default for --gpu-memory-utilization (``config/cache.py``); the plan takes the runtime's own
+#: (``RuntimeTraits.default_gpu_memory_utilization``: the fork's is 0.9).
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
+
 #: A flag's bound: checks a parsed value, raising ConfigError that names the flag as spelled (the second argument).
 Bound = Callable[[Any, str], object]
+
+
+#: The least text-graph budget: a prompt and a decode bucket. Its ceiling is the runtime's own graph count, known only
+#: once the limits are (``buckets/text_budget.py`` ``check_budget``).
+MIN_TEXT_GRAPH_BUDGET = 2
+
+
+def _graph_budget(value: int, flag: str) -> object:
+    validate.check_positive(value, flag)
+    if value < MIN_TEXT_GRAPH_BUDGET:
+        raise ConfigError(f"{flag} {value} is invalid; accepted: an integer >= {MIN_TEXT_GRAPH_BUDGET} (a prompt and a "
+                          "decode bucket at least)")  # fmt: skip
+    return value
 
 
 def _model_len(value: int, flag: str) -> object:
@@ -151,6 +169,7 @@ def _model_len(value: int, flag: str) -> object:
 
 COUNT: Bound = validate.check_positive
 MODEL_LEN: Bound = _model_len
+GRAPH_BUDGET: Bound = _graph_budget
 RATIO: Bound = validate.check_ratio
 SHARE: Bound = functools.partial(validate.check_ratio, allow_zero=False)
 GIB_SIZE: Bound = validate.check_gib
@@ -243,7 +262,8 @@ PLAN_OPTIONS: tuple[Option, ...] = (
            "requests (default: the embedded default traffic)", metavar="CSV|DIR"),
     Option("text_graph_budget", "text-graph-budget", "most prompt + decode graphs in the text buckets planned for "
            "vllm-gaudi (default: a third of what its own strategy warms for the same limits, raised at most to a "
-           "half only as far as the buckets need to match its own efficiencies on the traffic)", integer, bound=COUNT),
+           "half only as far as the buckets need to match its own efficiencies on the traffic; at least 2)", integer,
+           bound=GRAPH_BUDGET),
     Option("concurrency", "concurrency", "requests running at once, for the decode batches the text buckets are "
            "planned for (default: every load up to --max-num-seqs)", integer, bound=COUNT),
     Option("keep_buckets", "keep-buckets", "keep the configured bucket list, only pruning the largest buckets that do "
@@ -326,6 +346,13 @@ class SizingArgs:
             if o.field == field:
                 return f"--{self.prefix}{o.name}"
         raise KeyError(field)
+
+    def with_plan_options(self, ns: argparse.Namespace, *, prefix: str = "") -> SizingArgs:
+        """These arguments (vLLM's flags, parsed apart: ``serve``) with the planner's options argparse read into
+        ``ns`` under ``prefix``."""
+        dest = prefix.replace("-", "_")
+        values: dict[str, Any] = {o.field: getattr(ns, dest + o.field, None) for o in PLAN_OPTIONS}
+        return dataclasses.replace(self, **values, prefix=prefix)
 
     def check_bounds(self) -> None:
         """Every given value within its flag's bound; the error names the flag as the user spelled it."""

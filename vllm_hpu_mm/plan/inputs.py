@@ -23,7 +23,6 @@ from vllm_hpu_mm.runtimes.base import DeviceFacts, Runtime, RuntimeModel
 from vllm_hpu_mm.values import GIB, Backend, Buckets, parse_buckets
 
 __all__ = [
-    "DEFAULT_GPU_MEMORY_UTILIZATION",
     "DEFAULT_MAX_NUM_BATCHED_TOKENS",
     "DEFAULT_MAX_NUM_SEQS",
     "PlanInputs",
@@ -31,9 +30,6 @@ __all__ = [
     "provenance",
 ]
 
-#: vLLM 0.32's default for --gpu-memory-utilization (``config/cache.py``); the plan takes the runtime's own
-#: (``RuntimeTraits.default_gpu_memory_utilization``: the fork's is 0.9).
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 #: vLLM's scheduler fallbacks (``SchedulerConfig.DEFAULT_MAX_NUM_SEQS`` / ``..._BATCHED_TOKENS``); the plan uses the
 #: runtime's own per-device defaults (``RuntimeModel.batch_defaults``), these only where a runtime has none.
 DEFAULT_MAX_NUM_SEQS = 128
@@ -149,7 +145,7 @@ def _ratio(args: SizingArgs, field: str, setting: float) -> float:
 
 def _device(args: SizingArgs) -> tuple[devices.DeviceSpec, int, int]:
     """(device, total bytes, free bytes before loading) for ``--device``, with ``--total-memory-gib`` applied."""
-    name = (args.device or registry.MAIN_JOB_DEVICE).strip().lower()
+    name = (args.device or registry.default_device(args.runtime)).strip().lower()
     if name == "auto":
         reading = devices.read_device("auto")
         spec = devices.reading_spec(reading)

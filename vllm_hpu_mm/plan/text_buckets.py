@@ -19,6 +19,7 @@ from vllm_hpu_mm.models.dims import ModelDims
 from vllm_hpu_mm.models.step_time import StepTime, has_time_model, step_time
 from vllm_hpu_mm.replay.run import shape_weights
 from vllm_hpu_mm.replay.schedules import Schedules
+from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import RuntimeTraits, warmup_estimate
 
 __all__ = [
@@ -31,8 +32,9 @@ __all__ = [
     "text_warmup",
 ]
 
-#: The device whose rates price the steps when the plan's device has no time model (vllm-gaudi's reference card).
-TIME_DEVICE = "gaudi2"
+#: The device whose rates price the steps when the plan's device has no time model (the main job's, vllm-gaudi's
+#: reference card: the registry's, not a copy).
+TIME_DEVICE = registry.MAIN_JOB_DEVICE
 #: Each load's weight when every load weighs the same: its steps scaled so its useful seconds sum to this.
 LOAD_SCALE = 1e6
 #: With a known load (or arrivals), the share of the planning weight it takes; every load level of the sweep shares

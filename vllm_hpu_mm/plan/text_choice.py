@@ -17,7 +17,6 @@ from vllm_hpu_mm.buckets.text_budget import BudgetedPlan
 from vllm_hpu_mm.buckets.text_time import BudgetTooSmall
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import Settings
-from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.planner import Plan, plan
 from vllm_hpu_mm.plan.text_buckets import plan_for_traffic, text_time, text_warmup
@@ -31,7 +30,6 @@ from vllm_hpu_mm.traffic.requests import Traffic
 __all__ = [
     "PLANNED_LABEL",
     "TextChoice",
-    "check_budget",
     "choose_text",
     "configured_label",
     "images_for",
@@ -80,12 +78,6 @@ def configured_label(runtime: RuntimeModel, shape: EngineShape) -> str:
     return runtime.text_shapes(shape).source.split(" (")[0]
 
 
-def check_budget(budget: int | None, flag: str) -> None:
-    if budget is not None and budget < 2:
-        raise ConfigError(f"{flag} {budget} is invalid; accepted: an integer >= 2 (a prompt and a decode bucket at "
-                          "least)")  # fmt: skip
-
-
 def choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: int | None, concurrency: int | None,
                 requests: int, budget_flag: str = "--text-graph-budget") -> tuple[Plan, TextChoice | None]:  # fmt: skip
     """The plan with the runtime told to warm the planned buckets, and the before/after replay; the plan unchanged
@@ -97,7 +89,6 @@ def choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: in
     lookup = i.runtime.text_lookup(shape)
     if lookup is None:
         return first, None
-    check_budget(budget, budget_flag)
     images = images_for(i, first.vision_buckets_captured, settings)
     runs = schedules(traffic, shape, images, concurrency=concurrency, requests=requests)
     label = configured_label(i.runtime, shape)

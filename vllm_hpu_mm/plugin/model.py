@@ -172,13 +172,14 @@ def apply_cuda_encoder_graphs(vllm_config: Any, settings: Settings, *, backend: 
     encoder graphs themselves (``cudagraph_mm_encoder`` already on), with ``--enforce-eager`` (no graphs at all) or
     with bucketing disabled.
     """
-    from vllm_hpu_mm.runtimes.vllm_cuda.encoder_graphs import encoder_cudagraph_config
+    from vllm_hpu_mm.runtimes import registry
 
     compilation = vllm_config.compilation_config
     eager = bool(getattr(vllm_config.model_config, "enforce_eager", False))
-    if backend != "cuda" or settings.multimodal_buckets is None or eager or compilation.cudagraph_mm_encoder:
+    make = registry.encoder_graphs(backend) if backend in registry.DEFAULT_RUNTIME else None
+    if make is None or settings.multimodal_buckets is None or eager or compilation.cudagraph_mm_encoder:
         return None
-    fields = encoder_cudagraph_config(settings.multimodal_buckets)
+    fields = make(settings.multimodal_buckets)
     for key, value in fields.items():
         setattr(compilation, key, value)
     logger.info("vllm-hpu-mm: vLLM encoder CUDA graphs from VLLM_MULTIMODAL_BUCKETS: %s", fields)

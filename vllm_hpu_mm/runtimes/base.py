@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Callable, Mapping
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from vllm_hpu_mm.engine import Bucket, EngineShape, TextLookup, TextShapes
 from vllm_hpu_mm.runtimes.warmup import WarmupEstimate, warmup_estimate
@@ -358,10 +358,12 @@ class RuntimeEntry:
 
     runtime: Runtime
     traits: RuntimeTraits
-    #: The runtime's model as the user's environment configures it; ``spelled`` maps a variable to how the user
-    #: gave it (``VLLM_BUCKETING_FROM_FILE`` given as ``--bucket-file``), for errors; the third argument is the
-    #: release (``vllm-gaudi==0.26.0``; None: the installed one, else the newest modelled).
-    model_from_env: Callable[[Mapping[str, str], Mapping[str, str], str | None], RuntimeModel]
+    #: The runtime's model as the user's environment configures it; ``spelled`` maps a variable (or
+    #: ``bucket_file``) to how the user gave it, for errors; the third argument is the release
+    #: (``vllm-gaudi==0.26.0``; None: the installed one, else the newest modelled); the fourth a bucket file to warm
+    #: instead of the environment's (``--bucket-file``; a runtime without bucket files ignores it: see
+    #: ``bucket_file_variable``).
+    model_from_env: Callable[[Mapping[str, str], Mapping[str, str], str | None, str | None], RuntimeModel]
     #: The device it is planned on when it is named but is not the runtime installed here.
     reference_device: str
     #: The module whose ``exports(draft, context)`` builds what ``serve`` hands the runtime. Named, not imported:
@@ -375,3 +377,8 @@ class RuntimeEntry:
     releases: Callable[[str], str] | None = None
     #: The distribution whose installed version ``auto`` reads for ``releases``.
     distribution: str | None = None
+    #: The variable naming the bucket file the runtime warms (vllm-gaudi's); None: it reads no bucket file.
+    bucket_file_variable: str | None = None
+    #: Vision buckets (patches) -> the runtime's own encoder-graph settings (vLLM CUDA's ``CompilationConfig``
+    #: fields), for the plugin to set; None: the runtime captures no encoder graphs of its own.
+    encoder_graphs: Callable[[tuple[int, ...]], dict[str, Any]] | None = None

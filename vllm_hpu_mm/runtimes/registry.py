@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import importlib.util
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes import vllm_cpu, vllm_cuda, vllm_fork, vllm_gaudi
@@ -22,12 +23,15 @@ __all__ = [
     "MAIN_JOB_DEVICE",
     "TRAITS",
     "Detection",
+    "default_device",
     "detect",
+    "encoder_graphs",
     "installed",
     "model_for",
     "reference_device",
     "resolve",
     "same_runtime",
+    "split_bucket_file",
     "split_spec",
 ]
 
@@ -54,19 +58,39 @@ def model_for(
     *,
     spelled: Mapping[str, str] | None = None,
     version: str | None = None,
+    bucket_file: str | None = None,
 ) -> RuntimeModel:
     """The runtime's model, configured by its own variables in ``env`` where it reads any (vllm-gaudi's bucketing and
-    the bucket file ``VLLM_BUCKETING_FROM_FILE`` names); ``spelled``: how the user gave a variable, for errors;
-    ``version``: the release planned for (None: the installed one, else the newest modelled)."""
-    return ENTRIES[runtime].model_from_env(env or {}, spelled or {}, version)
+    the bucket file its variable names); ``spelled``: how the user gave a variable (or ``bucket_file``), for errors;
+    ``version``: the release planned for (None: the installed one, else the newest modelled); ``bucket_file``: a
+    bucket file to warm instead of the environment's, for a runtime that reads one."""
+    entry = ENTRIES[runtime]
+    if bucket_file is not None and entry.bucket_file_variable is None:
+        given = (spelled or {}).get("bucket_file", "a bucket file")
+        readers = ", ".join(r.value for r, e in ENTRIES.items() if e.bucket_file_variable)
+        raise ConfigError(f"{given} {bucket_file}: {runtime.value} reads no bucket file; accepted: a runtime that "
+                          f"does ({readers})")  # fmt: skip
+    return entry.model_from_env(env or {}, spelled or {}, version, bucket_file)
 
 
 def same_runtime(
-    model: RuntimeModel, env: Mapping[str, str], *, spelled: Mapping[str, str] | None = None
+    model: RuntimeModel,
+    env: Mapping[str, str],
+    *,
+    spelled: Mapping[str, str] | None = None,
+    bucket_file: str | None = None,
 ) -> RuntimeModel:
-    """A model of ``model``'s runtime and release, configured by ``env`` instead (e.g. a user's bucket file)."""
+    """A model of ``model``'s runtime and release, configured by ``env`` instead (and ``bucket_file``: a user's)."""
     version: str | None = getattr(model, "version", None)  # a runtime whose releases are modelled says which
-    return model_for(model.name, env, spelled=spelled, version=version)
+    return model_for(model.name, env, spelled=spelled, version=version, bucket_file=bucket_file)
+
+
+def split_bucket_file(env: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
+    """``env`` less every runtime's bucket-file variable, and the file the environment names (None: none does):
+    a job replays the user's file beside the runtime configured without it."""
+    names = {e.bucket_file_variable for e in ENTRIES.values() if e.bucket_file_variable is not None}
+    found = next((env[n] for n in sorted(names) if env.get(n)), None)
+    return {k: v for k, v in env.items() if k not in names}, found
 
 
 def split_spec(name: str) -> tuple[str, str | None]:
@@ -82,6 +106,11 @@ def strategies(runtime: Runtime, env: Mapping[str, str] | None = None) -> tuple[
     return make(env or {}) if make is not None else ()
 
 
+def encoder_graphs(backend: Backend) -> Callable[[tuple[int, ...]], dict[str, Any]] | None:
+    """The encoder-graph settings of the runtime serving ``backend`` by default (vLLM CUDA's), or None."""
+    return ENTRIES[DEFAULT_RUNTIME[backend]].encoder_graphs
+
+
 def reference_device(runtime: Runtime) -> str:
     """The device a runtime is planned on when it is named and no device is."""
     return ENTRIES[runtime].reference_device
@@ -90,6 +119,19 @@ def reference_device(runtime: Runtime) -> str:
 #: The main job's device (Qwen2.5-VL-7B on a Gaudi2 served by vllm-gaudi): where the planning commands plan when no
 #: device or runtime is named, the reference device of today's Gaudi runtime.
 MAIN_JOB_DEVICE = reference_device(DEFAULT_RUNTIME["hpu"])
+
+
+def default_device(runtime: str | None, *, launching: bool = False) -> str:
+    """The one rule for the device planned for when none is named, whichever other flags are given: for a real
+    launch the accelerator here (``auto``: the plan is for the card that will serve); else the named runtime's
+    reference device (``vllm-cuda==X`` too), else (``auto``, none, or a name :func:`resolve` will refuse) the main
+    job's Gaudi2."""
+    if launching:
+        return "auto"
+    try:
+        return reference_device(Runtime(split_spec(runtime or "auto")[0]))
+    except ValueError:
+        return MAIN_JOB_DEVICE
 
 
 @dataclasses.dataclass(frozen=True)

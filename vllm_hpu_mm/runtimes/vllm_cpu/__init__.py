@@ -72,5 +72,5 @@ class VllmCpu(NoBucketList):
         return VisionBucketing(False, False, (), "vLLM CPU runs the vision tower eagerly on each image's own shape")
 
 
-ENTRY = RuntimeEntry(Runtime.VLLM_CPU, TRAITS, lambda env, spelled, version: VllmCpu(), "cpu",
+ENTRY = RuntimeEntry(Runtime.VLLM_CPU, TRAITS, lambda env, spelled, version, bucket_file: VllmCpu(), "cpu",
                      "vllm_hpu_mm.runtimes.vllm_cpu.exports")  # fmt: skip

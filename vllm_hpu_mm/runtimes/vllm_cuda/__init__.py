@@ -28,6 +28,7 @@ from vllm_hpu_mm.runtimes.base import (
     RuntimeTraits,
     VisionBucketing,
 )
+from vllm_hpu_mm.runtimes.vllm_cuda.encoder_graphs import encoder_cudagraph_config
 from vllm_hpu_mm.values import GIB
 
 __all__ = ["ENTRY", "NON_TORCH_BYTES", "TRAITS", "VllmCuda", "available_kv_cache_memory", "capture_sizes"]
@@ -118,5 +119,5 @@ class VllmCuda(NoBucketList):
                                "graphs are configured (compilation_config.cudagraph_mm_encoder)")  # fmt: skip
 
 
-ENTRY = RuntimeEntry(Runtime.VLLM_CUDA, TRAITS, lambda env, spelled, version: VllmCuda(), "h100",
-                     "vllm_hpu_mm.runtimes.vllm_cuda.exports")  # fmt: skip
+ENTRY = RuntimeEntry(Runtime.VLLM_CUDA, TRAITS, lambda env, spelled, version, bucket_file: VllmCuda(), "h100",
+                     "vllm_hpu_mm.runtimes.vllm_cuda.exports", encoder_graphs=encoder_cudagraph_config)  # fmt: skip

@@ -149,9 +149,13 @@ class VllmFork(NoBucketList):
 
 
 def model_from_env(
-    env: Mapping[str, str], spelled: Mapping[str, str] | None = None, version: str | None = None
+    env: Mapping[str, str],
+    spelled: Mapping[str, str] | None = None,
+    version: str | None = None,
+    bucket_file: str | None = None,
 ) -> VllmFork:
-    """vllm-fork at the line of ``version`` (None: the newest), configured by the bucket variables in ``env``."""
+    """vllm-fork at the line of ``version`` (None: the newest), configured by the bucket variables in ``env`` (it
+    reads no bucket file: the registry refuses ``bucket_file`` for it)."""
     return VllmFork(config_from_env(env, release_for(version)))
 
 

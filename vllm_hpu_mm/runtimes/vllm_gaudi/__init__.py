@@ -187,12 +187,21 @@ MAX_BUCKET_FILE_BYTES = 16 << 20
 
 
 def model_from_env(
-    env: Mapping[str, str], spelled: Mapping[str, str] | None = None, version: str | None = None
+    env: Mapping[str, str],
+    spelled: Mapping[str, str] | None = None,
+    version: str | None = None,
+    bucket_file: str | None = None,
 ) -> VllmGaudi:
-    """vllm-gaudi as the user's variables configure it, with the bucket file ``VLLM_BUCKETING_FROM_FILE`` names read
-    here (``spelled``: how the user gave a variable, e.g. ``--bucket-file``, for the error), for the release
-    ``version`` (None: the one installed here, else main). On a host that runs vllm-gaudi (the release asked for,
-    or any when none is named) its own code is asked for the buckets, the model being the fallback."""
+    """vllm-gaudi as the user's variables configure it, with the bucket file ``VLLM_BUCKETING_FROM_FILE`` names (or
+    ``bucket_file``, which replaces it) read here (``spelled``: how the user gave the variable or ``bucket_file``,
+    e.g. ``--bucket-file``, for the error), for the release ``version`` (None: the one installed here, else main).
+    On a host that runs vllm-gaudi (the release asked for, or any when none is named) its own code is asked for the
+    buckets, the model being the fallback."""
+    spelled = dict(spelled or {})
+    if bucket_file is not None:  # the override is the variable the runtime reads, as the user spelled it
+        env = {**env, BUCKET_FILE_VAR: bucket_file}
+        if "bucket_file" in spelled:
+            spelled[BUCKET_FILE_VAR] = spelled["bucket_file"]
     here = find_installed()
     ask = here if here is not None and (version is None or version == here.version) else None
     try:
@@ -203,7 +212,7 @@ def model_from_env(
         release = MAIN  # not modelled: the installed code answers, the newest model is only the fallback
     cfg = config_from_env(env, release)
     if cfg.from_file is not None:
-        given = (spelled or {}).get(BUCKET_FILE_VAR, BUCKET_FILE_VAR)
+        given = spelled.get(BUCKET_FILE_VAR, BUCKET_FILE_VAR)
         source = f"{given}={cfg.from_file}" if given == BUCKET_FILE_VAR else f"{given} {cfg.from_file}"
         try:
             with Path(cfg.from_file).expanduser().open("rb") as f:
@@ -241,4 +250,5 @@ def strategies(env: Mapping[str, str]) -> tuple[VllmGaudi, ...]:
 
 
 ENTRY = RuntimeEntry(Runtime.VLLM_GAUDI, TRAITS, model_from_env, "gaudi2", "vllm_hpu_mm.runtimes.vllm_gaudi.exports",
-                     strategies, releases=describe_release, distribution="vllm-gaudi")  # fmt: skip
+                     strategies, releases=describe_release, distribution="vllm-gaudi",
+                     bucket_file_variable=BUCKET_FILE_VAR)  # fmt: skip

@@ -39,7 +39,13 @@ from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import LONG_CTX_THRESHOLD
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import parse_bucket_file
 
 __all__ = [
+    "STRATEGY_OBJECTS",
     "BucketLookup",
+    "ExponentialStrategy",
+    "FileStrategy",
+    "LinearStrategy",
+    "PaddingAwareStrategy",
+    "Strategy",
     "calc_fallback_value",
     "check_startup",
     "decode_buckets",
@@ -47,23 +53,8 @@ __all__ = [
     "overridden_variables",
     "prefill_seqs",
     "prompt_buckets",
+    "strategy_for",
 ]
-
-
-def _prompt_cfgs(cfg: BucketingConfig, strategy: str, shape: EngineShape, mnps: int) -> tuple[Cfg, Cfg, Cfg]:
-    if strategy == "exp":
-        return exponential.prompt_cfgs(cfg, shape, mnps)
-    if strategy == "lin":
-        return linear.prompt_cfgs(cfg, shape, mnps)
-    return padding_aware.prompt_cfgs(cfg, shape, mnps)
-
-
-def _decode_cfgs(cfg: BucketingConfig, strategy: str, shape: EngineShape) -> tuple[Cfg, Cfg, Cfg]:
-    if strategy == "exp":
-        return exponential.decode_cfgs(cfg, shape)
-    if strategy == "lin":
-        return linear.decode_cfgs(cfg, shape)
-    return padding_aware.decode_cfgs(cfg, shape)
 
 
 #: Most steps one range may take (values for lin, loop turns for pad). The largest a default range takes is
@@ -91,22 +82,6 @@ def _named(cfg: BucketingConfig, phase: str, dim: str) -> str:
         if value(variable) is not None:
             out.append(f"{variable}={value(variable)}")
     return ", ".join(out) or "the defaults vllm-gaudi derives from the engine limits"
-
-
-def _range(cfg: BucketingConfig, strategy: str, rng: Cfg, phase: str, dim: str, dense: bool = False) -> list[int]:
-    what = f"{_named(cfg, phase, dim)} ({phase} {dim} range)"
-    if strategy in ("lin", "pad") and rng[1] > 0 and rng[2] // rng[1] > MAX_RANGE_STEPS:
-        raise ConfigError(
-            f"{what}: max {rng[2]:,} in steps of {rng[1]:,} is {rng[2] // rng[1]:,} steps; accepted: at most "
-            f"{MAX_RANGE_STEPS:,} per range (vllm-gaudi builds the range as a list at start-up)"
-        )
-    if strategy == "exp":
-        release = cfg.release
-        return sorted(exponential.exp_range(rng[0], rng[1], rng[2], rng[3], cfg.contiguous_pa, dense,
-                                            release.exp_range_clamped, release.exp_min_one))  # fmt: skip
-    if strategy == "lin":
-        return sorted(linear.lin_range(rng[0], rng[1], rng[2], what))
-    return sorted(padding_aware.pad_range(rng[0], rng[1], rng[2], rng[3], rng[4], what))
 
 
 def _prune(cfg: BucketingConfig, shape: EngineShape, is_prompt: bool, mnps: int,
@@ -261,7 +236,7 @@ def _drop_reason(cfg: BucketingConfig, shape: EngineShape, bucket: Bucket, is_pr
 def dropped_file_buckets(cfg: BucketingConfig, shape: EngineShape, *, shown: int = 3) -> tuple[str, ...]:
     """One sentence per phase whose bucket-file buckets vllm-gaudi's filters drop (common.py generate_buckets @
     091bbadd drops them without a word: its list of omitted file buckets is never filled), with a few examples."""
-    if effective_strategy(cfg) != "file" or not cfg.enable_bucketing or cfg.file_text is None:
+    if not isinstance(strategy_for(cfg), FileStrategy) or not cfg.enable_bucketing or cfg.file_text is None:
         return ()
     mnps = prefill_seqs(cfg, shape)
     prompt, decode = _file_buckets(cfg)
@@ -288,19 +263,7 @@ def prompt_buckets(cfg: BucketingConfig, shape: EngineShape) -> tuple[Bucket, ..
     check_startup(cfg, shape)
     if not cfg.enable_bucketing:
         return ()
-    mnps = prefill_seqs(cfg, shape)
-    strategy = effective_strategy(cfg)
-    if strategy == "file":
-        buckets = _generate(cfg, shape, True, None, _file_buckets(cfg)[0], mnps)
-    else:
-        bs_cfg, q_cfg, ctx_cfg = _prompt_cfgs(cfg, strategy, shape, mnps)
-        dense = cfg.release.exp_prompt_densified and shape.max_model_len >= LONG_CTX_THRESHOLD
-        ranges = (
-            _range(cfg, strategy, bs_cfg, "prompt", "bs", dense),
-            _range(cfg, strategy, q_cfg, "prompt", "query", dense),
-            _range(cfg, strategy, ctx_cfg, "prompt", "ctx", dense),
-        )
-        buckets = _generate(cfg, shape, True, ranges, None, mnps)
+    buckets = strategy_for(cfg).prompt_buckets(cfg, shape, prefill_seqs(cfg, shape))
     if cfg.sliding_window:  # common.py generate_prompt_buckets: FusedSDPA slicing drops unsliceable long queries
         size = 1024 if cfg.slice_size is None else cfg.slice_size
         threshold = 8192 if cfg.slice_threshold is None else cfg.slice_threshold
@@ -334,21 +297,7 @@ def decode_buckets(cfg: BucketingConfig, shape: EngineShape) -> tuple[Bucket, ..
     check_startup(cfg, shape)
     if not cfg.enable_bucketing:
         return ()
-    mnps = prefill_seqs(cfg, shape)
-    strategy = effective_strategy(cfg)
-    if strategy == "file":
-        buckets = _generate(cfg, shape, False, None, _file_buckets(cfg)[1], mnps)
-    else:
-        bs_cfg, q_cfg, blk_cfg = _decode_cfgs(cfg, strategy, shape)
-        blocks = _range(cfg, strategy, blk_cfg, "decode", "block")
-        if cfg.contiguous_pa and blocks[-1] < shape.num_kv_blocks:
-            blocks.append(shape.num_kv_blocks)
-        ranges = (
-            _range(cfg, strategy, bs_cfg, "decode", "bs"),
-            _range(cfg, strategy, q_cfg, "decode", "query"),
-            blocks,
-        )
-        buckets = _generate(cfg, shape, False, ranges, None, mnps)
+    buckets = strategy_for(cfg).decode_buckets(cfg, shape, prefill_seqs(cfg, shape))
     if shape.num_speculative_tokens and cfg.release.spec_decode_buckets:
         buckets = _spec_decode(cfg, shape, buckets)
     return tuple(buckets)
@@ -367,27 +316,6 @@ def check_startup(cfg: BucketingConfig, shape: EngineShape) -> None:
 # --- which variables count -------------------------------------------------------------------------------------------
 
 
-def _counted(cfg: BucketingConfig, strategy: str) -> set[str]:
-    """Range variables that can change the generated buckets under ``strategy``."""
-    counted = {"VLLM_PROMPT_BS_BUCKET_MAX", "VLLM_PROMPT_CTX_BUCKET_MAX"}  # prefill batch size; edge-ctx cap
-    if strategy == "file":
-        return {"VLLM_PROMPT_BS_BUCKET_MAX"}  # read by the runner (max prefill batch), not by the file path
-    if strategy == "exp":
-        if cfg.prompt_query_min == 1 and cfg.release.exp_min_one:  # v0.11.2 always takes the block size
-            counted.add("VLLM_PROMPT_QUERY_BUCKET_MIN")
-        return counted
-    params = ("min", "step", "max") if strategy == "lin" else PARAMS
-    for dim in ("prompt_bs", "prompt_query", "prompt_ctx", "decode_bs", "decode_block"):
-        counted.update(var_name(dim, p) for p in params)
-    for p in params:  # a SEQ parameter counts only where its QUERY twin is unset
-        if cfg.setting(var_name("prompt_query", p)) is None:
-            counted.add(var_name("prompt_seq", p))
-    if cfg.merged_prefill:  # merged prefill replaces the batch range (1, 1, 1) and the query max
-        counted -= {var_name("prompt_bs", p) for p in PARAMS if p != "max"}
-        counted -= {var_name("prompt_query", "max"), var_name("prompt_seq", "max")}
-    return counted
-
-
 def overridden_variables(cfg: BucketingConfig) -> tuple[str, ...]:
     """Set range variables (and strategy variables) that have no effect on what vllm-gaudi warms.
 
@@ -396,8 +324,8 @@ def overridden_variables(cfg: BucketingConfig) -> tuple[str, ...]:
     ``lin`` ignores the PAD_* variables; a bucket file makes every range variable and the strategy moot.
     VLLM_PROMPT_BS_BUCKET_MAX is never listed: the runner always reads it (max prefill batch).
     """
-    strategy = effective_strategy(cfg)
-    out = [v for v in cfg.set_variables() if v not in _counted(cfg, strategy)]
+    strategy = strategy_for(cfg).name
+    out = [v for v in cfg.set_variables() if v not in strategy_for(cfg).counted(cfg)]
     if strategy == "file":
         out.append("VLLM_BUCKETING_STRATEGY")
         if cfg.exponential_bucketing is not None:
@@ -407,6 +335,167 @@ def overridden_variables(cfg: BucketingConfig) -> tuple[str, ...]:
     if not cfg.enable_bucketing:
         out = [*cfg.set_variables(), "VLLM_BUCKETING_STRATEGY"]
     return tuple(dict.fromkeys(out))
+
+
+# --- the strategies (bucketing/common.py get_bucketing_strategy: one class per strategy file, chosen once) -----------
+
+
+class Strategy:
+    """One of vllm-gaudi's bucketing strategies: its prompt and decode range configurations (``get_prompt_cfgs``,
+    ``get_decode_cfgs``), the range each yields (``get_range``), the buckets they generate, and the range variables
+    that can change them. Stateless: one object per strategy (:data:`STRATEGY_OBJECTS`), chosen once per
+    configuration by :func:`strategy_for`."""
+
+    #: ``VLLM_BUCKETING_STRATEGY``'s value (``file`` for a bucket file).
+    name: str = ""
+    #: The range parameters it reads (``min``, ``step``, ``max``, and for ``pad`` its two padding limits).
+    params: tuple[str, ...] = PARAMS
+
+    def prompt_cfgs(self, cfg: BucketingConfig, shape: EngineShape, mnps: int) -> tuple[Cfg, Cfg, Cfg]:
+        raise NotImplementedError  # pragma: no cover - every range strategy has its own
+
+    def decode_cfgs(self, cfg: BucketingConfig, shape: EngineShape) -> tuple[Cfg, Cfg, Cfg]:
+        raise NotImplementedError  # pragma: no cover - every range strategy has its own
+
+    def get_range(self, cfg: BucketingConfig, rng: Cfg, what: str, dense: bool = False) -> list[int]:
+        raise NotImplementedError  # pragma: no cover - every range strategy has its own
+
+    def _range(self, cfg: BucketingConfig, rng: Cfg, phase: str, dim: str, dense: bool = False) -> list[int]:
+        return sorted(self.get_range(cfg, rng, f"{_named(cfg, phase, dim)} ({phase} {dim} range)", dense))
+
+    def prompt_buckets(self, cfg: BucketingConfig, shape: EngineShape, mnps: int) -> list[Bucket]:
+        bs_cfg, q_cfg, ctx_cfg = self.prompt_cfgs(cfg, shape, mnps)
+        dense = cfg.release.exp_prompt_densified and shape.max_model_len >= LONG_CTX_THRESHOLD
+        ranges = (
+            self._range(cfg, bs_cfg, "prompt", "bs", dense),
+            self._range(cfg, q_cfg, "prompt", "query", dense),
+            self._range(cfg, ctx_cfg, "prompt", "ctx", dense),
+        )
+        return _generate(cfg, shape, True, ranges, None, mnps)
+
+    def decode_buckets(self, cfg: BucketingConfig, shape: EngineShape, mnps: int) -> list[Bucket]:
+        bs_cfg, q_cfg, blk_cfg = self.decode_cfgs(cfg, shape)
+        blocks = self._range(cfg, blk_cfg, "decode", "block")
+        if cfg.contiguous_pa and blocks[-1] < shape.num_kv_blocks:
+            blocks.append(shape.num_kv_blocks)
+        ranges = (self._range(cfg, bs_cfg, "decode", "bs"), self._range(cfg, q_cfg, "decode", "query"), blocks)
+        return _generate(cfg, shape, False, ranges, None, mnps)
+
+    def counted(self, cfg: BucketingConfig) -> set[str]:
+        """Range variables that can change the generated buckets under this strategy: every range parameter it
+        reads (a SEQ one only where its QUERY twin is unset), less what merged prefill replaces."""
+        counted = set(_ALWAYS_COUNTED)
+        for dim in ("prompt_bs", "prompt_query", "prompt_ctx", "decode_bs", "decode_block"):
+            counted.update(var_name(dim, p) for p in self.params)
+        for p in self.params:  # a SEQ parameter counts only where its QUERY twin is unset
+            if cfg.setting(var_name("prompt_query", p)) is None:
+                counted.add(var_name("prompt_seq", p))
+        if cfg.merged_prefill:  # merged prefill replaces the batch range (1, 1, 1) and the query max
+            counted -= {var_name("prompt_bs", p) for p in PARAMS if p != "max"}
+            counted -= {var_name("prompt_query", "max"), var_name("prompt_seq", "max")}
+        return counted
+
+
+#: Read whatever the strategy: the prefill batch size and the long-context edge buckets' cap.
+_ALWAYS_COUNTED = frozenset({"VLLM_PROMPT_BS_BUCKET_MAX", "VLLM_PROMPT_CTX_BUCKET_MAX"})
+
+
+class ExponentialStrategy(Strategy):
+    """exponential.py ``ExponentialBucketingStrategy``: ranges it derives from the limits (the variables mostly
+    overwritten)."""
+
+    name = "exp"
+
+    def prompt_cfgs(self, cfg: BucketingConfig, shape: EngineShape, mnps: int) -> tuple[Cfg, Cfg, Cfg]:
+        return exponential.prompt_cfgs(cfg, shape, mnps)
+
+    def decode_cfgs(self, cfg: BucketingConfig, shape: EngineShape) -> tuple[Cfg, Cfg, Cfg]:
+        return exponential.decode_cfgs(cfg, shape)
+
+    def get_range(self, cfg: BucketingConfig, rng: Cfg, what: str, dense: bool = False) -> list[int]:
+        release = cfg.release
+        return exponential.exp_range(rng[0], rng[1], rng[2], rng[3], cfg.contiguous_pa, dense,
+                                     release.exp_range_clamped, release.exp_min_one)  # fmt: skip
+
+    def counted(self, cfg: BucketingConfig) -> set[str]:
+        counted = set(_ALWAYS_COUNTED)
+        if cfg.prompt_query_min == 1 and cfg.release.exp_min_one:  # v0.11.2 always takes the block size
+            counted.add("VLLM_PROMPT_QUERY_BUCKET_MIN")
+        return counted
+
+
+class _SteppedStrategy(Strategy):
+    """A strategy whose ranges are built value by value (lin, pad): bounded in steps before it is built."""
+
+    def get_range(self, cfg: BucketingConfig, rng: Cfg, what: str, dense: bool = False) -> list[int]:
+        if rng[1] > 0 and rng[2] // rng[1] > MAX_RANGE_STEPS:
+            raise ConfigError(
+                f"{what}: max {rng[2]:,} in steps of {rng[1]:,} is {rng[2] // rng[1]:,} steps; accepted: at most "
+                f"{MAX_RANGE_STEPS:,} per range (vllm-gaudi builds the range as a list at start-up)"
+            )
+        return self.steps(rng, what)
+
+    def steps(self, rng: Cfg, what: str) -> list[int]:
+        raise NotImplementedError  # pragma: no cover - lin and pad have their own
+
+
+class LinearStrategy(_SteppedStrategy):
+    """linear.py ``LinearBucketingStrategy``: (min, step, max) per range; the PAD_* variables are not read."""
+
+    name = "lin"
+    params = ("min", "step", "max")
+
+    def prompt_cfgs(self, cfg: BucketingConfig, shape: EngineShape, mnps: int) -> tuple[Cfg, Cfg, Cfg]:
+        return linear.prompt_cfgs(cfg, shape, mnps)
+
+    def decode_cfgs(self, cfg: BucketingConfig, shape: EngineShape) -> tuple[Cfg, Cfg, Cfg]:
+        return linear.decode_cfgs(cfg, shape)
+
+    def steps(self, rng: Cfg, what: str) -> list[int]:
+        return linear.lin_range(rng[0], rng[1], rng[2], what)
+
+
+class PaddingAwareStrategy(_SteppedStrategy):
+    """padding_aware.py ``PaddingAwareBucketingStrategy``: (min, step, max, pad_max, pad_percent) per range."""
+
+    name = "pad"
+
+    def prompt_cfgs(self, cfg: BucketingConfig, shape: EngineShape, mnps: int) -> tuple[Cfg, Cfg, Cfg]:
+        return padding_aware.prompt_cfgs(cfg, shape, mnps)
+
+    def decode_cfgs(self, cfg: BucketingConfig, shape: EngineShape) -> tuple[Cfg, Cfg, Cfg]:
+        return padding_aware.decode_cfgs(cfg, shape)
+
+    def steps(self, rng: Cfg, what: str) -> list[int]:
+        return padding_aware.pad_range(rng[0], rng[1], rng[2], rng[3], rng[4], what)
+
+
+class FileStrategy(Strategy):
+    """file_strategy.py ``FileBucketingStrategy``: the buckets a file lists, through the same filters; no range is
+    read (only the runner's prefill batch size)."""
+
+    name = "file"
+
+    def prompt_buckets(self, cfg: BucketingConfig, shape: EngineShape, mnps: int) -> list[Bucket]:
+        return _generate(cfg, shape, True, None, _file_buckets(cfg)[0], mnps)
+
+    def decode_buckets(self, cfg: BucketingConfig, shape: EngineShape, mnps: int) -> list[Bucket]:
+        return _generate(cfg, shape, False, None, _file_buckets(cfg)[1], mnps)
+
+    def counted(self, cfg: BucketingConfig) -> set[str]:
+        return {"VLLM_PROMPT_BS_BUCKET_MAX"}  # read by the runner (max prefill batch), not by the file path
+
+
+#: One object per strategy, by ``VLLM_BUCKETING_STRATEGY``'s value (``file``: a bucket file is set).
+STRATEGY_OBJECTS: dict[str, Strategy] = {
+    s.name: s for s in (ExponentialStrategy(), LinearStrategy(), PaddingAwareStrategy(), FileStrategy())
+}
+
+
+def strategy_for(cfg: BucketingConfig) -> Strategy:
+    """common.py get_bucketing_strategy: the file strategy when a bucket file is set, else the configured one
+    (after the deprecated VLLM_EXPONENTIAL_BUCKETING override)."""
+    return STRATEGY_OBJECTS[effective_strategy(cfg)]
 
 
 # --- lookup (common.py find_prompt_bucket / find_decode_bucket / generate_fallback_bucket) ----------------------------

@@ -1,0 +1,109 @@
+"""The ``buckets plan`` and ``buckets check`` jobs: sizes from every source (only those the server accepts), the
+planned list and the default one on the same images, the list checked under each oversize policy."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.support.data import PHOTOS, size_csv
+from vllm_hpu_mm.envs import load
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.jobs.buckets import SizeSources, check_job, plan_job
+
+DEFAULT = (1600, 3136, 4096, 6400, 7744, 9216, 12544)
+COCO = str(size_csv("coco_val2017.csv"))
+
+
+def test_plan_with_no_sizes_takes_the_embedded_real_data() -> None:
+    job = plan_job(SizeSources(), load(), num_buckets=7)
+    assert "coco_val2017.csv (5000 images) + mathvista_testmini.csv (1000 images)" in job.sizes.source
+    assert tuple(job.result.buckets) == (384, 768, 1152, 1536, 2304, 4608, 12544)
+    assert job.result.evaluation.num_images == 6000
+
+
+def test_plan_on_coco_beats_the_default_list_on_the_same_images() -> None:
+    r = plan_job(SizeSources(csv=(COCO,)), load(), num_buckets=7).result
+    assert tuple(r.buckets) == (384, 768, 1152, 1536, 1600, 1920, 2304)
+    assert r.evaluation.efficiency == pytest.approx(0.997, abs=0.001)
+    assert r.evaluation.num_images == 5000
+    assert r.evaluation.num_shrunk == 0
+    assert sum(r.evaluation.per_bucket.values()) == 5000
+    assert round(r.default.efficiency, 2) == 0.85
+    assert r.max_pixels == 12544 * 196
+
+
+def test_keep_largest_covers_max_pixels() -> None:
+    kept = plan_job(SizeSources(csv=(COCO,)), load(), keep_largest=True).result
+    assert kept.buckets[-1] == 12544
+    assert kept.warnings == ()
+    assert kept.evaluation.efficiency > 0.99
+    plain = plan_job(SizeSources(csv=(COCO,)), load()).result
+    assert "largest bucket 2304 is below the 12544 patches" in plain.warnings[0]
+
+
+def test_a_target_efficiency_takes_the_fewest_buckets_reaching_it() -> None:
+    src = SizeSources(csv=(str(size_csv("mathvista_testmini.csv")),))
+    r = plan_job(src, load(), target_efficiency=0.95).result
+    assert r.evaluation.efficiency >= 0.95
+    fewer = plan_job(src, load(), num_buckets=len(r.buckets) - 1).result
+    assert fewer.evaluation.efficiency < 0.95
+
+
+def test_repeated_sizes_and_image_folders_are_merged(tmp_path: Path) -> None:
+    csv = str(size_csv("funsd_forms.csv"))
+    for photo in PHOTOS:
+        shutil.copy(photo, tmp_path / photo.name)
+    (tmp_path / "README.txt").write_text("not an image", encoding="utf-8")
+    job = plan_job(SizeSources(csv=(csv, csv), folders=(str(tmp_path),)), load())
+    assert job.result.evaluation.num_images == 2 * 199 + 7
+    assert "1 non-image files skipped" in job.sizes.source
+
+
+def test_a_pixel_range_alone_plans_a_synthetic_grid_and_says_so() -> None:
+    job = plan_job(SizeSources(min_pixels=3136, max_pixels=1003520), load(), num_buckets=4)
+    assert "log-uniform" in job.sizes.source
+    assert len(job.result.buckets) == 4
+    assert job.result.buckets[-1] <= 1003520 // 196
+
+
+def test_pixel_limits_are_checked_before_any_size_is_read() -> None:
+    with pytest.raises(ConfigError, match="above --max-pixels"):
+        plan_job(SizeSources(csv=("/nonexistent/sizes.csv",), min_pixels=9000, max_pixels=5000), load())
+
+
+def test_check_takes_the_argument_then_the_environment_then_the_default_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    job = check_job(None, SizeSources(csv=(COCO,)), load())
+    assert tuple(job.buckets) == DEFAULT
+    assert job.source == "the default list"
+    assert round(job.result.evaluation.efficiency, 2) == 0.85
+    monkeypatch.setenv("VLLM_MULTIMODAL_BUCKETS", "1536,2304")
+    job = check_job(None, SizeSources(csv=(COCO,)), load())
+    assert tuple(job.buckets) == (1536, 2304)
+    assert job.source == "$VLLM_MULTIMODAL_BUCKETS"
+    assert job.result.max_pixels == 2304 * 196  # the largest bucket x 196
+    job = check_job("64,128,1536", SizeSources(csv=(COCO,)), load())
+    assert (tuple(job.buckets), job.source) == ((64, 128, 1536), "BUCKETS argument")
+
+
+def test_check_with_bucketing_disabled_has_no_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VLLM_MULTIMODAL_BUCKETS", "None")
+    with pytest.raises(ConfigError, match="disables vision bucketing"):
+        check_job(None, SizeSources(csv=(COCO,)), load())
+
+
+def test_check_counts_shrunk_images_under_shrink_and_oversize_ones_under_eager(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    src = SizeSources(csv=(str(size_csv("sroie_receipts.csv")),), max_pixels=12845056)  # scans up to 4961x7016
+    shrink = check_job(",".join(map(str, DEFAULT)), src, load())
+    assert shrink.result.evaluation.num_shrunk > 0
+    assert shrink.result.evaluation.num_oversize == 0  # every image fits after resizing
+    assert "policy shrink" in shrink.result.warnings[0]
+    monkeypatch.setenv("VLLM_HPU_MM_OVERSIZE_POLICY", "eager")
+    eager = check_job(",".join(map(str, DEFAULT)), src, load())
+    assert eager.policy.value == "eager"
+    assert eager.result.evaluation.num_oversize > 0
+    assert max(eager.counts) > DEFAULT[-1]  # the histogram's counts are before any shrink

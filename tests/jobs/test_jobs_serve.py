@@ -1,0 +1,135 @@
+"""The ``memory plan`` and ``serve`` job: the plan, its vision and text buckets, the exports and the server's
+command, from the parsed arguments; the default-device rule; the inputs every job plans on (one budget bound, the
+calibrated profile). Small inputs and a given text-graph budget: the budget search does not run."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.data import DATA
+from vllm_hpu_mm.envs import load
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.jobs.calibrate import CalibrateArgs, calibrate_log
+from vllm_hpu_mm.jobs.serve import Launch, on_default_device, plan_inputs, prepare
+from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
+from vllm_hpu_mm.plan.args import SizingArgs
+from vllm_hpu_mm.plan.inputs import build
+from vllm_hpu_mm.plan.planner import plan
+from vllm_hpu_mm.runtimes import registry
+
+GIB = 2**30
+#: The guide's worked example (it describes vllm-fork: vllm-gaudi also keeps back one dummy KV block).
+GUIDE = SizingArgs(runtime="vllm-fork", total_memory_gib=100, free_memory_gib=100, gpu_memory_utilization=1,
+                   graph_reserved_mem=0.1, graph_prompt_ratio=0.2, graph_multimodal_prompt_ratio=0.3)  # fmt: skip
+#: The main job, small: a short context and few sequences, the text budget given.
+SMALL = SizingArgs(max_model_len=4096, max_num_seqs=8, text_graph_budget=40)
+
+
+def launch(sizing: SizingArgs, tmp_path: Path, *, notes: tuple[str, ...] = (), last: tuple[str, ...] = ()) -> Launch:
+    return prepare(on_default_device(sizing), load(), {}, server_args=["--model", "m"], output_dir=tmp_path,
+                   limit_mm_per_prompt=None, compilation_config=None, notes=notes, last_notes=last)  # fmt: skip
+
+
+def test_the_guides_example(tmp_path: Path) -> None:
+    out: dict[str, Any] = launch(GUIDE, tmp_path).report["plan"]
+    assert out["usable_bytes"] == 100 * GIB
+    assert out["graph_bytes"] == 10 * GIB
+    assert out["kv_cache_bytes"] == 90 * GIB
+    assert out["decode_graph_bytes"] == 8 * GIB
+    assert out["prefill_text_graph_bytes"] == round(0.6 * GIB)
+    assert out["prefill_vision_graph_bytes"] == 2 * GIB - round(0.6 * GIB)
+
+
+def test_a_list_that_does_not_fit_is_replanned_with_the_pool_and_the_figures_say_why(tmp_path: Path) -> None:
+    out: dict[str, Any] = launch(SMALL, tmp_path).report["plan"]
+    choice = out["bucket_plan"]
+    assert choice["replaced"] is True
+    before, after = choice["before"], choice["after"]
+    assert out["vision_buckets_captured"] == after["buckets"]
+    assert out["vision_buckets_skipped"] == []
+    assert after["capture_bytes"] <= out["prefill_vision_graph_bytes"]
+    # The pruned default list shrinks images above 6400 patches; the planned one keeps 12544 as its largest.
+    assert after["buckets"][-1] == 12544
+    assert after["num_shrunk"] < before["num_shrunk"]
+    assert after["efficiency"] > before["efficiency"]
+
+
+def test_the_given_budget_bounds_the_planned_text_buckets(tmp_path: Path) -> None:
+    text = launch(SMALL, tmp_path).report["plan"]["text_bucket_plan"]
+    assert text["budget"] == 40
+    assert text["after"]["graphs_warmed"]["total"] <= 40 < text["before"]["graphs_warmed"]["total"]
+
+
+@pytest.mark.parametrize("config", ["unsloth_gemma-3-12b-it.json", "Qwen_Qwen2-VL-2B.json"])
+def test_a_tower_vllm_gaudi_buckets_by_images_per_pass_gets_image_counts_not_patch_counts(
+    tmp_path: Path, config: str
+) -> None:
+    # vllm-gaudi @091bbadd reads VLLM_MULTIMODAL_BUCKETS as images per pass for Gemma 3 and for families its table
+    # does not list (Qwen2-VL), warming passes of 896 x 896 images, and reads no resolutions for them
+    (tmp_path / "config.json").write_text((DATA / "configs" / config).read_text())
+    result = launch(dataclasses.replace(SMALL, model=str(tmp_path)), tmp_path)
+    assert result.plan.fits
+    env = result.exports.env
+    counts = [int(n) for n in env["VLLM_MULTIMODAL_BUCKETS"].split(",")]
+    assert counts
+    assert set(counts) <= {1, 2, 4, 8}, counts  # the runtime's own passes, those that fit
+    assert "VLLM_MULTIMODAL_RESOLUTIONS" not in env
+
+
+def test_the_report_holds_the_command_and_notes_only_for_a_plan_that_fits(tmp_path: Path) -> None:
+    fits = launch(SMALL, tmp_path, notes=("how the arguments were read",), last=("not validated",))
+    assert fits.report["command"] == list(fits.argv)
+    assert fits.argv[-len(fits.exports.args) - 2 :][:2] == ("--model", "m")
+    assert fits.report["notes"] == list(fits.notes)
+    # the caller's first, then the exporter's, then the caller's last
+    assert fits.notes == ("how the arguments were read", *fits.exports.notes, "not validated")
+    assert fits.report["files"] == fits.files
+    assert all(Path(p).parent == tmp_path for p in fits.files)
+    big = dataclasses.replace(SMALL, model="Qwen/Qwen2.5-VL-72B-Instruct", device="h100")
+    refused = launch(big, tmp_path)
+    assert not refused.plan.fits
+    assert "command" not in refused.report
+
+
+def test_one_default_device_rule() -> None:
+    assert on_default_device(SizingArgs()).device == registry.MAIN_JOB_DEVICE == "gaudi2"
+    assert on_default_device(SizingArgs(runtime="vllm-cuda")).device == "h100"
+    assert on_default_device(SizingArgs(runtime="vllm-gaudi==0.26.0")).device == "gaudi2"
+    assert on_default_device(SizingArgs(runtime="auto")).device == "gaudi2"
+    assert on_default_device(SizingArgs(runtime="vllm-cuda"), launching=True).device == "auto"
+    assert on_default_device(SizingArgs(device="h200", runtime="vllm-gaudi")).device == "h200"
+    # the plan's inputs take the same rule when a caller left the device out
+    assert build(SizingArgs(runtime="vllm-cuda"), load()).device == "h100"
+    assert build(SizingArgs(), load()).device == registry.MAIN_JOB_DEVICE
+
+
+@pytest.mark.parametrize(("budget", "ok"), [(1, False), (0, False), (2, True), (2**31, False)])
+def test_the_budget_is_bounded_on_its_declaration(budget: int, ok: bool) -> None:
+    sizing = dataclasses.replace(SMALL, text_graph_budget=budget, prefix="plan-")
+    if ok:
+        assert build(sizing, load()).max_model_len == 4096
+        return
+    with pytest.raises(ConfigError, match=r"^--plan-text-graph-budget"):
+        build(sizing, load())
+
+
+def measured_profile(tmp_path: Path) -> Path:
+    """A profile calibrated from a real warm-up log, recorded for the main job's model and device (so its measured
+    free memory after load applies to the main job's plan)."""
+    profile = tmp_path / "p.json"
+    log = DATA / "logs" / "vllm_gaudi_warmup_doc.log"
+    calibrate_log(CalibrateArgs(str(log), model=DEFAULT_MODEL, device="gaudi2", output=str(profile)), load())
+    return profile
+
+
+def test_the_calibrated_profile_is_applied_to_the_inputs(tmp_path: Path) -> None:
+    profile = measured_profile(tmp_path)
+    plain, costs = plan_inputs(SMALL, load(), {})
+    measured, costs_measured = plan_inputs(dataclasses.replace(SMALL, profile=str(profile)), load(), {})
+    assert costs["profile"] is None
+    assert costs_measured["profile"] == str(profile)
+    assert plan(measured).kv_blocks != plan(plain).kv_blocks

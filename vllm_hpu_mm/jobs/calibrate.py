@@ -1,0 +1,117 @@
+"""The ``memory calibrate`` job as one library function, :func:`calibrate_log`: read a warm-up log, pick the device
+it ran on, resolve the model it ran, measure the graph costs and save them as the profile ``memory plan`` reads.
+Never over an input: an output that is the log itself (or the same file under another name) is refused before
+anything is read. ``cli/memory_calibrate.py`` parses and prints it."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+from vllm_hpu_mm.envs import Settings
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.logs.calibrate import Calibration, WarmupLog, calibrate, parse_warmup
+from vllm_hpu_mm.logs.profile import save_profile
+from vllm_hpu_mm.logs.reading import log_lines
+from vllm_hpu_mm.models.devices import KNOWN_DEVICES
+from vllm_hpu_mm.models.dims import ModelDims, dtype_bytes
+from vllm_hpu_mm.models.lookup import resolve
+from vllm_hpu_mm.plan.profile import default_profile_path
+
+__all__ = ["LOG_DEVICES", "PROFILE_VAR", "CalibrateArgs", "Calibrated", "calibrate_log", "refuse_overwrite"]
+
+#: The devices a profile can be recorded for: those ``memory plan --device`` names (not ``auto``: a log ran on one).
+LOG_DEVICES = (*KNOWN_DEVICES, "cpu")
+#: The variable naming the default profile path (named in the refusal when it points at an input).
+PROFILE_VAR = "VLLM_HPU_MM_PROFILE"
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibrateArgs:
+    """What ``memory calibrate`` reads: the log (``-``: standard input) and what the log cannot say itself."""
+
+    log: str
+    model: str | None = None
+    device: str | None = None
+    dtype: str = "auto"
+    tensor_parallel_size: int = 1
+    block_size: int = 128
+    #: Where to write the profile (None: ``$VLLM_HPU_MM_PROFILE``, else the default path).
+    output: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibrated:
+    calibration: Calibration
+    log: WarmupLog
+    #: Where the profile went; None when the log measured nothing (no profile written).
+    written_to: Path | None
+    #: Where the model came from, in words (``--model``, the log's model='...', or why there is none).
+    model_from: str
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """``a`` and ``b`` name one file: the same resolved path, or (both existing) the same inode through a link."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): only the resolved paths could have matched
+        return False
+
+
+def refuse_overwrite(output: Path, inputs: dict[str, str], output_flag: str) -> None:
+    """ConfigError (one line, naming the flag and the file) when ``output`` is one of ``inputs`` (flag -> path)."""
+    for flag, raw in inputs.items():
+        if raw != "-" and _same_file(output, Path(raw).expanduser()):
+            raise ConfigError(f"{output_flag} {output} is the same file as the {flag} {raw}: writing the profile "
+                              "there would overwrite it; accepted: another path for the profile")  # fmt: skip
+
+
+def _model(name: str | None, logged: str | None) -> tuple[ModelDims | None, str]:
+    if name is not None:
+        return resolve(name, source="--model"), "--model"
+    if logged is not None:
+        try:
+            return resolve(logged, source="the log's model"), "the log's model='...'"
+        except ConfigError:
+            return None, f"the log's model {logged!r} is not known here (pass --model)"
+    return None, "the log names no model (pass --model)"
+
+
+def _backend(device: str) -> str:
+    return "cpu" if device == "cpu" else KNOWN_DEVICES[device].backend
+
+
+def _device(raw: str | None, backend: str | None) -> str | None:
+    """The device a profile is recorded for: one a plan names (``memory plan --device``), of the log's backend."""
+    if raw is None:
+        return None
+    key = raw.strip().lower()
+    if key not in LOG_DEVICES:
+        raise ConfigError(f"--device={raw!r} is not a device a plan knows; accepted: {', '.join(LOG_DEVICES)}")
+    if backend is not None and backend != _backend(key):
+        same = ", ".join(d for d in LOG_DEVICES if _backend(d) == backend)
+        raise ConfigError(f"--device={raw!r} is a {_backend(key)} device but the log is a {backend} server's; "
+                          f"accepted: a {backend} device: {same}")  # fmt: skip
+    return key
+
+
+def calibrate_log(args: CalibrateArgs, settings: Settings) -> Calibrated:
+    """Calibrate from ``args.log`` and save the profile when the log measured anything."""
+    dtype = dtype_bytes(args.dtype, source="--dtype")
+    path = Path(args.output).expanduser() if args.output else default_profile_path(settings.profile)
+    inputs = {"log": args.log} | ({"--model": args.model} if args.model and Path(args.model).exists() else {})
+    flag = "--output" if args.output else (PROFILE_VAR if settings.profile else "the default profile path")
+    refuse_overwrite(path, inputs, flag)  # before the log is read
+    log = parse_warmup(log_lines(args.log))
+    device = _device(args.device, log.backend)
+    model, model_from = _model(args.model, log.model)
+    result = calibrate(log, model, device=device, source=args.log, dtype_size=dtype,
+                       tensor_parallel_size=args.tensor_parallel_size, block_size=args.block_size,
+                       buckets=settings.multimodal_buckets or ())  # fmt: skip
+    written = result.measured_anything
+    if written:
+        save_profile(result, path)
+    return Calibrated(result, log, path if written else None, model_from)
