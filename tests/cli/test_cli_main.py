@@ -127,8 +127,8 @@ def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(argv: list[str])
 @pytest.mark.parametrize("argv", [["memory", "plan", "--help"], ["--version"]])
 def test_a_closed_standard_output_is_a_broken_pipe(argv: list[str]) -> None:
     # `vllm-hpu-mm memory plan --help >&-`: argparse drops the help without a word; nobody could read the answer.
-    proc = subprocess.run([sys.executable, "-m", "vllm_hpu_mm", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          timeout=120, preexec_fn=lambda: os.close(1))  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", "vllm_hpu_mm", *argv], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, timeout=120, preexec_fn=lambda: os.close(1))  # fmt: skip
     assert proc.returncode == 141, proc.stderr
 
 

@@ -248,8 +248,11 @@ def test_a_yaml_leftover_names_the_key_it_came_from(tmp_path: Path, yaml_text: s
     # issue 34 item 7: a list under a one-value key must say which key
     config = tmp_path / "serve.yaml"
     config.write_text(yaml_text)
-    with pytest.raises(ConfigError, match=rf"^--config {config}: the YAML('s key '{key}' holds a list| leaves .* over "
-                                          rf"under its key '{key}')"):
+    with pytest.raises(
+        ConfigError,
+        match=rf"^--config {config}: the YAML('s key '{key}' holds a list| leaves .* over "
+        rf"under its key '{key}')",
+    ):
         parse("--config", str(config))
 
 

@@ -85,8 +85,11 @@ def test_a_release_spec_without_a_release_is_refused(spec: str, source: str) -> 
         runtimes.resolve(spec, "hpu", source=source)
 
 
-@pytest.mark.parametrize(("version", "names"), [("0.19.0", ["exp", "lin"]), ("0.17.1", ["exp", "lin"]),
-                                                ("0.21.0", ["exp", "lin", "pad"]), (None, ["exp", "lin", "pad"])])  # fmt: skip
+OWN_STRATEGIES = [("0.19.0", ["exp", "lin"]), ("0.17.1", ["exp", "lin"]), ("0.21.0", ["exp", "lin", "pad"]),
+                  (None, ["exp", "lin", "pad"])]  # fmt: skip
+
+
+@pytest.mark.parametrize(("version", "names"), OWN_STRATEGIES)
 def test_a_named_release_offers_only_the_strategies_it_ships(version: str | None, names: list[str]) -> None:
     # issue 34 item 5: vllm-gaudi==0.19.0 was replayed beside main's exp/lin/pad; pad came with v0.21.0 (c2641a62)
     from vllm_hpu_mm.plan.text_choice import configured_label

@@ -111,11 +111,18 @@ DEVICE_OOM = re.compile(
     r"|(?<!running )(?<!run )(?<!If )\bout of memory\b(?! error occurs)",
     re.IGNORECASE,
 )
-#: Failure messages that name the phase they come from (the runtimes' own wording): TGI's warm-up prefill, which
+#: Failure messages that name the phase they come from (the runtimes' own wording): TGI's and MindIE's warm-up, which
 #: measures memory before the KV cache is sized (``flash_causal_lm.py`` ``warmup``), and vLLM's sampler warm-up
 #: after graph capture (``gpu_model_runner.py`` ``_dummy_sampler_run``, called by ``compile_or_warm_up_model``).
 MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
-    ("startup", re.compile(r"Not enough memory to handle \d+ prefill tokens|Unable to warmup model")),
+    # MindIE's warm-up (mindie_llm), which like TGI's runs before the server takes requests
+    (
+        "startup",
+        re.compile(
+            r"Not enough memory to handle \d+ prefill tokens|Unable to warmup model"
+            r"|Warmup failed, because of .{0,80}out of memory"
+        ),
+    ),
     ("graph_capture", re.compile(r"when warming up sampler|[Cc]uda graph warmup failed")),
 )
 

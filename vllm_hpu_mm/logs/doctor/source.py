@@ -25,7 +25,7 @@ from vllm_hpu_mm.logs.numbers import GarbledNumber, number
 from vllm_hpu_mm.runtimes.base import Runtime, RuntimeTraits
 from vllm_hpu_mm.runtimes.registry import DEFAULT_RUNTIME, TRAITS
 
-__all__ = ["Accelerator", "Framework", "LogSource", "SourceSniffer", "other_processes_gib"]
+__all__ = ["OTHER_DISPLAY", "Accelerator", "Framework", "LogSource", "SourceSniffer", "other_processes_gib"]
 
 Framework = Literal["vllm", "tgi", "optimum-habana", "other"]
 Accelerator = Literal["hpu", "cuda", "rocm", "cpu", "tpu", "xpu", "npu"]
@@ -46,7 +46,8 @@ FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
     (
         "other",
         re.compile(
-            r"\bsglang\b|llama\.cpp|llama_model_load|\bollama\b|lmdeploy|tensorrt_llm|deepspeed-mii", re.IGNORECASE
+            r"\bsglang\b|llama\.cpp|llama_model_load|\bollama\b|lmdeploy|tensorrt_llm|deepspeed-mii|mindie",
+            re.IGNORECASE,
         ),
     ),
     (
@@ -59,8 +60,13 @@ FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
 )
 #: The name another framework goes by in advice.
 _OTHER_NAME = re.compile(
-    r"sglang|llama\.cpp|llama_model_load|ollama|lmdeploy|tensorrt_llm|deepspeed-mii", re.IGNORECASE
+    r"sglang|llama\.cpp|llama_model_load|ollama|lmdeploy|tensorrt_llm|deepspeed-mii|mindie", re.IGNORECASE
 )
+
+#: How another framework is named in words, by the key :data:`_OTHER_NAME` finds.
+OTHER_DISPLAY = {"mindie": "MindIE", "sglang": "SGLang", "lmdeploy": "LMDeploy", "llama.cpp": "llama.cpp",
+                 "llama_model_load": "llama.cpp", "ollama": "Ollama", "tensorrt_llm": "TensorRT-LLM",
+                 "deepspeed-mii": "DeepSpeed-MII"}  # fmt: skip
 
 #: Accelerators, best first: a Gaudi log names CUDA config fields too; ROCm and XPU logs say "GPU"/"cuda".
 ACCELERATORS: tuple[tuple[Accelerator, re.Pattern[str]], ...] = (
@@ -150,7 +156,8 @@ class LogSource:
         if self.runtime is not None:
             return self.runtime.value + assumed
         names = {"vllm": "vLLM", "tgi": "TGI", "optimum-habana": "optimum-habana"}
-        what = names.get(self.framework, self.name or "another framework")
+        other = OTHER_DISPLAY.get(self.name, self.name) + " (not a vLLM runtime)" if self.name else ""
+        what = names.get(self.framework, other or "another framework")
         return (f"{what} on {self.accelerator}" if self.accelerator else what) + assumed
 
 
