@@ -24,6 +24,7 @@ __all__ = [
     "CUDA_CAPTURE_SIZES",
     "CUDA_GRAPH_MEMORY",
     "DEVICE_OOM",
+    "ENGINE_LENGTH",
     "ERROR_MESSAGE",
     "EXCEPTION_LINE",
     "FRAME",
@@ -230,6 +231,9 @@ GAUDI_GRAPH_RESERVE = re.compile(
 #: The release a log ran: vLLM's banner (``vLLM API server version 0.9.1``) or engine line (``Initializing a V0 LLM
 #: engine (v0.9.1.dev116+gc57d577e8.d20250603)``).
 RELEASE = re.compile(r"vLLM API server version:? (?P<v1>[\w.+-]+)|LLM engine \(v(?P<v2>[\w.+-]+)\)")
+#: The longest sequence in vLLM's engine config line (``... with config: model=..., max_seq_len=32768, ...``; the
+#: args dump's ``max_model_len=32768``).
+ENGINE_LENGTH = re.compile(r"\bmax_(?:seq|model)_len=(?P<n>\d+)")
 #: The end of warm-up: seconds and the graph memory it allocated.
 WARMUP_FINISHED = re.compile(r"Warmup finished in (?P<secs>\d+) secs, allocated (?P<size>[\d.]+)\s*(?P<unit>[KMG]iB)")
 
