@@ -145,6 +145,19 @@ def test_a_budget_too_small_for_the_ladders_is_refused_with_the_least_it_needs()
         plan_text_buckets({(100, 0): 5}, {(3, 10): 9}, limits, budget=6, time=TIME)
 
 
+@pytest.mark.parametrize("budget", [2, 3])
+def test_the_least_budget_is_named_even_when_the_given_one_holds_no_ladder_at_all(budget: int) -> None:
+    # issue 34: `--text-graph-budget 2` said "no bucket set keeps every shape" (its ladders were looked for within 2
+    # rows) instead of the least that holds them, which the docs promise; that least must then plan.
+    limits = TextLimits(256, 2048, 32768, 128, 28764)
+    with pytest.raises(ConfigError, match=rf"text graph budget {budget} is too small .* at least (\d+) graphs") as e:
+        plan_text_buckets({(100, 0): 5}, {(3, 10): 9}, limits, budget=budget, time=TIME)
+    least = int(str(e.value).rsplit("at least ", 1)[1].split()[0])
+    assert budget < least
+    plan = plan_text_buckets({(100, 0): 5}, {(3, 10): 9}, limits, budget=least, time=TIME)
+    assert len(plan.prompt) + len(plan.decode) >= 2
+
+
 def test_more_graphs_never_cost_more_modelled_time_on_the_planning_traffic() -> None:
     limits = text_limits(64, 2048, 8192, 128, 4096)
     decode = {(n, n * k): 10 for n in (1, 5, 20, 64) for k in (2, 9, 40)}

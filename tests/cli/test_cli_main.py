@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 
@@ -109,7 +110,8 @@ def test_help_shows_no_rest_markup(capsys: pytest.CaptureFixture[str], argv: lis
 
 @pytest.mark.parametrize(
     "argv",
-    [["buckets", "plan", "--json"], ["memory", "plan"], ["serve", "--dry-run", "--json"], ["buckets", "check"]],
+    [["buckets", "plan", "--json"], ["memory", "plan"], ["serve", "--dry-run", "--json"], ["buckets", "check"],
+     ["memory", "plan", "--help"]],
 )  # fmt: skip
 def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(argv: list[str]) -> None:
     # `vllm-hpu-mm ... | head -c 0`: the reader is gone before the first line is written.
@@ -120,6 +122,21 @@ def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(argv: list[str])
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 141, err  # 128 + SIGPIPE, as a shell reports a process that signal ended
     assert err == b""
+
+
+@pytest.mark.parametrize("argv", [["memory", "plan", "--help"], ["--version"]])
+def test_a_closed_standard_output_is_a_broken_pipe(argv: list[str]) -> None:
+    # `vllm-hpu-mm memory plan --help >&-`: argparse drops the help without a word; nobody could read the answer.
+    proc = subprocess.run([sys.executable, "-m", "vllm_hpu_mm", *argv], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, timeout=120, preexec_fn=lambda: os.close(1))  # fmt: skip
+    assert proc.returncode == 141, proc.stderr
+
+
+def test_an_error_keeps_its_code_when_standard_output_is_closed() -> None:
+    proc = subprocess.run([sys.executable, "-m", "vllm_hpu_mm", "memory", "plan", "--bogus"], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, timeout=120, preexec_fn=lambda: os.close(1))  # fmt: skip
+    assert proc.returncode == 2
+    assert b"unrecognized arguments: --bogus" in proc.stderr
 
 
 def test_an_absurd_number_of_server_arguments_is_refused_before_parsing(capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,6 +22,7 @@ from vllm_hpu_mm.values import GIB
 RESULTS = REPO / "benchmarks" / "agreement" / "results" / "gaudi_log_reproduction.json"
 DEV = GAUDI_LOGS / "dev" / "vllm_gaudi_perf_tuning_llama31_8b_gaudi2.log"
 HELD_345 = GAUDI_LOGS / "heldout" / "vllm_fork_345_gaudi2.log"
+HELD_809 = GAUDI_LOGS / "heldout" / "vllm_fork_809_deepseek_r1_gaudi2.log"
 
 
 @pytest.fixture(autouse=True)
@@ -165,3 +166,46 @@ def test_a_non_gaudi_device_is_refused_naming_the_flag(tmp_path: Path, capsys: p
     code = main(["memory", "compare", str(DEV), "--device", "h100"])
     assert code == 2
     assert "--device='h100'" in capsys.readouterr().err
+
+
+GAUDI3 = GAUDI_LOGS / "dev" / "vllm_hpu_plugin_llama31_8b_gaudi3.log"
+DOCTOR_LOGS = REPO / "tests" / "data" / "logs"
+
+
+@pytest.mark.parametrize(
+    ("log", "runtime", "written"),
+    [
+        (DOCTOR_LOGS / "cpu_kv_cache_too_small.log", "vllm-fork", "vllm-cpu"),
+        (DOCTOR_LOGS / "vllm_29335_healthy_v1_start.log", "vllm-fork", "vllm-cuda"),
+        (DOCTOR_LOGS / "tgi_832_healthy_launch.log", "vllm-gaudi", "TGI"),
+        (HELD_809, "vllm-gaudi", "vllm-fork"),
+    ],
+)
+def test_a_log_another_runtime_wrote_is_refused_naming_both(
+    log: Path, runtime: str, written: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 34 item 8: a vLLM CPU or CUDA log read against a Gaudi plan exited 1 with Gaudi-specific causes
+    code = main(["memory", "compare", str(log), "--runtime", runtime])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out == ""
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1
+    assert f"was written by {written}, the plan is for {runtime} (--runtime)" in err[0]
+
+
+def test_a_log_run_with_another_length_is_blamed_on_the_profiling_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 34 item 8: the log's engine line says max_seq_len=4096; planned for 131072, the KV share differs because
+    # the runtime profiles and splits memory by the length, not because another process held memory
+    argv = flags(GAUDI3, tmp_path)
+    argv[argv.index("--max-model-len") + 1] = "131072"
+    code, out = run_json(capsys, str(GAUDI3), *argv)
+    assert code == 1
+    causes = [m["likely_cause"] for m in out["outside"]]
+    assert causes
+    for cause in causes:
+        assert cause.startswith("the log ran with max_model_len=4096 where --max-model-len says 131072: vllm-fork's "
+                                "profiling pass")  # fmt: skip
+        assert "another process" not in cause

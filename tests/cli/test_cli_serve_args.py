@@ -237,7 +237,22 @@ def test_a_value_after_a_flag_that_takes_none_is_never_the_model(word: str) -> N
 def test_a_yaml_leftover_is_never_the_model(tmp_path: Path, yaml_text: str) -> None:
     config = tmp_path / "serve.yaml"
     config.write_text(yaml_text)
-    with pytest.raises(ConfigError, match=rf"^--config {config}: the YAML leaves '.*' over"):
+    with pytest.raises(ConfigError, match=rf"^--config {config}: the YAML( leaves '.*' over|'s key '.*' holds a list)"):
+        parse("--config", str(config))
+
+
+@pytest.mark.parametrize(("yaml_text", "key"), [("max-model-len: [4096, 8192]\n", "max-model-len"),
+                                               ("port: 8000\nmax-num-seqs: [8, 16, 32]\n", "max-num-seqs"),
+                                               ("enforce-eager: 'maybe'\n", "enforce-eager")])  # fmt: skip
+def test_a_yaml_leftover_names_the_key_it_came_from(tmp_path: Path, yaml_text: str, key: str) -> None:
+    # issue 34 item 7: a list under a one-value key must say which key
+    config = tmp_path / "serve.yaml"
+    config.write_text(yaml_text)
+    with pytest.raises(
+        ConfigError,
+        match=rf"^--config {config}: the YAML('s key '{key}' holds a list| leaves .* over "
+        rf"under its key '{key}')",
+    ):
         parse("--config", str(config))
 
 

@@ -11,7 +11,15 @@ import pytest
 from benchmarks.common import cross_validate, fit
 from tests.support.data import LOGS
 from tests.support.logs import DEVELOPMENT_LOGS as ALL_LOGS
-from tests.support.logs import GAUDI_LOG, HELDOUT_LOGS, TARGET_ACCURACY, body_lines, examples, expected_stage
+from tests.support.logs import (
+    GAUDI_LOG,
+    HELDOUT_LOGS,
+    HELDOUT_ROUND4_LOGS,
+    TARGET_ACCURACY,
+    body_lines,
+    examples,
+    expected_stage,
+)
 from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.logs.doctor import contradictions, diagnose, diagnose_lines, recommend
@@ -26,7 +34,7 @@ from vllm_hpu_mm.runtimes.base import GRAPH_RESERVED_MEM
 def test_every_log_cites_its_source() -> None:
     sources = (LOGS / "SOURCES.md").read_text()
     assert len(ALL_LOGS) >= 60
-    for path in [*ALL_LOGS, *HELDOUT_LOGS]:
+    for path in [*ALL_LOGS, *HELDOUT_LOGS, *HELDOUT_ROUND4_LOGS]:
         first = path.read_text().splitlines()[0]
         assert first.startswith("# Source:"), path.name
         row = f"| {path.relative_to(LOGS).as_posix()} |"

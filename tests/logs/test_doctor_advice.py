@@ -107,14 +107,21 @@ def test_a_ray_memory_kill_gets_host_advice() -> None:
     assert not any("gpu-memory-utilization" in r for r in d.recommendations)
 
 
-def test_another_framework_gets_no_flags() -> None:
+#: SGLang's own server flags (its server arguments documentation) that bound memory.
+SGLANG_FLAGS = {"--mem-fraction-static", "--chunked-prefill-size", "--max-running-requests", "--max-total-tokens",
+                "--cuda-graph-max-bs", "--max-prefill-tokens"}  # fmt: skip
+
+
+def test_another_framework_gets_its_own_flags_never_vllms() -> None:
     lines = ["[2025-01-01 00:00:00] sglang.launch_server: server_args=ServerArgs(model_path='x')",
              "[2025-01-01 00:00:09] Load weight end.", CUDA_OOM]  # fmt: skip
     d = diagnose(lines, load({}))
     assert d.source.framework == "other"
     text = "\n".join(d.recommendations)
-    assert "sglang" in text
-    assert not re.search(r"--[a-z]", text)
+    assert "SGLang, not a vLLM runtime" in text
+    flags = set(re.findall(r"--[a-z][a-z-]*", text))
+    assert flags
+    assert flags <= SGLANG_FLAGS
 
 
 def test_a_compile_failure_while_vllm_profiles_is_no_oom() -> None:

@@ -13,7 +13,14 @@ out-of-memory line. The floor below keeps that result; the 92% target is met by 
 from __future__ import annotations
 
 from benchmarks.common import advice_problems
-from tests.support.logs import DEVELOPMENT_LOGS, RUNTIME_HELDOUT_LOGS, body_lines, expected_stage, writer_label
+from tests.support.logs import (
+    DEVELOPMENT_LOGS,
+    HELDOUT_ROUND4_LOGS,
+    RUNTIME_HELDOUT_LOGS,
+    body_lines,
+    expected_stage,
+    writer_label,
+)
 from tests.support.logs import HELDOUT_LOGS as HELDOUT
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.logs.doctor import diagnose, diagnose_lines
@@ -64,3 +71,15 @@ def test_runtime_heldout_advice_names_only_what_each_writer_reads() -> None:
     assert not [n for n, (want, got) in stages.items() if want == "none" and got != "none"], stages
     # measured when first scored: 9 of 10 stages right (vllm_34643's one-line serving traceback read as graph capture)
     assert sum(want == got for want, got in stages.values()) >= 9, stages
+
+
+def test_round4_heldout_at_most_one_wrong_and_no_false_alarm() -> None:
+    # tests/data/logs/heldout_round4: labelled and committed before the round-4 doctor scored them. Measured when
+    # first scored: 8 of 9 right (club3090_613: a V1 traceback the excerpt cuts inside execute_model, read as no
+    # failure), no false alarm on its 3 logs without an out-of-memory failure.
+    verdicts = {p.name: (expected_stage(p), diagnose_lines(body_lines(p)).stage) for p in HELDOUT_ROUND4_LOGS}
+    assert len(verdicts) >= 9
+    wrong = {n: v for n, v in verdicts.items() if v[0] != v[1]}
+    assert len(wrong) <= 1, wrong
+    assert not [n for n, (want, got) in verdicts.items() if want == "none" and got != "none"], verdicts
+    assert not {p.name for p in HELDOUT_ROUND4_LOGS} & {p.name for p in DEVELOPMENT_LOGS}

@@ -75,3 +75,30 @@ def test_vllm_gaudi_offers_its_three_built_in_strategies_and_others_none(tmp_pat
     assert [label.split()[-2] for label in labels] == ["exp", "lin", "pad"]  # the file is not one of them
     assert strategies(Runtime.VLLM_CUDA, env) == ()
     assert strategies(Runtime.VLLM_CPU) == ()
+
+
+@pytest.mark.parametrize(("spec", "source"), [("vllm-gaudi==", "--runtime"), ("vllm-fork==", "--plan-runtime"),
+                                              ("vllm-gaudi== ", "--runtime"), ("auto==", "--runtime")])  # fmt: skip
+def test_a_release_spec_without_a_release_is_refused(spec: str, source: str) -> None:
+    # issue 34 item 5: `vllm-gaudi==` planned as if no release were named
+    with pytest.raises(ConfigError, match=rf"^{source}='{spec}' names no release after '=='; accepted: .*==X"):
+        runtimes.resolve(spec, "hpu", source=source)
+
+
+OWN_STRATEGIES = [("0.19.0", ["exp", "lin"]), ("0.17.1", ["exp", "lin"]), ("0.21.0", ["exp", "lin", "pad"]),
+                  (None, ["exp", "lin", "pad"])]  # fmt: skip
+
+
+@pytest.mark.parametrize(("version", "names"), OWN_STRATEGIES)
+def test_a_named_release_offers_only_the_strategies_it_ships(version: str | None, names: list[str]) -> None:
+    # issue 34 item 5: vllm-gaudi==0.19.0 was replayed beside main's exp/lin/pad; pad came with v0.21.0 (c2641a62)
+    from vllm_hpu_mm.plan.text_choice import configured_label
+    from vllm_hpu_mm.runtimes.base import EngineShape
+    from vllm_hpu_mm.runtimes.registry import strategies
+
+    shape = EngineShape(max_model_len=4096, max_num_seqs=8, max_num_batched_tokens=2048, block_size=128,
+                        num_kv_blocks=500)  # fmt: skip
+    models = strategies(Runtime.VLLM_GAUDI, {"VLLM_BUCKETING_STRATEGY": "pad"}, version)
+    labels = [configured_label(m, shape) for m in models]
+    assert [label.split()[-2] for label in labels] == names
+    assert {getattr(m, "version", None) for m in models} == {version}  # each is the release named, not main

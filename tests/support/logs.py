@@ -19,6 +19,8 @@ HELDOUT_LOGS = sorted((LOGS / "heldout").glob("*.log"))
 #: New public logs labelled with their writer (framework and runtime) as well as the stage, for the advice: scored
 #: only, never fitted on or tuned against.
 RUNTIME_HELDOUT_LOGS = sorted((LOGS / "runtime_heldout").glob("*.log"))
+#: Round 4 (issue 34): public logs labelled and committed before the round-4 doctor scored them; scored only.
+HELDOUT_ROUND4_LOGS = sorted((LOGS / "heldout_round4").glob("*.log"))
 #: The doctor's target share of right stages, on any set of real logs.
 TARGET_ACCURACY = 0.92
 

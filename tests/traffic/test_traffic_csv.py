@@ -47,6 +47,16 @@ def test_a_count_column_weighs_a_row(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    "text", ["width,height,count\n640,480,0\n", "text_tokens,count,width,height\n9,0,,\n5,0,64,64\n"]
+)
+def test_every_row_of_count_zero_is_named_as_such(tmp_path: Path, text: str) -> None:
+    # issue 34 item 7: rows were read, none of them weighs anything ("no rows after the header" was wrong)
+    with pytest.raises(ConfigError) as info:
+        read_traffic_csv(write(tmp_path, text))
+    assert str(info.value).endswith("traffic.csv: every row has count 0; accepted: at least one row with count >= 1")
+
+
+@pytest.mark.parametrize(
     ("text", "needle"),
     [
         ("width,height\n640,\n", ":2: width '640' and height '': give both"),

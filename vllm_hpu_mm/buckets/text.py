@@ -340,6 +340,11 @@ def text_bucket_splits(
     splits = _splits(budget, (prompts.least, decodes.least))
     if not splits:
         least = prompts.least + decodes.least
+        if least >= NO_LADDER and rows < MAX_ROWS * res:  # looked for within the budget's rows: the least needs all
+            wide = MAX_ROWS * res
+            prompt_least = _prepare_prompt(prefill, limits, time, res, wide, prior_share, smooth_octaves).options.least
+            least = prompt_least + _prepare_decode(decode, limits, time, res, wide, smooth_octaves,
+                                                   load_levels).options.least  # fmt: skip
         if least >= NO_LADDER:
             raise BudgetTooSmall(f"text graph budget {budget}: no bucket set keeps every shape these limits allow "
                                  f"within {GROSS_FACTOR}x its need", least)  # fmt: skip

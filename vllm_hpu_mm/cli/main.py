@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import importlib
 import os
+import select
 import sys
 import traceback
 from collections.abc import Sequence
@@ -85,13 +86,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; always returns an exit status (never raises, except to exec the server)."""
     try:
         code = _run(list(sys.argv[1:] if argv is None else argv))
-        sys.stdout.flush()  # here, not at exit, so that a closed pipe is seen
+        if sys.stdout is not None:
+            sys.stdout.flush()  # here, not at exit, so that a closed pipe is seen
     except BrokenPipeError:
         # The reader has what it wanted: no error line, and nothing more written to the closed pipe at exit.
         with contextlib.suppress(OSError, ValueError, AttributeError):  # not a real file (a test's capture)
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return BROKEN_PIPE
-    return code
+    # argparse's help and print() drop a write to a closed stdout without a word: an answer (0 or 1) nobody could
+    # read is a broken pipe; an error (2, 3) keeps its code, its line went to stderr.
+    return BROKEN_PIPE if code in (ExitCode.OK, ExitCode.NEGATIVE) and _stdout_lost() else code
+
+
+def _stdout_lost() -> bool:
+    """Whether standard output was closed (``>&-``) or is a pipe whose reader is gone (``| head -c0``)."""
+    if sys.stdout is None:
+        return True
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError):  # not a real file (a test's capture)
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    # Linux and the BSDs flag a pipe with no reader left as POLLERR; a file or a terminal never is.
+    return any(ev & select.POLLERR for _, ev in poller.poll(0))
 
 
 def _run(argv: list[str]) -> int:

@@ -182,7 +182,9 @@ def _check_positional(tag: str, args: Sequence[Arg], argv: Sequence[str], table:
     at = next((i for i, a in enumerate(args) if a is tag), None)
     previous = args[at - 1] if at else None
     if isinstance(tag, Arg) and tag.origin is None:
-        after = f" after {previous.split('=', 1)[0]}" if previous is not None and previous.startswith("-") else ""
+        # the key it came from: the YAML's flag before it (a list's earlier items come between)
+        key = next((str(a).split("=", 1)[0] for a in reversed(args[:at]) if str(a).startswith("-")), None)
+        after = f" under its key '{key.lstrip('-')}'" if key is not None else ""
         config = f"--config {argv[argv.index('--config') + 1]}" if "--config" in argv[:-1] else "--config"
         raise ConfigError(
             f"{config}: the YAML leaves {_short(tag)} over{after} (a list under a one-value key, or a string such "

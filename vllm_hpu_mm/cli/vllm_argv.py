@@ -153,7 +153,13 @@ def _pull_config(args: list[Arg], table: OptionTable, read_config: Callable[[str
     path = args[index + 1]
     if path.split(".")[-1] not in ("yaml", "yml"):
         raise ConfigError(f"--config {path}: vLLM reads only .yaml or .yml config files")
-    config = [Arg(a, None) for a in _config_args(read_config(path), table)]
+    data = read_config(path)
+    for key, value in data.items():
+        option = table.by_string.get(f"--{key}") or table.by_string.get(f"--{str(key).replace('_', '-')}")
+        if isinstance(value, list) and len(value) > 1 and option is not None and option.nargs is None:
+            raise ConfigError(f"--config {path}: the YAML's key '{key}' holds a list of {len(value)} values, but "
+                              f"--{key} takes one; accepted: one value under '{key}'")  # fmt: skip
+    config = [Arg(a, None) for a in _config_args(data, table)]
     rest = args[:index] + args[index + 2 :]
     if args[0].startswith("-"):
         return config + rest

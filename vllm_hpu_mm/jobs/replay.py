@@ -164,7 +164,8 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
             results.append(replay_model(told, shape, runs, PLANNED_LABEL, timer))
             notes.append(f"planned buckets: budget {chosen.reason}")
     labels = {r.label for r in results}
-    for model in registry.strategies(inputs.runtime_name, own_env) if args.strategies else ():
+    release: str | None = getattr(own, "version", None)  # a named release shows only the strategies it ships
+    for model in registry.strategies(inputs.runtime_name, own_env, release) if args.strategies else ():
         label = configured_label(model, shape)
         if label not in labels:
             results.append(replay_model(model, shape, runs, label, timer))

@@ -15,13 +15,15 @@ from collections.abc import Callable
 from typing import Literal
 
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.logs.doctor.source import LogSource
 from vllm_hpu_mm.logs.reproduce import Logged, Mode, Reproduction, RunInputs, reproduce
 from vllm_hpu_mm.models.devices import KNOWN_DEVICES
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.runtimes import registry
+from vllm_hpu_mm.runtimes.base import Runtime
 from vllm_hpu_mm.values import GIB, MIB
 
-__all__ = ["EXPECTED_LINES", "QUANTITIES", "Comparison", "Miss", "Row", "compare", "run_inputs"]
+__all__ = ["EXPECTED_LINES", "QUANTITIES", "Comparison", "Miss", "Row", "check_writer", "compare", "run_inputs"]
 
 Unit = Literal["bytes", "blocks", "tokens", "seconds"]
 
@@ -191,6 +193,13 @@ def _settings(logged: Logged, i: RunInputs, flag: Callable[[str], str]) -> dict[
         )
     if logged.graph_bytes == 0 and not i.enforce_eager and i.graph_reserved_mem > 0:
         out["eager"] = f"the log reserved nothing for graphs: an eager run ({flag('enforce_eager')})"
+    planned_len = i.engine[0] if i.engine is not None else None
+    if logged.max_model_len is not None and planned_len is not None and logged.max_model_len != planned_len:
+        out["length"] = (
+            f"the log ran with max_model_len={logged.max_model_len} where {flag('max_model_len')} says {planned_len}: "
+            f"{i.runtime.name.value}'s profiling pass and the KV cache it leaves are shaped by the length, so the "
+            "two lengths profile and split memory differently"
+        )
     return out
 
 
@@ -219,7 +228,9 @@ def _cause(
             f"{flag('tensor_parallel_size')} ({i.tensor_parallel_size}){release}"
         )
     if row.name == "free":
-        return "it follows the weights (see weights)" if "weights" in missed else _free_cause(row, logged, r, i, flag)
+        if "weights" in missed:
+            return "it follows the weights (see weights)"
+        return settings.get("length") or _free_cause(row, logged, r, i, flag)
     if row.name == "kv_blocks" and mode == "given_free":
         if "kv_cache" in missed:
             return "it follows the KV cache (see KV cache)"
@@ -276,6 +287,28 @@ def _free_cause(row: Row, logged: Logged, r: Reproduction, i: RunInputs, flag: C
     return (
         f"memory held on the card beyond {counted}, not shown by the log's own lines{shown}: another process, or "
         f"a different runtime than {flag('runtime')} {runtime}{release}"
+    )
+
+
+def check_writer(writer: LogSource, planned: Runtime, flag: Callable[[str], str], *, source: str) -> None:
+    """Refuse a log another runtime wrote (its own lines name it: TGI, vLLM on CPU or CUDA, vllm-fork against a
+    vllm-gaudi plan): its figures follow that runtime's arithmetic, not the plan's. A log whose lines name no runtime
+    is compared."""
+    gaudi = [r.value for r, t in registry.TRAITS.items() if t.backend == "hpu"]
+    if writer.framework != "vllm" and writer.named:
+        written = writer.describe
+    elif writer.runtime is not None and writer.runtime_named and writer.runtime != planned:
+        written = writer.runtime.value
+    elif writer.runtime is None and writer.accelerator not in (None, "hpu") and writer.named:
+        written = writer.describe
+    else:
+        return
+    other = (
+        f", or {flag('runtime')} {written}" if written in gaudi else f" (memory compare plans {' and '.join(gaudi)})"
+    )
+    raise ConfigError(
+        f"log {source!r} was written by {written}, the plan is for {planned.value} ({flag('runtime')}): its figures "
+        f"follow another runtime's arithmetic; accepted: a {planned.value} log{other}"
     )
 
 

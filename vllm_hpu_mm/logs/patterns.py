@@ -24,6 +24,7 @@ __all__ = [
     "CUDA_CAPTURE_SIZES",
     "CUDA_GRAPH_MEMORY",
     "DEVICE_OOM",
+    "ENGINE_LENGTH",
     "ERROR_MESSAGE",
     "EXCEPTION_LINE",
     "FRAME",
@@ -111,11 +112,18 @@ DEVICE_OOM = re.compile(
     r"|(?<!running )(?<!run )(?<!If )\bout of memory\b(?! error occurs)",
     re.IGNORECASE,
 )
-#: Failure messages that name the phase they come from (the runtimes' own wording): TGI's warm-up prefill, which
+#: Failure messages that name the phase they come from (the runtimes' own wording): TGI's and MindIE's warm-up, which
 #: measures memory before the KV cache is sized (``flash_causal_lm.py`` ``warmup``), and vLLM's sampler warm-up
 #: after graph capture (``gpu_model_runner.py`` ``_dummy_sampler_run``, called by ``compile_or_warm_up_model``).
 MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
-    ("startup", re.compile(r"Not enough memory to handle \d+ prefill tokens|Unable to warmup model")),
+    # MindIE's warm-up (mindie_llm), which like TGI's runs before the server takes requests
+    (
+        "startup",
+        re.compile(
+            r"Not enough memory to handle \d+ prefill tokens|Unable to warmup model"
+            r"|Warmup failed, because of .{0,80}out of memory"
+        ),
+    ),
     ("graph_capture", re.compile(r"when warming up sampler|[Cc]uda graph warmup failed")),
 )
 
@@ -223,6 +231,9 @@ GAUDI_GRAPH_RESERVE = re.compile(
 #: The release a log ran: vLLM's banner (``vLLM API server version 0.9.1``) or engine line (``Initializing a V0 LLM
 #: engine (v0.9.1.dev116+gc57d577e8.d20250603)``).
 RELEASE = re.compile(r"vLLM API server version:? (?P<v1>[\w.+-]+)|LLM engine \(v(?P<v2>[\w.+-]+)\)")
+#: The longest sequence in vLLM's engine config line (``... with config: model=..., max_seq_len=32768, ...``; the
+#: args dump's ``max_model_len=32768``).
+ENGINE_LENGTH = re.compile(r"\bmax_(?:seq|model)_len=(?P<n>\d+)")
 #: The end of warm-up: seconds and the graph memory it allocated.
 WARMUP_FINISHED = re.compile(r"Warmup finished in (?P<secs>\d+) secs, allocated (?P<size>[\d.]+)\s*(?P<unit>[KMG]iB)")
 

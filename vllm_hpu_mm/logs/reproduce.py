@@ -22,6 +22,7 @@ from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.logs.numbers import integer, number
 from vllm_hpu_mm.logs.patterns import (
     BUCKET_TUPLE,
+    ENGINE_LENGTH,
     GAUDI_GRAPH_RESERVE,
     GAUDI_KV_DUMMY,
     GAUDI_MEMORY,
@@ -91,6 +92,8 @@ class Logged:
     kv_dummy: bool = False
     #: The release the log names (vLLM's banner or engine line), or None.
     release: str | None = None
+    #: The longest sequence the run was started with (vLLM's engine config line: ``max_seq_len=N``), or None.
+    max_model_len: int | None = None
 
     @property
     def has_memory(self) -> bool:
@@ -128,7 +131,7 @@ _MEMORY_FIELDS = ("total_bytes", "weight_bytes", "profile_bytes", "free_bytes", 
 
 #: What a second weights line (the fork prints "Pre-loading ..." then "Loading ... in total"; a restart prints them
 #: again) keeps: the device total, and the bucket lists printed before the weights load (a restart prints new ones).
-_KEPT_ON_RESTART = ("total_bytes", "generated_buckets", "two_pass")
+_KEPT_ON_RESTART = ("total_bytes", "generated_buckets", "two_pass", "max_model_len")
 
 
 def _gib(text: str) -> int:
@@ -207,6 +210,8 @@ def _read_vllm_spellings(line: str, found: dict[str, Any]) -> None:
         found["kv_tokens"] = integer(m["tokens"].replace(",", ""))
     if (m := RELEASE.search(line)) and "release" not in found:
         found["release"] = m["v1"] or m["v2"]
+    if "max_" in line and (m := ENGINE_LENGTH.search(line)):
+        found["max_model_len"] = integer(m["n"])  # the latest start-up's banner (kept over its weights line)
 
 
 #: Most buckets kept from one logged list (vllm-gaudi's largest strategies generate tens of thousands).

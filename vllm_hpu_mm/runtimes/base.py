@@ -370,8 +370,9 @@ class RuntimeEntry:
     #: the exporters read the plan, which sits above the runtimes (imported by :mod:`.exports` when serve exports).
     exporter: str
     #: The runtime's built-in bucketing strategies, each as the environment otherwise configures it (vllm-gaudi's
-    #: exp, lin and pad), for a replay to set beside the configured one; None: it has no choice of strategy.
-    strategies: Callable[[Mapping[str, str]], tuple[RuntimeModel, ...]] | None = None
+    #: exp, lin and pad), of a release (as ``model_from_env`` takes it), for a replay to set beside the configured
+    #: one; None: it has no choice of strategy.
+    strategies: Callable[[Mapping[str, str], str | None], tuple[RuntimeModel, ...]] | None = None
     #: Its releases: a version -> how it is planned, in words (ConfigError naming what is accepted when it cannot
     #: be); None when the runtime's releases are not modelled apart (a version is then refused).
     releases: Callable[[str], str] | None = None

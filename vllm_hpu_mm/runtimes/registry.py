@@ -99,11 +99,12 @@ def split_spec(name: str) -> tuple[str, str | None]:
     return key.strip(), (version.strip() or None) if sep else None
 
 
-def strategies(runtime: Runtime, env: Mapping[str, str] | None = None) -> tuple[RuntimeModel, ...]:
-    """The runtime's built-in bucketing strategies, each configured otherwise by ``env`` (none for a runtime without
-    a choice)."""
+def strategies(runtime: Runtime, env: Mapping[str, str] | None = None, version: str | None = None
+               ) -> tuple[RuntimeModel, ...]:  # fmt: skip
+    """The built-in bucketing strategies of the runtime's release ``version`` (None: the installed one, else the
+    newest modelled), each configured otherwise by ``env`` (none for a runtime without a choice)."""
     make = ENTRIES[runtime].strategies
-    return make(env or {}) if make is not None else ()
+    return make(env or {}, version) if make is not None else ()
 
 
 def encoder_graphs(backend: Backend) -> Callable[[tuple[int, ...]], dict[str, Any]] | None:
@@ -208,6 +209,10 @@ def detect(backend: Backend | None) -> Detection:
 def resolve(name: str, backend: Backend | None, *, source: str = "--runtime") -> Detection:
     """``auto`` (detect) or a runtime by name, checked against the device's backend."""
     key, version = split_spec(name)
+    if version is None and "==" in name:
+        spec = "RUNTIME" if key == "auto" else key
+        raise ConfigError(f"{source}={name!r} names no release after '=='; accepted: {key}, or {spec}==X with X a "
+                          "release (e.g. vllm-gaudi==0.26.0, vllm-fork==0.9.0.1)")  # fmt: skip
     if key == "auto":
         if version is not None:
             raise ConfigError(f"{source}={name!r}: auto takes no version (it reads the installed one); accepted: "

@@ -165,7 +165,9 @@ def read_traffic_csv(path: str | Path, *, flag: str = "--sizes") -> Traffic:
         raise ConfigError(f"{flag} {p}: not a UTF-8 text CSV; expected {ACCEPTED}") from None
     except csv.Error as exc:
         raise ConfigError(f"{flag} {p}: not a CSV ({exc}); expected {ACCEPTED}") from None
-    if not counts or sum(counts.values()) == 0:
+    if counts and sum(counts.values()) == 0:
+        raise ConfigError(f"{flag} {p}: every row has count 0; accepted: at least one row with count >= 1")
+    if not counts:
         raise ConfigError(f"{flag} {p}: no rows after the header; expected {ACCEPTED}")
     sampled = f", a uniform sample of {kept} of {rows} rows" if kept < rows else ""
     return Traffic(dict(counts), f"{p.name}{sampled}")

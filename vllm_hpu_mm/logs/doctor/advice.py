@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.logs.doctor.decide import Diagnosis
-from vllm_hpu_mm.logs.doctor.source import LogSource
+from vllm_hpu_mm.logs.doctor.source import OTHER_DISPLAY, LogSource
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.fixes import Fix
@@ -263,11 +263,37 @@ def _optimum_habana(d: Diagnosis) -> list[Fix]:
     return out
 
 
+#: Other frameworks' own memory settings, by the name :class:`~.source.LogSource` gives them, main one first (their
+#: documentation: MindIE Service's config.json, SGLang's and LMDeploy's server flags, llama.cpp's and Ollama's
+#: options, TensorRT-LLM's KV-cache config).
+OTHER_KNOBS: dict[str, tuple[str, ...]] = {
+    "mindie": ("maxPrefillTokens", "maxBatchSize", "maxSeqLen", "maxInputTokenLen", "npuMemSize",
+               "maxPrefillBatchSize"),
+    "sglang": ("--mem-fraction-static", "--chunked-prefill-size", "--max-running-requests", "--max-total-tokens",
+               "--cuda-graph-max-bs"),
+    "lmdeploy": ("--cache-max-entry-count", "--max-batch-size", "--session-len"),
+    "llama.cpp": ("--n-gpu-layers", "--ctx-size", "--batch-size"),
+    "llama_model_load": ("--n-gpu-layers", "--ctx-size", "--batch-size"),
+    "ollama": ("num_ctx", "OLLAMA_NUM_PARALLEL", "num_gpu"),
+    "tensorrt_llm": ("free_gpu_memory_fraction", "max_batch_size", "max_num_tokens"),
+}  # fmt: skip
+
+
 def _other(d: Diagnosis) -> list[Fix]:
-    who = d.source.name or "a framework this doctor has no settings for"
+    key = d.source.name
+    who = OTHER_DISPLAY.get(key, key) or "a framework this doctor has no settings for"
+    knobs = OTHER_KNOBS.get(key, ())
+    named = [k for k in knobs if any(k in line for line in _texts(d))]  # the knob the log itself names leads
+    own = [*named, *(k for k in knobs if k not in named)][:3]
+    lead = f"the log is from {who}, not a vLLM runtime: vLLM's flags do not apply"
+    if own:
+        said = f" (the log names {named[0]})" if named else ""
+        return [*_free_the_device(d.source),
+                Fix(f"{lead}; lower {who}'s own {', '.join(own)}{said}: fewer tokens per step or in the cache"),
+                Fix("or more devices (tensor parallelism), or a quantized model")]  # fmt: skip
     return [*_free_the_device(d.source),
-            Fix(f"the log is from {who}: fewer tokens per step (batch size, sequence length), more devices "
-                "(tensor parallelism) or a quantized model; its own settings are not known here")]  # fmt: skip
+            Fix(f"{lead}; fewer tokens per step (batch size, sequence length), more devices (tensor parallelism) or "
+                "a quantized model; its own settings are not known here")]  # fmt: skip
 
 
 # --- host memory --------------------------------------------------------------------------------------------------
@@ -310,6 +336,10 @@ def recommend(
     explicit = model is not None
     chosen = model or d.model or DEFAULT_MODEL
     is_vision = d.source.multimodal if vision is None else vision
+    if d.stage == "none" and d.basis == "error" and d.evidence:
+        e = d.evidence[0]
+        return (Fix(f"no out-of-memory failure: the log's traceback ends in an error of another kind (line {e.line}: "
+                    f"{e.text.strip()[:120]}); fix that error, memory settings will not"),)  # fmt: skip
     if d.stage == "none":
         return (Fix("no out-of-memory failure found in this log"),)
     if d.memory == "host":

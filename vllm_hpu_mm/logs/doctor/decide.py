@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from vllm_hpu_mm.logs.doctor.phases import frame_meaning, traceback_stage
+from vllm_hpu_mm.logs.doctor.phases import MODEL_RUNS, frame_meaning, generic_frame, traceback_stage
 from vllm_hpu_mm.logs.doctor.scan import Failure, Frame, GaudiMemory, LogFeatures, Memory
 from vllm_hpu_mm.logs.doctor.source import LogSource
 from vllm_hpu_mm.logs.numbers import SkippedLines
@@ -45,7 +45,7 @@ STAGES: tuple[DiagnosisStage, ...] = (*BASE_STAGES, "unknown", "none")
 #: The kinds of evidence step 2 weighs, in the order :class:`Rules` tries them.
 Source = Literal["frames", "message", "phase", "votes"]
 #: What the stage rests on.
-Basis = Literal["kv_refusal", "traceback", "message", "phase", "learned", "repeated", "cut", "unknown", "none"]
+Basis = Literal["kv_refusal", "traceback", "message", "phase", "learned", "repeated", "cut", "unknown", "error", "none"]
 #: A worker that printed this many out-of-memory lines survived its failures (one failure prints the error two or
 #: three times: the logger's line, the traceback's last line, the engine's report of it): it was serving.
 REPEATED = 5
@@ -60,6 +60,7 @@ CONFIDENCE: dict[Basis, float] = {
     "repeated": 0.5,
     "cut": 0.35,
     "unknown": 0.2,
+    "error": 0.8,
     "none": 0.8,
 }
 RULES_FILE = Path(__file__).resolve().parents[2] / "data" / "doctor_rules.json"
@@ -157,7 +158,8 @@ _PLUMBING = frozenset(
 
 def frame_tokens(frames: Iterable[Frame]) -> set[str]:
     """The names of the frames the phase table does not know, less plumbing: what frame votes count."""
-    names = {f.func.rsplit(".", 1)[-1] for f in frames if f.func and frame_meaning(f.path, f.func) is None}
+    names = {f.func.rsplit(".", 1)[-1] for f in frames
+             if f.func and frame_meaning(f.path, f.func) is None and not generic_frame(f.path, f.func)}  # fmt: skip
     return {n for n in names if n not in _PLUMBING and not n.endswith(("Error", "Exception"))}
 
 
@@ -198,6 +200,8 @@ def judge(features: LogFeatures, rules: Rules) -> Judgement:
     f = run.failure
     gaudi_at = run.gaudi[0] if run.gaudi else -1
     hint = _frames_stage(f.frames) if f is not None else None
+    if f is not None:
+        hint = _before_phase_line(f, hint)
     if run.kv is not None and (f is None or run.kv[0] <= f.line or hint is None):
         return Judgement("kv_cache", "kv_refusal", "device", (run.kv[0], gaudi_at))
     if f is not None:
@@ -225,7 +229,31 @@ def judge(features: LogFeatures, rules: Rules) -> Judgement:
     ph = run.phase
     if ph is not None and ph[0] != "runtime" and run.completed_at < ph[1] and 0 <= run.end - ph[1] <= rules.phase_cut:
         return Judgement(ph[0], "cut", "device", (ph[1], gaudi_at))
+    if run.error is not None:  # a traceback that ended in an error of another kind: a failure, not an OOM
+        return Judgement("none", "error", None, (run.error[0], gaudi_at))
     return Judgement("none", "none", None, (gaudi_at,))
+
+
+def _before_phase_line(f: Failure, hint: tuple[Stage, int] | None) -> tuple[Stage, int] | None:
+    """The frames' word, weighed against the last phase line before the failure where the frames alone mislead:
+
+    - frames that only run the model (``execute_model``, a forward; no phase frame) after the KV cache was sized: the
+      cache exists, so the model ran for a graph (``_dummy_run``: capture and warm-up) or for requests, not to size
+      the cache;
+    - a serving frame (TGI's prefill span, a request's generate) while the last phase line says start-up is under way
+      (loading, warming up) and nothing said it finished: the runtime's warm-up runs requests' code paths.
+    """
+    ph = f.phase
+    if ph is None:
+        return hint
+    if hint is None and ph[0] == "kv_cache":
+        runs = [fr for fr in f.frames if fr.func.rsplit(".", 1)[-1] in MODEL_RUNS]
+        if runs:
+            graph = any(fr.func.rsplit(".", 1)[-1] in ("_dummy_run", "_dummy_sampler_run") for fr in runs)
+            return ("graph_capture" if graph else "runtime", runs[-1].line)
+    if hint is not None and hint[0] == "runtime" and ph[0] == "startup":
+        return ("startup", ph[1])
+    return hint
 
 
 def _source(source: Source, f: Failure, hint: tuple[Stage, int] | None, rules: Rules) -> tuple[Stage, int] | None:
@@ -248,6 +276,8 @@ def decide(features: LogFeatures, rules: Rules) -> Diagnosis:
     for item in (run.gaudi, run.warmup, run.kv, run.phase and run.phase[1:], run.progress and run.progress[1:3]):
         if item is not None:
             texts[item[0]] = item[1]  # type: ignore[index]
+    if run.error is not None:
+        texts[run.error[0]] = run.error[1]
     for tb in (run.open_traceback,):
         if tb is not None:
             texts.update((fr.line, fr.text) for fr in tb.frames)

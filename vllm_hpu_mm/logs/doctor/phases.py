@@ -26,12 +26,13 @@ Functions that run in more than one phase (``execute_model``, ``_dummy_run``, ``
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable
 from typing import Literal
 
 from vllm_hpu_mm.values import Stage
 
-__all__ = ["FrameKind", "Meaning", "frame_meaning", "traceback_stage"]
+__all__ = ["MODEL_RUNS", "FrameKind", "Meaning", "frame_meaning", "generic_frame", "traceback_stage"]
 
 FrameKind = Literal["loop", "phase", "scope"]
 
@@ -112,6 +113,30 @@ MODEL_CODE = ("/model_executor/models/", "/model_executor/layers/", "/custom_mod
 #: Files whose functions are warm-ups of one phase whatever they are called: vLLM's kernel warm-ups
 #: (``model_executor/warmup/deep_gemm_warmup.py``, ``kernel_warmup.py``).
 WARMUP_CODE = ("/model_executor/warmup/",)
+
+
+#: Functions that run the model's forward in any phase (vLLM's runners, a module's forward): after the KV cache is
+#: sized they run it for graphs (``_dummy_run``, ``_dummy_sampler_run``) or for requests, never to size the cache.
+MODEL_RUNS = frozenset(("execute_model", "_dummy_run", "_dummy_sampler_run", "_model_forward", "forward"))
+#: Frames every phase goes through, so they say nothing of one: the command line and API-server entry points, the
+#: event loop, Python's own library (not site- or dist-packages), the interpreter's start. (The web server's request
+#: handling, starlette or uvicorn, runs only for a request: it is left to the votes.)
+GENERIC_PATH = re.compile(
+    r"/entrypoints/|/bin/vllm\b|/vllm/scripts\.py|/(?:asyncio|concurrent|uvloop|click|typer)/|<frozen |runpy\.py"
+    r"|/lib/python3\.\d+/(?!site-packages/|dist-packages/)[\w./-]+\.py|uvloop/loop\.pyx"
+)
+#: The same layers' functions as a source line under a frame names them (they come without a path).
+GENERIC_CALLS = frozenset(
+    ("cmd", "dispatch_function", "run_server", "run_server_worker", "serve_http", "build_async_engine_client",
+     "build_async_engine_client_from_engine_args", "run_until_complete", "run_forever", "_run_once", "__aenter__",
+     "__aexit__", "anext", "__anext__", "__await__", "_wrap_awaitable", "result", "wait_for", "gather", "exit",
+     "sync_wrapper", "uvloop", "asyncio")
+)  # fmt: skip
+
+
+def generic_frame(path: str, func: str) -> bool:
+    """Whether the frame ``func`` in ``path`` is one every phase goes through (:data:`GENERIC_PATH`)."""
+    return bool(path and GENERIC_PATH.search(path)) or func.rsplit(".", 1)[-1] in GENERIC_CALLS
 
 
 def frame_meaning(path: str, func: str) -> Meaning | None:

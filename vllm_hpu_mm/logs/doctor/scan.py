@@ -36,6 +36,7 @@ from vllm_hpu_mm.logs.patterns import (
     KV_REFUSAL,
     KV_TOKENS,
     KV_WORDS,
+    LINE_PREFIX,
     MESSAGE_STAGES,
     METHOD,
     MODEL,
@@ -135,6 +136,9 @@ class RunFeatures:
     #: The most device out-of-memory lines one worker printed (a process that fails again and again survived its
     #: failures: it was serving).
     repeated: int = 0
+    #: The first error line of another kind that closed a traceback without an exception class (vLLM's logger prints
+    #: some errors as their message alone): (line, text). The traceback then ended in an error, not a cut.
+    error: tuple[int, str] | None = None
 
     @property
     def shows_failure(self) -> bool:
@@ -202,6 +206,7 @@ class _Traceback:
         self.last = start
         self.closed = False  # an exception line ended it
         self.explained = explained  # an error message right before it said what failed
+        self.prefix = ""  # the log prefix of its last line (one logger record prints every line with the same one)
 
 
 class _Run:
@@ -224,6 +229,7 @@ class _Run:
         self.method: Frame | None = None  # the worker method named just before a traceback
         #: Device out-of-memory lines by the worker that printed them (its tag; at most MAX_WORKERS tags).
         self.ooms: Counter[str] = Counter()
+        self.error: tuple[int, str] | None = None
 
     @property
     def has_begun(self) -> bool:
@@ -336,12 +342,20 @@ class Scanner:
                 run.tb = tb = _Traceback(k)
             tb.frames.extend(found)
             tb.last = k
+            tb.prefix = _prefix(text)
         elif tb is not None and not tb.closed:
             body = strip_prefix(text)
             if EXCEPTION_LINE.match(body) or RAISED.match(body):
                 tb.closed = True
             elif body.strip() and k - tb.last <= MAX_GAP + 1 and body[:1].isspace():
                 tb.last = k  # a caret line, a wrapped source line
+                tb.prefix = _prefix(text)
+            elif k - tb.last == 1 and tb.frames and _error_message(body) and _prefix(text) == tb.prefix:
+                # The line right after the frames, from the same logger record, that is not a frame: the exception's
+                # message printed without its class. The traceback ended in that error: no cut.
+                tb.closed = True
+                if run.error is None and _oom_kind(text) is None:
+                    run.error = (k, text)
 
     # --- runs -----------------------------------------------------------------------------------------------
 
@@ -368,7 +382,7 @@ class Scanner:
         is_open = tb is not None and not tb.closed and not tb.explained and bool(tb.frames)
         open_tb = OpenTraceback(tuple(tb.frames), tb.last) if tb is not None and is_open else None
         return RunFeatures(run.failure, run.kv, open_tb, run.progress, run.phase, run.warmup, run.completed_at,
-                           run.end, run.gaudi, run.kv_fit, max(run.ooms.values(), default=0))  # fmt: skip
+                           run.end, run.gaudi, run.kv_fit, max(run.ooms.values(), default=0), run.error)  # fmt: skip
 
     def _new_run(self, k: int) -> None:
         features = self._features(self.run)
@@ -400,6 +414,27 @@ def _oom_kind(text: str) -> Memory | None:
     if DEVICE_OOM.search(text):
         return "device"
     return None
+
+
+#: What a traceback's own lines start with, after the log prefix: not the message that ends it.
+_TRACEBACK_WORDS = ("Traceback", "The above exception", "During handling", "File ", "^", "~", "-->", "--->", "...")
+
+
+def _error_message(body: str) -> bool:
+    """Whether ``body`` (a line without its log prefix) can be the message that ends a traceback."""
+    stripped = body.strip()
+    return bool(stripped) and not body[:1].isspace() and not stripped.startswith(_TRACEBACK_WORDS)
+
+
+def _prefix(text: str) -> str:
+    """The log prefixes :data:`~vllm_hpu_mm.logs.patterns.LINE_PREFIX` names at the start of ``text``."""
+    rest = text
+    for _ in range(6):
+        m = LINE_PREFIX.match(rest)
+        if m is None or not m.end():
+            break
+        rest = rest[m.end() :]
+    return text[: len(text) - len(rest)]
 
 
 def _worker_tag(text: str) -> str:

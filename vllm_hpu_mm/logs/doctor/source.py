@@ -25,7 +25,7 @@ from vllm_hpu_mm.logs.numbers import GarbledNumber, number
 from vllm_hpu_mm.runtimes.base import Runtime, RuntimeTraits
 from vllm_hpu_mm.runtimes.registry import DEFAULT_RUNTIME, TRAITS
 
-__all__ = ["Accelerator", "Framework", "LogSource", "SourceSniffer", "other_processes_gib"]
+__all__ = ["OTHER_DISPLAY", "Accelerator", "Framework", "LogSource", "SourceSniffer", "other_processes_gib"]
 
 Framework = Literal["vllm", "tgi", "optimum-habana", "other"]
 Accelerator = Literal["hpu", "cuda", "rocm", "cpu", "tpu", "xpu", "npu"]
@@ -46,7 +46,8 @@ FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
     (
         "other",
         re.compile(
-            r"\bsglang\b|llama\.cpp|llama_model_load|\bollama\b|lmdeploy|tensorrt_llm|deepspeed-mii", re.IGNORECASE
+            r"\bsglang\b|llama\.cpp|llama_model_load|\bollama\b|lmdeploy|tensorrt_llm|deepspeed-mii|mindie",
+            re.IGNORECASE,
         ),
     ),
     (
@@ -59,8 +60,13 @@ FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
 )
 #: The name another framework goes by in advice.
 _OTHER_NAME = re.compile(
-    r"sglang|llama\.cpp|llama_model_load|ollama|lmdeploy|tensorrt_llm|deepspeed-mii", re.IGNORECASE
+    r"sglang|llama\.cpp|llama_model_load|ollama|lmdeploy|tensorrt_llm|deepspeed-mii|mindie", re.IGNORECASE
 )
+
+#: How another framework is named in words, by the key :data:`_OTHER_NAME` finds.
+OTHER_DISPLAY = {"mindie": "MindIE", "sglang": "SGLang", "lmdeploy": "LMDeploy", "llama.cpp": "llama.cpp",
+                 "llama_model_load": "llama.cpp", "ollama": "Ollama", "tensorrt_llm": "TensorRT-LLM",
+                 "deepspeed-mii": "DeepSpeed-MII"}  # fmt: skip
 
 #: Accelerators, best first: a Gaudi log names CUDA config fields too; ROCm and XPU logs say "GPU"/"cuda".
 ACCELERATORS: tuple[tuple[Accelerator, re.Pattern[str]], ...] = (
@@ -130,6 +136,9 @@ class LogSource:
     name: str = ""
     #: Whether the log names its framework; a log that names none is read as vLLM's, and says so.
     named: bool = True
+    #: Whether the log's own lines name :attr:`runtime` (its marks, or an accelerator only one of ours serves), not
+    #: the backend's default (an unmarked Gaudi log may be vllm-gaudi's or vllm-fork's).
+    runtime_named: bool = False
 
     @property
     def traits(self) -> RuntimeTraits | None:
@@ -150,7 +159,8 @@ class LogSource:
         if self.runtime is not None:
             return self.runtime.value + assumed
         names = {"vllm": "vLLM", "tgi": "TGI", "optimum-habana": "optimum-habana"}
-        what = names.get(self.framework, self.name or "another framework")
+        other = OTHER_DISPLAY.get(self.name, self.name) + " (not a vLLM runtime)" if self.name else ""
+        what = names.get(self.framework, other or "another framework")
         return (f"{what} on {self.accelerator}" if self.accelerator else what) + assumed
 
 
@@ -164,8 +174,9 @@ class SourceSniffer:
         self._framework: Framework | None = None
         self._name = ""
         self._acc_rank: int | None = None
-        #: Our runtime whose own words the log holds, by backend (the first found).
+        #: Our runtime whose own words the log holds, by backend (the first found), and every one found.
         self.marked: dict[str, Runtime] = {}
+        self.all_marked: dict[str, set[Runtime]] = {}
         self.multimodal = False
         self._text_model = False
 
@@ -194,11 +205,12 @@ class SourceSniffer:
                     self._acc_rank = rank
                     break
         for backend, marks in _MARKED.items():
-            if backend not in self.marked:
+            seen = self.all_marked.setdefault(backend, set())
+            if len(seen) < len(marks):
                 for runtime, pattern in marks:
-                    if pattern.search(text):
-                        self.marked[backend] = runtime
-                        break
+                    if runtime not in seen and pattern.search(text):
+                        seen.add(runtime)
+                        self.marked.setdefault(backend, runtime)
         if not self.multimodal and any(w in text for w in _VISION_WORDS) and VISION_MODEL.search(text):
             if _TEXT_CONDITIONAL.search(text):
                 self._text_model = True
@@ -211,10 +223,12 @@ class SourceSniffer:
             self._sniff(text[:SOURCE_CHARS])
         framework: Framework = self._framework or "vllm"
         accelerator = None if self._acc_rank is None else ACCELERATORS[self._acc_rank][0]
-        runtime = None
+        runtime, runtime_named = None, False
         if framework == "vllm" and accelerator in DEFAULT_RUNTIME:
             # the runtime whose own words the log holds, else the backend's runtime by default (vllm-gaudi on Gaudi)
             runtime = self.marked.get(accelerator) or DEFAULT_RUNTIME[accelerator]  # type: ignore[index]
+            serving = [r for r, t in TRAITS.items() if t.backend == accelerator]
+            runtime_named = len(self.all_marked.get(accelerator, ())) == 1 or len(serving) == 1  # type: ignore[arg-type]
         return LogSource(
             framework,
             accelerator,
@@ -223,6 +237,7 @@ class SourceSniffer:
             other_processes_gib(failure_lines),
             self._name,
             named=self._framework is not None,
+            runtime_named=runtime_named,
         )
 
 

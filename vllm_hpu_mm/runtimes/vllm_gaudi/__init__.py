@@ -242,11 +242,16 @@ def describe_release(version: str) -> str:
     return f"{planned}; its own bucketing code is asked (imported)" if asked else planned
 
 
-def strategies(env: Mapping[str, str]) -> tuple[VllmGaudi, ...]:
-    """vllm-gaudi under each of its built-in strategies (``VLLM_BUCKETING_STRATEGY`` exp, lin, pad; no bucket file),
-    configured otherwise by ``env``."""
-    rest = {k: v for k, v in env.items() if k not in (BUCKET_FILE_VAR, "VLLM_EXPONENTIAL_BUCKETING")}
-    return tuple(model_from_env({**rest, "VLLM_BUCKETING_STRATEGY": s}) for s in STRATEGIES)
+def strategies(env: Mapping[str, str], version: str | None = None) -> tuple[VllmGaudi, ...]:
+    """vllm-gaudi under each built-in strategy of the release planned for (``version``, as :func:`model_from_env`
+    takes it; no bucket file), configured otherwise by ``env``: exp, lin and pad by ``VLLM_BUCKETING_STRATEGY`` from
+    v0.21.0 (c2641a62 #762), exp and lin by ``VLLM_EXPONENTIAL_BUCKETING`` before (no pad there)."""
+    rest = {k: v for k, v in env.items() if k not in (BUCKET_FILE_VAR, "VLLM_EXPONENTIAL_BUCKETING",
+                                                      "VLLM_BUCKETING_STRATEGY")}  # fmt: skip
+    release = model_from_env(rest, version=version).bucketing.release
+    if release.strategy_variable:
+        return tuple(model_from_env({**rest, "VLLM_BUCKETING_STRATEGY": s}, version=version) for s in STRATEGIES)
+    return tuple(model_from_env({**rest, "VLLM_EXPONENTIAL_BUCKETING": b}, version=version) for b in ("true", "false"))
 
 
 ENTRY = RuntimeEntry(Runtime.VLLM_GAUDI, TRAITS, model_from_env, "gaudi2", "vllm_hpu_mm.runtimes.vllm_gaudi.exports",

@@ -1,0 +1,169 @@
+"""The doctor's round-4 classes (issue 34 item 10), each pinned on the structure real logs have (the lines are
+composed after the public logs cited beside each test; the real excerpts are fixtures under tests/data/logs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.data import LOGS
+from tests.support.logs import body_lines
+from vllm_hpu_mm.envs import load
+from vllm_hpu_mm.logs.doctor import diagnose, diagnose_lines
+
+V1 = "(Worker_TP0 pid=142964) ERROR 09-17 20:31:15 [multiproc_executor.py:671] "
+GAUDI_WARMUP_FRAMES = [
+    V1 + "Traceback (most recent call last):",
+    V1 + '  File "/vllm-gaudi/vllm_gaudi/v1/worker/hpu_worker.py", line 249, in compile_or_warm_up_model',
+    V1 + "    self.model_runner.warmup_model()",
+    V1 + '  File "/vllm-gaudi/vllm_gaudi/v1/worker/hpu_model_runner.py", line 3587, in warmup_model',
+    V1 + "    self.warmup_graphs(",
+]
+PROFILE_FRAMES = [
+    V1 + "Traceback (most recent call last):",
+    V1 + '  File "/opt/conda/lib/python3.11/site-packages/vllm/v1/worker/gpu_worker.py", line 157, in '
+    "determine_available_memory",
+    V1 + "    self.model_runner.profile_run()",
+]
+OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.88 GiB. GPU 0 has a total capacity of 21.96 "
+       "GiB of which 1.29 GiB is free.")  # fmt: skip
+
+
+def advice(lines: list[str]) -> str:
+    return "\n".join(diagnose(lines, load({})).recommendations)
+
+
+# --- (a) an error printed without its class name is an error, not a cut log ----------------------------------------
+
+
+@pytest.mark.parametrize("frames", [GAUDI_WARMUP_FRAMES, PROFILE_FRAMES])
+def test_a_warm_up_error_without_its_class_name_is_no_oom(frames: list[str]) -> None:
+    # vllm-gaudi pull request #192's worker traceback (warm-up frames), ended by the error's message alone
+    lines = [*frames, V1 + "Graph compile failed. synStatus=synStatus 26 [Generic failure]."]
+    d = diagnose(lines, load({}))
+    assert (d.stage, d.basis) == ("none", "error")
+    assert [e.line for e in d.evidence] == [len(lines)]
+    text = "\n".join(d.recommendations)
+    assert "Graph compile failed" in text
+    assert "dmesg" not in text
+    assert "OOM killer" not in text
+    assert "--" not in text
+
+
+def test_a_traceback_the_excerpt_stops_inside_is_still_a_cut() -> None:
+    # the same frames with nothing after them (vllm #17631's stored excerpt): the process most likely died there
+    d = diagnose_lines(PROFILE_FRAMES)
+    assert (d.stage, d.basis) == ("startup", "cut")
+
+
+def test_another_process_line_after_the_frames_does_not_end_the_traceback() -> None:
+    # interleaved workers: the next line comes from another process, so it is not this traceback's message
+    other = "(Worker_TP1 pid=142965) ERROR 09-17 20:31:15 [multiproc_executor.py:671] WorkerProc hit an exception."
+    d = diagnose_lines([*PROFILE_FRAMES, other])
+    assert (d.stage, d.basis) == ("startup", "cut")
+
+
+# --- (b) the frame that raised the OOM before the last phase line --------------------------------------------------
+
+V0_START = [
+    "INFO 08-07 07:11:28 model_runner.py:736] Loading model weights took 14737.2578 MB",
+    "INFO 08-07 07:11:31 gpu_executor.py:103] # GPU blocks: 7877, # CPU blocks: 512",
+    "Processed prompts:   0%|          | 0/512 [00:00<?, ?it/s]",
+    "[rank0]: Traceback (most recent call last):",
+]
+
+
+@pytest.mark.parametrize(
+    ("runner", "stage"),
+    [
+        (['  File "/opt/conda/lib/python3.11/site-packages/vllm/worker/model_runner.py", line 1363, in execute_model',
+          "    hidden_or_intermediate_states = model_executable("], "runtime"),
+        (['  File "/usr/local/lib/python3.10/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 1441, in '
+          "_dummy_run", "    hidden_states = model("], "graph_capture"),
+    ],
+)  # fmt: skip
+def test_a_forward_oom_after_the_kv_cache_line_is_not_the_kv_cache(runner: list[str], stage: str) -> None:
+    # vllm #7261 / #7721 (V0 execute_model -> the model's forward) and gpustack #1897 (V1 _dummy_run): the KV cache
+    # was sized already; the model ran for requests or for a graph
+    forward = ['  File "/opt/conda/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1562, in _call_impl',
+               "    return forward_call(*args, **kwargs)",
+               '  File "/opt/conda/lib/python3.11/site-packages/vllm/model_executor/models/qwen2.py", line 336, in '
+               "forward", "    hidden_states = self.model(input_ids, positions, kv_caches,"]  # fmt: skip
+    lines = [*V0_START, *("[rank0]: " + x for x in [*runner, *forward]), OOM]
+    d = diagnose_lines(lines)
+    assert (d.stage, d.basis) == (stage, "traceback")
+
+
+def test_an_oom_allocating_the_kv_cache_stays_kv_cache() -> None:
+    lines = [*V0_START,
+             '[rank0]:   File "/usr/local/lib/python3.10/dist-packages/vllm/worker/cache_engine.py", line 90, in '
+             "_allocate_kv_cache", OOM]  # fmt: skip
+    assert diagnose_lines(lines).stage == "kv_cache"
+
+
+# --- (c) only the command line's frames: unknown, not a learned guess ---------------------------------------------
+
+
+def test_a_traceback_of_only_the_command_line_frames_is_unknown() -> None:
+    # `vllm serve`'s own frames around an engine that failed (the API server re-raises): asyncio's
+    # run_until_complete calls future.result(), which no phase owns
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/usr/local/bin/vllm", line 8, in <module>',
+        "    sys.exit(main())",
+        '  File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/cli/main.py", line 54, in main',
+        "    args.dispatch_function(args)",
+        '  File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/cli/serve.py", line 57, in cmd',
+        "    uvloop.run(run_server(args))",
+        '  File "/usr/lib/python3.12/asyncio/runners.py", line 118, in run',
+        "    return self._loop.run_until_complete(task)",
+        '  File "/usr/lib/python3.12/asyncio/base_events.py", line 691, in run_until_complete',
+        "    return future.result()",
+        '  File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/api_server.py", line 1069, in '
+        "run_server",
+        "    async with build_async_engine_client(args) as engine_client:",
+        OOM,
+    ]
+    d = diagnose_lines(lines)
+    assert (d.stage, d.basis) == ("unknown", "unknown")
+
+
+# --- (d) another runtime's log gets that runtime's knob, never vLLM's flags ----------------------------------------
+
+
+def test_mindie_is_named_and_gets_its_own_knob() -> None:
+    path = LOGS / "gpustack_3541_mindie_warmup.log"  # gpustack #3541: MindIE names maxPrefillTokens
+    d = diagnose(body_lines(path), load({}))
+    assert d.stage == "startup"
+    assert d.source.framework == "other"
+    assert d.source.describe.startswith("MindIE (not a vLLM runtime)")
+    text = "\n".join(d.recommendations)
+    assert "not a vLLM runtime" in text
+    assert "(the log names maxPrefillTokens)" in text
+    assert "--" not in text
+    assert "VLLM_" not in text
+
+
+# --- (e) a serving frame while the log says start-up is under way --------------------------------------------------
+
+
+def test_a_tgi_prefill_failure_during_the_warm_up_is_start_up() -> None:
+    # TGI's launcher says it is warming up and never that it serves; the shard's error comes from its Prefill method
+    lines = [
+        "2023-12-15T17:31:43.210000Z  INFO text_generation_router: router/src/main.rs:210: Warming up model",
+        "2023-12-15T17:31:49.239172Z ERROR text_generation_launcher: Method Prefill encountered an error.",
+        "Traceback (most recent call last):",
+        '  File "/opt/conda/lib/python3.9/site-packages/text_generation_server/models/causal_lm.py", line 553, in '
+        "generate_token",
+        "    logits, past = self.forward(",
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.83 GiB",
+    ]
+    d = diagnose_lines(lines)
+    assert d.stage == "startup"
+    assert "--max-batch-prefill-tokens" in advice(lines)
+
+
+def test_a_tgi_prefill_failure_after_it_served_stays_runtime() -> None:
+    path = LOGS / "runtime_dev" / "tgi_1374_prefill_after_warmup.log"
+    assert diagnose_lines(body_lines(Path(path))).stage == "runtime"
