@@ -149,7 +149,7 @@ def test_a_budget_too_small_for_the_ladders_is_refused_with_the_least_it_needs()
 def test_the_least_budget_is_named_even_when_the_given_one_holds_no_ladder_at_all(budget: int) -> None:
     # issue 34: `--text-graph-budget 2` said "no bucket set keeps every shape" (its ladders were looked for within 2
     # rows) instead of the least that holds them, which the docs promise; that least must then plan.
-    limits = TextLimits(256, 2048, 32768, 128, 28764)
+    limits = text_limits(256, 2048, 32768, 128, 28764)
     with pytest.raises(ConfigError, match=rf"text graph budget {budget} is too small .* at least (\d+) graphs") as e:
         plan_text_buckets({(100, 0): 5}, {(3, 10): 9}, limits, budget=budget, time=TIME)
     least = int(str(e.value).rsplit("at least ", 1)[1].split()[0])

@@ -92,8 +92,8 @@ OWN_STRATEGIES = [("0.19.0", ["exp", "lin"]), ("0.17.1", ["exp", "lin"]), ("0.21
 @pytest.mark.parametrize(("version", "names"), OWN_STRATEGIES)
 def test_a_named_release_offers_only_the_strategies_it_ships(version: str | None, names: list[str]) -> None:
     # issue 34 item 5: vllm-gaudi==0.19.0 was replayed beside main's exp/lin/pad; pad came with v0.21.0 (c2641a62)
+    from vllm_hpu_mm.engine import EngineShape
     from vllm_hpu_mm.plan.text_choice import configured_label
-    from vllm_hpu_mm.runtimes.base import EngineShape
     from vllm_hpu_mm.runtimes.registry import strategies
 
     shape = EngineShape(max_model_len=4096, max_num_seqs=8, max_num_batched_tokens=2048, block_size=128,

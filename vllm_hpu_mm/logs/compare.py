@@ -193,7 +193,7 @@ def _settings(logged: Logged, i: RunInputs, flag: Callable[[str], str]) -> dict[
         )
     if logged.graph_bytes == 0 and not i.enforce_eager and i.graph_reserved_mem > 0:
         out["eager"] = f"the log reserved nothing for graphs: an eager run ({flag('enforce_eager')})"
-    planned_len = i.engine[0] if i.engine is not None else None
+    planned_len = i.engine.max_model_len if i.engine is not None else None
     if logged.max_model_len is not None and planned_len is not None and logged.max_model_len != planned_len:
         out["length"] = (
             f"the log ran with max_model_len={logged.max_model_len} where {flag('max_model_len')} says {planned_len}: "
