@@ -176,5 +176,5 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
     report = Report(tuple(results), traffic.source, runs.load, runs.requests, engine, own.traits,
                     vision_efficiency(traffic.images(), images), images.buckets,
                     settings.skip_warmup, (kv_note, *notes), tuple(sorted(refused.items())),
-                    _time_model(timer))  # fmt: skip
+                    _time_model(timer), timer.step if timer else None)  # fmt: skip
     return Replayed(report, planned, yours is not None, runs, shape, own, timer)
