@@ -62,7 +62,7 @@ def test_warm_up_seconds_come_from_the_logged_buckets_in_the_logs_own_era() -> N
     # The development log set the two-pass graph factor; both are the fork's V0 runner (two passes).
     assert by_set["dev"].from_inputs["warmup_seconds"] == (32, 32)
     logged, planned = by_set["heldout"].from_inputs["warmup_seconds"]
-    # Held out: 72 buckets eagerly then 15 + 48 graphs; 49 s logged (benchmarks/results/warmup_time_fitting.md).
+    # Held out: 72 buckets eagerly then 15 + 48 graphs; 49 s logged (benchmarks/fits/results/warmup_time_fit.md).
     assert logged == 49
     assert abs(planned - logged) / logged <= 0.35
 
