@@ -91,7 +91,7 @@ def _time_model(timer: Timer | None) -> str | None:
     d = timer.step.device
     return (f"roofline of one step on {d.name} ({d.bf16_flops / 1e12:.0f} TFLOPS bf16, {d.bandwidth / 1e12:.2f} "
             f"TB/s; TP {timer.step.tensor_parallel_size}), every schedule drained; evidence: vendor throughput "
-            "tables (benchmarks/results/step_time_check.md); a verdict between two columns moves with its "
+            "tables (benchmarks/fits/results/step_time_fit.md); a verdict between two columns moves with its "
             "calibration only where they are within about 1% (benchmarks/results/replay_strategies.md)")  # fmt: skip
 
 

@@ -453,7 +453,8 @@ def interval_text(t: StepTime) -> str:
 
 def verdict_note(t: StepTime, label: str, seconds: float, other: str, other_seconds: float) -> str:
     """Whether ``label``'s modelled seconds differ from ``other``'s by more than the time model's interval (the wider
-    of decode and prefill): inside it, the model alone does not decide which is faster."""
+    of decode and prefill): inside it, which is faster holds only as far as the model errs alike on both (the same
+    calibration prices both columns)."""
     halves = [max(1.0 - lo, hi - 1.0) for lo, hi, n, _ in (t.interval(p) for p in ("decode", "prefill")) if n]
     half = max(halves) if len(halves) == 2 else math.inf
     base = min(seconds, other_seconds)
@@ -461,7 +462,8 @@ def verdict_note(t: StepTime, label: str, seconds: float, other: str, other_seco
     faster = label if seconds <= other_seconds else other
     if diff <= half:
         where = f"inside the time model's interval ±{half:.0%}" if math.isfinite(half) else "with no bounded interval"
-        return f"{label} vs {other}: {diff:.1%} apart in modelled busy time, {where}: not decided by the model alone"
+        return (f"{label} vs {other}: {diff:.1%} apart in modelled busy time, {where}: the order holds only if "
+                "the model errs alike on both")  # fmt: skip
     return f"{label} vs {other}: {faster} faster by {diff:.1%} in modelled busy time, outside the interval ±{half:.0%}"
 
 
