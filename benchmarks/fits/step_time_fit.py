@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -41,21 +40,24 @@ BEFORE = {"compute_efficiency": 0.55, "memory_efficiency": 0.9, "overhead_s": 4e
 BOUNDS = {"compute_efficiency": (0.05, 1.0), "memory_efficiency": (0.05, 1.0), "overhead_s": (1e-3, 0.05),
           "allreduce": (1e-7, 2e-3)}  # fmt: skip
 MAX_ROUNDS = 400
+#: The commit that declared the points and their fit / held-out split, before this script existed.
+SPLIT_COMMIT = "95f0591"
 
 
-def _llama(name: str, hidden: int, layers: int, heads: int, kv: int, inter: int, vocab: int) -> ModelDims:
-    """Public config.json values of the Llama / Mistral checkpoints (text-only, untied embeddings)."""
-    return ModelDims(name, hidden, layers, heads, kv, hidden // heads, inter, vocab, False, 131072, TEXT_ONLY,
-                     model_type="llama", architecture="LlamaForCausalLM")  # fmt: skip
+def models(data: dict[str, Any]) -> dict[str, ModelDims]:
+    """The points' checkpoints from their public config values in the data file."""
+    out = {}
+    for name, c in data["models"].items():
+        if name == "about":
+            continue
+        h, heads = c["hidden_size"], c["num_attention_heads"]
+        out[name] = ModelDims(name, h, c["num_hidden_layers"], heads, c["num_key_value_heads"], h // heads,
+                              c["intermediate_size"], c["vocab_size"], False, 131072, TEXT_ONLY, model_type="llama",
+                              architecture="LlamaForCausalLM")  # fmt: skip
+    return out
 
 
-MODELS = {
-    "meta-llama/Llama-2-7b-hf": _llama("meta-llama/Llama-2-7b-hf", 4096, 32, 32, 32, 11008, 32000),
-    "meta-llama/Llama-2-70b-hf": _llama("meta-llama/Llama-2-70b-hf", 8192, 80, 64, 8, 28672, 32000),
-    "meta-llama/Llama-3.1-8B": _llama("meta-llama/Llama-3.1-8B", 4096, 32, 32, 8, 14336, 128256),
-    "meta-llama/Llama-3.1-70B": _llama("meta-llama/Llama-3.1-70B", 8192, 80, 64, 8, 28672, 128256),
-    "mistralai/Mistral-7B-v0.1": _llama("mistralai/Mistral-7B-v0.1", 4096, 32, 32, 8, 14336, 32000),
-}
+MODELS = models(json.loads(POINTS.read_text()))
 
 Params = dict[str, Any]  # compute_efficiency, memory_efficiency, overhead_s, allreduce {tp: s}
 
@@ -155,15 +157,6 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "true_over_model_min": round(min(ratios), 4), "true_over_model_max": round(max(ratios), 4)}  # fmt: skip
 
 
-def _commit() -> str:
-    try:
-        out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             check=True, timeout=30)  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return out.stdout.strip()
-
-
 def main() -> None:
     data = json.loads(POINTS.read_text())
     points = data["points"]
@@ -174,7 +167,7 @@ def main() -> None:
         "version": 1,
         "fitted_by": "benchmarks/fits/step_time_fit.py",
         "data": "benchmarks/fits/data/step_time_points.json",
-        "data_commit": _commit(),
+        "split_commit": SPLIT_COMMIT,
         "machine": "none: arithmetic on vendor-published tables (no Gaudi was used)",
         "evidence": "Intel's published Gaudi throughput/latency tables (fp8, optimum-habana, SynapseAI 1.18)",
         "devices": {},
@@ -217,7 +210,7 @@ def main() -> None:
         "",
         "`benchmarks/fits/step_time_fit.py`; machine: none (arithmetic on vendor tables, on the 2-core dev machine;",
         "no Gaudi was used). Points and their declared split: `benchmarks/fits/data/step_time_points.json` (committed",
-        f"before the fit; this run's data commit {package['data_commit']}). Evidence: {package['evidence']}.",
+        f"before the fit, at {SPLIT_COMMIT}). Evidence: {package['evidence']}.",
         f"Split rule: {data['split']['rule']}. Phases: {data['split']['phase_rule']}.",
         "",
         "Error = |modelled time / published time - 1| per point; targets (issue 32): held-out median <= 15% for",

@@ -65,6 +65,13 @@ ERAS = {
     "vllm_fork_1512_exponential_2025_07_01": "one_pass",
 }
 
+#: Each era's label as the package prints it, and the largest prompt bucket (tokens) its logs warmed.
+ERA_LABELS = {
+    "two_pass": "vllm-fork before #1178 (6bac2f76b, 2025-06-12): every bucket eagerly, then HPU graphs",
+    "one_pass": "vllm-fork after #1178 / vllm-gaudi: one warm-up per bucket, none for text under eager",
+}
+ERA_MAX_PROMPT_TOKENS = {"two_pass": 4096, "one_pass": 8192}
+
 Shape = tuple[int, int, int]
 #: ``{pass: {phase: [a, b]}}``: per-graph seconds a + b x work.
 Coefs = dict[str, dict[str, list[float]]]
@@ -363,28 +370,18 @@ def main() -> int:
             "vision": "patches / 1e3 at the prompt rate",
         },
         "eras": {
-            "two_pass": {
-                "label": "vllm-fork before #1178 (6bac2f76b, 2025-06-12): every bucket eagerly, then HPU graphs",
-                "eager_pass_always": True,
-                "coefficients": coefs["two_pass"],
-                "dev": sorted(n for n in every_log if ERAS[n] == "two_pass" and n not in REFUSED),
-                "heldout": sorted(n for n, e, *_ in cv if e == "two_pass" and n not in REFUSED),
-                "heldout_error": heldout["two_pass"],
-                "heldout_median_error": median["two_pass"],
+            name: {
+                "label": label,
+                "eager_pass_always": name == "two_pass",
+                "coefficients": coefs[name],
+                "dev": sorted(n for n in every_log if ERAS[n] == name and n not in REFUSED),
+                "heldout": sorted(n for n, e, *_ in cv if e == name and n not in REFUSED),
+                "heldout_error": heldout[name],
+                "heldout_median_error": median[name],
                 "cross_validation": "leave one log out",
-                "max_prompt_tokens_fitted": 4096,
-            },
-            "one_pass": {
-                "label": "vllm-fork after #1178 / vllm-gaudi: one warm-up per bucket, none for text under eager",
-                "eager_pass_always": False,
-                "coefficients": coefs["one_pass"],
-                "dev": sorted(n for n in every_log if ERAS[n] == "one_pass" and n not in REFUSED),
-                "heldout": sorted(n for n, e, *_ in cv if e == "one_pass" and n not in REFUSED),
-                "heldout_error": heldout["one_pass"],
-                "heldout_median_error": median["one_pass"],
-                "cross_validation": "leave one log out",
-                "max_prompt_tokens_fitted": 8192,
-            },
+                "max_prompt_tokens_fitted": ERA_MAX_PROMPT_TOKENS[name],
+            }
+            for name, label in ERA_LABELS.items()
         },
     }
     if args.evaluate_only:

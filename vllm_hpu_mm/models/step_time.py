@@ -155,7 +155,7 @@ class DeviceFit:
 def _load_fits() -> dict[str, DeviceFit]:
     """The package's fitted constants (vllm_hpu_mm/data/step_time_fit.json, written by the fitting script)."""
     data: dict[str, Any] = json.loads(resources.files("vllm_hpu_mm.data").joinpath(_FIT_FILE).read_text())
-    evidence = f"{data['evidence']}; held-out points, {_FIT_REPORT} (fit at {data['data_commit']})"
+    evidence = f"{data['evidence']}; held-out split declared at {data.get('split_commit', '?')}: {_FIT_REPORT}"
     fits: dict[str, DeviceFit] = {}
     for name, d in data["devices"].items():
         intervals = {phase: PhaseInterval(v["true_over_model_min"], v["true_over_model_max"], v["n"],
