@@ -19,6 +19,7 @@ from vllm_hpu_mm.models.step_time import (
     DEVICE_FITS,
     DEVICE_RATES,
     has_time_model,
+    interval_dict,
     interval_text,
     step_time,
     time_interval_lines,
@@ -153,6 +154,9 @@ def test_interval_text_and_verdicts_follow_the_interval() -> None:
     outside = verdict_note(t, "ours", 100.0, "exp", 100.0 * (1 + half * 1.1))
     assert "the order holds only if the model errs alike on both" in inside
     assert "ours faster" in outside
+    d = interval_dict(t)
+    assert d["decode"]["points"] == t.interval("decode")[2]
+    assert d["vision"]["high"] is None
     lines = time_interval_lines(t, [("exp", 10.0), ("ours", 10.0 * (1 + half * 2))])
     assert lines[0] == text
     assert lines[1].startswith("ours vs exp: exp faster")

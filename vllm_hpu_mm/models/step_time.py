@@ -59,6 +59,7 @@ __all__ = [
     "PhaseInterval",
     "StepTime",
     "has_time_model",
+    "interval_dict",
     "interval_text",
     "step_time",
     "time_interval_lines",
@@ -435,6 +436,16 @@ def tokens_per_second(t: StepTime, batch: int, context_tokens: int) -> float:
     steady state)."""
     blocks = batch * math.ceil((context_tokens + 1) / t.block_size)
     return batch / t.decode_s(batch, blocks)
+
+
+def interval_dict(t: StepTime) -> dict[str, Any]:
+    """The held-out intervals per phase for --json: published / modelled time range, points, evidence (high is
+    None where unbounded)."""
+    out: dict[str, Any] = {}
+    for phase in PHASES:
+        low, high, n, evidence = t.interval(phase)
+        out[phase] = {"low": low, "high": high if math.isfinite(high) else None, "points": n, "evidence": evidence}
+    return out
 
 
 def interval_text(t: StepTime) -> str:

@@ -9,7 +9,7 @@ import dataclasses
 from typing import Any
 
 from vllm_hpu_mm.buckets.planner import Evaluation
-from vllm_hpu_mm.models.step_time import StepTime, time_interval_lines
+from vllm_hpu_mm.models.step_time import StepTime, interval_dict, time_interval_lines
 from vllm_hpu_mm.replay.run import ReplayResult
 from vllm_hpu_mm.replay.scheduler import REFUSALS
 from vllm_hpu_mm.replay.timing import PHASES, TimeResult
@@ -153,6 +153,7 @@ def to_dict(r: Report) -> dict[str, Any]:
         "requests_replayed": r.requests,
         "requests_refused": {"total": sum(n for _, n in r.refused), **dict(r.refused)},
         "time_model": r.time_model,
+        "time_model_intervals": interval_dict(r.step) if r.step is not None else None,
         "engine": r.engine,
         "skip_warmup": r.skip_warmup,
         "configurations": [result_dict(res, r) for res in r.results],
