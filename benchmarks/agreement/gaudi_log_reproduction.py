@@ -53,7 +53,7 @@ def main() -> None:
         "reported). vllm-fork's profiling residue is planned from the model's dimensions and the engine sizes its",
         "pass is shaped from (the `engine` of each header; `profile`: reported, no tolerance); `dev` logs set the",
         "lazy-HPU-graph costs and the Gaudi3 total; `heldout` logs set nothing. Warm-up seconds come from the",
-        "per-graph model fitted in benchmarks/fits/warmup_time_fitting.py (its own dev / held-out split,",
+        "per-graph model fitted in benchmarks/fits/warmup_time_fitting.py (held-out error leaving one log out,",
         "tests/data/warmup_logs) over the buckets each log lists, in the log's era (both: the fork's two-pass V0",
         "runner).",
         "",

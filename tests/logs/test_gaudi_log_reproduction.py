@@ -59,12 +59,12 @@ def test_a_log_without_memory_lines_has_no_memory() -> None:
 
 def test_warm_up_seconds_come_from_the_logged_buckets_in_the_logs_own_era() -> None:
     by_set = {p.parent.name: r for p in ALL_GAUDI_LOGS if "warmup_seconds" in (r := reproduced(p)).from_inputs}
-    # The development log set the two-pass graph factor; both are the fork's V0 runner (two passes).
-    assert by_set["dev"].from_inputs["warmup_seconds"] == (32, 32)
-    logged, planned = by_set["heldout"].from_inputs["warmup_seconds"]
-    # Held out: 72 buckets eagerly then 15 + 48 graphs; 49 s logged (benchmarks/fits/results/warmup_time_fitting.md).
-    assert logged == 49
-    assert abs(planned - logged) / logged <= 0.35
+    # Both are the fork's V0 runner (two passes); the shipped fit read both totals (its held-out error is leave one
+    # log out: benchmarks/fits/results/warmup_time_fit.md). The held-out log: 72 buckets eagerly then 15 + 48 graphs.
+    assert by_set["dev"].from_inputs["warmup_seconds"][0] == 32
+    assert by_set["heldout"].from_inputs["warmup_seconds"][0] == 49
+    for logged, planned in (by_set[s].from_inputs["warmup_seconds"] for s in ("dev", "heldout")):
+        assert abs(planned - logged) / logged <= 0.35
 
 
 def test_the_forks_profiling_residue_comes_from_the_model_and_its_pass_shape() -> None:

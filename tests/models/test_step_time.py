@@ -4,6 +4,9 @@ prefill at long query, tensor parallelism divides the work, padding never costs 
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -12,7 +15,16 @@ from hypothesis import strategies as st
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.catalog import CATALOG
 from vllm_hpu_mm.models.dims import MoE
-from vllm_hpu_mm.models.step_time import DEVICE_RATES, has_time_model, step_time
+from vllm_hpu_mm.models.step_time import (
+    DEVICE_FITS,
+    DEVICE_RATES,
+    has_time_model,
+    interval_dict,
+    interval_text,
+    step_time,
+    time_interval_lines,
+    verdict_note,
+)
 
 QWEN7B = CATALOG["Qwen/Qwen2.5-VL-7B-Instruct"]
 QWEN72B = CATALOG["Qwen/Qwen2.5-VL-72B-Instruct"]
@@ -105,3 +117,64 @@ def test_unpadded_chunks_cost_at_most_their_padded_bucket_and_one_chunk_equals_i
     chunks = [(700, 0), (300, 5), (20, 1)]
     assert GAUDI2.chunks_s(chunks) <= GAUDI2.prefill_s(3, 1024, 8)
     assert GAUDI2.chunks_s(chunks) > GAUDI2.chunks_s(chunks[:2])
+
+
+def test_fitted_devices_carry_their_held_out_interval_and_given_constants_drop_it() -> None:
+    """Gaudi 2 and 3 take the constants fitted on public points, with an interval per phase from points the fit
+    never saw; a caller's own constants (a calibration) are not what the interval was measured on."""
+    model = CATALOG["Qwen/Qwen2.5-VL-7B-Instruct"]
+    for device in ("gaudi2", "gaudi3"):
+        fit = DEVICE_FITS[device]
+        t = step_time(model, device, block_size=128, tensor_parallel_size=2)
+        assert t.fit is fit
+        assert t.compute_efficiency == fit.compute_efficiency
+        assert t.allreduce_latency_s == fit.allreduce_s(2)
+        for phase in ("decode", "prefill"):
+            low, high, n, evidence = t.interval(phase)
+            assert n >= 3
+            assert 0 < low <= high < 2
+            assert "held-out" in evidence
+        assert t.interval("vision")[1] == math.inf  # no public vision point
+        own = step_time(model, device, block_size=128, overhead_s=1e-3)
+        assert own.fit is None
+        assert own.interval("decode")[2] == 0
+    assert step_time(model, "h100", block_size=128).fit is None
+    with pytest.raises(ConfigError):
+        GAUDI2.interval("warmup")
+
+
+def test_interval_text_and_verdicts_follow_the_interval() -> None:
+    t = step_time(CATALOG["Qwen/Qwen2.5-VL-7B-Instruct"], "gaudi2", block_size=128)
+    half = max(max(1 - lo, hi - 1) for lo, hi, _, _ in (t.interval(p) for p in ("decode", "prefill")))
+    text = interval_text(t)
+    assert "decode ±" in text
+    assert "prefill ±" in text
+    assert "gaudi2" in text
+    inside = verdict_note(t, "ours", 100.0, "exp", 100.0 * (1 + half * 0.9))
+    outside = verdict_note(t, "ours", 100.0, "exp", 100.0 * (1 + half * 1.1))
+    assert "the order holds only if the model errs alike on both" in inside
+    assert "ours faster" in outside
+    d = interval_dict(t)
+    assert d["decode"]["points"] == t.interval("decode")[2]
+    assert d["vision"]["high"] is None
+    lines = time_interval_lines(t, [("exp", 10.0), ("ours", 10.0 * (1 + half * 2))])
+    assert lines[0] == text
+    assert lines[1].startswith("ours vs exp: exp faster")
+
+
+def test_fit_data_declares_every_point_and_the_package_fit_names_it() -> None:
+    """The fit's points: every one with a source URL, a phase and a set; each fitted device has held-out points of
+    both phases (the split is declared in the data file, before the fit)."""
+    root = Path(__file__).resolve().parents[2]
+    data = json.loads((root / "benchmarks/fits/data/step_time_points.json").read_text())
+    assert data["split"]["rule"]
+    for p in data["points"]:
+        assert p["source"].startswith("https://")
+        assert p["phase"] in ("decode", "prefill")
+        assert p["set"] in ("fit", "heldout")
+    for device in DEVICE_FITS:
+        for phase in ("decode", "prefill"):
+            held = [
+                p for p in data["points"] if p["device"] == device and p["phase"] == phase and p["set"] == "heldout"
+            ]
+            assert len(held) == DEVICE_FITS[device].intervals[phase].n

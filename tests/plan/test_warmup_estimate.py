@@ -31,7 +31,7 @@ def test_a_gaudi_plan_estimates_warm_up_by_phase_over_the_graphs_it_warms() -> N
     assert w["seconds"] == pytest.approx(sum(w["by_phase"].values()), abs=0.2)
     assert w["era"] == "one_pass"
     assert w["heldout_error"] == one.heldout_error
-    assert "warmup_time_fitting.md" in w["source"]
+    assert "warmup_time_fit.md" in w["source"]
     line = next(x for x in to_table(p).splitlines() if x.startswith("warm-up:"))
     assert f"~{w['seconds']:.0f} s" in line
     assert "held-out error" in line

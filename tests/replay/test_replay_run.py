@@ -60,7 +60,7 @@ def test_replay_prints_defaults_and_planned_side_by_side(capsys: pytest.CaptureF
     assert planned["warmup_seconds_estimate"] >= planned["graphs_warmed"]["total"] * min(
         one["prompt"][0], one["decode"][0]) - 0.1  # fmt: skip
     assert planned["warmup_seconds_estimate"] < defaults["warmup_seconds_estimate"]
-    assert "warmup_time_fitting.md" in report["warmup_seconds_source"]
+    assert "warmup_time_fit.md" in report["warmup_seconds_source"]
     assert report["warmup_heldout_error"] == era("one_pass").heldout_error
     assert plot.read_bytes()[:4] == b"\x89PNG"
 

@@ -20,26 +20,38 @@ def test_the_shipped_eras_carry_their_fit_and_held_out_logs() -> None:
         e = era(name)
         assert e.dev
         assert e.coefficients["graph"]["prompt"][0] > 0
-    assert era("two_pass").heldout == ("vllm_fork_147_two_pass",)
+        # leave one log out: every fitted log is also scored held out, against a fit on the era's others
+        assert set(e.heldout) == set(e.dev)
+        assert e.heldout_median_error is not None
+        assert e.heldout_error is not None
+        assert e.heldout_median_error <= e.heldout_error
+    assert "vllm_fork_147_two_pass" in era("two_pass").heldout
 
 
-def test_held_out_logs_fit_nothing() -> None:
-    # the shipped one-pass fit is what the development logs alone give: the held-out fork #1512 log (one-pass
-    # era, habana_main after #1178) is read for its error only
+def test_each_held_out_log_is_predicted_without_itself() -> None:
+    """The held-out error is leave-one-log-out: a log's prediction comes from a fit that never read it (the fit on
+    every log differs), and the shipped coefficients are the fit on every planned log of the era."""
     from benchmarks.fits import warmup_time_fitting as fitting
 
-    held = {p.stem: fitting.read(p) for p in sorted((fitting.LOGS / "heldout").glob("*.log"))}
-    segments, total, _ = held["vllm_fork_1512_exponential_2025_07_01"]
-    assert fitting.ERAS["vllm_fork_1512_exponential_2025_07_01"] == "one_pass"
-    assert total is None
-    assert (sum(len(s.buckets) for s in segments), sum(s.seconds for s in segments)) == (96, 258)
-    dev = [s for p in (fitting.LOGS / "dev").glob("*.log") if fitting.ERAS[p.stem] == "one_pass"
-           for s in fitting.read(p)[0]]  # fmt: skip
-    fitted = fitting.fit_one_pass(dev)
-    assert {k: {ph: tuple(v) for ph, v in phases.items()} for k, phases in fitted.items()} == era(
+    reads = {
+        p.stem: fitting.read(p) for split in ("dev", "heldout") for p in sorted((fitting.LOGS / split).glob("*.log"))
+    }
+    one = {n: r for n, r in reads.items() if fitting.ERAS[n] == "one_pass" and n not in fitting.REFUSED}
+    shipped = fitting.fit_era("one_pass", one)
+    assert {k: {ph: tuple(v) for ph, v in phases.items()} for k, phases in shipped.items()} == era(
         "one_pass"
     ).coefficients
-    assert fitting.fit_one_pass(dev + segments) != fitted  # the held-out log would move the fit if it were used
+    rows = {n: (t, p) for n, _, _, t, p in fitting.leave_one_log_out(reads)}
+    assert set(era("one_pass").heldout) <= set(rows)
+    name = "vllm_fork_1512_exponential_2025_07_01"
+    without = fitting.fit_era("one_pass", {n: r for n, r in one.items() if n != name})
+    assert without != shipped  # the log would move the fit if it were used
+    span = fitting.span(without, reads[name])
+    assert span is not None
+    assert rows[name] == (span[1], span[2])
+    assert span[:2] == (96, 258)
+    errors = sorted(abs(p - t) / t for n, (t, p) in rows.items() if n not in fitting.REFUSED)
+    assert len(errors) >= 5
 
 
 def test_two_pass_warms_every_bucket_eagerly_even_under_enforce_eager() -> None:

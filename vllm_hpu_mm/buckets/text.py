@@ -56,7 +56,8 @@ __all__ = [
 QUERY_GRANULE = 32
 #: Share of each phase's weight spread log-uniformly over every shape the limits allow before planning, so that the
 #: buckets also serve traffic unlike the one they were planned on (a shape beyond the planned values would otherwise
-#: pad to the coverage bucket). Tuned on traffic the reported figures do not use (benchmarks/results/replay_*.md).
+#: pad to the coverage bucket). Tuned on traffic the reported figures do not use
+#: (benchmarks/planner/results/replay_*.md).
 PRIOR_SHARE = 0.05
 #: Share of the decode weight placed as full batches at each load level when the load is unknown.
 LEVEL_SHARE = 0.35
@@ -356,7 +357,7 @@ def text_bucket_splits(
     # split's seconds relative to the best split's on each, the least sum winning: judged on the traffic alone it
     # starved the phase that traffic barely needed, and shifted traffic padded longer than under the runtime's own
     # buckets; judged on the smoothed weights alone it starved decode on the main job's own traffic
-    # (benchmarks/results/planner_dev_time.md, round 4)
+    # (benchmarks/planner/results/planner_dev_time.md, round 4)
     traffic, smooth = (prompt.traffic, dec.traffic), (prompt.smooth, dec.smooth)
     on_traffic = [phase_seconds(prompt_ax, p, traffic[0]) + phase_seconds(decode_ax, d, traffic[1]) for p, d in plans]
     on_smoothed = [phase_seconds(prompt_ax, p, smooth[0]) + phase_seconds(decode_ax, d, smooth[1]) for p, d in plans]

@@ -78,7 +78,7 @@ DEFAULT_BUDGET_SHARE = 1 / 3
 MAX_BUDGET_SHARE = 1 / 2
 BUDGET_STEP_SHARE = 1 / 24
 #: The default budget's plan must pad at most this share of the runtime's own padded time at every judged load of
-#: the planning traffic (held-out traffic differs from it; chosen on benchmarks/results/planner_dev_time.md).
+#: the planning traffic (held-out traffic differs from it; chosen on benchmarks/planner/results/planner_dev_time.md).
 MARGIN = 0.85
 #: Most budgets tried below a third when a third of the graphs warms up longer than a third of the runtime's own.
 MAX_WARMUP_STEPS = 8

@@ -1,6 +1,6 @@
 """``vllm-hpu-mm buckets replay``: what would this configuration do with my traffic? The traffic runs through
-vllm-gaudi's own bucket lookup (modelled on its code @ 091bbadd, checked against it: benchmarks/results/
-vllm_gaudi_lookup_check.md) under continuous batching, for vllm-gaudi's own strategy, your bucket file
+vllm-gaudi's own bucket lookup (modelled on its code @ 091bbadd, checked against it: benchmarks/agreement/
+results/vllm_gaudi_lookup_check.md) under continuous batching, for vllm-gaudi's own strategy, your bucket file
 (``--bucket-file``, or the environment's VLLM_BUCKETING_FROM_FILE) and the buckets planned from the traffic, side by
 side: graphs warmed, shapes compiled at run time (and under VLLM_SKIP_WARMUP=true), fallback buckets, prefill token
 and context efficiency, decode slot and block efficiency, vision patch efficiency and a warm-up estimate.

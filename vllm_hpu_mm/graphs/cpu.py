@@ -1,7 +1,7 @@
 """CPU backend: the tower runs eagerly on bucket shapes, optionally ``torch.compile``-d once per bucket.
 
 Compilation is off by default: on the 2-core dev machine it gave no consistent speed-up and cost 5-37 s of warm-up
-(``benchmarks/cpu_tower_compile.py``, results in ``benchmarks/results/cpu_tower_compile.md``).
+(``benchmarks/performance/cpu_tower_compile.py``, results in ``benchmarks/performance/results/cpu_tower_compile.md``).
 """
 
 from __future__ import annotations

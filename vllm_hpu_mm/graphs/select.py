@@ -4,7 +4,7 @@
 
 - ``auto``: ``hpu`` when Habana's bridge imports and vLLM's platform is HPU, ``cuda`` when the tower is on a CUDA
   device, else ``cpu`` **on exact shapes**: CPU eager captures no graph, so padding an image to its bucket is work
-  with nothing to reuse (measured on the CPU server: ``benchmarks/results/served_path_cpu.md``);
+  with nothing to reuse (measured on the CPU server: ``benchmarks/performance/results/served_path_cpu.md``);
 - ``cpu``: :class:`~vllm_hpu_mm.graphs.cpu.EagerExecutor` on bucket shapes, padded as on a graph backend: for
   testing bucket behaviour on a CPU machine;
 - ``cuda``: eager passes on bucket shapes; the graphs are vLLM's own encoder CUDA graphs, configured from the same
@@ -141,7 +141,8 @@ def warmup(
     start = time.perf_counter()
     captured = 0
     # Largest first: graphs sharing one memory pool (CUDA) then reserve about the largest graph, not the sum
-    # (H100: 810 MiB vs 1596 MiB smallest first for the default buckets, benchmarks/results/vision_memory_calibration).
+    # (H100: 810 MiB vs 1596 MiB smallest first for the default buckets,
+    # benchmarks/performance/results/vision_memory_calibration).
     for bucket in sorted(runner.buckets, reverse=True):
         grid = torch.tensor(
             [dummy_grid(bucket, merge_size=runner.merge_size, spatial_window=runner.spatial_window)], dtype=torch.int64

@@ -2,9 +2,9 @@
 arguments whole: the sizes from their sources (:func:`admitted_sizes`: CSV files, image folders, a server's
 /metrics, a synthetic grid or the embedded sizes; only the images the server accepts), then :func:`plan_buckets`
 (align the sizes, plan the list, evaluate it and the default list on the same images, say what the plan does not
-cover; ``benchmarks/bucket_efficiency.py`` tabulates it over many data sets) or :func:`check_buckets` (a list on the
-images, at the pixel limits and under the oversize policy the served processor applies). ``cli/buckets.py`` prints
-them."""
+cover; ``benchmarks/planner/bucket_efficiency.py`` tabulates it over many data sets) or :func:`check_buckets` (a
+list on the images, at the pixel limits and under the oversize policy the served processor applies).
+``cli/buckets.py`` prints them."""
 
 from __future__ import annotations
 

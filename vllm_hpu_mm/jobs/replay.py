@@ -96,8 +96,9 @@ def _time_model(timer: Timer | None) -> str | None:
     d = timer.step.device
     return (f"roofline of one step on {d.name} ({d.bf16_flops / 1e12:.0f} TFLOPS bf16, {d.bandwidth / 1e12:.2f} "
             f"TB/s; TP {timer.step.tensor_parallel_size}), every schedule drained; evidence: vendor throughput "
-            "tables (benchmarks/results/step_time_check.md); a verdict between two columns moves with its "
-            "calibration only where they are within about 1% (benchmarks/results/replay_strategies.md)")  # fmt: skip
+            "tables (benchmarks/fits/results/step_time_fit.md); a verdict between two columns moves with its "
+            "calibration only where they are within about 1% "
+            "(benchmarks/planner/results/replay_strategies.md)")  # fmt: skip
 
 
 def _traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings) -> Traffic:
@@ -179,5 +180,5 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
     report = Report(tuple(results), traffic.source, runs.load, runs.requests, shape.limits(), own.traits,
                     vision_efficiency(traffic.images(), images), images.buckets,
                     settings.skip_warmup, (kv_note, *notes), tuple(sorted(refused.items())),
-                    _time_model(timer))  # fmt: skip
+                    _time_model(timer), timer.step if timer else None)  # fmt: skip
     return Replayed(report, planned, yours is not None, runs, shape, own, timer)

@@ -42,8 +42,9 @@ MAX_LINE_CHARS = 8192
 #: How much consecutive windows of one long line share.
 LINE_OVERLAP = 1024
 #: The most text a log may hold (decompressed): 512 MiB, about 30 s of reading on a 2-core machine
-#: (benchmarks/results/doctor_large_log.md: 200 MiB in 11-13 s); the failure is at a log's end, so a longer log is
-#: refused with the command that passes its end. It also bounds a compressed log that inflates without end.
+#: (benchmarks/performance/results/doctor_large_log.md: 200 MiB in 11-13 s); the failure is at a log's end, so a
+#: longer log is refused with the command that passes its end. It also bounds a compressed log that inflates
+#: without end.
 MAX_LOG_BYTES = 512 << 20
 #: The most lines a log may hold (a log of empty lines reads faster than the byte cap would bound).
 MAX_LOG_LINES = 50_000_000

@@ -6,8 +6,9 @@ two ways:
 - *given the logged free memory*: the runtime's own arithmetic from that free memory (usable, graphs, KV, blocks);
 - *from the inputs alone*: weights from the model's config, the runtime's profiling run, the device's total.
 
-``vllm-hpu-mm memory compare`` runs it on a user's log with the plan's flags; ``benchmarks/gaudi_log_reproduction.py``
-on the public logs in tests/data/gaudi_logs. The tolerances (:data:`TOLERANCES`) are the ones docs/memory-plan.md
+``vllm-hpu-mm memory compare`` runs it on a user's log with the plan's flags;
+``benchmarks/agreement/gaudi_log_reproduction.py`` on the public logs in tests/data/gaudi_logs. The tolerances
+(:data:`TOLERANCES`) are the ones docs/memory-plan.md
 states.
 """
 

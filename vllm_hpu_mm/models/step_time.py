@@ -1,7 +1,7 @@
 """A roofline time model of one forward step: what a prefill pass, a decode pass or a vision pass at a given shape
 costs for one model on one device. Used *relatively* (padded shapes against the real ones, one bucket set against
 another), so a calibration error of the efficiency factors moves both sides of a comparison together
-(``benchmarks/results/step_time_check.md`` says by how much it can move a verdict).
+(``benchmarks/agreement/results/step_time_check.md`` says by how much it can move a verdict).
 
 The model, per step and per device (tensor parallelism divides the work):
 
@@ -29,8 +29,11 @@ quantized weights are read at their width and multiplied at the bf16 rate, fp8 o
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from typing import Any
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.dims import (
@@ -47,14 +50,21 @@ from vllm_hpu_mm.models.dims import (
 __all__ = [
     "ALLREDUCE_LATENCY_S",
     "COMPUTE_EFFICIENCY",
+    "DEVICE_FITS",
     "DEVICE_RATES",
     "MEMORY_EFFICIENCY",
     "STEP_OVERHEAD_S",
+    "DeviceFit",
     "DeviceRates",
+    "PhaseInterval",
     "StepTime",
     "has_time_model",
+    "interval_dict",
+    "interval_text",
     "step_time",
+    "time_interval_lines",
     "tokens_per_second",
+    "verdict_note",
 ]
 
 TERA = 10**12
@@ -96,13 +106,72 @@ DEVICE_RATES: dict[str, DeviceRates] = {
 }  # fmt: skip
 
 #: Share of the matrix peak a step's matmuls reach and of the bandwidth its reads reach, the fixed cost of one step
-#: (graph launch, sampling, host work) and of one tensor-parallel all-reduce (two per layer): fitted (grid search) to
-#: Intel's published Gaudi 2 throughput and latency tables and scored on its Gaudi 3 tables, held out (median error
-#: 17%, worst 75%: ``benchmarks/results/step_time_check.md``, evidence level "vendor throughput tables").
+#: (graph launch, sampling, host work) and of one tensor-parallel all-reduce (two per layer), for a device without a
+#: fit (:data:`DEVICE_FITS` has the fitted ones): the values shipped before the per-device fit.
 COMPUTE_EFFICIENCY = 0.55
 MEMORY_EFFICIENCY = 0.9
 STEP_OVERHEAD_S = 4e-3
 ALLREDUCE_LATENCY_S = 100e-6
+#: Phases a time figure belongs to (vision has no public point: its interval is unbounded).
+PHASES = ("decode", "prefill", "vision")
+_FIT_FILE = "step_time_fit.json"
+_FIT_REPORT = "benchmarks/fits/results/step_time_fit.md"
+
+
+@dataclasses.dataclass(frozen=True)
+class PhaseInterval:
+    """Held-out evidence for one device and phase: the published time over the modelled one ranged over
+    ``[low, high]`` on ``n`` public points the fit never saw; median and largest |modelled / published - 1|."""
+
+    low: float
+    high: float
+    n: int
+    median_error: float
+    max_error: float
+
+    @property
+    def half_width(self) -> float:
+        """The +- share that covers every held-out point: max(1 - low, high - 1)."""
+        return max(1.0 - self.low, self.high - 1.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceFit:
+    """One device's constants fitted on public points (``benchmarks/fits/step_time_fit.py``), with the held-out
+    interval of each phase."""
+
+    compute_efficiency: float
+    memory_efficiency: float
+    overhead_s: float
+    #: Per tensor-parallel size; sizes without a fit point take ``allreduce_other_tp_s``.
+    allreduce_latency_s: Mapping[int, float]
+    allreduce_other_tp_s: float
+    intervals: Mapping[str, PhaseInterval]
+    evidence: str
+
+    def allreduce_s(self, tp: int) -> float:
+        return self.allreduce_latency_s.get(tp, self.allreduce_other_tp_s)
+
+
+def _load_fits() -> dict[str, DeviceFit]:
+    """The package's fitted constants (vllm_hpu_mm/data/step_time_fit.json, written by the fitting script)."""
+    data: dict[str, Any] = json.loads(resources.files("vllm_hpu_mm.data").joinpath(_FIT_FILE).read_text())
+    evidence = f"{data['evidence']}; held-out split declared at {data.get('split_commit', '?')}: {_FIT_REPORT}"
+    fits: dict[str, DeviceFit] = {}
+    for name, d in data["devices"].items():
+        intervals = {phase: PhaseInterval(v["true_over_model_min"], v["true_over_model_max"], v["n"],
+                                          v["median_error"], v["max_error"])
+                     for phase, v in d["intervals"].items() if v.get("n")}  # fmt: skip
+        fits[name] = DeviceFit(d["compute_efficiency"], d["memory_efficiency"], d["overhead_s"],
+                               {int(k): v for k, v in d["allreduce_latency_s"].items()},
+                               d["allreduce_latency_other_tp_s"], intervals, evidence)  # fmt: skip
+    return fits
+
+
+#: Per device: compute efficiency (compute-bound prefill), memory efficiency (bandwidth-bound decode), step
+#: overhead and all-reduce latency per TP size, fitted on Intel's published Gaudi 2 / Gaudi 3 tables with a held-out
+#: split declared before the fit (``benchmarks/fits/results/step_time_fit.md``).
+DEVICE_FITS: dict[str, DeviceFit] = _load_fits()
 #: Of the Qwen2.5-VL tower's blocks, one in this many attends over the whole image (``fullatt_block_indexes``
 #: 7, 15, 23, 31 of 32); the rest attend within windows of ``window_size`` pixels.
 _FULL_ATTENTION_EVERY = 8
@@ -155,6 +224,20 @@ class StepTime:
     memory_efficiency: float = MEMORY_EFFICIENCY
     overhead_s: float = STEP_OVERHEAD_S
     allreduce_latency_s: float = ALLREDUCE_LATENCY_S
+    #: The public fit the constants come from (None: given by the caller, or a device without one).
+    fit: DeviceFit | None = None
+
+    def interval(self, phase: str) -> tuple[float, float, int, str]:
+        """(low, high, n, evidence): the published time over this model's time for ``phase`` ranged over
+        [low, high] on n held-out public points; (0, inf, 0, why) where no public point checks it."""
+        if phase not in PHASES:
+            raise ConfigError(f"step phase {phase!r} is invalid; accepted: {', '.join(PHASES)}")
+        if self.fit is None:
+            return 0.0, math.inf, 0, f"{self.device.name}: constants not fitted on public points (unbounded)"
+        iv = self.fit.intervals.get(phase)
+        if iv is None:
+            return 0.0, math.inf, 0, f"{self.device.name} {phase}: no public point (unbounded)"
+        return iv.low, iv.high, iv.n, self.fit.evidence
 
     def _roof(self, flops: float, nbytes: float) -> float:
         return max(flops / (self.matrix_flops * self.compute_efficiency),
@@ -271,16 +354,28 @@ def _vision_terms(v: VisionDims, dtype_size: int, tp: int) -> tuple[float, float
 
 def step_time(model: ModelDims, device: str, *, block_size: int, tensor_parallel_size: int = 1,
               dtype_size: int = 2, kv_dtype_size: int | None = None, quantization: str | None = None,
-              compute_efficiency: float = COMPUTE_EFFICIENCY, memory_efficiency: float = MEMORY_EFFICIENCY,
-              overhead_s: float = STEP_OVERHEAD_S, allreduce_latency_s: float = ALLREDUCE_LATENCY_S,
+              compute_efficiency: float | None = None, memory_efficiency: float | None = None,
+              overhead_s: float | None = None, allreduce_latency_s: float | None = None,
               ) -> StepTime:  # fmt: skip
     """The step costs of ``model`` on one card of ``device`` (a name :data:`DEVICE_RATES` knows) under tensor
-    parallelism ``tensor_parallel_size``, with KV blocks of ``block_size`` tokens."""
+    parallelism ``tensor_parallel_size``, with KV blocks of ``block_size`` tokens. Constants left out come from the
+    device's public fit (:data:`DEVICE_FITS`), else the unfitted defaults; the result carries the fit (and so its
+    held-out interval) only when every constant came from it."""
     key = device.strip().lower()
     if key not in DEVICE_RATES:
         raise ConfigError(f"device {device!r} has no time model; accepted: {', '.join(DEVICE_RATES)}")
     if block_size < 1 or tensor_parallel_size < 1:
         raise ConfigError(f"block size {block_size} and tensor parallel size {tensor_parallel_size} must be >= 1")
+    fit = DEVICE_FITS.get(key)
+    given = (compute_efficiency, memory_efficiency, overhead_s, allreduce_latency_s)
+    if compute_efficiency is None:
+        compute_efficiency = fit.compute_efficiency if fit else COMPUTE_EFFICIENCY
+    if memory_efficiency is None:
+        memory_efficiency = fit.memory_efficiency if fit else MEMORY_EFFICIENCY
+    if overhead_s is None:
+        overhead_s = fit.overhead_s if fit else STEP_OVERHEAD_S
+    if allreduce_latency_s is None:
+        allreduce_latency_s = fit.allreduce_s(tensor_parallel_size) if fit else ALLREDUCE_LATENCY_S
     if not (0 < compute_efficiency <= 1 and 0 < memory_efficiency <= 1) or overhead_s < 0:
         raise ConfigError("step-time efficiencies are accepted in (0, 1] and the overhead >= 0 s")
     tp = tensor_parallel_size
@@ -332,6 +427,7 @@ def step_time(model: ModelDims, device: str, *, block_size: int, tensor_parallel
         allreduces=2 * model.num_layers if tp > 1 else 0,
         allreduce_bytes_per_token=h * dtype_size,
         allreduce_latency_s=allreduce_latency_s,
+        fit=fit if all(v is None for v in given) else None,
     )
 
 
@@ -340,3 +436,53 @@ def tokens_per_second(t: StepTime, batch: int, context_tokens: int) -> float:
     steady state)."""
     blocks = batch * math.ceil((context_tokens + 1) / t.block_size)
     return batch / t.decode_s(batch, blocks)
+
+
+def interval_dict(t: StepTime) -> dict[str, Any]:
+    """The held-out intervals per phase for --json: published / modelled time range, points, evidence (high is
+    None where unbounded)."""
+    out: dict[str, Any] = {}
+    for phase in PHASES:
+        low, high, n, evidence = t.interval(phase)
+        out[phase] = {"low": low, "high": high if math.isfinite(high) else None, "points": n, "evidence": evidence}
+    return out
+
+
+def interval_text(t: StepTime) -> str:
+    """The time model's held-out intervals in words: "decode +-20% (4 held-out points), prefill +-17% (3)"."""
+    parts = []
+    for phase in ("decode", "prefill"):
+        low, high, n, _ = t.interval(phase)
+        if n:
+            half = max(1.0 - low, high - 1.0)
+            parts.append(f"{phase} ±{half:.0%} ({n} held-out public points)")
+        else:
+            parts.append(f"{phase} unbounded (no held-out public point)")
+    evidence = t.fit.evidence if t.fit is not None else "constants not fitted on public points"
+    return f"time model on {t.device.name}: {', '.join(parts)}; vision unbounded (no public point); {evidence}"
+
+
+def verdict_note(t: StepTime, label: str, seconds: float, other: str, other_seconds: float) -> str:
+    """Whether ``label``'s modelled seconds differ from ``other``'s by more than the time model's interval (the wider
+    of decode and prefill): inside it, which is faster holds only as far as the model errs alike on both (the same
+    calibration prices both columns)."""
+    halves = [max(1.0 - lo, hi - 1.0) for lo, hi, n, _ in (t.interval(p) for p in ("decode", "prefill")) if n]
+    half = max(halves) if len(halves) == 2 else math.inf
+    base = min(seconds, other_seconds)
+    diff = abs(seconds - other_seconds) / base if base > 0 else 0.0
+    faster = label if seconds <= other_seconds else other
+    if diff <= half:
+        where = f"inside the time model's interval ±{half:.0%}" if math.isfinite(half) else "with no bounded interval"
+        return (f"{label} vs {other}: {diff:.1%} apart in modelled busy time, {where}: the order holds only if "
+                "the model errs alike on both")  # fmt: skip
+    return f"{label} vs {other}: {faster} faster by {diff:.1%} in modelled busy time, outside the interval ±{half:.0%}"
+
+
+def time_interval_lines(t: StepTime, columns: Sequence[tuple[str, float]]) -> list[str]:
+    """What a report prints under its time figures: the model's intervals, then each column's verdict against the
+    first (``columns``: label, modelled busy seconds)."""
+    lines = [interval_text(t)]
+    if columns:
+        label, seconds = columns[0]
+        lines += [verdict_note(t, other, s, label, seconds) for other, s in columns[1:]]
+    return lines

@@ -105,7 +105,8 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
     out.extend(_text_graph_findings(i, s, text, knobs))
     cache_tokens, stock_tokens = encoder_cache_tokens(i)
     if cache_tokens < stock_tokens:
-        # Measured (benchmarks/results/reliability_cpu_quiet.md): 14.8 vs 31.9 req/s on repeated images, 32.4 after.
+        # Measured (benchmarks/performance/results/reliability_cpu_quiet.md): 14.8 vs 31.9 req/s on repeated images,
+        # 32.4 after.
         message = (
             f"vLLM's encoder cache will hold {cache_tokens} tokens (stock vLLM: {stock_tokens}): with images capped "
             "at the largest bucket, fewer encoded images stay cached, and traffic that repeats images with new text "

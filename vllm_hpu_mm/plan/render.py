@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from vllm_hpu_mm.models.step_time import interval_text
 from vllm_hpu_mm.plan.bucket_choice import BucketChoice
 from vllm_hpu_mm.plan.bucket_fit import BucketFit
 from vllm_hpu_mm.plan.findings import text_cost_evidence
 from vllm_hpu_mm.plan.planner import Plan
+from vllm_hpu_mm.plan.text_buckets import text_time
 from vllm_hpu_mm.plan.text_choice import TextChoice
 from vllm_hpu_mm.runtimes.base import PARTS, Exports
 from vllm_hpu_mm.values import GIB
@@ -261,6 +263,9 @@ def to_table(
         lines += _choice_lines(choice)
     if text_choice is not None:
         lines += _text_choice_lines(text_choice)
+        i = p.inputs  # the planned buckets were chosen on this model's seconds: say how far they are trusted
+        lines.append(interval_text(text_time(i.model, i.device, block_size=text_choice.shape.block_size,
+                                             tensor_parallel_size=i.tensor_parallel_size)))  # fmt: skip
     if exports is not None:
         lines += _enforcement_lines(exports)
     lines.append(f"verdict: {p.verdict}")

@@ -3,8 +3,8 @@ set of captured buckets reserves under private pools or one shared pool.
 
 All coefficients live here, as named constants with their provenance. They were measured on an NVIDIA H100 80GB
 HBM3 (torch 2.11, transformers 5.17, Qwen2.5-VL-7B vision tower, bfloat16, random weights; one image of b patches
-per graph, varlen attention; ``benchmarks/results/vision_memory_calibration.md``) with our research CUDA-graph
-executor over *transformers'* tower (``benchmarks/research/cuda_graphs.py``).
+per graph, varlen attention; ``benchmarks/performance/results/vision_memory_calibration.md``) with our research
+CUDA-graph executor over *transformers'* tower (``benchmarks/research/cuda_graphs.py``).
 
 **That is not what the CUDA server runs.** There vLLM's own encoder CUDA graphs run vLLM's tower
 (``EncoderCudaGraphManager``, ``vllm/v1/worker/encoder_cudagraph.py`` in vLLM 0.32: one graph per token budget,
@@ -35,7 +35,7 @@ from vllm_hpu_mm.values import MIB
 EAGER_MIB_PER_PATCH = 0.0424
 EAGER_FIXED_MIB = 3.0
 #: One captured graph's private pool, MiB per patch and fixed MiB: least-squares fit (relative error) to our CUDA-graph
-#: executor's pools on an H100 80GB HBM3 (benchmarks/results/vision_memory_calibration.md: 1024 -> 82 MiB,
+#: executor's pools on an H100 80GB HBM3 (benchmarks/performance/results/vision_memory_calibration.md: 1024 -> 82 MiB,
 #: 1600 -> 118, 4096 -> 266, 12544 -> 808, 16384 -> 1046; every bucket within 3%). An earlier 0.0624 x b + 5 was
 #: 16% low at 1024 patches.
 GRAPH_POOL_MIB_PER_PATCH = 0.0625

@@ -6,7 +6,8 @@ image processor only lays out patches (and rescales and normalises them when ask
 patches and normalises on the device (``do_rescale=False, do_normalize=False``): our path then only shuffles the
 uint8 pixels into patch order (:func:`~vllm_hpu_mm.preprocess.pixels.to_patch_bytes`), identical to transformers'
 output. Asked to normalise, it uses one lookup table per channel (bit-identical to transformers' PIL processor,
-within float32 rounding of the torchvision one). The serving gain is in ``benchmarks/results/served_path_cpu.md``.
+within float32 rounding of the torchvision one). The serving gain is in
+``benchmarks/performance/results/served_path_cpu.md``.
 
 The HF image processor object keeps everything else: the class of the instance vLLM caches is swapped to a subclass
 whose ``__call__`` takes our path only when it gives the same result, and hands anything else back to the original:

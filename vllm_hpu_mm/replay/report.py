@@ -9,6 +9,7 @@ import dataclasses
 from typing import Any
 
 from vllm_hpu_mm.buckets.planner import Evaluation
+from vllm_hpu_mm.models.step_time import StepTime, interval_dict, time_interval_lines
 from vllm_hpu_mm.replay.run import ReplayResult
 from vllm_hpu_mm.replay.scheduler import REFUSALS
 from vllm_hpu_mm.replay.timing import PHASES, TimeResult
@@ -38,6 +39,8 @@ class Report:
     refused: tuple[tuple[str, int], ...] = ()
     #: The time model, in words (device, evidence), when the replay ran in time.
     time_model: str | None = None
+    #: The step-time model that priced the replay: its held-out interval bounds each verdict between columns.
+    step: StepTime | None = None
 
 
 def _warmup(r: Report, res: ReplayResult | None) -> WarmupEstimate | None:
@@ -150,6 +153,7 @@ def to_dict(r: Report) -> dict[str, Any]:
         "requests_replayed": r.requests,
         "requests_refused": {"total": sum(n for _, n in r.refused), **dict(r.refused)},
         "time_model": r.time_model,
+        "time_model_intervals": interval_dict(r.step) if r.step is not None else None,
         "engine": r.engine,
         "skip_warmup": r.skip_warmup,
         "configurations": [result_dict(res, r) for res in r.results],
@@ -240,6 +244,8 @@ def body_lines(r: Report) -> list[str]:
         lines.append(f"{refused} requests the engine refuses ({why}): not run, in no figure above")
     if r.time_model is not None:
         lines.append(f"time: {r.time_model}")
+    if r.step is not None:
+        lines += time_interval_lines(r.step, [(x.label, t.padded_s) for x in r.results if (t := totals(x))])
     if (w := _warmup(r, None)) is not None:
         held = w.era.heldout_error
         error = f"held-out error ±{held:.0%}" if held is not None else "no held-out log"

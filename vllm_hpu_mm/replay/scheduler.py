@@ -20,8 +20,8 @@ The model (vLLM 0.32 ``v1/core/sched/scheduler.py`` ``Scheduler.schedule``, our 
 - a request vLLM refuses is counted by reason (:data:`REFUSALS`) and never runs; answers are cut at
   ``max_model_len``.
 
-Checked against vLLM 0.32's own Scheduler (benchmarks/vllm_scheduler_check.py): the same schedule event for event
-while the KV cache has room; under KV pressure vLLM preempts where this model waits.
+Checked against vLLM 0.32's own Scheduler (benchmarks/agreement/vllm_scheduler_check.py): the same schedule event for
+event while the KV cache has room; under KV pressure vLLM preempts where this model waits.
 
 Decode-only stretches are summarised: between two events that change the batch, the decode steps are emitted as runs
 of identical (sequences, blocks), so a trace costs its events, not its steps.

@@ -127,7 +127,7 @@ def load_levels(max_num_seqs: int) -> list[int]:
     """1, 2, 4, ... below max_num_seqs, a quarter, a half and three quarters of it, and max_num_seqs: the loads an
     unknown load is planned and judged at. The quarters are a server's usual operating points; with powers of two
     alone, a limit such as 384 left its quarter and half (96, 192) between the levels, where the planned decode rows
-    padded longer than the runtime's own (benchmarks/results/planner_eighth_time.md)."""
+    padded longer than the runtime's own (benchmarks/planner/results/planner_eighth_time.md)."""
     levels, c = {max_num_seqs}, 1
     while c < max_num_seqs:
         levels.add(c)

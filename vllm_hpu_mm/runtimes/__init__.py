@@ -1,7 +1,7 @@
 """The serving runtimes, one model each: "what does this runtime do with my environment?"
 
 - :mod:`.vllm_gaudi`: vllm-gaudi, today's Gaudi runtime (its bucketing, warm-up and memory split, modelled at a
-  commit and checked against its own code by ``benchmarks/vllm_gaudi_bucket_counts.py``);
+  commit and checked against its own code by ``benchmarks/agreement/vllm_gaudi_bucket_counts.py``);
 - :mod:`.vllm_fork`: HabanaAI/vllm-fork, the runtime the Gaudi guide describes;
 - :mod:`.vllm_cuda`: vLLM on NVIDIA GPUs; :mod:`.vllm_cpu`: vLLM's CPU build.
 

@@ -1,6 +1,7 @@
 """How long a runtime's start-up warm-up takes, graph by graph: a per-graph time by phase (prompt, decode, vision) and
 shape, for the runtime's warm-up era, fitted on public Gaudi logs with per-bucket timestamps by
-``benchmarks/warmup_time_fitting.py`` and shipped as data (``data/warmup_times.json``, with its held-out error).
+``benchmarks/fits/warmup_time_fitting.py`` and shipped as data (``data/warmup_times.json``, with its held-out error:
+leave one log out).
 
 Two eras, as the runtimes' own code warms (read at the cited commits):
 
@@ -49,9 +50,12 @@ class WarmupEra:
     coefficients: dict[str, dict[str, tuple[float, float]]]
     dev: tuple[str, ...]
     heldout: tuple[str, ...]
-    #: Largest |planned - logged| / logged on the held-out logs (None: no held-out log of this era).
+    #: Largest |planned - logged| / logged on the held-out logs, each predicted by a fit on the era's other logs
+    #: (None: no held-out log of this era).
     heldout_error: float | None
     max_prompt_tokens_fitted: int
+    #: Median of the same errors (None: not recorded).
+    heldout_median_error: float | None = None
 
     def seconds(self, kind: str, phase: str, work: float) -> float:
         a, b = self.coefficients[kind]["prompt" if phase == "vision" else phase]
@@ -74,7 +78,8 @@ def era(name: str) -> WarmupEra:
     coefficients = {k: {ph: (float(v[0]), float(v[1])) for ph, v in phases.items()}
                     for k, phases in e["coefficients"].items()}  # fmt: skip
     return WarmupEra(name, e["label"], bool(e["eager_pass_always"]), coefficients, tuple(e["dev"]),
-                     tuple(e["heldout"]), e["heldout_error"], int(e["max_prompt_tokens_fitted"]))  # fmt: skip
+                     tuple(e["heldout"]), e["heldout_error"], int(e["max_prompt_tokens_fitted"]),
+                     e.get("heldout_median_error"))  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,10 +102,11 @@ class WarmupEstimate:
 
     @property
     def source(self) -> str:
-        dev, held = len(self.era.dev), len(self.era.heldout)
+        dev, held, median = len(self.era.dev), len(self.era.heldout), self.era.heldout_median_error
+        checked = f"median {median:.0%}, " if median is not None else ""
         return (
-            f"per graph by phase and shape, {self.era.label}; fitted on {dev} public Gaudi2 log(s), checked on {held} "
-            "held out: benchmarks/results/warmup_time_fitting.md"
+            f"per graph by phase and shape, {self.era.label}; fitted on {dev} public Gaudi2 log(s), each checked held "
+            f"out against a fit on the others ({checked}{held} logs): benchmarks/fits/results/warmup_time_fit.md"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -143,8 +149,8 @@ def warmup_estimate(
         p, d = captured if (captured is not None and kind == "graph" and e.eager_pass_always) else (prompt, decode)
         for bs, query, ctx in p:
             by_phase["prompt"] += e.seconds(kind, "prompt", bs * (query + ctx * block_size) / 1e3)
-        for bs, blocks in d:
-            by_phase["decode"] += e.seconds(kind, "decode", bs * blocks * block_size / 1e6)
+        for _bs, blocks in d:  # a decode bucket's blocks are its batch's total: the work is those tokens
+            by_phase["decode"] += e.seconds(kind, "decode", blocks * block_size / 1e6)
         graphs += len(p) + len(d)
     kind = "graph" if "graph" in e.coefficients else "eager"
     for patches in vision:

@@ -1,5 +1,5 @@
 """The embedded default traffic: 7,500 requests, ``vllm_hpu_mm/data/default_traffic.csv`` (built by
-``benchmarks/traffic_sources.py``; sources in ``vllm_hpu_mm/data/README.md``).
+``benchmarks/fits/traffic_sources.py``; sources in ``vllm_hpu_mm/data/README.md``).
 
 - images: every COCO val2017 and MathVista testmini image once (6,000), the sizes the vision buckets plan over;
 - text-only requests: 20% of the total (1,500), an assumption;

@@ -15,7 +15,7 @@ Rules, in order:
 4. Otherwise ``none``.
 
 The order of step 2, how close to the end a cut must be, and the frame votes are :class:`Rules`, fitted on labelled
-logs by :func:`.fitting.fit` (``benchmarks/doctor_accuracy.py`` fits them on some folds and scores the others; the
+logs by :func:`.fitting.fit` (``benchmarks/fits/doctor_accuracy.py`` fits them on some folds and scores the others; the
 package ships the rules fitted on the whole development set, ``vllm_hpu_mm/data/doctor_rules.json``).
 """
 

@@ -3,7 +3,7 @@
 A line is a run of tags whose bucketing generates the same buckets for the same inputs, read at each tag (the fork's
 in-tree ``habana_model_runner.py`` before 1.19; after dbde4b81b #534 the vllm-hpu-extension commit its
 ``requirements-hpu.txt`` / ``requirements/hpu.txt`` pins) and checked against that code by
-``benchmarks/vllm_fork_releases.py``. The generation itself is :mod:`.linear` and :mod:`.exponential`.
+``benchmarks/agreement/vllm_fork_releases.py``. The generation itself is :mod:`.linear` and :mod:`.exponential`.
 
 The fork installs as ``vllm`` versioned ``<vLLM base>+gaudi<first three digits of the Gaudi software>`` (its
 ``setup.py``), e.g. ``0.9.0.1+gaudi122``; a tag spelling (``0.7.2+Gaudi-1.21.0``) is accepted as well. The vLLM base

@@ -9,7 +9,7 @@ the strategies' ranges are :mod:`.exponential`, :mod:`.linear` and :mod:`.paddin
 warm-up is skipped).
 
 Nothing here imports vllm, torch or habana_frameworks, and nothing here was run on Gaudi. The harness
-``benchmarks/vllm_gaudi_bucket_counts.py`` checks this model against vllm-gaudi's own code on CPU.
+``benchmarks/agreement/vllm_gaudi_bucket_counts.py`` checks this model against vllm-gaudi's own code on CPU.
 
 A run-time input we cannot know before launch: ``EngineShape.num_kv_blocks`` (vllm-gaudi sets it from the KV cache
 it allocates from free memory after the weights load; decode buckets depend on it under every strategy). Callers

@@ -15,7 +15,7 @@ back its prompt and decode buckets. The API surface it touches, the same from v0
 
 Any failure (not installed, an API it does not have, its own error on the configuration) raises
 :class:`InstalledUnavailable` with the reason; the caller falls back to the model and says why. Checked against the
-real code of every modelled release by ``benchmarks/vllm_gaudi_releases.py`` (``--adapter``).
+real code of every modelled release by ``benchmarks/agreement/vllm_gaudi_releases.py`` (``--adapter``).
 """
 
 from __future__ import annotations

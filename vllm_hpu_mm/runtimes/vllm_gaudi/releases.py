@@ -3,7 +3,7 @@
 A line is a run of releases whose bucketing code generates the same buckets for the same inputs, read at each tag
 in vllm-project/vllm-gaudi (``git log v0.11.2..091bbadd -- vllm_gaudi/extension/bucketing``, and the tree of
 ``extension/bucketing`` and the runner's multimodal warm-up diffed tag to tag) and checked against
-that tag's own code by ``benchmarks/vllm_gaudi_releases.py``. Only the differences are here; the model itself
+that tag's own code by ``benchmarks/agreement/vllm_gaudi_releases.py``. Only the differences are here; the model itself
 (:mod:`.common`, :mod:`.exponential`, :mod:`.linear`, ...) reads them from the :class:`Release` on its config.
 
 What changed, newest first (our reading; commits cited):
@@ -141,7 +141,7 @@ class Release:
     name: str
     #: First version of the line (inclusive).
     first: Version
-    #: The tags checked against their own code (benchmarks/vllm_gaudi_releases.py); the last one is cited.
+    #: The tags checked against their own code (benchmarks/agreement/vllm_gaudi_releases.py); the last one is cited.
     tags: tuple[str, ...]
     #: The short commit of the newest checked tag (or main), cited in messages.
     commit: str
