@@ -287,11 +287,11 @@ def simulate(prompts: Iterable[Prompt], limits: Limits, concurrency: int | Arriv
             if reason is not None:
                 refusals[reason] = refusals.get(reason, 0) + 1
                 continue
-            images, at = [], min(p.cached, p.tokens)
+            images, pos = [], min(p.cached, p.tokens)
             for tokens in p.image_tokens:
-                if at + tokens > computed:  # an image inside the cached prefix needs no encoding
-                    images.append((at, tokens))
-                at += tokens
+                if pos + tokens > computed:  # an image inside the cached prefix needs no encoding
+                    images.append((pos, tokens))
+                pos += tokens
             largest = max(largest, *p.image_tokens, 0)
             return _Seq(p, output, computed, need, images, arrival=steps, arrival_s=at)
         return None
