@@ -2,7 +2,9 @@
 'memory plan' (and 'serve') use, so the next launch plans with measured numbers instead of estimates.
 
 It reads vllm-gaudi / vllm-fork '[Warmup][Graph/...][i/n] ... free_mem:' lines, their 'Graph/... captured:N
-used_mem:X' summaries and the 'Free device memory: ...' line, and vLLM CUDA's graph-capture memory lines.
+used_mem:X' summaries and the 'Free device memory: ...' line, and vLLM CUDA's graph-capture memory lines; with
+--metrics, a running server's /metrics (URL or saved page): a step-time fit from its latency histograms, which the
+replay's whole latencies then use.
 Exit 0 when a profile was written, 1 when the log measures nothing (no profile written), 2 for invalid input.
 """
 
@@ -19,6 +21,7 @@ from vllm_hpu_mm.logs.calibrate import Calibration, calibrate, parse_warmup
 from vllm_hpu_mm.logs.numbers import skipped_json
 from vllm_hpu_mm.logs.profile import profile_dict, save_profile
 from vllm_hpu_mm.logs.reading import log_lines
+from vllm_hpu_mm.logs.server_metrics import fit_from_metrics, server_times
 from vllm_hpu_mm.models.devices import KNOWN_DEVICES
 from vllm_hpu_mm.models.dims import ModelDims, dtype_bytes
 from vllm_hpu_mm.models.lookup import resolve
@@ -39,7 +42,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description=help_text(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("log", help="the server's start-up log (with its warm-up lines), or - for standard input")
+    p.add_argument("log", nargs="?", default=None,
+                   help="the server's start-up log (with its warm-up lines), or - for standard input")  # fmt: skip
+    p.add_argument("--metrics", metavar="URL_OR_FILE", default=None,
+                   help="a running server's /metrics (http://HOST:PORT/metrics, or a saved page): fit the step time "
+                   "from its latency histograms")  # fmt: skip
     p.add_argument(
         "--model",
         default=None,
@@ -95,12 +102,16 @@ def _backend(device: str) -> str:
 def run(args: argparse.Namespace) -> int:
     dtype = dtype_bytes(args.dtype, source="--dtype")
     settings = envs.load()
-    log = parse_warmup(log_lines(args.log))
+    if args.log is None and args.metrics is None:
+        raise ConfigError("memory calibrate needs a warm-up log, --metrics, or both")
+    log = parse_warmup(log_lines(args.log) if args.log is not None else [])
     args.device = _device(args.device, log.backend)
     model, model_note = _model(args, log.model)
-    result = calibrate(log, model, device=args.device, source=str(args.log), dtype_size=dtype,
+    result = calibrate(log, model, device=args.device, source=str(args.log or args.metrics), dtype_size=dtype,
                        tensor_parallel_size=args.tensor_parallel_size, block_size=args.block_size,
                        buckets=settings.multimodal_buckets or ())  # fmt: skip
+    if args.metrics is not None:
+        result = result.with_step_time(fit_from_metrics(server_times(args.metrics), block_size=args.block_size))
     path = Path(args.output).expanduser() if args.output else default_profile_path(settings.profile)
     written = result.measured_anything
     if written:
@@ -108,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(_report(result, path if written else None, model_note) | {"skipped": skipped_json(log.skipped)})
     else:
-        print(f"calibration from {args.log} (runtime {result.backend or 'unknown'}; model: {model_note})")
+        print(f"calibration from {args.log or args.metrics} (runtime {result.backend or 'unknown'}; model: {model_note})")
         width = max(len(r[0]) for r in result.rows)
         for name, value, how in result.rows:
             print(f"  {name:<{width}}  {value:>8}  {how}")

@@ -13,6 +13,7 @@ from vllm_hpu_mm.buckets.text import TextBucketPlan
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.serve import on_default_device
+from vllm_hpu_mm.models.step_time import StepTime
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.bucket_choice import read_traffic
 from vllm_hpu_mm.plan.inputs import build
@@ -31,6 +32,7 @@ from vllm_hpu_mm.replay.job import Schedules, replay_model, schedules, timer_for
 from vllm_hpu_mm.replay.report import Report
 from vllm_hpu_mm.replay.scheduler import Arrivals
 from vllm_hpu_mm.replay.timing import Timer
+from vllm_hpu_mm.replay.whole import ROOFLINE_HELDOUT_ERROR, strategy_latency
 from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import EngineShape, RuntimeModel
 from vllm_hpu_mm.runtimes.vllm_gaudi import BUCKET_FILE_VAR
@@ -54,6 +56,8 @@ class ReplayArgs:
     arrivals: Arrivals | None = None
     #: Replay vllm-gaudi's other built-in strategies beside the configured one.
     strategies: bool = True
+    #: Whole latencies (TTFT, TPOT, ITL, E2EL, throughput) per configuration, each on its own schedule.
+    latency: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,7 +90,7 @@ class Replayed:
 
 
 def _time_model(timer: Timer | None) -> str | None:
-    if timer is None:
+    if timer is None or not isinstance(timer.step, StepTime):
         return None
     d = timer.step.device
     return (f"roofline of one step on {d.name} ({d.bf16_flops / 1e12:.0f} TFLOPS bf16, {d.bandwidth / 1e12:.2f} "
@@ -143,9 +147,11 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
     runs = schedules(traffic, limits, images, concurrency=sizing.concurrency, requests=args.requests,
                      arrivals=args.arrivals, timer=timer)  # fmt: skip
     results = [replay_model(own, shape, runs, configured_label(own, shape), timer)]
+    configs = [own]  # the runtime model of each result, for its whole latencies
     notes: list[str] = []
     if yours is not None:
         results.append(replay_model(yours, shape, runs, f"your {Path(file_path or '').name}", timer))
+        configs.append(yours)
         notes += yours.text_shapes(shape).notes  # its buckets vllm-gaudi drops without a word
     planned = None
     if args.plan_buckets:
@@ -157,13 +163,21 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
         told = own.with_text_buckets(planned.prompt, planned.decode)
         if told is not None:
             results.append(replay_model(told, shape, runs, PLANNED_LABEL, timer))
+            configs.append(told)
             notes.append(f"planned buckets: budget {chosen.reason}")
     labels = {r.label for r in results}
     for model in registry.strategies(inputs.runtime_name, own_env) if args.strategies else ():
         label = configured_label(model, shape)
         if label not in labels:
             results.append(replay_model(model, shape, runs, label, timer))
+            configs.append(model)
             labels.add(label)
+    if timer is not None and args.latency:
+        evidence = (f"a public-data estimate (the roofline above), ±{ROOFLINE_HELDOUT_ERROR:.0%}: its held-out "
+                    "median error on vendor tables")  # fmt: skip
+        results = [dataclasses.replace(r, latency=strategy_latency(m, shape, timer, traffic, limits, images,
+                   concurrency=sizing.concurrency, requests=args.requests, arrivals=args.arrivals, evidence=evidence))
+                   for r, m in zip(results, configs, strict=True)]  # fmt: skip
     refused: dict[str, int] = {}
     for t in runs.traces:
         for reason, n in t.refusals:

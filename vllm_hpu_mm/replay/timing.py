@@ -25,7 +25,7 @@ from typing import Protocol
 from vllm_hpu_mm.replay.scheduler import Trace
 from vllm_hpu_mm.runtimes.base import GraphRun, PrefillChunk
 
-__all__ = ["PHASES", "StepModel", "TimeResult", "Timer", "TraceClock", "percentile"]
+__all__ = ["PHASES", "Clocked", "StepModel", "TimeResult", "Timer", "TraceClock", "percentile"]
 
 #: The parts padding time is split into, in the order they are reported.
 PHASES = ("prefill_query", "prefill_context", "decode", "vision")
@@ -53,6 +53,14 @@ class StepModel(Protocol):
     def decode_s(self, batch: int, blocks: int) -> float: ...
 
     def vision_s(self, patches: int) -> float: ...
+
+
+class Clocked(Protocol):
+    """What prices a schedule's steps as it runs (the scheduler's ``clock`` and ``vision_clock``)."""
+
+    def clock(self, event: object) -> float: ...
+
+    def vision_clock(self, tokens: int) -> float: ...
 
 
 @dataclasses.dataclass(frozen=True)
