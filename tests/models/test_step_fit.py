@@ -3,14 +3,15 @@ negative, states its interval, and round-trips through a profile."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
 
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.models.step_fit import FittedStep, Observation, causal_pairs, fit_step, step_from_dict, step_to_dict
+from vllm_hpu_mm.models.step_fit import STEP_FIELDS, FittedStep, Observation, causal_pairs, fit_step, step_from_dict, step_to_dict
 
-TRUE = FittedStep(block_size=128, overhead_s=0.02, token_s=4e-5, sequence_s=1e-3, pair_s=2e-9, image_s=0.01,
+TRUE = FittedStep(block_size=128, overhead_s=0.02, token_s=4e-5, sequence_s=1e-3, chunk_s=5e-3, pair_s=2e-9, image_s=0.01,
                   patch_s=3e-5, frontend_s=0.015, source="made up", samples=0, interval=0.0)  # fmt: skip
 
 
@@ -20,14 +21,16 @@ def observations(step: FittedStep, rng: random.Random, noise: float = 0.0) -> li
         tokens = rng.randint(20, 1500)
         images = rng.randint(0, 1)
         patches = images * rng.choice((256, 1024))
-        o = Observation(0.0, tokens=tokens, sequences=1, pairs=causal_pairs(tokens, 0), images=images,
+        o = Observation(0.0, tokens=tokens, chunks=1, pairs=causal_pairs(tokens, 0), images=images,
                         patches=patches, frontend=1, kind="ttft")  # fmt: skip
         out.append(o)
     for c in (1, 2, 4, 8):
         for context in (100, 900, 2500):
             out.append(Observation(0.0, tokens=c, sequences=c, pairs=c * context, kind=f"itl at {c}"))
-    return [Observation(step.predict(o) * (1 + rng.uniform(-noise, noise)), o.steps, o.tokens, o.sequences, o.pairs,
-                        o.images, o.patches, o.frontend, o.kind) for o in out]  # fmt: skip
+        # a step prefilling c prompts of 100 tokens at once beside 2 decodes
+        out.append(Observation(0.0, tokens=100 * c + 2, sequences=2, chunks=c, pairs=c * causal_pairs(100, 0) + 2000,
+                               kind="burst"))  # fmt: skip
+    return [dataclasses.replace(o, seconds=step.predict(o) * (1 + rng.uniform(-noise, noise))) for o in out]
 
 
 def test_the_fit_recovers_the_coefficients_that_made_the_timings() -> None:
@@ -36,8 +39,9 @@ def test_the_fit_recovers_the_coefficients_that_made_the_timings() -> None:
     assert fitted.frontend_s == pytest.approx(TRUE.frontend_s, rel=0.01)
     assert fitted.pair_s == pytest.approx(TRUE.pair_s, rel=0.01)
     assert fitted.patch_s == pytest.approx(TRUE.patch_s, rel=0.01)
-    # decode steps cannot tell token from sequence costs apart; prefill can
-    assert fitted.token_s == pytest.approx(TRUE.token_s, rel=0.02)
+    assert fitted.token_s == pytest.approx(TRUE.token_s, rel=0.01)
+    assert fitted.sequence_s == pytest.approx(TRUE.sequence_s, rel=0.01)
+    assert fitted.chunk_s == pytest.approx(TRUE.chunk_s, rel=0.01)
     assert fitted.interval < 1e-6
     assert dict(fitted.kinds)["ttft"] == 30
 
@@ -46,8 +50,7 @@ def test_noise_widens_the_interval_and_no_coefficient_goes_negative() -> None:
     obs = observations(TRUE, random.Random(2), noise=0.2)
     fitted = fit_step(obs, block_size=128, source="noisy")
     assert 0.05 < fitted.interval <= 0.25
-    assert all(getattr(fitted, n) >= 0 for n in ("overhead_s", "token_s", "sequence_s", "pair_s", "image_s",
-                                                  "patch_s", "frontend_s"))  # fmt: skip
+    assert all(getattr(fitted, n) >= 0 for n in STEP_FIELDS)
     # timings that fall with size would need a negative cost: it is held at zero instead
     falling = [Observation(1.0 - 1e-4 * n, tokens=n, sequences=1) for n in range(10, 5000, 500)]
     flat = fit_step(falling, block_size=16, source="falling")
@@ -57,7 +60,7 @@ def test_noise_widens_the_interval_and_no_coefficient_goes_negative() -> None:
 def test_the_step_prices_shapes_and_one_forward_pays_one_overhead() -> None:
     assert TRUE.decode_s(4, 10) == pytest.approx(0.02 + 4 * (4e-5 + 1e-3) + 2e-9 * 1280)
     two = TRUE.chunks_s([(100, 0), (50, 2)])
-    assert two == pytest.approx(0.02 + 150 * 4e-5 + 2 * 1e-3 + 2e-9 * (causal_pairs(100, 0) + causal_pairs(50, 256)))
+    assert two == pytest.approx(0.02 + 150 * 4e-5 + 2 * 5e-3 + 2e-9 * (causal_pairs(100, 0) + causal_pairs(50, 256)))
     assert TRUE.prefill_s(2, 100, 0) == pytest.approx(TRUE.chunks_s([(100, 0), (100, 0)]))
     assert TRUE.vision_s(0) == 0.0 and TRUE.vision_s(256) == pytest.approx(0.01 + 256 * 3e-5)
     with pytest.raises(ConfigError):

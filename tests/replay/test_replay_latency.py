@@ -15,7 +15,7 @@ from vllm_hpu_mm.replay.scheduler import Arrivals, Limits, Prompt, simulate
 
 LIMITS = Limits(max_num_seqs=2, max_num_batched_tokens=4096, max_model_len=8192, block_size=128, num_kv_blocks=1000)
 #: One forward costs 10 ms, each token 1 ms more: easy sums.
-STEP = FittedStep(block_size=128, overhead_s=0.01, token_s=0.001, sequence_s=0.0, pair_s=0.0, image_s=0.0,
+STEP = FittedStep(block_size=128, overhead_s=0.01, token_s=0.001, sequence_s=0.0, chunk_s=0.0, pair_s=0.0, image_s=0.0,
                   patch_s=0.0, frontend_s=0.005, source="test", samples=10, interval=0.1)  # fmt: skip
 
 

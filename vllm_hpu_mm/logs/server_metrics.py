@@ -128,7 +128,8 @@ def fit_from_metrics(times: ServerTimes, *, block_size: int) -> FittedStep:
         frontend = max(0.0, ttft.mean - (queue.mean if queue is not None else 0.0) - prefill.mean)
     spread = (itl.quantile(0.9) - itl.quantile(0.1)) / 2 / itl.mean if itl.mean > 0 else 0.0
     samples = int(itl.count + prefill.count)
-    return FittedStep(block_size=block_size, overhead_s=overhead, token_s=per_token, sequence_s=0.0, pair_s=0.0,
+    return FittedStep(block_size=block_size, overhead_s=overhead, token_s=per_token, sequence_s=0.0, chunk_s=0.0,
+                      pair_s=0.0,
                       image_s=0.0, patch_s=0.0, frontend_s=frontend, source=f"/metrics of {times.source}",
                       samples=samples, interval=spread,
                       kinds=(("inter-token", int(itl.count)), ("prefill", int(prefill.count))))  # fmt: skip

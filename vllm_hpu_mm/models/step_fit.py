@@ -3,11 +3,11 @@ for a runtime that runs the real shapes (vLLM on CPU, CUDA eager), where no roof
 
 One step (one forward of the scheduled tokens, vLLM V1's unified batch: prefill chunks and decodes together) costs
 
-    overhead + token_s x tokens + sequence_s x sequences + pair_s x (query, key) pairs
+    overhead + token_s x tokens + sequence_s x decodes + chunk_s x prefill chunks + pair_s x (query, key) pairs
 
 plus, per image encoded in the step, ``image_s + patch_s x patches``. ``tokens`` are the step's scheduled tokens
-(prefill chunks and one per decode), ``sequences`` the requests it runs (sampling and per-request host work), and
-``pairs`` the attention work: every query token over its context and the causal part of its own chunk. A request
+(prefill chunks and one per decode), ``decodes`` and ``prefill chunks`` the requests it runs in each phase
+(sampling, per-request host work, the CPU attention's loop over sequences), and ``pairs`` the attention work: every query token over its context and the causal part of its own chunk. A request
 also waits ``frontend_s`` in the API server (HTTP, tokenisation, the processor) before its first step, outside the
 engine's clock.
 
@@ -30,7 +30,7 @@ from vllm_hpu_mm.errors import ConfigError
 __all__ = ["STEP_FIELDS", "FittedStep", "Observation", "fit_step", "step_from_dict", "step_to_dict"]
 
 #: The coefficients, in the order of an observation's features.
-STEP_FIELDS = ("overhead_s", "token_s", "sequence_s", "pair_s", "image_s", "patch_s", "frontend_s")
+STEP_FIELDS = ("overhead_s", "token_s", "sequence_s", "chunk_s", "pair_s", "image_s", "patch_s", "frontend_s")
 #: Fewest observations a fit takes, and the most it reads (a probe is tens to thousands of points).
 MIN_OBSERVATIONS = 4
 MAX_OBSERVATIONS = 200_000
@@ -41,13 +41,14 @@ _MAX_ROUNDS = len(STEP_FIELDS) + 1
 @dataclasses.dataclass(frozen=True)
 class Observation:
     """One timed interval and the work in it: ``steps`` forwards of ``tokens`` scheduled tokens, ``sequences``
-    requests and ``pairs`` attention pairs in all, ``images`` images of ``patches`` patches encoded, and
+    decoding requests, ``chunks`` prefill chunks and ``pairs`` attention pairs in all, ``images`` images of ``patches`` patches encoded, and
     ``frontend`` requests passing the API server (1 for a time to first token, 0 for a gap between tokens)."""
 
     seconds: float
     steps: float = 1.0
     tokens: float = 0.0
     sequences: float = 0.0
+    chunks: float = 0.0
     pairs: float = 0.0
     images: float = 0.0
     patches: float = 0.0
@@ -55,7 +56,8 @@ class Observation:
     kind: str = ""
 
     def features(self) -> list[float]:
-        return [self.steps, self.tokens, self.sequences, self.pairs, self.images, self.patches, self.frontend]
+        return [self.steps, self.tokens, self.sequences, self.chunks, self.pairs, self.images, self.patches,
+                self.frontend]  # fmt: skip
 
 
 def causal_pairs(query: int, context: int) -> float:
@@ -72,6 +74,7 @@ class FittedStep:
     overhead_s: float
     token_s: float
     sequence_s: float
+    chunk_s: float
     pair_s: float
     image_s: float
     patch_s: float
@@ -100,7 +103,7 @@ class FittedStep:
             tokens += q
             pairs += causal_pairs(q, c * self.block_size)
         n = sum(1 for q, _ in chunks if q > 0)
-        return self.overhead_s + self.token_s * tokens + self.sequence_s * n + self.pair_s * pairs
+        return self.overhead_s + self.token_s * tokens + self.chunk_s * n + self.pair_s * pairs
 
     def prefill_s(self, batch: int, query_tokens: int, context_blocks: int) -> float:
         self._check(batch=batch)
@@ -118,8 +121,7 @@ class FittedStep:
         return self.image_s + self.patch_s * patches if patches else 0.0
 
     def predict(self, o: Observation) -> float:
-        coef = [self.overhead_s, self.token_s, self.sequence_s, self.pair_s, self.image_s, self.patch_s,
-                self.frontend_s]  # fmt: skip
+        coef = [getattr(self, name) for name in STEP_FIELDS]
         return float(sum(c * f for c, f in zip(coef, o.features(), strict=True)))
 
     def describe(self) -> str:

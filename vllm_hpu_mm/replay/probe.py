@@ -6,7 +6,9 @@ lengths, time to first token and gaps between tokens). Each request gives timing
 
 - at concurrency 1, its time to first token is the API server's time plus one prefill step of its whole prompt
   (images encoded in it), on an otherwise idle engine (prompts within ``max_num_batched_tokens``: one chunk);
-- at concurrency ``c``, the median gap between its tokens is one decode step of about ``c`` sequences.
+- at concurrency ``c``, the median gap between its tokens is one decode step of about ``c`` sequences;
+- the requests sent together at the start of a run at concurrency ``c`` > 1 get their first tokens in clusters,
+  one per step: each gap between clusters is a step prefilling several prompts at once (:func:`_first_wave`).
 
 The server bills more prompt tokens than the client counts (the chat template, image placeholders): the offset is
 measured per run from ``/metrics`` (``vllm:prompt_tokens_total`` over the run's requests) and added to every
@@ -32,6 +34,10 @@ __all__ = ["IMAGE_EXTRA_TOKENS", "BenchRun", "engine_limits", "fitted_timer", "p
 #: patches (Qwen2.5-VL's 2 x 2 merge).
 IMAGE_EXTRA_TOKENS = 2
 PATCHES_PER_TOKEN = 4
+#: Requests sent within this many seconds of a run's first are its first wave; first tokens this close are one
+#: step's.
+WAVE_S = 0.05
+CLUSTER_S = 0.005
 #: Seeds of Poisson arrivals a prediction pools (a short run's quantiles move with the draw).
 PREDICTION_SEEDS = 16
 
@@ -61,6 +67,40 @@ class BenchRun:
         return [Prompt(max(n, sum(images) + 1), o, 0, images) for n, o, _, _ in self.requests()]
 
 
+def _first_wave(run: BenchRun) -> list[Observation]:
+    """The steps that prefilled the requests sent together at the start of a run: their first tokens come in
+    clusters, one per step; a cluster's time since the previous one is a step prefilling its members beside one
+    decode of every earlier member (the first cluster: since the requests were sent, the API server included)."""
+    r = run.result
+    starts = [float(x) for x in r.get("start_times", [])]
+    rows = run.requests()
+    ok = [i for i, (t, e) in enumerate(zip(r.get("ttfts", []), r.get("errors", []) or [""] * len(starts),
+                                           strict=False)) if not e and t and t > 0]  # fmt: skip
+    if len(starts) != len(r.get("ttfts", [])) or len(ok) != len(rows) or len(rows) < 2:
+        return []
+    t0 = min(starts[i] for i in ok)
+    wave = sorted((starts[i] + rows[k][2], rows[k][0], rows[k][1]) for k, i in enumerate(ok)
+                  if starts[i] - t0 <= WAVE_S)  # fmt: skip
+    clusters: list[list[tuple[float, int, int]]] = []
+    for item in wave:
+        if clusters and item[0] - clusters[-1][0][0] <= CLUSTER_S:
+            clusters[-1].append(item)
+        else:
+            clusters.append([item])
+    out, before, decoding = [], t0, 0
+    images, patches = len(run.image_patches), sum(run.image_patches)
+    for j, members in enumerate(clusters):
+        at = members[0][0]
+        n = len(members)
+        tokens = sum(m[1] for m in members)
+        out.append(Observation(at - before, tokens=tokens + decoding, sequences=decoding, chunks=n,
+                               pairs=sum(causal_pairs(m[1], 0) for m in members), images=n * images,
+                               patches=n * patches, frontend=1 if j == 0 else 0, kind="burst"))  # fmt: skip
+        before = at
+        decoding += sum(1 for m in members if m[2] > 1)
+    return out
+
+
 def probe_observations(runs: Iterable[BenchRun]) -> list[Observation]:
     """The step timings in probe runs (see the module docstring)."""
     out: list[Observation] = []
@@ -70,9 +110,11 @@ def probe_observations(runs: Iterable[BenchRun]) -> list[Observation]:
             raise ConfigError("a probe run sends a known number of requests at once (--max-concurrency)")
         patches = sum(run.image_patches)
         images = len(run.image_patches)
+        if c > 1:
+            out += _first_wave(run)
         for tokens, output, ttft, itl in run.requests():
             if c == 1:
-                out.append(Observation(ttft, tokens=tokens, sequences=1, pairs=causal_pairs(tokens, 0),
+                out.append(Observation(ttft, tokens=tokens, chunks=1, pairs=causal_pairs(tokens, 0),
                                        images=images, patches=patches, frontend=1, kind="ttft"))  # fmt: skip
             if len(itl) >= 2:
                 context = tokens + output / 2
