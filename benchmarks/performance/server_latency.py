@@ -90,7 +90,8 @@ def _markdown(data: dict[str, Any]) -> str:
         "",
         "coefficients: " + ", ".join(f"{k} {v:.3g}" for k, v in data["step"]["coefficients"].items()),
         "",
-        "| run | traffic | rate (req/s) | TTFT p50 ms meas / pred | TTFT p90 | TPOT p50 | TPOT p90 | req/s meas / pred |",
+        "| run | traffic | rate (req/s) | TTFT p50 ms meas / pred | TTFT p90 | TPOT p50 | TPOT p90 "
+        "| req/s meas / pred |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in data["runs"]:
@@ -167,9 +168,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "vision_buckets": BUCKETS,
         "wall_seconds": round(time.time() - started, 1),
         "split": "fit: the probe runs (probe-*); held out: every run in 'runs'",
-        "probe": [{"name": f"probe-{i}", "concurrency": r.concurrency, "requests": len(r.requests()),
-                   "prompt_offset": round(r.prompt_offset, 2), "image_patches": list(r.image_patches)}
-                  for i, r in enumerate(runs)],  # fmt: skip
+        "probe": [
+            {
+                "name": f"probe-{i}",
+                "concurrency": r.concurrency,
+                "requests": len(r.requests()),
+                "prompt_offset": round(r.prompt_offset, 2),
+                "image_patches": list(r.image_patches),
+            }
+            for i, r in enumerate(runs)
+        ],
         "step": step_to_dict(step) | {"describe": step.describe()},
         "runs": rows_json(rows),
         "verdict": _verdict(rows),

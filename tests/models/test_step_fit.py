@@ -9,10 +9,18 @@ import random
 import pytest
 
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.models.step_fit import STEP_FIELDS, FittedStep, Observation, causal_pairs, fit_step, step_from_dict, step_to_dict
+from vllm_hpu_mm.models.step_fit import (
+    STEP_FIELDS,
+    FittedStep,
+    Observation,
+    causal_pairs,
+    fit_step,
+    step_from_dict,
+    step_to_dict,
+)
 
-TRUE = FittedStep(block_size=128, overhead_s=0.02, token_s=4e-5, sequence_s=1e-3, chunk_s=5e-3, pair_s=2e-9, image_s=0.01,
-                  patch_s=3e-5, frontend_s=0.015, source="made up", samples=0, interval=0.0)  # fmt: skip
+TRUE = FittedStep(block_size=128, overhead_s=0.02, token_s=4e-5, sequence_s=1e-3, chunk_s=5e-3, pair_s=2e-9,
+                  image_s=0.01, patch_s=3e-5, frontend_s=0.015, source="made up", samples=0, interval=0.0)  # fmt: skip
 
 
 def observations(step: FittedStep, rng: random.Random, noise: float = 0.0) -> list[Observation]:
@@ -54,7 +62,8 @@ def test_noise_widens_the_interval_and_no_coefficient_goes_negative() -> None:
     # timings that fall with size would need a negative cost: it is held at zero instead
     falling = [Observation(1.0 - 1e-4 * n, tokens=n, sequences=1) for n in range(10, 5000, 500)]
     flat = fit_step(falling, block_size=16, source="falling")
-    assert flat.token_s == 0.0 and flat.overhead_s > 0
+    assert flat.token_s == 0.0
+    assert flat.overhead_s > 0
 
 
 def test_the_step_prices_shapes_and_one_forward_pays_one_overhead() -> None:
@@ -62,7 +71,8 @@ def test_the_step_prices_shapes_and_one_forward_pays_one_overhead() -> None:
     two = TRUE.chunks_s([(100, 0), (50, 2)])
     assert two == pytest.approx(0.02 + 150 * 4e-5 + 2 * 5e-3 + 2e-9 * (causal_pairs(100, 0) + causal_pairs(50, 256)))
     assert TRUE.prefill_s(2, 100, 0) == pytest.approx(TRUE.chunks_s([(100, 0), (100, 0)]))
-    assert TRUE.vision_s(0) == 0.0 and TRUE.vision_s(256) == pytest.approx(0.01 + 256 * 3e-5)
+    assert TRUE.vision_s(0) == 0.0
+    assert TRUE.vision_s(256) == pytest.approx(0.01 + 256 * 3e-5)
     with pytest.raises(ConfigError):
         TRUE.decode_s(-1, 0)
 
@@ -71,7 +81,8 @@ def test_round_trip_and_bad_profiles() -> None:
     fitted = fit_step(observations(TRUE, random.Random(3), noise=0.05), block_size=128, source="probe")
     back = step_from_dict(step_to_dict(fitted), "profile.json")
     assert back.decode_s(3, 7) == pytest.approx(fitted.decode_s(3, 7), rel=1e-6)
-    assert back.samples == fitted.samples and back.kinds == fitted.kinds
+    assert back.samples == fitted.samples
+    assert back.kinds == fitted.kinds
     bad = step_to_dict(fitted)
     bad["coefficients"]["token_s"] = -1
     with pytest.raises(ConfigError, match="token_s"):

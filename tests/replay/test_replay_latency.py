@@ -29,7 +29,7 @@ def run(prompts: list[Prompt], load: int | Arrivals, c: StepClock, limits: Limit
 
 
 def test_one_request_costs_its_prefill_then_one_decode_step_per_token() -> None:
-    trace, x = run([Prompt(100, 5)], 1, clock())
+    _, x = run([Prompt(100, 5)], 1, clock())
     prefill, decode = 0.01 + 0.1, 0.01 + 0.001
     assert x.ttft[0] == pytest.approx(prefill + 0.005)
     assert x.tpot[0] == pytest.approx(decode)
@@ -65,7 +65,8 @@ def test_a_mixed_step_pays_one_overhead_and_every_decoded_token_sees_it() -> Non
 def test_poisson_arrivals_are_timed_from_their_arrival() -> None:
     trace, x = run([Prompt(50, 3)] * 20, Arrivals(rate=2.0, seed=3), clock(), Limits(8, 4096, 8192, 128, 1000))
     arrivals = [s.arrival_s for s in trace.spans]
-    assert min(arrivals) > 0 and len(set(arrivals)) == 20
+    assert min(arrivals) > 0
+    assert len(set(arrivals)) == 20
     # far below saturation: most requests find the engine idle (one prefill plus the API server); one that arrives
     # during a step waits for its end and shares the next with the others that came meanwhile
     assert x.ttft[0] == pytest.approx(0.01 + 0.05 + 0.005)

@@ -119,7 +119,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(_report(result, path if written else None, model_note) | {"skipped": skipped_json(log.skipped)})
     else:
-        print(f"calibration from {args.log or args.metrics} (runtime {result.backend or 'unknown'}; model: {model_note})")
+        print(
+            f"calibration from {args.log or args.metrics} (runtime {result.backend or 'unknown'}; model: {model_note})"
+        )
         width = max(len(r[0]) for r in result.rows)
         for name, value, how in result.rows:
             print(f"  {name:<{width}}  {value:>8}  {how}")

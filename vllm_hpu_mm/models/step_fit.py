@@ -7,9 +7,9 @@ One step (one forward of the scheduled tokens, vLLM V1's unified batch: prefill 
 
 plus, per image encoded in the step, ``image_s + patch_s x patches``. ``tokens`` are the step's scheduled tokens
 (prefill chunks and one per decode), ``decodes`` and ``prefill chunks`` the requests it runs in each phase
-(sampling, per-request host work, the CPU attention's loop over sequences), and ``pairs`` the attention work: every query token over its context and the causal part of its own chunk. A request
-also waits ``frontend_s`` in the API server (HTTP, tokenisation, the processor) before its first step, outside the
-engine's clock.
+(sampling, per-request host work, the CPU attention's loop over sequences), and ``pairs`` the attention work:
+every query token over its context and the causal part of its own chunk. A request also waits ``frontend_s`` in
+the API server (HTTP, tokenisation, the processor) before its first step, outside the engine's clock.
 
 The coefficients are fitted by non-negative least squares on relative error (:func:`fit_step`); the model carries
 the samples it was fitted on and its interval (the 90th percentile of the relative residuals). It is a property of
@@ -41,8 +41,9 @@ _MAX_ROUNDS = len(STEP_FIELDS) + 1
 @dataclasses.dataclass(frozen=True)
 class Observation:
     """One timed interval and the work in it: ``steps`` forwards of ``tokens`` scheduled tokens, ``sequences``
-    decoding requests, ``chunks`` prefill chunks and ``pairs`` attention pairs in all, ``images`` images of ``patches`` patches encoded, and
-    ``frontend`` requests passing the API server (1 for a time to first token, 0 for a gap between tokens)."""
+    decoding requests, ``chunks`` prefill chunks and ``pairs`` attention pairs in all, ``images`` images of
+    ``patches`` patches encoded, and ``frontend`` requests passing the API server (1 for a time to first token, 0
+    for a gap between tokens)."""
 
     seconds: float
     steps: float = 1.0

@@ -275,8 +275,9 @@ def body_lines(r: Report) -> list[str]:
     if r.time_model is not None:
         lines.append(f"time: {r.time_model}")
     if r.results and r.results[0].latency:
+        evidence = r.results[0].latency[0].evidence or "an estimate"
         lines.append("whole latencies (TTFT, TPOT, E2EL, throughput): each configuration scheduled again on its own "
-                     f"buckets' step times, queueing included; {r.results[0].latency[0].evidence or 'estimate'}")  # fmt: skip
+                     f"buckets' step times, queueing included; {evidence}")  # fmt: skip
     if (w := _warmup(r, None)) is not None:
         held = w.era.heldout_error
         error = f"held-out error ±{held:.0%}" if held is not None else "no held-out log"
