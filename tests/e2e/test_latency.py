@@ -1,5 +1,6 @@
 """The replay's whole latencies against the real server, short: the step model is fitted on probe runs of vLLM's own
-client (vllm bench serve), then one held-out run at half the predicted saturation rate is predicted and measured.
+client (vllm bench serve), then two held-out runs (all at once; half the predicted saturation rate) are predicted and
+measured.
 The bound is loose (the machine is shared; benchmarks/performance/server_latency.py holds the targets), and the
 server's own /metrics gives a step fit of the same order as the probe's."""
 
@@ -38,11 +39,12 @@ def test_predicted_latency_follows_the_measured_one(server: Server, tmp_path_fac
     assert step.overhead_s > 0
     burst, half = bench_at_rates(target, step, Traffic(128, 16, range_ratio=0.5), name="e2e", requests=8,
                                  shares=(0.5,))  # fmt: skip
-    for row in (burst, half):
-        assert row.measured["failed"] == 0, row
-        for key in ("p50_ttft_ms", "p50_tpot_ms"):
-            assert within(row, key), (row.name, key, row.measured[key], row.predicted[key], step)
-    assert within(burst, "request_throughput"), (burst, step)
+    assert burst.measured["failed"] == half.measured["failed"] == 0, (burst, half)
+    for key in ("p50_ttft_ms", "p50_tpot_ms", "request_throughput"):
+        assert within(half, key), (half.name, key, half.measured[key], half.predicted[key], step)
+    # all at once: the API server's own queue is not modelled (docs/latency.md), so the burst's TTFT is not held
+    for key in ("p50_tpot_ms", "request_throughput"):
+        assert within(burst, key), (burst.name, key, burst.measured[key], burst.predicted[key], step)
     # the server's own histograms, after all of that traffic: a decode step of the same order as the probe's
     metrics = fit_from_metrics(server_times(server.base_url + "/metrics"), block_size=BLOCK_SIZE)
     probe_step = step.decode_s(MAX_NUM_SEQS, MAX_NUM_SEQS)

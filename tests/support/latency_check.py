@@ -76,7 +76,7 @@ class Traffic:
 
 def _prompt_tokens(target: Target) -> float:
     fams = families(read_exposition(target.base_url + "/metrics"), "/metrics")
-    return sum(s.value for f in fams if f.name == PROMPT_TOKENS for s in f.samples if s.name.endswith("_total"))
+    return float(sum(s.value for f in fams if f.name == PROMPT_TOKENS for s in f.samples if s.name.endswith("_total")))
 
 
 def run_bench(target: Target, traffic: Traffic, *, name: str, requests: int, concurrency: int | None = None,
@@ -105,7 +105,7 @@ def run_bench(target: Target, traffic: Traffic, *, name: str, requests: int, con
                  "--random-mm-limit-mm-per-prompt", '{"image": 1, "video": 0}',
                  "--random-mm-bucket-config", f"{{({h}, {w}, 1): 1.0}}"]  # fmt: skip
         patches = (target.patches(w, h),)
-    parser = FlexibleArgumentParser()
+    parser = FlexibleArgumentParser()  # type: ignore[no-untyped-call]
     add_cli_args(parser)
     args = parser.parse_args(argv)
     before = _prompt_tokens(target)

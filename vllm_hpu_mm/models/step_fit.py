@@ -184,8 +184,16 @@ def fit_step(observations: Sequence[Observation], *, block_size: int, source: st
     kinds: dict[str, int] = {}
     for o in good:
         kinds[o.kind or "timing"] = kinds.get(o.kind or "timing", 0) + 1
-    return FittedStep(block_size=block_size, **values, source=source, samples=len(good),
-                      interval=float(np.quantile(rel, 0.9)), kinds=tuple(sorted(kinds.items())))  # fmt: skip
+    return _step(block_size, values, source=source, samples=len(good), interval=float(np.quantile(rel, 0.9)),
+                 kinds=tuple(sorted(kinds.items())))  # fmt: skip
+
+
+def _step(block_size: int, values: Mapping[str, float], *, source: str, samples: int, interval: float,
+          kinds: tuple[tuple[str, int], ...], unified: bool = True) -> FittedStep:  # fmt: skip
+    v = values
+    return FittedStep(block_size, v["overhead_s"], v["token_s"], v["sequence_s"], v["chunk_s"], v["pair_s"],
+                      v["image_s"], v["patch_s"], v["frontend_s"], source, samples, interval, kinds,
+                      unified)  # fmt: skip
 
 
 def step_to_dict(s: FittedStep) -> dict[str, Any]:
@@ -219,6 +227,5 @@ def step_from_dict(data: object, where: str) -> FittedStep:
     kinds = data.get("kinds") or {}
     if not isinstance(kinds, dict) or not all(isinstance(k, str) and isinstance(n, int) for k, n in kinds.items()):
         raise ConfigError(f"{where}: step_time.kinds is not an object of counts")
-    return FittedStep(block_size=block, **values, source=str(data.get("source", where)), samples=samples,
-                      interval=float(interval), kinds=tuple(sorted(kinds.items())),
-                      unified=bool(data.get("unified", True)))  # fmt: skip
+    return _step(block, values, source=str(data.get("source", where)), samples=samples, interval=float(interval),
+                 kinds=tuple(sorted(kinds.items())), unified=bool(data.get("unified", True)))  # fmt: skip
