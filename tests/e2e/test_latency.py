@@ -39,7 +39,7 @@ def test_predicted_latency_follows_the_measured_one(server: Server, tmp_path_fac
                     tuple(int(b) for b in BUCKETS.split(",")), tmp_path_factory.mktemp("latency"))  # fmt: skip
     step = fit(target, probe(target, requests=4))
     assert step.samples >= 10
-    assert step.overhead_s > 0
+    assert step.decode_s(1, 1) > 0  # where the fit puts the cost (per step or per sequence) is the data's choice
     burst, half = bench_at_rates(target, step, Traffic(128, 16, range_ratio=0.5), name="e2e", requests=8,
                                  shares=(0.5,))  # fmt: skip
     assert burst.measured["failed"] == half.measured["failed"] == 0, (burst, half)
