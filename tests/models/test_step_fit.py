@@ -93,3 +93,13 @@ def test_round_trip_and_bad_profiles() -> None:
         fit_step(observations(TRUE, random.Random(4))[:2], block_size=128, source="few")
     with pytest.raises(ConfigError, match="cannot pin"):
         fit_step(observations(TRUE, random.Random(4)), block_size=128, source="x", fixed={"speed": 1.0})
+
+
+def test_a_few_timings_caught_by_another_job_do_not_move_the_fit() -> None:
+    clean = observations(TRUE, random.Random(5))
+    spoiled = [dataclasses.replace(o, seconds=o.seconds * 8) if k % 15 == 0 else o for k, o in enumerate(clean)]
+    fitted = fit_step(spoiled, block_size=128, source="spoiled")
+    assert fitted.overhead_s == pytest.approx(TRUE.overhead_s, rel=0.02)
+    assert fitted.chunk_s == pytest.approx(TRUE.chunk_s, rel=0.02)
+    assert dict(fitted.kinds)["left out of the fit"] == len(spoiled) // 10
+    assert fitted.samples == len(spoiled)

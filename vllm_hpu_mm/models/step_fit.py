@@ -11,7 +11,8 @@ plus, per image encoded in the step, ``image_s + patch_s x patches``. ``tokens``
 every query token over its context and the causal part of its own chunk. A request also waits ``frontend_s`` in
 the API server (HTTP, tokenisation, the processor) before its first step, outside the engine's clock.
 
-The coefficients are fitted by non-negative least squares on relative error (:func:`fit_step`); the model carries
+The coefficients are fitted by non-negative least squares on relative error (:func:`fit_step`), a second time without
+the worst tenth of the timings (a shared machine's bursts); the model carries
 the samples it was fitted on and its interval (the 90th percentile of the relative residuals). It is a property of
 one machine, one model and one server configuration: refit after changing any of them.
 """
@@ -34,6 +35,9 @@ STEP_FIELDS = ("overhead_s", "token_s", "sequence_s", "chunk_s", "pair_s", "imag
 #: Fewest observations a fit takes, and the most it reads (a probe is tens to thousands of points).
 MIN_OBSERVATIONS = 4
 MAX_OBSERVATIONS = 200_000
+#: From this many timings the worst tenth (by relative residual) is left out of a second fit; the interval is still
+#: taken over all of them.
+MIN_TRIMMED = 10
 #: Active-set rounds of the non-negative fit (one coefficient is dropped per round at most).
 _MAX_ROUNDS = len(STEP_FIELDS) + 1
 
@@ -172,18 +176,30 @@ def fit_step(observations: Sequence[Observation], *, block_size: int, source: st
     rest = y - feats @ known
     # relative error: each row scaled by its own measurement, and each feature by its scale (conditioning)
     scale = np.maximum(np.abs(feats[:, free]).max(axis=0), 1e-30) if free else np.ones(0)
-    a = feats[:, free] / scale / y[:, None]
-    coef = known.copy()
-    if free:
-        sol = _nnls(a, rest / y) / scale
-        for k, i in enumerate(free):
-            coef[i] = sol[k]
+
+    def solve(rows: np.ndarray) -> np.ndarray:
+        coef = known.copy()
+        if free:
+            a = feats[rows][:, free] / scale / y[rows][:, None]
+            sol = _nnls(a, rest[rows] / y[rows]) / scale
+            for k, i in enumerate(free):
+                coef[i] = sol[k]
+        return coef
+
+    coef = solve(np.arange(len(good)))
+    trimmed = 0
+    if len(good) >= MIN_TRIMMED:  # one round without the worst tenth: a timing caught by another job's burst
+        rel = np.abs(y / np.maximum(feats @ coef, 1e-12) - 1.0)
+        trimmed = len(good) // 10
+        coef = solve(np.argsort(rel)[: len(good) - trimmed])
     values = dict(zip(STEP_FIELDS, (float(c) for c in coef), strict=True))
     fitted = feats @ coef
     rel = np.abs(y / np.maximum(fitted, 1e-12) - 1.0)
     kinds: dict[str, int] = {}
     for o in good:
         kinds[o.kind or "timing"] = kinds.get(o.kind or "timing", 0) + 1
+    if trimmed:
+        kinds["left out of the fit"] = trimmed
     return _step(block_size, values, source=source, samples=len(good), interval=float(np.quantile(rel, 0.9)),
                  kinds=tuple(sorted(kinds.items())))  # fmt: skip
 
