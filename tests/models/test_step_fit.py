@@ -103,3 +103,11 @@ def test_a_few_timings_caught_by_another_job_do_not_move_the_fit() -> None:
     assert fitted.chunk_s == pytest.approx(TRUE.chunk_s, rel=0.02)
     assert dict(fitted.kinds)["left out of the fit"] == len(spoiled) // 10
     assert fitted.samples == len(spoiled)
+
+
+def test_a_near_zero_timing_does_not_outweigh_the_others() -> None:
+    # a client that read several tokens at once recorded gaps of microseconds
+    clean = observations(TRUE, random.Random(6))
+    bunched = [*clean, *(Observation(1e-6, tokens=4, sequences=4, pairs=4000, kind="itl at 4") for _ in range(3))]
+    fitted = fit_step(bunched, block_size=128, source="bunched")
+    assert fitted.decode_s(4, 8) == pytest.approx(TRUE.decode_s(4, 8), rel=0.05)

@@ -174,14 +174,16 @@ def fit_step(observations: Sequence[Observation], *, block_size: int, source: st
     for i, name in enumerate(STEP_FIELDS):
         known[i] = pinned.get(name, 0.0)
     rest = y - feats @ known
-    # relative error: each row scaled by its own measurement, and each feature by its scale (conditioning)
+    # relative error: each row scaled by its own measurement (at least a tenth of the median one: a near-zero timing
+    # would outweigh every other), and each feature by its scale (conditioning)
+    y_scale = np.maximum(y, 0.1 * float(np.median(y)))
     scale = np.maximum(np.abs(feats[:, free]).max(axis=0), 1e-30) if free else np.ones(0)
 
     def solve(rows: np.ndarray) -> np.ndarray:
         coef = known.copy()
         if free:
-            a = feats[rows][:, free] / scale / y[rows][:, None]
-            sol = _nnls(a, rest[rows] / y[rows]) / scale
+            a = feats[rows][:, free] / scale / y_scale[rows][:, None]
+            sol = _nnls(a, rest[rows] / y_scale[rows]) / scale
             for k, i in enumerate(free):
                 coef[i] = sol[k]
         return coef
@@ -189,7 +191,7 @@ def fit_step(observations: Sequence[Observation], *, block_size: int, source: st
     coef = solve(np.arange(len(good)))
     trimmed = 0
     if len(good) >= MIN_TRIMMED:  # one round without the worst tenth: a timing caught by another job's burst
-        rel = np.abs(y / np.maximum(feats @ coef, 1e-12) - 1.0)
+        rel = np.abs(feats @ coef - y) / y_scale  # the residual the fit weighs
         trimmed = len(good) // 10
         coef = solve(np.argsort(rel)[: len(good) - trimmed])
     values = dict(zip(STEP_FIELDS, (float(c) for c in coef), strict=True))

@@ -6,7 +6,7 @@ lengths, time to first token and gaps between tokens). Each request gives timing
 
 - at concurrency 1, its time to first token is the API server's time plus one prefill step of its whole prompt
   (images encoded in it), on an otherwise idle engine (prompts within ``max_num_batched_tokens``: one chunk);
-- at concurrency ``c``, the median gap between its tokens is one decode step of about ``c`` sequences;
+- at concurrency ``c``, the mean gap between its tokens is one decode step of about ``c`` sequences;
 - the requests sent together at the start of a run at concurrency ``c`` > 1 get their first tokens in clusters,
   one per step: each gap between clusters is a step prefilling several prompts at once (:func:`_first_wave`).
 
@@ -118,7 +118,9 @@ def probe_observations(runs: Iterable[BenchRun]) -> list[Observation]:
                                        images=images, patches=patches, frontend=1, kind="ttft"))  # fmt: skip
             if len(itl) >= 2:
                 context = tokens + output / 2
-                out.append(Observation(statistics.median(itl), tokens=c, sequences=c, pairs=c * context,
+                # the mean gap (last token less first, over the gaps): a client that reads several tokens at once
+                # records near-zero gaps that a median would take for the step
+                out.append(Observation(statistics.fmean(itl), tokens=c, sequences=c, pairs=c * context,
                                        kind=f"itl at {c}"))  # fmt: skip
     return out
 
