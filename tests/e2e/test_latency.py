@@ -2,7 +2,7 @@
 client (vllm bench serve), then two held-out runs (all at once; half the predicted saturation rate) are predicted and
 measured.
 The bound is loose (the machine is shared; benchmarks/performance/server_latency.py holds the targets): time per
-output token and throughput within a factor of 3, time to first token a lower bound; the server's own /metrics gives
+output token and throughput within a factor of 3 widened by the fit's own interval, time to first token a lower bound; the server's own /metrics gives
 a step fit of the same order as the probe's."""
 
 from __future__ import annotations
@@ -19,16 +19,16 @@ from vllm_hpu_mm.logs.server_metrics import fit_from_metrics, server_times
 MAX_NUM_SEQS = 4
 MAX_NUM_BATCHED_TOKENS = 2048
 BLOCK_SIZE = 128
-#: Predicted / measured stays within this factor either way on a shared 2-core machine (the targets, 15%, are the
-#: benchmark's): loose, yet a model off by an order of magnitude (a step priced per token where it is per step, a
-#: lost queue) fails it.
+#: Predicted / measured stays within this factor either way, widened by the fit's own interval (the probe's noise:
+#: on the shared 2-core machine other jobs move a step's time several-fold between minutes); the targets, 15%, are
+#: the benchmark's on a quiet machine.
 LOOSE = 3.0
 KEYS = ("p50_ttft_ms", "p90_ttft_ms", "p50_tpot_ms", "p90_tpot_ms", "request_throughput")
 
 
-def within(row: Row, key: str) -> bool:
+def within(row: Row, key: str, factor: float) -> bool:
     ratio = row.predicted[key] / row.measured[key]
-    return 1 / LOOSE < ratio < LOOSE
+    return 1 / factor < ratio < factor
 
 
 def test_predicted_latency_follows_the_measured_one(server: Server, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
@@ -43,16 +43,17 @@ def test_predicted_latency_follows_the_measured_one(server: Server, tmp_path_fac
     burst, half = bench_at_rates(target, step, Traffic(128, 16, range_ratio=0.5), name="e2e", requests=8,
                                  shares=(0.5,))  # fmt: skip
     assert burst.measured["failed"] == half.measured["failed"] == 0, (burst, half)
+    factor = LOOSE * (1 + step.interval)
     for row in (burst, half):
         print(row.name, {k: (round(row.measured[k], 3), round(row.predicted[k], 3)) for k in KEYS}, file=sys.stderr)
     for key in ("p50_tpot_ms", "request_throughput"):
         for row in (burst, half):
-            assert within(row, key), (row.name, key, row.measured[key], row.predicted[key], step)
+            assert within(row, key, factor), (row.name, key, row.measured[key], row.predicted[key], step)
     # time to first token: the replay's is a lower bound here. On 2 shared cores a request arriving while others
     # decode waits for the CPU the engine holds (API server, client, engine on the same cores): measured up to 10x
     # the prediction on the loaded development machine, which the model does not hold (docs/latency.md)
     for row in (burst, half):
-        assert row.predicted["p50_ttft_ms"] < LOOSE * row.measured["p50_ttft_ms"], (row, step)
+        assert row.predicted["p50_ttft_ms"] < factor * row.measured["p50_ttft_ms"], (row, step)
     # the server's own histograms, after all of that traffic: a decode step of the same order as the probe's
     metrics = fit_from_metrics(server_times(server.base_url + "/metrics"), block_size=BLOCK_SIZE)
     probe_step = step.decode_s(MAX_NUM_SEQS, MAX_NUM_SEQS)
