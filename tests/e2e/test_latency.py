@@ -1,9 +1,8 @@
 """The replay's whole latencies against the real server, short: the step model is fitted on probe runs of vLLM's own
 client (vllm bench serve), then two held-out runs (all at once; half the predicted saturation rate) are predicted and
-measured.
-The bound is loose (the machine is shared; benchmarks/performance/server_latency.py holds the targets): time per
-output token and throughput within a factor of 3 widened by the fit's own interval, time to first token a lower bound; the server's own /metrics gives
-a step fit of the same order as the probe's."""
+measured. The bound is loose (the machine is shared; benchmarks/performance/server_latency.py holds the targets): time
+per output token and throughput within a factor of 3 widened by the fit's own interval, time to first token a lower
+bound; the server's own /metrics gives a step fit of the same order as the probe's."""
 
 from __future__ import annotations
 
