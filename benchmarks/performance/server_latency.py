@@ -186,8 +186,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "notes": []
         if step.interval <= QUIET_INTERVAL
         else [
-            f"The probe's own interval is ±{step.interval:.0%} (above ±{QUIET_INTERVAL:.0%}): the machine was not quiet "
-            "enough to calibrate on, and every comparison above inherits that noise; rerun on a quiet machine."
+            f"The probe's own interval is ±{step.interval:.0%} (above ±{QUIET_INTERVAL:.0%}): the machine was not "
+            "quiet enough to calibrate on, and every comparison above inherits that noise; rerun on a quiet machine."
         ],
     }
     save_json(args.results / "server_latency.json", data)
