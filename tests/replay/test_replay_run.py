@@ -51,6 +51,19 @@ def test_replay_prints_defaults_and_planned_side_by_side(capsys: pytest.CaptureF
         assert sum(time["padding_share_of_busy_time"].values()) == pytest.approx(
             1 - time["busy_seconds_real_shapes"] / time["busy_seconds_with_buckets"], abs=1e-3
         )
+        # whole latencies on the configuration's own schedule: its buckets' step times, queueing included
+        (whole,) = config["latency_per_load"]
+        assert whole["requests"] == 200
+        assert whole["ttft_ms"]["p50"] <= whole["ttft_ms"]["p90"] <= whole["ttft_ms"]["p99"]
+        assert whole["e2el_ms"]["p50"] > whole["ttft_ms"]["p50"] > 0
+        assert whole["interval"] > 0
+        assert "public-data estimate" in whole["evidence"]
+        # throughput: the requests over the run (first arrival to last answer)
+        busy = whole["duration_s"]
+        assert whole["request_throughput"] == pytest.approx(200 / busy, rel=1e-3)
+    exp_tpot = report["configurations"][0]["latency_per_load"][0]["tpot_ms"]["p50"]
+    pad_tpot = report["configurations"][3]["latency_per_load"][0]["tpot_ms"]["p50"]
+    assert pad_tpot != exp_tpot  # each strategy on its own clock
     assert report["requests_refused"]["total"] == 0
     assert planned["run_time_compiles"]["prompt"] == planned["run_time_compiles"]["decode"] == 0
     assert planned["graphs_warmed"]["total"] <= defaults["graphs_warmed"]["total"] // 2
@@ -108,6 +121,9 @@ def test_replay_in_time_under_poisson_arrivals_reports_refusals_and_exits_1(caps
     (config,) = report["configurations"]
     assert config["time"]["idle_seconds"] > 0  # 5 requests/s leaves the server idle between them
     assert config["time"]["requests"] + report["requests_refused"]["total"] == 60
+    (whole,) = config["latency_per_load"]
+    assert whole["load"].startswith("Poisson arrivals at 5 requests/s")
+    assert 0 < whole["request_throughput"] < 5 * 1.5
 
 
 def test_bad_load_descriptions_exit_2_naming_the_flag(capsys: pytest.CaptureFixture[str]) -> None:

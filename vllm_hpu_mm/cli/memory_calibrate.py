@@ -2,7 +2,9 @@
 'memory plan' (and 'serve') use, so the next launch plans with measured numbers instead of estimates.
 
 It reads vllm-gaudi / vllm-fork '[Warmup][Graph/...][i/n] ... free_mem:' lines, their 'Graph/... captured:N
-used_mem:X' summaries and the 'Free device memory: ...' line, and vLLM CUDA's graph-capture memory lines.
+used_mem:X' summaries and the 'Free device memory: ...' line, and vLLM CUDA's graph-capture memory lines; with
+--metrics, a running server's /metrics (URL or saved page): a step-time fit from its latency histograms, which the
+replay's whole latencies then use.
 Exit 0 when a profile was written, 1 when the log measures nothing (no profile written), 2 for invalid input (an
 --output that is the log itself is refused: an input is never written over).
 """
@@ -30,7 +32,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description=help_text(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("log", help="the server's start-up log (with its warm-up lines), or - for standard input")
+    p.add_argument("log", nargs="?", default=None,
+                   help="the server's start-up log (with its warm-up lines), or - for standard input")  # fmt: skip
+    p.add_argument("--metrics", metavar="URL_OR_FILE", default=None,
+                   help="a running server's /metrics (http://HOST:PORT/metrics, or a saved page): fit the step time "
+                   "from its latency histograms")  # fmt: skip
     p.add_argument(
         "--model",
         default=None,
@@ -55,17 +61,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    job = calibrate_log(CalibrateArgs(str(args.log), args.model, args.device, args.dtype, args.tensor_parallel_size,
-                                      args.block_size, args.output), envs.load())  # fmt: skip
+    job = calibrate_log(CalibrateArgs(args.log, args.model, args.device, args.dtype, args.tensor_parallel_size,
+                                      args.block_size, args.output, args.metrics), envs.load())  # fmt: skip
     result, log, path = job.calibration, job.log, job.written_to
     if args.json:
         print_json(_report(job) | {"skipped": skipped_json(log.skipped)})
     else:
-        print(f"calibration from {args.log} (runtime {result.backend or 'unknown'}; model: {job.model_from})")
+        print(f"calibration from {job.source} (runtime {result.backend or 'unknown'}; model: {job.model_from})")
         width = max(len(r[0]) for r in result.rows)
         for name, value, how in result.rows:
             print(f"  {name:<{width}}  {value:>8}  {how}")
-        for line in log.skipped.summary(str(args.log)):
+        for line in log.skipped.summary(job.source):
             print(line)
         if path is None:
             print(

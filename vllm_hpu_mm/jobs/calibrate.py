@@ -1,5 +1,6 @@
 """The ``memory calibrate`` job as one library function, :func:`calibrate_log`: read a warm-up log, pick the device
-it ran on, resolve the model it ran, measure the graph costs and save them as the profile ``memory plan`` reads.
+it ran on, resolve the model it ran, measure the graph costs and save them as the profile ``memory plan`` reads;
+with a server's ``/metrics`` (URL or saved page), also the step-time fit the replay's whole latencies use.
 Never over an input: an output that is the log itself (or the same file under another name) is refused before
 anything is read. ``cli/memory_calibrate.py`` parses and prints it."""
 
@@ -14,6 +15,7 @@ from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.logs.calibrate import Calibration, WarmupLog, calibrate, parse_warmup
 from vllm_hpu_mm.logs.profile import save_profile
 from vllm_hpu_mm.logs.reading import log_lines
+from vllm_hpu_mm.logs.server_metrics import fit_from_metrics, server_times
 from vllm_hpu_mm.models.devices import KNOWN_DEVICES
 from vllm_hpu_mm.models.dims import ModelDims, dtype_bytes
 from vllm_hpu_mm.models.lookup import resolve
@@ -29,9 +31,10 @@ PROFILE_VAR = "VLLM_HPU_MM_PROFILE"
 
 @dataclasses.dataclass(frozen=True)
 class CalibrateArgs:
-    """What ``memory calibrate`` reads: the log (``-``: standard input) and what the log cannot say itself."""
+    """What ``memory calibrate`` reads: the log (``-``: standard input) and/or a server's ``/metrics``, and what
+    they cannot say themselves."""
 
-    log: str
+    log: str | None
     model: str | None = None
     device: str | None = None
     dtype: str = "auto"
@@ -39,6 +42,8 @@ class CalibrateArgs:
     block_size: int = 128
     #: Where to write the profile (None: ``$VLLM_HPU_MM_PROFILE``, else the default path).
     output: str | None = None
+    #: A running server's /metrics: ``http(s)://HOST:PORT/metrics`` or a saved page.
+    metrics: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +54,8 @@ class Calibrated:
     written_to: Path | None
     #: Where the model came from, in words (``--model``, the log's model='...', or why there is none).
     model_from: str
+    #: What was read, in words (the log, the /metrics source, or both).
+    source: str = ""
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -100,18 +107,28 @@ def _device(raw: str | None, backend: str | None) -> str | None:
 
 def calibrate_log(args: CalibrateArgs, settings: Settings) -> Calibrated:
     """Calibrate from ``args.log`` and save the profile when the log measured anything."""
+    if args.log is None and args.metrics is None:
+        raise ConfigError("memory calibrate needs a warm-up log, --metrics, or both; accepted: LOG and/or "
+                          "--metrics URL_OR_FILE")  # fmt: skip
     dtype = dtype_bytes(args.dtype, source="--dtype")
     path = Path(args.output).expanduser() if args.output else default_profile_path(settings.profile)
-    inputs = {"log": args.log} | ({"--model": args.model} if args.model and Path(args.model).exists() else {})
+    inputs = (
+        ({"log": args.log} if args.log is not None else {})
+        | ({"--metrics": args.metrics} if args.metrics and "://" not in args.metrics else {})
+        | ({"--model": args.model} if args.model and Path(args.model).exists() else {})
+    )
     flag = "--output" if args.output else (PROFILE_VAR if settings.profile else "the default profile path")
-    refuse_overwrite(path, inputs, flag)  # before the log is read
-    log = parse_warmup(log_lines(args.log))
+    refuse_overwrite(path, inputs, flag)  # before anything is read
+    log = parse_warmup(log_lines(args.log) if args.log is not None else [])
     device = _device(args.device, log.backend)
     model, model_from = _model(args.model, log.model)
-    result = calibrate(log, model, device=device, source=args.log, dtype_size=dtype,
+    source = " and ".join(s for s in (args.log, args.metrics) if s is not None)
+    result = calibrate(log, model, device=device, source=source, dtype_size=dtype,
                        tensor_parallel_size=args.tensor_parallel_size, block_size=args.block_size,
                        buckets=settings.multimodal_buckets or ())  # fmt: skip
+    if args.metrics is not None:
+        result = result.with_step_time(fit_from_metrics(server_times(args.metrics), block_size=args.block_size))
     written = result.measured_anything
     if written:
         save_profile(result, path)
-    return Calibrated(result, log, path if written else None, model_from)
+    return Calibrated(result, log, path if written else None, model_from, source)

@@ -14,6 +14,7 @@ from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.serve import on_default_device, plan_inputs
+from vllm_hpu_mm.models.step_time import StepTime
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.bucket_choice import read_traffic
 from vllm_hpu_mm.plan.planner import plan
@@ -35,6 +36,7 @@ from vllm_hpu_mm.replay.schedules import (
     vision_efficiency,
 )
 from vllm_hpu_mm.replay.timing import Timer
+from vllm_hpu_mm.replay.whole import strategy_latency
 from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import RuntimeModel
 from vllm_hpu_mm.traffic.requests import Traffic
@@ -59,6 +61,8 @@ class ReplayArgs:
     arrivals: Arrivals | None = None
     #: Replay vllm-gaudi's other built-in strategies beside the configured one.
     strategies: bool = True
+    #: Whole latencies (TTFT, TPOT, ITL, E2EL, throughput) per configuration, each on its own schedule.
+    latency: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +95,7 @@ class Replayed:
 
 
 def _time_model(timer: Timer | None) -> str | None:
-    if timer is None:
+    if timer is None or not isinstance(timer.step, StepTime):
         return None
     d = timer.step.device
     return (f"roofline of one step on {d.name} ({d.bf16_flops / 1e12:.0f} TFLOPS bf16, {d.bandwidth / 1e12:.2f} "
@@ -147,11 +151,13 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
     runs = schedules(traffic, shape, images, concurrency=sizing.concurrency, requests=args.requests,
                      arrivals=args.arrivals, timer=timer)  # fmt: skip
     results = [replay_model(own, shape, runs, configured_label(own, shape), timer)]
+    configs = [own]  # the runtime model of each result, for its whole latencies
     notes: list[str] = []
     if costs["profile"] is not None:
         notes.append(f"measured costs from the profile {costs['profile']} (the KV blocks estimate uses them)")
     if yours is not None:
         results.append(replay_model(yours, shape, runs, f"your {Path(file_path or '').name}", timer))
+        configs.append(yours)
         notes += yours.text_shapes(shape).notes  # its buckets vllm-gaudi drops without a word
     planned = None
     if args.plan_buckets:
@@ -163,6 +169,7 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
         told = own.with_text_buckets(planned.prompt, planned.decode)
         if told is not None:
             results.append(replay_model(told, shape, runs, PLANNED_LABEL, timer))
+            configs.append(told)
             notes.append(f"planned buckets: budget {chosen.reason}")
     labels = {r.label for r in results}
     release: str | None = getattr(own, "version", None)  # a named release shows only the strategies it ships
@@ -170,7 +177,12 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
         label = configured_label(model, shape)
         if label not in labels:
             results.append(replay_model(model, shape, runs, label, timer))
+            configs.append(model)
             labels.add(label)
+    if timer is not None and args.latency:
+        results = [dataclasses.replace(r, latency=strategy_latency(m, shape, timer, traffic, images,
+                   concurrency=sizing.concurrency, requests=args.requests, arrivals=args.arrivals))
+                   for r, m in zip(results, configs, strict=True)]  # fmt: skip
     refused: dict[str, int] = {}
     for t in runs.traces:
         for reason, n in t.refusals:
@@ -180,5 +192,5 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
     report = Report(tuple(results), traffic.source, runs.load, runs.requests, shape.limits(), own.traits,
                     vision_efficiency(traffic.images(), images), images.buckets,
                     settings.skip_warmup, (kv_note, *notes), tuple(sorted(refused.items())),
-                    _time_model(timer), timer.step if timer else None)  # fmt: skip
+                    _time_model(timer), timer.step if timer and isinstance(timer.step, StepTime) else None)  # fmt: skip
     return Replayed(report, planned, yours is not None, runs, shape, own, timer)

@@ -43,6 +43,7 @@ from vllm_hpu_mm.logs.patterns import (
     size_bytes,
 )
 from vllm_hpu_mm.models.dims import ModelDims
+from vllm_hpu_mm.models.step_fit import FittedStep
 from vllm_hpu_mm.plan import text_cost, vision_cost
 from vllm_hpu_mm.plan.costs import COST_FIELDS, CostProfile
 from vllm_hpu_mm.values import DEFAULT_BUCKETS, GIB, MIB
@@ -192,12 +193,23 @@ class Calibration:
     model: str | None
     backend: str | None
     device: str | None
+    #: A step-time model fitted on the server's own timings (``--metrics``), when given.
+    step_time: FittedStep | None = None
 
     @property
     def measured_anything(self) -> bool:
         return (
-            bool(self.profile.measured) or self.free_after_load_bytes is not None or self.cuda_graph_bytes is not None
+            bool(self.profile.measured)
+            or self.free_after_load_bytes is not None
+            or self.cuda_graph_bytes is not None
+            or self.step_time is not None
         )
+
+    def with_step_time(self, step: FittedStep) -> Calibration:
+        """This calibration with a step-time fit added (a report row saying what it rests on)."""
+        row = ("step_time", f"{1000 * step.overhead_s:.2f} ms", f"measured: {step.describe()}; per token "
+               f"{1e6 * step.token_s:.1f} us, API server {1000 * step.frontend_s:.1f} ms per request")  # fmt: skip
+        return dataclasses.replace(self, step_time=step, rows=(row, *self.rows))
 
 
 def _prompt_factor(log: WarmupLog, m: ModelDims, dtype: int, tp: int) -> tuple[float, str] | None:

@@ -1,4 +1,5 @@
-"""The memory-cost profile file, written: what ``memory calibrate`` measured from a warm-up log, as JSON. The plan
+"""The memory-cost profile file, written: what ``memory calibrate`` measured from a warm-up log (and a step-time fit
+from a server's ``/metrics``), as JSON. The plan
 reads it back (:mod:`vllm_hpu_mm.plan.profile`)."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from typing import Any
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.logs.calibrate import Calibration
+from vllm_hpu_mm.models.step_fit import step_to_dict
 from vllm_hpu_mm.plan.costs import COST_FIELDS
 from vllm_hpu_mm.plan.profile import PROFILE_VERSION
 
@@ -28,6 +30,7 @@ def profile_dict(c: Calibration) -> dict[str, Any]:
         "free_after_load_bytes": c.free_after_load_bytes,
         "cuda_graph_bytes": c.cuda_graph_bytes,
         "cuda_capture_sizes": c.cuda_capture_sizes,
+        "step_time": None if c.step_time is None else step_to_dict(c.step_time),
     }
 
 

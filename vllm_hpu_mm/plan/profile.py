@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.models.step_fit import FittedStep, step_from_dict
 from vllm_hpu_mm.plan.costs import COST_FIELDS, CostProfile
 
 __all__ = ["PROFILE_VERSION", "Profile", "default_profile_path", "load_profile"]
@@ -29,6 +30,8 @@ class Profile:
     device: str | None
     model: str | None
     free_after_load_bytes: int | None
+    #: The step-time model fitted on the user's server (``memory calibrate --metrics``), when the profile has one.
+    step_time: FittedStep | None = None
 
 
 def load_profile(path: Path, flag: str = "--profile") -> Profile:
@@ -55,5 +58,7 @@ def load_profile(path: Path, flag: str = "--profile") -> Profile:
     free = data.get("free_after_load_bytes")
     if free is not None and (not isinstance(free, int) or free < 0):
         raise ConfigError(f"{flag} {path}: free_after_load_bytes={free!r}; accepted: a non-negative integer or null")
+    step = data.get("step_time")
+    step_time = None if step is None else step_from_dict(step, f"{flag} {path}")
     return Profile(path, CostProfile(**costs, measured=measured, source=str(data.get("source", path))),  # type: ignore[arg-type]
-                   data.get("runtime"), data.get("device"), data.get("model"), free)  # fmt: skip
+                   data.get("runtime"), data.get("device"), data.get("model"), free, step_time)  # fmt: skip

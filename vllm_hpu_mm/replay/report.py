@@ -10,6 +10,7 @@ from typing import Any
 
 from vllm_hpu_mm.buckets.planner import Evaluation
 from vllm_hpu_mm.models.step_time import StepTime, interval_dict, time_interval_lines
+from vllm_hpu_mm.replay.latency import Latency, latency_dict
 from vllm_hpu_mm.replay.run import ReplayResult
 from vllm_hpu_mm.replay.scheduler import REFUSALS
 from vllm_hpu_mm.replay.timing import PHASES, TimeResult
@@ -138,6 +139,7 @@ def result_dict(res: ReplayResult, report: Report) -> dict[str, Any]:
         "decode_block_efficiency": round(res.decode_blocks.value, 4),
         "warmup_seconds_estimate": 0.0 if report.skip_warmup else _seconds(report, res),
         **timed,
+        **({"latency_per_load": [latency_dict(x) for x in res.latency]} if res.latency else {}),
     }
 
 
@@ -204,9 +206,41 @@ def _time_rows(r: Report, row: Any) -> None:
         [f"{_ms(t.added_ttft[0])} / {_ms(t.added_ttft[1])}" for t in tot if t is not None])  # fmt: skip
     row("added per-token p50 / p99 (worst load)",
         [f"{_ms(t.added_tpot[0])} / {_ms(t.added_tpot[1])}" for t in tot if t is not None])  # fmt: skip
+    _latency_rows(results, row)
     if r.traits.warmup_era:
         row("compile stalls at run time", [f"{_compile_stalls(r, x) or 0:.0f} s" for x in results])
         row("first-use stalls, VLLM_SKIP_WARMUP", [f"{_first_use_stalls(r, x) or 0:.0f} s" for x in results])
+
+
+#: Loads whose whole latencies the table shows (the JSON has every one): the first, the middle and the last.
+_SHOWN_LOADS = 3
+
+
+def _latency_rows(results: tuple[ReplayResult, ...], row: Any) -> None:
+    """Whole latencies per load, each configuration on its own schedule, with the time model's interval."""
+    loads = results[0].latency
+    if not loads:
+        return
+    shown = sorted({0, len(loads) // 2, len(loads) - 1}) if len(loads) > _SHOWN_LOADS else range(len(loads))
+
+    def cell(x: Latency | None, what: str) -> str:
+        if x is None:
+            return "-"
+        if what == "ttft":
+            return f"{_ms(x.ttft[0])} / {_ms(x.ttft[2])}"
+        if what == "tpot":
+            return f"{_ms(x.tpot[0])} / {_ms(x.tpot[2])}"
+        if what == "e2el":
+            return f"{x.e2el[0]:.2f} / {x.e2el[2]:.2f} s"
+        return f"{x.request_throughput:.2f} / {x.output_throughput:.0f}"
+
+    for k in shown:
+        load = loads[k]
+        band = f" (±{load.interval:.0%})" if load.interval is not None else ""
+        for what, name in (("ttft", "TTFT p50 / p99"), ("tpot", "TPOT p50 / p99"), ("e2el", "E2EL p50 / p99"),
+                           ("rate", "req/s / output tok/s")):  # fmt: skip
+            row(f"{name}{band}, {load.load}",
+                [cell(x.latency[k] if k < len(x.latency) else None, what) for x in results])  # fmt: skip
 
 
 def body_lines(r: Report) -> list[str]:
@@ -246,6 +280,10 @@ def body_lines(r: Report) -> list[str]:
         lines.append(f"time: {r.time_model}")
     if r.step is not None:
         lines += time_interval_lines(r.step, [(x.label, t.padded_s) for x in r.results if (t := totals(x))])
+    if r.results and r.results[0].latency:
+        evidence = r.results[0].latency[0].evidence or "an estimate"
+        lines.append("whole latencies (TTFT, TPOT, E2EL, throughput): each configuration scheduled again on its own "
+                     f"buckets' step times, queueing included; {evidence}")  # fmt: skip
     if (w := _warmup(r, None)) is not None:
         held = w.era.heldout_error
         error = f"held-out error ±{held:.0%}" if held is not None else "no held-out log"

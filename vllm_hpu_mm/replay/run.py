@@ -20,6 +20,7 @@ import math
 from collections.abc import Sequence
 
 from vllm_hpu_mm.engine import GraphRun, TextLookup
+from vllm_hpu_mm.replay.latency import Latency
 from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Trace
 from vllm_hpu_mm.replay.timing import Timer, TimeResult, TraceClock
 
@@ -59,6 +60,9 @@ class ReplayResult:
     times: tuple[TimeResult, ...] = ()
     #: The shapes warmed at start-up, (phase, shape) sorted: what the warm-up time depends on.
     warmed_shapes: tuple[tuple[str, Shape], ...] = ()
+    #: Whole latencies per load on the configuration's own schedule (its steps at its buckets' shapes), when the
+    #: replay ran in time (:mod:`vllm_hpu_mm.replay.whole`).
+    latency: tuple[Latency, ...] = ()
 
     @property
     def compiles_by_phase(self) -> tuple[int, int]:

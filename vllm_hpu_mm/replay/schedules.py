@@ -24,7 +24,7 @@ from vllm_hpu_mm.models.step_time import has_time_model, step_time
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, aligned_size, native_size, patch_count
 from vllm_hpu_mm.replay.run import ReplayResult, replay
 from vllm_hpu_mm.replay.scheduler import Arrivals, Prompt, Trace, simulate
-from vllm_hpu_mm.replay.timing import Timer
+from vllm_hpu_mm.replay.timing import Clocked, Timer
 from vllm_hpu_mm.runtimes.base import RuntimeModel
 from vllm_hpu_mm.traffic.default import default_text
 from vllm_hpu_mm.traffic.requests import Size, Traffic
@@ -154,7 +154,7 @@ def timer_for(model: ModelDims, device: str, *, block_size: int, tensor_parallel
 
 def schedules(traffic: Traffic, limits: EngineShape, images: Images, *, concurrency: int | None,
               requests: int = DEFAULT_REQUESTS, seed: int = 0, arrivals: Arrivals | None = None,
-              timer: Timer | None = None, drain: bool = True) -> Schedules:  # fmt: skip
+              timer: Clocked | None = None, drain: bool = True) -> Schedules:  # fmt: skip
     """The traffic's schedule: under ``arrivals`` (a rate or a profile over time), at ``concurrency`` (else the
     traffic's running requests) or, with none, one per load level (:func:`load_levels`), each weighing the same.
     Every schedule keeps the drain (``drain``) and, with a ``timer``, runs on its clock."""

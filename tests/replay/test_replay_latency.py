@@ -1,0 +1,113 @@
+"""Whole latencies from a schedule: TTFT, TPOT, ITL and E2EL are what the steps cost, queueing included; a padding
+strategy on its own clock queues more; one forward of prefill and decode pays one overhead."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tests.replay.test_replay_timing import TIMER, Lookup
+from vllm_hpu_mm.engine import EngineShape
+from vllm_hpu_mm.models.step_fit import FittedStep
+from vllm_hpu_mm.replay.latency import StepClock, latency_dict, latency_of, padded_clock, real_clock
+from vllm_hpu_mm.replay.probe import fitted_timer
+from vllm_hpu_mm.replay.scheduler import Arrivals, Prompt, simulate
+
+LIMITS = EngineShape(
+    max_num_seqs=2, max_num_batched_tokens=4096, max_model_len=8192, block_size=128, num_kv_blocks=1000
+)
+#: One forward costs 10 ms, each token 1 ms more: easy sums.
+STEP = FittedStep(block_size=128, overhead_s=0.01, token_s=0.001, sequence_s=0.0, chunk_s=0.0, pair_s=0.0, image_s=0.0,
+                  patch_s=0.0, frontend_s=0.005, source="test", samples=10, interval=0.1)  # fmt: skip
+
+
+def clock() -> StepClock:
+    return real_clock(fitted_timer(STEP), unified=True)
+
+
+def run(prompts: list[Prompt], load: int | Arrivals, c: StepClock, limits: EngineShape = LIMITS):  # type: ignore[no-untyped-def]
+    trace = simulate(prompts, limits, load, clock=c.clock, vision_clock=c.vision_clock)
+    return trace, latency_of([trace], c, load="test", frontend_s=STEP.frontend_s, interval=STEP.interval)
+
+
+def test_one_request_costs_its_prefill_then_one_decode_step_per_token() -> None:
+    _, x = run([Prompt(100, 5)], 1, clock())
+    prefill, decode = 0.01 + 0.1, 0.01 + 0.001
+    assert x.ttft[0] == pytest.approx(prefill + 0.005)
+    assert x.tpot[0] == pytest.approx(decode)
+    assert x.itl == pytest.approx((decode,) * 3)
+    assert x.e2el[0] == pytest.approx(0.005 + prefill + 4 * decode)
+    assert x.request_throughput == pytest.approx(1 / x.e2el[0])
+    assert x.output_throughput == pytest.approx(5 / x.e2el[0])
+    assert latency_dict(x)["ttft_ms"]["p50"] == pytest.approx(1000 * x.ttft[0], abs=1e-3)
+
+
+def test_a_request_that_waits_for_a_slot_waits_in_its_ttft() -> None:
+    one = EngineShape(
+        max_model_len=8192, max_num_seqs=1, max_num_batched_tokens=4096, block_size=128, num_kv_blocks=1000
+    )
+    _, x = run([Prompt(100, 5), Prompt(100, 5)], 2, clock(), one)
+    first = 0.11 + 4 * 0.011
+    # the second arrived with the first, ran after it finished
+    assert x.ttft[2] == pytest.approx(first + 0.11 + 0.005)
+    assert x.ttft[0] == pytest.approx(0.11 + 0.005)
+
+
+def test_a_mixed_step_pays_one_overhead_and_every_decoded_token_sees_it() -> None:
+    # two clients, the second prompt longer: its prefill runs beside the first's decode for one step
+    c = clock()
+    trace, x = run([Prompt(10, 4), Prompt(10, 4)], 2, c)
+    groups = c.step_seconds(trace)
+    # both prefills in one forward: 10 ms + 20 tokens; then decodes of 2: 10 ms + 2 tokens
+    assert groups[0][0] == pytest.approx(0.03)
+    assert groups[0][1:] == (1, 0)
+    assert all(s == pytest.approx(0.012) for s, _, d in groups[1:] if d == 2)
+    separate = StepClock(c.decode, c.prefill, c.vision, c.overhead_s, unified=False)
+    assert separate.clock(trace.events[0]) == pytest.approx(0.03)
+    assert x.itl[0] == pytest.approx(0.012)
+
+
+def test_poisson_arrivals_are_timed_from_their_arrival() -> None:
+    trace, x = run(
+        [Prompt(50, 3)] * 20,
+        Arrivals(rate=2.0, seed=3),
+        clock(),
+        EngineShape(
+            max_model_len=8192, max_num_seqs=8, max_num_batched_tokens=4096, block_size=128, num_kv_blocks=1000
+        ),
+    )
+    arrivals = [s.arrival_s for s in trace.spans]
+    assert min(arrivals) > 0
+    assert len(set(arrivals)) == 20
+    # far below saturation: most requests find the engine idle (one prefill plus the API server); one that arrives
+    # during a step waits for its end and shares the next with the others that came meanwhile
+    assert x.ttft[0] == pytest.approx(0.01 + 0.05 + 0.005)
+    assert 0.065 < x.ttft[2] < 0.065 + 3 * 0.061
+    assert 1.0 < x.request_throughput < 3.0
+
+
+def test_a_padding_strategy_on_its_own_clock_is_slower_and_queues_more() -> None:
+    prompts = [Prompt(300, 40)] * 12
+    exact = padded_clock(TIMER, Lookup())
+    padded = padded_clock(TIMER, Lookup(pad_blocks=400))
+    _, fast = run(
+        prompts,
+        6,
+        exact,
+        EngineShape(
+            max_model_len=8192, max_num_seqs=6, max_num_batched_tokens=4096, block_size=128, num_kv_blocks=1000
+        ),
+    )
+    _, slow = run(
+        prompts,
+        6,
+        padded,
+        EngineShape(
+            max_model_len=8192, max_num_seqs=6, max_num_batched_tokens=4096, block_size=128, num_kv_blocks=1000
+        ),
+    )
+    assert slow.tpot[0] > fast.tpot[0]
+    assert slow.e2el[1] > fast.e2el[1]
+    assert slow.request_throughput < fast.request_throughput
+    assert not math.isnan(slow.itl[2])

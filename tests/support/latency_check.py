@@ -1,0 +1,212 @@
+"""Drive a running vLLM server with vLLM's own client (``vllm.benchmarks.serve``), fit the step model on probe runs
+and compare the replay's prediction with held-out runs: shared by ``benchmarks/performance/server_latency.py`` and
+``tests/e2e/test_latency.py``.
+
+The split is fixed before any fit: the probe runs (:func:`probe`: concurrency 1 for prefill, 1/half/full batch for
+decode, two image sizes) fit the step model; the bench runs (:func:`bench_at_rates`: Poisson arrivals at rates set
+from the fitted model's saturation, and all at once) are only predicted and measured.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from vllm_hpu_mm.buckets.packing import bucket_for
+from vllm_hpu_mm.engine import EngineShape
+from vllm_hpu_mm.models.step_fit import FittedStep, fit_step
+from vllm_hpu_mm.preprocess.align import aligned_size, patch_count
+from vllm_hpu_mm.replay.latency import Latency
+from vllm_hpu_mm.replay.probe import BenchRun, engine_limits, predict, probe_observations
+from vllm_hpu_mm.traffic.metrics import families, read_exposition
+
+#: vllm bench serve's percentiles, as the replay reports them.
+PERCENTILES = "50,90,99"
+PROMPT_TOKENS = "vllm:prompt_tokens"
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A running server and the engine numbers it runs with."""
+
+    base_url: str
+    served_model: str
+    model_dir: Path
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    max_model_len: int
+    block_size: int
+    num_kv_blocks: int
+    #: The server's vision buckets (patches), when it pads images to them.
+    vision_buckets: tuple[int, ...] = ()
+    workdir: Path = Path(".")
+
+    def limits(self) -> EngineShape:
+        return engine_limits(max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
+                             max_model_len=self.max_model_len, block_size=self.block_size,
+                             num_kv_blocks=self.num_kv_blocks)  # fmt: skip
+
+    def patches(self, width: int, height: int) -> int:
+        """Patches the tower runs for one image (our aligned processor; padded to the server's bucket)."""
+        h, w = aligned_size(height, width)
+        p = patch_count(h, w)
+        return (bucket_for(p, self.vision_buckets) or p) if self.vision_buckets else p
+
+
+@dataclasses.dataclass(frozen=True)
+class Traffic:
+    """One run's requests: text (random prompts, /v1/completions) or one image each (random-mm, chat)."""
+
+    input_len: int
+    output_len: int
+    image: tuple[int, int] | None = None
+    range_ratio: float = 0.0
+
+    def describe(self) -> str:
+        what = f"image {self.image[0]}x{self.image[1]} + " if self.image else ""
+        spread = f" ±{self.range_ratio:.0%}" if self.range_ratio else ""
+        return f"{what}{self.input_len}{spread} prompt tokens, {self.output_len} out"
+
+
+def _prompt_tokens(target: Target) -> float:
+    fams = families(read_exposition(target.base_url + "/metrics"), "/metrics")
+    return float(sum(s.value for f in fams if f.name == PROMPT_TOKENS for s in f.samples if s.name.endswith("_total")))
+
+
+def run_bench(target: Target, traffic: Traffic, *, name: str, requests: int, concurrency: int | None = None,
+              rate: float | None = None, seed: int = 0) -> BenchRun:  # fmt: skip
+    """One ``vllm bench serve`` run (its result saved under ``target.workdir``); the server's prompt tokens read
+    from /metrics around it."""
+    from vllm.benchmarks.serve import add_cli_args, main
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    argv = ["--base-url", target.base_url, "--model", target.served_model, "--tokenizer", str(target.model_dir),
+            "--num-prompts", str(requests), "--request-rate", "inf" if rate is None else f"{rate:.4f}",
+            "--seed", str(seed), "--ignore-eos", "--disable-tqdm", "--save-result", "--save-detailed",
+            "--result-dir", str(target.workdir), "--result-filename", f"{name}.json",
+            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", PERCENTILES,
+            "--random-input-len", str(traffic.input_len), "--random-output-len", str(traffic.output_len),
+            "--random-range-ratio", str(traffic.range_ratio)]  # fmt: skip
+    if concurrency is not None:
+        argv += ["--max-concurrency", str(concurrency)]
+    patches: tuple[int, ...] = ()
+    if traffic.image is None:
+        argv += ["--backend", "openai", "--endpoint", "/v1/completions", "--dataset-name", "random"]
+    else:
+        w, h = traffic.image
+        argv += ["--backend", "openai-chat", "--endpoint", "/v1/chat/completions", "--dataset-name", "random-mm",
+                 "--random-mm-base-items-per-request", "1", "--random-mm-num-mm-items-range-ratio", "0",
+                 "--random-mm-limit-mm-per-prompt", '{"image": 1, "video": 0}',
+                 "--random-mm-bucket-config", f"{{({h}, {w}, 1): 1.0}}"]  # fmt: skip
+        patches = (target.patches(w, h),)
+    parser = FlexibleArgumentParser()  # type: ignore[no-untyped-call]
+    add_cli_args(parser)
+    args = parser.parse_args(argv)
+    before = _prompt_tokens(target)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        result = main(args)
+    (target.workdir / f"{name}.log").write_text(out.getvalue())
+    served = _prompt_tokens(target) - before
+    ok = [n for n, e in zip(result["input_lens"], result["errors"], strict=True) if not e]
+    # the server also counts failed requests' prompts: the offset is taken over what it billed per request sent
+    offset = served / max(1, len(result["input_lens"])) - sum(result["input_lens"]) / max(1, len(result["input_lens"]))
+    if not ok:
+        raise RuntimeError(f"bench run {name}: every request failed: {result['errors'][:3]}")
+    return BenchRun(result, concurrency, max(0.0, offset), patches)
+
+
+def probe(target: Target, *, requests: int) -> list[BenchRun]:
+    """The probe runs the step model is fitted on (``requests`` per run, at least 4)."""
+    n = max(4, requests)
+    budget = min(target.max_num_batched_tokens, target.max_model_len) // 2  # one chunk each
+    runs = [run_bench(target, Traffic(budget // 2, 16, range_ratio=0.9), name="probe-prefill", requests=n,
+                      concurrency=1)]  # fmt: skip
+    for c in sorted({max(1, target.max_num_seqs // 2), target.max_num_seqs}):
+        runs.append(run_bench(target, Traffic(64, 48), name=f"probe-decode-{c}", requests=max(n, 2 * c),
+                              concurrency=c))  # fmt: skip
+    for side in (224, 448):
+        runs.append(run_bench(target, Traffic(32, 8, image=(side, side)), name=f"probe-image-{side}",
+                              requests=max(2, n // 2), concurrency=1))  # fmt: skip
+    return runs
+
+
+def fit(target: Target, runs: Sequence[BenchRun]) -> FittedStep:
+    obs = probe_observations(runs)
+    return fit_step(obs, block_size=target.block_size,
+                    source=f"{len(runs)} probe runs of vllm bench serve on {target.base_url}")  # fmt: skip
+
+
+def measured(run: BenchRun) -> dict[str, float]:
+    """vllm bench serve's own figures of a run (ms, requests/s, tokens/s)."""
+    r = run.result
+    keys = [f"{s}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el") for s in ("p50", "p90", "p99", "mean")]
+    out = {k: float(r[k]) for k in keys if k in r}
+    out |= {"request_throughput": float(r["request_throughput"]), "output_throughput": float(r["output_throughput"]),
+            "completed": float(r["completed"]), "failed": float(r.get("failed", 0)),
+            "duration_s": float(r["duration"])}  # fmt: skip
+    return out
+
+
+def predicted(x: Latency) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for m, values in (("ttft", x.ttft), ("tpot", x.tpot), ("itl", x.itl), ("e2el", x.e2el)):
+        for s, v in zip(("p50", "p90", "p99"), values, strict=True):
+            out[f"{s}_{m}_ms"] = 1000 * v
+    return out | {"mean_ttft_ms": 1000 * x.mean_ttft, "mean_tpot_ms": 1000 * x.mean_tpot,
+                  "request_throughput": x.request_throughput, "output_throughput": x.output_throughput}  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One held-out bench run: its load, what vllm bench measured and what the replay predicted."""
+
+    name: str
+    traffic: str
+    rate: float | None
+    measured: dict[str, float]
+    predicted: dict[str, float]
+
+    def error(self, key: str) -> float:
+        m = self.measured.get(key, math.nan)
+        return self.predicted.get(key, math.nan) / m - 1 if m else math.nan
+
+
+def saturation(target: Target, step: FittedStep, prompts_of: BenchRun) -> float:
+    """The predicted most requests/s the server completes for this traffic (every request at once)."""
+    prompts = prompts_of.prompts()
+    return predict(prompts, target.limits(), step, rate=None, load="all at once").request_throughput
+
+
+def bench_at_rates(target: Target, step: FittedStep, traffic: Traffic, *, name: str, requests: int,
+                   shares: Sequence[float]) -> list[Row]:  # fmt: skip
+    """Held-out runs: all at once (the saturation rate), then Poisson arrivals at each share of the predicted
+    saturation rate; each predicted from its own requests."""
+    rows = []
+    burst = run_bench(target, traffic, name=f"{name}-inf", requests=requests)
+    limits = target.limits()
+    sat = predict(burst.prompts(), limits, step, rate=None, load="all at once")
+    rows.append(Row(f"{name}-inf", traffic.describe(), None, measured(burst), predicted(sat)))
+    for k, share in enumerate(shares):
+        rate = share * sat.request_throughput
+        run = run_bench(target, traffic, name=f"{name}-{share:g}", requests=requests, rate=rate, seed=k + 1)
+        x = predict(run.prompts(), limits, step, rate=rate, load=f"Poisson {rate:.3g}/s")
+        rows.append(Row(f"{name}-{share:g}", traffic.describe(), rate, measured(run), predicted(x)))
+    return rows
+
+
+def rows_json(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    return [{"name": r.name, "traffic": r.traffic, "request_rate": r.rate, "measured": r.measured,
+             "predicted": {k: round(v, 4) for k, v in r.predicted.items()},
+             "error": {k: round(r.error(k), 4) for k in r.predicted if k in r.measured}} for r in rows]  # fmt: skip
+
+
+def save_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")

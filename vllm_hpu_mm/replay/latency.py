@@ -1,0 +1,201 @@
+"""Whole latencies from a schedule in time: what a user of the server measures (``vllm bench serve``'s figures),
+queueing included, for one load.
+
+- **TTFT**: a request's first token less its arrival, plus the API server's own time (``frontend_s``);
+- **TPOT**: (end-to-end less TTFT) / (output tokens - 1), per request with more than one token (vllm bench's
+  definition); **ITL**: the gap between two tokens of a request, pooled over every token after a first (each decode
+  step is one gap of its whole duration, for every sequence it decodes);
+- **E2EL**: a request's last token less its arrival, plus ``frontend_s``;
+- request and output-token throughput over the run (first arrival to last answer).
+
+Each schedule runs on its own clock (:class:`StepClock`): the step priced at the shape the runtime runs, padded
+buckets for a Gaudi strategy (each strategy queues at its own speed), the real shapes on a runtime without buckets
+(CPU, CUDA eager). A runtime that runs a step's prefill and decode in one forward (vLLM V1's model runner) pays one
+step overhead for both; vllm-gaudi runs each phase as its own graph. The scheduler prices a step's decode and its
+prefill chunks in two calls (decode first): the clock merges them when the prefill call follows a one-step decode
+(a decode-only stretch that ends in a one-step run right before a prefill-only step is then merged too: rare, one
+overhead).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from vllm_hpu_mm.engine import PrefillChunk, TextLookup
+from vllm_hpu_mm.replay.scheduler import DecodeRun, Trace
+from vllm_hpu_mm.replay.timing import Timer, percentile
+
+__all__ = ["QUANTILES", "Latency", "StepClock", "latency_dict", "latency_of", "padded_clock", "real_clock"]
+
+#: The quantiles reported, as vllm bench serve's --metric-percentiles 50,90,99.
+QUANTILES = (0.5, 0.9, 0.99)
+
+
+@dataclasses.dataclass
+class StepClock:
+    """Prices a schedule's steps (the scheduler's ``clock`` and ``vision_clock``) and re-prices a finished trace
+    step by step (:meth:`step_seconds`). ``decode``/``prefill`` price one forward of a phase; ``overhead_s`` is the
+    fixed part of one forward, paid once per step when ``unified``."""
+
+    decode: Callable[[int, int], float]
+    prefill: Callable[[tuple[PrefillChunk, ...]], float]
+    vision: Callable[[int], float]
+    overhead_s: float
+    unified: bool
+    _pending: bool = False
+
+    def clock(self, event: object) -> float:
+        if isinstance(event, DecodeRun):
+            self._pending = self.unified and event.steps == 1
+            return self.decode(event.sequences, event.blocks)
+        merged = self._pending
+        self._pending = False
+        seconds = self.prefill(event)  # type: ignore[arg-type]
+        return max(0.0, seconds - self.overhead_s) if merged else seconds
+
+    def vision_clock(self, tokens: int) -> float:
+        return self.vision(tokens)
+
+    def step_seconds(self, trace: Trace) -> list[tuple[float, int, int]]:
+        """(seconds per step, steps, sequences decoding in each) for every group of steps of ``trace``, in order."""
+        images: dict[int, float] = {}
+        for step, tokens in trace.encoded:
+            images[step] = images.get(step, 0.0) + self.vision(tokens)
+        out: list[tuple[float, int, int]] = []
+        i, n = 0, len(trace.events)
+        starts = trace.starts if len(trace.starts) == n else tuple(range(n))
+        while i < n:
+            start, event = starts[i], trace.events[i]
+            if isinstance(event, DecodeRun) and event.steps > 1:
+                out.append((self.decode(event.sequences, event.blocks), event.steps, event.sequences))
+                i += 1
+                continue
+            seconds, decoding, parts = images.get(start, 0.0), 0, 0
+            while i < n and starts[i] == start:
+                e = trace.events[i]
+                if isinstance(e, DecodeRun):
+                    seconds += self.decode(e.sequences, e.blocks)
+                    decoding += e.sequences
+                else:
+                    seconds += self.prefill(e)
+                parts += 1
+                i += 1
+            if self.unified and parts > 1:
+                seconds -= (parts - 1) * self.overhead_s
+            out.append((max(0.0, seconds), 1, decoding))
+        return out
+
+
+def real_clock(timer: Timer, *, unified: bool) -> StepClock:
+    """Every step at its real shape (a runtime without buckets, or the replay's common schedule)."""
+    step = timer.step
+    return StepClock(step.decode_s, timer.prefill_real, timer.vision_clock, step.prefill_s(0, 0, 0), unified)
+
+
+def padded_clock(timer: Timer, lookup: TextLookup) -> StepClock:
+    """Every step at the shapes ``lookup`` (one strategy's buckets) runs it, each phase its own forward; images at
+    their vision bucket. The lookup is the clock's own (a fallback it compiles stays)."""
+
+    def prefill(chunks: tuple[PrefillChunk, ...]) -> float:
+        return sum(timer.prefill_padded(r)[0] for r in lookup.prefill(chunks))
+
+    def decode(sequences: int, blocks: int) -> float:
+        return timer.decode_padded(lookup.decode(sequences, blocks))
+
+    return StepClock(decode, prefill, lambda t: timer.vision(t)[1], timer.step.prefill_s(0, 0, 0), False)
+
+
+@dataclasses.dataclass(frozen=True)
+class Latency:
+    """What a user measures at one load (seconds; quantiles as :data:`QUANTILES`)."""
+
+    load: str
+    requests: int
+    ttft: tuple[float, ...]
+    tpot: tuple[float, ...]
+    itl: tuple[float, ...]
+    e2el: tuple[float, ...]
+    #: Mean TTFT and TPOT (vllm bench prints both).
+    mean_ttft: float
+    mean_tpot: float
+    duration_s: float
+    request_throughput: float
+    output_throughput: float
+    #: The relative interval of every figure: the step model's (None: a public-data estimate without one).
+    interval: float | None = None
+    evidence: str = ""
+
+
+def _weighted(values: Sequence[tuple[float, int]], q: float) -> float:
+    """The nearest-rank ``q`` quantile of values with integer weights."""
+    items = sorted((v, w) for v, w in values if w > 0)
+    total = sum(w for _, w in items)
+    if not total:
+        return 0.0
+    rank, seen = max(1, -(-q * total // 1)), 0
+    for v, w in items:
+        seen += w
+        if seen >= rank:
+            return v
+    return items[-1][0]
+
+
+def latency_of(traces: Sequence[Trace], clock: StepClock, *, load: str, frontend_s: float = 0.0,
+               interval: float | None = None, evidence: str = "") -> Latency:  # fmt: skip
+    """The latencies of ``traces`` (one load, scheduled on ``clock``; several traces are seeds of the same load,
+    pooled: quantiles over all their requests, throughput their mean): see the module docstring."""
+    ttft: list[float] = []
+    e2el: list[float] = []
+    tpot: list[float] = []
+    itl: list[tuple[float, int]] = []
+    durations: list[tuple[float, int, int]] = []  # (seconds, requests, output tokens)
+    for trace in traces:
+        spans = trace.spans
+        ttft += [s.first_s - s.arrival_s + frontend_s for s in spans]
+        e2el += [s.finish_s - s.arrival_s + frontend_s for s in spans]
+        tpot += [(s.finish_s - s.first_s) / (s.output - 1) for s in spans if s.output > 1]
+        itl += [(seconds, steps * decoding) for seconds, steps, decoding in clock.step_seconds(trace)]
+        if spans:
+            duration = max(s.finish_s for s in spans) + frontend_s - min(s.arrival_s for s in spans)
+            durations.append((duration, len(spans), sum(s.output for s in spans)))
+    timed = [d for d in durations if d[0] > 0]
+    return Latency(
+        load=load,
+        requests=sum(n for _, n, _ in durations),
+        ttft=tuple(percentile(ttft, q) for q in QUANTILES),
+        tpot=tuple(percentile(tpot, q) for q in QUANTILES),
+        itl=tuple(_weighted(itl, q) for q in QUANTILES),
+        e2el=tuple(percentile(e2el, q) for q in QUANTILES),
+        mean_ttft=sum(ttft) / len(ttft) if ttft else 0.0,
+        mean_tpot=sum(tpot) / len(tpot) if tpot else 0.0,
+        duration_s=sum(d for d, _, _ in timed) / len(timed) if timed else 0.0,
+        request_throughput=sum(n / d for d, n, _ in timed) / len(timed) if timed else 0.0,
+        output_throughput=sum(o / d for d, _, o in timed) / len(timed) if timed else 0.0,
+        interval=interval,
+        evidence=evidence,
+    )
+
+
+def latency_dict(x: Latency) -> dict[str, Any]:
+    """One load's latencies as JSON: milliseconds for the per-request figures, as vllm bench serve saves them."""
+
+    def ms(values: tuple[float, ...]) -> dict[str, float]:
+        return {f"p{round(100 * q)}": round(1000 * v, 3) for q, v in zip(QUANTILES, values, strict=True)}
+
+    return {
+        "load": x.load,
+        "requests": x.requests,
+        "ttft_ms": ms(x.ttft),
+        "tpot_ms": ms(x.tpot),
+        "itl_ms": ms(x.itl),
+        "e2el_ms": ms(x.e2el),
+        "mean_ttft_ms": round(1000 * x.mean_ttft, 3),
+        "mean_tpot_ms": round(1000 * x.mean_tpot, 3),
+        "duration_s": round(x.duration_s, 3),
+        "request_throughput": round(x.request_throughput, 4),
+        "output_throughput": round(x.output_throughput, 3),
+        "interval": None if x.interval is None else round(x.interval, 4),
+        "evidence": x.evidence,
+    }
