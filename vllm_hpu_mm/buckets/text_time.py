@@ -297,7 +297,7 @@ def _allocate(curves: Sequence[_Curve]) -> _Allocation:
     return _Allocation(best, tuple(picks))
 
 
-#: Packs a (batch, query) row into one sortable integer (both stay far below 2^31).
+#: Packs a (batch, query) row, or a (row, value) bucket, into one sortable integer (each stays far below 2^31).
 _PACK = 1 << 31
 
 
@@ -315,22 +315,50 @@ class LookupTable:
         self.query = np.array([k[1] for k in keys], dtype=np.int64)
         self.values = [np.array(sorted(rows[k]), dtype=np.int64) for k in keys]
         self.top = np.array([v[-1] for v in self.values], dtype=np.int64)
+        self._rows = self.batch * _PACK + self.query
+        #: Every bucket in sorted order (row index, value), packed: a shape's bucket is one search away once its row
+        #: is known.
+        self.row_of = np.repeat(np.arange(len(keys), dtype=np.int64), [len(v) for v in self.values])
+        self.value_of = np.concatenate(self.values) if self.values else np.zeros(0, dtype=np.int64)
+        self._flat = self.row_of * _PACK + self.value_of
+
+    def __len__(self) -> int:
+        return len(self._flat)
+
+    def bucket(self, i: int) -> tuple[int, int, int]:
+        """The bucket at index ``i`` of :meth:`index` (batch, query, value)."""
+        row = int(self.row_of[i])
+        return int(self.batch[row]), int(self.query[row]), int(self.value_of[i])
+
+    def index(self, b: _I, q: _I, c: _I) -> _I:
+        """Per shape (b, q, c), the index of the first bucket in sorted order covering it (-1: none does): the first
+        row at or after (b, q) whose batch, query and largest value hold it, there the smallest value at or above c.
+        Rows are tried one step at a time for the shapes the row before did not hold (most are held by their first)."""
+        n = len(self.values)
+        chosen = np.searchsorted(self._rows, b * _PACK + q)  # rows sort by (batch, query)
+        pending = np.flatnonzero(chosen < n)
+        while len(pending):  # at most n rounds: each moves a pending shape one row on
+            at = chosen[pending]
+            held = (self.batch[at] >= b[pending]) & (self.query[at] >= q[pending]) & (self.top[at] >= c[pending])
+            pending = pending[~held]
+            chosen[pending] += 1
+            pending = pending[chosen[pending] < n]
+        out = np.full(len(b), -1, dtype=np.int64)
+        found = chosen < n
+        out[found] = np.searchsorted(self._flat, chosen[found] * _PACK + c[found])
+        return out
 
     def find(self, b: _I, q: _I, c: _I) -> tuple[_I, _I, _I, npt.NDArray[np.bool_]]:
-        """Per shape (b, q, c), the first bucket in sorted order covering it: the first row at or after (b, q) whose
-        batch, query and largest value hold it, there the smallest value at or above c; and whether one does."""
-        start = np.searchsorted(self.batch * _PACK + self.query, b * _PACK + q)  # rows sort by (batch, query)
-        chosen = np.full(len(b), -1, dtype=np.int64)
-        for i in range(len(self.values)):
-            hit = (chosen < 0) & (start <= i) & (self.batch[i] >= b) & (self.query[i] >= q) & (self.top[i] >= c)
-            chosen[hit] = i
-        found = chosen >= 0
-        value = c.copy()
-        for i, vals in enumerate(self.values):
-            sel = chosen == i
-            value[sel] = vals[np.searchsorted(vals, c[sel])]
-        at = np.maximum(chosen, 0)
-        return np.where(found, self.batch[at], b), np.where(found, self.query[at], q), value, found
+        """Per shape (b, q, c), the first bucket in sorted order covering it (:meth:`index`), its own shape where
+        none does, and whether one does."""
+        i = self.index(b, q, c)
+        found = i >= 0
+        if not len(self):
+            return b.copy(), q.copy(), c.copy(), found
+        at = np.maximum(i, 0)
+        row = self.row_of[at]
+        return (np.where(found, self.batch[row], b), np.where(found, self.query[row], q),
+                np.where(found, self.value_of[at], c), found)  # fmt: skip
 
 
 def lookup(
@@ -412,10 +440,17 @@ def _seconds(axes: PhaseAxes, rows: Sequence[int], values: Sequence[Sequence[int
              weight: _F) -> float:  # fmt: skip
     """The weighted seconds of the shapes in their buckets (a shape no bucket holds, beyond the limits, runs at its
     own shape: charged so)."""
-    rows_of, values_of, _ = lookup(rows, values, first, second)
-    pairs, inverse = np.unique(rows_of * (1 << 32) + values_of, return_inverse=True)
-    t = np.array([axes.time(int(p >> 32), int(p & ((1 << 32) - 1))) for p in pairs.tolist()])
-    return float(np.dot(weight, t[inverse]))
+    table = LookupTable([(r, 1, v) for r, vals in zip(rows, values, strict=True) for v in vals])
+    at = table.index(first, np.ones_like(first), second)
+    # each bucket priced once (a plan holds at most its budget's graphs; the shapes are thousands)
+    priced = np.array([axes.time(r, v) for r, v in zip(table.batch[table.row_of].tolist(), table.value_of.tolist(),
+                                                       strict=True)], dtype=np.float64)  # fmt: skip
+    t = priced[np.maximum(at, 0)] if len(priced) else np.zeros(len(at))
+    missed = np.flatnonzero(at < 0)
+    if len(missed):  # runs at its own shape
+        t[missed] = [axes.time(int(a), int(b)) for a, b in zip(first[missed].tolist(), second[missed].tolist(),
+                                                                strict=True)]  # fmt: skip
+    return float(np.dot(weight, t))
 
 
 @dataclasses.dataclass(frozen=True)
