@@ -344,6 +344,8 @@ def text_bucket_splits(
         raise BudgetTooSmall(f"text graph budget {budget} is too small to keep every shape within {GROSS_FACTOR}x "
                              f"its need; accepted: at least {least} graphs for these limits and traffic",
                              least)  # fmt: skip
+    prompts.reserve(splits[-1])
+    decodes.reserve(budget - splits[0])
     plans = [(prompts.best(g), decodes.best(budget - g)) for g in splits]
     # the split is judged on the traffic as planned and on the smoothed weights (the traffic shifted a little), each
     # split's seconds relative to the best split's on each, the least sum winning: judged on the traffic alone it

@@ -225,15 +225,18 @@ def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_va
     band = lo[:, None] + np.arange(width)[None, :]
     inside = band < np.arange(n)[:, None]
     band = np.minimum(band, n - 1)
+    # the weight between c[j] and c[i], in c[i], for every step j -> i of the band: the same for every count
+    span = np.where(inside, unit[:, None] * (prefix[:, None] - prefix[band]), INF)
+    rows_n = np.arange(n)
     choices: list[_I] = []
     costs: list[float] = []
     values: list[tuple[int, ...]] = []
     for m in range(1, min(max_values, n) + 1):
         if m > 1:
-            total = np.where(inside, cost[band] + unit[:, None] * (prefix[:, None] - prefix[band]), INF)
+            total = cost[band] + span
             best = np.argmin(total, axis=1)
-            cost = total[np.arange(n), best]
-            choices.append(band[np.arange(n), best])
+            cost = total[rows_n, best]
+            choices.append(band[rows_n, best])
         if not math.isfinite(cost[-1]):
             costs.append(INF)
             values.append(())
@@ -250,23 +253,67 @@ def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_va
     return _Curve(tuple([INF] * pad + costs), tuple([()] * pad + values))
 
 
-@dataclasses.dataclass(frozen=True)
 class _Allocation:
     """The exact allocation of graphs over rows' curves: ``best[g]`` the least cost with exactly ``g`` graphs (each
-    row at least one value), ``picks`` how many values each row takes on the way."""
+    row at least one value), ``picks`` how many values each row takes on the way. Worked out only up to the largest
+    budget asked (the totals above it never change the ones below)."""
 
-    best: _F
-    picks: tuple[_I, ...]
+    def __init__(self, curves: Sequence[_Curve]) -> None:
+        self.curves = tuple(curves)
+        self.graphs = sum(len(c.costs) for c in curves)
+        self._cap = -1
+        self._best: _F = np.zeros(0)
+        self._picks: tuple[_I, ...] = ()
+
+    @property
+    def least(self) -> int | None:
+        """The fewest graphs with a finite cost (each row its fewest finite values); None when there are none."""
+        firsts = [next((m for m, c in enumerate(curve.costs, start=1) if math.isfinite(c)), 0) for curve in self.curves]
+        return sum(firsts) if all(firsts) else None
+
+    @property
+    def best(self) -> _F:
+        return self._upto(self.graphs)[0]
+
+    def _upto(self, cap: int) -> tuple[_F, tuple[_I, ...]]:
+        """``best`` and ``picks`` for totals up to ``cap``. Each row's pass spans only the totals the rows before it
+        can reach (beyond them every cost is infinite); a row's counts are tried at once, the fewest values winning a
+        tie."""
+        if cap <= self._cap:
+            return self._best, self._picks
+        cap = min(self.graphs, max(cap, 2 * self._cap))  # budgets are asked in rising order: grow geometrically
+        best = np.full(cap + 1, INF)
+        best[0] = 0.0
+        reach = 0  # the most graphs the rows so far can take
+        picks: list[_I] = []
+        for curve in self.curves:
+            costs = np.array(curve.costs, dtype=np.float64)
+            most = len(costs)
+            end = min(reach + most, cap) + 1
+            # cand[m - 1, g]: the rows before with g - m graphs, this one with m values
+            src = np.arange(end)[None, :] - np.arange(1, most + 1)[:, None]
+            cand = np.where((src >= 0) & (src <= reach), best[np.clip(src, 0, min(reach, cap))] + costs[:, None], INF)
+            at = np.argmin(cand, axis=0)
+            low = cand[at, np.arange(end)]
+            best = np.full(cap + 1, INF)
+            pick = np.zeros(cap + 1, dtype=np.int64)
+            best[:end] = low
+            pick[:end] = np.where(np.isfinite(low), at + 1, 0)
+            reach += most
+            picks.append(pick)
+        self._cap, self._best, self._picks = cap, best, tuple(picks)
+        return self._best, self._picks
 
     def counts(self, budget: int) -> tuple[float, list[int]] | None:
         """The least cost within ``budget`` graphs and the values per row; None when none is finite."""
-        top = min(budget, len(self.best) - 1)
-        g = int(np.argmin(self.best[: top + 1]))
-        cost = float(self.best[g])
+        top = min(budget, self.graphs)
+        best, picks = self._upto(top)
+        g = int(np.argmin(best[: top + 1]))
+        cost = float(best[g])
         if not math.isfinite(cost):
             return None
         out = []
-        for pick in reversed(self.picks):
+        for pick in reversed(picks):
             m = int(pick[g])
             out.append(m)
             g -= m
@@ -274,27 +321,8 @@ class _Allocation:
 
 
 def _allocate(curves: Sequence[_Curve]) -> _Allocation:
-    """Values per row, for every total up to the curves' sum: exact over the curves. Each row's pass spans only the
-    totals the rows before it can reach (beyond them every cost is infinite: the work halves, the result stays)."""
-    graphs = sum(len(c.costs) for c in curves)
-    best = np.full(graphs + 1, INF)
-    best[0] = 0.0
-    reach = 0  # the most graphs the rows so far can take
-    picks: list[_I] = []
-    for curve in curves:
-        new = np.full(graphs + 1, INF)
-        pick = np.zeros(graphs + 1, dtype=np.int64)
-        for m, cost in enumerate(curve.costs, start=1):
-            if not math.isfinite(cost):
-                continue
-            cand = best[: reach + 1] + cost
-            seg, seg_pick = new[m : m + reach + 1], pick[m : m + reach + 1]
-            better = cand < seg
-            seg[better], seg_pick[better] = cand[better], m
-        reach += len(curve.costs)
-        best = new
-        picks.append(pick)
-    return _Allocation(best, tuple(picks))
+    """Values per row, for every total up to the curves' sum: exact over the curves (worked out as budgets ask)."""
+    return _Allocation(curves)
 
 
 #: Packs a (batch, query) row, or a (row, value) bucket, into one sortable integer (each stays far below 2^31).
@@ -487,28 +515,43 @@ class PhaseOptions:
     second: _I
     weight: _F
     candidates: tuple[tuple[tuple[int, ...], tuple[_Curve, ...], _Allocation], ...]
+    #: Each candidate's seconds for the values per row asked so far: a budget's plan is often another budget's.
+    _timed: dict[tuple[int, tuple[int, ...]], float] = dataclasses.field(default_factory=dict, compare=False,
+                                                                           repr=False)  # fmt: skip
+    _best: dict[int, PhasePlan] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @property
     def least(self) -> int:
         """The fewest graphs any plan of this phase needs under the ladder rules."""
-        finite = [int(np.argmax(np.isfinite(a.best))) for _, _, a in self.candidates if np.isfinite(a.best).any()]
+        finite = [least for _, _, a in self.candidates if (least := a.least) is not None]
         return min(finite, default=NO_LADDER)
+
+    def reserve(self, budget: int) -> None:
+        """Work out every allocation up to ``budget`` at once (the largest budget about to be asked)."""
+        for _, _, alloc in self.candidates:
+            alloc.counts(budget)
 
     def best(self, budget: int) -> PhasePlan:
         """The plan with the least modelled time of the phase's shapes within ``budget`` graphs (through the real
         lookup); :class:`ConfigError` when the ladders need more."""
+        if budget in self._best:
+            return self._best[budget]
         out: PhasePlan | None = None
-        for rows, curves, alloc in self.candidates:
+        for k, (rows, curves, alloc) in enumerate(self.candidates):
             got = alloc.counts(budget)
             if got is None:
                 continue
             values = tuple(c.values[m - 1] for c, m in zip(curves, got[1], strict=True))
-            seconds = _seconds(self.axes, rows, values, self.first, self.second, self.weight)
+            key = (k, tuple(got[1]))
+            if key not in self._timed:
+                self._timed[key] = _seconds(self.axes, rows, values, self.first, self.second, self.weight)
+            seconds = self._timed[key]
             if out is None or seconds < out.seconds - 1e-15:
                 out = PhasePlan(rows, values, seconds)
         if out is None:
             raise BudgetTooSmall(f"a budget of {budget} graphs for this phase cannot keep every shape within "
                                  f"{GROSS_FACTOR}x its need; accepted: at least {self.least}", self.least)  # fmt: skip
+        self._best[budget] = out
         return out
 
 
