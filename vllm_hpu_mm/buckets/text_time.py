@@ -464,10 +464,8 @@ def _binned(values: _I) -> _I:
     return out
 
 
-def _seconds(axes: PhaseAxes, rows: Sequence[int], values: Sequence[Sequence[int]], first: _I, second: _I,
-             weight: _F) -> float:  # fmt: skip
-    """The weighted seconds of the shapes in their buckets (a shape no bucket holds, beyond the limits, runs at its
-    own shape: charged so)."""
+def _times(axes: PhaseAxes, rows: Sequence[int], values: Sequence[Sequence[int]], first: _I, second: _I) -> _F:
+    """Each shape's seconds in its bucket (a shape no bucket holds, beyond the limits, runs at its own shape)."""
     table = LookupTable([(r, 1, v) for r, vals in zip(rows, values, strict=True) for v in vals])
     at = table.index(first, np.ones_like(first), second)
     # each bucket priced once (a plan holds at most its budget's graphs; the shapes are thousands)
@@ -478,7 +476,77 @@ def _seconds(axes: PhaseAxes, rows: Sequence[int], values: Sequence[Sequence[int
     if len(missed):  # runs at its own shape
         t[missed] = [axes.time(int(a), int(b)) for a, b in zip(first[missed].tolist(), second[missed].tolist(),
                                                                 strict=True)]  # fmt: skip
-    return float(np.dot(weight, t))
+    return t
+
+
+def _seconds(axes: PhaseAxes, rows: Sequence[int], values: Sequence[Sequence[int]], first: _I, second: _I,
+             weight: _F) -> float:  # fmt: skip
+    """The weighted seconds of the shapes in their buckets (a shape no bucket holds, beyond the limits, runs at its
+    own shape: charged so)."""
+    return float(np.dot(weight, _times(axes, rows, values, first, second)))
+
+
+#: Most rows' slices one :class:`_Pricer` keeps (a planning run asks a few thousand distinct ones per weight set).
+PRICED_ROWS = 1 << 14
+
+
+class _Pricer:
+    """One phase's weighted shapes priced in many plans: :func:`_seconds`'s figure, bit for bit, with each row's
+    slice of it kept. A shape's lookup starts at the first row at or above its first value; the shapes starting at
+    a row that its largest value holds (all but a few that spill onward) take their time from that row alone, so a
+    row's times are reused by every plan holding the same row, with the same row before it and the same values."""
+
+    def __init__(self, axes: PhaseAxes, first: _I, second: _I, weight: _F) -> None:
+        self.axes, self.first, self.second, self.weight = axes, first, second, weight
+        self.order = np.argsort(first, kind="stable")
+        self.ordered = bool(np.all(self.order == np.arange(len(first))))
+        self.by_first, self.by_second = first[self.order], second[self.order]
+        self.rows: dict[tuple[int, int, tuple[int, ...]], tuple[_F, _I, int]] = {}
+
+    def _row(self, prev: int, row: int, values: tuple[int, ...]) -> tuple[_F, _I, int]:
+        """The times of the shapes starting at ``row`` (after ``prev``; -1: the first row), the ones it does not
+        hold (sorted positions) and where its shapes end."""
+        key = (prev, row, values)
+        got = self.rows.get(key)
+        if got is None:
+            lo = int(np.searchsorted(self.by_first, prev, side="right")) if prev >= 0 else 0
+            hi = int(np.searchsorted(self.by_first, row, side="right"))
+            second = self.by_second[lo:hi]
+            v = np.array(values, dtype=np.int64)
+            priced = np.array([self.axes.time(row, x) for x in values], dtype=np.float64)
+            at = np.searchsorted(v, second)
+            got = (priced[np.minimum(at, len(v) - 1)], np.flatnonzero(at >= len(v)) + lo, hi)
+            if len(self.rows) >= PRICED_ROWS:
+                self.rows.clear()
+            self.rows[key] = got
+        return got
+
+    def seconds(self, rows: Sequence[int], values: Sequence[Sequence[int]]) -> float:
+        rising = all(a < b for a, b in zip(rows, rows[1:], strict=False)) and all(
+            len(v) and all(a < b for a, b in zip(v, v[1:], strict=False)) for v in values
+        )
+        if not rising or not len(self.first):  # not a plan's rows: the lookup from scratch
+            return _seconds(self.axes, rows, values, self.first, self.second, self.weight)
+        parts: list[_F] = []
+        spilled: list[_I] = []
+        prev, end = -1, 0
+        for row, vals in zip(rows, values, strict=True):
+            t, spill, end = self._row(prev, row, tuple(vals))
+            parts.append(t)
+            if len(spill):
+                spilled.append(spill)
+            prev = row
+        beyond = np.arange(end, len(self.first))  # above the last row: no bucket holds them
+        if len(beyond):
+            parts.append(np.zeros(len(beyond)))
+            spilled.append(beyond)
+        t = np.concatenate(parts)
+        if spilled:  # the few shapes their first row does not hold: vllm-gaudi's rule over every row
+            at = np.concatenate(spilled)
+            t[at] = _times(self.axes, rows, values, self.by_first[at], self.by_second[at])
+        if not self.ordered:
+            t[self.order] = t.copy()
+        return float(np.dot(self.weight, t))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -489,6 +557,16 @@ class Shapes:
     first: _I
     second: _I
     weight: _F
+    _pricers: list[tuple[PhaseAxes, _Pricer]] = dataclasses.field(default_factory=list, compare=False, repr=False)
+
+    def pricer(self, axes: PhaseAxes) -> _Pricer:
+        """These shapes priced under ``axes`` (kept: every candidate plan of a planning run prices them)."""
+        for kept, pricer in self._pricers:
+            if kept is axes:
+                return pricer
+        pricer = _Pricer(axes, self.first, self.second, self.weight)
+        self._pricers.append((axes, pricer))
+        return pricer
 
     @classmethod
     def of(cls, axes: PhaseAxes, shapes: Mapping[tuple[int, int], float]) -> Shapes:
@@ -503,7 +581,7 @@ def phase_seconds(axes: PhaseAxes, plan: PhasePlan, shapes: Mapping[tuple[int, i
     s = shapes if isinstance(shapes, Shapes) else Shapes.of(axes, shapes)
     if not len(s.first):
         return 0.0
-    return _seconds(axes, plan.rows, plan.values, s.first, s.second, s.weight)
+    return s.pricer(axes).seconds(plan.rows, plan.values)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -519,6 +597,10 @@ class PhaseOptions:
     _timed: dict[tuple[int, tuple[int, ...]], float] = dataclasses.field(default_factory=dict, compare=False,
                                                                            repr=False)  # fmt: skip
     _best: dict[int, PhasePlan] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    @functools.cached_property
+    def _pricer(self) -> _Pricer:
+        return _Pricer(self.axes, self.first, self.second, self.weight)
 
     @property
     def least(self) -> int:
@@ -544,7 +626,7 @@ class PhaseOptions:
             values = tuple(c.values[m - 1] for c, m in zip(curves, got[1], strict=True))
             key = (k, tuple(got[1]))
             if key not in self._timed:
-                self._timed[key] = _seconds(self.axes, rows, values, self.first, self.second, self.weight)
+                self._timed[key] = self._pricer.seconds(rows, values)
             seconds = self._timed[key]
             if out is None or seconds < out.seconds - 1e-15:
                 out = PhasePlan(rows, values, seconds)
