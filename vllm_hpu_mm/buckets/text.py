@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from vllm_hpu_mm.buckets.text_time import (
     GROSS_FACTOR,
@@ -180,7 +181,7 @@ def smoothed(shapes: Mapping[tuple[int, int], int], octaves: float, *, first_oct
     keys_out, inverse = np.unique(key, return_inverse=True)
     totals = np.zeros(len(keys_out), dtype=np.int64)
     np.add.at(totals, inverse, np.concatenate(weights))
-    return {(k >> 31, k & (2**31 - 1)): t for k, t in zip(keys_out.tolist(), totals.tolist(), strict=True)}
+    return _as_dict(keys_out, totals)
 
 
 def at_load_levels(decode: Mapping[tuple[int, int], int], levels: Sequence[int], share: float,
@@ -231,7 +232,13 @@ def _within_limits(shapes: Mapping[tuple[int, int], int], top: Callable[[int], i
     merged, inverse = np.unique(key, return_inverse=True)
     totals = np.zeros(len(merged), dtype=np.int64)
     np.add.at(totals, inverse, np.fromiter(shapes.values(), dtype=np.int64, count=len(shapes)))
-    return {(k >> 31, k & (2**31 - 1)): t for k, t in zip(merged.tolist(), totals.tolist(), strict=True)}
+    return _as_dict(merged, totals)
+
+
+def _as_dict(keys: npt.NDArray[np.int64], totals: npt.NDArray[np.int64]) -> dict[tuple[int, int], int]:
+    """Packed (first, second) keys and their weights as a mapping, in the keys' order."""
+    pairs = zip((keys >> 31).tolist(), (keys & (2**31 - 1)).tolist(), strict=True)
+    return dict(zip(pairs, totals.tolist(), strict=True))
 
 
 def resolution(budget: int) -> int:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import itertools
 import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, cast
@@ -350,6 +351,21 @@ class LookupTable:
         self.value_of = np.concatenate(self.values) if self.values else np.zeros(0, dtype=np.int64)
         self._flat = self.row_of * _PACK + self.value_of
 
+    @classmethod
+    def of_rows(cls, rows: Sequence[int], values: Sequence[Sequence[int]]) -> LookupTable:
+        """The buckets ``(row, 1, value)`` of rising rows, each with rising values (a phase plan's): the same table
+        as from the buckets, without sorting them again."""
+        table = cls.__new__(cls)
+        table.batch = np.array(rows, dtype=np.int64)
+        table.query = np.ones(len(rows), dtype=np.int64)
+        table.values = [np.array(v, dtype=np.int64) for v in values]
+        table.top = np.array([v[-1] for v in values], dtype=np.int64)
+        table._rows = table.batch * _PACK + table.query
+        table.row_of = np.repeat(np.arange(len(rows), dtype=np.int64), [len(v) for v in values])
+        table.value_of = np.concatenate(table.values)
+        table._flat = table.row_of * _PACK + table.value_of
+        return table
+
     def __len__(self) -> int:
         return len(self._flat)
 
@@ -464,9 +480,12 @@ def _binned(values: _I) -> _I:
     return out
 
 
-def _times(axes: PhaseAxes, rows: Sequence[int], values: Sequence[Sequence[int]], first: _I, second: _I) -> _F:
-    """Each shape's seconds in its bucket (a shape no bucket holds, beyond the limits, runs at its own shape)."""
-    table = LookupTable([(r, 1, v) for r, vals in zip(rows, values, strict=True) for v in vals])
+def _times(axes: PhaseAxes, rows: Sequence[int], values: Sequence[Sequence[int]], first: _I, second: _I, *,
+           rising: bool = False) -> _F:  # fmt: skip
+    """Each shape's seconds in its bucket (a shape no bucket holds, beyond the limits, runs at its own shape);
+    ``rising``: the rows rise, and each row's values."""
+    table = (LookupTable.of_rows(rows, values) if rising else
+             LookupTable([(r, 1, v) for r, vals in zip(rows, values, strict=True) for v in vals]))  # fmt: skip
     at = table.index(first, np.ones_like(first), second)
     # each bucket priced once (a plan holds at most its budget's graphs; the shapes are thousands)
     priced = np.array([axes.time(r, v) for r, v in zip(table.batch[table.row_of].tolist(), table.value_of.tolist(),
@@ -543,7 +562,7 @@ class _Pricer:
         t = np.concatenate(parts)
         if spilled:  # the few shapes their first row does not hold: vllm-gaudi's rule over every row
             at = np.concatenate(spilled)
-            t[at] = _times(self.axes, rows, values, self.by_first[at], self.by_second[at])
+            t[at] = _times(self.axes, rows, values, self.by_first[at], self.by_second[at], rising=True)
         if not self.ordered:
             t[self.order] = t.copy()
         return float(np.dot(self.weight, t))
@@ -570,10 +589,17 @@ class Shapes:
 
     @classmethod
     def of(cls, axes: PhaseAxes, shapes: Mapping[tuple[int, int], float]) -> Shapes:
-        keys = [k for k, n in shapes.items() if n > 0]
-        first = np.minimum(np.array([max(1, k[0]) for k in keys], dtype=np.int64), axes.rows_top)
-        second = np.array([k[1] for k in keys], dtype=np.int64)
-        return cls(first, second, np.array([float(shapes[k]) for k in keys], dtype=np.float64))
+        first, second, weight = _arrays(shapes)
+        return cls(np.minimum(np.maximum(first, 1), axes.rows_top), second, weight)
+
+
+def _arrays(shapes: Mapping[tuple[int, int], float]) -> tuple[_I, _I, _F]:
+    """The shapes of positive weight as arrays (first, second, weight), in the mapping's order."""
+    n = len(shapes)
+    keys = np.fromiter(itertools.chain.from_iterable(shapes), dtype=np.int64, count=2 * n).reshape(n, 2)
+    weight = np.fromiter(shapes.values(), dtype=np.float64, count=n)
+    keep = weight > 0
+    return keys[keep, 0], keys[keep, 1], weight[keep]
 
 
 def phase_seconds(axes: PhaseAxes, plan: PhasePlan, shapes: Mapping[tuple[int, int], float] | Shapes) -> float:
@@ -640,11 +666,13 @@ class PhaseOptions:
 def phase_options(axes: PhaseAxes, shapes: Mapping[tuple[int, int], float], most_rows: int = 1 << 30) -> PhaseOptions:
     """The candidate plans of a phase for ``shapes`` ((first, second) -> weight): for each number of rows up to
     ``most_rows``, the rows and each row's curve of values, and their allocation for every budget."""
-    keys = [k for k, n in shapes.items() if n > 0] or [(axes.rows_top, 0)]
-    first = np.minimum(np.array([max(1, k[0]) for k in keys], dtype=np.int64), axes.rows_top)
+    first, second, weight = _arrays(shapes)
+    if not len(first):
+        weight = np.array([float(shapes.get((axes.rows_top, 0), 1.0))])
+        first, second = np.array([axes.rows_top], dtype=np.int64), np.zeros(1, dtype=np.int64)
+    first = np.minimum(np.maximum(first, 1), axes.rows_top)
     first = np.minimum(-(-first // axes.row_round) * axes.row_round, axes.rows_top)
-    second = _binned(np.array([k[1] for k in keys], dtype=np.int64))
-    weight = np.array([float(shapes.get(k, 1.0)) for k in keys], dtype=np.float64)
+    second = _binned(second)
     # one entry per (row granule, binned value): the work below is bounded by the limits' octaves
     merged, inverse = np.unique(first * (1 << 32) + second, return_inverse=True)
     weight = np.bincount(inverse, weights=weight).astype(np.float64)
