@@ -186,12 +186,27 @@ def _log_grid(low: int, high: int, per_octave: int = CANDIDATES_PER_OCTAVE) -> l
     return sorted({min(high, max(low, round(low * (high / low) ** (i / steps)))) for i in range(steps + 1)})
 
 
-@dataclasses.dataclass(frozen=True)
 class _Curve:
-    """A row's values for 1..n values (index m - 1; cost INF where the ladder cannot be kept)."""
+    """A row's values for 1..n values (index m - 1; cost INF where the ladder cannot be kept): given, or traced back
+    through the ladder's choices when first asked (a plan takes one count per row of the many worked out)."""
 
-    costs: tuple[float, ...]
-    values: tuple[tuple[int, ...], ...]
+    def __init__(self, costs: Sequence[float], values: Sequence[tuple[int, ...]] | None = None, *,
+                 trace: Callable[[int], tuple[int, ...]] | None = None) -> None:  # fmt: skip
+        self.costs = tuple(costs)
+        self._values = list(values) if values is not None else [None] * len(self.costs)
+        self._trace = trace
+
+    @property
+    def values(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(self.value_set(m) for m in range(1, len(self.costs) + 1))
+
+    def value_set(self, m: int) -> tuple[int, ...]:
+        """The row's values with ``m`` of them (empty where the ladder cannot be kept)."""
+        got = self._values[m - 1]
+        if got is None:
+            got = self._trace(m) if self._trace is not None and math.isfinite(self.costs[m - 1]) else ()
+            self._values[m - 1] = got
+        return got
 
 
 def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_values: int) -> _Curve:
@@ -229,29 +244,27 @@ def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_va
     # the weight between c[j] and c[i], in c[i], for every step j -> i of the band: the same for every count
     span = np.where(inside, unit[:, None] * (prefix[:, None] - prefix[band]), INF)
     rows_n = np.arange(n)
-    choices: list[_I] = []
+    choices: list[list[int]] = []
     costs: list[float] = []
-    values: list[tuple[int, ...]] = []
     for m in range(1, min(max_values, n) + 1):
         if m > 1:
             total = cost[band] + span
             best = np.argmin(total, axis=1)
             cost = total[rows_n, best]
-            choices.append(band[rows_n, best])
-        if not math.isfinite(cost[-1]):
-            costs.append(INF)
-            values.append(())
-            continue
-        picked, i = [int(c[-1])], n - 1
-        for back in reversed(choices):
-            i = int(back[i])
-            picked.append(int(c[i]))
-        costs.append(float(cost[-1]) + zero_cost)
-        values.append(tuple((0,) * len(extra) + tuple(reversed(picked))))
-        if len(picked) == n:
-            break
+            choices.append(band[rows_n, best].tolist())
+        costs.append(float(cost[-1]) + zero_cost if math.isfinite(cost[-1]) else INF)
     pad = len(extra)
-    return _Curve(tuple([INF] * pad + costs), tuple([()] * pad + values))
+    cands_list = c.tolist()
+
+    def trace(count: int) -> tuple[int, ...]:
+        m = count - pad  # the ladder's own values, after the zero value's graph
+        picked, i = [cands_list[-1]], n - 1
+        for back in reversed(choices[: m - 1]):
+            i = back[i]
+            picked.append(cands_list[i])
+        return (0,) * pad + tuple(reversed(picked))
+
+    return _Curve([INF] * pad + costs, trace=trace)
 
 
 class _Allocation:
@@ -649,7 +662,7 @@ class PhaseOptions:
             got = alloc.counts(budget)
             if got is None:
                 continue
-            values = tuple(c.values[m - 1] for c, m in zip(curves, got[1], strict=True))
+            values = tuple(c.value_set(m) for c, m in zip(curves, got[1], strict=True))
             key = (k, tuple(got[1]))
             if key not in self._timed:
                 self._timed[key] = self._pricer.seconds(rows, values)
