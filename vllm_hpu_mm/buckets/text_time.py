@@ -52,6 +52,7 @@ __all__ = [
     "StepTimes",
     "lookup",
     "phase_options",
+    "phase_options_of",
     "phase_seconds",
 ]
 
@@ -602,8 +603,12 @@ class Shapes:
 
     @classmethod
     def of(cls, axes: PhaseAxes, shapes: Mapping[tuple[int, int], float]) -> Shapes:
-        first, second, weight = _arrays(shapes)
-        return cls(np.minimum(np.maximum(first, 1), axes.rows_top), second, weight)
+        return cls.of_arrays(axes, *_arrays(shapes))
+
+    @classmethod
+    def of_arrays(cls, axes: PhaseAxes, first: _I, second: _I, weight: _F) -> Shapes:
+        keep = weight > 0
+        return cls(np.minimum(np.maximum(first[keep], 1), axes.rows_top), second[keep], weight[keep])
 
 
 def _arrays(shapes: Mapping[tuple[int, int], float]) -> tuple[_I, _I, _F]:
@@ -679,9 +684,16 @@ class PhaseOptions:
 def phase_options(axes: PhaseAxes, shapes: Mapping[tuple[int, int], float], most_rows: int = 1 << 30) -> PhaseOptions:
     """The candidate plans of a phase for ``shapes`` ((first, second) -> weight): for each number of rows up to
     ``most_rows``, the rows and each row's curve of values, and their allocation for every budget."""
-    first, second, weight = _arrays(shapes)
+    return phase_options_of(axes, *_arrays(shapes), most_rows=most_rows, fallback=shapes)
+
+
+def phase_options_of(axes: PhaseAxes, first: _I, second: _I, weight: _F, most_rows: int = 1 << 30, *,
+                     fallback: Mapping[tuple[int, int], float] | None = None) -> PhaseOptions:  # fmt: skip
+    """:func:`phase_options` of shapes as arrays (first, second, weight; those of weight 0 or less are left out)."""
+    keep = weight > 0
+    first, second, weight = first[keep], second[keep], weight[keep]
     if not len(first):
-        weight = np.array([float(shapes.get((axes.rows_top, 0), 1.0))])
+        weight = np.array([float((fallback or {}).get((axes.rows_top, 0), 1.0))])
         first, second = np.array([axes.rows_top], dtype=np.int64), np.zeros(1, dtype=np.int64)
     first = np.minimum(np.maximum(first, 1), axes.rows_top)
     first = np.minimum(-(-first // axes.row_round) * axes.row_round, axes.rows_top)
