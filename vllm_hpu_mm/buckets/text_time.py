@@ -194,7 +194,7 @@ class _Curve:
     def __init__(self, costs: Sequence[float], values: Sequence[tuple[int, ...]] | None = None, *,
                  trace: Callable[[int], tuple[int, ...]] | None = None) -> None:  # fmt: skip
         self.costs = tuple(costs)
-        self._values = list(values) if values is not None else [None] * len(self.costs)
+        self._values: list[tuple[int, ...] | None] = list(values) if values is not None else [None] * len(self.costs)
         self._trace = trace
 
     @property
@@ -555,8 +555,8 @@ class _Pricer:
         return got
 
     def seconds(self, rows: Sequence[int], values: Sequence[Sequence[int]]) -> float:
-        rising = all(a < b for a, b in zip(rows, rows[1:], strict=False)) and all(
-            len(v) and all(a < b for a, b in zip(v, v[1:], strict=False)) for v in values
+        rising = all(a < b for a, b in itertools.pairwise(rows)) and all(
+            len(v) and all(a < b for a, b in itertools.pairwise(v)) for v in values
         )
         if not rising or not len(self.first):  # not a plan's rows: the lookup from scratch
             return _seconds(self.axes, rows, values, self.first, self.second, self.weight)
