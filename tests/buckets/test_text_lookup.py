@@ -21,7 +21,7 @@ def scan(table: list[tuple[int, int, int]], b: int, q: int, c: int) -> tuple[int
                  bucket[1] >= q and bucket[2] >= c), None)  # fmt: skip
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(table=buckets, asked=shapes)
 def test_the_lookup_takes_the_first_sorted_bucket_holding_the_shape(
     table: list[tuple[int, int, int]], asked: list[tuple[int, int, int]]
@@ -55,7 +55,7 @@ def plans(draw: st.DrawFn) -> tuple[list[int], list[tuple[int, ...]]]:
     return rows, values
 
 
-@settings(max_examples=100, deadline=None, derandomize=True)
+@settings(max_examples=50, deadline=None, derandomize=True)
 @given(asked=shapes, plan_list=st.lists(plans(), min_size=1, max_size=6))
 def test_a_phase_priced_row_by_row_is_the_whole_lookup_bit_for_bit(
     asked: list[tuple[int, int, int]], plan_list: list[tuple[list[int], list[tuple[int, ...]]]]
