@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from vllm_hpu_mm.buckets.text_time import (
     GROSS_FACTOR,
@@ -36,7 +37,7 @@ from vllm_hpu_mm.buckets.text_time import (
     Shapes,
     StepTimes,
     cached,
-    phase_options,
+    phase_options_of,
     phase_seconds,
 )
 from vllm_hpu_mm.engine import Bucket, EngineShape
@@ -52,6 +53,9 @@ __all__ = [
     "text_bucket_splits",
 ]
 
+#: (first, second) pairs packed into one int64 each (first << 31 | second), or their weights.
+_Packed = npt.NDArray[np.int64]
+_EMPTY: _Packed = np.zeros(0, dtype=np.int64)
 #: Prompt query lengths are rounded up to multiples of this (vllm-gaudi's fallback_seq_base_step @ 091bbadd).
 QUERY_GRANULE = 32
 #: Share of each phase's weight spread log-uniformly over every shape the limits allow before planning, so that the
@@ -161,8 +165,15 @@ def smoothed(shapes: Mapping[tuple[int, int], int], octaves: float, *, first_oct
     """Each shape's weight spread over values up to ``octaves`` doublings above and below its second value, and
     ``first_octaves`` around its first (capped at ``first_top``; with ``scale_second`` the second value scales with
     it, as a decode batch's blocks do with its sequences): triangular kernels in log scale. Zeros stay zeros."""
+    return _as_dict(*_smoothed(shapes, octaves, first_octaves=first_octaves, first_top=first_top,
+                               scale_second=scale_second))  # fmt: skip
+
+
+def _smoothed(shapes: Mapping[tuple[int, int], int], octaves: float, *, first_octaves: float, first_top: int,
+              scale_second: bool) -> tuple[_Packed, _Packed]:  # fmt: skip
+    """:func:`smoothed` as packed keys (sorted) and their weights."""
     if not shapes:
-        return {}
+        return _EMPTY, _EMPTY
     keys = list(shapes)
     a = np.array([k[0] for k in keys], dtype=np.int64)
     b = np.array([k[1] for k in keys], dtype=np.int64)
@@ -183,7 +194,7 @@ def smoothed(shapes: Mapping[tuple[int, int], int], octaves: float, *, first_oct
     keys_out, inverse = np.unique(key, return_inverse=True)
     totals = np.zeros(len(keys_out), dtype=np.int64)
     np.add.at(totals, inverse, np.concatenate(weights))
-    return {(k >> 31, k & (2**31 - 1)): t for k, t in zip(keys_out.tolist(), totals.tolist(), strict=True)}
+    return keys_out, totals
 
 
 def at_load_levels(decode: Mapping[tuple[int, int], int], levels: Sequence[int], share: float,
@@ -223,18 +234,52 @@ def with_prior(shapes: Mapping[tuple[int, int], int], first: Sequence[int],
     return out
 
 
+def _with_prior(keys: _Packed, totals: _Packed, first: Sequence[int], second: Callable[[int], Sequence[int]],
+                share: float) -> tuple[_Packed, _Packed]:  # fmt: skip
+    """:func:`with_prior` of sorted packed keys: the same weights in the same order (the keys, then the grid's new
+    ones in grid order)."""
+    grid = np.array([a << 31 | b for a in first for b in second(a)], dtype=np.int64)
+    total = int(totals.sum())
+    if not total:
+        return grid, np.ones(len(grid), dtype=np.int64)
+    if not len(grid) or share <= 0:
+        return keys, totals
+    each = max(1, round(share / (1 - share) * total / len(grid)))
+    at = np.searchsorted(keys, grid)
+    held = (at < len(keys)) & (keys[np.minimum(at, len(keys) - 1)] == grid)
+    totals = totals.copy()
+    totals[at[held]] += each
+    new = grid[~held]
+    return np.concatenate([keys, new]), np.concatenate([totals, np.full(len(new), each, dtype=np.int64)])
+
+
 def _within_limits(shapes: Mapping[tuple[int, int], int], top: Callable[[int], int]) -> dict[tuple[int, int], int]:
     """Smoothed shapes with their second value cut to what the limits allow at their first."""
     if not shapes:
         return {}
-    keys = np.array(list(shapes), dtype=np.int64)
-    firsts, at = np.unique(keys[:, 0], return_inverse=True)
+    pairs = np.array(list(shapes), dtype=np.int64)
+    weights = np.fromiter(shapes.values(), dtype=np.int64, count=len(shapes))
+    return _as_dict(*_within(pairs[:, 0] << 31 | pairs[:, 1], weights, top))
+
+
+def _within(keys: _Packed, totals: _Packed, top: Callable[[int], int]) -> tuple[_Packed, _Packed]:
+    """:func:`_within_limits` of packed keys: sorted packed keys and their weights."""
+    if not len(keys):
+        return keys, totals
+    first, second = keys >> 31, keys & (2**31 - 1)
+    firsts, at = np.unique(first, return_inverse=True)
     tops = np.array([top(int(a)) for a in firsts.tolist()], dtype=np.int64)  # one call per distinct first value
-    key = keys[:, 0] << 31 | np.minimum(keys[:, 1], tops[at])
+    key = first << 31 | np.minimum(second, tops[at])
     merged, inverse = np.unique(key, return_inverse=True)
-    totals = np.zeros(len(merged), dtype=np.int64)
-    np.add.at(totals, inverse, np.fromiter(shapes.values(), dtype=np.int64, count=len(shapes)))
-    return {(k >> 31, k & (2**31 - 1)): t for k, t in zip(merged.tolist(), totals.tolist(), strict=True)}
+    out = np.zeros(len(merged), dtype=np.int64)
+    np.add.at(out, inverse, totals)
+    return merged, out
+
+
+def _as_dict(keys: _Packed, totals: _Packed) -> dict[tuple[int, int], int]:
+    """Packed (first, second) keys and their weights as a mapping, in the keys' order."""
+    pairs = zip((keys >> 31).tolist(), (keys & (2**31 - 1)).tolist(), strict=True)
+    return dict(zip(pairs, totals.tolist(), strict=True))
 
 
 def resolution(budget: int) -> int:
@@ -352,6 +397,8 @@ def text_bucket_splits(
         raise BudgetTooSmall(f"text graph budget {budget} is too small to keep every shape within {GROSS_FACTOR}x "
                              f"its need; accepted: at least {least} graphs for these limits and traffic",
                              least)  # fmt: skip
+    prompts.reserve(splits[-1])
+    decodes.reserve(budget - splits[0])
     plans = [(prompts.best(g), decodes.best(budget - g)) for g in splits]
     # the split is judged on the traffic as planned and on the smoothed weights (the traffic shifted a little), each
     # split's seconds relative to the best split's on each, the least sum winning: judged on the traffic alone it
@@ -385,20 +432,28 @@ def _prepare_prompt(prefill: Mapping[tuple[int, int], int], limits: TextLimits, 
                     rows: int, prior_share: float, smooth_octaves: float) -> _Prepared:  # fmt: skip
     top_q = limits.top_query
     axes = prompt_axes(limits, time, res)
-    smooth = smoothed(prefill, smooth_octaves, first_octaves=SMOOTH_QUERY, first_top=top_q)
-    smooth = _within_limits(smooth, lambda q: limits.top_context(min(q, top_q)))
-    smooth = with_prior(smooth, _log_grid(1, top_q), lambda q: [0, *_log_grid(1, limits.top_context(q))],
-                        prior_share)  # fmt: skip
-    return _Prepared(axes, phase_options(axes, smooth, rows), Shapes.of(axes, prefill), Shapes.of(axes, smooth))
+    smooth = _smoothed(prefill, smooth_octaves, first_octaves=SMOOTH_QUERY, first_top=top_q, scale_second=False)
+    smooth = _within(*smooth, lambda q: limits.top_context(min(q, top_q)))
+    smooth = _with_prior(*smooth, _log_grid(1, top_q), lambda q: [0, *_log_grid(1, limits.top_context(q))],
+                         prior_share)  # fmt: skip
+    return _prepared(axes, prefill, smooth, rows)
+
+
+def _prepared(axes: PhaseAxes, shapes: Mapping[tuple[int, int], int], smooth: tuple[_Packed, _Packed],
+              rows: int) -> _Prepared:  # fmt: skip
+    keys, totals = smooth
+    first, second, weight = keys >> 31, keys & (2**31 - 1), totals.astype(np.float64)
+    return _Prepared(axes, phase_options_of(axes, first, second, weight, rows), Shapes.of(axes, shapes),
+                     Shapes.of_arrays(axes, first, second, weight))  # fmt: skip
 
 
 def _prepare_decode(decode: Mapping[tuple[int, int], int], limits: TextLimits, time: StepTimes, res: int,
                     rows: int, smooth_octaves: float, load_levels: Sequence[int]) -> _Prepared:  # fmt: skip
     axes = decode_axes(limits, time, res)
     smooth = at_load_levels(decode, load_levels, LEVEL_SHARE, limits.decode_block_cap)
-    smooth = smoothed(smooth, smooth_octaves, scale_second=True)
-    smooth = _within_limits(smooth, lambda n: limits.top_blocks(min(n, limits.max_num_seqs)))
-    return _Prepared(axes, phase_options(axes, smooth, rows), Shapes.of(axes, decode), Shapes.of(axes, smooth))
+    packed = _smoothed(smooth, smooth_octaves, first_octaves=0.0, first_top=0, scale_second=True)
+    packed = _within(*packed, lambda n: limits.top_blocks(min(n, limits.max_num_seqs)))
+    return _prepared(axes, decode, packed, rows)
 
 
 def _buckets(prompt: PhasePlan, decode_plan: PhasePlan, limits: TextLimits) -> TextBucketPlan:

@@ -152,21 +152,15 @@ def _load_arrays(load: LoadShapes, time: StepTimes) -> _LoadArrays:
                        phase(load.decode, time.decode_s))  # fmt: skip
 
 
-def _priced(found: tuple[_I, _I, _I, npt.NDArray[np.bool_]], own: _F,
-            price: Callable[[int, int, int], float]) -> _F:  # fmt: skip
-    """Each shape's seconds in the bucket found for it (its own where none is), each distinct bucket priced once."""
-    b, q, c, hit = found
+def _priced(table: LookupTable, at: _I, own: _F, price: Callable[[int, int, int], float]) -> _F:
+    """Each shape's seconds in the bucket found for it (``at``: its index in ``table``; its own where none is), each
+    bucket priced once."""
     out = own.copy()
+    hit = at >= 0
     if not hit.any():
         return out
-    b, q, c = b[hit], q[hit], c[hit]
-    if b.max() < 1 << 11 and q.max() < 1 << 26 and c.max() < 1 << 26:  # one int64 per bucket: a fast unique
-        distinct, inverse = np.unique(b << 52 | q << 26 | c, return_inverse=True)
-        buckets = [(k >> 52, (k >> 26) & (1 << 26) - 1, k & (1 << 26) - 1) for k in distinct.tolist()]
-    else:
-        rows, inverse = np.unique(np.stack([b, q, c], axis=1), axis=0, return_inverse=True)
-        buckets = [tuple(r) for r in rows.tolist()]
-    seconds = np.array([price(*bucket) for bucket in buckets], dtype=np.float64)
+    used, inverse = np.unique(at[hit], return_inverse=True)
+    seconds = np.array([price(*table.bucket(i)) for i in used.tolist()], dtype=np.float64)
     out[hit] = seconds[inverse.reshape(-1)]
     return out
 
@@ -178,12 +172,14 @@ def padded_time(prompt: Sequence[Bucket], decode: Sequence[Bucket], load: LoadSh
     arrays = (time.kept("load arrays", id(load), lambda: _load_arrays(load, time)) if isinstance(time, CachedTimes)
               else _load_arrays(load, time))  # fmt: skip
     q, c, runs, own_p = arrays.prefill
-    found_p = LookupTable(prompt).find(np.ones_like(q), q, c)
+    prompts = LookupTable(prompt)
+    at_p = prompts.index(np.ones_like(q), q, c)
     s, k, steps, own_d = arrays.decode
-    found_d = LookupTable(decode).find(s, np.ones_like(s), k)
-    in_p = _priced(found_p, own_p, time.prefill_s)
-    in_d = _priced(found_d, own_d, lambda b, _q, blocks: time.decode_s(b, blocks))
-    uncovered = int(np.count_nonzero(~found_p[3]) + np.count_nonzero(~found_d[3]))
+    decodes = LookupTable(decode)
+    at_d = decodes.index(s, np.ones_like(s), k)
+    in_p = _priced(prompts, at_p, own_p, time.prefill_s)
+    in_d = _priced(decodes, at_d, own_d, lambda b, _q, blocks: time.decode_s(b, blocks))
+    uncovered = int(np.count_nonzero(at_p < 0) + np.count_nonzero(at_d < 0))
     return PaddedTime(float(runs @ own_p), float(steps @ own_d), float(runs @ in_p), float(steps @ in_d), uncovered)
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import itertools
 import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, cast
@@ -51,6 +52,7 @@ __all__ = [
     "StepTimes",
     "lookup",
     "phase_options",
+    "phase_options_of",
     "phase_seconds",
 ]
 
@@ -185,12 +187,27 @@ def _log_grid(low: int, high: int, per_octave: int = CANDIDATES_PER_OCTAVE) -> l
     return sorted({min(high, max(low, round(low * (high / low) ** (i / steps)))) for i in range(steps + 1)})
 
 
-@dataclasses.dataclass(frozen=True)
 class _Curve:
-    """A row's values for 1..n values (index m - 1; cost INF where the ladder cannot be kept)."""
+    """A row's values for 1..n values (index m - 1; cost INF where the ladder cannot be kept): given, or traced back
+    through the ladder's choices when first asked (a plan takes one count per row of the many worked out)."""
 
-    costs: tuple[float, ...]
-    values: tuple[tuple[int, ...], ...]
+    def __init__(self, costs: Sequence[float], values: Sequence[tuple[int, ...]] | None = None, *,
+                 trace: Callable[[int], tuple[int, ...]] | None = None) -> None:  # fmt: skip
+        self.costs = tuple(costs)
+        self._values: list[tuple[int, ...] | None] = list(values) if values is not None else [None] * len(self.costs)
+        self._trace = trace
+
+    @property
+    def values(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(self.value_set(m) for m in range(1, len(self.costs) + 1))
+
+    def value_set(self, m: int) -> tuple[int, ...]:
+        """The row's values with ``m`` of them (empty where the ladder cannot be kept)."""
+        got = self._values[m - 1]
+        if got is None:
+            got = self._trace(m) if self._trace is not None and math.isfinite(self.costs[m - 1]) else ()
+            self._values[m - 1] = got
+        return got
 
 
 def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_values: int) -> _Curve:
@@ -225,48 +242,93 @@ def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_va
     band = lo[:, None] + np.arange(width)[None, :]
     inside = band < np.arange(n)[:, None]
     band = np.minimum(band, n - 1)
-    choices: list[_I] = []
+    # the weight between c[j] and c[i], in c[i], for every step j -> i of the band: the same for every count
+    span = np.where(inside, unit[:, None] * (prefix[:, None] - prefix[band]), INF)
+    rows_n = np.arange(n)
+    choices: list[list[int]] = []
     costs: list[float] = []
-    values: list[tuple[int, ...]] = []
     for m in range(1, min(max_values, n) + 1):
         if m > 1:
-            total = np.where(inside, cost[band] + unit[:, None] * (prefix[:, None] - prefix[band]), INF)
+            total = cost[band] + span
             best = np.argmin(total, axis=1)
-            cost = total[np.arange(n), best]
-            choices.append(band[np.arange(n), best])
-        if not math.isfinite(cost[-1]):
-            costs.append(INF)
-            values.append(())
-            continue
-        picked, i = [int(c[-1])], n - 1
-        for back in reversed(choices):
-            i = int(back[i])
-            picked.append(int(c[i]))
-        costs.append(float(cost[-1]) + zero_cost)
-        values.append(tuple((0,) * len(extra) + tuple(reversed(picked))))
-        if len(picked) == n:
-            break
+            cost = total[rows_n, best]
+            choices.append(band[rows_n, best].tolist())
+        costs.append(float(cost[-1]) + zero_cost if math.isfinite(cost[-1]) else INF)
     pad = len(extra)
-    return _Curve(tuple([INF] * pad + costs), tuple([()] * pad + values))
+    cands_list = c.tolist()
+
+    def trace(count: int) -> tuple[int, ...]:
+        m = count - pad  # the ladder's own values, after the zero value's graph
+        picked, i = [cands_list[-1]], n - 1
+        for back in reversed(choices[: m - 1]):
+            i = back[i]
+            picked.append(cands_list[i])
+        return (0,) * pad + tuple(reversed(picked))
+
+    return _Curve([INF] * pad + costs, trace=trace)
 
 
-@dataclasses.dataclass(frozen=True)
 class _Allocation:
     """The exact allocation of graphs over rows' curves: ``best[g]`` the least cost with exactly ``g`` graphs (each
-    row at least one value), ``picks`` how many values each row takes on the way."""
+    row at least one value), ``picks`` how many values each row takes on the way. Worked out only up to the largest
+    budget asked (the totals above it never change the ones below)."""
 
-    best: _F
-    picks: tuple[_I, ...]
+    def __init__(self, curves: Sequence[_Curve]) -> None:
+        self.curves = tuple(curves)
+        self.graphs = sum(len(c.costs) for c in curves)
+        self._cap = -1
+        self._best: _F = np.zeros(0)
+        self._picks: tuple[_I, ...] = ()
+
+    @property
+    def least(self) -> int | None:
+        """The fewest graphs with a finite cost (each row its fewest finite values); None when there are none."""
+        firsts = [next((m for m, c in enumerate(curve.costs, start=1) if math.isfinite(c)), 0) for curve in self.curves]
+        return sum(firsts) if all(firsts) else None
+
+    @property
+    def best(self) -> _F:
+        return self._upto(self.graphs)[0]
+
+    def _upto(self, cap: int) -> tuple[_F, tuple[_I, ...]]:
+        """``best`` and ``picks`` for totals up to ``cap``. Each row's pass spans only the totals the rows before it
+        can reach (beyond them every cost is infinite); a row's counts are tried at once, the fewest values winning a
+        tie."""
+        if cap <= self._cap:
+            return self._best, self._picks
+        cap = min(self.graphs, max(cap, 2 * self._cap))  # budgets are asked in rising order: grow geometrically
+        best = np.full(cap + 1, INF)
+        best[0] = 0.0
+        reach = 0  # the most graphs the rows so far can take
+        picks: list[_I] = []
+        for curve in self.curves:
+            costs = np.array(curve.costs, dtype=np.float64)
+            most = len(costs)
+            end = min(reach + most, cap) + 1
+            # cand[m - 1, g]: the rows before with g - m graphs, this one with m values
+            src = np.arange(end)[None, :] - np.arange(1, most + 1)[:, None]
+            cand = np.where((src >= 0) & (src <= reach), best[np.clip(src, 0, min(reach, cap))] + costs[:, None], INF)
+            at = np.argmin(cand, axis=0)
+            low = cand[at, np.arange(end)]
+            best = np.full(cap + 1, INF)
+            pick = np.zeros(cap + 1, dtype=np.int64)
+            best[:end] = low
+            pick[:end] = np.where(np.isfinite(low), at + 1, 0)
+            reach += most
+            picks.append(pick)
+        self._cap, self._best, self._picks = cap, best, tuple(picks)
+        return self._best, self._picks
 
     def counts(self, budget: int) -> tuple[float, list[int]] | None:
         """The least cost within ``budget`` graphs and the values per row; None when none is finite."""
-        top = min(budget, len(self.best) - 1)
-        g = int(np.argmin(self.best[: top + 1]))
-        cost = float(self.best[g])
+        top = min(budget, self.graphs)
+        best, picks = self._upto(top)
+        g = int(np.argmin(best[: top + 1]))
+        cost = float(best[g])
         if not math.isfinite(cost):
             return None
         out = []
-        for pick in reversed(self.picks):
+        for pick in reversed(picks):
             m = int(pick[g])
             out.append(m)
             g -= m
@@ -274,30 +336,11 @@ class _Allocation:
 
 
 def _allocate(curves: Sequence[_Curve]) -> _Allocation:
-    """Values per row, for every total up to the curves' sum: exact over the curves. Each row's pass spans only the
-    totals the rows before it can reach (beyond them every cost is infinite: the work halves, the result stays)."""
-    graphs = sum(len(c.costs) for c in curves)
-    best = np.full(graphs + 1, INF)
-    best[0] = 0.0
-    reach = 0  # the most graphs the rows so far can take
-    picks: list[_I] = []
-    for curve in curves:
-        new = np.full(graphs + 1, INF)
-        pick = np.zeros(graphs + 1, dtype=np.int64)
-        for m, cost in enumerate(curve.costs, start=1):
-            if not math.isfinite(cost):
-                continue
-            cand = best[: reach + 1] + cost
-            seg, seg_pick = new[m : m + reach + 1], pick[m : m + reach + 1]
-            better = cand < seg
-            seg[better], seg_pick[better] = cand[better], m
-        reach += len(curve.costs)
-        best = new
-        picks.append(pick)
-    return _Allocation(best, tuple(picks))
+    """Values per row, for every total up to the curves' sum: exact over the curves (worked out as budgets ask)."""
+    return _Allocation(curves)
 
 
-#: Packs a (batch, query) row into one sortable integer (both stay far below 2^31).
+#: Packs a (batch, query) row, or a (row, value) bucket, into one sortable integer (each stays far below 2^31).
 _PACK = 1 << 31
 
 
@@ -315,22 +358,65 @@ class LookupTable:
         self.query = np.array([k[1] for k in keys], dtype=np.int64)
         self.values = [np.array(sorted(rows[k]), dtype=np.int64) for k in keys]
         self.top = np.array([v[-1] for v in self.values], dtype=np.int64)
+        self._rows = self.batch * _PACK + self.query
+        #: Every bucket in sorted order (row index, value), packed: a shape's bucket is one search away once its row
+        #: is known.
+        self.row_of = np.repeat(np.arange(len(keys), dtype=np.int64), [len(v) for v in self.values])
+        self.value_of = np.concatenate(self.values) if self.values else np.zeros(0, dtype=np.int64)
+        self._flat = self.row_of * _PACK + self.value_of
+
+    @classmethod
+    def of_rows(cls, rows: Sequence[int], values: Sequence[Sequence[int]]) -> LookupTable:
+        """The buckets ``(row, 1, value)`` of rising rows, each with rising values (a phase plan's): the same table
+        as from the buckets, without sorting them again."""
+        table = cls.__new__(cls)
+        table.batch = np.array(rows, dtype=np.int64)
+        table.query = np.ones(len(rows), dtype=np.int64)
+        table.values = [np.array(v, dtype=np.int64) for v in values]
+        table.top = np.array([v[-1] for v in values], dtype=np.int64)
+        table._rows = table.batch * _PACK + table.query
+        table.row_of = np.repeat(np.arange(len(rows), dtype=np.int64), [len(v) for v in values])
+        table.value_of = np.concatenate(table.values)
+        table._flat = table.row_of * _PACK + table.value_of
+        return table
+
+    def __len__(self) -> int:
+        return len(self._flat)
+
+    def bucket(self, i: int) -> tuple[int, int, int]:
+        """The bucket at index ``i`` of :meth:`index` (batch, query, value)."""
+        row = int(self.row_of[i])
+        return int(self.batch[row]), int(self.query[row]), int(self.value_of[i])
+
+    def index(self, b: _I, q: _I, c: _I) -> _I:
+        """Per shape (b, q, c), the index of the first bucket in sorted order covering it (-1: none does): the first
+        row at or after (b, q) whose batch, query and largest value hold it, there the smallest value at or above c.
+        Rows are tried one step at a time for the shapes the row before did not hold (most are held by their first)."""
+        n = len(self.values)
+        chosen = np.searchsorted(self._rows, b * _PACK + q)  # rows sort by (batch, query)
+        pending = np.flatnonzero(chosen < n)
+        while len(pending):  # at most n rounds: each moves a pending shape one row on
+            at = chosen[pending]
+            held = (self.batch[at] >= b[pending]) & (self.query[at] >= q[pending]) & (self.top[at] >= c[pending])
+            pending = pending[~held]
+            chosen[pending] += 1
+            pending = pending[chosen[pending] < n]
+        out = np.full(len(b), -1, dtype=np.int64)
+        found = chosen < n
+        out[found] = np.searchsorted(self._flat, chosen[found] * _PACK + c[found])
+        return out
 
     def find(self, b: _I, q: _I, c: _I) -> tuple[_I, _I, _I, npt.NDArray[np.bool_]]:
-        """Per shape (b, q, c), the first bucket in sorted order covering it: the first row at or after (b, q) whose
-        batch, query and largest value hold it, there the smallest value at or above c; and whether one does."""
-        start = np.searchsorted(self.batch * _PACK + self.query, b * _PACK + q)  # rows sort by (batch, query)
-        chosen = np.full(len(b), -1, dtype=np.int64)
-        for i in range(len(self.values)):
-            hit = (chosen < 0) & (start <= i) & (self.batch[i] >= b) & (self.query[i] >= q) & (self.top[i] >= c)
-            chosen[hit] = i
-        found = chosen >= 0
-        value = c.copy()
-        for i, vals in enumerate(self.values):
-            sel = chosen == i
-            value[sel] = vals[np.searchsorted(vals, c[sel])]
-        at = np.maximum(chosen, 0)
-        return np.where(found, self.batch[at], b), np.where(found, self.query[at], q), value, found
+        """Per shape (b, q, c), the first bucket in sorted order covering it (:meth:`index`), its own shape where
+        none does, and whether one does."""
+        i = self.index(b, q, c)
+        found = i >= 0
+        if not len(self):
+            return b.copy(), q.copy(), c.copy(), found
+        at = np.maximum(i, 0)
+        row = self.row_of[at]
+        return (np.where(found, self.batch[row], b), np.where(found, self.query[row], q),
+                np.where(found, self.value_of[at], c), found)  # fmt: skip
 
 
 def lookup(
@@ -408,14 +494,92 @@ def _binned(values: _I) -> _I:
     return out
 
 
+def _times(axes: PhaseAxes, rows: Sequence[int], values: Sequence[Sequence[int]], first: _I, second: _I, *,
+           rising: bool = False) -> _F:  # fmt: skip
+    """Each shape's seconds in its bucket (a shape no bucket holds, beyond the limits, runs at its own shape);
+    ``rising``: the rows rise, and each row's values."""
+    table = (LookupTable.of_rows(rows, values) if rising else
+             LookupTable([(r, 1, v) for r, vals in zip(rows, values, strict=True) for v in vals]))  # fmt: skip
+    at = table.index(first, np.ones_like(first), second)
+    # each bucket priced once (a plan holds at most its budget's graphs; the shapes are thousands)
+    priced = np.array([axes.time(r, v) for r, v in zip(table.batch[table.row_of].tolist(), table.value_of.tolist(),
+                                                       strict=True)], dtype=np.float64)  # fmt: skip
+    t = priced[np.maximum(at, 0)] if len(priced) else np.zeros(len(at))
+    missed = np.flatnonzero(at < 0)
+    if len(missed):  # runs at its own shape
+        t[missed] = [axes.time(int(a), int(b)) for a, b in zip(first[missed].tolist(), second[missed].tolist(),
+                                                                strict=True)]  # fmt: skip
+    return t
+
+
 def _seconds(axes: PhaseAxes, rows: Sequence[int], values: Sequence[Sequence[int]], first: _I, second: _I,
              weight: _F) -> float:  # fmt: skip
     """The weighted seconds of the shapes in their buckets (a shape no bucket holds, beyond the limits, runs at its
     own shape: charged so)."""
-    rows_of, values_of, _ = lookup(rows, values, first, second)
-    pairs, inverse = np.unique(rows_of * (1 << 32) + values_of, return_inverse=True)
-    t = np.array([axes.time(int(p >> 32), int(p & ((1 << 32) - 1))) for p in pairs.tolist()])
-    return float(np.dot(weight, t[inverse]))
+    return float(np.dot(weight, _times(axes, rows, values, first, second)))
+
+
+#: Most rows' slices one :class:`_Pricer` keeps (a planning run asks a few thousand distinct ones per weight set).
+PRICED_ROWS = 1 << 14
+
+
+class _Pricer:
+    """One phase's weighted shapes priced in many plans: :func:`_seconds`'s figure, bit for bit, with each row's
+    slice of it kept. A shape's lookup starts at the first row at or above its first value; the shapes starting at
+    a row that its largest value holds (all but a few that spill onward) take their time from that row alone, so a
+    row's times are reused by every plan holding the same row, with the same row before it and the same values."""
+
+    def __init__(self, axes: PhaseAxes, first: _I, second: _I, weight: _F) -> None:
+        self.axes, self.first, self.second, self.weight = axes, first, second, weight
+        self.order = np.argsort(first, kind="stable")
+        self.ordered = bool(np.all(self.order == np.arange(len(first))))
+        self.by_first, self.by_second = first[self.order], second[self.order]
+        self.rows: dict[tuple[int, int, tuple[int, ...]], tuple[_F, _I, int]] = {}
+
+    def _row(self, prev: int, row: int, values: tuple[int, ...]) -> tuple[_F, _I, int]:
+        """The times of the shapes starting at ``row`` (after ``prev``; -1: the first row), the ones it does not
+        hold (sorted positions) and where its shapes end."""
+        key = (prev, row, values)
+        got = self.rows.get(key)
+        if got is None:
+            lo = int(np.searchsorted(self.by_first, prev, side="right")) if prev >= 0 else 0
+            hi = int(np.searchsorted(self.by_first, row, side="right"))
+            second = self.by_second[lo:hi]
+            v = np.array(values, dtype=np.int64)
+            priced = np.array([self.axes.time(row, x) for x in values], dtype=np.float64)
+            at = np.searchsorted(v, second)
+            got = (priced[np.minimum(at, len(v) - 1)], np.flatnonzero(at >= len(v)) + lo, hi)
+            if len(self.rows) >= PRICED_ROWS:
+                self.rows.clear()
+            self.rows[key] = got
+        return got
+
+    def seconds(self, rows: Sequence[int], values: Sequence[Sequence[int]]) -> float:
+        rising = all(a < b for a, b in itertools.pairwise(rows)) and all(
+            len(v) and all(a < b for a, b in itertools.pairwise(v)) for v in values
+        )
+        if not rising or not len(self.first):  # not a plan's rows: the lookup from scratch
+            return _seconds(self.axes, rows, values, self.first, self.second, self.weight)
+        parts: list[_F] = []
+        spilled: list[_I] = []
+        prev, end = -1, 0
+        for row, vals in zip(rows, values, strict=True):
+            t, spill, end = self._row(prev, row, tuple(vals))
+            parts.append(t)
+            if len(spill):
+                spilled.append(spill)
+            prev = row
+        beyond = np.arange(end, len(self.first))  # above the last row: no bucket holds them
+        if len(beyond):
+            parts.append(np.zeros(len(beyond)))
+            spilled.append(beyond)
+        t = np.concatenate(parts)
+        if spilled:  # the few shapes their first row does not hold: vllm-gaudi's rule over every row
+            at = np.concatenate(spilled)
+            t[at] = _times(self.axes, rows, values, self.by_first[at], self.by_second[at], rising=True)
+        if not self.ordered:
+            t[self.order] = t.copy()
+        return float(np.dot(self.weight, t))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -426,13 +590,34 @@ class Shapes:
     first: _I
     second: _I
     weight: _F
+    _pricers: list[tuple[PhaseAxes, _Pricer]] = dataclasses.field(default_factory=list, compare=False, repr=False)
+
+    def pricer(self, axes: PhaseAxes) -> _Pricer:
+        """These shapes priced under ``axes`` (kept: every candidate plan of a planning run prices them)."""
+        for kept, pricer in self._pricers:
+            if kept is axes:
+                return pricer
+        pricer = _Pricer(axes, self.first, self.second, self.weight)
+        self._pricers.append((axes, pricer))
+        return pricer
 
     @classmethod
     def of(cls, axes: PhaseAxes, shapes: Mapping[tuple[int, int], float]) -> Shapes:
-        keys = [k for k, n in shapes.items() if n > 0]
-        first = np.minimum(np.array([max(1, k[0]) for k in keys], dtype=np.int64), axes.rows_top)
-        second = np.array([k[1] for k in keys], dtype=np.int64)
-        return cls(first, second, np.array([float(shapes[k]) for k in keys], dtype=np.float64))
+        return cls.of_arrays(axes, *_arrays(shapes))
+
+    @classmethod
+    def of_arrays(cls, axes: PhaseAxes, first: _I, second: _I, weight: _F) -> Shapes:
+        keep = weight > 0
+        return cls(np.minimum(np.maximum(first[keep], 1), axes.rows_top), second[keep], weight[keep])
+
+
+def _arrays(shapes: Mapping[tuple[int, int], float]) -> tuple[_I, _I, _F]:
+    """The shapes of positive weight as arrays (first, second, weight), in the mapping's order."""
+    n = len(shapes)
+    keys = np.fromiter(itertools.chain.from_iterable(shapes), dtype=np.int64, count=2 * n).reshape(n, 2)
+    weight = np.fromiter(shapes.values(), dtype=np.float64, count=n)
+    keep = weight > 0
+    return keys[keep, 0], keys[keep, 1], weight[keep]
 
 
 def phase_seconds(axes: PhaseAxes, plan: PhasePlan, shapes: Mapping[tuple[int, int], float] | Shapes) -> float:
@@ -440,7 +625,7 @@ def phase_seconds(axes: PhaseAxes, plan: PhasePlan, shapes: Mapping[tuple[int, i
     s = shapes if isinstance(shapes, Shapes) else Shapes.of(axes, shapes)
     if not len(s.first):
         return 0.0
-    return _seconds(axes, plan.rows, plan.values, s.first, s.second, s.weight)
+    return s.pricer(axes).seconds(plan.rows, plan.values)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -452,39 +637,67 @@ class PhaseOptions:
     second: _I
     weight: _F
     candidates: tuple[tuple[tuple[int, ...], tuple[_Curve, ...], _Allocation], ...]
+    #: Each candidate's seconds for the values per row asked so far: a budget's plan is often another budget's.
+    _timed: dict[tuple[int, tuple[int, ...]], float] = dataclasses.field(default_factory=dict, compare=False,
+                                                                           repr=False)  # fmt: skip
+    _best: dict[int, PhasePlan] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    @functools.cached_property
+    def _pricer(self) -> _Pricer:
+        return _Pricer(self.axes, self.first, self.second, self.weight)
 
     @property
     def least(self) -> int:
         """The fewest graphs any plan of this phase needs under the ladder rules."""
-        finite = [int(np.argmax(np.isfinite(a.best))) for _, _, a in self.candidates if np.isfinite(a.best).any()]
+        finite = [least for _, _, a in self.candidates if (least := a.least) is not None]
         return min(finite, default=NO_LADDER)
+
+    def reserve(self, budget: int) -> None:
+        """Work out every allocation up to ``budget`` at once (the largest budget about to be asked)."""
+        for _, _, alloc in self.candidates:
+            alloc.counts(budget)
 
     def best(self, budget: int) -> PhasePlan:
         """The plan with the least modelled time of the phase's shapes within ``budget`` graphs (through the real
         lookup); :class:`ConfigError` when the ladders need more."""
+        if budget in self._best:
+            return self._best[budget]
         out: PhasePlan | None = None
-        for rows, curves, alloc in self.candidates:
+        for k, (rows, curves, alloc) in enumerate(self.candidates):
             got = alloc.counts(budget)
             if got is None:
                 continue
-            values = tuple(c.values[m - 1] for c, m in zip(curves, got[1], strict=True))
-            seconds = _seconds(self.axes, rows, values, self.first, self.second, self.weight)
+            values = tuple(c.value_set(m) for c, m in zip(curves, got[1], strict=True))
+            key = (k, tuple(got[1]))
+            if key not in self._timed:
+                self._timed[key] = self._pricer.seconds(rows, values)
+            seconds = self._timed[key]
             if out is None or seconds < out.seconds - 1e-15:
                 out = PhasePlan(rows, values, seconds)
         if out is None:
             raise BudgetTooSmall(f"a budget of {budget} graphs for this phase cannot keep every shape within "
                                  f"{GROSS_FACTOR}x its need; accepted: at least {self.least}", self.least)  # fmt: skip
+        self._best[budget] = out
         return out
 
 
 def phase_options(axes: PhaseAxes, shapes: Mapping[tuple[int, int], float], most_rows: int = 1 << 30) -> PhaseOptions:
     """The candidate plans of a phase for ``shapes`` ((first, second) -> weight): for each number of rows up to
     ``most_rows``, the rows and each row's curve of values, and their allocation for every budget."""
-    keys = [k for k, n in shapes.items() if n > 0] or [(axes.rows_top, 0)]
-    first = np.minimum(np.array([max(1, k[0]) for k in keys], dtype=np.int64), axes.rows_top)
+    return phase_options_of(axes, *_arrays(shapes), most_rows=most_rows, fallback=shapes)
+
+
+def phase_options_of(axes: PhaseAxes, first: _I, second: _I, weight: _F, most_rows: int = 1 << 30, *,
+                     fallback: Mapping[tuple[int, int], float] | None = None) -> PhaseOptions:  # fmt: skip
+    """:func:`phase_options` of shapes as arrays (first, second, weight; those of weight 0 or less are left out)."""
+    keep = weight > 0
+    first, second, weight = first[keep], second[keep], weight[keep]
+    if not len(first):
+        weight = np.array([float((fallback or {}).get((axes.rows_top, 0), 1.0))])
+        first, second = np.array([axes.rows_top], dtype=np.int64), np.zeros(1, dtype=np.int64)
+    first = np.minimum(np.maximum(first, 1), axes.rows_top)
     first = np.minimum(-(-first // axes.row_round) * axes.row_round, axes.rows_top)
-    second = _binned(np.array([k[1] for k in keys], dtype=np.int64))
-    weight = np.array([float(shapes.get(k, 1.0)) for k in keys], dtype=np.float64)
+    second = _binned(second)
     # one entry per (row granule, binned value): the work below is bounded by the limits' octaves
     merged, inverse = np.unique(first * (1 << 32) + second, return_inverse=True)
     weight = np.bincount(inverse, weights=weight).astype(np.float64)
