@@ -76,7 +76,8 @@ def _vllm_limits(args: SizingArgs, max_model_len: int) -> SchedulerLimits | str:
     engine._set_default_max_num_seqs_and_batched_tokens_args(
         UsageContext.OPENAI_API_SERVER, model, types.SimpleNamespace(use_batched_dp_moe=False)
     )
-    assert engine.max_num_seqs is not None and engine.max_num_batched_tokens is not None
+    assert engine.max_num_seqs is not None
+    assert engine.max_num_batched_tokens is not None
     try:
         SchedulerConfig(max_num_batched_tokens=engine.max_num_batched_tokens, max_num_seqs=engine.max_num_seqs,
                         max_model_len=max_model_len, enable_chunked_prefill=engine.enable_chunked_prefill,
@@ -105,7 +106,8 @@ def test_the_limits_are_the_ones_vllm_derives() -> None:
             ours = str(exc)
         case = (chunked, mode, seqs, tokens, length)
         if isinstance(theirs, str):
-            assert isinstance(ours, str) and "vLLM refuses" in ours, case
+            assert isinstance(ours, str), case
+            assert "vLLM refuses" in ours, case
         else:
             assert ours == theirs, case
 
@@ -124,7 +126,8 @@ def test_an_fp8_kv_cache_halves_the_bytes_per_token_and_doubles_the_blocks() -> 
 
 def test_num_gpu_blocks_override_sets_the_blocks_and_refuses_more_than_memory_holds() -> None:
     few = plan(build(device="gaudi2", runtime="vllm-gaudi", max_model_len=8192, num_gpu_blocks_override=500))
-    assert few.kv_blocks == 500 and few.fits
+    assert few.kv_blocks == 500
+    assert few.fits
     assert few.max_concurrent_seqs == 500 // (8192 // 128)
     many = plan(build(device="gaudi2", runtime="vllm-gaudi", max_model_len=8192, num_gpu_blocks_override=10**7))
     assert not many.fits
@@ -148,3 +151,52 @@ def test_derived_limits_are_frozen_values() -> None:
     limits = SchedulerLimits(1, 2, True)
     with pytest.raises(dataclasses.FrozenInstanceError):
         limits.max_num_seqs = 3  # type: ignore[misc]
+
+
+# --- speculative decoding ------------------------------------------------------------------------------------------
+
+
+def test_a_speculative_config_adds_vllm_gaudis_spec_decode_buckets() -> None:
+    """vllm-gaudi (from b8515d5f #624) adds decode buckets of batch x (1 + tokens): the plan read none before."""
+    ngram = {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 4}
+    plain = plan(build(device="gaudi2", runtime="vllm-gaudi==0.26.0", max_model_len=8192))
+    spec = plan(build(device="gaudi2", runtime="vllm-gaudi==0.26.0", max_model_len=8192, speculative_config=ngram))
+    assert spec.inputs.num_speculative_tokens == 2
+    seeds = {(b.batch, b.context) for b in plain.text_graphs.decode}
+    ours = {(b.batch, b.context) for b in spec.text_graphs.decode}
+    assert seeds < ours
+    assert all(b % 3 == 0 for b, _ in ours - seeds)  # every added bucket holds batch x (1 + 2) tokens
+
+
+@pytest.mark.parametrize(("config", "said"), [
+    ([1], "is not a JSON object"),
+    ({"method": "ngram"}, "no num_speculative_tokens"),
+    ({"method": "ngram", "num_speculative_tokens": 0}, "accepted: an integer >= 1"),
+])  # fmt: skip
+def test_a_speculative_config_the_plan_cannot_size_is_refused(config: object, said: str) -> None:
+    with pytest.raises(ConfigError, match=f"--speculative-config: .*{said}"):
+        build(device="gaudi2", runtime="vllm-gaudi", speculative_config=config)
+
+
+# --- limits a user can pass ----------------------------------------------------------------------------------------
+
+
+def test_a_text_graph_budget_above_exps_count_up_to_the_largest_strategys_is_planned() -> None:
+    """A pad or lin user (more graphs than exp) can ask for the best plan at their own warm-up: the cap is the
+    runtime's largest built-in strategy's count for these limits (main capped it at exp's)."""
+    from vllm_hpu_mm.plan.text_choice import choose_text
+    from vllm_hpu_mm.runtimes import registry
+    from vllm_hpu_mm.traffic.default import default_traffic
+
+    i = build(device="gaudi2", runtime="vllm-gaudi", max_model_len=4096, max_num_seqs=16)
+    first = plan(i)
+    shape = i.engine(first.kv_blocks)
+    counts = [len(m.text_shapes(shape).prefill) + len(m.text_shapes(shape).decode)
+              for m in (i.runtime, *registry.strategies(i.runtime_name, {}))]  # fmt: skip
+    own, most = counts[0], max(counts)
+    assert most > own
+    _, choice = choose_text(first, default_traffic(), envs.load({}), budget=own + 1, concurrency=4, requests=60)
+    assert choice is not None
+    assert choice.budget == own + 1
+    with pytest.raises(ConfigError, match=f"accepted: 2 to {most} .*the runtime's largest strategy warms here"):
+        choose_text(first, default_traffic(), envs.load({}), budget=most + 1, concurrency=4, requests=60)

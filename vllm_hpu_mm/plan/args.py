@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import json
 import math
 import re
 from collections.abc import Callable, Iterable
@@ -26,13 +27,13 @@ from vllm_hpu_mm.runtimes.registry import TRAITS
 from vllm_hpu_mm.values import GIB
 
 __all__ = [
+    "KV_CACHE_DTYPES",
     "MAX_MODEL_LEN_AUTO",
+    "PERFORMANCE_MODES",
     "PLAN_OPTIONS",
     "VLLM_FLAGS",
     "Option",
     "SizingArgs",
-    "KV_CACHE_DTYPES",
-    "PERFORMANCE_MODES",
     "add_options",
     "choice",
     "dtype",
@@ -43,6 +44,7 @@ __all__ = [
     "number",
     "optional_human_int",
     "optional_int",
+    "optional_json",
     "optional_str",
     "positive_int",
 ]
@@ -111,6 +113,18 @@ KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_ds_mla", "fp8_e4m3
                    "nvfp4_ds_mla", "turboquant_3bit_nc", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_k8v4",
                    "ultraquant_4bit")  # fmt: skip
 PERFORMANCE_MODES = ("balanced", "interactivity", "throughput")
+
+
+def optional_json(raw: str) -> Any:
+    """vLLM's optional JSON values (``--speculative-config``: ``optional_type(json.loads)``): ``""`` and ``None`` mean
+    unset; anything else must be JSON."""
+    if raw in ("", "None"):
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        short = repr(raw) if len(raw) <= 60 else f"{raw[:60]!r}..."
+        raise argparse.ArgumentTypeError(f"{short} is not JSON; accepted: a JSON object") from None
 
 
 def choice(choices: tuple[str, ...]) -> Callable[[str], str]:
@@ -250,6 +264,8 @@ VLLM_FLAGS: tuple[Option, ...] = (
            "model's dtype; the fp8 family: 1 byte per element) (default: auto)", choice(KV_CACHE_DTYPES)),
     Option("num_gpu_blocks_override", "num-gpu-blocks-override", "vLLM's --num-gpu-blocks-override: the KV blocks "
            "vLLM allocates instead of what memory allows", optional_int, bound=COUNT),
+    Option("speculative_config", "speculative-config", "vLLM's --speculative-config JSON; its num_speculative_tokens "
+           "shapes vllm-gaudi's decode buckets (batch x (1 + tokens))", optional_json, ("-sc",)),
 )  # fmt: skip
 
 #: The runtimes planned per release, each as NAME==X with its oldest modelled release (vllm-gaudi's first bucket file).
@@ -337,6 +353,7 @@ class SizingArgs:
     performance_mode: str | None = None
     kv_cache_dtype: str | None = None
     num_gpu_blocks_override: int | None = None
+    speculative_config: Any = None
     device: str | None = None
     runtime: str | None = None
     free_memory_gib: float | None = None

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan import validate
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.runtimes.base import BatchDefaults
 
-__all__ = ["KV_DTYPE_BYTES", "SchedulerLimits", "kv_dtype_size", "scheduler_limits"]
+__all__ = ["KV_DTYPE_BYTES", "SchedulerLimits", "kv_dtype_size", "scheduler_limits", "speculative_tokens"]
 
 #: Bytes per KV element of the ``--kv-cache-dtype`` values the plan sizes (``config/cache.py:39-59``): the 16-bit
 #: types and the plain fp8 family (``fp8`` is ``fp8_e4m3``; ``fp8_inc`` is Gaudi's). The per-token-head, NVFP4,
@@ -76,3 +77,21 @@ def kv_dtype_size(kv_cache_dtype: str | None, dtype_size: int, flag: str) -> int
         raise ConfigError(f"{flag}={kv_cache_dtype}: vLLM accepts it, but the plan does not size its layout (scales "
                           f"per token or head); planned: auto, {', '.join(KV_DTYPE_BYTES)}")  # fmt: skip
     return KV_DTYPE_BYTES[kv_cache_dtype]
+
+
+def speculative_tokens(config: Any, flag: str) -> int:
+    """The tokens proposed per step under ``--speculative-config`` (0 without it): its ``num_speculative_tokens``
+    (vLLM 0.32 ``config/speculative.py``: required for ngram, greater than 0). A draft model's own count (MTP's
+    ``n_predict``) is not read: the plan asks for it to be stated."""
+    if config is None:
+        return 0
+    if not isinstance(config, dict):
+        raise ConfigError(f"{flag}: {config!r} is not a JSON object; accepted: e.g. "
+                          '{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 4}')  # fmt: skip
+    n = config.get("num_speculative_tokens")
+    if n is None:
+        raise ConfigError(f"{flag}: no num_speculative_tokens; the plan sizes the decode buckets from it (a draft "
+                          "model's own count is not read): state it")  # fmt: skip
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ConfigError(f"{flag}: num_speculative_tokens={n!r}; accepted: an integer >= 1")
+    return n

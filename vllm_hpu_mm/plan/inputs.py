@@ -17,7 +17,7 @@ from vllm_hpu_mm.models.lookup import resolve
 from vllm_hpu_mm.plan import validate
 from vllm_hpu_mm.plan.args import MAX_MODEL_LEN_AUTO, VLLM_FLAGS, SizingArgs
 from vllm_hpu_mm.plan.costs import ESTIMATES, HPU_LAZY_GRAPHS, CostProfile
-from vllm_hpu_mm.plan.derived import kv_dtype_size, scheduler_limits
+from vllm_hpu_mm.plan.derived import kv_dtype_size, scheduler_limits, speculative_tokens
 from vllm_hpu_mm.plan.vision_cost import DEFAULT_POOL_MODE, PoolMode
 from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import DeviceFacts, Runtime, RuntimeModel
@@ -106,6 +106,8 @@ class PlanInputs:
     chunked_prefill: bool = True
     #: ``--num-gpu-blocks-override``: the KV blocks vLLM allocates whatever memory allows, or None.
     num_gpu_blocks_override: int | None = None
+    #: Tokens proposed per step under ``--speculative-config`` (0: none).
+    num_speculative_tokens: int = 0
 
     def vision_listed(self, buckets: Iterable[int]) -> str:
         """Vision buckets comma-separated in the unit the runtime reads: patches per image, or images per pass."""
@@ -117,7 +119,8 @@ class PlanInputs:
         the KV cache still has the shape its graphs are warmed at)."""
         return EngineShape(max_model_len=self.max_model_len, max_num_seqs=self.max_num_seqs,
                            max_num_batched_tokens=self.max_num_batched_tokens, block_size=self.block_size,
-                           num_kv_blocks=max(kv_blocks, 1))  # fmt: skip
+                           num_kv_blocks=max(kv_blocks, 1),
+                           num_speculative_tokens=self.num_speculative_tokens)  # fmt: skip
 
     @property
     def runtime_name(self) -> Runtime:
@@ -304,8 +307,10 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         runtime_found=found,
         expert_parallel_size=tp * dp if args.enable_expert_parallel and model.moe.present else 0,
         runtime_env=env,
-        defaults_source="given" if given else defaults.source + (
-            "; doubled by --performance-mode throughput" if args.performance_mode == "throughput" else ""),
+        defaults_source="given"
+        if given
+        else defaults.source
+        + ("; doubled by --performance-mode throughput" if args.performance_mode == "throughput" else ""),
         vision_bucketed=vision_bucketed,
         vision_patches_per_item=per_item,
         costs=HPU_LAZY_GRAPHS if spec.backend == "hpu" else ESTIMATES,
@@ -314,4 +319,5 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         kv_dtype_size=kv_dtype_size(args.kv_cache_dtype, size, flag("kv_cache_dtype")),
         chunked_prefill=limits.chunked_prefill,
         num_gpu_blocks_override=args.num_gpu_blocks_override,
+        num_speculative_tokens=speculative_tokens(args.speculative_config, flag("speculative_config")),
     )

@@ -100,8 +100,10 @@ def _override_finding(i: PlanInputs, blocks: int, room: int, per_token: int) -> 
     if i.num_gpu_blocks_override is None or blocks <= room:
         return ()
     need = blocks * per_token * i.block_size / GIB
-    message = (f"--num-gpu-blocks-override {blocks} asks for {need:.2f} GiB of KV cache where the memory left holds "
-               f"{room} blocks: vLLM allocates the override regardless, out of memory when the KV cache is allocated")
+    message = (
+        f"--num-gpu-blocks-override {blocks} asks for {need:.2f} GiB of KV cache where the memory left holds "
+        f"{room} blocks: vLLM allocates the override regardless, out of memory when the KV cache is allocated"
+    )
     fix = Fix(f"--num-gpu-blocks-override {room} or less, or drop it", "--num-gpu-blocks-override", room)
     return (Finding("error", "kv_cache", "kv_cache_too_small", message, fix),)
 

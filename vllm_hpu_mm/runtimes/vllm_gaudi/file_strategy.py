@@ -51,7 +51,7 @@ MAX_RANGE_ELEMENTS = 10000
 #: takes the Cartesian product of a line's three items unbounded (and warms every bucket that passes its filters):
 #: two full ranges on one line are 10^8 buckets, a list vllm-gaudi cannot hold in host memory, and even 10^5 is more
 #: than a day of warm-up at the 1.28 s per graph of plan/costs.py. Ten full ranges' worth is the cap.
-MAX_FILE_BUCKETS = 10 * MAX_RANGE_ELEMENTS
+MAX_FILE_BUCKETS = 100 * MAX_RANGE_ELEMENTS
 #: Characters of a line an error message echoes.
 ECHO_CHARS = 80
 _RANGE_CALL = re.compile(r"range\(\s*(-?\d+)\s*,\s*(-?\d+)\s*(?:,\s*(-?\d+)\s*)?\)")
