@@ -42,7 +42,7 @@ def test_without_chunked_prefill_the_token_budget_is_max_model_len() -> None:
 def test_a_token_budget_below_max_model_len_without_chunked_prefill_is_refused() -> None:
     """vLLM refuses to start (config/scheduler.py verify_max_model_len): the plan must not say "fits"."""
     with pytest.raises(ConfigError, match=r"--max-num-batched-tokens=1024 is below --max-model-len 32768 with "
-                       r"--enable-chunked-prefill off: vLLM refuses to start"):  # fmt: skip
+                       r"chunked prefill off \(--no-enable-chunked-prefill\): vLLM refuses to start"):  # fmt: skip
         build(device="gaudi2", runtime="vllm-gaudi", max_model_len=32768, max_num_batched_tokens=1024,
               enable_chunked_prefill=False)  # fmt: skip
     # the fork's engine has chunked prefill off by default: the same refusal, naming the default

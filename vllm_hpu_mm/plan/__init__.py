@@ -1,5 +1,5 @@
 """The device-memory plan, runtime-agnostic: its arguments (:mod:`.args`, one declaration for ``memory plan`` and
-``serve``), inputs (:mod:`.inputs`, :mod:`.validate`), cost models (:mod:`.costs`, :mod:`.vision_cost`,
+``serve``), what vLLM derives from them (:mod:`.derived`), inputs (:mod:`.inputs`, :mod:`.validate`), cost models (:mod:`.costs`, :mod:`.vision_cost`,
 :mod:`.text_cost`), rules (:mod:`.rules`, one pure function each), the text graphs that fit (:mod:`.text_graphs`),
 findings and their fixes (:mod:`.findings`, :mod:`.fixes`), the plan itself (:mod:`.planner`), the bucket list
 planned with the vision pool (:mod:`.bucket_fit`, :mod:`.bucket_choice`), the text buckets chosen from traffic

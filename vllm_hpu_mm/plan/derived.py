@@ -56,11 +56,10 @@ def scheduler_limits(defaults: BatchDefaults, max_model_len: int, args: SizingAr
     if args.max_num_seqs is None:
         seqs = min(seqs, tokens)
     if tokens < max_model_len and not chunked:
-        off = (f"{name('enable_chunked_prefill')} off" if args.enable_chunked_prefill is not None
-               else "chunked prefill off (the runtime's default)")  # fmt: skip
+        off = "--no-enable-chunked-prefill" if args.enable_chunked_prefill is not None else "the runtime's default"
         raise ConfigError(
-            f"{name('max_num_batched_tokens')}={tokens} is below {name('max_model_len')} {max_model_len} with {off}: "
-            "vLLM refuses to start (config/scheduler.py verify_max_model_len); accepted: "
+            f"{name('max_num_batched_tokens')}={tokens} is below {name('max_model_len')} {max_model_len} with "
+            f"chunked prefill off ({off}): vLLM refuses to start (config/scheduler.py verify_max_model_len); accepted: "
             f"{name('max_num_batched_tokens')} of at least {max_model_len}, a smaller {name('max_model_len')}, or "
             "chunked prefill on"
         )
