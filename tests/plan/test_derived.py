@@ -69,13 +69,12 @@ def _vllm_limits(args: SizingArgs, max_model_len: int) -> SchedulerLimits | str:
 
     engine = EngineArgs(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                         enable_chunked_prefill=args.enable_chunked_prefill,
-                        performance_mode=args.performance_mode or "balanced")  # fmt: skip
+                        performance_mode=args.performance_mode or "balanced")  # type: ignore[arg-type]  # fmt: skip
     if engine.enable_chunked_prefill is None:
         engine.enable_chunked_prefill = True  # _set_default_chunked_prefill_and_prefix_caching_args: a generative model
     model = types.SimpleNamespace(max_model_len=max_model_len, is_multimodal_model=False, is_mm_prefix_lm=False)
-    engine._set_default_max_num_seqs_and_batched_tokens_args(
-        UsageContext.OPENAI_API_SERVER, model, types.SimpleNamespace(use_batched_dp_moe=False)
-    )
+    parallel = types.SimpleNamespace(use_batched_dp_moe=False)  # what the method reads of the two configs
+    engine._set_default_max_num_seqs_and_batched_tokens_args(UsageContext.OPENAI_API_SERVER, model, parallel)  # type: ignore[arg-type]
     assert engine.max_num_seqs is not None
     assert engine.max_num_batched_tokens is not None
     try:

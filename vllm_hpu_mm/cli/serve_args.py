@@ -117,7 +117,9 @@ def _mirror(table: OptionTable) -> _Parser:
         elif o.nargs == 0:
             p.add_argument(*o.strings, dest=o.dest, action="store_const", const=True)
         else:  # vLLM's own type and choices: a value its parser refuses is refused here
-            p.add_argument(*o.strings, dest=o.dest, nargs=o.nargs, type=o.reader(), choices=o.choices)
+            read = o.reader()
+            typed: dict[str, Any] = {} if read is None else {"type": read}
+            p.add_argument(*o.strings, dest=o.dest, nargs=o.nargs, choices=o.choices, **typed)
     return p
 
 

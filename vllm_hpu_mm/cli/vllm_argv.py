@@ -72,8 +72,9 @@ class ServerOption:
             return self.convert
         if self.kind is None:
             return None
-        optional = self.kind.startswith("optional ")
-        read = KINDS[self.kind.removeprefix("optional ")]
+        kind = self.kind
+        optional = kind.startswith("optional ")
+        read = KINDS[kind.removeprefix("optional ")]
 
         def value(raw: str) -> Any:
             if optional and raw in ("", "None"):  # vLLM's optional_type
@@ -81,7 +82,7 @@ class ServerOption:
             try:
                 return read(raw)
             except (ValueError, TypeError, ArithmeticError):
-                raise argparse.ArgumentTypeError(f"{_short(raw)} is not {KIND_WORDS[self.kind.split()[-1]]}") from None
+                raise argparse.ArgumentTypeError(f"{_short(raw)} is not {KIND_WORDS[kind.split()[-1]]}") from None
 
         return value
 
