@@ -52,7 +52,7 @@ MAX_RANGE_ELEMENTS = 10000
 #: that passes its filters), so any file it can hold is one it accepts; two full ranges on one line are 10^8
 #: buckets, a list it cannot hold in host memory. The plan stores and prices every bucket (whole `memory plan`, on
 #: the 2-core dev machine): 102,448 buckets took 9.5 s of CPU and a 116 MB peak; a million passed 2.8 min of CPU and
-#: 450 MB unfinished. Twice the first, 200,000 buckets (about 20 s), bounds our time and memory.
+#: 450 MB unfinished. Twice the first, 200,000 buckets (about 20 s, extrapolated), bounds our time and memory.
 MAX_FILE_BUCKETS = 20 * MAX_RANGE_ELEMENTS
 #: Characters of a line an error message echoes.
 ECHO_CHARS = 80
