@@ -9,7 +9,7 @@ from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan.args import MAX_MODEL_LEN_AUTO, PLAN_OPTIONS, VLLM_FLAGS, Option, SizingArgs
 
 #: Flags whose values are words, not numbers.
-WORDS = ("dtype", "quantization", "revision", "performance_mode", "kv_cache_dtype")
+WORDS = ("dtype", "quantization", "revision", "performance_mode", "kv_cache_dtype", "speculative_config")
 NUMERIC = [o for o in (*VLLM_FLAGS, *PLAN_OPTIONS) if o.type is not None and o.field not in WORDS]
 
 
