@@ -46,6 +46,12 @@ TABLE: dict[str, tuple[list[tuple[str, Any]], list[tuple[str, str]], str]] = {
     "VLLM_FP32_SOFTMAX": (BOOL_GOOD, BOOL_BAD, "0/1, true/false"),
     "VLLM_FP32_SOFTMAX_VISION": (BOOL_GOOD, BOOL_BAD, "0/1, true/false"),
     "VLLM_SKIP_WARMUP": (BOOL_GOOD, BOOL_BAD, "0/1, true/false"),
+    # vLLM reads bool(int(value)): "true" stops it at start-up
+    "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": (
+        [("1", True), ("0", False), (" 2 ", True)],
+        verbatim(["true", "", "off"]),
+        "0 off, any other on",
+    ),
     "VLLM_HPU_MM_OVERSIZE_POLICY": (
         [("shrink", OversizePolicy.SHRINK), ("EAGER", OversizePolicy.EAGER), (" reject ", OversizePolicy.REJECT)],
         verbatim(["split", "", "resize"]),

@@ -82,6 +82,14 @@ def _positive_int(name: str, raw: str) -> int:
     return value
 
 
+def _int_flag(name: str, raw: str) -> bool:
+    """vLLM's integer switches (``bool(int(value))``, vLLM 0.32 ``envs.py``): ``true`` stops vLLM, so it is refused."""
+    try:
+        return bool(int(raw))
+    except ValueError:
+        raise _bad(name, raw, "an integer: 0 off, any other on (vLLM reads int(value))") from None
+
+
 def _aspect(name: str, raw: str) -> float:
     try:
         value = float(raw)
@@ -179,6 +187,14 @@ _VARIABLES: tuple[EnvVar[Any], ...] = (
         _bool,
     ),
     EnvVar(
+        "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS",
+        "1",
+        "an integer: 0 off, any other on",
+        "vLLM on CUDA: take the profiled CUDA-graph memory out of the KV cache (vLLM 0.32 envs.py:2221, "
+        "v1/worker/gpu_worker.py:709); the CUDA plan follows it.",
+        _int_flag,
+    ),
+    EnvVar(
         "VLLM_HPU_MM_OVERSIZE_POLICY",
         OversizePolicy.SHRINK.value,
         "one of " + ", ".join(p.value for p in OversizePolicy),
@@ -253,6 +269,7 @@ class Settings:
     fp32_softmax: bool
     fp32_softmax_vision: bool
     skip_warmup: bool
+    memory_profiler_estimate_cudagraphs: bool
     oversize_policy: OversizePolicy
     align_mode: AlignMode
     max_image_pixels: int

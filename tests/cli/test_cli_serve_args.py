@@ -89,9 +89,9 @@ def test_every_sizing_value_is_read_as_vllm_reads_it(
             return "refused", None
 
     theirs = outcome(theirs_type)
-    if field == "dtype":  # vLLM checks its choices after the (str) type
-        choices = list(next(a for a in vllm_parser._actions if a.dest == field).choices or ())
-        theirs = theirs if theirs[1] in choices else ("refused", None)
+    choices = next(a for a in vllm_parser._actions if a.dest == field).choices
+    if choices is not None:  # vLLM checks its choices after the (str) type
+        theirs = theirs if theirs[1] in list(choices) else ("refused", None)
     assert repr(outcome(ours_type)) == repr(theirs)  # repr: NaN equals NaN
 
 
@@ -199,7 +199,8 @@ def test_a_command_line_is_read_as_vllms_parser_reads_it(
             continue
         mine = getattr(ours.sizing, field)
         expected = vllm_parser.get_default(field) if mine is None else mine
-        assert getattr(theirs, field) == (bool(expected) if option.boolean else expected), (argv, field)
+        boolean = option.boolean and expected is not None  # --enable-chunked-prefill's default is None
+        assert getattr(theirs, field) == (bool(expected) if boolean else expected), (argv, field)
     assert ours.sizing.model == (theirs.model_tag or (theirs.model if named else None)), argv
     assert json.loads(ours.limit_mm_per_prompt or "{}") == theirs.limit_mm_per_prompt, argv
 
@@ -338,6 +339,15 @@ def test_dotted_flags_merge_into_one_json_value() -> None:
         (["--limit-mm-per-prompt.image"], "--limit-mm-per-prompt.image needs a value"),
         (["--config", "a.json"], "vLLM reads only .yaml or .yml"),
         (["--config", "a.yaml", "--config", "b.yaml"], "given more than once"),
+        # values of flags the plan does not size, with vLLM's own types and choices (the stored table's kinds)
+        (["--kv-cache-dtype", "fp9"], "server argument --kv-cache-dtype: 'fp9' is not a value vLLM accepts"),
+        (["--speculative-config", "{bad"], "server argument --speculative-config: '{bad' is not JSON"),
+        (["-sc", "{bad"], "server argument -sc: '{bad' is not JSON"),
+        (["--mm-processor-kwargs", "{bad"], "server argument --mm-processor-kwargs: '{bad' is not JSON"),
+        (["--max-logprobs", "two"], "server argument --max-logprobs: 'two' is not an integer"),
+        (["--performance-mode", "fast"], "'fast' is not a value vLLM accepts"),
+        (["--mm-processor-device", "gpu"], "invalid choice: 'gpu'"),
+        (["--num-gpu-blocks-override", "many"], "'many' is not an integer"),
     ],
 )  # fmt: skip
 def test_what_vllm_would_refuse_is_one_line_naming_the_flag_as_typed(argv: list[str], said: str) -> None:
@@ -345,6 +355,43 @@ def test_what_vllm_would_refuse_is_one_line_naming_the_flag_as_typed(argv: list[
         parse(*argv)
     assert said in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_values_vllm_accepts_for_those_flags_are_read() -> None:
+    parse("--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2}', "--mm-processor-kwargs", "None",
+          "--kv-cache-dtype", "fp8", "--performance-mode", "throughput", "--max-logprobs", "2")  # fmt: skip
+
+
+#: Values a server option's type may meet: numbers, JSON (good, bad, with vLLM's 2k numbers), unset spellings.
+KIND_VALUES = ["1", "-3", "1.5", "x", "{bad", '{"a": 1}', "[1, 2]", '{"n": 2k}', "", "None", "2k", "nan", "true"]
+
+
+@pytest.mark.vllm
+def test_every_stored_value_type_refuses_only_what_vllms_own_type_refuses(vllm_parser: argparse.ArgumentParser) -> None:
+    """The stored table's kinds read a value as the installed vLLM's own argparse types do: the same outcome, except
+    that a config dataclass's fields (``json_config``) are vLLM's to check at launch, so there we refuse no more."""
+    live = {o.dest: o for o in options_of(vllm_parser)}
+
+    def outcome(read: Any, value: str) -> str:
+        try:
+            read(value)
+        except (ValueError, TypeError, ArithmeticError, argparse.ArgumentTypeError):
+            return "refused"
+        return "ok"
+
+    checked = 0
+    for stored in TABLE.options:
+        if stored.kind is None:
+            continue
+        ours, theirs = stored.reader(), live[stored.dest].convert
+        for value in KIND_VALUES:
+            mine, vllms = outcome(ours, value), outcome(theirs, value)
+            if stored.kind.endswith("json_config"):
+                assert not (mine == "refused" and vllms == "ok"), (stored.dest, value)
+            else:
+                assert mine == vllms, (stored.dest, value)
+            checked += 1
+    assert checked > 100 * len(KIND_VALUES) // 10
 
 
 @pytest.mark.parametrize(("text", "said"), [(None, "cannot read"), ("- a\n- b\n", "expected a mapping"),

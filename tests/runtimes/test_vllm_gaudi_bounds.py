@@ -133,6 +133,13 @@ def test_a_line_of_two_full_ranges_is_refused_before_it_is_expanded() -> None:
     assert f"{MAX_FILE_BUCKETS:,}" in message
 
 
+def test_a_file_of_a_hundred_thousand_buckets_vllm_gaudi_accepts_is_read() -> None:
+    """102,448 buckets (vllm-gaudi has no total cap): read, not refused (main capped files at 100,000)."""
+    prompt, decode = parse_bucket_file("(1, range(128, 6272, 128), 0)\n(range(1, 257), 1, range(1, 401))\n",
+                                       "--bucket-file b.txt")  # fmt: skip
+    assert (len(prompt), len(decode)) == (48, 102_400)
+
+
 def test_file_errors_name_the_flag_as_given_and_cut_a_long_line() -> None:
     line = "(1, 128, [" + ", ".join(["0"] * 40_000) + "], 3)"
     with pytest.raises(ConfigError) as err:

@@ -228,11 +228,12 @@ def budget_steps(defaults: int) -> list[int]:
 
 
 def check_budget(budget: int | None, most: int, flag: str) -> None:
-    """A given budget: at least 2 graphs, at most ``most`` (the graphs the runtime's own strategy warms for these
-    limits: a plan needs no more, and planning work and memory stay bounded)."""
+    """A given budget: at least 2 graphs, at most ``most`` (the graphs the runtime's largest built-in strategy warms
+    for these limits: any warm-up a user of the runtime can configure, while planning work and memory stay
+    bounded)."""
     if budget is not None and not 2 <= budget <= max(2, most):
         raise ConfigError(f"{flag} {budget} is invalid; accepted: 2 to {max(2, most)} (a prompt and a decode "
-                          "bucket at least, at most the graphs the runtime's own strategy warms here)")  # fmt: skip
+                          "bucket at least, at most the graphs the runtime's largest strategy warms here)")  # fmt: skip
 
 
 def _plan(weights: tuple[Mapping[tuple[int, int], int], Mapping[tuple[int, int], int]], limits: TextLimits,

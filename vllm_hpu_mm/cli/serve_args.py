@@ -115,8 +115,10 @@ def _mirror(table: OptionTable) -> _Parser:
             p.add_argument(*o.strings, dest=o.dest, type=sizing.type or str, default=None)
         elif o.nargs == 0:
             p.add_argument(*o.strings, dest=o.dest, action="store_const", const=True)
-        else:
-            p.add_argument(*o.strings, dest=o.dest, nargs=o.nargs)
+        else:  # vLLM's own type and choices: a value its parser refuses is refused here
+            read = o.reader()
+            typed: dict[str, Any] = {} if read is None else {"type": read}
+            p.add_argument(*o.strings, dest=o.dest, nargs=o.nargs, choices=o.choices, **typed)
     return p
 
 
@@ -332,7 +334,7 @@ def check_with_vllm(parser: argparse.ArgumentParser, argv: Sequence[str], planne
             expected = (
                 DEFAULT_GPU_MEMORY_UTILIZATION if field == "gpu_memory_utilization" else parser.get_default(field)
             )
-            if option.boolean:
+            if option.boolean and expected is not None:  # --enable-chunked-prefill's default is None
                 expected = bool(expected)
             if theirs == expected:
                 continue

@@ -55,11 +55,36 @@ Nargs = int | str | None
 @dataclasses.dataclass(frozen=True)
 class ServerOption:
     """One argument of vLLM's server parser: its option strings (none for the positional model), how many values it
-    takes (argparse's ``nargs``: None one, 0 none, ``?``, ``*``, ``+``) and where it is stored."""
+    takes (argparse's ``nargs``: None one, 0 none, ``?``, ``*``, ``+``), where it is stored, how its value is read
+    (:data:`KINDS`; None: as a string) and its choices; ``convert``: the live parser's own type, where read from an
+    installed vLLM (not stored)."""
 
     strings: tuple[str, ...]
     nargs: Nargs
     dest: str
+    kind: str | None = None
+    choices: tuple[str, ...] | None = None
+    convert: Callable[[str], Any] | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    def reader(self) -> Callable[[str], Any] | None:
+        """How argparse reads one value of this option: the installed vLLM's own type, else the stored kind's."""
+        if self.convert is not None:
+            return self.convert
+        if self.kind is None:
+            return None
+        kind = self.kind
+        optional = kind.startswith("optional ")
+        read = KINDS[kind.removeprefix("optional ")]
+
+        def value(raw: str) -> Any:
+            if optional and raw in ("", "None"):  # vLLM's optional_type
+                return None
+            try:
+                return read(raw)
+            except (ValueError, TypeError, ArithmeticError):
+                raise argparse.ArgumentTypeError(f"{_short(raw)} is not {KIND_WORDS[kind.split()[-1]]}") from None
+
+        return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,12 +99,61 @@ class OptionTable:
         return {s: o for o in self.options for s in o.strings}
 
 
+def _short(raw: str) -> str:
+    return repr(raw) if len(raw) <= 60 else f"{raw[:60]!r}..."
+
+
+#: A vLLM config JSON may spell numbers as ``2k`` (``_expand_json_human_readable_numbers``): read as 0 to check form.
+_JSON_HUMAN = re.compile(r"(?<![\w\"])\d+(?:\.\d+)?[kKmMgGtT](?![\w\"])")
+
+
+def _json_config(raw: str) -> Any:
+    """A config dataclass's JSON (vLLM: ``TypeAdapter(cls).validate_json``): checked as JSON here; its fields are
+    vLLM's to check (a launch reads it with the installed vLLM's own type)."""
+    return json.loads(_JSON_HUMAN.sub("0", raw))
+
+
+#: The value types of vLLM 0.32's server options, by the name the stored table gives them (``optional X``: vLLM's
+#: ``optional_type``, where ``""`` and ``None`` mean unset).
+KINDS: dict[str, Callable[[str], Any]] = {"int": int, "float": float, "json": json.loads, "json_config": _json_config,
+                                          "human_int": human_readable_int}  # fmt: skip
+KIND_WORDS = {"int": "an integer", "float": "a number", "json": "JSON", "json_config": "a JSON config",
+              "human_int": "an integer (e.g. 32768, 32k, 32K)"}  # fmt: skip
+
+
+def _kind(convert: Any) -> str | None:
+    """The stored kind of one of vLLM's argparse types (None: read as a string, or not modelled)."""
+    if convert is None or convert is str:
+        return None
+    name = getattr(convert, "__qualname__", "")
+    if convert is int or convert is float:
+        return convert.__name__
+    if convert is json.loads:
+        return "json"
+    if name.endswith("parse_dataclass"):
+        return "json_config"
+    if name.endswith("human_readable_int"):
+        return "human_int"
+    inner = [c.cell_contents for c in getattr(convert, "__closure__", None) or ()]
+    if name.startswith("optional_type") and inner:
+        kind = _kind(inner[0])
+        return None if kind is None or kind.startswith("optional") else f"optional {kind}"
+    if name.startswith("parse_type") and inner:
+        return _kind(inner[0])
+    return None
+
+
 def options_of(parser: argparse.ArgumentParser) -> tuple[ServerOption, ...]:
-    """The arguments of a live argparse parser (vLLM's), in its order."""
+    """The arguments of a live argparse parser (vLLM's), in its order, with their types (kept live) and choices
+    (where read as strings or integers)."""
     out = []
     for action in parser._actions:
         nargs = 0 if action.nargs == 0 or (action.nargs is None and _takes_no_value(action)) else action.nargs
-        out.append(ServerOption(tuple(action.option_strings), nargs, action.dest))
+        kind = None if nargs == 0 else _kind(action.type)
+        plain = action.type in (None, str)
+        choices = tuple(str(c) for c in action.choices) if action.choices is not None and plain and nargs != 0 else None
+        convert = action.type if nargs != 0 and callable(action.type) else None
+        out.append(ServerOption(tuple(action.option_strings), nargs, action.dest, kind, choices, convert))
     return tuple(out)
 
 
@@ -90,7 +164,10 @@ def _takes_no_value(action: argparse.Action) -> bool:
 
 def table_json(version: str, options: Iterable[ServerOption]) -> str:
     """The stored form of a table: one option per line."""
-    rows = ",\n".join("    " + json.dumps([list(o.strings), o.nargs, o.dest]) for o in options)
+    rows = ",\n".join(
+        "    " + json.dumps([list(o.strings), o.nargs, o.dest, o.kind, None if o.choices is None else list(o.choices)])
+        for o in options
+    )
     return f'{{\n  "vllm": {json.dumps(version)},\n  "options": [\n{rows}\n  ]\n}}\n'
 
 
@@ -99,7 +176,10 @@ def vllm_032_table() -> OptionTable:
     """vLLM 0.32's server options, as stored in the package."""
     text = resources.files("vllm_hpu_mm.data").joinpath(TABLE_FILE).read_text(encoding="utf-8")
     data = json.loads(text)
-    options = tuple(ServerOption(tuple(strings), nargs, dest) for strings, nargs, dest in data["options"])
+    options = tuple(
+        ServerOption(tuple(strings), nargs, dest, kind, None if choices is None else tuple(choices))
+        for strings, nargs, dest, kind, choices in data["options"]
+    )
     return OptionTable(str(data["vllm"]), options)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import json
 import math
 import re
 from collections.abc import Callable, Iterable
@@ -27,12 +28,15 @@ from vllm_hpu_mm.runtimes.registry import TRAITS
 from vllm_hpu_mm.values import GIB
 
 __all__ = [
+    "KV_CACHE_DTYPES",
     "MAX_MODEL_LEN_AUTO",
+    "PERFORMANCE_MODES",
     "PLAN_OPTIONS",
     "VLLM_FLAGS",
     "Option",
     "SizingArgs",
     "add_options",
+    "choice",
     "dtype",
     "fraction",
     "human_readable_int",
@@ -40,6 +44,8 @@ __all__ = [
     "integer",
     "number",
     "optional_human_int",
+    "optional_int",
+    "optional_json",
     "optional_str",
     "positive_int",
 ]
@@ -93,6 +99,44 @@ def human_readable_int_or_auto(raw: str) -> int:
 def optional_str(raw: str) -> str | None:
     """vLLM's optional strings (``--quantization``, ``--revision``): ``""`` and ``None`` mean unset."""
     return None if raw in ("", "None") else raw
+
+
+def optional_int(raw: str) -> int | None:
+    """vLLM's optional integers (``--num-gpu-blocks-override``: ``optional_type(int)``): ``""`` and ``None`` mean
+    unset."""
+    return None if raw in ("", "None") else integer(raw)
+
+
+#: vLLM 0.32's ``--kv-cache-dtype`` choices (``config/cache.py:39-59`` ``CacheDType``) and ``--performance-mode``
+#: choices (``config/vllm.py:139`` ``PerformanceMode``); a test checks both against the installed vLLM's parser.
+KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_ds_mla", "fp8_e4m3", "fp8_e5m2", "fp8_inc",
+                   "fp8_per_token_head", "int4_per_token_head", "int8_per_token_head", "nvfp4", "nvfp4_4over6",
+                   "nvfp4_ds_mla", "turboquant_3bit_nc", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_k8v4",
+                   "ultraquant_4bit")  # fmt: skip
+PERFORMANCE_MODES = ("balanced", "interactivity", "throughput")
+
+
+def optional_json(raw: str) -> Any:
+    """vLLM's optional JSON values (``--speculative-config``: ``optional_type(json.loads)``): ``""`` and ``None`` mean
+    unset; anything else must be JSON."""
+    if raw in ("", "None"):
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        short = repr(raw) if len(raw) <= 60 else f"{raw[:60]!r}..."
+        raise argparse.ArgumentTypeError(f"{short} is not JSON; accepted: a JSON object") from None
+
+
+def choice(choices: tuple[str, ...]) -> Callable[[str], str]:
+    """One of vLLM's choices, exactly as spelled (its parser is case-sensitive)."""
+
+    def read(raw: str) -> str:
+        if raw not in choices:
+            raise argparse.ArgumentTypeError(f"{raw!r} is not a value vLLM accepts; accepted: {', '.join(choices)}")
+        return raw
+
+    return read
 
 
 def optional_human_int(raw: str) -> int | None:
@@ -229,6 +273,18 @@ VLLM_FLAGS: tuple[Option, ...] = (
     Option("enable_expert_parallel", "enable-expert-parallel", "vLLM's --enable-expert-parallel: routed experts "
            "spread over TP x DP ranks instead of split by TP", aliases=("-ep",), boolean=True),
     Option("revision", "revision", "the Hub revision whose cached config.json is read (default: main)", optional_str),
+    Option("enable_chunked_prefill", "enable-chunked-prefill", "vLLM's chunked prefill; off, the batched-token "
+           "default rises to --max-model-len and a smaller --max-num-batched-tokens is refused, as vLLM refuses it "
+           "(default: the runtime's: on in vLLM V1 and vllm-gaudi, off in vllm-fork)", boolean=True),
+    Option("performance_mode", "performance-mode", "vLLM's --performance-mode: throughput doubles the default "
+           f"--max-num-seqs and --max-num-batched-tokens; one of {', '.join(PERFORMANCE_MODES)} (default: balanced)",
+           choice(PERFORMANCE_MODES)),
+    Option("kv_cache_dtype", "kv-cache-dtype", "vLLM's --kv-cache-dtype: the KV cache's element type (auto: the "
+           "model's dtype; the fp8 family: 1 byte per element) (default: auto)", choice(KV_CACHE_DTYPES)),
+    Option("num_gpu_blocks_override", "num-gpu-blocks-override", "vLLM's --num-gpu-blocks-override: the KV blocks "
+           "vLLM allocates instead of what memory allows", optional_int, bound=COUNT),
+    Option("speculative_config", "speculative-config", "vLLM's --speculative-config JSON; its num_speculative_tokens "
+           "shapes vllm-gaudi's decode buckets (batch x (1 + tokens))", optional_json, ("-sc",)),
 )  # fmt: skip
 
 #: The runtimes planned per release, each as NAME==X with its oldest modelled release (vllm-gaudi's first bucket file).
@@ -313,6 +369,11 @@ class SizingArgs:
     enforce_eager: bool | None = None
     enable_expert_parallel: bool | None = None
     revision: str | None = None
+    enable_chunked_prefill: bool | None = None
+    performance_mode: str | None = None
+    kv_cache_dtype: str | None = None
+    num_gpu_blocks_override: int | None = None
+    speculative_config: Any = None
     device: str | None = None
     runtime: str | None = None
     free_memory_gib: float | None = None

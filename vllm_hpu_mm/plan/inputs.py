@@ -17,6 +17,7 @@ from vllm_hpu_mm.models.lookup import resolve
 from vllm_hpu_mm.plan import validate
 from vllm_hpu_mm.plan.args import MAX_MODEL_LEN_AUTO, VLLM_FLAGS, SizingArgs
 from vllm_hpu_mm.plan.costs import ESTIMATES, HPU_LAZY_GRAPHS, CostProfile
+from vllm_hpu_mm.plan.derived import kv_dtype_size, scheduler_limits, speculative_tokens
 from vllm_hpu_mm.plan.vision_cost import DEFAULT_POOL_MODE, PoolMode
 from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import DeviceFacts, Runtime, RuntimeModel
@@ -95,6 +96,14 @@ class PlanInputs:
     max_model_len_auto: bool = False
     #: The sizing fields the user gave (the rest are defaults), so that errors name only what was typed.
     given: frozenset[str] = frozenset()
+    #: Bytes per KV-cache element (``--kv-cache-dtype``; the model's dtype under ``auto``).
+    kv_dtype_size: int = 2
+    #: Whether vLLM chunks prefills (``--enable-chunked-prefill``, else the runtime's default).
+    chunked_prefill: bool = True
+    #: ``--num-gpu-blocks-override``: the KV blocks vLLM allocates whatever memory allows, or None.
+    num_gpu_blocks_override: int | None = None
+    #: Tokens proposed per step under ``--speculative-config`` (0: none).
+    num_speculative_tokens: int = 0
 
     def vision_listed(self, buckets: Iterable[int]) -> str:
         """Vision buckets comma-separated in the unit the runtime reads: patches per image, or images per pass."""
@@ -106,7 +115,8 @@ class PlanInputs:
         the KV cache still has the shape its graphs are warmed at)."""
         return EngineShape(max_model_len=self.max_model_len, max_num_seqs=self.max_num_seqs,
                            max_num_batched_tokens=self.max_num_batched_tokens, block_size=self.block_size,
-                           num_kv_blocks=max(kv_blocks, 1))  # fmt: skip
+                           num_kv_blocks=max(kv_blocks, 1),
+                           num_speculative_tokens=self.num_speculative_tokens)  # fmt: skip
 
     @property
     def runtime_name(self) -> Runtime:
@@ -260,8 +270,7 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
     given_util = args.gpu_memory_utilization
     util = runtime.traits.default_gpu_memory_utilization if given_util is None else given_util
     defaults = runtime.batch_defaults(DeviceFacts(spec.backend, total, spec.name, tp * pp))
-    seqs, tokens = defaults.clamped(max_model_len, args.max_num_seqs, args.max_num_batched_tokens)
-    validate.check_batched_tokens(tokens, seqs, flag("max_num_batched_tokens"), flag("max_num_seqs"))
+    limits = scheduler_limits(defaults, max_model_len, args)
     given = args.max_num_seqs is not None and args.max_num_batched_tokens is not None
     plan_buckets, vision_bucketed, per_item = _vision_buckets(model, runtime, buckets, env)
     pool = _pool_mode(args, spec.backend)
@@ -276,8 +285,8 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         tensor_parallel_size=tp,
         gpu_memory_utilization=util,
         max_model_len=max_model_len,
-        max_num_seqs=seqs,
-        max_num_batched_tokens=tokens,
+        max_num_seqs=limits.max_num_seqs,
+        max_num_batched_tokens=limits.max_num_batched_tokens,
         block_size=block_size,
         buckets=plan_buckets,
         graph_reserved_mem=reserved,
@@ -294,10 +303,17 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         runtime_found=found,
         expert_parallel_size=tp * dp if args.enable_expert_parallel and model.moe.present else 0,
         runtime_env=env,
-        defaults_source="given" if given else defaults.source,
+        defaults_source="given"
+        if given
+        else defaults.source
+        + ("; doubled by --performance-mode throughput" if args.performance_mode == "throughput" else ""),
         vision_bucketed=vision_bucketed,
         vision_patches_per_item=per_item,
         costs=HPU_LAZY_GRAPHS if spec.backend == "hpu" else ESTIMATES,
         max_model_len_auto=args.max_model_len == MAX_MODEL_LEN_AUTO,
         given=frozenset(o.field for o in VLLM_FLAGS if getattr(args, o.field) is not None),
+        kv_dtype_size=kv_dtype_size(args.kv_cache_dtype, size, flag("kv_cache_dtype")),
+        chunked_prefill=limits.chunked_prefill,
+        num_gpu_blocks_override=args.num_gpu_blocks_override,
+        num_speculative_tokens=speculative_tokens(args.speculative_config, flag("speculative_config")),
     )

@@ -8,10 +8,12 @@ from typing import Literal
 
 from vllm_hpu_mm.plan import rules, vision_cost
 from vllm_hpu_mm.plan.findings import Finding, findings
+from vllm_hpu_mm.plan.fixes import Fix
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.rules import Split
 from vllm_hpu_mm.plan.text_graphs import TextGraphFit
 from vllm_hpu_mm.runtimes.base import WarmupEstimate, warmup_estimate
+from vllm_hpu_mm.values import GIB
 
 __all__ = ["Plan", "Verdict", "plan"]
 
@@ -93,6 +95,19 @@ class Plan:
         return self.verdict != "does_not_fit"
 
 
+def _override_finding(i: PlanInputs, blocks: int, room: int, per_token: int) -> tuple[Finding, ...]:
+    """``--num-gpu-blocks-override`` above the blocks the memory left holds: vLLM allocates them anyway."""
+    if i.num_gpu_blocks_override is None or blocks <= room:
+        return ()
+    need = blocks * per_token * i.block_size / GIB
+    message = (
+        f"--num-gpu-blocks-override {blocks} asks for {need:.2f} GiB of KV cache where the memory left holds "
+        f"{room} blocks: vLLM allocates the override regardless, out of memory when the KV cache is allocated"
+    )
+    fix = Fix(f"--num-gpu-blocks-override {room} or less, or drop it", "--num-gpu-blocks-override", room)
+    return (Finding("error", "kv_cache", "kv_cache_too_small", message, fix),)
+
+
 def plan(i: PlanInputs) -> Plan:
     """Run every rule."""
     weights = rules.model_weight_bytes(i)
@@ -100,7 +115,9 @@ def plan(i: PlanInputs) -> Plan:
     free = ms.free_after_load_bytes
     s = rules.split_memory(i, max(free, 0)) if free < 0 else rules.split_memory(i)
     per_token = rules.kv_per_token(i)
-    blocks = rules.kv_blocks(s.kv_cache_bytes, per_token, i.block_size)
+    blocks = room = rules.kv_blocks(s.kv_cache_bytes, per_token, i.block_size)
+    if i.num_gpu_blocks_override is not None:
+        blocks = i.num_gpu_blocks_override  # vLLM 0.32 v1/core/kv_cache_utils.py:1230-1236 may_override_num_blocks
     per_seq_blocks = -(-rules.kv_per_sequence(i) // (per_token * i.block_size)) if per_token else 0
     seqs = rules.max_concurrent_seqs(blocks, i.block_size, i.max_model_len, per_seq_blocks)
     captured, skipped = rules.vision_fit(i, s.prefill_vision_graph_bytes)
@@ -118,7 +135,7 @@ def plan(i: PlanInputs) -> Plan:
         vision_buckets_skipped=skipped,
         vision_capture_bytes=vision_cost.capture_bytes(captured, i.pool_mode, i.model.vision, i.dtype_size, i.costs),
         text_graphs=text,
-        findings=findings(i, free, s, skipped, per_token, seqs, text),
+        findings=findings(i, free, s, skipped, per_token, seqs, text) + _override_finding(i, blocks, room, per_token),
         memory_formula=ms.formula,
         non_torch_bytes=ms.non_torch_bytes,
     )

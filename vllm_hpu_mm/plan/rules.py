@@ -95,14 +95,14 @@ def model_weight_bytes(i: PlanInputs) -> int:
 def kv_per_token(i: PlanInputs) -> int:
     """Rule 0c: KV bytes per token on one card: heads over TP (latent attention replicated), layers over PP (the
     first stage's share, rounded up)."""
-    per_token = kv_bytes_per_token(i.model, i.dtype_size, i.tensor_parallel_size)
+    per_token = kv_bytes_per_token(i.model, i.kv_dtype_size, i.tensor_parallel_size)
     layers = i.model.num_layers
     return per_token * -(-layers // i.pipeline_parallel_size) // layers
 
 
 def kv_per_sequence(i: PlanInputs) -> int:
     """Rule 0c': what one sequence holds beyond its tokens (sliding-window layers' window, linear-attention state)."""
-    return kv_bytes_per_sequence(i.model, i.dtype_size, i.tensor_parallel_size, i.max_model_len) // (
+    return kv_bytes_per_sequence(i.model, i.kv_dtype_size, i.tensor_parallel_size, i.max_model_len) // (
         i.pipeline_parallel_size
     )
 

@@ -127,13 +127,14 @@ def _own_buckets(own: TextShapes) -> tuple[tuple[tuple[int, int, int], ...], tup
 
 def plan_for_traffic(runs: Schedules, limits: TextLimits, own: TextShapes, time: StepTimes, *, budget: int | None,
                      budget_flag: str = "--text-graph-budget", sweep: Schedules | None = None,
-                     warmup: Warmup | None = None) -> BudgetedPlan:  # fmt: skip
+                     warmup: Warmup | None = None, most: int | None = None) -> BudgetedPlan:  # fmt: skip
     """The text buckets for ``runs``: within ``budget`` when given (at most the runtime's ``own`` graph count), else
     by the default rule, judged at every load of ``runs`` against the runtime's own buckets. With ``sweep`` (every
     load level, when ``runs`` is one known load or an arrival process), its levels are planned for with
     1 - :data:`KNOWN_LOAD_SHARE` of the weight and judged too. ``warmup`` (the runtime's warm-up estimate of a bucket
-    set) keeps the default budget's warm-up within its share of the runtime's own."""
+    set) keeps the default budget's warm-up within its share of the runtime's own. ``most``: the largest budget
+    accepted (default: the runtime's own graph count; the plan passes its largest strategy's)."""
     theirs = _own_buckets(own)
-    check_budget(budget, len(theirs[0]) + len(theirs[1]), budget_flag)
+    check_budget(budget, most if most is not None else len(theirs[0]) + len(theirs[1]), budget_flag)
     loads, weights, levels = _weights(runs, time, sweep)
     return choose_budget(weights, loads, limits, theirs, time, budget=budget, load_levels=levels, warmup=warmup)

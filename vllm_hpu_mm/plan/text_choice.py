@@ -24,6 +24,7 @@ from vllm_hpu_mm.plan.vision_cost import PoolMode
 from vllm_hpu_mm.replay.report import Report, result_dict, to_dict
 from vllm_hpu_mm.replay.run import ReplayResult
 from vllm_hpu_mm.replay.schedules import Images, Schedules, TowerImages, replay_model, schedules
+from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import RuntimeModel, RuntimeTraits
 from vllm_hpu_mm.traffic.requests import Traffic
 
@@ -136,5 +137,16 @@ def plan_for(i: PlanInputs, shape: EngineShape, runs: Schedules, block_cap: int,
     limits = TextLimits.of(shape, block_cap, prefill_batch)
     time = text_time(i.model, i.device, block_size=i.block_size, tensor_parallel_size=i.tensor_parallel_size)
     warmup = text_warmup(runtime.traits, block_size=i.block_size, eager=i.enforce_eager)
+    most = None if budget is None else most_graphs(i, shape)
     return plan_for_traffic(runs, limits, runtime.text_shapes(shape), time, budget=budget, budget_flag=budget_flag,
-                            sweep=sweep, warmup=warmup)  # fmt: skip
+                            sweep=sweep, warmup=warmup, most=most)  # fmt: skip
+
+
+def most_graphs(i: PlanInputs, shape: EngineShape) -> int:
+    """The most text graphs a given budget may ask for: what the runtime's largest built-in strategy (vllm-gaudi's
+    exp, lin or pad) warms for these limits, so that a user of any strategy can ask for the best plan at their own
+    warm-up. A cap at all because planning work grows with the budget; the runtime's own strategies are the bound a
+    user can already reach by configuring it, so no budget a runtime user could warm is refused."""
+    counts = [len(m.text_shapes(shape).prefill) + len(m.text_shapes(shape).decode)
+              for m in (i.runtime, *registry.strategies(i.runtime_name, i.runtime_env))]  # fmt: skip
+    return max(counts)

@@ -201,31 +201,15 @@ class DeviceFacts:
 
 @dataclasses.dataclass(frozen=True)
 class BatchDefaults:
-    """The runtime's own ``max_num_seqs`` / ``max_num_batched_tokens`` for its OpenAI server, before the clamps
-    that depend on ``max_model_len`` (applied by :meth:`clamped`), and where they come from."""
+    """The runtime's own ``max_num_seqs`` / ``max_num_batched_tokens`` for its OpenAI server, before what vLLM
+    derives from them and the other flags, and where they come from."""
 
     max_num_seqs: int
     max_num_batched_tokens: int
     source: str
-    #: vLLM raises the token default to ``max_model_len`` when chunked prefill is off (V0 engines).
-    at_least_max_model_len: bool = False
-
-    def clamped(self, max_model_len: int, seqs_given: int | None, tokens_given: int | None) -> tuple[int, int]:
-        """vLLM 0.32 ``EngineArgs._set_default_max_num_seqs_and_batched_tokens_args``: a default token budget is
-        raised to ``max_model_len`` without chunked prefill and capped at ``max_num_seqs x max_model_len``; a
-        default sequence count is capped at the token budget. Values the user gave are kept."""
-        seqs = seqs_given or self.max_num_seqs
-        tokens = tokens_given
-        if tokens is None:
-            tokens = (
-                max(self.max_num_batched_tokens, max_model_len)
-                if self.at_least_max_model_len
-                else (self.max_num_batched_tokens)
-            )
-            tokens = min(seqs * max_model_len, tokens)
-        if seqs_given is None:
-            seqs = min(seqs, tokens)
-        return seqs, tokens
+    #: Whether the runtime chunks prefills by default (vLLM V1: yes; the fork's V0 HPU engine: no); what vLLM
+    #: derives from these is :func:`vllm_hpu_mm.plan.derived.scheduler_limits`.
+    chunked_prefill: bool = True
 
 
 @dataclasses.dataclass(frozen=True)

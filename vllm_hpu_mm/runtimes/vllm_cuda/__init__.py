@@ -15,6 +15,7 @@ import dataclasses
 import math
 
 from vllm_hpu_mm.engine import EngineShape, TextShapes
+from vllm_hpu_mm.envs import read_if_set
 from vllm_hpu_mm.runtimes.arithmetic import VLLM_032, vllm_batch_defaults
 from vllm_hpu_mm.runtimes.base import (
     ESTIMATE_CUDAGRAPHS,
@@ -86,7 +87,7 @@ class VllmCuda(NoBucketList):
         """:func:`available_kv_cache_memory` with the plan's estimates of the weights, the profiling run's peak,
         the non-torch memory and the graphs vLLM profiles (or, when free memory after load is stated, total - free
         as the non-KV memory)."""
-        estimate = m.env.get(ESTIMATE_CUDAGRAPHS, "1").strip() not in ("0", "")
+        estimate = read_if_set(ESTIMATE_CUDAGRAPHS, m.env) is not False  # declared in envs.py; on by default
         graphs = m.graph_estimate_bytes if m.graphs else 0
         if m.free_after_load_bytes is not None:
             non_kv = m.total_bytes - m.free_after_load_bytes

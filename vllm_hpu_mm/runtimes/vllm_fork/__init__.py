@@ -139,7 +139,7 @@ class VllmFork(NoBucketList):
         """vLLM V0's scheduler defaults, which the fork's HPU engine runs without chunked prefill: 256 sequences
         and max(max_model_len, 2048) tokens (``config.py`` ``SchedulerConfig``, V0)."""
         return BatchDefaults(256, 2048, "vLLM V0 SchedulerConfig as the fork runs it (no chunked prefill)",
-                             at_least_max_model_len=True)  # fmt: skip
+                             chunked_prefill=False)  # fmt: skip
 
     def vision_bucketing(self, model_type: str, *, model: str | None = None) -> VisionBucketing:
         if "qwen2_5_vl" in model_type:

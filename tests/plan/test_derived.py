@@ -1,0 +1,201 @@
+"""What vLLM derives from its flags is modelled in one place (plan/derived.py) and agrees with vLLM's own code: the
+scheduler's limits under chunked prefill, performance mode and overrides (checked against the installed vLLM's
+``EngineArgs`` and ``SchedulerConfig``), the KV dtype's bytes, --num-gpu-blocks-override and vLLM's CUDA-graph
+estimate switch, each through the plan a user gets."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import types
+
+import pytest
+
+from vllm_hpu_mm import envs
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.plan import inputs as plan_inputs
+from vllm_hpu_mm.plan.args import SizingArgs
+from vllm_hpu_mm.plan.derived import SchedulerLimits, scheduler_limits
+from vllm_hpu_mm.plan.planner import plan
+from vllm_hpu_mm.runtimes.arithmetic import vllm_batch_defaults
+from vllm_hpu_mm.runtimes.base import DeviceFacts
+
+GIB = 1 << 30
+
+
+def build(**kw: object) -> plan_inputs.PlanInputs:
+    env = {str(k): str(v) for k, v in dict(kw.pop("env", {})).items()}  # type: ignore[call-overload]
+    args = SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", **kw)  # type: ignore[arg-type]
+    return plan_inputs.build(args, envs.load({}), env)
+
+
+# --- the scheduler's limits ----------------------------------------------------------------------------------------
+
+
+def test_without_chunked_prefill_the_token_budget_is_max_model_len() -> None:
+    """vLLM 0.32 arg_utils.py:3140-3145: the default budget rises to max_model_len (main planned 2,048)."""
+    i = build(device="gaudi2", runtime="vllm-gaudi", max_model_len=32768, enable_chunked_prefill=False)
+    assert (i.max_num_batched_tokens, i.chunked_prefill) == (32768, False)
+    assert build(device="gaudi2", runtime="vllm-gaudi", max_model_len=32768).max_num_batched_tokens == 2048
+
+
+def test_a_token_budget_below_max_model_len_without_chunked_prefill_is_refused() -> None:
+    """vLLM refuses to start (config/scheduler.py verify_max_model_len): the plan must not say "fits"."""
+    with pytest.raises(ConfigError, match=r"--max-num-batched-tokens=1024 is below --max-model-len 32768 with "
+                       r"chunked prefill off \(--no-enable-chunked-prefill\): vLLM refuses to start"):  # fmt: skip
+        build(device="gaudi2", runtime="vllm-gaudi", max_model_len=32768, max_num_batched_tokens=1024,
+              enable_chunked_prefill=False)  # fmt: skip
+    # the fork's engine has chunked prefill off by default: the same refusal, naming the default
+    with pytest.raises(ConfigError, match="chunked prefill off \\(the runtime's default\\)"):
+        build(device="gaudi2", runtime="vllm-fork", max_model_len=32768, max_num_batched_tokens=1024)
+
+
+def test_throughput_mode_doubles_the_defaults_only() -> None:
+    base = build(device="gaudi2", runtime="vllm-gaudi", max_model_len=8192)
+    fast = build(device="gaudi2", runtime="vllm-gaudi", max_model_len=8192, performance_mode="throughput")
+    assert (fast.max_num_seqs, fast.max_num_batched_tokens) == (2 * base.max_num_seqs, 2 * base.max_num_batched_tokens)
+    given = build(device="gaudi2", runtime="vllm-gaudi", max_model_len=8192, performance_mode="throughput",
+                  max_num_seqs=64)  # fmt: skip
+    assert (given.max_num_seqs, given.max_num_batched_tokens) == (64, 2 * base.max_num_batched_tokens)
+    assert "throughput" in fast.defaults_source
+
+
+def _vllm_limits(args: SizingArgs, max_model_len: int) -> SchedulerLimits | str:
+    """What the installed vLLM derives for ``args`` on its own platform (CPU here): its EngineArgs defaults, then its
+    SchedulerConfig's checks; the refusal's text when it refuses."""
+    from vllm.config import SchedulerConfig
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.usage.usage_lib import UsageContext
+
+    engine = EngineArgs(max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
+                        enable_chunked_prefill=args.enable_chunked_prefill,
+                        performance_mode=args.performance_mode or "balanced")  # type: ignore[arg-type]  # fmt: skip
+    if engine.enable_chunked_prefill is None:
+        engine.enable_chunked_prefill = True  # _set_default_chunked_prefill_and_prefix_caching_args: a generative model
+    model = types.SimpleNamespace(max_model_len=max_model_len, is_multimodal_model=False, is_mm_prefix_lm=False)
+    parallel = types.SimpleNamespace(use_batched_dp_moe=False)  # what the method reads of the two configs
+    engine._set_default_max_num_seqs_and_batched_tokens_args(UsageContext.OPENAI_API_SERVER, model, parallel)  # type: ignore[arg-type]
+    assert engine.max_num_seqs is not None
+    assert engine.max_num_batched_tokens is not None
+    try:
+        SchedulerConfig(max_num_batched_tokens=engine.max_num_batched_tokens, max_num_seqs=engine.max_num_seqs,
+                        max_model_len=max_model_len, enable_chunked_prefill=engine.enable_chunked_prefill,
+                        is_encoder_decoder=False)  # fmt: skip
+    except ValueError as exc:
+        return str(exc).split(" ")[0]
+    return SchedulerLimits(engine.max_num_seqs, engine.max_num_batched_tokens, engine.enable_chunked_prefill)
+
+
+GRID = list(itertools.product([None, True, False], [None, "balanced", "throughput", "interactivity"], [None, 64, 4096],
+                              [None, 1024, 8192], [2048, 32768]))  # fmt: skip
+
+
+@pytest.mark.vllm
+def test_the_limits_are_the_ones_vllm_derives() -> None:
+    """Every combination of the chunked-prefill, performance-mode and override flags, against vLLM's own
+    EngineArgs._set_default_max_num_seqs_and_batched_tokens_args and SchedulerConfig on its platform (CPU here)."""
+    defaults = vllm_batch_defaults(DeviceFacts("cpu", 64 * GIB, "cpu"))
+    for chunked, mode, seqs, tokens, length in GRID:
+        args = SizingArgs(enable_chunked_prefill=chunked, performance_mode=mode, max_num_seqs=seqs,
+                          max_num_batched_tokens=tokens)  # fmt: skip
+        theirs = _vllm_limits(args, length)
+        try:
+            ours: SchedulerLimits | str = scheduler_limits(defaults, length, args)
+        except ConfigError as exc:
+            ours = str(exc)
+        case = (chunked, mode, seqs, tokens, length)
+        if isinstance(theirs, str):
+            assert isinstance(ours, str), case
+            assert "vLLM refuses" in ours, case
+        else:
+            assert ours == theirs, case
+
+
+# --- the KV cache --------------------------------------------------------------------------------------------------
+
+
+def test_an_fp8_kv_cache_halves_the_bytes_per_token_and_doubles_the_blocks() -> None:
+    bf16 = plan(build(device="gaudi2", runtime="vllm-gaudi", max_model_len=8192))
+    fp8 = plan(build(device="gaudi2", runtime="vllm-gaudi", max_model_len=8192, kv_cache_dtype="fp8_inc"))
+    assert fp8.kv_bytes_per_token * 2 == bf16.kv_bytes_per_token
+    assert fp8.kv_blocks >= 2 * bf16.kv_blocks - 1
+    with pytest.raises(ConfigError, match="--kv-cache-dtype=nvfp4: vLLM accepts it, but the plan does not size"):
+        build(device="gaudi2", runtime="vllm-gaudi", kv_cache_dtype="nvfp4")
+
+
+def test_num_gpu_blocks_override_sets_the_blocks_and_refuses_more_than_memory_holds() -> None:
+    few = plan(build(device="gaudi2", runtime="vllm-gaudi", max_model_len=8192, num_gpu_blocks_override=500))
+    assert few.kv_blocks == 500
+    assert few.fits
+    assert few.max_concurrent_seqs == 500 // (8192 // 128)
+    many = plan(build(device="gaudi2", runtime="vllm-gaudi", max_model_len=8192, num_gpu_blocks_override=10**7))
+    assert not many.fits
+    assert any("vLLM allocates the override regardless" in f.message for f in many.findings)
+
+
+def test_the_cuda_plan_follows_vllms_cudagraph_estimate_switch() -> None:
+    """VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (declared in envs.py, vLLM reads bool(int(value))): on by default,
+    0 gives the graphs' memory back to the KV cache; a value vLLM cannot read is refused."""
+    on = plan(build(device="h100", runtime="vllm-cuda", max_model_len=8192))
+    off = plan(build(device="h100", runtime="vllm-cuda", max_model_len=8192,
+                     env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}))  # fmt: skip
+    assert off.split.kv_cache_bytes > on.split.kv_cache_bytes
+    with pytest.raises(ConfigError, match="VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS='true'"):
+        envs.load({"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "true"})
+    with pytest.raises(ConfigError, match="VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS='false'"):
+        plan(build(device="h100", runtime="vllm-cuda", env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "false"}))
+
+
+def test_derived_limits_are_frozen_values() -> None:
+    limits = SchedulerLimits(1, 2, True)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        limits.max_num_seqs = 3  # type: ignore[misc]
+
+
+# --- speculative decoding ------------------------------------------------------------------------------------------
+
+
+def test_a_speculative_config_adds_vllm_gaudis_spec_decode_buckets() -> None:
+    """vllm-gaudi (from b8515d5f #624) adds decode buckets of batch x (1 + tokens): the plan read none before."""
+    ngram = {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 4}
+    plain = plan(build(device="gaudi2", runtime="vllm-gaudi==0.26.0", max_model_len=8192))
+    spec = plan(build(device="gaudi2", runtime="vllm-gaudi==0.26.0", max_model_len=8192, speculative_config=ngram))
+    assert spec.inputs.num_speculative_tokens == 2
+    seeds = {(b.batch, b.context) for b in plain.text_graphs.decode}
+    ours = {(b.batch, b.context) for b in spec.text_graphs.decode}
+    assert seeds < ours
+    assert all(b % 3 == 0 for b, _ in ours - seeds)  # every added bucket holds batch x (1 + 2) tokens
+
+
+@pytest.mark.parametrize(("config", "said"), [
+    ([1], "is not a JSON object"),
+    ({"method": "ngram"}, "no num_speculative_tokens"),
+    ({"method": "ngram", "num_speculative_tokens": 0}, "accepted: an integer >= 1"),
+])  # fmt: skip
+def test_a_speculative_config_the_plan_cannot_size_is_refused(config: object, said: str) -> None:
+    with pytest.raises(ConfigError, match=f"--speculative-config: .*{said}"):
+        build(device="gaudi2", runtime="vllm-gaudi", speculative_config=config)
+
+
+# --- limits a user can pass ----------------------------------------------------------------------------------------
+
+
+def test_a_text_graph_budget_above_exps_count_up_to_the_largest_strategys_is_planned() -> None:
+    """A pad or lin user (more graphs than exp) can ask for the best plan at their own warm-up: the cap is the
+    runtime's largest built-in strategy's count for these limits (main capped it at exp's)."""
+    from vllm_hpu_mm.plan.text_choice import choose_text
+    from vllm_hpu_mm.runtimes import registry
+    from vllm_hpu_mm.traffic.default import default_traffic
+
+    i = build(device="gaudi2", runtime="vllm-gaudi", max_model_len=4096, max_num_seqs=16)
+    first = plan(i)
+    shape = i.engine(first.kv_blocks)
+    counts = [len(m.text_shapes(shape).prefill) + len(m.text_shapes(shape).decode)
+              for m in (i.runtime, *registry.strategies(i.runtime_name, {}))]  # fmt: skip
+    own, most = counts[0], max(counts)
+    assert most > own
+    _, choice = choose_text(first, default_traffic(), envs.load({}), budget=own + 1, concurrency=4, requests=60)
+    assert choice is not None
+    assert choice.budget == own + 1
+    with pytest.raises(ConfigError, match=f"accepted: 2 to {most} .*the runtime's largest strategy warms here"):
+        choose_text(first, default_traffic(), envs.load({}), budget=most + 1, concurrency=4, requests=60)
