@@ -41,7 +41,8 @@ def model_folder(tmp_path: Path, config: str) -> str:
 def flags(path: Path, tmp_path: Path) -> list[str]:
     """The sizing flags matching what the log's header states (nothing more: the rest stay the plan's defaults)."""
     h = stated(path)
-    out = ["--model", model_folder(tmp_path, h["model"]), "--runtime", h["runtime"], "--device", h["device"]]
+    runtime = f"{h['runtime']}=={h['release']}" if h.get("release") else h["runtime"]
+    out = ["--model", model_folder(tmp_path, h["model"]), "--runtime", runtime, "--device", h["device"]]
     out += ["--tensor-parallel-size", str(h["tp"]), "--block-size", str(h["block_size"])]
     if "gpu_memory_utilization" in h:
         out += ["--gpu-memory-utilization", str(h["gpu_memory_utilization"])]
