@@ -202,6 +202,8 @@ def test_a_log_run_with_another_length_is_blamed_on_the_profiling_pass(
     # the runtime profiles and splits memory by the length, not because another process held memory
     argv = flags(GAUDI3, tmp_path)
     argv[argv.index("--max-model-len") + 1] = "131072"
+    # V0's token budget at that length, max(131072, 2048): the newest line's prompt buckets then reach 131072 tokens
+    argv[argv.index("--max-num-batched-tokens") + 1] = "131072"
     code, out = run_json(capsys, str(GAUDI3), *argv)
     assert code == 1
     causes = [m["likely_cause"] for m in out["outside"]]
