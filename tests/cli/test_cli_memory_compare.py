@@ -41,7 +41,8 @@ def model_folder(tmp_path: Path, config: str) -> str:
 def flags(path: Path, tmp_path: Path) -> list[str]:
     """The sizing flags matching what the log's header states (nothing more: the rest stay the plan's defaults)."""
     h = stated(path)
-    out = ["--model", model_folder(tmp_path, h["model"]), "--runtime", h["runtime"], "--device", h["device"]]
+    runtime = f"{h['runtime']}=={h['release']}" if h.get("release") else h["runtime"]
+    out = ["--model", model_folder(tmp_path, h["model"]), "--runtime", runtime, "--device", h["device"]]
     out += ["--tensor-parallel-size", str(h["tp"]), "--block-size", str(h["block_size"])]
     if "gpu_memory_utilization" in h:
         out += ["--gpu-memory-utilization", str(h["gpu_memory_utilization"])]
@@ -201,6 +202,8 @@ def test_a_log_run_with_another_length_is_blamed_on_the_profiling_pass(
     # the runtime profiles and splits memory by the length, not because another process held memory
     argv = flags(GAUDI3, tmp_path)
     argv[argv.index("--max-model-len") + 1] = "131072"
+    # V0's token budget at that length, max(131072, 2048): the newest line's prompt buckets then reach 131072 tokens
+    argv[argv.index("--max-num-batched-tokens") + 1] = "131072"
     code, out = run_json(capsys, str(GAUDI3), *argv)
     assert code == 1
     causes = [m["likely_cause"] for m in out["outside"]]

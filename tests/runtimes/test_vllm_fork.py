@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.models.catalog import CATALOG
 from vllm_hpu_mm.plan import text_cost
@@ -51,8 +53,41 @@ def test_the_forks_profiling_pass_is_shaped_by_the_engine_sizes_and_its_residue_
     long = ProfileCosts(
         90112, 4 * 128256, 0, engine(max_model_len=32768, max_num_seqs=256, max_num_batched_tokens=8192)
     )
-    assert profile_pass(long) == (1, 32768)  # at least one whole sequence, as the fork runs it
+    # 1.22 profiles its longest generated prompt bucket: the exponential one within the 8192-token budget
+    assert profile_pass(long) == (1, 5888)
+    assert profile_pass(ProfileCosts(90112, 4, 0, engine(131072, 256, 131072))) == (1, 131072)
     vision = ProfileCosts(90112, 4, 50 * 2**20, engine(1024, 256, 4096), multimodal=True)
     assert profile_pass(vision) == (1, 1024)
     assert profile_residue_bytes(vision) == 1024 * 90112 + 4 + 50 * 2**20
     assert profile_residue_bytes(None) == PROFILE_RESIDUE_BYTES
+
+
+@pytest.mark.parametrize(
+    ("version", "engine_sizes", "multimodal", "expected"),
+    [
+        ("0.5.3.post1+gaudi117", (131072, 4, 131072), False, (4, 1024)),  # bs and seq config maxima
+        ("0.5.3.post1+gaudi118", (131072, 4, 131072), False, (4, 1024)),  # ... each seq within tokens // bs
+        ("0.5.3.post1+gaudi118", (131072, 4, 2048), False, (4, 512)),
+        ("0.6.4.post2", (131072, 4, 131072), False, (4, 1024)),  # 1.19: seq config max 1024, batch from tokens
+        ("0.8.5.post1", (131072, 4, 131072), False, (1, 131072)),  # 1.21: seq config max = max_model_len
+        ("0.8.5.post1", (1024, 256, 4096), True, (4, 1024)),  # batch 1 for a multimodal model only from 1.22
+        ("0.9.0.1", (1024, 256, 4096), True, (1, 1024)),
+    ],
+)
+def test_each_fork_line_profiles_its_own_largest_prompt_shape(
+    version: str, engine_sizes: tuple[int, int, int], multimodal: bool, expected: tuple[int, int]
+) -> None:
+    from vllm_hpu_mm.engine import EngineShape
+    from vllm_hpu_mm.runtimes.base import ProfileCosts
+    from vllm_hpu_mm.runtimes.vllm_fork import profile_pass, profile_residue_bytes
+    from vllm_hpu_mm.runtimes.vllm_fork.bucketing import config_from_env
+    from vllm_hpu_mm.runtimes.vllm_fork.releases import release_for
+
+    mml, seqs, tokens = engine_sizes
+    shape = EngineShape(max_model_len=mml, max_num_seqs=seqs, max_num_batched_tokens=tokens, block_size=128,
+                        num_kv_blocks=1)  # fmt: skip
+    costs = ProfileCosts(90112, 4 * 128256, 0, shape, multimodal=multimodal)
+    cfg = config_from_env({}, release_for(version))
+    assert profile_pass(costs, cfg) == expected
+    batch, length = expected
+    assert profile_residue_bytes(costs, cfg) == batch * length * 90112 + batch * 4 * 128256

@@ -26,7 +26,8 @@ ALL_GAUDI_LOGS = sorted(p for p in GAUDI_LOGS.rglob("*.log") if "buckets" not in
 #: The bucket-count-only excerpts (``buckets/{dev,heldout}``), each with a ``# buckets: {json}`` header.
 BUCKET_LOGS = sorted((GAUDI_LOGS / "buckets").rglob("*.log"))
 #: What a header leaves out: vllm-fork's defaults (V0 engine) on one Gaudi2; ``engine`` (max_model_len,
-#: max_num_seqs, max_num_batched_tokens), the sizes its profiling pass is shaped from, only where the log shows them.
+#: max_num_seqs, max_num_batched_tokens), the sizes its profiling pass is shaped from, only where the log shows them;
+#: ``release`` (the runtime's line, whose code shapes that pass), only where the log's code can be dated.
 DEFAULTS: dict[str, Any] = {"runtime": "vllm-fork", "device": "gaudi2", "tp": 1, "block_size": 128,
                             "gpu_memory_utilization": 0.9, "graph_reserved_mem": 0.1, "quantization": None,
                             "enforce_eager": False}  # fmt: skip
@@ -54,7 +55,7 @@ def run_inputs(path: Path) -> RunInputs:
                              source=str(config))  # fmt: skip
     return RunInputs(
         model=model,
-        runtime=model_for(Runtime(h["runtime"])),
+        runtime=model_for(Runtime(h["runtime"]), version=h.get("release")),
         total_bytes=devices.device_spec(h["device"]).total_bytes,
         gpu_memory_utilization=float(h["gpu_memory_utilization"]),
         graph_reserved_mem=float(h["graph_reserved_mem"]),

@@ -34,7 +34,13 @@ from vllm_hpu_mm.runtimes.base import (
     RuntimeTraits,
     VisionBucketing,
 )
-from vllm_hpu_mm.runtimes.vllm_fork.bucketing import ForkBucketing, config_from_env, generate, strategy_of
+from vllm_hpu_mm.runtimes.vllm_fork.bucketing import (
+    ForkBucketing,
+    config_from_env,
+    generate,
+    largest_prompt_shape,
+    strategy_of,
+)
 from vllm_hpu_mm.runtimes.vllm_fork.releases import NEWEST, release_for
 from vllm_hpu_mm.values import MIB
 
@@ -57,25 +63,41 @@ PROFILE_RESIDUE_BYTES = 355 * MIB
 WEIGHTS_LOAD_DEVICE = "--weights-load-device"
 
 
-def profile_pass(p: ProfileCosts) -> tuple[int, int]:
-    """The fork's profiling pass, (batch, tokens per sequence): ``hpu_model_runner.py`` ``profile_run`` @95af7009
-    runs ``max_model_len`` tokens for ``min(max_num_seqs, max_num_batched_tokens // max_model_len)`` sequences, one
-    for an mrope / multimodal model (its 2024 runner, c64dc8359: the largest prompt bucket, batch x
-    ``min(seq max, max_num_batched_tokens // batch)``, the same shape with the bucket maxima as the engine sizes)."""
+def profile_pass(p: ProfileCosts, bucketing: ForkBucketing | None = None) -> tuple[int, int]:
+    """The fork's profiling pass, (batch, tokens per sequence), as the line of ``bucketing`` runs it (None: the
+    newest line, no bucket variables). Every released line profiles its largest prompt shape, never the whole
+    ``max_model_len`` unless its prompt buckets reach it (:func:`.bucketing.largest_prompt_shape`):
+
+    - 1.17 (``habana_model_runner.py`` ``profile_run`` @1e0e492e1:1032): the prompt batch and seq maxima;
+    - 1.18 (@84922944d:1295): the prompt batch maximum, each sequence ``min(seq maximum, max_num_batched_tokens //
+      batch)``;
+    - 1.19 - 1.22 (#415, 892c09026; ``hpu_model_runner.py`` @6af2f6752, @2e9b2b3d4:2803): the largest prompt
+      query, ``min(max_num_seqs, max_num_batched_tokens // query)`` sequences; 1.22 profiles an mrope / multimodal
+      model at batch 1.
+
+    habana_main after #1908 (c23295567, 2025-09-12, in no release tag) runs ``max_model_len`` tokens instead; it is
+    planned as the newest line, whose exponential prompt buckets reach ``max_model_len`` whenever the token budget
+    does (the V0 default, ``max(max_model_len, 2048)``)."""
+    cfg = bucketing if bucketing is not None else ForkBucketing()
     e = p.engine
-    if p.multimodal:
-        return 1, e.max_model_len
-    return max(1, min(e.max_num_seqs, e.max_num_batched_tokens // e.max_model_len)), e.max_model_len
+    bs_max, seq = largest_prompt_shape(cfg, e)
+    if cfg.release.generation == "intree2024":
+        return bs_max, seq
+    if cfg.release.generation == "intree118":
+        return bs_max, max(1, min(seq, e.max_num_batched_tokens // bs_max))
+    if p.multimodal and cfg.release.generation == "ext122":
+        return 1, seq
+    return max(1, min(e.max_num_seqs, e.max_num_batched_tokens // seq)), seq
 
 
-def profile_residue_bytes(p: ProfileCosts | None) -> int:
+def profile_residue_bytes(p: ProfileCosts | None, bucketing: ForkBucketing | None = None) -> int:
     """What the profiling pass leaves held before free memory is read (``hpu_worker.determine_num_available_blocks``
     reads ``mem_get_info`` after it: "the maximum workspace for all recipes"): one layer's activations over the
     pass's tokens, the sequences' logits and, for a multimodal model, the vision tower's peak. Without engine sizes
     the development log's 355 MiB."""
     if p is None or not p.token_bytes:
         return PROFILE_RESIDUE_BYTES
-    batch, length = profile_pass(p)
+    batch, length = profile_pass(p, bucketing)
     return batch * length * p.token_bytes + batch * p.logits_bytes_per_seq + (p.vision_bytes if p.multimodal else 0)
 
 
@@ -120,14 +142,14 @@ class VllmFork(NoBucketList):
         """``worker/hpu_worker.py`` ``determine_num_available_blocks`` (habana_main, as its logs print it): a
         profiling forward pass, then free = the card's free memory; usable = free x utilisation; graphs = usable x
         VLLM_GRAPH_RESERVED_MEM; the KV cache the rest (``--kv-cache-memory-bytes`` is not read)."""
-        residue = profile_residue_bytes(m.profile)
+        residue = profile_residue_bytes(m.profile, self.bucketing)
         if m.free_after_load_bytes is not None:
             free, profile = m.free_after_load_bytes, 0
         else:
             profile = residue
             free = m.free_before_load_bytes - m.weight_bytes - profile
         usable, graphs, kv = gaudi_guide_split(free, m)
-        batch, length = profile_pass(m.profile) if m.profile is not None else (0, 0)
+        batch, length = profile_pass(m.profile, self.bucketing) if m.profile is not None else (0, 0)
         shape = f" (batch {batch} x {length} tokens)" if batch else ""
         formula = (
             "vllm-fork hpu_worker.determine_num_available_blocks: (total - weights - profiling residue "

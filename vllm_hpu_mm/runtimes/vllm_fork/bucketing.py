@@ -144,6 +144,31 @@ def _in_tree_118(cfg: ForkBucketing, s: EngineShape) -> tuple[list[tuple[int, in
     return prompt, decode_by_blocks(bs, blocks, last, skip_below_batch=True, cap_inclusive=False)
 
 
+def largest_prompt_shape(cfg: ForkBucketing, s: EngineShape) -> tuple[int, int]:
+    """(batch, query) of the largest prompt shape the line reports to its profiling pass: the prompt bucket
+    config's maxima up to 1.21 (1.17 / 1.18 in-tree ``prompt_bs_bucket_cfg[-1]``, ``prompt_seq_bucket_cfg[-1]``;
+    1.19 - 1.21 the extension's ``get_max_prompt_shape``, the seq config's maximum), and from 1.22 the longest
+    query of the generated prompt buckets (vllm-hpu-extension ``HPUBucketingManager.get_max_prompt_shape``), with
+    the largest batch of those buckets."""
+    gen, seqs, block = cfg.release.generation, s.max_num_seqs, s.block_size
+    if gen in ("intree2024", "intree118"):
+        bs_step = 32 if gen == "intree2024" else min(seqs, 32)
+        bs = _range(cfg, "prompt", "bs", (1, bs_step, min(seqs, 64)))[2]
+        return bs, _range(cfg, "prompt", "seq", (block, block, 1024))[2]
+    if gen == "ext122":
+        if strategy_of(cfg) == "exp":
+            prompt3 = exponential.prompt_buckets(seqs, block, s.max_num_batched_tokens, s.max_model_len,
+                                                 _contiguous(cfg))  # fmt: skip
+            prompt = [(b, q) for b, q, _ in prompt3]
+        else:
+            bs_range = _lin(cfg, "prompt", "bs", (1, 32, seqs))
+            prompt = prompt_product(bs_range, _lin(cfg, "prompt", "seq", (block, block, s.max_model_len)),
+                                    s.max_num_batched_tokens)  # fmt: skip
+        return max(b for b, _ in prompt), max(q for _, q in prompt)
+    seq_max = 1024 if gen == "ext119" else s.max_model_len
+    return _range(cfg, "prompt", "bs", (1, 32, seqs))[2], _range(cfg, "prompt", "seq", (block, block, seq_max))[2]
+
+
 def _sliding_window(cfg: ForkBucketing, prompt: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
     on = cfg.get("PT_HPU_SDPA_QKV_SLICE_MODE_FWD")
     if cfg.release.generation != "ext122" or on is None or on.lower() not in _TRUE:

@@ -31,6 +31,7 @@ from vllm_hpu_mm.runtimes.base import (
     DeviceFacts,
     MemoryInputs,
     MemorySplit,
+    ProfileCosts,
     Runtime,
     RuntimeEntry,
     RuntimeTraits,
@@ -46,14 +47,46 @@ from vllm_hpu_mm.runtimes.vllm_gaudi.config import (
 )
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import MAX_FILE_BUCKETS, bucket_file
 from vllm_hpu_mm.runtimes.vllm_gaudi.installed import InstalledUnavailable, InstalledVllmGaudi, find_installed
-from vllm_hpu_mm.runtimes.vllm_gaudi.releases import FIRST_FILE_BUCKETING, MAIN, release_for
+from vllm_hpu_mm.runtimes.vllm_gaudi.releases import FIRST_FILE_BUCKETING, MAIN, Release, release_for
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
 from vllm_hpu_mm.runtimes.vllm_gaudi.vision import BATCH_WARMUP_SIDE, dummy_image_size, vision_table_entry
 
-__all__ = ["BUCKET_FILE_VAR", "ENTRY", "PLANNED_FILE", "TRAITS", "VllmGaudi", "describe_release", "model_from_env"]
+__all__ = [
+    "BUCKET_FILE_VAR",
+    "ENTRY",
+    "PLANNED_FILE",
+    "PROFILING_TAGS",
+    "TRAITS",
+    "VllmGaudi",
+    "describe_release",
+    "model_from_env",
+    "profile_pass",
+]
 
 #: The name a planned bucket file goes by in the model (``serve`` writes it under its own path).
 PLANNED_FILE = "planned from traffic"
+
+#: The modelled tags whose ``determine_available_memory`` runs ``profile_run()`` with a forward pass before reading
+#: free memory (v0.15.1rc1 @0a4615b7, v0.16.0rc0 @dd472742). Every other modelled line runs none: v0.11.2 -
+#: v0.13.0.post1's ``profile_run`` returns at once, v0.14.1, v0.15.1 and v0.16.0rc1 on call it with
+#: ``initialize_only=True`` (#916 / #932, cada871d), which returns at once.
+PROFILING_TAGS = frozenset({"v0.15.1rc1", "v0.16.0rc0"})
+
+
+def profile_pass(p: ProfileCosts, release: Release) -> tuple[int, int] | None:
+    """The line's profiling pass, (sequences, query tokens each), None where it runs none (:data:`PROFILING_TAGS`).
+    ``hpu_model_runner.py`` ``profile_run`` @dd472742:5260: below the token budget, ``max_model_len`` tokens for
+    ``min(max_num_seqs, max_num_batched_tokens // max_model_len)`` sequences (one for a multimodal model); at or
+    above it, one chunk of ``max_num_batched_tokens`` query tokens with the rest of the sequence as context (never a
+    whole long sequence). Unified attention (VLLM_UNIFIED_ATTN, off by default) is not modelled."""
+    if not PROFILING_TAGS.intersection(release.tags):
+        return None
+    e = p.engine
+    if e.max_model_len < e.max_num_batched_tokens:
+        batch = 1 if p.multimodal else max(1, min(e.max_num_seqs, e.max_num_batched_tokens // e.max_model_len))
+        return batch, e.max_model_len
+    return 1, e.max_num_batched_tokens
+
 
 TRAITS = RuntimeTraits(
     backend="hpu",
@@ -144,18 +177,32 @@ class VllmGaudi:
         returns at once (no profiling forward pass), so free = the card's free memory after the weights load;
         usable = free x utilisation; graphs = usable x VLLM_GRAPH_RESERVED_MEM (0 under --enforce-eager); the KV
         cache gets the rest less one dummy block (a block over every layer, allocated to bind the cache first). It
-        reads no --kv-cache-memory-bytes at this commit."""
-        free = (
-            m.free_after_load_bytes
-            if m.free_after_load_bytes is not None
-            else (m.free_before_load_bytes - m.weight_bytes)
-        )
+        reads no --kv-cache-memory-bytes at this commit. The lines of :data:`PROFILING_TAGS` run a pass first
+        (:func:`profile_pass`); what it leaves held is counted as the fork's is (one layer's activations over its
+        tokens, its sequences' logits, the vision tower's peak)."""
+        release = self.bucketing.release
+        shape = profile_pass(m.profile, release) if m.profile is not None and m.profile.token_bytes else None
+        residue = 0
+        if shape is not None and m.profile is not None:
+            batch, length = shape
+            vision = m.profile.vision_bytes if m.profile.multimodal else 0
+            residue = batch * length * m.profile.token_bytes + batch * m.profile.logits_bytes_per_seq + vision
+        if m.free_after_load_bytes is not None:
+            free, profile = m.free_after_load_bytes, 0
+        else:
+            free, profile = m.free_before_load_bytes - m.weight_bytes - residue, residue
         usable, graphs, kv = gaudi_guide_split(free, m)
-        formula = (
-            f"vllm-gaudi @{COMMIT_SHORT} hpu_worker.determine_available_memory: free after load x "
-            "gpu_memory_utilization x (1 - VLLM_GRAPH_RESERVED_MEM) - one dummy KV block; no profiling pass"
+        pass_words = (
+            f"less its profiling residue {residue / 2**20:.0f} MiB (batch {shape[0]} x {shape[1]} tokens, "
+            f"{release.name})"
+            if shape is not None
+            else "no profiling pass"
         )
-        return MemorySplit(free, 0, usable, graphs, max(0, kv - m.kv_block_bytes), formula)
+        formula = (
+            f"vllm-gaudi @{release.commit} hpu_worker.determine_available_memory: free after load x "
+            f"gpu_memory_utilization x (1 - VLLM_GRAPH_RESERVED_MEM) - one dummy KV block; {pass_words}"
+        )
+        return MemorySplit(free, profile, usable, graphs, max(0, kv - m.kv_block_bytes), formula)
 
     def batch_defaults(self, device: DeviceFacts) -> BatchDefaults:
         """vLLM's server defaults as vllm-gaudi meets them: its platform reports a total of 0 bytes
