@@ -140,7 +140,8 @@ def test_a_profile_that_ends_early_reports_what_ran_not_what_was_asked() -> None
 def test_the_total_over_every_load_level_is_what_ran() -> None:
     sizing = dataclasses.replace(SMALL, concurrency=None)
     r = replay_traffic(sizing, dataclasses.replace(QUICK, requests=500), load(), {})
-    assert r.runs is not None and len(r.runs.traces) > 1
+    assert r.runs is not None
+    assert len(r.runs.traces) > 1
     ran = sum(t.completed for t in r.runs.traces)
     assert r.report.requests == ran == r.runs.requests - r.refused  # the default traffic has prompts over 4096
     assert r.runs.requests > 500  # each level at least 200: the total, not the flag, is what the table says

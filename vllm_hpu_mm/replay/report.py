@@ -16,7 +16,17 @@ from vllm_hpu_mm.replay.scheduler import REFUSALS
 from vllm_hpu_mm.replay.timing import PHASES, TimeResult
 from vllm_hpu_mm.runtimes.base import RuntimeTraits, WarmupEstimate, warmup_estimate
 
-__all__ = ["Report", "body_lines", "header_lines", "requests_line", "result_dict", "time_dict", "to_dict", "to_table", "totals"]
+__all__ = [
+    "Report",
+    "body_lines",
+    "header_lines",
+    "requests_line",
+    "result_dict",
+    "time_dict",
+    "to_dict",
+    "to_table",
+    "totals",
+]
 
 
 @dataclasses.dataclass(frozen=True)
