@@ -287,3 +287,16 @@ def test_serve_and_memory_plan_take_the_same_planner_options() -> None:
     assert {"--device", "--runtime", "--sizes", "--profile", "--buckets"} <= {
         f.replace("--plan-", "--") for f in serve_flags
     }
+
+
+def test_a_dry_run_whose_traffic_the_engine_refuses_in_part_exits_1_as_buckets_replay_does(
+    capsys: pytest.CaptureFixture[str], no_exec: list[object], tmp_path: Path
+) -> None:
+    sizes = tmp_path / "long.csv"
+    sizes.write_text("width,height,text_tokens,output_tokens,count\n,,300,40,30\n,,9000,10,10\n")
+    code, out = dry_run(capsys, "--max-model-len", "4096", "--max-num-seqs", "8", "--plan-sizes", str(sizes),
+                        "--plan-text-graph-budget", "40")  # fmt: skip
+    assert code == 1
+    assert not no_exec
+    refused = out["plan"]["text_bucket_plan"]["requests_refused"]
+    assert refused["total"] == refused["prompt_too_long"] > 0

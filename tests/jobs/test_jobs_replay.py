@@ -18,6 +18,7 @@ from vllm_hpu_mm.jobs.serve import on_default_device, plan_inputs
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.planner import plan
+from vllm_hpu_mm.replay.report import to_dict, to_table
 
 SMALL = SizingArgs(max_model_len=4096, max_num_seqs=8, concurrency=4, text_graph_budget=40)
 QUICK = ReplayArgs(requests=60, plan_buckets=False, strategies=False)
@@ -102,3 +103,55 @@ def test_a_bucket_file_for_a_runtime_that_reads_none_is_refused(tmp_path: Path) 
 
     with pytest.raises(ConfigError, match="vllm-fork reads no bucket file; accepted: a runtime that does"):
         registry.model_for(Runtime.VLLM_FORK, {}, bucket_file=str(bucket_file(tmp_path)))
+
+
+#: Every request longer than --max-model-len 4096 but some: the engine refuses those, whichever command replays.
+LONG = "width,height,text_tokens,output_tokens,count\n,,300,40,30\n,,9000,10,10\n"
+
+
+@pytest.mark.parametrize("arrivals", [Arrivals(rate=1e-310), Arrivals(profile=((600.0, 0),))], ids=["rate", "idle"])
+def test_a_load_under_which_nothing_ran_says_so_and_reports_no_efficiency(arrivals: Arrivals) -> None:
+    sizing = dataclasses.replace(SMALL, concurrency=None, device="gaudi2")
+    r = replay_traffic(sizing, dataclasses.replace(QUICK, arrivals=arrivals, latency=False), load(), {})
+    report = to_dict(r.report)
+    assert report["requests_replayed"] == 0
+    assert report["requests_unsent"] == report["requests_sampled"] == 60
+    for config in report["configurations"]:
+        assert config["prefill_token_efficiency"] is None
+        assert config["decode_slot_efficiency"] is None
+    table = to_table(r.report)
+    assert "0 requests replayed of 60 sampled (60 never sent" in table
+    assert "1.000" not in table
+    assert "no request ran" in table
+
+
+def test_a_profile_that_ends_early_reports_what_ran_not_what_was_asked() -> None:
+    sizing = dataclasses.replace(SMALL, concurrency=None, device="gaudi2")
+    args = dataclasses.replace(QUICK, arrivals=Arrivals(profile=((0.5, 2),)), latency=False)
+    r = replay_traffic(sizing, args, load(), {})
+    assert r.runs is not None
+    ran = sum(t.completed for t in r.runs.traces)
+    assert 0 < ran < 60  # half a second of two clients: the profile ends long before 60 requests
+    assert r.report.requests == ran
+    assert to_dict(r.report)["requests_unsent"] == 60 - ran
+    assert f"{ran} requests replayed of 60 sampled ({60 - ran} never sent" in to_table(r.report)
+
+
+def test_the_total_over_every_load_level_is_what_ran() -> None:
+    sizing = dataclasses.replace(SMALL, concurrency=None)
+    r = replay_traffic(sizing, dataclasses.replace(QUICK, requests=500), load(), {})
+    assert r.runs is not None
+    assert len(r.runs.traces) > 1
+    ran = sum(t.completed for t in r.runs.traces)
+    assert r.report.requests == ran == r.runs.requests - r.refused  # the default traffic has prompts over 4096
+    assert r.runs.requests > 500  # each level at least 200: the total, not the flag, is what the table says
+    assert f"{ran} requests replayed of {r.runs.requests} sampled ({r.refused} refused)" in to_table(r.report)
+
+
+def test_refused_requests_are_not_counted_as_replayed(tmp_path: Path) -> None:
+    sizes = tmp_path / "long.csv"
+    sizes.write_text(LONG)
+    r = replay_traffic(dataclasses.replace(SMALL, sizes=str(sizes)), QUICK, load(), {})
+    assert r.refused > 0
+    assert r.report.requests == 60 - r.refused
+    assert to_dict(r.report)["requests_refused"]["prompt_too_long"] == r.refused

@@ -133,3 +133,29 @@ def test_the_calibrated_profile_is_applied_to_the_inputs(tmp_path: Path) -> None
     assert costs["profile"] is None
     assert costs_measured["profile"] == str(profile)
     assert plan(measured).kv_blocks != plan(plain).kv_blocks
+
+
+def test_serve_counts_the_requests_the_engine_refuses_as_buckets_replay_does(tmp_path: Path) -> None:
+    from vllm_hpu_mm.jobs.replay import ReplayArgs, replay_traffic
+
+    sizes = tmp_path / "long.csv"
+    sizes.write_text("width,height,text_tokens,output_tokens,count\n,,300,40,30\n,,9000,10,10\n")
+    sizing = dataclasses.replace(SMALL, sizes=str(sizes))
+    planned = launch(sizing, tmp_path)
+    text = planned.planned.text
+    assert text is not None
+    replayed = replay_traffic(sizing, ReplayArgs(plan_buckets=False, strategies=False, latency=False), load(), {})
+    assert text.refused == replayed.refused > 0
+    out = planned.report["plan"]["text_bucket_plan"]
+    assert out["requests_refused"]["total"] == replayed.refused
+    assert out["requests_replayed"] == replayed.report.requests
+
+
+def test_under_skip_warmup_the_plans_text_buckets_warm_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VLLM_SKIP_WARMUP", "true")
+    out = launch(SMALL, tmp_path).report["plan"]["text_bucket_plan"]
+    assert out["skip_warmup"] is True
+    for config in (out["before"], out["after"]):
+        assert config["graphs_warmed"]["total"] == 0
+        assert config["warmup_seconds_estimate"] == 0.0
+        assert sum(config["compiles_with_skip_warmup"].values()) > 0

@@ -126,6 +126,17 @@ def test_replay_in_time_under_poisson_arrivals_reports_refusals_and_exits_1(caps
     assert 0 < whole["request_throughput"] < 5 * 1.5
 
 
+def test_a_valid_load_under_which_nothing_ran_exits_1_saying_so(capsys: pytest.CaptureFixture[str]) -> None:
+    for load in (["--request-rate", "1e-310"], ["--load-profile", "600:0"]):
+        code = main(["buckets", "replay", "--max-model-len", "4096", "--max-num-seqs", "8", "--requests", "20",
+                     "--no-plan", "--no-strategies", *load])  # fmt: skip
+        out, err = capsys.readouterr()
+        assert code == 1
+        assert "0 requests replayed of 20 sampled (20 never sent" in out
+        assert "no request ran" in err
+        assert "1.000" not in out
+
+
 def test_bad_load_descriptions_exit_2_naming_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (["--request-rate", "0"], ["--request-rate", "1e9"], ["--load-profile", "600:4,x"],
                  ["--load-profile", ",".join(["1:1"] * 65)], ["--requests", "1000000"],

@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
+from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, print_json
 from vllm_hpu_mm.jobs.replay import (
     DEFAULT_REQUESTS,
     MAX_CLIENTS,
@@ -32,12 +32,13 @@ from vllm_hpu_mm.jobs.replay import (
     MAX_PROFILE_SEGMENTS,
     MAX_RATE,
     MAX_REQUESTS,
+    MIN_LEVEL_REQUESTS,
     Arrivals,
     ReplayArgs,
     replay_traffic,
 )
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, positive_int
-from vllm_hpu_mm.replay.report import to_dict, to_table
+from vllm_hpu_mm.replay.report import requests_line, to_dict, to_table
 
 __all__ = ["add_parser"]
 
@@ -59,7 +60,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=requests_count,
         default=DEFAULT_REQUESTS,
         metavar="N",
-        help=f"requests sampled from the traffic per load level (default {DEFAULT_REQUESTS}, at most {MAX_REQUESTS:,})",
+        help=f"requests sampled from the traffic (default {DEFAULT_REQUESTS}, at most {MAX_REQUESTS:,}): all of them "
+        "at a known load (--concurrency, a rate, a profile, the server's running requests); with the load unknown, "
+        f"per load level, each level at most 4 x its load and at least {MIN_LEVEL_REQUESTS}; the table says how "
+        "many ran in all",
     )
     load = p.add_mutually_exclusive_group()
     load.add_argument("--request-rate", type=request_rate, metavar="R", help="open-loop load: Poisson arrivals at R "
@@ -137,4 +141,7 @@ def run(args: argparse.Namespace) -> int:
         print(to_table(report))
         if args.plot:
             print(f"plot written to {args.plot}")
+    if report.requests == 0:  # a valid load under which nothing ran: a negative finding, never figures of 1.000
+        return fail(f"no request ran under {report.load}: {requests_line(report)}; fix: a load that sends requests "
+                    "(a higher --request-rate, a profile segment with clients)", ExitCode.NEGATIVE)  # fmt: skip
     return int(ExitCode.NEGATIVE if replayed.yours_compiles or replayed.refused else ExitCode.OK)

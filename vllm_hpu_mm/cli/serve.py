@@ -139,8 +139,15 @@ def run(args: argparse.Namespace) -> int:
         print("environment: " + (" ".join(f"{k}={shlex.quote(v)}" for k, v in exports.env.items()) or "(unchanged)"))
         print("command: " + shlex.join(argv))
     sys.stdout.flush()
+    # requests of the traffic the engine refuses, counted as buckets replay counts them: a negative finding of the
+    # dry run (as buckets replay's exit 1); a launch still starts, the server refusing them one by one
+    refused = launch.planned.text.refused if launch.planned.text is not None else 0
+    if refused:
+        print(f"vllm-hpu-mm: {'error' if args.dry_run else 'warning'}: {refused} requests of the traffic are ones the "
+              "engine refuses (see the text buckets' lines); fix: a larger --max-model-len or KV cache, or traffic "
+              "the server accepts", file=sys.stderr)  # fmt: skip
     if args.dry_run:
-        return int(ExitCode.OK)
+        return int(ExitCode.NEGATIVE if refused else ExitCode.OK)
     for path, text in launch.files.items():
         try:
             Path(path).parent.mkdir(parents=True, exist_ok=True)

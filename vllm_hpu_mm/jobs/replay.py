@@ -29,6 +29,7 @@ from vllm_hpu_mm.replay.scheduler import MAX_CLIENTS, MAX_PROFILE_SECONDS, MAX_P
 from vllm_hpu_mm.replay.schedules import (
     DEFAULT_REQUESTS,
     MAX_REQUESTS,
+    MIN_LEVEL_REQUESTS,
     Schedules,
     replay_model,
     schedules,
@@ -43,7 +44,7 @@ from vllm_hpu_mm.traffic.requests import Traffic
 
 #: The bounds and defaults the command declares are the replay's own (its loops' caps), named here for the CLI.
 __all__ = ["DEFAULT_REQUESTS", "MAX_CLIENTS", "MAX_PROFILE_SECONDS", "MAX_PROFILE_SEGMENTS", "MAX_RATE", "MAX_REQUESTS",
-           "Arrivals", "ReplayArgs", "Replayed", "replay_traffic"]  # fmt: skip
+           "MIN_LEVEL_REQUESTS", "Arrivals", "ReplayArgs", "Replayed", "replay_traffic"]  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,14 +184,11 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
         results = [dataclasses.replace(r, latency=strategy_latency(m, shape, timer, traffic, images,
                    concurrency=sizing.concurrency, requests=args.requests, arrivals=args.arrivals))
                    for r, m in zip(results, configs, strict=True)]  # fmt: skip
-    refused: dict[str, int] = {}
-    for t in runs.traces:
-        for reason, n in t.refusals:
-            refused[reason] = refused.get(reason, 0) + n
     kv_note = ("KV blocks: given" if args.kv_blocks is not None else "KV blocks: the plan's estimate (the decode "
                "buckets depend on it; give the log's '# HPU blocks' with --kv-blocks)")  # fmt: skip
-    report = Report(tuple(results), traffic.source, runs.load, runs.requests, shape.limits(), own.traits,
+    report = Report(tuple(results), traffic.source, runs.load, runs.ran, shape.limits(), own.traits,
                     vision_efficiency(traffic.images(), images), images.buckets,
-                    settings.skip_warmup, (kv_note, *notes), tuple(sorted(refused.items())),
-                    _time_model(timer), timer.step if timer and isinstance(timer.step, StepTime) else None)  # fmt: skip
+                    settings.skip_warmup, (kv_note, *notes), runs.refusals,
+                    _time_model(timer), timer.step if timer and isinstance(timer.step, StepTime) else None,
+                    sampled=runs.requests, unsent=runs.unsent)  # fmt: skip
     return Replayed(report, planned, yours is not None, runs, shape, own, timer)

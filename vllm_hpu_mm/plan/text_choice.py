@@ -55,6 +55,13 @@ class TextChoice:
     traits: RuntimeTraits
     #: Why the budget is what it is (the default rule's step, or yours).
     budget_reason: str = ""
+    #: VLLM_SKIP_WARMUP as set: nothing is warmed at start-up, every shape that runs compiles on first use.
+    skip_warmup: bool = False
+
+    @property
+    def refused(self) -> int:
+        """Requests of the traffic the engine refuses, counted as ``buckets replay`` counts them."""
+        return sum(n for _, n in self.runs.refusals)
 
     def to_dict(self) -> dict[str, Any]:
         report = self.report()
@@ -67,8 +74,9 @@ class TextChoice:
 
     def report(self) -> Report:
         results = (self.before,) if self.after is None else (self.before, self.after)
-        return Report(results, self.traffic, self.runs.load, self.runs.requests, self.shape.limits(), self.traits,
-                      None, None, False)  # fmt: skip
+        return Report(results, self.traffic, self.runs.load, self.runs.ran, self.shape.limits(), self.traits,
+                      None, None, self.skip_warmup, refused=self.runs.refusals, sampled=self.runs.requests,
+                      unsent=self.runs.unsent)  # fmt: skip
 
 
 PLANNED_LABEL = "planned from traffic"
@@ -83,6 +91,15 @@ def choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: in
                 requests: int, budget_flag: str = "--text-graph-budget") -> tuple[Plan, TextChoice | None]:  # fmt: skip
     """The plan with the runtime told to warm the planned buckets, and the before/after replay; the plan unchanged
     (and None) where the runtime has no graphs or no modelled lookup."""
+    plan_, choice = _choose_text(first, traffic, settings, budget=budget, concurrency=concurrency, requests=requests,
+                                 budget_flag=budget_flag)  # fmt: skip
+    if choice is None:
+        return plan_, None
+    return plan_, dataclasses.replace(choice, skip_warmup=first.inputs.skip_warmup)
+
+
+def _choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: int | None, concurrency: int | None,
+                 requests: int, budget_flag: str) -> tuple[Plan, TextChoice | None]:  # fmt: skip
     i = first.inputs
     if i.enforce_eager or i.pool_mode is PoolMode.NONE:
         return first, None

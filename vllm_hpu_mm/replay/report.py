@@ -11,12 +11,22 @@ from typing import Any
 from vllm_hpu_mm.buckets.planner import Evaluation
 from vllm_hpu_mm.models.step_time import StepTime, interval_dict, time_interval_lines
 from vllm_hpu_mm.replay.latency import Latency, latency_dict
-from vllm_hpu_mm.replay.run import ReplayResult
+from vllm_hpu_mm.replay.run import Efficiency, ReplayResult
 from vllm_hpu_mm.replay.scheduler import REFUSALS
 from vllm_hpu_mm.replay.timing import PHASES, TimeResult
 from vllm_hpu_mm.runtimes.base import RuntimeTraits, WarmupEstimate, warmup_estimate
 
-__all__ = ["Report", "body_lines", "header_lines", "result_dict", "time_dict", "to_dict", "to_table", "totals"]
+__all__ = [
+    "Report",
+    "body_lines",
+    "header_lines",
+    "requests_line",
+    "result_dict",
+    "time_dict",
+    "to_dict",
+    "to_table",
+    "totals",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,6 +36,7 @@ class Report:
     results: tuple[ReplayResult, ...]
     traffic: str
     load: str
+    #: Requests that ran to their end (refused and unsent ones are in no figure).
     requests: int
     engine: dict[str, int]
     #: The runtime's traits: its warm-up era is what the warm-up estimate depends on.
@@ -42,6 +53,13 @@ class Report:
     time_model: str | None = None
     #: The step-time model that priced the replay: its held-out interval bounds each verdict between columns.
     step: StepTime | None = None
+    #: Requests sampled from the traffic for the schedules (0: as many as ran), and those the load never sent.
+    sampled: int = 0
+    unsent: int = 0
+
+    @property
+    def offered(self) -> int:
+        return self.sampled or self.requests
 
 
 def _warmup(r: Report, res: ReplayResult | None) -> WarmupEstimate | None:
@@ -111,6 +129,15 @@ def _first_use_stalls(r: Report, res: ReplayResult) -> float | None:
     return None if w is None else round(sum(res.shapes_run) * w.seconds_per_graph, 1)
 
 
+def _efficiency(e: Efficiency) -> float | None:
+    """An efficiency where something ran on its axis; None (n/a) where nothing did: 0/0 is no evidence of 1.0."""
+    return round(e.value, 4) if e.padded else None
+
+
+def _eff_cell(e: Efficiency) -> str:
+    return f"{e.value:.3f}" if e.padded else "n/a"
+
+
 def result_dict(res: ReplayResult, report: Report) -> dict[str, Any]:
     warmed = sum(_warmed(res, report))
     total = totals(res)
@@ -133,10 +160,10 @@ def result_dict(res: ReplayResult, report: Report) -> dict[str, Any]:
         },
         "fallback_buckets": [[p, list(b)] for p, b in res.fallbacks],
         "compiles_with_skip_warmup": {"prompt": res.shapes_run[0], "decode": res.shapes_run[1]},
-        "prefill_token_efficiency": round(res.prefill_tokens.value, 4),
-        "prefill_context_efficiency": round(res.prefill_context.value, 4),
-        "decode_slot_efficiency": round(res.decode_slots.value, 4),
-        "decode_block_efficiency": round(res.decode_blocks.value, 4),
+        "prefill_token_efficiency": _efficiency(res.prefill_tokens),
+        "prefill_context_efficiency": _efficiency(res.prefill_context),
+        "decode_slot_efficiency": _efficiency(res.decode_slots),
+        "decode_block_efficiency": _efficiency(res.decode_blocks),
         "warmup_seconds_estimate": 0.0 if report.skip_warmup else _seconds(report, res),
         **timed,
         **({"latency_per_load": [latency_dict(x) for x in res.latency]} if res.latency else {}),
@@ -153,6 +180,8 @@ def to_dict(r: Report) -> dict[str, Any]:
         "traffic": r.traffic,
         "load": r.load,
         "requests_replayed": r.requests,
+        "requests_sampled": r.offered,
+        "requests_unsent": r.unsent,
         "requests_refused": {"total": sum(n for _, n in r.refused), **dict(r.refused)},
         "time_model": r.time_model,
         "time_model_intervals": interval_dict(r.step) if r.step is not None else None,
@@ -171,10 +200,22 @@ def header_lines(r: Report) -> list[str]:
     e = r.engine
     return [
         f"Replay of {r.traffic}",
-        f"  load: {r.load}; {r.requests} requests replayed",
+        f"  load: {r.load}; {requests_line(r)}",
         f"  engine: max_model_len {e['max_model_len']}, max_num_seqs {e['max_num_seqs']}, max_num_batched_tokens "
         f"{e['max_num_batched_tokens']}, block_size {e['block_size']}, KV blocks {e['num_kv_blocks']}",
     ]
+
+
+def requests_line(r: Report) -> str:
+    """What ran, never what was asked for: the requests that ran, and of those sampled, the ones refused and the ones
+    the load never sent."""
+    refused = sum(n for _, n in r.refused)
+    if r.requests == r.offered:
+        return f"{r.requests} requests replayed"
+    parts = [f"{refused} refused"] if refused else []
+    if r.unsent:
+        parts.append(f"{r.unsent} never sent: the load ended first")
+    return f"{r.requests} requests replayed of {r.offered} sampled ({', '.join(parts)})"
 
 
 def _pct(x: float) -> str:
@@ -259,10 +300,10 @@ def body_lines(r: Report) -> list[str]:
     row("run-time compiles", [f"{sum(x.shapes_run) if r.skip_warmup else len(x.compiles)}" for x in r.results])
     row("  of which fallback buckets", [f"{len(x.fallbacks)}" for x in r.results])
     row("compiles under VLLM_SKIP_WARMUP", [f"{sum(x.shapes_run)}" for x in r.results])
-    row("prefill token efficiency", [f"{x.prefill_tokens.value:.3f}" for x in r.results])
-    row("prefill context efficiency", [f"{x.prefill_context.value:.3f}" for x in r.results])
-    row("decode slot efficiency", [f"{x.decode_slots.value:.3f}" for x in r.results])
-    row("decode block efficiency", [f"{x.decode_blocks.value:.3f}" for x in r.results])
+    row("prefill token efficiency", [_eff_cell(x.prefill_tokens) for x in r.results])
+    row("prefill context efficiency", [_eff_cell(x.prefill_context) for x in r.results])
+    row("decode slot efficiency", [_eff_cell(x.decode_slots) for x in r.results])
+    row("decode block efficiency", [_eff_cell(x.decode_blocks) for x in r.results])
     # under VLLM_SKIP_WARMUP nothing is warmed at start-up: the first-use stalls are said instead
     estimates = [0.0 if r.skip_warmup else _seconds(r, x) for x in r.results]
     row("warm-up estimate (text graphs)", [f"{s:.0f} s" if s is not None else "unknown" for s in estimates])
@@ -272,6 +313,8 @@ def body_lines(r: Report) -> list[str]:
     for name, cells in rows:
         lines.append(f"  {name:<{name_width}}  " + "  ".join(f"{c:>{width}}" for c in cells))
     lines.append("")
+    if r.requests == 0:
+        lines.append(f"no request ran ({requests_line(r)}): every figure above is n/a, none measures anything")
     refused = sum(n for _, n in r.refused)
     if refused:
         why = ", ".join(f"{n} {REFUSALS.get(k, k)}" for k, n in r.refused)

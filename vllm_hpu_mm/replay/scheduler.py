@@ -180,7 +180,7 @@ class Trace:
     encoded: tuple[tuple[int, int], ...] = ()
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)  # identity: removing one from the running list compares no fields
 class _Seq:
     prompt: Prompt
     output: int
@@ -272,6 +272,8 @@ class _Scheduler:
         self.next_arrival = self.rng.expovariate(arrivals.rate) if arrivals.rate else math.inf
         self.waiting: deque[_Seq] = deque()
         self.running: list[_Seq] = []
+        #: Running requests still prefilling (a count, so that a step need not scan the running list for one).
+        self.prefills = 0
         #: KV blocks the running requests hold (each its whole prompt and answer, from admission).
         self.reserved = 0
         #: No request is left to arrive.
@@ -292,7 +294,7 @@ class _Scheduler:
                     self.idle += gap - self.now
                     self.now = gap
                     continue
-            if self.running and not any(s.prefilling for s in self.running) and not self._admissible():
+            if self.running and not self.prefills and not self._admissible():
                 self._decode_stretch()
             else:
                 self._step()
@@ -410,11 +412,13 @@ class _Scheduler:
         decodes: list[_Seq] = []
         scheduled: list[tuple[_Seq, int]] = []
         step_images: list[int] = []
+        decode_blocks = 0
         for s in self.running:
             if budget <= 0:
                 break
-            if not s.prefilling:
+            if s.computed >= s.prompt.tokens:  # not prefilling (inlined: the hottest loop of a long replay)
                 decodes.append(s)
+                decode_blocks += (s.computed + block) // block  # ceil((computed + 1) / block)
                 budget -= 1
                 continue
             n = _cut_for_encoder(s, min(s.prompt.tokens - s.computed, budget), encoder, step_images)
@@ -429,6 +433,7 @@ class _Scheduler:
                 break
             self.waiting.popleft()
             self.running.append(s)
+            self.prefills += 1
             self.reserved += s.need_blocks
             chunks.append(PrefillChunk(n, s.computed))
             scheduled.append((s, n))
@@ -436,7 +441,7 @@ class _Scheduler:
         step_s = sum(self.vision_clock(t) for t in step_images) if self.vision_clock is not None else 0.0
         self.encoded.extend((self.steps, t) for t in step_images)
         if decodes:
-            run = DecodeRun(len(decodes), sum(math.ceil((s.computed + 1) / block) for s in decodes), 1)
+            run = DecodeRun(len(decodes), decode_blocks, 1)
             self._emit(run, self.steps)
             step_s += self.clock(run) if self.clock is not None else 0.0
         if chunks:
@@ -451,6 +456,7 @@ class _Scheduler:
         for s, n in scheduled:
             s.computed += n
             if not s.prefilling:
+                self.prefills -= 1
                 s.generated = 1
                 s.first, s.first_s = self.steps, self.now
         self.steps += 1

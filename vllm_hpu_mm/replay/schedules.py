@@ -104,7 +104,28 @@ class Schedules:
     balanced: bool
     #: The load, in words.
     load: str
+    #: Requests sampled from the traffic for the schedules (every trace's together): what was offered, not what ran.
     requests: int
+
+    @property
+    def ran(self) -> int:
+        """Requests that ran to their end: the only ones any figure counts."""
+        return sum(t.completed for t in self.traces)
+
+    @property
+    def refusals(self) -> tuple[tuple[str, int], ...]:
+        """Requests the engine refused, by reason, over every trace (never run, in no figure)."""
+        out: dict[str, int] = {}
+        for t in self.traces:
+            for reason, n in t.refusals:
+                out[reason] = out.get(reason, 0) + n
+        return tuple(sorted(out.items()))
+
+    @property
+    def unsent(self) -> int:
+        """Requests sampled that never arrived: the load ended first (a profile's last segment, a rate too low to
+        send one). Every schedule drains, so each request that arrived either ran or was refused."""
+        return max(0, self.requests - self.ran - sum(n for _, n in self.refusals))
 
 
 def _prompts(traffic: Traffic, images: Images, n: int, seed: int) -> list[Prompt]:
