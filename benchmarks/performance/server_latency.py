@@ -186,8 +186,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "notes": []
         if step.interval <= QUIET_INTERVAL
         else [
-            f"The probe's own interval is ±{step.interval:.0%} (above ±{QUIET_INTERVAL:.0%}): the machine was not "
-            "quiet enough to calibrate on, and every comparison above inherits that noise; rerun on a quiet machine."
+            f"The probe's own interval is ±{step.interval:.0%} (above ±{QUIET_INTERVAL:.0%}): the step model misses "
+            "its own fit's timings that far, because the machine was busy (see the load average above) or because "
+            "the model lacks a cost this server pays (on 2 cores the API server, the engine and the client share "
+            "the CPU); every comparison above inherits it."
         ],
     }
     save_json(args.results / "server_latency.json", data)
