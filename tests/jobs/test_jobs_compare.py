@@ -27,7 +27,8 @@ def sizing_for(path: Path, tmp_path: Path) -> SizingArgs:
     folder.mkdir(exist_ok=True)
     shutil.copy(CONFIGS / h["model"], folder / "config.json")
     engine = h.get("engine") or (None, None, None)
-    return SizingArgs(model=str(folder), runtime=h["runtime"], device=h["device"], tensor_parallel_size=h["tp"],
+    runtime = f"{h['runtime']}=={h['release']}" if h.get("release") else h["runtime"]  # the line its pass follows
+    return SizingArgs(model=str(folder), runtime=runtime, device=h["device"], tensor_parallel_size=h["tp"],
                       block_size=h["block_size"], gpu_memory_utilization=h.get("gpu_memory_utilization"),
                       graph_reserved_mem=h.get("graph_reserved_mem"), quantization=h.get("quantization") or None,
                       enforce_eager=h.get("enforce_eager") or None, max_model_len=engine[0], max_num_seqs=engine[1],
