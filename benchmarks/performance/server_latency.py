@@ -7,8 +7,9 @@ saturation rate, with text and image traffic, at several request rates, driven b
    full batch, one image of 256 and of 1024 patches) fit the step model (``models/step_fit.py``); every bench run
    after is held out.
 3. Held out, per traffic (text; one image each): all requests at once (the saturation rate), then Poisson arrivals at
-   0.3, 0.7 and 1.3 x the predicted saturation rate. Each run is predicted by the replay (``replay/probe.py``: the
-   run's own prompts, the server's limits, its arrivals over 16 seeds) and measured by vllm bench serve.
+   0.3, 0.7 and 1.3 x the predicted saturation rate. Each run is predicted by the replay
+   (``tests/support/probe.py``: the run's own prompts, the server's limits, its arrivals over 16 seeds) and
+   measured by vllm bench serve.
 
 Targets (issue 32): TTFT and TPOT p50/p90 within 15%, throughput within 10% below saturation, the saturation rate
 within 15%. Writes ``benchmarks/performance/results/server_latency.{md,json}``.

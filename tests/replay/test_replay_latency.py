@@ -8,10 +8,10 @@ import math
 import pytest
 
 from tests.replay.test_replay_timing import TIMER, Lookup
+from tests.support.probe import fitted_timer
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.models.step_fit import FittedStep
 from vllm_hpu_mm.replay.latency import StepClock, latency_dict, latency_of, padded_clock, real_clock
-from vllm_hpu_mm.replay.probe import fitted_timer
 from vllm_hpu_mm.replay.scheduler import Arrivals, Prompt, simulate
 
 LIMITS = EngineShape(

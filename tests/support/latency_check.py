@@ -18,12 +18,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tests.support.probe import BenchRun, engine_limits, predict, probe_observations
 from vllm_hpu_mm.buckets.packing import bucket_for
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.models.step_fit import FittedStep, fit_step
 from vllm_hpu_mm.preprocess.align import aligned_size, patch_count
 from vllm_hpu_mm.replay.latency import Latency
-from vllm_hpu_mm.replay.probe import BenchRun, engine_limits, predict, probe_observations
 from vllm_hpu_mm.traffic.metrics import families, read_exposition
 
 #: vllm bench serve's percentiles, as the replay reports them.

@@ -14,7 +14,8 @@ costing ``overhead + token_s x tokens``:
 
 Sums and counts give means only: attention's growth with context and the vision tower are not separated (they are
 averaged into the two terms), and the interval is the inter-token histogram's spread (its 10th to 90th percentile
-about the mean, as a share). A probe of known shapes (``replay/probe.py``) separates more.
+about the mean, as a share). A probe of known shapes (``tests/support/probe.py``, used by the server check)
+separates more.
 """
 
 from __future__ import annotations
