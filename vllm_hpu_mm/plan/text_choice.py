@@ -164,6 +164,5 @@ def most_graphs(i: PlanInputs, shape: EngineShape) -> int:
     exp, lin or pad) warms for these limits, so that a user of any strategy can ask for the best plan at their own
     warm-up. A cap at all because planning work grows with the budget; the runtime's own strategies are the bound a
     user can already reach by configuring it, so no budget a runtime user could warm is refused."""
-    counts = [len(m.text_shapes(shape).prefill) + len(m.text_shapes(shape).decode)
-              for m in (i.runtime, *registry.strategies(i.runtime_name, i.runtime_env))]  # fmt: skip
-    return max(counts)
+    models = (i.runtime, *registry.strategies(i.runtime_name, i.runtime_env))
+    return max(len(t.prefill) + len(t.decode) for t in (m.text_shapes(shape) for m in models))
