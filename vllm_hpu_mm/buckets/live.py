@@ -19,7 +19,7 @@ from typing import Any
 
 from vllm_hpu_mm.buckets.sizes import Size, SizeSet
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.traffic.metrics import FLAG, families, nonnegative_count, read_exposition, text_metrics
+from vllm_hpu_mm.traffic.metrics import FLAG, counts_since, families, nonnegative_count, read_exposition, text_metrics
 from vllm_hpu_mm.traffic.requests import Request, Traffic
 from vllm_hpu_mm.values import BUCKET_GRANULE
 
@@ -58,6 +58,13 @@ class LiveCounts:
         """Real / padded patches of the list the server is running (1.0 without padding)."""
         real = self.real_patches
         return real / (real + self.padding) if real else 1.0
+
+    def since(self, earlier: LiveCounts, source: str, earlier_source: str) -> LiveCounts:
+        """The images counted after ``earlier`` (a previous page of the same server)."""
+        images = counts_since(self.images, earlier.images, IMAGES_METRIC, source, earlier_source)
+        extra = counts_since({0: self.oversize, 1: self.padding}, {0: earlier.oversize, 1: earlier.padding},
+                             PADDING_METRIC, source, earlier_source)  # fmt: skip
+        return LiveCounts(images, self.buckets_hit, extra.get(0, 0), extra.get(1, 0))
 
 
 def parse_exposition(text: str, source: str = "exposition") -> LiveCounts:
@@ -124,12 +131,22 @@ def from_metrics(source: str) -> tuple[SizeSet, LiveCounts]:
     return SizeSet({tile_size(p): n for p, n in live.images.items()}, _describe(source, live)), live
 
 
-def traffic_from_metrics(source: str) -> Traffic:
+def traffic_from_metrics(source: str, since: str | None = None) -> Traffic:
     """The server's traffic: its images (our counters), text-only requests (vLLM's prompt histogram beyond our
-    multimodal requests), and the text distribution of vLLM's own histograms and prefix-cache counters."""
+    multimodal requests), and the text distribution of vLLM's own histograms and prefix-cache counters; with
+    ``since`` (an earlier page of the same server), only what it counted after that page."""
     fams = families(read_exposition(source), source)
     text = text_metrics(fams, source)
-    live: LiveCounts | None = image_counts(fams, source)
+    counted = image_counts(fams, source)
+    if since is not None:
+        before = families(read_exposition(since), since)
+        text = text.since(text_metrics(before, since), source, since)
+        counted = counted.since(image_counts(before, since), source, since)
+        if not text.found and not counted.images:
+            raise ConfigError(f"{FLAG} {source}: no request counted since --since {since}; accepted: a later page "
+                              "of the same server, after it served some requests")  # fmt: skip
+        source = f"{source} since {since}"
+    live: LiveCounts | None = counted
     if live is not None and not live.images:
         live = None if text.found else _require_images(live, source)
     counts: Counter[Request] = Counter()

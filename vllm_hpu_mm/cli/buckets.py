@@ -16,6 +16,7 @@ from typing import Any
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.buckets.planner import Evaluation
 from vllm_hpu_mm.cli.buckets_replay import add_parser as add_replay_parser
+from vllm_hpu_mm.cli.buckets_stale import add_parser as add_stale_parser
 from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
 from vllm_hpu_mm.jobs.buckets import BUCKETS_VAR, DEFAULT_MIN_PIXELS, SizeSources, check_job, plan_job
 from vllm_hpu_mm.plan.args import fraction, positive_int
@@ -69,7 +70,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="plan or check a vision bucket list (VLLM_MULTIMODAL_BUCKETS)",
         description="Plan the vision bucket list that wastes the least compute on your images, or check one.",
     )
-    sub = p.add_subparsers(dest="buckets_command", metavar="{plan,check,replay}")
+    sub = p.add_subparsers(dest="buckets_command", metavar="{plan,check,replay,stale}")
     sub.required = True
     plan = sub.add_parser(
         "plan",
@@ -113,6 +114,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     _add_common(check, max_default="default: the largest bucket x 196")
     check.set_defaults(func=run_check)
     add_replay_parser(sub)
+    add_stale_parser(sub)
 
 
 def _sources(args: argparse.Namespace) -> SizeSources:

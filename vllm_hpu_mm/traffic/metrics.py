@@ -29,6 +29,7 @@ from vllm_hpu_mm.traffic.requests import TextRow
 __all__ = [
     "FLAG",
     "TextMetrics",
+    "counts_since",
     "families",
     "histogram_values",
     "nonnegative_count",
@@ -216,10 +217,28 @@ class TextMetrics:
     running: int | None
     #: Our processor's multimodal requests: prompt bucket -> requests.
     image_request_prompts: dict[int, int]
+    #: The prefix-cache counters themselves (queried tokens, hit tokens), (0, 0) when absent.
+    cache_tokens: tuple[int, int] = (0, 0)
 
     @property
     def found(self) -> bool:
         return bool(self.prompts or self.image_request_prompts)
+
+    def since(self, earlier: TextMetrics, source: str, earlier_source: str) -> TextMetrics:
+        """What the server counted after ``earlier`` (a previous page of the same server): every count less the
+        earlier one, as Prometheus' ``increase`` over the window; the running gauge is this page's."""
+        queries, hits = (a - b for a, b in zip(self.cache_tokens, earlier.cache_tokens, strict=True))
+        if queries < 0 or hits < 0:
+            raise _went_down(f"{QUERIES} or {HITS}", source, earlier_source)
+        share = (hits / queries if queries else 0.0) if self.hit_share is not None else None
+        return TextMetrics(
+            counts_since(self.prompts, earlier.prompts, PROMPT, source, earlier_source),
+            counts_since(self.answers, earlier.answers, GENERATION, source, earlier_source),
+            share,
+            self.running,
+            counts_since(self.image_request_prompts, earlier.image_request_prompts, REQUESTS, source, earlier_source),
+            (queries, hits),
+        )
 
     def text_rows(self) -> dict[TextRow, int]:
         """(prompt, answer, cached) -> weight, prompts and answers taken as independent."""
@@ -236,6 +255,25 @@ class TextMetrics:
                 if weight > 0:
                     out[(p, a, int(share * p))] += max(1, round(weight * 1000))
         return dict(out)
+
+
+def _went_down(what: str, source: str, earlier_source: str) -> ConfigError:
+    return ConfigError(f"--since {earlier_source}: {what} counted more there than at {FLAG} {source}; expected an "
+                       "earlier page of the same server (a restart sets the counters back to zero: take a new "
+                       "one)")  # fmt: skip
+
+
+def counts_since(now: dict[int, int], earlier: dict[int, int], what: str, source: str,
+                 earlier_source: str) -> dict[int, int]:  # fmt: skip
+    """value -> count of ``now`` less ``earlier`` (zeros left out); a count that went down is refused."""
+    out = {}
+    for value in sorted(now.keys() | earlier.keys()):
+        left = now.get(value, 0) - earlier.get(value, 0)
+        if left < 0:
+            raise _went_down(what, source, earlier_source)
+        if left:
+            out[value] = left
+    return out
 
 
 def text_metrics(fams: list[Any], source: str) -> TextMetrics:
@@ -276,4 +314,5 @@ def text_metrics(fams: list[Any], source: str) -> TextMetrics:
         share,
         running,
         {p: n for p, n in sorted(requests.items()) if n},
+        (queries, hits),
     )
