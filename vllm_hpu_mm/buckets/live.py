@@ -146,9 +146,7 @@ def traffic_from_metrics(source: str, since: str | None = None) -> Traffic:
             raise ConfigError(f"{FLAG} {source}: no request counted since --since {since}; accepted: a later page "
                               "of the same server, after it served some requests")  # fmt: skip
         source = f"{source} since {since}"
-    live: LiveCounts | None = counted
-    if live is not None and not live.images:
-        live = None if text.found else _require_images(live, source)
+    live = counted if counted.images else None  # none counted: the text alone, or the error below
     counts: Counter[Request] = Counter()
     image_requests = 0
     if live is not None:
