@@ -124,7 +124,7 @@ def test_every_option_has_help() -> None:
     root = build_parser()
     buckets = next(a for a in root._actions if isinstance(a, argparse._SubParsersAction)).choices["buckets"]
     subs = next(a for a in buckets._actions if isinstance(a, argparse._SubParsersAction)).choices
-    assert set(subs) == {"plan", "check", "replay"}
+    assert set(subs) == {"plan", "check", "replay", "stale"}
     for parser in subs.values():
         for action in parser._actions:
             assert action.help, f"{parser.prog} {action.option_strings or action.dest} has no help"

@@ -32,11 +32,13 @@ def test_quiet_on_the_planned_traffic_and_fires_on_the_drifted(tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     assert main(stale("--from-metrics", str(PAGES / "planned.txt"))) == 0
     quiet = capsys.readouterr().out.splitlines()
-    assert quiet[-1].startswith("verdict: quiet: the plan pads") and "less than exp" in quiet[-1]
+    assert quiet[-1].startswith("verdict: quiet: the plan pads")
+    assert "less than exp" in quiet[-1]
     prom = tmp_path / "stale.prom"
     assert main(stale("--from-metrics", str(PAGES / "drifted.txt"), "--textfile", str(prom), "--json")) == 1
     report = json.loads(capsys.readouterr().out)
-    assert report["stale"] is True and report["ratio"] > 1
+    assert report["stale"] is True
+    assert report["ratio"] > 1
     assert report["ratio"] == pytest.approx(report["plan"]["padded_s"] / report["exp"]["padded_s"], rel=1e-5)
     assert report["exp"]["label"] == "vllm-gaudi main's exp bucketing"
     samples = {s.name: s.value for f in text_string_to_metric_families(prom.read_text()) for s in f.samples}
@@ -71,4 +73,6 @@ def test_bad_input_is_exit_2_with_one_line(tmp_path: Path, capsys: pytest.Captur
     swap = {"URL": refused_url(), "EMPTY": str(empty), "MISSING": str(tmp_path / "missing.txt")}
     assert main(stale(*(swap.get(a, a) for a in argv))) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("vllm-hpu-mm: error: ") and said in err
+    assert err.count("\n") == 1
+    assert err.startswith("vllm-hpu-mm: error: ")
+    assert said in err

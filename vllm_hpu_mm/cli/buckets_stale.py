@@ -16,7 +16,9 @@ import argparse
 import math
 
 from vllm_hpu_mm import envs
+from vllm_hpu_mm.cli.buckets_replay import requests_count
 from vllm_hpu_mm.cli.common import ExitCode, clipped, fail, help_text, print_json
+from vllm_hpu_mm.jobs.replay import MAX_REQUESTS
 from vllm_hpu_mm.jobs.stale import (
     DEFAULT_STALE_REQUESTS,
     MAX_TOLERANCE,
@@ -28,6 +30,7 @@ from vllm_hpu_mm.jobs.stale import (
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, positive_int
 
 __all__ = ["add_parser"]
+
 
 def tolerance(raw: str) -> float:
     try:
@@ -53,13 +56,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    "counted after it (default: everything since the server started)")  # fmt: skip
     p.add_argument("--kv-blocks", type=positive_int, metavar="N", help="the KV blocks vllm-gaudi allocated (its log's "
                    "'# HPU blocks'; default: the plan's estimate)")  # fmt: skip
-    p.add_argument("--requests", type=positive_int, default=DEFAULT_STALE_REQUESTS, metavar="N",
+    p.add_argument("--requests", type=requests_count, default=DEFAULT_STALE_REQUESTS, metavar="N",
                    help=f"requests sampled from the live traffic, per load level when the load is unknown (default "
-                   f"{DEFAULT_STALE_REQUESTS})")  # fmt: skip
+                   f"{DEFAULT_STALE_REQUESTS}, at most {MAX_REQUESTS:,})")  # fmt: skip
     p.add_argument("--tolerance", type=tolerance, default=0.0, metavar="X", help="how much longer than exp the plan "
                    "may pad before it is stale, a share of exp's padded time (default 0)")  # fmt: skip
-    p.add_argument("--textfile", metavar="FILE", help="also write the verdict as Prometheus gauges to FILE (atomically: "
-                   "for node_exporter's --collector.textfile.directory)")  # fmt: skip
+    p.add_argument("--textfile", metavar="FILE", help="also write the verdict as Prometheus gauges to FILE "
+                   "(atomically: for node_exporter's --collector.textfile.directory)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the lines")
     p.set_defaults(func=run)
 
@@ -90,8 +93,8 @@ def to_lines(s: Staleness) -> list[str]:
     more = (s.ratio - 1.0) * 100
     verdict = (f"STALE: the live traffic pads {more:.1f}% longer with {s.plan_label} than with exp (tolerance "
                f"{s.tolerance:.0%}); re-plan from it (buckets replay --from-metrics)" if s.stale else
-               f"quiet: the plan pads {'%.1f%% less' % -more if more <= 0 else '%.1f%% more' % more} than exp "
-               f"(tolerance {s.tolerance:.0%})")  # fmt: skip
+               f"quiet: the plan pads {abs(more):.1f}% {'less' if more <= 0 else 'more'} than exp (tolerance "
+               f"{s.tolerance:.0%})")  # fmt: skip
     return [
         f"traffic: {s.traffic}",
         f"load: {s.load}; {s.requests} requests replayed at the plan's limits",

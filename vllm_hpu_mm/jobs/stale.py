@@ -147,8 +147,9 @@ def check_stale(sizing: SizingArgs, args: StaleArgs, settings: Settings, runtime
 
     traffic = traffic_from_metrics(args.from_metrics, since=args.since)
     if traffic.text is None:
-        raise ConfigError(f"{FLAG} {args.from_metrics}: no vllm:request_prompt_tokens histogram with requests in it; "
-                          "expected vLLM's own /metrics page (V1 engine, 0.32 or later) after some requests")  # fmt: skip
+        raise ConfigError(f"{FLAG} {args.from_metrics}: no vllm:request_prompt_tokens histogram with requests in "
+                          "it; expected vLLM's own /metrics page (V1 engine, 0.32 or later) after some "
+                          "requests")  # fmt: skip
     traffic = admit_traffic(traffic, max_image_pixels=settings.max_image_pixels,
                             max_aspect_ratio=settings.max_aspect_ratio)  # fmt: skip
     runs = schedules(traffic, shape, images, concurrency=sizing.concurrency, requests=args.requests, timer=timer)
