@@ -40,21 +40,27 @@ from vllm_hpu_mm.jobs.replay import (
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, positive_int
 from vllm_hpu_mm.replay.report import requests_line, to_dict, to_table
 
-__all__ = ["add_parser"]
+__all__ = ["KV_BLOCKS_HELP", "add_limits", "add_parser", "requests_count"]
+
+KV_BLOCKS_HELP = "the KV blocks vllm-gaudi allocated (its log's '# HPU blocks'; default: the plan's estimate)"
+
+
+def add_limits(p: argparse.ArgumentParser) -> None:
+    """The sizing flags a replay runs at (vLLM's and the plan's, but the vision list's)."""
+    add_options(p, VLLM_FLAGS)
+    add_options(p, [o for o in PLAN_OPTIONS if o.field not in ("keep_buckets", "max_buckets")])
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("replay", help="replay traffic through vllm-gaudi's bucket lookup: compiles, padding, graphs",
                        description=help_text(__doc__),
                        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    add_options(p, VLLM_FLAGS)
-    add_options(p, [o for o in PLAN_OPTIONS if o.field not in ("keep_buckets", "max_buckets")])
+    add_limits(p)
     p.add_argument("--bucket-file", metavar="FILE", help="a vllm-gaudi bucket file to replay (default: "
                    "$VLLM_BUCKETING_FROM_FILE when set)")  # fmt: skip
     p.add_argument("--from-metrics", metavar="URL|FILE", help="traffic from a running server's /metrics (or a saved "
                    "exposition), added to --sizes")  # fmt: skip
-    p.add_argument("--kv-blocks", type=positive_int, metavar="N", help="the KV blocks vllm-gaudi allocated (its log's "
-                   "'# HPU blocks'; default: the plan's estimate)")  # fmt: skip
+    p.add_argument("--kv-blocks", type=positive_int, metavar="N", help=KV_BLOCKS_HELP)
     p.add_argument(
         "--requests",
         type=requests_count,

@@ -16,7 +16,7 @@ import argparse
 import math
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.buckets_replay import requests_count
+from vllm_hpu_mm.cli.buckets_replay import KV_BLOCKS_HELP, add_limits, requests_count
 from vllm_hpu_mm.cli.common import ExitCode, clipped, fail, help_text, print_json
 from vllm_hpu_mm.jobs.replay import MAX_REQUESTS
 from vllm_hpu_mm.jobs.stale import (
@@ -27,7 +27,7 @@ from vllm_hpu_mm.jobs.stale import (
     check_stale,
     exposition,
 )
-from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, positive_int
+from vllm_hpu_mm.plan.args import SizingArgs, positive_int
 
 __all__ = ["add_parser"]
 
@@ -46,16 +46,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = sub.add_parser("stale", help="say whether live traffic now pads longer with the plan's bucket file than with "
                        "vllm-gaudi's exp (exit 1)", description=help_text(__doc__),
                        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    add_options(p, VLLM_FLAGS)
-    add_options(p, [o for o in PLAN_OPTIONS if o.field not in ("keep_buckets", "max_buckets")])
+    add_limits(p)
     p.add_argument("--from-metrics", required=True, metavar="URL|FILE", help="a running server's /metrics "
                    "(http://HOST:PORT/metrics) or a saved exposition")  # fmt: skip
     p.add_argument("--bucket-file", metavar="FILE", help="the plan's vllm-gaudi bucket file (default: "
                    "$VLLM_BUCKETING_FROM_FILE when set)")  # fmt: skip
     p.add_argument("--since", metavar="URL|FILE", help="an earlier page of the same server: judge only the requests "
                    "counted after it (default: everything since the server started)")  # fmt: skip
-    p.add_argument("--kv-blocks", type=positive_int, metavar="N", help="the KV blocks vllm-gaudi allocated (its log's "
-                   "'# HPU blocks'; default: the plan's estimate)")  # fmt: skip
+    p.add_argument("--kv-blocks", type=positive_int, metavar="N", help=KV_BLOCKS_HELP)
     p.add_argument("--requests", type=requests_count, default=DEFAULT_STALE_REQUESTS, metavar="N",
                    help=f"requests sampled from the live traffic, per load level when the load is unknown (default "
                    f"{DEFAULT_STALE_REQUESTS}, at most {MAX_REQUESTS:,})")  # fmt: skip
