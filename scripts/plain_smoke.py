@@ -31,6 +31,16 @@ RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for siz
 """
 )
 HEALTHY_LOG = "INFO Starting vLLM API server\nINFO Application startup complete.\n"
+#: A server's /metrics after 10 prompts of 1,000 to 2,000 tokens (vLLM's 1-2-5 histogram edges), for the stale-plan
+#: alarm, and a bucket file planned for anything but them (one coarse bucket per phase).
+LONG_PROMPTS = (
+    "".join(
+        f'vllm:request_prompt_tokens_bucket{{le="{le}"}} {n}\n'
+        for le, n in (("1000.0", 0), ("2000.0", 10), ("+Inf", 10))
+    )
+    + 'vllm:request_generation_tokens_bucket{le="20.0"} 10\nvllm:request_generation_tokens_bucket{le="+Inf"} 10\n'
+)
+COARSE_PLAN = "(1, 2048, 0)\n(1, 2048, 31)\n(4, 1, 128)\n"
 
 
 def main(script: str) -> int:
@@ -41,6 +51,8 @@ def main(script: str) -> int:
         (folder / "oom.log").write_text(OOM_LOG)
         (folder / "healthy.log").write_text(HEALTHY_LOG)
         (folder / "sizes.csv").write_text("width,height\n640,480\n1024,768\n1920,1080\n")
+        (folder / "metrics.txt").write_text(LONG_PROMPTS)
+        (folder / "plan.txt").write_text(COARSE_PLAN)
         env = {**os.environ, "HOME": tmp, "VLLM_HPU_MM_CACHE_DIR": str(folder / "cache"),
                "VLLM_HPU_MM_PROFILE": str(folder / "profile.json"), "HF_HOME": str(folder / "hf")}  # fmt: skip
         cases: list[tuple[list[str], int, str]] = [
@@ -54,6 +66,27 @@ def main(script: str) -> int:
                 "requests the engine refuses",
             ),
             (["buckets", "replay", "--text-graph-budget", "1"], 2, "--text-graph-budget"),
+            (
+                [
+                    "buckets",
+                    "stale",
+                    "--from-metrics",
+                    "metrics.txt",
+                    "--bucket-file",
+                    "plan.txt",
+                    "--max-model-len",
+                    "4096",
+                    "--max-num-seqs",
+                    "4",
+                ],
+                1,
+                "verdict: STALE",
+            ),  # fmt: skip
+            (
+                ["buckets", "stale", "--from-metrics", "http://127.0.0.1:9/metrics", "--bucket-file", "plan.txt"],
+                2,
+                "cannot fetch it",
+            ),  # fmt: skip
             (["memory", "plan"], 0, "verdict:"),
             (["memory", "plan", "--json", "--sizes", "sizes.csv"], 0, '"verdict"'),
             (["memory", "plan", "--free-memory-gib", "0.5"], 1, "does_not_fit"),
