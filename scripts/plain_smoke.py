@@ -81,12 +81,12 @@ def main(script: str) -> int:
                 ],
                 1,
                 "verdict: STALE",
-            ),  # fmt: skip
+            ),
             (
                 ["buckets", "stale", "--from-metrics", "http://127.0.0.1:9/metrics", "--bucket-file", "plan.txt"],
                 2,
                 "cannot fetch it",
-            ),  # fmt: skip
+            ),
             (["memory", "plan"], 0, "verdict:"),
             (["memory", "plan", "--json", "--sizes", "sizes.csv"], 0, '"verdict"'),
             (["memory", "plan", "--free-memory-gib", "0.5"], 1, "does_not_fit"),
