@@ -45,10 +45,10 @@ __all__ = ["KV_BLOCKS_HELP", "add_limits", "add_parser", "requests_count"]
 KV_BLOCKS_HELP = "the KV blocks vllm-gaudi allocated (its log's '# HPU blocks'; default: the plan's estimate)"
 
 
-def add_limits(p: argparse.ArgumentParser) -> None:
-    """The sizing flags a replay runs at (vLLM's and the plan's, but the vision list's)."""
+def add_limits(p: argparse.ArgumentParser, *, without: tuple[str, ...] = ()) -> None:
+    """The sizing flags a replay runs at (vLLM's and the plan's, but the vision list's and those ``without``)."""
     add_options(p, VLLM_FLAGS)
-    add_options(p, [o for o in PLAN_OPTIONS if o.field not in ("keep_buckets", "max_buckets")])
+    add_options(p, [o for o in PLAN_OPTIONS if o.field not in ("keep_buckets", "max_buckets", *without)])
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -46,7 +46,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = sub.add_parser("stale", help="say whether live traffic now pads longer with the plan's bucket file than with "
                        "vllm-gaudi's exp (exit 1)", description=help_text(__doc__),
                        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    add_limits(p)
+    add_limits(p, without=("sizes", "text_graph_budget"))  # the traffic is the server's; nothing is planned
     p.add_argument("--from-metrics", required=True, metavar="URL|FILE", help="a running server's /metrics "
                    "(http://HOST:PORT/metrics) or a saved exposition")  # fmt: skip
     p.add_argument("--bucket-file", metavar="FILE", help="the plan's vllm-gaudi bucket file (default: "
