@@ -44,7 +44,7 @@ def test_the_window_holds_exactly_what_came_after(tmp_path_factory: pytest.TempP
         return
     window = traffic_from_metrics(str(after), since=str(before))
     assert window.text is not None
-    share = {p: 0 for p in MIDPOINTS}
+    share = dict.fromkeys(MIDPOINTS, 0)
     for (prompt, _, _), weight in window.text.items():
         share[prompt] += weight
     seen = {p for p, w in share.items() if w}
