@@ -202,6 +202,12 @@ class _Search:
             self.below_step.append(f"{shape.label}: {below}")
             return Candidate(shape, None, why_not=below, cards_per_node=a.cards_per_node)
         samples = [prompts(self.traffic, images, a.requests, seed) for seed in range(a.seeds)]
+        refused = sum(p.tokens >= engine.max_model_len for s in samples for p in s)
+        if refused:
+            note = (f"{refused} of {a.requests * a.seeds} sampled requests have prompts of max_model_len "
+                    f"({engine.max_model_len}) tokens or more: the engine refuses them, and no figure counts them")
+            if note not in self.notes:
+                self.notes.append(note)
         capacity = max_rate(replica, samples, a.targets, iterations=a.iterations)
         warm = plan.warmup
         if capacity.rate <= 0:
