@@ -41,12 +41,14 @@ def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], ar
     code, out, err = fleet(capsys, *argv)
     assert code == 2
     assert out == ""
-    assert len(err.strip().splitlines()) == 1 and said in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert said in err, err
 
 
 def test_a_target_below_one_step_of_every_shape_is_invalid_input(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = fleet(capsys, *SMALL, "--request-rate", "2", "--ttft-p99", "2000", "--tpot-p99", "0.5")
-    assert code == 2 and out == ""
+    assert code == 2
+    assert out == ""
     assert len(err.strip().splitlines()) == 1
     assert "tpot_p99 0.5 ms is below one step" in err
 
@@ -58,9 +60,12 @@ def test_too_few_cards_is_a_negative_finding_with_the_best_achievable(capsys: py
     data = json.loads(out)
     assert data["chosen"] is None
     best = data["best_achievable"]
-    assert best["total_cards"] > 1 and best["capacity_per_replica"] > 0
-    assert f"need {best['total_cards']} cards" in data["reason"] and "fix:" in data["reason"]
-    assert len(err.strip().splitlines()) == 1 and "no fleet meets the targets" in err
+    assert best["total_cards"] > 1
+    assert best["capacity_per_replica"] > 0
+    assert f"need {best['total_cards']} cards" in data["reason"]
+    assert "fix:" in data["reason"]
+    assert len(err.strip().splitlines()) == 1
+    assert "no fleet meets the targets" in err
 
 
 def test_the_fleet_and_its_replicas_files_are_what_serve_writes(capsys: pytest.CaptureFixture[str],
@@ -71,12 +76,15 @@ def test_the_fleet_and_its_replicas_files_are_what_serve_writes(capsys: pytest.C
     assert code == 0
     data = json.loads(out)
     chosen = data["chosen"]
-    assert chosen["meets"] and chosen["replicas"] * chosen["capacity_per_replica"] >= 6 * 1.2
+    assert chosen["meets"]
+    assert chosen["replicas"] * chosen["capacity_per_replica"] >= 6 * 1.2
     assert chosen["total_cards"] == chosen["replicas"]  # TP 1
     assert chosen["text_buckets"] == "serve's planned"
     latency = chosen["latency_at_target_rate"]
-    assert latency["ttft_ms"]["p99"] <= 3000 and latency["tpot_ms"]["p99"] <= 60
-    assert latency["interval"] is not None and "public-data estimate" in data["evidence"]["step_time"]
+    assert latency["ttft_ms"]["p99"] <= 3000
+    assert latency["tpot_ms"]["p99"] <= 60
+    assert latency["interval"] is not None
+    assert "public-data estimate" in data["evidence"]["step_time"]
     # serve, for the same replica, writes the same files and sets the same environment
     code = main(["serve", "--dry-run", "--json", "--model", MODEL, "--tensor-parallel-size", "1", "--max-num-seqs", "8",
                  "--max-num-batched-tokens", "2048", "--max-model-len", "4096", "--plan-device", "gaudi2",
@@ -102,5 +110,8 @@ def test_a_model_that_fits_no_card_count_is_a_negative_finding(capsys: pytest.Ca
                            "--tensor-parallel-sizes", "1", "--max-num-seqs", "8", "--request-rate", "2",
                            "--ttft-p99", "3000", "--tpot-p99", "60")  # fmt: skip
     assert code == 1
-    assert "TP1 seqs 8 tokens 2048" in out and "OOM" in out
-    assert len(err.strip().splitlines()) == 1 and "fits no card count tried" in err and "fix:" in err
+    assert "TP1 seqs 8 tokens 2048" in out
+    assert "OOM" in out
+    assert len(err.strip().splitlines()) == 1
+    assert "fits no card count tried" in err
+    assert "fix:" in err

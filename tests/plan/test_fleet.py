@@ -84,7 +84,8 @@ def test_a_target_no_load_meets_gives_zero_with_the_light_load_figures() -> None
 
 def test_the_interval_and_the_api_servers_time_come_from_the_fitted_step() -> None:
     replica = replica_model(timer(), SHAPE)
-    assert replica.interval == 0.1 and replica.frontend_s == 0.005
+    assert replica.interval == 0.1
+    assert replica.frontend_s == 0.005
     assert "a test" in replica.evidence
     cap = capacity(Targets(0.3, 0.04))
     low, high = cap.rate_range() or (0.0, 0.0)
@@ -139,7 +140,8 @@ def test_the_chosen_fleet_is_the_cheapest_by_brute_force_and_a_higher_rate_never
 def test_a_looser_target_never_needs_more_cards() -> None:
     tight = choose(_candidates(20.0, Targets(0.15, 0.03)))
     loose = choose(_candidates(20.0, Targets(0.6, 0.06)))
-    assert tight is not None and loose is not None
+    assert tight is not None
+    assert loose is not None
     assert loose.total_cards <= tight.total_cards
 
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import kubernetes_validate
 import pytest
+import yaml
 
-from vllm_hpu_mm.plan.fleet_deploy import dp_commands, manifests
+from vllm_hpu_mm.plan.fleet_deploy import deployments, dp_commands, manifests
 
 #: The Kubernetes version the manifests are checked against (kubernetes-validate ships its schemas).
 KUBERNETES = "1.33.0"
@@ -63,6 +64,20 @@ def test_every_data_parallel_rank_is_launched_once_with_the_head_serving(replica
     assert [c.local for c in commands] == locals_
     ranks = [r for c in commands for r in range(c.start, c.start + c.local)]
     assert ranks == list(range(replicas))
-    assert "--headless" not in commands[0].argv and "--data-parallel-start-rank" not in commands[0].argv
+    assert "--headless" not in commands[0].argv
+    assert "--data-parallel-start-rank" not in commands[0].argv
     assert all("--headless" in c.argv for c in commands[1:])
     assert all(c.local * tp <= per_node for c in commands)
+
+
+def test_the_written_yaml_is_the_manifests_with_files_as_literal_blocks() -> None:
+    files = {"/etc/vllm-hpu-mm/vllm-gaudi-buckets.txt": "# prompt\n(1, 128, [0, 4])\n"}
+    d = deployments(["python3", "-m", "vllm.entrypoints.openai.api_server", *ARGS], ENV, files, replicas=2,
+                    tensor_parallel_size=2, cards_per_node=8, device="gaudi2", name="q", image="i",
+                    head_address="10.0.0.1", replica_dir="/etc/vllm-hpu-mm", warmup_s=None)  # fmt: skip
+    text = d.manifests_yaml()
+    assert list(yaml.safe_load_all(text)) == list(d.manifests)
+    assert "&id" not in text
+    assert "vllm-gaudi-buckets.txt: |" in text
+    assert d.files == {"vllm-gaudi-buckets.txt": files["/etc/vllm-hpu-mm/vllm-gaudi-buckets.txt"]}
+    assert d.commands[0].argv[2:8] == tuple(ARGS)  # the server's arguments after `vllm serve`, module dropped

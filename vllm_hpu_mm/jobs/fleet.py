@@ -16,7 +16,7 @@ from pathlib import Path
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.replay import served_traffic
-from vllm_hpu_mm.jobs.serve import Launch, on_default_device, plan_and_choose, prepare
+from vllm_hpu_mm.jobs.serve import Launch, Planned, on_default_device, plan_and_choose, prepare
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.models.step_fit import FittedStep
 from vllm_hpu_mm.plan.args import SizingArgs
@@ -164,7 +164,8 @@ class _Search:
     below_step: list[str]
     calibrated: bool = False
 
-    def evaluate(self, shape: ReplicaShape, planned_plan: Plan | None = None) -> Candidate:
+    def evaluate(self, shape: ReplicaShape, serves: Planned | None = None) -> Candidate:
+        """``shape`` planned for the search (``serves``: serve's own plan of it, re-priced) and sized."""
         a = self.args
         one = dataclasses.replace(
             self.sizing,
@@ -172,7 +173,7 @@ class _Search:
             max_num_seqs=shape.max_num_seqs,
             max_num_batched_tokens=shape.max_num_batched_tokens,
         )
-        if planned_plan is None:
+        if serves is None:
             try:
                 # the text-bucket budget search is serve's slowest step: the search prices the runtime's own text
                 # buckets unless a budget is given; the chosen shape is re-priced on serve's planned ones
@@ -187,11 +188,14 @@ class _Search:
                 return Candidate(shape, None, why_not=str(exc), cards_per_node=a.cards_per_node)
             plan, costs = planned.plan, planned.costs
         else:
-            plan, costs = planned_plan, {}
+            plan, costs = serves.plan, serves.costs
         if not plan.fits:
             error = next(f for f in plan.findings if f.severity == "error")
             return Candidate(shape, None, why_not=error.message, cards_per_node=a.cards_per_node)
-        step = _calibrated_step(costs) if planned_plan is None else None
+        step = _calibrated_step(costs)
+        if step is not None and not self.calibrated and len(set(self.args.tensor_parallel_sizes)) > 1:
+            self.notes.append("the calibrated step time is your server's, at its own tensor parallelism: every TP "
+                              "size tried is priced with it unchanged")  # fmt: skip
         self.calibrated = self.calibrated or step is not None
         images = images_for(plan.inputs, plan.vision_buckets_captured, self.settings)
         timer = _timer(plan, images, step)
@@ -204,8 +208,10 @@ class _Search:
         samples = [prompts(self.traffic, images, a.requests, seed) for seed in range(a.seeds)]
         refused = sum(p.tokens >= engine.max_model_len for s in samples for p in s)
         if refused:
-            note = (f"{refused} of {a.requests * a.seeds} sampled requests have prompts of max_model_len "
-                    f"({engine.max_model_len}) tokens or more: the engine refuses them, and no figure counts them")
+            note = (
+                f"{refused} of {a.requests * a.seeds} sampled requests have prompts of max_model_len "
+                f"({engine.max_model_len}) tokens or more: the engine refuses them, and no figure counts them"
+            )
             if note not in self.notes:
                 self.notes.append(note)
         capacity = max_rate(replica, samples, a.targets, iterations=a.iterations)
@@ -221,7 +227,7 @@ class _Search:
         first = sized(shape, capacity, a.rate, a.headroom, cards_per_node=a.cards_per_node)
         latency = latency_at(replica, samples, a.rate / first.replicas)
         lookup = plan.inputs.runtime.text_lookup(engine)
-        planned_text = planned_plan is not None or self.sizing.text_graph_budget is not None
+        planned_text = serves is not None or self.sizing.text_graph_budget is not None
         buckets = "none (real shapes)" if lookup is None else "serve's planned" if planned_text else "runtime's own"
         return sized(
             shape,
@@ -367,7 +373,7 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
             compilation_config=None,
         )
         # the figures of the chosen row on serve's own plan (its buckets from serve's full sample of the traffic)
-        final = search.evaluate(chosen.shape, launch.plan)
+        final = search.evaluate(chosen.shape, launch.planned)
         if final.meets:
             chosen = final
             candidates = [final if c is chosen or c.shape == final.shape else c for c in candidates]

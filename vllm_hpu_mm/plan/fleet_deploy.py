@@ -28,6 +28,16 @@ _PROBE_PERIOD_S = 10
 _MIN_STARTUP_S = 600
 
 
+def _text(dumper: Any, data: str) -> Any:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+#: Plain YAML as a person writes it: no anchors for repeated labels, files as literal blocks.
+_Dumper: Any = type("_Dumper", (yaml.SafeDumper,), {"ignore_aliases": lambda self, data: True})
+_Dumper.add_representer(str, _text)
+
+
 @dataclasses.dataclass(frozen=True)
 class NodeCommand:
     """One node's launch: its data-parallel ranks (``start`` .. ``start + local - 1``) and the command."""
@@ -55,7 +65,7 @@ class Deployments:
     replica_dir: str
 
     def manifests_yaml(self) -> str:
-        return str(yaml.safe_dump_all(self.manifests, sort_keys=False))
+        return str(yaml.dump_all(self.manifests, Dumper=_Dumper, sort_keys=False))
 
     def env_file(self) -> str:
         return "".join(f"{k}={v}\n" for k, v in self.env.items())
