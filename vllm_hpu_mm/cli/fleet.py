@@ -281,7 +281,7 @@ def fleet_table(f: Fleet) -> str:
             continue
         rng = cap.rate_range()
         capacity = f"{cap.rate:.3g}" + (f" [{rng[0]:.3g}-{rng[1]:.3g}]" if rng else " (unbounded)")
-        lat = c.latency
+        lat = c.latency or cap.latency  # none sized: the latencies at the lightest load probed
         verdict = (
             "chosen" if f.chosen is not None and c.shape == f.chosen.shape else ("meets" if c.meets else c.why_not[:70])
         )

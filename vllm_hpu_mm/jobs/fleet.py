@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from vllm_hpu_mm.engine import PrefillChunk
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.replay import served_traffic
@@ -145,7 +146,7 @@ def _calibrated_step(costs: Mapping[str, object]) -> FittedStep | None:
 def _below_one_step(targets: Targets, replica: ReplicaModel) -> str | None:
     """A target below what one step of this replica takes: no load meets it."""
     decode = replica.clock.decode(1, 1)
-    prefill = replica.clock.prefill(()) + replica.frontend_s
+    prefill = replica.clock.prefill((PrefillChunk(1, 0),)) + replica.frontend_s  # the least first token
     for name, value in targets.items():
         floor = decode if name.startswith("tpot") else prefill
         if value < floor:
@@ -163,6 +164,7 @@ class _Search:
     notes: list[str]
     below_step: list[str]
     calibrated: bool = False
+    warm_source: str = "none estimated (no graphs warmed)"
 
     def evaluate(self, shape: ReplicaShape, serves: Planned | None = None) -> Candidate:
         """``shape`` planned for the search (``serves``: serve's own plan of it, re-priced) and sized."""
@@ -216,6 +218,8 @@ class _Search:
                 self.notes.append(note)
         capacity = max_rate(replica, samples, a.targets, iterations=a.iterations)
         warm = plan.warmup
+        if warm is not None:
+            self.warm_source = warm.source
         if capacity.rate <= 0:
             return Candidate(
                 shape,
@@ -261,18 +265,17 @@ def _server_args(sizing: SizingArgs, model: str) -> list[str]:
     return out
 
 
-def _evidence(fleet_calibrated: bool, launch: Launch | None, chosen: Candidate | None) -> dict[str, str]:
+def _evidence(fleet_calibrated: bool, launch: Launch | None, warm_source: str) -> dict[str, str]:
     step = "public-data estimate: the roofline fitted on vendor tables (docs/latency.md), its interval printed"
     if fleet_calibrated:
         step = "calibrated: the step time fitted on your server (the profile's step_time), its own interval"
     costs = "built-in estimates (no `memory calibrate` profile)"
     if launch is not None and launch.planned.costs.get("profile"):
         costs = f"calibrated: measured costs from {launch.planned.costs['profile']}"
-    warm = launch.plan.warmup if launch is not None else None
     return {
         "step_time": step,
         "memory": costs,
-        "warmup": warm.source if warm is not None else "none estimated (no graphs warmed)",
+        "warmup": warm_source,
         "capacity": (
             "the replay's whole latencies under Poisson arrivals (bisection on the rate): as good as the "
             "step model; the API server is a fixed delay, not a queue (docs/latency.md, limits)"
@@ -293,7 +296,7 @@ def _impossible(candidates: list[Candidate], args: FleetArgs, best: Candidate | 
         closest = max(fits, key=lambda c: args.targets.margin(c.capacity.latency))  # type: ignore[union-attr]
         lat = closest.capacity.latency  # type: ignore[union-attr]
         return (
-            f"no replica shape meets the targets at any load: the closest, {closest.shape.label}, has p99 TTFT "
+            f"at no load does any replica shape meet them: the closest, {closest.shape.label}, has p99 TTFT "
             f"{1000 * lat.ttft[2]:.0f} ms and p99 TPOT {1000 * lat.tpot[2]:.1f} ms at a light load; fix: looser "
             "targets (at least those), a shorter context (--max-model-len, shorter prompts), or a faster device"
         )
@@ -412,7 +415,7 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
         best,
         launch,
         deploy,
-        _evidence(search.calibrated, launch, chosen),
+        _evidence(search.calibrated, launch, search.warm_source),
         reason,
         tuple(notes),
         time.perf_counter() - started,
