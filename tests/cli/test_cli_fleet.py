@@ -33,7 +33,7 @@ def fleet(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str
         (["--request-rate", "2", "--ttft-p99", "1000", "--tpot-p99", "50", "--cards", "10000000"],
          "more cards than a cluster holds"),
         (["--request-rate", "2", "--ttft-p99", "1000", "--tpot-p99", "50", "--cards-per-node", "1000"],
-         "cards in one node"),
+         "more cards than one node holds"),
         (["--request-rate", "2", "--ttft-p99", "1000"], "the following arguments are required: --tpot-p99"),
     ],
 )  # fmt: skip

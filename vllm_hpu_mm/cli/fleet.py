@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,31 +59,27 @@ def _ms(raw: str) -> float:
     return value / 1000
 
 
-def _cards(raw: str) -> int:
-    value = positive_int(raw)
-    if value > MAX_CARDS:
-        raise argparse.ArgumentTypeError(f"{raw!r} is more cards than a cluster holds; accepted: 1 to {MAX_CARDS:,}")
-    return value
+def _at_most(maximum: int, what: str) -> Callable[[str], int]:
+    """A positive integer up to ``maximum``; above it, ``what`` says why."""
+
+    def parse(raw: str) -> int:
+        value = positive_int(raw)
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"{raw!r} is {what}; accepted: 1 to {maximum:,}")
+        return value
+
+    return parse
 
 
-def _per_node(raw: str) -> int:
-    value = positive_int(raw)
-    if value > MAX_CARDS_PER_NODE:
-        raise argparse.ArgumentTypeError(f"{raw!r} cards in one node; accepted: 1 to {MAX_CARDS_PER_NODE}")
-    return value
+_cards = _at_most(MAX_CARDS, "more cards than a cluster holds")
+_per_node = _at_most(MAX_CARDS_PER_NODE, "more cards than one node holds")
+_requests = _at_most(MAX_PROBE_REQUESTS, "too many requests per probe")
 
 
 def _headroom(raw: str) -> float:
     value = number(raw)
     if not 0 <= value <= 10:
         raise argparse.ArgumentTypeError(f"{raw!r} is out of range; accepted: 0 to 10 (0.2 = 20% spare)")
-    return value
-
-
-def _requests(raw: str) -> int:
-    value = positive_int(raw)
-    if value > MAX_PROBE_REQUESTS:
-        raise argparse.ArgumentTypeError(f"{raw!r} is too many; accepted: 1 to {MAX_PROBE_REQUESTS}")
     return value
 
 
