@@ -80,6 +80,9 @@ def test_the_fleet_and_its_replicas_files_are_what_serve_writes(capsys: pytest.C
     assert chosen["replicas"] * chosen["capacity_per_replica"] >= 6 * 1.2
     assert chosen["total_cards"] == chosen["replicas"]  # TP 1
     assert chosen["text_buckets"] == "serve's planned"
+    low, high = chosen["capacity_range"]
+    assert low <= chosen["capacity_per_replica"] <= high
+    assert chosen["replicas_if_steps_slow"] >= chosen["replicas"]
     latency = chosen["latency_at_target_rate"]
     assert latency["ttft_ms"]["p99"] <= 3000
     assert latency["tpot_ms"]["p99"] <= 60

@@ -21,6 +21,7 @@ from vllm_hpu_mm.plan.fleet import (
     replica_model,
     replicas_for,
     saturation,
+    scaled,
     sized,
 )
 from vllm_hpu_mm.replay.scheduler import Prompt
@@ -43,8 +44,8 @@ def timer(s: FittedStep | None = None) -> Timer:
 SAMPLES = [[Prompt(40 + (37 * i + 11 * seed) % 300, 8 + (5 * i + seed) % 24) for i in range(24)] for seed in (0, 1)]
 
 
-def capacity(targets: Targets, s: FittedStep | None = None) -> Capacity:
-    return max_rate(replica_model(timer(s), SHAPE), SAMPLES, targets, iterations=6)
+def capacity(targets: Targets, s: FittedStep | None = None, *, bracket: bool = False) -> Capacity:
+    return max_rate(replica_model(timer(s), SHAPE), SAMPLES, targets, iterations=6, bracket=bracket)
 
 
 def test_capacity_never_exceeds_the_throughput_at_max_num_seqs() -> None:
@@ -87,9 +88,14 @@ def test_the_interval_and_the_api_servers_time_come_from_the_fitted_step() -> No
     assert replica.interval == 0.1
     assert replica.frontend_s == 0.005
     assert "a test" in replica.evidence
-    cap = capacity(Targets(0.3, 0.04))
+    targets = Targets(0.3, 0.04)
+    cap = capacity(targets, bracket=True)
     low, high = cap.rate_range() or (0.0, 0.0)
     assert low < cap.rate < high
+    # each end is the search itself with every step 10% slower or faster, not a rescaled figure
+    assert low == max_rate(scaled(replica, 1.1), SAMPLES, targets, iterations=6, bracket=False).rate
+    assert high == max_rate(scaled(replica, 0.9), SAMPLES, targets, iterations=6, bracket=False).rate
+    assert capacity(targets).rate_range() is None  # not bracketed: no range claimed
 
 
 @pytest.mark.parametrize("kwargs", [{"ttft_p99": 0.0, "tpot_p99": 0.1}, {"ttft_p99": 1.0, "tpot_p99": -1.0},

@@ -189,6 +189,7 @@ def _candidate_dict(c: Candidate) -> dict[str, Any]:
         "limited_by": None if cap is None else list(cap.limited_by),
         "probes": None if cap is None else cap.probes,
         "replicas": c.replicas,
+        "replicas_if_steps_slow": c.replicas_if_slow or None,
         "total_cards": c.total_cards,
         "nodes": c.nodes,
         "meets": c.meets,
@@ -288,7 +289,7 @@ def fleet_table(f: Fleet) -> str:
                 c.shape.label,
                 str(c.cards_per_replica),
                 capacity,
-                str(c.replicas or "-"),
+                f"{c.replicas} ({c.replicas_if_slow})" if c.replicas and c.replicas_if_slow else str(c.replicas or "-"),
                 str(c.total_cards or "-"),
                 str(c.nodes or "-"),
                 _fmt_ms(lat.ttft[2]) if lat else "-",
@@ -305,7 +306,10 @@ def fleet_table(f: Fleet) -> str:
     some = next((c.capacity for c in f.candidates if c.capacity is not None), None)
     if some is not None:
         iv = f"±{some.interval:.0%}" if some.interval is not None else "unbounded"
-        lines.append(f"interval: every latency {iv} and capacity in the brackets: the step model's ({some.evidence})")
+        lines.append(
+            f"interval: every latency {iv}; capacity in brackets: the search again with every step {iv} "
+            f"slower and faster; replicas in parentheses: with every step slower ({some.evidence})"
+        )
     lines += [f"evidence, {k.replace('_', ' ')}: {v}" for k, v in f.evidence.items()]
     lines += [f"note: {n}" for n in f.notes]
     lines.append(f"search: {f.seconds:.1f} s")

@@ -50,6 +50,7 @@ __all__ = [
     "replica_model",
     "replicas_for",
     "saturation",
+    "scaled",
     "sized",
 ]
 
@@ -186,21 +187,47 @@ class Capacity:
     interval: float | None
     evidence: str
 
+    #: The capacity with every step as slow, and as fast, as the step model's interval allows (None: unbounded).
+    low: float | None = None
+    high: float | None = None
+
     def rate_range(self) -> tuple[float, float] | None:
-        """The rate under the step model's interval: every step that much slower or faster (None: unbounded)."""
-        if self.interval is None:
-            return None
-        return self.rate / (1 + self.interval), self.rate / max(1e-9, 1 - self.interval)
+        """(low, high): the capacity at the two ends of the step model's interval (None: unbounded)."""
+        return None if self.low is None or self.high is None else (self.low, self.high)
+
+
+def scaled(replica: ReplicaModel, factor: float) -> ReplicaModel:
+    """``replica`` with every step ``factor`` times as long (the API server's own time unchanged)."""
+    c = replica.clock
+    clock = StepClock(lambda s, b: factor * c.decode(s, b), lambda chunks: factor * c.prefill(chunks),
+                      lambda tokens: factor * c.vision(tokens), factor * c.overhead_s, c.unified)  # fmt: skip
+    return dataclasses.replace(replica, clock=clock)
 
 
 def max_rate(
-    replica: ReplicaModel, samples: Sequence[Sequence[Prompt]], targets: Targets, *, iterations: int = RATE_ITERATIONS
+    replica: ReplicaModel,
+    samples: Sequence[Sequence[Prompt]],
+    targets: Targets,
+    *,
+    iterations: int = RATE_ITERATIONS,
+    bracket: bool = True,
 ) -> Capacity:
     """The highest Poisson rate within ``targets`` (see the module docstring): the saturation rate when it meets
-    them, 0 when even a light load (1/64 of it) misses, else a log-scale bisection between the two."""
+    them, 0 when even a light load (1/64 of it) misses, else a log-scale bisection between the two. ``bracket``: the
+    same search with every step at both ends of the step model's interval (three searches in all)."""
     if not samples or not all(samples):
         raise ConfigError("nothing to size: no request in the sample")
     _check_probe(max(len(s) for s in samples), len(samples), iterations)
+    found = _search(replica, samples, targets, iterations)
+    iv = replica.interval
+    if not bracket or iv is None or found.rate <= 0:
+        return found
+    slow = _search(scaled(replica, 1 + iv), samples, targets, iterations)
+    fast = _search(scaled(replica, max(0.05, 1 - iv)), samples, targets, iterations)
+    return dataclasses.replace(found, low=min(slow.rate, found.rate), high=max(fast.rate, found.rate))
+
+
+def _search(replica: ReplicaModel, samples: Sequence[Sequence[Prompt]], targets: Targets, iterations: int) -> Capacity:
     top = min(saturation(replica, samples), MAX_RATE)
     probes = 0
 
@@ -287,6 +314,8 @@ class Candidate:
     margin: float = -math.inf
     #: The text buckets the replica was priced on (the runtime's own during the search, serve's planned ones).
     buckets: str = ""
+    #: The replicas needed when every step is as slow as the step model's interval allows (0: unbounded).
+    replicas_if_slow: int = 0
 
     @property
     def cards_per_replica(self) -> int:
@@ -330,6 +359,7 @@ def sized(
         cards_per_node=cards_per_node,
         margin=margin,
         buckets=buckets,
+        replicas_if_slow=replicas_for(rate, headroom, capacity.low) if capacity.low else 0,
     )
 
 
