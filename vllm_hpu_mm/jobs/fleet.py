@@ -8,6 +8,7 @@ gets) with its deployments (:mod:`vllm_hpu_mm.plan.fleet_deploy`). Nothing here 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import time
 from collections.abc import Mapping
@@ -20,7 +21,7 @@ from vllm_hpu_mm.jobs.replay import served_traffic
 from vllm_hpu_mm.jobs.serve import Launch, Planned, on_default_device, plan_and_choose, prepare
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.models.step_fit import FittedStep
-from vllm_hpu_mm.plan.args import SizingArgs
+from vllm_hpu_mm.plan.args import VLLM_FLAGS, SizingArgs
 from vllm_hpu_mm.plan.fleet import (
     PROBE_REQUESTS,
     PROBE_SEEDS,
@@ -246,22 +247,18 @@ class _Search:
         )
 
 
-def _server_args(sizing: SizingArgs, model: str) -> list[str]:
-    """The vLLM server arguments of one replica: the model and every sizing value the plan fixed."""
-    out = ["--model", model]
-    for flag, value in (
-        ("--tensor-parallel-size", sizing.tensor_parallel_size),
-        ("--max-num-seqs", sizing.max_num_seqs),
-        ("--max-num-batched-tokens", sizing.max_num_batched_tokens),
-        ("--max-model-len", sizing.max_model_len),
-        ("--block-size", sizing.block_size),
-        ("--dtype", sizing.dtype),
-        ("--quantization", sizing.quantization),
-        ("--gpu-memory-utilization", sizing.gpu_memory_utilization),
-        ("--kv-cache-dtype", sizing.kv_cache_dtype),
-    ):
-        if value is not None:
-            out += [flag, str(value)]
+def _server_args(sizing: SizingArgs) -> list[str]:
+    """The vLLM server arguments of one replica: every sizing flag the plan read, as vLLM spells it (the model
+    first), so that the server resolves each value as the plan did."""
+    out: list[str] = []
+    for o in VLLM_FLAGS:
+        value = getattr(sizing, o.field)
+        if value is None:
+            continue
+        if o.boolean:
+            out.append(f"--{o.name}" if value else f"--no-{o.name}")
+        else:
+            out += [f"--{o.name}", json.dumps(value) if isinstance(value, dict | list) else str(value)]
     return out
 
 
@@ -325,6 +322,11 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
     """The fleet for ``args.rate`` within ``args.targets`` (see the module docstring). Raises :class:`ConfigError`
     for invalid input (a target below one step of every replica shape)."""
     started = time.perf_counter()
+    if (sizing.pipeline_parallel_size or 1) > 1 or (sizing.data_parallel_size or 1) > 1:
+        raise ConfigError(
+            f"{sizing.flag('pipeline_parallel_size')} / data parallel: fleet plan sizes data parallelism itself "
+            "and plans no pipeline stages; accepted: 1 (or leave them out)"
+        )
     sizing = on_default_device(sizing)
     model = sizing.model or DEFAULT_MODEL
     sizing = dataclasses.replace(sizing, model=model)
@@ -365,7 +367,7 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
             max_num_seqs=chosen.shape.max_num_seqs,
             max_num_batched_tokens=chosen.shape.max_num_batched_tokens,
         )
-        server_args = _server_args(one, model)
+        server_args = _server_args(one)
         launch = prepare(
             one,
             settings,
