@@ -25,9 +25,9 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
 
 def test_every_subcommand_is_registered() -> None:
     registered = _subcommands(build_parser())
-    assert sorted(registered) == ["buckets", "memory", "oom-doctor", "serve"]
+    assert sorted(registered) == ["buckets", "fleet", "memory", "oom-doctor", "serve"]
     # Each leaf command has a handler: `buckets` and `memory` through their own subcommands.
-    leaves = {"buckets plan", "buckets check", "memory plan", "serve", "oom-doctor"}
+    leaves = {"buckets plan", "buckets check", "memory plan", "serve", "oom-doctor", "fleet plan"}
     for leaf in leaves:
         top, *rest = leaf.split()
         parser = registered[top]

@@ -535,3 +535,17 @@ def test_any_server_arguments_get_a_plan_or_one_line_never_a_bug(argv: list[str]
     assert code in (0, 1, 2), (argv, err.getvalue())
     if code == 2:
         assert len(err.getvalue().strip().splitlines()) == 1, (argv, err.getvalue())
+
+
+@pytest.mark.vllm
+def test_the_fleets_data_parallel_commands_parse_with_vllms_own_parser(vllm_parser: argparse.ArgumentParser) -> None:
+    # fleet plan's per-node launch (plan/fleet_deploy.py), read here where vLLM's parser is built once
+    from vllm_hpu_mm.plan.fleet_deploy import dp_commands
+
+    args = ["--model", "Qwen/Qwen2.5-VL-7B-Instruct", "--tensor-parallel-size", "2", "--max-num-seqs", "64"]
+    commands = dp_commands(args, replicas=5, tensor_parallel_size=2, cards_per_node=8, head_address="10.0.0.1")
+    for c in commands:
+        assert c.argv[:2] == ("vllm", "serve")
+        serve_args.check_with_vllm(vllm_parser, list(c.argv[2:]), None)
+    with pytest.raises(ConfigError, match="vLLM rejected"):
+        serve_args.check_with_vllm(vllm_parser, [*args, "--data-parallel-size", "two"], None)

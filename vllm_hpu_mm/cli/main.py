@@ -27,6 +27,7 @@ SUBCOMMANDS = (
     "vllm_hpu_mm.cli.buckets",
     "vllm_hpu_mm.cli.memory",
     "vllm_hpu_mm.cli.serve",
+    "vllm_hpu_mm.cli.fleet",
     "vllm_hpu_mm.cli.oom_doctor",
 )
 REPORT_HINT = "this is a bug in vllm-hpu-mm: please report it with the command line (rerun with --debug for details)"

@@ -44,7 +44,7 @@ from vllm_hpu_mm.traffic.requests import Traffic
 
 #: The bounds and defaults the command declares are the replay's own (its loops' caps), named here for the CLI.
 __all__ = ["DEFAULT_REQUESTS", "MAX_CLIENTS", "MAX_PROFILE_SECONDS", "MAX_PROFILE_SEGMENTS", "MAX_RATE", "MAX_REQUESTS",
-           "MIN_LEVEL_REQUESTS", "Arrivals", "ReplayArgs", "Replayed", "replay_traffic"]  # fmt: skip
+           "MIN_LEVEL_REQUESTS", "Arrivals", "ReplayArgs", "Replayed", "replay_traffic", "served_traffic"]  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,15 +106,16 @@ def _time_model(timer: Timer | None) -> str | None:
             "(benchmarks/planner/results/replay_strategies.md)")  # fmt: skip
 
 
-def _traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings) -> Traffic:
-    """The traffic to replay: only the requests the server serves (a refused image fails its request)."""
+def served_traffic(sizing: SizingArgs, from_metrics: str | None, settings: Settings) -> Traffic:
+    """The traffic to replay (``--sizes``, a server's /metrics, else the embedded default): only the requests the
+    server serves (a refused image fails its request)."""
     parts = []
     if sizing.sizes is not None:
         parts.append(read_traffic(sizing.sizes, flag=sizing.flag("sizes")))
-    if args.from_metrics:
+    if from_metrics:
         from vllm_hpu_mm.buckets.live import traffic_from_metrics
 
-        parts.append(traffic_from_metrics(args.from_metrics))
+        parts.append(traffic_from_metrics(from_metrics))
     traffic = Traffic.combine(parts) if parts else read_traffic(None, flag=sizing.flag("sizes"))
     return admit_traffic(traffic, max_image_pixels=settings.max_image_pixels,
                          max_aspect_ratio=settings.max_aspect_ratio)  # fmt: skip
@@ -141,7 +142,7 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
     if file_path:
         spelled = {"bucket_file": "--bucket-file"} if args.bucket_file else {}
         yours = registry.same_runtime(inputs.runtime, own_env, spelled=spelled, bucket_file=file_path)
-    traffic = _traffic(sizing, args, settings)
+    traffic = served_traffic(sizing, args.from_metrics, settings)
     images = images_for(inputs, inputs.buckets, settings)
     if args.arrivals is not None and sizing.concurrency is not None:
         raise ConfigError(f"{sizing.flag('concurrency')} and a request rate or load profile describe the same load; "

@@ -88,22 +88,23 @@ def plan_inputs(sizing: SizingArgs, settings: Settings,
 
 
 def plan_and_choose(sizing: SizingArgs, settings: Settings, runtime_env: dict[str, str],
-                    requests: int = DEFAULT_REQUESTS) -> Planned:  # fmt: skip
+                    requests: int = DEFAULT_REQUESTS, *, text: bool = True) -> Planned:  # fmt: skip
     """Measured costs from the profile, then the plan with its vision buckets chosen over the traffic's images and
     its text buckets planned from the traffic (``sizing.sizes``: a traffic file or folder; None: the embedded
-    default; either way only the requests the server serves). Errors name the flags as the user spelled them."""
+    default; either way only the requests the server serves; ``text=False``: the runtime's own text buckets, no
+    budget search). Errors name the flags as the user spelled them."""
     inputs, costs = plan_inputs(sizing, settings, runtime_env)
     traffic = read_traffic(sizing.sizes, flag=sizing.flag("sizes"), settings=settings)
     # traffic without images (text only) leaves the vision buckets to the embedded sizes
     sample = images_of(traffic) if sizing.sizes is not None and traffic.images() else None
     result, choice = choose(inputs, sample, max_buckets=sizing.max_buckets, mode=settings.align_mode,
                             keep=bool(sizing.keep_buckets))  # fmt: skip
-    text = None
-    if result.fits:
-        result, text = choose_text(result, traffic, settings, budget=sizing.text_graph_budget,
-                                   concurrency=sizing.concurrency, requests=requests,
-                                   budget_flag=sizing.flag("text_graph_budget"))  # fmt: skip
-    return Planned(result, choice, text, costs)
+    chosen_text = None
+    if result.fits and text:
+        result, chosen_text = choose_text(result, traffic, settings, budget=sizing.text_graph_budget,
+                                          concurrency=sizing.concurrency, requests=requests,
+                                          budget_flag=sizing.flag("text_graph_budget"))  # fmt: skip
+    return Planned(result, choice, chosen_text, costs)
 
 
 def prepare(

@@ -24,7 +24,7 @@ from vllm_hpu_mm.models.step_time import has_time_model, step_time
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, aligned_size, native_size, patch_count
 from vllm_hpu_mm.replay.run import ReplayResult, replay
 from vllm_hpu_mm.replay.scheduler import Arrivals, Prompt, Trace, simulate
-from vllm_hpu_mm.replay.timing import Clocked, Timer
+from vllm_hpu_mm.replay.timing import Clocked, StepModel, Timer
 from vllm_hpu_mm.runtimes.base import RuntimeModel
 from vllm_hpu_mm.traffic.default import default_text
 from vllm_hpu_mm.traffic.requests import Size, Traffic
@@ -37,6 +37,7 @@ __all__ = [
     "Schedules",
     "TowerImages",
     "load_levels",
+    "prompts",
     "replay_model",
     "schedules",
     "timer_for",
@@ -144,6 +145,11 @@ def _prompts(traffic: Traffic, images: Images, n: int, seed: int) -> list[Prompt
     return out
 
 
+def prompts(traffic: Traffic, images: Images, n: int, seed: int = 0) -> list[Prompt]:
+    """``n`` requests sampled from ``traffic`` (seeded) as the engine sees them (what :func:`schedules` runs)."""
+    return _prompts(traffic, images, n, seed)
+
+
 def load_levels(max_num_seqs: int) -> list[int]:
     """1, 2, 4, ... below max_num_seqs, a quarter, a half and three quarters of it, and max_num_seqs: the loads an
     unknown load is planned and judged at. The quarters are a server's usual operating points; with powers of two
@@ -158,12 +164,14 @@ def load_levels(max_num_seqs: int) -> list[int]:
 
 
 def timer_for(model: ModelDims, device: str, *, block_size: int, tensor_parallel_size: int, dtype_size: int,
-              quantization: str | None, images: Images) -> Timer | None:  # fmt: skip
-    """The time model of the replay (None for a device without one: a host CPU)."""
-    if not has_time_model(device):
-        return None
-    step = step_time(model, device, block_size=block_size, tensor_parallel_size=tensor_parallel_size,
-                     dtype_size=dtype_size, quantization=quantization)  # fmt: skip
+              quantization: str | None, images: Images, step: StepModel | None = None) -> Timer | None:  # fmt: skip
+    """The time model of the replay (None for a device without one: a host CPU); ``step``: a step model fitted on
+    the user's server, in place of the device's roofline."""
+    if step is None:
+        if not has_time_model(device):
+            return None
+        step = step_time(model, device, block_size=block_size, tensor_parallel_size=tensor_parallel_size,
+                         dtype_size=dtype_size, quantization=quantization)  # fmt: skip
     buckets = sorted(images.buckets or ())
 
     def bucket(patches: int) -> int:

@@ -1,0 +1,128 @@
+"""``vllm-hpu-mm fleet plan``: exit codes and one-line errors, the --json contract, and the deployment it writes:
+each replica's files and environment are the ones ``serve`` writes for the same replica. One small shape each (a
+short context, few sequences, few requests per probe): the search's properties are tests/plan/test_fleet.py's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vllm_hpu_mm.cli.main import main
+
+MODEL = "Qwen/Qwen2.5-VL-7B-Instruct"
+#: One replica shape, small: TP 1, 8 sequences, a 4k context, 30 requests per probe.
+SMALL = ["--model", MODEL, "--device", "gaudi2", "--max-model-len", "4096", "--tensor-parallel-sizes", "1",
+         "--max-num-seqs", "8", "--requests", "30"]  # fmt: skip
+
+
+def fleet(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["fleet", "plan", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--request-rate", "0", "--ttft-p99", "1000", "--tpot-p99", "50"], "--request-rate: '0' is out of range"),
+        (["--request-rate", "-2", "--ttft-p99", "1000", "--tpot-p99", "50"], "--request-rate: '-2' is out of range"),
+        (["--request-rate", "2", "--ttft-p99", "0", "--tpot-p99", "50"], "--ttft-p99: '0' is out of range"),
+        (["--request-rate", "2", "--ttft-p99", "1000", "--tpot-p99", "50", "--cards", "10000000"],
+         "more cards than a cluster holds"),
+        (["--request-rate", "2", "--ttft-p99", "1000", "--tpot-p99", "50", "--cards-per-node", "1000"],
+         "more cards than one node holds"),
+        (["--request-rate", "2", "--ttft-p99", "1000"], "the following arguments are required: --tpot-p99"),
+        (["--request-rate", "2", "--ttft-p99", "1000", "--tpot-p99", "50", "--pipeline-parallel-size", "2"],
+         "plans no pipeline stages"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str], said: str) -> None:
+    code, out, err = fleet(capsys, *argv)
+    assert code == 2
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1, err
+    assert said in err, err
+
+
+def test_a_target_below_one_step_of_every_shape_is_invalid_input(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = fleet(capsys, *SMALL, "--request-rate", "2", "--ttft-p99", "2000", "--tpot-p99", "0.5")
+    assert code == 2
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert "tpot_p99 0.5 ms is below one step" in err
+
+
+def test_too_few_cards_is_a_negative_finding_with_the_best_achievable(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = fleet(capsys, *SMALL, "--request-rate", "40", "--ttft-p99", "3000", "--tpot-p99", "60",
+                           "--cards", "1", "--json")  # fmt: skip
+    assert code == 1
+    data = json.loads(out)
+    assert data["chosen"] is None
+    best = data["best_achievable"]
+    assert best["total_cards"] > 1
+    assert best["capacity_per_replica"] > 0
+    assert f"need {best['total_cards']} cards" in data["reason"]
+    assert "fix:" in data["reason"]
+    assert len(err.strip().splitlines()) == 1
+    assert "no fleet meets the targets" in err
+
+
+def test_the_fleet_and_its_replicas_files_are_what_serve_writes(capsys: pytest.CaptureFixture[str],
+                                                                tmp_path: Path) -> None:  # fmt: skip
+    out_dir, replica_dir = tmp_path / "out", "/srv/vllm-hpu-mm"
+    code, out, _ = fleet(capsys, *SMALL, "--text-graph-budget", "40", "--request-rate", "6", "--ttft-p99", "3000",
+                         "--tpot-p99", "60", "--out", str(out_dir), "--replica-dir", replica_dir, "--json")  # fmt: skip
+    assert code == 0
+    data = json.loads(out)
+    chosen = data["chosen"]
+    assert chosen["meets"]
+    assert chosen["replicas"] * chosen["capacity_per_replica"] >= 6 * 1.2
+    assert chosen["total_cards"] == chosen["replicas"]  # TP 1
+    assert chosen["text_buckets"] == "serve's planned"
+    low, high = chosen["capacity_range"]
+    assert low <= chosen["capacity_per_replica"] <= high
+    assert chosen["replicas_if_steps_slow"] >= chosen["replicas"]
+    latency = chosen["latency_at_target_rate"]
+    assert latency["ttft_ms"]["p99"] <= 3000
+    assert latency["tpot_ms"]["p99"] <= 60
+    assert latency["interval"] is not None
+    assert "public-data estimate" in data["evidence"]["step_time"]
+    # serve, for the same replica, writes the same files and sets the same environment
+    code = main(["serve", "--dry-run", "--json", "--model", MODEL, "--tensor-parallel-size", "1", "--max-num-seqs", "8",
+                 "--max-num-batched-tokens", "2048", "--max-model-len", "4096", "--plan-device", "gaudi2",
+                 "--plan-text-graph-budget", "40", "--plan-output-dir", replica_dir])  # fmt: skip
+    served = json.loads(capsys.readouterr().out)
+    assert code in (0, 1)  # 1: the default traffic holds prompts a 4k context refuses (the fleet notes them too)
+    assert any("refuses" in n for n in data["notes"])
+    assert served["files"]
+    for path, text in served["files"].items():
+        assert (out_dir / "replica" / Path(path).name).read_text() == text
+    env_lines = (out_dir / "replica" / "replica.env").read_text().splitlines()
+    assert dict(line.split("=", 1) for line in env_lines) == served["environment"]
+    docs = list(yaml.safe_load_all((out_dir / "kubernetes" / "fleet.yaml").read_text()))
+    config = next(d for d in docs if d["kind"] == "ConfigMap")
+    assert config["data"] == {Path(p).name: t for p, t in served["files"].items()}
+    node0 = (out_dir / "dp" / "node-0.sh").read_text()
+    assert f"--data-parallel-size {chosen['replicas']}" in node0
+    # the head node's command is serve's server arguments (each flag with its value) plus the data-parallel ones
+    head = data["deployments"]["data_parallel"][0]["command"][2:]
+    ours, theirs = (
+        dict(zip(head[::2], head[1::2], strict=True)),
+        dict(zip(served["command"][3::2], served["command"][4::2], strict=True)),
+    )
+    assert {k: v for k, v in ours.items() if not k.startswith("--data-parallel")} == theirs
+
+
+def test_a_model_that_fits_no_card_count_is_a_negative_finding(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = fleet(capsys, "--model", "Qwen/Qwen2.5-VL-72B-Instruct", "--device", "gaudi2",
+                           "--tensor-parallel-sizes", "1", "--max-num-seqs", "8", "--request-rate", "2",
+                           "--ttft-p99", "3000", "--tpot-p99", "60")  # fmt: skip
+    assert code == 1
+    assert "TP1 seqs 8 tokens 2048" in out
+    assert "OOM" in out
+    assert len(err.strip().splitlines()) == 1
+    assert "fits no card count tried" in err
+    assert "fix:" in err

@@ -1,0 +1,41 @@
+"""The ``fleet plan`` job on a calibrated server: a vLLM CPU replica priced on the step model fitted on that server
+(the profile's ``step_time``), real shapes, its own interval and API-server time, and the evidence says so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from vllm_hpu_mm.envs import load
+from vllm_hpu_mm.jobs.fleet import FleetArgs, plan_fleet
+from vllm_hpu_mm.models.step_fit import FittedStep, step_to_dict
+from vllm_hpu_mm.plan.args import SizingArgs
+from vllm_hpu_mm.plan.fleet import Targets
+
+STEP = FittedStep(block_size=128, overhead_s=0.02, token_s=3e-4, sequence_s=2e-3, chunk_s=0.0, pair_s=1e-9,
+                  image_s=0.01, patch_s=2e-5, frontend_s=0.004, source="/metrics of a test server", samples=40,
+                  interval=0.3)  # fmt: skip
+
+
+def test_a_calibrated_cpu_replica_is_priced_on_its_fitted_step(tmp_path: Path) -> None:
+    profile = tmp_path / "profile.json"
+    profile.write_text(json.dumps({"version": 1, "costs": {}, "measured": [], "step_time": step_to_dict(STEP)}))
+    sizing = SizingArgs(model="Qwen/Qwen2.5-VL-3B-Instruct", device="cpu", runtime="vllm-cpu", total_memory_gib=64,
+                        max_model_len=4096, profile=str(profile))  # fmt: skip
+    args = FleetArgs(rate=3.0, targets=Targets(2.0, 0.1), tensor_parallel_sizes=(1,), max_num_seqs=(8,),
+                     requests=30, seeds=1, iterations=4)  # fmt: skip
+    fleet = plan_fleet(sizing, args, load(), {})
+    chosen = fleet.chosen
+    assert chosen is not None
+    assert chosen.capacity is not None
+    assert chosen.latency is not None
+    assert chosen.buckets == "none (real shapes)"
+    assert chosen.capacity.interval == 0.3
+    assert "a test server" in chosen.capacity.evidence
+    assert fleet.evidence["step_time"].startswith("calibrated")
+    # the API server's own time is in every first token, and no rate above the saturation throughput is sustained
+    assert chosen.latency.ttft[0] >= STEP.frontend_s
+    assert chosen.capacity.rate <= chosen.capacity.saturation
+    assert chosen.replicas * chosen.capacity.rate >= 3.0 * 1.2
+    assert fleet.deploy is not None
+    assert "resources" not in fleet.deploy.manifests[-2]["spec"]["template"]["spec"]["containers"][0]

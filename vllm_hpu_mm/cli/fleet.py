@@ -1,0 +1,389 @@
+"""``vllm-hpu-mm fleet plan``: how many cards, which tensor parallelism and how many replicas serve this traffic at
+this request rate within these latency targets, and the deployment that runs it.
+
+For each candidate replica shape (--tensor-parallel-sizes x --max-num-seqs x --max-num-batched-tokens; a shape the
+model's memory or vLLM refuses is listed with why), the replica is planned as serve plans it (vision buckets, memory
+split; the runtime's own text buckets during the search unless --text-graph-budget is given), then the highest
+Poisson request rate one replica sustains within the targets is found on the replay's whole latencies (bisection on
+the rate, --requests sampled requests per probe), then replicas = ceil(rate x (1 + headroom) / capacity), cards and
+nodes. The choice: the fewest cards in all (within --cards), ties by the larger latency margin. Its replica is then
+planned exactly as serve plans it (the files and environment each replica gets) and its row re-priced on those
+buckets. Every capacity and latency carries the time model's interval; the evidence lines say which inputs are
+calibrated on your server (a `memory calibrate` profile) and which are public-data estimates.
+
+--out DIR writes the deployments: replica/ (the files and environment serve writes for one replica, to be placed at
+--replica-dir), dp/node-N.sh (vLLM's own data-parallel launch, one per node), kubernetes/fleet.yaml (ConfigMap,
+Deployment, Service) and fleet.json. --validate reads every node's command with the installed vLLM's own parser.
+
+Exit codes: 0 a fleet meets the targets; 1 none does (the best achievable and what would make it possible are
+printed), or the model fits no card count tried; 2 invalid input (a rate <= 0, a target below one step's time, more
+cards than a cluster holds); 3 a bug.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from vllm_hpu_mm import envs
+from vllm_hpu_mm.cli.buckets_replay import request_rate
+from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, print_json
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.jobs.fleet import MAX_CARDS, MAX_CARDS_PER_NODE, Fleet, FleetArgs, plan_fleet
+from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, number, positive_int
+from vllm_hpu_mm.plan.fleet import MAX_PROBE_REQUESTS, PROBE_REQUESTS, Candidate, Targets
+from vllm_hpu_mm.replay.latency import latency_dict
+
+__all__ = ["add_parser", "fleet_dict", "fleet_table", "write_out"]
+
+#: The sizing flags the candidates vary (given as lists here) and the planner option the rate replaces.
+_VARIED = ("tensor_parallel_size", "max_num_seqs", "max_num_batched_tokens", "data_parallel_size")
+_MAX_LIST = 8
+
+
+def _ints(raw: str) -> tuple[int, ...]:
+    parts = [p for p in raw.split(",") if p.strip()]
+    if not 1 <= len(parts) <= _MAX_LIST:
+        raise argparse.ArgumentTypeError(f"{raw!r}: accepted 1 to {_MAX_LIST} positive integers joined by commas")
+    return tuple(positive_int(p.strip()) for p in parts)
+
+
+def _ms(raw: str) -> float:
+    value = number(raw)
+    if not 0 < value < 1e7:
+        raise argparse.ArgumentTypeError(f"{raw!r} is out of range; accepted: milliseconds above 0")
+    return value / 1000
+
+
+def _at_most(maximum: int, what: str) -> Callable[[str], int]:
+    """A positive integer up to ``maximum``; above it, ``what`` says why."""
+
+    def parse(raw: str) -> int:
+        value = positive_int(raw)
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"{raw!r} is {what}; accepted: 1 to {maximum:,}")
+        return value
+
+    return parse
+
+
+_cards = _at_most(MAX_CARDS, "more cards than a cluster holds")
+_per_node = _at_most(MAX_CARDS_PER_NODE, "more cards than one node holds")
+_requests = _at_most(MAX_PROBE_REQUESTS, "too many requests per probe")
+
+
+def _headroom(raw: str) -> float:
+    value = number(raw)
+    if not 0 <= value <= 10:
+        raise argparse.ArgumentTypeError(f"{raw!r} is out of range; accepted: 0 to 10 (0.2 = 20% spare)")
+    return value
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    fleet = subparsers.add_parser(
+        "fleet", help="size a fleet of replicas for a request rate and latency targets", description=help_text(__doc__)
+    )
+    sub = fleet.add_subparsers(dest="fleet_command", metavar="ACTION")
+    sub.required = True
+    p = sub.add_parser(
+        "plan",
+        help="cards, TP and replicas for a rate within latency targets; the deployments",
+        description=help_text(__doc__),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_options(p, [o for o in VLLM_FLAGS if o.field not in _VARIED])
+    add_options(p, [o for o in PLAN_OPTIONS if o.field != "concurrency"])
+    p.add_argument(
+        "--request-rate",
+        type=request_rate,
+        required=True,
+        metavar="R",
+        help="the target rate: Poisson arrivals at R requests/s over the whole fleet",
+    )
+    p.add_argument("--ttft-p99", type=_ms, required=True, metavar="MS", help="p99 time to first token target, ms")
+    p.add_argument("--tpot-p99", type=_ms, required=True, metavar="MS", help="p99 time per output token target, ms")
+    p.add_argument("--ttft-p50", type=_ms, metavar="MS", help="p50 time to first token target, ms (default: none)")
+    p.add_argument("--tpot-p50", type=_ms, metavar="MS", help="p50 time per output token target, ms (default: none)")
+    p.add_argument("--e2e-p99", type=_ms, metavar="MS", help="p99 end-to-end latency target, ms (default: none)")
+    p.add_argument("--cards", type=_cards, metavar="N", help="cards available (default: no limit)")
+    p.add_argument(
+        "--cards-per-node",
+        type=_per_node,
+        default=8,
+        metavar="N",
+        help="cards in one node (default 8: a Gaudi node); a replica never spans nodes",
+    )
+    p.add_argument(
+        "--headroom", type=_headroom, default=0.2, metavar="H", help="spare capacity over the rate (default 0.2: 20%%)"
+    )
+    p.add_argument(
+        "--tensor-parallel-sizes",
+        type=_ints,
+        default=(1, 2, 4, 8),
+        metavar="N,...",
+        help="TP sizes tried (default 1,2,4,8; those the model's memory or heads refuse are listed)",
+    )
+    p.add_argument(
+        "--max-num-seqs",
+        dest="fleet_max_num_seqs",
+        type=_ints,
+        default=(64, 256),
+        metavar="N,...",
+        help="max_num_seqs values tried (default 64,256)",
+    )
+    p.add_argument(
+        "--max-num-batched-tokens",
+        dest="fleet_max_num_batched_tokens",
+        type=_ints,
+        default=(2048,),
+        metavar="N,...",
+        help="max_num_batched_tokens values tried (default 2048)",
+    )
+    p.add_argument(
+        "--from-metrics",
+        metavar="URL|FILE",
+        help="traffic from a running server's /metrics (or a saved exposition), added to --sizes",
+    )
+    p.add_argument(
+        "--requests",
+        type=_requests,
+        default=PROBE_REQUESTS,
+        metavar="N",
+        help=f"requests sampled per probe rate and seed (default {PROBE_REQUESTS}; 2 seeds)",
+    )
+    p.add_argument("--out", metavar="DIR", help="write the deployments there (see above)")
+    p.add_argument(
+        "--replica-dir",
+        default="/etc/vllm-hpu-mm",
+        metavar="DIR",
+        help="where each replica finds its files (default /etc/vllm-hpu-mm)",
+    )
+    p.add_argument("--name", default="vllm", help="the Kubernetes objects' name (default vllm)")
+    p.add_argument("--image", default="vllm-gaudi:latest", help="the container image (default vllm-gaudi:latest)")
+    p.add_argument(
+        "--head-address",
+        default="HEAD_NODE_IP",
+        metavar="ADDR",
+        help="the data-parallel head node's address (default: the placeholder HEAD_NODE_IP)",
+    )
+    p.add_argument("--validate", action="store_true", help="read every node's command with vLLM's own parser")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.set_defaults(func=run)
+
+
+def _candidate_dict(c: Candidate) -> dict[str, Any]:
+    cap = c.capacity
+    rate_range = cap.rate_range() if cap is not None else None
+    return {
+        "tensor_parallel_size": c.shape.tensor_parallel_size,
+        "max_num_seqs": c.shape.max_num_seqs,
+        "max_num_batched_tokens": c.shape.max_num_batched_tokens,
+        "cards_per_replica": c.cards_per_replica,
+        "capacity_per_replica": None if cap is None else round(cap.rate, 4),
+        "capacity_range": None if rate_range is None else [round(r, 4) for r in rate_range],
+        "saturation_per_replica": None if cap is None else round(cap.saturation, 4),
+        "limited_by": None if cap is None else list(cap.limited_by),
+        "probes": None if cap is None else cap.probes,
+        "replicas": c.replicas,
+        "replicas_if_steps_slow": c.replicas_if_slow or None,
+        "total_cards": c.total_cards,
+        "nodes": c.nodes,
+        "meets": c.meets,
+        "latency_at_target_rate": None if c.latency is None else latency_dict(c.latency),
+        "margin": None if c.latency is None else round(c.margin, 4),
+        "warmup_s": None if c.warmup_s is None else round(c.warmup_s, 1),
+        "why_not": c.why_not or None,
+        "text_buckets": c.buckets or None,
+    }
+
+
+def fleet_dict(f: Fleet) -> dict[str, Any]:
+    """The fleet as one JSON object (latencies in ms, as vllm bench saves them)."""
+    chosen = f.chosen
+    out: dict[str, Any] = {
+        "model": f.model,
+        "device": f.device,
+        "request_rate": f.rate,
+        "targets_ms": {n: round(1000 * v, 3) for n, v in f.targets.items()},
+        "headroom": f.headroom,
+        "cards_available": f.cards,
+        "cards_per_node": f.cards_per_node,
+        "candidates": [_candidate_dict(c) for c in f.candidates],
+        "chosen": None if chosen is None else _candidate_dict(chosen),
+        "best_achievable": None if f.best is None else _candidate_dict(f.best),
+        "reason": f.reason,
+        "evidence": f.evidence,
+        "notes": list(f.notes),
+        "search_seconds": round(f.seconds, 1),
+    }
+    if f.deploy is not None:
+        d = f.deploy
+        out["deployments"] = {
+            "replica_dir": d.replica_dir,
+            "environment": d.env,
+            "files": sorted(d.files),
+            "data_parallel": [
+                {
+                    "node": c.node,
+                    "start_rank": c.start,
+                    "local": c.local,
+                    "command": list(c.argv),
+                    "command_line": shlex.join(c.argv),
+                }
+                for c in d.commands
+            ],
+            "kubernetes": list(d.manifests),
+        }
+    return out
+
+
+def _fmt_ms(x: float) -> str:
+    return f"{1000 * x:.0f}" if x >= 0.1 else f"{1000 * x:.1f}"
+
+
+def fleet_table(f: Fleet) -> str:
+    """The candidates, the choice and the evidence, as text."""
+    t = f.targets
+    lines = [
+        f"fleet plan: {f.model} on {f.device}, {f.rate:g} requests/s (Poisson), headroom {f.headroom:.0%}; "
+        "targets "
+        + ", ".join(f"{n.replace('_', ' ')} {1000 * v:g} ms" for n, v in t.items())
+        + (f"; {f.cards} cards available" if f.cards else "")
+        + f"; {f.cards_per_node} cards per node",
+        "",
+    ]
+    header = (
+        "shape",
+        "cards/rep",
+        "capacity/rep req/s",
+        "replicas",
+        "cards",
+        "nodes",
+        "TTFT p99 ms",
+        "TPOT p99 ms",
+        "warm-up s",
+        "text buckets",
+        "verdict",
+    )
+    rows = [header]
+    for c in f.candidates:
+        cap = c.capacity
+        if cap is None:
+            rows.append(
+                (c.shape.label, str(c.cards_per_replica), "-", "-", "-", "-", "-", "-", "-", "-", c.why_not[:70])
+            )
+            continue
+        rng = cap.rate_range()
+        capacity = f"{cap.rate:.3g}" + (f" [{rng[0]:.3g}-{rng[1]:.3g}]" if rng else " (unbounded)")
+        lat = c.latency or cap.latency  # none sized: the latencies at the lightest load probed
+        verdict = (
+            "chosen" if f.chosen is not None and c.shape == f.chosen.shape else ("meets" if c.meets else c.why_not[:70])
+        )
+        warm = "-" if c.warmup_s is None else f"{c.warmup_s:.0f}"
+        rows.append(
+            (
+                c.shape.label,
+                str(c.cards_per_replica),
+                capacity,
+                f"{c.replicas} ({c.replicas_if_slow})" if c.replicas and c.replicas_if_slow else str(c.replicas or "-"),
+                str(c.total_cards or "-"),
+                str(c.nodes or "-"),
+                _fmt_ms(lat.ttft[2]) if lat else "-",
+                _fmt_ms(lat.tpot[2]) if lat else "-",
+                warm,
+                c.buckets or "-",
+                verdict,
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines.append("")
+    lines.append(("choice: " if f.chosen is not None else "no fleet meets the targets: ") + f.reason)
+    some = next((c.capacity for c in f.candidates if c.capacity is not None), None)
+    if some is not None:
+        iv = f"±{some.interval:.0%}" if some.interval is not None else "unbounded"
+        lines.append(
+            f"interval: every latency {iv}; capacity in brackets: the search again with every step {iv} "
+            f"slower and faster; replicas in parentheses: with every step slower ({some.evidence})"
+        )
+    lines += [f"evidence, {k.replace('_', ' ')}: {v}" for k, v in f.evidence.items()]
+    lines += [f"note: {n}" for n in f.notes]
+    lines.append(f"search: {f.seconds:.1f} s")
+    return "\n".join(lines)
+
+
+def write_out(f: Fleet, out: Path) -> list[Path]:
+    """The deployments under ``out`` (see the module docstring); the paths written."""
+    d = f.deploy
+    if d is None:
+        return []
+    written: dict[Path, str] = {out / "fleet.json": json.dumps(fleet_dict(f), indent=2, default=str) + "\n"}
+    for name, text in d.files.items():
+        written[out / "replica" / name] = text
+    written[out / "replica" / "replica.env"] = d.env_file()
+    for c in d.commands:
+        written[out / "dp" / f"node-{c.node}.sh"] = c.script(d.env)
+    written[out / "kubernetes" / "fleet.yaml"] = d.manifests_yaml()
+    try:
+        for path, text in written.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: cannot write ({exc.strerror or exc}); accepted: a writable folder") from None
+    return list(written)
+
+
+def validate_commands(f: Fleet) -> None:
+    """Every node's command read by the installed vLLM's own parser (as ``serve --validate``)."""
+    from vllm_hpu_mm.cli.serve import INSTALL_HINT
+    from vllm_hpu_mm.cli.serve_args import check_with_vllm, vllm_installed, vllm_server_parser
+
+    if f.deploy is None:
+        return
+    if not vllm_installed():
+        raise ConfigError(f"--validate needs vLLM installed in this Python: {INSTALL_HINT}")
+    parser, _ = vllm_server_parser()
+    for c in f.deploy.commands:
+        check_with_vllm(parser, list(c.argv[2:]), None)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ConfigError(f"--out {args.out}: not a folder; accepted: a folder for the deployments")
+    targets = Targets(args.ttft_p99, args.tpot_p99, args.ttft_p50, args.tpot_p50, args.e2e_p99)
+    fleet_args = FleetArgs(
+        args.request_rate,
+        targets,
+        args.headroom,
+        args.cards,
+        args.cards_per_node,
+        args.tensor_parallel_sizes,
+        args.fleet_max_num_seqs,
+        args.fleet_max_num_batched_tokens,
+        requests=args.requests,
+        from_metrics=args.from_metrics,
+        replica_dir=args.replica_dir,
+        name=args.name,
+        image=args.image,
+        head_address=args.head_address,
+    )
+    fleet = plan_fleet(SizingArgs.from_namespace(args), fleet_args, envs.load(), envs.runtime_environ())
+    if args.validate:
+        validate_commands(fleet)
+    written = write_out(fleet, Path(args.out)) if args.out is not None and fleet.chosen is not None else []
+    if args.json:
+        print_json(fleet_dict(fleet))
+    else:
+        print(fleet_table(fleet))
+        if fleet.deploy is not None:
+            for c in fleet.deploy.commands:
+                print(f"node {c.node}: {shlex.join(c.argv)}")
+        for path in written:
+            print(f"file: {path}")
+    if fleet.chosen is None:
+        return fail(f"no fleet meets the targets: {fleet.reason}", ExitCode.NEGATIVE)
+    return int(ExitCode.OK)

@@ -1,0 +1,426 @@
+"""The ``fleet plan`` job as one library function, :func:`plan_fleet`: for each candidate replica shape (tensor
+parallelism, ``max_num_seqs``, ``max_num_batched_tokens``), that replica planned the way ``serve`` plans it (vision
+and text buckets, memory split), its highest Poisson rate within the latency targets on the replay's whole latencies
+(:mod:`vllm_hpu_mm.plan.fleet`), the replicas the target rate needs with headroom, the cards and nodes; the choice,
+and for it ``serve``'s own plan (:func:`~vllm_hpu_mm.jobs.serve.prepare`: the files and environment each replica
+gets) with its deployments (:mod:`vllm_hpu_mm.plan.fleet_deploy`). Nothing here writes a file."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from vllm_hpu_mm.engine import PrefillChunk
+from vllm_hpu_mm.envs import Settings
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.jobs.replay import served_traffic
+from vllm_hpu_mm.jobs.serve import Launch, Planned, on_default_device, plan_and_choose, prepare
+from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
+from vllm_hpu_mm.models.step_fit import FittedStep
+from vllm_hpu_mm.plan.args import VLLM_FLAGS, SizingArgs
+from vllm_hpu_mm.plan.fleet import (
+    PROBE_REQUESTS,
+    PROBE_SEEDS,
+    RATE_ITERATIONS,
+    Candidate,
+    ReplicaModel,
+    ReplicaShape,
+    Targets,
+    choose,
+    latency_at,
+    max_rate,
+    replica_model,
+    sized,
+)
+from vllm_hpu_mm.plan.fleet_deploy import Deployments, deployments
+from vllm_hpu_mm.plan.planner import Plan
+from vllm_hpu_mm.plan.profile import load_profile
+from vllm_hpu_mm.plan.text_choice import images_for
+from vllm_hpu_mm.replay.schedules import Images, prompts, timer_for
+from vllm_hpu_mm.replay.timing import Timer
+from vllm_hpu_mm.traffic.requests import Traffic
+
+__all__ = ["MAX_CANDIDATES", "MAX_CARDS", "MAX_CARDS_PER_NODE", "Fleet", "FleetArgs", "plan_fleet"]
+
+#: Caps on what the search may be asked: candidate shapes, cards in a cluster, cards in one node.
+MAX_CANDIDATES = 32
+MAX_CARDS = 65_536
+MAX_CARDS_PER_NODE = 64
+#: Requests the per-shape bucket planning samples during the search (serve's own plan of the chosen shape samples
+#: its default): the search's cost is bounded by it, not by the traffic's size.
+SEARCH_PLAN_REQUESTS = 200
+
+
+@dataclasses.dataclass(frozen=True)
+class FleetArgs:
+    """What ``fleet plan`` reads besides the sizing flags (which fix everything the candidates do not vary)."""
+
+    rate: float
+    targets: Targets
+    headroom: float = 0.2
+    cards: int | None = None
+    cards_per_node: int = 8
+    tensor_parallel_sizes: tuple[int, ...] = (1, 2, 4, 8)
+    max_num_seqs: tuple[int, ...] = (64, 256)
+    max_num_batched_tokens: tuple[int, ...] = (2048,)
+    requests: int = PROBE_REQUESTS
+    seeds: int = PROBE_SEEDS
+    iterations: int = RATE_ITERATIONS
+    plan_requests: int = SEARCH_PLAN_REQUESTS
+    from_metrics: str | None = None
+    #: Where each replica finds its files (the bucket file): the environment names this folder.
+    replica_dir: str = "/etc/vllm-hpu-mm"
+    name: str = "vllm"
+    image: str = "vllm-gaudi:latest"
+    head_address: str = "HEAD_NODE_IP"
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.rate) and self.rate > 0):
+            raise ConfigError(f"request rate {self.rate:g} is invalid; accepted: above 0 requests/s")
+        if not 0 <= self.headroom <= 10:
+            raise ConfigError(f"headroom {self.headroom:g} is invalid; accepted: 0 to 10 (0.2 = 20% spare)")
+        if not 1 <= self.cards_per_node <= MAX_CARDS_PER_NODE:
+            raise ConfigError(f"cards per node {self.cards_per_node} is invalid; accepted: 1 to {MAX_CARDS_PER_NODE}")
+        if self.cards is not None and not 1 <= self.cards <= MAX_CARDS:
+            raise ConfigError(f"cards {self.cards} is more than a cluster holds; accepted: 1 to {MAX_CARDS:,}")
+        count = len(self.tensor_parallel_sizes) * len(self.max_num_seqs) * len(self.max_num_batched_tokens)
+        if not 1 <= count <= MAX_CANDIDATES:
+            raise ConfigError(f"{count} candidate shapes; accepted: 1 to {MAX_CANDIDATES} (fewer values per list)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Fleet:
+    rate: float
+    targets: Targets
+    headroom: float
+    cards: int | None
+    cards_per_node: int
+    candidates: tuple[Candidate, ...]
+    chosen: Candidate | None
+    #: The candidate with the highest capacity per card when none meets the targets (the best achievable).
+    best: Candidate | None
+    #: Serve's own plan of the chosen shape: the files, environment and command each replica gets.
+    launch: Launch | None
+    deploy: Deployments | None
+    #: Which inputs are calibrated on the user's server and which are public-data estimates, by input.
+    evidence: dict[str, str]
+    #: Why the chosen shape wins, or what would make the targets possible.
+    reason: str
+    notes: tuple[str, ...]
+    seconds: float
+    device: str
+    model: str
+
+
+def _timer(plan: Plan, images: Images, calibrated: FittedStep | None) -> Timer:
+    """The replica's step model: the one fitted on the user's server (the profile's), else the device's roofline."""
+    i = plan.inputs
+    timer = timer_for(
+        i.model,
+        i.device,
+        block_size=i.block_size,
+        tensor_parallel_size=i.tensor_parallel_size,
+        dtype_size=i.dtype_size,
+        quantization=i.quantization,
+        images=images,
+        step=calibrated,
+    )
+    if timer is None:
+        raise ConfigError(
+            f"device {i.device} has no time model; accepted: gaudi2, gaudi3, h100, h200, or a profile "
+            "with a step time fitted on your server (`memory calibrate --metrics URL`, then --profile)"
+        )
+    return timer
+
+
+def _calibrated_step(costs: Mapping[str, object]) -> FittedStep | None:
+    path = costs.get("profile")
+    if not isinstance(path, str):
+        return None
+    return load_profile(Path(path)).step_time
+
+
+def _below_one_step(targets: Targets, replica: ReplicaModel) -> str | None:
+    """A target below what one step of this replica takes: no load meets it."""
+    decode = replica.clock.decode(1, 1)
+    prefill = replica.clock.prefill((PrefillChunk(1, 0),)) + replica.frontend_s  # the least first token
+    for name, value in targets.items():
+        floor = decode if name.startswith("tpot") else prefill
+        if value < floor:
+            return f"{name} {1000 * value:g} ms is below one step ({1000 * floor:.1f} ms)"
+    return None
+
+
+@dataclasses.dataclass
+class _Search:
+    sizing: SizingArgs
+    args: FleetArgs
+    settings: Settings
+    runtime_env: Mapping[str, str]
+    traffic: Traffic
+    notes: list[str]
+    below_step: list[str]
+    calibrated: bool = False
+    warm_source: str = "none estimated (no graphs warmed)"
+
+    def evaluate(self, shape: ReplicaShape, serves: Planned | None = None) -> Candidate:
+        """``shape`` planned for the search (``serves``: serve's own plan of it, re-priced) and sized."""
+        a = self.args
+        one = dataclasses.replace(
+            self.sizing,
+            tensor_parallel_size=shape.tensor_parallel_size,
+            max_num_seqs=shape.max_num_seqs,
+            max_num_batched_tokens=shape.max_num_batched_tokens,
+        )
+        if serves is None:
+            try:
+                # the text-bucket budget search is serve's slowest step: the search prices the runtime's own text
+                # buckets unless a budget is given; the chosen shape is re-priced on serve's planned ones
+                planned = plan_and_choose(
+                    one,
+                    self.settings,
+                    dict(self.runtime_env),
+                    requests=a.plan_requests,
+                    text=self.sizing.text_graph_budget is not None,
+                )
+            except ConfigError as exc:  # a shape the runtime refuses (TP not dividing the heads, ...)
+                return Candidate(shape, None, why_not=str(exc), cards_per_node=a.cards_per_node)
+            plan, costs = planned.plan, planned.costs
+        else:
+            plan, costs = serves.plan, serves.costs
+        if not plan.fits:
+            error = next(f for f in plan.findings if f.severity == "error")
+            return Candidate(shape, None, why_not=error.message, cards_per_node=a.cards_per_node)
+        step = _calibrated_step(costs)
+        if step is not None and not self.calibrated and len(set(self.args.tensor_parallel_sizes)) > 1:
+            self.notes.append("the calibrated step time is your server's, at its own tensor parallelism: every TP "
+                              "size tried is priced with it unchanged")  # fmt: skip
+        self.calibrated = self.calibrated or step is not None
+        images = images_for(plan.inputs, plan.vision_buckets_captured, self.settings)
+        timer = _timer(plan, images, step)
+        engine = plan.inputs.engine(plan.kv_blocks)
+        replica = replica_model(timer, engine, plan.inputs.runtime.text_lookup(engine))
+        below = _below_one_step(a.targets, replica)
+        if below is not None:
+            self.below_step.append(f"{shape.label}: {below}")
+            return Candidate(shape, None, why_not=below, cards_per_node=a.cards_per_node)
+        samples = [prompts(self.traffic, images, a.requests, seed) for seed in range(a.seeds)]
+        refused = sum(p.tokens >= engine.max_model_len for s in samples for p in s)
+        if refused:
+            note = (
+                f"{refused} of {a.requests * a.seeds} sampled requests have prompts of max_model_len "
+                f"({engine.max_model_len}) tokens or more: the engine refuses them, and no figure counts them"
+            )
+            if note not in self.notes:
+                self.notes.append(note)
+        capacity = max_rate(replica, samples, a.targets, iterations=a.iterations)
+        warm = plan.warmup
+        if warm is not None:
+            self.warm_source = warm.source
+        if capacity.rate <= 0:
+            return Candidate(
+                shape,
+                capacity,
+                warmup_s=warm.seconds if warm else None,
+                why_not="misses " + ", ".join(capacity.limited_by) + " at every load",
+                cards_per_node=a.cards_per_node,
+            )
+        first = sized(shape, capacity, a.rate, a.headroom, cards_per_node=a.cards_per_node)
+        latency = latency_at(replica, samples, a.rate / first.replicas)
+        lookup = plan.inputs.runtime.text_lookup(engine)
+        planned_text = serves is not None or self.sizing.text_graph_budget is not None
+        buckets = "none (real shapes)" if lookup is None else "serve's planned" if planned_text else "runtime's own"
+        return sized(
+            shape,
+            capacity,
+            a.rate,
+            a.headroom,
+            cards_per_node=a.cards_per_node,
+            latency=latency,
+            targets=a.targets,
+            warmup_s=warm.seconds if warm else None,
+            buckets=buckets,
+        )
+
+
+def _server_args(sizing: SizingArgs) -> list[str]:
+    """The vLLM server arguments of one replica: every sizing flag the plan read, as vLLM spells it (the model
+    first), so that the server resolves each value as the plan did."""
+    out: list[str] = []
+    for o in VLLM_FLAGS:
+        value = getattr(sizing, o.field)
+        if value is None:
+            continue
+        if o.boolean:
+            out.append(f"--{o.name}" if value else f"--no-{o.name}")
+        else:
+            out += [f"--{o.name}", json.dumps(value) if isinstance(value, dict | list) else str(value)]
+    return out
+
+
+def _evidence(fleet_calibrated: bool, launch: Launch | None, warm_source: str) -> dict[str, str]:
+    step = "public-data estimate: the roofline fitted on vendor tables (docs/latency.md), its interval printed"
+    if fleet_calibrated:
+        step = "calibrated: the step time fitted on your server (the profile's step_time), its own interval"
+    costs = "built-in estimates (no `memory calibrate` profile)"
+    if launch is not None and launch.planned.costs.get("profile"):
+        costs = f"calibrated: measured costs from {launch.planned.costs['profile']}"
+    return {
+        "step_time": step,
+        "memory": costs,
+        "warmup": warm_source,
+        "capacity": (
+            "the replay's whole latencies under Poisson arrivals (bisection on the rate): as good as the "
+            "step model; the API server is a fixed delay, not a queue (docs/latency.md, limits)"
+        ),
+    }
+
+
+def _impossible(candidates: list[Candidate], args: FleetArgs, best: Candidate | None) -> str:
+    fits = [c for c in candidates if c.capacity is not None]
+    if not fits:
+        return (
+            "the model fits no card count tried ("
+            + "; ".join(f"TP{c.shape.tensor_parallel_size}: {c.why_not}" for c in candidates[-1:])
+            + "); fix: more memory per card (gaudi3), a quantized checkpoint or a "
+            "shorter --max-model-len"
+        )
+    if best is None or best.capacity is None or best.capacity.rate <= 0:
+        closest = max(fits, key=lambda c: args.targets.margin(c.capacity.latency))  # type: ignore[union-attr]
+        lat = closest.capacity.latency  # type: ignore[union-attr]
+        return (
+            f"at no load does any replica shape meet them: the closest, {closest.shape.label}, has p99 TTFT "
+            f"{1000 * lat.ttft[2]:.0f} ms and p99 TPOT {1000 * lat.tpot[2]:.1f} ms at a light load; fix: looser "
+            "targets (at least those), a shorter context (--max-model-len, shorter prompts), or a faster device"
+        )
+    need, cards = best.total_cards, args.cards or best.total_cards
+    return (
+        f"the targets need {need} cards ({best.replicas} x {best.shape.label}, {best.capacity.rate:.3g} req/s "
+        f"each), above the {args.cards} available; fix: {need} cards, a lower rate (at most "
+        f"{best.capacity.rate * (cards // best.cards_per_replica) / (1 + args.headroom):.3g} req/s on "
+        f"{cards}), or looser targets"
+    )
+
+
+def _why(chosen: Candidate, candidates: list[Candidate]) -> str:
+    rivals = [c for c in candidates if c.meets and c is not chosen]
+    same = [c for c in rivals if c.total_cards == chosen.total_cards]
+    text = f"{chosen.shape.label}: the fewest cards meeting the targets ({chosen.total_cards})"
+    if same:
+        text += f"; tied with {len(same)} other(s) on cards, the largest latency margin ({chosen.margin:.0%})"
+    cheaper = min((c.total_cards for c in rivals if c.total_cards > chosen.total_cards), default=None)
+    if cheaper is not None:
+        text += f"; the next shape needs {cheaper}"
+    return text
+
+
+def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_env: Mapping[str, str]) -> Fleet:
+    """The fleet for ``args.rate`` within ``args.targets`` (see the module docstring). Raises :class:`ConfigError`
+    for invalid input (a target below one step of every replica shape)."""
+    started = time.perf_counter()
+    if (sizing.pipeline_parallel_size or 1) > 1 or (sizing.data_parallel_size or 1) > 1:
+        raise ConfigError(
+            f"{sizing.flag('pipeline_parallel_size')} / data parallel: fleet plan sizes data parallelism itself "
+            "and plans no pipeline stages; accepted: 1 (or leave them out)"
+        )
+    sizing = on_default_device(sizing)
+    model = sizing.model or DEFAULT_MODEL
+    sizing = dataclasses.replace(sizing, model=model)
+    traffic = served_traffic(sizing, args.from_metrics, settings)
+    search = _Search(sizing, args, settings, runtime_env, traffic, [], [])
+    shapes = [
+        ReplicaShape(tp, m, b)
+        for tp in sorted(set(args.tensor_parallel_sizes))
+        for m in sorted(set(args.max_num_seqs))
+        for b in sorted(set(args.max_num_batched_tokens))
+    ]
+    candidates: list[Candidate] = []
+    for shape in shapes:
+        if shape.tensor_parallel_size > args.cards_per_node:
+            candidates.append(
+                Candidate(
+                    shape,
+                    None,
+                    why_not=f"TP {shape.tensor_parallel_size} spans nodes of {args.cards_per_node} cards (not planned)",
+                    cards_per_node=args.cards_per_node,
+                )
+            )
+            continue
+        candidates.append(search.evaluate(shape))
+    if search.below_step and not any(c.capacity is not None for c in candidates):
+        raise ConfigError(
+            f"latency targets below one step of every replica shape ({search.below_step[0]}); "
+            "accepted: targets above one step's time"
+        )
+    chosen = choose(candidates, args.cards)
+    best = None
+    launch = deploy = None
+    notes = list(search.notes)
+    if chosen is not None:
+        one = dataclasses.replace(
+            sizing,
+            tensor_parallel_size=chosen.shape.tensor_parallel_size,
+            max_num_seqs=chosen.shape.max_num_seqs,
+            max_num_batched_tokens=chosen.shape.max_num_batched_tokens,
+        )
+        server_args = _server_args(one)
+        launch = prepare(
+            one,
+            settings,
+            dict(runtime_env),
+            server_args=server_args,
+            output_dir=Path(args.replica_dir),
+            limit_mm_per_prompt=None,
+            compilation_config=None,
+        )
+        # the figures of the chosen row on serve's own plan (its buckets from serve's full sample of the traffic)
+        final = search.evaluate(chosen.shape, launch.planned)
+        if final.meets:
+            chosen = final
+            candidates = [final if c is chosen or c.shape == final.shape else c for c in candidates]
+        else:
+            notes.append(
+                "on serve's own buckets (planned over its full sample) the chosen shape's capacity is "
+                f"{final.capacity.rate if final.capacity else 0:.3g} req/s; the search's figure stands"
+            )
+        deploy = deployments(
+            launch.argv,
+            launch.exports.env,
+            launch.files,
+            replicas=chosen.replicas,
+            tensor_parallel_size=chosen.cards_per_replica,
+            cards_per_node=args.cards_per_node,
+            device=launch.plan.inputs.device,
+            name=args.name,
+            image=args.image,
+            head_address=args.head_address,
+            replica_dir=args.replica_dir,
+            warmup_s=chosen.warmup_s,
+        )
+        reason = _why(chosen, candidates)
+    else:
+        scored = [c for c in candidates if c.capacity is not None and c.capacity.rate > 0]
+        best = min(scored, key=lambda c: (c.total_cards, -c.margin)) if scored else None
+        reason = _impossible(candidates, args, best)
+    return Fleet(
+        args.rate,
+        args.targets,
+        args.headroom,
+        args.cards,
+        args.cards_per_node,
+        tuple(candidates),
+        chosen,
+        best,
+        launch,
+        deploy,
+        _evidence(search.calibrated, launch, search.warm_source),
+        reason,
+        tuple(notes),
+        time.perf_counter() - started,
+        sizing.device or "?",
+        model,
+    )

@@ -1,0 +1,226 @@
+"""A fleet's deployments, for engines that exist: vLLM's own data-parallel launch (one command per node: the head
+runs the API server and its local engines, the others run ``--headless`` from their start rank; vLLM 0.32
+``entrypoints/cli/serve.py``) and Kubernetes manifests (a Deployment of one replica per pod with the accelerator
+resource, the plan's environment, the bucket file as a ConfigMap mounted where the environment names it, startup,
+readiness and liveness probes on ``/health``, Prometheus scrape annotations, and a Service). Each replica gets the
+files and environment ``serve`` would write for it: they are passed in, never rebuilt here."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import shlex
+from collections.abc import Mapping, Sequence
+from pathlib import PurePosixPath
+from typing import Any
+
+import yaml
+
+__all__ = ["DP_RPC_PORT", "PORT", "Deployments", "NodeCommand", "deployments", "dp_commands", "manifests"]
+
+#: The port each replica's API server listens on, and vLLM's default data-parallel RPC port.
+PORT = 8000
+DP_RPC_PORT = 13345
+#: The device resource each device family is scheduled by (its device plugin's name).
+_RESOURCES = {"gaudi": "habana.ai/gaudi", "h100": "nvidia.com/gpu", "h200": "nvidia.com/gpu"}
+#: Seconds between startup probes; the startup budget covers the warm-up estimate twice, at least ten minutes.
+_PROBE_PERIOD_S = 10
+_MIN_STARTUP_S = 600
+
+
+def _text(dumper: Any, data: str) -> Any:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+#: Plain YAML as a person writes it: no anchors for repeated labels, files as literal blocks.
+_Dumper: Any = type("_Dumper", (yaml.SafeDumper,), {"ignore_aliases": lambda self, data: True})
+_Dumper.add_representer(str, _text)
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeCommand:
+    """One node's launch: its data-parallel ranks (``start`` .. ``start + local - 1``) and the command."""
+
+    node: int
+    start: int
+    local: int
+    argv: tuple[str, ...]
+
+    def script(self, env: Mapping[str, str]) -> str:
+        exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
+        return (
+            f"#!/bin/sh\n# node {self.node}: data-parallel ranks {self.start}..{self.start + self.local - 1}\n"
+            f"{exports}exec {shlex.join(self.argv)}\n"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Deployments:
+    commands: tuple[NodeCommand, ...]
+    env: dict[str, str]
+    #: file name -> content, each mounted (or copied) into ``replica_dir``.
+    files: dict[str, str]
+    manifests: tuple[dict[str, Any], ...]
+    replica_dir: str
+
+    def manifests_yaml(self) -> str:
+        return str(yaml.dump_all(self.manifests, Dumper=_Dumper, sort_keys=False))
+
+    def env_file(self) -> str:
+        return "".join(f"{k}={v}\n" for k, v in self.env.items())
+
+
+def dp_commands(
+    server_args: Sequence[str],
+    *,
+    replicas: int,
+    tensor_parallel_size: int,
+    cards_per_node: int,
+    head_address: str,
+    rpc_port: int = DP_RPC_PORT,
+) -> tuple[NodeCommand, ...]:
+    """``vllm serve`` per node: ``replicas`` data-parallel ranks of ``tensor_parallel_size`` cards, as many per node
+    as its cards hold; the head node (rank 0 on) serves the API, the others are headless."""
+    per_node = max(1, cards_per_node // tensor_parallel_size)
+    nodes = math.ceil(replicas / per_node)
+    out = []
+    for node in range(nodes):
+        start = node * per_node
+        local = min(per_node, replicas - start)
+        argv = [
+            "vllm",
+            "serve",
+            *server_args,
+            "--data-parallel-size",
+            str(replicas),
+            "--data-parallel-size-local",
+            str(local),
+            "--data-parallel-address",
+            head_address,
+            "--data-parallel-rpc-port",
+            str(rpc_port),
+        ]
+        if node:
+            argv += ["--data-parallel-start-rank", str(start), "--headless"]
+        out.append(NodeCommand(node, start, local, tuple(argv)))
+    return tuple(out)
+
+
+def _resource(device: str) -> str | None:
+    key = device.strip().lower()
+    return next((r for prefix, r in _RESOURCES.items() if key.startswith(prefix)), None)
+
+
+def manifests(
+    server_args: Sequence[str],
+    env: Mapping[str, str],
+    files: Mapping[str, str],
+    *,
+    replicas: int,
+    tensor_parallel_size: int,
+    device: str,
+    name: str,
+    image: str,
+    replica_dir: str,
+    warmup_s: float | None,
+) -> tuple[dict[str, Any], ...]:
+    """A ConfigMap with the replica's files (when it has any), a Deployment of ``replicas`` pods (one replica each)
+    and a Service in front of them."""
+    labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/component": "vllm-replica"}
+    probe = {"httpGet": {"path": "/health", "port": PORT}, "periodSeconds": _PROBE_PERIOD_S}
+    startup_s = max(_MIN_STARTUP_S, 2 * (warmup_s or 0.0))
+    container: dict[str, Any] = {
+        "name": "vllm",
+        "image": image,
+        "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+        "args": [*server_args, "--host", "0.0.0.0", "--port", str(PORT)],
+        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "ports": [{"name": "http", "containerPort": PORT}],
+        "startupProbe": probe | {"failureThreshold": math.ceil(startup_s / _PROBE_PERIOD_S)},
+        "readinessProbe": probe | {"failureThreshold": 3},
+        "livenessProbe": probe | {"failureThreshold": 6},
+    }
+    resource = _resource(device)
+    if resource is not None:
+        container["resources"] = {
+            "limits": {resource: tensor_parallel_size},
+            "requests": {resource: tensor_parallel_size},
+        }
+    pod: dict[str, Any] = {"containers": [container]}
+    docs: list[dict[str, Any]] = []
+    if files:
+        config = f"{name}-replica-files"
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": config, "labels": labels},
+                "data": dict(files),
+            }
+        )
+        container["volumeMounts"] = [{"name": "replica-files", "mountPath": replica_dir, "readOnly": True}]
+        pod["volumes"] = [{"name": "replica-files", "configMap": {"name": config}}]
+    annotations = {"prometheus.io/scrape": "true", "prometheus.io/port": str(PORT), "prometheus.io/path": "/metrics"}
+    docs.append(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod},
+            },
+        }
+    )
+    docs.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"selector": labels, "ports": [{"name": "http", "port": PORT, "targetPort": "http"}]},
+        }
+    )
+    return tuple(docs)
+
+
+def deployments(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    files: Mapping[str, str],
+    *,
+    replicas: int,
+    tensor_parallel_size: int,
+    cards_per_node: int,
+    device: str,
+    name: str,
+    image: str,
+    head_address: str,
+    replica_dir: str,
+    warmup_s: float | None,
+) -> Deployments:
+    """Both deployments of ``replicas`` replicas whose server ``serve`` would start with ``argv`` (``python -m
+    MODULE ARGS``), ``env`` and ``files`` (path -> content, every path in ``replica_dir``)."""
+    server_args = list(argv[3:])
+    named = {PurePosixPath(path).name: text for path, text in files.items()}
+    commands = dp_commands(
+        server_args,
+        replicas=replicas,
+        tensor_parallel_size=tensor_parallel_size,
+        cards_per_node=cards_per_node,
+        head_address=head_address,
+    )
+    docs = manifests(
+        server_args,
+        env,
+        named,
+        replicas=replicas,
+        tensor_parallel_size=tensor_parallel_size,
+        device=device,
+        name=name,
+        image=image,
+        replica_dir=replica_dir,
+        warmup_s=warmup_s,
+    )
+    return Deployments(commands, dict(env), named, docs, replica_dir)
