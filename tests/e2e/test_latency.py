@@ -35,7 +35,8 @@ def test_predicted_latency_follows_the_measured_one(server: Server, tmp_path_fac
     assert found, "the server log has no 'KV cache size' line"
     target = Target(server.base_url, server.model, server.model_dir, MAX_NUM_SEQS, MAX_NUM_BATCHED_TOKENS,
                     MAX_MODEL_LEN, BLOCK_SIZE, int(found.group(1).replace(",", "")) // BLOCK_SIZE,
-                    tuple(int(b) for b in BUCKETS.split(",")), tmp_path_factory.mktemp("latency"))  # fmt: skip
+                    tuple(int(b) for b in BUCKETS.split(",")), tmp_path_factory.mktemp("latency"),
+                    server.shape_log)  # fmt: skip
     step = fit(target, probe(target, requests=4))
     assert step.samples >= 10
     assert step.decode_s(1, 1) > 0  # where the fit puts the cost (per step or per sequence) is the data's choice

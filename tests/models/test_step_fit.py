@@ -111,3 +111,22 @@ def test_a_near_zero_timing_does_not_outweigh_the_others() -> None:
     bunched = [*clean, *(Observation(1e-6, tokens=4, sequences=4, pairs=4000, kind="itl at 4") for _ in range(3))]
     fitted = fit_step(bunched, block_size=128, source="bunched")
     assert fitted.decode_s(4, 8) == pytest.approx(TRUE.decode_s(4, 8), rel=0.05)
+
+
+def test_timed_tower_passes_split_an_images_time_between_the_api_server_and_the_engine() -> None:
+    # first tokens of image requests carry both the API server's per-image work and the tower's: alone they cannot
+    # tell the two apart; the tower's own passes (the plugin's shape log) can
+    true = dataclasses.replace(TRUE, frontend_image_s=0.02)
+    rng = random.Random(3)
+    ttfts = [o for o in observations(true, rng) if o.kind != "ttft" or o.images == 0]
+    for _ in range(12):
+        patches = rng.choice((256, 1024))
+        ttfts.append(Observation(0.0, tokens=200, chunks=1, pairs=causal_pairs(200, 0), images=1, patches=patches,
+                                 frontend=1, frontend_images=1, kind="ttft"))  # fmt: skip
+    towers = [Observation(0.0, steps=0, images=1, patches=p, kind="tower") for p in (256, 1024, 256, 1024)]
+    obs = [dataclasses.replace(o, seconds=true.predict(o)) for o in ttfts + towers]
+    fitted = fit_step(obs, block_size=128, source="synthetic")
+    assert fitted.frontend_image_s == pytest.approx(0.02, rel=0.01)
+    assert fitted.image_s == pytest.approx(true.image_s, rel=0.01)
+    assert fitted.frontend_for(2) == pytest.approx(true.frontend_s + 0.04, rel=0.01)
+    assert step_from_dict(step_to_dict(fitted), "a profile").frontend_image_s == fitted.frontend_image_s

@@ -252,6 +252,12 @@ def test_pass_counters() -> None:
     record_pass(PassRecord("cpu", None, (9000,), 0, oversize=1, oversize_policy="eager"))
     assert value("vllm_hpu_mm_oversize_images_total", policy="eager") == eager + 1
     assert value("vllm_hpu_mm_vision_images_total", bucket="none") >= 1
+    timed = value("vllm_hpu_mm_vision_encoder_seconds_count", bucket="256")
+    spent = value("vllm_hpu_mm_vision_encoder_seconds_sum", bucket="256")
+    record_pass(PassRecord("cpu", 256, (256,), 0, seconds=0.004))
+    record_pass(PassRecord("cpu", 256, (200,), 56))  # a pass nobody timed is counted, not timed
+    assert value("vllm_hpu_mm_vision_encoder_seconds_count", bucket="256") == timed + 1
+    assert value("vllm_hpu_mm_vision_encoder_seconds_sum", bucket="256") == pytest.approx(spent + 0.004)
 
 
 def test_shape_log_appends_one_json_line_per_pass(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 from tests.replay.test_replay_timing import TIMER, Lookup
 from tests.support.probe import fitted_timer
 from vllm_hpu_mm.engine import EngineShape
+from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.step_fit import FittedStep
 from vllm_hpu_mm.replay.latency import StepClock, latency_dict, latency_of, padded_clock, real_clock
 from vllm_hpu_mm.replay.scheduler import Arrivals, Prompt, simulate
@@ -111,3 +112,31 @@ def test_a_padding_strategy_on_its_own_clock_is_slower_and_queues_more() -> None
     assert slow.e2el[1] > fast.e2el[1]
     assert slow.request_throughput < fast.request_throughput
     assert not math.isnan(slow.itl[2])
+
+
+def test_the_api_servers_time_per_image_adds_to_image_requests_only() -> None:
+    c = clock()
+    trace = simulate([Prompt(100, 3), Prompt(100, 3, image_tokens=(66,))], LIMITS, 1, clock=c.clock,
+                     vision_clock=c.vision_clock)  # fmt: skip
+    assert [s.images for s in trace.spans] == [0, 1]
+    plain = latency_of([trace], c, load="test", frontend_s=0.005)
+    imaged = latency_of([trace], c, load="test", frontend_s=0.005, frontend_image_s=0.02)
+    assert imaged.ttft[0] == pytest.approx(plain.ttft[0])  # the text request's first token: unchanged
+    assert imaged.ttft[2] == pytest.approx(plain.ttft[2] + 0.02)  # the image request's: 20 ms later
+    assert imaged.mean_ttft == pytest.approx(plain.mean_ttft + 0.01)
+
+
+def test_recorded_arrival_times_are_replayed_as_sent() -> None:
+    # a client's log: the second request 50 ms after the first, the third 2 s later (the server idle in between)
+    times = (0.0, 0.05, 2.0)
+    trace, x = run([Prompt(100, 3)] * 3, Arrivals(times=times), clock())
+    assert [s.arrival_s for s in trace.spans] == pytest.approx(list(times))
+    assert trace.spans[2].first_s == pytest.approx(2.0 + 0.11)  # alone on an idle engine: its own prefill
+    assert x.requests == 3
+    assert Arrivals(times=times).describe() == "3 recorded arrivals over 2 s"
+
+
+@pytest.mark.parametrize("times", [(1.0, 0.5), (-1.0,), (math.inf,)])
+def test_recorded_times_out_of_order_or_out_of_range_are_refused(times: tuple[float, ...]) -> None:
+    with pytest.raises(ConfigError, match="ascending seconds"):
+        Arrivals(times=times)

@@ -24,6 +24,7 @@ from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.models.step_fit import FittedStep, fit_step
 from vllm_hpu_mm.preprocess.align import aligned_size, patch_count
 from vllm_hpu_mm.replay.latency import Latency
+from vllm_hpu_mm.replay.scheduler import Prompt
 from vllm_hpu_mm.traffic.metrics import families, read_exposition
 
 #: vllm bench serve's percentiles, as the replay reports them.
@@ -46,6 +47,8 @@ class Target:
     #: The server's vision buckets (patches), when it pads images to them.
     vision_buckets: tuple[int, ...] = ()
     workdir: Path = Path(".")
+    #: The server's shape log (``VLLM_HPU_MM_SHAPE_LOG``): the tower's own time per pass, when set.
+    shape_log: Path | None = None
 
     def limits(self) -> EngineShape:
         return engine_limits(max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
@@ -79,11 +82,34 @@ def _prompt_tokens(target: Target) -> float:
     return float(sum(s.value for f in fams if f.name == PROMPT_TOKENS for s in f.samples if s.name.endswith("_total")))
 
 
+def _log_size(path: Path | None) -> int:
+    return path.stat().st_size if path is not None and path.exists() else 0
+
+
+def _tower_passes(path: Path | None, start: int) -> tuple[tuple[float, int, int], ...]:
+    """(seconds, images, patches) of every timed tower pass the shape log gained from byte ``start`` on."""
+    if path is None or not path.exists():
+        return ()
+    with path.open("rb") as f:
+        f.seek(start)
+        lines = f.read().decode(errors="replace").splitlines()
+    out = []
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("seconds"), int | float) and rec.get("images"):
+            out.append((float(rec["seconds"]), len(rec["images"]), int(rec.get("total", 0))))
+    return tuple(out)
+
+
 def run_bench(target: Target, traffic: Traffic, *, name: str, requests: int, concurrency: int | None = None,
               rate: float | None = None, seed: int = 0) -> BenchRun:  # fmt: skip
     """One ``vllm bench serve`` run (its result saved under ``target.workdir``); the server's prompt tokens read
     from /metrics around it."""
     from vllm.benchmarks.serve import add_cli_args, main
+    from vllm.utils.gc_utils import freeze_gc_heap
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     argv = ["--base-url", target.base_url, "--model", target.served_model, "--tokenizer", str(target.model_dir),
@@ -108,18 +134,23 @@ def run_bench(target: Target, traffic: Traffic, *, name: str, requests: int, con
     parser = FlexibleArgumentParser()  # type: ignore[no-untyped-call]
     add_cli_args(parser)
     args = parser.parse_args(argv)
+    # the client's own heap frozen, as vLLM freezes its servers' after start-up: a full collection of everything this
+    # process imported would stall the client's event loop mid-run and stamp tokens late
+    freeze_gc_heap()
     before = _prompt_tokens(target)
+    logged = _log_size(target.shape_log)
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         result = main(args)
     (target.workdir / f"{name}.log").write_text(out.getvalue())
     served = _prompt_tokens(target) - before
+    tower = _tower_passes(target.shape_log, logged)
     ok = [n for n, e in zip(result["input_lens"], result["errors"], strict=True) if not e]
     # the server also counts failed requests' prompts: the offset is taken over what it billed per request sent
     offset = served / max(1, len(result["input_lens"])) - sum(result["input_lens"]) / max(1, len(result["input_lens"]))
     if not ok:
         raise RuntimeError(f"bench run {name}: every request failed: {result['errors'][:3]}")
-    return BenchRun(result, concurrency, max(0.0, offset), patches)
+    return BenchRun(result, concurrency, max(0.0, offset), patches, tower)
 
 
 def probe(target: Target, *, requests: int) -> list[BenchRun]:
@@ -172,6 +203,8 @@ class Row:
     rate: float | None
     measured: dict[str, float]
     predicted: dict[str, float]
+    #: The run's requests as the engine saw them (for a prediction at another load).
+    prompts: tuple[Prompt, ...] = ()
 
     def error(self, key: str) -> float:
         m = self.measured.get(key, math.nan)
@@ -192,12 +225,17 @@ def bench_at_rates(target: Target, step: FittedStep, traffic: Traffic, *, name: 
     burst = run_bench(target, traffic, name=f"{name}-inf", requests=requests)
     limits = target.limits()
     sat = predict(burst.prompts(), limits, step, rate=None, load="all at once")
-    rows.append(Row(f"{name}-inf", traffic.describe(), None, measured(burst), predicted(sat)))
+    rows.append(Row(f"{name}-inf", traffic.describe(), None, measured(burst), predicted(sat), tuple(burst.prompts())))
     for k, share in enumerate(shares):
         rate = share * sat.request_throughput
         run = run_bench(target, traffic, name=f"{name}-{share:g}", requests=requests, rate=rate, seed=k + 1)
-        x = predict(run.prompts(), limits, step, rate=rate, load=f"Poisson {rate:.3g}/s")
-        rows.append(Row(f"{name}-{share:g}", traffic.describe(), rate, measured(run), predicted(x)))
+        # the run's own arrivals (when the client sent each request): a 120-request run's quantiles near saturation
+        # move with its draw far more than with the model
+        sent, times = run.sent()
+        x = predict(sent, limits, step, rate=rate, load=f"Poisson {rate:.3g}/s", times=times)
+        rows.append(
+            Row(f"{name}-{share:g}", traffic.describe(), rate, measured(run), predicted(x), tuple(run.prompts()))
+        )
     return rows
 
 

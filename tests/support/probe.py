@@ -8,7 +8,9 @@ lengths, time to first token and gaps between tokens). Each request gives timing
   (images encoded in it), on an otherwise idle engine (prompts within ``max_num_batched_tokens``: one chunk);
 - at concurrency ``c``, the mean gap between its tokens is one decode step of about ``c`` sequences;
 - the requests sent together at the start of a run at concurrency ``c`` > 1 get their first tokens in clusters,
-  one per step: each gap between clusters is a step prefilling several prompts at once (:func:`_first_wave`).
+  one per step: each gap between clusters is a step prefilling several prompts at once (:func:`_first_wave`);
+- each vision-tower pass the plugin's shape log times on the engine is the tower's own cost, apart from the API
+  server's per-image work that the same requests' first tokens also carry.
 
 The server bills more prompt tokens than the client counts (the chat template, image placeholders): the offset is
 measured per run from ``/metrics`` (``vllm:prompt_tokens_total`` over the run's requests) and added to every
@@ -54,6 +56,8 @@ class BenchRun:
     prompt_offset: float = 0.0
     #: Patches of each request's images as the tower runs them (bucket-padded where the server pads).
     image_patches: tuple[int, ...] = ()
+    #: The tower's passes during the run, timed on the engine (the plugin's shape log): (seconds, images, patches).
+    tower: tuple[tuple[float, int, int], ...] = ()
 
     def requests(self) -> list[tuple[int, int, float, list[float]]]:
         """(server prompt tokens, output tokens, ttft, itls) of every request that succeeded."""
@@ -66,6 +70,21 @@ class BenchRun:
     def prompts(self) -> list[Prompt]:
         images = tuple(p // PATCHES_PER_TOKEN + IMAGE_EXTRA_TOKENS for p in self.image_patches)
         return [Prompt(max(n, sum(images) + 1), o, 0, images) for n, o, _, _ in self.requests()]
+
+    def sent(self) -> tuple[list[Prompt], list[float]]:
+        """The requests that succeeded in the order the client sent them, and when (seconds from the first)."""
+        r = self.result
+        starts = [float(x) for x in r.get("start_times", [])]
+        errors = r.get("errors", []) or [""] * len(starts)
+        ttfts = r.get("ttfts", [])
+        ok = [starts[i] for i in range(len(starts)) if i < len(ttfts) and not errors[i] and ttfts[i] and ttfts[i] > 0
+              and i < len(r.get("output_lens", [])) and r["output_lens"][i] > 0]  # fmt: skip
+        prompts = self.prompts()
+        if len(ok) != len(prompts) or not ok:
+            return prompts, []
+        pairs = sorted(zip(ok, range(len(ok)), strict=True))
+        t0 = pairs[0][0]
+        return [prompts[i] for _, i in pairs], [t - t0 for t, _ in pairs]
 
 
 def _first_wave(run: BenchRun) -> list[Observation]:
@@ -96,7 +115,8 @@ def _first_wave(run: BenchRun) -> list[Observation]:
         tokens = sum(m[1] for m in members)
         out.append(Observation(at - before, tokens=tokens + decoding, sequences=decoding, chunks=n,
                                pairs=sum(causal_pairs(m[1], 0) for m in members), images=n * images,
-                               patches=n * patches, frontend=1 if j == 0 else 0, kind="burst"))  # fmt: skip
+                               patches=n * patches, frontend=1 if j == 0 else 0,
+                               frontend_images=n * images if j == 0 else 0, kind="burst"))  # fmt: skip
         before = at
         decoding += sum(1 for m in members if m[2] > 1)
     return out
@@ -113,10 +133,12 @@ def probe_observations(runs: Iterable[BenchRun]) -> list[Observation]:
         images = len(run.image_patches)
         if c > 1:
             out += _first_wave(run)
+        out += [Observation(seconds, steps=0, images=n, patches=p, kind="tower") for seconds, n, p in run.tower]
         for tokens, output, ttft, itl in run.requests():
             if c == 1:
                 out.append(Observation(ttft, tokens=tokens, chunks=1, pairs=causal_pairs(tokens, 0),
-                                       images=images, patches=patches, frontend=1, kind="ttft"))  # fmt: skip
+                                       images=images, patches=patches, frontend=1, frontend_images=images,
+                                       kind="ttft"))  # fmt: skip
             if len(itl) >= 2:
                 context = tokens + output / 2
                 # the mean gap (last token less first, over the gaps): a client that reads several tokens at once
@@ -140,15 +162,16 @@ def fitted_timer(step: FittedStep) -> Timer:
 
 
 def predict(prompts: Sequence[Prompt], limits: EngineShape, step: FittedStep, *, rate: float | None, load: str,
-            seeds: int = PREDICTION_SEEDS) -> Latency:  # fmt: skip
+            seeds: int = PREDICTION_SEEDS, times: Sequence[float] = ()) -> Latency:  # fmt: skip
     """What a bench run of ``prompts`` at ``rate`` (Poisson, requests/s; None: all at once) would measure, on the
-    fitted step model, pooled over ``seeds`` draws of the arrivals."""
+    fitted step model, pooled over ``seeds`` draws of the arrivals; with ``times`` (when the client sent each
+    request, in order), at those arrivals instead of a draw."""
     if not prompts:
         raise ConfigError("nothing to predict: no request in the run")
     clock: StepClock = real_clock(fitted_timer(step), unified=step.unified)
     traces: list[Trace] = []
-    for seed in range(seeds if rate is not None else 1):
-        arrivals = Arrivals(rate=rate, seed=seed) if rate is not None else Arrivals(concurrency=len(prompts))
+    draws = [Arrivals(times=tuple(times))] if times else [Arrivals(rate=rate, seed=seed) for seed in range(seeds)]
+    for arrivals in draws if rate is not None or times else [Arrivals(concurrency=len(prompts))]:
         traces.append(simulate(prompts, limits, arrivals, clock=clock.clock, vision_clock=clock.vision_clock))
     return latency_of(traces, clock, load=load, frontend_s=step.frontend_s, interval=step.interval,
-                      evidence=step.describe())  # fmt: skip
+                      evidence=step.describe(), frontend_image_s=step.frontend_image_s)  # fmt: skip

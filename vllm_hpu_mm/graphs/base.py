@@ -67,6 +67,9 @@ class PassRecord:
     #: Number of oversize images handled in this pass and the policy applied ("shrink", "eager"), if any.
     oversize: int = 0
     oversize_policy: str | None = None
+    #: Wall seconds of the pass (the executor's call, on the engine's clock): the tower's own time, which a
+    #: request's time to first token mixes with the API server's (the server check's step fit reads it).
+    seconds: float | None = None
 
     @property
     def total_patches(self) -> int:

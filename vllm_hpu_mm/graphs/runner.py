@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -174,7 +175,9 @@ class BucketedVisionRunner:
             pixels.append(torch.zeros((padding, template.shape[1]), dtype=template.dtype, device=template.device))
             dummy = dummy_grid(padding, merge_size=self.merge_size, spatial_window=self.spatial_window)
             grids.append(torch.tensor(dummy, dtype=torch.int64))
+        started = time.perf_counter()
         out = self.executor(bucket, torch.cat(pixels), torch.stack(grids))
+        seconds = time.perf_counter() - started
         expected = (real + padding) // self.merge_unit
         if out.shape[0] != expected:
             raise RuntimeError(
@@ -195,6 +198,7 @@ class BucketedVisionRunner:
                     padding=padding,
                     oversize=len(items) if label else 0,
                     oversize_policy=label,
+                    seconds=seconds,
                 )
             )
 

@@ -9,7 +9,9 @@ plus, per image encoded in the step, ``image_s + patch_s x patches``. ``tokens``
 (prefill chunks and one per decode), ``decodes`` and ``prefill chunks`` the requests it runs in each phase
 (sampling, per-request host work, the CPU attention's loop over sequences), and ``pairs`` the attention work:
 every query token over its context and the causal part of its own chunk. A request also waits ``frontend_s`` in
-the API server (HTTP, tokenisation, the processor) before its first step, outside the engine's clock.
+the API server (HTTP, tokenisation) and ``frontend_image_s`` per image (decoding, the processor) before its first
+step, outside the engine's clock: the tower's own passes, timed on the engine (the plugin's shape log), tell the
+two per-image costs apart.
 
 The coefficients are fitted by non-negative least squares on relative error (:func:`fit_step`), a second time without
 the worst tenth of the timings (a shared machine's bursts); the model carries
@@ -31,7 +33,17 @@ from vllm_hpu_mm.errors import ConfigError
 __all__ = ["STEP_FIELDS", "FittedStep", "Observation", "fit_step", "step_from_dict", "step_to_dict"]
 
 #: The coefficients, in the order of an observation's features.
-STEP_FIELDS = ("overhead_s", "token_s", "sequence_s", "chunk_s", "pair_s", "image_s", "patch_s", "frontend_s")
+STEP_FIELDS = (
+    "overhead_s",
+    "token_s",
+    "sequence_s",
+    "chunk_s",
+    "pair_s",
+    "image_s",
+    "patch_s",
+    "frontend_s",
+    "frontend_image_s",
+)
 #: Fewest observations a fit takes, and the most it reads (a probe is tens to thousands of points).
 MIN_OBSERVATIONS = 4
 MAX_OBSERVATIONS = 200_000
@@ -58,11 +70,13 @@ class Observation:
     images: float = 0.0
     patches: float = 0.0
     frontend: float = 0.0
+    #: Images passing the API server with those requests (decoded and processed there, off the engine's clock).
+    frontend_images: float = 0.0
     kind: str = ""
 
     def features(self) -> list[float]:
         return [self.steps, self.tokens, self.sequences, self.chunks, self.pairs, self.images, self.patches,
-                self.frontend]  # fmt: skip
+                self.frontend, self.frontend_images]  # fmt: skip
 
 
 def causal_pairs(query: int, context: int) -> float:
@@ -94,6 +108,12 @@ class FittedStep:
     #: Prefill and decode run in one forward per step (vLLM V1's model runner); False: each phase its own forward
     #: (vllm-gaudi), each paying the overhead.
     unified: bool = True
+    #: The API server's own time per image of a request (decoding and the processor), beside ``frontend_s``.
+    frontend_image_s: float = 0.0
+
+    def frontend_for(self, images: int) -> float:
+        """The API server's time for one request of ``images`` images, before the engine sees it."""
+        return self.frontend_s + self.frontend_image_s * images
 
     def _check(self, **values: int) -> None:
         for name, value in values.items():
@@ -211,7 +231,7 @@ def _step(block_size: int, values: Mapping[str, float], *, source: str, samples:
     v = values
     return FittedStep(block_size, v["overhead_s"], v["token_s"], v["sequence_s"], v["chunk_s"], v["pair_s"],
                       v["image_s"], v["patch_s"], v["frontend_s"], source, samples, interval, kinds,
-                      unified)  # fmt: skip
+                      unified, v.get("frontend_image_s", 0.0))  # fmt: skip
 
 
 def step_to_dict(s: FittedStep) -> dict[str, Any]:

@@ -120,6 +120,8 @@ class ReplicaModel:
     frontend_s: float = 0.0
     interval: float | None = None
     evidence: str = ""
+    #: The API server's time per image of a request, beside ``frontend_s``.
+    frontend_image_s: float = 0.0
 
 
 def replica_model(timer: Timer, shape: EngineShape, lookup: TextLookup | None = None) -> ReplicaModel:
@@ -135,7 +137,8 @@ def replica_model(timer: Timer, shape: EngineShape, lookup: TextLookup | None = 
     fitted = getattr(step, "interval", None)
     if isinstance(fitted, float):  # a step fitted on a server (models/step_fit.py): calibrated, its own interval
         interval, evidence = fitted, str(getattr(step, "describe", lambda: "a fitted step model")())
-    return ReplicaModel(shape, clock, float(getattr(step, "frontend_s", 0.0)), interval, evidence)
+    return ReplicaModel(shape, clock, float(getattr(step, "frontend_s", 0.0)), interval, evidence,
+                        float(getattr(step, "frontend_image_s", 0.0)))  # fmt: skip
 
 
 def _check_probe(requests: int, seeds: int, iterations: int) -> None:
@@ -161,6 +164,7 @@ def latency_at(replica: ReplicaModel, samples: Sequence[Sequence[Prompt]], rate:
         replica.clock,
         load=f"Poisson arrivals at {rate:.4g} requests/s",
         frontend_s=replica.frontend_s,
+        frontend_image_s=replica.frontend_image_s,
         interval=replica.interval,
         evidence=replica.evidence,
     )
@@ -170,7 +174,8 @@ def saturation(replica: ReplicaModel, samples: Sequence[Sequence[Prompt]]) -> fl
     """The replica's request throughput with ``max_num_seqs`` requests running (a closed loop), the mean over the
     samples: no arrival rate above it is sustained."""
     traces = [_run(replica, s, replica.shape.max_num_seqs) for s in samples]
-    return latency_of(traces, replica.clock, load="saturation", frontend_s=replica.frontend_s).request_throughput
+    return latency_of(traces, replica.clock, load="saturation", frontend_s=replica.frontend_s,
+                      frontend_image_s=replica.frontend_image_s).request_throughput  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)

@@ -42,12 +42,16 @@ def multiprocess_enabled() -> bool:
     return bool(values.ValueClass.__name__ == "MmapedValue")
 
 
+#: Edges of the encoder-time histogram (seconds): a millisecond to a minute, about three per decade.
+ENCODER_SECONDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
 def _counters() -> dict[str, Any]:
     """Create the counters once per process, lazily: importing this module registers nothing."""
     global _metrics
     with _lock:
         if _metrics is None:
-            from prometheus_client import Counter
+            from prometheus_client import Counter, Histogram
 
             _metrics = {
                 "images": Counter(
@@ -64,6 +68,12 @@ def _counters() -> dict[str, Any]:
                     PREFIX + "vision_encoder_passes",
                     "Vision-encoder passes, by bucket and backend.",
                     ["bucket", "backend"],
+                ),
+                "seconds": Histogram(
+                    PREFIX + "vision_encoder_seconds",
+                    "Wall seconds of one vision-encoder pass on the engine, by bucket ('none' = exact shape).",
+                    ["bucket"],
+                    buckets=ENCODER_SECONDS,
                 ),
                 "oversize": Counter(
                     PREFIX + "oversize_images",
@@ -111,6 +121,8 @@ def record_pass(record: PassRecord) -> None:
     bucket = _label(record.bucket)
     c["images"].labels(bucket=bucket).inc(len(record.image_patches))
     c["passes"].labels(bucket=bucket, backend=record.backend).inc()
+    if record.seconds is not None:
+        c["seconds"].labels(bucket=bucket).observe(record.seconds)
     if record.padding:
         c["padded"].labels(bucket=bucket).inc(record.padding)
     if record.oversize and record.oversize_policy:
@@ -198,6 +210,7 @@ class ShapeLog:
                 "total": record.total_patches,
                 "oversize": record.oversize,
                 "oversize_policy": record.oversize_policy,
+                "seconds": None if record.seconds is None else round(record.seconds, 6),
             }
         )
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

@@ -1,7 +1,8 @@
 """Whole latencies from a schedule in time: what a user of the server measures (``vllm bench serve``'s figures),
 queueing included, for one load.
 
-- **TTFT**: a request's first token less its arrival, plus the API server's own time (``frontend_s``);
+- **TTFT**: a request's first token less its arrival, plus the API server's own time (``frontend_s``, and
+  ``frontend_image_s`` per image of the request);
 - **TPOT**: (end-to-end less TTFT) / (output tokens - 1), per request with more than one token (vllm bench's
   definition); **ITL**: the gap between two tokens of a request, pooled over every token after a first (each decode
   step is one gap of its whole duration, for every sequence it decodes);
@@ -12,9 +13,7 @@ Each schedule runs on its own clock (:class:`StepClock`): the step priced at the
 buckets for a Gaudi strategy (each strategy queues at its own speed), the real shapes on a runtime without buckets
 (CPU, CUDA eager). A runtime that runs a step's prefill and decode in one forward (vLLM V1's model runner) pays one
 step overhead for both; vllm-gaudi runs each phase as its own graph. The scheduler prices a step's decode and its
-prefill chunks in two calls (decode first): the clock merges them when the prefill call follows a one-step decode
-(a decode-only stretch that ends in a one-step run right before a prefill-only step is then merged too: rare, one
-overhead).
+prefill chunks in two calls (decode first, marked ``with_prefill``): the clock merges those two only.
 """
 
 from __future__ import annotations
@@ -48,7 +47,7 @@ class StepClock:
 
     def clock(self, event: object) -> float:
         if isinstance(event, DecodeRun):
-            self._pending = self.unified and event.steps == 1
+            self._pending = self.unified and event.with_prefill
             return self.decode(event.sequences, event.blocks)
         merged = self._pending
         self._pending = False
@@ -143,7 +142,8 @@ def _weighted(values: Sequence[tuple[float, int]], q: float) -> float:
 
 
 def latency_of(traces: Sequence[Trace], clock: StepClock, *, load: str, frontend_s: float = 0.0,
-               interval: float | None = None, evidence: str = "") -> Latency:  # fmt: skip
+               interval: float | None = None, evidence: str = "",
+               frontend_image_s: float = 0.0) -> Latency:  # fmt: skip
     """The latencies of ``traces`` (one load, scheduled on ``clock``; several traces are seeds of the same load,
     pooled: quantiles over all their requests, throughput their mean): see the module docstring."""
     ttft: list[float] = []
@@ -153,12 +153,13 @@ def latency_of(traces: Sequence[Trace], clock: StepClock, *, load: str, frontend
     durations: list[tuple[float, int, int]] = []  # (seconds, requests, output tokens)
     for trace in traces:
         spans = trace.spans
-        ttft += [s.first_s - s.arrival_s + frontend_s for s in spans]
-        e2el += [s.finish_s - s.arrival_s + frontend_s for s in spans]
+        front = [frontend_s + frontend_image_s * s.images for s in spans]
+        ttft += [s.first_s - s.arrival_s + f for s, f in zip(spans, front, strict=True)]
+        e2el += [s.finish_s - s.arrival_s + f for s, f in zip(spans, front, strict=True)]
         tpot += [(s.finish_s - s.first_s) / (s.output - 1) for s in spans if s.output > 1]
         itl += [(seconds, steps * decoding) for seconds, steps, decoding in clock.step_seconds(trace)]
         if spans:
-            duration = max(s.finish_s for s in spans) + frontend_s - min(s.arrival_s for s in spans)
+            duration = max(s.finish_s + f for s, f in zip(spans, front, strict=True)) - min(s.arrival_s for s in spans)
             durations.append((duration, len(spans), sum(s.output for s in spans)))
     timed = [d for d in durations if d[0] > 0]
     return Latency(

@@ -60,6 +60,9 @@ class DecodeRun:
     sequences: int
     blocks: int
     steps: int
+    #: The step also prefills (its chunks are the next event): a runtime running both in one forward pays one step
+    #: overhead for the two (not part of the run's identity).
+    with_prefill: bool = dataclasses.field(default=False, compare=False)
 
 
 #: One step's prefill chunks, or a run of identical decode steps.
@@ -82,19 +85,23 @@ MAX_RATE = 10_000.0
 MAX_PROFILE_SEGMENTS = 64
 MAX_PROFILE_SECONDS = 86_400.0
 MAX_CLIENTS = 100_000
+#: Most recorded arrival times one schedule replays (a client log).
+MAX_RECORDED = 1_000_000
 
 
 @dataclasses.dataclass(frozen=True)
 class Arrivals:
     """How requests reach the server. One of: a closed loop of ``concurrency`` clients (a request arrives when one
     finishes); Poisson arrivals at ``rate`` requests per second (seeded); a ``profile`` of (seconds, clients) segments,
-    each a closed loop of that many clients for that long. After the last request (or the profile's end) the server
-    drains: the running requests finish, the batch running down to one."""
+    each a closed loop of that many clients for that long; recorded arrival ``times`` (seconds from the first, one per
+    request in order: a client's log replayed). After the last request (or the profile's end) the server drains: the
+    running requests finish, the batch running down to one."""
 
     concurrency: int | None = None
     rate: float | None = None
     profile: tuple[tuple[float, int], ...] = ()
     seed: int = 0
+    times: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if self.rate is not None and not 0 < self.rate <= MAX_RATE:
@@ -109,13 +116,20 @@ class Arrivals:
                                   f"seconds <= {MAX_PROFILE_SECONDS:,}, 0 <= clients <= {MAX_CLIENTS:,}")  # fmt: skip
         if sum(s for s, _ in self.profile) > MAX_PROFILE_SECONDS:
             raise ConfigError(f"a load profile longer than {MAX_PROFILE_SECONDS:,} s is refused")
+        if len(self.times) > MAX_RECORDED:
+            raise ConfigError(f"{len(self.times):,} recorded arrivals are refused; accepted: at most {MAX_RECORDED:,}")
+        if any(not (0 <= t <= MAX_PROFILE_SECONDS) for t in self.times) or any(
+                b < a for a, b in zip(self.times, self.times[1:], strict=False)):  # fmt: skip
+            raise ConfigError(f"recorded arrival times must be ascending seconds from 0 to {MAX_PROFILE_SECONDS:,}")
 
     @property
     def timed(self) -> bool:
-        """Whether arrivals depend on time (a rate or a profile), so the schedule needs a clock."""
-        return self.rate is not None or bool(self.profile)
+        """Whether arrivals depend on time (a rate, a profile or recorded times), so the schedule needs a clock."""
+        return self.rate is not None or bool(self.profile) or bool(self.times)
 
     def describe(self) -> str:
+        if self.times:
+            return f"{len(self.times)} recorded arrivals over {self.times[-1]:.3g} s"
         if self.rate is not None:
             return f"Poisson arrivals at {self.rate:g} requests/s (seed {self.seed})"
         if self.profile:
@@ -154,6 +168,8 @@ class Span:
     arrival_s: float = 0.0
     first_s: float = 0.0
     finish_s: float = 0.0
+    #: Images of the request (the API server's time grows with them).
+    images: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -270,6 +286,10 @@ class _Scheduler:
         self.now = self.idle = 0.0
         self.rng = random.Random(arrivals.seed)
         self.next_arrival = self.rng.expovariate(arrivals.rate) if arrivals.rate else math.inf
+        #: The next recorded arrival's index (recorded times replace the Poisson draw).
+        self.recorded = 0
+        if arrivals.times:
+            self.next_arrival = arrivals.times[0]
         self.waiting: deque[_Seq] = deque()
         self.running: list[_Seq] = []
         #: Running requests still prefilling (a count, so that a step need not scan the running list for one).
@@ -340,7 +360,14 @@ class _Scheduler:
     def _take_arrivals(self) -> None:
         """Requests that have arrived by ``now``: Poisson arrivals due, or clients the profile adds."""
         arrivals = self.arrivals
-        if arrivals.rate:
+        if arrivals.times:
+            while not self.exhausted and self.next_arrival <= self.now:
+                self._arrive(self.next_arrival)
+                self.recorded += 1
+                self.next_arrival = arrivals.times[self.recorded] if self.recorded < len(arrivals.times) else math.inf
+                if self.next_arrival == math.inf:
+                    self.exhausted = True
+        elif arrivals.rate:
             while not self.exhausted and self.next_arrival <= self.now:
                 self._arrive(self.next_arrival)
                 self.next_arrival += self.rng.expovariate(arrivals.rate)
@@ -353,7 +380,7 @@ class _Scheduler:
         """When arrivals next change what may run (a Poisson arrival, a profile change)."""
         if self.exhausted:
             return math.inf
-        if self.arrivals.rate:
+        if self.arrivals.rate or self.arrivals.times:
             return self.next_arrival
         return self.arrivals.next_change(self.now) if self.arrivals.profile else math.inf
 
@@ -367,7 +394,8 @@ class _Scheduler:
             self.running.remove(s)
             self.reserved -= s.need_blocks
             self.completed += 1
-            self.spans.append(Span(s.arrival, s.first, self.steps - 1, s.output, s.arrival_s, s.first_s, self.now))
+            self.spans.append(Span(s.arrival, s.first, self.steps - 1, s.output, s.arrival_s, s.first_s, self.now,
+                                   len(s.prompt.image_tokens)))  # fmt: skip
             if not self.arrivals.timed and not self.exhausted:
                 self._arrive()
 
@@ -441,7 +469,7 @@ class _Scheduler:
         step_s = sum(self.vision_clock(t) for t in step_images) if self.vision_clock is not None else 0.0
         self.encoded.extend((self.steps, t) for t in step_images)
         if decodes:
-            run = DecodeRun(len(decodes), decode_blocks, 1)
+            run = DecodeRun(len(decodes), decode_blocks, 1, with_prefill=bool(chunks))
             self._emit(run, self.steps)
             step_s += self.clock(run) if self.clock is not None else 0.0
         if chunks:
