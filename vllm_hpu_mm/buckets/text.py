@@ -452,8 +452,9 @@ def text_bucket_splits(
     return [_buckets(prompt, decode_plan, limits) for prompt, decode_plan in plans], pick
 
 
-def _fingerprint(shapes: Mapping[tuple[int, int], int]) -> tuple[tuple[tuple[int, int], int], ...]:
-    return tuple(sorted(shapes.items()))
+def _fingerprint(shapes: Mapping[tuple[int, int], int]) -> frozenset[tuple[tuple[int, int], int]]:
+    """The weights as a key, equal for equal weights in any order (a set: no sort of thousands of shapes per call)."""
+    return frozenset(shapes.items())
 
 
 @dataclasses.dataclass(frozen=True)
