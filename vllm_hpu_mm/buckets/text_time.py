@@ -308,7 +308,8 @@ class _Allocation:
             end = min(reach + most, cap) + 1
             # cand[m - 1, g]: the rows before with g - m graphs, this one with m values
             src = np.arange(end)[None, :] - np.arange(1, most + 1)[:, None]
-            cand = np.where((src >= 0) & (src <= reach), best[np.minimum(np.maximum(src, 0), min(reach, cap))] + costs[:, None], INF)
+            held = best[np.minimum(np.maximum(src, 0), min(reach, cap))]  # np.clip, without its wrapper
+            cand = np.where((src >= 0) & (src <= reach), held + costs[:, None], INF)
             at = np.argmin(cand, axis=0)
             low = cand[at, np.arange(end)]
             best = np.full(cap + 1, INF)
