@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -168,3 +169,18 @@ def test_the_readme_table_names_every_variable_once_with_its_default() -> None:
             assert shown.strip() == f"`{default}`", name
         elif default:
             assert "below" in shown, name
+
+
+def test_the_command_runs_blas_on_one_thread_but_launches_a_server_without_that(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(envs, "_SET_HERE", {})
+    monkeypatch.delenv(envs.BLAS_THREADS, raising=False)
+    envs.single_thread_blas()
+    assert os.environ[envs.BLAS_THREADS] == "1"
+    assert envs.BLAS_THREADS not in envs.process_environ()  # the server's threads are its own business
+    monkeypatch.setattr(envs, "_SET_HERE", {})
+    monkeypatch.setenv(envs.BLAS_THREADS, "4")  # the user's own setting is kept, and handed on
+    envs.single_thread_blas()
+    assert os.environ[envs.BLAS_THREADS] == "4"
+    assert envs.process_environ()[envs.BLAS_THREADS] == "4"

@@ -296,9 +296,29 @@ def get_settings() -> Settings:
     return load()
 
 
+#: OpenBLAS (numpy's BLAS) runs a call on every core: the planner's many small dot products then spend more time
+#: waking and spinning threads than computing (the main job's plan took twice the CPU time of one thread on a loaded
+#: 2-core machine, benchmarks/performance/results/plan_speed.md), and a threaded sum's order follows the core count.
+BLAS_THREADS = "OPENBLAS_NUM_THREADS"
+#: The BLAS thread setting this process made itself (so that a child process is launched without it).
+_SET_HERE: dict[str, str] = {}
+
+
+def single_thread_blas() -> None:
+    """numpy's BLAS on one thread in this process, unless the user set :data:`BLAS_THREADS`: called by the command
+    before numpy is imported (OpenBLAS reads the variable when it loads)."""
+    if BLAS_THREADS not in os.environ:
+        os.environ[BLAS_THREADS] = _SET_HERE[BLAS_THREADS] = "1"
+
+
 def process_environ() -> dict[str, str]:
-    """A copy of the process environment, for launching a child process with changed settings."""
-    return dict(os.environ)
+    """A copy of the process environment, for launching a child process with changed settings (without the BLAS
+    setting the command made for itself: the server's own threads are its business)."""
+    env = dict(os.environ)
+    for name, value in _SET_HERE.items():
+        if env.get(name) == value:
+            del env[name]
+    return env
 
 
 def getter(name: str) -> Callable[[], str | None]:

@@ -14,8 +14,25 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.roofline import Roofline
-from vllm_hpu_mm.buckets.text import TextLimits, block_grid, decode_axes, plan_text_buckets, prompt_axes
-from vllm_hpu_mm.buckets.text_time import GROSS_FACTOR, _allocate, _Curve, _ladder, _log_grid, phase_options
+from vllm_hpu_mm.buckets.text import (
+    TextLimits,
+    _smoothed,
+    _smoothed_within,
+    _within,
+    block_grid,
+    decode_axes,
+    plan_text_buckets,
+    prompt_axes,
+)
+from vllm_hpu_mm.buckets.text_time import (
+    GROSS_FACTOR,
+    CachedTimes,
+    _allocate,
+    _Curve,
+    _ladder,
+    _log_grid,
+    phase_options,
+)
 from vllm_hpu_mm.engine import EngineShape, PrefillChunk
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import BucketLookup
@@ -279,3 +296,20 @@ def test_a_steady_loads_batch_size_off_the_grid_gets_a_row_of_its_own() -> None:
     without = phase_options(dataclasses.replace(axes, heavy_row_share=0.0), decode).best(30)
     assert 40 not in without.rows
     assert plan.seconds < without.seconds
+
+
+def test_the_smoothing_kept_for_a_set_of_shapes_re_weighs_it_as_smoothing_from_scratch() -> None:
+    # a planning run re-plans the traffic's own shapes with other weights: the spread worked out for the first
+    # weights must send the second exactly where smoothing them from scratch does
+    limits = text_limits(64, 2048, 8192, 128, 4096)
+    top = limits.top_query
+    shapes = {(q, c): 1 + (q * 7 + c) % 13 for q in (1, 30, 500, 2048) for c in (0, 3, 40, 63)}
+    kept = CachedTimes(TIME)
+    for weights in (shapes, {k: w * 1000 + 3 for k, w in shapes.items()}):
+        reference = _within(*_smoothed(weights, 1.0, first_octaves=2.0, first_top=top, scale_second=False),
+                            lambda q: limits.top_context(min(q, top)))  # fmt: skip
+        got = _smoothed_within(weights, 1.0, first_octaves=2.0, first_top=top, scale_second=False,
+                               top=lambda q: limits.top_context(min(q, top)), time=kept, tag=limits)  # fmt: skip
+        assert np.array_equal(got[0], reference[0])
+        assert np.array_equal(got[1], reference[1])
+    assert len(kept._kept["smoothing"]) == 1  # worked out once for both weightings

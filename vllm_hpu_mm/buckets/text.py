@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +31,7 @@ from vllm_hpu_mm.buckets.text_time import (
     MAX_ROWS,
     NO_LADDER,
     BudgetTooSmall,
+    CachedTimes,
     PhaseAxes,
     PhaseOptions,
     PhasePlan,
@@ -174,11 +175,47 @@ def _smoothed(shapes: Mapping[tuple[int, int], int], octaves: float, *, first_oc
     """:func:`smoothed` as packed keys (sorted) and their weights."""
     if not shapes:
         return _EMPTY, _EMPTY
-    keys = list(shapes)
-    a = np.array([k[0] for k in keys], dtype=np.int64)
-    b = np.array([k[1] for k in keys], dtype=np.int64)
-    n = np.array([shapes[k] for k in keys], dtype=np.int64)
-    firsts, seconds, weights = [], [], []
+    a, b, n = _columns(shapes)
+    return _spread_weights(_spread(a, b, octaves, first_octaves=first_octaves, first_top=first_top,
+                                   scale_second=scale_second, top=None), n)  # fmt: skip
+
+
+def _columns(shapes: Mapping[tuple[int, int], int]) -> tuple[_Packed, _Packed, _Packed]:
+    """The shapes' first values, second values and weights, in the mapping's order."""
+    a = np.fromiter((k[0] for k in shapes), dtype=np.int64, count=len(shapes))
+    b = np.fromiter((k[1] for k in shapes), dtype=np.int64, count=len(shapes))
+    return a, b, np.fromiter(shapes.values(), dtype=np.int64, count=len(shapes))
+
+
+def _spread_weights(spread: tuple[_Packed, _Packed, _Packed], n: _Packed) -> tuple[_Packed, _Packed]:
+    """The weights ``n`` sent where :func:`_spread` says: the sorted keys and their summed weights."""
+    keys, inverse, kernel = spread
+    totals = np.zeros(len(keys), dtype=np.int64)
+    np.add.at(totals, inverse, (kernel[:, None] * n[None, :]).ravel())
+    return keys, totals
+
+
+def _smoothed_within(shapes: Mapping[tuple[int, int], int], octaves: float, *, first_octaves: float,
+                     first_top: int, scale_second: bool, top: Callable[[int], int], time: CachedTimes,
+                     tag: Hashable) -> tuple[_Packed, _Packed]:  # fmt: skip
+    """:func:`_smoothed`, then :func:`_within` with ``top``: the same keys and weights. Where each shape's weight goes
+    depends on the shapes alone, not on their weights, so it is worked out once per planning run for each set of
+    shapes (``tag`` names ``top``'s limits): the re-planned weights of a run are the traffic's shapes re-weighed."""
+    if not shapes:
+        return _EMPTY, _EMPTY
+    a, b, n = _columns(shapes)
+    key = (tag, octaves, first_octaves, first_top, scale_second, (a << 31 | b).tobytes())
+    spread = time.kept("smoothing", key, lambda: _spread(a, b, octaves, first_octaves=first_octaves,
+                       first_top=first_top, scale_second=scale_second, top=top), most=2)  # fmt: skip
+    return _spread_weights(spread, n)
+
+
+def _spread(a: _Packed, b: _Packed, octaves: float, *, first_octaves: float, first_top: int, scale_second: bool,
+            top: Callable[[int], int] | None) -> tuple[_Packed, _Packed, _Packed]:  # fmt: skip
+    """Where :func:`_smoothed` sends the weights of shapes (a, b), the second values cut to ``top`` at their first
+    (:func:`_within`; None: not cut): the sorted keys, each spread copy's key index (kernel point by kernel point,
+    shape by shape) and each kernel point's weight."""
+    firsts, seconds, kernel = [], [], []
     for fa, wa in _kernel(first_octaves):
         na = a if fa == 1 else np.minimum(first_top, np.maximum(1, np.round(a * fa).astype(np.int64)))
         base = np.where(b > 0, b * na / a, b) if scale_second else b.astype(np.float64)
@@ -188,13 +225,15 @@ def _smoothed(shapes: Mapping[tuple[int, int], int], octaves: float, *, first_oc
                 nb = np.where(nb > 0, np.maximum(nb, na), nb)
             firsts.append(na)
             seconds.append(nb)
-            weights.append(n * (wa * wb))
+            kernel.append(wa * wb)
+    first, second = np.concatenate(firsts), np.concatenate(seconds)
+    if top is not None:
+        distinct, at = np.unique(first, return_inverse=True)
+        tops = np.array([top(int(x)) for x in distinct.tolist()], dtype=np.int64)  # one call per distinct first
+        second = np.minimum(second, tops[at])
     # one int64 key per (first, second): both stay far below 2^31 (tokens, sequences and blocks of one engine)
-    key = np.concatenate(firsts) << 31 | np.concatenate(seconds)
-    keys_out, inverse = np.unique(key, return_inverse=True)
-    totals = np.zeros(len(keys_out), dtype=np.int64)
-    np.add.at(totals, inverse, np.concatenate(weights))
-    return keys_out, totals
+    keys, inverse = np.unique(first << 31 | second, return_inverse=True)
+    return keys, inverse.reshape(-1), np.array(kernel, dtype=np.int64)
 
 
 def at_load_levels(decode: Mapping[tuple[int, int], int], levels: Sequence[int], share: float,
@@ -413,8 +452,9 @@ def text_bucket_splits(
     return [_buckets(prompt, decode_plan, limits) for prompt, decode_plan in plans], pick
 
 
-def _fingerprint(shapes: Mapping[tuple[int, int], int]) -> tuple[tuple[tuple[int, int], int], ...]:
-    return tuple(sorted(shapes.items()))
+def _fingerprint(shapes: Mapping[tuple[int, int], int]) -> frozenset[tuple[tuple[int, int], int]]:
+    """The weights as a key, equal for equal weights in any order (a set: no sort of thousands of shapes per call)."""
+    return frozenset(shapes.items())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -432,8 +472,9 @@ def _prepare_prompt(prefill: Mapping[tuple[int, int], int], limits: TextLimits, 
                     rows: int, prior_share: float, smooth_octaves: float) -> _Prepared:  # fmt: skip
     top_q = limits.top_query
     axes = prompt_axes(limits, time, res)
-    smooth = _smoothed(prefill, smooth_octaves, first_octaves=SMOOTH_QUERY, first_top=top_q, scale_second=False)
-    smooth = _within(*smooth, lambda q: limits.top_context(min(q, top_q)))
+    smooth = _smoothed_within(prefill, smooth_octaves, first_octaves=SMOOTH_QUERY, first_top=top_q,
+                              scale_second=False, top=lambda q: limits.top_context(min(q, top_q)), time=cached(time),
+                              tag=("prompt", limits))  # fmt: skip
     smooth = _with_prior(*smooth, _log_grid(1, top_q), lambda q: [0, *_log_grid(1, limits.top_context(q))],
                          prior_share)  # fmt: skip
     return _prepared(axes, prefill, smooth, rows)
@@ -451,8 +492,9 @@ def _prepare_decode(decode: Mapping[tuple[int, int], int], limits: TextLimits, t
                     rows: int, smooth_octaves: float, load_levels: Sequence[int]) -> _Prepared:  # fmt: skip
     axes = decode_axes(limits, time, res)
     smooth = at_load_levels(decode, load_levels, LEVEL_SHARE, limits.decode_block_cap)
-    packed = _smoothed(smooth, smooth_octaves, first_octaves=0.0, first_top=0, scale_second=True)
-    packed = _within(*packed, lambda n: limits.top_blocks(min(n, limits.max_num_seqs)))
+    packed = _smoothed_within(smooth, smooth_octaves, first_octaves=0.0, first_top=0, scale_second=True,
+                              top=lambda n: limits.top_blocks(min(n, limits.max_num_seqs)), time=cached(time),
+                              tag=("decode", limits))  # fmt: skip
     return _prepared(axes, decode, packed, rows)
 
 

@@ -165,6 +165,14 @@ def _priced(table: LookupTable, at: _I, own: _F, price: Callable[[int, int, int]
     return out
 
 
+def _table(buckets: Sequence[Bucket], time: StepTimes) -> LookupTable:
+    """The buckets' lookup table, made once per planning run (a plan is judged at every load)."""
+    if not isinstance(time, CachedTimes):
+        return LookupTable(buckets)
+    key = tuple(buckets)
+    return time.kept("lookup table", key, lambda: LookupTable(key))
+
+
 def padded_time(prompt: Sequence[Bucket], decode: Sequence[Bucket], load: LoadShapes, time: StepTimes) -> PaddedTime:
     """The load's modelled seconds at its own shapes and in these buckets (``prompt`` (batch, query, context),
     ``decode`` (batch, 1, blocks))."""
@@ -172,10 +180,10 @@ def padded_time(prompt: Sequence[Bucket], decode: Sequence[Bucket], load: LoadSh
     arrays = (time.kept("load arrays", id(load), lambda: _load_arrays(load, time)) if isinstance(time, CachedTimes)
               else _load_arrays(load, time))  # fmt: skip
     q, c, runs, own_p = arrays.prefill
-    prompts = LookupTable(prompt)
+    prompts = _table(prompt, time)
     at_p = prompts.index(np.ones_like(q), q, c)
     s, k, steps, own_d = arrays.decode
-    decodes = LookupTable(decode)
+    decodes = _table(decode, time)
     at_d = decodes.index(s, np.ones_like(s), k)
     in_p = _priced(prompts, at_p, own_p, time.prefill_s)
     in_d = _priced(decodes, at_d, own_d, lambda b, _q, blocks: time.decode_s(b, blocks))

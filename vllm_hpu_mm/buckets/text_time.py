@@ -218,7 +218,7 @@ def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_va
     floor, top = axes.floor(row), axes.top(row, prev)
     zero_w = float(weight[second <= 0].sum()) if axes.zero else 0.0
     pos = second > 0 if axes.zero else np.ones(len(second), dtype=bool)
-    vals = np.clip(second[pos], max(floor, 1), max(top, 1))
+    vals = np.minimum(np.maximum(second[pos], max(floor, 1)), max(top, 1))  # np.clip, without its wrapper
     w = weight[pos]
     end = top if not axes.spill or not len(vals) else int(vals.max())
     extra = (1,) if axes.zero else ()  # the zero value's graph
@@ -245,14 +245,14 @@ def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_va
     # the weight between c[j] and c[i], in c[i], for every step j -> i of the band: the same for every count
     span = np.where(inside, unit[:, None] * (prefix[:, None] - prefix[band]), INF)
     rows_n = np.arange(n)
-    choices: list[list[int]] = []
+    choices: list[_I] = []  # each count's best step into every candidate, as a position in its band
     costs: list[float] = []
     for m in range(1, min(max_values, n) + 1):
         if m > 1:
             total = cost[band] + span
             best = np.argmin(total, axis=1)
             cost = total[rows_n, best]
-            choices.append(band[rows_n, best].tolist())
+            choices.append(best)
         costs.append(float(cost[-1]) + zero_cost if math.isfinite(cost[-1]) else INF)
     pad = len(extra)
     cands_list = c.tolist()
@@ -261,7 +261,7 @@ def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_va
         m = count - pad  # the ladder's own values, after the zero value's graph
         picked, i = [cands_list[-1]], n - 1
         for back in reversed(choices[: m - 1]):
-            i = back[i]
+            i = int(band[i, back[i]])
             picked.append(cands_list[i])
         return (0,) * pad + tuple(reversed(picked))
 
@@ -279,6 +279,7 @@ class _Allocation:
         self._cap = -1
         self._best: _F = np.zeros(0)
         self._picks: tuple[_I, ...] = ()
+        self._pick_lists: list[list[int]] = []
 
     @property
     def least(self) -> int | None:
@@ -307,7 +308,8 @@ class _Allocation:
             end = min(reach + most, cap) + 1
             # cand[m - 1, g]: the rows before with g - m graphs, this one with m values
             src = np.arange(end)[None, :] - np.arange(1, most + 1)[:, None]
-            cand = np.where((src >= 0) & (src <= reach), best[np.clip(src, 0, min(reach, cap))] + costs[:, None], INF)
+            held = best[np.minimum(np.maximum(src, 0), min(reach, cap))]  # np.clip, without its wrapper
+            cand = np.where((src >= 0) & (src <= reach), held + costs[:, None], INF)
             at = np.argmin(cand, axis=0)
             low = cand[at, np.arange(end)]
             best = np.full(cap + 1, INF)
@@ -317,19 +319,20 @@ class _Allocation:
             reach += most
             picks.append(pick)
         self._cap, self._best, self._picks = cap, best, tuple(picks)
+        self._pick_lists = [p.tolist() for p in picks]  # the traceback reads one value per row: lists read faster
         return self._best, self._picks
 
     def counts(self, budget: int) -> tuple[float, list[int]] | None:
         """The least cost within ``budget`` graphs and the values per row; None when none is finite."""
         top = min(budget, self.graphs)
-        best, picks = self._upto(top)
+        best, _ = self._upto(top)
         g = int(np.argmin(best[: top + 1]))
         cost = float(best[g])
         if not math.isfinite(cost):
             return None
         out = []
-        for pick in reversed(picks):
-            m = int(pick[g])
+        for pick in reversed(self._pick_lists):
+            m = pick[g]
             out.append(m)
             g -= m
         return cost, list(reversed(out))

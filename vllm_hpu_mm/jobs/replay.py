@@ -183,7 +183,7 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
             labels.add(label)
     if timer is not None and args.latency:
         results = [dataclasses.replace(r, latency=strategy_latency(m, shape, timer, traffic, images,
-                   concurrency=sizing.concurrency, requests=args.requests, arrivals=args.arrivals))
+                   concurrency=sizing.concurrency, requests=args.requests, arrivals=args.arrivals, common=runs))
                    for r, m in zip(results, configs, strict=True)]  # fmt: skip
     kv_note = ("KV blocks: given" if args.kv_blocks is not None else "KV blocks: the plan's estimate (the decode "
                "buckets depend on it; give the log's '# HPU blocks' with --kv-blocks)")  # fmt: skip

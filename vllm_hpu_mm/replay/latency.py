@@ -22,7 +22,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from vllm_hpu_mm.engine import PrefillChunk, TextLookup
+from vllm_hpu_mm.engine import GraphRun, PrefillChunk, TextLookup
 from vllm_hpu_mm.replay.scheduler import DecodeRun, Trace
 from vllm_hpu_mm.replay.timing import Timer, percentile
 
@@ -93,15 +93,52 @@ def real_clock(timer: Timer, *, unified: bool) -> StepClock:
     return StepClock(step.decode_s, timer.prefill_real, timer.vision_clock, step.prefill_s(0, 0, 0), unified)
 
 
+#: Most step prices one padded clock keeps (a schedule and its re-pricing ask the same few thousand shapes; a long
+#: replay may ask more: the memo then starts again).
+PRICES_KEPT = 1 << 16
+
+
 def padded_clock(timer: Timer, lookup: TextLookup) -> StepClock:
     """Every step at the shapes ``lookup`` (one strategy's buckets) runs it, each phase its own forward; images at
-    their vision bucket. The lookup is the clock's own (a fallback it compiles stays)."""
+    their vision bucket. The lookup is the clock's own (a fallback it compiles stays).
+
+    A step's price is kept while the lookup compiles nothing new: the lookup answers the same input alike in the
+    same state, and its state changes only by a fallback (which empties the memo); a price whose own lookup compiled
+    one is not kept, so every fallback the lookup would generate is generated, in order."""
+    memo: dict[object, float] = {}
+    state = [0]  # fallbacks the lookup held when the memo was started
+
+    def kept(key: object, price: Callable[[], float]) -> float:
+        n = len(lookup.fallbacks())
+        if n != state[0]:
+            memo.clear()
+            state[0] = n
+        got = memo.get(key)
+        if got is None:
+            got = price()
+            if len(lookup.fallbacks()) == n:
+                if len(memo) >= PRICES_KEPT:
+                    memo.clear()
+                memo[key] = got
+        return got
+
+    forwards: dict[tuple[tuple[int, int, int], int, int], float] = {}  # a forward's price: by what it reads
+
+    def forward(run: GraphRun) -> float:
+        key = (run.shape, run.blocks, run.requests)
+        got = forwards.get(key)
+        if got is None:
+            got = timer.prefill_padded(run)[0]
+            if len(forwards) >= PRICES_KEPT:
+                forwards.clear()
+            forwards[key] = got
+        return got
 
     def prefill(chunks: tuple[PrefillChunk, ...]) -> float:
-        return sum(timer.prefill_padded(r)[0] for r in lookup.prefill(chunks))
+        return kept(chunks, lambda: sum(forward(r) for r in lookup.prefill(chunks)))
 
     def decode(sequences: int, blocks: int) -> float:
-        return timer.decode_padded(lookup.decode(sequences, blocks))
+        return kept((sequences, blocks), lambda: timer.decode_padded(lookup.decode(sequences, blocks)))
 
     return StepClock(decode, prefill, lambda t: timer.vision(t)[1], timer.step.prefill_s(0, 0, 0), False)
 

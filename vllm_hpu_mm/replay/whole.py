@@ -2,23 +2,28 @@
 the shapes that configuration's lookup runs (:func:`~vllm_hpu_mm.replay.latency.padded_clock`), so a strategy that
 pads more also queues more. The padding figures stay on the common real-shape schedule (what the planner compares);
 these are what a user of each configuration would measure.
+
+A closed loop (a concurrency, or every load level) admits by steps, never by seconds: its events are the same on
+every clock, so the common schedule is re-timed on each configuration's clock (:func:`retimed`) instead of scheduled
+again; arrivals in time (a rate, a profile) depend on the clock and are scheduled again.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.models.step_time import StepTime
-from vllm_hpu_mm.replay.latency import Latency, latency_of, padded_clock
+from vllm_hpu_mm.replay.latency import Latency, StepClock, latency_of, padded_clock
 from vllm_hpu_mm.replay.run import load_of
-from vllm_hpu_mm.replay.scheduler import Arrivals
-from vllm_hpu_mm.replay.schedules import Images, schedules
+from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Trace
+from vllm_hpu_mm.replay.schedules import Images, Schedules, schedules
 from vllm_hpu_mm.replay.timing import Timer
 from vllm_hpu_mm.runtimes.base import RuntimeModel
 from vllm_hpu_mm.traffic.requests import Traffic
 
-__all__ = ["latency_interval", "strategy_latency"]
+__all__ = ["latency_interval", "retimed", "strategy_latency"]
 
 
 def latency_interval(timer: Timer) -> tuple[float | None, str]:
@@ -39,15 +44,52 @@ def latency_interval(timer: Timer) -> tuple[float | None, str]:
 
 
 def strategy_latency(model: RuntimeModel, shape: EngineShape, timer: Timer, traffic: Traffic, images: Images, *,
-                     concurrency: int | None, requests: int,
-                     arrivals: Arrivals | None) -> tuple[Latency, ...]:  # fmt: skip
-    """One :class:`Latency` per load the replay runs, for ``model``'s buckets (None when it has no lookup)."""
+                     concurrency: int | None, requests: int, arrivals: Arrivals | None,
+                     common: Schedules | None = None) -> tuple[Latency, ...]:  # fmt: skip
+    """One :class:`Latency` per load the replay runs, for ``model``'s buckets (None when it has no lookup).
+    ``common``: the replay's schedules of the same traffic and load (any clock), re-timed rather than scheduled again
+    where the arrivals do not depend on time."""
     lookup = model.text_lookup(shape)
     if lookup is None:
         return ()
     clock = padded_clock(timer, lookup)
     interval, evidence = latency_interval(timer)
-    runs = schedules(traffic, shape, images, concurrency=concurrency, requests=requests, arrivals=arrivals,
-                     timer=clock)  # fmt: skip
+    if common is not None and not (arrivals is not None and arrivals.timed):
+        traces = tuple(retimed(t, clock) for t in common.traces)
+    else:
+        traces = schedules(traffic, shape, images, concurrency=concurrency, requests=requests, arrivals=arrivals,
+                           timer=clock).traces  # fmt: skip
     return tuple(latency_of([t], clock, load=load_of(t), interval=interval, evidence=evidence)
-                 for t in runs.traces)  # fmt: skip
+                 for t in traces)  # fmt: skip
+
+
+def retimed(trace: Trace, clock: StepClock) -> Trace:
+    """A closed-loop ``trace`` with its requests' times and busy time on ``clock``: what scheduling it again on
+    ``clock`` gives, bit for bit. The steps are priced in the scheduler's order and summed as it sums them
+    (``replay/scheduler.py``: a step's images, its decode, its prefill chunks, then the step; a decode stretch run by
+    run), and a request's times are the clock at the steps it arrived before, got its first token and its last in."""
+    if trace.arrivals is not None and trace.arrivals.timed:
+        raise ValueError("a schedule whose arrivals depend on time is scheduled again, not re-timed")
+    images: dict[int, list[int]] = {}
+    for step, tokens in trace.encoded:
+        images.setdefault(step, []).append(tokens)
+    events, n = trace.events, len(trace.events)
+    starts = trace.starts if len(trace.starts) == n else tuple(range(n))
+    at = {0: 0.0}  # seconds when each step that a group of events ends before starts
+    now, i = 0.0, 0
+    while i < n:
+        start, event = starts[i], events[i]
+        if isinstance(event, DecodeRun) and start not in images and (i + 1 == n or starts[i + 1] != start):
+            now += event.steps * clock.clock(event)  # a decode stretch's run (or a decode-only step: the same sum)
+            i += 1
+            at[start + event.steps] = now
+            continue
+        step_s = sum(clock.vision_clock(t) for t in images.get(start, ()))
+        while i < n and starts[i] == start:
+            step_s += clock.clock(events[i])
+            i += 1
+        now += step_s
+        at[start + 1] = now
+    spans = tuple(dataclasses.replace(s, arrival_s=at[s.arrival], first_s=at[s.first + 1], finish_s=at[s.finish + 1])
+                  for s in trace.spans)  # fmt: skip
+    return dataclasses.replace(trace, spans=spans, busy_s=now - trace.idle_s)

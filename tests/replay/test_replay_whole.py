@@ -1,0 +1,79 @@
+"""Whole latencies on a shared closed-loop schedule: re-timing it on a configuration's clock gives what scheduling
+it again on that clock gives, bit for bit; a padded clock's kept prices follow its lookup's fallbacks."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tests.replay.test_replay_latency import STEP
+from tests.replay.test_replay_timing import TIMER, Lookup
+from tests.support.probe import fitted_timer
+from vllm_hpu_mm.engine import EngineShape, GraphRun
+from vllm_hpu_mm.replay.latency import StepClock, padded_clock, real_clock
+from vllm_hpu_mm.replay.scheduler import Arrivals, Prompt, simulate
+from vllm_hpu_mm.replay.whole import retimed
+
+LIMITS = EngineShape(max_num_seqs=4, max_num_batched_tokens=512, max_model_len=4096, block_size=128, num_kv_blocks=60)
+#: Chunked prompts, prefix hits, images (encoded in the step that reaches them), answers of one token and long ones,
+#: and more requests than slots or KV blocks: every kind of step the scheduler emits.
+PROMPTS = [Prompt(900, 30, cached=256, image_tokens=(300,)), Prompt(40, 1), Prompt(1300, 12), Prompt(64, 200),
+           Prompt(700, 5, image_tokens=(120, 90)), Prompt(2000, 3, cached=1024), Prompt(33, 64)] * 3  # fmt: skip
+
+
+class Compiling(Lookup):
+    """Decode buckets looked up in sorted order; a shape none covers compiles a fallback that sorts first, so a
+    shape looked up before finds another bucket afterwards (the lookup's state changes its answers)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.buckets = [(4, 1, 40)]
+        self.added: list[tuple[str, tuple[int, int, int]]] = []
+
+    def decode(self, sequences: int, blocks: int) -> GraphRun:
+        found = next((b for b in self.buckets if b[0] >= sequences and b[2] >= blocks), None)
+        if found is None:
+            found = (sequences, 1, -(-blocks // 8) * 8)
+            self.buckets = sorted([*self.buckets, found])
+            self.added.append(("decode", found))
+        return GraphRun("decode", found, found, sequences, sequences, blocks)
+
+    def fallbacks(self) -> list[tuple[str, tuple[int, int, int]]]:
+        return list(self.added)
+
+
+@pytest.mark.parametrize("load", [1, 3, 8])
+@pytest.mark.parametrize("kind", ["real, one forward per step", "padded", "padded, compiling"])
+def test_a_closed_loop_re_timed_is_the_schedule_run_again_on_that_clock(load: int, kind: str) -> None:
+    def clock() -> StepClock:
+        if kind == "real, one forward per step":
+            return real_clock(fitted_timer(STEP), unified=True)
+        return padded_clock(TIMER, Compiling() if kind == "padded, compiling" else Lookup(pad_blocks=30))
+
+    common = simulate(PROMPTS, LIMITS, load)  # no clock at all: every time 0
+    again = simulate(PROMPTS, LIMITS, load, clock=(c := clock()).clock, vision_clock=c.vision_clock)
+    got = retimed(common, clock())
+    assert got.events == again.events
+    assert len(got.spans) == len(PROMPTS)
+    assert got.spans == again.spans  # every request's arrival, first and last token, to the last bit
+    assert got.busy_s == again.busy_s > 0
+    assert dataclasses.replace(got, spans=(), busy_s=0.0) == dataclasses.replace(again, spans=(), busy_s=0.0)
+
+
+def test_arrivals_in_time_are_not_re_timed() -> None:
+    timed = simulate(PROMPTS, LIMITS, Arrivals(rate=5.0), clock=(c := real_clock(TIMER, unified=False)).clock)
+    with pytest.raises(ValueError, match="scheduled again"):
+        retimed(timed, c)
+
+
+def test_a_kept_price_gives_way_when_the_lookup_compiles() -> None:
+    lookup = Compiling()
+    clock = padded_clock(TIMER, lookup)
+    before = clock.decode(1, 30)  # in (4, 1, 40)
+    assert before == TIMER.decode_padded(GraphRun("decode", (4, 1, 40), (4, 1, 40), 1, 1, 30))
+    assert clock.decode(1, 30) == before  # kept
+    clock.decode(1, 50)  # no bucket holds it: (1, 1, 56) compiles, sorted before (4, 1, 40)
+    after = clock.decode(1, 30)
+    assert after == TIMER.decode_padded(GraphRun("decode", (1, 1, 56), (1, 1, 56), 1, 1, 30)) != before
+    assert lookup.fallbacks() == [("decode", (1, 1, 56))]
