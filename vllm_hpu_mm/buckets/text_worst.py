@@ -39,14 +39,23 @@ from vllm_hpu_mm.buckets.text_budget import (
     padded_time,
 )
 from vllm_hpu_mm.buckets.text_time import LookupTable, StepTimes, cached
-from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.engine import Bucket
+from vllm_hpu_mm.errors import ConfigError
 
-__all__ = ["BOUND", "MAX_CELLS", "MAX_EXTRA", "PhaseWorst", "WorstCase", "bound_worst", "with_bounded_worst",
-           "worst_case"]
+__all__ = [
+    "BOUND",
+    "MAX_CELLS",
+    "MAX_EXTRA",
+    "PhaseWorst",
+    "WorstCase",
+    "bound_worst",
+    "with_bounded_worst",
+    "worst_case",
+]
 
 _I = npt.NDArray[np.int64]
 _F = npt.NDArray[np.float64]
+_Shapes = Mapping[tuple[int, int], int]
 #: By default no shape the limits allow may cost more than this times the runtime's own step (issue 35: a worst
 #: case a server can state, whatever its traffic turns into).
 BOUND = 1.5
@@ -388,8 +397,8 @@ def _best_step(phases: Sequence[_Phase], bound: float) -> tuple[_Phase, Bucket] 
     return None
 
 
-def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[Mapping[tuple[int, int], int], Mapping[tuple[int, int], int]],
-                       loads: Sequence[LoadShapes], limits: TextLimits,
+def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], loads: Sequence[LoadShapes],
+                       limits: TextLimits,
                        own: tuple[Sequence[Bucket], Sequence[Bucket]], time: StepTimes, *, given: int | None,
                        load_levels: Sequence[int] = (), against: str = "exp", bound: float = BOUND,
                        intervals: tuple[tuple[str, float, float], ...] = ()) -> BudgetedPlan:  # fmt: skip
