@@ -64,7 +64,8 @@ def test_the_worst_shape_is_the_worst_of_every_shape_the_limits_allow() -> None:
     plan = coarse()
     worst = worst_case(plan, EXP, LIMITS, TIME)
     ours_d, exp_d, ours_p, exp_p = step_ratios(plan)
-    assert worst.decode is not None and worst.prefill is not None
+    assert worst.decode is not None
+    assert worst.prefill is not None
     assert worst.decode.ratio == pytest.approx(float((ours_d / exp_d).max()), rel=1e-9)
     assert worst.prefill.ratio == pytest.approx(float((ours_p / exp_p).max()), rel=1e-9)
     assert worst.prefill.ratio > BOUND  # the coarse plan is far off: what the bound must repair
@@ -77,10 +78,13 @@ def test_the_worst_shape_is_the_worst_of_every_shape_the_limits_allow() -> None:
 def test_corner_buckets_bound_the_worst_within_half_of_exp_making_no_shape_dearer() -> None:
     plan = coarse()
     bounded, worst = bound_worst(plan, EXP, LIMITS, TIME, budget=EXP_GRAPHS // 2)
-    assert worst.within and worst.worst is not None and worst.worst.ratio <= BOUND
+    assert worst.within
+    assert worst.worst is not None
+    assert worst.worst.ratio <= BOUND
     assert bounded.graphs <= EXP_GRAPHS // 2
     assert worst.added == bounded.graphs - plan.graphs > 0
-    assert set(plan.prompt) <= set(bounded.prompt) and set(plan.decode) <= set(bounded.decode)
+    assert set(plan.prompt) <= set(bounded.prompt)
+    assert set(plan.decode) <= set(bounded.decode)
     before, after = step_ratios(plan), step_ratios(bounded)
     for old, new in ((before[0], after[0]), (before[2], after[2])):
         assert (new <= old * (1 + 1e-9)).all()  # no shape dearer: every load's padded time can only fall
@@ -92,13 +96,20 @@ def test_a_budget_too_small_states_the_least_worst_and_the_graphs_that_reach_the
     plan = coarse()
     short, worst = bound_worst(plan, EXP, LIMITS, TIME, budget=plan.graphs + 1)
     assert not worst.within
-    assert short.graphs == plan.graphs + 1 and worst.added == 1
-    assert worst.worst is not None and worst.worst.ratio < worst_case(plan, EXP, LIMITS, TIME).worst.ratio  # type: ignore[union-attr]
-    assert worst.reaches is not None and worst.reaches > plan.graphs + 1
+    assert short.graphs == plan.graphs + 1
+    assert worst.added == 1
+    assert worst.worst is not None
+    unbounded = worst_case(plan, EXP, LIMITS, TIME).worst
+    assert unbounded is not None
+    assert worst.worst.ratio < unbounded.ratio
+    assert worst.reaches is not None
+    assert worst.reaches > plan.graphs + 1
     line = worst.line()
-    assert f"not met within {plan.graphs + 1} graphs" in line and f"{worst.reaches} graphs reach it" in line
+    assert f"not met within {plan.graphs + 1} graphs" in line
+    assert f"{worst.reaches} graphs reach it" in line
     _, enough = bound_worst(plan, EXP, LIMITS, TIME, budget=worst.reaches)
-    assert enough.within and enough.graphs == worst.reaches
+    assert enough.within
+    assert enough.graphs == worst.reaches
 
 
 def test_drifted_traffic_never_pads_beyond_the_stated_worst() -> None:
@@ -121,10 +132,13 @@ def test_the_worst_case_in_words_and_json_names_the_shape_the_ratio_and_its_inte
     assert w is not None
     line = worst.line()
     assert line.startswith("worst shape (of every one the limits allow): ")
-    assert f"{w.ratio:.2f}x its step under exp" in line and "bound 1.5x: met with" in line
+    assert f"{w.ratio:.2f}x its step under exp" in line
+    assert "bound 1.5x: met with" in line
     low, high = worst.span(w)  # type: ignore[misc]
     assert low == pytest.approx(w.ratio * (0.8 / 1.2 if w.phase == "decode" else 0.9 / 1.1))
     assert f"{low:.2f}-{high:.2f}x within the step model's interval" in line
     data = worst.to_dict()
-    assert data["ratio"] == round(w.ratio, 4) and data["within_bound"] and data["line"] == line
+    assert data["ratio"] == round(w.ratio, 4)
+    assert data["within_bound"]
+    assert data["line"] == line
     assert math.isclose(data["ratio_interval"][w.phase][1], high)

@@ -412,8 +412,8 @@ def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], l
     plan, worst = bound_worst(chosen.plan, own, limits, time, budget=max(cap, chosen.plan.graphs), against=against,
                               bound=bound)  # fmt: skip
     own_times = [v.own for v in chosen.loads]
-    best = (plan, worst, _judged(plan, loads, own_times, time), chosen.budget)
     short = sum(v.short for v in chosen.loads)
+    best = (plan, worst, _judged(plan, loads, own_times, time), chosen.budget)
     planned = chosen.budget
     for _ in range(MAX_REPLANS if given is None else 0):
         w = best[1]
