@@ -64,12 +64,15 @@ BOUND = 1.5
 MAX_CELLS = 200_000
 #: Most buckets added beyond the budget to find the graphs that would reach the bound.
 MAX_EXTRA = 64
-#: Smaller budgets re-planned (each by the corners still missing) when the default's plan leaves no room for them.
-MAX_REPLANS = 2
+#: Smaller budgets re-planned (by the corners missing, half and a quarter of them) when the default's plan leaves no
+#: room for them.
+MAX_REPLANS = 3
 #: Relative slack in "no shape gets dearer" (the same seconds computed in another order).
 _TOL = 1e-9
 #: Worst cells per phase whose candidate buckets are tried before giving up on the phase.
 _TRIED = 8
+#: Most values one continued ladder adds.
+_LADDER = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -289,22 +292,39 @@ class _Phase:
     def excess(self, ratio: _F, bound: float) -> float:
         return float(np.log(np.maximum(ratio / bound, 1.0)).sum())
 
-    def candidates(self, i: int) -> list[Bucket]:
-        """Buckets that would hold cell ``i`` at most at the runtime's own value for it: its first row at that value
-        (or the cell's own top value), or the runtime's own bucket."""
+    def _row(self, bucket: Bucket) -> int:
+        return bucket[0] if self.name == "decode" else bucket[1]
+
+    def _bucket(self, row: int, value: int) -> Bucket:
+        return (row, 1, value) if self.name == "decode" else (1, row, value)
+
+    def candidates(self, i: int, bound: float) -> list[tuple[Bucket, ...]]:
+        """Bucket groups that would hold cell ``i`` at most at the runtime's own value for it: the row it runs in at
+        that value (a finer ladder), its first row at that value or at the cell's own (a row's missing edge), that
+        row's ladder continued up to it in steps of ``bound`` (the corners of a row that stops short), or the
+        runtime's own row up to its bucket for the cell."""
         own = self._theirs_table.bucket(int(self.own_at[i]))
-        c = self.cells
-        first = int(c.b[i]) if self.name == "decode" else int(c.q[i])
-        rows = sorted({(b if self.name == "decode" else q) for b, q, _ in self.ours})
+        ours = self.table.bucket(int(self.at[i]))
+        need = int(self.cells.c[i])
+        first = int(self.cells.b[i]) if self.name == "decode" else int(self.cells.q[i])
+        rows = sorted({self._row(b) for b in self.ours})
+        out: list[tuple[Bucket, ...]] = [(self._bucket(self._row(ours), own[2]),)]
         at = int(np.searchsorted(rows, first))
-        out: list[Bucket] = []
         if at < len(rows):
             row = rows[at]
-            for value in {own[2], int(c.c[i])}:
-                out.append((row, 1, value) if self.name == "decode" else (1, row, value))
-        out.append(own)
-        ours = self.ours
-        return [b for b in dict.fromkeys(out) if b not in ours and self._allowed(b)]
+            out += [(self._bucket(row, own[2]),), (self._bucket(row, need),)]
+            top = max(b[2] for b in self.ours if self._row(b) == row)
+            target = max(own[2], need)
+            if top < target:  # the row's ladder continued: each step at most ``bound`` above the last
+                ladder, value = [], top
+                while value < target and len(ladder) < _LADDER:
+                    value = min(target, max(value + 1, math.floor(max(value, 1) * bound)))
+                    ladder.append(value)
+                out.append(tuple(self._bucket(row, v) for v in ladder))
+        own_row = self._row(own)
+        out += [(own,), tuple(b for b in self.theirs if self._row(b) == own_row and b[2] <= own[2])]
+        groups = [tuple(b for b in dict.fromkeys(g) if b not in self.ours and self._allowed(b)) for g in out]
+        return [g for g in dict.fromkeys(groups) if g]
 
     def _allowed(self, bucket: Bucket) -> bool:
         b, q, c = bucket
@@ -312,14 +332,17 @@ class _Phase:
             return 1 <= b <= self.limits.max_num_seqs and b <= c <= self.limits.top_blocks(b)
         return b == 1 and 1 <= q <= self.limits.top_query and 0 <= c <= self.limits.top_context(1)
 
-    def try_add(self, bucket: Bucket) -> _F | None:
-        """The cells' ratios with ``bucket`` added, or None where a cell would get dearer."""
-        table = LookupTable(sorted({*self.ours, bucket}))
+    def try_add(self, group: tuple[Bucket, ...], bound: float | None) -> _F | None:
+        """The cells' ratios with ``group`` added, or None where a cell would get dearer: at all (``bound`` None),
+        or beyond ``bound`` times its step under the runtime's own."""
+        table = LookupTable(sorted({*self.ours, *group}))
         at = table.index(self.cells.b, self.cells.q, self.cells.c)
         secs = self.price(table, at)
-        if np.any(secs > self.ours_s * (1 + _TOL)):
-            return None
-        return np.where(self.own_s > 0, secs / np.where(self.own_s > 0, self.own_s, 1.0), 1.0)
+        ratio = np.where(self.own_s > 0, secs / np.where(self.own_s > 0, self.own_s, 1.0), 1.0)
+        dearer = secs > self.ours_s * (1 + _TOL)
+        if bound is not None:
+            dearer &= ratio > bound * (1 + _TOL)
+        return None if np.any(dearer) else ratio
 
 
 def _phases(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]], limits: TextLimits,
@@ -339,37 +362,38 @@ def worst_case(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucke
 
 
 def bound_worst(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]], limits: TextLimits,
-                time: StepTimes, *, budget: int, against: str = "exp",
-                bound: float = BOUND) -> tuple[TextBucketPlan, WorstCase]:  # fmt: skip
+                time: StepTimes, *, budget: int, against: str = "exp", bound: float = BOUND,
+                strict: bool = False) -> tuple[TextBucketPlan, WorstCase]:  # fmt: skip
     """``plan`` with corner buckets added (at most up to ``budget`` graphs in all) where a shape costs more than
-    ``bound`` times its step in the runtime's ``own`` buckets, each taken only if no shape gets dearer, and the worst
-    case it reaches; past the budget the search goes on (at most :data:`MAX_EXTRA` buckets, not kept) to find the
-    graphs that reach the bound."""
+    ``bound`` times its step in the runtime's ``own`` buckets, each group taken only if no shape gets dearer
+    (``strict``) or dearer beyond the bound, and the worst case it reaches; past the budget the search goes on (at
+    most :data:`MAX_EXTRA` buckets, not kept) to find the graphs that reach the bound."""
     phases = _phases(plan, own, limits, time)
-    graphs = plan.graphs
-    kept: tuple[set[Bucket], set[Bucket]] | None = None
+    graphs, most = plan.graphs, max(budget, plan.graphs) + MAX_EXTRA
+    kept: tuple[set[Bucket], set[Bucket]] | None = None  # the buckets within the budget, once it is spent
     reaches: int | None = None
-    for _ in range(max(0, budget - graphs) + MAX_EXTRA):
-        if graphs >= budget and kept is None:
-            kept = (set(phases[0].ours), set(phases[1].ours))
+    while graphs < most:
         if all(float(p.ratio.max(initial=0.0)) <= bound * (1 + _TOL) for p in phases):
             reaches = graphs
             break
-        step = _best_step(phases, bound)
+        step = _best_step(phases, bound, budget - graphs, strict) if kept is None else None
+        if step is None and kept is None:  # nothing more fits the budget: what reaches the bound beyond it
+            kept = (set(phases[0].ours), set(phases[1].ours))
+        if step is None:
+            step = _best_step(phases, bound, most - graphs, strict)
         if step is None:
             break
-        phase, bucket = step
-        phase.ours.add(bucket)
+        phase, group = step
+        phase.ours.update(group)
         phase.regrid()
-        graphs += 1
+        graphs += len(group)
     if kept is None:
         kept = (set(phases[0].ours), set(phases[1].ours))
     for p, buckets in zip(phases, kept, strict=True):
         if buckets != p.ours:
             p.ours = set(buckets)
             p.regrid()
-    decode, prompt = sorted(kept[0]), sorted(kept[1])
-    out = dataclasses.replace(plan, prompt=tuple(prompt), decode=tuple(decode))
+    out = dataclasses.replace(plan, prompt=tuple(sorted(kept[1])), decode=tuple(sorted(kept[0])))
     worst = WorstCase(against, bound, phases[0].worst(), phases[1].worst(), out.graphs, out.graphs - plan.graphs,
                       max(budget, plan.graphs), reaches, any(p.cells.sampled for p in phases))  # fmt: skip
     if worst.within:
@@ -377,21 +401,24 @@ def bound_worst(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Buck
     return out, worst
 
 
-def _best_step(phases: Sequence[_Phase], bound: float) -> tuple[_Phase, Bucket] | None:
-    """The bucket that removes the most excess over the bound (log ratio summed over cells) among the candidates for
-    a phase's worst cells (the phase with the worst first; at most :data:`_TRIED` cells each), none making a shape
-    dearer."""
+def _best_step(phases: Sequence[_Phase], bound: float, room: int,
+               strict: bool) -> tuple[_Phase, tuple[Bucket, ...]] | None:  # fmt: skip
+    """The bucket group of at most ``room`` buckets that removes the most excess over the bound per bucket (log
+    ratio summed over cells) among the candidates for a phase's worst cells (the phase with the worst first; at most
+    :data:`_TRIED` cells each), none making a shape dearer (``strict``) or dearer beyond the bound."""
     for phase in sorted(phases, key=lambda p: -float(p.ratio.max(initial=0.0))):
         before = phase.excess(phase.ratio, bound)
         for i in np.argsort(-phase.ratio)[:_TRIED].tolist():
             if phase.ratio[i] <= bound * (1 + _TOL):
                 break
-            best: tuple[float, Bucket] | None = None
-            for bucket in phase.candidates(i):
-                ratio = phase.try_add(bucket)
-                gain = -1.0 if ratio is None else before - phase.excess(ratio, bound)
+            best: tuple[float, tuple[Bucket, ...]] | None = None
+            for group in phase.candidates(i, bound):
+                if len(group) > room:
+                    continue
+                ratio = phase.try_add(group, None if strict else bound)
+                gain = -1.0 if ratio is None else (before - phase.excess(ratio, bound)) / len(group)
                 if gain > 0 and (best is None or gain > best[0]):
-                    best = (gain, bucket)
+                    best = (gain, group)
             if best is not None:
                 return phase, best[1]
     return None
@@ -408,28 +435,41 @@ def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], l
     when it bounds the worst lower with no more loads padding longer than under the runtime's own."""
     time = cached(time)
     total = len(own[0]) + len(own[1])
-    cap = given if given is not None else budget_for(total, MAX_BUDGET_SHARE)
-    plan, worst = bound_worst(chosen.plan, own, limits, time, budget=max(cap, chosen.plan.graphs), against=against,
-                              bound=bound)  # fmt: skip
+    cap = max(given if given is not None else budget_for(total, MAX_BUDGET_SHARE), chosen.plan.graphs)
     own_times = [v.own for v in chosen.loads]
     short = sum(v.short for v in chosen.loads)
-    best = (plan, worst, _judged(plan, loads, own_times, time), chosen.budget)
-    planned = chosen.budget
-    for _ in range(MAX_REPLANS if given is None else 0):
-        w = best[1]
-        if w.within or w.reaches is None or w.reaches <= cap:
-            break
-        planned -= w.reaches - cap
+
+    def bounded(plan: TextBucketPlan) -> tuple[TextBucketPlan, WorstCase, tuple[LoadVerdict, ...]] | None:
+        """The plan's corners, letting a shape pay more within the bound, else none paying more; None where both
+        make a load pad longer than under the runtime's own."""
+        for strict in (False, True):
+            out, worst = bound_worst(plan, own, limits, time, budget=cap, against=against, bound=bound, strict=strict)
+            verdicts = _judged(out, loads, own_times, time)
+            if sum(v.short for v in verdicts) <= short:
+                return out, worst, verdicts
+        return None
+
+    unbounded = worst_case(chosen.plan, own, limits, time, against=against, bound=bound)
+    found = bounded(chosen.plan)
+    best = (*found, chosen.budget) if found is not None else (chosen.plan, unbounded, chosen.loads, chosen.budget)
+    # the graphs that reach the bound from the chosen plan (for the line, where nothing better is found)
+    reach = bound_worst(chosen.plan, own, limits, time, budget=cap, against=against, bound=bound)[1].reaches
+    # the budget re-planned smaller by the corners missing, then by half and a quarter of them: the fewer graphs the
+    # traffic's plan keeps, the more loads pad longer than under the runtime's own
+    missing = reach - cap if reach is not None and given is None and not best[1].within else 0
+    for share in (1, 2, 4)[:MAX_REPLANS] if missing > 0 else ():
+        planned = chosen.budget - math.ceil(missing / share)
         try:  # the default's own search at the smaller budget (its repair rounds included)
-            found = best_at(weights, loads, limits, own, own_times, time, load_levels, planned, None)
+            smaller = best_at(weights, loads, limits, own, own_times, time, load_levels, planned, None)
         except ConfigError:  # too small for the ladders
-            break
-        if found is None:
-            break
-        plan, worst = bound_worst(found[0], own, limits, time, budget=cap, against=against, bound=bound)
-        verdicts = _judged(plan, loads, own_times, time)
-        if sum(v.short for v in verdicts) <= short and _ratio(worst) < _ratio(best[1]):
-            best = (plan, worst, verdicts, planned)
+            continue
+        found = bounded(smaller[0]) if smaller is not None else None
+        if found is not None and _ratio(found[1]) < _ratio(best[1]):
+            best = (*found, planned)
+            if found[1].within:
+                break
+    if best[1].reaches is None and not best[1].within:
+        best = (best[0], dataclasses.replace(best[1], reaches=reach), best[2], best[3])
     plan, worst, verdicts, planned = best
     corners = (f"; {worst.added} corner buckets added so that fewer shapes cost more than {bound:g}x their step under "
                f"{against}" if worst.added else "")  # fmt: skip
