@@ -316,7 +316,8 @@ class _Phase:
             top = max(b[2] for b in self.ours if self._row(b) == row)
             target = max(own[2], need)
             if top < target:  # the row's ladder continued: each step at most ``bound`` above the last
-                ladder, value = [], top
+                ladder: list[int] = []
+                value = top
                 while value < target and len(ladder) < _LADDER:
                     value = min(target, max(value + 1, math.floor(max(value, 1) * bound)))
                     ladder.append(value)
