@@ -458,8 +458,8 @@ def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], l
     # the budget re-planned smaller by the corners missing, then by half and a quarter of them: the fewer graphs the
     # traffic's plan keeps, the more loads pad longer than under the runtime's own
     missing = reach - cap if reach is not None and given is None and not best[1].within else 0
-    for share in (1, 2, 4)[:MAX_REPLANS] if missing > 0 else ():
-        planned = chosen.budget - math.ceil(missing / share)
+    tried = sorted({chosen.budget - math.ceil(missing / share) for share in (1, 2, 4)[:MAX_REPLANS]}) if missing else []
+    for planned in tried:
         try:  # the default's own search at the smaller budget (its repair rounds included)
             smaller = best_at(weights, loads, limits, own, own_times, time, load_levels, planned, None)
         except ConfigError:  # too small for the ladders
