@@ -8,13 +8,21 @@ ratio is constant on each cell of the grid of both sets' edges and one shape per
 for all. Where the edges make more than :data:`MAX_CELLS` cells, each axis keeps a log-spaced subset of its edges
 (the result says so: then the worst found is a lower bound of the true worst).
 
-The bound (:func:`bound_worst`): while some cell costs more than ``bound`` times the runtime's own step, a bucket is
-added where it removes the most excess: the worst cell's own row at the runtime's value for it (a row's missing
-edge), the row at the cell's top value, or the runtime's own bucket for it. A bucket is taken only if no shape gets
-dearer (a shape moves to a new bucket only when it is the first in sorted order to hold it, so the check is on the
-same cells), so the traffic-weighted padded time at every load can only fall. Buckets are added up to the graph
-budget given (the plan's default: half the runtime's own graphs); where that is not enough, the search goes on
-(at most :data:`MAX_EXTRA` more) to report the graphs that would reach the bound.
+The bound (:func:`bound_worst`): while some cell costs more than ``bound`` times the runtime's own step, the bucket
+group that removes the most excess per bucket is added, among, for the worst cells: the row the cell runs in at the
+runtime's value for it (a finer ladder), the cell's first row at that value or at its own (a row's missing edge),
+that row's ladder continued up to it in steps of ``bound`` (the corners of a row that stops short of what its
+sequences can hold), the runtime's own bucket, or its own row up to it. A group is taken where no shape gets dearer
+beyond the bound (a shape moves to a new bucket only when that bucket is the first in sorted order to hold it, so
+the cells are the same); where the corners so taken make a load of the planning traffic pad longer than under the
+runtime's own, none may make a shape dearer at all (then every load's padded time can only fall). Buckets are added
+up to the graph budget (a given one, or the default's most: half the runtime's own graphs); past it the search goes
+on (at most :data:`MAX_EXTRA` more, not kept) to report the graphs that would reach the bound.
+
+With the default budget (:func:`with_bounded_worst`), where the plan leaves too little room for the corners, the
+budget rule's own search is re-run at a smaller budget (by the graphs missing, half and a quarter of them) and the
+plan with the least worst taken among those with no more loads padding longer than under the runtime's own than the
+chosen plan has.
 """
 
 from __future__ import annotations
