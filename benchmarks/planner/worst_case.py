@@ -17,7 +17,11 @@ load, padded time ours / exp's on the planned traffic and on the drifted one; on
 step ratio of any step that ran and its busy-time ratio, each against the stated worst (never above it, by
 construction: every step's bucket is looked up by the same rule the worst was found with).
 
-    PYTHONPATH=. .venv/bin/python -m benchmarks.planner.worst_case [--requests N] [--only K]
+    PYTHONPATH=. .venv/bin/python -m benchmarks.planner.worst_case [--requests N] [--only K] [--name STEM --note TEXT]
+
+Runs: ``worst_case`` (the first run of these configurations, at the planner it was written for) and
+``worst_case_replan`` (after one change made on seeing it: the smaller budget re-planned again from each plan that
+keeps its loads; these configurations are development data since).
 """
 
 from __future__ import annotations
@@ -208,7 +212,7 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "",
         f"Machine: {meta['machine']}; {meta['load']}; commit {meta['commit']}; {meta['date']}; "
         f"{meta['requests']} requests per load level; CPU {meta['cpu_s']:.0f} s in all. Produced by "
-        "`benchmarks/planner/worst_case.py`; figures as they came (first run of these configurations). Every shape "
+        f"`benchmarks/planner/worst_case.py`; figures as they came ({meta['note']}). Every shape "
         "looked up with the project's model of vllm-gaudi's lookup (agrees with vllm-gaudi's own code on every "
         "event: agreement/results/vllm_gaudi_lookup_check.md) and priced with the step-time model (ratios of two "
         "modelled steps; each ratio's range within the model's held-out interval is in the JSON).",
@@ -247,6 +251,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=600, help="requests per load level (serve: 2000)")
     parser.add_argument("--only", type=int, default=None, help="run configuration K only (0-based), not written")
+    parser.add_argument("--name", default="worst_case", help="results file stem (results/NAME.md, .json)")
+    parser.add_argument("--note", default="first run of these configurations", help="what run this is, in words")
     args = parser.parse_args()
     before = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     start = time.process_time()
@@ -260,9 +266,9 @@ def main() -> None:
                             check=False).stdout.strip()  # fmt: skip
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     meta = {"machine": MACHINE, "load": load_note(before, after), "commit": commit, "requests": args.requests,
-            "date": date, "cpu_s": time.process_time() - start}  # fmt: skip
+            "date": date, "cpu_s": time.process_time() - start, "note": args.note}  # fmt: skip
     if args.only is None:
-        write_results("worst_case", render(rows, meta), {"meta": meta, "rows": rows}, RESULTS)
+        write_results(args.name, render(rows, meta), {"meta": meta, "rows": rows}, RESULTS)
     else:
         print(render(rows, meta))
 

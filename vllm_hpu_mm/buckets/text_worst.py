@@ -20,9 +20,9 @@ up to the graph budget (a given one, or the default's most: half the runtime's o
 on (at most :data:`MAX_EXTRA` more, not kept) to report the graphs that would reach the bound.
 
 With the default budget (:func:`with_bounded_worst`), where the plan leaves too little room for the corners, the
-budget rule's own search is re-run at a smaller budget (by the graphs missing, half and a quarter of them) and the
-plan with the least worst taken among those with no more loads padding longer than under the runtime's own than the
-chosen plan has.
+budget rule's own search is re-run at a smaller budget (by the graphs missing, again from each plan that keeps its
+loads, halfway back where one does not; at most :data:`MAX_REPLANS` times) and the plan with the least worst taken
+among those with no more loads padding longer than under the runtime's own than the chosen plan has.
 """
 
 from __future__ import annotations
@@ -72,9 +72,8 @@ BOUND = 1.5
 MAX_CELLS = 200_000
 #: Most buckets added beyond the budget to find the graphs that would reach the bound.
 MAX_EXTRA = 64
-#: Smaller budgets re-planned (by the corners missing, half and a quarter of them) when the default's plan leaves no
-#: room for them.
-MAX_REPLANS = 3
+#: Most smaller budgets re-planned when the default's plan leaves too little room for the corners.
+MAX_REPLANS = 4
 #: Relative slack in "no shape gets dearer" (the same seconds computed in another order).
 _TOL = 1e-9
 #: Worst cells per phase whose candidate buckets are tried before giving up on the phase.
@@ -440,8 +439,8 @@ def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], l
                        intervals: tuple[tuple[str, float, float], ...] = ()) -> BudgetedPlan:  # fmt: skip
     """The chosen plan with its worst shape bounded (:func:`bound_worst`) within the graphs it may take: a given
     budget, or half the runtime's own (the default's most). Where the default's plan leaves too little room for the
-    corners, the budget is re-planned smaller by the corners missing (at most :data:`MAX_REPLANS` times) and taken
-    when it bounds the worst lower with no more loads padding longer than under the runtime's own."""
+    corners, the budget is re-planned smaller (at most :data:`MAX_REPLANS` times: see the module) and taken when it
+    bounds the worst lower with no more loads padding longer than under the runtime's own."""
     time = cached(time)
     total = len(own[0]) + len(own[1])
     cap = max(given if given is not None else budget_for(total, MAX_BUDGET_SHARE), chosen.plan.graphs)
@@ -463,20 +462,27 @@ def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], l
     best = (*found, chosen.budget) if found is not None else (chosen.plan, unbounded, chosen.loads, chosen.budget)
     # the graphs that reach the bound from the chosen plan (for the line, where nothing better is found)
     reach = bound_worst(chosen.plan, own, limits, time, budget=cap, against=against, bound=bound)[1].reaches
-    # the budget re-planned smaller by the corners missing, then by half and a quarter of them: the fewer graphs the
-    # traffic's plan keeps, the more loads pad longer than under the runtime's own
-    missing = reach - cap if reach is not None and given is None and not best[1].within else 0
-    tried = sorted({chosen.budget - math.ceil(missing / share) for share in (1, 2, 4)[:MAX_REPLANS]}) if missing else []
-    for planned in tried:
+    # the budget re-planned smaller by the graphs the corners miss, again from each plan that keeps its loads (its
+    # corners differ), halfway back towards the last that did where one does not: the fewer graphs the traffic's
+    # plan keeps, the more loads pad longer than under the runtime's own
+    held, failed = chosen.budget, None  # the smallest budget whose plan kept its loads, the largest that did not
+    for _ in range(MAX_REPLANS if given is None else 0):
+        if best[1].within or reach is None or reach <= cap:
+            break
+        planned = held - (reach - cap) if failed is None else (held + failed) // 2
+        if planned in (held, failed) or planned < 2:
+            break
         try:  # the default's own search at the smaller budget (its repair rounds included)
             smaller = best_at(weights, loads, limits, own, own_times, time, load_levels, planned, None)
         except ConfigError:  # too small for the ladders
-            continue
+            smaller = None
         found = bounded(smaller[0]) if smaller is not None else None
-        if found is not None and _ratio(found[1]) < _ratio(best[1]):
+        if found is None:
+            failed = planned
+            continue
+        held, reach = planned, found[1].reaches
+        if _ratio(found[1]) < _ratio(best[1]):
             best = (*found, planned)
-            if found[1].within:
-                break
     if best[1].reaches is None and not best[1].within:
         best = (best[0], dataclasses.replace(best[1], reaches=reach), best[2], best[3])
     plan, worst, verdicts, planned = best
