@@ -82,35 +82,48 @@ class Reshape:
 
 @dataclasses.dataclass(frozen=True)
 class Config:
+    """A model on a device (tensor parallel ``tp``), the engine limits (max_model_len, max_num_seqs,
+    max_num_batched_tokens), the traffic planned on and the one served, and the load planned for (None: unknown)."""
+
     name: str
     model: str
     device: str
     tp: int
-    max_model_len: int
-    max_num_seqs: int
-    max_num_batched_tokens: int
+    limits: tuple[int, int, int]
     plan: Reshape
     drift: Reshape
     load: int | None = None
+
+    @property
+    def max_model_len(self) -> int:
+        return self.limits[0]
+
+    @property
+    def max_num_seqs(self) -> int:
+        return self.limits[1]
+
+    @property
+    def max_num_batched_tokens(self) -> int:
+        return self.limits[2]
 
 
 #: Written before their first run; none of them is the main job or a configuration the bound was developed on (the
 #: main job's limits and tests/plan's 16k / 32-sequence configuration).
 CONFIGS = (
     Config("long contexts, few sequences (7B, Gaudi2, 128k, 8 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct", "gaudi2", 1,
-           131072, 8, 8192, Reshape(text=24.0, answers=2.0, text_only=0.3), Reshape(text=4.0, answers=0.5)),
+           (131072, 8, 8192), Reshape(text=24.0, answers=2.0, text_only=0.3), Reshape(text=4.0, answers=0.5)),
     Config("short requests at high batch (3B, Gaudi3, 4k, 256 seqs)", "Qwen/Qwen2.5-VL-3B-Instruct", "gaudi3", 1,
-           4096, 256, 2048, Reshape(text=0.25, answers=0.3, image=0.5, text_only=0.5),
+           (4096, 256, 2048), Reshape(text=0.25, answers=0.3, image=0.5, text_only=0.5),
            Reshape(text=1.0, answers=1.0, image=0.7)),
-    Config("prefix-heavy (7B, Gaudi2, 32k, 64 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct", "gaudi2", 1, 32768, 64, 4096,
+    Config("prefix-heavy (7B, Gaudi2, 32k, 64 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct", "gaudi2", 1, (32768, 64, 4096),
            Reshape(text=1.5, prefix=4096, text_only=0.4), Reshape(text=1.0, prefix=512)),
-    Config("large images (7B, Gaudi2, 16k, 32 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct", "gaudi2", 1, 16384, 32, 8192,
+    Config("large images (7B, Gaudi2, 16k, 32 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct", "gaudi2", 1, (16384, 32, 8192),
            Reshape(image=2.5, answers=1.5), Reshape(image=1.0, text=2.0)),
     Config("RAG mix, planned for 64 at once (7B, Gaudi2, 32k, 128 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct", "gaudi2",
-           1, 32768, 128, 8192, Reshape(text=8.0, answers=0.5, prefix=2048, text_only=0.6),
+           1, (32768, 128, 8192), Reshape(text=8.0, answers=0.5, prefix=2048, text_only=0.6),
            Reshape(text=2.0, answers=2.0, text_only=0.2), 64),
-    Config("many small requests (7B, Gaudi2, 128k, 256 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct", "gaudi2", 1, 131072,
-           256, 2048, Reshape(text=0.5, answers=0.5), Reshape(text=6.0, answers=1.5, text_only=0.5)),
+    Config("many small requests (7B, Gaudi2, 128k, 256 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct", "gaudi2", 1,
+           (131072, 256, 2048), Reshape(text=0.5, answers=0.5), Reshape(text=6.0, answers=1.5, text_only=0.5)),
 )  # fmt: skip
 
 
