@@ -68,6 +68,10 @@ def test_replay_prints_defaults_and_planned_side_by_side(capsys: pytest.CaptureF
     assert planned["run_time_compiles"]["prompt"] == planned["run_time_compiles"]["decode"] == 0
     assert planned["graphs_warmed"]["total"] <= defaults["graphs_warmed"]["total"] // 2
     assert any(note.startswith("planned buckets: budget ") for note in report["notes"])
+    worst = report["worst_case"]  # the worst shape the limits allow against exp, in words beside the figures
+    assert worst["ratio"] > 0
+    assert worst["graphs"] == planned["graphs_warmed"]["total"]
+    assert f"planned buckets: {worst['line']}" in report["notes"]
     # one warm-up rule with the plan: the runtime's per-graph time by phase and shape, with its held-out error
     one = era("one_pass").coefficients["graph"]
     assert planned["warmup_seconds_estimate"] >= planned["graphs_warmed"]["total"] * min(
@@ -85,8 +89,13 @@ def test_the_plan_says_which_text_budget_it_took_and_why(capsys: pytest.CaptureF
     assert defaults // 3 <= text["budget"] <= defaults // 2
     assert text["after"]["graphs_warmed"]["total"] <= text["budget"]
     assert f"{text['budget']} graphs of the runtime's own {defaults}" in text["budget_reason"]
+    worst = text["worst_case"]
+    assert worst["against"] == "vllm-gaudi main's exp bucketing"
+    assert worst["line"] in text["notes"]
     assert main(["memory", "plan", "--max-model-len", "8192", "--max-num-seqs", "16"]) == 0
-    assert f"budget {text['budget_reason']}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"budget {text['budget_reason']}" in out
+    assert worst["line"] in out
 
 
 def test_replaying_your_bucket_file_exits_1_when_it_compiles(capsys: pytest.CaptureFixture[str],

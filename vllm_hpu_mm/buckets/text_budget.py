@@ -30,6 +30,7 @@ import dataclasses
 import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -46,6 +47,9 @@ from vllm_hpu_mm.buckets.text_time import (
 )
 from vllm_hpu_mm.engine import Bucket
 from vllm_hpu_mm.errors import ConfigError
+
+if TYPE_CHECKING:
+    from vllm_hpu_mm.buckets.text_worst import WorstCase
 
 __all__ = [
     "BUDGET_STEP_SHARE",
@@ -216,6 +220,8 @@ class BudgetedPlan:
     budget: int
     reason: str
     loads: tuple[LoadVerdict, ...]
+    #: The worst shape the limits allow against the runtime's own, once bounded (:mod:`.text_worst`).
+    worst: WorstCase | None = None
 
     @property
     def short(self) -> tuple[str, ...]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from vllm_hpu_mm.buckets.admission import admit_traffic
 from vllm_hpu_mm.buckets.text import TextBucketPlan
+from vllm_hpu_mm.buckets.text_worst import WorstCase
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
@@ -162,6 +163,7 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
         configs.append(yours)
         notes += yours.text_shapes(shape).notes  # its buckets vllm-gaudi drops without a word
     planned = None
+    worst: WorstCase | None = None
     if args.plan_buckets:
         # a known load or arrivals: every load level is planned for (lightly) and judged as well
         sweep = None if runs.balanced else schedules(traffic, shape, images, concurrency=None, requests=args.requests)
@@ -173,6 +175,9 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
             results.append(replay_model(told, shape, runs, PLANNED_LABEL, timer))
             configs.append(told)
             notes.append(f"planned buckets: budget {chosen.reason}")
+            worst = chosen.worst
+            if worst is not None:
+                notes.append(f"planned buckets: {worst.line()}")
     labels = {r.label for r in results}
     release: str | None = getattr(own, "version", None)  # a named release shows only the strategies it ships
     for model in registry.strategies(inputs.runtime_name, own_env, release) if args.strategies else ():
@@ -191,5 +196,6 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
                     vision_efficiency(traffic.images(), images), images.buckets,
                     settings.skip_warmup, (kv_note, *notes), runs.refusals,
                     _time_model(timer), timer.step if timer and isinstance(timer.step, StepTime) else None,
-                    sampled=runs.requests, unsent=runs.unsent)  # fmt: skip
+                    sampled=runs.requests, unsent=runs.unsent,
+                    worst_case=worst.to_dict() if worst is not None else None)  # fmt: skip
     return Replayed(report, planned, yours is not None, runs, shape, own, timer)

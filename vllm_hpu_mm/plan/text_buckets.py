@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits, plan_text_buckets
 from vllm_hpu_mm.buckets.text_budget import BudgetedPlan, LoadShapes, Warmup, check_budget, choose_budget
-from vllm_hpu_mm.buckets.text_time import StepTimes
+from vllm_hpu_mm.buckets.text_time import StepTimes, cached
+from vllm_hpu_mm.buckets.text_worst import with_bounded_worst
 from vllm_hpu_mm.engine import TextShapes
 from vllm_hpu_mm.models.dims import ModelDims
 from vllm_hpu_mm.models.step_time import StepTime, has_time_model, step_time
@@ -137,4 +138,19 @@ def plan_for_traffic(runs: Schedules, limits: TextLimits, own: TextShapes, time:
     theirs = _own_buckets(own)
     check_budget(budget, most if most is not None else len(theirs[0]) + len(theirs[1]), budget_flag)
     loads, weights, levels = _weights(runs, time, sweep)
-    return choose_budget(weights, loads, limits, theirs, time, budget=budget, load_levels=levels, warmup=warmup)
+    intervals = _intervals(time)
+    time = cached(time)  # the bound prices the shapes the budget rule priced
+    chosen = choose_budget(weights, loads, limits, theirs, time, budget=budget, load_levels=levels, warmup=warmup)
+    return with_bounded_worst(chosen, weights, loads, limits, theirs, time, given=budget, load_levels=levels,
+                              against=own.source.split(" (")[0], intervals=intervals)  # fmt: skip
+
+
+def _intervals(time: StepTimes) -> tuple[tuple[str, float, float], ...]:
+    """Per phase, the step model's held-out (low, high) of published over modelled time (none for another model)."""
+    if not isinstance(time, StepTime):
+        return ()
+    out = []
+    for phase in ("decode", "prefill"):
+        low, high, _, _ = time.interval(phase)
+        out.append((phase, low, high))
+    return tuple(out)

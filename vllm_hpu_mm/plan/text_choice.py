@@ -15,6 +15,7 @@ from typing import Any
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
 from vllm_hpu_mm.buckets.text_budget import BudgetedPlan
 from vllm_hpu_mm.buckets.text_time import BudgetTooSmall
+from vllm_hpu_mm.buckets.text_worst import WorstCase
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.plan.inputs import PlanInputs
@@ -57,6 +58,8 @@ class TextChoice:
     budget_reason: str = ""
     #: VLLM_SKIP_WARMUP as set: nothing is warmed at start-up, every shape that runs compiles on first use.
     skip_warmup: bool = False
+    #: The planned buckets' worst shape against the runtime's own, for every shape the limits allow.
+    worst: WorstCase | None = None
 
     @property
     def refused(self) -> int:
@@ -74,9 +77,11 @@ class TextChoice:
 
     def report(self) -> Report:
         results = (self.before,) if self.after is None else (self.before, self.after)
+        worst = self.worst if self.after is not None else None
         return Report(results, self.traffic, self.runs.load, self.runs.ran, self.shape.limits(), self.traits,
-                      None, None, self.skip_warmup, refused=self.runs.refusals, sampled=self.runs.requests,
-                      unsent=self.runs.unsent)  # fmt: skip
+                      None, None, self.skip_warmup, (worst.line(),) if worst else (), refused=self.runs.refusals,
+                      sampled=self.runs.requests, unsent=self.runs.unsent,
+                      worst_case=worst.to_dict() if worst else None)  # fmt: skip
 
 
 PLANNED_LABEL = "planned from traffic"
@@ -133,7 +138,7 @@ def _choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: i
     second = plan(dataclasses.replace(i, runtime=runtime))
     after = replay_model(runtime, shape, runs, PLANNED_LABEL)
     return second, TextChoice(traffic.source, runs, shape, before, after, chosen.plan, chosen.budget, True,
-                              f"planned over {traffic.source}", traits, chosen.reason)  # fmt: skip
+                              f"planned over {traffic.source}", traits, chosen.reason, worst=chosen.worst)  # fmt: skip
 
 
 def images_for(i: PlanInputs, buckets: tuple[int, ...] | None, settings: Settings) -> Images:

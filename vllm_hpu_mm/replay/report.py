@@ -56,6 +56,9 @@ class Report:
     #: Requests sampled from the traffic for the schedules (0: as many as ran), and those the load never sent.
     sampled: int = 0
     unsent: int = 0
+    #: The planned buckets' worst shape against the runtime's own (``WorstCase.to_dict``), when planned: its line is
+    #: among the notes.
+    worst_case: dict[str, Any] | None = None
 
     @property
     def offered(self) -> int:
@@ -192,6 +195,7 @@ def to_dict(r: Report) -> dict[str, Any]:
         "warmup_heldout_error": w.era.heldout_error if w is not None else None,
         "vision": vision,
         "notes": list(r.notes),
+        "worst_case": r.worst_case,
     }
 
 

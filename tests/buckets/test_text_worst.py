@@ -1,0 +1,144 @@
+"""The worst shape against the runtime's own buckets: exact over every shape the limits allow (checked shape by shape
+on small limits), bounded by corner buckets that make no shape dearer, the least worst and the graphs that reach the
+bound stated where the budget is too small, and a drifted traffic's padded time never beyond the stated worst."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
+from vllm_hpu_mm.buckets.text_budget import LoadShapes, padded_time
+from vllm_hpu_mm.buckets.text_time import LookupTable
+from vllm_hpu_mm.buckets.text_worst import BOUND, bound_worst, worst_case
+from vllm_hpu_mm.engine import Bucket, EngineShape
+from vllm_hpu_mm.models.catalog import CATALOG, DEFAULT_MODEL
+from vllm_hpu_mm.plan.text_buckets import text_time
+from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
+from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling
+
+SHAPE = EngineShape(max_model_len=2048, max_num_seqs=16, max_num_batched_tokens=1024, block_size=128,
+                    num_kv_blocks=400)  # fmt: skip
+LIMITS = TextLimits.of(SHAPE, decode_block_ceiling(SHAPE))
+TIME = text_time(CATALOG[DEFAULT_MODEL], "gaudi2", block_size=128, tensor_parallel_size=1)
+_EXP = VllmGaudi().text_shapes(SHAPE)
+EXP: tuple[tuple[Bucket, ...], tuple[Bucket, ...]] = (_EXP.prefill, tuple((b, 1, c) for b, c in _EXP.decode))
+EXP_GRAPHS = len(EXP[0]) + len(EXP[1])
+
+
+def coarse() -> TextBucketPlan:
+    """A plan with rows far apart: the top row alone covers most shapes, so small ones pad to it."""
+    top_ctx = LIMITS.top_context(1)
+    prompt = ((1, 256, 0), (1, 256, top_ctx), (1, 1024, 0), (1, 1024, top_ctx))
+    decode = ((2, 1, 32), (16, 1, 64), (16, 1, LIMITS.top_blocks(16)))
+    return TextBucketPlan(prompt, decode, 2, 2, (len(prompt), len(decode)))
+
+
+def every_shape() -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    decode = [(n, k) for n in range(1, LIMITS.max_num_seqs + 1) for k in range(n, LIMITS.top_blocks(n) + 1)]
+    prefill = [(q, c) for q in range(1, LIMITS.top_query + 1) for c in range(0, LIMITS.top_context(q) + 1)]
+    return decode, prefill
+
+
+def step_ratios(plan: TextBucketPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # type: ignore[type-arg]
+    """Per shape of every_shape(), its step time in the plan's buckets and in exp's, both phases (infinite where no
+    bucket holds it: exp leaves the last context block of the longest prompts to compile, not compared)."""
+    decode, prefill = every_shape()
+    out = []
+    for buckets, phase, shapes in ((plan.decode, "d", decode), (EXP[1], "d", decode), (plan.prompt, "p", prefill),
+                                   (EXP[0], "p", prefill)):  # fmt: skip
+        table = LookupTable(buckets)
+        a = np.array([s[0] for s in shapes], dtype=np.int64)
+        c = np.array([s[1] for s in shapes], dtype=np.int64)
+        at = table.index(a, np.ones_like(a), c) if phase == "d" else table.index(np.ones_like(a), a, c)
+        secs = {i: TIME.decode_s(b, v) if phase == "d" else TIME.prefill_s(b, q, v)
+                for i in set(at.tolist()) if i >= 0 for b, q, v in [table.bucket(i)]}  # fmt: skip
+        out.append(np.array([secs.get(i, math.inf) for i in at.tolist()]))  # inf: no bucket (exp compiles it)
+    return out[0], out[1], out[2], out[3]
+
+
+def test_the_worst_shape_is_the_worst_of_every_shape_the_limits_allow() -> None:
+    plan = coarse()
+    worst = worst_case(plan, EXP, LIMITS, TIME)
+    ours_d, exp_d, ours_p, exp_p = step_ratios(plan)
+    assert worst.decode is not None
+    assert worst.prefill is not None
+    assert worst.decode.ratio == pytest.approx(float((ours_d / exp_d).max()), rel=1e-9)
+    assert worst.prefill.ratio == pytest.approx(float((ours_p / exp_p).max()), rel=1e-9)
+    assert worst.prefill.ratio > BOUND  # the coarse plan is far off: what the bound must repair
+    n, k = worst.decode.first, worst.decode.second
+    assert n <= k <= LIMITS.top_blocks(n)
+    assert TIME.decode_s(*worst.decode.ours[::2]) / TIME.decode_s(*worst.decode.theirs[::2]) == pytest.approx(
+        worst.decode.ratio)  # fmt: skip
+
+
+def test_corner_buckets_bound_the_worst_within_half_of_exp_making_no_shape_dearer() -> None:
+    plan = coarse()
+    bounded, worst = bound_worst(plan, EXP, LIMITS, TIME, budget=EXP_GRAPHS // 2)
+    assert worst.within
+    assert worst.worst is not None
+    assert worst.worst.ratio <= BOUND
+    assert bounded.graphs <= EXP_GRAPHS // 2
+    assert worst.added == bounded.graphs - plan.graphs > 0
+    assert set(plan.prompt) <= set(bounded.prompt)
+    assert set(plan.decode) <= set(bounded.decode)
+    before, after = step_ratios(plan), step_ratios(bounded)
+    for old, new in ((before[0], after[0]), (before[2], after[2])):
+        assert (new <= old * (1 + 1e-9)).all()  # no shape dearer: every load's padded time can only fall
+    assert float((after[0] / after[1]).max()) <= BOUND * (1 + 1e-9)
+    assert float((after[2] / after[3]).max()) <= BOUND * (1 + 1e-9)
+
+
+def test_a_budget_too_small_states_the_least_worst_and_the_graphs_that_reach_the_bound() -> None:
+    plan = coarse()
+    short, worst = bound_worst(plan, EXP, LIMITS, TIME, budget=plan.graphs + 1)
+    assert not worst.within
+    assert short.graphs == plan.graphs + 1
+    assert worst.added == 1
+    assert worst.worst is not None
+    unbounded = worst_case(plan, EXP, LIMITS, TIME).worst
+    assert unbounded is not None
+    assert worst.worst.ratio < unbounded.ratio
+    assert worst.reaches is not None
+    assert worst.reaches > plan.graphs + 1
+    line = worst.line()
+    assert f"not met within {plan.graphs + 1} graphs" in line
+    assert f"{worst.reaches} graphs reach it" in line
+    _, enough = bound_worst(plan, EXP, LIMITS, TIME, budget=worst.reaches)
+    assert enough.within
+    assert enough.graphs == worst.reaches
+
+
+def test_drifted_traffic_never_pads_beyond_the_stated_worst() -> None:
+    bounded, worst = bound_worst(coarse(), EXP, LIMITS, TIME, budget=EXP_GRAPHS // 2)
+    assert worst.worst is not None
+    rng = random.Random(35)
+    decode, prefill = every_shape()
+    for _ in range(20):  # traffic the plan never saw: any mix of the shapes the limits allow
+        load = LoadShapes("drifted", {s: rng.randint(1, 50) for s in rng.sample(prefill, 30)},
+                          {s: rng.randint(1, 500) for s in rng.sample(decode, 30)})  # fmt: skip
+        ours, theirs = padded_time(bounded.prompt, bounded.decode, load, TIME), padded_time(*EXP, load, TIME)
+        busy = (ours.bucket_prefill_s + ours.bucket_decode_s) / (theirs.bucket_prefill_s + theirs.bucket_decode_s)
+        assert busy <= worst.worst.ratio * (1 + 1e-9)
+
+
+def test_the_worst_case_in_words_and_json_names_the_shape_the_ratio_and_its_interval() -> None:
+    _, worst = bound_worst(coarse(), EXP, LIMITS, TIME, budget=EXP_GRAPHS // 2, against="exp")
+    worst = worst.__class__(**{**worst.__dict__, "intervals": (("decode", 0.8, 1.2), ("prefill", 0.9, 1.1))})
+    w = worst.worst
+    assert w is not None
+    line = worst.line()
+    assert line.startswith("worst shape (of every one the limits allow): ")
+    assert f"{w.ratio:.2f}x its step under exp" in line
+    assert "bound 1.5x: met with" in line
+    low, high = worst.span(w)  # type: ignore[misc]
+    assert low == pytest.approx(w.ratio * (0.8 / 1.2 if w.phase == "decode" else 0.9 / 1.1))
+    assert f"{low:.2f}-{high:.2f}x within the step model's interval" in line
+    data = worst.to_dict()
+    assert data["ratio"] == round(w.ratio, 4)
+    assert data["within_bound"]
+    assert data["line"] == line
+    assert math.isclose(data["ratio_interval"][w.phase][1], high)

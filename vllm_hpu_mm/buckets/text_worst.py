@@ -1,0 +1,510 @@
+"""The worst shape against the runtime's own buckets: for every shape the limits allow (decode: sequences x KV blocks;
+prefill: query tokens x context blocks), its step time in the planned bucket over its step time in the runtime's own
+(vllm-gaudi's ``exp`` by default), the worst of them bounded by adding corner buckets.
+
+Exact without enumerating shapes: a shape's bucket under vllm-gaudi's lookup (the first bucket in sorted order
+holding it) is the same for every shape between two consecutive values of either bucket set on each axis, so the
+ratio is constant on each cell of the grid of both sets' edges and one shape per cell (its smallest valid one) stands
+for all. Where the edges make more than :data:`MAX_CELLS` cells, each axis keeps a log-spaced subset of its edges
+(the result says so: then the worst found is a lower bound of the true worst).
+
+The bound (:func:`bound_worst`): while some cell costs more than ``bound`` times the runtime's own step, the bucket
+group that removes the most excess per bucket is added, among, for the worst cells: the row the cell runs in at the
+runtime's value for it (a finer ladder), the cell's first row at that value or at its own (a row's missing edge),
+that row's ladder continued up to it in steps of ``bound`` (the corners of a row that stops short of what its
+sequences can hold), the runtime's own bucket, or its own row up to it. A group is taken where no shape gets dearer
+beyond the bound (a shape moves to a new bucket only when that bucket is the first in sorted order to hold it, so
+the cells are the same); where the corners so taken make a load of the planning traffic pad longer than under the
+runtime's own, none may make a shape dearer at all (then every load's padded time can only fall). Buckets are added
+up to the graph budget (a given one, or the default's most: half the runtime's own graphs); past it the search goes
+on (at most :data:`MAX_EXTRA` more, not kept) to report the graphs that would reach the bound.
+
+With the default budget (:func:`with_bounded_worst`), where the plan leaves too little room for the corners, the
+budget rule's own search is re-run at a smaller budget (by the graphs missing, again from each plan that keeps its
+loads, halfway back where one does not; at most :data:`MAX_REPLANS` times) and the plan with the least worst taken
+among those with no more loads padding longer than under the runtime's own than the chosen plan has.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
+from vllm_hpu_mm.buckets.text_budget import (
+    MAX_BUDGET_SHARE,
+    BudgetedPlan,
+    LoadShapes,
+    LoadVerdict,
+    PaddedTime,
+    best_at,
+    budget_for,
+    padded_time,
+)
+from vllm_hpu_mm.buckets.text_time import LookupTable, StepTimes, cached
+from vllm_hpu_mm.engine import Bucket
+from vllm_hpu_mm.errors import ConfigError
+
+__all__ = [
+    "BOUND",
+    "MAX_CELLS",
+    "MAX_EXTRA",
+    "PhaseWorst",
+    "WorstCase",
+    "bound_worst",
+    "with_bounded_worst",
+    "worst_case",
+]
+
+_I = npt.NDArray[np.int64]
+_F = npt.NDArray[np.float64]
+_Shapes = Mapping[tuple[int, int], int]
+#: By default no shape the limits allow may cost more than this times the runtime's own step (issue 35: a worst
+#: case a server can state, whatever its traffic turns into).
+BOUND = 1.5
+#: Most cells (shapes standing for every shape of their cell) examined per phase; beyond, each axis keeps a
+#: log-spaced subset of its edges.
+MAX_CELLS = 200_000
+#: Most buckets added beyond the budget to find the graphs that would reach the bound.
+MAX_EXTRA = 64
+#: Most smaller budgets re-planned when the default's plan leaves too little room for the corners (each one more run
+#: of the budget rule's search: 4 cost +47% CPU on a 4 GiB memory plan, 2 about +5%).
+MAX_REPLANS = 2
+#: Relative slack in "no shape gets dearer" (the same seconds computed in another order).
+_TOL = 1e-9
+#: Worst cells per phase whose candidate buckets are tried before giving up on the phase.
+_TRIED = 8
+#: Most values one continued ladder adds.
+_LADDER = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class PhaseWorst:
+    """A phase's worst cell: its smallest shape (first: sequences or query tokens; second: KV blocks in all or
+    context blocks), the bucket each set runs it in, and planned over own step time."""
+
+    phase: str
+    first: int
+    second: int
+    ours: Bucket
+    theirs: Bucket
+    ratio: float
+    cells: int
+
+    def where(self) -> str:
+        if self.phase == "decode":
+            each = self.second / self.first
+            return (f"decode {self.first:,} sequences holding {self.second:,} KV blocks ({each:,.0f} each; planned "
+                    f"{self.ours[0]:,} x {self.ours[2]:,}, own {self.theirs[0]:,} x {self.theirs[2]:,})")  # fmt: skip
+        return (f"prefill {self.first:,} query tokens after {self.second:,} context blocks (planned "
+                f"{self.ours[1]:,} x {self.ours[2]:,}, own {self.theirs[1]:,} x {self.theirs[2]:,})")  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"phase": self.phase, "first": self.first, "second": self.second, "planned_bucket": list(self.ours),
+                "own_bucket": list(self.theirs), "ratio": round(self.ratio, 4), "cells": self.cells}  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class WorstCase:
+    """The worst shape of each phase against the runtime's own buckets, and the bound's bookkeeping."""
+
+    against: str
+    bound: float
+    decode: PhaseWorst | None
+    prefill: PhaseWorst | None
+    #: Graphs of the plan, corner buckets included, and how many corners were added.
+    graphs: int
+    added: int
+    #: The graphs the bound allowed (the budget), and the graphs that reach the bound (None: not within
+    #: :data:`MAX_EXTRA` more buckets).
+    budget: int
+    reaches: int | None
+    #: Some phase had more than MAX_CELLS cells: the worst is over a log-spaced subset of its edges.
+    sampled: bool = False
+    #: Per phase, the step model's held-out (low, high) of published over modelled time (empty: none known).
+    intervals: tuple[tuple[str, float, float], ...] = ()
+
+    @property
+    def worst(self) -> PhaseWorst | None:
+        found = [w for w in (self.decode, self.prefill) if w is not None]
+        return max(found, key=lambda w: w.ratio) if found else None
+
+    @property
+    def within(self) -> bool:
+        w = self.worst
+        return w is None or w.ratio <= self.bound * (1 + _TOL)
+
+    def span(self, w: PhaseWorst) -> tuple[float, float] | None:
+        """The ratio's range within the step model's interval: each of the two steps off by a factor in [low, high],
+        so their ratio by one in [low / high, high / low]; None where the phase has no bounded interval."""
+        for phase, low, high in self.intervals:
+            if phase == w.phase and low > 0 and math.isfinite(high):
+                return w.ratio * low / high, w.ratio * high / low
+        return None
+
+    def line(self) -> str:
+        """The worst case in words: "worst shape (of every one the limits allow): decode 8 sequences holding 8,000 KV
+        blocks (...): 1.42x its step under exp (0.98-2.05x within the step model's interval); prefill ...; bound
+        1.5x: met with ..."."""
+        parts = []
+        for w in sorted((w for w in (self.decode, self.prefill) if w is not None), key=lambda w: -w.ratio):
+            span = self.span(w)
+            within = (f"{span[0]:.2f}-{span[1]:.2f}x within the step model's interval" if span else
+                      "no bounded interval")  # fmt: skip
+            parts.append(f"{w.where()}: {w.ratio:.2f}x its step under {self.against} ({within})")
+        head = f"worst shape (of every one the limits allow{', edges sampled' if self.sampled else ''}): "
+        tail = f"; bound {self.bound:g}x: "
+        if self.within:
+            tail += f"met with {self.graphs} graphs ({self.added} corner buckets added, budget {self.budget})"
+        else:
+            reach = (f"{self.reaches} graphs reach it" if self.reaches is not None else
+                     f"not reached within {MAX_EXTRA} more buckets")  # fmt: skip
+            tail += (f"not met within {self.budget} graphs (the least worst reached, {self.added} corner buckets "
+                     f"added); {reach}")  # fmt: skip
+        return head + "; ".join(parts) + tail
+
+    def to_dict(self) -> dict[str, Any]:
+        w = self.worst
+        return {"against": self.against, "bound": self.bound, "within_bound": self.within,
+                "ratio": round(w.ratio, 4) if w is not None else None,
+                "decode": self.decode.to_dict() if self.decode else None,
+                "prefill": self.prefill.to_dict() if self.prefill else None, "graphs": self.graphs,
+                "corner_buckets_added": self.added, "budget": self.budget, "graphs_reaching_bound": self.reaches,
+                "sampled_edges": self.sampled, "line": self.line(),
+                "ratio_interval": {w.phase: list(span) if (span := self.span(w)) else None
+                                   for w in (self.decode, self.prefill) if w is not None}}  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class _Cells:
+    """One representative shape per cell of a phase's edge grid (as (batch, query, second) for the lookup)."""
+
+    b: _I
+    q: _I
+    c: _I
+    sampled: bool
+
+
+def _thin(edges: _I, most: int) -> _I:
+    """At most ``most`` of the sorted ``edges``, log-spaced, the last kept (the axis top)."""
+    if len(edges) <= most:
+        return edges
+    picks = np.unique(np.round(np.geomspace(1, len(edges), most)).astype(np.int64) - 1)
+    return edges[picks]
+
+
+def _axis_edges(first_edges: _I, second_edges: _I) -> tuple[_I, _I, bool]:
+    """Both axes' edges, thinned so that their grid has at most MAX_CELLS cells."""
+    if len(first_edges) * len(second_edges) <= MAX_CELLS:
+        return first_edges, second_edges, False
+    side = max(2, math.isqrt(MAX_CELLS))
+    first = _thin(first_edges, min(len(first_edges), side))
+    return first, _thin(second_edges, max(2, MAX_CELLS // len(first))), True
+
+
+def _decode_cells(ours: Sequence[Bucket], theirs: Sequence[Bucket], limits: TextLimits) -> _Cells:
+    """Decode cells: sequences in (previous batch edge, edge], blocks in (previous value, value]; the smallest valid
+    shape of each (at least as many blocks as sequences, at most what they can hold)."""
+    top_n = limits.max_num_seqs
+    n_edges = np.unique([b for b, _, _ in (*ours, *theirs) if b <= top_n] + [top_n]).astype(np.int64)
+    k_top = limits.top_blocks(top_n)
+    k_edges = np.unique([c for _, _, c in (*ours, *theirs) if c <= k_top] + [k_top]).astype(np.int64)
+    n_edges, k_edges, sampled = _axis_edges(n_edges, k_edges)
+    n_low, k_low = np.concatenate([[1], n_edges[:-1] + 1]), np.concatenate([[1], k_edges[:-1] + 1])
+    n_lo, k_lo = np.meshgrid(n_low, k_low, indexing="ij")
+    n_hi, k_hi = np.meshgrid(n_edges, k_edges, indexing="ij")
+    k = np.maximum(k_lo, n_lo)  # the fewest blocks of the cell some batch of its sequences holds
+    n = np.minimum(n_hi, k)  # the most sequences at that many blocks: the most blocks they may hold
+    per_seq = math.ceil(limits.max_model_len / limits.block_size)
+    room = np.maximum(n, np.minimum(n * per_seq, limits.decode_block_cap))  # TextLimits.top_blocks, per cell
+    valid = (k <= k_hi) & (k <= room)
+    return _Cells(n[valid], np.ones(int(valid.sum()), dtype=np.int64), k[valid], sampled)
+
+
+def _prefill_cells(ours: Sequence[Bucket], theirs: Sequence[Bucket], limits: TextLimits) -> _Cells:
+    """Prefill cells (one sequence): queries in (previous query edge, edge], context in (previous value, value]; the
+    smallest shape of each (the most context any of its queries leaves room for)."""
+    top_q = limits.top_query
+    q_edges = np.unique([q for b, q, _ in (*ours, *theirs) if b == 1 and q <= top_q] + [top_q]).astype(np.int64)
+    c_top = limits.top_context(1)
+    c_edges = np.unique([c for b, _, c in (*ours, *theirs) if b == 1 and c <= c_top] + [0, c_top]).astype(np.int64)
+    q_edges, c_edges, sampled = _axis_edges(q_edges, c_edges)
+    q_low = np.concatenate([[1], q_edges[:-1] + 1])
+    c_low = np.concatenate([[0], c_edges[:-1] + 1])
+    q, c = np.meshgrid(q_low, c_low, indexing="ij")
+    room = np.array([limits.top_context(int(v)) for v in q_low.tolist()], dtype=np.int64)[:, None]
+    valid = np.broadcast_to(c <= room, q.shape)
+    q, c = q[valid], c[valid]
+    return _Cells(np.ones(len(q), dtype=np.int64), q.astype(np.int64), c.astype(np.int64), sampled)
+
+
+def _prices(time: StepTimes, phase: str) -> Callable[[LookupTable, _I], _F]:
+    """Seconds of each looked-up bucket (index into the table; -1: none holds the shape, priced infinite)."""
+
+    def price(table: LookupTable, at: _I) -> _F:
+        out = np.full(len(at), math.inf)
+        hit = at >= 0
+        used, inverse = np.unique(at[hit], return_inverse=True)
+        secs = [time.decode_s(b, c) if phase == "decode" else time.prefill_s(b, q, c)
+                for b, q, c in (table.bucket(i) for i in used.tolist())]  # fmt: skip
+        out[hit] = np.array(secs, dtype=np.float64)[inverse.reshape(-1)]
+        return out
+
+    return price
+
+
+@dataclasses.dataclass
+class _Phase:
+    """One phase's buckets (planned, growing) against the runtime's own on its cell grid."""
+
+    name: str
+    ours: set[Bucket]
+    theirs: tuple[Bucket, ...]
+    limits: TextLimits
+    time: StepTimes
+
+    def __post_init__(self) -> None:
+        self.price = _prices(self.time, self.name)
+        self._theirs_table = LookupTable(self.theirs)
+        self.regrid()
+
+    def regrid(self) -> None:
+        cells = (_decode_cells if self.name == "decode" else _prefill_cells)(sorted(self.ours), self.theirs,
+                                                                              self.limits)  # fmt: skip
+        self.cells = cells
+        self.table = LookupTable(sorted(self.ours))
+        self.at = self.table.index(cells.b, cells.q, cells.c)
+        self.own_s = self.price(self._theirs_table, self._theirs_table.index(cells.b, cells.q, cells.c))
+        self.own_at = self._theirs_table.index(cells.b, cells.q, cells.c)
+        self.ours_s = self.price(self.table, self.at)
+        self.ratio = np.where(self.own_s > 0, self.ours_s / np.where(self.own_s > 0, self.own_s, 1.0), 1.0)
+
+    def worst(self) -> PhaseWorst | None:
+        if not len(self.ratio):
+            return None
+        i = int(np.argmax(self.ratio))
+        shape = self.first_second(i)
+        return PhaseWorst(self.name, shape[0], shape[1], self.table.bucket(int(self.at[i])),
+                          self._theirs_table.bucket(int(self.own_at[i])), float(self.ratio[i]),
+                          len(self.ratio))  # fmt: skip
+
+    def first_second(self, i: int) -> tuple[int, int]:
+        c = self.cells
+        return (int(c.b[i]), int(c.c[i])) if self.name == "decode" else (int(c.q[i]), int(c.c[i]))
+
+    def excess(self, ratio: _F, bound: float) -> float:
+        return float(np.log(np.maximum(ratio / bound, 1.0)).sum())
+
+    def _row(self, bucket: Bucket) -> int:
+        return bucket[0] if self.name == "decode" else bucket[1]
+
+    def _bucket(self, row: int, value: int) -> Bucket:
+        return (row, 1, value) if self.name == "decode" else (1, row, value)
+
+    def candidates(self, i: int, bound: float) -> list[tuple[Bucket, ...]]:
+        """Bucket groups that would hold cell ``i`` at most at the runtime's own value for it: the row it runs in at
+        that value (a finer ladder), its first row at that value or at the cell's own (a row's missing edge), that
+        row's ladder continued up to it in steps of ``bound`` (the corners of a row that stops short), or the
+        runtime's own row up to its bucket for the cell."""
+        own = self._theirs_table.bucket(int(self.own_at[i]))
+        ours = self.table.bucket(int(self.at[i]))
+        need = int(self.cells.c[i])
+        first = int(self.cells.b[i]) if self.name == "decode" else int(self.cells.q[i])
+        rows = sorted({self._row(b) for b in self.ours})
+        out: list[tuple[Bucket, ...]] = [(self._bucket(self._row(ours), own[2]),)]
+        at = int(np.searchsorted(rows, first))
+        if at < len(rows):
+            row = rows[at]
+            out += [(self._bucket(row, own[2]),), (self._bucket(row, need),)]
+            top = max(b[2] for b in self.ours if self._row(b) == row)
+            target = max(own[2], need)
+            if top < target:  # the row's ladder continued: each step at most ``bound`` above the last
+                ladder: list[int] = []
+                value = top
+                while value < target and len(ladder) < _LADDER:
+                    value = min(target, max(value + 1, math.floor(max(value, 1) * bound)))
+                    ladder.append(value)
+                out.append(tuple(self._bucket(row, v) for v in ladder))
+        own_row = self._row(own)
+        out += [(own,), tuple(b for b in self.theirs if self._row(b) == own_row and b[2] <= own[2])]
+        groups = [tuple(b for b in dict.fromkeys(g) if b not in self.ours and self._allowed(b)) for g in out]
+        return [g for g in dict.fromkeys(groups) if g]
+
+    def _allowed(self, bucket: Bucket) -> bool:
+        b, q, c = bucket
+        if self.name == "decode":
+            return 1 <= b <= self.limits.max_num_seqs and b <= c <= self.limits.top_blocks(b)
+        return b == 1 and 1 <= q <= self.limits.top_query and 0 <= c <= self.limits.top_context(1)
+
+    def try_add(self, group: tuple[Bucket, ...], bound: float | None) -> _F | None:
+        """The cells' ratios with ``group`` added, or None where a cell would get dearer: at all (``bound`` None),
+        or beyond ``bound`` times its step under the runtime's own."""
+        table = LookupTable(sorted({*self.ours, *group}))
+        at = table.index(self.cells.b, self.cells.q, self.cells.c)
+        secs = self.price(table, at)
+        ratio = np.where(self.own_s > 0, secs / np.where(self.own_s > 0, self.own_s, 1.0), 1.0)
+        dearer = secs > self.ours_s * (1 + _TOL)
+        if bound is not None:
+            dearer &= ratio > bound * (1 + _TOL)
+        return None if np.any(dearer) else ratio
+
+
+def _phases(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]], limits: TextLimits,
+            time: StepTimes) -> list[_Phase]:  # fmt: skip
+    return [_Phase("decode", set(plan.decode), tuple(own[1]), limits, time),
+            _Phase("prefill", set(plan.prompt), tuple(own[0]), limits, time)]  # fmt: skip
+
+
+def worst_case(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]], limits: TextLimits,
+               time: StepTimes, *, against: str = "exp", bound: float = BOUND) -> WorstCase:  # fmt: skip
+    """The worst shape of each phase of ``plan`` against the runtime's ``own`` buckets (prompt, decode as (batch, 1,
+    blocks)), nothing added."""
+    dec, pre = _phases(plan, own, limits, time)
+    worst = WorstCase(against, bound, dec.worst(), pre.worst(), plan.graphs, 0, plan.graphs, None,
+                      dec.cells.sampled or pre.cells.sampled)  # fmt: skip
+    return dataclasses.replace(worst, reaches=plan.graphs if worst.within else None)
+
+
+def bound_worst(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]], limits: TextLimits,
+                time: StepTimes, *, budget: int, against: str = "exp", bound: float = BOUND,
+                strict: bool = False) -> tuple[TextBucketPlan, WorstCase]:  # fmt: skip
+    """``plan`` with corner buckets added (at most up to ``budget`` graphs in all) where a shape costs more than
+    ``bound`` times its step in the runtime's ``own`` buckets, each group taken only if no shape gets dearer
+    (``strict``) or dearer beyond the bound, and the worst case it reaches; past the budget the search goes on (at
+    most :data:`MAX_EXTRA` buckets, not kept) to find the graphs that reach the bound."""
+    phases = _phases(plan, own, limits, time)
+    graphs, most = plan.graphs, max(budget, plan.graphs) + MAX_EXTRA
+    kept: tuple[set[Bucket], set[Bucket]] | None = None  # the buckets within the budget, once it is spent
+    reaches: int | None = None
+    while graphs < most:
+        if all(float(p.ratio.max(initial=0.0)) <= bound * (1 + _TOL) for p in phases):
+            reaches = graphs
+            break
+        step = _best_step(phases, bound, budget - graphs, strict) if kept is None else None
+        if step is None and kept is None:  # nothing more fits the budget: what reaches the bound beyond it
+            kept = (set(phases[0].ours), set(phases[1].ours))
+        if step is None:
+            step = _best_step(phases, bound, most - graphs, strict)
+        if step is None:
+            break
+        phase, group = step
+        phase.ours.update(group)
+        phase.regrid()
+        graphs += len(group)
+    if kept is None:
+        kept = (set(phases[0].ours), set(phases[1].ours))
+    for p, buckets in zip(phases, kept, strict=True):
+        if buckets != p.ours:
+            p.ours = set(buckets)
+            p.regrid()
+    out = dataclasses.replace(plan, prompt=tuple(sorted(kept[1])), decode=tuple(sorted(kept[0])))
+    worst = WorstCase(against, bound, phases[0].worst(), phases[1].worst(), out.graphs, out.graphs - plan.graphs,
+                      max(budget, plan.graphs), reaches, any(p.cells.sampled for p in phases))  # fmt: skip
+    if worst.within:
+        worst = dataclasses.replace(worst, reaches=out.graphs)
+    return out, worst
+
+
+def _best_step(phases: Sequence[_Phase], bound: float, room: int,
+               strict: bool) -> tuple[_Phase, tuple[Bucket, ...]] | None:  # fmt: skip
+    """The bucket group of at most ``room`` buckets that removes the most excess over the bound per bucket (log
+    ratio summed over cells) among the candidates for a phase's worst cells (the phase with the worst first; at most
+    :data:`_TRIED` cells each), none making a shape dearer (``strict``) or dearer beyond the bound."""
+    for phase in sorted(phases, key=lambda p: -float(p.ratio.max(initial=0.0))):
+        before = phase.excess(phase.ratio, bound)
+        for i in np.argsort(-phase.ratio)[:_TRIED].tolist():
+            if phase.ratio[i] <= bound * (1 + _TOL):
+                break
+            best: tuple[float, tuple[Bucket, ...]] | None = None
+            for group in phase.candidates(i, bound):
+                if len(group) > room:
+                    continue
+                ratio = phase.try_add(group, None if strict else bound)
+                gain = -1.0 if ratio is None else (before - phase.excess(ratio, bound)) / len(group)
+                if gain > 0 and (best is None or gain > best[0]):
+                    best = (gain, group)
+            if best is not None:
+                return phase, best[1]
+    return None
+
+
+def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], loads: Sequence[LoadShapes],
+                       limits: TextLimits,
+                       own: tuple[Sequence[Bucket], Sequence[Bucket]], time: StepTimes, *, given: int | None,
+                       load_levels: Sequence[int] = (), against: str = "exp", bound: float = BOUND,
+                       intervals: tuple[tuple[str, float, float], ...] = ()) -> BudgetedPlan:  # fmt: skip
+    """The chosen plan with its worst shape bounded (:func:`bound_worst`) within the graphs it may take: a given
+    budget, or half the runtime's own (the default's most). Where the default's plan leaves too little room for the
+    corners, the budget is re-planned smaller (at most :data:`MAX_REPLANS` times: see the module) and taken when it
+    bounds the worst lower with no more loads padding longer than under the runtime's own."""
+    time = cached(time)
+    total = len(own[0]) + len(own[1])
+    cap = max(given if given is not None else budget_for(total, MAX_BUDGET_SHARE), chosen.plan.graphs)
+    own_times = [v.own for v in chosen.loads]
+    short = sum(v.short for v in chosen.loads)
+
+    def bounded(plan: TextBucketPlan) -> tuple[TextBucketPlan, WorstCase, tuple[LoadVerdict, ...]] | None:
+        """The plan's corners, letting a shape pay more within the bound, else none paying more; None where both
+        make a load pad longer than under the runtime's own."""
+        for strict in (False, True):
+            out, worst = bound_worst(plan, own, limits, time, budget=cap, against=against, bound=bound, strict=strict)
+            verdicts = _judged(out, loads, own_times, time)
+            if sum(v.short for v in verdicts) <= short:
+                return out, worst, verdicts
+        return None
+
+    unbounded = worst_case(chosen.plan, own, limits, time, against=against, bound=bound)
+    found = bounded(chosen.plan)
+    best = (*found, chosen.budget) if found is not None else (chosen.plan, unbounded, chosen.loads, chosen.budget)
+    # the graphs that reach the bound from the chosen plan (for the line, where nothing better is found)
+    reach = bound_worst(chosen.plan, own, limits, time, budget=cap, against=against, bound=bound)[1].reaches
+    # the budget re-planned smaller by the graphs the corners miss, again from each plan that keeps its loads (its
+    # corners differ), halfway back towards the last that did where one does not: the fewer graphs the traffic's
+    # plan keeps, the more loads pad longer than under the runtime's own
+    held, failed = chosen.budget, None  # the smallest budget whose plan kept its loads, the largest that did not
+    for _ in range(MAX_REPLANS if given is None else 0):
+        if best[1].within or reach is None or reach <= cap:
+            break
+        planned = held - (reach - cap) if failed is None else (held + failed) // 2
+        if planned in (held, failed) or planned < 2:
+            break
+        try:  # the default's own search at the smaller budget (its repair rounds included)
+            smaller = best_at(weights, loads, limits, own, own_times, time, load_levels, planned, None)
+        except ConfigError:  # too small for the ladders
+            smaller = None
+        found = bounded(smaller[0]) if smaller is not None else None
+        if found is None:
+            failed = planned
+            continue
+        held, reach = planned, found[1].reaches
+        if _ratio(found[1]) < _ratio(best[1]):
+            best = (*found, planned)
+    if best[1].reaches is None and not best[1].within:
+        best = (best[0], dataclasses.replace(best[1], reaches=reach), best[2], best[3])
+    plan, worst, verdicts, planned = best
+    corners = (f"; {worst.added} corner buckets added so that fewer shapes cost more than {bound:g}x their step under "
+               f"{against}" if worst.added else "")  # fmt: skip
+    if planned != chosen.budget:
+        missed = [v.load for v in verdicts if v.short]
+        corners += (f" (planned within {planned} graphs to leave room for them; then "
+                    + (f"pads longer than the runtime's own at {', '.join(missed)})" if missed else
+                       "no load pads longer than under the runtime's own)"))  # fmt: skip
+    return dataclasses.replace(chosen, plan=plan, budget=max(chosen.budget, plan.graphs),
+                               reason=chosen.reason + corners, loads=verdicts,
+                               worst=dataclasses.replace(worst, intervals=intervals))  # fmt: skip
+
+
+def _ratio(w: WorstCase) -> float:
+    worst = w.worst
+    return worst.ratio if worst is not None else 0.0
+
+
+def _judged(plan: TextBucketPlan, loads: Sequence[LoadShapes], own_times: Sequence[PaddedTime],
+            time: StepTimes) -> tuple[LoadVerdict, ...]:  # fmt: skip
+    return tuple(LoadVerdict(load.load, padded_time(plan.prompt, plan.decode, load, time), theirs)
+                 for load, theirs in zip(loads, own_times, strict=True))  # fmt: skip
