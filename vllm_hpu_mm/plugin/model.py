@@ -117,16 +117,6 @@ def _window_patches(tower: Any) -> int:
     return int(tower.window_size) // int(tower.patch_size)
 
 
-def _freeze_startup_heap() -> None:
-    """Move the worker's start-up objects (the imports, the model) out of the garbage collector's reach, as vLLM's
-    GPU worker and engine core do after start-up and vLLM 0.32's CPU worker does not: a full collection over the
-    ~600,000 objects of a loaded worker took 0.3-0.45 s on the 2-core dev machine, a stall of every running request."""
-    import gc
-
-    gc.collect()
-    gc.freeze()
-
-
 def install_bucketed_tower(model: Any, settings: Settings) -> int | None:
     """Swap ``model.visual`` to the bucketed tower and warm it up; returns buckets captured (None: left alone)."""
     from vllm.model_executor.models.qwen2_5_vl import Qwen2_5_VisionTransformer
@@ -165,8 +155,6 @@ def install_bucketed_tower(model: Any, settings: Settings) -> int | None:
     dtype = getattr(getattr(tower, "input_norm", None), "input_dtype", None) or tower.dtype
     captured = warmup(runner, patch_dim, dtype, tower.device, settings=settings)
     record_warmup(runner.executor.name, captured)
-    if tower.device.type == "cpu":
-        _freeze_startup_heap()
     if not multiprocess_enabled():
         logger.info(
             "vllm-hpu-mm: PROMETHEUS_MULTIPROC_DIR is not set, so our vision metrics stay in this process and do "
