@@ -109,8 +109,8 @@ def run_bench(target: Target, traffic: Traffic, *, name: str, requests: int, con
     """One ``vllm bench serve`` run (its result saved under ``target.workdir``); the server's prompt tokens read
     from /metrics around it."""
     from vllm.benchmarks.serve import add_cli_args, main
-    from vllm.utils.gc_utils import freeze_gc_heap
     from vllm.utils.argparse_utils import FlexibleArgumentParser
+    from vllm.utils.gc_utils import freeze_gc_heap
 
     argv = ["--base-url", target.base_url, "--model", target.served_model, "--tokenizer", str(target.model_dir),
             "--num-prompts", str(requests), "--request-rate", "inf" if rate is None else f"{rate:.4f}",
