@@ -2,25 +2,26 @@
 saturation rate, with text and image traffic, at several request rates, driven by vLLM's own client.
 
 1. Builds the tiny random Qwen2.5-VL (tests/e2e/checkpoint.py) and starts the stock OpenAI server on loopback with
-   our plugin (--enforce-eager, --kv-cache-memory-bytes, as the e2e tests do).
+   our plugin (--enforce-eager, --kv-cache-memory-bytes, as the e2e tests do) and vLLM's default CPU binding.
 2. **Split, fixed before the fit**: probe runs (vllm bench serve at concurrency 1 with varied prompts, at half and
-   full batch, one image of 256 and of 1024 patches) fit the step model (``models/step_fit.py``); every bench run
-   after is held out.
+   full batch, one image of 256 and of 1024 patches, the tower's passes timed by the plugin's shape log) fit the
+   step model (``models/step_fit.py``); every bench run after is held out.
 3. Held out, per traffic (text; one image each): all requests at once (the saturation rate), then Poisson arrivals at
-   0.3, 0.7 and 1.3 x the predicted saturation rate. Each run is predicted by the replay
-   (``tests/support/probe.py``: the run's own prompts, the server's limits, its arrivals over 16 seeds) and
-   measured by vllm bench serve.
+   shares of the predicted saturation rate (text: CAPACITY_SHARES; images: SHARES). Each run is predicted by the
+   replay (``tests/support/probe.py``: the run's own prompts at the arrivals the client sent, the server's limits)
+   and measured by vllm bench serve. The text runs also give the measured capacity within CAPACITY_TARGETS, against
+   the fleet plan's search (issue 33).
 
 Targets (issue 32): TTFT and TPOT p50/p90 within 15%, throughput within 10% below saturation, the saturation rate
 within 15%. Writes ``benchmarks/performance/results/server_latency.{md,json}``.
 
-Full run (about 15 minutes of a quiet 2-core machine)::
+Full run (about 8 minutes of a quiet 2-core machine)::
 
-    nice -n 10 python -m benchmarks.performance.server_latency
+    python -m benchmarks.performance.server_latency
 
 Rehearsal (a minute or two; proves the pipeline, its figures are noise)::
 
-    nice -n 10 python -m benchmarks.performance.server_latency --quick --results /tmp/server_latency_rehearsal
+    python -m benchmarks.performance.server_latency --quick --results /tmp/server_latency_rehearsal
 """
 
 from __future__ import annotations
