@@ -18,10 +18,18 @@ step ratio of any step that ran and its busy-time ratio, each against the stated
 construction: every step's bucket is looked up by the same rule the worst was found with).
 
     PYTHONPATH=. .venv/bin/python -m benchmarks.planner.worst_case [--requests N] [--only K] [--name STEM --note TEXT]
+        [--own-lookup [--mirror DIR] [--commit SHA]]
 
-Runs: ``worst_case`` (the first run of these configurations, at the planner it was written for) and
+``--own-lookup`` checks all of it through vllm-gaudi's OWN code (its source from the local mirror, run on CPU by
+agreement/vllm_gaudi_driver.py with VLLM_USE_FAKE_HPU=1), with the planned bucket file and with exp: the
+:data:`PROBES` worst cells per phase our model ranks (the worst first), the graphs it generates, and every schedule's
+events replayed in order (run-time compiles: the fallback buckets it answers with; padded time against exp's per load,
+priced with the same step model). About 10 s of CPU more.
+
+Runs: ``worst_case`` (the first run of these configurations, at the planner it was written for),
 ``worst_case_replan`` (after one change made on seeing it: the smaller budget re-planned again from each plan that
-keeps its loads; these configurations are development data since).
+keeps its loads; these configurations are development data since) and ``worst_case_own_lookup`` (``--own-lookup``,
+the planner unchanged since ``worst_case_replan``).
 """
 
 from __future__ import annotations
@@ -486,8 +494,9 @@ def render_own(rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[str]:
         "ours.",
         "",
         "| configuration | worst decode: ours / own lookup | worst prefill: ours / own lookup | probes agreeing | "
-        "graphs generated, planned file (ours) / exp (ours) | compiles planned file: planned / drifted traffic "
-        "(exp) | padded / exp's per load, planned traffic (own lookup) | drifted (own lookup) | loads agreeing |",
+        "graphs generated, planned file (ours) / exp (ours) | compiles planned file: planned / drifted traffic, "
+        "summed over its loads, each a fresh server (exp) | padded / exp's per load, planned traffic (own lookup) | "
+        "drifted (own lookup) | loads agreeing |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
