@@ -49,6 +49,7 @@ from vllm_hpu_mm.envs import process_environ
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.logs.doctor.decide import Rules, Source, frame_tokens, judge
 from vllm_hpu_mm.logs.doctor.scan import LogFeatures
+from vllm_hpu_mm.replay.scheduler import DecodeRun, Trace
 from vllm_hpu_mm.runtimes.vllm_fork.linear import warmup_range
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import check_startup, decode_buckets, prompt_buckets
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import BucketingConfig, config_from_env
@@ -430,6 +431,20 @@ def theirs(cases: list[Case], tmp: Path, runner: Path) -> list[dict[str, Any]]:
         for i, case in enumerate(cases)
     ]
     return run_driver(payload, tmp, runner)
+
+
+def trace_events(trace: Trace, limit: int) -> list[list[Any]]:
+    """A schedule's events as the vllm-gaudi driver's lookups take them (a decode run once, as one lookup), at most
+    ``limit``."""
+    out: list[list[Any]] = []
+    for e in trace.events:
+        if isinstance(e, DecodeRun):
+            out.append(["decode", e.sequences, e.blocks])
+        else:
+            out.append(["prefill", [[c.query, c.context] for c in e]])
+        if len(out) >= limit:
+            break
+    return out
 
 
 def run_driver(payload: list[dict[str, Any]], tmp: Path, runner: Path) -> list[dict[str, Any]]:

@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import MACHINE, MIRROR, extract, file_env, run_driver
+from benchmarks.common import MACHINE, MIRROR, extract, file_env, run_driver, trace_events
 from vllm_hpu_mm.buckets.text import TextLimits
 from vllm_hpu_mm.engine import EngineShape, GraphRun, PrefillChunk
 from vllm_hpu_mm.errors import ConfigError
@@ -45,7 +45,7 @@ from vllm_hpu_mm.models.catalog import CATALOG, DEFAULT_MODEL
 from vllm_hpu_mm.models.step_time import step_time
 from vllm_hpu_mm.plan.text_buckets import plan_from_traces
 from vllm_hpu_mm.replay.run import replay
-from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Trace
+from vllm_hpu_mm.replay.scheduler import Arrivals, Trace
 from vllm_hpu_mm.replay.schedules import Images, replay_model, schedules, timer_for
 from vllm_hpu_mm.replay.timing import PHASES
 from vllm_hpu_mm.runtimes.vllm_gaudi import model_from_env
@@ -72,18 +72,6 @@ class Case:
     events: list[Event]
     #: The first this many events come from the scheduler (traffic within the limits); the rest are adversarial.
     scheduled: int = 0
-
-
-def _events(trace: Trace, limit: int) -> list[Event]:
-    out: list[Event] = []
-    for e in trace.events:
-        if isinstance(e, DecodeRun):
-            out.append(["decode", e.sequences, e.blocks])
-        else:
-            out.append(["prefill", [[c.query, c.context] for c in e]])
-        if len(out) >= limit:
-            break
-    return out
 
 
 def _adversarial(rng: random.Random, shape: EngineShape, n: int) -> list[Event]:
@@ -138,7 +126,7 @@ def random_cases(count: int, seed: int) -> list[Case]:
             lines = ["(1, [128, 256, 512, 1024, 2048], [0, 2, 8, 32])", "(2, [128, 512], 0)",
                      f"([1, 2, 4, 8, 16], 1, [{block // 64 + 4}, 64, 256, 1024])"]  # fmt: skip
             file_text = "\n".join(rng.sample(lines, rng.randint(2, 3))) + "\n(1, 128, 0)\n(1, 1, 8)\n"
-        scheduled = _events(runs.traces[0], 600)
+        scheduled = trace_events(runs.traces[0], 600)
         events = scheduled + _adversarial(rng, shape, 150)
         out.append(Case(f"random #{i} ({strategy})", shape, env, file_text, events, len(scheduled)))
     return out
@@ -387,7 +375,7 @@ def run_figures(args: argparse.Namespace) -> None:
                          timer=timer)  # fmt: skip
         env = {**case.env, "VLLM_BUCKETING_FROM_FILE": str(planned_path)} if case.served_file else case.env
         mine = replay_model(model_from_env(env), s, runs, "ours", timer)
-        events = _events(runs.traces[0], 10**9)
+        events = trace_events(runs.traces[0], 10**9)
         prepared.append((case, runs, timer, mine, events))
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
