@@ -68,8 +68,9 @@ class PassRecord:
     oversize: int = 0
     oversize_policy: str | None = None
     #: Wall seconds of the pass (the executor's call, on the engine's clock): the tower's own time, which a
-    #: request's time to first token mixes with the API server's (the server check's step fit reads it).
-    seconds: float | None = None
+    #: request's time to first token mixes with the API server's (the server check's step fit reads it). A
+    #: measurement, not part of what the pass was.
+    seconds: float | None = dataclasses.field(default=None, compare=False)
 
     @property
     def total_patches(self) -> int:
