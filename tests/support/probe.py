@@ -59,13 +59,19 @@ class BenchRun:
     #: The tower's passes during the run, timed on the engine (the plugin's shape log): (seconds, images, patches).
     tower: tuple[tuple[float, int, int], ...] = ()
 
+    def _succeeded(self) -> list[int]:
+        """Indices of the requests that succeeded: no error, a first token, at least one output token."""
+        r = self.result
+        ttfts, outputs = r.get("ttfts", []), r.get("output_lens", [])
+        errors = r.get("errors", []) or [""] * len(ttfts)
+        n = min(len(r.get("input_lens", [])), len(outputs), len(ttfts), len(r.get("itls", [])), len(errors))
+        return [i for i in range(n) if not errors[i] and ttfts[i] and ttfts[i] > 0 and outputs[i] > 0]
+
     def requests(self) -> list[tuple[int, int, float, list[float]]]:
         """(server prompt tokens, output tokens, ttft, itls) of every request that succeeded."""
         r = self.result
-        rows = zip(r.get("input_lens", []), r.get("output_lens", []), r.get("ttfts", []), r.get("itls", []),
-                   r.get("errors", []) or [""] * len(r.get("ttfts", [])), strict=False)  # fmt: skip
-        return [(round(n + self.prompt_offset), int(o), float(t), [float(x) for x in itl])
-                for n, o, t, itl, err in rows if not err and t and t > 0 and o > 0]  # fmt: skip
+        return [(round(r["input_lens"][i] + self.prompt_offset), int(r["output_lens"][i]), float(r["ttfts"][i]),
+                 [float(x) for x in r["itls"][i]]) for i in self._succeeded()]  # fmt: skip
 
     def prompts(self) -> list[Prompt]:
         images = tuple(p // PATCHES_PER_TOKEN + IMAGE_EXTRA_TOKENS for p in self.image_patches)
@@ -73,12 +79,8 @@ class BenchRun:
 
     def sent(self) -> tuple[list[Prompt], list[float]]:
         """The requests that succeeded in the order the client sent them, and when (seconds from the first)."""
-        r = self.result
-        starts = [float(x) for x in r.get("start_times", [])]
-        errors = r.get("errors", []) or [""] * len(starts)
-        ttfts = r.get("ttfts", [])
-        ok = [starts[i] for i in range(len(starts)) if i < len(ttfts) and not errors[i] and ttfts[i] and ttfts[i] > 0
-              and i < len(r.get("output_lens", [])) and r["output_lens"][i] > 0]  # fmt: skip
+        starts = [float(x) for x in self.result.get("start_times", [])]
+        ok = [starts[i] for i in self._succeeded() if i < len(starts)]
         prompts = self.prompts()
         if len(ok) != len(prompts) or not ok:
             return prompts, []
