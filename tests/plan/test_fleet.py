@@ -3,6 +3,7 @@ bounds and monotonicity, the replicas, and the choice against a brute force. Sub
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -96,6 +97,16 @@ def test_the_interval_and_the_api_servers_time_come_from_the_fitted_step() -> No
     assert low == max_rate(scaled(replica, 1.1), SAMPLES, targets, iterations=6, bracket=False).rate
     assert high == max_rate(scaled(replica, 0.9), SAMPLES, targets, iterations=6, bracket=False).rate
     assert capacity(targets).rate_range() is None  # not bracketed: no range claimed
+
+
+def test_an_api_server_sharing_the_engines_cpu_lowers_saturation_and_slows_steps_under_load() -> None:
+    shared = dataclasses.replace(step(), frontend_share=1.0)
+    plain, loaded = replica_model(timer(), SHAPE), replica_model(timer(shared), SHAPE)
+    assert saturation(loaded, SAMPLES) < saturation(plain, SAMPLES)
+    assert latency_at(loaded, SAMPLES, 0.0001).ttft == pytest.approx(latency_at(plain, SAMPLES, 0.0001).ttft, rel=1e-3)
+    busy = 0.5 * saturation(plain, SAMPLES)
+    assert latency_at(loaded, SAMPLES, busy).tpot[0] > latency_at(plain, SAMPLES, busy).tpot[0]
+    assert capacity(Targets(10.0, 1.0), shared).rate < capacity(Targets(10.0, 1.0)).rate
 
 
 @pytest.mark.parametrize("kwargs", [{"ttft_p99": 0.0, "tpot_p99": 0.1}, {"ttft_p99": 1.0, "tpot_p99": -1.0},

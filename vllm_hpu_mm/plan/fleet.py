@@ -122,6 +122,18 @@ class ReplicaModel:
     evidence: str = ""
     #: The API server's time per image of a request, beside ``frontend_s``.
     frontend_image_s: float = 0.0
+    #: Engine seconds lost per second of the API server's work (a step fitted on a server whose API server shares
+    #: the engine core's CPU: ``FittedStep.frontend_share``; 0 elsewhere).
+    frontend_share: float = 0.0
+
+    def under_load(self, samples: Sequence[Sequence[Prompt]], rate: float) -> ReplicaModel:
+        """This replica while its API server takes in ``rate`` requests/s of ``samples``' kind: every step longer
+        by the share of the API server's work the engine loses (at most 10x)."""
+        if self.frontend_share <= 0 or rate <= 0:
+            return self
+        prompts = [p for s in samples for p in s]
+        front = sum(self.frontend_s + self.frontend_image_s * len(p.image_tokens) for p in prompts) / len(prompts)
+        return scaled(self, 1.0 / max(0.1, 1.0 - self.frontend_share * rate * front))
 
 
 def replica_model(timer: Timer, shape: EngineShape, lookup: TextLookup | None = None) -> ReplicaModel:
@@ -138,7 +150,8 @@ def replica_model(timer: Timer, shape: EngineShape, lookup: TextLookup | None = 
     if isinstance(fitted, float):  # a step fitted on a server (models/step_fit.py): calibrated, its own interval
         interval, evidence = fitted, str(getattr(step, "describe", lambda: "a fitted step model")())
     return ReplicaModel(shape, clock, float(getattr(step, "frontend_s", 0.0)), interval, evidence,
-                        float(getattr(step, "frontend_image_s", 0.0)))  # fmt: skip
+                        float(getattr(step, "frontend_image_s", 0.0)),
+                        float(getattr(step, "frontend_share", 0.0)))  # fmt: skip
 
 
 def _check_probe(requests: int, seeds: int, iterations: int) -> None:
@@ -158,10 +171,11 @@ def _run(replica: ReplicaModel, sample: Sequence[Prompt], load: int | Arrivals) 
 def latency_at(replica: ReplicaModel, samples: Sequence[Sequence[Prompt]], rate: float) -> Latency:
     """The replica's latencies under Poisson arrivals at ``rate`` requests/s: one schedule per sample (seed i
     arrivals for sample i), pooled; every schedule drained."""
-    traces = [_run(replica, s, Arrivals(rate=min(rate, MAX_RATE), seed=i)) for i, s in enumerate(samples)]
+    loaded = replica.under_load(samples, rate)
+    traces = [_run(loaded, s, Arrivals(rate=min(rate, MAX_RATE), seed=i)) for i, s in enumerate(samples)]
     return latency_of(
         traces,
-        replica.clock,
+        loaded.clock,
         load=f"Poisson arrivals at {rate:.4g} requests/s",
         frontend_s=replica.frontend_s,
         frontend_image_s=replica.frontend_image_s,
@@ -173,9 +187,15 @@ def latency_at(replica: ReplicaModel, samples: Sequence[Sequence[Prompt]], rate:
 def saturation(replica: ReplicaModel, samples: Sequence[Sequence[Prompt]]) -> float:
     """The replica's request throughput with ``max_num_seqs`` requests running (a closed loop), the mean over the
     samples: no arrival rate above it is sustained."""
-    traces = [_run(replica, s, replica.shape.max_num_seqs) for s in samples]
-    return latency_of(traces, replica.clock, load="saturation", frontend_s=replica.frontend_s,
-                      frontend_image_s=replica.frontend_image_s).request_throughput  # fmt: skip
+
+    def throughput(r: ReplicaModel) -> float:
+        traces = [_run(r, s, r.shape.max_num_seqs) for s in samples]
+        return latency_of(traces, r.clock, load="saturation", frontend_s=r.frontend_s,
+                          frontend_image_s=r.frontend_image_s).request_throughput  # fmt: skip
+
+    # the API server takes in requests as fast as they finish: its work at that rate slows the steps
+    alone = throughput(replica)
+    return throughput(replica.under_load(samples, alone)) if replica.frontend_share > 0 else alone
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,10 +223,7 @@ class Capacity:
 
 def scaled(replica: ReplicaModel, factor: float) -> ReplicaModel:
     """``replica`` with every step ``factor`` times as long (the API server's own time unchanged)."""
-    c = replica.clock
-    clock = StepClock(lambda s, b: factor * c.decode(s, b), lambda chunks: factor * c.prefill(chunks),
-                      lambda tokens: factor * c.vision(tokens), factor * c.overhead_s, c.unified)  # fmt: skip
-    return dataclasses.replace(replica, clock=clock)
+    return dataclasses.replace(replica, clock=replica.clock.stretched(factor))
 
 
 def max_rate(
