@@ -479,7 +479,7 @@ def interval_text(t: StepTime) -> str:
         if n:
             half = max(1.0 - low, high - 1.0)
             widened = f", widened to the {iv.fit_rows} fitted ones" if iv is not None and iv.fit_rows else ""
-            parts.append(f"{phase} ±{half:.0%} ({n} held-out public points{widened})")
+            parts.append(f"{phase} ±{half:.0%} ({n} held-out public point{'s' if n > 1 else ''}{widened})")
         else:
             parts.append(f"{phase} unbounded (no held-out public point)")
     evidence = t.fit.evidence if t.fit is not None else "constants not fitted on public points"
