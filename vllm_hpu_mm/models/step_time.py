@@ -258,7 +258,7 @@ class StepTime:
         p = self.roofline_exponent
         if top <= 0 or math.isinf(p):
             return top
-        return top * ((c / top) ** p + (m / top) ** p) ** (1 / p)
+        return top * math.pow(math.pow(c / top, p) + math.pow(m / top, p), 1 / p)
 
     def _touched(self, tokens: int) -> float:
         """Share of the routed experts' weights a step of ``tokens`` tokens reads."""
