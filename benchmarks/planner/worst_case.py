@@ -74,6 +74,9 @@ VISION_BUCKETS = (1600, 3136, 4096, 6400, 7744, 9216, 12544)
 #: Card memory (GiB) for the KV estimate: 0.9 utilisation, 10% of it for graphs.
 CARD_GIB = {"gaudi2": 96, "gaudi3": 128}
 BLOCK = 128
+#: The worst ratio as the JSON keeps it (WorstCase.to_dict: 4 decimals) is off by up to this: a drifted step in the
+#: worst cell itself equals the worst, not above it.
+HALF_DECIMAL = 0.5e-4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -483,7 +486,7 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         drifted = ", ".join(f"{x['load'].split()[0]}: {_f(x['padded_ratio'])}" for x in r["drifted_loads"])
         step = max((v for x in r["drifted_loads"] for v in x["largest_step_ratio"].values()), default=0.0)
         busy = max(x["busy_ratio"] for x in r["drifted_loads"])
-        ok = "yes" if max(step, busy) <= (w["ratio"] or 0) * (1 + 1e-9) else "NO"
+        ok = "yes" if max(step, busy) <= (w["ratio"] or 0) + HALF_DECIMAL else "NO"
         compiles = (
             f"{sum(x['uncovered'] for x in r['planned_loads'])} / {sum(x['uncovered'] for x in r['drifted_loads'])}"
         )
