@@ -134,6 +134,12 @@ def test_the_worst_case_in_words_and_json_names_the_shape_the_ratio_and_its_inte
     assert line.startswith("worst shape (of every one the limits allow): ")
     assert f"{w.ratio:.2f}x its step under exp" in line
     assert "bound 1.5x: met with" in line
+    assert "beyond the budget" not in line
+    repaired = worst.__class__(**{**worst.__dict__, "beyond": 2, "graphs": worst.graphs + 2}).line()
+    assert (
+        f"met with {worst.graphs + 2} graphs ({worst.added} corner buckets added, 2 more beyond the budget so "
+        in repaired
+    )
     low, high = worst.span(w)  # type: ignore[misc]
     assert low == pytest.approx(w.ratio * (0.8 / 1.2 if w.phase == "decode" else 0.9 / 1.1))
     assert f"{low:.2f}-{high:.2f}x within the step model's interval" in line

@@ -139,6 +139,9 @@ class WorstCase:
     sampled: bool = False
     #: Per phase, the step model's held-out (low, high) of published over modelled time (empty: none known).
     intervals: tuple[tuple[str, float, float], ...] = ()
+    #: Buckets added beyond the budget so that no judged load pads longer than under the runtime's own (none making
+    #: a shape dearer; in ``graphs``, not in ``added``).
+    beyond: int = 0
 
     @property
     def worst(self) -> PhaseWorst | None:
@@ -170,13 +173,15 @@ class WorstCase:
             parts.append(f"{w.where()}: {w.ratio:.2f}x its step under {self.against} ({within})")
         head = f"worst shape (of every one the limits allow{', edges sampled' if self.sampled else ''}): "
         tail = f"; bound {self.bound:g}x: "
+        more = (f", {self.beyond} more beyond the budget so that no load pads longer than under {self.against}"
+                if self.beyond else "")  # fmt: skip
         if self.within:
-            tail += f"met with {self.graphs} graphs ({self.added} corner buckets added, budget {self.budget})"
+            tail += f"met with {self.graphs} graphs ({self.added} corner buckets added{more}, budget {self.budget})"
         else:
             reach = (f"{self.reaches} graphs reach it" if self.reaches is not None else
                      f"not reached within {MAX_EXTRA} more buckets")  # fmt: skip
             tail += (f"not met within {self.budget} graphs (the least worst reached, {self.added} corner buckets "
-                     f"added); {reach}")  # fmt: skip
+                     f"added{more}); {reach}")  # fmt: skip
         return head + "; ".join(parts) + tail
 
     def to_dict(self) -> dict[str, Any]:
@@ -185,7 +190,8 @@ class WorstCase:
                 "ratio": round(w.ratio, 4) if w is not None else None,
                 "decode": self.decode.to_dict() if self.decode else None,
                 "prefill": self.prefill.to_dict() if self.prefill else None, "graphs": self.graphs,
-                "corner_buckets_added": self.added, "budget": self.budget, "graphs_reaching_bound": self.reaches,
+                "corner_buckets_added": self.added, "load_repair_buckets_beyond_budget": self.beyond,
+                "budget": self.budget, "graphs_reaching_bound": self.reaches,
                 "sampled_edges": self.sampled, "line": self.line(),
                 "ratio_interval": {w.phase: list(span) if (span := self.span(w)) else None
                                    for w in (self.decode, self.prefill) if w is not None}}  # fmt: skip
@@ -525,12 +531,16 @@ def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], l
     # no judged load may pad longer than under the runtime's own: buckets that make no shape dearer beyond the
     # default's budget where need be, else the runtime's own buckets in a phase (a given budget is kept: it says so)
     room = cap - plan.graphs + (MAX_EXTRA if given is None else 0)
-    fixed, verdicts, extra, why = _no_longer(plan, verdicts, loads, own_times, own, limits, time, room, given is None)
+    fixed, verdicts, _, why = _no_longer(plan, verdicts, loads, own_times, own, limits, time, room, given is None)
     if fixed != plan:
         again = worst_case(fixed, own, limits, time, against=against, bound=bound)
         worst = dataclasses.replace(worst, decode=again.decode, prefill=again.prefill, graphs=fixed.graphs,
-                                    added=worst.added + extra)  # fmt: skip
-        worst = dataclasses.replace(worst, reaches=fixed.graphs if worst.within else worst.reaches)
+                                    beyond=max(0, fixed.graphs - worst.budget))  # fmt: skip
+        # the graphs that reach the bound from the plan as repaired (the corners' search went on from another)
+        reach = fixed.graphs
+        if not worst.within:
+            reach = bound_worst(fixed, own, limits, time, budget=fixed.graphs, against=against, bound=bound)[1].reaches
+        worst = dataclasses.replace(worst, reaches=reach)
         plan = fixed
     return dataclasses.replace(chosen, plan=plan, budget=max(chosen.budget, plan.graphs),
                                reason=chosen.reason + corners + why, loads=verdicts,
