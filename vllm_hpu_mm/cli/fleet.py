@@ -98,11 +98,18 @@ _per_node = _at_most(MAX_CARDS_PER_NODE, "more cards than one node holds")
 _requests = _at_most(MAX_PROBE_REQUESTS, "too many requests per probe")
 
 
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a name too long for a path: periods inline
+        return False
+
+
 def _load_profile(raw: str) -> tuple[Period, ...]:
     """``SECONDS:RATE,...`` or a CSV file of periods (see :func:`~vllm_hpu_mm.plan.fleet.parse_profile`)."""
     path = Path(raw)
     try:
-        if ":" not in raw or path.is_file():
+        if ":" not in raw or _is_file(path):
             try:
                 with path.open(encoding="utf-8") as f:
                     text = f.read((1 << 20) + 1)
