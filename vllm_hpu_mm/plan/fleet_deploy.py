@@ -226,15 +226,14 @@ def manifests(
             },
         }
     )
-    docs.append(
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": name, "labels": labels},
-            "spec": {"selector": labels, "ports": [{"name": "http", "port": PORT, "targetPort": "http"}]},
-        }
-    )
+    docs.append(_service(name, labels, labels))
     return tuple(docs)
+
+
+def _service(name: str, labels: dict[str, str], selector: dict[str, str]) -> dict[str, Any]:
+    """The Service in front of the pods ``selector`` selects (those serving the API), on their port named http."""
+    spec = {"selector": selector, "ports": [{"name": "http", "port": PORT, "targetPort": "http"}]}
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "labels": labels}, "spec": spec}
 
 
 def _leader_workers(pod: dict[str, Any], labels: dict[str, str], annotations: dict[str, str], replicas: int,
@@ -265,16 +264,7 @@ def _leader_workers(pod: dict[str, Any], labels: dict[str, str], annotations: di
         },
     }
     lws = {"apiVersion": LWS_API, "kind": "LeaderWorkerSet", "metadata": {"name": name, "labels": labels}, "spec": spec}
-    service = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "selector": {_LWS_NAME: name, "role": "leader"},
-            "ports": [{"name": "http", "port": PORT, "targetPort": "http"}],
-        },
-    }
-    return [lws, service]
+    return [lws, _service(name, labels, {_LWS_NAME: name, "role": "leader"})]
 
 
 def deployments(
