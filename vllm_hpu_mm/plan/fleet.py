@@ -263,6 +263,8 @@ def pipelined(replica: ReplicaModel, stages: int, activation_bytes_per_token: in
         return max(max(passes), sum(passes) / stages)
 
     def decode(sequences: int, blocks: int) -> float:
+        if sequences < 1:  # nothing decoding: as the replica prices it
+            return c.decode(sequences, blocks)
         groups = [len(range(g, sequences, stages)) for g in range(min(stages, sequences))]
         return step([c.decode(n, -(-blocks * n // sequences)) + handoffs(n) for n in groups])
 
