@@ -217,13 +217,7 @@ def fit_step(observations: Sequence[Observation], *, block_size: int, source: st
     rest = y - feats @ known
     # relative error: each row scaled by its own measurement (at least a tenth of the median one: a near-zero timing
     # would outweigh every other), and each feature by its scale (conditioning)
-    y_floor = np.maximum(y, 0.1 * float(np.median(y)))
-    # each kind of timing weighs alike in all (a kind of a few timings among hundreds, e.g. steps that prefill beside
-    # decodes, still shapes the fit): a row's error counts 1/sqrt(its kind's count)
-    counts: dict[str, int] = {}
-    for o in good:
-        counts[o.kind] = counts.get(o.kind, 0) + 1
-    y_scale = y_floor * np.sqrt(np.array([counts[o.kind] for o in good], dtype=float))
+    y_scale = np.maximum(y, 0.1 * float(np.median(y)))
     scale = np.maximum(np.abs(feats[:, free]).max(axis=0), 1e-30) if free else np.ones(0)
 
     def solve(rows: np.ndarray) -> np.ndarray:
@@ -238,7 +232,7 @@ def fit_step(observations: Sequence[Observation], *, block_size: int, source: st
     coef = solve(np.arange(len(good)))
     trimmed = 0
     if len(good) >= MIN_TRIMMED:  # one round without the worst tenth: a timing caught by another job's burst
-        rel = np.abs(feats @ coef - y) / y_floor  # each timing's own relative residual
+        rel = np.abs(feats @ coef - y) / y_scale  # the residual the fit weighs
         trimmed = len(good) // 10
         coef = solve(np.argsort(rel)[: len(good) - trimmed])
     values = dict(zip(STEP_FIELDS, (float(c) for c in coef), strict=True))
