@@ -104,6 +104,24 @@ def _verdict(rows: Sequence[Any]) -> dict[str, Any]:
     return out
 
 
+LATENCY_KEYS = ("p50_ttft_ms", "p90_ttft_ms", "p50_tpot_ms", "p90_tpot_ms")
+
+
+def _misses(run: dict[str, Any]) -> list[str]:
+    """The latency figures of one run (its JSON) outside the latency target."""
+    return [k for k in LATENCY_KEYS if not abs(run["error"].get(k, math.nan)) <= TARGETS["latency"]]
+
+
+def _within(run: dict[str, Any]) -> str:
+    missed = _misses(run)
+    return "all four" if not missed else "not " + ", ".join(k.removesuffix("_ms").replace("_", " ") for k in missed)
+
+
+def _spread(run: dict[str, Any]) -> str:
+    lo, hi = run.get("ttft_p50_ms_at_speed_0.95_1.05", [math.nan, math.nan])
+    return "" if math.isnan(lo) else f"{lo:.1f} / {hi:.1f}"
+
+
 def _measured_capacity(rows: Sequence[Any], ttft_s: float, tpot_s: float) -> tuple[float, str]:
     """The highest rate within the targets among the Poisson runs, interpolated linearly between the last run that
     meets them and the first that misses (on the metric that misses by the most, relative to its target)."""
@@ -165,8 +183,8 @@ def _markdown(data: dict[str, Any]) -> str:
         "coefficients: " + ", ".join(f"{k} {v:.3g}" for k, v in data["step"]["coefficients"].items()),
         "",
         "| run | traffic | rate (req/s) | speed | TTFT p50 ms meas / pred | TTFT p90 | TPOT p50 | TPOT p90 "
-        "| req/s meas / pred |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| req/s meas / pred | within 15% | TTFT p50 pred at speed -5% / +5% |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
     for r in data["runs"]:
         m, p = r["measured"], r["predicted"]
@@ -178,7 +196,10 @@ def _markdown(data: dict[str, Any]) -> str:
         lines.append(f"| {r['name']} | {r['traffic']} | {rate} | {r.get('speed', 1.0):.2f} | {pair('p50_ttft_ms')} | "
                      f"{pair('p90_ttft_ms')} | "
                      f"{pair('p50_tpot_ms')} | {pair('p90_tpot_ms')} | {m['request_throughput']:.2f} / "
-                     f"{p['request_throughput']:.2f} |")  # fmt: skip
+                     f"{p['request_throughput']:.2f} | {_within(r)} | {_spread(r)} |")  # fmt: skip
+    whole = [r["name"] for r in data["runs"] if not _misses(r)]
+    lines += ["", f"Runs with TTFT and TPOT p50 and p90 all within {TARGETS['latency']:.0%}: "
+              f"{', '.join(whole) or 'none'} ({len(whole)} of {len(data['runs'])})."]  # fmt: skip
     lines += ["", "| target | worst error | bound | holds |", "|---|---:|---:|---|"]
     for k, v in data["verdict"].items():
         lines.append(f"| {k} | {100 * v['worst']:.1f}% | {100 * v['target']:.0f}% | {'yes' if v['holds'] else 'no'} |")

@@ -214,6 +214,9 @@ class Row:
     prompts: tuple[Prompt, ...] = ()
     #: The server's speed against the fitted step just before the run (the re-probe; 1.0: as fitted).
     speed: float = 1.0
+    #: Predicted TTFT p50 (ms) on a machine 5% faster and 5% slower than the re-probe found: how far the figure
+    #: moves with the speed the prediction rests on (near saturation, many times over).
+    ttft_p50_range: tuple[float, float] = (math.nan, math.nan)
 
     def error(self, key: str) -> float:
         m = self.measured.get(key, math.nan)
@@ -253,14 +256,20 @@ def bench_at_rates(target: Target, step: FittedStep, traffic: Traffic, *, name: 
         # the run's own arrivals (when the client sent each request): a 120-request run's quantiles near saturation
         # move with its draw far more than with the model
         sent, times = run.sent()
-        x = predict(sent, limits, scaled_step(step, speed), rate=rate, load=f"Poisson {rate:.3g}/s", times=times)
+
+        def at(k: float, sent: list[Prompt] = sent, times: list[float] = times, rate: float = rate) -> Latency:
+            return predict(sent, limits, scaled_step(step, k), rate=rate, load=f"Poisson {rate:.3g}/s", times=times)
+
+        x = at(speed)
+        spread = (1000 * at(0.95 * speed).ttft[0], 1000 * at(1.05 * speed).ttft[0])
         rows.append(Row(f"{name}-{share:g}", traffic.describe(), rate, measured(run), predicted(x),
-                        tuple(run.prompts()), speed))  # fmt: skip
+                        tuple(run.prompts()), speed, spread))  # fmt: skip
     return rows
 
 
 def rows_json(rows: Sequence[Row]) -> list[dict[str, Any]]:
     return [{"name": r.name, "traffic": r.traffic, "request_rate": r.rate, "speed": round(r.speed, 4),
+             "ttft_p50_ms_at_speed_0.95_1.05": [round(v, 3) for v in r.ttft_p50_range],
              "measured": r.measured,
              "predicted": {k: round(v, 4) for k, v in r.predicted.items()},
              "error": {k: round(r.error(k), 4) for k in r.predicted if k in r.measured}} for r in rows]  # fmt: skip
