@@ -188,6 +188,10 @@ FRESH2 = (
 SETS = {"held-out": CONFIGS, "fresh": FRESH, "fresh2": FRESH2}
 
 
+#: Most loads between the plan's judged levels checked per configuration (spread over 1..max_num_seqs).
+OFF_GRID_LOADS = 12
+
+
 def reshaped(base: Traffic, r: Reshape) -> Traffic:
     counts: dict[Request, int] = {}
     for k, (req, n) in enumerate(sorted(base.counts.items(), key=lambda kv: kv[0].sort_key())):
@@ -436,6 +440,17 @@ def run(c: Config, requests: int) -> tuple[dict[str, Any], OwnInputs]:
         drift_loads.append({"load": load.load, "padded_ratio": mine.padded_s / theirs.padded_s if theirs.padded_s
                             else None, "busy_ratio": busy, "uncovered": mine.uncovered,
                             "largest_step_ratio": step_ratios(ours, exp_buckets, load, t)})  # fmt: skip
+    # loads between the levels the plan judges (it judges powers of two, the quarters and max_num_seqs): each at
+    # once on the planned traffic, up to OFF_GRID_LOADS of them spread over 1..max_num_seqs
+    judged = {int(v.load.split()[0]) for v in chosen.loads}
+    between = [n for n in range(1, c.max_num_seqs + 1) if n not in judged]
+    step_k = max(1, len(between) // OFF_GRID_LOADS)
+    off_grid: list[dict[str, Any]] = []
+    for n in between[::step_k][:OFF_GRID_LOADS]:
+        (load,) = load_shapes(schedules(planned, shape, images, concurrency=n, requests=requests, seed=3))
+        mine, theirs = padded_time(*ours, load, t), padded_time(*exp_buckets, load, t)
+        off_grid.append({"load": load.load, "padded_ratio": mine.padded_s / theirs.padded_s if theirs.padded_s
+                         else None, "uncovered": mine.uncovered})  # fmt: skip
     planned_traces = runs.traces + (sweep.traces if sweep is not None else ())
     if len(planned_traces) != len(chosen.loads):
         raise AssertionError(f"{len(planned_traces)} planned schedules for {len(chosen.loads)} loads")
@@ -454,6 +469,7 @@ def run(c: Config, requests: int) -> tuple[dict[str, Any], OwnInputs]:
         "planned_loads": [{"load": v.load, "padded_ratio": v.ours.padded_s / v.own.padded_s if v.own.padded_s else None,
                            "uncovered": v.ours.uncovered} for v in chosen.loads],
         "drifted_loads": drift_loads,
+        "off_grid_loads": off_grid,
         "plan_cpu_s": plan_cpu,
     }, own  # fmt: skip
 
@@ -495,6 +511,14 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             f"{_f(w['prefill']['ratio'] if w['prefill'] else None)} | {reach} | {r['graphs']} ({r['exp_graphs']}) | "
             f"{compiles} | {planned} | {drifted} | {step:.2f} / {busy:.2f} ({ok}) |"
         )
+    if any(r.get("off_grid_loads") for r in rows):
+        lines += ["", "Loads the plan does not judge (between its levels), each at once on the planned traffic "
+                  "(padded / exp's; the most above 1 would be a load padding longer than exp):", ""]  # fmt: skip
+        for r in rows:
+            xs = r.get("off_grid_loads", [])
+            worst = max((x["padded_ratio"] for x in xs if x["padded_ratio"] is not None), default=None)
+            each = ", ".join(f"{x['load'].split()[0]}: {_f(x['padded_ratio'])}" for x in xs)
+            lines.append(f"- {r['name']}: {each} (most {_f(worst, 4)}; compiles {sum(x['uncovered'] for x in xs)})")
     if any("own_lookup" in r for r in rows):
         lines += render_own(rows, meta)
     lines += ["", "Worst shapes, in the plan's words:", ""]
