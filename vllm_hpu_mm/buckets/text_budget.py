@@ -44,6 +44,7 @@ from vllm_hpu_mm.buckets.text_time import (
     LookupTable,
     StepTimes,
     cached,
+    weighted_sum,
 )
 from vllm_hpu_mm.engine import Bucket
 from vllm_hpu_mm.errors import ConfigError
@@ -192,7 +193,8 @@ def padded_time(prompt: Sequence[Bucket], decode: Sequence[Bucket], load: LoadSh
     in_p = _priced(prompts, at_p, own_p, time.prefill_s)
     in_d = _priced(decodes, at_d, own_d, lambda b, _q, blocks: time.decode_s(b, blocks))
     uncovered = int(np.count_nonzero(at_p < 0) + np.count_nonzero(at_d < 0))
-    return PaddedTime(float(runs @ own_p), float(steps @ own_d), float(runs @ in_p), float(steps @ in_d), uncovered)
+    return PaddedTime(weighted_sum(runs, own_p), weighted_sum(steps, own_d), weighted_sum(runs, in_p),
+                      weighted_sum(steps, in_d), uncovered)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)

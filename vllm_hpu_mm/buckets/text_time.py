@@ -54,6 +54,7 @@ __all__ = [
     "phase_options",
     "phase_options_of",
     "phase_seconds",
+    "weighted_sum",
 ]
 
 _F = npt.NDArray[np.float64]
@@ -70,6 +71,12 @@ MAX_ROWS = 48
 #: Most rows added at the traffic's heaviest first values (:attr:`PhaseAxes.heavy_row_share`).
 MAX_HEAVY_ROWS = 16
 INF = float("inf")
+
+
+def weighted_sum(weight: _F, seconds: _F) -> float:
+    """sum(weight x seconds), summed by numpy (pairwise), not by the BLAS: a BLAS dot of a long vector splits it over
+    threads, so its last bits depend on the machine's cores (and on a shared machine its threads spin for the CPU)."""
+    return float(np.add.reduce(weight * seconds))
 
 
 class StepTimes(Protocol):
@@ -519,7 +526,7 @@ def _seconds(axes: PhaseAxes, rows: Sequence[int], values: Sequence[Sequence[int
              weight: _F) -> float:  # fmt: skip
     """The weighted seconds of the shapes in their buckets (a shape no bucket holds, beyond the limits, runs at its
     own shape: charged so)."""
-    return float(np.dot(weight, _times(axes, rows, values, first, second)))
+    return weighted_sum(weight, _times(axes, rows, values, first, second))
 
 
 #: Most rows' slices one :class:`_Pricer` keeps (a planning run asks a few thousand distinct ones per weight set).
@@ -582,7 +589,7 @@ class _Pricer:
             t[at] = _times(self.axes, rows, values, self.by_first[at], self.by_second[at], rising=True)
         if not self.ordered:
             t[self.order] = t.copy()
-        return float(np.dot(self.weight, t))
+        return weighted_sum(self.weight, t)
 
 
 @dataclasses.dataclass(frozen=True)
