@@ -198,7 +198,9 @@ def padded_time(prompt: Sequence[Bucket], decode: Sequence[Bucket], load: LoadSh
 PRICED_SETS = 4096
 
 
-def _phase_time(arrays: _LoadArrays, phase: int, buckets: Sequence[Bucket], time: StepTimes) -> tuple[float, float, int]:
+def _phase_time(
+    arrays: _LoadArrays, phase: int, buckets: Sequence[Bucket], time: StepTimes
+) -> tuple[float, float, int]:
     """A load's phase (0 prefill, 1 decode) at its own shapes and in ``buckets``: useful seconds, bucketed seconds
     and the shapes no bucket holds; kept per bucket set."""
     key = tuple(buckets)
