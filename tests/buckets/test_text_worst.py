@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
-from vllm_hpu_mm.buckets.text_budget import LoadShapes, padded_time
+from vllm_hpu_mm.buckets.text_budget import BudgetedPlan, LoadShapes, LoadVerdict, padded_time
 from vllm_hpu_mm.buckets.text_time import LookupTable
-from vllm_hpu_mm.buckets.text_worst import BOUND, bound_worst, worst_case
+from vllm_hpu_mm.buckets.text_worst import BOUND, _no_longer, bound_worst, with_bounded_worst, worst_case
 from vllm_hpu_mm.engine import Bucket, EngineShape
 from vllm_hpu_mm.models.catalog import CATALOG, DEFAULT_MODEL
 from vllm_hpu_mm.plan.text_buckets import text_time
@@ -134,6 +134,12 @@ def test_the_worst_case_in_words_and_json_names_the_shape_the_ratio_and_its_inte
     assert line.startswith("worst shape (of every one the limits allow): ")
     assert f"{w.ratio:.2f}x its step under exp" in line
     assert "bound 1.5x: met with" in line
+    assert "beyond the budget" not in line
+    repaired = worst.__class__(**{**worst.__dict__, "beyond": 2, "graphs": worst.graphs + 2}).line()
+    assert (
+        f"met with {worst.graphs + 2} graphs ({worst.added} corner buckets added, 2 more beyond the budget so "
+        in repaired
+    )
     low, high = worst.span(w)  # type: ignore[misc]
     assert low == pytest.approx(w.ratio * (0.8 / 1.2 if w.phase == "decode" else 0.9 / 1.1))
     assert f"{low:.2f}-{high:.2f}x within the step model's interval" in line
@@ -142,3 +148,64 @@ def test_the_worst_case_in_words_and_json_names_the_shape_the_ratio_and_its_inte
     assert data["within_bound"]
     assert data["line"] == line
     assert math.isclose(data["ratio_interval"][w.phase][1], high)
+
+
+def _losing_load() -> tuple[BudgetedPlan, tuple[LoadShapes, ...]]:
+    """The coarse plan chosen for loads where it pads longer than exp at one of them: few-sequence decode steps
+    that its (16, 64) bucket holds within the bound but exp's (4, 48) and (4, 64) hold cheaper."""
+    loads = (LoadShapes("1 at once", {(200, 0): 40}, {(2, 30): 400}),
+             LoadShapes("4 at once", {(200, 0): 10}, {(4, 40): 800, (3, 50): 400}))  # fmt: skip
+    plan = coarse()
+    verdicts = tuple(LoadVerdict(load.load, padded_time(plan.prompt, plan.decode, load, TIME),
+                                 padded_time(*EXP, load, TIME)) for load in loads)  # fmt: skip
+    assert [v.short for v in verdicts] == [False, True]  # the case the rule must repair
+    return BudgetedPlan(plan, plan.graphs, "chosen", verdicts), loads
+
+
+def _weights(loads: tuple[LoadShapes, ...]) -> tuple[dict[tuple[int, int], int], dict[tuple[int, int], int]]:
+    prefill: dict[tuple[int, int], int] = {}
+    decode: dict[tuple[int, int], int] = {}
+    for load in loads:
+        for out, shapes in ((prefill, load.prefill), (decode, load.decode)):
+            for key, n in shapes.items():
+                out[key] = out.get(key, 0) + round(n)
+    return prefill, decode
+
+
+def test_no_planned_load_pads_longer_than_exp_once_the_worst_is_bounded() -> None:
+    chosen, loads = _losing_load()
+    out = with_bounded_worst(chosen, _weights(loads), loads, LIMITS, EXP, TIME, given=None)
+    for load in loads:  # judged here, not through the verdicts the plan carries
+        ours, theirs = padded_time(out.plan.prompt, out.plan.decode, load, TIME), padded_time(*EXP, load, TIME)
+        assert ours.padded_s <= theirs.padded_s * (1 + 1e-9)
+    assert not out.short
+    assert out.plan.graphs <= EXP_GRAPHS // 2
+    assert "no load pads longer than under the runtime's own" in out.reason
+    assert out.worst is not None
+    assert out.worst.graphs == out.plan.graphs
+
+
+def test_load_repairs_make_no_shape_dearer_and_a_given_budget_says_where_it_pads_longer() -> None:
+    chosen, loads = _losing_load()
+    own_times = [v.own for v in chosen.loads]
+    plan, verdicts, added, why = _no_longer(chosen.plan, chosen.loads, loads, own_times, EXP, LIMITS, TIME, 8, False)
+    assert 0 < added == plan.graphs - chosen.plan.graphs <= 8
+    assert not any(v.short for v in verdicts)
+    assert "make no shape dearer" in why
+    before, after = step_ratios(chosen.plan), step_ratios(plan)
+    for old, new in ((before[0], after[0]), (before[2], after[2])):
+        assert (new <= old * (1 + 1e-9)).all()  # every shape the limits allow: no load, judged or not, longer
+    same, verdicts, added, why = _no_longer(chosen.plan, chosen.loads, loads, own_times, EXP, LIMITS, TIME, 0, False)
+    assert (same, added) == (chosen.plan, 0)
+    assert why == "; pads longer than the runtime's own at 4 at once within the given budget"
+
+
+def test_without_room_the_runtime_s_own_buckets_are_kept_in_the_losing_phase() -> None:
+    chosen, loads = _losing_load()
+    own_times = [v.own for v in chosen.loads]
+    plan, verdicts, added, why = _no_longer(chosen.plan, chosen.loads, loads, own_times, EXP, LIMITS, TIME, 0, True)
+    assert added == 0
+    assert plan.decode == EXP[1]  # decode padded longer: exp's own decode buckets, the same time at every load
+    assert plan.prompt == chosen.plan.prompt
+    assert not any(v.short for v in verdicts)
+    assert "the runtime's own decode buckets kept" in why

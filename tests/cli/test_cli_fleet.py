@@ -35,8 +35,14 @@ def fleet(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str
         (["--request-rate", "2", "--ttft-p99", "1000", "--tpot-p99", "50", "--cards-per-node", "1000"],
          "more cards than one node holds"),
         (["--request-rate", "2", "--ttft-p99", "1000"], "the following arguments are required: --tpot-p99"),
-        (["--request-rate", "2", "--ttft-p99", "1000", "--tpot-p99", "50", "--pipeline-parallel-size", "2"],
-         "plans no pipeline stages"),
+        (["--request-rate", "2", "--ttft-p99", "1000", "--tpot-p99", "50", "--pipeline-parallel-sizes", "0"],
+         "--pipeline-parallel-sizes"),
+        (["--load-profile", "600:2,600:x", "--ttft-p99", "1000", "--tpot-p99", "50"], "are not numbers"),
+        (["--load-profile", ",".join(["60:1"] * 700), "--ttft-p99", "1000", "--tpot-p99", "50"], "at most 672"),
+        (["--load-profile", "no-such-profile.csv", "--ttft-p99", "1000", "--tpot-p99", "50"],
+         "nor a readable CSV file"),
+        (["--load-profile", "600:2", "--request-rate", "2", "--ttft-p99", "1000", "--tpot-p99", "50"],
+         "not allowed with argument"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str], said: str) -> None:
@@ -73,11 +79,20 @@ def test_too_few_cards_is_a_negative_finding_with_the_best_achievable(capsys: py
 def test_the_fleet_and_its_replicas_files_are_what_serve_writes(capsys: pytest.CaptureFixture[str],
                                                                 tmp_path: Path) -> None:  # fmt: skip
     out_dir, replica_dir = tmp_path / "out", "/srv/vllm-hpu-mm"
-    code, out, _ = fleet(capsys, *SMALL, "--text-graph-budget", "40", "--request-rate", "6", "--ttft-p99", "3000",
-                         "--tpot-p99", "60", "--out", str(out_dir), "--replica-dir", replica_dir, "--json")  # fmt: skip
+    profile = tmp_path / "day.csv"  # the peak, 6 requests/s, is what the fleet is sized for
+    profile.write_text("period,seconds,rate\nnight,28800,1.5\nday,36000,6\nevening,21600,3\n")
+    code, out, _ = fleet(capsys, *SMALL, "--text-graph-budget", "40", "--load-profile", str(profile), "--ttft-p99",
+                         "3000", "--tpot-p99", "60", "--out", str(out_dir), "--replica-dir", replica_dir,
+                         "--json")  # fmt: skip
     assert code == 0
     data = json.loads(out)
+    assert data["request_rate"] == 6
     chosen = data["chosen"]
+    day = data["load_profile"]
+    assert [p["period"] for p in day["periods"]] == ["night", "day", "evening"]
+    assert day["periods"][1]["cards"] == day["cards_to_book"] == chosen["total_cards"]
+    assert day["periods"][0]["replicas"] <= day["periods"][2]["replicas"] <= day["periods"][1]["replicas"]
+    assert day["card_hours_saved"] == pytest.approx(day["card_hours_at_peak_all_along"] - day["card_hours"], abs=0.01)
     assert chosen["meets"]
     assert chosen["replicas"] * chosen["capacity_per_replica"] >= 6 * 1.2
     assert chosen["total_cards"] == chosen["replicas"]  # TP 1
@@ -118,11 +133,34 @@ def test_the_fleet_and_its_replicas_files_are_what_serve_writes(capsys: pytest.C
 
 def test_a_model_that_fits_no_card_count_is_a_negative_finding(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = fleet(capsys, "--model", "Qwen/Qwen2.5-VL-72B-Instruct", "--device", "gaudi2",
-                           "--tensor-parallel-sizes", "1", "--max-num-seqs", "8", "--request-rate", "2",
-                           "--ttft-p99", "3000", "--tpot-p99", "60")  # fmt: skip
+                           "--tensor-parallel-sizes", "1", "--pipeline-parallel-sizes", "1", "--max-num-seqs", "8",
+                           "--request-rate", "2", "--ttft-p99", "3000", "--tpot-p99", "60")  # fmt: skip
     assert code == 1
     assert "TP1 seqs 8 tokens 2048" in out
     assert "OOM" in out
     assert len(err.strip().splitlines()) == 1
     assert "fits no card count tried" in err
     assert "fix:" in err
+
+
+def test_pipeline_stages_are_tried_where_no_tp_size_in_a_node_holds_the_model(capsys: pytest.CaptureFixture[str],
+                                                                             tmp_path: Path) -> None:  # fmt: skip
+    # nodes of one card: TP 1 runs out of memory and TP 2 would span nodes, so 2 stages over 2 nodes
+    code, out, err = fleet(capsys, "--model", "Qwen/Qwen2.5-VL-72B-Instruct", "--device", "gaudi2",
+                           "--cards-per-node", "1", "--tensor-parallel-sizes", "1,2", "--max-num-seqs", "8",
+                           "--max-model-len", "4096", "--requests", "30", "--text-graph-budget", "20",
+                           "--request-rate", "0.3", "--ttft-p99", "10000", "--tpot-p99", "200", "--json",
+                           "--out", str(tmp_path))  # fmt: skip
+    assert code == 0, err
+    data = json.loads(out)
+    shapes = [(c["tensor_parallel_size"], c["pipeline_parallel_size"], c["meets"]) for c in data["candidates"]]
+    assert shapes == [(1, 1, False), (2, 1, False), (1, 2, True)]
+    chosen = data["chosen"]
+    assert (chosen["cards_per_replica"], chosen["nodes_per_replica"]) == (2, 2)
+    assert chosen["nodes"] == 2 * chosen["replicas"]
+    assert any("vllm-gaudi @091bbadd lists pipeline parallel" in n for n in data["notes"])
+    node0 = data["deployments"]["data_parallel"][0]["command"]
+    assert node0[node0.index("--pipeline-parallel-size") + 1] == "2"
+    assert node0[node0.index("--nnodes") + 1] == "2"
+    kinds = [d["kind"] for d in yaml.safe_load_all((tmp_path / "kubernetes" / "fleet.yaml").read_text())]
+    assert kinds == ["ConfigMap", "LeaderWorkerSet", "Service"]

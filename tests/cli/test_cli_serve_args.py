@@ -549,3 +549,20 @@ def test_the_fleets_data_parallel_commands_parse_with_vllms_own_parser(vllm_pars
         serve_args.check_with_vllm(vllm_parser, list(c.argv[2:]), None)
     with pytest.raises(ConfigError, match="vLLM rejected"):
         serve_args.check_with_vllm(vllm_parser, [*args, "--data-parallel-size", "two"], None)
+    # pipeline stages: within a node (data-parallel ranks of TP x PP) and over nodes (each replica its own
+    # multi-node server; in the LeaderWorkerSet, with the addresses LWS puts in each pod's environment)
+    from vllm_hpu_mm.plan.fleet_deploy import manifests
+
+    staged = [*args, "--pipeline-parallel-size", "2"]
+    for per_node in (8, 2):
+        for c in dp_commands(staged, replicas=3, tensor_parallel_size=2, pipeline_parallel_size=2,
+                             cards_per_node=per_node, head_address="10.0.0.1"):  # fmt: skip
+            serve_args.check_with_vllm(vllm_parser, list(c.argv[2:]), None)
+    lws = manifests(staged, {}, {}, replicas=2, tensor_parallel_size=2, device="gaudi2", name="q", image="i",
+                    replica_dir="/etc/x", warmup_s=None, pipeline_parallel_size=2, cards_per_node=2)[0]  # fmt: skip
+    assert lws["kind"] == "LeaderWorkerSet"
+    for role in ("leaderTemplate", "workerTemplate"):
+        container = lws["spec"]["leaderWorkerTemplate"][role]["spec"]["containers"][0]
+        assert container["command"] == ["vllm", "serve"]
+        pod_env = {"$(LWS_LEADER_ADDRESS)": "10.0.0.7", "$(LWS_WORKER_INDEX)": "1"}
+        serve_args.check_with_vllm(vllm_parser, [pod_env.get(a, a) for a in container["args"]], None)

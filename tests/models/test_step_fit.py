@@ -20,7 +20,8 @@ from vllm_hpu_mm.models.step_fit import (
 )
 
 TRUE = FittedStep(block_size=128, overhead_s=0.02, token_s=4e-5, sequence_s=1e-3, chunk_s=5e-3, pair_s=2e-9,
-                  image_s=0.01, patch_s=3e-5, frontend_s=0.015, source="made up", samples=0, interval=0.0)  # fmt: skip
+                  image_s=0.01, patch_s=3e-5, frontend_s=0.015, source="made up", samples=0, interval=0.0,
+                  context_s=1e-6)  # fmt: skip
 
 
 def observations(step: FittedStep, rng: random.Random, noise: float = 0.0) -> list[Observation]:
@@ -34,10 +35,10 @@ def observations(step: FittedStep, rng: random.Random, noise: float = 0.0) -> li
         out.append(o)
     for c in (1, 2, 4, 8):
         for context in (100, 900, 2500):
-            out.append(Observation(0.0, tokens=c, sequences=c, pairs=c * context, kind=f"itl at {c}"))
+            out.append(Observation(0.0, tokens=c, sequences=c, context=c * context, kind=f"itl at {c}"))
         # a step prefilling c prompts of 100 tokens at once beside 2 decodes
-        out.append(Observation(0.0, tokens=100 * c + 2, sequences=2, chunks=c, pairs=c * causal_pairs(100, 0) + 2000,
-                               kind="burst"))  # fmt: skip
+        out.append(Observation(0.0, tokens=100 * c + 2, sequences=2, chunks=c, pairs=c * causal_pairs(100, 0),
+                               context=2000, kind="burst"))  # fmt: skip
     return [dataclasses.replace(o, seconds=step.predict(o) * (1 + rng.uniform(-noise, noise))) for o in out]
 
 
@@ -46,6 +47,7 @@ def test_the_fit_recovers_the_coefficients_that_made_the_timings() -> None:
     assert fitted.overhead_s == pytest.approx(TRUE.overhead_s, rel=0.01)
     assert fitted.frontend_s == pytest.approx(TRUE.frontend_s, rel=0.01)
     assert fitted.pair_s == pytest.approx(TRUE.pair_s, rel=0.01)
+    assert fitted.context_s == pytest.approx(TRUE.context_s, rel=0.01)
     assert fitted.patch_s == pytest.approx(TRUE.patch_s, rel=0.01)
     assert fitted.token_s == pytest.approx(TRUE.token_s, rel=0.01)
     assert fitted.sequence_s == pytest.approx(TRUE.sequence_s, rel=0.01)
@@ -67,7 +69,7 @@ def test_noise_widens_the_interval_and_no_coefficient_goes_negative() -> None:
 
 
 def test_the_step_prices_shapes_and_one_forward_pays_one_overhead() -> None:
-    assert TRUE.decode_s(4, 10) == pytest.approx(0.02 + 4 * (4e-5 + 1e-3) + 2e-9 * 1280)
+    assert TRUE.decode_s(4, 10) == pytest.approx(0.02 + 4 * (4e-5 + 1e-3) + 1e-6 * 1280)
     two = TRUE.chunks_s([(100, 0), (50, 2)])
     assert two == pytest.approx(0.02 + 150 * 4e-5 + 2 * 5e-3 + 2e-9 * (causal_pairs(100, 0) + causal_pairs(50, 256)))
     assert TRUE.prefill_s(2, 100, 0) == pytest.approx(TRUE.chunks_s([(100, 0), (100, 0)]))
@@ -108,7 +110,7 @@ def test_a_few_timings_caught_by_another_job_do_not_move_the_fit() -> None:
 def test_a_near_zero_timing_does_not_outweigh_the_others() -> None:
     # a client that read several tokens at once recorded gaps of microseconds
     clean = observations(TRUE, random.Random(6))
-    bunched = [*clean, *(Observation(1e-6, tokens=4, sequences=4, pairs=4000, kind="itl at 4") for _ in range(3))]
+    bunched = [*clean, *(Observation(1e-6, tokens=4, sequences=4, context=4000, kind="itl at 4") for _ in range(3))]
     fitted = fit_step(bunched, block_size=128, source="bunched")
     assert fitted.decode_s(4, 8) == pytest.approx(TRUE.decode_s(4, 8), rel=0.05)
 
@@ -130,3 +132,23 @@ def test_timed_tower_passes_split_an_images_time_between_the_api_server_and_the_
     assert fitted.image_s == pytest.approx(true.image_s, rel=0.01)
     assert fitted.frontend_for(2) == pytest.approx(true.frontend_s + 0.04, rel=0.01)
     assert step_from_dict(step_to_dict(fitted), "a profile").frontend_image_s == fitted.frontend_image_s
+
+
+def test_a_profile_keeps_the_api_servers_share_and_an_older_one_prices_decodes_as_it_did() -> None:
+    shared = dataclasses.replace(TRUE, frontend_share=0.4)
+    assert step_from_dict(step_to_dict(shared), "a profile").frontend_share == 0.4
+    older = step_to_dict(TRUE)
+    del older["coefficients"]["context_s"], older["frontend_share"]
+    back = step_from_dict(older, "an older profile")
+    assert back.context_s == TRUE.pair_s  # its decodes read their context at the pair cost
+    assert back.frontend_share == 0.0
+    bad = step_to_dict(shared) | {"frontend_share": 7}
+    with pytest.raises(ConfigError, match="frontend_share=7"):
+        step_from_dict(bad, "a profile")
+
+
+def test_the_engine_loses_its_share_of_the_api_servers_work() -> None:
+    shared = dataclasses.replace(TRUE, frontend_share=0.5)
+    assert TRUE.load_stretch(0.3) == 1.0
+    assert shared.load_stretch(0.3) == pytest.approx(1 / (1 - 0.15))
+    assert shared.load_stretch(5.0) == 10.0  # capped: the API server is the bottleneck then

@@ -3,21 +3,29 @@ bounds and monotonicity, the replicas, and the choice against a brute force. Sub
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
 import pytest
 
-from vllm_hpu_mm.engine import EngineShape
+from vllm_hpu_mm.engine import EngineShape, PrefillChunk
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.step_fit import FittedStep
 from vllm_hpu_mm.plan.fleet import (
+    HANDOFF_BYTES_PER_S,
+    HANDOFF_S,
+    MAX_PERIODS,
     Capacity,
     ReplicaShape,
     Targets,
     choose,
     latency_at,
     max_rate,
+    over_profile,
+    parse_profile,
+    pipelined,
+    placement,
     replica_model,
     replicas_for,
     saturation,
@@ -98,6 +106,16 @@ def test_the_interval_and_the_api_servers_time_come_from_the_fitted_step() -> No
     assert capacity(targets).rate_range() is None  # not bracketed: no range claimed
 
 
+def test_an_api_server_sharing_the_engines_cpu_lowers_saturation_and_slows_steps_under_load() -> None:
+    shared = dataclasses.replace(step(), frontend_share=1.0)
+    plain, loaded = replica_model(timer(), SHAPE), replica_model(timer(shared), SHAPE)
+    assert saturation(loaded, SAMPLES) < saturation(plain, SAMPLES)
+    assert latency_at(loaded, SAMPLES, 0.0001).ttft == pytest.approx(latency_at(plain, SAMPLES, 0.0001).ttft, rel=1e-3)
+    busy = 0.5 * saturation(plain, SAMPLES)
+    assert latency_at(loaded, SAMPLES, busy).tpot[0] > latency_at(plain, SAMPLES, busy).tpot[0]
+    assert capacity(Targets(10.0, 1.0), shared).rate < capacity(Targets(10.0, 1.0)).rate
+
+
 @pytest.mark.parametrize("kwargs", [{"ttft_p99": 0.0, "tpot_p99": 0.1}, {"ttft_p99": 1.0, "tpot_p99": -1.0},
                                     {"ttft_p99": 1.0, "tpot_p99": 0.1, "e2e_p99": math.inf}])  # fmt: skip
 def test_a_target_that_is_no_time_is_refused(kwargs: dict[str, float]) -> None:
@@ -158,3 +176,94 @@ def test_cards_available_bound_the_choice_and_nodes_pack_replicas() -> None:
     assert choose(candidates, cheapest.total_cards - 1) is None
     c = sized(ReplicaShape(2, 8, 512), candidates[0].capacity, 100.0, 0.0, cards_per_node=8)
     assert c.nodes == math.ceil(c.replicas / 4)
+
+
+# --- a load profile over the day ---------------------------------------------------------------------------------
+
+PROFILE = "28800:2,3600:5.5,21600:12,14400:7,18000:0"
+
+
+def test_a_profile_reads_inline_or_from_a_csv_with_names() -> None:
+    inline = parse_profile(PROFILE)
+    assert [(p.seconds, p.rate) for p in inline] == [(28800, 2), (3600, 5.5), (21600, 12), (14400, 7), (18000, 0)]
+    text = "period,seconds,rate\nnight,28800,2\nmorning,3600,5.5\n"
+    assert [(p.name, p.seconds, p.rate) for p in parse_profile("day.csv", text)] == [
+        ("night", 28800, 2),
+        ("morning", 3600, 5.5),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("raw", "text", "said"),
+    [
+        ("600:2,600", None, "is not SECONDS:RATE"),
+        ("600:x", None, "are not numbers"),
+        ("0:2", None, "out of range"),
+        ("600:-1", None, "out of range"),
+        ("600:0,60:0", None, "no period with a rate above 0"),
+        (",".join(["60:1"] * (MAX_PERIODS + 1)), None, f"at most {MAX_PERIODS}"),
+        ("600000:1,600000:1", None, "lasts over"),
+        ("f.csv", "period,rate\nnight,2\n", "no 'seconds' and 'rate' columns"),
+        ("f.csv", "seconds,rate\n" + "60,1\n" * (MAX_PERIODS + 1), f"over {MAX_PERIODS} periods"),
+        ("f.csv", "seconds,rate\n60,lots\n", "f.csv row 2"),
+    ],
+)  # fmt: skip
+def test_a_bad_profile_is_one_line(raw: str, text: str | None, said: str) -> None:
+    with pytest.raises(ConfigError, match=said) as error:
+        parse_profile(raw, text)
+    assert "\n" not in str(error.value)
+
+
+def test_a_higher_period_rate_never_needs_fewer_replicas_and_the_peak_is_the_single_rate_plan() -> None:
+    targets = Targets(0.3, 0.04)
+    cap = capacity(targets)
+    periods = parse_profile(PROFILE)
+    for headroom in (0.0, 0.2):
+        day = over_profile(periods, cap.rate, headroom, cards_per_replica=2)
+        by_rate = sorted(day.periods, key=lambda s: s.period.rate)
+        assert all(a.replicas <= b.replicas for a, b in itertools.pairwise(by_rate))
+        assert min(s.replicas for s in day.periods) >= 1  # an idle period keeps one replica warm
+        peak = max(periods, key=lambda p: p.rate)
+        single = sized(ReplicaShape(2, 8, 512), cap, peak.rate, headroom, cards_per_node=8)
+        assert day.peak_cards == single.total_cards == max(s.cards for s in day.periods)
+        hours = sum(p.seconds for p in periods) / 3600
+        assert day.peak_card_hours == pytest.approx(single.total_cards * hours)
+        assert day.card_hours == pytest.approx(sum(s.cards * s.period.seconds / 3600 for s in day.periods))
+        assert 0 < day.saved_card_hours < day.peak_card_hours
+
+
+# --- pipeline stages --------------------------------------------------------------------------------------------
+
+
+def test_pipeline_stages_never_speed_a_lone_request_and_the_bubble_idles_the_stages() -> None:
+    replica = replica_model(timer(), SHAPE)
+    assert pipelined(replica, 1, 4096) is replica
+    c, p = replica.clock, pipelined(replica, 4, 4096).clock
+    hop = 3 * HANDOFF_S  # three hand-offs of one token's activations, and their bytes
+    one = c.decode(1, 4) + hop + 3 * 4096 / HANDOFF_BYTES_PER_S
+    assert p.decode(1, 4) == pytest.approx(one)
+    # fewer requests than stages: each its own micro-batch, the pass of one (the stages idle the rest)
+    assert p.decode(3, 12) == pytest.approx(one)
+    # many: the micro-batch of a quarter of them, never below the stages' busy time, never above the whole batch
+    # at TP alone plus the hand-offs
+    p64 = p.decode(64, 256)
+    assert p64 >= c.decode(16, 64) + hop
+    assert p64 <= c.decode(64, 256) + hop + 3 * 64 * 4096 / HANDOFF_BYTES_PER_S
+    chunk = (PrefillChunk(300, 0),)
+    assert p.prefill(chunk) > c.prefill(chunk)  # a lone prompt passes every stage in sequence
+    assert p.vision(1000) == c.vision(1000)  # the vision tower: on the first stage, as at TP alone
+
+
+def test_a_replica_spans_nodes_by_whole_stages_only() -> None:
+    assert placement(8, 2, 8) == (2, 8)
+    assert placement(4, 2, 8) == (1, 8)
+    assert placement(1, 2, 1) == (2, 1)
+    assert placement(4, 3, 8) == (3, 4)  # 3 stages of 4 cards: one per node, none split across two
+    assert placement(16, 1, 8) is None
+    cap = capacity(Targets(0.3, 0.04))
+    spanning = sized(ReplicaShape(8, 8, 512, 2), cap, 100.0, 0.0, cards_per_node=8)
+    assert spanning.cards_per_replica == 16
+    assert spanning.nodes == 2 * spanning.replicas
+    assert spanning.shape.label.startswith("TP8 PP2 ")
+    within = sized(ReplicaShape(2, 8, 512, 2), cap, 100.0, 0.0, cards_per_node=8)
+    assert within.nodes == math.ceil(within.replicas / 2)

@@ -5,6 +5,12 @@ builds once)."""
 
 from __future__ import annotations
 
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
@@ -81,3 +87,117 @@ def test_the_written_yaml_is_the_manifests_with_files_as_literal_blocks() -> Non
     assert "vllm-gaudi-buckets.txt: |" in text
     assert d.files == {"vllm-gaudi-buckets.txt": files["/etc/vllm-hpu-mm/vllm-gaudi-buckets.txt"]}
     assert d.commands[0].argv[2:8] == tuple(ARGS)  # the server's arguments after `vllm serve`, module dropped
+
+
+#: The LeaderWorkerSet CRD's own schema (kubernetes-sigs/lws @ 060ab4da, tests/data/SOURCES.md), strict as
+#: `kubectl apply --validate=strict` is: a field the schema does not name is an error.
+LWS_SCHEMA = Path(__file__).parents[1] / "data" / "kubernetes" / "leaderworkerset-v1-schema.json"
+
+
+def _strict(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_strict(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _strict(v) for k, v in schema.items()}
+    if (
+        "properties" in out
+        and "additionalProperties" not in out
+        and not out.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        out["additionalProperties"] = False
+    return out
+
+
+@functools.cache
+def lws_validator() -> jsonschema.Draft7Validator:
+    schema = _strict(json.loads(LWS_SCHEMA.read_text()))
+    jsonschema.Draft7Validator.check_schema(schema)
+    return jsonschema.Draft7Validator(schema)
+
+
+def _lws_docs(files: dict[str, str]) -> tuple[dict[str, Any], ...]:
+    # TP 4 x PP 4 on nodes of 8 cards: two stages a node, a replica over 2 nodes
+    return manifests([*ARGS, "--pipeline-parallel-size", "4"], ENV, files, replicas=3, tensor_parallel_size=4,
+                     device="gaudi3", name="qwen72b", image="vllm-gaudi:1.22", replica_dir="/etc/vllm-hpu-mm",
+                     warmup_s=900.0, pipeline_parallel_size=4, cards_per_node=8)  # fmt: skip
+
+
+def test_replicas_spanning_nodes_are_a_leader_worker_set_valid_under_its_own_crd_schema() -> None:
+    docs = _lws_docs({"vllm-gaudi-buckets.txt": "(1, 128, 0)\n"})
+    assert [d["kind"] for d in docs] == ["ConfigMap", "LeaderWorkerSet", "Service"]
+    lws, service = docs[1], docs[2]
+    lws_validator().validate(lws)
+    kubernetes_validate.validate(docs[0], KUBERNETES, strict=True)
+    kubernetes_validate.validate(service, KUBERNETES, strict=True)
+    group = lws["spec"]["leaderWorkerTemplate"]
+    assert lws["apiVersion"] == "leaderworkerset.x-k8s.io/v1"
+    assert lws["spec"]["replicas"] == 3
+    assert group["size"] == 2
+    for role in ("leaderTemplate", "workerTemplate"):
+        # each pod template as Kubernetes itself reads one (a PodTemplate of the named version, strict)
+        template = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": role.lower()},
+                    "template": group[role]}  # fmt: skip
+        kubernetes_validate.validate(template, KUBERNETES, strict=True)
+        container = group[role]["spec"]["containers"][0]
+        assert container["resources"]["limits"] == {"habana.ai/gaudi": 8}  # a node's share: 2 stages of TP 4
+        assert {e["name"]: e["value"] for e in container["env"]} == ENV
+        assert container["volumeMounts"][0]["mountPath"] == "/etc/vllm-hpu-mm"
+        assert group[role]["spec"]["volumes"][0]["configMap"]["name"] == docs[0]["metadata"]["name"]
+    leader = group["leaderTemplate"]["spec"]["containers"][0]
+    worker = group["workerTemplate"]["spec"]["containers"][0]
+    assert leader["readinessProbe"]["httpGet"]["path"] == "/health"
+    assert leader["livenessProbe"]["httpGet"]["path"] == "/health"
+    assert "readinessProbe" not in worker  # a worker serves no API
+    assert group["leaderTemplate"]["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+    assert "--headless" in worker["args"]
+    assert "--headless" not in leader["args"]
+    assert "$(LWS_WORKER_INDEX)" in worker["args"]
+    assert service["spec"]["selector"] == {"leaderworkerset.sigs.k8s.io/name": "qwen72b", "role": "leader"}
+    assert group["leaderTemplate"]["metadata"]["labels"]["role"] == "leader"
+
+
+@pytest.mark.parametrize(("path", "value"), [(("spec", "leaderWorkerTemplate", "size"), "two"),
+                                             (("spec", "leaderWorkerTemplate", "restartPolicy"), "Sometimes"),
+                                             (("spec", "leaderWorkerTemplate", "groupSize"), 2),
+                                             (("spec", "replicas"), -1.5)])  # fmt: skip
+def test_a_leader_worker_set_its_crd_would_refuse_is_caught(path: tuple[str, ...], value: object) -> None:
+    lws = _lws_docs({})[0]
+    lws_validator().validate(lws)
+    node = lws
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    with pytest.raises(jsonschema.ValidationError):
+        lws_validator().validate(lws)
+
+
+def test_a_broken_pod_template_inside_the_leader_worker_set_is_caught() -> None:
+    group = _lws_docs({})[0]["spec"]["leaderWorkerTemplate"]
+    group["workerTemplate"]["spec"]["containers"][0]["ports"] = [{"containerPort": "http"}]
+    template = {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": {"name": "w"},
+        "template": group["workerTemplate"],
+    }
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(template, KUBERNETES, strict=True)
+
+
+def test_a_replica_spanning_nodes_is_its_own_multi_node_server() -> None:
+    commands = dp_commands(ARGS, replicas=3, tensor_parallel_size=8, pipeline_parallel_size=2, cards_per_node=8,
+                           head_address="10.0.0.1")  # fmt: skip
+    assert len(commands) == 6
+    assert [c.node for c in commands] == list(range(6))
+    for replica in range(3):
+        ranks = [c for c in commands if c.start == replica]
+        assert [c.rank for c in ranks] == [0, 1]
+        assert "--headless" not in ranks[0].argv
+        assert "--headless" in ranks[1].argv
+        assert all("--data-parallel-size" not in c.argv for c in ranks)
+        addresses = {c.argv[c.argv.index("--master-addr") + 1] for c in ranks}
+        assert addresses == {"10.0.0.1" if replica == 0 else f"REPLICA{replica}_NODE0_IP"}
+    within = dp_commands(ARGS, replicas=3, tensor_parallel_size=2, pipeline_parallel_size=2, cards_per_node=8,
+                         head_address="10.0.0.1")  # fmt: skip
+    assert [c.local for c in within] == [2, 1]  # 4 cards a replica, 2 a node

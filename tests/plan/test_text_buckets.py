@@ -40,7 +40,9 @@ def test_the_default_rule_never_compiles_and_pads_no_longer_than_exp_at_the_load
     own = VllmGaudi().text_shapes(SHAPE)
     chosen = plan_for_traffic(r, TEXT_LIMITS, own, TIME, budget=None)
     total = len(own.prefill) + len(own.decode)
-    assert chosen.plan.graphs <= chosen.budget <= total // 2
+    # at most a half, unless buckets beyond it keep every judged load from padding longer (the plan states them)
+    beyond = chosen.worst.beyond if chosen.worst is not None else 0
+    assert chosen.plan.graphs <= chosen.budget <= total // 2 + beyond
     told = VllmGaudi().with_text_buckets(chosen.plan.prompt, chosen.plan.decode)
     assert told is not None
     replayed = replay_model(told, SHAPE, r, "planned")

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.support.probe import BenchRun, engine_limits, predict, probe_observations
+from tests.support.probe import BenchRun, engine_limits, fit_frontend_share, predict, scaled_step, speed_against
 from vllm_hpu_mm.buckets.packing import bucket_for
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.models.step_fit import FittedStep, fit_step
@@ -162,16 +162,23 @@ def probe(target: Target, *, requests: int) -> list[BenchRun]:
     for c in sorted({max(1, target.max_num_seqs // 2), target.max_num_seqs}):
         runs.append(run_bench(target, Traffic(64, 48), name=f"probe-decode-{c}", requests=max(n, 2 * c),
                               concurrency=c))  # fmt: skip
+    # prompts of every length joining running decodes: steps that prefill beside decodes (a few in the runs above)
+    c = max(1, target.max_num_seqs // 2)
+    runs.append(run_bench(target, Traffic(budget // 2, 8, range_ratio=0.9), name=f"probe-mixed-{c}",
+                          requests=max(n, 2 * c), concurrency=c))  # fmt: skip
     for side in (224, 448):
         runs.append(run_bench(target, Traffic(32, 8, image=(side, side)), name=f"probe-image-{side}",
                               requests=max(2, n // 2), concurrency=1))  # fmt: skip
+    # images sent while others decode: the API server's work on them against the engine's steps (frontend_share)
+    c = target.max_num_seqs
+    runs.append(run_bench(target, Traffic(32, 16, image=(448, 448)), name=f"probe-image-448-{c}",
+                          requests=max(n, 2 * c), concurrency=c))  # fmt: skip
     return runs
 
 
 def fit(target: Target, runs: Sequence[BenchRun]) -> FittedStep:
-    obs = probe_observations(runs)
-    return fit_step(obs, block_size=target.block_size,
-                    source=f"{len(runs)} probe runs of vllm bench serve on {target.base_url}")  # fmt: skip
+    source = f"{len(runs)} probe runs of vllm bench serve on {target.base_url}"
+    return fit_frontend_share(runs, lambda obs: fit_step(obs, block_size=target.block_size, source=source))
 
 
 def measured(run: BenchRun) -> dict[str, float]:
@@ -205,6 +212,8 @@ class Row:
     predicted: dict[str, float]
     #: The run's requests as the engine saw them (for a prediction at another load).
     prompts: tuple[Prompt, ...] = ()
+    #: The server's speed against the fitted step just before the run (the re-probe; 1.0: as fitted).
+    speed: float = 1.0
 
     def error(self, key: str) -> float:
         m = self.measured.get(key, math.nan)
@@ -217,30 +226,42 @@ def saturation(target: Target, step: FittedStep, prompts_of: BenchRun) -> float:
     return predict(prompts, target.limits(), step, rate=None, load="all at once").request_throughput
 
 
+def reprobe(target: Target, step: FittedStep, name: str) -> float:
+    """The server's speed now against the fitted step (:func:`speed_against`): a short closed-loop decode run of the
+    probe's own shape, just before a held-out run."""
+    c = target.max_num_seqs
+    run = run_bench(target, Traffic(64, 48), name=f"reprobe-{name}", requests=2 * c, concurrency=c)
+    return speed_against(run, step)
+
+
 def bench_at_rates(target: Target, step: FittedStep, traffic: Traffic, *, name: str, requests: int,
                    shares: Sequence[float]) -> list[Row]:  # fmt: skip
     """Held-out runs: all at once (the saturation rate), then Poisson arrivals at each share of the predicted
-    saturation rate; each predicted from its own requests."""
+    saturation rate; each predicted from its own requests, on the step scaled to the machine's speed a re-probe
+    measured just before it."""
     rows = []
+    speed = reprobe(target, step, f"{name}-inf")
     burst = run_bench(target, traffic, name=f"{name}-inf", requests=requests)
     limits = target.limits()
-    sat = predict(burst.prompts(), limits, step, rate=None, load="all at once")
-    rows.append(Row(f"{name}-inf", traffic.describe(), None, measured(burst), predicted(sat), tuple(burst.prompts())))
+    sat = predict(burst.prompts(), limits, scaled_step(step, speed), rate=None, load="all at once")
+    rows.append(Row(f"{name}-inf", traffic.describe(), None, measured(burst), predicted(sat), tuple(burst.prompts()),
+                    speed))  # fmt: skip
     for k, share in enumerate(shares):
         rate = share * sat.request_throughput
+        speed = reprobe(target, step, f"{name}-{share:g}")
         run = run_bench(target, traffic, name=f"{name}-{share:g}", requests=requests, rate=rate, seed=k + 1)
         # the run's own arrivals (when the client sent each request): a 120-request run's quantiles near saturation
         # move with its draw far more than with the model
         sent, times = run.sent()
-        x = predict(sent, limits, step, rate=rate, load=f"Poisson {rate:.3g}/s", times=times)
-        rows.append(
-            Row(f"{name}-{share:g}", traffic.describe(), rate, measured(run), predicted(x), tuple(run.prompts()))
-        )
+        x = predict(sent, limits, scaled_step(step, speed), rate=rate, load=f"Poisson {rate:.3g}/s", times=times)
+        rows.append(Row(f"{name}-{share:g}", traffic.describe(), rate, measured(run), predicted(x),
+                        tuple(run.prompts()), speed))  # fmt: skip
     return rows
 
 
 def rows_json(rows: Sequence[Row]) -> list[dict[str, Any]]:
-    return [{"name": r.name, "traffic": r.traffic, "request_rate": r.rate, "measured": r.measured,
+    return [{"name": r.name, "traffic": r.traffic, "request_rate": r.rate, "speed": round(r.speed, 4),
+             "measured": r.measured,
              "predicted": {k: round(v, 4) for k, v in r.predicted.items()},
              "error": {k: round(r.error(k), 4) for k in r.predicted if k in r.measured}} for r in rows]  # fmt: skip
 

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.models.step_fit import FittedStep, Observation, causal_pairs
+from vllm_hpu_mm.models.step_fit import MAX_FRONTEND_SHARE, FittedStep, Observation, causal_pairs
 from vllm_hpu_mm.replay.latency import Latency, StepClock, latency_of, real_clock
 from vllm_hpu_mm.replay.scheduler import Arrivals, Prompt, Trace, simulate
 from vllm_hpu_mm.replay.timing import Timer
@@ -41,6 +43,12 @@ PATCHES_PER_TOKEN = 4
 #: step's.
 WAVE_S = 0.05
 CLUSTER_S = 0.005
+#: A gap between tokens under this share of the run's median gap is no step: the client read tokens that the server
+#: had sent apart in one go (it was descheduled); a request with more than ``BURST_READ_SHARE`` of its gaps such is
+#: left out of the fit (its mean gap is the client's stall spread over its tokens, not a step: one such request at
+#: ~0 s made a relative-error fit of a whole probe miss by +-1861%).
+BURST_GAP_SHARE = 0.1
+BURST_READ_SHARE = 0.25
 #: Seeds of Poisson arrivals a prediction pools (a short run's quantiles move with the draw).
 PREDICTION_SEEDS = 16
 
@@ -124,6 +132,122 @@ def _first_wave(run: BenchRun) -> list[Observation]:
     return out
 
 
+def _token_times(run: BenchRun) -> list[tuple[float, int, int]]:
+    """Every token the client received, as (when, request, its index in the request: 0 the first), over the requests
+    that succeeded; empty when the run has no send times."""
+    r = run.result
+    starts = [float(x) for x in r.get("start_times", [])]
+    ok = run._succeeded()
+    if not ok or len(starts) < max(ok) + 1:
+        return []
+    out = []
+    for k, i in enumerate(ok):
+        t = starts[i] + float(r["ttfts"][i])
+        out.append((t, k, 0))
+        for j, gap in enumerate(r["itls"][i]):
+            t += float(gap)
+            out.append((t, k, j + 1))
+    out.sort()
+    return out
+
+
+def run_steps(run: BenchRun) -> list[Observation]:
+    """The engine steps of a run (:func:`step_windows`)."""
+    return [o for o, _, _ in step_windows(run)]
+
+
+def step_windows(run: BenchRun) -> list[tuple[Observation, float, float]]:
+    """Every engine step of a run with requests in flight, read back from when the client received tokens: the
+    tokens of one step reach the client together (within :data:`CLUSTER_S`), one per request it ran: a first token
+    for a request it prefilled (its whole prompt: one chunk), a next one for each it decoded. A step's time is the
+    gap since the previous step's tokens, taken only while the engine stayed busy between them (a request was in
+    flight across the gap); the steps while a request the client read in bursts was in flight are left out, as its
+    tokens land in the wrong clusters."""
+    tokens = _token_times(run)
+    rows = run.requests()
+    if not tokens or not rows:
+        return []
+    out: list[tuple[Observation, float, float]] = []
+    gaps = [gap for *_, itl in rows for gap in itl]
+    median_gap = statistics.median(gaps) if gaps else 0.0
+    bursty = {k for k, (*_, itl) in enumerate(rows) if read_in_bursts(itl, median_gap)}
+    last = {k: len(itl) for k, (*_, itl) in enumerate(rows)}
+    # while a request read in bursts was in flight, its tokens sit in the wrong clusters: those steps are left out
+    times: dict[int, list[float]] = {}
+    for t, k, _ in tokens:
+        times.setdefault(k, []).append(t)
+    stalled = [(min(times[k]), max(times[k])) for k in bursty if k in times]
+    clusters: list[list[tuple[float, int, int]]] = []
+    for item in tokens:
+        if clusters and item[0] - clusters[-1][-1][0] <= CLUSTER_S:
+            clusters[-1].append(item)
+        else:
+            clusters.append([item])
+    images, patches = len(run.image_patches), sum(run.image_patches)
+    running: set[int] = set()  # requests with a first token and more to come, after the previous cluster
+    for j, members in enumerate(clusters):
+        carried = bool(running)
+        for _, k, n in members:
+            if n < last[k]:
+                running.add(k)
+            else:
+                running.discard(k)
+        if j == 0 or not carried or any(lo <= members[0][0] <= hi for lo, hi in stalled):
+            continue
+        firsts = [k for _, k, n in members if n == 0]
+        decodes = [(k, n) for _, k, n in members if n > 0]
+        if len({k for _, k, _ in members}) != len(members):
+            continue  # two tokens of one request in one cluster: the client merged two steps
+        prompt = sum(rows[k][0] for k in firsts)
+        begin, end = clusters[j - 1][0][0], members[0][0]
+        out.append((Observation(
+            end - begin, tokens=prompt + len(decodes), sequences=len(decodes),
+            chunks=len(firsts), pairs=sum(causal_pairs(rows[k][0], 0) for k in firsts),
+            context=sum(rows[k][0] + n for k, n in decodes), images=len(firsts) * images,
+            patches=len(firsts) * patches, kind="step with a prefill" if firsts else "step"), begin, end))  # fmt: skip
+    return out
+
+
+#: Rounds of the API server's share (each refits the step without the share it found; two settle it).
+SHARE_ROUNDS = 2
+
+
+def fit_frontend_share(runs: Sequence[BenchRun], fit: Callable[[list[Observation]], FittedStep]) -> FittedStep:
+    """The step model ``fit`` makes of the probe's timings, with the share of the API server's work its steps lose
+    (:attr:`FittedStep.frontend_share`): each engine step of a run with requests in flight (:func:`step_windows`)
+    overlaps the API server's work on the requests sent meanwhile (each request's ``frontend_for`` from when the
+    client sent it); the share is the slope of the steps' residuals over that overlap (least squares with an
+    intercept, clipped to 0..MAX_FRONTEND_SHARE), and the step is refitted on its timings less that share of the
+    overlap."""
+    others = [o for o in probe_observations(runs) if not o.kind.startswith("step")]
+    steps: list[tuple[Observation, float, float, tuple[float, ...], int]] = []
+    for run in runs:
+        sent = run.result.get("start_times", [])
+        starts = tuple(sorted(float(sent[i]) for i in run._succeeded() if i < len(sent)))
+        steps += [(o, begin, end, starts, len(run.image_patches)) for o, begin, end in step_windows(run)]
+    step = fit(others + [o for o, *_ in steps])
+    share = 0.0
+    for _ in range(SHARE_ROUNDS):
+        overlap = []
+        for _, begin, end, starts, images in steps:
+            front = step.frontend_for(images)
+            overlap.append(sum(min(end, t + front) - max(begin, t) for t in starts if t < end and t + front > begin))
+        x = np.array(overlap)
+        if not steps or np.ptp(x) <= 0:
+            break
+        y = np.array([o.seconds - share * v - step.predict(o) for (o, *_), v in zip(steps, overlap, strict=True)])
+        share = min(MAX_FRONTEND_SHARE, max(0.0, share + float(np.polyfit(x, y, 1)[0])))
+        step = fit(others + [dataclasses.replace(o, seconds=max(1e-6, o.seconds - share * v))
+                             for (o, *_), v in zip(steps, overlap, strict=True)])  # fmt: skip
+    return dataclasses.replace(step, frontend_share=share)
+
+
+def read_in_bursts(itl: Sequence[float], median_gap: float) -> bool:
+    """Whether the client read this request's tokens in bursts (see :data:`BURST_GAP_SHARE`)."""
+    short = sum(1 for gap in itl if gap < BURST_GAP_SHARE * median_gap)
+    return bool(itl) and short > BURST_READ_SHARE * len(itl)
+
+
 def probe_observations(runs: Iterable[BenchRun]) -> list[Observation]:
     """The step timings in probe runs (see the module docstring)."""
     out: list[Observation] = []
@@ -134,20 +258,35 @@ def probe_observations(runs: Iterable[BenchRun]) -> list[Observation]:
         patches = sum(run.image_patches)
         images = len(run.image_patches)
         if c > 1:
-            out += _first_wave(run)
+            out += _first_wave(run)[:1]  # its later clusters are steps that run_steps reads too
         out += [Observation(seconds, steps=0, images=n, patches=p, kind="tower") for seconds, n, p in run.tower]
-        for tokens, output, ttft, itl in run.requests():
-            if c == 1:
-                out.append(Observation(ttft, tokens=tokens, chunks=1, pairs=causal_pairs(tokens, 0),
-                                       images=images, patches=patches, frontend=1, frontend_images=images,
-                                       kind="ttft"))  # fmt: skip
-            if len(itl) >= 2:
-                context = tokens + output / 2
-                # the mean gap (last token less first, over the gaps): a client that reads several tokens at once
-                # records near-zero gaps that a median would take for the step
-                out.append(Observation(statistics.fmean(itl), tokens=c, sequences=c, pairs=c * context,
-                                       kind=f"itl at {c}"))  # fmt: skip
+        rows = run.requests()
+        gaps = [gap for *_, itl in rows for gap in itl]
+        median_gap = statistics.median(gaps) if gaps else 0.0
+        if c == 1:
+            out += [Observation(ttft, tokens=tokens, chunks=1, pairs=causal_pairs(tokens, 0), images=images,
+                                patches=patches, frontend=1, frontend_images=images, kind="ttft")
+                    for tokens, _, ttft, itl in rows if not read_in_bursts(itl, median_gap)]  # fmt: skip
+        out += run_steps(run)
     return out
+
+
+#: The fewest decode steps a speed check reads (:func:`speed_against`).
+MIN_SPEED_STEPS = 10
+
+
+def speed_against(run: BenchRun, step: FittedStep) -> float:
+    """How much slower than ``step`` the server ran ``run``'s decode-only steps now (the median of measured over
+    modelled time; 1.0 when the run has too few): a short probe run just before a held-out run follows the machine's
+    drift (on a shared 2-core VM a fixed matrix product's time moves by ~10% over a minute)."""
+    ratios = [o.seconds / p for o in run_steps(run) if o.kind == "step" and (p := step.predict(o)) > 0]
+    return statistics.median(ratios) if len(ratios) >= MIN_SPEED_STEPS else 1.0
+
+
+def scaled_step(step: FittedStep, factor: float) -> FittedStep:
+    """``step`` with every engine cost ``factor`` times as large (the API server's own times kept)."""
+    engine = ("overhead_s", "token_s", "sequence_s", "chunk_s", "pair_s", "image_s", "patch_s", "context_s")
+    return dataclasses.replace(step, **{name: factor * getattr(step, name) for name in engine})
 
 
 def engine_limits(*, max_num_seqs: int, max_num_batched_tokens: int, max_model_len: int, block_size: int,
@@ -170,10 +309,22 @@ def predict(prompts: Sequence[Prompt], limits: EngineShape, step: FittedStep, *,
     request, in order), at those arrivals instead of a draw."""
     if not prompts:
         raise ConfigError("nothing to predict: no request in the run")
-    clock: StepClock = real_clock(fitted_timer(step), unified=step.unified)
-    traces: list[Trace] = []
+    base: StepClock = real_clock(fitted_timer(step), unified=step.unified)
+    front = sum(step.frontend_for(len(p.image_tokens)) for p in prompts)  # the API server's work on the run
     draws = [Arrivals(times=tuple(times))] if times else [Arrivals(rate=rate, seed=seed) for seed in range(seeds)]
-    for arrivals in draws if rate is not None or times else [Arrivals(concurrency=len(prompts))]:
-        traces.append(simulate(prompts, limits, arrivals, clock=clock.clock, vision_clock=clock.vision_clock))
-    return latency_of(traces, clock, load=load, frontend_s=step.frontend_s, interval=step.interval,
+    if rate is None and not times:
+        draws = [Arrivals(concurrency=len(prompts))]
+
+    def schedule(clock: StepClock) -> list[Trace]:
+        return [simulate(prompts, limits, a, clock=clock.clock, vision_clock=clock.vision_clock) for a in draws]
+
+    if times and times[-1] > 0:
+        per_s = front / len(prompts) * (len(times) - 1) / times[-1]
+    elif rate is not None:
+        per_s = front / len(prompts) * rate
+    else:  # all at once: the API server's work over the engine's busy time, as the plain clock runs it
+        busy = [max((sp.finish_s for sp in t.spans), default=0.0) for t in schedule(base)]
+        per_s = front / max(1e-9, sum(busy) / len(busy))
+    clock = base.stretched(step.load_stretch(per_s))
+    return latency_of(schedule(clock), clock, load=load, frontend_s=step.frontend_s, interval=step.interval,
                       evidence=step.describe(), frontend_image_s=step.frontend_image_s)  # fmt: skip

@@ -14,15 +14,25 @@ runtime's value for it (a finer ladder), the cell's first row at that value or a
 that row's ladder continued up to it in steps of ``bound`` (the corners of a row that stops short of what its
 sequences can hold), the runtime's own bucket, or its own row up to it. A group is taken where no shape gets dearer
 beyond the bound (a shape moves to a new bucket only when that bucket is the first in sorted order to hold it, so
-the cells are the same); where the corners so taken make a load of the planning traffic pad longer than under the
-runtime's own, none may make a shape dearer at all (then every load's padded time can only fall). Buckets are added
-up to the graph budget (a given one, or the default's most: half the runtime's own graphs); past it the search goes
-on (at most :data:`MAX_EXTRA` more, not kept) to report the graphs that would reach the bound.
+the cells are the same); where the corners so taken leave a load of the planning traffic padding longer than under
+the runtime's own, none may make a shape dearer at all (then every load's padded time can only fall). Buckets are
+added up to the graph budget (a given one, or the default's most: half the runtime's own graphs); past it the search
+goes on (at most :data:`MAX_EXTRA` more, not kept) to report the graphs that would reach the bound.
+
+No judged load may pad longer than under the runtime's own (:func:`_no_longer`), the worst shape's bound coming
+second: where one does, buckets that make no shape the limits allow dearer (checked on the grid of every edge, the
+new bucket's included) and remove the most of those loads' excess per bucket are added first, within the budget
+before the corners, then (the default's budget) up to :data:`MAX_EXTRA` beyond it; where a load still pads longer,
+the runtime's own buckets are kept in a phase, else in both (then its padded time at every load is the runtime's).
+A given budget is not exceeded: the plan names the loads that pad longer. The loads judged are the planning
+traffic's schedules (with the load unknown, every level of ``replay.schedules.load_levels``: powers of two, the
+quarters and max_num_seqs); a load between two levels is not judged, only kept from getting longer by these additions.
 
 With the default budget (:func:`with_bounded_worst`), where the plan leaves too little room for the corners, the
 budget rule's own search is re-run at a smaller budget (by the graphs missing, again from each plan that keeps its
 loads, halfway back where one does not; at most :data:`MAX_REPLANS` times) and the plan with the least worst taken
-among those with no more loads padding longer than under the runtime's own than the chosen plan has.
+among those with no more loads padding longer than under the runtime's own than the chosen plan has (the fewest such
+loads first).
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ import numpy.typing as npt
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
 from vllm_hpu_mm.buckets.text_budget import (
     MAX_BUDGET_SHARE,
+    TOLERANCE,
     BudgetedPlan,
     LoadShapes,
     LoadVerdict,
@@ -128,6 +139,9 @@ class WorstCase:
     sampled: bool = False
     #: Per phase, the step model's held-out (low, high) of published over modelled time (empty: none known).
     intervals: tuple[tuple[str, float, float], ...] = ()
+    #: Buckets added beyond the budget so that no judged load pads longer than under the runtime's own (none making
+    #: a shape dearer; in ``graphs``, not in ``added``).
+    beyond: int = 0
 
     @property
     def worst(self) -> PhaseWorst | None:
@@ -159,13 +173,15 @@ class WorstCase:
             parts.append(f"{w.where()}: {w.ratio:.2f}x its step under {self.against} ({within})")
         head = f"worst shape (of every one the limits allow{', edges sampled' if self.sampled else ''}): "
         tail = f"; bound {self.bound:g}x: "
+        more = (f", {self.beyond} more beyond the budget so that no load pads longer than under {self.against}"
+                if self.beyond else "")  # fmt: skip
         if self.within:
-            tail += f"met with {self.graphs} graphs ({self.added} corner buckets added, budget {self.budget})"
+            tail += f"met with {self.graphs} graphs ({self.added} corner buckets added{more}, budget {self.budget})"
         else:
             reach = (f"{self.reaches} graphs reach it" if self.reaches is not None else
                      f"not reached within {MAX_EXTRA} more buckets")  # fmt: skip
             tail += (f"not met within {self.budget} graphs (the least worst reached, {self.added} corner buckets "
-                     f"added); {reach}")  # fmt: skip
+                     f"added{more}); {reach}")  # fmt: skip
         return head + "; ".join(parts) + tail
 
     def to_dict(self) -> dict[str, Any]:
@@ -174,7 +190,8 @@ class WorstCase:
                 "ratio": round(w.ratio, 4) if w is not None else None,
                 "decode": self.decode.to_dict() if self.decode else None,
                 "prefill": self.prefill.to_dict() if self.prefill else None, "graphs": self.graphs,
-                "corner_buckets_added": self.added, "budget": self.budget, "graphs_reaching_bound": self.reaches,
+                "corner_buckets_added": self.added, "load_repair_buckets_beyond_budget": self.beyond,
+                "budget": self.budget, "graphs_reaching_bound": self.reaches,
                 "sampled_edges": self.sampled, "line": self.line(),
                 "ratio_interval": {w.phase: list(span) if (span := self.span(w)) else None
                                    for w in (self.decode, self.prefill) if w is not None}}  # fmt: skip
@@ -353,6 +370,16 @@ class _Phase:
             dearer &= ratio > bound * (1 + _TOL)
         return None if np.any(dearer) else ratio
 
+    def no_dearer(self, group: tuple[Bucket, ...]) -> bool:
+        """Whether every shape the limits allow runs at most as long with ``group`` added: judged on the grid of
+        both sets' edges and the group's, where each cell has one bucket under the old set and one under the new."""
+        grown = sorted({*self.ours, *group})
+        cells = (_decode_cells if self.name == "decode" else _prefill_cells)(grown, self.theirs, self.limits)
+        new = LookupTable(grown)
+        before = self.price(self.table, self.table.index(cells.b, cells.q, cells.c))
+        after = self.price(new, new.index(cells.b, cells.q, cells.c))
+        return not np.any(after > before * (1 + _TOL))
+
 
 def _phases(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]], limits: TextLimits,
             time: StepTimes) -> list[_Phase]:  # fmt: skip
@@ -448,19 +475,26 @@ def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], l
     own_times = [v.own for v in chosen.loads]
     short = sum(v.short for v in chosen.loads)
 
-    def bounded(plan: TextBucketPlan) -> tuple[TextBucketPlan, WorstCase, tuple[LoadVerdict, ...]] | None:
-        """The plan's corners, letting a shape pay more within the bound, else none paying more; None where both
-        make a load pad longer than under the runtime's own."""
+    def bounded(plan: TextBucketPlan) -> tuple[TextBucketPlan, WorstCase, tuple[LoadVerdict, ...], str] | None:
+        """The plan first given buckets that make no shape dearer where a load pads longer than under the runtime's
+        own (within the budget), then its corners: letting a shape pay more within the bound where then no load
+        pads longer than under the runtime's own, else none paying more (no load longer than without them). None
+        where more loads pad longer than under the runtime's own than with the chosen plan; the repair in words."""
+        judged = _judged(plan, loads, own_times, time)
+        plan, judged, _, why = _no_longer(plan, judged, loads, own_times, own, limits, time, cap - plan.graphs, False)
+        why = "" if any(v.short for v in judged) else why
         for strict in (False, True):
             out, worst = bound_worst(plan, own, limits, time, budget=cap, against=against, bound=bound, strict=strict)
             verdicts = _judged(out, loads, own_times, time)
-            if sum(v.short for v in verdicts) <= short:
-                return out, worst, verdicts
+            longer = sum(v.short for v in verdicts)
+            if longer == 0 or (strict and longer <= short):
+                return out, worst, verdicts, why
         return None
 
     unbounded = worst_case(chosen.plan, own, limits, time, against=against, bound=bound)
     found = bounded(chosen.plan)
-    best = (*found, chosen.budget) if found is not None else (chosen.plan, unbounded, chosen.loads, chosen.budget)
+    best = ((*found, chosen.budget) if found is not None else
+            (chosen.plan, unbounded, chosen.loads, "", chosen.budget))  # fmt: skip
     # the graphs that reach the bound from the chosen plan (for the line, where nothing better is found)
     reach = bound_worst(chosen.plan, own, limits, time, budget=cap, against=against, bound=bound)[1].reaches
     # the budget re-planned smaller by the graphs the corners miss, again from each plan that keeps its loads (its
@@ -482,21 +516,39 @@ def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], l
             failed = planned
             continue
         held, reach = planned, found[1].reaches
-        if _ratio(found[1]) < _ratio(best[1]):
+        if _standing(found[1], found[2]) < _standing(best[1], best[2]):  # fewer loads padding longer, then worst
             best = (*found, planned)
     if best[1].reaches is None and not best[1].within:
-        best = (best[0], dataclasses.replace(best[1], reaches=reach), best[2], best[3])
-    plan, worst, verdicts, planned = best
-    corners = (f"; {worst.added} corner buckets added so that fewer shapes cost more than {bound:g}x their step under "
-               f"{against}" if worst.added else "")  # fmt: skip
+        best = (best[0], dataclasses.replace(best[1], reaches=reach), *best[2:])
+    plan, worst, verdicts, repaired, planned = best
+    corners = repaired + (f"; {worst.added} corner buckets added so that fewer shapes cost more than {bound:g}x their "
+                          f"step under {against}" if worst.added else "")  # fmt: skip
     if planned != chosen.budget:
         missed = [v.load for v in verdicts if v.short]
         corners += (f" (planned within {planned} graphs to leave room for them; then "
                     + (f"pads longer than the runtime's own at {', '.join(missed)})" if missed else
                        "no load pads longer than under the runtime's own)"))  # fmt: skip
+    # no judged load may pad longer than under the runtime's own: buckets that make no shape dearer beyond the
+    # default's budget where need be, else the runtime's own buckets in a phase (a given budget is kept: it says so)
+    room = cap - plan.graphs + (MAX_EXTRA if given is None else 0)
+    fixed, verdicts, _, why = _no_longer(plan, verdicts, loads, own_times, own, limits, time, room, given is None)
+    if fixed != plan:
+        again = worst_case(fixed, own, limits, time, against=against, bound=bound)
+        worst = dataclasses.replace(worst, decode=again.decode, prefill=again.prefill, graphs=fixed.graphs,
+                                    beyond=max(0, fixed.graphs - worst.budget))  # fmt: skip
+        # the graphs that reach the bound from the plan as repaired (the corners' search went on from another)
+        reach = fixed.graphs
+        if not worst.within:
+            reach = bound_worst(fixed, own, limits, time, budget=fixed.graphs, against=against, bound=bound)[1].reaches
+        worst = dataclasses.replace(worst, reaches=reach)
+        plan = fixed
     return dataclasses.replace(chosen, plan=plan, budget=max(chosen.budget, plan.graphs),
-                               reason=chosen.reason + corners, loads=verdicts,
+                               reason=chosen.reason + corners + why, loads=verdicts,
                                worst=dataclasses.replace(worst, intervals=intervals))  # fmt: skip
+
+
+def _standing(w: WorstCase, verdicts: Sequence[LoadVerdict]) -> tuple[int, float]:
+    return sum(v.short for v in verdicts), _ratio(w)
 
 
 def _ratio(w: WorstCase) -> float:
@@ -508,3 +560,105 @@ def _judged(plan: TextBucketPlan, loads: Sequence[LoadShapes], own_times: Sequen
             time: StepTimes) -> tuple[LoadVerdict, ...]:  # fmt: skip
     return tuple(LoadVerdict(load.load, padded_time(plan.prompt, plan.decode, load, time), theirs)
                  for load, theirs in zip(loads, own_times, strict=True))  # fmt: skip
+
+
+def _excess(verdicts: Sequence[LoadVerdict]) -> float:
+    """How far the loads padding longer than under the runtime's own are over it: their padded seconds beyond its,
+    each over its useful seconds (a shape no bucket holds counts as a whole load's worth)."""
+    out = 0.0
+    for v in verdicts:
+        over = v.ours.padded_s - v.own.padded_s - TOLERANCE * v.own.useful_s
+        out += v.ours.uncovered + (max(over, 0.0) / v.own.useful_s if v.own.useful_s > 0 else 0.0)
+    return out
+
+
+def _repairs(phase: _Phase, short: Sequence[LoadShapes]) -> list[tuple[Bucket, ...]]:
+    """Single buckets for the shapes of the loads padding longer than under the runtime's own that pay most over
+    their step in its buckets (at most :data:`_TRIED` shapes): the runtime's own bucket for the shape, the shape
+    itself, and each one's value at the first planned row holding the shape."""
+    pay: dict[tuple[int, int], float] = {}
+    for load in short:
+        shapes = load.decode if phase.name == "decode" else load.prefill
+        if not shapes:
+            continue
+        keys = list(shapes)
+        first = np.array([k[0] for k in keys], dtype=np.int64)
+        second = np.array([k[1] for k in keys], dtype=np.int64)
+        one = np.ones_like(first)
+        b, q = (first, one) if phase.name == "decode" else (one, first)
+        mine = phase.price(phase.table, phase.table.index(b, q, second))
+        theirs = phase.price(phase._theirs_table, phase._theirs_table.index(b, q, second))
+        for key, m, t in zip(keys, mine.tolist(), theirs.tolist(), strict=True):
+            if m > t and math.isfinite(t):
+                pay[key] = pay.get(key, 0.0) + shapes[key] * (m - t)
+    rows = sorted({phase._row(b) for b in phase.ours})
+    out: list[tuple[Bucket, ...]] = []
+    for lead, need in sorted(pay, key=lambda k: -pay[k])[:_TRIED]:
+        a, unit, c = (np.array([v], dtype=np.int64) for v in (lead, 1, need))
+        b, q = (a, unit) if phase.name == "decode" else (unit, a)
+        at = int(phase._theirs_table.index(b, q, c)[0])
+        values = [need] if at < 0 else [need, phase._theirs_table.bucket(at)[2]]
+        picks = [phase._theirs_table.bucket(at)] if at >= 0 else []
+        picks.append(phase._bucket(lead, need))
+        row = int(np.searchsorted(rows, lead))
+        if row < len(rows):
+            picks += [phase._bucket(rows[row], v) for v in values]
+        out += [(p,) for p in picks if p not in phase.ours and phase._allowed(p)]
+    return list(dict.fromkeys(out))
+
+
+def _no_longer(plan: TextBucketPlan, verdicts: tuple[LoadVerdict, ...], loads: Sequence[LoadShapes],
+               own_times: Sequence[PaddedTime], own: tuple[Sequence[Bucket], Sequence[Bucket]], limits: TextLimits,
+               time: StepTimes, room: int, fallback: bool,
+               ) -> tuple[TextBucketPlan, tuple[LoadVerdict, ...], int, str]:  # fmt: skip
+    """Where a judged load pads longer than under the runtime's own: buckets added (at most ``room``), each making
+    no shape the limits allow dearer (so no load, judged or not, pads longer than before) and removing the most
+    excess per bucket at the loads that do; where one still does and ``fallback``, the runtime's own buckets in the
+    phase with fewer of them, else in both (its own padded time at every load, no more). The plan, its verdicts, the
+    buckets added and why in words ("" where no load padded longer)."""
+    if not any(v.short for v in verdicts):
+        return plan, verdicts, 0, ""
+    phases = _phases(plan, own, limits, time)
+    added = 0
+    while any(v.short for v in verdicts) and added < room:
+        before = _excess(verdicts)
+        short = [load for load, v in zip(loads, verdicts, strict=True) if v.short]
+        best: tuple[float, _Phase, tuple[Bucket, ...], tuple[LoadVerdict, ...]] | None = None
+        for phase in phases:
+            for group in _repairs(phase, short):
+                if not phase.no_dearer(group):
+                    continue
+                grown = tuple(sorted({*phase.ours, *group}))
+                trial = (dataclasses.replace(plan, decode=grown) if phase.name == "decode" else
+                         dataclasses.replace(plan, prompt=grown))  # fmt: skip
+                judged = _judged(trial, loads, own_times, time)
+                gain = before - _excess(judged)
+                if gain > 0 and (best is None or gain > best[0]):
+                    best = (gain, phase, group, judged)
+        if best is None:
+            break
+        _, phase, group, verdicts = best
+        phase.ours.update(group)
+        phase.regrid()
+        added += len(group)
+        plan = dataclasses.replace(plan, prompt=tuple(sorted(phases[1].ours)), decode=tuple(sorted(phases[0].ours)))
+    missed = [v.load for v in verdicts if v.short]
+    if not missed:
+        return plan, verdicts, added, (f"; {added} buckets added that make no shape dearer, so that no load pads "
+                                       "longer than under the runtime's own")  # fmt: skip
+    if not fallback:
+        return plan, verdicts, added, (f"; pads longer than the runtime's own at {', '.join(missed)} within the "
+                                       "given budget")  # fmt: skip
+    decode = dataclasses.replace(plan, decode=tuple(own[1]))
+    prompt = dataclasses.replace(plan, prompt=tuple(own[0]))
+    swaps = [(decode, "decode"), (prompt, "prefill")]
+    if len(own[0]) < len(own[1]):  # the phase with fewer of the runtime's own graphs first
+        swaps.reverse()
+    # the last: the runtime's own buckets in both phases, its own padded time at every load
+    for kept, words in (*swaps, (dataclasses.replace(prompt, decode=tuple(own[1])), "prefill and decode")):
+        judged = _judged(kept, loads, own_times, time)
+        if words == "prefill and decode" or not any(v.short for v in judged):
+            break
+    why = (f"; the runtime's own {words} buckets kept: the planned ones padded longer than it at {', '.join(missed)} "
+           f"with {added} buckets added that make no shape dearer")  # fmt: skip
+    return kept, judged, added, why

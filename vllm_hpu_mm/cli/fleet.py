@@ -1,23 +1,31 @@
 """``vllm-hpu-mm fleet plan``: how many cards, which tensor parallelism and how many replicas serve this traffic at
 this request rate within these latency targets, and the deployment that runs it.
 
-For each candidate replica shape (--tensor-parallel-sizes x --max-num-seqs x --max-num-batched-tokens; a shape the
-model's memory or vLLM refuses is listed with why), the replica is planned as serve plans it (vision buckets, memory
-split; the runtime's own text buckets during the search unless --text-graph-budget is given), then the highest
-Poisson request rate one replica sustains within the targets is found on the replay's whole latencies (bisection on
-the rate, --requests sampled requests per probe), then replicas = ceil(rate x (1 + headroom) / capacity), cards and
-nodes. The choice: the fewest cards in all (within --cards), ties by the larger latency margin. Its replica is then
-planned exactly as serve plans it (the files and environment each replica gets) and its row re-priced on those
-buckets. Every capacity and latency carries the time model's interval; the evidence lines say which inputs are
-calibrated on your server (a `memory calibrate` profile) and which are public-data estimates.
+For each candidate replica shape (--tensor-parallel-sizes x --max-num-seqs x --max-num-batched-tokens, x
+--pipeline-parallel-sizes when given; pipeline stages are also tried, 2 then 4 then 8, when no TP size within a node
+holds the model; a shape the model's memory or vLLM refuses is listed with why), the replica is planned as serve
+plans it (vision buckets, memory split; the runtime's own text buckets during the search unless --text-graph-budget
+is given), then the highest Poisson request rate one replica sustains within the targets is found on the replay's
+whole latencies (bisection on the rate, --requests sampled requests per probe), then replicas = ceil(rate x (1 +
+headroom) / capacity), cards and nodes. The choice: the fewest cards in all (within --cards), ties by the larger
+latency margin. Its replica is then planned exactly as serve plans it (the files and environment each replica gets)
+and its row re-priced on those buckets. Every capacity and latency carries the time model's interval; the evidence
+lines say which inputs are calibrated on your server (a `memory calibrate` profile) and which are public-data
+estimates.
+
+--load-profile sizes a day instead of one rate: the shape is chosen at the profile's peak (the cards to book), and
+each period gets the replicas its rate needs with the same headroom; the table gives each period's replicas and
+card-hours, and the card-hours saved against the peak provisioned all along.
 
 --out DIR writes the deployments: replica/ (the files and environment serve writes for one replica, to be placed at
---replica-dir), dp/node-N.sh (vLLM's own data-parallel launch, one per node), kubernetes/fleet.yaml (ConfigMap,
-Deployment, Service) and fleet.json. --validate reads every node's command with the installed vLLM's own parser.
+--replica-dir), dp/node-N.sh (vLLM's own data-parallel launch, one per node; a replica spanning nodes: its own
+multi-node server), kubernetes/fleet.yaml (ConfigMap, Deployment, Service; a LeaderWorkerSet in place of the
+Deployment when a replica spans nodes) and fleet.json. --validate reads every node's command with the installed
+vLLM's own parser.
 
 Exit codes: 0 a fleet meets the targets; 1 none does (the best achievable and what would make it possible are
 printed), or the model fits no card count tried; 2 invalid input (a rate <= 0, a target below one step's time, more
-cards than a cluster holds); 3 a bug.
+cards than a cluster holds, a load profile that is not one); 3 a bug.
 """
 
 from __future__ import annotations
@@ -35,13 +43,27 @@ from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, print_json
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.fleet import MAX_CARDS, MAX_CARDS_PER_NODE, Fleet, FleetArgs, plan_fleet
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, number, positive_int
-from vllm_hpu_mm.plan.fleet import MAX_PROBE_REQUESTS, PROBE_REQUESTS, Candidate, Targets
+from vllm_hpu_mm.plan.fleet import (
+    MAX_PERIODS,
+    MAX_PROBE_REQUESTS,
+    PROBE_REQUESTS,
+    Candidate,
+    Period,
+    Targets,
+    parse_profile,
+)
 from vllm_hpu_mm.replay.latency import latency_dict
 
 __all__ = ["add_parser", "fleet_dict", "fleet_table", "write_out"]
 
 #: The sizing flags the candidates vary (given as lists here) and the planner option the rate replaces.
-_VARIED = ("tensor_parallel_size", "max_num_seqs", "max_num_batched_tokens", "data_parallel_size")
+_VARIED = (
+    "tensor_parallel_size",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "data_parallel_size",
+    "pipeline_parallel_size",
+)
 _MAX_LIST = 8
 
 
@@ -76,6 +98,30 @@ _per_node = _at_most(MAX_CARDS_PER_NODE, "more cards than one node holds")
 _requests = _at_most(MAX_PROBE_REQUESTS, "too many requests per probe")
 
 
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a name too long for a path: periods inline
+        return False
+
+
+def _load_profile(raw: str) -> tuple[Period, ...]:
+    """``SECONDS:RATE,...`` or a CSV file of periods (see :func:`~vllm_hpu_mm.plan.fleet.parse_profile`)."""
+    path = Path(raw)
+    try:
+        if ":" not in raw or _is_file(path):
+            try:
+                with path.open(encoding="utf-8") as f:
+                    text = f.read((1 << 20) + 1)
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ConfigError(f"{raw[:60]!r}: not SECONDS:RATE periods nor a readable CSV file ({exc}); accepted: "
+                                  "e.g. 28800:2,36000:12 or a CSV with the header seconds,rate") from None  # fmt: skip
+            return parse_profile(raw, text)
+        return parse_profile(raw)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _headroom(raw: str) -> float:
     value = number(raw)
     if not 0 <= value <= 10:
@@ -97,12 +143,20 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     add_options(p, [o for o in VLLM_FLAGS if o.field not in _VARIED])
     add_options(p, [o for o in PLAN_OPTIONS if o.field != "concurrency"])
-    p.add_argument(
+    load = p.add_mutually_exclusive_group(required=True)
+    load.add_argument(
         "--request-rate",
         type=request_rate,
-        required=True,
         metavar="R",
         help="the target rate: Poisson arrivals at R requests/s over the whole fleet",
+    )
+    load.add_argument(
+        "--load-profile",
+        type=_load_profile,
+        metavar="S:R,...|CSV",
+        help="a rate over the day: R requests/s for S seconds, period after period (e.g. 28800:2,36000:12,21600:6), "
+        f"or a CSV file with the header seconds,rate (optionally period, a name); at most {MAX_PERIODS} periods, a "
+        "week in all; sized at its peak, each period's replicas printed",
     )
     p.add_argument("--ttft-p99", type=_ms, required=True, metavar="MS", help="p99 time to first token target, ms")
     p.add_argument("--tpot-p99", type=_ms, required=True, metavar="MS", help="p99 time per output token target, ms")
@@ -115,7 +169,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         type=_per_node,
         default=8,
         metavar="N",
-        help="cards in one node (default 8: a Gaudi node); a replica never spans nodes",
+        help="cards in one node (default 8: a Gaudi node); a replica spans nodes only by pipeline stages",
     )
     p.add_argument(
         "--headroom", type=_headroom, default=0.2, metavar="H", help="spare capacity over the rate (default 0.2: 20%%)"
@@ -142,6 +196,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=(2048,),
         metavar="N,...",
         help="max_num_batched_tokens values tried (default 2048)",
+    )
+    p.add_argument(
+        "--pipeline-parallel-sizes",
+        type=_ints,
+        default=(),
+        metavar="N,...",
+        help="pipeline sizes tried (default: 1, then 2, 4, 8 only where no TP size within a node holds the model)",
     )
     p.add_argument(
         "--from-metrics",
@@ -180,6 +241,7 @@ def _candidate_dict(c: Candidate) -> dict[str, Any]:
     rate_range = cap.rate_range() if cap is not None else None
     return {
         "tensor_parallel_size": c.shape.tensor_parallel_size,
+        "pipeline_parallel_size": c.shape.pipeline_parallel_size,
         "max_num_seqs": c.shape.max_num_seqs,
         "max_num_batched_tokens": c.shape.max_num_batched_tokens,
         "cards_per_replica": c.cards_per_replica,
@@ -192,6 +254,7 @@ def _candidate_dict(c: Candidate) -> dict[str, Any]:
         "replicas_if_steps_slow": c.replicas_if_slow or None,
         "total_cards": c.total_cards,
         "nodes": c.nodes,
+        "nodes_per_replica": c.nodes_per_replica,
         "meets": c.meets,
         "latency_at_target_rate": None if c.latency is None else latency_dict(c.latency),
         "margin": None if c.latency is None else round(c.margin, 4),
@@ -220,6 +283,25 @@ def fleet_dict(f: Fleet) -> dict[str, Any]:
         "notes": list(f.notes),
         "search_seconds": round(f.seconds, 1),
     }
+    if f.day is not None:
+        day = f.day
+        out["load_profile"] = {
+            "periods": [
+                {
+                    "period": s.period.name,
+                    "seconds": s.period.seconds,
+                    "request_rate": s.period.rate,
+                    "replicas": s.replicas,
+                    "cards": s.cards,
+                    "card_hours": round(s.card_hours, 3),
+                }
+                for s in day.periods
+            ],
+            "cards_to_book": day.peak_cards,
+            "card_hours": round(day.card_hours, 3),
+            "card_hours_at_peak_all_along": round(day.peak_card_hours, 3),
+            "card_hours_saved": round(day.saved_card_hours, 3),
+        }
     if f.deploy is not None:
         d = f.deploy
         out["deployments"] = {
@@ -233,6 +315,7 @@ def fleet_dict(f: Fleet) -> dict[str, Any]:
                     "local": c.local,
                     "command": list(c.argv),
                     "command_line": shlex.join(c.argv),
+                    "node_rank": c.rank,
                 }
                 for c in d.commands
             ],
@@ -249,7 +332,9 @@ def fleet_table(f: Fleet) -> str:
     """The candidates, the choice and the evidence, as text."""
     t = f.targets
     lines = [
-        f"fleet plan: {f.model} on {f.device}, {f.rate:g} requests/s (Poisson), headroom {f.headroom:.0%}; "
+        f"fleet plan: {f.model} on {f.device}, {f.rate:g} requests/s (Poisson"
+        + (f"; the peak of a load profile of {len(f.profile)} periods" if f.profile else "")
+        + f"), headroom {f.headroom:.0%}; "
         "targets "
         + ", ".join(f"{n.replace('_', ' ')} {1000 * v:g} ms" for n, v in t.items())
         + (f"; {f.cards} cards available" if f.cards else "")
@@ -303,6 +388,7 @@ def fleet_table(f: Fleet) -> str:
     lines += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines.append("")
     lines.append(("choice: " if f.chosen is not None else "no fleet meets the targets: ") + f.reason)
+    lines += _day_lines(f)
     some = next((c.capacity for c in f.candidates if c.capacity is not None), None)
     if some is not None:
         iv = f"±{some.interval:.0%}" if some.interval is not None else "unbounded"
@@ -314,6 +400,28 @@ def fleet_table(f: Fleet) -> str:
     lines += [f"note: {n}" for n in f.notes]
     lines.append(f"search: {f.seconds:.1f} s")
     return "\n".join(lines)
+
+
+def _day_lines(f: Fleet) -> list[str]:
+    """The load profile's periods on the chosen shape, and the card-hours saved against the peak all along."""
+    day, chosen = f.day, f.chosen
+    if day is None or chosen is None:
+        return []
+    rows = [("period", "seconds", "req/s", "replicas", "cards", "card-hours")]
+    rows += [(s.period.name, f"{s.period.seconds:g}", f"{s.period.rate:g}", str(s.replicas), str(s.cards),
+              f"{s.card_hours:.1f}") for s in day.periods]  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    hours = sum(s.period.seconds for s in day.periods) / 3600
+    saved = day.saved_card_hours / day.peak_card_hours if day.peak_card_hours else 0.0
+    return [
+        "",
+        f"load profile on {chosen.shape.label} ({chosen.capacity.rate if chosen.capacity else 0:.3g} req/s per "
+        f"replica, headroom {f.headroom:.0%}), {hours:g} h:",
+        *("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows),
+        f"cards to book: {day.peak_cards} (the peak's); card-hours {day.card_hours:.1f} against "
+        f"{day.peak_card_hours:.1f} with the peak all along: {day.saved_card_hours:.1f} saved ({saved:.0%}), if "
+        "replicas start a warm-up ahead of each period's rise",
+    ]
 
 
 def write_out(f: Fleet, out: Path) -> list[Path]:
@@ -355,8 +463,9 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
         raise ConfigError(f"--out {args.out}: not a folder; accepted: a folder for the deployments")
     targets = Targets(args.ttft_p99, args.tpot_p99, args.ttft_p50, args.tpot_p50, args.e2e_p99)
+    profile = args.load_profile or ()
     fleet_args = FleetArgs(
-        args.request_rate,
+        args.request_rate if not profile else max(p.rate for p in profile),
         targets,
         args.headroom,
         args.cards,
@@ -364,6 +473,8 @@ def run(args: argparse.Namespace) -> int:
         args.tensor_parallel_sizes,
         args.fleet_max_num_seqs,
         args.fleet_max_num_batched_tokens,
+        args.pipeline_parallel_sizes,
+        profile,
         requests=args.requests,
         from_metrics=args.from_metrics,
         replica_dir=args.replica_dir,

@@ -3,7 +3,9 @@ parallelism, ``max_num_seqs``, ``max_num_batched_tokens``), that replica planned
 and text buckets, memory split), its highest Poisson rate within the latency targets on the replay's whole latencies
 (:mod:`vllm_hpu_mm.plan.fleet`), the replicas the target rate needs with headroom, the cards and nodes; the choice,
 and for it ``serve``'s own plan (:func:`~vllm_hpu_mm.jobs.serve.prepare`: the files and environment each replica
-gets) with its deployments (:mod:`vllm_hpu_mm.plan.fleet_deploy`). Nothing here writes a file."""
+gets) with its deployments (:mod:`vllm_hpu_mm.plan.fleet_deploy`), and over a load profile the replicas of each
+period. Pipeline stages are tried where asked, or where no tensor-parallel size within a node holds the model
+(:data:`AUTO_PIPELINE`, the first size at which one does). Nothing here writes a file."""
 
 from __future__ import annotations
 
@@ -27,12 +29,17 @@ from vllm_hpu_mm.plan.fleet import (
     PROBE_SEEDS,
     RATE_ITERATIONS,
     Candidate,
+    DayPlan,
+    Period,
     ReplicaModel,
     ReplicaShape,
     Targets,
     choose,
     latency_at,
     max_rate,
+    over_profile,
+    pipelined,
+    placement,
     replica_model,
     sized,
 )
@@ -44,7 +51,7 @@ from vllm_hpu_mm.replay.schedules import Images, prompts, timer_for
 from vllm_hpu_mm.replay.timing import Timer
 from vllm_hpu_mm.traffic.requests import Traffic
 
-__all__ = ["MAX_CANDIDATES", "MAX_CARDS", "MAX_CARDS_PER_NODE", "Fleet", "FleetArgs", "plan_fleet"]
+__all__ = ["AUTO_PIPELINE", "MAX_CANDIDATES", "MAX_CARDS", "MAX_CARDS_PER_NODE", "Fleet", "FleetArgs", "plan_fleet"]
 
 #: Caps on what the search may be asked: candidate shapes, cards in a cluster, cards in one node.
 MAX_CANDIDATES = 32
@@ -53,6 +60,16 @@ MAX_CARDS_PER_NODE = 64
 #: Requests the per-shape bucket planning samples during the search (serve's own plan of the chosen shape samples
 #: its default): the search's cost is bounded by it, not by the traffic's size.
 SEARCH_PLAN_REQUESTS = 200
+#: Pipeline sizes tried, in order, when no tensor-parallel size within a node holds the model (until one does).
+AUTO_PIPELINE = (2, 4, 8)
+MAX_PIPELINE = 16
+#: What is known of pipeline parallelism on Gaudi (read from the mirrors named; re-read before relying on it).
+GAUDI_PIPELINE_NOTE = (
+    "pipeline parallelism on Gaudi: vllm-gaudi @091bbadd lists pipeline parallel inference and multi-node among its "
+    "planned features (docs/features/supported_features.md; its PP page says full support is upcoming, lazy mode "
+    "needing PT_HPUGRAPH_DISABLE_TENSOR_CACHE=0); vllm-fork (HabanaAI, README_GAUDI.md) supports it on one or more "
+    "nodes. vLLM 0.32 accepts --pipeline-parallel-size for Qwen2.5-VL (SupportsPP)"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +84,10 @@ class FleetArgs:
     tensor_parallel_sizes: tuple[int, ...] = (1, 2, 4, 8)
     max_num_seqs: tuple[int, ...] = (64, 256)
     max_num_batched_tokens: tuple[int, ...] = (2048,)
+    #: Pipeline sizes tried (empty: 1, then :data:`AUTO_PIPELINE` where no TP within a node holds the model).
+    pipeline_parallel_sizes: tuple[int, ...] = ()
+    #: A load profile over the day (empty: the one ``rate``); ``rate`` is then its peak.
+    profile: tuple[Period, ...] = ()
     requests: int = PROBE_REQUESTS
     seeds: int = PROBE_SEEDS
     iterations: int = RATE_ITERATIONS
@@ -87,7 +108,14 @@ class FleetArgs:
             raise ConfigError(f"cards per node {self.cards_per_node} is invalid; accepted: 1 to {MAX_CARDS_PER_NODE}")
         if self.cards is not None and not 1 <= self.cards <= MAX_CARDS:
             raise ConfigError(f"cards {self.cards} is more than a cluster holds; accepted: 1 to {MAX_CARDS:,}")
+        if any(not 1 <= p <= MAX_PIPELINE for p in self.pipeline_parallel_sizes):
+            raise ConfigError(
+                f"pipeline sizes {self.pipeline_parallel_sizes} are invalid; accepted: 1 to {MAX_PIPELINE}"
+            )
+        if self.profile and abs(max(p.rate for p in self.profile) - self.rate) > 1e-9 * self.rate:
+            raise ConfigError("the request rate of a fleet with a load profile is the profile's peak")
         count = len(self.tensor_parallel_sizes) * len(self.max_num_seqs) * len(self.max_num_batched_tokens)
+        count *= max(1, len(self.pipeline_parallel_sizes))
         if not 1 <= count <= MAX_CANDIDATES:
             raise ConfigError(f"{count} candidate shapes; accepted: 1 to {MAX_CANDIDATES} (fewer values per list)")
 
@@ -114,6 +142,9 @@ class Fleet:
     seconds: float
     device: str
     model: str
+    #: The load profile sized on the chosen shape (None: one rate, or none chosen).
+    day: DayPlan | None = None
+    profile: tuple[Period, ...] = ()
 
 
 def _timer(plan: Plan, images: Images, calibrated: FittedStep | None) -> Timer:
@@ -170,12 +201,7 @@ class _Search:
     def evaluate(self, shape: ReplicaShape, serves: Planned | None = None) -> Candidate:
         """``shape`` planned for the search (``serves``: serve's own plan of it, re-priced) and sized."""
         a = self.args
-        one = dataclasses.replace(
-            self.sizing,
-            tensor_parallel_size=shape.tensor_parallel_size,
-            max_num_seqs=shape.max_num_seqs,
-            max_num_batched_tokens=shape.max_num_batched_tokens,
-        )
+        one = _one(self.sizing, shape)
         if serves is None:
             try:
                 # the text-bucket budget search is serve's slowest step: the search prices the runtime's own text
@@ -194,7 +220,7 @@ class _Search:
             plan, costs = serves.plan, serves.costs
         if not plan.fits:
             error = next(f for f in plan.findings if f.severity == "error")
-            return Candidate(shape, None, why_not=error.message, cards_per_node=a.cards_per_node)
+            return Candidate(shape, None, why_not=error.message, cards_per_node=a.cards_per_node, unheld=True)
         step = _calibrated_step(costs)
         if step is not None and not self.calibrated and len(set(self.args.tensor_parallel_sizes)) > 1:
             self.notes.append("the calibrated step time is your server's, at its own tensor parallelism: every TP "
@@ -204,6 +230,8 @@ class _Search:
         timer = _timer(plan, images, step)
         engine = plan.inputs.engine(plan.kv_blocks)
         replica = replica_model(timer, engine, plan.inputs.runtime.text_lookup(engine))
+        activations = plan.inputs.model.hidden_size * plan.inputs.dtype_size  # one token's, between two stages
+        replica = pipelined(replica, shape.pipeline_parallel_size, activations)
         below = _below_one_step(a.targets, replica)
         if below is not None:
             self.below_step.append(f"{shape.label}: {below}")
@@ -245,6 +273,18 @@ class _Search:
             warmup_s=warm.seconds if warm else None,
             buckets=buckets,
         )
+
+
+def _one(sizing: SizingArgs, shape: ReplicaShape) -> SizingArgs:
+    """The sizing flags of one replica of ``shape`` (PP left out at 1, as a user's own command would)."""
+    pp = shape.pipeline_parallel_size
+    return dataclasses.replace(
+        sizing,
+        tensor_parallel_size=shape.tensor_parallel_size,
+        max_num_seqs=shape.max_num_seqs,
+        max_num_batched_tokens=shape.max_num_batched_tokens,
+        pipeline_parallel_size=pp if pp > 1 else None,
+    )
 
 
 def _server_args(sizing: SizingArgs) -> list[str]:
@@ -318,39 +358,50 @@ def _why(chosen: Candidate, candidates: list[Candidate]) -> str:
     return text
 
 
+def _candidates(search: _Search, args: FleetArgs, pipeline: tuple[int, ...], *,
+                within_node: bool = False) -> list[Candidate]:  # fmt: skip
+    """Every shape of ``pipeline`` sizes evaluated (``within_node``: only TP sizes a node holds)."""
+    out = []
+    for pp in sorted(set(pipeline)):
+        for tp in sorted(set(args.tensor_parallel_sizes)):
+            if within_node and tp > args.cards_per_node:
+                continue
+            for m in sorted(set(args.max_num_seqs)):
+                for b in sorted(set(args.max_num_batched_tokens)):
+                    shape = ReplicaShape(tp, m, b, pp)
+                    if placement(tp, pp, args.cards_per_node) is None:
+                        why = f"TP {tp} spans nodes of {args.cards_per_node} cards (not planned: a stage per node)"
+                        out.append(Candidate(shape, None, why_not=why, cards_per_node=args.cards_per_node))
+                    else:
+                        out.append(search.evaluate(shape))
+    return out
+
+
 def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_env: Mapping[str, str]) -> Fleet:
     """The fleet for ``args.rate`` within ``args.targets`` (see the module docstring). Raises :class:`ConfigError`
     for invalid input (a target below one step of every replica shape)."""
     started = time.perf_counter()
-    if (sizing.pipeline_parallel_size or 1) > 1 or (sizing.data_parallel_size or 1) > 1:
+    if sizing.pipeline_parallel_size is not None or (sizing.data_parallel_size or 1) > 1:
         raise ConfigError(
             f"{sizing.flag('pipeline_parallel_size')} / data parallel: fleet plan sizes data parallelism itself "
-            "and plans no pipeline stages; accepted: 1 (or leave them out)"
+            "and tries pipeline sizes from its own list (--pipeline-parallel-sizes); accepted: leave them out"
         )
     sizing = on_default_device(sizing)
     model = sizing.model or DEFAULT_MODEL
     sizing = dataclasses.replace(sizing, model=model)
     traffic = served_traffic(sizing, args.from_metrics, settings)
     search = _Search(sizing, args, settings, runtime_env, traffic, [], [])
-    shapes = [
-        ReplicaShape(tp, m, b)
-        for tp in sorted(set(args.tensor_parallel_sizes))
-        for m in sorted(set(args.max_num_seqs))
-        for b in sorted(set(args.max_num_batched_tokens))
-    ]
-    candidates: list[Candidate] = []
-    for shape in shapes:
-        if shape.tensor_parallel_size > args.cards_per_node:
-            candidates.append(
-                Candidate(
-                    shape,
-                    None,
-                    why_not=f"TP {shape.tensor_parallel_size} spans nodes of {args.cards_per_node} cards (not planned)",
-                    cards_per_node=args.cards_per_node,
-                )
-            )
-            continue
-        candidates.append(search.evaluate(shape))
+    candidates = _candidates(search, args, args.pipeline_parallel_sizes or (1,))
+    if not args.pipeline_parallel_sizes:
+        in_node = [c for c in candidates if c.shape.tensor_parallel_size <= args.cards_per_node]
+        for pp in AUTO_PIPELINE if in_node and all(c.unheld for c in in_node) else ():
+            more = _candidates(search, args, (pp,), within_node=True)
+            candidates += more
+            if not all(c.unheld for c in more):
+                break
+    gaudi = (sizing.runtime or "").startswith("vllm-gaudi") or (sizing.device or "").startswith("gaudi")
+    if gaudi and any(c.shape.pipeline_parallel_size > 1 and c.capacity is not None for c in candidates):
+        search.notes.append(GAUDI_PIPELINE_NOTE)
     if search.below_step and not any(c.capacity is not None for c in candidates):
         raise ConfigError(
             f"latency targets below one step of every replica shape ({search.below_step[0]}); "
@@ -359,14 +410,10 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
     chosen = choose(candidates, args.cards)
     best = None
     launch = deploy = None
+    day = None
     notes = list(search.notes)
     if chosen is not None:
-        one = dataclasses.replace(
-            sizing,
-            tensor_parallel_size=chosen.shape.tensor_parallel_size,
-            max_num_seqs=chosen.shape.max_num_seqs,
-            max_num_batched_tokens=chosen.shape.max_num_batched_tokens,
-        )
+        one = _one(sizing, chosen.shape)
         server_args = _server_args(one)
         launch = prepare(
             one,
@@ -392,7 +439,8 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
             launch.exports.env,
             launch.files,
             replicas=chosen.replicas,
-            tensor_parallel_size=chosen.cards_per_replica,
+            tensor_parallel_size=chosen.shape.tensor_parallel_size,
+            pipeline_parallel_size=chosen.shape.pipeline_parallel_size,
             cards_per_node=args.cards_per_node,
             device=launch.plan.inputs.device,
             name=args.name,
@@ -402,6 +450,8 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
             warmup_s=chosen.warmup_s,
         )
         reason = _why(chosen, candidates)
+        if args.profile and chosen.capacity is not None:
+            day = over_profile(args.profile, chosen.capacity.rate, args.headroom, chosen.cards_per_replica)
     else:
         scored = [c for c in candidates if c.capacity is not None and c.capacity.rate > 0]
         best = min(scored, key=lambda c: (c.total_cards, -c.margin)) if scored else None
@@ -423,4 +473,6 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
         time.perf_counter() - started,
         sizing.device or "?",
         model,
+        day,
+        args.profile,
     )

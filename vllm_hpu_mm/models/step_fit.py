@@ -4,11 +4,14 @@ for a runtime that runs the real shapes (vLLM on CPU, CUDA eager), where no roof
 One step (one forward of the scheduled tokens, vLLM V1's unified batch: prefill chunks and decodes together) costs
 
     overhead + token_s x tokens + sequence_s x decodes + chunk_s x prefill chunks + pair_s x (query, key) pairs
+             + context_s x cached tokens the decodes read
 
 plus, per image encoded in the step, ``image_s + patch_s x patches``. ``tokens`` are the step's scheduled tokens
 (prefill chunks and one per decode), ``decodes`` and ``prefill chunks`` the requests it runs in each phase
 (sampling, per-request host work, the CPU attention's loop over sequences), and ``pairs`` the attention work:
-every query token over its context and the causal part of its own chunk. A request also waits ``frontend_s`` in
+every query token of a prefill chunk over its context and the causal part of its own chunk; a decode's attention
+reads its whole cache once per step (another kernel: on vLLM's CPU backend about a hundred times a prefill pair's
+cost per key), priced apart as ``context_s``. A request also waits ``frontend_s`` in
 the API server (HTTP, tokenisation) and ``frontend_image_s`` per image (decoding, the processor) before its first
 step, outside the engine's clock: the tower's own passes, timed on the engine (the plugin's shape log), tell the
 two per-image costs apart.
@@ -43,6 +46,7 @@ STEP_FIELDS = (
     "patch_s",
     "frontend_s",
     "frontend_image_s",
+    "context_s",
 )
 #: Fewest observations a fit takes, and the most it reads (a probe is tens to thousands of points).
 MIN_OBSERVATIONS = 4
@@ -50,6 +54,8 @@ MAX_OBSERVATIONS = 200_000
 #: From this many timings the worst tenth (by relative residual) is left out of a second fit; the interval is still
 #: taken over all of them.
 MIN_TRIMMED = 10
+#: The most engine seconds a second of the API server's work may cost (:attr:`FittedStep.frontend_share`).
+MAX_FRONTEND_SHARE = 4.0
 #: Active-set rounds of the non-negative fit (one coefficient is dropped per round at most).
 _MAX_ROUNDS = len(STEP_FIELDS) + 1
 
@@ -72,11 +78,13 @@ class Observation:
     frontend: float = 0.0
     #: Images passing the API server with those requests (decoded and processed there, off the engine's clock).
     frontend_images: float = 0.0
+    #: Cached tokens the step's decodes read (each decode's whole context).
+    context: float = 0.0
     kind: str = ""
 
     def features(self) -> list[float]:
         return [self.steps, self.tokens, self.sequences, self.chunks, self.pairs, self.images, self.patches,
-                self.frontend, self.frontend_images]  # fmt: skip
+                self.frontend, self.frontend_images, self.context]  # fmt: skip
 
 
 def causal_pairs(query: int, context: int) -> float:
@@ -110,6 +118,19 @@ class FittedStep:
     unified: bool = True
     #: The API server's own time per image of a request (decoding and the processor), beside ``frontend_s``.
     frontend_image_s: float = 0.0
+    #: A decode's time per cached token it reads (its attention over its context).
+    context_s: float = 0.0
+    #: Engine seconds lost per second of the API server's work (``frontend_for``) while it runs: on vLLM's default
+    #: CPU binding the API server and the engine core share one core (0: the API server has its own; above 1: its
+    #: work also spreads over the engine's cores).
+    frontend_share: float = 0.0
+
+    def load_stretch(self, frontend_per_s: float) -> float:
+        """How much longer the engine's steps take while the API server takes in ``frontend_per_s`` seconds of work
+        per second (requests/s x :meth:`frontend_for`): the engine loses ``frontend_share`` of it. Capped at 10x
+        (the API server then is the bottleneck, which the engine's clock cannot show)."""
+        lost = self.frontend_share * max(0.0, frontend_per_s)
+        return 1.0 / max(0.1, 1.0 - lost)
 
     def frontend_for(self, images: int) -> float:
         """The API server's time for one request of ``images`` images, before the engine sees it."""
@@ -138,7 +159,7 @@ class FittedStep:
         """One decode forward of ``batch`` sequences holding ``blocks`` KV blocks in all."""
         self._check(batch=batch, blocks=blocks)
         keys = blocks * self.block_size
-        return self.overhead_s + (self.token_s + self.sequence_s) * batch + self.pair_s * keys
+        return self.overhead_s + (self.token_s + self.sequence_s) * batch + self.context_s * keys
 
     def vision_s(self, patches: int) -> float:
         """Encoding one image of ``patches`` patches."""
@@ -196,7 +217,13 @@ def fit_step(observations: Sequence[Observation], *, block_size: int, source: st
     rest = y - feats @ known
     # relative error: each row scaled by its own measurement (at least a tenth of the median one: a near-zero timing
     # would outweigh every other), and each feature by its scale (conditioning)
-    y_scale = np.maximum(y, 0.1 * float(np.median(y)))
+    y_floor = np.maximum(y, 0.1 * float(np.median(y)))
+    # each kind of timing weighs alike in all (a kind of a few timings among hundreds, e.g. steps that prefill beside
+    # decodes, still shapes the fit): a row's error counts 1/sqrt(its kind's count)
+    counts: dict[str, int] = {}
+    for o in good:
+        counts[o.kind] = counts.get(o.kind, 0) + 1
+    y_scale = y_floor * np.sqrt(np.array([counts[o.kind] for o in good], dtype=float))
     scale = np.maximum(np.abs(feats[:, free]).max(axis=0), 1e-30) if free else np.ones(0)
 
     def solve(rows: np.ndarray) -> np.ndarray:
@@ -211,7 +238,7 @@ def fit_step(observations: Sequence[Observation], *, block_size: int, source: st
     coef = solve(np.arange(len(good)))
     trimmed = 0
     if len(good) >= MIN_TRIMMED:  # one round without the worst tenth: a timing caught by another job's burst
-        rel = np.abs(feats @ coef - y) / y_scale  # the residual the fit weighs
+        rel = np.abs(feats @ coef - y) / y_floor  # each timing's own relative residual
         trimmed = len(good) // 10
         coef = solve(np.argsort(rel)[: len(good) - trimmed])
     values = dict(zip(STEP_FIELDS, (float(c) for c in coef), strict=True))
@@ -231,7 +258,7 @@ def _step(block_size: int, values: Mapping[str, float], *, source: str, samples:
     v = values
     return FittedStep(block_size, v["overhead_s"], v["token_s"], v["sequence_s"], v["chunk_s"], v["pair_s"],
                       v["image_s"], v["patch_s"], v["frontend_s"], source, samples, interval, kinds,
-                      unified, v.get("frontend_image_s", 0.0))  # fmt: skip
+                      unified, v.get("frontend_image_s", 0.0), v.get("context_s", v["pair_s"]))  # fmt: skip
 
 
 def step_to_dict(s: FittedStep) -> dict[str, Any]:
@@ -243,6 +270,7 @@ def step_to_dict(s: FittedStep) -> dict[str, Any]:
         "interval": round(s.interval, 4),
         "kinds": dict(s.kinds),
         "unified": s.unified,
+        "frontend_share": s.frontend_share,
     }
 
 
@@ -252,8 +280,12 @@ def step_from_dict(data: object, where: str) -> FittedStep:
     if not isinstance(data, dict) or not isinstance(data.get("coefficients"), dict):
         raise ConfigError(f"{where}: step_time is not an object with coefficients")
     values: dict[str, float] = {}
+    coefficients = data["coefficients"]
     for name in STEP_FIELDS:
-        v = data["coefficients"].get(name, 0.0)
+        if name not in coefficients:
+            # a profile from before the decode's own context cost: its decodes were priced at the pair cost
+            coefficients = {**coefficients, name: coefficients.get("pair_s", 0.0) if name == "context_s" else 0.0}
+        v = coefficients[name]
         if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
             raise ConfigError(f"{where}: step_time.coefficients.{name}={v!r}; accepted: a non-negative number")
         values[name] = float(v)
@@ -265,5 +297,10 @@ def step_from_dict(data: object, where: str) -> FittedStep:
     kinds = data.get("kinds") or {}
     if not isinstance(kinds, dict) or not all(isinstance(k, str) and isinstance(n, int) for k, n in kinds.items()):
         raise ConfigError(f"{where}: step_time.kinds is not an object of counts")
-    return _step(block, values, source=str(data.get("source", where)), samples=samples, interval=float(interval),
+    share = data.get("frontend_share", 0.0)
+    if not isinstance(share, int | float) or isinstance(share, bool) or not 0 <= share <= MAX_FRONTEND_SHARE:
+        raise ConfigError(f"{where}: step_time.frontend_share={share!r}; accepted: a number from 0 to "
+                          f"{MAX_FRONTEND_SHARE:g}")  # fmt: skip
+    step = _step(block, values, source=str(data.get("source", where)), samples=samples, interval=float(interval),
                  kinds=tuple(sorted(kinds.items())), unified=bool(data.get("unified", True)))  # fmt: skip
+    return dataclasses.replace(step, frontend_share=float(share))

@@ -15,9 +15,13 @@ The model, per step and per device (tensor parallelism divides the work):
   context and writes the K/V of the new tokens;
 - **vision**: 2 FLOPs per tower parameter per patch, attention over the tower's windows (Qwen2.5-VL: 8 x 8 patch
   windows, full attention in one block of eight) and reading the tower's weights;
-- each part is a roofline: ``max(FLOPs / (peak x compute_efficiency), bytes / (bandwidth x memory_efficiency))``,
-  linear and attention apart (decode attention is memory-bound while a large batch's linear layers are not), plus a
-  fixed ``overhead_s`` per step (launch and host work: what a graph replay costs even for no work);
+- each part is a roofline of its compute time ``c = FLOPs / (peak x compute_efficiency)`` and memory time
+  ``m = bytes / (bandwidth x memory_efficiency)``, linear and attention apart (decode attention is memory-bound while a
+  large batch's linear layers are not), plus a fixed ``overhead_s`` per step (launch and host work: what a graph
+  replay costs even for no work). The roofline is smooth, ``(c^p + m^p)^(1/p)`` with the device's fitted
+  ``roofline_exponent`` p: a matmul streams its weights while it multiplies, but near the ridge (a prompt of a few
+  hundred tokens) neither engine is kept busy by the other's pipeline, so the step costs more than the larger of the
+  two (p = 1: no overlap at all; p -> infinity: the ideal ``max(c, m)``, the value for devices without a fit);
 - **tensor parallelism**: two all-reduces of the hidden state per layer, a ring over the card's scale-up links plus
   a fixed ``allreduce_latency_s`` each.
 
@@ -121,13 +125,16 @@ _FIT_REPORT = "benchmarks/fits/results/step_time_fit.md"
 @dataclasses.dataclass(frozen=True)
 class PhaseInterval:
     """Held-out evidence for one device and phase: the published time over the modelled one ranged over
-    ``[low, high]`` on ``n`` public points the fit never saw; median and largest |modelled / published - 1|."""
+    ``[low, high]`` on ``n`` public points the fit never saw; median and largest |modelled / published - 1|. Where
+    fewer than three held-out points check the phase, the range is widened to also cover the ``fit_rows`` fitted
+    points of that phase (their in-sample errors are a floor, not a test)."""
 
     low: float
     high: float
     n: int
     median_error: float
     max_error: float
+    fit_rows: int = 0
 
     @property
     def half_width(self) -> float:
@@ -148,6 +155,8 @@ class DeviceFit:
     allreduce_other_tp_s: float
     intervals: Mapping[str, PhaseInterval]
     evidence: str
+    #: How sharply compute and memory time overlap (:attr:`StepTime.roofline_exponent`).
+    roofline_exponent: float = math.inf
 
     def allreduce_s(self, tp: int) -> float:
         return self.allreduce_latency_s.get(tp, self.allreduce_other_tp_s)
@@ -160,11 +169,12 @@ def _load_fits() -> dict[str, DeviceFit]:
     fits: dict[str, DeviceFit] = {}
     for name, d in data["devices"].items():
         intervals = {phase: PhaseInterval(v["true_over_model_min"], v["true_over_model_max"], v["n"],
-                                          v["median_error"], v["max_error"])
+                                          v["median_error"], v["max_error"], v.get("widened_to_fit_rows", 0))
                      for phase, v in d["intervals"].items() if v.get("n")}  # fmt: skip
         fits[name] = DeviceFit(d["compute_efficiency"], d["memory_efficiency"], d["overhead_s"],
                                {int(k): v for k, v in d["allreduce_latency_s"].items()},
-                               d["allreduce_latency_other_tp_s"], intervals, evidence)  # fmt: skip
+                               d["allreduce_latency_other_tp_s"], intervals, evidence,
+                               d.get("roofline_exponent", math.inf))  # fmt: skip
     return fits
 
 
@@ -224,6 +234,8 @@ class StepTime:
     memory_efficiency: float = MEMORY_EFFICIENCY
     overhead_s: float = STEP_OVERHEAD_S
     allreduce_latency_s: float = ALLREDUCE_LATENCY_S
+    #: p of the smooth roofline ``(c^p + m^p)^(1/p)`` (infinity: ``max(c, m)``, compute and memory fully overlapped).
+    roofline_exponent: float = math.inf
     #: The public fit the constants come from (None: given by the caller, or a device without one).
     fit: DeviceFit | None = None
 
@@ -240,8 +252,13 @@ class StepTime:
         return iv.low, iv.high, iv.n, self.fit.evidence
 
     def _roof(self, flops: float, nbytes: float) -> float:
-        return max(flops / (self.matrix_flops * self.compute_efficiency),
-                   nbytes / (self.device.bandwidth * self.memory_efficiency))  # fmt: skip
+        c = flops / (self.matrix_flops * self.compute_efficiency)
+        m = nbytes / (self.device.bandwidth * self.memory_efficiency)
+        top = max(c, m)
+        p = self.roofline_exponent
+        if top <= 0 or math.isinf(p):
+            return top
+        return top * math.pow(math.pow(c / top, p) + math.pow(m / top, p), 1 / p)
 
     def _touched(self, tokens: int) -> float:
         """Share of the routed experts' weights a step of ``tokens`` tokens reads."""
@@ -356,7 +373,7 @@ def step_time(model: ModelDims, device: str, *, block_size: int, tensor_parallel
               dtype_size: int = 2, kv_dtype_size: int | None = None, quantization: str | None = None,
               compute_efficiency: float | None = None, memory_efficiency: float | None = None,
               overhead_s: float | None = None, allreduce_latency_s: float | None = None,
-              ) -> StepTime:  # fmt: skip
+              roofline_exponent: float | None = None) -> StepTime:  # fmt: skip
     """The step costs of ``model`` on one card of ``device`` (a name :data:`DEVICE_RATES` knows) under tensor
     parallelism ``tensor_parallel_size``, with KV blocks of ``block_size`` tokens. Constants left out come from the
     device's public fit (:data:`DEVICE_FITS`), else the unfitted defaults; the result carries the fit (and so its
@@ -367,7 +384,7 @@ def step_time(model: ModelDims, device: str, *, block_size: int, tensor_parallel
     if block_size < 1 or tensor_parallel_size < 1:
         raise ConfigError(f"block size {block_size} and tensor parallel size {tensor_parallel_size} must be >= 1")
     fit = DEVICE_FITS.get(key)
-    given = (compute_efficiency, memory_efficiency, overhead_s, allreduce_latency_s)
+    given = (compute_efficiency, memory_efficiency, overhead_s, allreduce_latency_s, roofline_exponent)
     if compute_efficiency is None:
         compute_efficiency = fit.compute_efficiency if fit else COMPUTE_EFFICIENCY
     if memory_efficiency is None:
@@ -376,8 +393,12 @@ def step_time(model: ModelDims, device: str, *, block_size: int, tensor_parallel
         overhead_s = fit.overhead_s if fit else STEP_OVERHEAD_S
     if allreduce_latency_s is None:
         allreduce_latency_s = fit.allreduce_s(tensor_parallel_size) if fit else ALLREDUCE_LATENCY_S
+    if roofline_exponent is None:
+        roofline_exponent = fit.roofline_exponent if fit else math.inf
     if not (0 < compute_efficiency <= 1 and 0 < memory_efficiency <= 1) or overhead_s < 0:
         raise ConfigError("step-time efficiencies are accepted in (0, 1] and the overhead >= 0 s")
+    if not roofline_exponent >= 1:
+        raise ConfigError(f"roofline exponent {roofline_exponent} is invalid; accepted: >= 1 (infinity: max)")
     tp = tensor_parallel_size
     h = model.hidden_size
     rates = DEVICE_RATES[key]
@@ -427,6 +448,7 @@ def step_time(model: ModelDims, device: str, *, block_size: int, tensor_parallel
         allreduces=2 * model.num_layers if tp > 1 else 0,
         allreduce_bytes_per_token=h * dtype_size,
         allreduce_latency_s=allreduce_latency_s,
+        roofline_exponent=roofline_exponent,
         fit=fit if all(v is None for v in given) else None,
     )
 
@@ -453,9 +475,11 @@ def interval_text(t: StepTime) -> str:
     parts = []
     for phase in ("decode", "prefill"):
         low, high, n, _ = t.interval(phase)
+        iv = t.fit.intervals.get(phase) if t.fit is not None else None
         if n:
             half = max(1.0 - low, high - 1.0)
-            parts.append(f"{phase} ±{half:.0%} ({n} held-out public points)")
+            widened = f", widened to the {iv.fit_rows} fitted ones" if iv is not None and iv.fit_rows else ""
+            parts.append(f"{phase} ±{half:.0%} ({n} held-out public point{'s' if n > 1 else ''}{widened})")
         else:
             parts.append(f"{phase} unbounded (no held-out public point)")
     evidence = t.fit.evidence if t.fit is not None else "constants not fitted on public points"

@@ -13,15 +13,31 @@ A candidate meets the targets when its capacity is above zero; replicas = ceil(r
 so a higher rate never needs fewer cards and a looser target never needs more (bisection with a weaker predicate
 ends at a rate at least as high). The choice is the fewest cards in all, ties by the larger latency margin at the
 target rate, then the fewer cards per replica.
+
+Pipeline parallelism (:func:`pipelined`, :func:`placement`): a replica of TP ``t`` x PP ``p`` holds ``t x p`` cards,
+each stage its ``1/p`` of the layers on ``t`` cards. The step model assumes what vLLM V1 does with ``p`` batches in
+flight (its batch queue): the running requests split into ``p`` micro-batches, each passing the stages **in
+sequence** (its time: the whole model's step at TP ``t`` for that micro-batch, plus ``p - 1`` hand-offs of its
+activations), while the stages work on the other micro-batches. A scheduler step, in which every running request
+advances once, then takes the longer of the longest micro-batch's pass and the stages' busy time (the micro-batches'
+passes summed over ``p``). With fewer requests than stages the stages idle: that is the bubble, and a lone request
+is never faster than at TP ``t`` alone. Each micro-batch reads the stage's weights again, so memory-bound decode
+gains little from PP: it buys memory (a model that TP within a node cannot hold), not speed. The hand-off is an
+assumption, not a measurement: :data:`HANDOFF_S` plus the activations at :data:`HANDOFF_BYTES_PER_S`.
+
+A load profile over the day (:func:`over_profile`): the shape chosen at the peak rate, and in each period the
+replicas its rate needs with the same headroom; the cards booked are the peak's.
 """
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import math
 from collections.abc import Sequence
 
-from vllm_hpu_mm.engine import EngineShape, TextLookup
+from vllm_hpu_mm.engine import EngineShape, PrefillChunk, TextLookup
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.replay.latency import Latency, StepClock, latency_of, padded_clock, real_clock
 from vllm_hpu_mm.replay.scheduler import MAX_RATE, Arrivals, Prompt, Trace, simulate
@@ -31,7 +47,10 @@ from vllm_hpu_mm.replay.whole import latency_interval
 from vllm_hpu_mm.traffic.requests import Traffic
 
 __all__ = [
+    "HANDOFF_BYTES_PER_S",
+    "HANDOFF_S",
     "MAX_ITERATIONS",
+    "MAX_PERIODS",
     "MAX_PROBE_REQUESTS",
     "MAX_PROBE_SEEDS",
     "MAX_REPLICAS",
@@ -40,12 +59,19 @@ __all__ = [
     "RATE_ITERATIONS",
     "Candidate",
     "Capacity",
+    "DayPlan",
+    "Period",
+    "PeriodSize",
     "ReplicaModel",
     "ReplicaShape",
     "Targets",
     "choose",
     "latency_at",
     "max_rate",
+    "over_profile",
+    "parse_profile",
+    "pipelined",
+    "placement",
     "replica_capacity",
     "replica_model",
     "replicas_for",
@@ -67,6 +93,15 @@ MAX_PROBE_SEEDS = 16
 #: The lightest load probed, as a share of the saturation rate: a replica that misses there misses at any load.
 LIGHT_SHARE = 1 / 64
 MAX_REPLICAS = 100_000
+#: A pipeline stage's hand-off of its activations to the next (an assumption, not measured): a fixed latency per
+#: hand-off and the bytes at one 200 Gb/s scale-out link's rate (Gaudi 2 and 3 cards carry 100 / 200 GbE ports).
+HANDOFF_S = 100e-6
+HANDOFF_BYTES_PER_S = 25e9
+#: Most periods a load profile may have (a week by the hour, a day by the quarter hour, ...).
+MAX_PERIODS = 672
+#: The longest profile, seconds (a week) and the largest file read for one.
+MAX_PROFILE_SECONDS = 7 * 86_400.0
+_MAX_PROFILE_BYTES = 1 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +157,18 @@ class ReplicaModel:
     evidence: str = ""
     #: The API server's time per image of a request, beside ``frontend_s``.
     frontend_image_s: float = 0.0
+    #: Engine seconds lost per second of the API server's work (a step fitted on a server whose API server shares
+    #: the engine core's CPU: ``FittedStep.frontend_share``; 0 elsewhere).
+    frontend_share: float = 0.0
+
+    def under_load(self, samples: Sequence[Sequence[Prompt]], rate: float) -> ReplicaModel:
+        """This replica while its API server takes in ``rate`` requests/s of ``samples``' kind: every step longer
+        by the share of the API server's work the engine loses (at most 10x)."""
+        if self.frontend_share <= 0 or rate <= 0:
+            return self
+        prompts = [p for s in samples for p in s]
+        front = sum(self.frontend_s + self.frontend_image_s * len(p.image_tokens) for p in prompts) / len(prompts)
+        return scaled(self, 1.0 / max(0.1, 1.0 - self.frontend_share * rate * front))
 
 
 def replica_model(timer: Timer, shape: EngineShape, lookup: TextLookup | None = None) -> ReplicaModel:
@@ -138,7 +185,8 @@ def replica_model(timer: Timer, shape: EngineShape, lookup: TextLookup | None = 
     if isinstance(fitted, float):  # a step fitted on a server (models/step_fit.py): calibrated, its own interval
         interval, evidence = fitted, str(getattr(step, "describe", lambda: "a fitted step model")())
     return ReplicaModel(shape, clock, float(getattr(step, "frontend_s", 0.0)), interval, evidence,
-                        float(getattr(step, "frontend_image_s", 0.0)))  # fmt: skip
+                        float(getattr(step, "frontend_image_s", 0.0)),
+                        float(getattr(step, "frontend_share", 0.0)))  # fmt: skip
 
 
 def _check_probe(requests: int, seeds: int, iterations: int) -> None:
@@ -158,10 +206,11 @@ def _run(replica: ReplicaModel, sample: Sequence[Prompt], load: int | Arrivals) 
 def latency_at(replica: ReplicaModel, samples: Sequence[Sequence[Prompt]], rate: float) -> Latency:
     """The replica's latencies under Poisson arrivals at ``rate`` requests/s: one schedule per sample (seed i
     arrivals for sample i), pooled; every schedule drained."""
-    traces = [_run(replica, s, Arrivals(rate=min(rate, MAX_RATE), seed=i)) for i, s in enumerate(samples)]
+    loaded = replica.under_load(samples, rate)
+    traces = [_run(loaded, s, Arrivals(rate=min(rate, MAX_RATE), seed=i)) for i, s in enumerate(samples)]
     return latency_of(
         traces,
-        replica.clock,
+        loaded.clock,
         load=f"Poisson arrivals at {rate:.4g} requests/s",
         frontend_s=replica.frontend_s,
         frontend_image_s=replica.frontend_image_s,
@@ -173,9 +222,15 @@ def latency_at(replica: ReplicaModel, samples: Sequence[Sequence[Prompt]], rate:
 def saturation(replica: ReplicaModel, samples: Sequence[Sequence[Prompt]]) -> float:
     """The replica's request throughput with ``max_num_seqs`` requests running (a closed loop), the mean over the
     samples: no arrival rate above it is sustained."""
-    traces = [_run(replica, s, replica.shape.max_num_seqs) for s in samples]
-    return latency_of(traces, replica.clock, load="saturation", frontend_s=replica.frontend_s,
-                      frontend_image_s=replica.frontend_image_s).request_throughput  # fmt: skip
+
+    def throughput(r: ReplicaModel) -> float:
+        traces = [_run(r, s, r.shape.max_num_seqs) for s in samples]
+        return latency_of(traces, r.clock, load="saturation", frontend_s=r.frontend_s,
+                          frontend_image_s=r.frontend_image_s).request_throughput  # fmt: skip
+
+    # the API server takes in requests as fast as they finish: its work at that rate slows the steps
+    alone = throughput(replica)
+    return throughput(replica.under_load(samples, alone)) if replica.frontend_share > 0 else alone
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,9 +258,38 @@ class Capacity:
 
 def scaled(replica: ReplicaModel, factor: float) -> ReplicaModel:
     """``replica`` with every step ``factor`` times as long (the API server's own time unchanged)."""
+    return dataclasses.replace(replica, clock=replica.clock.stretched(factor))
+
+
+def pipelined(replica: ReplicaModel, stages: int, activation_bytes_per_token: int) -> ReplicaModel:
+    """``replica`` (priced at its TP with the whole model) as ``stages`` pipeline stages: a step of the running
+    requests split into ``stages`` micro-batches takes the longer of the longest micro-batch's pass through every
+    stage in sequence (plus ``stages - 1`` hand-offs of ``activation_bytes_per_token`` per token) and the stages' busy
+    time (the passes summed over ``stages``): see the module docstring. Images are encoded on the first stage, as
+    at TP alone. ``stages`` 1: ``replica`` itself."""
+    if stages < 1:
+        raise ConfigError(f"pipeline stages {stages} is invalid; accepted: 1 or more")
+    if stages == 1:
+        return replica
     c = replica.clock
-    clock = StepClock(lambda s, b: factor * c.decode(s, b), lambda chunks: factor * c.prefill(chunks),
-                      lambda tokens: factor * c.vision(tokens), factor * c.overhead_s, c.unified)  # fmt: skip
+
+    def handoffs(tokens: int) -> float:
+        return (stages - 1) * (HANDOFF_S + tokens * activation_bytes_per_token / HANDOFF_BYTES_PER_S)
+
+    def step(passes: list[float]) -> float:
+        return max(max(passes), sum(passes) / stages)
+
+    def decode(sequences: int, blocks: int) -> float:
+        if sequences < 1:  # nothing decoding: as the replica prices it
+            return c.decode(sequences, blocks)
+        groups = [len(range(g, sequences, stages)) for g in range(min(stages, sequences))]
+        return step([c.decode(n, -(-blocks * n // sequences)) + handoffs(n) for n in groups])
+
+    def prefill(chunks: tuple[PrefillChunk, ...]) -> float:
+        groups = [chunks[g::stages] for g in range(min(stages, len(chunks)))] or [chunks]
+        return step([c.prefill(g) + handoffs(sum(x.query for x in g)) for g in groups])
+
+    clock = StepClock(decode, prefill, c.vision, c.overhead_s, c.unified)
     return dataclasses.replace(replica, clock=clock)
 
 
@@ -293,15 +377,31 @@ def replicas_for(rate: float, headroom: float, capacity: float) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class ReplicaShape:
-    """What a candidate varies: tensor parallelism and the scheduler's two limits."""
+    """What a candidate varies: tensor and pipeline parallelism and the scheduler's two limits."""
 
     tensor_parallel_size: int
     max_num_seqs: int
     max_num_batched_tokens: int
+    pipeline_parallel_size: int = 1
+
+    @property
+    def cards(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size
 
     @property
     def label(self) -> str:
-        return f"TP{self.tensor_parallel_size} seqs {self.max_num_seqs} tokens {self.max_num_batched_tokens}"
+        pp = f" PP{self.pipeline_parallel_size}" if self.pipeline_parallel_size > 1 else ""
+        return f"TP{self.tensor_parallel_size}{pp} seqs {self.max_num_seqs} tokens {self.max_num_batched_tokens}"
+
+
+def placement(tensor_parallel_size: int, pipeline_parallel_size: int, cards_per_node: int) -> tuple[int, int] | None:
+    """(nodes, cards on each) one replica spans: whole stages per node (a tensor-parallel group never crosses a
+    node), as many as a node holds and the stages divide evenly; None when one stage needs more than a node."""
+    t, p = tensor_parallel_size, pipeline_parallel_size
+    if t > cards_per_node:
+        return None
+    per_node = max(d for d in range(1, p + 1) if p % d == 0 and t * d <= cards_per_node)
+    return p // per_node, t * per_node
 
 
 @dataclasses.dataclass(frozen=True)
@@ -322,18 +422,32 @@ class Candidate:
     #: The replicas needed when every step is as slow as the step model's interval allows (0: unbounded).
     replicas_if_slow: int = 0
 
+    #: The shape's plan ran out of memory (or never ran: a stage larger than a node), as opposed to a refusal for
+    #: another reason: what makes pipeline stages worth trying.
+    unheld: bool = False
+
     @property
     def cards_per_replica(self) -> int:
-        return self.shape.tensor_parallel_size
+        return self.shape.cards
 
     @property
     def total_cards(self) -> int:
         return self.replicas * self.cards_per_replica
 
     @property
+    def nodes_per_replica(self) -> int:
+        """Nodes one replica spans (1: it fits in one; 0: a stage larger than a node, not planned)."""
+        spans = placement(self.shape.tensor_parallel_size, self.shape.pipeline_parallel_size, self.cards_per_node)
+        return 0 if spans is None else spans[0]
+
+    @property
     def nodes(self) -> int:
+        if not self.replicas:
+            return 0
+        if self.cards_per_replica > self.cards_per_node:
+            return self.replicas * self.nodes_per_replica
         per_node = max(1, self.cards_per_node // self.cards_per_replica)
-        return math.ceil(self.replicas / per_node) if self.replicas else 0
+        return math.ceil(self.replicas / per_node)
 
     @property
     def meets(self) -> bool:
@@ -375,3 +489,102 @@ def choose(candidates: Sequence[Candidate], cards: int | None = None) -> Candida
     if not meeting:
         return None
     return min(meeting, key=lambda c: (c.total_cards, -c.margin, c.cards_per_replica, c.shape.max_num_seqs))
+
+
+@dataclasses.dataclass(frozen=True)
+class Period:
+    """One period of a load profile: ``seconds`` long at ``rate`` requests/s (Poisson), named ``name``."""
+
+    name: str
+    seconds: float
+    rate: float
+
+
+def _period(name: str, seconds: str, rate: str, where: str) -> Period:
+    accepted = f"accepted: 0 < seconds <= {MAX_PROFILE_SECONDS:,.0f} and 0 <= rate <= {MAX_RATE:,.0f}"
+    try:
+        p = Period(name, float(seconds), float(rate))
+    except ValueError:
+        raise ConfigError(
+            f"load profile {where}: {seconds[:20]!r}, {rate[:20]!r} are not numbers; {accepted}"
+        ) from None
+    if not (0 < p.seconds <= MAX_PROFILE_SECONDS and 0 <= p.rate <= MAX_RATE):
+        raise ConfigError(f"load profile {where}: {p.seconds:g} s at {p.rate:g} requests/s is out of range; {accepted}")
+    return p
+
+
+def parse_profile(raw: str, text: str | None = None) -> tuple[Period, ...]:
+    """A load profile: ``SECONDS:RATE`` periods joined by commas (the replay's ``--load-profile`` grammar, a rate in
+    place of the clients), or ``text``, a CSV file's content with a header naming ``seconds`` and ``rate`` (and
+    optionally ``period``, a name). At most :data:`MAX_PERIODS` periods, :data:`MAX_PROFILE_SECONDS` in all, one
+    rate above 0."""
+    periods: list[Period] = []
+    if text is None:
+        parts = raw.split(",")
+        if len(parts) > MAX_PERIODS:
+            raise ConfigError(f"a load profile of {len(parts)} periods; accepted: at most {MAX_PERIODS}")
+        for i, part in enumerate(parts):
+            seconds, sep, rate = part.strip().partition(":")
+            if not sep:
+                raise ConfigError(f"load profile period {part.strip()[:40]!r} is not SECONDS:RATE; accepted: e.g. "
+                                  "28800:2,36000:12,21600:6 (seconds at requests/s, joined by commas)")  # fmt: skip
+            periods.append(_period(str(i + 1), seconds, rate, f"period {i + 1}"))
+    else:
+        if len(text) > _MAX_PROFILE_BYTES:
+            raise ConfigError(f"load profile {raw}: over {_MAX_PROFILE_BYTES:,} bytes; accepted: a CSV of periods")
+        rows = csv.DictReader(io.StringIO(text))
+        fields = {f.strip().lower(): f for f in rows.fieldnames or ()}
+        if not {"seconds", "rate"} <= fields.keys():
+            raise ConfigError(f"load profile {raw}: no 'seconds' and 'rate' columns in its header; accepted: a CSV "
+                              "with the header seconds,rate (and optionally period, a name)")  # fmt: skip
+        for i, row in enumerate(rows):
+            if i >= MAX_PERIODS:
+                raise ConfigError(f"load profile {raw}: over {MAX_PERIODS} periods; accepted: at most {MAX_PERIODS}")
+            cell = {key: (row.get(column) or "").strip() for key, column in fields.items()}
+            name = cell.get("period", "")[:40] or str(i + 1)
+            periods.append(_period(name, cell["seconds"], cell["rate"], f"{raw} row {i + 2}"))
+    if not periods or max(p.rate for p in periods) <= 0:
+        raise ConfigError(f"load profile {raw[:60]}: no period with a rate above 0; accepted: at least one")
+    if sum(p.seconds for p in periods) > MAX_PROFILE_SECONDS:
+        raise ConfigError(f"load profile {raw[:60]}: lasts over {MAX_PROFILE_SECONDS:,.0f} s; accepted: at most a week")
+    return tuple(periods)
+
+
+@dataclasses.dataclass(frozen=True)
+class PeriodSize:
+    """One period sized: the replicas its rate needs with the headroom, their cards and card-hours."""
+
+    period: Period
+    replicas: int
+    cards: int
+    card_hours: float
+
+
+@dataclasses.dataclass(frozen=True)
+class DayPlan:
+    """A load profile sized on one replica shape: each period, the cards to book (the peak's), the card-hours
+    used, and those the peak provisioned all along would use."""
+
+    periods: tuple[PeriodSize, ...]
+    peak_cards: int
+    card_hours: float
+    peak_card_hours: float
+
+    @property
+    def saved_card_hours(self) -> float:
+        return self.peak_card_hours - self.card_hours
+
+
+def over_profile(periods: Sequence[Period], capacity: float, headroom: float, cards_per_replica: int) -> DayPlan:
+    """The replicas of ``cards_per_replica`` cards at ``capacity`` requests/s each that every period needs with
+    ``headroom`` (at least one: a replica's warm-up takes minutes, the fleet never scales to zero)."""
+    if capacity <= 0:
+        raise ConfigError("a load profile needs a replica shape that meets the targets (capacity above 0)")
+    sizes = []
+    for p in periods:
+        replicas = replicas_for(p.rate, headroom, capacity)
+        cards = replicas * cards_per_replica
+        sizes.append(PeriodSize(p, replicas, cards, cards * p.seconds / 3600))
+    peak = max(s.cards for s in sizes)
+    hours = sum(p.seconds for p in periods) / 3600
+    return DayPlan(tuple(sizes), peak, sum(s.card_hours for s in sizes), peak * hours)

@@ -3,7 +3,13 @@ runs the API server and its local engines, the others run ``--headless`` from th
 ``entrypoints/cli/serve.py``) and Kubernetes manifests (a Deployment of one replica per pod with the accelerator
 resource, the plan's environment, the bucket file as a ConfigMap mounted where the environment names it, startup,
 readiness and liveness probes on ``/health``, Prometheus scrape annotations, and a Service). Each replica gets the
-files and environment ``serve`` would write for it: they are passed in, never rebuilt here."""
+files and environment ``serve`` would write for it: they are passed in, never rebuilt here.
+
+A replica whose cards (TP x PP) span nodes is one vLLM server over several nodes (vLLM 0.32's multi-node
+multiprocessing: ``--nnodes``, ``--node-rank``, ``--master-addr``; every node but the first ``--headless``), each
+replica its own server behind a load balancer rather than data-parallel ranks of one; on Kubernetes, a
+LeaderWorkerSet (leaderworkerset.x-k8s.io/v1, kubernetes-sigs/lws) of one group per replica, a pod per node, the
+leader serving the API and the Service selecting the leaders."""
 
 from __future__ import annotations
 
@@ -16,11 +22,28 @@ from typing import Any
 
 import yaml
 
-__all__ = ["DP_RPC_PORT", "PORT", "Deployments", "NodeCommand", "deployments", "dp_commands", "manifests"]
+from vllm_hpu_mm.plan.fleet import placement
+
+__all__ = [
+    "DP_RPC_PORT",
+    "LWS_API",
+    "MASTER_PORT",
+    "PORT",
+    "Deployments",
+    "NodeCommand",
+    "deployments",
+    "dp_commands",
+    "manifests",
+]
 
 #: The port each replica's API server listens on, and vLLM's default data-parallel RPC port.
 PORT = 8000
 DP_RPC_PORT = 13345
+#: vLLM's default port of a multi-node replica's torch.distributed group (``--master-port``).
+MASTER_PORT = 29501
+LWS_API = "leaderworkerset.x-k8s.io/v1"
+#: The label LWS puts on every pod of a set (its name), and the one we put on the leaders.
+_LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
 #: The device resource each device family is scheduled by (its device plugin's name).
 _RESOURCES = {"gaudi": "habana.ai/gaudi", "h100": "nvidia.com/gpu", "h200": "nvidia.com/gpu"}
 #: Seconds between startup probes; the startup budget covers the warm-up estimate twice, at least ten minutes.
@@ -40,19 +63,23 @@ _Dumper.add_representer(str, _text)
 
 @dataclasses.dataclass(frozen=True)
 class NodeCommand:
-    """One node's launch: its data-parallel ranks (``start`` .. ``start + local - 1``) and the command."""
+    """One node's launch: its data-parallel ranks (``start`` .. ``start + local - 1``) and the command; for a
+    replica spanning nodes, ``start`` is the replica and ``rank`` the node's rank within it."""
 
     node: int
     start: int
     local: int
     argv: tuple[str, ...]
+    rank: int | None = None
 
     def script(self, env: Mapping[str, str]) -> str:
         exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
-        return (
-            f"#!/bin/sh\n# node {self.node}: data-parallel ranks {self.start}..{self.start + self.local - 1}\n"
-            f"{exports}exec {shlex.join(self.argv)}\n"
+        what = (
+            f"data-parallel ranks {self.start}..{self.start + self.local - 1}"
+            if self.rank is None
+            else f"replica {self.start}, node rank {self.rank}"
         )
+        return f"#!/bin/sh\n# node {self.node}: {what}\n{exports}exec {shlex.join(self.argv)}\n"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +98,12 @@ class Deployments:
         return "".join(f"{k}={v}\n" for k, v in self.env.items())
 
 
+def multi_node_args(nodes: int, rank: str, address: str) -> list[str]:
+    """A replica over ``nodes`` nodes, as node ``rank`` of it (vLLM's multi-node multiprocessing)."""
+    args = ["--nnodes", str(nodes), "--node-rank", rank, "--master-addr", address, "--master-port", str(MASTER_PORT)]
+    return args + (["--headless"] if rank != "0" else [])
+
+
 def dp_commands(
     server_args: Sequence[str],
     *,
@@ -79,10 +112,23 @@ def dp_commands(
     cards_per_node: int,
     head_address: str,
     rpc_port: int = DP_RPC_PORT,
+    pipeline_parallel_size: int = 1,
 ) -> tuple[NodeCommand, ...]:
-    """``vllm serve`` per node: ``replicas`` data-parallel ranks of ``tensor_parallel_size`` cards, as many per node
-    as its cards hold; the head node (rank 0 on) serves the API, the others are headless."""
-    per_node = max(1, cards_per_node // tensor_parallel_size)
+    """``vllm serve`` per node: ``replicas`` data-parallel ranks of TP x PP cards, as many per node as its cards
+    hold; the head node (rank 0 on) serves the API, the others are headless. A replica spanning nodes: each replica
+    its own multi-node server (see the module docstring), its first node at ``head_address`` for replica 0 and at
+    the placeholder ``REPLICA<r>_NODE0_IP`` for the others."""
+    cards = tensor_parallel_size * pipeline_parallel_size
+    spans = placement(tensor_parallel_size, pipeline_parallel_size, cards_per_node)
+    if cards > cards_per_node and spans is not None:
+        nodes, out = spans[0], []
+        for replica in range(replicas):
+            address = head_address if replica == 0 else f"REPLICA{replica}_NODE0_IP"
+            for rank in range(nodes):
+                argv = ["vllm", "serve", *server_args, *multi_node_args(nodes, str(rank), address)]
+                out.append(NodeCommand(replica * nodes + rank, replica, 1 if rank == 0 else 0, tuple(argv), rank))
+        return tuple(out)
+    per_node = max(1, cards_per_node // cards)
     nodes = math.ceil(replicas / per_node)
     out = []
     for node in range(nodes):
@@ -124,9 +170,14 @@ def manifests(
     image: str,
     replica_dir: str,
     warmup_s: float | None,
+    pipeline_parallel_size: int = 1,
+    cards_per_node: int | None = None,
 ) -> tuple[dict[str, Any], ...]:
     """A ConfigMap with the replica's files (when it has any), a Deployment of ``replicas`` pods (one replica each)
-    and a Service in front of them."""
+    and a Service in front of them; for replicas spanning nodes of ``cards_per_node`` cards, a LeaderWorkerSet of
+    ``replicas`` groups (a pod per node) in place of the Deployment, the Service in front of the leaders."""
+    cards = tensor_parallel_size * pipeline_parallel_size
+    spans = placement(tensor_parallel_size, pipeline_parallel_size, cards_per_node or cards)
     labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/component": "vllm-replica"}
     probe = {"httpGet": {"path": "/health", "port": PORT}, "periodSeconds": _PROBE_PERIOD_S}
     startup_s = max(_MIN_STARTUP_S, 2 * (warmup_s or 0.0))
@@ -141,12 +192,10 @@ def manifests(
         "readinessProbe": probe | {"failureThreshold": 3},
         "livenessProbe": probe | {"failureThreshold": 6},
     }
+    pod_cards = cards if spans is None or spans[0] == 1 else spans[1]
     resource = _resource(device)
     if resource is not None:
-        container["resources"] = {
-            "limits": {resource: tensor_parallel_size},
-            "requests": {resource: tensor_parallel_size},
-        }
+        container["resources"] = {"limits": {resource: pod_cards}, "requests": {resource: pod_cards}}
     pod: dict[str, Any] = {"containers": [container]}
     docs: list[dict[str, Any]] = []
     if files:
@@ -162,6 +211,9 @@ def manifests(
         container["volumeMounts"] = [{"name": "replica-files", "mountPath": replica_dir, "readOnly": True}]
         pod["volumes"] = [{"name": "replica-files", "configMap": {"name": config}}]
     annotations = {"prometheus.io/scrape": "true", "prometheus.io/port": str(PORT), "prometheus.io/path": "/metrics"}
+    if spans is not None and spans[0] > 1:
+        docs += _leader_workers(pod, labels, annotations, replicas, spans[0], name)
+        return tuple(docs)
     docs.append(
         {
             "apiVersion": "apps/v1",
@@ -174,15 +226,45 @@ def manifests(
             },
         }
     )
-    docs.append(
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": name, "labels": labels},
-            "spec": {"selector": labels, "ports": [{"name": "http", "port": PORT, "targetPort": "http"}]},
-        }
-    )
+    docs.append(_service(name, labels, labels))
     return tuple(docs)
+
+
+def _service(name: str, labels: dict[str, str], selector: dict[str, str]) -> dict[str, Any]:
+    """The Service in front of the pods ``selector`` selects (those serving the API), on their port named http."""
+    spec = {"selector": selector, "ports": [{"name": "http", "port": PORT, "targetPort": "http"}]}
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "labels": labels}, "spec": spec}
+
+
+def _leader_workers(pod: dict[str, Any], labels: dict[str, str], annotations: dict[str, str], replicas: int,
+                   nodes: int, name: str) -> list[dict[str, Any]]:  # fmt: skip
+    """A LeaderWorkerSet of ``replicas`` groups of ``nodes`` pods, each pod ``pod`` with its node's part of the
+    launch (``vllm serve``: LWS sets the leader's address and each pod's index in its environment), the probes and
+    the scrape annotations on the leader only, and a Service on the leaders."""
+    container = pod["containers"][0]
+    args = list(container["args"])
+    leader = dict(container, command=["vllm", "serve"])
+    leader["args"] = [*args, *multi_node_args(nodes, "0", "$(LWS_LEADER_ADDRESS)")]
+    worker = {k: v for k, v in container.items() if not k.endswith("Probe") and k != "ports"}
+    worker["command"] = ["vllm", "serve"]
+    # a worker serves no API: the server's arguments without the listening address (the last four)
+    worker["args"] = [*args[:-4], *multi_node_args(nodes, "$(LWS_WORKER_INDEX)", "$(LWS_LEADER_ADDRESS)")]
+    leaders = labels | {"role": "leader"}
+    spec = {
+        "replicas": replicas,
+        "startupPolicy": "LeaderCreated",
+        "leaderWorkerTemplate": {
+            "size": nodes,
+            "restartPolicy": "RecreateGroupOnPodRestart",
+            "leaderTemplate": {
+                "metadata": {"labels": leaders, "annotations": annotations},
+                "spec": pod | {"containers": [leader]},
+            },
+            "workerTemplate": {"metadata": {"labels": labels}, "spec": pod | {"containers": [worker]}},
+        },
+    }
+    lws = {"apiVersion": LWS_API, "kind": "LeaderWorkerSet", "metadata": {"name": name, "labels": labels}, "spec": spec}
+    return [lws, _service(name, labels, {_LWS_NAME: name, "role": "leader"})]
 
 
 def deployments(
@@ -199,6 +281,7 @@ def deployments(
     head_address: str,
     replica_dir: str,
     warmup_s: float | None,
+    pipeline_parallel_size: int = 1,
 ) -> Deployments:
     """Both deployments of ``replicas`` replicas whose server ``serve`` would start with ``argv`` (``python -m
     MODULE ARGS``), ``env`` and ``files`` (path -> content, every path in ``replica_dir``)."""
@@ -210,6 +293,7 @@ def deployments(
         tensor_parallel_size=tensor_parallel_size,
         cards_per_node=cards_per_node,
         head_address=head_address,
+        pipeline_parallel_size=pipeline_parallel_size,
     )
     docs = manifests(
         server_args,
@@ -222,5 +306,7 @@ def deployments(
         image=image,
         replica_dir=replica_dir,
         warmup_s=warmup_s,
+        pipeline_parallel_size=pipeline_parallel_size,
+        cards_per_node=cards_per_node,
     )
     return Deployments(commands, dict(env), named, docs, replica_dir)

@@ -57,6 +57,15 @@ class StepClock:
     def vision_clock(self, tokens: int) -> float:
         return self.vision(tokens)
 
+    def stretched(self, factor: float) -> StepClock:
+        """This clock with every step ``factor`` times as long (the engine sharing its CPU with the API server's
+        work: :meth:`vllm_hpu_mm.models.step_fit.FittedStep.load_stretch`); a fresh clock (nothing pending)."""
+        if factor == 1.0:
+            return dataclasses.replace(self, _pending=False)
+        decode, prefill, vision = self.decode, self.prefill, self.vision
+        return StepClock(lambda n, b: factor * decode(n, b), lambda chunks: factor * prefill(chunks),
+                         lambda t: factor * vision(t), factor * self.overhead_s, self.unified)  # fmt: skip
+
     def step_seconds(self, trace: Trace) -> list[tuple[float, int, int]]:
         """(seconds per step, steps, sequences decoding in each) for every group of steps of ``trace``, in order."""
         images: dict[int, float] = {}

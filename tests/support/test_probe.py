@@ -1,0 +1,89 @@
+"""The probe reads the engine's steps back from when the client received each token, leaves out what is no step,
+and finds the share of the API server's work the steps lose."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tests.support.probe import BenchRun, fit_frontend_share, probe_observations, run_steps, speed_against
+from vllm_hpu_mm.models.step_fit import FittedStep, Observation, fit_step
+
+STEP = FittedStep(block_size=128, overhead_s=0.005, token_s=1e-5, sequence_s=0.001, chunk_s=0.002, pair_s=0.0,
+                  image_s=0.0, patch_s=0.0, frontend_s=0.01, source="made up", samples=0, interval=0.0)  # fmt: skip
+
+
+def closed_loop(step: FittedStep, *, requests: int, concurrency: int, prompt: int = 100, output: int = 8,
+                share: float = 0.0) -> BenchRun:  # fmt: skip
+    """A closed-loop run as an engine priced by ``step`` serves it, one step at a time: each finished request's slot
+    goes to the next one, sent then and reaching the engine after the API server's time; a step overlapping the API
+    server's work on a request is longer by ``share`` of the overlap."""
+    front = step.frontend_s
+    wanted = [output + k % 4 for k in range(requests)]  # answers of four lengths: requests finish apart
+    sent = dict.fromkeys(range(min(concurrency, requests)), 0.0)
+    tokens: dict[int, list[float]] = {}
+    t = 0.0
+    while len(tokens) < requests or any(len(v) < wanted[k] for k, v in tokens.items()):
+        running = [k for k, v in tokens.items() if len(v) < wanted[k]]
+        ready = [k for k, s in sent.items() if k not in tokens and s + front <= t]
+        if not running and not ready:
+            t = min(s + front for k, s in sent.items() if k not in tokens)
+            continue
+        shape = Observation(0.0, tokens=prompt * len(ready) + len(running), sequences=len(running),
+                            chunks=len(ready), context=sum(prompt + len(tokens[k]) for k in running))  # fmt: skip
+        seconds = step.predict(shape)
+        seconds += share * sum(max(0.0, min(t + seconds, s + front) - max(t, s)) for s in sent.values())
+        t += seconds
+        for k in running + ready:
+            tokens.setdefault(k, []).append(t)
+            if len(tokens[k]) == wanted[k] and len(sent) < requests:
+                sent[len(sent)] = t
+    order = sorted(sent)
+    return BenchRun({"input_lens": [prompt] * len(order), "output_lens": [wanted[k] for k in order],
+                     "ttfts": [tokens[k][0] - sent[k] for k in order],
+                     "itls": [[b - a for a, b in zip(tokens[k], tokens[k][1:], strict=False)] for k in order],
+                     "start_times": [sent[k] for k in order], "errors": [""] * len(order)},
+                    concurrency=concurrency)  # fmt: skip
+
+
+def test_every_step_is_read_back_with_its_shape() -> None:
+    run = closed_loop(STEP, requests=12, concurrency=4)
+    steps = run_steps(run)
+    assert steps, "no step read back"
+    for o in steps:
+        assert o.seconds == pytest.approx(STEP.predict(o), rel=1e-6)
+    assert any(o.chunks and o.sequences for o in steps), "no step prefilled beside decodes"
+
+
+def test_a_request_read_in_one_go_is_no_step() -> None:
+    run = closed_loop(STEP, requests=8, concurrency=4)
+    r = dict(run.result)
+    stalled = list(r["itls"][1])
+    r["itls"] = [list(x) for x in r["itls"]]
+    r["itls"][1] = [sum(stalled)] + [0.0] * (len(stalled) - 1)  # the client slept, then read the rest at once
+    steps = run_steps(dataclasses.replace(run, result=r))
+    assert all(o.seconds == pytest.approx(STEP.predict(o), rel=1e-6) for o in steps)
+    ttfts = [o for o in probe_observations([dataclasses.replace(run, result=r, concurrency=1)]) if o.kind == "ttft"]
+    assert len(ttfts) == 7  # its first token is no prefill timing either
+
+
+def test_the_api_servers_share_is_found_and_taken_out_of_the_steps() -> None:
+    def fit(obs: list[Observation]) -> FittedStep:
+        return fit_step(obs, block_size=128, source="synthetic")
+
+    runs = [closed_loop(STEP, requests=40, concurrency=c, prompt=p, share=0.5) for c, p in ((4, 100), (8, 300))]
+    # first tokens at concurrency 1 pin the API server's time
+    runs.append(closed_loop(STEP, requests=10, concurrency=1, prompt=200, share=0.5))
+    found = fit_frontend_share(runs, fit)
+    assert found.frontend_share == pytest.approx(0.5, abs=0.1)
+    assert found.sequence_s == pytest.approx(STEP.sequence_s, rel=0.1)
+    plain = fit_frontend_share([closed_loop(STEP, requests=40, concurrency=4), *runs[2:]], fit)
+    assert plain.frontend_share < 0.05
+
+
+def test_a_slower_machine_reads_as_its_speed() -> None:
+    slow = dataclasses.replace(STEP, overhead_s=1.2 * STEP.overhead_s, sequence_s=1.2 * STEP.sequence_s,
+                               token_s=1.2 * STEP.token_s, chunk_s=1.2 * STEP.chunk_s)  # fmt: skip
+    assert speed_against(closed_loop(slow, requests=16, concurrency=4, output=16), STEP) == pytest.approx(1.2, rel=1e-3)
+    assert speed_against(closed_loop(STEP, requests=2, concurrency=1, output=3), STEP) == 1.0  # too few steps
