@@ -25,6 +25,7 @@ from vllm_hpu_mm.buckets.text_budget import (
     padded_time,
     standing,
 )
+from vllm_hpu_mm.buckets.text_time import cached
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import BucketLookup
@@ -230,3 +231,14 @@ def test_padded_time_looks_up_decode_steps_as_vllm_gaudi_does(buckets: list[tupl
         expected += TIME.decode_s(s, k) if theirs.added else TIME.decode_s(found[0], found[2])
     assert t.uncovered == missing
     assert t.bucket_decode_s == pytest.approx(expected)
+
+
+def test_a_loads_times_kept_per_bucket_set_are_the_ones_worked_out_afresh() -> None:
+    """One planning run keeps each load's phase times per bucket set: asked again (and in between for other sets, the
+    same prompt beside another decode), each answer is the uncached one, exactly."""
+    cached_time = cached(TIME)
+    own = exp_buckets()
+    sets = [own, (own[0][: len(own[0]) // 2], own[1]), (own[0], own[1][::2]), own]
+    for load in loads():
+        for prompt, decode in sets * 2:  # the second pass reads the kept times
+            assert padded_time(prompt, decode, load, cached_time) == padded_time(prompt, decode, load, TIME)

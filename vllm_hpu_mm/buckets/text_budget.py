@@ -44,6 +44,7 @@ from vllm_hpu_mm.buckets.text_time import (
     LookupTable,
     StepTimes,
     cached,
+    weighted_sum,
 )
 from vllm_hpu_mm.engine import Bucket
 from vllm_hpu_mm.errors import ConfigError
@@ -142,6 +143,11 @@ class _LoadArrays:
     load: LoadShapes
     prefill: tuple[_I, _I, _F, _F]  # query, context blocks, runs, own seconds
     decode: tuple[_I, _I, _F, _F]  # sequences, blocks, steps, own seconds
+    #: Per phase (0 prefill, 1 decode), each bucket set's (useful, bucketed seconds, shapes left uncovered): a phase's
+    #: plan recurs across the splits, budgets and repair rounds of a planning run (at most PRICED_SETS each).
+    priced: tuple[dict[tuple[Bucket, ...], tuple[float, float, int]], ...] = dataclasses.field(
+        default_factory=lambda: ({}, {}), compare=False, repr=False
+    )
 
 
 def _load_arrays(load: LoadShapes, time: StepTimes) -> _LoadArrays:
@@ -183,16 +189,37 @@ def padded_time(prompt: Sequence[Bucket], decode: Sequence[Bucket], load: LoadSh
     # a planning run makes each load's arrays once; the kept entry holds the load, so its id is not reused meanwhile
     arrays = (time.kept("load arrays", id(load), lambda: _load_arrays(load, time)) if isinstance(time, CachedTimes)
               else _load_arrays(load, time))  # fmt: skip
-    q, c, runs, own_p = arrays.prefill
-    prompts = _table(prompt, time)
-    at_p = prompts.index(np.ones_like(q), q, c)
-    s, k, steps, own_d = arrays.decode
-    decodes = _table(decode, time)
-    at_d = decodes.index(s, np.ones_like(s), k)
-    in_p = _priced(prompts, at_p, own_p, time.prefill_s)
-    in_d = _priced(decodes, at_d, own_d, lambda b, _q, blocks: time.decode_s(b, blocks))
-    uncovered = int(np.count_nonzero(at_p < 0) + np.count_nonzero(at_d < 0))
-    return PaddedTime(float(runs @ own_p), float(steps @ own_d), float(runs @ in_p), float(steps @ in_d), uncovered)
+    useful_p, bucket_p, uncovered_p = _phase_time(arrays, 0, prompt, time)
+    useful_d, bucket_d, uncovered_d = _phase_time(arrays, 1, decode, time)
+    return PaddedTime(useful_p, useful_d, bucket_p, bucket_d, uncovered_p + uncovered_d)
+
+
+#: Most bucket sets of one phase whose times one load keeps (a planning run judges about a thousand per phase).
+PRICED_SETS = 4096
+
+
+def _phase_time(
+    arrays: _LoadArrays, phase: int, buckets: Sequence[Bucket], time: StepTimes
+) -> tuple[float, float, int]:
+    """A load's phase (0 prefill, 1 decode) at its own shapes and in ``buckets``: useful seconds, bucketed seconds
+    and the shapes no bucket holds; kept per bucket set."""
+    key = tuple(buckets)
+    kept = arrays.priced[phase]
+    got = kept.get(key)
+    if got is None:
+        first, second, runs, own = arrays.prefill if phase == 0 else arrays.decode
+        table = _table(key, time)
+        if phase == 0:
+            at = table.index(np.ones_like(first), first, second)
+            bucketed = _priced(table, at, own, time.prefill_s)
+        else:
+            at = table.index(first, np.ones_like(first), second)
+            bucketed = _priced(table, at, own, lambda b, _q, blocks: time.decode_s(b, blocks))
+        got = (weighted_sum(runs, own), weighted_sum(runs, bucketed), int(np.count_nonzero(at < 0)))
+        if len(kept) >= PRICED_SETS:
+            kept.clear()
+        kept[key] = got
+    return got
 
 
 @dataclasses.dataclass(frozen=True)

@@ -54,6 +54,7 @@ __all__ = [
     "phase_options",
     "phase_options_of",
     "phase_seconds",
+    "weighted_sum",
 ]
 
 _F = npt.NDArray[np.float64]
@@ -70,6 +71,12 @@ MAX_ROWS = 48
 #: Most rows added at the traffic's heaviest first values (:attr:`PhaseAxes.heavy_row_share`).
 MAX_HEAVY_ROWS = 16
 INF = float("inf")
+
+
+def weighted_sum(weight: _F, seconds: _F) -> float:
+    """sum(weight x seconds), summed by numpy (pairwise), not by the BLAS: a BLAS dot of a long vector splits it over
+    threads, so its last bits depend on the machine's cores (and on a shared machine its threads spin for the CPU)."""
+    return float(np.add.reduce(weight * seconds))
 
 
 class StepTimes(Protocol):
@@ -518,8 +525,31 @@ def _times(axes: PhaseAxes, rows: Sequence[int], values: Sequence[Sequence[int]]
 def _seconds(axes: PhaseAxes, rows: Sequence[int], values: Sequence[Sequence[int]], first: _I, second: _I,
              weight: _F) -> float:  # fmt: skip
     """The weighted seconds of the shapes in their buckets (a shape no bucket holds, beyond the limits, runs at its
-    own shape: charged so)."""
-    return float(np.dot(weight, _times(axes, rows, values, first, second)))
+    own shape: charged so). A plan's rising rows and values are summed as :class:`_Pricer` keeps them: per row, the
+    shapes whose lookup starts and ends there (first values sorted, stable), in row order, then the rest."""
+    t = _times(axes, rows, values, first, second)
+    if not _rising(rows, values):
+        return weighted_sum(weight, t)
+    order = np.argsort(first, kind="stable")
+    by_first, by_second, w, t = first[order], second[order], weight[order], t[order]
+    total, lo = 0.0, 0
+    rest: list[_I] = []
+    for row, vals in zip(rows, values, strict=True):
+        hi = int(np.searchsorted(by_first, row, side="right"))
+        held = by_second[lo:hi] <= vals[-1]
+        total += weighted_sum(w[lo:hi][held], t[lo:hi][held])
+        rest.append(np.flatnonzero(~held) + lo)
+        lo = hi
+    rest.append(np.arange(lo, len(first)))
+    at = np.concatenate(rest)
+    return total + weighted_sum(w[at], t[at]) if len(at) else total
+
+
+def _rising(rows: Sequence[int], values: Sequence[Sequence[int]]) -> bool:
+    """Whether the rows rise, and each row's values (every phase plan's do)."""
+    return all(a < b for a, b in itertools.pairwise(rows)) and all(
+        len(v) and all(a < b for a, b in itertools.pairwise(v)) for v in values
+    )
 
 
 #: Most rows' slices one :class:`_Pricer` keeps (a planning run asks a few thousand distinct ones per weight set).
@@ -528,20 +558,20 @@ PRICED_ROWS = 1 << 14
 
 class _Pricer:
     """One phase's weighted shapes priced in many plans: :func:`_seconds`'s figure, bit for bit, with each row's
-    slice of it kept. A shape's lookup starts at the first row at or above its first value; the shapes starting at
+    share of it kept. A shape's lookup starts at the first row at or above its first value; the shapes starting at
     a row that its largest value holds (all but a few that spill onward) take their time from that row alone, so a
-    row's times are reused by every plan holding the same row, with the same row before it and the same values."""
+    row's weighted seconds are reused by every plan holding the same row, with the same row before it and the same
+    values."""
 
     def __init__(self, axes: PhaseAxes, first: _I, second: _I, weight: _F) -> None:
         self.axes, self.first, self.second, self.weight = axes, first, second, weight
-        self.order = np.argsort(first, kind="stable")
-        self.ordered = bool(np.all(self.order == np.arange(len(first))))
-        self.by_first, self.by_second = first[self.order], second[self.order]
-        self.rows: dict[tuple[int, int, tuple[int, ...]], tuple[_F, _I, int]] = {}
+        order = np.argsort(first, kind="stable")
+        self.by_first, self.by_second, self.by_weight = first[order], second[order], weight[order]
+        self.rows: dict[tuple[int, int, tuple[int, ...]], tuple[float, _I, int]] = {}
 
-    def _row(self, prev: int, row: int, values: tuple[int, ...]) -> tuple[_F, _I, int]:
-        """The times of the shapes starting at ``row`` (after ``prev``; -1: the first row), the ones it does not
-        hold (sorted positions) and where its shapes end."""
+    def _row(self, prev: int, row: int, values: tuple[int, ...]) -> tuple[float, _I, int]:
+        """The weighted seconds of the shapes starting at ``row`` (after ``prev``; -1: the first row) that it holds,
+        the ones it does not hold (sorted positions) and where its shapes end."""
         key = (prev, row, values)
         got = self.rows.get(key)
         if got is None:
@@ -551,38 +581,33 @@ class _Pricer:
             v = np.array(values, dtype=np.int64)
             priced = np.array([self.axes.time(row, x) for x in values], dtype=np.float64)
             at = np.searchsorted(v, second)
-            got = (priced[np.minimum(at, len(v) - 1)], np.flatnonzero(at >= len(v)) + lo, hi)
+            held = at < len(v)
+            got = (weighted_sum(self.by_weight[lo:hi][held], priced[at[held]]), np.flatnonzero(~held) + lo, hi)
             if len(self.rows) >= PRICED_ROWS:
                 self.rows.clear()
             self.rows[key] = got
         return got
 
     def seconds(self, rows: Sequence[int], values: Sequence[Sequence[int]]) -> float:
-        rising = all(a < b for a, b in itertools.pairwise(rows)) and all(
-            len(v) and all(a < b for a, b in itertools.pairwise(v)) for v in values
-        )
-        if not rising or not len(self.first):  # not a plan's rows: the lookup from scratch
+        if not len(self.first) or not _rising(rows, values):  # not a plan's rows: the lookup from scratch
             return _seconds(self.axes, rows, values, self.first, self.second, self.weight)
-        parts: list[_F] = []
+        total = 0.0
         spilled: list[_I] = []
         prev, end = -1, 0
         for row, vals in zip(rows, values, strict=True):
-            t, spill, end = self._row(prev, row, tuple(vals))
-            parts.append(t)
+            part, spill, end = self._row(prev, row, tuple(vals))
+            total += part
             if len(spill):
                 spilled.append(spill)
             prev = row
-        beyond = np.arange(end, len(self.first))  # above the last row: no bucket holds them
-        if len(beyond):
-            parts.append(np.zeros(len(beyond)))
-            spilled.append(beyond)
-        t = np.concatenate(parts)
-        if spilled:  # the few shapes their first row does not hold: vllm-gaudi's rule over every row
-            at = np.concatenate(spilled)
-            t[at] = _times(self.axes, rows, values, self.by_first[at], self.by_second[at], rising=True)
-        if not self.ordered:
-            t[self.order] = t.copy()
-        return float(np.dot(self.weight, t))
+        if end < len(self.first):  # above the last row: no bucket holds them
+            spilled.append(np.arange(end, len(self.first)))
+        if not spilled:
+            return total
+        # the few shapes their first row does not hold: vllm-gaudi's rule over every row
+        at = np.concatenate(spilled)
+        t = _times(self.axes, rows, values, self.by_first[at], self.by_second[at], rising=True)
+        return total + weighted_sum(self.by_weight[at], t)
 
 
 @dataclasses.dataclass(frozen=True)
