@@ -250,7 +250,8 @@ def main() -> None:
         f"{package['evidence']}.",
         f"Held-out rule (heldout2): {data['split']['heldout2']['rule']}",
         f"Fitted: {data['split']['heldout2']['first_heldout']}. Phases: {data['split']['phase_rule']}.",
-        "The first round's figures, as they came: commit: 6d74a8b, `git show 6d74a8b:benchmarks/fits/results/step_time_fit.md`.",
+        "The first round's figures, as they came: commit: 6d74a8b, "
+        "`git show 6d74a8b:benchmarks/fits/results/step_time_fit.md`.",
         "",
         "Error = |modelled time / published time - 1| per point; targets (issue 32): held-out median <= 15% for",
         "decode, <= 25% for prefill, per device. 'previous' = the constants shipped before this refit (fitted on the",

@@ -66,9 +66,11 @@ def test_replay_prints_defaults_and_planned_side_by_side(capsys: pytest.CaptureF
     assert pad_tpot != exp_tpot  # each strategy on its own clock
     assert report["requests_refused"]["total"] == 0
     assert planned["run_time_compiles"]["prompt"] == planned["run_time_compiles"]["decode"] == 0
-    assert planned["graphs_warmed"]["total"] <= defaults["graphs_warmed"]["total"] // 2
-    assert any(note.startswith("planned buckets: budget ") for note in report["notes"])
     worst = report["worst_case"]  # the worst shape the limits allow against exp, in words beside the figures
+    # at most a half, and the buckets the plan adds beyond it so that no judged load pads longer than exp
+    beyond = worst["load_repair_buckets_beyond_budget"]
+    assert planned["graphs_warmed"]["total"] <= defaults["graphs_warmed"]["total"] // 2 + beyond
+    assert any(note.startswith("planned buckets: budget ") for note in report["notes"])
     assert worst["ratio"] > 0
     assert worst["graphs"] == planned["graphs_warmed"]["total"]
     assert f"planned buckets: {worst['line']}" in report["notes"]
