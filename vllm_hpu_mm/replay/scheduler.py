@@ -24,7 +24,10 @@ Checked against vLLM 0.32's own Scheduler (benchmarks/agreement/vllm_scheduler_c
 event while the KV cache has room; under KV pressure vLLM preempts where this model waits.
 
 Decode-only stretches are summarised: between two events that change the batch, the decode steps are emitted as runs
-of identical (sequences, blocks), so a trace costs its events, not its steps.
+of identical (sequences, blocks), so a trace costs its events, not its steps. An event costs what changed, not a pass
+over the running requests: the decoding requests' count, KV blocks and next finish are kept as they join, leave and
+step (:class:`_DecodeBatch`), and a step visits only the prefilling requests (the replay at 100,000 requests and
+10,000 requests/s: benchmarks/performance/replay_bounds.py).
 """
 
 from __future__ import annotations
