@@ -363,7 +363,7 @@ def simulate(prompts: Iterable[Prompt], limits: EngineShape, concurrency: int | 
     :class:`Arrivals` given. ``drain``: run until every admitted request finishes (the batch runs down to one);
     without it the schedule ends when the requests run out (the load alone). ``clock`` prices a step in seconds: a
     rate or a profile needs it, and it gives each request's times; ``vision_clock`` prices encoding an image of so
-    many placeholder tokens."""
+    many placeholder tokens (a function of them alone: each count is priced once)."""
     arrivals = concurrency if isinstance(concurrency, Arrivals) else Arrivals(concurrency=concurrency)
     if arrivals.timed and clock is None:
         raise ConfigError(f"{arrivals.describe()} needs a time model of the device (a named accelerator)")
@@ -378,6 +378,8 @@ class _Scheduler:
                  drain: bool, clock: Clock | None, vision_clock: Callable[[int], float] | None) -> None:  # fmt: skip
         self.limits, self.arrivals, self.encoder_budget = limits, arrivals, encoder_budget
         self.drain, self.clock, self.vision_clock = drain, clock, vision_clock
+        #: Image placeholder tokens -> seconds of encoding (at most one entry per request).
+        self.vision_s: dict[int, float] = {}
         self.source = iter(prompts)
         #: The largest image seen (placeholder tokens): the encoder budget never falls below it.
         self.largest = 0
@@ -537,6 +539,12 @@ class _Scheduler:
         self.steps += done
         self._finish(batch.finished())
 
+    def _vision(self, tokens: int) -> float:
+        got = self.vision_s.get(tokens)
+        if got is None:
+            got = self.vision_s[tokens] = self.vision_clock(tokens) if self.vision_clock is not None else 0.0
+        return got
+
     def _serve_running(self, budget: int, encoder: list[int], step_images: list[int],
                        scheduled: list[tuple[_Seq, int]]) -> tuple[int, int]:  # fmt: skip
         """The running requests' part of a step, in admission order: a decoding request takes a token of the budget,
@@ -588,7 +596,7 @@ class _Scheduler:
             scheduled.append((s, n))
             budget -= n
         chunks = tuple(PrefillChunk(n, s.computed) for s, n in scheduled)
-        step_s = sum(self.vision_clock(t) for t in step_images) if self.vision_clock is not None else 0.0
+        step_s = sum(self._vision(t) for t in step_images) if self.vision_clock is not None else 0.0
         self.encoded.extend((self.steps, t) for t in step_images)
         if decodes:
             run = DecodeRun(decodes, decode_blocks, 1, with_prefill=bool(chunks))
