@@ -50,6 +50,7 @@ def main() -> int:
     parser.add_argument("--only", default="", help="run the cases whose name holds this")
     parser.add_argument("--machine", default=f"{platform.machine()}, {os.cpu_count()} CPUs (shared)")
     parser.add_argument("--name", default="replay_bounds")
+    parser.add_argument("--note", default="", help="what the trees are (commits), recorded with the results")
     opts = parser.parse_args()
     trees = {"this": REPO, **({"baseline": opts.baseline.resolve()} if opts.baseline else {})}
     rows = []
@@ -64,11 +65,11 @@ def main() -> int:
                              "load_1min": round(load, 2)})  # fmt: skip
                 print(f"{case} [{label}]: {seconds:.1f} s CPU, exit {code}, load {load:.1f}", flush=True)
     RESULTS.mkdir(exist_ok=True)
-    record = {"machine": opts.machine, "baseline": str(opts.baseline or ""), "rows": rows}
+    record = {"machine": opts.machine, "baseline": str(opts.baseline or ""), "note": opts.note, "rows": rows}
     (RESULTS / f"{opts.name}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     lines = [f"# buckets replay: CPU seconds per command ({opts.machine})", "",
              "Each command in a fresh process, the CLI's import included; CPU = user + system of the child. "
-             "Written by `benchmarks/performance/replay_bounds.py`.", "",
+             "Written by `benchmarks/performance/replay_bounds.py`.", "", *([opts.note, ""] if opts.note else []),
              "| case | tree | CPU s | exit | load (1 min) |", "| --- | --- | --- | --- | --- |"]  # fmt: skip
     lines += [f"| {r['case']} | {r['tree']} | {r['cpu_s']} | {r['exit']} | {r['load_1min']} |" for r in rows]
     (RESULTS / f"{opts.name}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
