@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from vllm_hpu_mm.cli.main import main
-from vllm_hpu_mm.engine import EngineShape
+from vllm_hpu_mm.engine import Bucket, EngineShape, GraphRun, PrefillChunk, TextLookup
+from vllm_hpu_mm.replay.run import replay
+from vllm_hpu_mm.replay.scheduler import DecodeRun
 from vllm_hpu_mm.replay.schedules import Images, load_levels, replay_model, schedules
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.runtimes.warmup import era
@@ -188,3 +190,37 @@ def test_an_unknown_load_is_planned_at_powers_of_two_and_at_each_quarter_of_max_
     max_num_seqs: int, levels: list[int]
 ) -> None:
     assert load_levels(max_num_seqs) == levels
+
+
+class _Counted:
+    """A lookup that counts its prefill look-ups; ``unkept``: its fallbacks grow at every call, so the replay keeps
+    no answer (every step looked up again: the plain recomputation)."""
+
+    def __init__(self, lookup: TextLookup, unkept: bool) -> None:
+        self.lookup, self.unkept, self.calls, self.asked = lookup, unkept, 0, 0
+        self.warmed, self.max_prefill_batch = lookup.warmed, lookup.max_prefill_batch
+        self.decode_block_cap = lookup.decode_block_cap
+
+    def prefill(self, chunks: tuple[PrefillChunk, ...]) -> list[GraphRun]:
+        self.calls += 1
+        return self.lookup.prefill(chunks)
+
+    def decode(self, sequences: int, blocks: int) -> GraphRun:
+        return self.lookup.decode(sequences, blocks)
+
+    def fallbacks(self) -> list[tuple[str, Bucket]]:
+        self.asked += 1
+        return self.lookup.fallbacks() + [("prompt", (0, 0, 0))] * (self.asked if self.unkept else 0)
+
+
+def test_prefill_forwards_kept_across_a_replay_equal_every_step_looked_up_again() -> None:
+    r = runs(8)
+    sparse = VllmGaudi().with_text_buckets(((1, 128, 0),), ((1, 1, 8),))  # fallbacks generated along the trace
+    assert sparse is not None
+    kept, plain = (_Counted(sparse.text_lookup(SHAPE), unkept) for unkept in (False, True))  # type: ignore[arg-type]
+    a, b = (replay(r.traces, lookup, "x") for lookup in (kept, plain))  # type: ignore[arg-type]
+    assert kept.lookup.fallbacks() == plain.lookup.fallbacks() != []
+    assert (a.per_bucket, a.compiles, a.shapes_run) == (b.per_bucket, b.compiles, b.shapes_run)
+    assert (a.prefill_tokens, a.prefill_context) == (b.prefill_tokens, b.prefill_context)
+    steps = sum(1 for t in r.traces for e in t.events if not isinstance(e, DecodeRun))
+    assert plain.calls == steps > kept.calls  # the kept answers were used

@@ -3,6 +3,8 @@ prefix-cache hits in whole blocks, the running-sequence limit, decode runs summa
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import math
 import random
 
@@ -12,7 +14,7 @@ from hypothesis import strategies as st
 
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Prompt, simulate
+from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Prompt, _DecodeBatch, _Scheduler, _Seq, simulate
 
 LIMITS = EngineShape(max_num_seqs=4, max_num_batched_tokens=1000, max_model_len=8192, block_size=128,
                 num_kv_blocks=10_000)  # fmt: skip
@@ -52,15 +54,123 @@ def test_prompts_the_server_refuses_are_counted_not_run() -> None:
     assert trace.refused == 1
 
 
+def member(context: int, generated: int, output: int, order: int) -> _Seq:
+    return _Seq(Prompt(max(1, context), output), output, context, 0, [], generated, order=order)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(0, 5000), min_size=1, max_size=6), st.integers(1, 700), st.sampled_from([16, 128]))
 def test_summarised_decode_runs_equal_the_steps_one_by_one(contexts: list[int], steps: int, block: int) -> None:
-    from vllm_hpu_mm.replay.scheduler import _decode_runs
-
-    runs = list(_decode_runs(contexts, steps, block))
+    batch = _DecodeBatch(block)
+    for i, c in enumerate(contexts):
+        batch.join(member(c, 1, 10_000, i))
+    runs = list(batch.runs(steps))
     one_by_one = [sum(math.ceil((c + t + 1) / block) for c in contexts) for t in range(steps)]
     expanded = [r.blocks for r in runs for _ in range(r.steps)]
     assert expanded == one_by_one
+    assert all(r.steps > 0 and r.sequences == len(contexts) for r in runs)
+    assert all(a.blocks != b.blocks for a, b in itertools.pairwise(runs))  # runs split only on a change
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["join", "leave", "step", "steps"]), st.integers(0, 400),
+                          st.integers(1, 300)), min_size=1, max_size=60),
+       st.sampled_from([1, 4, 16, 128]))  # fmt: skip
+def test_the_decode_batch_kept_by_changes_equals_its_members_recounted(ops: list[tuple[str, int, int]],
+                                                                      block: int) -> None:  # fmt: skip
+    """Joins, leaves and steps in any order: the batch's count, KV blocks, next finish and finished members equal a
+    plain pass over its members (their contexts and tokens kept one by one)."""
+    batch = _DecodeBatch(block)
+    plain: dict[int, list[int]] = {}  # order -> [context, generated, output]
+    members: dict[int, _Seq] = {}
+    for i, (op, a, b) in enumerate(ops):
+        if op == "join" or not plain:
+            s = member(a, 1, 1 + b, i)
+            members[i], plain[i] = s, [a, 1, 1 + b]
+            batch.join(s)
+        elif op == "leave":
+            order = sorted(plain)[a % len(plain)]
+            batch.leave(members[order])
+            assert [members[order].computed, members[order].generated] == plain.pop(order)[:2]
+            del members[order]
+        else:
+            k = min(1 if op == "step" else b, min(o - g for _, g, o in plain.values()))
+            runs = list(batch.runs(k))
+            expanded = [r.blocks for r in runs for _ in range(r.steps)]
+            assert expanded == [sum((c + t + block) // block for c, _, _ in plain.values()) for t in range(k)]
+            batch.advance(k)
+            for v in plain.values():
+                v[0] += k
+                v[1] += k
+            ended = {o for o, (_, g, out) in plain.items() if g >= out}
+            assert [s.order for s in batch.finished()] == sorted(ended)
+            for o in ended:
+                batch.leave(members.pop(o))
+                del plain[o]
+        assert batch.size == len(plain)
+        assert batch.blocks == sum(math.ceil((c + 1) / block) for c, _, _ in plain.values())
+        assert all(batch.context(members[o]) == c for o, (c, _, _) in plain.items())
+        if plain:
+            assert batch.remaining() == min(o - g for _, g, o in plain.values())
+
+
+class _Audited(_Scheduler):
+    """The scheduler with its running requests recounted after every step: the kept state must equal a pass over
+    the running list."""
+
+    def _step(self) -> None:
+        super()._step()
+        self.audit()
+
+    def _decode_stretch(self) -> None:
+        super()._decode_stretch()
+        self.audit()
+
+    def audit(self) -> None:
+        block, batch = self.limits.block_size, self.batch
+        decoding = [s for s in self.running if s.ends >= 0]
+        assert self.prefilling == [s for s in self.running if s.computed < s.prompt.tokens]
+        assert [s.order for s in self.running] == sorted(s.order for s in self.running)
+        assert len(decoding) + len(self.prefilling) == len(self.running) == batch.size + len(self.prefilling)
+        assert batch.blocks == sum(math.ceil((batch.context(s) + 1) / block) for s in decoding)
+        assert all(batch.context(s) >= s.prompt.tokens and s.generated >= 1 for s in decoding)
+        assert self.reserved == sum(s.need_blocks for s in self.running)
+        if decoding:
+            assert batch.remaining() == min(s.output - s.generated - batch.clock + s.joined for s in decoding) > 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 700), st.integers(1, 90), st.integers(0, 300),
+                          st.lists(st.integers(10, 130), max_size=3)), min_size=1, max_size=30),
+       st.sampled_from([2, 8, 64, 256]), st.integers(1, 12), st.sampled_from([None, 50.0, 2000.0]),
+       st.sampled_from([4, 16, 128]))  # fmt: skip
+def test_the_kept_running_state_equals_the_running_list_recounted_at_every_step(
+        rows: list[tuple[int, int, int, list[int]]], tokens: int, clients: int, rate: float | None,
+        block: int) -> None:  # fmt: skip
+    limits = EngineShape(max_num_seqs=6, max_num_batched_tokens=tokens, max_model_len=2048, block_size=block,
+                         num_kv_blocks=300)  # fmt: skip
+    prompts = [Prompt(t, o, min(c, t), tuple(i)) for t, o, c, i in rows]
+    arrivals = Arrivals(rate=rate) if rate else Arrivals(concurrency=clients)
+    clock = (lambda e: 0.01) if rate else None
+    trace = _Audited(prompts, limits, arrivals, None, True, clock, None).run()
+    assert trace.completed + trace.refused == len(prompts)
+
+
+def test_a_decoding_request_behind_a_chunk_that_spends_the_budget_sits_the_step_out() -> None:
+    # A's first chunk stops before its second image (the encoder budget is spent), B is admitted and prefilled in
+    # that step; from the next step A's chunks take the whole budget ahead of B until A's last chunk leaves room
+    limits = dataclasses.replace(LIMITS, max_num_batched_tokens=100)
+    trace = simulate([Prompt(500, 3, image_tokens=(60, 60)), Prompt(30, 4)], limits, 2)
+    by_step: dict[int, list[object]] = {}
+    for start, event in zip(trace.starts, trace.events, strict=True):
+        by_step.setdefault(start, []).append(event)
+    assert [c.query for c in by_step[0][0]] == [60, 30]  # type: ignore[attr-defined]
+    assert all(len(by_step[step]) == 1 and not isinstance(by_step[step][0], DecodeRun) for step in range(1, 5))
+    decode = by_step[5][0]
+    assert isinstance(decode, DecodeRun)
+    assert decode.sequences == 1  # B's 2nd token, beside A's last chunk
+    # both have their last token at step 7 (B sat four steps out): spans in admission order
+    assert [(s.first, s.finish) for s in trace.spans] == [(5, 7), (0, 7)]
 
 
 def test_images_are_encoded_whole_within_the_encoder_budget() -> None:

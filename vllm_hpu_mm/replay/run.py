@@ -19,7 +19,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-from vllm_hpu_mm.engine import GraphRun, TextLookup
+from vllm_hpu_mm.engine import GraphRun, PrefillChunk, TextLookup
 from vllm_hpu_mm.replay.latency import Latency
 from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Trace
 from vllm_hpu_mm.replay.timing import Timer, TimeResult, TraceClock
@@ -27,6 +27,8 @@ from vllm_hpu_mm.replay.timing import Timer, TimeResult, TraceClock
 __all__ = ["Efficiency", "ReplayResult", "load_of", "replay", "shape_weights"]
 
 Shape = tuple[int, int, int]
+#: Most distinct prefill steps whose forwards a replay keeps (a bound on its memory; past it, it starts again).
+FORWARDS_KEPT = 1 << 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +124,26 @@ def replay(traces: Sequence[Trace], lookup: TextLookup, label: str, *, balanced:
         entry[1] += weight * first[0]
         entry[2] += weight * first[1]
 
+    # a step's prefill forwards, kept while the lookup generates no fallback: it answers the same chunks alike in the
+    # same state, and only a fallback changes its state (one whose own look-up generated one is not kept, so every
+    # fallback is generated, in order); the same chunks recur across a long trace
+    forwards: dict[tuple[PrefillChunk, ...], list[GraphRun]] = {}
+    state = [len(lookup.fallbacks())]
+
+    def prefill(chunks: tuple[PrefillChunk, ...]) -> list[GraphRun]:
+        n = len(lookup.fallbacks())
+        if n != state[0]:
+            forwards.clear()
+            state[0] = n
+        got = forwards.get(chunks)
+        if got is None:
+            got = lookup.prefill(chunks)
+            if len(lookup.fallbacks()) == n:
+                if len(forwards) >= FORWARDS_KEPT:
+                    forwards.clear()
+                forwards[chunks] = got
+        return got
+
     times = []
     for trace, (wp, wd) in zip(traces, _weights(traces, balanced), strict=True):
         clock = TraceClock(timer, trace) if timer is not None else None
@@ -132,7 +154,7 @@ def replay(traces: Sequence[Trace], lookup: TextLookup, label: str, *, balanced:
                 if clock is not None:
                     clock.decode(i, event.steps, event.sequences, event.blocks, run)
             else:
-                runs = lookup.prefill(event)
+                runs = prefill(event)
                 for run in runs:
                     count(run, wp)
                 if clock is not None:

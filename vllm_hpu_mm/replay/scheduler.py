@@ -24,16 +24,21 @@ Checked against vLLM 0.32's own Scheduler (benchmarks/agreement/vllm_scheduler_c
 event while the KV cache has room; under KV pressure vLLM preempts where this model waits.
 
 Decode-only stretches are summarised: between two events that change the batch, the decode steps are emitted as runs
-of identical (sequences, blocks), so a trace costs its events, not its steps.
+of identical (sequences, blocks), so a trace costs its events, not its steps. An event costs what changed, not a pass
+over the running requests: the decoding requests' count, KV blocks and next finish are kept as they join, leave and
+step (:class:`_DecodeBatch`), and a step visits only the prefilling requests (the replay at 100,000 requests and
+10,000 requests/s: benchmarks/performance/replay_bounds.py).
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import heapq
 import math
 import random
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from vllm_hpu_mm.engine import EngineShape, PrefillChunk
 from vllm_hpu_mm.errors import ConfigError
@@ -208,6 +213,11 @@ class _Seq:
     arrival_s: float = 0.0
     first: int = 0
     first_s: float = 0.0
+    #: Admission order (the running list's order).
+    order: int = 0
+    #: While decoding (:class:`_DecodeBatch`): the batch clock when it joined, and at its last token (else -1).
+    joined: int = 0
+    ends: int = -1
 
     @property
     def prefilling(self) -> bool:
@@ -231,21 +241,115 @@ def _cut_for_encoder(s: _Seq, n: int, budget: list[int], encoded: list[int] | No
     return n
 
 
-def _decode_runs(contexts: list[int], steps: int, block: int) -> Iterable[DecodeRun]:
-    """The decode steps of sequences at these contexts for ``steps`` steps, as runs of equal block totals."""
-    total = sum(math.ceil((c + 1) / block) for c in contexts)
-    changes: dict[int, int] = {}
-    for c in contexts:
-        t = block - c % block if c % block else block
-        while t < steps:
-            changes[t] = changes.get(t, 0) + 1
-            t += block
-    last = 0
-    for t in sorted(changes):
-        yield DecodeRun(len(contexts), total, t - last)
-        total += changes[t]
-        last = t
-    yield DecodeRun(len(contexts), total, steps - last)
+#: A step count no schedule reaches.
+_NEVER = 1 << 62
+
+
+def _admission(s: _Seq) -> int:
+    return s.order
+
+
+class _DecodeBatch:
+    """The decoding requests' aggregates, kept as requests join and leave and as the batch steps, so that a step
+    costs what changed, not a pass over the batch: how many decode, their KV blocks in all, when the next crosses a
+    block boundary, and which finishes first. A member's context is its context when it joined plus the steps the
+    batch took since (:attr:`clock`); a member that sits a step out leaves and joins again."""
+
+    def __init__(self, block: int) -> None:
+        self.block = block
+        #: Decode steps the whole batch took.
+        self.clock = 0
+        self.size = 0
+        #: KV blocks the members hold, the token being decoded included: sum of ceil((context + 1) / block).
+        self.blocks = 0
+        #: (context - clock) % block -> members: a member's context is a multiple of the block when the clock is
+        #: minus its key; the sorted keys, to find the next such clock without a pass over the members.
+        self._phase: dict[int, int] = {}
+        self._keys: list[int] = []
+        #: (clock at its last token, admission order, request): a heap whose stale entries (a request that left) are
+        #: skipped when they come up.
+        self._ends: list[tuple[int, int, _Seq]] = []
+
+    def join(self, s: _Seq) -> None:
+        s.joined, s.ends = self.clock, self.clock + s.output - s.generated
+        key = (s.computed - self.clock) % self.block
+        n = self._phase.get(key, 0)
+        if not n:
+            bisect.insort(self._keys, key)
+        self._phase[key] = n + 1
+        self.size += 1
+        self.blocks += (s.computed + self.block) // self.block
+        heapq.heappush(self._ends, (s.ends, s.order, s))
+
+    def leave(self, s: _Seq) -> None:
+        """Remove ``s``, its context and tokens brought up to date."""
+        taken = self.clock - s.joined
+        s.computed += taken
+        s.generated += taken
+        s.ends = -1
+        key = (s.computed - self.clock) % self.block
+        n = self._phase[key] - 1
+        if n:
+            self._phase[key] = n
+        else:
+            del self._phase[key]
+            del self._keys[bisect.bisect_left(self._keys, key)]
+        self.size -= 1
+        self.blocks -= (s.computed + self.block) // self.block
+
+    def context(self, s: _Seq) -> int:
+        return s.computed + self.clock - s.joined
+
+    def _crossing(self, after: int) -> tuple[int, int]:
+        """(t, members): the first t > ``after`` at which members' contexts, ``t`` steps from now, are a multiple of
+        the block (their blocks grow at the step after), and how many."""
+        keys = self._keys
+        if not keys:
+            return _NEVER, 0
+        x = -(self.clock + after + 1) % self.block  # the key crossing at after + 1; one less at each step after
+        i = bisect.bisect_right(keys, x) - 1
+        key = keys[i]  # i == -1: none at or below x, the largest key comes round first
+        return after + 1 + (x - key) % self.block, self._phase[key]
+
+    def runs(self, steps: int) -> Iterator[DecodeRun]:
+        """The next ``steps`` decode steps as runs of equal block totals (lazily: a caller may stop early)."""
+        blocks, last = self.blocks, 0
+        while True:
+            t, n = self._crossing(last)
+            if t >= steps:
+                yield DecodeRun(self.size, blocks, steps - last)
+                return
+            yield DecodeRun(self.size, blocks, t - last)
+            blocks += n
+            last = t
+
+    def advance(self, steps: int) -> None:
+        """Every member decodes ``steps`` tokens."""
+        if steps == 1:  # a step with prefill chunks: one look-up, not a search
+            self.clock += 1
+            self.blocks += self._phase.get(-self.clock % self.block, 0)
+            return
+        t, n = self._crossing(0)
+        while t <= steps:
+            self.blocks += n
+            t, n = self._crossing(t)
+        self.clock += steps
+
+    def remaining(self) -> int:
+        """Steps until the first member has its last token."""
+        ends = self._ends
+        while ends[0][2].ends != ends[0][0]:
+            heapq.heappop(ends)
+        return ends[0][0] - self.clock
+
+    def finished(self) -> list[_Seq]:
+        """The members that have their last token, in admission order (they stay members)."""
+        ends, out = self._ends, []
+        while ends and ends[0][0] <= self.clock:
+            at, _, s = heapq.heappop(ends)
+            if s.ends == at:
+                out.append(s)
+        return sorted(out, key=_admission) if len(out) > 1 else out
 
 
 #: Seconds of one step of an event (a decode run: one of its steps), for a schedule whose arrivals depend on time.
@@ -259,7 +363,7 @@ def simulate(prompts: Iterable[Prompt], limits: EngineShape, concurrency: int | 
     :class:`Arrivals` given. ``drain``: run until every admitted request finishes (the batch runs down to one);
     without it the schedule ends when the requests run out (the load alone). ``clock`` prices a step in seconds: a
     rate or a profile needs it, and it gives each request's times; ``vision_clock`` prices encoding an image of so
-    many placeholder tokens."""
+    many placeholder tokens (a function of them alone: each count is priced once)."""
     arrivals = concurrency if isinstance(concurrency, Arrivals) else Arrivals(concurrency=concurrency)
     if arrivals.timed and clock is None:
         raise ConfigError(f"{arrivals.describe()} needs a time model of the device (a named accelerator)")
@@ -274,6 +378,8 @@ class _Scheduler:
                  drain: bool, clock: Clock | None, vision_clock: Callable[[int], float] | None) -> None:  # fmt: skip
         self.limits, self.arrivals, self.encoder_budget = limits, arrivals, encoder_budget
         self.drain, self.clock, self.vision_clock = drain, clock, vision_clock
+        #: Image placeholder tokens -> seconds of encoding (at most one entry per request).
+        self.vision_s: dict[int, float] = {}
         self.source = iter(prompts)
         #: The largest image seen (placeholder tokens): the encoder budget never falls below it.
         self.largest = 0
@@ -291,9 +397,12 @@ class _Scheduler:
         if arrivals.times:
             self.next_arrival = arrivals.times[0]
         self.waiting: deque[_Seq] = deque()
+        #: In admission order.
         self.running: list[_Seq] = []
-        #: Running requests still prefilling (a count, so that a step need not scan the running list for one).
-        self.prefills = 0
+        #: Running requests still prefilling, in admission order (the rest of the running list decodes: ``batch``).
+        self.prefilling: list[_Seq] = []
+        self.batch = _DecodeBatch(limits.block_size)
+        self.admitted = 0
         #: KV blocks the running requests hold (each its whole prompt and answer, from admission).
         self.reserved = 0
         #: No request is left to arrive.
@@ -314,7 +423,7 @@ class _Scheduler:
                     self.idle += gap - self.now
                     self.now = gap
                     continue
-            if self.running and not self.prefills and not self._admissible():
+            if self.running and not self.prefilling and not self._admissible():
                 self._decode_stretch()
             else:
                 self._step()
@@ -390,7 +499,10 @@ class _Scheduler:
             self.reserved + self.waiting[0].need_blocks <= self.limits.num_kv_blocks  # fmt: skip
 
     def _finish(self, done: list[_Seq]) -> None:
+        """Requests that have their last token, in admission order, leave (a closed loop's client sends its next)."""
         for s in done:
+            if s.ends >= 0:
+                self.batch.leave(s)
             self.running.remove(s)
             self.reserved -= s.need_blocks
             self.completed += 1
@@ -410,11 +522,10 @@ class _Scheduler:
 
     def _decode_stretch(self) -> None:
         """Decode steps until a request finishes or an arrival may change the batch, as runs of equal blocks."""
-        running = self.running
-        stretch = min(s.output - s.generated for s in running)
+        batch = self.batch
         done = 0
         limit = self._horizon()
-        for run in _decode_runs([s.computed for s in running], stretch, self.limits.block_size):
+        for run in batch.runs(batch.remaining()):
             k = run.steps
             per = self.clock(run) if self.clock is not None else 0.0
             if limit < math.inf and per > 0 and self.now + k * per > limit:
@@ -424,68 +535,93 @@ class _Scheduler:
             done += k
             if k < run.steps:
                 break
-        for s in running:
-            s.computed += done
-            s.generated += done
+        batch.advance(done)
         self.steps += done
-        self._finish([s for s in running if s.generated >= s.output])
+        self._finish(batch.finished())
+
+    def _vision(self, tokens: int) -> float:
+        got = self.vision_s.get(tokens)
+        if got is None:
+            got = self.vision_s[tokens] = self.vision_clock(tokens) if self.vision_clock is not None else 0.0
+        return got
+
+    def _serve_running(self, budget: int, encoder: list[int], step_images: list[int],
+                       scheduled: list[tuple[_Seq, int]]) -> tuple[int, int]:  # fmt: skip
+        """The running requests' part of a step, in admission order: a decoding request takes a token of the budget,
+        a prefilling one its prompt's next chunk (appended to ``scheduled``); once the budget is spent the rest wait.
+        Only the prefilling requests are visited: the decoding ones between them are counted by position. Returns
+        (budget left, running position from which decoding requests sit the step out)."""
+        position = 0
+        for s in self.prefilling:
+            at = self.running.index(s)
+            if budget <= at - position:  # the decoding requests before it take the rest
+                return 0, position + budget
+            budget -= at - position
+            n = _cut_for_encoder(s, min(s.prompt.tokens - s.computed, budget), encoder, step_images)
+            if n:
+                scheduled.append((s, n))
+                budget -= n
+            position = at + 1
+            if budget <= 0:
+                return 0, position
+        tail = len(self.running) - position
+        if budget <= tail:
+            return 0, position + budget
+        return budget - tail, len(self.running)
 
     def _step(self) -> None:
         """One scheduler step: running requests first (a decode token, or their prompt's next chunk), then waiting
         ones admitted while the token budget, the sequence slots and the KV cache allow."""
-        limits, block = self.limits, self.limits.block_size
-        budget = limits.max_num_batched_tokens
+        limits, batch = self.limits, self.batch
         encoder = [max(self.encoder_budget or limits.max_num_batched_tokens, self.largest)]
-        chunks: list[PrefillChunk] = []
-        decodes: list[_Seq] = []
         scheduled: list[tuple[_Seq, int]] = []
         step_images: list[int] = []
-        decode_blocks = 0
-        for s in self.running:
-            if budget <= 0:
-                break
-            if s.computed >= s.prompt.tokens:  # not prefilling (inlined: the hottest loop of a long replay)
-                decodes.append(s)
-                decode_blocks += (s.computed + block) // block  # ceil((computed + 1) / block)
-                budget -= 1
-                continue
-            n = _cut_for_encoder(s, min(s.prompt.tokens - s.computed, budget), encoder, step_images)
-            if n:
-                chunks.append(PrefillChunk(n, s.computed))
-                scheduled.append((s, n))
-                budget -= n
+        budget, cut = self._serve_running(limits.max_num_batched_tokens, encoder, step_images, scheduled)
+        # decoding requests past the budget sit this step out: out of the batch while it steps
+        idle = [s for s in self.running[cut:] if s.ends >= 0] if cut < len(self.running) else []
+        for s in idle:
+            batch.leave(s)
+        decodes, decode_blocks = batch.size, batch.blocks
         while budget > 0 and self._admissible():
             s = self.waiting[0]
             n = _cut_for_encoder(s, min(s.prompt.tokens - s.computed, budget), encoder, step_images)
             if not n:
                 break
             self.waiting.popleft()
+            self.admitted += 1
+            s.order = self.admitted
             self.running.append(s)
-            self.prefills += 1
+            self.prefilling.append(s)
             self.reserved += s.need_blocks
-            chunks.append(PrefillChunk(n, s.computed))
             scheduled.append((s, n))
             budget -= n
-        step_s = sum(self.vision_clock(t) for t in step_images) if self.vision_clock is not None else 0.0
+        chunks = tuple(PrefillChunk(n, s.computed) for s, n in scheduled)
+        step_s = sum(self._vision(t) for t in step_images) if self.vision_clock is not None else 0.0
         self.encoded.extend((self.steps, t) for t in step_images)
         if decodes:
-            run = DecodeRun(len(decodes), decode_blocks, 1, with_prefill=bool(chunks))
+            run = DecodeRun(decodes, decode_blocks, 1, with_prefill=bool(chunks))
             self._emit(run, self.steps)
             step_s += self.clock(run) if self.clock is not None else 0.0
         if chunks:
-            self._emit(tuple(chunks), self.steps)
-            step_s += self.clock(tuple(chunks)) if self.clock is not None else 0.0
+            self._emit(chunks, self.steps)
+            step_s += self.clock(chunks) if self.clock is not None else 0.0
         if not decodes and not chunks:  # unreachable while the encoder budget holds the largest image
             raise AssertionError("a scheduler step with nothing to run")
         self.now += step_s
-        for s in decodes:
-            s.computed += 1
-            s.generated += 1
+        batch.advance(1)
+        for s in idle:
+            batch.join(s)
+        done = batch.finished()
         for s, n in scheduled:
             s.computed += n
             if not s.prefilling:
-                self.prefills -= 1
+                self.prefilling.remove(s)
                 s.generated = 1
                 s.first, s.first_s = self.steps, self.now
+                if s.generated < s.output:
+                    batch.join(s)
+                else:
+                    done.append(s)
         self.steps += 1
-        self._finish([s for s in self.running if s.generated >= s.output])
+        if done:
+            self._finish(sorted(done, key=_admission))
