@@ -90,10 +90,11 @@ def test_the_plan_says_which_text_budget_it_took_and_why(capsys: pytest.CaptureF
     assert main(["memory", "plan", "--json", "--max-model-len", "8192", "--max-num-seqs", "16"]) == 0
     text = json.loads(capsys.readouterr().out)["text_bucket_plan"]
     defaults = text["before"]["graphs_warmed"]["total"]
-    assert defaults // 3 <= text["budget"] <= defaults // 2
-    assert text["after"]["graphs_warmed"]["total"] <= text["budget"]
-    assert f"{text['budget']} graphs of the runtime's own {defaults}" in text["budget_reason"]
     worst = text["worst_case"]
+    # a third to a half, and the buckets the plan adds beyond it so that no judged load pads longer than exp
+    assert defaults // 3 <= text["budget"] <= defaults // 2 + worst["load_repair_buckets_beyond_budget"]
+    assert text["after"]["graphs_warmed"]["total"] <= text["budget"]
+    assert f"graphs of the runtime's own {defaults}" in text["budget_reason"]
     assert worst["against"] == "vllm-gaudi main's exp bucketing"
     assert worst["line"] in text["notes"]
     assert main(["memory", "plan", "--max-model-len", "8192", "--max-num-seqs", "16"]) == 0
