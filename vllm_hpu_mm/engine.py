@@ -9,11 +9,14 @@ On a low floor so that buckets/, replay/, runtimes/ and plan/ share one type for
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal, Protocol
+from collections.abc import Callable, Hashable
+from typing import Generic, Literal, Protocol, TypeVar
 
 from vllm_hpu_mm.errors import ConfigError
 
-__all__ = ["Bucket", "EngineShape", "GraphRun", "PrefillChunk", "TextLookup", "TextShapes"]
+__all__ = ["Bucket", "EngineShape", "GraphRun", "KeptWhileNoFallback", "PrefillChunk", "TextLookup", "TextShapes"]
+
+T = TypeVar("T")
 
 #: A text bucket: (batch, query tokens, context blocks); decode: (batch, 1, KV blocks).
 Bucket = tuple[int, int, int]
@@ -110,3 +113,29 @@ class TextLookup(Protocol):
     def fallbacks(self) -> list[tuple[str, Bucket]]:
         """Buckets the lookup generated because none covered a shape, in order ((phase, bucket))."""
         ...
+
+
+class KeptWhileNoFallback(Generic[T]):
+    """A memo of answers that rest on ``lookup`` (a step's forwards, its price): kept while the lookup generates no
+    fallback. The lookup answers the same input alike in the same state, and only a fallback changes its state (the
+    memo then starts again); an answer whose own look-up generated one is not kept, so every fallback the lookup
+    would generate is generated, in order. At most ``most`` answers (past it, the memo starts again)."""
+
+    def __init__(self, lookup: TextLookup, most: int) -> None:
+        self._lookup, self._most = lookup, most
+        self._memo: dict[Hashable, T] = {}
+        self._state = len(lookup.fallbacks())
+
+    def __call__(self, key: Hashable, compute: Callable[[], T]) -> T:
+        n = len(self._lookup.fallbacks())
+        if n != self._state:
+            self._memo.clear()
+            self._state = n
+        if key in self._memo:
+            return self._memo[key]
+        got = compute()
+        if len(self._lookup.fallbacks()) == n:
+            if len(self._memo) >= self._most:
+                self._memo.clear()
+            self._memo[key] = got
+        return got

@@ -22,7 +22,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from vllm_hpu_mm.engine import GraphRun, PrefillChunk, TextLookup
+from vllm_hpu_mm.engine import GraphRun, KeptWhileNoFallback, PrefillChunk, TextLookup
 from vllm_hpu_mm.replay.scheduler import DecodeRun, Trace
 from vllm_hpu_mm.replay.timing import Timer, percentile
 
@@ -114,22 +114,7 @@ def padded_clock(timer: Timer, lookup: TextLookup) -> StepClock:
     A step's price is kept while the lookup compiles nothing new: the lookup answers the same input alike in the
     same state, and its state changes only by a fallback (which empties the memo); a price whose own lookup compiled
     one is not kept, so every fallback the lookup would generate is generated, in order."""
-    memo: dict[object, float] = {}
-    state = [0]  # fallbacks the lookup held when the memo was started
-
-    def kept(key: object, price: Callable[[], float]) -> float:
-        n = len(lookup.fallbacks())
-        if n != state[0]:
-            memo.clear()
-            state[0] = n
-        got = memo.get(key)
-        if got is None:
-            got = price()
-            if len(lookup.fallbacks()) == n:
-                if len(memo) >= PRICES_KEPT:
-                    memo.clear()
-                memo[key] = got
-        return got
+    kept = KeptWhileNoFallback[float](lookup, PRICES_KEPT)
 
     forwards: dict[tuple[tuple[int, int, int], int, int], float] = {}  # a forward's price: by what it reads
 

@@ -19,7 +19,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-from vllm_hpu_mm.engine import GraphRun, PrefillChunk, TextLookup
+from vllm_hpu_mm.engine import GraphRun, KeptWhileNoFallback, PrefillChunk, TextLookup
 from vllm_hpu_mm.replay.latency import Latency
 from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Trace
 from vllm_hpu_mm.replay.timing import Timer, TimeResult, TraceClock
@@ -124,25 +124,11 @@ def replay(traces: Sequence[Trace], lookup: TextLookup, label: str, *, balanced:
         entry[1] += weight * first[0]
         entry[2] += weight * first[1]
 
-    # a step's prefill forwards, kept while the lookup generates no fallback: it answers the same chunks alike in the
-    # same state, and only a fallback changes its state (one whose own look-up generated one is not kept, so every
-    # fallback is generated, in order); the same chunks recur across a long trace
-    forwards: dict[tuple[PrefillChunk, ...], list[GraphRun]] = {}
-    state = [len(lookup.fallbacks())]
+    # a step's prefill forwards, kept while the lookup generates no fallback (the same chunks recur across a trace)
+    kept = KeptWhileNoFallback[list[GraphRun]](lookup, FORWARDS_KEPT)
 
     def prefill(chunks: tuple[PrefillChunk, ...]) -> list[GraphRun]:
-        n = len(lookup.fallbacks())
-        if n != state[0]:
-            forwards.clear()
-            state[0] = n
-        got = forwards.get(chunks)
-        if got is None:
-            got = lookup.prefill(chunks)
-            if len(lookup.fallbacks()) == n:
-                if len(forwards) >= FORWARDS_KEPT:
-                    forwards.clear()
-                forwards[chunks] = got
-        return got
+        return kept(chunks, lambda: lookup.prefill(chunks))
 
     times = []
     for trace, (wp, wd) in zip(traces, _weights(traces, balanced), strict=True):
