@@ -13,7 +13,7 @@ import pytest
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
 from vllm_hpu_mm.buckets.text_budget import BudgetedPlan, LoadShapes, LoadVerdict, padded_time
 from vllm_hpu_mm.buckets.text_time import LookupTable
-from vllm_hpu_mm.buckets.text_worst import BOUND, _no_longer, bound_worst, with_bounded_worst, worst_case
+from vllm_hpu_mm.buckets.text_worst import BOUND, Between, _no_longer, bound_worst, with_bounded_worst, worst_case
 from vllm_hpu_mm.engine import Bucket, EngineShape
 from vllm_hpu_mm.models.catalog import CATALOG, DEFAULT_MODEL
 from vllm_hpu_mm.plan.text_buckets import text_time
@@ -209,3 +209,41 @@ def test_without_room_the_runtime_s_own_buckets_are_kept_in_the_losing_phase() -
     assert plan.prompt == chosen.plan.prompt
     assert not any(v.short for v in verdicts)
     assert "the runtime's own decode buckets kept" in why
+
+
+def _rows_at_the_levels() -> tuple[BudgetedPlan, tuple[LoadShapes, ...], Between]:
+    """Decode rows at the judged loads (1, 2, 4, 8, 12 and 16 at once) with exp's block values: no judged load pads
+    longer than exp, but a load between them runs in the next planned row (8 for 5 at once, 16 for 9) where exp's
+    rows (6, 10) are nearer."""
+    values = sorted({c for _, _, c in EXP[1]})
+    decode = tuple((b, 1, c) for b in (1, 2, 4, 8, 16) for c in values if b <= c <= LIMITS.top_blocks(b))
+    plan = TextBucketPlan(EXP[0], decode, 2, 2, (len(EXP[0]), len(decode)))
+
+    def at(n: int) -> LoadShapes:  # most steps at n sequences, the drain's at one fewer
+        return LoadShapes(f"{n} at once", {(200, 0): 10}, {(n, 3 * n): 400, (max(1, n - 1), 3 * n): 100})
+
+    loads = tuple(at(n) for n in (1, 2, 4, 8, 12, 16))
+    verdicts = tuple(LoadVerdict(load.load, padded_time(plan.prompt, plan.decode, load, TIME),
+                                 padded_time(*EXP, load, TIME)) for load in loads)  # fmt: skip
+    assert not any(v.short for v in verdicts)
+    return BudgetedPlan(plan, plan.graphs, "chosen", verdicts), loads, Between(at, frozenset({1, 2, 4, 8, 12, 16}), 16)
+
+
+def _longer_at(plan: TextBucketPlan, between: Between) -> list[int]:
+    out = []
+    for n in range(1, between.top + 1):
+        load = between.at(n)
+        ours, theirs = padded_time(plan.prompt, plan.decode, load, TIME), padded_time(*EXP, load, TIME)
+        if ours.padded_s > theirs.padded_s * (1 + 1e-9):
+            out.append(n)
+    return out
+
+
+def test_no_load_between_the_judged_ones_pads_longer_than_exp() -> None:
+    chosen, loads, between = _rows_at_the_levels()
+    judged_only = with_bounded_worst(chosen, _weights(loads), loads, LIMITS, EXP, TIME, given=None)
+    assert {5, 9} <= set(_longer_at(judged_only.plan, between))  # the levels alone miss them
+    out = with_bounded_worst(chosen, _weights(loads), loads, LIMITS, EXP, TIME, given=None, between=between)
+    assert _longer_at(out.plan, between) == []  # every load 1..max_num_seqs, not only the ones judged
+    assert "loads between the levels judged, these padded longer before: 5, " in out.reason
+    assert not out.short

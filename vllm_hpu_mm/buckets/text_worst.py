@@ -26,7 +26,11 @@ before the corners, then (the default's budget) up to :data:`MAX_EXTRA` beyond i
 the runtime's own buckets are kept in a phase, else in both (then its padded time at every load is the runtime's).
 A given budget is not exceeded: the plan names the loads that pad longer. The loads judged are the planning
 traffic's schedules (with the load unknown, every level of ``replay.schedules.load_levels``: powers of two, the
-quarters and max_num_seqs); a load between two levels is not judged, only kept from getting longer by these additions.
+quarters and max_num_seqs). Loads between them (:class:`Between`) are judged once the plan is built, before that last
+repair: the :data:`MAX_BETWEEN` loads whose decode batch the plan pads most further than the runtime does (just above
+a planned batch row, where the next one is far and the runtime's near; issue 35 saw a load of 83 pad 1.53x exp's when
+the planned rows jumped past it), each scheduled as the levels are, and repaired with them. Other loads between stay
+unjudged, only kept from getting longer by these additions.
 
 With the default budget (:func:`with_bounded_worst`), where the plan leaves too little room for the corners, the
 budget rule's own search is re-run at a smaller budget (by the graphs missing, again from each plan that keeps its
@@ -63,8 +67,10 @@ from vllm_hpu_mm.errors import ConfigError
 
 __all__ = [
     "BOUND",
+    "MAX_BETWEEN",
     "MAX_CELLS",
     "MAX_EXTRA",
+    "Between",
     "PhaseWorst",
     "WorstCase",
     "bound_worst",
@@ -86,6 +92,11 @@ MAX_EXTRA = 64
 #: Most smaller budgets re-planned when the default's plan leaves too little room for the corners (each one more run
 #: of the budget rule's search: 4 cost +47% CPU on a 4 GiB memory plan, 2 about +5%).
 MAX_REPLANS = 2
+#: Most loads between the judged ones scheduled and judged once the plan is built (each one more schedule of the
+#: traffic: the cap bounds the planning cost).
+MAX_BETWEEN = 24
+#: Most loads named in words.
+_NAMED = 8
 #: Relative slack in "no shape gets dearer" (the same seconds computed in another order).
 _TOL = 1e-9
 #: Worst cells per phase whose candidate buckets are tried before giving up on the phase.
@@ -195,6 +206,34 @@ class WorstCase:
                 "sampled_edges": self.sampled, "line": self.line(),
                 "ratio_interval": {w.phase: list(span) if (span := self.span(w)) else None
                                    for w in (self.decode, self.prefill) if w is not None}}  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Between:
+    """Loads between the judged ones: ``at(n)`` schedules the traffic at ``n`` requests at once (as a load level is
+    scheduled); ``judged``: the loads already judged; ``top``: the most at once (max_num_seqs)."""
+
+    at: Callable[[int], LoadShapes]
+    judged: frozenset[int]
+    top: int
+
+    def picks(self, planned: Sequence[Bucket], own: Sequence[Bucket], most: int = MAX_BETWEEN) -> list[int]:
+        """The loads not judged whose decode batch the ``planned`` rows pad further than the runtime's ``own``: per
+        run of loads sharing the first planned row and the runtime's row holding them (the most padded first: the
+        planned row over the runtime's), its last load (the runtime's row: it pads no sequence there) and its first
+        (just above a planned or runtime row), then the load after each run (its drain's first batch is the run's
+        last); at most ``most``."""
+        mine, theirs = sorted({b for b, _, _ in planned}), sorted({b for b, _, _ in own})
+        n = np.arange(1, self.top + 1, dtype=np.int64)
+        far = np.array([*mine, self.top * 2], dtype=np.float64)[np.searchsorted(mine, n)]  # none holds: the most
+        near = np.array([*theirs, self.top * 2], dtype=np.float64)[np.searchsorted(theirs, n)]
+        runs: dict[tuple[float, float], list[int]] = {}
+        for k, f, o in zip(n.tolist(), far.tolist(), near.tolist(), strict=True):
+            if f > o:
+                runs.setdefault((f, o), []).append(k)
+        ranked = sorted(runs.values(), key=lambda r: (-far[r[0] - 1] / near[r[0] - 1], r[0]))
+        order = [k for r in ranked for k in (r[-1], r[0])] + [r[-1] + 1 for r in ranked if r[-1] < self.top]
+        return [k for k in dict.fromkeys(order) if k not in self.judged][:most]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -464,11 +503,13 @@ def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], l
                        limits: TextLimits,
                        own: tuple[Sequence[Bucket], Sequence[Bucket]], time: StepTimes, *, given: int | None,
                        load_levels: Sequence[int] = (), against: str = "exp", bound: float = BOUND,
-                       intervals: tuple[tuple[str, float, float], ...] = ()) -> BudgetedPlan:  # fmt: skip
+                       intervals: tuple[tuple[str, float, float], ...] = (),
+                       between: Between | None = None) -> BudgetedPlan:  # fmt: skip
     """The chosen plan with its worst shape bounded (:func:`bound_worst`) within the graphs it may take: a given
     budget, or half the runtime's own (the default's most). Where the default's plan leaves too little room for the
     corners, the budget is re-planned smaller (at most :data:`MAX_REPLANS` times: see the module) and taken when it
-    bounds the worst lower with no more loads padding longer than under the runtime's own."""
+    bounds the worst lower with no more loads padding longer than under the runtime's own. ``between``: loads
+    between the judged ones, judged (and repaired) with them once the plan is built."""
     time = cached(time)
     total = len(own[0]) + len(own[1])
     cap = max(given if given is not None else budget_for(total, MAX_BUDGET_SHARE), chosen.plan.graphs)
@@ -531,7 +572,17 @@ def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], l
     # no judged load may pad longer than under the runtime's own: buckets that make no shape dearer beyond the
     # default's budget where need be, else the runtime's own buckets in a phase (a given budget is kept: it says so)
     room = cap - plan.graphs + (MAX_EXTRA if given is None else 0)
-    fixed, verdicts, _, why = _no_longer(plan, verdicts, loads, own_times, own, limits, time, room, given is None)
+    extra = _between(plan, own, between, time)
+    off = _judged(plan, [load for load, _ in extra], [t for _, t in extra], time)
+    fixed, judged, _, why = _no_longer(plan, (*verdicts, *off), (*loads, *(load for load, _ in extra)),
+                                       [*own_times, *(t for _, t in extra)], own, limits, time, room,
+                                       given is None)  # fmt: skip
+    verdicts = judged[: len(loads)]
+    if any(v.short for v in off):
+        longer = [v.load.split()[0] for v in off if v.short]
+        named = ", ".join(sorted(longer, key=int)[:_NAMED]) + (f" and {len(longer) - _NAMED} more" if len(longer) >
+                                                                 _NAMED else "")  # fmt: skip
+        why += f" (of {len(off)} loads between the levels judged, these padded longer before: {named} at once)"
     if fixed != plan:
         again = worst_case(fixed, own, limits, time, against=against, bound=bound)
         worst = dataclasses.replace(worst, decode=again.decode, prefill=again.prefill, graphs=fixed.graphs,
@@ -545,6 +596,19 @@ def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], l
     return dataclasses.replace(chosen, plan=plan, budget=max(chosen.budget, plan.graphs),
                                reason=chosen.reason + corners + why, loads=verdicts,
                                worst=dataclasses.replace(worst, intervals=intervals))  # fmt: skip
+
+
+def _between(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]], between: Between | None,
+             time: StepTimes) -> list[tuple[LoadShapes, PaddedTime]]:  # fmt: skip
+    """The loads between the judged ones that :meth:`Between.picks` names for ``plan``, scheduled, each with its
+    padded time in the runtime's own buckets."""
+    if between is None:
+        return []
+    out = []
+    for n in between.picks(plan.decode, own[1]):
+        load = between.at(n)
+        out.append((load, padded_time(*own, load, time)))
+    return out
 
 
 def _standing(w: WorstCase, verdicts: Sequence[LoadVerdict]) -> tuple[int, float]:

@@ -19,6 +19,7 @@ from vllm_hpu_mm.models.step_time import StepTime
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.bucket_choice import read_traffic
 from vllm_hpu_mm.plan.planner import plan
+from vllm_hpu_mm.plan.text_buckets import loads_at
 from vllm_hpu_mm.plan.text_choice import (
     PLANNED_LABEL,
     configured_label,
@@ -168,7 +169,8 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
         # a known load or arrivals: every load level is planned for (lightly) and judged as well
         sweep = None if runs.balanced else schedules(traffic, shape, images, concurrency=None, requests=args.requests)
         chosen = plan_for(inputs, shape, runs, lookup.decode_block_cap, lookup.max_prefill_batch, budget, own,
-                          sizing.flag("text_graph_budget"), sweep)  # fmt: skip
+                          sizing.flag("text_graph_budget"), sweep,
+                          loads_at(traffic, shape, images, args.requests))  # fmt: skip
         planned = chosen.plan
         told = own.with_text_buckets(planned.prompt, planned.decode)
         if told is not None:

@@ -9,23 +9,25 @@ in ``buckets/``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits, plan_text_buckets
 from vllm_hpu_mm.buckets.text_budget import BudgetedPlan, LoadShapes, Warmup, check_budget, choose_budget
 from vllm_hpu_mm.buckets.text_time import StepTimes, cached
-from vllm_hpu_mm.buckets.text_worst import with_bounded_worst
-from vllm_hpu_mm.engine import TextShapes
+from vllm_hpu_mm.buckets.text_worst import Between, with_bounded_worst
+from vllm_hpu_mm.engine import EngineShape, TextShapes
 from vllm_hpu_mm.models.dims import ModelDims
 from vllm_hpu_mm.models.step_time import StepTime, has_time_model, step_time
 from vllm_hpu_mm.replay.run import shape_weights
-from vllm_hpu_mm.replay.schedules import Schedules
+from vllm_hpu_mm.replay.schedules import MIN_LEVEL_REQUESTS, Images, Schedules, schedules
 from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import RuntimeTraits, warmup_estimate
+from vllm_hpu_mm.traffic.requests import Traffic
 
 __all__ = [
     "TIME_DEVICE",
     "load_shapes",
+    "loads_at",
     "plan_for_traffic",
     "plan_from_traces",
     "planning_weights",
@@ -70,6 +72,19 @@ def load_shapes(runs: Schedules) -> tuple[LoadShapes, ...]:
         prefill, decode = shape_weights([trace])
         out.append(LoadShapes(f"{trace.concurrency} at once", prefill, decode))
     return tuple(out)
+
+
+def loads_at(traffic: Traffic, shape: EngineShape, images: Images, requests: int,
+             seed: int = 0) -> Callable[[int], LoadShapes]:  # fmt: skip
+    """What the traffic runs at ``n`` requests at once, scheduled as a load level is (4 requests per place, within
+    the levels' least and ``requests``): the loads between the judged ones that the plan is checked at."""
+
+    def at(n: int) -> LoadShapes:
+        runs = schedules(traffic, shape, images, concurrency=n, requests=max(MIN_LEVEL_REQUESTS, min(requests, 4 * n)),
+                         seed=seed)  # fmt: skip
+        return load_shapes(runs)[0]
+
+    return at
 
 
 def planning_weights(loads: Sequence[LoadShapes], time: StepTimes, *, balanced: bool,
@@ -128,21 +143,26 @@ def _own_buckets(own: TextShapes) -> tuple[tuple[tuple[int, int, int], ...], tup
 
 def plan_for_traffic(runs: Schedules, limits: TextLimits, own: TextShapes, time: StepTimes, *, budget: int | None,
                      budget_flag: str = "--text-graph-budget", sweep: Schedules | None = None,
-                     warmup: Warmup | None = None, most: int | None = None) -> BudgetedPlan:  # fmt: skip
+                     warmup: Warmup | None = None, most: int | None = None,
+                     between: Callable[[int], LoadShapes] | None = None) -> BudgetedPlan:  # fmt: skip
     """The text buckets for ``runs``: within ``budget`` when given (at most the runtime's ``own`` graph count), else
     by the default rule, judged at every load of ``runs`` against the runtime's own buckets. With ``sweep`` (every
     load level, when ``runs`` is one known load or an arrival process), its levels are planned for with
     1 - :data:`KNOWN_LOAD_SHARE` of the weight and judged too. ``warmup`` (the runtime's warm-up estimate of a bucket
     set) keeps the default budget's warm-up within its share of the runtime's own. ``most``: the largest budget
-    accepted (default: the runtime's own graph count; the plan passes its largest strategy's)."""
+    accepted (default: the runtime's own graph count; the plan passes its largest strategy's). ``between``: the
+    traffic at n requests at once (:func:`loads_at`), for loads between the judged ones: the plan is judged at those
+    its decode rows pad most (:class:`~vllm_hpu_mm.buckets.text_worst.Between`)."""
     theirs = _own_buckets(own)
     check_budget(budget, most if most is not None else len(theirs[0]) + len(theirs[1]), budget_flag)
     loads, weights, levels = _weights(runs, time, sweep)
     intervals = _intervals(time)
     time = cached(time)  # the bound prices the shapes the budget rule priced
     chosen = choose_budget(weights, loads, limits, theirs, time, budget=budget, load_levels=levels, warmup=warmup)
+    judged = frozenset(t.concurrency for r in (runs, sweep) if r is not None for t in r.traces)
+    off = None if between is None else Between(between, judged, limits.max_num_seqs)
     return with_bounded_worst(chosen, weights, loads, limits, theirs, time, given=budget, load_levels=levels,
-                              against=own.source.split(" (")[0], intervals=intervals)  # fmt: skip
+                              against=own.source.split(" (")[0], intervals=intervals, between=off)  # fmt: skip
 
 
 def _intervals(time: StepTimes) -> tuple[tuple[str, float, float], ...]:

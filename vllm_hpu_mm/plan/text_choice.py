@@ -10,17 +10,18 @@ The runtime is read through its model only: ``text_lookup`` (its lookup, for the
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
-from vllm_hpu_mm.buckets.text_budget import BudgetedPlan
+from vllm_hpu_mm.buckets.text_budget import BudgetedPlan, LoadShapes
 from vllm_hpu_mm.buckets.text_time import BudgetTooSmall
 from vllm_hpu_mm.buckets.text_worst import WorstCase
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.planner import Plan, plan
-from vllm_hpu_mm.plan.text_buckets import plan_for_traffic, text_time, text_warmup
+from vllm_hpu_mm.plan.text_buckets import loads_at, plan_for_traffic, text_time, text_warmup
 from vllm_hpu_mm.plan.vision_cost import PoolMode
 from vllm_hpu_mm.replay.report import Report, result_dict, to_dict
 from vllm_hpu_mm.replay.run import ReplayResult
@@ -124,7 +125,7 @@ def _choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: i
     sweep = None if runs.balanced else schedules(traffic, shape, images, concurrency=None, requests=requests)
     try:
         chosen = plan_for(i, shape, runs, lookup.decode_block_cap, lookup.max_prefill_batch, budget, i.runtime,
-                          budget_flag, sweep)  # fmt: skip
+                          budget_flag, sweep, loads_at(traffic, shape, images, requests))  # fmt: skip
     except BudgetTooSmall as exc:
         if budget is not None:  # the user's budget: invalid input, with the least that would do
             raise
@@ -152,7 +153,8 @@ def images_for(i: PlanInputs, buckets: tuple[int, ...] | None, settings: Setting
 
 def plan_for(i: PlanInputs, shape: EngineShape, runs: Schedules, block_cap: int, prefill_batch: int, budget: int | None,
              runtime: RuntimeModel, budget_flag: str = "--text-graph-budget",
-             sweep: Schedules | None = None) -> BudgetedPlan:  # fmt: skip
+             sweep: Schedules | None = None,
+             between: Callable[[int], LoadShapes] | None = None) -> BudgetedPlan:  # fmt: skip
     """The buckets planned over ``runs`` (and every load level of ``sweep``) for ``runtime``, priced with the plan's
     step-time model, by the default budget rule unless ``budget`` is given
     (:func:`~vllm_hpu_mm.plan.text_buckets.plan_for_traffic`)."""
@@ -161,7 +163,7 @@ def plan_for(i: PlanInputs, shape: EngineShape, runs: Schedules, block_cap: int,
     warmup = text_warmup(runtime.traits, block_size=i.block_size, eager=i.enforce_eager)
     most = None if budget is None else most_graphs(i, shape)
     return plan_for_traffic(runs, limits, runtime.text_shapes(shape), time, budget=budget, budget_flag=budget_flag,
-                            sweep=sweep, warmup=warmup, most=most)  # fmt: skip
+                            sweep=sweep, warmup=warmup, most=most, between=between)  # fmt: skip
 
 
 def most_graphs(i: PlanInputs, shape: EngineShape) -> int:
