@@ -32,7 +32,9 @@ keeps its loads; these configurations are development data since), ``worst_case_
 the planner unchanged since ``worst_case_replan``), ``worst_case_fresh`` (``--set fresh``: the fresh six, first run;
 one load padded longer than exp there, which made the rule that no judged load may), ``worst_case_fresh_rerun`` (the
 fresh six again on that rule) and ``worst_case_fresh2`` (``--set fresh2``: seven more, written before their first
-run, on that rule).
+run, on that rule), ``worst_case_fresh2_final`` (fresh2 on the merged tree, loads between the levels added; rerun
+after the fix that judges those loads too: development data since) and ``worst_case_fresh3`` (``--set fresh3``: six
+more, written before their first run, on that fix).
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ from vllm_hpu_mm.engine import Bucket, EngineShape
 from vllm_hpu_mm.models.catalog import catalog_by_id
 from vllm_hpu_mm.models.dims import kv_bytes_per_token, weight_bytes
 from vllm_hpu_mm.models.step_time import StepTime, step_time
-from vllm_hpu_mm.plan.text_buckets import load_shapes, plan_for_traffic, text_warmup
+from vllm_hpu_mm.plan.text_buckets import load_shapes, loads_at, plan_for_traffic, text_warmup
 from vllm_hpu_mm.replay.scheduler import DecodeRun, Trace
 from vllm_hpu_mm.replay.schedules import Images, schedules
 from vllm_hpu_mm.runtimes.vllm_gaudi import TRAITS, VllmGaudi
@@ -425,9 +427,9 @@ def run(c: Config, requests: int) -> tuple[dict[str, Any], OwnInputs]:
     exp = VllmGaudi().text_shapes(shape)
     exp_buckets = (exp.prefill, tuple((b, 1, k) for b, k in exp.decode))
     start = time.process_time()
-    chosen = plan_for_traffic(
-        runs, limits, exp, t, budget=None, sweep=sweep, warmup=text_warmup(TRAITS, block_size=BLOCK)
-    )
+    chosen = plan_for_traffic(runs, limits, exp, t, budget=None, sweep=sweep,
+                              warmup=text_warmup(TRAITS, block_size=BLOCK),
+                              between=loads_at(planned, shape, images, requests, seed=1))  # fmt: skip
     plan_cpu = time.process_time() - start
     worst = chosen.worst
     assert worst is not None
