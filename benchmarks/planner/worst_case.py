@@ -187,7 +187,28 @@ FRESH2 = (
     Config("long answers, few sequences (7B, Gaudi2 TP2, 12k, 12 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct", "gaudi2", 2,
            (12288, 12, 2048), Reshape(text=0.6, answers=6.0, image=2.0), Reshape(text=3.0, answers=0.5)),
 )  # fmt: skip
-SETS = {"held-out": CONFIGS, "fresh": FRESH, "fresh2": FRESH2}
+#: A fourth set, written on 2026-11-28 after the fix that loads between the judged levels are judged too
+#: (text_worst's ``Between``, made on seeing fresh2's off-grid loads) and before its first run (``--set fresh3``):
+#: model, device, tensor parallel and limit combinations none of the earlier sets used.
+FRESH3 = (
+    Config("very long contexts, six sequences (72B, Gaudi3 TP8, 128k, 6 seqs)", "Qwen/Qwen2.5-VL-72B-Instruct",
+           "gaudi3", 8, (131072, 6, 16384), Reshape(text=20.0, answers=1.5, text_only=0.4),
+           Reshape(text=5.0, answers=3.0)),
+    Config("tiny requests at 384 at once (7B, Gaudi2 TP2, 2.5k, 384 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct", "gaudi2",
+           2, (2560, 384, 1280), Reshape(text=0.1, answers=0.2, image=0.35, text_only=0.6),
+           Reshape(text=0.3, answers=0.6, image=0.5)),
+    Config("prefix-heavy tools (32B, Gaudi3 TP4, 24k, 40 seqs)", "Qwen/Qwen2.5-VL-32B-Instruct", "gaudi3", 4,
+           (24576, 40, 8192), Reshape(text=1.2, prefix=6144, text_only=0.5), Reshape(text=3.0, answers=1.2)),
+    Config("three-and-a-half-times image sides (7B, Gaudi3 TP2, 20k, 20 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct",
+           "gaudi3", 2, (20480, 20, 16384), Reshape(image=3.5, answers=0.8),
+           Reshape(text=1.5, image=1.2, text_only=0.2)),
+    Config("chat, planned for 40 at once (3B, Gaudi2, 12k, 96 seqs)", "Qwen/Qwen2.5-VL-3B-Instruct", "gaudi2", 1,
+           (12288, 96, 2560), Reshape(text=0.6, answers=0.9, text_only=0.3), Reshape(text=2.0, answers=0.5), 40),
+    Config("prefix and long answers (72B, Gaudi3 TP4, 40k, 48 seqs)", "Qwen/Qwen2.5-VL-72B-Instruct", "gaudi3", 4,
+           (40960, 48, 8192), Reshape(text=2.5, answers=3.0, prefix=2048, text_only=0.3),
+           Reshape(text=1.0, answers=1.0)),
+)  # fmt: skip
+SETS = {"held-out": CONFIGS, "fresh": FRESH, "fresh2": FRESH2, "fresh3": FRESH3}
 
 
 #: Most loads between the plan's judged levels checked per configuration (spread over 1..max_num_seqs).
