@@ -217,7 +217,8 @@ def _rows_at_the_levels() -> tuple[BudgetedPlan, tuple[LoadShapes, ...], Between
     rows (6, 10) are nearer."""
     values = sorted({c for _, _, c in EXP[1]})
     decode = tuple((b, 1, c) for b in (1, 2, 4, 8, 16) for c in values if b <= c <= LIMITS.top_blocks(b))
-    plan = TextBucketPlan(EXP[0], decode, 2, 2, (len(EXP[0]), len(decode)))
+    prompt = (*EXP[0], (1, LIMITS.top_query, LIMITS.top_context(1)))  # exp's, and the longest prompts exp compiles
+    plan = TextBucketPlan(prompt, decode, 2, 2, (len(prompt), len(decode)))
 
     def at(n: int) -> LoadShapes:  # most steps at n sequences, the drain's at one fewer
         return LoadShapes(f"{n} at once", {(200, 0): 10}, {(n, 3 * n): 400, (max(1, n - 1), 3 * n): 100})
