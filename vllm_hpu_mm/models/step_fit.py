@@ -33,7 +33,7 @@ import numpy as np
 
 from vllm_hpu_mm.errors import ConfigError
 
-__all__ = ["STEP_FIELDS", "FittedStep", "Observation", "fit_step", "step_from_dict", "step_to_dict"]
+__all__ = ["STEP_FIELDS", "FittedStep", "Observation", "fit_step", "load_stretch", "step_from_dict", "step_to_dict"]
 
 #: The coefficients, in the order of an observation's features.
 STEP_FIELDS = (
@@ -129,8 +129,7 @@ class FittedStep:
         """How much longer the engine's steps take while the API server takes in ``frontend_per_s`` seconds of work
         per second (requests/s x :meth:`frontend_for`): the engine loses ``frontend_share`` of it. Capped at 10x
         (the API server then is the bottleneck, which the engine's clock cannot show)."""
-        lost = self.frontend_share * max(0.0, frontend_per_s)
-        return 1.0 / max(0.1, 1.0 - lost)
+        return load_stretch(self.frontend_share, frontend_per_s)
 
     def frontend_for(self, images: int) -> float:
         """The API server's time for one request of ``images`` images, before the engine sees it."""
@@ -173,6 +172,18 @@ class FittedStep:
     def describe(self) -> str:
         return (f"step time fitted on {self.source}: {self.samples} timings, one step "
                 f"±{self.interval:.0%} (90% of the fit's timings)")  # fmt: skip
+
+
+#: The most a load stretches a step (:func:`load_stretch`): past it the API server is the bottleneck.
+MAX_LOAD_STRETCH = 10.0
+
+
+def load_stretch(share: float, frontend_per_s: float) -> float:
+    """How much longer an engine's steps take while its API server takes in ``frontend_per_s`` seconds of work per
+    second and the engine loses ``share`` of it (:attr:`FittedStep.frontend_share`); at most
+    :data:`MAX_LOAD_STRETCH`."""
+    lost = share * max(0.0, frontend_per_s)
+    return 1.0 / max(1.0 / MAX_LOAD_STRETCH, 1.0 - lost)
 
 
 def _nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:

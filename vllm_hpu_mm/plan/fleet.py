@@ -39,6 +39,7 @@ from collections.abc import Sequence
 
 from vllm_hpu_mm.engine import EngineShape, PrefillChunk, TextLookup
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.models.step_fit import load_stretch
 from vllm_hpu_mm.replay.latency import Latency, StepClock, latency_of, padded_clock, real_clock
 from vllm_hpu_mm.replay.scheduler import MAX_RATE, Arrivals, Prompt, Trace, simulate
 from vllm_hpu_mm.replay.schedules import Images, prompts
@@ -168,7 +169,7 @@ class ReplicaModel:
             return self
         prompts = [p for s in samples for p in s]
         front = sum(self.frontend_s + self.frontend_image_s * len(p.image_tokens) for p in prompts) / len(prompts)
-        return scaled(self, 1.0 / max(0.1, 1.0 - self.frontend_share * rate * front))
+        return scaled(self, load_stretch(self.frontend_share, rate * front))
 
 
 def replica_model(timer: Timer, shape: EngineShape, lookup: TextLookup | None = None) -> ReplicaModel:
