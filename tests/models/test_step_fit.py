@@ -152,3 +152,18 @@ def test_the_engine_loses_its_share_of_the_api_servers_work() -> None:
     assert TRUE.load_stretch(0.3) == 1.0
     assert shared.load_stretch(0.3) == pytest.approx(1 / (1 - 0.15))
     assert shared.load_stretch(5.0) == 10.0  # capped: the API server is the bottleneck then
+
+
+def test_a_wake_up_grows_with_the_idle_time_up_to_its_whole_and_is_kept_in_a_profile() -> None:
+    woken = dataclasses.replace(TRUE, wake_s=0.008, wake_image_s=0.02, wake_tau_s=0.1)
+    assert TRUE.wake_for(5.0, 1) == 0.0  # not measured: none
+    assert woken.wake_for(0.0, 1) == 0.0  # right after another request: none
+    assert woken.wake_for(0.1, 0) == pytest.approx(0.008 * (1 - 1 / 2.718281828), rel=1e-6)
+    assert woken.wake_for(0.05, 1) < woken.wake_for(0.3, 1) < woken.wake_for(5.0, 1) == pytest.approx(0.028)
+    back = step_from_dict(step_to_dict(woken), "a profile")
+    assert (back.wake_s, back.wake_image_s, back.wake_tau_s) == (0.008, 0.02, 0.1)
+    older = step_to_dict(woken)
+    del older["wake"]
+    assert step_from_dict(older, "an older profile").wake_for(5.0, 1) == 0.0
+    with pytest.raises(ConfigError, match=r"wake\.tau_s=-1"):
+        step_from_dict(step_to_dict(woken) | {"wake": {"s": 0.01, "tau_s": -1}}, "a profile")

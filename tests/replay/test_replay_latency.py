@@ -140,3 +140,19 @@ def test_recorded_arrival_times_are_replayed_as_sent() -> None:
 def test_recorded_times_out_of_order_or_out_of_range_are_refused(times: tuple[float, ...]) -> None:
     with pytest.raises(ConfigError, match="ascending seconds"):
         Arrivals(times=times)
+
+
+def test_a_request_finding_the_server_idle_waits_for_its_wake_up_and_one_in_company_does_not() -> None:
+    # the second request arrives while the first runs; the third after 2 s of idleness
+    times = (0.0, 0.05, 2.0)
+    c = clock()
+    trace = simulate([Prompt(100, 3)] * 3, LIMITS, Arrivals(times=times), clock=c.clock, vision_clock=c.vision_clock)
+
+    def wake(idle_s: float, images: int) -> float:
+        return 0.03 if idle_s > 1.0 else 0.01
+
+    plain = latency_of([trace], c, load="test")
+    woken = latency_of([trace], c, load="test", wake=wake)
+    # first (idle since ever) +30 ms, second (in company) +0 (were it taken as idle: +10 ms), third (idle 2 s) +30 ms
+    assert woken.mean_ttft == pytest.approx(plain.mean_ttft + 0.06 / 3)
+    assert woken.tpot == plain.tpot  # the wait is before the first token

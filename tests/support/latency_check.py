@@ -11,14 +11,23 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import io
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.support.probe import BenchRun, engine_limits, fit_frontend_share, predict, scaled_step, speed_against
+from tests.support.probe import (
+    BenchRun,
+    engine_limits,
+    fit_frontend_share,
+    fit_wake,
+    predict,
+    scaled_step,
+    speed_against,
+)
 from vllm_hpu_mm.buckets.packing import bucket_for
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.models.step_fit import FittedStep, fit_step
@@ -27,6 +36,8 @@ from vllm_hpu_mm.replay.latency import Latency
 from vllm_hpu_mm.replay.scheduler import Prompt
 from vllm_hpu_mm.traffic.metrics import families, read_exposition
 
+#: Requests per second of the idle probes (a request there takes ~0.1-0.2 s: about three in four find the server idle).
+IDLE_PROBE_RATE = 2.0
 #: vllm bench serve's percentiles, as the replay reports them.
 PERCENTILES = "50,90,99"
 PROMPT_TOKENS = "vllm:prompt_tokens"
@@ -153,8 +164,9 @@ def run_bench(target: Target, traffic: Traffic, *, name: str, requests: int, con
     return BenchRun(result, concurrency, max(0.0, offset), patches, tower)
 
 
-def probe(target: Target, *, requests: int) -> list[BenchRun]:
-    """The probe runs the step model is fitted on (``requests`` per run, at least 4)."""
+def probe(target: Target, *, requests: int, idle: bool = True) -> list[BenchRun]:
+    """The probe runs the step model is fitted on (``requests`` per run, at least 4); ``idle``: with the idle
+    probes (the wake-up: TTFT at low load)."""
     n = max(4, requests)
     budget = min(target.max_num_batched_tokens, target.max_model_len) // 2  # one chunk each
     runs = [run_bench(target, Traffic(budget // 2, 16, range_ratio=0.9), name="probe-prefill", requests=n,
@@ -173,12 +185,21 @@ def probe(target: Target, *, requests: int) -> list[BenchRun]:
     c = target.max_num_seqs
     runs.append(run_bench(target, Traffic(32, 16, image=(448, 448)), name=f"probe-image-448-{c}",
                           requests=max(n, 2 * c), concurrency=c))  # fmt: skip
+    # arrivals at random at a low rate: most find the server idle, after idle times spread over 0 to ~2 s (the
+    # wake-up, fit_wake); the prompts of the prefill and image probes above, so that their own step is known
+    for name, traffic in (
+        ("text", Traffic(budget // 2, 16, range_ratio=0.9)),
+        ("image", Traffic(32, 8, image=(224, 224))),
+    ):
+        run = run_bench(target, traffic, name=f"probe-idle-{name}", requests=n, rate=IDLE_PROBE_RATE, seed=7)
+        runs.append(dataclasses.replace(run, idle=True))
     return runs
 
 
 def fit(target: Target, runs: Sequence[BenchRun]) -> FittedStep:
     source = f"{len(runs)} probe runs of vllm bench serve on {target.base_url}"
-    return fit_frontend_share(runs, lambda obs: fit_step(obs, block_size=target.block_size, source=source))
+    step = fit_frontend_share(runs, lambda obs: fit_step(obs, block_size=target.block_size, source=source))
+    return fit_wake(runs, step)
 
 
 def measured(run: BenchRun) -> dict[str, float]:
@@ -212,15 +233,31 @@ class Row:
     predicted: dict[str, float]
     #: The run's requests as the engine saw them (for a prediction at another load).
     prompts: tuple[Prompt, ...] = ()
-    #: The server's speed against the fitted step just before the run (the re-probe; 1.0: as fitted).
+    #: The server's speed against the fitted step around the run (the geometric mean of the re-probes just before
+    #: and just after it; 1.0: as fitted).
     speed: float = 1.0
-    #: Predicted TTFT p50 (ms) on a machine 5% faster and 5% slower than the re-probe found: how far the figure
-    #: moves with the speed the prediction rests on (near saturation, many times over).
+    #: Predicted TTFT p50 (ms) on a machine 5% faster and 5% slower than ``speed``: how far the figure moves with
+    #: the speed the prediction rests on (near saturation, many times over).
     ttft_p50_range: tuple[float, float] = (math.nan, math.nan)
+    #: The re-probes' speeds just before and just after the run.
+    speeds: tuple[float, float] = (1.0, 1.0)
+    #: Each latency figure predicted at the two re-probes' speeds (lower, higher): where the machine's drift during
+    #: the run leaves the prediction.
+    bracket: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    #: TTFT p50 and p90 (ms) predicted without the server's wake-up after idleness (the step's ``wake_*`` at 0): what
+    #: that term adds.
+    without_wake: tuple[float, float] = (math.nan, math.nan)
 
     def error(self, key: str) -> float:
         m = self.measured.get(key, math.nan)
         return self.predicted.get(key, math.nan) / m - 1 if m else math.nan
+
+    def in_bracket(self, key: str, tolerance: float) -> bool:
+        """Whether the measured figure is within ``tolerance`` of the prediction at some speed between the two
+        re-probes' (the figure moves monotonically with the speed)."""
+        m = self.measured.get(key, math.nan)
+        lo, hi = self.bracket.get(key, (math.nan, math.nan))
+        return bool(m > 0 and min(lo, hi) / (1 + tolerance) <= m <= max(lo, hi) / (1 - tolerance))
 
 
 def saturation(target: Target, step: FittedStep, prompts_of: BenchRun) -> float:
@@ -231,44 +268,74 @@ def saturation(target: Target, step: FittedStep, prompts_of: BenchRun) -> float:
 
 def reprobe(target: Target, step: FittedStep, name: str) -> float:
     """The server's speed now against the fitted step (:func:`speed_against`): a short closed-loop decode run of the
-    probe's own shape, just before a held-out run."""
+    probe's own shape, just before (and after) a held-out run."""
     c = target.max_num_seqs
     run = run_bench(target, Traffic(64, 48), name=f"reprobe-{name}", requests=2 * c, concurrency=c)
     return speed_against(run, step)
 
 
+LATENCY_KEYS = ("p50_ttft_ms", "p90_ttft_ms", "p50_tpot_ms", "p90_tpot_ms")
+
+
+def _row(name: str, traffic: Traffic, rate: float | None, run: BenchRun, at: Callable[[float], Latency],
+         speeds: tuple[float, float], asleep: Callable[[float], Latency]) -> Row:  # fmt: skip
+    """A held-out run's row: predicted at the geometric mean of the re-probes' speeds, with the prediction at each
+    and the one without the wake-up (``asleep``)."""
+    speed = math.sqrt(speeds[0] * speeds[1])
+    x = predicted(at(speed))
+    plain = asleep(speed).ttft
+    ends = [predicted(at(k)) for k in sorted(speeds)]
+    spread = (1000 * at(0.95 * speed).ttft[0], 1000 * at(1.05 * speed).ttft[0]) if rate is not None else (
+        math.nan, math.nan)  # fmt: skip
+    bracket = {key: (ends[0][key], ends[1][key]) for key in LATENCY_KEYS}
+    return Row(name, traffic.describe(), rate, measured(run), x, tuple(run.prompts()), speed, spread, speeds,
+               bracket, (1000 * plain[0], 1000 * plain[1]))  # fmt: skip
+
+
 def bench_at_rates(target: Target, step: FittedStep, traffic: Traffic, *, name: str, requests: int,
                    shares: Sequence[float]) -> list[Row]:  # fmt: skip
     """Held-out runs: all at once (the saturation rate), then Poisson arrivals at each share of the predicted
-    saturation rate; each predicted from its own requests, on the step scaled to the machine's speed a re-probe
-    measured just before it."""
+    saturation rate; each predicted from its own requests, on the step scaled to the machine's speed that re-probes
+    measured just before and just after it (one re-probe between two runs serves both)."""
     rows = []
-    speed = reprobe(target, step, f"{name}-inf")
-    burst = run_bench(target, traffic, name=f"{name}-inf", requests=requests)
     limits = target.limits()
-    sat = predict(burst.prompts(), limits, scaled_step(step, speed), rate=None, load="all at once")
-    rows.append(Row(f"{name}-inf", traffic.describe(), None, measured(burst), predicted(sat), tuple(burst.prompts()),
-                    speed))  # fmt: skip
+    before = reprobe(target, step, f"{name}-inf")
+    burst = run_bench(target, traffic, name=f"{name}-inf", requests=requests)
+    after = reprobe(target, step, f"{name}-after-inf")
+    prompts = burst.prompts()
+
+    asleep = dataclasses.replace(step, wake_s=0.0, wake_image_s=0.0)
+
+    def at_once(k: float, step: FittedStep = step) -> Latency:
+        return predict(prompts, limits, scaled_step(step, k), rate=None, load="all at once")
+
+    rows.append(_row(f"{name}-inf", traffic, None, burst, at_once, (before, after),
+                     lambda k: at_once(k, asleep)))  # fmt: skip
+    sat = rows[-1].predicted["request_throughput"]
     for k, share in enumerate(shares):
-        rate = share * sat.request_throughput
-        speed = reprobe(target, step, f"{name}-{share:g}")
+        rate = share * sat
+        before = after
         run = run_bench(target, traffic, name=f"{name}-{share:g}", requests=requests, rate=rate, seed=k + 1)
+        after = reprobe(target, step, f"{name}-after-{share:g}")
         # the run's own arrivals (when the client sent each request): a 120-request run's quantiles near saturation
         # move with its draw far more than with the model
         sent, times = run.sent()
 
-        def at(k: float, sent: list[Prompt] = sent, times: list[float] = times, rate: float = rate) -> Latency:
+        def at(k: float, sent: list[Prompt] = sent, times: list[float] = times, rate: float = rate,
+               step: FittedStep = step) -> Latency:  # fmt: skip
             return predict(sent, limits, scaled_step(step, k), rate=rate, load=f"Poisson {rate:.3g}/s", times=times)
 
-        x = at(speed)
-        spread = (1000 * at(0.95 * speed).ttft[0], 1000 * at(1.05 * speed).ttft[0])
-        rows.append(Row(f"{name}-{share:g}", traffic.describe(), rate, measured(run), predicted(x),
-                        tuple(run.prompts()), speed, spread))  # fmt: skip
+        rows.append(_row(f"{name}-{share:g}", traffic, rate, run, at, (before, after),
+                         functools.partial(at, step=asleep)))  # fmt: skip
     return rows
 
 
 def rows_json(rows: Sequence[Row]) -> list[dict[str, Any]]:
     return [{"name": r.name, "traffic": r.traffic, "request_rate": r.rate, "speed": round(r.speed, 4),
+             "speed_before_after": [round(v, 4) for v in r.speeds],
+             "predicted_at_reprobe_speeds": {k: [round(v, 3) for v in lo_hi] for k, lo_hi in r.bracket.items()},
+             "within_bound_inside_bracket": {k: r.in_bracket(k, 0.15) for k in r.bracket},
+             "ttft_p50_p90_ms_without_wake": [round(v, 3) for v in r.without_wake],
              "ttft_p50_ms_at_speed_0.95_1.05": [round(v, 3) for v in r.ttft_p50_range],
              "measured": r.measured,
              "predicted": {k: round(v, 4) for k, v in r.predicted.items()},

@@ -10,7 +10,10 @@ lengths, time to first token and gaps between tokens). Each request gives timing
 - the requests sent together at the start of a run at concurrency ``c`` > 1 get their first tokens in clusters,
   one per step: each gap between clusters is a step prefilling several prompts at once (:func:`_first_wave`);
 - each vision-tower pass the plugin's shape log times on the engine is the tower's own cost, apart from the API
-  server's per-image work that the same requests' first tokens also carry.
+  server's per-image work that the same requests' first tokens also carry;
+- an idle probe (a few requests per second, arrivals at random) times each request that arrived with none in
+  flight: what its first token took beyond the fitted step is the server's wake-up after that long idle
+  (:func:`fit_wake`).
 
 The server bills more prompt tokens than the client counts (the chat template, image placeholders): the offset is
 measured per run from ``/metrics`` (``vllm:prompt_tokens_total`` over the run's requests) and added to every
@@ -20,6 +23,7 @@ prompt.
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -28,12 +32,27 @@ import numpy as np
 
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.models.step_fit import MAX_FRONTEND_SHARE, FittedStep, Observation, causal_pairs
+from vllm_hpu_mm.models.step_fit import (
+    MAX_FRONTEND_SHARE,
+    MAX_WAKE_S,
+    FittedStep,
+    Observation,
+    causal_pairs,
+    nonnegative_lstsq,
+)
 from vllm_hpu_mm.replay.latency import Latency, StepClock, latency_of, real_clock
 from vllm_hpu_mm.replay.scheduler import Arrivals, Prompt, Trace, simulate
 from vllm_hpu_mm.replay.timing import Timer
 
-__all__ = ["IMAGE_EXTRA_TOKENS", "BenchRun", "engine_limits", "fitted_timer", "predict", "probe_observations"]
+__all__ = [
+    "IMAGE_EXTRA_TOKENS",
+    "BenchRun",
+    "engine_limits",
+    "fit_wake",
+    "fitted_timer",
+    "predict",
+    "probe_observations",
+]
 
 #: vLLM wraps each image's placeholder tokens in <|vision_start|> and <|vision_end|>; a placeholder token is 4
 #: patches (Qwen2.5-VL's 2 x 2 merge).
@@ -66,6 +85,8 @@ class BenchRun:
     image_patches: tuple[int, ...] = ()
     #: The tower's passes during the run, timed on the engine (the plugin's shape log): (seconds, images, patches).
     tower: tuple[tuple[float, int, int], ...] = ()
+    #: An idle probe (arrivals at a low rate): read only for the wake-up (:func:`fit_wake`), not for steps.
+    idle: bool = False
 
     def _succeeded(self) -> list[int]:
         """Indices of the requests that succeeded: no error, a first token, at least one output token."""
@@ -222,6 +243,8 @@ def fit_frontend_share(runs: Sequence[BenchRun], fit: Callable[[list[Observation
     others = [o for o in probe_observations(runs) if not o.kind.startswith("step")]
     steps: list[tuple[Observation, float, float, tuple[float, ...], int]] = []
     for run in runs:
+        if run.idle:
+            continue
         sent = run.result.get("start_times", [])
         starts = tuple(sorted(float(sent[i]) for i in run._succeeded() if i < len(sent)))
         steps += [(o, begin, end, starts, len(run.image_patches)) for o, begin, end in step_windows(run)]
@@ -242,6 +265,69 @@ def fit_frontend_share(runs: Sequence[BenchRun], fit: Callable[[list[Observation
     return dataclasses.replace(step, frontend_share=share)
 
 
+#: Ramps a wake-up may take (seconds of idleness to reach 63% of it): the fit keeps the one that fits best.
+WAKE_TAUS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
+#: The fewest idle arrivals a wake-up is fitted on (fewer: none is stated).
+MIN_WAKE_ARRIVALS = 6
+
+
+def idle_arrivals(run: BenchRun) -> list[tuple[float, int, int, float]]:
+    """(idle seconds before it, server prompt tokens, images, time to first token) of each request of ``run`` that
+    arrived with no other in flight (sent, last token not yet received), after the run's first (whose idle time
+    is unknown); requests read in bursts are left out."""
+    r = run.result
+    starts = [float(x) for x in r.get("start_times", [])]
+    ok = run._succeeded()
+    rows = run.requests()
+    if not ok or len(starts) < max(ok) + 1:
+        return []
+    gaps = [gap for *_, itl in rows for gap in itl]
+    median_gap = statistics.median(gaps) if gaps else 0.0
+    spans = sorted((starts[i], starts[i] + ttft + sum(itl), tokens, ttft, read_in_bursts(itl, median_gap))
+                   for i, (tokens, _, ttft, itl) in zip(ok, rows, strict=True))  # fmt: skip
+    out, busy_until = [], math.inf
+    for start, end, tokens, ttft, bursty in spans:
+        if start >= busy_until and not bursty:
+            out.append((start - busy_until, tokens, len(run.image_patches), ttft))
+        busy_until = end if busy_until == math.inf else max(busy_until, end)
+    return out
+
+
+def fit_wake(runs: Sequence[BenchRun], step: FittedStep) -> FittedStep:
+    """``step`` with the server's wake-up after idleness (:meth:`FittedStep.wake_for`) fitted on the idle probes
+    in ``runs``: each idle arrival's time to first token beyond the step's own (the API server and one prefill of
+    its prompt and images) against ``1 - exp(-idle / tau)``, per request and per image (non-negative least squares
+    for each tau of :data:`WAKE_TAUS`; the tau with the least squared error kept). Unchanged with fewer than
+    :data:`MIN_WAKE_ARRIVALS` idle arrivals."""
+    rows: list[tuple[float, int, float]] = []
+    for run in runs:
+        if not run.idle:
+            continue
+        patches = sum(run.image_patches)
+        for gap, tokens, n, ttft in idle_arrivals(run):
+            own = step.predict(Observation(ttft, tokens=tokens, chunks=1, pairs=causal_pairs(tokens, 0), images=n,
+                                           patches=patches if n else 0, frontend=1, frontend_images=n))  # fmt: skip
+            rows.append((gap, n, ttft - own))
+    if len(rows) < MIN_WAKE_ARRIVALS:
+        return step
+    idle = np.array([r[0] for r in rows])
+    images = np.array([float(r[1]) for r in rows])
+    extra = np.array([r[2] for r in rows])
+    varied = bool(images.any() and not images.all())  # with one kind only, the per-request term takes it all
+    best: tuple[float, float, float, float] | None = None
+    for tau in WAKE_TAUS:
+        ramp = -np.expm1(-idle / tau)
+        a = np.column_stack([ramp, ramp * images] if varied else [ramp])
+        coef = nonnegative_lstsq(a, extra)
+        err = float(np.sum((a @ coef - extra) ** 2))
+        if best is None or err < best[0]:
+            best = (err, float(coef[0]), float(coef[1]) if varied else 0.0, tau)
+    assert best is not None
+    _, wake_s, wake_image_s, tau = best
+    return dataclasses.replace(step, wake_s=min(MAX_WAKE_S, wake_s), wake_image_s=min(MAX_WAKE_S, wake_image_s),
+                               wake_tau_s=tau if wake_s + wake_image_s > 0 else 0.0)  # fmt: skip
+
+
 def read_in_bursts(itl: Sequence[float], median_gap: float) -> bool:
     """Whether the client read this request's tokens in bursts (see :data:`BURST_GAP_SHARE`)."""
     short = sum(1 for gap in itl if gap < BURST_GAP_SHARE * median_gap)
@@ -252,6 +338,8 @@ def probe_observations(runs: Iterable[BenchRun]) -> list[Observation]:
     """The step timings in probe runs (see the module docstring)."""
     out: list[Observation] = []
     for run in runs:
+        if run.idle:
+            continue
         c = run.concurrency
         if c is None:
             raise ConfigError("a probe run sends a known number of requests at once (--max-concurrency)")
@@ -327,4 +415,5 @@ def predict(prompts: Sequence[Prompt], limits: EngineShape, step: FittedStep, *,
         per_s = front / max(1e-9, sum(busy) / len(busy))
     clock = base.stretched(step.load_stretch(per_s))
     return latency_of(schedule(clock), clock, load=load, frontend_s=step.frontend_s, interval=step.interval,
-                      evidence=step.describe(), frontend_image_s=step.frontend_image_s)  # fmt: skip
+                      evidence=step.describe(), frontend_image_s=step.frontend_image_s,
+                      wake=step.wake_for)  # fmt: skip

@@ -4,11 +4,20 @@ and finds the share of the API server's work the steps lose."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
-from tests.support.probe import BenchRun, fit_frontend_share, probe_observations, run_steps, speed_against
-from vllm_hpu_mm.models.step_fit import FittedStep, Observation, fit_step
+from tests.support.probe import (
+    BenchRun,
+    fit_frontend_share,
+    fit_wake,
+    idle_arrivals,
+    probe_observations,
+    run_steps,
+    speed_against,
+)
+from vllm_hpu_mm.models.step_fit import FittedStep, Observation, causal_pairs, fit_step
 
 STEP = FittedStep(block_size=128, overhead_s=0.005, token_s=1e-5, sequence_s=0.001, chunk_s=0.002, pair_s=0.0,
                   image_s=0.0, patch_s=0.0, frontend_s=0.01, source="made up", samples=0, interval=0.0)  # fmt: skip
@@ -87,3 +96,41 @@ def test_a_slower_machine_reads_as_its_speed() -> None:
                                token_s=1.2 * STEP.token_s, chunk_s=1.2 * STEP.chunk_s)  # fmt: skip
     assert speed_against(closed_loop(slow, requests=16, concurrency=4, output=16), STEP) == pytest.approx(1.2, rel=1e-3)
     assert speed_against(closed_loop(STEP, requests=2, concurrency=1, output=3), STEP) == 1.0  # too few steps
+
+
+def idle_run(step: FittedStep, *, wake_s: float, tau_s: float, images: int = 0) -> BenchRun:
+    """Requests that each find the server idle after gaps of 0.01 to 1.5 s: the first token takes the API server,
+    one prefill and the wake-up after that gap; 4 tokens after it."""
+    prompt, gaps = 200, [0.01, 0.03, 0.06, 0.1, 0.2, 0.35, 0.5, 0.8, 1.2, 1.5]
+    own = step.predict(Observation(0.0, tokens=prompt, chunks=1, pairs=causal_pairs(prompt, 0), images=images,
+                                   frontend=1, frontend_images=images))  # fmt: skip
+    decode = step.predict(Observation(0.0, tokens=1, sequences=1, context=prompt))
+    starts, ttfts, t = [], [], 0.0
+    for k, gap in enumerate([0.0, *gaps]):
+        t += gap
+        ttft = own + (wake_s * -math.expm1(-gap / tau_s) if k else 0.5)  # the first: unknown idle, any time
+        starts.append(t)
+        ttfts.append(ttft)
+        t += ttft + 3 * decode
+    n = len(starts)
+    return BenchRun({"input_lens": [prompt] * n, "output_lens": [4] * n, "ttfts": ttfts,
+                     "itls": [[decode] * 3 for _ in range(n)], "start_times": starts, "errors": [""] * n},
+                    concurrency=None, image_patches=(256,) * images, idle=True)  # fmt: skip
+
+
+def test_the_wake_up_after_idleness_is_found_from_the_idle_arrivals_alone() -> None:
+    runs = [idle_run(STEP, wake_s=0.02, tau_s=0.1), closed_loop(STEP, requests=8, concurrency=4)]
+    found = fit_wake(runs, STEP)
+    assert found.wake_tau_s == 0.1
+    assert found.wake_s == pytest.approx(0.02, rel=1e-6)
+    assert found.wake_image_s == 0.0
+    assert fit_wake([closed_loop(STEP, requests=8, concurrency=4)], STEP) == STEP  # no idle probe: none stated
+
+
+def test_only_requests_that_found_nothing_in_flight_are_idle_arrivals() -> None:
+    run = idle_run(STEP, wake_s=0.02, tau_s=0.1)
+    r = dict(run.result)
+    r["start_times"] = list(r["start_times"])
+    r["start_times"][3] = r["start_times"][2] + 0.001  # sent while the one before it ran
+    arrivals = idle_arrivals(dataclasses.replace(run, result=r))
+    assert len(arrivals) == len(r["start_times"]) - 2  # neither the first (idle time unknown) nor that one

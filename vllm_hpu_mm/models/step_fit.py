@@ -16,6 +16,11 @@ the API server (HTTP, tokenisation) and ``frontend_image_s`` per image (decoding
 step, outside the engine's clock: the tower's own passes, timed on the engine (the plugin's shape log), tell the
 two per-image costs apart.
 
+A request that finds the server idle pays a wake-up on top (``wake_s``, ``wake_image_s`` per image), growing with
+how long it stayed idle: ``(wake_s + wake_image_s x images) x (1 - exp(-idle / wake_tau_s))``. On the 2-core VM
+the first token of a request arriving after 0.3 s or more of idleness came 7 ms (text) to 30 ms (one image) later
+than one arriving right after another (threads and caches gone cold; a back-to-back probe never sees it).
+
 The coefficients are fitted by non-negative least squares on relative error (:func:`fit_step`), a second time without
 the worst tenth of the timings (a shared machine's bursts); the model carries
 the samples it was fitted on and its interval (the 90th percentile of the relative residuals). It is a property of
@@ -33,7 +38,16 @@ import numpy as np
 
 from vllm_hpu_mm.errors import ConfigError
 
-__all__ = ["STEP_FIELDS", "FittedStep", "Observation", "fit_step", "load_stretch", "step_from_dict", "step_to_dict"]
+__all__ = [
+    "STEP_FIELDS",
+    "FittedStep",
+    "Observation",
+    "fit_step",
+    "load_stretch",
+    "nonnegative_lstsq",
+    "step_from_dict",
+    "step_to_dict",
+]
 
 #: The coefficients, in the order of an observation's features.
 STEP_FIELDS = (
@@ -56,6 +70,9 @@ MAX_OBSERVATIONS = 200_000
 MIN_TRIMMED = 10
 #: The most engine seconds a second of the API server's work may cost (:attr:`FittedStep.frontend_share`).
 MAX_FRONTEND_SHARE = 4.0
+#: The longest wake-up a fit or a profile may state (seconds), and the longest idle time it ramps over.
+MAX_WAKE_S = 10.0
+MAX_WAKE_TAU_S = 60.0
 #: Active-set rounds of the non-negative fit (one coefficient is dropped per round at most).
 _MAX_ROUNDS = len(STEP_FIELDS) + 1
 
@@ -124,6 +141,17 @@ class FittedStep:
     #: CPU binding the API server and the engine core share one core (0: the API server has its own; above 1: its
     #: work also spreads over the engine's cores).
     frontend_share: float = 0.0
+    #: A request arriving at an idle server waits this much more (and ``wake_image_s`` per image), ramping up over
+    #: ``wake_tau_s`` of idleness (:meth:`wake_for`); 0: not measured.
+    wake_s: float = 0.0
+    wake_image_s: float = 0.0
+    wake_tau_s: float = 0.0
+
+    def wake_for(self, idle_s: float, images: int) -> float:
+        """The wake-up of a request of ``images`` images arriving after ``idle_s`` seconds with nothing in flight."""
+        if self.wake_tau_s <= 0 or idle_s <= 0:
+            return 0.0
+        return (self.wake_s + self.wake_image_s * images) * -math.expm1(-idle_s / self.wake_tau_s)
 
     def load_stretch(self, frontend_per_s: float) -> float:
         """How much longer the engine's steps take while the API server takes in ``frontend_per_s`` seconds of work
@@ -186,7 +214,7 @@ def load_stretch(share: float, frontend_per_s: float) -> float:
     return 1.0 / max(1.0 / MAX_LOAD_STRETCH, 1.0 - lost)
 
 
-def _nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Least squares with every coefficient >= 0: refit without the most negative one until none is (bounded)."""
     active = list(range(a.shape[1]))
     x = np.zeros(a.shape[1])
@@ -235,7 +263,7 @@ def fit_step(observations: Sequence[Observation], *, block_size: int, source: st
         coef = known.copy()
         if free:
             a = feats[rows][:, free] / scale / y_scale[rows][:, None]
-            sol = _nnls(a, rest[rows] / y_scale[rows]) / scale
+            sol = nonnegative_lstsq(a, rest[rows] / y_scale[rows]) / scale
             for k, i in enumerate(free):
                 coef[i] = sol[k]
         return coef
@@ -276,6 +304,7 @@ def step_to_dict(s: FittedStep) -> dict[str, Any]:
         "kinds": dict(s.kinds),
         "unified": s.unified,
         "frontend_share": s.frontend_share,
+        "wake": {"s": s.wake_s, "image_s": s.wake_image_s, "tau_s": s.wake_tau_s},
     }
 
 
@@ -306,6 +335,16 @@ def step_from_dict(data: object, where: str) -> FittedStep:
     if not isinstance(share, int | float) or isinstance(share, bool) or not 0 <= share <= MAX_FRONTEND_SHARE:
         raise ConfigError(f"{where}: step_time.frontend_share={share!r}; accepted: a number from 0 to "
                           f"{MAX_FRONTEND_SHARE:g}")  # fmt: skip
+    wake = data.get("wake", {})  # a profile from before the wake-up was measured: none
+    if not isinstance(wake, dict):
+        raise ConfigError(f"{where}: step_time.wake is not an object")
+    woke: dict[str, float] = {}
+    for key, top in (("s", MAX_WAKE_S), ("image_s", MAX_WAKE_S), ("tau_s", MAX_WAKE_TAU_S)):
+        v = wake.get(key, 0.0)
+        if not isinstance(v, int | float) or isinstance(v, bool) or not 0 <= v <= top:
+            raise ConfigError(f"{where}: step_time.wake.{key}={v!r}; accepted: a number from 0 to {top:g}")
+        woke[key] = float(v)
     step = _step(block, values, source=str(data.get("source", where)), samples=samples, interval=float(interval),
                  kinds=tuple(sorted(kinds.items())), unified=bool(data.get("unified", True)))  # fmt: skip
-    return dataclasses.replace(step, frontend_share=float(share))
+    return dataclasses.replace(step, frontend_share=float(share), wake_s=woke["s"], wake_image_s=woke["image_s"],
+                               wake_tau_s=woke["tau_s"])  # fmt: skip

@@ -7,6 +7,8 @@ queueing included, for one load.
   definition); **ITL**: the gap between two tokens of a request, pooled over every token after a first (each decode
   step is one gap of its whole duration, for every sequence it decodes);
 - **E2EL**: a request's last token less its arrival, plus ``frontend_s``;
+- a request that arrives with none in flight also waits ``wake(idle seconds, its images)`` (a server's wake-up
+  after idleness, :meth:`vllm_hpu_mm.models.step_fit.FittedStep.wake_for`), in its TTFT and E2EL;
 - request and output-token throughput over the run (first arrival to last answer).
 
 Each schedule runs on its own clock (:class:`StepClock`): the step priced at the shape the runtime runs, padded
@@ -23,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from vllm_hpu_mm.engine import GraphRun, KeptWhileNoFallback, PrefillChunk, TextLookup
-from vllm_hpu_mm.replay.scheduler import DecodeRun, Trace
+from vllm_hpu_mm.replay.scheduler import DecodeRun, Span, Trace
 from vllm_hpu_mm.replay.timing import Timer, percentile
 
 __all__ = ["QUANTILES", "Latency", "StepClock", "latency_dict", "latency_of", "padded_clock", "real_clock"]
@@ -172,9 +174,28 @@ def _weighted(values: Sequence[tuple[float, int]], q: float) -> float:
     return items[-1][0]
 
 
+#: The idle time before a run's first request (nothing known before it: long enough for any wake-up's whole ramp).
+FIRST_IDLE_S = 3600.0
+
+
+def _woken(spans: Sequence[Span], wake: Callable[[float, int], float] | None) -> list[float]:
+    """Each span's wake-up (in its order): a request arriving with no other in flight (arrived, not finished)
+    waits ``wake(seconds since the last finished, its images)``."""
+    if wake is None:
+        return [0.0] * len(spans)
+    out = [0.0] * len(spans)
+    busy_until = -FIRST_IDLE_S
+    for i in sorted(range(len(spans)), key=lambda k: spans[k].arrival_s):
+        s = spans[i]
+        if s.arrival_s >= busy_until:
+            out[i] = wake(s.arrival_s - busy_until, s.images)
+        busy_until = max(busy_until, s.finish_s + out[i])
+    return out
+
+
 def latency_of(traces: Sequence[Trace], clock: StepClock, *, load: str, frontend_s: float = 0.0,
-               interval: float | None = None, evidence: str = "",
-               frontend_image_s: float = 0.0) -> Latency:  # fmt: skip
+               interval: float | None = None, evidence: str = "", frontend_image_s: float = 0.0,
+               wake: Callable[[float, int], float] | None = None) -> Latency:  # fmt: skip
     """The latencies of ``traces`` (one load, scheduled on ``clock``; several traces are seeds of the same load,
     pooled: quantiles over all their requests, throughput their mean): see the module docstring."""
     ttft: list[float] = []
@@ -184,7 +205,8 @@ def latency_of(traces: Sequence[Trace], clock: StepClock, *, load: str, frontend
     durations: list[tuple[float, int, int]] = []  # (seconds, requests, output tokens)
     for trace in traces:
         spans = trace.spans
-        front = [frontend_s + frontend_image_s * s.images for s in spans]
+        front = [frontend_s + frontend_image_s * s.images + w
+                 for s, w in zip(spans, _woken(spans, wake), strict=True)]  # fmt: skip
         ttft += [s.first_s - s.arrival_s + f for s, f in zip(spans, front, strict=True)]
         e2el += [s.finish_s - s.arrival_s + f for s, f in zip(spans, front, strict=True)]
         tpot += [(s.finish_s - s.first_s) / (s.output - 1) for s in spans if s.output > 1]
