@@ -27,9 +27,14 @@ the runtime's own buckets are kept in a phase, else in both (then its padded tim
 A given budget is not exceeded: the plan names the loads that pad longer. The loads judged are the planning
 traffic's schedules (with the load unknown, every level of ``replay.schedules.load_levels``: powers of two, the
 quarters and max_num_seqs). Loads between them (:class:`Between`) are judged once the plan is built, before that last
-repair: the :data:`MAX_BETWEEN` loads whose decode batch the plan pads most further than the runtime does (just above
-a planned batch row, where the next one is far and the runtime's near; issue 35 saw a load of 83 pad 1.53x exp's when
-the planned rows jumped past it), each scheduled as the levels are, and repaired with them. Other loads between stay
+repair, chosen by their steady state (:class:`_Steady`: n sequences decoding, or n - 1 as one finishes, each holding
+the traffic's KV blocks, its spread as 1 / sqrt(n) of one sequence's; priced in the plan and in the runtime's own
+buckets at every load up to :data:`MAX_STEADY`, else at the batch rows' edges): the steady states padding longer than
+:data:`STEADY_SHARE` of the runtime's own are judged against that share (a margin for other samples of the load:
+repaired by buckets that make no shape dearer, with no fallback), and the :data:`MAX_SCHEDULED` unjudged loads whose
+steady state pads longest are scheduled (:data:`~vllm_hpu_mm.plan.text_buckets.BETWEEN_REQUESTS` requests per place:
+as in a long run, not its ramp and drain) and repaired with the levels (issue 35: fresh3's load 20 padded 1.14x exp's
+on 600 requests where its 200-request schedule, chosen by batch rows alone, padded 0.99x). Other loads between stay
 unjudged, only kept from getting longer by these additions.
 
 With the default budget (:func:`with_bounded_worst`), where the plan leaves too little room for the corners, the
@@ -70,6 +75,9 @@ __all__ = [
     "MAX_BETWEEN",
     "MAX_CELLS",
     "MAX_EXTRA",
+    "MAX_SCHEDULED",
+    "MAX_STEADY",
+    "STEADY_SHARE",
     "Between",
     "PhaseWorst",
     "WorstCase",
@@ -92,9 +100,19 @@ MAX_EXTRA = 64
 #: Most smaller budgets re-planned when the default's plan leaves too little room for the corners (each one more run
 #: of the budget rule's search: 4 cost +47% CPU on a 4 GiB memory plan, 2 about +5%).
 MAX_REPLANS = 2
-#: Most loads between the judged ones scheduled and judged once the plan is built (each one more schedule of the
-#: traffic: the cap bounds the planning cost).
+#: Most loads between the judged ones whose steady state is judged once the plan is built (those padding longer than
+#: the runtime's own, the longest first: each is judged again at every repair step).
 MAX_BETWEEN = 24
+#: Most loads whose steady state is priced to choose them (every load up to it, else the batch rows' edges first).
+MAX_STEADY = 128
+#: Most loads between the judged ones scheduled and judged too (each one more schedule of the traffic: the cap bounds
+#: the planning cost): those whose steady state pads longest against the runtime's own.
+MAX_SCHEDULED = 8
+#: The share of the runtime's own padded time a steady state is held to: a schedule of other requests at that load
+#: pads a few percent apart (fresh3's chat at 5 to 8 at once: up to 1.01x exp's with steady states held to 1).
+STEADY_SHARE = 0.97
+#: Per-sequence KV block values kept per judged load for its steady state (weighted quantiles).
+_STEADY_BLOCKS = 24
 #: Most loads named in words.
 _NAMED = 8
 #: Relative slack in "no shape gets dearer" (the same seconds computed in another order).
@@ -217,23 +235,74 @@ class Between:
     judged: frozenset[int]
     top: int
 
-    def picks(self, planned: Sequence[Bucket], own: Sequence[Bucket], most: int = MAX_BETWEEN) -> list[int]:
-        """The loads not judged whose decode batch the ``planned`` rows pad further than the runtime's ``own``: per
-        run of loads sharing the first planned row and the runtime's row holding them (the most padded first: the
-        planned row over the runtime's), its last load (the runtime's row: it pads no sequence there) and its first
-        (just above a planned or runtime row), then the load after each run (its drain's first batch is the run's
-        last); at most ``most``."""
-        mine, theirs = sorted({b for b, _, _ in planned}), sorted({b for b, _, _ in own})
-        n = np.arange(1, self.top + 1, dtype=np.int64)
-        far = np.array([*mine, self.top * 2], dtype=np.float64)[np.searchsorted(mine, n)]  # none holds: the most
-        near = np.array([*theirs, self.top * 2], dtype=np.float64)[np.searchsorted(theirs, n)]
-        runs: dict[tuple[float, float], list[int]] = {}
-        for k, f, o in zip(n.tolist(), far.tolist(), near.tolist(), strict=True):
-            if f > o:
-                runs.setdefault((f, o), []).append(k)
-        ranked = sorted(runs.values(), key=lambda r: (-far[r[0] - 1] / near[r[0] - 1], r[0]))
-        order = [k for r in ranked for k in (r[-1], r[0])] + [r[-1] + 1 for r in ranked if r[-1] < self.top]
-        return [k for k in dict.fromkeys(order) if k not in self.judged][:most]
+    def candidates(self, planned: Sequence[Bucket], own: Sequence[Bucket]) -> list[int]:
+        """The loads whose steady state is priced: every one up to :data:`MAX_STEADY`, else each batch row of either
+        set and the loads beside it (where the planned rows' padding against the runtime's turns), the judged ones,
+        and a log-spaced fill; at most :data:`MAX_STEADY`."""
+        if self.top <= MAX_STEADY:
+            return list(range(1, self.top + 1))
+        rows = {b for b, _, _ in (*planned, *own)} | set(self.judged)
+        edges = sorted({n + d for n in rows for d in (-1, 0, 1)} & set(range(1, self.top + 1)))
+        fill = np.unique(np.round(np.geomspace(1, self.top, MAX_STEADY)).astype(np.int64)).tolist()
+        return sorted({*edges[:MAX_STEADY], *fill[: max(0, MAX_STEADY - len(edges))]})
+
+
+@dataclasses.dataclass(frozen=True)
+class _Steady:
+    """The traffic's steady state at any load, from the judged loads' steps with every place, or all but one,
+    decoding: each sequence's KV blocks as the judged loads' mean plus their spread (standardised per load:
+    a sum over ``n`` sequences spreads as 1 / sqrt(n) of one sequence's), ``one_empty``: the share of sequence-steps
+    with one place just finished; the prefill chunks and steady sequence-steps of each judged load (by level)."""
+
+    mean: float
+    spread: _F
+    one_empty: float
+    levels: tuple[tuple[int, Mapping[tuple[int, int], float], float], ...]
+
+    def at(self, n: int) -> LoadShapes:
+        """The steady state at ``n`` at once: the nearest judged load's sequence-steps at ``n`` (and ``n - 1``)
+        sequences holding the traffic's blocks each, and its prefill chunks in the share of its steps kept."""
+        _, prefill, tokens = min(self.levels, key=lambda lv: (abs(math.log(lv[0] / n)), lv[0]))
+        decode: dict[tuple[int, int], float] = {}
+        per = np.maximum(self.mean + self.spread / math.sqrt(n), 1.0)
+        for empty, share in ((0, 1 - self.one_empty), (1, self.one_empty)):
+            seqs = max(1, n - empty)
+            if share <= 0 or (empty and n == 1):
+                continue
+            for k in np.maximum(seqs, np.ceil(per * seqs)).astype(np.int64).tolist():
+                decode[(seqs, k)] = decode.get((seqs, k), 0.0) + tokens * share / len(per) / seqs
+        return LoadShapes(f"{n} at once (steady state)", prefill, decode)
+
+
+def _steady(loads: Sequence[LoadShapes]) -> _Steady | None:
+    """The steady state of the judged ``loads`` (each named by its load level); None where none has a step with
+    every place, or all but one, decoding."""
+    means, spreads, weights, empties, levels = [], [], [], [], []
+    for load in loads:
+        head = load.load.split()[0]
+        if not head.isdigit() or not load.decode:
+            continue
+        level = int(head)
+        keys = np.array(list(load.decode), dtype=np.int64).reshape(-1, 2)
+        tokens = keys[:, 0] * np.array(list(load.decode.values()), dtype=np.float64)
+        keep = keys[:, 0] >= level - 1
+        if not keep.any() or tokens.sum() <= 0 or tokens[keep].sum() <= 0:
+            continue
+        per, tok = keys[keep, 1] / keys[keep, 0], tokens[keep]
+        mean = float(np.average(per, weights=tok))
+        means.append(mean)
+        spreads.append((per - mean) * math.sqrt(level))
+        weights.append(tok / tok.sum())  # each judged load weighs the same
+        empties.append(float(tok[keys[keep, 0] < level].sum() / tok.sum()))
+        share = float(tok.sum() / tokens.sum())
+        levels.append((level, {key: w * share for key, w in load.prefill.items()}, float(tok.sum())))
+    if not levels:
+        return None
+    z, w = np.concatenate(spreads), np.concatenate(weights)
+    order = np.argsort(z, kind="stable")
+    cum = np.cumsum(w[order]) / w.sum()
+    at = np.minimum(np.searchsorted(cum, (np.arange(_STEADY_BLOCKS) + 0.5) / _STEADY_BLOCKS), len(z) - 1)
+    return _Steady(float(np.mean(means)), z[order][at], float(np.mean(empties)), tuple(levels))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -572,17 +641,26 @@ def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], l
     # no judged load may pad longer than under the runtime's own: buckets that make no shape dearer beyond the
     # default's budget where need be, else the runtime's own buckets in a phase (a given budget is kept: it says so)
     room = cap - plan.graphs + (MAX_EXTRA if given is None else 0)
-    extra = _between(plan, own, between, time)
-    off = _judged(plan, [load for load, _ in extra], [t for _, t in extra], time)
-    fixed, judged, _, why = _no_longer(plan, (*verdicts, *off), (*loads, *(load for load, _ in extra)),
-                                       [*own_times, *(t for _, t in extra)], own, limits, time, room,
-                                       given is None)  # fmt: skip
+    extra = _between(plan, own, between, loads, time)
+    more = [load for load, _, _ in extra]
+    held_to = [*own_times, *(h for _, _, h in extra)]  # a steady state: held within STEADY_SHARE of the runtime's own
+    off = _judged(plan, more, held_to[len(loads) :], time)
+    # first buckets that make no shape dearer until the steady states are within their share (no fallback: the share
+    # is a margin for other samples of the load), then every load against the runtime's own itself
+    margin, _, first, _ = _no_longer(plan, (*verdicts, *off), (*loads, *more), held_to, own, limits, time, room, False)
+    exact = [*own_times, *(o for _, o, _ in extra)]
+    fixed, judged, then, why = _no_longer(margin, _judged(margin, (*loads, *more), exact, time), (*loads, *more), exact,
+                                          own, limits, time, room - first, given is None)  # fmt: skip
+    if first and not then and not why:
+        why = (f"; {first} buckets added that make no shape dearer, so that no load pads longer than under the "
+               f"runtime's own (its steady states within {STEADY_SHARE:g} of its padded time)")  # fmt: skip
     verdicts = judged[: len(loads)]
     if any(v.short for v in off):
-        longer = [v.load.split()[0] for v in off if v.short]
+        longer = list(dict.fromkeys(v.load.split()[0] for v in off if v.short))
         named = ", ".join(sorted(longer, key=int)[:_NAMED]) + (f" and {len(longer) - _NAMED} more" if len(longer) >
                                                                  _NAMED else "")  # fmt: skip
-        why += f" (of {len(off)} loads between the levels judged, these padded longer before: {named} at once)"
+        why += (f" (of {len(off)} loads between the levels and steady states judged, these padded longer before, a "
+                f"steady state beyond {STEADY_SHARE:g} of the runtime's own: {named} at once)")  # fmt: skip
     if fixed != plan:
         again = worst_case(fixed, own, limits, time, against=against, bound=bound)
         worst = dataclasses.replace(worst, decode=again.decode, prefill=again.prefill, graphs=fixed.graphs,
@@ -599,16 +677,39 @@ def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], l
 
 
 def _between(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]], between: Between | None,
-             time: StepTimes) -> list[tuple[LoadShapes, PaddedTime]]:  # fmt: skip
-    """The loads between the judged ones that :meth:`Between.picks` names for ``plan``, scheduled, each with its
-    padded time in the runtime's own buckets."""
+             loads: Sequence[LoadShapes], time: StepTimes,
+             ) -> list[tuple[LoadShapes, PaddedTime, PaddedTime]]:  # fmt: skip
+    """The loads between the judged ones to judge, each with its padded time in the runtime's own buckets and the
+    time it is held to (a steady state: :data:`STEADY_SHARE` of its padding): each
+    candidate load's steady state (:class:`_Steady`) priced in ``plan`` and in the
+    runtime's own buckets; those padding longer than the runtime's own (at most :data:`MAX_BETWEEN`, the longest
+    first), and the :data:`MAX_SCHEDULED` unjudged loads whose steady state pads longest against it, scheduled."""
     if between is None:
         return []
-    out = []
-    for n in between.picks(plan.decode, own[1]):
+    steady = _steady(loads)
+    if steady is None:
+        return []
+    ranked: list[tuple[float, int, LoadShapes, LoadVerdict]] = []
+    for n in between.candidates(plan.decode, own[1]):
+        load = steady.at(n)
+        v = LoadVerdict(load.load, padded_time(plan.prompt, plan.decode, load, time), padded_time(*own, load, time))
+        ratio = v.ours.padded_s / v.own.padded_s if v.own.padded_s > 0 else (math.inf if v.ours.padded_s > 0 else 0.0)
+        ranked.append((ratio, n, load, v))
+    ranked.sort(key=lambda r: (-r[0], r[1]))
+    out = [(load, v.own, _within(v.own, STEADY_SHARE)) for _, _, load, v in ranked
+           if v.beyond(STEADY_SHARE)][:MAX_BETWEEN]  # fmt: skip
+    for n in [n for _, n, _, _ in ranked if n not in between.judged][:MAX_SCHEDULED]:
         load = between.at(n)
-        out.append((load, padded_time(*own, load, time)))
+        theirs = padded_time(*own, load, time)
+        out.append((load, theirs, theirs))
     return out
+
+
+def _within(own: PaddedTime, share: float) -> PaddedTime:
+    """The runtime's own padded time at ``share`` of its padding in each phase: the time a steady state is held to."""
+    return dataclasses.replace(own, bucket_prefill_s=own.useful_prefill_s + share * (own.bucket_prefill_s -
+                               own.useful_prefill_s), bucket_decode_s=own.useful_decode_s + share *
+                               (own.bucket_decode_s - own.useful_decode_s))  # fmt: skip
 
 
 def _standing(w: WorstCase, verdicts: Sequence[LoadVerdict]) -> tuple[int, float]:
@@ -686,8 +787,11 @@ def _no_longer(plan: TextBucketPlan, verdicts: tuple[LoadVerdict, ...], loads: S
     added = 0
     while any(v.short for v in verdicts) and added < room:
         before = _excess(verdicts)
-        short = [load for load, v in zip(loads, verdicts, strict=True) if v.short]
-        best: tuple[float, _Phase, tuple[Bucket, ...], tuple[LoadVerdict, ...]] | None = None
+        # only the loads padding longer are judged per trial: a group making no shape dearer leaves the others'
+        # excess at 0 (no shape moves to a dearer bucket, none is left unheld)
+        at = [i for i, v in enumerate(verdicts) if v.short]
+        short = [loads[i] for i in at]
+        best: tuple[float, _Phase, tuple[Bucket, ...], TextBucketPlan] | None = None
         for phase in phases:
             for group in _repairs(phase, short):
                 if not phase.no_dearer(group):
@@ -695,17 +799,17 @@ def _no_longer(plan: TextBucketPlan, verdicts: tuple[LoadVerdict, ...], loads: S
                 grown = tuple(sorted({*phase.ours, *group}))
                 trial = (dataclasses.replace(plan, decode=grown) if phase.name == "decode" else
                          dataclasses.replace(plan, prompt=grown))  # fmt: skip
-                judged = _judged(trial, loads, own_times, time)
-                gain = before - _excess(judged)
+                gain = before - _excess(_judged(trial, short, [own_times[i] for i in at], time))
                 if gain > 0 and (best is None or gain > best[0]):
-                    best = (gain, phase, group, judged)
+                    best = (gain, phase, group, trial)
         if best is None:
             break
-        _, phase, group, verdicts = best
+        _, phase, group, _ = best
         phase.ours.update(group)
         phase.regrid()
         added += len(group)
         plan = dataclasses.replace(plan, prompt=tuple(sorted(phases[1].ours)), decode=tuple(sorted(phases[0].ours)))
+        verdicts = _judged(plan, loads, own_times, time)
     missed = [v.load for v in verdicts if v.short]
     if not missed:
         return plan, verdicts, added, (f"; {added} buckets added that make no shape dearer, so that no load pads "
