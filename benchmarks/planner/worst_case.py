@@ -234,8 +234,9 @@ FRESH4 = (
 SETS = {"held-out": CONFIGS, "fresh": FRESH, "fresh2": FRESH2, "fresh3": FRESH3, "fresh4": FRESH4}
 
 
-#: Most loads between the plan's judged levels checked per configuration (spread over 1..max_num_seqs).
-OFF_GRID_LOADS = 12
+#: Most loads between the plan's judged levels checked per configuration (spread over 1..max_num_seqs; 12 up to
+#: fresh3, 24 since fresh4: each one schedule of 600 requests, about 30 ms).
+OFF_GRID_LOADS = 24
 
 
 def reshaped(base: Traffic, r: Reshape) -> Traffic:
