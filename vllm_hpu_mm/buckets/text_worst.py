@@ -645,14 +645,17 @@ def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], l
     more = [load for load, _, _ in extra]
     held_to = [*own_times, *(h for _, _, h in extra)]  # a steady state: held within STEADY_SHARE of the runtime's own
     off = _judged(plan, more, held_to[len(loads) :], time)
-    # first buckets that make no shape dearer until the steady states are within their share (no fallback: the share
-    # is a margin for other samples of the load), then every load against the runtime's own itself
-    margin, _, first, _ = _no_longer(plan, (*verdicts, *off), (*loads, *more), held_to, own, limits, time, room, False)
-    exact = [*own_times, *(o for _, o, _ in extra)]
-    fixed, judged, then, why = _no_longer(margin, _judged(margin, (*loads, *more), exact, time), (*loads, *more), exact,
-                                          own, limits, time, room - first, given is None)  # fmt: skip
-    if first and not then and not why:
-        why = (f"; {first} buckets added that make no shape dearer, so that no load pads longer than under the "
+    # every load against the runtime's own first, then the steady states within their share (a margin for other
+    # samples of the load) with the room left, then the runtime's own buckets where a load still pads longer
+    both, exact = (*loads, *more), [*own_times, *(o for _, o, _ in extra)]
+    fixed, _, first, _ = _no_longer(plan, _judged(plan, both, exact, time), both, exact, own, limits, time, room,
+                                    False)  # fmt: skip
+    fixed, _, then, _ = _no_longer(fixed, _judged(fixed, both, held_to, time), both, held_to, own, limits, time, room,
+                                   False, first)  # fmt: skip
+    fixed, judged, _, why = _no_longer(fixed, _judged(fixed, both, exact, time), both, exact, own, limits, time, room,
+                                       given is None, then)  # fmt: skip
+    if then and not why:
+        why = (f"; {then} buckets added that make no shape dearer, so that no load pads longer than under the "
                f"runtime's own (its steady states within {STEADY_SHARE:g} of its padded time)")  # fmt: skip
     verdicts = judged[: len(loads)]
     if any(v.short for v in off):
@@ -738,9 +741,10 @@ def _excess(verdicts: Sequence[LoadVerdict]) -> float:
 
 
 def _repairs(phase: _Phase, short: Sequence[LoadShapes]) -> list[tuple[Bucket, ...]]:
-    """Single buckets for the shapes of the loads padding longer than under the runtime's own that pay most over
-    their step in its buckets (at most :data:`_TRIED` shapes): the runtime's own bucket for the shape, the shape
-    itself, and each one's value at the first planned row holding the shape."""
+    """Buckets for the shapes of the loads padding longer than under the runtime's own that pay most over their step
+    in its buckets (at most :data:`_TRIED` shapes): the runtime's own bucket for the shape, the shape itself, each
+    one's value at the first planned row holding the shape (each alone), and the runtime's own row up to its bucket
+    for the shape (a group: where a single bucket would take smaller shapes into a dearer one)."""
     pay: dict[tuple[int, int], float] = {}
     for load in short:
         shapes = load.decode if phase.name == "decode" else load.prefill
@@ -769,22 +773,28 @@ def _repairs(phase: _Phase, short: Sequence[LoadShapes]) -> list[tuple[Bucket, .
         if row < len(rows):
             picks += [phase._bucket(rows[row], v) for v in values]
         out += [(p,) for p in picks if p not in phase.ours and phase._allowed(p)]
+        if at >= 0:  # the runtime's own row up to its bucket for the shape (its shapes below move to no dearer one)
+            own = phase._theirs_table.bucket(at)
+            ladder = tuple(b for b in phase.theirs if phase._row(b) == phase._row(own) and b[2] <= own[2]
+                           and b not in phase.ours)  # fmt: skip
+            if len(ladder) > 1:
+                out.append(ladder)
     return list(dict.fromkeys(out))
 
 
 def _no_longer(plan: TextBucketPlan, verdicts: tuple[LoadVerdict, ...], loads: Sequence[LoadShapes],
                own_times: Sequence[PaddedTime], own: tuple[Sequence[Bucket], Sequence[Bucket]], limits: TextLimits,
-               time: StepTimes, room: int, fallback: bool,
+               time: StepTimes, room: int, fallback: bool, done: int = 0,
                ) -> tuple[TextBucketPlan, tuple[LoadVerdict, ...], int, str]:  # fmt: skip
     """Where a judged load pads longer than under the runtime's own: buckets added (at most ``room``), each making
     no shape the limits allow dearer (so no load, judged or not, pads longer than before) and removing the most
     excess per bucket at the loads that do; where one still does and ``fallback``, the runtime's own buckets in the
     phase with fewer of them, else in both (its own padded time at every load, no more). The plan, its verdicts, the
-    buckets added and why in words ("" where no load padded longer)."""
+    buckets added (counted from ``done``, added before) and why in words ("" where no load padded longer)."""
     if not any(v.short for v in verdicts):
-        return plan, verdicts, 0, ""
+        return plan, verdicts, done, ""
     phases = _phases(plan, own, limits, time)
-    added = 0
+    added = done
     while any(v.short for v in verdicts) and added < room:
         before = _excess(verdicts)
         # only the loads padding longer are judged per trial: a group making no shape dearer leaves the others'
@@ -794,12 +804,12 @@ def _no_longer(plan: TextBucketPlan, verdicts: tuple[LoadVerdict, ...], loads: S
         best: tuple[float, _Phase, tuple[Bucket, ...], TextBucketPlan] | None = None
         for phase in phases:
             for group in _repairs(phase, short):
-                if not phase.no_dearer(group):
+                if len(group) > room - added or not phase.no_dearer(group):
                     continue
                 grown = tuple(sorted({*phase.ours, *group}))
                 trial = (dataclasses.replace(plan, decode=grown) if phase.name == "decode" else
                          dataclasses.replace(plan, prompt=grown))  # fmt: skip
-                gain = before - _excess(_judged(trial, short, [own_times[i] for i in at], time))
+                gain = (before - _excess(_judged(trial, short, [own_times[i] for i in at], time))) / len(group)
                 if gain > 0 and (best is None or gain > best[0]):
                     best = (gain, phase, group, trial)
         if best is None:
@@ -824,6 +834,8 @@ def _no_longer(plan: TextBucketPlan, verdicts: tuple[LoadVerdict, ...], loads: S
         swaps.reverse()
     # the last: the runtime's own buckets in both phases, its own padded time at every load
     for kept, words in (*swaps, (dataclasses.replace(prompt, decode=tuple(own[1])), "prefill and decode")):
+        if words != "prefill and decode" and kept.graphs > len(own[0]) + len(own[1]):
+            continue  # more graphs than the runtime's own in both phases, which pads no longer
         judged = _judged(kept, loads, own_times, time)
         if words == "prefill and decode" or not any(v.short for v in judged):
             break
