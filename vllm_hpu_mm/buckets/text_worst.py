@@ -71,6 +71,7 @@ from vllm_hpu_mm.engine import Bucket
 from vllm_hpu_mm.errors import ConfigError
 
 __all__ = [
+    "BETWEEN_ROUNDS",
     "BOUND",
     "MAX_BETWEEN",
     "MAX_CELLS",
@@ -103,6 +104,8 @@ MAX_REPLANS = 2
 #: Most loads between the judged ones whose steady state is judged once the plan is built (those padding longer than
 #: the runtime's own, the longest first: each is judged again at every repair step).
 MAX_BETWEEN = 24
+#: Most rounds of steady states judged: each round judges those the buckets added so far leave beyond their share.
+BETWEEN_ROUNDS = 3
 #: Most loads whose steady state is priced to choose them (every load up to it, else the batch rows' edges first).
 MAX_STEADY = 128
 #: Most loads between the judged ones scheduled and judged too (each one more schedule of the traffic: the cap bounds
@@ -250,11 +253,12 @@ class Between:
 @dataclasses.dataclass(frozen=True)
 class _Steady:
     """The traffic's steady state at any load, from the judged loads' steps with every place, or all but one,
-    decoding: each sequence's KV blocks as the judged loads' mean plus their spread (standardised per load:
-    a sum over ``n`` sequences spreads as 1 / sqrt(n) of one sequence's), ``one_empty``: the share of sequence-steps
-    with one place just finished; the prefill chunks and steady sequence-steps of each judged load (by level)."""
+    decoding: each sequence's KV blocks as the judged loads' means (``means``, per level: those near the load weigh
+    most) plus their spread (standardised per load: a sum over ``n`` sequences spreads as 1 / sqrt(n) of one
+    sequence's), ``one_empty``: the share of sequence-steps with one place just finished; the prefill chunks and
+    steady sequence-steps of each judged load (by level)."""
 
-    mean: float
+    means: tuple[tuple[int, float], ...]
     spread: _F
     one_empty: float
     levels: tuple[tuple[int, Mapping[tuple[int, int], float], float], ...]
@@ -264,7 +268,11 @@ class _Steady:
         sequences holding the traffic's blocks each, and its prefill chunks in the share of its steps kept."""
         _, prefill, tokens = min(self.levels, key=lambda lv: (abs(math.log(lv[0] / n)), lv[0]))
         decode: dict[tuple[int, int], float] = {}
-        per = np.maximum(self.mean + self.spread / math.sqrt(n), 1.0)
+        # each judged load's mean, those an octave or more away weighing less (a limit on KV blocks moves it at the
+        # top loads; a level's few requests move it a few percent)
+        near = [(math.exp(-0.5 * (math.log(level / n) / math.log(2)) ** 2), m) for level, m in self.means]
+        mean = sum(w * m for w, m in near) / sum(w for w, _ in near)
+        per = np.maximum(mean + self.spread / math.sqrt(n), 1.0)
         for empty, share in ((0, 1 - self.one_empty), (1, self.one_empty)):
             seqs = max(1, n - empty)
             if share <= 0 or (empty and n == 1):
@@ -290,7 +298,7 @@ def _steady(loads: Sequence[LoadShapes]) -> _Steady | None:
             continue
         per, tok = keys[keep, 1] / keys[keep, 0], tokens[keep]
         mean = float(np.average(per, weights=tok))
-        means.append(mean)
+        means.append((level, mean))
         spreads.append((per - mean) * math.sqrt(level))
         weights.append(tok / tok.sum())  # each judged load weighs the same
         empties.append(float(tok[keys[keep, 0] < level].sum() / tok.sum()))
@@ -302,7 +310,7 @@ def _steady(loads: Sequence[LoadShapes]) -> _Steady | None:
     order = np.argsort(z, kind="stable")
     cum = np.cumsum(w[order]) / w.sum()
     at = np.minimum(np.searchsorted(cum, (np.arange(_STEADY_BLOCKS) + 0.5) / _STEADY_BLOCKS), len(z) - 1)
-    return _Steady(float(np.mean(means)), z[order][at], float(np.mean(empties)), tuple(levels))
+    return _Steady(tuple(means), z[order][at], float(np.mean(empties)), tuple(levels))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -642,16 +650,27 @@ def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], l
     # default's budget where need be, else the runtime's own buckets in a phase (a given budget is kept: it says so)
     room = cap - plan.graphs + (MAX_EXTRA if given is None else 0)
     extra = _between(plan, own, between, loads, time)
+    fixed, then = plan, 0
+    for _ in range(BETWEEN_ROUNDS):
+        # every load against the runtime's own first, then the steady states within their share (a margin for
+        # other samples of the load) with the room left; again with the steady states the buckets added leave beyond
+        # it (a round judges at most MAX_BETWEEN)
+        both = (*loads, *(load for load, _, _ in extra))
+        exact = [*own_times, *(o for _, o, _ in extra)]
+        held_to = [*own_times, *(h for _, _, h in extra)]
+        fixed, _, first, _ = _no_longer(fixed, _judged(fixed, both, exact, time), both, exact, own, limits, time,
+                                        room, False, then)  # fmt: skip
+        fixed, _, then, _ = _no_longer(fixed, _judged(fixed, both, held_to, time), both, held_to, own, limits, time,
+                                       room, False, first)  # fmt: skip
+        seen = {load.load for load, _, _ in extra}
+        new = [x for x in _between(fixed, own, between, loads, time, scheduled=False) if x[0].load not in seen]
+        if not new or then >= room:
+            break
+        extra += new
     more = [load for load, _, _ in extra]
-    held_to = [*own_times, *(h for _, _, h in extra)]  # a steady state: held within STEADY_SHARE of the runtime's own
-    off = _judged(plan, more, held_to[len(loads) :], time)
-    # every load against the runtime's own first, then the steady states within their share (a margin for other
-    # samples of the load) with the room left, then the runtime's own buckets where a load still pads longer
+    off = _judged(plan, more, [h for _, _, h in extra], time)
+    # then the runtime's own buckets where a load still pads longer than under its own
     both, exact = (*loads, *more), [*own_times, *(o for _, o, _ in extra)]
-    fixed, _, first, _ = _no_longer(plan, _judged(plan, both, exact, time), both, exact, own, limits, time, room,
-                                    False)  # fmt: skip
-    fixed, _, then, _ = _no_longer(fixed, _judged(fixed, both, held_to, time), both, held_to, own, limits, time, room,
-                                   False, first)  # fmt: skip
     fixed, judged, _, why = _no_longer(fixed, _judged(fixed, both, exact, time), both, exact, own, limits, time, room,
                                        given is None, then)  # fmt: skip
     if then and not why:
@@ -680,13 +699,14 @@ def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], l
 
 
 def _between(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]], between: Between | None,
-             loads: Sequence[LoadShapes], time: StepTimes,
+             loads: Sequence[LoadShapes], time: StepTimes, *, scheduled: bool = True,
              ) -> list[tuple[LoadShapes, PaddedTime, PaddedTime]]:  # fmt: skip
     """The loads between the judged ones to judge, each with its padded time in the runtime's own buckets and the
     time it is held to (a steady state: :data:`STEADY_SHARE` of its padding): each
     candidate load's steady state (:class:`_Steady`) priced in ``plan`` and in the
     runtime's own buckets; those padding longer than the runtime's own (at most :data:`MAX_BETWEEN`, the longest
-    first), and the :data:`MAX_SCHEDULED` unjudged loads whose steady state pads longest against it, scheduled."""
+    first), and (``scheduled``) the :data:`MAX_SCHEDULED` unjudged loads whose steady state pads longest against it,
+    scheduled."""
     if between is None:
         return []
     steady = _steady(loads)
@@ -701,7 +721,7 @@ def _between(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]
     ranked.sort(key=lambda r: (-r[0], r[1]))
     out = [(load, v.own, _within(v.own, STEADY_SHARE)) for _, _, load, v in ranked
            if v.beyond(STEADY_SHARE)][:MAX_BETWEEN]  # fmt: skip
-    for n in [n for _, n, _, _ in ranked if n not in between.judged][:MAX_SCHEDULED]:
+    for n in [n for _, n, _, _ in ranked if n not in between.judged][: MAX_SCHEDULED if scheduled else 0]:
         load = between.at(n)
         theirs = padded_time(*own, load, time)
         out.append((load, theirs, theirs))
