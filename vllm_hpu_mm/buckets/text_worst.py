@@ -111,9 +111,17 @@ MAX_STEADY = 128
 #: Most loads between the judged ones scheduled and judged too (each one more schedule of the traffic: the cap bounds
 #: the planning cost): those whose steady state pads longest against the runtime's own.
 MAX_SCHEDULED = 8
-#: The share of the runtime's own padded time a steady state is held to: a schedule of other requests at that load
-#: pads a few percent apart (fresh3's chat at 5 to 8 at once: up to 1.01x exp's with steady states held to 1).
+#: The share of the runtime's own padded time a steady state (and a load between the levels scheduled) is held to
+#: by buckets that make no shape dearer: a schedule of other requests at that load pads a few percent apart
+#: (fresh3's chat at 5 to 8 at once: up to 1.01x exp's with steady states held to 1; its prefix-heavy tools at 7
+#: at once 1.04x to 1.08x on 600 requests of other seeds where one padded 1.036x).
 STEADY_SHARE = 0.97
+#: Loads up to this many at once are all scheduled when unjudged: a few sequences' KV
+#: blocks are far from the steady state's spread (fresh3's prefix-heavy tools: a 6k-token prefix on half the
+#: requests; 7 at once padded 1.08x exp's where its steady state did not).
+FEW = 16
+#: How a steady state's load is named.
+STEADY = "(steady state)"
 #: Per-sequence KV block values kept per judged load for its steady state (weighted quantiles).
 _STEADY_BLOCKS = 24
 #: Most loads named in words.
@@ -279,7 +287,7 @@ class _Steady:
                 continue
             for k in np.maximum(seqs, np.ceil(per * seqs)).astype(np.int64).tolist():
                 decode[(seqs, k)] = decode.get((seqs, k), 0.0) + tokens * share / len(per) / seqs
-        return LoadShapes(f"{n} at once (steady state)", prefill, decode)
+        return LoadShapes(f"{n} at once {STEADY}", prefill, decode)
 
 
 def _steady(loads: Sequence[LoadShapes]) -> _Steady | None:
@@ -667,10 +675,11 @@ def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], l
         if not new or then >= room:
             break
         extra += new
-    more = [load for load, _, _ in extra]
-    off = _judged(plan, more, [h for _, _, h in extra], time)
-    # then the runtime's own buckets where a load still pads longer than under its own
-    both, exact = (*loads, *more), [*own_times, *(o for _, o, _ in extra)]
+    off = _judged(plan, [load for load, _, _ in extra], [h for _, _, h in extra], time)
+    # then the runtime's own buckets where a load still pads longer than under its own: a load scheduled, not a steady
+    # state (an estimate: it may not throw the plan's graphs away)
+    scheduled = [(load, o) for load, o, _ in extra if not load.load.endswith(STEADY)]
+    both, exact = (*loads, *(load for load, _ in scheduled)), [*own_times, *(o for _, o in scheduled)]
     fixed, judged, _, why = _no_longer(fixed, _judged(fixed, both, exact, time), both, exact, own, limits, time, room,
                                        given is None, then)  # fmt: skip
     if then and not why:
@@ -705,8 +714,8 @@ def _between(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]
     time it is held to (a steady state: :data:`STEADY_SHARE` of its padding): each
     candidate load's steady state (:class:`_Steady`) priced in ``plan`` and in the
     runtime's own buckets; those padding longer than the runtime's own (at most :data:`MAX_BETWEEN`, the longest
-    first), and (``scheduled``) the :data:`MAX_SCHEDULED` unjudged loads whose steady state pads longest against it,
-    scheduled."""
+    first), and (``scheduled``) every unjudged load up to :data:`FEW` and the :data:`MAX_SCHEDULED` others whose steady
+    state pads longest against it, scheduled."""
     if between is None:
         return []
     steady = _steady(loads)
@@ -721,10 +730,12 @@ def _between(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]
     ranked.sort(key=lambda r: (-r[0], r[1]))
     out = [(load, v.own, _within(v.own, STEADY_SHARE)) for _, _, load, v in ranked
            if v.beyond(STEADY_SHARE)][:MAX_BETWEEN]  # fmt: skip
-    for n in [n for _, n, _, _ in ranked if n not in between.judged][: MAX_SCHEDULED if scheduled else 0]:
+    few = [n for n in range(1, min(between.top, FEW) + 1) if n not in between.judged]
+    picks = few + [n for _, n, _, _ in ranked if n not in between.judged and n > FEW][:MAX_SCHEDULED]
+    for n in picks if scheduled else []:
         load = between.at(n)
         theirs = padded_time(*own, load, time)
-        out.append((load, theirs, theirs))
+        out.append((load, theirs, _within(theirs, STEADY_SHARE)))
     return out
 
 
