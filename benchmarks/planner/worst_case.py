@@ -35,7 +35,9 @@ fresh six again on that rule) and ``worst_case_fresh2`` (``--set fresh2``: seven
 run, on that rule), ``worst_case_fresh2_final`` (fresh2 on the merged tree, loads between the levels added; rerun
 after the fix that judges those loads too: development data since) and ``worst_case_fresh3`` (``--set fresh3``: six
 more, written before their first run, on that fix) and ``worst_case_fresh4`` (``--set fresh4``: six more, written
-before their first run, on the fix that chooses the loads between the levels by their steady state).
+before their first run, on the fix that chooses the loads between the levels by their steady state; committed
+alone at 51b3f00), ``worst_case_fresh4_rerun`` and ``worst_case_fresh4_final`` (fresh4 again after the changes made
+on seeing it: development data since) and ``worst_case_fresh3_rerun`` (fresh3 on that final code).
 """
 
 from __future__ import annotations
