@@ -270,6 +270,6 @@ def test_the_loads_judged_between_the_levels_include_the_one_padding_longest() -
     picked = _between(chosen.plan, EXP, between, loads, TIME)
     scheduled = [load.load for load, _, _ in picked if "steady" not in load.load]
     steady = [int(load.load.split()[0]) for load, _, _ in picked if "steady" in load.load]
-    assert scheduled[0] == f"{longest} at once"  # scheduled first: its steady state pads longest
-    assert longest in steady
+    assert f"{longest} at once" in scheduled
+    assert longest in steady  # chosen by its steady state too, not only as a load of at most FEW at once
     assert all(ratios[n] > 0.97 for n in steady)
