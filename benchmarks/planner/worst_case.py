@@ -34,7 +34,10 @@ one load padded longer than exp there, which made the rule that no judged load m
 fresh six again on that rule) and ``worst_case_fresh2`` (``--set fresh2``: seven more, written before their first
 run, on that rule), ``worst_case_fresh2_final`` (fresh2 on the merged tree, loads between the levels added; rerun
 after the fix that judges those loads too: development data since) and ``worst_case_fresh3`` (``--set fresh3``: six
-more, written before their first run, on that fix).
+more, written before their first run, on that fix) and ``worst_case_fresh4`` (``--set fresh4``: six more, written
+before their first run, on the fix that chooses the loads between the levels by their steady state; committed
+alone at 51b3f00), ``worst_case_fresh4_rerun`` and ``worst_case_fresh4_final`` (fresh4 again after the changes made
+on seeing it: development data since) and ``worst_case_fresh3_rerun`` (fresh3 on that final code).
 """
 
 from __future__ import annotations
@@ -208,11 +211,34 @@ FRESH3 = (
            (40960, 48, 8192), Reshape(text=2.5, answers=3.0, prefix=2048, text_only=0.3),
            Reshape(text=1.0, answers=1.0)),
 )  # fmt: skip
-SETS = {"held-out": CONFIGS, "fresh": FRESH, "fresh2": FRESH2, "fresh3": FRESH3}
+#: A fifth set, written on 2026-11-29 after the fix that chooses the loads between the levels by their steady state
+#: (text_worst's ``_Steady``, made on seeing fresh3's off-grid loads) and before its first run (``--set fresh4``):
+#: model, device and tensor parallel combinations none of the earlier sets used (32B on one Gaudi3, 7B on four
+#: Gaudi3, 72B on four Gaudi2, 32B on two Gaudi2, 3B on two Gaudi3, 72B on two Gaudi3) and limits none used.
+FRESH4 = (
+    Config("long contexts, ten sequences (32B, Gaudi3, 112k, 10 seqs)", "Qwen/Qwen2.5-VL-32B-Instruct", "gaudi3", 1,
+           (114688, 10, 12288), Reshape(text=18.0, answers=1.2, text_only=0.5), Reshape(text=6.0, answers=2.5)),
+    Config("short requests at 320 at once (7B, Gaudi3 TP4, 3.5k, 320 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct", "gaudi3",
+           4, (3584, 320, 1792), Reshape(text=0.15, answers=0.25, image=0.45, text_only=0.55),
+           Reshape(text=0.5, answers=0.4, image=0.6)),
+    Config("prefix-heavy retrieval (72B, Gaudi2 TP4, 28k, 56 seqs)", "Qwen/Qwen2.5-VL-72B-Instruct", "gaudi2", 4,
+           (28672, 56, 6144), Reshape(text=1.3, prefix=5120, text_only=0.45),
+           Reshape(text=2.5, answers=1.5, prefix=1024)),
+    Config("three-point-two-times image sides (32B, Gaudi2 TP2, 28k, 28 seqs)", "Qwen/Qwen2.5-VL-32B-Instruct",
+           "gaudi2", 2, (28672, 28, 10240), Reshape(image=3.2, answers=1.1),
+           Reshape(text=2.5, image=1.4, text_only=0.25)),
+    Config("chat, planned for 60 at once (3B, Gaudi3 TP2, 10k, 144 seqs)", "Qwen/Qwen2.5-VL-3B-Instruct", "gaudi3", 2,
+           (10240, 144, 3072), Reshape(text=0.7, answers=0.8, text_only=0.35),
+           Reshape(text=1.8, answers=0.6, image=1.2), 60),
+    Config("long answers at 80 at once (72B, Gaudi3 TP2, 20k, 80 seqs)", "Qwen/Qwen2.5-VL-72B-Instruct", "gaudi3", 2,
+           (20480, 80, 4096), Reshape(text=0.8, answers=5.0, image=0.8), Reshape(text=3.0, answers=0.7)),
+)  # fmt: skip
+SETS = {"held-out": CONFIGS, "fresh": FRESH, "fresh2": FRESH2, "fresh3": FRESH3, "fresh4": FRESH4}
 
 
-#: Most loads between the plan's judged levels checked per configuration (spread over 1..max_num_seqs).
-OFF_GRID_LOADS = 12
+#: Most loads between the plan's judged levels checked per configuration (spread over 1..max_num_seqs; 12 up to
+#: fresh3, 24 since fresh4: each one schedule of 600 requests, about 30 ms).
+OFF_GRID_LOADS = 24
 
 
 def reshaped(base: Traffic, r: Reshape) -> Traffic:

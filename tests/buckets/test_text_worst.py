@@ -13,7 +13,15 @@ import pytest
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
 from vllm_hpu_mm.buckets.text_budget import BudgetedPlan, LoadShapes, LoadVerdict, padded_time
 from vllm_hpu_mm.buckets.text_time import LookupTable
-from vllm_hpu_mm.buckets.text_worst import BOUND, Between, _no_longer, bound_worst, with_bounded_worst, worst_case
+from vllm_hpu_mm.buckets.text_worst import (
+    BOUND,
+    Between,
+    _between,
+    _no_longer,
+    bound_worst,
+    with_bounded_worst,
+    worst_case,
+)
 from vllm_hpu_mm.engine import Bucket, EngineShape
 from vllm_hpu_mm.models.catalog import CATALOG, DEFAULT_MODEL
 from vllm_hpu_mm.plan.text_buckets import text_time
@@ -246,5 +254,22 @@ def test_no_load_between_the_judged_ones_pads_longer_than_exp() -> None:
     assert {5, 9} <= set(_longer_at(judged_only.plan, between))  # the levels alone miss them
     out = with_bounded_worst(chosen, _weights(loads), loads, LIMITS, EXP, TIME, given=None, between=between)
     assert _longer_at(out.plan, between) == []  # every load 1..max_num_seqs, not only the ones judged
-    assert "loads between the levels judged, these padded longer before: 5, " in out.reason
+    assert "loads between the levels and steady states judged, these padded longer before" in out.reason
     assert not out.short
+
+
+def test_the_loads_judged_between_the_levels_include_the_one_padding_longest() -> None:
+    chosen, loads, between = _rows_at_the_levels()
+    ratios = {}
+    for n in range(1, between.top + 1):
+        load = between.at(n)
+        ratios[n] = (padded_time(chosen.plan.prompt, chosen.plan.decode, load, TIME).padded_s /
+                     padded_time(*EXP, load, TIME).padded_s)  # fmt: skip
+    longest = max((n for n in ratios if n not in between.judged), key=lambda n: ratios[n])
+    assert ratios[longest] > 1.0  # a load between the levels pads longer than exp
+    picked = _between(chosen.plan, EXP, between, loads, TIME)
+    scheduled = [load.load for load, _, _ in picked if "steady" not in load.load]
+    steady = [int(load.load.split()[0]) for load, _, _ in picked if "steady" in load.load]
+    assert f"{longest} at once" in scheduled
+    assert longest in steady  # chosen by its steady state too, not only as a load of at most FEW at once
+    assert all(ratios[n] > 0.97 for n in steady)

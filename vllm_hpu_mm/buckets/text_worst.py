@@ -27,9 +27,14 @@ the runtime's own buckets are kept in a phase, else in both (then its padded tim
 A given budget is not exceeded: the plan names the loads that pad longer. The loads judged are the planning
 traffic's schedules (with the load unknown, every level of ``replay.schedules.load_levels``: powers of two, the
 quarters and max_num_seqs). Loads between them (:class:`Between`) are judged once the plan is built, before that last
-repair: the :data:`MAX_BETWEEN` loads whose decode batch the plan pads most further than the runtime does (just above
-a planned batch row, where the next one is far and the runtime's near; issue 35 saw a load of 83 pad 1.53x exp's when
-the planned rows jumped past it), each scheduled as the levels are, and repaired with them. Other loads between stay
+repair, chosen by their steady state (:class:`_Steady`: n sequences decoding, or n - 1 as one finishes, each holding
+the traffic's KV blocks, its spread as 1 / sqrt(n) of one sequence's; priced in the plan and in the runtime's own
+buckets at every load up to :data:`MAX_STEADY`, else at the batch rows' edges): the steady states padding longer than
+:data:`STEADY_SHARE` of the runtime's own are judged against that share (a margin for other samples of the load:
+repaired by buckets that make no shape dearer, with no fallback), and the :data:`MAX_SCHEDULED` unjudged loads whose
+steady state pads longest are scheduled (:data:`~vllm_hpu_mm.plan.text_buckets.BETWEEN_REQUESTS` requests per place:
+as in a long run, not its ramp and drain) and repaired with the levels (issue 35: fresh3's load 20 padded 1.14x exp's
+on 600 requests where its 200-request schedule, chosen by batch rows alone, padded 0.99x). Other loads between stay
 unjudged, only kept from getting longer by these additions.
 
 With the default budget (:func:`with_bounded_worst`), where the plan leaves too little room for the corners, the
@@ -66,10 +71,14 @@ from vllm_hpu_mm.engine import Bucket
 from vllm_hpu_mm.errors import ConfigError
 
 __all__ = [
+    "BETWEEN_ROUNDS",
     "BOUND",
     "MAX_BETWEEN",
     "MAX_CELLS",
     "MAX_EXTRA",
+    "MAX_SCHEDULED",
+    "MAX_STEADY",
+    "STEADY_SHARE",
     "Between",
     "PhaseWorst",
     "WorstCase",
@@ -92,9 +101,29 @@ MAX_EXTRA = 64
 #: Most smaller budgets re-planned when the default's plan leaves too little room for the corners (each one more run
 #: of the budget rule's search: 4 cost +47% CPU on a 4 GiB memory plan, 2 about +5%).
 MAX_REPLANS = 2
-#: Most loads between the judged ones scheduled and judged once the plan is built (each one more schedule of the
-#: traffic: the cap bounds the planning cost).
+#: Most loads between the judged ones whose steady state is judged once the plan is built (those padding longer than
+#: the runtime's own, the longest first: each is judged again at every repair step).
 MAX_BETWEEN = 24
+#: Most rounds of steady states judged: each round judges those the buckets added so far leave beyond their share.
+BETWEEN_ROUNDS = 3
+#: Most loads whose steady state is priced to choose them (every load up to it, else the batch rows' edges first).
+MAX_STEADY = 128
+#: Most loads between the judged ones scheduled and judged too (each one more schedule of the traffic: the cap bounds
+#: the planning cost): those whose steady state pads longest against the runtime's own.
+MAX_SCHEDULED = 8
+#: The share of the runtime's own padded time a steady state (and a load between the levels scheduled) is held to
+#: by buckets that make no shape dearer: a schedule of other requests at that load pads a few percent apart
+#: (fresh3's chat at 5 to 8 at once: up to 1.01x exp's with steady states held to 1; its prefix-heavy tools at 7
+#: at once 1.04x to 1.08x on 600 requests of other seeds where one padded 1.036x).
+STEADY_SHARE = 0.97
+#: Loads up to this many at once are all scheduled when unjudged: a few sequences' KV
+#: blocks are far from the steady state's spread (fresh3's prefix-heavy tools: a 6k-token prefix on half the
+#: requests; 7 at once padded 1.08x exp's where its steady state did not).
+FEW = 16
+#: How a steady state's load is named.
+STEADY = "(steady state)"
+#: Per-sequence KV block values kept per judged load for its steady state (weighted quantiles).
+_STEADY_BLOCKS = 24
 #: Most loads named in words.
 _NAMED = 8
 #: Relative slack in "no shape gets dearer" (the same seconds computed in another order).
@@ -217,23 +246,79 @@ class Between:
     judged: frozenset[int]
     top: int
 
-    def picks(self, planned: Sequence[Bucket], own: Sequence[Bucket], most: int = MAX_BETWEEN) -> list[int]:
-        """The loads not judged whose decode batch the ``planned`` rows pad further than the runtime's ``own``: per
-        run of loads sharing the first planned row and the runtime's row holding them (the most padded first: the
-        planned row over the runtime's), its last load (the runtime's row: it pads no sequence there) and its first
-        (just above a planned or runtime row), then the load after each run (its drain's first batch is the run's
-        last); at most ``most``."""
-        mine, theirs = sorted({b for b, _, _ in planned}), sorted({b for b, _, _ in own})
-        n = np.arange(1, self.top + 1, dtype=np.int64)
-        far = np.array([*mine, self.top * 2], dtype=np.float64)[np.searchsorted(mine, n)]  # none holds: the most
-        near = np.array([*theirs, self.top * 2], dtype=np.float64)[np.searchsorted(theirs, n)]
-        runs: dict[tuple[float, float], list[int]] = {}
-        for k, f, o in zip(n.tolist(), far.tolist(), near.tolist(), strict=True):
-            if f > o:
-                runs.setdefault((f, o), []).append(k)
-        ranked = sorted(runs.values(), key=lambda r: (-far[r[0] - 1] / near[r[0] - 1], r[0]))
-        order = [k for r in ranked for k in (r[-1], r[0])] + [r[-1] + 1 for r in ranked if r[-1] < self.top]
-        return [k for k in dict.fromkeys(order) if k not in self.judged][:most]
+    def candidates(self, planned: Sequence[Bucket], own: Sequence[Bucket]) -> list[int]:
+        """The loads whose steady state is priced: every one up to :data:`MAX_STEADY`, else each batch row of either
+        set and the loads beside it (where the planned rows' padding against the runtime's turns), the judged ones,
+        and a log-spaced fill; at most :data:`MAX_STEADY`."""
+        if self.top <= MAX_STEADY:
+            return list(range(1, self.top + 1))
+        rows = {b for b, _, _ in (*planned, *own)} | set(self.judged)
+        edges = sorted({n + d for n in rows for d in (-1, 0, 1)} & set(range(1, self.top + 1)))
+        fill = np.unique(np.round(np.geomspace(1, self.top, MAX_STEADY)).astype(np.int64)).tolist()
+        return sorted({*edges[:MAX_STEADY], *fill[: max(0, MAX_STEADY - len(edges))]})
+
+
+@dataclasses.dataclass(frozen=True)
+class _Steady:
+    """The traffic's steady state at any load, from the judged loads' steps with every place, or all but one,
+    decoding: each sequence's KV blocks as the judged loads' means (``means``, per level: those near the load weigh
+    most) plus their spread (standardised per load: a sum over ``n`` sequences spreads as 1 / sqrt(n) of one
+    sequence's), ``one_empty``: the share of sequence-steps with one place just finished; the prefill chunks and
+    steady sequence-steps of each judged load (by level)."""
+
+    means: tuple[tuple[int, float], ...]
+    spread: _F
+    one_empty: float
+    levels: tuple[tuple[int, Mapping[tuple[int, int], float], float], ...]
+
+    def at(self, n: int) -> LoadShapes:
+        """The steady state at ``n`` at once: the nearest judged load's sequence-steps at ``n`` (and ``n - 1``)
+        sequences holding the traffic's blocks each, and its prefill chunks in the share of its steps kept."""
+        _, prefill, tokens = min(self.levels, key=lambda lv: (abs(math.log(lv[0] / n)), lv[0]))
+        decode: dict[tuple[int, int], float] = {}
+        # each judged load's mean, those an octave or more away weighing less (a limit on KV blocks moves it at the
+        # top loads; a level's few requests move it a few percent)
+        near = [(math.exp(-0.5 * (math.log(level / n) / math.log(2)) ** 2), m) for level, m in self.means]
+        mean = sum(w * m for w, m in near) / sum(w for w, _ in near)
+        per = np.maximum(mean + self.spread / math.sqrt(n), 1.0)
+        for empty, share in ((0, 1 - self.one_empty), (1, self.one_empty)):
+            seqs = max(1, n - empty)
+            if share <= 0 or (empty and n == 1):
+                continue
+            for k in np.maximum(seqs, np.ceil(per * seqs)).astype(np.int64).tolist():
+                decode[(seqs, k)] = decode.get((seqs, k), 0.0) + tokens * share / len(per) / seqs
+        return LoadShapes(f"{n} at once {STEADY}", prefill, decode)
+
+
+def _steady(loads: Sequence[LoadShapes]) -> _Steady | None:
+    """The steady state of the judged ``loads`` (each named by its load level); None where none has a step with
+    every place, or all but one, decoding."""
+    means, spreads, weights, empties, levels = [], [], [], [], []
+    for load in loads:
+        head = load.load.split()[0]
+        if not head.isdigit() or not load.decode:
+            continue
+        level = int(head)
+        keys = np.array(list(load.decode), dtype=np.int64).reshape(-1, 2)
+        tokens = keys[:, 0] * np.array(list(load.decode.values()), dtype=np.float64)
+        keep = keys[:, 0] >= level - 1
+        if not keep.any() or tokens.sum() <= 0 or tokens[keep].sum() <= 0:
+            continue
+        per, tok = keys[keep, 1] / keys[keep, 0], tokens[keep]
+        mean = float(np.average(per, weights=tok))
+        means.append((level, mean))
+        spreads.append((per - mean) * math.sqrt(level))
+        weights.append(tok / tok.sum())  # each judged load weighs the same
+        empties.append(float(tok[keys[keep, 0] < level].sum() / tok.sum()))
+        share = float(tok.sum() / tokens.sum())
+        levels.append((level, {key: w * share for key, w in load.prefill.items()}, float(tok.sum())))
+    if not levels:
+        return None
+    z, w = np.concatenate(spreads), np.concatenate(weights)
+    order = np.argsort(z, kind="stable")
+    cum = np.cumsum(w[order]) / w.sum()
+    at = np.minimum(np.searchsorted(cum, (np.arange(_STEADY_BLOCKS) + 0.5) / _STEADY_BLOCKS), len(z) - 1)
+    return _Steady(tuple(means), z[order][at], float(np.mean(empties)), tuple(levels))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -572,17 +657,41 @@ def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], l
     # no judged load may pad longer than under the runtime's own: buckets that make no shape dearer beyond the
     # default's budget where need be, else the runtime's own buckets in a phase (a given budget is kept: it says so)
     room = cap - plan.graphs + (MAX_EXTRA if given is None else 0)
-    extra = _between(plan, own, between, time)
-    off = _judged(plan, [load for load, _ in extra], [t for _, t in extra], time)
-    fixed, judged, _, why = _no_longer(plan, (*verdicts, *off), (*loads, *(load for load, _ in extra)),
-                                       [*own_times, *(t for _, t in extra)], own, limits, time, room,
-                                       given is None)  # fmt: skip
+    extra = _between(plan, own, between, loads, time)
+    fixed, then = plan, 0
+    for _ in range(BETWEEN_ROUNDS):
+        # every load against the runtime's own first, then the steady states within their share (a margin for
+        # other samples of the load) with the room left; again with the steady states the buckets added leave beyond
+        # it (a round judges at most MAX_BETWEEN)
+        both = (*loads, *(load for load, _, _ in extra))
+        exact = [*own_times, *(o for _, o, _ in extra)]
+        held_to = [*own_times, *(h for _, _, h in extra)]
+        fixed, _, first, _ = _no_longer(fixed, _judged(fixed, both, exact, time), both, exact, own, limits, time,
+                                        room, False, then)  # fmt: skip
+        fixed, _, then, _ = _no_longer(fixed, _judged(fixed, both, held_to, time), both, held_to, own, limits, time,
+                                       room, False, first)  # fmt: skip
+        seen = {load.load for load, _, _ in extra}
+        new = [x for x in _between(fixed, own, between, loads, time, scheduled=False) if x[0].load not in seen]
+        if not new or then >= room:
+            break
+        extra += new
+    off = _judged(plan, [load for load, _, _ in extra], [h for _, _, h in extra], time)
+    # then the runtime's own buckets where a load still pads longer than under its own: a load scheduled, not a steady
+    # state (an estimate: it may not throw the plan's graphs away)
+    scheduled = [(load, o) for load, o, _ in extra if not load.load.endswith(STEADY)]
+    both, exact = (*loads, *(load for load, _ in scheduled)), [*own_times, *(o for _, o in scheduled)]
+    fixed, judged, _, why = _no_longer(fixed, _judged(fixed, both, exact, time), both, exact, own, limits, time, room,
+                                       given is None, then)  # fmt: skip
+    if then and not why:
+        why = (f"; {then} buckets added that make no shape dearer, so that no load pads longer than under the "
+               f"runtime's own (its steady states within {STEADY_SHARE:g} of its padded time)")  # fmt: skip
     verdicts = judged[: len(loads)]
     if any(v.short for v in off):
-        longer = [v.load.split()[0] for v in off if v.short]
+        longer = list(dict.fromkeys(v.load.split()[0] for v in off if v.short))
         named = ", ".join(sorted(longer, key=int)[:_NAMED]) + (f" and {len(longer) - _NAMED} more" if len(longer) >
                                                                  _NAMED else "")  # fmt: skip
-        why += f" (of {len(off)} loads between the levels judged, these padded longer before: {named} at once)"
+        why += (f" (of {len(off)} loads between the levels and steady states judged, these padded longer before, a "
+                f"steady state beyond {STEADY_SHARE:g} of the runtime's own: {named} at once)")  # fmt: skip
     if fixed != plan:
         again = worst_case(fixed, own, limits, time, against=against, bound=bound)
         worst = dataclasses.replace(worst, decode=again.decode, prefill=again.prefill, graphs=fixed.graphs,
@@ -599,16 +708,42 @@ def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], l
 
 
 def _between(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]], between: Between | None,
-             time: StepTimes) -> list[tuple[LoadShapes, PaddedTime]]:  # fmt: skip
-    """The loads between the judged ones that :meth:`Between.picks` names for ``plan``, scheduled, each with its
-    padded time in the runtime's own buckets."""
+             loads: Sequence[LoadShapes], time: StepTimes, *, scheduled: bool = True,
+             ) -> list[tuple[LoadShapes, PaddedTime, PaddedTime]]:  # fmt: skip
+    """The loads between the judged ones to judge, each with its padded time in the runtime's own buckets and the
+    time it is held to (a steady state: :data:`STEADY_SHARE` of its padding): each
+    candidate load's steady state (:class:`_Steady`) priced in ``plan`` and in the
+    runtime's own buckets; those padding longer than the runtime's own (at most :data:`MAX_BETWEEN`, the longest
+    first), and (``scheduled``) every unjudged load up to :data:`FEW` and the :data:`MAX_SCHEDULED` others whose steady
+    state pads longest against it, scheduled."""
     if between is None:
         return []
-    out = []
-    for n in between.picks(plan.decode, own[1]):
+    steady = _steady(loads)
+    if steady is None:
+        return []
+    ranked: list[tuple[float, int, LoadShapes, LoadVerdict]] = []
+    for n in between.candidates(plan.decode, own[1]):
+        load = steady.at(n)
+        v = LoadVerdict(load.load, padded_time(plan.prompt, plan.decode, load, time), padded_time(*own, load, time))
+        ratio = v.ours.padded_s / v.own.padded_s if v.own.padded_s > 0 else (math.inf if v.ours.padded_s > 0 else 0.0)
+        ranked.append((ratio, n, load, v))
+    ranked.sort(key=lambda r: (-r[0], r[1]))
+    out = [(load, v.own, _within(v.own, STEADY_SHARE)) for _, _, load, v in ranked
+           if v.beyond(STEADY_SHARE)][:MAX_BETWEEN]  # fmt: skip
+    few = [n for n in range(1, min(between.top, FEW) + 1) if n not in between.judged]
+    picks = few + [n for _, n, _, _ in ranked if n not in between.judged and n > FEW][:MAX_SCHEDULED]
+    for n in picks if scheduled else []:
         load = between.at(n)
-        out.append((load, padded_time(*own, load, time)))
+        theirs = padded_time(*own, load, time)
+        out.append((load, theirs, _within(theirs, STEADY_SHARE)))
     return out
+
+
+def _within(own: PaddedTime, share: float) -> PaddedTime:
+    """The runtime's own padded time at ``share`` of its padding in each phase: the time a steady state is held to."""
+    return dataclasses.replace(own, bucket_prefill_s=own.useful_prefill_s + share * (own.bucket_prefill_s -
+                               own.useful_prefill_s), bucket_decode_s=own.useful_decode_s + share *
+                               (own.bucket_decode_s - own.useful_decode_s))  # fmt: skip
 
 
 def _standing(w: WorstCase, verdicts: Sequence[LoadVerdict]) -> tuple[int, float]:
@@ -637,9 +772,10 @@ def _excess(verdicts: Sequence[LoadVerdict]) -> float:
 
 
 def _repairs(phase: _Phase, short: Sequence[LoadShapes]) -> list[tuple[Bucket, ...]]:
-    """Single buckets for the shapes of the loads padding longer than under the runtime's own that pay most over
-    their step in its buckets (at most :data:`_TRIED` shapes): the runtime's own bucket for the shape, the shape
-    itself, and each one's value at the first planned row holding the shape."""
+    """Buckets for the shapes of the loads padding longer than under the runtime's own that pay most over their step
+    in its buckets (at most :data:`_TRIED` shapes): the runtime's own bucket for the shape, the shape itself, each
+    one's value at the first planned row holding the shape (each alone), and the runtime's own row up to its bucket
+    for the shape (a group: where a single bucket would take smaller shapes into a dearer one)."""
     pay: dict[tuple[int, int], float] = {}
     for load in short:
         shapes = load.decode if phase.name == "decode" else load.prefill
@@ -668,44 +804,53 @@ def _repairs(phase: _Phase, short: Sequence[LoadShapes]) -> list[tuple[Bucket, .
         if row < len(rows):
             picks += [phase._bucket(rows[row], v) for v in values]
         out += [(p,) for p in picks if p not in phase.ours and phase._allowed(p)]
+        if at >= 0:  # the runtime's own row up to its bucket for the shape (its shapes below move to no dearer one)
+            own = phase._theirs_table.bucket(at)
+            ladder = tuple(b for b in phase.theirs if phase._row(b) == phase._row(own) and b[2] <= own[2]
+                           and b not in phase.ours)  # fmt: skip
+            if len(ladder) > 1:
+                out.append(ladder)
     return list(dict.fromkeys(out))
 
 
 def _no_longer(plan: TextBucketPlan, verdicts: tuple[LoadVerdict, ...], loads: Sequence[LoadShapes],
                own_times: Sequence[PaddedTime], own: tuple[Sequence[Bucket], Sequence[Bucket]], limits: TextLimits,
-               time: StepTimes, room: int, fallback: bool,
+               time: StepTimes, room: int, fallback: bool, done: int = 0,
                ) -> tuple[TextBucketPlan, tuple[LoadVerdict, ...], int, str]:  # fmt: skip
     """Where a judged load pads longer than under the runtime's own: buckets added (at most ``room``), each making
     no shape the limits allow dearer (so no load, judged or not, pads longer than before) and removing the most
     excess per bucket at the loads that do; where one still does and ``fallback``, the runtime's own buckets in the
     phase with fewer of them, else in both (its own padded time at every load, no more). The plan, its verdicts, the
-    buckets added and why in words ("" where no load padded longer)."""
+    buckets added (counted from ``done``, added before) and why in words ("" where no load padded longer)."""
     if not any(v.short for v in verdicts):
-        return plan, verdicts, 0, ""
+        return plan, verdicts, done, ""
     phases = _phases(plan, own, limits, time)
-    added = 0
+    added = done
     while any(v.short for v in verdicts) and added < room:
         before = _excess(verdicts)
-        short = [load for load, v in zip(loads, verdicts, strict=True) if v.short]
-        best: tuple[float, _Phase, tuple[Bucket, ...], tuple[LoadVerdict, ...]] | None = None
+        # only the loads padding longer are judged per trial: a group making no shape dearer leaves the others'
+        # excess at 0 (no shape moves to a dearer bucket, none is left unheld)
+        at = [i for i, v in enumerate(verdicts) if v.short]
+        short = [loads[i] for i in at]
+        best: tuple[float, _Phase, tuple[Bucket, ...], TextBucketPlan] | None = None
         for phase in phases:
             for group in _repairs(phase, short):
-                if not phase.no_dearer(group):
+                if len(group) > room - added or not phase.no_dearer(group):
                     continue
                 grown = tuple(sorted({*phase.ours, *group}))
                 trial = (dataclasses.replace(plan, decode=grown) if phase.name == "decode" else
                          dataclasses.replace(plan, prompt=grown))  # fmt: skip
-                judged = _judged(trial, loads, own_times, time)
-                gain = before - _excess(judged)
+                gain = (before - _excess(_judged(trial, short, [own_times[i] for i in at], time))) / len(group)
                 if gain > 0 and (best is None or gain > best[0]):
-                    best = (gain, phase, group, judged)
+                    best = (gain, phase, group, trial)
         if best is None:
             break
-        _, phase, group, verdicts = best
+        _, phase, group, _ = best
         phase.ours.update(group)
         phase.regrid()
         added += len(group)
         plan = dataclasses.replace(plan, prompt=tuple(sorted(phases[1].ours)), decode=tuple(sorted(phases[0].ours)))
+        verdicts = _judged(plan, loads, own_times, time)
     missed = [v.load for v in verdicts if v.short]
     if not missed:
         return plan, verdicts, added, (f"; {added} buckets added that make no shape dearer, so that no load pads "
@@ -720,6 +865,8 @@ def _no_longer(plan: TextBucketPlan, verdicts: tuple[LoadVerdict, ...], loads: S
         swaps.reverse()
     # the last: the runtime's own buckets in both phases, its own padded time at every load
     for kept, words in (*swaps, (dataclasses.replace(prompt, decode=tuple(own[1])), "prefill and decode")):
+        if words != "prefill and decode" and kept.graphs > len(own[0]) + len(own[1]):
+            continue  # more graphs than the runtime's own in both phases, which pads no longer
         judged = _judged(kept, loads, own_times, time)
         if words == "prefill and decode" or not any(v.short for v in judged):
             break

@@ -44,6 +44,12 @@ LOAD_SCALE = 1e6
 #: the rest and is judged as well: a server planned for one load still meets every other (a burst's drain, a quiet
 #: hour, twice the load it was planned for).
 KNOWN_LOAD_SHARE = 0.5
+#: Requests per place of a load between the judged ones (a level runs 4), and the fewest: its steady state weighs as
+#: in a long run, not its ramp and drain, and a few heavy requests as often as in a long run (issue 35: fresh3's load
+#: 20 padded 0.99x exp's with 200 requests, 1.14x with 600; its prefix-heavy tools at 7 at once 0.97x with 210,
+#: 1.07x with 2,000).
+BETWEEN_REQUESTS = 30
+BETWEEN_LEAST = 600
 
 
 def text_time(model: ModelDims, device: str, *, block_size: int, tensor_parallel_size: int) -> StepTime:
@@ -76,12 +82,13 @@ def load_shapes(runs: Schedules) -> tuple[LoadShapes, ...]:
 
 def loads_at(traffic: Traffic, shape: EngineShape, images: Images, requests: int,
              seed: int = 0) -> Callable[[int], LoadShapes]:  # fmt: skip
-    """What the traffic runs at ``n`` requests at once, scheduled as a load level is (4 requests per place, within
-    the levels' least and ``requests``): the loads between the judged ones that the plan is checked at."""
+    """What the traffic runs at ``n`` requests at once (:data:`BETWEEN_REQUESTS` per place, at least
+    :data:`BETWEEN_LEAST`, within the levels' least and ``requests``): the loads between the judged ones that the plan
+    is checked at."""
 
     def at(n: int) -> LoadShapes:
-        runs = schedules(traffic, shape, images, concurrency=n, requests=max(MIN_LEVEL_REQUESTS, min(requests, 4 * n)),
-                         seed=seed)  # fmt: skip
+        most = max(MIN_LEVEL_REQUESTS, min(requests, max(BETWEEN_LEAST, BETWEEN_REQUESTS * n)))
+        runs = schedules(traffic, shape, images, concurrency=n, requests=most, seed=seed)
         return load_shapes(runs)[0]
 
     return at
