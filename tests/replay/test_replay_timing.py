@@ -4,6 +4,7 @@ request's added latency is the padding of the steps it waited through."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 
@@ -91,3 +92,43 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile([], 0.5) == 0.0
     assert percentile([3.0, 1.0, 2.0], 0.5) == 2.0
     assert percentile(list(range(1, 101)), 0.99) == 99
+
+
+def test_each_price_memo_is_keyed_by_every_input_it_reads() -> None:
+    """A warm timer (every shape priced before) answers as a fresh one per price: a memo key that left out an input
+    the price reads would hand one shape's price to another."""
+    decodes = [(4, 10), (4, 11), (5, 10), (1, 1)]
+    chunk_sets = [(PrefillChunk(512, 0),), (PrefillChunk(512, 128),), (PrefillChunk(512, 129),),
+                  (PrefillChunk(512, 0), PrefillChunk(100, 0)), (PrefillChunk(513, 0),)]  # fmt: skip
+    forwards = [GraphRun("prompt", (2, 512, 8), (2, 512, 8), n, 900, blocks) for n, blocks in ((2, 2), (2, 9), (1, 9))]
+    forwards += [GraphRun("prompt", (2, 512, 0), (2, 512, 0), 2, 900, 0), GraphRun("prompt", (4, 512, 8), (4, 512, 8),
+                 2, 900, 9)]  # fmt: skip
+    calls: list[Callable[[Timer], object]] = [lambda t, n=n, b=b: t.decode_real(n, b) for n, b in decodes]
+    calls += [
+        lambda t, n=n, b=b: t.decode_padded(GraphRun("decode", (n, 1, b), (n, 1, b), 1, 1, 1)) for n, b in decodes
+    ]
+    calls += [lambda t, c=c: t.prefill_real(c) for c in chunk_sets]
+    calls += [lambda t, r=r: t.prefill_padded(r) for r in forwards]
+    calls += [lambda t, k=k: t.vision(k) for k in (66, 67, 1030, 4098)]
+    warm = Timer(STEP, TIMER.patches_of, TIMER.vision_bucket)
+    first = [f(warm) for f in calls]
+    assert [f(warm) for f in calls] == first  # now from the memos
+    assert first == [f(Timer(STEP, TIMER.patches_of, TIMER.vision_bucket)) for f in calls]
+    assert len(set(first[: len(decodes)])) == len(decodes)  # each input moves the price
+    assert len(set(first)) == len(first) - len(decodes)  # a decode bucket is priced as a decode of its shape
+    # 128 and 129 context tokens fill one and two blocks; the real context moves a forward's context padding
+    k = 2 * len(decodes)
+    assert first[k + 1] != first[k + 2]
+    assert len({p[1] for p in first[k + len(chunk_sets) : k + len(chunk_sets) + 3]}) == 3  # type: ignore[index]
+
+
+def test_price_memos_hold_at_most_their_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    import vllm_hpu_mm.replay.timing as timing
+
+    monkeypatch.setattr(timing, "PRICES_KEPT", 3)
+    timer = Timer(STEP, TIMER.patches_of, TIMER.vision_bucket)
+    for n in range(1, 20):
+        assert timer.decode_real(n, n) == STEP.decode_s(n, n)
+        assert timer.prefill_real((PrefillChunk(n, 0),)) == STEP.chunks_s([(n, 0)])
+        timer.vision(100 + n)
+    assert max(len(timer._decode), len(timer._chunks), len(timer._images)) <= 3

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from vllm_hpu_mm.engine import GraphRun, KeptWhileNoFallback, PrefillChunk, TextLookup
 from vllm_hpu_mm.replay.latency import Latency
 from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Trace
-from vllm_hpu_mm.replay.timing import Timer, TimeResult, TraceClock
+from vllm_hpu_mm.replay.timing import Timer, TimeResult, TraceClock, chunk_key
 
 __all__ = ["Efficiency", "ReplayResult", "load_of", "replay", "shape_weights"]
 
@@ -124,23 +124,29 @@ def replay(traces: Sequence[Trace], lookup: TextLookup, label: str, *, balanced:
         entry[1] += weight * first[0]
         entry[2] += weight * first[1]
 
-    # a step's prefill forwards, kept while the lookup generates no fallback (the same chunks recur across a trace)
+    # a step's prefill forwards and decode forward, kept while the lookup generates no fallback (the same shapes recur
+    # across a trace; the lookup reads a chunk's context in blocks)
     kept = KeptWhileNoFallback[list[GraphRun]](lookup, FORWARDS_KEPT)
+    kept_decode = KeptWhileNoFallback[GraphRun](lookup, FORWARDS_KEPT)
 
-    def prefill(chunks: tuple[PrefillChunk, ...]) -> list[GraphRun]:
-        return kept(chunks, lambda: lookup.prefill(chunks))
+    def prefill(chunks: tuple[PrefillChunk, ...], block: int) -> list[GraphRun]:
+        return kept(chunk_key(chunks, block), lambda: lookup.prefill(chunks))
+
+    def decode(sequences: int, blocks: int) -> GraphRun:
+        return kept_decode((sequences, blocks), lambda: lookup.decode(sequences, blocks))
 
     times = []
     for trace, (wp, wd) in zip(traces, _weights(traces, balanced), strict=True):
         clock = TraceClock(timer, trace) if timer is not None else None
+        block = trace.limits.block_size
         for i, event in enumerate(trace.events):
             if isinstance(event, DecodeRun):
-                run = lookup.decode(event.sequences, event.blocks)
+                run = decode(event.sequences, event.blocks)
                 count(run, wd * event.steps)
                 if clock is not None:
                     clock.decode(i, event.steps, event.sequences, event.blocks, run)
             else:
-                runs = prefill(event)
+                runs = prefill(event, block)
                 for run in runs:
                     count(run, wp)
                 if clock is not None:

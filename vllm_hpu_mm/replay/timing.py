@@ -20,15 +20,23 @@ import bisect
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from vllm_hpu_mm.engine import GraphRun, PrefillChunk
-from vllm_hpu_mm.replay.scheduler import Trace
+from vllm_hpu_mm.replay.scheduler import DecodeRun, Trace
 
-__all__ = ["PHASES", "Clocked", "StepModel", "TimeResult", "Timer", "TraceClock", "percentile"]
+__all__ = ["PHASES", "Clocked", "StepModel", "TimeResult", "Timer", "TraceClock", "chunk_key", "percentile"]
 
 #: The parts padding time is split into, in the order they are reported.
 PHASES = ("prefill_query", "prefill_context", "decode", "vision")
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def chunk_key(chunks: Sequence[PrefillChunk], block_size: int) -> tuple[tuple[int, int], ...]:
+    """A step's prefill chunks as (query tokens, context blocks): all that the step model and a runtime's lookup read
+    of them (``TextLookup.prefill``), so the key of what they answer."""
+    return tuple([(c.query, -(-c.context // block_size)) for c in chunks])
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -63,50 +71,93 @@ class Clocked(Protocol):
     def vision_clock(self, tokens: int) -> float: ...
 
 
+#: Most prices one timer keeps per kind (a long replay asks a few thousand distinct shapes; past it, the memo starts
+#: again, so its memory does not grow with the traffic).
+PRICES_KEPT = 1 << 16
+
+
 @dataclasses.dataclass(frozen=True)
 class Timer:
     """Prices forwards for one model on one device: the step-time model, the image placeholder tokens -> patches
-    rule and the vision bucket an image of so many patches runs in."""
+    rule and the vision bucket an image of so many patches runs in.
+
+    Each distinct shape is priced once (the step model is a function of the shape alone): the common schedule, every
+    replay on it and every re-pricing ask the same few thousand shapes. Every memo is keyed by exactly what its price
+    reads (``tests/replay/test_replay_timing.py`` pins each key) and holds at most :data:`PRICES_KEPT` prices."""
 
     step: StepModel
     patches_of: Callable[[int], int]
     vision_bucket: Callable[[int], int]
+    #: decode (batch, blocks) -> seconds; prefill chunks as (query, context blocks) -> seconds; a prefill forward's
+    #: (shape, real context blocks) -> (seconds, of which context padding); image tokens -> (real, padded) seconds.
+    _decode: dict[tuple[int, int], float] = dataclasses.field(default_factory=dict, init=False, repr=False,
+                                                              compare=False)  # fmt: skip
+    _chunks: dict[tuple[tuple[int, int], ...], float] = dataclasses.field(default_factory=dict, init=False,
+                                                                          repr=False, compare=False)  # fmt: skip
+    _forwards: dict[tuple[tuple[int, int, int], int], tuple[float, float]] = dataclasses.field(
+        default_factory=dict, init=False, repr=False, compare=False)  # fmt: skip
+    _images: dict[int, tuple[float, float]] = dataclasses.field(default_factory=dict, init=False, repr=False,
+                                                                compare=False)  # fmt: skip
 
     def prefill_real(self, chunks: Sequence[PrefillChunk]) -> float:
-        b = self.step.block_size
-        return self.step.chunks_s([(c.query, math.ceil(c.context / b)) for c in chunks])
+        key = chunk_key(chunks, self.step.block_size)
+        got = self._chunks.get(key)
+        if got is None:
+            got = _kept(self._chunks, key, self.step.chunks_s(key))
+        return got
 
     def prefill_padded(self, run: GraphRun) -> tuple[float, float]:
         """(time of the forward at its shape, of which context padding)."""
-        b, q, c = run.shape
-        padded = self.step.prefill_s(b, q, c)
-        if not c:
-            return padded, 0.0
-        real_context = math.ceil(run.blocks / max(1, run.requests))
-        return padded, max(0.0, padded - self.step.prefill_s(b, q, min(c, real_context)))
+        shape = run.shape
+        real_context = -(-run.blocks // max(1, run.requests)) if shape[2] else 0
+        key = (shape, real_context)
+        got = self._forwards.get(key)
+        if got is None:
+            b, q, c = shape
+            padded = self.step.prefill_s(b, q, c)
+            if c:
+                got = padded, max(0.0, padded - self.step.prefill_s(b, q, min(c, real_context)))
+            else:
+                got = padded, 0.0
+            _kept(self._forwards, key, got)
+        return got
 
     def decode_real(self, sequences: int, blocks: int) -> float:
-        return self.step.decode_s(sequences, blocks)
+        key = (sequences, blocks)
+        got = self._decode.get(key)
+        if got is None:
+            got = _kept(self._decode, key, self.step.decode_s(sequences, blocks))
+        return got
 
     def decode_padded(self, run: GraphRun) -> float:
         b, _, blocks = run.shape
-        return self.step.decode_s(b, blocks)
+        return self.decode_real(b, blocks)  # the same step model at the bucket's shape
 
     def vision(self, tokens: int) -> tuple[float, float]:
         """(real, padded) seconds of encoding one image of ``tokens`` placeholder tokens."""
-        patches = self.patches_of(tokens)
-        return self.step.vision_s(patches), self.step.vision_s(max(patches, self.vision_bucket(patches)))
+        got = self._images.get(tokens)
+        if got is None:
+            patches = self.patches_of(tokens)
+            got = self.step.vision_s(patches), self.step.vision_s(max(patches, self.vision_bucket(patches)))
+            _kept(self._images, tokens, got)
+        return got
 
     def clock(self, event: object) -> float:
         """Real seconds of one step of a schedule event (the scheduler's clock)."""
-        from vllm_hpu_mm.replay.scheduler import DecodeRun
-
         if isinstance(event, DecodeRun):
             return self.decode_real(event.sequences, event.blocks)
         return self.prefill_real(event)  # type: ignore[arg-type]
 
     def vision_clock(self, tokens: int) -> float:
         return self.vision(tokens)[0]
+
+
+def _kept(memo: dict[K, V], key: K, value: V) -> V:
+    """``value`` kept in ``memo`` under ``key``, the memo emptied first when it holds :data:`PRICES_KEPT`."""
+    if len(memo) >= PRICES_KEPT:
+        memo.clear()
+    memo[key] = value
+    return value
 
 
 @dataclasses.dataclass(frozen=True)
