@@ -115,11 +115,8 @@ class Timer:
         if got is None:
             b, q, c = shape
             padded = self.step.prefill_s(b, q, c)
-            if c:
-                got = padded, max(0.0, padded - self.step.prefill_s(b, q, min(c, real_context)))
-            else:
-                got = padded, 0.0
-            _kept(self._forwards, key, got)
+            context = max(0.0, padded - self.step.prefill_s(b, q, min(c, real_context))) if c else 0.0
+            got = _kept(self._forwards, key, (padded, context))
         return got
 
     def decode_real(self, sequences: int, blocks: int) -> float:
