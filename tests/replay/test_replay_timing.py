@@ -3,17 +3,19 @@ request's added latency is the padding of the steps it waited through."""
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 
 from vllm_hpu_mm.engine import EngineShape, GraphRun, PrefillChunk
 from vllm_hpu_mm.models.catalog import CATALOG
 from vllm_hpu_mm.models.step_time import step_time
 from vllm_hpu_mm.replay.run import replay
-from vllm_hpu_mm.replay.scheduler import Arrivals, Prompt, simulate
-from vllm_hpu_mm.replay.timing import Timer, percentile
+from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Prompt, simulate
+from vllm_hpu_mm.replay.timing import Timer, TraceClock, percentile
 
 STEP = step_time(CATALOG["Qwen/Qwen2.5-VL-7B-Instruct"], "gaudi2", block_size=128)
 TIMER = Timer(STEP, lambda tokens: (tokens - 2) * 4, lambda patches: -(-patches // 1024) * 1024)
@@ -132,3 +134,39 @@ def test_price_memos_hold_at_most_their_cap(monkeypatch: pytest.MonkeyPatch) -> 
         assert timer.prefill_real((PrefillChunk(n, 0),)) == STEP.chunks_s([(n, 0)])
         timer.vision(100 + n)
     assert max(len(timer._decode), len(timer._chunks), len(timer._images)) <= 3
+
+
+@pytest.mark.parametrize("load", [1, 3, Arrivals(rate=4.0)])
+def test_each_requests_added_time_is_the_step_by_step_sum_to_the_last_bit(load: int | Arrivals) -> None:
+    """The added seconds before every step, taken for all steps at once, equal the sum entry by entry (the group of
+    entries just before the step, a decode stretch's run cut at the step)."""
+    prompts = [Prompt(700, 40, image_tokens=(66,)), Prompt(1500, 10, cached=256), Prompt(3000, 25), Prompt(90, 300)]
+    limits = EngineShape(max_num_seqs=3, max_num_batched_tokens=1024, max_model_len=8192, block_size=128,
+                         num_kv_blocks=1000)  # fmt: skip
+    trace = simulate(prompts * 3, limits, load, clock=TIMER.clock, vision_clock=TIMER.vision_clock)
+    assert any(isinstance(e, DecodeRun) and e.steps > 1 for e in trace.events)
+    clock = TraceClock(TIMER, trace)
+    lookup = Lookup(pad_blocks=20)
+    for i, event in enumerate(trace.events):
+        if isinstance(event, DecodeRun):
+            clock.decode(i, event.steps, event.sequences, event.blocks, lookup.decode(event.sequences, event.blocks))
+        else:
+            clock.prefill(i, event, lookup.prefill(event))
+    clock.result("x")  # the images' entries added, the entries sorted
+    entries = clock._entries
+    starts = [e[0] for e in entries]
+    prefix = [0.0]
+    for _, n, per in entries:
+        prefix.append(prefix[-1] + n * per)
+
+    def until(step: int) -> float:
+        i = bisect.bisect_left(starts, step)
+        total, j = prefix[i], i - 1
+        while j >= 0 and starts[j] == starts[i - 1]:
+            s, n, per = entries[j]
+            total -= per * max(0, s + n - step)
+            j -= 1
+        return total
+
+    steps = np.arange(trace.steps + 2, dtype=np.int64)
+    assert clock._until(steps)[0].tolist() == [until(int(s)) for s in steps]

@@ -16,11 +16,14 @@ schedule is the same for every bucket set (a padded server would queue more: the
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
+from itertools import accumulate
 from typing import Protocol, TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 from vllm_hpu_mm.engine import GraphRun, PrefillChunk
 from vllm_hpu_mm.replay.scheduler import DecodeRun, Trace
@@ -216,6 +219,43 @@ class TraceClock:
     def _start(self, index: int) -> int:
         return self.trace.starts[index] if index < len(self.trace.starts) else index
 
+    def _until(self, *queries: npt.NDArray[np.int64]) -> list[npt.NDArray[np.float64]]:
+        """Added seconds of every step before each step of each query (the entries sorted by step): the sum of the
+        entries that start before it, less the part of a run of several steps that starts before it and ends after.
+        The same floating-point operations in the same order as one step at a time: a sum from 0 over the entries in
+        order, then each such run subtracted, the last first (runs of one step subtract nothing)."""
+        entries = self._entries
+        starts = np.array([e[0] for e in entries], dtype=np.int64)
+        prefix = np.array(list(accumulate((n * per for _, n, per in entries), initial=0.0)))
+        # a run of several steps overlaps a later step only if it is in the group of entries just before it (the
+        # step's insertion point is the group's end); a group holds at most one (a decode stretch's run), else its
+        # runs are taken one by one
+        runs: dict[int, list[int]] = {}
+        for j, (start, n, _) in enumerate(entries):
+            if n > 1:
+                runs.setdefault(int(np.searchsorted(starts, start, side="right")), []).insert(0, j)
+        ends = np.zeros(len(entries) + 1, dtype=np.int64)
+        per_step = np.zeros(len(entries) + 1)
+        single = np.zeros(len(entries) + 1, dtype=bool)
+        for end, js in runs.items():
+            if len(js) == 1:
+                start, n, per = entries[js[0]]
+                ends[end], per_step[end], single[end] = start + n, per, True
+        out = []
+        for steps in queries:
+            i = np.searchsorted(starts, steps, side="left")
+            total = prefix[i]
+            hit = single[i]
+            total[hit] -= per_step[i[hit]] * np.maximum(0, ends[i[hit]] - steps[hit])
+            for end, js in runs.items():
+                if len(js) > 1:
+                    at = np.flatnonzero(i == end)
+                    for j in js:
+                        start, n, per = entries[j]
+                        total[at] -= per * np.maximum(0, start + n - steps[at])
+            out.append(total)
+        return out
+
     def result(self, load: str) -> TimeResult:
         for step, tokens in self.trace.encoded:
             real, padded = self.timer.vision(tokens)
@@ -224,28 +264,13 @@ class TraceClock:
             self.padding["vision"] += padded - real
             self._entries.append((step, 1, padded - real))
         self._entries.sort(key=lambda e: e[0])
-        starts = [e[0] for e in self._entries]
-        prefix = [0.0]
-        for _, steps, per in self._entries:
-            prefix.append(prefix[-1] + steps * per)
-
-        def until(step: int) -> float:
-            """Added seconds of every step before ``step``."""
-            i = bisect.bisect_left(starts, step)
-            total = prefix[i]
-            j = i - 1
-            while j >= 0 and starts[j] == starts[i - 1]:
-                s, n, per = self._entries[j]
-                total -= per * max(0, s + n - step)
-                j -= 1
-            return total
-
-        ttft, tpot, real_ttft = [], [], []
-        for span in self.trace.spans:
-            ttft.append(until(span.first + 1) - until(span.arrival))
-            real_ttft.append(span.first_s - span.arrival_s)
-            if span.output > 1:
-                tpot.append((until(span.finish + 1) - until(span.first + 1)) / (span.output - 1))
+        spans = self.trace.spans
+        at = np.array([(s.arrival, s.first + 1, s.finish + 1, s.output) for s in spans], dtype=np.int64).reshape(-1, 4)
+        arrival, first, finish = self._until(at[:, 0], at[:, 1], at[:, 2])
+        ttft = (first - arrival).tolist()
+        several = at[:, 3] > 1
+        tpot = ((finish[several] - first[several]) / (at[several, 3] - 1)).tolist()
+        real_ttft = [s.first_s - s.arrival_s for s in spans]
         return TimeResult(
             load=load,
             requests=len(self.trace.spans),
