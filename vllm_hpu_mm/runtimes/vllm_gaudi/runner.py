@@ -70,6 +70,27 @@ class RunnerLookup:
         return bs <= self.max_prefill_batch and bs * seq <= self.shape.max_num_batched_tokens
 
     def prefill(self, chunks: tuple[PrefillChunk, ...]) -> list[GraphRun]:
+        if not self.merged and self.max_prefill_batch == 1:
+            return self._prefill_alone(chunks)
+        return self._prefill_walk(chunks)
+
+    def _prefill_alone(self, chunks: tuple[PrefillChunk, ...]) -> list[GraphRun]:
+        """:meth:`_prefill_walk` where a batch holds one sequence (the default): each chunk is its own forward, and
+        the merge check looks up the first chunk alone (twice) and no other (two sequences exceed the batch before
+        any lookup): the same lookups in the same order, without the walk (a replay's every step comes here)."""
+        find, block = self.lookup.find_prompt, self.shape.block_size
+        runs = []
+        for k, c in enumerate(chunks):
+            if not k:
+                find(1, c.query, 0)
+                find(1, c.query, 0)
+            ctx = math.ceil(c.context / block)
+            bucket = find(1, c.query, ctx)
+            runs.append(GraphRun("prompt", bucket, (max(bucket[0], 1), max(bucket[1], c.query), max(bucket[2], ctx)),
+                                 1, c.query, ctx))  # fmt: skip
+        return runs
+
+    def _prefill_walk(self, chunks: tuple[PrefillChunk, ...]) -> list[GraphRun]:
         batches: list[list[PrefillChunk]] = [[]]
         for chunk in chunks:
             if self._can_merge(batches[-1], chunk):
