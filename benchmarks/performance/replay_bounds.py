@@ -79,9 +79,9 @@ def main() -> int:
              "Written by `benchmarks/performance/replay_bounds.py`.", "", *([opts.note, ""] if opts.note else []),
              "| case | tree | CPU s | exit | load (1 min) | --json byte-identical to the baseline's |",
              "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
-    same = {True: "yes", False: "NO"}
+    same = {"True": "yes", "False": "NO", "None": ""}
     lines += [f"| {r['case']} | {r['tree']} | {r['cpu_s']} | {r['exit']} | {r['load_1min']} | "
-              f"{same.get(r.get('same_output'), '')} |" for r in rows]  # fmt: skip
+              f"{same[str(r.get('same_output'))]} |" for r in rows]  # fmt: skip
     (RESULTS / f"{opts.name}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return 0
 

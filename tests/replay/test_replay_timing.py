@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import pytest
@@ -105,13 +106,11 @@ def test_each_price_memo_is_keyed_by_every_input_it_reads() -> None:
     forwards = [GraphRun("prompt", (2, 512, 8), (2, 512, 8), n, 900, blocks) for n, blocks in ((2, 2), (2, 9), (1, 9))]
     forwards += [GraphRun("prompt", (2, 512, 0), (2, 512, 0), 2, 900, 0), GraphRun("prompt", (4, 512, 8), (4, 512, 8),
                  2, 900, 9)]  # fmt: skip
-    calls: list[Callable[[Timer], object]] = [lambda t, n=n, b=b: t.decode_real(n, b) for n, b in decodes]
-    calls += [
-        lambda t, n=n, b=b: t.decode_padded(GraphRun("decode", (n, 1, b), (n, 1, b), 1, 1, 1)) for n, b in decodes
-    ]
-    calls += [lambda t, c=c: t.prefill_real(c) for c in chunk_sets]
-    calls += [lambda t, r=r: t.prefill_padded(r) for r in forwards]
-    calls += [lambda t, k=k: t.vision(k) for k in (66, 67, 1030, 4098)]
+    calls: list[Callable[[Timer], object]] = [partial(Timer.decode_real, sequences=n, blocks=b) for n, b in decodes]
+    calls += [partial(Timer.decode_padded, run=GraphRun("decode", (n, 1, b), (n, 1, b), 1, 1, 1)) for n, b in decodes]
+    calls += [partial(Timer.prefill_real, chunks=c) for c in chunk_sets]
+    calls += [partial(Timer.prefill_padded, run=r) for r in forwards]
+    calls += [partial(Timer.vision, tokens=k) for k in (66, 67, 1030, 4098)]
     warm = Timer(STEP, TIMER.patches_of, TIMER.vision_bucket)
     first = [f(warm) for f in calls]
     assert [f(warm) for f in calls] == first  # now from the memos
