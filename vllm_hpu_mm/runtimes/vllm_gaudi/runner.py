@@ -28,6 +28,9 @@ from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling
 
 __all__ = ["RunnerLookup"]
 
+#: Most single-chunk forwards a lookup keeps (past it, it starts again: memory does not grow with the traffic).
+ALONE_KEPT = 1 << 16
+
 
 class RunnerLookup:
     """vllm-gaudi's runner over its bucket lookup (:class:`~vllm_hpu_mm.engine.TextLookup`)."""
@@ -46,6 +49,9 @@ class RunnerLookup:
         self.max_prefill_batch = 1 if cfg.prompt_bs_max is None else cfg.prompt_bs_max
         prefill_seqs(cfg, shape)  # the manager's check of that value
         self.decode_block_cap = decode_block_ceiling(shape, cfg.release)
+        #: One chunk's forward alone (query, context blocks) -> its run, while no fallback is added (their count).
+        self._alone: dict[tuple[int, int], GraphRun] = {}
+        self._alone_state = 0
         self.warmed = frozenset(
             [("prompt", b) for b in self.lookup.prompt] + [("decode", b) for b in self.lookup.decode]
         )
@@ -78,16 +84,26 @@ class RunnerLookup:
         """:meth:`_prefill_walk` where a batch holds one sequence (the default): each chunk is its own forward, and
         the merge check looks up the first chunk alone (twice) and no other (two sequences exceed the batch before
         any lookup): the same lookups in the same order, without the walk (a replay's every step comes here)."""
-        find, block = self.lookup.find_prompt, self.shape.block_size
+        find, block, added = self.lookup.find_prompt, self.shape.block_size, self.lookup.added
         runs = []
         for k, c in enumerate(chunks):
             if not k:
                 find(1, c.query, 0)
                 find(1, c.query, 0)
+            if len(added) != self._alone_state:  # a fallback changed what a lookup answers
+                self._alone.clear()
+                self._alone_state = len(added)
             ctx = math.ceil(c.context / block)
-            bucket = find(1, c.query, ctx)
-            runs.append(GraphRun("prompt", bucket, (max(bucket[0], 1), max(bucket[1], c.query), max(bucket[2], ctx)),
-                                 1, c.query, ctx))  # fmt: skip
+            run = self._alone.get((c.query, ctx))
+            if run is None:
+                bucket = find(1, c.query, ctx)
+                run = GraphRun("prompt", bucket, (max(bucket[0], 1), max(bucket[1], c.query), max(bucket[2], ctx)),
+                               1, c.query, ctx)  # fmt: skip
+                if len(added) == self._alone_state:  # generated nothing: asked again in this state, it would not
+                    if len(self._alone) >= ALONE_KEPT:
+                        self._alone.clear()
+                    self._alone[(c.query, ctx)] = run
+            runs.append(run)
         return runs
 
     def _prefill_walk(self, chunks: tuple[PrefillChunk, ...]) -> list[GraphRun]:
