@@ -18,8 +18,9 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from functools import partial
 
-from vllm_hpu_mm.engine import GraphRun, KeptWhileNoFallback, PrefillChunk, TextLookup
+from vllm_hpu_mm.engine import GraphRun, KeptWhileNoFallback, TextLookup
 from vllm_hpu_mm.replay.latency import Latency
 from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Trace
 from vllm_hpu_mm.replay.timing import Timer, TimeResult, TraceClock, chunk_key
@@ -129,9 +130,6 @@ def replay(traces: Sequence[Trace], lookup: TextLookup, label: str, *, balanced:
     kept = KeptWhileNoFallback[list[GraphRun]](lookup, FORWARDS_KEPT)
     kept_decode = KeptWhileNoFallback[GraphRun](lookup, FORWARDS_KEPT)
 
-    def prefill(chunks: tuple[PrefillChunk, ...], block: int) -> list[GraphRun]:
-        return kept(chunk_key(chunks, block), lambda: lookup.prefill(chunks))
-
     def decode(sequences: int, blocks: int) -> GraphRun:
         return kept_decode((sequences, blocks), lambda: lookup.decode(sequences, blocks))
 
@@ -139,6 +137,7 @@ def replay(traces: Sequence[Trace], lookup: TextLookup, label: str, *, balanced:
     for trace, (wp, wd) in zip(traces, _weights(traces, balanced), strict=True):
         clock = TraceClock(timer, trace) if timer is not None else None
         block = trace.limits.block_size
+        timer_key = timer is not None and timer.step.block_size == block  # the step model reads the same key
         for i, event in enumerate(trace.events):
             if isinstance(event, DecodeRun):
                 run = decode(event.sequences, event.blocks)
@@ -146,11 +145,12 @@ def replay(traces: Sequence[Trace], lookup: TextLookup, label: str, *, balanced:
                 if clock is not None:
                     clock.decode(i, event.steps, event.sequences, event.blocks, run)
             else:
-                runs = prefill(event, block)
+                key = chunk_key(event, block)
+                runs = kept(key, partial(lookup.prefill, event))
                 for run in runs:
                     count(run, wp)
                 if clock is not None:
-                    clock.prefill(i, event, runs)
+                    clock.prefill(i, event, runs, key if timer_key else None)
         if clock is not None:
             times.append(clock.result(load_of(trace)))
     warmed = (sum(1 for p, _ in lookup.warmed if p == "prompt"), sum(1 for p, _ in lookup.warmed if p == "decode"))

@@ -102,8 +102,10 @@ class Timer:
     _images: dict[int, tuple[float, float]] = dataclasses.field(default_factory=dict, init=False, repr=False,
                                                                 compare=False)  # fmt: skip
 
-    def prefill_real(self, chunks: Sequence[PrefillChunk]) -> float:
-        key = chunk_key(chunks, self.step.block_size)
+    def prefill_real(self, chunks: Sequence[PrefillChunk], key: tuple[tuple[int, int], ...] | None = None) -> float:
+        """``key``: the chunks' :func:`chunk_key` at the step model's block size, when the caller has it."""
+        if key is None:
+            key = chunk_key(chunks, self.step.block_size)
         got = self._chunks.get(key)
         if got is None:
             got = _kept(self._chunks, key, self.step.chunks_s(key))
@@ -205,8 +207,9 @@ class TraceClock:
         self.padding["decode"] += steps * (padded - real)
         self._entries.append((self._start(index), steps, padded - real))
 
-    def prefill(self, index: int, chunks: Sequence[PrefillChunk], runs: Sequence[GraphRun]) -> None:
-        real = self.timer.prefill_real(chunks)
+    def prefill(self, index: int, chunks: Sequence[PrefillChunk], runs: Sequence[GraphRun],
+                key: tuple[tuple[int, int], ...] | None = None) -> None:  # fmt: skip
+        real = self.timer.prefill_real(chunks, key)
         priced = [self.timer.prefill_padded(r) for r in runs]
         padded = sum(p for p, _ in priced)
         context = min(sum(c for _, c in priced), max(0.0, padded - real))
