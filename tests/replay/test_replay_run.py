@@ -13,6 +13,7 @@ from vllm_hpu_mm.engine import Bucket, EngineShape, GraphRun, PrefillChunk, Text
 from vllm_hpu_mm.replay.run import replay
 from vllm_hpu_mm.replay.scheduler import DecodeRun
 from vllm_hpu_mm.replay.schedules import Images, load_levels, replay_model, schedules
+from vllm_hpu_mm.replay.timing import chunk_key
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.runtimes.warmup import era
 from vllm_hpu_mm.traffic.default import default_traffic
@@ -225,3 +226,18 @@ def test_prefill_forwards_kept_across_a_replay_equal_every_step_looked_up_again(
     assert (a.prefill_tokens, a.prefill_context) == (b.prefill_tokens, b.prefill_context)
     steps = sum(1 for t in r.traces for e in t.events if not isinstance(e, DecodeRun))
     assert plain.calls == steps > kept.calls  # the kept answers were used
+
+
+def test_a_steps_forwards_are_kept_by_its_chunks_in_blocks_which_is_all_the_lookup_reads() -> None:
+    """The replay keeps a step's forwards under ``chunk_key``: contexts within one KV block run alike (fresh lookups),
+    and the key moves with every query, context block and chunk."""
+    fresh = VllmGaudi().text_lookup
+    same = [((PrefillChunk(300, 129),), (PrefillChunk(300, 256),)),
+            ((PrefillChunk(64, 0), PrefillChunk(700, 1)), (PrefillChunk(64, 0), PrefillChunk(700, 128)))]  # fmt: skip
+    for a, b in same:
+        assert chunk_key(a, SHAPE.block_size) == chunk_key(b, SHAPE.block_size)
+        assert fresh(SHAPE).prefill(a) == fresh(SHAPE).prefill(b)
+    keys = {chunk_key(c, SHAPE.block_size) for c in ((PrefillChunk(300, 128),), (PrefillChunk(300, 129),),
+            (PrefillChunk(301, 129),), (PrefillChunk(300, 129), PrefillChunk(5, 0)),
+            (PrefillChunk(5, 0), PrefillChunk(300, 129)))}  # fmt: skip
+    assert len(keys) == 5

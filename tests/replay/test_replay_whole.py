@@ -13,7 +13,10 @@ from tests.support.probe import fitted_timer
 from vllm_hpu_mm.engine import EngineShape, GraphRun
 from vllm_hpu_mm.replay.latency import StepClock, padded_clock, real_clock
 from vllm_hpu_mm.replay.scheduler import Arrivals, Prompt, simulate
-from vllm_hpu_mm.replay.whole import retimed
+from vllm_hpu_mm.replay.schedules import Images, schedules
+from vllm_hpu_mm.replay.whole import retimed, strategy_latency
+from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
+from vllm_hpu_mm.traffic.default import default_traffic
 
 LIMITS = EngineShape(max_num_seqs=4, max_num_batched_tokens=512, max_model_len=4096, block_size=128, num_kv_blocks=60)
 #: Chunked prompts, prefix hits, images (encoded in the step that reaches them), answers of one token and long ones,
@@ -77,3 +80,15 @@ def test_a_kept_price_gives_way_when_the_lookup_compiles() -> None:
     after = clock.decode(1, 30)
     assert after == TIMER.decode_padded(GraphRun("decode", (1, 1, 56), (1, 1, 56), 1, 1, 30)) != before
     assert lookup.fallbacks() == [("decode", (1, 1, 56))]
+
+
+def test_arrivals_in_time_scheduled_again_from_the_common_requests_equal_a_fresh_sample() -> None:
+    shape = EngineShape(max_num_seqs=8, max_num_batched_tokens=2048, max_model_len=16384, block_size=128,
+                        num_kv_blocks=3000)  # fmt: skip
+    traffic, images, arrivals = default_traffic(), Images((1600, 3136, 12544)), Arrivals(rate=20.0)
+    common = schedules(traffic, shape, images, concurrency=None, requests=60, arrivals=arrivals, timer=TIMER)
+    assert len(common.prompts) == 60
+    kept, sampled = (strategy_latency(VllmGaudi(), shape, TIMER, traffic, images, concurrency=None, requests=60,
+                                      arrivals=arrivals, common=c) for c in (common, None))  # fmt: skip
+    assert kept == sampled
+    assert kept[0].requests > 0

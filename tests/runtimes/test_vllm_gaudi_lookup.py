@@ -5,9 +5,13 @@ vllm-gaudi's own code in benchmarks/agreement/results/vllm_gaudi_lookup_check.md
 from __future__ import annotations
 
 import dataclasses
+import random
+
+import pytest
 
 from vllm_hpu_mm.engine import EngineShape, PrefillChunk
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
+from vllm_hpu_mm.runtimes.vllm_gaudi import runner as runner_module
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import BucketLookup, calc_fallback_value
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import BucketingConfig
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
@@ -113,3 +117,21 @@ def test_vllm_gaudi_told_to_warm_buckets_gets_a_file_of_exactly_them_unless_the_
     assert shapes.decode == ((4, 64), (64, 4000))
     assert VllmGaudi(BucketingConfig(from_file="mine.txt", file_text="(1, 128, 0)\n(1, 1, 8)\n")).with_text_buckets(
         ((1, 256, 0),), ((4, 1, 64),)) is None  # fmt: skip
+
+
+@pytest.mark.parametrize("kept", [runner_module.ALONE_KEPT, 2])
+def test_one_prefill_per_batch_takes_the_walks_lookups_in_its_order_without_the_walk(
+    kept: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under the default batch of one, :meth:`RunnerLookup.prefill` skips the merge walk: the same forwards and the
+    same fallbacks, generated in the same order, step after step (a sparse file falls back along the way)."""
+    rng = random.Random(7)
+    steps = [tuple(PrefillChunk(rng.choice((1, 31, 300, 600, 2000, 5000)), rng.choice((0, 0, 1, 128, 129, 9000)))
+                   for _ in range(rng.randint(1, 4))) for _ in range(200)]  # fmt: skip
+    # first: a chunk with context, whose merge check (at context 0) falls back before its own lookup does
+    steps = [(PrefillChunk(600, 129),), (PrefillChunk(31, 0), PrefillChunk(700, 300)), *steps]
+    monkeypatch.setattr(runner_module, "ALONE_KEPT", kept)
+    short, walked = (RunnerLookup(file_config([(1, 512, 64)], [(1, 1, 8)]), SHAPE) for _ in range(2))
+    assert [short.prefill(s) for s in steps] == [walked._prefill_walk(s) for s in steps]
+    assert short.fallbacks() == walked.fallbacks() != []
+    assert 0 < len(short._alone) <= kept  # single chunks kept, at most so many

@@ -24,9 +24,9 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from vllm_hpu_mm.engine import GraphRun, KeptWhileNoFallback, PrefillChunk, TextLookup
+from vllm_hpu_mm.engine import KeptWhileNoFallback, PrefillChunk, TextLookup
 from vllm_hpu_mm.replay.scheduler import DecodeRun, Span, Trace
-from vllm_hpu_mm.replay.timing import Timer, percentile
+from vllm_hpu_mm.replay.timing import Timer, chunk_key, percentile
 
 __all__ = ["QUANTILES", "Latency", "StepClock", "latency_dict", "latency_of", "padded_clock", "real_clock"]
 
@@ -118,20 +118,10 @@ def padded_clock(timer: Timer, lookup: TextLookup) -> StepClock:
     one is not kept, so every fallback the lookup would generate is generated, in order."""
     kept = KeptWhileNoFallback[float](lookup, PRICES_KEPT)
 
-    forwards: dict[tuple[tuple[int, int, int], int, int], float] = {}  # a forward's price: by what it reads
-
-    def forward(run: GraphRun) -> float:
-        key = (run.shape, run.blocks, run.requests)
-        got = forwards.get(key)
-        if got is None:
-            got = timer.prefill_padded(run)[0]
-            if len(forwards) >= PRICES_KEPT:
-                forwards.clear()
-            forwards[key] = got
-        return got
+    block = timer.step.block_size  # the engine's, as the lookup's (one engine shape)
 
     def prefill(chunks: tuple[PrefillChunk, ...]) -> float:
-        return kept(chunks, lambda: sum(forward(r) for r in lookup.prefill(chunks)))
+        return kept(chunk_key(chunks, block), lambda: sum(timer.prefill_padded(r)[0] for r in lookup.prefill(chunks)))
 
     def decode(sequences: int, blocks: int) -> float:
         return kept((sequences, blocks), lambda: timer.decode_padded(lookup.decode(sequences, blocks)))

@@ -18,11 +18,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from functools import partial
 
-from vllm_hpu_mm.engine import GraphRun, KeptWhileNoFallback, PrefillChunk, TextLookup
+from vllm_hpu_mm.engine import GraphRun, KeptWhileNoFallback, TextLookup
 from vllm_hpu_mm.replay.latency import Latency
 from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Trace
-from vllm_hpu_mm.replay.timing import Timer, TimeResult, TraceClock
+from vllm_hpu_mm.replay.timing import Timer, TimeResult, TraceClock, chunk_key
 
 __all__ = ["Efficiency", "ReplayResult", "load_of", "replay", "shape_weights"]
 
@@ -124,27 +125,32 @@ def replay(traces: Sequence[Trace], lookup: TextLookup, label: str, *, balanced:
         entry[1] += weight * first[0]
         entry[2] += weight * first[1]
 
-    # a step's prefill forwards, kept while the lookup generates no fallback (the same chunks recur across a trace)
+    # a step's prefill forwards and decode forward, kept while the lookup generates no fallback (the same shapes recur
+    # across a trace; the lookup reads a chunk's context in blocks)
     kept = KeptWhileNoFallback[list[GraphRun]](lookup, FORWARDS_KEPT)
+    kept_decode = KeptWhileNoFallback[GraphRun](lookup, FORWARDS_KEPT)
 
-    def prefill(chunks: tuple[PrefillChunk, ...]) -> list[GraphRun]:
-        return kept(chunks, lambda: lookup.prefill(chunks))
+    def decode(sequences: int, blocks: int) -> GraphRun:
+        return kept_decode((sequences, blocks), lambda: lookup.decode(sequences, blocks))
 
     times = []
     for trace, (wp, wd) in zip(traces, _weights(traces, balanced), strict=True):
         clock = TraceClock(timer, trace) if timer is not None else None
+        block = trace.limits.block_size
+        timer_key = timer is not None and timer.step.block_size == block  # the step model reads the same key
         for i, event in enumerate(trace.events):
             if isinstance(event, DecodeRun):
-                run = lookup.decode(event.sequences, event.blocks)
+                run = decode(event.sequences, event.blocks)
                 count(run, wd * event.steps)
                 if clock is not None:
                     clock.decode(i, event.steps, event.sequences, event.blocks, run)
             else:
-                runs = prefill(event)
+                key = chunk_key(event, block)
+                runs = kept(key, partial(lookup.prefill, event))
                 for run in runs:
                     count(run, wp)
                 if clock is not None:
-                    clock.prefill(i, event, runs)
+                    clock.prefill(i, event, runs, key if timer_key else None)
         if clock is not None:
             times.append(clock.result(load_of(trace)))
     warmed = (sum(1 for p, _ in lookup.warmed if p == "prompt"), sum(1 for p, _ in lookup.warmed if p == "decode"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from vllm_hpu_mm.buckets.planner import Evaluation, evaluate
 from vllm_hpu_mm.buckets.policy import pixel_limits
@@ -107,6 +107,9 @@ class Schedules:
     load: str
     #: Requests sampled from the traffic for the schedules (every trace's together): what was offered, not what ran.
     requests: int
+    #: The requests of a schedule under arrivals in time, as sampled: another clock schedules the same ones again
+    #: (:func:`vllm_hpu_mm.replay.whole.strategy_latency`) without sampling them again.
+    prompts: tuple[Prompt, ...] = dataclasses.field(default=(), repr=False, compare=False)
 
     @property
     def ran(self) -> int:
@@ -190,14 +193,14 @@ def schedules(traffic: Traffic, limits: EngineShape, images: Images, *, concurre
     if not 1 <= requests <= MAX_REQUESTS:
         raise ConfigError(f"requests to replay {requests} is invalid; accepted: 1 to {MAX_REQUESTS:,}")
 
-    def run(prompts: list[Prompt], load: int | Arrivals) -> Trace:
+    def run(prompts: Sequence[Prompt], load: int | Arrivals) -> Trace:
         if timer is None:
             return simulate(prompts, limits, load, drain=drain)
         return simulate(prompts, limits, load, drain=drain, clock=timer.clock, vision_clock=timer.vision_clock)
 
     if arrivals is not None and arrivals.timed:
-        trace = run(_prompts(traffic, images, requests, seed), arrivals)
-        return Schedules((trace,), False, arrivals.describe(), requests)
+        sampled = tuple(_prompts(traffic, images, requests, seed))
+        return Schedules((run(sampled, arrivals),), False, arrivals.describe(), requests, sampled)
     load = concurrency if concurrency is not None else traffic.running
     if load is not None:
         if load < 1:

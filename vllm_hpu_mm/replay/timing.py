@@ -16,19 +16,30 @@ schedule is the same for every bucket set (a padded server would queue more: the
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from itertools import accumulate
+from typing import Protocol, TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 from vllm_hpu_mm.engine import GraphRun, PrefillChunk
-from vllm_hpu_mm.replay.scheduler import Trace
+from vllm_hpu_mm.replay.scheduler import DecodeRun, Trace
 
-__all__ = ["PHASES", "Clocked", "StepModel", "TimeResult", "Timer", "TraceClock", "percentile"]
+__all__ = ["PHASES", "Clocked", "StepModel", "TimeResult", "Timer", "TraceClock", "chunk_key", "percentile"]
 
 #: The parts padding time is split into, in the order they are reported.
 PHASES = ("prefill_query", "prefill_context", "decode", "vision")
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def chunk_key(chunks: Sequence[PrefillChunk], block_size: int) -> tuple[tuple[int, int], ...]:
+    """A step's prefill chunks as (query tokens, context blocks): all that the step model and a runtime's lookup read
+    of them (``TextLookup.prefill``), so the key of what they answer."""
+    return tuple([(c.query, -(-c.context // block_size)) for c in chunks])
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -63,50 +74,92 @@ class Clocked(Protocol):
     def vision_clock(self, tokens: int) -> float: ...
 
 
+#: Most prices one timer keeps per kind (a long replay asks a few thousand distinct shapes; past it, the memo starts
+#: again, so its memory does not grow with the traffic).
+PRICES_KEPT = 1 << 16
+
+
 @dataclasses.dataclass(frozen=True)
 class Timer:
     """Prices forwards for one model on one device: the step-time model, the image placeholder tokens -> patches
-    rule and the vision bucket an image of so many patches runs in."""
+    rule and the vision bucket an image of so many patches runs in.
+
+    Each distinct shape is priced once (the step model is a function of the shape alone): the common schedule, every
+    replay on it and every re-pricing ask the same few thousand shapes. Every memo is keyed by exactly what its price
+    reads (``tests/replay/test_replay_timing.py`` pins each key) and holds at most :data:`PRICES_KEPT` prices."""
 
     step: StepModel
     patches_of: Callable[[int], int]
     vision_bucket: Callable[[int], int]
+    #: decode (batch, blocks) -> seconds; prefill chunks as (query, context blocks) -> seconds; a prefill forward's
+    #: (shape, real context blocks) -> (seconds, of which context padding); image tokens -> (real, padded) seconds.
+    _decode: dict[tuple[int, int], float] = dataclasses.field(default_factory=dict, init=False, repr=False,
+                                                              compare=False)  # fmt: skip
+    _chunks: dict[tuple[tuple[int, int], ...], float] = dataclasses.field(default_factory=dict, init=False,
+                                                                          repr=False, compare=False)  # fmt: skip
+    _forwards: dict[tuple[tuple[int, int, int], int], tuple[float, float]] = dataclasses.field(
+        default_factory=dict, init=False, repr=False, compare=False)  # fmt: skip
+    _images: dict[int, tuple[float, float]] = dataclasses.field(default_factory=dict, init=False, repr=False,
+                                                                compare=False)  # fmt: skip
 
-    def prefill_real(self, chunks: Sequence[PrefillChunk]) -> float:
-        b = self.step.block_size
-        return self.step.chunks_s([(c.query, math.ceil(c.context / b)) for c in chunks])
+    def prefill_real(self, chunks: Sequence[PrefillChunk], key: tuple[tuple[int, int], ...] | None = None) -> float:
+        """``key``: the chunks' :func:`chunk_key` at the step model's block size, when the caller has it."""
+        if key is None:
+            key = chunk_key(chunks, self.step.block_size)
+        got = self._chunks.get(key)
+        if got is None:
+            got = _kept(self._chunks, key, self.step.chunks_s(key))
+        return got
 
     def prefill_padded(self, run: GraphRun) -> tuple[float, float]:
         """(time of the forward at its shape, of which context padding)."""
-        b, q, c = run.shape
-        padded = self.step.prefill_s(b, q, c)
-        if not c:
-            return padded, 0.0
-        real_context = math.ceil(run.blocks / max(1, run.requests))
-        return padded, max(0.0, padded - self.step.prefill_s(b, q, min(c, real_context)))
+        shape = run.shape
+        real_context = -(-run.blocks // max(1, run.requests)) if shape[2] else 0
+        key = (shape, real_context)
+        got = self._forwards.get(key)
+        if got is None:
+            b, q, c = shape
+            padded = self.step.prefill_s(b, q, c)
+            context = max(0.0, padded - self.step.prefill_s(b, q, min(c, real_context))) if c else 0.0
+            got = _kept(self._forwards, key, (padded, context))
+        return got
 
     def decode_real(self, sequences: int, blocks: int) -> float:
-        return self.step.decode_s(sequences, blocks)
+        key = (sequences, blocks)
+        got = self._decode.get(key)
+        if got is None:
+            got = _kept(self._decode, key, self.step.decode_s(sequences, blocks))
+        return got
 
     def decode_padded(self, run: GraphRun) -> float:
         b, _, blocks = run.shape
-        return self.step.decode_s(b, blocks)
+        return self.decode_real(b, blocks)  # the same step model at the bucket's shape
 
     def vision(self, tokens: int) -> tuple[float, float]:
         """(real, padded) seconds of encoding one image of ``tokens`` placeholder tokens."""
-        patches = self.patches_of(tokens)
-        return self.step.vision_s(patches), self.step.vision_s(max(patches, self.vision_bucket(patches)))
+        got = self._images.get(tokens)
+        if got is None:
+            patches = self.patches_of(tokens)
+            got = self.step.vision_s(patches), self.step.vision_s(max(patches, self.vision_bucket(patches)))
+            _kept(self._images, tokens, got)
+        return got
 
     def clock(self, event: object) -> float:
         """Real seconds of one step of a schedule event (the scheduler's clock)."""
-        from vllm_hpu_mm.replay.scheduler import DecodeRun
-
         if isinstance(event, DecodeRun):
             return self.decode_real(event.sequences, event.blocks)
         return self.prefill_real(event)  # type: ignore[arg-type]
 
     def vision_clock(self, tokens: int) -> float:
         return self.vision(tokens)[0]
+
+
+def _kept(memo: dict[K, V], key: K, value: V) -> V:
+    """``value`` kept in ``memo`` under ``key``, the memo emptied first when it holds :data:`PRICES_KEPT`."""
+    if len(memo) >= PRICES_KEPT:
+        memo.clear()
+    memo[key] = value
+    return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,8 +207,9 @@ class TraceClock:
         self.padding["decode"] += steps * (padded - real)
         self._entries.append((self._start(index), steps, padded - real))
 
-    def prefill(self, index: int, chunks: Sequence[PrefillChunk], runs: Sequence[GraphRun]) -> None:
-        real = self.timer.prefill_real(chunks)
+    def prefill(self, index: int, chunks: Sequence[PrefillChunk], runs: Sequence[GraphRun],
+                key: tuple[tuple[int, int], ...] | None = None) -> None:  # fmt: skip
+        real = self.timer.prefill_real(chunks, key)
         priced = [self.timer.prefill_padded(r) for r in runs]
         padded = sum(p for p, _ in priced)
         context = min(sum(c for _, c in priced), max(0.0, padded - real))
@@ -168,6 +222,43 @@ class TraceClock:
     def _start(self, index: int) -> int:
         return self.trace.starts[index] if index < len(self.trace.starts) else index
 
+    def _until(self, *queries: npt.NDArray[np.int64]) -> list[npt.NDArray[np.float64]]:
+        """Added seconds of every step before each step of each query (the entries sorted by step): the sum of the
+        entries that start before it, less the part of a run of several steps that starts before it and ends after.
+        The same floating-point operations in the same order as one step at a time: a sum from 0 over the entries in
+        order, then each such run subtracted, the last first (runs of one step subtract nothing)."""
+        entries = self._entries
+        starts = np.array([e[0] for e in entries], dtype=np.int64)
+        prefix = np.array(list(accumulate((n * per for _, n, per in entries), initial=0.0)))
+        # a run of several steps overlaps a later step only if it is in the group of entries just before it (the
+        # step's insertion point is the group's end); a group holds at most one (a decode stretch's run), else its
+        # runs are taken one by one
+        runs: dict[int, list[int]] = {}
+        for j, (start, n, _) in enumerate(entries):
+            if n > 1:
+                runs.setdefault(int(np.searchsorted(starts, start, side="right")), []).insert(0, j)
+        ends = np.zeros(len(entries) + 1, dtype=np.int64)
+        per_step = np.zeros(len(entries) + 1)
+        single = np.zeros(len(entries) + 1, dtype=bool)
+        for end, js in runs.items():
+            if len(js) == 1:
+                start, n, per = entries[js[0]]
+                ends[end], per_step[end], single[end] = start + n, per, True
+        out = []
+        for steps in queries:
+            i = np.searchsorted(starts, steps, side="left")
+            total = prefix[i]
+            hit = single[i]
+            total[hit] -= per_step[i[hit]] * np.maximum(0, ends[i[hit]] - steps[hit])
+            for end, js in runs.items():
+                if len(js) > 1:
+                    at = np.flatnonzero(i == end)
+                    for j in js:
+                        start, n, per = entries[j]
+                        total[at] -= per * np.maximum(0, start + n - steps[at])
+            out.append(total)
+        return out
+
     def result(self, load: str) -> TimeResult:
         for step, tokens in self.trace.encoded:
             real, padded = self.timer.vision(tokens)
@@ -176,28 +267,13 @@ class TraceClock:
             self.padding["vision"] += padded - real
             self._entries.append((step, 1, padded - real))
         self._entries.sort(key=lambda e: e[0])
-        starts = [e[0] for e in self._entries]
-        prefix = [0.0]
-        for _, steps, per in self._entries:
-            prefix.append(prefix[-1] + steps * per)
-
-        def until(step: int) -> float:
-            """Added seconds of every step before ``step``."""
-            i = bisect.bisect_left(starts, step)
-            total = prefix[i]
-            j = i - 1
-            while j >= 0 and starts[j] == starts[i - 1]:
-                s, n, per = self._entries[j]
-                total -= per * max(0, s + n - step)
-                j -= 1
-            return total
-
-        ttft, tpot, real_ttft = [], [], []
-        for span in self.trace.spans:
-            ttft.append(until(span.first + 1) - until(span.arrival))
-            real_ttft.append(span.first_s - span.arrival_s)
-            if span.output > 1:
-                tpot.append((until(span.finish + 1) - until(span.first + 1)) / (span.output - 1))
+        spans = self.trace.spans
+        at = np.array([(s.arrival, s.first + 1, s.finish + 1, s.output) for s in spans], dtype=np.int64).reshape(-1, 4)
+        arrival, first, finish = self._until(at[:, 0], at[:, 1], at[:, 2])
+        ttft = (first - arrival).tolist()
+        several = at[:, 3] > 1
+        tpot = ((finish[several] - first[several]) / (at[several, 3] - 1)).tolist()
+        real_ttft = [s.first_s - s.arrival_s for s in spans]
         return TimeResult(
             load=load,
             requests=len(self.trace.spans),

@@ -17,7 +17,7 @@ from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.models.step_time import StepTime
 from vllm_hpu_mm.replay.latency import Latency, StepClock, latency_of, padded_clock
 from vllm_hpu_mm.replay.run import load_of
-from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Trace
+from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Trace, simulate
 from vllm_hpu_mm.replay.schedules import Images, Schedules, schedules
 from vllm_hpu_mm.replay.timing import Timer
 from vllm_hpu_mm.runtimes.base import RuntimeModel
@@ -48,7 +48,7 @@ def strategy_latency(model: RuntimeModel, shape: EngineShape, timer: Timer, traf
                      common: Schedules | None = None) -> tuple[Latency, ...]:  # fmt: skip
     """One :class:`Latency` per load the replay runs, for ``model``'s buckets (None when it has no lookup).
     ``common``: the replay's schedules of the same traffic and load (any clock), re-timed rather than scheduled again
-    where the arrivals do not depend on time."""
+    where the arrivals do not depend on time; where they do, its requests scheduled again on this clock."""
     lookup = model.text_lookup(shape)
     if lookup is None:
         return ()
@@ -56,6 +56,8 @@ def strategy_latency(model: RuntimeModel, shape: EngineShape, timer: Timer, traf
     interval, evidence = latency_interval(timer)
     if common is not None and not (arrivals is not None and arrivals.timed):
         traces = tuple(retimed(t, clock) for t in common.traces)
+    elif common is not None and arrivals is not None and common.prompts:  # the same requests, on this clock
+        traces = (simulate(common.prompts, shape, arrivals, clock=clock.clock, vision_clock=clock.vision_clock),)
     else:
         traces = schedules(traffic, shape, images, concurrency=concurrency, requests=requests, arrivals=arrivals,
                            timer=clock).traces  # fmt: skip

@@ -517,8 +517,10 @@ def calc_fallback_value(n: int, base_step: int) -> int:
 def _first_covering(ordered: list[Bucket], key: Bucket) -> Bucket | None:
     # find_equal_or_closest_greater_config: bisect, then the first bucket >= the key in all three dimensions. A bucket
     # that covers the key sorts at or after it, so the bisect skips none: it is the first covering one in sorted order.
-    for b in ordered[bisect.bisect_left(ordered, key) :]:
-        if b[0] >= key[0] and b[1] >= key[1] and b[2] >= key[2]:
+    bs, seq, ctx = key
+    for i in range(bisect.bisect_left(ordered, key), len(ordered)):  # by index: a slice would copy the tail
+        b = ordered[i]
+        if b[0] >= bs and b[1] >= seq and b[2] >= ctx:
             return b
     return None
 

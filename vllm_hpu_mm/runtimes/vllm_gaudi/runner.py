@@ -28,6 +28,9 @@ from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling
 
 __all__ = ["RunnerLookup"]
 
+#: Most single-chunk forwards a lookup keeps (past it, it starts again: memory does not grow with the traffic).
+ALONE_KEPT = 1 << 16
+
 
 class RunnerLookup:
     """vllm-gaudi's runner over its bucket lookup (:class:`~vllm_hpu_mm.engine.TextLookup`)."""
@@ -46,6 +49,9 @@ class RunnerLookup:
         self.max_prefill_batch = 1 if cfg.prompt_bs_max is None else cfg.prompt_bs_max
         prefill_seqs(cfg, shape)  # the manager's check of that value
         self.decode_block_cap = decode_block_ceiling(shape, cfg.release)
+        #: One chunk's forward alone (query, context blocks) -> its run, while no fallback is added (their count).
+        self._alone: dict[tuple[int, int], GraphRun] = {}
+        self._alone_state = 0
         self.warmed = frozenset(
             [("prompt", b) for b in self.lookup.prompt] + [("decode", b) for b in self.lookup.decode]
         )
@@ -70,6 +76,37 @@ class RunnerLookup:
         return bs <= self.max_prefill_batch and bs * seq <= self.shape.max_num_batched_tokens
 
     def prefill(self, chunks: tuple[PrefillChunk, ...]) -> list[GraphRun]:
+        if not self.merged and self.max_prefill_batch == 1:
+            return self._prefill_alone(chunks)
+        return self._prefill_walk(chunks)
+
+    def _prefill_alone(self, chunks: tuple[PrefillChunk, ...]) -> list[GraphRun]:
+        """:meth:`_prefill_walk` where a batch holds one sequence (the default): each chunk is its own forward, and
+        the merge check looks up the first chunk alone (twice) and no other (two sequences exceed the batch before
+        any lookup): the same lookups in the same order, without the walk (a replay's every step comes here)."""
+        find, block, added = self.lookup.find_prompt, self.shape.block_size, self.lookup.added
+        runs = []
+        for k, c in enumerate(chunks):
+            if not k:
+                find(1, c.query, 0)
+                find(1, c.query, 0)
+            if len(added) != self._alone_state:  # a fallback changed what a lookup answers
+                self._alone.clear()
+                self._alone_state = len(added)
+            ctx = math.ceil(c.context / block)
+            run = self._alone.get((c.query, ctx))
+            if run is None:
+                bucket = find(1, c.query, ctx)
+                run = GraphRun("prompt", bucket, (max(bucket[0], 1), max(bucket[1], c.query), max(bucket[2], ctx)),
+                               1, c.query, ctx)  # fmt: skip
+                if len(added) == self._alone_state:  # generated nothing: asked again in this state, it would not
+                    if len(self._alone) >= ALONE_KEPT:
+                        self._alone.clear()
+                    self._alone[(c.query, ctx)] = run
+            runs.append(run)
+        return runs
+
+    def _prefill_walk(self, chunks: tuple[PrefillChunk, ...]) -> list[GraphRun]:
         batches: list[list[PrefillChunk]] = [[]]
         for chunk in chunks:
             if self._can_merge(batches[-1], chunk):
