@@ -30,7 +30,7 @@ import dataclasses
 import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -70,6 +70,7 @@ __all__ = [
     "choose_budget",
     "losing",
     "padded_time",
+    "padded_times",
     "standing",
 ]
 
@@ -149,6 +150,11 @@ class _LoadArrays:
         default_factory=lambda: ({}, {}), compare=False, repr=False
     )
 
+    @functools.cached_property
+    def useful(self) -> tuple[float, float]:
+        """Each phase's seconds at the load's own shapes (the same whatever the buckets)."""
+        return weighted_sum(self.prefill[2], self.prefill[3]), weighted_sum(self.decode[2], self.decode[3])
+
 
 def _load_arrays(load: LoadShapes, time: StepTimes) -> _LoadArrays:
     def phase(shapes: Mapping[tuple[int, int], float], own: Callable[[int, int], float]) -> tuple[_I, _I, _F, _F]:
@@ -162,64 +168,90 @@ def _load_arrays(load: LoadShapes, time: StepTimes) -> _LoadArrays:
                        phase(load.decode, time.decode_s))  # fmt: skip
 
 
-def _priced(table: LookupTable, at: _I, own: _F, price: Callable[[int, int, int], float]) -> _F:
-    """Each shape's seconds in the bucket found for it (``at``: its index in ``table``; its own where none is), each
-    bucket priced once."""
-    out = own.copy()
-    hit = at >= 0
-    if not hit.any():
-        return out
-    used, inverse = np.unique(at[hit], return_inverse=True)
-    seconds = np.array([price(*table.bucket(i)) for i in used.tolist()], dtype=np.float64)
-    out[hit] = seconds[inverse.reshape(-1)]
-    return out
+@dataclasses.dataclass(frozen=True)
+class _LoadSet:
+    """Loads' shapes of each phase end to end, so that one lookup prices a bucket set at all of them (a plan is
+    judged at every load at once): per phase the (batch, query, value) arrays of the lookup, the runs, the own seconds
+    and where each load's shapes start (``bounds[i]:bounds[i + 1]``)."""
+
+    arrays: tuple[_LoadArrays, ...]
+    phases: tuple[tuple[_I, _I, _I, _F, _F, list[int]], ...]
+
+    @classmethod
+    def of(cls, arrays: Sequence[_LoadArrays]) -> _LoadSet:
+        phases = []
+        for phase in (0, 1):
+            parts = [a.prefill if phase == 0 else a.decode for a in arrays]
+            first, second, runs, own = (np.concatenate([p[k] for p in parts]) if parts else np.zeros(0)
+                                        for k in range(4))  # fmt: skip
+            first, second = first.astype(np.int64), second.astype(np.int64)
+            bounds = np.concatenate([[0], np.cumsum([len(p[0]) for p in parts])]).astype(np.int64).tolist()
+            one = np.ones_like(first)
+            b, q = (one, first) if phase == 0 else (first, one)  # prefill (1, query, context); decode (seqs, 1, blocks)
+            phases.append((b, q, second, runs, own, bounds))
+        return cls(tuple(arrays), tuple(phases))
 
 
-def _table(buckets: Sequence[Bucket], time: StepTimes) -> LookupTable:
-    """The buckets' lookup table, made once per planning run (a plan is judged at every load)."""
-    if not isinstance(time, CachedTimes):
-        return LookupTable(buckets)
-    key = tuple(buckets)
-    return time.kept("lookup table", key, lambda: LookupTable(key))
+def _table(buckets: tuple[Bucket, ...], phase: int, time: StepTimes) -> tuple[LookupTable, _F]:
+    """The buckets' lookup table and each bucket's seconds, made once per planning run (a plan is judged at every
+    load and recurs across budgets)."""
+
+    def make() -> tuple[LookupTable, _F]:
+        table = LookupTable(buckets)
+        price = time.prefill_s if phase == 0 else lambda b, _q, blocks: time.decode_s(b, blocks)
+        return table, table.seconds(price)
+
+    return time.kept("lookup table", (phase, buckets), make) if isinstance(time, CachedTimes) else make()
 
 
 def padded_time(prompt: Sequence[Bucket], decode: Sequence[Bucket], load: LoadShapes, time: StepTimes) -> PaddedTime:
     """The load's modelled seconds at its own shapes and in these buckets (``prompt`` (batch, query, context),
     ``decode`` (batch, 1, blocks))."""
-    # a planning run makes each load's arrays once; the kept entry holds the load, so its id is not reused meanwhile
-    arrays = (time.kept("load arrays", id(load), lambda: _load_arrays(load, time)) if isinstance(time, CachedTimes)
-              else _load_arrays(load, time))  # fmt: skip
-    useful_p, bucket_p, uncovered_p = _phase_time(arrays, 0, prompt, time)
-    useful_d, bucket_d, uncovered_d = _phase_time(arrays, 1, decode, time)
-    return PaddedTime(useful_p, useful_d, bucket_p, bucket_d, uncovered_p + uncovered_d)
+    return padded_times(prompt, decode, (load,), time)[0]
+
+
+def padded_times(prompt: Sequence[Bucket], decode: Sequence[Bucket], loads: Sequence[LoadShapes],
+                 time: StepTimes) -> tuple[PaddedTime, ...]:  # fmt: skip
+    """:func:`padded_time` at each of ``loads``: each phase's buckets looked up once for the shapes of every load."""
+    if isinstance(time, CachedTimes):
+        # a planning run makes each load's arrays once; the kept entries hold the loads, so no id is reused meanwhile
+        arrays = tuple(time.kept("load arrays", id(load), functools.partial(_load_arrays, load, time)) for load in loads)
+        loadset = time.kept("load set", tuple(id(load) for load in loads), lambda: _LoadSet.of(arrays))
+    else:
+        loadset = _LoadSet.of([_load_arrays(load, time) for load in loads])
+    prefill = _phase_times(loadset, 0, tuple(prompt), time)
+    dec = _phase_times(loadset, 1, tuple(decode), time)
+    return tuple(PaddedTime(up, ud, bp, bd, np_ + nd)
+                 for (up, bp, np_), (ud, bd, nd) in zip(prefill, dec, strict=True))  # fmt: skip
 
 
 #: Most bucket sets of one phase whose times one load keeps (a planning run judges about a thousand per phase).
 PRICED_SETS = 4096
 
 
-def _phase_time(
-    arrays: _LoadArrays, phase: int, buckets: Sequence[Bucket], time: StepTimes
-) -> tuple[float, float, int]:
-    """A load's phase (0 prefill, 1 decode) at its own shapes and in ``buckets``: useful seconds, bucketed seconds
-    and the shapes no bucket holds; kept per bucket set."""
-    key = tuple(buckets)
-    kept = arrays.priced[phase]
-    got = kept.get(key)
-    if got is None:
-        first, second, runs, own = arrays.prefill if phase == 0 else arrays.decode
-        table = _table(key, time)
-        if phase == 0:
-            at = table.index(np.ones_like(first), first, second)
-            bucketed = _priced(table, at, own, time.prefill_s)
-        else:
-            at = table.index(first, np.ones_like(first), second)
-            bucketed = _priced(table, at, own, lambda b, _q, blocks: time.decode_s(b, blocks))
-        got = (weighted_sum(runs, own), weighted_sum(runs, bucketed), int(np.count_nonzero(at < 0)))
-        if len(kept) >= PRICED_SETS:
-            kept.clear()
-        kept[key] = got
-    return got
+def _phase_times(loadset: _LoadSet, phase: int, key: tuple[Bucket, ...],
+                 time: StepTimes) -> list[tuple[float, float, int]]:  # fmt: skip
+    """Each load's phase (0 prefill, 1 decode) at its own shapes and in the buckets ``key``: useful seconds,
+    bucketed seconds and the shapes no bucket holds; kept per load and bucket set."""
+    kept = [a.priced[phase] for a in loadset.arrays]
+    got = [k.get(key) for k in kept]
+    if all(g is not None for g in got):
+        return cast(list[tuple[float, float, int]], got)
+    b, q, c, runs, own, bounds = loadset.phases[phase]
+    table, seconds = _table(key, phase, time)
+    at = table.index(b, q, c)
+    # each shape's seconds in the bucket found for it, its own where none is
+    bucketed = np.where(at >= 0, seconds[np.maximum(at, 0)], own) if len(seconds) else own
+    missed = np.concatenate([[0], np.cumsum(at < 0)]).tolist()
+    out = []
+    for i, (arrays, store) in enumerate(zip(loadset.arrays, kept, strict=True)):
+        lo, hi = bounds[i], bounds[i + 1]
+        one = (arrays.useful[phase], weighted_sum(runs[lo:hi], bucketed[lo:hi]), missed[hi] - missed[lo])
+        if len(store) >= PRICED_SETS:
+            store.clear()
+        store[key] = one
+        out.append(one)
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -284,8 +316,8 @@ def _plan(weights: tuple[Mapping[tuple[int, int], int], Mapping[tuple[int, int],
 
 def _verdicts(plan: TextBucketPlan, loads: Sequence[LoadShapes], own: tuple[Sequence[Bucket], Sequence[Bucket]],
               own_times: Sequence[PaddedTime], time: StepTimes) -> tuple[LoadVerdict, ...]:  # fmt: skip
-    return tuple(LoadVerdict(load.load, padded_time(plan.prompt, plan.decode, load, time), theirs)
-                 for load, theirs in zip(loads, own_times, strict=True))  # fmt: skip
+    return tuple(LoadVerdict(load.load, ours, theirs) for load, ours, theirs in
+                 zip(loads, padded_times(plan.prompt, plan.decode, loads, time), own_times, strict=True))  # fmt: skip
 
 
 def _useful(prefill: Mapping[tuple[int, int], float], decode: Mapping[tuple[int, int], float],
@@ -375,7 +407,7 @@ def choose_budget(
     a default budget whose plan warms up longer than its share of the runtime's own warm-up is not taken: the largest
     budget below it is, and the reason says so."""
     time = cached(time)  # every budget, split and verdict prices the same shapes
-    own_times = [padded_time(own[0], own[1], load, time) for load in loads]
+    own_times = list(padded_times(own[0], own[1], loads, time))
     total = len(own[0]) + len(own[1])
     if budget is not None:
         plan = _plan(weights, limits, budget, time, load_levels)

@@ -374,6 +374,7 @@ class LookupTable:
         self.row_of = np.repeat(np.arange(len(keys), dtype=np.int64), [len(v) for v in self.values])
         self.value_of = np.concatenate(self.values) if self.values else np.zeros(0, dtype=np.int64)
         self._flat = self.row_of * _PACK + self.value_of
+        self._priced: tuple[Callable[[int, int, int], float], _F] | None = None
 
     @classmethod
     def of_rows(cls, rows: Sequence[int], values: Sequence[Sequence[int]]) -> LookupTable:
@@ -388,10 +389,21 @@ class LookupTable:
         table.row_of = np.repeat(np.arange(len(rows), dtype=np.int64), [len(v) for v in values])
         table.value_of = np.concatenate(table.values)
         table._flat = table.row_of * _PACK + table.value_of
+        table._priced = None
         return table
 
     def __len__(self) -> int:
         return len(self._flat)
+
+    def seconds(self, price: Callable[[int, int, int], float]) -> _F:
+        """Each bucket's ``price`` (batch, query, value), in the order :meth:`index` counts them; kept for the last
+        ``price`` asked (the same callable object), since a table is priced at many shapes."""
+        if self._priced is None or self._priced[0] is not price:
+            rows, batch, query = self.row_of.tolist(), self.batch.tolist(), self.query.tolist()
+            got = np.array([price(batch[r], query[r], v) for r, v in zip(rows, self.value_of.tolist(), strict=True)],
+                           dtype=np.float64)  # fmt: skip
+            self._priced = (price, got)
+        return self._priced[1]
 
     def bucket(self, i: int) -> tuple[int, int, int]:
         """The bucket at index ``i`` of :meth:`index` (batch, query, value)."""

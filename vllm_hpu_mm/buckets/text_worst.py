@@ -60,6 +60,7 @@ from vllm_hpu_mm.buckets.text_budget import (
     best_at,
     budget_for,
     padded_time,
+    padded_times,
 )
 from vllm_hpu_mm.buckets.text_time import LookupTable, StepTimes, cached
 from vllm_hpu_mm.engine import Bucket
@@ -302,13 +303,13 @@ def _prefill_cells(ours: Sequence[Bucket], theirs: Sequence[Bucket], limits: Tex
 def _prices(time: StepTimes, phase: str) -> Callable[[LookupTable, _I], _F]:
     """Seconds of each looked-up bucket (index into the table; -1: none holds the shape, priced infinite)."""
 
+    cost: Callable[[int, int, int], float] = (lambda b, _q, c: time.decode_s(b, c)) if phase == "decode" else (
+        lambda b, q, c: time.prefill_s(b, q, c))  # fmt: skip
+
     def price(table: LookupTable, at: _I) -> _F:
         out = np.full(len(at), math.inf)
         hit = at >= 0
-        used, inverse = np.unique(at[hit], return_inverse=True)
-        secs = [time.decode_s(b, c) if phase == "decode" else time.prefill_s(b, q, c)
-                for b, q, c in (table.bucket(i) for i in used.tolist())]  # fmt: skip
-        out[hit] = np.array(secs, dtype=np.float64)[inverse.reshape(-1)]
+        out[hit] = table.seconds(cost)[at[hit]]  # every bucket priced once per table
         return out
 
     return price
@@ -326,6 +327,8 @@ class _Phase:
 
     def __post_init__(self) -> None:
         self.price = _prices(self.time, self.name)
+        #: no_dearer's answers per (buckets, group): a repair round asks again for the phase it did not change
+        self._no_dearer: dict[tuple[frozenset[Bucket], tuple[Bucket, ...]], bool] = {}
         self._theirs_table = LookupTable(self.theirs)
         self.regrid()
 
@@ -412,6 +415,12 @@ class _Phase:
     def no_dearer(self, group: tuple[Bucket, ...]) -> bool:
         """Whether every shape the limits allow runs at most as long with ``group`` added: judged on the grid of
         both sets' edges and the group's, where each cell has one bucket under the old set and one under the new."""
+        key = (frozenset(self.ours), group)
+        if key not in self._no_dearer:
+            self._no_dearer[key] = self._judge_no_dearer(group)
+        return self._no_dearer[key]
+
+    def _judge_no_dearer(self, group: tuple[Bucket, ...]) -> bool:
         grown = sorted({*self.ours, *group})
         cells = (_decode_cells if self.name == "decode" else _prefill_cells)(grown, self.theirs, self.limits)
         new = LookupTable(grown)
@@ -622,8 +631,8 @@ def _ratio(w: WorstCase) -> float:
 
 def _judged(plan: TextBucketPlan, loads: Sequence[LoadShapes], own_times: Sequence[PaddedTime],
             time: StepTimes) -> tuple[LoadVerdict, ...]:  # fmt: skip
-    return tuple(LoadVerdict(load.load, padded_time(plan.prompt, plan.decode, load, time), theirs)
-                 for load, theirs in zip(loads, own_times, strict=True))  # fmt: skip
+    return tuple(LoadVerdict(load.load, ours, theirs) for load, ours, theirs in
+                 zip(loads, padded_times(plan.prompt, plan.decode, loads, time), own_times, strict=True))  # fmt: skip
 
 
 def _excess(verdicts: Sequence[LoadVerdict]) -> float:
