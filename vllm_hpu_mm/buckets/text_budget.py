@@ -26,10 +26,11 @@ taken, since fewer but larger graphs can take longer to warm than their count sa
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
@@ -46,6 +47,7 @@ from vllm_hpu_mm.buckets.text_time import (
     cached,
     weighted_sum,
 )
+from vllm_hpu_mm.buckets.turns import in_turns
 from vllm_hpu_mm.engine import Bucket
 from vllm_hpu_mm.errors import ConfigError
 
@@ -182,10 +184,11 @@ class _LoadSet:
         phases = []
         for phase in (0, 1):
             parts = [a.prefill if phase == 0 else a.decode for a in arrays]
-            first, second, runs, own = (np.concatenate([p[k] for p in parts]) if parts else np.zeros(0)
-                                        for k in range(4))  # fmt: skip
-            first, second = first.astype(np.int64), second.astype(np.int64)
-            bounds = np.concatenate([[0], np.cumsum([len(p[0]) for p in parts])]).astype(np.int64).tolist()
+            first = np.concatenate([p[0] for p in parts]).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
+            second = np.concatenate([p[1] for p in parts]).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
+            runs: _F = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0)
+            own: _F = np.concatenate([p[3] for p in parts]) if parts else np.zeros(0)
+            bounds = [0, *np.cumsum([len(p[0]) for p in parts]).tolist()]
             one = np.ones_like(first)
             b, q = (one, first) if phase == 0 else (first, one)  # prefill (1, query, context); decode (seqs, 1, blocks)
             phases.append((b, q, second, runs, own, bounds))
@@ -215,7 +218,9 @@ def padded_times(prompt: Sequence[Bucket], decode: Sequence[Bucket], loads: Sequ
     """:func:`padded_time` at each of ``loads``: each phase's buckets looked up once for the shapes of every load."""
     if isinstance(time, CachedTimes):
         # a planning run makes each load's arrays once; the kept entries hold the loads, so no id is reused meanwhile
-        arrays = tuple(time.kept("load arrays", id(load), functools.partial(_load_arrays, load, time)) for load in loads)
+        arrays = tuple(
+            time.kept("load arrays", id(load), functools.partial(_load_arrays, load, time)) for load in loads
+        )
         loadset = time.kept("load set", tuple(id(load) for load in loads), lambda: _LoadSet.of(arrays))
     else:
         loadset = _LoadSet.of([_load_arrays(load, time) for load in loads])
@@ -414,17 +419,32 @@ def choose_budget(
         return BudgetedPlan(plan, budget, f"{budget} graphs (given)", _verdicts(plan, loads, own, own_times, time))
     own_warmup = warmup(*own) if warmup is not None else 0.0
     steps = budget_steps(total)
+    # each step's plan is worked out beside the one before it (a forked child: the same plan, sooner)
+    tries = [functools.partial(best_at, weights, loads, limits, own, own_times, time, load_levels, graphs,
+                               functools.partial(_warms_within, graphs=graphs, total=total, warmup=warmup,
+                                                 own_warmup=own_warmup) if warmup is not None else None)
+             for graphs in steps]  # fmt: skip
+    with contextlib.closing(in_turns(tries)) as outcomes:
+        return _first_within(steps, outcomes, weights, loads, limits, own, own_times, time, load_levels, warmup,
+                             own_warmup, total)  # fmt: skip
+
+
+def _first_within(steps: Sequence[int],
+                  outcomes: Generator[Callable[[], tuple[TextBucketPlan, tuple[LoadVerdict, ...]] | None], None, None],
+                  weights: tuple[Mapping[tuple[int, int], int], Mapping[tuple[int, int], int]],
+                  loads: Sequence[LoadShapes], limits: TextLimits, own: tuple[Sequence[Bucket], Sequence[Bucket]],
+                  own_times: Sequence[PaddedTime], time: StepTimes, load_levels: Sequence[int],
+                  warmup: Warmup | None, own_warmup: float, total: int) -> BudgetedPlan:  # fmt: skip
+    """:func:`choose_budget`'s default rule over the steps' plans (``outcomes``: :func:`best_at` at each step)."""
     refused: ConfigError | None = None
     first_short: BudgetedPlan | None = None  # the first budget tried, when it missed the margin
     last_fit: BudgetedPlan | None = None  # the largest budget so far within its warm-up share (margin missed)
     last_missed: list[str] = []
     over: list[int] = []  # budgets whose plan warms up longer than their share of the runtime's own
     margin = f"{MARGIN:g} of the runtime's own padded time"
-    for i, graphs in enumerate(steps):
-        within = functools.partial(_warms_within, graphs=graphs, total=total, warmup=warmup,
-                                   own_warmup=own_warmup) if warmup is not None else None  # fmt: skip
+    for i, (graphs, outcome) in enumerate(zip(steps, outcomes, strict=True)):
         try:
-            repaired = best_at(weights, loads, limits, own, own_times, time, load_levels, graphs, within)
+            repaired = outcome()
         except ConfigError as e:  # too small for the ladders: the next step may hold them
             refused = e
             continue

@@ -27,6 +27,7 @@ octaves, never by the traffic's size or the budget.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import dataclasses
 import functools
@@ -186,12 +187,14 @@ class PhasePlan:
         return sum(len(v) for v in self.values)
 
 
-def _log_grid(low: int, high: int, per_octave: int = CANDIDATES_PER_OCTAVE) -> list[int]:
+@functools.lru_cache(maxsize=4096)
+def _log_grid(low: int, high: int, per_octave: int = CANDIDATES_PER_OCTAVE) -> tuple[int, ...]:
+    """Integers from ``low`` to ``high``, ``per_octave`` per doubling (kept: every ladder of a row asks again)."""
     if high < low:
-        return []
+        return ()
     low = max(1, low)
     steps = max(1, math.ceil(per_octave * math.log2(max(high, low) / low)))
-    return sorted({min(high, max(low, round(low * (high / low) ** (i / steps)))) for i in range(steps + 1)})
+    return tuple(sorted({min(high, max(low, round(low * (high / low) ** (i / steps)))) for i in range(steps + 1)}))
 
 
 class _Curve:
@@ -238,7 +241,7 @@ def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_va
     idx = np.searchsorted(c, vals)  # each shape's least candidate at or above it
     per = np.bincount(idx, weights=w, minlength=len(c)).astype(np.float64)
     prefix = np.concatenate([[0.0], np.cumsum(per)])[1:]  # prefix[i]: weight up to c[i]
-    unit = np.array([axes.time(row, int(v)) for v in c], dtype=np.float64)
+    unit = np.array([axes.time(row, v) for v in cands], dtype=np.float64)
     first_max = GROSS_FACTOR * axes.need(row, prev)
     n = len(c)
     cost = np.where(c <= first_max, unit * prefix, INF)
@@ -257,7 +260,7 @@ def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_va
     for m in range(1, min(max_values, n) + 1):
         if m > 1:
             total = cost[band] + span
-            best = np.argmin(total, axis=1)
+            best = total.argmin(axis=1)
             cost = total[rows_n, best]
             choices.append(best)
         costs.append(float(cost[-1]) + zero_cost if math.isfinite(cost[-1]) else INF)
@@ -317,7 +320,7 @@ class _Allocation:
             src = np.arange(end)[None, :] - np.arange(1, most + 1)[:, None]
             held = best[np.minimum(np.maximum(src, 0), min(reach, cap))]  # np.clip, without its wrapper
             cand = np.where((src >= 0) & (src <= reach), held + costs[:, None], INF)
-            at = np.argmin(cand, axis=0)
+            at = cand.argmin(axis=0)
             low = cand[at, np.arange(end)]
             best = np.full(cap + 1, INF)
             pick = np.zeros(cap + 1, dtype=np.int64)
@@ -333,7 +336,7 @@ class _Allocation:
         """The least cost within ``budget`` graphs and the values per row; None when none is finite."""
         top = min(budget, self.graphs)
         best, _ = self._upto(top)
-        g = int(np.argmin(best[: top + 1]))
+        g = int(best[: top + 1].argmin())
         cost = float(best[g])
         if not math.isfinite(cost):
             return None
@@ -493,7 +496,7 @@ def _row_sets(axes: PhaseAxes, cands: list[int], first: _I, second: _I, weight: 
         if k > 1:
             seg = diag[:, None] - cum[:, 1:]  # the shapes above r[j] up to r[i], in row r[i]
             total = np.where(need_ok, cost[None, :] + seg, INF)
-            best = np.argmin(total, axis=1)
+            best = total.argmin(axis=1)
             cost = total[np.arange(n), best]
             choices.append(best)
         if not math.isfinite(cost[-1]):
@@ -558,10 +561,8 @@ def _seconds(axes: PhaseAxes, rows: Sequence[int], values: Sequence[Sequence[int
 
 
 def _rising(rows: Sequence[int], values: Sequence[Sequence[int]]) -> bool:
-    """Whether the rows rise, and each row's values (every phase plan's do)."""
-    return all(a < b for a, b in itertools.pairwise(rows)) and all(
-        len(v) and all(a < b for a, b in itertools.pairwise(v)) for v in values
-    )
+    """Whether the rows rise, and each row's values (every phase plan's do): each is its own sorted set."""
+    return list(rows) == sorted(set(rows)) and all(len(v) and list(v) == sorted(set(v)) for v in values)
 
 
 #: Most rows' slices one :class:`_Pricer` keeps (a planning run asks a few thousand distinct ones per weight set).
@@ -579,6 +580,7 @@ class _Pricer:
         self.axes, self.first, self.second, self.weight = axes, first, second, weight
         order = np.argsort(first, kind="stable")
         self.by_first, self.by_second, self.by_weight = first[order], second[order], weight[order]
+        self.first_list = self.by_first.tolist()  # a row's shapes are two bisections away
         self.rows: dict[tuple[int, int, tuple[int, ...]], tuple[float, _I, int]] = {}
 
     def _row(self, prev: int, row: int, values: tuple[int, ...]) -> tuple[float, _I, int]:
@@ -587,8 +589,8 @@ class _Pricer:
         key = (prev, row, values)
         got = self.rows.get(key)
         if got is None:
-            lo = int(np.searchsorted(self.by_first, prev, side="right")) if prev >= 0 else 0
-            hi = int(np.searchsorted(self.by_first, row, side="right"))
+            lo = bisect.bisect_right(self.first_list, prev) if prev >= 0 else 0
+            hi = bisect.bisect_right(self.first_list, row)
             second = self.by_second[lo:hi]
             v = np.array(values, dtype=np.int64)
             priced = np.array([self.axes.time(row, x) for x in values], dtype=np.float64)
