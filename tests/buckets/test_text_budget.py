@@ -278,3 +278,18 @@ def test_the_default_budget_search_in_turns_chooses_what_one_process_chooses(mon
     monkeypatch.setattr(turns, "PROCESSES", 1)
     in_one = choose_budget(weights(ls), ls, LIMITS, own, TIME, load_levels=[4, 16], warmup=_warmup(0.2))
     assert in_two == in_one
+
+
+def test_a_bucket_set_grown_by_a_few_buckets_is_looked_up_as_a_fresh_one() -> None:
+    """A set that adds a few buckets to one looked up before is looked up from it (a shape moves to an added bucket
+    where that one holds it and sorts first): every answer is the uncached one, the added buckets landing before,
+    between and after the kept ones."""
+    cached_time = cached(TIME)
+    own = exp_buckets()
+    ls = loads()
+    prompt, decode = list(own[0][::3]), list(own[1][::3])
+    padded_times(prompt, decode, ls, cached_time)
+    for more_prompt, more_decode in zip(own[0][1::3], own[1][1::3][::-1], strict=False):
+        prompt, decode = sorted({*prompt, more_prompt}), sorted({*decode, more_decode})
+        got = padded_times(prompt, decode, ls, cached_time)
+        assert got == tuple(padded_time(prompt, decode, load, TIME) for load in ls)

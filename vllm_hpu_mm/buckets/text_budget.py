@@ -178,6 +178,12 @@ class _LoadSet:
 
     arrays: tuple[_LoadArrays, ...]
     phases: tuple[tuple[_I, _I, _I, _F, _F, list[int]], ...]
+    #: Per phase, the last bucket sets looked up in full: each shape's bucket (packed, :func:`_packed`; NOT_FOUND
+    #: where none holds it) and seconds. A set that grows one of them by a few buckets (a repair's trial) is looked
+    #: up from it (:func:`_grown`).
+    states: tuple[dict[frozenset[Bucket], tuple[_I, _F]], ...] = dataclasses.field(
+        default_factory=lambda: ({}, {}), compare=False, repr=False
+    )
 
     @classmethod
     def of(cls, arrays: Sequence[_LoadArrays]) -> _LoadSet:
@@ -243,11 +249,28 @@ def _phase_times(loadset: _LoadSet, phase: int, key: tuple[Bucket, ...],
     if all(g is not None for g in got):
         return cast(list[tuple[float, float, int]], got)
     b, q, c, runs, own, bounds = loadset.phases[phase]
-    table, seconds = _table(key, phase, time)
-    at = table.index(b, q, c)
-    # each shape's seconds in the bucket found for it, its own where none is
-    bucketed = np.where(at >= 0, seconds[np.maximum(at, 0)], own) if len(seconds) else own
-    missed = np.concatenate([[0], np.cumsum(at < 0)]).tolist()
+    grown = _grown(loadset, phase, key, time)
+    if grown is not None:
+        found, bucketed = grown
+    else:
+        table, seconds = _table(key, phase, time)
+        at = table.index(b, q, c)
+        # each shape's seconds in the bucket found for it, its own where none is
+        bucketed = np.where(at >= 0, seconds[np.maximum(at, 0)], own) if len(seconds) else own
+        found = np.where(at < 0, NOT_FOUND, at)
+        if len(seconds) and max(int(table.batch.max()), int(table.query.max()), int(table.value_of.max())) < _TOP:
+            found[at >= 0] = _packed(table.batch[table.row_of], table.query[table.row_of], table.value_of)[at[at >= 0]]
+        elif len(seconds):
+            found = None  # too large to pack: nothing to grow from
+    if found is not None:
+        states = loadset.states[phase]
+        if len(states) >= GROWN_FROM:
+            del states[next(iter(states))]
+        states[frozenset(key)] = (found, bucketed)
+        missing = found == NOT_FOUND
+    else:
+        missing = at < 0
+    missed = np.concatenate([[0], np.cumsum(missing)]).tolist()
     out = []
     for i, (arrays, store) in enumerate(zip(loadset.arrays, kept, strict=True)):
         lo, hi = bounds[i], bounds[i + 1]
@@ -257,6 +280,46 @@ def _phase_times(loadset: _LoadSet, phase: int, key: tuple[Bucket, ...],
         store[key] = one
         out.append(one)
     return out
+
+
+#: Full lookups of a phase a load set keeps to grow from, and the most buckets a set may add to one of them.
+GROWN_FROM = 64
+GROWN_BY = 8
+#: Packed buckets: (batch, query, value) in sorted order as one int64, 21 bits each (larger: looked up in full).
+_BITS = 21
+_TOP = 1 << _BITS
+NOT_FOUND = np.iinfo(np.int64).max
+
+
+def _packed(b: _I, q: _I, c: _I) -> _I:
+    return (b << (2 * _BITS)) | (q << _BITS) | c
+
+
+def _grown(loadset: _LoadSet, phase: int, key: tuple[Bucket, ...], time: StepTimes) -> tuple[_I, _F] | None:
+    """Each shape's bucket (packed) and seconds in ``key`` where it adds at most GROWN_BY buckets to a set looked up
+    in full: vllm-gaudi's lookup takes the first bucket in sorted order that holds a shape, so a shape moves to an
+    added bucket exactly where that one holds it and sorts before its bucket so far. None: no such set (or a value
+    too large to pack)."""
+    states = loadset.states[phase]
+    if not states:
+        return None
+    buckets = frozenset(key)
+    base = next((s for s in reversed(states) if 0 < len(buckets) - len(s) <= GROWN_BY and s <= buckets), None)
+    if base is None:
+        return None
+    added = sorted(buckets - base)
+    if max(max(x) for x in added) >= _TOP:
+        return None
+    b, q, c, _, _, _ = loadset.phases[phase]
+    found, seconds = states[base]
+    for x in added:
+        packed = (x[0] << (2 * _BITS)) | (x[1] << _BITS) | x[2]
+        moves = (b <= x[0]) & (q <= x[1]) & (c <= x[2]) & (found > packed)
+        if moves.any():
+            price = time.prefill_s(*x) if phase == 0 else time.decode_s(x[0], x[2])
+            found = np.where(moves, packed, found)
+            seconds = np.where(moves, price, seconds)
+    return found, seconds
 
 
 @dataclasses.dataclass(frozen=True)
