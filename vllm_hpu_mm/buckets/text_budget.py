@@ -40,11 +40,13 @@ from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits, plan_text_bucke
 from vllm_hpu_mm.buckets.text_time import (
     GROSS_FACTOR,
     NO_LADDER,
+    NOT_FOUND,
     BudgetTooSmall,
     CachedTimes,
     LookupTable,
     StepTimes,
     cached,
+    moved,
     weighted_sum,
 )
 from vllm_hpu_mm.buckets.turns import in_turns
@@ -178,8 +180,8 @@ class _LoadSet:
 
     arrays: tuple[_LoadArrays, ...]
     phases: tuple[tuple[_I, _I, _I, _F, _F, list[int]], ...]
-    #: Per phase, the last bucket sets looked up in full: each shape's bucket (packed, :func:`_packed`; NOT_FOUND
-    #: where none holds it) and seconds. A set that grows one of them by a few buckets (a repair's trial) is looked
+    #: Per phase, the last bucket sets looked up: each shape's bucket (packed, :meth:`~.text_time.LookupTable.found`)
+    #: and seconds. A set that grows one of them by a few buckets (a repair's trial) is looked
     #: up from it (:func:`_grown`).
     states: tuple[dict[frozenset[Bucket], tuple[_I, _F]], ...] = dataclasses.field(
         default_factory=lambda: ({}, {}), compare=False, repr=False
@@ -207,8 +209,7 @@ def _table(buckets: tuple[Bucket, ...], phase: int, time: StepTimes) -> tuple[Lo
 
     def make() -> tuple[LookupTable, _F]:
         table = LookupTable(buckets)
-        price = time.prefill_s if phase == 0 else lambda b, _q, blocks: time.decode_s(b, blocks)
-        return table, table.seconds(price)
+        return table, table.seconds(_price(time, phase))
 
     return time.kept("lookup table", (phase, buckets), make) if isinstance(time, CachedTimes) else make()
 
@@ -250,6 +251,7 @@ def _phase_times(loadset: _LoadSet, phase: int, key: tuple[Bucket, ...],
         return cast(list[tuple[float, float, int]], got)
     b, q, c, runs, own, bounds = loadset.phases[phase]
     grown = _grown(loadset, phase, key, time)
+    found: _I | None
     if grown is not None:
         found, bucketed = grown
     else:
@@ -257,11 +259,7 @@ def _phase_times(loadset: _LoadSet, phase: int, key: tuple[Bucket, ...],
         at = table.index(b, q, c)
         # each shape's seconds in the bucket found for it, its own where none is
         bucketed = np.where(at >= 0, seconds[np.maximum(at, 0)], own) if len(seconds) else own
-        found = np.where(at < 0, NOT_FOUND, at)
-        if len(seconds) and max(int(table.batch.max()), int(table.query.max()), int(table.value_of.max())) < _TOP:
-            found[at >= 0] = _packed(table.batch[table.row_of], table.query[table.row_of], table.value_of)[at[at >= 0]]
-        elif len(seconds):
-            found = None  # too large to pack: nothing to grow from
+        found = table.found(at)  # None: too large to pack, nothing to grow from
     if found is not None:
         states = loadset.states[phase]
         if len(states) >= GROWN_FROM:
@@ -285,21 +283,15 @@ def _phase_times(loadset: _LoadSet, phase: int, key: tuple[Bucket, ...],
 #: Full lookups of a phase a load set keeps to grow from, and the most buckets a set may add to one of them.
 GROWN_FROM = 64
 GROWN_BY = 8
-#: Packed buckets: (batch, query, value) in sorted order as one int64, 21 bits each (larger: looked up in full).
-_BITS = 21
-_TOP = 1 << _BITS
-NOT_FOUND = np.iinfo(np.int64).max
 
 
-def _packed(b: _I, q: _I, c: _I) -> _I:
-    return (b << (2 * _BITS)) | (q << _BITS) | c
+def _price(time: StepTimes, phase: int) -> Callable[[int, int, int], float]:
+    return time.prefill_s if phase == 0 else lambda b, _q, blocks: time.decode_s(b, blocks)
 
 
 def _grown(loadset: _LoadSet, phase: int, key: tuple[Bucket, ...], time: StepTimes) -> tuple[_I, _F] | None:
     """Each shape's bucket (packed) and seconds in ``key`` where it adds at most GROWN_BY buckets to a set looked up
-    in full: vllm-gaudi's lookup takes the first bucket in sorted order that holds a shape, so a shape moves to an
-    added bucket exactly where that one holds it and sorts before its bucket so far. None: no such set (or a value
-    too large to pack)."""
+    before (:func:`~.text_time.moved`). None: no such set (or a value too large to pack)."""
     states = loadset.states[phase]
     if not states:
         return None
@@ -307,19 +299,8 @@ def _grown(loadset: _LoadSet, phase: int, key: tuple[Bucket, ...], time: StepTim
     base = next((s for s in reversed(states) if 0 < len(buckets) - len(s) <= GROWN_BY and s <= buckets), None)
     if base is None:
         return None
-    added = sorted(buckets - base)
-    if max(max(x) for x in added) >= _TOP:
-        return None
     b, q, c, _, _, _ = loadset.phases[phase]
-    found, seconds = states[base]
-    for x in added:
-        packed = (x[0] << (2 * _BITS)) | (x[1] << _BITS) | x[2]
-        moves = (b <= x[0]) & (q <= x[1]) & (c <= x[2]) & (found > packed)
-        if moves.any():
-            price = time.prefill_s(*x) if phase == 0 else time.decode_s(x[0], x[2])
-            found = np.where(moves, packed, found)
-            seconds = np.where(moves, price, seconds)
-    return found, seconds
+    return moved(*states[base], b, q, c, list(buckets - base), _price(time, phase))
 
 
 @dataclasses.dataclass(frozen=True)

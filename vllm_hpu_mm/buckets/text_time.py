@@ -45,6 +45,7 @@ _T = TypeVar("_T")
 
 __all__ = [
     "GROSS_FACTOR",
+    "NOT_FOUND",
     "LookupTable",
     "PhaseAxes",
     "PhaseOptions",
@@ -52,6 +53,7 @@ __all__ = [
     "Shapes",
     "StepTimes",
     "lookup",
+    "moved",
     "phase_options",
     "phase_options_of",
     "phase_seconds",
@@ -355,6 +357,10 @@ def _allocate(curves: Sequence[_Curve]) -> _Allocation:
 
 #: Packs a (batch, query) row, or a (row, value) bucket, into one sortable integer (each stays far below 2^31).
 _PACK = 1 << 31
+#: A bucket (batch, query, value) packed into one int64 that sorts as the buckets do, this many bits each (a table
+#: with a larger value is not packed: :meth:`LookupTable.found`), and the packed "no bucket".
+PACK_BITS = 21
+NOT_FOUND = np.iinfo(np.int64).max
 
 
 class LookupTable:
@@ -408,6 +414,17 @@ class LookupTable:
             self._priced = (price, got)
         return self._priced[1]
 
+    def found(self, at: _I) -> _I | None:
+        """Each shape's bucket (``at``: from :meth:`index`) packed (:data:`NOT_FOUND`: none holds it), for
+        :func:`moved`; None where a value is too large to pack."""
+        if not len(self):
+            return np.full(len(at), NOT_FOUND, dtype=np.int64)
+        if max(int(self.batch.max()), int(self.query.max()), int(self.value_of.max())) >= 1 << PACK_BITS:
+            return None
+        row = self.row_of
+        packed = (self.batch[row] << (2 * PACK_BITS)) | (self.query[row] << PACK_BITS) | self.value_of
+        return np.where(at >= 0, packed[np.maximum(at, 0)], NOT_FOUND)
+
     def bucket(self, i: int) -> tuple[int, int, int]:
         """The bucket at index ``i`` of :meth:`index` (batch, query, value)."""
         row = int(self.row_of[i])
@@ -442,6 +459,23 @@ class LookupTable:
         row = self.row_of[at]
         return (np.where(found, self.batch[row], b), np.where(found, self.query[row], q),
                 np.where(found, self.value_of[at], c), found)  # fmt: skip
+
+
+def moved(found: _I, seconds: _F, b: _I, q: _I, c: _I, added: Sequence[tuple[int, int, int]],
+          price: Callable[[int, int, int], float]) -> tuple[_I, _F] | None:  # fmt: skip
+    """The shapes' buckets (packed, :meth:`LookupTable.found`) and seconds once ``added`` join the buckets they were
+    looked up in (``found``, ``seconds``: before), without looking them up again: vllm-gaudi's lookup takes the first
+    bucket in sorted order that holds a shape, so a shape moves to an added bucket exactly where that one holds it
+    and sorts before its bucket so far. None where an added value is too large to pack."""
+    for x in sorted(set(added)):
+        if max(x) >= 1 << PACK_BITS:
+            return None
+        packed = (x[0] << (2 * PACK_BITS)) | (x[1] << PACK_BITS) | x[2]
+        moves = (b <= x[0]) & (q <= x[1]) & (c <= x[2]) & (found > packed)
+        if moves.any():
+            found = np.where(moves, packed, found)
+            seconds = np.where(moves, price(*x), seconds)
+    return found, seconds
 
 
 def lookup(

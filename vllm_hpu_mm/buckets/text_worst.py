@@ -62,7 +62,7 @@ from vllm_hpu_mm.buckets.text_budget import (
     padded_time,
     padded_times,
 )
-from vllm_hpu_mm.buckets.text_time import LookupTable, StepTimes, cached
+from vllm_hpu_mm.buckets.text_time import LookupTable, StepTimes, cached, moved
 from vllm_hpu_mm.engine import Bucket
 from vllm_hpu_mm.errors import ConfigError
 
@@ -300,11 +300,13 @@ def _prefill_cells(ours: Sequence[Bucket], theirs: Sequence[Bucket], limits: Tex
     return _Cells(np.ones(len(q), dtype=np.int64), q.astype(np.int64), c.astype(np.int64), sampled)
 
 
-def _prices(time: StepTimes, phase: str) -> Callable[[LookupTable, _I], _F]:
-    """Seconds of each looked-up bucket (index into the table; -1: none holds the shape, priced infinite)."""
+def _cost(time: StepTimes, phase: str) -> Callable[[int, int, int], float]:
+    """A bucket's seconds (batch, query, value)."""
+    return (lambda b, _q, c: time.decode_s(b, c)) if phase == "decode" else (lambda b, q, c: time.prefill_s(b, q, c))
 
-    cost: Callable[[int, int, int], float] = (lambda b, _q, c: time.decode_s(b, c)) if phase == "decode" else (
-        lambda b, q, c: time.prefill_s(b, q, c))  # fmt: skip
+
+def _prices(cost: Callable[[int, int, int], float]) -> Callable[[LookupTable, _I], _F]:
+    """Seconds of each looked-up bucket (index into the table; -1: none holds the shape, priced infinite)."""
 
     def price(table: LookupTable, at: _I) -> _F:
         out = np.full(len(at), math.inf)
@@ -326,7 +328,8 @@ class _Phase:
     time: StepTimes
 
     def __post_init__(self) -> None:
-        self.price = _prices(self.time, self.name)
+        self.cost = _cost(self.time, self.name)
+        self.price = _prices(self.cost)
         #: no_dearer's answers per (buckets, group): a repair round asks again for the phase it did not change
         self._no_dearer: dict[tuple[frozenset[Bucket], tuple[Bucket, ...]], bool] = {}
         self._theirs_table = LookupTable(self.theirs)
@@ -341,6 +344,7 @@ class _Phase:
         self.own_s = self.price(self._theirs_table, self._theirs_table.index(cells.b, cells.q, cells.c))
         self.own_at = self._theirs_table.index(cells.b, cells.q, cells.c)
         self.ours_s = self.price(self.table, self.at)
+        self.found = self.table.found(self.at)  # packed, for moved(): a group's cells without a new lookup
         self.ratio = np.where(self.own_s > 0, self.ours_s / np.where(self.own_s > 0, self.own_s, 1.0), 1.0)
 
     def worst(self) -> PhaseWorst | None:
@@ -403,9 +407,24 @@ class _Phase:
     def try_add(self, group: tuple[Bucket, ...], bound: float | None) -> _F | None:
         """The cells' ratios with ``group`` added, or None where a cell would get dearer: at all (``bound`` None),
         or beyond ``bound`` times its step under the runtime's own."""
-        table = LookupTable(sorted({*self.ours, *group}))
-        at = table.index(self.cells.b, self.cells.q, self.cells.c)
-        secs = self.price(table, at)
+        grown = (
+            None
+            if self.found is None
+            else moved(
+                self.found,
+                self.ours_s,
+                self.cells.b,
+                self.cells.q,
+                self.cells.c,
+                [g for g in group if g not in self.ours],
+                self.cost,
+            )
+        )
+        if grown is not None:
+            secs = grown[1]
+        else:
+            table = LookupTable(sorted({*self.ours, *group}))
+            secs = self.price(table, table.index(self.cells.b, self.cells.q, self.cells.c))
         ratio = np.where(self.own_s > 0, secs / np.where(self.own_s > 0, self.own_s, 1.0), 1.0)
         dearer = secs > self.ours_s * (1 + _TOL)
         if bound is not None:
@@ -423,9 +442,16 @@ class _Phase:
     def _judge_no_dearer(self, group: tuple[Bucket, ...]) -> bool:
         grown = sorted({*self.ours, *group})
         cells = (_decode_cells if self.name == "decode" else _prefill_cells)(grown, self.theirs, self.limits)
-        new = LookupTable(grown)
-        before = self.price(self.table, self.table.index(cells.b, cells.q, cells.c))
-        after = self.price(new, new.index(cells.b, cells.q, cells.c))
+        at = self.table.index(cells.b, cells.q, cells.c)
+        before = self.price(self.table, at)
+        found = self.table.found(at)
+        moved_to = None if found is None else moved(found, before, cells.b, cells.q, cells.c,
+                                                    [g for g in group if g not in self.ours], self.cost)  # fmt: skip
+        if moved_to is not None:
+            after = moved_to[1]
+        else:
+            new = LookupTable(grown)
+            after = self.price(new, new.index(cells.b, cells.q, cells.c))
         return not np.any(after > before * (1 + _TOL))
 
 
