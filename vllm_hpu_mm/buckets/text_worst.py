@@ -344,7 +344,6 @@ class _Phase:
         self.own_s = self.price(self._theirs_table, self._theirs_table.index(cells.b, cells.q, cells.c))
         self.own_at = self._theirs_table.index(cells.b, cells.q, cells.c)
         self.ours_s = self.price(self.table, self.at)
-        self.found = self.table.found(self.at)  # packed, for moved(): a group's cells without a new lookup
         self.ratio = np.where(self.own_s > 0, self.ours_s / np.where(self.own_s > 0, self.own_s, 1.0), 1.0)
 
     def worst(self) -> PhaseWorst | None:
@@ -407,24 +406,7 @@ class _Phase:
     def try_add(self, group: tuple[Bucket, ...], bound: float | None) -> _F | None:
         """The cells' ratios with ``group`` added, or None where a cell would get dearer: at all (``bound`` None),
         or beyond ``bound`` times its step under the runtime's own."""
-        grown = (
-            None
-            if self.found is None
-            else moved(
-                self.found,
-                self.ours_s,
-                self.cells.b,
-                self.cells.q,
-                self.cells.c,
-                [g for g in group if g not in self.ours],
-                self.cost,
-            )
-        )
-        if grown is not None:
-            secs = grown[1]
-        else:
-            table = LookupTable(sorted({*self.ours, *group}))
-            secs = self.price(table, table.index(self.cells.b, self.cells.q, self.cells.c))
+        secs = self._seconds_with(group, self.cells, self.at, self.ours_s)
         ratio = np.where(self.own_s > 0, secs / np.where(self.own_s > 0, self.own_s, 1.0), 1.0)
         dearer = secs > self.ours_s * (1 + _TOL)
         if bound is not None:
@@ -444,15 +426,19 @@ class _Phase:
         cells = (_decode_cells if self.name == "decode" else _prefill_cells)(grown, self.theirs, self.limits)
         at = self.table.index(cells.b, cells.q, cells.c)
         before = self.price(self.table, at)
-        found = self.table.found(at)
-        moved_to = None if found is None else moved(found, before, cells.b, cells.q, cells.c,
-                                                    [g for g in group if g not in self.ours], self.cost)  # fmt: skip
-        if moved_to is not None:
-            after = moved_to[1]
-        else:
-            new = LookupTable(grown)
-            after = self.price(new, new.index(cells.b, cells.q, cells.c))
+        after = self._seconds_with(group, cells, at, before)
         return not np.any(after > before * (1 + _TOL))
+
+    def _seconds_with(self, group: tuple[Bucket, ...], cells: _Cells, at: _I, now: _F) -> _F:
+        """The cells' seconds with ``group`` added (``at``, ``now``: their buckets and seconds without it): the
+        cells an added bucket takes moved to it (:func:`~.text_time.moved`), else looked up afresh."""
+        found = self.table.found(at)
+        added = [g for g in group if g not in self.ours]
+        grown = None if found is None else moved(found, now, cells.b, cells.q, cells.c, added, self.cost)
+        if grown is not None:
+            return grown[1]
+        table = LookupTable(sorted({*self.ours, *group}))
+        return self.price(table, table.index(cells.b, cells.q, cells.c))
 
 
 def _phases(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]], limits: TextLimits,
