@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.roofline import Roofline
-from vllm_hpu_mm.buckets.text import TextLimits, plan_text_buckets
+from vllm_hpu_mm.buckets import turns
+from vllm_hpu_mm.buckets.text import TextLimits, plan_text_buckets, text_bucket_splits
 from vllm_hpu_mm.buckets.text_budget import (
     MARGIN,
     LoadShapes,
@@ -23,6 +24,7 @@ from vllm_hpu_mm.buckets.text_budget import (
     choose_budget,
     losing,
     padded_time,
+    padded_times,
     standing,
 )
 from vllm_hpu_mm.buckets.text_time import cached
@@ -242,3 +244,52 @@ def test_a_loads_times_kept_per_bucket_set_are_the_ones_worked_out_afresh() -> N
     for load in loads():
         for prompt, decode in sets * 2:  # the second pass reads the kept times
             assert padded_time(prompt, decode, load, cached_time) == padded_time(prompt, decode, load, TIME)
+
+
+def test_loads_judged_at_once_get_each_loads_own_uncached_times() -> None:
+    """padded_times keeps one lookup per bucket set for a set of loads (found by their identities, in order): each
+    load's answer is the one worked out alone and uncached, whatever set or order it is asked in."""
+    cached_time = cached(TIME)
+    own = exp_buckets()
+    ls = loads()
+    sets = [own, (own[0][: len(own[0]) // 2], own[1]), (own[0], own[1][::2]), own]
+    for group in (ls, ls[::-1], ls[1:3], ls):
+        for prompt, decode in sets:
+            got = padded_times(prompt, decode, group, cached_time)
+            assert got == tuple(padded_time(prompt, decode, load, TIME) for load in group)
+
+
+def test_the_splits_kept_for_a_planning_run_are_those_of_their_own_weights_and_budget() -> None:
+    """text_bucket_splits keeps its answer per weights and budget: asked for another budget, or other weights, in
+    the same run, each answer is the one a fresh run gives."""
+    ls = loads()
+    base = weights(ls)
+    more = (base[0], {**base[1], (32, 400): 5000})  # the decode weights changed, the prefill ones not
+    run = cached(TIME)
+    for w, graphs in ((base, 40), (base, 60), (more, 40), (base, 40)):
+        kept = text_bucket_splits(*w, LIMITS, budget=graphs, time=run, load_levels=[1, 4, 16, 32])
+        assert kept == text_bucket_splits(*w, LIMITS, budget=graphs, time=cached(TIME), load_levels=[1, 4, 16, 32])
+
+
+def test_the_default_budget_search_in_turns_chooses_what_one_process_chooses(monkeypatch: pytest.MonkeyPatch) -> None:
+    own = exp_buckets()
+    ls = loads()[1:3]
+    in_two = choose_budget(weights(ls), ls, LIMITS, own, TIME, load_levels=[4, 16], warmup=_warmup(0.2))
+    monkeypatch.setattr(turns, "PROCESSES", 1)
+    in_one = choose_budget(weights(ls), ls, LIMITS, own, TIME, load_levels=[4, 16], warmup=_warmup(0.2))
+    assert in_two == in_one
+
+
+def test_a_bucket_set_grown_by_a_few_buckets_is_looked_up_as_a_fresh_one() -> None:
+    """A set that adds a few buckets to one looked up before is looked up from it (a shape moves to an added bucket
+    where that one holds it and sorts first): every answer is the uncached one, the added buckets landing before,
+    between and after the kept ones."""
+    cached_time = cached(TIME)
+    own = exp_buckets()
+    ls = loads()
+    prompt, decode = list(own[0][::3]), list(own[1][::3])
+    padded_times(prompt, decode, ls, cached_time)
+    for more_prompt, more_decode in zip(own[0][1::3], own[1][1::3][::-1], strict=False):
+        prompt, decode = sorted({*prompt, more_prompt}), sorted({*decode, more_decode})
+        got = padded_times(prompt, decode, ls, cached_time)
+        assert got == tuple(padded_time(prompt, decode, load, TIME) for load in ls)

@@ -8,7 +8,16 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vllm_hpu_mm.buckets.text_time import LookupTable, PhaseAxes, _Allocation, _Curve, _Pricer, _seconds
+from vllm_hpu_mm.buckets.text_time import (
+    NOT_FOUND,
+    LookupTable,
+    PhaseAxes,
+    _Allocation,
+    _Curve,
+    _Pricer,
+    _seconds,
+    moved,
+)
 
 small = st.integers(1, 40)
 buckets = st.lists(st.tuples(small, small, st.integers(0, 60)), min_size=0, max_size=25)
@@ -86,3 +95,25 @@ def test_an_allocation_worked_out_as_budgets_are_asked_is_the_full_one(
         assert grown.counts(budget) == full.counts(budget)
     finite = np.flatnonzero(np.isfinite(full_best))
     assert full.least == (int(finite[0]) if len(finite) else None)
+
+
+@settings(max_examples=50, deadline=None, derandomize=True)
+@given(table=buckets, added=buckets, asked=shapes)
+def test_buckets_added_move_each_shape_to_the_bucket_a_fresh_lookup_finds(
+    table: list[tuple[int, int, int]], added: list[tuple[int, int, int]], asked: list[tuple[int, int, int]]
+) -> None:
+    """moved(): the shapes' buckets once buckets join a table, without a new lookup, are the scan's over both."""
+    lookup = LookupTable(table)
+    b, q, c = (np.array(x, dtype=np.int64) for x in zip(*asked, strict=True))
+    found = lookup.found(lookup.index(b, q, c))
+    assert found is not None
+
+    def price(x: int, y: int, z: int) -> float:
+        return float(x * 10_000 + y * 100 + z)
+
+    seconds = np.array([price(*hit) if (hit := scan(table, *s)) else -1.0 for s in asked])
+    got = moved(found, seconds, b, q, c, added, price)
+    assert got is not None
+    fresh = [scan(table + added, *s) for s in asked]
+    assert got[1].tolist() == [price(*hit) if hit else -1.0 for hit in fresh]
+    assert (got[0] == NOT_FOUND).tolist() == [hit is None for hit in fresh]

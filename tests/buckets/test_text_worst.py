@@ -12,12 +12,13 @@ import pytest
 
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
 from vllm_hpu_mm.buckets.text_budget import BudgetedPlan, LoadShapes, LoadVerdict, padded_time
-from vllm_hpu_mm.buckets.text_time import LookupTable
+from vllm_hpu_mm.buckets.text_time import LookupTable, cached
 from vllm_hpu_mm.buckets.text_worst import (
     BOUND,
     Between,
     _between,
     _no_longer,
+    _Phase,
     bound_worst,
     with_bounded_worst,
     worst_case,
@@ -273,3 +274,24 @@ def test_the_loads_judged_between_the_levels_include_the_one_padding_longest() -
     assert f"{longest} at once" in scheduled
     assert longest in steady  # chosen by its steady state too, not only as a load of at most FEW at once
     assert all(ratios[n] > 0.97 for n in steady)
+
+
+def test_no_dearer_kept_per_bucket_set_answers_for_the_buckets_the_phase_holds_now() -> None:
+    """A phase keeps its no_dearer answers per (its buckets, group): once a bucket is added, the same group is judged
+    again against the grown set (here its answer changes), as a fresh phase judges it."""
+    time = cached(TIME)
+    phase = _Phase("decode", set(coarse().decode), EXP[1], LIMITS, time)
+    group: tuple[Bucket, ...] = ((1, 1, 16),)
+    first = phase.no_dearer(group)
+    phase.ours.add((2, 1, 8))
+    phase.regrid()
+    fresh = _Phase("decode", set(phase.ours), EXP[1], LIMITS, time).no_dearer(group)
+    assert phase.no_dearer(group) == fresh != first
+
+
+def test_a_tables_prices_are_kept_for_the_price_asked() -> None:
+    table = LookupTable(((2, 1, 8), (4, 1, 32), (8, 1, 64)))
+    decode = lambda b, _q, c: TIME.decode_s(b, c)  # noqa: E731
+    double = lambda b, _q, c: 2 * TIME.decode_s(b, c)  # noqa: E731
+    assert table.seconds(decode).tolist() == [TIME.decode_s(2, 8), TIME.decode_s(4, 32), TIME.decode_s(8, 64)]
+    assert table.seconds(double).tolist() == [2 * s for s in table.seconds(decode).tolist()]

@@ -415,10 +415,24 @@ def text_bucket_splits(
     # every budget and repair round of one planning run starts from the same weights, and a re-plan boosts one
     # phase's: each phase is prepared once per run for each of its weight sets
     rows = min(budget, MAX_ROWS * res)
-    prompt = time.kept("prompt", (_fingerprint(prefill), limits, res, rows, prior_share, smooth_octaves),
+    prompt_key = (_fingerprint(prefill), limits, res, rows, prior_share, smooth_octaves)
+    dec_key = (_fingerprint(decode), limits, res, rows, smooth_octaves, tuple(load_levels))
+    # a re-plan at a budget tried before (the worst case's smaller budgets) asks for the same weights again
+    plans, pick = time.kept("splits", (prompt_key, dec_key, budget),
+                            lambda: _splits_of(prefill, decode, limits, budget, time, res, rows, prior_share,
+                                               smooth_octaves, load_levels, prompt_key, dec_key))  # fmt: skip
+    return list(plans), pick
+
+
+def _splits_of(prefill: Mapping[tuple[int, int], int], decode: Mapping[tuple[int, int], int], limits: TextLimits,
+               budget: int, time: CachedTimes, res: int, rows: int, prior_share: float, smooth_octaves: float,
+               load_levels: Sequence[int], prompt_key: Hashable,
+               dec_key: Hashable) -> tuple[tuple[TextBucketPlan, ...], int]:  # fmt: skip
+    """:func:`text_bucket_splits` once its keys are known: each phase prepared (kept per weights), then the splits."""
+    prompt = time.kept("prompt", prompt_key,
                        lambda: _prepare_prompt(prefill, limits, time, res, rows, prior_share, smooth_octaves),
                        most=PREPARED_KEPT)  # fmt: skip
-    dec = time.kept("decode", (_fingerprint(decode), limits, res, rows, smooth_octaves, tuple(load_levels)),
+    dec = time.kept("decode", dec_key,
                     lambda: _prepare_decode(decode, limits, time, res, rows, smooth_octaves, load_levels),
                     most=PREPARED_KEPT)  # fmt: skip
     prompt_ax, decode_ax, prompts, decodes = prompt.axes, dec.axes, prompt.options, dec.options
@@ -449,7 +463,7 @@ def text_bucket_splits(
     on_smoothed = [phase_seconds(prompt_ax, p, smooth[0]) + phase_seconds(decode_ax, d, smooth[1]) for p, d in plans]
     low_t, low_s = min(on_traffic) or 1.0, min(on_smoothed) or 1.0
     pick = min(range(len(plans)), key=lambda k: on_traffic[k] / low_t + on_smoothed[k] / low_s)
-    return [_buckets(prompt, decode_plan, limits) for prompt, decode_plan in plans], pick
+    return tuple(_buckets(prompt, decode_plan, limits) for prompt, decode_plan in plans), pick
 
 
 def _fingerprint(shapes: Mapping[tuple[int, int], int]) -> frozenset[tuple[tuple[int, int], int]]:

@@ -26,11 +26,12 @@ taken, since fewer but larger graphs can take longer to warm than their count sa
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Generator, Mapping, Sequence
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -39,13 +40,16 @@ from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits, plan_text_bucke
 from vllm_hpu_mm.buckets.text_time import (
     GROSS_FACTOR,
     NO_LADDER,
+    NOT_FOUND,
     BudgetTooSmall,
     CachedTimes,
     LookupTable,
     StepTimes,
     cached,
+    moved,
     weighted_sum,
 )
+from vllm_hpu_mm.buckets.turns import in_turns
 from vllm_hpu_mm.engine import Bucket
 from vllm_hpu_mm.errors import ConfigError
 
@@ -70,6 +74,7 @@ __all__ = [
     "choose_budget",
     "losing",
     "padded_time",
+    "padded_times",
     "standing",
 ]
 
@@ -149,6 +154,11 @@ class _LoadArrays:
         default_factory=lambda: ({}, {}), compare=False, repr=False
     )
 
+    @functools.cached_property
+    def useful(self) -> tuple[float, float]:
+        """Each phase's seconds at the load's own shapes (the same whatever the buckets)."""
+        return weighted_sum(self.prefill[2], self.prefill[3]), weighted_sum(self.decode[2], self.decode[3])
+
 
 def _load_arrays(load: LoadShapes, time: StepTimes) -> _LoadArrays:
     def phase(shapes: Mapping[tuple[int, int], float], own: Callable[[int, int], float]) -> tuple[_I, _I, _F, _F]:
@@ -162,64 +172,135 @@ def _load_arrays(load: LoadShapes, time: StepTimes) -> _LoadArrays:
                        phase(load.decode, time.decode_s))  # fmt: skip
 
 
-def _priced(table: LookupTable, at: _I, own: _F, price: Callable[[int, int, int], float]) -> _F:
-    """Each shape's seconds in the bucket found for it (``at``: its index in ``table``; its own where none is), each
-    bucket priced once."""
-    out = own.copy()
-    hit = at >= 0
-    if not hit.any():
-        return out
-    used, inverse = np.unique(at[hit], return_inverse=True)
-    seconds = np.array([price(*table.bucket(i)) for i in used.tolist()], dtype=np.float64)
-    out[hit] = seconds[inverse.reshape(-1)]
-    return out
+@dataclasses.dataclass(frozen=True)
+class _LoadSet:
+    """Loads' shapes of each phase end to end, so that one lookup prices a bucket set at all of them (a plan is
+    judged at every load at once): per phase the (batch, query, value) arrays of the lookup, the runs, the own seconds
+    and where each load's shapes start (``bounds[i]:bounds[i + 1]``)."""
+
+    arrays: tuple[_LoadArrays, ...]
+    phases: tuple[tuple[_I, _I, _I, _F, _F, list[int]], ...]
+    #: Per phase, the last bucket sets looked up: each shape's bucket (packed, :meth:`~.text_time.LookupTable.found`)
+    #: and seconds. A set that grows one of them by a few buckets (a repair's trial) is looked
+    #: up from it (:func:`_grown`).
+    states: tuple[dict[frozenset[Bucket], tuple[_I, _F]], ...] = dataclasses.field(
+        default_factory=lambda: ({}, {}), compare=False, repr=False
+    )
+
+    @classmethod
+    def of(cls, arrays: Sequence[_LoadArrays]) -> _LoadSet:
+        phases = []
+        for phase in (0, 1):
+            parts = [a.prefill if phase == 0 else a.decode for a in arrays]
+            first = np.concatenate([p[0] for p in parts]).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
+            second = np.concatenate([p[1] for p in parts]).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
+            runs: _F = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0)
+            own: _F = np.concatenate([p[3] for p in parts]) if parts else np.zeros(0)
+            bounds = [0, *np.cumsum([len(p[0]) for p in parts]).tolist()]
+            one = np.ones_like(first)
+            b, q = (one, first) if phase == 0 else (first, one)  # prefill (1, query, context); decode (seqs, 1, blocks)
+            phases.append((b, q, second, runs, own, bounds))
+        return cls(tuple(arrays), tuple(phases))
 
 
-def _table(buckets: Sequence[Bucket], time: StepTimes) -> LookupTable:
-    """The buckets' lookup table, made once per planning run (a plan is judged at every load)."""
-    if not isinstance(time, CachedTimes):
-        return LookupTable(buckets)
-    key = tuple(buckets)
-    return time.kept("lookup table", key, lambda: LookupTable(key))
+def _table(buckets: tuple[Bucket, ...], phase: int, time: StepTimes) -> tuple[LookupTable, _F]:
+    """The buckets' lookup table and each bucket's seconds, made once per planning run (a plan is judged at every
+    load and recurs across budgets)."""
+
+    def make() -> tuple[LookupTable, _F]:
+        table = LookupTable(buckets)
+        return table, table.seconds(_price(time, phase))
+
+    return time.kept("lookup table", (phase, buckets), make) if isinstance(time, CachedTimes) else make()
 
 
 def padded_time(prompt: Sequence[Bucket], decode: Sequence[Bucket], load: LoadShapes, time: StepTimes) -> PaddedTime:
     """The load's modelled seconds at its own shapes and in these buckets (``prompt`` (batch, query, context),
     ``decode`` (batch, 1, blocks))."""
-    # a planning run makes each load's arrays once; the kept entry holds the load, so its id is not reused meanwhile
-    arrays = (time.kept("load arrays", id(load), lambda: _load_arrays(load, time)) if isinstance(time, CachedTimes)
-              else _load_arrays(load, time))  # fmt: skip
-    useful_p, bucket_p, uncovered_p = _phase_time(arrays, 0, prompt, time)
-    useful_d, bucket_d, uncovered_d = _phase_time(arrays, 1, decode, time)
-    return PaddedTime(useful_p, useful_d, bucket_p, bucket_d, uncovered_p + uncovered_d)
+    return padded_times(prompt, decode, (load,), time)[0]
+
+
+def padded_times(prompt: Sequence[Bucket], decode: Sequence[Bucket], loads: Sequence[LoadShapes],
+                 time: StepTimes) -> tuple[PaddedTime, ...]:  # fmt: skip
+    """:func:`padded_time` at each of ``loads``: each phase's buckets looked up once for the shapes of every load."""
+    if isinstance(time, CachedTimes):
+        # a planning run makes each load's arrays once; the kept entries hold the loads, so no id is reused meanwhile
+        arrays = tuple(
+            time.kept("load arrays", id(load), functools.partial(_load_arrays, load, time)) for load in loads
+        )
+        loadset = time.kept("load set", tuple(id(load) for load in loads), lambda: _LoadSet.of(arrays))
+    else:
+        loadset = _LoadSet.of([_load_arrays(load, time) for load in loads])
+    prefill = _phase_times(loadset, 0, tuple(prompt), time)
+    dec = _phase_times(loadset, 1, tuple(decode), time)
+    return tuple(PaddedTime(up, ud, bp, bd, np_ + nd)
+                 for (up, bp, np_), (ud, bd, nd) in zip(prefill, dec, strict=True))  # fmt: skip
 
 
 #: Most bucket sets of one phase whose times one load keeps (a planning run judges about a thousand per phase).
 PRICED_SETS = 4096
 
 
-def _phase_time(
-    arrays: _LoadArrays, phase: int, buckets: Sequence[Bucket], time: StepTimes
-) -> tuple[float, float, int]:
-    """A load's phase (0 prefill, 1 decode) at its own shapes and in ``buckets``: useful seconds, bucketed seconds
-    and the shapes no bucket holds; kept per bucket set."""
-    key = tuple(buckets)
-    kept = arrays.priced[phase]
-    got = kept.get(key)
-    if got is None:
-        first, second, runs, own = arrays.prefill if phase == 0 else arrays.decode
-        table = _table(key, time)
-        if phase == 0:
-            at = table.index(np.ones_like(first), first, second)
-            bucketed = _priced(table, at, own, time.prefill_s)
-        else:
-            at = table.index(first, np.ones_like(first), second)
-            bucketed = _priced(table, at, own, lambda b, _q, blocks: time.decode_s(b, blocks))
-        got = (weighted_sum(runs, own), weighted_sum(runs, bucketed), int(np.count_nonzero(at < 0)))
-        if len(kept) >= PRICED_SETS:
-            kept.clear()
-        kept[key] = got
-    return got
+def _phase_times(loadset: _LoadSet, phase: int, key: tuple[Bucket, ...],
+                 time: StepTimes) -> list[tuple[float, float, int]]:  # fmt: skip
+    """Each load's phase (0 prefill, 1 decode) at its own shapes and in the buckets ``key``: useful seconds,
+    bucketed seconds and the shapes no bucket holds; kept per load and bucket set."""
+    kept = [a.priced[phase] for a in loadset.arrays]
+    got = [k.get(key) for k in kept]
+    if all(g is not None for g in got):
+        return cast(list[tuple[float, float, int]], got)
+    b, q, c, runs, own, bounds = loadset.phases[phase]
+    grown = _grown(loadset, phase, key, time)
+    found: _I | None
+    if grown is not None:
+        found, bucketed = grown
+    else:
+        table, seconds = _table(key, phase, time)
+        at = table.index(b, q, c)
+        # each shape's seconds in the bucket found for it, its own where none is
+        bucketed = np.where(at >= 0, seconds[np.maximum(at, 0)], own) if len(seconds) else own
+        found = table.found(at)  # None: too large to pack, nothing to grow from
+    if found is not None:
+        states = loadset.states[phase]
+        if len(states) >= GROWN_FROM:
+            del states[next(iter(states))]
+        states[frozenset(key)] = (found, bucketed)
+        missing = found == NOT_FOUND
+    else:
+        missing = at < 0
+    missed = np.concatenate([[0], np.cumsum(missing)]).tolist()
+    out = []
+    for i, (arrays, store) in enumerate(zip(loadset.arrays, kept, strict=True)):
+        lo, hi = bounds[i], bounds[i + 1]
+        one = (arrays.useful[phase], weighted_sum(runs[lo:hi], bucketed[lo:hi]), missed[hi] - missed[lo])
+        if len(store) >= PRICED_SETS:
+            store.clear()
+        store[key] = one
+        out.append(one)
+    return out
+
+
+#: Full lookups of a phase a load set keeps to grow from, and the most buckets a set may add to one of them.
+GROWN_FROM = 64
+GROWN_BY = 8
+
+
+def _price(time: StepTimes, phase: int) -> Callable[[int, int, int], float]:
+    return time.prefill_s if phase == 0 else lambda b, _q, blocks: time.decode_s(b, blocks)
+
+
+def _grown(loadset: _LoadSet, phase: int, key: tuple[Bucket, ...], time: StepTimes) -> tuple[_I, _F] | None:
+    """Each shape's bucket (packed) and seconds in ``key`` where it adds at most GROWN_BY buckets to a set looked up
+    before (:func:`~.text_time.moved`). None: no such set (or a value too large to pack)."""
+    states = loadset.states[phase]
+    if not states:
+        return None
+    buckets = frozenset(key)
+    base = next((s for s in reversed(states) if 0 < len(buckets) - len(s) <= GROWN_BY and s <= buckets), None)
+    if base is None:
+        return None
+    b, q, c, _, _, _ = loadset.phases[phase]
+    return moved(*states[base], b, q, c, list(buckets - base), _price(time, phase))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -284,8 +365,8 @@ def _plan(weights: tuple[Mapping[tuple[int, int], int], Mapping[tuple[int, int],
 
 def _verdicts(plan: TextBucketPlan, loads: Sequence[LoadShapes], own: tuple[Sequence[Bucket], Sequence[Bucket]],
               own_times: Sequence[PaddedTime], time: StepTimes) -> tuple[LoadVerdict, ...]:  # fmt: skip
-    return tuple(LoadVerdict(load.load, padded_time(plan.prompt, plan.decode, load, time), theirs)
-                 for load, theirs in zip(loads, own_times, strict=True))  # fmt: skip
+    return tuple(LoadVerdict(load.load, ours, theirs) for load, ours, theirs in
+                 zip(loads, padded_times(plan.prompt, plan.decode, loads, time), own_times, strict=True))  # fmt: skip
 
 
 def _useful(prefill: Mapping[tuple[int, int], float], decode: Mapping[tuple[int, int], float],
@@ -375,24 +456,39 @@ def choose_budget(
     a default budget whose plan warms up longer than its share of the runtime's own warm-up is not taken: the largest
     budget below it is, and the reason says so."""
     time = cached(time)  # every budget, split and verdict prices the same shapes
-    own_times = [padded_time(own[0], own[1], load, time) for load in loads]
+    own_times = list(padded_times(own[0], own[1], loads, time))
     total = len(own[0]) + len(own[1])
     if budget is not None:
         plan = _plan(weights, limits, budget, time, load_levels)
         return BudgetedPlan(plan, budget, f"{budget} graphs (given)", _verdicts(plan, loads, own, own_times, time))
     own_warmup = warmup(*own) if warmup is not None else 0.0
     steps = budget_steps(total)
+    # each step's plan is worked out beside the one before it (a forked child: the same plan, sooner)
+    tries = [functools.partial(best_at, weights, loads, limits, own, own_times, time, load_levels, graphs,
+                               functools.partial(_warms_within, graphs=graphs, total=total, warmup=warmup,
+                                                 own_warmup=own_warmup) if warmup is not None else None)
+             for graphs in steps]  # fmt: skip
+    with contextlib.closing(in_turns(tries)) as outcomes:
+        return _first_within(steps, outcomes, weights, loads, limits, own, own_times, time, load_levels, warmup,
+                             own_warmup, total)  # fmt: skip
+
+
+def _first_within(steps: Sequence[int],
+                  outcomes: Generator[Callable[[], tuple[TextBucketPlan, tuple[LoadVerdict, ...]] | None], None, None],
+                  weights: tuple[Mapping[tuple[int, int], int], Mapping[tuple[int, int], int]],
+                  loads: Sequence[LoadShapes], limits: TextLimits, own: tuple[Sequence[Bucket], Sequence[Bucket]],
+                  own_times: Sequence[PaddedTime], time: StepTimes, load_levels: Sequence[int],
+                  warmup: Warmup | None, own_warmup: float, total: int) -> BudgetedPlan:  # fmt: skip
+    """:func:`choose_budget`'s default rule over the steps' plans (``outcomes``: :func:`best_at` at each step)."""
     refused: ConfigError | None = None
     first_short: BudgetedPlan | None = None  # the first budget tried, when it missed the margin
     last_fit: BudgetedPlan | None = None  # the largest budget so far within its warm-up share (margin missed)
     last_missed: list[str] = []
     over: list[int] = []  # budgets whose plan warms up longer than their share of the runtime's own
     margin = f"{MARGIN:g} of the runtime's own padded time"
-    for i, graphs in enumerate(steps):
-        within = functools.partial(_warms_within, graphs=graphs, total=total, warmup=warmup,
-                                   own_warmup=own_warmup) if warmup is not None else None  # fmt: skip
+    for i, (graphs, outcome) in enumerate(zip(steps, outcomes, strict=True)):
         try:
-            repaired = best_at(weights, loads, limits, own, own_times, time, load_levels, graphs, within)
+            repaired = outcome()
         except ConfigError as e:  # too small for the ladders: the next step may hold them
             refused = e
             continue

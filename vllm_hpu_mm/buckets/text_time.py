@@ -27,6 +27,7 @@ octaves, never by the traffic's size or the budget.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import dataclasses
 import functools
@@ -44,6 +45,7 @@ _T = TypeVar("_T")
 
 __all__ = [
     "GROSS_FACTOR",
+    "NOT_FOUND",
     "LookupTable",
     "PhaseAxes",
     "PhaseOptions",
@@ -51,6 +53,7 @@ __all__ = [
     "Shapes",
     "StepTimes",
     "lookup",
+    "moved",
     "phase_options",
     "phase_options_of",
     "phase_seconds",
@@ -186,12 +189,14 @@ class PhasePlan:
         return sum(len(v) for v in self.values)
 
 
-def _log_grid(low: int, high: int, per_octave: int = CANDIDATES_PER_OCTAVE) -> list[int]:
+@functools.lru_cache(maxsize=4096)
+def _log_grid(low: int, high: int, per_octave: int = CANDIDATES_PER_OCTAVE) -> tuple[int, ...]:
+    """Integers from ``low`` to ``high``, ``per_octave`` per doubling (kept: every ladder of a row asks again)."""
     if high < low:
-        return []
+        return ()
     low = max(1, low)
     steps = max(1, math.ceil(per_octave * math.log2(max(high, low) / low)))
-    return sorted({min(high, max(low, round(low * (high / low) ** (i / steps)))) for i in range(steps + 1)})
+    return tuple(sorted({min(high, max(low, round(low * (high / low) ** (i / steps)))) for i in range(steps + 1)}))
 
 
 class _Curve:
@@ -238,7 +243,7 @@ def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_va
     idx = np.searchsorted(c, vals)  # each shape's least candidate at or above it
     per = np.bincount(idx, weights=w, minlength=len(c)).astype(np.float64)
     prefix = np.concatenate([[0.0], np.cumsum(per)])[1:]  # prefix[i]: weight up to c[i]
-    unit = np.array([axes.time(row, int(v)) for v in c], dtype=np.float64)
+    unit = np.array([axes.time(row, v) for v in cands], dtype=np.float64)
     first_max = GROSS_FACTOR * axes.need(row, prev)
     n = len(c)
     cost = np.where(c <= first_max, unit * prefix, INF)
@@ -257,7 +262,7 @@ def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_va
     for m in range(1, min(max_values, n) + 1):
         if m > 1:
             total = cost[band] + span
-            best = np.argmin(total, axis=1)
+            best = total.argmin(axis=1)
             cost = total[rows_n, best]
             choices.append(best)
         costs.append(float(cost[-1]) + zero_cost if math.isfinite(cost[-1]) else INF)
@@ -317,7 +322,7 @@ class _Allocation:
             src = np.arange(end)[None, :] - np.arange(1, most + 1)[:, None]
             held = best[np.minimum(np.maximum(src, 0), min(reach, cap))]  # np.clip, without its wrapper
             cand = np.where((src >= 0) & (src <= reach), held + costs[:, None], INF)
-            at = np.argmin(cand, axis=0)
+            at = cand.argmin(axis=0)
             low = cand[at, np.arange(end)]
             best = np.full(cap + 1, INF)
             pick = np.zeros(cap + 1, dtype=np.int64)
@@ -333,7 +338,7 @@ class _Allocation:
         """The least cost within ``budget`` graphs and the values per row; None when none is finite."""
         top = min(budget, self.graphs)
         best, _ = self._upto(top)
-        g = int(np.argmin(best[: top + 1]))
+        g = int(best[: top + 1].argmin())
         cost = float(best[g])
         if not math.isfinite(cost):
             return None
@@ -352,6 +357,10 @@ def _allocate(curves: Sequence[_Curve]) -> _Allocation:
 
 #: Packs a (batch, query) row, or a (row, value) bucket, into one sortable integer (each stays far below 2^31).
 _PACK = 1 << 31
+#: A bucket (batch, query, value) packed into one int64 that sorts as the buckets do, this many bits each (a table
+#: with a larger value is not packed: :meth:`LookupTable.found`), and the packed "no bucket".
+PACK_BITS = 21
+NOT_FOUND = np.iinfo(np.int64).max
 
 
 class LookupTable:
@@ -374,6 +383,7 @@ class LookupTable:
         self.row_of = np.repeat(np.arange(len(keys), dtype=np.int64), [len(v) for v in self.values])
         self.value_of = np.concatenate(self.values) if self.values else np.zeros(0, dtype=np.int64)
         self._flat = self.row_of * _PACK + self.value_of
+        self._priced: tuple[Callable[[int, int, int], float], _F] | None = None
 
     @classmethod
     def of_rows(cls, rows: Sequence[int], values: Sequence[Sequence[int]]) -> LookupTable:
@@ -388,10 +398,32 @@ class LookupTable:
         table.row_of = np.repeat(np.arange(len(rows), dtype=np.int64), [len(v) for v in values])
         table.value_of = np.concatenate(table.values)
         table._flat = table.row_of * _PACK + table.value_of
+        table._priced = None
         return table
 
     def __len__(self) -> int:
         return len(self._flat)
+
+    def seconds(self, price: Callable[[int, int, int], float]) -> _F:
+        """Each bucket's ``price`` (batch, query, value), in the order :meth:`index` counts them; kept for the last
+        ``price`` asked (the same callable object), since a table is priced at many shapes."""
+        if self._priced is None or self._priced[0] is not price:
+            rows, batch, query = self.row_of.tolist(), self.batch.tolist(), self.query.tolist()
+            got = np.array([price(batch[r], query[r], v) for r, v in zip(rows, self.value_of.tolist(), strict=True)],
+                           dtype=np.float64)  # fmt: skip
+            self._priced = (price, got)
+        return self._priced[1]
+
+    def found(self, at: _I) -> _I | None:
+        """Each shape's bucket (``at``: from :meth:`index`) packed (:data:`NOT_FOUND`: none holds it), for
+        :func:`moved`; None where a value is too large to pack."""
+        if not len(self):
+            return np.full(len(at), NOT_FOUND, dtype=np.int64)
+        if max(int(self.batch.max()), int(self.query.max()), int(self.value_of.max())) >= 1 << PACK_BITS:
+            return None
+        row = self.row_of
+        packed = (self.batch[row] << (2 * PACK_BITS)) | (self.query[row] << PACK_BITS) | self.value_of
+        return np.where(at >= 0, packed[np.maximum(at, 0)], NOT_FOUND)
 
     def bucket(self, i: int) -> tuple[int, int, int]:
         """The bucket at index ``i`` of :meth:`index` (batch, query, value)."""
@@ -427,6 +459,23 @@ class LookupTable:
         row = self.row_of[at]
         return (np.where(found, self.batch[row], b), np.where(found, self.query[row], q),
                 np.where(found, self.value_of[at], c), found)  # fmt: skip
+
+
+def moved(found: _I, seconds: _F, b: _I, q: _I, c: _I, added: Sequence[tuple[int, int, int]],
+          price: Callable[[int, int, int], float]) -> tuple[_I, _F] | None:  # fmt: skip
+    """The shapes' buckets (packed, :meth:`LookupTable.found`) and seconds once ``added`` join the buckets they were
+    looked up in (``found``, ``seconds``: before), without looking them up again: vllm-gaudi's lookup takes the first
+    bucket in sorted order that holds a shape, so a shape moves to an added bucket exactly where that one holds it
+    and sorts before its bucket so far. None where an added value is too large to pack."""
+    for x in sorted(set(added)):
+        if max(x) >= 1 << PACK_BITS:
+            return None
+        packed = (x[0] << (2 * PACK_BITS)) | (x[1] << PACK_BITS) | x[2]
+        moves = (b <= x[0]) & (q <= x[1]) & (c <= x[2]) & (found > packed)
+        if moves.any():
+            found = np.where(moves, packed, found)
+            seconds = np.where(moves, price(*x), seconds)
+    return found, seconds
 
 
 def lookup(
@@ -481,7 +530,7 @@ def _row_sets(axes: PhaseAxes, cands: list[int], first: _I, second: _I, weight: 
         if k > 1:
             seg = diag[:, None] - cum[:, 1:]  # the shapes above r[j] up to r[i], in row r[i]
             total = np.where(need_ok, cost[None, :] + seg, INF)
-            best = np.argmin(total, axis=1)
+            best = total.argmin(axis=1)
             cost = total[np.arange(n), best]
             choices.append(best)
         if not math.isfinite(cost[-1]):
@@ -546,10 +595,8 @@ def _seconds(axes: PhaseAxes, rows: Sequence[int], values: Sequence[Sequence[int
 
 
 def _rising(rows: Sequence[int], values: Sequence[Sequence[int]]) -> bool:
-    """Whether the rows rise, and each row's values (every phase plan's do)."""
-    return all(a < b for a, b in itertools.pairwise(rows)) and all(
-        len(v) and all(a < b for a, b in itertools.pairwise(v)) for v in values
-    )
+    """Whether the rows rise, and each row's values (every phase plan's do): each is its own sorted set."""
+    return list(rows) == sorted(set(rows)) and all(len(v) and list(v) == sorted(set(v)) for v in values)
 
 
 #: Most rows' slices one :class:`_Pricer` keeps (a planning run asks a few thousand distinct ones per weight set).
@@ -567,6 +614,7 @@ class _Pricer:
         self.axes, self.first, self.second, self.weight = axes, first, second, weight
         order = np.argsort(first, kind="stable")
         self.by_first, self.by_second, self.by_weight = first[order], second[order], weight[order]
+        self.first_list = self.by_first.tolist()  # a row's shapes are two bisections away
         self.rows: dict[tuple[int, int, tuple[int, ...]], tuple[float, _I, int]] = {}
 
     def _row(self, prev: int, row: int, values: tuple[int, ...]) -> tuple[float, _I, int]:
@@ -575,8 +623,8 @@ class _Pricer:
         key = (prev, row, values)
         got = self.rows.get(key)
         if got is None:
-            lo = int(np.searchsorted(self.by_first, prev, side="right")) if prev >= 0 else 0
-            hi = int(np.searchsorted(self.by_first, row, side="right"))
+            lo = bisect.bisect_right(self.first_list, prev) if prev >= 0 else 0
+            hi = bisect.bisect_right(self.first_list, row)
             second = self.by_second[lo:hi]
             v = np.array(values, dtype=np.int64)
             priced = np.array([self.axes.time(row, x) for x in values], dtype=np.float64)

@@ -65,8 +65,9 @@ from vllm_hpu_mm.buckets.text_budget import (
     best_at,
     budget_for,
     padded_time,
+    padded_times,
 )
-from vllm_hpu_mm.buckets.text_time import LookupTable, StepTimes, cached
+from vllm_hpu_mm.buckets.text_time import LookupTable, StepTimes, cached, moved
 from vllm_hpu_mm.engine import Bucket
 from vllm_hpu_mm.errors import ConfigError
 
@@ -384,16 +385,18 @@ def _prefill_cells(ours: Sequence[Bucket], theirs: Sequence[Bucket], limits: Tex
     return _Cells(np.ones(len(q), dtype=np.int64), q.astype(np.int64), c.astype(np.int64), sampled)
 
 
-def _prices(time: StepTimes, phase: str) -> Callable[[LookupTable, _I], _F]:
+def _cost(time: StepTimes, phase: str) -> Callable[[int, int, int], float]:
+    """A bucket's seconds (batch, query, value)."""
+    return (lambda b, _q, c: time.decode_s(b, c)) if phase == "decode" else (lambda b, q, c: time.prefill_s(b, q, c))
+
+
+def _prices(cost: Callable[[int, int, int], float]) -> Callable[[LookupTable, _I], _F]:
     """Seconds of each looked-up bucket (index into the table; -1: none holds the shape, priced infinite)."""
 
     def price(table: LookupTable, at: _I) -> _F:
         out = np.full(len(at), math.inf)
         hit = at >= 0
-        used, inverse = np.unique(at[hit], return_inverse=True)
-        secs = [time.decode_s(b, c) if phase == "decode" else time.prefill_s(b, q, c)
-                for b, q, c in (table.bucket(i) for i in used.tolist())]  # fmt: skip
-        out[hit] = np.array(secs, dtype=np.float64)[inverse.reshape(-1)]
+        out[hit] = table.seconds(cost)[at[hit]]  # every bucket priced once per table
         return out
 
     return price
@@ -410,7 +413,10 @@ class _Phase:
     time: StepTimes
 
     def __post_init__(self) -> None:
-        self.price = _prices(self.time, self.name)
+        self.cost = _cost(self.time, self.name)
+        self.price = _prices(self.cost)
+        #: no_dearer's answers per (buckets, group): a repair round asks again for the phase it did not change
+        self._no_dearer: dict[tuple[frozenset[Bucket], tuple[Bucket, ...]], bool] = {}
         self._theirs_table = LookupTable(self.theirs)
         self.regrid()
 
@@ -485,9 +491,7 @@ class _Phase:
     def try_add(self, group: tuple[Bucket, ...], bound: float | None) -> _F | None:
         """The cells' ratios with ``group`` added, or None where a cell would get dearer: at all (``bound`` None),
         or beyond ``bound`` times its step under the runtime's own."""
-        table = LookupTable(sorted({*self.ours, *group}))
-        at = table.index(self.cells.b, self.cells.q, self.cells.c)
-        secs = self.price(table, at)
+        secs = self._seconds_with(group, self.cells, self.at, self.ours_s)
         ratio = np.where(self.own_s > 0, secs / np.where(self.own_s > 0, self.own_s, 1.0), 1.0)
         dearer = secs > self.ours_s * (1 + _TOL)
         if bound is not None:
@@ -497,12 +501,29 @@ class _Phase:
     def no_dearer(self, group: tuple[Bucket, ...]) -> bool:
         """Whether every shape the limits allow runs at most as long with ``group`` added: judged on the grid of
         both sets' edges and the group's, where each cell has one bucket under the old set and one under the new."""
+        key = (frozenset(self.ours), group)
+        if key not in self._no_dearer:
+            self._no_dearer[key] = self._judge_no_dearer(group)
+        return self._no_dearer[key]
+
+    def _judge_no_dearer(self, group: tuple[Bucket, ...]) -> bool:
         grown = sorted({*self.ours, *group})
         cells = (_decode_cells if self.name == "decode" else _prefill_cells)(grown, self.theirs, self.limits)
-        new = LookupTable(grown)
-        before = self.price(self.table, self.table.index(cells.b, cells.q, cells.c))
-        after = self.price(new, new.index(cells.b, cells.q, cells.c))
+        at = self.table.index(cells.b, cells.q, cells.c)
+        before = self.price(self.table, at)
+        after = self._seconds_with(group, cells, at, before)
         return not np.any(after > before * (1 + _TOL))
+
+    def _seconds_with(self, group: tuple[Bucket, ...], cells: _Cells, at: _I, now: _F) -> _F:
+        """The cells' seconds with ``group`` added (``at``, ``now``: their buckets and seconds without it): the
+        cells an added bucket takes moved to it (:func:`~.text_time.moved`), else looked up afresh."""
+        found = self.table.found(at)
+        added = [g for g in group if g not in self.ours]
+        grown = None if found is None else moved(found, now, cells.b, cells.q, cells.c, added, self.cost)
+        if grown is not None:
+            return grown[1]
+        table = LookupTable(sorted({*self.ours, *group}))
+        return self.price(table, table.index(cells.b, cells.q, cells.c))
 
 
 def _phases(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]], limits: TextLimits,
@@ -757,8 +778,8 @@ def _ratio(w: WorstCase) -> float:
 
 def _judged(plan: TextBucketPlan, loads: Sequence[LoadShapes], own_times: Sequence[PaddedTime],
             time: StepTimes) -> tuple[LoadVerdict, ...]:  # fmt: skip
-    return tuple(LoadVerdict(load.load, padded_time(plan.prompt, plan.decode, load, time), theirs)
-                 for load, theirs in zip(loads, own_times, strict=True))  # fmt: skip
+    return tuple(LoadVerdict(load.load, ours, theirs) for load, ours, theirs in
+                 zip(loads, padded_times(plan.prompt, plan.decode, loads, time), own_times, strict=True))  # fmt: skip
 
 
 def _excess(verdicts: Sequence[LoadVerdict]) -> float:

@@ -10,6 +10,7 @@ The runtime is read through its model only: ``text_lookup`` (its lookup, for the
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
 from vllm_hpu_mm.buckets.text_budget import BudgetedPlan, LoadShapes
 from vllm_hpu_mm.buckets.text_time import BudgetTooSmall
 from vllm_hpu_mm.buckets.text_worst import WorstCase
+from vllm_hpu_mm.buckets.turns import in_turns
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.plan.inputs import PlanInputs
@@ -116,10 +118,10 @@ def _choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: i
     images = images_for(i, first.vision_buckets_captured, settings)
     runs = schedules(traffic, shape, images, concurrency=concurrency, requests=requests)
     label = configured_label(i.runtime, shape)
-    before = replay_model(i.runtime, shape, runs, label)
+    before = functools.partial(replay_model, i.runtime, shape, runs, label)  # replayed beside the planned buckets
     traits = i.runtime.traits
     if i.runtime.with_text_buckets(((1, 128, 0),), ((1, 1, 1),)) is None:  # nothing planned could be handed over
-        return first, TextChoice(traffic.source, runs, shape, before, None, None, 0, False,
+        return first, TextChoice(traffic.source, runs, shape, before(), None, None, 0, False,
                                  "the runtime is not given planned buckets (your own bucket file, bucketing off or "
                                  "merged prefill)", traits)  # fmt: skip
     sweep = None if runs.balanced else schedules(traffic, shape, images, concurrency=None, requests=requests)
@@ -129,16 +131,19 @@ def _choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: i
     except BudgetTooSmall as exc:
         if budget is not None:  # the user's budget: invalid input, with the least that would do
             raise
-        return first, TextChoice(traffic.source, runs, shape, before, None, None, 0, False,
+        return first, TextChoice(traffic.source, runs, shape, before(), None, None, 0, False,
                                  f"the runtime keeps its own buckets: {exc}", traits)  # fmt: skip
     runtime = i.runtime.with_text_buckets(chosen.plan.prompt, chosen.plan.decode)
     if runtime is None:
-        return first, TextChoice(traffic.source, runs, shape, before, None, None, chosen.budget, False,
+        return first, TextChoice(traffic.source, runs, shape, before(), None, None, chosen.budget, False,
                                  "the runtime is not given planned buckets (your own bucket file, bucketing off or "
                                  "merged prefill)", traits)  # fmt: skip
     second = plan(dataclasses.replace(i, runtime=runtime))
-    after = replay_model(runtime, shape, runs, PLANNED_LABEL)
-    return second, TextChoice(traffic.source, runs, shape, before, after, chosen.plan, chosen.budget, True,
+    # the runtime's own buckets and the planned ones replayed side by side (the second in a forked child: the same
+    # replay, sooner)
+    replayed = [outcome() for outcome in in_turns([before, functools.partial(replay_model, runtime, shape, runs,
+                                                                                 PLANNED_LABEL)])]  # fmt: skip
+    return second, TextChoice(traffic.source, runs, shape, replayed[0], replayed[1], chosen.plan, chosen.budget, True,
                               f"planned over {traffic.source}", traits, chosen.reason, worst=chosen.worst)  # fmt: skip
 
 

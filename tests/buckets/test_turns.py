@@ -1,0 +1,67 @@
+"""Tasks taken in turns with a forked child: the results come back in order, as one process gives them."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+
+import pytest
+
+from vllm_hpu_mm.buckets import turns
+from vllm_hpu_mm.buckets.turns import in_turns
+
+
+def _pid_task(k: int):  # type: ignore[no-untyped-def]
+    return lambda: (k, os.getpid())
+
+
+def test_results_come_in_order_and_the_next_task_runs_in_a_child() -> None:
+    got = [outcome() for outcome in in_turns([_pid_task(k) for k in range(5)])]
+    assert [k for k, _ in got] == list(range(5))
+    here = os.getpid()
+    assert [pid == here for _, pid in got] == [True, False, True, False, True]
+
+
+def test_without_fork_every_task_runs_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(turns, "PROCESSES", 1)
+    got = [outcome() for outcome in in_turns([_pid_task(k) for k in range(3)])]
+    assert got == [(k, os.getpid()) for k in range(3)]
+
+
+def test_a_tasks_error_is_raised_at_its_turn_wherever_it_ran() -> None:
+    def boom(k: int):  # type: ignore[no-untyped-def]
+        def task() -> int:
+            raise ValueError(f"task {k}")
+
+        return task
+
+    outcomes = list(in_turns([boom(0), boom(1), lambda: 2]))
+    for k in (0, 1):
+        with pytest.raises(ValueError, match=f"task {k}"):
+            outcomes[k]()
+    assert outcomes[2]() == 2
+
+
+def test_a_result_that_does_not_pickle_is_worked_out_here() -> None:
+    lock = threading.Lock()  # not picklable: the child sends nothing usable
+    got = [outcome() for outcome in in_turns([lambda: 0, lambda: lock])]
+    assert got == [0, lock]
+
+
+def test_stopping_early_leaves_no_child_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[int] = []
+    fork = turns._fork
+
+    def recorded(task):  # type: ignore[no-untyped-def]
+        child = fork(task)
+        if child is not None:
+            started.append(child[0])
+        return child
+
+    monkeypatch.setattr(turns, "_fork", recorded)
+    with contextlib.closing(in_turns([lambda: 0, lambda: sum(range(10**9))])) as outcomes:
+        assert next(outcomes)() == 0
+    assert len(started) == 1
+    with pytest.raises(ChildProcessError):  # killed and reaped: no such child any more
+        os.waitpid(started[0], os.WNOHANG)

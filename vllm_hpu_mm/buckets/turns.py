@@ -1,0 +1,130 @@
+"""Independent planning tasks taken in turns on two cores: while this process works out one task, a forked child
+works out the next, and the results come back in order (:func:`in_turns`). A task's result is the same whichever
+process computes it (the planner is pure; its kept work only saves time), so the plan is the same as worked out in
+one process, only sooner: the default budget search tries its budgets one after another and stops at the first that
+meets the margin, and each try is about half a second of CPU.
+
+At most one child at a time (:data:`PROCESSES`). No child where fork is missing or unsafe (not Linux, or other
+threads running: a forked child would inherit their locks), where the child fails or sends nothing back, or where a
+task's result does not pickle: there the task is worked out here, as it would be without turns. A child left
+behind when the caller stops early is killed (its work is not needed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import signal
+import sys
+import threading
+from collections.abc import Callable, Generator, Sequence
+from typing import Any, TypeVar
+
+__all__ = ["PROCESSES", "in_turns"]
+
+_T = TypeVar("_T")
+
+#: Most processes working at once: this one and one forked child (the machines planned on have two cores or more;
+#: 1: every task here).
+PROCESSES = 2
+
+
+def _can_fork() -> bool:
+    return (PROCESSES > 1 and hasattr(os, "fork") and sys.platform.startswith("linux")
+            and threading.active_count() == 1)  # fmt: skip
+
+
+def _outcome(task: Callable[[], _T]) -> Callable[[], _T]:
+    """``task`` worked out here: its result, or its exception raised when the caller reads it."""
+    try:
+        value = task()
+    except Exception as exc:  # raised at the caller's turn, as without turns
+        error = exc
+
+        def fail() -> _T:
+            raise error
+
+        return fail
+    return lambda: value
+
+
+def _given(value: _T) -> Callable[[], _T]:
+    return lambda: value
+
+
+def _fork(task: Callable[[], Any]) -> tuple[int, int] | None:
+    """``task`` started in a forked child that pickles its result into a pipe: (pid, read end); None where no child
+    could start."""
+    if not _can_fork():
+        return None
+    read, write = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read)
+        os.close(write)
+        return None
+    if pid == 0:  # the child: work, send, and leave without the parent's exit handlers or buffered output
+        os.close(read)
+        code = 0
+        try:
+            try:
+                data = pickle.dumps(("ok", task()), protocol=pickle.HIGHEST_PROTOCOL)
+            except BaseException:  # an error, or a result that does not pickle: the parent works it out itself
+                data = pickle.dumps(("failed", None))
+            with os.fdopen(write, "wb") as out:
+                out.write(data)
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write)
+    return pid, read
+
+
+def _collect(child: tuple[int, int]) -> tuple[bool, Any]:
+    """The child's result as (True, value), or (False, None) where it sent none."""
+    pid, read = child
+    try:
+        with os.fdopen(read, "rb") as f:
+            data = f.read()
+    finally:
+        os.waitpid(pid, 0)
+    try:
+        kind, value = pickle.loads(data)
+    except Exception:  # nothing (or half) sent: the child died
+        return False, None
+    return kind == "ok", value
+
+
+def _stop(child: tuple[int, int]) -> None:
+    pid, read = child
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        os.close(read)
+    with contextlib.suppress(OSError):
+        os.waitpid(pid, 0)
+
+
+def in_turns(tasks: Sequence[Callable[[], _T]]) -> Generator[Callable[[], _T], None, None]:
+    """Each task's outcome in order (call it: the task's result, or its exception raised), the task after the one
+    worked out here computed meanwhile by a forked child. Close the iterator (or drop it) to stop early: the child
+    still working is killed."""
+    child: tuple[int, int] | None = None
+    try:
+        i = 0
+        while i < len(tasks):
+            child = _fork(tasks[i + 1]) if i + 1 < len(tasks) else None
+            yield _outcome(tasks[i])
+            if child is None:
+                i += 1
+                continue
+            ok, value = _collect(child)
+            child = None
+            yield _given(value) if ok else _outcome(tasks[i + 1])
+            i += 2
+    finally:
+        if child is not None:
+            _stop(child)
