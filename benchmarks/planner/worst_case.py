@@ -671,7 +671,7 @@ def main() -> None:
         "--set",
         choices=sorted(SETS),
         default="held-out",
-        help="which configurations: the six of the first runs, the fresh six (FRESH) or the seven after them (FRESH2)",
+        help="which configurations: the first six (held-out), then the later sets (fresh, fresh2, fresh3, fresh4)",
     )
     parser.add_argument("--name", default="worst_case", help="results file stem (results/NAME.md, .json)")
     parser.add_argument("--note", default="first run of these configurations", help="what run this is, in words")
