@@ -16,6 +16,14 @@ def _pid_task(k: int):  # type: ignore[no-untyped-def]
     return lambda: (k, os.getpid())
 
 
+@pytest.fixture
+def forking(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fork allowed although pytest-xdist's worker runs threads of its own: the children here run a lambda, pickle
+    its result and leave, touching no lock those threads hold."""
+    monkeypatch.setattr(turns, "_can_fork", lambda: True)
+
+
+@pytest.mark.usefixtures("forking")
 def test_results_come_in_order_and_the_next_task_runs_in_a_child() -> None:
     got = [outcome() for outcome in in_turns([_pid_task(k) for k in range(5)])]
     assert [k for k, _ in got] == list(range(5))
@@ -29,6 +37,19 @@ def test_without_fork_every_task_runs_here(monkeypatch: pytest.MonkeyPatch) -> N
     assert got == [(k, os.getpid()) for k in range(3)]
 
 
+def test_with_another_thread_running_no_child_is_forked() -> None:
+    done = threading.Event()
+    waiting = threading.Thread(target=done.wait)
+    waiting.start()
+    try:
+        got = [outcome() for outcome in in_turns([_pid_task(k) for k in range(3)])]
+    finally:
+        done.set()
+        waiting.join()
+    assert got == [(k, os.getpid()) for k in range(3)]
+
+
+@pytest.mark.usefixtures("forking")
 def test_a_tasks_error_is_raised_at_its_turn_wherever_it_ran() -> None:
     def boom(k: int):  # type: ignore[no-untyped-def]
         def task() -> int:
@@ -43,12 +64,14 @@ def test_a_tasks_error_is_raised_at_its_turn_wherever_it_ran() -> None:
     assert outcomes[2]() == 2
 
 
+@pytest.mark.usefixtures("forking")
 def test_a_result_that_does_not_pickle_is_worked_out_here() -> None:
     lock = threading.Lock()  # not picklable: the child sends nothing usable
     got = [outcome() for outcome in in_turns([lambda: 0, lambda: lock])]
     assert got == [0, lock]
 
 
+@pytest.mark.usefixtures("forking")
 def test_stopping_early_leaves_no_child_behind(monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[int] = []
     fork = turns._fork
