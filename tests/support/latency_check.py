@@ -293,15 +293,20 @@ def _row(name: str, traffic: Traffic, rate: float | None, run: BenchRun, at: Cal
 
 
 def bench_at_rates(target: Target, step: FittedStep, traffic: Traffic, *, name: str, requests: int,
-                   shares: Sequence[float]) -> list[Row]:  # fmt: skip
+                   shares: Sequence[float], speeds: bool = True) -> list[Row]:  # fmt: skip
     """Held-out runs: all at once (the saturation rate), then Poisson arrivals at each share of the predicted
     saturation rate; each predicted from its own requests, on the step scaled to the machine's speed that re-probes
-    measured just before and just after it (one re-probe between two runs serves both)."""
+    measured just before and just after it (one re-probe between two runs serves both; ``speeds`` False: none, the
+    step as fitted)."""
+
+    def speed(run_name: str) -> float:
+        return reprobe(target, step, run_name) if speeds else 1.0
+
     rows = []
     limits = target.limits()
-    before = reprobe(target, step, f"{name}-inf")
+    before = speed(f"{name}-inf")
     burst = run_bench(target, traffic, name=f"{name}-inf", requests=requests)
-    after = reprobe(target, step, f"{name}-after-inf")
+    after = speed(f"{name}-after-inf")
     prompts = burst.prompts()
 
     asleep = dataclasses.replace(step, wake_s=0.0, wake_image_s=0.0)
@@ -316,7 +321,7 @@ def bench_at_rates(target: Target, step: FittedStep, traffic: Traffic, *, name: 
         rate = share * sat
         before = after
         run = run_bench(target, traffic, name=f"{name}-{share:g}", requests=requests, rate=rate, seed=k + 1)
-        after = reprobe(target, step, f"{name}-after-{share:g}")
+        after = speed(f"{name}-after-{share:g}")
         # the run's own arrivals (when the client sent each request): a 120-request run's quantiles near saturation
         # move with its draw far more than with the model
         sent, times = run.sent()
