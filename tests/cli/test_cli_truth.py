@@ -264,8 +264,11 @@ def test_max_model_len_auto_is_planned_as_vllm_fits_it(spelling: str) -> None:
     assert plan["max_model_len"] == (plan["kv_blocks"] - 1) * plan["block_size"] < 128000
     assert plan["max_concurrent_seqs"] >= 1
     assert "auto" in plan["max_model_len_source"]
+
+
+def test_max_model_len_auto_is_the_models_maximum_where_the_whole_context_fits() -> None:
     _, out, _ = run("memory", "plan", "--json", "--device", "gaudi2", "--max-model-len=auto")
-    assert json.loads(out)["max_model_len"] == 128000  # the whole context fits: the model's maximum
+    assert json.loads(out)["max_model_len"] == 128000
 
 
 @pytest.mark.parametrize(
