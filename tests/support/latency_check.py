@@ -38,6 +38,8 @@ from vllm_hpu_mm.traffic.metrics import families, read_exposition
 
 #: Requests per second of the idle probes (a request there takes ~0.1-0.2 s: about three in four find the server idle).
 IDLE_PROBE_RATE = 2.0
+#: Issue 32's bound on each predicted latency figure (relative to the measured one).
+LATENCY_BOUND = 0.15
 #: vllm bench serve's percentiles, as the replay reports them.
 PERCENTILES = "50,90,99"
 PROMPT_TOKENS = "vllm:prompt_tokens"
@@ -169,8 +171,12 @@ def probe(target: Target, *, requests: int, idle: bool = True) -> list[BenchRun]
     probes (the wake-up: TTFT at low load)."""
     n = max(4, requests)
     budget = min(target.max_num_batched_tokens, target.max_model_len) // 2  # one chunk each
-    runs = [run_bench(target, Traffic(budget // 2, 16, range_ratio=0.9), name="probe-prefill", requests=n,
-                      concurrency=1)]  # fmt: skip
+    prefill = Traffic(budget // 2, 16, range_ratio=0.9)
+
+    def image(side: int) -> Traffic:
+        return Traffic(32, 8, image=(side, side))
+
+    runs = [run_bench(target, prefill, name="probe-prefill", requests=n, concurrency=1)]
     for c in sorted({max(1, target.max_num_seqs // 2), target.max_num_seqs}):
         runs.append(run_bench(target, Traffic(64, 48), name=f"probe-decode-{c}", requests=max(n, 2 * c),
                               concurrency=c))  # fmt: skip
@@ -179,7 +185,7 @@ def probe(target: Target, *, requests: int, idle: bool = True) -> list[BenchRun]
     runs.append(run_bench(target, Traffic(budget // 2, 8, range_ratio=0.9), name=f"probe-mixed-{c}",
                           requests=max(n, 2 * c), concurrency=c))  # fmt: skip
     for side in (224, 448):
-        runs.append(run_bench(target, Traffic(32, 8, image=(side, side)), name=f"probe-image-{side}",
+        runs.append(run_bench(target, image(side), name=f"probe-image-{side}",
                               requests=max(2, n // 2), concurrency=1))  # fmt: skip
     # images sent while others decode: the API server's work on them against the engine's steps (frontend_share)
     c = target.max_num_seqs
@@ -187,10 +193,7 @@ def probe(target: Target, *, requests: int, idle: bool = True) -> list[BenchRun]
                           requests=max(n, 2 * c), concurrency=c))  # fmt: skip
     # arrivals at random at a low rate: most find the server idle, after idle times spread over 0 to ~2 s (the
     # wake-up, fit_wake); the prompts of the prefill and image probes above, so that their own step is known
-    for name, traffic in (
-        ("text", Traffic(budget // 2, 16, range_ratio=0.9)),
-        ("image", Traffic(32, 8, image=(224, 224))),
-    ):
+    for name, traffic in (("text", prefill), ("image", image(224))) if idle else ():
         run = run_bench(target, traffic, name=f"probe-idle-{name}", requests=n, rate=IDLE_PROBE_RATE, seed=7)
         runs.append(dataclasses.replace(run, idle=True))
     return runs
@@ -258,12 +261,6 @@ class Row:
         m = self.measured.get(key, math.nan)
         lo, hi = self.bracket.get(key, (math.nan, math.nan))
         return bool(m > 0 and min(lo, hi) / (1 + tolerance) <= m <= max(lo, hi) / (1 - tolerance))
-
-
-def saturation(target: Target, step: FittedStep, prompts_of: BenchRun) -> float:
-    """The predicted most requests/s the server completes for this traffic (every request at once)."""
-    prompts = prompts_of.prompts()
-    return predict(prompts, target.limits(), step, rate=None, load="all at once").request_throughput
 
 
 def reprobe(target: Target, step: FittedStep, name: str) -> float:
@@ -339,7 +336,7 @@ def rows_json(rows: Sequence[Row]) -> list[dict[str, Any]]:
     return [{"name": r.name, "traffic": r.traffic, "request_rate": r.rate, "speed": round(r.speed, 4),
              "speed_before_after": [round(v, 4) for v in r.speeds],
              "predicted_at_reprobe_speeds": {k: [round(v, 3) for v in lo_hi] for k, lo_hi in r.bracket.items()},
-             "within_bound_inside_bracket": {k: r.in_bracket(k, 0.15) for k in r.bracket},
+             "within_bound_inside_bracket": {k: r.in_bracket(k, LATENCY_BOUND) for k in r.bracket},
              "ttft_p50_p90_ms_without_wake": [round(v, 3) for v in r.without_wake],
              "ttft_p50_ms_at_speed_0.95_1.05": [round(v, 3) for v in r.ttft_p50_range],
              "measured": r.measured,

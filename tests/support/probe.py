@@ -189,8 +189,7 @@ def step_windows(run: BenchRun) -> list[tuple[Observation, float, float]]:
     if not tokens or not rows:
         return []
     out: list[tuple[Observation, float, float]] = []
-    gaps = [gap for *_, itl in rows for gap in itl]
-    median_gap = statistics.median(gaps) if gaps else 0.0
+    median_gap = _median_gap(rows)
     bursty = {k for k, (*_, itl) in enumerate(rows) if read_in_bursts(itl, median_gap)}
     last = {k: len(itl) for k, (*_, itl) in enumerate(rows)}
     # while a request read in bursts was in flight, its tokens sit in the wrong clusters: those steps are left out
@@ -281,8 +280,7 @@ def idle_arrivals(run: BenchRun) -> list[tuple[float, int, int, float]]:
     rows = run.requests()
     if not ok or len(starts) < max(ok) + 1:
         return []
-    gaps = [gap for *_, itl in rows for gap in itl]
-    median_gap = statistics.median(gaps) if gaps else 0.0
+    median_gap = _median_gap(rows)
     spans = sorted((starts[i], starts[i] + ttft + sum(itl), tokens, ttft, read_in_bursts(itl, median_gap))
                    for i, (tokens, _, ttft, itl) in zip(ok, rows, strict=True))  # fmt: skip
     out, busy_until = [], math.inf
@@ -328,6 +326,12 @@ def fit_wake(runs: Sequence[BenchRun], step: FittedStep) -> FittedStep:
                                wake_tau_s=tau if wake_s + wake_image_s > 0 else 0.0)  # fmt: skip
 
 
+def _median_gap(rows: Sequence[tuple[int, int, float, list[float]]]) -> float:
+    """The median gap between tokens over a run's requests (:meth:`BenchRun.requests`; 0 without any)."""
+    gaps = [gap for *_, itl in rows for gap in itl]
+    return statistics.median(gaps) if gaps else 0.0
+
+
 def read_in_bursts(itl: Sequence[float], median_gap: float) -> bool:
     """Whether the client read this request's tokens in bursts (see :data:`BURST_GAP_SHARE`)."""
     short = sum(1 for gap in itl if gap < BURST_GAP_SHARE * median_gap)
@@ -349,8 +353,7 @@ def probe_observations(runs: Iterable[BenchRun]) -> list[Observation]:
             out += _first_wave(run)[:1]  # its later clusters are steps that run_steps reads too
         out += [Observation(seconds, steps=0, images=n, patches=p, kind="tower") for seconds, n, p in run.tower]
         rows = run.requests()
-        gaps = [gap for *_, itl in rows for gap in itl]
-        median_gap = statistics.median(gaps) if gaps else 0.0
+        median_gap = _median_gap(rows)
         if c == 1:
             out += [Observation(ttft, tokens=tokens, chunks=1, pairs=causal_pairs(tokens, 0), images=images,
                                 patches=patches, frontend=1, frontend_images=images, kind="ttft")
