@@ -75,6 +75,48 @@ BIND = "auto"
 #: 80 s) and the client's TTFT p90 read 272 ms where the server's /metrics said 39; in the client's session, 1 wake-up
 #: over 30 ms and 37.1 against 36.7 ms (text at 3.4 requests/s, 2026-11-28).
 SERVER_NICE = 10
+#: Where the processes run. vLLM's 'auto' binding pins only the model worker's OpenMP thread (to the cores of a
+#: NUMA node less one) and leaves the reserved core to the API server, but pins neither the API server, nor the
+#: engine core (the scheduler, on every step's path), nor the client: left to the kernel, the API server's and the
+#: client's work on arriving requests ran on the worker's core too, and the steps of a run with requests arriving
+#: were 0-30% slower than those of a burst sent at once (median over each run, nine full runs, 2026-11-28/29).
+#: "pinned": the engine core on the worker's cores, the API server and the client on the reserved ones (the layout
+#: the binding reserves them for), and no share of the API server's work is fitted to the engine's steps (it cannot
+#: take the engine's core); "kernel": as vLLM leaves it, the share fitted. First two pinned runs (2026-11-29,
+#: development data for this choice): TPOT p50/p90 worst 12/8% and 15/12% where the kernel's placement gave 30-34%.
+PLACEMENTS = ("pinned", "kernel")
+
+
+def _tasks(pid: int) -> list[int]:
+    """Every thread of a process (an affinity set on a pid moves only its main thread)."""
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+
+
+def _pin(server_pid: int) -> str:
+    """Pins the started server's processes (:data:`PLACEMENTS` "pinned") and this client; says where each went."""
+    import psutil
+
+    everything = set(range(psutil.cpu_count() or 1))
+    processes = psutil.Process(server_pid).children(recursive=True)
+    bound = [p for p in processes if os.sched_getaffinity(p.pid) != everything]
+    if not bound:
+        raise RuntimeError("no bound model worker found under the server: cannot pin (use --placement kernel)")
+    engine = set().union(*(os.sched_getaffinity(p.pid) for p in bound))
+    front = everything - engine
+    if not front:
+        raise RuntimeError("the model worker holds every core: nothing left to pin the API server to")
+    for p in processes:  # the engine core(s), the workers' other threads, helpers of multiprocessing
+        for tid in _tasks(p.pid):
+            if p in bound and os.sched_getaffinity(tid) != everything:
+                continue  # the worker's bound OpenMP thread stays where vLLM put it
+            os.sched_setaffinity(tid, engine)
+    for pid in (server_pid, os.getpid()):
+        for tid in _tasks(pid):
+            os.sched_setaffinity(tid, front)
+    return f"engine core and model worker on cores {sorted(engine)}, API server and client on {sorted(front)}"
 
 
 def _machine() -> str:
@@ -258,6 +300,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "vllm-hpu-mm-server-latency")
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--conditions", default="", help="how the machine was kept for the run (printed with it)")
+    parser.add_argument("--placement", choices=PLACEMENTS, default="pinned",
+                        help="pinned: the engine core on the model worker's cores, the API server and this client on "
+                             "the reserved ones; kernel: as vLLM's binding leaves them")  # fmt: skip
     args = parser.parse_args(argv)
     requests = args.requests or (8 if args.quick else 120)
     probe_requests = 4 if args.quick else 24
@@ -280,9 +325,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 preexec_fn=lambda: os.nice(SERVER_NICE))  # fmt: skip
     try:
         wait_healthy(proc, f"http://127.0.0.1:{port}", log_path, 300.0)
+        placed = _pin(proc.pid) if args.placement == "pinned" else "as vLLM's binding leaves them"
+        machine += f"; processes: {placed}"
+        print(machine, flush=True)
         target = Target(f"http://127.0.0.1:{port}", "tiny", model, MAX_NUM_SEQS, MAX_NUM_BATCHED_TOKENS, MAX_MODEL_LEN,
                         BLOCK_SIZE, _kv_blocks(log_path.read_text(errors="replace")),
-                        tuple(int(b) for b in BUCKETS.split(",")), work, work / "shapes.jsonl")  # fmt: skip
+                        tuple(int(b) for b in BUCKETS.split(",")), work, work / "shapes.jsonl",
+                        frontend_apart=args.placement == "pinned")  # fmt: skip
         runs = probe(target, requests=probe_requests)
         step = fit(target, runs)
         print(step.describe(), flush=True)
