@@ -81,9 +81,9 @@ SERVER_NICE = 10
 #: client's work on arriving requests ran on the worker's core too, and the steps of a run with requests arriving
 #: were 0-30% slower than those of a burst sent at once (median over each run, nine full runs, 2026-11-28/29).
 #: "pinned": the engine core on the worker's cores, the API server and the client on the reserved ones (the layout
-#: the binding reserves them for), and no share of the API server's work is fitted to the engine's steps (it cannot
-#: take the engine's core); "kernel": as vLLM leaves it, the share fitted. First two pinned runs (2026-11-29,
-#: development data for this choice): TPOT p50/p90 worst 12/8% and 15/12% where the kernel's placement gave 30-34%.
+#: the binding reserves them for); "kernel": as vLLM leaves it. Pinned, steps during arrivals are still 1-4 ms
+#: slower (the engine core's own work on each new request): the API server's share is fitted either way (four
+#: pinned runs of 2026-11-29; two without the share fitted were worse on images at saturation: 4-8% fast).
 PLACEMENTS = ("pinned", "kernel")
 
 
@@ -336,8 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(machine, flush=True)
         target = Target(f"http://127.0.0.1:{port}", "tiny", model, MAX_NUM_SEQS, MAX_NUM_BATCHED_TOKENS, MAX_MODEL_LEN,
                         BLOCK_SIZE, _kv_blocks(log_path.read_text(errors="replace")),
-                        tuple(int(b) for b in BUCKETS.split(",")), work, work / "shapes.jsonl",
-                        frontend_apart=args.placement == "pinned")  # fmt: skip
+                        tuple(int(b) for b in BUCKETS.split(",")), work, work / "shapes.jsonl")  # fmt: skip
         runs = probe(target, requests=probe_requests)
         step = fit(target, runs)
         print(step.describe(), flush=True)

@@ -25,13 +25,12 @@ from tests.support.probe import (
     fit_frontend_share,
     fit_wake,
     predict,
-    probe_observations,
     scaled_step,
     speed_against,
 )
 from vllm_hpu_mm.buckets.packing import bucket_for
 from vllm_hpu_mm.engine import EngineShape
-from vllm_hpu_mm.models.step_fit import FittedStep, Observation, fit_step
+from vllm_hpu_mm.models.step_fit import FittedStep, fit_step
 from vllm_hpu_mm.preprocess.align import aligned_size, patch_count
 from vllm_hpu_mm.replay.latency import Latency
 from vllm_hpu_mm.replay.scheduler import Prompt
@@ -63,9 +62,6 @@ class Target:
     workdir: Path = Path(".")
     #: The server's shape log (``VLLM_HPU_MM_SHAPE_LOG``): the tower's own time per pass, when set.
     shape_log: Path | None = None
-    #: The API server runs on cores the engine does not (pinned apart): its work cannot slow the engine's steps, so
-    #: no share of it is fitted (:attr:`FittedStep.frontend_share` stays 0).
-    frontend_apart: bool = False
 
     def limits(self) -> EngineShape:
         return engine_limits(max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
@@ -205,11 +201,7 @@ def probe(target: Target, *, requests: int, idle: bool = True) -> list[BenchRun]
 
 def fit(target: Target, runs: Sequence[BenchRun]) -> FittedStep:
     source = f"{len(runs)} probe runs of vllm bench serve on {target.base_url}"
-
-    def step_of(observations: list[Observation]) -> FittedStep:
-        return fit_step(observations, block_size=target.block_size, source=source)
-
-    step = step_of(probe_observations(runs)) if target.frontend_apart else fit_frontend_share(runs, step_of)
+    step = fit_frontend_share(runs, lambda obs: fit_step(obs, block_size=target.block_size, source=source))
     return fit_wake(runs, step)
 
 
