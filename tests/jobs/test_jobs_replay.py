@@ -5,6 +5,7 @@ runtime's own variable, passed to the runtime's model, never through the environ
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from vllm_hpu_mm.jobs.calibrate import CalibrateArgs, calibrate_log
 from vllm_hpu_mm.jobs.replay import Arrivals, ReplayArgs, replay_traffic
 from vllm_hpu_mm.jobs.serve import on_default_device, plan_inputs
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
+from vllm_hpu_mm.models.step_fit import FittedStep, step_to_dict
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.replay.report import to_dict, to_table
@@ -155,3 +157,23 @@ def test_refused_requests_are_not_counted_as_replayed(tmp_path: Path) -> None:
     assert r.refused > 0
     assert r.report.requests == 60 - r.refused
     assert to_dict(r.report)["requests_refused"]["prompt_too_long"] == r.refused
+
+
+def test_a_step_time_calibrated_on_your_server_prices_the_whole_latencies(tmp_path: Path) -> None:
+    step = FittedStep(block_size=128, overhead_s=0.05, token_s=4e-4, sequence_s=3e-3, chunk_s=0.0, pair_s=1e-9,
+                      image_s=0.01, patch_s=2e-5, frontend_s=0.02, source="/metrics of a test server", samples=40,
+                      interval=0.25)  # fmt: skip
+    profile = tmp_path / "profile.json"
+    profile.write_text(json.dumps({"version": 1, "costs": {}, "measured": [], "step_time": step_to_dict(step)}))
+    calibrated = replay_traffic(dataclasses.replace(SMALL, profile=str(profile)), QUICK, load(), {})
+    roofline = replay_traffic(SMALL, QUICK, load(), {})
+    mine, theirs = calibrated.report.results[0].latency[0], roofline.report.results[0].latency[0]
+    assert mine.interval == 0.25
+    assert mine.evidence.startswith("calibrated")
+    assert "a test server" in mine.evidence
+    assert calibrated.report.time_model is not None
+    assert "calibrated on your server" in calibrated.report.time_model
+    # a 50 ms step against the roofline's few: every figure moves, and the API server's 20 ms is in each first token
+    assert mine.tpot[0] > 2 * theirs.tpot[0]
+    assert mine.ttft[0] >= step.frontend_s + step.overhead_s
+    assert "calibrated" in to_table(calibrated.report)

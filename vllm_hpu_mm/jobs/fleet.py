@@ -45,7 +45,7 @@ from vllm_hpu_mm.plan.fleet import (
 )
 from vllm_hpu_mm.plan.fleet_deploy import Deployments, deployments
 from vllm_hpu_mm.plan.planner import Plan
-from vllm_hpu_mm.plan.profile import load_profile
+from vllm_hpu_mm.plan.profile import calibrated_step
 from vllm_hpu_mm.plan.text_choice import images_for
 from vllm_hpu_mm.replay.schedules import Images, prompts, timer_for
 from vllm_hpu_mm.replay.timing import Timer
@@ -168,13 +168,6 @@ def _timer(plan: Plan, images: Images, calibrated: FittedStep | None) -> Timer:
     return timer
 
 
-def _calibrated_step(costs: Mapping[str, object]) -> FittedStep | None:
-    path = costs.get("profile")
-    if not isinstance(path, str):
-        return None
-    return load_profile(Path(path)).step_time
-
-
 def _below_one_step(targets: Targets, replica: ReplicaModel) -> str | None:
     """A target below what one step of this replica takes: no load meets it."""
     decode = replica.clock.decode(1, 1)
@@ -221,7 +214,7 @@ class _Search:
         if not plan.fits:
             error = next(f for f in plan.findings if f.severity == "error")
             return Candidate(shape, None, why_not=error.message, cards_per_node=a.cards_per_node, unheld=True)
-        step = _calibrated_step(costs)
+        step = calibrated_step(costs)
         if step is not None and not self.calibrated and len(set(self.args.tensor_parallel_sizes)) > 1:
             self.notes.append("the calibrated step time is your server's, at its own tensor parallelism: every TP "
                               "size tried is priced with it unchanged")  # fmt: skip

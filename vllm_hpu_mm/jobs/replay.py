@@ -15,10 +15,12 @@ from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.serve import on_default_device, plan_inputs
+from vllm_hpu_mm.models.step_fit import FittedStep
 from vllm_hpu_mm.models.step_time import StepTime
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.bucket_choice import read_traffic
 from vllm_hpu_mm.plan.planner import plan
+from vllm_hpu_mm.plan.profile import calibrated_step
 from vllm_hpu_mm.plan.text_buckets import loads_at
 from vllm_hpu_mm.plan.text_choice import (
     PLANNED_LABEL,
@@ -98,6 +100,9 @@ class Replayed:
 
 
 def _time_model(timer: Timer | None) -> str | None:
+    if timer is not None and isinstance(timer.step, FittedStep):
+        return (f"calibrated on your server (the profile's step time): {timer.step.describe()}; every step at the "
+                "shapes each configuration runs, every schedule drained")  # fmt: skip
     if timer is None or not isinstance(timer.step, StepTime):
         return None
     d = timer.step.device
@@ -149,9 +154,10 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
     if args.arrivals is not None and sizing.concurrency is not None:
         raise ConfigError(f"{sizing.flag('concurrency')} and a request rate or load profile describe the same load; "
                           "accepted: one of them")  # fmt: skip
+    calibrated = calibrated_step(costs)  # a step time fitted on the user's server prices every step in its place
     timer = timer_for(inputs.model, inputs.device, block_size=inputs.block_size,
                       tensor_parallel_size=inputs.tensor_parallel_size, dtype_size=inputs.dtype_size,
-                      quantization=inputs.quantization, images=images)  # fmt: skip
+                      quantization=inputs.quantization, images=images, step=calibrated)  # fmt: skip
     runs = schedules(traffic, shape, images, concurrency=sizing.concurrency, requests=args.requests,
                      arrivals=args.arrivals, timer=timer)  # fmt: skip
     results = [replay_model(own, shape, runs, configured_label(own, shape), timer)]

@@ -182,9 +182,6 @@ def replica_model(timer: Timer, shape: EngineShape, lookup: TextLookup | None = 
         padded_clock(timer, lookup) if lookup is not None else real_clock(timer, unified=getattr(step, "unified", True))
     )
     interval, evidence = latency_interval(timer)
-    fitted = getattr(step, "interval", None)
-    if isinstance(fitted, float):  # a step fitted on a server (models/step_fit.py): calibrated, its own interval
-        interval, evidence = fitted, str(getattr(step, "describe", lambda: "a fitted step model")())
     return ReplicaModel(shape, clock, float(getattr(step, "frontend_s", 0.0)), interval, evidence,
                         float(getattr(step, "frontend_image_s", 0.0)),
                         float(getattr(step, "frontend_share", 0.0)))  # fmt: skip

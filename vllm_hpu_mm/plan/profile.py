@@ -6,13 +6,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.step_fit import FittedStep, step_from_dict
 from vllm_hpu_mm.plan.costs import COST_FIELDS, CostProfile
 
-__all__ = ["PROFILE_VERSION", "Profile", "default_profile_path", "load_profile"]
+__all__ = ["PROFILE_VERSION", "Profile", "calibrated_step", "default_profile_path", "load_profile"]
 
 PROFILE_VERSION = 1
 
@@ -62,3 +63,10 @@ def load_profile(path: Path, flag: str = "--profile") -> Profile:
     step_time = None if step is None else step_from_dict(step, f"{flag} {path}")
     return Profile(path, CostProfile(**costs, measured=measured, source=str(data.get("source", path))),  # type: ignore[arg-type]
                    data.get("runtime"), data.get("device"), data.get("model"), free, step_time)  # fmt: skip
+
+
+def calibrated_step(costs: Mapping[str, object]) -> FittedStep | None:
+    """The step time fitted on the user's server (``memory calibrate --metrics``), from the profile a plan's costs
+    name (``--profile`` or ``VLLM_HPU_MM_PROFILE``); None without one."""
+    path = costs.get("profile")
+    return load_profile(Path(path)).step_time if isinstance(path, str) else None

@@ -14,6 +14,7 @@ import dataclasses
 import math
 
 from vllm_hpu_mm.engine import EngineShape
+from vllm_hpu_mm.models.step_fit import FittedStep
 from vllm_hpu_mm.models.step_time import StepTime
 from vllm_hpu_mm.replay.latency import Latency, StepClock, latency_of, padded_clock
 from vllm_hpu_mm.replay.run import load_of
@@ -27,10 +28,12 @@ __all__ = ["latency_interval", "retimed", "strategy_latency"]
 
 
 def latency_interval(timer: Timer) -> tuple[float | None, str]:
-    """The relative interval of latencies priced on ``timer``'s step model and its evidence: the widest held-out
-    error of the fitted step time over prefill and decode (benchmarks/fits/results/step_time_fit.md), or None where
-    no public point bounds a phase."""
+    """The relative interval of latencies priced on ``timer``'s step model and its evidence: a step fitted on the
+    user's server, its own fit's interval; the roofline, the widest held-out error of the fitted step time over
+    prefill and decode (benchmarks/fits/results/step_time_fit.md), or None where no public point bounds a phase."""
     step = timer.step
+    if isinstance(step, FittedStep):  # calibrated on the user's server: its own interval, in its own words
+        return step.interval, f"calibrated: {step.describe()}"
     if not isinstance(step, StepTime):
         return None, "a step model without a public-data interval"
     halves = []
@@ -61,6 +64,11 @@ def strategy_latency(model: RuntimeModel, shape: EngineShape, timer: Timer, traf
     else:
         traces = schedules(traffic, shape, images, concurrency=concurrency, requests=requests, arrivals=arrivals,
                            timer=clock).traces  # fmt: skip
+    step = timer.step
+    if isinstance(step, FittedStep):  # the user's server: its API server's time and wake-up after idleness too
+        return tuple(latency_of([t], clock, load=load_of(t), interval=interval, evidence=evidence,
+                                frontend_s=step.frontend_s, frontend_image_s=step.frontend_image_s,
+                                wake=step.wake_for) for t in traces)  # fmt: skip
     return tuple(latency_of([t], clock, load=load_of(t), interval=interval, evidence=evidence)
                  for t in traces)  # fmt: skip
 
