@@ -37,7 +37,9 @@ after the fix that judges those loads too: development data since) and ``worst_c
 more, written before their first run, on that fix) and ``worst_case_fresh4`` (``--set fresh4``: six more, written
 before their first run, on the fix that chooses the loads between the levels by their steady state; committed
 alone at 51b3f00), ``worst_case_fresh4_rerun`` and ``worst_case_fresh4_final`` (fresh4 again after the changes made
-on seeing it: development data since) and ``worst_case_fresh3_rerun`` (fresh3 on that final code).
+on seeing it: development data since) and ``worst_case_fresh3_rerun`` (fresh3 on that final code), and
+``worst_case_fresh5`` (``--set fresh5``: six more, written before their first run, on that final code; committed
+alone before it).
 """
 
 from __future__ import annotations
@@ -233,7 +235,31 @@ FRESH4 = (
     Config("long answers at 80 at once (72B, Gaudi3 TP2, 20k, 80 seqs)", "Qwen/Qwen2.5-VL-72B-Instruct", "gaudi3", 2,
            (20480, 80, 4096), Reshape(text=0.8, answers=5.0, image=0.8), Reshape(text=3.0, answers=0.7)),
 )  # fmt: skip
-SETS = {"held-out": CONFIGS, "fresh": FRESH, "fresh2": FRESH2, "fresh3": FRESH3, "fresh4": FRESH4}
+#: A sixth set, written on 2026-11-29 after the changes made on seeing fresh4 (the fallback never takes more graphs
+#: than the runtime's own; exp's own row tried as a group) and before its first run (``--set fresh5``): model, device
+#: and tensor parallel combinations none of the earlier sets used (3B on two Gaudi2, 7B on four Gaudi2, 32B on two
+#: Gaudi3 at a planned load, 72B on eight Gaudi3 at mid context, 3B on one Gaudi3 at long context, 32B on eight
+#: Gaudi2) and limits none used.
+FRESH5 = (
+    Config("short requests at 256 at once (3B, Gaudi2 TP2, 4k, 256 seqs)", "Qwen/Qwen2.5-VL-3B-Instruct", "gaudi2", 2,
+           (4096, 256, 2048), Reshape(text=0.2, answers=0.3, image=0.5, text_only=0.6),
+           Reshape(text=0.6, answers=0.8, image=0.8)),
+    Config("prefix-heavy assistant (7B, Gaudi2 TP4, 20k, 72 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct", "gaudi2", 4,
+           (20480, 72, 5120), Reshape(text=1.1, prefix=3072, text_only=0.5),
+           Reshape(text=2.0, answers=1.3, prefix=512)),
+    Config("chat, planned for 32 at once (32B, Gaudi3 TP2, 14k, 112 seqs)", "Qwen/Qwen2.5-VL-32B-Instruct", "gaudi3",
+           2, (14336, 112, 3584), Reshape(text=0.9, answers=0.7, text_only=0.4),
+           Reshape(text=2.2, answers=1.0, image=1.3), 32),
+    Config("mid contexts, twenty-four sequences (72B, Gaudi3 TP8, 48k, 24 seqs)", "Qwen/Qwen2.5-VL-72B-Instruct",
+           "gaudi3", 8, (49152, 24, 8192), Reshape(text=9.0, answers=1.3, text_only=0.4),
+           Reshape(text=2.5, answers=2.0)),
+    Config("long prompts, long answers (3B, Gaudi3, 56k, 40 seqs)", "Qwen/Qwen2.5-VL-3B-Instruct", "gaudi3", 1,
+           (57344, 40, 6144), Reshape(text=7.0, answers=3.0, text_only=0.5), Reshape(text=1.5, answers=1.0)),
+    Config("two-point-eight-times image sides (32B, Gaudi2 TP8, 24k, 36 seqs)", "Qwen/Qwen2.5-VL-32B-Instruct",
+           "gaudi2", 8, (24576, 36, 12288), Reshape(image=2.8, answers=0.9),
+           Reshape(text=2.0, image=1.2, text_only=0.3)),
+)  # fmt: skip
+SETS = {"held-out": CONFIGS, "fresh": FRESH, "fresh2": FRESH2, "fresh3": FRESH3, "fresh4": FRESH4, "fresh5": FRESH5}
 
 
 #: Most loads between the plan's judged levels checked per configuration (spread over 1..max_num_seqs; 12 up to
@@ -671,7 +697,7 @@ def main() -> None:
         "--set",
         choices=sorted(SETS),
         default="held-out",
-        help="which configurations: the first six (held-out), then the later sets (fresh, fresh2, fresh3, fresh4)",
+        help="which configurations: the first six (held-out), then the later sets (fresh, fresh2 ... fresh5)",
     )
     parser.add_argument("--name", default="worst_case", help="results file stem (results/NAME.md, .json)")
     parser.add_argument("--note", default="first run of these configurations", help="what run this is, in words")
