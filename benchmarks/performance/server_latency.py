@@ -2,7 +2,9 @@
 saturation rate, with text and image traffic, at several request rates, driven by vLLM's own client.
 
 1. Builds the tiny random Qwen2.5-VL (tests/e2e/checkpoint.py) and starts the stock OpenAI server on loopback with
-   our plugin (--enforce-eager, --kv-cache-memory-bytes, as the e2e tests do) and vLLM's default CPU binding.
+   our plugin (--enforce-eager, --kv-cache-memory-bytes, as the e2e tests do) and vLLM's default CPU binding, then
+   pins what that binding leaves free (the engine core beside the model worker, the API server and this client on
+   the reserved core: PLACEMENTS).
 2. **Split, fixed before the fit**: probe runs (vllm bench serve at concurrency 1 with varied prompts, at half and
    full batch, one image of 256 and of 1024 patches, the tower's passes timed by the plugin's shape log; two idle
    probes at 2 requests/s for the wake-up after idleness) fit the step model (``models/step_fit.py``); every bench
@@ -17,7 +19,7 @@ saturation rate, with text and image traffic, at several request rates, driven b
 Targets (issue 32): TTFT and TPOT p50/p90 within 15%, throughput within 10% below saturation, the saturation rate
 within 15%. Writes ``benchmarks/performance/results/server_latency.{md,json}``.
 
-Full run (about 8 minutes of a quiet 2-core machine)::
+Full run (about 5 minutes of a quiet 2-core machine)::
 
     python -m benchmarks.performance.server_latency
 
