@@ -88,3 +88,41 @@ def test_stopping_early_leaves_no_child_behind(monkeypatch: pytest.MonkeyPatch) 
     assert len(started) == 1
     with pytest.raises(ChildProcessError):  # killed and reaped: no such child any more
         os.waitpid(started[0], os.WNOHANG)
+
+
+@pytest.mark.usefixtures("forking")
+def test_tasks_ahead_come_back_in_order_from_one_child() -> None:
+    ahead = turns.Ahead([_pid_task(k) for k in range(4)])
+    got = ahead.results()
+    assert [k for k, _ in got] == list(range(4))
+    assert len({pid for _, pid in got}) == 1
+    assert got[0][1] != os.getpid()
+
+
+def test_tasks_ahead_without_fork_run_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(turns, "PROCESSES", 1)
+    assert turns.Ahead([_pid_task(k) for k in range(2)]).results() == [(0, os.getpid()), (1, os.getpid())]
+
+
+@pytest.mark.usefixtures("forking")
+def test_tasks_ahead_stopped_leave_no_child_and_an_error_is_raised_here() -> None:
+    ahead = turns.Ahead([lambda: sum(range(10**9))])
+    child = ahead._child
+    assert child is not None
+    ahead.stop()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(child[0], os.WNOHANG)
+
+    def boom() -> int:
+        raise ValueError("ahead")
+
+    with pytest.raises(ValueError, match="ahead"):
+        turns.Ahead([boom]).results()
+
+
+@pytest.mark.usefixtures("forking")
+@pytest.mark.parametrize("count", [0, 1, 4, 5])
+def test_on_two_gives_every_result_in_order_every_other_from_the_child(count: int) -> None:
+    got = turns.on_two([_pid_task(k) for k in range(count)])
+    assert [k for k, _ in got] == list(range(count))
+    assert [pid == os.getpid() for _, pid in got] == [k % 2 == 0 for k in range(count)]
