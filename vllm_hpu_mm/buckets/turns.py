@@ -16,6 +16,7 @@ process does meanwhile); :func:`on_two` works out a list of tasks on both cores,
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import pickle
 import signal
@@ -62,9 +63,13 @@ def _fork(task: Callable[[], Any]) -> tuple[int, int] | None:
     if not _can_fork():
         return None
     read, write = os.pipe()
+    # the objects made so far left out of the collector's passes while the child runs: a pass writes to every
+    # object it visits, and each page so written is then copied, in the child and here (copy-on-write)
+    gc.freeze()
     try:
         pid = os.fork()
     except OSError:
+        gc.unfreeze()
         os.close(read)
         os.close(write)
         return None
@@ -94,6 +99,7 @@ def _collect(child: tuple[int, int]) -> tuple[bool, Any]:
             data = f.read()
     finally:
         os.waitpid(pid, 0)
+        gc.unfreeze()
     try:
         kind, value = pickle.loads(data)
     except Exception:  # nothing (or half) sent: the child died
@@ -109,6 +115,7 @@ def _stop(child: tuple[int, int]) -> None:
         os.close(read)
     with contextlib.suppress(OSError):
         os.waitpid(pid, 0)
+    gc.unfreeze()
 
 
 def in_turns(tasks: Sequence[Callable[[], _T]]) -> Generator[Callable[[], _T], None, None]:
