@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tests.support.roofline import Roofline
 from vllm_hpu_mm.buckets import turns
-from vllm_hpu_mm.buckets.text import TextLimits, plan_text_buckets, text_bucket_splits
+from vllm_hpu_mm.buckets.text import TextLimits, plan_text_buckets, prepare_phases, text_bucket_splits
 from vllm_hpu_mm.buckets.text_budget import (
     MARGIN,
     LoadShapes,
@@ -269,6 +269,19 @@ def test_the_splits_kept_for_a_planning_run_are_those_of_their_own_weights_and_b
     for w, graphs in ((base, 40), (base, 60), (more, 40), (base, 40)):
         kept = text_bucket_splits(*w, LIMITS, budget=graphs, time=run, load_levels=[1, 4, 16, 32])
         assert kept == text_bucket_splits(*w, LIMITS, budget=graphs, time=cached(TIME), load_levels=[1, 4, 16, 32])
+
+
+def test_the_phases_prepared_before_the_search_are_those_every_step_prepares() -> None:
+    """prepare_phases keeps each phase under the key text_bucket_splits asks at every budget of the default's search
+    (one entry per phase, found again, not a second); the splits are a fresh run's."""
+    ls = loads()
+    w = weights(ls)
+    run = cached(TIME)
+    prepare_phases(*w, LIMITS, budget=60, time=run, load_levels=[1, 4, 16, 32])
+    for graphs in (60, 70):
+        kept = text_bucket_splits(*w, LIMITS, budget=graphs, time=run, load_levels=[1, 4, 16, 32])
+        assert kept == text_bucket_splits(*w, LIMITS, budget=graphs, time=cached(TIME), load_levels=[1, 4, 16, 32])
+    assert [len(run._kept[phase]) for phase in ("prompt", "decode")] == [1, 1]
 
 
 def test_the_default_budget_search_in_turns_chooses_what_one_process_chooses(monkeypatch: pytest.MonkeyPatch) -> None:

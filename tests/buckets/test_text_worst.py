@@ -10,9 +10,10 @@ import random
 import numpy as np
 import pytest
 
+from vllm_hpu_mm.buckets import turns
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
-from vllm_hpu_mm.buckets.text_budget import BudgetedPlan, LoadShapes, LoadVerdict, padded_time
-from vllm_hpu_mm.buckets.text_time import LookupTable, cached
+from vllm_hpu_mm.buckets.text_budget import BudgetedPlan, LoadShapes, LoadVerdict, padded_time, padded_times
+from vllm_hpu_mm.buckets.text_time import KEPT, LookupTable, cached
 from vllm_hpu_mm.buckets.text_worst import (
     BOUND,
     Between,
@@ -274,6 +275,33 @@ def test_the_loads_judged_between_the_levels_include_the_one_padding_longest() -
     assert f"{longest} at once" in scheduled
     assert longest in steady  # chosen by its steady state too, not only as a load of at most FEW at once
     assert all(ratios[n] > 0.97 for n in steady)
+
+
+def test_the_loads_between_scheduled_ahead_and_on_two_cores_are_those_scheduled_here(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """_between with its few loads started early in a child (Between.ahead) and the others on both cores judges the
+    same loads with the same times as one process."""
+    monkeypatch.setattr(turns, "_can_fork", lambda: True)  # the child only schedules and pickles (see test_turns)
+    chosen, loads, small = _rows_at_the_levels()
+    between = Between(small.at, small.judged, 40)  # loads above FEW: some scheduled by their steady state
+    shared = _between(chosen.plan, EXP, between, loads, TIME, early=between.ahead())
+    monkeypatch.setattr(turns, "PROCESSES", 1)
+    alone = _between(chosen.plan, EXP, between, loads, TIME)
+    assert shared == alone
+    assert len([load for load, _, _ in shared if "steady" not in load.load]) > len(between.few())
+
+
+def test_more_loads_than_a_run_keeps_priced_at_once_are_each_priced_as_alone() -> None:
+    """_between prices every steady state in one call, more loads than a planning run keeps arrays of (KEPT): each
+    answer is the one worked out alone and uncached."""
+    loads = [LoadShapes(f"{n} at once", {(64 * k, k): 3}, {(n, n * k): 100, (n, n * k + 1): 7})
+             for n in range(1, 17) for k in range(1, 7)]  # fmt: skip
+    assert len(loads) > KEPT
+    chosen, _, _ = _rows_at_the_levels()
+    time = cached(TIME)
+    for prompt, decode in (chosen.plan.prompt, chosen.plan.decode), EXP:
+        assert padded_times(prompt, decode, loads, time) == tuple(padded_time(prompt, decode, load, TIME)
+                                                                  for load in loads)  # fmt: skip
 
 
 def test_no_dearer_kept_per_bucket_set_answers_for_the_buckets_the_phase_holds_now() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import threading
 
@@ -88,3 +89,57 @@ def test_stopping_early_leaves_no_child_behind(monkeypatch: pytest.MonkeyPatch) 
     assert len(started) == 1
     with pytest.raises(ChildProcessError):  # killed and reaped: no such child any more
         os.waitpid(started[0], os.WNOHANG)
+
+
+@pytest.mark.usefixtures("forking")
+def test_tasks_ahead_come_back_in_order_from_one_child() -> None:
+    ahead = turns.Ahead([_pid_task(k) for k in range(4)])
+    got = ahead.results()
+    assert [k for k, _ in got] == list(range(4))
+    assert len({pid for _, pid in got}) == 1
+    assert got[0][1] != os.getpid()
+
+
+def test_tasks_ahead_without_fork_run_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(turns, "PROCESSES", 1)
+    assert turns.Ahead([_pid_task(k) for k in range(2)]).results() == [(0, os.getpid()), (1, os.getpid())]
+
+
+@pytest.mark.usefixtures("forking")
+def test_tasks_ahead_stopped_leave_no_child_and_an_error_is_raised_here() -> None:
+    ahead = turns.Ahead([lambda: sum(range(10**9))])
+    child = ahead._child
+    assert child is not None
+    ahead.stop()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(child[0], os.WNOHANG)
+
+    def boom() -> int:
+        raise ValueError("ahead")
+
+    with pytest.raises(ValueError, match="ahead"):
+        turns.Ahead([boom]).results()
+
+
+@pytest.mark.usefixtures("forking")
+@pytest.mark.parametrize("count", [0, 1, 4, 5])
+def test_on_two_gives_every_result_in_order_every_other_from_the_child(count: int) -> None:
+    got = turns.on_two([_pid_task(k) for k in range(count)])
+    assert [k for k, _ in got] == list(range(count))
+    assert [pid == os.getpid() for _, pid in got] == [k % 2 == 0 for k in range(count)]
+
+
+@pytest.mark.usefixtures("forking")
+def test_the_objects_frozen_while_a_child_runs_are_all_given_back_to_the_collector() -> None:
+    """gc.freeze() keeps the collector off the pages a child shares while it runs: every way a child ends (its
+    results read, the iterator closed early, a task ahead stopped) unfreezes them, or the process would never
+    collect them again."""
+    assert gc.get_freeze_count() == 0
+    assert turns.Ahead([lambda: gc.get_freeze_count()]).results()[0] > 0  # frozen in the child as it ran
+    assert gc.get_freeze_count() == 0
+    turns.on_two([lambda: 0, lambda: 1, lambda: 2])
+    with contextlib.closing(in_turns([lambda: 0, lambda: sum(range(10**9))])) as outcomes:
+        next(outcomes)()
+        assert gc.get_freeze_count() > 0
+    turns.Ahead([lambda: sum(range(10**9))]).stop()
+    assert gc.get_freeze_count() == 0

@@ -15,7 +15,7 @@ from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.traffic import csvfile
 from vllm_hpu_mm.traffic.csvfile import MAX_SIDE, MAX_TOKENS, read_traffic_csv
-from vllm_hpu_mm.traffic.default import default_traffic
+from vllm_hpu_mm.traffic.default import default_text, default_traffic
 from vllm_hpu_mm.traffic.requests import Request
 
 
@@ -142,3 +142,13 @@ def test_a_known_prompt_without_an_answer_length_draws_only_the_answer(tmp_path:
     assert {r.text_tokens for r in drawn} <= {300, 900}
     assert len({r.output_tokens for r in drawn}) > 1
     assert all(r.cached_tokens == 0 for r in drawn)
+
+
+def test_the_default_text_distribution_is_counted_once_and_read_only() -> None:
+    """default_text is kept (every schedule asks for it): the default traffic's own text rows, and no caller can
+    change what the next one draws from."""
+    text = default_text()
+    assert text is default_text()
+    assert dict(text) == default_traffic().text_rows()
+    with pytest.raises(TypeError):
+        text[(1, 1, 0)] = 1  # type: ignore[index]

@@ -50,6 +50,7 @@ __all__ = [
     "block_grid",
     "decode_axes",
     "plan_text_buckets",
+    "prepare_phases",
     "prompt_axes",
     "text_bucket_splits",
 ]
@@ -409,6 +410,33 @@ def text_bucket_splits(
     (:func:`at_load_levels`). A budget too small for the ladders is refused (:class:`ConfigError`, with the least).
     """
     time = cached(time)
+    res, rows, prior_share, smooth_octaves, prompt_key, dec_key = _keys(prefill, decode, limits, budget, prior_share,
+                                                                         smooth_octaves, load_levels)  # fmt: skip
+    # a re-plan at a budget tried before (the worst case's smaller budgets) asks for the same weights again
+    plans, pick = time.kept("splits", (prompt_key, dec_key, budget),
+                            lambda: _splits_of(prefill, decode, limits, budget, time, res, rows, prior_share,
+                                               smooth_octaves, load_levels, prompt_key, dec_key))  # fmt: skip
+    return list(plans), pick
+
+
+def prepare_phases(prefill: Mapping[tuple[int, int], int], decode: Mapping[tuple[int, int], int], limits: TextLimits,
+                   *, budget: int, time: CachedTimes, load_levels: Sequence[int] = ()) -> None:  # fmt: skip
+    """Each phase prepared for :func:`text_bucket_splits` at ``budget`` and kept in ``time`` (the same preparation
+    serves every budget of the default's search: their rows are capped alike), e.g. before a fork, so that both
+    processes start from it."""
+    res, rows, prior_share, smooth_octaves, prompt_key, dec_key = _keys(prefill, decode, limits, budget, None, None,
+                                                                         load_levels)  # fmt: skip
+    time.kept("prompt", prompt_key,
+              lambda: _prepare_prompt(prefill, limits, time, res, rows, prior_share, smooth_octaves),
+              most=PREPARED_KEPT)  # fmt: skip
+    time.kept("decode", dec_key, lambda: _prepare_decode(decode, limits, time, res, rows, smooth_octaves, load_levels),
+              most=PREPARED_KEPT)  # fmt: skip
+
+
+def _keys(prefill: Mapping[tuple[int, int], int], decode: Mapping[tuple[int, int], int], limits: TextLimits,
+          budget: int, prior_share: float | None, smooth_octaves: float | None, load_levels: Sequence[int],
+          ) -> tuple[int, int, float, float, Hashable, Hashable]:  # fmt: skip
+    """The grid density, the rows, the settings and each phase's key of a planning call."""
     res = resolution(budget)
     prior_share = PRIOR_SHARE if prior_share is None else prior_share
     smooth_octaves = SMOOTH_OCTAVES if smooth_octaves is None else smooth_octaves
@@ -417,11 +445,7 @@ def text_bucket_splits(
     rows = min(budget, MAX_ROWS * res)
     prompt_key = (_fingerprint(prefill), limits, res, rows, prior_share, smooth_octaves)
     dec_key = (_fingerprint(decode), limits, res, rows, smooth_octaves, tuple(load_levels))
-    # a re-plan at a budget tried before (the worst case's smaller budgets) asks for the same weights again
-    plans, pick = time.kept("splits", (prompt_key, dec_key, budget),
-                            lambda: _splits_of(prefill, decode, limits, budget, time, res, rows, prior_share,
-                                               smooth_octaves, load_levels, prompt_key, dec_key))  # fmt: skip
-    return list(plans), pick
+    return res, rows, prior_share, smooth_octaves, prompt_key, dec_key
 
 
 def _splits_of(prefill: Mapping[tuple[int, int], int], decode: Mapping[tuple[int, int], int], limits: TextLimits,

@@ -36,7 +36,13 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 import numpy.typing as npt
 
-from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits, plan_text_buckets, text_bucket_splits
+from vllm_hpu_mm.buckets.text import (
+    TextBucketPlan,
+    TextLimits,
+    plan_text_buckets,
+    prepare_phases,
+    text_bucket_splits,
+)
 from vllm_hpu_mm.buckets.text_time import (
     GROSS_FACTOR,
     NO_LADDER,
@@ -463,7 +469,10 @@ def choose_budget(
         return BudgetedPlan(plan, budget, f"{budget} graphs (given)", _verdicts(plan, loads, own, own_times, time))
     own_warmup = warmup(*own) if warmup is not None else 0.0
     steps = budget_steps(total)
-    # each step's plan is worked out beside the one before it (a forked child: the same plan, sooner)
+    # each step's plan is worked out beside the one before it (a forked child: the same plan, sooner), both
+    # processes starting from the phases prepared for the weights (the child would prepare them again)
+    with contextlib.suppress(ConfigError):  # raised again at the step's turn
+        prepare_phases(*weights, limits, budget=steps[0], time=time, load_levels=load_levels)
     tries = [functools.partial(best_at, weights, loads, limits, own, own_times, time, load_levels, graphs,
                                functools.partial(_warms_within, graphs=graphs, total=total, warmup=warmup,
                                                  own_warmup=own_warmup) if warmup is not None else None)

@@ -47,6 +47,7 @@ loads first).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -68,6 +69,7 @@ from vllm_hpu_mm.buckets.text_budget import (
     padded_times,
 )
 from vllm_hpu_mm.buckets.text_time import LookupTable, StepTimes, cached, moved
+from vllm_hpu_mm.buckets.turns import Ahead, on_two
 from vllm_hpu_mm.engine import Bucket
 from vllm_hpu_mm.errors import ConfigError
 
@@ -257,6 +259,15 @@ class Between:
         edges = sorted({n + d for n in rows for d in (-1, 0, 1)} & set(range(1, self.top + 1)))
         fill = np.unique(np.round(np.geomspace(1, self.top, MAX_STEADY)).astype(np.int64)).tolist()
         return sorted({*edges[:MAX_STEADY], *fill[: max(0, MAX_STEADY - len(edges))]})
+
+    def few(self) -> list[int]:
+        """The unjudged loads up to :data:`FEW`, scheduled whatever the plan."""
+        return [n for n in range(1, min(self.top, FEW) + 1) if n not in self.judged]
+
+    def ahead(self) -> Ahead[LoadShapes]:
+        """The :meth:`few` loads scheduled from now in a forked child (they do not depend on the plan), while this
+        process builds the plan they judge."""
+        return Ahead([functools.partial(self.at, n) for n in self.few()])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -615,7 +626,23 @@ def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], l
     budget, or half the runtime's own (the default's most). Where the default's plan leaves too little room for the
     corners, the budget is re-planned smaller (at most :data:`MAX_REPLANS` times: see the module) and taken when it
     bounds the worst lower with no more loads padding longer than under the runtime's own. ``between``: loads
-    between the judged ones, judged (and repaired) with them once the plan is built."""
+    between the judged ones, judged (and repaired) with them once the plan is built (the few scheduled whatever the
+    plan in a forked child meanwhile: :meth:`Between.ahead`)."""
+    early = between.ahead() if between is not None else None
+    try:
+        return _with_bounded_worst(chosen, weights, loads, limits, own, time, given=given, load_levels=load_levels,
+                                   against=against, bound=bound, intervals=intervals, between=between,
+                                   early=early)  # fmt: skip
+    finally:
+        if early is not None:
+            early.stop()
+
+
+def _with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], loads: Sequence[LoadShapes],
+                        limits: TextLimits, own: tuple[Sequence[Bucket], Sequence[Bucket]], time: StepTimes, *,
+                        given: int | None, load_levels: Sequence[int], against: str, bound: float,
+                        intervals: tuple[tuple[str, float, float], ...], between: Between | None,
+                        early: Ahead[LoadShapes] | None) -> BudgetedPlan:  # fmt: skip
     time = cached(time)
     total = len(own[0]) + len(own[1])
     cap = max(given if given is not None else budget_for(total, MAX_BUDGET_SHARE), chosen.plan.graphs)
@@ -678,7 +705,7 @@ def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], l
     # no judged load may pad longer than under the runtime's own: buckets that make no shape dearer beyond the
     # default's budget where need be, else the runtime's own buckets in a phase (a given budget is kept: it says so)
     room = cap - plan.graphs + (MAX_EXTRA if given is None else 0)
-    extra = _between(plan, own, between, loads, time)
+    extra = _between(plan, own, between, loads, time, early=early)
     fixed, then = plan, 0
     for _ in range(BETWEEN_ROUNDS):
         # every load against the runtime's own first, then the steady states within their share (a margin for
@@ -730,31 +757,37 @@ def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], l
 
 def _between(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]], between: Between | None,
              loads: Sequence[LoadShapes], time: StepTimes, *, scheduled: bool = True,
-             ) -> list[tuple[LoadShapes, PaddedTime, PaddedTime]]:  # fmt: skip
+             early: Ahead[LoadShapes] | None = None) -> list[tuple[LoadShapes, PaddedTime, PaddedTime]]:  # fmt: skip
     """The loads between the judged ones to judge, each with its padded time in the runtime's own buckets and the
     time it is held to (a steady state: :data:`STEADY_SHARE` of its padding): each
     candidate load's steady state (:class:`_Steady`) priced in ``plan`` and in the
     runtime's own buckets; those padding longer than the runtime's own (at most :data:`MAX_BETWEEN`, the longest
     first), and (``scheduled``) every unjudged load up to :data:`FEW` and the :data:`MAX_SCHEDULED` others whose steady
-    state pads longest against it, scheduled."""
+    state pads longest against it, scheduled (``early``: the few already started, :meth:`Between.ahead`; the others
+    on both cores)."""
     if between is None:
         return []
     steady = _steady(loads)
     if steady is None:
         return []
+    ns = between.candidates(plan.decode, own[1])
+    states = [steady.at(n) for n in ns]
+    # every steady state priced in one lookup per bucket set (the same seconds as one load at a time)
     ranked: list[tuple[float, int, LoadShapes, LoadVerdict]] = []
-    for n in between.candidates(plan.decode, own[1]):
-        load = steady.at(n)
-        v = LoadVerdict(load.load, padded_time(plan.prompt, plan.decode, load, time), padded_time(*own, load, time))
+    for n, load, ours, theirs in zip(ns, states, padded_times(plan.prompt, plan.decode, states, time),
+                                     padded_times(*own, states, time), strict=True):  # fmt: skip
+        v = LoadVerdict(load.load, ours, theirs)
         ratio = v.ours.padded_s / v.own.padded_s if v.own.padded_s > 0 else (math.inf if v.ours.padded_s > 0 else 0.0)
         ranked.append((ratio, n, load, v))
     ranked.sort(key=lambda r: (-r[0], r[1]))
     out = [(load, v.own, _within(v.own, STEADY_SHARE)) for _, _, load, v in ranked
            if v.beyond(STEADY_SHARE)][:MAX_BETWEEN]  # fmt: skip
-    few = [n for n in range(1, min(between.top, FEW) + 1) if n not in between.judged]
-    picks = few + [n for _, n, _, _ in ranked if n not in between.judged and n > FEW][:MAX_SCHEDULED]
-    for n in picks if scheduled else []:
-        load = between.at(n)
+    if not scheduled:
+        return out
+    few = between.few()
+    rest = [n for _, n, _, _ in ranked if n not in between.judged and n > FEW][:MAX_SCHEDULED]
+    first = early.results() if early is not None else [between.at(n) for n in few]
+    for load in [*first, *on_two([functools.partial(between.at, n) for n in rest])]:
         theirs = padded_time(*own, load, time)
         out.append((load, theirs, _within(theirs, STEADY_SHARE)))
     return out

@@ -8,20 +8,24 @@ At most one child at a time (:data:`PROCESSES`). No child where fork is missing 
 threads running: a forked child would inherit their locks), where the child fails or sends nothing back, or where a
 task's result does not pickle: there the task is worked out here, as it would be without turns. A child left
 behind when the caller stops early is killed (its work is not needed).
+
+:class:`Ahead` starts tasks in a child now and reads their results later (work that does not depend on what this
+process does meanwhile); :func:`on_two` works out a list of tasks on both cores, every other one in the child.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import pickle
 import signal
 import sys
 import threading
 from collections.abc import Callable, Generator, Sequence
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
-__all__ = ["PROCESSES", "in_turns"]
+__all__ = ["PROCESSES", "Ahead", "in_turns", "on_two"]
 
 _T = TypeVar("_T")
 
@@ -59,9 +63,13 @@ def _fork(task: Callable[[], Any]) -> tuple[int, int] | None:
     if not _can_fork():
         return None
     read, write = os.pipe()
+    # the objects made so far left out of the collector's passes while the child runs: a pass writes to every
+    # object it visits, and each page so written is then copied, in the child and here (copy-on-write)
+    gc.freeze()
     try:
         pid = os.fork()
     except OSError:
+        gc.unfreeze()
         os.close(read)
         os.close(write)
         return None
@@ -91,6 +99,7 @@ def _collect(child: tuple[int, int]) -> tuple[bool, Any]:
             data = f.read()
     finally:
         os.waitpid(pid, 0)
+        gc.unfreeze()
     try:
         kind, value = pickle.loads(data)
     except Exception:  # nothing (or half) sent: the child died
@@ -106,6 +115,7 @@ def _stop(child: tuple[int, int]) -> None:
         os.close(read)
     with contextlib.suppress(OSError):
         os.waitpid(pid, 0)
+    gc.unfreeze()
 
 
 def in_turns(tasks: Sequence[Callable[[], _T]]) -> Generator[Callable[[], _T], None, None]:
@@ -128,3 +138,49 @@ def in_turns(tasks: Sequence[Callable[[], _T]]) -> Generator[Callable[[], _T], N
     finally:
         if child is not None:
             _stop(child)
+
+
+def _all(tasks: Sequence[Callable[[], _T]]) -> list[_T]:
+    return [task() for task in tasks]
+
+
+class Ahead(Generic[_T]):
+    """``tasks`` started now in a forked child (where one can start), their results read later with
+    :meth:`results`: the second core works them out while this process goes on. :meth:`stop` kills a child whose
+    results are not read (call it in a ``finally``)."""
+
+    def __init__(self, tasks: Sequence[Callable[[], _T]]) -> None:
+        self._tasks = list(tasks)
+        self._child = _fork(lambda: _all(self._tasks)) if self._tasks else None
+
+    def results(self) -> list[_T]:
+        """Each task's result in order: the child's, or worked out here where it sent none (then a task's error is
+        raised here, as without a child)."""
+        child, self._child = self._child, None
+        if child is not None:
+            ok, value = _collect(child)
+            if ok:
+                return list(value)
+        return _all(self._tasks)
+
+    def stop(self) -> None:
+        child, self._child = self._child, None
+        if child is not None:
+            _stop(child)
+
+
+def on_two(tasks: Sequence[Callable[[], _T]]) -> list[_T]:
+    """Each task's result in order, every other one worked out meanwhile by a forked child (one child for all of
+    them: one fork, not one per pair)."""
+    away = Ahead(tasks[1::2])
+    try:
+        here = _all(tasks[0::2])
+        there = away.results()
+    finally:
+        away.stop()
+    out: list[_T] = []
+    for k, value in enumerate(here):
+        out.append(value)
+        if k < len(there):
+            out.append(there[k])
+    return out

@@ -6,11 +6,13 @@ pad), side by side, at the plan's limits, in time where the device has a time mo
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 
 from vllm_hpu_mm.buckets.admission import admit_traffic
 from vllm_hpu_mm.buckets.text import TextBucketPlan
 from vllm_hpu_mm.buckets.text_worst import WorstCase
+from vllm_hpu_mm.buckets.turns import on_two
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
@@ -171,6 +173,7 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
         notes += yours.text_shapes(shape).notes  # its buckets vllm-gaudi drops without a word
     planned = None
     worst: WorstCase | None = None
+    later: list[tuple[RuntimeModel, str]] = []  # replayed once planned, on both cores (each replay is pure)
     if args.plan_buckets:
         # a known load or arrivals: every load level is planned for (lightly) and judged as well
         sweep = None if runs.balanced else schedules(traffic, shape, images, concurrency=None, requests=args.requests)
@@ -180,24 +183,25 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
         planned = chosen.plan
         told = own.with_text_buckets(planned.prompt, planned.decode)
         if told is not None:
-            results.append(replay_model(told, shape, runs, PLANNED_LABEL, timer))
-            configs.append(told)
+            later.append((told, PLANNED_LABEL))
             notes.append(f"planned buckets: budget {chosen.reason}")
             worst = chosen.worst
             if worst is not None:
                 notes.append(f"planned buckets: {worst.line()}")
-    labels = {r.label for r in results}
+    labels = {r.label for r in results} | {label for _, label in later}
     release: str | None = getattr(own, "version", None)  # a named release shows only the strategies it ships
     for model in registry.strategies(inputs.runtime_name, own_env, release) if args.strategies else ():
         label = configured_label(model, shape)
         if label not in labels:
-            results.append(replay_model(model, shape, runs, label, timer))
-            configs.append(model)
+            later.append((model, label))
             labels.add(label)
+    results += on_two([functools.partial(replay_model, model, shape, runs, label, timer) for model, label in later])
+    configs += [model for model, _ in later]
     if timer is not None and args.latency:
-        results = [dataclasses.replace(r, latency=strategy_latency(m, shape, timer, traffic, images,
-                   concurrency=sizing.concurrency, requests=args.requests, arrivals=args.arrivals, common=runs))
-                   for r, m in zip(results, configs, strict=True)]  # fmt: skip
+        latencies = on_two([functools.partial(strategy_latency, m, shape, timer, traffic, images,
+                                              concurrency=sizing.concurrency, requests=args.requests,
+                                              arrivals=args.arrivals, common=runs) for m in configs])  # fmt: skip
+        results = [dataclasses.replace(r, latency=latency) for r, latency in zip(results, latencies, strict=True)]
     kv_note = ("KV blocks: given" if args.kv_blocks is not None else "KV blocks: the plan's estimate (the decode "
                "buckets depend on it; give the log's '# HPU blocks' with --kv-blocks)")  # fmt: skip
     report = Report(tuple(results), traffic.source, runs.load, runs.ran, shape.limits(), own.traits,

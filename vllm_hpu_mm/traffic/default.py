@@ -15,7 +15,9 @@ from __future__ import annotations
 import csv
 import functools
 import io
+from collections.abc import Mapping
 from importlib import resources
+from types import MappingProxyType
 
 from vllm_hpu_mm.traffic.csvfile import parse_rows
 from vllm_hpu_mm.traffic.requests import TextRow, Traffic
@@ -36,6 +38,8 @@ def default_traffic() -> Traffic:
     return Traffic(dict(counts), SOURCE)
 
 
-def default_text() -> dict[TextRow, int]:
-    """The default traffic's (text, output, cached) distribution: what requests without text columns draw from."""
-    return default_traffic().text_rows()
+@functools.cache
+def default_text() -> Mapping[TextRow, int]:
+    """The default traffic's (text, output, cached) distribution: what requests without text columns draw from
+    (read-only, counted once: every schedule of a plan asks for it)."""
+    return MappingProxyType(default_traffic().text_rows())
