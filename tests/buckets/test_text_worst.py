@@ -301,10 +301,11 @@ def test_a_tables_prices_are_kept_for_the_price_asked() -> None:
 def test_a_schedule_of_arrivals_in_time_is_no_load_level_of_the_steady_state() -> None:
     # a rate's or a profile's schedule is labelled "0 at once" (no clients): read as level 0 it failed every
     # `buckets replay --request-rate` with a math domain error (107e361)
-    _, loads, between = _rows_at_the_levels()
+    _, loads, _ = _rows_at_the_levels()
     timed = LoadShapes("0 at once", {(200, 0): 10}, {(3, 9): 400, (7, 30): 100})
     steady, alone = _steady((*loads, timed)), _steady(loads)
-    assert steady is not None and alone is not None
+    assert steady is not None
+    assert alone is not None
     assert steady.means == alone.means
     assert [lv[0] for lv in steady.levels] == [1, 2, 4, 8, 12, 16]
     assert np.array_equal(steady.spread, alone.spread)
