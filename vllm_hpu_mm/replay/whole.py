@@ -5,7 +5,9 @@ these are what a user of each configuration would measure.
 
 A closed loop (a concurrency, or every load level) admits by steps, never by seconds: its events are the same on
 every clock, so the common schedule is re-timed on each configuration's clock (:func:`retimed`) instead of scheduled
-again; arrivals in time (a rate, a profile) depend on the clock and are scheduled again.
+again; arrivals in time (a rate, a profile) depend on the clock and are scheduled again, until every request has
+arrived: where the state then is the common schedule's at the same step, its remaining events are taken and priced on
+this clock (``simulate(reference=)``; a saturated server reaches it within its first steps).
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ def strategy_latency(model: RuntimeModel, shape: EngineShape, timer: Timer, traf
     if common is not None and not (arrivals is not None and arrivals.timed):
         traces = tuple(retimed(t, clock) for t in common.traces)
     elif common is not None and arrivals is not None and common.prompts:  # the same requests, on this clock
-        traces = (simulate(common.prompts, shape, arrivals, clock=clock.clock, vision_clock=clock.vision_clock),)
+        traces = (simulate(common.prompts, shape, arrivals, clock=clock.clock, vision_clock=clock.vision_clock,
+                           reference=common.traces[0]),)  # fmt: skip
     else:
         traces = schedules(traffic, shape, images, concurrency=concurrency, requests=requests, arrivals=arrivals,
                            timer=clock).traces  # fmt: skip
