@@ -28,6 +28,12 @@ of identical (sequences, blocks), so a trace costs its events, not its steps. An
 over the running requests: the decoding requests' count, KV blocks and next finish are kept as they join, leave and
 step (:class:`_DecodeBatch`), and a step visits only the prefilling requests (the replay at 100,000 requests and
 10,000 requests/s: benchmarks/performance/replay_bounds.py).
+
+Only arrivals read the clock: once every request has arrived, the steps follow from the state alone. A schedule of
+arrivals in time records its state there (:class:`_Resume`); the same requests scheduled on another clock (each
+configuration's own, ``replay/whole.py``) that reach that state at that step take its remaining events and price them
+on their own clock, as the steps would have, instead of stepping again (a saturated server reaches it within its first
+steps; elsewhere the states differ and the schedule runs to its end).
 """
 
 from __future__ import annotations
