@@ -44,12 +44,12 @@ import heapq
 import math
 import random
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from vllm_hpu_mm.engine import EngineShape, PrefillChunk
 from vllm_hpu_mm.errors import ConfigError
 
-__all__ = ["REFUSALS", "Arrivals", "Clock", "DecodeRun", "Prompt", "Span", "Trace", "simulate"]
+__all__ = ["REFUSALS", "Arrivals", "Clock", "DecodeRun", "Prompt", "Span", "Trace", "simulate", "step_times"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -386,6 +386,33 @@ class _DecodeBatch:
 Clock = Callable[[Event], float]
 
 
+def step_times(events: Sequence[Event], starts: Sequence[int], encoded: Iterable[tuple[int, int]], clock: Clock,
+               vision: Callable[[int], float] | None, step: int = 0, now: float = 0.0,
+               ) -> tuple[dict[int, float], float]:  # fmt: skip
+    """A trace's ``events`` (from ``step`` at ``now`` seconds) priced on ``clock`` and summed as the scheduler sums
+    them (a step's images, its decode, its prefill chunks, then the step; a decode stretch run by run), bit for bit:
+    (the seconds at the start of each step a group of events ends before, the seconds at the end)."""
+    images: dict[int, list[int]] = {}
+    for at_step, tokens in encoded:
+        images.setdefault(at_step, []).append(tokens)
+    at = {step: now}
+    i, n = 0, len(events)
+    while i < n:
+        start, event = starts[i], events[i]
+        if isinstance(event, DecodeRun) and start not in images and (i + 1 == n or starts[i + 1] != start):
+            now += event.steps * clock(event)  # a decode stretch's run (or a decode-only step: the same sum)
+            i += 1
+            at[start + event.steps] = now
+            continue
+        step_s = sum(vision(t) for t in images.get(start, ())) if vision is not None else 0.0
+        while i < n and starts[i] == start:
+            step_s += clock(events[i])
+            i += 1
+        now += step_s
+        at[start + 1] = now
+    return at, now
+
+
 def simulate(prompts: Iterable[Prompt], limits: EngineShape, concurrency: int | Arrivals,
              encoder_budget: int | None = None, *, drain: bool = True, clock: Clock | None = None,
              vision_clock: Callable[[int], float] | None = None, reference: Trace | None = None) -> Trace:  # fmt: skip
@@ -524,25 +551,10 @@ class _Scheduler:
         finishing requests, each step priced on this clock summed as the steps above sum it (a step's images, its
         decode, its prefill chunks; a decode stretch run by run), each request's times from this clock."""
         assert self.clock is not None  # arrivals in time
-        clock, events, starts = self.clock, trace.events, trace.starts
-        images: dict[int, list[int]] = {}
-        for step, tokens in trace.encoded[ref.encoded :]:
-            images.setdefault(step, []).append(tokens)
-        at = {self.steps: self.now}  # seconds at the start of each step a group of events ends before
-        now, i, n = self.now, ref.event, len(events)
-        while i < n:
-            start, event = starts[i], events[i]
-            if isinstance(event, DecodeRun) and start not in images and (i + 1 == n or starts[i + 1] != start):
-                now += event.steps * clock(event)
-                i += 1
-                at[start + event.steps] = now
-                continue
-            step_s = sum(self._vision(t) for t in images.get(start, ())) if self.vision_clock is not None else 0.0
-            while i < n and starts[i] == start:
-                step_s += clock(events[i])
-                i += 1
-            now += step_s
-            at[start + 1] = now
+        events, starts = trace.events, trace.starts
+        vision = self._vision if self.vision_clock is not None else None
+        at, now = step_times(events[ref.event :], starts[ref.event :], trace.encoded[ref.encoded :], self.clock, vision,
+                             self.steps, self.now)  # fmt: skip
         prefilling = {s.order for s in self.prefilling}
         started = {s.order: s for s in self.running if s.order not in prefilling}  # first token before this step
         running, waiting = {s.order: s for s in self.running}, list(self.waiting)  # waiting[j] is admitted j+1-th
