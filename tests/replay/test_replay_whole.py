@@ -115,3 +115,11 @@ def test_arrivals_in_time_continued_from_the_common_schedule_run_again(rate: flo
     # once the server is saturated the rest of the common schedule is taken, not scheduled again; at 2/s it never
     # is, and the state differs where every request has arrived
     assert (got.events[-1] is common.events[-1]) == (rate > 2.0)
+    # a reference of other requests (the same ones but the last two swapped) is never continued from
+    other = simulate([*prompts[:-2], prompts[-1], prompts[-2]], LIMITS, arrivals, clock=(c := clock()).clock,
+                     vision_clock=c.vision_clock)  # fmt: skip
+    assert other.resume is not None
+    mixed = simulate(prompts, LIMITS, arrivals, clock=(c := clock()).clock, vision_clock=c.vision_clock,
+                     reference=other)  # fmt: skip
+    assert mixed == again
+    assert mixed.events[-1] is not other.events[-1]

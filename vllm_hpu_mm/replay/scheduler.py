@@ -532,18 +532,17 @@ class _Scheduler:
     def _state(self) -> tuple[object, ...]:
         """What the steps from here read, with no request left to arrive: the limits, the KV blocks reserved, the
         encoder budget's floor, the admissions so far, each running request's prompt, progress and images not yet
-        encoded (a decoding one's brought up to the batch clock), and the waiting requests (the source's next in
-        order: their count, the first and the last, and what the first has spent)."""
+        encoded (a decoding one's brought up to the batch clock), and the waiting requests in order (what the first
+        has spent)."""
         batch, running = self.batch, []
         for s in self.running:
             taken = batch.clock - s.joined if s.ends >= 0 else 0
             running.append((s.index, s.prompt, s.order, s.computed + taken, s.generated + taken, s.ends >= 0,
                             tuple(s.images)))  # fmt: skip
         waiting: tuple[object, ...] = ()
-        if self.waiting:
+        if self.waiting:  # only the first has been looked at (its images may be spent)
             head = self.waiting[0]
-            waiting = (len(self.waiting), head.index, head.prompt, head.computed, tuple(head.images),
-                       self.waiting[-1].index)  # fmt: skip
+            waiting = (head.index, head.computed, tuple(head.images), tuple([s.prompt for s in self.waiting]))
         return (self.limits, self.encoder_budget, self.largest, self.reserved, self.admitted, tuple(running), waiting)
 
     def _resume(self, trace: Trace, ref: _Resume) -> None:
