@@ -115,6 +115,10 @@ class TextLookup(Protocol):
         ...
 
 
+#: A memo's answer for a key it does not hold (an answer may be None).
+_MISSING = object()
+
+
 class KeptWhileNoFallback(Generic[T]):
     """A memo of answers that rest on ``lookup`` (a step's forwards, its price): kept while the lookup generates no
     fallback. The lookup answers the same input alike in the same state, and only a fallback changes its state (the
@@ -122,19 +126,23 @@ class KeptWhileNoFallback(Generic[T]):
     would generate is generated, in order. At most ``most`` answers (past it, the memo starts again)."""
 
     def __init__(self, lookup: TextLookup, most: int) -> None:
-        self._lookup, self._most = lookup, most
+        self._most = most
         self._memo: dict[Hashable, T] = {}
-        self._state = len(lookup.fallbacks())
+        # a lookup that counts its fallbacks without copying them (a replay asks at every step)
+        counted: Callable[[], int] | None = getattr(lookup, "fallback_count", None)
+        self._count: Callable[[], int] = counted if counted is not None else lambda: len(lookup.fallbacks())
+        self._state = self._count()
 
     def __call__(self, key: Hashable, compute: Callable[[], T]) -> T:
-        n = len(self._lookup.fallbacks())
+        n = self._count()
         if n != self._state:
             self._memo.clear()
             self._state = n
-        if key in self._memo:
-            return self._memo[key]
+        got = self._memo.get(key, _MISSING)
+        if got is not _MISSING:
+            return got  # type: ignore[return-value]
         got = compute()
-        if len(self._lookup.fallbacks()) == n:
+        if self._count() == n:
             if len(self._memo) >= self._most:
                 self._memo.clear()
             self._memo[key] = got

@@ -20,6 +20,7 @@ from vllm_hpu_mm.buckets.text_worst import (
     _between,
     _no_longer,
     _Phase,
+    _steady,
     bound_worst,
     with_bounded_worst,
     worst_case,
@@ -323,3 +324,17 @@ def test_a_tables_prices_are_kept_for_the_price_asked() -> None:
     double = lambda b, _q, c: 2 * TIME.decode_s(b, c)  # noqa: E731
     assert table.seconds(decode).tolist() == [TIME.decode_s(2, 8), TIME.decode_s(4, 32), TIME.decode_s(8, 64)]
     assert table.seconds(double).tolist() == [2 * s for s in table.seconds(decode).tolist()]
+
+
+def test_a_schedule_of_arrivals_in_time_is_no_load_level_of_the_steady_state() -> None:
+    # a rate's or a profile's schedule is labelled "0 at once" (no clients): read as level 0 it failed every
+    # `buckets replay --request-rate` with a math domain error (107e361)
+    _, loads, _ = _rows_at_the_levels()
+    timed = LoadShapes("0 at once", {(200, 0): 10}, {(3, 9): 400, (7, 30): 100})
+    steady, alone = _steady((*loads, timed)), _steady(loads)
+    assert steady is not None
+    assert alone is not None
+    assert steady.means == alone.means
+    assert [lv[0] for lv in steady.levels] == [1, 2, 4, 8, 12, 16]
+    assert np.array_equal(steady.spread, alone.spread)
+    assert steady.at(5).decode == alone.at(5).decode

@@ -92,3 +92,34 @@ def test_arrivals_in_time_scheduled_again_from_the_common_requests_equal_a_fresh
                                       arrivals=arrivals, common=c) for c in (common, None))  # fmt: skip
     assert kept == sampled
     assert kept[0].requests > 0
+
+
+@pytest.mark.parametrize("rate", [2.0, 50.0, 10_000.0])
+@pytest.mark.parametrize("kind", ["real, one forward per step", "padded, compiling"])
+def test_arrivals_in_time_continued_from_the_common_schedule_run_again(rate: float, kind: str) -> None:
+    def clock() -> StepClock:
+        if kind == "real, one forward per step":
+            return real_clock(fitted_timer(STEP), unified=True)
+        return padded_clock(TIMER, Compiling())
+
+    prompts, arrivals = PROMPTS * 5, Arrivals(rate=rate)
+    common = simulate(prompts, LIMITS, arrivals, clock=(c := real_clock(TIMER, unified=False)).clock,
+                      vision_clock=c.vision_clock)  # fmt: skip
+    assert common.resume is not None
+    again = simulate(prompts, LIMITS, arrivals, clock=(c := clock()).clock, vision_clock=c.vision_clock)
+    got = simulate(prompts, LIMITS, arrivals, clock=(c := clock()).clock, vision_clock=c.vision_clock,
+                   reference=common)  # fmt: skip
+    assert got.spans == again.spans  # every request's times, to the last bit
+    assert got.busy_s == again.busy_s > 0
+    assert got == again
+    # once the server is saturated the rest of the common schedule is taken, not scheduled again; at 2/s it never
+    # is, and the state differs where every request has arrived
+    assert (got.events[-1] is common.events[-1]) == (rate > 2.0)
+    # a reference of other requests (the same ones but the last two swapped) is never continued from
+    other = simulate([*prompts[:-2], prompts[-1], prompts[-2]], LIMITS, arrivals, clock=(c := clock()).clock,
+                     vision_clock=c.vision_clock)  # fmt: skip
+    assert other.resume is not None
+    mixed = simulate(prompts, LIMITS, arrivals, clock=(c := clock()).clock, vision_clock=c.vision_clock,
+                     reference=other)  # fmt: skip
+    assert mixed == again
+    assert mixed.events[-1] is not other.events[-1]

@@ -308,7 +308,7 @@ def _steady(loads: Sequence[LoadShapes]) -> _Steady | None:
     means, spreads, weights, empties, levels = [], [], [], [], []
     for load in loads:
         head = load.load.split()[0]
-        if not head.isdigit() or not load.decode:
+        if not head.isdigit() or not load.decode or int(head) < 1:  # a schedule of arrivals in time: no level
             continue
         level = int(head)
         keys = np.array(list(load.decode), dtype=np.int64).reshape(-1, 2)

@@ -28,6 +28,12 @@ of identical (sequences, blocks), so a trace costs its events, not its steps. An
 over the running requests: the decoding requests' count, KV blocks and next finish are kept as they join, leave and
 step (:class:`_DecodeBatch`), and a step visits only the prefilling requests (the replay at 100,000 requests and
 10,000 requests/s: benchmarks/performance/replay_bounds.py).
+
+Only arrivals read the clock: once every request has arrived, the steps follow from the state alone. A schedule of
+arrivals in time records its state there (:class:`_Resume`); the same requests scheduled on another clock (each
+configuration's own, ``replay/whole.py``) that reach that state at that step take its remaining events and price them
+on their own clock, as the steps would have, instead of stepping again (a saturated server reaches it within its first
+steps; elsewhere the states differ and the schedule runs to its end).
 """
 
 from __future__ import annotations
@@ -38,12 +44,12 @@ import heapq
 import math
 import random
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from vllm_hpu_mm.engine import EngineShape, PrefillChunk
 from vllm_hpu_mm.errors import ConfigError
 
-__all__ = ["REFUSALS", "Arrivals", "Clock", "DecodeRun", "Prompt", "Span", "Trace", "simulate"]
+__all__ = ["REFUSALS", "Arrivals", "Clock", "DecodeRun", "Prompt", "Span", "Trace", "simulate", "step_times"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,6 +205,27 @@ class Trace:
     arrivals: Arrivals | None = None
     #: Images encoded: (step, placeholder tokens), in order.
     encoded: tuple[tuple[int, int], ...] = ()
+    #: Arrivals in time: the state once every request has arrived, for another clock's schedule of the same requests
+    #: to continue from (:class:`_Resume`).
+    resume: _Resume | None = dataclasses.field(default=None, compare=False, repr=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Resume:
+    """A schedule of arrivals in time at a step where every request had arrived and the step before it ran with
+    none left to arrive: from there its events depend on its state alone, not on its clock (only arrivals read the
+    clock). Another clock's schedule of the same prompts that reaches this ``state`` at this step runs these events
+    from then on, step for step; only their seconds differ (:meth:`_Scheduler._resume`)."""
+
+    steps: int
+    #: The trace's events, images encoded and requests finished (spans) before this step.
+    event: int
+    encoded: int
+    span: int
+    #: What the next steps read (:meth:`_Scheduler._state`).
+    state: tuple[object, ...]
+    #: Admission order of each request finishing from this step on, in the order they finish (their spans').
+    orders: tuple[int, ...]
 
 
 @dataclasses.dataclass(eq=False)  # identity: removing one from the running list compares no fields
@@ -215,6 +242,9 @@ class _Seq:
     first_s: float = 0.0
     #: Admission order (the running list's order).
     order: int = 0
+    #: Requests taken from the source before it (refused ones included): the same request in any schedule of the
+    #: same prompts.
+    index: int = 0
     #: While decoding (:class:`_DecodeBatch`): the batch clock when it joined, and at its last token (else -1).
     joined: int = 0
     ends: int = -1
@@ -356,18 +386,48 @@ class _DecodeBatch:
 Clock = Callable[[Event], float]
 
 
+def step_times(events: Sequence[Event], starts: Sequence[int], encoded: Iterable[tuple[int, int]], clock: Clock,
+               vision: Callable[[int], float] | None, step: int = 0, now: float = 0.0,
+               ) -> tuple[dict[int, float], float]:  # fmt: skip
+    """A trace's ``events`` (from ``step`` at ``now`` seconds) priced on ``clock`` and summed as the scheduler sums
+    them (a step's images, its decode, its prefill chunks, then the step; a decode stretch run by run), bit for bit:
+    (the seconds at the start of each step a group of events ends before, the seconds at the end)."""
+    images: dict[int, list[int]] = {}
+    for at_step, tokens in encoded:
+        images.setdefault(at_step, []).append(tokens)
+    at = {step: now}
+    i, n = 0, len(events)
+    while i < n:
+        start, event = starts[i], events[i]
+        if isinstance(event, DecodeRun) and start not in images and (i + 1 == n or starts[i + 1] != start):
+            now += event.steps * clock(event)  # a decode stretch's run (or a decode-only step: the same sum)
+            i += 1
+            at[start + event.steps] = now
+            continue
+        step_s = sum(vision(t) for t in images.get(start, ())) if vision is not None else 0.0
+        while i < n and starts[i] == start:
+            step_s += clock(events[i])
+            i += 1
+        now += step_s
+        at[start + 1] = now
+    return at, now
+
+
 def simulate(prompts: Iterable[Prompt], limits: EngineShape, concurrency: int | Arrivals,
              encoder_budget: int | None = None, *, drain: bool = True, clock: Clock | None = None,
-             vision_clock: Callable[[int], float] | None = None) -> Trace:  # fmt: skip
+             vision_clock: Callable[[int], float] | None = None, reference: Trace | None = None) -> Trace:  # fmt: skip
     """The schedule of ``prompts`` (in arrival order) under ``concurrency`` clients in a closed loop, or the
     :class:`Arrivals` given. ``drain``: run until every admitted request finishes (the batch runs down to one);
     without it the schedule ends when the requests run out (the load alone). ``clock`` prices a step in seconds: a
     rate or a profile needs it, and it gives each request's times; ``vision_clock`` prices encoding an image of so
-    many placeholder tokens (a function of them alone: each count is priced once)."""
+    many placeholder tokens (a function of them alone: each count is priced once). ``reference``: a schedule of the
+    same prompts, limits and arrivals on another clock; where this one reaches the state it had once every request had
+    arrived, at the same step, its events from there are taken and priced on this clock (the same trace, without
+    stepping the scheduler again)."""
     arrivals = concurrency if isinstance(concurrency, Arrivals) else Arrivals(concurrency=concurrency)
     if arrivals.timed and clock is None:
         raise ConfigError(f"{arrivals.describe()} needs a time model of the device (a named accelerator)")
-    return _Scheduler(prompts, limits, arrivals, encoder_budget, drain, clock, vision_clock).run()
+    return _Scheduler(prompts, limits, arrivals, encoder_budget, drain, clock, vision_clock, reference).run()
 
 
 class _Scheduler:
@@ -375,7 +435,8 @@ class _Scheduler:
     the step and the clock; :meth:`run` steps it until the load (and the drain) ends."""
 
     def __init__(self, prompts: Iterable[Prompt], limits: EngineShape, arrivals: Arrivals, encoder_budget: int | None,
-                 drain: bool, clock: Clock | None, vision_clock: Callable[[int], float] | None) -> None:  # fmt: skip
+                 drain: bool, clock: Clock | None, vision_clock: Callable[[int], float] | None,
+                 reference: Trace | None = None) -> None:  # fmt: skip
         self.limits, self.arrivals, self.encoder_budget = limits, arrivals, encoder_budget
         self.drain, self.clock, self.vision_clock = drain, clock, vision_clock
         #: Image placeholder tokens -> seconds of encoding (at most one entry per request).
@@ -407,6 +468,15 @@ class _Scheduler:
         self.reserved = 0
         #: No request is left to arrive.
         self.exhausted = False
+        #: Requests taken from the source (refused ones included).
+        self.taken = 0
+        #: Arrivals in time, drained: the state once every request has arrived is recorded (:class:`_Resume`), or,
+        #: following ``reference``, compared with the one it recorded. ``_calm``: the step before ran with none left.
+        self.reference = reference
+        self._watch = arrivals.timed and drain and (reference is None or reference.resume is not None)
+        self._calm = False
+        self._snap: tuple[int, int, int, int, tuple[object, ...]] | None = None
+        self._orders: list[int] | None = None
 
     def run(self) -> Trace:
         if not self.arrivals.timed:
@@ -423,19 +493,89 @@ class _Scheduler:
                     self.idle += gap - self.now
                     self.now = gap
                     continue
+                if self.exhausted and self._watch and self._settled():
+                    break
             if self.running and not self.prefilling and not self._admissible():
                 self._decode_stretch()
             else:
                 self._step()
+        resume = None
+        if self._snap is not None and self._orders is not None:
+            resume = _Resume(*self._snap, tuple(self._orders))
         return Trace(tuple(self.events), self.limits, self.arrivals.concurrency or 0, self.completed,
                      sum(self.refusals.values()), self.steps, tuple(self.starts), tuple(self.spans),
                      tuple(sorted(self.refusals.items())), self.drain, self.now - self.idle, self.idle, self.arrivals,
-                     tuple(self.encoded))  # fmt: skip
+                     tuple(self.encoded), resume)  # fmt: skip
+
+    def _settled(self) -> bool:
+        """At a step with every request arrived: from the second such step on (the step before ran with none left to
+        arrive, so no arrival cut it short), record the state, or compare it with the reference's at its step and,
+        the same, take the reference's events from there (True: the schedule is complete)."""
+        if not self._calm:
+            self._calm = True
+            return False
+        ref = self.reference.resume if self.reference is not None else None
+        if ref is None:
+            self._snap = (self.steps, len(self.events), len(self.encoded), len(self.spans), self._state())
+            self._orders = []
+            self._watch = False
+            return False
+        if self.steps < ref.steps:
+            return False
+        self._watch = False
+        if self.steps > ref.steps or self._state() != ref.state:
+            return False
+        assert self.reference is not None
+        self._resume(self.reference, ref)
+        return True
+
+    def _state(self) -> tuple[object, ...]:
+        """What the steps from here read, with no request left to arrive: the limits, the KV blocks reserved, the
+        encoder budget's floor, the admissions so far, each running request's prompt, progress and images not yet
+        encoded (a decoding one's brought up to the batch clock), and the waiting requests in order (what the first
+        has spent)."""
+        batch, running = self.batch, []
+        for s in self.running:
+            taken = batch.clock - s.joined if s.ends >= 0 else 0
+            running.append((s.index, s.prompt, s.order, s.computed + taken, s.generated + taken, s.ends >= 0,
+                            tuple(s.images)))  # fmt: skip
+        waiting: tuple[object, ...] = ()
+        if self.waiting:  # only the first has been looked at (its images may be spent)
+            head = self.waiting[0]
+            waiting = (head.index, head.computed, tuple(head.images), tuple([s.prompt for s in self.waiting]))
+        return (self.limits, self.encoder_budget, self.largest, self.reserved, self.admitted, tuple(running), waiting)
+
+    def _resume(self, trace: Trace, ref: _Resume) -> None:
+        """The rest of the schedule from ``trace`` (in the same state at this step): its events, images and
+        finishing requests, each step priced on this clock summed as the steps above sum it (a step's images, its
+        decode, its prefill chunks; a decode stretch run by run), each request's times from this clock."""
+        assert self.clock is not None  # arrivals in time
+        events, starts = trace.events, trace.starts
+        vision = self._vision if self.vision_clock is not None else None
+        at, now = step_times(events[ref.event :], starts[ref.event :], trace.encoded[ref.encoded :], self.clock, vision,
+                             self.steps, self.now)  # fmt: skip
+        prefilling = {s.order for s in self.prefilling}
+        started = {s.order: s for s in self.running if s.order not in prefilling}  # first token before this step
+        running, waiting = {s.order: s for s in self.running}, list(self.waiting)  # waiting[j] is admitted j+1-th
+        for order, span in zip(ref.orders, trace.spans[ref.span :], strict=True):
+            s = running.get(order) or waiting[order - self.admitted - 1]
+            first, first_s = (s.first, s.first_s) if order in started else (span.first, at[span.first + 1])
+            self.spans.append(Span(s.arrival, first, span.finish, s.output, s.arrival_s, first_s, at[span.finish + 1],
+                                   len(s.prompt.image_tokens)))  # fmt: skip
+        self.events.extend(events[ref.event :])
+        self.starts.extend(starts[ref.event :])
+        self.encoded.extend(trace.encoded[ref.encoded :])
+        self.completed += len(ref.orders)
+        self.steps, self.now = trace.steps, now
+        self.running.clear()
+        self.prefilling.clear()
+        self.waiting.clear()
 
     def _next_seq(self, at: float) -> _Seq | None:
         """The next request the engine accepts (refused ones counted by reason), None when none is left."""
         block, mml = self.limits.block_size, self.limits.max_model_len
         for p in self.source:
+            self.taken += 1
             reason = None
             if p.tokens < 1:
                 reason = "empty"
@@ -455,7 +595,7 @@ class _Scheduler:
                     images.append((position, tokens))
                 position += tokens
             self.largest = max(self.largest, *p.image_tokens, 0)
-            return _Seq(p, output, computed, need, images, arrival=self.steps, arrival_s=at)
+            return _Seq(p, output, computed, need, images, arrival=self.steps, arrival_s=at, index=self.taken)
         return None
 
     def _arrive(self, at: float | None = None) -> bool:
@@ -506,6 +646,8 @@ class _Scheduler:
             self.running.remove(s)
             self.reserved -= s.need_blocks
             self.completed += 1
+            if self._orders is not None:
+                self._orders.append(s.order)
             self.spans.append(Span(s.arrival, s.first, self.steps - 1, s.output, s.arrival_s, s.first_s, self.now,
                                    len(s.prompt.image_tokens)))  # fmt: skip
             if not self.arrivals.timed and not self.exhausted:

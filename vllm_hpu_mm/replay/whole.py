@@ -5,7 +5,9 @@ these are what a user of each configuration would measure.
 
 A closed loop (a concurrency, or every load level) admits by steps, never by seconds: its events are the same on
 every clock, so the common schedule is re-timed on each configuration's clock (:func:`retimed`) instead of scheduled
-again; arrivals in time (a rate, a profile) depend on the clock and are scheduled again.
+again; arrivals in time (a rate, a profile) depend on the clock and are scheduled again, until every request has
+arrived: where the state then is the common schedule's at the same step, its remaining events are taken and priced on
+this clock (``simulate(reference=)``; a saturated server reaches it within its first steps).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from vllm_hpu_mm.models.step_fit import FittedStep
 from vllm_hpu_mm.models.step_time import StepTime
 from vllm_hpu_mm.replay.latency import Latency, StepClock, latency_of, padded_clock
 from vllm_hpu_mm.replay.run import load_of
-from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Trace, simulate
+from vllm_hpu_mm.replay.scheduler import Arrivals, Trace, simulate, step_times
 from vllm_hpu_mm.replay.schedules import Images, Schedules, schedules
 from vllm_hpu_mm.replay.timing import Timer
 from vllm_hpu_mm.runtimes.base import RuntimeModel
@@ -60,7 +62,8 @@ def strategy_latency(model: RuntimeModel, shape: EngineShape, timer: Timer, traf
     if common is not None and not (arrivals is not None and arrivals.timed):
         traces = tuple(retimed(t, clock) for t in common.traces)
     elif common is not None and arrivals is not None and common.prompts:  # the same requests, on this clock
-        traces = (simulate(common.prompts, shape, arrivals, clock=clock.clock, vision_clock=clock.vision_clock),)
+        traces = (simulate(common.prompts, shape, arrivals, clock=clock.clock, vision_clock=clock.vision_clock,
+                           reference=common.traces[0]),)  # fmt: skip
     else:
         traces = schedules(traffic, shape, images, concurrency=concurrency, requests=requests, arrivals=arrivals,
                            timer=clock).traces  # fmt: skip
@@ -80,26 +83,9 @@ def retimed(trace: Trace, clock: StepClock) -> Trace:
     run), and a request's times are the clock at the steps it arrived before, got its first token and its last in."""
     if trace.arrivals is not None and trace.arrivals.timed:
         raise ValueError("a schedule whose arrivals depend on time is scheduled again, not re-timed")
-    images: dict[int, list[int]] = {}
-    for step, tokens in trace.encoded:
-        images.setdefault(step, []).append(tokens)
     events, n = trace.events, len(trace.events)
     starts = trace.starts if len(trace.starts) == n else tuple(range(n))
-    at = {0: 0.0}  # seconds when each step that a group of events ends before starts
-    now, i = 0.0, 0
-    while i < n:
-        start, event = starts[i], events[i]
-        if isinstance(event, DecodeRun) and start not in images and (i + 1 == n or starts[i + 1] != start):
-            now += event.steps * clock.clock(event)  # a decode stretch's run (or a decode-only step: the same sum)
-            i += 1
-            at[start + event.steps] = now
-            continue
-        step_s = sum(clock.vision_clock(t) for t in images.get(start, ()))
-        while i < n and starts[i] == start:
-            step_s += clock.clock(events[i])
-            i += 1
-        now += step_s
-        at[start + 1] = now
+    at, now = step_times(events, starts, trace.encoded, clock.clock, clock.vision_clock)
     spans = tuple(dataclasses.replace(s, arrival_s=at[s.arrival], first_s=at[s.first + 1], finish_s=at[s.finish + 1])
                   for s in trace.spans)  # fmt: skip
     return dataclasses.replace(trace, spans=spans, busy_s=now - trace.idle_s)

@@ -59,6 +59,10 @@ class RunnerLookup:
     def fallbacks(self) -> list[tuple[str, Bucket]]:
         return list(self.lookup.added)
 
+    def fallback_count(self) -> int:
+        """``len(fallbacks())`` without the copy (a replay's memos ask it at every step)."""
+        return len(self.lookup.added)
+
     def _bucketize(self, queries: list[int], ctx_blocks: list[int]) -> Bucket:
         if self.merged:  # _bucketize_merged_prompt
             seq = self.lookup.find_prompt(1, sum(queries), sum(ctx_blocks))[1]
