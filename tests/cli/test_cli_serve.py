@@ -132,7 +132,9 @@ def test_a_positional_model_is_served_as_planned(
 def test_a_folder_the_runtimes_files_cannot_be_written_to_is_named(
     capsys: pytest.CaptureFixture[str], no_exec: list[object]
 ) -> None:
-    argv = ["serve", "--plan-device", "gaudi2", "--plan-output-dir", "/proc/no-such-dir"]
+    # a given text-graph budget: no budget search before the write fails
+    argv = ["serve", "--plan-device", "gaudi2", "--plan-output-dir", "/proc/no-such-dir",
+            "--plan-text-graph-budget", "60"]  # fmt: skip
     assert main(argv) == 2
     assert not no_exec
     err = capsys.readouterr().err.strip().splitlines()
