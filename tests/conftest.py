@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import functools
 import importlib
+from typing import Any
 
 import pytest
 
 NEEDS_VLLM = ("vllm", "e2e")
+#: Where the e2e tests live, as pytest-xdist names them (relative to the repository root).
+E2E_PREFIX = "tests/e2e/"
 
 
 @functools.cache
@@ -23,14 +26,21 @@ def vllm_missing() -> str | None:
     return None
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (scripts/test runs two workers) every e2e test goes to one worker, which starts the one
-    server they share; the other worker runs the rest."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        if item.get_closest_marker("e2e"):
-            item.add_marker(pytest.mark.xdist_group("e2e"))
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: the plain install (scripts/test-plain) has none
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``--dist loadgroup`` (scripts/test runs two workers) every test of tests/e2e is one unit of work: one
+    worker runs them all and starts the one server they share, the other runs the rest. Scheduled here by path, not
+    by an ``xdist_group`` mark: pytest 9.2 no longer reads the node id that xdist 3.8 rewrites for the mark, so
+    marked tests were spread over both workers, each starting a server (pytest-xdist issue #1386)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling  # type: ignore[import-untyped]
+
+    class E2eOnOneWorker(LoadGroupScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return "e2e" if nodeid.startswith(E2E_PREFIX) else str(super()._split_scope(nodeid))
+
+    return E2eOnOneWorker(config, log)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -110,7 +110,9 @@ def test_help_shows_no_rest_markup(capsys: pytest.CaptureFixture[str], argv: lis
 
 @pytest.mark.parametrize(
     "argv",
-    [["buckets", "plan", "--json"], ["memory", "plan"], ["serve", "--dry-run", "--json"], ["buckets", "check"],
+    # a given text-graph budget skips the budget search: what is planned does not matter here, only the writing
+    [["buckets", "plan", "--json"], ["memory", "plan", "--text-graph-budget", "60"],
+     ["serve", "--dry-run", "--json", "--plan-text-graph-budget", "60"], ["buckets", "check"],
      ["memory", "plan", "--help"]],
 )  # fmt: skip
 def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(argv: list[str]) -> None:

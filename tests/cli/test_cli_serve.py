@@ -132,7 +132,9 @@ def test_a_positional_model_is_served_as_planned(
 def test_a_folder_the_runtimes_files_cannot_be_written_to_is_named(
     capsys: pytest.CaptureFixture[str], no_exec: list[object]
 ) -> None:
-    argv = ["serve", "--plan-device", "gaudi2", "--plan-output-dir", "/proc/no-such-dir"]
+    # a given text-graph budget: no budget search before the write fails
+    argv = ["serve", "--plan-device", "gaudi2", "--plan-output-dir", "/proc/no-such-dir",
+            "--plan-text-graph-budget", "60"]  # fmt: skip
     assert main(argv) == 2
     assert not no_exec
     err = capsys.readouterr().err.strip().splitlines()
@@ -240,7 +242,8 @@ def test_a_model_with_no_config_anywhere_still_launches_without_a_plan(capsys: p
 
 
 def test_a_fine_tune_id_dry_runs_from_the_catalog_with_its_quantization(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = dry_run(capsys, "--plan-device", "gaudi2", "--model", "Qwen/Qwen2.5-VL-7B-Instruct-AWQ")
+    code, out = dry_run(capsys, "--plan-device", "gaudi2", "--model", "Qwen/Qwen2.5-VL-7B-Instruct-AWQ",
+                        "--plan-text-graph-budget", "60")  # fmt: skip
     assert code == 0
     assert out["plan"]["settings"]["quantization"] == "awq"
     assert "catalog" in out["plan"]["model_source"]

@@ -495,9 +495,11 @@ def test_dry_run_and_memory_plan_work_without_vllm(tmp_path: Path) -> None:
     out = json.loads(done.stdout)
     assert out["plan"] is None  # no config.json for /models/x: launched without a plan
     assert out["command"][3:7] == ["--model", "/models/x", "--gpu-memory-util", "0.8"]
-    done = run_without_vllm("serve", "--dry-run", "--json", "--plan-runtime", "vllm-gaudi", cache=tmp_path)
+    # given text-graph budgets skip the budget search (scripts/test-plain runs the default plans without vLLM)
+    done = run_without_vllm("serve", "--dry-run", "--json", "--plan-runtime", "vllm-gaudi",
+                            "--plan-text-graph-budget", "60", cache=tmp_path)  # fmt: skip
     assert any("vLLM 0.32's server flags" in n for n in json.loads(done.stdout)["notes"])
-    assert run_without_vllm("memory", "plan", "--json", cache=tmp_path).returncode == 0
+    assert run_without_vllm("memory", "plan", "--json", "--text-graph-budget", "60", cache=tmp_path).returncode == 0
     typo = run_without_vllm("serve", "--dry-run", "--max-modle-len", "4k", cache=tmp_path)
     assert typo.returncode == 2
     assert "did you mean --max-model-len" in typo.stderr

@@ -124,6 +124,10 @@ def test_vision_graph_line_is_fitted_per_bucket() -> None:
     assert c.profile.vision_fixed_mib == pytest.approx(20, abs=0.5)
 
 
+#: A given text-graph budget skips the default budget search: which profile a plan read does not depend on it.
+QUICK_PLAN = ("--text-graph-budget", "60")
+
+
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
     code = main(["memory", *argv, "--json"])
     out = capsys.readouterr().out
@@ -137,10 +141,10 @@ def test_cli_writes_the_profile_and_plan_reads_it(tmp_path: Path, capsys: pytest
     assert report["written_to"] == str(out)
     assert report["profile"]["free_after_load_bytes"] == round(79.16 * GIB)
     assert "pass --model" in report["model_from"]  # the sample names no model: text factors need it
-    code, planned = run_cli(capsys, "plan", "--profile", str(out))
+    code, planned = run_cli(capsys, "plan", "--profile", str(out), *QUICK_PLAN)
     assert code in (0, 1)
     assert planned["costs"]["profile"] == str(out)
-    code, planned = run_cli(capsys, "plan", "--profile", "none")
+    code, planned = run_cli(capsys, "plan", "--profile", "none", *QUICK_PLAN)
     assert planned["costs"]["profile"] is None
 
 
@@ -149,7 +153,7 @@ def test_cli_uses_the_default_location(tmp_path: Path, capsys: pytest.CaptureFix
     monkeypatch.setenv("VLLM_HPU_MM_PROFILE", str(tmp_path / "env-profile.json"))
     assert run_cli(capsys, "calibrate", str(WARMUP_DOC))[0] == 0
     assert (tmp_path / "env-profile.json").is_file()
-    assert run_cli(capsys, "plan")[1]["costs"]["profile"] == str(tmp_path / "env-profile.json")
+    assert run_cli(capsys, "plan", *QUICK_PLAN)[1]["costs"]["profile"] == str(tmp_path / "env-profile.json")
 
 
 def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

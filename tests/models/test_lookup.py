@@ -207,7 +207,8 @@ def test_catalog_by_id_needs_family_and_a_known_size() -> None:
 
 
 def test_a_fine_tune_id_plans_through_the_cli(hf_cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["memory", "plan", "--model", "someorg/qwen2.5-vl-7b-finetune-AWQ", "--json"]) == 0
+    argv = ["memory", "plan", "--model", "someorg/qwen2.5-vl-7b-finetune-AWQ", "--json", "--text-graph-budget", "60"]
+    assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["settings"]["quantization"] == "awq"
     assert "parsed from the id" in out["model_source"]
