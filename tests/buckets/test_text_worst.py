@@ -318,6 +318,25 @@ def test_no_dearer_kept_per_bucket_set_answers_for_the_buckets_the_phase_holds_n
     assert phase.no_dearer(group) == fresh != first
 
 
+def test_each_cell_s_own_seconds_are_those_of_the_runtime_s_bucket_named_for_it() -> None:
+    """regrid looks each cell up once in the runtime's own buckets, for both the bucket it names and its seconds: each
+    cell's seconds are its named bucket's, a bucket that holds the cell, and the worst shape's ratio reads them."""
+    phase = _Phase("decode", set(coarse().decode), EXP[1], LIMITS, cached(TIME))
+    cells = phase.cells
+    assert len(cells.b) > 10
+    for i in range(len(cells.b)):
+        b, q, c = int(cells.b[i]), int(cells.q[i]), int(cells.c[i])
+        if phase.own_at[i] < 0:
+            assert math.isinf(phase.own_s[i])
+            continue
+        own = phase._theirs_table.bucket(int(phase.own_at[i]))
+        assert min(own[0] - b, own[1] - q, own[2] - c) >= 0  # the named bucket holds the cell
+        assert phase.own_s[i] == TIME.decode_s(own[0], own[2])
+    worst = phase.worst()
+    assert worst is not None
+    assert worst.ratio == pytest.approx(float(phase.ratio.max()))
+
+
 def test_a_tables_prices_are_kept_for_the_price_asked() -> None:
     table = LookupTable(((2, 1, 8), (4, 1, 32), (8, 1, 64)))
     decode = lambda b, _q, c: TIME.decode_s(b, c)  # noqa: E731

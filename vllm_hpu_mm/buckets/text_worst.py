@@ -437,8 +437,8 @@ class _Phase:
         self.cells = cells
         self.table = LookupTable(sorted(self.ours))
         self.at = self.table.index(cells.b, cells.q, cells.c)
-        self.own_s = self.price(self._theirs_table, self._theirs_table.index(cells.b, cells.q, cells.c))
-        self.own_at = self._theirs_table.index(cells.b, cells.q, cells.c)
+        self.own_at = self._theirs_table.index(cells.b, cells.q, cells.c)  # looked up once: priced and named below
+        self.own_s = self.price(self._theirs_table, self.own_at)
         self.ours_s = self.price(self.table, self.at)
         self.ratio = np.where(self.own_s > 0, self.ours_s / np.where(self.own_s > 0, self.own_s, 1.0), 1.0)
 
