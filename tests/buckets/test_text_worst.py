@@ -12,7 +12,14 @@ import pytest
 
 from vllm_hpu_mm.buckets import turns
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
-from vllm_hpu_mm.buckets.text_budget import BudgetedPlan, LoadShapes, LoadVerdict, padded_time, padded_times
+from vllm_hpu_mm.buckets.text_budget import (
+    BudgetedPlan,
+    LoadShapes,
+    LoadVerdict,
+    grow_from,
+    padded_time,
+    padded_times,
+)
 from vllm_hpu_mm.buckets.text_time import KEPT, LookupTable, cached
 from vllm_hpu_mm.buckets.text_worst import (
     BOUND,
@@ -303,6 +310,22 @@ def test_more_loads_than_a_run_keeps_priced_at_once_are_each_priced_as_alone() -
     for prompt, decode in (chosen.plan.prompt, chosen.plan.decode), EXP:
         assert padded_times(prompt, decode, loads, time) == tuple(padded_time(prompt, decode, load, TIME)
                                                                   for load in loads)  # fmt: skip
+
+
+def test_trials_grown_from_a_plan_kept_by_grow_from_are_priced_as_looked_up_afresh() -> None:
+    """A repair's trials (the plan's buckets and a few more) at loads the plan was priced at one by one: once
+    grow_from keeps the plan's lookup at those loads together, a trial is grown from it (no table of its own is
+    built) and prices every load as an uncached lookup does."""
+    chosen, loads = _losing_load()
+    plan, time = chosen.plan, cached(TIME)
+    for load in loads:  # the plan priced at each load alone first, as the repair's verdicts are
+        padded_time(plan.prompt, plan.decode, load, time)
+    grow_from(plan.prompt, plan.decode, loads, time)
+    for group in (((4, 1, 48),), ((4, 1, 48), (4, 1, 64), (2, 1, 16)), ((1, 1, 8),)):
+        grown = tuple(sorted({*plan.decode, *group}))
+        assert padded_times(plan.prompt, grown, loads, time) == tuple(padded_time(plan.prompt, grown, load, TIME)
+                                                                      for load in loads)  # fmt: skip
+        assert time.kept("lookup table", (1, grown), lambda: None) is None  # grown, not looked up afresh
 
 
 def test_no_dearer_kept_per_bucket_set_answers_for_the_buckets_the_phase_holds_now() -> None:
