@@ -12,7 +12,14 @@ import pytest
 
 from vllm_hpu_mm.buckets import turns
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
-from vllm_hpu_mm.buckets.text_budget import BudgetedPlan, LoadShapes, LoadVerdict, padded_time, padded_times
+from vllm_hpu_mm.buckets.text_budget import (
+    BudgetedPlan,
+    LoadShapes,
+    LoadVerdict,
+    grow_from,
+    padded_time,
+    padded_times,
+)
 from vllm_hpu_mm.buckets.text_time import KEPT, LookupTable, cached
 from vllm_hpu_mm.buckets.text_worst import (
     BOUND,
@@ -305,6 +312,22 @@ def test_more_loads_than_a_run_keeps_priced_at_once_are_each_priced_as_alone() -
                                                                   for load in loads)  # fmt: skip
 
 
+def test_trials_grown_from_a_plan_kept_by_grow_from_are_priced_as_looked_up_afresh() -> None:
+    """A repair's trials (the plan's buckets and a few more) at loads the plan was priced at one by one: once
+    grow_from keeps the plan's lookup at those loads together, a trial is grown from it (no table of its own is
+    built) and prices every load as an uncached lookup does."""
+    chosen, loads = _losing_load()
+    plan, time = chosen.plan, cached(TIME)
+    for load in loads:  # the plan priced at each load alone first, as the repair's verdicts are
+        padded_time(plan.prompt, plan.decode, load, time)
+    grow_from(plan.prompt, plan.decode, loads, time)
+    for group in (((4, 1, 48),), ((4, 1, 48), (4, 1, 64), (2, 1, 16)), ((1, 1, 8),)):
+        grown = tuple(sorted({*plan.decode, *group}))
+        assert padded_times(plan.prompt, grown, loads, time) == tuple(padded_time(plan.prompt, grown, load, TIME)
+                                                                      for load in loads)  # fmt: skip
+        assert time.kept("lookup table", (1, grown), lambda: None) is None  # grown, not looked up afresh
+
+
 def test_no_dearer_kept_per_bucket_set_answers_for_the_buckets_the_phase_holds_now() -> None:
     """A phase keeps its no_dearer answers per (its buckets, group): once a bucket is added, the same group is judged
     again against the grown set (here its answer changes), as a fresh phase judges it."""
@@ -316,6 +339,25 @@ def test_no_dearer_kept_per_bucket_set_answers_for_the_buckets_the_phase_holds_n
     phase.regrid()
     fresh = _Phase("decode", set(phase.ours), EXP[1], LIMITS, time).no_dearer(group)
     assert phase.no_dearer(group) == fresh != first
+
+
+def test_each_cell_s_own_seconds_are_those_of_the_runtime_s_bucket_named_for_it() -> None:
+    """regrid looks each cell up once in the runtime's own buckets, for both the bucket it names and its seconds: each
+    cell's seconds are its named bucket's, a bucket that holds the cell, and the worst shape's ratio reads them."""
+    phase = _Phase("decode", set(coarse().decode), EXP[1], LIMITS, cached(TIME))
+    cells = phase.cells
+    assert len(cells.b) > 10
+    for i in range(len(cells.b)):
+        b, q, c = int(cells.b[i]), int(cells.q[i]), int(cells.c[i])
+        if phase.own_at[i] < 0:
+            assert math.isinf(phase.own_s[i])
+            continue
+        own = phase._theirs_table.bucket(int(phase.own_at[i]))
+        assert min(own[0] - b, own[1] - q, own[2] - c) >= 0  # the named bucket holds the cell
+        assert phase.own_s[i] == TIME.decode_s(own[0], own[2])
+    worst = phase.worst()
+    assert worst is not None
+    assert worst.ratio == pytest.approx(float(phase.ratio.max()))
 
 
 def test_a_tables_prices_are_kept_for_the_price_asked() -> None:

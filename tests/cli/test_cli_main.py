@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from vllm_hpu_mm import __version__
 from vllm_hpu_mm.cli.common import ECHO_LINE_CHARS, ECHO_WORD_CHARS, clipped
-from vllm_hpu_mm.cli.main import build_parser, main
+from vllm_hpu_mm.cli.main import _command, build_parser, main
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -34,6 +34,29 @@ def test_every_subcommand_is_registered() -> None:
         if rest:
             parser = _subcommands(parser)[rest[0]]
         assert callable(parser.get_default("func")), leaf
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["memory", "plan", "--json", "--device", "h100"],
+        ["--debug", "serve", "--dry-run"],
+        ["buckets", "replay", "--json"],
+        ["memory", "compare", "a.log", "b.log"],
+        ["oom-doctor", "x.log"],
+        ["fleet", "plan", "--ttft-p99", "2", "--tpot-p99", "0.1", "--request-rate", "3"],
+    ],
+)
+def test_a_command_line_parses_alike_with_its_own_command_s_parser_alone(argv: list[str]) -> None:
+    """main builds only the named command's parser (its module alone imported): the same arguments as every
+    command's parser gives; help and a top-level option get every command's."""
+    command = _command(argv)
+    assert command is not None
+    assert sorted(_subcommands(build_parser(command))) == [command]
+    assert vars(build_parser(command).parse_known_args(argv)[0]) == vars(build_parser().parse_known_args(argv)[0])
+    for top in ("--help", "-h", "--version", "--deb"):
+        assert _command([top, *argv]) is None
+    assert sorted(_subcommands(build_parser("no-such-command"))) == sorted(_subcommands(build_parser()))
 
 
 def test_unknown_subcommand_exits_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:

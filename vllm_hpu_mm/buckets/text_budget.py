@@ -78,6 +78,7 @@ __all__ = [
     "budget_steps",
     "check_budget",
     "choose_budget",
+    "grow_from",
     "losing",
     "padded_time",
     "padded_times",
@@ -229,18 +230,35 @@ def padded_time(prompt: Sequence[Bucket], decode: Sequence[Bucket], load: LoadSh
 def padded_times(prompt: Sequence[Bucket], decode: Sequence[Bucket], loads: Sequence[LoadShapes],
                  time: StepTimes) -> tuple[PaddedTime, ...]:  # fmt: skip
     """:func:`padded_time` at each of ``loads``: each phase's buckets looked up once for the shapes of every load."""
+    loadset = _loadset(loads, time)
+    prefill = _phase_times(loadset, 0, tuple(prompt), time)
+    dec = _phase_times(loadset, 1, tuple(decode), time)
+    return tuple(PaddedTime(up, ud, bp, bd, np_ + nd)
+                 for (up, bp, np_), (ud, bd, nd) in zip(prefill, dec, strict=True))  # fmt: skip
+
+
+def _loadset(loads: Sequence[LoadShapes], time: StepTimes) -> _LoadSet:
     if isinstance(time, CachedTimes):
         # a planning run makes each load's arrays once; the kept entries hold the loads, so no id is reused meanwhile
         arrays = tuple(
             time.kept("load arrays", id(load), functools.partial(_load_arrays, load, time)) for load in loads
         )
-        loadset = time.kept("load set", tuple(id(load) for load in loads), lambda: _LoadSet.of(arrays))
-    else:
-        loadset = _LoadSet.of([_load_arrays(load, time) for load in loads])
-    prefill = _phase_times(loadset, 0, tuple(prompt), time)
-    dec = _phase_times(loadset, 1, tuple(decode), time)
-    return tuple(PaddedTime(up, ud, bp, bd, np_ + nd)
-                 for (up, bp, np_), (ud, bd, nd) in zip(prefill, dec, strict=True))  # fmt: skip
+        return time.kept("load set", tuple(id(load) for load in loads), lambda: _LoadSet.of(arrays))
+    return _LoadSet.of([_load_arrays(load, time) for load in loads])
+
+
+def grow_from(prompt: Sequence[Bucket], decode: Sequence[Bucket], loads: Sequence[LoadShapes],
+              time: StepTimes) -> None:  # fmt: skip
+    """Each phase's buckets looked up at the shapes of ``loads`` together and kept, where not yet, for bucket sets
+    that add a few to them (a repair's trials) to be looked up from (:func:`_grown`): a set priced before at each
+    load alone is answered from each load's kept times, which leaves nothing to grow from. The same times as
+    without it, sooner."""
+    if not isinstance(time, CachedTimes):
+        return
+    loadset = _loadset(loads, time)
+    for phase, key in ((0, tuple(prompt)), (1, tuple(decode))):
+        if frozenset(key) not in loadset.states[phase]:
+            _looked_up(loadset, phase, key, time)
 
 
 #: Most bucket sets of one phase whose times one load keeps (a planning run judges about a thousand per phase).
@@ -255,25 +273,8 @@ def _phase_times(loadset: _LoadSet, phase: int, key: tuple[Bucket, ...],
     got = [k.get(key) for k in kept]
     if all(g is not None for g in got):
         return cast(list[tuple[float, float, int]], got)
-    b, q, c, runs, own, bounds = loadset.phases[phase]
-    grown = _grown(loadset, phase, key, time)
-    found: _I | None
-    if grown is not None:
-        found, bucketed = grown
-    else:
-        table, seconds = _table(key, phase, time)
-        at = table.index(b, q, c)
-        # each shape's seconds in the bucket found for it, its own where none is
-        bucketed = np.where(at >= 0, seconds[np.maximum(at, 0)], own) if len(seconds) else own
-        found = table.found(at)  # None: too large to pack, nothing to grow from
-    if found is not None:
-        states = loadset.states[phase]
-        if len(states) >= GROWN_FROM:
-            del states[next(iter(states))]
-        states[frozenset(key)] = (found, bucketed)
-        missing = found == NOT_FOUND
-    else:
-        missing = at < 0
+    _, _, _, runs, _, bounds = loadset.phases[phase]
+    bucketed, missing = _looked_up(loadset, phase, key, time)
     missed = np.concatenate([[0], np.cumsum(missing)]).tolist()
     out = []
     for i, (arrays, store) in enumerate(zip(loadset.arrays, kept, strict=True)):
@@ -284,6 +285,30 @@ def _phase_times(loadset: _LoadSet, phase: int, key: tuple[Bucket, ...],
         store[key] = one
         out.append(one)
     return out
+
+
+def _looked_up(loadset: _LoadSet, phase: int, key: tuple[Bucket, ...],
+               time: StepTimes) -> tuple[_F, npt.NDArray[np.bool_]]:  # fmt: skip
+    """Each shape's seconds in the buckets ``key`` (its own where none holds it) and whether none does: grown from a
+    set looked up before (:func:`_grown`) or looked up afresh, and kept for sets grown from this one."""
+    b, q, c, _, own, _ = loadset.phases[phase]
+    grown = _grown(loadset, phase, key, time)
+    found: _I | None
+    if grown is not None:
+        found, bucketed = grown
+    else:
+        table, seconds = _table(key, phase, time)
+        at = table.index(b, q, c)
+        # each shape's seconds in the bucket found for it, its own where none is
+        bucketed = np.where(at >= 0, seconds[np.maximum(at, 0)], own) if len(seconds) else own
+        found = table.found(at)  # None: too large to pack, nothing to grow from
+    if found is None:
+        return bucketed, at < 0
+    states = loadset.states[phase]
+    if len(states) >= GROWN_FROM:
+        del states[next(iter(states))]
+    states[frozenset(key)] = (found, bucketed)
+    return bucketed, found == NOT_FOUND
 
 
 #: Full lookups of a phase a load set keeps to grow from, and the most buckets a set may add to one of them.

@@ -65,6 +65,7 @@ from vllm_hpu_mm.buckets.text_budget import (
     PaddedTime,
     best_at,
     budget_for,
+    grow_from,
     padded_time,
     padded_times,
 )
@@ -437,8 +438,8 @@ class _Phase:
         self.cells = cells
         self.table = LookupTable(sorted(self.ours))
         self.at = self.table.index(cells.b, cells.q, cells.c)
-        self.own_s = self.price(self._theirs_table, self._theirs_table.index(cells.b, cells.q, cells.c))
-        self.own_at = self._theirs_table.index(cells.b, cells.q, cells.c)
+        self.own_at = self._theirs_table.index(cells.b, cells.q, cells.c)  # looked up once: priced and named below
+        self.own_s = self.price(self._theirs_table, self.own_at)
         self.ours_s = self.price(self.table, self.at)
         self.ratio = np.where(self.own_s > 0, self.ours_s / np.where(self.own_s > 0, self.own_s, 1.0), 1.0)
 
@@ -886,6 +887,8 @@ def _no_longer(plan: TextBucketPlan, verdicts: tuple[LoadVerdict, ...], loads: S
         # excess at 0 (no shape moves to a dearer bucket, none is left unheld)
         at = [i for i, v in enumerate(verdicts) if v.short]
         short = [loads[i] for i in at]
+        # each trial adds a group to this plan's buckets: looked up from them at these loads' shapes
+        grow_from(plan.prompt, plan.decode, short, time)
         best: tuple[float, _Phase, tuple[Bucket, ...], TextBucketPlan] | None = None
         for phase in phases:
             for group in _repairs(phase, short):

@@ -22,14 +22,16 @@ from vllm_hpu_mm.errors import VllmHpuMmError
 
 __all__ = ["build_parser", "main"]
 
-# One module per subcommand, in the order of the flow. Each has add_parser(subparsers) and run(args) -> int.
-SUBCOMMANDS = (
-    "vllm_hpu_mm.cli.buckets",
-    "vllm_hpu_mm.cli.memory",
-    "vllm_hpu_mm.cli.serve",
-    "vllm_hpu_mm.cli.fleet",
-    "vllm_hpu_mm.cli.oom_doctor",
-)
+# One module per subcommand, by the name it registers, in the order of the flow. Each has add_parser(subparsers)
+# and run(args) -> int.
+COMMANDS = {
+    "buckets": "vllm_hpu_mm.cli.buckets",
+    "memory": "vllm_hpu_mm.cli.memory",
+    "serve": "vllm_hpu_mm.cli.serve",
+    "fleet": "vllm_hpu_mm.cli.fleet",
+    "oom-doctor": "vllm_hpu_mm.cli.oom_doctor",
+}
+SUBCOMMANDS = tuple(COMMANDS.values())
 REPORT_HINT = "this is a bug in vllm-hpu-mm: please report it with the command line (rerun with --debug for details)"
 
 
@@ -44,7 +46,10 @@ class _ArgumentParser(argparse.ArgumentParser):
         self.exit(int(ExitCode.USAGE), f"vllm-hpu-mm: error: {clipped(one_line(message))} (see --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser. ``command``: a command's name, whose module alone is loaded and whose parser alone
+    is added (a command line is parsed by its own command's parser: the others' modules are not imported, which
+    shortens every command's start); None or another name: every command's (help, an unknown command's error)."""
     parser = _ArgumentParser(
         prog="vllm-hpu-mm",
         description="Plan vision buckets and device memory for Qwen2.5-VL on vLLM (Gaudi, NVIDIA, CPU), and serve. "
@@ -55,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error (default: off)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_ArgumentParser)
     subparsers.required = True
-    for name in SUBCOMMANDS:
+    for name in (COMMANDS[command],) if command in COMMANDS else SUBCOMMANDS:
         module: _Subcommand = importlib.import_module(name)  # type: ignore[assignment]
         module.add_parser(subparsers)
     return parser
@@ -72,6 +77,15 @@ def _exit_status(exc: SystemExit) -> int:
 #: The exit status of a command whose reader closed the pipe: 128 + SIGPIPE, what a shell reports for a process
 #: that signal ended.
 BROKEN_PIPE = 141
+
+
+def _command(argv: Sequence[str]) -> str | None:
+    """The command a command line names: its first word, or the one after ``--debug``; None after any other
+    option (``--help`` lists every command, ``--version`` needs none)."""
+    for arg in argv:
+        if arg != "--debug":
+            return None if arg.startswith("-") else arg
+    return None
 
 
 def _too_many_server_args(argv: Sequence[str]) -> str | None:
@@ -119,7 +133,7 @@ def _run(argv: list[str]) -> int:
     if too_many is not None:
         return fail(too_many)
     try:
-        parser = build_parser()
+        parser = build_parser(_command(argv))
         args, extra = parser.parse_known_args(argv)
         # Only `serve` forwards arguments it does not know (to vLLM's own parser); everywhere else they are errors.
         if extra and not getattr(args, "accepts_extra", False):
