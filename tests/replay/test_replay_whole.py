@@ -12,9 +12,10 @@ from tests.replay.test_replay_timing import TIMER, Lookup
 from tests.support.probe import fitted_timer
 from vllm_hpu_mm.engine import EngineShape, GraphRun
 from vllm_hpu_mm.replay.latency import StepClock, padded_clock, real_clock
-from vllm_hpu_mm.replay.scheduler import Arrivals, Prompt, simulate
+from vllm_hpu_mm.replay.run import replay
+from vllm_hpu_mm.replay.scheduler import Arrivals, Prompt, Trace, simulate
 from vllm_hpu_mm.replay.schedules import Images, schedules
-from vllm_hpu_mm.replay.whole import retimed, strategy_latency
+from vllm_hpu_mm.replay.whole import _known_prices, retimed, strategy_latency
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.traffic.default import default_traffic
 
@@ -123,3 +124,48 @@ def test_arrivals_in_time_continued_from_the_common_schedule_run_again(rate: flo
                      reference=other)  # fmt: skip
     assert mixed == again
     assert mixed.events[-1] is not other.events[-1]
+
+
+def test_a_continued_schedule_takes_the_replays_prices_while_no_lookup_compiled() -> None:
+    prompts, arrivals = PROMPTS * 5, Arrivals(rate=10_000.0)
+    common = simulate(prompts, LIMITS, arrivals, clock=(c := real_clock(TIMER, unified=False)).clock,
+                      vision_clock=c.vision_clock)  # fmt: skip
+    replayed = replay([common], Lookup(pad_blocks=30), "padded", timer=TIMER)
+    prices = replayed.times[0].prices
+    assert prices == tuple(padded_clock(TIMER, Lookup(pad_blocks=30)).clock(e) for e in common.events)
+
+    def run(known: tuple[float, ...] | None) -> Trace:
+        c = padded_clock(TIMER, Lookup(pad_blocks=30))
+        return simulate(prompts, LIMITS, arrivals, clock=c.clock, vision_clock=c.vision_clock, reference=common,
+                        reference_prices=None if known is None else lambda: known)  # fmt: skip
+
+    again, got = run(None), run(prices)
+    assert got.events[-1] is common.events[-1]  # continued
+    assert got == again
+    assert got.spans == again.spans  # every request's times, to the last bit
+    assert got.busy_s == again.busy_s
+    assert run(tuple(2 * p for p in prices)).busy_s > got.busy_s  # the prices are what it reads
+    # taken only while neither lookup compiled a fallback
+    lookup = Compiling()
+    known = _known_prices(replayed, lookup)
+    assert known is not None
+    assert known() == prices
+    lookup.decode(1, 50)  # compiles (1, 1, 56)
+    assert known() is None
+    assert _known_prices(dataclasses.replace(replayed, fallbacks=(("decode", (1, 1, 56)),)), Lookup()) is None
+
+
+def test_the_replays_prices_leave_every_latency_as_it_was() -> None:
+    shape = EngineShape(max_num_seqs=8, max_num_batched_tokens=2048, max_model_len=16384, block_size=128,
+                        num_kv_blocks=3000)  # fmt: skip
+    traffic, images, arrivals = default_traffic(), Images((1600, 3136, 12544)), Arrivals(rate=10_000.0)
+    common = schedules(traffic, shape, images, concurrency=None, requests=60, arrivals=arrivals, timer=TIMER)
+    model = VllmGaudi()
+    replayed = replay(common.traces, model.text_lookup(shape), "default", timer=TIMER)
+    assert not replayed.fallbacks
+    assert len(replayed.times[0].prices) == len(common.traces[0].events)
+    kept, priced = (strategy_latency(model, shape, TIMER, traffic, images, concurrency=None, requests=60,
+                                     arrivals=arrivals, common=common, replayed=r)
+                    for r in (replayed, None))  # fmt: skip
+    assert kept == priced
+    assert kept[0].requests == 60

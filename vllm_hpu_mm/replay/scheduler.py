@@ -45,6 +45,7 @@ import math
 import random
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 
 from vllm_hpu_mm.engine import EngineShape, PrefillChunk
 from vllm_hpu_mm.errors import ConfigError
@@ -386,12 +387,22 @@ class _DecodeBatch:
 Clock = Callable[[Event], float]
 
 
+def _next_price(prices: Iterator[float], _event: Event) -> float:
+    return next(prices)
+
+
 def step_times(events: Sequence[Event], starts: Sequence[int], encoded: Iterable[tuple[int, int]], clock: Clock,
                vision: Callable[[int], float] | None, step: int = 0, now: float = 0.0,
-               ) -> tuple[dict[int, float], float]:  # fmt: skip
+               prices: Sequence[float] | None = None) -> tuple[dict[int, float], float]:  # fmt: skip
     """A trace's ``events`` (from ``step`` at ``now`` seconds) priced on ``clock`` and summed as the scheduler sums
     them (a step's images, its decode, its prefill chunks, then the step; a decode stretch run by run), bit for bit:
-    (the seconds at the start of each step a group of events ends before, the seconds at the end)."""
+    (the seconds at the start of each step a group of events ends before, the seconds at the end). ``prices``: what
+    ``clock`` answers for each event, known already (each is read in place of asking it)."""
+    price = clock
+    if prices is not None:
+        if len(prices) != len(events):
+            raise ValueError(f"{len(prices)} prices for {len(events)} events")
+        price = partial(_next_price, iter(prices))  # every event is priced once, in order
     images: dict[int, list[int]] = {}
     for at_step, tokens in encoded:
         images.setdefault(at_step, []).append(tokens)
@@ -400,13 +411,13 @@ def step_times(events: Sequence[Event], starts: Sequence[int], encoded: Iterable
     while i < n:
         start, event = starts[i], events[i]
         if isinstance(event, DecodeRun) and start not in images and (i + 1 == n or starts[i + 1] != start):
-            now += event.steps * clock(event)  # a decode stretch's run (or a decode-only step: the same sum)
+            now += event.steps * price(event)  # a decode stretch's run (or a decode-only step: the same sum)
             i += 1
             at[start + event.steps] = now
             continue
         step_s = sum(vision(t) for t in images.get(start, ())) if vision is not None else 0.0
         while i < n and starts[i] == start:
-            step_s += clock(events[i])
+            step_s += price(events[i])
             i += 1
         now += step_s
         at[start + 1] = now
@@ -415,7 +426,8 @@ def step_times(events: Sequence[Event], starts: Sequence[int], encoded: Iterable
 
 def simulate(prompts: Iterable[Prompt], limits: EngineShape, concurrency: int | Arrivals,
              encoder_budget: int | None = None, *, drain: bool = True, clock: Clock | None = None,
-             vision_clock: Callable[[int], float] | None = None, reference: Trace | None = None) -> Trace:  # fmt: skip
+             vision_clock: Callable[[int], float] | None = None, reference: Trace | None = None,
+             reference_prices: Callable[[], Sequence[float] | None] | None = None) -> Trace:  # fmt: skip
     """The schedule of ``prompts`` (in arrival order) under ``concurrency`` clients in a closed loop, or the
     :class:`Arrivals` given. ``drain``: run until every admitted request finishes (the batch runs down to one);
     without it the schedule ends when the requests run out (the load alone). ``clock`` prices a step in seconds: a
@@ -423,11 +435,13 @@ def simulate(prompts: Iterable[Prompt], limits: EngineShape, concurrency: int | 
     many placeholder tokens (a function of them alone: each count is priced once). ``reference``: a schedule of the
     same prompts, limits and arrivals on another clock; where this one reaches the state it had once every request had
     arrived, at the same step, its events from there are taken and priced on this clock (the same trace, without
-    stepping the scheduler again)."""
+    stepping the scheduler again). ``reference_prices``: asked when continuing, ``clock``'s price of each of the
+    reference's events where it knows them then (None: they are priced)."""
     arrivals = concurrency if isinstance(concurrency, Arrivals) else Arrivals(concurrency=concurrency)
     if arrivals.timed and clock is None:
         raise ConfigError(f"{arrivals.describe()} needs a time model of the device (a named accelerator)")
-    return _Scheduler(prompts, limits, arrivals, encoder_budget, drain, clock, vision_clock, reference).run()
+    return _Scheduler(prompts, limits, arrivals, encoder_budget, drain, clock, vision_clock, reference,
+                      reference_prices).run()  # fmt: skip
 
 
 class _Scheduler:
@@ -436,7 +450,9 @@ class _Scheduler:
 
     def __init__(self, prompts: Iterable[Prompt], limits: EngineShape, arrivals: Arrivals, encoder_budget: int | None,
                  drain: bool, clock: Clock | None, vision_clock: Callable[[int], float] | None,
-                 reference: Trace | None = None) -> None:  # fmt: skip
+                 reference: Trace | None = None,
+                 reference_prices: Callable[[], Sequence[float] | None] | None = None) -> None:  # fmt: skip
+        self.reference_prices = reference_prices
         self.limits, self.arrivals, self.encoder_budget = limits, arrivals, encoder_budget
         self.drain, self.clock, self.vision_clock = drain, clock, vision_clock
         #: Image placeholder tokens -> seconds of encoding (at most one entry per request).
@@ -552,8 +568,9 @@ class _Scheduler:
         assert self.clock is not None  # arrivals in time
         events, starts = trace.events, trace.starts
         vision = self._vision if self.vision_clock is not None else None
+        known = self.reference_prices() if self.reference_prices is not None else None
         at, now = step_times(events[ref.event :], starts[ref.event :], trace.encoded[ref.encoded :], self.clock, vision,
-                             self.steps, self.now)  # fmt: skip
+                             self.steps, self.now, None if known is None else known[ref.event :])  # fmt: skip
         prefilling = {s.order for s in self.prefilling}
         started = {s.order: s for s in self.running if s.order not in prefilling}  # first token before this step
         running, waiting = {s.order: s for s in self.running}, list(self.waiting)  # waiting[j] is admitted j+1-th

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable, Sequence
 
-from vllm_hpu_mm.engine import EngineShape
+from vllm_hpu_mm.engine import EngineShape, TextLookup
 from vllm_hpu_mm.models.step_fit import FittedStep
 from vllm_hpu_mm.models.step_time import StepTime
 from vllm_hpu_mm.replay.latency import Latency, StepClock, latency_of, padded_clock
-from vllm_hpu_mm.replay.run import load_of
+from vllm_hpu_mm.replay.run import ReplayResult, load_of
 from vllm_hpu_mm.replay.scheduler import Arrivals, Trace, simulate, step_times
 from vllm_hpu_mm.replay.schedules import Images, Schedules, schedules
 from vllm_hpu_mm.replay.timing import Timer
@@ -50,10 +51,14 @@ def latency_interval(timer: Timer) -> tuple[float | None, str]:
 
 def strategy_latency(model: RuntimeModel, shape: EngineShape, timer: Timer, traffic: Traffic, images: Images, *,
                      concurrency: int | None, requests: int, arrivals: Arrivals | None,
-                     common: Schedules | None = None) -> tuple[Latency, ...]:  # fmt: skip
+                     common: Schedules | None = None, replayed: ReplayResult | None = None,
+                     ) -> tuple[Latency, ...]:  # fmt: skip
     """One :class:`Latency` per load the replay runs, for ``model``'s buckets (None when it has no lookup).
     ``common``: the replay's schedules of the same traffic and load (any clock), re-timed rather than scheduled again
-    where the arrivals do not depend on time; where they do, its requests scheduled again on this clock."""
+    where the arrivals do not depend on time; where they do, its requests scheduled again on this clock.
+    ``replayed``: ``model``'s replay of ``common`` on ``timer``; where its lookup compiled nothing, its price of each
+    common event is this clock's while this lookup has compiled nothing either (the same lookup in the same state),
+    and a schedule continued from the common one takes them rather than pricing its events again."""
     lookup = model.text_lookup(shape)
     if lookup is None:
         return ()
@@ -63,7 +68,7 @@ def strategy_latency(model: RuntimeModel, shape: EngineShape, timer: Timer, traf
         traces = tuple(retimed(t, clock) for t in common.traces)
     elif common is not None and arrivals is not None and common.prompts:  # the same requests, on this clock
         traces = (simulate(common.prompts, shape, arrivals, clock=clock.clock, vision_clock=clock.vision_clock,
-                           reference=common.traces[0]),)  # fmt: skip
+                           reference=common.traces[0], reference_prices=_known_prices(replayed, lookup)),)  # fmt: skip
     else:
         traces = schedules(traffic, shape, images, concurrency=concurrency, requests=requests, arrivals=arrivals,
                            timer=clock).traces  # fmt: skip
@@ -74,6 +79,15 @@ def strategy_latency(model: RuntimeModel, shape: EngineShape, timer: Timer, traf
                                 wake=step.wake_for) for t in traces)  # fmt: skip
     return tuple(latency_of([t], clock, load=load_of(t), interval=interval, evidence=evidence)
                  for t in traces)  # fmt: skip
+
+
+def _known_prices(replayed: ReplayResult | None, lookup: TextLookup) -> Callable[[], Sequence[float] | None] | None:
+    """The replay's price of each common event, while ``lookup`` (a padded clock's, never unified) is in the state the
+    replay priced them in: neither has compiled a fallback."""
+    if replayed is None or replayed.fallbacks or len(replayed.times) != 1 or not replayed.times[0].prices:
+        return None
+    prices = replayed.times[0].prices
+    return lambda: None if lookup.fallbacks() else prices
 
 
 def retimed(trace: Trace, clock: StepClock) -> Trace:
