@@ -11,11 +11,11 @@ from tests.replay.test_replay_latency import STEP
 from tests.replay.test_replay_timing import TIMER, Lookup
 from tests.support.probe import fitted_timer
 from vllm_hpu_mm.engine import EngineShape, GraphRun
-from vllm_hpu_mm.replay.latency import StepClock, padded_clock, real_clock
+from vllm_hpu_mm.replay.latency import StepClock, latency_of, padded_clock, real_clock
 from vllm_hpu_mm.replay.run import replay
 from vllm_hpu_mm.replay.scheduler import Arrivals, Prompt, Trace, simulate
 from vllm_hpu_mm.replay.schedules import Images, schedules
-from vllm_hpu_mm.replay.whole import _known_prices, retimed, strategy_latency
+from vllm_hpu_mm.replay.whole import _known_prices, _Recorded, retimed, strategy_latency
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.traffic.default import default_traffic
 
@@ -169,3 +169,26 @@ def test_the_replays_prices_leave_every_latency_as_it_was() -> None:
                     for r in (replayed, None))  # fmt: skip
     assert kept == priced
     assert kept[0].requests == 60
+
+
+@pytest.mark.parametrize("taken", [False, True])
+def test_a_schedules_own_prices_give_its_latencies_as_pricing_again_does(taken: bool) -> None:
+    prompts, arrivals = PROMPTS * 5, Arrivals(rate=10_000.0)
+    common = simulate(prompts, LIMITS, arrivals, clock=(c := real_clock(TIMER, unified=False)).clock,
+                      vision_clock=c.vision_clock)  # fmt: skip
+    replayed = replay([common], Lookup(pad_blocks=30), "padded", timer=TIMER)
+    clock = padded_clock(TIMER, Lookup(pad_blocks=30))
+    priced = _Recorded(clock, (lambda: replayed.times[0].prices) if taken else None)
+    trace = simulate(prompts, LIMITS, arrivals, clock=priced, vision_clock=clock.vision_clock, reference=common,
+                     reference_prices=priced.take)  # fmt: skip
+    assert trace.events[-1] is common.events[-1]  # continued: its last events' prices the replay's when taken
+    assert len(priced.prices) < len(trace.events) if taken else len(priced.prices) == len(trace.events)
+    prices = priced.of(trace, common, Lookup())
+    assert prices is not None
+    fresh = padded_clock(TIMER, Lookup(pad_blocks=30))
+    assert clock.step_seconds(trace, prices) == fresh.step_seconds(trace)
+    assert latency_of([trace], clock, load="x", prices=[prices]) == latency_of([trace], fresh, load="x")
+    assert clock.step_seconds(trace, [2 * p for p in prices]) != fresh.step_seconds(trace)  # what it reads
+    compiled = Compiling()
+    compiled.decode(1, 50)
+    assert priced.of(trace, common, compiled) is None  # a lookup that compiled prices again

@@ -50,7 +50,7 @@ from functools import partial
 from vllm_hpu_mm.engine import EngineShape, PrefillChunk
 from vllm_hpu_mm.errors import ConfigError
 
-__all__ = ["REFUSALS", "Arrivals", "Clock", "DecodeRun", "Prompt", "Span", "Trace", "simulate", "step_times"]
+__all__ = ["REFUSALS", "Arrivals", "Clock", "DecodeRun", "Event", "Prompt", "Span", "Trace", "simulate", "step_times"]
 
 
 @dataclasses.dataclass(frozen=True)
