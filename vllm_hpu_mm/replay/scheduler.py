@@ -444,6 +444,45 @@ def simulate(prompts: Iterable[Prompt], limits: EngineShape, concurrency: int | 
                       reference_prices).run()  # fmt: skip
 
 
+#: What the engine makes of one request at one engine shape: (why it refuses it, or None; output tokens; prompt
+#: tokens computed from the prefix cache; KV blocks it needs; its images to encode as (position, tokens); its largest
+#: image's tokens).
+_Admission = tuple[str | None, int, int, int, tuple[tuple[int, int], ...], int]
+
+
+def _admission_of(p: Prompt, limits: EngineShape) -> _Admission:
+    block, mml = limits.block_size, limits.max_model_len
+    reason = None
+    if p.tokens < 1:
+        reason = "empty"
+    elif p.tokens >= mml:
+        reason = "prompt_too_long"
+    output = max(1, min(p.output, mml - p.tokens))
+    computed = min(p.cached, p.tokens - 1) // block * block if p.tokens >= 1 else 0
+    need = math.ceil((p.tokens + output) / block) - computed // block
+    if reason is None and need > limits.num_kv_blocks:
+        reason = "kv_blocks"
+    images, position = [], min(p.cached, p.tokens)
+    for tokens in p.image_tokens:
+        if position + tokens > computed:  # an image inside the cached prefix needs no encoding
+            images.append((position, tokens))
+        position += tokens
+    return reason, output, computed, need, tuple(images), max(p.image_tokens, default=0)
+
+
+#: The last tuple of prompts whose admissions were worked out, at its engine shape: every configuration's schedule
+#: of the same requests (``replay/whole.py``) reads them, here or in a child forked after (one kept: bounded).
+_PREPARED: list[tuple[tuple[Prompt, ...], EngineShape, list[_Admission]]] = []
+
+
+def _admissions(prompts: tuple[Prompt, ...], limits: EngineShape) -> list[_Admission]:
+    if _PREPARED and _PREPARED[0][0] is prompts and _PREPARED[0][1] == limits:
+        return _PREPARED[0][2]
+    got = [_admission_of(p, limits) for p in prompts]
+    _PREPARED[:] = [(prompts, limits, got)]
+    return got
+
+
 class _Scheduler:
     """One schedule's state, after vLLM's ``Scheduler``: the requests waiting and running, the KV blocks reserved,
     the step and the clock; :meth:`run` steps it until the load (and the drain) ends."""
@@ -458,6 +497,9 @@ class _Scheduler:
         #: Image placeholder tokens -> seconds of encoding (at most one entry per request).
         self.vision_s: dict[int, float] = {}
         self.source = iter(prompts)
+        #: A tuple of prompts: each one's admission, worked out once for every schedule of them (:func:`_admissions`).
+        self.prompts = prompts if isinstance(prompts, tuple) else ()
+        self.admissions = _admissions(prompts, limits) if isinstance(prompts, tuple) else None
         #: The largest image seen (placeholder tokens): the encoder budget never falls below it.
         self.largest = 0
         self.completed = self.steps = 0
@@ -590,30 +632,24 @@ class _Scheduler:
 
     def _next_seq(self, at: float) -> _Seq | None:
         """The next request the engine accepts (refused ones counted by reason), None when none is left."""
-        block, mml = self.limits.block_size, self.limits.max_model_len
-        for p in self.source:
+        admissions, prompts = self.admissions, self.prompts
+        while True:
+            if admissions is not None:
+                if self.taken >= len(admissions):
+                    return None
+                p, admission = prompts[self.taken], admissions[self.taken]
+            else:
+                p = next(self.source, None)
+                if p is None:
+                    return None
+                admission = _admission_of(p, self.limits)
             self.taken += 1
-            reason = None
-            if p.tokens < 1:
-                reason = "empty"
-            elif p.tokens >= mml:
-                reason = "prompt_too_long"
-            output = max(1, min(p.output, mml - p.tokens))
-            computed = min(p.cached, p.tokens - 1) // block * block if p.tokens >= 1 else 0
-            need = math.ceil((p.tokens + output) / block) - computed // block
-            if reason is None and need > self.limits.num_kv_blocks:
-                reason = "kv_blocks"
+            reason, output, computed, need, images, largest = admission
             if reason is not None:
                 self.refusals[reason] = self.refusals.get(reason, 0) + 1
                 continue
-            images, position = [], min(p.cached, p.tokens)
-            for tokens in p.image_tokens:
-                if position + tokens > computed:  # an image inside the cached prefix needs no encoding
-                    images.append((position, tokens))
-                position += tokens
-            self.largest = max(self.largest, *p.image_tokens, 0)
-            return _Seq(p, output, computed, need, images, arrival=self.steps, arrival_s=at, index=self.taken)
-        return None
+            self.largest = max(self.largest, largest)
+            return _Seq(p, output, computed, need, list(images), arrival=self.steps, arrival_s=at, index=self.taken)
 
     def _arrive(self, at: float | None = None) -> bool:
         seq = self._next_seq(self.now if at is None else at)
