@@ -192,3 +192,28 @@ def test_a_schedules_own_prices_give_its_latencies_as_pricing_again_does(taken: 
     compiled = Compiling()
     compiled.decode(1, 50)
     assert priced.of(trace, common, compiled) is None  # a lookup that compiled prices again
+
+
+@pytest.mark.parametrize("compiling", [False, True])
+def test_a_re_timed_schedules_prices_give_its_latencies_as_pricing_again_does(compiling: bool) -> None:
+    def lookup() -> Lookup:
+        if not compiling:
+            return Lookup(pad_blocks=30)
+        small = Compiling()
+        small.buckets = [(4, 1, 8)]  # the schedule's decodes outgrow it
+        return small
+
+    common = simulate(PROMPTS, LIMITS, 3)
+    clock = padded_clock(TIMER, used := lookup())
+    priced = _Recorded(clock, None)
+    got = retimed(common, clock, price=priced)
+    assert got == retimed(common, padded_clock(TIMER, lookup()))
+    kept = priced.of(got, got, used)
+    if compiling:  # its lookup compiled while it priced: every price is asked again
+        assert used.fallbacks()
+        assert kept is None
+        return
+    assert kept is not None
+    fresh = padded_clock(TIMER, lookup())
+    assert clock.step_seconds(got, kept) == fresh.step_seconds(got)
+    assert latency_of([got], clock, load="x", prices=[kept]) == latency_of([got], fresh, load="x")

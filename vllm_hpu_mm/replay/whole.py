@@ -21,7 +21,7 @@ from vllm_hpu_mm.models.step_fit import FittedStep
 from vllm_hpu_mm.models.step_time import StepTime
 from vllm_hpu_mm.replay.latency import Latency, StepClock, latency_of, padded_clock
 from vllm_hpu_mm.replay.run import ReplayResult, load_of
-from vllm_hpu_mm.replay.scheduler import Arrivals, Event, Trace, simulate, step_times
+from vllm_hpu_mm.replay.scheduler import Arrivals, Clock, Event, Trace, simulate, step_times
 from vllm_hpu_mm.replay.schedules import Images, Schedules, schedules
 from vllm_hpu_mm.replay.timing import Timer
 from vllm_hpu_mm.runtimes.base import RuntimeModel
@@ -67,7 +67,9 @@ def strategy_latency(model: RuntimeModel, shape: EngineShape, timer: Timer, traf
     interval, evidence = latency_interval(timer)
     prices: tuple[Sequence[float] | None, ...] = ()
     if common is not None and not (arrivals is not None and arrivals.timed):
-        traces = tuple(retimed(t, clock) for t in common.traces)
+        recorded = [_Recorded(clock, None) for _ in common.traces]
+        traces = tuple(retimed(t, clock, price=r) for t, r in zip(common.traces, recorded, strict=True))
+        prices = tuple(r.of(t, t, lookup) for t, r in zip(traces, recorded, strict=True))
     elif common is not None and arrivals is not None and common.prompts:  # the same requests, on this clock
         priced = _Recorded(clock, _known_prices(replayed, lookup))
         reference = common.traces[0]
@@ -126,16 +128,17 @@ class _Recorded:
         return prices if len(prices) == len(trace.events) else None
 
 
-def retimed(trace: Trace, clock: StepClock) -> Trace:
+def retimed(trace: Trace, clock: StepClock, *, price: Clock | None = None) -> Trace:
     """A closed-loop ``trace`` with its requests' times and busy time on ``clock``: what scheduling it again on
     ``clock`` gives, bit for bit. The steps are priced in the scheduler's order and summed as it sums them
     (``replay/scheduler.py``: a step's images, its decode, its prefill chunks, then the step; a decode stretch run by
-    run), and a request's times are the clock at the steps it arrived before, got its first token and its last in."""
+    run), and a request's times are the clock at the steps it arrived before, got its first token and its last in.
+    ``price``: ``clock.clock`` as a :class:`_Recorded` keeps its prices."""
     if trace.arrivals is not None and trace.arrivals.timed:
         raise ValueError("a schedule whose arrivals depend on time is scheduled again, not re-timed")
     events, n = trace.events, len(trace.events)
     starts = trace.starts if len(trace.starts) == n else tuple(range(n))
-    at, now = step_times(events, starts, trace.encoded, clock.clock, clock.vision_clock)
+    at, now = step_times(events, starts, trace.encoded, price or clock.clock, clock.vision_clock)
     spans = tuple(dataclasses.replace(s, arrival_s=at[s.arrival], first_s=at[s.first + 1], finish_s=at[s.finish + 1])
                   for s in trace.spans)  # fmt: skip
     return dataclasses.replace(trace, spans=spans, busy_s=now - trace.idle_s)
