@@ -13,7 +13,7 @@ from tests.support.probe import fitted_timer
 from vllm_hpu_mm.engine import EngineShape, GraphRun
 from vllm_hpu_mm.replay.latency import StepClock, latency_of, padded_clock, real_clock
 from vllm_hpu_mm.replay.run import replay
-from vllm_hpu_mm.replay.scheduler import Arrivals, Prompt, Trace, simulate
+from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Prompt, Trace, simulate
 from vllm_hpu_mm.replay.schedules import Images, schedules
 from vllm_hpu_mm.replay.whole import _known_prices, _Recorded, retimed, strategy_latency
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
@@ -217,3 +217,62 @@ def test_a_re_timed_schedules_prices_give_its_latencies_as_pricing_again_does(co
     fresh = padded_clock(TIMER, lookup())
     assert clock.step_seconds(got, kept) == fresh.step_seconds(got)
     assert latency_of([got], clock, load="x", prices=[kept]) == latency_of([got], fresh, load="x")
+
+
+def _counted_as_they_come(events: tuple[object, ...], lookup: Lookup) -> tuple[list[object], list[float]]:
+    """What a replay without balance counts, event by event in order: (per bucket, in the order each first ran;
+    tokens, context, slots and blocks, real and padded)."""
+    per_bucket: dict[tuple[str, tuple[int, int, int]], list[float]] = {}
+    sums = [0.0] * 8
+    for event in events:
+        if isinstance(event, DecodeRun):
+            runs, weight = [lookup.decode(event.sequences, event.blocks)], float(event.steps)
+        else:
+            runs, weight = lookup.prefill(event), 1.0  # type: ignore[arg-type]
+        for run in runs:
+            b, q, c = run.shape
+            if run.phase == "prompt":
+                first = (run.tokens, b * q)
+                sums[0] += weight * run.tokens
+                sums[1] += weight * b * q
+                if c:
+                    sums[2] += weight * run.blocks
+                    sums[3] += weight * b * c
+            else:
+                first = (run.requests, b)
+                sums[4] += weight * run.requests
+                sums[5] += weight * b
+                sums[6] += weight * run.blocks
+                sums[7] += weight * c
+            entry = per_bucket.setdefault((run.phase, run.bucket), [0.0, 0.0, 0.0])
+            entry[0] += weight
+            entry[1] += weight * first[0]
+            entry[2] += weight * first[1]
+    return [(k, tuple(v)) for k, v in per_bucket.items()], sums
+
+
+@pytest.mark.parametrize("compiling", [False, True])
+@pytest.mark.parametrize("load", [3, Arrivals(rate=10_000.0)])
+def test_an_unbalanced_replay_counts_each_answer_once_as_event_by_event(compiling: bool, load: int | Arrivals) -> None:
+    def lookup() -> Lookup:
+        if not compiling:
+            return Lookup(pad_blocks=30)
+        small = Compiling()
+        small.buckets = [(4, 1, 8)]  # outgrown: its answers change as it compiles
+        return small
+
+    trace = simulate(PROMPTS * 5, LIMITS, load, clock=real_clock(TIMER, unified=False).clock)
+    got = replay([trace], used := lookup(), "x", timer=TIMER)
+    assert bool(used.fallbacks()) == compiling
+    per_bucket, sums = _counted_as_they_come(trace.events, lookup())
+    assert list(got.per_bucket.items()) == per_bucket  # every figure and the order buckets first ran in
+    assert [
+        got.prefill_tokens.real,
+        got.prefill_tokens.padded,
+        got.prefill_context.real,
+        got.prefill_context.padded,
+        got.decode_slots.real,
+        got.decode_slots.padded,
+        got.decode_blocks.real,
+        got.decode_blocks.padded,
+    ] == sums
