@@ -14,7 +14,16 @@ from hypothesis import strategies as st
 
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Prompt, _DecodeBatch, _Scheduler, _Seq, simulate
+from vllm_hpu_mm.replay.scheduler import (
+    Arrivals,
+    DecodeRun,
+    Prompt,
+    _admissions,
+    _DecodeBatch,
+    _Scheduler,
+    _Seq,
+    simulate,
+)
 
 LIMITS = EngineShape(max_num_seqs=4, max_num_batched_tokens=1000, max_model_len=8192, block_size=128,
                 num_kv_blocks=10_000)  # fmt: skip
@@ -264,3 +273,21 @@ def test_every_admitted_request_has_a_span_in_step_order(rows: list[tuple[int, i
         assert span.arrival <= span.first <= span.finish < trace.steps
     assert list(trace.starts) == sorted(trace.starts)
     assert len(trace.starts) == len(trace.events)
+
+
+def test_a_tuple_of_prompts_admitted_once_schedules_as_the_prompts_one_by_one() -> None:
+    shape = EngineShape(max_num_seqs=4, max_num_batched_tokens=512, max_model_len=4096, block_size=128,
+                        num_kv_blocks=20)  # fmt: skip
+    # refused (empty, too long, more KV blocks than the cache), images after a cached prefix
+    prompts = (Prompt(0, 5), Prompt(900, 30, cached=600, image_tokens=(300,)), Prompt(5000, 3),
+               Prompt(3000, 4000), Prompt(700, 5, image_tokens=(120,)), Prompt(40, 1), Prompt(64, 200)) * 3  # fmt: skip
+    for load in (2, Arrivals(rate=50.0)):
+        kept = simulate(prompts, shape, load, clock=lambda e: 0.01)
+        assert _admissions(prompts, shape) is _admissions(prompts, shape)  # worked out once
+        again = simulate(prompts, shape, load, clock=lambda e: 0.01)  # from the kept admissions
+        one_by_one = simulate(iter(prompts), shape, load, clock=lambda e: 0.01)
+        assert kept == again == one_by_one
+        assert kept.spans == one_by_one.spans
+        assert dict(kept.refusals) == {"empty": 3, "prompt_too_long": 3, "kv_blocks": 3}
+        assert kept.encoded == one_by_one.encoded
+        assert len(kept.encoded) == 6  # two images a round

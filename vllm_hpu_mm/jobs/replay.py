@@ -200,7 +200,8 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
     if timer is not None and args.latency:
         latencies = on_two([functools.partial(strategy_latency, m, shape, timer, traffic, images,
                                               concurrency=sizing.concurrency, requests=args.requests,
-                                              arrivals=args.arrivals, common=runs) for m in configs])  # fmt: skip
+                                              arrivals=args.arrivals, common=runs, replayed=r)
+                              for m, r in zip(configs, results, strict=True)])  # fmt: skip
         results = [dataclasses.replace(r, latency=latency) for r, latency in zip(results, latencies, strict=True)]
     kv_note = ("KV blocks: given" if args.kv_blocks is not None else "KV blocks: the plan's estimate (the decode "
                "buckets depend on it; give the log's '# HPU blocks' with --kv-blocks)")  # fmt: skip

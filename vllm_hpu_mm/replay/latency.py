@@ -68,28 +68,34 @@ class StepClock:
         return StepClock(lambda n, b: factor * decode(n, b), lambda chunks: factor * prefill(chunks),
                          lambda t: factor * vision(t), factor * self.overhead_s, self.unified)  # fmt: skip
 
-    def step_seconds(self, trace: Trace) -> list[tuple[float, int, int]]:
-        """(seconds per step, steps, sequences decoding in each) for every group of steps of ``trace``, in order."""
+    def step_seconds(self, trace: Trace, prices: Sequence[float] | None = None) -> list[tuple[float, int, int]]:
+        """(seconds per step, steps, sequences decoding in each) for every group of steps of ``trace``, in order.
+        ``prices``: each event's ``decode``/``prefill`` price where known already (each event is priced once, in
+        order, either way)."""
+        events = trace.events
+        if prices is None:
+            prices = [self.decode(e.sequences, e.blocks) if isinstance(e, DecodeRun) else self.prefill(e)
+                      for e in events]  # fmt: skip
+        elif len(prices) != len(events):
+            raise ValueError(f"{len(prices)} prices for {len(events)} events")
         images: dict[int, float] = {}
         for step, tokens in trace.encoded:
             images[step] = images.get(step, 0.0) + self.vision(tokens)
         out: list[tuple[float, int, int]] = []
-        i, n = 0, len(trace.events)
+        i, n = 0, len(events)
         starts = trace.starts if len(trace.starts) == n else tuple(range(n))
         while i < n:
-            start, event = starts[i], trace.events[i]
+            start, event = starts[i], events[i]
             if isinstance(event, DecodeRun) and event.steps > 1:
-                out.append((self.decode(event.sequences, event.blocks), event.steps, event.sequences))
+                out.append((prices[i], event.steps, event.sequences))
                 i += 1
                 continue
             seconds, decoding, parts = images.get(start, 0.0), 0, 0
             while i < n and starts[i] == start:
-                e = trace.events[i]
+                e = events[i]
+                seconds += prices[i]
                 if isinstance(e, DecodeRun):
-                    seconds += self.decode(e.sequences, e.blocks)
                     decoding += e.sequences
-                else:
-                    seconds += self.prefill(e)
                 parts += 1
                 i += 1
             if self.unified and parts > 1:
@@ -185,22 +191,25 @@ def _woken(spans: Sequence[Span], wake: Callable[[float, int], float] | None) ->
 
 def latency_of(traces: Sequence[Trace], clock: StepClock, *, load: str, frontend_s: float = 0.0,
                interval: float | None = None, evidence: str = "", frontend_image_s: float = 0.0,
-               wake: Callable[[float, int], float] | None = None) -> Latency:  # fmt: skip
+               wake: Callable[[float, int], float] | None = None,
+               prices: Sequence[Sequence[float] | None] = ()) -> Latency:  # fmt: skip
     """The latencies of ``traces`` (one load, scheduled on ``clock``; several traces are seeds of the same load,
-    pooled: quantiles over all their requests, throughput their mean): see the module docstring."""
+    pooled: quantiles over all their requests, throughput their mean): see the module docstring. ``prices``: per
+    trace, each event's price on ``clock`` where known (:meth:`StepClock.step_seconds`)."""
     ttft: list[float] = []
     e2el: list[float] = []
     tpot: list[float] = []
     itl: list[tuple[float, int]] = []
     durations: list[tuple[float, int, int]] = []  # (seconds, requests, output tokens)
-    for trace in traces:
+    for k, trace in enumerate(traces):
         spans = trace.spans
         front = [frontend_s + frontend_image_s * s.images + w
                  for s, w in zip(spans, _woken(spans, wake), strict=True)]  # fmt: skip
         ttft += [s.first_s - s.arrival_s + f for s, f in zip(spans, front, strict=True)]
         e2el += [s.finish_s - s.arrival_s + f for s, f in zip(spans, front, strict=True)]
         tpot += [(s.finish_s - s.first_s) / (s.output - 1) for s in spans if s.output > 1]
-        itl += [(seconds, steps * decoding) for seconds, steps, decoding in clock.step_seconds(trace)]
+        steps_s = clock.step_seconds(trace, prices[k] if k < len(prices) else None)
+        itl += [(seconds, steps * decoding) for seconds, steps, decoding in steps_s]
         if spans:
             duration = max(s.finish_s + f for s, f in zip(spans, front, strict=True)) - min(s.arrival_s for s in spans)
             durations.append((duration, len(spans), sum(s.output for s in spans)))

@@ -133,6 +133,23 @@ def replay(traces: Sequence[Trace], lookup: TextLookup, label: str, *, balanced:
     def decode(sequences: int, blocks: int) -> GraphRun:
         return kept_decode((sequences, blocks), lambda: lookup.decode(sequences, blocks))
 
+    # unbalanced, every weight is a whole number (1 per prefill, the steps per decode run) and so is every figure it
+    # multiplies: the sums are exact in any order, so a kept answer's runs are counted once, by its summed weight, in
+    # the order answers were first seen (the order each bucket first ran in). Balanced weights are fractions: counted
+    # as they come.
+    later: dict[int, tuple[list[GraphRun] | GraphRun, list[float]]] = {}
+
+    def counted(runs: list[GraphRun] | GraphRun, weight: float) -> None:
+        if balanced:
+            for run in runs if isinstance(runs, list) else (runs,):
+                count(run, weight)
+            return
+        got = later.get(id(runs))  # the entry holds the answer: its id is not reused while counted
+        if got is None:
+            later[id(runs)] = (runs, [weight])
+        else:
+            got[1][0] += weight
+
     times = []
     for trace, (wp, wd) in zip(traces, _weights(traces, balanced), strict=True):
         clock = TraceClock(timer, trace) if timer is not None else None
@@ -141,18 +158,20 @@ def replay(traces: Sequence[Trace], lookup: TextLookup, label: str, *, balanced:
         for i, event in enumerate(trace.events):
             if isinstance(event, DecodeRun):
                 run = decode(event.sequences, event.blocks)
-                count(run, wd * event.steps)
+                counted(run, wd * event.steps)
                 if clock is not None:
                     clock.decode(i, event.steps, event.sequences, event.blocks, run)
             else:
                 key = chunk_key(event, block)
                 runs = kept(key, partial(lookup.prefill, event))
-                for run in runs:
-                    count(run, wp)
+                counted(runs, wp)
                 if clock is not None:
                     clock.prefill(i, event, runs, key if timer_key else None)
         if clock is not None:
             times.append(clock.result(load_of(trace)))
+    for answer, (weight,) in later.values():
+        for run in answer if isinstance(answer, list) else (answer,):
+            count(run, weight)
     warmed = (sum(1 for p, _ in lookup.warmed if p == "prompt"), sum(1 for p, _ in lookup.warmed if p == "decode"))
     return ReplayResult(
         label=label,

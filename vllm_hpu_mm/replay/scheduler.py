@@ -45,11 +45,12 @@ import math
 import random
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 
 from vllm_hpu_mm.engine import EngineShape, PrefillChunk
 from vllm_hpu_mm.errors import ConfigError
 
-__all__ = ["REFUSALS", "Arrivals", "Clock", "DecodeRun", "Prompt", "Span", "Trace", "simulate", "step_times"]
+__all__ = ["REFUSALS", "Arrivals", "Clock", "DecodeRun", "Event", "Prompt", "Span", "Trace", "simulate", "step_times"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -386,12 +387,22 @@ class _DecodeBatch:
 Clock = Callable[[Event], float]
 
 
+def _next_price(prices: Iterator[float], _event: Event) -> float:
+    return next(prices)
+
+
 def step_times(events: Sequence[Event], starts: Sequence[int], encoded: Iterable[tuple[int, int]], clock: Clock,
                vision: Callable[[int], float] | None, step: int = 0, now: float = 0.0,
-               ) -> tuple[dict[int, float], float]:  # fmt: skip
+               prices: Sequence[float] | None = None) -> tuple[dict[int, float], float]:  # fmt: skip
     """A trace's ``events`` (from ``step`` at ``now`` seconds) priced on ``clock`` and summed as the scheduler sums
     them (a step's images, its decode, its prefill chunks, then the step; a decode stretch run by run), bit for bit:
-    (the seconds at the start of each step a group of events ends before, the seconds at the end)."""
+    (the seconds at the start of each step a group of events ends before, the seconds at the end). ``prices``: what
+    ``clock`` answers for each event, known already (each is read in place of asking it)."""
+    price = clock
+    if prices is not None:
+        if len(prices) != len(events):
+            raise ValueError(f"{len(prices)} prices for {len(events)} events")
+        price = partial(_next_price, iter(prices))  # every event is priced once, in order
     images: dict[int, list[int]] = {}
     for at_step, tokens in encoded:
         images.setdefault(at_step, []).append(tokens)
@@ -400,13 +411,13 @@ def step_times(events: Sequence[Event], starts: Sequence[int], encoded: Iterable
     while i < n:
         start, event = starts[i], events[i]
         if isinstance(event, DecodeRun) and start not in images and (i + 1 == n or starts[i + 1] != start):
-            now += event.steps * clock(event)  # a decode stretch's run (or a decode-only step: the same sum)
+            now += event.steps * price(event)  # a decode stretch's run (or a decode-only step: the same sum)
             i += 1
             at[start + event.steps] = now
             continue
         step_s = sum(vision(t) for t in images.get(start, ())) if vision is not None else 0.0
         while i < n and starts[i] == start:
-            step_s += clock(events[i])
+            step_s += price(events[i])
             i += 1
         now += step_s
         at[start + 1] = now
@@ -415,7 +426,8 @@ def step_times(events: Sequence[Event], starts: Sequence[int], encoded: Iterable
 
 def simulate(prompts: Iterable[Prompt], limits: EngineShape, concurrency: int | Arrivals,
              encoder_budget: int | None = None, *, drain: bool = True, clock: Clock | None = None,
-             vision_clock: Callable[[int], float] | None = None, reference: Trace | None = None) -> Trace:  # fmt: skip
+             vision_clock: Callable[[int], float] | None = None, reference: Trace | None = None,
+             reference_prices: Callable[[], Sequence[float] | None] | None = None) -> Trace:  # fmt: skip
     """The schedule of ``prompts`` (in arrival order) under ``concurrency`` clients in a closed loop, or the
     :class:`Arrivals` given. ``drain``: run until every admitted request finishes (the batch runs down to one);
     without it the schedule ends when the requests run out (the load alone). ``clock`` prices a step in seconds: a
@@ -423,11 +435,52 @@ def simulate(prompts: Iterable[Prompt], limits: EngineShape, concurrency: int | 
     many placeholder tokens (a function of them alone: each count is priced once). ``reference``: a schedule of the
     same prompts, limits and arrivals on another clock; where this one reaches the state it had once every request had
     arrived, at the same step, its events from there are taken and priced on this clock (the same trace, without
-    stepping the scheduler again)."""
+    stepping the scheduler again). ``reference_prices``: asked when continuing, ``clock``'s price of each of the
+    reference's events where it knows them then (None: they are priced)."""
     arrivals = concurrency if isinstance(concurrency, Arrivals) else Arrivals(concurrency=concurrency)
     if arrivals.timed and clock is None:
         raise ConfigError(f"{arrivals.describe()} needs a time model of the device (a named accelerator)")
-    return _Scheduler(prompts, limits, arrivals, encoder_budget, drain, clock, vision_clock, reference).run()
+    return _Scheduler(prompts, limits, arrivals, encoder_budget, drain, clock, vision_clock, reference,
+                      reference_prices).run()  # fmt: skip
+
+
+#: What the engine makes of one request at one engine shape: (why it refuses it, or None; output tokens; prompt
+#: tokens computed from the prefix cache; KV blocks it needs; its images to encode as (position, tokens); its largest
+#: image's tokens).
+_Admission = tuple[str | None, int, int, int, tuple[tuple[int, int], ...], int]
+
+
+def _admission_of(p: Prompt, limits: EngineShape) -> _Admission:
+    block, mml = limits.block_size, limits.max_model_len
+    reason = None
+    if p.tokens < 1:
+        reason = "empty"
+    elif p.tokens >= mml:
+        reason = "prompt_too_long"
+    output = max(1, min(p.output, mml - p.tokens))
+    computed = min(p.cached, p.tokens - 1) // block * block if p.tokens >= 1 else 0
+    need = math.ceil((p.tokens + output) / block) - computed // block
+    if reason is None and need > limits.num_kv_blocks:
+        reason = "kv_blocks"
+    images, position = [], min(p.cached, p.tokens)
+    for tokens in p.image_tokens:
+        if position + tokens > computed:  # an image inside the cached prefix needs no encoding
+            images.append((position, tokens))
+        position += tokens
+    return reason, output, computed, need, tuple(images), max(p.image_tokens, default=0)
+
+
+#: The last tuple of prompts whose admissions were worked out, at its engine shape: every configuration's schedule
+#: of the same requests (``replay/whole.py``) reads them, here or in a child forked after (one kept: bounded).
+_PREPARED: list[tuple[tuple[Prompt, ...], EngineShape, list[_Admission]]] = []
+
+
+def _admissions(prompts: tuple[Prompt, ...], limits: EngineShape) -> list[_Admission]:
+    if _PREPARED and _PREPARED[0][0] is prompts and _PREPARED[0][1] == limits:
+        return _PREPARED[0][2]
+    got = [_admission_of(p, limits) for p in prompts]
+    _PREPARED[:] = [(prompts, limits, got)]
+    return got
 
 
 class _Scheduler:
@@ -436,12 +489,17 @@ class _Scheduler:
 
     def __init__(self, prompts: Iterable[Prompt], limits: EngineShape, arrivals: Arrivals, encoder_budget: int | None,
                  drain: bool, clock: Clock | None, vision_clock: Callable[[int], float] | None,
-                 reference: Trace | None = None) -> None:  # fmt: skip
+                 reference: Trace | None = None,
+                 reference_prices: Callable[[], Sequence[float] | None] | None = None) -> None:  # fmt: skip
+        self.reference_prices = reference_prices
         self.limits, self.arrivals, self.encoder_budget = limits, arrivals, encoder_budget
         self.drain, self.clock, self.vision_clock = drain, clock, vision_clock
         #: Image placeholder tokens -> seconds of encoding (at most one entry per request).
         self.vision_s: dict[int, float] = {}
         self.source = iter(prompts)
+        #: A tuple of prompts: each one's admission, worked out once for every schedule of them (:func:`_admissions`).
+        self.prompts = prompts if isinstance(prompts, tuple) else ()
+        self.admissions = _admissions(prompts, limits) if isinstance(prompts, tuple) else None
         #: The largest image seen (placeholder tokens): the encoder budget never falls below it.
         self.largest = 0
         self.completed = self.steps = 0
@@ -552,8 +610,9 @@ class _Scheduler:
         assert self.clock is not None  # arrivals in time
         events, starts = trace.events, trace.starts
         vision = self._vision if self.vision_clock is not None else None
+        known = self.reference_prices() if self.reference_prices is not None else None
         at, now = step_times(events[ref.event :], starts[ref.event :], trace.encoded[ref.encoded :], self.clock, vision,
-                             self.steps, self.now)  # fmt: skip
+                             self.steps, self.now, None if known is None else known[ref.event :])  # fmt: skip
         prefilling = {s.order for s in self.prefilling}
         started = {s.order: s for s in self.running if s.order not in prefilling}  # first token before this step
         running, waiting = {s.order: s for s in self.running}, list(self.waiting)  # waiting[j] is admitted j+1-th
@@ -573,30 +632,24 @@ class _Scheduler:
 
     def _next_seq(self, at: float) -> _Seq | None:
         """The next request the engine accepts (refused ones counted by reason), None when none is left."""
-        block, mml = self.limits.block_size, self.limits.max_model_len
-        for p in self.source:
+        admissions, prompts = self.admissions, self.prompts
+        while True:
+            if admissions is not None:
+                if self.taken >= len(admissions):
+                    return None
+                p, admission = prompts[self.taken], admissions[self.taken]
+            else:
+                p = next(self.source, None)
+                if p is None:
+                    return None
+                admission = _admission_of(p, self.limits)
             self.taken += 1
-            reason = None
-            if p.tokens < 1:
-                reason = "empty"
-            elif p.tokens >= mml:
-                reason = "prompt_too_long"
-            output = max(1, min(p.output, mml - p.tokens))
-            computed = min(p.cached, p.tokens - 1) // block * block if p.tokens >= 1 else 0
-            need = math.ceil((p.tokens + output) / block) - computed // block
-            if reason is None and need > self.limits.num_kv_blocks:
-                reason = "kv_blocks"
+            reason, output, computed, need, images, largest = admission
             if reason is not None:
                 self.refusals[reason] = self.refusals.get(reason, 0) + 1
                 continue
-            images, position = [], min(p.cached, p.tokens)
-            for tokens in p.image_tokens:
-                if position + tokens > computed:  # an image inside the cached prefix needs no encoding
-                    images.append((position, tokens))
-                position += tokens
-            self.largest = max(self.largest, *p.image_tokens, 0)
-            return _Seq(p, output, computed, need, images, arrival=self.steps, arrival_s=at, index=self.taken)
-        return None
+            self.largest = max(self.largest, largest)
+            return _Seq(p, output, computed, need, list(images), arrival=self.steps, arrival_s=at, index=self.taken)
 
     def _arrive(self, at: float | None = None) -> bool:
         seq = self._next_seq(self.now if at is None else at)

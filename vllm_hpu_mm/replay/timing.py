@@ -179,6 +179,10 @@ class TimeResult:
     #: Real-shape time to first token, seconds (p50, p99): what the padding adds to.
     ttft: tuple[float, float]
     idle_s: float = 0.0
+    #: The padded seconds of one step of each event of the trace, in order, as the lookup priced it: what a padded
+    #: clock on the same lookup in the same state prices it (:func:`vllm_hpu_mm.replay.whole.strategy_latency`
+    #: takes them instead of pricing the common schedule's events again).
+    prices: tuple[float, ...] = dataclasses.field(default=(), compare=False, repr=False)
 
     @property
     def overhead(self) -> float:
@@ -199,12 +203,15 @@ class TraceClock:
         self.padding = dict.fromkeys(PHASES, 0.0)
         # (start step, steps, added seconds per step) of every event and image, in step order
         self._entries: list[tuple[int, int, float]] = []
+        #: Padded seconds of one step of each event, in the trace's order (every event is priced once, in order).
+        self._prices: list[float] = []
 
     def decode(self, index: int, steps: int, sequences: int, blocks: int, run: GraphRun) -> None:
         real, padded = self.timer.decode_real(sequences, blocks), self.timer.decode_padded(run)
         self.real += steps * real
         self.padded += steps * padded
         self.padding["decode"] += steps * (padded - real)
+        self._prices.append(padded)
         self._entries.append((self._start(index), steps, padded - real))
 
     def prefill(self, index: int, chunks: Sequence[PrefillChunk], runs: Sequence[GraphRun],
@@ -217,6 +224,7 @@ class TraceClock:
         self.padded += padded
         self.padding["prefill_context"] += context
         self.padding["prefill_query"] += padded - real - context
+        self._prices.append(padded)
         self._entries.append((self._start(index), 1, padded - real))
 
     def _start(self, index: int) -> int:
@@ -284,4 +292,5 @@ class TraceClock:
             added_tpot=(percentile(tpot, 0.5), percentile(tpot, 0.99)),
             ttft=(percentile(real_ttft, 0.5), percentile(real_ttft, 0.99)),
             idle_s=self.trace.idle_s,
+            prices=tuple(self._prices) if len(self._prices) == len(self.trace.events) else (),
         )
