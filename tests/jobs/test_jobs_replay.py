@@ -177,3 +177,14 @@ def test_a_step_time_calibrated_on_your_server_prices_the_whole_latencies(tmp_pa
     assert mine.tpot[0] > 2 * theirs.tpot[0]
     assert mine.ttft[0] >= step.frontend_s + step.overhead_s
     assert "calibrated" in to_table(calibrated.report)
+
+
+@pytest.mark.parametrize("arrivals", [Arrivals(rate=4.0), Arrivals(profile=((3.0, 8), (3.0, 64), (2.0, 0)))],
+                         ids=["rate", "profile"])  # fmt: skip
+def test_arrivals_in_time_plan_and_replay_with_the_planned_buckets(arrivals: Arrivals) -> None:
+    # a schedule of arrivals in time is no load level: the plan's worst case once read it as level 0 (exit 3)
+    sized = dataclasses.replace(SMALL, concurrency=None)
+    r = replay_traffic(sized, dataclasses.replace(QUICK, plan_buckets=True, arrivals=arrivals), load(), {})
+    assert r.planned is not None
+    assert [c.label for c in r.report.results][-1] == "planned from traffic"
+    assert all(c.latency for c in r.report.results)
