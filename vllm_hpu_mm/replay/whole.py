@@ -79,14 +79,13 @@ def strategy_latency(model: RuntimeModel, shape: EngineShape, timer: Timer, traf
     else:
         traces = schedules(traffic, shape, images, concurrency=concurrency, requests=requests, arrivals=arrivals,
                            timer=clock).traces  # fmt: skip
-    step = timer.step
-    if isinstance(step, FittedStep):  # the user's server: its API server's time and wake-up after idleness too
-        return tuple(latency_of([t], clock, load=load_of(t), interval=interval, evidence=evidence,
-                                frontend_s=step.frontend_s, frontend_image_s=step.frontend_image_s,
-                                wake=step.wake_for, prices=prices[k : k + 1])
-                     for k, t in enumerate(traces))  # fmt: skip
+    # a step fitted on the user's server: its API server's time and wake-up after idleness too (a roofline: none)
+    server = timer.step if isinstance(timer.step, FittedStep) else None
     return tuple(latency_of([t], clock, load=load_of(t), interval=interval, evidence=evidence,
-                            prices=prices[k : k + 1]) for k, t in enumerate(traces))  # fmt: skip
+                            frontend_s=server.frontend_s if server else 0.0,
+                            frontend_image_s=server.frontend_image_s if server else 0.0,
+                            wake=server.wake_for if server else None, prices=prices[k : k + 1])
+                 for k, t in enumerate(traces))  # fmt: skip
 
 
 def _known_prices(replayed: ReplayResult | None, lookup: TextLookup) -> Callable[[], Sequence[float] | None] | None:
