@@ -39,7 +39,8 @@ before their first run, on the fix that chooses the loads between the levels by 
 alone at 51b3f00), ``worst_case_fresh4_rerun`` and ``worst_case_fresh4_final`` (fresh4 again after the changes made
 on seeing it: development data since) and ``worst_case_fresh3_rerun`` (fresh3 on that final code), and
 ``worst_case_fresh5`` (``--set fresh5``: six more, written before their first run, on that final code; committed
-alone before it).
+alone before it); ``--set fresh6``: six more, written before worst6's changes landed and before their first
+run, committed alone.
 """
 
 from __future__ import annotations
@@ -259,7 +260,31 @@ FRESH5 = (
            "gaudi2", 8, (24576, 36, 12288), Reshape(image=2.8, answers=0.9),
            Reshape(text=2.0, image=1.2, text_only=0.3)),
 )  # fmt: skip
-SETS = {"held-out": CONFIGS, "fresh": FRESH, "fresh2": FRESH2, "fresh3": FRESH3, "fresh4": FRESH4, "fresh5": FRESH5}
+#: A seventh set, written on 2026-11-29 at 05:50 UTC, before the changes made on seeing fresh5 (helper worst6's) landed
+#: and before its first run (``--set fresh6``): model, device and tensor parallel combinations none of the earlier
+#: sets used where the model's heads allow one (32B on eight Gaudi3, 3B on four Gaudi3, 32B on one Gaudi2, 3B on four
+#: Gaudi2, 72B on two Gaudi2: weights leave little for the KV cache) and limits none used.
+FRESH6 = (
+    Config("long contexts, twelve sequences (32B, Gaudi3 TP8, 96k, 12 seqs)", "Qwen/Qwen2.5-VL-32B-Instruct",
+           "gaudi3", 8, (98304, 12, 16384), Reshape(text=14.0, answers=1.6, text_only=0.35),
+           Reshape(text=4.0, answers=3.0)),
+    Config("short requests at 224 at once (3B, Gaudi3 TP4, 3k, 224 seqs)", "Qwen/Qwen2.5-VL-3B-Instruct", "gaudi3",
+           4, (3072, 224, 1536), Reshape(text=0.18, answers=0.35, image=0.45, text_only=0.65),
+           Reshape(text=0.55, answers=0.7, image=0.75)),
+    Config("prefix-heavy support bot (32B, Gaudi2, 16k, 48 seqs)", "Qwen/Qwen2.5-VL-32B-Instruct", "gaudi2", 1,
+           (16384, 48, 4096), Reshape(text=1.0, prefix=4096, text_only=0.55),
+           Reshape(text=1.8, answers=1.4)),
+    Config("three-point-six-times image sides (3B, Gaudi2 TP4, 32k, 32 seqs)", "Qwen/Qwen2.5-VL-3B-Instruct",
+           "gaudi2", 4, (32768, 32, 16384), Reshape(image=3.6, answers=0.8),
+           Reshape(text=2.2, image=1.3, text_only=0.2)),
+    Config("chat, planned for 48 at once (7B, Gaudi3 TP4, 12k, 176 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct", "gaudi3",
+           4, (12288, 176, 3072), Reshape(text=0.75, answers=0.65, text_only=0.45),
+           Reshape(text=2.0, answers=1.1, image=1.2), 48),
+    Config("long answers, a tight KV cache (72B, Gaudi2 TP2, 16k, 32 seqs)", "Qwen/Qwen2.5-VL-72B-Instruct", "gaudi2",
+           2, (16384, 32, 4096), Reshape(text=1.2, answers=4.0, text_only=0.3), Reshape(text=3.0, answers=0.8)),
+)  # fmt: skip
+SETS = {"held-out": CONFIGS, "fresh": FRESH, "fresh2": FRESH2, "fresh3": FRESH3, "fresh4": FRESH4, "fresh5": FRESH5,
+        "fresh6": FRESH6}  # fmt: skip
 
 
 #: Most loads between the plan's judged levels checked per configuration (spread over 1..max_num_seqs; 12 up to
@@ -697,7 +722,7 @@ def main() -> None:
         "--set",
         choices=sorted(SETS),
         default="held-out",
-        help="which configurations: the first six (held-out), then the later sets (fresh, fresh2 ... fresh5)",
+        help="which configurations: the first six (held-out), then the later sets (fresh, fresh2 ... fresh6)",
     )
     parser.add_argument("--name", default="worst_case", help="results file stem (results/NAME.md, .json)")
     parser.add_argument("--note", default="first run of these configurations", help="what run this is, in words")
