@@ -290,3 +290,19 @@ def test_every_module_imports_with_the_declared_dependencies_or_wants_only_the_r
             if (e.name or "").split(".")[0] not in RUNTIME_PROVIDED:
                 wrong.append(f"{name}: {e}")
     assert not wrong, wrong
+
+
+def _class_fields(name: str) -> Iterator[tuple[str, str]]:
+    """(module:Class, field) of every annotated field declared in a class body of module ``name``."""
+    for node in ast.walk(ast.parse(MODULES[name].read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ClassDef):
+            for stmt in node.body:
+                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                    yield f"{name}:{node.name}", stmt.target.id
+
+
+def test_the_engine_limits_are_declared_in_at_most_four_places() -> None:
+    """The flag as parsed (plan/args), the plan's inputs, the engine's shape and the runtime's batch limits: a fifth
+    type holding ``max_num_seqs`` is a repacking (the house issue's rule); hold one of these instead."""
+    holders = sorted(where for name in MODULES for where, field in _class_fields(name) if field == "max_num_seqs")
+    assert len(holders) <= 4, holders

@@ -22,7 +22,7 @@ def test_a_calibrated_cpu_replica_is_priced_on_its_fitted_step(tmp_path: Path) -
     profile.write_text(json.dumps({"version": 1, "costs": {}, "measured": [], "step_time": step_to_dict(STEP)}))
     sizing = SizingArgs(model="Qwen/Qwen2.5-VL-3B-Instruct", device="cpu", runtime="vllm-cpu", total_memory_gib=64,
                         max_model_len=4096, profile=str(profile))  # fmt: skip
-    args = FleetArgs(rate=3.0, targets=Targets(2.0, 0.1), tensor_parallel_sizes=(1,), max_num_seqs=(8,),
+    args = FleetArgs(rate=3.0, targets=Targets(2.0, 0.1), tensor_parallel_sizes=(1,), seqs_tried=(8,),
                      requests=30, seeds=1, iterations=4)  # fmt: skip
     fleet = plan_fleet(sizing, args, load(), {})
     chosen = fleet.chosen

@@ -15,10 +15,10 @@ from vllm_hpu_mm import envs
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan import inputs as plan_inputs
 from vllm_hpu_mm.plan.args import SizingArgs
-from vllm_hpu_mm.plan.derived import SchedulerLimits, scheduler_limits
+from vllm_hpu_mm.plan.derived import scheduler_limits
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.runtimes.arithmetic import vllm_batch_defaults
-from vllm_hpu_mm.runtimes.base import DeviceFacts
+from vllm_hpu_mm.runtimes.base import BatchLimits, DeviceFacts
 
 GIB = 1 << 30
 
@@ -60,7 +60,7 @@ def test_throughput_mode_doubles_the_defaults_only() -> None:
     assert "throughput" in fast.defaults_source
 
 
-def _vllm_limits(args: SizingArgs, max_model_len: int) -> SchedulerLimits | str:
+def _vllm_limits(args: SizingArgs, max_model_len: int) -> BatchLimits | str:
     """What the installed vLLM derives for ``args`` on its own platform (CPU here): its EngineArgs defaults, then its
     SchedulerConfig's checks; the refusal's text when it refuses."""
     from vllm.config import SchedulerConfig
@@ -83,7 +83,7 @@ def _vllm_limits(args: SizingArgs, max_model_len: int) -> SchedulerLimits | str:
                         is_encoder_decoder=False)  # fmt: skip
     except ValueError as exc:
         return str(exc).split(" ")[0]
-    return SchedulerLimits(engine.max_num_seqs, engine.max_num_batched_tokens, engine.enable_chunked_prefill)
+    return BatchLimits(engine.max_num_seqs, engine.max_num_batched_tokens, "vLLM", engine.enable_chunked_prefill)
 
 
 GRID = list(itertools.product([None, True, False], [None, "balanced", "throughput", "interactivity"], [None, 64, 4096],
@@ -100,7 +100,7 @@ def test_the_limits_are_the_ones_vllm_derives() -> None:
                           max_num_batched_tokens=tokens)  # fmt: skip
         theirs = _vllm_limits(args, length)
         try:
-            ours: SchedulerLimits | str = scheduler_limits(defaults, length, args)
+            ours: BatchLimits | str = scheduler_limits(defaults, length, args)
         except ConfigError as exc:
             ours = str(exc)
         case = (chunked, mode, seqs, tokens, length)
@@ -108,7 +108,8 @@ def test_the_limits_are_the_ones_vllm_derives() -> None:
             assert isinstance(ours, str), case
             assert "vLLM refuses" in ours, case
         else:
-            assert ours == theirs, case
+            assert isinstance(ours, BatchLimits), case
+            assert dataclasses.replace(ours, source="vLLM") == theirs, case
 
 
 # --- the KV cache --------------------------------------------------------------------------------------------------
@@ -147,7 +148,7 @@ def test_the_cuda_plan_follows_vllms_cudagraph_estimate_switch() -> None:
 
 
 def test_derived_limits_are_frozen_values() -> None:
-    limits = SchedulerLimits(1, 2, True)
+    limits = BatchLimits(1, 2, "given", True)
     with pytest.raises(dataclasses.FrozenInstanceError):
         limits.max_num_seqs = 3  # type: ignore[misc]
 

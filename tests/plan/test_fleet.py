@@ -138,9 +138,9 @@ def _candidates(rate: float, targets: Targets, headroom: float = 0.2) -> list:  
         if cap.rate <= 0:
             continue
         replica = replica_model(timer(s), SHAPE)
-        first = sized(ReplicaShape(tp, 8, 512), cap, rate, headroom, cards_per_node=8)
+        first = sized(ReplicaShape.of(tp, 8, 512), cap, rate, headroom, cards_per_node=8)
         latency = latency_at(replica, SAMPLES, rate / first.replicas)
-        out.append(sized(ReplicaShape(tp, 8, 512), cap, rate, headroom, cards_per_node=8, latency=latency,
+        out.append(sized(ReplicaShape.of(tp, 8, 512), cap, rate, headroom, cards_per_node=8, latency=latency,
                          targets=targets))  # fmt: skip
     return out
 
@@ -174,7 +174,7 @@ def test_cards_available_bound_the_choice_and_nodes_pack_replicas() -> None:
     cheapest = choose(candidates)
     assert cheapest is not None
     assert choose(candidates, cheapest.total_cards - 1) is None
-    c = sized(ReplicaShape(2, 8, 512), candidates[0].capacity, 100.0, 0.0, cards_per_node=8)
+    c = sized(ReplicaShape.of(2, 8, 512), candidates[0].capacity, 100.0, 0.0, cards_per_node=8)
     assert c.nodes == math.ceil(c.replicas / 4)
 
 
@@ -224,7 +224,7 @@ def test_a_higher_period_rate_never_needs_fewer_replicas_and_the_peak_is_the_sin
         assert all(a.replicas <= b.replicas for a, b in itertools.pairwise(by_rate))
         assert min(s.replicas for s in day.periods) >= 1  # an idle period keeps one replica warm
         peak = max(periods, key=lambda p: p.rate)
-        single = sized(ReplicaShape(2, 8, 512), cap, peak.rate, headroom, cards_per_node=8)
+        single = sized(ReplicaShape.of(2, 8, 512), cap, peak.rate, headroom, cards_per_node=8)
         assert day.peak_cards == single.total_cards == max(s.cards for s in day.periods)
         hours = sum(p.seconds for p in periods) / 3600
         assert day.peak_card_hours == pytest.approx(single.total_cards * hours)
@@ -261,9 +261,9 @@ def test_a_replica_spans_nodes_by_whole_stages_only() -> None:
     assert placement(4, 3, 8) == (3, 4)  # 3 stages of 4 cards: one per node, none split across two
     assert placement(16, 1, 8) is None
     cap = capacity(Targets(0.3, 0.04))
-    spanning = sized(ReplicaShape(8, 8, 512, 2), cap, 100.0, 0.0, cards_per_node=8)
+    spanning = sized(ReplicaShape.of(8, 8, 512, 2), cap, 100.0, 0.0, cards_per_node=8)
     assert spanning.cards_per_replica == 16
     assert spanning.nodes == 2 * spanning.replicas
     assert spanning.shape.label.startswith("TP8 PP2 ")
-    within = sized(ReplicaShape(2, 8, 512, 2), cap, 100.0, 0.0, cards_per_node=8)
+    within = sized(ReplicaShape.of(2, 8, 512, 2), cap, 100.0, 0.0, cards_per_node=8)
     assert within.nodes == math.ceil(within.replicas / 2)

@@ -242,8 +242,8 @@ def _candidate_dict(c: Candidate) -> dict[str, Any]:
     return {
         "tensor_parallel_size": c.shape.tensor_parallel_size,
         "pipeline_parallel_size": c.shape.pipeline_parallel_size,
-        "max_num_seqs": c.shape.max_num_seqs,
-        "max_num_batched_tokens": c.shape.max_num_batched_tokens,
+        "max_num_seqs": c.shape.batch.max_num_seqs,
+        "max_num_batched_tokens": c.shape.batch.max_num_batched_tokens,
         "cards_per_replica": c.cards_per_replica,
         "capacity_per_replica": None if cap is None else round(cap.rate, 4),
         "capacity_range": None if rate_range is None else [round(r, 4) for r in rate_range],

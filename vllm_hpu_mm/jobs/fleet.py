@@ -82,8 +82,9 @@ class FleetArgs:
     cards: int | None = None
     cards_per_node: int = 8
     tensor_parallel_sizes: tuple[int, ...] = (1, 2, 4, 8)
-    max_num_seqs: tuple[int, ...] = (64, 256)
-    max_num_batched_tokens: tuple[int, ...] = (2048,)
+    #: ``--max-num-seqs`` and ``--max-num-batched-tokens`` values tried.
+    seqs_tried: tuple[int, ...] = (64, 256)
+    batched_tokens_tried: tuple[int, ...] = (2048,)
     #: Pipeline sizes tried (empty: 1, then :data:`AUTO_PIPELINE` where no TP within a node holds the model).
     pipeline_parallel_sizes: tuple[int, ...] = ()
     #: A load profile over the day (empty: the one ``rate``); ``rate`` is then its peak.
@@ -114,7 +115,7 @@ class FleetArgs:
             )
         if self.profile and abs(max(p.rate for p in self.profile) - self.rate) > 1e-9 * self.rate:
             raise ConfigError("the request rate of a fleet with a load profile is the profile's peak")
-        count = len(self.tensor_parallel_sizes) * len(self.max_num_seqs) * len(self.max_num_batched_tokens)
+        count = len(self.tensor_parallel_sizes) * len(self.seqs_tried) * len(self.batched_tokens_tried)
         count *= max(1, len(self.pipeline_parallel_sizes))
         if not 1 <= count <= MAX_CANDIDATES:
             raise ConfigError(f"{count} candidate shapes; accepted: 1 to {MAX_CANDIDATES} (fewer values per list)")
@@ -274,8 +275,8 @@ def _one(sizing: SizingArgs, shape: ReplicaShape) -> SizingArgs:
     return dataclasses.replace(
         sizing,
         tensor_parallel_size=shape.tensor_parallel_size,
-        max_num_seqs=shape.max_num_seqs,
-        max_num_batched_tokens=shape.max_num_batched_tokens,
+        max_num_seqs=shape.batch.max_num_seqs,
+        max_num_batched_tokens=shape.batch.max_num_batched_tokens,
         pipeline_parallel_size=pp if pp > 1 else None,
     )
 
@@ -359,9 +360,9 @@ def _candidates(search: _Search, args: FleetArgs, pipeline: tuple[int, ...], *,
         for tp in sorted(set(args.tensor_parallel_sizes)):
             if within_node and tp > args.cards_per_node:
                 continue
-            for m in sorted(set(args.max_num_seqs)):
-                for b in sorted(set(args.max_num_batched_tokens)):
-                    shape = ReplicaShape(tp, m, b, pp)
+            for m in sorted(set(args.seqs_tried)):
+                for b in sorted(set(args.batched_tokens_tried)):
+                    shape = ReplicaShape.of(tp, m, b, pp)
                     if placement(tp, pp, args.cards_per_node) is None:
                         why = f"TP {tp} spans nodes of {args.cards_per_node} cards (not planned: a stage per node)"
                         out.append(Candidate(shape, None, why_not=why, cards_per_node=args.cards_per_node))

@@ -6,16 +6,15 @@ installed vLLM's own ``EngineArgs`` and ``SchedulerConfig``."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan import validate
 from vllm_hpu_mm.plan.args import SizingArgs
-from vllm_hpu_mm.runtimes.base import BatchDefaults
+from vllm_hpu_mm.runtimes.base import BatchLimits
 
-__all__ = ["KV_DTYPE_BYTES", "SchedulerLimits", "kv_dtype_size", "scheduler_limits", "speculative_tokens"]
+__all__ = ["KV_DTYPE_BYTES", "kv_dtype_size", "scheduler_limits", "speculative_tokens"]
 
 #: Bytes per KV element of the ``--kv-cache-dtype`` values the plan sizes (``config/cache.py:39-59``): the 16-bit
 #: types and the plain fp8 family (``fp8`` is ``fp8_e4m3``; ``fp8_inc`` is Gaudi's). The per-token-head, NVFP4,
@@ -23,17 +22,8 @@ __all__ = ["KV_DTYPE_BYTES", "SchedulerLimits", "kv_dtype_size", "scheduler_limi
 KV_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1}
 
 
-@dataclasses.dataclass(frozen=True)
-class SchedulerLimits:
-    """The scheduler's limits as vLLM derives them, and whether it chunks prefills."""
-
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    chunked_prefill: bool
-
-
-def scheduler_limits(defaults: BatchDefaults, max_model_len: int, args: SizingArgs,
-                     flag: Callable[[str], str] | None = None) -> SchedulerLimits:  # fmt: skip
+def scheduler_limits(defaults: BatchLimits, max_model_len: int, args: SizingArgs,
+                     flag: Callable[[str], str] | None = None) -> BatchLimits:  # fmt: skip
     """vLLM 0.32 ``engine/arg_utils.py:3097-3180`` ``_set_default_max_num_seqs_and_batched_tokens_args``: the
     runtime's defaults (doubled under ``--performance-mode throughput``, ``:3130-3135``) for what was not given; a
     default token budget raised to ``max_model_len`` without chunked prefill (``:3140-3145``) and capped at
@@ -64,7 +54,8 @@ def scheduler_limits(defaults: BatchDefaults, max_model_len: int, args: SizingAr
             "chunked prefill on"
         )
     validate.check_batched_tokens(tokens, seqs, name("max_num_batched_tokens"), name("max_num_seqs"))
-    return SchedulerLimits(seqs, tokens, chunked)
+    doubled = "; doubled by --performance-mode throughput" if double == 2 else ""
+    return BatchLimits(seqs, tokens, defaults.source + doubled, chunked)
 
 
 def kv_dtype_size(kv_cache_dtype: str | None, dtype_size: int, flag: str) -> int:

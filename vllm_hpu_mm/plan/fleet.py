@@ -45,6 +45,7 @@ from vllm_hpu_mm.replay.scheduler import MAX_RATE, Arrivals, Prompt, Trace, simu
 from vllm_hpu_mm.replay.schedules import Images, prompts
 from vllm_hpu_mm.replay.timing import Timer
 from vllm_hpu_mm.replay.whole import latency_interval
+from vllm_hpu_mm.runtimes.base import BatchLimits
 from vllm_hpu_mm.traffic.requests import Traffic
 
 __all__ = [
@@ -375,12 +376,16 @@ def replicas_for(rate: float, headroom: float, capacity: float) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class ReplicaShape:
-    """What a candidate varies: tensor and pipeline parallelism and the scheduler's two limits."""
+    """What a candidate varies: tensor and pipeline parallelism and the scheduler's batch limits."""
 
     tensor_parallel_size: int
-    max_num_seqs: int
-    max_num_batched_tokens: int
+    batch: BatchLimits
     pipeline_parallel_size: int = 1
+
+    @classmethod
+    def of(cls, tensor_parallel_size: int, seqs: int, tokens: int, pipeline_parallel_size: int = 1) -> ReplicaShape:
+        """A candidate of ``seqs`` sequences and ``tokens`` batched tokens."""
+        return cls(tensor_parallel_size, BatchLimits(seqs, tokens, "a fleet candidate"), pipeline_parallel_size)
 
     @property
     def cards(self) -> int:
@@ -389,7 +394,8 @@ class ReplicaShape:
     @property
     def label(self) -> str:
         pp = f" PP{self.pipeline_parallel_size}" if self.pipeline_parallel_size > 1 else ""
-        return f"TP{self.tensor_parallel_size}{pp} seqs {self.max_num_seqs} tokens {self.max_num_batched_tokens}"
+        b = self.batch
+        return f"TP{self.tensor_parallel_size}{pp} seqs {b.max_num_seqs} tokens {b.max_num_batched_tokens}"
 
 
 def placement(tensor_parallel_size: int, pipeline_parallel_size: int, cards_per_node: int) -> tuple[int, int] | None:
@@ -486,7 +492,7 @@ def choose(candidates: Sequence[Candidate], cards: int | None = None) -> Candida
     meeting = [c for c in candidates if c.meets and (cards is None or c.total_cards <= cards)]
     if not meeting:
         return None
-    return min(meeting, key=lambda c: (c.total_cards, -c.margin, c.cards_per_replica, c.shape.max_num_seqs))
+    return min(meeting, key=lambda c: (c.total_cards, -c.margin, c.cards_per_replica, c.shape.batch.max_num_seqs))
 
 
 @dataclasses.dataclass(frozen=True)

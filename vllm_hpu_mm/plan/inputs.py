@@ -303,10 +303,7 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         runtime_found=found,
         expert_parallel_size=tp * dp if args.enable_expert_parallel and model.moe.present else 0,
         runtime_env=env,
-        defaults_source="given"
-        if given
-        else defaults.source
-        + ("; doubled by --performance-mode throughput" if args.performance_mode == "throughput" else ""),
+        defaults_source="given" if given else limits.source,
         vision_bucketed=vision_bucketed,
         vision_patches_per_item=per_item,
         costs=HPU_LAZY_GRAPHS if spec.backend == "hpu" else ESTIMATES,

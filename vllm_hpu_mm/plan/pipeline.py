@@ -14,7 +14,7 @@ from vllm_hpu_mm.plan.costs import COST_FIELDS, label
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.profile import Profile, default_profile_path, load_profile
-from vllm_hpu_mm.runtimes.base import BatchDefaults, DeviceFacts
+from vllm_hpu_mm.runtimes.base import BatchLimits, DeviceFacts
 from vllm_hpu_mm.values import GIB
 
 __all__ = ["apply_profile", "checked_by_runtime", "fit_max_model_len", "plan_with_profile"]
@@ -86,7 +86,7 @@ def fit_max_model_len(inputs: PlanInputs) -> PlanInputs:
     return dataclasses.replace(inputs, max_model_len=min(inputs.max_model_len, blocks * inputs.block_size))
 
 
-def _runtime_defaults(i: PlanInputs) -> BatchDefaults:
+def _runtime_defaults(i: PlanInputs) -> BatchLimits:
     facts = DeviceFacts(i.backend, i.total_bytes, i.device, i.tensor_parallel_size * i.pipeline_parallel_size)
     return i.runtime.batch_defaults(facts)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from vllm_hpu_mm.runtimes.base import BatchDefaults, DeviceFacts, MemoryInputs
+from vllm_hpu_mm.runtimes.base import BatchLimits, DeviceFacts, MemoryInputs
 from vllm_hpu_mm.values import GIB
 
 __all__ = ["VLLM_032", "gaudi_guide_split", "vllm_batch_defaults"]
@@ -19,7 +19,7 @@ __all__ = ["VLLM_032", "gaudi_guide_split", "vllm_batch_defaults"]
 VLLM_032 = "vLLM v0.32.0"
 
 
-def vllm_batch_defaults(device: DeviceFacts, *, reported_total_bytes: int | None = None) -> BatchDefaults:
+def vllm_batch_defaults(device: DeviceFacts, *, reported_total_bytes: int | None = None) -> BatchLimits:
     """vLLM 0.32's OpenAI-server defaults (``engine/arg_utils.py`` ``get_batch_defaults``): 1024 sequences and
     16384 tokens on GPUs of 160 GiB or more, 1024 / 8192 from 70 GiB (A100s excepted), 256 / 2048 otherwise; on CPU
     128 / 2048 sequences / tokens per rank of the replica. ``reported_total_bytes`` is what the platform reports
@@ -28,12 +28,12 @@ def vllm_batch_defaults(device: DeviceFacts, *, reported_total_bytes: int | None
     where = f"{VLLM_032} engine/arg_utils.py get_batch_defaults"
     if device.backend == "cpu":
         w = device.world_size
-        return BatchDefaults(128 * w, 2048 * w, f"{where}: CPU, 128 / 2048 x {w} rank(s)")
+        return BatchLimits(128 * w, 2048 * w, f"{where}: CPU, 128 / 2048 x {w} rank(s)")
     if total >= 160 * GIB:
-        return BatchDefaults(1024, 16384, f"{where}: a card of 160 GiB or more")
+        return BatchLimits(1024, 16384, f"{where}: a card of 160 GiB or more")
     if total >= 70 * GIB and "a100" not in device.name.lower():
-        return BatchDefaults(1024, 8192, f"{where}: a card of 70 GiB or more")
-    return BatchDefaults(256, 2048, f"{where}: a card reported below 70 GiB ({total / GIB:.0f} GiB)")
+        return BatchLimits(1024, 8192, f"{where}: a card of 70 GiB or more")
+    return BatchLimits(256, 2048, f"{where}: a card reported below 70 GiB ({total / GIB:.0f} GiB)")
 
 
 def gaudi_guide_split(free: int, m: MemoryInputs) -> tuple[int, int, int]:

@@ -26,7 +26,7 @@ __all__ = [
     "RUNTIME_CHOICES",
     "SKIP_WARMUP",
     "VISION_BUCKETS",
-    "BatchDefaults",
+    "BatchLimits",
     "DeviceFacts",
     "ExportContext",
     "Exports",
@@ -200,15 +200,15 @@ class DeviceFacts:
 
 
 @dataclasses.dataclass(frozen=True)
-class BatchDefaults:
-    """The runtime's own ``max_num_seqs`` / ``max_num_batched_tokens`` for its OpenAI server, before what vLLM
-    derives from them and the other flags, and where they come from."""
+class BatchLimits:
+    """The scheduler's ``max_num_seqs`` / ``max_num_batched_tokens`` and whether it chunks prefills, with where they
+    come from: a runtime's own defaults for its OpenAI server (``RuntimeModel.batch_defaults``), or what vLLM derives
+    from those and the flags (:func:`vllm_hpu_mm.plan.derived.scheduler_limits`)."""
 
     max_num_seqs: int
     max_num_batched_tokens: int
     source: str
-    #: Whether the runtime chunks prefills by default (vLLM V1: yes; the fork's V0 HPU engine: no); what vLLM
-    #: derives from these is :func:`vllm_hpu_mm.plan.derived.scheduler_limits`.
+    #: Whether prefills are chunked (by default: vLLM V1 yes, the fork's V0 HPU engine no).
     chunked_prefill: bool = True
 
 
@@ -253,7 +253,7 @@ class RuntimeModel(Protocol):
         """The runtime's own arithmetic from what it finds on the card to its KV cache."""
         ...
 
-    def batch_defaults(self, device: DeviceFacts) -> BatchDefaults:
+    def batch_defaults(self, device: DeviceFacts) -> BatchLimits:
         """The runtime's default ``max_num_seqs`` / ``max_num_batched_tokens`` on ``device``."""
         ...
 

@@ -15,7 +15,7 @@ import math
 from vllm_hpu_mm.engine import EngineShape, TextShapes
 from vllm_hpu_mm.runtimes.arithmetic import VLLM_032, vllm_batch_defaults
 from vllm_hpu_mm.runtimes.base import (
-    BatchDefaults,
+    BatchLimits,
     DeviceFacts,
     MemoryInputs,
     MemorySplit,
@@ -65,7 +65,7 @@ class VllmCpu(NoBucketList):
             )
         return MemorySplit(free, m.activation_peak_bytes, requested - m.weight_bytes, 0, max(kv, 0), formula)
 
-    def batch_defaults(self, device: DeviceFacts) -> BatchDefaults:
+    def batch_defaults(self, device: DeviceFacts) -> BatchLimits:
         return vllm_batch_defaults(device)
 
     def vision_bucketing(self, model_type: str, *, model: str | None = None) -> VisionBucketing:

@@ -19,7 +19,7 @@ from vllm_hpu_mm.envs import read_if_set
 from vllm_hpu_mm.runtimes.arithmetic import VLLM_032, vllm_batch_defaults
 from vllm_hpu_mm.runtimes.base import (
     ESTIMATE_CUDAGRAPHS,
-    BatchDefaults,
+    BatchLimits,
     DeviceFacts,
     MemoryInputs,
     MemorySplit,
@@ -112,7 +112,7 @@ class VllmCuda(NoBucketList):
             NON_TORCH_BYTES if m.free_after_load_bytes is None else 0,
         )
 
-    def batch_defaults(self, device: DeviceFacts) -> BatchDefaults:
+    def batch_defaults(self, device: DeviceFacts) -> BatchLimits:
         return vllm_batch_defaults(device)
 
     def vision_bucketing(self, model_type: str, *, model: str | None = None) -> VisionBucketing:

@@ -23,7 +23,7 @@ from vllm_hpu_mm.runtimes.base import (
     GRAPH_RESERVED_MEM,
     SKIP_WARMUP,
     VISION_BUCKETS,
-    BatchDefaults,
+    BatchLimits,
     DeviceFacts,
     MemoryInputs,
     MemorySplit,
@@ -157,10 +157,10 @@ class VllmFork(NoBucketList):
         )
         return MemorySplit(free, profile, usable, graphs, kv, formula)
 
-    def batch_defaults(self, device: DeviceFacts) -> BatchDefaults:
+    def batch_defaults(self, device: DeviceFacts) -> BatchLimits:
         """vLLM V0's scheduler defaults, which the fork's HPU engine runs without chunked prefill: 256 sequences
         and max(max_model_len, 2048) tokens (``config.py`` ``SchedulerConfig``, V0)."""
-        return BatchDefaults(256, 2048, "vLLM V0 SchedulerConfig as the fork runs it (no chunked prefill)",
+        return BatchLimits(256, 2048, "vLLM V0 SchedulerConfig as the fork runs it (no chunked prefill)",
                              chunked_prefill=False)  # fmt: skip
 
     def vision_bucketing(self, model_type: str, *, model: str | None = None) -> VisionBucketing:

@@ -27,7 +27,7 @@ from vllm_hpu_mm.runtimes.base import (
     GRAPH_RESERVED_MEM,
     SKIP_WARMUP,
     VISION_BUCKETS,
-    BatchDefaults,
+    BatchLimits,
     DeviceFacts,
     MemoryInputs,
     MemorySplit,
@@ -204,7 +204,7 @@ class VllmGaudi:
         )
         return MemorySplit(free, profile, usable, graphs, max(0, kv - m.kv_block_bytes), formula)
 
-    def batch_defaults(self, device: DeviceFacts) -> BatchDefaults:
+    def batch_defaults(self, device: DeviceFacts) -> BatchLimits:
         """vLLM's server defaults as vllm-gaudi meets them: its platform reports a total of 0 bytes
         (``platform.py`` ``get_device_total_memory`` @091bbadd, a stated workaround), so 256 / 2048."""
         d = vllm_batch_defaults(device, reported_total_bytes=0)
