@@ -113,8 +113,10 @@ DEVICE_OOM = re.compile(
     re.IGNORECASE,
 )
 #: Failure messages that name the phase they come from (the runtimes' own wording): TGI's and MindIE's warm-up, which
-#: measures memory before the KV cache is sized (``flash_causal_lm.py`` ``warmup``), and vLLM's sampler warm-up
-#: after graph capture (``gpu_model_runner.py`` ``_dummy_sampler_run``, called by ``compile_or_warm_up_model``).
+#: measures memory before the KV cache is sized (``flash_causal_lm.py`` ``warmup``), vLLM's sampler warm-up after
+#: graph capture (``gpu_model_runner.py`` ``_dummy_sampler_run``, called by ``compile_or_warm_up_model``), and
+#: llama.cpp's loader and KV cache, which Ollama and llama-cpp-python print too (``llama_model_load`` logs "error
+#: loading model" when ``load_tensors`` fails; the KV cache throws "failed to allocate buffer for kv cache").
 MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     # MindIE's warm-up (mindie_llm), which like TGI's runs before the server takes requests
     (
@@ -122,8 +124,10 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
         re.compile(
             r"Not enough memory to handle \d+ prefill tokens|Unable to warmup model"
             r"|Warmup failed, because of .{0,80}out of memory"
+            r"|\bllama_model_load: error loading model|\bllama_load_model_from_file: failed to load model"
         ),
     ),
+    ("kv_cache", re.compile(r"failed to allocate buffer for kv cache|\bllama_kv_cache_init\(\) failed")),
     ("graph_capture", re.compile(r"when warming up sampler|[Cc]uda graph warmup failed")),
 )
 
@@ -156,9 +160,12 @@ TRACEBACK_START = "Traceback (most recent call last)"
 EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b")
 #: What log tools put before a line: vLLM's process tag ``(EngineCore_DP0 pid=1)`` and logger prefix ``ERROR 03-19
 #: 10:55:18 [file.py:242]``, ISO timestamps, ``[rank0]:``, a compose service ``name  |``, console box borders, mail
-#: quotes, indented report bars (``\t| ``). Stripped repeatedly from the start.
+#: quotes, indented report bars (``\t| ``), and TGI's Rust ``tracing`` record (``DEBUG text_generation_launcher: ``,
+#: spans and a source location optional): TGI's launcher relays each line a shard prints behind it, a traceback's
+#: exception line included. Stripped repeatedly from the start.
 LINE_PREFIX = re.compile(
     r"^(?:\(?[\w.-]+(?: [\w.=-]+)*(?: pid=\d+| ip=[\d.]+)[^()]*\)\s?"
+    r"|\s*(?:TRACE|DEBUG|INFO|WARN|ERROR)\s+(?:\S{1,512}?:\s?)?text_generation_\w+(?:::\w+)*:\s(?:[\w/.-]+\.rs:\d+:\s)?"
     r"|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+(?:\[[^\]]*\]|[\w.]+:\d+\])\s?"
     r"|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?\s?"
     r"|\[rank\d+\]:\s?|[\w.-]+\s+\|\s|│\s?|>\s|\s*\t\|\s)"

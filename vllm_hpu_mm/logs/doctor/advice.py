@@ -273,7 +273,6 @@ OTHER_KNOBS: dict[str, tuple[str, ...]] = {
                "--cuda-graph-max-bs"),
     "lmdeploy": ("--cache-max-entry-count", "--max-batch-size", "--session-len"),
     "llama.cpp": ("--n-gpu-layers", "--ctx-size", "--batch-size"),
-    "llama_model_load": ("--n-gpu-layers", "--ctx-size", "--batch-size"),
     "ollama": ("num_ctx", "OLLAMA_NUM_PARALLEL", "num_gpu"),
     "tensorrt_llm": ("free_gpu_memory_fraction", "max_batch_size", "max_num_tokens"),
 }  # fmt: skip

@@ -1,0 +1,124 @@
+"""The doctor's round-5 classes (issue 34 item 10, held-out round 5), each pinned on the structure real logs have (the
+lines are composed after the public logs and sources cited beside each test; the real excerpts are fixtures under
+tests/data/logs/heldout_round5)."""
+
+from __future__ import annotations
+
+import pytest
+
+from vllm_hpu_mm.envs import load
+from vllm_hpu_mm.logs.doctor import diagnose, diagnose_lines
+from vllm_hpu_mm.logs.patterns import strip_prefix
+
+# --- an exception line behind TGI's relay prefix ends its traceback -------------------------------------------------
+
+#: TGI's launcher relays every line a shard prints as a Rust ``tracing`` record, each with its own time (tgi-gaudi issue
+#: #54's decode failure).
+RELAY = "2024-02-21T05:55:25.3183{:02d}Z DEBUG text_generation_launcher: "
+DECODE_FRAMES = [RELAY.format(k) + text for k, text in enumerate([
+    "Traceback (most recent call last):",
+    '  File "/usr/local/lib/python3.10/dist-packages/text_generation_server/server.py", line 109, in Decode',
+    "    generations, next_batch = self.model.generate_token(batch)",
+    '  File "/usr/local/lib/python3.10/dist-packages/text_generation_server/models/causal_lm.py", line 704, in '
+    "generate_token",
+    "    batch.input_ids[:, :token_idx], logits.squeeze(-2)",
+])]  # fmt: skip
+LAST = RELAY.format(len(DECODE_FRAMES))
+
+
+def test_a_relayed_exception_line_of_another_kind_is_no_oom() -> None:
+    lines = [*DECODE_FRAMES, LAST + "RuntimeError: Graph compile failed. synStatus=synStatus 26 [Generic failure]."]
+    d = diagnose(lines, load({}))
+    assert d.stage == "none"
+    assert d.basis != "cut"
+    assert "dmesg" not in "\n".join(d.recommendations)
+
+
+def test_a_relayed_out_of_memory_line_is_read_with_its_frames() -> None:
+    lines = [*DECODE_FRAMES, LAST + "RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for "
+             "size::1073741824 (1024)MB"]  # fmt: skip
+    d = diagnose_lines(lines)
+    assert (d.stage, d.basis) == ("runtime", "traceback")
+
+
+@pytest.mark.parametrize(
+    ("line", "body"),
+    [
+        (LAST + "RuntimeError: x", "RuntimeError: x"),
+        (LAST + "    return func(*args, **kwds)", "    return func(*args, **kwds)"),
+        # the router's record with its spans and source location (tgi-gaudi issue #216)
+        (
+            "2024-08-30T02:09:46.039747Z ERROR batch{batch_size=16}:decode:decode{size=16}: text_generation_client: "
+            "router/client/src/lib.rs:33: Server error: CANCELLED",
+            "Server error: CANCELLED",
+        ),
+        ("2023-08-22T18:35:50.966384Z  INFO text_generation_launcher: Args { model_id", "Args { model_id"),
+        # vLLM's own logger prefix is unchanged
+        ("ERROR 03-19 10:55:18 [core.py:340] RuntimeError: y", "RuntimeError: y"),
+    ],
+)
+def test_tgis_tracing_prefix_is_stripped(line: str, body: str) -> None:
+    assert strip_prefix(line) == body
+
+
+# --- llama.cpp's own failure messages name their phase and the writer -------------------------------------------------
+
+#: ggml's allocation failure, as llama.cpp, Ollama and llama-cpp-python print it (ggml-cuda.cu).
+CUDA_MALLOC = "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000.00 MiB on device 0: cudaMalloc failed: " \
+              "out of memory"  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("after", "stage"),
+    [
+        # llama_model_load logs "error loading model" when load_tensors fails (llama.cpp src/llama.cpp)
+        (["alloc_tensor_range: failed to allocate CUDA0 buffer of size 9437184000",
+          "llama_model_load: error loading model: unable to allocate CUDA0 buffer"], "startup"),
+        (["llama_load_model_from_file: failed to load model"], "startup"),
+        # the KV cache throws "failed to allocate buffer for kv cache" (src/llama-kv-cache.cpp), older builds' caller
+        # names llama_kv_cache_init
+        (["llama_kv_cache_init: failed to allocate buffer for kv cache",
+          "llama_init_from_model: llama_kv_cache_init() failed for self-attention cache"], "kv_cache"),
+        (["llama_init_from_model: failed to initialize the context: failed to allocate buffer for kv cache"],
+         "kv_cache"),
+    ],
+)  # fmt: skip
+def test_llama_cpp_messages_name_the_stage_and_the_writer(after: list[str], stage: str) -> None:
+    d = diagnose([CUDA_MALLOC, *after], load({}))
+    assert (d.stage, d.basis) == (stage, "message")
+    assert d.source.framework == "other"
+    assert d.source.name == "llama.cpp"
+    advice = "\n".join(d.recommendations)
+    assert "--n-gpu-layers" in advice
+    assert "--gpu-memory-utilization" not in advice
+
+
+def test_an_allocation_failure_alone_still_names_no_stage() -> None:
+    # nothing after ggml's line says what was being allocated: unknown, not a guess
+    assert diagnose_lines([CUDA_MALLOC]).stage == "unknown"
+
+
+def test_a_vllm_log_is_not_read_as_llama_cpp() -> None:
+    d = diagnose_lines(["INFO 05-11 12:04:07 [loader.py:447] Loading weights took 2.84 seconds",
+                        "Model: meta-llama/Llama-2-7b-hf, llama.py"])  # fmt: skip
+    assert d.source.framework == "vllm"
+
+
+# --- a vLLM CPU log is read as CPU, whatever its KV line calls the cache ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("lines", "accelerator"),
+    [
+        # vLLM V1 on CPU prints the KV cache as "GPU KV cache size" (vllm pull request #39910's s390x log)
+        (["(Worker pid=185) INFO 04-15 13:41:24 [cpu_model_runner.py:116] Warming up model for the compilation...",
+          "(EngineCore pid=127) INFO 04-15 13:41:18 [kv_cache_utils.py:1319] GPU KV cache size: 1,126,400 tokens"],
+         "cpu"),
+        # V0 on CPU counts its cache in "# cpu blocks" (vllm issue #17954)
+        (["INFO 05-11 12:04:07 [executor_base.py:112] # cpu blocks: 1170, # CPU blocks: 0"], "cpu"),
+        # a GPU log counts its swap space in "# CPU blocks"
+        (["INFO 12-20 20:25:46 distributed_gpu_executor.py:57] # GPU blocks: 3852, # CPU blocks: 4096"], "cuda"),
+    ],
+)  # fmt: skip
+def test_the_cpu_runners_lines_name_the_cpu(lines: list[str], accelerator: str) -> None:
+    assert diagnose_lines(lines).source.accelerator == accelerator
