@@ -122,3 +122,27 @@ def test_a_vllm_log_is_not_read_as_llama_cpp() -> None:
 )  # fmt: skip
 def test_the_cpu_runners_lines_name_the_cpu(lines: list[str], accelerator: str) -> None:
     assert diagnose_lines(lines).source.accelerator == accelerator
+
+
+# --- a traceback cut before its error line is no claim of an OOM kill ------------------------------------------------
+
+
+def test_a_cut_traceback_does_not_claim_the_process_was_killed() -> None:
+    # TGI issue #883's decode traceback, cut before its error line: the shard was printing an exception, not killed
+    lines = ["2023-09-09T18:44:36.094356Z ERROR text_generation_launcher: Method Decode encountered an error.",
+             "Traceback (most recent call last):",
+             '  File "/opt/conda/bin/text-generation-server", line 8, in <module>',
+             "    sys.exit(app())"]  # fmt: skip
+    d = diagnose(lines, load({}))
+    assert (d.basis, d.cut) == ("cut", "traceback")
+    text = "\n".join(d.recommendations)
+    assert "dmesg" not in text
+    assert "OOM killer" not in text
+    assert "does not say it was out of memory" in d.recommendations[0]
+
+
+def test_a_counted_phase_the_log_stops_in_still_points_at_the_oom_killer() -> None:
+    lines = [f"INFO [Warmup][Graph/Multimodal][{i}/7] batch_size:1 img_size:{b}" for i, b in [(1, 1600), (2, 3136)]]
+    d = diagnose(lines, load({}))
+    assert (d.basis, d.cut) == ("cut", "phase")
+    assert "dmesg" in d.recommendations[0]

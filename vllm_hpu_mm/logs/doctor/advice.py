@@ -361,7 +361,15 @@ def recommend(
         out = _vllm_graph_capture(d, settings, chosen, explicit, is_vision)
     else:
         out = _vllm_runtime(d, settings, is_vision)
-    if d.basis == "cut":
+    if d.basis == "cut" and d.cut == "traceback":
+        # a traceback is printed by a process handling an exception, not by one the kernel killed: the log (or the
+        # excerpt of it) ends before the error line, so nothing says the error was out of memory
+        cut = (
+            "the log stops inside a traceback, before its error line: the frames place the failure in this phase, "
+            "but the log does not say it was out of memory; keep the log to the traceback's end to be sure"
+        )
+        out.insert(0, Fix(cut))
+    elif d.basis == "cut":
         died = ("the log stops in this phase without an error line: the process most likely died there (a device or "
                 "host out-of-memory kill); check the kernel log (dmesg) for the OOM killer")  # fmt: skip
         out.insert(0, Fix(died))
