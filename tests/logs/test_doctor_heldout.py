@@ -12,6 +12,8 @@ out-of-memory line. The floor below keeps that result; the 92% target is met by 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from benchmarks.common import advice_problems
 from tests.support.logs import (
     DEVELOPMENT_LOGS,
@@ -53,12 +55,11 @@ def test_heldout_logs_are_not_in_the_development_set() -> None:
     assert not names & {p.name for p in DEVELOPMENT_LOGS}
 
 
-def test_runtime_heldout_advice_names_only_what_each_writer_reads() -> None:
-    # tests/data/logs/runtime_heldout: TGI, optimum-habana, vLLM on CUDA and Ascend, vllm-gaudi, vllm-fork; labelled
-    # with their writer when stored, before the doctor ran on them (benchmarks/fits/results/doctor_accuracy.md).
+def advice_and_stages(paths: list[Path]) -> tuple[dict[str, list[str]], dict[str, tuple[str, str]]]:
+    """What is wrong with each writer-labelled log's advice (only logs with a problem), and its stage read and said."""
     wrong = {}
     stages = {}
-    for path in RUNTIME_HELDOUT_LOGS:
+    for path in paths:
         label = writer_label(path)
         assert label is not None, path.name
         d = diagnose(body_lines(path), load({}))
@@ -67,6 +68,13 @@ def test_runtime_heldout_advice_names_only_what_each_writer_reads() -> None:
         if problems:
             wrong[path.name] = problems
         stages[path.name] = (expected_stage(path), d.stage)
+    return wrong, stages
+
+
+def test_runtime_heldout_advice_names_only_what_each_writer_reads() -> None:
+    # tests/data/logs/runtime_heldout: TGI, optimum-habana, vLLM on CUDA and Ascend, vllm-gaudi, vllm-fork; labelled
+    # with their writer when stored, before the doctor ran on them (benchmarks/fits/results/doctor_accuracy.md).
+    wrong, stages = advice_and_stages(RUNTIME_HELDOUT_LOGS)
     assert len(RUNTIME_HELDOUT_LOGS) >= 10
     assert not wrong, wrong
     assert not [n for n, (want, got) in stages.items() if want == "none" and got != "none"], stages
@@ -102,13 +110,6 @@ def test_round5_heldout_keeps_what_the_round5_fixes_measured() -> None:
 
 
 def test_round5_advice_names_only_what_each_writer_reads() -> None:
-    wrong = {}
-    for path in HELDOUT_ROUND5_LOGS:
-        label = writer_label(path)
-        assert label is not None, path.name
-        d = diagnose(body_lines(path), load({}))
-        problems = advice_problems(d.recommendations, label.writer, vision=label.vision, host=label.host,
-                                   others=label.others)  # fmt: skip
-        if problems:
-            wrong[path.name] = problems
+    # SGLang, llama.cpp and Ollama logs get their own knobs or none; vLLM's flags only go to vLLM's logs
+    wrong, _ = advice_and_stages(HELDOUT_ROUND5_LOGS)
     assert not wrong, wrong
