@@ -95,7 +95,16 @@ def _confusion(pairs: Counter[tuple[str, str]]) -> list[str]:
     return _table(rows)
 
 
-def _before(base: dict[str, Any] | None, cv_accuracy: float, n_dev: int, held_right: int, n_held: int) -> list[str]:
+def _score(rows: list[dict[str, Any]], said: dict[str, str] | None = None) -> str:
+    """``N of M, K false alarms`` for stage rows, with ``said`` (log -> stage) in place of their own verdicts."""
+    got = {r["log"]: r["said_stage"] if said is None else said[r["log"]] for r in rows}
+    right = sum(got[r["log"]] == r["stage"] for r in rows)
+    alarms = sum(r["stage"] == "none" and got[r["log"]] != "none" for r in rows)
+    return f"{right} of {len(rows)}, {alarms} false alarms"
+
+
+def _before(base: dict[str, Any] | None, cv_accuracy: float, n_dev: int, held_right: int, n_held: int,
+            later: dict[str, list[dict[str, Any]]]) -> list[str]:  # fmt: skip
     if base is None:
         return []
     return [
@@ -107,6 +116,7 @@ def _before(base: dict[str, Any] | None, cv_accuracy: float, n_dev: int, held_ri
              f"{base['development_false_alarms']} false alarms", f"{cv_accuracy:.1%} cross-validated"],
             ["held-out", f"{base['heldout_right']} of {n_held} ({base['heldout_right'] / n_held:.1%}), "
              f"{base['heldout_false_alarms']} false alarms", f"{held_right} of {n_held} ({held_right / n_held:.1%})"],
+            *([name, _score(rows, base["stages"]), _score(rows)] for name, rows in later.items()),
         ]),
         "",
     ]  # fmt: skip
@@ -159,18 +169,22 @@ def _round_section(name: str, rows: list[dict[str, Any]], before: dict[str, str]
         b_alarms = sum(r["stage"] == "none" and before[r["log"]] != "none" for r in rows)
         was = f" (the baseline doctor: {b_right} right, {b_alarms} false alarms)"
     table = [head]
+    labelled = [r for r in rows if r["writer"] is not None]
     for r in rows:
-        advice = "right" if not r["advice_problems"] else "; ".join(r["advice_problems"])
+        advice = "-" if r["writer"] is None else "; ".join(r["advice_problems"]) or "right"
         cells = [r["log"], r["stage"], r["said_stage"], r["writer"] or "-", r["said_writer"], advice]
         if before is not None:
             cells.insert(3, before[r["log"]])
         table.append(cells)
+    advice = "No log is labelled with its writer."
+    if labelled:
+        advice = (f"Advice runtime-correct on its {len(labelled)} logs labelled with their writer: "
+                  f"{sum(not r['advice_problems'] for r in labelled)}.")  # fmt: skip
     return [
-        f"## Held-out {name} ({name.replace('round', 'round ')}, tests/data/logs/heldout_{name}/)",
+        f"## Held-out {name.replace('round', 'round ')} (tests/data/logs/heldout_{name}/)",
         "",
         f"{len(rows)} logs, scored with the shipped rules, never fitted on. **Stage right: {right} of {len(rows)}. "
-        f"False alarms on its {healthy} logs without an out-of-memory failure: {alarms}.**{was} Advice checked where "
-        f"the log is labelled with its writer: {sum(not r['advice_problems'] for r in rows)} of {len(rows)} right.",
+        f"False alarms on its {healthy} logs without an out-of-memory failure: {alarms}.**{was} {advice}",
         "",
         *_table(table),
         "",
@@ -222,7 +236,8 @@ def main() -> None:
     seconds = time.perf_counter() - t0
     rounds = {name: round_rows(paths, shipped) for name, paths in ROUNDS.items()}
     round_paths = [p for paths in ROUNDS.values() for p in paths]
-    before = baseline(args.baseline, [*DEVELOPMENT_LOGS, *HELDOUT_LOGS, *round_paths]) if args.baseline else None
+    scored = [*DEVELOPMENT_LOGS, *HELDOUT_LOGS, *RUNTIME_HELDOUT_LOGS, *round_paths]
+    before = baseline(args.baseline, scored) if args.baseline else None
 
     held_right = sum(label == got for _, label, got in held_verdicts)
     held_alarms = sum(label == "none" and got != "none" for _, label, got in held_verdicts)
@@ -260,6 +275,7 @@ def main() -> None:
             "heldout_right": sum(before[n] == label for n, _, label in held),
             "development_false_alarms": sum(label == "none" and before[n] != "none" for n, _, label in dev),
             "heldout_false_alarms": sum(label == "none" and before[n] != "none" for n, _, label in held),
+            "stages": before,
         },
         "rounds": rounds,
         "runtime_development": runtime_dev,
@@ -323,7 +339,8 @@ def main() -> None:
         *_advice_section("Runtime-labelled held-out logs (runtime_heldout/)", runtime_held,
                          "collected and labelled before the doctor ran on them, scored once, never tuned on"),
         *(line for name, rows in rounds.items() for line in _round_section(name, rows, before)),
-        *_before(result["baseline"], cv.accuracy, len(dev), held_right, len(held)),
+        *_before(result["baseline"], cv.accuracy, len(dev), held_right, len(held),
+                 {"runtime held-out": runtime_held, **rounds}),
         f"Shipped rules (`vllm_hpu_mm/data/{RULES_FILE.name}`) = rules fitted on the development set: "
         f"{'yes' if fitted == shipped else 'NO (run with --write-rules)'}; order {' > '.join(shipped.order)}, cut "
         f"within {shipped.cut_lines} lines, votes >= {shipped.min_votes}, phase cut {shipped.phase_cut}.",
