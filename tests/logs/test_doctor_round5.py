@@ -194,3 +194,33 @@ def test_an_oom_after_sglang_started_serving_is_runtime() -> None:
              "[2024-10-22 06:32:01] The server is fired up and ready to roll!", TORCH_OOM]  # fmt: skip
     assert diagnose_lines(lines).stage == "runtime"
     assert diagnose_lines(lines[:-1]).stage == "none"
+
+
+# --- the executors' RPC dispatch names no phase; the V1 runner's request bookkeeping is serving ---------------------
+
+#: A V1 worker's traceback as it starts (vllm issue #34643): the multiproc executor's busy loop runs whatever method
+#: the engine asks for (load, profile, KV cache, capture, execute).
+V1W = "(Worker pid=2371) ERROR 02-16 10:01:11 [multiproc_executor.py:839] "
+BUSY_LOOP = [V1W + "Traceback (most recent call last):",
+             V1W + '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/executor/multiproc_executor.py", line '
+             "847, in worker_busy_loop",
+             V1W + "    output = func(*args, **kwargs)"]  # fmt: skip
+
+
+def test_the_executors_rpc_loop_casts_no_vote() -> None:
+    # cut in a function no phase table knows: nothing says which method the loop was running
+    lines = [*BUSY_LOOP, V1W + '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_worker.py", '
+             "line 700, in some_worker_method"]  # fmt: skip
+    assert diagnose_lines(lines).stage == "none"
+
+
+def test_the_v1_runners_request_bookkeeping_is_serving() -> None:
+    # sample_tokens -> _bookkeeping_sync -> _get_prompt_logprobs_dict runs on an engine step's output only
+    # (vllm 0.32 v1/worker/gpu_model_runner.py); profiling, capture and the sampler warm-up use dummy runs
+    path = "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py"
+    lines = [*BUSY_LOOP,
+             V1W + f'  File "{path}", line 4477, in sample_tokens',
+             V1W + f'  File "{path}", line 3589, in _bookkeeping_sync',
+             V1W + f'  File "{path}", line 5320, in _get_prompt_logprobs_dict']  # fmt: skip
+    d = diagnose_lines(lines)
+    assert (d.stage, d.basis, d.cut) == ("runtime", "cut", "traceback")
