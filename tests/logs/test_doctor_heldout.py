@@ -78,7 +78,9 @@ def test_runtime_heldout_advice_names_only_what_each_writer_reads() -> None:
     assert len(RUNTIME_HELDOUT_LOGS) >= 10
     assert not wrong, wrong
     assert not [n for n, (want, got) in stages.items() if want == "none" and got != "none"], stages
-    # measured when first scored: 9 of 10 stages right (vllm_34643's one-line serving traceback read as graph capture)
+    # measured when first scored: 9 of 10 stages right (vllm_34643's one-line serving traceback read as graph capture);
+    # 10 of 10 since round 5's classes (the executors' RPC loop casts no vote, the V1 runner's request bookkeeping is
+    # serving): a figure after seeing that miss, no longer a held-out one
     assert sum(want == got for want, got in stages.values()) >= 9, stages
 
 
