@@ -57,8 +57,8 @@ def test_heldout_logs_are_not_in_the_development_set() -> None:
 
 def advice_and_stages(paths: list[Path]) -> tuple[dict[str, list[str]], dict[str, tuple[str, str]]]:
     """What is wrong with each writer-labelled log's advice (only logs with a problem), and its stage read and said."""
-    wrong = {}
-    stages = {}
+    wrong: dict[str, list[str]] = {}
+    stages: dict[str, tuple[str, str]] = {}
     for path in paths:
         label = writer_label(path)
         assert label is not None, path.name
