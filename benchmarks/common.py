@@ -948,6 +948,15 @@ OPTIMUM_HABANA = frozenset({
 })  # fmt: skip
 #: Ray's memory monitor variables (any writer run under Ray may be told them).
 RAY_ENV = frozenset({"RAY_memory_usage_threshold", "RAY_memory_monitor_refresh_ms"})
+#: llama.cpp's memory flags (common/arg.cpp: its server and CLI read them; llama-cpp-python takes the same names).
+LLAMA_CPP_FLAGS = frozenset({"--n-gpu-layers", "--gpu-layers", "--ctx-size", "--batch-size", "--ubatch-size",
+                             "--parallel", "--cache-type-k", "--cache-type-v", "--no-kv-offload", "--split-mode",
+                             "--tensor-split", "--main-gpu", "--flash-attn", "--no-mmap", "--mlock"})  # fmt: skip
+#: SGLang's server flags that size memory or batches (python/sglang/srt/server_args.py).
+SGLANG_FLAGS = frozenset({"--mem-fraction-static", "--chunked-prefill-size", "--max-running-requests",
+                          "--max-total-tokens", "--max-prefill-tokens", "--cuda-graph-max-bs", "--disable-cuda-graph",
+                          "--context-length", "--tp-size", "--dp-size", "--kv-cache-dtype", "--enable-torch-compile",
+                          "--quantization"})  # fmt: skip
 
 
 @functools.cache
@@ -964,7 +973,7 @@ def vllm_flags() -> frozenset[str]:
 
 def writer_knobs(writer: str) -> frozenset[str]:
     """What ``writer`` (a label: vllm-gaudi, vllm-fork, vllm-cuda, vllm-rocm, vllm-npu, ..., tgi, optimum-habana,
-    other) reads."""
+    llama.cpp, sglang, ollama, other) reads."""
     if writer == "vllm-gaudi":
         return vllm_flags() | VLLM_GAUDI_ENV
     if writer == "vllm-fork":
@@ -975,7 +984,11 @@ def writer_knobs(writer: str) -> frozenset[str]:
         return TGI_FLAGS
     if writer == "optimum-habana":
         return OPTIMUM_HABANA
-    return frozenset()
+    if writer == "llama.cpp":
+        return LLAMA_CPP_FLAGS
+    if writer == "sglang":
+        return SGLANG_FLAGS
+    return frozenset()  # Ollama's options and MindIE's config keys are no flags: any flag is another writer's
 
 
 def advice_problems(advice: Sequence[str], writer: str, *, vision: bool, host: bool, others: bool) -> list[str]:

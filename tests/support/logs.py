@@ -21,6 +21,12 @@ HELDOUT_LOGS = sorted((LOGS / "heldout").glob("*.log"))
 RUNTIME_HELDOUT_LOGS = sorted((LOGS / "runtime_heldout").glob("*.log"))
 #: Round 4 (issue 34): public logs labelled and committed before the round-4 doctor scored them; scored only.
 HELDOUT_ROUND4_LOGS = sorted((LOGS / "heldout_round4").glob("*.log"))
+#: Round 5 (issue 34): public logs of vLLM V1 (CUDA, ROCm, TPU, CPU), TGI, TGI-Gaudi, SGLang, llama.cpp and Ollama,
+#: labelled with stage and writer and committed before the doctor ran on them; scored only.
+HELDOUT_ROUND5_LOGS = sorted((LOGS / "heldout_round5").glob("*.log"))
+#: Every held-out round, by name, in the order they were collected.
+HELDOUT_ROUNDS = {"heldout": HELDOUT_LOGS, "runtime_heldout": RUNTIME_HELDOUT_LOGS, "round4": HELDOUT_ROUND4_LOGS,
+                  "round5": HELDOUT_ROUND5_LOGS}  # fmt: skip
 #: The doctor's target share of right stages, on any set of real logs.
 TARGET_ACCURACY = 0.92
 
@@ -45,7 +51,7 @@ class WriterLabel:
 def writer_label(path: Path) -> WriterLabel | None:
     """The log's ``Expected writer:`` (and vision, memory, other processes) label, or None without one."""
     header = " ".join(line[2:] for line in path.read_text().splitlines() if line.startswith("# "))
-    m = re.search(r"Expected writer: ([\w-]+)", header)
+    m = re.search(r"Expected writer: ([\w-]+(?:\.[a-z]+)?)", header)  # llama.cpp, not the sentence's full stop
     if m is None:
         return None
     vision = re.search(r"Expected vision: (yes|no)", header)

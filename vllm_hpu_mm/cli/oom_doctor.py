@@ -43,6 +43,7 @@ def as_json(d: Diagnosis) -> dict[str, Any]:
         "unknown": d.stage == "unknown",
         "confidence": d.confidence,
         "basis": d.basis,
+        "cut": d.cut,
         "memory": d.memory,
         "runtime": d.backend,
         "source": {

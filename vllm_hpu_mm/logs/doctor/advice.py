@@ -273,7 +273,6 @@ OTHER_KNOBS: dict[str, tuple[str, ...]] = {
                "--cuda-graph-max-bs"),
     "lmdeploy": ("--cache-max-entry-count", "--max-batch-size", "--session-len"),
     "llama.cpp": ("--n-gpu-layers", "--ctx-size", "--batch-size"),
-    "llama_model_load": ("--n-gpu-layers", "--ctx-size", "--batch-size"),
     "ollama": ("num_ctx", "OLLAMA_NUM_PARALLEL", "num_gpu"),
     "tensorrt_llm": ("free_gpu_memory_fraction", "max_batch_size", "max_num_tokens"),
 }  # fmt: skip
@@ -286,6 +285,12 @@ def _other(d: Diagnosis) -> list[Fix]:
     named = [k for k in knobs if any(k in line for line in _texts(d))]  # the knob the log itself names leads
     own = [*named, *(k for k in knobs if k not in named)][:3]
     lead = f"the log is from {who}, not a vLLM runtime: vLLM's flags do not apply"
+    if key == "sglang" and d.stage == "kv_cache":
+        # SGLang's static share holds the weights and the KV pool: its refusal asks for more of it (model_runner.py)
+        return [*_free_the_device(d.source),
+                Fix(f"{lead}; its memory pool left no room for the KV cache: raise --mem-fraction-static (SGLang's "
+                    "static share holds the weights and the KV pool), or shard over more devices (--tp-size) or load "
+                    "a quantized model (--quantization)")]  # fmt: skip
     if own:
         said = f" (the log names {named[0]})" if named else ""
         return [*_free_the_device(d.source),
@@ -362,7 +367,15 @@ def recommend(
         out = _vllm_graph_capture(d, settings, chosen, explicit, is_vision)
     else:
         out = _vllm_runtime(d, settings, is_vision)
-    if d.basis == "cut":
+    if d.basis == "cut" and d.cut == "traceback":
+        # a traceback is printed by a process handling an exception, not by one the kernel killed: the log (or the
+        # excerpt of it) ends before the error line, so nothing says the error was out of memory
+        cut = (
+            "the log stops inside a traceback, before its error line: the frames place the failure in this phase, "
+            "but the log does not say it was out of memory; keep the log to the traceback's end to be sure"
+        )
+        out.insert(0, Fix(cut))
+    elif d.basis == "cut":
         died = ("the log stops in this phase without an error line: the process most likely died there (a device or "
                 "host out-of-memory kill); check the kernel log (dmesg) for the OOM killer")  # fmt: skip
         out.insert(0, Fix(died))

@@ -36,7 +36,7 @@ from vllm_hpu_mm.logs.numbers import SkippedLines
 from vllm_hpu_mm.values import STAGES as BASE_STAGES
 from vllm_hpu_mm.values import Stage
 
-__all__ = ["CONFIDENCE", "RULES_FILE", "STAGES", "Basis", "Diagnosis", "DiagnosisStage", "Evidence", "Judgement",
+__all__ = ["CONFIDENCE", "RULES_FILE", "STAGES", "Basis", "Cut", "Diagnosis", "DiagnosisStage", "Evidence", "Judgement",
            "Rules", "Source", "decide", "default_rules", "frame_tokens", "judge"]  # fmt: skip
 
 #: Where in a server's life the failure happened; ``unknown`` when nothing in the log says, ``none`` without one.
@@ -46,6 +46,8 @@ STAGES: tuple[DiagnosisStage, ...] = (*BASE_STAGES, "unknown", "none")
 Source = Literal["frames", "message", "phase", "votes"]
 #: What the stage rests on.
 Basis = Literal["kv_refusal", "traceback", "message", "phase", "learned", "repeated", "cut", "unknown", "error", "none"]
+#: What a cut verdict stopped inside: a traceback, or a counted phase / phase line.
+Cut = Literal["traceback", "phase"]
 #: A worker that printed this many out-of-memory lines survived its failures (one failure prints the error two or
 #: three times: the logger's line, the traceback's last line, the engine's report of it): it was serving.
 REPEATED = 5
@@ -137,6 +139,8 @@ class Diagnosis:
     source: LogSource = dataclasses.field(default_factory=LogSource)
     #: Lines left out because a figure in them is garbled.
     skipped: SkippedLines = dataclasses.field(default_factory=SkippedLines, compare=False)
+    #: For a cut verdict, what the log stopped inside (None otherwise).
+    cut: Cut | None = None
 
     @property
     def oom(self) -> bool:
@@ -192,6 +196,9 @@ class Judgement:
     memory: Memory | None
     lines: tuple[int, ...]
     warmup: tuple[str, int, int] | None = None
+    #: Where a cut verdict stopped: inside a traceback (an exception was being printed: the log or its excerpt ends
+    #: there) or inside a counted phase or phase line (the process may have been killed there).
+    cut: Cut | None = None
 
 
 def judge(features: LogFeatures, rules: Rules) -> Judgement:
@@ -219,16 +226,16 @@ def judge(features: LogFeatures, rules: Rules) -> Judgement:
         found = _frames_stage(tb.frames)
         voted = _voted(tb.frames, rules) if found is None else None
         if found is not None:
-            return Judgement(found[0], "cut", "device", (found[1], gaudi_at))
+            return Judgement(found[0], "cut", "device", (found[1], gaudi_at), cut="traceback")
         if voted is not None:
-            return Judgement(voted, "cut", "device", (tb.last, gaudi_at))
+            return Judgement(voted, "cut", "device", (tb.last, gaudi_at), cut="traceback")
     p = run.progress
     if p is not None and p[3] < p[4] and run.completed_at < p[1] and run.end - p[1] <= rules.cut_lines:
         warm = run.warmup[2] if run.warmup and run.warmup[0] == p[1] else None
-        return Judgement(p[0], "cut", "device", (p[1], gaudi_at), warm)
+        return Judgement(p[0], "cut", "device", (p[1], gaudi_at), warm, cut="phase")
     ph = run.phase
     if ph is not None and ph[0] != "runtime" and run.completed_at < ph[1] and 0 <= run.end - ph[1] <= rules.phase_cut:
-        return Judgement(ph[0], "cut", "device", (ph[1], gaudi_at))
+        return Judgement(ph[0], "cut", "device", (ph[1], gaudi_at), cut="phase")
     if run.error is not None:  # a traceback that ended in an error of another kind: a failure, not an OOM
         return Judgement("none", "error", None, (run.error[0], gaudi_at))
     return Judgement("none", "none", None, (gaudi_at,))
@@ -304,6 +311,7 @@ def decide(features: LogFeatures, rules: Rules) -> Diagnosis:
         runs=features.runs,
         skipped=features.skipped,
         source=features.source,
+        cut=j.cut,
     )
 
 

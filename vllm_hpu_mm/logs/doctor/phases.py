@@ -63,8 +63,10 @@ FUNCTIONS: dict[str, Meaning] = {
         "step_async execute_model_async start_worker_execution_loop _log_task_completion _process_request generate "
         "Prefill Decode span:prefill span:decode train training_step",
     ),
-    # Functions only a request runs (V1 GPUModelRunner._execute_mm_encoder, called from execute_model/_preprocess).
-    **_all("runtime", "phase", "_execute_mm_encoder"),
+    # Functions only a request runs (V1 GPUModelRunner._execute_mm_encoder, called from execute_model/_preprocess;
+    # _bookkeeping_sync and its _get_prompt_logprobs_dict, which sample_tokens runs on an engine step's output: the
+    # dummy runs of profiling, capture and the sampler warm-up never reach them).
+    **_all("runtime", "phase", "_execute_mm_encoder _bookkeeping_sync _get_prompt_logprobs_dict"),
     # Building the model and loading its weights (vLLM model_loader, TGI get_model/serve_inner, torch Module.to).
     **_all(
         "startup",
@@ -119,8 +121,8 @@ WARMUP_CODE = ("/model_executor/warmup/",)
 #: sized they run it for graphs (``_dummy_run``, ``_dummy_sampler_run``) or for requests, never to size the cache.
 MODEL_RUNS = frozenset(("execute_model", "_dummy_run", "_dummy_sampler_run", "_model_forward", "forward"))
 #: Frames every phase goes through, so they say nothing of one: the command line and API-server entry points, the
-#: event loop, Python's own library (not site- or dist-packages), the interpreter's start. (The web server's request
-#: handling, starlette or uvicorn, runs only for a request: it is left to the votes.)
+#: event loop, the executors' RPC dispatch, Python's own library (not site- or dist-packages), the interpreter's
+#: start. (The web server's request handling, starlette or uvicorn, runs only for a request: it is left to the votes.)
 GENERIC_PATH = re.compile(
     r"/entrypoints/|/bin/vllm\b|/vllm/scripts\.py|/(?:asyncio|concurrent|uvloop|click|typer)/|<frozen |runpy\.py"
     r"|/lib/python3\.\d+/(?!site-packages/|dist-packages/)[\w./-]+\.py|uvloop/loop\.pyx"
@@ -130,7 +132,10 @@ GENERIC_CALLS = frozenset(
     ("cmd", "dispatch_function", "run_server", "run_server_worker", "serve_http", "build_async_engine_client",
      "build_async_engine_client_from_engine_args", "run_until_complete", "run_forever", "_run_once", "__aenter__",
      "__aexit__", "anext", "__anext__", "__await__", "_wrap_awaitable", "result", "wait_for", "gather", "exit",
-     "sync_wrapper", "uvloop", "asyncio")
+     "sync_wrapper", "uvloop", "asyncio",
+     # the executors' RPC dispatch, which runs whichever worker method is asked (load, profile, KV cache, capture,
+     # execute: vLLM's multiproc_executor worker_busy_loop / collective_rpc / run_method, V0's worker process loop)
+     "worker_busy_loop", "collective_rpc", "run_method", "execute_method", "_run_worker_process", "worker_main")
 )  # fmt: skip
 
 

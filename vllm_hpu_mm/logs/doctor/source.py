@@ -30,6 +30,22 @@ __all__ = ["OTHER_DISPLAY", "Accelerator", "Framework", "LogSource", "SourceSnif
 Framework = Literal["vllm", "tgi", "optimum-habana", "other"]
 Accelerator = Literal["hpu", "cuda", "rocm", "cpu", "tpu", "xpu", "npu"]
 
+#: llama.cpp's own function names (its loader, KV cache and context), which its log lines start with and which Ollama
+#: and llama-cpp-python print as they are.
+_LLAMA_CPP = ("llama_model_load", "llama_kv_cache_init", "llama_init_from_model", "llama_new_context_with_model",
+              "llama_load_model_from_file")  # fmt: skip
+#: SGLang's own start-up lines and refusal, lower case (model_runner.py, cuda_graph_runner.py, its server's banner).
+_SGLANG = ("capture cuda graph begin", "capture cuda graph end", "capture cuda graph failed", "memory pool end",
+           "kv cache is allocated", "fired up and ready to roll",
+           "please try to increase --mem-fraction-static")  # fmt: skip
+#: Another framework, by its name or its own lines; the match is its key (:data:`OTHER_DISPLAY`).
+_OTHER_NAME = re.compile(
+    r"\bsglang\b|llama\.cpp|\bollama\b|lmdeploy|tensorrt_llm|deepspeed-mii|mindie|\b(?:"
+    + "|".join(_LLAMA_CPP)
+    + r")\b|"
+    + "|".join(re.escape(w) for w in _SGLANG),
+    re.IGNORECASE,
+)
 #: Frameworks by the words their logs hold (launcher names, package paths, banners), checked in this order.
 FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
     (
@@ -43,13 +59,7 @@ FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
     ),
     ("optimum-habana", re.compile(r"optimum[/.]habana|optimum-habana|gaudi_spawn\.py|GaudiConfig|GaudiTrainer")),
     # Another serving framework that names itself outranks vLLM (SGLang's tracebacks run through vLLM's kernels).
-    (
-        "other",
-        re.compile(
-            r"\bsglang\b|llama\.cpp|llama_model_load|\bollama\b|lmdeploy|tensorrt_llm|deepspeed-mii|mindie",
-            re.IGNORECASE,
-        ),
-    ),
+    ("other", _OTHER_NAME),
     (
         "vllm",
         re.compile(
@@ -59,14 +69,10 @@ FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
     ),
 )
 #: The name another framework goes by in advice.
-_OTHER_NAME = re.compile(
-    r"sglang|llama\.cpp|llama_model_load|ollama|lmdeploy|tensorrt_llm|deepspeed-mii|mindie", re.IGNORECASE
-)
 
 #: How another framework is named in words, by the key :data:`_OTHER_NAME` finds.
 OTHER_DISPLAY = {"mindie": "MindIE", "sglang": "SGLang", "lmdeploy": "LMDeploy", "llama.cpp": "llama.cpp",
-                 "llama_model_load": "llama.cpp", "ollama": "Ollama", "tensorrt_llm": "TensorRT-LLM",
-                 "deepspeed-mii": "DeepSpeed-MII"}  # fmt: skip
+                 "ollama": "Ollama", "tensorrt_llm": "TensorRT-LLM", "deepspeed-mii": "DeepSpeed-MII"}  # fmt: skip
 
 #: Accelerators, best first: a Gaudi log names CUDA config fields too; ROCm and XPU logs say "GPU"/"cuda".
 ACCELERATORS: tuple[tuple[Accelerator, re.Pattern[str]], ...] = (
@@ -81,7 +87,15 @@ ACCELERATORS: tuple[tuple[Accelerator, re.Pattern[str]], ...] = (
     ("npu", re.compile(r"vllm_ascend|Ascend|\bNPU\b|torch_npu|npu:\d")),
     ("tpu", re.compile(r"\bTPU\b|tpu_inference|libtpu|tpu_worker|pallas|device_config=tpu|\bXLA\b|jax")),
     ("xpu", re.compile(r"\bXPU\b|xpu_worker|intel_extension_for_pytorch|level_zero|\bxpu:\d|device_config=xpu")),
-    ("cpu", re.compile(r"cpu_worker|CPU KV cache|VLLM_CPU_|platform cpu|device_config=cpu|kv-cache-memory-bytes")),
+    # vLLM's CPU runner and its block count on the CPU backend ("# cpu blocks", lower case: GPU logs count swap
+    # space as "# CPU blocks")
+    (
+        "cpu",
+        re.compile(
+            r"cpu_worker|cpu_model_runner|# cpu blocks:|CPU KV cache|VLLM_CPU_|platform cpu"
+            r"|device_config=cpu|kv-cache-memory-bytes"
+        ),
+    ),
     ("rocm", re.compile(r"\bROCm\b|\brocm\b|HIP out of memory|\bhipErr|\bMI(?:2|3)\d\dX?\b|\bgfx9\d\d")),
     ("cuda", re.compile(r"CUDA|cuda|\bGPU\b|gpu_worker|gpu_model_runner|Graph capturing finished|nvidia|NVIDIA")),
 )
@@ -195,7 +209,8 @@ class SourceSniffer:
                 if pattern.search(text):
                     self._framework = framework
                     if framework == "other" and (m := _OTHER_NAME.search(text)):
-                        self._name = m.group(0).lower()
+                        name = m.group(0).lower()
+                        self._name = "llama.cpp" if name in _LLAMA_CPP else "sglang" if name in _SGLANG else name
                     break
         if self._acc_rank != 0:
             for rank, (_, pattern) in enumerate(ACCELERATORS):
