@@ -11,7 +11,15 @@ benchmarks/fits/results/doctor_accuracy.{md,json}.
     python -m benchmarks.fits.doctor_accuracy --write-rules   # refit the shipped rules on the development set first
 
 ``--baseline COMMIT`` also scores the doctor of an older commit on the same logs (its package is extracted with
-``git archive`` and run in a subprocess), for the before/after table.
+``git archive`` and run in a subprocess), for the before/after table. With ``--round NAME`` it scores only that round,
+with the doctor of ``--baseline`` alone, and writes the round's as-it-came record
+(benchmarks/fits/results/doctor_heldout_<round>.md):
+
+    python -m benchmarks.fits.doctor_accuracy --round round5 --baseline c3c5667 \\
+        --out benchmarks/fits/results/doctor_heldout_round5
+
+The honest cut rule (``benchmarks/common.py``: ``honest_cut``), measured and not shipped, is scored beside the shipped
+doctor on every set.
 """
 
 from __future__ import annotations
@@ -29,7 +37,18 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import advice_problems, cross_validate, fit
+from benchmarks.common import (
+    UNDECIDED,
+    CrossValidation,
+    Example,
+    advice_problems,
+    cross_validate,
+    false_alarm,
+    fit,
+    honest_cut,
+    is_right,
+    stage_said,
+)
 from tests.support.logs import (
     DEVELOPMENT_LOGS,
     HELDOUT_LOGS,
@@ -58,29 +77,44 @@ def _table(rows: list[list[str]]) -> list[str]:
     return out
 
 
-#: Run in a subprocess with an older package on its path: prints the stage for each log path given.
+#: Run in a subprocess with an older package on its path: prints, for each log path given, the stage (and with
+#: ``--advice`` first, what :func:`diagnose` says: basis, writer and advice under the default settings).
 _BASELINE = """
 import json, sys
-from vllm_hpu_mm.logs.doctor import diagnose_lines
+from vllm_hpu_mm.logs.doctor import diagnose, diagnose_lines
+from vllm_hpu_mm.envs import load
+advice = sys.argv[1] == "--advice"
 out = {}
-for path in sys.argv[1:]:
+for path in sys.argv[2:]:
     lines = open(path, encoding="utf-8").read().splitlines()
     head = next(k for k, line in enumerate(lines) if not line.startswith("# "))
-    out[path] = diagnose_lines([""] * head + lines[head:]).stage
+    body = [""] * head + lines[head:]
+    if advice:
+        d = diagnose(body, load({}))
+        out[path] = {"stage": d.stage, "basis": d.basis, "writer": d.source.describe, "advice": list(d.recommendations)}
+    else:
+        out[path] = {"stage": diagnose_lines(body).stage}
 print(json.dumps(out))
 """
 
 
-def baseline(commit: str, paths: list[Path]) -> dict[str, str]:
-    """The stage the doctor of ``commit`` gives each log (``git archive`` of its package, run in a subprocess)."""
+def baseline_verdicts(commit: str, paths: list[Path], advice: bool = False) -> dict[str, dict[str, Any]]:
+    """What the doctor of ``commit`` says of each log (``git archive`` of its package, run in a subprocess): its stage,
+    and with ``advice`` its basis, the writer it names and its advice."""
     with tempfile.TemporaryDirectory() as tmp:
         archive = subprocess.run(["git", "archive", commit, "vllm_hpu_mm"], cwd=REPO, capture_output=True, check=True)
         with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
             tar.extractall(tmp, filter="data")
-        proc = subprocess.run([sys.executable, "-c", _BASELINE, *map(str, paths)], cwd=tmp, capture_output=True,
+        flag = "--advice" if advice else "--stage"
+        proc = subprocess.run([sys.executable, "-c", _BASELINE, flag, *map(str, paths)], cwd=tmp, capture_output=True,
                               text=True, check=True)  # fmt: skip
-        found: dict[str, str] = json.loads(proc.stdout)
+        found: dict[str, dict[str, Any]] = json.loads(proc.stdout)
     return {Path(k).name: v for k, v in found.items()}
+
+
+def baseline(commit: str, paths: list[Path]) -> dict[str, str]:
+    """The stage the doctor of ``commit`` gives each log."""
+    return {name: v["stage"] for name, v in baseline_verdicts(commit, paths).items()}
 
 
 def _tally(predictions: tuple[str, ...]) -> str:
@@ -191,6 +225,96 @@ def _round_section(name: str, rows: list[dict[str, Any]], before: dict[str, str]
     ]
 
 
+def round_as_it_came(name: str, commit: str, machine: str, out: str) -> list[str]:
+    """One held-out round scored by the doctor of ``commit`` alone (the doctor of its day, run before any change made
+    for the round): the as-it-came record, ``doctor_heldout_<round>.md``."""
+    paths = ROUNDS[name]
+    said = baseline_verdicts(commit, paths, advice=True)
+    table = [["log", "writer (label)", "stage read", "stage said", "basis", "writer (said)", "verdict", "advice"]]
+    right = alarms = advice_wrong = labelled = 0
+    for p in paths:
+        label, v, stage = writer_label(p), said[p.name], expected_stage(p)
+        verdict = "right" if v["stage"] == stage else "**false alarm**" if stage == "none" else "wrong"
+        right += v["stage"] == stage
+        alarms += stage == "none" and v["stage"] != "none"
+        advice = "-"
+        if label is not None:
+            labelled += 1
+            problems = advice_problems(v["advice"], label.writer, vision=label.vision, host=label.host,
+                                       others=label.others)  # fmt: skip
+            advice_wrong += bool(problems)
+            advice = "; ".join(problems) or "right"
+        table.append([p.name, "-" if label is None else label.writer, stage, v["stage"], v["basis"], v["writer"],
+                      verdict, advice])  # fmt: skip
+    healthy = sum(expected_stage(p) == "none" for p in paths)
+    folder = paths[0].parent.relative_to(REPO) if paths else f"tests/data/logs/heldout_{name}"
+    return [
+        f"# OOM doctor: held-out {name.replace('round', 'round ')}, scored once as it came",
+        "",
+        f"Machine: {machine}; Python {platform.python_version()}. Doctor: commit {commit} (its package and shipped "
+        f"rules, extracted with `git archive`), run on `{folder}/` ({len(paths)} public logs), each log scored with "
+        "`diagnose(<the log without its citation header>, load({}))`. Command: `python -m "
+        f"benchmarks.fits.doctor_accuracy --round {name} --baseline {commit} --out {Path(out).relative_to(REPO)}`. "
+        "The logs, their sources and labels: `tests/data/logs/SOURCES.md`.",
+        "",
+        f"**{right} of {len(paths)} right. False alarms (an out-of-memory verdict on a log without one): {alarms} of "
+        f"its {healthy} such logs.** Advice naming a knob its writer does not read, or otherwise wrong for the writer "
+        f"(`benchmarks/common.py`: `advice_problems`): {advice_wrong} of its {labelled} logs labelled with their "
+        "writer.",
+        "",
+        *_table(table),
+        "",
+        "The doctor as it is now, on this round and every other: `doctor_accuracy.md`.",
+    ]
+
+
+def _honest_section(cv: CrossValidation, honest_cv: CrossValidation, sets: dict[str, list[Example]],
+                    shipped: Rules) -> tuple[list[str], dict[str, Any]]:  # fmt: skip
+    """The honest cut rule (``benchmarks/common.py``: ``honest_cut``) against the shipped doctor on every set: right
+    answers, false alarms and the logs whose answer changes."""
+    rows = [["set", "shipped: right", "shipped: false alarms", "honest rule: right", "honest rule: false alarms",
+             "answers that change (log: read, shipped -> honest)"]]  # fmt: skip
+    record: dict[str, Any] = {
+        "development (cross-validated, mean over deals)": {
+            "shipped": {"accuracy": round(cv.accuracy, 4), "false_alarms": cv.false_alarms},
+            "honest": {"accuracy": round(honest_cv.accuracy, 4), "false_alarms": honest_cv.false_alarms},
+        }
+    }
+    n_healthy = sum(cv.repeats for label in cv.labels if label == "none")
+    changed_cv = sorted({n for n, a, b in zip(cv.names, cv.predictions, honest_cv.predictions, strict=True) if a != b})
+    rows.append([f"development, cross-validated ({len(cv.labels)} logs)", f"{cv.accuracy:.1%}",
+                 f"{cv.false_alarms} of {n_healthy}", f"{honest_cv.accuracy:.1%}",
+                 f"{honest_cv.false_alarms} of {n_healthy}", f"{len(changed_cv)} logs"])  # fmt: skip
+    for name, exs in sets.items():
+        pairs = []
+        for log, features, label in exs:
+            j = judge(features, shipped)
+            pairs.append((log, label, stage_said(features, j), honest_cut(features, j)))
+        counts = {
+            kind: (sum(is_right(p[k], p[1]) for p in pairs), sum(false_alarm(p[k], p[1]) for p in pairs))
+            for kind, k in (("shipped", 2), ("honest", 3))
+        }
+        changes = [f"{log}: {label}, {a} -> {'unknown' if b == UNDECIDED else b}" for log, label, a, b in pairs
+                   if a != b]  # fmt: skip
+        record[name] = {kind: {"right": r, "false_alarms": f, "logs": len(exs)} for kind, (r, f) in counts.items()}
+        record[name]["changes"] = changes
+        rows.append([f"{name} ({len(exs)} logs)", str(counts["shipped"][0]), str(counts["shipped"][1]),
+                     str(counts["honest"][0]), str(counts["honest"][1]), "; ".join(changes) or "none"])  # fmt: skip
+    lines = [
+        "## The honest cut rule, measured (not shipped)",
+        "",
+        "A traceback the log stops inside before its error line, with no other out-of-memory evidence, answered "
+        "`unknown` with no out-of-memory claim (`benchmarks/common.py`: `honest_cut`; a wrong such `unknown` is "
+        "no false alarm), against the shipped doctor, which reads the traceback's phase as the out-of-memory "
+        "failure's. The development set is cross-validated with the rules refitted under each (same folds and "
+        "deals); the other sets are scored with the shipped rules.",
+        "",
+        *_table(rows),
+        "",
+    ]
+    return lines, record
+
+
 def _advice_section(title: str, rows: list[dict[str, Any]], how: str) -> list[str]:
     stage_right = sum(r["stage"] == r["said_stage"] for r in rows)
     advice_right = sum(not r["advice_problems"] for r in rows)
@@ -221,8 +345,20 @@ def main() -> None:
     parser.add_argument("--write-rules", action="store_true", help=f"refit and write {RULES_FILE.name} first")
     parser.add_argument("--baseline", default=None, help="also score the doctor of this git commit on the same logs")
     parser.add_argument("--machine", default="this 2-core CPU dev machine (shared)", help="machine label")
-    parser.add_argument("--out", default=str(RESULTS / "doctor_accuracy"), help="result path without suffix")
+    parser.add_argument("--out", default=None, help="result path without suffix (default: results/doctor_accuracy, "
+                        "with --round results/doctor_heldout_<round>)")  # fmt: skip
+    parser.add_argument("--round", choices=sorted(ROUNDS), default=None,
+                        help="write only this round's as-it-came record, scored by --baseline's doctor")  # fmt: skip
     args = parser.parse_args()
+    if args.round is not None:
+        if args.baseline is None:
+            parser.error("--round needs --baseline: the commit of the doctor that scored the round as it came")
+        out = args.out or str(RESULTS / f"doctor_heldout_{args.round}")
+        lines = round_as_it_came(args.round, args.baseline, args.machine, str(Path(out).resolve()))
+        Path(out + ".md").write_text("\n".join(lines) + "\n")
+        print("\n".join(lines))
+        return
+    args.out = args.out or str(RESULTS / "doctor_accuracy")
 
     t0 = time.perf_counter()
     dev, held = examples(DEVELOPMENT_LOGS), examples(HELDOUT_LOGS)
@@ -231,6 +367,7 @@ def main() -> None:
         RULES_FILE.write_text(json.dumps(fitted.to_json(), indent=1, sort_keys=True) + "\n")
     shipped = default_rules()
     cv = cross_validate(dev, args.folds, args.repeats, args.seed)
+    honest_cv = cross_validate(dev, args.folds, args.repeats, args.seed, honest_cut)
     held_verdicts = [(name, label, judge(features, shipped).stage) for name, features, label in held]
     runtime_dev, runtime_held = advice_rows(RUNTIME_DEV_LOGS, shipped), advice_rows(RUNTIME_HELDOUT_LOGS, shipped)
     seconds = time.perf_counter() - t0
@@ -238,6 +375,9 @@ def main() -> None:
     round_paths = [p for paths in ROUNDS.values() for p in paths]
     scored = [*DEVELOPMENT_LOGS, *HELDOUT_LOGS, *RUNTIME_HELDOUT_LOGS, *round_paths]
     before = baseline(args.baseline, scored) if args.baseline else None
+    honest_sets = {"held-out": held, "runtime held-out": examples(RUNTIME_HELDOUT_LOGS),
+                   **{name: examples(paths) for name, paths in ROUNDS.items()}}  # fmt: skip
+    honest_lines, honest_record = _honest_section(cv, honest_cv, honest_sets, shipped)
 
     held_right = sum(label == got for _, label, got in held_verdicts)
     held_alarms = sum(label == "none" and got != "none" for _, label, got in held_verdicts)
@@ -278,6 +418,7 @@ def main() -> None:
             "stages": before,
         },
         "rounds": rounds,
+        "honest_cut": honest_record,
         "runtime_development": runtime_dev,
         "runtime_heldout": runtime_held,
         "shipped_rules_current": fitted == shipped,
@@ -341,6 +482,7 @@ def main() -> None:
                          "scored, and round 5 mended its one miss by a class (the executors' RPC loop casts no vote), "
                          "so the figure is no longer a held-out one"),
         *(line for name, rows in rounds.items() for line in _round_section(name, rows, before)),
+        *honest_lines,
         *_before(result["baseline"], cv.accuracy, len(dev), held_right, len(held),
                  {"runtime held-out": runtime_held, **rounds}),
         f"Shipped rules (`vllm_hpu_mm/data/{RULES_FILE.name}`) = rules fitted on the development set: "

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.common import cross_validate, fit
+from benchmarks.common import UNDECIDED, cross_validate, false_alarm, fit, honest_cut, is_right
 from tests.support.data import LOGS
 from tests.support.logs import DEVELOPMENT_LOGS as ALL_LOGS
 from tests.support.logs import (
@@ -24,7 +24,8 @@ from tests.support.logs import (
 from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.logs.doctor import contradictions, diagnose, diagnose_lines, recommend
-from vllm_hpu_mm.logs.doctor.decide import Rules, default_rules
+from vllm_hpu_mm.logs.doctor.decide import Rules, default_rules, judge
+from vllm_hpu_mm.logs.doctor.scan import scan
 from vllm_hpu_mm.logs.reading import strip_ansi
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.inputs import build
@@ -212,3 +213,40 @@ def test_vllm_cpu_host_memory_refusal_is_a_kv_cache_failure() -> None:
     line = ("ValueError: Available memory on node 0 (3.1/23.5 GiB) on kv cache allocation is less than requested "
             "memory for kv (18.0/21.6 GiB). Reduce CPU memory used by other processes.")  # fmt: skip
     assert diagnose_lines([line]).stage == "kv_cache"
+
+
+#: A traceback cut before its error line (the excerpt of an issue stops there), through the given innermost frames.
+def _cut_traceback(*frames: tuple[str, str]) -> list[str]:
+    head = "ERROR 04-28 15:55:45 worker_base.py:157] "
+    lines = [head + "Traceback (most recent call last):"]
+    for path, func in frames:
+        lines += [f'{head}  File "/venv/lib/python3.10/site-packages/vllm/{path}", line 10, in {func}',
+                  f"{head}    self.{func}()"]  # fmt: skip
+    return lines
+
+
+def test_the_honest_cut_rule_answers_unknown_without_other_evidence_and_claims_no_oom() -> None:
+    # benchmarks/fits/doctor_accuracy.py measures it against the shipped doctor (not shipped: it costs more than one
+    # right answer per round): a cut traceback says where an exception was raised, not that memory ran out.
+    rules = default_rules()
+    cut = scan(_cut_traceback(("worker/worker.py", "determine_num_available_blocks"),
+                              ("worker/model_runner.py", "profile_run")))  # fmt: skip
+    j = judge(cut, rules)
+    assert (j.stage, j.basis, j.cut) == ("startup", "cut", "traceback")  # the shipped guess
+    assert honest_cut(cut, j) == UNDECIDED
+    assert not false_alarm(UNDECIDED, "none")
+    assert false_alarm(j.stage, "none")
+    assert is_right(UNDECIDED, "unknown")
+    assert not is_right(UNDECIDED, "startup")
+    # A frame that only raises the KV-cache refusal is evidence the error line would have carried.
+    refusal = scan(_cut_traceback(("worker/worker.py", "initialize_cache"),
+                                  ("worker/worker.py", "raise_if_cache_size_invalid")))  # fmt: skip
+    j = judge(refusal, rules)
+    assert (j.stage, j.basis) == ("kv_cache", "cut")
+    assert honest_cut(refusal, j) == "kv_cache"
+    # A traceback that ends in its out-of-memory line is no cut: the rule leaves it alone.
+    oom = scan([*_cut_traceback(("worker/model_runner.py", "profile_run")),
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"])  # fmt: skip
+    j = judge(oom, rules)
+    assert j.basis == "traceback"
+    assert honest_cut(oom, j) == j.stage == "startup"
