@@ -102,7 +102,10 @@ def baseline_verdicts(commit: str, paths: list[Path], advice: bool = False) -> d
     """What the doctor of ``commit`` says of each log (``git archive`` of its package, run in a subprocess): its stage,
     and with ``advice`` its basis, the writer it names and its advice."""
     with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(["git", "archive", commit, "vllm_hpu_mm"], cwd=REPO, capture_output=True, check=True)
+        archive = subprocess.run(["git", "archive", commit, "vllm_hpu_mm"], cwd=REPO, capture_output=True)
+        if archive.returncode != 0:
+            print(f"error: --baseline {commit}: not a commit of this repository with vllm_hpu_mm/", file=sys.stderr)
+            raise SystemExit(2)
         with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
             tar.extractall(tmp, filter="data")
         flag = "--advice" if advice else "--stage"

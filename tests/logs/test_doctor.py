@@ -215,8 +215,8 @@ def test_vllm_cpu_host_memory_refusal_is_a_kv_cache_failure() -> None:
     assert diagnose_lines([line]).stage == "kv_cache"
 
 
-#: A traceback cut before its error line (the excerpt of an issue stops there), through the given innermost frames.
 def _cut_traceback(*frames: tuple[str, str]) -> list[str]:
+    """A traceback cut before its error line (an issue's excerpt stops there), through ``frames`` (path, function)."""
     head = "ERROR 04-28 15:55:45 worker_base.py:157] "
     lines = [head + "Traceback (most recent call last):"]
     for path, func in frames:
