@@ -82,6 +82,8 @@ __all__ = [
     "MAX_EXTRA",
     "MAX_SCHEDULED",
     "MAX_STEADY",
+    "PRUNE_SHARE",
+    "SAMPLE_SHARE",
     "STEADY_SHARE",
     "Between",
     "PhaseWorst",
@@ -120,10 +122,19 @@ MAX_SCHEDULED = 8
 #: (fresh3's chat at 5 to 8 at once: up to 1.01x exp's with steady states held to 1; its prefix-heavy tools at 7
 #: at once 1.04x to 1.08x on 600 requests of other seeds where one padded 1.036x).
 STEADY_SHARE = 0.97
+#: The share of the runtime's own padded time a load between the levels that is scheduled is held to by the
+#: repairs: one sample of the traffic, which the repairs fit, where another 600 requests at the same load pad up to
+#: 1.095x as long against the runtime's own (fresh4 at the planner of c3c5667: the most over 3 other seeds, among
+#: the loads within 0.85-1 of it on the planning sample; fresh5 read 1.093x, prefix-heavy 7B's load 39 1.03x
+#: exp's where its sample read 0.95x): 1 / 1.095, rounded down.
+SAMPLE_SHARE = 0.91
 #: Loads up to this many at once are all scheduled when unjudged: a few sequences' KV
 #: blocks are far from the steady state's spread (fresh3's prefix-heavy tools: a 6k-token prefix on half the
 #: requests; 7 at once padded 1.08x exp's where its steady state did not).
 FEW = 16
+#: The most the prune pass (:func:`_pruned`) lets the planning traffic's bucketed seconds grow, as a share of them, in
+#: all: it removes the buckets the repairs made redundant, not the plan's gain.
+PRUNE_SHARE = 0.005
 #: How a steady state's load is named.
 STEADY = "(steady state)"
 #: Per-sequence KV block values kept per judged load for its steady state (weighted quantiles).
@@ -731,9 +742,20 @@ def _with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], 
     both, exact = (*loads, *(load for load, _ in scheduled)), [*own_times, *(o for _, o in scheduled)]
     fixed, judged, _, why = _no_longer(fixed, _judged(fixed, both, exact, time), both, exact, own, limits, time, room,
                                        given is None, then)  # fmt: skip
+    pruned = 0
+    if given is None:  # the buckets the repairs left redundant, removed while the plan is beyond its budget
+        held = [*zip(loads, (o.padded_s for o in own_times)), *((load, h.padded_s) for load, _, h in extra)]
+        fixed, pruned = _pruned(fixed, worst.budget, held, LoadShapes("planning traffic", *weights), own, limits,
+                                time, bound)  # fmt: skip
+        if pruned:
+            judged = _judged(fixed, both, exact, time)
     if then and not why:
         why = (f"; {then} buckets added that make no shape dearer, so that no load pads longer than under the "
-               f"runtime's own (its steady states within {STEADY_SHARE:g} of its padded time)")  # fmt: skip
+               f"runtime's own (its steady states within {STEADY_SHARE:g} of its padded time, the loads between "
+               f"the levels scheduled within {SAMPLE_SHARE:g})")  # fmt: skip
+    if pruned:
+        why += (f"; then {pruned} buckets removed that no judged load nor the worst shape needed (the traffic's "
+                f"bucketed time at most {PRUNE_SHARE:.1%} longer)")  # fmt: skip
     verdicts = judged[: len(loads)]
     if any(v.short for v in off):
         longer = list(dict.fromkeys(v.load.split()[0] for v in off if v.short))
@@ -790,7 +812,7 @@ def _between(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]
     first = early.results() if early is not None else [between.at(n) for n in few]
     for load in [*first, *on_two([functools.partial(between.at, n) for n in rest])]:
         theirs = padded_time(*own, load, time)
-        out.append((load, theirs, _within(theirs, STEADY_SHARE)))
+        out.append((load, theirs, _within(theirs, SAMPLE_SHARE)))
     return out
 
 
@@ -930,3 +952,135 @@ def _no_longer(plan: TextBucketPlan, verdicts: tuple[LoadVerdict, ...], loads: S
     why = (f"; the runtime's own {words} buckets kept: the planned ones padded longer than it at {', '.join(missed)} "
            f"with {added} buckets added that make no shape dearer")  # fmt: skip
     return kept, judged, added, why
+
+
+def _next_holder(table: LookupTable, at: _I, b: _I, q: _I, c: _I) -> _I:
+    """Per shape held by bucket ``at`` (index into ``table``; -1: none), the bucket vllm-gaudi's lookup takes once
+    that one is removed (-1: none): the first later bucket in sorted order holding it, which is the next value of the
+    same row where there is one, else the shape looked up from the next row on (the rows of a phase rise on one axis,
+    so raising the shape's row key to the next row's skips exactly the rows up to its own)."""
+    out = np.full(len(at), -1, dtype=np.int64)
+    n = len(table)
+    held = at >= 0
+    if not n or not held.any():
+        return out
+    row = table.row_of[np.maximum(at, 0)]
+    after = np.minimum(at + 1, n - 1)
+    same = held & (at + 1 < n) & (table.row_of[after] == row)
+    out[same] = at[same] + 1
+    later = np.flatnonzero(held & ~same & (row + 1 < len(table.values)))
+    if len(later):
+        nxt = row[later] + 1
+        out[later] = table.index(np.maximum(b[later], table.batch[nxt]), np.maximum(q[later], table.query[nxt]),
+                                 c[later])  # fmt: skip
+    return out
+
+
+@dataclasses.dataclass
+class _PruneSide:
+    """One phase's side of the prune: the judged loads' distinct shapes (``counts``: rows x shapes, the planning
+    weights' row last) and the phase's cells, each looked up in the phase's buckets and in them less its own bucket."""
+
+    phase: _Phase
+    b: _I
+    q: _I
+    c: _I
+    counts: _F
+
+    def look(self) -> None:
+        table = LookupTable(sorted(self.phase.ours))
+        price = table.seconds(self.phase.cost)
+        self.table, self.price = table, price
+        self.at = table.index(self.b, self.q, self.c)
+        self.nxt = _next_holder(table, self.at, self.b, self.q, self.c)
+        cells = self.phase.cells
+        self.cell_at = table.index(cells.b, cells.q, cells.c)
+        self.cell_nxt = _next_holder(table, self.cell_at, cells.b, cells.q, cells.c)
+
+    def removals(self, ceiling: float) -> tuple[_F, npt.NDArray[np.bool_]]:
+        """Per bucket, each row's seconds added by removing it (rows x buckets), and whether it may go: every shape
+        it holds (a judged load's or a cell's) held by another, no cell then beyond ``ceiling`` times its step under
+        the runtime's own."""
+        n = len(self.table)
+        ok = np.ones(n, dtype=bool)
+        held = self.at >= 0
+        lost = held & (self.nxt < 0)
+        ok[self.at[lost]] = False
+        c_held = self.cell_at >= 0
+        c_lost = c_held & (self.cell_nxt < 0)
+        ok[self.cell_at[c_lost]] = False
+        c_move = c_held & ~c_lost
+        after = self.price[self.cell_nxt[c_move]]
+        own = self.phase.own_s[c_move]
+        ratio = np.where(own > 0, after / np.where(own > 0, own, 1.0), 1.0)
+        ok[self.cell_at[c_move][ratio > ceiling * (1 + _TOL)]] = False
+        move = held & ~lost
+        diff = np.zeros(len(self.at))
+        diff[move] = self.price[self.nxt[move]] - self.price[self.at[move]]
+        added = np.zeros((self.counts.shape[0], n))
+        cols = np.flatnonzero(move)
+        if len(cols):
+            np.add.at(added.T, self.at[cols], (self.counts[:, cols] * diff[cols]).T)
+        return added, ok
+
+
+def _prune_side(phase: _Phase, rows: Sequence[LoadShapes]) -> _PruneSide:
+    """A phase's :class:`_PruneSide` over the shapes of ``rows``."""
+    keys: dict[tuple[int, int], int] = {}
+    for load in rows:
+        for key in load.decode if phase.name == "decode" else load.prefill:
+            keys.setdefault(key, len(keys))
+    counts = np.zeros((len(rows), len(keys)))
+    for r, load in enumerate(rows):
+        shapes = load.decode if phase.name == "decode" else load.prefill
+        if shapes:
+            counts[r, [keys[k] for k in shapes]] = list(shapes.values())
+    first = np.array([k[0] for k in keys], dtype=np.int64)
+    second = np.array([k[1] for k in keys], dtype=np.int64)
+    one = np.ones_like(first)
+    b, q = (first, one) if phase.name == "decode" else (one, first)
+    side = _PruneSide(phase, b, q, second, counts)
+    side.look()
+    return side
+
+
+def _pruned(plan: TextBucketPlan, floor: int, held: Sequence[tuple[LoadShapes, float]], traffic: LoadShapes,
+            own: tuple[Sequence[Bucket], Sequence[Bucket]], limits: TextLimits, time: StepTimes,
+            bound: float) -> tuple[TextBucketPlan, int]:  # fmt: skip
+    """``plan`` with buckets removed, one at a time, the one adding the least of the planning ``traffic``'s bucketed
+    seconds first, while its graphs exceed ``floor`` and: every judged load's padded seconds stay within what it is
+    ``held`` to, every shape the limits allow stays held (no run-time compile), none costs more than ``bound`` times
+    its step under the runtime's own (or than the plan's worst, where that is beyond it), and the traffic's bucketed
+    seconds grow by at most :data:`PRUNE_SHARE` in all. The plan and the buckets removed."""
+    if plan.graphs <= floor or not held:
+        return plan, 0
+    phases = _phases(plan, own, limits, time)
+    ceiling = max(bound, *(float(p.ratio.max(initial=0.0)) for p in phases))
+    rows = [load for load, _ in held] + [traffic]
+    sides = [_prune_side(p, rows) for p in phases]
+    times = padded_times(plan.prompt, plan.decode, rows[:-1], time)
+    now = np.array([t.padded_s for t in times])
+    # a load beyond what it is held to already may get no longer; the slack: the same seconds summed in another order
+    limit = np.maximum(np.array([s for _, s in held]), now) + TOLERANCE * np.array([t.useful_s for t in times])
+    base = sum(float(s.counts[-1] @ np.where(s.at >= 0, s.price[np.maximum(s.at, 0)], 0.0)) for s in sides)
+    grown, removed = 0.0, 0
+    while plan.graphs - removed > floor:
+        best: tuple[float, _PruneSide, int, _F] | None = None
+        for side in sides:
+            added, ok = side.removals(ceiling)
+            fits = ok & np.all(now[:, None] + added[:-1] <= limit[:, None] * (1 + _TOL), axis=0)
+            fits &= grown + added[-1] <= PRUNE_SHARE * base
+            for j in np.flatnonzero(fits).tolist():
+                if best is None or added[-1, j] < best[0]:
+                    best = (float(added[-1, j]), side, j, added[:-1, j])
+        if best is None:
+            break
+        loss, side, j, more = best
+        now, grown, removed = now + more, grown + loss, removed + 1
+        side.phase.ours.discard(side.table.bucket(j))
+        side.look()
+    if not removed:
+        return plan, 0
+    return dataclasses.replace(
+        plan, prompt=tuple(sorted(phases[1].ours)), decode=tuple(sorted(phases[0].ours))
+    ), removed
