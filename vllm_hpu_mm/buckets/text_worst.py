@@ -744,7 +744,8 @@ def _with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], 
                                        given is None, then)  # fmt: skip
     pruned = 0
     if given is None:  # the buckets the repairs left redundant, removed while the plan is beyond its budget
-        held = [*zip(loads, (o.padded_s for o in own_times)), *((load, h.padded_s) for load, _, h in extra)]
+        held = [(load, o.padded_s) for load, o in zip(loads, own_times, strict=True)]
+        held += [(load, h.padded_s) for load, _, h in extra]
         fixed, pruned = _pruned(fixed, worst.budget, held, LoadShapes("planning traffic", *weights), own, limits,
                                 time, bound)  # fmt: skip
         if pruned:
