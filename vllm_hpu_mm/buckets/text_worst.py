@@ -744,8 +744,14 @@ def _with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], 
                                        given is None, then)  # fmt: skip
     pruned = 0
     if given is None:  # the buckets the repairs left redundant, removed while the plan is beyond its budget
-        held = [(load, o.padded_s) for load, o in zip(loads, own_times, strict=True)]
-        held += [(load, h.padded_s) for load, _, h in extra]
+        # every judged load and every steady state priced (a load nobody judged may not get longer unseen), each
+        # held to a sample's margin of the runtime's own, or no longer than now where beyond it
+        rows = [*zip(loads, own_times, strict=True), *((load, o) for load, o, _ in extra)]
+        steady = _steady(loads) if between is not None else None
+        if steady is not None and between is not None:
+            states = [steady.at(n) for n in between.candidates(fixed.decode, own[1])]
+            rows += zip(states, padded_times(*own, states, time), strict=True)
+        held = [(load, SAMPLE_SHARE * o.padded_s) for load, o in rows]
         fixed, pruned = _pruned(fixed, worst.budget, held, LoadShapes("planning traffic", *weights), own, limits,
                                 time, bound)  # fmt: skip
         if pruned:
@@ -756,7 +762,8 @@ def _with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], 
                f"the levels scheduled within {SAMPLE_SHARE:g})")  # fmt: skip
     if pruned:
         why += (f"; then {pruned} buckets removed that no judged load nor the worst shape needed (the traffic's "
-                f"bucketed time at most {PRUNE_SHARE:.1%} longer)")  # fmt: skip
+                f"bucketed time at most {PRUNE_SHARE:.1%} longer, no load or steady state beyond "
+                f"{SAMPLE_SHARE:g} of the runtime's own padded time that was not)")  # fmt: skip
     verdicts = judged[: len(loads)]
     if any(v.short for v in off):
         longer = list(dict.fromkeys(v.load.split()[0] for v in off if v.short))
