@@ -132,6 +132,8 @@ SAMPLE_SHARE = 0.91
 #: blocks are far from the steady state's spread (fresh3's prefix-heavy tools: a 6k-token prefix on half the
 #: requests; 7 at once padded 1.08x exp's where its steady state did not).
 FEW = 16
+#: Packs a shape's two values into one integer (each below it).
+_PACKED = 1 << 31
 #: The most the prune pass (:func:`_pruned`) lets the planning traffic's bucketed seconds grow, as a share of them, in
 #: all: it removes the buckets the repairs made redundant, not the plan's gain.
 PRUNE_SHARE = 0.005
@@ -986,16 +988,21 @@ def _next_holder(table: LookupTable, at: _I, b: _I, q: _I, c: _I) -> _I:
 
 @dataclasses.dataclass
 class _PruneSide:
-    """One phase's side of the prune: the judged loads' distinct shapes (``counts``: rows x shapes, the planning
-    weights' row last) and the phase's cells, each looked up in the phase's buckets and in them less its own bucket."""
+    """One phase's side of the prune: the judged loads' distinct shapes (the planning weights' row last) and the
+    phase's cells, each looked up in the phase's buckets and in them less its own bucket."""
 
     phase: _Phase
     b: _I
     q: _I
     c: _I
-    counts: _F
+    #: The rows (loads), and each (row, shape) pair's count: row, shape index, count.
+    rows: int
+    row: _I
+    col: _I
+    count: _F
 
     def look(self) -> None:
+        self._removals: tuple[_F, npt.NDArray[np.bool_]] | None = None
         table = LookupTable(sorted(self.phase.ours))
         price = table.seconds(self.phase.cost)
         self.table, self.price = table, price
@@ -1005,10 +1012,20 @@ class _PruneSide:
         self.cell_at = table.index(cells.b, cells.q, cells.c)
         self.cell_nxt = _next_holder(table, self.cell_at, cells.b, cells.q, cells.c)
 
+    def bucketed(self, row: int) -> float:
+        """The row's seconds in the buckets its shapes are held by (none: nothing)."""
+        pair = (self.row == row) & (self.at[self.col] >= 0)
+        return float(self.count[pair] @ self.price[self.at[self.col[pair]]])
+
     def removals(self, ceiling: float) -> tuple[_F, npt.NDArray[np.bool_]]:
-        """Per bucket, each row's seconds added by removing it (rows x buckets), and whether it may go: every shape
-        it holds (a judged load's or a cell's) held by another, no cell then beyond ``ceiling`` times its step under
-        the runtime's own."""
+        """Per bucket, each row's seconds added by removing it (rows x buckets; kept until the buckets change),
+        and whether it may go: every shape it holds (a judged load's or a cell's) held by another, no cell then
+        beyond ``ceiling`` times its step under the runtime's own."""
+        if self._removals is None:
+            self._removals = self._removals_now(ceiling)
+        return self._removals
+
+    def _removals_now(self, ceiling: float) -> tuple[_F, npt.NDArray[np.bool_]]:
         n = len(self.table)
         ok = np.ones(n, dtype=bool)
         held = self.at >= 0
@@ -1023,31 +1040,38 @@ class _PruneSide:
         ratio = np.where(own > 0, after / np.where(own > 0, own, 1.0), 1.0)
         ok[self.cell_at[c_move][ratio > ceiling * (1 + _TOL)]] = False
         move = held & ~lost
-        diff = np.zeros(len(self.at))
-        diff[move] = self.price[self.nxt[move]] - self.price[self.at[move]]
-        added = np.zeros((self.counts.shape[0], n))
-        cols = np.flatnonzero(move)
-        if len(cols):
-            np.add.at(added.T, self.at[cols], (self.counts[:, cols] * diff[cols]).T)
+        more = np.zeros(len(self.at))  # each moved shape's seconds more
+        more[move] = self.price[self.nxt[move]] - self.price[self.at[move]]
+        pair = move[self.col]
+        col = self.col[pair]
+        # summed per row and per bucket the shape leaves
+        added = np.bincount(self.row[pair] * n + self.at[col], weights=self.count[pair] * more[col],
+                            minlength=self.rows * n).reshape(self.rows, n)  # fmt: skip
         return added, ok
 
 
 def _prune_side(phase: _Phase, rows: Sequence[LoadShapes]) -> _PruneSide:
-    """A phase's :class:`_PruneSide` over the shapes of ``rows``."""
-    keys: dict[tuple[int, int], int] = {}
-    for load in rows:
-        for key in load.decode if phase.name == "decode" else load.prefill:
-            keys.setdefault(key, len(keys))
-    counts = np.zeros((len(rows), len(keys)))
+    """A phase's :class:`_PruneSide` over the distinct shapes of ``rows`` (each row's counts kept sparse)."""
+    firsts, seconds, counts, of = [], [], [], []
     for r, load in enumerate(rows):
         shapes = load.decode if phase.name == "decode" else load.prefill
         if shapes:
-            counts[r, [keys[k] for k in shapes]] = list(shapes.values())
-    first = np.array([k[0] for k in keys], dtype=np.int64)
-    second = np.array([k[1] for k in keys], dtype=np.int64)
+            keys = np.array(list(shapes), dtype=np.int64).reshape(-1, 2)
+            firsts.append(keys[:, 0])
+            seconds.append(keys[:, 1])
+            counts.append(np.fromiter(shapes.values(), dtype=np.float64, count=len(shapes)))
+            of.append(np.full(len(shapes), r, dtype=np.int64))
+    if firsts:
+        packed = np.concatenate(firsts) * _PACKED + np.concatenate(seconds)
+        distinct, col = np.unique(packed, return_inverse=True)
+        count, row = np.concatenate(counts), np.concatenate(of)
+    else:
+        distinct = col = row = np.zeros(0, dtype=np.int64)
+        count = np.zeros(0)
+    first, second = distinct // _PACKED, distinct % _PACKED
     one = np.ones_like(first)
     b, q = (first, one) if phase.name == "decode" else (one, first)
-    side = _PruneSide(phase, b, q, second, counts)
+    side = _PruneSide(phase, b, q, second, len(rows), row, col.reshape(-1), count)
     side.look()
     return side
 
@@ -1070,7 +1094,7 @@ def _pruned(plan: TextBucketPlan, floor: int, held: Sequence[tuple[LoadShapes, f
     now = np.array([t.padded_s for t in times])
     # a load beyond what it is held to already may get no longer; the slack: the same seconds summed in another order
     limit = np.maximum(np.array([s for _, s in held]), now) + TOLERANCE * np.array([t.useful_s for t in times])
-    base = sum(float(s.counts[-1] @ np.where(s.at >= 0, s.price[np.maximum(s.at, 0)], 0.0)) for s in sides)
+    base = sum(side.bucketed(len(rows) - 1) for side in sides)
     grown, removed = 0.0, 0
     while plan.graphs - removed > floor:
         best: tuple[float, _PruneSide, int, _F] | None = None
