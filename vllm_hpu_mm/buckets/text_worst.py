@@ -34,8 +34,18 @@ buckets at every load up to :data:`MAX_STEADY`, else at the batch rows' edges): 
 repaired by buckets that make no shape dearer, with no fallback), and the :data:`MAX_SCHEDULED` unjudged loads whose
 steady state pads longest are scheduled (:data:`~vllm_hpu_mm.plan.text_buckets.BETWEEN_REQUESTS` requests per place:
 as in a long run, not its ramp and drain) and repaired with the levels (issue 35: fresh3's load 20 padded 1.14x exp's
-on 600 requests where its 200-request schedule, chosen by batch rows alone, padded 0.99x). Other loads between stay
-unjudged, only kept from getting longer by these additions.
+on 600 requests where its 200-request schedule, chosen by batch rows alone, padded 0.99x), each held to
+:data:`SAMPLE_SHARE` of the runtime's own padding: the repairs fit that one sample, which another sample of the load
+reads up to 9.5% longer against the runtime's own (fresh5's prefix-heavy load 39: 0.95x exp's on the plan's sample,
+1.00-1.03x on three others). Other loads between stay unjudged, only kept from getting longer by these additions.
+
+Then (the default's budget, where the repairs left the plan beyond it) the prune pass (:func:`_pruned`) removes the
+buckets the repairs left redundant, one at a time, the one adding least to the planning traffic's bucketed seconds
+first, down to the budget at most, while no shape the limits allow is left to compile, none costs more than the bound
+(or than the plan's worst where that is beyond it), every judged load and every steady state priced stays within
+:data:`SAMPLE_SHARE` of the runtime's own padded time (no longer than now where beyond it), and the traffic's bucketed
+seconds grow by at most :data:`PRUNE_SHARE` in all. Exact without a lookup per trial: removing a bucket moves exactly
+the shapes it held to the next bucket in sorted order holding each (:func:`_next_holder`).
 
 With the default budget (:func:`with_bounded_worst`), where the plan leaves too little room for the corners, the
 budget rule's own search is re-run at a smaller budget (by the graphs missing, again from each plan that keeps its
