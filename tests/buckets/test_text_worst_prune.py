@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from tests.buckets.test_text_worst import EXP, LIMITS, TIME, _rows_at_the_levels, _weights, every_shape, step_ratios
+from vllm_hpu_mm.buckets import text_worst
 from vllm_hpu_mm.buckets.text import TextBucketPlan
 from vllm_hpu_mm.buckets.text_budget import LoadShapes, padded_time
 from vllm_hpu_mm.buckets.text_time import LookupTable
@@ -114,3 +115,19 @@ def test_a_scheduled_load_between_the_levels_is_held_to_the_sample_share_a_stead
         load = between.at(n)
         ours, theirs = padded_time(out.plan.prompt, out.plan.decode, load, TIME), padded_time(*EXP, load, TIME)
         assert ours.padded_s <= theirs.padded_s * (1 + 1e-9)
+
+
+def test_the_prune_holds_every_steady_state_priced_and_every_judged_load_to_the_sample_share() -> None:
+    """Not only the loads judged: the prune once left fresh5's unjudged load 53 at 1.09x exp's."""
+    chosen, loads, between = _rows_at_the_levels()
+    rows = [(load, padded_time(*EXP, load, TIME)) for load in loads]
+    held = text_worst._prune_held(chosen.plan, rows, loads, between, EXP, TIME)
+    steady = text_worst._steady(loads)
+    assert steady is not None
+    names = [load.load for load, _ in held]
+    ns = between.candidates(chosen.plan.decode, EXP[1])
+    assert names == [load.load for load in loads] + [steady.at(n).load for n in ns]
+    assert len(ns) == between.top
+    for load, limit in held:
+        assert limit == pytest.approx(SAMPLE_SHARE * padded_time(*EXP, load, TIME).padded_s)
+    assert text_worst._prune_held(chosen.plan, rows, loads, None, EXP, TIME) == held[: len(loads)]

@@ -756,14 +756,8 @@ def _with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], 
                                        given is None, then)  # fmt: skip
     pruned = 0
     if given is None:  # the buckets the repairs left redundant, removed while the plan is beyond its budget
-        # every judged load and every steady state priced (a load nobody judged may not get longer unseen), each
-        # held to a sample's margin of the runtime's own, or no longer than now where beyond it
         rows = [*zip(loads, own_times, strict=True), *((load, o) for load, o, _ in extra)]
-        steady = _steady(loads) if between is not None else None
-        if steady is not None and between is not None:
-            states = [steady.at(n) for n in between.candidates(fixed.decode, own[1])]
-            rows += zip(states, padded_times(*own, states, time), strict=True)
-        held = [(load, SAMPLE_SHARE * o.padded_s) for load, o in rows]
+        held = _prune_held(fixed, rows, loads, between, own, time)
         fixed, pruned = _pruned(fixed, worst.budget, held, LoadShapes("planning traffic", *weights), own, limits,
                                 time, bound)  # fmt: skip
         if pruned:
@@ -1084,6 +1078,21 @@ def _prune_side(phase: _Phase, rows: Sequence[LoadShapes]) -> _PruneSide:
     side = _PruneSide(phase, b, q, second, len(rows), row, col.reshape(-1), count)
     side.look()
     return side
+
+
+def _prune_held(plan: TextBucketPlan, rows: Sequence[tuple[LoadShapes, PaddedTime]], loads: Sequence[LoadShapes],
+                between: Between | None, own: tuple[Sequence[Bucket], Sequence[Bucket]],
+                time: StepTimes) -> list[tuple[LoadShapes, float]]:  # fmt: skip
+    """What the prune holds and to what padded seconds: the judged ``rows`` (each with its padded time in the
+    runtime's own buckets) and the steady state of every load ``between`` prices (a load nobody judged may not get
+    longer unseen: fresh5's unjudged load 53 padded 1.09x exp's once the judged ones alone were held), each to
+    :data:`SAMPLE_SHARE` of the runtime's own padding (the prune keeps one beyond it no longer than now)."""
+    out = list(rows)
+    steady = _steady(loads) if between is not None else None
+    if steady is not None and between is not None:
+        states = [steady.at(n) for n in between.candidates(plan.decode, own[1])]
+        out += zip(states, padded_times(*own, states, time), strict=True)
+    return [(load, SAMPLE_SHARE * o.padded_s) for load, o in out]
 
 
 def _pruned(plan: TextBucketPlan, floor: int, held: Sequence[tuple[LoadShapes, float]], traffic: LoadShapes,
