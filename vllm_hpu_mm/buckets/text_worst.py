@@ -757,8 +757,8 @@ def _with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], 
     pruned = 0
     if given is None:  # the buckets the repairs left redundant, removed while the plan is beyond its budget
         rows = [*zip(loads, own_times, strict=True), *((load, o) for load, o, _ in extra)]
-        held = _prune_held(fixed, rows, loads, between, own, time)
-        fixed, pruned = _pruned(fixed, worst.budget, held, LoadShapes("planning traffic", *weights), own, limits,
+        kept_to = _prune_held(fixed, rows, loads, between, own, time)
+        fixed, pruned = _pruned(fixed, worst.budget, kept_to, LoadShapes("planning traffic", *weights), own, limits,
                                 time, bound)  # fmt: skip
         if pruned:
             judged = _judged(fixed, both, exact, time)
@@ -1050,7 +1050,7 @@ class _PruneSide:
         col = self.col[pair]
         # summed per row and per bucket the shape leaves
         added = np.bincount(self.row[pair] * n + self.at[col], weights=self.count[pair] * more[col],
-                            minlength=self.rows * n).reshape(self.rows, n)  # fmt: skip
+                            minlength=self.rows * n).astype(np.float64).reshape(self.rows, n)  # fmt: skip
         return added, ok
 
 
