@@ -42,7 +42,7 @@ reads up to 9.5% longer against the runtime's own (fresh5's prefix-heavy load 39
 Then (the default's budget, where the repairs left the plan beyond it) the prune pass (:func:`_pruned`) removes the
 buckets the repairs left redundant, one at a time, the one adding least to the planning traffic's bucketed seconds
 first, down to the budget at most, while no shape the limits allow is left to compile, none costs more than the bound
-(or than the plan's worst where that is beyond it), every judged load and every steady state priced stays within
+(or than its phase's worst where that is beyond it), every judged load and every steady state priced stays within
 :data:`SAMPLE_SHARE` of the runtime's own padded time (no longer than now where beyond it), and the traffic's bucketed
 seconds grow by at most :data:`PRUNE_SHARE` in all. Exact without a lookup per trial: removing a bucket moves exactly
 the shapes it held to the next bucket in sorted order holding each (:func:`_next_holder`).
@@ -1101,12 +1101,11 @@ def _pruned(plan: TextBucketPlan, floor: int, held: Sequence[tuple[LoadShapes, f
     """``plan`` with buckets removed, one at a time, the one adding the least of the planning ``traffic``'s bucketed
     seconds first, while its graphs exceed ``floor`` and: every judged load's padded seconds stay within what it is
     ``held`` to, every shape the limits allow stays held (no run-time compile), none costs more than ``bound`` times
-    its step under the runtime's own (or than the plan's worst, where that is beyond it), and the traffic's bucketed
+    its step under the runtime's own (or than the phase's worst, where that is beyond it), and the traffic's bucketed
     seconds grow by at most :data:`PRUNE_SHARE` in all. The plan and the buckets removed."""
     if plan.graphs <= floor or not held:
         return plan, 0
     phases = _phases(plan, own, limits, time)
-    ceiling = max(bound, *(float(p.ratio.max(initial=0.0)) for p in phases))
     rows = [load for load, _ in held] + [traffic]
     sides = [_prune_side(p, rows) for p in phases]
     times = padded_times(plan.prompt, plan.decode, rows[:-1], time)
@@ -1118,7 +1117,8 @@ def _pruned(plan: TextBucketPlan, floor: int, held: Sequence[tuple[LoadShapes, f
     while plan.graphs - removed > floor:
         best: tuple[float, _PruneSide, int, _F] | None = None
         for side in sides:
-            added, ok = side.removals(ceiling)
+            # a phase within the bound stays within it; one beyond it gets no worse
+            added, ok = side.removals(max(bound, float(side.phase.ratio.max(initial=0.0))))
             fits = ok & np.all(now[:, None] + added[:-1] <= limit[:, None] * (1 + _TOL), axis=0)
             fits &= grown + added[-1] <= PRUNE_SHARE * base
             for j in np.flatnonzero(fits).tolist():
