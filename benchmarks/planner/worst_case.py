@@ -20,8 +20,9 @@ construction: every step's bucket is looked up by the same rule the worst was fo
     PYTHONPATH=. .venv/bin/python -m benchmarks.planner.worst_case [--requests N] [--only K] [--name STEM --note TEXT]
         [--seeds N] [--own-lookup [--mirror DIR] [--commit SHA]]
 
-``--seeds N`` samples each load between the levels N times (seeds 3 to N + 2; the plan samples seed 1) and reports
-each one's most: one sample of a load pads up to about 9% apart from another (issue 35).
+``--seeds N`` samples each load between the levels and each level the plan judges N times (seeds 3 to N + 2; the
+plan samples seed 1) and reports each one's most, and the most over the levels and over the loads between them: one
+sample of a load pads up to about 9% apart from another (issue 35).
 
 ``--own-lookup`` checks all of it through vllm-gaudi's OWN code (its source from the local mirror, run on CPU by
 agreement/vllm_gaudi_driver.py with VLLM_USE_FAKE_HPU=1), with the planned bucket file and with exp: the
@@ -518,6 +519,36 @@ def own_lookup(inputs: list[OwnInputs], mirror: Path, commit: str) -> list[dict[
             for k, (own, at) in enumerate(zip(inputs, starts, strict=True))]  # fmt: skip
 
 
+def sampled_levels(planned: Traffic, shape: EngineShape, images: Images, load: int | None, requests: int, seeds: int,
+                   swept: bool, names: list[str], ours: tuple[tuple[Bucket, ...], tuple[Bucket, ...]],
+                   exp: tuple[tuple[Bucket, ...], tuple[Bucket, ...]],
+                   t: StepTime) -> list[dict[str, Any]]:  # fmt: skip
+    """The levels the plan judges (``names``, as planned on seed 1), each scheduled again with the seeds the loads
+    between the levels are sampled with: padded / exp's per seed and the most."""
+    per: list[list[float | None]] = [[] for _ in names]
+    uncovered = [0] * len(names)
+    for seed in range(OFF_GRID_SEED, OFF_GRID_SEED + seeds):
+        runs = schedules(planned, shape, images, concurrency=load, requests=requests, seed=seed)
+        loads = load_shapes(runs)
+        if swept:
+            loads += load_shapes(schedules(planned, shape, images, concurrency=None, requests=requests, seed=seed))
+        if [x.load for x in loads] != names:
+            raise AssertionError(f"seed {seed} scheduled {[x.load for x in loads]}, the plan judged {names}")
+        for k, x in enumerate(loads):
+            mine, theirs = padded_time(*ours, x, t), padded_time(*exp, x, t)
+            per[k].append(mine.padded_s / theirs.padded_s if theirs.padded_s else None)
+            uncovered[k] = max(uncovered[k], mine.uncovered)
+    out = []
+    for name, ratios, u in zip(names, per, uncovered, strict=True):
+        known = [x for x in ratios if x is not None]
+        out.append({"load": name, "padded_ratio": max(known) if known else None, "per_seed": ratios, "uncovered": u})
+    return out
+
+
+def _most(xs: list[dict[str, Any]]) -> float | None:
+    return max((x["padded_ratio"] for x in xs if x["padded_ratio"] is not None), default=None)
+
+
 def run(c: Config, requests: int, seeds: int = 1) -> tuple[dict[str, Any], OwnInputs]:
     m = catalog_by_id(c.model)
     assert m is not None
@@ -563,6 +594,8 @@ def run(c: Config, requests: int, seeds: int = 1) -> tuple[dict[str, Any], OwnIn
         ratios = [x for x, _ in samples if x is not None]
         off_grid.append({"load": load.load, "padded_ratio": max(ratios) if ratios else None,
                          "per_seed": [x for x, _ in samples], "uncovered": max(u for _, u in samples)})  # fmt: skip
+    levels = sampled_levels(planned, shape, images, c.load, requests, seeds, sweep is not None,
+                            [v.load for v in chosen.loads], ours, exp_buckets, t)  # fmt: skip
     planned_traces = runs.traces + (sweep.traces if sweep is not None else ())
     if len(planned_traces) != len(chosen.loads):
         raise AssertionError(f"{len(planned_traces)} planned schedules for {len(chosen.loads)} loads")
@@ -582,6 +615,7 @@ def run(c: Config, requests: int, seeds: int = 1) -> tuple[dict[str, Any], OwnIn
                            "uncovered": v.ours.uncovered} for v in chosen.loads],
         "drifted_loads": drift_loads,
         "off_grid_loads": off_grid,
+        "level_samples": levels,
         "plan_cpu_s": plan_cpu,
     }, own  # fmt: skip
 
@@ -632,9 +666,24 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
                   ""]  # fmt: skip
         for r in rows:
             xs = r.get("off_grid_loads", [])
-            worst = max((x["padded_ratio"] for x in xs if x["padded_ratio"] is not None), default=None)
+            worst = _most(xs)
             each = ", ".join(f"{x['load'].split()[0]}: {_f(x['padded_ratio'])}" for x in xs)
             lines.append(f"- {r['name']}: {each} (most {_f(worst, 4)}; compiles {sum(x['uncovered'] for x in xs)})")
+    if any(r.get("level_samples") for r in rows):
+        seeds = meta.get("seeds", 1)
+        lines += ["", f"The levels the plan judges, each scheduled again with the same {seeds} seed(s) (padded / "
+                  "exp's, the most; the plan's own sample is in the table above):", ""]  # fmt: skip
+        for r in rows:
+            xs = r.get("level_samples", [])
+            each = ", ".join(f"{x['load'].split()[0]}: {_f(x['padded_ratio'])}" for x in xs)
+            lines.append(f"- {r['name']}: {each} (most {_f(_most(xs), 4)}; compiles {sum(x['uncovered'] for x in xs)})")
+        levels = [(_most(r.get("level_samples", [])), r["name"]) for r in rows]
+        off = [(_most(r.get("off_grid_loads", [])), r["name"]) for r in rows]
+        for words, xs in (("levels", levels), ("loads between the levels", off)):
+            known = [(x, n) for x, n in xs if x is not None]
+            if known:
+                most, name = max(known)
+                lines += ["", f"The most over the {words} on the other samples: {most:.4f} ({name})."]
     if any("own_lookup" in r for r in rows):
         lines += render_own(rows, meta)
     lines += ["", "Worst shapes, in the plan's words:", ""]

@@ -87,6 +87,7 @@ from vllm_hpu_mm.errors import ConfigError
 __all__ = [
     "BETWEEN_ROUNDS",
     "BOUND",
+    "LEVEL_SHARE",
     "MAX_BETWEEN",
     "MAX_CELLS",
     "MAX_EXTRA",
@@ -138,6 +139,13 @@ STEADY_SHARE = 0.97
 #: the loads within 0.85-1 of it on the planning sample; fresh5 read 1.093x, prefix-heavy 7B's load 39 1.03x
 #: exp's where its sample read 0.95x): 1 / 1.095, rounded down.
 SAMPLE_SHARE = 0.91
+#: The share of the runtime's own padded time a judged level is held to by the repairs (buckets that make no shape
+#: dearer, as for the loads between the levels; the prune keeps it): the levels are one sample of the traffic each,
+#: which another 600 requests at the same level pad up to 1.163x as long against the runtime's own (helper worst7,
+#: benchmarks/planner/results/worst_case_fresh{3,4,5}_levels_before at 9d3a40c, seeds 3-5: the most over the 26
+#: levels within 0.85-1 of it on the planning sample, fresh3's prefix-heavy tools at 2 at once, 0.969x -> 1.127x;
+#: fresh5's long prompts at 1 read 1.00x -> 1.047x): 1 / 1.163, rounded down.
+LEVEL_SHARE = 0.85
 #: Loads up to this many at once are all scheduled when unjudged: a few sequences' KV
 #: blocks are far from the steady state's spread (fresh3's prefix-heavy tools: a 6k-token prefix on half the
 #: requests; 7 at once padded 1.08x exp's where its steady state did not).
@@ -729,15 +737,17 @@ def _with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], 
     # no judged load may pad longer than under the runtime's own: buckets that make no shape dearer beyond the
     # default's budget where need be, else the runtime's own buckets in a phase (a given budget is kept: it says so)
     room = cap - plan.graphs + (MAX_EXTRA if given is None else 0)
+    # each load judged, its padded time under the runtime's own and what the repairs hold it to (the margin for
+    # other samples of it): the levels at LEVEL_SHARE, the loads between them as _between holds them
+    levels = [(load, o, _within(o, LEVEL_SHARE)) for load, o in zip(loads, own_times, strict=True)]
     extra = _between(plan, own, between, loads, time, early=early)
     fixed, then = plan, 0
     for _ in range(BETWEEN_ROUNDS):
-        # every load against the runtime's own first, then the steady states within their share (a margin for
-        # other samples of the load) with the room left; again with the steady states the buckets added leave beyond
-        # it (a round judges at most MAX_BETWEEN)
+        # every load against the runtime's own first, then every load within its margin with the room left; again
+        # with the steady states the buckets added leave beyond it (a round judges at most MAX_BETWEEN)
         both = (*loads, *(load for load, _, _ in extra))
         exact = [*own_times, *(o for _, o, _ in extra)]
-        held_to = [*own_times, *(h for _, _, h in extra)]
+        held_to = [h for _, _, h in (*levels, *extra)]
         fixed, _, first, _ = _no_longer(fixed, _judged(fixed, both, exact, time), both, exact, own, limits, time,
                                         room, False, then)  # fmt: skip
         fixed, _, then, _ = _no_longer(fixed, _judged(fixed, both, held_to, time), both, held_to, own, limits, time,
@@ -756,8 +766,7 @@ def _with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], 
                                        given is None, then)  # fmt: skip
     pruned = 0
     if given is None:  # the buckets the repairs left redundant, removed while the plan is beyond its budget
-        rows = [*zip(loads, own_times, strict=True), *((load, o) for load, o, _ in extra)]
-        kept_to = _prune_held(fixed, rows, loads, between, own, time)
+        kept_to = _prune_held(fixed, [*levels, *extra], loads, between, own, time)
         fixed, pruned = _pruned(fixed, worst.budget, kept_to, LoadShapes("planning traffic", *weights), own, limits,
                                 time, bound)  # fmt: skip
         if pruned:
@@ -765,11 +774,12 @@ def _with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], 
     if then and not why:
         why = (f"; {then} buckets added that make no shape dearer, so that no load pads longer than under the "
                f"runtime's own (its steady states within {STEADY_SHARE:g} of its padded time, the loads between "
-               f"the levels scheduled within {SAMPLE_SHARE:g})")  # fmt: skip
+               f"the levels scheduled within {SAMPLE_SHARE:g}, the levels within {LEVEL_SHARE:g})")  # fmt: skip
     if pruned:
         why += (f"; then {pruned} buckets removed that no judged load nor the worst shape needed (the traffic's "
                 f"bucketed time at most {PRUNE_SHARE:.1%} longer, no load or steady state beyond "
-                f"{SAMPLE_SHARE:g} of the runtime's own padded time that was not)")  # fmt: skip
+                f"{min(SAMPLE_SHARE, LEVEL_SHARE):g}-{SAMPLE_SHARE:g} of the runtime's own padded time that was "
+                "not)")  # fmt: skip
     verdicts = judged[: len(loads)]
     if any(v.short for v in off):
         longer = list(dict.fromkeys(v.load.split()[0] for v in off if v.short))
@@ -1080,19 +1090,21 @@ def _prune_side(phase: _Phase, rows: Sequence[LoadShapes]) -> _PruneSide:
     return side
 
 
-def _prune_held(plan: TextBucketPlan, rows: Sequence[tuple[LoadShapes, PaddedTime]], loads: Sequence[LoadShapes],
-                between: Between | None, own: tuple[Sequence[Bucket], Sequence[Bucket]],
+def _prune_held(plan: TextBucketPlan, rows: Sequence[tuple[LoadShapes, PaddedTime, PaddedTime]],
+                loads: Sequence[LoadShapes], between: Between | None, own: tuple[Sequence[Bucket], Sequence[Bucket]],
                 time: StepTimes) -> list[tuple[LoadShapes, float]]:  # fmt: skip
     """What the prune holds and to what padded seconds: the judged ``rows`` (each with its padded time in the
-    runtime's own buckets) and the steady state of every load ``between`` prices (a load nobody judged may not get
-    longer unseen: fresh5's unjudged load 53 padded 1.09x exp's once the judged ones alone were held), each to
-    :data:`SAMPLE_SHARE` of the runtime's own padding (the prune keeps one beyond it no longer than now)."""
-    out = list(rows)
+    runtime's own buckets and the time the repairs held it to) and the steady state of every load ``between`` prices
+    (a load nobody judged may not get longer unseen: fresh5's unjudged load 53 padded 1.09x exp's once the judged
+    ones alone were held), each to :data:`SAMPLE_SHARE` of the runtime's own padding or to its repairs' hold where
+    that is less (a level's :data:`LEVEL_SHARE`); the prune keeps one beyond it no longer than now."""
+    out = [(load, min(h.padded_s, SAMPLE_SHARE * o.padded_s)) for load, o, h in rows]
     steady = _steady(loads) if between is not None else None
     if steady is not None and between is not None:
         states = [steady.at(n) for n in between.candidates(plan.decode, own[1])]
-        out += zip(states, padded_times(*own, states, time), strict=True)
-    return [(load, SAMPLE_SHARE * o.padded_s) for load, o in out]
+        out += [(load, SAMPLE_SHARE * o.padded_s) for load, o in zip(states, padded_times(*own, states, time),
+                                                                       strict=True)]  # fmt: skip
+    return out
 
 
 def _pruned(plan: TextBucketPlan, floor: int, held: Sequence[tuple[LoadShapes, float]], traffic: LoadShapes,
