@@ -11,10 +11,11 @@ import pytest
 from tests.buckets.test_text_worst import EXP, LIMITS, TIME, _rows_at_the_levels, _weights, every_shape, step_ratios
 from vllm_hpu_mm.buckets import text_worst
 from vllm_hpu_mm.buckets.text import TextBucketPlan
-from vllm_hpu_mm.buckets.text_budget import LoadShapes, padded_time
+from vllm_hpu_mm.buckets.text_budget import BudgetedPlan, LoadShapes, LoadVerdict, padded_time
 from vllm_hpu_mm.buckets.text_time import LookupTable
 from vllm_hpu_mm.buckets.text_worst import (
     BOUND,
+    LEVEL_SHARE,
     PRUNE_SHARE,
     SAMPLE_SHARE,
     STEADY,
@@ -120,7 +121,7 @@ def test_a_scheduled_load_between_the_levels_is_held_to_the_sample_share_a_stead
 def test_the_prune_holds_every_steady_state_priced_and_every_judged_load_to_the_sample_share() -> None:
     """Not only the loads judged: the prune once left fresh5's unjudged load 53 at 1.09x exp's."""
     chosen, loads, between = _rows_at_the_levels()
-    rows = [(load, padded_time(*EXP, load, TIME)) for load in loads]
+    rows = [(load, o, o) for load in loads for o in [padded_time(*EXP, load, TIME)]]  # held by the repairs to 1
     held = text_worst._prune_held(chosen.plan, rows, loads, between, EXP, TIME)
     steady = text_worst._steady(loads)
     assert steady is not None
@@ -131,3 +132,55 @@ def test_the_prune_holds_every_steady_state_priced_and_every_judged_load_to_the_
     for load, limit in held:
         assert limit == pytest.approx(SAMPLE_SHARE * padded_time(*EXP, load, TIME).padded_s)
     assert text_worst._prune_held(chosen.plan, rows, loads, None, EXP, TIME) == held[: len(loads)]
+
+
+def _within_the_spread() -> tuple[BudgetedPlan, tuple[LoadShapes, ...]]:
+    """Levels 1 and 2 at once on the levels' plan with 1 sequence's 3 blocks held exactly: level 2's 5 sequences at
+    15 blocks pad to the planned row of 8 (exp's: 6), its single sequences less than under exp: 0.99x exp's padded
+    time, within another sample's spread of it."""
+    chosen, _, _ = _rows_at_the_levels()
+    plan = dataclasses.replace(chosen.plan, decode=tuple(sorted({*chosen.plan.decode, (1, 1, 3)})))
+    loads = (LoadShapes("1 at once", {(200, 0): 10}, {(1, 3): 400}),
+             LoadShapes("2 at once", {(200, 0): 10}, {(1, 3): 108, (5, 15): 100}))  # fmt: skip
+    verdicts = tuple(LoadVerdict(load.load, padded_time(plan.prompt, plan.decode, load, TIME),
+                                 padded_time(*EXP, load, TIME)) for load in loads)  # fmt: skip
+    return BudgetedPlan(plan, plan.graphs, "chosen", verdicts), loads
+
+
+def _ratios(plan: TextBucketPlan, loads: tuple[LoadShapes, ...]) -> list[float]:
+    return [padded_time(plan.prompt, plan.decode, load, TIME).padded_s / padded_time(*EXP, load, TIME).padded_s
+            for load in loads]  # fmt: skip
+
+
+@pytest.mark.parametrize("given", [None, "two more"])
+def test_a_level_within_the_sampling_spread_of_exp_s_padded_time_is_held_to_the_level_share(
+        given: str | None, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Issue 35: fresh5's long prompts at 1 at once padded 1.00x exp's on the plan's sample, 1.05x on another."""
+    chosen, loads = _within_the_spread()
+    before = _ratios(chosen.plan, loads)
+    assert LEVEL_SHARE < before[1] <= 1  # no load pads longer than exp: only the margin repairs it
+    budget = None if given is None else chosen.plan.graphs + 2
+    out = with_bounded_worst(chosen, _weights(loads), loads, LIMITS, EXP, TIME, given=budget)
+    after = _ratios(out.plan, loads)
+    assert after[1] <= LEVEL_SHARE * (1 + 1e-9)  # the prune (given None) keeps it: 1 added, 1 removed here
+    assert after[0] <= before[0] * (1 + 1e-9)
+    assert out.plan.graphs <= chosen.plan.graphs + (0 if given is None else 2)
+    assert f"the levels within {LEVEL_SHARE:g}" in out.reason
+    if given is not None:  # a repair, not a corner: no decode shape dearer (the prune, given None, may)
+        before_s, after_s = step_ratios(chosen.plan), step_ratios(out.plan)
+        assert (after_s[0] <= before_s[0] * (1 + 1e-9)).all()
+    monkeypatch.setattr(text_worst, "LEVEL_SHARE", 1.0)  # without the margin: the level is left where it was
+    same = with_bounded_worst(chosen, _weights(loads), loads, LIMITS, EXP, TIME, given=budget)
+    assert _ratios(same.plan, loads)[1] == pytest.approx(before[1])
+
+
+def test_the_prune_holds_a_level_to_its_repairs_hold_where_that_is_below_the_sample_share() -> None:
+    chosen, loads = _within_the_spread()
+    own = [padded_time(*EXP, load, TIME) for load in loads]
+    rows = [
+        (load, o, text_worst._within(o, share)) for load, o, share in zip(loads, own, (LEVEL_SHARE, 1.0), strict=True)
+    ]
+    held = text_worst._prune_held(chosen.plan, rows, loads, None, EXP, TIME)
+    assert [limit for _, limit in held] == pytest.approx(
+        [min(LEVEL_SHARE, SAMPLE_SHARE) * own[0].padded_s, SAMPLE_SHARE * own[1].padded_s]
+    )
