@@ -44,7 +44,11 @@ alone at 51b3f00), ``worst_case_fresh4_rerun`` and ``worst_case_fresh4_final`` (
 on seeing it: development data since) and ``worst_case_fresh3_rerun`` (fresh3 on that final code), and
 ``worst_case_fresh5`` (``--set fresh5``: six more, written before their first run, on that final code; committed
 alone before it), ``worst_case_fresh5_prune`` and ``worst_case_fresh3_prune`` (``--seeds 3``: fresh5 and fresh3 on
-the prune pass and the sampled loads' margin, made on seeing fresh5 and fresh4: development data), and
+the prune pass and the sampled loads' margin, made on seeing fresh5 and fresh4: development data),
+``worst_case_fresh3_levels_before``, ``worst_case_fresh4_levels_before`` and ``worst_case_fresh5_levels_before``
+(``--seeds 3``, the levels sampled too, at 9d3a40c: the spread the levels' margin is derived from),
+``worst_case_fresh5_levels_085`` and ``worst_case_fresh3_levels_085`` (that margin at 0.85) and
+``worst_case_fresh5_levels`` and ``worst_case_fresh3_levels`` (at 0.83, the one kept), and
 ``--set fresh6``: six more, written before those changes landed and before their first run, committed alone
 (48f9f80).
 """
