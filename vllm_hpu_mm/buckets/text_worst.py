@@ -37,13 +37,16 @@ as in a long run, not its ramp and drain) and repaired with the levels (issue 35
 on 600 requests where its 200-request schedule, chosen by batch rows alone, padded 0.99x), each held to
 :data:`SAMPLE_SHARE` of the runtime's own padding: the repairs fit that one sample, which another sample of the load
 reads up to 9.5% longer against the runtime's own (fresh5's prefix-heavy load 39: 0.95x exp's on the plan's sample,
-1.00-1.03x on three others). Other loads between stay unjudged, only kept from getting longer by these additions.
+1.00-1.03x on three others). The judged levels are one sample each too and are held the same way, by the same
+repairs, to :data:`LEVEL_SHARE` (a level they cannot bring there stays within the runtime's own). Other loads between
+stay unjudged, only kept from getting longer by these additions.
 
 Then (the default's budget, where the repairs left the plan beyond it) the prune pass (:func:`_pruned`) removes the
 buckets the repairs left redundant, one at a time, the one adding least to the planning traffic's bucketed seconds
 first, down to the budget at most, while no shape the limits allow is left to compile, none costs more than the bound
 (or than its phase's worst where that is beyond it), every judged load and every steady state priced stays within
-:data:`SAMPLE_SHARE` of the runtime's own padded time (no longer than now where beyond it), and the traffic's bucketed
+:data:`SAMPLE_SHARE` of the runtime's own padded time (a level within :data:`LEVEL_SHARE`; no longer than now where
+beyond it), and the traffic's bucketed
 seconds grow by at most :data:`PRUNE_SHARE` in all. Exact without a lookup per trial: removing a bucket moves exactly
 the shapes it held to the next bucket in sorted order holding each (:func:`_next_holder`).
 
