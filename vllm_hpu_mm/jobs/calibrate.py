@@ -1,17 +1,18 @@
 """The ``memory calibrate`` job as one library function, :func:`calibrate_log`: read a warm-up log, pick the device
 it ran on, resolve the model it ran, measure the graph costs and save them as the profile ``memory plan`` reads;
 with a server's ``/metrics`` (URL or saved page), also the step-time fit the replay's whole latencies use.
-Never over an input: an output that is the log itself (or the same file under another name) is refused before
-anything is read. ``cli/memory_calibrate.py`` parses and prints it."""
+Never over an input or a file of the user's: an output that is the log itself (or the same file under another name),
+or an existing file that is not a profile, is refused before anything is read. ``cli/memory_calibrate.py`` parses
+and prints it."""
 
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.jobs.outputs import check_output
 from vllm_hpu_mm.logs.calibrate import Calibration, WarmupLog, calibrate, parse_warmup
 from vllm_hpu_mm.logs.profile import save_profile
 from vllm_hpu_mm.logs.reading import log_lines
@@ -58,22 +59,11 @@ class Calibrated:
     source: str = ""
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    """``a`` and ``b`` name one file: the same resolved path, or (both existing) the same inode through a link."""
-    if a.resolve() == b.resolve():
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:  # one of them does not exist (yet): only the resolved paths could have matched
-        return False
-
-
-def refuse_overwrite(output: Path, inputs: dict[str, str], output_flag: str) -> None:
-    """ConfigError (one line, naming the flag and the file) when ``output`` is one of ``inputs`` (flag -> path)."""
-    for flag, raw in inputs.items():
-        if raw != "-" and _same_file(output, Path(raw).expanduser()):
-            raise ConfigError(f"{output_flag} {output} is the same file as the {flag} {raw}: writing the profile "
-                              "there would overwrite it; accepted: another path for the profile")  # fmt: skip
+def refuse_overwrite(output: Path, inputs: dict[str, str], output_flag: str, *, create_folder: bool = False) -> None:
+    """ConfigError (one line, naming the flag and the file) when writing the profile to ``output`` would lose
+    something: it is one of ``inputs`` (flag -> path), or a file of the user's that is not a profile
+    (:func:`~vllm_hpu_mm.jobs.outputs.check_output`)."""
+    check_output(str(output), output_flag, "profile", inputs.items(), create_folder=create_folder)
 
 
 def _model(name: str | None, logged: str | None) -> tuple[ModelDims | None, str]:
@@ -118,7 +108,7 @@ def calibrate_log(args: CalibrateArgs, settings: Settings) -> Calibrated:
         | ({"--model": args.model} if args.model and Path(args.model).exists() else {})
     )
     flag = "--output" if args.output else (PROFILE_VAR if settings.profile else "the default profile path")
-    refuse_overwrite(path, inputs, flag)  # before anything is read
+    refuse_overwrite(path, inputs, flag, create_folder=not args.output)  # before anything is read
     log = parse_warmup(log_lines(args.log) if args.log is not None else [])
     device = _device(args.device, log.backend)
     model, model_from = _model(args.model, log.model)
