@@ -15,7 +15,13 @@ from vllm_hpu_mm import envs
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan import inputs as plan_inputs
 from vllm_hpu_mm.plan.args import SizingArgs
-from vllm_hpu_mm.plan.derived import SchedulerLimits, scheduler_limits
+from vllm_hpu_mm.plan.derived import (
+    SPECULATIVE_KEYS,
+    SPECULATIVE_METHODS,
+    SchedulerLimits,
+    scheduler_limits,
+    speculative_tokens,
+)
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.runtimes.arithmetic import vllm_batch_defaults
 from vllm_hpu_mm.runtimes.base import DeviceFacts
@@ -171,10 +177,60 @@ def test_a_speculative_config_adds_vllm_gaudis_spec_decode_buckets() -> None:
     ([1], "is not a JSON object"),
     ({"method": "ngram"}, "no num_speculative_tokens"),
     ({"method": "ngram", "num_speculative_tokens": 0}, "accepted: an integer >= 1"),
+    ({"method": "foo", "num_speculative_tokens": 2}, "vLLM refuses it: method 'foo' is not a method vLLM knows"),
+    ({"num_speculative_tokens": 2}, "vLLM refuses it: num_speculative_tokens was provided but without speculative"),
+    ({"method": "eagle", "num_speculative_tokens": 3}, "method 'eagle' needs 'model'"),
+    ({"method": "ngram", "num_speculative_tokens": 2, "bogus": 1}, "'bogus': not a key vLLM's SpeculativeConfig"),
+    ({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 5, "prompt_lookup_max": 2},
+     "prompt_lookup_min=5 must be <= prompt_lookup_max=2"),
 ])  # fmt: skip
 def test_a_speculative_config_the_plan_cannot_size_is_refused(config: object, said: str) -> None:
     with pytest.raises(ConfigError, match=f"--speculative-config: .*{said}"):
         build(device="gaudi2", runtime="vllm-gaudi", speculative_config=config)
+
+
+#: Speculative configs vLLM's SpeculativeConfig judges alone (no target model, no optional package): accepted ones
+#: and each refusal of its field types and __post_init__.
+SPECULATIVE_GRID = (
+    {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 4},
+    {"model": "ngram", "num_speculative_tokens": 2},
+    {"method": "ngram_gpu", "num_speculative_tokens": 1, "prompt_lookup_max": 3},
+    {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 3},
+    {"method": "foo", "num_speculative_tokens": 2},
+    {"num_speculative_tokens": 2},
+    {"method": "eagle", "num_speculative_tokens": 3},
+    {"method": "draft_model", "num_speculative_tokens": 2},
+    {"method": "custom_class", "num_speculative_tokens": 2},
+    {"method": "ngram", "num_speculative_tokens": 2, "bogus": 1},
+    {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 5, "prompt_lookup_max": 2},
+    {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 0},
+)
+
+
+@pytest.mark.vllm
+def test_a_speculative_config_is_refused_exactly_where_vllm_refuses_it() -> None:
+    import typing
+
+    from vllm.config.speculative import SpeculativeConfig, SpeculativeMethod
+
+    def flat(t: object) -> list[object]:
+        return [x for a in typing.get_args(t) for x in (flat(a) if typing.get_args(a) else [a])]
+
+    assert sorted(SPECULATIVE_METHODS) == sorted(flat(SpeculativeMethod))  # type: ignore[type-var]
+    assert set(SPECULATIVE_KEYS) == {f.name for f in dataclasses.fields(SpeculativeConfig) if f.init}
+    for config in SPECULATIVE_GRID:
+        try:
+            SpeculativeConfig(**config)  # type: ignore[arg-type]
+            theirs = True
+        except ValueError:  # pydantic's ValidationError is one
+            theirs = False
+        said = ""
+        try:
+            speculative_tokens(config, "--speculative-config")
+        except ConfigError as exc:
+            said = str(exc)
+        assert (said == "") == theirs, config
+        assert theirs or "vLLM refuses it" in said, config
 
 
 # --- limits a user can pass ----------------------------------------------------------------------------------------
