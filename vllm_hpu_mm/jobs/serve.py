@@ -18,6 +18,7 @@ from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.plan import render
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.bucket_choice import BucketChoice, choose, read_sizes, read_traffic
+from vllm_hpu_mm.plan.derived import check_long_prefill
 from vllm_hpu_mm.plan.inputs import PlanInputs, build, provenance
 from vllm_hpu_mm.plan.pipeline import checked_by_runtime, fit_max_model_len, plan_with_profile
 from vllm_hpu_mm.plan.planner import Plan
@@ -118,12 +119,15 @@ def prepare(
     compilation_config: dict[str, Any] | None,
     notes: Sequence[str] = (),
     last_notes: Sequence[str] = (),
+    long_prefill_token_threshold: int | None = None,
 ) -> Launch:
     """Plan, export and build the command. ``server_args``: the server arguments, the user's in order with the model
     as ``--model``; ``output_dir``: where the runtime's files (vllm-gaudi's bucket file) will be written; ``notes``
-    and ``last_notes``: how the server arguments were read, before and after the exporter's own notes."""
+    and ``last_notes``: how the server arguments were read, before and after the exporter's own notes;
+    ``long_prefill_token_threshold``: the server's, checked against the max_model_len the plan resolved."""
     planned = plan_and_choose(sizing, settings, runtime_env)
     result, choice = planned.plan, planned.buckets
+    check_long_prefill(long_prefill_token_threshold, result.inputs.max_model_len, sizing.flag("max_model_len"))
     flags = flags_from_environment(
         settings,
         limit_mm_per_prompt=limit_mm_per_prompt,

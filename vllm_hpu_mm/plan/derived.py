@@ -20,6 +20,7 @@ __all__ = [
     "SPECULATIVE_KEYS",
     "SPECULATIVE_METHODS",
     "SchedulerLimits",
+    "check_long_prefill",
     "kv_dtype_size",
     "scheduler_limits",
     "speculative_tokens",
@@ -73,6 +74,15 @@ def scheduler_limits(defaults: BatchDefaults, max_model_len: int, args: SizingAr
         )
     validate.check_batched_tokens(tokens, seqs, name("max_num_batched_tokens"), name("max_num_seqs"))
     return SchedulerLimits(seqs, tokens, chunked)
+
+
+def check_long_prefill(threshold: int | None, max_model_len: int, model_len_flag: str) -> None:
+    """vLLM 0.32 ``config/scheduler.py`` ``verify_max_model_len``: ``--long-prefill-token-threshold`` above the
+    max_model_len vLLM resolves (the plan's, ``auto`` fitted) stops it at start-up (:class:`ConfigError`)."""
+    if threshold is not None and threshold > max_model_len:
+        raise ConfigError(f"--long-prefill-token-threshold={threshold} is above {model_len_flag} {max_model_len}: "
+                          "vLLM refuses to start (config/scheduler.py verify_max_model_len); accepted: at most "
+                          f"{max_model_len} (0: no threshold), or a larger {model_len_flag}")  # fmt: skip
 
 
 def kv_dtype_size(kv_cache_dtype: str | None, dtype_size: int, flag: str) -> int:
