@@ -139,6 +139,17 @@ def test_num_gpu_blocks_override_sets_the_blocks_and_refuses_more_than_memory_ho
     assert any("vLLM allocates the override regardless" in f.message for f in many.findings)
 
 
+def test_an_override_too_small_for_one_sequence_names_the_override_and_its_own_fix() -> None:
+    """vLLM 0.32 get_kv_cache_configs checks the override's blocks less the null block: 256 + 1 hold 32,768 tokens
+    of 128; 100 do not, whatever memory is left (the plan blamed the memory and offered a longer max_model_len)."""
+    few = plan(build(device="gaudi2", runtime="vllm-gaudi", max_model_len=32768, num_gpu_blocks_override=100))
+    assert not few.fits
+    (error,) = (f for f in few.findings if f.severity == "error")
+    assert error.message.startswith("--num-gpu-blocks-override 100 (12672 tokens in blocks of 128")
+    assert error.fix.text == "--num-gpu-blocks-override 257 or more, or lower --max-model-len to 12672"
+    assert plan(build(device="gaudi2", runtime="vllm-gaudi", max_model_len=32768, num_gpu_blocks_override=257)).fits
+
+
 def test_the_cuda_plan_follows_vllms_cudagraph_estimate_switch() -> None:
     """VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (declared in envs.py, vLLM reads bool(int(value))): on by default,
     0 gives the graphs' memory back to the KV cache; a value vLLM cannot read is refused."""

@@ -68,7 +68,22 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
         )
         out.append(Finding("error", "startup", "weights_do_not_fit", message, tp_fix(i)))
         return tuple(out)
-    if seqs < 1:
+    override = i.num_gpu_blocks_override
+    if seqs < 1 and override is not None:
+        # vLLM 0.32 get_kv_cache_configs checks the override's blocks (less the block pool's null block), not memory
+        usable = max(override - 1, 0) * i.block_size
+        need = -(-i.max_model_len // i.block_size) + 1
+        message = (
+            f"--num-gpu-blocks-override {override} ({usable} tokens in blocks of {i.block_size}, less the one the "
+            f"block pool holds back) cannot hold one sequence of --max-model-len {i.max_model_len}: vLLM refuses to "
+            "start"
+        )
+        how = f"--num-gpu-blocks-override {need} or more" + (
+            f", or lower --max-model-len to {usable}" if usable else ""
+        )
+        fix = Fix(how, "--num-gpu-blocks-override", need)
+        out.append(Finding("error", "kv_cache", "kv_cache_too_small", message, fix))
+    elif seqs < 1:
         message = (
             f"the KV cache ({s.kv_cache_bytes / GIB:.2f} GiB) cannot hold one sequence of --max-model-len "
             f"{i.max_model_len}: vLLM refuses to start"
