@@ -8,12 +8,14 @@ and prints it."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.outputs import check_output
 from vllm_hpu_mm.logs.calibrate import Calibration, WarmupLog, calibrate, parse_warmup
+from vllm_hpu_mm.logs.doctor.source import LogSource, SourceSniffer
 from vllm_hpu_mm.logs.profile import save_profile
 from vllm_hpu_mm.logs.reading import log_lines
 from vllm_hpu_mm.logs.server_metrics import fit_from_metrics, server_times
@@ -22,7 +24,16 @@ from vllm_hpu_mm.models.dims import ModelDims, dtype_bytes
 from vllm_hpu_mm.models.lookup import resolve
 from vllm_hpu_mm.plan.profile import default_profile_path
 
-__all__ = ["LOG_DEVICES", "PROFILE_VAR", "CalibrateArgs", "Calibrated", "calibrate_log", "refuse_overwrite"]
+__all__ = [
+    "CALIBRATED_ACCELERATORS",
+    "LOG_DEVICES",
+    "PROFILE_VAR",
+    "CalibrateArgs",
+    "Calibrated",
+    "calibrate_log",
+    "check_calibrated_writer",
+    "refuse_overwrite",
+]
 
 #: The devices a profile can be recorded for: those ``memory plan --device`` names (not ``auto``: a log ran on one).
 LOG_DEVICES = (*KNOWN_DEVICES, "cpu")
@@ -64,6 +75,24 @@ def refuse_overwrite(output: Path, inputs: dict[str, str], output_flag: str, *, 
     something: it is one of ``inputs`` (flag -> path), or a file of the user's that is not a profile
     (:func:`~vllm_hpu_mm.jobs.outputs.check_output`)."""
     check_output(str(output), output_flag, "profile", inputs.items(), create_folder=create_folder)
+
+
+#: The accelerators whose vLLM logs calibrate measures: Gaudi's warm-up lines, CUDA's (and ROCm's: the same torch.cuda
+#: lines) graph memory, CPU's.
+CALIBRATED_ACCELERATORS = ("hpu", "cuda", "rocm", "cpu")
+
+
+def check_calibrated_writer(writer: LogSource, source: str) -> None:
+    """Refuse a log whose own lines name a writer calibrate does not measure (TGI, MindIE, SGLang, vLLM on TPU or an
+    NPU): its figures follow that runtime's arithmetic, and a profile from it would move plans it does not
+    describe. A log that names no framework is read as vLLM's."""
+    if not writer.named:
+        return
+    if writer.framework == "vllm" and writer.accelerator in (None, *CALIBRATED_ACCELERATORS):
+        return
+    raise ConfigError(f"log {source!r} was written by {writer.describe}: memory calibrate measures the logs of vLLM "
+                      f"on {', '.join(CALIBRATED_ACCELERATORS)} (vllm-gaudi, vllm-fork, vLLM CUDA and CPU); accepted: "
+                      "such a log")  # fmt: skip
 
 
 def _model(name: str | None, logged: str | None) -> tuple[ModelDims | None, str]:
@@ -109,7 +138,16 @@ def calibrate_log(args: CalibrateArgs, settings: Settings) -> Calibrated:
     )
     flag = "--output" if args.output else (PROFILE_VAR if settings.profile else "the default profile path")
     refuse_overwrite(path, inputs, flag, create_folder=not args.output)  # before anything is read
-    log = parse_warmup(log_lines(args.log) if args.log is not None else [])
+    sniffer = SourceSniffer()
+
+    def sniffed(lines: Iterable[str]) -> Iterator[str]:
+        for line in lines:
+            sniffer.feed(line)  # bounded: it reads the first lines only
+            yield line
+
+    log = parse_warmup(sniffed(log_lines(args.log)) if args.log is not None else [])
+    if args.log is not None:
+        check_calibrated_writer(sniffer.result(), args.log)
     device = _device(args.device, log.backend)
     model, model_from = _model(args.model, log.model)
     source = " and ".join(s for s in (args.log, args.metrics) if s is not None)
