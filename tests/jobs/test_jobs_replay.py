@@ -20,6 +20,7 @@ from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.models.step_fit import FittedStep, step_to_dict
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.planner import plan
+from vllm_hpu_mm.plan.text_choice import PLANNED_LABEL
 from vllm_hpu_mm.replay.report import to_dict, to_table
 
 SMALL = SizingArgs(max_model_len=4096, max_num_seqs=8, concurrency=4, text_graph_budget=40)
@@ -188,3 +189,16 @@ def test_arrivals_in_time_plan_and_replay_with_the_planned_buckets(arrivals: Arr
     assert r.planned is not None
     assert [c.label for c in r.report.results][-1] == "planned from traffic"
     assert all(c.latency for c in r.report.results)
+
+
+def test_a_built_in_strategy_the_runtime_refuses_at_these_limits_is_left_out_not_the_whole_command() -> None:
+    """--max-num-batched-tokens below the block size: vllm-gaudi's lin and pad assert on their prompt query range,
+    exp and the planned buckets do not; the replay and a plan with a given budget (whose cap counts the built-in
+    strategies) exited 2 on the strategies only compared against."""
+    tight = dataclasses.replace(SMALL, max_num_batched_tokens=100)
+    r = replay_traffic(tight, ReplayArgs(requests=20, plan_buckets=True, strategies=True), load(), {})
+    assert [c.label for c in r.report.results] == ["vllm-gaudi main's exp bucketing", PLANNED_LABEL]
+    refused = [n for n in r.report.notes if n.startswith("a built-in strategy is not replayed")]
+    assert len(refused) == 2
+    assert all("--max-num-batched-tokens (max)" in n for n in refused)
+    assert r.planned is not None

@@ -191,7 +191,11 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
     labels = {r.label for r in results} | {label for _, label in later}
     release: str | None = getattr(own, "version", None)  # a named release shows only the strategies it ships
     for model in registry.strategies(inputs.runtime_name, own_env, release) if args.strategies else ():
-        label = configured_label(model, shape)
+        try:
+            label = configured_label(model, shape)
+        except ConfigError as exc:  # a strategy the runtime refuses at these limits: nothing of it could run
+            notes.append(f"a built-in strategy is not replayed, the runtime would refuse it at these limits: {exc}")
+            continue
         if label not in labels:
             later.append((model, label))
             labels.add(label)
