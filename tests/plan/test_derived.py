@@ -148,6 +148,26 @@ def test_an_override_too_small_for_one_sequence_names_the_override_and_its_own_f
     assert error.message.startswith("--num-gpu-blocks-override 100 (12672 tokens in blocks of 128")
     assert error.fix.text == "--num-gpu-blocks-override 257 or more, or lower --max-model-len to 12672"
     assert plan(build(device="gaudi2", runtime="vllm-gaudi", max_model_len=32768, num_gpu_blocks_override=257)).fits
+    # 8 blocks of 128 hold 1,024 tokens, but only 7 are usable: a 1,000-token sequence does not fit
+    eight = plan(build(device="gaudi2", runtime="vllm-gaudi", max_model_len=1000, num_gpu_blocks_override=8))
+    assert not eight.fits
+    assert any(f.fix.text.startswith("--num-gpu-blocks-override 9 or more") for f in eight.findings)
+
+
+def test_kv_cache_memory_bytes_is_read_where_the_runtime_reads_it_and_said_where_it_does_not() -> None:
+    """vLLM 0.32 gpu_worker.py:649 sizes the KV cache to --kv-cache-memory-bytes (the CUDA plan ignored it);
+    vllm-gaudi @091bbadd never reads it (a warning, the KV cache as its worker sizes it); vllm-fork's vLLM has no
+    such flag (refused)."""
+    cuda = plan(build(device="h100", runtime="vllm-cuda", max_model_len=8192, kv_cache_memory_bytes=8 * 10**9))
+    assert cuda.split.kv_cache_bytes == 8 * 10**9
+    plain = plan(build(device="gaudi2", runtime="vllm-gaudi", max_model_len=8192))
+    told = plan(build(device="gaudi2", runtime="vllm-gaudi", max_model_len=8192, kv_cache_memory_bytes=8 * 10**9))
+    assert told.kv_blocks == plain.kv_blocks
+    (warning,) = (f for f in told.findings if f.code == "flag_not_read")
+    assert warning.severity == "warning"
+    assert warning.message.startswith("--kv-cache-memory-bytes 8000000000 is not read by vllm-gaudi")
+    with pytest.raises(ConfigError, match=r"^--kv-cache-memory-bytes: vllm-fork does not take it"):
+        build(device="gaudi2", runtime="vllm-fork", kv_cache_memory_bytes=8 * 10**9)
 
 
 def test_the_cuda_plan_follows_vllms_cudagraph_estimate_switch() -> None:

@@ -31,6 +31,7 @@ Code = Literal[
     "text_graphs_over_pool",
     "encoder_cache_smaller",
     "runtime_drops_buckets",
+    "flag_not_read",
 ]
 
 
@@ -68,6 +69,13 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
         )
         out.append(Finding("error", "startup", "weights_do_not_fit", message, tp_fix(i)))
         return tuple(out)
+    if i.kv_cache_memory_bytes is not None and traits.kv_cache_memory_bytes == "ignored":
+        message = (f"--kv-cache-memory-bytes {i.kv_cache_memory_bytes} is not read by {i.runtime.name.value} "
+                   f"({traits.kv_cache_memory_bytes_source}): the plan sizes the KV cache as the server "
+                   "will")  # fmt: skip
+        fix = Fix("leave out --kv-cache-memory-bytes; size the KV cache with --gpu-memory-utilization and "
+                  f"{knobs(GRAPH_RESERVED_MEM)}")  # fmt: skip
+        out.append(Finding("warning", "kv_cache", "flag_not_read", message, fix))
     override = i.num_gpu_blocks_override
     if seqs < 1 and override is not None:
         # vLLM 0.32 get_kv_cache_configs checks the override's blocks (less the block pool's null block), not memory

@@ -267,6 +267,10 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
     quantization = validate.check_quantization(args.quantization or model.quantization, quant_flag)
 
     runtime, found = _runtime_model(args, spec.backend, env)
+    if args.kv_cache_memory_bytes is not None and runtime.traits.kv_cache_memory_bytes == "unknown":
+        raise ConfigError(f"{flag('kv_cache_memory_bytes')}: {runtime.name.value} does not take it "
+                          f"({runtime.traits.kv_cache_memory_bytes_source}); accepted: leave it out and size the KV "
+                          f"cache with {flag('gpu_memory_utilization')} and VLLM_GRAPH_RESERVED_MEM")  # fmt: skip
     given_util = args.gpu_memory_utilization
     util = runtime.traits.default_gpu_memory_utilization if given_util is None else given_util
     defaults = runtime.batch_defaults(DeviceFacts(spec.backend, total, spec.name, tp * pp))

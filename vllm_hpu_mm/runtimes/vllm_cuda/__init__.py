@@ -102,6 +102,9 @@ class VllmCuda(NoBucketList):
             f"{VLLM_032} v1/worker/utils.py request_memory + gpu_worker.determine_available_memory: "
             f"ceil(total x gpu_memory_utilization) - (weights + profiling peak + non-torch), {note}"
         )
+        if m.kv_cache_memory_bytes is not None:  # gpu_worker.py:649: the given size, utilization not read
+            kv = m.kv_cache_memory_bytes
+            formula = f"{VLLM_032} gpu_worker.determine_available_memory: the explicit --kv-cache-memory-bytes"
         return MemorySplit(
             free,
             m.activation_peak_bytes,
