@@ -16,6 +16,8 @@ from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan import inputs as plan_inputs
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.derived import (
+    CUDA_KV_DTYPES,
+    KV_DTYPE_BYTES,
     SPECULATIVE_KEYS,
     SPECULATIVE_METHODS,
     SchedulerLimits,
@@ -127,6 +129,25 @@ def test_an_fp8_kv_cache_halves_the_bytes_per_token_and_doubles_the_blocks() -> 
     assert fp8.kv_blocks >= 2 * bf16.kv_blocks - 1
     with pytest.raises(ConfigError, match="--kv-cache-dtype=nvfp4: vLLM accepts it, but the plan does not size"):
         build(device="gaudi2", runtime="vllm-gaudi", kv_cache_dtype="nvfp4")
+
+
+def test_a_kv_dtype_no_cuda_attention_backend_takes_is_refused_on_cuda() -> None:
+    with pytest.raises(ConfigError, match=r"^--kv-cache-dtype=fp8_inc: no vLLM 0.32 CUDA attention backend takes it"):
+        build(device="h100", runtime="vllm-cuda", kv_cache_dtype="fp8_inc")
+    fp8 = build(device="h100", runtime="vllm-cuda", kv_cache_dtype="fp8_e5m2")
+    assert fp8.kv_dtype_size == 1
+
+
+@pytest.mark.vllm
+def test_the_cuda_kv_dtypes_are_the_ones_vllms_cuda_attention_backends_take() -> None:
+    # FlashInfer's module needs flashinfer installed; its sized dtypes are Triton's too
+    from vllm.v1.attention.backends.flash_attn import FlashAttentionBackend
+    from vllm.v1.attention.backends.flex_attention import FlexAttentionBackend
+    from vllm.v1.attention.backends.triton_attn import TritonAttentionBackend
+
+    taken = {d for b in (FlashAttentionBackend, FlexAttentionBackend, TritonAttentionBackend)
+             for d in b.supported_kv_cache_dtypes}  # fmt: skip
+    assert {d for d in KV_DTYPE_BYTES if d in taken} | {"auto"} == set(CUDA_KV_DTYPES)
 
 
 def test_num_gpu_blocks_override_sets_the_blocks_and_refuses_more_than_memory_holds() -> None:

@@ -16,6 +16,7 @@ from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.runtimes.base import BatchDefaults
 
 __all__ = [
+    "CUDA_KV_DTYPES",
     "KV_DTYPE_BYTES",
     "SPECULATIVE_KEYS",
     "SPECULATIVE_METHODS",
@@ -85,11 +86,23 @@ def check_long_prefill(threshold: int | None, max_model_len: int, model_len_flag
                           f"{max_model_len} (0: no threshold), or a larger {model_len_flag}")  # fmt: skip
 
 
-def kv_dtype_size(kv_cache_dtype: str | None, dtype_size: int, flag: str) -> int:
+#: The ``--kv-cache-dtype`` values some vLLM 0.32 CUDA attention backend takes (``v1/attention/backends``: the union
+#: of FlashAttention's, Triton's, FlashInfer's and FlexAttention's ``supported_kv_cache_dtypes``), of those the plan
+#: sizes; a test checks it against the installed vLLM. ``fp8_inc`` (Intel Neural Compressor's, Gaudi's) is in none:
+#: vLLM finds no attention backend and does not start.
+CUDA_KV_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
+
+
+def kv_dtype_size(kv_cache_dtype: str | None, dtype_size: int, flag: str, backend: str = "hpu") -> int:
     """Bytes per KV element: the model's (``auto``, ``config/cache.py`` ``cache_dtype``'s default) or the
-    ``--kv-cache-dtype`` one's; a value vLLM accepts whose layout the plan does not size is refused with its name."""
+    ``--kv-cache-dtype`` one's; a value vLLM accepts whose layout the plan does not size is refused with its name,
+    and on CUDA one no attention backend takes."""
     if kv_cache_dtype in (None, "auto"):
         return dtype_size
+    if backend == "cuda" and kv_cache_dtype in KV_DTYPE_BYTES and kv_cache_dtype not in CUDA_KV_DTYPES:
+        raise ConfigError(f"{flag}={kv_cache_dtype}: no vLLM 0.32 CUDA attention backend takes it (fp8_inc is "
+                          "Gaudi's), vLLM does not start; accepted on CUDA: "
+                          f"{', '.join(CUDA_KV_DTYPES)}")  # fmt: skip
     if kv_cache_dtype not in KV_DTYPE_BYTES:
         raise ConfigError(f"{flag}={kv_cache_dtype}: vLLM accepts it, but the plan does not size its layout (scales "
                           f"per token or head); planned: auto, {', '.join(KV_DTYPE_BYTES)}")  # fmt: skip

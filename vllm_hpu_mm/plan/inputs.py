@@ -316,7 +316,7 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         costs=HPU_LAZY_GRAPHS if spec.backend == "hpu" else ESTIMATES,
         max_model_len_auto=args.max_model_len == MAX_MODEL_LEN_AUTO,
         given=frozenset(o.field for o in VLLM_FLAGS if getattr(args, o.field) is not None),
-        kv_dtype_size=kv_dtype_size(args.kv_cache_dtype, size, flag("kv_cache_dtype")),
+        kv_dtype_size=kv_dtype_size(args.kv_cache_dtype, size, flag("kv_cache_dtype"), spec.backend),
         chunked_prefill=limits.chunked_prefill,
         num_gpu_blocks_override=args.num_gpu_blocks_override,
         num_speculative_tokens=speculative_tokens(args.speculative_config, flag("speculative_config")),
