@@ -104,6 +104,8 @@ class PlanInputs:
     num_gpu_blocks_override: int | None = None
     #: Tokens proposed per step under ``--speculative-config`` (0: none).
     num_speculative_tokens: int = 0
+    #: vLLM's ``--performance-mode`` (balanced, interactivity or throughput).
+    performance_mode: str = "balanced"
 
     def vision_listed(self, buckets: Iterable[int]) -> str:
         """Vision buckets comma-separated in the unit the runtime reads: patches per image, or images per pass."""
@@ -116,7 +118,8 @@ class PlanInputs:
         return EngineShape(max_model_len=self.max_model_len, max_num_seqs=self.max_num_seqs,
                            max_num_batched_tokens=self.max_num_batched_tokens, block_size=self.block_size,
                            num_kv_blocks=max(kv_blocks, 1),
-                           num_speculative_tokens=self.num_speculative_tokens)  # fmt: skip
+                           num_speculative_tokens=self.num_speculative_tokens,
+                           performance_mode=self.performance_mode)  # fmt: skip
 
     @property
     def runtime_name(self) -> Runtime:
@@ -320,4 +323,5 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         chunked_prefill=limits.chunked_prefill,
         num_gpu_blocks_override=args.num_gpu_blocks_override,
         num_speculative_tokens=speculative_tokens(args.speculative_config, flag("speculative_config")),
+        performance_mode=args.performance_mode or "balanced",
     )
