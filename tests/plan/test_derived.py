@@ -181,6 +181,15 @@ def test_kv_cache_memory_bytes_is_read_where_the_runtime_reads_it_and_said_where
     such flag (refused)."""
     cuda = plan(build(device="h100", runtime="vllm-cuda", max_model_len=8192, kv_cache_memory_bytes=8 * 10**9))
     assert cuda.split.kv_cache_bytes == 8 * 10**9
+    assert cuda.fits
+    # more than the card leaves after the weights: vLLM allocates it anyway (utilization not read), an OOM
+    over = plan(build(device="h100", runtime="vllm-cuda", max_model_len=8192, kv_cache_memory_bytes=75 * 10**9))
+    (error,) = (f for f in over.findings if f.severity == "error")
+    assert error.code == "kv_cache_over_memory"
+    assert error.fix.value is not None
+    assert plan(
+        build(device="h100", runtime="vllm-cuda", max_model_len=8192, kv_cache_memory_bytes=error.fix.value)
+    ).fits
     plain = plan(build(device="gaudi2", runtime="vllm-gaudi", max_model_len=8192))
     told = plan(build(device="gaudi2", runtime="vllm-gaudi", max_model_len=8192, kv_cache_memory_bytes=8 * 10**9))
     assert told.kv_blocks == plain.kv_blocks
