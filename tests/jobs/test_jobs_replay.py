@@ -202,3 +202,25 @@ def test_a_built_in_strategy_the_runtime_refuses_at_these_limits_is_left_out_not
     assert len(refused) == 2
     assert all("--max-num-batched-tokens (max)" in n for n in refused)
     assert r.planned is not None
+
+
+def test_a_configuration_the_server_would_not_start_with_is_said_as_serves_dry_run_says_it() -> None:
+    """The replay ran 500 override blocks at max_model_len 128000 and exited 0 where serve --dry-run exits 1; with
+    --kv-blocks (a server that started) nothing is said."""
+    import contextlib
+    import io
+
+    from vllm_hpu_mm.cli.main import main
+
+    few = dataclasses.replace(SMALL, num_gpu_blocks_override=10)  # 9 usable blocks of 128 < 4,096 tokens
+    r = replay_traffic(few, QUICK, load(), {})
+    assert r.not_started.startswith("--num-gpu-blocks-override 10 (1152 tokens in blocks of 128")
+    assert replay_traffic(few, dataclasses.replace(QUICK, kv_blocks=40), load(), {}).not_started == ""
+    assert replay_traffic(SMALL, QUICK, load(), {}).not_started == ""
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = main(["buckets", "replay", "--max-model-len", "4096", "--max-num-seqs", "8", "--concurrency", "4",
+                     "--text-graph-budget", "40", "--requests", "60", "--no-plan", "--no-strategies",
+                     "--num-gpu-blocks-override", "10"])  # fmt: skip
+    assert code == 1
+    assert err.getvalue().startswith("vllm-hpu-mm: error: the server would not start: --num-gpu-blocks-override 10")

@@ -152,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
         print(to_table(report))
         if args.plot:
             print(f"plot written to {args.plot}")
+    if replayed.not_started:  # as serve --dry-run says it: the figures are what the server would do if it started
+        return fail(f"the server would not start: {replayed.not_started}", ExitCode.NEGATIVE)
     if report.requests == 0:  # a valid load under which nothing ran: a negative finding, never figures of 1.000
         return fail(f"no request ran under {report.load}: {requests_line(report)}; fix: a load that sends requests "
                     "(a higher --request-rate, a profile segment with clients)", ExitCode.NEGATIVE)  # fmt: skip

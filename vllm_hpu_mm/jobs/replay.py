@@ -84,6 +84,9 @@ class Replayed:
     shape: EngineShape | None = None
     own: RuntimeModel | None = None
     timer: Timer | None = None
+    #: Why the server would not start with these flags (the plan's first error and its fix, as serve's dry run says
+    #: it); "" when it would, or when --kv-blocks describes a server that did.
+    not_started: str = ""
 
     @property
     def yours_compiles(self) -> bool:
@@ -215,4 +218,6 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
                     _time_model(timer), timer.step if timer and isinstance(timer.step, StepTime) else None,
                     sampled=runs.requests, unsent=runs.unsent,
                     worst_case=worst.to_dict() if worst is not None else None)  # fmt: skip
-    return Replayed(report, planned, yours is not None, runs, shape, own, timer)
+    error = next((f for f in first.findings if f.severity == "error"), None)
+    not_started = f"{error.message}; fix: {error.fix.text}" if error is not None and args.kv_blocks is None else ""
+    return Replayed(report, planned, yours is not None, runs, shape, own, timer, not_started)
