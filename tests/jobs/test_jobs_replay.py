@@ -215,7 +215,7 @@ def test_a_configuration_the_server_would_not_start_with_is_said_as_serves_dry_r
     few = dataclasses.replace(SMALL, num_gpu_blocks_override=10)  # 9 usable blocks of 128 < 4,096 tokens
     r = replay_traffic(few, QUICK, load(), {})
     assert r.not_started.startswith("--num-gpu-blocks-override 10 (1152 tokens in blocks of 128")
-    assert replay_traffic(few, dataclasses.replace(QUICK, kv_blocks=40), load(), {}).not_started == ""
+    assert replay_traffic(few, dataclasses.replace(QUICK, kv_blocks=10), load(), {}).not_started == ""
     assert replay_traffic(SMALL, QUICK, load(), {}).not_started == ""
     err = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
@@ -224,3 +224,12 @@ def test_a_configuration_the_server_would_not_start_with_is_said_as_serves_dry_r
                      "--num-gpu-blocks-override", "10"])  # fmt: skip
     assert code == 1
     assert err.getvalue().startswith("vllm-hpu-mm: error: the server would not start: --num-gpu-blocks-override 10")
+
+
+def test_two_kv_block_counts_are_refused_rather_than_one_silently_winning() -> None:
+    both = dataclasses.replace(SMALL, num_gpu_blocks_override=500)
+    with pytest.raises(ConfigError, match=r"^--kv-blocks 800 and --num-gpu-blocks-override 500 name two KV block"):
+        replay_traffic(both, dataclasses.replace(QUICK, kv_blocks=800), load(), {})
+    same = replay_traffic(both, dataclasses.replace(QUICK, kv_blocks=500), load(), {})
+    assert same.shape is not None
+    assert same.shape.num_kv_blocks == 500

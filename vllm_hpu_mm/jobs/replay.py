@@ -16,7 +16,7 @@ from vllm_hpu_mm.buckets.turns import on_two
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.jobs.serve import on_default_device, plan_inputs
+from vllm_hpu_mm.jobs.serve import on_default_device, one_block_count, plan_inputs
 from vllm_hpu_mm.models.step_fit import FittedStep
 from vllm_hpu_mm.models.step_time import StepTime
 from vllm_hpu_mm.plan.args import SizingArgs
@@ -141,6 +141,7 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
     sizing = on_default_device(sizing)
     own_env, env_file = registry.split_bucket_file(runtime_env)
     file_path = args.bucket_file or env_file
+    one_block_count(args.kv_blocks, sizing)
     inputs, costs = plan_inputs(sizing, settings, own_env)  # the calibrated profile too, as serve's
     first = plan(inputs)
     budget = sizing.text_graph_budget

@@ -14,6 +14,7 @@ from typing import Any
 
 from vllm_hpu_mm.buckets.sizes import images_of
 from vllm_hpu_mm.envs import Settings
+from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.plan import render
 from vllm_hpu_mm.plan.args import SizingArgs
@@ -28,8 +29,8 @@ from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import ExportContext, Exports
 from vllm_hpu_mm.runtimes.exports import exports_for, flags_from_environment
 
-__all__ = ["DEFAULT_MODEL", "SERVER_MODULE", "Launch", "Planned", "on_default_device", "plan_and_choose",
-           "plan_inputs", "prepare", "server_command"]  # fmt: skip
+__all__ = ["DEFAULT_MODEL", "SERVER_MODULE", "Launch", "Planned", "on_default_device", "one_block_count",
+           "plan_and_choose", "plan_inputs", "prepare", "server_command"]  # fmt: skip
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
@@ -61,6 +62,16 @@ class Launch:
     @property
     def plan(self) -> Plan:
         return self.planned.plan
+
+
+def one_block_count(kv_blocks: int | None, sizing: SizingArgs) -> None:
+    """``--kv-blocks`` (what a started server's log reported) and ``--num-gpu-blocks-override`` (what vLLM is told
+    to allocate) naming two different KV block counts: :class:`ConfigError` rather than one silently winning."""
+    override = sizing.num_gpu_blocks_override
+    if kv_blocks is not None and override is not None and kv_blocks != override:
+        raise ConfigError(f"--kv-blocks {kv_blocks} and {sizing.flag('num_gpu_blocks_override')} {override} name two "
+                          "KV block counts; accepted: one of them (--kv-blocks: what the server's log "
+                          "reported)")  # fmt: skip
 
 
 def on_default_device(sizing: SizingArgs, *, launching: bool = False) -> SizingArgs:
