@@ -180,3 +180,5 @@ def test_a_long_prefill_threshold_above_the_resolved_max_model_len_is_refused_as
                                           r"refuses to start .*accepted: at most 4096"):  # fmt: skip
         with_threshold(4097)
     assert with_threshold(4096).plan.fits
+    with pytest.raises(ConfigError, match=r"^--long-prefill-token-threshold=-5: vLLM refuses it \(at least 0\)"):
+        with_threshold(-5)

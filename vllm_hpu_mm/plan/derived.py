@@ -80,6 +80,9 @@ def scheduler_limits(defaults: BatchDefaults, max_model_len: int, args: SizingAr
 def check_long_prefill(threshold: int | None, max_model_len: int, model_len_flag: str) -> None:
     """vLLM 0.32 ``config/scheduler.py`` ``verify_max_model_len``: ``--long-prefill-token-threshold`` above the
     max_model_len vLLM resolves (the plan's, ``auto`` fitted) stops it at start-up (:class:`ConfigError`)."""
+    if threshold is not None and threshold < 0:  # SchedulerConfig's Field(ge=0)
+        raise ConfigError(f"--long-prefill-token-threshold={threshold}: vLLM refuses it (at least 0); accepted: 0 (no "
+                          f"threshold) to {max_model_len}")  # fmt: skip
     if threshold is not None and threshold > max_model_len:
         raise ConfigError(f"--long-prefill-token-threshold={threshold} is above {model_len_flag} {max_model_len}: "
                           "vLLM refuses to start (config/scheduler.py verify_max_model_len); accepted: at most "
