@@ -38,6 +38,8 @@ class EngineShape:
     block_size: int
     num_kv_blocks: int
     num_speculative_tokens: int = 0
+    #: vLLM's ``--performance-mode`` (``interactivity`` captures every CUDA graph size up to 32).
+    performance_mode: str = "balanced"
     mamba_chunk_size: int = 0
     mamba_chunk_size_is_explicit: bool = False
     skip_decode_block_clamp: bool = False

@@ -88,7 +88,7 @@ def test_check_with_warnings_exits_1_and_prints_them_on_stderr(capsys: pytest.Ca
         (["plan", "--images", str(SIZES)], "no readable images among"),
         (["plan", "--min-pixels", "9000", "--max-pixels", "5000"], "above --max-pixels"),
         (["check", "1600,1000"], "bucket 1000 is not a multiple of 64"),
-        (["check", "--plot", "/nonexistent/folder/hist.png"], "--plot /nonexistent/folder/hist.png: cannot write it"),
+        (["check", "--plot", "/nonexistent/folder/hist.png"], "--plot /nonexistent/folder/hist.png: the folder"),
         (["plan", "--bogus"], "unrecognized arguments: --bogus"),
         (["frobnicate"], "invalid choice"),
     ],

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -162,6 +164,29 @@ def test_an_error_keeps_its_code_when_standard_output_is_closed() -> None:
                           stderr=subprocess.PIPE, timeout=120, preexec_fn=lambda: os.close(1))  # fmt: skip
     assert proc.returncode == 2
     assert b"unrecognized arguments: --bogus" in proc.stderr
+
+
+class _FullDisk:
+    """Standard output on a full disk (``> /dev/full``): every write fails with ENOSPC."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("argv", [["oom-doctor", "LOG", "--json"], ["oom-doctor", "LOG"], ["buckets", "plan"]])
+def test_an_answer_standard_output_cannot_take_is_said_in_one_line_not_called_a_bug(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = str(Path(__file__).parents[1] / "data" / "logs" / "vllm_gaudi_warmup_doc.log")
+    monkeypatch.setattr(sys, "stdout", _FullDisk())
+    assert main([log if a == "LOG" else a for a in argv]) == 2  # it was 3, "a bug in vllm-hpu-mm"
+    assert capsys.readouterr().err.splitlines() == [
+        "vllm-hpu-mm: error: cannot write the answer to standard output (No space left on device); accepted: an "
+        "output with room for it"
+    ]
 
 
 def test_an_absurd_number_of_server_arguments_is_refused_before_parsing(capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,22 @@ def test_another_file_beside_the_log_is_written(tmp_path: Path) -> None:
     job = calibrate_log(CalibrateArgs(str(log), output=str(tmp_path / "server.json")), load())
     assert job.written_to == tmp_path / "server.json"
     assert log.read_bytes() == WARMUP_DOC.read_bytes()
+
+
+@pytest.mark.parametrize(("log", "writer"), [
+    ("tgi_832_healthy_launch.log", "TGI"),
+    ("gpustack_3541_mindie_warmup.log", "MindIE (not a vLLM runtime) on npu"),
+    ("tpu_inference_223_kv_needed.log", "vLLM on tpu"),
+])  # fmt: skip
+def test_a_log_another_runtime_wrote_is_refused_naming_it_and_nothing_is_written(
+    tmp_path: Path, log: str, writer: str
+) -> None:
+    """As memory compare: the log's own lines name its writer first (the round before answered 'runtime unknown:
+    nothing measurable', exit 1)."""
+    out = tmp_path / "profile.json"
+    said = rf"^log .*{log}' was written by {re.escape(writer)}: memory calibrate measures"
+    with pytest.raises(ConfigError, match=said):
+        calibrate_log(CalibrateArgs(str(DATA / "logs" / log), output=str(out)), load())
+    assert not out.exists()
+    cpu = calibrate_log(CalibrateArgs(str(DATA / "logs" / "cpu_serve_ok.log"), output=str(out)), load())
+    assert cpu.calibration.backend == "cpu"

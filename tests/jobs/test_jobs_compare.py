@@ -89,3 +89,16 @@ def test_a_log_of_several_start_ups_is_compared_on_its_last(tmp_path: Path) -> N
 def test_the_device_defaults_as_the_planning_commands_default_it(tmp_path: Path) -> None:
     c = compare(DEV, dataclasses.replace(sizing_for(DEV, tmp_path), device=None))
     assert c.inputs.device == "gaudi2"
+
+
+def test_the_kv_flags_the_plan_reads_are_compared_as_the_plan_reads_them(tmp_path: Path) -> None:
+    """--kv-cache-dtype and --num-gpu-blocks-override move the plan's blocks (compare kept bf16's and memory's:
+    a log run with neither came out within tolerance of flags it did not run)."""
+    fp8 = compare(DEV, dataclasses.replace(sizing_for(DEV, tmp_path), kv_cache_dtype="fp8_inc"))
+    blocks = next(m for m in fp8.misses if m.row.name == "kv_blocks" and m.mode == "given_free")
+    assert blocks.planned == 2 * 4107 - 1  # twice the log's blocks from the same KV memory, less one dummy block
+    assert "--kv-cache-dtype (1-byte elements)" in blocks.cause
+    override = compare(DEV, dataclasses.replace(sizing_for(DEV, tmp_path), num_gpu_blocks_override=2000))
+    (miss,) = (m for m in override.misses if m.row.name == "kv_blocks")
+    assert miss.planned == 2000
+    assert miss.cause.startswith("--num-gpu-blocks-override 2000 sets the plan's blocks; the log's server allocated")

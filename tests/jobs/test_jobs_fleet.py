@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from vllm_hpu_mm.envs import load
+from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.fleet import FleetArgs, plan_fleet
 from vllm_hpu_mm.models.step_fit import FittedStep, step_to_dict
 from vllm_hpu_mm.plan.args import SizingArgs
@@ -39,3 +42,17 @@ def test_a_calibrated_cpu_replica_is_priced_on_its_fitted_step(tmp_path: Path) -
     assert chosen.replicas * chosen.capacity.rate >= 3.0 * 1.2
     assert fleet.deploy is not None
     assert "resources" not in fleet.deploy.manifests[-2]["spec"]["template"]["spec"]["containers"][0]
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    ({"speculative_config": {"method": "foo", "num_speculative_tokens": 2}}, "--speculative-config: vLLM refuses it"),
+    ({"kv_cache_dtype": "fp8_inc", "device": "h100"}, "--kv-cache-dtype=fp8_inc: no vLLM 0.32 CUDA attention"),
+])  # fmt: skip
+def test_a_value_no_replica_shape_can_mend_is_invalid_input_before_any_shape_is_tried(
+    flags: dict[str, object], said: str
+) -> None:
+    """It was read as every shape not fitting (exit 1, "no fleet meets the targets", naming TP8's heads)."""
+    sizing = SizingArgs(**{"max_model_len": 4096, **flags})  # type: ignore[arg-type]
+    args = FleetArgs(rate=3.0, targets=Targets(2.0, 0.1), requests=10, seeds=1, iterations=2)
+    with pytest.raises(ConfigError, match=f"^{said}"):
+        plan_fleet(sizing, args, load(), {})

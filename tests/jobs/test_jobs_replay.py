@@ -20,6 +20,7 @@ from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.models.step_fit import FittedStep, step_to_dict
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.planner import plan
+from vllm_hpu_mm.plan.text_choice import PLANNED_LABEL
 from vllm_hpu_mm.replay.report import to_dict, to_table
 
 SMALL = SizingArgs(max_model_len=4096, max_num_seqs=8, concurrency=4, text_graph_budget=40)
@@ -188,3 +189,47 @@ def test_arrivals_in_time_plan_and_replay_with_the_planned_buckets(arrivals: Arr
     assert r.planned is not None
     assert [c.label for c in r.report.results][-1] == "planned from traffic"
     assert all(c.latency for c in r.report.results)
+
+
+def test_a_built_in_strategy_the_runtime_refuses_at_these_limits_is_left_out_not_the_whole_command() -> None:
+    """--max-num-batched-tokens below the block size: vllm-gaudi's lin and pad assert on their prompt query range,
+    exp and the planned buckets do not; the replay and a plan with a given budget (whose cap counts the built-in
+    strategies) exited 2 on the strategies only compared against."""
+    tight = dataclasses.replace(SMALL, max_num_batched_tokens=100)
+    r = replay_traffic(tight, ReplayArgs(requests=20, plan_buckets=True, strategies=True), load(), {})
+    assert [c.label for c in r.report.results] == ["vllm-gaudi main's exp bucketing", PLANNED_LABEL]
+    refused = [n for n in r.report.notes if n.startswith("a built-in strategy is not replayed")]
+    assert len(refused) == 2
+    assert all("--max-num-batched-tokens (max)" in n for n in refused)
+    assert r.planned is not None
+
+
+def test_a_configuration_the_server_would_not_start_with_is_said_as_serves_dry_run_says_it() -> None:
+    """The replay ran 500 override blocks at max_model_len 128000 and exited 0 where serve --dry-run exits 1; with
+    --kv-blocks (a server that started) nothing is said."""
+    import contextlib
+    import io
+
+    from vllm_hpu_mm.cli.main import main
+
+    few = dataclasses.replace(SMALL, num_gpu_blocks_override=10)  # 9 usable blocks of 128 < 4,096 tokens
+    r = replay_traffic(few, QUICK, load(), {})
+    assert r.not_started.startswith("--num-gpu-blocks-override 10 (1152 tokens in blocks of 128")
+    assert replay_traffic(few, dataclasses.replace(QUICK, kv_blocks=10), load(), {}).not_started == ""
+    assert replay_traffic(SMALL, QUICK, load(), {}).not_started == ""
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = main(["buckets", "replay", "--max-model-len", "4096", "--max-num-seqs", "8", "--concurrency", "4",
+                     "--text-graph-budget", "40", "--requests", "60", "--no-plan", "--no-strategies",
+                     "--num-gpu-blocks-override", "10"])  # fmt: skip
+    assert code == 1
+    assert err.getvalue().startswith("vllm-hpu-mm: error: the server would not start: --num-gpu-blocks-override 10")
+
+
+def test_two_kv_block_counts_are_refused_rather_than_one_silently_winning() -> None:
+    both = dataclasses.replace(SMALL, num_gpu_blocks_override=500)
+    with pytest.raises(ConfigError, match=r"^--kv-blocks 800 and --num-gpu-blocks-override 500 name two KV block"):
+        replay_traffic(both, dataclasses.replace(QUICK, kv_blocks=800), load(), {})
+    same = replay_traffic(both, dataclasses.replace(QUICK, kv_blocks=500), load(), {})
+    assert same.shape is not None
+    assert same.shape.num_kv_blocks == 500

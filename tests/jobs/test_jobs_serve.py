@@ -159,3 +159,26 @@ def test_under_skip_warmup_the_plans_text_buckets_warm_nothing(tmp_path: Path, m
         assert config["graphs_warmed"]["total"] == 0
         assert config["warmup_seconds_estimate"] == 0.0
         assert sum(config["compiles_with_skip_warmup"].values()) > 0
+
+
+def test_a_long_prefill_threshold_above_the_resolved_max_model_len_is_refused_as_vllm_refuses_it(
+    tmp_path: Path,
+) -> None:
+    """vLLM 0.32 config/scheduler.py verify_max_model_len: the server would not start (a dry run said it would)."""
+    from vllm_hpu_mm.cli.serve_args import parse_server_args
+    from vllm_hpu_mm.cli.vllm_argv import vllm_032_table
+
+    server = parse_server_args(["--max-model-len", "4096", "--long-prefill-token-threshold", "4097"], vllm_032_table())
+    assert server.long_prefill_token_threshold == 4097
+
+    def with_threshold(threshold: int) -> Launch:
+        return prepare(on_default_device(SMALL), load(), {}, server_args=["--model", "m"], output_dir=tmp_path,
+                       limit_mm_per_prompt=None, compilation_config=None,
+                       long_prefill_token_threshold=threshold)  # fmt: skip
+
+    with pytest.raises(ConfigError, match=r"^--long-prefill-token-threshold=4097 is above --max-model-len 4096: vLLM "
+                                          r"refuses to start .*accepted: at most 4096"):  # fmt: skip
+        with_threshold(4097)
+    assert with_threshold(4096).plan.fits
+    with pytest.raises(ConfigError, match=r"^--long-prefill-token-threshold=-5: vLLM refuses it \(at least 0\)"):
+        with_threshold(-5)

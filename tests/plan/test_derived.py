@@ -15,7 +15,14 @@ from vllm_hpu_mm import envs
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan import inputs as plan_inputs
 from vllm_hpu_mm.plan.args import SizingArgs
-from vllm_hpu_mm.plan.derived import scheduler_limits
+from vllm_hpu_mm.plan.derived import (
+    CUDA_KV_DTYPES,
+    KV_DTYPE_BYTES,
+    SPECULATIVE_KEYS,
+    SPECULATIVE_METHODS,
+    scheduler_limits,
+    speculative_tokens,
+)
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.runtimes.arithmetic import vllm_batch_defaults
 from vllm_hpu_mm.runtimes.base import BatchLimits, DeviceFacts
@@ -124,6 +131,25 @@ def test_an_fp8_kv_cache_halves_the_bytes_per_token_and_doubles_the_blocks() -> 
         build(device="gaudi2", runtime="vllm-gaudi", kv_cache_dtype="nvfp4")
 
 
+def test_a_kv_dtype_no_cuda_attention_backend_takes_is_refused_on_cuda() -> None:
+    with pytest.raises(ConfigError, match=r"^--kv-cache-dtype=fp8_inc: no vLLM 0.32 CUDA attention backend takes it"):
+        build(device="h100", runtime="vllm-cuda", kv_cache_dtype="fp8_inc")
+    fp8 = build(device="h100", runtime="vllm-cuda", kv_cache_dtype="fp8_e5m2")
+    assert fp8.kv_dtype_size == 1
+
+
+@pytest.mark.vllm
+def test_the_cuda_kv_dtypes_are_the_ones_vllms_cuda_attention_backends_take() -> None:
+    # FlashInfer's module needs flashinfer installed; its sized dtypes are Triton's too
+    from vllm.v1.attention.backends.flash_attn import FlashAttentionBackend
+    from vllm.v1.attention.backends.flex_attention import FlexAttentionBackend
+    from vllm.v1.attention.backends.triton_attn import TritonAttentionBackend
+
+    taken = {d for b in (FlashAttentionBackend, FlexAttentionBackend, TritonAttentionBackend)
+             for d in b.supported_kv_cache_dtypes}  # fmt: skip
+    assert {d for d in KV_DTYPE_BYTES if d in taken} | {"auto"} == set(CUDA_KV_DTYPES)
+
+
 def test_num_gpu_blocks_override_sets_the_blocks_and_refuses_more_than_memory_holds() -> None:
     few = plan(build(device="gaudi2", runtime="vllm-gaudi", max_model_len=8192, num_gpu_blocks_override=500))
     assert few.kv_blocks == 500
@@ -132,6 +158,46 @@ def test_num_gpu_blocks_override_sets_the_blocks_and_refuses_more_than_memory_ho
     many = plan(build(device="gaudi2", runtime="vllm-gaudi", max_model_len=8192, num_gpu_blocks_override=10**7))
     assert not many.fits
     assert any("vLLM allocates the override regardless" in f.message for f in many.findings)
+
+
+def test_an_override_too_small_for_one_sequence_names_the_override_and_its_own_fix() -> None:
+    """vLLM 0.32 get_kv_cache_configs checks the override's blocks less the null block: 256 + 1 hold 32,768 tokens
+    of 128; 100 do not, whatever memory is left (the plan blamed the memory and offered a longer max_model_len)."""
+    few = plan(build(device="gaudi2", runtime="vllm-gaudi", max_model_len=32768, num_gpu_blocks_override=100))
+    assert not few.fits
+    (error,) = (f for f in few.findings if f.severity == "error")
+    assert error.message.startswith("--num-gpu-blocks-override 100 (12672 tokens in blocks of 128")
+    assert error.fix.text == "--num-gpu-blocks-override 257 or more, or lower --max-model-len to 12672"
+    assert plan(build(device="gaudi2", runtime="vllm-gaudi", max_model_len=32768, num_gpu_blocks_override=257)).fits
+    # 8 blocks of 128 hold 1,024 tokens, but only 7 are usable: a 1,000-token sequence does not fit
+    eight = plan(build(device="gaudi2", runtime="vllm-gaudi", max_model_len=1000, num_gpu_blocks_override=8))
+    assert not eight.fits
+    assert any(f.fix.text.startswith("--num-gpu-blocks-override 9 or more") for f in eight.findings)
+
+
+def test_kv_cache_memory_bytes_is_read_where_the_runtime_reads_it_and_said_where_it_does_not() -> None:
+    """vLLM 0.32 gpu_worker.py:649 sizes the KV cache to --kv-cache-memory-bytes (the CUDA plan ignored it);
+    vllm-gaudi @091bbadd never reads it (a warning, the KV cache as its worker sizes it); vllm-fork's vLLM has no
+    such flag (refused)."""
+    cuda = plan(build(device="h100", runtime="vllm-cuda", max_model_len=8192, kv_cache_memory_bytes=8 * 10**9))
+    assert cuda.split.kv_cache_bytes == 8 * 10**9
+    assert cuda.fits
+    # more than the card leaves after the weights: vLLM allocates it anyway (utilization not read), an OOM
+    over = plan(build(device="h100", runtime="vllm-cuda", max_model_len=8192, kv_cache_memory_bytes=75 * 10**9))
+    (error,) = (f for f in over.findings if f.severity == "error")
+    assert error.code == "kv_cache_over_memory"
+    assert error.fix.value is not None
+    assert plan(
+        build(device="h100", runtime="vllm-cuda", max_model_len=8192, kv_cache_memory_bytes=error.fix.value)
+    ).fits
+    plain = plan(build(device="gaudi2", runtime="vllm-gaudi", max_model_len=8192))
+    told = plan(build(device="gaudi2", runtime="vllm-gaudi", max_model_len=8192, kv_cache_memory_bytes=8 * 10**9))
+    assert told.kv_blocks == plain.kv_blocks
+    (warning,) = (f for f in told.findings if f.code == "flag_not_read")
+    assert warning.severity == "warning"
+    assert warning.message.startswith("--kv-cache-memory-bytes 8000000000 is not read by vllm-gaudi")
+    with pytest.raises(ConfigError, match=r"^--kv-cache-memory-bytes: vllm-fork does not take it"):
+        build(device="gaudi2", runtime="vllm-fork", kv_cache_memory_bytes=8 * 10**9)
 
 
 def test_the_cuda_plan_follows_vllms_cudagraph_estimate_switch() -> None:
@@ -172,10 +238,60 @@ def test_a_speculative_config_adds_vllm_gaudis_spec_decode_buckets() -> None:
     ([1], "is not a JSON object"),
     ({"method": "ngram"}, "no num_speculative_tokens"),
     ({"method": "ngram", "num_speculative_tokens": 0}, "accepted: an integer >= 1"),
+    ({"method": "foo", "num_speculative_tokens": 2}, "vLLM refuses it: method 'foo' is not a method vLLM knows"),
+    ({"num_speculative_tokens": 2}, "vLLM refuses it: num_speculative_tokens was provided but without speculative"),
+    ({"method": "eagle", "num_speculative_tokens": 3}, "method 'eagle' needs 'model'"),
+    ({"method": "ngram", "num_speculative_tokens": 2, "bogus": 1}, "'bogus': not a key vLLM's SpeculativeConfig"),
+    ({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 5, "prompt_lookup_max": 2},
+     "prompt_lookup_min=5 must be <= prompt_lookup_max=2"),
 ])  # fmt: skip
 def test_a_speculative_config_the_plan_cannot_size_is_refused(config: object, said: str) -> None:
     with pytest.raises(ConfigError, match=f"--speculative-config: .*{said}"):
         build(device="gaudi2", runtime="vllm-gaudi", speculative_config=config)
+
+
+#: Speculative configs vLLM's SpeculativeConfig judges alone (no target model, no optional package): accepted ones
+#: and each refusal of its field types and __post_init__.
+SPECULATIVE_GRID = (
+    {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 4},
+    {"model": "ngram", "num_speculative_tokens": 2},
+    {"method": "ngram_gpu", "num_speculative_tokens": 1, "prompt_lookup_max": 3},
+    {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 3},
+    {"method": "foo", "num_speculative_tokens": 2},
+    {"num_speculative_tokens": 2},
+    {"method": "eagle", "num_speculative_tokens": 3},
+    {"method": "draft_model", "num_speculative_tokens": 2},
+    {"method": "custom_class", "num_speculative_tokens": 2},
+    {"method": "ngram", "num_speculative_tokens": 2, "bogus": 1},
+    {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 5, "prompt_lookup_max": 2},
+    {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 0},
+)
+
+
+@pytest.mark.vllm
+def test_a_speculative_config_is_refused_exactly_where_vllm_refuses_it() -> None:
+    import typing
+
+    from vllm.config.speculative import SpeculativeConfig, SpeculativeMethod
+
+    def flat(t: object) -> list[object]:
+        return [x for a in typing.get_args(t) for x in (flat(a) if typing.get_args(a) else [a])]
+
+    assert sorted(SPECULATIVE_METHODS) == sorted(flat(SpeculativeMethod))  # type: ignore[type-var]
+    assert set(SPECULATIVE_KEYS) == {f.name for f in dataclasses.fields(SpeculativeConfig) if f.init}
+    for config in SPECULATIVE_GRID:
+        try:
+            SpeculativeConfig(**config)  # type: ignore[arg-type]
+            theirs = True
+        except ValueError:  # pydantic's ValidationError is one
+            theirs = False
+        said = ""
+        try:
+            speculative_tokens(config, "--speculative-config")
+        except ConfigError as exc:
+            said = str(exc)
+        assert (said == "") == theirs, config
+        assert theirs or "vLLM refuses it" in said, config
 
 
 # --- limits a user can pass ----------------------------------------------------------------------------------------

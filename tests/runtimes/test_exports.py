@@ -171,6 +171,21 @@ def test_vllm_cuda_capture_sizes_follow_vllms_default_rule() -> None:
     assert capture_sizes(3, 8192) == [1, 2, 3, 4]  # max_num_seqs itself is captured when it fits
 
 
+def test_vllm_cuda_capture_sizes_follow_the_flags_vllm_derives_them_from() -> None:
+    """config/vllm.py _set_cudagraph_sizes (vLLM 0.32): the token budget when within the ceiling, every size to 32
+    under --performance-mode interactivity, and decode batches of 1 + the speculative tokens per request under
+    --speculative-config (the plan captured the plain-decoding sizes whatever was given)."""
+    assert capture_sizes(256, 500)[-1] == 500
+    fine = capture_sizes(256, 8192, performance_mode="interactivity")
+    assert fine == sorted(set(range(1, 33)) | set(range(8, 256, 8)) | set(range(256, 513, 16)))
+    # 8 sequences of 1 + 2 tokens: ceiling 8 x 3 x 2 = 48; the request counts 1, 2, 4, 8 times 3 added
+    assert capture_sizes(8, 8192, speculative_tokens=2) == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 40, 48]
+    spec = make_plan(
+        "vllm-cuda", "h100", max_num_seqs=8, speculative_config={"method": "ngram", "num_speculative_tokens": 2}
+    )
+    assert {3, 6, 12, 24} <= {b.batch for b in spec.text_graphs.decode_kept}
+
+
 def test_cpu_gets_the_kv_size_and_no_graph_knobs() -> None:
     p = make_plan("vllm-cpu", "cpu", total_memory_gib=64.0, max_num_seqs=4)
     e = exports_for(p, ExportContext(ServerFlags()))

@@ -19,6 +19,7 @@ from vllm_hpu_mm.cli.buckets_replay import add_parser as add_replay_parser
 from vllm_hpu_mm.cli.buckets_stale import add_parser as add_stale_parser
 from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
 from vllm_hpu_mm.jobs.buckets import BUCKETS_VAR, DEFAULT_MIN_PIXELS, SizeSources, check_job, plan_job
+from vllm_hpu_mm.jobs.outputs import check_output
 from vllm_hpu_mm.plan.args import fraction, positive_int
 from vllm_hpu_mm.values import DEFAULT_BUCKETS, PIXELS_PER_PATCH, AlignMode, OversizePolicy
 
@@ -123,6 +124,13 @@ def _sources(args: argparse.Namespace) -> SizeSources:
                        AlignMode(args.align_mode) if args.align_mode else None, sys.stderr.isatty())  # fmt: skip
 
 
+def _check_plot(args: argparse.Namespace) -> None:
+    """``--plot`` checked before anything runs: never over an input or a file of the user's that is not a PNG."""
+    if args.plot:
+        inputs = [*(("--sizes", s) for s in args.sizes), *(("--images", d) for d in args.images)]
+        check_output(args.plot, "--plot", "png", [*inputs, ("--from-metrics", args.from_metrics)])
+
+
 def _table(ev: Evaluation, policy: OversizePolicy = OversizePolicy.SHRINK) -> list[str]:
     lines = [f"  {'bucket':>7}  {'images':>7}  {'share':>6}  {'real patches':>13}  {'padded':>11}  {'efficiency':>10}"]
     for bucket, hits in ev.per_bucket.items():
@@ -161,6 +169,7 @@ def _report(ev: Evaluation, **extra: Any) -> dict[str, Any]:
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    _check_plot(args)
     job = plan_job(_sources(args), envs.load(), num_buckets=args.num_buckets,
                    target_efficiency=args.target_efficiency, keep_largest=args.keep_largest)  # fmt: skip
     result, admission, sizes = job.result, job.admission, job.sizes
@@ -206,6 +215,7 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
+    _check_plot(args)
     job = check_job(args.buckets, _sources(args), envs.load())
     checked, admission, sizes, buckets, source = job.result, job.admission, job.sizes, job.buckets, job.source
     mode, policy = job.mode, job.policy

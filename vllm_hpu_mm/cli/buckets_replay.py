@@ -25,6 +25,7 @@ import argparse
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, print_json
+from vllm_hpu_mm.jobs.outputs import check_output
 from vllm_hpu_mm.jobs.replay import (
     DEFAULT_REQUESTS,
     MAX_CLIENTS,
@@ -130,6 +131,10 @@ def load_profile(raw: str) -> tuple[tuple[float, int], ...]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.plot:  # before the replay: never over an input or a file of the user's that is not a PNG
+        inputs = [(f"--{n.replace('_', '-')}", getattr(args, n)) for n in ("sizes", "bucket_file", "from_metrics",
+                                                                           "profile", "model")]  # fmt: skip
+        check_output(args.plot, "--plot", "png", inputs)
     arrivals = None
     if args.request_rate is not None or args.load_profile is not None:
         arrivals = Arrivals(rate=args.request_rate, profile=args.load_profile or (), seed=args.arrival_seed)
@@ -147,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
         print(to_table(report))
         if args.plot:
             print(f"plot written to {args.plot}")
+    if replayed.not_started:  # as serve --dry-run says it: the figures are what the server would do if it started
+        return fail(f"the server would not start: {replayed.not_started}", ExitCode.NEGATIVE)
     if report.requests == 0:  # a valid load under which nothing ran: a negative finding, never figures of 1.000
         return fail(f"no request ran under {report.load}: {requests_line(report)}; fix: a load that sends requests "
                     "(a higher --request-rate, a profile segment with clients)", ExitCode.NEGATIVE)  # fmt: skip

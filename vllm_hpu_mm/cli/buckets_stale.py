@@ -18,6 +18,7 @@ import math
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.buckets_replay import KV_BLOCKS_HELP, add_limits, requests_count
 from vllm_hpu_mm.cli.common import ExitCode, clipped, fail, help_text, print_json
+from vllm_hpu_mm.jobs.outputs import check_output
 from vllm_hpu_mm.jobs.replay import MAX_REQUESTS
 from vllm_hpu_mm.jobs.stale import (
     DEFAULT_STALE_REQUESTS,
@@ -106,6 +107,10 @@ def to_lines(s: Staleness) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.textfile:  # before the check: never over an input or a file of the user's that is not our gauges
+        inputs = [(f"--{n.replace('_', '-')}", getattr(args, n)) for n in ("from_metrics", "since", "bucket_file",
+                                                                           "profile", "model")]  # fmt: skip
+        check_output(args.textfile, "--textfile", "textfile", inputs)
     stale_args = StaleArgs(args.from_metrics, args.bucket_file, args.since, args.kv_blocks, args.requests,
                            args.tolerance)  # fmt: skip
     result = check_stale(SizingArgs.from_namespace(args), stale_args, envs.load(), envs.runtime_environ())

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
 import os
 import select
@@ -108,9 +109,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(OSError, ValueError, AttributeError):  # not a real file (a test's capture)
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return BROKEN_PIPE
+    except OSError as exc:  # the answer could not be written (a full disk, /dev/full): said once, not a bug
+        return _stdout_failed(exc)
     # argparse's help and print() drop a write to a closed stdout without a word: an answer (0 or 1) nobody could
     # read is a broken pipe; an error (2, 3) keeps its code, its line went to stderr.
     return BROKEN_PIPE if code in (ExitCode.OK, ExitCode.NEGATIVE) and _stdout_lost() else code
+
+
+#: Errors of a write to standard output that are the destination's, not the command's (a full disk or quota, an I/O
+#: error, a file over its size limit).
+_OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG})
+
+
+def _stdout_failed(exc: OSError) -> int:
+    """One line for an answer standard output could not take, and nothing more written to it at exit."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # not a real file (a test's capture)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return fail(f"cannot write the answer to standard output ({exc.strerror or exc}); accepted: an output with room "
+                "for it")  # fmt: skip
 
 
 def _stdout_lost() -> bool:
@@ -150,6 +166,8 @@ def _run(argv: list[str]) -> int:
     except BrokenPipeError:
         raise
     except Exception as exc:  # the contract's last line: never a bare traceback
+        if isinstance(exc, OSError) and exc.errno in _OUTPUT_ERRNOS and exc.filename is None:
+            return _stdout_failed(exc)  # a write to standard output, not to a named file: not a bug
         if debug:
             traceback.print_exc()
         first = (str(exc).strip().splitlines() or [""])[0]

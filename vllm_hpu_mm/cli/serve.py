@@ -113,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         launch = prepare(sizing, settings, envs.runtime_environ(), server_args=server_args, output_dir=out_dir,
                          limit_mm_per_prompt=server.limit_mm_per_prompt,
                          compilation_config=server.compilation_config, notes=server.notes,
+                         long_prefill_token_threshold=server.long_prefill_token_threshold,
                          last_notes=(unvalidated,) if vllm is None else ())  # fmt: skip
     except ModelConfigUnavailable as exc:  # vLLM may still serve it: launch with its own memory settings
         return _launch_unplanned(args, list(server_command(server_args)), plan_skipped_warning(exc))

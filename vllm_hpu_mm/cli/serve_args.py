@@ -54,6 +54,8 @@ class ServerArgs:
     #: The user's compilation config (from ``--compilation-config``/``-cc``, dotted flags or the YAML), or None.
     compilation_config: dict[str, Any] | None = None
     limit_mm_per_prompt: str | None = None
+    #: ``--long-prefill-token-threshold`` (vLLM checks it against the max_model_len it resolves), or None.
+    long_prefill_token_threshold: int | None = None
     #: A positional model (it moves to ``--model`` at launch) and where it stands in the user's arguments (None: it
     #: came from the ``--config`` YAML).
     positional_model: str | None = None
@@ -249,6 +251,7 @@ def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
         sizing=sizing,
         compilation_config=None if compilation is None else json.loads(compilation),
         limit_mm_per_prompt=getattr(ns, "limit_mm_per_prompt", None),
+        long_prefill_token_threshold=getattr(ns, "long_prefill_token_threshold", None),
         positional_model=None if tag is None else str(tag),
         positional_model_at=tag.origin if isinstance(tag, Arg) else None,
         notes=notes,

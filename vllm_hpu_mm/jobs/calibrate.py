@@ -1,18 +1,21 @@
 """The ``memory calibrate`` job as one library function, :func:`calibrate_log`: read a warm-up log, pick the device
 it ran on, resolve the model it ran, measure the graph costs and save them as the profile ``memory plan`` reads;
 with a server's ``/metrics`` (URL or saved page), also the step-time fit the replay's whole latencies use.
-Never over an input: an output that is the log itself (or the same file under another name) is refused before
-anything is read. ``cli/memory_calibrate.py`` parses and prints it."""
+Never over an input or a file of the user's: an output that is the log itself (or the same file under another name),
+or an existing file that is not a profile, is refused before anything is read. ``cli/memory_calibrate.py`` parses
+and prints it."""
 
 from __future__ import annotations
 
 import dataclasses
-import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.jobs.outputs import check_output
 from vllm_hpu_mm.logs.calibrate import Calibration, WarmupLog, calibrate, parse_warmup
+from vllm_hpu_mm.logs.doctor.source import LogSource, SourceSniffer
 from vllm_hpu_mm.logs.profile import save_profile
 from vllm_hpu_mm.logs.reading import log_lines
 from vllm_hpu_mm.logs.server_metrics import fit_from_metrics, server_times
@@ -21,7 +24,16 @@ from vllm_hpu_mm.models.dims import ModelDims, dtype_bytes
 from vllm_hpu_mm.models.lookup import resolve
 from vllm_hpu_mm.plan.profile import default_profile_path
 
-__all__ = ["LOG_DEVICES", "PROFILE_VAR", "CalibrateArgs", "Calibrated", "calibrate_log", "refuse_overwrite"]
+__all__ = [
+    "CALIBRATED_ACCELERATORS",
+    "LOG_DEVICES",
+    "PROFILE_VAR",
+    "CalibrateArgs",
+    "Calibrated",
+    "calibrate_log",
+    "check_calibrated_writer",
+    "refuse_overwrite",
+]
 
 #: The devices a profile can be recorded for: those ``memory plan --device`` names (not ``auto``: a log ran on one).
 LOG_DEVICES = (*KNOWN_DEVICES, "cpu")
@@ -58,22 +70,29 @@ class Calibrated:
     source: str = ""
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    """``a`` and ``b`` name one file: the same resolved path, or (both existing) the same inode through a link."""
-    if a.resolve() == b.resolve():
-        return True
-    try:
-        return os.path.samefile(a, b)
-    except OSError:  # one of them does not exist (yet): only the resolved paths could have matched
-        return False
+def refuse_overwrite(output: Path, inputs: dict[str, str], output_flag: str, *, create_folder: bool = False) -> None:
+    """ConfigError (one line, naming the flag and the file) when writing the profile to ``output`` would lose
+    something: it is one of ``inputs`` (flag -> path), or a file of the user's that is not a profile
+    (:func:`~vllm_hpu_mm.jobs.outputs.check_output`)."""
+    check_output(str(output), output_flag, "profile", inputs.items(), create_folder=create_folder)
 
 
-def refuse_overwrite(output: Path, inputs: dict[str, str], output_flag: str) -> None:
-    """ConfigError (one line, naming the flag and the file) when ``output`` is one of ``inputs`` (flag -> path)."""
-    for flag, raw in inputs.items():
-        if raw != "-" and _same_file(output, Path(raw).expanduser()):
-            raise ConfigError(f"{output_flag} {output} is the same file as the {flag} {raw}: writing the profile "
-                              "there would overwrite it; accepted: another path for the profile")  # fmt: skip
+#: The accelerators whose vLLM logs calibrate measures: Gaudi's warm-up lines, CUDA's (and ROCm's: the same torch.cuda
+#: lines) graph memory, CPU's.
+CALIBRATED_ACCELERATORS = ("hpu", "cuda", "rocm", "cpu")
+
+
+def check_calibrated_writer(writer: LogSource, source: str) -> None:
+    """Refuse a log whose own lines name a writer calibrate does not measure (TGI, MindIE, SGLang, vLLM on TPU or an
+    NPU): its figures follow that runtime's arithmetic, and a profile from it would move plans it does not
+    describe. A log that names no framework is read as vLLM's."""
+    if not writer.named:
+        return
+    if writer.framework == "vllm" and writer.accelerator in (None, *CALIBRATED_ACCELERATORS):
+        return
+    raise ConfigError(f"log {source!r} was written by {writer.describe}: memory calibrate measures the logs of vLLM "
+                      f"on {', '.join(CALIBRATED_ACCELERATORS)} (vllm-gaudi, vllm-fork, vLLM CUDA and CPU); accepted: "
+                      "such a log")  # fmt: skip
 
 
 def _model(name: str | None, logged: str | None) -> tuple[ModelDims | None, str]:
@@ -118,8 +137,17 @@ def calibrate_log(args: CalibrateArgs, settings: Settings) -> Calibrated:
         | ({"--model": args.model} if args.model and Path(args.model).exists() else {})
     )
     flag = "--output" if args.output else (PROFILE_VAR if settings.profile else "the default profile path")
-    refuse_overwrite(path, inputs, flag)  # before anything is read
-    log = parse_warmup(log_lines(args.log) if args.log is not None else [])
+    refuse_overwrite(path, inputs, flag, create_folder=not args.output)  # before anything is read
+    sniffer = SourceSniffer()
+
+    def sniffed(lines: Iterable[str]) -> Iterator[str]:
+        for line in lines:
+            sniffer.feed(line)  # bounded: it reads the first lines only
+            yield line
+
+    log = parse_warmup(sniffed(log_lines(args.log)) if args.log is not None else [])
+    if args.log is not None:
+        check_calibrated_writer(sniffer.result(), args.log)
     device = _device(args.device, log.backend)
     model, model_from = _model(args.model, log.model)
     source = " and ".join(s for s in (args.log, args.metrics) if s is not None)

@@ -44,6 +44,7 @@ from vllm_hpu_mm.plan.fleet import (
     sized,
 )
 from vllm_hpu_mm.plan.fleet_deploy import Deployments, deployments
+from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.planner import Plan
 from vllm_hpu_mm.plan.profile import calibrated_step
 from vllm_hpu_mm.plan.text_choice import images_for
@@ -383,6 +384,10 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
     sizing = on_default_device(sizing)
     model = sizing.model or DEFAULT_MODEL
     sizing = dataclasses.replace(sizing, model=model)
+    # what every shape shares checked once, at the runtime's own batch limits: a value no shape can mend (a
+    # --speculative-config or --kv-cache-dtype vLLM refuses) is invalid input, not a shape that does not fit
+    build(dataclasses.replace(sizing, tensor_parallel_size=None, max_num_seqs=None, max_num_batched_tokens=None),
+          settings, runtime_env)  # fmt: skip
     traffic = served_traffic(sizing, args.from_metrics, settings)
     search = _Search(sizing, args, settings, runtime_env, traffic, [], [])
     candidates = _candidates(search, args, args.pipeline_parallel_sizes or (1,))

@@ -16,7 +16,7 @@ from vllm_hpu_mm.buckets.turns import on_two
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.jobs.serve import on_default_device, plan_inputs
+from vllm_hpu_mm.jobs.serve import on_default_device, one_block_count, plan_inputs
 from vllm_hpu_mm.models.step_fit import FittedStep
 from vllm_hpu_mm.models.step_time import StepTime
 from vllm_hpu_mm.plan.args import SizingArgs
@@ -84,6 +84,9 @@ class Replayed:
     shape: EngineShape | None = None
     own: RuntimeModel | None = None
     timer: Timer | None = None
+    #: Why the server would not start with these flags (the plan's first error and its fix, as serve's dry run says
+    #: it); "" when it would, or when --kv-blocks describes a server that did.
+    not_started: str = ""
 
     @property
     def yours_compiles(self) -> bool:
@@ -138,6 +141,7 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
     sizing = on_default_device(sizing)
     own_env, env_file = registry.split_bucket_file(runtime_env)
     file_path = args.bucket_file or env_file
+    one_block_count(args.kv_blocks, sizing)
     inputs, costs = plan_inputs(sizing, settings, own_env)  # the calibrated profile too, as serve's
     first = plan(inputs)
     budget = sizing.text_graph_budget
@@ -191,7 +195,11 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
     labels = {r.label for r in results} | {label for _, label in later}
     release: str | None = getattr(own, "version", None)  # a named release shows only the strategies it ships
     for model in registry.strategies(inputs.runtime_name, own_env, release) if args.strategies else ():
-        label = configured_label(model, shape)
+        try:
+            label = configured_label(model, shape)
+        except ConfigError as exc:  # a strategy the runtime refuses at these limits: nothing of it could run
+            notes.append(f"a built-in strategy is not replayed, the runtime would refuse it at these limits: {exc}")
+            continue
         if label not in labels:
             later.append((model, label))
             labels.add(label)
@@ -211,4 +219,6 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
                     _time_model(timer), timer.step if timer and isinstance(timer.step, StepTime) else None,
                     sampled=runs.requests, unsent=runs.unsent,
                     worst_case=worst.to_dict() if worst is not None else None)  # fmt: skip
-    return Replayed(report, planned, yours is not None, runs, shape, own, timer)
+    error = next((f for f in first.findings if f.severity == "error"), None)
+    not_started = f"{error.message}; fix: {error.fix.text}" if error is not None and args.kv_blocks is None else ""
+    return Replayed(report, planned, yours is not None, runs, shape, own, timer, not_started)

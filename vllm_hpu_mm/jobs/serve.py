@@ -14,10 +14,12 @@ from typing import Any
 
 from vllm_hpu_mm.buckets.sizes import images_of
 from vllm_hpu_mm.envs import Settings
+from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.plan import render
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.bucket_choice import BucketChoice, choose, read_sizes, read_traffic
+from vllm_hpu_mm.plan.derived import check_long_prefill
 from vllm_hpu_mm.plan.inputs import PlanInputs, build, provenance
 from vllm_hpu_mm.plan.pipeline import checked_by_runtime, fit_max_model_len, plan_with_profile
 from vllm_hpu_mm.plan.planner import Plan
@@ -27,8 +29,8 @@ from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import ExportContext, Exports
 from vllm_hpu_mm.runtimes.exports import exports_for, flags_from_environment
 
-__all__ = ["DEFAULT_MODEL", "SERVER_MODULE", "Launch", "Planned", "on_default_device", "plan_and_choose",
-           "plan_inputs", "prepare", "server_command"]  # fmt: skip
+__all__ = ["DEFAULT_MODEL", "SERVER_MODULE", "Launch", "Planned", "on_default_device", "one_block_count",
+           "plan_and_choose", "plan_inputs", "prepare", "server_command"]  # fmt: skip
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
@@ -60,6 +62,16 @@ class Launch:
     @property
     def plan(self) -> Plan:
         return self.planned.plan
+
+
+def one_block_count(kv_blocks: int | None, sizing: SizingArgs) -> None:
+    """``--kv-blocks`` (what a started server's log reported) and ``--num-gpu-blocks-override`` (what vLLM is told
+    to allocate) naming two different KV block counts: :class:`ConfigError` rather than one silently winning."""
+    override = sizing.num_gpu_blocks_override
+    if kv_blocks is not None and override is not None and kv_blocks != override:
+        raise ConfigError(f"--kv-blocks {kv_blocks} and {sizing.flag('num_gpu_blocks_override')} {override} name two "
+                          "KV block counts; accepted: one of them (--kv-blocks: what the server's log "
+                          "reported)")  # fmt: skip
 
 
 def on_default_device(sizing: SizingArgs, *, launching: bool = False) -> SizingArgs:
@@ -118,12 +130,15 @@ def prepare(
     compilation_config: dict[str, Any] | None,
     notes: Sequence[str] = (),
     last_notes: Sequence[str] = (),
+    long_prefill_token_threshold: int | None = None,
 ) -> Launch:
     """Plan, export and build the command. ``server_args``: the server arguments, the user's in order with the model
     as ``--model``; ``output_dir``: where the runtime's files (vllm-gaudi's bucket file) will be written; ``notes``
-    and ``last_notes``: how the server arguments were read, before and after the exporter's own notes."""
+    and ``last_notes``: how the server arguments were read, before and after the exporter's own notes;
+    ``long_prefill_token_threshold``: the server's, checked against the max_model_len the plan resolved."""
     planned = plan_and_choose(sizing, settings, runtime_env)
     result, choice = planned.plan, planned.buckets
+    check_long_prefill(long_prefill_token_threshold, result.inputs.max_model_len, sizing.flag("max_model_len"))
     flags = flags_from_environment(
         settings,
         limit_mm_per_prompt=limit_mm_per_prompt,

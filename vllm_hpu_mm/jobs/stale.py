@@ -22,7 +22,7 @@ from typing import Any
 from vllm_hpu_mm.buckets.admission import admit_traffic
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.jobs.serve import on_default_device, plan_inputs
+from vllm_hpu_mm.jobs.serve import on_default_device, one_block_count, plan_inputs
 from vllm_hpu_mm.models.step_time import StepTime, verdict_note
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.planner import plan
@@ -125,6 +125,7 @@ def check_stale(sizing: SizingArgs, args: StaleArgs, settings: Settings, runtime
     if not file_path:
         raise ConfigError("no bucket file to judge; accepted: the plan's file with --bucket-file (or the runtime's "
                           "VLLM_BUCKETING_FROM_FILE)")  # fmt: skip
+    one_block_count(args.kv_blocks, sizing)
     inputs, _ = plan_inputs(sizing, settings, own_env)
     shape = inputs.engine(args.kv_blocks if args.kv_blocks is not None else plan(inputs).kv_blocks)
     if inputs.runtime.text_lookup(shape) is None:

@@ -130,6 +130,8 @@ def run_inputs(i: PlanInputs, flag: Callable[[str], str]) -> RunInputs:
         quantization=i.quantization,
         enforce_eager=i.enforce_eager,
         dtype_size=i.dtype_size,
+        kv_dtype_size=i.kv_dtype_size,
+        num_gpu_blocks_override=i.num_gpu_blocks_override,
         expert_parallel_size=i.expert_parallel_size,
         device=i.device,
         engine=i.engine(1),
@@ -231,13 +233,18 @@ def _cause(
         if "weights" in missed:
             return "it follows the weights (see weights)"
         return settings.get("length") or _free_cause(row, logged, r, i, flag)
+    if row.name == "kv_blocks" and i.num_gpu_blocks_override is not None:
+        return (
+            f"{flag('num_gpu_blocks_override')} {i.num_gpu_blocks_override} sets the plan's blocks; the log's server "
+            f"allocated {row.logged}: it ran without the override (or with another)"
+        )
     if row.name == "kv_blocks" and mode == "given_free":
         if "kv_cache" in missed:
             return "it follows the KV cache (see KV cache)"
         return (
             f"a different KV block than the plan's {r.block_bytes / MIB:g} MiB: check {flag('block_size')} "
-            f"({i.block_size}), {flag('tensor_parallel_size')} ({i.tensor_parallel_size}), {flag('dtype')} and the "
-            f"model's KV heads ({i.model.name})"
+            f"({i.block_size}), {flag('tensor_parallel_size')} ({i.tensor_parallel_size}), {flag('dtype')}, "
+            f"{flag('kv_cache_dtype')} ({i.kv_dtype_size}-byte elements) and the model's KV heads ({i.model.name})"
         )
     if row.name == "usable" and "utilisation" in settings:
         return settings["utilisation"]

@@ -117,6 +117,10 @@ class RunInputs:
     quantization: str | None = None
     enforce_eager: bool = False
     dtype_size: int = 2
+    #: Bytes per KV element (``--kv-cache-dtype``: 1 for the fp8 family; the model's dtype under ``auto``).
+    kv_dtype_size: int = 2
+    #: ``--num-gpu-blocks-override``: the blocks the runtime allocates whatever memory holds (None: not given).
+    num_gpu_blocks_override: int | None = None
     #: Ranks the routed experts are spread over (--enable-expert-parallel), 0 when off.
     expert_parallel_size: int = 0
     #: The device's name, for the wording of a comparison ("" where not known).
@@ -273,7 +277,13 @@ class Reproduction:
 def reproduce(name: str, logged: Logged, inputs: RunInputs) -> Reproduction:
     """The plan's numbers for the run's inputs, against the log's (see the module docstring)."""
     i = inputs
-    block_bytes = kv_bytes_per_token(i.model, i.dtype_size, i.tensor_parallel_size) * i.block_size
+    block_bytes = kv_bytes_per_token(i.model, i.kv_dtype_size, i.tensor_parallel_size) * i.block_size
+
+    def blocks(
+        kv_bytes: int,
+    ) -> int:  # the override replaces what memory holds (kv_cache_utils may_override_num_blocks)
+        return kv_bytes // block_bytes if i.num_gpu_blocks_override is None else i.num_gpu_blocks_override
+
     weights = weight_bytes(i.model, i.dtype_size, i.tensor_parallel_size, i.quantization,
                            expert_parallel_size=i.expert_parallel_size)  # fmt: skip
 
@@ -305,26 +315,26 @@ def reproduce(name: str, logged: Logged, inputs: RunInputs) -> Reproduction:
             given_free["graph_reserve"] = (logged.graph_bytes, given.graph_bytes)
             given_free["kv_cache"] = (logged.kv_bytes, given.kv_cache_bytes)
         if logged.kv_blocks is not None:
-            given_free["kv_blocks"] = (logged.kv_blocks, given.kv_cache_bytes // block_bytes)
+            given_free["kv_blocks"] = (logged.kv_blocks, blocks(given.kv_cache_bytes))
     elif logged.kv_bytes is not None and logged.kv_blocks is not None:  # KV size printed, blocks from it
-        given_free["kv_blocks"] = (logged.kv_blocks, logged.kv_bytes // block_bytes)
+        given_free["kv_blocks"] = (logged.kv_blocks, blocks(logged.kv_bytes))
     from_inputs: dict[str, tuple[int, int]] = {}
     if logged.weight_bytes is not None:
         from_inputs["weights"] = (logged.weight_bytes, weights)
     if logged.total_bytes is not None:
         from_inputs["total"] = (logged.total_bytes, i.total_bytes)
     if logged.kv_blocks is not None and logged.free_bytes is None and logged.kv_bytes is None:
-        from_inputs["kv_blocks"] = (logged.kv_blocks, alone.kv_cache_bytes // block_bytes)
+        from_inputs["kv_blocks"] = (logged.kv_blocks, blocks(alone.kv_cache_bytes))
     if logged.free_bytes is not None:
         from_inputs["free"] = (logged.free_bytes, alone.free_after_load_bytes)
         if logged.kv_blocks is not None:
-            from_inputs["kv_blocks"] = (logged.kv_blocks, alone.kv_cache_bytes // block_bytes)
+            from_inputs["kv_blocks"] = (logged.kv_blocks, blocks(alone.kv_cache_bytes))
     if logged.profile_bytes is not None:  # reported: the runtime's profiling pass, planned from the engine sizes
         from_inputs["profile"] = (logged.profile_bytes, alone.profile_bytes)
     if logged.kv_tokens is not None:  # vLLM's capacity in tokens: the blocks x block size
-        from_inputs["kv_tokens"] = (logged.kv_tokens, alone.kv_cache_bytes // block_bytes * i.block_size)
+        from_inputs["kv_tokens"] = (logged.kv_tokens, blocks(alone.kv_cache_bytes) * i.block_size)
         if given is not None:
-            given_free["kv_tokens"] = (logged.kv_tokens, given.kv_cache_bytes // block_bytes * i.block_size)
+            given_free["kv_tokens"] = (logged.kv_tokens, blocks(given.kv_cache_bytes) * i.block_size)
     seconds = logged_warmup_seconds(logged, inputs)
     if logged.warmup_seconds is not None and seconds is not None:
         from_inputs["warmup_seconds"] = (logged.warmup_seconds, seconds)

@@ -264,8 +264,9 @@ VLLM_FLAGS: tuple[Option, ...] = (
            human_readable_int, bound=COUNT),
     Option("block_size", "block-size", "KV block size; a multiple of 16 on HPU and CUDA (default: 128 on HPU and "
            "CPU, 16 on CUDA)", integer, bound=COUNT),
-    Option("kv_cache_memory_bytes", "kv-cache-memory-bytes", "explicit KV-cache size in bytes, e.g. 8g or 8G "
-           "(replaces the ratio split's KV share)", optional_human_int, bound=BYTES),
+    Option("kv_cache_memory_bytes", "kv-cache-memory-bytes", "explicit KV-cache size in bytes, e.g. 8g or 8G: vLLM "
+           "CUDA and CPU size the KV cache so; vllm-gaudi ignores it (the plan says so), vllm-fork has no such flag",
+           optional_human_int, bound=BYTES),
     Option("quantization", "quantization", "vLLM's --quantization method, for the weight size (fp8 family: 1 byte, "
            "awq/gptq: 0.5 byte) (default: the checkpoint's quantization_config, or the id's -AWQ/-GPTQ/-FP8)",
            optional_str, ("-q",)),

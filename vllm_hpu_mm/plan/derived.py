@@ -14,7 +14,16 @@ from vllm_hpu_mm.plan import validate
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.runtimes.base import BatchLimits
 
-__all__ = ["KV_DTYPE_BYTES", "kv_dtype_size", "scheduler_limits", "speculative_tokens"]
+__all__ = [
+    "CUDA_KV_DTYPES",
+    "KV_DTYPE_BYTES",
+    "SPECULATIVE_KEYS",
+    "SPECULATIVE_METHODS",
+    "check_long_prefill",
+    "kv_dtype_size",
+    "scheduler_limits",
+    "speculative_tokens",
+]
 
 #: Bytes per KV element of the ``--kv-cache-dtype`` values the plan sizes (``config/cache.py:39-59``): the 16-bit
 #: types and the plain fp8 family (``fp8`` is ``fp8_e4m3``; ``fp8_inc`` is Gaudi's). The per-token-head, NVFP4,
@@ -58,21 +67,99 @@ def scheduler_limits(defaults: BatchLimits, max_model_len: int, args: SizingArgs
     return BatchLimits(seqs, tokens, defaults.source + doubled, chunked)
 
 
-def kv_dtype_size(kv_cache_dtype: str | None, dtype_size: int, flag: str) -> int:
+def check_long_prefill(threshold: int | None, max_model_len: int, model_len_flag: str) -> None:
+    """vLLM 0.32 ``config/scheduler.py`` ``verify_max_model_len``: ``--long-prefill-token-threshold`` above the
+    max_model_len vLLM resolves (the plan's, ``auto`` fitted) stops it at start-up (:class:`ConfigError`)."""
+    if threshold is not None and threshold < 0:  # SchedulerConfig's Field(ge=0)
+        raise ConfigError(f"--long-prefill-token-threshold={threshold}: vLLM refuses it (at least 0); accepted: 0 (no "
+                          f"threshold) to {max_model_len}")  # fmt: skip
+    if threshold is not None and threshold > max_model_len:
+        raise ConfigError(f"--long-prefill-token-threshold={threshold} is above {model_len_flag} {max_model_len}: "
+                          "vLLM refuses to start (config/scheduler.py verify_max_model_len); accepted: at most "
+                          f"{max_model_len} (0: no threshold), or a larger {model_len_flag}")  # fmt: skip
+
+
+#: The ``--kv-cache-dtype`` values some vLLM 0.32 CUDA attention backend takes (``v1/attention/backends``: the union
+#: of FlashAttention's, Triton's, FlashInfer's and FlexAttention's ``supported_kv_cache_dtypes``), of those the plan
+#: sizes; a test checks it against the installed vLLM. ``fp8_inc`` (Intel Neural Compressor's, Gaudi's) is in none:
+#: vLLM finds no attention backend and does not start.
+CUDA_KV_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
+
+
+def kv_dtype_size(kv_cache_dtype: str | None, dtype_size: int, flag: str, backend: str = "hpu") -> int:
     """Bytes per KV element: the model's (``auto``, ``config/cache.py`` ``cache_dtype``'s default) or the
-    ``--kv-cache-dtype`` one's; a value vLLM accepts whose layout the plan does not size is refused with its name."""
+    ``--kv-cache-dtype`` one's; a value vLLM accepts whose layout the plan does not size is refused with its name,
+    and on CUDA one no attention backend takes."""
     if kv_cache_dtype in (None, "auto"):
         return dtype_size
+    if backend == "cuda" and kv_cache_dtype in KV_DTYPE_BYTES and kv_cache_dtype not in CUDA_KV_DTYPES:
+        raise ConfigError(f"{flag}={kv_cache_dtype}: no vLLM 0.32 CUDA attention backend takes it (fp8_inc is "
+                          "Gaudi's), vLLM does not start; accepted on CUDA: "
+                          f"{', '.join(CUDA_KV_DTYPES)}")  # fmt: skip
     if kv_cache_dtype not in KV_DTYPE_BYTES:
         raise ConfigError(f"{flag}={kv_cache_dtype}: vLLM accepts it, but the plan does not size its layout (scales "
                           f"per token or head); planned: auto, {', '.join(KV_DTYPE_BYTES)}")  # fmt: skip
     return KV_DTYPE_BYTES[kv_cache_dtype]
 
 
+#: vLLM 0.32's ``--speculative-config`` methods (``config/speculative.py`` ``SpeculativeMethod``; the ``*_mtp`` names
+#: are deprecated spellings of ``mtp``) and the keys its ``SpeculativeConfig`` takes; a test checks both against the
+#: installed vLLM.
+SPECULATIVE_METHODS = ("ngram", "medusa", "mlp_speculator", "draft_model", "suffix", "custom_class", "eagle", "eagle3",
+                       "extract_hidden_states", "mtp", "dflash", "ngram_gpu", "dspark", "bailing_hybrid_mtp",
+                       "bailing_hybrid_v3_mtp", "deepseek_mtp", "dots3_note_mtp", "ernie_mtp", "exaone4_5_mtp",
+                       "exaone_moe_mtp", "gemma4_mtp", "glm4_moe_lite_mtp", "glm4_moe_mtp", "glm5_next_mtp",
+                       "glm_ocr_mtp", "hy_v3_mtp", "hy_v4_mtp", "inkling_mtp", "kimi_k3_mtp", "longcat_flash_mtp",
+                       "mimo_mtp", "mimo_v2_mtp", "minimax_m3_mtp", "nemotron_h_mtp", "pangu_ultra_moe_mtp",
+                       "qwen3_5_mtp", "qwen3_next_mtp", "qwen4_exp_mtp", "step3p5_mtp")  # fmt: skip
+SPECULATIVE_KEYS = ("enforce_eager", "num_speculative_tokens", "model", "method", "draft_tensor_parallel_size",
+                    "tensor_parallel_size", "quantization", "moe_backend", "attention_backend", "kv_cache_dtype",
+                    "max_model_len", "revision", "code_revision", "index_share_for_mtp_iteration",
+                    "disable_padded_drafter_batch", "disable_eagle_block_drop", "use_local_argmax_reduction",
+                    "use_heterogeneous_vocab", "prompt_lookup_max", "prompt_lookup_min", "parallel_drafting",
+                    "target_model_config", "target_parallel_config", "num_speculative_tokens_per_batch_size",
+                    "draft_model_config", "draft_parallel_config", "suffix_decoding_max_tree_depth",
+                    "suffix_decoding_max_cached_requests", "suffix_decoding_max_spec_factor",
+                    "suffix_decoding_min_token_prob", "draft_load_config", "rejection_sample_method",
+                    "synthetic_acceptance_rates", "synthetic_acceptance_length", "enable_adaptive_verification",
+                    "draft_sample_method", "dspark_draft_topk")  # fmt: skip
+#: The methods that propose without a draft model of their own (``SpeculativeConfig.__post_init__``: the n-gram
+#: and suffix lookups, the hidden-state extractor; MTP and DSpark use the target model's own layers).
+_MODEL_FREE = ("ngram", "ngram_gpu", "suffix", "extract_hidden_states", "mtp", "dspark")
+
+
+def _speculative_refusal(config: dict[str, Any]) -> str | None:
+    """What vLLM 0.32's ``SpeculativeConfig`` refuses in ``config`` (its field types, then ``__post_init__``), in
+    its words, or None."""
+    unknown = sorted(set(config) - set(SPECULATIVE_KEYS))
+    if unknown:
+        return f"{', '.join(map(repr, unknown))}: not a key vLLM's SpeculativeConfig takes (unexpected keyword)"
+    method, model = config.get("method"), config.get("model")
+    if method is not None and method not in SPECULATIVE_METHODS:
+        return f"method {method!r} is not a method vLLM knows; accepted: {', '.join(SPECULATIVE_METHODS[:13])}"
+    for key in ("prompt_lookup_min", "prompt_lookup_max"):
+        value = config.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            return f"{key}={value!r}; accepted: an integer >= 1"
+    if method is None:  # vLLM infers it from the model; without one, a draft model's (which then needs a model)
+        method = "ngram" if model in ("ngram", "[ngram]") else "draft_model"
+    if str(method).endswith("_mtp"):
+        method = "mtp"
+    if model is None and method not in _MODEL_FREE:
+        if method == "custom_class":
+            return "method 'custom_class' requires 'model' to name the proposer class"
+        return f"num_speculative_tokens was provided but without speculative model (method {method!r} needs 'model')"
+    low, high = config.get("prompt_lookup_min"), config.get("prompt_lookup_max")
+    if method in ("ngram", "ngram_gpu") and low is not None and high is not None and low > high:
+        return f"prompt_lookup_min={low} must be <= prompt_lookup_max={high}"
+    return None
+
+
 def speculative_tokens(config: Any, flag: str) -> int:
     """The tokens proposed per step under ``--speculative-config`` (0 without it): its ``num_speculative_tokens``
-    (vLLM 0.32 ``config/speculative.py``: required for ngram, greater than 0). A draft model's own count (MTP's
-    ``n_predict``) is not read: the plan asks for it to be stated."""
+    (vLLM 0.32 ``config/speculative.py``: greater than 0), after what vLLM's ``SpeculativeConfig`` refuses (an
+    unknown key or method, a method that needs a draft model without one, n-gram lookup bounds the wrong way round).
+    A draft model's own count (MTP's ``n_predict``) is not read: the plan asks for it to be stated."""
     if config is None:
         return 0
     if not isinstance(config, dict):
@@ -84,4 +171,7 @@ def speculative_tokens(config: Any, flag: str) -> int:
                           "model's own count is not read): state it")  # fmt: skip
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ConfigError(f"{flag}: num_speculative_tokens={n!r}; accepted: an integer >= 1")
+    refusal = _speculative_refusal(config)
+    if refusal is not None:
+        raise ConfigError(f"{flag}: vLLM refuses it: {refusal}")
     return n

@@ -31,6 +31,8 @@ Code = Literal[
     "text_graphs_over_pool",
     "encoder_cache_smaller",
     "runtime_drops_buckets",
+    "flag_not_read",
+    "kv_cache_over_memory",
 ]
 
 
@@ -48,7 +50,7 @@ class Finding:
     @property
     def about_memory(self) -> bool:
         """The memory plan does not fit (the other errors are configurations the runtime refuses)."""
-        return self.code in ("weights_do_not_fit", "kv_cache_too_small")
+        return self.code in ("weights_do_not_fit", "kv_cache_too_small", "kv_cache_over_memory")
 
 
 def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per_token: int, seqs: int,
@@ -68,7 +70,40 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
         )
         out.append(Finding("error", "startup", "weights_do_not_fit", message, tp_fix(i)))
         return tuple(out)
-    if seqs < 1:
+    if i.kv_cache_memory_bytes is not None and traits.kv_cache_memory_bytes == "ignored":
+        message = (f"--kv-cache-memory-bytes {i.kv_cache_memory_bytes} is not read by {i.runtime.name.value} "
+                   f"({traits.kv_cache_memory_bytes_source}): the plan sizes the KV cache as the server "
+                   "will")  # fmt: skip
+        fix = Fix("leave out --kv-cache-memory-bytes; size the KV cache with --gpu-memory-utilization and "
+                  f"{knobs(GRAPH_RESERVED_MEM)}")  # fmt: skip
+        out.append(Finding("warning", "kv_cache", "flag_not_read", message, fix))
+    kv_given = i.kv_cache_memory_bytes
+    if kv_given is not None and traits.kv_cache_memory_bytes == "read" and kv_given + s.graph_bytes > p_free:
+        # vLLM allocates the given size whatever memory holds (gpu_worker.py:649 skips the utilization)
+        room = max(p_free - s.graph_bytes, 0)
+        graphs = f" and {s.graph_bytes / GIB:.2f} GiB of graphs" if s.graph_bytes else ""
+        message = (f"--kv-cache-memory-bytes {kv_given} ({kv_given / GIB:.2f} GiB){graphs} is more than the "
+                   f"{p_free / GIB:.2f} GiB left after the weights and profiling: {i.runtime.name.value} allocates it "
+                   "whatever memory holds (--gpu-memory-utilization is not read), out of memory at the "
+                   "allocation")  # fmt: skip
+        fix = Fix(f"--kv-cache-memory-bytes {room} or less", "--kv-cache-memory-bytes", room)
+        out.append(Finding("error", "kv_cache", "kv_cache_over_memory", message, fix))
+    override = i.num_gpu_blocks_override
+    if seqs < 1 and override is not None:
+        # vLLM 0.32 get_kv_cache_configs checks the override's blocks (less the block pool's null block), not memory
+        usable = max(override - 1, 0) * i.block_size
+        need = -(-i.max_model_len // i.block_size) + 1
+        message = (
+            f"--num-gpu-blocks-override {override} ({usable} tokens in blocks of {i.block_size}, less the one the "
+            f"block pool holds back) cannot hold one sequence of --max-model-len {i.max_model_len}: vLLM refuses to "
+            "start"
+        )
+        how = f"--num-gpu-blocks-override {need} or more" + (
+            f", or lower --max-model-len to {usable}" if usable else ""
+        )
+        fix = Fix(how, "--num-gpu-blocks-override", need)
+        out.append(Finding("error", "kv_cache", "kv_cache_too_small", message, fix))
+    elif seqs < 1:
         message = (
             f"the KV cache ({s.kv_cache_bytes / GIB:.2f} GiB) cannot hold one sequence of --max-model-len "
             f"{i.max_model_len}: vLLM refuses to start"

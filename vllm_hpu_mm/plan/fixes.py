@@ -116,7 +116,7 @@ def kv_fix(i: PlanInputs, free: int, s: Split, per_token: int) -> Fix:
     tokens = kv_blocks(s.kv_cache_bytes, per_token, i.block_size) * i.block_size
     if tokens >= i.block_size:
         fixes.append(f"lower --max-model-len to {tokens}")
-    if i.kv_cache_memory_bytes is not None:
+    if i.kv_cache_memory_bytes is not None and i.runtime.traits.kv_cache_memory_bytes == "read":
         need = -(-i.max_model_len // i.block_size) * i.block_size * per_token
         fixes.append(f"raise --kv-cache-memory-bytes to {need}")
         return Fix("; or ".join(fixes))

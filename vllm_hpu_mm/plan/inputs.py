@@ -104,6 +104,8 @@ class PlanInputs:
     num_gpu_blocks_override: int | None = None
     #: Tokens proposed per step under ``--speculative-config`` (0: none).
     num_speculative_tokens: int = 0
+    #: vLLM's ``--performance-mode`` (balanced, interactivity or throughput).
+    performance_mode: str = "balanced"
 
     def vision_listed(self, buckets: Iterable[int]) -> str:
         """Vision buckets comma-separated in the unit the runtime reads: patches per image, or images per pass."""
@@ -116,7 +118,8 @@ class PlanInputs:
         return EngineShape(max_model_len=self.max_model_len, max_num_seqs=self.max_num_seqs,
                            max_num_batched_tokens=self.max_num_batched_tokens, block_size=self.block_size,
                            num_kv_blocks=max(kv_blocks, 1),
-                           num_speculative_tokens=self.num_speculative_tokens)  # fmt: skip
+                           num_speculative_tokens=self.num_speculative_tokens,
+                           performance_mode=self.performance_mode)  # fmt: skip
 
     @property
     def runtime_name(self) -> Runtime:
@@ -267,6 +270,10 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
     quantization = validate.check_quantization(args.quantization or model.quantization, quant_flag)
 
     runtime, found = _runtime_model(args, spec.backend, env)
+    if args.kv_cache_memory_bytes is not None and runtime.traits.kv_cache_memory_bytes == "unknown":
+        raise ConfigError(f"{flag('kv_cache_memory_bytes')}: {runtime.name.value} does not take it "
+                          f"({runtime.traits.kv_cache_memory_bytes_source}); accepted: leave it out and size the KV "
+                          f"cache with {flag('gpu_memory_utilization')} and VLLM_GRAPH_RESERVED_MEM")  # fmt: skip
     given_util = args.gpu_memory_utilization
     util = runtime.traits.default_gpu_memory_utilization if given_util is None else given_util
     defaults = runtime.batch_defaults(DeviceFacts(spec.backend, total, spec.name, tp * pp))
@@ -309,8 +316,9 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         costs=HPU_LAZY_GRAPHS if spec.backend == "hpu" else ESTIMATES,
         max_model_len_auto=args.max_model_len == MAX_MODEL_LEN_AUTO,
         given=frozenset(o.field for o in VLLM_FLAGS if getattr(args, o.field) is not None),
-        kv_dtype_size=kv_dtype_size(args.kv_cache_dtype, size, flag("kv_cache_dtype")),
+        kv_dtype_size=kv_dtype_size(args.kv_cache_dtype, size, flag("kv_cache_dtype"), spec.backend),
         chunked_prefill=limits.chunked_prefill,
         num_gpu_blocks_override=args.num_gpu_blocks_override,
         num_speculative_tokens=speculative_tokens(args.speculative_config, flag("speculative_config")),
+        performance_mode=args.performance_mode or "balanced",
     )

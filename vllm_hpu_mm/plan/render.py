@@ -225,8 +225,11 @@ def to_table(
          "estimate" if p.profile_bytes else "none: the runtime runs no profiling forward pass"),
         ("free after load", _gib(p.free_after_load_bytes), free_note),
         ("usable", _gib(s.usable_bytes), f"x gpu_memory_utilization {i.gpu_memory_utilization}"),
-        ("KV cache", _gib(s.kv_cache_bytes),
-         f"{p.kv_blocks} blocks of {i.block_size}; {p.max_concurrent_seqs} seqs at max_model_len {i.max_model_len}"),
+        ("KV cache", _gib(s.kv_cache_bytes if i.num_gpu_blocks_override is None else
+                          p.kv_blocks * i.block_size * p.kv_bytes_per_token),
+         f"{p.kv_blocks} blocks of {i.block_size}" + ("" if i.num_gpu_blocks_override is None else
+         f" (--num-gpu-blocks-override; the memory left holds {s.kv_cache_bytes / GIB:.2f} GiB)") +
+         f"; {p.max_concurrent_seqs} seqs at max_model_len {i.max_model_len}"),
         ("graphs", _gib(s.graph_bytes),
          ("profiled by the runtime (estimate)" if i.runtime.traits.profiles_graphs else
           f"x VLLM_GRAPH_RESERVED_MEM {i.graph_reserved_mem}") if graphs else "none: eager (no graph pool)"),

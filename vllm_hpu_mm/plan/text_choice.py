@@ -21,6 +21,7 @@ from vllm_hpu_mm.buckets.text_worst import WorstCase
 from vllm_hpu_mm.buckets.turns import in_turns
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import Settings
+from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.planner import Plan, plan
 from vllm_hpu_mm.plan.text_buckets import loads_at, plan_for_traffic, text_time, text_warmup
@@ -176,5 +177,11 @@ def most_graphs(i: PlanInputs, shape: EngineShape) -> int:
     exp, lin or pad) warms for these limits, so that a user of any strategy can ask for the best plan at their own
     warm-up. A cap at all because planning work grows with the budget; the runtime's own strategies are the bound a
     user can already reach by configuring it, so no budget a runtime user could warm is refused."""
-    models = (i.runtime, *registry.strategies(i.runtime_name, i.runtime_env))
-    return max(len(t.prefill) + len(t.decode) for t in (m.text_shapes(shape) for m in models))
+    counts = [len(t.prefill) + len(t.decode) for t in [i.runtime.text_shapes(shape)]]
+    for m in registry.strategies(i.runtime_name, i.runtime_env):
+        try:  # a strategy the runtime would refuse at these limits (lin's min above its max) warms nothing to reach
+            t = m.text_shapes(shape)
+        except ConfigError:
+            continue
+        counts.append(len(t.prefill) + len(t.decode))
+    return max(counts)

@@ -104,6 +104,11 @@ class RuntimeTraits:
     default_gpu_memory_utilization: float = 0.92
     #: The oldest release modelled, for runtimes planned per release (``vllm-gaudi==X``); "" where none is.
     oldest_release: str = ""
+    #: What the runtime does with vLLM's ``--kv-cache-memory-bytes``: ``read`` (the KV cache is that size),
+    #: ``ignored`` (the flag parses, the worker sizes the KV cache its own way) or ``unknown`` (its server has no such
+    #: flag); :attr:`kv_cache_memory_bytes_source` says where in its code.
+    kv_cache_memory_bytes: Literal["read", "ignored", "unknown"] = "read"
+    kv_cache_memory_bytes_source: str = ""
 
     def fp32_softmax_for(self, model_type: str) -> bool:
         """The runtime's fp32-softmax default for a model of ``model_type``."""

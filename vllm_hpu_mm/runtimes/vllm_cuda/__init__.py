@@ -62,16 +62,31 @@ TRAITS = RuntimeTraits(
 )
 
 
-def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int) -> list[int]:
-    """vLLM 0.32's default ``cudagraph_capture_sizes`` for plain decoding (``VllmConfig._set_cudagraph_sizes``):
-    1, 2, 4, multiples of 8 below 256, multiples of 16 from 256, up to min(2 x max_num_seqs, 512,
-    max_num_batched_tokens), plus ``max_num_seqs`` when it fits."""
-    top = min(2 * max_num_seqs, 512, max_num_batched_tokens)
-    sizes = {n for n in (1, 2, 4) if n <= top}
-    sizes |= set(range(8, min(top + 1, 256), 8)) | set(range(256, top + 1, 16))
-    if max_num_seqs <= top:
-        sizes.add(max_num_seqs)
-    return sorted(sizes)
+def _grid(top: int, small: range | tuple[int, ...]) -> set[int]:
+    """``small`` up to ``top``, then multiples of 8 below 256 and of 16 from 256 up to ``top``."""
+    return {n for n in small if n <= top} | set(range(8, min(top + 1, 256), 8)) | set(range(256, top + 1, 16))
+
+
+def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, *, speculative_tokens: int = 0,
+                  performance_mode: str = "balanced") -> list[int]:  # fmt: skip
+    """vLLM 0.32's default ``cudagraph_capture_sizes`` (``config/vllm.py`` ``VllmConfig._set_cudagraph_sizes``,
+    512 the platform's default ceiling): the ceiling min(max_num_seqs x (1 + speculative tokens) x 2, 512,
+    max_num_batched_tokens); 1, 2, 4 (``interactivity``: every size up to 32), multiples of 8 below 256 and of 16
+    from 256 up to it; max_num_batched_tokens where it is within; then the uniform decode batches: ``max_num_seqs``
+    tokens without speculative decoding, else each request count of the same grid (and ``max_num_seqs``) times
+    1 + the speculative tokens, within the ceiling before the token budget's clamp."""
+    query = 1 + speculative_tokens
+    ceiling = min(max_num_seqs * query * 2, 512)
+    if query > 1:
+        counts = _grid(min(max_num_seqs, 512), (1, 2, 4)) | {min(max_num_seqs, 512)}
+        uniform = {n * query for n in counts if n * query <= ceiling}
+    else:
+        uniform = {max_num_seqs} if max_num_seqs <= ceiling else set()
+    top = min(max_num_batched_tokens, ceiling)
+    sizes = _grid(top, range(1, min(top, 32) + 1) if performance_mode == "interactivity" else (1, 2, 4))
+    if max_num_batched_tokens <= top:
+        sizes.add(max_num_batched_tokens)
+    return sorted(sizes | {n for n in uniform if n <= max_num_batched_tokens})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +95,10 @@ class VllmCuda(NoBucketList):
     traits: RuntimeTraits = TRAITS
 
     def text_shapes(self, shape: EngineShape) -> TextShapes:
-        decode = tuple((n, 0) for n in capture_sizes(shape.max_num_seqs, shape.max_num_batched_tokens))
+        sizes = capture_sizes(shape.max_num_seqs, shape.max_num_batched_tokens,
+                              speculative_tokens=shape.num_speculative_tokens,
+                              performance_mode=shape.performance_mode)  # fmt: skip
+        decode = tuple((n, 0) for n in sizes)
         return TextShapes((), decode, "vLLM's CUDA graph capture sizes (by token count)")
 
     def memory(self, m: MemoryInputs) -> MemorySplit:
@@ -102,6 +120,9 @@ class VllmCuda(NoBucketList):
             f"{VLLM_032} v1/worker/utils.py request_memory + gpu_worker.determine_available_memory: "
             f"ceil(total x gpu_memory_utilization) - (weights + profiling peak + non-torch), {note}"
         )
+        if m.kv_cache_memory_bytes is not None:  # gpu_worker.py:649: the given size, utilization not read
+            kv = m.kv_cache_memory_bytes
+            formula = f"{VLLM_032} gpu_worker.determine_available_memory: the explicit --kv-cache-memory-bytes"
         return MemorySplit(
             free,
             m.activation_peak_bytes,

@@ -104,6 +104,9 @@ TRAITS = RuntimeTraits(
     log_marks=r"vllm_gaudi|vllm-gaudi",
     warmup_era="one_pass",
     oldest_release=".".join(map(str, FIRST_FILE_BUCKETING[:3])),
+    kv_cache_memory_bytes="ignored",
+    kv_cache_memory_bytes_source=f"nothing in vllm-gaudi @{COMMIT_SHORT} reads cache_config.kv_cache_memory_bytes: its "
+    "HPU worker sizes the KV cache from free memory x --gpu-memory-utilization less VLLM_GRAPH_RESERVED_MEM",
 )
 
 

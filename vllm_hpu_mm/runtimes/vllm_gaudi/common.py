@@ -68,6 +68,17 @@ MAX_RANGE_STEPS = 1_000_000
 MAX_COMBINATIONS = 2_000_000
 
 
+#: The engine flags each range's defaults come from (linear.py / padding_aware.py get_*_cfgs @ 091bbadd), named in
+#: an error about a default range: the user sets those, not the range.
+_DERIVED_FROM = {
+    ("prompt", "bs"): "--max-num-seqs",
+    ("prompt", "query"): "--block-size (min) and --max-num-batched-tokens (max)",
+    ("prompt", "ctx"): "--max-model-len and --block-size",
+    ("decode", "bs"): "--max-num-seqs",
+    ("decode", "block"): "--block-size (min) and --max-model-len x --max-num-seqs or the KV blocks (max)",
+}
+
+
 def _named(cfg: BucketingConfig, phase: str, dim: str) -> str:
     """The variables the user set for one range, as spelled (``VLLM_PROMPT_QUERY_BUCKET_MIN=4096``), for messages."""
 
@@ -81,7 +92,9 @@ def _named(cfg: BucketingConfig, phase: str, dim: str) -> str:
             variable = var_name(f"{phase}_seq", param)
         if value(variable) is not None:
             out.append(f"{variable}={value(variable)}")
-    return ", ".join(out) or "the defaults vllm-gaudi derives from the engine limits"
+    return (
+        ", ".join(out) or f"the defaults vllm-gaudi derives from {_DERIVED_FROM.get((phase, dim), 'the engine limits')}"
+    )
 
 
 def _prune(cfg: BucketingConfig, shape: EngineShape, is_prompt: bool, mnps: int,

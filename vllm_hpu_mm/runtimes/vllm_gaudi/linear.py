@@ -47,7 +47,8 @@ def lin_range(bmin: int, bstep: int, bmax: int, what: str) -> list[int]:
     # linear.py warmup_range @ 091bbadd: doubling from bmin while below bstep, then every bstep up to bmax;
     # 0 as bmin means "start at bstep and add a 0 bucket".
     if bmin > bmax:
-        raise ConfigError(f"{what}: min {bmin} > max {bmax}; vllm-gaudi asserts min <= max (linear strategy)")
+        raise ConfigError(f"{what}: min {bmin} > max {bmax}; vllm-gaudi asserts min <= max (linear strategy); "
+                          f"accepted: what sets the max at {bmin} or more, or a smaller min")  # fmt: skip
     add_zero = bmin == 0
     if add_zero:
         if bmax == 0:

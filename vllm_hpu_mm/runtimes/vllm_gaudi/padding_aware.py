@@ -47,7 +47,8 @@ def pad_range(bmin: int, bstep: int, bmax: int, pad_max: int, pad_percent: int, 
     if pad_max == 0:
         pad_max = bmax
     if bmin > bmax:
-        raise ConfigError(f"{what}: min {bmin} > max {bmax}; vllm-gaudi asserts min <= max (padding-aware)")
+        raise ConfigError(f"{what}: min {bmin} > max {bmax}; vllm-gaudi asserts min <= max (padding-aware); "
+                          f"accepted: what sets the max at {bmin} or more, or a smaller min")  # fmt: skip
     if bstep <= 0:
         raise ConfigError(f"{what}: step {bstep} is invalid; accepted: step >= 1 (vllm-gaudi asserts it)")
     if not 0 <= pad_percent <= 50:

@@ -1,0 +1,103 @@
+"""Every command that writes a file checks where before it runs: never over one of its inputs, never over a file of
+the user's that is not of the kind the flag writes, never a folder or a path in a missing folder; a re-run replaces
+its own output. The rules on small files (``jobs/outputs.py``), then each writing command through the CLI."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.data import REPO
+from vllm_hpu_mm.cli.main import main
+from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.jobs.outputs import check_output
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 16
+PROFILE = json.dumps({"version": 1, "costs": {}}).encode()
+GAUGES = (
+    b"# HELP vllm_hpu_mm_stale_plan_ratio r\n"
+    b"# TYPE vllm_hpu_mm_stale_plan_ratio gauge\nvllm_hpu_mm_stale_plan_ratio 1\n"
+)
+METRICS = REPO / "tests" / "data" / "metrics" / "planned.txt"
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("kind", "ours", "theirs"),
+    [("png", PNG, b"width,height\n640,480\n"), ("profile", PROFILE, b"INFO a server log line\n"),
+     ("textfile", GAUGES, b"# HELP vllm:num_requests_running x\nvllm:num_requests_running 0\n")],
+    ids=["png", "profile", "textfile"],
+)  # fmt: skip
+def test_a_file_of_the_flags_kind_is_replaced_any_other_file_of_the_users_is_refused(
+    tmp_path: Path, kind: str, ours: bytes, theirs: bytes
+) -> None:
+    mine, yours, empty, new = tmp_path / "mine", tmp_path / "yours", tmp_path / "empty", tmp_path / "new"
+    mine.write_bytes(ours)
+    yours.write_bytes(theirs)
+    empty.write_bytes(b"")
+    for path in (mine, empty, new):
+        assert check_output(str(path), "--out", kind, []) == path  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"^--out .*yours is a file of yours that is not .*: writing .* there would "
+                                          r"overwrite it"):  # fmt: skip
+        check_output(str(yours), "--out", kind, [])  # type: ignore[arg-type]
+
+
+def test_an_input_a_folder_and_a_missing_folder_are_refused_naming_the_flag(tmp_path: Path) -> None:
+    sizes = tmp_path / "sizes.csv"
+    sizes.write_text("width,height\n640,480\n")
+    link = tmp_path / "alias.png"
+    link.symlink_to(sizes)
+    for given in (str(sizes), str(link), f"{tmp_path}/./sub/../sizes.csv"):
+        with pytest.raises(ConfigError, match=r"^--plot .* is the same file as the --sizes .*sizes.csv"):
+            check_output(given, "--plot", "png", [("--from-metrics", "http://h/metrics"), ("--sizes", str(sizes))])
+    with pytest.raises(ConfigError, match=r"is a folder"):
+        check_output(str(tmp_path), "--plot", "png", [])
+    with pytest.raises(ConfigError, match=r"the folder .*missing does not exist"):
+        check_output(str(tmp_path / "missing" / "p.png"), "--plot", "png", [])
+    made = tmp_path / "cache" / "profile.json"  # a default path: its folder is made
+    assert check_output(str(made), "the default profile path", "profile", [], create_folder=True) == made
+
+
+def _untouched(path: Path, before: bytes, argv: tuple[str, ...], said: str) -> None:
+    code, out, err = run(*argv)
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1, err
+    assert said in err, err
+    assert path.read_bytes() == before
+
+
+def test_no_writing_command_writes_over_the_users_files(tmp_path: Path) -> None:
+    sizes = tmp_path / "traffic.csv"
+    sizes.write_text("width,height\n640,480\n1280,720\n")
+    metrics = tmp_path / "page.txt"
+    metrics.write_bytes(METRICS.read_bytes())
+    log = tmp_path / "server.log"
+    log.write_bytes((REPO / "tests" / "data" / "logs" / "vllm_gaudi_warmup_doc.log").read_bytes())
+    same = "is the same file as the"
+    for command in (("buckets", "plan"), ("buckets", "check", "1600,3136")):
+        _untouched(sizes, sizes.read_bytes(), (*command, "--sizes", str(sizes), "--plot", str(sizes)), same)
+    replay = ("buckets", "replay", "--text-graph-budget", "40", "--requests", "20")
+    _untouched(sizes, sizes.read_bytes(), (*replay, "--sizes", str(sizes), "--plot", str(sizes)), same)
+    _untouched(metrics, metrics.read_bytes(), (*replay, "--from-metrics", str(metrics), "--plot", str(metrics)), same)
+    stale = ("buckets", "stale", "--from-metrics", str(metrics), "--textfile")
+    _untouched(metrics, metrics.read_bytes(), (*stale, str(metrics)), same)
+    _untouched(sizes, sizes.read_bytes(), (*stale, str(sizes)), "is a file of yours that is not a gauge file")
+    _untouched(sizes, sizes.read_bytes(), ("memory", "calibrate", str(log), "--output", str(sizes)),
+               "is a file of yours that is not a profile")  # fmt: skip
+    _untouched(log, log.read_bytes(), ("memory", "calibrate", "--metrics", str(metrics), "--output", str(log)),
+               "is a file of yours that is not a profile")  # fmt: skip
+    assert not (tmp_path / "missing").exists()
+    code, _, err = run("memory", "calibrate", str(log), "--output", str(tmp_path / "missing" / "p.json"))
+    assert code == 2
+    assert "does not exist" in err
+    assert not (tmp_path / "missing").exists()
