@@ -384,6 +384,7 @@ class LookupTable:
         self.value_of = np.concatenate(self.values) if self.values else np.zeros(0, dtype=np.int64)
         self._flat = self.row_of * _PACK + self.value_of
         self._priced: tuple[Callable[[int, int, int], float], _F] | None = None
+        self._pack: tuple[_I | None] | None = None
 
     @classmethod
     def of_rows(cls, rows: Sequence[int], values: Sequence[Sequence[int]]) -> LookupTable:
@@ -399,6 +400,7 @@ class LookupTable:
         table.value_of = np.concatenate(table.values)
         table._flat = table.row_of * _PACK + table.value_of
         table._priced = None
+        table._pack = None
         return table
 
     def __len__(self) -> int:
@@ -419,11 +421,20 @@ class LookupTable:
         :func:`moved`; None where a value is too large to pack."""
         if not len(self):
             return np.full(len(at), NOT_FOUND, dtype=np.int64)
-        if max(int(self.batch.max()), int(self.query.max()), int(self.value_of.max())) >= 1 << PACK_BITS:
+        packed = self._packed()
+        if packed is None:
             return None
-        row = self.row_of
-        packed = (self.batch[row] << (2 * PACK_BITS)) | (self.query[row] << PACK_BITS) | self.value_of
         return np.where(at >= 0, packed[np.maximum(at, 0)], NOT_FOUND)
+
+    def _packed(self) -> _I | None:
+        """Every bucket packed, in the order :meth:`index` counts them (made once per table; None: too large)."""
+        if self._pack is None:
+            if max(int(self.batch.max()), int(self.query.max()), int(self.value_of.max())) >= 1 << PACK_BITS:
+                self._pack = (None,)
+            else:
+                row = self.row_of
+                self._pack = ((self.batch[row] << (2 * PACK_BITS)) | (self.query[row] << PACK_BITS) | self.value_of,)
+        return self._pack[0]
 
     def bucket(self, i: int) -> tuple[int, int, int]:
         """The bucket at index ``i`` of :meth:`index` (batch, query, value)."""

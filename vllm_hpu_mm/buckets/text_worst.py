@@ -49,7 +49,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -361,15 +361,42 @@ def _axis_edges(first_edges: _I, second_edges: _I) -> tuple[_I, _I, bool]:
     return first, _thin(second_edges, max(2, MAX_CELLS // len(first))), True
 
 
-def _decode_cells(ours: Sequence[Bucket], theirs: Sequence[Bucket], limits: TextLimits) -> _Cells:
-    """Decode cells: sequences in (previous batch edge, edge], blocks in (previous value, value]; the smallest valid
-    shape of each (at least as many blocks as sequences, at most what they can hold)."""
+#: A phase's edges on each axis (distinct values), from its buckets and its limits.
+_Edges = tuple[frozenset[int], frozenset[int]]
+
+
+def _decode_edges(buckets: Iterable[Bucket], limits: TextLimits) -> _Edges:
     top_n = limits.max_num_seqs
-    n_edges = np.unique([b for b, _, _ in (*ours, *theirs) if b <= top_n] + [top_n]).astype(np.int64)
     k_top = limits.top_blocks(top_n)
-    k_edges = np.unique([c for _, _, c in (*ours, *theirs) if c <= k_top] + [k_top]).astype(np.int64)
-    n_edges, k_edges, sampled = _axis_edges(n_edges, k_edges)
+    buckets = tuple(buckets)
+    return (frozenset([b for b, _, _ in buckets if b <= top_n] + [top_n]),
+            frozenset([c for _, _, c in buckets if c <= k_top] + [k_top]))  # fmt: skip
+
+
+def _prefill_edges(buckets: Iterable[Bucket], limits: TextLimits) -> _Edges:
+    top_q = limits.top_query
+    c_top = limits.top_context(1)
+    buckets = tuple(buckets)
+    return (frozenset([q for b, q, _ in buckets if b == 1 and q <= top_q] + [top_q]),
+            frozenset([c for b, _, c in buckets if b == 1 and c <= c_top] + [0, c_top]))  # fmt: skip
+
+
+def _sorted(values: frozenset[int]) -> _I:
+    return np.array(sorted(values), dtype=np.int64)
+
+
+def _decode_cells(ours: Sequence[Bucket], theirs: Sequence[Bucket], limits: TextLimits,
+                  held_by: Sequence[Bucket] = (), edges: _Edges | None = None) -> _Cells:  # fmt: skip
+    """Decode cells: sequences in (previous batch edge, edge], blocks in (previous value, value]; the smallest valid
+    shape of each (at least as many blocks as sequences, at most what they can hold). ``held_by``: only the cells
+    whose shape some of these buckets can hold (the others' lows are beyond every one of them). ``edges``: those of
+    ``ours`` and ``theirs``, when known."""
+    first, second = edges if edges is not None else _decode_edges((*ours, *theirs), limits)
+    n_edges, k_edges, sampled = _axis_edges(_sorted(first), _sorted(second))
     n_low, k_low = np.concatenate([[1], n_edges[:-1] + 1]), np.concatenate([[1], k_edges[:-1] + 1])
+    if held_by:  # a cell's shape holds at least its lows (n >= n_low, k >= k_low)
+        n_edges, n_low = _upto(n_edges, n_low, max(x[0] for x in held_by))
+        k_edges, k_low = _upto(k_edges, k_low, max(x[2] for x in held_by))
     n_lo, k_lo = np.meshgrid(n_low, k_low, indexing="ij")
     n_hi, k_hi = np.meshgrid(n_edges, k_edges, indexing="ij")
     k = np.maximum(k_lo, n_lo)  # the fewest blocks of the cell some batch of its sequences holds
@@ -380,21 +407,29 @@ def _decode_cells(ours: Sequence[Bucket], theirs: Sequence[Bucket], limits: Text
     return _Cells(n[valid], np.ones(int(valid.sum()), dtype=np.int64), k[valid], sampled)
 
 
-def _prefill_cells(ours: Sequence[Bucket], theirs: Sequence[Bucket], limits: TextLimits) -> _Cells:
+def _prefill_cells(ours: Sequence[Bucket], theirs: Sequence[Bucket], limits: TextLimits,
+                   held_by: Sequence[Bucket] = (), edges: _Edges | None = None) -> _Cells:  # fmt: skip
     """Prefill cells (one sequence): queries in (previous query edge, edge], context in (previous value, value]; the
-    smallest shape of each (the most context any of its queries leaves room for)."""
-    top_q = limits.top_query
-    q_edges = np.unique([q for b, q, _ in (*ours, *theirs) if b == 1 and q <= top_q] + [top_q]).astype(np.int64)
-    c_top = limits.top_context(1)
-    c_edges = np.unique([c for b, _, c in (*ours, *theirs) if b == 1 and c <= c_top] + [0, c_top]).astype(np.int64)
-    q_edges, c_edges, sampled = _axis_edges(q_edges, c_edges)
+    smallest shape of each (the most context any of its queries leaves room for). ``held_by``, ``edges``: as for
+    :func:`_decode_cells`."""
+    first, second = edges if edges is not None else _prefill_edges((*ours, *theirs), limits)
+    q_edges, c_edges, sampled = _axis_edges(_sorted(first), _sorted(second))
     q_low = np.concatenate([[1], q_edges[:-1] + 1])
     c_low = np.concatenate([[0], c_edges[:-1] + 1])
+    if held_by:
+        q_edges, q_low = _upto(q_edges, q_low, max(x[1] for x in held_by))
+        c_edges, c_low = _upto(c_edges, c_low, max(x[2] for x in held_by))
     q, c = np.meshgrid(q_low, c_low, indexing="ij")
     room = np.array([limits.top_context(int(v)) for v in q_low.tolist()], dtype=np.int64)[:, None]
     valid = np.broadcast_to(c <= room, q.shape)
     q, c = q[valid], c[valid]
     return _Cells(np.ones(len(q), dtype=np.int64), q.astype(np.int64), c.astype(np.int64), sampled)
+
+
+def _upto(edges: _I, low: _I, most: int) -> tuple[_I, _I]:
+    """The cells of an axis whose low is at most ``most`` (the lows rise)."""
+    n = int(np.searchsorted(low, most, side="right"))
+    return edges[:n], low[:n]
 
 
 def _cost(time: StepTimes, phase: str) -> Callable[[int, int, int], float]:
@@ -429,6 +464,8 @@ class _Phase:
         self.price = _prices(self.cost)
         #: no_dearer's answers per (buckets, group): a repair round asks again for the phase it did not change
         self._no_dearer: dict[tuple[frozenset[Bucket], tuple[Bucket, ...]], bool] = {}
+        #: the edges of the buckets so far and the runtime's own, for the buckets they were taken from
+        self._edges: tuple[frozenset[Bucket], _Edges] | None = None
         self._theirs_table = LookupTable(self.theirs)
         self.regrid()
 
@@ -520,7 +557,16 @@ class _Phase:
 
     def _judge_no_dearer(self, group: tuple[Bucket, ...]) -> bool:
         grown = sorted({*self.ours, *group})
-        cells = (_decode_cells if self.name == "decode" else _prefill_cells)(grown, self.theirs, self.limits)
+        # the grid of both sets' edges and the group's: the edges of the buckets so far kept while they are the same
+        decode = self.name == "decode"
+        edges_of = _decode_edges if decode else _prefill_edges
+        ours = frozenset(self.ours)
+        if self._edges is None or self._edges[0] != ours:
+            self._edges = (ours, edges_of((*ours, *self.theirs), self.limits))
+        base, added = self._edges[1], edges_of(group, self.limits)
+        edges = (base[0] | added[0], base[1] | added[1])
+        # a shape moves only to an added bucket holding it: the cells none can hold keep their seconds
+        cells = (_decode_cells if decode else _prefill_cells)(grown, self.theirs, self.limits, group, edges)
         at = self.table.index(cells.b, cells.q, cells.c)
         before = self.price(self.table, at)
         after = self._seconds_with(group, cells, at, before)
