@@ -258,7 +258,8 @@ class Between:
             return list(range(1, self.top + 1))
         rows = {b for b, _, _ in (*planned, *own)} | set(self.judged)
         edges = sorted({n + d for n in rows for d in (-1, 0, 1)} & set(range(1, self.top + 1)))
-        fill = np.unique(np.round(np.geomspace(1, self.top, MAX_STEADY)).astype(np.int64)).tolist()
+        # sorted(set()) rather than np.unique: the same ints, without numpy.ma's import (np.unique asks it)
+        fill = sorted(set(np.round(np.geomspace(1, self.top, MAX_STEADY)).astype(np.int64).tolist()))
         return sorted({*edges[:MAX_STEADY], *fill[: max(0, MAX_STEADY - len(edges))]})
 
     def few(self) -> list[int]:
@@ -348,7 +349,8 @@ def _thin(edges: _I, most: int) -> _I:
     """At most ``most`` of the sorted ``edges``, log-spaced, the last kept (the axis top)."""
     if len(edges) <= most:
         return edges
-    picks = np.unique(np.round(np.geomspace(1, len(edges), most)).astype(np.int64) - 1)
+    picks = np.array(sorted(set((np.round(np.geomspace(1, len(edges), most)).astype(np.int64) - 1).tolist())),
+                     dtype=np.int64)  # fmt: skip
     return edges[picks]
 
 
