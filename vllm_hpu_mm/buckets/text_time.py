@@ -175,6 +175,8 @@ class PhaseAxes:
     #: A first value holding at least this share of the weight is a candidate row too (up to MAX_HEAVY_ROWS of
     #: them, heaviest first); 0: the grid alone.
     heavy_row_share: float = 0.0
+    #: Work that depends on the axes alone, kept (:func:`_ladder_grid`); shared with the copies ``replace`` makes.
+    memo: dict[Hashable, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,6 +224,35 @@ class _Curve:
         return got
 
 
+#: Most ladder grids one :class:`PhaseAxes` keeps (a planning run asks a few hundred per phase).
+LADDER_GRIDS = 4096
+
+
+def _ladder_grid(axes: PhaseAxes, row: int, low: int, end: int) -> tuple[list[int], _I, _F, _I, npt.NDArray[np.bool_]]:
+    """A row's candidate values from ``low`` to ``end``, each one's seconds in the row, and the band of candidates
+    each may follow (positions, and which are below it): the same whatever the weights, so kept per axes (every
+    re-planned weight set of a planning run asks for the same rows)."""
+    key = ("ladder", row, low, end)
+    got = axes.memo.get(key)
+    if got is None:
+        cands = sorted({*_log_grid(low, end, CANDIDATES_PER_OCTAVE * axes.resolution), end})
+        c = np.array(cands, dtype=np.int64)
+        unit = np.array([axes.time(row, v) for v in cands], dtype=np.float64)
+        n = len(c)
+        # c[i] may follow c[j] when j < i and c[i] <= step x (c[j] + 1): a band of j's below each i
+        step = min(GROSS_FACTOR, axes.step_factor)
+        lo = np.searchsorted(step * (c + 1), c, side="left")
+        width = max(1, int((np.arange(n) - lo).max()))
+        band = lo[:, None] + np.arange(width)[None, :]
+        inside = band < np.arange(n)[:, None]
+        band = np.minimum(band, n - 1)
+        got = (cands, c, unit, band, inside)
+        if len(axes.memo) >= LADDER_GRIDS:
+            axes.memo.clear()
+        axes.memo[key] = got
+    return got
+
+
 def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_values: int) -> _Curve:
     """The row's values minimising sum(weight x time(row, bucket value)) for each number of values, each step at
     most the axes' step factor (at most GROSS_FACTOR) above the one before (the first at most GROSS_FACTOR above
@@ -238,22 +269,13 @@ def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_va
     if axes.zero and top <= 0:  # no context fits beside this row's queries: context 0 alone
         return _Curve((zero_cost,), ((0,),))
     low = max(floor, 1)
-    cands = sorted({*_log_grid(low, end, CANDIDATES_PER_OCTAVE * axes.resolution), end})
-    c = np.array(cands, dtype=np.int64)
+    cands, c, unit, band, inside = _ladder_grid(axes, row, low, end)
     idx = np.searchsorted(c, vals)  # each shape's least candidate at or above it
     per = np.bincount(idx, weights=w, minlength=len(c)).astype(np.float64)
     prefix = np.concatenate([[0.0], np.cumsum(per)])[1:]  # prefix[i]: weight up to c[i]
-    unit = np.array([axes.time(row, v) for v in cands], dtype=np.float64)
     first_max = GROSS_FACTOR * axes.need(row, prev)
     n = len(c)
     cost = np.where(c <= first_max, unit * prefix, INF)
-    # c[i] may follow c[j] when j < i and c[i] <= step x (c[j] + 1): a band of j's below each i
-    step = min(GROSS_FACTOR, axes.step_factor)
-    lo = np.searchsorted(step * (c + 1), c, side="left")
-    width = max(1, int((np.arange(n) - lo).max()))
-    band = lo[:, None] + np.arange(width)[None, :]
-    inside = band < np.arange(n)[:, None]
-    band = np.minimum(band, n - 1)
     # the weight between c[j] and c[i], in c[i], for every step j -> i of the band: the same for every count
     span = np.where(inside, unit[:, None] * (prefix[:, None] - prefix[band]), INF)
     rows_n = np.arange(n)
