@@ -82,6 +82,7 @@ __all__ = [
     "losing",
     "padded_time",
     "padded_times",
+    "shape_arrays",
     "standing",
 ]
 
@@ -272,6 +273,17 @@ def padded_times(prompt: Sequence[Bucket], decode: Sequence[Bucket], loads: Sequ
                  for (up, bp, np_), (ud, bd, nd) in zip(prefill, dec, strict=True))  # fmt: skip
 
 
+def shape_arrays(load: LoadShapes, phase: int, time: StepTimes) -> tuple[_I, _I, _F]:
+    """The load's shapes of a phase (0 prefill, 1 decode) as arrays, in its mapping's order: first values, second
+    values and runs (made once per planning run where ``time`` keeps them)."""
+    if isinstance(time, CachedTimes):
+        arrays = time.kept("load arrays", id(load), functools.partial(_load_arrays, load, time))
+    else:
+        arrays = _load_arrays(load, time)
+    part = arrays.phases[phase]
+    return part.first, part.second, part.runs
+
+
 def _loadset(loads: Sequence[LoadShapes], time: StepTimes) -> _LoadSet:
     if isinstance(time, CachedTimes):
         # a planning run makes each load's arrays once; the kept entries hold the loads, so no id is reused meanwhile
@@ -310,10 +322,10 @@ def _phase_times(loadset: _LoadSet, phase: int, key: tuple[Bucket, ...],
     if any(g is None for g in got):
         _, _, _, runs, _, bounds = loadset.phases[phase]
         bucketed, missing = _looked_up(loadset, phase, key, time)
-        missed = np.concatenate([[0], np.cumsum(missing)]).tolist()
+        missed = np.concatenate([[0], np.cumsum(missing)])[bounds].tolist()  # at each part's bounds
         for i, part in enumerate(distinct):
             lo, hi = bounds[i], bounds[i + 1]
-            one = (part.useful, weighted_sum(runs[lo:hi], bucketed[lo:hi]), missed[hi] - missed[lo])
+            one = (part.useful, weighted_sum(runs[lo:hi], bucketed[lo:hi]), missed[i + 1] - missed[i])
             if len(part.priced) >= PRICED_SETS:
                 part.priced.clear()
             part.priced[key] = one

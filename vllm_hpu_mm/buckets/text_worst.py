@@ -68,8 +68,9 @@ from vllm_hpu_mm.buckets.text_budget import (
     grow_from,
     padded_time,
     padded_times,
+    shape_arrays,
 )
-from vllm_hpu_mm.buckets.text_time import LookupTable, StepTimes, cached, moved
+from vllm_hpu_mm.buckets.text_time import CachedTimes, LookupTable, StepTimes, cached, moved
 from vllm_hpu_mm.buckets.turns import Ahead, on_two
 from vllm_hpu_mm.engine import Bucket
 from vllm_hpu_mm.errors import ConfigError
@@ -136,6 +137,8 @@ _TOL = 1e-9
 _TRIED = 8
 #: Most values one continued ladder adds.
 _LADDER = 8
+#: Most loads' seconds in the runtime's own buckets kept per phase (the loads judged and between: a few dozen).
+_OWN_PRICES = 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -481,6 +484,20 @@ class _Phase:
         self.own_s = self.price(self._theirs_table, self.own_at)
         self.ours_s = self.price(self.table, self.at)
         self.ratio = np.where(self.own_s > 0, self.ours_s / np.where(self.own_s > 0, self.own_s, 1.0), 1.0)
+
+    def own_prices(self, load: LoadShapes, b: _I, q: _I, c: _I) -> _F:
+        """Seconds of the load's shapes (``b``, ``q``, ``c``: this phase's, in its mapping's order) in the runtime's own
+        buckets, kept per load for the planning run (the entry holds the load: its id is not reused meanwhile)."""
+
+        def make() -> tuple[LoadShapes, tuple[Bucket, ...], _F]:
+            return load, self.theirs, self.price(self._theirs_table, self._theirs_table.index(b, q, c))
+
+        if not isinstance(self.time, CachedTimes):
+            return make()[2]
+        got = self.time.kept("own prices", (self.name, id(load)), make, most=_OWN_PRICES)
+        if got[1] != self.theirs:  # another runtime's buckets: not kept
+            return make()[2]
+        return got[2]
 
     def worst(self) -> PhaseWorst | None:
         if not len(self.ratio):
@@ -884,16 +901,16 @@ def _repairs(phase: _Phase, short: Sequence[LoadShapes]) -> list[tuple[Bucket, .
         shapes = load.decode if phase.name == "decode" else load.prefill
         if not shapes:
             continue
-        keys = list(shapes)
-        first = np.array([k[0] for k in keys], dtype=np.int64)
-        second = np.array([k[1] for k in keys], dtype=np.int64)
+        # the shapes as arrays in the mapping's order, and their seconds in the runtime's own buckets, kept per load
+        first, second, runs = shape_arrays(load, 1 if phase.name == "decode" else 0, phase.time)
         one = np.ones_like(first)
         b, q = (first, one) if phase.name == "decode" else (one, first)
         mine = phase.price(phase.table, phase.table.index(b, q, second))
-        theirs = phase.price(phase._theirs_table, phase._theirs_table.index(b, q, second))
-        for key, m, t in zip(keys, mine.tolist(), theirs.tolist(), strict=True):
-            if m > t and math.isfinite(t):
-                pay[key] = pay.get(key, 0.0) + shapes[key] * (m - t)
+        theirs = phase.own_prices(load, b, q, second)
+        paying = np.flatnonzero((mine > theirs) & np.isfinite(theirs))
+        more = (runs[paying] * (mine[paying] - theirs[paying])).tolist()
+        for key, extra in zip(zip(first[paying].tolist(), second[paying].tolist()), more, strict=True):
+            pay[key] = pay.get(key, 0.0) + extra
     rows = sorted({phase._row(b) for b in phase.ours})
     out: list[tuple[Bucket, ...]] = []
     for lead, need in sorted(pay, key=lambda k: -pay[k])[:_TRIED]:
