@@ -208,6 +208,7 @@ class _Curve:
     def __init__(self, costs: Sequence[float], values: Sequence[tuple[int, ...]] | None = None, *,
                  trace: Callable[[int], tuple[int, ...]] | None = None) -> None:  # fmt: skip
         self.costs = tuple(costs)
+        self.cost_array = np.array(self.costs, dtype=np.float64)
         self._values: list[tuple[int, ...] | None] = list(values) if values is not None else [None] * len(self.costs)
         self._trace = trace
 
@@ -332,27 +333,29 @@ class _Allocation:
         if cap <= self._cap:
             return self._best, self._picks
         cap = min(self.graphs, max(cap, 2 * self._cap))  # budgets are asked in rising order: grow geometrically
-        best = np.full(cap + 1, INF)
-        best[0] = 0.0
+        best = np.zeros(1)  # the least cost for each total the rows so far can take (0 up to min(reach, cap))
         reach = 0  # the most graphs the rows so far can take
         picks: list[_I] = []
         for curve in self.curves:
-            costs = np.array(curve.costs, dtype=np.float64)
+            costs = curve.cost_array
             most = len(costs)
             end = min(reach + most, cap) + 1
-            # cand[m - 1, g]: the rows before with g - m graphs, this one with m values
-            src = np.arange(end)[None, :] - np.arange(1, most + 1)[:, None]
-            held = best[np.minimum(np.maximum(src, 0), min(reach, cap))]  # np.clip, without its wrapper
-            cand = np.where((src >= 0) & (src <= reach), held + costs[:, None], INF)
+            # cand[m - 1, g]: the rows before with g - m graphs, this one with m values (INF where they cannot)
+            held = np.full(most + end, INF)
+            held[most : most + len(best)] = best
+            # row m - 1 a view of held from most - m: one step back per row (held outlives the view)
+            step = held.strides[0]
+            windows = np.lib.stride_tricks.as_strided(held[most - 1 :], shape=(most, end), strides=(-step, step))
+            cand = windows + costs[:, None]
             at = cand.argmin(axis=0)
-            low = cand[at, np.arange(end)]
-            best = np.full(cap + 1, INF)
+            best = cand.min(axis=0)
             pick = np.zeros(cap + 1, dtype=np.int64)
-            best[:end] = low
-            pick[:end] = np.where(np.isfinite(low), at + 1, 0)
+            pick[:end] = np.where(np.isfinite(best), at + 1, 0)
             reach += most
             picks.append(pick)
-        self._cap, self._best, self._picks = cap, best, tuple(picks)
+        out = np.full(cap + 1, INF)
+        out[: len(best)] = best
+        self._cap, self._best, self._picks = cap, out, tuple(picks)
         self._pick_lists = [p.tolist() for p in picks]  # the traceback reads one value per row: lists read faster
         return self._best, self._picks
 
