@@ -690,8 +690,22 @@ class _Pricer:
             return total
         # the few shapes their first row does not hold: vllm-gaudi's rule over every row
         at = np.concatenate(spilled)
-        t = _times(self.axes, rows, values, self.by_first[at], self.by_second[at], rising=True)
+        t = self._spilled(rows, values, self.by_first[at].tolist(), self.by_second[at].tolist())
         return total + weighted_sum(self.by_weight[at], t)
+
+    def _spilled(self, rows: Sequence[int], values: Sequence[Sequence[int]], first: list[int],
+                 second: list[int]) -> _F:  # fmt: skip
+        """:func:`_times` of a few shapes in rising rows and values, one shape at a time (no table built): the first
+        row at or above a shape's first value whose largest value holds its second, there the least value that does;
+        its own shape where no row does."""
+        time, n = self.axes.time, len(rows)
+        out = []
+        for f, v in zip(first, second, strict=True):
+            j = bisect.bisect_left(rows, f)
+            while j < n and values[j][-1] < v:
+                j += 1
+            out.append(time(rows[j], values[j][bisect.bisect_left(values[j], v)]) if j < n else time(f, v))
+        return np.array(out, dtype=np.float64)
 
 
 @dataclasses.dataclass(frozen=True)
