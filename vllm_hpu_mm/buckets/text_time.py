@@ -635,6 +635,8 @@ def _rising(rows: Sequence[int], values: Sequence[Sequence[int]]) -> bool:
     return list(rows) == sorted(set(rows)) and all(len(v) and list(v) == sorted(set(v)) for v in values)
 
 
+#: No shapes (positions).
+_NONE: _I = np.zeros(0, dtype=np.int64)
 #: Most rows' slices one :class:`_Pricer` keeps (a planning run asks a few thousand distinct ones per weight set).
 PRICED_ROWS = 1 << 14
 
@@ -662,11 +664,15 @@ class _Pricer:
             lo = bisect.bisect_right(self.first_list, prev) if prev >= 0 else 0
             hi = bisect.bisect_right(self.first_list, row)
             second = self.by_second[lo:hi]
+            time = self.axes.time
+            priced = np.array([time(row, x) for x in values], dtype=np.float64)
             v = np.array(values, dtype=np.int64)
-            priced = np.array([self.axes.time(row, x) for x in values], dtype=np.float64)
-            at = np.searchsorted(v, second)
-            held = at < len(v)
-            got = (weighted_sum(self.by_weight[lo:hi][held], priced[at[held]]), np.flatnonzero(~held) + lo, hi)
+            if not len(second) or int(second.max()) <= values[-1]:  # every shape held (the usual row): no masks
+                got = (weighted_sum(self.by_weight[lo:hi], priced[v.searchsorted(second)]), _NONE, hi)
+            else:
+                at = v.searchsorted(second)
+                held = at < len(values)
+                got = (weighted_sum(self.by_weight[lo:hi][held], priced[at[held]]), np.flatnonzero(~held) + lo, hi)
             if len(self.rows) >= PRICED_ROWS:
                 self.rows.clear()
             self.rows[key] = got
