@@ -322,7 +322,8 @@ def _phase_times(loadset: _LoadSet, phase: int, key: tuple[Bucket, ...],
     if any(g is None for g in got):
         _, _, _, runs, _, bounds = loadset.phases[phase]
         bucketed, missing = _looked_up(loadset, phase, key, time)
-        missed = np.concatenate([[0], np.cumsum(missing)])[bounds].tolist()  # at each part's bounds
+        # the uncovered shapes counted at each part's bounds (most lookups leave none)
+        missed = np.concatenate([[0], np.cumsum(missing)])[bounds].tolist() if missing.any() else [0] * len(bounds)
         for i, part in enumerate(distinct):
             lo, hi = bounds[i], bounds[i + 1]
             one = (part.useful, weighted_sum(runs[lo:hi], bucketed[lo:hi]), missed[i + 1] - missed[i])
