@@ -626,6 +626,17 @@ def bound_worst(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Buck
     ``bound`` times its step in the runtime's ``own`` buckets, each group taken only if no shape gets dearer
     (``strict``) or dearer beyond the bound, and the worst case it reaches; past the budget the search goes on (at
     most :data:`MAX_EXTRA` buckets, not kept) to find the graphs that reach the bound."""
+    search = functools.partial(_bound_worst, plan, own, limits, time, budget=budget, against=against, bound=bound,
+                               strict=strict)  # fmt: skip
+    if not isinstance(time, CachedTimes):
+        return search()
+    # kept for the planning run: the chosen plan's search is asked again for the graphs that reach the bound
+    return time.kept("bound worst", (plan, tuple(own[0]), tuple(own[1]), limits, budget, against, bound, strict), search)
+
+
+def _bound_worst(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]], limits: TextLimits,
+                 time: StepTimes, *, budget: int, against: str, bound: float,
+                 strict: bool) -> tuple[TextBucketPlan, WorstCase]:  # fmt: skip
     phases = _phases(plan, own, limits, time)
     graphs, most = plan.graphs, max(budget, plan.graphs) + MAX_EXTRA
     kept: tuple[set[Bucket], set[Bucket]] | None = None  # the buckets within the budget, once it is spent
