@@ -343,16 +343,13 @@ class _Allocation:
             # cand[m - 1, g]: the rows before with g - m graphs, this one with m values (INF where they cannot)
             held = np.full(most + end, INF)
             held[most : most + len(best)] = best
-            # row m - 1 a view of held from most - m: one step back per row (held outlives the view)
-            step = held.strides[0]
-            windows = np.lib.stride_tricks.as_strided(held[most - 1 :], shape=(most, end), strides=(-step, step))
-            cand = windows + costs[:, None]
+            cand = held[_windows(most, end)]
+            cand += costs[:, None]
             at = cand.argmin(axis=0)
-            best = cand.min(axis=0)
-            pick = np.zeros(cap + 1, dtype=np.int64)
-            pick[:end] = np.where(np.isfinite(best), at + 1, 0)
+            best = cand[at, _arange(end)]
+            # a row's pick up to its own reach: a finite total never asks beyond it
+            picks.append(np.where(np.isfinite(best), at + 1, 0))
             reach += most
-            picks.append(pick)
         out = np.full(cap + 1, INF)
         out[: len(best)] = best
         self._cap, self._best, self._picks = cap, out, tuple(picks)
@@ -373,6 +370,36 @@ class _Allocation:
             out.append(m)
             g -= m
         return cost, list(reversed(out))
+
+
+#: Index matrices kept per (values, totals) shape: an allocation asks the same few hundred again and again.
+_WINDOWS: dict[tuple[int, int], _I] = {}
+_ARANGES: dict[int, _I] = {}
+MOST_WINDOWS = 4096
+
+
+def _windows(most: int, end: int) -> _I:
+    """``[m - 1, g] -> most - m + g``: where the totals ``g - m`` of the rows before sit in an array padded by
+    ``most`` (read only)."""
+    got = _WINDOWS.get((most, end))
+    if got is None:
+        if len(_WINDOWS) >= MOST_WINDOWS:
+            _WINDOWS.clear()
+        got = np.arange(end)[None, :] + (most - np.arange(1, most + 1))[:, None]
+        got.flags.writeable = False
+        _WINDOWS[(most, end)] = got
+    return got
+
+
+def _arange(n: int) -> _I:
+    got = _ARANGES.get(n)
+    if got is None:
+        if len(_ARANGES) >= MOST_WINDOWS:
+            _ARANGES.clear()
+        got = np.arange(n)
+        got.flags.writeable = False
+        _ARANGES[n] = got
+    return got
 
 
 def _allocate(curves: Sequence[_Curve]) -> _Allocation:

@@ -400,8 +400,8 @@ def _decode_cells(ours: Sequence[Bucket], theirs: Sequence[Bucket], limits: Text
     n_edges, k_edges, sampled = _axis_edges(_sorted(first), _sorted(second))
     n_low, k_low = np.concatenate([[1], n_edges[:-1] + 1]), np.concatenate([[1], k_edges[:-1] + 1])
     if held_by:  # a cell's shape holds at least its lows (n >= n_low, k >= k_low)
-        n_edges, n_low = _upto(n_edges, n_low, max(x[0] for x in held_by))
-        k_edges, k_low = _upto(k_edges, k_low, max(x[2] for x in held_by))
+        n_edges, n_low = _lows_upto(n_edges, n_low, max(x[0] for x in held_by))
+        k_edges, k_low = _lows_upto(k_edges, k_low, max(x[2] for x in held_by))
     n_lo, k_lo = np.meshgrid(n_low, k_low, indexing="ij")
     n_hi, k_hi = np.meshgrid(n_edges, k_edges, indexing="ij")
     k = np.maximum(k_lo, n_lo)  # the fewest blocks of the cell some batch of its sequences holds
@@ -422,8 +422,8 @@ def _prefill_cells(ours: Sequence[Bucket], theirs: Sequence[Bucket], limits: Tex
     q_low = np.concatenate([[1], q_edges[:-1] + 1])
     c_low = np.concatenate([[0], c_edges[:-1] + 1])
     if held_by:
-        q_edges, q_low = _upto(q_edges, q_low, max(x[1] for x in held_by))
-        c_edges, c_low = _upto(c_edges, c_low, max(x[2] for x in held_by))
+        q_edges, q_low = _lows_upto(q_edges, q_low, max(x[1] for x in held_by))
+        c_edges, c_low = _lows_upto(c_edges, c_low, max(x[2] for x in held_by))
     q, c = np.meshgrid(q_low, c_low, indexing="ij")
     room = np.array([limits.top_context(int(v)) for v in q_low.tolist()], dtype=np.int64)[:, None]
     valid = np.broadcast_to(c <= room, q.shape)
@@ -431,7 +431,7 @@ def _prefill_cells(ours: Sequence[Bucket], theirs: Sequence[Bucket], limits: Tex
     return _Cells(np.ones(len(q), dtype=np.int64), q.astype(np.int64), c.astype(np.int64), sampled)
 
 
-def _upto(edges: _I, low: _I, most: int) -> tuple[_I, _I]:
+def _lows_upto(edges: _I, low: _I, most: int) -> tuple[_I, _I]:
     """The cells of an axis whose low is at most ``most`` (the lows rise)."""
     n = int(np.searchsorted(low, most, side="right"))
     return edges[:n], low[:n]
