@@ -530,11 +530,19 @@ def moved(found: _I, seconds: _F, b: _I, q: _I, c: _I, added: Sequence[tuple[int
     looked up in (``found``, ``seconds``: before), without looking them up again: vllm-gaudi's lookup takes the first
     bucket in sorted order that holds a shape, so a shape moves to an added bucket exactly where that one holds it
     and sorts before its bucket so far. None where an added value is too large to pack."""
+    tops: tuple[int, int] | None = None  # the shapes' largest batch and query: an added bucket above both holds all
     for x in sorted(set(added)):
         if max(x) >= 1 << PACK_BITS:
             return None
         packed = (x[0] << (2 * PACK_BITS)) | (x[1] << PACK_BITS) | x[2]
-        moves = (b <= x[0]) & (q <= x[1]) & (c <= x[2]) & (found > packed)
+        moves = found > packed
+        moves &= c <= x[2]
+        if tops is None:
+            tops = (int(b.max()), int(q.max())) if len(b) else (0, 0)
+        if x[0] < tops[0]:
+            moves &= b <= x[0]
+        if x[1] < tops[1]:
+            moves &= q <= x[1]
         if moves.any():
             found = np.where(moves, packed, found)
             seconds = np.where(moves, price(*x), seconds)
