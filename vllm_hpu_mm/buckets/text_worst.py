@@ -66,7 +66,6 @@ from vllm_hpu_mm.buckets.text_budget import (
     best_at,
     budget_for,
     grow_from,
-    padded_time,
     padded_times,
     shape_arrays,
 )
@@ -864,8 +863,9 @@ def _between(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]
     few = between.few()
     rest = [n for _, n, _, _ in ranked if n not in between.judged and n > FEW][:MAX_SCHEDULED]
     first = early.results() if early is not None else [between.at(n) for n in few]
-    for load in [*first, *on_two([functools.partial(between.at, n) for n in rest])]:
-        theirs = padded_time(*own, load, time)
+    scheduled = [*first, *on_two([functools.partial(between.at, n) for n in rest])]
+    # every scheduled load priced in one lookup per bucket set (the same seconds as one load at a time)
+    for load, theirs in zip(scheduled, padded_times(*own, scheduled, time) if scheduled else (), strict=True):
         out.append((load, theirs, _within(theirs, STEADY_SHARE)))
     return out
 
