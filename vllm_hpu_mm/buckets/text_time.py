@@ -290,7 +290,7 @@ def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_va
             choices.append(best)
         costs.append(float(cost[-1]) + zero_cost if math.isfinite(cost[-1]) else INF)
     pad = len(extra)
-    cands_list = c.tolist()
+    cands_list = cands  # the same ints, kept with the grid
 
     def trace(count: int) -> tuple[int, ...]:
         m = count - pad  # the ladder's own values, after the zero value's graph

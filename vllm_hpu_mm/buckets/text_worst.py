@@ -630,7 +630,8 @@ def bound_worst(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Buck
     if not isinstance(time, CachedTimes):
         return search()
     # kept for the planning run: the chosen plan's search is asked again for the graphs that reach the bound
-    return time.kept("bound worst", (plan, tuple(own[0]), tuple(own[1]), limits, budget, against, bound, strict), search)
+    key = (plan, tuple(own[0]), tuple(own[1]), limits, budget, against, bound, strict)
+    return time.kept("bound worst", key, search)
 
 
 def _bound_worst(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]], limits: TextLimits,
@@ -863,9 +864,9 @@ def _between(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]
     few = between.few()
     rest = [n for _, n, _, _ in ranked if n not in between.judged and n > FEW][:MAX_SCHEDULED]
     first = early.results() if early is not None else [between.at(n) for n in few]
-    scheduled = [*first, *on_two([functools.partial(between.at, n) for n in rest])]
+    ran = [*first, *on_two([functools.partial(between.at, n) for n in rest])]
     # every scheduled load priced in one lookup per bucket set (the same seconds as one load at a time)
-    for load, theirs in zip(scheduled, padded_times(*own, scheduled, time) if scheduled else (), strict=True):
+    for load, theirs in zip(ran, padded_times(*own, ran, time) if ran else (), strict=True):
         out.append((load, theirs, _within(theirs, STEADY_SHARE)))
     return out
 
@@ -920,7 +921,8 @@ def _repairs(phase: _Phase, short: Sequence[LoadShapes]) -> list[tuple[Bucket, .
         theirs = phase.own_prices(load, b, q, second)
         paying = np.flatnonzero((mine > theirs) & np.isfinite(theirs))
         more = (runs[paying] * (mine[paying] - theirs[paying])).tolist()
-        for key, extra in zip(zip(first[paying].tolist(), second[paying].tolist()), more, strict=True):
+        keys = zip(first[paying].tolist(), second[paying].tolist(), strict=True)
+        for key, extra in zip(keys, more, strict=True):
             pay[key] = pay.get(key, 0.0) + extra
     rows = sorted({phase._row(b) for b in phase.ours})
     out: list[tuple[Bucket, ...]] = []
