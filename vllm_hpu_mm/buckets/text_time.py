@@ -271,7 +271,7 @@ def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_va
         return _Curve((zero_cost,), ((0,),))
     low = max(floor, 1)
     cands, c, unit, band, inside = _ladder_grid(axes, row, low, end)
-    idx = np.searchsorted(c, vals)  # each shape's least candidate at or above it
+    idx = c.searchsorted(vals)  # each shape's least candidate at or above it
     per = np.bincount(idx, weights=w, minlength=len(c)).astype(np.float64)
     prefix = np.concatenate([[0.0], np.cumsum(per)])[1:]  # prefix[i]: weight up to c[i]
     first_max = GROSS_FACTOR * axes.need(row, prev)
@@ -498,17 +498,26 @@ class LookupTable:
         row at or after (b, q) whose batch, query and largest value hold it, there the smallest value at or above c.
         Rows are tried one step at a time for the shapes the row before did not hold (most are held by their first)."""
         n = len(self.values)
-        chosen = np.searchsorted(self._rows, b * _PACK + q)  # rows sort by (batch, query)
-        pending = np.flatnonzero(chosen < n)
+        chosen = self._rows.searchsorted(b * _PACK + q)  # rows sort by (batch, query)
+        inside = chosen < n
+        if inside.all():  # every shape has a first row (the usual case): its first round without gathers
+            held = (self.batch[chosen] >= b) & (self.query[chosen] >= q) & (self.top[chosen] >= c)
+            pending = np.flatnonzero(~held)
+            chosen[pending] += 1
+            pending = pending[chosen[pending] < n]
+        else:
+            pending = np.flatnonzero(inside)
         while len(pending):  # at most n rounds: each moves a pending shape one row on
             at = chosen[pending]
             held = (self.batch[at] >= b[pending]) & (self.query[at] >= q[pending]) & (self.top[at] >= c[pending])
             pending = pending[~held]
             chosen[pending] += 1
             pending = pending[chosen[pending] < n]
-        out = np.full(len(b), -1, dtype=np.int64)
         found = chosen < n
-        out[found] = np.searchsorted(self._flat, chosen[found] * _PACK + c[found])
+        if found.all():
+            return self._flat.searchsorted(chosen * _PACK + c)
+        out = np.full(len(b), -1, dtype=np.int64)
+        out[found] = self._flat.searchsorted(chosen[found] * _PACK + c[found])
         return out
 
     def find(self, b: _I, q: _I, c: _I) -> tuple[_I, _I, _I, npt.NDArray[np.bool_]]:
