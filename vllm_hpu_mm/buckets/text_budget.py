@@ -221,6 +221,10 @@ class _LoadSet:
     states: tuple[dict[frozenset[Bucket], tuple[_I, _F]], ...] = dataclasses.field(
         default_factory=lambda: ({}, {}), compare=False, repr=False
     )
+    #: Per phase, each bucket set's answer at every load (:func:`_phase_times`), at most PRICED_SETS.
+    memo: tuple[dict[tuple[Bucket, ...], list[tuple[float, float, int]]], ...] = dataclasses.field(
+        default_factory=lambda: ({}, {}), compare=False, repr=False
+    )
 
     @classmethod
     def of(cls, arrays: Sequence[_LoadArrays]) -> _LoadSet:
@@ -317,6 +321,10 @@ def _phase_times(loadset: _LoadSet, phase: int, key: tuple[Bucket, ...],
                  time: StepTimes) -> list[tuple[float, float, int]]:  # fmt: skip
     """Each load's phase (0 prefill, 1 decode) at its own shapes and in the buckets ``key``: useful seconds,
     bucketed seconds and the shapes no bucket holds; kept per part (:class:`_PhaseArrays`) and bucket set."""
+    memo = loadset.memo[phase]
+    known = memo.get(key)  # the whole set's answer: one hash of the buckets, not one per part
+    if known is not None:
+        return known
     distinct, parts = loadset.distinct[phase], loadset.parts[phase]
     got = [p.priced.get(key) for p in distinct]
     if any(g is None for g in got):
@@ -331,7 +339,11 @@ def _phase_times(loadset: _LoadSet, phase: int, key: tuple[Bucket, ...],
                 part.priced.clear()
             part.priced[key] = one
             got[i] = one
-    return [cast(tuple[float, float, int], got[i]) for i in parts]
+    out = cast(list[tuple[float, float, int]], [got[i] for i in parts])
+    if len(memo) >= PRICED_SETS:
+        memo.clear()
+    memo[key] = out
+    return out
 
 
 def _looked_up(loadset: _LoadSet, phase: int, key: tuple[Bucket, ...],
