@@ -583,6 +583,38 @@ def _row_candidates(axes: PhaseAxes, first: _I, weight: _F) -> list[int]:
     return sorted(grid | {axes.rows_top})
 
 
+def _row_times(axes: PhaseAxes, row: int, distinct: _I, values: bytes) -> _F:
+    """A row's seconds at each of the shapes' distinct second values (at least its floor): kept per axes (every
+    weight set of a planning run has the same shapes)."""
+    key = ("row times", row, values)
+    got = axes.memo.get(key)
+    if got is None:
+        floor = axes.floor(row)
+        got = np.array([axes.time(row, max(int(v), floor)) for v in distinct])
+        if len(axes.memo) >= LADDER_GRIDS:
+            axes.memo.clear()
+        axes.memo[key] = got
+    return cast(_F, got)
+
+
+def _row_steps(axes: PhaseAxes, cands: list[int]) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Which candidate row may follow which (a row's least value within the factor rule over the need just past
+    the one before), and which may come first: kept per axes and candidates."""
+    key = ("row steps", tuple(cands))
+    got = axes.memo.get(key)
+    if got is None:
+        r = cands
+        n = len(r)
+        need_ok = np.array([[axes.floor(r[i]) <= GROSS_FACTOR * axes.need(r[i], r[j]) and j < i for j in range(n)]
+                            for i in range(n)])  # fmt: skip
+        first_ok = np.array([axes.floor(x) <= GROSS_FACTOR * axes.need(x, 0) for x in r])
+        got = (need_ok, first_ok)
+        if len(axes.memo) >= LADDER_GRIDS:
+            axes.memo.clear()
+        axes.memo[key] = got
+    return cast(tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]], got)
+
+
 def _row_sets(axes: PhaseAxes, cands: list[int], first: _I, second: _I, weight: _F, most: int) -> list[tuple[int, ...]]:
     """For 1..most rows, the rows minimising sum(weight x time(row, own second value)) (the values' padding left to
     the ladders), each row's first value reachable under the factor rule from the previous row, the last the top."""
@@ -593,23 +625,20 @@ def _row_sets(axes: PhaseAxes, cands: list[int], first: _I, second: _I, weight: 
     at = np.searchsorted(a, r, side="right")  # shapes with first value <= r[j]: a[:at[j]]
     distinct, inverse = np.unique(b, return_inverse=True)
     cum = np.zeros((n, n + 1))  # cum[i, j + 1]: weighted time in row r[i] of the shapes up to r[j]
+    values = distinct.tobytes()
     for i, row in enumerate(cands):
-        floor = axes.floor(row)
-        t = np.array([axes.time(row, max(int(v), floor)) for v in distinct])[inverse] * w
-        c = np.concatenate([[0.0], np.cumsum(t)])
+        c = np.concatenate([[0.0], np.cumsum(_row_times(axes, row, distinct, values)[inverse] * w)])
         cum[i, 1:] = c[at]
-    # a row may follow another when its least value fits the factor rule over the need just past it
-    need_ok = np.array([[axes.floor(int(r[i])) <= GROSS_FACTOR * axes.need(int(r[i]), int(r[j])) and j < i
-                         for j in range(n)] for i in range(n)])  # fmt: skip
-    first_ok = np.array([axes.floor(int(x)) <= GROSS_FACTOR * axes.need(int(x), 0) for x in r])
+    need_ok, first_ok = _row_steps(axes, cands)
     diag = cum[np.arange(n), np.arange(n) + 1]  # every shape up to the row, in the row
     cost = np.where(first_ok, diag, INF)
+    # the shapes above r[j] up to r[i], in row r[i], where r[i] may follow r[j] (INF where not: INF + cost is INF)
+    seg = np.where(need_ok, diag[:, None] - cum[:, 1:], INF)
     choices: list[_I] = []
     out: list[tuple[int, ...]] = []
     for k in range(1, min(most, n) + 1):
         if k > 1:
-            seg = diag[:, None] - cum[:, 1:]  # the shapes above r[j] up to r[i], in row r[i]
-            total = np.where(need_ok, cost[None, :] + seg, INF)
+            total = cost[None, :] + seg
             best = total.argmin(axis=1)
             cost = total[np.arange(n), best]
             choices.append(best)
