@@ -380,3 +380,42 @@ def test_a_schedule_of_arrivals_in_time_is_no_load_level_of_the_steady_state() -
     assert [lv[0] for lv in steady.levels] == [1, 2, 4, 8, 12, 16]
     assert np.array_equal(steady.spread, alone.spread)
     assert steady.at(5).decode == alone.at(5).decode
+
+
+def _no_dearer_on_every_cell(phase: _Phase, group: tuple[Bucket, ...]) -> bool:
+    """The no-dearer rule as it reads: every cell of the grid of both sets' edges and the group's, looked up afresh
+    in the buckets with and without the group."""
+    from vllm_hpu_mm.buckets.text_worst import _decode_cells, _prefill_cells
+
+    grown = sorted({*phase.ours, *group})
+    cells = (_decode_cells if phase.name == "decode" else _prefill_cells)(grown, phase.theirs, LIMITS)
+    before, after = LookupTable(sorted(phase.ours)), LookupTable(grown)
+    old = phase.price(before, before.index(cells.b, cells.q, cells.c))
+    new = phase.price(after, after.index(cells.b, cells.q, cells.c))
+    return not np.any(new > old * (1 + 1e-9))
+
+
+def test_no_dearer_judged_on_the_cells_a_group_can_hold_is_the_judgement_on_every_cell() -> None:
+    """A group's check looks only at the cells its buckets can hold (the others keep their bucket): its answer is
+    the one over every cell of the grid, for groups that make shapes dearer and groups that do not."""
+    rng = random.Random(7)
+    time = cached(TIME)
+    answers = []
+    for name, ours, theirs in (("decode", coarse().decode, EXP[1]), ("prefill", coarse().prompt, EXP[0])):
+        phase = _Phase(name, set(ours), theirs, LIMITS, time)
+        pool = [b for b in theirs if b not in phase.ours]
+        for size in (1, 1, 1, 2, 3) * 4:
+            group = tuple(rng.sample(pool, size))
+            answers.append(phase.no_dearer(group))
+            assert answers[-1] == _no_dearer_on_every_cell(phase, group), (name, group)
+    assert True in answers and False in answers  # both kinds of group were judged
+
+
+def test_a_bound_search_kept_for_the_run_is_the_one_worked_out_afresh() -> None:
+    time = cached(TIME)
+    plan = coarse()
+    first = bound_worst(plan, EXP, LIMITS, time, budget=plan.graphs + 4)
+    assert bound_worst(plan, EXP, LIMITS, time, budget=plan.graphs + 4) is first  # kept
+    assert first == bound_worst(plan, EXP, LIMITS, TIME, budget=plan.graphs + 4)  # uncached: the same
+    assert bound_worst(plan, EXP, LIMITS, time, budget=plan.graphs + 4, strict=True) == bound_worst(
+        plan, EXP, LIMITS, TIME, budget=plan.graphs + 4, strict=True)  # fmt: skip
