@@ -13,6 +13,7 @@ import pytest
 from vllm_hpu_mm.buckets import turns
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
 from vllm_hpu_mm.buckets.text_budget import (
+    LOADS_KEPT,
     BudgetedPlan,
     LoadShapes,
     LoadVerdict,
@@ -20,7 +21,7 @@ from vllm_hpu_mm.buckets.text_budget import (
     padded_time,
     padded_times,
 )
-from vllm_hpu_mm.buckets.text_time import KEPT, LookupTable, cached
+from vllm_hpu_mm.buckets.text_time import LookupTable, cached
 from vllm_hpu_mm.buckets.text_worst import (
     BOUND,
     Between,
@@ -300,11 +301,11 @@ def test_the_loads_between_scheduled_ahead_and_on_two_cores_are_those_scheduled_
 
 
 def test_more_loads_than_a_run_keeps_priced_at_once_are_each_priced_as_alone() -> None:
-    """_between prices every steady state in one call, more loads than a planning run keeps arrays of (KEPT): each
-    answer is the one worked out alone and uncached."""
+    """_between prices every steady state in one call, more loads than a planning run keeps arrays of (LOADS_KEPT):
+    each answer is the one worked out alone and uncached."""
     loads = [LoadShapes(f"{n} at once", {(64 * k, k): 3}, {(n, n * k): 100, (n, n * k + 1): 7})
-             for n in range(1, 17) for k in range(1, 7)]  # fmt: skip
-    assert len(loads) > KEPT
+             for n in range(1, 17) for k in range(1, 40)]  # fmt: skip
+    assert len(loads) > LOADS_KEPT
     chosen, _, _ = _rows_at_the_levels()
     time = cached(TIME)
     for prompt, decode in (chosen.plan.prompt, chosen.plan.decode), EXP:

@@ -148,6 +148,10 @@ class PaddedTime:
         return self.padded_s / self.useful_s if self.useful_s else 0.0
 
 
+#: Most loads whose arrays a planning run keeps (the judged loads, those between and a few hundred steady states).
+LOADS_KEPT = 512
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class _PhaseArrays:
     """One phase of a load's shapes as arrays with their own modelled seconds: the first and second value, the runs
@@ -197,7 +201,8 @@ def _load_arrays(load: LoadShapes, time: StepTimes) -> _LoadArrays:
         if not isinstance(time, CachedTimes):
             return _phase_arrays(shapes, own)
         # kept per mapping: the entry holds it, so no id is reused meanwhile
-        return time.kept("phase arrays", (index, id(shapes)), functools.partial(_phase_arrays, shapes, own))
+        return time.kept("phase arrays", (index, id(shapes)), functools.partial(_phase_arrays, shapes, own),
+                         most=2 * LOADS_KEPT)  # fmt: skip
 
     return _LoadArrays(load, phase(0, load.prefill, lambda q, c: time.prefill_s(1, q, c)),
                        phase(1, load.decode, time.decode_s))  # fmt: skip
@@ -277,14 +282,18 @@ def padded_times(prompt: Sequence[Bucket], decode: Sequence[Bucket], loads: Sequ
                  for (up, bp, np_), (ud, bd, nd) in zip(prefill, dec, strict=True))  # fmt: skip
 
 
+def _arrays_of(load: LoadShapes, time: StepTimes) -> _LoadArrays:
+    """The load's arrays, kept for the planning run where ``time`` keeps work (the entry holds the load: its id is
+    not reused meanwhile)."""
+    if not isinstance(time, CachedTimes):
+        return _load_arrays(load, time)
+    return time.kept("load arrays", id(load), functools.partial(_load_arrays, load, time), most=LOADS_KEPT)
+
+
 def shape_arrays(load: LoadShapes, phase: int, time: StepTimes) -> tuple[_I, _I, _F]:
     """The load's shapes of a phase (0 prefill, 1 decode) as arrays, in its mapping's order: first values, second
     values and runs (made once per planning run where ``time`` keeps them)."""
-    if isinstance(time, CachedTimes):
-        arrays = time.kept("load arrays", id(load), functools.partial(_load_arrays, load, time))
-    else:
-        arrays = _load_arrays(load, time)
-    part = arrays.phases[phase]
+    part = _arrays_of(load, time).phases[phase]
     return part.first, part.second, part.runs
 
 
@@ -292,8 +301,7 @@ def _loadset(loads: Sequence[LoadShapes], time: StepTimes) -> _LoadSet:
     if isinstance(time, CachedTimes):
         # a planning run makes each load's arrays once; the kept entries hold the loads, so no id is reused meanwhile
         def make() -> _LoadSet:
-            return _LoadSet.of([time.kept("load arrays", id(load), functools.partial(_load_arrays, load, time))
-                                for load in loads])  # fmt: skip
+            return _LoadSet.of([_arrays_of(load, time) for load in loads])
 
         return time.kept("load set", tuple(id(load) for load in loads), make)
     return _LoadSet.of([_load_arrays(load, time) for load in loads])

@@ -286,6 +286,15 @@ class _Steady:
     spread: _F
     one_empty: float
     levels: tuple[tuple[int, Mapping[tuple[int, int], float], float], ...]
+    #: Each load's steady state as made (:meth:`state`).
+    _made: dict[int, LoadShapes] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    def state(self, n: int) -> LoadShapes:
+        """:meth:`at`, made once per load (the same object each time: its prices are kept by its identity)."""
+        got = self._made.get(n)
+        if got is None:
+            got = self._made[n] = self.at(n)
+        return got
 
     def at(self, n: int) -> LoadShapes:
         """The steady state at ``n`` at once: the nearest judged load's sequence-steps at ``n`` (and ``n - 1``)
@@ -844,11 +853,13 @@ def _between(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]
     on both cores)."""
     if between is None:
         return []
-    steady = _steady(loads)
+    # the steady states kept for the planning run: judged again after repairs, the same loads are found priced
+    steady = (time.kept("steady", id(loads), lambda: (loads, _steady(loads)))[1] if isinstance(time, CachedTimes)
+              else _steady(loads))  # fmt: skip
     if steady is None:
         return []
     ns = between.candidates(plan.decode, own[1])
-    states = [steady.at(n) for n in ns]
+    states = [steady.state(n) for n in ns]
     # every steady state priced in one lookup per bucket set (the same seconds as one load at a time)
     ranked: list[tuple[float, int, LoadShapes, LoadVerdict]] = []
     for n, load, ours, theirs in zip(ns, states, padded_times(plan.prompt, plan.decode, states, time),
