@@ -1,9 +1,8 @@
 """Independent planning tasks taken in turns on two cores: while this process works out one task, a forked child
 works out the next (the last two, where three remain), and the results come back in order (:func:`in_turns`). A
-task's result is the same whichever
-process computes it (the planner is pure; its kept work only saves time), so the plan is the same as worked out in
-one process, only sooner: the default budget search tries its budgets one after another and stops at the first that
-meets the margin, and each try is about half a second of CPU.
+task's result is the same whichever process computes it (the planner is pure; its kept work only saves time), so the
+plan is the same as worked out in one process, only sooner: the default budget search tries its budgets one after
+another and stops at the first that meets the margin, and each try takes a few tenths of a second of CPU.
 
 At most one child at a time (:data:`PROCESSES`). No child where fork is missing or unsafe (not Linux, or other
 threads running: a forked child would inherit their locks), where the child fails or sends nothing back, or where a
