@@ -306,3 +306,32 @@ def test_a_bucket_set_grown_by_a_few_buckets_is_looked_up_as_a_fresh_one() -> No
         prompt, decode = sorted({*prompt, more_prompt}), sorted({*decode, more_decode})
         got = padded_times(prompt, decode, ls, cached_time)
         assert got == tuple(padded_time(prompt, decode, load, TIME) for load in ls)
+
+
+def test_loads_sharing_one_mapping_are_looked_up_once_and_priced_each_as_alone() -> None:
+    """Steady states near one judged load hold its prefill chunks (the same mapping): a load set looks the shared
+    part up once (its shapes appear once end to end), and each load's answer is the one worked out alone, uncached,
+    in any order and again from the kept answers."""
+    from vllm_hpu_mm.buckets.text_budget import _loadset
+
+    shared = {(300, 0): 5.0, (2048, 8): 2.0, (120, 30): 3.0, (640, 2): 1.5}
+    ls = [LoadShapes(f"{n} at once", shared, {(n, n * k): 100.0 + k for k in (3, 12, 40)}) for n in (2, 5, 9)]
+    ls.append(LoadShapes("16 at once", {(300, 0): 5.0, (64, 1): 1.0}, {(16, 160): 50.0}))  # equal keys, not shared
+    cached_time = cached(TIME)
+    own = exp_buckets()
+    for group in (ls, ls[::-1], ls):
+        for prompt, decode in (own, (own[0][::2], own[1])):
+            got = padded_times(prompt, decode, group, cached_time)
+            assert got == tuple(padded_time(prompt, decode, load, TIME) for load in group)
+    prefill_shapes = len(_loadset(ls, cached_time).phases[0][0])
+    assert prefill_shapes == len(shared) + 2  # the shared chunks once, the other load's two
+
+
+def test_weight_sets_planned_in_one_run_get_the_plans_each_gets_alone() -> None:
+    """A planning run keeps one set of axes per limits, and what depends on them alone (ladder grids, the rows'
+    step rules and seconds) serves every weight set: each set's plans at each budget are those a fresh run gives."""
+    ls = loads()
+    run = cached(TIME)
+    for w in (weights(ls[:2]), weights(ls[2:]), weights(ls)):
+        assert text_bucket_splits(*w, LIMITS, budget=48, time=run) == text_bucket_splits(
+            *w, LIMITS, budget=48, time=cached(TIME))  # fmt: skip

@@ -13,6 +13,7 @@ import pytest
 from vllm_hpu_mm.buckets import turns
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
 from vllm_hpu_mm.buckets.text_budget import (
+    LOADS_KEPT,
     BudgetedPlan,
     LoadShapes,
     LoadVerdict,
@@ -20,7 +21,7 @@ from vllm_hpu_mm.buckets.text_budget import (
     padded_time,
     padded_times,
 )
-from vllm_hpu_mm.buckets.text_time import KEPT, LookupTable, cached
+from vllm_hpu_mm.buckets.text_time import LookupTable, cached
 from vllm_hpu_mm.buckets.text_worst import (
     BOUND,
     Between,
@@ -300,11 +301,11 @@ def test_the_loads_between_scheduled_ahead_and_on_two_cores_are_those_scheduled_
 
 
 def test_more_loads_than_a_run_keeps_priced_at_once_are_each_priced_as_alone() -> None:
-    """_between prices every steady state in one call, more loads than a planning run keeps arrays of (KEPT): each
-    answer is the one worked out alone and uncached."""
+    """_between prices every steady state in one call, more loads than a planning run keeps arrays of (LOADS_KEPT):
+    each answer is the one worked out alone and uncached."""
     loads = [LoadShapes(f"{n} at once", {(64 * k, k): 3}, {(n, n * k): 100, (n, n * k + 1): 7})
-             for n in range(1, 17) for k in range(1, 7)]  # fmt: skip
-    assert len(loads) > KEPT
+             for n in range(1, 17) for k in range(1, 34)]  # fmt: skip
+    assert len(loads) > LOADS_KEPT
     chosen, _, _ = _rows_at_the_levels()
     time = cached(TIME)
     for prompt, decode in (chosen.plan.prompt, chosen.plan.decode), EXP:
@@ -380,3 +381,42 @@ def test_a_schedule_of_arrivals_in_time_is_no_load_level_of_the_steady_state() -
     assert [lv[0] for lv in steady.levels] == [1, 2, 4, 8, 12, 16]
     assert np.array_equal(steady.spread, alone.spread)
     assert steady.at(5).decode == alone.at(5).decode
+
+
+def _no_dearer_on_every_cell(phase: _Phase, group: tuple[Bucket, ...]) -> bool:
+    """The no-dearer rule as it reads: every cell of the grid of both sets' edges and the group's, looked up afresh
+    in the buckets with and without the group."""
+    from vllm_hpu_mm.buckets.text_worst import _decode_cells, _prefill_cells
+
+    grown = sorted({*phase.ours, *group})
+    cells = (_decode_cells if phase.name == "decode" else _prefill_cells)(grown, phase.theirs, LIMITS)
+    before, after = LookupTable(sorted(phase.ours)), LookupTable(grown)
+    old = phase.price(before, before.index(cells.b, cells.q, cells.c))
+    new = phase.price(after, after.index(cells.b, cells.q, cells.c))
+    return not np.any(new > old * (1 + 1e-9))
+
+
+def test_no_dearer_judged_on_the_cells_a_group_can_hold_is_the_judgement_on_every_cell() -> None:
+    """A group's check looks only at the cells its buckets can hold (the others keep their bucket): its answer is
+    the one over every cell of the grid, for groups that make shapes dearer and groups that do not."""
+    rng = random.Random(7)
+    time = cached(TIME)
+    answers = []
+    for name, ours, theirs in (("decode", coarse().decode, EXP[1]), ("prefill", coarse().prompt, EXP[0])):
+        phase = _Phase(name, set(ours), theirs, LIMITS, time)
+        pool = [b for b in theirs if b not in phase.ours]
+        for size in (1, 1, 1, 2, 3) * 4:
+            group = tuple(rng.sample(pool, size))
+            answers.append(phase.no_dearer(group))
+            assert answers[-1] == _no_dearer_on_every_cell(phase, group), (name, group)
+    assert sorted(set(answers)) == [False, True]  # both kinds of group were judged
+
+
+def test_a_bound_search_kept_for_the_run_is_the_one_worked_out_afresh() -> None:
+    time = cached(TIME)
+    plan = coarse()
+    first = bound_worst(plan, EXP, LIMITS, time, budget=plan.graphs + 4)
+    assert bound_worst(plan, EXP, LIMITS, time, budget=plan.graphs + 4) is first  # kept
+    assert first == bound_worst(plan, EXP, LIMITS, TIME, budget=plan.graphs + 4)  # uncached: the same
+    assert bound_worst(plan, EXP, LIMITS, time, budget=plan.graphs + 4, strict=True) == bound_worst(
+        plan, EXP, LIMITS, TIME, budget=plan.graphs + 4, strict=True)  # fmt: skip

@@ -24,12 +24,51 @@ def forking(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(turns, "_can_fork", lambda: True)
 
 
+def _recording_forks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every child forked from now on, by pid."""
+    started: list[int] = []
+    fork = turns._fork
+
+    def recorded(*tasks):  # type: ignore[no-untyped-def]
+        child = fork(*tasks)
+        if child is not None:
+            started.append(child[0])
+        return child
+
+    monkeypatch.setattr(turns, "_fork", recorded)
+    return started
+
+
 @pytest.mark.usefixtures("forking")
 def test_results_come_in_order_and_the_next_task_runs_in_a_child() -> None:
     got = [outcome() for outcome in in_turns([_pid_task(k) for k in range(5)])]
     assert [k for k, _ in got] == list(range(5))
     here = os.getpid()
-    assert [pid == here for _, pid in got] == [True, False, True, False, True]
+    # the last two of the three left go to one child: the odd task out is not this process's alone
+    assert [pid == here for _, pid in got] == [True, False, True, False, False]
+    assert got[3][1] == got[4][1] != got[1][1]
+
+
+@pytest.mark.usefixtures("forking")
+@pytest.mark.parametrize(("count", "here"), [(1, [True]), (2, [True, False]), (3, [True, False, False]),
+                                             (4, [True, False, True, False])])  # fmt: skip
+def test_every_count_of_tasks_comes_back_in_order(count: int, here: list[bool]) -> None:
+    got = [outcome() for outcome in in_turns([_pid_task(k) for k in range(count)])]
+    assert [k for k, _ in got] == list(range(count))
+    assert [pid == os.getpid() for _, pid in got] == here
+
+
+@pytest.mark.usefixtures("forking")
+def test_a_childs_first_result_comes_before_its_second_is_done(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child of the last three sends each result as it is worked out: a caller stopping at the first of its two
+    is not kept waiting for the second, and the child still on it is killed."""
+    started = _recording_forks(monkeypatch)
+    with contextlib.closing(in_turns([lambda: 0, lambda: 1, lambda: sum(range(10**10))])) as outcomes:
+        assert [next(outcomes)(), next(outcomes)()] == [0, 1]
+    assert len(started) == 1
+    with pytest.raises(ChildProcessError):
+        os.waitpid(started[0], os.WNOHANG)
+    assert gc.get_freeze_count() == 0
 
 
 def test_without_fork_every_task_runs_here(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -74,16 +113,7 @@ def test_a_result_that_does_not_pickle_is_worked_out_here() -> None:
 
 @pytest.mark.usefixtures("forking")
 def test_stopping_early_leaves_no_child_behind(monkeypatch: pytest.MonkeyPatch) -> None:
-    started: list[int] = []
-    fork = turns._fork
-
-    def recorded(task):  # type: ignore[no-untyped-def]
-        child = fork(task)
-        if child is not None:
-            started.append(child[0])
-        return child
-
-    monkeypatch.setattr(turns, "_fork", recorded)
+    started = _recording_forks(monkeypatch)
     with contextlib.closing(in_turns([lambda: 0, lambda: sum(range(10**9))])) as outcomes:
         assert next(outcomes)() == 0
     assert len(started) == 1

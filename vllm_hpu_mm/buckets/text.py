@@ -509,7 +509,7 @@ class _Prepared:
 def _prepare_prompt(prefill: Mapping[tuple[int, int], int], limits: TextLimits, time: StepTimes, res: int,
                     rows: int, prior_share: float, smooth_octaves: float) -> _Prepared:  # fmt: skip
     top_q = limits.top_query
-    axes = prompt_axes(limits, time, res)
+    axes = _kept_axes(prompt_axes, limits, time, res)
     smooth = _smoothed_within(prefill, smooth_octaves, first_octaves=SMOOTH_QUERY, first_top=top_q,
                               scale_second=False, top=lambda q: limits.top_context(min(q, top_q)), time=cached(time),
                               tag=("prompt", limits))  # fmt: skip
@@ -528,12 +528,21 @@ def _prepared(axes: PhaseAxes, shapes: Mapping[tuple[int, int], int], smooth: tu
 
 def _prepare_decode(decode: Mapping[tuple[int, int], int], limits: TextLimits, time: StepTimes, res: int,
                     rows: int, smooth_octaves: float, load_levels: Sequence[int]) -> _Prepared:  # fmt: skip
-    axes = decode_axes(limits, time, res)
+    axes = _kept_axes(decode_axes, limits, time, res)
     smooth = at_load_levels(decode, load_levels, LEVEL_SHARE, limits.decode_block_cap)
     packed = _smoothed_within(smooth, smooth_octaves, first_octaves=0.0, first_top=0, scale_second=True,
                               top=lambda n: limits.top_blocks(min(n, limits.max_num_seqs)), time=cached(time),
                               tag=("decode", limits))  # fmt: skip
     return _prepared(axes, decode, packed, rows)
+
+
+def _kept_axes(make: Callable[[TextLimits, StepTimes, int], PhaseAxes], limits: TextLimits, time: StepTimes,
+               res: int) -> PhaseAxes:  # fmt: skip
+    """``make``'s axes, one per planning run (kept in ``time``): what depends on the axes alone is worked out once
+    for every weight set (:attr:`~.text_time.PhaseAxes.memo`)."""
+    if not isinstance(time, CachedTimes):
+        return make(limits, time, res)
+    return time.kept("axes", (make.__name__, limits, res), lambda: make(limits, time, res))
 
 
 def _buckets(prompt: PhasePlan, decode_plan: PhasePlan, limits: TextLimits) -> TextBucketPlan:

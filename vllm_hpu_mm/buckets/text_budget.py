@@ -82,6 +82,7 @@ __all__ = [
     "losing",
     "padded_time",
     "padded_times",
+    "shape_arrays",
     "standing",
 ]
 
@@ -147,67 +148,111 @@ class PaddedTime:
         return self.padded_s / self.useful_s if self.useful_s else 0.0
 
 
+#: Most loads whose arrays a planning run keeps (the judged loads, those between and a few hundred steady states).
+LOADS_KEPT = 512
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _PhaseArrays:
+    """One phase of a load's shapes as arrays with their own modelled seconds: the first and second value, the runs
+    and the own seconds, in the mapping's order. Made once per mapping (``shapes`` is kept so that the identity it is
+    found by is not reused): loads holding the same mapping (the steady states near one judged load hold its prefill
+    chunks) share it, its lookups and its kept times."""
+
+    shapes: Mapping[tuple[int, int], float]
+    first: _I
+    second: _I
+    runs: _F
+    own: _F
+    #: Each bucket set's (useful, bucketed seconds, shapes left uncovered): a phase's plan recurs across the splits,
+    #: budgets and repair rounds of a planning run (at most PRICED_SETS).
+    priced: dict[tuple[Bucket, ...], tuple[float, float, int]] = dataclasses.field(default_factory=dict, repr=False)
+
+    @functools.cached_property
+    def useful(self) -> float:
+        """The seconds at the shapes' own sizes (the same whatever the buckets)."""
+        return weighted_sum(self.runs, self.own)
+
+
+def _phase_arrays(shapes: Mapping[tuple[int, int], float], own: Callable[[int, int], float]) -> _PhaseArrays:
+    keys = list(shapes)
+    first = np.array([k[0] for k in keys], dtype=np.int64)
+    second = np.array([k[1] for k in keys], dtype=np.int64)
+    runs = np.array([shapes[k] for k in keys], dtype=np.float64)
+    return _PhaseArrays(shapes, first, second, runs, np.array([own(a, b) for a, b in keys], dtype=np.float64))
+
+
 @dataclasses.dataclass(frozen=True)
 class _LoadArrays:
-    """A load's shapes as arrays with their own modelled seconds, made once per planning run (``load`` is kept so
+    """A load's shapes as arrays, per phase (:class:`_PhaseArrays`), made once per planning run (``load`` is kept so
     that the identity it is found by is not reused)."""
 
     load: LoadShapes
-    prefill: tuple[_I, _I, _F, _F]  # query, context blocks, runs, own seconds
-    decode: tuple[_I, _I, _F, _F]  # sequences, blocks, steps, own seconds
-    #: Per phase (0 prefill, 1 decode), each bucket set's (useful, bucketed seconds, shapes left uncovered): a phase's
-    #: plan recurs across the splits, budgets and repair rounds of a planning run (at most PRICED_SETS each).
-    priced: tuple[dict[tuple[Bucket, ...], tuple[float, float, int]], ...] = dataclasses.field(
-        default_factory=lambda: ({}, {}), compare=False, repr=False
-    )
+    prefill: _PhaseArrays
+    decode: _PhaseArrays
 
-    @functools.cached_property
-    def useful(self) -> tuple[float, float]:
-        """Each phase's seconds at the load's own shapes (the same whatever the buckets)."""
-        return weighted_sum(self.prefill[2], self.prefill[3]), weighted_sum(self.decode[2], self.decode[3])
+    @property
+    def phases(self) -> tuple[_PhaseArrays, _PhaseArrays]:
+        return self.prefill, self.decode
 
 
 def _load_arrays(load: LoadShapes, time: StepTimes) -> _LoadArrays:
-    def phase(shapes: Mapping[tuple[int, int], float], own: Callable[[int, int], float]) -> tuple[_I, _I, _F, _F]:
-        keys = list(shapes)
-        first = np.array([k[0] for k in keys], dtype=np.int64)
-        second = np.array([k[1] for k in keys], dtype=np.int64)
-        runs = np.array([shapes[k] for k in keys], dtype=np.float64)
-        return first, second, runs, np.array([own(a, b) for a, b in keys], dtype=np.float64)
+    def phase(index: int, shapes: Mapping[tuple[int, int], float], own: Callable[[int, int], float]) -> _PhaseArrays:
+        if not isinstance(time, CachedTimes):
+            return _phase_arrays(shapes, own)
+        # kept per mapping: the entry holds it, so no id is reused meanwhile
+        return time.kept("phase arrays", (index, id(shapes)), functools.partial(_phase_arrays, shapes, own),
+                         most=2 * LOADS_KEPT)  # fmt: skip
 
-    return _LoadArrays(load, phase(load.prefill, lambda q, c: time.prefill_s(1, q, c)),
-                       phase(load.decode, time.decode_s))  # fmt: skip
+    return _LoadArrays(load, phase(0, load.prefill, lambda q, c: time.prefill_s(1, q, c)),
+                       phase(1, load.decode, time.decode_s))  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
 class _LoadSet:
     """Loads' shapes of each phase end to end, so that one lookup prices a bucket set at all of them (a plan is
     judged at every load at once): per phase the (batch, query, value) arrays of the lookup, the runs, the own seconds
-    and where each load's shapes start (``bounds[i]:bounds[i + 1]``)."""
+    and where each distinct part's shapes start (``bounds[i]:bounds[i + 1]``); a part that several loads share
+    (:class:`_PhaseArrays`) is looked up once. ``parts[phase][i]``: the part of load ``i``."""
 
     arrays: tuple[_LoadArrays, ...]
     phases: tuple[tuple[_I, _I, _I, _F, _F, list[int]], ...]
+    #: Per phase, the distinct parts in order, and each load's part.
+    distinct: tuple[tuple[_PhaseArrays, ...], ...]
+    parts: tuple[tuple[int, ...], ...]
     #: Per phase, the last bucket sets looked up: each shape's bucket (packed, :meth:`~.text_time.LookupTable.found`)
     #: and seconds. A set that grows one of them by a few buckets (a repair's trial) is looked
     #: up from it (:func:`_grown`).
     states: tuple[dict[frozenset[Bucket], tuple[_I, _F]], ...] = dataclasses.field(
         default_factory=lambda: ({}, {}), compare=False, repr=False
     )
+    #: Per phase, each bucket set's answer at every load (:func:`_phase_times`), at most PRICED_SETS.
+    memo: tuple[dict[tuple[Bucket, ...], list[tuple[float, float, int]]], ...] = dataclasses.field(
+        default_factory=lambda: ({}, {}), compare=False, repr=False
+    )
 
     @classmethod
     def of(cls, arrays: Sequence[_LoadArrays]) -> _LoadSet:
-        phases = []
+        phases, distinct, parts = [], [], []
         for phase in (0, 1):
-            parts = [a.prefill if phase == 0 else a.decode for a in arrays]
-            first = np.concatenate([p[0] for p in parts]).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
-            second = np.concatenate([p[1] for p in parts]).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
-            runs: _F = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0)
-            own: _F = np.concatenate([p[3] for p in parts]) if parts else np.zeros(0)
-            bounds = [0, *np.cumsum([len(p[0]) for p in parts]).tolist()]
+            where: dict[int, int] = {}
+            seen: list[_PhaseArrays] = []
+            for a in arrays:
+                p = a.phases[phase]
+                if id(p) not in where:
+                    where[id(p)] = len(seen)
+                    seen.append(p)
+            first = np.concatenate([p.first for p in seen]).astype(np.int64) if seen else np.zeros(0, dtype=np.int64)
+            second = np.concatenate([p.second for p in seen]).astype(np.int64) if seen else np.zeros(0, dtype=np.int64)
+            runs: _F = np.concatenate([p.runs for p in seen]) if seen else np.zeros(0)
+            own: _F = np.concatenate([p.own for p in seen]) if seen else np.zeros(0)
+            bounds = [0, *np.cumsum([len(p.first) for p in seen]).tolist()]
             one = np.ones_like(first)
             b, q = (one, first) if phase == 0 else (first, one)  # prefill (1, query, context); decode (seqs, 1, blocks)
             phases.append((b, q, second, runs, own, bounds))
-        return cls(tuple(arrays), tuple(phases))
+            distinct.append(tuple(seen))
+            parts.append(tuple(where[id(a.phases[phase])] for a in arrays))
+        return cls(tuple(arrays), tuple(phases), tuple(distinct), tuple(parts))
 
 
 def _table(buckets: tuple[Bucket, ...], phase: int, time: StepTimes) -> tuple[LookupTable, _F]:
@@ -237,13 +282,28 @@ def padded_times(prompt: Sequence[Bucket], decode: Sequence[Bucket], loads: Sequ
                  for (up, bp, np_), (ud, bd, nd) in zip(prefill, dec, strict=True))  # fmt: skip
 
 
+def _arrays_of(load: LoadShapes, time: StepTimes) -> _LoadArrays:
+    """The load's arrays, kept for the planning run where ``time`` keeps work (the entry holds the load: its id is
+    not reused meanwhile)."""
+    if not isinstance(time, CachedTimes):
+        return _load_arrays(load, time)
+    return time.kept("load arrays", id(load), functools.partial(_load_arrays, load, time), most=LOADS_KEPT)
+
+
+def shape_arrays(load: LoadShapes, phase: int, time: StepTimes) -> tuple[_I, _I, _F]:
+    """The load's shapes of a phase (0 prefill, 1 decode) as arrays, in its mapping's order: first values, second
+    values and runs (made once per planning run where ``time`` keeps them)."""
+    part = _arrays_of(load, time).phases[phase]
+    return part.first, part.second, part.runs
+
+
 def _loadset(loads: Sequence[LoadShapes], time: StepTimes) -> _LoadSet:
     if isinstance(time, CachedTimes):
         # a planning run makes each load's arrays once; the kept entries hold the loads, so no id is reused meanwhile
-        arrays = tuple(
-            time.kept("load arrays", id(load), functools.partial(_load_arrays, load, time)) for load in loads
-        )
-        return time.kept("load set", tuple(id(load) for load in loads), lambda: _LoadSet.of(arrays))
+        def make() -> _LoadSet:
+            return _LoadSet.of([_arrays_of(load, time) for load in loads])
+
+        return time.kept("load set", tuple(id(load) for load in loads), make)
     return _LoadSet.of([_load_arrays(load, time) for load in loads])
 
 
@@ -268,22 +328,29 @@ PRICED_SETS = 4096
 def _phase_times(loadset: _LoadSet, phase: int, key: tuple[Bucket, ...],
                  time: StepTimes) -> list[tuple[float, float, int]]:  # fmt: skip
     """Each load's phase (0 prefill, 1 decode) at its own shapes and in the buckets ``key``: useful seconds,
-    bucketed seconds and the shapes no bucket holds; kept per load and bucket set."""
-    kept = [a.priced[phase] for a in loadset.arrays]
-    got = [k.get(key) for k in kept]
-    if all(g is not None for g in got):
-        return cast(list[tuple[float, float, int]], got)
-    _, _, _, runs, _, bounds = loadset.phases[phase]
-    bucketed, missing = _looked_up(loadset, phase, key, time)
-    missed = np.concatenate([[0], np.cumsum(missing)]).tolist()
-    out = []
-    for i, (arrays, store) in enumerate(zip(loadset.arrays, kept, strict=True)):
-        lo, hi = bounds[i], bounds[i + 1]
-        one = (arrays.useful[phase], weighted_sum(runs[lo:hi], bucketed[lo:hi]), missed[hi] - missed[lo])
-        if len(store) >= PRICED_SETS:
-            store.clear()
-        store[key] = one
-        out.append(one)
+    bucketed seconds and the shapes no bucket holds; kept per part (:class:`_PhaseArrays`) and bucket set."""
+    memo = loadset.memo[phase]
+    known = memo.get(key)  # the whole set's answer: one hash of the buckets, not one per part
+    if known is not None:
+        return known
+    distinct, parts = loadset.distinct[phase], loadset.parts[phase]
+    got = [p.priced.get(key) for p in distinct]
+    if any(g is None for g in got):
+        _, _, _, runs, _, bounds = loadset.phases[phase]
+        bucketed, missing = _looked_up(loadset, phase, key, time)
+        # the uncovered shapes counted at each part's bounds (most lookups leave none)
+        missed = np.concatenate([[0], np.cumsum(missing)])[bounds].tolist() if missing.any() else [0] * len(bounds)
+        for i, part in enumerate(distinct):
+            lo, hi = bounds[i], bounds[i + 1]
+            one = (part.useful, weighted_sum(runs[lo:hi], bucketed[lo:hi]), missed[i + 1] - missed[i])
+            if len(part.priced) >= PRICED_SETS:
+                part.priced.clear()
+            part.priced[key] = one
+            got[i] = one
+    out = cast(list[tuple[float, float, int]], [got[i] for i in parts])
+    if len(memo) >= PRICED_SETS:
+        memo.clear()
+    memo[key] = out
     return out
 
 

@@ -175,6 +175,8 @@ class PhaseAxes:
     #: A first value holding at least this share of the weight is a candidate row too (up to MAX_HEAVY_ROWS of
     #: them, heaviest first); 0: the grid alone.
     heavy_row_share: float = 0.0
+    #: Work that depends on the axes alone, kept (:func:`_ladder_grid`); shared with the copies ``replace`` makes.
+    memo: dict[Hashable, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,6 +208,7 @@ class _Curve:
     def __init__(self, costs: Sequence[float], values: Sequence[tuple[int, ...]] | None = None, *,
                  trace: Callable[[int], tuple[int, ...]] | None = None) -> None:  # fmt: skip
         self.costs = tuple(costs)
+        self.cost_array = np.array(self.costs, dtype=np.float64)
         self._values: list[tuple[int, ...] | None] = list(values) if values is not None else [None] * len(self.costs)
         self._trace = trace
 
@@ -220,6 +223,35 @@ class _Curve:
             got = self._trace(m) if self._trace is not None and math.isfinite(self.costs[m - 1]) else ()
             self._values[m - 1] = got
         return got
+
+
+#: Most ladder grids one :class:`PhaseAxes` keeps (a planning run asks a few hundred per phase).
+LADDER_GRIDS = 4096
+
+
+def _ladder_grid(axes: PhaseAxes, row: int, low: int, end: int) -> tuple[list[int], _I, _F, _I, npt.NDArray[np.bool_]]:
+    """A row's candidate values from ``low`` to ``end``, each one's seconds in the row, and the band of candidates
+    each may follow (positions, and which are below it): the same whatever the weights, so kept per axes (every
+    re-planned weight set of a planning run asks for the same rows)."""
+    key = ("ladder", row, low, end)
+    got = axes.memo.get(key)
+    if got is None:
+        cands = sorted({*_log_grid(low, end, CANDIDATES_PER_OCTAVE * axes.resolution), end})
+        c = np.array(cands, dtype=np.int64)
+        unit = np.array([axes.time(row, v) for v in cands], dtype=np.float64)
+        n = len(c)
+        # c[i] may follow c[j] when j < i and c[i] <= step x (c[j] + 1): a band of j's below each i
+        step = min(GROSS_FACTOR, axes.step_factor)
+        lo = np.searchsorted(step * (c + 1), c, side="left")
+        width = max(1, int((np.arange(n) - lo).max()))
+        band = lo[:, None] + np.arange(width)[None, :]
+        inside = band < np.arange(n)[:, None]
+        band = np.minimum(band, n - 1)
+        got = (cands, c, unit, band, inside)
+        if len(axes.memo) >= LADDER_GRIDS:
+            axes.memo.clear()
+        axes.memo[key] = got
+    return got
 
 
 def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_values: int) -> _Curve:
@@ -238,22 +270,13 @@ def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_va
     if axes.zero and top <= 0:  # no context fits beside this row's queries: context 0 alone
         return _Curve((zero_cost,), ((0,),))
     low = max(floor, 1)
-    cands = sorted({*_log_grid(low, end, CANDIDATES_PER_OCTAVE * axes.resolution), end})
-    c = np.array(cands, dtype=np.int64)
-    idx = np.searchsorted(c, vals)  # each shape's least candidate at or above it
+    cands, c, unit, band, inside = _ladder_grid(axes, row, low, end)
+    idx = c.searchsorted(vals)  # each shape's least candidate at or above it
     per = np.bincount(idx, weights=w, minlength=len(c)).astype(np.float64)
     prefix = np.concatenate([[0.0], np.cumsum(per)])[1:]  # prefix[i]: weight up to c[i]
-    unit = np.array([axes.time(row, v) for v in cands], dtype=np.float64)
     first_max = GROSS_FACTOR * axes.need(row, prev)
     n = len(c)
     cost = np.where(c <= first_max, unit * prefix, INF)
-    # c[i] may follow c[j] when j < i and c[i] <= step x (c[j] + 1): a band of j's below each i
-    step = min(GROSS_FACTOR, axes.step_factor)
-    lo = np.searchsorted(step * (c + 1), c, side="left")
-    width = max(1, int((np.arange(n) - lo).max()))
-    band = lo[:, None] + np.arange(width)[None, :]
-    inside = band < np.arange(n)[:, None]
-    band = np.minimum(band, n - 1)
     # the weight between c[j] and c[i], in c[i], for every step j -> i of the band: the same for every count
     span = np.where(inside, unit[:, None] * (prefix[:, None] - prefix[band]), INF)
     rows_n = np.arange(n)
@@ -267,7 +290,7 @@ def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_va
             choices.append(best)
         costs.append(float(cost[-1]) + zero_cost if math.isfinite(cost[-1]) else INF)
     pad = len(extra)
-    cands_list = c.tolist()
+    cands_list = cands  # the same ints, kept with the grid
 
     def trace(count: int) -> tuple[int, ...]:
         m = count - pad  # the ladder's own values, after the zero value's graph
@@ -310,27 +333,26 @@ class _Allocation:
         if cap <= self._cap:
             return self._best, self._picks
         cap = min(self.graphs, max(cap, 2 * self._cap))  # budgets are asked in rising order: grow geometrically
-        best = np.full(cap + 1, INF)
-        best[0] = 0.0
+        best = np.zeros(1)  # the least cost for each total the rows so far can take (0 up to min(reach, cap))
         reach = 0  # the most graphs the rows so far can take
         picks: list[_I] = []
         for curve in self.curves:
-            costs = np.array(curve.costs, dtype=np.float64)
+            costs = curve.cost_array
             most = len(costs)
             end = min(reach + most, cap) + 1
-            # cand[m - 1, g]: the rows before with g - m graphs, this one with m values
-            src = np.arange(end)[None, :] - np.arange(1, most + 1)[:, None]
-            held = best[np.minimum(np.maximum(src, 0), min(reach, cap))]  # np.clip, without its wrapper
-            cand = np.where((src >= 0) & (src <= reach), held + costs[:, None], INF)
+            # cand[m - 1, g]: the rows before with g - m graphs, this one with m values (INF where they cannot)
+            held = np.full(most + end, INF)
+            held[most : most + len(best)] = best
+            cand = held[_windows(most, end)]
+            cand += costs[:, None]
             at = cand.argmin(axis=0)
-            low = cand[at, np.arange(end)]
-            best = np.full(cap + 1, INF)
-            pick = np.zeros(cap + 1, dtype=np.int64)
-            best[:end] = low
-            pick[:end] = np.where(np.isfinite(low), at + 1, 0)
+            best = cand[at, _arange(end)]
+            # a row's pick up to its own reach: a finite total never asks beyond it
+            picks.append(np.where(np.isfinite(best), at + 1, 0))
             reach += most
-            picks.append(pick)
-        self._cap, self._best, self._picks = cap, best, tuple(picks)
+        out = np.full(cap + 1, INF)
+        out[: len(best)] = best
+        self._cap, self._best, self._picks = cap, out, tuple(picks)
         self._pick_lists = [p.tolist() for p in picks]  # the traceback reads one value per row: lists read faster
         return self._best, self._picks
 
@@ -348,6 +370,36 @@ class _Allocation:
             out.append(m)
             g -= m
         return cost, list(reversed(out))
+
+
+#: Index matrices kept per (values, totals) shape: an allocation asks the same few hundred again and again.
+_WINDOWS: dict[tuple[int, int], _I] = {}
+_ARANGES: dict[int, _I] = {}
+MOST_WINDOWS = 4096
+
+
+def _windows(most: int, end: int) -> _I:
+    """``[m - 1, g] -> most - m + g``: where the totals ``g - m`` of the rows before sit in an array padded by
+    ``most`` (read only)."""
+    got = _WINDOWS.get((most, end))
+    if got is None:
+        if len(_WINDOWS) >= MOST_WINDOWS:
+            _WINDOWS.clear()
+        got = np.arange(end)[None, :] + (most - np.arange(1, most + 1))[:, None]
+        got.flags.writeable = False
+        _WINDOWS[(most, end)] = got
+    return got
+
+
+def _arange(n: int) -> _I:
+    got = _ARANGES.get(n)
+    if got is None:
+        if len(_ARANGES) >= MOST_WINDOWS:
+            _ARANGES.clear()
+        got = np.arange(n)
+        got.flags.writeable = False
+        _ARANGES[n] = got
+    return got
 
 
 def _allocate(curves: Sequence[_Curve]) -> _Allocation:
@@ -384,6 +436,7 @@ class LookupTable:
         self.value_of = np.concatenate(self.values) if self.values else np.zeros(0, dtype=np.int64)
         self._flat = self.row_of * _PACK + self.value_of
         self._priced: tuple[Callable[[int, int, int], float], _F] | None = None
+        self._pack: tuple[_I | None] | None = None
 
     @classmethod
     def of_rows(cls, rows: Sequence[int], values: Sequence[Sequence[int]]) -> LookupTable:
@@ -399,6 +452,7 @@ class LookupTable:
         table.value_of = np.concatenate(table.values)
         table._flat = table.row_of * _PACK + table.value_of
         table._priced = None
+        table._pack = None
         return table
 
     def __len__(self) -> int:
@@ -419,11 +473,20 @@ class LookupTable:
         :func:`moved`; None where a value is too large to pack."""
         if not len(self):
             return np.full(len(at), NOT_FOUND, dtype=np.int64)
-        if max(int(self.batch.max()), int(self.query.max()), int(self.value_of.max())) >= 1 << PACK_BITS:
+        packed = self._packed()
+        if packed is None:
             return None
-        row = self.row_of
-        packed = (self.batch[row] << (2 * PACK_BITS)) | (self.query[row] << PACK_BITS) | self.value_of
         return np.where(at >= 0, packed[np.maximum(at, 0)], NOT_FOUND)
+
+    def _packed(self) -> _I | None:
+        """Every bucket packed, in the order :meth:`index` counts them (made once per table; None: too large)."""
+        if self._pack is None:
+            if max(int(self.batch.max()), int(self.query.max()), int(self.value_of.max())) >= 1 << PACK_BITS:
+                self._pack = (None,)
+            else:
+                row = self.row_of
+                self._pack = ((self.batch[row] << (2 * PACK_BITS)) | (self.query[row] << PACK_BITS) | self.value_of,)
+        return self._pack[0]
 
     def bucket(self, i: int) -> tuple[int, int, int]:
         """The bucket at index ``i`` of :meth:`index` (batch, query, value)."""
@@ -435,17 +498,26 @@ class LookupTable:
         row at or after (b, q) whose batch, query and largest value hold it, there the smallest value at or above c.
         Rows are tried one step at a time for the shapes the row before did not hold (most are held by their first)."""
         n = len(self.values)
-        chosen = np.searchsorted(self._rows, b * _PACK + q)  # rows sort by (batch, query)
-        pending = np.flatnonzero(chosen < n)
+        chosen = self._rows.searchsorted(b * _PACK + q)  # rows sort by (batch, query)
+        inside = chosen < n
+        if inside.all():  # every shape has a first row (the usual case): its first round without gathers
+            held = (self.batch[chosen] >= b) & (self.query[chosen] >= q) & (self.top[chosen] >= c)
+            pending = np.flatnonzero(~held)
+            chosen[pending] += 1
+            pending = pending[chosen[pending] < n]
+        else:
+            pending = np.flatnonzero(inside)
         while len(pending):  # at most n rounds: each moves a pending shape one row on
             at = chosen[pending]
             held = (self.batch[at] >= b[pending]) & (self.query[at] >= q[pending]) & (self.top[at] >= c[pending])
             pending = pending[~held]
             chosen[pending] += 1
             pending = pending[chosen[pending] < n]
-        out = np.full(len(b), -1, dtype=np.int64)
         found = chosen < n
-        out[found] = np.searchsorted(self._flat, chosen[found] * _PACK + c[found])
+        if found.all():
+            return self._flat.searchsorted(chosen * _PACK + c)
+        out = np.full(len(b), -1, dtype=np.int64)
+        out[found] = self._flat.searchsorted(chosen[found] * _PACK + c[found])
         return out
 
     def find(self, b: _I, q: _I, c: _I) -> tuple[_I, _I, _I, npt.NDArray[np.bool_]]:
@@ -467,11 +539,19 @@ def moved(found: _I, seconds: _F, b: _I, q: _I, c: _I, added: Sequence[tuple[int
     looked up in (``found``, ``seconds``: before), without looking them up again: vllm-gaudi's lookup takes the first
     bucket in sorted order that holds a shape, so a shape moves to an added bucket exactly where that one holds it
     and sorts before its bucket so far. None where an added value is too large to pack."""
+    tops: tuple[int, int] | None = None  # the shapes' largest batch and query: an added bucket above both holds all
     for x in sorted(set(added)):
         if max(x) >= 1 << PACK_BITS:
             return None
         packed = (x[0] << (2 * PACK_BITS)) | (x[1] << PACK_BITS) | x[2]
-        moves = (b <= x[0]) & (q <= x[1]) & (c <= x[2]) & (found > packed)
+        moves = found > packed
+        moves &= c <= x[2]
+        if tops is None:
+            tops = (int(b.max()), int(q.max())) if len(b) else (0, 0)
+        if x[0] < tops[0]:
+            moves &= b <= x[0]
+        if x[1] < tops[1]:
+            moves &= q <= x[1]
         if moves.any():
             found = np.where(moves, packed, found)
             seconds = np.where(moves, price(*x), seconds)
@@ -503,6 +583,38 @@ def _row_candidates(axes: PhaseAxes, first: _I, weight: _F) -> list[int]:
     return sorted(grid | {axes.rows_top})
 
 
+def _row_times(axes: PhaseAxes, row: int, distinct: _I, values: bytes) -> _F:
+    """A row's seconds at each of the shapes' distinct second values (at least its floor): kept per axes (every
+    weight set of a planning run has the same shapes)."""
+    key = ("row times", row, values)
+    got = axes.memo.get(key)
+    if got is None:
+        floor = axes.floor(row)
+        got = np.array([axes.time(row, max(int(v), floor)) for v in distinct])
+        if len(axes.memo) >= LADDER_GRIDS:
+            axes.memo.clear()
+        axes.memo[key] = got
+    return cast(_F, got)
+
+
+def _row_steps(axes: PhaseAxes, cands: list[int]) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Which candidate row may follow which (a row's least value within the factor rule over the need just past
+    the one before), and which may come first: kept per axes and candidates."""
+    key = ("row steps", tuple(cands))
+    got = axes.memo.get(key)
+    if got is None:
+        r = cands
+        n = len(r)
+        need_ok = np.array([[axes.floor(r[i]) <= GROSS_FACTOR * axes.need(r[i], r[j]) and j < i for j in range(n)]
+                            for i in range(n)])  # fmt: skip
+        first_ok = np.array([axes.floor(x) <= GROSS_FACTOR * axes.need(x, 0) for x in r])
+        got = (need_ok, first_ok)
+        if len(axes.memo) >= LADDER_GRIDS:
+            axes.memo.clear()
+        axes.memo[key] = got
+    return cast(tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]], got)
+
+
 def _row_sets(axes: PhaseAxes, cands: list[int], first: _I, second: _I, weight: _F, most: int) -> list[tuple[int, ...]]:
     """For 1..most rows, the rows minimising sum(weight x time(row, own second value)) (the values' padding left to
     the ladders), each row's first value reachable under the factor rule from the previous row, the last the top."""
@@ -513,23 +625,20 @@ def _row_sets(axes: PhaseAxes, cands: list[int], first: _I, second: _I, weight: 
     at = np.searchsorted(a, r, side="right")  # shapes with first value <= r[j]: a[:at[j]]
     distinct, inverse = np.unique(b, return_inverse=True)
     cum = np.zeros((n, n + 1))  # cum[i, j + 1]: weighted time in row r[i] of the shapes up to r[j]
+    values = distinct.tobytes()
     for i, row in enumerate(cands):
-        floor = axes.floor(row)
-        t = np.array([axes.time(row, max(int(v), floor)) for v in distinct])[inverse] * w
-        c = np.concatenate([[0.0], np.cumsum(t)])
+        c = np.concatenate([[0.0], np.cumsum(_row_times(axes, row, distinct, values)[inverse] * w)])
         cum[i, 1:] = c[at]
-    # a row may follow another when its least value fits the factor rule over the need just past it
-    need_ok = np.array([[axes.floor(int(r[i])) <= GROSS_FACTOR * axes.need(int(r[i]), int(r[j])) and j < i
-                         for j in range(n)] for i in range(n)])  # fmt: skip
-    first_ok = np.array([axes.floor(int(x)) <= GROSS_FACTOR * axes.need(int(x), 0) for x in r])
+    need_ok, first_ok = _row_steps(axes, cands)
     diag = cum[np.arange(n), np.arange(n) + 1]  # every shape up to the row, in the row
     cost = np.where(first_ok, diag, INF)
+    # the shapes above r[j] up to r[i], in row r[i], where r[i] may follow r[j] (INF where not: INF + cost is INF)
+    seg = np.where(need_ok, diag[:, None] - cum[:, 1:], INF)
     choices: list[_I] = []
     out: list[tuple[int, ...]] = []
     for k in range(1, min(most, n) + 1):
         if k > 1:
-            seg = diag[:, None] - cum[:, 1:]  # the shapes above r[j] up to r[i], in row r[i]
-            total = np.where(need_ok, cost[None, :] + seg, INF)
+            total = cost[None, :] + seg
             best = total.argmin(axis=1)
             cost = total[np.arange(n), best]
             choices.append(best)
@@ -599,6 +708,8 @@ def _rising(rows: Sequence[int], values: Sequence[Sequence[int]]) -> bool:
     return list(rows) == sorted(set(rows)) and all(len(v) and list(v) == sorted(set(v)) for v in values)
 
 
+#: No shapes (positions).
+_NONE: _I = np.zeros(0, dtype=np.int64)
 #: Most rows' slices one :class:`_Pricer` keeps (a planning run asks a few thousand distinct ones per weight set).
 PRICED_ROWS = 1 << 14
 
@@ -626,11 +737,15 @@ class _Pricer:
             lo = bisect.bisect_right(self.first_list, prev) if prev >= 0 else 0
             hi = bisect.bisect_right(self.first_list, row)
             second = self.by_second[lo:hi]
+            time = self.axes.time
+            priced = np.array([time(row, x) for x in values], dtype=np.float64)
             v = np.array(values, dtype=np.int64)
-            priced = np.array([self.axes.time(row, x) for x in values], dtype=np.float64)
-            at = np.searchsorted(v, second)
-            held = at < len(v)
-            got = (weighted_sum(self.by_weight[lo:hi][held], priced[at[held]]), np.flatnonzero(~held) + lo, hi)
+            if not len(second) or int(second.max()) <= values[-1]:  # every shape held (the usual row): no masks
+                got = (weighted_sum(self.by_weight[lo:hi], priced[v.searchsorted(second)]), _NONE, hi)
+            else:
+                at = v.searchsorted(second)
+                held = at < len(values)
+                got = (weighted_sum(self.by_weight[lo:hi][held], priced[at[held]]), np.flatnonzero(~held) + lo, hi)
             if len(self.rows) >= PRICED_ROWS:
                 self.rows.clear()
             self.rows[key] = got
@@ -654,8 +769,22 @@ class _Pricer:
             return total
         # the few shapes their first row does not hold: vllm-gaudi's rule over every row
         at = np.concatenate(spilled)
-        t = _times(self.axes, rows, values, self.by_first[at], self.by_second[at], rising=True)
+        t = self._spilled(rows, values, self.by_first[at].tolist(), self.by_second[at].tolist())
         return total + weighted_sum(self.by_weight[at], t)
+
+    def _spilled(self, rows: Sequence[int], values: Sequence[Sequence[int]], first: list[int],
+                 second: list[int]) -> _F:  # fmt: skip
+        """:func:`_times` of a few shapes in rising rows and values, one shape at a time (no table built): the first
+        row at or above a shape's first value whose largest value holds its second, there the least value that does;
+        its own shape where no row does."""
+        time, n = self.axes.time, len(rows)
+        out = []
+        for f, v in zip(first, second, strict=True):
+            j = bisect.bisect_left(rows, f)
+            while j < n and values[j][-1] < v:
+                j += 1
+            out.append(time(rows[j], values[j][bisect.bisect_left(values[j], v)]) if j < n else time(f, v))
+        return np.array(out, dtype=np.float64)
 
 
 @dataclasses.dataclass(frozen=True)

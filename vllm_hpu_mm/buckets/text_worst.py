@@ -62,7 +62,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -79,10 +79,10 @@ from vllm_hpu_mm.buckets.text_budget import (
     best_at,
     budget_for,
     grow_from,
-    padded_time,
     padded_times,
+    shape_arrays,
 )
-from vllm_hpu_mm.buckets.text_time import LookupTable, StepTimes, cached, moved
+from vllm_hpu_mm.buckets.text_time import CachedTimes, LookupTable, StepTimes, cached, moved
 from vllm_hpu_mm.buckets.turns import Ahead, on_two
 from vllm_hpu_mm.engine import Bucket
 from vllm_hpu_mm.errors import ConfigError
@@ -170,6 +170,8 @@ _TOL = 1e-9
 _TRIED = 8
 #: Most values one continued ladder adds.
 _LADDER = 8
+#: Most loads' seconds in the runtime's own buckets kept per phase (the loads judged and between: a few dozen).
+_OWN_PRICES = 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -292,7 +294,8 @@ class Between:
             return list(range(1, self.top + 1))
         rows = {b for b, _, _ in (*planned, *own)} | set(self.judged)
         edges = sorted({n + d for n in rows for d in (-1, 0, 1)} & set(range(1, self.top + 1)))
-        fill = np.unique(np.round(np.geomspace(1, self.top, MAX_STEADY)).astype(np.int64)).tolist()
+        # sorted(set()) rather than np.unique: the same ints, without numpy.ma's import (np.unique asks it)
+        fill = sorted(set(np.round(np.geomspace(1, self.top, MAX_STEADY)).astype(np.int64).tolist()))
         return sorted({*edges[:MAX_STEADY], *fill[: max(0, MAX_STEADY - len(edges))]})
 
     def few(self) -> list[int]:
@@ -317,6 +320,15 @@ class _Steady:
     spread: _F
     one_empty: float
     levels: tuple[tuple[int, Mapping[tuple[int, int], float], float], ...]
+    #: Each load's steady state as made (:meth:`state`).
+    _made: dict[int, LoadShapes] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    def state(self, n: int) -> LoadShapes:
+        """:meth:`at`, made once per load (the same object each time: its prices are kept by its identity)."""
+        got = self._made.get(n)
+        if got is None:
+            got = self._made[n] = self.at(n)
+        return got
 
     def at(self, n: int) -> LoadShapes:
         """The steady state at ``n`` at once: the nearest judged load's sequence-steps at ``n`` (and ``n - 1``)
@@ -382,7 +394,8 @@ def _thin(edges: _I, most: int) -> _I:
     """At most ``most`` of the sorted ``edges``, log-spaced, the last kept (the axis top)."""
     if len(edges) <= most:
         return edges
-    picks = np.unique(np.round(np.geomspace(1, len(edges), most)).astype(np.int64) - 1)
+    picks = np.array(sorted(set((np.round(np.geomspace(1, len(edges), most)).astype(np.int64) - 1).tolist())),
+                     dtype=np.int64)  # fmt: skip
     return edges[picks]
 
 
@@ -395,15 +408,42 @@ def _axis_edges(first_edges: _I, second_edges: _I) -> tuple[_I, _I, bool]:
     return first, _thin(second_edges, max(2, MAX_CELLS // len(first))), True
 
 
-def _decode_cells(ours: Sequence[Bucket], theirs: Sequence[Bucket], limits: TextLimits) -> _Cells:
-    """Decode cells: sequences in (previous batch edge, edge], blocks in (previous value, value]; the smallest valid
-    shape of each (at least as many blocks as sequences, at most what they can hold)."""
+#: A phase's edges on each axis (distinct values), from its buckets and its limits.
+_Edges = tuple[frozenset[int], frozenset[int]]
+
+
+def _decode_edges(buckets: Iterable[Bucket], limits: TextLimits) -> _Edges:
     top_n = limits.max_num_seqs
-    n_edges = np.unique([b for b, _, _ in (*ours, *theirs) if b <= top_n] + [top_n]).astype(np.int64)
     k_top = limits.top_blocks(top_n)
-    k_edges = np.unique([c for _, _, c in (*ours, *theirs) if c <= k_top] + [k_top]).astype(np.int64)
-    n_edges, k_edges, sampled = _axis_edges(n_edges, k_edges)
+    buckets = tuple(buckets)
+    return (frozenset([b for b, _, _ in buckets if b <= top_n] + [top_n]),
+            frozenset([c for _, _, c in buckets if c <= k_top] + [k_top]))  # fmt: skip
+
+
+def _prefill_edges(buckets: Iterable[Bucket], limits: TextLimits) -> _Edges:
+    top_q = limits.top_query
+    c_top = limits.top_context(1)
+    buckets = tuple(buckets)
+    return (frozenset([q for b, q, _ in buckets if b == 1 and q <= top_q] + [top_q]),
+            frozenset([c for b, _, c in buckets if b == 1 and c <= c_top] + [0, c_top]))  # fmt: skip
+
+
+def _sorted(values: frozenset[int]) -> _I:
+    return np.array(sorted(values), dtype=np.int64)
+
+
+def _decode_cells(ours: Sequence[Bucket], theirs: Sequence[Bucket], limits: TextLimits,
+                  held_by: Sequence[Bucket] = (), edges: _Edges | None = None) -> _Cells:  # fmt: skip
+    """Decode cells: sequences in (previous batch edge, edge], blocks in (previous value, value]; the smallest valid
+    shape of each (at least as many blocks as sequences, at most what they can hold). ``held_by``: only the cells
+    whose shape some of these buckets can hold (the others' lows are beyond every one of them). ``edges``: those of
+    ``ours`` and ``theirs``, when known."""
+    first, second = edges if edges is not None else _decode_edges((*ours, *theirs), limits)
+    n_edges, k_edges, sampled = _axis_edges(_sorted(first), _sorted(second))
     n_low, k_low = np.concatenate([[1], n_edges[:-1] + 1]), np.concatenate([[1], k_edges[:-1] + 1])
+    if held_by:  # a cell's shape holds at least its lows (n >= n_low, k >= k_low)
+        n_edges, n_low = _lows_upto(n_edges, n_low, max(x[0] for x in held_by))
+        k_edges, k_low = _lows_upto(k_edges, k_low, max(x[2] for x in held_by))
     n_lo, k_lo = np.meshgrid(n_low, k_low, indexing="ij")
     n_hi, k_hi = np.meshgrid(n_edges, k_edges, indexing="ij")
     k = np.maximum(k_lo, n_lo)  # the fewest blocks of the cell some batch of its sequences holds
@@ -414,21 +454,29 @@ def _decode_cells(ours: Sequence[Bucket], theirs: Sequence[Bucket], limits: Text
     return _Cells(n[valid], np.ones(int(valid.sum()), dtype=np.int64), k[valid], sampled)
 
 
-def _prefill_cells(ours: Sequence[Bucket], theirs: Sequence[Bucket], limits: TextLimits) -> _Cells:
+def _prefill_cells(ours: Sequence[Bucket], theirs: Sequence[Bucket], limits: TextLimits,
+                   held_by: Sequence[Bucket] = (), edges: _Edges | None = None) -> _Cells:  # fmt: skip
     """Prefill cells (one sequence): queries in (previous query edge, edge], context in (previous value, value]; the
-    smallest shape of each (the most context any of its queries leaves room for)."""
-    top_q = limits.top_query
-    q_edges = np.unique([q for b, q, _ in (*ours, *theirs) if b == 1 and q <= top_q] + [top_q]).astype(np.int64)
-    c_top = limits.top_context(1)
-    c_edges = np.unique([c for b, _, c in (*ours, *theirs) if b == 1 and c <= c_top] + [0, c_top]).astype(np.int64)
-    q_edges, c_edges, sampled = _axis_edges(q_edges, c_edges)
+    smallest shape of each (the most context any of its queries leaves room for). ``held_by``, ``edges``: as for
+    :func:`_decode_cells`."""
+    first, second = edges if edges is not None else _prefill_edges((*ours, *theirs), limits)
+    q_edges, c_edges, sampled = _axis_edges(_sorted(first), _sorted(second))
     q_low = np.concatenate([[1], q_edges[:-1] + 1])
     c_low = np.concatenate([[0], c_edges[:-1] + 1])
+    if held_by:
+        q_edges, q_low = _lows_upto(q_edges, q_low, max(x[1] for x in held_by))
+        c_edges, c_low = _lows_upto(c_edges, c_low, max(x[2] for x in held_by))
     q, c = np.meshgrid(q_low, c_low, indexing="ij")
     room = np.array([limits.top_context(int(v)) for v in q_low.tolist()], dtype=np.int64)[:, None]
     valid = np.broadcast_to(c <= room, q.shape)
     q, c = q[valid], c[valid]
     return _Cells(np.ones(len(q), dtype=np.int64), q.astype(np.int64), c.astype(np.int64), sampled)
+
+
+def _lows_upto(edges: _I, low: _I, most: int) -> tuple[_I, _I]:
+    """The cells of an axis whose low is at most ``most`` (the lows rise)."""
+    n = int(np.searchsorted(low, most, side="right"))
+    return edges[:n], low[:n]
 
 
 def _cost(time: StepTimes, phase: str) -> Callable[[int, int, int], float]:
@@ -463,6 +511,8 @@ class _Phase:
         self.price = _prices(self.cost)
         #: no_dearer's answers per (buckets, group): a repair round asks again for the phase it did not change
         self._no_dearer: dict[tuple[frozenset[Bucket], tuple[Bucket, ...]], bool] = {}
+        #: the edges of the buckets so far and the runtime's own, for the buckets they were taken from
+        self._edges: tuple[frozenset[Bucket], _Edges] | None = None
         self._theirs_table = LookupTable(self.theirs)
         self.regrid()
 
@@ -476,6 +526,20 @@ class _Phase:
         self.own_s = self.price(self._theirs_table, self.own_at)
         self.ours_s = self.price(self.table, self.at)
         self.ratio = np.where(self.own_s > 0, self.ours_s / np.where(self.own_s > 0, self.own_s, 1.0), 1.0)
+
+    def own_prices(self, load: LoadShapes, b: _I, q: _I, c: _I) -> _F:
+        """Seconds of the load's shapes (``b``, ``q``, ``c``: this phase's, in its mapping's order) in the runtime's own
+        buckets, kept per load for the planning run (the entry holds the load: its id is not reused meanwhile)."""
+
+        def make() -> tuple[LoadShapes, tuple[Bucket, ...], _F]:
+            return load, self.theirs, self.price(self._theirs_table, self._theirs_table.index(b, q, c))
+
+        if not isinstance(self.time, CachedTimes):
+            return make()[2]
+        got = self.time.kept("own prices", (self.name, id(load)), make, most=_OWN_PRICES)
+        if got[1] != self.theirs:  # another runtime's buckets: not kept
+            return make()[2]
+        return got[2]
 
     def worst(self) -> PhaseWorst | None:
         if not len(self.ratio):
@@ -554,7 +618,16 @@ class _Phase:
 
     def _judge_no_dearer(self, group: tuple[Bucket, ...]) -> bool:
         grown = sorted({*self.ours, *group})
-        cells = (_decode_cells if self.name == "decode" else _prefill_cells)(grown, self.theirs, self.limits)
+        # the grid of both sets' edges and the group's: the edges of the buckets so far kept while they are the same
+        decode = self.name == "decode"
+        edges_of = _decode_edges if decode else _prefill_edges
+        ours = frozenset(self.ours)
+        if self._edges is None or self._edges[0] != ours:
+            self._edges = (ours, edges_of((*ours, *self.theirs), self.limits))
+        base, added = self._edges[1], edges_of(group, self.limits)
+        edges = (base[0] | added[0], base[1] | added[1])
+        # a shape moves only to an added bucket holding it: the cells none can hold keep their seconds
+        cells = (_decode_cells if decode else _prefill_cells)(grown, self.theirs, self.limits, group, edges)
         at = self.table.index(cells.b, cells.q, cells.c)
         before = self.price(self.table, at)
         after = self._seconds_with(group, cells, at, before)
@@ -595,6 +668,18 @@ def bound_worst(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Buck
     ``bound`` times its step in the runtime's ``own`` buckets, each group taken only if no shape gets dearer
     (``strict``) or dearer beyond the bound, and the worst case it reaches; past the budget the search goes on (at
     most :data:`MAX_EXTRA` buckets, not kept) to find the graphs that reach the bound."""
+    search = functools.partial(_bound_worst, plan, own, limits, time, budget=budget, against=against, bound=bound,
+                               strict=strict)  # fmt: skip
+    if not isinstance(time, CachedTimes):
+        return search()
+    # kept for the planning run: the chosen plan's search is asked again for the graphs that reach the bound
+    key = (plan, tuple(own[0]), tuple(own[1]), limits, budget, against, bound, strict)
+    return time.kept("bound worst", key, search)
+
+
+def _bound_worst(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]], limits: TextLimits,
+                 time: StepTimes, *, budget: int, against: str, bound: float,
+                 strict: bool) -> tuple[TextBucketPlan, WorstCase]:  # fmt: skip
     phases = _phases(plan, own, limits, time)
     graphs, most = plan.graphs, max(budget, plan.graphs) + MAX_EXTRA
     kept: tuple[set[Bucket], set[Bucket]] | None = None  # the buckets within the budget, once it is spent
@@ -817,11 +902,13 @@ def _between(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]
     on both cores)."""
     if between is None:
         return []
-    steady = _steady(loads)
+    # the steady states kept for the planning run: judged again after repairs, the same loads are found priced
+    steady = (time.kept("steady", id(loads), lambda: (loads, _steady(loads)))[1] if isinstance(time, CachedTimes)
+              else _steady(loads))  # fmt: skip
     if steady is None:
         return []
     ns = between.candidates(plan.decode, own[1])
-    states = [steady.at(n) for n in ns]
+    states = [steady.state(n) for n in ns]
     # every steady state priced in one lookup per bucket set (the same seconds as one load at a time)
     ranked: list[tuple[float, int, LoadShapes, LoadVerdict]] = []
     for n, load, ours, theirs in zip(ns, states, padded_times(plan.prompt, plan.decode, states, time),
@@ -837,8 +924,9 @@ def _between(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]
     few = between.few()
     rest = [n for _, n, _, _ in ranked if n not in between.judged and n > FEW][:MAX_SCHEDULED]
     first = early.results() if early is not None else [between.at(n) for n in few]
-    for load in [*first, *on_two([functools.partial(between.at, n) for n in rest])]:
-        theirs = padded_time(*own, load, time)
+    ran = [*first, *on_two([functools.partial(between.at, n) for n in rest])]
+    # every scheduled load priced in one lookup per bucket set (the same seconds as one load at a time)
+    for load, theirs in zip(ran, padded_times(*own, ran, time) if ran else (), strict=True):
         out.append((load, theirs, _within(theirs, SAMPLE_SHARE)))
     return out
 
@@ -885,16 +973,17 @@ def _repairs(phase: _Phase, short: Sequence[LoadShapes]) -> list[tuple[Bucket, .
         shapes = load.decode if phase.name == "decode" else load.prefill
         if not shapes:
             continue
-        keys = list(shapes)
-        first = np.array([k[0] for k in keys], dtype=np.int64)
-        second = np.array([k[1] for k in keys], dtype=np.int64)
+        # the shapes as arrays in the mapping's order, and their seconds in the runtime's own buckets, kept per load
+        first, second, runs = shape_arrays(load, 1 if phase.name == "decode" else 0, phase.time)
         one = np.ones_like(first)
         b, q = (first, one) if phase.name == "decode" else (one, first)
         mine = phase.price(phase.table, phase.table.index(b, q, second))
-        theirs = phase.price(phase._theirs_table, phase._theirs_table.index(b, q, second))
-        for key, m, t in zip(keys, mine.tolist(), theirs.tolist(), strict=True):
-            if m > t and math.isfinite(t):
-                pay[key] = pay.get(key, 0.0) + shapes[key] * (m - t)
+        theirs = phase.own_prices(load, b, q, second)
+        paying = np.flatnonzero((mine > theirs) & np.isfinite(theirs))
+        more = (runs[paying] * (mine[paying] - theirs[paying])).tolist()
+        keys = zip(first[paying].tolist(), second[paying].tolist(), strict=True)
+        for key, extra in zip(keys, more, strict=True):
+            pay[key] = pay.get(key, 0.0) + extra
     rows = sorted({phase._row(b) for b in phase.ours})
     out: list[tuple[Bucket, ...]] = []
     for lead, need in sorted(pay, key=lambda k: -pay[k])[:_TRIED]:

@@ -1,8 +1,8 @@
 """Independent planning tasks taken in turns on two cores: while this process works out one task, a forked child
-works out the next, and the results come back in order (:func:`in_turns`). A task's result is the same whichever
-process computes it (the planner is pure; its kept work only saves time), so the plan is the same as worked out in
-one process, only sooner: the default budget search tries its budgets one after another and stops at the first that
-meets the margin, and each try is about half a second of CPU.
+works out the next (the last two, where three remain), and the results come back in order (:func:`in_turns`). A
+task's result is the same whichever process computes it (the planner is pure; its kept work only saves time), so the
+plan is the same as worked out in one process, only sooner: the default budget search tries its budgets one after
+another and stops at the first that meets the margin, and each try takes a few tenths of a second of CPU.
 
 At most one child at a time (:data:`PROCESSES`). No child where fork is missing or unsafe (not Linux, or other
 threads running: a forked child would inherit their locks), where the child fails or sends nothing back, or where a
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import io
 import os
 import pickle
 import signal
@@ -57,9 +58,9 @@ def _given(value: _T) -> Callable[[], _T]:
     return lambda: value
 
 
-def _fork(task: Callable[[], Any]) -> tuple[int, int] | None:
-    """``task`` started in a forked child that pickles its result into a pipe: (pid, read end); None where no child
-    could start."""
+def _fork(task: Callable[[], Any], *more: Callable[[], Any]) -> tuple[int, int] | None:
+    """``task`` (and ``more``, one after another) started in a forked child that pickles each result into a pipe as
+    it comes (:func:`_next`): (pid, read end); None where no child could start."""
     if not _can_fork():
         return None
     read, write = os.pipe()
@@ -77,12 +78,14 @@ def _fork(task: Callable[[], Any]) -> tuple[int, int] | None:
         os.close(read)
         code = 0
         try:
-            try:
-                data = pickle.dumps(("ok", task()), protocol=pickle.HIGHEST_PROTOCOL)
-            except BaseException:  # an error, or a result that does not pickle: the parent works it out itself
-                data = pickle.dumps(("failed", None))
             with os.fdopen(write, "wb") as out:
-                out.write(data)
+                for one in (task, *more):
+                    try:
+                        data = pickle.dumps(("ok", one()), protocol=pickle.HIGHEST_PROTOCOL)
+                    except BaseException:  # an error, or a result that does not pickle: the parent works it out
+                        data = pickle.dumps(("failed", None))
+                    out.write(data)
+                    out.flush()  # each result read as soon as it is worked out
         except BaseException:
             code = 1
         finally:
@@ -107,6 +110,15 @@ def _collect(child: tuple[int, int]) -> tuple[bool, Any]:
     return kind == "ok", value
 
 
+def _next(stream: io.BufferedReader) -> tuple[bool, Any]:
+    """The next result a child sent on ``stream`` as (True, value), or (False, None) where it sent none."""
+    try:
+        kind, value = pickle.load(stream)
+    except Exception:  # nothing (or half) sent: the child died
+        return False, None
+    return kind == "ok", value
+
+
 def _stop(child: tuple[int, int]) -> None:
     pid, read = child
     with contextlib.suppress(OSError):
@@ -120,24 +132,39 @@ def _stop(child: tuple[int, int]) -> None:
 
 def in_turns(tasks: Sequence[Callable[[], _T]]) -> Generator[Callable[[], _T], None, None]:
     """Each task's outcome in order (call it: the task's result, or its exception raised), the task after the one
-    worked out here computed meanwhile by a forked child. Close the iterator (or drop it) to stop early: the child
-    still working is killed."""
+    worked out here computed meanwhile by a forked child, and where three remain, the last two by it (one after the
+    other: an odd task out is not left to this process alone while the other core waits). Close the iterator (or
+    drop it) to stop early: the child still working is killed."""
     child: tuple[int, int] | None = None
     try:
         i = 0
         while i < len(tasks):
-            child = _fork(tasks[i + 1]) if i + 1 < len(tasks) else None
+            away = tasks[i + 1 : i + 3] if len(tasks) - i == 3 else tasks[i + 1 : i + 2]
+            child = _fork(*away) if away else None
             yield _outcome(tasks[i])
             if child is None:
                 i += 1
                 continue
-            ok, value = _collect(child)
+            with os.fdopen(child[1], "rb", closefd=False) as stream:
+                for task in away:
+                    ok, value = _next(stream)
+                    yield _given(value) if ok else _outcome(task)
+            _reap(child)
             child = None
-            yield _given(value) if ok else _outcome(tasks[i + 1])
-            i += 2
+            i += 1 + len(away)
     finally:
         if child is not None:
             _stop(child)
+
+
+def _reap(child: tuple[int, int]) -> None:
+    """A child whose results were all read: its pipe closed, it waited for, the collector's objects given back."""
+    pid, read = child
+    try:
+        os.close(read)
+    finally:
+        os.waitpid(pid, 0)
+        gc.unfreeze()
 
 
 def _all(tasks: Sequence[Callable[[], _T]]) -> list[_T]:
