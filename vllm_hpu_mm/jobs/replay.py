@@ -5,8 +5,11 @@ pad), side by side, at the plan's limits, in time where the device has a time mo
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import gc
+from collections.abc import Iterator
 from pathlib import Path
 
 from vllm_hpu_mm.buckets.admission import admit_traffic
@@ -130,9 +133,30 @@ def served_traffic(sizing: SizingArgs, from_metrics: str | None, settings: Setti
                          max_aspect_ratio=settings.max_aspect_ratio)  # fmt: skip
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector off while the replay runs, on again after (it then collects what is left). The replay
+    builds millions of small objects that live until it ends (events, requests, spans, prices): each pass of the
+    collector walks them all, a fifth of the CPU at the documented maxima (benchmarks/performance/results/
+    replay_bounds.md), and frees none of them. What the paused collector leaves uncollected meanwhile is what the job
+    drops in cycles (the planner's), the same whatever the requests: the peak memory is in the same results."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, runtime_env: dict[str, str]) -> Replayed:
     """The replay of ``buckets replay``: the runtime defaults to today's Gaudi runtime (the one whose lookup is
     modelled) on its reference device."""
+    with _collector_paused():
+        return _replay_traffic(sizing, args, settings, runtime_env)
+
+
+def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, runtime_env: dict[str, str]) -> Replayed:
     if sizing.runtime is None:
         sizing = dataclasses.replace(sizing, runtime=registry.DEFAULT_RUNTIME["hpu"].value)
     sizing = on_default_device(sizing)
