@@ -45,7 +45,8 @@ import math
 import random
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from functools import partial
+
+import numpy as np
 
 from vllm_hpu_mm.engine import EngineShape, PrefillChunk
 from vllm_hpu_mm.errors import ConfigError
@@ -387,41 +388,45 @@ class _DecodeBatch:
 Clock = Callable[[Event], float]
 
 
-def _next_price(prices: Iterator[float], _event: Event) -> float:
-    return next(prices)
-
-
 def step_times(events: Sequence[Event], starts: Sequence[int], encoded: Iterable[tuple[int, int]], clock: Clock,
                vision: Callable[[int], float] | None, step: int = 0, now: float = 0.0,
                prices: Sequence[float] | None = None) -> tuple[dict[int, float], float]:  # fmt: skip
     """A trace's ``events`` (from ``step`` at ``now`` seconds) priced on ``clock`` and summed as the scheduler sums
     them (a step's images, its decode, its prefill chunks, then the step; a decode stretch run by run), bit for bit:
     (the seconds at the start of each step a group of events ends before, the seconds at the end). ``prices``: what
-    ``clock`` answers for each event, known already (each is read in place of asking it)."""
-    price = clock
-    if prices is not None:
-        if len(prices) != len(events):
-            raise ValueError(f"{len(prices)} prices for {len(events)} events")
-        price = partial(_next_price, iter(prices))  # every event is priced once, in order
-    images: dict[int, list[int]] = {}
+    ``clock`` answers for each event, known already (each is read in place of asking it; else each event is priced
+    once, in order). The sums run over arrays: each group's parts added in order, then the groups in order (a
+    cumulative sum adds in order, as the scheduler's loop)."""
+    n = len(events)
+    if prices is not None and len(prices) != n:
+        raise ValueError(f"{len(prices)} prices for {n} events")
+    if not n:
+        return {step: now}, now
+    price = np.array(prices if prices is not None else [clock(e) for e in events], dtype=np.float64)
+    images: dict[int, float] = {}  # a step's images' seconds, summed in order (from 0, as the scheduler's step)
     for at_step, tokens in encoded:
-        images.setdefault(at_step, []).append(tokens)
+        images[at_step] = images.get(at_step, 0) + (vision(tokens) if vision is not None else 0.0)
+    begin = np.asarray(starts[:n], dtype=np.int64)
+    runs = np.array([e.steps if isinstance(e, DecodeRun) else 0 for e in events], dtype=np.int64)  # 0: chunks
+    heads = np.flatnonzero(np.concatenate(([True], begin[1:] != begin[:-1])))  # each group: one step's events
+    size = np.diff(np.append(heads, n))
+    first = begin[heads]
+    pictured = np.isin(first, np.fromiter(images, dtype=np.int64, count=len(images)))
+    # a decode alone in its step, without images: its run's steps at its price (a decode stretch's run)
+    alone = (size == 1) & (runs[heads] > 0) & ~pictured
+    seconds = np.zeros(len(heads))
+    if vision is not None and images:
+        seconds[pictured] = [images[int(k)] for k in first[pictured]]
+    seconds = seconds + price[heads]
+    for k in range(1, int(size.max())):
+        more = size > k
+        seconds[more] = seconds[more] + price[heads[more] + k]
+    seconds[alone] = runs[heads[alone]] * price[heads[alone]]
+    ends = np.where(alone, first + runs[heads], first + 1)
+    total = np.cumsum(np.concatenate(([now], seconds)))
     at = {step: now}
-    i, n = 0, len(events)
-    while i < n:
-        start, event = starts[i], events[i]
-        if isinstance(event, DecodeRun) and start not in images and (i + 1 == n or starts[i + 1] != start):
-            now += event.steps * price(event)  # a decode stretch's run (or a decode-only step: the same sum)
-            i += 1
-            at[start + event.steps] = now
-            continue
-        step_s = sum(vision(t) for t in images.get(start, ())) if vision is not None else 0.0
-        while i < n and starts[i] == start:
-            step_s += price(events[i])
-            i += 1
-        now += step_s
-        at[start + 1] = now
-    return at, now
+    at.update(zip(ends.tolist(), total[1:].tolist(), strict=True))
+    return at, float(total[-1])
 
 
 def simulate(prompts: Iterable[Prompt], limits: EngineShape, concurrency: int | Arrivals,

@@ -54,12 +54,14 @@ def chunk_key(chunks: Sequence[PrefillChunk], block_size: int) -> tuple[tuple[in
     return tuple([(c.query, -(-c.context // block_size)) for c in chunks])
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """The nearest-rank ``q`` quantile (0 < q <= 1) of ``values``; 0 when there are none."""
-    if not values:
+def percentile(values: Sequence[float] | npt.NDArray[np.float64], q: float, *, ordered: bool = False) -> float:
+    """The nearest-rank ``q`` quantile (0 < q <= 1) of ``values``; 0 when there are none. ``ordered``: they are
+    sorted already."""
+    if not len(values):
         return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+    if not ordered:
+        values = sorted(values)
+    return float(values[min(len(values) - 1, max(0, math.ceil(q * len(values)) - 1))])
 
 
 class StepModel(Protocol):
@@ -328,16 +330,9 @@ def time_result(load: str, trace: Trace, real: float, padded: float, padding: di
         real_s=real,
         padded_s=padded,
         padding=padding,
-        added_ttft=(_ranked(ttft, 0.5), _ranked(ttft, 0.99)),
-        added_tpot=(_ranked(tpot, 0.5), _ranked(tpot, 0.99)),
+        added_ttft=(percentile(ttft, 0.5, ordered=True), percentile(ttft, 0.99, ordered=True)),
+        added_tpot=(percentile(tpot, 0.5, ordered=True), percentile(tpot, 0.99, ordered=True)),
         ttft=ttft_real,
         idle_s=trace.idle_s,
         prices=prices,
     )
-
-
-def _ranked(ordered: npt.NDArray[np.float64], q: float) -> float:
-    """:func:`percentile` of values already sorted."""
-    if not len(ordered):
-        return 0.0
-    return float(ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))])
