@@ -238,6 +238,18 @@ class _Indexed:
     starts: npt.NDArray[np.int64]
     spans: npt.NDArray[np.int64]
     real_ttft: tuple[float, float]
+    #: The distinct decodes (sequences, blocks) and chunks (query, context blocks), each a unit, numbered in the
+    #: order first run (decodes from 0, chunks after them in :attr:`order`); each unit's weight (a decode: its steps;
+    #: a chunk: its runs); each decode event's unit; each chunk run's event, unit and place in its step.
+    decodes: list[tuple[int, int]]
+    chunks: list[tuple[int, int]]
+    order: npt.NDArray[np.int64]
+    weight: list[float]
+    event_unit: npt.NDArray[np.int64]
+    chunk_event: npt.NDArray[np.int64]
+    chunk_unit: npt.NDArray[np.int64]
+    #: The chunk runs at each place in their step (0: every step's first chunk, ...).
+    places: list[npt.NDArray[np.int64]]
 
 
 #: The last trace indexed (every configuration replays the same common schedule, here or in a child forked after).
@@ -251,15 +263,26 @@ def _indexed(trace: Trace) -> _Indexed:
     of: list[int] = []
     decode: list[bool] = []
     steps: list[int] = []
-    for event in trace.events:
+    units: dict[tuple[int, int, int], int] = {}  # (0 decode | 1 chunk, ...) -> unit, numbered as first run
+    event_unit: list[int] = []
+    chunk_event: list[int] = []
+    chunk_unit: list[int] = []
+    chunk_place: list[int] = []
+    for i, event in enumerate(trace.events):
         if isinstance(event, DecodeRun):
             key: Hashable = (event.sequences, event.blocks)
             decode.append(True)
             steps.append(event.steps)
+            event_unit.append(units.setdefault((0, event.sequences, event.blocks), len(units)))
         else:
             key = chunk_key(event, block)
             decode.append(False)
             steps.append(1)
+            event_unit.append(-1)
+            for place, (query, ctx) in enumerate(key):  # type: ignore[attr-defined]
+                chunk_event.append(i)
+                chunk_unit.append(units.setdefault((1, query, ctx), len(units)))
+                chunk_place.append(place)
         k = ids.get(key)
         if k is None:
             k = ids[key] = len(ids)
@@ -269,15 +292,26 @@ def _indexed(trace: Trace) -> _Indexed:
     starts[: min(n, len(trace.starts))] = trace.starts[:n]  # an event past the recorded starts: its own index
     spans = trace.spans
     at = np.array([(s.arrival, s.first + 1, s.finish + 1, s.output) for s in spans], dtype=np.int64).reshape(-1, 4)
-    got = _Indexed(
-        list(ids),
-        np.array(of, dtype=np.int64),
-        np.array(decode, dtype=bool),
-        np.array(steps, dtype=np.int64),
-        starts,
-        at,
-        real_ttft([s.first_s - s.arrival_s for s in spans]),
-    )
+    # units renumbered: decodes first, then chunks, each in the order first run; ``order`` lists them as first run
+    kinds = np.array([kind for kind, _, _ in units], dtype=np.int64).reshape(-1)
+    renumber = np.empty(len(units), dtype=np.int64)
+    renumber[kinds == 0] = np.arange(int((kinds == 0).sum()))
+    renumber[kinds == 1] = int((kinds == 0).sum()) + np.arange(int((kinds == 1).sum()))
+    steps_a = np.array(steps, dtype=np.int64)
+    unit_e = np.array(event_unit, dtype=np.int64)
+    unit_c = renumber[np.array(chunk_unit, dtype=np.int64)] if chunk_unit else np.zeros(0, dtype=np.int64)
+    is_decode = unit_e >= 0
+    unit_e[is_decode] = renumber[unit_e[is_decode]]
+    weight = np.bincount(np.concatenate((unit_e[is_decode], unit_c)),
+                         weights=np.concatenate((steps_a[is_decode], np.ones(len(unit_c)))).astype(np.float64),
+                         minlength=len(units))  # fmt: skip
+    placed = np.array(chunk_place, dtype=np.int64)
+    places = int(placed.max()) + 1 if len(placed) else 0
+    got = _Indexed(list(ids), np.array(of, dtype=np.int64), np.array(decode, dtype=bool), steps_a, starts, at,
+                   real_ttft([s.first_s - s.arrival_s for s in spans]),
+                   [(a, b) for kind, a, b in units if kind == 0], [(a, b) for kind, a, b in units if kind == 1],
+                   renumber, weight.tolist(), unit_e, np.array(chunk_event, dtype=np.int64), unit_c,
+                   [np.flatnonzero(placed == p) for p in range(places)])  # fmt: skip
     _INDEXED[:] = [(trace, got)]
     return got
 
@@ -333,6 +367,10 @@ def _replay_indexed(trace: Trace, lookup: TextLookup, tally: _Tally, timer: Time
     once by its summed weight (whole numbers: exact in any order) and, with a ``timer``, priced once; the sums over
     events added in event order (:func:`sequential_sum`), so every figure is the event-by-event one to the last bit."""
     index = _indexed(trace)
+    alone: Callable[..., tuple[list[GraphRun], list[GraphRun]] | None] | None = getattr(lookup, "alone", None)
+    units = alone(index.chunks, index.decodes) if alone is not None else None
+    if units is not None:
+        return _replay_units(trace, index, units, tally, timer)
     answers, answer_key, of_event = _answers(index, trace.events, lookup)
     weights = np.bincount(of_event, weights=index.steps.astype(np.float64), minlength=len(answers)).tolist()
     for answer, weight in zip(answers, weights, strict=True):
@@ -354,7 +392,47 @@ def _replay_indexed(trace: Trace, lookup: TextLookup, tally: _Tally, timer: Time
         padded_a.append(padded)
         context_a.append(context)
     real_e, padded_e = np.array(real_a)[of_event], np.array(padded_a)[of_event]
-    context_e, steps, decode = np.array(context_a)[of_event], index.steps, index.decode
+    return [_timed(trace, index, timer, real_e, padded_e, np.array(context_a)[of_event])]
+
+
+def _replay_units(trace: Trace, index: _Indexed, units: tuple[list[GraphRun], list[GraphRun]], tally: _Tally,
+                  timer: Timer | None) -> list[TimeResult]:  # fmt: skip
+    """:func:`_replay_indexed` where no look-up generated a fallback, by distinct chunk and decode: each counted once
+    by its summed weight in the order first run (a step's forwards are its chunks' forwards, each alone), and priced
+    once; a step's price is its chunks' prices added in their order (place by place over every step at once)."""
+    prefill, decode = units
+    runs = decode + prefill
+    for u in index.order.tolist():  # the order each unit first ran in: every bucket and shape first seen as stepwise
+        tally.count(runs[u], index.weight[u])
+    if timer is None:
+        return []
+    real_u = np.array([timer.decode_real(*key) for key in index.decodes] + [0.0] * len(prefill))
+    priced = [(timer.decode_padded(r), 0.0) for r in decode] + [timer.prefill_padded(r) for r in prefill]
+    padded_u = np.array([p for p, _ in priced], dtype=np.float64)
+    context_u = np.array([c for _, c in priced], dtype=np.float64)
+    n = len(index.ids)
+    padded_e, context_e = np.zeros(n), np.zeros(n)
+    for at in index.places:  # a step's chunks added in their order: place 0 of every step, then place 1, ...
+        events, chosen = index.chunk_event[at], index.chunk_unit[at]
+        padded_e[events] = padded_e[events] + padded_u[chosen]
+        context_e[events] = context_e[events] + context_u[chosen]
+    decode_e = index.decode
+    real_e = np.zeros(n)
+    real_e[decode_e] = real_u[index.event_unit[decode_e]]
+    padded_e[decode_e] = padded_u[index.event_unit[decode_e]]
+    step_keys = index.ids[~decode_e]
+    real_k = {int(k): timer.prefill_real((), index.keys[k]) for k in np.unique(step_keys).tolist()}  # type: ignore
+    real_e[~decode_e] = [real_k[k] for k in step_keys.tolist()]
+    context_e[~decode_e] = np.minimum(context_e[~decode_e],
+                                      np.maximum(0.0, padded_e[~decode_e] - real_e[~decode_e]))  # fmt: skip
+    return [_timed(trace, index, timer, real_e, padded_e, context_e)]
+
+
+def _timed(trace: Trace, index: _Indexed, timer: Timer, real_e: npt.NDArray[np.float64],
+           padded_e: npt.NDArray[np.float64], context_e: npt.NDArray[np.float64]) -> TimeResult:  # fmt: skip
+    """The trace in time from each event's real and padded seconds of one step and its context padding: the sums
+    over events in event order (:func:`sequential_sum`), as the event-by-event clock adds them."""
+    steps, decode = index.steps, index.decode
     added = padded_e - real_e
     images = [timer.vision(tokens) for _, tokens in trace.encoded]
     real_v = np.array([r for r, _ in images], dtype=np.float64)
@@ -369,10 +447,10 @@ def _replay_indexed(trace: Trace, lookup: TextLookup, tally: _Tally, timer: Time
     order = np.argsort(starts, kind="stable")  # the entries sorted by step, as the event-by-event clock sorts them
     entry_steps = np.concatenate((steps, np.ones(len(images), dtype=np.int64)))[order]
     per = np.concatenate((added, padded_v - real_v))[order]
-    return [time_result(load_of(trace), trace, sequential_sum(np.concatenate((steps * real_e, real_v))),
-                        sequential_sum(np.concatenate((steps * padded_e, padded_v))), padding, index.spans,
-                        index.real_ttft, partial(added_until, starts[order], entry_steps, per),
-                        tuple(padded_e.tolist()))]  # fmt: skip
+    return time_result(load_of(trace), trace, sequential_sum(np.concatenate((steps * real_e, real_v))),
+                       sequential_sum(np.concatenate((steps * padded_e, padded_v))), padding, index.spans,
+                       index.real_ttft, partial(added_until, starts[order], entry_steps, per),
+                       tuple(padded_e.tolist()))  # fmt: skip
 
 
 def shape_weights(traces: Sequence[Trace], *, balanced: bool = False, scale: float = 1e6,
