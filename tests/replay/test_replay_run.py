@@ -11,7 +11,7 @@ import pytest
 from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.engine import Bucket, EngineShape, GraphRun, PrefillChunk, TextLookup
 from vllm_hpu_mm.models.catalog import CATALOG
-from vllm_hpu_mm.replay.run import _replay_steps, _Tally, replay
+from vllm_hpu_mm.replay.run import _INDEXED, _replay_steps, _Tally, prepare, replay, shape_weights
 from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun
 from vllm_hpu_mm.replay.schedules import Images, load_levels, replay_model, schedules, timer_for
 from vllm_hpu_mm.replay.timing import chunk_key
@@ -259,6 +259,10 @@ def test_one_trace_replayed_by_its_distinct_events_equals_the_event_by_event_rep
                   timer=timer)  # fmt: skip
     model = VllmGaudi() if buckets is None else VllmGaudi().with_text_buckets(*buckets)
     assert model is not None
+    _INDEXED.clear()
+    stepwise = [list(w.items()) for w in shape_weights(r.traces)]
+    prepare(r.traces)
+    assert [list(w.items()) for w in shape_weights(r.traces)] == stepwise  # read from the units, keys in order
     fast = replay(r.traces, model.text_lookup(SHAPE), "x", timer=timer)
     slow = _Tally(lookup := model.text_lookup(SHAPE))
     event_by_event = slow.result("x", _replay_steps(r.traces, lookup, slow, False, timer))

@@ -34,7 +34,7 @@ from vllm_hpu_mm.plan.text_choice import (
     plan_for,
 )
 from vllm_hpu_mm.replay.report import Report
-from vllm_hpu_mm.replay.run import ReplayResult
+from vllm_hpu_mm.replay.run import ReplayResult, prepare
 from vllm_hpu_mm.replay.scheduler import MAX_CLIENTS, MAX_PROFILE_SECONDS, MAX_PROFILE_SEGMENTS, MAX_RATE, Arrivals
 from vllm_hpu_mm.replay.schedules import (
     DEFAULT_REQUESTS,
@@ -214,6 +214,7 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
             before.append((model, label))
             labels.add(label)
     tasks = [functools.partial(replayed, model, label) for model, label in before]
+    prepare(runs.traces, balanced=runs.balanced)  # once, for the replays here and in the child
     planned = None
     worst: WorstCase | None = None
     mine: list[ReplayResult] = []

@@ -37,7 +37,7 @@ from vllm_hpu_mm.replay.timing import (
     time_result,
 )
 
-__all__ = ["Efficiency", "ReplayResult", "load_of", "replay", "shape_weights"]
+__all__ = ["Efficiency", "ReplayResult", "load_of", "prepare", "replay", "shape_weights"]
 
 Shape = tuple[int, int, int]
 #: Most distinct prefill steps whose forwards a replay keeps (a bound on its memory; past it, it starts again).
@@ -161,6 +161,14 @@ class _Tally:
             times=tuple(times),
             warmed_shapes=tuple(sorted(lookup.warmed)),
         )
+
+
+def prepare(traces: Sequence[Trace], *, balanced: bool = False) -> None:
+    """What every replay of ``traces`` reads of them worked out now (their events' keys and units), where they are
+    replayed by their distinct events: once here, for every configuration replayed after, here or in a child forked
+    after."""
+    if len(traces) == 1 and not balanced:
+        _indexed(traces[0])
 
 
 def replay(traces: Sequence[Trace], lookup: TextLookup, label: str, *, balanced: bool = False,
@@ -457,6 +465,11 @@ def shape_weights(traces: Sequence[Trace], *, balanced: bool = False, scale: flo
                   ) -> tuple[dict[tuple[int, int], int], dict[tuple[int, int], int]]:  # fmt: skip
     """What the traces ran, as a planner reads it: prefill (query, context blocks) -> weight and decode (sequences,
     blocks) -> weight (integers; with ``balanced``, each trace scaled to ``scale`` per phase)."""
+    if len(traces) == 1 and not balanced and _INDEXED and _INDEXED[0][0] is traces[0]:
+        index = _INDEXED[0][1]  # its units: the same sums (whole numbers), keys in the order first run
+        weight, first = index.weight, len(index.decodes)
+        return ({k: max(1, round(w)) for k, w in zip(index.chunks, weight[first:], strict=True)},
+                {k: max(1, round(w)) for k, w in zip(index.decodes, weight[:first], strict=True)})  # fmt: skip
     prefill: dict[tuple[int, int], float] = {}
     decode: dict[tuple[int, int], float] = {}
     for trace, (wp, wd) in zip(traces, _weights(traces, balanced), strict=True):
