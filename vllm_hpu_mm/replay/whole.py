@@ -138,6 +138,6 @@ def retimed(trace: Trace, clock: StepClock, *, price: Clock | None = None) -> Tr
     events, n = trace.events, len(trace.events)
     starts = trace.starts if len(trace.starts) == n else tuple(range(n))
     at, now = step_times(events, starts, trace.encoded, price or clock.clock, clock.vision_clock)
-    spans = tuple(dataclasses.replace(s, arrival_s=at[s.arrival], first_s=at[s.first + 1], finish_s=at[s.finish + 1])
+    spans = tuple(s._replace(arrival_s=at[s.arrival], first_s=at[s.first + 1], finish_s=at[s.finish + 1])
                   for s in trace.spans)  # fmt: skip
     return dataclasses.replace(trace, spans=spans, busy_s=now - trace.idle_s)
