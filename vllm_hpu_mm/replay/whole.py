@@ -21,7 +21,7 @@ from vllm_hpu_mm.models.step_fit import FittedStep
 from vllm_hpu_mm.models.step_time import StepTime
 from vllm_hpu_mm.replay.latency import Latency, StepClock, latency_of, padded_clock
 from vllm_hpu_mm.replay.run import ReplayResult, load_of
-from vllm_hpu_mm.replay.scheduler import Arrivals, Clock, Event, Trace, simulate, step_times
+from vllm_hpu_mm.replay.scheduler import Arrivals, Clock, Event, Span, Trace, simulate, step_times
 from vllm_hpu_mm.replay.schedules import Images, Schedules, schedules
 from vllm_hpu_mm.replay.timing import Timer
 from vllm_hpu_mm.runtimes.base import RuntimeModel
@@ -147,6 +147,6 @@ def retimed(trace: Trace, clock: StepClock, *, price: Clock | None = None,
     events, n = trace.events, len(trace.events)
     starts = trace.starts if len(trace.starts) == n else tuple(range(n))
     at, now = step_times(events, starts, trace.encoded, price or clock.clock, clock.vision_clock, prices=prices)
-    spans = tuple(s._replace(arrival_s=at[s.arrival], first_s=at[s.first + 1], finish_s=at[s.finish + 1])
-                  for s in trace.spans)  # fmt: skip
+    spans = tuple([Span(s.arrival, s.first, s.finish, s.output, at[s.arrival], at[s.first + 1], at[s.finish + 1],
+                        s.images) for s in trace.spans])  # fmt: skip
     return dataclasses.replace(trace, spans=spans, busy_s=now - trace.idle_s)
