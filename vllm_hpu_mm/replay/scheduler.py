@@ -455,6 +455,9 @@ def simulate(prompts: Iterable[Prompt], limits: EngineShape, concurrency: int | 
 #: tokens computed from the prefix cache; KV blocks it needs; its images to encode as (position, tokens); its largest
 #: image's tokens).
 _Admission = tuple[str | None, int, int, int, tuple[tuple[int, int], ...], int]
+#: A request as it arrived, before the scheduler first looks at it: (prompt, admission, the step it arrived before,
+#: its arrival in seconds, requests taken from the source up to it).
+_Arrived = tuple[Prompt, _Admission, int, float, int]
 
 
 def _admission_of(p: Prompt, limits: EngineShape) -> _Admission:
@@ -522,7 +525,9 @@ class _Scheduler:
         self.recorded = 0
         if arrivals.times:
             self.next_arrival = arrivals.times[0]
-        self.waiting: deque[_Seq] = deque()
+        #: A request is kept as it arrived until first looked at (at the head): a saturated server holds most of
+        #: the requests waiting, and only the head is ever stepped.
+        self.waiting: deque[_Seq | _Arrived] = deque()
         #: In admission order.
         self.running: list[_Seq] = []
         #: Running requests still prefilling, in admission order (the rest of the running list decodes: ``batch``).
@@ -606,8 +611,9 @@ class _Scheduler:
                             tuple(s.images)))  # fmt: skip
         waiting: tuple[object, ...] = ()
         if self.waiting:  # only the first has been looked at (its images may be spent)
-            head = self.waiting[0]
-            waiting = (head.index, head.computed, tuple(head.images), tuple([s.prompt for s in self.waiting]))
+            head = self._head()
+            prompts = [w[0] if isinstance(w, tuple) else w.prompt for w in self.waiting]
+            waiting = (head.index, head.computed, tuple(head.images), tuple(prompts))
         return (self.limits, self.encoder_budget, self.largest, self.reserved, self.admitted, tuple(running), waiting)
 
     def _resume(self, trace: Trace, ref: _Resume) -> None:
@@ -625,6 +631,11 @@ class _Scheduler:
         running, waiting = {s.order: s for s in self.running}, list(self.waiting)  # waiting[j] is admitted j+1-th
         for order, span in zip(ref.orders, trace.spans[ref.span :], strict=True):
             s = running.get(order) or waiting[order - self.admitted - 1]
+            if isinstance(s, tuple):  # never looked at: it waited until this step
+                p, admission, arrival, arrival_s, _ = s
+                self.spans.append(Span(arrival, span.first, span.finish, admission[1], arrival_s, at[span.first + 1],
+                                       at[span.finish + 1], len(p.image_tokens)))  # fmt: skip
+                continue
             first, first_s = (s.first, s.first_s) if order in started else (span.first, at[span.first + 1])
             self.spans.append(Span(s.arrival, first, span.finish, s.output, s.arrival_s, first_s, at[span.finish + 1],
                                    len(s.prompt.image_tokens)))  # fmt: skip
@@ -637,7 +648,7 @@ class _Scheduler:
         self.prefilling.clear()
         self.waiting.clear()
 
-    def _next_seq(self, at: float) -> _Seq | None:
+    def _next_seq(self, at: float) -> _Arrived | None:
         """The next request the engine accepts (refused ones counted by reason), None when none is left."""
         admissions, prompts = self.admissions, self.prompts
         while True:
@@ -651,12 +662,12 @@ class _Scheduler:
                     return None
                 admission = _admission_of(p, self.limits)
             self.taken += 1
-            reason, output, computed, need, images, largest = admission
+            reason, largest = admission[0], admission[5]
             if reason is not None:
                 self.refusals[reason] = self.refusals.get(reason, 0) + 1
                 continue
             self.largest = max(self.largest, largest)
-            return _Seq(p, output, computed, need, list(images), arrival=self.steps, arrival_s=at, index=self.taken)
+            return p, admission, self.steps, at, self.taken
 
     def _arrive(self, at: float | None = None) -> bool:
         seq = self._next_seq(self.now if at is None else at)
@@ -696,7 +707,16 @@ class _Scheduler:
     def _admissible(self) -> bool:
         """The first waiting request may start: a sequence slot and the KV blocks it needs are free."""
         return bool(self.waiting) and len(self.running) < self.limits.max_num_seqs and \
-            self.reserved + self.waiting[0].need_blocks <= self.limits.num_kv_blocks  # fmt: skip
+            self.reserved + self._head().need_blocks <= self.limits.num_kv_blocks  # fmt: skip
+
+    def _head(self) -> _Seq:
+        """The first waiting request, as a request the scheduler steps (made so when first looked at)."""
+        head = self.waiting[0]
+        if isinstance(head, tuple):
+            p, (_, output, computed, need, images, _), arrival, arrival_s, index = head
+            head = self.waiting[0] = _Seq(p, output, computed, need, list(images), arrival=arrival,
+                                          arrival_s=arrival_s, index=index)  # fmt: skip
+        return head
 
     def _finish(self, done: list[_Seq]) -> None:
         """Requests that have their last token, in admission order, leave (a closed loop's client sends its next)."""
@@ -785,7 +805,7 @@ class _Scheduler:
             batch.leave(s)
         decodes, decode_blocks = batch.size, batch.blocks
         while budget > 0 and self._admissible():
-            s = self.waiting[0]
+            s = self._head()
             n = _cut_for_encoder(s, min(s.prompt.tokens - s.computed, budget), encoder, step_images)
             if not n:
                 break
