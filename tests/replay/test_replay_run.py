@@ -10,9 +10,10 @@ import pytest
 
 from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.engine import Bucket, EngineShape, GraphRun, PrefillChunk, TextLookup
-from vllm_hpu_mm.replay.run import replay
-from vllm_hpu_mm.replay.scheduler import DecodeRun
-from vllm_hpu_mm.replay.schedules import Images, load_levels, replay_model, schedules
+from vllm_hpu_mm.models.catalog import CATALOG
+from vllm_hpu_mm.replay.run import _INDEXED, _replay_steps, _Tally, prepare, replay, shape_weights
+from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun
+from vllm_hpu_mm.replay.schedules import Images, load_levels, replay_model, schedules, timer_for
 from vllm_hpu_mm.replay.timing import chunk_key
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.runtimes.warmup import era
@@ -241,3 +242,31 @@ def test_a_steps_forwards_are_kept_by_its_chunks_in_blocks_which_is_all_the_look
             (PrefillChunk(301, 129),), (PrefillChunk(300, 129), PrefillChunk(5, 0)),
             (PrefillChunk(5, 0), PrefillChunk(300, 129)))}  # fmt: skip
     assert len(keys) == 5
+
+
+@pytest.mark.parametrize("buckets", [None, (((1, 128, 0),), ((1, 1, 8),))])
+def test_one_trace_replayed_by_its_distinct_events_equals_the_event_by_event_replay_to_the_last_bit(
+    buckets: tuple[tuple[Bucket, ...], tuple[Bucket, ...]] | None,
+) -> None:
+    """A trace weighed by what ran is replayed by its distinct events (each answer counted and priced once, the sums
+    over events in event order): every figure, price and fallback equals the replay event by event, with the
+    runtime's own buckets and with a sparse file whose fallbacks change the lookup's answers along the trace."""
+    images = Images((1600, 3136, 12544))
+    timer = timer_for(CATALOG["Qwen/Qwen2.5-VL-7B-Instruct"], "gaudi2", block_size=128, tensor_parallel_size=1,
+                      dtype_size=2, quantization=None, images=images)  # fmt: skip
+    assert timer is not None
+    r = schedules(default_traffic(), SHAPE, images, concurrency=None, requests=150, arrivals=Arrivals(rate=6.0),
+                  timer=timer)  # fmt: skip
+    model = VllmGaudi() if buckets is None else VllmGaudi().with_text_buckets(*buckets)
+    assert model is not None
+    _INDEXED.clear()
+    stepwise = [list(w.items()) for w in shape_weights(r.traces)]
+    prepare(r.traces)
+    assert [list(w.items()) for w in shape_weights(r.traces)] == stepwise  # read from the units, keys in order
+    assert len(_INDEXED[0][1].places) > 1  # steps of several chunks: their prices added place by place
+    fast = replay(r.traces, model.text_lookup(SHAPE), "x", timer=timer)
+    slow = _Tally(lookup := model.text_lookup(SHAPE))
+    event_by_event = slow.result("x", _replay_steps(r.traces, lookup, slow, False, timer))
+    assert fast == event_by_event
+    assert bool(fast.fallbacks) == (buckets is not None)
+    assert fast.times[0].prices == event_by_event.times[0].prices != ()

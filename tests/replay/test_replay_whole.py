@@ -155,16 +155,20 @@ def test_a_continued_schedule_takes_the_replays_prices_while_no_lookup_compiled(
     assert _known_prices(dataclasses.replace(replayed, fallbacks=(("decode", (1, 1, 56)),)), Lookup()) is None
 
 
-def test_the_replays_prices_leave_every_latency_as_it_was() -> None:
+@pytest.mark.parametrize("load", [Arrivals(rate=10_000.0), 4])
+def test_the_replays_prices_leave_every_latency_as_it_was(load: Arrivals | int) -> None:
+    """A schedule continued from the common one (arrivals in time) or the common one re-timed (a closed loop) takes
+    the replay's prices of its events: the latencies are those of pricing every event again."""
     shape = EngineShape(max_num_seqs=8, max_num_batched_tokens=2048, max_model_len=16384, block_size=128,
                         num_kv_blocks=3000)  # fmt: skip
-    traffic, images, arrivals = default_traffic(), Images((1600, 3136, 12544)), Arrivals(rate=10_000.0)
-    common = schedules(traffic, shape, images, concurrency=None, requests=60, arrivals=arrivals, timer=TIMER)
+    traffic, images = default_traffic(), Images((1600, 3136, 12544))
+    arrivals, concurrency = (load, None) if isinstance(load, Arrivals) else (None, load)
+    common = schedules(traffic, shape, images, concurrency=concurrency, requests=60, arrivals=arrivals, timer=TIMER)
     model = VllmGaudi()
     replayed = replay(common.traces, model.text_lookup(shape), "default", timer=TIMER)
     assert not replayed.fallbacks
     assert len(replayed.times[0].prices) == len(common.traces[0].events)
-    kept, priced = (strategy_latency(model, shape, TIMER, traffic, images, concurrency=None, requests=60,
+    kept, priced = (strategy_latency(model, shape, TIMER, traffic, images, concurrency=concurrency, requests=60,
                                      arrivals=arrivals, common=common, replayed=r)
                     for r in (replayed, None))  # fmt: skip
     assert kept == priced

@@ -5,14 +5,17 @@ pad), side by side, at the plan's limits, in time where the device has a time mo
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import gc
+from collections.abc import Iterator
 from pathlib import Path
 
 from vllm_hpu_mm.buckets.admission import admit_traffic
 from vllm_hpu_mm.buckets.text import TextBucketPlan
 from vllm_hpu_mm.buckets.text_worst import WorstCase
-from vllm_hpu_mm.buckets.turns import on_two
+from vllm_hpu_mm.buckets.turns import Ahead, on_two
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
@@ -31,6 +34,7 @@ from vllm_hpu_mm.plan.text_choice import (
     plan_for,
 )
 from vllm_hpu_mm.replay.report import Report
+from vllm_hpu_mm.replay.run import ReplayResult, prepare
 from vllm_hpu_mm.replay.scheduler import MAX_CLIENTS, MAX_PROFILE_SECONDS, MAX_PROFILE_SEGMENTS, MAX_RATE, Arrivals
 from vllm_hpu_mm.replay.schedules import (
     DEFAULT_REQUESTS,
@@ -133,9 +137,30 @@ def served_traffic(sizing: SizingArgs, from_metrics: str | None, settings: Setti
                          max_aspect_ratio=settings.max_aspect_ratio)  # fmt: skip
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector off while the replay runs, on again after (it then collects what is left). The replay
+    builds millions of small objects that live until it ends (events, requests, spans, prices): each pass of the
+    collector walks them all, a fifth of the CPU at the documented maxima (benchmarks/performance/results/
+    replay_bounds.md), and frees none of them. What the paused collector leaves uncollected meanwhile is what the job
+    drops in cycles (the planner's), the same whatever the requests: the peak memory is in the same results."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, runtime_env: dict[str, str]) -> Replayed:
     """The replay of ``buckets replay``: the runtime defaults to today's Gaudi runtime (the one whose lookup is
     modelled) on its reference device."""
+    with _collector_paused():
+        return _replay_traffic(sizing, args, settings, runtime_env)
+
+
+def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, runtime_env: dict[str, str]) -> Replayed:
     if sizing.runtime is None:
         sizing = dataclasses.replace(sizing, runtime=registry.DEFAULT_RUNTIME["hpu"].value)
     sizing = on_default_device(sizing)
@@ -166,33 +191,26 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
                       quantization=inputs.quantization, images=images, step=calibrated)  # fmt: skip
     runs = schedules(traffic, shape, images, concurrency=sizing.concurrency, requests=args.requests,
                      arrivals=args.arrivals, timer=timer)  # fmt: skip
-    results = [replay_model(own, shape, runs, configured_label(own, shape), timer)]
-    configs = [own]  # the runtime model of each result, for its whole latencies
+
+    def replayed(model: RuntimeModel, label: str) -> ReplayResult:
+        """One configuration replayed on the common schedule, with its whole latencies on its own (pure: the same in
+        a child as here)."""
+        result = replay_model(model, shape, runs, label, timer)
+        if timer is None or not args.latency:
+            return result
+        latency = strategy_latency(model, shape, timer, traffic, images, concurrency=sizing.concurrency,
+                                   requests=args.requests, arrivals=args.arrivals, common=runs,
+                                   replayed=result)  # fmt: skip
+        return dataclasses.replace(result, latency=latency)
+
+    before = [(own, configured_label(own, shape))]  # each configuration known before planning, in report order
     notes: list[str] = []
     if costs["profile"] is not None:
         notes.append(f"measured costs from the profile {costs['profile']} (the KV blocks estimate uses them)")
     if yours is not None:
-        results.append(replay_model(yours, shape, runs, f"your {Path(file_path or '').name}", timer))
-        configs.append(yours)
+        before.append((yours, f"your {Path(file_path or '').name}"))
         notes += yours.text_shapes(shape).notes  # its buckets vllm-gaudi drops without a word
-    planned = None
-    worst: WorstCase | None = None
-    later: list[tuple[RuntimeModel, str]] = []  # replayed once planned, on both cores (each replay is pure)
-    if args.plan_buckets:
-        # a known load or arrivals: every load level is planned for (lightly) and judged as well
-        sweep = None if runs.balanced else schedules(traffic, shape, images, concurrency=None, requests=args.requests)
-        chosen = plan_for(inputs, shape, runs, lookup.decode_block_cap, lookup.max_prefill_batch, budget, own,
-                          sizing.flag("text_graph_budget"), sweep,
-                          loads_at(traffic, shape, images, args.requests))  # fmt: skip
-        planned = chosen.plan
-        told = own.with_text_buckets(planned.prompt, planned.decode)
-        if told is not None:
-            later.append((told, PLANNED_LABEL))
-            notes.append(f"planned buckets: budget {chosen.reason}")
-            worst = chosen.worst
-            if worst is not None:
-                notes.append(f"planned buckets: {worst.line()}")
-    labels = {r.label for r in results} | {label for _, label in later}
+    labels = {label for _, label in before}  # the planned buckets' label is none of the strategies'
     release: str | None = getattr(own, "version", None)  # a named release shows only the strategies it ships
     for model in registry.strategies(inputs.runtime_name, own_env, release) if args.strategies else ():
         try:
@@ -201,16 +219,37 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
             notes.append(f"a built-in strategy is not replayed, the runtime would refuse it at these limits: {exc}")
             continue
         if label not in labels:
-            later.append((model, label))
+            before.append((model, label))
             labels.add(label)
-    results += on_two([functools.partial(replay_model, model, shape, runs, label, timer) for model, label in later])
-    configs += [model for model, _ in later]
-    if timer is not None and args.latency:
-        latencies = on_two([functools.partial(strategy_latency, m, shape, timer, traffic, images,
-                                              concurrency=sizing.concurrency, requests=args.requests,
-                                              arrivals=args.arrivals, common=runs, replayed=r)
-                              for m, r in zip(configs, results, strict=True)])  # fmt: skip
-        results = [dataclasses.replace(r, latency=latency) for r, latency in zip(results, latencies, strict=True)]
+    tasks = [functools.partial(replayed, model, label) for model, label in before]
+    prepare(runs.traces, balanced=runs.balanced)  # once, for the replays here and in the child
+    planned = None
+    worst: WorstCase | None = None
+    mine: list[ReplayResult] = []
+    if not args.plan_buckets:
+        done = on_two(tasks)
+    else:  # every configuration but the planned one replayed on the second core while the buckets are planned
+        away = Ahead(tasks)
+        try:
+            # a known load or arrivals: every load level is planned for (lightly) and judged as well
+            sweep = (None if runs.balanced else
+                     schedules(traffic, shape, images, concurrency=None, requests=args.requests))  # fmt: skip
+            chosen = plan_for(inputs, shape, runs, lookup.decode_block_cap, lookup.max_prefill_batch, budget, own,
+                              sizing.flag("text_graph_budget"), sweep,
+                              loads_at(traffic, shape, images, args.requests))  # fmt: skip
+            planned = chosen.plan
+            told = own.with_text_buckets(planned.prompt, planned.decode)
+            if told is not None:
+                mine.append(replayed(told, PLANNED_LABEL))
+                notes.append(f"planned buckets: budget {chosen.reason}")
+                worst = chosen.worst
+                if worst is not None:
+                    notes.append(f"planned buckets: {worst.line()}")
+            done = away.results()
+        finally:
+            away.stop()
+    known = 2 if yours is not None else 1  # the report's order: yours, the planned buckets, then the strategies
+    results = done[:known] + mine + done[known:]
     kv_note = ("KV blocks: given" if args.kv_blocks is not None else "KV blocks: the plan's estimate (the decode "
                "buckets depend on it; give the log's '# HPU blocks' with --kv-blocks)")  # fmt: skip
     report = Report(tuple(results), traffic.source, runs.load, runs.ran, shape.limits(), own.traits,

@@ -194,6 +194,16 @@ def has_time_model(device: str) -> bool:
     return device.strip().lower() in DEVICE_RATES
 
 
+#: Most prices one step model keeps per kind.
+PRICES_KEPT = 1 << 16
+
+
+def _keep(memo: dict[tuple[int, int], float], key: tuple[int, int], value: float) -> None:
+    if len(memo) >= PRICES_KEPT:
+        memo.clear()
+    memo[key] = value
+
+
 @dataclasses.dataclass(frozen=True)
 class StepTime:
     """The per-step costs of one model on one device, per card. Build it with :func:`step_time`."""
@@ -238,6 +248,13 @@ class StepTime:
     roofline_exponent: float = math.inf
     #: The public fit the constants come from (None: given by the caller, or a device without one).
     fit: DeviceFit | None = None
+    #: Prices kept by what they read (a replay prices the same chunks and token counts in many steps; the planner
+    #: the same shapes in many tries): one chunk's attention (query, context blocks) and the linear layers at
+    #: (tokens, sequences); at most :data:`PRICES_KEPT` each (past it, a memo starts again).
+    _attention: dict[tuple[int, int], float] = dataclasses.field(default_factory=dict, init=False, repr=False,
+                                                                 compare=False)  # fmt: skip
+    _linear: dict[tuple[int, int], float] = dataclasses.field(default_factory=dict, init=False, repr=False,
+                                                              compare=False)  # fmt: skip
 
     def interval(self, phase: str) -> tuple[float, float, int, str]:
         """(low, high, n, evidence): the published time over this model's time for ``phase`` ranged over
@@ -276,11 +293,15 @@ class StepTime:
         return self.allreduces * self.allreduce_latency_s + moved / bandwidth
 
     def _linear_s(self, tokens: int, sequences: int) -> float:
-        flops = tokens * (self.linear_flops_per_token + self.expert_flops_per_token) + (
-            sequences * self.head_flops_per_sequence
-        )
-        nbytes = self.dense_weight_bytes + self.expert_weight_bytes * self._touched(tokens)
-        return self._roof(flops, nbytes + tokens * self.activation_bytes_per_token) + self._allreduce_s(tokens)
+        got = self._linear.get((tokens, sequences))
+        if got is None:
+            flops = tokens * (self.linear_flops_per_token + self.expert_flops_per_token) + (
+                sequences * self.head_flops_per_sequence
+            )
+            nbytes = self.dense_weight_bytes + self.expert_weight_bytes * self._touched(tokens)
+            got = self._roof(flops, nbytes + tokens * self.activation_bytes_per_token) + self._allreduce_s(tokens)
+            _keep(self._linear, (tokens, sequences), got)
+        return got
 
     def _pairs(self, query: int, context: int) -> float:
         """(query, key) pairs of one sequence over the layers, averaged over full and sliding layers: every query
@@ -316,14 +337,17 @@ class StepTime:
             _check(query_tokens=q, context_blocks=c)
         if not chunks:
             return self.overhead_s
-        attention = sum(
-            self._roof(
-                self._pairs(q, c * self.block_size) * self.attention_flops_per_pair,
-                (c * self.block_size + q) * self.kv_bytes_per_token,
-            )
-            for q, c in chunks
-        )
+        attention = sum(self._chunk_attention(q, c) for q, c in chunks)
         return self._linear_s(sum(q for q, _ in chunks), len(chunks)) + attention + self.overhead_s
+
+    def _chunk_attention(self, q: int, c: int) -> float:
+        """One chunk's attention: ``q`` query tokens over ``c`` blocks of context."""
+        got = self._attention.get((q, c))
+        if got is None:
+            got = self._roof(self._pairs(q, c * self.block_size) * self.attention_flops_per_pair,
+                             (c * self.block_size + q) * self.kv_bytes_per_token)  # fmt: skip
+            _keep(self._attention, (q, c), got)
+        return got
 
     def decode_s(self, batch: int, blocks: int) -> float:
         """One decode pass of ``batch`` sequences holding ``blocks`` KV blocks in all (vllm-gaudi's decode bucket

@@ -24,9 +24,12 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from vllm_hpu_mm.engine import KeptWhileNoFallback, PrefillChunk, TextLookup
 from vllm_hpu_mm.replay.scheduler import DecodeRun, Span, Trace
-from vllm_hpu_mm.replay.timing import Timer, chunk_key, percentile
+from vllm_hpu_mm.replay.timing import Timer, chunk_key, percentile, sequential_sum
 
 __all__ = ["QUANTILES", "Latency", "StepClock", "latency_dict", "latency_of", "padded_clock", "real_clock"]
 
@@ -72,36 +75,48 @@ class StepClock:
         """(seconds per step, steps, sequences decoding in each) for every group of steps of ``trace``, in order.
         ``prices``: each event's ``decode``/``prefill`` price where known already (each event is priced once, in
         order, either way)."""
+        seconds, steps, decoding = self.step_groups(trace, prices)
+        return list(zip(seconds.tolist(), steps.tolist(), decoding.tolist(), strict=True))
+
+    def step_groups(self, trace: Trace, prices: Sequence[float] | None = None,
+                    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # fmt: skip
+        """:meth:`step_seconds` as arrays (seconds, steps, decoding): a decode stretch's run of several steps alone;
+        else a step's images, then its events' prices added in order (to the last bit of a loop over them), less
+        the overhead its merged forwards save."""
         events = trace.events
+        n = len(events)
         if prices is None:
             prices = [self.decode(e.sequences, e.blocks) if isinstance(e, DecodeRun) else self.prefill(e)
                       for e in events]  # fmt: skip
-        elif len(prices) != len(events):
-            raise ValueError(f"{len(prices)} prices for {len(events)} events")
+        elif len(prices) != n:
+            raise ValueError(f"{len(prices)} prices for {n} events")
+        if not n:
+            return np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         images: dict[int, float] = {}
         for step, tokens in trace.encoded:
             images[step] = images.get(step, 0.0) + self.vision(tokens)
-        out: list[tuple[float, int, int]] = []
-        i, n = 0, len(events)
-        starts = trace.starts if len(trace.starts) == n else tuple(range(n))
-        while i < n:
-            start, event = starts[i], events[i]
-            if isinstance(event, DecodeRun) and event.steps > 1:
-                out.append((prices[i], event.steps, event.sequences))
-                i += 1
-                continue
-            seconds, decoding, parts = images.get(start, 0.0), 0, 0
-            while i < n and starts[i] == start:
-                e = events[i]
-                seconds += prices[i]
-                if isinstance(e, DecodeRun):
-                    decoding += e.sequences
-                parts += 1
-                i += 1
-            if self.unified and parts > 1:
-                seconds -= (parts - 1) * self.overhead_s
-            out.append((max(0.0, seconds), 1, decoding))
-        return out
+        price = np.array(prices, dtype=np.float64)
+        begin = np.asarray(trace.starts if len(trace.starts) == n else range(n), dtype=np.int64)
+        runs = np.array([e.steps if isinstance(e, DecodeRun) else 0 for e in events], dtype=np.int64)  # 0: chunks
+        sequences = np.array([e.sequences if isinstance(e, DecodeRun) else 0 for e in events], dtype=np.int64)
+        head = np.concatenate(([True], begin[1:] != begin[:-1]))
+        several = runs > 1
+        # a run of several decode steps that heads its group stands alone: the event after it heads the rest
+        for i in np.flatnonzero(several[:-1] & ~head[1:]).tolist():
+            head[i + 1] |= bool(head[i])
+        heads = np.flatnonzero(head)
+        size = np.diff(np.append(heads, n))
+        first = begin[heads]
+        alone = several[heads]
+        seconds = np.array([images.get(k, 0.0) for k in first.tolist()]) + price[heads]
+        for k in range(1, int(size.max())):
+            more = size > k
+            seconds[more] = seconds[more] + price[heads[more] + k]
+        if self.unified:
+            seconds = np.where(size > 1, seconds - (size - 1) * self.overhead_s, seconds)
+        decoding = np.add.reduceat(sequences, heads)
+        return (np.where(alone, price[heads], np.maximum(0.0, seconds)), np.where(alone, runs[heads], 1),
+                decoding)  # fmt: skip
 
 
 def real_clock(timer: Timer, *, unified: bool) -> StepClock:
@@ -156,18 +171,22 @@ class Latency:
     evidence: str = ""
 
 
-def _weighted(values: Sequence[tuple[float, int]], q: float) -> float:
-    """The nearest-rank ``q`` quantile of values with integer weights."""
-    items = sorted((v, w) for v, w in values if w > 0)
-    total = sum(w for _, w in items)
+def _weighted(values: npt.NDArray[np.float64], weights: npt.NDArray[np.int64], q: float) -> float:
+    """The nearest-rank ``q`` quantile of values with integer weights (values sorted once: among equal values the
+    order of their weights does not move which value the rank falls on)."""
+    keep = weights > 0
+    values, weights = values[keep], weights[keep]
+    total = int(weights.sum())
     if not total:
         return 0.0
-    rank, seen = max(1, -(-q * total // 1)), 0
-    for v, w in items:
-        seen += w
-        if seen >= rank:
-            return v
-    return items[-1][0]
+    order = np.argsort(values, kind="stable")
+    rank = max(1, -(-q * total // 1))
+    return float(values[order[int(np.searchsorted(np.cumsum(weights[order]), rank, side="left"))]])
+
+
+def _ranked(values: npt.NDArray[np.float64], q: float) -> float:
+    """:func:`~vllm_hpu_mm.replay.timing.percentile` over an array (sorted once per call)."""
+    return percentile(np.sort(values), q, ordered=True)
 
 
 #: The idle time before a run's first request (nothing known before it: long enough for any wake-up's whole ramp).
@@ -196,33 +215,37 @@ def latency_of(traces: Sequence[Trace], clock: StepClock, *, load: str, frontend
     """The latencies of ``traces`` (one load, scheduled on ``clock``; several traces are seeds of the same load,
     pooled: quantiles over all their requests, throughput their mean): see the module docstring. ``prices``: per
     trace, each event's price on ``clock`` where known (:meth:`StepClock.step_seconds`)."""
-    ttft: list[float] = []
-    e2el: list[float] = []
-    tpot: list[float] = []
-    itl: list[tuple[float, int]] = []
+    ttft, e2el, tpot, itl, itl_weights = [], [], [], [], []
     durations: list[tuple[float, int, int]] = []  # (seconds, requests, output tokens)
     for k, trace in enumerate(traces):
         spans = trace.spans
-        front = [frontend_s + frontend_image_s * s.images + w
-                 for s, w in zip(spans, _woken(spans, wake), strict=True)]  # fmt: skip
-        ttft += [s.first_s - s.arrival_s + f for s, f in zip(spans, front, strict=True)]
-        e2el += [s.finish_s - s.arrival_s + f for s, f in zip(spans, front, strict=True)]
-        tpot += [(s.finish_s - s.first_s) / (s.output - 1) for s in spans if s.output > 1]
-        steps_s = clock.step_seconds(trace, prices[k] if k < len(prices) else None)
-        itl += [(seconds, steps * decoding) for seconds, steps, decoding in steps_s]
+        arrival, first, finish = (np.array([getattr(s, f) for s in spans], dtype=np.float64)
+                                  for f in ("arrival_s", "first_s", "finish_s"))  # fmt: skip
+        output = np.array([s.output for s in spans], dtype=np.int64)
+        images = np.array([s.images for s in spans], dtype=np.int64)
+        front = frontend_s + frontend_image_s * images + np.array(_woken(spans, wake), dtype=np.float64)
+        ttft.append(first - arrival + front)
+        e2el.append(finish - arrival + front)
+        several = output > 1
+        tpot.append((finish[several] - first[several]) / (output[several] - 1))
+        seconds, steps, decoding = clock.step_groups(trace, prices[k] if k < len(prices) else None)
+        itl.append(seconds)
+        itl_weights.append(steps * decoding)
         if spans:
-            duration = max(s.finish_s + f for s, f in zip(spans, front, strict=True)) - min(s.arrival_s for s in spans)
-            durations.append((duration, len(spans), sum(s.output for s in spans)))
+            durations.append((float((finish + front).max() - arrival.min()), len(spans), int(output.sum())))
     timed = [d for d in durations if d[0] > 0]
+    every = {name: np.concatenate(parts) if parts else np.zeros(0) for name, parts in
+             (("ttft", ttft), ("e2el", e2el), ("tpot", tpot), ("itl", itl))}  # fmt: skip
+    weights = np.concatenate(itl_weights) if itl_weights else np.zeros(0, dtype=np.int64)
     return Latency(
         load=load,
         requests=sum(n for _, n, _ in durations),
-        ttft=tuple(percentile(ttft, q) for q in QUANTILES),
-        tpot=tuple(percentile(tpot, q) for q in QUANTILES),
-        itl=tuple(_weighted(itl, q) for q in QUANTILES),
-        e2el=tuple(percentile(e2el, q) for q in QUANTILES),
-        mean_ttft=sum(ttft) / len(ttft) if ttft else 0.0,
-        mean_tpot=sum(tpot) / len(tpot) if tpot else 0.0,
+        ttft=tuple(_ranked(every["ttft"], q) for q in QUANTILES),
+        tpot=tuple(_ranked(every["tpot"], q) for q in QUANTILES),
+        itl=tuple(_weighted(every["itl"], weights, q) for q in QUANTILES),
+        e2el=tuple(_ranked(every["e2el"], q) for q in QUANTILES),
+        mean_ttft=sequential_sum(every["ttft"]) / len(every["ttft"]) if len(every["ttft"]) else 0.0,
+        mean_tpot=sequential_sum(every["tpot"]) / len(every["tpot"]) if len(every["tpot"]) else 0.0,
         duration_s=sum(d for d, _, _ in timed) / len(timed) if timed else 0.0,
         request_throughput=sum(n / d for d, n, _ in timed) / len(timed) if timed else 0.0,
         output_throughput=sum(o / d for d, _, o in timed) / len(timed) if timed else 0.0,

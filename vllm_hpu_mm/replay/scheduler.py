@@ -45,7 +45,9 @@ import math
 import random
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from functools import partial
+from typing import NamedTuple
+
+import numpy as np
 
 from vllm_hpu_mm.engine import EngineShape, PrefillChunk
 from vllm_hpu_mm.errors import ConfigError
@@ -168,10 +170,11 @@ class Arrivals:
         return math.inf
 
 
-@dataclasses.dataclass(frozen=True)
-class Span:
+class Span(NamedTuple):
     """One request's life in steps and (real-shape) seconds: it arrived before step ``arrival``, got its first token
-    from step ``first`` and its last from step ``finish``; ``output`` tokens."""
+    from step ``first`` and its last from step ``finish``; ``output`` tokens. A named tuple: every schedule makes
+    one per request (100,000 at the documented maxima, in each configuration's schedule), a third the cost of a
+    frozen dataclass."""
 
     arrival: int
     first: int
@@ -387,41 +390,45 @@ class _DecodeBatch:
 Clock = Callable[[Event], float]
 
 
-def _next_price(prices: Iterator[float], _event: Event) -> float:
-    return next(prices)
-
-
 def step_times(events: Sequence[Event], starts: Sequence[int], encoded: Iterable[tuple[int, int]], clock: Clock,
                vision: Callable[[int], float] | None, step: int = 0, now: float = 0.0,
                prices: Sequence[float] | None = None) -> tuple[dict[int, float], float]:  # fmt: skip
     """A trace's ``events`` (from ``step`` at ``now`` seconds) priced on ``clock`` and summed as the scheduler sums
     them (a step's images, its decode, its prefill chunks, then the step; a decode stretch run by run), bit for bit:
     (the seconds at the start of each step a group of events ends before, the seconds at the end). ``prices``: what
-    ``clock`` answers for each event, known already (each is read in place of asking it)."""
-    price = clock
-    if prices is not None:
-        if len(prices) != len(events):
-            raise ValueError(f"{len(prices)} prices for {len(events)} events")
-        price = partial(_next_price, iter(prices))  # every event is priced once, in order
-    images: dict[int, list[int]] = {}
+    ``clock`` answers for each event, known already (each is read in place of asking it; else each event is priced
+    once, in order). The sums run over arrays: each group's parts added in order, then the groups in order (a
+    cumulative sum adds in order, as the scheduler's loop)."""
+    n = len(events)
+    if prices is not None and len(prices) != n:
+        raise ValueError(f"{len(prices)} prices for {n} events")
+    if not n:
+        return {step: now}, now
+    price = np.array(prices if prices is not None else [clock(e) for e in events], dtype=np.float64)
+    images: dict[int, float] = {}  # a step's images' seconds, summed in order (from 0, as the scheduler's step)
     for at_step, tokens in encoded:
-        images.setdefault(at_step, []).append(tokens)
+        images[at_step] = images.get(at_step, 0) + (vision(tokens) if vision is not None else 0.0)
+    begin = np.asarray(starts[:n], dtype=np.int64)
+    runs = np.array([e.steps if isinstance(e, DecodeRun) else 0 for e in events], dtype=np.int64)  # 0: chunks
+    heads = np.flatnonzero(np.concatenate(([True], begin[1:] != begin[:-1])))  # each group: one step's events
+    size = np.diff(np.append(heads, n))
+    first = begin[heads]
+    pictured = np.isin(first, np.fromiter(images, dtype=np.int64, count=len(images)))
+    # a decode alone in its step, without images: its run's steps at its price (a decode stretch's run)
+    alone = (size == 1) & (runs[heads] > 0) & ~pictured
+    seconds = np.zeros(len(heads))
+    if vision is not None and images:
+        seconds[pictured] = [images[int(k)] for k in first[pictured]]
+    seconds = seconds + price[heads]
+    for k in range(1, int(size.max())):
+        more = size > k
+        seconds[more] = seconds[more] + price[heads[more] + k]
+    seconds[alone] = runs[heads[alone]] * price[heads[alone]]
+    ends = np.where(alone, first + runs[heads], first + 1)
+    total = np.cumsum(np.concatenate(([now], seconds)))
     at = {step: now}
-    i, n = 0, len(events)
-    while i < n:
-        start, event = starts[i], events[i]
-        if isinstance(event, DecodeRun) and start not in images and (i + 1 == n or starts[i + 1] != start):
-            now += event.steps * price(event)  # a decode stretch's run (or a decode-only step: the same sum)
-            i += 1
-            at[start + event.steps] = now
-            continue
-        step_s = sum(vision(t) for t in images.get(start, ())) if vision is not None else 0.0
-        while i < n and starts[i] == start:
-            step_s += price(events[i])
-            i += 1
-        now += step_s
-        at[start + 1] = now
-    return at, now
+    at.update(zip(ends.tolist(), total[1:].tolist(), strict=True))
+    return at, float(total[-1])
 
 
 def simulate(prompts: Iterable[Prompt], limits: EngineShape, concurrency: int | Arrivals,
@@ -448,6 +455,9 @@ def simulate(prompts: Iterable[Prompt], limits: EngineShape, concurrency: int | 
 #: tokens computed from the prefix cache; KV blocks it needs; its images to encode as (position, tokens); its largest
 #: image's tokens).
 _Admission = tuple[str | None, int, int, int, tuple[tuple[int, int], ...], int]
+#: A request as it arrived, before the scheduler first looks at it: (prompt, admission, the step it arrived before,
+#: its arrival in seconds, requests taken from the source up to it).
+_Arrived = tuple[Prompt, _Admission, int, float, int]
 
 
 def _admission_of(p: Prompt, limits: EngineShape) -> _Admission:
@@ -515,7 +525,9 @@ class _Scheduler:
         self.recorded = 0
         if arrivals.times:
             self.next_arrival = arrivals.times[0]
-        self.waiting: deque[_Seq] = deque()
+        #: A request is kept as it arrived until first looked at (at the head): a saturated server holds most of
+        #: the requests waiting, and only the head is ever stepped.
+        self.waiting: deque[_Seq | _Arrived] = deque()
         #: In admission order.
         self.running: list[_Seq] = []
         #: Running requests still prefilling, in admission order (the rest of the running list decodes: ``batch``).
@@ -599,8 +611,9 @@ class _Scheduler:
                             tuple(s.images)))  # fmt: skip
         waiting: tuple[object, ...] = ()
         if self.waiting:  # only the first has been looked at (its images may be spent)
-            head = self.waiting[0]
-            waiting = (head.index, head.computed, tuple(head.images), tuple([s.prompt for s in self.waiting]))
+            head = self._head()
+            prompts = [w[0] if isinstance(w, tuple) else w.prompt for w in self.waiting]
+            waiting = (head.index, head.computed, tuple(head.images), tuple(prompts))
         return (self.limits, self.encoder_budget, self.largest, self.reserved, self.admitted, tuple(running), waiting)
 
     def _resume(self, trace: Trace, ref: _Resume) -> None:
@@ -618,6 +631,11 @@ class _Scheduler:
         running, waiting = {s.order: s for s in self.running}, list(self.waiting)  # waiting[j] is admitted j+1-th
         for order, span in zip(ref.orders, trace.spans[ref.span :], strict=True):
             s = running.get(order) or waiting[order - self.admitted - 1]
+            if isinstance(s, tuple):  # never looked at: it waited until this step
+                p, admission, arrival, arrival_s, _ = s
+                self.spans.append(Span(arrival, span.first, span.finish, admission[1], arrival_s, at[span.first + 1],
+                                       at[span.finish + 1], len(p.image_tokens)))  # fmt: skip
+                continue
             first, first_s = (s.first, s.first_s) if order in started else (span.first, at[span.first + 1])
             self.spans.append(Span(s.arrival, first, span.finish, s.output, s.arrival_s, first_s, at[span.finish + 1],
                                    len(s.prompt.image_tokens)))  # fmt: skip
@@ -630,7 +648,7 @@ class _Scheduler:
         self.prefilling.clear()
         self.waiting.clear()
 
-    def _next_seq(self, at: float) -> _Seq | None:
+    def _next_seq(self, at: float) -> _Arrived | None:
         """The next request the engine accepts (refused ones counted by reason), None when none is left."""
         admissions, prompts = self.admissions, self.prompts
         while True:
@@ -644,12 +662,12 @@ class _Scheduler:
                     return None
                 admission = _admission_of(p, self.limits)
             self.taken += 1
-            reason, output, computed, need, images, largest = admission
+            reason, largest = admission[0], admission[5]
             if reason is not None:
                 self.refusals[reason] = self.refusals.get(reason, 0) + 1
                 continue
             self.largest = max(self.largest, largest)
-            return _Seq(p, output, computed, need, list(images), arrival=self.steps, arrival_s=at, index=self.taken)
+            return p, admission, self.steps, at, self.taken
 
     def _arrive(self, at: float | None = None) -> bool:
         seq = self._next_seq(self.now if at is None else at)
@@ -689,7 +707,16 @@ class _Scheduler:
     def _admissible(self) -> bool:
         """The first waiting request may start: a sequence slot and the KV blocks it needs are free."""
         return bool(self.waiting) and len(self.running) < self.limits.max_num_seqs and \
-            self.reserved + self.waiting[0].need_blocks <= self.limits.num_kv_blocks  # fmt: skip
+            self.reserved + self._head().need_blocks <= self.limits.num_kv_blocks  # fmt: skip
+
+    def _head(self) -> _Seq:
+        """The first waiting request, as a request the scheduler steps (made so when first looked at)."""
+        head = self.waiting[0]
+        if isinstance(head, tuple):
+            p, (_, output, computed, need, images, _), arrival, arrival_s, index = head
+            head = self.waiting[0] = _Seq(p, output, computed, need, list(images), arrival=arrival,
+                                          arrival_s=arrival_s, index=index)  # fmt: skip
+        return head
 
     def _finish(self, done: list[_Seq]) -> None:
         """Requests that have their last token, in admission order, leave (a closed loop's client sends its next)."""
@@ -778,7 +805,7 @@ class _Scheduler:
             batch.leave(s)
         decodes, decode_blocks = batch.size, batch.blocks
         while budget > 0 and self._admissible():
-            s = self.waiting[0]
+            s = self._head()
             n = _cut_for_encoder(s, min(s.prompt.tokens - s.computed, budget), encoder, step_images)
             if not n:
                 break

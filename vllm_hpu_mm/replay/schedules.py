@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 #: Requests sampled from the traffic per load level (the replay's cost is bounded by it, not by the traffic's size),
-#: and the most a replay takes (a few minutes of this machine per strategy).
+#: and the most a replay takes (the whole command in seconds at it: benchmarks/performance/results/replay_bounds.md).
 DEFAULT_REQUESTS = 2000
 MAX_REQUESTS = 100_000
 #: Fewest requests at one load level of the every-load sweep (a level runs max(this, 4 x its load) of them).

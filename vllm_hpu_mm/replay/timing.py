@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from itertools import accumulate
 from typing import Protocol, TypeVar
 
 import numpy as np
@@ -28,7 +27,20 @@ import numpy.typing as npt
 from vllm_hpu_mm.engine import GraphRun, PrefillChunk
 from vllm_hpu_mm.replay.scheduler import DecodeRun, Trace
 
-__all__ = ["PHASES", "Clocked", "StepModel", "TimeResult", "Timer", "TraceClock", "chunk_key", "percentile"]
+__all__ = [
+    "PHASES",
+    "Clocked",
+    "StepModel",
+    "TimeResult",
+    "Timer",
+    "TraceClock",
+    "added_until",
+    "chunk_key",
+    "percentile",
+    "real_ttft",
+    "sequential_sum",
+    "time_result",
+]
 
 #: The parts padding time is split into, in the order they are reported.
 PHASES = ("prefill_query", "prefill_context", "decode", "vision")
@@ -42,12 +54,14 @@ def chunk_key(chunks: Sequence[PrefillChunk], block_size: int) -> tuple[tuple[in
     return tuple([(c.query, -(-c.context // block_size)) for c in chunks])
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """The nearest-rank ``q`` quantile (0 < q <= 1) of ``values``; 0 when there are none."""
-    if not values:
+def percentile(values: Sequence[float] | npt.NDArray[np.float64], q: float, *, ordered: bool = False) -> float:
+    """The nearest-rank ``q`` quantile (0 < q <= 1) of ``values``; 0 when there are none. ``ordered``: they are
+    sorted already."""
+    if not len(values):
         return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+    if not ordered:
+        values = sorted(values)
+    return float(values[min(len(values) - 1, max(0, math.ceil(q * len(values)) - 1))])
 
 
 class StepModel(Protocol):
@@ -231,41 +245,10 @@ class TraceClock:
         return self.trace.starts[index] if index < len(self.trace.starts) else index
 
     def _until(self, *queries: npt.NDArray[np.int64]) -> list[npt.NDArray[np.float64]]:
-        """Added seconds of every step before each step of each query (the entries sorted by step): the sum of the
-        entries that start before it, less the part of a run of several steps that starts before it and ends after.
-        The same floating-point operations in the same order as one step at a time: a sum from 0 over the entries in
-        order, then each such run subtracted, the last first (runs of one step subtract nothing)."""
-        entries = self._entries
-        starts = np.array([e[0] for e in entries], dtype=np.int64)
-        prefix = np.array(list(accumulate((n * per for _, n, per in entries), initial=0.0)))
-        # a run of several steps overlaps a later step only if it is in the group of entries just before it (the
-        # step's insertion point is the group's end); a group holds at most one (a decode stretch's run), else its
-        # runs are taken one by one
-        runs: dict[int, list[int]] = {}
-        for j, (start, n, _) in enumerate(entries):
-            if n > 1:
-                runs.setdefault(int(np.searchsorted(starts, start, side="right")), []).insert(0, j)
-        ends = np.zeros(len(entries) + 1, dtype=np.int64)
-        per_step = np.zeros(len(entries) + 1)
-        single = np.zeros(len(entries) + 1, dtype=bool)
-        for end, js in runs.items():
-            if len(js) == 1:
-                start, n, per = entries[js[0]]
-                ends[end], per_step[end], single[end] = start + n, per, True
-        out = []
-        for steps in queries:
-            i = np.searchsorted(starts, steps, side="left")
-            total = prefix[i]
-            hit = single[i]
-            total[hit] -= per_step[i[hit]] * np.maximum(0, ends[i[hit]] - steps[hit])
-            for end, js in runs.items():
-                if len(js) > 1:
-                    at = np.flatnonzero(i == end)
-                    for j in js:
-                        start, n, per = entries[j]
-                        total[at] -= per * np.maximum(0, start + n - steps[at])
-            out.append(total)
-        return out
+        """Added seconds of every step before each step of each query (the entries sorted by step):
+        :func:`added_until` over the entries."""
+        starts, steps, per = (np.array([e[k] for e in self._entries]) for k in range(3))
+        return added_until(starts.astype(np.int64), steps.astype(np.int64), per.astype(np.float64), *queries)
 
     def result(self, load: str) -> TimeResult:
         for step, tokens in self.trace.encoded:
@@ -277,20 +260,79 @@ class TraceClock:
         self._entries.sort(key=lambda e: e[0])
         spans = self.trace.spans
         at = np.array([(s.arrival, s.first + 1, s.finish + 1, s.output) for s in spans], dtype=np.int64).reshape(-1, 4)
-        arrival, first, finish = self._until(at[:, 0], at[:, 1], at[:, 2])
-        ttft = (first - arrival).tolist()
-        several = at[:, 3] > 1
-        tpot = ((finish[several] - first[several]) / (at[several, 3] - 1)).tolist()
-        real_ttft = [s.first_s - s.arrival_s for s in spans]
-        return TimeResult(
-            load=load,
-            requests=len(self.trace.spans),
-            real_s=self.real,
-            padded_s=self.padded,
-            padding=dict(self.padding),
-            added_ttft=(percentile(ttft, 0.5), percentile(ttft, 0.99)),
-            added_tpot=(percentile(tpot, 0.5), percentile(tpot, 0.99)),
-            ttft=(percentile(real_ttft, 0.5), percentile(real_ttft, 0.99)),
-            idle_s=self.trace.idle_s,
-            prices=tuple(self._prices) if len(self._prices) == len(self.trace.events) else (),
-        )
+        return time_result(load, self.trace, self.real, self.padded, dict(self.padding), at,
+                           real_ttft([s.first_s - s.arrival_s for s in spans]), self._until,
+                           tuple(self._prices) if len(self._prices) == len(self.trace.events) else ())  # fmt: skip
+
+
+def sequential_sum(values: npt.NDArray[np.float64]) -> float:
+    """``values`` added one at a time from 0.0, in order, to the last bit of a Python loop's sum (a cumulative sum
+    adds in order; numpy's ``sum`` adds pairwise)."""
+    return float(np.cumsum(values)[-1]) if len(values) else 0.0
+
+
+def added_until(starts: npt.NDArray[np.int64], steps: npt.NDArray[np.int64], per: npt.NDArray[np.float64],
+                *queries: npt.NDArray[np.int64]) -> list[npt.NDArray[np.float64]]:  # fmt: skip
+    """Added seconds of every step before each step of each query, from entries (start step, steps, added seconds
+    per step) sorted by start: the sum of the entries that start before it, less the part of a run of several steps
+    that starts before it and ends after. The same floating-point operations in the same order as one step at a
+    time: a sum from 0 over the entries in order, then each such run subtracted, the last first (runs of one step
+    subtract nothing)."""
+    prefix = np.concatenate(([0.0], np.cumsum(steps * per)))
+    # a run of several steps overlaps a later step only if it is in the group of entries just before it (the step's
+    # insertion point is the group's end); a group holds at most one (a decode stretch's run), else its runs are
+    # taken one by one, the last first
+    several = np.flatnonzero(steps > 1)
+    group = np.searchsorted(starts, starts[several], side="right")
+    ends = np.zeros(len(starts) + 1, dtype=np.int64)
+    per_step = np.zeros(len(starts) + 1)
+    single = np.zeros(len(starts) + 1, dtype=bool)
+    shared, counts = np.unique(group, return_counts=True)
+    alone = np.isin(group, shared[counts == 1])
+    ends[group[alone]] = starts[several[alone]] + steps[several[alone]]
+    per_step[group[alone]] = per[several[alone]]
+    single[group[alone]] = True
+    runs: dict[int, list[int]] = {}
+    for end, j in zip(group[~alone].tolist(), several[~alone].tolist(), strict=True):
+        runs.setdefault(end, []).insert(0, j)
+    out = []
+    for at in queries:
+        i = np.searchsorted(starts, at, side="left")
+        total = prefix[i]
+        hit = single[i]
+        total[hit] -= per_step[i[hit]] * np.maximum(0, ends[i[hit]] - at[hit])
+        for end, js in runs.items():
+            where = np.flatnonzero(i == end)
+            for j in js:
+                total[where] -= per[j] * np.maximum(0, starts[j] + steps[j] - at[where])
+        out.append(total)
+    return out
+
+
+def real_ttft(values: Sequence[float]) -> tuple[float, float]:
+    """The real-shape time to first token's (p50, p99)."""
+    return percentile(values, 0.5), percentile(values, 0.99)
+
+
+def time_result(load: str, trace: Trace, real: float, padded: float, padding: dict[str, float],
+                at: npt.NDArray[np.int64], ttft_real: tuple[float, float],
+                until: Callable[..., list[npt.NDArray[np.float64]]],
+                prices: tuple[float, ...]) -> TimeResult:  # fmt: skip
+    """One trace's :class:`TimeResult` from its sums: ``at`` holds each request's (arrival step, first token's step
+    + 1, last token's step + 1, output tokens); ``until`` the added seconds before each step of each query."""
+    arrival, first, finish = until(at[:, 0], at[:, 1], at[:, 2])
+    several = at[:, 3] > 1
+    ttft = np.sort(first - arrival)
+    tpot = np.sort((finish[several] - first[several]) / (at[several, 3] - 1))
+    return TimeResult(
+        load=load,
+        requests=len(trace.spans),
+        real_s=real,
+        padded_s=padded,
+        padding=padding,
+        added_ttft=(percentile(ttft, 0.5, ordered=True), percentile(ttft, 0.99, ordered=True)),
+        added_tpot=(percentile(tpot, 0.5, ordered=True), percentile(tpot, 0.99, ordered=True)),
+        ttft=ttft_real,
+        idle_s=trace.idle_s,
+        prices=prices,
+    )

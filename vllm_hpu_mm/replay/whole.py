@@ -21,7 +21,7 @@ from vllm_hpu_mm.models.step_fit import FittedStep
 from vllm_hpu_mm.models.step_time import StepTime
 from vllm_hpu_mm.replay.latency import Latency, StepClock, latency_of, padded_clock
 from vllm_hpu_mm.replay.run import ReplayResult, load_of
-from vllm_hpu_mm.replay.scheduler import Arrivals, Clock, Event, Trace, simulate, step_times
+from vllm_hpu_mm.replay.scheduler import Arrivals, Clock, Event, Span, Trace, simulate, step_times
 from vllm_hpu_mm.replay.schedules import Images, Schedules, schedules
 from vllm_hpu_mm.replay.timing import Timer
 from vllm_hpu_mm.runtimes.base import RuntimeModel
@@ -58,7 +58,8 @@ def strategy_latency(model: RuntimeModel, shape: EngineShape, timer: Timer, traf
     where the arrivals do not depend on time; where they do, its requests scheduled again on this clock.
     ``replayed``: ``model``'s replay of ``common`` on ``timer``; where its lookup compiled nothing, its price of each
     common event is this clock's while this lookup has compiled nothing either (the same lookup in the same state),
-    and a schedule continued from the common one takes them rather than pricing its events again. A schedule on
+    and a schedule re-timed or continued from the common one takes them rather than pricing its events again. A
+    schedule on
     which the lookup compiled nothing passes its prices on to its latencies (the same prices asked again)."""
     lookup = model.text_lookup(shape)
     if lookup is None:
@@ -66,12 +67,18 @@ def strategy_latency(model: RuntimeModel, shape: EngineShape, timer: Timer, traf
     clock = padded_clock(timer, lookup)
     interval, evidence = latency_interval(timer)
     prices: tuple[Sequence[float] | None, ...] = ()
-    if common is not None and not (arrivals is not None and arrivals.timed):
+    traces: tuple[Trace, ...]
+    known = _known_prices(replayed, lookup)
+    given = known() if known is not None and common is not None and len(common.traces) == 1 else None
+    if common is not None and not (arrivals is not None and arrivals.timed) and given is not None:
+        traces = (retimed(common.traces[0], clock, prices=given),)  # the replay's prices: this lookup's, unasked
+        prices = (given,)
+    elif common is not None and not (arrivals is not None and arrivals.timed):
         recorded = [_Recorded(clock, None) for _ in common.traces]
         traces = tuple(retimed(t, clock, price=r) for t, r in zip(common.traces, recorded, strict=True))
         prices = tuple(r.of(t, t, lookup) for t, r in zip(traces, recorded, strict=True))
     elif common is not None and arrivals is not None and common.prompts:  # the same requests, on this clock
-        priced = _Recorded(clock, _known_prices(replayed, lookup))
+        priced = _Recorded(clock, known)
         reference = common.traces[0]
         traces = (simulate(common.prompts, shape, arrivals, clock=priced, vision_clock=clock.vision_clock,
                            reference=reference, reference_prices=priced.take),)  # fmt: skip
@@ -127,17 +134,19 @@ class _Recorded:
         return prices if len(prices) == len(trace.events) else None
 
 
-def retimed(trace: Trace, clock: StepClock, *, price: Clock | None = None) -> Trace:
+def retimed(trace: Trace, clock: StepClock, *, price: Clock | None = None,
+            prices: Sequence[float] | None = None) -> Trace:  # fmt: skip
     """A closed-loop ``trace`` with its requests' times and busy time on ``clock``: what scheduling it again on
     ``clock`` gives, bit for bit. The steps are priced in the scheduler's order and summed as it sums them
     (``replay/scheduler.py``: a step's images, its decode, its prefill chunks, then the step; a decode stretch run by
     run), and a request's times are the clock at the steps it arrived before, got its first token and its last in.
-    ``price``: ``clock.clock`` as a :class:`_Recorded` keeps its prices."""
+    ``price``: ``clock.clock`` as a :class:`_Recorded` keeps its prices; ``prices``: what it answers for each event,
+    known already (none is asked)."""
     if trace.arrivals is not None and trace.arrivals.timed:
         raise ValueError("a schedule whose arrivals depend on time is scheduled again, not re-timed")
     events, n = trace.events, len(trace.events)
     starts = trace.starts if len(trace.starts) == n else tuple(range(n))
-    at, now = step_times(events, starts, trace.encoded, price or clock.clock, clock.vision_clock)
-    spans = tuple(dataclasses.replace(s, arrival_s=at[s.arrival], first_s=at[s.first + 1], finish_s=at[s.finish + 1])
-                  for s in trace.spans)  # fmt: skip
+    at, now = step_times(events, starts, trace.encoded, price or clock.clock, clock.vision_clock, prices=prices)
+    spans = tuple([Span(s.arrival, s.first, s.finish, s.output, at[s.arrival], at[s.first + 1], at[s.finish + 1],
+                        s.images) for s in trace.spans])  # fmt: skip
     return dataclasses.replace(trace, spans=spans, busy_s=now - trace.idle_s)

@@ -599,12 +599,17 @@ class BucketLookup:
             self._memo[memo] = _first_covering(ordered, key)
         return self._memo[memo]
 
+    def covering_prompt(self, bs: int, seq: int, ctx: int = 0) -> Bucket | None:
+        """What :meth:`find_prompt` answers in this state without generating a fallback; None where it would
+        generate one (nothing changes)."""
+        if not self.enabled:
+            return (bs, seq, ctx)
+        return self._cached("prompt", self.prompt, (bs, seq, ctx))
+
     def find_prompt(self, bs: int, seq: int, ctx: int = 0) -> Bucket:
         """find_prompt_bucket: the first prepared bucket covering (bs, seq, ctx), else a fallback (appended even when an
         equal bucket is there: its capped fallback may not cover the key, and vllm-gaudi appends it again)."""
-        if not self.enabled:
-            return (bs, seq, ctx)
-        found = self._cached("prompt", self.prompt, (bs, seq, ctx))
+        found = self.covering_prompt(bs, seq, ctx)
         if found is not None:
             return found
         new = self.fallback(bs, seq, ctx, is_prompt=True)
@@ -613,16 +618,23 @@ class BucketLookup:
         self._memo.clear()
         return new
 
-    def find_decode(self, bs: int, blocks: int) -> Bucket:
-        """find_decode_bucket (no spec decode): ``blocks`` is first capped at the largest prepared decode context."""
+    def _decode_blocks(self, blocks: int) -> int:
+        """find_decode_bucket's ``blocks``, first capped at the largest prepared decode context."""
+        return self.max_decode_ctx if self.per_phase and 0 < self.max_decode_ctx < blocks else blocks
+
+    def covering_decode(self, bs: int, blocks: int) -> Bucket | None:
+        """What :meth:`find_decode` answers in this state without generating a fallback; None where it would
+        generate one (nothing changes)."""
         if not self.enabled:
             return (bs, 1, blocks)
-        if self.per_phase and 0 < self.max_decode_ctx < blocks:
-            blocks = self.max_decode_ctx
-        found = self._cached("decode", self.decode, (bs, 1, blocks))
+        return self._cached("decode", self.decode, (bs, 1, self._decode_blocks(blocks)))
+
+    def find_decode(self, bs: int, blocks: int) -> Bucket:
+        """find_decode_bucket (no spec decode): ``blocks`` is first capped at the largest prepared decode context."""
+        found = self.covering_decode(bs, blocks)
         if found is not None:
             return found
-        new = self.fallback(bs, 1, blocks, is_prompt=False)
+        new = self.fallback(bs, 1, self._decode_blocks(blocks), is_prompt=False)
         if new not in self.decode or not self.per_phase:  # before v0.19.0 appended again (it may not cover the key)
             bisect.insort(self.decode, new)
             self.added.append(("decode", new))

@@ -20,6 +20,7 @@ it runs at its own length, a shape no warm-up prepared. With contiguous PA the r
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from vllm_hpu_mm.engine import Bucket, EngineShape, GraphRun, PrefillChunk
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import BucketLookup, prefill_seqs
@@ -100,9 +101,7 @@ class RunnerLookup:
             ctx = math.ceil(c.context / block)
             run = self._alone.get((c.query, ctx))
             if run is None:
-                bucket = find(1, c.query, ctx)
-                run = GraphRun("prompt", bucket, (max(bucket[0], 1), max(bucket[1], c.query), max(bucket[2], ctx)),
-                               1, c.query, ctx)  # fmt: skip
+                run = _alone_run(c.query, ctx, find(1, c.query, ctx))
                 if len(added) == self._alone_state:  # generated nothing: asked again in this state, it would not
                     if len(self._alone) >= ALONE_KEPT:
                         self._alone.clear()
@@ -136,6 +135,40 @@ class RunnerLookup:
         # each sequence holds ceil((context + 1) / block_size) blocks (_create_decode_input_data); contiguous PA looks
         # up the highest block id + 1 instead: at least the blocks in use (the allocator decides the rest)
         padded = self.lookup.find_decode(sequences, blocks)[0]
-        bucket = (padded, 1, self.lookup.find_decode(padded, blocks)[2])
-        ran = (padded, 1, max(bucket[2], blocks))
-        return GraphRun("decode", bucket, ran, sequences, sequences, blocks)
+        return _decode_run(sequences, blocks, (padded, 1, self.lookup.find_decode(padded, blocks)[2]))
+
+    def alone(self, chunks: Sequence[tuple[int, int]], decodes: Sequence[tuple[int, int]],
+              ) -> tuple[list[GraphRun], list[GraphRun]] | None:  # fmt: skip
+        """Each chunk's forward ((query tokens, context blocks), alone in its forward) and each decode's forward
+        ((sequences, blocks)) as :meth:`prefill` and :meth:`decode` answer them in this state, where none of those
+        look-ups generates a fallback: then every answer is the same in any order and whatever the step around a
+        chunk (a step's merge check looks up its first chunk at no context, which a bucket covering the chunk
+        covers). None, with nothing changed, where one would generate a fallback or where a step's chunks may merge
+        into one forward."""
+        if self.merged or self.max_prefill_batch != 1:
+            return None
+        covering_prompt, covering_decode = self.lookup.covering_prompt, self.lookup.covering_decode
+        prefill = []
+        for query, ctx in chunks:
+            bucket = covering_prompt(1, query, ctx)
+            if bucket is None:
+                return None
+            prefill.append(_alone_run(query, ctx, bucket))
+        decode = []
+        for sequences, blocks in decodes:
+            first = covering_decode(sequences, blocks)
+            second = covering_decode(first[0], blocks) if first is not None else None
+            if first is None or second is None:
+                return None
+            decode.append(_decode_run(sequences, blocks, (first[0], 1, second[2])))
+        return prefill, decode
+
+
+def _alone_run(query: int, ctx: int, bucket: Bucket) -> GraphRun:
+    """One chunk's forward alone in ``bucket`` (a shape larger than it runs at its own size)."""
+    return GraphRun("prompt", bucket, (max(bucket[0], 1), max(bucket[1], query), max(bucket[2], ctx)), 1, query, ctx)
+
+
+def _decode_run(sequences: int, blocks: int, bucket: Bucket) -> GraphRun:
+    """A decode forward in ``bucket`` (a block list longer than it runs at its own length)."""
+    return GraphRun("decode", bucket, (bucket[0], 1, max(bucket[2], blocks)), sequences, sequences, blocks)
