@@ -582,6 +582,7 @@ def run(c: Config, requests: int, seeds: int = 1) -> tuple[dict[str, Any], OwnIn
         busy = (mine.bucket_prefill_s + mine.bucket_decode_s) / (theirs.bucket_prefill_s + theirs.bucket_decode_s)
         drift_loads.append({"load": load.load, "padded_ratio": mine.padded_s / theirs.padded_s if theirs.padded_s
                             else None, "busy_ratio": busy, "uncovered": mine.uncovered,
+                            "exp_uncovered": theirs.uncovered,
                             "largest_step_ratio": step_ratios(ours, exp_buckets, load, t)})  # fmt: skip
     # loads between the levels the plan judges (it judges powers of two, the quarters and max_num_seqs): each at
     # once on the planned traffic, up to OFF_GRID_LOADS of them spread over 1..max_num_seqs
@@ -616,7 +617,7 @@ def run(c: Config, requests: int, seeds: int = 1) -> tuple[dict[str, Any], OwnIn
         "graphs": chosen.plan.graphs, "exp_graphs": len(exp.prefill) + len(exp.decode), "budget_reason": chosen.reason,
         "worst": worst.to_dict(),
         "planned_loads": [{"load": v.load, "padded_ratio": v.ours.padded_s / v.own.padded_s if v.own.padded_s else None,
-                           "uncovered": v.ours.uncovered} for v in chosen.loads],
+                           "uncovered": v.ours.uncovered, "exp_uncovered": v.own.uncovered} for v in chosen.loads],
         "drifted_loads": drift_loads,
         "off_grid_loads": off_grid,
         "level_samples": levels,
@@ -640,7 +641,7 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "modelled steps; each ratio's range within the model's held-out interval is in the JSON).",
         "",
         "| configuration | worst decode (x exp) | worst prefill (x exp) | bound 1.5x | graphs (exp) | compiles "
-        "(planned / drifted) | padded / exp's per load, planned traffic | drifted: padded / exp's per load | "
+        "(planned / drifted) (exp's) | padded / exp's per load, planned traffic | drifted: padded / exp's per load | "
         "drifted: largest step / busy ratio (<= worst?) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -653,9 +654,9 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         step = max((v for x in r["drifted_loads"] for v in x["largest_step_ratio"].values()), default=0.0)
         busy = max(x["busy_ratio"] for x in r["drifted_loads"])
         ok = "yes" if max(step, busy) <= (w["ratio"] or 0) + HALF_DECIMAL else "NO"
-        compiles = (
-            f"{sum(x['uncovered'] for x in r['planned_loads'])} / {sum(x['uncovered'] for x in r['drifted_loads'])}"
-        )
+        compiles = " / ".join(str(sum(x["uncovered"] for x in r[k])) for k in ("planned_loads", "drifted_loads"))
+        compiles += " (" + " / ".join(str(sum(x.get("exp_uncovered", 0) for x in r[k]))
+                                      for k in ("planned_loads", "drifted_loads")) + ")"  # fmt: skip
         lines.append(
             f"| {r['name']} | {_f(w['decode']['ratio'] if w['decode'] else None)} | "
             f"{_f(w['prefill']['ratio'] if w['prefill'] else None)} | {reach} | {r['graphs']} ({r['exp_graphs']}) | "
@@ -786,7 +787,12 @@ def _cpu() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=600, help="requests per load level (serve: 2000)")
-    parser.add_argument("--only", type=int, default=None, help="run configuration K only (0-based), not written")
+    parser.add_argument(
+        "--only",
+        type=int,
+        default=None,
+        help="run configuration K only (0-based), printed, not written unless --name is given",
+    )
     parser.add_argument(
         "--set",
         choices=sorted(SETS),
@@ -795,7 +801,7 @@ def main() -> None:
     )
     parser.add_argument("--seeds", type=int, default=1, choices=range(1, 9), metavar="1..8",
                         help="samples (seeds) of each load between the levels; the most is reported")  # fmt: skip
-    parser.add_argument("--name", default="worst_case", help="results file stem (results/NAME.md, .json)")
+    parser.add_argument("--name", default=None, help="results file stem (results/NAME.md, .json; worst_case)")
     parser.add_argument("--note", default="first run of these configurations", help="what run this is, in words")
     parser.add_argument(
         "--own-lookup",
@@ -825,8 +831,8 @@ def main() -> None:
     meta = {"machine": MACHINE, "load": load_note(before, after), "commit": commit, "requests": args.requests,
             "date": date, "cpu_s": _cpu() - start, "note": args.note, "seeds": args.seeds,
             "vllm_gaudi_commit": args.commit if args.own_lookup else None}  # fmt: skip
-    if args.only is None:
-        write_results(args.name, render(rows, meta), {"meta": meta, "rows": rows}, RESULTS)
+    if args.only is None or args.name is not None:
+        write_results(args.name or "worst_case", render(rows, meta), {"meta": meta, "rows": rows}, RESULTS)
     else:
         print(render(rows, meta))
 
