@@ -27,7 +27,8 @@ sample of a load pads up to about 9% apart from another (issue 35).
 ``--own-lookup`` checks all of it through vllm-gaudi's OWN code (its source from the local mirror, run on CPU by
 agreement/vllm_gaudi_driver.py with VLLM_USE_FAKE_HPU=1), with the planned bucket file and with exp: the
 :data:`PROBES` worst cells per phase our model ranks (the worst first), the graphs it generates, and every schedule's
-events replayed in order (run-time compiles: the fallback buckets it answers with; padded time against exp's per load,
+events replayed in order (run-time compiles: the fallback buckets it answers with, and decodes above its largest
+decode bucket, which run at their own blocks; padded time against exp's per load,
 priced with the same step model). About 10 s of CPU more.
 
 Runs: ``worst_case`` (the first run of these configurations, at the planner it was written for),
@@ -50,7 +51,8 @@ the prune pass and the sampled loads' margin, made on seeing fresh5 and fresh4: 
 ``worst_case_fresh5_levels_085`` and ``worst_case_fresh3_levels_085`` (that margin at 0.85) and
 ``worst_case_fresh5_levels`` and ``worst_case_fresh3_levels`` (at 0.83, the one kept), and
 ``--set fresh6``: six more, written before those changes landed and before their first run, committed alone
-(48f9f80).
+(48f9f80); ``worst_case_fresh6_kv`` (``--only 2``: its prefix-heavy bot, development data since, after decodes above
+exp's ceiling were counted as compiles and held by a planned bucket).
 """
 
 from __future__ import annotations
@@ -727,7 +729,9 @@ def render_own(rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[str]:
         f"{PROBES} worst cells per phase our model ranks (the worst first), then every event of every schedule "
         "above (planned traffic at each load, drifted traffic at each load; drain included, in order). The buckets "
         "it returned are priced with the same step model. Graphs: the buckets it generated at start-up. Compiles: "
-        "distinct buckets it answered with that it had not generated (fallbacks), per schedule. The padded ratios "
+        "distinct buckets it answered with that it had not generated (fallbacks), or a decode it ran above its largest "
+        "decode bucket (find_decode_bucket caps the blocks it looks up there; pad_list never cuts the block list, so "
+        "the step runs at its own blocks, a shape no warm-up ran), per schedule. The padded ratios "
         "shown are vllm-gaudi's as they came (a step priced in the fallback bucket it generated and ran it in; once "
         "generated, a fallback also takes later shapes a generated bucket would have held); our model prices a "
         "shape no bucket holds at its own shape and knows no fallback, so agreement is judged with every step "
@@ -773,8 +777,14 @@ def render_own(rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[str]:
         verdict = ("vllm-gaudi's own lookup agrees with our model on every probe, every load's padded ratio "
                    "(fallback steps priced as ours) and both graph counts" if ok else
                    "**DISAGREES** with our model (see the JSON's own_lookup entries)")  # fmt: skip
+        ran = [sum(x[k] for x in o["loads"]) for k in ("compiles", "exp_compiles")]
+        ours = [sum(x.get(k, 0) for t in ("planned_loads", "drifted_loads") for x in r[t])
+                for k in ("uncovered", "exp_uncovered")]  # fmt: skip
         lines.append(f"- {r['name']}: {verdict}; fallbacks generated in all: {o['fallbacks']} with the planned file, "
-                     f"{o['exp_fallbacks']} with exp{_fallback_note(o['loads'])}.")  # fmt: skip
+                     f"{o['exp_fallbacks']} with exp; run-time compiles over the schedules (fallbacks and decodes "
+                     f"above the largest bucket): {ran[0]} with the planned file, {ran[1]} with exp (our model: "
+                     f"{ours[0]} and {ours[1]}, shapes counted at their own batch, vllm-gaudi's at its padded one)"
+                     f"{_fallback_note(o['loads'])}.")  # fmt: skip
     return lines
 
 

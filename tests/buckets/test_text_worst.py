@@ -90,6 +90,8 @@ def test_the_worst_shape_is_the_worst_of_every_shape_the_limits_allow() -> None:
     assert worst.prefill.ratio > BOUND  # the coarse plan is far off: what the bound must repair
     n, k = worst.decode.first, worst.decode.second
     assert n <= k <= LIMITS.top_blocks(n)
+    assert worst.decode.ours is not None
+    assert worst.decode.theirs is not None
     assert TIME.decode_s(*worst.decode.ours[::2]) / TIME.decode_s(*worst.decode.theirs[::2]) == pytest.approx(
         worst.decode.ratio)  # fmt: skip
 
