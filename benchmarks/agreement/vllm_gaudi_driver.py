@@ -31,6 +31,7 @@ vLLM's ValueError where the count exceeds the modality's limit, as vLLM's proces
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 import logging
 import os
@@ -372,6 +373,7 @@ def lookups(case: dict[str, Any], runner_source: str) -> dict[str, Any]:
 
     from vllm_gaudi.extension.bucketing.common import HPUBucketingManager  # type: ignore[import-not-found]
     from vllm_gaudi.extension.runtime import clear_config, finalize_config, get_config  # type: ignore[import-not-found]
+    from vllm_gaudi.extension.utils import pad_list  # type: ignore[import-not-found]
 
     _set_vllm_values(case)
     clear_config()
@@ -421,7 +423,11 @@ def lookups(case: dict[str, Any], runner_source: str) -> dict[str, Any]:
         else:
             _, sequences, blocks = event
             padded = mgr.find_decode_bucket(sequences, blocks, False)[0]
-            out.append([padded, mgr.find_decode_bucket(padded, blocks)[2]])
+            # get_habana_paged_attn_buffers pads the block list to the bucket's blocks with pad_list, which never
+            # cuts: a decode above the largest bucket (find_decode_bucket caps its lookup there) runs at its own
+            # blocks, a shape no warm-up ran (a run-time compile)
+            bucket_blocks = mgr.find_decode_bucket(padded, blocks)[2]
+            out.append([padded, len(pad_list([0] * blocks, bucket_blocks, itertools.repeat(0)))])
     return {"events": out, "prompt": [list(b) for b in mgr.prompt_buckets],
             "decode": [list(b) for b in mgr.decode_buckets], **generated}  # fmt: skip
 

@@ -27,7 +27,8 @@ sample of a load pads up to about 9% apart from another (issue 35).
 ``--own-lookup`` checks all of it through vllm-gaudi's OWN code (its source from the local mirror, run on CPU by
 agreement/vllm_gaudi_driver.py with VLLM_USE_FAKE_HPU=1), with the planned bucket file and with exp: the
 :data:`PROBES` worst cells per phase our model ranks (the worst first), the graphs it generates, and every schedule's
-events replayed in order (run-time compiles: the fallback buckets it answers with; padded time against exp's per load,
+events replayed in order (run-time compiles: the fallback buckets it answers with, and decodes above its largest
+decode bucket, which run at their own blocks; padded time against exp's per load,
 priced with the same step model). About 10 s of CPU more.
 
 Runs: ``worst_case`` (the first run of these configurations, at the planner it was written for),
@@ -50,7 +51,8 @@ the prune pass and the sampled loads' margin, made on seeing fresh5 and fresh4: 
 ``worst_case_fresh5_levels_085`` and ``worst_case_fresh3_levels_085`` (that margin at 0.85) and
 ``worst_case_fresh5_levels`` and ``worst_case_fresh3_levels`` (at 0.83, the one kept), and
 ``--set fresh6``: six more, written before those changes landed and before their first run, committed alone
-(48f9f80).
+(48f9f80); ``worst_case_fresh6_kv`` (``--only 2``: its prefix-heavy bot, development data since, after decodes above
+exp's ceiling were counted as compiles and held by a planned bucket).
 """
 
 from __future__ import annotations
@@ -582,6 +584,7 @@ def run(c: Config, requests: int, seeds: int = 1) -> tuple[dict[str, Any], OwnIn
         busy = (mine.bucket_prefill_s + mine.bucket_decode_s) / (theirs.bucket_prefill_s + theirs.bucket_decode_s)
         drift_loads.append({"load": load.load, "padded_ratio": mine.padded_s / theirs.padded_s if theirs.padded_s
                             else None, "busy_ratio": busy, "uncovered": mine.uncovered,
+                            "exp_uncovered": theirs.uncovered,
                             "largest_step_ratio": step_ratios(ours, exp_buckets, load, t)})  # fmt: skip
     # loads between the levels the plan judges (it judges powers of two, the quarters and max_num_seqs): each at
     # once on the planned traffic, up to OFF_GRID_LOADS of them spread over 1..max_num_seqs
@@ -616,7 +619,7 @@ def run(c: Config, requests: int, seeds: int = 1) -> tuple[dict[str, Any], OwnIn
         "graphs": chosen.plan.graphs, "exp_graphs": len(exp.prefill) + len(exp.decode), "budget_reason": chosen.reason,
         "worst": worst.to_dict(),
         "planned_loads": [{"load": v.load, "padded_ratio": v.ours.padded_s / v.own.padded_s if v.own.padded_s else None,
-                           "uncovered": v.ours.uncovered} for v in chosen.loads],
+                           "uncovered": v.ours.uncovered, "exp_uncovered": v.own.uncovered} for v in chosen.loads],
         "drifted_loads": drift_loads,
         "off_grid_loads": off_grid,
         "level_samples": levels,
@@ -640,7 +643,7 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "modelled steps; each ratio's range within the model's held-out interval is in the JSON).",
         "",
         "| configuration | worst decode (x exp) | worst prefill (x exp) | bound 1.5x | graphs (exp) | compiles "
-        "(planned / drifted) | padded / exp's per load, planned traffic | drifted: padded / exp's per load | "
+        "(planned / drifted) (exp's) | padded / exp's per load, planned traffic | drifted: padded / exp's per load | "
         "drifted: largest step / busy ratio (<= worst?) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -653,9 +656,9 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         step = max((v for x in r["drifted_loads"] for v in x["largest_step_ratio"].values()), default=0.0)
         busy = max(x["busy_ratio"] for x in r["drifted_loads"])
         ok = "yes" if max(step, busy) <= (w["ratio"] or 0) + HALF_DECIMAL else "NO"
-        compiles = (
-            f"{sum(x['uncovered'] for x in r['planned_loads'])} / {sum(x['uncovered'] for x in r['drifted_loads'])}"
-        )
+        compiles = " / ".join(str(sum(x["uncovered"] for x in r[k])) for k in ("planned_loads", "drifted_loads"))
+        compiles += " (" + " / ".join(str(sum(x.get("exp_uncovered", 0) for x in r[k]))
+                                      for k in ("planned_loads", "drifted_loads")) + ")"  # fmt: skip
         lines.append(
             f"| {r['name']} | {_f(w['decode']['ratio'] if w['decode'] else None)} | "
             f"{_f(w['prefill']['ratio'] if w['prefill'] else None)} | {reach} | {r['graphs']} ({r['exp_graphs']}) | "
@@ -726,7 +729,9 @@ def render_own(rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[str]:
         f"{PROBES} worst cells per phase our model ranks (the worst first), then every event of every schedule "
         "above (planned traffic at each load, drifted traffic at each load; drain included, in order). The buckets "
         "it returned are priced with the same step model. Graphs: the buckets it generated at start-up. Compiles: "
-        "distinct buckets it answered with that it had not generated (fallbacks), per schedule. The padded ratios "
+        "distinct buckets it answered with that it had not generated (fallbacks), or a decode it ran above its largest "
+        "decode bucket (find_decode_bucket caps the blocks it looks up there; pad_list never cuts the block list, so "
+        "the step runs at its own blocks, a shape no warm-up ran), per schedule. The padded ratios "
         "shown are vllm-gaudi's as they came (a step priced in the fallback bucket it generated and ran it in; once "
         "generated, a fallback also takes later shapes a generated bucket would have held); our model prices a "
         "shape no bucket holds at its own shape and knows no fallback, so agreement is judged with every step "
@@ -772,8 +777,14 @@ def render_own(rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[str]:
         verdict = ("vllm-gaudi's own lookup agrees with our model on every probe, every load's padded ratio "
                    "(fallback steps priced as ours) and both graph counts" if ok else
                    "**DISAGREES** with our model (see the JSON's own_lookup entries)")  # fmt: skip
+        ran = [sum(x[k] for x in o["loads"]) for k in ("compiles", "exp_compiles")]
+        ours = [sum(x.get(k, 0) for t in ("planned_loads", "drifted_loads") for x in r[t])
+                for k in ("uncovered", "exp_uncovered")]  # fmt: skip
         lines.append(f"- {r['name']}: {verdict}; fallbacks generated in all: {o['fallbacks']} with the planned file, "
-                     f"{o['exp_fallbacks']} with exp{_fallback_note(o['loads'])}.")  # fmt: skip
+                     f"{o['exp_fallbacks']} with exp; run-time compiles over the schedules (fallbacks and decodes "
+                     f"above the largest bucket): {ran[0]} with the planned file, {ran[1]} with exp (our model: "
+                     f"{ours[0]} and {ours[1]}, shapes counted at their own batch, vllm-gaudi's at its padded one)"
+                     f"{_fallback_note(o['loads'])}.")  # fmt: skip
     return lines
 
 
@@ -786,7 +797,12 @@ def _cpu() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=600, help="requests per load level (serve: 2000)")
-    parser.add_argument("--only", type=int, default=None, help="run configuration K only (0-based), not written")
+    parser.add_argument(
+        "--only",
+        type=int,
+        default=None,
+        help="run configuration K only (0-based), printed, not written unless --name is given",
+    )
     parser.add_argument(
         "--set",
         choices=sorted(SETS),
@@ -795,7 +811,7 @@ def main() -> None:
     )
     parser.add_argument("--seeds", type=int, default=1, choices=range(1, 9), metavar="1..8",
                         help="samples (seeds) of each load between the levels; the most is reported")  # fmt: skip
-    parser.add_argument("--name", default="worst_case", help="results file stem (results/NAME.md, .json)")
+    parser.add_argument("--name", default=None, help="results file stem (results/NAME.md, .json; worst_case)")
     parser.add_argument("--note", default="first run of these configurations", help="what run this is, in words")
     parser.add_argument(
         "--own-lookup",
@@ -825,8 +841,8 @@ def main() -> None:
     meta = {"machine": MACHINE, "load": load_note(before, after), "commit": commit, "requests": args.requests,
             "date": date, "cpu_s": _cpu() - start, "note": args.note, "seeds": args.seeds,
             "vllm_gaudi_commit": args.commit if args.own_lookup else None}  # fmt: skip
-    if args.only is None:
-        write_results(args.name, render(rows, meta), {"meta": meta, "rows": rows}, RESULTS)
+    if args.only is None or args.name is not None:
+        write_results(args.name or "worst_case", render(rows, meta), {"meta": meta, "rows": rows}, RESULTS)
     else:
         print(render(rows, meta))
 

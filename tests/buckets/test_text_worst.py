@@ -90,6 +90,8 @@ def test_the_worst_shape_is_the_worst_of_every_shape_the_limits_allow() -> None:
     assert worst.prefill.ratio > BOUND  # the coarse plan is far off: what the bound must repair
     n, k = worst.decode.first, worst.decode.second
     assert n <= k <= LIMITS.top_blocks(n)
+    assert worst.decode.ours is not None
+    assert worst.decode.theirs is not None
     assert TIME.decode_s(*worst.decode.ours[::2]) / TIME.decode_s(*worst.decode.theirs[::2]) == pytest.approx(
         worst.decode.ratio)  # fmt: skip
 
@@ -420,3 +422,34 @@ def test_a_bound_search_kept_for_the_run_is_the_one_worked_out_afresh() -> None:
     assert first == bound_worst(plan, EXP, LIMITS, TIME, budget=plan.graphs + 4)  # uncached: the same
     assert bound_worst(plan, EXP, LIMITS, time, budget=plan.graphs + 4, strict=True) == bound_worst(
         plan, EXP, LIMITS, TIME, budget=plan.graphs + 4, strict=True)  # fmt: skip
+
+
+def test_a_shape_neither_bucket_set_holds_is_told_in_words_never_a_nan_ratio() -> None:
+    # exp's prompt contexts stop one block short of the top (15 of 16 here): a plan stopping there too leaves the
+    # one-token prefills after 16 context blocks to compile under both (inf / inf: it was the worst, as nan)
+    top = LIMITS.top_context(1)
+    prompt = ((1, 256, 0), (1, 256, top - 1), (1, 1024, 0), (1, 1024, top - 1))
+    plan = TextBucketPlan(prompt, coarse().decode, 2, 2, (len(prompt), 3))
+    w = worst_case(plan, EXP, LIMITS, TIME).prefill
+    assert w is not None
+    assert math.isfinite(w.ratio)
+    for held_by in (w.ours, w.theirs):  # each label is a bucket holding the shape, not a set's last bucket
+        assert held_by is not None
+        assert held_by[1] >= w.first
+        assert held_by[2] >= w.second
+    _, _, ours, theirs = step_ratios(plan)
+    held = np.isfinite(ours) & np.isfinite(theirs)
+    assert w.ratio == pytest.approx(float(np.max(ours[held] / theirs[held])))
+    assert w.neither > 0
+    assert bool((np.isinf(ours) & np.isinf(theirs)).any())  # cells there, and shapes in them
+    assert w.neither_shape == (1, top)
+    assert "neither set holds, the largest prefill 1 query tokens after 16 context blocks: both compile" in (
+        w.neither_words()
+    )
+    # a shape only exp holds is named as compiling under the plan, not as the plan's last bucket
+    short = TextBucketPlan(((1, 1024, top - 4),), coarse().decode, 2, 2, (1, 3))
+    v = worst_case(short, EXP, LIMITS, TIME).prefill
+    assert v is not None
+    assert v.ratio == math.inf
+    assert v.ours is None
+    assert "planned none: compiles" in v.where()

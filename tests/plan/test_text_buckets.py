@@ -15,6 +15,7 @@ from vllm_hpu_mm.replay.schedules import Images, replay_model, schedules
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling
 from vllm_hpu_mm.traffic.default import default_traffic
+from vllm_hpu_mm.traffic.requests import Request, Traffic
 
 SHAPE = EngineShape(max_model_len=16384, max_num_seqs=32, max_num_batched_tokens=4096, block_size=128,
                     num_kv_blocks=3000)  # fmt: skip
@@ -59,3 +60,22 @@ def test_a_budget_above_what_the_runtime_warms_is_refused_in_one_line() -> None:
     own = VllmGaudi().text_shapes(SHAPE)
     with pytest.raises(ConfigError, match=r"^--text-graph-budget 2147483647 is invalid; accepted: 2 to \d+"):
         plan_for_traffic(runs(8), TEXT_LIMITS, own, TIME, budget=2147483647)
+
+
+def test_decode_steps_sharing_a_cached_prefix_past_exps_ceiling_are_held_by_a_planned_bucket() -> None:
+    # vllm-gaudi counts a shared prefix's blocks once per sequence (the block tables flattened): 8 sequences on a
+    # 4,096-token cached prefix hold about 280 blocks where exp's decode buckets stop at 3x the 80 KV blocks; exp
+    # runs them unpadded (its lookup is capped, the block list never cut) and compiles, a bucket file may hold them
+    shape = EngineShape(max_model_len=8192, max_num_seqs=8, max_num_batched_tokens=2048, block_size=128,
+                        num_kv_blocks=80)  # fmt: skip
+    limits = TextLimits.of(shape, decode_block_ceiling(shape))
+    traffic = Traffic({Request(None, 4096 + 64 * k, 96, 4096): 1 for k in range(1, 9)}, "a shared prefix")
+    r = schedules(traffic, shape, Images((1600,)), concurrency=8, requests=64)
+    assert max(k for load in load_shapes(r) for _, k in load.decode) > limits.decode_block_cap == 240
+    own = VllmGaudi().text_shapes(shape)
+    assert replay_model(VllmGaudi(), shape, r, "exp").compiles  # exp's own buckets leave them to compile
+    chosen = plan_for_traffic(r, limits, own, TIME, budget=None)
+    told = VllmGaudi().with_text_buckets(chosen.plan.prompt, chosen.plan.decode)
+    assert told is not None
+    assert not replay_model(told, shape, r, "planned").compiles
+    assert max(b[2] for b in chosen.plan.decode) > limits.decode_block_cap

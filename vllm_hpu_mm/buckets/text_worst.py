@@ -182,22 +182,46 @@ class PhaseWorst:
     phase: str
     first: int
     second: int
-    ours: Bucket
-    theirs: Bucket
+    #: None: no bucket of that set holds the shape (it compiles at run time).
+    ours: Bucket | None
+    theirs: Bucket | None
     ratio: float
     cells: int
+    #: Cells neither set holds (both compile at run time: no ratio, left out of the worst) and the largest of them.
+    neither: int = 0
+    neither_shape: tuple[int, int] | None = None
+
+    def _held(self, b: Bucket | None) -> str:
+        if b is None:
+            return "none: compiles"
+        return f"{b[0]:,} x {b[2]:,}" if self.phase == "decode" else f"{b[1]:,} x {b[2]:,}"
+
+    def _shape(self, first: int, second: int) -> str:
+        if self.phase == "decode":
+            return f"decode {first:,} sequences holding {second:,} KV blocks ({second / first:,.0f} each"
+        return f"prefill {first:,} query tokens after {second:,} context blocks ("
 
     def where(self) -> str:
-        if self.phase == "decode":
-            each = self.second / self.first
-            return (f"decode {self.first:,} sequences holding {self.second:,} KV blocks ({each:,.0f} each; planned "
-                    f"{self.ours[0]:,} x {self.ours[2]:,}, own {self.theirs[0]:,} x {self.theirs[2]:,})")  # fmt: skip
-        return (f"prefill {self.first:,} query tokens after {self.second:,} context blocks (planned "
-                f"{self.ours[1]:,} x {self.ours[2]:,}, own {self.theirs[1]:,} x {self.theirs[2]:,})")  # fmt: skip
+        sep = "; " if self.phase == "decode" else ""
+        held = f"planned {self._held(self.ours)}, own {self._held(self.theirs)})"
+        return f"{self._shape(self.first, self.second)}{sep}{held}"
+
+    def neither_words(self) -> str:
+        """The shapes no bucket of either set holds, in words ("" where none)."""
+        if not self.neither or self.neither_shape is None:
+            return ""
+        shape = self._shape(*self.neither_shape).rstrip(" (")
+        return (
+            f"; {self.neither:,} {self.phase} shape(s) neither set holds, the largest {shape}"
+            f"{')' if self.phase == 'decode' else ''}: both compile at run time (no ratio)"
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"phase": self.phase, "first": self.first, "second": self.second, "planned_bucket": list(self.ours),
-                "own_bucket": list(self.theirs), "ratio": round(self.ratio, 4), "cells": self.cells}  # fmt: skip
+        return {"phase": self.phase, "first": self.first, "second": self.second,
+                "planned_bucket": list(self.ours) if self.ours else None,
+                "own_bucket": list(self.theirs) if self.theirs else None, "ratio": round(self.ratio, 4),
+                "cells": self.cells, "cells_neither_holds": self.neither,
+                "largest_neither_holds": list(self.neither_shape) if self.neither_shape else None}  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,7 +274,7 @@ class WorstCase:
             span = self.span(w)
             within = (f"{span[0]:.2f}-{span[1]:.2f}x within the step model's interval" if span else
                       "no bounded interval")  # fmt: skip
-            parts.append(f"{w.where()}: {w.ratio:.2f}x its step under {self.against} ({within})")
+            parts.append(f"{w.where()}: {w.ratio:.2f}x its step under {self.against} ({within}){w.neither_words()}")
         head = f"worst shape (of every one the limits allow{', edges sampled' if self.sampled else ''}): "
         tail = f"; bound {self.bound:g}x: "
         more = (f", {self.beyond} more beyond the budget so that no load pads longer than under {self.against}"
@@ -525,7 +549,10 @@ class _Phase:
         self.own_at = self._theirs_table.index(cells.b, cells.q, cells.c)  # looked up once: priced and named below
         self.own_s = self.price(self._theirs_table, self.own_at)
         self.ours_s = self.price(self.table, self.at)
-        self.ratio = np.where(self.own_s > 0, self.ours_s / np.where(self.own_s > 0, self.own_s, 1.0), 1.0)
+        # a cell neither set holds compiles under both: no ratio (inf / inf), counted apart and never the worst
+        self.neither = np.isinf(self.ours_s) & np.isinf(self.own_s)
+        self.ratio = np.divide(self.ours_s, self.own_s, out=np.ones(len(self.own_s)),
+                               where=(self.own_s > 0) & ~self.neither)  # fmt: skip
 
     def own_prices(self, load: LoadShapes, b: _I, q: _I, c: _I) -> _F:
         """Seconds of the load's shapes (``b``, ``q``, ``c``: this phase's, in its mapping's order) in the runtime's own
@@ -544,11 +571,15 @@ class _Phase:
     def worst(self) -> PhaseWorst | None:
         if not len(self.ratio):
             return None
-        i = int(np.argmax(self.ratio))
+        i = int(np.argmax(np.where(self.neither, -math.inf, self.ratio)))
         shape = self.first_second(i)
-        return PhaseWorst(self.name, shape[0], shape[1], self.table.bucket(int(self.at[i])),
-                          self._theirs_table.bucket(int(self.own_at[i])), float(self.ratio[i]),
-                          len(self.ratio))  # fmt: skip
+        ours, theirs = int(self.at[i]), int(self.own_at[i])
+        k = np.flatnonzero(self.neither)
+        largest = None if not len(k) else self.first_second(int(k[np.argmax(self.cells.c[k])]))
+        return PhaseWorst(self.name, shape[0], shape[1], self.table.bucket(ours) if ours >= 0 else None,
+                          self._theirs_table.bucket(theirs) if theirs >= 0 else None,
+                          1.0 if self.neither[i] else float(self.ratio[i]), len(self.ratio), len(k),
+                          largest)  # fmt: skip
 
     def first_second(self, i: int) -> tuple[int, int]:
         c = self.cells

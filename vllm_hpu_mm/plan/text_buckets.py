@@ -9,6 +9,7 @@ in ``buckets/``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits, plan_text_buckets
@@ -163,6 +164,7 @@ def plan_for_traffic(runs: Schedules, limits: TextLimits, own: TextShapes, time:
     theirs = _own_buckets(own)
     check_budget(budget, most if most is not None else len(theirs[0]) + len(theirs[1]), budget_flag)
     loads, weights, levels = _weights(runs, time, sweep)
+    limits = held_above_ceiling(limits, loads)
     intervals = _intervals(time)
     time = cached(time)  # the bound prices the shapes the budget rule priced
     chosen = choose_budget(weights, loads, limits, theirs, time, budget=budget, load_levels=levels, warmup=warmup)
@@ -170,6 +172,17 @@ def plan_for_traffic(runs: Schedules, limits: TextLimits, own: TextShapes, time:
     off = None if between is None else Between(between, judged, limits.max_num_seqs)
     return with_bounded_worst(chosen, weights, loads, limits, theirs, time, given=budget, load_levels=levels,
                               against=own.source.split(" (")[0], intervals=intervals, between=off)  # fmt: skip
+
+
+def held_above_ceiling(limits: TextLimits, loads: Sequence[LoadShapes]) -> TextLimits:
+    """``limits`` with the decode cap raised to the most KV blocks a decode step of ``loads`` holds, where that is
+    above it. Without contiguous PA a decode step holds the sum of its block tables, a cached prefix once per
+    sequence, so it can pass exp's ceiling (3x the KV blocks on main); vllm-gaudi then caps the lookup at its largest
+    decode bucket but never cuts the block list (pad_list), so the step runs unpadded: a run-time compile per
+    distinct count. A bucket file keeps any decode bucket with at least as many blocks as sequences (cut at the
+    sequences' max_model_len blocks) and the cap becomes its largest, so the plan may hold those steps."""
+    most = max((k for load in loads for _, k in load.decode), default=0)
+    return dataclasses.replace(limits, decode_block_cap=most) if most > limits.decode_block_cap else limits
 
 
 def _intervals(time: StepTimes) -> tuple[tuple[str, float, float], ...]:
