@@ -306,7 +306,7 @@ def test_the_loads_between_scheduled_ahead_and_on_two_cores_are_those_scheduled_
 @pytest.mark.parametrize("right", [0, 1, 3])
 def test_the_loads_between_guessed_ahead_are_those_scheduled_here(monkeypatch: pytest.MonkeyPatch, right: int) -> None:
     """_between with loads scheduled on a guess in a child (some picked, some not, in another order) judges the same
-    loads with the same times as one process: the picked taken from the child, the others scheduled here."""
+    loads with the same times as one process: the picked taken from the child, only the others scheduled anew."""
     monkeypatch.setattr(turns, "_can_fork", lambda: True)
     chosen, loads, small = _rows_at_the_levels()
     between = Between(small.at, small.judged, 40)
@@ -321,13 +321,19 @@ def test_the_loads_between_guessed_ahead_are_those_scheduled_here(monkeypatch: p
         asked.append(n)
         return small.at(n)
 
+    between_asked = Between(at, small.judged, 40)
     child = turns.Ahead([functools.partial(small.at, n) for n in guesses])
     try:
-        shared = _between(chosen.plan, EXP, Between(at, small.judged, 40), loads, TIME, guessed=(guesses, child))
+        shared = _between(chosen.plan, EXP, between_asked, loads, TIME, guessed=(guesses, child))
     finally:
         child.stop()
     assert shared == alone
-    assert sorted(n for n in asked if n > FEW) == sorted(picked[right:])  # only the loads not guessed scheduled here
+    monkeypatch.setattr(turns, "_can_fork", lambda: False)  # the loads not guessed all scheduled here, asked for
+    child = turns.Ahead([functools.partial(small.at, n) for n in guesses])
+    asked.clear()
+    again = _between(chosen.plan, EXP, between_asked, loads, TIME, guessed=(guesses, child))
+    assert again == alone
+    assert sorted(n for n in asked if n > FEW) == sorted(picked[right:])  # the guessed ones taken from the child
 
 
 def test_more_loads_than_a_run_keeps_priced_at_once_are_each_priced_as_alone() -> None:

@@ -919,8 +919,8 @@ def _between(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]
     runtime's own buckets; those padding longer than the runtime's own (at most :data:`MAX_BETWEEN`, the longest
     first), and (``scheduled``) every unjudged load up to :data:`FEW` and the :data:`MAX_SCHEDULED` others whose steady
     state pads longest against it, scheduled (``early``: the few already started, :meth:`Between.ahead`; the others
-    on both cores; ``guessed``: those started on a guess, :func:`_guessed`, taken where picked, the others scheduled
-    here)."""
+    on both cores; ``guessed``: those started on a guess, :func:`_guessed`, taken where picked, the others on both
+    cores)."""
     if between is None:
         return []
     ranked = _ranked(plan, own, between, loads, time)
@@ -933,10 +933,13 @@ def _between(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]
     first = early.results() if early is not None else [between.at(n) for n in few]
     if guessed is None:
         ran = [*first, *on_two([functools.partial(between.at, n) for n in rest])]
-    else:  # the loads not guessed scheduled here first, while the child goes on with the guessed
+    else:  # the guessed loads picked read from their child (the guesses left not needed), the others on both cores
         ns, child = guessed
-        here = {n: between.at(n) for n in rest if n not in ns}
-        ran = [*first, *(here[n] if n in here else child.result(ns.index(n)) for n in rest)]
+        got = {n: child.result(ns.index(n)) for n in rest if n in ns}
+        child.stop()
+        missed = [n for n in rest if n not in got]
+        got |= zip(missed, on_two([functools.partial(between.at, n) for n in missed]), strict=True)
+        ran = [*first, *(got[n] for n in rest)]
     # every scheduled load priced in one lookup per bucket set (the same seconds as one load at a time)
     for load, theirs in zip(ran, padded_times(*own, ran, time) if ran else (), strict=True):
         out.append((load, theirs, _within(theirs, SAMPLE_SHARE)))
