@@ -11,7 +11,8 @@ task's result does not pickle: there the task is worked out here, as it would be
 behind when the caller stops early is killed (its work is not needed).
 
 :class:`Ahead` starts tasks in a child now and reads their results later, each as soon as it is sent (work that
-does not depend on what this process does meanwhile, or tasks guessed: those not read cost this process nothing); :func:`on_two` works out a list of tasks on both cores, every other one in the child.
+does not depend on what this process does meanwhile, or tasks guessed: those not read cost this process nothing);
+:func:`on_two` works out a list of tasks on both cores, every other one in the child.
 """
 
 from __future__ import annotations
