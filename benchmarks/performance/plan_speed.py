@@ -6,7 +6,8 @@ Face cache, offline: the main job, Qwen2.5-VL-7B-Instruct on a Gaudi2 served by 
 dimensions), the commands taking turns. Python's compiled modules are written and read as an installed package's
 are (PYTHONDONTWRITEBYTECODE dropped; each checkout compiled once before the runs), so no run pays for compiling
 the package. Reported per command: the median, min and max wall time, and the median CPU time of the process (user
-+ system, a forked child's included: what the command itself costs, other jobs' turns on a shared machine aside).
++ system, a forked child's included: what the command itself costs, other jobs' turns on a shared machine aside)
+and of the planning process alone (the critical path on an idle 2-core machine, where a child works beside it).
 The machine is named (CPU model, ``nproc``) with the load average before and after the runs: on a loaded machine the
 wall times are longer, the CPU times much less so. With ``--baseline DIR`` (another checkout, e.g. the commit before
 a change) its commands take turns with this checkout's, so that both meet the same load. One command::
