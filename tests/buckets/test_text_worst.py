@@ -4,6 +4,7 @@ bound stated where the budget is too small, and a drifted traffic's padded time 
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 
@@ -24,6 +25,8 @@ from vllm_hpu_mm.buckets.text_budget import (
 from vllm_hpu_mm.buckets.text_time import LookupTable, cached
 from vllm_hpu_mm.buckets.text_worst import (
     BOUND,
+    FEW,
+    MAX_SCHEDULED,
     Between,
     _between,
     _no_longer,
@@ -300,6 +303,39 @@ def test_the_loads_between_scheduled_ahead_and_on_two_cores_are_those_scheduled_
     alone = _between(chosen.plan, EXP, between, loads, TIME)
     assert shared == alone
     assert len([load for load, _, _ in shared if "steady" not in load.load]) > len(between.few())
+
+
+@pytest.mark.parametrize("right", [0, 1, 3])
+def test_the_loads_between_guessed_ahead_are_those_scheduled_here(monkeypatch: pytest.MonkeyPatch, right: int) -> None:
+    """_between with loads scheduled on a guess in a child (some picked, some not, in another order) judges the same
+    loads with the same times as one process: the picked taken from the child, only the others scheduled anew."""
+    monkeypatch.setattr(turns, "_can_fork", lambda: True)
+    chosen, loads, small = _rows_at_the_levels()
+    between = Between(small.at, small.judged, 40)
+    alone = _between(chosen.plan, EXP, between, loads, TIME)
+    picked = [int(load.load.split()[0]) for load, _, _ in alone[-MAX_SCHEDULED:]]
+    assert all(n > FEW for n in picked)
+    others = [n for n in range(FEW + 1, 41) if n not in picked and n not in small.judged]
+    guesses = [others[0], *picked[:right][::-1], others[-1]]  # two not picked around them
+    asked: list[int] = []
+
+    def at(n: int) -> LoadShapes:
+        asked.append(n)
+        return small.at(n)
+
+    between_asked = Between(at, small.judged, 40)
+    child = turns.Ahead([functools.partial(small.at, n) for n in guesses])
+    try:
+        shared = _between(chosen.plan, EXP, between_asked, loads, TIME, guessed=(guesses, child))
+    finally:
+        child.stop()
+    assert shared == alone
+    monkeypatch.setattr(turns, "_can_fork", lambda: False)  # the loads not guessed all scheduled here, asked for
+    child = turns.Ahead([functools.partial(small.at, n) for n in guesses])
+    asked.clear()
+    again = _between(chosen.plan, EXP, between_asked, loads, TIME, guessed=(guesses, child))
+    assert again == alone
+    assert sorted(n for n in asked if n > FEW) == sorted(picked[right:])  # the guessed ones taken from the child
 
 
 def test_more_loads_than_a_run_keeps_priced_at_once_are_each_priced_as_alone() -> None:

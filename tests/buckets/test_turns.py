@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
 import threading
@@ -172,4 +173,47 @@ def test_the_objects_frozen_while_a_child_runs_are_all_given_back_to_the_collect
         next(outcomes)()
         assert gc.get_freeze_count() > 0
     turns.Ahead([lambda: sum(range(10**9))]).stop()
+    assert gc.get_freeze_count() == 0
+
+
+@pytest.mark.usefixtures("forking")
+def test_tasks_ahead_are_all_worked_out_while_none_is_read(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A child whose results outgrow the pipe goes on with its tasks (the results kept until read): results sent
+    as they come, yet a guess the parent reads late is not held up by the ones before it."""
+    done = tmp_path / "done"
+    big = [lambda k=k: bytes([k]) * (1 << 20) for k in range(3)]  # 1 MiB each: well beyond a pipe's 64 KiB
+    ahead = turns.Ahead([*big, done.touch])
+    try:
+        for _ in range(200):  # the last task runs without any result read (within 10 s)
+            if done.exists():
+                break
+            threading.Event().wait(0.05)
+        assert done.exists()
+        assert [r[:1] for r in ahead.results()[:3]] == [b"\x00", b"\x01", b"\x02"]
+    finally:
+        ahead.stop()
+
+
+def test_a_task_ahead_without_a_child_is_worked_out_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(turns, "PROCESSES", 1)
+    ran: list[int] = []
+
+    def task(k: int) -> int:
+        ran.append(k)
+        return k
+
+    ahead = turns.Ahead([functools.partial(task, k) for k in range(4)])
+    assert ahead.result(2) == 2
+    assert ran == [2]  # the guesses not asked for cost nothing
+
+
+@pytest.mark.usefixtures("forking")
+def test_a_result_ahead_is_read_before_the_tasks_after_it_end() -> None:
+    ahead = turns.Ahead([_pid_task(0), lambda: sum(range(10**10))])
+    try:
+        k, pid = ahead.result(0)
+        assert k == 0
+        assert pid != os.getpid()
+    finally:
+        ahead.stop()
     assert gc.get_freeze_count() == 0

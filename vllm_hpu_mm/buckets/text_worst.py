@@ -131,6 +131,11 @@ MAX_STEADY = 128
 #: Most loads between the judged ones scheduled and judged too (each one more schedule of the traffic: the cap bounds
 #: the planning cost): those whose steady state pads longest against the runtime's own.
 MAX_SCHEDULED = 8
+#: Loads between the judged ones scheduled on a guess in a forked child while the plan is built: the
+#: :data:`MAX_SCHEDULED` whose steady state pads longest against the chosen plan before its repairs and these more
+#: (the plan as repaired ranks a few others among its own: the main job's 8 were within the first 11); those the plan
+#: as built picks are taken from the child, the others scheduled here.
+GUESSED = MAX_SCHEDULED + MAX_SCHEDULED // 2
 #: The share of the runtime's own padded time a steady state (and a load between the levels scheduled) is held to
 #: by buckets that make no shape dearer: a schedule of other requests at that load pads a few percent apart
 #: (fresh3's chat at 5 to 8 at once: up to 1.01x exp's with steady states held to 1; its prefix-heavy tools at 7
@@ -772,29 +777,43 @@ def with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], l
                        own: tuple[Sequence[Bucket], Sequence[Bucket]], time: StepTimes, *, given: int | None,
                        load_levels: Sequence[int] = (), against: str = "exp", bound: float = BOUND,
                        intervals: tuple[tuple[str, float, float], ...] = (),
-                       between: Between | None = None) -> BudgetedPlan:  # fmt: skip
+                       between: Between | None = None,
+                       early: Ahead[LoadShapes] | None = None) -> BudgetedPlan:  # fmt: skip
     """The chosen plan with its worst shape bounded (:func:`bound_worst`) within the graphs it may take: a given
     budget, or half the runtime's own (the default's most). Where the default's plan leaves too little room for the
     corners, the budget is re-planned smaller (at most :data:`MAX_REPLANS` times: see the module) and taken when it
     bounds the worst lower with no more loads padding longer than under the runtime's own. ``between``: loads
     between the judged ones, judged (and repaired) with them once the plan is built (the few scheduled whatever the
-    plan in a forked child meanwhile: :meth:`Between.ahead`)."""
-    early = between.ahead() if between is not None else None
+    plan in a forked child meanwhile: :meth:`Between.ahead`, started here unless ``early`` is, then the
+    :data:`GUESSED` the chosen plan ranks first, :func:`_guessed`)."""
+    time = cached(time)
+    early = between.ahead() if between is not None and early is None else early
+    guessed = _guessed(chosen.plan, own, between, loads, time) if between is not None else None
     try:
         return _with_bounded_worst(chosen, weights, loads, limits, own, time, given=given, load_levels=load_levels,
                                    against=against, bound=bound, intervals=intervals, between=between,
-                                   early=early)  # fmt: skip
+                                   early=early, guessed=guessed)  # fmt: skip
     finally:
-        if early is not None:
-            early.stop()
+        for child in (early, guessed and guessed[1]):
+            if child is not None:
+                child.stop()
+
+
+def _guessed(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]], between: Between,
+             loads: Sequence[LoadShapes], time: StepTimes) -> tuple[list[int], Ahead[LoadShapes]]:  # fmt: skip
+    """The :data:`GUESSED` loads between the judged ones that ``plan`` (the plan before its repairs) would have
+    scheduled first (:func:`_ranked`), started in a forked child: their schedules do not depend on the plan, which
+    of them are judged does (:func:`_between` takes those it picks)."""
+    ns = _rest(_ranked(plan, own, between, loads, time), between, GUESSED)
+    return ns, Ahead([functools.partial(between.at, n) for n in ns])
 
 
 def _with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], loads: Sequence[LoadShapes],
                         limits: TextLimits, own: tuple[Sequence[Bucket], Sequence[Bucket]], time: StepTimes, *,
                         given: int | None, load_levels: Sequence[int], against: str, bound: float,
                         intervals: tuple[tuple[str, float, float], ...], between: Between | None,
-                        early: Ahead[LoadShapes] | None) -> BudgetedPlan:  # fmt: skip
-    time = cached(time)
+                        early: Ahead[LoadShapes] | None,
+                        guessed: tuple[list[int], Ahead[LoadShapes]] | None) -> BudgetedPlan:  # fmt: skip
     total = len(own[0]) + len(own[1])
     cap = max(given if given is not None else budget_for(total, MAX_BUDGET_SHARE), chosen.plan.graphs)
     own_times = [v.own for v in chosen.loads]
@@ -859,7 +878,7 @@ def _with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], 
     # each load judged, its padded time under the runtime's own and what the repairs hold it to (the margin for
     # other samples of it): the levels at LEVEL_SHARE, the loads between them as _between holds them
     levels = [(load, o, _within(o, LEVEL_SHARE)) for load, o in zip(loads, own_times, strict=True)]
-    extra = _between(plan, own, between, loads, time, early=early)
+    extra = _between(plan, own, between, loads, time, early=early, guessed=guessed)
     fixed, then = plan, 0
     for _ in range(BETWEEN_ROUNDS):
         # every load against the runtime's own first, then every load within its margin with the room left; again
@@ -923,16 +942,51 @@ def _with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], 
 
 def _between(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]], between: Between | None,
              loads: Sequence[LoadShapes], time: StepTimes, *, scheduled: bool = True,
-             early: Ahead[LoadShapes] | None = None) -> list[tuple[LoadShapes, PaddedTime, PaddedTime]]:  # fmt: skip
+             early: Ahead[LoadShapes] | None = None, guessed: tuple[list[int], Ahead[LoadShapes]] | None = None,
+             ) -> list[tuple[LoadShapes, PaddedTime, PaddedTime]]:  # fmt: skip
     """The loads between the judged ones to judge, each with its padded time in the runtime's own buckets and the
     time it is held to (a steady state: :data:`STEADY_SHARE` of its padding): each
     candidate load's steady state (:class:`_Steady`) priced in ``plan`` and in the
     runtime's own buckets; those padding longer than the runtime's own (at most :data:`MAX_BETWEEN`, the longest
     first), and (``scheduled``) every unjudged load up to :data:`FEW` and the :data:`MAX_SCHEDULED` others whose steady
     state pads longest against it, scheduled (``early``: the few already started, :meth:`Between.ahead`; the others
-    on both cores)."""
+    on both cores; ``guessed``: those started on a guess, :func:`_guessed`, taken where picked, the others on both
+    cores)."""
     if between is None:
         return []
+    ranked = _ranked(plan, own, between, loads, time)
+    out = [(load, v.own, _within(v.own, STEADY_SHARE)) for _, _, load, v in ranked
+           if v.beyond(STEADY_SHARE)][:MAX_BETWEEN]  # fmt: skip
+    if not scheduled:
+        return out
+    few = between.few()
+    rest = _rest(ranked, between, MAX_SCHEDULED)
+    first = early.results() if early is not None else [between.at(n) for n in few]
+    if guessed is None:
+        ran = [*first, *on_two([functools.partial(between.at, n) for n in rest])]
+    else:  # the guessed loads picked read from their child (the guesses left not needed), the others on both cores
+        ns, child = guessed
+        got = {n: child.result(ns.index(n)) for n in rest if n in ns}
+        child.stop()
+        missed = [n for n in rest if n not in got]
+        got |= zip(missed, on_two([functools.partial(between.at, n) for n in missed]), strict=True)
+        ran = [*first, *(got[n] for n in rest)]
+    # every scheduled load priced in one lookup per bucket set (the same seconds as one load at a time)
+    for load, theirs in zip(ran, padded_times(*own, ran, time) if ran else (), strict=True):
+        out.append((load, theirs, _within(theirs, SAMPLE_SHARE)))
+    return out
+
+
+def _ranked(
+    plan: TextBucketPlan,
+    own: tuple[Sequence[Bucket], Sequence[Bucket]],
+    between: Between,
+    loads: Sequence[LoadShapes],
+    time: StepTimes,
+) -> list[tuple[float, int, LoadShapes, LoadVerdict]]:
+    """Each candidate load's steady state (:meth:`Between.candidates`) priced in ``plan`` and in the runtime's own
+    buckets, as (ours over theirs, load, state, verdict), the longest against theirs first (none without a steady
+    state)."""
     # the steady states kept for the planning run: judged again after repairs, the same loads are found priced
     steady = (time.kept("steady", id(loads), lambda: (loads, _steady(loads)))[1] if isinstance(time, CachedTimes)
               else _steady(loads))  # fmt: skip
@@ -948,18 +1002,12 @@ def _between(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Bucket]
         ratio = v.ours.padded_s / v.own.padded_s if v.own.padded_s > 0 else (math.inf if v.ours.padded_s > 0 else 0.0)
         ranked.append((ratio, n, load, v))
     ranked.sort(key=lambda r: (-r[0], r[1]))
-    out = [(load, v.own, _within(v.own, STEADY_SHARE)) for _, _, load, v in ranked
-           if v.beyond(STEADY_SHARE)][:MAX_BETWEEN]  # fmt: skip
-    if not scheduled:
-        return out
-    few = between.few()
-    rest = [n for _, n, _, _ in ranked if n not in between.judged and n > FEW][:MAX_SCHEDULED]
-    first = early.results() if early is not None else [between.at(n) for n in few]
-    ran = [*first, *on_two([functools.partial(between.at, n) for n in rest])]
-    # every scheduled load priced in one lookup per bucket set (the same seconds as one load at a time)
-    for load, theirs in zip(ran, padded_times(*own, ran, time) if ran else (), strict=True):
-        out.append((load, theirs, _within(theirs, SAMPLE_SHARE)))
-    return out
+    return ranked
+
+
+def _rest(ranked: Sequence[tuple[float, int, LoadShapes, LoadVerdict]], between: Between, most: int) -> list[int]:
+    """The ``most`` unjudged loads above :data:`FEW` whose steady state pads longest (``ranked``: :func:`_ranked`)."""
+    return [n for _, n, _, _ in ranked if n not in between.judged and n > FEW][:most]
 
 
 def _within(own: PaddedTime, share: float) -> PaddedTime:

@@ -4,13 +4,15 @@ task's result is the same whichever process computes it (the planner is pure; it
 plan is the same as worked out in one process, only sooner: the default budget search tries its budgets one after
 another and stops at the first that meets the margin, and each try takes a few tenths of a second of CPU.
 
-At most one child at a time (:data:`PROCESSES`). No child where fork is missing or unsafe (not Linux, or other
+At most one child working at a time (:data:`PROCESSES`), give or take a task's tail: a planning run starts its
+:class:`Ahead` tasks where the other core would be idle. No child where fork is missing or unsafe (not Linux, or other
 threads running: a forked child would inherit their locks), where the child fails or sends nothing back, or where a
 task's result does not pickle: there the task is worked out here, as it would be without turns. A child left
 behind when the caller stops early is killed (its work is not needed).
 
-:class:`Ahead` starts tasks in a child now and reads their results later (work that does not depend on what this
-process does meanwhile); :func:`on_two` works out a list of tasks on both cores, every other one in the child.
+:class:`Ahead` starts tasks in a child now and reads their results later, each as soon as it is sent (work that
+does not depend on what this process does meanwhile, or tasks guessed: those not read cost this process nothing);
+:func:`on_two` works out a list of tasks on both cores, every other one in the child.
 """
 
 from __future__ import annotations
@@ -78,14 +80,19 @@ def _fork(task: Callable[[], Any], *more: Callable[[], Any]) -> tuple[int, int] 
         os.close(read)
         code = 0
         try:
-            with os.fdopen(write, "wb") as out:
-                for one in (task, *more):
-                    try:
-                        data = pickle.dumps(("ok", one()), protocol=pickle.HIGHEST_PROTOCOL)
-                    except BaseException:  # an error, or a result that does not pickle: the parent works it out
-                        data = pickle.dumps(("failed", None))
-                    out.write(data)
-                    out.flush()  # each result read as soon as it is worked out
+            # each result sent as soon as it is worked out, as much of it as the pipe takes: the rest kept and sent
+            # with the next, so that a full pipe (results not yet read) never holds up the tasks after it
+            os.set_blocking(write, False)
+            pending = b""
+            for one in (task, *more):
+                try:
+                    data = pickle.dumps(("ok", one()), protocol=pickle.HIGHEST_PROTOCOL)
+                except BaseException:  # an error, or a result that does not pickle: the parent works it out
+                    data = pickle.dumps(("failed", None))
+                pending = _send(write, pending + data)
+            os.set_blocking(write, True)
+            while pending:
+                pending = pending[os.write(write, pending) :]
         except BaseException:
             code = 1
         finally:
@@ -94,20 +101,12 @@ def _fork(task: Callable[[], Any], *more: Callable[[], Any]) -> tuple[int, int] 
     return pid, read
 
 
-def _collect(child: tuple[int, int]) -> tuple[bool, Any]:
-    """The child's result as (True, value), or (False, None) where it sent none."""
-    pid, read = child
-    try:
-        with os.fdopen(read, "rb") as f:
-            data = f.read()
-    finally:
-        os.waitpid(pid, 0)
-        gc.unfreeze()
-    try:
-        kind, value = pickle.loads(data)
-    except Exception:  # nothing (or half) sent: the child died
-        return False, None
-    return kind == "ok", value
+def _send(fd: int, data: bytes) -> bytes:
+    """As much of ``data`` written to the non-blocking ``fd`` as it takes now: what is left."""
+    with contextlib.suppress(BlockingIOError):
+        while data:
+            data = data[os.write(fd, data) :]
+    return data
 
 
 def _next(stream: io.BufferedReader) -> tuple[bool, Any]:
@@ -167,31 +166,47 @@ def _reap(child: tuple[int, int]) -> None:
         gc.unfreeze()
 
 
-def _all(tasks: Sequence[Callable[[], _T]]) -> list[_T]:
-    return [task() for task in tasks]
-
-
 class Ahead(Generic[_T]):
-    """``tasks`` started now in a forked child (where one can start), their results read later with
-    :meth:`results`: the second core works them out while this process goes on. :meth:`stop` kills a child whose
-    results are not read (call it in a ``finally``)."""
+    """``tasks`` started now in a forked child (where one can start), each result sent as it is worked out and read
+    later (:meth:`results`, or one at a time with :meth:`result`): the second core works them out while this process
+    goes on. :meth:`stop` kills a child whose results are not all read (call it in a ``finally``): tasks started on a
+    guess cost this process nothing where they are not needed."""
 
     def __init__(self, tasks: Sequence[Callable[[], _T]]) -> None:
         self._tasks = list(tasks)
-        self._child = _fork(lambda: _all(self._tasks)) if self._tasks else None
+        self._got: list[Callable[[], _T]] = []  # the outcomes read so far, in order
+        self._child = _fork(*self._tasks) if self._tasks else None
+        self._stream = None if self._child is None else os.fdopen(self._child[1], "rb", closefd=False)
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def result(self, i: int) -> _T:
+        """Task ``i``'s result: the child's (the results before it read in turn), or worked out here where there is
+        no child or it sent none (then the task's error is raised here, as without a child); where there is no
+        child only this task is worked out."""
+        while len(self._got) <= i and self._stream is not None:
+            ok, value = _next(self._stream)
+            self._got.append(_given(value) if ok else _outcome(self._tasks[len(self._got)]))
+            if len(self._got) == len(self._tasks):
+                self._done()
+        return self._got[i]() if i < len(self._got) else self._tasks[i]()
 
     def results(self) -> list[_T]:
-        """Each task's result in order: the child's, or worked out here where it sent none (then a task's error is
-        raised here, as without a child)."""
-        child, self._child = self._child, None
+        """Each task's result in order (:meth:`result`)."""
+        return [self.result(i) for i in range(len(self._tasks))]
+
+    def _done(self) -> None:
+        child, self._child, stream, self._stream = self._child, None, self._stream, None
+        if stream is not None:
+            stream.close()
         if child is not None:
-            ok, value = _collect(child)
-            if ok:
-                return list(value)
-        return _all(self._tasks)
+            _reap(child)
 
     def stop(self) -> None:
-        child, self._child = self._child, None
+        child, self._child, stream, self._stream = self._child, None, self._stream, None
+        if stream is not None:
+            stream.close()
         if child is not None:
             _stop(child)
 
@@ -201,7 +216,7 @@ def on_two(tasks: Sequence[Callable[[], _T]]) -> list[_T]:
     them: one fork, not one per pair)."""
     away = Ahead(tasks[1::2])
     try:
-        here = _all(tasks[0::2])
+        here = [task() for task in tasks[0::2]]
         there = away.results()
     finally:
         away.stop()

@@ -12,14 +12,15 @@ Exit 0 when a profile was written, 1 when the log measures nothing (no profile w
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
-from vllm_hpu_mm.jobs.calibrate import LOG_DEVICES, CalibrateArgs, Calibrated, calibrate_log
-from vllm_hpu_mm.logs.numbers import skipped_json
-from vllm_hpu_mm.logs.profile import profile_dict
+from vllm_hpu_mm.models.devices import LOG_DEVICES
 from vllm_hpu_mm.plan.args import positive_int
+
+if TYPE_CHECKING:
+    from vllm_hpu_mm.jobs.calibrate import Calibrated
 
 __all__ = ["add_parser"]
 
@@ -61,6 +62,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported here: every ``memory`` action's parser is built, and the log readers are for this one alone (a
+    # ``memory plan`` starts without them)
+    from vllm_hpu_mm.jobs.calibrate import CalibrateArgs, calibrate_log
+    from vllm_hpu_mm.logs.numbers import skipped_json
+
     job = calibrate_log(CalibrateArgs(args.log, args.model, args.device, args.dtype, args.tensor_parallel_size,
                                       args.block_size, args.output, args.metrics), envs.load())  # fmt: skip
     result, log, path = job.calibration, job.log, job.written_to
@@ -85,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report(job: Calibrated) -> dict[str, Any]:
+    from vllm_hpu_mm.logs.profile import profile_dict
+
     c = job.calibration
     return {
         "profile": profile_dict(c),

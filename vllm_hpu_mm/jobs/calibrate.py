@@ -19,7 +19,7 @@ from vllm_hpu_mm.logs.doctor.source import LogSource, SourceSniffer
 from vllm_hpu_mm.logs.profile import save_profile
 from vllm_hpu_mm.logs.reading import log_lines
 from vllm_hpu_mm.logs.server_metrics import fit_from_metrics, server_times
-from vllm_hpu_mm.models.devices import KNOWN_DEVICES
+from vllm_hpu_mm.models.devices import KNOWN_DEVICES, LOG_DEVICES
 from vllm_hpu_mm.models.dims import ModelDims, dtype_bytes
 from vllm_hpu_mm.models.lookup import resolve
 from vllm_hpu_mm.plan.profile import default_profile_path
@@ -35,8 +35,6 @@ __all__ = [
     "refuse_overwrite",
 ]
 
-#: The devices a profile can be recorded for: those ``memory plan --device`` names (not ``auto``: a log ran on one).
-LOG_DEVICES = (*KNOWN_DEVICES, "cpu")
 #: The variable naming the default profile path (named in the refusal when it points at an input).
 PROFILE_VAR = "VLLM_HPU_MM_PROFILE"
 

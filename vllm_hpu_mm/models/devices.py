@@ -18,6 +18,7 @@ __all__ = [
     "DEFAULT_BLOCK_SIZE",
     "DEVICE_CHOICES",
     "KNOWN_DEVICES",
+    "LOG_DEVICES",
     "READING_SOURCE",
     "DeviceSpec",
     "MemoryReading",
@@ -75,6 +76,8 @@ KNOWN_DEVICES: dict[str, DeviceSpec] = {
     )
 }  # fmt: skip
 DEVICE_CHOICES = (*KNOWN_DEVICES, "cpu", "auto")
+#: The devices a profile can be recorded for: those ``memory plan --device`` names (not ``auto``: a log ran on one).
+LOG_DEVICES = (*KNOWN_DEVICES, "cpu")
 #: What reads the memory of each backend (``auto``, ``cpu``).
 READING_SOURCE: dict[Backend, str] = {
     "hpu": "torch.hpu.mem_get_info",

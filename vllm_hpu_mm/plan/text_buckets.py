@@ -163,15 +163,24 @@ def plan_for_traffic(runs: Schedules, limits: TextLimits, own: TextShapes, time:
     its decode rows pad most (:class:`~vllm_hpu_mm.buckets.text_worst.Between`)."""
     theirs = _own_buckets(own)
     check_budget(budget, most if most is not None else len(theirs[0]) + len(theirs[1]), budget_flag)
-    loads, weights, levels = _weights(runs, time, sweep)
-    limits = held_above_ceiling(limits, loads)
-    intervals = _intervals(time)
-    time = cached(time)  # the bound prices the shapes the budget rule priced
-    chosen = choose_budget(weights, loads, limits, theirs, time, budget=budget, load_levels=levels, warmup=warmup)
     judged = frozenset(t.concurrency for r in (runs, sweep) if r is not None for t in r.traces)
     off = None if between is None else Between(between, judged, limits.max_num_seqs)
-    return with_bounded_worst(chosen, weights, loads, limits, theirs, time, given=budget, load_levels=levels,
-                              against=own.source.split(" (")[0], intervals=intervals, between=off)  # fmt: skip
+    # the few loads between the judged ones scheduled from now in a forked child (they do not depend on the plan):
+    # the second core is otherwise idle until the budget search
+    early = None if off is None else off.ahead()
+    try:
+        loads, weights, levels = _weights(runs, time, sweep)
+        limits = held_above_ceiling(limits, loads)
+        intervals = _intervals(time)
+        time = cached(time)  # the bound prices the shapes the budget rule priced
+        chosen = choose_budget(weights, loads, limits, theirs, time, budget=budget, load_levels=levels,
+                               warmup=warmup)  # fmt: skip
+        return with_bounded_worst(chosen, weights, loads, limits, theirs, time, given=budget, load_levels=levels,
+                                  against=own.source.split(" (")[0], intervals=intervals, between=off,
+                                  early=early)  # fmt: skip
+    finally:
+        if early is not None:
+            early.stop()
 
 
 def held_above_ceiling(limits: TextLimits, loads: Sequence[LoadShapes]) -> TextLimits:
