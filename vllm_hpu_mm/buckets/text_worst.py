@@ -1142,19 +1142,21 @@ def _no_longer(plan: TextBucketPlan, verdicts: tuple[LoadVerdict, ...], loads: S
         # only the loads padding longer are judged per trial: a group making no shape dearer leaves the others'
         # excess at 0 (no shape moves to a dearer bucket, none is left unheld)
         at = [i for i, v in enumerate(verdicts) if v.short]
-        short = [loads[i] for i in at]
+        short, held = [loads[i] for i in at], [own_times[i] for i in at]
         # each trial adds a group to this plan's buckets: looked up from them at these loads' shapes
         grow_from(plan.prompt, plan.decode, short, time)
         best: tuple[float, _Phase, tuple[Bucket, ...], TextBucketPlan] | None = None
         for phase in phases:
             for group in _repairs(phase, short):
-                if len(group) > room - added or not phase.no_dearer(group):
+                if len(group) > room - added:
                     continue
                 grown = tuple(sorted({*phase.ours, *group}))
                 trial = (dataclasses.replace(plan, decode=grown) if phase.name == "decode" else
                          dataclasses.replace(plan, prompt=grown))  # fmt: skip
-                gain = (before - _excess(_judged(trial, short, [own_times[i] for i in at], time))) / len(group)
-                if gain > 0 and (best is None or gain > best[0]):
+                gain = (before - _excess(_judged(trial, short, held, time))) / len(group)
+                # no_dearer (the dearer check, over every cell) asked only of a group that would be taken: one
+                # failing it is passed over either way, so the pick is the same
+                if gain > 0 and (best is None or gain > best[0]) and phase.no_dearer(group):
                     best = (gain, phase, group, trial)
         if best is None:
             break
