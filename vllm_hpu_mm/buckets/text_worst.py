@@ -1080,8 +1080,8 @@ def _repairs(phase: _Phase, short: Sequence[LoadShapes]) -> list[tuple[Bucket, .
         extras.append(extra)
     rows = sorted({phase._row(b) for b in phase.ours})
     own_rows: dict[int, list[Bucket]] = {}
-    for b in phase.theirs:
-        own_rows.setdefault(phase._row(b), []).append(b)
+    for bucket in phase.theirs:
+        own_rows.setdefault(phase._row(bucket), []).append(bucket)
     out: list[tuple[Bucket, ...]] = []
     for lead, need in _most_paid(firsts, seconds, extras):
         a, unit, c = (np.array([v], dtype=np.int64) for v in (lead, 1, need))
