@@ -24,11 +24,13 @@ from vllm_hpu_mm.buckets.text_budget import (
 )
 from vllm_hpu_mm.buckets.text_time import LookupTable, cached
 from vllm_hpu_mm.buckets.text_worst import (
+    _TRIED,
     BOUND,
     FEW,
     MAX_SCHEDULED,
     Between,
     _between,
+    _most_paid,
     _no_longer,
     _Phase,
     _steady,
@@ -489,3 +491,21 @@ def test_a_shape_neither_bucket_set_holds_is_told_in_words_never_a_nan_ratio() -
     assert v.ratio == math.inf
     assert v.ours is None
     assert "planned none: compiles" in v.where()
+
+
+def test_the_repairs_most_paid_shapes_are_those_a_dict_summed_shape_by_shape_ranks_first() -> None:
+    # _most_paid sums in numpy what _repairs summed in a dict: the same sums (the same additions in the same order)
+    # and the same ranking, ties in first-seen order (values from a few steps, so that ties and repeats are common)
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        firsts, seconds, extras = [], [], []
+        for _ in range(int(rng.integers(0, 4))):
+            keys = dict.fromkeys(zip(rng.integers(1, 6, 25).tolist(), rng.integers(0, 6, 25).tolist(), strict=True))
+            firsts.append(np.array([k[0] for k in keys], dtype=np.int64))
+            seconds.append(np.array([k[1] for k in keys], dtype=np.int64))
+            extras.append(rng.choice([0.1, 0.25, 0.3, 1.0, 2.0], len(keys)))
+        pay: dict[tuple[int, int], float] = {}
+        for f, s, e in zip(firsts, seconds, extras, strict=True):
+            for key, more in zip(zip(f.tolist(), s.tolist(), strict=True), e.tolist(), strict=True):
+                pay[key] = pay.get(key, 0.0) + more
+        assert _most_paid(firsts, seconds, extras) == sorted(pay, key=lambda k: -pay[k])[:_TRIED]

@@ -474,6 +474,15 @@ def _useful(prefill: Mapping[tuple[int, int], float], decode: Mapping[tuple[int,
     )
 
 
+def _useful_of(weights: tuple[Mapping[tuple[int, int], int], Mapping[tuple[int, int], int]], time: StepTimes) -> float:
+    """:func:`_useful` of ``weights``, kept for the planning run where ``time`` keeps work (every repair round at
+    every budget boosts the same weights; the entry holds them: their id is not reused meanwhile)."""
+    if not isinstance(time, CachedTimes):
+        return _useful(*weights, time)
+    got = time.kept("useful", id(weights), lambda: (weights, _useful(*weights, time)))
+    return got[1] if got[0] is weights else _useful(*weights, time)
+
+
 def _phase_padded(t: PaddedTime, phase: int) -> float:
     return t.bucket_prefill_s - t.useful_prefill_s if phase == 0 else t.bucket_decode_s - t.useful_decode_s
 
@@ -483,7 +492,7 @@ def boosted(weights: tuple[Mapping[tuple[int, int], int], Mapping[tuple[int, int
              time: StepTimes) -> tuple[dict[tuple[int, int], int], dict[tuple[int, int], int]]:  # fmt: skip
     """``weights`` plus, for each boosted (load, phase), that load's steps of that phase (0 prefill, 1 decode) scaled
     to its boost times the useful seconds of ``weights``."""
-    total = _useful(*weights, time)
+    total = _useful_of(weights, time)
     out = (dict(weights[0]), dict(weights[1]))
     for (i, phase), boost in boosts.items():
         t = own_times[i]

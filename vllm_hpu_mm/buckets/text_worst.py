@@ -473,8 +473,8 @@ def _decode_cells(ours: Sequence[Bucket], theirs: Sequence[Bucket], limits: Text
     if held_by:  # a cell's shape holds at least its lows (n >= n_low, k >= k_low)
         n_edges, n_low = _lows_upto(n_edges, n_low, max(x[0] for x in held_by))
         k_edges, k_low = _lows_upto(k_edges, k_low, max(x[2] for x in held_by))
-    n_lo, k_lo = np.meshgrid(n_low, k_low, indexing="ij")
-    n_hi, k_hi = np.meshgrid(n_edges, k_edges, indexing="ij")
+    # the grid (sequences by blocks) by broadcasting: k and n below are full grids
+    n_lo, k_lo, n_hi, k_hi = n_low[:, None], k_low[None, :], n_edges[:, None], k_edges[None, :]
     k = np.maximum(k_lo, n_lo)  # the fewest blocks of the cell some batch of its sequences holds
     n = np.minimum(n_hi, k)  # the most sequences at that many blocks: the most blocks they may hold
     per_seq = math.ceil(limits.max_model_len / limits.block_size)
@@ -495,10 +495,9 @@ def _prefill_cells(ours: Sequence[Bucket], theirs: Sequence[Bucket], limits: Tex
     if held_by:
         q_edges, q_low = _lows_upto(q_edges, q_low, max(x[1] for x in held_by))
         c_edges, c_low = _lows_upto(c_edges, c_low, max(x[2] for x in held_by))
-    q, c = np.meshgrid(q_low, c_low, indexing="ij")
     room = np.array([limits.top_context(int(v)) for v in q_low.tolist()], dtype=np.int64)[:, None]
-    valid = np.broadcast_to(c <= room, q.shape)
-    q, c = q[valid], c[valid]
+    rows, cols = np.nonzero(c_low[None, :] <= room)  # the valid cells of the grid (queries by context), row by row
+    q, c = q_low[rows], c_low[cols]
     return _Cells(np.ones(len(q), dtype=np.int64), q.astype(np.int64), c.astype(np.int64), sampled)
 
 
@@ -544,6 +543,8 @@ class _Phase:
         self._edges: tuple[frozenset[Bucket], _Edges] | None = None
         self._theirs_table = LookupTable(self.theirs)
         self.regrid()
+        #: paying()'s answers per load, for the table they were worked out in
+        self._paying: tuple[LookupTable, dict[int, tuple[LoadShapes, _I, _I, _F]]] = (self.table, {})
 
     def regrid(self) -> None:
         cells = (_decode_cells if self.name == "decode" else _prefill_cells)(sorted(self.ours), self.theirs,
@@ -572,6 +573,25 @@ class _Phase:
         if got[1] != self.theirs:  # another runtime's buckets: not kept
             return make()[2]
         return got[2]
+
+    def paying(self, load: LoadShapes) -> tuple[_I, _I, _F]:
+        """The load's shapes of this phase that pay more in these buckets than in the runtime's own (first values,
+        second values) and their extra seconds over all their runs, in its mapping's order: kept per load while the
+        buckets stay (a repair round asks again for the phase it did not change)."""
+        if self._paying[0] is not self.table:
+            self._paying = (self.table, {})
+        got = self._paying[1].get(id(load))
+        if got is None or got[0] is not load:
+            # the shapes as arrays in the mapping's order, their seconds in the runtime's own buckets kept per load
+            first, second, runs = shape_arrays(load, 1 if self.name == "decode" else 0, self.time)
+            one = np.ones_like(first)
+            b, q = (first, one) if self.name == "decode" else (one, first)
+            mine = self.price(self.table, self.table.index(b, q, second))
+            theirs = self.own_prices(load, b, q, second)
+            at = np.flatnonzero((mine > theirs) & np.isfinite(theirs))
+            got = (load, first[at], second[at], runs[at] * (mine[at] - theirs[at]))
+            self._paying[1][id(load)] = got  # the entry holds the load: its id is not reused meanwhile
+        return got[1], got[2], got[3]
 
     def worst(self) -> PhaseWorst | None:
         if not len(self.ratio):
@@ -1047,25 +1067,23 @@ def _repairs(phase: _Phase, short: Sequence[LoadShapes]) -> list[tuple[Bucket, .
     in its buckets (at most :data:`_TRIED` shapes): the runtime's own bucket for the shape, the shape itself, each
     one's value at the first planned row holding the shape (each alone), and the runtime's own row up to its bucket
     for the shape (a group: where a single bucket would take smaller shapes into a dearer one)."""
-    pay: dict[tuple[int, int], float] = {}
+    firsts: list[_I] = []
+    seconds: list[_I] = []
+    extras: list[_F] = []
     for load in short:
         shapes = load.decode if phase.name == "decode" else load.prefill
         if not shapes:
             continue
-        # the shapes as arrays in the mapping's order, and their seconds in the runtime's own buckets, kept per load
-        first, second, runs = shape_arrays(load, 1 if phase.name == "decode" else 0, phase.time)
-        one = np.ones_like(first)
-        b, q = (first, one) if phase.name == "decode" else (one, first)
-        mine = phase.price(phase.table, phase.table.index(b, q, second))
-        theirs = phase.own_prices(load, b, q, second)
-        paying = np.flatnonzero((mine > theirs) & np.isfinite(theirs))
-        more = (runs[paying] * (mine[paying] - theirs[paying])).tolist()
-        keys = zip(first[paying].tolist(), second[paying].tolist(), strict=True)
-        for key, extra in zip(keys, more, strict=True):
-            pay[key] = pay.get(key, 0.0) + extra
+        first, second, extra = phase.paying(load)
+        firsts.append(first)
+        seconds.append(second)
+        extras.append(extra)
     rows = sorted({phase._row(b) for b in phase.ours})
+    own_rows: dict[int, list[Bucket]] = {}
+    for bucket in phase.theirs:
+        own_rows.setdefault(phase._row(bucket), []).append(bucket)
     out: list[tuple[Bucket, ...]] = []
-    for lead, need in sorted(pay, key=lambda k: -pay[k])[:_TRIED]:
+    for lead, need in _most_paid(firsts, seconds, extras):
         a, unit, c = (np.array([v], dtype=np.int64) for v in (lead, 1, need))
         b, q = (a, unit) if phase.name == "decode" else (unit, a)
         at = int(phase._theirs_table.index(b, q, c)[0])
@@ -1078,11 +1096,32 @@ def _repairs(phase: _Phase, short: Sequence[LoadShapes]) -> list[tuple[Bucket, .
         out += [(p,) for p in picks if p not in phase.ours and phase._allowed(p)]
         if at >= 0:  # the runtime's own row up to its bucket for the shape (its shapes below move to no dearer one)
             own = phase._theirs_table.bucket(at)
-            ladder = tuple(b for b in phase.theirs if phase._row(b) == phase._row(own) and b[2] <= own[2]
-                           and b not in phase.ours)  # fmt: skip
+            ladder = tuple(b for b in own_rows[phase._row(own)] if b[2] <= own[2] and b not in phase.ours)
             if len(ladder) > 1:
                 out.append(ladder)
     return list(dict.fromkeys(out))
+
+
+def _most_paid(firsts: Sequence[_I], seconds: Sequence[_I], extras: Sequence[_F]) -> list[tuple[int, int]]:
+    """The (first, second) shapes paying most in all (at most :data:`_TRIED`), each shape's extra seconds summed
+    over the loads in their order, the first seen first among equals: as a dict summed shape by shape, in numpy."""
+    if not firsts:
+        return []
+    first, second, extra = np.concatenate(firsts), np.concatenate(seconds), np.concatenate(extras)
+    if not len(first):
+        return []
+    if np.isnan(extra).any() or int(first.min()) < 0 or int(second.min()) < 0:  # no order to keep: shape by shape
+        pay: dict[tuple[int, int], float] = {}
+        for key, more in zip(zip(first.tolist(), second.tolist(), strict=True), extra.tolist(), strict=True):
+            pay[key] = pay.get(key, 0.0) + more
+        return sorted(pay, key=lambda k: -pay[k])[:_TRIED]
+    base = int(second.max()) + 1
+    packed = first * base + second
+    keys, seen, inverse = np.unique(packed, return_index=True, return_inverse=True)
+    # bincount adds the weights in their order from 0.0, as the dict did
+    total = np.bincount(inverse.ravel(), weights=extra, minlength=len(keys))
+    order = np.lexsort((seen, -total))[:_TRIED]
+    return [(k // base, k % base) for k in keys[order].tolist()]
 
 
 def _no_longer(plan: TextBucketPlan, verdicts: tuple[LoadVerdict, ...], loads: Sequence[LoadShapes],
@@ -1103,19 +1142,21 @@ def _no_longer(plan: TextBucketPlan, verdicts: tuple[LoadVerdict, ...], loads: S
         # only the loads padding longer are judged per trial: a group making no shape dearer leaves the others'
         # excess at 0 (no shape moves to a dearer bucket, none is left unheld)
         at = [i for i, v in enumerate(verdicts) if v.short]
-        short = [loads[i] for i in at]
+        short, held = [loads[i] for i in at], [own_times[i] for i in at]
         # each trial adds a group to this plan's buckets: looked up from them at these loads' shapes
         grow_from(plan.prompt, plan.decode, short, time)
         best: tuple[float, _Phase, tuple[Bucket, ...], TextBucketPlan] | None = None
         for phase in phases:
             for group in _repairs(phase, short):
-                if len(group) > room - added or not phase.no_dearer(group):
+                if len(group) > room - added:
                     continue
                 grown = tuple(sorted({*phase.ours, *group}))
                 trial = (dataclasses.replace(plan, decode=grown) if phase.name == "decode" else
                          dataclasses.replace(plan, prompt=grown))  # fmt: skip
-                gain = (before - _excess(_judged(trial, short, [own_times[i] for i in at], time))) / len(group)
-                if gain > 0 and (best is None or gain > best[0]):
+                gain = (before - _excess(_judged(trial, short, held, time))) / len(group)
+                # no_dearer (the dearer check, over every cell) asked only of a group that would be taken: one
+                # failing it is passed over either way, so the pick is the same
+                if gain > 0 and (best is None or gain > best[0]) and phase.no_dearer(group):
                     best = (gain, phase, group, trial)
         if best is None:
             break
