@@ -32,7 +32,6 @@ __all__ = [
     "Calibrated",
     "calibrate_log",
     "check_calibrated_writer",
-    "refuse_overwrite",
 ]
 
 #: The variable naming the default profile path (named in the refusal when it points at an input).
@@ -66,13 +65,6 @@ class Calibrated:
     model_from: str
     #: What was read, in words (the log, the /metrics source, or both).
     source: str = ""
-
-
-def refuse_overwrite(output: Path, inputs: dict[str, str], output_flag: str, *, create_folder: bool = False) -> None:
-    """ConfigError (one line, naming the flag and the file) when writing the profile to ``output`` would lose
-    something: it is one of ``inputs`` (flag -> path), or a file of the user's that is not a profile
-    (:func:`~vllm_hpu_mm.jobs.outputs.check_output`)."""
-    check_output(str(output), output_flag, "profile", inputs.items(), create_folder=create_folder)
 
 
 #: The accelerators whose vLLM logs calibrate measures: Gaudi's warm-up lines, CUDA's (and ROCm's: the same torch.cuda
@@ -135,7 +127,8 @@ def calibrate_log(args: CalibrateArgs, settings: Settings) -> Calibrated:
         | ({"--model": args.model} if args.model and Path(args.model).exists() else {})
     )
     flag = "--output" if args.output else (PROFILE_VAR if settings.profile else "the default profile path")
-    refuse_overwrite(path, inputs, flag, create_folder=not args.output)  # before anything is read
+    # before anything is read: never over an input, nor a file of the user's that is not a profile
+    check_output(str(path), flag, "profile", inputs.items(), create_folder=not args.output)
     sniffer = SourceSniffer()
 
     def sniffed(lines: Iterable[str]) -> Iterator[str]:
