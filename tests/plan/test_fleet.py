@@ -116,6 +116,17 @@ def test_an_api_server_sharing_the_engines_cpu_lowers_saturation_and_slows_steps
     assert capacity(Targets(10.0, 1.0), shared).rate < capacity(Targets(10.0, 1.0)).rate
 
 
+def test_a_calibrated_wake_up_after_idleness_is_in_the_fleets_latencies_as_in_the_replays() -> None:
+    woken = dataclasses.replace(step(), wake_s=0.2, wake_tau_s=1.0)
+    plain, waking = replica_model(timer(), SHAPE), replica_model(timer(woken), SHAPE)
+    # a light load: nearly every request finds the replica idle long past the ramp, so waits the whole wake-up
+    light = 0.01
+    gap = latency_at(waking, SAMPLES, light).ttft[0] - latency_at(plain, SAMPLES, light).ttft[0]
+    assert gap == pytest.approx(0.2, rel=0.05)
+    # the closed loop never idles: saturation is untouched
+    assert saturation(waking, SAMPLES) == saturation(plain, SAMPLES)
+
+
 @pytest.mark.parametrize("kwargs", [{"ttft_p99": 0.0, "tpot_p99": 0.1}, {"ttft_p99": 1.0, "tpot_p99": -1.0},
                                     {"ttft_p99": 1.0, "tpot_p99": 0.1, "e2e_p99": math.inf}])  # fmt: skip
 def test_a_target_that_is_no_time_is_refused(kwargs: dict[str, float]) -> None:

@@ -35,7 +35,7 @@ import csv
 import dataclasses
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from vllm_hpu_mm.engine import EngineShape, PrefillChunk, TextLookup
 from vllm_hpu_mm.errors import ConfigError
@@ -162,6 +162,9 @@ class ReplicaModel:
     #: Engine seconds lost per second of the API server's work (a step fitted on a server whose API server shares
     #: the engine core's CPU: ``FittedStep.frontend_share``; 0 elsewhere).
     frontend_share: float = 0.0
+    #: A request finding the replica idle waits this much more (idle seconds, its images): a step fitted on the
+    #: user's server measures its wake-up (``FittedStep.wake_for``), as ``buckets replay`` adds it; None elsewhere.
+    wake: Callable[[float, int], float] | None = None
 
     def under_load(self, samples: Sequence[Sequence[Prompt]], rate: float) -> ReplicaModel:
         """This replica while its API server takes in ``rate`` requests/s of ``samples``' kind: every step longer
@@ -185,7 +188,7 @@ def replica_model(timer: Timer, shape: EngineShape, lookup: TextLookup | None = 
     interval, evidence = latency_interval(timer)
     return ReplicaModel(shape, clock, float(getattr(step, "frontend_s", 0.0)), interval, evidence,
                         float(getattr(step, "frontend_image_s", 0.0)),
-                        float(getattr(step, "frontend_share", 0.0)))  # fmt: skip
+                        float(getattr(step, "frontend_share", 0.0)), getattr(step, "wake_for", None))  # fmt: skip
 
 
 def _check_probe(requests: int, seeds: int, iterations: int) -> None:
@@ -215,6 +218,7 @@ def latency_at(replica: ReplicaModel, samples: Sequence[Sequence[Prompt]], rate:
         frontend_image_s=replica.frontend_image_s,
         interval=replica.interval,
         evidence=replica.evidence,
+        wake=replica.wake,
     )
 
 
