@@ -135,3 +135,11 @@ def test_the_docs_samples_are_the_real_output() -> None:
     done = subprocess.run([sys.executable, str(SCRIPTS / "docs_samples.py"), "--check"], capture_output=True,
                           text=True, timeout=300, check=False)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_fleet_docs_samples_are_the_real_output() -> None:
+    # docs/fleet.md's worked examples are whole fleet plans (about 40 s of CPU): they drifted once when the
+    # planned buckets moved and nothing checked them
+    done = subprocess.run([sys.executable, str(SCRIPTS / "fleet_docs.py"), "--check"], capture_output=True,
+                          text=True, timeout=600, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
