@@ -787,6 +787,8 @@ Example = tuple[str, LogFeatures, str]
 ORDERS: tuple[tuple[Source, ...], ...] = tuple(itertools.permutations(Rules().order))
 CUT_LINES = (5, 2, 10, 25)
 CUT_TRACEBACKS = (True, False)
+#: Whether a cut traceback that says nothing of memory is left undecided (first: ties keep it).
+CUT_EVIDENCE = (True, False)
 MIN_VOTES = (2, 1, 3)
 PHASE_CUTS = (-1, 0, 2, 5)
 
@@ -809,8 +811,8 @@ Verdict = Callable[[LogFeatures, Judgement], str]
 
 
 def stage_said(features: LogFeatures, j: Judgement) -> str:
-    """The stage the doctor says: what it ships."""
-    return j.stage
+    """The stage the doctor says: what it ships (a cut it leaves undecided claims no out-of-memory failure)."""
+    return UNDECIDED if j.basis == "undecided" else j.stage
 
 
 #: The answer of :func:`honest_cut`: the stage ``unknown`` with no out-of-memory claim. Scored apart from an
@@ -855,9 +857,9 @@ def fit(examples: Sequence[Example], verdict: Verdict = stage_said) -> Rules:
     default, choice). ``verdict`` says what a judgement is scored as."""
     votes = _votes(examples)
     best: tuple[int, Rules] | None = None
-    grid = itertools.product(ORDERS, CUT_LINES, CUT_TRACEBACKS, MIN_VOTES, PHASE_CUTS)
-    for order, cut_lines, cut_tracebacks, min_votes, phase_cut in grid:
-        rules = Rules(order, cut_lines, cut_tracebacks, votes, min_votes, phase_cut)
+    grid = itertools.product(ORDERS, CUT_LINES, CUT_TRACEBACKS, MIN_VOTES, PHASE_CUTS, CUT_EVIDENCE)
+    for order, cut_lines, cut_tracebacks, min_votes, phase_cut, cut_evidence in grid:
+        rules = Rules(order, cut_lines, cut_tracebacks, votes, min_votes, phase_cut, cut_evidence)
         right = sum(is_right(verdict(features, judge(features, rules)), label) for _, features, label in examples)
         if best is None or right > best[0]:
             best = (right, rules)

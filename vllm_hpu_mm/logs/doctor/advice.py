@@ -347,6 +347,11 @@ def recommend(
                     f"{e.text.strip()[:120]}); fix that error, memory settings will not"),)  # fmt: skip
     if d.stage == "none":
         return (Fix("no out-of-memory failure found in this log"),)
+    if d.basis == "undecided":
+        # the frames name no allocation, only a relayed serving error or Gaudi's weight loading (which compiles graphs)
+        return (Fix("the log stops inside a traceback, before its error line, in frames that fail for other reasons as "
+                    "often as for memory: nothing says it was out of memory; keep the log to the traceback's end (its "
+                    "last line names the error) and diagnose that"),)  # fmt: skip
     if d.memory == "host":
         return tuple(_host(d, is_vision))
     if d.source.framework == "other":
