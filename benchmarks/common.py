@@ -47,7 +47,7 @@ import psutil
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import process_environ
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.logs.doctor.decide import Judgement, Rules, Source, frame_tokens, judge
+from vllm_hpu_mm.logs.doctor.decide import Diagnosis, Judgement, Rules, Source, frame_tokens, judge
 from vllm_hpu_mm.logs.doctor.scan import LogFeatures
 from vllm_hpu_mm.replay.scheduler import DecodeRun, Trace
 from vllm_hpu_mm.runtimes.vllm_fork.linear import warmup_range
@@ -810,6 +810,11 @@ def _votes(examples: Sequence[Example]) -> dict[str, dict[str, int]]:
 Verdict = Callable[[LogFeatures, Judgement], str]
 
 
+def said_of(d: Diagnosis) -> str:
+    """What a diagnosis is scored as: its stage, or :data:`UNDECIDED` where it claims no out-of-memory failure."""
+    return UNDECIDED if d.basis == "undecided" else d.stage
+
+
 def stage_said(features: LogFeatures, j: Judgement) -> str:
     """The stage the doctor says: what it ships (a cut it leaves undecided claims no out-of-memory failure)."""
     return UNDECIDED if j.basis == "undecided" else j.stage
@@ -851,18 +856,20 @@ def false_alarm(said: str, label: str) -> bool:
     return label == "none" and said not in ("none", UNDECIDED)
 
 
-def fit(examples: Sequence[Example], verdict: Verdict = stage_said) -> Rules:
-    """The rules that get the most of ``examples`` right: frame votes counted over them, then every order, cut
-    distance, whether cut tracebacks count, vote threshold and phase-cut distance tried (ties keep the earlier,
-    default, choice). ``verdict`` says what a judgement is scored as."""
+def fit(examples: Sequence[Example], verdict: Verdict = stage_said, evidence: Sequence[bool] = CUT_EVIDENCE) -> Rules:
+    """The rules that get the most of ``examples`` right, and of those the fewest false alarms: frame votes counted
+    over them, then every order, cut distance, whether cut tracebacks count, vote threshold, phase-cut distance and
+    ``evidence`` (whether a cut that says nothing of memory is left undecided) tried (ties keep the earlier, default,
+    choice). ``verdict`` says what a judgement is scored as."""
     votes = _votes(examples)
-    best: tuple[int, Rules] | None = None
-    grid = itertools.product(ORDERS, CUT_LINES, CUT_TRACEBACKS, MIN_VOTES, PHASE_CUTS, CUT_EVIDENCE)
+    best: tuple[tuple[int, int], Rules] | None = None
+    grid = itertools.product(ORDERS, CUT_LINES, CUT_TRACEBACKS, MIN_VOTES, PHASE_CUTS, evidence)
     for order, cut_lines, cut_tracebacks, min_votes, phase_cut, cut_evidence in grid:
         rules = Rules(order, cut_lines, cut_tracebacks, votes, min_votes, phase_cut, cut_evidence)
-        right = sum(is_right(verdict(features, judge(features, rules)), label) for _, features, label in examples)
-        if best is None or right > best[0]:
-            best = (right, rules)
+        said = [(verdict(features, judge(features, rules)), label) for _, features, label in examples]
+        score = (sum(is_right(s, label) for s, label in said), -sum(false_alarm(s, label) for s, label in said))
+        if best is None or score > best[0]:
+            best = (score, rules)
     assert best is not None
     return best[1]
 

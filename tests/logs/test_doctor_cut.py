@@ -1,8 +1,8 @@
 """A traceback the log stops inside, before its error line (issue 34 item 10): read as its frames' phase where the
 frames are where out-of-memory failures happen, left ``unknown`` with no out-of-memory claim where they say nothing
 of memory (:func:`vllm_hpu_mm.logs.doctor.decide.silent_cut`). Lines composed after TGI's and vLLM's sources and the
-public logs under tests/data/logs (heldout/vllm_fork_484_gaudi2_not_oom.log, heldout_round5/tgi_883_decode_error_cut.log,
-heldout_round4/tgi_1769_warmup_oom.log)."""
+public logs under tests/data/logs (heldout/vllm_fork_484_gaudi2_not_oom.log,
+heldout_round5/tgi_883_decode_error_cut.log, heldout_round4/tgi_1769_warmup_oom.log)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ def test_a_relayed_serving_error_cut_in_the_command_line_claims_no_oom() -> None
     assert not d.oom
     text = "\n".join(d.recommendations)
     assert "nothing says it was out of memory" in text
-    assert "MAX_BATCH" not in text and "dmesg" not in text  # no memory knob, no OOM-killer advice
+    assert "MAX_BATCH" not in text  # no memory knob
+    assert "dmesg" not in text  # no OOM-killer advice
 
 
 def test_tgis_warm_up_cut_in_the_command_line_is_still_its_memory_probe() -> None:
@@ -74,14 +75,17 @@ def test_the_same_cut_on_cuda_is_read_as_loading() -> None:
 
 def test_gaudi_warm_up_cut_keeps_its_phase() -> None:
     path = "/opt/vllm-gaudi/vllm_gaudi/v1/worker/hpu_worker.py"
-    lines = [f'  File "{path}", line 292, in initialize_from_config', "    self.compile_or_warm_up_model()",
-             f'  File "{path}", line 298, in compile_or_warm_up_model', "    self.model_runner.warmup_model()"]  # fmt: skip
+    lines = [f'  File "{path}", line 292, in initialize_from_config',
+             "    self.compile_or_warm_up_model()",
+             f'  File "{path}", line 298, in compile_or_warm_up_model',
+             "    self.model_runner.warmup_model()"]  # fmt: skip
     d = diagnose_lines(lines)
     assert (d.stage, d.basis) == ("graph_capture", "cut")
 
 
 def test_an_error_line_after_the_frames_decides_whatever_the_cut_rule() -> None:
-    d = diagnose_lines([*LOAD, "RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::4096"])
+    oom = "RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::4096"
+    d = diagnose_lines([*LOAD, oom])
     assert (d.stage, d.basis) == ("startup", "traceback")
 
 

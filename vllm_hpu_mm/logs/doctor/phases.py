@@ -32,8 +32,16 @@ from typing import Literal
 
 from vllm_hpu_mm.values import Stage
 
-__all__ = ["LOADING", "MODEL_RUNS", "FrameKind", "Meaning", "frame_meaning", "generic_frame", "loading_frame",
-           "traceback_stage"]
+__all__ = [
+    "LOADING",
+    "MODEL_RUNS",
+    "FrameKind",
+    "Meaning",
+    "frame_meaning",
+    "generic_frame",
+    "loading_frame",
+    "traceback_stage",
+]
 
 FrameKind = Literal["loop", "phase", "scope"]
 
@@ -52,11 +60,11 @@ def _all(stage: Stage, kind: FrameKind, names: str) -> dict[str, Meaning]:
 
 
 #: Building the model and loading its weights (vLLM model_loader, TGI get_model/serve_inner, torch Module.to).
-LOADING = frozenset(
-    "load_model get_model initialize_model _initialize_model init_vllm_registered_model make_layers create_weights "
-    "load_weights process_weights_after_loading safetensors_weights_iterator gptq_marlin_repack awq_marlin_repack "
-    "_apply convert serve_inner".split()
-)
+LOADING = frozenset((
+    "load_model", "get_model", "initialize_model", "_initialize_model", "init_vllm_registered_model", "make_layers",
+    "create_weights", "load_weights", "process_weights_after_loading", "safetensors_weights_iterator",
+    "gptq_marlin_repack", "awq_marlin_repack", "_apply", "convert", "serve_inner",
+))  # fmt: skip
 
 
 #: Function names (or ``Class.function`` as notebooks print them) and what they mean.
