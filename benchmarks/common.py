@@ -840,6 +840,8 @@ def honest_cut(features: LogFeatures, j: Judgement) -> str:
     memory refusal (:data:`REFUSAL_FRAMES`). A frame that merely runs where memory is measured (``profile_run``,
     ``determine_available_memory``) is where the doctor guesses from, not evidence."""
     tb = features.run.open_traceback
+    if j.basis == "undecided":
+        return UNDECIDED
     if j.basis != "cut" or j.cut != "traceback" or tb is None:
         return j.stage
     if any(f.func.rsplit(".", 1)[-1] in REFUSAL_FRAMES for f in tb.frames):
