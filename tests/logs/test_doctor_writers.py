@@ -18,8 +18,11 @@ composed after the runtime's source, cited beside it (not copied from a log):
   aphrodite/engine/args_tools.py: --max-model-len; its engine keeps vLLM's KV refusal).
 - Triton Inference Server (``model_lifecycle.cc`` records) and Ray Serve (``ServeReplica`` actors), hosting vLLM or an
   engine they do not name.
-- Ollama (ollama/ollama, server/sched.go): "model requires more system memory (X GiB) than is available (Y GiB)".
+- Ollama (ollama/ollama, llm/server.go): "model requires more system memory (X GiB) than is available (Y GiB)".
 - vLLM on XPU (``xpu_worker.py``, torch's "XPU out of memory").
+- llama.cpp's server (ggml-org/llama.cpp: src/llama-model.cpp ``load_tensors``, src/llama-kv-cache.cpp "KV buffer
+  size", src/llama-context.cpp ``graph_reserve`` "failed to allocate compute buffers", tools/server/server.cpp "server
+  is listening on").
 """
 
 from __future__ import annotations
@@ -92,6 +95,21 @@ CASES = {
         ['time=2026-01-02T10:00:01.000Z level=WARN source=sched.go:600 msg="model request too large for system" '
          'error="model requires more system memory (44.0 GiB) than is available (7.6 GiB)"'],
         "Ollama", "startup", "host ran out of memory",
+    ),
+    "llama.cpp server, compute buffers": (
+        ["load_tensors: offloaded 33/33 layers to GPU",
+         "llama_kv_cache: CUDA0 KV buffer size =  4096.00 MiB",
+         "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000.00 MiB on device 0: cudaMalloc failed: out of "
+         "memory",
+         "graph_reserve: failed to allocate compute buffers"],
+        "llama.cpp", "graph_capture", "--ubatch-size",
+    ),
+    "llama.cpp server, serving": (
+        ["load_tensors: offloaded 33/33 layers to GPU",
+         "main: server is listening on http://127.0.0.1:8080 - starting the main loop",
+         "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 900.00 MiB on device 0: cudaMalloc failed: out of "
+         "memory"],
+        "llama.cpp", "runtime", "--ctx-size",
     ),
 }  # fmt: skip
 

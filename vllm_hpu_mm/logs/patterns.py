@@ -103,7 +103,7 @@ HOST_OOM = re.compile(
     r"|Cannot allocate memory|can't allocate memory|unable to mmap \d+ bytes|std::bad_alloc"
     r"|(?:^|[\s:])MemoryError\b|Out of memory: Killed process|oom-kill|OOMKilled"
     r"|\bexit(?:ed with)? ?code:? ?(?:-9|137)\b|exitcode=-9|\bSIGKILL\b|^\s*Killed\s*$|\d+ Killed\s+\S"
-    # Ollama's scheduler, before it starts a runner: the model needs more host memory than is free (llm/server.go)
+    # Ollama, before it starts a runner: the model needs more host memory than is free (llm/server.go)
     r"|model requires more system memory"
 )
 #: The device ran out (CUDA, ROCm, XPU, Gaudi, TPU), in the errors' own words; an excerpt cut inside the error
@@ -113,8 +113,9 @@ DEVICE_OOM = re.compile(
     r"OutOfMe(?:mory|m?\s*$)|\b(?:CUDA|HIP|XPU|NPU|MPS)\b(?: driver)?(?: error:)? out of(?: memory\b|\s*$)"
     r"|PT_DEVMEM\b.*(?:Allocation failed|OOM)|Device out of memory|would exceed allowed memory"
     r"|Not enough memory to handle|RESOURCE_EXHAUSTED|\bOOM when allocating"
-    # MLC-LLM's engine refuses before it allocates: weights and buffers leave no room (cpp/serve/config.cc)
-    r"|Insufficient GPU memory error"
+    # MLC-LLM's engine refuses before it allocates: weights and buffers leave no room (cpp/serve/config.cc);
+    # llama.cpp cannot reserve its compute graph's buffers (src/llama-context.cpp graph_reserve)
+    r"|Insufficient GPU memory error|failed to allocate compute buffers|compute buffer allocation failed"
     r"|(?<!running )(?<!run )(?<!If )\bout of memory\b(?! error occurs)",
     re.IGNORECASE,
 )
@@ -144,7 +145,15 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
         ),
     ),
     # SGLang wraps any error of its graph capture as "Capture cuda graph failed: <error>" (cuda_graph_runner.py)
-    ("graph_capture", re.compile(r"when warming up sampler|[Cc]uda graph warmup failed|Capture cuda graph failed")),
+    # llama.cpp reserves its compute graph's buffers at the largest micro-batch after the KV cache exists
+    # (src/llama-context.cpp graph_reserve): the graph-memory step of its start-up
+    (
+        "graph_capture",
+        re.compile(
+            r"when warming up sampler|[Cc]uda graph warmup failed|Capture cuda graph failed"
+            r"|failed to allocate compute buffers|compute buffer allocation failed"
+        ),
+    ),
 )
 
 # --- tracebacks -----------------------------------------------------------------------------------------------
@@ -343,6 +352,7 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             # (runtime/tllmRuntime.cpp, _torch/pyexecutor/_util.py)
             "loaded engine size",
             "memory used after loading model weights",
+            "load_tensors:",  # llama.cpp's loader (src/llama-model.cpp)
         ),
     ),
     (
@@ -364,6 +374,7 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             # TensorRT-LLM's KV cache (batch_manager/kvCacheManager.cpp), MLC-LLM's KV capacity (cpp/serve/config.cc)
             "for max tokens in paged kv cache",
             "estimated total single gpu memory usage",
+            "kv buffer size =",  # llama.cpp's KV cache (src/llama-kv-cache.cpp)
         ),
     ),
     (
@@ -403,6 +414,8 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "executor instance created",
             "llama runner started in",
             "successfully loaded '",
+            "server is listening on",  # llama.cpp's server (tools/server/server.cpp)
+            "llama_server: listening on",
         ),
     ),
 )

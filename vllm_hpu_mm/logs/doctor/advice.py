@@ -272,7 +272,7 @@ OTHER_KNOBS: dict[str, tuple[str, ...]] = {
     "sglang": ("--mem-fraction-static", "--chunked-prefill-size", "--max-running-requests", "--max-total-tokens",
                "--cuda-graph-max-bs"),
     "lmdeploy": ("--cache-max-entry-count", "--max-batch-size", "--session-len"),
-    "llama.cpp": ("--n-gpu-layers", "--ctx-size", "--batch-size"),
+    "llama.cpp": ("--n-gpu-layers", "--ctx-size", "--batch-size", "--ubatch-size"),
     "ollama": ("num_ctx", "OLLAMA_NUM_PARALLEL", "num_gpu"),
     "tensorrt_llm": ("free_gpu_memory_fraction", "max_batch_size", "max_num_tokens"),
     # MLC-LLM's own refusal names these (cpp/serve/config.cc); Aphrodite's engine arguments
@@ -283,14 +283,20 @@ OTHER_KNOBS: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 
 
-#: What another framework's own KV-cache refusal asks for (the cache is sized from what its memory share leaves, so
-#: the share is raised, not lowered): MLC-LLM's message itself (cpp/serve/config.cc), Aphrodite's engine as vLLM's.
-_OTHER_KV_REFUSAL = {
-    "mlc-llm": "its weights and temporary buffers leave nothing of gpu_memory_utilization for the KV cache: raise "
+#: What another framework's failure at one stage asks for: a KV-cache refusal (the cache is sized from what its memory
+#: share leaves, so the share is raised, not lowered: MLC-LLM's message itself, cpp/serve/config.cc; Aphrodite's
+#: engine as vLLM's), llama.cpp's compute-graph reservation at its largest micro-batch (src/llama-context.cpp).
+_OTHER_AT_STAGE = {
+    (
+        "mlc-llm",
+        "kv_cache",
+    ): "its weights and temporary buffers leave nothing of gpu_memory_utilization for the KV cache: raise "
     "gpu_memory_utilization, lower --prefill-chunk-size (mlc_llm gen_config), shard with --tensor-parallel-shards or "
     "load a quantized model",
-    "aphrodite": "its memory share left nothing for the KV cache: raise --gpu-memory-utilization or lower "
-    "--max-model-len",
+    ("aphrodite", "kv_cache"): "its memory share left nothing for the KV cache: raise --gpu-memory-utilization or "
+    "lower --max-model-len",
+    ("llama.cpp", "graph_capture"): "it could not reserve its compute graph's buffers for the largest micro-batch: "
+    "lower --ubatch-size (and --batch-size) or --ctx-size, or offload fewer layers (--n-gpu-layers)",
 }
 #: Where a hosted vLLM engine reads its arguments: Triton's vLLM backend from the model's ``model.json``, Ray Serve
 #: LLM from the deployment's ``engine_kwargs``.
@@ -314,9 +320,9 @@ def _other(d: Diagnosis) -> list[Fix]:
                 Fix(f"{lead}; its memory pool left no room for the KV cache: raise --mem-fraction-static (SGLang's "
                     "static share holds the weights and the KV pool), or shard over more devices (--tp-size) or load "
                     "a quantized model (--quantization)")]  # fmt: skip
-    refusal = _OTHER_KV_REFUSAL.get(key)
-    if refusal is not None and d.stage == "kv_cache":
-        return [*_free_the_device(d.source), Fix(f"{lead}; {refusal}")]
+    at_stage = _OTHER_AT_STAGE.get((key, d.stage))
+    if at_stage is not None:
+        return [*_free_the_device(d.source), Fix(f"{lead}; {at_stage}")]
     if own:
         said = f" (the log names {named[0]})" if named else ""
         return [*_free_the_device(d.source),

@@ -48,9 +48,12 @@ _OTHER_WORDS: dict[str, str] = {
     "lmdeploy": r"\blmdeploy\b|\[TM\]\[|\bturbomind\b",
     "mlc-llm": r"\bmlc[-_]llm\b|Estimated total single GPU memory usage"
     r"|Insufficient GPU memory error: The available single",
-    # Ollama's server: its variables, its Go sources in every record, its scheduler's refusal (server/sched.go)
+    # Ollama's server: its variables, its Go sources in every record, its scheduler's refusal (llm/server.go)
     "ollama": r"\bollama\b|\bOLLAMA_[A-Z_]+|source=(?:sched|routes|server|images)\.go"
     r"|model requires more system memory",
+    # llama.cpp's loader, KV cache, context, graph reservation, ggml's CUDA backend and its server's records
+    "llama.cpp": r"\bload_tensors: |\bggml_(?:backend|cuda|gallocr)_\w+|\bllama_(?:kv_cache|context|server)\b"
+    r"|\bgraph_reserve: ",
     "exllamav2": r"exllamav2|tabbyapi",
     "deepspeed-mii": r"deepspeed-mii|/mii/|\bmii\.(?:serve|pipeline|client)\b",
     "aphrodite": r"\baphrodite\b",
