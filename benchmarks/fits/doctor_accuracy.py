@@ -364,8 +364,9 @@ def cut_cv(sets: dict[str, list[Example]]) -> tuple[list[str], dict[str, Any]]:
     record: dict[str, Any] = {"protocol": CUT_CV_PROTOCOL}
     for name in sets:
         idx = [i for i, (n, _) in enumerate(pooled) if n == name]
-        cells, rec = [], {}
-        changes = set()
+        cells: list[str] = []
+        rec: dict[str, Any] = {}
+        changes: set[str] = set()
         for kind in ("set", "log"):
             for way in ("before", "after"):
                 got = [(said[kind][way][i], pooled[i][1][2]) for i in idx]
