@@ -263,10 +263,11 @@ def silent_cut(frames: tuple[Frame, ...], backend: str | None) -> str | None:
       method, and the frames stop before any of the server's own code (the command line's entry, plumbing). A
       serving RPC relays every error its step raises; a memory-probing method (TGI's ``Warmup``, vLLM's
       ``determine_num_available_blocks``) is a phase whose failures are its allocations, and stays read.
-    - ``gaudi_load``: on Gaudi, a cut inside building the model or loading its weights. In lazy mode the device ops of
-      building and loading are recorded and compiled into graphs (vLLM's ``worker/hpu_model_runner.py``
-      ``load_model``: ``get_model``, then ``to("hpu")``, ``htcore.mark_step()``, ``torch.hpu.synchronize()``), so a
-      graph-compile failure stops there as often as the device's memory.
+    - ``gaudi_load``: on Gaudi, a cut inside building the model or loading its weights. Every device op there runs
+      as a compiled graph recipe (lazy mode, vllm-fork's default, records the ops and compiles them at the next
+      step: vllm-project/vllm @ 0014d34d ``worker/hpu_model_runner.py`` ``load_model`` runs ``get_model``, then
+      ``to("hpu")``, ``htcore.mark_step()``, ``torch.hpu.synchronize()``), so a graph-compile failure (``synStatus``)
+      stops in these frames as often as the device's memory.
     """
     hit = traceback_stage((f.path, f.func) for f in frames)
     if hit is None:
