@@ -862,16 +862,21 @@ def fit(examples: Sequence[Example], verdict: Verdict = stage_said, evidence: Se
     """The rules that get the most of ``examples`` right, and of those the fewest false alarms: frame votes counted
     over them, then every order, cut distance, whether cut tracebacks count, vote threshold, phase-cut distance and
     ``evidence`` (whether a cut that says nothing of memory is left undecided) tried (ties keep the earlier, default,
-    choice). ``verdict`` says what a judgement is scored as."""
+    choice). ``verdict`` says what a judgement is scored as. The undecided cut changes only the judgements it leaves
+    undecided, so those alone are judged again with it held off."""
     votes = _votes(examples)
     best: tuple[tuple[int, int], Rules] | None = None
-    grid = itertools.product(ORDERS, CUT_LINES, CUT_TRACEBACKS, MIN_VOTES, PHASE_CUTS, evidence)
-    for order, cut_lines, cut_tracebacks, min_votes, phase_cut, cut_evidence in grid:
-        rules = Rules(order, cut_lines, cut_tracebacks, votes, min_votes, phase_cut, cut_evidence)
-        said = [(verdict(features, judge(features, rules)), label) for _, features, label in examples]
-        score = (sum(is_right(s, label) for s, label in said), -sum(false_alarm(s, label) for s, label in said))
-        if best is None or score > best[0]:
-            best = (score, rules)
+    grid = itertools.product(ORDERS, CUT_LINES, CUT_TRACEBACKS, MIN_VOTES, PHASE_CUTS)
+    for order, cut_lines, cut_tracebacks, min_votes, phase_cut in grid:
+        rules = Rules(order, cut_lines, cut_tracebacks, votes, min_votes, phase_cut, True)
+        judged = [(features, judge(features, rules), label) for _, features, label in examples]
+        for cut_evidence in evidence:
+            off = dataclasses.replace(rules, cut_evidence=False)
+            said = [(verdict(f, j if cut_evidence or j.basis != "undecided" else judge(f, off)), label)
+                    for f, j, label in judged]  # fmt: skip
+            score = (sum(is_right(s, label) for s, label in said), -sum(false_alarm(s, label) for s, label in said))
+            if best is None or score > best[0]:
+                best = (score, rules if cut_evidence else off)
     assert best is not None
     return best[1]
 
