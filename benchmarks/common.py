@@ -47,7 +47,7 @@ import psutil
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import process_environ
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.logs.doctor.decide import Judgement, Rules, Source, frame_tokens, judge
+from vllm_hpu_mm.logs.doctor.decide import Diagnosis, Judgement, Rules, Source, frame_tokens, judge
 from vllm_hpu_mm.logs.doctor.scan import LogFeatures
 from vllm_hpu_mm.replay.scheduler import DecodeRun, Trace
 from vllm_hpu_mm.runtimes.vllm_fork.linear import warmup_range
@@ -787,6 +787,8 @@ Example = tuple[str, LogFeatures, str]
 ORDERS: tuple[tuple[Source, ...], ...] = tuple(itertools.permutations(Rules().order))
 CUT_LINES = (5, 2, 10, 25)
 CUT_TRACEBACKS = (True, False)
+#: Whether a cut traceback that says nothing of memory is left undecided (first: ties keep it).
+CUT_EVIDENCE = (True, False)
 MIN_VOTES = (2, 1, 3)
 PHASE_CUTS = (-1, 0, 2, 5)
 
@@ -808,9 +810,14 @@ def _votes(examples: Sequence[Example]) -> dict[str, dict[str, int]]:
 Verdict = Callable[[LogFeatures, Judgement], str]
 
 
+def said_of(d: Diagnosis) -> str:
+    """What a diagnosis is scored as: its stage, or :data:`UNDECIDED` where it claims no out-of-memory failure."""
+    return UNDECIDED if d.basis == "undecided" else d.stage
+
+
 def stage_said(features: LogFeatures, j: Judgement) -> str:
-    """The stage the doctor says: what it ships."""
-    return j.stage
+    """The stage the doctor says: what it ships (a cut it leaves undecided claims no out-of-memory failure)."""
+    return UNDECIDED if j.basis == "undecided" else j.stage
 
 
 #: The answer of :func:`honest_cut`: the stage ``unknown`` with no out-of-memory claim. Scored apart from an
@@ -833,6 +840,8 @@ def honest_cut(features: LogFeatures, j: Judgement) -> str:
     memory refusal (:data:`REFUSAL_FRAMES`). A frame that merely runs where memory is measured (``profile_run``,
     ``determine_available_memory``) is where the doctor guesses from, not evidence."""
     tb = features.run.open_traceback
+    if j.basis == "undecided":
+        return UNDECIDED
     if j.basis != "cut" or j.cut != "traceback" or tb is None:
         return j.stage
     if any(f.func.rsplit(".", 1)[-1] in REFUSAL_FRAMES for f in tb.frames):
@@ -849,18 +858,25 @@ def false_alarm(said: str, label: str) -> bool:
     return label == "none" and said not in ("none", UNDECIDED)
 
 
-def fit(examples: Sequence[Example], verdict: Verdict = stage_said) -> Rules:
-    """The rules that get the most of ``examples`` right: frame votes counted over them, then every order, cut
-    distance, whether cut tracebacks count, vote threshold and phase-cut distance tried (ties keep the earlier,
-    default, choice). ``verdict`` says what a judgement is scored as."""
+def fit(examples: Sequence[Example], verdict: Verdict = stage_said, evidence: Sequence[bool] = CUT_EVIDENCE) -> Rules:
+    """The rules that get the most of ``examples`` right, and of those the fewest false alarms: frame votes counted
+    over them, then every order, cut distance, whether cut tracebacks count, vote threshold, phase-cut distance and
+    ``evidence`` (whether a cut that says nothing of memory is left undecided) tried (ties keep the earlier, default,
+    choice). ``verdict`` says what a judgement is scored as. The undecided cut changes only the judgements it leaves
+    undecided, so those alone are judged again with it held off."""
     votes = _votes(examples)
-    best: tuple[int, Rules] | None = None
+    best: tuple[tuple[int, int], Rules] | None = None
     grid = itertools.product(ORDERS, CUT_LINES, CUT_TRACEBACKS, MIN_VOTES, PHASE_CUTS)
     for order, cut_lines, cut_tracebacks, min_votes, phase_cut in grid:
-        rules = Rules(order, cut_lines, cut_tracebacks, votes, min_votes, phase_cut)
-        right = sum(is_right(verdict(features, judge(features, rules)), label) for _, features, label in examples)
-        if best is None or right > best[0]:
-            best = (right, rules)
+        rules = Rules(order, cut_lines, cut_tracebacks, votes, min_votes, phase_cut, True)
+        judged = [(features, judge(features, rules), label) for _, features, label in examples]
+        for cut_evidence in evidence:
+            off = dataclasses.replace(rules, cut_evidence=False)
+            said = [(verdict(f, j if cut_evidence or j.basis != "undecided" else judge(f, off)), label)
+                    for f, j, label in judged]  # fmt: skip
+            score = (sum(is_right(s, label) for s, label in said), -sum(false_alarm(s, label) for s, label in said))
+            if best is None or score > best[0]:
+                best = (score, rules if cut_evidence else off)
     assert best is not None
     return best[1]
 

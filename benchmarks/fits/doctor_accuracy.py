@@ -47,6 +47,7 @@ from benchmarks.common import (
     fit,
     honest_cut,
     is_right,
+    said_of,
     stage_said,
 )
 from tests.support.logs import (
@@ -80,6 +81,7 @@ def _table(rows: list[list[str]]) -> list[str]:
 #: Run in a subprocess with an older package on its path: prints, for each log path given, the stage (and with
 #: ``--advice`` first, what :func:`diagnose` says: basis, writer and advice under the default settings).
 _BASELINE = """
+UNDECIDED = __UNDECIDED__
 import json, sys
 from vllm_hpu_mm.logs.doctor import diagnose, diagnose_lines
 from vllm_hpu_mm.envs import load
@@ -93,9 +95,10 @@ for path in sys.argv[2:]:
         d = diagnose(body, load({}))
         out[path] = {"stage": d.stage, "basis": d.basis, "writer": d.source.describe, "advice": list(d.recommendations)}
     else:
-        out[path] = {"stage": diagnose_lines(body).stage}
+        d = diagnose_lines(body)
+        out[path] = {"stage": UNDECIDED if d.basis == "undecided" else d.stage}
 print(json.dumps(out))
-"""
+""".replace("__UNDECIDED__", repr(UNDECIDED))
 
 
 def baseline_verdicts(commit: str, paths: list[Path], advice: bool = False) -> dict[str, dict[str, Any]]:
@@ -135,8 +138,8 @@ def _confusion(pairs: Counter[tuple[str, str]]) -> list[str]:
 def _score(rows: list[dict[str, Any]], said: dict[str, str] | None = None) -> str:
     """``N of M, K false alarms`` for stage rows, with ``said`` (log -> stage) in place of their own verdicts."""
     got = {r["log"]: r["said_stage"] if said is None else said[r["log"]] for r in rows}
-    right = sum(got[r["log"]] == r["stage"] for r in rows)
-    alarms = sum(r["stage"] == "none" and got[r["log"]] != "none" for r in rows)
+    right = sum(is_right(got[r["log"]], r["stage"]) for r in rows)
+    alarms = sum(false_alarm(got[r["log"]], r["stage"]) for r in rows)
     return f"{right} of {len(rows)}, {alarms} false alarms"
 
 
@@ -170,7 +173,7 @@ def advice_rows(paths: list[Path], rules: Rules) -> list[dict[str, Any]]:
         problems = advice_problems(d.recommendations, label.writer, vision=label.vision, host=label.host,
                                    others=label.others)  # fmt: skip
         rows.append({"log": p.name, "writer": label.writer, "said_writer": d.source.describe,
-                     "stage": expected_stage(p), "said_stage": d.stage, "advice_problems": problems,
+                     "stage": expected_stage(p), "said_stage": said_of(d), "advice_problems": problems,
                      "advice": list(d.recommendations)})  # fmt: skip
     return rows
 
@@ -190,20 +193,20 @@ def round_rows(paths: list[Path], rules: Rules) -> list[dict[str, Any]]:
         problems = [] if label is None else advice_problems(d.recommendations, label.writer, vision=label.vision,
                                                              host=label.host, others=label.others)  # fmt: skip
         rows.append({"log": p.name, "writer": None if label is None else label.writer, "said_writer": d.source.describe,
-                     "stage": expected_stage(p), "said_stage": d.stage, "advice_problems": problems})  # fmt: skip
+                     "stage": expected_stage(p), "said_stage": said_of(d), "advice_problems": problems})  # fmt: skip
     return rows
 
 
 def _round_section(name: str, rows: list[dict[str, Any]], before: dict[str, str] | None) -> list[str]:
-    right = sum(r["stage"] == r["said_stage"] for r in rows)
-    alarms = sum(r["stage"] == "none" and r["said_stage"] != "none" for r in rows)
+    right = sum(is_right(r["said_stage"], r["stage"]) for r in rows)
+    alarms = sum(false_alarm(r["said_stage"], r["stage"]) for r in rows)
     healthy = sum(r["stage"] == "none" for r in rows)
     head = ["log", "stage read", "stage said", "writer (read)", "writer (said)", "advice"]
     was = ""
     if before is not None:
         head.insert(3, "said before")
-        b_right = sum(before[r["log"]] == r["stage"] for r in rows)
-        b_alarms = sum(r["stage"] == "none" and before[r["log"]] != "none" for r in rows)
+        b_right = sum(is_right(before[r["log"]], r["stage"]) for r in rows)
+        b_alarms = sum(false_alarm(before[r["log"]], r["stage"]) for r in rows)
         was = f" (the baseline doctor: {b_right} right, {b_alarms} false alarms)"
     table = [head]
     labelled = [r for r in rows if r["writer"] is not None]
@@ -239,7 +242,7 @@ def round_as_it_came(name: str, commit: str, machine: str, out: str) -> list[str
         label, v, stage = writer_label(p), said[p.name], expected_stage(p)
         verdict = "right" if v["stage"] == stage else "**false alarm**" if stage == "none" else "wrong"
         right += v["stage"] == stage
-        alarms += stage == "none" and v["stage"] != "none"
+        alarms += false_alarm(v["stage"], stage)
         advice = "-"
         if label is not None:
             labelled += 1
@@ -318,10 +321,73 @@ def _honest_section(cv: CrossValidation, honest_cv: CrossValidation, sets: dict[
     return lines, record
 
 
+#: The cut rule's cross-validation, declared before its first run: the five labelled sets pooled; each set scored by
+#: rules fitted on the other four (leave one set out), and each log by rules fitted on all the others (leave one log
+#: out); the fit chooses whether a cut that says nothing of memory is left undecided (``Rules.cut_evidence``) like any
+#: other rule, and "before" is the same fit with that choice held off.
+CUT_CV_PROTOCOL = (
+    "Declared before the first run: the five labelled sets pooled. Leave one set out: each set scored by rules "
+    "fitted (votes, order, distances, and whether a cut traceback that says nothing of memory is left undecided) on "
+    "the other four. Leave one log out: each log scored by rules fitted on every other log. Before: the same fits "
+    "with the undecided cut held off (the doctor of 3d28ae4's rule). A false alarm is an out-of-memory stage said of "
+    "a log labelled without one; an undecided cut claims none."
+)
+
+
+def cut_cv(sets: dict[str, list[Example]]) -> tuple[list[str], dict[str, Any]]:
+    """Leave-one-set-out and leave-one-log-out scores of the fitted cut rule against the rule held off (see
+    :data:`CUT_CV_PROTOCOL`), per set: right answers, false alarms, and the logs whose answer changes."""
+    pooled = [(name, ex) for name, exs in sets.items() for ex in exs]
+    said: dict[str, dict[str, list[str]]] = {"set": {"after": [], "before": []}, "log": {"after": [], "before": []}}
+    for kind, held_out in (("set", lambda i: pooled[i][0]), ("log", lambda i: i)):
+        groups: dict[Any, list[int]] = {}
+        for i in range(len(pooled)):
+            groups.setdefault(held_out(i), []).append(i)
+        out = {"after": [""] * len(pooled), "before": [""] * len(pooled)}
+        for members in groups.values():
+            train = [ex for i, (_, ex) in enumerate(pooled) if i not in members]
+            for way, evidence in (("after", (True, False)), ("before", (False,))):
+                rules = fit(train, evidence=evidence)
+                for i in members:
+                    features = pooled[i][1][1]
+                    out[way][i] = stage_said(features, judge(features, rules))
+        said[kind] = out
+    rows = [
+        [
+            "set",
+            "logs",
+            "one set out: right / false alarms, before -> after",
+            "one log out: right / false alarms, before -> after",
+            "answers that change (log: read, before -> after)",
+        ]
+    ]
+    record: dict[str, Any] = {"protocol": CUT_CV_PROTOCOL}
+    for name in sets:
+        idx = [i for i, (n, _) in enumerate(pooled) if n == name]
+        cells: list[str] = []
+        rec: dict[str, Any] = {}
+        changes: set[str] = set()
+        for kind in ("set", "log"):
+            for way in ("before", "after"):
+                got = [(said[kind][way][i], pooled[i][1][2]) for i in idx]
+                rec[f"{kind}_{way}"] = {"right": sum(is_right(s, lab) for s, lab in got),
+                                        "false_alarms": sum(false_alarm(s, lab) for s, lab in got)}  # fmt: skip
+            b, a = rec[f"{kind}_before"], rec[f"{kind}_after"]
+            cells.append(f"{b['right']} / {b['false_alarms']} -> {a['right']} / {a['false_alarms']}")
+            before, after = said[kind]["before"], said[kind]["after"]
+            changes |= {f"{pooled[i][1][0]}: {pooled[i][1][2]}, {before[i]} -> {after[i]} (one {kind} out)"
+                        for i in idx if before[i] != after[i]}  # fmt: skip
+        rec["changes"] = sorted(changes)
+        record[name] = rec
+        rows.append([name, str(len(idx)), *cells, "; ".join(sorted(changes)) or "none"])
+    lines = ["## The cut rule, cross-validated over every labelled set", "", CUT_CV_PROTOCOL, "", *_table(rows), ""]
+    return lines, record
+
+
 def _advice_section(title: str, rows: list[dict[str, Any]], how: str) -> list[str]:
-    stage_right = sum(r["stage"] == r["said_stage"] for r in rows)
+    stage_right = sum(is_right(r["said_stage"], r["stage"]) for r in rows)
     advice_right = sum(not r["advice_problems"] for r in rows)
-    alarms = sum(r["stage"] == "none" and r["said_stage"] != "none" for r in rows)
+    alarms = sum(false_alarm(r["said_stage"], r["stage"]) for r in rows)
     healthy = sum(r["stage"] == "none" for r in rows)
     writers = Counter(r["writer"] for r in rows)
     table = [["log", "writer (read)", "writer (said)", "stage read", "stage said", "advice"]]
@@ -350,6 +416,8 @@ def main() -> None:
     parser.add_argument("--machine", default="this 2-core CPU dev machine (shared)", help="machine label")
     parser.add_argument("--out", default=None, help="result path without suffix (default: results/doctor_accuracy, "
                         "with --round results/doctor_heldout_<round>)")  # fmt: skip
+    parser.add_argument("--skip-cut-cv", action="store_true", help="leave out the cut rule's cross-validation over "
+                        "every set (about 6 minutes of CPU)")  # fmt: skip
     parser.add_argument("--round", choices=sorted(ROUNDS), default=None,
                         help="write only this round's as-it-came record, scored by --baseline's doctor")  # fmt: skip
     args = parser.parse_args()
@@ -371,7 +439,7 @@ def main() -> None:
     shipped = default_rules()
     cv = cross_validate(dev, args.folds, args.repeats, args.seed)
     honest_cv = cross_validate(dev, args.folds, args.repeats, args.seed, honest_cut)
-    held_verdicts = [(name, label, judge(features, shipped).stage) for name, features, label in held]
+    held_verdicts = [(name, label, stage_said(features, judge(features, shipped))) for name, features, label in held]
     runtime_dev, runtime_held = advice_rows(RUNTIME_DEV_LOGS, shipped), advice_rows(RUNTIME_HELDOUT_LOGS, shipped)
     seconds = time.perf_counter() - t0
     rounds = {name: round_rows(paths, shipped) for name, paths in ROUNDS.items()}
@@ -381,9 +449,12 @@ def main() -> None:
     honest_sets = {"held-out": held, "runtime held-out": examples(RUNTIME_HELDOUT_LOGS),
                    **{name: examples(paths) for name, paths in ROUNDS.items()}}  # fmt: skip
     honest_lines, honest_record = _honest_section(cv, honest_cv, honest_sets, shipped)
+    cut_sets = {"development": dev, "held-out": held, "runtime held-out": honest_sets["runtime held-out"],
+                **{name: honest_sets[name] for name in ROUNDS}}  # fmt: skip
+    cut_lines, cut_record = ([], None) if args.skip_cut_cv else cut_cv(cut_sets)
 
-    held_right = sum(label == got for _, label, got in held_verdicts)
-    held_alarms = sum(label == "none" and got != "none" for _, label, got in held_verdicts)
+    held_right = sum(is_right(got, label) for _, label, got in held_verdicts)
+    held_alarms = sum(false_alarm(got, label) for _, label, got in held_verdicts)
     rows = zip(cv.names, cv.labels, cv.predictions, strict=True)
     misses = [(n, label, ps) for n, label, ps in rows if set(ps) != {label}]
     result: dict[str, Any] = {
@@ -414,14 +485,15 @@ def main() -> None:
         if before is None
         else {
             "commit": args.baseline,
-            "development_right": sum(before[n] == label for n, _, label in dev),
-            "heldout_right": sum(before[n] == label for n, _, label in held),
-            "development_false_alarms": sum(label == "none" and before[n] != "none" for n, _, label in dev),
-            "heldout_false_alarms": sum(label == "none" and before[n] != "none" for n, _, label in held),
+            "development_right": sum(is_right(before[n], label) for n, _, label in dev),
+            "heldout_right": sum(is_right(before[n], label) for n, _, label in held),
+            "development_false_alarms": sum(false_alarm(before[n], label) for n, _, label in dev),
+            "heldout_false_alarms": sum(false_alarm(before[n], label) for n, _, label in held),
             "stages": before,
         },
         "rounds": rounds,
         "honest_cut": honest_record,
+        "cut_cv": cut_record,
         "runtime_development": runtime_dev,
         "runtime_heldout": runtime_held,
         "shipped_rules_current": fitted == shipped,
@@ -432,7 +504,9 @@ def main() -> None:
     d = result["development"]
     base_arg = f" --baseline {args.baseline}" if args.baseline else ""
     held_misses = (
-        _table([["log", "read", "said"], *[[n, label, got] for n, label, got in held_verdicts if label != got]])
+        _table(
+            [["log", "read", "said"], *[[n, label, got] for n, label, got in held_verdicts if not is_right(got, label)]]
+        )
         if held_right < len(held)
         else ["Every held-out log right."]
     )
@@ -485,6 +559,7 @@ def main() -> None:
                          "scored, and round 5 mended its one miss by a class (the executors' RPC loop casts no vote), "
                          "so the figure is no longer a held-out one"),
         *(line for name, rows in rounds.items() for line in _round_section(name, rows, before)),
+        *cut_lines,
         *honest_lines,
         *_before(result["baseline"], cv.accuracy, len(dev), held_right, len(held),
                  {"runtime held-out": runtime_held, **rounds}),

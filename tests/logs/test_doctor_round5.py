@@ -128,11 +128,14 @@ def test_the_cpu_runners_lines_name_the_cpu(lines: list[str], accelerator: str) 
 
 
 def test_a_cut_traceback_does_not_claim_the_process_was_killed() -> None:
-    # TGI issue #883's decode traceback, cut before its error line: the shard was printing an exception, not killed
+    # a TGI decode traceback (as issue #883's), cut before its error line inside the shard's own Decode: the shard
+    # was printing an exception, not killed
     lines = ["2023-09-09T18:44:36.094356Z ERROR text_generation_launcher: Method Decode encountered an error.",
              "Traceback (most recent call last):",
              '  File "/opt/conda/bin/text-generation-server", line 8, in <module>',
-             "    sys.exit(app())"]  # fmt: skip
+             "    sys.exit(app())",
+             '  File "/opt/conda/lib/python3.9/site-packages/text_generation_server/server.py", line 85, in Decode',
+             "    generations, next_batch = self.model.generate_token(batch)"]  # fmt: skip
     d = diagnose(lines, load({}))
     assert (d.basis, d.cut) == ("cut", "traceback")
     text = "\n".join(d.recommendations)

@@ -103,6 +103,8 @@ HOST_OOM = re.compile(
     r"|Cannot allocate memory|can't allocate memory|unable to mmap \d+ bytes|std::bad_alloc"
     r"|(?:^|[\s:])MemoryError\b|Out of memory: Killed process|oom-kill|OOMKilled"
     r"|\bexit(?:ed with)? ?code:? ?(?:-9|137)\b|exitcode=-9|\bSIGKILL\b|^\s*Killed\s*$|\d+ Killed\s+\S"
+    # Ollama, before it starts a runner: the model needs more host memory than is free (llm/server.go)
+    r"|model requires more system memory"
 )
 #: The device ran out (CUDA, ROCm, XPU, Gaudi, TPU), in the errors' own words; an excerpt cut inside the error
 #: (``CUDA out of``, ``OutOfMe``) still counts. vLLM's advice lines ("If you are running out of memory, ...", "If
@@ -111,6 +113,9 @@ DEVICE_OOM = re.compile(
     r"OutOfMe(?:mory|m?\s*$)|\b(?:CUDA|HIP|XPU|NPU|MPS)\b(?: driver)?(?: error:)? out of(?: memory\b|\s*$)"
     r"|PT_DEVMEM\b.*(?:Allocation failed|OOM)|Device out of memory|would exceed allowed memory"
     r"|Not enough memory to handle|RESOURCE_EXHAUSTED|\bOOM when allocating"
+    # MLC-LLM's engine refuses before it allocates: weights and buffers leave no room (cpp/serve/config.cc);
+    # llama.cpp cannot reserve its compute graph's buffers (src/llama-context.cpp graph_reserve)
+    r"|Insufficient GPU memory error|failed to allocate compute buffers|compute buffer allocation failed"
     r"|(?<!running )(?<!run )(?<!If )\bout of memory\b(?! error occurs)",
     re.IGNORECASE,
 )
@@ -127,11 +132,28 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
             r"Not enough memory to handle \d+ prefill tokens|Unable to warmup model"
             r"|Warmup failed, because of .{0,80}out of memory"
             r"|\bllama_model_load: error loading model|\bllama_load_model_from_file: failed to load model"
+            r"|model requires more system memory"
         ),
     ),
-    ("kv_cache", re.compile(r"failed to allocate buffer for kv cache|\bllama_kv_cache_init\(\) failed")),
+    # MLC-LLM sizes its KV cache from what the weights and temporary buffers leave (cpp/serve/config.cc
+    # InferForKVCache): its refusal says nothing is left for the cache
+    (
+        "kv_cache",
+        re.compile(
+            r"failed to allocate buffer for kv cache|\bllama_kv_cache_init\(\) failed"
+            r"|Insufficient GPU memory error: The available single GPU memory"
+        ),
+    ),
     # SGLang wraps any error of its graph capture as "Capture cuda graph failed: <error>" (cuda_graph_runner.py)
-    ("graph_capture", re.compile(r"when warming up sampler|[Cc]uda graph warmup failed|Capture cuda graph failed")),
+    # llama.cpp reserves its compute graph's buffers at the largest micro-batch after the KV cache exists
+    # (src/llama-context.cpp graph_reserve): the graph-memory step of its start-up
+    (
+        "graph_capture",
+        re.compile(
+            r"when warming up sampler|[Cc]uda graph warmup failed|Capture cuda graph failed"
+            r"|failed to allocate compute buffers|compute buffer allocation failed"
+        ),
+    ),
 )
 
 # --- tracebacks -----------------------------------------------------------------------------------------------
@@ -310,7 +332,8 @@ PROGRESS: tuple[tuple[Stage, re.Pattern[str]], ...] = (
 #: ``worker.py``/``gpu_worker.py`` memory lines, ``kv_cache_utils.py``, the API server's start-up lines), vllm-gaudi
 #: and vllm-fork (``hpu_worker.py``, ``hpu_model_runner.py``), TGI (the router's warm-up and batch-size lines), SGLang
 #: (``model_runner.py``: "Load weight begin", "KV Cache is allocated", "Memory pool end", "Capture cuda graph
-#: begin/end", and the server's "fired up and ready to roll").
+#: begin/end", and the server's "fired up and ready to roll"), TensorRT-LLM, MLC-LLM, Ollama and Triton (cited
+#: beside their lines).
 PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
     (
         "startup",
@@ -325,6 +348,11 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "loading model weights",
             "warming up model",
             "load weight begin",
+            # TensorRT-LLM: its engine's load, its PyTorch backend's profiling forward before it sizes the KV cache
+            # (runtime/tllmRuntime.cpp, _torch/pyexecutor/_util.py)
+            "loaded engine size",
+            "memory used after loading model weights",
+            "load_tensors:",  # llama.cpp's loader (src/llama-model.cpp)
         ),
     ),
     (
@@ -343,6 +371,10 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "setting max batch total tokens",
             "kv cache is allocated",
             "memory pool end",
+            # TensorRT-LLM's KV cache (batch_manager/kvCacheManager.cpp), MLC-LLM's KV capacity (cpp/serve/config.cc)
+            "for max tokens in paged kv cache",
+            "estimated total single gpu memory usage",
+            "kv buffer size =",  # llama.cpp's KV cache (src/llama-kv-cache.cpp)
         ),
     ),
     (
@@ -355,6 +387,7 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "capturing the model for cuda graphs",
             "cuda graphs are enabled",
             "capture cuda graph begin",
+            "cuda graph warmup for batch size",  # TensorRT-LLM's PyTorch backend (_torch/pyexecutor)
         ),
     ),
     (
@@ -376,6 +409,13 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "batch{batch_size",
             "capture cuda graph end",
             "fired up and ready to roll",
+            # TensorRT-LLM's server, Ollama's runner, Triton's model repository
+            "engine loaded and ready to serve",
+            "executor instance created",
+            "llama runner started in",
+            "successfully loaded '",
+            "server is listening on",  # llama.cpp's server (tools/server/server.cpp)
+            "llama_server: listening on",
         ),
     ),
 )

@@ -272,10 +272,39 @@ OTHER_KNOBS: dict[str, tuple[str, ...]] = {
     "sglang": ("--mem-fraction-static", "--chunked-prefill-size", "--max-running-requests", "--max-total-tokens",
                "--cuda-graph-max-bs"),
     "lmdeploy": ("--cache-max-entry-count", "--max-batch-size", "--session-len"),
-    "llama.cpp": ("--n-gpu-layers", "--ctx-size", "--batch-size"),
+    "llama.cpp": ("--n-gpu-layers", "--ctx-size", "--batch-size", "--ubatch-size"),
     "ollama": ("num_ctx", "OLLAMA_NUM_PARALLEL", "num_gpu"),
     "tensorrt_llm": ("free_gpu_memory_fraction", "max_batch_size", "max_num_tokens"),
+    # MLC-LLM's own refusal names these (cpp/serve/config.cc); Aphrodite's engine arguments
+    # (aphrodite/engine/args_tools.py); TabbyAPI's model settings for ExLlamaV2 (config_sample.yml)
+    "mlc-llm": ("gpu_memory_utilization", "--prefill-chunk-size", "--tensor-parallel-shards"),
+    "aphrodite": ("--gpu-memory-utilization", "--max-model-len", "--max-num-seqs"),
+    "exllamav2": ("cache_size", "max_seq_len", "chunk_size"),
 }  # fmt: skip
+
+
+#: What another framework's failure at one stage asks for: a KV-cache refusal (the cache is sized from what its memory
+#: share leaves, so the share is raised, not lowered: MLC-LLM's message itself, cpp/serve/config.cc; Aphrodite's
+#: engine as vLLM's), llama.cpp's compute-graph reservation at its largest micro-batch (src/llama-context.cpp).
+_OTHER_AT_STAGE = {
+    (
+        "mlc-llm",
+        "kv_cache",
+    ): "its weights and temporary buffers leave nothing of gpu_memory_utilization for the KV cache: raise "
+    "gpu_memory_utilization, lower --prefill-chunk-size (mlc_llm gen_config), shard with --tensor-parallel-shards or "
+    "load a quantized model",
+    ("aphrodite", "kv_cache"): "its memory share left nothing for the KV cache: raise --gpu-memory-utilization or "
+    "lower --max-model-len",
+    ("llama.cpp", "graph_capture"): "it could not reserve its compute graph's buffers for the largest micro-batch: "
+    "lower --ubatch-size (and --batch-size) or --ctx-size, or offload fewer layers (--n-gpu-layers)",
+}
+#: Where a hosted vLLM engine reads its arguments: Triton's vLLM backend from the model's ``model.json``, Ray Serve
+#: LLM from the deployment's ``engine_kwargs``.
+_HOSTED = {
+    "triton": "under Triton Inference Server the vLLM backend reads these engine arguments from the model's "
+    "model.json (underscores: gpu_memory_utilization), not from a command line",
+    "ray serve": "under Ray Serve these are the deployment's engine_kwargs (underscores: gpu_memory_utilization)",
+}
 
 
 def _other(d: Diagnosis) -> list[Fix]:
@@ -291,6 +320,9 @@ def _other(d: Diagnosis) -> list[Fix]:
                 Fix(f"{lead}; its memory pool left no room for the KV cache: raise --mem-fraction-static (SGLang's "
                     "static share holds the weights and the KV pool), or shard over more devices (--tp-size) or load "
                     "a quantized model (--quantization)")]  # fmt: skip
+    at_stage = _OTHER_AT_STAGE.get((key, d.stage))
+    if at_stage is not None:
+        return [*_free_the_device(d.source), Fix(f"{lead}; {at_stage}")]
     if own:
         said = f" (the log names {named[0]})" if named else ""
         return [*_free_the_device(d.source),
@@ -347,6 +379,13 @@ def recommend(
                     f"{e.text.strip()[:120]}); fix that error, memory settings will not"),)  # fmt: skip
     if d.stage == "none":
         return (Fix("no out-of-memory failure found in this log"),)
+    if d.basis == "undecided":
+        # the frames name no allocation, only a relayed serving error or Gaudi's weight loading (which compiles graphs)
+        return (Fix("the log stops inside a traceback, before its error line, in frames that fail for other reasons as "
+                    "often as for memory: nothing says it was out of memory; keep the log to the traceback's end and "
+                    "read its last line: OutOfMemoryError, 'out of memory' or 'Allocation failed' is memory (diagnose "
+                    "that log), while 'Graph compile failed' / synStatus (Gaudi) or a CUDA error of another kind is "
+                    "not, and memory settings will not fix it"),)  # fmt: skip
     if d.memory == "host":
         return tuple(_host(d, is_vision))
     if d.source.framework == "other":
@@ -379,6 +418,8 @@ def recommend(
         died = ("the log stops in this phase without an error line: the process most likely died there (a device or "
                 "host out-of-memory kill); check the kernel log (dmesg) for the OOM killer")  # fmt: skip
         out.insert(0, Fix(died))
+    if d.source.host in _HOSTED:
+        out.append(Fix(_HOSTED[d.source.host]))
     if d.runs > 1:
         out.insert(0, Fix(f"the log holds {d.runs} server starts; this is run {d.run}, the last one that failed"))
     return tuple(out)

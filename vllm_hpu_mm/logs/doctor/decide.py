@@ -12,6 +12,8 @@ Rules, in order:
 3. No failure line, but the log (or the run, before a restart) stops inside a traceback whose frames name a phase, or
    inside a counted phase (``[Warmup][..][i/n]`` with i < n, a CUDA-graph bar, weight shards) and never said start-up
    finished -> that phase, with the cut as the only evidence (the process most likely died there: low confidence).
+   Except where the cut traceback says nothing of memory (:func:`silent_cut`): then ``unknown`` with no
+   out-of-memory claim (basis ``undecided``).
 4. Otherwise ``none``.
 
 The order of step 2, how close to the end a cut must be, and the frame votes are :class:`Rules`, fitted on labelled
@@ -29,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from vllm_hpu_mm.logs.doctor.phases import MODEL_RUNS, frame_meaning, generic_frame, traceback_stage
+from vllm_hpu_mm.logs.doctor.phases import MODEL_RUNS, frame_meaning, generic_frame, loading_frame, traceback_stage
 from vllm_hpu_mm.logs.doctor.scan import Failure, Frame, GaudiMemory, LogFeatures, Memory
 from vllm_hpu_mm.logs.doctor.source import LogSource
 from vllm_hpu_mm.logs.numbers import SkippedLines
@@ -37,7 +39,7 @@ from vllm_hpu_mm.values import STAGES as BASE_STAGES
 from vllm_hpu_mm.values import Stage
 
 __all__ = ["CONFIDENCE", "RULES_FILE", "STAGES", "Basis", "Cut", "Diagnosis", "DiagnosisStage", "Evidence", "Judgement",
-           "Rules", "Source", "decide", "default_rules", "frame_tokens", "judge"]  # fmt: skip
+           "Rules", "Source", "decide", "default_rules", "frame_tokens", "judge", "silent_cut"]  # fmt: skip
 
 #: Where in a server's life the failure happened; ``unknown`` when nothing in the log says, ``none`` without one.
 DiagnosisStage = Literal[Stage, "unknown", "none"]
@@ -45,7 +47,9 @@ STAGES: tuple[DiagnosisStage, ...] = (*BASE_STAGES, "unknown", "none")
 #: The kinds of evidence step 2 weighs, in the order :class:`Rules` tries them.
 Source = Literal["frames", "message", "phase", "votes"]
 #: What the stage rests on.
-Basis = Literal["kv_refusal", "traceback", "message", "phase", "learned", "repeated", "cut", "unknown", "error", "none"]
+#: ``undecided``: the log stops inside a traceback that says nothing of memory (stage ``unknown``, no OOM claimed).
+Basis = Literal["kv_refusal", "traceback", "message", "phase", "learned", "repeated", "cut", "undecided", "unknown",
+                "error", "none"]  # fmt: skip
 #: What a cut verdict stopped inside: a traceback, or a counted phase / phase line.
 Cut = Literal["traceback", "phase"]
 #: A worker that printed this many out-of-memory lines survived its failures (one failure prints the error two or
@@ -61,6 +65,7 @@ CONFIDENCE: dict[Basis, float] = {
     "learned": 0.5,
     "repeated": 0.5,
     "cut": 0.35,
+    "undecided": 0.2,
     "unknown": 0.2,
     "error": 0.8,
     "none": 0.8,
@@ -87,10 +92,13 @@ class Rules:
     #: A run whose last phase line (loading, KV cache, capture) is at most this many lines before its end, and that
     #: never said start-up finished, stopped there (-1: never count such a stop).
     phase_cut: int = -1
+    #: Whether a cut traceback that says nothing of memory (:func:`silent_cut`) is answered ``unknown`` with no
+    #: out-of-memory claim rather than as its frames' phase.
+    cut_evidence: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {"order": list(self.order), "cut_lines": self.cut_lines, "cut_tracebacks": self.cut_tracebacks,
-                "min_votes": self.min_votes, "phase_cut": self.phase_cut,
+                "min_votes": self.min_votes, "phase_cut": self.phase_cut, "cut_evidence": self.cut_evidence,
                 "votes": {t: dict(sorted(v.items())) for t, v in sorted(self.votes.items())}}  # fmt: skip
 
     @classmethod
@@ -100,7 +108,8 @@ class Rules:
             raise ValueError(f"rules order {order!r} is not a permutation of frames, message, phase, votes")
         votes = {str(t): {str(s): int(n) for s, n in v.items()} for t, v in data["votes"].items()}
         cut, tracebacks = int(data["cut_lines"]), bool(data["cut_tracebacks"])
-        return cls(order, cut, tracebacks, votes, int(data["min_votes"]), int(data["phase_cut"]))  # type: ignore[arg-type]
+        evidence = bool(data.get("cut_evidence", True))
+        return cls(order, cut, tracebacks, votes, int(data["min_votes"]), int(data["phase_cut"]), evidence)  # type: ignore[arg-type]
 
 
 def default_rules() -> Rules:
@@ -144,7 +153,8 @@ class Diagnosis:
 
     @property
     def oom(self) -> bool:
-        return self.stage != "none"
+        """Whether the doctor claims an out-of-memory failure (an ``undecided`` cut claims none)."""
+        return self.stage != "none" and self.basis != "undecided"
 
 
 @functools.lru_cache(maxsize=1024)
@@ -225,6 +235,8 @@ def judge(features: LogFeatures, rules: Rules) -> Judgement:
     if tb is not None and rules.cut_tracebacks and run.end - tb.last <= rules.cut_lines:
         found = _frames_stage(tb.frames)
         voted = _voted(tb.frames, rules) if found is None else None
+        if found is not None and rules.cut_evidence and silent_cut(tb.frames, features.backend) is not None:
+            return Judgement("unknown", "undecided", None, (found[1], gaudi_at), cut="traceback")
         if found is not None:
             return Judgement(found[0], "cut", "device", (found[1], gaudi_at), cut="traceback")
         if voted is not None:
@@ -239,6 +251,38 @@ def judge(features: LogFeatures, rules: Rules) -> Judgement:
     if run.error is not None:  # a traceback that ended in an error of another kind: a failure, not an OOM
         return Judgement("none", "error", None, (run.error[0], gaudi_at))
     return Judgement("none", "none", None, (gaudi_at,))
+
+
+def silent_cut(frames: tuple[Frame, ...], backend: str | None) -> str | None:
+    """Why a traceback the log stops inside, before its error line, says nothing of memory (None: its frames are
+    where out-of-memory failures happen, and the doctor reads the cut as one). Two kinds, read from the runtimes'
+    sources:
+
+    - ``header``: the only frame that names a phase is the line a runtime prints before relaying a worker's error
+      (TGI's ``Method Decode encountered an error``, vLLM V0's ``while processing method ...``), naming a serving
+      method, and the frames stop before any of the server's own code (the command line's entry, plumbing). A
+      serving RPC relays every error its step raises; a memory-probing method (TGI's ``Warmup``, vLLM's
+      ``determine_num_available_blocks``) is a phase whose failures are its allocations, and stays read.
+    - ``gaudi_load``: on Gaudi, a cut inside building the model or loading its weights. Every device op there runs
+      as a compiled graph recipe (lazy mode, vllm-fork's default, records the ops and compiles them at the next
+      step: vllm-project/vllm @ 0014d34d ``worker/hpu_model_runner.py`` ``load_model`` runs ``get_model``, then
+      ``to("hpu")``, ``htcore.mark_step()``, ``torch.hpu.synchronize()``), so a graph-compile failure (``synStatus``)
+      stops in these frames as often as the device's memory.
+    """
+    hit = traceback_stage((f.path, f.func) for f in frames)
+    if hit is None:
+        return None
+    decider = frames[hit[1]]
+    meaning = frame_meaning(decider.path, decider.func)
+    if meaning is None:  # pragma: no cover - traceback_stage picks only frames with a meaning
+        return None
+    if not decider.path and meaning.stage == "runtime":
+        others = [f for f in frames if f is not decider and frame_meaning(f.path, f.func) is not None]
+        if not others:
+            return "header"
+    if backend == "hpu" and meaning.stage == "startup" and loading_frame(decider.path, decider.func):
+        return "gaudi_load"
+    return None
 
 
 def _before_phase_line(f: Failure, hint: tuple[Stage, int] | None) -> tuple[Stage, int] | None:

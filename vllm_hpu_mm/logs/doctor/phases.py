@@ -32,7 +32,16 @@ from typing import Literal
 
 from vllm_hpu_mm.values import Stage
 
-__all__ = ["MODEL_RUNS", "FrameKind", "Meaning", "frame_meaning", "generic_frame", "traceback_stage"]
+__all__ = [
+    "LOADING",
+    "MODEL_RUNS",
+    "FrameKind",
+    "Meaning",
+    "frame_meaning",
+    "generic_frame",
+    "loading_frame",
+    "traceback_stage",
+]
 
 FrameKind = Literal["loop", "phase", "scope"]
 
@@ -48,6 +57,14 @@ _LOOP = Meaning("runtime", "loop")
 
 def _all(stage: Stage, kind: FrameKind, names: str) -> dict[str, Meaning]:
     return dict.fromkeys(names.split(), Meaning(stage, kind))
+
+
+#: Building the model and loading its weights (vLLM model_loader, TGI get_model/serve_inner, torch Module.to).
+LOADING = frozenset((
+    "load_model", "get_model", "initialize_model", "_initialize_model", "init_vllm_registered_model", "make_layers",
+    "create_weights", "load_weights", "process_weights_after_loading", "safetensors_weights_iterator",
+    "gptq_marlin_repack", "awq_marlin_repack", "_apply", "convert", "serve_inner",
+))  # fmt: skip
 
 
 #: Function names (or ``Class.function`` as notebooks print them) and what they mean.
@@ -67,14 +84,7 @@ FUNCTIONS: dict[str, Meaning] = {
     # _bookkeeping_sync and its _get_prompt_logprobs_dict, which sample_tokens runs on an engine step's output: the
     # dummy runs of profiling, capture and the sampler warm-up never reach them).
     **_all("runtime", "phase", "_execute_mm_encoder _bookkeeping_sync _get_prompt_logprobs_dict"),
-    # Building the model and loading its weights (vLLM model_loader, TGI get_model/serve_inner, torch Module.to).
-    **_all(
-        "startup",
-        "phase",
-        "load_model get_model initialize_model _initialize_model init_vllm_registered_model make_layers "
-        "create_weights load_weights process_weights_after_loading safetensors_weights_iterator "
-        "gptq_marlin_repack awq_marlin_repack _apply convert serve_inner",
-    ),
+    **dict.fromkeys(LOADING, Meaning("startup", "phase")),
     # Profiling the peak of a forward pass before sizing the KV cache (vLLM V0 and V1, vllm-gaudi), and TGI's warm-up
     # prefill at the largest batch, which measures memory the same way (flash_causal_lm.warmup before it sizes blocks).
     **_all(
@@ -157,6 +167,12 @@ def frame_meaning(path: str, func: str) -> Meaning | None:
     if any(part in path for part in WARMUP_CODE):
         return Meaning("graph_capture", "phase")
     return None
+
+
+def loading_frame(path: str, func: str) -> bool:
+    """Whether the frame builds the model or loads its weights (:data:`LOADING`, a model's own constructor)."""
+    name = func.rsplit(".", 1)[-1]
+    return name in LOADING or (name == "__init__" and any(part in path for part in MODEL_CODE))
 
 
 def traceback_stage(frames: Iterable[tuple[str, str]]) -> tuple[Stage, int] | None:

@@ -38,14 +38,55 @@ _LLAMA_CPP = ("llama_model_load", "llama_kv_cache_init", "llama_init_from_model"
 _SGLANG = ("capture cuda graph begin", "capture cuda graph end", "capture cuda graph failed", "memory pool end",
            "kv cache is allocated", "fired up and ready to roll",
            "please try to increase --mem-fraction-static")  # fmt: skip
+#: Another framework's own words, by its key (:data:`OTHER_DISPLAY`), read from its source:
+#: TensorRT-LLM's C++ and Python loggers (``[TensorRT-LLM][INFO]``, ``[TRT-LLM] [I]``; ``trtllm-serve``),
+#: LMDeploy's TurboMind (``[TM][ERROR]``), MLC-LLM's package and its memory estimate (``mlc_llm``,
+#: ``cpp/serve/config.cc``), Ollama, ExLlamaV2 and TabbyAPI, which serves it, DeepSpeed-MII's package, Aphrodite (a vLLM
+#: fork with its own package), MindIE.
+_OTHER_WORDS: dict[str, str] = {
+    "tensorrt_llm": r"tensorrt[-_]llm|\[TRT-LLM\]|trtllm-serve|trtllm-build",
+    "lmdeploy": r"\blmdeploy\b|\[TM\]\[|\bturbomind\b",
+    "mlc-llm": r"\bmlc[-_]llm\b|Estimated total single GPU memory usage"
+    r"|Insufficient GPU memory error: The available single",
+    # Ollama's server: its variables, its Go sources in every record, its scheduler's refusal (llm/server.go)
+    "ollama": r"\bollama\b|\bOLLAMA_[A-Z_]+|source=(?:sched|routes|server|images)\.go"
+    r"|model requires more system memory",
+    # llama.cpp's loader, KV cache, context, graph reservation, ggml's CUDA backend and its server's records
+    "llama.cpp": r"\bload_tensors: |\bggml_(?:backend|cuda|gallocr)_\w+|\bllama_(?:kv_cache|context|server)\b"
+    r"|\bgraph_reserve: ",
+    "exllamav2": r"exllamav2|tabbyapi",
+    "deepspeed-mii": r"deepspeed-mii|/mii/|\bmii\.(?:serve|pipeline|client)\b",
+    "aphrodite": r"\baphrodite\b",
+    "mindie": r"mindie",
+}
 #: Another framework, by its name or its own lines; the match is its key (:data:`OTHER_DISPLAY`).
 _OTHER_NAME = re.compile(
-    r"\bsglang\b|llama\.cpp|\bollama\b|lmdeploy|tensorrt_llm|deepspeed-mii|mindie|\b(?:"
+    r"\bsglang\b|llama\.cpp|\b(?:"
     + "|".join(_LLAMA_CPP)
     + r")\b|"
-    + "|".join(re.escape(w) for w in _SGLANG),
+    + "|".join(re.escape(w) for w in _SGLANG)
+    + "|"
+    + "|".join(f"(?P<{key.replace('-', '_').replace('.', '_')}>{words})" for key, words in _OTHER_WORDS.items()),
     re.IGNORECASE,
 )
+#: Servers that host an engine (the engine's own lines name it; without them the host is all the log says):
+#: Triton Inference Server (``tritonserver``, its ``grpc_server.cc`` / ``model_lifecycle.cc`` records) and Ray Serve
+#: (``ray.serve``, its replica and controller actors).
+_HOSTS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("triton", re.compile(r"tritonserver|Triton Inference Server|grpc_server\.cc|model_lifecycle\.cc|TRITONBACKEND")),
+    ("ray serve", re.compile(r"\bray\.serve\b|ServeReplica|ServeController|\bRay Serve\b")),
+)
+
+
+def _other_key(m: re.Match[str]) -> str:
+    """The key of another framework's match (:data:`OTHER_DISPLAY`)."""
+    for key in _OTHER_WORDS:
+        if m.group(key.replace("-", "_").replace(".", "_")):
+            return key
+    name = m.group(0).lower()
+    return "llama.cpp" if name in _LLAMA_CPP else "sglang" if name in _SGLANG else name
+
+
 #: Frameworks by the words their logs hold (launcher names, package paths, banners), checked in this order.
 FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
     (
@@ -72,7 +113,9 @@ FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
 
 #: How another framework is named in words, by the key :data:`_OTHER_NAME` finds.
 OTHER_DISPLAY = {"mindie": "MindIE", "sglang": "SGLang", "lmdeploy": "LMDeploy", "llama.cpp": "llama.cpp",
-                 "ollama": "Ollama", "tensorrt_llm": "TensorRT-LLM", "deepspeed-mii": "DeepSpeed-MII"}  # fmt: skip
+                 "ollama": "Ollama", "tensorrt_llm": "TensorRT-LLM", "deepspeed-mii": "DeepSpeed-MII",
+                 "mlc-llm": "MLC-LLM", "exllamav2": "ExLlamaV2", "aphrodite": "Aphrodite",
+                 "triton": "Triton Inference Server", "ray serve": "Ray Serve"}  # fmt: skip
 
 #: Accelerators, best first: a Gaudi log names CUDA config fields too; ROCm and XPU logs say "GPU"/"cuda".
 ACCELERATORS: tuple[tuple[Accelerator, re.Pattern[str]], ...] = (
@@ -153,6 +196,8 @@ class LogSource:
     #: Whether the log's own lines name :attr:`runtime` (its marks, or an accelerator only one of ours serves), not
     #: the backend's default (an unmarked Gaudi log may be vllm-gaudi's or vllm-fork's).
     runtime_named: bool = False
+    #: The server that hosts the engine (``triton``, ``ray serve``), where the log names one besides the engine.
+    host: str = ""
 
     @property
     def traits(self) -> RuntimeTraits | None:
@@ -170,12 +215,19 @@ class LogSource:
         """The writer in words: ``vllm-gaudi``, ``TGI on cuda``, ``optimum-habana``; a writer the log does not name
         says it was assumed."""
         assumed = "" if self.named else " (assumed: the log names no framework)"
+        if self.host:
+            assumed += f" (under {OTHER_DISPLAY.get(self.host, self.host)})"
         if self.runtime is not None:
             return self.runtime.value + assumed
         names = {"vllm": "vLLM", "tgi": "TGI", "optimum-habana": "optimum-habana"}
         other = OTHER_DISPLAY.get(self.name, self.name) + " (not a vLLM runtime)" if self.name else ""
+        if self.name in _HOST_NAMES:
+            other = OTHER_DISPLAY[self.name] + " (the engine it hosts is not named)"
         what = names.get(self.framework, other or "another framework")
         return (f"{what} on {self.accelerator}" if self.accelerator else what) + assumed
+
+
+_HOST_NAMES = frozenset(host for host, _ in _HOSTS)
 
 
 class SourceSniffer:
@@ -193,6 +245,7 @@ class SourceSniffer:
         self.all_marked: dict[str, set[Runtime]] = {}
         self.multimodal = False
         self._text_model = False
+        self._host = ""
 
     def feed(self, text: str) -> None:
         self.lines += 1
@@ -209,9 +262,10 @@ class SourceSniffer:
                 if pattern.search(text):
                     self._framework = framework
                     if framework == "other" and (m := _OTHER_NAME.search(text)):
-                        name = m.group(0).lower()
-                        self._name = "llama.cpp" if name in _LLAMA_CPP else "sglang" if name in _SGLANG else name
+                        self._name = _other_key(m)
                     break
+        if not self._host:
+            self._host = next((host for host, pattern in _HOSTS if pattern.search(text)), "")
         if self._acc_rank != 0:
             for rank, (_, pattern) in enumerate(ACCELERATORS):
                 if self._acc_rank is not None and rank >= self._acc_rank:
@@ -237,6 +291,9 @@ class SourceSniffer:
         for text in failure_lines:
             self._sniff(text[:SOURCE_CHARS])
         framework: Framework = self._framework or "vllm"
+        name, host = self._name, self._host
+        if self._framework is None and host:  # the host is all the log names: not read as vLLM's
+            framework, name, host = "other", host, ""
         accelerator = None if self._acc_rank is None else ACCELERATORS[self._acc_rank][0]
         runtime, runtime_named = None, False
         if framework == "vllm" and accelerator in DEFAULT_RUNTIME:
@@ -250,9 +307,10 @@ class SourceSniffer:
             runtime,
             self.multimodal,
             other_processes_gib(failure_lines),
-            self._name,
-            named=self._framework is not None,
+            name,
+            named=self._framework is not None or framework == "other",
             runtime_named=runtime_named,
+            host=host,
         )
 
 

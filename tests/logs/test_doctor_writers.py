@@ -1,0 +1,157 @@
+"""The doctor names the writer of a log from runtimes the corpus has few or no logs of, reads their own phase lines
+and out-of-memory messages, and never gives vLLM's flags to another runtime (issue 34 item 10). Every line is
+composed after the runtime's source, cited beside it (not copied from a log):
+
+- TensorRT-LLM (NVIDIA/TensorRT-LLM @ 0004396720054fd8e205cbf616f21f0b57c6b412): the C++ logger's
+  ``[TensorRT-LLM][INFO]`` and KV line (cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp: "[MemUsageChange] Allocated
+  %0.2f GiB for max tokens in paged KV cache (%d)."), the Python logger's ``[TRT-LLM] [I]``, the PyTorch backend's
+  profiling line (tensorrt_llm/_torch/pyexecutor/_util.py: "Memory used after loading model weights (inside torch) in
+  memory usage profiling") and its server's "Engine loaded and ready to serve...".
+- LMDeploy (InternLM/lmdeploy): TurboMind's allocator error ``[TM][ERROR] CUDA runtime error: out of memory``
+  (src/turbomind/core/allocator.cc) and the ``- lmdeploy -`` logger.
+- MLC-LLM (mlc-ai/mlc-llm, cpp/serve/config.cc ``InferForKVCache``): "Insufficient GPU memory error: The available
+  single GPU memory is ... MB, which is less than the sum of model weight size ... and temporary buffer size".
+- ExLlamaV2 through TabbyAPI (theroyallab/tabbyAPI @ 004e837412346bc0046655a3de507e28e06190a9,
+  common/config_models.py: max_seq_len, cache_size, chunk_size).
+- DeepSpeed-MII (deepspeedai/DeepSpeed-MII): its package's frames (``mii/pipeline.py``).
+- Aphrodite (aphrodite-engine/aphrodite-engine @ 022aa6364aa2977e30d0a8ffb4abe3d9afe764dd,
+  aphrodite/engine/args_tools.py: --max-model-len; its engine keeps vLLM's KV refusal).
+- Triton Inference Server (``model_lifecycle.cc`` records) and Ray Serve (``ServeReplica`` actors), hosting vLLM or an
+  engine they do not name.
+- Ollama (ollama/ollama, llm/server.go): "model requires more system memory (X GiB) than is available (Y GiB)".
+- vLLM on XPU (``xpu_worker.py``, torch's "XPU out of memory").
+- llama.cpp's server (ggml-org/llama.cpp: src/llama-model.cpp ``load_tensors``, src/llama-kv-cache.cpp "KV buffer
+  size", src/llama-context.cpp ``graph_reserve`` "failed to allocate compute buffers", tools/server/server.cpp "server
+  is listening on").
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from vllm_hpu_mm.envs import load
+from vllm_hpu_mm.logs.doctor import diagnose
+
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+TRT_PY = "[01/02/2026-10:00:00] [TRT-LLM] [I] "
+#: vLLM's own flags and variables: never given to another runtime.
+VLLM_ONLY = re.compile(r"--gpu-memory-utilization|--max-num-seqs|--max-model-len|--max-num-batched-tokens"
+                       r"|--tensor-parallel-size|--compilation-config|--enforce-eager|\bVLLM_\w+")  # fmt: skip
+
+CASES = {
+    "tensorrt-llm kv cache": (
+        ["[TensorRT-LLM][INFO] Number of tokens per block: 64.",
+         "[TensorRT-LLM][INFO] [MemUsageChange] Allocated 20.25 GiB for max tokens in paged KV cache (110592).",
+         "[TensorRT-LLM][ERROR] CUDA runtime error in cudaMallocAsync(ptr, size, stream): out of memory"],
+        "TensorRT-LLM", "kv_cache", "free_gpu_memory_fraction",
+    ),
+    "tensorrt-llm profiling": (
+        [TRT_PY + "Memory used after loading model weights (inside torch) in memory usage profiling: 40.10 GiB", OOM],
+        "TensorRT-LLM", "startup", "free_gpu_memory_fraction",
+    ),
+    "tensorrt-llm serving": (
+        [TRT_PY + "Engine loaded and ready to serve...", OOM],
+        "TensorRT-LLM", "runtime", "max_num_tokens",
+    ),
+    "lmdeploy turbomind": (
+        ["2026-01-02 10:00:00,000 - lmdeploy - INFO - turbomind.py:200 - turbomind engine config ready",
+         "[TM][ERROR] CUDA runtime error: out of memory /opt/lmdeploy/src/turbomind/core/allocator.cc:49"],
+        "LMDeploy", "unknown", "--cache-max-entry-count",
+    ),
+    "mlc-llm refusal": (
+        ['  File "/opt/conda/lib/python3.11/site-packages/mlc_llm/serve/engine_base.py", line 590, in __init__',
+         "tvm.error.InternalError: Check failed: Insufficient GPU memory error: The available single GPU memory is "
+         "7000.000 MB, which is less than the sum of model weight size (13500.000 MB) and temporary buffer size "
+         "(800.000 MB)."],
+        "MLC-LLM", "kv_cache", "--prefill-chunk-size",
+    ),
+    "exllamav2 via tabbyapi": (
+        ["INFO:     Loading model /models/Mixtral-exl2 with the exllamav2 backend", OOM],
+        "ExLlamaV2", "unknown", "cache_size",
+    ),
+    "deepspeed-mii": (
+        ['  File "/usr/lib/python3.10/site-packages/mii/pipeline.py", line 30, in pipeline',
+         "    inference_engine = build_hf_engine(", OOM],
+        "DeepSpeed-MII", "unknown", "",
+    ),
+    "aphrodite kv refusal": (
+        ["INFO 01-02 10:00:00 aphrodite_engine.py:150] Initializing the Aphrodite Engine with config: model='m'",
+         "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+         "initializing the engine."],
+        "Aphrodite", "kv_cache", "raise --gpu-memory-utilization",
+    ),
+    "triton, engine not named": (
+        ["E0102 10:00:00.000000 1 model_lifecycle.cc:638] failed to load 'llm' version 1: Internal: "
+         "CUDA out of memory"],
+        "Triton Inference Server", "unknown", "",
+    ),
+    "ray serve, engine not named": (
+        ["(ServeReplica:default:Chat pid=7) ERROR 2026-01-02 10:00:00 replica.py:300 - " + OOM],
+        "Ray Serve", "unknown", "",
+    ),
+    "ollama host refusal": (
+        ['time=2026-01-02T10:00:01.000Z level=WARN source=sched.go:600 msg="model request too large for system" '
+         'error="model requires more system memory (44.0 GiB) than is available (7.6 GiB)"'],
+        "Ollama", "startup", "host ran out of memory",
+    ),
+    "llama.cpp server, compute buffers": (
+        ["load_tensors: offloaded 33/33 layers to GPU",
+         "llama_kv_cache: CUDA0 KV buffer size =  4096.00 MiB",
+         "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000.00 MiB on device 0: cudaMalloc failed: out of "
+         "memory",
+         "graph_reserve: failed to allocate compute buffers"],
+        "llama.cpp", "graph_capture", "--ubatch-size",
+    ),
+    "llama.cpp server, serving": (
+        ["load_tensors: offloaded 33/33 layers to GPU",
+         "main: server is listening on http://127.0.0.1:8080 - starting the main loop",
+         "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 900.00 MiB on device 0: cudaMalloc failed: out of "
+         "memory"],
+        "llama.cpp", "runtime", "--ctx-size",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_another_runtime_is_named_read_and_never_given_vllms_flags(case: str) -> None:
+    lines, writer, stage, advice = CASES[case]
+    d = diagnose(lines, load({}))
+    assert d.source.describe.startswith(writer)
+    assert d.source.framework == "other"
+    assert d.stage == stage
+    text = "\n".join(d.recommendations)
+    assert advice in text
+    if writer != "Aphrodite":  # Aphrodite's own flags share vLLM's names
+        assert not VLLM_ONLY.search(text), text
+
+
+@pytest.mark.parametrize(
+    ("host", "marker", "where"),
+    [
+        ("Triton Inference Server", "I0102 10:00:00.000000 1 model_lifecycle.cc:469] loading: vllm_model:1",
+         "model.json"),
+        ("Ray Serve", "(ServeReplica:default:VLLMDeployment pid=9) INFO replica.py:100 - started", "engine_kwargs"),
+    ],
+)  # fmt: skip
+def test_a_hosted_vllm_is_read_as_vllm_and_told_where_its_arguments_go(host: str, marker: str, where: str) -> None:
+    lines = [marker, "INFO 01-02 10:00:05 vllm model_runner.py:1008] Loading model weights took 14.99 GB", OOM]
+    d = diagnose(lines, load({}))
+    assert d.source.framework == "vllm"
+    assert f"(under {host})" in d.source.describe
+    assert d.stage == "startup"
+    assert where in d.recommendations[-1]
+
+
+def test_vllm_on_xpu_is_vllm_on_xpu() -> None:
+    lines = ["INFO 01-02 10:00:00 vllm xpu_worker.py:100] Loading model weights took 14.99 GB",
+             "torch.OutOfMemoryError: XPU out of memory. Tried to allocate 1.00 GiB."]  # fmt: skip
+    d = diagnose(lines, load({}))
+    assert (d.source.framework, d.source.accelerator, d.stage) == ("vllm", "xpu", "startup")
+
+
+def test_a_vllm_deployment_name_is_not_lmdeploy() -> None:
+    # "VLLMDeployment" holds the letters of "lmdeploy": only the word names LMDeploy
+    d = diagnose(["(ServeReplica:default:VLLMDeployment pid=9) INFO started", OOM], load({}))
+    assert d.source.name != "lmdeploy"
