@@ -55,6 +55,7 @@ from tests.support.logs import (
     HELDOUT_LOGS,
     HELDOUT_ROUND4_LOGS,
     HELDOUT_ROUND5_LOGS,
+    HELDOUT_ROUND6_LOGS,
     RUNTIME_DEV_LOGS,
     RUNTIME_HELDOUT_LOGS,
     body_lines,
@@ -180,7 +181,7 @@ def advice_rows(paths: list[Path], rules: Rules) -> list[dict[str, Any]]:
 
 #: The later held-out rounds (issue 34), each collected and labelled by someone acting as the next round and committed
 #: before the doctor of its day ran on it; scored only.
-ROUNDS = {"round4": HELDOUT_ROUND4_LOGS, "round5": HELDOUT_ROUND5_LOGS}
+ROUNDS = {"round4": HELDOUT_ROUND4_LOGS, "round5": HELDOUT_ROUND5_LOGS, "round6": HELDOUT_ROUND6_LOGS}
 
 
 def round_rows(paths: list[Path], rules: Rules) -> list[dict[str, Any]]:

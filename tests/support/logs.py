@@ -24,9 +24,13 @@ HELDOUT_ROUND4_LOGS = sorted((LOGS / "heldout_round4").glob("*.log"))
 #: Round 5 (issue 34): public logs of vLLM V1 (CUDA, ROCm, TPU, CPU), TGI, TGI-Gaudi, SGLang, llama.cpp and Ollama,
 #: labelled with stage and writer and committed before the doctor ran on them; scored only.
 HELDOUT_ROUND5_LOGS = sorted((LOGS / "heldout_round5").glob("*.log"))
+#: Round 6 (issue 34): public logs of vLLM (CUDA, CPU, Ascend NPU), the Gaudi fork, TGI-Gaudi, optimum-habana,
+#: SGLang, TensorRT-LLM, llama.cpp, Ollama and ms-swift, labelled from their threads and committed before the doctor
+#: ran on them; scored only.
+HELDOUT_ROUND6_LOGS = sorted((LOGS / "heldout_round6").glob("*.log"))
 #: Every held-out round, by name, in the order they were collected.
 HELDOUT_ROUNDS = {"heldout": HELDOUT_LOGS, "runtime_heldout": RUNTIME_HELDOUT_LOGS, "round4": HELDOUT_ROUND4_LOGS,
-                  "round5": HELDOUT_ROUND5_LOGS}  # fmt: skip
+                  "round5": HELDOUT_ROUND5_LOGS, "round6": HELDOUT_ROUND6_LOGS}  # fmt: skip
 #: The doctor's target share of right stages, on any set of real logs.
 TARGET_ACCURACY = 0.92
 
