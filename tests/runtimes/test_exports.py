@@ -186,6 +186,31 @@ def test_vllm_cuda_capture_sizes_follow_the_flags_vllm_derives_them_from() -> No
     assert {3, 6, 12, 24} <= {b.batch for b in spec.text_graphs.decode_kept}
 
 
+@pytest.mark.vllm
+def test_vllm_cuda_capture_sizes_are_the_ones_vllms_own_config_sets() -> None:
+    """Our port of the capture-size rule against vLLM's own ``VllmConfig._set_cudagraph_sizes`` (the installed
+    vLLM, run on the attributes it reads) over the flags it reads: batch limits on both sides of every stride and
+    ceiling, speculative tokens and the performance modes (dynamic speculative schedules are not modelled)."""
+    import itertools
+    import types
+
+    from vllm.config import CompilationConfig, VllmConfig
+
+    grid = itertools.product([1, 3, 8, 100, 255, 256, 300, 1024], [1, 7, 500, 2048, 16384], [0, 1, 5],
+                             ["balanced", "interactivity", "throughput"])  # fmt: skip
+    for seqs, tokens, spec, mode in grid:
+        config = CompilationConfig()
+        speculative = types.SimpleNamespace(uses_dynamic_speculative_decoding=lambda: False) if spec else None
+        vllm = types.SimpleNamespace(model_config=types.SimpleNamespace(enforce_eager=False),
+                                     compilation_config=config, speculative_config=speculative,
+                                     scheduler_config=types.SimpleNamespace(max_num_seqs=seqs,
+                                                                            max_num_batched_tokens=tokens),
+                                     performance_mode=mode, uniform_decode_query_len=1 + spec)  # fmt: skip
+        VllmConfig._set_cudagraph_sizes(vllm)  # type: ignore[arg-type]
+        ours = capture_sizes(seqs, tokens, speculative_tokens=spec, performance_mode=mode)
+        assert ours == config.cudagraph_capture_sizes, (seqs, tokens, spec, mode)
+
+
 def test_cpu_gets_the_kv_size_and_no_graph_knobs() -> None:
     p = make_plan("vllm-cpu", "cpu", total_memory_gib=64.0, max_num_seqs=4)
     e = exports_for(p, ExportContext(ServerFlags()))
