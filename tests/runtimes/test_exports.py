@@ -206,7 +206,7 @@ def test_vllm_cuda_capture_sizes_are_the_ones_vllms_own_config_sets() -> None:
                                      scheduler_config=types.SimpleNamespace(max_num_seqs=seqs,
                                                                             max_num_batched_tokens=tokens),
                                      performance_mode=mode, uniform_decode_query_len=1 + spec)  # fmt: skip
-        VllmConfig._set_cudagraph_sizes(vllm)  # type: ignore[arg-type]
+        VllmConfig._set_cudagraph_sizes(vllm)  # type: ignore[arg-type,no-untyped-call]
         ours = capture_sizes(seqs, tokens, speculative_tokens=spec, performance_mode=mode)
         assert ours == config.cudagraph_capture_sizes, (seqs, tokens, spec, mode)
 

@@ -28,6 +28,7 @@ from vllm_hpu_mm.replay.schedules import DEFAULT_REQUESTS
 from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import ExportContext, Exports
 from vllm_hpu_mm.runtimes.exports import exports_for, flags_from_environment
+from vllm_hpu_mm.traffic.requests import Traffic
 
 __all__ = ["DEFAULT_MODEL", "SERVER_MODULE", "Launch", "Planned", "on_default_device", "one_block_count",
            "plan_and_choose", "plan_inputs", "prepare", "server_command"]  # fmt: skip
@@ -99,14 +100,30 @@ def plan_inputs(sizing: SizingArgs, settings: Settings,
     return checked_by_runtime(fit_max_model_len(inputs), sizing.flag), costs
 
 
+def _without_images(traffic: Traffic, flag: str) -> Traffic:
+    """The requests a server that refuses every image serves: the text-only ones (ConfigError when none is)."""
+    counts = {r: n for r, n in traffic.counts.items() if r.image is None}
+    if not counts:
+        raise ConfigError(f"every request of {traffic.source} carries an image, and {flag} sets image to 0: vLLM "
+                          "refuses them all; accepted: an image count >= 1, or text-only requests")  # fmt: skip
+    left = sum(traffic.counts.values()) - sum(counts.values())
+    return dataclasses.replace(traffic, counts=counts, source=f"{traffic.source} ({left} requests with an image "
+                               f"left out: {flag} sets image to 0)")  # fmt: skip
+
+
 def plan_and_choose(sizing: SizingArgs, settings: Settings, runtime_env: dict[str, str],
-                    requests: int = DEFAULT_REQUESTS, *, text: bool = True) -> Planned:  # fmt: skip
+                    requests: int = DEFAULT_REQUESTS, *, text: bool = True,
+                    images_refused: bool = False) -> Planned:  # fmt: skip
     """Measured costs from the profile, then the plan with its vision buckets chosen over the traffic's images and
     its text buckets planned from the traffic (``sizing.sizes``: a traffic file or folder; None: the embedded
     default; either way only the requests the server serves; ``text=False``: the runtime's own text buckets, no
-    budget search). Errors name the flags as the user spelled them."""
+    budget search). ``images_refused``: ``--limit-mm-per-prompt`` sets image to 0, so no image bucket is planned
+    and the requests with an image are left out. Errors name the flags as the user spelled them."""
     inputs, costs = plan_inputs(sizing, settings, runtime_env)
     traffic = read_traffic(sizing.sizes, flag=sizing.flag("sizes"), settings=settings)
+    if images_refused:
+        inputs = dataclasses.replace(inputs, images_refused=True, vision_bucketed=False)
+        traffic = _without_images(traffic, "--limit-mm-per-prompt")
     # traffic without images (text only) leaves the vision buckets to the embedded sizes
     sample = images_of(traffic) if sizing.sizes is not None and traffic.images() else None
     result, choice = choose(inputs, sample, max_buckets=sizing.max_buckets, mode=settings.align_mode,
@@ -136,15 +153,15 @@ def prepare(
     as ``--model``; ``output_dir``: where the runtime's files (vllm-gaudi's bucket file) will be written; ``notes``
     and ``last_notes``: how the server arguments were read, before and after the exporter's own notes;
     ``long_prefill_token_threshold``: the server's, checked against the max_model_len the plan resolved."""
-    planned = plan_and_choose(sizing, settings, runtime_env)
-    result, choice = planned.plan, planned.buckets
-    check_long_prefill(long_prefill_token_threshold, result.inputs.max_model_len, sizing.flag("max_model_len"))
     flags = flags_from_environment(
         settings,
         limit_mm_per_prompt=limit_mm_per_prompt,
         compilation_config=compilation_config,
         kv_cache_memory_bytes_given=sizing.kv_cache_memory_bytes is not None,
     )
+    planned = plan_and_choose(sizing, settings, runtime_env, images_refused=flags.refuses_images)
+    result, choice = planned.plan, planned.buckets
+    check_long_prefill(long_prefill_token_threshold, result.inputs.max_model_len, sizing.flag("max_model_len"))
     images = (choice.sizes if choice is not None else read_sizes(None, flag=sizing.flag("sizes"))).counts
     context = ExportContext(flags, images, settings.align_mode, str(output_dir))
     exports = exports_for(result, context)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol
 
@@ -311,6 +312,17 @@ class ServerFlags:
     skip_warmup: bool = False
     #: The user's VLLM_FP32_SOFTMAX as parsed by our environment registry, None when unset.
     fp32_softmax: bool | None = None
+
+    @property
+    def refuses_images(self) -> bool:
+        """Whether ``--limit-mm-per-prompt`` gives image a count of 0 (``{"image": 0}`` or ``{"image": {"count":
+        0}}``): vLLM then refuses every request with an image (vllm/multimodal/processing/context.py @ 0.32)."""
+        try:
+            value = json.loads(self.limit_mm_per_prompt or "{}")
+        except ValueError:
+            return False
+        image = value.get("image") if isinstance(value, dict) else None
+        return (image.get("count") if isinstance(image, Mapping) else image) == 0
 
 
 @dataclasses.dataclass(frozen=True)
