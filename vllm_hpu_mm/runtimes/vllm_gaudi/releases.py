@@ -524,5 +524,5 @@ def release_for(version: str | None) -> Release:
 
 #: The first version no vllm-gaudi release can have (they follow vLLM's 0.x).
 _BEYOND_MAIN = parse_version("1.0.0.dev0")
-_ASK_ITS_OWN = "on a host that runs it, --plan-runtime auto asks its own code"
+_ASK_ITS_OWN = "on a host that runs it, auto (--runtime, or --plan-runtime under serve) asks its own code"
 _ACCEPTED = "accepted: 0.11.2 (and its post-releases), 0.13.0 or a later 0.x, or main"
