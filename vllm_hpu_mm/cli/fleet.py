@@ -39,10 +39,10 @@ from typing import Any
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.buckets_replay import request_rate
-from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, print_json
+from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, path_value, print_json
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.fleet import MAX_CARDS, MAX_CARDS_PER_NODE, Fleet, FleetArgs, plan_fleet
-from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, number, positive_int
+from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, nonempty, number, positive_int
 from vllm_hpu_mm.plan.fleet import (
     MAX_PERIODS,
     MAX_PROBE_REQUESTS,
@@ -206,6 +206,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     p.add_argument(
         "--from-metrics",
+        type=path_value,
         metavar="URL|FILE",
         help="traffic from a running server's /metrics (or a saved exposition), added to --sizes",
     )
@@ -216,18 +217,27 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="N",
         help=f"requests sampled per probe rate and seed (default {PROBE_REQUESTS}; 2 seeds)",
     )
-    p.add_argument("--out", metavar="DIR", help="write the deployments there (see above)")
+    p.add_argument("--out", type=path_value, metavar="DIR", help="write the deployments there (see above)")
     p.add_argument(
         "--replica-dir",
+        type=path_value,
         default="/etc/vllm-hpu-mm",
         metavar="DIR",
         help="where each replica finds its files (default /etc/vllm-hpu-mm)",
     )
-    p.add_argument("--name", default="vllm", help="the Kubernetes objects' name (default vllm)")
-    p.add_argument("--image", default="vllm-gaudi:latest", help="the container image (default vllm-gaudi:latest)")
+    p.add_argument(
+        "--name", default="vllm", type=nonempty("a Kubernetes name"), help="the Kubernetes objects' name (default vllm)"
+    )
+    p.add_argument(
+        "--image",
+        default="vllm-gaudi:latest",
+        type=nonempty("a container image"),
+        help="the container image (default vllm-gaudi:latest)",
+    )
     p.add_argument(
         "--head-address",
         default="HEAD_NODE_IP",
+        type=nonempty("a host name or IP address"),
         metavar="ADDR",
         help="the data-parallel head node's address (default: the placeholder HEAD_NODE_IP)",
     )

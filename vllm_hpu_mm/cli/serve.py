@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, print_json
+from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, path_value, print_json
 from vllm_hpu_mm.cli.serve_args import (
     ServerArgs,
     check_with_vllm,
@@ -54,7 +54,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="with --dry-run, also validate the server arguments with vLLM's own parser (needs vLLM)",
     )
     add_options(p, PLAN_OPTIONS, prefix=PREFIX)
-    p.add_argument("--plan-output-dir", default=None,
+    p.add_argument("--plan-output-dir", default=None, type=path_value,
                    help="where files for the runtime (vllm-gaudi's bucket file) are written "
                         "(default: VLLM_HPU_MM_CACHE_DIR)")  # fmt: skip
     p.set_defaults(func=run, accepts_extra=True)
