@@ -100,3 +100,5 @@ def test_a_page_that_cannot_be_read_is_named_by_the_flag_typed_with_its_bytes_es
         server_times(str(binary))
     assert "\x00" not in str(err.value)
     assert "\x1b" not in str(err.value)
+    with pytest.raises(ConfigError, match=r"^--metrics ftp://host/metrics: a ftp:// URL is not read; expected"):
+        server_times("ftp://host/metrics")  # it was read as a file path: "No such file or directory"

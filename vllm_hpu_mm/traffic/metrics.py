@@ -128,7 +128,10 @@ def read_exposition(source: str, *, timeout_s: float = TIMEOUT_S, deadline_s: fl
 
     A URL is fetched within ``deadline_s`` in all and ``max_bytes``; a file is read up to ``max_bytes`` (a device or
     a file growing as it is read included)."""
-    if source.startswith(("http://", "https://")):
+    scheme = source.split("://", 1)[0] if "://" in source else ""
+    if scheme and scheme.lower() not in ("http", "https"):
+        raise ConfigError(f"{flag} {_clip(source)}: a {_clip(scheme)}:// URL is not read; {_ACCEPTED}")
+    if source.lower().startswith(("http://", "https://")):
         body = _fetch(source, timeout_s=timeout_s, deadline_s=deadline_s, max_bytes=max_bytes, flag=flag)
     else:
         try:
