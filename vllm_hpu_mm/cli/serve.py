@@ -33,7 +33,7 @@ from vllm_hpu_mm.cli.serve_args import (
 )
 from vllm_hpu_mm.cli.vllm_argv import vllm_032_table
 from vllm_hpu_mm.errors import ConfigError, ModelConfigUnavailable
-from vllm_hpu_mm.jobs.serve import DEFAULT_MODEL, on_default_device, prepare, server_command
+from vllm_hpu_mm.jobs.serve import DEFAULT_MODEL, Launch, on_default_device, prepare, server_command
 from vllm_hpu_mm.models.lookup import plan_skipped_warning
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, SizingArgs, add_options
 
@@ -94,6 +94,16 @@ def _launch_unplanned(args: argparse.Namespace, argv: list[str], warning: str) -
     os.execvpe(argv[0], argv, envs.process_environ())  # pragma: no cover - replaces this process
 
 
+def say_refused(launch: Launch, severity: str) -> int:
+    """The requests of the traffic the engine refuses, said on stderr in one line (the count buckets replay gives)."""
+    refused = launch.planned.text.refused if launch.planned.text is not None else 0
+    if refused:
+        print(f"vllm-hpu-mm: {severity}: {refused} requests of the traffic are ones the engine refuses (see the text "
+              "buckets' lines); fix: a larger --max-model-len or KV cache, or traffic the server accepts",
+              file=sys.stderr)  # fmt: skip
+    return refused
+
+
 def run(args: argparse.Namespace) -> int:
     extra: list[str] = list(args.extra)
     settings = envs.load()
@@ -142,11 +152,7 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     # requests of the traffic the engine refuses, counted as buckets replay counts them: a negative finding of the
     # dry run (as buckets replay's exit 1); a launch still starts, the server refusing them one by one
-    refused = launch.planned.text.refused if launch.planned.text is not None else 0
-    if refused:
-        print(f"vllm-hpu-mm: {'error' if args.dry_run else 'warning'}: {refused} requests of the traffic are ones the "
-              "engine refuses (see the text buckets' lines); fix: a larger --max-model-len or KV cache, or traffic "
-              "the server accepts", file=sys.stderr)  # fmt: skip
+    refused = say_refused(launch, "error" if args.dry_run else "warning")
     if args.dry_run:
         return int(ExitCode.NEGATIVE if refused else ExitCode.OK)
     for path, text in launch.files.items():
