@@ -59,7 +59,9 @@ def test_a_list_that_does_not_fit_is_replanned_with_the_pool_and_the_figures_say
 
 
 def test_the_given_budget_bounds_the_planned_text_buckets(tmp_path: Path) -> None:
-    text = launch(SMALL, tmp_path).report["plan"]["text_bucket_plan"]
+    out = launch(SMALL, tmp_path)
+    assert not [n for n in out.notes if "is not used" in n]  # the budget was taken
+    text = out.report["plan"]["text_bucket_plan"]
     assert text["budget"] == 40
     assert text["after"]["graphs_warmed"]["total"] <= 40 < text["before"]["graphs_warmed"]["total"]
 
@@ -204,3 +206,12 @@ def test_a_limit_that_refuses_images_plans_no_vision_graph_and_leaves_image_requ
     assert out.planned.text is not None
     assert "with an image left out" in out.planned.text.traffic
     assert out.exports.enforcement["prefill_vision_graphs"].honoured
+
+
+def test_a_budget_nothing_can_take_is_said_not_dropped(tmp_path: Path) -> None:
+    """--text-graph-budget under vllm-fork (no bucket file) or --enforce-eager (no text graph) was ignored without a
+    word (issue #34 item 5)."""
+    fork = launch(dataclasses.replace(SMALL, runtime="vllm-fork"), tmp_path)
+    assert any(n.startswith("--text-graph-budget 40 is not used: vllm-fork takes no planned") for n in fork.notes)
+    eager = launch(dataclasses.replace(SMALL, enforce_eager=True), tmp_path)
+    assert "--text-graph-budget 40 is not used: --enforce-eager warms no text graph" in eager.notes

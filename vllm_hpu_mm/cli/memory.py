@@ -50,5 +50,7 @@ def run(args: argparse.Namespace) -> int:
         print(launch.table)
         print("\n".join(f"costs: {note}" for note in launch.report["costs"]["notes"]))
     sys.stdout.flush()
+    for note in launch.planned.notes:
+        print(f"vllm-hpu-mm: warning: {note}", file=sys.stderr)
     say_refused(launch, "warning")
     return int(ExitCode.OK if launch.plan.fits else ExitCode.NEGATIVE)

@@ -44,6 +44,8 @@ class Planned:
     buckets: BucketChoice | None
     text: TextChoice | None
     costs: dict[str, Any]
+    #: What the user should know about how their planning options were used (a budget nothing could take).
+    notes: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,7 +135,14 @@ def plan_and_choose(sizing: SizingArgs, settings: Settings, runtime_env: dict[st
         result, chosen_text = choose_text(result, traffic, settings, budget=sizing.text_graph_budget,
                                           concurrency=sizing.concurrency, requests=requests,
                                           budget_flag=sizing.flag("text_graph_budget"))  # fmt: skip
-    return Planned(result, choice, chosen_text, costs)
+    notes: tuple[str, ...] = ()
+    if sizing.text_graph_budget is not None and result.fits and text and not (chosen_text and chosen_text.replaced):
+        i = result.inputs
+        why = ("--enforce-eager warms no text graph" if i.enforce_eager or i.pool_mode.value == "none" else
+               chosen_text.reason if chosen_text is not None else
+               f"{i.runtime.name.value} takes no planned text buckets (no bucket file to hand them over)")  # fmt: skip
+        notes = (f"{sizing.flag('text_graph_budget')} {sizing.text_graph_budget} is not used: {why}",)
+    return Planned(result, choice, chosen_text, costs, notes)
 
 
 def prepare(
@@ -168,7 +177,7 @@ def prepare(
     sources = provenance(sizing, result.inputs)
     files = {str(output_dir / name): text for name, text in exports.files.items()}
     argv = server_command(server_args, *exports.args)
-    all_notes = (*notes, *exports.notes, *last_notes)
+    all_notes = (*notes, *planned.notes, *exports.notes, *last_notes)
     report: dict[str, Any] = {"plan": render.to_dict(result, exports, choice, sources, planned.text),
                               "costs": planned.costs}  # fmt: skip
     if result.fits:  # what would start: the command and everything handed to it
