@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 from collections.abc import Callable
 from pathlib import Path
@@ -127,6 +128,20 @@ def _headroom(raw: str) -> float:
     if not 0 <= value <= 10:
         raise argparse.ArgumentTypeError(f"{raw!r} is out of range; accepted: 0 to 10 (0.2 = 20% spare)")
     return value
+
+
+#: A Service's name (Kubernetes' DNS-1035 label: the tightest rule among the objects named after --name).
+_DNS_1035 = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def _kubernetes_name(raw: str) -> str:
+    """--name: the Deployment's or LeaderWorkerSet's and the Service's name, which Kubernetes refuses unless it is a
+    DNS-1035 label (``kubectl apply`` would fail on the manifests written)."""
+    if not _DNS_1035.fullmatch(raw):
+        raise argparse.ArgumentTypeError(f"{raw[:80]!r} is not a name Kubernetes takes for a Service; accepted: at "
+                                         "most 63 lower-case letters, digits and '-', starting with a letter and "
+                                         "ending with a letter or digit (DNS-1035), e.g. vllm-qwen")  # fmt: skip
+    return raw
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -225,9 +240,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="DIR",
         help="where each replica finds its files (default /etc/vllm-hpu-mm)",
     )
-    p.add_argument(
-        "--name", default="vllm", type=nonempty("a Kubernetes name"), help="the Kubernetes objects' name (default vllm)"
-    )
+    p.add_argument("--name", default="vllm", type=_kubernetes_name, help="the Kubernetes objects' name (default vllm)")
     p.add_argument(
         "--image",
         default="vllm-gaudi:latest",
