@@ -196,7 +196,7 @@ def test_vllm_cuda_capture_sizes_are_the_ones_vllms_own_config_sets() -> None:
 
     from vllm.config import CompilationConfig, VllmConfig
 
-    grid = itertools.product([1, 3, 8, 100, 255, 256, 300, 1024], [1, 7, 500, 2048, 16384], [0, 1, 5],
+    grid = itertools.product([1, 8, 255, 300, 1024], [7, 500, 16384], [0, 2],
                              ["balanced", "interactivity", "throughput"])  # fmt: skip
     for seqs, tokens, spec, mode in grid:
         config = CompilationConfig()
