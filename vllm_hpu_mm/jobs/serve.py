@@ -114,14 +114,17 @@ def _without_images(traffic: Traffic, flag: str) -> Traffic:
 
 
 def plan_and_choose(sizing: SizingArgs, settings: Settings, runtime_env: dict[str, str],
-                    requests: int = DEFAULT_REQUESTS, *, text: bool = True,
-                    images_refused: bool = False) -> Planned:  # fmt: skip
+                    requests: int = DEFAULT_REQUESTS, *, text: bool = True, images_refused: bool = False,
+                    compilation_config: Mapping[str, Any] | None = None) -> Planned:  # fmt: skip
     """Measured costs from the profile, then the plan with its vision buckets chosen over the traffic's images and
     its text buckets planned from the traffic (``sizing.sizes``: a traffic file or folder; None: the embedded
     default; either way only the requests the server serves; ``text=False``: the runtime's own text buckets, no
     budget search). ``images_refused``: ``--limit-mm-per-prompt`` sets image to 0, so no image bucket is planned
-    and the requests with an image are left out. Errors name the flags as the user spelled them."""
+    and the requests with an image are left out; ``compilation_config``: the user's, whose capture sizes a runtime
+    that reads them (vLLM CUDA) takes. Errors name the flags as the user spelled them."""
     inputs, costs = plan_inputs(sizing, settings, runtime_env)
+    if compilation_config:
+        inputs = dataclasses.replace(inputs, runtime=inputs.runtime.with_compilation_config(compilation_config))
     traffic = read_traffic(sizing.sizes, flag=sizing.flag("sizes"), settings=settings)
     if images_refused:
         inputs = dataclasses.replace(inputs, images_refused=True, vision_bucketed=False)
@@ -168,7 +171,8 @@ def prepare(
         compilation_config=compilation_config,
         kv_cache_memory_bytes_given=sizing.kv_cache_memory_bytes is not None,
     )
-    planned = plan_and_choose(sizing, settings, runtime_env, images_refused=flags.refuses_images)
+    planned = plan_and_choose(sizing, settings, runtime_env, images_refused=flags.refuses_images,
+                              compilation_config=compilation_config)  # fmt: skip
     result, choice = planned.plan, planned.buckets
     check_long_prefill(long_prefill_token_threshold, result.inputs.max_model_len, sizing.flag("max_model_len"))
     images = (choice.sizes if choice is not None else read_sizes(None, flag=sizing.flag("sizes"))).counts

@@ -259,6 +259,11 @@ class RuntimeModel(Protocol):
         """The runtime's own arithmetic from what it finds on the card to its KV cache."""
         ...
 
+    def with_compilation_config(self, config: Mapping[str, object]) -> RuntimeModel:
+        """The runtime as the user's ``--compilation-config`` sets its graphs (itself where the runtime reads none of
+        it)."""
+        ...
+
     def batch_defaults(self, device: DeviceFacts) -> BatchLimits:
         """The runtime's default ``max_num_seqs`` / ``max_num_batched_tokens`` on ``device``."""
         ...
@@ -280,6 +285,10 @@ class NoBucketList:
     def with_text_buckets(self, prompt: tuple[Bucket, ...], decode: tuple[Bucket, ...]) -> None:
         """Its text graphs are not given as a bucket list."""
         return None
+
+    def with_compilation_config(self, config: Mapping[str, object]) -> Any:
+        """Reads none of it (vLLM CUDA overrides this)."""
+        return self
 
 
 PartName = Literal["kv_cache", "decode_graphs", "prefill_text_graphs", "prefill_vision_graphs"]

@@ -33,8 +33,12 @@ def exports(d: Draft, context: ExportContext) -> Exports:
     if d.flags.compilation_config is not None:
         d.notes.append(f"CUDA: you pass your own compilation config; merge these fields into it: {json.dumps(config)}")
         unmerged = "your --compilation-config is used as it is"
-        return d.finish({"kv_cache": kv, "decode_graphs": Part(capture, False, unmerged),
-                         "prefill_text_graphs": Part(capture, False, unmerged),
+        # the plan sized the graphs the user's capture sizes (or cudagraph_mode NONE) ask for: vLLM captures those
+        yours = any(k in d.flags.compilation_config for k in ("cudagraph_capture_sizes", "max_cudagraph_capture_size",
+                                                              "cudagraph_mode"))  # fmt: skip
+        planned = "planned as your --compilation-config sets them" if yours else unmerged
+        return d.finish({"kv_cache": kv, "decode_graphs": Part(capture, yours, planned),
+                         "prefill_text_graphs": Part(capture, yours, planned),
                          "prefill_vision_graphs": Part(budgets, not vision, unmerged)})  # fmt: skip
     d.args += ["--compilation-config", json.dumps(config, sort_keys=True)]
     d.notes.append("CUDA: vision buckets as vLLM encoder CUDA graphs, decode graphs that fit as capture sizes")
