@@ -579,7 +579,7 @@ def test_the_top_level_capture_flags_are_read_into_the_compilation_config_as_vll
     table = vllm_032_table()
     server = parse_server_args(["--cudagraph-capture-sizes", "1", "2", "4", "--max-cudagraph-capture-size", "4"], table)
     assert server.compilation_config == {"cudagraph_capture_sizes": [1, 2, 4], "max_cudagraph_capture_size": 4}
-    with pytest.raises(ConfigError, match="^--cudagraph-capture-sizes and --compilation-config's cudagraph_capture_"):
-        parse_server_args(["--cudagraph-capture-sizes", "1", "--compilation-config", '{"cudagraph_capture_sizes": [8]}'],
-                          table)  # fmt: skip
+    both = ["--cudagraph-capture-sizes", "1", "--compilation-config", '{"cudagraph_capture_sizes": [8]}']
+    with pytest.raises(ConfigError, match=r"^--cudagraph-capture-sizes and --compilation-config's cudagraph_capture_"):
+        parse_server_args(both, table)
     assert parse_server_args(["--max-num-seqs", "8"], table).compilation_config is None
