@@ -208,10 +208,12 @@ def test_a_limit_that_refuses_images_plans_no_vision_graph_and_leaves_image_requ
     assert out.exports.enforcement["prefill_vision_graphs"].honoured
 
 
-def test_a_budget_nothing_can_take_is_said_not_dropped(tmp_path: Path) -> None:
+def test_an_option_the_plan_cannot_use_as_given_is_said_not_dropped(tmp_path: Path) -> None:
     """--text-graph-budget under vllm-fork (no bucket file) or --enforce-eager (no text graph) was ignored without a
     word (issue #34 item 5)."""
     fork = launch(dataclasses.replace(SMALL, runtime="vllm-fork"), tmp_path)
     assert any(n.startswith("--text-graph-budget 40 is not used: vllm-fork takes no planned") for n in fork.notes)
     eager = launch(dataclasses.replace(SMALL, enforce_eager=True), tmp_path)
     assert "--text-graph-budget 40 is not used: --enforce-eager warms no text graph" in eager.notes
+    queued = launch(dataclasses.replace(SMALL, runtime="vllm-fork", concurrency=1000), tmp_path)
+    assert "--concurrency 1000 is above max_num_seqs 8: at most 8 run at once, the rest queue" in queued.notes

@@ -145,6 +145,10 @@ def plan_and_choose(sizing: SizingArgs, settings: Settings, runtime_env: dict[st
                chosen_text.reason if chosen_text is not None else
                f"{i.runtime.name.value} takes no planned text buckets (no bucket file to hand them over)")  # fmt: skip
         notes = (f"{sizing.flag('text_graph_budget')} {sizing.text_graph_budget} is not used: {why}",)
+    seqs = result.inputs.max_num_seqs
+    if sizing.concurrency is not None and sizing.concurrency > seqs:
+        notes += (f"{sizing.flag('concurrency')} {sizing.concurrency} is above max_num_seqs {seqs}: at most {seqs} "
+                  "run at once, the rest queue",)  # fmt: skip
     return Planned(result, choice, chosen_text, costs, notes)
 
 
