@@ -43,6 +43,10 @@ def fleet(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str
          "nor a readable CSV file"),
         (["--load-profile", "600:2", "--request-rate", "2", "--ttft-p99", "1000", "--tpot-p99", "50"],
          "not allowed with argument"),
+        (["--request-rate", "2", "--ttft-p99", "1000", "--tpot-p99", "50", "--name", "-1"],
+         "'-1' is not a name Kubernetes takes for a Service"),  # the manifests kubectl would refuse were written
+        (["--request-rate", "2", "--ttft-p99", "1000", "--tpot-p99", "50", "--name", "Qwen_7B"],
+         "'Qwen_7B' is not a name Kubernetes takes"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str], said: str) -> None:

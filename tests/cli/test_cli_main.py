@@ -230,3 +230,30 @@ def test_clipped_lines_are_bounded_and_short_ones_unchanged(text: str) -> None:
     assert len(out) <= ECHO_LINE_CHARS + 60
     if len(text) <= ECHO_LINE_CHARS and all(len(w) <= ECHO_WORD_CHARS for w in text.split(" ")):
         assert out == text
+
+
+#: Our own text options that are validated where their value is read (a list's grammar, a pool mode): "" refused there.
+_CHECKED_WHEN_READ = {"--buckets", "--plan-buckets", "--vision-pool", "--plan-vision-pool"}
+
+
+def test_no_own_option_reads_an_empty_value_as_not_given(capsys: pytest.CaptureFixture[str]) -> None:
+    """A path or name typed empty (a shell variable left unset) is refused in one line: --plot '' drew nothing and
+    said nothing, --plan-output-dir '' wrote into the current folder. vLLM's own flags keep vLLM's reading."""
+    from vllm_hpu_mm.plan.args import VLLM_FLAGS
+
+    vllm = {f"--{o.name}" for o in VLLM_FLAGS} | {a for o in VLLM_FLAGS for a in o.aliases}
+    plain = (argparse._StoreAction, argparse._ExtendAction, argparse._AppendAction)
+    for name, sub in _subcommands(build_parser()).items():
+        nested = [a for a in sub._actions if isinstance(a, argparse._SubParsersAction)]
+        parsers = {f"{name} {n}": p for a in nested for n, p in a.choices.items()} if nested else {name: sub}
+        for command, parser in parsers.items():
+            for action in parser._actions:
+                flags = set(action.option_strings)
+                if not flags or flags & (vllm | _CHECKED_WHEN_READ) or type(action) not in plain or action.choices:
+                    continue
+                assert action.type is not None, (command, action.option_strings)
+                with pytest.raises((argparse.ArgumentTypeError, ValueError)):  # what argparse turns into its line
+                    action.type("")  # type: ignore[operator]
+    assert main(["buckets", "plan", "--sizes", "x.csv", "--plot", ""]) == 2
+    assert capsys.readouterr().err.strip().endswith("'' is empty; accepted: a path (or a URL where the flag takes one) "
+                                                    "(see --help)")  # fmt: skip

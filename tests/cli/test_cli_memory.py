@@ -87,3 +87,13 @@ def test_bad_environment_ratio_exits_2_naming_the_variable(
     monkeypatch.setenv("VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO", "1.7")
     assert main(["memory", "plan"]) == 2
     assert "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO" in capsys.readouterr().err
+
+
+def test_requests_the_engine_refuses_are_said_as_serve_says_them(capsys: pytest.CaptureFixture[str]) -> None:
+    """serve --dry-run and buckets replay count the traffic's refused requests (and exit 1); memory plan, the same job
+    on the same traffic, said nothing. Its exit stays the memory's verdict."""
+    assert main(["memory", "plan", "--max-model-len", "2048", "--max-num-seqs", "8", "--text-graph-budget", "40"]) == 0
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("vllm-hpu-mm: warning: ")
+    assert "requests of the traffic are ones the engine refuses" in err
+    assert len(err.splitlines()) == 1

@@ -568,3 +568,18 @@ def test_the_fleets_data_parallel_commands_parse_with_vllms_own_parser(vllm_pars
         assert container["command"] == ["vllm", "serve"]
         pod_env = {"$(LWS_LEADER_ADDRESS)": "10.0.0.7", "$(LWS_WORKER_INDEX)": "1"}
         serve_args.check_with_vllm(vllm_parser, [pod_env.get(a, a) for a in container["args"]], None)
+
+
+def test_the_top_level_capture_flags_are_read_into_the_compilation_config_as_vllm_reads_them() -> None:
+    """vLLM 0.32 EngineArgs.create_engine_config sets --cudagraph-capture-sizes into the compilation config (the plan
+    sized its own 51 and serve added them as a --compilation-config, which vLLM refuses beside the flag)."""
+    from vllm_hpu_mm.cli.serve_args import parse_server_args
+    from vllm_hpu_mm.cli.vllm_argv import vllm_032_table
+
+    table = vllm_032_table()
+    server = parse_server_args(["--cudagraph-capture-sizes", "1", "2", "4", "--max-cudagraph-capture-size", "4"], table)
+    assert server.compilation_config == {"cudagraph_capture_sizes": [1, 2, 4], "max_cudagraph_capture_size": 4}
+    both = ["--cudagraph-capture-sizes", "1", "--compilation-config", '{"cudagraph_capture_sizes": [8]}']
+    with pytest.raises(ConfigError, match=r"^--cudagraph-capture-sizes and --compilation-config's cudagraph_capture_"):
+        parse_server_args(both, table)
+    assert parse_server_args(["--max-num-seqs", "8"], table).compilation_config is None

@@ -59,7 +59,9 @@ def test_a_list_that_does_not_fit_is_replanned_with_the_pool_and_the_figures_say
 
 
 def test_the_given_budget_bounds_the_planned_text_buckets(tmp_path: Path) -> None:
-    text = launch(SMALL, tmp_path).report["plan"]["text_bucket_plan"]
+    out = launch(SMALL, tmp_path)
+    assert not [n for n in out.notes if "is not used" in n]  # the budget was taken
+    text = out.report["plan"]["text_bucket_plan"]
     assert text["budget"] == 40
     assert text["after"]["graphs_warmed"]["total"] <= 40 < text["before"]["graphs_warmed"]["total"]
 
@@ -182,3 +184,36 @@ def test_a_long_prefill_threshold_above_the_resolved_max_model_len_is_refused_as
     assert with_threshold(4096).plan.fits
     with pytest.raises(ConfigError, match=r"^--long-prefill-token-threshold=-5: vLLM refuses it \(at least 0\)"):
         with_threshold(-5)
+
+
+@pytest.mark.parametrize("limit", ['{"image": 0}', '{"image": {"count": 0}, "video": 1}'])
+def test_a_limit_that_refuses_images_plans_no_vision_graph_and_leaves_image_requests_out(
+    tmp_path: Path, limit: str
+) -> None:
+    """vllm-gaudi @091bbadd hpu_model_runner.py warmup_multimodal_graphs warms image only where the limit names it
+    and vLLM's allowed count is not 0; under image 0 vLLM refuses every image: nothing captured, warmed or
+    exported for images, and the text buckets are planned over the requests that run."""
+    out = prepare(on_default_device(SMALL), load(), {}, server_args=["--model", "m"], output_dir=tmp_path,
+                  limit_mm_per_prompt=limit, compilation_config=None)  # fmt: skip
+    assert out.plan.fits
+    assert out.plan.vision_buckets_captured == ()
+    assert out.plan.vision_capture_bytes == 0
+    assert out.report["plan"]["vision_buckets"] == []
+    assert not {"VLLM_MULTIMODAL_BUCKETS", "VLLM_MULTIMODAL_RESOLUTIONS"} & set(out.exports.env)
+    warmup = out.plan.warmup
+    assert warmup is not None
+    assert warmup.by_phase["vision"] == 0
+    assert out.planned.text is not None
+    assert "with an image left out" in out.planned.text.traffic
+    assert out.exports.enforcement["prefill_vision_graphs"].honoured
+
+
+def test_an_option_the_plan_cannot_use_as_given_is_said_not_dropped(tmp_path: Path) -> None:
+    """--text-graph-budget under vllm-fork (no bucket file) or --enforce-eager (no text graph) was ignored without a
+    word (issue #34 item 5)."""
+    fork = launch(dataclasses.replace(SMALL, runtime="vllm-fork"), tmp_path)
+    assert any(n.startswith("--text-graph-budget 40 is not used: vllm-fork takes no planned") for n in fork.notes)
+    eager = launch(dataclasses.replace(SMALL, enforce_eager=True), tmp_path)
+    assert "--text-graph-budget 40 is not used: --enforce-eager warms no text graph" in eager.notes
+    queued = launch(dataclasses.replace(SMALL, runtime="vllm-fork", concurrency=1000), tmp_path)
+    assert "--concurrency 1000 is above max_num_seqs 8: at most 8 run at once, the rest queue" in queued.notes

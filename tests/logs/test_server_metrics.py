@@ -87,3 +87,18 @@ def test_memory_calibrate_writes_the_fit_into_the_profile(tmp_path: Path, capsys
     assert json.loads(out.read_text())["step_time"]["samples"] == 4000
     assert main(["memory", "calibrate"]) == 2
     assert "needs a warm-up log, --metrics, or both" in capsys.readouterr().err
+
+
+def test_a_page_that_cannot_be_read_is_named_by_the_flag_typed_with_its_bytes_escaped(tmp_path: Path) -> None:
+    """memory calibrate's page is --metrics (it said --from-metrics, buckets replay's flag); a binary file's control
+    characters never reach the terminal raw."""
+    with pytest.raises(ConfigError, match=r"^--metrics .*missing: cannot read it"):
+        server_times(str(tmp_path / "missing"))
+    binary = tmp_path / "bin"
+    binary.write_bytes(b"\x00\x01\x1b[2J garbage\n")
+    with pytest.raises(ConfigError, match=r"^--metrics .*bin: not a Prometheus text exposition") as err:
+        server_times(str(binary))
+    assert "\x00" not in str(err.value)
+    assert "\x1b" not in str(err.value)
+    with pytest.raises(ConfigError, match=r"^--metrics ftp://host/metrics: a ftp:// URL is not read; expected"):
+        server_times("ftp://host/metrics")  # it was read as a file path: "No such file or directory"

@@ -119,6 +119,15 @@ def test_the_limits_are_the_ones_vllm_derives() -> None:
             assert dataclasses.replace(ours, source="vLLM") == theirs, case
 
 
+def test_a_refusal_names_the_flag_typed_not_the_default_it_met() -> None:
+    """--max-num-seqs 100000 against the default token budget named --max-num-batched-tokens=2048, a flag not typed."""
+    with pytest.raises(ConfigError, match=r"^--max-num-seqs=100000: vLLM refuses it: max_num_batched_tokens \(2048, "
+                                          r"the default here\).*accepted: at most 2048"):  # fmt: skip
+        build(device="gaudi2", runtime="vllm-gaudi", max_model_len=8192, max_num_seqs=100000)
+    with pytest.raises(ConfigError, match=r"^--max-num-batched-tokens=100: vLLM refuses it"):
+        build(device="gaudi2", runtime="vllm-gaudi", max_model_len=8192, max_num_seqs=256, max_num_batched_tokens=100)
+
+
 # --- the KV cache --------------------------------------------------------------------------------------------------
 
 

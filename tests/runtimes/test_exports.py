@@ -19,7 +19,7 @@ from vllm_hpu_mm.plan.planner import Plan, plan
 from vllm_hpu_mm.plan.text_choice import choose_text
 from vllm_hpu_mm.runtimes.base import PARTS, ExportContext, ServerFlags
 from vllm_hpu_mm.runtimes.exports import exports_for, flags_from_environment
-from vllm_hpu_mm.runtimes.vllm_cuda import capture_sizes
+from vllm_hpu_mm.runtimes.vllm_cuda import VllmCuda, capture_sizes
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import decode_buckets, prompt_buckets
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import config_from_env
 from vllm_hpu_mm.runtimes.vllm_gaudi.exports import warmup_resolutions
@@ -184,6 +184,53 @@ def test_vllm_cuda_capture_sizes_follow_the_flags_vllm_derives_them_from() -> No
         "vllm-cuda", "h100", max_num_seqs=8, speculative_config={"method": "ngram", "num_speculative_tokens": 2}
     )
     assert {3, 6, 12, 24} <= {b.batch for b in spec.text_graphs.decode_kept}
+
+
+@pytest.mark.vllm
+def test_vllm_cuda_capture_sizes_are_the_ones_vllms_own_config_sets() -> None:
+    """Our port of the capture-size rule against vLLM's own ``VllmConfig._set_cudagraph_sizes`` (the installed
+    vLLM, run on the attributes it reads) over the flags it reads: batch limits on both sides of every stride and
+    ceiling, speculative tokens, the performance modes and the user's --compilation-config capture sizes or ceiling
+    (the plan sized vLLM's default list whatever they said; dynamic speculative schedules are not modelled)."""
+    import itertools
+    import types
+
+    from vllm.config import CompilationConfig, VllmConfig
+
+    grid = itertools.product([1, 8, 255, 300, 1024], [7, 500, 16384], [0, 2],
+                             ["balanced", "interactivity", "throughput"])  # fmt: skip
+    given: list[dict[str, Any]] = [
+        {},
+        {"cudagraph_capture_sizes": [4, 1, 2, 2, 3000]},
+        {"max_cudagraph_capture_size": 64},
+    ]
+    for (seqs, tokens, spec, mode), user in itertools.product(grid, given):
+        config = CompilationConfig(**user)
+        speculative = types.SimpleNamespace(uses_dynamic_speculative_decoding=lambda: False) if spec else None
+        vllm = types.SimpleNamespace(model_config=types.SimpleNamespace(enforce_eager=False),
+                                     compilation_config=config, speculative_config=speculative,
+                                     scheduler_config=types.SimpleNamespace(max_num_seqs=seqs,
+                                                                            max_num_batched_tokens=tokens),
+                                     performance_mode=mode, uniform_decode_query_len=1 + spec)  # fmt: skip
+        VllmConfig._set_cudagraph_sizes(vllm)  # type: ignore[arg-type,no-untyped-call]
+        cuda = VllmCuda().with_compilation_config(user)
+        ours = capture_sizes(seqs, tokens, speculative_tokens=spec, performance_mode=mode, given=cuda.given_sizes,
+                             given_max=cuda.given_max)  # fmt: skip
+        assert ours == config.cudagraph_capture_sizes, (seqs, tokens, spec, mode, user)
+
+
+def test_vllm_cuda_plans_the_graphs_the_users_compilation_config_asks_for(tmp_path: Path) -> None:
+    """serve --compilation-config '{"cudagraph_capture_sizes": [1, 2, 4]}' on CUDA planned vLLM's 51 default sizes."""
+    shape = EngineShape(max_model_len=4096, max_num_seqs=8, max_num_batched_tokens=2048, block_size=16,
+                        num_kv_blocks=100)  # fmt: skip
+    assert VllmCuda().with_compilation_config({"cudagraph_mode": "NONE"}).text_shapes(shape).decode == ()
+    assert VllmCuda().with_compilation_config({"mode": 3}).text_shapes(shape) == VllmCuda().text_shapes(shape)
+    from vllm_hpu_mm.jobs.serve import prepare
+
+    sizing = SizingArgs(device="h100", runtime="vllm-cuda", max_model_len=4096, max_num_seqs=8)
+    out = prepare(sizing, load(), {}, server_args=["--model", "m"], output_dir=tmp_path, limit_mm_per_prompt=None,
+                  compilation_config={"cudagraph_capture_sizes": [1, 2, 4]})  # fmt: skip
+    assert [b.batch for b in out.plan.text_graphs.decode] == [1, 2, 4]
 
 
 def test_cpu_gets_the_kv_size_and_no_graph_knobs() -> None:

@@ -96,6 +96,8 @@ def test_pre_releases_sort_before_their_release() -> None:
         ("0.10.1", "no bucket file"),
         ("0.10.1", r"^(?!.*asks its own code)"),  # nothing runs it to ask
         ("zero", "not a version"),
+        ("9.9.9", "no vllm-gaudi release has it"),  # a version no release can have is not planned as main
+        ("1.0.0rc1", "no vllm-gaudi release has it"),
     ],
 )
 def test_releases_not_modelled_are_refused_in_one_line(version: str, why: str) -> None:

@@ -62,6 +62,8 @@ def test_a_count_that_went_down_is_refused(tmp_path: Path) -> None:
     earlier.write_text(page([6, 5, 0, 0, 0, 0, 0], hits=20, queries=1000))
     with pytest.raises(ConfigError, match="vllm:prefix_cache_queries or vllm:prefix_cache_hits counted more there"):
         traffic_from_metrics(str(later), since=str(earlier))
+    with pytest.raises(ConfigError, match=r"^--since .*missing.txt: cannot read it"):  # not --from-metrics
+        traffic_from_metrics(str(later), since=str(tmp_path / "missing.txt"))
 
 
 def test_the_prefix_cache_share_is_the_windows_own(tmp_path: Path) -> None:

@@ -74,6 +74,8 @@ def test_every_row_of_count_zero_is_named_as_such(tmp_path: Path, text: str) -> 
         ("width,height,width\n640,480,320\n", ":1: header names width more than once"),
         ("width,height,text_tokens,TEXT_TOKENS\n640,480,1,2\n", ":1: header names text_tokens more than once"),
         ("width,height\n" + "9" * 100_000 + "x,1\n", "... (100,001 characters) is not an integer"),
+        ("width,height\n640,480\n640,480,1\n", ":3: 3 fields where the header names 2"),  # its 1 was dropped unread
+        ("width,height\n640,480,,7\n", ":2: 4 fields where the header names 2"),
     ],
 )
 def test_bad_rows_name_the_file_and_line(tmp_path: Path, text: str, needle: str) -> None:

@@ -139,7 +139,7 @@ def traffic_from_metrics(source: str, since: str | None = None) -> Traffic:
     text = text_metrics(fams, source)
     counted = image_counts(fams, source)
     if since is not None:
-        before = families(read_exposition(since), since)
+        before = families(read_exposition(since, flag="--since"), since, "--since")
         text = text.since(text_metrics(before, since), source, since)
         counted = counted.since(image_counts(before, since), source, since)
         if not text.found and not counted.images:

@@ -17,7 +17,7 @@ from vllm_hpu_mm import envs
 from vllm_hpu_mm.buckets.planner import Evaluation
 from vllm_hpu_mm.cli.buckets_replay import add_parser as add_replay_parser
 from vllm_hpu_mm.cli.buckets_stale import add_parser as add_stale_parser
-from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
+from vllm_hpu_mm.cli.common import ExitCode, help_text, path_value, print_json
 from vllm_hpu_mm.jobs.buckets import BUCKETS_VAR, DEFAULT_MIN_PIXELS, SizeSources, check_job, plan_job
 from vllm_hpu_mm.jobs.outputs import check_output
 from vllm_hpu_mm.plan.args import fraction, positive_int
@@ -29,6 +29,7 @@ DEFAULT_NUM_BUCKETS = len(DEFAULT_BUCKETS)
 def _add_common(p: argparse.ArgumentParser, *, max_default: str) -> None:
     p.add_argument(
         "--sizes",
+        type=path_value,
         metavar="CSV",
         nargs="+",
         action="extend",
@@ -37,6 +38,7 @@ def _add_common(p: argparse.ArgumentParser, *, max_default: str) -> None:
     )
     p.add_argument(
         "--images",
+        type=path_value,
         metavar="DIR",
         nargs="+",
         action="extend",
@@ -45,6 +47,7 @@ def _add_common(p: argparse.ArgumentParser, *, max_default: str) -> None:
     )
     p.add_argument(
         "--from-metrics",
+        type=path_value,
         metavar="URL|FILE",
         help="plan over the images a running server counted: its /metrics URL (http://HOST:PORT/metrics) or a saved "
         "exposition file (default: not used)",
@@ -61,7 +64,12 @@ def _add_common(p: argparse.ArgumentParser, *, max_default: str) -> None:
         choices=[m.value for m in AlignMode],
         help="112-px alignment mode (default: $VLLM_HPU_MM_ALIGN_MODE, else nearest)",
     )
-    p.add_argument("--plot", metavar="PNG", help="also draw the patch-count histogram with bucket edges to this PNG")
+    p.add_argument(
+        "--plot",
+        type=path_value,
+        metavar="PNG",
+        help="also draw the patch-count histogram with bucket edges to this PNG",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, print_json
+from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, path_value, print_json
 from vllm_hpu_mm.jobs.outputs import check_output
 from vllm_hpu_mm.jobs.replay import (
     DEFAULT_REQUESTS,
@@ -58,9 +58,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     add_limits(p)
     p.add_argument("--bucket-file", metavar="FILE", help="a vllm-gaudi bucket file to replay (default: "
-                   "$VLLM_BUCKETING_FROM_FILE when set)")  # fmt: skip
+                   "$VLLM_BUCKETING_FROM_FILE when set)", type=path_value)  # fmt: skip
     p.add_argument("--from-metrics", metavar="URL|FILE", help="traffic from a running server's /metrics (or a saved "
-                   "exposition), added to --sizes")  # fmt: skip
+                   "exposition), added to --sizes", type=path_value)  # fmt: skip
     p.add_argument("--kv-blocks", type=positive_int, metavar="N", help=KV_BLOCKS_HELP)
     p.add_argument(
         "--requests",
@@ -84,7 +84,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--no-strategies", action="store_true", help="replay only the configured strategy, not "
                    "vllm-gaudi's other built-in ones (exp, lin, pad; default: all three side by side)")  # fmt: skip
     p.add_argument("--no-plan", action="store_true", help="do not plan buckets from the traffic (default: plan them)")
-    p.add_argument("--plot", metavar="PNG", help="also draw each configuration's padding per bucket to this PNG")
+    p.add_argument(
+        "--plot", type=path_value, metavar="PNG", help="also draw each configuration's padding per bucket to this PNG"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.set_defaults(func=run)
 

@@ -17,7 +17,7 @@ import math
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.buckets_replay import KV_BLOCKS_HELP, add_limits, requests_count
-from vllm_hpu_mm.cli.common import ExitCode, clipped, fail, help_text, print_json
+from vllm_hpu_mm.cli.common import ExitCode, clipped, fail, help_text, path_value, print_json
 from vllm_hpu_mm.jobs.outputs import check_output
 from vllm_hpu_mm.jobs.replay import MAX_REQUESTS
 from vllm_hpu_mm.jobs.stale import (
@@ -49,11 +49,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     add_limits(p, without=("sizes", "text_graph_budget"))  # the traffic is the server's; nothing is planned
     p.add_argument("--from-metrics", required=True, metavar="URL|FILE", help="a running server's /metrics "
-                   "(http://HOST:PORT/metrics) or a saved exposition")  # fmt: skip
-    p.add_argument("--bucket-file", metavar="FILE", help="the plan's vllm-gaudi bucket file (default: "
+                   "(http://HOST:PORT/metrics) or a saved exposition", type=path_value)  # fmt: skip
+    p.add_argument("--bucket-file", type=path_value, metavar="FILE", help="the plan's vllm-gaudi bucket file (default: "
                    "$VLLM_BUCKETING_FROM_FILE when set)")  # fmt: skip
     p.add_argument("--since", metavar="URL|FILE", help="an earlier page of the same server: judge only the requests "
-                   "counted after it (default: everything since the server started)")  # fmt: skip
+                   "counted after it (default: everything since the server started)", type=path_value)  # fmt: skip
     p.add_argument("--kv-blocks", type=positive_int, metavar="N", help=KV_BLOCKS_HELP)
     p.add_argument("--requests", type=requests_count, default=DEFAULT_STALE_REQUESTS, metavar="N",
                    help=f"requests sampled from the live traffic, per load level when the load is unknown (default "
@@ -61,7 +61,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--tolerance", type=tolerance, default=0.0, metavar="X", help="how much longer than exp the plan "
                    "may pad before it is stale, a share of exp's padded time (default 0)")  # fmt: skip
     p.add_argument("--textfile", metavar="FILE", help="also write the verdict as Prometheus gauges to FILE "
-                   "(atomically: for node_exporter's --collector.textfile.directory)")  # fmt: skip
+                   "(atomically: for node_exporter's --collector.textfile.directory)", type=path_value)  # fmt: skip
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the lines")
     p.set_defaults(func=run)
 

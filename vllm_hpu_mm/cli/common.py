@@ -11,6 +11,11 @@ import json
 import sys
 from typing import Any
 
+from vllm_hpu_mm.plan.args import nonempty
+
+#: A file, folder or URL argument (an empty one, a shell variable left unset, is refused, never read as unset).
+path_value = nonempty("a path (or a URL where the flag takes one)")
+
 
 class ExitCode(enum.IntEnum):
     OK = 0

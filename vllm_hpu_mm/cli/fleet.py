@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 from collections.abc import Callable
 from pathlib import Path
@@ -39,10 +40,10 @@ from typing import Any
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.buckets_replay import request_rate
-from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, print_json
+from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, path_value, print_json
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.fleet import MAX_CARDS, MAX_CARDS_PER_NODE, Fleet, FleetArgs, plan_fleet
-from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, number, positive_int
+from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, nonempty, number, positive_int
 from vllm_hpu_mm.plan.fleet import (
     MAX_PERIODS,
     MAX_PROBE_REQUESTS,
@@ -129,6 +130,20 @@ def _headroom(raw: str) -> float:
     return value
 
 
+#: A Service's name (Kubernetes' DNS-1035 label: the tightest rule among the objects named after --name).
+_DNS_1035 = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def _kubernetes_name(raw: str) -> str:
+    """--name: the Deployment's or LeaderWorkerSet's and the Service's name, which Kubernetes refuses unless it is a
+    DNS-1035 label (``kubectl apply`` would fail on the manifests written)."""
+    if not _DNS_1035.fullmatch(raw):
+        raise argparse.ArgumentTypeError(f"{raw[:80]!r} is not a name Kubernetes takes for a Service; accepted: at "
+                                         "most 63 lower-case letters, digits and '-', starting with a letter and "
+                                         "ending with a letter or digit (DNS-1035), e.g. vllm-qwen")  # fmt: skip
+    return raw
+
+
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     fleet = subparsers.add_parser(
         "fleet", help="size a fleet of replicas for a request rate and latency targets", description=help_text(__doc__)
@@ -206,6 +221,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     p.add_argument(
         "--from-metrics",
+        type=path_value,
         metavar="URL|FILE",
         help="traffic from a running server's /metrics (or a saved exposition), added to --sizes",
     )
@@ -216,18 +232,25 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="N",
         help=f"requests sampled per probe rate and seed (default {PROBE_REQUESTS}; 2 seeds)",
     )
-    p.add_argument("--out", metavar="DIR", help="write the deployments there (see above)")
+    p.add_argument("--out", type=path_value, metavar="DIR", help="write the deployments there (see above)")
     p.add_argument(
         "--replica-dir",
+        type=path_value,
         default="/etc/vllm-hpu-mm",
         metavar="DIR",
         help="where each replica finds its files (default /etc/vllm-hpu-mm)",
     )
-    p.add_argument("--name", default="vllm", help="the Kubernetes objects' name (default vllm)")
-    p.add_argument("--image", default="vllm-gaudi:latest", help="the container image (default vllm-gaudi:latest)")
+    p.add_argument("--name", default="vllm", type=_kubernetes_name, help="the Kubernetes objects' name (default vllm)")
+    p.add_argument(
+        "--image",
+        default="vllm-gaudi:latest",
+        type=nonempty("a container image"),
+        help="the container image (default vllm-gaudi:latest)",
+    )
     p.add_argument(
         "--head-address",
         default="HEAD_NODE_IP",
+        type=nonempty("a host name or IP address"),
         metavar="ADDR",
         help="the data-parallel head node's address (default: the placeholder HEAD_NODE_IP)",
     )

@@ -1,17 +1,20 @@
 """``vllm-hpu-mm memory plan``: the device-memory plan (KV cache, graph pools, vision buckets) before serving, and
 what ``serve`` would hand the runtime for it (``--json``: ``exports``: environment, server arguments, files).
 
-Exit 0 when the plan fits, 1 when it does not, 2 for invalid input."""
+Exit 0 when the plan fits, 1 when it does not, 2 for invalid input. Requests of the traffic the engine would refuse
+are said on stderr (``serve --dry-run`` and ``buckets replay`` exit 1 on them; this verdict is the memory's)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
 from vllm_hpu_mm.cli.memory_calibrate import add_parser as add_calibrate_parser
 from vllm_hpu_mm.cli.memory_compare import add_parser as add_compare_parser
+from vllm_hpu_mm.cli.serve import say_refused
 from vllm_hpu_mm.jobs.serve import on_default_device, prepare
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options
 
@@ -46,4 +49,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(launch.table)
         print("\n".join(f"costs: {note}" for note in launch.report["costs"]["notes"]))
+    sys.stdout.flush()
+    for note in launch.planned.notes:
+        print(f"vllm-hpu-mm: warning: {note}", file=sys.stderr)
+    say_refused(launch, "warning")
     return int(ExitCode.OK if launch.plan.fits else ExitCode.NEGATIVE)

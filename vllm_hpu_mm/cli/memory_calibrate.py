@@ -15,9 +15,9 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
+from vllm_hpu_mm.cli.common import ExitCode, help_text, path_value, print_json
 from vllm_hpu_mm.models.devices import LOG_DEVICES
-from vllm_hpu_mm.plan.args import positive_int
+from vllm_hpu_mm.plan.args import nonempty, positive_int
 
 if TYPE_CHECKING:
     from vllm_hpu_mm.jobs.calibrate import Calibrated
@@ -35,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("log", nargs="?", default=None,
                    help="the server's start-up log (with its warm-up lines), or - for standard input")  # fmt: skip
-    p.add_argument("--metrics", metavar="URL_OR_FILE", default=None,
+    p.add_argument("--metrics", type=path_value, metavar="URL_OR_FILE", default=None,
                    help="a running server's /metrics (http://HOST:PORT/metrics, or a saved page): fit the step time "
                    "from its latency histograms")  # fmt: skip
     p.add_argument(
@@ -45,13 +45,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "(default: the log's model='...' when known here)",
     )
     p.add_argument("--device", default=None, help=f"the device the log ran on: {', '.join(LOG_DEVICES)} (default: not "
-                   "recorded)")  # fmt: skip
+                   "recorded)", type=nonempty(", ".join(LOG_DEVICES)))  # fmt: skip
     p.add_argument("--dtype", default="auto", help="the log's weight/KV dtype (default auto: bfloat16)")
     p.add_argument("--tensor-parallel-size", type=positive_int, default=1,
                    help="the log's tensor-parallel size (default 1)")  # fmt: skip
     p.add_argument("--block-size", type=positive_int, default=128, help="the log's KV block size (default 128, Gaudi)")
     p.add_argument(
         "--output",
+        type=path_value,
         metavar="FILE",
         default=None,
         help="where to write the profile (default: $VLLM_HPU_MM_PROFILE, else "

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, print_json
+from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, path_value, print_json
 from vllm_hpu_mm.cli.serve_args import (
     ServerArgs,
     check_with_vllm,
@@ -33,7 +33,7 @@ from vllm_hpu_mm.cli.serve_args import (
 )
 from vllm_hpu_mm.cli.vllm_argv import vllm_032_table
 from vllm_hpu_mm.errors import ConfigError, ModelConfigUnavailable
-from vllm_hpu_mm.jobs.serve import DEFAULT_MODEL, on_default_device, prepare, server_command
+from vllm_hpu_mm.jobs.serve import DEFAULT_MODEL, Launch, on_default_device, prepare, server_command
 from vllm_hpu_mm.models.lookup import plan_skipped_warning
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, SizingArgs, add_options
 
@@ -54,7 +54,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="with --dry-run, also validate the server arguments with vLLM's own parser (needs vLLM)",
     )
     add_options(p, PLAN_OPTIONS, prefix=PREFIX)
-    p.add_argument("--plan-output-dir", default=None,
+    p.add_argument("--plan-output-dir", default=None, type=path_value,
                    help="where files for the runtime (vllm-gaudi's bucket file) are written "
                         "(default: VLLM_HPU_MM_CACHE_DIR)")  # fmt: skip
     p.set_defaults(func=run, accepts_extra=True)
@@ -92,6 +92,16 @@ def _launch_unplanned(args: argparse.Namespace, argv: list[str], warning: str) -
     if args.dry_run:
         return int(ExitCode.OK)
     os.execvpe(argv[0], argv, envs.process_environ())  # pragma: no cover - replaces this process
+
+
+def say_refused(launch: Launch, severity: str) -> int:
+    """The requests of the traffic the engine refuses, said on stderr in one line (the count buckets replay gives)."""
+    refused = launch.planned.text.refused if launch.planned.text is not None else 0
+    if refused:
+        print(f"vllm-hpu-mm: {severity}: {refused} requests of the traffic are ones the engine refuses (see the text "
+              "buckets' lines); fix: a larger --max-model-len or KV cache, or traffic the server accepts",
+              file=sys.stderr)  # fmt: skip
+    return refused
 
 
 def run(args: argparse.Namespace) -> int:
@@ -142,11 +152,7 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     # requests of the traffic the engine refuses, counted as buckets replay counts them: a negative finding of the
     # dry run (as buckets replay's exit 1); a launch still starts, the server refusing them one by one
-    refused = launch.planned.text.refused if launch.planned.text is not None else 0
-    if refused:
-        print(f"vllm-hpu-mm: {'error' if args.dry_run else 'warning'}: {refused} requests of the traffic are ones the "
-              "engine refuses (see the text buckets' lines); fix: a larger --max-model-len or KV cache, or traffic "
-              "the server accepts", file=sys.stderr)  # fmt: skip
+    refused = say_refused(launch, "error" if args.dry_run else "warning")
     if args.dry_run:
         return int(ExitCode.NEGATIVE if refused else ExitCode.OK)
     for path, text in launch.files.items():

@@ -241,7 +241,7 @@ def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
     values: dict[str, Any] = {field: getattr(ns, field, None) for field in _SIZING}
     values["model"] = tag if tag is not None else ns.model
     sizing = SizingArgs(**values, spelled=tuple(spelled.items()))
-    compilation = getattr(ns, "compilation_config", None)
+    compilation = _compilation(getattr(ns, "compilation_config", None), ns)
     notes: tuple[str, ...] = ()
     if getattr(ns, "config", None) is not None and "--config" not in argv:
         # FlexibleArgumentParser reads the YAML only after a token spelled exactly --config
@@ -249,13 +249,31 @@ def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
                  "prefix) loads a YAML; neither the plan nor the server uses its settings",)  # fmt: skip
     return ServerArgs(
         sizing=sizing,
-        compilation_config=None if compilation is None else json.loads(compilation),
+        compilation_config=compilation,
         limit_mm_per_prompt=getattr(ns, "limit_mm_per_prompt", None),
         long_prefill_token_threshold=getattr(ns, "long_prefill_token_threshold", None),
         positional_model=None if tag is None else str(tag),
         positional_model_at=tag.origin if isinstance(tag, Arg) else None,
         notes=notes,
     )
+
+
+def _compilation(raw: str | None, ns: argparse.Namespace) -> dict[str, Any] | None:
+    """The compilation config vLLM builds (``EngineArgs.create_engine_config``): ``--compilation-config`` with the
+    top-level ``--cudagraph-capture-sizes`` / ``--max-cudagraph-capture-size`` set into it, each refused where the
+    JSON sets it too, as vLLM refuses it; None when none is given."""
+    config: dict[str, Any] | None = None if raw is None else json.loads(raw)
+    for field in ("cudagraph_capture_sizes", "max_cudagraph_capture_size"):
+        value = getattr(ns, field, None)
+        if value is None:
+            continue
+        config = {} if config is None else config
+        if field in config:
+            flag = "--" + field.replace("_", "-")
+            raise ConfigError(f"{flag} and --compilation-config's {field} are both given: vLLM refuses it (they are "
+                              "mutually exclusive); accepted: one of them")  # fmt: skip
+        config[field] = value
+    return config
 
 
 def launch_args(argv: Sequence[str], server: ServerArgs, model: str) -> list[str]:

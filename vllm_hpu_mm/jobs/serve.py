@@ -28,6 +28,7 @@ from vllm_hpu_mm.replay.schedules import DEFAULT_REQUESTS
 from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import ExportContext, Exports
 from vllm_hpu_mm.runtimes.exports import exports_for, flags_from_environment
+from vllm_hpu_mm.traffic.requests import Traffic
 
 __all__ = ["DEFAULT_MODEL", "SERVER_MODULE", "Launch", "Planned", "on_default_device", "one_block_count",
            "plan_and_choose", "plan_inputs", "prepare", "server_command"]  # fmt: skip
@@ -43,6 +44,8 @@ class Planned:
     buckets: BucketChoice | None
     text: TextChoice | None
     costs: dict[str, Any]
+    #: What the user should know about how their planning options were used (a budget nothing could take).
+    notes: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,14 +102,33 @@ def plan_inputs(sizing: SizingArgs, settings: Settings,
     return checked_by_runtime(fit_max_model_len(inputs), sizing.flag), costs
 
 
+def _without_images(traffic: Traffic, flag: str) -> Traffic:
+    """The requests a server that refuses every image serves: the text-only ones (ConfigError when none is)."""
+    counts = {r: n for r, n in traffic.counts.items() if r.image is None}
+    if not counts:
+        raise ConfigError(f"every request of {traffic.source} carries an image, and {flag} sets image to 0: vLLM "
+                          "refuses them all; accepted: an image count >= 1, or text-only requests")  # fmt: skip
+    left = sum(traffic.counts.values()) - sum(counts.values())
+    return dataclasses.replace(traffic, counts=counts, source=f"{traffic.source} ({left} requests with an image "
+                               f"left out: {flag} sets image to 0)")  # fmt: skip
+
+
 def plan_and_choose(sizing: SizingArgs, settings: Settings, runtime_env: dict[str, str],
-                    requests: int = DEFAULT_REQUESTS, *, text: bool = True) -> Planned:  # fmt: skip
+                    requests: int = DEFAULT_REQUESTS, *, text: bool = True, images_refused: bool = False,
+                    compilation_config: Mapping[str, Any] | None = None) -> Planned:  # fmt: skip
     """Measured costs from the profile, then the plan with its vision buckets chosen over the traffic's images and
     its text buckets planned from the traffic (``sizing.sizes``: a traffic file or folder; None: the embedded
     default; either way only the requests the server serves; ``text=False``: the runtime's own text buckets, no
-    budget search). Errors name the flags as the user spelled them."""
+    budget search). ``images_refused``: ``--limit-mm-per-prompt`` sets image to 0, so no image bucket is planned
+    and the requests with an image are left out; ``compilation_config``: the user's, whose capture sizes a runtime
+    that reads them (vLLM CUDA) takes. Errors name the flags as the user spelled them."""
     inputs, costs = plan_inputs(sizing, settings, runtime_env)
+    if compilation_config:
+        inputs = dataclasses.replace(inputs, runtime=inputs.runtime.with_compilation_config(compilation_config))
     traffic = read_traffic(sizing.sizes, flag=sizing.flag("sizes"), settings=settings)
+    if images_refused:
+        inputs = dataclasses.replace(inputs, images_refused=True, vision_bucketed=False)
+        traffic = _without_images(traffic, "--limit-mm-per-prompt")
     # traffic without images (text only) leaves the vision buckets to the embedded sizes
     sample = images_of(traffic) if sizing.sizes is not None and traffic.images() else None
     result, choice = choose(inputs, sample, max_buckets=sizing.max_buckets, mode=settings.align_mode,
@@ -116,7 +138,18 @@ def plan_and_choose(sizing: SizingArgs, settings: Settings, runtime_env: dict[st
         result, chosen_text = choose_text(result, traffic, settings, budget=sizing.text_graph_budget,
                                           concurrency=sizing.concurrency, requests=requests,
                                           budget_flag=sizing.flag("text_graph_budget"))  # fmt: skip
-    return Planned(result, choice, chosen_text, costs)
+    notes: tuple[str, ...] = ()
+    if sizing.text_graph_budget is not None and result.fits and text and not (chosen_text and chosen_text.replaced):
+        i = result.inputs
+        why = ("--enforce-eager warms no text graph" if i.enforce_eager or i.pool_mode.value == "none" else
+               chosen_text.reason if chosen_text is not None else
+               f"{i.runtime.name.value} takes no planned text buckets (no bucket file to hand them over)")  # fmt: skip
+        notes = (f"{sizing.flag('text_graph_budget')} {sizing.text_graph_budget} is not used: {why}",)
+    seqs = result.inputs.max_num_seqs
+    if sizing.concurrency is not None and sizing.concurrency > seqs:
+        notes += (f"{sizing.flag('concurrency')} {sizing.concurrency} is above max_num_seqs {seqs}: at most {seqs} "
+                  "run at once, the rest queue",)  # fmt: skip
+    return Planned(result, choice, chosen_text, costs, notes)
 
 
 def prepare(
@@ -136,22 +169,23 @@ def prepare(
     as ``--model``; ``output_dir``: where the runtime's files (vllm-gaudi's bucket file) will be written; ``notes``
     and ``last_notes``: how the server arguments were read, before and after the exporter's own notes;
     ``long_prefill_token_threshold``: the server's, checked against the max_model_len the plan resolved."""
-    planned = plan_and_choose(sizing, settings, runtime_env)
-    result, choice = planned.plan, planned.buckets
-    check_long_prefill(long_prefill_token_threshold, result.inputs.max_model_len, sizing.flag("max_model_len"))
     flags = flags_from_environment(
         settings,
         limit_mm_per_prompt=limit_mm_per_prompt,
         compilation_config=compilation_config,
         kv_cache_memory_bytes_given=sizing.kv_cache_memory_bytes is not None,
     )
+    planned = plan_and_choose(sizing, settings, runtime_env, images_refused=flags.refuses_images,
+                              compilation_config=compilation_config)  # fmt: skip
+    result, choice = planned.plan, planned.buckets
+    check_long_prefill(long_prefill_token_threshold, result.inputs.max_model_len, sizing.flag("max_model_len"))
     images = (choice.sizes if choice is not None else read_sizes(None, flag=sizing.flag("sizes"))).counts
     context = ExportContext(flags, images, settings.align_mode, str(output_dir))
     exports = exports_for(result, context)
     sources = provenance(sizing, result.inputs)
     files = {str(output_dir / name): text for name, text in exports.files.items()}
     argv = server_command(server_args, *exports.args)
-    all_notes = (*notes, *exports.notes, *last_notes)
+    all_notes = (*notes, *planned.notes, *exports.notes, *last_notes)
     report: dict[str, Any] = {"plan": render.to_dict(result, exports, choice, sources, planned.text),
                               "costs": planned.costs}  # fmt: skip
     if result.fits:  # what would start: the command and everything handed to it

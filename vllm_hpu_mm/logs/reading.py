@@ -214,11 +214,13 @@ def _open_text(path: str, stack: ExitStack) -> io.TextIOWrapper:
         raw: BinaryIO = sys.stdin.buffer
         _refuse_device_stdin()
     else:
+        if not path.strip():  # Path("") is the current folder: a shell variable left unset
+            raise ConfigError(f"the log path is empty; {ACCEPTED}")
         _refuse_devices(path)
         try:
             raw = stack.enter_context(Path(path).open("rb"))  # noqa: SIM115 (the stack closes it)
         except OSError as exc:
-            raise ConfigError(f"cannot read log {path!r}: {exc.strerror or exc}") from None
+            raise ConfigError(f"cannot read log {path!r}: {exc.strerror or exc}; {ACCEPTED}") from None
     stream = _capped(raw, path)
     for _ in range(2):  # a compressed log is decompressed once (not an archive inside an archive)
         head = _peek(stream, path)

@@ -28,6 +28,9 @@ from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.step_fit import FittedStep
 from vllm_hpu_mm.traffic.metrics import families, read_exposition
 
+#: The flag that names the page (errors name it as typed).
+FLAG = "--metrics"
+
 __all__ = ["ServerTimes", "fit_from_metrics", "server_times"]
 
 ITL = "vllm:inter_token_latency_seconds"
@@ -100,7 +103,7 @@ def _histograms(fams: list[Any], source: str) -> dict[str, Histogram]:
 
 def server_times(source: str) -> ServerTimes:
     """The histograms of a ``/metrics`` URL or saved exposition (read bounded)."""
-    fams = families(read_exposition(source), source)
+    fams = families(read_exposition(source, flag=FLAG), source, FLAG)
     return ServerTimes(source, _histograms(fams, source))
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "human_readable_int",
     "human_readable_int_or_auto",
     "integer",
+    "nonempty",
     "number",
     "optional_human_int",
     "optional_int",
@@ -94,6 +95,20 @@ def human_readable_int_or_auto(raw: str) -> int:
     if value == "-1" or value.lower() == "auto":
         return MAX_MODEL_LEN_AUTO
     return human_readable_int(value, forms=f"{_HUMAN_FORMS}, or auto (-1: the longest the KV cache holds)")
+
+
+def nonempty(accepted: str) -> Callable[[str], str]:
+    """Our own flags' text values: an empty one (a shell variable left unset) or one holding a NUL is refused, never
+    read as "not given" (vLLM's optional flags, :func:`optional_str`, read "" as unset; ours have no such form)."""
+
+    def read(raw: str) -> str:
+        if not raw.strip():
+            raise argparse.ArgumentTypeError(f"{raw!r} is empty; accepted: {accepted}")
+        if "\x00" in raw:
+            raise argparse.ArgumentTypeError(f"the value holds a NUL byte; accepted: {accepted}")
+        return raw
+
+    return read
 
 
 def optional_str(raw: str) -> str | None:
@@ -295,10 +310,12 @@ _RELEASES = " or ".join(f"{r.value}==X ({t.oldest_release} or newer)" for r, t i
 PLAN_OPTIONS: tuple[Option, ...] = (
     Option("device", "device", "device to plan for: gaudi2, gaudi3, h100, h200, cpu or auto; named devices plan "
            "against the total their runtime reports (gaudi2 94.62 GiB, h100 79.19 GiB, h200 139.80 GiB; gaudi3 128 "
-           "GiB nominal), auto reads the accelerator, cpu reads host memory (shared by the TP ranks)"),
+           "GiB nominal), auto reads the accelerator, cpu reads host memory (shared by the TP ranks)",
+           nonempty("gaudi2, gaudi3, h100, h200, cpu or auto")),
     Option("runtime", "runtime", "serving runtime: auto, vllm-gaudi, vllm-fork, vllm-cuda or vllm-cpu, or a release as "
            f"{_RELEASES} (default auto: the one installed, at its installed "
-           "version, else the device's: vllm-gaudi main on HPU); it decides which knobs are exported"),
+           "version, else the device's: vllm-gaudi main on HPU); it decides which knobs are exported",
+           nonempty("auto, vllm-gaudi, vllm-fork, vllm-cuda or vllm-cpu, or NAME==VERSION")),
     Option("free_memory_gib", "free-memory-gib", "free device memory after weights and profiling, GiB (the guide's "
            "starting point) (default: estimated from the device)", number, bound=GIB_SIZE),
     Option("total_memory_gib", "total-memory-gib", "override the device's total memory, GiB (on cpu: the host's, "
@@ -316,7 +333,8 @@ PLAN_OPTIONS: tuple[Option, ...] = (
     Option("sizes", "sizes", "traffic to plan over: a CSV with a width,height header (optional text_tokens, "
            "output_tokens, cached_tokens, count; empty width,height = a text-only request) or a folder of images: "
            "the vision buckets are planned jointly with the vision graph pool, vllm-gaudi's text buckets from the "
-           "requests (default: the embedded default traffic)", metavar="CSV|DIR"),
+           "requests (default: the embedded default traffic)", nonempty("a request CSV or a folder of images"),
+           metavar="CSV|DIR"),
     Option("text_graph_budget", "text-graph-budget", "most prompt + decode graphs in the text buckets planned for "
            "vllm-gaudi (default: a third of what its own strategy warms for the same limits, raised at most to a "
            "half only as far as the buckets need to match its own efficiencies on the traffic; at least 2)", integer,
@@ -329,7 +347,7 @@ PLAN_OPTIONS: tuple[Option, ...] = (
            "configured list)", integer, bound=COUNT),
     Option("profile", "profile", "measured graph costs from `vllm-hpu-mm memory calibrate` (default: "
            "$VLLM_HPU_MM_PROFILE, else ~/.cache/vllm-hpu-mm/memory-profile.json when it exists; none: the built-in "
-           "estimates only)", metavar="FILE|none"),
+           "estimates only)", nonempty("a profile file, or none"), metavar="FILE|none"),
 )  # fmt: skip
 
 

@@ -85,7 +85,7 @@ def choose(
     graphs = inputs.pool_mode is not PoolMode.NONE and not inputs.enforce_eager
     # a runtime that batches the tower (vllm-gaudi v0.11.2) reads images per pass: nothing in patches to replan
     replannable = inputs.model.vision.aligned_processor_applies and not inputs.vision_patches_per_item
-    if keep or not inputs.buckets or not graphs or not first.fits or not replannable:
+    if keep or not inputs.buckets or not graphs or not first.fits or not replannable or inputs.images_refused:
         return first, None
     if sizes is None and not first.vision_buckets_skipped:
         return first, None

@@ -62,7 +62,8 @@ def scheduler_limits(defaults: BatchLimits, max_model_len: int, args: SizingArgs
             f"{name('max_num_batched_tokens')} of at least {max_model_len}, a smaller {name('max_model_len')}, or "
             "chunked prefill on"
         )
-    validate.check_batched_tokens(tokens, seqs, name("max_num_batched_tokens"), name("max_num_seqs"))
+    validate.check_batched_tokens(tokens, seqs, name("max_num_batched_tokens"), name("max_num_seqs"),
+                                  tokens_given=args.max_num_batched_tokens is not None)  # fmt: skip
     doubled = "; doubled by --performance-mode throughput" if double == 2 else ""
     return BatchLimits(seqs, tokens, defaults.source + doubled, chunked)
 

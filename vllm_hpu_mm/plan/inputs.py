@@ -106,6 +106,9 @@ class PlanInputs:
     num_speculative_tokens: int = 0
     #: vLLM's ``--performance-mode`` (balanced, interactivity or throughput).
     performance_mode: str = "balanced"
+    #: ``--limit-mm-per-prompt`` sets image to 0: vLLM refuses every image, so no image bucket is captured, warmed
+    #: or exported (``vision_bucketed`` is then False); ``buckets`` still shape the profiling pass's tower estimate.
+    images_refused: bool = False
 
     def vision_listed(self, buckets: Iterable[int]) -> str:
         """Vision buckets comma-separated in the unit the runtime reads: patches per image, or images per pass."""

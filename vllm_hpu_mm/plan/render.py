@@ -84,7 +84,7 @@ def to_dict(
         "decode_graph_bytes": s.decode_graph_bytes,
         "prefill_text_graph_bytes": s.prefill_text_graph_bytes,
         "prefill_vision_graph_bytes": s.prefill_vision_graph_bytes,
-        "vision_buckets": list(i.buckets or ()),
+        "vision_buckets": [] if i.images_refused else list(i.buckets or ()),
         "vision_buckets_captured": list(p.vision_buckets_captured),
         "vision_buckets_skipped": list(p.vision_buckets_skipped),
         "vision_capture_bytes": p.vision_capture_bytes,
@@ -208,7 +208,9 @@ def to_table(
     i, s = p.inputs, p.split
     src = sources or {}
     free_note = "stated" if i.free_after_load_bytes is not None else "the runtime's, from estimated weights/profiling"
-    captured = i.vision_listed(p.vision_buckets_captured) or "-"
+    captured = i.vision_listed(p.vision_buckets_captured) or (
+        "none: no image runs (--limit-mm-per-prompt sets image to 0)" if i.images_refused else "-"
+    )
     skipped = i.vision_listed(p.vision_buckets_skipped) or "-"
     if i.vision_patches_per_item:
         captured += f" images per pass ({i.vision_patches_per_item} patches each)"

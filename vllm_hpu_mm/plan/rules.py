@@ -262,6 +262,6 @@ def encoder_cache_tokens(i: PlanInputs) -> tuple[int, int]:
     bucket (``shrink``) lowers that maximum, so fewer encoded images stay cached than stock vLLM would keep.
     """
     stock = max(i.max_num_batched_tokens, STOCK_MAX_IMAGE_TOKENS)
-    if not i.buckets or i.model.vision.family != "qwen2_5_vl":
+    if not i.buckets or i.model.vision.family != "qwen2_5_vl" or i.images_refused:
         return stock, stock
     return max(i.max_num_batched_tokens, max(i.buckets) // 4), stock

@@ -128,8 +128,16 @@ def check_max_model_len(m: ModelDims, max_model_len: int, flag: str, *, allow_lo
         )
 
 
-def check_batched_tokens(tokens: int, seqs: int, tokens_flag: str, seqs_flag: str) -> None:
-    """vLLM 0.32 ``SchedulerConfig`` (vllm/config/scheduler.py): max_num_batched_tokens must be >= max_num_seqs."""
+def check_batched_tokens(
+    tokens: int, seqs: int, tokens_flag: str, seqs_flag: str, *, tokens_given: bool = True
+) -> None:
+    """vLLM 0.32 ``SchedulerConfig`` (vllm/config/scheduler.py): max_num_batched_tokens must be >= max_num_seqs. The
+    error leads with the flag that was typed: the sequences' when the token budget is the runtime's default."""
+    if tokens < seqs and not tokens_given:
+        raise ConfigError(
+            f"{seqs_flag}={seqs}: vLLM refuses it: max_num_batched_tokens ({tokens}, the default here) must be greater "
+            f"than or equal to max_num_seqs ({seqs}); accepted: at most {tokens} (or {tokens_flag} of at least {seqs})"
+        )
     if tokens < seqs:
         raise ConfigError(
             f"{tokens_flag}={tokens}: vLLM refuses it: max_num_batched_tokens ({tokens}) must be greater than or "

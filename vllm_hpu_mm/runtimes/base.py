@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol
 
@@ -258,6 +259,11 @@ class RuntimeModel(Protocol):
         """The runtime's own arithmetic from what it finds on the card to its KV cache."""
         ...
 
+    def with_compilation_config(self, config: Mapping[str, object]) -> RuntimeModel:
+        """The runtime as the user's ``--compilation-config`` sets its graphs (itself where the runtime reads none of
+        it)."""
+        ...
+
     def batch_defaults(self, device: DeviceFacts) -> BatchLimits:
         """The runtime's default ``max_num_seqs`` / ``max_num_batched_tokens`` on ``device``."""
         ...
@@ -279,6 +285,10 @@ class NoBucketList:
     def with_text_buckets(self, prompt: tuple[Bucket, ...], decode: tuple[Bucket, ...]) -> None:
         """Its text graphs are not given as a bucket list."""
         return None
+
+    def with_compilation_config(self, config: Mapping[str, object]) -> Any:
+        """Reads none of it (vLLM CUDA overrides this)."""
+        return self
 
 
 PartName = Literal["kv_cache", "decode_graphs", "prefill_text_graphs", "prefill_vision_graphs"]
@@ -311,6 +321,17 @@ class ServerFlags:
     skip_warmup: bool = False
     #: The user's VLLM_FP32_SOFTMAX as parsed by our environment registry, None when unset.
     fp32_softmax: bool | None = None
+
+    @property
+    def refuses_images(self) -> bool:
+        """Whether ``--limit-mm-per-prompt`` gives image a count of 0 (``{"image": 0}`` or ``{"image": {"count":
+        0}}``): vLLM then refuses every request with an image (vllm/multimodal/processing/context.py @ 0.32)."""
+        try:
+            value = json.loads(self.limit_mm_per_prompt or "{}")
+        except ValueError:
+            return False
+        image = value.get("image") if isinstance(value, dict) else None
+        return (image.get("count") if isinstance(image, Mapping) else image) == 0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -93,6 +93,8 @@ def export_buckets(d: Draft) -> tuple[str, ...]:
             return ()
         d.env["VLLM_MULTIMODAL_BUCKETS"] = "None"
         return ("VLLM_MULTIMODAL_BUCKETS",)
+    if i.images_refused:  # no image runs: nothing to warm (the exporter's note says why)
+        return ()
     if not captured:
         d.notes.append("no vision bucket's graph fits the vision pool: VLLM_MULTIMODAL_BUCKETS not exported")
         return ()

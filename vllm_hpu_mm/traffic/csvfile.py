@@ -89,6 +89,9 @@ def parse_rows(lines: Iterator[list[str]], name: str) -> tuple[Counter[Request],
     for line, row in enumerate(lines, start=2):
         if not row or all(not cell.strip() for cell in row):
             continue
+        if any(cell.strip() for cell in row[len(header) :]):  # a value no column names: a shifted or joined row
+            raise ConfigError(f"{name}:{line}: {len(row)} fields where the header names {len(header)}; expected "
+                              f"{ACCEPTED}")  # fmt: skip
         request, count = _request(row, at, f"{name}:{line}")
         rows += 1
         if reservoir is None:

@@ -67,7 +67,8 @@ _ACCEPTED = "expected a server's /metrics URL (http://HOST:PORT/metrics) or a sa
 
 
 def _clip(text: object) -> str:
-    raw = " ".join(str(text).split())
+    """One line of at most ECHO_CHARS, control characters escaped (a binary file's bytes never reach the terminal)."""
+    raw = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in " ".join(str(text).split()))
     return raw if len(raw) <= ECHO_CHARS else raw[:ECHO_CHARS] + "..."
 
 
@@ -75,7 +76,7 @@ class _Cut(Exception):
     """The fetch stopped: the body passed the size cap, or arrived incomplete."""
 
 
-def _fetch(url: str, *, timeout_s: float, deadline_s: float, max_bytes: int) -> bytes:
+def _fetch(url: str, *, timeout_s: float, deadline_s: float, max_bytes: int, flag: str = FLAG) -> bytes:
     """The body of ``url``, read in a worker thread the caller waits on for ``deadline_s`` at most (a per-read
     timeout alone lets a server sending a byte at a time hold the fetch forever), at most ``max_bytes``."""
     done: dict[str, object] = {}
@@ -108,47 +109,50 @@ def _fetch(url: str, *, timeout_s: float, deadline_s: float, max_bytes: int) -> 
     worker.join(deadline_s)
     if worker.is_alive():
         stop.set()  # the worker ends at its next read (each waits timeout_s at most)
-        raise ConfigError(f"{FLAG} {url}: no complete answer within {deadline_s:g} s; {_ACCEPTED}")
+        raise ConfigError(f"{flag} {url}: no complete answer within {deadline_s:g} s; {_ACCEPTED}")
     error = done.get("error")
     if error is not None:
         if isinstance(error, http.client.IncompleteRead):
             reason = f"the body ended {len(error.partial):,} bytes in, short of what the server announced"
         else:
             reason = _clip(getattr(error, "reason", None) or error or type(error).__name__)
-        raise ConfigError(f"{FLAG} {url}: cannot fetch it ({reason}); {_ACCEPTED}")
+        raise ConfigError(f"{flag} {url}: cannot fetch it ({reason}); {_ACCEPTED}")
     body = done["body"]
     assert isinstance(body, bytes)
     return body
 
 
 def read_exposition(source: str, *, timeout_s: float = TIMEOUT_S, deadline_s: float = DEADLINE_S,
-                    max_bytes: int = MAX_BYTES) -> str:  # fmt: skip
-    """The exposition text of a ``http(s)://`` URL or a file path; :class:`ConfigError` naming the flag if not.
+                    max_bytes: int = MAX_BYTES, flag: str = FLAG) -> str:  # fmt: skip
+    """The exposition text of a ``http(s)://`` URL or a file path; :class:`ConfigError` naming ``flag`` if not.
 
     A URL is fetched within ``deadline_s`` in all and ``max_bytes``; a file is read up to ``max_bytes`` (a device or
     a file growing as it is read included)."""
-    if source.startswith(("http://", "https://")):
-        body = _fetch(source, timeout_s=timeout_s, deadline_s=deadline_s, max_bytes=max_bytes)
+    scheme = source.split("://", 1)[0] if "://" in source else ""
+    if scheme and scheme.lower() not in ("http", "https"):
+        raise ConfigError(f"{flag} {_clip(source)}: a {_clip(scheme)}:// URL is not read; {_ACCEPTED}")
+    if source.lower().startswith(("http://", "https://")):
+        body = _fetch(source, timeout_s=timeout_s, deadline_s=deadline_s, max_bytes=max_bytes, flag=flag)
     else:
         try:
             with Path(source).open("rb") as f:
                 body = f.read(max_bytes + 1)
         except OSError as exc:
-            raise ConfigError(f"{FLAG} {source}: cannot read it ({_clip(exc.strerror or exc)}); {_ACCEPTED}") from None
+            raise ConfigError(f"{flag} {source}: cannot read it ({_clip(exc.strerror or exc)}); {_ACCEPTED}") from None
     if len(body) > max_bytes:
-        raise ConfigError(f"{FLAG} {source}: larger than {max_bytes:,} bytes; {_ACCEPTED} (vLLM's own page is "
+        raise ConfigError(f"{flag} {source}: larger than {max_bytes:,} bytes; {_ACCEPTED} (vLLM's own page is "
                           "tens of kilobytes)")  # fmt: skip
     return body.decode("utf-8", errors="replace")
 
 
-def families(text: str, source: str) -> list[Any]:
-    """The metric families of an exposition (prometheus_client's own parser)."""
+def families(text: str, source: str, flag: str = FLAG) -> list[Any]:
+    """The metric families of an exposition (prometheus_client's own parser); errors name ``flag``."""
     from prometheus_client.parser import text_string_to_metric_families
 
     try:
         return list(text_string_to_metric_families(text))
     except Exception as exc:  # the parser raises more than ValueError on malformed lines (IndexError, KeyError)
-        raise ConfigError(f"{FLAG} {source}: not a Prometheus text exposition ({_clip(exc)})") from None
+        raise ConfigError(f"{flag} {source}: not a Prometheus text exposition ({_clip(exc)})") from None
 
 
 def nonnegative_count(value: float, what: str, source: str, *, maximum: int = MAX_COUNT) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 
 from vllm_hpu_mm.engine import EngineShape, TextShapes
 from vllm_hpu_mm.envs import read_if_set
@@ -68,20 +69,28 @@ def _grid(top: int, small: range | tuple[int, ...]) -> set[int]:
 
 
 def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, *, speculative_tokens: int = 0,
-                  performance_mode: str = "balanced") -> list[int]:  # fmt: skip
+                  performance_mode: str = "balanced", given: tuple[int, ...] | None = None,
+                  given_max: int | None = None) -> list[int]:  # fmt: skip
     """vLLM 0.32's default ``cudagraph_capture_sizes`` (``config/vllm.py`` ``VllmConfig._set_cudagraph_sizes``,
     512 the platform's default ceiling): the ceiling min(max_num_seqs x (1 + speculative tokens) x 2, 512,
     max_num_batched_tokens); 1, 2, 4 (``interactivity``: every size up to 32), multiples of 8 below 256 and of 16
     from 256 up to it; max_num_batched_tokens where it is within; then the uniform decode batches: ``max_num_seqs``
     tokens without speculative decoding, else each request count of the same grid (and ``max_num_seqs``) times
-    1 + the speculative tokens, within the ceiling before the token budget's clamp."""
+    1 + the speculative tokens, within the ceiling before the token budget's clamp. The user's
+    ``cudagraph_capture_sizes`` (``given``) replace the rule: deduplicated, those within the token budget; their
+    ``max_cudagraph_capture_size`` alone (``given_max``) is the ceiling, with no uniform decode sizes added."""
+    if given is not None:
+        return sorted({n for n in given if n <= max_num_batched_tokens})
     query = 1 + speculative_tokens
-    ceiling = min(max_num_seqs * query * 2, 512)
-    if query > 1:
+    ceiling = min(max_num_seqs * query * 2, 512) if given_max is None else given_max
+    uniform: set[int] = set()
+    if given_max is not None:
+        pass
+    elif query > 1:
         counts = _grid(min(max_num_seqs, 512), (1, 2, 4)) | {min(max_num_seqs, 512)}
         uniform = {n * query for n in counts if n * query <= ceiling}
-    else:
-        uniform = {max_num_seqs} if max_num_seqs <= ceiling else set()
+    elif max_num_seqs <= ceiling:
+        uniform = {max_num_seqs}
     top = min(max_num_batched_tokens, ceiling)
     sizes = _grid(top, range(1, min(top, 32) + 1) if performance_mode == "interactivity" else (1, 2, 4))
     if max_num_batched_tokens <= top:
@@ -93,13 +102,30 @@ def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, *, speculative
 class VllmCuda(NoBucketList):
     name: Runtime = Runtime.VLLM_CUDA
     traits: RuntimeTraits = TRAITS
+    #: The user's --compilation-config: its cudagraph_capture_sizes, its max_cudagraph_capture_size, and whether
+    #: its cudagraph_mode captures nothing (NONE).
+    given_sizes: tuple[int, ...] | None = None
+    given_max: int | None = None
+    graphs_off: bool = False
+
+    def with_compilation_config(self, config: Mapping[str, object]) -> VllmCuda:
+        sizes, top, mode = (config.get(k) for k in ("cudagraph_capture_sizes", "max_cudagraph_capture_size",
+                                                     "cudagraph_mode"))  # fmt: skip
+        ints = isinstance(sizes, list) and sizes and all(isinstance(n, int) and n > 0 for n in sizes)
+        return dataclasses.replace(self, given_sizes=tuple(sizes) if ints and isinstance(sizes, list) else None,
+                                   given_max=top if isinstance(top, int) and top > 0 else None,
+                                   graphs_off=mode is not None and str(mode).upper() in ("NONE", "0"))  # fmt: skip
 
     def text_shapes(self, shape: EngineShape) -> TextShapes:
+        if self.graphs_off:
+            return TextShapes((), (), "none: your --compilation-config sets cudagraph_mode NONE")
         sizes = capture_sizes(shape.max_num_seqs, shape.max_num_batched_tokens,
                               speculative_tokens=shape.num_speculative_tokens,
-                              performance_mode=shape.performance_mode)  # fmt: skip
+                              performance_mode=shape.performance_mode, given=self.given_sizes,
+                              given_max=self.given_max)  # fmt: skip
         decode = tuple((n, 0) for n in sizes)
-        return TextShapes((), decode, "vLLM's CUDA graph capture sizes (by token count)")
+        whose = "your --compilation-config's" if self.given_sizes or self.given_max else "vLLM's"
+        return TextShapes((), decode, f"{whose} CUDA graph capture sizes (by token count)")
 
     def memory(self, m: MemoryInputs) -> MemorySplit:
         """:func:`available_kv_cache_memory` with the plan's estimates of the weights, the profiling run's peak,

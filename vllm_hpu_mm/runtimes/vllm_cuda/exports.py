@@ -21,7 +21,8 @@ def exports(d: Draft, context: ExportContext) -> Exports:
         return d.eager(kv)
     config: dict[str, object] = {}
     budgets: tuple[str, ...] = ()
-    if i.buckets:
+    vision = bool(i.buckets) and not i.images_refused  # no image runs: no encoder graph
+    if vision:
         graph_buckets = plan.vision_buckets_captured or None
         config.update(encoder_cudagraph_config(graph_buckets))
         budgets = ("--compilation-config encoder_cudagraph_token_budgets",) if graph_buckets else ()
@@ -32,14 +33,18 @@ def exports(d: Draft, context: ExportContext) -> Exports:
     if d.flags.compilation_config is not None:
         d.notes.append(f"CUDA: you pass your own compilation config; merge these fields into it: {json.dumps(config)}")
         unmerged = "your --compilation-config is used as it is"
-        return d.finish({"kv_cache": kv, "decode_graphs": Part(capture, False, unmerged),
-                         "prefill_text_graphs": Part(capture, False, unmerged),
-                         "prefill_vision_graphs": Part(budgets, not i.buckets, unmerged)})  # fmt: skip
+        # the plan sized the graphs the user's capture sizes (or cudagraph_mode NONE) ask for: vLLM captures those
+        yours = any(k in d.flags.compilation_config for k in ("cudagraph_capture_sizes", "max_cudagraph_capture_size",
+                                                              "cudagraph_mode"))  # fmt: skip
+        planned = "planned as your --compilation-config sets them" if yours else unmerged
+        return d.finish({"kv_cache": kv, "decode_graphs": Part(capture, yours, planned),
+                         "prefill_text_graphs": Part(capture, yours, planned),
+                         "prefill_vision_graphs": Part(budgets, not vision, unmerged)})  # fmt: skip
     d.args += ["--compilation-config", json.dumps(config, sort_keys=True)]
     d.notes.append("CUDA: vision buckets as vLLM encoder CUDA graphs, decode graphs that fit as capture sizes")
     return d.finish({
         "kv_cache": kv,
         "decode_graphs": Part(capture, True),
         "prefill_text_graphs": Part(capture, True, "vLLM captures by token count; longer prefills run piecewise"),
-        "prefill_vision_graphs": Part(budgets, bool(budgets) or not i.buckets),
+        "prefill_vision_graphs": Part(budgets, bool(budgets) or not vision),
     })  # fmt: skip

@@ -124,6 +124,10 @@ class VllmGaudi:
     env: tuple[tuple[str, str], ...] = ()
     model_type: str = "qwen2_5_vl"
 
+    def with_compilation_config(self, config: Mapping[str, object]) -> VllmGaudi:
+        """Its graphs are its buckets: the compilation config's capture sizes are not read."""
+        return self
+
     @property
     def version(self) -> str | None:
         """The release this model plans for, as :func:`model_from_env` takes it (None: main, nothing installed)."""

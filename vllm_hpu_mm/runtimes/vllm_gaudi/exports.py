@@ -90,15 +90,6 @@ def _release(d: Draft) -> Release:
     return runtime.bucketing.release if isinstance(runtime, VllmGaudi) else MAIN
 
 
-def _limit_refuses_images(raw: str) -> bool:
-    """Whether a ``--limit-mm-per-prompt`` gives ``image`` a count of 0 (vLLM then refuses every image)."""
-    value = _limit(raw)
-    if value is None or "image" not in value:
-        return False
-    image = value["image"]
-    return (image.get("count", UNSET_LIMIT) if isinstance(image, Mapping) else image) == 0
-
-
 def _vision(d: Draft, resolutions: Sequence[tuple[int, int]]) -> tuple[list[str], bool]:
     """The vision knobs set (buckets, resolutions, limit) and whether vllm-gaudi then warms vision graphs."""
     i, flags = d.plan.inputs, d.flags
@@ -131,7 +122,7 @@ def _vision(d: Draft, resolutions: Sequence[tuple[int, int]]) -> tuple[list[str]
             # Count 1: "WxH" alone would warm the --limit-mm-per-prompt count (999 by default) of images at once.
             d.env["VLLM_MULTIMODAL_RESOLUTIONS"] = format_resolutions(resolutions, (1, 1))
             vision.append("VLLM_MULTIMODAL_RESOLUTIONS")
-    if i.buckets and not vision:
+    if i.buckets and not vision and not i.images_refused:
         # Nothing fits: naming image would make vllm-gaudi warm its default list (no memory check) and OOM.
         if dummy:
             d.notes.append(f"no vision bucket fits, but {release} warms its default vision buckets whatever "
@@ -160,7 +151,7 @@ def _vision(d: Draft, resolutions: Sequence[tuple[int, int]]) -> tuple[list[str]
     if _limit_names_image(flags.limit_mm_per_prompt):
         vision.append("--limit-mm-per-prompt")
         return vision, True
-    if _limit_refuses_images(flags.limit_mm_per_prompt):
+    if flags.refuses_images:
         d.notes.append(
             f"your --limit-mm-per-prompt {flags.limit_mm_per_prompt} sets image to 0: vLLM refuses every request "
             "with an image ('At most 0 image(s) may be provided in one prompt', vllm/multimodal/processing/"
@@ -181,7 +172,7 @@ def _vision_bucket_count(d: Draft, release: Release, vision: list[str]) -> tuple
     i, flags = d.plan.inputs, d.flags
     if "VLLM_MULTIMODAL_RESOLUTIONS" in flags.user_env:
         d.notes.append(f"VLLM_MULTIMODAL_RESOLUTIONS is yours, but {release} does not read it")
-    if i.buckets and not vision:
+    if i.buckets and not vision and not i.images_refused:
         d.notes.append(f"no vision pass fits, but {release} warms its default passes (1, 2, 4, 8 items) of every "
                        "modality without a memory check (OOM risk at warm-up)")  # fmt: skip
         return vision, False
@@ -265,11 +256,12 @@ def exports(d: Draft, context: ExportContext) -> Exports:
         d.notes.append(f"{release} ignores your {', '.join(ignored)} (the strategy or the bucket file in use "
                        "overrides them)")  # fmt: skip
     by = ("VLLM_BUCKETING_FROM_FILE",)
-    vision_ok = (warmed and "VLLM_MULTIMODAL_BUCKETS" in vision) or not i.buckets
+    vision_ok = (warmed and "VLLM_MULTIMODAL_BUCKETS" in vision) or not i.buckets or i.images_refused
     d.notes.append(f"{release} reads neither prompt ratio: none exported")
     return d.finish({
         "kv_cache": kv,
         "decode_graphs": Part(by, decode_ok, "" if decode_ok else why_not),
         "prefill_text_graphs": Part(by, prefill_ok, "" if prefill_ok else why_not),
-        "prefill_vision_graphs": Part(tuple(vision), vision_ok, "" if warmed else "vision warm-up is off"),
+        "prefill_vision_graphs": Part(tuple(vision), vision_ok, "no image runs: none planned" if i.images_refused
+                                      else "" if warmed else "vision warm-up is off"),
     })  # fmt: skip

@@ -501,10 +501,17 @@ LINES: tuple[Release, ...] = (
 
 def release_for(version: str | None) -> Release:
     """The line a vllm-gaudi version belongs to (None or "main" = main @091bbadd). Versions from 0.27.0 on (e.g. a
-    development build of main) plan as main; versions before the oldest modelled line are refused."""
+    development build of main) plan as main; versions before the oldest modelled line, or from 1.0 on (no release
+    has one), are refused."""
     if version is None or version.strip().lower() in ("main", "091bbadd", VLLM_MAIN_FULL):
         return MAIN
     v = parse_version(version)
+    if v >= _BEYOND_MAIN:
+        # vllm-gaudi follows vLLM's 0.x versions: a later 0.x plans as the newest model (main), a 1.0 or later
+        # is no release at all (a typo, or a version no code has been read for)
+        raise ConfigError(f"vllm-gaudi=={version}: no vllm-gaudi release has it (they follow vLLM's 0.x versions; "
+                          f"from 0.27.0 on they plan as main @091bbadd, the newest modelled); {_ASK_ITS_OWN}; "
+                          f"{_ACCEPTED}")  # fmt: skip
     for line in LINES:
         if v >= line.first:
             if line.not_modelled:
@@ -515,5 +522,7 @@ def release_for(version: str | None) -> Release:
     raise ConfigError(f"vllm-gaudi=={version}: {why}; {_ACCEPTED}")
 
 
-_ASK_ITS_OWN = "on a host that runs it, --plan-runtime auto asks its own code"
-_ACCEPTED = "accepted: 0.11.2 (and its post-releases), 0.13.0 or newer, or main"
+#: The first version no vllm-gaudi release can have (they follow vLLM's 0.x).
+_BEYOND_MAIN = parse_version("1.0.0.dev0")
+_ASK_ITS_OWN = "on a host that runs it, auto (--runtime, or --plan-runtime under serve) asks its own code"
+_ACCEPTED = "accepted: 0.11.2 (and its post-releases), 0.13.0 or a later 0.x, or main"
