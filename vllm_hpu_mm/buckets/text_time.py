@@ -279,14 +279,17 @@ def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_va
     cost = np.where(c <= first_max, unit * prefix, INF)
     # the weight between c[j] and c[i], in c[i], for every step j -> i of the band: the same for every count
     span = np.where(inside, unit[:, None] * (prefix[:, None] - prefix[band]), INF)
-    rows_n = np.arange(n)
+    # each candidate's row of the band in ``total`` flattened: the best step read with one take (a gather by
+    # (rows, best) pairs costs more per count, and a ladder tries up to MAX_VALUES_PER_ROW counts)
+    row_starts = np.arange(n) * band.shape[1]
     choices: list[_I] = []  # each count's best step into every candidate, as a position in its band
     costs: list[float] = []
     for m in range(1, min(max_values, n) + 1):
         if m > 1:
-            total = cost[band] + span
+            total = cost.take(band)
+            total += span
             best = total.argmin(axis=1)
-            cost = total[rows_n, best]
+            cost = total.take(row_starts + best)
             choices.append(best)
         costs.append(float(cost[-1]) + zero_cost if math.isfinite(cost[-1]) else INF)
     pad = len(extra)
