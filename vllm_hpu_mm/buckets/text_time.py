@@ -57,6 +57,8 @@ __all__ = [
     "phase_options",
     "phase_options_of",
     "phase_seconds",
+    "unique_ints",
+    "unique_pairs",
     "weighted_sum",
 ]
 
@@ -655,6 +657,49 @@ def _row_sets(axes: PhaseAxes, cands: list[int], first: _I, second: _I, weight: 
     return out
 
 
+#: Most entries of a table marking the values (or pairs) present (:func:`unique_ints`, :func:`unique_pairs`; 9 MiB with
+#: its running count): above it, a sort.
+DENSE_MOST = 1 << 20
+
+
+def _dense(values: _I) -> tuple[_I, _I] | None:
+    """:func:`unique_ints` by marking the values present in a table as long as their range; None where a value is
+    negative or the range passes :data:`DENSE_MOST`."""
+    low, high = int(values.min()), int(values.max())
+    if low < 0 or high - low >= DENSE_MOST:
+        return None
+    present = np.zeros(high - low + 1, dtype=bool)
+    present[values - low] = True
+    return np.flatnonzero(present) + low, (np.cumsum(present) - 1)[values - low]
+
+
+def unique_ints(values: _I) -> tuple[_I, _I]:
+    """``np.unique(values, return_inverse=True)`` of ints (the distinct values sorted, each value's index among
+    them), without sorting them where their range is small: a plan's spread shapes are half a million values of a
+    few thousand."""
+    got = _dense(values) if len(values) else None
+    if got is None:
+        distinct, inverse = np.unique(values, return_inverse=True)
+        return distinct, inverse.reshape(-1)
+    return got
+
+
+def unique_pairs(first: _I, second: _I) -> tuple[_I, _I, _I]:
+    """The distinct (first, second) pairs of ints in lexicographic order (firsts, seconds) and each pair's index
+    among them: ``np.unique`` of the pairs packed into one int, with its inverse, without a sort where each axis'
+    distinct values are few (:func:`unique_ints`)."""
+    firsts, seconds = (_dense(first), _dense(second)) if len(first) else (None, None)
+    if firsts is None or seconds is None or len(firsts[0]) * len(seconds[0]) >= DENSE_MOST:
+        keys, inverse = np.unique(np.stack([first, second], axis=1).reshape(-1, 2), axis=0, return_inverse=True)
+        return keys[:, 0], keys[:, 1], inverse.reshape(-1)
+    width = len(seconds[0])
+    pairs = firsts[1] * width + seconds[1]
+    present = np.zeros(len(firsts[0]) * width, dtype=bool)
+    present[pairs] = True
+    at = np.flatnonzero(present)
+    return firsts[0][at // width], seconds[0][at % width], (np.cumsum(present) - 1)[pairs]
+
+
 def _binned(values: _I) -> _I:
     """Values rounded up to 16 steps per doubling (at most 6.25% above; up to 16 exact)."""
     out = values.copy()
@@ -907,9 +952,8 @@ def phase_options_of(axes: PhaseAxes, first: _I, second: _I, weight: _F, most_ro
     first = np.minimum(-(-first // axes.row_round) * axes.row_round, axes.rows_top)
     second = _binned(second)
     # one entry per (row granule, binned value): the work below is bounded by the limits' octaves
-    merged, inverse = np.unique(first * (1 << 32) + second, return_inverse=True)
+    first, second, inverse = unique_pairs(first, second)
     weight = np.bincount(inverse, weights=weight).astype(np.float64)
-    first, second = merged >> 32, merged & ((1 << 32) - 1)
     cands = _row_candidates(axes, first, weight)
     memo: dict[tuple[int, int, bool], _Curve] = {}
     out = []
