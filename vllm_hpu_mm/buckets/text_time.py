@@ -956,6 +956,9 @@ def phase_options_of(axes: PhaseAxes, first: _I, second: _I, weight: _F, most_ro
     weight = np.bincount(inverse, weights=weight).astype(np.float64)
     cands = _row_candidates(axes, first, weight)
     memo: dict[tuple[int, int, bool], _Curve] = {}
+    # the axes as a spill row and as the last row sees them, made once (a copy per ladder cost more than the ladder's
+    # own setup); the copies share the memo
+    spilled = {spill: dataclasses.replace(axes, spill=spill) for spill in {False, axes.spill}}
     out = []
     for rows in _row_sets(axes, cands, first, second, weight, min(MAX_ROWS * axes.resolution, most_rows)):
         idx = np.searchsorted(np.array(rows, dtype=np.int64), first)
@@ -966,7 +969,7 @@ def phase_options_of(axes: PhaseAxes, first: _I, second: _I, weight: _F, most_ro
             key = (row, prev, spill)
             if key not in memo:
                 sel = idx == i
-                memo[key] = _ladder(dataclasses.replace(axes, spill=spill), row, prev, second[sel], weight[sel],
+                memo[key] = _ladder(spilled[spill], row, prev, second[sel], weight[sel],
                                     MAX_VALUES_PER_ROW * axes.resolution)  # fmt: skip
             curves.append(memo[key])
         out.append((rows, tuple(curves), _allocate(curves)))
