@@ -657,9 +657,9 @@ def _row_sets(axes: PhaseAxes, cands: list[int], first: _I, second: _I, weight: 
     return out
 
 
-#: Most entries of a table marking the values (or pairs) present (:func:`unique_ints`, :func:`unique_pairs`; 9 MiB with
-#: its running count): above it, a sort.
-DENSE_MOST = 1 << 20
+#: Most entries of a table marking the values (or pairs) present (:func:`unique_ints`, :func:`unique_pairs`; 20 MiB
+#: with its running count): above it, a sort.
+DENSE_MOST = 1 << 22
 
 
 def _dense(values: _I) -> tuple[_I, _I] | None:
@@ -670,7 +670,7 @@ def _dense(values: _I) -> tuple[_I, _I] | None:
         return None
     present = np.zeros(high - low + 1, dtype=bool)
     present[values - low] = True
-    return np.flatnonzero(present) + low, (np.cumsum(present) - 1)[values - low]
+    return np.flatnonzero(present) + low, (np.cumsum(present, dtype=np.int32) - 1)[values - low].astype(np.int64)
 
 
 def unique_ints(values: _I) -> tuple[_I, _I]:
@@ -687,17 +687,18 @@ def unique_ints(values: _I) -> tuple[_I, _I]:
 def unique_pairs(first: _I, second: _I) -> tuple[_I, _I, _I]:
     """The distinct (first, second) pairs of ints in lexicographic order (firsts, seconds) and each pair's index
     among them: ``np.unique`` of the pairs packed into one int, with its inverse, without a sort where each axis'
-    distinct values are few (:func:`unique_ints`)."""
-    firsts, seconds = (_dense(first), _dense(second)) if len(first) else (None, None)
-    if firsts is None or seconds is None or len(firsts[0]) * len(seconds[0]) >= DENSE_MOST:
-        keys, inverse = np.unique(np.stack([first, second], axis=1).reshape(-1, 2), axis=0, return_inverse=True)
-        return keys[:, 0], keys[:, 1], inverse.reshape(-1)
+    distinct values are few (:func:`unique_ints`); else one sort of the pairs packed by their ranks."""
+    firsts, seconds = unique_ints(first), unique_ints(second)
     width = len(seconds[0])
+    if len(firsts[0]) * width >= DENSE_MOST:  # ranks below len(first) ** 2: the packed pair fits an int64
+        keys, inverse = np.unique(firsts[1] * width + seconds[1], return_inverse=True)
+        return firsts[0][keys // width], seconds[0][keys % width], inverse.reshape(-1)
     pairs = firsts[1] * width + seconds[1]
     present = np.zeros(len(firsts[0]) * width, dtype=bool)
     present[pairs] = True
     at = np.flatnonzero(present)
-    return firsts[0][at // width], seconds[0][at % width], (np.cumsum(present) - 1)[pairs]
+    inverse = (np.cumsum(present, dtype=np.int32) - 1)[pairs].astype(np.int64)
+    return firsts[0][at // width], seconds[0][at % width], inverse
 
 
 def _binned(values: _I) -> _I:
