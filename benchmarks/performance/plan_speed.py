@@ -2,7 +2,7 @@
 (the embedded traffic), each a fresh ``python -m vllm_hpu_mm.cli.main`` process, timed from start to exit.
 
 Each command runs ``--runs`` times (at least 5) in a clean environment (no VLLM_* / HF_* settings, an empty Hugging
-Face cache and an empty cache folder of ours, so no memory profile another run calibrated; offline: the main job,
+Face cache and an empty home, so no memory profile another run calibrated; offline: the main job,
 Qwen2.5-VL-7B-Instruct on a Gaudi2 served by vllm-gaudi, with the catalog's dimensions), the commands taking turns.
 Python's compiled modules are written and read as an installed package's are (PYTHONDONTWRITEBYTECODE dropped; each
 checkout compiled once before the runs), so no run pays for compiling the package. Reported per command: the median,
@@ -88,8 +88,8 @@ def run_once(args: str, hub: str, root: Path) -> tuple[float, float, float]:
     """Wall and CPU seconds (user + system; the planning process's own, its children left out) of one run of
     ``vllm-hpu-mm ARGS`` from checkout ``root``; exits on a failed run."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "HF_")) and k != "PYTHONDONTWRITEBYTECODE"}
-    env.update({"HF_HUB_CACHE": hub, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(root),
-                "VLLM_HPU_MM_CACHE_DIR": str(Path(hub) / "vllm-hpu-mm")})  # fmt: skip
+    # an empty home: no memory profile another run calibrated (~/.cache/vllm-hpu-mm) changes the plan timed
+    env.update({"HF_HUB_CACHE": hub, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(root), "HOME": hub})
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     own = Path(hub) / "own_cpu"
