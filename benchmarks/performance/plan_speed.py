@@ -2,15 +2,16 @@
 (the embedded traffic), each a fresh ``python -m vllm_hpu_mm.cli.main`` process, timed from start to exit.
 
 Each command runs ``--runs`` times (at least 5) in a clean environment (no VLLM_* / HF_* settings, an empty Hugging
-Face cache, offline: the main job, Qwen2.5-VL-7B-Instruct on a Gaudi2 served by vllm-gaudi, with the catalog's
-dimensions), the commands taking turns. Python's compiled modules are written and read as an installed package's
-are (PYTHONDONTWRITEBYTECODE dropped; each checkout compiled once before the runs), so no run pays for compiling
-the package. Reported per command: the median, min and max wall time, and the median CPU time of the process (user
-+ system, a forked child's included: what the command itself costs, other jobs' turns on a shared machine aside)
-and of the planning process alone (the critical path on an idle 2-core machine, where a child works beside it).
-The machine is named (CPU model, ``nproc``) with the load average before and after the runs: on a loaded machine the
-wall times are longer, the CPU times much less so. With ``--baseline DIR`` (another checkout, e.g. the commit before
-a change) its commands take turns with this checkout's, so that both meet the same load. One command::
+Face cache and an empty home, so no memory profile another run calibrated; offline: the main job,
+Qwen2.5-VL-7B-Instruct on a Gaudi2 served by vllm-gaudi, with the catalog's dimensions), the commands taking turns.
+Python's compiled modules are written and read as an installed package's are (PYTHONDONTWRITEBYTECODE dropped; each
+checkout compiled once before the runs), so no run pays for compiling the package. Reported per command: the median,
+min and max wall time, and the median CPU time of the process (user + system, a forked child's included: what the
+command itself costs, other jobs' turns on a shared machine aside) and of the planning process alone (the critical
+path on an idle 2-core machine, where a child works beside it). The machine is named (CPU model, ``nproc``) with the
+load average before and after the runs: on a loaded machine the wall times are longer, the CPU times much less so.
+With ``--baseline DIR`` (another checkout, e.g. the commit before a change) its commands take turns with this
+checkout's, so that both meet the same load. One command::
 
     .venv/bin/python benchmarks/performance/plan_speed.py --runs 5 [--baseline /path/to/other/checkout]
 
@@ -87,7 +88,8 @@ def run_once(args: str, hub: str, root: Path) -> tuple[float, float, float]:
     """Wall and CPU seconds (user + system; the planning process's own, its children left out) of one run of
     ``vllm-hpu-mm ARGS`` from checkout ``root``; exits on a failed run."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "HF_")) and k != "PYTHONDONTWRITEBYTECODE"}
-    env.update({"HF_HUB_CACHE": hub, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(root)})
+    # an empty home: no memory profile another run calibrated (~/.cache/vllm-hpu-mm) changes the plan timed
+    env.update({"HF_HUB_CACHE": hub, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(root), "HOME": hub})
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     own = Path(hub) / "own_cpu"

@@ -17,6 +17,8 @@ from vllm_hpu_mm.buckets.text_time import (
     _Pricer,
     _seconds,
     moved,
+    unique_ints,
+    unique_pairs,
 )
 
 small = st.integers(1, 40)
@@ -117,3 +119,31 @@ def test_buckets_added_move_each_shape_to_the_bucket_a_fresh_lookup_finds(
     fresh = [scan(table + added, *s) for s in asked]
     assert got[1].tolist() == [price(*hit) if hit else -1.0 for hit in fresh]
     assert (got[0] == NOT_FOUND).tolist() == [hit is None for hit in fresh]
+
+
+ints = st.lists(st.integers(-3, 1 << 40), min_size=0, max_size=60)
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(values=ints, small_range=st.booleans())
+def test_unique_ints_is_numpys_unique_with_its_inverse(values: list[int], small_range: bool) -> None:
+    a = np.array([v % 50 if small_range else v for v in values], dtype=np.int64)
+    distinct, inverse = unique_ints(a)
+    want, want_inverse = np.unique(a, return_inverse=True)
+    assert np.array_equal(distinct, want)
+    assert np.array_equal(inverse, want_inverse.reshape(-1))
+    assert inverse.dtype == want_inverse.dtype
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(pairs=st.lists(st.tuples(st.integers(-2, 1 << 33), st.integers(0, 1 << 30)), min_size=0, max_size=60),
+       small_range=st.booleans())  # fmt: skip
+def test_unique_pairs_are_the_sorted_distinct_pairs_with_their_inverse(pairs: list[tuple[int, int]],
+                                                                       small_range: bool) -> None:  # fmt: skip
+    cut = [(f % 40, s % 30) if small_range else (f, s) for f, s in pairs]
+    first = np.array([f for f, _ in cut], dtype=np.int64)
+    second = np.array([s for _, s in cut], dtype=np.int64)
+    firsts, seconds, inverse = unique_pairs(first, second)
+    distinct = sorted(set(cut))
+    assert list(zip(firsts.tolist(), seconds.tolist(), strict=True)) == distinct
+    assert [distinct[i] for i in inverse.tolist()] == cut

@@ -17,7 +17,8 @@ from vllm_hpu_mm.buckets.admission import admit, admit_traffic
 from vllm_hpu_mm.buckets.sizes import SizeSet
 from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.preprocess.image import check_dimensions, dimension_problem
+from vllm_hpu_mm.preprocess.image import check_dimensions
+from vllm_hpu_mm.preprocess.limits import dimension_problem
 from vllm_hpu_mm.traffic.requests import Request, Traffic
 from vllm_hpu_mm.values import MAX_BUCKET
 

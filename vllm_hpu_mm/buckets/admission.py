@@ -1,6 +1,6 @@
 """Which images the server accepts at all: the served loader refuses, before decoding, an image above
 ``VLLM_HPU_MM_MAX_IMAGE_PIXELS`` or with an aspect ratio above ``VLLM_HPU_MM_MAX_ASPECT_RATIO``
-(:func:`~vllm_hpu_mm.preprocess.image.dimension_problem`, the one rule). A plan counts only the images the server
+(:func:`~vllm_hpu_mm.preprocess.limits.dimension_problem`, the one rule). A plan counts only the images the server
 accepts; the others are reported, never planned for. In request traffic a refused image fails its whole request
 (HTTP 400), so the request is left out of the traffic too."""
 
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from vllm_hpu_mm.buckets.sizes import Size, SizeSet
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.preprocess.image import Refusal, dimension_problem
+from vllm_hpu_mm.preprocess.limits import Refusal, dimension_problem
 from vllm_hpu_mm.traffic.requests import Traffic
 
 __all__ = ["Admission", "admit", "admit_traffic"]

@@ -40,6 +40,8 @@ from vllm_hpu_mm.buckets.text_time import (
     cached,
     phase_options_of,
     phase_seconds,
+    unique_ints,
+    unique_pairs,
 )
 from vllm_hpu_mm.engine import Bucket, EngineShape
 
@@ -229,12 +231,12 @@ def _spread(a: _Packed, b: _Packed, octaves: float, *, first_octaves: float, fir
             kernel.append(wa * wb)
     first, second = np.concatenate(firsts), np.concatenate(seconds)
     if top is not None:
-        distinct, at = np.unique(first, return_inverse=True)
+        distinct, at = unique_ints(first)
         tops = np.array([top(int(x)) for x in distinct.tolist()], dtype=np.int64)  # one call per distinct first
         second = np.minimum(second, tops[at])
     # one int64 key per (first, second): both stay far below 2^31 (tokens, sequences and blocks of one engine)
-    keys, inverse = np.unique(first << 31 | second, return_inverse=True)
-    return keys, inverse.reshape(-1), np.array(kernel, dtype=np.int64)
+    firsts_u, seconds_u, inverse = unique_pairs(first, second)
+    return firsts_u << 31 | seconds_u, inverse, np.array(kernel, dtype=np.int64)
 
 
 def at_load_levels(decode: Mapping[tuple[int, int], int], levels: Sequence[int], share: float,

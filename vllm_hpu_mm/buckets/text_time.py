@@ -57,6 +57,8 @@ __all__ = [
     "phase_options",
     "phase_options_of",
     "phase_seconds",
+    "unique_ints",
+    "unique_pairs",
     "weighted_sum",
 ]
 
@@ -279,14 +281,17 @@ def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_va
     cost = np.where(c <= first_max, unit * prefix, INF)
     # the weight between c[j] and c[i], in c[i], for every step j -> i of the band: the same for every count
     span = np.where(inside, unit[:, None] * (prefix[:, None] - prefix[band]), INF)
-    rows_n = np.arange(n)
+    # each candidate's row of the band in ``total`` flattened: the best step read with one take (a gather by
+    # (rows, best) pairs costs more per count, and a ladder tries up to MAX_VALUES_PER_ROW counts)
+    row_starts = np.arange(n) * band.shape[1]
     choices: list[_I] = []  # each count's best step into every candidate, as a position in its band
     costs: list[float] = []
     for m in range(1, min(max_values, n) + 1):
         if m > 1:
-            total = cost[band] + span
+            total = cost.take(band)
+            total += span
             best = total.argmin(axis=1)
-            cost = total[rows_n, best]
+            cost = total.take(row_starts + best)
             choices.append(best)
         costs.append(float(cost[-1]) + zero_cost if math.isfinite(cost[-1]) else INF)
     pad = len(extra)
@@ -652,6 +657,50 @@ def _row_sets(axes: PhaseAxes, cands: list[int], first: _I, second: _I, weight: 
     return out
 
 
+#: Most entries of a table marking the values (or pairs) present (:func:`unique_ints`, :func:`unique_pairs`; 20 MiB
+#: with its running count): above it, a sort.
+DENSE_MOST = 1 << 22
+
+
+def _dense(values: _I) -> tuple[_I, _I] | None:
+    """:func:`unique_ints` by marking the values present in a table as long as their range; None where a value is
+    negative or the range passes :data:`DENSE_MOST`."""
+    low, high = int(values.min()), int(values.max())
+    if low < 0 or high - low >= DENSE_MOST:
+        return None
+    present = np.zeros(high - low + 1, dtype=bool)
+    present[values - low] = True
+    return np.flatnonzero(present) + low, (np.cumsum(present, dtype=np.int32) - 1)[values - low].astype(np.int64)
+
+
+def unique_ints(values: _I) -> tuple[_I, _I]:
+    """``np.unique(values, return_inverse=True)`` of ints (the distinct values sorted, each value's index among
+    them), without sorting them where their range is small: a plan's spread shapes are half a million values of a
+    few thousand."""
+    got = _dense(values) if len(values) else None
+    if got is None:
+        distinct, inverse = np.unique(values, return_inverse=True)
+        return distinct, inverse.reshape(-1)
+    return got
+
+
+def unique_pairs(first: _I, second: _I) -> tuple[_I, _I, _I]:
+    """The distinct (first, second) pairs of ints in lexicographic order (firsts, seconds) and each pair's index
+    among them: ``np.unique`` of the pairs packed into one int, with its inverse, without a sort where each axis'
+    distinct values are few (:func:`unique_ints`); else one sort of the pairs packed by their ranks."""
+    firsts, seconds = unique_ints(first), unique_ints(second)
+    width = len(seconds[0])
+    if len(firsts[0]) * width >= DENSE_MOST:  # ranks below len(first) ** 2: the packed pair fits an int64
+        keys, inverse = np.unique(firsts[1] * width + seconds[1], return_inverse=True)
+        return firsts[0][keys // width], seconds[0][keys % width], inverse.reshape(-1)
+    pairs = firsts[1] * width + seconds[1]
+    present = np.zeros(len(firsts[0]) * width, dtype=bool)
+    present[pairs] = True
+    at = np.flatnonzero(present)
+    inverse = (np.cumsum(present, dtype=np.int32) - 1)[pairs].astype(np.int64)
+    return firsts[0][at // width], seconds[0][at % width], inverse
+
+
 def _binned(values: _I) -> _I:
     """Values rounded up to 16 steps per doubling (at most 6.25% above; up to 16 exact)."""
     out = values.copy()
@@ -904,11 +953,13 @@ def phase_options_of(axes: PhaseAxes, first: _I, second: _I, weight: _F, most_ro
     first = np.minimum(-(-first // axes.row_round) * axes.row_round, axes.rows_top)
     second = _binned(second)
     # one entry per (row granule, binned value): the work below is bounded by the limits' octaves
-    merged, inverse = np.unique(first * (1 << 32) + second, return_inverse=True)
+    first, second, inverse = unique_pairs(first, second)
     weight = np.bincount(inverse, weights=weight).astype(np.float64)
-    first, second = merged >> 32, merged & ((1 << 32) - 1)
     cands = _row_candidates(axes, first, weight)
     memo: dict[tuple[int, int, bool], _Curve] = {}
+    # the axes as a spill row and as the last row sees them, made once (a copy per ladder cost more than the ladder's
+    # own setup); the copies share the memo
+    spilled = {spill: dataclasses.replace(axes, spill=spill) for spill in {False, axes.spill}}
     out = []
     for rows in _row_sets(axes, cands, first, second, weight, min(MAX_ROWS * axes.resolution, most_rows)):
         idx = np.searchsorted(np.array(rows, dtype=np.int64), first)
@@ -919,7 +970,7 @@ def phase_options_of(axes: PhaseAxes, first: _I, second: _I, weight: _F, most_ro
             key = (row, prev, spill)
             if key not in memo:
                 sel = idx == i
-                memo[key] = _ladder(dataclasses.replace(axes, spill=spill), row, prev, second[sel], weight[sel],
+                memo[key] = _ladder(spilled[spill], row, prev, second[sel], weight[sel],
                                     MAX_VALUES_PER_ROW * axes.resolution)  # fmt: skip
             curves.append(memo[key])
         out.append((rows, tuple(curves), _allocate(curves)))

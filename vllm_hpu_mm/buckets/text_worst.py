@@ -1007,9 +1007,7 @@ def _ranked(
     """Each candidate load's steady state (:meth:`Between.candidates`) priced in ``plan`` and in the runtime's own
     buckets, as (ours over theirs, load, state, verdict), the longest against theirs first (none without a steady
     state)."""
-    # the steady states kept for the planning run: judged again after repairs, the same loads are found priced
-    steady = (time.kept("steady", id(loads), lambda: (loads, _steady(loads)))[1] if isinstance(time, CachedTimes)
-              else _steady(loads))  # fmt: skip
+    steady = _kept_steady(loads, time)
     if steady is None:
         return []
     ns = between.candidates(plan.decode, own[1])
@@ -1023,6 +1021,14 @@ def _ranked(
         ranked.append((ratio, n, load, v))
     ranked.sort(key=lambda r: (-r[0], r[1]))
     return ranked
+
+
+def _kept_steady(loads: Sequence[LoadShapes], time: StepTimes) -> _Steady | None:
+    """:func:`_steady` of ``loads``, kept for the planning run: the ranking after each repair and the prune ask for the
+    same loads' (the entry holds them: their id is not reused meanwhile)."""
+    if not isinstance(time, CachedTimes):
+        return _steady(loads)
+    return time.kept("steady", id(loads), lambda: (loads, _steady(loads)))[1]
 
 
 def _rest(ranked: Sequence[tuple[float, int, LoadShapes, LoadVerdict]], between: Between, most: int) -> list[int]:
@@ -1311,9 +1317,10 @@ def _prune_held(plan: TextBucketPlan, rows: Sequence[tuple[LoadShapes, PaddedTim
     ones alone were held), each to :data:`SAMPLE_SHARE` of the runtime's own padding or to its repairs' hold where
     that is less (a level's :data:`LEVEL_SHARE`); the prune keeps one beyond it no longer than now."""
     out = [(load, min(h.padded_s, SAMPLE_SHARE * o.padded_s)) for load, o, h in rows]
-    steady = _steady(loads) if between is not None else None
+    steady = _kept_steady(loads, time) if between is not None else None
     if steady is not None and between is not None:
-        states = [steady.at(n) for n in between.candidates(plan.decode, own[1])]
+        # the states the ranking made and priced in the runtime's own buckets (the same shapes as made afresh)
+        states = [steady.state(n) for n in between.candidates(plan.decode, own[1])]
         out += [(load, SAMPLE_SHARE * o.padded_s) for load, o in zip(states, padded_times(*own, states, time),
                                                                        strict=True)]  # fmt: skip
     return out

@@ -1,7 +1,14 @@
 """Image preprocessing: safe loading, the 112-pixel alignment rule, and Qwen2-VL pixel values.
 
-Importing this package is cheap (Pillow and NumPy only; no torch or transformers).
+Importing this package is cheap: the alignment rule is pure arithmetic, and the image and pixel modules (Pillow and
+NumPy; no torch or transformers) are imported when one of their names is first asked for, so that a plan, which
+needs only the alignment rule, does not pay for Pillow.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from vllm_hpu_mm.preprocess.align import (
     ALIGN_FACTOR,
@@ -11,9 +18,11 @@ from vllm_hpu_mm.preprocess.align import (
     image_tokens,
     patch_count,
 )
-from vllm_hpu_mm.preprocess.image import AlignedImage, align_image, check_dimensions, load_image
-from vllm_hpu_mm.preprocess.pixels import QWEN_IMAGE_MEAN, QWEN_IMAGE_STD, to_patch_bytes, to_pixel_values
 from vllm_hpu_mm.values import AlignMode
+
+if TYPE_CHECKING:
+    from vllm_hpu_mm.preprocess.image import AlignedImage, align_image, check_dimensions, load_image
+    from vllm_hpu_mm.preprocess.pixels import QWEN_IMAGE_MEAN, QWEN_IMAGE_STD, to_patch_bytes, to_pixel_values
 
 __all__ = [
     "ALIGN_FACTOR",
@@ -32,3 +41,22 @@ __all__ = [
     "to_patch_bytes",
     "to_pixel_values",
 ]
+
+#: The names of the modules that need Pillow, by the module that defines them (imported on first use).
+_LAZY = {
+    "AlignedImage": "image",
+    "align_image": "image",
+    "check_dimensions": "image",
+    "load_image": "image",
+    "QWEN_IMAGE_MEAN": "pixels",
+    "QWEN_IMAGE_STD": "pixels",
+    "to_patch_bytes": "pixels",
+    "to_pixel_values": "pixels",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

@@ -14,14 +14,13 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
-from typing import Literal
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from vllm_hpu_mm.envs import get_settings  # cheap: envs imports only vllm_hpu_mm.values and errors
 from vllm_hpu_mm.errors import ImageError
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, aligned_size
+from vllm_hpu_mm.preprocess.limits import dimension_problem, size_limits
 from vllm_hpu_mm.values import AlignMode
 
 ImageSource = Image.Image | bytes | str | os.PathLike[str]
@@ -34,38 +33,11 @@ _EXIF_ORIENTATION = 0x0112
 _DECODE_ERRORS = (Image.DecompressionBombError, OSError, UnidentifiedImageError, SyntaxError, ValueError, EOFError)
 
 
-def _default_limits(max_image_pixels: int | None, max_aspect_ratio: float | None) -> tuple[int, float]:
-    if max_image_pixels is None or max_aspect_ratio is None:
-        settings = get_settings()
-        max_image_pixels = settings.max_image_pixels if max_image_pixels is None else max_image_pixels
-        max_aspect_ratio = settings.max_aspect_ratio if max_aspect_ratio is None else max_aspect_ratio
-    return max_image_pixels, max_aspect_ratio
-
-
-#: Why the server refuses an image by its size alone (before decoding it).
-Refusal = Literal["empty", "aspect_ratio", "pixels"]
-
-
-def dimension_problem(
-    width: int, height: int, *, max_image_pixels: int | None = None, max_aspect_ratio: float | None = None
-) -> Refusal | None:
-    """Why the served loader refuses a ``width`` x ``height`` image, or None when it accepts it. Limits default to
-    ``VLLM_HPU_MM_MAX_IMAGE_PIXELS`` and ``VLLM_HPU_MM_MAX_ASPECT_RATIO`` (``vllm_hpu_mm.envs``)."""
-    max_image_pixels, max_aspect_ratio = _default_limits(max_image_pixels, max_aspect_ratio)
-    if width <= 0 or height <= 0:
-        return "empty"
-    if max(width, height) / min(width, height) > max_aspect_ratio:
-        return "aspect_ratio"
-    if width * height > max_image_pixels:
-        return "pixels"
-    return None
-
-
 def check_dimensions(
     width: int, height: int, *, max_image_pixels: int | None = None, max_aspect_ratio: float | None = None
 ) -> None:
     """Raise :class:`ImageError` unless a ``width`` x ``height`` image is one we accept (:func:`dimension_problem`)."""
-    max_image_pixels, max_aspect_ratio = _default_limits(max_image_pixels, max_aspect_ratio)
+    max_image_pixels, max_aspect_ratio = size_limits(max_image_pixels, max_aspect_ratio)
     problem = dimension_problem(width, height, max_image_pixels=max_image_pixels, max_aspect_ratio=max_aspect_ratio)
     if problem == "empty":
         raise ImageError(f"image size {width}x{height} is empty; accepted: width and height >= 1 pixel")
@@ -167,7 +139,7 @@ def load_image(
 def _load(
     source: ImageSource, max_image_pixels: int | None, max_aspect_ratio: float | None, fill: Rgb, *, keep_grey: bool
 ) -> Image.Image:
-    max_image_pixels, max_aspect_ratio = _default_limits(max_image_pixels, max_aspect_ratio)
+    max_image_pixels, max_aspect_ratio = size_limits(max_image_pixels, max_aspect_ratio)
     image = _open(source)
     check_dimensions(*image.size, max_image_pixels=max_image_pixels, max_aspect_ratio=max_aspect_ratio)
     try:

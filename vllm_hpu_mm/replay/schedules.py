@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 
 from vllm_hpu_mm.buckets.planner import Evaluation, evaluate
 from vllm_hpu_mm.buckets.policy import pixel_limits
 from vllm_hpu_mm.buckets.sizes import patch_counts
+from vllm_hpu_mm.buckets.turns import on_two
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.dims import ModelDims, VisionDims
@@ -208,14 +210,13 @@ def schedules(traffic: Traffic, limits: EngineShape, images: Images, *, concurre
         trace = run(_prompts(traffic, images, requests, seed), load)
         source = "given" if concurrency is not None else "the server's vllm:num_requests_running"
         return Schedules((trace,), False, f"{load} requests at once ({source})", requests)
-    traces = []
-    total = 0
-    for i, level in enumerate(load_levels(limits.max_num_seqs)):
-        n = max(MIN_LEVEL_REQUESTS, min(requests, 4 * level))
-        traces.append(run(_prompts(traffic, images, n, seed + i), level))
-        total += n
+    sizes = [(level, max(MIN_LEVEL_REQUESTS, min(requests, 4 * level))) for level in load_levels(limits.max_num_seqs)]
+    # each level's schedule stands alone: every other one worked out meanwhile on the second core (the same traces)
+    traces = on_two([functools.partial(lambda i, level, n: run(_prompts(traffic, images, n, seed + i), level), i,
+                                       level, n) for i, (level, n) in enumerate(sizes)])  # fmt: skip
     levels = ", ".join(str(t.concurrency) for t in traces)
-    return Schedules(tuple(traces), True, f"unknown: every load level weighs the same ({levels} at once)", total)
+    return Schedules(tuple(traces), True, f"unknown: every load level weighs the same ({levels} at once)",
+                     sum(n for _, n in sizes))  # fmt: skip
 
 
 def replay_model(model: RuntimeModel, shape: EngineShape, runs: Schedules, label: str,
