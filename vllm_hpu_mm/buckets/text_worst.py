@@ -261,6 +261,8 @@ class WorstCase:
     #: Buckets added beyond the budget so that no judged load pads longer than under the runtime's own (none making
     #: a shape dearer; in ``graphs``, not in ``added``).
     beyond: int = 0
+    #: The runtime's own graphs (0: not known), named where the plan takes more than the budget of half of them.
+    own_graphs: int = 0
 
     @property
     def worst(self) -> PhaseWorst | None:
@@ -301,6 +303,11 @@ class WorstCase:
                      f"not reached within {MAX_EXTRA} more buckets")  # fmt: skip
             tail += (f"not met within {self.budget} graphs (the least worst reached, {self.added} corner buckets "
                      f"added{more}); {reach}")  # fmt: skip
+        if self.beyond and self.own_graphs:  # at most half the runtime's graphs and no load padding longer pull apart
+            tail += (f"; {self.graphs} graphs, more than the budget ({self.budget}, at most half of the "
+                     f"{self.own_graphs} of {self.against}): the {self.beyond} beyond it keep every load judged within "
+                     f"{self.against}'s padded time and its margin for other samples, which the budget alone does "
+                     "not")  # fmt: skip
         return head + "; ".join(parts) + tail
 
     def to_dict(self) -> dict[str, Any]:
@@ -310,6 +317,7 @@ class WorstCase:
                 "decode": self.decode.to_dict() if self.decode else None,
                 "prefill": self.prefill.to_dict() if self.prefill else None, "graphs": self.graphs,
                 "corner_buckets_added": self.added, "load_repair_buckets_beyond_budget": self.beyond,
+                "runtime_graphs": self.own_graphs,
                 "budget": self.budget, "graphs_reaching_bound": self.reaches,
                 "sampled_edges": self.sampled, "line": self.line(),
                 "ratio_interval": {w.phase: list(span) if (span := self.span(w)) else None
@@ -983,7 +991,7 @@ def _with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], 
     if fixed != plan:
         again = worst_case(fixed, own, limits, time, against=against, bound=bound)
         worst = dataclasses.replace(worst, decode=again.decode, prefill=again.prefill, graphs=fixed.graphs,
-                                    beyond=max(0, fixed.graphs - worst.budget))  # fmt: skip
+                                    beyond=max(0, fixed.graphs - worst.budget), own_graphs=total)  # fmt: skip
         # the graphs that reach the bound from the plan as repaired (the corners' search went on from another)
         reach = fixed.graphs
         if not worst.within:
