@@ -52,7 +52,10 @@ the prune pass and the sampled loads' margin, made on seeing fresh5 and fresh4: 
 ``worst_case_fresh5_levels`` and ``worst_case_fresh3_levels`` (at 0.83, the one kept), and
 ``--set fresh6``: six more, written before those changes landed and before their first run, committed alone
 (48f9f80); ``worst_case_fresh6_kv`` (``--only 2``: its prefix-heavy bot, development data since, after decodes above
-exp's ceiling were counted as compiles and held by a planned bucket).
+exp's ceiling were counted as compiles and held by a planned bucket); ``worst_case_SET_before8`` (``--seeds 3``,
+every development set at 3d28ae4, before helper worst8's change) and ``worst_case_SET_worst8`` (the same on it: loads
+padding beyond text_worst.THIN of exp's on their one sample judged on a second one, the loads the prune left beyond
+their margin repaired again; run-time compiles counted as vllm-gaudi counts them, at its padded batch: :func:`compiles`).
 """
 
 from __future__ import annotations
@@ -796,12 +799,13 @@ def render_own(rows: list[dict[str, Any]], meta: dict[str, Any]) -> list[str]:
             continue
         ok = all(p["agree"] for p in o["probes"]) and all(x["agree"] for x in o["loads"])
         ok = ok and o["graphs"] == r["graphs"] and o["exp_graphs"] == r["exp_graphs"]
-        verdict = ("vllm-gaudi's own lookup agrees with our model on every probe, every load's padded ratio "
-                   "(fallback steps priced as ours) and both graph counts" if ok else
-                   "**DISAGREES** with our model (see the JSON's own_lookup entries)")  # fmt: skip
         ran = [sum(x[k] for x in o["loads"]) for k in ("compiles", "exp_compiles")]
         ours = [sum(x.get(k, 0) for t in ("planned_loads", "drifted_loads") for x in r[t])
                 for k in ("uncovered", "exp_uncovered")]  # fmt: skip
+        verdict = ("vllm-gaudi's own lookup agrees with our model on every probe, every load's padded ratio "
+                   "(fallback steps priced as ours) and both graph counts" if ok else
+                   "**DISAGREES** with our model (see the JSON's own_lookup entries)")  # fmt: skip
+        verdict += "; the compile counts agree" if ran == ours else "; the compile counts **differ**"
         lines.append(f"- {r['name']}: {verdict}; fallbacks generated in all: {o['fallbacks']} with the planned file, "
                      f"{o['exp_fallbacks']} with exp; run-time compiles over the schedules (fallbacks and decodes "
                      f"above the largest bucket): {ran[0]} with the planned file, {ran[1]} with exp (our model: "
