@@ -1073,10 +1073,11 @@ def _again(plan: TextBucketPlan, levels: Sequence[tuple[LoadShapes, PaddedTime, 
     load between the levels padding beyond :data:`THIN` of the runtime's own on its sample is scheduled on a second
     sample (:meth:`Between.again`) held to the same share (the repairs fit one sample: fresh6's tight-KV load 20 was
     repaired to 0.909x exp's on it and read 0.93-1.003x on five others), and the loads beyond their hold are repaired
-    (the first repairs may have run out of room the prune then freed), then pruned again, no load getting longer
-    than before the round. The levels are left to :data:`LEVEL_SHARE`: a second sample of each cost the main job's
-    plan 0.25 s more CPU and did not catch fresh3's level that leaks (its second sample read within). The plan, the
-    buckets added (counted from ``then``), removed, the loads judged and the second samples taken. ``ahead``: second
+    (the first repairs may have run out of room the prune then freed; beyond the budget only where the plan is beyond
+    it already), then pruned again, no load getting longer than before the round. The levels are left to
+    :data:`LEVEL_SHARE`: a second sample of each cost the main job's plan 0.25 s more CPU and left fresh3's leaking
+    level as it was (its plan unchanged: the second sample read within its hold). The plan, the buckets added
+    (counted from ``then``), removed, the loads judged and the second samples taken. ``ahead``: second
     samples started on a guess (:func:`_thin_ahead`), taken where picked, the others scheduled on both cores."""
     sampled: set[str] = set()
     pruned = 0
@@ -1110,8 +1111,11 @@ def _again(plan: TextBucketPlan, levels: Sequence[tuple[LoadShapes, PaddedTime, 
         room = most - plan.graphs
         grown, _, first, _ = _no_longer(plan, _judged(plan, held, exact, time), held, exact, own, limits, time,
                                         room, False)  # fmt: skip
+        # the margins beyond the budget only where the plan is beyond it already (graphs at most half of the runtime's
+        # and every load's margin pull apart there, and the plan says so): a plan within it stays within it
+        margin = room if plan.graphs > floor else max(first, floor - plan.graphs)
         grown, _, added, _ = _no_longer(grown, _judged(grown, held, held_to, time), held, held_to, own, limits,
-                                        time, room, False, first)  # fmt: skip
+                                        time, margin, False, first)  # fmt: skip
         if not added:
             break
         then += added
