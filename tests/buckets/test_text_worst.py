@@ -11,7 +11,7 @@ import random
 import numpy as np
 import pytest
 
-from vllm_hpu_mm.buckets import turns
+from vllm_hpu_mm.buckets import text_worst, turns
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
 from vllm_hpu_mm.buckets.text_budget import (
     LOADS_KEPT,
@@ -28,6 +28,7 @@ from vllm_hpu_mm.buckets.text_worst import (
     BOUND,
     FEW,
     MAX_SCHEDULED,
+    THIN,
     Between,
     _between,
     _most_paid,
@@ -166,6 +167,11 @@ def test_the_worst_case_in_words_and_json_names_the_shape_the_ratio_and_its_inte
         f"met with {worst.graphs + 2} graphs ({worst.added} corner buckets added, 2 more beyond the budget so "
         in repaired
     )
+    assert "more than the budget" not in repaired  # the runtime's graph count unknown: not named
+    told = worst.__class__(**{**worst.__dict__, "beyond": 2, "graphs": worst.graphs + 2, "own_graphs": EXP_GRAPHS})
+    assert (f"; {worst.graphs + 2} graphs, more than the budget ({worst.budget}, at most half of the {EXP_GRAPHS} of "
+            "exp): the 2 beyond it keep every load judged within exp's padded time") in told.line()  # fmt: skip
+    assert told.to_dict()["runtime_graphs"] == EXP_GRAPHS
     low, high = worst.span(w)  # type: ignore[misc]
     assert low == pytest.approx(w.ratio * (0.8 / 1.2 if w.phase == "decode" else 0.9 / 1.1))
     assert f"{low:.2f}-{high:.2f}x within the step model's interval" in line
@@ -246,7 +252,7 @@ def _rows_at_the_levels() -> tuple[BudgetedPlan, tuple[LoadShapes, ...], Between
     prompt = (*EXP[0], (1, LIMITS.top_query, LIMITS.top_context(1)))  # exp's, and the longest prompts exp compiles
     plan = TextBucketPlan(prompt, decode, 2, 2, (len(prompt), len(decode)))
 
-    def at(n: int) -> LoadShapes:  # most steps at n sequences, the drain's at one fewer
+    def at(n: int, sample: int = 0) -> LoadShapes:  # most steps at n sequences, the drain's at one fewer
         return LoadShapes(f"{n} at once", {(200, 0): 10}, {(n, 3 * n): 400, (max(1, n - 1), 3 * n): 100})
 
     loads = tuple(at(n) for n in (1, 2, 4, 8, 12, 16))
@@ -293,6 +299,43 @@ def test_the_loads_judged_between_the_levels_include_the_one_padding_longest() -
     assert all(ratios[n] > 0.97 for n in steady)
 
 
+def test_a_load_thin_on_its_one_sample_is_judged_on_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A load padding beyond THIN of exp's on the sample the plan was repaired on is scheduled again on another
+    sample and held there too; a load within THIN is not. The second sample here holds a third more KV blocks per
+    sequence: without the rule, loads 10 and 11 at once pad longer than exp on it."""
+    monkeypatch.setattr(turns, "_can_fork", lambda: False)  # every sample asked for here, none in a child
+    chosen, loads, small = _rows_at_the_levels()
+    asked: list[int] = []
+
+    def second(n: int) -> LoadShapes:
+        return LoadShapes(f"{n} at once", {(200, 0): 10}, {(n, 4 * n): 400, (max(1, n - 1), 4 * n): 100})
+
+    def at(n: int, sample: int = 0) -> LoadShapes:
+        if not sample:
+            return small.at(n)
+        asked.append(n)
+        return second(n)
+
+    def ratio(plan: TextBucketPlan, n: int, sample: int) -> float:
+        load = second(n) if sample else small.at(n)
+        return (padded_time(plan.prompt, plan.decode, load, TIME).padded_s /
+                padded_time(*EXP, load, TIME).padded_s)  # fmt: skip
+
+    between = Between(at, small.judged, 16)
+    monkeypatch.setattr(text_worst, "THIN", math.inf)  # one sample each, as before the rule
+    once = with_bounded_worst(chosen, _weights(loads), loads, LIMITS, EXP, TIME, given=None, between=between)
+    assert asked == []
+    longer = [n for n in range(1, 17) if ratio(once.plan, n, 1) > 1 + 1e-9]
+    assert {10, 11} <= set(longer)
+    assert all(ratio(once.plan, n, 0) > THIN for n in (10, 11))  # thin on the first sample (load 6 is not: unseen)
+    monkeypatch.setattr(text_worst, "THIN", THIN)
+    twice = with_bounded_worst(chosen, _weights(loads), loads, LIMITS, EXP, TIME, given=None, between=between)
+    assert {10, 11} <= set(asked)
+    assert not {6, 8} & set(asked)  # within THIN on their sample (0.55 and 0.64 of exp's padding): not asked again
+    assert all(ratio(twice.plan, n, 1) <= 1 + 1e-9 for n in asked)  # each held on the second too
+    assert f"{len(set(asked))} loads judged on a second sample of the traffic too" in twice.reason
+
+
 def test_the_loads_between_scheduled_ahead_and_on_two_cores_are_those_scheduled_here(
         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """_between with its few loads started early in a child (Between.ahead) and the others on both cores judges the
@@ -321,9 +364,9 @@ def test_the_loads_between_guessed_ahead_are_those_scheduled_here(monkeypatch: p
     guesses = [others[0], *picked[:right][::-1], others[-1]]  # two not picked around them
     asked: list[int] = []
 
-    def at(n: int) -> LoadShapes:
+    def at(n: int, sample: int = 0) -> LoadShapes:
         asked.append(n)
-        return small.at(n)
+        return small.at(n, sample)
 
     between_asked = Between(at, small.judged, 40)
     child = turns.Ahead([functools.partial(small.at, n) for n in guesses])

@@ -10,12 +10,12 @@ in ``buckets/``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits, plan_text_buckets
 from vllm_hpu_mm.buckets.text_budget import BudgetedPlan, LoadShapes, Warmup, check_budget, choose_budget
 from vllm_hpu_mm.buckets.text_time import StepTimes, cached
-from vllm_hpu_mm.buckets.text_worst import Between, with_bounded_worst
+from vllm_hpu_mm.buckets.text_worst import Between, Sampler, with_bounded_worst
 from vllm_hpu_mm.engine import EngineShape, TextShapes
 from vllm_hpu_mm.models.dims import ModelDims
 from vllm_hpu_mm.models.step_time import StepTime, has_time_model, step_time
@@ -82,14 +82,14 @@ def load_shapes(runs: Schedules) -> tuple[LoadShapes, ...]:
 
 
 def loads_at(traffic: Traffic, shape: EngineShape, images: Images, requests: int,
-             seed: int = 0) -> Callable[[int], LoadShapes]:  # fmt: skip
+             seed: int = 0) -> Sampler:  # fmt: skip
     """What the traffic runs at ``n`` requests at once (:data:`BETWEEN_REQUESTS` per place, at least
     :data:`BETWEEN_LEAST`, within the levels' least and ``requests``): the loads between the judged ones that the plan
     is checked at."""
 
-    def at(n: int) -> LoadShapes:
+    def at(n: int, sample: int = 0) -> LoadShapes:
         most = max(MIN_LEVEL_REQUESTS, min(requests, max(BETWEEN_LEAST, BETWEEN_REQUESTS * n)))
-        runs = schedules(traffic, shape, images, concurrency=n, requests=most, seed=seed)
+        runs = schedules(traffic, shape, images, concurrency=n, requests=most, seed=seed + sample)
         return load_shapes(runs)[0]
 
     return at
@@ -152,7 +152,7 @@ def _own_buckets(own: TextShapes) -> tuple[tuple[tuple[int, int, int], ...], tup
 def plan_for_traffic(runs: Schedules, limits: TextLimits, own: TextShapes, time: StepTimes, *, budget: int | None,
                      budget_flag: str = "--text-graph-budget", sweep: Schedules | None = None,
                      warmup: Warmup | None = None, most: int | None = None,
-                     between: Callable[[int], LoadShapes] | None = None) -> BudgetedPlan:  # fmt: skip
+                     between: Sampler | None = None) -> BudgetedPlan:  # fmt: skip
     """The text buckets for ``runs``: within ``budget`` when given (at most the runtime's ``own`` graph count), else
     by the default rule, judged at every load of ``runs`` against the runtime's own buckets. With ``sweep`` (every
     load level, when ``runs`` is one known load or an arrival process), its levels are planned for with

@@ -13,13 +13,13 @@ import contextlib
 import dataclasses
 import functools
 import gc
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
-from vllm_hpu_mm.buckets.text_budget import BudgetedPlan, LoadShapes
+from vllm_hpu_mm.buckets.text_budget import BudgetedPlan
 from vllm_hpu_mm.buckets.text_time import BudgetTooSmall
-from vllm_hpu_mm.buckets.text_worst import WorstCase
+from vllm_hpu_mm.buckets.text_worst import Sampler, WorstCase
 from vllm_hpu_mm.buckets.turns import in_turns
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import Settings
@@ -182,7 +182,7 @@ def images_for(i: PlanInputs, buckets: tuple[int, ...] | None, settings: Setting
 def plan_for(i: PlanInputs, shape: EngineShape, runs: Schedules, block_cap: int, prefill_batch: int, budget: int | None,
              runtime: RuntimeModel, budget_flag: str = "--text-graph-budget",
              sweep: Schedules | None = None,
-             between: Callable[[int], LoadShapes] | None = None) -> BudgetedPlan:  # fmt: skip
+             between: Sampler | None = None) -> BudgetedPlan:  # fmt: skip
     """The buckets planned over ``runs`` (and every load level of ``sweep``) for ``runtime``, priced with the plan's
     step-time model, by the default budget rule unless ``budget`` is given
     (:func:`~vllm_hpu_mm.plan.text_buckets.plan_for_traffic`)."""
