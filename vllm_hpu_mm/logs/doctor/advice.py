@@ -280,6 +280,8 @@ OTHER_KNOBS: dict[str, tuple[str, ...]] = {
     "mlc-llm": ("gpu_memory_utilization", "--prefill-chunk-size", "--tensor-parallel-shards"),
     "aphrodite": ("--gpu-memory-utilization", "--max-model-len", "--max-num-seqs"),
     "exllamav2": ("cache_size", "max_seq_len", "chunk_size"),
+    # ms-swift's inference arguments (swift/llm/utils/argument.py InferArguments)
+    "ms-swift": ("--device_map_config_path", "--quantization_bit"),
 }  # fmt: skip
 
 
@@ -295,6 +297,9 @@ _OTHER_AT_STAGE = {
     "load a quantized model",
     ("aphrodite", "kv_cache"): "its memory share left nothing for the KV cache: raise --gpu-memory-utilization or "
     "lower --max-model-len",
+    ("ms-swift", "startup"): "the weights did not fit while they loaded (its PyTorch backend loads them through "
+    "transformers' device map): spread them over every device with --device_map_config_path, or load them quantized "
+    "(--quantization_bit)",
     ("llama.cpp", "graph_capture"): "it could not reserve its compute graph's buffers for the largest micro-batch: "
     "lower --ubatch-size (and --batch-size) or --ctx-size, or offload fewer layers (--n-gpu-layers)",
 }

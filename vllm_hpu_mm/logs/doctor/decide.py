@@ -39,7 +39,8 @@ from vllm_hpu_mm.values import STAGES as BASE_STAGES
 from vllm_hpu_mm.values import Stage
 
 __all__ = ["CONFIDENCE", "RULES_FILE", "STAGES", "Basis", "Cut", "Diagnosis", "DiagnosisStage", "Evidence", "Judgement",
-           "Rules", "Source", "decide", "default_rules", "frame_tokens", "judge", "silent_cut", "stopped_partway"]  # fmt: skip
+           "Rules", "Source", "decide", "default_rules", "frame_tokens", "judge", "silent_cut",
+           "stopped_partway"]  # fmt: skip
 
 #: Where in a server's life the failure happened; ``unknown`` when nothing in the log says, ``none`` without one.
 DiagnosisStage = Literal[Stage, "unknown", "none"]
