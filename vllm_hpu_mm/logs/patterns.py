@@ -116,6 +116,9 @@ DEVICE_OOM = re.compile(
     # MLC-LLM's engine refuses before it allocates: weights and buffers leave no room (cpp/serve/config.cc);
     # llama.cpp cannot reserve its compute graph's buffers (src/llama-context.cpp graph_reserve)
     r"|Insufficient GPU memory error|failed to allocate compute buffers|compute buffer allocation failed"
+    # TensorRT-LLM's PyTorch executor re-raises any out-of-memory error of a component it creates with its own
+    # wording (_torch/pyexecutor/py_executor_creator.py _ExecutorMemoryMonitor)
+    r"|Executor creation failed due to insufficient GPU memory"
     r"|(?<!running )(?<!run )(?<!If )\bout of memory\b(?! error occurs)",
     re.IGNORECASE,
 )
@@ -133,6 +136,12 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
             r"|Warmup failed, because of .{0,80}out of memory"
             r"|\bllama_model_load: error loading model|\bllama_load_model_from_file: failed to load model"
             r"|model requires more system memory"
+            # TensorRT-LLM names the component it could not create (py_executor_creator.py, in creation order: the
+            # model and a draft model, the guided decoder, the sampler, the temporary KV cache, speculative
+            # resources, the drafter and executor resources sized for the estimate, the profiling forward's own
+            # resources): everything before the KV cache is sized
+            r"|could not be created: (?:Model|Draft model|Guided Decoder|Sampler|Initial KV [Cc]ache"
+            r"|Speculative decoding resources|Drafter|Additional executor resources \(temporary)"
         ),
     ),
     # MLC-LLM sizes its KV cache from what the weights and temporary buffers leave (cpp/serve/config.cc
@@ -142,6 +151,7 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
         re.compile(
             r"failed to allocate buffer for kv cache|\bllama_kv_cache_init\(\) failed"
             r"|Insufficient GPU memory error: The available single GPU memory"
+            r"|could not be created: KV cache"  # TensorRT-LLM's final KV cache (py_executor_creator.py)
         ),
     ),
     # SGLang wraps any error of its graph capture as "Capture cuda graph failed: <error>" (cuda_graph_runner.py)
@@ -152,6 +162,9 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
         re.compile(
             r"when warming up sampler|[Cc]uda graph warmup failed|Capture cuda graph failed"
             r"|failed to allocate compute buffers|compute buffer allocation failed"
+            # TensorRT-LLM's executor resources after the final KV cache: PyExecutor's constructor warms the model
+            # engine up (its CUDA graphs) there (_torch/pyexecutor/py_executor.py)
+            r"|could not be created: Additional executor resources\s*$"
         ),
     ),
 )
@@ -324,6 +337,9 @@ PROGRESS: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     ("graph_capture", WARMUP),
     ("graph_capture", re.compile(r"Capturing CUDA graph[^:]*:\s*\d+%\|[^|]*\|\s*(?P<i>\d+)/(?P<n>\d+)")),
     ("startup", re.compile(r"Loading safetensors checkpoint shards:\s+\d+% Completed \| (?P<i>\d+)/(?P<n>\d+)")),
+    # transformers' from_pretrained (modeling_utils: a tqdm bar "Loading checkpoint shards"), which ms-swift,
+    # optimum-habana and TGI's transformers fallback load through
+    ("startup", re.compile(r"Loading checkpoint shards:\s*\d+%\|[^|]*\|\s*(?P<i>\d+)/(?P<n>\d+)")),
 )
 
 #: Log lines that mark entering a phase, as lower-case substrings by stage, checked from the last stage to the first

@@ -280,6 +280,8 @@ OTHER_KNOBS: dict[str, tuple[str, ...]] = {
     "mlc-llm": ("gpu_memory_utilization", "--prefill-chunk-size", "--tensor-parallel-shards"),
     "aphrodite": ("--gpu-memory-utilization", "--max-model-len", "--max-num-seqs"),
     "exllamav2": ("cache_size", "max_seq_len", "chunk_size"),
+    # ms-swift's inference arguments (swift/llm/utils/argument.py InferArguments)
+    "ms-swift": ("--device_map_config_path", "--quantization_bit"),
 }  # fmt: skip
 
 
@@ -295,6 +297,9 @@ _OTHER_AT_STAGE = {
     "load a quantized model",
     ("aphrodite", "kv_cache"): "its memory share left nothing for the KV cache: raise --gpu-memory-utilization or "
     "lower --max-model-len",
+    ("ms-swift", "startup"): "the weights did not fit while they loaded (its PyTorch backend loads them through "
+    "transformers' device map): spread them over every device with --device_map_config_path, or load them quantized "
+    "(--quantization_bit)",
     ("llama.cpp", "graph_capture"): "it could not reserve its compute graph's buffers for the largest micro-batch: "
     "lower --ubatch-size (and --batch-size) or --ctx-size, or offload fewer layers (--n-gpu-layers)",
 }
@@ -389,7 +394,7 @@ def recommend(
     if d.memory == "host":
         return tuple(_host(d, is_vision))
     if d.source.framework == "other":
-        return tuple(_other(d))
+        return tuple(_cut_note(d, _other(d)))
     if d.stage == "unknown":
         return (Fix("the log shows an out-of-memory error but not the stage it happened in: run again and keep the "
                     "whole server log from its first line, then diagnose that"),)  # fmt: skip
@@ -406,6 +411,16 @@ def recommend(
         out = _vllm_graph_capture(d, settings, chosen, explicit, is_vision)
     else:
         out = _vllm_runtime(d, settings, is_vision)
+    out = _cut_note(d, out)
+    if d.source.host in _HOSTED:
+        out.append(Fix(_HOSTED[d.source.host]))
+    if d.runs > 1:
+        out.insert(0, Fix(f"the log holds {d.runs} server starts; this is run {d.run}, the last one that failed"))
+    return tuple(out)
+
+
+def _cut_note(d: Diagnosis, out: list[Fix]) -> list[Fix]:
+    """``out`` led by what a cut verdict rests on (any writer's: the cut is the log's, not the runtime's)."""
     if d.basis == "cut" and d.cut == "traceback":
         # a traceback is printed by a process handling an exception, not by one the kernel killed: the log (or the
         # excerpt of it) ends before the error line, so nothing says the error was out of memory
@@ -413,16 +428,12 @@ def recommend(
             "the log stops inside a traceback, before its error line: the frames place the failure in this phase, "
             "but the log does not say it was out of memory; keep the log to the traceback's end to be sure"
         )
-        out.insert(0, Fix(cut))
-    elif d.basis == "cut":
+        return [Fix(cut), *out]
+    if d.basis == "cut":
         died = ("the log stops in this phase without an error line: the process most likely died there (a device or "
                 "host out-of-memory kill); check the kernel log (dmesg) for the OOM killer")  # fmt: skip
-        out.insert(0, Fix(died))
-    if d.source.host in _HOSTED:
-        out.append(Fix(_HOSTED[d.source.host]))
-    if d.runs > 1:
-        out.insert(0, Fix(f"the log holds {d.runs} server starts; this is run {d.run}, the last one that failed"))
-    return tuple(out)
+        return [Fix(died), *out]
+    return out
 
 
 def contradictions(advice: Iterable[Fix]) -> dict[str, set[float]]:

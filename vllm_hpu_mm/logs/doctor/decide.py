@@ -39,7 +39,8 @@ from vllm_hpu_mm.values import STAGES as BASE_STAGES
 from vllm_hpu_mm.values import Stage
 
 __all__ = ["CONFIDENCE", "RULES_FILE", "STAGES", "Basis", "Cut", "Diagnosis", "DiagnosisStage", "Evidence", "Judgement",
-           "Rules", "Source", "decide", "default_rules", "frame_tokens", "judge", "silent_cut"]  # fmt: skip
+           "Rules", "Source", "decide", "default_rules", "frame_tokens", "judge", "silent_cut",
+           "stopped_partway"]  # fmt: skip
 
 #: Where in a server's life the failure happened; ``unknown`` when nothing in the log says, ``none`` without one.
 DiagnosisStage = Literal[Stage, "unknown", "none"]
@@ -166,15 +167,21 @@ def _tokens(frames: tuple[Frame, ...]) -> frozenset[str]:
 _PLUMBING = frozenset(
     ("<module>", "<listcomp>", "<lambda>", "<genexpr>", "__call__", "_call_impl", "_wrapped_call_impl", "wrapper",
      "inner", "decorate_context", "run", "_bootstrap", "main", "func", "fn", "f", "super", "len", "sum", "getattr",
-     "isinstance", "print", "raise", "return")
+     "isinstance", "print", "raise", "return", "forward_call")
 )  # fmt: skip
+#: Functions that run the model for requests as well as at start-up (a module's ``forward``, vLLM's
+#: ``execute_model``, TGI's ``generate_token``): a traceback through them alone cannot tell a request from the
+#: profiling pass, so they cast no vote (a vote for ``forward`` counted where the labelled logs happened to fail, not
+#: what a forward is). The dummy runs (``_dummy_run``, ``_dummy_sampler_run``) never serve a request: they vote.
+_ANY_PHASE = frozenset(("forward", "_model_forward", "execute_model", "generate_token"))
 
 
 def frame_tokens(frames: Iterable[Frame]) -> set[str]:
     """The names of the frames the phase table does not know, less plumbing: what frame votes count."""
     names = {f.func.rsplit(".", 1)[-1] for f in frames
              if f.func and frame_meaning(f.path, f.func) is None and not generic_frame(f.path, f.func)}  # fmt: skip
-    return {n for n in names if n not in _PLUMBING and not n.endswith(("Error", "Exception"))}
+    return {n for n in names
+            if n not in _PLUMBING and n not in _ANY_PHASE and not n.endswith(("Error", "Exception"))}  # fmt: skip
 
 
 def _voted(frames: tuple[Frame, ...], rules: Rules) -> Stage | None:
@@ -242,15 +249,31 @@ def judge(features: LogFeatures, rules: Rules) -> Judgement:
         if voted is not None:
             return Judgement(voted, "cut", "device", (tb.last, gaudi_at), cut="traceback")
     p = run.progress
-    if p is not None and p[3] < p[4] and run.completed_at < p[1] and run.end - p[1] <= rules.cut_lines:
+    if p is not None and stopped_partway(p) and run.completed_at < p[1]:
         warm = run.warmup[2] if run.warmup and run.warmup[0] == p[1] else None
-        return Judgement(p[0], "cut", "device", (p[1], gaudi_at), warm, cut="phase")
+        if run.end - p[1] <= rules.cut_lines:
+            return Judgement(p[0], "cut", "device", (p[1], gaudi_at), warm, cut="phase")
+        # A traceback that opens right after the counted phase line and names no phase of its own (a loader the
+        # phase table does not know: ms-swift's or transformers' from_pretrained while the shards load), cut: the
+        # phase stopped partway with an error being printed.
+        if tb is not None and rules.cut_tracebacks and run.end - tb.last <= rules.cut_lines and tb.frames:
+            opened = tb.frames[0].line - p[1]
+            if 0 < opened <= rules.cut_lines and _frames_stage(tb.frames) is None:
+                return Judgement(p[0], "cut", "device", (p[1], gaudi_at), warm, cut="traceback")
     ph = run.phase
     if ph is not None and ph[0] != "runtime" and run.completed_at < ph[1] and 0 <= run.end - ph[1] <= rules.phase_cut:
         return Judgement(ph[0], "cut", "device", (ph[1], gaudi_at), cut="phase")
     if run.error is not None:  # a traceback that ended in an error of another kind: a failure, not an OOM
         return Judgement("none", "error", None, (run.error[0], gaudi_at))
     return Judgement("none", "none", None, (gaudi_at,))
+
+
+def stopped_partway(progress: tuple[Stage, int, str, int, int]) -> bool:
+    """Whether a counted phase line shows the phase partway: some of its steps done, not all. A count of 0 is the
+    bar's first print (tqdm draws it when the phase begins: vLLM's ``Capturing CUDA graph shapes``, the weight
+    loader's shards), so it says only that the phase began, as a phase line does (and a run that stops after a phase
+    line is not read as a failure: ``Rules.phase_cut``)."""
+    return 0 < progress[3] < progress[4]
 
 
 def silent_cut(frames: tuple[Frame, ...], backend: str | None) -> str | None:

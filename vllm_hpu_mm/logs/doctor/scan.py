@@ -148,7 +148,7 @@ class RunFeatures:
             self.failure is not None
             or self.kv is not None
             or self.open_traceback is not None
-            or (p is not None and p[3] < p[4] and self.completed_at < p[1])
+            or (p is not None and 0 < p[3] < p[4] and self.completed_at < p[1])
         )
 
 

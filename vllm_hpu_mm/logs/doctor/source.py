@@ -42,7 +42,7 @@ _SGLANG = ("capture cuda graph begin", "capture cuda graph end", "capture cuda g
 #: TensorRT-LLM's C++ and Python loggers (``[TensorRT-LLM][INFO]``, ``[TRT-LLM] [I]``; ``trtllm-serve``),
 #: LMDeploy's TurboMind (``[TM][ERROR]``), MLC-LLM's package and its memory estimate (``mlc_llm``,
 #: ``cpp/serve/config.cc``), Ollama, ExLlamaV2 and TabbyAPI, which serves it, DeepSpeed-MII's package, Aphrodite (a vLLM
-#: fork with its own package), MindIE.
+#: fork with its own package), ms-swift (``swift/cli``, ``swift/llm``), MindIE.
 _OTHER_WORDS: dict[str, str] = {
     "tensorrt_llm": r"tensorrt[-_]llm|\[TRT-LLM\]|trtllm-serve|trtllm-build",
     "lmdeploy": r"\blmdeploy\b|\[TM\]\[|\bturbomind\b",
@@ -57,6 +57,8 @@ _OTHER_WORDS: dict[str, str] = {
     "exllamav2": r"exllamav2|tabbyapi",
     "deepspeed-mii": r"deepspeed-mii|/mii/|\bmii\.(?:serve|pipeline|client)\b",
     "aphrodite": r"\baphrodite\b",
+    # ms-swift (ModelScope's SWIFT): its package's CLI and LLM modules in every traceback, its commands
+    "ms-swift": r"\bms[-_]swift\b|/swift/(?:llm|cli)/|\bswift (?:deploy|infer)\b",
     "mindie": r"mindie",
 }
 #: Another framework, by its name or its own lines; the match is its key (:data:`OTHER_DISPLAY`).
@@ -114,7 +116,7 @@ FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
 #: How another framework is named in words, by the key :data:`_OTHER_NAME` finds.
 OTHER_DISPLAY = {"mindie": "MindIE", "sglang": "SGLang", "lmdeploy": "LMDeploy", "llama.cpp": "llama.cpp",
                  "ollama": "Ollama", "tensorrt_llm": "TensorRT-LLM", "deepspeed-mii": "DeepSpeed-MII",
-                 "mlc-llm": "MLC-LLM", "exllamav2": "ExLlamaV2", "aphrodite": "Aphrodite",
+                 "mlc-llm": "MLC-LLM", "exllamav2": "ExLlamaV2", "aphrodite": "Aphrodite", "ms-swift": "ms-swift",
                  "triton": "Triton Inference Server", "ray serve": "Ray Serve"}  # fmt: skip
 
 #: Accelerators, best first: a Gaudi log names CUDA config fields too; ROCm and XPU logs say "GPU"/"cuda".
