@@ -55,7 +55,10 @@ the prune pass and the sampled loads' margin, made on seeing fresh5 and fresh4: 
 exp's ceiling were counted as compiles and held by a planned bucket); ``worst_case_SET_before8`` (``--seeds 3``,
 every development set at 3d28ae4, before helper worst8's change) and ``worst_case_SET_worst8`` (the same on it: loads
 padding beyond text_worst.THIN of exp's on their one sample judged on a second one, the loads the prune left beyond
-their margin repaired again; compiles counted as vllm-gaudi counts them, at its padded batch, :func:`compiles`).
+their margin repaired again; compiles counted as vllm-gaudi counts them, at its padded batch, :func:`compiles`):
+``worst_case_held-out_before8`` and ``worst_case_held-out_worst8`` for the first set, and
+``worst_case_fresh6_worst8_own`` (fresh6 on it through vllm-gaudi's own lookup); ``worst_case_fresh7``
+(``--set fresh7``: six more, written at 08:20 before worst8 landed and committed alone at bcfb01a, run once on it).
 """
 
 from __future__ import annotations
