@@ -8,8 +8,9 @@ import pytest
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan.args import MAX_MODEL_LEN_AUTO, PLAN_OPTIONS, VLLM_FLAGS, Option, SizingArgs
 
-#: Flags whose values are words, not numbers.
-WORDS = ("dtype", "quantization", "revision", "performance_mode", "kv_cache_dtype", "speculative_config")
+#: Flags whose values are words or paths, not numbers (the paths and names have a type too: an empty value refused).
+WORDS = ("dtype", "quantization", "revision", "performance_mode", "kv_cache_dtype", "speculative_config", "device",
+         "runtime", "sizes", "profile")  # fmt: skip
 NUMERIC = [o for o in (*VLLM_FLAGS, *PLAN_OPTIONS) if o.type is not None and o.field not in WORDS]
 
 
