@@ -14,7 +14,7 @@ import select
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 from vllm_hpu_mm import __version__
 from vllm_hpu_mm.cli.common import ExitCode, clipped, fail, one_line
@@ -44,7 +44,33 @@ class _ArgumentParser(argparse.ArgumentParser):
     """argparse that exits with our usage code (2) and one line, not a usage dump, on bad arguments."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(int(ExitCode.USAGE), f"vllm-hpu-mm: error: {clipped(one_line(message))} (see --help)\n")
+        self.exit(int(ExitCode.USAGE), f"vllm-hpu-mm: error: {clipped(one_line(self._accepted(message)))} (see --help)\n")
+
+    def _accepted(self, message: str) -> str:
+        """argparse's "the following arguments are required: X" with what X accepts (a command's names, an option's
+        form), so that the one line says what to type."""
+        prefix = "the following arguments are required: "
+        if not message.startswith(prefix):
+            return message
+        named = {name.strip() for name in message[len(prefix) :].split(",")}
+        forms = []
+        for action in self._actions:
+            name = action.metavar if isinstance(action.metavar, str) else (action.option_strings or [action.dest])[0]
+            if name not in named and not named & set(action.option_strings):
+                continue
+            if action.choices:
+                forms.append(f"{name} one of {', '.join(map(str, action.choices))}")
+            elif action.option_strings:
+                forms.append(f"{action.option_strings[0]} {action.metavar or action.dest.upper()}")
+        if not forms:
+            return message
+        return f"missing {message[len(prefix) :]}; accepted: {'; '.join(forms)}"
+
+    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+        # A closed stream is None: argparse would write the help meant for stdout to stderr instead. Nothing is
+        # written; the command ends 141 (stdout) as `--help | head -c1` expects.
+        if file is not None:
+            super()._print_message(message, file)
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
