@@ -13,13 +13,14 @@ import os
 import select
 import sys
 import traceback
+import warnings
 from collections.abc import Sequence
 from typing import IO, Any, Protocol
 
 from vllm_hpu_mm import __version__
 from vllm_hpu_mm.cli.common import ExitCode, clipped, fail, one_line
 from vllm_hpu_mm.cli.vllm_argv import MAX_SERVER_ARGS
-from vllm_hpu_mm.errors import VllmHpuMmError
+from vllm_hpu_mm.errors import InputNote, VllmHpuMmError
 
 __all__ = ["build_parser", "main"]
 
@@ -127,7 +128,7 @@ def _too_many_server_args(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; always returns an exit status (never raises, except to exec the server)."""
     try:
-        code = _run(list(sys.argv[1:] if argv is None else argv))
+        code = _run_noting(list(sys.argv[1:] if argv is None else argv))
         if sys.stdout is not None:
             sys.stdout.flush()  # here, not at exit, so that a closed pipe is seen
     except BrokenPipeError:
@@ -167,6 +168,28 @@ def _stdout_lost() -> bool:
     poller.register(fd, select.POLLOUT)
     # Linux and the BSDs flag a pipe with no reader left as POLLERR; a file or a terminal never is.
     return any(ev & select.POLLERR for _, ev in poller.poll(0))
+
+
+def _run_noting(argv: list[str]) -> int:
+    """:func:`_run`, with each :class:`InputNote` the input raised printed once on stderr after an answer (0, 1);
+    after an error its line stays the only one."""
+    notes: list[str] = []
+    with warnings.catch_warnings():
+        shown = warnings.showwarning
+
+        def show(message: Warning | str, category: type[Warning], *rest: Any, **kw: Any) -> None:
+            if issubclass(category, InputNote):
+                notes.append(str(message))
+            else:
+                shown(message, category, *rest, **kw)
+
+        warnings.showwarning = show
+        warnings.simplefilter("always", InputNote)
+        code = _run(argv)
+    if code in (ExitCode.OK, ExitCode.NEGATIVE) and sys.stderr is not None:
+        for note in dict.fromkeys(notes):
+            print(f"vllm-hpu-mm: note: {clipped(one_line(note))}", file=sys.stderr)
+    return code
 
 
 def _run(argv: list[str]) -> int:
