@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -239,3 +240,14 @@ def test_any_range_variables_give_buckets_or_one_line_naming_a_variable(strategy
     else:
         assert len(prompt) <= common.MAX_COMBINATIONS
         assert len(decode) <= common.MAX_COMBINATIONS
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [("([1, 2], range(1, 25613, 1), 0)", "range(1, 25613, 1) has 25,612 elements, more than the 10,000"),
+     ("(1, range(1, 9, 0), 0)", "range(1, 9, 0) has step 0"), ("(1, 128, [0, 1)", "not a Python literal;")],
+)  # fmt: skip
+def test_a_line_that_is_no_literal_says_why(line: str, said: str) -> None:
+    # F30: a range over vllm-gaudi's 10,000 elements stays a call, which is why the line is refused
+    with pytest.raises(ConfigError, match=f"^--bucket-file b.txt line 1 .*: {re.escape(said)}"):
+        parse_bucket_file(f"{line}\n", "--bucket-file b.txt")
