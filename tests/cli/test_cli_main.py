@@ -180,7 +180,8 @@ def test_a_missing_argument_is_named_with_what_it_accepts(
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
-    assert "missing" in err[0] and accepted in err[0], err
+    assert "missing" in err[0], err
+    assert accepted in err[0], err
 
 
 def test_an_error_keeps_its_code_when_standard_output_is_closed() -> None:

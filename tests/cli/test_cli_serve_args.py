@@ -598,5 +598,6 @@ def test_vllms_import_notice_about_triton_is_dropped_but_not_its_other_records(
         notices.warning("something else vLLM warns about")
         notices.error("Triton is installed, but an error follows")
     assert [r.getMessage() for r in caplog.records] == [
-        "something else vLLM warns about", "Triton is installed, but an error follows"
+        "something else vLLM warns about",
+        "Triton is installed, but an error follows",
     ]

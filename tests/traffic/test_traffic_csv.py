@@ -182,7 +182,9 @@ def test_json_or_yaml_given_for_traffic_is_named_with_every_form_the_flag_accept
 ) -> None:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
-    with pytest.raises(ConfigError, match=rf"^--plan-sizes .*{name}: a {kind} file, not a CSV; .*or a folder of images$"):
+    with pytest.raises(
+        ConfigError, match=rf"^--plan-sizes .*{name}: a {kind} file, not a CSV; .*or a folder of images$"
+    ):
         read_traffic(str(path), flag="--plan-sizes")
     with pytest.raises(ConfigError, match=rf"a {kind} file, not a CSV; .* one row per request$"):
         read_traffic_csv(path)  # `buckets plan --sizes` reads a CSV only: no folder offered

@@ -15,12 +15,15 @@ import sys
 import traceback
 import warnings
 from collections.abc import Sequence
-from typing import IO, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from vllm_hpu_mm import __version__
 from vllm_hpu_mm.cli.common import ExitCode, clipped, fail, one_line
 from vllm_hpu_mm.cli.vllm_argv import MAX_SERVER_ARGS
 from vllm_hpu_mm.errors import InputNote, VllmHpuMmError
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 __all__ = ["build_parser", "main"]
 
@@ -45,7 +48,9 @@ class _ArgumentParser(argparse.ArgumentParser):
     """argparse that exits with our usage code (2) and one line, not a usage dump, on bad arguments."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(int(ExitCode.USAGE), f"vllm-hpu-mm: error: {clipped(one_line(self._accepted(message)))} (see --help)\n")
+        self.exit(
+            int(ExitCode.USAGE), f"vllm-hpu-mm: error: {clipped(one_line(self._accepted(message)))} (see --help)\n"
+        )
 
     def _accepted(self, message: str) -> str:
         """argparse's "the following arguments are required: X" with what X accepts (a command's names, an option's
@@ -67,7 +72,7 @@ class _ArgumentParser(argparse.ArgumentParser):
             return message
         return f"missing {message[len(prefix) :]}; accepted: {'; '.join(forms)}"
 
-    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
         # A closed stream is None: argparse would write the help meant for stdout to stderr instead. Nothing is
         # written; the command ends 141 (stdout) as `--help | head -c1` expects.
         if file is not None:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.buckets.admission import Admission, admit
 from vllm_hpu_mm.buckets.coverage import largest_patches, validate_coverage
-from vllm_hpu_mm.buckets.planner import Evaluation, evaluate, fewest_buckets, optimal_buckets
+from vllm_hpu_mm.buckets.planner import Evaluation, fewest_buckets, optimal_buckets
 from vllm_hpu_mm.buckets.sizes import (
     Sizes,
     SizeSet,
@@ -128,8 +128,9 @@ def plan_buckets(
     return PlanResult(
         buckets=buckets,
         goal=goal,
-        evaluation=check_buckets(sizes, buckets, source="planned list", min_pixels=given_min, max_pixels=given_max,
-                                 mode=mode, policy=policy).evaluation,  # fmt: skip
+        evaluation=check_buckets(
+            sizes, buckets, source="planned list", min_pixels=given_min, max_pixels=given_max, mode=mode, policy=policy
+        ).evaluation,
         default=evaluate_sizes(
             sizes, DEFAULT_BUCKETS, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode, policy=policy
         ),

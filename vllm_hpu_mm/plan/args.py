@@ -217,8 +217,9 @@ MIN_TEXT_GRAPH_BUDGET = 2
 def _graph_budget(value: int, flag: str) -> object:
     # One bound, worded as check_budget words it once the ceiling is known: never "a positive integer" (1 is refused).
     if not MIN_TEXT_GRAPH_BUDGET <= value <= validate.MAX_COUNT:
-        raise ConfigError(f"{flag}={value} is out of range; accepted: {MIN_TEXT_GRAPH_BUDGET} to the graphs the runtime's "
-                          "largest strategy warms for the limits (a prompt and a decode bucket at least)")  # fmt: skip
+        raise ConfigError(f"{flag}={value} is out of range; accepted: {MIN_TEXT_GRAPH_BUDGET} to the graphs the "
+                          "runtime's largest strategy warms for the limits (a prompt and a decode bucket at "
+                          "least)")  # fmt: skip
     return value
 
 

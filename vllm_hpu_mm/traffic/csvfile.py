@@ -86,9 +86,7 @@ def _other_format(header: list[str]) -> str | None:
     return None
 
 
-def parse_rows(
-    lines: Iterator[list[str]], name: str, expected: str = ACCEPTED
-) -> tuple[Counter[Request], int, int]:
+def parse_rows(lines: Iterator[list[str]], name: str, expected: str = ACCEPTED) -> tuple[Counter[Request], int, int]:
     """Requests from CSV rows (header first): (distinct requests -> count, rows read, rows kept when sampled).
     ``expected``: what the flag accepts, said by every error."""
     header = next(lines, None)

@@ -266,8 +266,11 @@ def dropped_file_buckets(cfg: BucketingConfig, shape: EngineShape) -> tuple[str,
     mnps = prefill_seqs(cfg, shape)
     prompt, decode = _file_buckets(cfg)
     where = f"common.py generate_buckets @{cfg.release.commit}"
-    said = (f"it warns at start-up, listing them as omitted during warmup ({where})"
-            if cfg.release.commit == _WARNS_OMITTED else f"it names them only when none is left ({where})")
+    said = (
+        f"it warns at start-up, listing them as omitted during warmup ({where})"
+        if cfg.release.commit == _WARNS_OMITTED
+        else f"it names them only when none is left ({where})"
+    )
     out = []
     for phase, buckets in (("prompt", prompt), ("decode", decode)):
         by_filter: dict[str, list[tuple[Bucket, str]]] = {}
