@@ -15,15 +15,12 @@ import sys
 import traceback
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from vllm_hpu_mm import __version__
 from vllm_hpu_mm.cli.common import ExitCode, clipped, fail, one_line
 from vllm_hpu_mm.cli.vllm_argv import MAX_SERVER_ARGS
 from vllm_hpu_mm.errors import InputNote, VllmHpuMmError
-
-if TYPE_CHECKING:
-    from _typeshed import SupportsWrite
 
 __all__ = ["build_parser", "main"]
 
@@ -72,7 +69,7 @@ class _ArgumentParser(argparse.ArgumentParser):
             return message
         return f"missing {message[len(prefix) :]}; accepted: {'; '.join(forms)}"
 
-    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+    def _print_message(self, message: str, file: Any = None) -> None:  # argparse's: a stream or None
         # A closed stream is None: argparse would write the help meant for stdout to stderr instead. Nothing is
         # written; the command ends 141 (stdout) as `--help | head -c1` expects.
         if file is not None:
