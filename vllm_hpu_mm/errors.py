@@ -11,6 +11,9 @@ everything. Each concrete class also derives from the built-in it refines (``Val
     ├── ImageError(ValueError)         an image we cannot or will not process: maps to an HTTP 4xx
     │   └── OversizeImageError         larger than the largest bucket under the ``reject`` policy
     └── BackendError(RuntimeError)     a graph backend that is not available on this machine
+
+    InputNote(UserWarning)             not an error: something in the input read but not used (the CLI prints it
+                                       once on stderr under an answer, never beside an error line)
 """
 
 from __future__ import annotations
@@ -49,3 +52,8 @@ class OversizeImageError(ImageError):
 
 class BackendError(VllmHpuMmError, RuntimeError):
     """The requested graph backend (CPU, CUDA, HPU) cannot be used on this machine."""
+
+
+class InputNote(UserWarning):
+    """Something in the user's input that is read but not used (a CSV column no reader knows): issued with
+    :func:`warnings.warn`, shown by the CLI as one ``note:`` line on stderr when the command answers (0 or 1)."""

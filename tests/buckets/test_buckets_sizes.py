@@ -19,7 +19,7 @@ from vllm_hpu_mm.buckets.sizes import (
     scan_images,
     synthetic_sizes,
 )
-from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.errors import ConfigError, InputNote
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -29,7 +29,8 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_csv_reads_width_height_rows_in_any_column_order(tmp_path: Path) -> None:
-    sizes = read_sizes_csv(write(tmp_path, "name,height,width\na,480,640\n\nb,100,200\n"))
+    with pytest.warns(InputNote, match="column 'name' ignored"):
+        sizes = read_sizes_csv(write(tmp_path, "name,height,width\na,480,640\n\nb,100,200\n"))
     assert sizes.counts == {(640, 480): 1, (200, 100): 1}
     assert sizes.source == "sizes.csv"
 

@@ -41,7 +41,7 @@ def test_plan_json_is_one_object_with_the_documented_keys(capsys: pytest.Capture
     result = run_json(capsys, "plan", "--sizes", str(size_csv("coco_val2017.csv")), "--num-buckets", "7")
     keys = {"buckets", "efficiency", "num_images", "num_shrunk", "num_oversize", "per_bucket", "real_patches",
             "padded_patches", "source", "goal", "align_mode", "min_pixels", "max_pixels", "default", "refused",
-            "warnings", "export"}  # fmt: skip
+            "num_rejected", "oversize_policy", "warnings", "export"}  # fmt: skip
     assert keys <= set(result)
     assert result["export"] == "export VLLM_MULTIMODAL_BUCKETS=" + ",".join(map(str, result["buckets"]))
     assert sum(result["per_bucket"].values()) == result["num_images"]

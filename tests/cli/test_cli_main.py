@@ -159,6 +159,31 @@ def test_a_closed_standard_output_is_a_broken_pipe(argv: list[str]) -> None:
     assert proc.returncode == 141, proc.stderr
 
 
+@pytest.mark.parametrize("argv", [["buckets", "plan", "--help"], ["fleet", "plan", "--help"], ["--version"]])
+def test_a_help_for_a_closed_standard_output_is_not_written_to_stderr(
+    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `buckets plan --help >&-`: Python's stdout is None, and argparse would write the help to stderr instead.
+    monkeypatch.setattr(sys, "stdout", None)
+    assert main(argv) == 141
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    ("argv", "accepted"),
+    [([], "buckets, memory, serve, fleet, oom-doctor"), (["memory"], "plan, calibrate, compare"),
+     (["buckets", "stale"], "--from-metrics URL|FILE")],
+)  # fmt: skip
+def test_a_missing_argument_is_named_with_what_it_accepts(
+    argv: list[str], accepted: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "missing" in err[0], err
+    assert accepted in err[0], err
+
+
 def test_an_error_keeps_its_code_when_standard_output_is_closed() -> None:
     proc = subprocess.run([sys.executable, "-m", "vllm_hpu_mm", "memory", "plan", "--bogus"], stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, timeout=120, preexec_fn=lambda: os.close(1))  # fmt: skip

@@ -8,6 +8,7 @@ import argparse
 import contextlib
 import io
 import json
+import logging
 import subprocess
 import sys
 import tempfile
@@ -583,3 +584,20 @@ def test_the_top_level_capture_flags_are_read_into_the_compilation_config_as_vll
     with pytest.raises(ConfigError, match=r"^--cudagraph-capture-sizes and --compilation-config's cudagraph_capture_"):
         parse_server_args(both, table)
     assert parse_server_args(["--max-num-seqs", "8"], table).compilation_config is None
+
+
+def test_vllms_import_notice_about_triton_is_dropped_but_not_its_other_records(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # G25: "Triton is installed, but doesn't include CPU backend" came before the one exit-2 line of `serve --validate`.
+    serve_args.quiet_import_notices()
+    notices = logging.getLogger("vllm.triton_utils.importing")
+    with caplog.at_level(logging.WARNING, logger="vllm.triton_utils.importing"):
+        notices.warning("Triton is installed, but doesn't include CPU backend. Disabling Triton.")
+        notices.warning("Triton is installed but 0 active driver(s) found")
+        notices.warning("something else vLLM warns about")
+        notices.error("Triton is installed, but an error follows")
+    assert [r.getMessage() for r in caplog.records] == [
+        "something else vLLM warns about",
+        "Triton is installed, but an error follows",
+    ]

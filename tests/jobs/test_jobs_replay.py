@@ -89,7 +89,11 @@ def test_planned_buckets_stay_within_the_given_budget() -> None:
 @pytest.mark.parametrize(
     ("sizing", "args", "said"),
     [
-        (dataclasses.replace(SMALL, text_graph_budget=1), QUICK, "--text-graph-budget 1 is invalid"),
+        (
+            dataclasses.replace(SMALL, text_graph_budget=1),
+            QUICK,
+            "--text-graph-budget=1 is out of range; accepted: 2 to",
+        ),
         (dataclasses.replace(SMALL, runtime="vllm-cuda"), QUICK, "replay models vllm-gaudi's bucket lookup only"),
         (SMALL, dataclasses.replace(QUICK, arrivals=Arrivals(rate=1.0)), "--concurrency and a request rate"),
     ],

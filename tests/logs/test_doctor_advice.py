@@ -105,6 +105,16 @@ def test_a_ray_memory_kill_gets_host_advice() -> None:
     assert "host ran out of memory" in d.recommendations[0]
     assert any("RAY_memory_usage_threshold" in r for r in d.recommendations)
     assert not any("gpu-memory-utilization" in r for r in d.recommendations)
+    assert not any("dmesg" in r for r in d.recommendations)  # Ray killed it, not the kernel
+
+
+def test_a_kernel_kill_of_the_host_points_to_the_oom_killer_in_dmesg() -> None:
+    # I12: a warm-up ended by "Killed" (the kernel's OOM killer) got host advice without where to confirm it.
+    lines = ["INFO hpu_model_runner.py:1066] [Warmup][Graph/Prompt][11/24] batch_size:1 seq_len:896 free_mem:48.77 GiB",
+             "Killed"]  # fmt: skip
+    d = diagnose(lines, load({}))
+    assert d.memory == "host"
+    assert any("dmesg" in r and "OOM killer" in r for r in d.recommendations)
 
 
 #: SGLang's own server flags (its server arguments documentation) that bound memory.

@@ -35,6 +35,13 @@ def test_a_value_out_of_bound_is_refused_naming_the_flag_as_spelled(option: Opti
             served.check_bounds()
 
 
+@pytest.mark.parametrize("budget", [-3, 0, 1])
+def test_a_text_graph_budget_below_2_states_the_one_least_budget(budget: int) -> None:
+    # 0 and -3 were "a positive integer", 1 "an integer >= 2": the same bound, worded as check_budget words it.
+    with pytest.raises(ConfigError, match=rf"^--text-graph-budget={budget} is out of range; accepted: 2 to "):
+        SizingArgs(text_graph_budget=budget).check_bounds()
+
+
 def test_an_alias_the_user_typed_is_the_name_in_the_error() -> None:
     args = SizingArgs(tensor_parallel_size=0, spelled=(("tensor_parallel_size", "-tp"),))
     with pytest.raises(ConfigError, match=r"^-tp=0 is out of range"):

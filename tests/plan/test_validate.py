@@ -133,6 +133,21 @@ def test_cpu_tensor_parallel_ranks_share_the_host() -> None:
     assert "divided by --tensor-parallel-size 4" in provenance(r, four)["device_source"]
 
 
+@pytest.mark.parametrize("device", ["cpu", "auto"])
+def test_a_stated_total_plans_the_same_whatever_this_machine_has_free(
+    monkeypatch: pytest.MonkeyPatch, device: str
+) -> None:
+    # E25/E26: --device cpu --total-memory-gib 64 took this host's live free RAM (6 GiB) as the stated host's.
+    planned = []
+    for free in (1 * GIB, 500 * GIB):
+        reading = devices.MemoryReading("cpu", 600 * GIB, free, "psutil.virtual_memory")
+        monkeypatch.setattr(devices, "read_cpu", lambda reading=reading: reading)
+        monkeypatch.setattr(devices, "read_device", lambda backend="auto", reading=reading: reading)
+        i = build(SizingArgs(model=M7.name, device=device, total_memory_gib=64), load({}))
+        planned.append((i.total_bytes, i.free_before_load_bytes))
+    assert planned == [(64 * GIB, 64 * GIB)] * 2
+
+
 def test_build_refuses_what_vllm_refuses() -> None:
     settings = load({})
     for request, match in (

@@ -178,6 +178,10 @@ def test_a_covering_file_under_skip_warmup_warms_nothing_and_exits_1(
     cold = json.loads(capsys.readouterr().out)["configurations"][1]
     assert cold["graphs_warmed"]["total"] == 0
     assert cold["buckets_listed"]["prompt"] > 0
+    # F34: the JSON's run-time compiles and stalls are the text's: every shape that ran, not 0
+    compiled = cold["run_time_compiles"]["prompt"] + cold["run_time_compiles"]["decode"]
+    assert compiled == sum(cold["compiles_with_skip_warmup"].values()) > 0
+    assert cold.get("compile_stall_seconds") == cold.get("compile_stall_seconds_with_skip_warmup")
 
 
 @pytest.mark.parametrize(

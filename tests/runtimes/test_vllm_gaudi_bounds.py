@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -173,6 +174,12 @@ def test_buckets_the_filters_drop_are_said() -> None:
     assert "(1, 128, 300)" in prompt
     assert "1 of its 3 decode buckets" in decode
     assert "batch 4 above its 2 blocks" in decode
+    # F25: each filter is named with its count (a query drop is not hidden behind the first context examples), and
+    # main @091bbadd warns about them (common.py generate_buckets "omitted during warmup"): never "without a word"
+    assert "1 by context blocks (e.g. (1, 128, 300)" in prompt
+    assert "1 by batch x query (e.g. (128, 128, 0)" in prompt
+    assert "omitted during warmup (common.py generate_buckets @091bbadd)" in prompt
+    assert not any("without a word" in n for n in notes)
 
 
 def test_a_file_whose_buckets_all_pass_says_nothing() -> None:
@@ -234,3 +241,14 @@ def test_any_range_variables_give_buckets_or_one_line_naming_a_variable(strategy
     else:
         assert len(prompt) <= common.MAX_COMBINATIONS
         assert len(decode) <= common.MAX_COMBINATIONS
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [("([1, 2], range(1, 25613, 1), 0)", "range(1, 25613, 1) has 25,612 elements, more than the 10,000"),
+     ("(1, range(1, 9, 0), 0)", "range(1, 9, 0) has step 0"), ("(1, 128, [0, 1)", "not a Python literal;")],
+)  # fmt: skip
+def test_a_line_that_is_no_literal_says_why(line: str, said: str) -> None:
+    # F30: a range over vllm-gaudi's 10,000 elements stays a call, which is why the line is refused
+    with pytest.raises(ConfigError, match=f"^--bucket-file b.txt line 1 .*: {re.escape(said)}"):
+        parse_bucket_file(f"{line}\n", "--bucket-file b.txt")

@@ -738,3 +738,13 @@ def test_serve_plans_v0_11_2_s_vision_passes_in_images_and_adds_no_limit() -> No
     fixes = [str(w.get("fix")) for w in plan["warnings"] if "drop buckets" in str(w.get("fix"))]
     assert fixes
     assert all("images per pass" in f for f in fixes)
+
+
+@pytest.mark.parametrize("version", ["0.16.0rc0", "0.15.1rc1", "0.13.0", "0.26.0rc0", None])
+def test_the_plan_says_where_a_release_warms_vllms_dummy_image_once_per_vision_bucket(version: str | None) -> None:
+    # E16: docs/memory-plan.md promises it for v0.16.0rc0, v0.15.1rc1 and v0.13.x; `memory plan` prints this note.
+    model = registry.model_for(Runtime.VLLM_GAUDI, {}, version=version)
+    note = model.vision_bucketing("qwen2_5_vl").note
+    said = "warms vLLM's own dummy image once per vision bucket" in note
+    assert said == (release_for(version).mm_warmup in ("dummy", "options"))
+    assert said == (version in ("0.16.0rc0", "0.15.1rc1", "0.13.0"))

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from tests.support.data import SIZES
 from vllm_hpu_mm.cli.main import main
-from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.errors import ConfigError, InputNote
+from vllm_hpu_mm.plan.bucket_choice import read_traffic
 from vllm_hpu_mm.traffic import csvfile
 from vllm_hpu_mm.traffic.csvfile import MAX_SIDE, MAX_TOKENS, read_traffic_csv
 from vllm_hpu_mm.traffic.default import default_text, default_traffic
@@ -154,3 +155,53 @@ def test_the_default_text_distribution_is_counted_once_and_read_only() -> None:
     assert dict(text) == default_traffic().text_rows()
     with pytest.raises(TypeError):
         text[(1, 1, 0)] = 1  # type: ignore[index]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32"])
+def test_a_csv_with_a_utf16_or_utf32_byte_order_mark_is_read_as_the_utf8_one(tmp_path: Path, encoding: str) -> None:
+    text = "width,height,text_tokens\n640,480,100\n"
+    wide = tmp_path / "wide.csv"
+    wide.write_text(text, encoding=encoding)
+    assert read_traffic_csv(wide).counts == read_traffic_csv(write(tmp_path, text)).counts
+
+
+def test_utf16_without_a_byte_order_mark_is_named_with_what_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "bare.csv"
+    path.write_bytes("width,height\n640,480\n".encode("utf-16-le"))
+    with pytest.raises(ConfigError, match=r"^--sizes .*bare\.csv: UTF-16 without a byte-order mark; accepted: a UTF-8"):
+        read_traffic_csv(path)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "kind"),
+    [("t.json", '[{"width": 640, "height": 480}]', "JSON"), ("t.yaml", "- {width: 640, height: 480}\n", "YAML"),
+     ("m.yaml", "width: 640\n", "YAML")],
+)  # fmt: skip
+def test_json_or_yaml_given_for_traffic_is_named_with_every_form_the_flag_accepts(
+    tmp_path: Path, name: str, text: str, kind: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(
+        ConfigError, match=rf"^--plan-sizes .*{name}: a {kind} file, not a CSV; .*or a folder of images$"
+    ):
+        read_traffic(str(path), flag="--plan-sizes")
+    with pytest.raises(ConfigError, match=rf"a {kind} file, not a CSV; .* one row per request$"):
+        read_traffic_csv(path)  # `buckets plan --sizes` reads a CSV only: no folder offered
+
+
+def test_an_empty_folder_is_named_by_the_flag_the_user_typed(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^--plan-sizes .*: no readable images among 0 files; accepted: .*a CSV"):
+        read_traffic(str(tmp_path), flag="--plan-sizes")
+
+
+def test_an_unknown_column_is_read_past_with_one_note_at_the_cli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, "width,height,colour\n640,480,red\n")
+    with pytest.warns(InputNote, match=r"column 'colour' ignored; read: width, height"):
+        assert read_traffic_csv(path).counts == {Request((640, 480)): 1}
+    assert main(["buckets", "check", "--sizes", str(path), "--json"]) in (0, 1)
+    notes = [line for line in capsys.readouterr().err.splitlines() if "colour" in line]
+    assert notes == [f"vllm-hpu-mm: note: --sizes {path}: column 'colour' ignored; read: width, height, text_tokens, "
+                     "output_tokens, cached_tokens, count"]  # fmt: skip

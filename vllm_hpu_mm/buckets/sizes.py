@@ -133,9 +133,12 @@ def embedded_sizes(names: Sequence[str] = EMBEDDED_DATASETS) -> SizeSet:
     return SizeSet(total.counts, "embedded real sizes: " + total.source)
 
 
-def scan_images(folder: str | Path, *, progress: bool = True) -> tuple[SizeSet, int]:
+def scan_images(
+    folder: str | Path, *, progress: bool = True, flag: str = "--images", also: str = ""
+) -> tuple[SizeSet, int]:
     """Sizes of every image under ``folder`` (recursively), read from file headers only; and how many files
-    were skipped as not images. EXIF orientations 5-8 (rotated by 90 degrees) swap width and height, as the
+    were skipped as not images. ``flag``: the flag the user typed, ``also``: what else it accepts (both in its
+    errors). EXIF orientations 5-8 (rotated by 90 degrees) swap width and height, as the
     preprocessor does when it applies the orientation.
     """
     from PIL import Image
@@ -143,7 +146,7 @@ def scan_images(folder: str | Path, *, progress: bool = True) -> tuple[SizeSet, 
 
     root = Path(folder)
     if not root.is_dir():
-        raise ConfigError(f"--images {root}: not a folder; expected a folder of image files")
+        raise ConfigError(f"{flag} {root}: not a folder; expected a folder of image files")
     files = sorted(f for f in root.rglob("*") if f.is_file())
     sizes: list[Size] = []
     skipped = 0
@@ -163,7 +166,8 @@ def scan_images(folder: str | Path, *, progress: bool = True) -> tuple[SizeSet, 
     finally:
         Image.MAX_IMAGE_PIXELS = limit
     if not sizes:
-        raise ConfigError(f"--images {root}: no readable images among {len(files)} files")
+        raise ConfigError(f"{flag} {root}: no readable images among {len(files)} files; accepted: a folder of "
+                          f"image files (any format Pillow reads){also}")  # fmt: skip
     return SizeSet.of(sizes, f"{root} ({len(sizes)} images, {skipped} non-image files skipped)"), skipped
 
 

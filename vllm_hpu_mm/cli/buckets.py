@@ -196,6 +196,8 @@ def run_plan(args: argparse.Namespace) -> int:
                 min_pixels=result.min_pixels,
                 max_pixels=result.max_pixels,
                 default={"buckets": list(DEFAULT_BUCKETS), "efficiency": round(default_ev.efficiency, 6)},
+                oversize_policy=job.policy.value,
+                num_rejected=job.rejected,
                 refused=admission.refused,
                 warnings=list(notes),
             )
@@ -208,7 +210,7 @@ def run_plan(args: argparse.Namespace) -> int:
     )
     print(f"  goal: {result.goal}")
     print()
-    print("\n".join(_table(ev)))
+    print("\n".join(_table(ev, job.policy)))
     print()
     print(
         f"efficiency {ev.efficiency:.4f} with {len(buckets)} buckets; the default list "

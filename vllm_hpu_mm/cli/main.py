@@ -13,13 +13,14 @@ import os
 import select
 import sys
 import traceback
+import warnings
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from vllm_hpu_mm import __version__
 from vllm_hpu_mm.cli.common import ExitCode, clipped, fail, one_line
 from vllm_hpu_mm.cli.vllm_argv import MAX_SERVER_ARGS
-from vllm_hpu_mm.errors import VllmHpuMmError
+from vllm_hpu_mm.errors import InputNote, VllmHpuMmError
 
 __all__ = ["build_parser", "main"]
 
@@ -44,7 +45,35 @@ class _ArgumentParser(argparse.ArgumentParser):
     """argparse that exits with our usage code (2) and one line, not a usage dump, on bad arguments."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(int(ExitCode.USAGE), f"vllm-hpu-mm: error: {clipped(one_line(message))} (see --help)\n")
+        self.exit(
+            int(ExitCode.USAGE), f"vllm-hpu-mm: error: {clipped(one_line(self._accepted(message)))} (see --help)\n"
+        )
+
+    def _accepted(self, message: str) -> str:
+        """argparse's "the following arguments are required: X" with what X accepts (a command's names, an option's
+        form), so that the one line says what to type."""
+        prefix = "the following arguments are required: "
+        if not message.startswith(prefix):
+            return message
+        named = {name.strip() for name in message[len(prefix) :].split(",")}
+        forms = []
+        for action in self._actions:
+            name = action.metavar if isinstance(action.metavar, str) else (action.option_strings or [action.dest])[0]
+            if name not in named and not named & set(action.option_strings):
+                continue
+            if action.choices:
+                forms.append(f"{name} one of {', '.join(map(str, action.choices))}")
+            elif action.option_strings:
+                forms.append(f"{action.option_strings[0]} {action.metavar or action.dest.upper()}")
+        if not forms:
+            return message
+        return f"missing {message[len(prefix) :]}; accepted: {'; '.join(forms)}"
+
+    def _print_message(self, message: str, file: Any = None) -> None:  # argparse's: a stream or None
+        # A closed stream is None: argparse would write the help meant for stdout to stderr instead. Nothing is
+        # written; the command ends 141 (stdout) as `--help | head -c1` expects.
+        if file is not None:
+            super()._print_message(message, file)
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -101,7 +130,7 @@ def _too_many_server_args(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; always returns an exit status (never raises, except to exec the server)."""
     try:
-        code = _run(list(sys.argv[1:] if argv is None else argv))
+        code = _run_noting(list(sys.argv[1:] if argv is None else argv))
         if sys.stdout is not None:
             sys.stdout.flush()  # here, not at exit, so that a closed pipe is seen
     except BrokenPipeError:
@@ -141,6 +170,28 @@ def _stdout_lost() -> bool:
     poller.register(fd, select.POLLOUT)
     # Linux and the BSDs flag a pipe with no reader left as POLLERR; a file or a terminal never is.
     return any(ev & select.POLLERR for _, ev in poller.poll(0))
+
+
+def _run_noting(argv: list[str]) -> int:
+    """:func:`_run`, with each :class:`InputNote` the input raised printed once on stderr after an answer (0, 1);
+    after an error its line stays the only one."""
+    notes: list[str] = []
+    with warnings.catch_warnings():
+        shown = warnings.showwarning
+
+        def show(message: Warning | str, category: type[Warning], *rest: Any, **kw: Any) -> None:
+            if issubclass(category, InputNote):
+                notes.append(str(message))
+            else:
+                shown(message, category, *rest, **kw)
+
+        warnings.showwarning = show
+        warnings.simplefilter("always", InputNote)
+        code = _run(argv)
+    if code in (ExitCode.OK, ExitCode.NEGATIVE) and sys.stderr is not None:
+        for note in dict.fromkeys(notes):
+            print(f"vllm-hpu-mm: note: {clipped(one_line(note))}", file=sys.stderr)
+    return code
 
 
 def _run(argv: list[str]) -> int:

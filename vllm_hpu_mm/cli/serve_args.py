@@ -22,6 +22,7 @@ import functools
 import importlib
 import importlib.util
 import json
+import logging
 import re
 import shlex
 from collections.abc import Callable, Sequence
@@ -297,7 +298,30 @@ def vllm_installed() -> bool:
         return False
 
 
+#: vLLM's notices at import about the machine it runs on, not about the arguments (on a CPU build whose Triton has no
+#: CPU backend: "Triton is installed, but doesn't include CPU backend"): we import vLLM only to read its parser, and
+#: an exit-2 answer must stay one line. By logger and message start: every other record of vLLM's still shows.
+IMPORT_NOTICES = {"vllm.triton_utils.importing": ("Triton is installed",)}
+
+
+class _DropImportNotices(logging.Filter):
+    def __init__(self, starts: tuple[str, ...]) -> None:
+        super().__init__()
+        self.starts = starts
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno < logging.ERROR and str(record.msg).startswith(self.starts))
+
+
+@functools.cache
+def quiet_import_notices() -> None:
+    """Drop :data:`IMPORT_NOTICES` (once per process; before vLLM is imported, its loggers' filters stay)."""
+    for name, starts in IMPORT_NOTICES.items():
+        logging.getLogger(name).addFilter(_DropImportNotices(starts))
+
+
 def _cli_args_module() -> Any:
+    quiet_import_notices()
     for name in CLI_ARGS_MODULES:
         try:
             return importlib.import_module(name)

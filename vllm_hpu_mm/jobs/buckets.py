@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.buckets.admission import Admission, admit
 from vllm_hpu_mm.buckets.coverage import largest_patches, validate_coverage
-from vllm_hpu_mm.buckets.planner import Evaluation, evaluate, fewest_buckets, optimal_buckets
+from vllm_hpu_mm.buckets.planner import Evaluation, fewest_buckets, optimal_buckets
 from vllm_hpu_mm.buckets.sizes import (
     Sizes,
     SizeSet,
@@ -105,9 +105,13 @@ def plan_buckets(
 ) -> PlanResult:
     """Plan for ``sizes`` (``(width, height)``): exactly ``num_buckets`` (default: as many as the default list) or
     the fewest reaching ``target_efficiency``. Pixel limits as :func:`pixel_range` (``max_pixels``: the default
-    list's largest bucket x 196); ``keep_largest`` makes the largest bucket cover ``max_pixels``."""
+    list's largest bucket x 196); ``keep_largest`` makes the largest bucket cover ``max_pixels``. The planned list
+    is evaluated as :func:`check_buckets` evaluates it with the same limits (one rule: ``buckets check`` of the list
+    says the same efficiency): under ``shrink`` with no ``max_pixels`` given, the served processor shrinks an image
+    above the planned largest bucket into it."""
     if num_buckets is not None and target_efficiency is not None:
         raise ConfigError("give either num_buckets or target_efficiency, not both")
+    given_min, given_max = min_pixels, max_pixels
     min_pixels, max_pixels = pixel_range(min_pixels, max_pixels)
     sample = patch_counts(sizes, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode)
     cover = largest_patches(max_pixels) if keep_largest else None
@@ -124,7 +128,9 @@ def plan_buckets(
     return PlanResult(
         buckets=buckets,
         goal=goal,
-        evaluation=evaluate(sample.counts, buckets, num_shrunk=sample.num_shrunk),
+        evaluation=check_buckets(
+            sizes, buckets, source="planned list", min_pixels=given_min, max_pixels=given_max, mode=mode, policy=policy
+        ).evaluation,
         default=evaluate_sizes(
             sizes, DEFAULT_BUCKETS, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode, policy=policy
         ),
@@ -216,6 +222,13 @@ def admitted_sizes(src: SizeSources, settings: envs.Settings) -> Admission:
 class PlanJob:
     result: PlanResult
     admission: Admission
+    #: The oversize policy the plan was evaluated under (the environment's), and the images it refuses.
+    policy: OversizePolicy = OversizePolicy.SHRINK
+
+    @property
+    def rejected(self) -> int:
+        """Images the server answers with HTTP 400 (above the largest bucket under ``reject``), as check counts."""
+        return self.result.evaluation.num_oversize if self.policy is OversizePolicy.REJECT else 0
 
     @property
     def sizes(self) -> SizeSet:
@@ -233,12 +246,12 @@ def plan_job(
     """``buckets plan``: the pixel limits checked before any size is read, then :func:`plan_buckets` over the
     admitted sizes, aligned as ``src.align_mode`` (else the environment's) and under the environment's oversize
     policy."""
-    min_pixels, max_pixels = pixel_range(src.min_pixels, src.max_pixels)
+    pixel_range(src.min_pixels, src.max_pixels)
     admission = admitted_sizes(src, settings)
     result = plan_buckets(admission.sizes.counts, num_buckets=num_buckets, target_efficiency=target_efficiency,
-                          keep_largest=keep_largest, min_pixels=min_pixels, max_pixels=max_pixels,
+                          keep_largest=keep_largest, min_pixels=src.min_pixels, max_pixels=src.max_pixels,
                           mode=src.align_mode or settings.align_mode, policy=settings.oversize_policy)  # fmt: skip
-    return PlanJob(result, admission)
+    return PlanJob(result, admission, settings.oversize_policy)
 
 
 @dataclasses.dataclass(frozen=True)

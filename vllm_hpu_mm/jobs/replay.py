@@ -209,7 +209,7 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
         notes.append(f"measured costs from the profile {costs['profile']} (the KV blocks estimate uses them)")
     if yours is not None:
         before.append((yours, f"your {Path(file_path or '').name}"))
-        notes += yours.text_shapes(shape).notes  # its buckets vllm-gaudi drops without a word
+        notes += yours.text_shapes(shape).notes  # the file buckets vllm-gaudi's filters drop
     labels = {label for _, label in before}  # the planned buckets' label is none of the strategies'
     release: str | None = getattr(own, "version", None)  # a named release shows only the strategies it ships
     for model in registry.strategies(inputs.runtime_name, own_env, release) if args.strategies else ():

@@ -215,10 +215,11 @@ MIN_TEXT_GRAPH_BUDGET = 2
 
 
 def _graph_budget(value: int, flag: str) -> object:
-    validate.check_positive(value, flag)
-    if value < MIN_TEXT_GRAPH_BUDGET:
-        raise ConfigError(f"{flag} {value} is invalid; accepted: an integer >= {MIN_TEXT_GRAPH_BUDGET} (a prompt and a "
-                          "decode bucket at least)")  # fmt: skip
+    # One bound, worded as check_budget words it once the ceiling is known: never "a positive integer" (1 is refused).
+    if not MIN_TEXT_GRAPH_BUDGET <= value <= validate.MAX_COUNT:
+        raise ConfigError(f"{flag}={value} is out of range; accepted: {MIN_TEXT_GRAPH_BUDGET} to the graphs the "
+                          "runtime's largest strategy warms for the limits (a prompt and a decode bucket at "
+                          "least)")  # fmt: skip
     return value
 
 

@@ -52,13 +52,13 @@ def _read_traffic(path: str | None, *, flag: str) -> Traffic:
         return default_traffic()
     p = Path(path).expanduser()
     if p.is_dir():
-        found = scan_images(p, progress=False)[0]
+        found = scan_images(p, progress=False, flag=flag, also="; or a CSV with a width,height header")[0]
         return Traffic({Request(size): n for size, n in found.counts.items()}, found.source)
     if not p.is_file():
         what = "not a file or a folder" if p.exists() else "no such file or folder"
         raise ConfigError(f"{flag} {path}: {what}; accepted: a CSV with a width,height header or a folder of "
                           "images")  # fmt: skip
-    return read_traffic_csv(p, flag=flag)
+    return read_traffic_csv(p, flag=flag, folder=True)
 
 
 def read_sizes(path: str | None, *, flag: str, settings: Settings | None = None) -> SizeSet:

@@ -180,7 +180,7 @@ def _text_graph_findings(i: PlanInputs, s: Split, text: TextGraphFit, knobs: Cal
     a larger warmed bucket and compiles only when no bucket covers it; what does not fit is an OOM risk at warm-up.
     A runtime that captures while the pool lasts (the fork) leaves the rest without a captured graph."""
     out: list[Finding] = []
-    for note in text.notes:  # e.g. buckets of the user's bucket file the runtime's filters drop without a word
+    for note in text.notes:  # e.g. buckets of the user's bucket file the runtime's filters drop
         fix = Fix("remove them from the file, or raise the engine limit that drops them (each says which)")
         out.append(Finding("warning", "graph_capture", "runtime_drops_buckets", note, fix))
     pf, pt, df, dt = text.prefill_fit, len(text.prefill), text.decode_fit, len(text.decode)

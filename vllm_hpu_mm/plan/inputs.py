@@ -172,7 +172,9 @@ def _device(args: SizingArgs) -> tuple[devices.DeviceSpec, int, int]:
     total = spec.total_bytes
     if args.total_memory_gib is not None:
         total = round(args.total_memory_gib * GIB)
-        free_before = min(free_before, total) if name in ("auto", "cpu") else total
+        # A stated total is a stated machine, free before loading as a named device is: this machine's live free
+        # memory is no part of it (the plan is the same wherever it is made).
+        free_before = total
     tp = args.tensor_parallel_size or 1
     if spec.backend == "cpu" and tp > 1:
         # vLLM's CPU tensor-parallel ranks are processes on one host: each plans against its share of host memory.

@@ -4,7 +4,9 @@ Header: ``width,height`` (one request per row, its image in pixels, as published
 ``text_tokens`` (the prompt's text tokens, any cached prefix included), ``output_tokens`` (the answer's tokens),
 ``cached_tokens`` (prefix tokens a prefix-cache hit skips) and ``count`` (how many such requests; default 1). A row
 with empty width and height is a text-only request; an empty text cell means "unknown" (drawn from the default text
-distribution when a plan needs it). Other columns are ignored.
+distribution when a plan needs it). Other columns are ignored, with one note naming them (:class:`InputNote`).
+A file with a UTF-16 or UTF-32 byte-order mark is decoded as such (Excel's "Unicode text"); a JSON or YAML file is
+refused as what it is.
 
 The file is read as a stream: memory holds the distinct rows only (at most :data:`MAX_DISTINCT`; beyond that a
 uniform sample of that many rows is kept, and the source says so), so a file of any length is read in time linear in
@@ -13,15 +15,17 @@ its rows and memory bounded by a constant. Values beyond any real request are re
 
 from __future__ import annotations
 
+import codecs
 import csv
 import random
+import warnings
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.errors import ConfigError, InputNote
 from vllm_hpu_mm.traffic.requests import Request, Traffic
 
 __all__ = ["MAX_COUNT", "MAX_DISTINCT", "MAX_SIDE", "MAX_TOKENS", "parse_rows", "read_traffic_csv"]
@@ -41,6 +45,11 @@ ACCEPTED = (
     "a header with width,height (and optionally text_tokens, output_tokens, cached_tokens, count), then one row per "
     "request"
 )
+#: What a flag that reads traffic (a CSV or a folder of images) accepts: its errors say both.
+ACCEPTED_OR_FOLDER = f"{ACCEPTED}; or a folder of images"
+#: Byte-order marks read as what they say, longest first (UTF-32-LE's starts with UTF-16-LE's).
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF16_LE, "utf-16"),
+         (codecs.BOM_UTF16_BE, "utf-16"))  # fmt: skip
 
 
 #: Characters of a cell or header an error message echoes.
@@ -67,19 +76,37 @@ def _optional(row: list[str], index: int | None, what: str, where: str, *, low: 
     return _int(row[index], what, where, low=low, high=MAX_TOKENS)
 
 
-def parse_rows(lines: Iterator[list[str]], name: str) -> tuple[Counter[Request], int, int]:
-    """Requests from CSV rows (header first): (distinct requests -> count, rows read, rows kept when sampled)."""
+def _other_format(header: list[str]) -> str | None:
+    """What a first line that is no CSV header looks like: JSON or YAML (a list or a mapping), else None."""
+    first = ",".join(header).strip()
+    if first.startswith(("[", "{")):
+        return "JSON"
+    if first.startswith(("- ", "---")) or (":" in first and "," not in first):
+        return "YAML"
+    return None
+
+
+def parse_rows(lines: Iterator[list[str]], name: str, expected: str = ACCEPTED) -> tuple[Counter[Request], int, int]:
+    """Requests from CSV rows (header first): (distinct requests -> count, rows read, rows kept when sampled).
+    ``expected``: what the flag accepts, said by every error."""
     header = next(lines, None)
     if header is None:
-        raise ConfigError(f"{name}: empty file; expected {ACCEPTED}")
+        raise ConfigError(f"{name}: empty file; expected {expected}")
     columns = [h.strip().lower() for h in header]
     if not {"width", "height"} <= set(columns) and "text_tokens" not in columns:
+        other = _other_format(header)
+        if other is not None:
+            raise ConfigError(f"{name}: a {other} file, not a CSV; expected a CSV: {expected}")
         raise ConfigError(f"{name}:1: header {_echo(','.join(header))} lacks width,height (or text_tokens); expected "
-                          f"{ACCEPTED}")  # fmt: skip
+                          f"{expected}")  # fmt: skip
     twice = [c for c in dict.fromkeys(columns) if c in KNOWN_COLUMNS and columns.count(c) > 1]
     if twice:  # which of the two is meant is a guess (csv.DictReader would take the last, this reader the first)
         raise ConfigError(f"{name}:1: header names {', '.join(twice)} more than once; expected each column at most "
-                          f"once: {ACCEPTED}")  # fmt: skip
+                          f"once: {expected}")  # fmt: skip
+    unknown = [c for c in dict.fromkeys(columns) if c and c not in KNOWN_COLUMNS]
+    if unknown:  # read, not refused (a published table has more columns), but never silently
+        warnings.warn(InputNote(f"{name}: column {', '.join(map(_echo, unknown))} ignored; read: "
+                                f"{', '.join(KNOWN_COLUMNS)}"), stacklevel=2)  # fmt: skip
     at = {c: columns.index(c) for c in ("width", "height", *TEXT_COLUMNS, "count") if c in columns}
     counts: Counter[Request] = Counter()  # requests per distinct row
     rows_of: Counter[Request] = Counter()  # file rows per distinct row
@@ -91,7 +118,7 @@ def parse_rows(lines: Iterator[list[str]], name: str) -> tuple[Counter[Request],
             continue
         if any(cell.strip() for cell in row[len(header) :]):  # a value no column names: a shifted or joined row
             raise ConfigError(f"{name}:{line}: {len(row)} fields where the header names {len(header)}; expected "
-                              f"{ACCEPTED}")  # fmt: skip
+                              f"{expected}")  # fmt: skip
         request, count = _request(row, at, f"{name}:{line}")
         rows += 1
         if reservoir is None:
@@ -156,21 +183,41 @@ def _request(row: list[str], at: dict[str, int], where: str) -> tuple[Request, i
     return Request(image, text, output, cached), count
 
 
-def read_traffic_csv(path: str | Path, *, flag: str = "--sizes") -> Traffic:
-    """The traffic a CSV describes; :class:`ConfigError` naming the flag, the file and the line otherwise."""
+def _encoding(p: Path) -> str:
+    """UTF-8 (a UTF-8 BOM skipped), or the UTF-16/32 a byte-order mark names."""
+    with p.open("rb") as f:
+        start = f.read(4)
+    return next((enc for bom, enc in _BOMS if start.startswith(bom)), "utf-8-sig")
+
+
+def _looks_utf16(p: Path) -> bool:
+    """UTF-16 without a byte-order mark: ASCII text with a NUL byte every other byte."""
+    with p.open("rb") as f:
+        start = f.read(64)
+    return len(start) >= 4 and (start[1::2].count(0) == len(start) // 2 or start[0::2].count(0) == len(start) // 2)
+
+
+def read_traffic_csv(path: str | Path, *, flag: str = "--sizes", folder: bool = False) -> Traffic:
+    """The traffic a CSV describes; :class:`ConfigError` naming the flag, the file and the line otherwise.
+    ``folder``: the flag also takes a folder of images (its errors say so)."""
     p = Path(path).expanduser()
+    expected = ACCEPTED_OR_FOLDER if folder else ACCEPTED
+    encoded = "; accepted: a UTF-8 (or UTF-16 with a byte-order mark) CSV: "
     try:
-        with p.open(encoding="utf-8-sig", newline="") as f:
-            counts, rows, kept = parse_rows(csv.reader(f), f"{flag} {p}")
+        encoding = _encoding(p)
+        if encoding == "utf-8-sig" and _looks_utf16(p):  # NUL bytes decode as UTF-8: the header would be the error
+            raise ConfigError(f"{flag} {p}: UTF-16 without a byte-order mark{encoded}{expected}")
+        with p.open(encoding=encoding, newline="") as f:
+            counts, rows, kept = parse_rows(csv.reader(f), f"{flag} {p}", expected)
     except OSError as exc:
-        raise ConfigError(f"{flag} {p}: cannot read it ({exc.strerror or exc}); expected {ACCEPTED}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{flag} {p}: not a UTF-8 text CSV; expected {ACCEPTED}") from None
+        raise ConfigError(f"{flag} {p}: cannot read it ({exc.strerror or exc}); expected {expected}") from None
+    except UnicodeError:
+        raise ConfigError(f"{flag} {p}: not UTF-8 text{encoded}{expected}") from None
     except csv.Error as exc:
-        raise ConfigError(f"{flag} {p}: not a CSV ({exc}); expected {ACCEPTED}") from None
+        raise ConfigError(f"{flag} {p}: not a CSV ({exc}); expected {expected}") from None
     if counts and sum(counts.values()) == 0:
         raise ConfigError(f"{flag} {p}: every row has count 0; accepted: at least one row with count >= 1")
     if not counts:
-        raise ConfigError(f"{flag} {p}: no rows after the header; expected {ACCEPTED}")
+        raise ConfigError(f"{flag} {p}: no rows after the header; expected {expected}")
     sampled = f", a uniform sample of {kept} of {rows} rows" if kept < rows else ""
     return Traffic(dict(counts), f"{p.name}{sampled}")

@@ -348,7 +348,12 @@ def _host(d: Diagnosis, vision: bool) -> list[Fix]:
     where = {"startup": " while the model loads", "runtime": " while serving"}.get(d.stage, "")
     out = [Fix(f"the host ran out of memory{where}, not the accelerator: give the process more RAM (container "
                "limit, fewer other processes) or free memory for it")]  # fmt: skip
-    if any(_RAY.search(line) for line in _texts(d)):
+    ray = any(_RAY.search(line) for line in _texts(d))
+    if not ray:  # a process the kernel killed leaves its reason in the kernel log, not in its own
+        out.append(Fix("confirm it in the kernel log: `dmesg -T | grep -iE 'out of memory|killed process'` (or "
+                       "`journalctl -k`) names the OOM killer's victim and its memory; in a container, a kill at the "
+                       "cgroup limit shows there too (memory.events oom_kill)"))  # fmt: skip
+    if ray:
         out.append(
             Fix(
                 "Ray's memory monitor killed the worker at its threshold (RAY_memory_usage_threshold, 0.95 of "

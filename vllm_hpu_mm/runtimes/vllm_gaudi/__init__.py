@@ -231,6 +231,9 @@ class VllmGaudi:
         if release.mm_warmup == "bucket-count":  # v0.11.2 batches vLLM's largest dummy image, not 896 x 896 ones
             side = (dummy_image_size(model_type) or (BATCH_WARMUP_SIDE, 0))[0]
             unit += f" of vLLM's dummy image ({side} px a side; its dummy video too, not sized)"
+        elif release.mm_warmup in ("dummy", "options"):  # docs/memory-plan.md "The release": said where planned
+            unit += (f"; {release} warms vLLM's own dummy image once per vision bucket, which no variable steers "
+                     "(VLLM_MULTIMODAL_RESOLUTIONS is not read)")  # fmt: skip
         return VisionBucketing(True, batch_based, buckets, f"{where}: {unit}", side)
 
 

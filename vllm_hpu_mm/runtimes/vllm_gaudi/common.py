@@ -246,22 +246,43 @@ def _drop_reason(cfg: BucketingConfig, shape: EngineShape, bucket: Bucket, is_pr
     return None
 
 
-def dropped_file_buckets(cfg: BucketingConfig, shape: EngineShape, *, shown: int = 3) -> tuple[str, ...]:
-    """One sentence per phase whose bucket-file buckets vllm-gaudi's filters drop (common.py generate_buckets @
-    091bbadd drops them without a word: its list of omitted file buckets is never filled), with a few examples."""
+#: The release whose generate_buckets warns about the file buckets its filters drop (common.py @091bbadd: "The
+#: following prompt buckets from custom bucketing file (VLLM_BUCKETING_FROM_FILE) were omitted during warmup");
+#: v0.16.0rc0 @dd472742 logs them only when no bucket is left.
+_WARNS_OMITTED = "091bbadd"
+
+
+def _filter_of(why: str) -> str:
+    """The filter a drop reason names: its words before its first figure (``batch x query``, ``context``, ...)."""
+    return " ".join(w for w in why.split(" ")[:3] if not w[0].isdigit()).split(" above")[0].strip()
+
+
+def dropped_file_buckets(cfg: BucketingConfig, shape: EngineShape) -> tuple[str, ...]:
+    """One sentence per phase whose bucket-file buckets vllm-gaudi's filters drop (common.py generate_buckets), each
+    filter's count with one example: a context beyond max_model_len, a query beyond it or beyond
+    max_num_batched_tokens, a batch beyond its blocks."""
     if not isinstance(strategy_for(cfg), FileStrategy) or not cfg.enable_bucketing or cfg.file_text is None:
         return ()
     mnps = prefill_seqs(cfg, shape)
     prompt, decode = _file_buckets(cfg)
+    where = f"common.py generate_buckets @{cfg.release.commit}"
+    said = (
+        f"it warns at start-up, listing them as omitted during warmup ({where})"
+        if cfg.release.commit == _WARNS_OMITTED
+        else f"it names them only when none is left ({where})"
+    )
     out = []
     for phase, buckets in (("prompt", prompt), ("decode", decode)):
-        dropped = [(k, why) for k in dict.fromkeys(buckets)
-                   if (why := _drop_reason(cfg, shape, k, phase == "prompt", mnps)) is not None]  # fmt: skip
-        if dropped:
-            examples = "; ".join(f"{k}: {why}" for k, why in dropped[:shown])
-            more = f"; and {len(dropped) - shown:,} more" if len(dropped) > shown else ""
-            out.append(f"{cfg.file_named}: vllm-gaudi drops {len(dropped):,} of its {len(set(buckets)):,} {phase} "
-                       f"buckets without a word, so they are never warmed ({examples}{more})")  # fmt: skip
+        by_filter: dict[str, list[tuple[Bucket, str]]] = {}
+        for k in dict.fromkeys(buckets):
+            why = _drop_reason(cfg, shape, k, phase == "prompt", mnps)
+            if why is not None:
+                by_filter.setdefault(_filter_of(why), []).append((k, why))
+        if by_filter:
+            count = sum(len(v) for v in by_filter.values())
+            each = "; ".join(f"{len(v):,} by {name} (e.g. {v[0][0]}: {v[0][1]})" for name, v in by_filter.items())
+            out.append(f"{cfg.file_named}: vllm-gaudi drops {count:,} of its {len(set(buckets)):,} {phase} buckets, "
+                       f"so they are never warmed ({each}); {said}")  # fmt: skip
     return tuple(out)
 
 

@@ -74,6 +74,20 @@ def _expand(match: re.Match[str]) -> str:
     return repr(list(range(start, stop, step)))
 
 
+def _why_not_literal(line: str) -> str:
+    """Why a line is no literal: a range vllm-gaudi leaves unexpanded (step 0, or over MAX_RANGE_ELEMENTS) named."""
+    for match in _RANGE_CALL.finditer(line):
+        start, stop = int(match.group(1)), int(match.group(2))
+        step = int(match.group(3)) if match.group(3) else 1
+        if step == 0:
+            return f"not a Python literal: {match.group(0)} has step 0, which vllm-gaudi leaves unexpanded"
+        if (n := len(range(start, stop, step))) > MAX_RANGE_ELEMENTS:
+            return (f"not a Python literal: {match.group(0)} has {n:,} elements, more than the {MAX_RANGE_ELEMENTS:,} "
+                    "vllm-gaudi expands (file_strategy.py _MAX_RANGE_ELEMENTS), so it stays a call; split it over "
+                    "lines of at most that many")  # fmt: skip
+    return "not a Python literal"
+
+
 def _bad(source: str, line_num: int, line: str, why: str) -> ConfigError:
     return ConfigError(
         f"{source} line {line_num} {clip(line)}: {why}; accepted: {ACCEPTED_LINE} "
@@ -182,7 +196,7 @@ def _parsed(text: str, source: str, evaluate: bool = False) -> tuple[tuple[Bucke
             try:
                 entry = ast.literal_eval(_RANGE_CALL.sub(_expand, line))
             except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                raise _bad(source, line_num, line, "not a Python literal") from None
+                raise _bad(source, line_num, line, _why_not_literal(line)) from None
             if not isinstance(entry, tuple) or len(entry) != 3:
                 raise _bad(source, line_num, line, "not a 3-tuple")
         axes = [item if isinstance(item, list | range) else [item] for item in entry]
