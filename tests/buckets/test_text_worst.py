@@ -566,7 +566,8 @@ def test_the_top_level_is_held_with_its_kv_tail_stretched(monkeypatch: pytest.Mo
                                  padded_time(*EXP, load, TIME)) for load in loads)  # fmt: skip
     chosen = BudgetedPlan(plan, plan.graphs, "chosen", verdicts)
     tail = text_worst._tailed(loads[1], LIMITS)
-    assert max(k for _, k in tail.decode) == math.ceil(60 * TAIL) and not tail.prefill
+    assert max(k for _, k in tail.decode) == math.ceil(60 * TAIL)
+    assert not tail.prefill
 
     def ratio(p: TextBucketPlan, load: LoadShapes) -> float:
         return padded_time(p.prompt, p.decode, load, TIME).padded_s / padded_time(*EXP, load, TIME).padded_s

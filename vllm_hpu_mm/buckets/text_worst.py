@@ -38,8 +38,12 @@ on 600 requests where its 200-request schedule, chosen by batch rows alone, padd
 :data:`SAMPLE_SHARE` of the runtime's own padding: the repairs fit that one sample, which another sample of the load
 reads up to 9.5% longer against the runtime's own (fresh5's prefix-heavy load 39: 0.95x exp's on the plan's sample,
 1.00-1.03x on three others). The judged levels are one sample each too and are held the same way, by the same
-repairs, to :data:`LEVEL_SHARE` (a level they cannot bring there stays within the runtime's own). Other loads between
-stay unjudged, only kept from getting longer by these additions.
+repairs, to :data:`LEVEL_SHARE` (a level they cannot bring there stays within the runtime's own). The top level
+(``max_num_seqs`` at once, the full batch) is judged again with its decode steps' KV blocks :data:`TAIL` times as
+many, held to the runtime's own padded time (:func:`_tailed`): its largest decodes sit just below a bucket fitted to
+them, and no other judged load samples the full batch's KV beyond them (fresh7's prefix-heavy coding assistant at 80 at
+once, 0.54x exp's on the plan's sample and 1.27x on another). Other loads between stay unjudged, only kept from getting
+longer by these additions.
 
 Then (the default's budget, where the repairs left the plan beyond it) the prune pass (:func:`_pruned`) removes the
 buckets the repairs left redundant, one at a time, the one adding least to the planning traffic's bucketed seconds
