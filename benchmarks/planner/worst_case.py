@@ -58,7 +58,11 @@ padding beyond text_worst.THIN of exp's on their one sample judged on a second o
 their margin repaired again; compiles counted as vllm-gaudi counts them, at its padded batch, :func:`compiles`):
 ``worst_case_held-out_before8`` and ``worst_case_held-out_worst8`` for the first set, and
 ``worst_case_fresh6_worst8_own`` (fresh6 on it through vllm-gaudi's own lookup); ``worst_case_fresh7``
-(``--set fresh7``: six more, written at 08:20 before worst8 landed and committed alone at bcfb01a, run once on it).
+(``--set fresh7``: six more, written at 08:20 before worst8 landed and committed alone at bcfb01a, run once on it;
+development data since); ``worst_case_fresh7_worst9``, ``worst_case_fresh3_worst9``, ``worst_case_fresh4_worst9`` and
+``worst_case_fresh6_worst9`` (``--seeds 3``, on helper worst9's change: the top level judged too with its decodes' KV
+blocks text_worst.TAIL times as many, held to exp's), beside ``worst_case_fresh3_base9``, ``worst_case_fresh4_base9``
+and ``worst_case_fresh6_base9`` (the same at 1cd6164, before it; fresh7's before is ``worst_case_fresh7``).
 """
 
 from __future__ import annotations

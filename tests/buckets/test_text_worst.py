@@ -28,6 +28,7 @@ from vllm_hpu_mm.buckets.text_worst import (
     BOUND,
     FEW,
     MAX_SCHEDULED,
+    TAIL,
     THIN,
     Between,
     _between,
@@ -552,3 +553,30 @@ def test_the_repairs_most_paid_shapes_are_those_a_dict_summed_shape_by_shape_ran
             for key, more in zip(zip(f.tolist(), s.tolist(), strict=True), e.tolist(), strict=True):
                 pay[key] = pay.get(key, 0.0) + more
         assert _most_paid(firsts, seconds, extras) == sorted(pay, key=lambda k: -pay[k])[:_TRIED]
+
+
+def test_the_top_level_is_held_with_its_kv_tail_stretched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The top level's decodes (16 at once) sit just below the plan's (16, 64) bucket and the next one is far above:
+    another sample whose KV runs TAIL times longer pads to it. As before the rule (TAIL 1) that sample pads longer
+    than exp's; with it the plan holds it within exp's, and every level too."""
+    loads = (LoadShapes("1 at once", {(200, 0): 40}, {(1, 10): 400}),
+             LoadShapes("16 at once", {(200, 0): 10}, {(16, 60): 800, (15, 58): 100}))  # fmt: skip
+    plan = coarse()
+    verdicts = tuple(LoadVerdict(load.load, padded_time(plan.prompt, plan.decode, load, TIME),
+                                 padded_time(*EXP, load, TIME)) for load in loads)  # fmt: skip
+    chosen = BudgetedPlan(plan, plan.graphs, "chosen", verdicts)
+    tail = text_worst._tailed(loads[1], LIMITS)
+    assert max(k for _, k in tail.decode) == math.ceil(60 * TAIL)
+    assert not tail.prefill
+
+    def ratio(p: TextBucketPlan, load: LoadShapes) -> float:
+        return padded_time(p.prompt, p.decode, load, TIME).padded_s / padded_time(*EXP, load, TIME).padded_s
+
+    monkeypatch.setattr(text_worst, "TAIL", 1.0)
+    once = with_bounded_worst(chosen, _weights(loads), loads, LIMITS, EXP, TIME, given=None)
+    assert ratio(once.plan, tail) > 1 + 1e-9  # the level held on its sample only: a longer KV tail pads longer
+    monkeypatch.setattr(text_worst, "TAIL", TAIL)
+    out = with_bounded_worst(chosen, _weights(loads), loads, LIMITS, EXP, TIME, given=None)
+    assert ratio(out.plan, tail) <= 1 + 1e-9
+    assert all(ratio(out.plan, load) <= 1 + 1e-9 for load in loads)
+    assert out.plan.graphs <= EXP_GRAPHS // 2

@@ -38,8 +38,12 @@ on 600 requests where its 200-request schedule, chosen by batch rows alone, padd
 :data:`SAMPLE_SHARE` of the runtime's own padding: the repairs fit that one sample, which another sample of the load
 reads up to 9.5% longer against the runtime's own (fresh5's prefix-heavy load 39: 0.95x exp's on the plan's sample,
 1.00-1.03x on three others). The judged levels are one sample each too and are held the same way, by the same
-repairs, to :data:`LEVEL_SHARE` (a level they cannot bring there stays within the runtime's own). Other loads between
-stay unjudged, only kept from getting longer by these additions.
+repairs, to :data:`LEVEL_SHARE` (a level they cannot bring there stays within the runtime's own). The top level
+(``max_num_seqs`` at once, the full batch) is judged again with its decode steps' KV blocks :data:`TAIL` times as
+many, held to the runtime's own padded time (:func:`_tailed`): its largest decodes sit just below a bucket fitted to
+them, and no other judged load samples the full batch's KV beyond them (fresh7's prefix-heavy coding assistant at 80 at
+once, 0.54x exp's on the plan's sample and 1.27x on another). Other loads between stay unjudged, only kept from getting
+longer by these additions.
 
 Then (the default's budget, where the repairs left the plan beyond it) the prune pass (:func:`_pruned`) removes the
 buckets the repairs left redundant, one at a time, the one adding least to the planning traffic's bucketed seconds
@@ -99,6 +103,8 @@ __all__ = [
     "PRUNE_SHARE",
     "SAMPLE_SHARE",
     "STEADY_SHARE",
+    "TAIL",
+    "TAILED",
     "THIN",
     "Between",
     "PhaseWorst",
@@ -171,6 +177,14 @@ _AGAIN = 2
 THIN = 0.8
 #: How a load's second sample is named.
 AGAIN = "(second sample)"
+#: Each judged level is judged too with its decode steps' KV blocks this many times as many (within the limits), held
+#: to the runtime's own padded time: a sample's largest decodes sit just below a bucket the plan fits to them, and
+#: another sample's reach past it into the next (fresh7's prefix-heavy coding assistant at 80 at once: 80 sequences
+#: at up to 3,441 blocks on the plan's sample, 3,454-4,031 on seeds 3-5, padded to 7,037 where exp's 3,760 held
+#: them: 0.54x exp's on its sample, 1.27x on seed 3). 4,031 / 3,441, rounded up.
+TAIL = 1.18
+#: How a level judged with its KV tail stretched (:data:`TAIL`) is named.
+TAILED = "(KV tail)"
 #: Packs a shape's two values into one integer (each below it).
 _PACKED = 1 << 31
 #: The most the prune pass (:func:`_pruned`) lets the planning traffic's bucketed seconds grow, as a share of them, in
@@ -934,6 +948,9 @@ def _with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], 
     # other samples of it): the levels at LEVEL_SHARE, the loads between them as _between holds them
     levels = [(load, o, _within(o, LEVEL_SHARE)) for load, o in zip(loads, own_times, strict=True)]
     extra = _between(plan, own, between, loads, time, early=early, guessed=guessed)
+    # each level with its KV tail stretched, held to the runtime's own: another sample's largest decodes
+    tails = [_tailed(load, limits) for load in loads if _at(load) == limits.max_num_seqs]
+    extra += [(load, o, o) for load, o in zip(tails, padded_times(*own, tails, time), strict=True)]
     # the second samples of the loads likely thin after the repairs, scheduled meanwhile on the second core
     thin = _thin_ahead(plan, extra, between, time) if given is None and between is not None else None
     if thin is not None:
@@ -954,10 +971,11 @@ def _with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], 
         if not new or then >= room:
             break
         extra += new
-    off = _judged(plan, [load for load, _, _ in extra], [h for _, _, h in extra], time)
+    rest = [(load, h) for load, _, h in extra if not load.load.endswith(TAILED)]
+    off = _judged(plan, [load for load, _ in rest], [h for _, h in rest], time)
     # then the runtime's own buckets where a load still pads longer than under its own: a load scheduled, not a steady
     # state (an estimate: it may not throw the plan's graphs away)
-    scheduled = [(load, o) for load, o, _ in extra if not load.load.endswith(STEADY)]
+    scheduled = [(load, o) for load, o, _ in extra if not load.load.endswith((STEADY, TAILED))]
     both, exact = (*loads, *(load for load, _ in scheduled)), [*own_times, *(o for _, o in scheduled)]
     fixed, judged, _, why = _no_longer(fixed, _judged(fixed, both, exact, time), both, exact, own, limits, time, room,
                                        given is None, then)  # fmt: skip
@@ -1060,7 +1078,22 @@ def _thin_ahead(plan: TextBucketPlan, extra: Sequence[tuple[LoadShapes, PaddedTi
 
 def _sampled(load: LoadShapes) -> bool:
     """A load scheduled at a number at once (a level or a load between), not a steady state nor a second sample."""
-    return load.load.split()[0].isdigit() and not load.load.endswith((STEADY, AGAIN))
+    return load.load.split()[0].isdigit() and not load.load.endswith((STEADY, AGAIN, TAILED))
+
+
+def _at(load: LoadShapes) -> int:
+    """How many at once a load was scheduled at (0 where it names none)."""
+    first = load.load.split()[0]
+    return int(first) if first.isdigit() else 0
+
+
+def _tailed(load: LoadShapes, limits: TextLimits) -> LoadShapes:
+    """``load``'s decode steps with :data:`TAIL` times their KV blocks (at most what the limits allow), no prefill."""
+    decode: dict[tuple[int, int], float] = {}
+    for (n, k), runs in load.decode.items():
+        key = (n, min(limits.top_blocks(n), math.ceil(k * TAIL)))
+        decode[key] = decode.get(key, 0.0) + runs
+    return LoadShapes(f"{load.load} {TAILED}", {}, decode)
 
 
 def _again(plan: TextBucketPlan, levels: Sequence[tuple[LoadShapes, PaddedTime, PaddedTime]],
