@@ -34,7 +34,7 @@ def fleet(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str
          "more cards than a cluster holds"),
         (["--request-rate", "2", "--ttft-p99", "1000", "--tpot-p99", "50", "--cards-per-node", "1000"],
          "more cards than one node holds"),
-        (["--request-rate", "2", "--ttft-p99", "1000"], "the following arguments are required: --tpot-p99"),
+        (["--request-rate", "2", "--ttft-p99", "1000"], "missing --tpot-p99; accepted: --tpot-p99 MS"),
         (["--request-rate", "2", "--ttft-p99", "1000", "--tpot-p99", "50", "--pipeline-parallel-sizes", "0"],
          "--pipeline-parallel-sizes"),
         (["--load-profile", "600:2,600:x", "--ttft-p99", "1000", "--tpot-p99", "50"], "are not numbers"),
