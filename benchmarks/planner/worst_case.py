@@ -329,7 +329,7 @@ FRESH7 = (
     Config("long answers, little KV room (32B, Gaudi2, 20k, 40 seqs)", "Qwen/Qwen2.5-VL-32B-Instruct", "gaudi2", 1,
            (20480, 40, 4096), Reshape(text=1.4, answers=3.5, text_only=0.35), Reshape(text=3.5, answers=0.6)),
 )  # fmt: skip
-#: A ninth set, written on 2026-11-29 at 11:15 UTC, before any change of that session (helper worst10's rules are cut
+#: A ninth set, written on 2026-11-29 at 11:10 UTC, before any change of that session (helper worst10's rules are cut
 #: from 1e3d820 and never see it) and before its first run (``--set fresh8``): limits and traffic none of the earlier
 #: sets used (32B on two Gaudi3 at 80k and three sequences, 3B on two Gaudi2 at 2.5k and 320 sequences, a 3k-token
 #: prefix on 72B over eight Gaudi3, five-times image sides on 3B over two Gaudi3, 7B on two Gaudi2 planned for 96 at
@@ -351,7 +351,7 @@ FRESH8 = (
     Config("long answers (72B, Gaudi3 TP4, 28k, 24 seqs)", "Qwen/Qwen2.5-VL-72B-Instruct", "gaudi3", 4,
            (28672, 24, 4096), Reshape(text=1.1, answers=4.5, text_only=0.3), Reshape(text=3.0, answers=0.7)),
 )  # fmt: skip
-#: A tenth set, written with fresh8 at 11:15 UTC and kept for that session's final tree (its first run comes after
+#: A tenth set, written with fresh8 at 11:10 UTC and kept for that session's final tree (its first run comes after
 #: helper worst10's rules land; worst10 never sees it, ``--set fresh9``): 7B on two Gaudi3 at 96k and six sequences,
 #: 32B on four Gaudi3 at 4k and 192 sequences, an 8k-token prefix on 32B over four Gaudi2, six-times image sides on
 #: 7B over two Gaudi2, 72B on eight Gaudi2 planned for 40 at once, 3B on one Gaudi2 with long answers.
