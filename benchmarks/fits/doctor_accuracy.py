@@ -56,6 +56,7 @@ from tests.support.logs import (
     HELDOUT_ROUND4_LOGS,
     HELDOUT_ROUND5_LOGS,
     HELDOUT_ROUND6_LOGS,
+    HELDOUT_ROUND7_LOGS,
     RUNTIME_DEV_LOGS,
     RUNTIME_HELDOUT_LOGS,
     body_lines,
@@ -181,7 +182,12 @@ def advice_rows(paths: list[Path], rules: Rules) -> list[dict[str, Any]]:
 
 #: The later held-out rounds (issue 34), each collected and labelled by someone acting as the next round and committed
 #: before the doctor of its day ran on it; scored only.
-ROUNDS = {"round4": HELDOUT_ROUND4_LOGS, "round5": HELDOUT_ROUND5_LOGS, "round6": HELDOUT_ROUND6_LOGS}
+ROUNDS = {
+    "round4": HELDOUT_ROUND4_LOGS,
+    "round5": HELDOUT_ROUND5_LOGS,
+    "round6": HELDOUT_ROUND6_LOGS,
+    "round7": HELDOUT_ROUND7_LOGS,
+}
 
 
 def round_rows(paths: list[Path], rules: Rules) -> list[dict[str, Any]]:

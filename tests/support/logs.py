@@ -28,9 +28,14 @@ HELDOUT_ROUND5_LOGS = sorted((LOGS / "heldout_round5").glob("*.log"))
 #: SGLang, TensorRT-LLM, llama.cpp, Ollama and ms-swift, labelled from their threads and committed before the doctor
 #: ran on them; scored only.
 HELDOUT_ROUND6_LOGS = sorted((LOGS / "heldout_round6").glob("*.log"))
+#: Round 7 (issue 34): public logs of vLLM (CUDA, ROCm, CPU, Ascend NPU), the Gaudi fork, SGLang, TGI, TensorRT-LLM,
+#: LMDeploy, llama.cpp and Ollama, labelled from their threads by a query method fixed before searching and committed
+#: before the doctor ran on them; scored only.
+HELDOUT_ROUND7_LOGS = sorted((LOGS / "heldout_round7").glob("*.log"))
 #: Every held-out round, by name, in the order they were collected.
 HELDOUT_ROUNDS = {"heldout": HELDOUT_LOGS, "runtime_heldout": RUNTIME_HELDOUT_LOGS, "round4": HELDOUT_ROUND4_LOGS,
-                  "round5": HELDOUT_ROUND5_LOGS, "round6": HELDOUT_ROUND6_LOGS}  # fmt: skip
+                  "round5": HELDOUT_ROUND5_LOGS, "round6": HELDOUT_ROUND6_LOGS,
+                  "round7": HELDOUT_ROUND7_LOGS}  # fmt: skip
 #: The doctor's target share of right stages, on any set of real logs.
 TARGET_ACCURACY = 0.92
 
