@@ -169,6 +169,16 @@ def test_a_help_for_a_closed_standard_output_is_not_written_to_stderr(
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.parametrize("argv", [["buckets", "plan", "--json"], ["buckets", "plan", "--num-buckets", "3"]])
+def test_an_answer_for_a_closed_standard_output_is_a_broken_pipe_not_a_bug(
+    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `buckets plan --json >&-`: json.dump to Python's None stdout raised, and the command ended 3 ("a bug").
+    monkeypatch.setattr(sys, "stdout", None)
+    assert main(argv) == 141
+    assert capsys.readouterr().err == ""
+
+
 @pytest.mark.parametrize(
     ("argv", "accepted"),
     [([], "buckets, memory, serve, fleet, oom-doctor"), (["memory"], "plan, calibrate, compare"),

@@ -129,6 +129,11 @@ def _too_many_server_args(argv: Sequence[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; always returns an exit status (never raises, except to exec the server)."""
+    closed = sys.stdout is None
+    if closed:
+        # Started with standard output closed (`>&-`): Python's stdout is None, which print() ignores but every
+        # other write (json.dump, flush) fails on. The answer goes nowhere, and an answer nobody could read ends 141.
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (the process's stdout until it exits)
     try:
         code = _run_noting(list(sys.argv[1:] if argv is None else argv))
         if sys.stdout is not None:
@@ -142,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _stdout_failed(exc)
     # argparse's help and print() drop a write to a closed stdout without a word: an answer (0 or 1) nobody could
     # read is a broken pipe; an error (2, 3) keeps its code, its line went to stderr.
-    return BROKEN_PIPE if code in (ExitCode.OK, ExitCode.NEGATIVE) and _stdout_lost() else code
+    return BROKEN_PIPE if code in (ExitCode.OK, ExitCode.NEGATIVE) and (closed or _stdout_lost()) else code
 
 
 #: Errors of a write to standard output that are the destination's, not the command's (a full disk or quota, an I/O
