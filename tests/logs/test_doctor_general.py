@@ -26,3 +26,70 @@ def test_a_run_that_stops_after_a_phase_line_is_no_failure_under_any_fitted_rule
     # every rule set the fit may choose, with any votes: none reads the last phase line as where it failed
     for rules in candidate_rules(default_rules().votes):
         assert judge(features, rules).stage == "none", rules
+
+
+CORE = "(EngineCore_DP0 pid=100) ERROR 07-06 23:22:52 [core.py:1233] "
+SITE = "/usr/local/lib/python3.12/dist-packages/"
+
+
+def _frame(path: str, func: str, call: str = "x()") -> list[str]:
+    return [f'{CORE}  File "{SITE}{path}", line 10, in {func}', f"{CORE}    {call}"]
+
+
+def _cut(*frames: tuple[str, str]) -> list[str]:
+    """An engine core's traceback the log stops inside, before its error line."""
+    return [CORE + "Traceback (most recent call last):", *(line for f in frames for line in _frame(*f))]
+
+
+def _stage(lines: list[str]) -> str:
+    j = judge(scan(lines), default_rules())
+    return "unknown (no OOM claimed)" if j.basis == "undecided" else j.stage
+
+
+def test_v1s_execute_model_is_an_engine_step() -> None:
+    # heldout_round4/club3090_613: only the engine core's step calls V1's worker / runner execute_model
+    lines = _cut(("vllm/v1/worker/gpu_worker.py", "execute_model"), ("vllm/v1/worker/gpu_model_runner.py",
+                 "execute_model"), ("vllm/v1/worker/gpu_model_runner.py", "_model_forward"))  # fmt: skip
+    assert _stage(lines) == "runtime"
+
+
+@pytest.mark.parametrize("path", ["vllm/v1/worker/gpu/model_runner.py", "vllm/worker/model_runner.py"])
+def test_an_execute_model_that_also_runs_dummy_runs_names_no_phase(path: str) -> None:
+    # the V2 runner's dummy run and V0's profile_run call execute_model: the name alone says nothing
+    assert _stage(_cut((path, "execute_model"), (path, "_model_forward"))) == "none"
+
+
+def test_an_execute_model_under_capture_is_capture() -> None:
+    lines = _cut(("vllm/v1/worker/gpu_model_runner.py", "capture_model"),
+                 ("vllm/v1/worker/gpu_model_runner.py", "execute_model"))  # fmt: skip
+    assert _stage(lines) == "graph_capture"
+
+
+def test_the_web_frameworks_request_handling_is_serving() -> None:
+    # heldout/vllm_11251: vLLM's API server serves HTTP only once its engine is built
+    lines = _cut(("starlette/middleware/base.py", "coro"), ("starlette/routing.py", "handle"),
+                 ("fastapi/routing.py", "run_endpoint_function"))  # fmt: skip
+    assert _stage(lines) == "runtime"
+
+
+def test_an_apps_lifespan_is_not_a_request() -> None:
+    lines = _cut(("starlette/routing.py", "lifespan"), ("vllm/model_executor/model_loader/loader.py", "load_model"))
+    assert _stage(lines) == "startup"
+
+
+def test_the_sampler_dummy_run_is_its_warm_up_unless_profiling_is_in_view() -> None:
+    sampler = ("vllm/v1/worker/gpu_model_runner.py", "_dummy_sampler_run")
+    assert _stage(_cut(sampler)) == "graph_capture"
+    assert _stage(_cut(("vllm/v1/worker/gpu_model_runner.py", "profile_run"), sampler)) == "startup"
+    assert _stage(_cut(("vllm/v1/worker/gpu_worker.py", "compile_or_warm_up_model"), sampler)) == "graph_capture"
+
+
+def test_one_logs_frame_names_are_no_evidence() -> None:
+    # a token one labelled log voted for decides under no rule set the fit may choose
+    oom = [CORE + "Traceback (most recent call last):", *_frame("mylib/engine.py", "build_things"),
+           CORE + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"]  # fmt: skip
+    features = scan(oom)
+    for rules in candidate_rules({"build_things": {"startup": 1}}):
+        assert judge(features, rules).stage == "unknown", rules
+    two = {"build_things": {"startup": 2}}
+    assert any(judge(features, rules).stage == "startup" for rules in candidate_rules(two))
