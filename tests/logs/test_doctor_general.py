@@ -93,3 +93,43 @@ def test_one_logs_frame_names_are_no_evidence() -> None:
         assert judge(features, rules).stage == "unknown", rules
     two = {"build_things": {"startup": 2}}
     assert any(judge(features, rules).stage == "startup" for rules in candidate_rules(two))
+
+
+#: Each accelerator API's and runtime's own words for running out of device memory (from their sources and docs).
+DEVICE_WORDS = [
+    "RuntimeError: CUDA driver error: CUDA_ERROR_OUT_OF_MEMORY",
+    "cupy.cuda.runtime.CUDARuntimeError: cudaErrorMemoryAllocation: out of memory",
+    "ggml_vulkan: Device memory allocation of size 123 failed. vk::Device::allocateMemory: ErrorOutOfDeviceMemory",
+    "RuntimeError: UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY",
+    "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+    "rocBLAS error: rocblas_status_memory_error",
+    "RuntimeError: ACL_ERROR_RT_MEMORY_ALLOCATION, error code 207001",
+    "[TRT] [E] Requested amount of GPU memory (8589934592 bytes) could not be allocated.",
+    "alloc_tensor_range: failed to allocate CUDA0 buffer of size 151851674624",
+    "llama_model_load: error loading model: unable to allocate ROCm0 buffer",
+    "ggml_metal_init: error: failed to allocate buffer, size = 4096.00 MiB",
+    "llama_kv_cache_init: failed to allocate buffer for kv cache",
+    "Error: failed to allocate device memory for the model",
+    "ValueError: insufficient VRAM to load the model",
+    "RuntimeError: not enough GPU memory for the requested batch",
+]
+#: Not device memory: a host buffer, pinned host memory, the host side of Vulkan, advice about memory.
+NOT_DEVICE = [
+    "ggml_backend_cuda_host_buffer_type_alloc_buffer: failed to allocate CUDA_Host buffer of size 1024",
+    "warning: failed to allocate 512.00 MiB of pinned memory: invalid argument",
+    "INFO gpu_worker.py] Memory profiling takes 5.2 seconds. Allocating 2.1 GiB for the KV cache",
+]
+
+
+@pytest.mark.parametrize("line", DEVICE_WORDS)
+def test_every_runtimes_device_oom_wording_is_read(line: str) -> None:
+    assert judge(scan([line]), default_rules()).memory == "device"
+
+
+@pytest.mark.parametrize("line", NOT_DEVICE)
+def test_host_buffers_and_allocation_notes_are_no_device_oom(line: str) -> None:
+    assert judge(scan([line]), default_rules()).stage == "none"
+
+
+def test_vulkans_host_side_error_is_host_memory() -> None:
+    assert judge(scan(["vk::Device::allocateMemory: ErrorOutOfHostMemory"]), default_rules()).memory == "host"
