@@ -572,7 +572,7 @@ def main() -> None:
                  {"runtime held-out": runtime_held, **rounds}),
         f"Shipped rules (`vllm_hpu_mm/data/{RULES_FILE.name}`) = rules fitted on the development set: "
         f"{'yes' if fitted == shipped else 'NO (run with --write-rules)'}; order {' > '.join(shipped.order)}, cut "
-        f"within {shipped.cut_lines} lines, votes >= {shipped.min_votes}, phase cut {shipped.phase_cut}.",
+        f"within {shipped.cut_lines} lines, votes >= {shipped.min_votes}.",
     ]  # fmt: skip
     Path(args.out + ".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

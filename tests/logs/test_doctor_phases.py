@@ -40,8 +40,11 @@ def test_a_serving_only_function_is_runtime_unless_a_phase_encloses_it() -> None
 
 
 def test_functions_of_several_phases_mean_nothing_alone() -> None:
-    for name in ("execute_model", "_dummy_run", "_dummy_sampler_run", "forward", "generate_token", "worker_busy_loop"):
+    for name in ("_dummy_run", "forward", "generate_token", "worker_busy_loop"):
         assert frame_meaning(f"{V1}/worker/gpu_model_runner.py", name) is None, name
+    # V0's runner and V1's V2 runner run execute_model for their dummy runs too (V1's classic runner does not)
+    assert frame_meaning("/x/vllm/worker/model_runner.py", "execute_model") is None
+    assert frame_meaning(f"{V1}/worker/gpu/model_runner.py", "execute_model") is None
     assert traceback_stage(frames("_dummy_run", "forward")) is None
 
 

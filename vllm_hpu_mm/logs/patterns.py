@@ -105,6 +105,7 @@ HOST_OOM = re.compile(
     r"|\bexit(?:ed with)? ?code:? ?(?:-9|137)\b|exitcode=-9|\bSIGKILL\b|^\s*Killed\s*$|\d+ Killed\s+\S"
     # Ollama, before it starts a runner: the model needs more host memory than is free (llm/server.go)
     r"|model requires more system memory"
+    r"|_OUT_OF_HOST_MEMORY\b|OutOfHostMemory"  # Vulkan's, oneAPI's host-side error
 )
 #: The device ran out (CUDA, ROCm, XPU, Gaudi, TPU), in the errors' own words; an excerpt cut inside the error
 #: (``CUDA out of``, ``OutOfMe``) still counts. vLLM's advice lines ("If you are running out of memory, ...", "If
@@ -119,6 +120,22 @@ DEVICE_OOM = re.compile(
     # TensorRT-LLM's PyTorch executor re-raises any out-of-memory error of a component it creates with its own
     # wording (_torch/pyexecutor/py_executor_creator.py _ExecutorMemoryMonitor)
     r"|Executor creation failed due to insufficient GPU memory"
+    # Every accelerator API's own name for the error, as libraries print it: CUDA's driver and runtime
+    # (CUDA_ERROR_OUT_OF_MEMORY, cudaErrorMemoryAllocation), Vulkan and oneAPI (VK_ERROR_OUT_OF_DEVICE_MEMORY,
+    # vk::OutOfDeviceMemoryError, UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY), the BLAS and DNN handles
+    # (CUBLAS_STATUS_ALLOC_FAILED, HIPBLAS_..., CUDNN_..., rocblas_status_memory_error), Ascend's runtime
+    # (ACL_ERROR_RT_MEMORY_ALLOCATION), TensorRT's allocator ("Requested amount of GPU memory (N bytes) could not be
+    # allocated")
+    r"|_OUT_OF_(?:DEVICE_)?MEMORY\b|OutOfDeviceMemory|\b[A-Z]+_STATUS_ALLOC_FAILED\b|cudaErrorMemoryAllocation"
+    r"|rocblas_status_memory_error|ACL_ERROR_RT_MEMORY_ALLOCATION|GPU memory \(\d+ bytes\) could not be allocated"
+    # ggml's device buffers (llama.cpp, Ollama, llama-cpp-python: "unable to allocate CUDA0 buffer", "failed to
+    # allocate Metal buffer", Metal's "failed to allocate buffer, size", the KV cache's "failed to allocate buffer for
+    # kv cache"); a host buffer (CUDA_Host, CPU) is not device memory
+    r"|(?:unable|failed) to allocate (?:CUDA|ROCm|HIP|Metal|Vulkan|SYCL|CANN|MUSA)\d* buffer"
+    r"|failed to allocate buffer(?:, size| for kv cache)"
+    # plain words any runtime may use
+    r"|(?:failed|unable) to allocate (?:\S+ )?(?:device|GPU|HPU|NPU|VRAM|HBM) memory"
+    r"|(?:insufficient|not enough) (?:free )?(?:GPU|device|VRAM|HBM|NPU|HPU|video) memory|insufficient VRAM"
     r"|(?<!running )(?<!run )(?<!If )\bout of memory\b(?! error occurs)",
     re.IGNORECASE,
 )

@@ -90,16 +90,13 @@ class Rules:
     votes: Mapping[str, Mapping[str, int]] = dataclasses.field(default_factory=dict)
     #: Least number of votes (and margin over the runner-up) for the votes to decide.
     min_votes: int = 2
-    #: A run whose last phase line (loading, KV cache, capture) is at most this many lines before its end, and that
-    #: never said start-up finished, stopped there (-1: never count such a stop).
-    phase_cut: int = -1
     #: Whether a cut traceback that says nothing of memory (:func:`silent_cut`) is answered ``unknown`` with no
     #: out-of-memory claim rather than as its frames' phase.
     cut_evidence: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {"order": list(self.order), "cut_lines": self.cut_lines, "cut_tracebacks": self.cut_tracebacks,
-                "min_votes": self.min_votes, "phase_cut": self.phase_cut, "cut_evidence": self.cut_evidence,
+                "min_votes": self.min_votes, "cut_evidence": self.cut_evidence,
                 "votes": {t: dict(sorted(v.items())) for t, v in sorted(self.votes.items())}}  # fmt: skip
 
     @classmethod
@@ -110,7 +107,7 @@ class Rules:
         votes = {str(t): {str(s): int(n) for s, n in v.items()} for t, v in data["votes"].items()}
         cut, tracebacks = int(data["cut_lines"]), bool(data["cut_tracebacks"])
         evidence = bool(data.get("cut_evidence", True))
-        return cls(order, cut, tracebacks, votes, int(data["min_votes"]), int(data["phase_cut"]), evidence)  # type: ignore[arg-type]
+        return cls(order, cut, tracebacks, votes, int(data["min_votes"]), evidence)  # type: ignore[arg-type]
 
 
 def default_rules() -> Rules:
@@ -260,9 +257,6 @@ def judge(features: LogFeatures, rules: Rules) -> Judgement:
             opened = tb.frames[0].line - p[1]
             if 0 < opened <= rules.cut_lines and _frames_stage(tb.frames) is None:
                 return Judgement(p[0], "cut", "device", (p[1], gaudi_at), warm, cut="traceback")
-    ph = run.phase
-    if ph is not None and ph[0] != "runtime" and run.completed_at < ph[1] and 0 <= run.end - ph[1] <= rules.phase_cut:
-        return Judgement(ph[0], "cut", "device", (ph[1], gaudi_at), cut="phase")
     if run.error is not None:  # a traceback that ended in an error of another kind: a failure, not an OOM
         return Judgement("none", "error", None, (run.error[0], gaudi_at))
     return Judgement("none", "none", None, (gaudi_at,))
@@ -272,7 +266,8 @@ def stopped_partway(progress: tuple[Stage, int, str, int, int]) -> bool:
     """Whether a counted phase line shows the phase partway: some of its steps done, not all. A count of 0 is the
     bar's first print (tqdm draws it when the phase begins: vLLM's ``Capturing CUDA graph shapes``, the weight
     loader's shards), so it says only that the phase began, as a phase line does (and a run that stops after a phase
-    line is not read as a failure: ``Rules.phase_cut``)."""
+    line is not read as a failure: a healthy excerpt stops there as often, and a line like ``# GPU blocks`` says its
+    phase finished)."""
     return 0 < progress[3] < progress[4]
 
 

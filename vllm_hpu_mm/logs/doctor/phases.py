@@ -19,8 +19,10 @@ Three kinds of frame:
 - ``scope``: a wrapper that encloses several phases (the engine constructor, vLLM's ``_initialize_kv_caches``, which
   profiles before it sizes the cache). It counts only when nothing more specific is in view.
 
-Functions that run in more than one phase (``execute_model``, ``_dummy_run``, ``_dummy_sampler_run``, ``forward``,
-``generate_token``) mean nothing on their own: the frames around them decide.
+Functions that run in more than one phase (``_dummy_run``, ``forward``, ``generate_token``, V0's ``execute_model``)
+mean nothing on their own: the frames around them decide. V1's ``execute_model`` (:data:`V1_STEP_CODE`) and the web
+framework's request handling (:data:`WEB_REQUEST_CODE`) run only for requests; V1's ``_dummy_sampler_run`` is the
+sampler warm-up unless ``profile_run`` is in view.
 """
 
 from __future__ import annotations
@@ -117,6 +119,10 @@ FUNCTIONS: dict[str, Meaning] = {
     # Wrappers that enclose several phases.
     **_all("startup", "scope", "from_engine_args from_vllm_config _init_executor EngineCoreProc.__init__"),
     **_all("kv_cache", "scope", "_initialize_kv_caches initialize_from_config"),
+    # vLLM V1's sampler dummy run: the sampler warm-up of compile_or_warm_up_model (gpu_worker.py), whose own
+    # out-of-memory message says "when warming up sampler", and also profile_run's last step (gpu_model_runner.py).
+    # A scope, so a profile_run frame in view makes it profiling; on its own it is the warm-up its message names.
+    **_all("graph_capture", "scope", "_dummy_sampler_run"),
 }
 
 #: Where a module's own ``__init__`` frames mean the model is being built (its layers allocate their weights):
@@ -125,6 +131,19 @@ MODEL_CODE = ("/model_executor/models/", "/model_executor/layers/", "/custom_mod
 #: Files whose functions are warm-ups of one phase whatever they are called: vLLM's kernel warm-ups
 #: (``model_executor/warmup/deep_gemm_warmup.py``, ``kernel_warmup.py``).
 WARMUP_CODE = ("/model_executor/warmup/",)
+#: vLLM V1's worker and classic model runner, whose ``execute_model`` and ``sample_tokens`` only the engine core's
+#: step calls (``v1/engine/core.py``, through the executor, with a scheduler output): profiling, capture and the
+#: sampler warm-up call ``_dummy_run`` / ``_dummy_sampler_run`` directly (vLLM 0.32 ``gpu_model_runner.py``,
+#: ``gpu_worker.py``). The V2 runner (``v1/worker/gpu/model_runner.py``) runs ``execute_model`` for its dummy runs
+#: too, and V0's ``profile_run`` calls ``execute_model``: there the name says nothing on its own.
+V1_STEP_CODE = re.compile(r"/vllm/v1/worker/(?:gpu_worker|gpu_model_runner|worker_base)\.py$")
+V1_STEP = frozenset(("execute_model", "sample_tokens"))
+#: The web framework's request handling (Starlette, FastAPI, uvicorn's HTTP protocol): vLLM's API server builds its
+#: engine before it serves HTTP (``entrypoints/openai/api_server.py`` ``run_server_worker`` enters
+#: ``build_async_engine_client`` before ``serve_http``), so these frames run for a request. An app's lifespan hooks
+#: run at start-up: not request handling.
+WEB_REQUEST_CODE = re.compile(r"/(?:starlette|fastapi|sse_starlette)/|/uvicorn/protocols/")
+LIFESPAN = frozenset(("lifespan", "startup", "_DefaultLifespan", "merged_lifespan", "__aenter__", "__aexit__"))
 
 
 #: Functions that run the model's forward in any phase (vLLM's runners, a module's forward): after the KV cache is
@@ -132,7 +151,7 @@ WARMUP_CODE = ("/model_executor/warmup/",)
 MODEL_RUNS = frozenset(("execute_model", "_dummy_run", "_dummy_sampler_run", "_model_forward", "forward"))
 #: Frames every phase goes through, so they say nothing of one: the command line and API-server entry points, the
 #: event loop, the executors' RPC dispatch, Python's own library (not site- or dist-packages), the interpreter's
-#: start. (The web server's request handling, starlette or uvicorn, runs only for a request: it is left to the votes.)
+#: start. (The web server's request handling runs only for a request: :data:`WEB_REQUEST_CODE`.)
 GENERIC_PATH = re.compile(
     r"/entrypoints/|/bin/vllm\b|/vllm/scripts\.py|/(?:asyncio|concurrent|uvloop|click|typer)/|<frozen |runpy\.py"
     r"|/lib/python3\.\d+/(?!site-packages/|dist-packages/)[\w./-]+\.py|uvloop/loop\.pyx"
@@ -166,6 +185,10 @@ def frame_meaning(path: str, func: str) -> Meaning | None:
         return Meaning("startup", "phase")
     if any(part in path for part in WARMUP_CODE):
         return Meaning("graph_capture", "phase")
+    if path and name in V1_STEP and V1_STEP_CODE.search(path):
+        return Meaning("runtime", "phase")
+    if path and name not in LIFESPAN and WEB_REQUEST_CODE.search(path):
+        return _LOOP
     return None
 
 

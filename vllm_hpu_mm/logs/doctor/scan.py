@@ -407,7 +407,7 @@ def _oom_kind(text: str) -> Memory | None:
     low = text.lower()
     if not ("memory" in low or "devmem" in low or "kill" in low or "-9" in text or "137" in text or "oom" in low
             or "outofme" in low or "out of" in low or "resource_exhausted" in low or "mmap" in low
-            or "bad_alloc" in low):  # fmt: skip
+            or "alloc" in low or "vram" in low):  # fmt: skip
         return None
     if HOST_OOM.search(text):
         return "host"

@@ -1,0 +1,135 @@
+"""The doctor's general rules (issue 34 item 10, held-out classes closed by class, not by case): each on a few
+composed lines, after the runtimes' own log calls and the public logs under tests/data/logs."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.common import candidate_rules
+from vllm_hpu_mm.logs.doctor.decide import default_rules, judge
+from vllm_hpu_mm.logs.doctor.scan import scan
+
+V0 = "INFO 08-19 07:51:03 model_runner.py:732] "
+#: A start-up excerpt that stops right after a phase line: the weights loaded, the KV cache sized (a line that says its
+#: phase finished), the capture announced. A healthy excerpt stops there as often as a failing one.
+STOPS_AFTER_A_PHASE_LINE = [
+    [V0 + "Loading model weights took 2.3463 GB"],
+    [V0 + "Loading model weights took 2.3463 GB", "INFO 08-19 07:51:08 executor.py:56] # GPU blocks: 22982"],
+    [V0 + "Loading model weights took 2.3463 GB", "INFO 08-19 07:51:08 executor.py:56] # GPU blocks: 22982",
+     V0 + "Capturing the model for CUDA graphs. This may lead to unexpected consequences"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("lines", STOPS_AFTER_A_PHASE_LINE, ids=("loaded", "kv_sized", "capture_started"))
+def test_a_run_that_stops_after_a_phase_line_is_no_failure_under_any_fitted_rules(lines: list[str]) -> None:
+    features = scan(lines)
+    # every rule set the fit may choose, with any votes: none reads the last phase line as where it failed
+    for rules in candidate_rules(default_rules().votes):
+        assert judge(features, rules).stage == "none", rules
+
+
+CORE = "(EngineCore_DP0 pid=100) ERROR 07-06 23:22:52 [core.py:1233] "
+SITE = "/usr/local/lib/python3.12/dist-packages/"
+
+
+def _frame(path: str, func: str, call: str = "x()") -> list[str]:
+    return [f'{CORE}  File "{SITE}{path}", line 10, in {func}', f"{CORE}    {call}"]
+
+
+def _cut(*frames: tuple[str, str]) -> list[str]:
+    """An engine core's traceback the log stops inside, before its error line."""
+    return [CORE + "Traceback (most recent call last):", *(line for f in frames for line in _frame(*f))]
+
+
+def _stage(lines: list[str]) -> str:
+    j = judge(scan(lines), default_rules())
+    return "unknown (no OOM claimed)" if j.basis == "undecided" else j.stage
+
+
+def test_v1s_execute_model_is_an_engine_step() -> None:
+    # heldout_round4/club3090_613: only the engine core's step calls V1's worker / runner execute_model
+    lines = _cut(("vllm/v1/worker/gpu_worker.py", "execute_model"), ("vllm/v1/worker/gpu_model_runner.py",
+                 "execute_model"), ("vllm/v1/worker/gpu_model_runner.py", "_model_forward"))  # fmt: skip
+    assert _stage(lines) == "runtime"
+
+
+@pytest.mark.parametrize("path", ["vllm/v1/worker/gpu/model_runner.py", "vllm/worker/model_runner.py"])
+def test_an_execute_model_that_also_runs_dummy_runs_names_no_phase(path: str) -> None:
+    # the V2 runner's dummy run and V0's profile_run call execute_model: the name alone says nothing
+    assert _stage(_cut((path, "execute_model"), (path, "_model_forward"))) == "none"
+
+
+def test_an_execute_model_under_capture_is_capture() -> None:
+    lines = _cut(("vllm/v1/worker/gpu_model_runner.py", "capture_model"),
+                 ("vllm/v1/worker/gpu_model_runner.py", "execute_model"))  # fmt: skip
+    assert _stage(lines) == "graph_capture"
+
+
+def test_the_web_frameworks_request_handling_is_serving() -> None:
+    # heldout/vllm_11251: vLLM's API server serves HTTP only once its engine is built
+    lines = _cut(("starlette/middleware/base.py", "coro"), ("starlette/routing.py", "handle"),
+                 ("fastapi/routing.py", "run_endpoint_function"))  # fmt: skip
+    assert _stage(lines) == "runtime"
+
+
+def test_an_apps_lifespan_is_not_a_request() -> None:
+    lines = _cut(("starlette/routing.py", "lifespan"), ("vllm/model_executor/model_loader/loader.py", "load_model"))
+    assert _stage(lines) == "startup"
+
+
+def test_the_sampler_dummy_run_is_its_warm_up_unless_profiling_is_in_view() -> None:
+    sampler = ("vllm/v1/worker/gpu_model_runner.py", "_dummy_sampler_run")
+    assert _stage(_cut(sampler)) == "graph_capture"
+    assert _stage(_cut(("vllm/v1/worker/gpu_model_runner.py", "profile_run"), sampler)) == "startup"
+    assert _stage(_cut(("vllm/v1/worker/gpu_worker.py", "compile_or_warm_up_model"), sampler)) == "graph_capture"
+
+
+def test_one_logs_frame_names_are_no_evidence() -> None:
+    # a token one labelled log voted for decides under no rule set the fit may choose
+    oom = [CORE + "Traceback (most recent call last):", *_frame("mylib/engine.py", "build_things"),
+           CORE + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"]  # fmt: skip
+    features = scan(oom)
+    for rules in candidate_rules({"build_things": {"startup": 1}}):
+        assert judge(features, rules).stage == "unknown", rules
+    two = {"build_things": {"startup": 2}}
+    assert any(judge(features, rules).stage == "startup" for rules in candidate_rules(two))
+
+
+#: Each accelerator API's and runtime's own words for running out of device memory (from their sources and docs).
+DEVICE_WORDS = [
+    "RuntimeError: CUDA driver error: CUDA_ERROR_OUT_OF_MEMORY",
+    "cupy.cuda.runtime.CUDARuntimeError: cudaErrorMemoryAllocation: out of memory",
+    "ggml_vulkan: Device memory allocation of size 123 failed. vk::Device::allocateMemory: ErrorOutOfDeviceMemory",
+    "RuntimeError: UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY",
+    "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+    "rocBLAS error: rocblas_status_memory_error",
+    "RuntimeError: ACL_ERROR_RT_MEMORY_ALLOCATION, error code 207001",
+    "[TRT] [E] Requested amount of GPU memory (8589934592 bytes) could not be allocated.",
+    "alloc_tensor_range: failed to allocate CUDA0 buffer of size 151851674624",
+    "llama_model_load: error loading model: unable to allocate ROCm0 buffer",
+    "ggml_metal_init: error: failed to allocate buffer, size = 4096.00 MiB",
+    "llama_kv_cache_init: failed to allocate buffer for kv cache",
+    "Error: failed to allocate device memory for the model",
+    "ValueError: insufficient VRAM to load the model",
+    "RuntimeError: not enough GPU memory for the requested batch",
+]
+#: Not device memory: a host buffer, pinned host memory, the host side of Vulkan, advice about memory.
+NOT_DEVICE = [
+    "ggml_backend_cuda_host_buffer_type_alloc_buffer: failed to allocate CUDA_Host buffer of size 1024",
+    "warning: failed to allocate 512.00 MiB of pinned memory: invalid argument",
+    "INFO gpu_worker.py] Memory profiling takes 5.2 seconds. Allocating 2.1 GiB for the KV cache",
+]
+
+
+@pytest.mark.parametrize("line", DEVICE_WORDS)
+def test_every_runtimes_device_oom_wording_is_read(line: str) -> None:
+    assert judge(scan([line]), default_rules()).memory == "device"
+
+
+@pytest.mark.parametrize("line", NOT_DEVICE)
+def test_host_buffers_and_allocation_notes_are_no_device_oom(line: str) -> None:
+    assert judge(scan([line]), default_rules()).stage == "none"
+
+
+def test_vulkans_host_side_error_is_host_memory() -> None:
+    assert judge(scan(["vk::Device::allocateMemory: ErrorOutOfHostMemory"]), default_rules()).memory == "host"
