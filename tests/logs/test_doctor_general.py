@@ -133,3 +133,22 @@ def test_host_buffers_and_allocation_notes_are_no_device_oom(line: str) -> None:
 
 def test_vulkans_host_side_error_is_host_memory() -> None:
     assert judge(scan(["vk::Device::allocateMemory: ErrorOutOfHostMemory"]), default_rules()).memory == "host"
+
+
+WARMUP_FRAMES = (
+    ("vllm_gaudi/v1/worker/hpu_worker.py", "compile_or_warm_up_model", "self.model_runner.warmup_model()"),
+    ("vllm_gaudi/v1/worker/hpu_model_runner.py", "warmup_model", "self.warmup_graphs(buckets)"),
+)
+
+
+def test_a_failure_stated_with_its_reason_before_a_cut_traceback_explains_it() -> None:
+    # held-out CLI round 8, G09: the engine's error line gives the reason (a graph compile failed), the traceback after
+    # it is cut; read as a cut in the warm-up, it was an out-of-memory false alarm.
+    lines = [CORE + "EngineCore failed to start: synStatus=26 [Generic failure] Graph compile failed.",
+             *_cut(*WARMUP_FRAMES)]  # fmt: skip
+    assert _stage(lines) == "none"
+
+
+def test_vllms_bare_failed_to_start_line_states_no_reason_and_the_cut_still_counts() -> None:
+    lines = [CORE + "EngineCore failed to start.", *_cut(*WARMUP_FRAMES)]
+    assert _stage(lines) == "graph_capture"

@@ -207,8 +207,12 @@ CALL = re.compile(r"([A-Za-z_]\w*)\s*\(")
 #: The start of a frame line a terminal or issue tracker wrapped (its path continues on the next line).
 FRAME_HEAD = 'File "'
 #: An error message that explains the traceback after it (vLLM's logger prints the error before the traceback): an
-#: exception line, or Habana's ``FATAL ERROR ::``.
-ERROR_MESSAGE = re.compile(r"FATAL ERROR ::|^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b[:(]")
+#: exception line, Habana's ``FATAL ERROR ::``, or a failure stated with its reason (``EngineCore failed to start:
+#: synStatus=26 ... Graph compile failed.``); vLLM's bare ``EngineCore failed to start.`` states none and explains
+#: nothing.
+ERROR_MESSAGE = re.compile(
+    r"FATAL ERROR ::|^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b[:(]|^\w[\w .-]{0,60}\bfailed\b[^:.]{0,40}: \S"
+)
 TRACEBACK_START = "Traceback (most recent call last)"
 #: The exception line that ends a traceback (after the line's log prefix): ``RuntimeError: ...``,
 #: ``torch.OutOfMemoryError: ...``, ``SystemExit: 1``.
