@@ -1060,6 +1060,8 @@ def writer_knobs(writer: str) -> frozenset[str]:
         return LLAMA_CPP_FLAGS
     if writer == "sglang":
         return SGLANG_FLAGS
+    if writer == "lmdeploy":  # `lmdeploy serve api_server`'s engine options (lmdeploy/cli/utils.py ArgumentHelper)
+        return frozenset({"--cache-max-entry-count", "--max-batch-size", "--session-len"})
     if writer == "ms-swift":  # its inference arguments (swift/llm/utils/argument.py InferArguments)
         return frozenset({"--device_map_config_path", "--quantization_bit"})
     return frozenset()  # Ollama's options and MindIE's config keys are no flags: any flag is another writer's

@@ -18,6 +18,9 @@ with the doctor of ``--baseline`` alone, and writes the round's as-it-came recor
     python -m benchmarks.fits.doctor_accuracy --round round5 --baseline c3c5667 \\
         --out benchmarks/fits/results/doctor_heldout_round5
 
+Round 7 was scored twice, each time by a doctor that had never seen it: by the tree submitted before it was collected
+(``doctor_heldout_round7``) and by the stop's final doctor (``doctor_heldout_round7_final``).
+
 The honest cut rule (``benchmarks/common.py``: ``honest_cut``), measured and not shipped, is scored beside the shipped
 doctor on every set.
 """
