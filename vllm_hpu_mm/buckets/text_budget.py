@@ -204,7 +204,7 @@ def _load_arrays(load: LoadShapes, time: StepTimes) -> _LoadArrays:
         return time.kept("phase arrays", (index, id(shapes)), functools.partial(_phase_arrays, shapes, own),
                          most=2 * LOADS_KEPT)  # fmt: skip
 
-    return _LoadArrays(load, phase(0, load.prefill, lambda q, c: time.prefill_s(1, q, c)),
+    return _LoadArrays(load, phase(0, load.prefill, functools.partial(time.prefill_s, 1)),
                        phase(1, load.decode, time.decode_s))  # fmt: skip
 
 
@@ -501,8 +501,11 @@ def boosted(weights: tuple[Mapping[tuple[int, int], int], Mapping[tuple[int, int
             continue
         factor = boost * total / useful
         shapes = loads[i].prefill if phase == 0 else loads[i].decode
-        for key, n in shapes.items():
-            out[phase][key] = out[phase].get(key, 0) + max(1, round(n * factor))
+        # max(1, round(n x factor)) of every step count at once (rint rounds half to even, as round does)
+        added = np.maximum(1.0, np.rint(shape_arrays(loads[i], phase, time)[2] * factor)).astype(np.int64).tolist()
+        got = out[phase]
+        for key, n in zip(shapes, added, strict=True):
+            got[key] = got.get(key, 0) + n
     return out
 
 
