@@ -134,11 +134,12 @@ class PaddedTime:
     #: Distinct shapes no bucket holds: each compiles while a request waits (and runs at its own shape here).
     uncovered: int
 
-    @property
+    # kept once worked out: a planning run reads them a few hundred thousand times (standing, losing, the repairs)
+    @functools.cached_property
     def useful_s(self) -> float:
         return self.useful_prefill_s + self.useful_decode_s
 
-    @property
+    @functools.cached_property
     def padded_s(self) -> float:
         return self.bucket_prefill_s + self.bucket_decode_s - self.useful_s
 
