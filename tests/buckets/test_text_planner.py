@@ -199,7 +199,7 @@ def brute_ladder(weights: dict[int, float], floor: int, top: int, need: int, k: 
     return best
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(st.dictionaries(st.tuples(st.integers(1, 300), st.integers(1, 70_000)), st.integers(1, 10**6), min_size=1,
                        max_size=40), st.lists(st.integers(1, 256), max_size=4), st.integers(1, 80_000))  # fmt: skip
 def test_load_levels_get_the_traffics_blocks_per_sequence_as_python_counts_them(
