@@ -208,8 +208,8 @@ def test_load_levels_get_the_traffics_blocks_per_sequence_as_python_counts_them(
     step's block_grid(max(1, round(blocks / sequences))) counted one by one (its rounding half to even included)."""
     per_seq: dict[int, int] = {}
     for (n, b), w in decode.items():
-        key = block_grid(max(1, round(b / n)))
-        per_seq[key] = per_seq.get(key, 0) + w
+        per = block_grid(max(1, round(b / n)))
+        per_seq[per] = per_seq.get(per, 0) + w
     share = LEVEL_SHARE
     scale = share / (1 - share) * sum(decode.values()) / (max(1, len(levels)) * sum(per_seq.values()))
     want = dict(decode)
