@@ -43,15 +43,16 @@ COMMANDS = {
     "memory plan": "memory plan",
     "buckets replay": "buckets replay",
 }
-#: Runs the command as ``python -m vllm_hpu_mm.cli.main`` does, then writes the process's own CPU seconds (its forked
-#: children's left out) to the file named first: the planning process's CPU is the critical path on an idle
-#: machine (a child works beside it), so it stands for the wall time an idle 2-core machine would see.
+#: Runs the command as ``python -m vllm_hpu_mm.cli.main`` does, then writes the process's own CPU seconds and minor
+#: page faults (its forked children's left out) to the file named first: the planning process's CPU is the critical
+#: path on an idle machine (a child works beside it), so it stands for the wall time an idle 2-core machine would
+#: see; its page faults (first touches of new memory, and pages copied after each fork) are part of its system time.
 SELF_CPU = (
     "import atexit, resource, runpy, sys\n"
     "out = sys.argv.pop(1)\n"
     "def own():\n"
     "    r = resource.getrusage(resource.RUSAGE_SELF)\n"
-    "    open(out, 'w').write(repr(r.ru_utime + r.ru_stime))\n"
+    "    open(out, 'w').write(f'{r.ru_utime + r.ru_stime!r} {r.ru_minflt}')\n"
     "atexit.register(own)\n"
     "runpy.run_module('vllm_hpu_mm.cli.main', run_name='__main__', alter_sys=True)\n"
 )
@@ -84,9 +85,9 @@ def git_commit(root: Path) -> str:
     return done.stdout.strip() or "unknown"
 
 
-def run_once(args: str, hub: str, root: Path) -> tuple[float, float, float]:
-    """Wall and CPU seconds (user + system; the planning process's own, its children left out) of one run of
-    ``vllm-hpu-mm ARGS`` from checkout ``root``; exits on a failed run."""
+def run_once(args: str, hub: str, root: Path) -> tuple[float, float, float, float]:
+    """Wall and CPU seconds (user + system; the planning process's own, its children left out) and the planning
+    process's minor page faults of one run of ``vllm-hpu-mm ARGS`` from checkout ``root``; exits on a failed run."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "HF_")) and k != "PYTHONDONTWRITEBYTECODE"}
     # an empty home: no memory profile another run calibrated (~/.cache/vllm-hpu-mm) changes the plan timed
     env.update({"HF_HUB_CACHE": hub, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(root), "HOME": hub})
@@ -100,14 +101,17 @@ def run_once(args: str, hub: str, root: Path) -> tuple[float, float, float]:
     if done.returncode not in (0, 1):
         raise SystemExit(f"vllm-hpu-mm {args} failed with exit {done.returncode}:\n{done.stderr}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, float(own.read_text())
+    own_cpu, own_faults = own.read_text().split()
+    return wall, cpu, float(own_cpu), float(own_faults)
 
 
-def summary(walls: list[float], cpus: list[float], own: list[float]) -> dict[str, Any]:
+def summary(walls: list[float], cpus: list[float], own: list[float], faults: list[float]) -> dict[str, Any]:
     return {"runs": len(walls), "median_s": round(statistics.median(walls), 3), "min_s": round(min(walls), 3),
             "max_s": round(max(walls), 3), "median_cpu_s": round(statistics.median(cpus), 3),
-            "median_own_cpu_s": round(statistics.median(own), 3), "wall_s": [round(x, 3) for x in walls],
-            "cpu_s": [round(x, 3) for x in cpus], "own_cpu_s": [round(x, 3) for x in own]}  # fmt: skip
+            "median_own_cpu_s": round(statistics.median(own), 3),
+            "median_own_faults": round(statistics.median(faults)), "wall_s": [round(x, 3) for x in walls],
+            "cpu_s": [round(x, 3) for x in cpus], "own_cpu_s": [round(x, 3) for x in own],
+            "own_faults": [round(x) for x in faults]}  # fmt: skip
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -126,10 +130,11 @@ def markdown(result: dict[str, Any]) -> str:
         "modules compiled beforehand, as an installed package's are). Wall time from start to exit; CPU time is the "
         "process's user + system time, a forked child's included (the budget search works on two cores); own CPU "
         "the planning process's alone (its children left out: the critical path on an idle 2-core machine, where a "
-        "child works beside it).",
+        "child works beside it); own faults its minor page faults.",
         "",
-        "| command | commit | median wall s | min s | max s | median CPU s | median own CPU s | target (idle 2-core) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| command | commit | median wall s | min s | max s | median CPU s | median own CPU s | median own faults "
+        "| target (idle 2-core) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name in COMMANDS:
         target = "10" if name == "buckets replay" else "2"
@@ -138,7 +143,7 @@ def markdown(result: dict[str, Any]) -> str:
                 s = run["commands"][name]
                 lines.append(f"| `{name}` | {run['commit']} | {s['median_s']:.2f} | {s['min_s']:.2f} | "
                              f"{s['max_s']:.2f} | {s['median_cpu_s']:.2f} | {s['median_own_cpu_s']:.2f} | "
-                             f"{target} |")  # fmt: skip
+                             f"{s['median_own_faults']} | {target} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -156,8 +161,8 @@ def main() -> int:
     roots = [ROOT] if args.baseline is None else [args.baseline.resolve(), ROOT]
     machine = {"cpu": cpu_model(), "nproc": os.cpu_count(), "python": platform.python_version(),
                "load_before": load_average(), "note": args.note}  # fmt: skip
-    times: dict[tuple[Path, str], tuple[list[float], list[float], list[float]]] = {
-        (r, n): ([], [], []) for r in roots for n in COMMANDS}  # fmt: skip
+    times: dict[tuple[Path, str], tuple[list[float], list[float], list[float], list[float]]] = {
+        (r, n): ([], [], [], []) for r in roots for n in COMMANDS}  # fmt: skip
     for root in roots:  # as installed: the package's modules compiled once, not at every run
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(root / "vllm_hpu_mm")], check=True)
     with tempfile.TemporaryDirectory() as hub:

@@ -15,10 +15,12 @@ from hypothesis import strategies as st
 
 from tests.support.roofline import Roofline
 from vllm_hpu_mm.buckets.text import (
+    LEVEL_SHARE,
     TextLimits,
     _smoothed,
     _smoothed_within,
     _within,
+    at_load_levels,
     block_grid,
     decode_axes,
     plan_text_buckets,
@@ -195,6 +197,28 @@ def brute_ladder(weights: dict[int, float], floor: int, top: int, need: int, k: 
             continue
         best = min(best, sum(w * unit[next(b for b in values if b >= v)] for v, w in weights.items()))
     return best
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.dictionaries(st.tuples(st.integers(1, 300), st.integers(1, 70_000)), st.integers(1, 10**6), min_size=1,
+                       max_size=40), st.lists(st.integers(1, 256), max_size=4), st.integers(1, 80_000))  # fmt: skip
+def test_load_levels_get_the_traffics_blocks_per_sequence_as_python_counts_them(
+        decode: dict[tuple[int, int], int], levels: list[int], cap: int) -> None:  # fmt: skip
+    """at_load_levels counts the blocks per sequence on arrays: the same full batches, in the same order, as each
+    step's block_grid(max(1, round(blocks / sequences))) counted one by one (its rounding half to even included)."""
+    per_seq: dict[int, int] = {}
+    for (n, b), w in decode.items():
+        per = block_grid(max(1, round(b / n)))
+        per_seq[per] = per_seq.get(per, 0) + w
+    share = LEVEL_SHARE
+    scale = share / (1 - share) * sum(decode.values()) / (max(1, len(levels)) * sum(per_seq.values()))
+    want = dict(decode)
+    for level in levels:
+        for p, w in per_seq.items():
+            key = (level, min(cap, max(level, level * p)))
+            want[key] = want.get(key, 0) + max(1, round(w * scale))
+    got = at_load_levels(decode, levels, share, cap)
+    assert list(got.items()) == list(want.items())
 
 
 @settings(max_examples=60, deadline=None)

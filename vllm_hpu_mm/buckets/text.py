@@ -19,6 +19,8 @@ size can hold.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import itertools
 import math
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -37,6 +39,7 @@ from vllm_hpu_mm.buckets.text_time import (
     PhasePlan,
     Shapes,
     StepTimes,
+    binned,
     cached,
     phase_options_of,
     phase_seconds,
@@ -185,9 +188,10 @@ def _smoothed(shapes: Mapping[tuple[int, int], int], octaves: float, *, first_oc
 
 def _columns(shapes: Mapping[tuple[int, int], int]) -> tuple[_Packed, _Packed, _Packed]:
     """The shapes' first values, second values and weights, in the mapping's order."""
-    a = np.fromiter((k[0] for k in shapes), dtype=np.int64, count=len(shapes))
-    b = np.fromiter((k[1] for k in shapes), dtype=np.int64, count=len(shapes))
-    return a, b, np.fromiter(shapes.values(), dtype=np.int64, count=len(shapes))
+    n = len(shapes)
+    # the keys read in one pass of C (a generator per column cost a Python frame per shape)
+    a, b = np.fromiter(itertools.chain.from_iterable(shapes), dtype=np.int64, count=2 * n).reshape(n, 2).T.copy()
+    return a, b, np.fromiter(shapes.values(), dtype=np.int64, count=n)
 
 
 def _spread_weights(spread: tuple[_Packed, _Packed, _Packed], n: _Packed) -> tuple[_Packed, _Packed]:
@@ -247,15 +251,26 @@ def at_load_levels(decode: Mapping[tuple[int, int], int], levels: Sequence[int],
     total = sum(decode.values())
     if not levels or share <= 0 or not total:
         return out
-    per_seq: Counter[int] = Counter()
-    for (n, b), w in decode.items():
-        per_seq[block_grid(max(1, round(b / n)))] += w
+    per_seq = _per_seq(decode)
     scale = share / (1 - share) * total / (len(levels) * sum(per_seq.values()))
     for level in levels:
         for p, w in per_seq.items():
             key = (level, min(cap, max(level, level * p)))
             out[key] = out.get(key, 0) + max(1, round(w * scale))
     return out
+
+
+def _per_seq(decode: Mapping[tuple[int, int], int]) -> Counter[int]:
+    """The decode weight per KV blocks per sequence (``block_grid(max(1, round(blocks / sequences)))``), the values
+    in the order they first come: worked out on arrays (a Python pass over thousands of steps per weight set cost
+    more than the rest of the phase's preparation)."""
+    n, b, w = _columns(decode)
+    per = np.maximum(1.0, np.rint(b / n)).astype(np.int64)  # rint rounds half to even, as round does
+    grid = binned(per)  # block_grid's values: 16 steps per doubling above 16
+    values, first, inverse = np.unique(grid, return_index=True, return_inverse=True)
+    totals = np.bincount(inverse.reshape(-1), weights=w, minlength=len(values))
+    order = np.argsort(first, kind="stable")
+    return Counter(dict(zip(values[order].tolist(), totals[order].astype(np.int64).tolist(), strict=True)))
 
 
 def with_prior(shapes: Mapping[tuple[int, int], int], first: Sequence[int],
@@ -333,7 +348,7 @@ def prompt_axes(limits: TextLimits, time: StepTimes, res: int = 1) -> PhaseAxes:
     """The prompt phase: rows of query lengths (batch 1), values of context blocks from 0 up to what the row's
     smallest query leaves of max_model_len."""
     return PhaseAxes(
-        time=lambda q, c: time.prefill_s(1, q, c),
+        time=functools.partial(time.prefill_s, 1),  # no Python frame per priced step (a lambda has one)
         rows_top=limits.top_query,
         row_round=QUERY_GRANULE,
         floor=lambda q: 0,

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import itertools
 import math
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, cast
@@ -134,11 +135,12 @@ class PaddedTime:
     #: Distinct shapes no bucket holds: each compiles while a request waits (and runs at its own shape here).
     uncovered: int
 
-    @property
+    # kept once worked out: a planning run reads them a few hundred thousand times (standing, losing, the repairs)
+    @functools.cached_property
     def useful_s(self) -> float:
         return self.useful_prefill_s + self.useful_decode_s
 
-    @property
+    @functools.cached_property
     def padded_s(self) -> float:
         return self.bucket_prefill_s + self.bucket_decode_s - self.useful_s
 
@@ -175,11 +177,15 @@ class _PhaseArrays:
 
 
 def _phase_arrays(shapes: Mapping[tuple[int, int], float], own: Callable[[int, int], float]) -> _PhaseArrays:
-    keys = list(shapes)
-    first = np.array([k[0] for k in keys], dtype=np.int64)
-    second = np.array([k[1] for k in keys], dtype=np.int64)
-    runs = np.array([shapes[k] for k in keys], dtype=np.float64)
-    return _PhaseArrays(shapes, first, second, runs, np.array([own(a, b) for a, b in keys], dtype=np.float64))
+    n = len(shapes)
+    # read and priced in C passes (itertools, fromiter): a Python loop per shape cost more than the pricing
+    first, second = (
+        np.fromiter(itertools.chain.from_iterable(shapes), dtype=np.int64, count=2 * n).reshape(n, 2).T.copy()
+    )
+    runs = np.fromiter(shapes.values(), dtype=np.float64, count=n)
+    return _PhaseArrays(
+        shapes, first, second, runs, np.fromiter(itertools.starmap(own, shapes), dtype=np.float64, count=n)
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -204,7 +210,7 @@ def _load_arrays(load: LoadShapes, time: StepTimes) -> _LoadArrays:
         return time.kept("phase arrays", (index, id(shapes)), functools.partial(_phase_arrays, shapes, own),
                          most=2 * LOADS_KEPT)  # fmt: skip
 
-    return _LoadArrays(load, phase(0, load.prefill, lambda q, c: time.prefill_s(1, q, c)),
+    return _LoadArrays(load, phase(0, load.prefill, functools.partial(time.prefill_s, 1)),
                        phase(1, load.decode, time.decode_s))  # fmt: skip
 
 
@@ -501,8 +507,11 @@ def boosted(weights: tuple[Mapping[tuple[int, int], int], Mapping[tuple[int, int
             continue
         factor = boost * total / useful
         shapes = loads[i].prefill if phase == 0 else loads[i].decode
-        for key, n in shapes.items():
-            out[phase][key] = out[phase].get(key, 0) + max(1, round(n * factor))
+        # max(1, round(n x factor)) of every step count at once (rint rounds half to even, as round does)
+        added = np.maximum(1.0, np.rint(shape_arrays(loads[i], phase, time)[2] * factor)).astype(np.int64).tolist()
+        got = out[phase]
+        for key, n in zip(shapes, added, strict=True):
+            got[key] = got.get(key, 0) + n
     return out
 
 

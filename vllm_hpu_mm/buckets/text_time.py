@@ -52,6 +52,7 @@ __all__ = [
     "PhasePlan",
     "Shapes",
     "StepTimes",
+    "binned",
     "lookup",
     "moved",
     "phase_options",
@@ -106,8 +107,10 @@ class CachedTimes:
     every candidate plan, split and verdict prices a shape once."""
 
     def __init__(self, time: StepTimes) -> None:
-        self._prefill = functools.lru_cache(maxsize=TIME_CACHE)(time.prefill_s)
-        self._decode = functools.lru_cache(maxsize=TIME_CACHE)(time.decode_s)
+        # the kept answers are the instance's own attributes, not methods calling them: a planning run asks a few
+        # hundred thousand times, and a method's frame around each answer cost more than the answer
+        self.prefill_s: Callable[[int, int, int], float] = functools.lru_cache(maxsize=TIME_CACHE)(time.prefill_s)
+        self.decode_s: Callable[[int, int], float] = functools.lru_cache(maxsize=TIME_CACHE)(time.decode_s)
         self._kept: dict[str, collections.OrderedDict[Hashable, Any]] = {}
 
     def kept(self, kind: str, key: Hashable, make: Callable[[], _T], *, most: int = KEPT) -> _T:
@@ -122,12 +125,6 @@ class CachedTimes:
         if len(store) > most:
             store.popitem(last=False)
         return value
-
-    def prefill_s(self, batch: int, query_tokens: int, context_blocks: int) -> float:
-        return self._prefill(batch, query_tokens, context_blocks)
-
-    def decode_s(self, batch: int, blocks: int) -> float:
-        return self._decode(batch, blocks)
 
 
 def cached(time: StepTimes) -> CachedTimes:
@@ -701,7 +698,7 @@ def unique_pairs(first: _I, second: _I) -> tuple[_I, _I, _I]:
     return firsts[0][at // width], seconds[0][at % width], inverse
 
 
-def _binned(values: _I) -> _I:
+def binned(values: _I) -> _I:
     """Values rounded up to 16 steps per doubling (at most 6.25% above; up to 16 exact)."""
     out = values.copy()
     big = values > 16
@@ -921,18 +918,25 @@ class PhaseOptions:
             got = alloc.counts(budget)
             if got is None:
                 continue
-            values = tuple(c.value_set(m) for c, m in zip(curves, got[1], strict=True))
             key = (k, tuple(got[1]))
-            if key not in self._timed:
-                self._timed[key] = self._pricer.seconds(rows, values)
-            seconds = self._timed[key]
+            seconds = self._timed.get(key)
+            # a candidate's values made only where it is priced or taken (most were priced at an earlier split)
+            values = None
+            if seconds is None:
+                values = _value_sets(curves, got[1])
+                seconds = self._timed[key] = self._pricer.seconds(rows, values)
             if out is None or seconds < out.seconds - 1e-15:
-                out = PhasePlan(rows, values, seconds)
+                out = PhasePlan(rows, values if values is not None else _value_sets(curves, got[1]), seconds)
         if out is None:
             raise BudgetTooSmall(f"a budget of {budget} graphs for this phase cannot keep every shape within "
                                  f"{GROSS_FACTOR}x its need; accepted: at least {self.least}", self.least)  # fmt: skip
         self._best[budget] = out
         return out
+
+
+def _value_sets(curves: Sequence[_Curve], counts: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+    """Each row's values at its count."""
+    return tuple(c.value_set(m) for c, m in zip(curves, counts, strict=True))
 
 
 def phase_options(axes: PhaseAxes, shapes: Mapping[tuple[int, int], float], most_rows: int = 1 << 30) -> PhaseOptions:
@@ -951,7 +955,7 @@ def phase_options_of(axes: PhaseAxes, first: _I, second: _I, weight: _F, most_ro
         first, second = np.array([axes.rows_top], dtype=np.int64), np.zeros(1, dtype=np.int64)
     first = np.minimum(np.maximum(first, 1), axes.rows_top)
     first = np.minimum(-(-first // axes.row_round) * axes.row_round, axes.rows_top)
-    second = _binned(second)
+    second = binned(second)
     # one entry per (row granule, binned value): the work below is bounded by the limits' octaves
     first, second, inverse = unique_pairs(first, second)
     weight = np.bincount(inverse, weights=weight).astype(np.float64)

@@ -556,7 +556,7 @@ def _lows_upto(edges: _I, low: _I, most: int) -> tuple[_I, _I]:
 
 def _cost(time: StepTimes, phase: str) -> Callable[[int, int, int], float]:
     """A bucket's seconds (batch, query, value)."""
-    return (lambda b, _q, c: time.decode_s(b, c)) if phase == "decode" else (lambda b, q, c: time.prefill_s(b, q, c))
+    return (lambda b, _q, c: time.decode_s(b, c)) if phase == "decode" else time.prefill_s
 
 
 def _prices(cost: Callable[[int, int, int], float]) -> Callable[[LookupTable, _I], _F]:
