@@ -217,7 +217,7 @@ def test_calibrate_exit_codes_and_never_over_its_log(tmp_path: Path) -> None:
 
 def test_a_profile_variable_naming_no_file_is_said_in_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VLLM_HPU_MM_PROFILE", "/nonexistent/profile.json")
-    code, out, _ = run("memory", "plan")
+    code, out, _ = run("memory", "plan", "--text-graph-budget", "60")  # a given budget: no search (seconds)
     assert code == 0
     assert "VLLM_HPU_MM_PROFILE=/nonexistent/profile.json does not exist (yet)" in out
     # --profile names a file to read: a missing one is a typo
@@ -230,7 +230,8 @@ def test_a_profile_variable_naming_no_file_is_said_in_the_plan(monkeypatch: pyte
 
 
 def test_memory_plan_shows_what_serve_hands_vllm_gaudi(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run("memory", "plan", "--json", "--device", "gaudi2", "--runtime", "vllm-gaudi")
+    budget = ("--text-graph-budget", "60")  # no budget search: the exports are what this is about
+    code, out, _ = run("memory", "plan", "--json", "--device", "gaudi2", "--runtime", "vllm-gaudi", *budget)
     exports = json.loads(out)["exports"]
     assert code == 0
     env = exports["environment"]
@@ -239,7 +240,7 @@ def test_memory_plan_shows_what_serve_hands_vllm_gaudi(capsys: pytest.CaptureFix
     assert "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO" not in env
     assert env["VLLM_BUCKETING_FROM_FILE"] in exports["files"]
     assert exports["server_args"] == ["--limit-mm-per-prompt", '{"image": 999}']
-    code, out, _ = run("memory", "plan", "--json", "--device", "gaudi2", "--runtime", "vllm-fork")
+    code, out, _ = run("memory", "plan", "--json", "--device", "gaudi2", "--runtime", "vllm-fork", *budget)
     env = json.loads(out)["exports"]["environment"]
     assert env["VLLM_GRAPH_PROMPT_RATIO"] == "0.3"
 
