@@ -92,7 +92,7 @@ def test_images_the_server_refuses_are_left_out_and_reported(tmp_path: Path) -> 
         assert report["num_images"] == 1
         assert report["refused"] == {"aspect_ratio": 1, "pixels": 1}
         assert "2 images the server refuses left out" in report["source"]
-    code, out, _ = run("memory", "plan", "--json", "--sizes", sizes)
+    code, out, _ = run("memory", "plan", "--json", "--sizes", sizes, "--text-graph-budget", "60")  # no search: seconds
     assert "2 images the server refuses left out" in json.loads(out)["bucket_plan"]["sizes"]
 
 
@@ -256,9 +256,10 @@ def test_a_plan_without_graphs_on_vllm_gaudi_writes_no_bucket_file() -> None:
 
 @pytest.mark.parametrize("spelling", ["auto", "-1", "AUTO"])
 def test_max_model_len_auto_is_planned_as_vllm_fits_it(spelling: str) -> None:
-    # a small KV cache: vllm-gaudi sizes it from free memory (it ignores --kv-cache-memory-bytes)
+    # a small KV cache: vllm-gaudi sizes it from free memory (it ignores --kv-cache-memory-bytes); a given text-graph
+    # budget: the KV cache the length is fitted to does not depend on it, and the search would take seconds a spelling
     code, out, _ = run("memory", "plan", "--json", "--device", "gaudi2", "--free-memory-gib", "4",
-                       f"--max-model-len={spelling}")  # fmt: skip
+                       f"--max-model-len={spelling}", "--text-graph-budget", "60")  # fmt: skip
     plan = json.loads(out)
     assert code == 0
     # vLLM 0.32 (_auto_fit_max_model_len): the longest sequence whose blocks fit the KV cache, less the block the
@@ -269,7 +270,7 @@ def test_max_model_len_auto_is_planned_as_vllm_fits_it(spelling: str) -> None:
 
 
 def test_max_model_len_auto_is_the_models_maximum_where_the_whole_context_fits() -> None:
-    _, out, _ = run("memory", "plan", "--json", "--device", "gaudi2", "--max-model-len=auto")
+    _, out, _ = run("memory", "plan", "--json", "--device", "gaudi2", "--max-model-len=auto", "--text-graph-budget=60")
     assert json.loads(out)["max_model_len"] == 128000
 
 
