@@ -92,7 +92,7 @@ def test_images_the_server_refuses_are_left_out_and_reported(tmp_path: Path) -> 
         assert report["num_images"] == 1
         assert report["refused"] == {"aspect_ratio": 1, "pixels": 1}
         assert "2 images the server refuses left out" in report["source"]
-    code, out, _ = run("memory", "plan", "--json", "--sizes", sizes)
+    code, out, _ = run("memory", "plan", "--json", "--sizes", sizes, "--text-graph-budget", "60")  # no search: seconds
     assert "2 images the server refuses left out" in json.loads(out)["bucket_plan"]["sizes"]
 
 
@@ -217,7 +217,7 @@ def test_calibrate_exit_codes_and_never_over_its_log(tmp_path: Path) -> None:
 
 def test_a_profile_variable_naming_no_file_is_said_in_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VLLM_HPU_MM_PROFILE", "/nonexistent/profile.json")
-    code, out, _ = run("memory", "plan")
+    code, out, _ = run("memory", "plan", "--text-graph-budget", "60")  # a given budget: no search (seconds)
     assert code == 0
     assert "VLLM_HPU_MM_PROFILE=/nonexistent/profile.json does not exist (yet)" in out
     # --profile names a file to read: a missing one is a typo
@@ -230,7 +230,8 @@ def test_a_profile_variable_naming_no_file_is_said_in_the_plan(monkeypatch: pyte
 
 
 def test_memory_plan_shows_what_serve_hands_vllm_gaudi(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run("memory", "plan", "--json", "--device", "gaudi2", "--runtime", "vllm-gaudi")
+    budget = ("--text-graph-budget", "60")  # no budget search: the exports are what this is about
+    code, out, _ = run("memory", "plan", "--json", "--device", "gaudi2", "--runtime", "vllm-gaudi", *budget)
     exports = json.loads(out)["exports"]
     assert code == 0
     env = exports["environment"]
@@ -239,7 +240,7 @@ def test_memory_plan_shows_what_serve_hands_vllm_gaudi(capsys: pytest.CaptureFix
     assert "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO" not in env
     assert env["VLLM_BUCKETING_FROM_FILE"] in exports["files"]
     assert exports["server_args"] == ["--limit-mm-per-prompt", '{"image": 999}']
-    code, out, _ = run("memory", "plan", "--json", "--device", "gaudi2", "--runtime", "vllm-fork")
+    code, out, _ = run("memory", "plan", "--json", "--device", "gaudi2", "--runtime", "vllm-fork", *budget)
     env = json.loads(out)["exports"]["environment"]
     assert env["VLLM_GRAPH_PROMPT_RATIO"] == "0.3"
 
@@ -255,9 +256,10 @@ def test_a_plan_without_graphs_on_vllm_gaudi_writes_no_bucket_file() -> None:
 
 @pytest.mark.parametrize("spelling", ["auto", "-1", "AUTO"])
 def test_max_model_len_auto_is_planned_as_vllm_fits_it(spelling: str) -> None:
-    # a small KV cache: vllm-gaudi sizes it from free memory (it ignores --kv-cache-memory-bytes)
+    # a small KV cache: vllm-gaudi sizes it from free memory (it ignores --kv-cache-memory-bytes); a given text-graph
+    # budget: the KV cache the length is fitted to does not depend on it, and the search would take seconds a spelling
     code, out, _ = run("memory", "plan", "--json", "--device", "gaudi2", "--free-memory-gib", "4",
-                       f"--max-model-len={spelling}")  # fmt: skip
+                       f"--max-model-len={spelling}", "--text-graph-budget", "60")  # fmt: skip
     plan = json.loads(out)
     assert code == 0
     # vLLM 0.32 (_auto_fit_max_model_len): the longest sequence whose blocks fit the KV cache, less the block the
@@ -268,7 +270,7 @@ def test_max_model_len_auto_is_planned_as_vllm_fits_it(spelling: str) -> None:
 
 
 def test_max_model_len_auto_is_the_models_maximum_where_the_whole_context_fits() -> None:
-    _, out, _ = run("memory", "plan", "--json", "--device", "gaudi2", "--max-model-len=auto")
+    _, out, _ = run("memory", "plan", "--json", "--device", "gaudi2", "--max-model-len=auto", "--text-graph-budget=60")
     assert json.loads(out)["max_model_len"] == 128000
 
 

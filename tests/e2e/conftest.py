@@ -3,7 +3,8 @@
 The server is the stock ``python -m vllm.entrypoints.openai.api_server`` on 127.0.0.1 and a free port, serving the
 tiny random Qwen2.5-VL of ``checkpoint.py`` with small vision buckets so the CPU stays fast. Its output goes to a
 log file the tests read; the tower's shape log and the Prometheus multiprocess directory sit beside it. Startup is
-bounded, and the whole process group is always terminated at the end of the session.
+bounded, and the whole process group is always terminated: after the last e2e test, or at the end of the
+session.
 """
 
 from __future__ import annotations
@@ -18,12 +19,23 @@ import pytest
 from tests.e2e.checkpoint import build_tiny_qwen25vl
 from tests.e2e.server import MAX_MODEL_LEN, STARTUP_TIMEOUT_S, Server, e2e_env, free_port, stop_process, wait_healthy
 
+HERE = Path(__file__).parent
+#: The session server's process while it runs: stopped after the last e2e test rather than at the end of the session.
+_RUNNING: list[subprocess.Popen[bytes]] = []
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
     for item in items:
-        if here in Path(str(item.fspath)).parents:
+        if HERE in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.e2e)
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """The e2e tests run one after another (on one worker under scripts/test): once the next test is none of them,
+    the server stops, instead of idling, polling the CPU, until the rest of the suite is done."""
+    if nextitem is None or HERE not in Path(str(nextitem.fspath)).parents:
+        while _RUNNING:
+            stop_process(_RUNNING.pop())
 
 
 @pytest.fixture(scope="session")
@@ -65,6 +77,7 @@ def server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     with log_path.open("wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir, start_new_session=True)
     base_url = f"http://127.0.0.1:{port}"
+    _RUNNING.append(proc)
     try:
         wait_healthy(proc, base_url, log_path, STARTUP_TIMEOUT_S)
         yield Server(base_url, "tiny", tiny_model, log_path, workdir / "shapes.jsonl", env)
