@@ -317,12 +317,21 @@ def _evidence(fleet_calibrated: bool, launch: Launch | None, warm_source: str) -
 
 def _impossible(candidates: list[Candidate], args: FleetArgs, best: Candidate | None) -> str:
     fits = [c for c in candidates if c.capacity is not None]
-    if not fits:
+    unheld = [c for c in candidates if c.unheld]
+    if not fits and unheld:  # memory is what stopped the largest shape that vLLM would take
         return (
             "the model fits no card count tried ("
-            + "; ".join(f"TP{c.shape.tensor_parallel_size}: {c.why_not}" for c in candidates[-1:])
+            + "; ".join(f"TP{c.shape.tensor_parallel_size}: {c.why_not}" for c in unheld[-1:])
             + "); fix: more memory per card (gaudi3), a quantized checkpoint or a "
             "shorter --max-model-len"
+        )
+    if not fits:  # every shape refused before memory was asked (TP not dividing the heads, a stage over a node)
+        tp = all("tensor-parallel" in c.why_not or "TP " in c.why_not for c in candidates)
+        fix = "a --tensor-parallel-sizes the refusal accepts" if tp else "the values the refusal accepts"
+        return (
+            "no shape tried is one vLLM would serve ("
+            + "; ".join(dict.fromkeys(f"TP{c.shape.tensor_parallel_size}: {c.why_not}" for c in candidates[-2:]))
+            + f"); fix: {fix}"
         )
     if best is None or best.capacity is None or best.capacity.rate <= 0:
         closest = max(fits, key=lambda c: args.targets.margin(c.capacity.latency))  # type: ignore[union-attr]
