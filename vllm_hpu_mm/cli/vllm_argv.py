@@ -335,11 +335,15 @@ def read_yaml(path: str) -> dict[str, Any]:
         text = Path(path).read_text(encoding="utf-8")  # as vLLM opens it: no ~ expansion
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError(f"--config {path}: cannot read it ({reason}); accepted: a readable UTF-8 YAML file of vLLM flags") from None
+        raise ConfigError(
+            f"--config {path}: cannot read it ({reason}); accepted: a readable UTF-8 YAML file of vLLM flags"
+        ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"--config {path}: not valid YAML ({str(exc).splitlines()[0]}); accepted: a YAML mapping of vLLM flags") from None
+        raise ConfigError(
+            f"--config {path}: not valid YAML ({str(exc).splitlines()[0]}); accepted: a YAML mapping of vLLM flags"
+        ) from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -115,7 +115,10 @@ class FleetArgs:
                 f"pipeline sizes {self.pipeline_parallel_sizes} are invalid; accepted: 1 to {MAX_PIPELINE}"
             )
         if self.profile and abs(max(p.rate for p in self.profile) - self.rate) > 1e-9 * self.rate:
-            raise ConfigError("the request rate of a fleet with a load profile is the profile's peak")
+            raise ConfigError(
+                "the request rate of a fleet with a load profile is the profile's peak; accepted: "
+                "the profile's peak rate, or no rate beside the profile"
+            )
         count = len(self.tensor_parallel_sizes) * len(self.seqs_tried) * len(self.batched_tokens_tried)
         count *= max(1, len(self.pipeline_parallel_sizes))
         if not 1 <= count <= MAX_CANDIDATES:

@@ -312,8 +312,10 @@ def step_from_dict(data: object, where: str) -> FittedStep:
     """A fitted step model read back (a profile's ``step_time``); :class:`ConfigError` naming ``where`` and the bad
     key."""
     if not isinstance(data, dict) or not isinstance(data.get("coefficients"), dict):
-        raise ConfigError(f"{where}: step_time is not an object with coefficients; accepted: the step_time `memory calibrate --metrics` "
-                          "writes")
+        raise ConfigError(
+            f"{where}: step_time is not an object with coefficients; accepted: the step_time that `memory calibrate "
+            "--metrics` writes"
+        )
     values: dict[str, float] = {}
     coefficients = data["coefficients"]
     for name in STEP_FIELDS:
@@ -338,7 +340,9 @@ def step_from_dict(data: object, where: str) -> FittedStep:
                           f"{MAX_FRONTEND_SHARE:g}")  # fmt: skip
     wake = data.get("wake", {})  # a profile from before the wake-up was measured: none
     if not isinstance(wake, dict):
-        raise ConfigError(f"{where}: step_time.wake is not an object; accepted: an object of seconds (s, image_s, tau_s)")
+        raise ConfigError(
+            f"{where}: step_time.wake is not an object; accepted: an object of seconds (s, image_s, tau_s)"
+        )
     woke: dict[str, float] = {}
     for key, top in (("s", MAX_WAKE_S), ("image_s", MAX_WAKE_S), ("tau_s", MAX_WAKE_TAU_S)):
         v = wake.get(key, 0.0)

@@ -45,9 +45,7 @@ def load_profile(path: Path, flag: str = "--profile") -> Profile:
     except OSError as exc:
         raise ConfigError(f"{flag} {path}: cannot read it ({exc.strerror or exc}); {accepted}") from None
     except ValueError as exc:
-        raise ConfigError(
-            f"{flag} {path}: not JSON ({exc}); {accepted}"
-        ) from None
+        raise ConfigError(f"{flag} {path}: not JSON ({exc}); {accepted}") from None
     if not isinstance(data, dict) or data.get("version") != PROFILE_VERSION or not isinstance(data.get("costs"), dict):
         raise ConfigError(f"{flag} {path}: not a version-{PROFILE_VERSION} profile; {accepted}")
     costs: dict[str, float | None] = {}

@@ -201,8 +201,10 @@ def over_budget_note(label: str, warmed: int, budget: int, spec_graphs: int) -> 
         return None
     why = (f"the {spec_graphs} speculative decode graphs come on top of the listed buckets the budget counts"
            if spec_graphs else "the runtime warms more graphs than the listed buckets the budget counts")  # fmt: skip
-    return (f"the exported text buckets ({label}) warm {warmed} graphs, {warmed - budget} over the text-graph budget "
-            f"of {budget} ({why}); the warm-up estimate counts all {warmed}")
+    return (
+        f"the exported text buckets ({label}) warm {warmed} graphs, {warmed - budget} over the text-graph budget "
+        f"of {budget} ({why}); the warm-up estimate counts all {warmed}"
+    )
 
 
 def _graph_note(p: Plan, phase: str) -> str:

@@ -176,8 +176,10 @@ def _edge(raw: str, what: str, source: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise ConfigError(f"{FLAG} {source}: {what} bucket le={_clip(repr(raw))} is not a number; expected an edge "
-                          f"from 0 to {MAX_TOKENS} or +Inf") from None
+        raise ConfigError(
+            f"{FLAG} {source}: {what} bucket le={_clip(repr(raw))} is not a number; expected an edge "
+            f"from 0 to {MAX_TOKENS} or +Inf"
+        ) from None
     if not math.isfinite(value) or value < 0 or value > MAX_TOKENS:
         raise ConfigError(f"{FLAG} {source}: {what} bucket le={_clip(repr(raw))}; expected an edge from 0 to "
                           f"{MAX_TOKENS}")  # fmt: skip
@@ -192,8 +194,10 @@ def histogram_values(buckets: dict[float, float], what: str, source: str) -> dic
     for le in sorted(buckets):
         count = nonnegative_count(buckets[le], f"{what} bucket le={le}", source)
         if count < previous_count:
-            raise ConfigError(f"{FLAG} {source}: {what} buckets are not cumulative at le={le}; expected counts that never "
-                              "fall as le grows")
+            raise ConfigError(
+                f"{FLAG} {source}: {what} buckets are not cumulative at le={le}; expected counts that never "
+                "fall as le grows"
+            )
         if count > previous_count:
             value = previous_edge if math.isinf(le) else (previous_edge + le) / 2
             out[max(1, round(value))] += count - previous_count
