@@ -316,7 +316,12 @@ def test_a_validated_dry_run_says_vllm_s_own_parser_accepted_the_arguments(
     checked: list[list[str]] = []
     monkeypatch.setattr(serve, "_read_server_args", lambda args: (parse_server_args(args.extra, vllm_032_table()),
                                                                   argparse.ArgumentParser(), "0.32.0"))  # fmt: skip
-    monkeypatch.setattr(serve, "_checked", lambda argv, vllm, sizing=None: checked.append(argv) or argv)
+
+    def check(argv: list[str], vllm: object, sizing: object = None) -> list[str]:
+        checked.append(argv)
+        return argv
+
+    monkeypatch.setattr(serve, "_checked", check)
     assert main(["serve", "--dry-run", "--validate", "--plan-device", "h100", "--max-model-len", "4096"]) == 0
     out = capsys.readouterr().out
     said = [line for line in out.splitlines() if "validated:" in line]
