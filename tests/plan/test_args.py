@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.models.devices import KNOWN_DEVICES
 from vllm_hpu_mm.plan.args import MAX_MODEL_LEN_AUTO, PLAN_OPTIONS, VLLM_FLAGS, Option, SizingArgs
+from vllm_hpu_mm.values import GIB
 
 #: Flags whose values are words or paths, not numbers (the paths and names have a type too: an empty value refused).
 WORDS = ("dtype", "quantization", "revision", "performance_mode", "kv_cache_dtype", "speculative_config", "device",
@@ -61,3 +63,11 @@ EDGES = [("gpu_memory_utilization", 0.0), ("total_memory_gib", 0.0), ("graph_pro
 def test_each_kind_of_bound_holds_at_its_edge(field: str, value: float) -> None:
     with pytest.raises(ConfigError, match="out of range"):
         SizingArgs(**{field: value}).check_bounds()  # type: ignore[arg-type]
+
+
+def test_the_device_help_gives_the_totals_the_plan_uses() -> None:
+    # held-out round 8, D06: the help said "gaudi3 128 GiB nominal" where the plan uses 126.55 GiB
+    text = next(o.help for o in PLAN_OPTIONS if o.field == "device")
+    for name, spec in KNOWN_DEVICES.items():
+        assert f"{name} {spec.total_bytes / GIB:.2f} GiB" in text
+    assert "gaudi3 126.55 GiB of 128 GiB nominal" in text

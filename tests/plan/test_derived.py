@@ -24,6 +24,7 @@ from vllm_hpu_mm.plan.derived import (
     speculative_tokens,
 )
 from vllm_hpu_mm.plan.planner import plan
+from vllm_hpu_mm.plan.render import over_budget_note, speculative_graphs, speculative_note
 from vllm_hpu_mm.runtimes.arithmetic import vllm_batch_defaults
 from vllm_hpu_mm.runtimes.base import BatchLimits, DeviceFacts
 
@@ -325,3 +326,20 @@ def test_a_text_graph_budget_above_exps_count_up_to_the_largest_strategys_is_pla
     assert choice.budget == own + 1
     with pytest.raises(ConfigError, match=f"accepted: 2 to {most} .*the runtime's largest strategy warms here"):
         choose_text(first, default_traffic(), envs.load({}), budget=most + 1, concurrency=4, requests=60)
+
+
+def test_the_plan_says_in_words_when_speculative_decoding_changes_the_decode_graphs_and_overruns_the_budget() -> None:
+    # held-out round 8, K10: decode graphs 19 -> 53 and 94 graphs under a budget of 60, without a word
+    ngram = {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 4}
+    spec = plan(build(device="gaudi2", runtime="vllm-gaudi==0.26.0", max_model_len=8192, speculative_config=ngram))
+    listed, warmed = speculative_graphs(spec) or (0, 0)
+    assert 0 < listed < warmed == len(spec.text_graphs.decode)
+    note = speculative_note(spec, (listed, warmed))
+    assert note is not None
+    assert f"speculative decoding (2 tokens per step) changes the decode graphs: {listed} listed" in note
+    assert f"warm {warmed} graphs" in note
+    assert speculative_graphs(plan(build(device="gaudi2", runtime="vllm-gaudi==0.26.0", max_model_len=8192))) is None
+    over = over_budget_note("planned from traffic", 94, 60, 34)
+    assert over is not None
+    assert "94 graphs, 34 over the text-graph budget of 60 (the 34 speculative decode graphs" in over
+    assert over_budget_note("planned from traffic", 60, 60, 0) is None

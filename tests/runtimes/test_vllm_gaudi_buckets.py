@@ -575,3 +575,20 @@ def test_vision_graph_patches_of_default_warmup() -> None:
     # item counts do not add tower shapes: images run one at a time
     ranged = vision_warmup(DEFAULT_QWEN, "560x560x1-4", {"image": 4})
     assert vision_graph_patches(ranged, DEFAULT_QWEN) == patches
+
+
+@pytest.mark.parametrize(
+    ("line", "runtime"),
+    [
+        ("(1, 128,", "vllm-gaudi 091bbadd skips such a line with a warning"),  # literal_eval fails: warned, skipped
+        ("(1, 128)", "vllm-gaudi 091bbadd skips such a line with a warning"),  # not a 3-tuple: warned, skipped
+        ("(range(1, 100000), 1, 2)", "vllm-gaudi 091bbadd skips such a line with a warning"),  # left unexpanded
+        ("('a', 128, 0)", "vllm-gaudi 091bbadd fails at start-up"),  # int('a') outside its try
+    ],
+)
+def test_a_bad_bucket_line_says_what_vllm_gaudi_does_with_it(line: str, runtime: str) -> None:
+    # held-out round 8, C23/J04: file_strategy.py:46-54 @091bbadd logs a warning and skips a line it cannot read
+    with pytest.raises(ConfigError) as info:
+        parse_bucket_file(f"(1, 128, 0)\n{line}\n")
+    assert runtime in str(info.value)
+    assert "line 2" in str(info.value)

@@ -12,8 +12,11 @@ from hypothesis import strategies as st
 
 from tests.support.data import SIZES
 from vllm_hpu_mm.cli.main import main
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.errors import ConfigError, InputNote
 from vllm_hpu_mm.plan.bucket_choice import read_traffic
+from vllm_hpu_mm.replay.scheduler import simulate
+from vllm_hpu_mm.replay.schedules import Images, prompts
 from vllm_hpu_mm.traffic import csvfile
 from vllm_hpu_mm.traffic.csvfile import MAX_SIDE, MAX_TOKENS, read_traffic_csv
 from vllm_hpu_mm.traffic.default import default_text, default_traffic
@@ -57,11 +60,23 @@ def test_every_row_of_count_zero_is_named_as_such(tmp_path: Path, text: str) -> 
     assert str(info.value).endswith("traffic.csv: every row has count 0; accepted: at least one row with count >= 1")
 
 
+def test_a_text_only_row_of_0_tokens_is_an_empty_prompt_the_replay_counts_refused(tmp_path: Path) -> None:
+    # docs/text-buckets.md: vLLM 0.32 refuses an empty prompt at request time and serves on (not invalid input)
+    traffic = read_traffic_csv(write(tmp_path, "width,height,text_tokens,output_tokens\n,,0,5\n,,100,5\n"))
+    assert traffic.counts == {Request(None, 0, 5): 1, Request(None, 100, 5): 1}
+    shape = EngineShape(max_num_seqs=4, max_num_batched_tokens=2048, max_model_len=2048, block_size=128,
+                        num_kv_blocks=100)  # fmt: skip
+    trace = simulate(prompts(traffic, Images(None), 20), shape, 2)
+    refused = dict(trace.refusals)
+    assert set(refused) == {"empty"}
+    assert 0 < refused["empty"] == trace.refused < 20
+    assert trace.refused + trace.completed == 20
+
+
 @pytest.mark.parametrize(
     ("text", "needle"),
     [
         ("width,height\n640,\n", ":2: width '640' and height '': give both"),
-        ("width,height,text_tokens\n,,0\n", ":2: a request without an image needs text_tokens >= 1"),
         ("width,height,text_tokens,cached_tokens\n,,10,20\n", ":2: cached_tokens 20 exceeds text_tokens 10"),
         ("width,height\n" + f"{10**30},100\n", f":2: width {10**30} is out of range; accepted: 1..{MAX_SIDE}"),
         ("width,height,output_tokens\n64,64,0\n", ":2: output_tokens 0 is out of range"),

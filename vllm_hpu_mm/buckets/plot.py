@@ -55,6 +55,8 @@ def save_png(fig: Any, out: Path) -> None:
         fig.tight_layout()
         fig.savefig(out, dpi=110, format="png")
     except OSError as exc:
-        raise ConfigError(f"--plot {out}: cannot write it ({exc.strerror or exc})") from None
+        raise ConfigError(
+            f"--plot {out}: cannot write it ({exc.strerror or exc}); accepted: a PNG path in a writable folder"
+        ) from None
     finally:
         plt.close(fig)

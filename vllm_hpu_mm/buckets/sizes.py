@@ -195,7 +195,8 @@ def synthetic_sizes(min_pixels: int, max_pixels: int) -> SizeSet:
     """A stated assumption when no real sizes are known: see :data:`SYNTHETIC_ASSUMPTION`."""
     if min_pixels <= 0 or max_pixels < min_pixels:
         raise ConfigError(
-            f"min_pixels={min_pixels}, max_pixels={max_pixels}: need 0 < min_pixels <= max_pixels for a synthetic grid"
+            f"min_pixels={min_pixels}, max_pixels={max_pixels} make no synthetic grid; accepted: 0 < min_pixels <= "
+            "max_pixels"
         )
     sizes: list[Size] = []
     lo, hi = math.log(min_pixels), math.log(max_pixels)

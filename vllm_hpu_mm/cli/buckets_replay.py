@@ -39,7 +39,7 @@ from vllm_hpu_mm.jobs.replay import (
     replay_traffic,
 )
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, positive_int
-from vllm_hpu_mm.replay.report import requests_line, to_dict, to_table
+from vllm_hpu_mm.replay.report import no_request_line, to_dict, to_table
 
 __all__ = ["KV_BLOCKS_HELP", "add_limits", "add_parser", "requests_count"]
 
@@ -157,6 +157,5 @@ def run(args: argparse.Namespace) -> int:
     if replayed.not_started:  # as serve --dry-run says it: the figures are what the server would do if it started
         return fail(f"the server would not start: {replayed.not_started}", ExitCode.NEGATIVE)
     if report.requests == 0:  # a valid load under which nothing ran: a negative finding, never figures of 1.000
-        return fail(f"no request ran under {report.load}: {requests_line(report)}; fix: a load that sends requests "
-                    "(a higher --request-rate, a profile segment with clients)", ExitCode.NEGATIVE)  # fmt: skip
+        return fail(no_request_line(report), ExitCode.NEGATIVE)
     return int(ExitCode.NEGATIVE if replayed.yours_compiles or replayed.refused else ExitCode.OK)

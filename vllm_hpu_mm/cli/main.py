@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import errno
 import importlib
 import os
@@ -45,9 +46,8 @@ class _ArgumentParser(argparse.ArgumentParser):
     """argparse that exits with our usage code (2) and one line, not a usage dump, on bad arguments."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(
-            int(ExitCode.USAGE), f"vllm-hpu-mm: error: {clipped(one_line(self._accepted(message)))} (see --help)\n"
-        )
+        see = "" if "--help" in message else " (see --help)"
+        self.exit(int(ExitCode.USAGE), f"vllm-hpu-mm: error: {clipped(one_line(self._accepted(message)))}{see}\n")
 
     def _accepted(self, message: str) -> str:
         """argparse's "the following arguments are required: X" with what X accepts (a command's names, an option's
@@ -64,16 +64,43 @@ class _ArgumentParser(argparse.ArgumentParser):
             if action.choices:
                 forms.append(f"{name} one of {', '.join(map(str, action.choices))}")
             elif action.option_strings:
-                forms.append(f"{action.option_strings[0]} {action.metavar or action.dest.upper()}")
+                forms.append(_form(action))
+        # argparse names the missing required options before it checks the required groups: a group none of whose
+        # options was given is missing too, and is named here so that one line says everything still needed.
+        missing = [message[len(prefix) :]]
+        for group in self._mutually_exclusive_groups:
+            options = [a for a in group._group_actions if a.option_strings]
+            if group.required and options and not any(self._given_option(a) for a in options):
+                missing.append("one of " + "/".join(a.option_strings[0] for a in options))
+                forms.append(" or ".join(_form(a) for a in options))
         if not forms:
             return message
-        return f"missing {message[len(prefix) :]}; accepted: {'; '.join(forms)}"
+        return f"missing {', '.join(missing)}; accepted: {'; '.join(forms)}"
+
+    _given: tuple[str, ...] = ()
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # argparse's signature
+        # the tokens this (sub)parser reads: which options of a required group were given, should an error follow
+        self._given = tuple(str(a) for a in (sys.argv[1:] if args is None else args))
+        return super().parse_known_args(args, namespace)
+
+    def _given_option(self, action: argparse.Action) -> bool:
+        """Whether a token names ``action`` (exactly, with =VALUE, or by an unambiguous prefix argparse takes)."""
+        return any(
+            len(key) > 2 and any(s.startswith(key) for s in action.option_strings)
+            for key in (t.split("=", 1)[0] for t in self._given if t.startswith("--"))
+        )
 
     def _print_message(self, message: str, file: Any = None) -> None:  # argparse's: a stream or None
         # A closed stream is None: argparse would write the help meant for stdout to stderr instead. Nothing is
         # written; the command ends 141 (stdout) as `--help | head -c1` expects.
         if file is not None:
             super()._print_message(message, file)
+
+
+def _form(action: argparse.Action) -> str:
+    """An option as typed: its first spelling and its value's name."""
+    return f"{action.option_strings[0]} {action.metavar or action.dest.upper()}"
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -125,6 +152,28 @@ def _too_many_server_args(argv: Sequence[str]) -> str | None:
         return None
     count = len(argv) - command - 1
     return f"{count} server arguments; accepted: at most {MAX_SERVER_ARGS} (put repeated settings in one JSON value)"
+
+
+def _unrecognized(parser: argparse.ArgumentParser, argv: Sequence[str], extra: Sequence[str]) -> str:
+    """argparse's "unrecognized arguments" with what is accepted: the nearest options of the (sub)command the
+    command line reached, and where all of them are listed."""
+    words: list[str] = []
+    leaf = parser
+    for arg in argv:  # follow the command words down the subparsers (buckets -> plan)
+        sub = next((a for a in leaf._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if sub is None:
+            break
+        if arg in sub.choices:
+            leaf = sub.choices[arg]
+            words.append(arg)
+    flags = [s for a in leaf._actions for s in a.option_strings if s.startswith("--")]
+    unknown = [a.split("=", 1)[0] for a in extra if a.startswith("-")]
+    near = {a: difflib.get_close_matches(a, flags, n=2, cutoff=0.6) for a in unknown}
+    hints = "; ".join(f"{a}: did you mean {' or '.join(m)}?" if len(near) > 1 else f"did you mean {' or '.join(m)}?"
+                      for a, m in near.items() if m)  # fmt: skip
+    command = " ".join(["vllm-hpu-mm", *words])
+    return (f"unrecognized arguments: {' '.join(extra)}{f' ({hints})' if hints else ''}; accepted: the options "
+            f"`{command} --help` lists")  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -209,7 +258,7 @@ def _run(argv: list[str]) -> int:
         args, extra = parser.parse_known_args(argv)
         # Only `serve` forwards arguments it does not know (to vLLM's own parser); everywhere else they are errors.
         if extra and not getattr(args, "accepts_extra", False):
-            parser.error("unrecognized arguments: " + " ".join(extra))
+            parser.error(_unrecognized(parser, argv, extra))
         args.extra = extra
         debug = bool(args.debug)
         code: int = args.func(args)

@@ -60,16 +60,17 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.set_defaults(func=run, accepts_extra=True)
 
 
-def _read_server_args(args: argparse.Namespace) -> tuple[ServerArgs, argparse.ArgumentParser | None]:
+def _read_server_args(args: argparse.Namespace) -> tuple[ServerArgs, argparse.ArgumentParser | None, str]:
     """The server arguments read with vLLM 0.32's flags (a dry run) or the installed vLLM's (a launch, --validate:
-    then also vLLM's parser, to check the final command with)."""
+    then also vLLM's parser, to check the final command with), and the version whose flags read them."""
     if args.dry_run and not args.validate:
-        return parse_server_args(args.extra, vllm_032_table()), None
+        table = vllm_032_table()
+        return parse_server_args(args.extra, table), None, table.version
     if not vllm_installed():
         raise ConfigError(f"vLLM is not installed in this Python ({sys.executable}): {INSTALL_HINT}; "
                           "--dry-run plans without it")  # fmt: skip
     parser, table = vllm_server_parser()
-    return parse_server_args(args.extra, table), parser
+    return parse_server_args(args.extra, table), parser, table.version
 
 
 def _checked(argv: list[str], vllm: argparse.ArgumentParser | None, sizing: SizingArgs | None = None) -> list[str]:
@@ -107,7 +108,7 @@ def say_refused(launch: Launch, severity: str) -> int:
 def run(args: argparse.Namespace) -> int:
     extra: list[str] = list(args.extra)
     settings = envs.load()
-    server, vllm = _read_server_args(args)
+    server, vllm, version = _read_server_args(args)
     sizing = server.sizing.with_plan_options(args, prefix=PREFIX)
     sizing = on_default_device(sizing, launching=not args.dry_run)
     server_args = launch_args(extra, server, DEFAULT_MODEL)
@@ -119,12 +120,15 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{out_flag} {out_dir}: not a folder; accepted: a folder for the runtime's files")
     unvalidated = ("read with vLLM 0.32's server flags; vLLM validates the arguments when it starts (--validate: "
                    "now, with the installed vLLM)")  # fmt: skip
+    # said only once both checks passed (the user's command above, the final one below): a refusal is the only line
+    validated = (f"validated: the installed vLLM {version}'s own parser ran on the server arguments and on the final "
+                 "command, and accepted both")  # fmt: skip
     try:
         launch = prepare(sizing, settings, envs.runtime_environ(), server_args=server_args, output_dir=out_dir,
                          limit_mm_per_prompt=server.limit_mm_per_prompt,
                          compilation_config=server.compilation_config, notes=server.notes,
                          long_prefill_token_threshold=server.long_prefill_token_threshold,
-                         last_notes=(unvalidated,) if vllm is None else ())  # fmt: skip
+                         last_notes=(unvalidated if vllm is None else validated,))  # fmt: skip
     except ModelConfigUnavailable as exc:  # vLLM may still serve it: launch with its own memory settings
         return _launch_unplanned(args, list(server_command(server_args)), plan_skipped_warning(exc))
     result, exports, report = launch.plan, launch.exports, launch.report

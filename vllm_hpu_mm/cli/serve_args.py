@@ -28,7 +28,15 @@ import shlex
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from vllm_hpu_mm.cli.vllm_argv import MAX_SERVER_ARGS, Arg, OptionTable, expand, options_of, read_yaml
+from vllm_hpu_mm.cli.vllm_argv import (
+    KIND_ACCEPTED,
+    MAX_SERVER_ARGS,
+    Arg,
+    OptionTable,
+    expand,
+    options_of,
+    read_yaml,
+)
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan.args import DEFAULT_GPU_MEMORY_UTILIZATION, VLLM_FLAGS, Option, SizingArgs
 
@@ -134,7 +142,12 @@ def _explain(message: str, args: Sequence[Arg], argv: Sequence[str], table: Opti
         typed = [argv[a.origin].split("=", 1)[0] for a in args
                  if a.origin is not None and a.startswith("-") and _resolve(a, table) == dest]  # fmt: skip
         if typed:
-            return f"server argument {typed[-1]}: {named.group(2)}"
+            said = named.group(2)
+            if not re.search(r"accepted|choose from|expected", said):  # a live vLLM type's own words
+                option = next((o for o in table.options if o.dest == dest), None)
+                kind = None if option is None or option.kind is None else option.kind.split()[-1]
+                said += f"; accepted: {KIND_ACCEPTED[kind] if kind else 'what vLLM ' + table.version + ' reads there'}"
+            return f"server argument {typed[-1]}: {said}"
     if not message.startswith("server arguments: unrecognized arguments:"):
         return message
     flags = [s for s in table.by_string if s.startswith("--")]

@@ -82,7 +82,11 @@ class ServerOption:
             try:
                 return read(raw)
             except (ValueError, TypeError, ArithmeticError):
-                raise argparse.ArgumentTypeError(f"{_short(raw)} is not {KIND_WORDS[kind.split()[-1]]}") from None
+                base = kind.split()[-1]
+                raise argparse.ArgumentTypeError(
+                    f"{_short(raw)} is not {KIND_WORDS[base]}; accepted: {KIND_ACCEPTED[base]}"
+                    + (" (or None: unset)" if optional else "")
+                ) from None
 
         return value
 
@@ -119,6 +123,10 @@ KINDS: dict[str, Callable[[str], Any]] = {"int": int, "float": float, "json": js
                                           "human_int": human_readable_int}  # fmt: skip
 KIND_WORDS = {"int": "an integer", "float": "a number", "json": "JSON", "json_config": "a JSON config",
               "human_int": "an integer (e.g. 32768, 32k, 32K)"}  # fmt: skip
+#: What each kind accepts, for the error line (what to type instead).
+KIND_ACCEPTED = {"int": "an integer such as 4", "float": "a number such as 0.9",
+                 "json": 'a JSON value such as \'{"key": 1}\'', "json_config": "a JSON object of the config's fields",
+                 "human_int": "an integer such as 32768, 32k or 32K"}  # fmt: skip
 
 
 def _kind(convert: Any) -> str | None:
@@ -226,7 +234,7 @@ def expand(argv: Sequence[str], table: OptionTable, *, read_config: Callable[[st
 def _pull_config(args: list[Arg], table: OptionTable, read_config: Callable[[str], dict[str, Any]]) -> list[Arg]:
     at = [i for i, a in enumerate(args) if a == "--config"]
     if len(at) > 1:
-        raise ConfigError("--config is given more than once; vLLM reads one config file")
+        raise ConfigError("--config is given more than once; accepted: one --config FILE (vLLM reads one config file)")
     index = at[0]
     if index == len(args) - 1:
         raise ConfigError("--config needs a file: a YAML of server flags (key: value)")
@@ -327,11 +335,15 @@ def read_yaml(path: str) -> dict[str, Any]:
         text = Path(path).read_text(encoding="utf-8")  # as vLLM opens it: no ~ expansion
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError(f"--config {path}: cannot read it ({reason})") from None
+        raise ConfigError(
+            f"--config {path}: cannot read it ({reason}); accepted: a readable UTF-8 YAML file of vLLM flags"
+        ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"--config {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+        raise ConfigError(
+            f"--config {path}: not valid YAML ({str(exc).splitlines()[0]}); accepted: a YAML mapping of vLLM flags"
+        ) from None
     if data is None:
         return {}
     if not isinstance(data, dict):

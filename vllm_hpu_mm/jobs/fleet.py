@@ -115,7 +115,10 @@ class FleetArgs:
                 f"pipeline sizes {self.pipeline_parallel_sizes} are invalid; accepted: 1 to {MAX_PIPELINE}"
             )
         if self.profile and abs(max(p.rate for p in self.profile) - self.rate) > 1e-9 * self.rate:
-            raise ConfigError("the request rate of a fleet with a load profile is the profile's peak")
+            raise ConfigError(
+                "the request rate of a fleet with a load profile is the profile's peak; accepted: "
+                "the profile's peak rate, or no rate beside the profile"
+            )
         count = len(self.tensor_parallel_sizes) * len(self.seqs_tried) * len(self.batched_tokens_tried)
         count *= max(1, len(self.pipeline_parallel_sizes))
         if not 1 <= count <= MAX_CANDIDATES:
@@ -317,12 +320,21 @@ def _evidence(fleet_calibrated: bool, launch: Launch | None, warm_source: str) -
 
 def _impossible(candidates: list[Candidate], args: FleetArgs, best: Candidate | None) -> str:
     fits = [c for c in candidates if c.capacity is not None]
-    if not fits:
+    unheld = [c for c in candidates if c.unheld]
+    if not fits and unheld:  # memory is what stopped the largest shape that vLLM would take
         return (
             "the model fits no card count tried ("
-            + "; ".join(f"TP{c.shape.tensor_parallel_size}: {c.why_not}" for c in candidates[-1:])
+            + "; ".join(f"TP{c.shape.tensor_parallel_size}: {c.why_not}" for c in unheld[-1:])
             + "); fix: more memory per card (gaudi3), a quantized checkpoint or a "
             "shorter --max-model-len"
+        )
+    if not fits:  # every shape refused before memory was asked (TP not dividing the heads, a stage over a node)
+        tp = all("tensor-parallel" in c.why_not or "TP " in c.why_not for c in candidates)
+        fix = "a --tensor-parallel-sizes the refusal accepts" if tp else "the values the refusal accepts"
+        return (
+            "no shape tried is one vLLM would serve ("
+            + "; ".join(dict.fromkeys(f"TP{c.shape.tensor_parallel_size}: {c.why_not}" for c in candidates[-2:]))
+            + f"); fix: {fix}"
         )
     if best is None or best.capacity is None or best.capacity.rate <= 0:
         closest = max(fits, key=lambda c: args.targets.margin(c.capacity.latency))  # type: ignore[union-attr]

@@ -86,7 +86,10 @@ def check_output(
             with path.open("rb") as f:
                 data = f.read(_SNIFF_BYTES + 1)
         except OSError as exc:
-            raise ConfigError(f"{flag} {raw}: cannot read the file there ({exc.strerror or exc})") from None
+            raise ConfigError(
+                f"{flag} {raw}: cannot read the file there ({exc.strerror or exc}); accepted: a new path, or a "
+                f"readable file of {_WORDS[kind]}"
+            ) from None
         if data and ((len(data) > _SNIFF_BYTES and kind != "png") or not _of_kind(data, kind)):
             raise ConfigError(f"{flag} {raw} is a file of yours that is not {_WORDS[kind]}: writing {_WRITES[kind]} "
                               "there would overwrite it; accepted: a new path, or one holding such a file")  # fmt: skip

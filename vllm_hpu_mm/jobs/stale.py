@@ -137,7 +137,8 @@ def check_stale(sizing: SizingArgs, args: StaleArgs, settings: Settings, runtime
     exp = next((m for m in registry.strategies(inputs.runtime_name, own_env, release)
                 if f"'s {EXP} bucketing" in configured_label(m, shape)), None)  # fmt: skip
     if exp is None:
-        raise ConfigError(f"the runtime {inputs.runtime.name.value} has no {EXP} strategy to judge the plan against")
+        raise ConfigError(f"the runtime {inputs.runtime.name.value} has no {EXP} strategy to judge the plan against; "
+                          f"accepted: a --runtime release with {EXP} bucketing (vllm-gaudi main has it)")  # fmt: skip
     images = images_for(inputs, inputs.buckets, settings)
     timer = timer_for(inputs.model, inputs.device, block_size=inputs.block_size,
                       tensor_parallel_size=inputs.tensor_parallel_size, dtype_size=inputs.dtype_size,

@@ -39,4 +39,6 @@ def save_profile(c: Calibration, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(profile_dict(c), indent=2) + "\n")
     except OSError as exc:
-        raise ConfigError(f"--output {path}: cannot write the profile ({exc.strerror or exc})") from None
+        raise ConfigError(
+            f"--output {path}: cannot write the profile ({exc.strerror or exc}); accepted: a path in a writable folder"
+        ) from None

@@ -42,7 +42,9 @@ def read_config_json(path: Path, *, source: str) -> dict[str, Any]:
     try:
         text = path.read_bytes().decode("utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{source}: cannot read {path}: {exc}") from None
+        raise ConfigError(
+            f"{source}: cannot read {path}: {exc}; accepted: a readable UTF-8 Hugging Face config.json"
+        ) from None
     if not text.strip():
         raise ConfigError(f"{source}: {path} is empty; accepted: a Hugging Face config.json (a JSON object)")
     try:

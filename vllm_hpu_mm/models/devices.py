@@ -17,6 +17,7 @@ from vllm_hpu_mm.values import GIB, Backend
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
     "DEVICE_CHOICES",
+    "DEVICE_TOTALS",
     "KNOWN_DEVICES",
     "LOG_DEVICES",
     "READING_SOURCE",
@@ -44,6 +45,8 @@ class DeviceSpec:
     block_size: int
     #: Where ``total_bytes`` comes from (a runtime reading, a public log, or a nominal figure), shown in the plan.
     source: str = ""
+    #: The card's nominal memory in GiB (hl-smi's total), where it differs from what the runtime reports and plans.
+    nominal_gib: float | None = None
 
 
 def _gib(value: float) -> int:
@@ -61,12 +64,12 @@ KNOWN_DEVICES: dict[str, DeviceSpec] = {
     for d in (
         DeviceSpec("gaudi2", "hpu", _gib(94.62), 128,
                    "94.62 GiB: HPU total in HabanaAI/vllm-fork logs ('... GiB/94.62 GiB used', vllm-fork issue 345, "
-                   "tests/data/logs/vllm_fork_345_gaudi_no_oom.log; hl-smi: 98304 MiB)"),
+                   "tests/data/logs/vllm_fork_345_gaudi_no_oom.log; hl-smi: 98304 MiB)", 96),
         DeviceSpec("gaudi3", "hpu", _gib(126.55), 128,
                    "126.55 GiB: from a public Gaudi3 log (HabanaAI/vllm-fork plugin/vllm-hpu README, "
                    "tests/data/gaudi_logs/dev/vllm_hpu_plugin_llama31_8b_gaudi3.log): 6399 KV blocks of 16 MiB at "
                    "utilisation 0.9 leave 111.10 GiB free after Llama-3.1-8B's 14.96 GiB and the profiling run's "
-                   "0.49 GiB; vllm-gaudi issue #1736 states ~126.5 GiB per card (hl-smi: 131072 MiB)"),
+                   "0.49 GiB; vllm-gaudi issue #1736 states ~126.5 GiB per card (hl-smi: 131072 MiB)", 128),
         DeviceSpec("h100", "cuda", _gib(79.19), 16,
                    "79.19 GiB: torch.cuda.mem_get_info total of an H100 80GB HBM3 (PyTorch OOM messages 'total "
                    "capacity of 79.19 GiB'; nvidia-smi: 81559 MiB)"),
@@ -76,6 +79,11 @@ KNOWN_DEVICES: dict[str, DeviceSpec] = {
     )
 }  # fmt: skip
 DEVICE_CHOICES = (*KNOWN_DEVICES, "cpu", "auto")
+#: The totals the plan uses, in words (the --device help is written from the table, so the two never differ).
+DEVICE_TOTALS = ", ".join(
+    f"{d.name} {d.total_bytes / GIB:.2f} GiB" + (f" of {d.nominal_gib:g} GiB nominal" if d.nominal_gib else "")
+    for d in KNOWN_DEVICES.values()
+)
 #: The devices a profile can be recorded for: those ``memory plan --device`` names (not ``auto``: a log ran on one).
 LOG_DEVICES = (*KNOWN_DEVICES, "cpu")
 #: What reads the memory of each backend (``auto``, ``cpu``).

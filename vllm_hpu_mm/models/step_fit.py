@@ -312,7 +312,10 @@ def step_from_dict(data: object, where: str) -> FittedStep:
     """A fitted step model read back (a profile's ``step_time``); :class:`ConfigError` naming ``where`` and the bad
     key."""
     if not isinstance(data, dict) or not isinstance(data.get("coefficients"), dict):
-        raise ConfigError(f"{where}: step_time is not an object with coefficients")
+        raise ConfigError(
+            f"{where}: step_time is not an object with coefficients; accepted: the step_time that `memory calibrate "
+            "--metrics` writes"
+        )
     values: dict[str, float] = {}
     coefficients = data["coefficients"]
     for name in STEP_FIELDS:
@@ -330,14 +333,16 @@ def step_from_dict(data: object, where: str) -> FittedStep:
         raise ConfigError(f"{where}: step_time.interval={interval!r}; accepted: a number >= 0")
     kinds = data.get("kinds") or {}
     if not isinstance(kinds, dict) or not all(isinstance(k, str) and isinstance(n, int) for k, n in kinds.items()):
-        raise ConfigError(f"{where}: step_time.kinds is not an object of counts")
+        raise ConfigError(f"{where}: step_time.kinds is not an object of counts; accepted: kind -> integer count")
     share = data.get("frontend_share", 0.0)
     if not isinstance(share, int | float) or isinstance(share, bool) or not 0 <= share <= MAX_FRONTEND_SHARE:
         raise ConfigError(f"{where}: step_time.frontend_share={share!r}; accepted: a number from 0 to "
                           f"{MAX_FRONTEND_SHARE:g}")  # fmt: skip
     wake = data.get("wake", {})  # a profile from before the wake-up was measured: none
     if not isinstance(wake, dict):
-        raise ConfigError(f"{where}: step_time.wake is not an object")
+        raise ConfigError(
+            f"{where}: step_time.wake is not an object; accepted: an object of seconds (s, image_s, tau_s)"
+        )
     woke: dict[str, float] = {}
     for key, top in (("s", MAX_WAKE_S), ("image_s", MAX_WAKE_S), ("tau_s", MAX_WAKE_TAU_S)):
         v = wake.get(key, 0.0)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.models.devices import DEVICE_CHOICES, DEVICE_TOTALS
 from vllm_hpu_mm.models.dims import DTYPE_BYTES
 from vllm_hpu_mm.plan import validate
 from vllm_hpu_mm.runtimes.registry import TRAITS
@@ -309,10 +310,9 @@ _RELEASES = " or ".join(f"{r.value}==X ({t.oldest_release} or newer)" for r, t i
 
 #: The planner's own options (no vLLM equivalent): ``--NAME`` under ``memory plan``, ``--plan-NAME`` under ``serve``.
 PLAN_OPTIONS: tuple[Option, ...] = (
-    Option("device", "device", "device to plan for: gaudi2, gaudi3, h100, h200, cpu or auto; named devices plan "
-           "against the total their runtime reports (gaudi2 94.62 GiB, h100 79.19 GiB, h200 139.80 GiB; gaudi3 128 "
-           "GiB nominal), auto reads the accelerator, cpu reads host memory (shared by the TP ranks)",
-           nonempty("gaudi2, gaudi3, h100, h200, cpu or auto")),
+    Option("device", "device", f"device to plan for: {', '.join(DEVICE_CHOICES[:-1])} or auto; named devices plan "
+           f"against the total their runtime reports ({DEVICE_TOTALS}), auto reads the accelerator, cpu reads host "
+           "memory (shared by the TP ranks)", nonempty(f"{', '.join(DEVICE_CHOICES[:-1])} or auto")),
     Option("runtime", "runtime", "serving runtime: auto, vllm-gaudi, vllm-fork, vllm-cuda or vllm-cpu, or a release as "
            f"{_RELEASES} (default auto: the one installed, at its installed "
            "version, else the device's: vllm-gaudi main on HPU); it decides which knobs are exported",

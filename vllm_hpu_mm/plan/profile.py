@@ -16,6 +16,8 @@ from vllm_hpu_mm.plan.costs import COST_FIELDS, CostProfile
 __all__ = ["PROFILE_VERSION", "Profile", "calibrated_step", "default_profile_path", "load_profile"]
 
 PROFILE_VERSION = 1
+#: What a profile file must be (a flag also takes ``none``: the estimated costs alone).
+_ACCEPTED = f"accepted: a version-{PROFILE_VERSION} profile file written by `vllm-hpu-mm memory calibrate`"
 
 
 def default_profile_path(setting: str | None) -> Path:
@@ -37,16 +39,15 @@ class Profile:
 
 def load_profile(path: Path, flag: str = "--profile") -> Profile:
     """Read and validate a profile; :class:`ConfigError` naming the flag, the file and the bad key."""
+    accepted = f"{_ACCEPTED}, or none" if flag.startswith("--") else _ACCEPTED
     try:
         data = json.loads(path.read_text())
     except OSError as exc:
-        raise ConfigError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from None
+        raise ConfigError(f"{flag} {path}: cannot read it ({exc.strerror or exc}); {accepted}") from None
     except ValueError as exc:
-        raise ConfigError(
-            f"{flag} {path}: not JSON ({exc}); expected a profile written by `memory calibrate`"
-        ) from None
+        raise ConfigError(f"{flag} {path}: not JSON ({exc}); {accepted}") from None
     if not isinstance(data, dict) or data.get("version") != PROFILE_VERSION or not isinstance(data.get("costs"), dict):
-        raise ConfigError(f"{flag} {path}: not a version-{PROFILE_VERSION} profile of `vllm-hpu-mm memory calibrate`")
+        raise ConfigError(f"{flag} {path}: not a version-{PROFILE_VERSION} profile; {accepted}")
     costs: dict[str, float | None] = {}
     for name in COST_FIELDS:
         value = data["costs"].get(name)

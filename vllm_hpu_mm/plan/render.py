@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from vllm_hpu_mm.models.step_time import interval_text
@@ -97,7 +98,7 @@ def to_dict(
         "prefill_text_graph_cost_bytes": sum(b.cost_bytes for b in p.text_graphs.prefill),
         "decode_graph_cost_bytes": sum(b.cost_bytes for b in p.text_graphs.decode),
         "text_graph_costs": text_cost_evidence(i),
-        "text_bucket_plan": text_choice.to_dict() if text_choice is not None else None,
+        "text_bucket_plan": _text_plan_dict(p, text_choice) if text_choice is not None else None,
         "settings": {
             "gpu_memory_utilization": i.gpu_memory_utilization,
             "VLLM_GRAPH_RESERVED_MEM": i.graph_reserved_mem,
@@ -155,6 +156,55 @@ def _text_choice_lines(c: TextChoice) -> list[str]:
     budget = f"budget {c.budget_reason}" if c.budget_reason else f"budget {c.budget} graphs"
     return [f"text buckets: {verdict} ({c.reason}; load {c.runs.load}; {budget}); replayed through the runtime's own "
             "lookup:", *body]  # fmt: skip
+
+
+def _text_plan_dict(p: Plan, c: TextChoice) -> dict[str, Any]:
+    data = c.to_dict()
+    data["notes"] = [*data.get("notes", []), *graph_count_notes(p, c)]
+    return data
+
+
+def graph_count_notes(p: Plan, c: TextChoice) -> list[str]:
+    """What the graph count of the exported text buckets owes to the runtime rather than to the list: the decode
+    buckets speculative decoding adds to each listed one, and a warm-up above the text-graph budget (why, by how
+    much). A budget counts the listed buckets; the runtime's expansion comes after it."""
+    spec = speculative_graphs(p)
+    exported = c.after if c.after is not None else c.before
+    warmed = 0 if c.skip_warmup else sum(exported.warmed)
+    over = over_budget_note(exported.label, warmed, c.budget, spec[1] - spec[0] if spec else 0)
+    return [note for note in (speculative_note(p, spec), over) if note]
+
+
+def speculative_graphs(p: Plan) -> tuple[int, int] | None:
+    """(decode buckets listed, decode graphs warmed) where speculative decoding makes the runtime warm more decode
+    graphs than its list has (vllm-gaudi: batch x (1 + tokens) buckets added to each); None elsewhere."""
+    i = p.inputs
+    decode = len(p.text_graphs.decode)
+    if not i.num_speculative_tokens or not i.runtime.traits.warms_all_graphs:
+        return None
+    seeds = len(i.runtime.text_shapes(dataclasses.replace(i.engine(p.kv_blocks), num_speculative_tokens=0)).decode)
+    return (seeds, decode) if seeds != decode else None
+
+
+def speculative_note(p: Plan, spec: tuple[int, int] | None) -> str | None:
+    if spec is None:
+        return None
+    n = p.inputs.num_speculative_tokens
+    return (f"speculative decoding ({n} tokens per step) changes the decode graphs: {spec[0]} listed decode buckets "
+            f"warm {spec[1]} graphs, the runtime adding buckets of batch x {1 + n} (batch and blocks) to each "
+            f"({p.text_graphs.source})")  # fmt: skip
+
+
+def over_budget_note(label: str, warmed: int, budget: int, spec_graphs: int) -> str | None:
+    """A warm-up above the text-graph budget: by how much and why (None within it)."""
+    if warmed <= budget:
+        return None
+    why = (f"the {spec_graphs} speculative decode graphs come on top of the listed buckets the budget counts"
+           if spec_graphs else "the runtime warms more graphs than the listed buckets the budget counts")  # fmt: skip
+    return (
+        f"the exported text buckets ({label}) warm {warmed} graphs, {warmed - budget} over the text-graph budget "
+        f"of {budget} ({why}); the warm-up estimate counts all {warmed}"
+    )
 
 
 def _graph_note(p: Plan, phase: str) -> str:
@@ -268,6 +318,7 @@ def to_table(
         lines += _choice_lines(choice)
     if text_choice is not None:
         lines += _text_choice_lines(text_choice)
+        lines += [f"text buckets: {note}" for note in graph_count_notes(p, text_choice)]
         i = p.inputs  # the planned buckets were chosen on this model's seconds: say how far they are trusted
         lines.append(interval_text(text_time(i.model, i.device, block_size=text_choice.shape.block_size,
                                              tensor_parallel_size=i.tensor_parallel_size)))  # fmt: skip

@@ -12,7 +12,7 @@ from vllm_hpu_mm.buckets.planner import Evaluation
 from vllm_hpu_mm.models.step_time import StepTime, interval_dict, time_interval_lines
 from vllm_hpu_mm.replay.latency import Latency, latency_dict
 from vllm_hpu_mm.replay.run import Efficiency, ReplayResult
-from vllm_hpu_mm.replay.scheduler import REFUSALS
+from vllm_hpu_mm.replay.scheduler import REFUSAL_FIXES, REFUSALS
 from vllm_hpu_mm.replay.timing import PHASES, TimeResult
 from vllm_hpu_mm.runtimes.base import RuntimeTraits, WarmupEstimate, warmup_estimate
 
@@ -20,6 +20,7 @@ __all__ = [
     "Report",
     "body_lines",
     "header_lines",
+    "no_request_line",
     "requests_line",
     "result_dict",
     "time_dict",
@@ -233,6 +234,23 @@ def requests_line(r: Report) -> str:
     if r.unsent:
         parts.append(f"{r.unsent} never sent: the load ended first")
     return f"{r.requests} requests replayed of {r.offered} sampled ({', '.join(parts)})"
+
+
+def no_request_line(r: Report) -> str:
+    """Why no request ran and what makes them run, by what stopped them: the engine's refusals (each reason its own
+    fix) and the load that ended before sending any."""
+    causes = [f"{n} refused as {REFUSALS.get(k, k)}" for k, n in r.refused]
+    fixes = [REFUSAL_FIXES.get(k, k) for k, _ in r.refused]
+    blocks, mml, block = (r.engine.get(k, 0) for k in ("num_kv_blocks", "max_model_len", "block_size"))
+    need = -(-mml // block) if block else 0
+    if "kv_blocks" in dict(r.refused) and blocks < need:  # what vLLM itself requires to start
+        causes.append(f"the cache's {blocks} KV blocks are below the {need} one request of max_model_len {mml} "
+                      "needs (vLLM would not start with them)")  # fmt: skip
+    if r.unsent:
+        causes.append(f"{r.unsent} never sent: the load ended first")
+        fixes.append("a load that sends requests (a higher --request-rate, a profile segment with clients)")
+    fix = "; or ".join(fixes) or "a load that sends requests"
+    return f"no request ran under {r.load} (0 of {r.offered} sampled): {'; '.join(causes)}; fix: {fix}"
 
 
 def _pct(x: float) -> str:

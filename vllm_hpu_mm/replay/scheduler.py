@@ -92,6 +92,12 @@ REFUSALS = {
     "prompt_too_long": "a prompt of max_model_len tokens or more",
     "kv_blocks": "more KV blocks than the cache holds",
 }
+#: What lets each refused request run (the cause, not the load: a higher rate sends more of them to be refused).
+REFUSAL_FIXES = {
+    "empty": "prompts of at least one token",
+    "prompt_too_long": "a --max-model-len above the longest prompt, or shorter prompts",
+    "kv_blocks": "more KV blocks (a larger --kv-blocks) or a shorter --max-model-len",
+}
 
 
 #: Caps on what a load description may ask (a day of traffic; far above any one server's request rate or clients).

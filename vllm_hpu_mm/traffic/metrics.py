@@ -152,7 +152,7 @@ def families(text: str, source: str, flag: str = FLAG) -> list[Any]:
     try:
         return list(text_string_to_metric_families(text))
     except Exception as exc:  # the parser raises more than ValueError on malformed lines (IndexError, KeyError)
-        raise ConfigError(f"{flag} {source}: not a Prometheus text exposition ({_clip(exc)})") from None
+        raise ConfigError(f"{flag} {source}: not a Prometheus text exposition ({_clip(exc)}); {_ACCEPTED}") from None
 
 
 def nonnegative_count(value: float, what: str, source: str, *, maximum: int = MAX_COUNT) -> int:
@@ -176,7 +176,10 @@ def _edge(raw: str, what: str, source: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise ConfigError(f"{FLAG} {source}: {what} bucket le={_clip(repr(raw))} is not a number") from None
+        raise ConfigError(
+            f"{FLAG} {source}: {what} bucket le={_clip(repr(raw))} is not a number; expected an edge "
+            f"from 0 to {MAX_TOKENS} or +Inf"
+        ) from None
     if not math.isfinite(value) or value < 0 or value > MAX_TOKENS:
         raise ConfigError(f"{FLAG} {source}: {what} bucket le={_clip(repr(raw))}; expected an edge from 0 to "
                           f"{MAX_TOKENS}")  # fmt: skip
@@ -191,7 +194,10 @@ def histogram_values(buckets: dict[float, float], what: str, source: str) -> dic
     for le in sorted(buckets):
         count = nonnegative_count(buckets[le], f"{what} bucket le={le}", source)
         if count < previous_count:
-            raise ConfigError(f"{FLAG} {source}: {what} buckets are not cumulative at le={le}")
+            raise ConfigError(
+                f"{FLAG} {source}: {what} buckets are not cumulative at le={le}; expected counts that never "
+                "fall as le grows"
+            )
         if count > previous_count:
             value = previous_edge if math.isinf(le) else (previous_edge + le) / 2
             out[max(1, round(value))] += count - previous_count
@@ -310,7 +316,7 @@ def text_metrics(fams: list[Any], source: str) -> TextMetrics:
                                       f"edge from 1 to {MAX_TOKENS}")  # fmt: skip
                 requests[int(raw)] += nonnegative_count(sample.value, f'{name}{{prompt_tokens="{raw}"}}', source)
     if hits > queries:
-        raise ConfigError(f"{FLAG} {source}: {HITS} ({hits}) exceeds {QUERIES} ({queries})")
+        raise ConfigError(f"{FLAG} {source}: {HITS} ({hits}) exceeds {QUERIES} ({queries}); expected hits <= queries")
     share = (hits / queries if queries else 0.0) if have_cache else None
     return TextMetrics(
         histogram_values(hist[PROMPT], PROMPT, source),

@@ -116,7 +116,10 @@ class Traffic:
         if all(r.text_known and r.output_tokens is not None for r in out):
             return out
         if not text:
-            raise ConfigError(f"{self.source}: requests without text columns need a text distribution to draw from")
+            raise ConfigError(
+                f"{self.source}: requests without text columns need a text distribution to draw from; "
+                "accepted: text_tokens and output_tokens columns, or the default traffic's text"
+            )
         rows = sorted(text)
         tw = np.array([text[r] for r in rows], dtype=np.float64)
         draws = rng.choice(len(rows), size=n, p=tw / tw.sum())

@@ -22,6 +22,7 @@ from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.logs.doctor.decide import Diagnosis
 from vllm_hpu_mm.logs.doctor.source import OTHER_DISPLAY, LogSource
+from vllm_hpu_mm.logs.patterns import DEVICE_OOM
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.fixes import Fix
@@ -145,14 +146,25 @@ def _vllm_kv_cache(d: Diagnosis) -> list[Fix]:
         out.append(Fix("on CPU, give --kv-cache-memory-bytes at least max_model_len x KV bytes per token (see "
                        "`vllm-hpu-mm memory plan --json`: kv_bytes_per_token)"))  # fmt: skip
         return out
-    if _others(s) is None:
+    allocation_failed = d.kv_fit is None and any(DEVICE_OOM.search(e.text) for e in d.evidence)
+    if allocation_failed:
+        # the device refused the KV cache's own allocation (initialize_kv_cache): the cache vLLM sized was larger
+        # than what was free by then, so what frees memory helps and a larger cache (more utilisation, a smaller
+        # graph reserve) fails the same way
+        now = g.gpu_memory_utilization if g is not None else None
+        lowered = round(now - 0.05, 2) if now else None
+        out.append(Fix(f"lower {UTILIZATION}{f' from {now} to {lowered}' if lowered else ''}: the KV cache's "
+                       "allocation failed, so it must ask for less than the device had free",
+                       UTILIZATION if lowered else None, lowered))  # fmt: skip
+        out.append(Fix("or cap the KV cache: --num-gpu-blocks-override below the log's block count"))
+    elif _others(s) is None:
         if g is not None and g.gpu_memory_utilization:
             raised = min(0.98, round(g.gpu_memory_utilization + 0.05, 2))
             out.append(Fix(f"raise {UTILIZATION} from {g.gpu_memory_utilization} to {raised} so the KV cache gets "
                            "more", UTILIZATION, raised))  # fmt: skip
         else:
             out.append(Fix(f"raise {UTILIZATION} (e.g. to 0.95) so the KV cache gets more"))
-    if s.reads(GRAPH_RESERVED_MEM):
+    if s.reads(GRAPH_RESERVED_MEM) and not allocation_failed:
         current = g.graph_reserved_mem if g else GAUDI_DEFAULT_GRAPH_RESERVED_MEM
         lowered = max(0.0, round(current - 0.05, 2))
         split = f" (the log's split: {g.kv_gib} GiB KV of {g.usable_gib} GiB usable)" if g else ""
