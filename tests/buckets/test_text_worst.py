@@ -140,6 +140,19 @@ def test_a_budget_too_small_states_the_least_worst_and_the_graphs_that_reach_the
     assert enough.graphs == worst.reaches
 
 
+def test_a_bound_the_search_does_not_reach_names_the_runtimes_own_graphs_as_the_budget_that_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # fresh9's 96k configuration: 64 more buckets did not reach 1.5x, and the plan named no budget that does
+    monkeypatch.setattr(text_worst, "MAX_EXTRA", 0)
+    plan = coarse()
+    _, worst = bound_worst(plan, EXP, LIMITS, TIME, budget=plan.graphs + 1)
+    assert not worst.within
+    assert worst.reaches is None
+    assert worst.line().endswith(f"not reached within 0 more buckets; exp's own {EXP_GRAPHS} graphs reach it")
+    assert worst.to_dict()["runtime_graphs"] == EXP_GRAPHS
+
+
 def test_drifted_traffic_never_pads_beyond_the_stated_worst() -> None:
     bounded, worst = bound_worst(coarse(), EXP, LIMITS, TIME, budget=EXP_GRAPHS // 2)
     assert worst.worst is not None
@@ -163,7 +176,7 @@ def test_the_worst_case_in_words_and_json_names_the_shape_the_ratio_and_its_inte
     assert f"{w.ratio:.2f}x its step under exp" in line
     assert "bound 1.5x: met with" in line
     assert "beyond the budget" not in line
-    repaired = worst.__class__(**{**worst.__dict__, "beyond": 2, "graphs": worst.graphs + 2}).line()
+    repaired = worst.__class__(**{**worst.__dict__, "beyond": 2, "graphs": worst.graphs + 2, "own_graphs": 0}).line()
     assert (
         f"met with {worst.graphs + 2} graphs ({worst.added} corner buckets added, 2 more beyond the budget so "
         in repaired

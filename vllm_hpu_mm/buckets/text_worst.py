@@ -316,8 +316,10 @@ class WorstCase:
         if self.within:
             tail += f"met with {self.graphs} graphs ({self.added} corner buckets added{more}, budget {self.budget})"
         else:
+            # beyond the search, the runtime's own buckets are the budget known to reach it: each shape at its own step
+            own = f"; {self.against}'s own {self.own_graphs} graphs reach it" if self.own_graphs else ""
             reach = (f"{self.reaches} graphs reach it" if self.reaches is not None else
-                     f"not reached within {MAX_EXTRA} more buckets")  # fmt: skip
+                     f"not reached within {MAX_EXTRA} more buckets{own}")  # fmt: skip
             tail += (f"not met within {self.budget} graphs (the least worst reached, {self.added} corner buckets "
                      f"added{more}); {reach}")  # fmt: skip
         if self.beyond and self.own_graphs:  # at most half the runtime's graphs and no load padding longer pull apart
@@ -810,7 +812,8 @@ def _bound_worst(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Buc
             p.regrid()
     out = dataclasses.replace(plan, prompt=tuple(sorted(kept[1])), decode=tuple(sorted(kept[0])))
     worst = WorstCase(against, bound, phases[0].worst(), phases[1].worst(), out.graphs, out.graphs - plan.graphs,
-                      max(budget, plan.graphs), reaches, any(p.cells.sampled for p in phases))  # fmt: skip
+                      max(budget, plan.graphs), reaches, any(p.cells.sampled for p in phases),
+                      own_graphs=len(own[0]) + len(own[1]))  # fmt: skip
     if worst.within:
         worst = dataclasses.replace(worst, reaches=out.graphs)
     return out, worst
