@@ -17,7 +17,8 @@ beyond the bound (a shape moves to a new bucket only when that bucket is the fir
 the cells are the same); where the corners so taken leave a load of the planning traffic padding longer than under
 the runtime's own, none may make a shape dearer at all (then every load's padded time can only fall). Buckets are
 added up to the graph budget (a given one, or the default's most: half the runtime's own graphs); past it the search
-goes on (at most :data:`MAX_EXTRA` more, not kept) to report the graphs that would reach the bound.
+goes on (not kept; at least :data:`MAX_EXTRA` more, and up to the runtime's own graph count) to report the graphs
+that would reach the bound; where none do, the runtime's own graphs are the budget known to reach it.
 
 No judged load may pad longer than under the runtime's own (:func:`_no_longer`), the worst shape's bound coming
 second: where one does, buckets that make no shape the limits allow dearer (checked on the grid of every edge, the
@@ -124,7 +125,8 @@ BOUND = 1.5
 #: Most cells (shapes standing for every shape of their cell) examined per phase; beyond, each axis keeps a
 #: log-spaced subset of its edges.
 MAX_CELLS = 200_000
-#: Most buckets added beyond the budget to find the graphs that would reach the bound.
+#: Buckets added beyond the budget, at least, to find the graphs that would reach the bound (the search goes on to the
+#: runtime's own graph count), and most added to hold the judged loads within the runtime's padded time.
 MAX_EXTRA = 64
 #: Most smaller budgets re-planned when the default's plan leaves too little room for the corners (each one more run
 #: of the budget rule's search: 4 cost +47% CPU on a 4 GiB memory plan, 2 about +5%).
@@ -267,8 +269,8 @@ class WorstCase:
     #: Graphs of the plan, corner buckets included, and how many corners were added.
     graphs: int
     added: int
-    #: The graphs the bound allowed (the budget), and the graphs that reach the bound (None: not within
-    #: :data:`MAX_EXTRA` more buckets).
+    #: The graphs the bound allowed (the budget), and the graphs that reach the bound (None: no buckets the search
+    #: adds reach it).
     budget: int
     reaches: int | None
     #: Some phase had more than MAX_CELLS cells: the worst is over a log-spaced subset of its edges.
@@ -317,9 +319,9 @@ class WorstCase:
             tail += f"met with {self.graphs} graphs ({self.added} corner buckets added{more}, budget {self.budget})"
         else:
             # beyond the search, the runtime's own buckets are the budget known to reach it: each shape at its own step
-            own = f"; {self.against}'s own {self.own_graphs} graphs reach it" if self.own_graphs else ""
             reach = (f"{self.reaches} graphs reach it" if self.reaches is not None else
-                     f"not reached within {MAX_EXTRA} more buckets{own}")  # fmt: skip
+                     f"no buckets added reach it; {self.against}'s own {self.own_graphs} graphs do" if self.own_graphs
+                     else f"not reached within {MAX_EXTRA} more buckets")  # fmt: skip
             tail += (f"not met within {self.budget} graphs (the least worst reached, {self.added} corner buckets "
                      f"added{more}); {reach}")  # fmt: skip
         if self.beyond and self.own_graphs:  # at most half the runtime's graphs and no load padding longer pull apart
@@ -772,7 +774,8 @@ def bound_worst(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Buck
     """``plan`` with corner buckets added (at most up to ``budget`` graphs in all) where a shape costs more than
     ``bound`` times its step in the runtime's ``own`` buckets, each group taken only if no shape gets dearer
     (``strict``) or dearer beyond the bound, and the worst case it reaches; past the budget the search goes on (at
-    most :data:`MAX_EXTRA` buckets, not kept) to find the graphs that reach the bound."""
+    least :data:`MAX_EXTRA` buckets and up to the runtime's own graph count, not kept) to find the graphs that reach
+    the bound."""
     search = functools.partial(_bound_worst, plan, own, limits, time, budget=budget, against=against, bound=bound,
                                strict=strict)  # fmt: skip
     if not isinstance(time, CachedTimes):
@@ -786,7 +789,10 @@ def _bound_worst(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Buc
                  time: StepTimes, *, budget: int, against: str, bound: float,
                  strict: bool) -> tuple[TextBucketPlan, WorstCase]:  # fmt: skip
     phases = _phases(plan, own, limits, time)
-    graphs, most = plan.graphs, max(budget, plan.graphs) + MAX_EXTRA
+    own_graphs = len(own[0]) + len(own[1])
+    # past the budget, as far as the runtime's own count: a user weighing a larger budget against the runtime's own
+    # buckets is told the least that reaches the bound, not only that a few more do not
+    graphs, most = plan.graphs, max(max(budget, plan.graphs) + MAX_EXTRA, own_graphs)
     kept: tuple[set[Bucket], set[Bucket]] | None = None  # the buckets within the budget, once it is spent
     reaches: int | None = None
     while graphs < most:
@@ -813,7 +819,7 @@ def _bound_worst(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Buc
     out = dataclasses.replace(plan, prompt=tuple(sorted(kept[1])), decode=tuple(sorted(kept[0])))
     worst = WorstCase(against, bound, phases[0].worst(), phases[1].worst(), out.graphs, out.graphs - plan.graphs,
                       max(budget, plan.graphs), reaches, any(p.cells.sampled for p in phases),
-                      own_graphs=len(own[0]) + len(own[1]))  # fmt: skip
+                      own_graphs=own_graphs)  # fmt: skip
     if worst.within:
         worst = dataclasses.replace(worst, reaches=out.graphs)
     return out, worst
