@@ -66,7 +66,8 @@ and ``worst_case_fresh6_base9`` (the same at 1cd6164, before it; fresh7's before
 ``worst_case_fresh8`` (``--set fresh8``: six more, written at 11:10 on 2026-11-29 before any change of that session and
 committed alone at d3cd9bf, run once on the tree submitted the stop before, 1e3d820; figures as they came);
 ``worst_case_fresh9`` (``--set fresh9``: six more written with fresh8 and kept for the stop's final planner, run once on
-it; figures as they came).
+it; figures as they came); ``worst_case_fresh9_search`` (fresh9 again, development data since, once the graphs that
+reach the bound were searched up to the runtime's own graph count).
 """
 
 from __future__ import annotations
