@@ -377,8 +377,29 @@ FRESH9 = (
     Config("long answers (3B, Gaudi2, 36k, 64 seqs)", "Qwen/Qwen2.5-VL-3B-Instruct", "gaudi2", 1, (36864, 64, 5120),
            Reshape(text=1.3, answers=5.0, text_only=0.3), Reshape(text=4.0, answers=0.5)),
 )  # fmt: skip
+#: An eleventh set, written on 2026-11-29 at 14:35 UTC before any change of that session and run once on the tree
+#: as submitted at 0c136ec (``--set fresh10``): 72B on eight Gaudi3 at 128k and two sequences, 3B on one Gaudi3 at
+#: 2k and 512 sequences, a 16k-token prefix on 7B over one Gaudi3, four-times image sides on 32B over two Gaudi3,
+#: 7B on one Gaudi2 planned for 24 at once, 3B on one Gaudi3 with long answers drifting to long prompts.
+FRESH10 = (
+    Config("long contexts, two sequences (72B, Gaudi3 TP8, 128k, 2 seqs)", "Qwen/Qwen2.5-VL-72B-Instruct", "gaudi3",
+           8, (131072, 2, 16384), Reshape(text=30.0, answers=1.2, text_only=0.5), Reshape(text=6.0, answers=3.0)),
+    Config("short requests at 512 at once (3B, Gaudi3, 2k, 512 seqs)", "Qwen/Qwen2.5-VL-3B-Instruct", "gaudi3", 1,
+           (2048, 512, 4096), Reshape(text=0.12, answers=0.2, image=0.3, text_only=0.8),
+           Reshape(text=0.4, answers=0.6, image=0.6, text_only=0.3)),
+    Config("prefix-heavy, 16k prefix (7B, Gaudi3, 64k, 24 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct", "gaudi3", 1,
+           (65536, 24, 8192), Reshape(text=1.5, answers=0.6, prefix=16384, text_only=0.5),
+           Reshape(text=2.5, answers=1.0, prefix=1024)),
+    Config("four-times image sides (32B, Gaudi3 TP2, 40k, 20 seqs)", "Qwen/Qwen2.5-VL-32B-Instruct", "gaudi3", 2,
+           (40960, 20, 16384), Reshape(image=4.0, answers=0.9), Reshape(text=1.8, image=0.8, text_only=0.2)),
+    Config("chat, planned for 24 at once (7B, Gaudi2, 20k, 128 seqs)", "Qwen/Qwen2.5-VL-7B-Instruct", "gaudi2", 1,
+           (20480, 128, 6144), Reshape(text=0.8, answers=1.1, text_only=0.35),
+           Reshape(text=2.5, answers=0.8, image=1.4), 24),
+    Config("long answers drifting to long prompts (3B, Gaudi3, 48k, 96 seqs)", "Qwen/Qwen2.5-VL-3B-Instruct", "gaudi3",
+           1, (49152, 96, 6144), Reshape(text=0.9, answers=6.0, text_only=0.2), Reshape(text=7.0, answers=0.6)),
+)  # fmt: skip
 SETS = {"held-out": CONFIGS, "fresh": FRESH, "fresh2": FRESH2, "fresh3": FRESH3, "fresh4": FRESH4, "fresh5": FRESH5,
-        "fresh6": FRESH6, "fresh7": FRESH7, "fresh8": FRESH8, "fresh9": FRESH9}  # fmt: skip
+        "fresh6": FRESH6, "fresh7": FRESH7, "fresh8": FRESH8, "fresh9": FRESH9, "fresh10": FRESH10}  # fmt: skip
 
 
 #: The first seed the loads between the levels are sampled with (the plan samples seed 1; ``--seeds N``: this one
