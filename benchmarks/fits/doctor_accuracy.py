@@ -60,6 +60,7 @@ from tests.support.logs import (
     HELDOUT_ROUND5_LOGS,
     HELDOUT_ROUND6_LOGS,
     HELDOUT_ROUND7_LOGS,
+    HELDOUT_ROUND8_LOGS,
     RUNTIME_DEV_LOGS,
     RUNTIME_HELDOUT_LOGS,
     body_lines,
@@ -190,6 +191,7 @@ ROUNDS = {
     "round5": HELDOUT_ROUND5_LOGS,
     "round6": HELDOUT_ROUND6_LOGS,
     "round7": HELDOUT_ROUND7_LOGS,
+    "round8": HELDOUT_ROUND8_LOGS,
 }
 
 

@@ -14,9 +14,7 @@ from tests.support.logs import DEVELOPMENT_LOGS as ALL_LOGS
 from tests.support.logs import (
     GAUDI_LOG,
     HELDOUT_LOGS,
-    HELDOUT_ROUND4_LOGS,
-    HELDOUT_ROUND5_LOGS,
-    HELDOUT_ROUND6_LOGS,
+    HELDOUT_ROUNDS,
     TARGET_ACCURACY,
     body_lines,
     examples,
@@ -37,7 +35,7 @@ from vllm_hpu_mm.runtimes.base import GRAPH_RESERVED_MEM
 def test_every_log_cites_its_source() -> None:
     sources = (LOGS / "SOURCES.md").read_text()
     assert len(ALL_LOGS) >= 60
-    for path in [*ALL_LOGS, *HELDOUT_LOGS, *HELDOUT_ROUND4_LOGS, *HELDOUT_ROUND5_LOGS, *HELDOUT_ROUND6_LOGS]:
+    for path in [*ALL_LOGS, *HELDOUT_LOGS, *(p for paths in HELDOUT_ROUNDS.values() for p in paths)]:
         first = path.read_text().splitlines()[0]
         assert first.startswith("# Source:"), path.name
         row = f"| {path.relative_to(LOGS).as_posix()} |"

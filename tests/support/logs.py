@@ -32,10 +32,14 @@ HELDOUT_ROUND6_LOGS = sorted((LOGS / "heldout_round6").glob("*.log"))
 #: LMDeploy, llama.cpp and Ollama, labelled from their threads by a query method fixed before searching and committed
 #: before the doctor ran on them; scored only.
 HELDOUT_ROUND7_LOGS = sorted((LOGS / "heldout_round7").glob("*.log"))
+#: Round 8 (issue 34): public logs of vLLM (CUDA, ROCm, TPU, Ascend NPU), the Gaudi fork, optimum-habana, TGI, SGLang,
+#: LMDeploy and text-generation-webui, each excerpt holding the lines that decide its label, committed before the
+#: doctor ran on them; scored only.
+HELDOUT_ROUND8_LOGS = sorted((LOGS / "heldout_round8").glob("*.log"))
 #: Every held-out round, by name, in the order they were collected.
 HELDOUT_ROUNDS = {"heldout": HELDOUT_LOGS, "runtime_heldout": RUNTIME_HELDOUT_LOGS, "round4": HELDOUT_ROUND4_LOGS,
                   "round5": HELDOUT_ROUND5_LOGS, "round6": HELDOUT_ROUND6_LOGS,
-                  "round7": HELDOUT_ROUND7_LOGS}  # fmt: skip
+                  "round7": HELDOUT_ROUND7_LOGS, "round8": HELDOUT_ROUND8_LOGS}  # fmt: skip
 #: The doctor's target share of right stages, on any set of real logs.
 TARGET_ACCURACY = 0.92
 
