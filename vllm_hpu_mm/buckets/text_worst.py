@@ -23,7 +23,7 @@ that would reach the bound; where none do, the runtime's own graphs are the budg
 No judged load may pad longer than under the runtime's own (:func:`_no_longer`), the worst shape's bound coming
 second: where one does, buckets that make no shape the limits allow dearer (checked on the grid of every edge, the
 new bucket's included) and remove the most of those loads' excess per bucket are added first, within the budget
-before the corners, then (the default's budget) up to :data:`MAX_EXTRA` beyond it; where a load still pads longer,
+before the corners, then (the default's budget) up to :data:`REPAIR_ROOM` beyond it; where a load still pads longer,
 the runtime's own buckets are kept in a phase, else in both (then its padded time at every load is the runtime's).
 A given budget is not exceeded: the plan names the loads that pad longer. The loads judged are the planning
 traffic's schedules (with the load unknown, every level of ``replay.schedules.load_levels``: powers of two, the
@@ -102,6 +102,7 @@ __all__ = [
     "MAX_SCHEDULED",
     "MAX_STEADY",
     "PRUNE_SHARE",
+    "REPAIR_ROOM",
     "SAMPLE_SHARE",
     "STEADY_SHARE",
     "TAIL",
@@ -125,9 +126,12 @@ BOUND = 1.5
 #: Most cells (shapes standing for every shape of their cell) examined per phase; beyond, each axis keeps a
 #: log-spaced subset of its edges.
 MAX_CELLS = 200_000
-#: Buckets added beyond the budget, at least, to find the graphs that would reach the bound (the search goes on to the
-#: runtime's own graph count), and most added to hold the judged loads within the runtime's padded time.
+#: Buckets searched beyond the budget, at least, to find the graphs that would reach the bound (the search goes on to
+#: the runtime's own graph count; none of them kept).
 MAX_EXTRA = 64
+#: Most buckets kept beyond the default's budget to hold the judged loads within the runtime's padded time (a given
+#: budget gets none: it is kept, and the plan says which loads then pad longer).
+REPAIR_ROOM = 64
 #: Most smaller budgets re-planned when the default's plan leaves too little room for the corners (each one more run
 #: of the budget rule's search: 4 cost +47% CPU on a 4 GiB memory plan, 2 about +5%).
 MAX_REPLANS = 2
@@ -280,7 +284,8 @@ class WorstCase:
     #: Buckets added beyond the budget so that no judged load pads longer than under the runtime's own (none making
     #: a shape dearer; in ``graphs``, not in ``added``).
     beyond: int = 0
-    #: The runtime's own graphs (0: not known), named where the plan takes more than the budget of half of them.
+    #: The runtime's own graphs (0: not known): named where the plan takes more than the budget of half of them, and
+    #: where no bucket added reaches the bound (the runtime's own buckets do).
     own_graphs: int = 0
 
     @property
@@ -952,7 +957,7 @@ def _with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], 
                        "no load pads longer than under the runtime's own)"))  # fmt: skip
     # no judged load may pad longer than under the runtime's own: buckets that make no shape dearer beyond the
     # default's budget where need be, else the runtime's own buckets in a phase (a given budget is kept: it says so)
-    room = cap - plan.graphs + (MAX_EXTRA if given is None else 0)
+    room = cap - plan.graphs + (REPAIR_ROOM if given is None else 0)
     # each load judged, its padded time under the runtime's own and what the repairs hold it to (the margin for
     # other samples of it): the levels at LEVEL_SHARE, the loads between them as _between holds them
     levels = [(load, o, _within(o, LEVEL_SHARE)) for load, o in zip(loads, own_times, strict=True)]
@@ -994,7 +999,7 @@ def _with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], 
         fixed, pruned = _pruned(fixed, worst.budget, kept_to, LoadShapes("planning traffic", *weights), own, limits,
                                 time, bound)  # fmt: skip
         fixed, then, more_pruned, extra, resampled = _again(fixed, levels, extra, between, loads, own, limits,
-                                                            time, cap + MAX_EXTRA, worst.budget, weights, bound,
+                                                            time, cap + REPAIR_ROOM, worst.budget, weights, bound,
                                                             then, thin)  # fmt: skip
         pruned += more_pruned
         if pruned:
