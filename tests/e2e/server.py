@@ -19,6 +19,8 @@ from vllm_hpu_mm.envs import process_environ
 #: Small buckets for the tiny model (patches): images up to 4096 patches (802816 pixels) after shrinking.
 BUCKETS = "256,1024,4096"
 MAX_MODEL_LEN = 4096
+#: The session server's KV cache (``--kv-cache-memory-bytes``).
+KV_BYTES = 256 * 2**20
 STARTUP_TIMEOUT_S = 300.0
 REPO = Path(__file__).resolve().parents[2]
 #: Real photos from the scikit-image wheel (tests/data/SOURCES.md).
