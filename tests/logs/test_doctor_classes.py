@@ -102,6 +102,19 @@ def test_an_oom_allocating_the_kv_cache_stays_kv_cache() -> None:
     assert diagnose_lines(lines).stage == "kv_cache"
 
 
+@pytest.mark.parametrize(
+    ("phase", "elided", "stage"),
+    [("INFO 12-15 10:18:11 uniproc_executor.py:64] # GPU blocks: 31207", False, "kv_cache"),
+     ("INFO 12-15 10:18:11 uniproc_executor.py:64] # GPU blocks: 31207", True, "unknown"),
+     ("INFO:     Application startup complete.", True, "runtime")],
+)  # fmt: skip
+def test_a_phase_line_an_excerpt_elides_after_is_only_the_earliest_stage(phase: str, elided: bool, stage: str) -> None:
+    # vllm pull request #11210's excerpt: the KV-cache line, "...", then the OOM of an image request; the lines left
+    # out may hold capture or serving, so only the last stage is still known
+    lines = [phase, *(["..."] if elided else []), OOM]
+    assert diagnose_lines(lines).stage == stage
+
+
 # --- (c) only the command line's frames: unknown, not a learned guess ---------------------------------------------
 
 

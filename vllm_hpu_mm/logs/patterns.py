@@ -24,6 +24,7 @@ __all__ = [
     "CUDA_CAPTURE_SIZES",
     "CUDA_GRAPH_MEMORY",
     "DEVICE_OOM",
+    "ELISION",
     "ENGINE_LENGTH",
     "ERROR_MESSAGE",
     "EXCEPTION_LINE",
@@ -45,6 +46,7 @@ __all__ = [
     "KV_TOKENS",
     "KV_WORDS",
     "LINE_PREFIX",
+    "LOAD_FAILED",
     "LOG_TIME",
     "MESSAGE_STAGES",
     "METHOD",
@@ -54,6 +56,7 @@ __all__ = [
     "PHASE_TOTAL",
     "PROGRESS",
     "RELEASE",
+    "RESERVE_FAILED",
     "RUNTIMES",
     "RUN_START",
     "SHAPE_FIELD",
@@ -172,19 +175,41 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
         ),
     ),
     # SGLang wraps any error of its graph capture as "Capture cuda graph failed: <error>" (cuda_graph_runner.py)
-    # llama.cpp reserves its compute graph's buffers at the largest micro-batch after the KV cache exists
-    # (src/llama-context.cpp graph_reserve): the graph-memory step of its start-up
     (
         "graph_capture",
         re.compile(
             r"when warming up sampler|[Cc]uda graph warmup failed|Capture cuda graph failed"
-            r"|failed to allocate compute buffers|compute buffer allocation failed"
             # TensorRT-LLM's executor resources after the final KV cache: PyExecutor's constructor warms the model
             # engine up (its CUDA graphs) there (_torch/pyexecutor/py_executor.py)
             r"|could not be created: Additional executor resources\s*$"
         ),
     ),
 )
+
+#: llama.cpp's compute-buffer reservation (src/llama-context.cpp ``graph_reserve`` / ``sched_reserve``: "failed to
+#: allocate compute buffers", older ``llama_new_context_with_model`` the same, the prompt's "compute pp buffers"; ggml's
+#: graph allocator ``ggml_gallocr_reserve_n``, which only compute graphs go through: weights and the KV cache are
+#: allocated as tensors of a context). It reserves the activations of the worst-case micro-batch after the KV cache
+#: exists and before serving: llama.cpp's counterpart of vLLM's profiling pass, start-up (``runtime`` where the log
+#: shows serving had begun: ggml re-reserves a graph that grew).
+RESERVE_FAILED = re.compile(
+    r"failed to allocate compute (?:pp )?buffers|compute buffer allocation failed"
+    r"|ggml_gallocr_reserve_n: failed to allocate|\b(?:graph|sched)_reserve: failed"
+)
+#: A model's load or the creation of its serving instance failed: Triton's model repository (``model_lifecycle.cc``
+#: "failed to load '<model>' version N", its status "loading failed with error"), the TensorRT-LLM backend's instance
+#: (``TRITONBACKEND_ModelInstanceInitialize``: "unexpected error when creating modelInstanceState"), TGI's shard
+#: (``server.py`` "Error when initializing model", the launcher's "Shard N failed to start"), llama.cpp's loader as
+#: Ollama relays it ("error loading model"). Engines that size their KV cache from what the load left read it as
+#: start-up where no later phase line came first; an engine whose load runs its whole start-up (vLLM under Triton, an
+#: engine the log does not name) cannot be placed by it (:func:`vllm_hpu_mm.logs.doctor.decide.judge`).
+LOAD_FAILED = re.compile(
+    r"failed to load '[^']*' version|loading failed with error|creating modelInstanceState"
+    r"|Error when initializing model|Shard \d+ failed to start|error loading model\b"
+)
+#: A line that stands for lines an excerpt left out (``...``, ``…``, ``[...]``, ``<snip>``): what came before it is
+#: not known to be the last thing before what follows.
+ELISION = re.compile(r"(?:\.{3,}|…+|[\[(<]\s*(?:\.{3}|…|snip(?:ped)?)\s*[\])>])")
 
 # --- tracebacks -----------------------------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.logs.doctor.decide import Diagnosis
 from vllm_hpu_mm.logs.doctor.source import OTHER_DISPLAY, LogSource
-from vllm_hpu_mm.logs.patterns import DEVICE_OOM
+from vllm_hpu_mm.logs.patterns import DEVICE_OOM, RESERVE_FAILED
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.fixes import Fix
@@ -299,7 +299,7 @@ OTHER_KNOBS: dict[str, tuple[str, ...]] = {
 
 #: What another framework's failure at one stage asks for: a KV-cache refusal (the cache is sized from what its memory
 #: share leaves, so the share is raised, not lowered: MLC-LLM's message itself, cpp/serve/config.cc; Aphrodite's
-#: engine as vLLM's), llama.cpp's compute-graph reservation at its largest micro-batch (src/llama-context.cpp).
+#: engine as vLLM's).
 _OTHER_AT_STAGE = {
     (
         "mlc-llm",
@@ -312,9 +312,11 @@ _OTHER_AT_STAGE = {
     ("ms-swift", "startup"): "the weights did not fit while they loaded (its PyTorch backend loads them through "
     "transformers' device map): spread them over every device with --device_map_config_path, or load them quantized "
     "(--quantization_bit)",
-    ("llama.cpp", "graph_capture"): "it could not reserve its compute graph's buffers for the largest micro-batch: "
-    "lower --ubatch-size (and --batch-size) or --ctx-size, or offload fewer layers (--n-gpu-layers)",
 }
+#: llama.cpp's compute-graph reservation at its largest micro-batch (src/llama-context.cpp), read from the failure's
+#: own lines (:data:`~vllm_hpu_mm.logs.patterns.RESERVE_FAILED`).
+_LLAMA_RESERVE = ("it could not reserve its compute graph's buffers for the largest micro-batch: lower --ubatch-size "
+                  "(and --batch-size) or --ctx-size, or offload fewer layers (--n-gpu-layers)")  # fmt: skip
 #: Where a hosted vLLM engine reads its arguments: Triton's vLLM backend from the model's ``model.json``, Ray Serve
 #: LLM from the deployment's ``engine_kwargs``.
 _HOSTED = {
@@ -338,6 +340,8 @@ def _other(d: Diagnosis) -> list[Fix]:
                     "static share holds the weights and the KV pool), or shard over more devices (--tp-size) or load "
                     "a quantized model (--quantization)")]  # fmt: skip
     at_stage = _OTHER_AT_STAGE.get((key, d.stage))
+    if key == "llama.cpp" and any(RESERVE_FAILED.search(line) for line in _texts(d)):
+        at_stage = _LLAMA_RESERVE
     if at_stage is not None:
         return [*_free_the_device(d.source), Fix(f"{lead}; {at_stage}")]
     if own:

@@ -25,7 +25,15 @@ from vllm_hpu_mm.logs.numbers import GarbledNumber, number
 from vllm_hpu_mm.runtimes.base import Runtime, RuntimeTraits
 from vllm_hpu_mm.runtimes.registry import DEFAULT_RUNTIME, TRAITS
 
-__all__ = ["OTHER_DISPLAY", "Accelerator", "Framework", "LogSource", "SourceSniffer", "other_processes_gib"]
+__all__ = [
+    "HOST_NAMES",
+    "OTHER_DISPLAY",
+    "Accelerator",
+    "Framework",
+    "LogSource",
+    "SourceSniffer",
+    "other_processes_gib",
+]
 
 Framework = Literal["vllm", "tgi", "optimum-habana", "other"]
 Accelerator = Literal["hpu", "cuda", "rocm", "cpu", "tpu", "xpu", "npu"]
@@ -223,13 +231,14 @@ class LogSource:
             return self.runtime.value + assumed
         names = {"vllm": "vLLM", "tgi": "TGI", "optimum-habana": "optimum-habana"}
         other = OTHER_DISPLAY.get(self.name, self.name) + " (not a vLLM runtime)" if self.name else ""
-        if self.name in _HOST_NAMES:
+        if self.name in HOST_NAMES:
             other = OTHER_DISPLAY[self.name] + " (the engine it hosts is not named)"
         what = names.get(self.framework, other or "another framework")
         return (f"{what} on {self.accelerator}" if self.accelerator else what) + assumed
 
 
-_HOST_NAMES = frozenset(host for host, _ in _HOSTS)
+#: The hosts' names, as :attr:`LogSource.name` gives one where the host is all a log names.
+HOST_NAMES = frozenset(host for host, _ in _HOSTS)
 
 
 class SourceSniffer:
