@@ -120,6 +120,12 @@ CASES = {
          "292926534144"],
         "llama.cpp", "startup", "--ubatch-size",
     ),
+    # Ollama's runner died while it loaded the model (llm/server.go WaitUntilRunning)
+    "ollama runner died loading": (
+        ['time=2026-01-02T10:00:01.000Z level=ERROR source=sched.go:455 msg="error loading llama server" '
+         'error="llama runner process has terminated: cudaMalloc failed: out of memory"'],
+        "Ollama", "startup", "num_ctx",
+    ),
     # tensorrtllm_backend #281's shape: the model instance's creation fails as Triton loads the engine
     "tensorrt-llm instance under triton": ([TRITON_LOAD.format("tensorrt_llm") + TRT_MALLOC],
                                            "TensorRT-LLM", "startup", "max_batch_size"),

@@ -30,6 +30,7 @@ __all__ = [
     "EXCEPTION_LINE",
     "FRAME",
     "FRAME_HEAD",
+    "FREE_ON_STARTUP",
     "GAUDI_GRAPH_RESERVE",
     "GAUDI_KV_DUMMY",
     "GAUDI_MEMORY",
@@ -123,6 +124,9 @@ DEVICE_OOM = re.compile(
     # TensorRT-LLM's PyTorch executor re-raises any out-of-memory error of a component it creates with its own
     # wording (_torch/pyexecutor/py_executor_creator.py _ExecutorMemoryMonitor)
     r"|Executor creation failed due to insufficient GPU memory"
+    # vLLM V1 refuses to start when the device has less free memory than its utilisation asks for (gpu_worker.py
+    # init_device, before the weights load); its healthy report says "on startup. Desired ..." instead
+    r"|on startup is less than desired (?:[GNX]PU )?memory utilization"
     # Every accelerator API's own name for the error, as libraries print it: CUDA's driver and runtime
     # (CUDA_ERROR_OUT_OF_MEMORY, cudaErrorMemoryAllocation), Vulkan and oneAPI (VK_ERROR_OUT_OF_DEVICE_MEMORY,
     # vk::OutOfDeviceMemoryError, UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY), the BLAS and DNN handles
@@ -142,6 +146,12 @@ DEVICE_OOM = re.compile(
     r"|(?<!running )(?<!run )(?<!If )\bout of memory\b(?! error occurs)",
     re.IGNORECASE,
 )
+#: vLLM V1's refusal to start when the device holds less free memory than its utilisation asks (``gpu_worker.py``
+#: ``init_device``; newer releases name the device: ``Free memory on device cuda:0 (...)``).
+FREE_ON_STARTUP = re.compile(
+    r"Free memory on device(?: [\w:]+)? \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup is less than desired "
+    r"(?:[GNX]PU )?memory utilization \((?P<util>[\d.]+), (?P<want>[\d.]+) GiB\)"
+)
 #: Failure messages that name the phase they come from (the runtimes' own wording): TGI's and MindIE's warm-up, which
 #: measures memory before the KV cache is sized (``flash_causal_lm.py`` ``warmup``), vLLM's sampler warm-up after
 #: graph capture (``gpu_model_runner.py`` ``_dummy_sampler_run``, called by ``compile_or_warm_up_model``), and
@@ -153,6 +163,7 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
         "startup",
         re.compile(
             r"Not enough memory to handle \d+ prefill tokens|Unable to warmup model"
+            r"|on startup is less than desired (?:[GNX]PU )?memory utilization"  # vLLM V1's free-memory check
             r"|Warmup failed, because of .{0,80}out of memory"
             r"|\bllama_model_load: error loading model|\bllama_load_model_from_file: failed to load model"
             r"|model requires more system memory"
@@ -200,12 +211,14 @@ RESERVE_FAILED = re.compile(
 #: "failed to load '<model>' version N", its status "loading failed with error"), the TensorRT-LLM backend's instance
 #: (``TRITONBACKEND_ModelInstanceInitialize``: "unexpected error when creating modelInstanceState"), TGI's shard
 #: (``server.py`` "Error when initializing model", the launcher's "Shard N failed to start"), llama.cpp's loader as
-#: Ollama relays it ("error loading model"). Engines that size their KV cache from what the load left read it as
-#: start-up where no later phase line came first; an engine whose load runs its whole start-up (vLLM under Triton, an
-#: engine the log does not name) cannot be placed by it (:func:`vllm_hpu_mm.logs.doctor.decide.judge`).
+#: Ollama relays it ("error loading model") and Ollama's runner that died while it loaded (``llm/server.go``
+#: ``WaitUntilRunning``: "llama runner process has terminated"). Read as start-up where no later phase line came
+#: first; an engine whose load runs its whole start-up (vLLM under Triton, an engine the log does not name) cannot be
+#: placed by it (:func:`vllm_hpu_mm.logs.doctor.decide.judge`).
 LOAD_FAILED = re.compile(
     r"failed to load '[^']*' version|loading failed with error|creating modelInstanceState"
     r"|Error when initializing model|Shard \d+ failed to start|error loading model\b"
+    r"|llama runner process has terminated"
 )
 #: A line that stands for lines an excerpt left out (``...``, ``…``, ``[...]``, ``<snip>``): what came before it is
 #: not known to be the last thing before what follows.

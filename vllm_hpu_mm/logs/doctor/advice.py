@@ -15,6 +15,7 @@ them (the Gaudi memory split is re-planned, and the plan's structured finding, n
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Iterable
 
@@ -22,7 +23,8 @@ from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.logs.doctor.decide import Diagnosis
 from vllm_hpu_mm.logs.doctor.source import OTHER_DISPLAY, LogSource
-from vllm_hpu_mm.logs.patterns import DEVICE_OOM, RESERVE_FAILED
+from vllm_hpu_mm.logs.numbers import GarbledNumber, number
+from vllm_hpu_mm.logs.patterns import DEVICE_OOM, FREE_ON_STARTUP, RESERVE_FAILED
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.fixes import Fix
@@ -174,8 +176,28 @@ def _vllm_kv_cache(d: Diagnosis) -> list[Fix]:
     return out
 
 
+def _refused_share(d: Diagnosis) -> Fix | None:
+    """vLLM's refusal to start on a device with less free memory than its share asks: the most the share can be."""
+    m = next((m for line in _texts(d) for m in [FREE_ON_STARTUP.search(line)] if m), None)
+    if m is None:
+        return None
+    try:
+        free, total, util = number(m["free"]), number(m["total"]), number(m["util"])
+    except GarbledNumber:
+        return None
+    if not 0 < free < total:
+        return None
+    most = math.floor(free / total * 100) / 100  # rounded down: the share must fit in what is free
+    return Fix(f"vLLM refused to start: the device had {free:g} of {total:g} GiB free, less than {UTILIZATION} "
+               f"{util:g} asks for; stop what else holds the device, or set {UTILIZATION} {most:g} or lower (what is "
+               "free, as a share of the device)", UTILIZATION, most)  # fmt: skip
+
+
 def _vllm_startup(d: Diagnosis, vision: bool) -> list[Fix]:
     s = d.source
+    refused = _refused_share(d)
+    if refused is not None:  # nothing was loaded: the share itself is the fix
+        return [refused]
     out = [
         *_free_the_device(s),
         Fix("raise --tensor-parallel-size if the weights alone nearly fill the device (or use a quantized model)"),
