@@ -115,6 +115,18 @@ def test_a_phase_line_an_excerpt_elides_after_is_only_the_earliest_stage(phase: 
     assert diagnose_lines(lines).stage == stage
 
 
+@pytest.mark.parametrize(
+    "line",
+    ["Encoder cache will be initialized with a budget of 16384 tokens, and profiled with 1 image items of the maximum "
+     "feature size.", "Dynamo bytecode transform time: 8.52 s", "torch.compile takes 38.10 s in total"],
+)  # fmt: skip
+def test_vllm_v1s_profiling_lines_are_start_up(line: str) -> None:
+    # a vision model's encoder-cache profiling and the first torch.compile run inside profile_run, before the KV cache
+    lines = [f"(EngineCore_DP0 pid=88) INFO 05-02 10:00:00 [gpu_model_runner.py:2200] {line}", OOM]
+    d = diagnose_lines(lines)
+    assert (d.stage, d.basis) == ("startup", "phase")
+
+
 # --- (c) only the command line's frames: unknown, not a learned guess ---------------------------------------------
 
 

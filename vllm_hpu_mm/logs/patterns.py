@@ -428,6 +428,12 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "loaded engine size",
             "memory used after loading model weights",
             "load_tensors:",  # llama.cpp's loader (src/llama-model.cpp)
+            # vLLM V1's profiling pass: the encoder cache's budget for a vision model's dummy images, torch.compile's
+            # first compile for any shape (gpu_model_runner.py profile_run, compilation/backends.py, monitor.py)
+            "encoder cache will be initialized with a budget",
+            "dynamo bytecode transform time",
+            "compiling a graph for dynamic shape",
+            "torch.compile takes",
         ),
     ),
     (
