@@ -127,6 +127,17 @@ def test_vllm_v1s_profiling_lines_are_start_up(line: str) -> None:
     assert (d.stage, d.basis) == ("startup", "phase")
 
 
+def test_a_gaudi_shape_the_warm_up_did_not_build_is_serving() -> None:
+    # vllm-fork / vllm-gaudi hpu_model_runner.py warn of an unwarmed shape only outside the warm-up: a request ran it
+    lines = [
+        "INFO 04-28 07:40:01 [hpu_worker.py:300] Usable num_blocks: 5000, actual allocated num_blocks: 5000",
+        "WARNING 04-28 07:43:17 [hpu_model_runner.py:1013] Configuration: ('prompt', 16, 896) was not warmed-up!",
+        "RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::786432000 (750)MB",
+    ]
+    d = diagnose_lines(lines)
+    assert (d.stage, d.basis) == ("runtime", "phase")
+
+
 # --- (c) only the command line's frames: unknown, not a learned guess ---------------------------------------------
 
 

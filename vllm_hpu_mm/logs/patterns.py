@@ -497,6 +497,10 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "successfully loaded '",
             "server is listening on",  # llama.cpp's server (tools/server/server.cpp)
             "llama_server: listening on",
+            # lines only a request's step prints: vllm-gaudi / vllm-fork on a shape the warm-up did not build
+            # (hpu_model_runner.py _check_config, outside warmup_mode), vLLM V0's scheduler preempting a sequence
+            "was not warmed-up!",
+            "is preempted by preemptionmode",
         ),
     ),
 )
