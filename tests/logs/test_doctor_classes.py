@@ -138,6 +138,17 @@ def test_a_gaudi_shape_the_warm_up_did_not_build_is_serving() -> None:
     assert (d.stage, d.basis) == ("runtime", "phase")
 
 
+@pytest.mark.parametrize(
+    ("said", "stage"),
+    [("EngineCore encountered a fatal error.", "runtime"), ("EngineCore failed to start.", "unknown")],
+)
+def test_vllm_v1s_engine_core_says_whether_it_had_started(said: str, stage: str) -> None:
+    # v1/engine/core.py run_engine_core: "failed to start" while the engine is built (profile, KV cache, capture),
+    # "encountered a fatal error" once its busy loop serves
+    lines = [f"(EngineCore_DP0 pid=413) ERROR 11-10 12:30:57 [core.py:710] {said}", OOM]
+    assert diagnose_lines(lines).stage == stage
+
+
 # --- (c) only the command line's frames: unknown, not a learned guess ---------------------------------------------
 
 

@@ -501,6 +501,11 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             # (hpu_model_runner.py _check_config, outside warmup_mode), vLLM V0's scheduler preempting a sequence
             "was not warmed-up!",
             "is preempted by preemptionmode",
+            # vLLM V1's engine core once its busy loop runs (v1/engine/core.py run_engine_core: "failed to start"
+            # before, "encountered a fatal error" after it was built), and its dump of the failing step (dump_input.py)
+            "enginecore encountered a fatal error",
+            "dumping scheduler output for model execution",
+            "dumping input data for v1 llm engine",
         ),
     ),
 )
