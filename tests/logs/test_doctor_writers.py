@@ -214,3 +214,15 @@ def test_a_failed_load_of_an_engine_whose_load_runs_its_whole_start_up_stays_unk
             TRITON_LOAD.format("vllm_model") + "CUDA out of memory. Tried to allocate 2.00 GiB."]  # fmt: skip
     d = diagnose_lines(vllm)
     assert (d.source.framework, d.stage) == ("vllm", "unknown")
+
+
+def test_sglangs_retraction_of_requests_on_a_full_kv_pool_is_no_failure() -> None:
+    # sglang managers/scheduler.py: a full KV pool retracts requests and serving goes on (both spellings it used)
+    sgl = "[2025-03-07 21:49:33 TP0] "
+    lines = [sgl + "Decode batch. #running-req: 64, #token: 180000, token usage: 0.99, gen throughput (token/s): 900",
+             sgl + "Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.5000 -> 0.6000",
+             sgl + "decode out of memory happened, #retracted_reqs: 2, #new_token_ratio: 0.6000 -> 0.7000"]  # fmt: skip
+    d = diagnose_lines(lines)
+    assert (d.stage, d.oom) == ("none", False)
+    crashed = diagnose_lines([*lines, sgl + "Scheduler hit an exception: torch.OutOfMemoryError: CUDA out of memory."])
+    assert crashed.oom

@@ -143,7 +143,9 @@ DEVICE_OOM = re.compile(
     # plain words any runtime may use
     r"|(?:failed|unable) to allocate (?:\S+ )?(?:device|GPU|HPU|NPU|VRAM|HBM) memory"
     r"|(?:insufficient|not enough) (?:free )?(?:GPU|device|VRAM|HBM|NPU|HPU|video) memory|insufficient VRAM"
-    r"|(?<!running )(?<!run )(?<!If )\bout of memory\b(?! error occurs)",
+    # (SGLang's scheduler reports a full KV pool it handles by retracting requests as "Decode out of memory happened":
+    # serving goes on, nothing failed; managers/scheduler.py)
+    r"|(?<!running )(?<!run )(?<!If )(?<!Decode )\bout of memory\b(?! error occurs| happened)",
     re.IGNORECASE,
 )
 #: vLLM V1's refusal to start when the device holds less free memory than its utilisation asks (``gpu_worker.py``
