@@ -492,6 +492,8 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "batch{batch_size",
             "capture cuda graph end",
             "fired up and ready to roll",
+            "decode batch. #running-req",  # SGLang's scheduler, per served batch (managers/scheduler.py)
+            "prefill batch. #new-seq",
             # TensorRT-LLM's server, Ollama's runner, Triton's model repository
             "engine loaded and ready to serve",
             "executor instance created",
