@@ -143,3 +143,11 @@ def test_lmdeploys_model_agent_loop_serves_and_its_cache_engine_is_the_kv_cache(
         0,
     )
     assert traceback_stage([(agent, "build_cache_engine"), (agent, "__init__")]) == ("kv_cache", 0)
+
+
+def test_setting_the_device_and_its_process_groups_up_is_start_up() -> None:
+    # vLLM V1 gpu_worker.py init_device -> init_worker_distributed_environment -> ensure_model_parallel_initialized
+    # (NCCL communicators, custom all-reduce buffers), before the weights load
+    found = traceback_stage(frames("run_engine_core", "init_device", "init_worker_distributed_environment",
+                                   "ensure_model_parallel_initialized", "initialize_model_parallel"))  # fmt: skip
+    assert found == ("startup", 4)

@@ -93,6 +93,15 @@ FUNCTIONS: dict[str, Meaning] = {
     # dummy runs of profiling, capture and the sampler warm-up never reach them).
     **_all("runtime", "phase", "_execute_mm_encoder _bookkeeping_sync _get_prompt_logprobs_dict"),
     **dict.fromkeys(LOADING, Meaning("startup", "phase")),
+    # Setting the device and its process groups up before the weights load (vLLM V1 gpu_worker.py init_device, which
+    # also refuses a device with too little free memory; init_worker_distributed_environment and the parallel state,
+    # whose NCCL communicators and custom all-reduce buffers take device memory).
+    **_all(
+        "startup",
+        "phase",
+        "init_device init_worker_distributed_environment init_distributed_environment initialize_model_parallel "
+        "ensure_model_parallel_initialized",
+    ),
     # Profiling the peak of a forward pass before sizing the KV cache (vLLM V0 and V1, vllm-gaudi), and TGI's warm-up
     # prefill at the largest batch, which measures memory the same way (flash_causal_lm.warmup before it sizes blocks).
     **_all(
