@@ -226,3 +226,12 @@ def test_sglangs_retraction_of_requests_on_a_full_kv_pool_is_no_failure() -> Non
     assert (d.stage, d.oom) == ("none", False)
     crashed = diagnose_lines([*lines, sgl + "Scheduler hit an exception: torch.OutOfMemoryError: CUDA out of memory."])
     assert (crashed.stage, crashed.basis) == ("runtime", "phase")  # its batch lines say it served
+
+
+def test_a_pinned_host_buffer_llama_cpp_falls_back_from_is_no_failure() -> None:
+    # ggml-cuda.cu ggml_cuda_host_malloc: a refused pinned buffer is logged and replaced by pageable memory
+    lines = ["ggml_cuda_host_malloc: failed to allocate 1900.00 MiB of pinned memory: out of memory",
+             "load_tensors: offloaded 41/41 layers to GPU", LLAMA_KV,
+             "main: server is listening on http://127.0.0.1:8080 - starting the main loop"]  # fmt: skip
+    assert diagnose_lines(lines).stage == "none"
+    assert diagnose_lines([*lines, CUDA_MALLOC.format(900)]).stage == "runtime"

@@ -144,8 +144,10 @@ DEVICE_OOM = re.compile(
     r"|(?:failed|unable) to allocate (?:\S+ )?(?:device|GPU|HPU|NPU|VRAM|HBM) memory"
     r"|(?:insufficient|not enough) (?:free )?(?:GPU|device|VRAM|HBM|NPU|HPU|video) memory|insufficient VRAM"
     # (SGLang's scheduler reports a full KV pool it handles by retracting requests as "Decode out of memory happened":
-    # serving goes on, nothing failed; managers/scheduler.py)
-    r"|(?<!running )(?<!run )(?<!If )(?<!Decode )\bout of memory\b(?! error occurs| happened)",
+    # serving goes on, nothing failed, managers/scheduler.py; ggml's CUDA backend reports a pinned host buffer it could
+    # not get and falls back to pageable memory, "failed to allocate N MiB of pinned memory: out of memory",
+    # ggml-cuda.cu ggml_cuda_host_malloc)
+    r"|(?<!running )(?<!run )(?<!If )(?<!Decode )(?<!pinned memory: )\bout of memory\b(?! error occurs| happened)",
     re.IGNORECASE,
 )
 #: vLLM V1's refusal to start when the device holds less free memory than its utilisation asks (``gpu_worker.py``
