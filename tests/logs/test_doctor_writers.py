@@ -235,3 +235,9 @@ def test_a_pinned_host_buffer_llama_cpp_falls_back_from_is_no_failure() -> None:
              "main: server is listening on http://127.0.0.1:8080 - starting the main loop"]  # fmt: skip
     assert diagnose_lines(lines).stage == "none"
     assert diagnose_lines([*lines, CUDA_MALLOC.format(900)]).stage == "runtime"
+
+
+def test_ollamas_estimate_that_no_layer_fits_is_no_failure() -> None:
+    # ollama llm/memory.go: it logs the estimate and runs the model on the CPU instead
+    line = 'time=2024-11-08T01:05:27Z level=DEBUG source=memory.go:312 msg="insufficient VRAM to load any model layers"'
+    assert diagnose_lines([line]).stage == "none"

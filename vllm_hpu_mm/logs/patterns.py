@@ -142,7 +142,9 @@ DEVICE_OOM = re.compile(
     r"|failed to allocate buffer(?:, size| for kv cache)"
     # plain words any runtime may use
     r"|(?:failed|unable) to allocate (?:\S+ )?(?:device|GPU|HPU|NPU|VRAM|HBM) memory"
-    r"|(?:insufficient|not enough) (?:free )?(?:GPU|device|VRAM|HBM|NPU|HPU|video) memory|insufficient VRAM"
+    # (Ollama's estimate that no layer fits, after which it runs the model on the CPU, is no failure: llm/memory.go)
+    r"|(?:insufficient|not enough) (?:free )?(?:GPU|device|VRAM|HBM|NPU|HPU|video) memory"
+    r"|insufficient VRAM(?! to load any model layers)"
     # (SGLang's scheduler reports a full KV pool it handles by retracting requests as "Decode out of memory happened":
     # serving goes on, nothing failed, managers/scheduler.py; ggml's CUDA backend reports a pinned host buffer it could
     # not get and falls back to pageable memory, "failed to allocate N MiB of pinned memory: out of memory",
