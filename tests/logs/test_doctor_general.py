@@ -118,6 +118,10 @@ NOT_DEVICE = [
     "ggml_backend_cuda_host_buffer_type_alloc_buffer: failed to allocate CUDA_Host buffer of size 1024",
     "warning: failed to allocate 512.00 MiB of pinned memory: invalid argument",
     "INFO gpu_worker.py] Memory profiling takes 5.2 seconds. Allocating 2.1 GiB for the KV cache",
+    # TensorRT's engine builder skipping a tactic that needs more memory (a warning; the build goes on)
+    "[10/01/2024-10:00:00] [TRT] [W] Requested amount of GPU memory (1073741824 bytes) could not be allocated. There "
+    "may not be enough free memory for allocation to succeed.",
+    "[W] [TRT] Requested amount of GPU memory (1073741824 bytes) could not be allocated.",
 ]
 
 

@@ -132,9 +132,11 @@ DEVICE_OOM = re.compile(
     # vk::OutOfDeviceMemoryError, UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY), the BLAS and DNN handles
     # (CUBLAS_STATUS_ALLOC_FAILED, HIPBLAS_..., CUDNN_..., rocblas_status_memory_error), Ascend's runtime
     # (ACL_ERROR_RT_MEMORY_ALLOCATION), TensorRT's allocator ("Requested amount of GPU memory (N bytes) could not be
-    # allocated")
+    # allocated"; as a warning, ``[W]``, it is the engine builder skipping a tactic that needs more: no failure)
     r"|_OUT_OF_(?:DEVICE_)?MEMORY\b|OutOfDeviceMemory|\b[A-Z]+_STATUS_ALLOC_FAILED\b|cudaErrorMemoryAllocation"
-    r"|rocblas_status_memory_error|ACL_ERROR_RT_MEMORY_ALLOCATION|GPU memory \(\d+ bytes\) could not be allocated"
+    r"|rocblas_status_memory_error|ACL_ERROR_RT_MEMORY_ALLOCATION"
+    r"|(?<!\[W\] Requested amount of )(?<!\[W\] \[TRT\] Requested amount of )GPU memory \(\d+ bytes\) could not be "
+    r"allocated"
     # ggml's device buffers (llama.cpp, Ollama, llama-cpp-python: "unable to allocate CUDA0 buffer", "failed to
     # allocate Metal buffer", Metal's "failed to allocate buffer, size", the KV cache's "failed to allocate buffer for
     # kv cache"); a host buffer (CUDA_Host, CPU) is not device memory
