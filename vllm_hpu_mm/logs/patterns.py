@@ -228,9 +228,13 @@ LOAD_FAILED = re.compile(
     r"|Error when initializing model|Shard \d+ failed to start|error loading model\b"
     r"|llama runner process has terminated"
 )
-#: A line that stands for lines an excerpt left out (``...``, ``…``, ``[...]``, ``<snip>``): what came before it is
-#: not known to be the last thing before what follows.
-ELISION = re.compile(r"(?:\.{3,}|…+|[\[(<]\s*(?:\.{3}|…|snip(?:ped)?)\s*[\])>])")
+#: A line that stands for lines an excerpt left out (``...``, ``…``, ``[...]``, ``<snip>``, ``[... truncated ...]``),
+#: matched whole: what came before it is not known to be the last thing before what follows.
+ELISION = re.compile(
+    r"(?=.*(?:\.{3}|…|snip|truncat|omit|skip))[\[(<]?\s*(?:\.{3,}|…+)?\s*(?:snip(?:ped)?|truncated|omitted|skipped)?"
+    r"\s*(?:\.{3,}|…+)?\s*[\])>]?",
+    re.IGNORECASE,
+)
 
 # --- tracebacks -----------------------------------------------------------------------------------------------
 
