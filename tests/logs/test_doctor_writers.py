@@ -65,6 +65,12 @@ CASES = {
         [TRT_PY + "Engine loaded and ready to serve...", OOM],
         "TensorRT-LLM", "runtime", "max_num_tokens",
     ),
+    "lmdeploy turbomind after its kv blocks": (
+        ["2026-01-02 10:00:00,000 - lmdeploy - INFO - turbomind.py:200 - turbomind engine config ready",
+         "[TM][INFO] [BlockManager] block_size = 64 MB", "[TM][INFO] [BlockManager] max_block_count = 159",
+         "[TM][ERROR] CUDA runtime error: out of memory /opt/lmdeploy/src/turbomind/core/allocator.cc:49"],
+        "LMDeploy", "kv_cache", "--cache-max-entry-count",
+    ),
     "lmdeploy turbomind": (
         ["2026-01-02 10:00:00,000 - lmdeploy - INFO - turbomind.py:200 - turbomind engine config ready",
          "[TM][ERROR] CUDA runtime error: out of memory /opt/lmdeploy/src/turbomind/core/allocator.cc:49"],

@@ -468,6 +468,10 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "for max tokens in paged kv cache",
             "estimated total single gpu memory usage",
             "kv buffer size =",  # llama.cpp's KV cache (src/llama-kv-cache.cpp)
+            # LMDeploy's KV blocks: TurboMind's block manager (src/turbomind/models/llama/BlockManager.cc, which
+            # allocates its first chunk right after), the PyTorch engine's cache engine (pytorch/engine/cache_engine.py)
+            "[blockmanager] max_block_count",
+            "build cacheengine with config",
         ),
     ),
     (
