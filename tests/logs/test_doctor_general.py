@@ -104,6 +104,7 @@ DEVICE_WORDS = [
     "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
     "rocBLAS error: rocblas_status_memory_error",
     "RuntimeError: ACL_ERROR_RT_MEMORY_ALLOCATION, error code 207001",
+    "EL0004: [PID: 28794] 2025-08-26-03:58:55.257.127 Failed to allocate memory.",
     "[TRT] [E] Requested amount of GPU memory (8589934592 bytes) could not be allocated.",
     "alloc_tensor_range: failed to allocate CUDA0 buffer of size 151851674624",
     "llama_model_load: error loading model: unable to allocate ROCm0 buffer",

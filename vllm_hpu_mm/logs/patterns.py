@@ -135,6 +135,7 @@ DEVICE_OOM = re.compile(
     # allocated"; as a warning, ``[W]``, it is the engine builder skipping a tactic that needs more: no failure)
     r"|_OUT_OF_(?:DEVICE_)?MEMORY\b|OutOfDeviceMemory|\b[A-Z]+_STATUS_ALLOC_FAILED\b|cudaErrorMemoryAllocation"
     r"|rocblas_status_memory_error|ACL_ERROR_RT_MEMORY_ALLOCATION"
+    r"|\bEL0004:.{0,80}Failed to allocate memory"  # Ascend's driver (CANN error code EL0004)
     r"|(?<!\[W\] Requested amount of )(?<!\[W\] \[TRT\] Requested amount of )GPU memory \(\d+ bytes\) could not be "
     r"allocated"
     # ggml's device buffers (llama.cpp, Ollama, llama-cpp-python: "unable to allocate CUDA0 buffer", "failed to
