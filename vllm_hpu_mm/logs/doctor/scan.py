@@ -81,6 +81,8 @@ MAX_WORKERS = 64
 WORKER_TAG = re.compile(r"pid=\d+|\[rank\d+\]|\[Rank:\d+\]|\brank=\d+")
 #: Substrings one of which every :data:`~vllm_hpu_mm.logs.patterns.RUN_START` line holds (a cheap first check).
 _RUN_WORDS = ("API server version", "LLM engine", "Args {", "non-default args")
+#: Substrings one of which every :data:`~vllm_hpu_mm.logs.patterns.ELISION` line holds, lower case (a cheap check).
+_ELISION_WORDS = ("...", "…", "snip", "truncat", "omit", "skip")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -298,7 +300,8 @@ class Scanner:
             tag = _worker_tag(text)
             if tag in run.ooms or len(run.ooms) < MAX_WORKERS:
                 run.ooms[tag] += 1
-        if len(text) <= 64 and ELISION.fullmatch(strip_prefix(text).strip()):
+        low = text.lower() if len(text) <= 64 else ""
+        if any(w in low for w in _ELISION_WORDS) and ELISION.fullmatch(strip_prefix(text).strip()):
             run.elided = k
         if run.failure is None and run.pending is None and kind is not None:
             gap = run.phase is not None and run.elided > run.phase[1]
