@@ -81,8 +81,9 @@ MAX_WORKERS = 64
 WORKER_TAG = re.compile(r"pid=\d+|\[rank\d+\]|\[Rank:\d+\]|\brank=\d+")
 #: Substrings one of which every :data:`~vllm_hpu_mm.logs.patterns.RUN_START` line holds (a cheap first check).
 _RUN_WORDS = ("API server version", "LLM engine", "Args {", "non-default args")
-#: Substrings one of which every :data:`~vllm_hpu_mm.logs.patterns.ELISION` line holds, lower case (a cheap check).
-_ELISION_WORDS = ("...", "…", "snip", "truncat", "omit", "skip")
+#: Substrings one of which an :data:`~vllm_hpu_mm.logs.patterns.ELISION` line holds (a cheap first check; a mark
+#: written in capitals is missed).
+_ELISION_WORDS = ("...", "…", "snip", "runcat", "mitted", "kipped")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -300,8 +301,8 @@ class Scanner:
             tag = _worker_tag(text)
             if tag in run.ooms or len(run.ooms) < MAX_WORKERS:
                 run.ooms[tag] += 1
-        low = text.lower() if len(text) <= 64 else ""
-        if any(w in low for w in _ELISION_WORDS) and ELISION.fullmatch(strip_prefix(text).strip()):
+        mark = len(text) <= 64 and any(map(text.__contains__, _ELISION_WORDS))
+        if mark and ELISION.fullmatch(strip_prefix(text).strip()):
             run.elided = k
         if run.failure is None and run.pending is None and kind is not None:
             gap = run.phase is not None and run.elided > run.phase[1]
@@ -339,7 +340,7 @@ class Scanner:
                     break
         low = text.lower()
         for stage, words in _PHASES_LAST_FIRST:
-            if any(w in low for w in words):
+            if any(map(low.__contains__, words)):  # map: no generator frame per marker (every line is checked)
                 run.phase = (stage, k, text)
                 if stage == "runtime":
                     run.completed_at = k
