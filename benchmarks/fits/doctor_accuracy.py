@@ -19,7 +19,11 @@ with the doctor of ``--baseline`` alone, and writes the round's as-it-came recor
         --out benchmarks/fits/results/doctor_heldout_round5
 
 Round 7 was scored twice, each time by a doctor that had never seen it: by the tree submitted before it was collected
-(``doctor_heldout_round7``) and by the stop's final doctor (``doctor_heldout_round7_final``).
+(``doctor_heldout_round7``) and by the stop's final doctor (``doctor_heldout_round7_final``). It is development data
+since; ``--development`` writes a re-score by a doctor changed after seeing it (``doctor_round7_dev39``):
+
+    python -m benchmarks.fits.doctor_accuracy --round round7 --development --baseline COMMIT \\
+        --out benchmarks/fits/results/doctor_round7_dev39
 
 The honest cut rule (``benchmarks/common.py``: ``honest_cut``), measured and not shipped, is scored beside the shipped
 doctor on every set.
