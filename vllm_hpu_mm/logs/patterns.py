@@ -519,6 +519,9 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             # lines only a request's step prints: vllm-gaudi / vllm-fork on a shape the warm-up did not build
             # (hpu_model_runner.py _check_config, outside warmup_mode), vLLM V0's scheduler preempting a sequence
             "was not warmed-up!",
+            # vllm-gaudi / vllm-fork under VLLM_SKIP_WARMUP: warmup_model returns at once, the next step serves (and
+            # compiles each graph on first use)
+            "skipping warmup...",
             "is preempted by preemptionmode",
             # vLLM V1's engine core once its busy loop runs (v1/engine/core.py run_engine_core: "failed to start"
             # before, "encountered a fatal error" after it was built), and its dump of the failing step (dump_input.py)
