@@ -123,6 +123,8 @@ NOT_DEVICE = [
     "[10/01/2024-10:00:00] [TRT] [W] Requested amount of GPU memory (1073741824 bytes) could not be allocated. There "
     "may not be enough free memory for allocation to succeed.",
     "[W] [TRT] Requested amount of GPU memory (1073741824 bytes) could not be allocated.",
+    # gRPC's status for a message over the size limit (TGI's router and shards, Triton)
+    "\tstatus = StatusCode.RESOURCE_EXHAUSTED",
 ]
 
 
@@ -136,8 +138,15 @@ def test_host_buffers_and_allocation_notes_are_no_device_oom(line: str) -> None:
     assert judge(scan([line]), default_rules()).stage == "none"
 
 
-def test_vulkans_host_side_error_is_host_memory() -> None:
-    assert judge(scan(["vk::Device::allocateMemory: ErrorOutOfHostMemory"]), default_rules()).memory == "host"
+@pytest.mark.parametrize(
+    "line",
+    ["vk::Device::allocateMemory: ErrorOutOfHostMemory",
+     "RuntimeError: [enforce fail at alloc_cpu.cpp:72] data. DefaultCPUAllocator: not enough memory: you tried to "
+     "allocate 11534336 bytes."],
+)  # fmt: skip
+def test_host_side_errors_are_host_memory(line: str) -> None:
+    # Vulkan's host-side error; torch's CPU allocator (c10/core/impl/alloc_cpu.cpp), vLLM's CPU backend included
+    assert judge(scan([line]), default_rules()).memory == "host"
 
 
 WARMUP_FRAMES = (

@@ -110,6 +110,7 @@ HOST_OOM = re.compile(
     # Ollama, before it starts a runner: the model needs more host memory than is free (llm/server.go)
     r"|model requires more system memory"
     r"|_OUT_OF_HOST_MEMORY\b|OutOfHostMemory"  # Vulkan's, oneAPI's host-side error
+    r"|DefaultCPUAllocator: not enough memory"  # torch's CPU allocator (c10 alloc_cpu.cpp; "can't allocate" elsewhere)
 )
 #: The device ran out (CUDA, ROCm, XPU, Gaudi, TPU), in the errors' own words; an excerpt cut inside the error
 #: (``CUDA out of``, ``OutOfMe``) still counts. vLLM's advice lines ("If you are running out of memory, ...", "If
@@ -117,7 +118,9 @@ HOST_OOM = re.compile(
 DEVICE_OOM = re.compile(
     r"OutOfMe(?:mory|m?\s*$)|\b(?:CUDA|HIP|XPU|NPU|MPS)\b(?: driver)?(?: error:)? out of(?: memory\b|\s*$)"
     r"|PT_DEVMEM\b.*(?:Allocation failed|OOM)|Device out of memory|would exceed allowed memory"
-    r"|Not enough memory to handle|RESOURCE_EXHAUSTED|\bOOM when allocating"
+    # (XLA's RESOURCE_EXHAUSTED is memory; gRPC's status of that name, "StatusCode.RESOURCE_EXHAUSTED", is a message
+    # over the size limit: TGI's router and shards, Triton talk gRPC)
+    r"|Not enough memory to handle|(?<!StatusCode\.)RESOURCE_EXHAUSTED|\bOOM when allocating"
     # MLC-LLM's engine refuses before it allocates: weights and buffers leave no room (cpp/serve/config.cc);
     # llama.cpp cannot reserve its compute graph's buffers (src/llama-context.cpp graph_reserve)
     r"|Insufficient GPU memory error|failed to allocate compute buffers|compute buffer allocation failed"
