@@ -156,6 +156,16 @@ def test_vllm_v1s_engine_core_says_whether_it_had_started(said: str, stage: str)
     assert diagnose_lines(lines).stage == stage
 
 
+@pytest.mark.parametrize("what", ["sampler", "pooler (task='embed')"])
+def test_vllms_own_warm_up_messages_name_the_warm_up_after_the_kv_cache(what: str) -> None:
+    # v1/worker/gpu_model_runner.py _dummy_sampler_run / _dummy_pooler_run re-raise an OOM with these words; the
+    # warm-up runs them after the KV cache exists (gpu_worker.py compile_or_warm_up_model)
+    line = (f"RuntimeError: CUDA out of memory occurred when warming up {what} with 256 dummy requests. Please try "
+            "lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine.")  # fmt: skip
+    d = diagnose_lines([line])
+    assert (d.stage, d.basis) == ("graph_capture", "message")
+
+
 # --- (c) only the command line's frames: unknown, not a learned guess ---------------------------------------------
 
 

@@ -201,7 +201,7 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     (
         "graph_capture",
         re.compile(
-            r"when warming up sampler|[Cc]uda graph warmup failed|Capture cuda graph failed"
+            r"when warming up (?:sampler|pooler)|[Cc]uda graph warmup failed|Capture cuda graph failed"
             # TensorRT-LLM's executor resources after the final KV cache: PyExecutor's constructor warms the model
             # engine up (its CUDA graphs) there (_torch/pyexecutor/py_executor.py)
             r"|could not be created: Additional executor resources\s*$"
