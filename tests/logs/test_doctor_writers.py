@@ -134,7 +134,7 @@ CASES = {
     ),
     # tensorrtllm_backend #281's shape: the model instance's creation fails as Triton loads the engine
     "tensorrt-llm instance under triton": ([TRITON_LOAD.format("tensorrt_llm") + TRT_MALLOC],
-                                           "TensorRT-LLM", "startup", "max_batch_size"),
+                                           "TensorRT-LLM", "startup", "rebuild the engine with a lower max_batch_size"),
     "llama.cpp server, serving": (
         ["load_tensors: offloaded 33/33 layers to GPU",
          "main: server is listening on http://127.0.0.1:8080 - starting the main loop",
