@@ -198,8 +198,11 @@ def test_a_compute_buffer_reservation_is_start_up_before_serving_and_runtime_aft
     d = diagnose_lines([LLAMA_KV, *failure])
     assert (d.stage, d.basis) == ("startup", "message")
     assert d.evidence[-1].text == failure[-1]
-    served = diagnose_lines([LLAMA_KV, "main: server is listening on http://127.0.0.1:8080", *failure])
-    assert (served.stage, served.basis) == ("runtime", "message")
+    for serving in ("main: server is listening on http://127.0.0.1:8080",
+                    "slot launch_slot_: id  0 | task 0 | processing task",
+                    "slot print_timing: id  0 | task 0 | prompt eval time =     120.50 ms /   512 tokens"):  # fmt: skip
+        served = diagnose_lines([LLAMA_KV, serving, *failure])
+        assert (served.stage, served.basis) == ("runtime", "message"), serving
 
 
 def test_a_failed_model_load_is_start_up_only_before_a_later_phase_line() -> None:

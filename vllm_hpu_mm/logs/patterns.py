@@ -519,6 +519,9 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "successfully loaded '",
             "server is listening on",  # llama.cpp's server (tools/server/server.cpp)
             "llama_server: listening on",
+            "launch_slot_: id",  # llama.cpp's server taking a request into a slot, and its per-request timings
+            "update_slots: id",
+            "prompt eval time =",
             # lines only a request's step prints: vllm-gaudi / vllm-fork on a shape the warm-up did not build
             # (hpu_model_runner.py _check_config, outside warmup_mode), vLLM V0's scheduler preempting a sequence
             "was not warmed-up!",
