@@ -853,7 +853,15 @@ def honest_cut(features: LogFeatures, j: Judgement) -> str:
     return UNDECIDED
 
 
+#: Labels given in words the doctor's stages hold under another name: a profiling pass (vLLM's ``profile_run``,
+#: llama.cpp's compute-buffer reservation, labelled ``profile`` in round 7) is part of ``startup`` in the doctor's
+#: stages (``vllm_hpu_mm/logs/doctor/phases.py``: the pass that measures or reserves the largest batch's activations
+#: before serving).
+LABEL_STAGES = {"profile": "startup"}
+
+
 def is_right(said: str, label: str) -> bool:
+    label = LABEL_STAGES.get(label, label)
     return said == label or (said == UNDECIDED and label == "unknown")
 
 

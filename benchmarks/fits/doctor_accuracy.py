@@ -19,7 +19,11 @@ with the doctor of ``--baseline`` alone, and writes the round's as-it-came recor
         --out benchmarks/fits/results/doctor_heldout_round5
 
 Round 7 was scored twice, each time by a doctor that had never seen it: by the tree submitted before it was collected
-(``doctor_heldout_round7``) and by the stop's final doctor (``doctor_heldout_round7_final``).
+(``doctor_heldout_round7``) and by the stop's final doctor (``doctor_heldout_round7_final``). It is development data
+since; ``--development`` writes a re-score by a doctor changed after seeing it (``doctor_round7_dev39``):
+
+    python -m benchmarks.fits.doctor_accuracy --round round7 --development --baseline COMMIT \\
+        --out benchmarks/fits/results/doctor_round7_dev39
 
 The honest cut rule (``benchmarks/common.py``: ``honest_cut``), measured and not shipped, is scored beside the shipped
 doctor on every set.
@@ -243,18 +247,21 @@ def _round_section(name: str, rows: list[dict[str, Any]], before: dict[str, str]
     ]
 
 
-def round_as_it_came(name: str, commit: str, machine: str, out: str) -> list[str]:
+def round_as_it_came(name: str, commit: str, machine: str, out: str, development: bool = False) -> list[str]:
     """One held-out round scored by the doctor of ``commit`` alone (the doctor of its day, run before any change made
-    for the round): the as-it-came record, ``doctor_heldout_<round>.md``."""
+    for the round): the as-it-came record, ``doctor_heldout_<round>.md``; with ``development``, a re-score of a round
+    that is development data now (the doctor of ``commit`` was changed after seeing it)."""
     paths = ROUNDS[name]
     said = baseline_verdicts(commit, paths, advice=True)
     table = [["log", "writer (label)", "stage read", "stage said", "basis", "writer (said)", "verdict", "advice"]]
     right = alarms = advice_wrong = labelled = 0
     for p in paths:
         label, v, stage = writer_label(p), said[p.name], expected_stage(p)
-        verdict = "right" if v["stage"] == stage else "**false alarm**" if stage == "none" else "wrong"
-        right += v["stage"] == stage
-        alarms += false_alarm(v["stage"], stage)
+        got = UNDECIDED if v["basis"] == "undecided" else v["stage"]
+        ok, alarm = is_right(got, stage), false_alarm(got, stage)
+        verdict = "right" if ok else "**false alarm**" if alarm else "wrong"
+        right += ok
+        alarms += alarm
         advice = "-"
         if label is not None:
             labelled += 1
@@ -262,17 +269,25 @@ def round_as_it_came(name: str, commit: str, machine: str, out: str) -> list[str
                                        others=label.others)  # fmt: skip
             advice_wrong += bool(problems)
             advice = "; ".join(problems) or "right"
-        table.append([p.name, "-" if label is None else label.writer, stage, v["stage"], v["basis"], v["writer"],
+        table.append([p.name, "-" if label is None else label.writer, stage, got, v["basis"], v["writer"],
                       verdict, advice])  # fmt: skip
     healthy = sum(expected_stage(p) == "none" for p in paths)
     folder = paths[0].parent.relative_to(REPO) if paths else f"tests/data/logs/heldout_{name}"
+    title = f"held-out {name.replace('round', 'round ')}, scored once as it came"
+    flag = ""
+    if development:
+        title = (f"{name.replace('round', 'round ')}, development data now, re-scored by a doctor changed after "
+                 "seeing it")  # fmt: skip
+        flag = " --development"
     return [
-        f"# OOM doctor: held-out {name.replace('round', 'round ')}, scored once as it came",
+        f"# OOM doctor: {title}",
         "",
         f"Machine: {machine}; Python {platform.python_version()}. Doctor: commit {commit} (its package and shipped "
         f"rules, extracted with `git archive`), run on `{folder}/` ({len(paths)} public logs), each log scored with "
         "`diagnose(<the log without its citation header>, load({}))`. Command: `python -m "
-        f"benchmarks.fits.doctor_accuracy --round {name} --baseline {commit} --out {Path(out).relative_to(REPO)}`. "
+        f"benchmarks.fits.doctor_accuracy --round {name}{flag} --baseline {commit} --out "
+        f"{Path(out).relative_to(REPO)}`. A label the doctor's stages name otherwise is read as theirs "
+        "(`benchmarks/common.py`: `LABEL_STAGES`, a profiling pass is start-up). "
         "The logs, their sources and labels: `tests/data/logs/SOURCES.md`.",
         "",
         f"**{right} of {len(paths)} right. False alarms (an out-of-memory verdict on a log without one): {alarms} of "
@@ -432,12 +447,15 @@ def main() -> None:
                         "every set (about 6 minutes of CPU)")  # fmt: skip
     parser.add_argument("--round", choices=sorted(ROUNDS), default=None,
                         help="write only this round's as-it-came record, scored by --baseline's doctor")  # fmt: skip
+    parser.add_argument("--development", action="store_true",
+                        help="with --round: the round is development data now; the record is a re-score by a doctor "
+                        "changed after seeing it, not an as-it-came one")  # fmt: skip
     args = parser.parse_args()
     if args.round is not None:
         if args.baseline is None:
             parser.error("--round needs --baseline: the commit of the doctor that scored the round as it came")
         out = args.out or str(RESULTS / f"doctor_heldout_{args.round}")
-        lines = round_as_it_came(args.round, args.baseline, args.machine, str(Path(out).resolve()))
+        lines = round_as_it_came(args.round, args.baseline, args.machine, str(Path(out).resolve()), args.development)
         Path(out + ".md").write_text("\n".join(lines) + "\n")
         print("\n".join(lines))
         return

@@ -237,6 +237,7 @@ def test_the_honest_cut_rule_answers_unknown_without_other_evidence_and_claims_n
     assert false_alarm(j.stage, "none")
     assert is_right(UNDECIDED, "unknown")
     assert not is_right(UNDECIDED, "startup")
+    assert is_right("startup", "profile")  # a profiling pass is start-up in the doctor's stages
     # A frame that only raises the KV-cache refusal is evidence the error line would have carried.
     refusal = scan(_cut_traceback(("worker/worker.py", "initialize_cache"),
                                   ("worker/worker.py", "raise_if_cache_size_invalid")))  # fmt: skip

@@ -88,6 +88,23 @@ def test_memory_other_processes_hold_is_never_answered_with_a_larger_share() -> 
         assert "--gpu-memory-utilization" not in d.settings
 
 
+def test_vllms_refusal_to_start_on_a_busy_device_is_start_up_and_caps_the_share() -> None:
+    # vLLM V1 gpu_worker.py init_device, before any weight loads (newer releases name the device); its healthy
+    # report of the same figures is no failure
+    refused = [
+        "(EngineCore_DP0 pid=211) ERROR 09-01 10:00:00 [core.py:708] ValueError: Free memory on device cuda:0 "
+        "(10.5/79.1 GiB) on startup is less than desired GPU memory utilization (0.9, 71.2 GiB). Decrease GPU memory "
+        "utilization or reduce GPU memory used by other processes."
+    ]
+    d = diagnose(refused, load({}))
+    assert (d.stage, d.basis, d.memory) == ("startup", "message", "device")
+    assert d.settings == {"--gpu-memory-utilization": 0.13}
+    assert "--max-num-batched-tokens" not in "\n".join(d.recommendations)
+    healthy = ("(Worker_TP0 pid=3264) INFO 07-14 09:50:23 [gpu_worker.py:855] Free memory on device (77.57/79.11 GiB) "
+               "on startup. Desired GPU memory utilization is (0.92, 72.78 GiB).")  # fmt: skip
+    assert diagnose_lines([healthy]).stage == "none"
+
+
 def test_this_process_alone_is_not_another_user() -> None:
     line = ("GPU 0 has a total capacity of 79.15 GiB of which 1.17 GiB is free. Process 7 has 77.96 GiB memory in use. "
             "Including non-PyTorch memory, this process has 77.96 GiB memory in use.")  # fmt: skip

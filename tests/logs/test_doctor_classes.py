@@ -102,6 +102,70 @@ def test_an_oom_allocating_the_kv_cache_stays_kv_cache() -> None:
     assert diagnose_lines(lines).stage == "kv_cache"
 
 
+@pytest.mark.parametrize(
+    ("phase", "elided", "stage"),
+    [("INFO 12-15 10:18:11 uniproc_executor.py:64] # GPU blocks: 31207", False, "kv_cache"),
+     ("INFO 12-15 10:18:11 uniproc_executor.py:64] # GPU blocks: 31207", True, "unknown"),
+     ("INFO:     Application startup complete.", True, "runtime")],
+)  # fmt: skip
+def test_a_phase_line_an_excerpt_elides_after_is_only_the_earliest_stage(phase: str, elided: bool, stage: str) -> None:
+    # vllm pull request #11210's excerpt: the KV-cache line, "...", then the OOM of an image request; the lines left
+    # out may hold capture or serving, so only the last stage is still known
+    for mark in ("...", "[... truncated ...]", "<snip>"):
+        lines = [phase, *([mark] if elided else []), OOM]
+        assert diagnose_lines(lines).stage == stage, mark
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["Encoder cache will be initialized with a budget of 16384 tokens, and profiled with 1 image items of the maximum "
+     "feature size.", "Dynamo bytecode transform time: 8.52 s", "torch.compile takes 38.10 s in total"],
+)  # fmt: skip
+def test_vllm_v1s_profiling_lines_are_start_up(line: str) -> None:
+    # a vision model's encoder-cache profiling and the first torch.compile run inside profile_run, before the KV cache
+    lines = [f"(EngineCore_DP0 pid=88) INFO 05-02 10:00:00 [gpu_model_runner.py:2200] {line}", OOM]
+    d = diagnose_lines(lines)
+    assert (d.stage, d.basis) == ("startup", "phase")
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["WARNING 04-28 07:43:17 [hpu_model_runner.py:1013] Configuration: ('prompt', 16, 896) was not warmed-up!",
+     "INFO 04-28 07:40:02 [hpu_model_runner.py:2800] Skipping warmup..."],
+)  # fmt: skip
+def test_a_gaudi_shape_the_warm_up_did_not_build_is_serving(line: str) -> None:
+    # vllm-fork / vllm-gaudi hpu_model_runner.py warn of an unwarmed shape only outside the warm-up (a request ran it);
+    # under VLLM_SKIP_WARMUP warmup_model returns at once and the server serves next, compiling on first use
+    lines = [
+        "INFO 04-28 07:40:01 [hpu_worker.py:300] Usable num_blocks: 5000, actual allocated num_blocks: 5000",
+        line,
+        "RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::786432000 (750)MB",
+    ]
+    d = diagnose_lines(lines)
+    assert (d.stage, d.basis) == ("runtime", "phase")
+
+
+@pytest.mark.parametrize(
+    ("said", "stage"),
+    [("EngineCore encountered a fatal error.", "runtime"), ("EngineCore failed to start.", "unknown")],
+)
+def test_vllm_v1s_engine_core_says_whether_it_had_started(said: str, stage: str) -> None:
+    # v1/engine/core.py run_engine_core: "failed to start" while the engine is built (profile, KV cache, capture),
+    # "encountered a fatal error" once its busy loop serves
+    lines = [f"(EngineCore_DP0 pid=413) ERROR 11-10 12:30:57 [core.py:710] {said}", OOM]
+    assert diagnose_lines(lines).stage == stage
+
+
+@pytest.mark.parametrize("what", ["sampler", "pooler (task='embed')"])
+def test_vllms_own_warm_up_messages_name_the_warm_up_after_the_kv_cache(what: str) -> None:
+    # v1/worker/gpu_model_runner.py _dummy_sampler_run / _dummy_pooler_run re-raise an OOM with these words; the
+    # warm-up runs them after the KV cache exists (gpu_worker.py compile_or_warm_up_model)
+    line = (f"RuntimeError: CUDA out of memory occurred when warming up {what} with 256 dummy requests. Please try "
+            "lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine.")  # fmt: skip
+    d = diagnose_lines([line])
+    assert (d.stage, d.basis) == ("graph_capture", "message")
+
+
 # --- (c) only the command line's frames: unknown, not a learned guess ---------------------------------------------
 
 

@@ -104,6 +104,7 @@ DEVICE_WORDS = [
     "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
     "rocBLAS error: rocblas_status_memory_error",
     "RuntimeError: ACL_ERROR_RT_MEMORY_ALLOCATION, error code 207001",
+    "EL0004: [PID: 28794] 2025-08-26-03:58:55.257.127 Failed to allocate memory.",
     "[TRT] [E] Requested amount of GPU memory (8589934592 bytes) could not be allocated.",
     "alloc_tensor_range: failed to allocate CUDA0 buffer of size 151851674624",
     "llama_model_load: error loading model: unable to allocate ROCm0 buffer",
@@ -118,6 +119,12 @@ NOT_DEVICE = [
     "ggml_backend_cuda_host_buffer_type_alloc_buffer: failed to allocate CUDA_Host buffer of size 1024",
     "warning: failed to allocate 512.00 MiB of pinned memory: invalid argument",
     "INFO gpu_worker.py] Memory profiling takes 5.2 seconds. Allocating 2.1 GiB for the KV cache",
+    # TensorRT's engine builder skipping a tactic that needs more memory (a warning; the build goes on)
+    "[10/01/2024-10:00:00] [TRT] [W] Requested amount of GPU memory (1073741824 bytes) could not be allocated. There "
+    "may not be enough free memory for allocation to succeed.",
+    "[W] [TRT] Requested amount of GPU memory (1073741824 bytes) could not be allocated.",
+    # gRPC's status for a message over the size limit (TGI's router and shards, Triton)
+    "\tstatus = StatusCode.RESOURCE_EXHAUSTED",
 ]
 
 
@@ -131,8 +138,15 @@ def test_host_buffers_and_allocation_notes_are_no_device_oom(line: str) -> None:
     assert judge(scan([line]), default_rules()).stage == "none"
 
 
-def test_vulkans_host_side_error_is_host_memory() -> None:
-    assert judge(scan(["vk::Device::allocateMemory: ErrorOutOfHostMemory"]), default_rules()).memory == "host"
+@pytest.mark.parametrize(
+    "line",
+    ["vk::Device::allocateMemory: ErrorOutOfHostMemory",
+     "RuntimeError: [enforce fail at alloc_cpu.cpp:72] data. DefaultCPUAllocator: not enough memory: you tried to "
+     "allocate 11534336 bytes."],
+)  # fmt: skip
+def test_host_side_errors_are_host_memory(line: str) -> None:
+    # Vulkan's host-side error; torch's CPU allocator (c10/core/impl/alloc_cpu.cpp), vLLM's CPU backend included
+    assert judge(scan([line]), default_rules()).memory == "host"
 
 
 WARMUP_FRAMES = (

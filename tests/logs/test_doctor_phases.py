@@ -116,3 +116,38 @@ def test_a_traceback_an_error_message_explains_is_not_a_cut() -> None:
     ]
     assert diagnose_lines(lines).stage == "none"
     assert diagnose_lines(lines[1:]).stage == "startup"  # the same traceback, cut, with nothing explaining it
+
+
+SGL = "/usr/local/lib/python3.12/dist-packages/sglang/srt"
+
+
+@pytest.mark.parametrize(
+    ("names", "stage"),
+    [(("run_scheduler_process", "event_loop_overlap", "run_batch", "forward_batch_generation", "forward"), "runtime"),
+     (("run_scheduler_process", "__init__", "initialize", "load_model"), "startup"),
+     (("run_scheduler_process", "__init__", "initialize", "init_memory_pool", "profile_max_num_token"), "kv_cache"),
+     (("run_scheduler_process", "__init__", "initialize", "init_device_graphs", "__init__"), "graph_capture")],
+)  # fmt: skip
+def test_sglangs_scheduler_loop_and_start_up_functions(names: tuple[str, ...], stage: str) -> None:
+    # sglang managers/scheduler.py (its event loops serve), model_executor/model_runner.py ``initialize``
+    found = traceback_stage([(f"{SGL}/model_executor/model_runner.py", name) for name in names])
+    assert found is not None
+    assert found[0] == stage
+
+
+def test_lmdeploys_model_agent_loop_serves_and_its_cache_engine_is_the_kv_cache() -> None:
+    # lmdeploy pytorch/engine/model_agent.py: the forward loop runs requests; build_cache_engine allocates the cache
+    agent = "/opt/py3/lib/python3.10/site-packages/lmdeploy/pytorch/engine/model_agent.py"
+    assert traceback_stage([(agent, "_async_loop_background"), (agent, "_async_step"), (agent, "forward")]) == (
+        "runtime",
+        0,
+    )
+    assert traceback_stage([(agent, "build_cache_engine"), (agent, "__init__")]) == ("kv_cache", 0)
+
+
+def test_setting_the_device_and_its_process_groups_up_is_start_up() -> None:
+    # vLLM V1 gpu_worker.py init_device -> init_worker_distributed_environment -> ensure_model_parallel_initialized
+    # (NCCL communicators, custom all-reduce buffers), before the weights load
+    found = traceback_stage(frames("run_engine_core", "init_device", "init_worker_distributed_environment",
+                                   "ensure_model_parallel_initialized", "initialize_model_parallel"))  # fmt: skip
+    assert found == ("startup", 4)

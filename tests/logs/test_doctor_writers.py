@@ -21,8 +21,11 @@ composed after the runtime's source, cited beside it (not copied from a log):
 - Ollama (ollama/ollama, llm/server.go): "model requires more system memory (X GiB) than is available (Y GiB)".
 - vLLM on XPU (``xpu_worker.py``, torch's "XPU out of memory").
 - llama.cpp's server (ggml-org/llama.cpp: src/llama-model.cpp ``load_tensors``, src/llama-kv-cache.cpp "KV buffer
-  size", src/llama-context.cpp ``graph_reserve`` "failed to allocate compute buffers", tools/server/server.cpp "server
-  is listening on").
+  size", src/llama-context.cpp ``graph_reserve`` "failed to allocate compute buffers", ggml/src/ggml-alloc.c
+  ``ggml_gallocr_reserve_n`` "failed to allocate %s buffer of size", tools/server/server.cpp "server is listening on").
+- Triton hosting TensorRT-LLM (triton-inference-server/core ``model_lifecycle.cc`` "failed to load '%s' version %d",
+  tensorrtllm_backend's "unexpected error when creating modelInstanceState", TensorRT-LLM's ``tllmBuffers.h``
+  "CUDA runtime error in ::cudaMallocAsync"); TGI's launcher ("Shard %d failed to start", launcher/src/main.rs).
 """
 
 from __future__ import annotations
@@ -32,11 +35,18 @@ import re
 import pytest
 
 from vllm_hpu_mm.envs import load
-from vllm_hpu_mm.logs.doctor import diagnose
+from vllm_hpu_mm.logs.doctor import diagnose, diagnose_lines
 
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
 TRT_PY = "[01/02/2026-10:00:00] [TRT-LLM] [I] "
 #: vLLM's own flags and variables: never given to another runtime.
+LLAMA_KV = "llama_kv_cache:      CUDA0 KV buffer size =  4096.00 MiB"
+CUDA_MALLOC = ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating {:.2f} MiB on device 0: cudaMalloc failed: "
+               "out of memory")  # fmt: skip
+TRITON_LOAD = "E0102 10:00:09.000000 1 model_lifecycle.cc:638] failed to load '{}' version 1: Internal: "
+TRT_MALLOC = ("unexpected error when creating modelInstanceState: [TensorRT-LLM][ERROR] CUDA runtime error in "
+              "::cudaMallocAsync(ptr, n, mCudaStream->get()): out of memory "
+              "(/app/tensorrt_llm/cpp/tensorrt_llm/runtime/tllmBuffers.h:112)")  # fmt: skip
 VLLM_ONLY = re.compile(r"--gpu-memory-utilization|--max-num-seqs|--max-model-len|--max-num-batched-tokens"
                        r"|--tensor-parallel-size|--compilation-config|--enforce-eager|\bVLLM_\w+")  # fmt: skip
 
@@ -54,6 +64,12 @@ CASES = {
     "tensorrt-llm serving": (
         [TRT_PY + "Engine loaded and ready to serve...", OOM],
         "TensorRT-LLM", "runtime", "max_num_tokens",
+    ),
+    "lmdeploy turbomind after its kv blocks": (
+        ["2026-01-02 10:00:00,000 - lmdeploy - INFO - turbomind.py:200 - turbomind engine config ready",
+         "[TM][INFO] [BlockManager] block_size = 64 MB", "[TM][INFO] [BlockManager] max_block_count = 159",
+         "[TM][ERROR] CUDA runtime error: out of memory /opt/lmdeploy/src/turbomind/core/allocator.cc:49"],
+        "LMDeploy", "kv_cache", "--cache-max-entry-count",
     ),
     "lmdeploy turbomind": (
         ["2026-01-02 10:00:00,000 - lmdeploy - INFO - turbomind.py:200 - turbomind engine config ready",
@@ -102,8 +118,23 @@ CASES = {
          "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000.00 MiB on device 0: cudaMalloc failed: out of "
          "memory",
          "graph_reserve: failed to allocate compute buffers"],
-        "llama.cpp", "graph_capture", "--ubatch-size",
+        "llama.cpp", "startup", "--ubatch-size",
     ),
+    # ik_llama.cpp #749's shape: the graph allocator's line and the log stops before the context's own message
+    "llama.cpp, compute buffers cut in the allocator": (
+        [LLAMA_KV, CUDA_MALLOC.format(279356.51), "ggml_gallocr_reserve_n: failed to allocate CUDA0 buffer of size "
+         "292926534144"],
+        "llama.cpp", "startup", "--ubatch-size",
+    ),
+    # Ollama's runner died while it loaded the model (llm/server.go WaitUntilRunning)
+    "ollama runner died loading": (
+        ['time=2026-01-02T10:00:01.000Z level=ERROR source=sched.go:455 msg="error loading llama server" '
+         'error="llama runner process has terminated: cudaMalloc failed: out of memory"'],
+        "Ollama", "startup", "num_ctx",
+    ),
+    # tensorrtllm_backend #281's shape: the model instance's creation fails as Triton loads the engine
+    "tensorrt-llm instance under triton": ([TRITON_LOAD.format("tensorrt_llm") + TRT_MALLOC],
+                                           "TensorRT-LLM", "startup", "rebuild the engine with a lower max_batch_size"),
     "llama.cpp server, serving": (
         ["load_tensors: offloaded 33/33 layers to GPU",
          "main: server is listening on http://127.0.0.1:8080 - starting the main loop",
@@ -155,3 +186,67 @@ def test_a_vllm_deployment_name_is_not_lmdeploy() -> None:
     # "VLLMDeployment" holds the letters of "lmdeploy": only the word names LMDeploy
     d = diagnose(["(ServeReplica:default:VLLMDeployment pid=9) INFO started", OOM], load({}))
     assert d.source.name != "lmdeploy"
+
+
+# --- a failure each runtime places by the phase lines before it (held-out round 7's classes) -----------------------
+
+
+def test_a_compute_buffer_reservation_is_start_up_before_serving_and_runtime_after() -> None:
+    # llama.cpp reserves the worst-case micro-batch's activations after the KV cache and before serving (its
+    # counterpart of vLLM's profiling pass); ggml re-reserves a graph that grew while serving
+    failure = [CUDA_MALLOC.format(9000), "graph_reserve: failed to allocate compute buffers"]
+    d = diagnose_lines([LLAMA_KV, *failure])
+    assert (d.stage, d.basis) == ("startup", "message")
+    assert d.evidence[-1].text == failure[-1]
+    for serving in ("main: server is listening on http://127.0.0.1:8080",
+                    "slot launch_slot_: id  0 | task 0 | processing task",
+                    "slot print_timing: id  0 | task 0 | prompt eval time =     120.50 ms /   512 tokens"):  # fmt: skip
+        served = diagnose_lines([LLAMA_KV, serving, *failure])
+        assert (served.stage, served.basis) == ("runtime", "message"), serving
+
+
+def test_a_failed_model_load_is_start_up_only_before_a_later_phase_line() -> None:
+    load_failed = TRITON_LOAD.format("tensorrt_llm") + TRT_MALLOC
+    kv = "[TensorRT-LLM][INFO] [MemUsageChange] Allocated 20.25 GiB for max tokens in paged KV cache (110592)."
+    assert diagnose_lines([kv, load_failed]).stage == "kv_cache"
+    # TGI's shard fails to start: it loads the weights; the router's warm-up comes after the shards are up
+    shard = ["2024-01-02T10:00:00.000000Z ERROR shard-manager: text_generation_launcher: Shard complete standard "
+             "error output:", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB.",
+             "2024-01-02T10:00:01.000000Z ERROR text_generation_launcher: Shard 0 failed to start"]  # fmt: skip
+    d = diagnose_lines(shard)
+    assert (d.source.framework, d.stage, d.basis) == ("tgi", "startup", "message")
+
+
+def test_a_failed_load_of_an_engine_whose_load_runs_its_whole_start_up_stays_unknown() -> None:
+    # vLLM under Triton builds its engine, profiles, allocates the KV cache and captures graphs in the model's load
+    vllm = ["I0102 10:00:00.000000 1 model.py:120] vllm engine args: {'model': 'm'}",
+            TRITON_LOAD.format("vllm_model") + "CUDA out of memory. Tried to allocate 2.00 GiB."]  # fmt: skip
+    d = diagnose_lines(vllm)
+    assert (d.source.framework, d.stage) == ("vllm", "unknown")
+
+
+def test_sglangs_retraction_of_requests_on_a_full_kv_pool_is_no_failure() -> None:
+    # sglang managers/scheduler.py: a full KV pool retracts requests and serving goes on (both spellings it used)
+    sgl = "[2025-03-07 21:49:33 TP0] "
+    lines = [sgl + "Decode batch. #running-req: 64, #token: 180000, token usage: 0.99, gen throughput (token/s): 900",
+             sgl + "Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.5000 -> 0.6000",
+             sgl + "decode out of memory happened, #retracted_reqs: 2, #new_token_ratio: 0.6000 -> 0.7000"]  # fmt: skip
+    d = diagnose_lines(lines)
+    assert (d.stage, d.oom) == ("none", False)
+    crashed = diagnose_lines([*lines, sgl + "Scheduler hit an exception: torch.OutOfMemoryError: CUDA out of memory."])
+    assert (crashed.stage, crashed.basis) == ("runtime", "phase")  # its batch lines say it served
+
+
+def test_a_pinned_host_buffer_llama_cpp_falls_back_from_is_no_failure() -> None:
+    # ggml-cuda.cu ggml_cuda_host_malloc: a refused pinned buffer is logged and replaced by pageable memory
+    lines = ["ggml_cuda_host_malloc: failed to allocate 1900.00 MiB of pinned memory: out of memory",
+             "load_tensors: offloaded 41/41 layers to GPU", LLAMA_KV,
+             "main: server is listening on http://127.0.0.1:8080 - starting the main loop"]  # fmt: skip
+    assert diagnose_lines(lines).stage == "none"
+    assert diagnose_lines([*lines, CUDA_MALLOC.format(900)]).stage == "runtime"
+
+
+def test_ollamas_estimate_that_no_layer_fits_is_no_failure() -> None:
+    # ollama llm/memory.go: it logs the estimate and runs the model on the CPU instead
+    line = 'time=2024-11-08T01:05:27Z level=DEBUG source=memory.go:312 msg="insufficient VRAM to load any model layers"'
+    assert diagnose_lines([line]).stage == "none"

@@ -24,11 +24,13 @@ __all__ = [
     "CUDA_CAPTURE_SIZES",
     "CUDA_GRAPH_MEMORY",
     "DEVICE_OOM",
+    "ELISION",
     "ENGINE_LENGTH",
     "ERROR_MESSAGE",
     "EXCEPTION_LINE",
     "FRAME",
     "FRAME_HEAD",
+    "FREE_ON_STARTUP",
     "GAUDI_GRAPH_RESERVE",
     "GAUDI_KV_DUMMY",
     "GAUDI_MEMORY",
@@ -45,6 +47,7 @@ __all__ = [
     "KV_TOKENS",
     "KV_WORDS",
     "LINE_PREFIX",
+    "LOAD_FAILED",
     "LOG_TIME",
     "MESSAGE_STAGES",
     "METHOD",
@@ -54,6 +57,7 @@ __all__ = [
     "PHASE_TOTAL",
     "PROGRESS",
     "RELEASE",
+    "RESERVE_FAILED",
     "RUNTIMES",
     "RUN_START",
     "SHAPE_FIELD",
@@ -106,6 +110,7 @@ HOST_OOM = re.compile(
     # Ollama, before it starts a runner: the model needs more host memory than is free (llm/server.go)
     r"|model requires more system memory"
     r"|_OUT_OF_HOST_MEMORY\b|OutOfHostMemory"  # Vulkan's, oneAPI's host-side error
+    r"|DefaultCPUAllocator: not enough memory"  # torch's CPU allocator (c10 alloc_cpu.cpp; "can't allocate" elsewhere)
 )
 #: The device ran out (CUDA, ROCm, XPU, Gaudi, TPU), in the errors' own words; an excerpt cut inside the error
 #: (``CUDA out of``, ``OutOfMe``) still counts. vLLM's advice lines ("If you are running out of memory, ...", "If
@@ -113,21 +118,29 @@ HOST_OOM = re.compile(
 DEVICE_OOM = re.compile(
     r"OutOfMe(?:mory|m?\s*$)|\b(?:CUDA|HIP|XPU|NPU|MPS)\b(?: driver)?(?: error:)? out of(?: memory\b|\s*$)"
     r"|PT_DEVMEM\b.*(?:Allocation failed|OOM)|Device out of memory|would exceed allowed memory"
-    r"|Not enough memory to handle|RESOURCE_EXHAUSTED|\bOOM when allocating"
+    # (XLA's RESOURCE_EXHAUSTED is memory; gRPC's status of that name, "StatusCode.RESOURCE_EXHAUSTED", is a message
+    # over the size limit: TGI's router and shards, Triton talk gRPC)
+    r"|Not enough memory to handle|(?<!StatusCode\.)RESOURCE_EXHAUSTED|\bOOM when allocating"
     # MLC-LLM's engine refuses before it allocates: weights and buffers leave no room (cpp/serve/config.cc);
     # llama.cpp cannot reserve its compute graph's buffers (src/llama-context.cpp graph_reserve)
     r"|Insufficient GPU memory error|failed to allocate compute buffers|compute buffer allocation failed"
     # TensorRT-LLM's PyTorch executor re-raises any out-of-memory error of a component it creates with its own
     # wording (_torch/pyexecutor/py_executor_creator.py _ExecutorMemoryMonitor)
     r"|Executor creation failed due to insufficient GPU memory"
+    # vLLM V1 refuses to start when the device has less free memory than its utilisation asks for (gpu_worker.py
+    # init_device, before the weights load); its healthy report says "on startup. Desired ..." instead
+    r"|on startup is less than desired (?:[GNX]PU )?memory utilization"
     # Every accelerator API's own name for the error, as libraries print it: CUDA's driver and runtime
     # (CUDA_ERROR_OUT_OF_MEMORY, cudaErrorMemoryAllocation), Vulkan and oneAPI (VK_ERROR_OUT_OF_DEVICE_MEMORY,
     # vk::OutOfDeviceMemoryError, UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY), the BLAS and DNN handles
     # (CUBLAS_STATUS_ALLOC_FAILED, HIPBLAS_..., CUDNN_..., rocblas_status_memory_error), Ascend's runtime
     # (ACL_ERROR_RT_MEMORY_ALLOCATION), TensorRT's allocator ("Requested amount of GPU memory (N bytes) could not be
-    # allocated")
+    # allocated"; as a warning, ``[W]``, it is the engine builder skipping a tactic that needs more: no failure)
     r"|_OUT_OF_(?:DEVICE_)?MEMORY\b|OutOfDeviceMemory|\b[A-Z]+_STATUS_ALLOC_FAILED\b|cudaErrorMemoryAllocation"
-    r"|rocblas_status_memory_error|ACL_ERROR_RT_MEMORY_ALLOCATION|GPU memory \(\d+ bytes\) could not be allocated"
+    r"|rocblas_status_memory_error|ACL_ERROR_RT_MEMORY_ALLOCATION"
+    r"|\bEL0004:.{0,80}Failed to allocate memory"  # Ascend's driver (CANN error code EL0004)
+    r"|(?<!\[W\] Requested amount of )(?<!\[W\] \[TRT\] Requested amount of )GPU memory \(\d+ bytes\) could not be "
+    r"allocated"
     # ggml's device buffers (llama.cpp, Ollama, llama-cpp-python: "unable to allocate CUDA0 buffer", "failed to
     # allocate Metal buffer", Metal's "failed to allocate buffer, size", the KV cache's "failed to allocate buffer for
     # kv cache"); a host buffer (CUDA_Host, CPU) is not device memory
@@ -135,9 +148,21 @@ DEVICE_OOM = re.compile(
     r"|failed to allocate buffer(?:, size| for kv cache)"
     # plain words any runtime may use
     r"|(?:failed|unable) to allocate (?:\S+ )?(?:device|GPU|HPU|NPU|VRAM|HBM) memory"
-    r"|(?:insufficient|not enough) (?:free )?(?:GPU|device|VRAM|HBM|NPU|HPU|video) memory|insufficient VRAM"
-    r"|(?<!running )(?<!run )(?<!If )\bout of memory\b(?! error occurs)",
+    # (Ollama's estimate that no layer fits, after which it runs the model on the CPU, is no failure: llm/memory.go)
+    r"|(?:insufficient|not enough) (?:free )?(?:GPU|device|VRAM|HBM|NPU|HPU|video) memory"
+    r"|insufficient VRAM(?! to load any model layers)"
+    # (SGLang's scheduler reports a full KV pool it handles by retracting requests as "Decode out of memory happened":
+    # serving goes on, nothing failed, managers/scheduler.py; ggml's CUDA backend reports a pinned host buffer it could
+    # not get and falls back to pageable memory, "failed to allocate N MiB of pinned memory: out of memory",
+    # ggml-cuda.cu ggml_cuda_host_malloc)
+    r"|(?<!running )(?<!run )(?<!If )(?<!Decode )(?<!pinned memory: )\bout of memory\b(?! error occurs| happened)",
     re.IGNORECASE,
+)
+#: vLLM V1's refusal to start when the device holds less free memory than its utilisation asks (``gpu_worker.py``
+#: ``init_device``; newer releases name the device: ``Free memory on device cuda:0 (...)``).
+FREE_ON_STARTUP = re.compile(
+    r"Free memory on device(?: [\w:]+)? \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup is less than desired "
+    r"(?:[GNX]PU )?memory utilization \((?P<util>[\d.]+), (?P<want>[\d.]+) GiB\)"
 )
 #: Failure messages that name the phase they come from (the runtimes' own wording): TGI's and MindIE's warm-up, which
 #: measures memory before the KV cache is sized (``flash_causal_lm.py`` ``warmup``), vLLM's sampler warm-up after
@@ -150,6 +175,7 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
         "startup",
         re.compile(
             r"Not enough memory to handle \d+ prefill tokens|Unable to warmup model"
+            r"|on startup is less than desired (?:[GNX]PU )?memory utilization"  # vLLM V1's free-memory check
             r"|Warmup failed, because of .{0,80}out of memory"
             r"|\bllama_model_load: error loading model|\bllama_load_model_from_file: failed to load model"
             r"|model requires more system memory"
@@ -172,18 +198,46 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
         ),
     ),
     # SGLang wraps any error of its graph capture as "Capture cuda graph failed: <error>" (cuda_graph_runner.py)
-    # llama.cpp reserves its compute graph's buffers at the largest micro-batch after the KV cache exists
-    # (src/llama-context.cpp graph_reserve): the graph-memory step of its start-up
     (
         "graph_capture",
         re.compile(
-            r"when warming up sampler|[Cc]uda graph warmup failed|Capture cuda graph failed"
-            r"|failed to allocate compute buffers|compute buffer allocation failed"
+            r"when warming up (?:sampler|pooler)|[Cc]uda graph warmup failed|Capture cuda graph failed"
             # TensorRT-LLM's executor resources after the final KV cache: PyExecutor's constructor warms the model
             # engine up (its CUDA graphs) there (_torch/pyexecutor/py_executor.py)
             r"|could not be created: Additional executor resources\s*$"
         ),
     ),
+)
+
+#: llama.cpp's compute-buffer reservation (src/llama-context.cpp ``graph_reserve`` / ``sched_reserve``: "failed to
+#: allocate compute buffers", older ``llama_new_context_with_model`` the same, the prompt's "compute pp buffers"; ggml's
+#: graph allocator ``ggml_gallocr_reserve_n``, which only compute graphs go through: weights and the KV cache are
+#: allocated as tensors of a context). It reserves the activations of the worst-case micro-batch after the KV cache
+#: exists and before serving: llama.cpp's counterpart of vLLM's profiling pass, start-up (``runtime`` where the log
+#: shows serving had begun: ggml re-reserves a graph that grew).
+RESERVE_FAILED = re.compile(
+    r"failed to allocate compute (?:pp )?buffers|compute buffer allocation failed"
+    r"|ggml_gallocr_reserve_n: failed to allocate|\b(?:graph|sched)_reserve: failed"
+)
+#: A model's load or the creation of its serving instance failed: Triton's model repository (``model_lifecycle.cc``
+#: "failed to load '<model>' version N", its status "loading failed with error"), the TensorRT-LLM backend's instance
+#: (``TRITONBACKEND_ModelInstanceInitialize``: "unexpected error when creating modelInstanceState"), TGI's shard
+#: (``server.py`` "Error when initializing model", the launcher's "Shard N failed to start"), llama.cpp's loader as
+#: Ollama relays it ("error loading model") and Ollama's runner that died while it loaded (``llm/server.go``
+#: ``WaitUntilRunning``: "llama runner process has terminated"). Read as start-up where no later phase line came
+#: first; an engine whose load runs its whole start-up (vLLM under Triton, an engine the log does not name) cannot be
+#: placed by it (:func:`vllm_hpu_mm.logs.doctor.decide.judge`).
+LOAD_FAILED = re.compile(
+    r"failed to load '[^']*' version|loading failed with error|creating modelInstanceState"
+    r"|Error when initializing model|Shard \d+ failed to start|error loading model\b"
+    r"|llama runner process has terminated"
+)
+#: A line that stands for lines an excerpt left out (``...``, ``…``, ``[...]``, ``<snip>``, ``[... truncated ...]``),
+#: matched whole: what came before it is not known to be the last thing before what follows.
+ELISION = re.compile(
+    r"(?=.*(?:\.{3}|…|snip|truncat|omit|skip))[\[(<]?\s*(?:\.{3,}|…+)?\s*(?:snip(?:ped)?|truncated|omitted|skipped)?"
+    r"\s*(?:\.{3,}|…+)?\s*[\])>]?",
+    re.IGNORECASE,
 )
 
 # --- tracebacks -----------------------------------------------------------------------------------------------
@@ -390,6 +444,12 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "loaded engine size",
             "memory used after loading model weights",
             "load_tensors:",  # llama.cpp's loader (src/llama-model.cpp)
+            # vLLM V1's profiling pass: the encoder cache's budget for a vision model's dummy images, torch.compile's
+            # first compile for any shape (gpu_model_runner.py profile_run, compilation/backends.py, monitor.py)
+            "encoder cache will be initialized with a budget",
+            "dynamo bytecode transform time",
+            "compiling a graph for dynamic shape",
+            "torch.compile takes",
         ),
     ),
     (
@@ -412,6 +472,10 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "for max tokens in paged kv cache",
             "estimated total single gpu memory usage",
             "kv buffer size =",  # llama.cpp's KV cache (src/llama-kv-cache.cpp)
+            # LMDeploy's KV blocks: TurboMind's block manager (src/turbomind/models/llama/BlockManager.cc, which
+            # allocates its first chunk right after), the PyTorch engine's cache engine (pytorch/engine/cache_engine.py)
+            "[blockmanager] max_block_count",
+            "build cacheengine with config",
         ),
     ),
     (
@@ -446,6 +510,8 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "batch{batch_size",
             "capture cuda graph end",
             "fired up and ready to roll",
+            "decode batch. #running-req",  # SGLang's scheduler, per served batch (managers/scheduler.py)
+            "prefill batch. #new-seq",
             # TensorRT-LLM's server, Ollama's runner, Triton's model repository
             "engine loaded and ready to serve",
             "executor instance created",
@@ -453,6 +519,21 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "successfully loaded '",
             "server is listening on",  # llama.cpp's server (tools/server/server.cpp)
             "llama_server: listening on",
+            "launch_slot_: id",  # llama.cpp's server taking a request into a slot, and its per-request timings
+            "update_slots: id",
+            "prompt eval time =",
+            # lines only a request's step prints: vllm-gaudi / vllm-fork on a shape the warm-up did not build
+            # (hpu_model_runner.py _check_config, outside warmup_mode), vLLM V0's scheduler preempting a sequence
+            "was not warmed-up!",
+            # vllm-gaudi / vllm-fork under VLLM_SKIP_WARMUP: warmup_model returns at once, the next step serves (and
+            # compiles each graph on first use)
+            "skipping warmup...",
+            "is preempted by preemptionmode",
+            # vLLM V1's engine core once its busy loop runs (v1/engine/core.py run_engine_core: "failed to start"
+            # before, "encountered a fatal error" after it was built), and its dump of the failing step (dump_input.py)
+            "enginecore encountered a fatal error",
+            "dumping scheduler output for model execution",
+            "dumping input data for v1 llm engine",
         ),
     ),
 )

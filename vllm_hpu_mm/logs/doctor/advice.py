@@ -15,6 +15,7 @@ them (the Gaudi memory split is re-planned, and the plan's structured finding, n
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Iterable
 
@@ -22,7 +23,8 @@ from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.logs.doctor.decide import Diagnosis
 from vllm_hpu_mm.logs.doctor.source import OTHER_DISPLAY, LogSource
-from vllm_hpu_mm.logs.patterns import DEVICE_OOM
+from vllm_hpu_mm.logs.numbers import GarbledNumber, number
+from vllm_hpu_mm.logs.patterns import DEVICE_OOM, FREE_ON_STARTUP, LOAD_FAILED, RESERVE_FAILED
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.fixes import Fix
@@ -174,8 +176,28 @@ def _vllm_kv_cache(d: Diagnosis) -> list[Fix]:
     return out
 
 
+def _refused_share(d: Diagnosis) -> Fix | None:
+    """vLLM's refusal to start on a device with less free memory than its share asks: the most the share can be."""
+    m = next((m for line in _texts(d) for m in [FREE_ON_STARTUP.search(line)] if m), None)
+    if m is None:
+        return None
+    try:
+        free, total, util = number(m["free"]), number(m["total"]), number(m["util"])
+    except GarbledNumber:
+        return None
+    if not 0 < free < total:
+        return None
+    most = math.floor(free / total * 100) / 100  # rounded down: the share must fit in what is free
+    return Fix(f"vLLM refused to start: the device had {free:g} of {total:g} GiB free, less than {UTILIZATION} "
+               f"{util:g} asks for; stop what else holds the device, or set {UTILIZATION} {most:g} or lower (what is "
+               "free, as a share of the device)", UTILIZATION, most)  # fmt: skip
+
+
 def _vllm_startup(d: Diagnosis, vision: bool) -> list[Fix]:
     s = d.source
+    refused = _refused_share(d)
+    if refused is not None:  # nothing was loaded: the share itself is the fix
+        return [refused]
     out = [
         *_free_the_device(s),
         Fix("raise --tensor-parallel-size if the weights alone nearly fill the device (or use a quantized model)"),
@@ -299,7 +321,7 @@ OTHER_KNOBS: dict[str, tuple[str, ...]] = {
 
 #: What another framework's failure at one stage asks for: a KV-cache refusal (the cache is sized from what its memory
 #: share leaves, so the share is raised, not lowered: MLC-LLM's message itself, cpp/serve/config.cc; Aphrodite's
-#: engine as vLLM's), llama.cpp's compute-graph reservation at its largest micro-batch (src/llama-context.cpp).
+#: engine as vLLM's).
 _OTHER_AT_STAGE = {
     (
         "mlc-llm",
@@ -312,9 +334,16 @@ _OTHER_AT_STAGE = {
     ("ms-swift", "startup"): "the weights did not fit while they loaded (its PyTorch backend loads them through "
     "transformers' device map): spread them over every device with --device_map_config_path, or load them quantized "
     "(--quantization_bit)",
-    ("llama.cpp", "graph_capture"): "it could not reserve its compute graph's buffers for the largest micro-batch: "
-    "lower --ubatch-size (and --batch-size) or --ctx-size, or offload fewer layers (--n-gpu-layers)",
 }
+#: llama.cpp's compute-graph reservation at its largest micro-batch (src/llama-context.cpp), read from the failure's
+#: own lines (:data:`~vllm_hpu_mm.logs.patterns.RESERVE_FAILED`).
+_LLAMA_RESERVE = ("it could not reserve its compute graph's buffers for the largest micro-batch: lower --ubatch-size "
+                  "(and --batch-size) or --ctx-size, or offload fewer layers (--n-gpu-layers)")  # fmt: skip
+#: TensorRT-LLM's model instance that could not be created (:data:`~vllm_hpu_mm.logs.patterns.LOAD_FAILED`): a
+#: TensorRT engine's runtime buffers are sized when it is built (trtllm-build's max_batch_size, max_num_tokens).
+_TRT_INSTANCE = ("its engine and the runtime buffers sized when it was built did not fit as the model instance was "
+                 "created: rebuild the engine with a lower max_batch_size or max_num_tokens, or over more GPUs "
+                 "(tensor parallelism)")  # fmt: skip
 #: Where a hosted vLLM engine reads its arguments: Triton's vLLM backend from the model's ``model.json``, Ray Serve
 #: LLM from the deployment's ``engine_kwargs``.
 _HOSTED = {
@@ -338,6 +367,10 @@ def _other(d: Diagnosis) -> list[Fix]:
                     "static share holds the weights and the KV pool), or shard over more devices (--tp-size) or load "
                     "a quantized model (--quantization)")]  # fmt: skip
     at_stage = _OTHER_AT_STAGE.get((key, d.stage))
+    if key == "llama.cpp" and any(RESERVE_FAILED.search(line) for line in _texts(d)):
+        at_stage = _LLAMA_RESERVE
+    if key == "tensorrt_llm" and d.stage == "startup" and any(LOAD_FAILED.search(line) for line in _texts(d)):
+        at_stage = _TRT_INSTANCE
     if at_stage is not None:
         return [*_free_the_device(d.source), Fix(f"{lead}; {at_stage}")]
     if own:

@@ -6,9 +6,11 @@ Rules, in order:
    or host failure with its own traceback came first).
 2. An out-of-memory line: its stage comes from the first of these that names one, in the order :class:`Rules`
    gives: the traceback's frames (:mod:`.phases`: a serving loop, else the innermost phase function), the error
-   message itself (TGI's warm-up prefill, vLLM's sampler warm-up), the last phase line before it (weights loaded, KV
-   cache sized, capture started, serving), the learned frame votes (frame names the phase table does not know,
-   counted over labelled logs). Else ``unknown``.
+   message itself (TGI's warm-up prefill, vLLM's sampler warm-up; llama.cpp's compute-buffer reservation, start-up
+   unless serving had begun; a failed model load before any later phase line, for an engine whose load precedes its
+   KV cache), the last phase line before it (weights loaded, KV cache sized, capture started, serving; where the
+   excerpt elides lines after it, only the last stage), the learned frame votes (frame names the phase table does
+   not know, counted over labelled logs). Else ``unknown``.
 3. No failure line, but the log (or the run, before a restart) stops inside a traceback whose frames name a phase, or
    inside a counted phase (``[Warmup][..][i/n]`` with i < n, a CUDA-graph bar, weight shards) and never said start-up
    finished -> that phase, with the cut as the only evidence (the process most likely died there: low confidence).
@@ -33,7 +35,7 @@ from typing import Any, Literal
 
 from vllm_hpu_mm.logs.doctor.phases import MODEL_RUNS, frame_meaning, generic_frame, loading_frame, traceback_stage
 from vllm_hpu_mm.logs.doctor.scan import Failure, Frame, GaudiMemory, LogFeatures, Memory
-from vllm_hpu_mm.logs.doctor.source import LogSource
+from vllm_hpu_mm.logs.doctor.source import HOST_NAMES, LogSource
 from vllm_hpu_mm.logs.numbers import SkippedLines
 from vllm_hpu_mm.values import STAGES as BASE_STAGES
 from vllm_hpu_mm.values import Stage
@@ -229,7 +231,7 @@ def judge(features: LogFeatures, rules: Rules) -> Judgement:
         warm = f.warmup[2] if f.warmup else None
         marks = (f.line, gaudi_at, f.warmup[0] if f.warmup else -1)
         for source in rules.order:
-            found = _source(source, f, hint, rules)
+            found = _source(source, f, hint, rules, features.source)
             if found is not None:
                 return Judgement(found[0], _BASIS_OF[source], f.memory, (*marks, found[1]), warm)
         if f.memory == "device" and run.repeated >= REPEATED:
@@ -325,15 +327,29 @@ def _before_phase_line(f: Failure, hint: tuple[Stage, int] | None) -> tuple[Stag
     return hint
 
 
-def _source(source: Source, f: Failure, hint: tuple[Stage, int] | None, rules: Rules) -> tuple[Stage, int] | None:
+def _source(source: Source, f: Failure, hint: tuple[Stage, int] | None, rules: Rules,
+            writer: LogSource) -> tuple[Stage, int] | None:  # fmt: skip
     if source == "frames":
         return hint
     if source == "message":
-        return None if f.message_stage is None else (f.message_stage, f.line)
+        if f.message_stage is None or (f.message_kind == "load" and _load_runs_everything(writer)):
+            return None
+        return f.message_stage, f.message_line if f.message_line >= 0 else f.line
     if source == "phase":
-        return None if f.phase is None else (f.phase[0], f.phase[1])
+        # lines left out after the phase line: the failure came in that phase or a later one (the last stage alone
+        # is then still known)
+        if f.phase is None or (f.phase_gap and f.phase[0] != BASE_STAGES[-1]):
+            return None
+        return f.phase[0], f.phase[1]
     voted = _voted(f.frames, rules)
     return None if voted is None else (voted, f.line)
+
+
+def _load_runs_everything(writer: LogSource) -> bool:
+    """Whether a failed model load says nothing of the stage for this writer: vLLM builds its engine, profiles,
+    allocates the KV cache and captures graphs all inside the host's load (Triton's vLLM backend initialises the engine
+    in ``initialize``), and an engine the log does not name may do the same."""
+    return writer.framework == "vllm" or writer.name in HOST_NAMES or (writer.framework == "other" and not writer.name)
 
 
 def decide(features: LogFeatures, rules: Rules) -> Diagnosis:

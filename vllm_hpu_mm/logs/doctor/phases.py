@@ -7,7 +7,10 @@ own sources, not from logs: vLLM 0.32 (``v1/engine/core.py``, ``v1/worker/gpu_wo
 ``model_executor/model_loader``, ``model_executor/warmup``) and the V0 engine as its tracebacks name it
 (``engine/llm_engine.py``, ``async_llm_engine.py``, ``worker/worker.py``, ``model_runner.py``, ``cache_engine.py``),
 vllm-gaudi @ 091bbadd and vllm-fork (``hpu_worker.py``, ``hpu_model_runner.py``), TGI (``server.py``,
-``flash_causal_lm.py``), torch (``nn.Module.to`` → ``_apply`` → ``convert``; ``torch.cuda.graph``).
+``flash_causal_lm.py``), SGLang (``managers/scheduler.py`` event loops, ``model_executor/model_runner.py``
+``initialize``: ``load_model``, ``init_memory_pool``, ``init_cuda_graphs`` / ``init_device_graphs``), LMDeploy's PyTorch
+engine (``pytorch/engine/model_agent.py``: ``build_cache_engine``, ``_async_loop_background``), torch
+(``nn.Module.to`` → ``_apply`` → ``convert``; ``torch.cuda.graph``).
 
 Three kinds of frame:
 
@@ -74,19 +77,31 @@ FUNCTIONS: dict[str, Meaning] = {
     # Serving. V1: EngineCoreProc.run_busy_loop -> _process_engine_step -> step / step_with_batch_queue, the API
     # server's AsyncLLM.output_handler. V0: AsyncLLMEngine.run_engine_loop -> engine_step -> step_async, the worker
     # side start_worker_execution_loop, LLM.generate / AsyncLLMEngine.generate. TGI: the Prefill and Decode RPCs.
+    # SGLang's scheduler loops (normal, overlapped, pipelined, disaggregated), LMDeploy's model agent's forward loop.
     # Training steps (a benchmark's train loop) are "serving" too: the steady state after start-up.
     **_all(
         "runtime",
         "loop",
         "run_busy_loop _process_engine_step step_with_batch_queue output_handler run_engine_loop engine_step "
         "step_async execute_model_async start_worker_execution_loop _log_task_completion _process_request generate "
-        "Prefill Decode span:prefill span:decode train training_step",
+        "Prefill Decode span:prefill span:decode train training_step event_loop_normal event_loop_overlap "
+        "event_loop_pp event_loop_normal_disagg_prefill event_loop_overlap_disagg_prefill "
+        "event_loop_normal_disagg_decode event_loop_overlap_disagg_decode _async_loop_background",
     ),
     # Functions only a request runs (V1 GPUModelRunner._execute_mm_encoder, called from execute_model/_preprocess;
     # _bookkeeping_sync and its _get_prompt_logprobs_dict, which sample_tokens runs on an engine step's output: the
     # dummy runs of profiling, capture and the sampler warm-up never reach them).
     **_all("runtime", "phase", "_execute_mm_encoder _bookkeeping_sync _get_prompt_logprobs_dict"),
     **dict.fromkeys(LOADING, Meaning("startup", "phase")),
+    # Setting the device and its process groups up before the weights load (vLLM V1 gpu_worker.py init_device, which
+    # also refuses a device with too little free memory; init_worker_distributed_environment and the parallel state,
+    # whose NCCL communicators and custom all-reduce buffers take device memory).
+    **_all(
+        "startup",
+        "phase",
+        "init_device init_worker_distributed_environment init_distributed_environment initialize_model_parallel "
+        "ensure_model_parallel_initialized",
+    ),
     # Profiling the peak of a forward pass before sizing the KV cache (vLLM V0 and V1, vllm-gaudi), and TGI's warm-up
     # prefill at the largest batch, which measures memory the same way (flash_causal_lm.warmup before it sizes blocks).
     **_all(
@@ -102,7 +117,7 @@ FUNCTIONS: dict[str, Meaning] = {
         "initialize_kv_cache initialize_kv_cache_tensors _allocate_kv_cache_tensors _reshape_kv_cache_tensors "
         "_allocate_kv_cache allocate_kv_cache _init_cache_engine initialize_cache get_kv_cache_configs "
         "get_kv_cache_config check_enough_kv_cache_memory _check_enough_kv_cache_memory CacheEngine.__init__ "
-        "CacheEngine._allocate_kv_cache",
+        "CacheEngine._allocate_kv_cache init_memory_pool profile_max_num_token build_cache_engine",
     ),
     # Graph capture and warm-up after the KV cache exists: vLLM V1 compile_or_warm_up_model (kernel warm-up,
     # capture_model, the sampler warm-up), V0 Worker._warm_up_model -> ModelRunner.capture_model ->
@@ -114,7 +129,7 @@ FUNCTIONS: dict[str, Meaning] = {
         "compile_or_warm_up_model capture_model _capture_cudagraphs _warmup_and_capture capture capture_begin "
         "capture_end kernel_warmup warmup_kernels deep_gemm_warmup flashinfer_autotune _warm_up_model warmup_model "
         "warmup_graphs warmup_scenario warmup_all_buckets warmup_multimodal_graphs _warmup_multimodal warmup_sampler "
-        "warmup_pooler cuda_graph_warmup",
+        "warmup_pooler cuda_graph_warmup init_cuda_graphs init_device_graphs",
     ),
     # Wrappers that enclose several phases.
     **_all("startup", "scope", "from_engine_args from_vllm_config _init_executor EngineCoreProc.__init__"),

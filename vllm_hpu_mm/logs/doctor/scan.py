@@ -27,6 +27,7 @@ from vllm_hpu_mm.logs.numbers import GarbledNumber, SkippedLines, integer, numbe
 from vllm_hpu_mm.logs.patterns import (
     CALL,
     DEVICE_OOM,
+    ELISION,
     ERROR_MESSAGE,
     EXCEPTION_LINE,
     FRAME_HEAD,
@@ -37,12 +38,14 @@ from vllm_hpu_mm.logs.patterns import (
     KV_TOKENS,
     KV_WORDS,
     LINE_PREFIX,
+    LOAD_FAILED,
     MESSAGE_STAGES,
     METHOD,
     MODEL,
     NEGATIVE_KV,
     PHASE_MARKERS,
     PROGRESS,
+    RESERVE_FAILED,
     RUN_START,
     TRACEBACK_START,
     WARMUP,
@@ -52,11 +55,14 @@ from vllm_hpu_mm.logs.patterns import (
 )
 from vllm_hpu_mm.values import Stage
 
-__all__ = ["AHEAD", "BACK", "MAX_FRAMES", "Failure", "Frame", "GaudiMemory", "LogFeatures", "Memory", "OpenTraceback",
-           "RunFeatures", "Scanner", "scan"]  # fmt: skip
+__all__ = ["AHEAD", "BACK", "MAX_FRAMES", "Failure", "Frame", "GaudiMemory", "LogFeatures", "Memory", "MessageKind",
+           "OpenTraceback", "RunFeatures", "Scanner", "scan"]  # fmt: skip
 
 #: Which memory ran out.
 Memory = Literal["device", "host"]
+#: What an error message placed by the phase lines before it says (:data:`~vllm_hpu_mm.logs.patterns.RESERVE_FAILED`,
+#: :data:`~vllm_hpu_mm.logs.patterns.LOAD_FAILED`).
+MessageKind = Literal["reserve", "load"]
 #: How far back a traceback may start, and how far after the error line frames may follow (several workers print
 #: their tracebacks after one another; some tools print the error first).
 BACK, AHEAD = 200, 40
@@ -75,6 +81,9 @@ MAX_WORKERS = 64
 WORKER_TAG = re.compile(r"pid=\d+|\[rank\d+\]|\[Rank:\d+\]|\brank=\d+")
 #: Substrings one of which every :data:`~vllm_hpu_mm.logs.patterns.RUN_START` line holds (a cheap first check).
 _RUN_WORDS = ("API server version", "LLM engine", "Args {", "non-default args")
+#: Substrings one of which an :data:`~vllm_hpu_mm.logs.patterns.ELISION` line holds (a cheap first check; a mark
+#: written in capitals is missed).
+_ELISION_WORDS = ("...", "…", "snip", "runcat", "mitted", "kipped")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +118,13 @@ class Failure:
     phase: tuple[Stage, int, str] | None
     warmup: tuple[int, str, tuple[str, int, int]] | None
     window: tuple[tuple[int, str], ...]
+    #: Which placed message :attr:`message_stage` comes from (None: one that names its phase itself).
+    message_kind: MessageKind | None = None
+    #: The line that named :attr:`message_stage` (-1: none).
+    message_line: int = -1
+    #: Whether the excerpt left lines out (an elision line) between :attr:`phase` and the failure: the phase line is
+    #: then only the earliest the failure can be, not the last phase before it.
+    phase_gap: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,9 +228,10 @@ class _Traceback:
 class _Run:
     def __init__(self) -> None:
         self.failure: Failure | None = None
-        #: A failure waiting for its AHEAD lines: (line, text, memory, lines before, phase and warm-up line then).
+        #: A failure waiting for its AHEAD lines: (line, text, memory, lines before, phase and warm-up line then,
+        #: whether lines were elided since that phase line).
         self.pending: tuple[int, str, Memory, list[tuple[int, str]], tuple[Stage, int, str] | None,
-                            tuple[int, str, tuple[str, int, int]] | None] | None = None  # fmt: skip
+                            tuple[int, str, tuple[str, int, int]] | None, bool] | None = None  # fmt: skip
         self.after: list[tuple[int, str]] = []
         self.kv: tuple[int, str] | None = None
         self.kv_fit: tuple[int, int] | None = None
@@ -230,6 +247,7 @@ class _Run:
         #: Device out-of-memory lines by the worker that printed them (its tag; at most MAX_WORKERS tags).
         self.ooms: Counter[str] = Counter()
         self.error: tuple[int, str] | None = None
+        self.elided = -1  # the last elision line
 
     @property
     def has_begun(self) -> bool:
@@ -283,8 +301,12 @@ class Scanner:
             tag = _worker_tag(text)
             if tag in run.ooms or len(run.ooms) < MAX_WORKERS:
                 run.ooms[tag] += 1
+        mark = len(text) <= 64 and any(map(text.__contains__, _ELISION_WORDS))
+        if mark and ELISION.fullmatch(strip_prefix(text).strip()):
+            run.elided = k
         if run.failure is None and run.pending is None and kind is not None:
-            run.pending = (k, text, kind, list(self.recent)[:-1], run.phase, run.warmup)
+            gap = run.phase is not None and run.elided > run.phase[1]
+            run.pending = (k, text, kind, list(self.recent)[:-1], run.phase, run.warmup, gap)
 
     # --- per line -------------------------------------------------------------------------------------------
 
@@ -318,7 +340,7 @@ class Scanner:
                     break
         low = text.lower()
         for stage, words in _PHASES_LAST_FIRST:
-            if any(w in low for w in words):
+            if any(map(low.__contains__, words)):  # map: no generator frame per marker (every line is checked)
                 run.phase = (stage, k, text)
                 if stage == "runtime":
                     run.completed_at = k
@@ -362,16 +384,15 @@ class Scanner:
     def _settle(self, run: _Run) -> None:
         """Turn the pending failure into a :class:`Failure` once the lines after it are in."""
         assert run.pending is not None
-        k, text, memory, before, phase, warmup = run.pending
+        k, text, memory, before, phase, warmup, gap = run.pending
         window = [*_traceback_window(before), (k, text), *run.after]
         reader = _FrameReader()
         frames = [frame for j, line in window for frame in reader.read(j, line)]
         method = run.method if run.method is not None and abs(run.method.line - k) <= BACK else None
         if method is not None and all(f.func != method.func for f in frames):
             frames.insert(0, method)
-        message = next((s for s, p in MESSAGE_STAGES for _, line in [(k, text), *run.after[:5]] if p.search(line)),
-                       None)  # fmt: skip
-        run.failure = Failure(k, text, memory, tuple(frames), message, phase, warmup, tuple(window))
+        message, kind, at = _message(phase, [(k, text), *run.after[:5]])
+        run.failure = Failure(k, text, memory, tuple(frames), message, phase, warmup, tuple(window), kind, at, gap)
         run.pending = None
         run.after = []
 
@@ -400,6 +421,26 @@ class Scanner:
         window = [] if chosen.failure is None else [text for _, text in chosen.failure.window]
         source = self.source.result(window)
         return LogFeatures(chosen, index, self.runs, self.model, self.backend.name, self.skipped, source)
+
+
+def _message(
+    phase: tuple[Stage, int, str] | None, near: list[tuple[int, str]]
+) -> tuple[Stage | None, MessageKind | None, int]:
+    """The stage the failure's own lines name, which kind of message named it and on which line: a message that names
+    its phase (:data:`~vllm_hpu_mm.logs.patterns.MESSAGE_STAGES`); else a compute-buffer reservation (start-up, or
+    serving where the phase lines say it had begun); else a failed model load before any later phase line."""
+    for stage, pattern in MESSAGE_STAGES:
+        for j, line in near:
+            if pattern.search(line):
+                return stage, None, j
+    for j, line in near:
+        if RESERVE_FAILED.search(line):
+            return ("runtime" if phase is not None and phase[0] == "runtime" else "startup"), "reserve", j
+    if phase is None or phase[0] == "startup":
+        for j, line in near:
+            if LOAD_FAILED.search(line):
+                return "startup", "load", j
+    return None, None, -1
 
 
 def _oom_kind(text: str) -> Memory | None:

@@ -22,10 +22,19 @@ from collections.abc import Iterable
 from typing import Literal
 
 from vllm_hpu_mm.logs.numbers import GarbledNumber, number
+from vllm_hpu_mm.logs.patterns import FREE_ON_STARTUP
 from vllm_hpu_mm.runtimes.base import Runtime, RuntimeTraits
 from vllm_hpu_mm.runtimes.registry import DEFAULT_RUNTIME, TRAITS
 
-__all__ = ["OTHER_DISPLAY", "Accelerator", "Framework", "LogSource", "SourceSniffer", "other_processes_gib"]
+__all__ = [
+    "HOST_NAMES",
+    "OTHER_DISPLAY",
+    "Accelerator",
+    "Framework",
+    "LogSource",
+    "SourceSniffer",
+    "other_processes_gib",
+]
 
 Framework = Literal["vllm", "tgi", "optimum-habana", "other"]
 Accelerator = Literal["hpu", "cuda", "rocm", "cpu", "tpu", "xpu", "npu"]
@@ -173,11 +182,6 @@ SOURCE_BUDGET = 1 << 20
 
 _PROCESS = re.compile(r"Process (?P<pid>\d+) has (?P<size>[\d.]+) (?P<unit>[KMG]iB) memory in use")
 _THIS = re.compile(r"this process has (?P<size>[\d.]+) (?P<unit>[KMG]iB) memory in use")
-#: vLLM's own refusal when the device holds less free memory than its utilisation asks (V1 ``gpu_worker.py``).
-_FREE_ON_STARTUP = re.compile(
-    r"Free memory on device \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup is less than desired GPU memory "
-    r"utilization \((?P<util>[\d.]+), (?P<want>[\d.]+) GiB\)"
-)
 _GIB = {"KiB": 1 / 2**20, "MiB": 1 / 2**10, "GiB": 1.0}
 
 
@@ -223,13 +227,14 @@ class LogSource:
             return self.runtime.value + assumed
         names = {"vllm": "vLLM", "tgi": "TGI", "optimum-habana": "optimum-habana"}
         other = OTHER_DISPLAY.get(self.name, self.name) + " (not a vLLM runtime)" if self.name else ""
-        if self.name in _HOST_NAMES:
+        if self.name in HOST_NAMES:
             other = OTHER_DISPLAY[self.name] + " (the engine it hosts is not named)"
         what = names.get(self.framework, other or "another framework")
         return (f"{what} on {self.accelerator}" if self.accelerator else what) + assumed
 
 
-_HOST_NAMES = frozenset(host for host, _ in _HOSTS)
+#: The hosts' names, as :attr:`LogSource.name` gives one where the host is all a log names.
+HOST_NAMES = frozenset(host for host, _ in _HOSTS)
 
 
 class SourceSniffer:
@@ -332,7 +337,7 @@ def other_processes_gib(lines: Iterable[str]) -> float | None:
                 return round(max(0.0, sum(listed.values()) - mine), 2)
             if len(listed) > 1:
                 return round(sum(listed.values()) - max(listed.values()), 2)
-        if "on startup is less than desired" in text and (m := _FREE_ON_STARTUP.search(text)):
+        if "on startup is less than desired" in text and (m := FREE_ON_STARTUP.search(text)):
             try:
                 return round(number(m["total"]) - number(m["free"]), 2)
             except GarbledNumber:
