@@ -168,6 +168,24 @@ def _declared() -> set[str]:
     return {n.lower().replace("-", "_") for n in names}
 
 
+def _pins() -> dict[str, str]:
+    lock = (REPO / "requirements" / "cpu-constraints.txt").read_text(encoding="utf-8").splitlines()
+    pairs = (line.split("==", 1) for line in lock if line and not line.startswith("#"))
+    return {name.lower().replace("-", "_"): version for name, version in pairs}
+
+
+def test_every_requirement_is_pinned_in_the_environment_setup_env_installs() -> None:
+    # scripts/setup-env installs the pinned environment with --no-deps: a requirement missing from it would be missing
+    # from every development and CI machine
+    pins = _pins()
+    wanted = (REPO / "requirements-cpu.txt").read_text(encoding="utf-8").splitlines()
+    for line in (w.split("#")[0].strip() for w in wanted):
+        if line:
+            name, version = line.split("==")
+            assert pins.get(name.lower().replace("-", "_")) == version, f"{line} is not pinned as such"
+    assert _declared() <= set(pins), f"setup.py's requirements not pinned: {sorted(_declared() - set(pins))}"
+
+
 #: Import name -> distribution name, where they differ.
 DISTRIBUTION = {"PIL": "pillow", "yaml": "pyyaml"}
 
