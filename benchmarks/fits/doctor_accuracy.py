@@ -65,6 +65,7 @@ from tests.support.logs import (
     HELDOUT_ROUND6_LOGS,
     HELDOUT_ROUND7_LOGS,
     HELDOUT_ROUND8_LOGS,
+    HELDOUT_ROUND9_LOGS,
     RUNTIME_DEV_LOGS,
     RUNTIME_HELDOUT_LOGS,
     body_lines,
@@ -196,6 +197,7 @@ ROUNDS = {
     "round6": HELDOUT_ROUND6_LOGS,
     "round7": HELDOUT_ROUND7_LOGS,
     "round8": HELDOUT_ROUND8_LOGS,
+    "round9": HELDOUT_ROUND9_LOGS,
 }
 
 
