@@ -9,13 +9,12 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-#: Three files that need vLLM (one with a marked test, two importorskip) and one that does not (the lightest of
-#: each: this runs them again in a process of its own).
+#: Three files that need vLLM: one with marked tests beside tests that need none, two importorskip (the lightest of
+#: each: this runs them again in a process of its own; the CLI's own tests run without vLLM in scripts/test-plain).
 FILES = (
     "tests/plan/test_derived.py",
     "tests/runtimes/test_vllm_cuda_encoder_graphs.py",
     "tests/plugin/test_plugin.py",
-    "tests/cli/test_cli_main.py",
 )
 
 
@@ -35,8 +34,8 @@ def test_vllm_marked_tests_skip_without_vllm() -> None:
     assert "error" not in summary, summary
     skipped = re.search(r"(\d+) skipped", summary)
     assert skipped, summary
-    # The marked test (it checks the plan against vLLM's own EngineArgs) and the two importorskip files skip; the
-    # other derived-limit tests and the CLI tests need no vLLM and still run.
+    # The marked tests (they check the plan against vLLM's own EngineArgs) and the two importorskip files skip; the
+    # other derived-limit tests need no vLLM and still run.
     assert int(skipped.group(1)) >= 3, summary
     passed = re.search(r"(\d+) passed", summary)
     assert passed, summary
