@@ -4,7 +4,7 @@ doctor advises only knobs the writer reads.
 - Framework: vLLM (and what embeds it: xinference, gpustack, a notebook calling ``vllm.LLM``), Hugging Face TGI
   (``text_generation_launcher`` / ``text_generation_server``, also tgi-gaudi), optimum-habana's scripts
   (``optimum/habana``, ``gaudi_spawn.py``), or another framework that names itself (SGLang, llama.cpp, Ollama,
-  LMDeploy, TensorRT-LLM, DeepSpeed-MII); a log that names none is read as vLLM's (the doctor's home).
+  LMDeploy, TensorRT-LLM, DeepSpeed-MII, text-generation-webui); a log that names none is read as vLLM's (the doctor's home).
 - Accelerator: Gaudi (hpu), CUDA, ROCm, CPU, TPU, XPU, Ascend NPU, from the log's own words; the best-ranked match
   wins (a Gaudi log also mentions CUDA names, a ROCm log says "GPU").
 - Our runtime, where the log is one of ours (vllm-gaudi, vllm-fork, vLLM on CUDA, vLLM on CPU): the doctor then reads
@@ -69,6 +69,10 @@ _OTHER_WORDS: dict[str, str] = {
     # ms-swift (ModelScope's SWIFT): its package's CLI and LLM modules in every traceback, its commands
     "ms-swift": r"\bms[-_]swift\b|/swift/(?:llm|cli)/|\bswift (?:deploy|infer)\b",
     "mindie": r"mindie",
+    # text-generation-webui (oobabooga): its name, its modules, its report of each request it answered
+    # (modules/text_generation.py)
+    "text-generation-webui": r"text-generation-webui|\boobabooga\b|/modules/text_generation\.py"
+    r"|Output generated in [\d.]+ seconds \([\d.]+ tokens/s",
 }
 #: Another framework, by its name or its own lines; the match is its key (:data:`OTHER_DISPLAY`).
 _OTHER_NAME = re.compile(
@@ -103,8 +107,10 @@ FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
     (
         "tgi",
         re.compile(
-            r"text_generation_(?:launcher|server|router)|text-generation-(?:launcher|router|server)"
+            r"text_generation_(?:launcher|server|router|client)|text-generation-(?:launcher|router|server)"
             r"|text_generation_server\.|ghcr\.io/huggingface/(?:tgi|text-generation)"
+            # the router's warm-up span, which names TGI's own limits (router/src/main.rs, client warmup)
+            r"|warmup\{max_input_length=\d+ max_prefill_tokens="
             # TGI's own warm-up refusal and its router's error wrapper (router/src/infer, flash_causal_lm.py warmup)
             r"|Not enough memory to handle \d+ (?:prefill|total) tokens|Warmup\(Generation\(|--max-batch-prefill-tokens"
         ),
@@ -126,7 +132,8 @@ FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
 OTHER_DISPLAY = {"mindie": "MindIE", "sglang": "SGLang", "lmdeploy": "LMDeploy", "llama.cpp": "llama.cpp",
                  "ollama": "Ollama", "tensorrt_llm": "TensorRT-LLM", "deepspeed-mii": "DeepSpeed-MII",
                  "mlc-llm": "MLC-LLM", "exllamav2": "ExLlamaV2", "aphrodite": "Aphrodite", "ms-swift": "ms-swift",
-                 "triton": "Triton Inference Server", "ray serve": "Ray Serve"}  # fmt: skip
+                 "text-generation-webui": "text-generation-webui", "triton": "Triton Inference Server",
+                 "ray serve": "Ray Serve"}  # fmt: skip
 
 #: Accelerators, best first: a Gaudi log names CUDA config fields too; ROCm and XPU logs say "GPU"/"cuda".
 ACCELERATORS: tuple[tuple[Accelerator, re.Pattern[str]], ...] = (
