@@ -25,6 +25,8 @@ since; ``--development`` writes a re-score by a doctor changed after seeing it (
     python -m benchmarks.fits.doctor_accuracy --round round7 --development --baseline COMMIT \\
         --out benchmarks/fits/results/doctor_round7_dev39
 
+Round 8 likewise (``doctor_heldout_round8`` as it came; ``doctor_round8_dev40`` re-scored after seeing it).
+
 The honest cut rule (``benchmarks/common.py``: ``honest_cut``), measured and not shipped, is scored beside the shipped
 doctor on every set.
 """

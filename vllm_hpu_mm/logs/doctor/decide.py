@@ -254,8 +254,9 @@ def judge(features: LogFeatures, rules: Rules) -> Judgement:
         if voted is not None:
             return Judgement(voted, "cut", "device", (tb.last, gaudi_at), cut="traceback")
     p = run.progress
-    if p is not None and stopped_partway(p) and run.completed_at < p[1]:
-        warm = run.warmup[2] if run.warmup and run.warmup[0] == p[1] else None
+    partway = p is not None and stopped_partway(p) and run.completed_at < p[1]
+    warm = run.warmup[2] if p is not None and run.warmup and run.warmup[0] == p[1] else None
+    if p is not None and partway:
         # A traceback that opens right after the counted phase line and names no phase of its own (a loader the
         # phase table does not know: ms-swift's or transformers' from_pretrained while the shards load), cut: the
         # phase stopped partway with an error being printed.
@@ -265,9 +266,8 @@ def judge(features: LogFeatures, rules: Rules) -> Judgement:
                 return Judgement(p[0], "cut", "device", (p[1], gaudi_at), warm, cut="traceback")
     if run.error is not None:  # a traceback that ended in an error of another kind: a failure, not an OOM
         return Judgement("none", "error", None, (run.error[0], gaudi_at))
-    if p is not None and stopped_partway(p) and run.completed_at < p[1]:
+    if p is not None and partway:
         # stopped partway with no failure line and no traceback: no evidence of an out-of-memory failure (step 4)
-        warm = run.warmup[2] if run.warmup and run.warmup[0] == p[1] else None
         return Judgement("none", "stopped", None, (p[1], gaudi_at), warm, cut="phase")
     return Judgement("none", "none", None, (gaudi_at,))
 
