@@ -286,9 +286,10 @@ SHARD_OOM = ["    tensor = tensor.to(device=self.device)",
              "torch.cuda.OutOfMemoryError: Allocation on device 0 would exceed allowed memory. (out of memory)",
              "Currently allocated     : 8.73 GiB", "Requested               : 157.53 MiB",
              "Device limit            : 9.78 GiB", "Free (according to CUDA): 17.31 MiB",
-             "PyTorch limit (set by user-supplied memory fraction)", "                        : 17179869184.00 GiB",
-             " rank=0",
-             "2023-07-09T15:32:01.279858Z  INFO text_generation_launcher: Waiting for shard 0 to be ready..."]  # fmt: skip
+             "PyTorch limit (set by user-supplied memory fraction)",
+             "                        : 17179869184.00 GiB", " rank=0",
+             "2023-07-09T15:32:01.279858Z  INFO text_generation_launcher: Waiting for shard 0 to be "
+             "ready..."]  # fmt: skip
 
 
 @pytest.mark.parametrize("report", ["Error: ShardCannotStart",

@@ -256,14 +256,13 @@ def judge(features: LogFeatures, rules: Rules) -> Judgement:
     p = run.progress
     partway = p is not None and stopped_partway(p) and run.completed_at < p[1]
     warm = run.warmup[2] if p is not None and run.warmup and run.warmup[0] == p[1] else None
-    if p is not None and partway:
-        # A traceback that opens right after the counted phase line and names no phase of its own (a loader the
-        # phase table does not know: ms-swift's or transformers' from_pretrained while the shards load), cut: the
-        # phase stopped partway with an error being printed.
-        if tb is not None and rules.cut_tracebacks and run.end - tb.last <= rules.cut_lines and tb.frames:
-            opened = tb.frames[0].line - p[1]
-            if 0 < opened <= rules.cut_lines and _frames_stage(tb.frames) is None:
-                return Judgement(p[0], "cut", "device", (p[1], gaudi_at), warm, cut="traceback")
+    # A traceback that opens right after the counted phase line and names no phase of its own (a loader the phase
+    # table does not know: ms-swift's or transformers' from_pretrained while the shards load), cut: the phase stopped
+    # partway with an error being printed.
+    if p is not None and partway and tb is not None and rules.cut_tracebacks and tb.frames:
+        opened = tb.frames[0].line - p[1]
+        if run.end - tb.last <= rules.cut_lines and 0 < opened <= rules.cut_lines and _frames_stage(tb.frames) is None:
+            return Judgement(p[0], "cut", "device", (p[1], gaudi_at), warm, cut="traceback")
     if run.error is not None:  # a traceback that ended in an error of another kind: a failure, not an OOM
         return Judgement("none", "error", None, (run.error[0], gaudi_at))
     if p is not None and partway:

@@ -4,7 +4,8 @@ doctor advises only knobs the writer reads.
 - Framework: vLLM (and what embeds it: xinference, gpustack, a notebook calling ``vllm.LLM``), Hugging Face TGI
   (``text_generation_launcher`` / ``text_generation_server``, also tgi-gaudi), optimum-habana's scripts
   (``optimum/habana``, ``gaudi_spawn.py``), or another framework that names itself (SGLang, llama.cpp, Ollama,
-  LMDeploy, TensorRT-LLM, DeepSpeed-MII, text-generation-webui); a log that names none is read as vLLM's (the doctor's home).
+  LMDeploy, TensorRT-LLM, DeepSpeed-MII, text-generation-webui); a log that names none is read as vLLM's (the
+  doctor's home).
 - Accelerator: Gaudi (hpu), CUDA, ROCm, CPU, TPU, XPU, Ascend NPU, from the log's own words; the best-ranked match
   wins (a Gaudi log also mentions CUDA names, a ROCm log says "GPU").
 - Our runtime, where the log is one of ours (vllm-gaudi, vllm-fork, vLLM on CUDA, vLLM on CPU): the doctor then reads
