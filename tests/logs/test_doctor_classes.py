@@ -279,6 +279,10 @@ def test_a_log_collectors_prefix_and_trimmed_source_lines_keep_the_traceback() -
     # cut after a trimmed source line: still the open traceback, not an error of another kind
     d = diagnose_lines(SAMPLER[:3])
     assert (d.stage, d.basis) == ("graph_capture", "cut")
-    # a message line with nothing after it still ends the traceback in an error of another kind
-    d = diagnose_lines([*SAMPLER[:1], GCP + "Expected all tensors to be on the same device"])
+    # a message line with nothing after it still ends the traceback in an error of another kind, and so does one
+    # another process's caret line follows
+    message = GCP + "Expected all tensors to be on the same device"
+    d = diagnose_lines([*SAMPLER[:1], message])
+    assert (d.stage, d.basis) == ("none", "error")
+    d = diagnose_lines([*SAMPLER[:1], message, SAMPLER[2].replace("pid=270", "pid=271")])
     assert (d.stage, d.basis) == ("none", "error")
