@@ -44,10 +44,12 @@ Accelerator = Literal["hpu", "cuda", "rocm", "cpu", "tpu", "xpu", "npu"]
 #: and llama-cpp-python print as they are.
 _LLAMA_CPP = ("llama_model_load", "llama_kv_cache_init", "llama_init_from_model", "llama_new_context_with_model",
               "llama_load_model_from_file")  # fmt: skip
-#: SGLang's own start-up lines and refusal, lower case (model_runner.py, cuda_graph_runner.py, its server's banner).
+#: SGLang's own start-up lines and refusal, lower case (model_runner.py, cuda_graph_runner.py, its server's banner),
+#: and its scheduler's line for each batch it serves (managers/scheduler.py).
 _SGLANG = ("capture cuda graph begin", "capture cuda graph end", "capture cuda graph failed", "memory pool end",
            "kv cache is allocated", "fired up and ready to roll",
-           "please try to increase --mem-fraction-static")  # fmt: skip
+           "please try to increase --mem-fraction-static", "decode batch. #running-req",
+           "prefill batch. #new-seq")  # fmt: skip
 #: Another framework's own words, by its key (:data:`OTHER_DISPLAY`), read from its source:
 #: TensorRT-LLM's C++ and Python loggers (``[TensorRT-LLM][INFO]``, ``[TRT-LLM] [I]``; ``trtllm-serve``),
 #: LMDeploy's TurboMind (``[TM][ERROR]``), MLC-LLM's package and its memory estimate (``mlc_llm``,
@@ -116,7 +118,12 @@ FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
             r"|Not enough memory to handle \d+ (?:prefill|total) tokens|Warmup\(Generation\(|--max-batch-prefill-tokens"
         ),
     ),
-    ("optimum-habana", re.compile(r"optimum[/.]habana|optimum-habana|gaudi_spawn\.py|GaudiConfig|GaudiTrainer")),
+    # (its text-generation example logs its set-up as "device: hpu, n_hpu: N, bf16: ...": examples/text-generation
+    # utils.py)
+    (
+        "optimum-habana",
+        re.compile(r"optimum[/.]habana|optimum-habana|gaudi_spawn\.py|GaudiConfig|GaudiTrainer|\bn_hpu: \d+, bf16:"),
+    ),
     # Another serving framework that names itself outranks vLLM (SGLang's tracebacks run through vLLM's kernels).
     ("other", _OTHER_NAME),
     (
@@ -143,7 +150,7 @@ ACCELERATORS: tuple[tuple[Accelerator, re.Pattern[str]], ...] = (
         re.compile(
             r"PT_DEVMEM|PT_HPU|[Hh]abana|hpu_model_runner|hpu_worker|vllm_gaudi|HPU blocks|HPUGraph"
             r"|Gaudi|\bhpu:\d|device_config=hpu|\[Warmup\]\[|Free device memory: |Graph/\w+ captured:"
-            r"|synStatus|habana_frameworks"
+            r"|synStatus|habana_frameworks|\bdevice: hpu, n_hpu:"
         ),
     ),
     ("npu", re.compile(r"vllm_ascend|Ascend|\bNPU\b|torch_npu|npu:\d")),
