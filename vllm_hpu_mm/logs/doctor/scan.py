@@ -355,8 +355,12 @@ class Scanner:
                 name = m["m1"] or m["m2"] or m["m3"] or m["m4"] or f"span:{m['span']}"
                 run.method = Frame(k, "", name, text)
         found = run.reader.read(k, text)
-        if tb is not None and tb.closed and tb.message_at == k - 1 and (found or _caret(text)) and (
-            _prefix(text) == tb.prefix
+        if (
+            tb is not None
+            and tb.closed
+            and tb.message_at == k - 1
+            and (found or _caret(text))
+            and (_prefix(text) == tb.prefix)
         ):
             # The "message" was a source line whose indentation a log viewer trimmed (a caret line or another frame
             # of the same logger record follows it): the traceback goes on.
