@@ -856,8 +856,9 @@ def honest_cut(features: LogFeatures, j: Judgement) -> str:
 #: Labels given in words the doctor's stages hold under another name: a profiling pass (vLLM's ``profile_run``,
 #: llama.cpp's compute-buffer reservation, labelled ``profile`` in round 7) is part of ``startup`` in the doctor's
 #: stages (``vllm_hpu_mm/logs/doctor/phases.py``: the pass that measures or reserves the largest batch's activations
-#: before serving).
-LABEL_STAGES = {"profile": "startup"}
+#: before serving); a warm-up (labelled ``warmup`` in round 8: the TPU's ahead-of-time compile of each shape) is
+#: ``graph_capture`` (phases.py: the stage that captures or warms the graphs after the KV cache is sized).
+LABEL_STAGES = {"profile": "startup", "warmup": "graph_capture"}
 
 
 def is_right(said: str, label: str) -> bool:

@@ -25,6 +25,8 @@ since; ``--development`` writes a re-score by a doctor changed after seeing it (
     python -m benchmarks.fits.doctor_accuracy --round round7 --development --baseline COMMIT \\
         --out benchmarks/fits/results/doctor_round7_dev39
 
+Round 8 likewise (``doctor_heldout_round8`` as it came; ``doctor_round8_dev40`` re-scored after seeing it).
+
 The honest cut rule (``benchmarks/common.py``: ``honest_cut``), measured and not shipped, is scored beside the shipped
 doctor on every set.
 """
@@ -289,7 +291,7 @@ def round_as_it_came(name: str, commit: str, machine: str, out: str, development
         "`diagnose(<the log without its citation header>, load({}))`. Command: `python -m "
         f"benchmarks.fits.doctor_accuracy --round {name}{flag} --baseline {commit} --out "
         f"{Path(out).relative_to(REPO)}`. A label the doctor's stages name otherwise is read as theirs "
-        "(`benchmarks/common.py`: `LABEL_STAGES`, a profiling pass is start-up). "
+        "(`benchmarks/common.py`: `LABEL_STAGES`, a profiling pass is start-up, a warm-up is graph capture). "
         "The logs, their sources and labels: `tests/data/logs/SOURCES.md`.",
         "",
         f"**{right} of {len(paths)} right. False alarms (an out-of-memory verdict on a log without one): {alarms} of "

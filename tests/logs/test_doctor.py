@@ -238,6 +238,7 @@ def test_the_honest_cut_rule_answers_unknown_without_other_evidence_and_claims_n
     assert is_right(UNDECIDED, "unknown")
     assert not is_right(UNDECIDED, "startup")
     assert is_right("startup", "profile")  # a profiling pass is start-up in the doctor's stages
+    assert is_right("graph_capture", "warmup")  # a warm-up (the TPU's precompile) is graph capture's stage
     # A frame that only raises the KV-cache refusal is evidence the error line would have carried.
     refusal = scan(_cut_traceback(("worker/worker.py", "initialize_cache"),
                                   ("worker/worker.py", "raise_if_cache_size_invalid")))  # fmt: skip

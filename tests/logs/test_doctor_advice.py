@@ -179,6 +179,9 @@ def test_the_sniffer_names_frameworks_accelerators_and_gaudi_runtimes() -> None:
         (["(EngineCore pid=1) INFO vllm_gaudi/platform.py] Gaudi"], "vllm", "hpu", Runtime.VLLM_GAUDI),
         (["INFO vLLM API server version 0.8.5", "torch.OutOfMemoryError: HIP out of memory"], "vllm", "rocm", None),
         (["INFO vLLM API server version 0.8.5", "INFO tpu_worker.py] TPU"], "vllm", "tpu", None),
+        # optimum-habana's text-generation set-up line; SGLang's scheduler, per served batch
+        (["11/25/2024 11:49:11 - INFO - __main__ - device: hpu, n_hpu: 0, bf16: True"], "optimum-habana", "hpu", None),
+        (["[TP0] Decode batch. #running-req: 36, #token: 958017, token usage: 0.96"], "other", None, None),
     ]
     for lines, framework, accelerator, runtime in cases:
         sniffer = SourceSniffer()

@@ -11,6 +11,7 @@ from tests.support.data import LOGS
 from tests.support.logs import body_lines
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.logs.doctor import diagnose, diagnose_lines
+from vllm_hpu_mm.logs.patterns import strip_prefix
 
 V1 = "(Worker_TP0 pid=142964) ERROR 09-17 20:31:15 [multiproc_executor.py:671] "
 GAUDI_WARMUP_FRAMES = [
@@ -231,3 +232,57 @@ def test_a_tgi_prefill_failure_during_the_warm_up_is_start_up() -> None:
 def test_a_tgi_prefill_failure_after_it_served_stays_runtime() -> None:
     path = LOGS / "runtime_dev" / "tgi_1374_prefill_after_warmup.log"
     assert diagnose_lines(body_lines(Path(path))).stage == "runtime"
+
+
+# --- (f) an XLA compile out of memory is the TPU's warm-up; a log collector's prefix and trimmed frames -------------
+
+TPU = "(EngineCore pid=106339) ERROR 06-03 07:41:11 [core.py:1184] "
+COMPILE_FRAMES = [TPU + '  File "/root/tpu-inference/tpu_inference/runner/compilation_manager.py", line 102, in '
+                  "_run_compilation",
+                  TPU + "    result = fn(*args, **call_kwargs)"]  # fmt: skip
+VMEM = (TPU + "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in "
+        "memory space vmem. Used 76.58M of 64.00M vmem. Exceeded vmem capacity by 12.58M.")  # fmt: skip
+
+
+def test_an_xla_compile_out_of_memory_is_the_warm_up() -> None:
+    # vllm-project/tpu-inference #2803: the compilation manager precompiles each shape before serving
+    d = diagnose_lines([*COMPILE_FRAMES, VMEM])
+    assert (d.stage, d.basis) == ("graph_capture", "traceback")
+    d = diagnose_lines([VMEM])
+    assert (d.stage, d.basis) == ("graph_capture", "message")
+    # a running program that cannot allocate is no compile
+    running = TPU + ("jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to "
+                     "allocate 1.00G. That was not possible. There are 500.00M free.")  # fmt: skip
+    assert diagnose_lines([running]).stage == "unknown"
+    # frames of the profiling pass decide first
+    assert diagnose_lines([*PROFILE_FRAMES, VMEM]).stage == "startup"
+
+
+#: vllm-project/vllm #29049: Google Cloud Logging's export of the engine core's lines, their indentation trimmed.
+GCP = ("INFO 2025-11-19T20:16:36.096501749Z [resource.labels.containerName: vllm] (EngineCore_DP0 pid=270) ERROR "
+       "11-19 12:16:36 [v1/engine/core.py:842] ")  # fmt: skip
+SAMPLER = [GCP + 'File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 3934, in '
+           "_dummy_sampler_run",
+           GCP + "sampler_output = self.sampler(",
+           GCP + "^^^^^^^^^^^^^",
+           GCP + 'File "/usr/local/lib/python3.12/dist-packages/torch/nn/modules/module.py", line 1775, in '
+           "_wrapped_call_impl",
+           GCP + "return self._call_impl(*args, **kwargs)"]  # fmt: skip
+
+
+def test_a_log_collectors_prefix_and_trimmed_source_lines_keep_the_traceback() -> None:
+    assert strip_prefix(GCP + "sampler_output = self.sampler(") == "sampler_output = self.sampler("
+    # the container runtime's own log file (CRI): time stamp, stream, full-line tag
+    assert strip_prefix("2025-11-19T20:16:36.096501749Z stderr F     self.sampler(") == "    self.sampler("
+    d = diagnose_lines([*SAMPLER, GCP + OOM])
+    assert (d.stage, d.basis) == ("graph_capture", "traceback")
+    # cut after a trimmed source line: still the open traceback, not an error of another kind
+    d = diagnose_lines(SAMPLER[:3])
+    assert (d.stage, d.basis) == ("graph_capture", "cut")
+    # a message line with nothing after it still ends the traceback in an error of another kind, and so does one
+    # another process's caret line follows
+    message = GCP + "Expected all tensors to be on the same device"
+    d = diagnose_lines([*SAMPLER[:1], message])
+    assert (d.stage, d.basis) == ("none", "error")
+    d = diagnose_lines([*SAMPLER[:1], message, SAMPLER[2].replace("pid=270", "pid=271")])
+    assert (d.stage, d.basis) == ("none", "error")

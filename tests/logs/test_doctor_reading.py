@@ -166,11 +166,14 @@ def test_a_later_healthy_start_keeps_the_last_failure_and_says_which_run() -> No
     assert (d.stage, d.run, d.runs) == ("runtime", 2, 3)
 
 
-def test_a_run_that_died_silently_before_the_restart_is_a_cut() -> None:
+def test_runs_that_stop_partway_without_an_error_show_no_failure() -> None:
+    # a restart says the run ended, not that memory ran out: nothing to diagnose, and a real failure of an earlier
+    # run is still the one reported
     died = [BANNER, "Loading safetensors checkpoint shards:  40% Completed | 2/5 [00:10<00:15,  5.0s/it]"]
-    lines = [*died, *died, *died[:1], "INFO Loading weights took 3 GiB", STARTED]
-    d = diagnose_lines(lines)
-    assert (d.stage, d.basis, d.run, d.runs) == ("startup", "cut", 2, 3)
+    d = diagnose_lines([*died, *died, *died[:1], "INFO Loading weights took 3 GiB", STARTED])
+    assert (d.stage, d.oom, d.runs) == ("none", False, 3)
+    d = diagnose_lines([BANNER, *PROFILE_OOM, *died, *died[:1], "INFO Loading weights took 3 GiB", STARTED])
+    assert (d.stage, d.run, d.runs) == ("startup", 1, 3)
 
 
 def test_banners_of_one_start_are_one_run() -> None:

@@ -142,6 +142,14 @@ CASES = {
          "memory"],
         "llama.cpp", "runtime", "--ctx-size",
     ),
+    # text-generation-webui reports each request it answered, also one whose generation raised
+    # (modules/text_generation.py; oobabooga/textgen #1595): the server outlived the failure, serving
+    "text-generation-webui": (
+        ["torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 672.00 MiB (GPU 0; 8.00 GiB total "
+         "capacity; 6.23 GiB already allocated; 0 bytes free; 6.92 GiB reserved in total by PyTorch)",
+         "Output generated in 2.48 seconds (0.00 tokens/s, 0 tokens, context 2096, seed 165012704)"],
+        "text-generation-webui", "runtime", "truncation_length",
+    ),
 }  # fmt: skip
 
 
@@ -250,3 +258,46 @@ def test_ollamas_estimate_that_no_layer_fits_is_no_failure() -> None:
     # ollama llm/memory.go: it logs the estimate and runs the model on the CPU instead
     line = 'time=2024-11-08T01:05:27Z level=DEBUG source=memory.go:312 msg="insufficient VRAM to load any model layers"'
     assert diagnose_lines([line]).stage == "none"
+
+
+# --- TGI's own lines: its router's client and warm-up span, its launcher's report of a shard that never started ---
+
+#: TGI's router relays a shard's failed warm-up (router/client/src/lib.rs) inside its warm-up span, which names TGI's
+#: own limits (huggingface/text-generation-inference #2572).
+TGI_WARMUP_SPAN = ("2024-09-25T15:04:34.598137Z ERROR warmup{max_input_length=500 max_prefill_tokens=550 "
+                   "max_total_tokens=13107 max_batch_size=None}:warmup: ")  # fmt: skip
+CAPTURE_OOM = ['  File "/opt/conda/lib/python3.10/site-packages/torch/cuda/graphs.py", line 82, in capture_end',
+               "    super().capture_end()", "RuntimeError: CUDA error: out of memory"]  # fmt: skip
+
+
+@pytest.mark.parametrize("client", ["text_generation_client: router/client/src/lib.rs:46: ", ""])
+def test_tgis_router_lines_name_tgi_and_get_tgis_knobs(client: str) -> None:
+    d = diagnose([*CAPTURE_OOM, TGI_WARMUP_SPAN + client + "Server error: CANCELLED"], load({}))
+    assert (d.source.framework, d.source.named, d.stage) == ("tgi", True, "graph_capture")
+    text = "\n".join(d.recommendations)
+    assert "--cuda-graphs" in text
+    assert not VLLM_ONLY.search(text), text
+    assert "--gpu-memory-utilization" not in text
+
+
+#: A shard that ran out moving its weights to the device (huggingface/text-generation-inference #574): the
+#: allocator's figures, then the launcher's report that the shard never became ready.
+SHARD_OOM = ["    tensor = tensor.to(device=self.device)",
+             "torch.cuda.OutOfMemoryError: Allocation on device 0 would exceed allowed memory. (out of memory)",
+             "Currently allocated     : 8.73 GiB", "Requested               : 157.53 MiB",
+             "Device limit            : 9.78 GiB", "Free (according to CUDA): 17.31 MiB",
+             "PyTorch limit (set by user-supplied memory fraction)",
+             "                        : 17179869184.00 GiB", " rank=0",
+             "2023-07-09T15:32:01.279858Z  INFO text_generation_launcher: Waiting for shard 0 to be "
+             "ready..."]  # fmt: skip
+
+
+@pytest.mark.parametrize("report", ["Error: ShardCannotStart",
+                                    "2023-07-09T15:32:02.979796Z ERROR text_generation_launcher: Shard 0 failed to "
+                                    "start"])  # fmt: skip
+def test_a_shard_that_never_started_failed_while_loading(report: str) -> None:
+    d = diagnose([*SHARD_OOM, report], load({}))
+    assert (d.source.framework, d.stage, d.basis) == ("tgi", "startup", "message")
+    assert not VLLM_ONLY.search("\n".join(d.recommendations))
+    # without the launcher's report nothing places it
+    assert diagnose_lines(SHARD_OOM).stage == "unknown"

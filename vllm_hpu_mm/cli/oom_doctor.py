@@ -73,7 +73,9 @@ _BASIS = {
     "phase": "the last phase the log reached before the error",
     "learned": "frame names voted on by labelled logs (the phase table knows none of them)",
     "repeated": "the same process failing again and again (it survived its failures, so it was serving)",
-    "cut": "the log stopping inside this phase (a counted phase or a traceback) with no error line",
+    "cut": "a traceback the log stops inside, before its error line, in frames of this phase",
+    "stopped": "the log stopping partway through a phase with no error line, traceback or kill: no out-of-memory "
+    "failure shown",
     "undecided": "a traceback the log stops inside, before its error line, in frames that say nothing of memory",
     "unknown": "nothing in the log says when it happened",
     "none": "no out-of-memory line and no cut-off phase",

@@ -205,8 +205,15 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
             # TensorRT-LLM's executor resources after the final KV cache: PyExecutor's constructor warms the model
             # engine up (its CUDA graphs) there (_torch/pyexecutor/py_executor.py)
             r"|could not be created: Additional executor resources\s*$"
+            # XLA's compiler out of a memory space while it compiles a program (the TPU's ahead-of-time compile of
+            # each shape: tpu-inference's and vLLM's TPU precompile, the TPU's counterpart of graph capture); a
+            # running program that cannot allocate says "Error allocating device buffer" instead
+            r"|RESOURCE_EXHAUSTED: XLA:\w+ compile|compile permanent error\. Ran out of memory in memory space"
         ),
     ),
+    # text-generation-webui's report of a request it answered (modules/text_generation.py, printed after generation,
+    # also when generation raised): the server outlived the failure and was serving that request
+    ("runtime", re.compile(r"Output generated in [\d.]+ seconds \([\d.]+ tokens/s, \d+ tokens, context \d+")),
 )
 
 #: llama.cpp's compute-buffer reservation (src/llama-context.cpp ``graph_reserve`` / ``sched_reserve``: "failed to
@@ -222,14 +229,15 @@ RESERVE_FAILED = re.compile(
 #: A model's load or the creation of its serving instance failed: Triton's model repository (``model_lifecycle.cc``
 #: "failed to load '<model>' version N", its status "loading failed with error"), the TensorRT-LLM backend's instance
 #: (``TRITONBACKEND_ModelInstanceInitialize``: "unexpected error when creating modelInstanceState"), TGI's shard
-#: (``server.py`` "Error when initializing model", the launcher's "Shard N failed to start"), llama.cpp's loader as
+#: (``server.py`` "Error when initializing model", the launcher's "Shard N failed to start" and its exit error
+#: ``ShardCannotStart``, both printed only for a shard that never became ready), llama.cpp's loader as
 #: Ollama relays it ("error loading model") and Ollama's runner that died while it loaded (``llm/server.go``
 #: ``WaitUntilRunning``: "llama runner process has terminated"). Read as start-up where no later phase line came
 #: first; an engine whose load runs its whole start-up (vLLM under Triton, an engine the log does not name) cannot be
 #: placed by it (:func:`vllm_hpu_mm.logs.doctor.decide.judge`).
 LOAD_FAILED = re.compile(
     r"failed to load '[^']*' version|loading failed with error|creating modelInstanceState"
-    r"|Error when initializing model|Shard \d+ failed to start|error loading model\b"
+    r"|Error when initializing model|Shard \d+ failed to start|\bShardCannotStart\b|error loading model\b"
     r"|llama runner process has terminated"
 )
 #: A line that stands for lines an excerpt left out (``...``, ``…``, ``[...]``, ``<snip>``, ``[... truncated ...]``),
@@ -273,14 +281,19 @@ TRACEBACK_START = "Traceback (most recent call last)"
 EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b")
 #: What log tools put before a line: vLLM's process tag ``(EngineCore_DP0 pid=1)`` and logger prefix ``ERROR 03-19
 #: 10:55:18 [file.py:242]``, ISO timestamps, ``[rank0]:``, a compose service ``name  |``, console box borders, mail
-#: quotes, indented report bars (``\t| ``), and TGI's Rust ``tracing`` record (``DEBUG text_generation_launcher: ``,
+#: quotes, indented report bars (``\t| ``), TGI's Rust ``tracing`` record (``DEBUG text_generation_launcher: ``,
 #: spans and a source location optional): TGI's launcher relays each line a shard prints behind it, a traceback's
-#: exception line included. Stripped repeatedly from the start.
+#: exception line included; and a log collector's record (a severity, an ISO time stamp and its resource labels in
+#: brackets, as Google Cloud Logging exports a container's lines: ``INFO 2025-11-19T20:16:36.0965Z
+#: [resource.labels.containerName: vllm]``; the container runtime's own log file, ``2025-11-19T20:16:36.0965Z stdout
+#: F``). Stripped repeatedly from the start.
 LINE_PREFIX = re.compile(
     r"^(?:\(?[\w.-]+(?: [\w.=-]+)*(?: pid=\d+| ip=[\d.]+)[^()]*\)\s?"
+    r"|(?:DEFAULT|DEBUG|INFO|NOTICE|WARNING|ERROR|CRITICAL)\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\s+"
+    r"(?:\[resource\.labels\.[^\]]{0,200}\]\s?)?"
     r"|\s*(?:TRACE|DEBUG|INFO|WARN|ERROR)\s+(?:\S{1,512}?:\s?)?text_generation_\w+(?:::\w+)*:\s(?:[\w/.-]+\.rs:\d+:\s)?"
     r"|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+(?:\[[^\]]*\]|[\w.]+:\d+\])\s?"
-    r"|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?\s?"
+    r"|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:\d\d)?\s?(?:(?:stdout|stderr) [FP] )?"
     r"|\[rank\d+\]:\s?|[\w.-]+\s+\|\s|│\s?|>\s|\s*\t\|\s)"
 )
 

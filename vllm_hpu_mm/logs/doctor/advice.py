@@ -277,6 +277,9 @@ def _tgi(d: Diagnosis) -> list[Fix]:
         out.append(Fix("fewer warm-up shapes: lower --max-batch-size (tgi-gaudi warms every batch bucket up to it)"))
     elif d.stage == "graph_capture" and s.accelerator in (None, "cuda", "rocm"):
         out.append(Fix("fewer CUDA graphs: --cuda-graphs 1,2,4 (or 0 to disable them)"))
+        # flash_causal_lm.warmup sizes the KV cache to the memory fraction before it captures the graphs
+        out.append(Fix("or a lower --cuda-memory-fraction: TGI fills that share with its KV cache before it captures "
+                       "the graphs, so a smaller share leaves them room"))  # fmt: skip
     out.append(Fix("shard over more devices (--num-shard) or load a quantized model (--quantize)"))
     return out
 
@@ -316,6 +319,9 @@ OTHER_KNOBS: dict[str, tuple[str, ...]] = {
     "exllamav2": ("cache_size", "max_seq_len", "chunk_size"),
     # ms-swift's inference arguments (swift/llm/utils/argument.py InferArguments)
     "ms-swift": ("--device_map_config_path", "--quantization_bit"),
+    # text-generation-webui's generation parameters, which its API requests and its interface set per request
+    # (modules/shared.py settings): the tokens generated and the context kept of the prompt
+    "text-generation-webui": ("max_new_tokens", "truncation_length"),
 }  # fmt: skip
 
 
@@ -432,6 +438,12 @@ def recommend(
         e = d.evidence[0]
         return (Fix(f"no out-of-memory failure: the log's traceback ends in an error of another kind (line {e.line}: "
                     f"{e.text.strip()[:120]}); fix that error, memory settings will not"),)  # fmt: skip
+    if d.stage == "none" and d.basis == "stopped" and d.evidence:
+        e = d.evidence[0]
+        return (Fix(f"no out-of-memory failure in this log: it stops partway through a phase (line {e.line}: "
+                    f"{e.text.strip()[:120]}) with no error line, no traceback and no kill; an excerpt copied while "
+                    "the phase ran ends the same way. If the server did stop there, keep its log to the end and check "
+                    "the kernel log (dmesg) for the OOM killer before changing memory settings"),)  # fmt: skip
     if d.stage == "none":
         return (Fix("no out-of-memory failure found in this log"),)
     if d.basis == "undecided":
@@ -479,10 +491,6 @@ def _cut_note(d: Diagnosis, out: list[Fix]) -> list[Fix]:
             "but the log does not say it was out of memory; keep the log to the traceback's end to be sure"
         )
         return [Fix(cut), *out]
-    if d.basis == "cut":
-        died = ("the log stops in this phase without an error line: the process most likely died there (a device or "
-                "host out-of-memory kill); check the kernel log (dmesg) for the OOM killer")  # fmt: skip
-        return [Fix(died), *out]
     return out
 
 

@@ -11,12 +11,16 @@ Rules, in order:
    KV cache), the last phase line before it (weights loaded, KV cache sized, capture started, serving; where the
    excerpt elides lines after it, only the last stage), the learned frame votes (frame names the phase table does
    not know, counted over labelled logs). Else ``unknown``.
-3. No failure line, but the log (or the run, before a restart) stops inside a traceback whose frames name a phase, or
-   inside a counted phase (``[Warmup][..][i/n]`` with i < n, a CUDA-graph bar, weight shards) and never said start-up
-   finished -> that phase, with the cut as the only evidence (the process most likely died there: low confidence).
-   Except where the cut traceback says nothing of memory (:func:`silent_cut`): then ``unknown`` with no
-   out-of-memory claim (basis ``undecided``).
-4. Otherwise ``none``.
+3. No failure line, but the log (or the run, before a restart) stops inside a traceback whose frames name a phase
+   -> that phase, with the cut as the only evidence (an exception was being printed there: low confidence). Except
+   where the cut traceback says nothing of memory (:func:`silent_cut`): then ``unknown`` with no out-of-memory claim
+   (basis ``undecided``).
+4. A log that stops partway through a counted phase (``[Warmup][..][i/n]`` with i < n, a CUDA-graph bar, weight
+   shards) with nothing else -> ``none`` (basis ``stopped``): no out-of-memory line, no kill (``Killed``, exit code
+   137 or -9, the OOM killer: those are failure lines, step 2), no traceback. An excerpt copied while the phase ran,
+   or cut short by whoever posted it, ends the same way; three held-out rounds running read such a log as a killed
+   process and were wrong (issue 34 item 10).
+5. Otherwise ``none``.
 
 The order of step 2, how close to the end a cut must be, and the frame votes are :class:`Rules`, fitted on labelled
 logs by :func:`.fitting.fit` (``benchmarks/fits/doctor_accuracy.py`` fits them on some folds and scores the others; the
@@ -51,9 +55,10 @@ STAGES: tuple[DiagnosisStage, ...] = (*BASE_STAGES, "unknown", "none")
 Source = Literal["frames", "message", "phase", "votes"]
 #: What the stage rests on.
 #: ``undecided``: the log stops inside a traceback that says nothing of memory (stage ``unknown``, no OOM claimed).
+#: ``stopped``: the log stops partway through a counted phase and shows nothing else (stage ``none``, no OOM claimed).
 Basis = Literal["kv_refusal", "traceback", "message", "phase", "learned", "repeated", "cut", "undecided", "unknown",
-                "error", "none"]  # fmt: skip
-#: What a cut verdict stopped inside: a traceback, or a counted phase / phase line.
+                "error", "stopped", "none"]  # fmt: skip
+#: What a cut verdict stopped inside: a traceback, or (a ``stopped`` log) a counted phase.
 Cut = Literal["traceback", "phase"]
 #: A worker that printed this many out-of-memory lines survived its failures (one failure prints the error two or
 #: three times: the logger's line, the traceback's last line, the engine's report of it): it was serving.
@@ -71,6 +76,7 @@ CONFIDENCE: dict[Basis, float] = {
     "undecided": 0.2,
     "unknown": 0.2,
     "error": 0.8,
+    "stopped": 0.5,
     "none": 0.8,
 }
 RULES_FILE = Path(__file__).resolve().parents[2] / "data" / "doctor_rules.json"
@@ -248,19 +254,20 @@ def judge(features: LogFeatures, rules: Rules) -> Judgement:
         if voted is not None:
             return Judgement(voted, "cut", "device", (tb.last, gaudi_at), cut="traceback")
     p = run.progress
-    if p is not None and stopped_partway(p) and run.completed_at < p[1]:
-        warm = run.warmup[2] if run.warmup and run.warmup[0] == p[1] else None
-        if run.end - p[1] <= rules.cut_lines:
-            return Judgement(p[0], "cut", "device", (p[1], gaudi_at), warm, cut="phase")
-        # A traceback that opens right after the counted phase line and names no phase of its own (a loader the
-        # phase table does not know: ms-swift's or transformers' from_pretrained while the shards load), cut: the
-        # phase stopped partway with an error being printed.
-        if tb is not None and rules.cut_tracebacks and run.end - tb.last <= rules.cut_lines and tb.frames:
-            opened = tb.frames[0].line - p[1]
-            if 0 < opened <= rules.cut_lines and _frames_stage(tb.frames) is None:
-                return Judgement(p[0], "cut", "device", (p[1], gaudi_at), warm, cut="traceback")
+    partway = p is not None and stopped_partway(p) and run.completed_at < p[1]
+    warm = run.warmup[2] if p is not None and run.warmup and run.warmup[0] == p[1] else None
+    # A traceback that opens right after the counted phase line and names no phase of its own (a loader the phase
+    # table does not know: ms-swift's or transformers' from_pretrained while the shards load), cut: the phase stopped
+    # partway with an error being printed.
+    if p is not None and partway and tb is not None and rules.cut_tracebacks and tb.frames:
+        opened = tb.frames[0].line - p[1]
+        if run.end - tb.last <= rules.cut_lines and 0 < opened <= rules.cut_lines and _frames_stage(tb.frames) is None:
+            return Judgement(p[0], "cut", "device", (p[1], gaudi_at), warm, cut="traceback")
     if run.error is not None:  # a traceback that ended in an error of another kind: a failure, not an OOM
         return Judgement("none", "error", None, (run.error[0], gaudi_at))
+    if p is not None and partway:
+        # stopped partway with no failure line and no traceback: no evidence of an out-of-memory failure (step 4)
+        return Judgement("none", "stopped", None, (p[1], gaudi_at), warm, cut="phase")
     return Judgement("none", "none", None, (gaudi_at,))
 
 

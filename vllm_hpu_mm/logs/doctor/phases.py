@@ -144,8 +144,11 @@ FUNCTIONS: dict[str, Meaning] = {
 #: vLLM's model and layer definitions, TGI's custom modeling, transformers' models.
 MODEL_CODE = ("/model_executor/models/", "/model_executor/layers/", "/custom_modeling/", "/transformers/models/")
 #: Files whose functions are warm-ups of one phase whatever they are called: vLLM's kernel warm-ups
-#: (``model_executor/warmup/deep_gemm_warmup.py``, ``kernel_warmup.py``).
-WARMUP_CODE = ("/model_executor/warmup/",)
+#: (``model_executor/warmup/deep_gemm_warmup.py``, ``kernel_warmup.py``), and the TPU runner's compilation manager
+#: (tpu-inference, tpu_commons before it: ``runner/compilation_manager.py`` ``CompilationManager``, whose
+#: ``capture_model`` precompiles every shape before serving: the TPU's counterpart of graph capture).
+WARMUP_CODE = ("/model_executor/warmup/", "/tpu_inference/runner/compilation_manager.py",
+               "/tpu_commons/runner/compilation_manager.py")  # fmt: skip
 #: vLLM V1's worker and classic model runner, whose ``execute_model`` and ``sample_tokens`` only the engine core's
 #: step calls (``v1/engine/core.py``, through the executor, with a scheduler output): profiling, capture and the
 #: sampler warm-up call ``_dummy_run`` / ``_dummy_sampler_run`` directly (vLLM 0.32 ``gpu_model_runner.py``,

@@ -7,7 +7,7 @@ finished starting or died) and keeps, for the latest run that shows a failure, w
 - vLLM's or TGI's KV-cache refusal;
 - the last phase line before the failure (weights loaded, KV cache sized, capture started, serving);
 - a traceback the log stops inside (no exception line after its frames), and a counted phase it stops inside
-  (``[Warmup][..][i/n]`` with i < n, the CUDA-graph bar, weight shards): the process died there;
+  (``[Warmup][..][i/n]`` with i < n, the CUDA-graph bar, weight shards: alone, no evidence of a failure);
 - the Gaudi memory split, the warm-up line, the model, the runtime.
 
 Each kept part is a bounded window (:data:`BACK` lines before the failure, :data:`AHEAD` after, at most
@@ -158,14 +158,9 @@ class RunFeatures:
 
     @property
     def shows_failure(self) -> bool:
-        """Anything a verdict could call a failure: an OOM line, a KV refusal, a traceback or counted phase cut."""
-        p = self.progress
-        return (
-            self.failure is not None
-            or self.kv is not None
-            or self.open_traceback is not None
-            or (p is not None and 0 < p[3] < p[4] and self.completed_at < p[1])
-        )
+        """Anything a verdict could call a failure: an OOM line, a KV refusal, a traceback cut (a run that stops
+        partway through a counted phase with nothing else shows none: :func:`.decide.judge`, step 4)."""
+        return self.failure is not None or self.kv is not None or self.open_traceback is not None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,6 +218,7 @@ class _Traceback:
         self.closed = False  # an exception line ended it
         self.explained = explained  # an error message right before it said what failed
         self.prefix = ""  # the log prefix of its last line (one logger record prints every line with the same one)
+        self.message_at = -1  # the line of a message without a class that closed it (-1: none)
 
 
 class _Run:
@@ -359,6 +355,18 @@ class Scanner:
                 name = m["m1"] or m["m2"] or m["m3"] or m["m4"] or f"span:{m['span']}"
                 run.method = Frame(k, "", name, text)
         found = run.reader.read(k, text)
+        if (
+            tb is not None
+            and tb.closed
+            and tb.message_at == k - 1
+            and (found or _caret(text))
+            and (_prefix(text) == tb.prefix)
+        ):
+            # The "message" was a source line whose indentation a log viewer trimmed (a caret line or another frame
+            # of the same logger record follows it): the traceback goes on.
+            tb.closed, tb.message_at, tb.last = False, -1, k
+            if run.error is not None and run.error[0] == k - 1:
+                run.error = None
         if found:
             if tb is None or tb.closed or k - tb.last > MAX_GAP + 1:
                 run.tb = tb = _Traceback(k)
@@ -375,7 +383,7 @@ class Scanner:
             elif k - tb.last == 1 and tb.frames and _error_message(body) and _prefix(text) == tb.prefix:
                 # The line right after the frames, from the same logger record, that is not a frame: the exception's
                 # message printed without its class. The traceback ended in that error: no cut.
-                tb.closed = True
+                tb.closed, tb.message_at = True, k
                 if run.error is None and _oom_kind(text) is None:
                     run.error = (k, text)
 
@@ -391,7 +399,7 @@ class Scanner:
         method = run.method if run.method is not None and abs(run.method.line - k) <= BACK else None
         if method is not None and all(f.func != method.func for f in frames):
             frames.insert(0, method)
-        message, kind, at = _message(phase, [(k, text), *run.after[:5]])
+        message, kind, at = _message(phase, [(k, text), *run.after[:5]], run.after)
         run.failure = Failure(k, text, memory, tuple(frames), message, phase, warmup, tuple(window), kind, at, gap)
         run.pending = None
         run.after = []
@@ -424,11 +432,13 @@ class Scanner:
 
 
 def _message(
-    phase: tuple[Stage, int, str] | None, near: list[tuple[int, str]]
+    phase: tuple[Stage, int, str] | None, near: list[tuple[int, str]], after: list[tuple[int, str]]
 ) -> tuple[Stage | None, MessageKind | None, int]:
     """The stage the failure's own lines name, which kind of message named it and on which line: a message that names
     its phase (:data:`~vllm_hpu_mm.logs.patterns.MESSAGE_STAGES`); else a compute-buffer reservation (start-up, or
-    serving where the phase lines say it had begun); else a failed model load before any later phase line."""
+    serving where the phase lines say it had begun); else a failed model load before any later phase line, reported
+    anywhere in the :data:`AHEAD` lines ``after`` the failure (a host or launcher reports the load it waited for once
+    the worker's error and its allocator's figures are printed: TGI's "Shard 0 failed to start")."""
     for stage, pattern in MESSAGE_STAGES:
         for j, line in near:
             if pattern.search(line):
@@ -437,7 +447,7 @@ def _message(
         if RESERVE_FAILED.search(line):
             return ("runtime" if phase is not None and phase[0] == "runtime" else "startup"), "reserve", j
     if phase is None or phase[0] == "startup":
-        for j, line in near:
+        for j, line in [*near[:1], *after]:
             if LOAD_FAILED.search(line):
                 return "startup", "load", j
     return None, None, -1
@@ -465,6 +475,11 @@ def _error_message(body: str) -> bool:
     """Whether ``body`` (a line without its log prefix) can be the message that ends a traceback."""
     stripped = body.strip()
     return bool(stripped) and not body[:1].isspace() and not stripped.startswith(_TRACEBACK_WORDS)
+
+
+def _caret(text: str) -> bool:
+    """Whether ``text`` is a traceback's caret line (``^^^^``, ``~~~^^^``) behind its log prefix."""
+    return strip_prefix(text).strip()[:1] in ("^", "~")
 
 
 def _prefix(text: str) -> str:

@@ -4,7 +4,8 @@ doctor advises only knobs the writer reads.
 - Framework: vLLM (and what embeds it: xinference, gpustack, a notebook calling ``vllm.LLM``), Hugging Face TGI
   (``text_generation_launcher`` / ``text_generation_server``, also tgi-gaudi), optimum-habana's scripts
   (``optimum/habana``, ``gaudi_spawn.py``), or another framework that names itself (SGLang, llama.cpp, Ollama,
-  LMDeploy, TensorRT-LLM, DeepSpeed-MII); a log that names none is read as vLLM's (the doctor's home).
+  LMDeploy, TensorRT-LLM, DeepSpeed-MII, text-generation-webui); a log that names none is read as vLLM's (the
+  doctor's home).
 - Accelerator: Gaudi (hpu), CUDA, ROCm, CPU, TPU, XPU, Ascend NPU, from the log's own words; the best-ranked match
   wins (a Gaudi log also mentions CUDA names, a ROCm log says "GPU").
 - Our runtime, where the log is one of ours (vllm-gaudi, vllm-fork, vLLM on CUDA, vLLM on CPU): the doctor then reads
@@ -43,10 +44,12 @@ Accelerator = Literal["hpu", "cuda", "rocm", "cpu", "tpu", "xpu", "npu"]
 #: and llama-cpp-python print as they are.
 _LLAMA_CPP = ("llama_model_load", "llama_kv_cache_init", "llama_init_from_model", "llama_new_context_with_model",
               "llama_load_model_from_file")  # fmt: skip
-#: SGLang's own start-up lines and refusal, lower case (model_runner.py, cuda_graph_runner.py, its server's banner).
+#: SGLang's own start-up lines and refusal, lower case (model_runner.py, cuda_graph_runner.py, its server's banner),
+#: and its scheduler's line for each batch it serves (managers/scheduler.py).
 _SGLANG = ("capture cuda graph begin", "capture cuda graph end", "capture cuda graph failed", "memory pool end",
            "kv cache is allocated", "fired up and ready to roll",
-           "please try to increase --mem-fraction-static")  # fmt: skip
+           "please try to increase --mem-fraction-static", "decode batch. #running-req",
+           "prefill batch. #new-seq")  # fmt: skip
 #: Another framework's own words, by its key (:data:`OTHER_DISPLAY`), read from its source:
 #: TensorRT-LLM's C++ and Python loggers (``[TensorRT-LLM][INFO]``, ``[TRT-LLM] [I]``; ``trtllm-serve``),
 #: LMDeploy's TurboMind (``[TM][ERROR]``), MLC-LLM's package and its memory estimate (``mlc_llm``,
@@ -69,6 +72,10 @@ _OTHER_WORDS: dict[str, str] = {
     # ms-swift (ModelScope's SWIFT): its package's CLI and LLM modules in every traceback, its commands
     "ms-swift": r"\bms[-_]swift\b|/swift/(?:llm|cli)/|\bswift (?:deploy|infer)\b",
     "mindie": r"mindie",
+    # text-generation-webui (oobabooga): its name, its modules, its report of each request it answered
+    # (modules/text_generation.py)
+    "text-generation-webui": r"text-generation-webui|\boobabooga\b|/modules/text_generation\.py"
+    r"|Output generated in [\d.]+ seconds \([\d.]+ tokens/s",
 }
 #: Another framework, by its name or its own lines; the match is its key (:data:`OTHER_DISPLAY`).
 _OTHER_NAME = re.compile(
@@ -103,13 +110,20 @@ FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
     (
         "tgi",
         re.compile(
-            r"text_generation_(?:launcher|server|router)|text-generation-(?:launcher|router|server)"
+            r"text_generation_(?:launcher|server|router|client)|text-generation-(?:launcher|router|server)"
             r"|text_generation_server\.|ghcr\.io/huggingface/(?:tgi|text-generation)"
+            # the router's warm-up span, which names TGI's own limits (router/src/main.rs, client warmup)
+            r"|warmup\{max_input_length=\d+ max_prefill_tokens="
             # TGI's own warm-up refusal and its router's error wrapper (router/src/infer, flash_causal_lm.py warmup)
             r"|Not enough memory to handle \d+ (?:prefill|total) tokens|Warmup\(Generation\(|--max-batch-prefill-tokens"
         ),
     ),
-    ("optimum-habana", re.compile(r"optimum[/.]habana|optimum-habana|gaudi_spawn\.py|GaudiConfig|GaudiTrainer")),
+    # (its text-generation example logs its set-up as "device: hpu, n_hpu: N, bf16: ...": examples/text-generation
+    # utils.py)
+    (
+        "optimum-habana",
+        re.compile(r"optimum[/.]habana|optimum-habana|gaudi_spawn\.py|GaudiConfig|GaudiTrainer|\bn_hpu: \d+, bf16:"),
+    ),
     # Another serving framework that names itself outranks vLLM (SGLang's tracebacks run through vLLM's kernels).
     ("other", _OTHER_NAME),
     (
@@ -126,7 +140,8 @@ FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
 OTHER_DISPLAY = {"mindie": "MindIE", "sglang": "SGLang", "lmdeploy": "LMDeploy", "llama.cpp": "llama.cpp",
                  "ollama": "Ollama", "tensorrt_llm": "TensorRT-LLM", "deepspeed-mii": "DeepSpeed-MII",
                  "mlc-llm": "MLC-LLM", "exllamav2": "ExLlamaV2", "aphrodite": "Aphrodite", "ms-swift": "ms-swift",
-                 "triton": "Triton Inference Server", "ray serve": "Ray Serve"}  # fmt: skip
+                 "text-generation-webui": "text-generation-webui", "triton": "Triton Inference Server",
+                 "ray serve": "Ray Serve"}  # fmt: skip
 
 #: Accelerators, best first: a Gaudi log names CUDA config fields too; ROCm and XPU logs say "GPU"/"cuda".
 ACCELERATORS: tuple[tuple[Accelerator, re.Pattern[str]], ...] = (
@@ -135,7 +150,7 @@ ACCELERATORS: tuple[tuple[Accelerator, re.Pattern[str]], ...] = (
         re.compile(
             r"PT_DEVMEM|PT_HPU|[Hh]abana|hpu_model_runner|hpu_worker|vllm_gaudi|HPU blocks|HPUGraph"
             r"|Gaudi|\bhpu:\d|device_config=hpu|\[Warmup\]\[|Free device memory: |Graph/\w+ captured:"
-            r"|synStatus|habana_frameworks"
+            r"|synStatus|habana_frameworks|\bdevice: hpu, n_hpu:"
         ),
     ),
     ("npu", re.compile(r"vllm_ascend|Ascend|\bNPU\b|torch_npu|npu:\d")),
