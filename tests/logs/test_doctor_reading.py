@@ -176,6 +176,30 @@ def test_runs_that_stop_partway_without_an_error_show_no_failure() -> None:
     assert (d.stage, d.run, d.runs) == ("startup", 1, 3)
 
 
+def test_an_exception_groups_traceback_ends_at_its_own_exception_line() -> None:
+    # Python's exception groups (Starlette's ASGI errors in vLLM's API server) print their tracebacks behind "    | ":
+    # the group's error line closes the traceback (a failure of another kind), so a log that then stops in the next
+    # ASGI error is not a traceback cut inside the serving frames. The excerpt starts inside the group, as a posted
+    # one does (round 9's vllm_8826).
+    group = [
+        '    |   File "/usr/lib/python3.12/vllm/entrypoints/openai/serving_completion.py", line 248, in '
+        "completion_stream_generator",
+        "    |     async for prompt_idx, res in result_generator:",
+        '    |   File "/usr/lib/python3.12/vllm/engine/multiprocessing/client.py", line 486, in _process_request',
+        "    |     raise request_output",
+        "    | AssertionError",
+        "    +------------------------------------",
+        "INFO 09-25 18:52:24 multiproc_worker_utils.py:124] Killing local vLLM worker processes",
+        'INFO:     172.16.0.87:35352 - "GET /health HTTP/1.1" 500 Internal Server Error',
+    ]
+    d = diagnose_lines([*group, "ERROR:    Exception in ASGI application"])
+    assert (d.stage, d.oom) == ("none", False)
+    # the same group ending in an out-of-memory error is one, raised while serving
+    oom = [*group[:4], "    | torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", *group[5:]]
+    d = diagnose_lines(oom)
+    assert (d.stage, d.oom) == ("runtime", True)
+
+
 def test_banners_of_one_start_are_one_run() -> None:
     # The API server's banner and the engine's configuration line belong to one start.
     lines = [BANNER, "INFO Initializing a V1 LLM engine (v0.32.0) with config: model='m'", *CAPTURE_OOM]

@@ -281,7 +281,8 @@ TRACEBACK_START = "Traceback (most recent call last)"
 EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b")
 #: What log tools put before a line: vLLM's process tag ``(EngineCore_DP0 pid=1)`` and logger prefix ``ERROR 03-19
 #: 10:55:18 [file.py:242]``, ISO timestamps, ``[rank0]:``, a compose service ``name  |``, console box borders, mail
-#: quotes, indented report bars (``\t| ``), TGI's Rust ``tracing`` record (``DEBUG text_generation_launcher: ``,
+#: quotes, indented report bars (``\t| ``, and Python's exception groups' ``    | ``: the group's tracebacks and
+#: their exception lines), TGI's Rust ``tracing`` record (``DEBUG text_generation_launcher: ``,
 #: spans and a source location optional): TGI's launcher relays each line a shard prints behind it, a traceback's
 #: exception line included; and a log collector's record (a severity, an ISO time stamp and its resource labels in
 #: brackets, as Google Cloud Logging exports a container's lines: ``INFO 2025-11-19T20:16:36.0965Z
@@ -294,7 +295,7 @@ LINE_PREFIX = re.compile(
     r"|\s*(?:TRACE|DEBUG|INFO|WARN|ERROR)\s+(?:\S{1,512}?:\s?)?text_generation_\w+(?:::\w+)*:\s(?:[\w/.-]+\.rs:\d+:\s)?"
     r"|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+(?:\[[^\]]*\]|[\w.]+:\d+\])\s?"
     r"|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:\d\d)?\s?(?:(?:stdout|stderr) [FP] )?"
-    r"|\[rank\d+\]:\s?|[\w.-]+\s+\|\s|│\s?|>\s|\s*\t\|\s)"
+    r"|\[rank\d+\]:\s?|[\w.-]+\s+\|\s|│\s?|>\s|\s*\|\s)"
 )
 
 
