@@ -3,10 +3,9 @@
 The server is started as a user starts it, with ``vllm-hpu-mm serve`` (which plans, prints the plan and the command,
 then replaces itself with the stock ``python -m vllm.entrypoints.openai.api_server``), on 127.0.0.1 and a free port,
 serving the tiny random Qwen2.5-VL of ``checkpoint.py`` (given as vLLM's positional model) with small vision buckets
-so the CPU stays fast. Its output goes to a
-log file the tests read; the tower's shape log and the Prometheus multiprocess directory sit beside it. Startup is
-bounded, and the whole process group is always terminated: after the last e2e test, or at the end of the
-session.
+so the CPU stays fast. Its output goes to a log file the tests read; the tower's shape log and the Prometheus
+multiprocess directory sit beside it. Startup is bounded, and the whole process group is always terminated: after the
+last e2e test, or at the end of the session.
 """
 
 from __future__ import annotations
