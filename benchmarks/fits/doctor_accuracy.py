@@ -68,6 +68,7 @@ from tests.support.logs import (
     HELDOUT_ROUND7_LOGS,
     HELDOUT_ROUND8_LOGS,
     HELDOUT_ROUND9_LOGS,
+    HELDOUT_ROUND10_LOGS,
     RUNTIME_DEV_LOGS,
     RUNTIME_HELDOUT_LOGS,
     body_lines,
@@ -200,6 +201,7 @@ ROUNDS = {
     "round7": HELDOUT_ROUND7_LOGS,
     "round8": HELDOUT_ROUND8_LOGS,
     "round9": HELDOUT_ROUND9_LOGS,
+    "round10": HELDOUT_ROUND10_LOGS,
 }
 
 
