@@ -260,6 +260,27 @@ def test_ollamas_estimate_that_no_layer_fits_is_no_failure() -> None:
     assert diagnose_lines([line]).stage == "none"
 
 
+#: An image request to a LLaVA model served by Ollama's llama.cpp runner: the CLIP encoder's line for the request's
+#: image, then ggml's CUDA pool out of memory, in a path holding both names (ollama/ollama #2706, #3237).
+LLAVA_REQUEST_OOM = ["encode_image_with_clip: image embedding created: 576 tokens",
+                     "encode_image_with_clip: image encoded in  1229.16 ms by CLIP (    2.13 ms per image patch)",
+                     "CUDA error: out of memory",
+                     "  current device: 0, in function ggml_cuda_pool_malloc_vmm at "
+                     "/go/src/github.com/jmorganca/ollama/llm/llama.cpp/ggml-cuda.cu:8658"]  # fmt: skip
+
+
+def test_an_image_encoded_for_a_request_then_out_of_memory_was_serving_under_ollama() -> None:
+    d = diagnose(LLAVA_REQUEST_OOM, load({}))
+    assert (d.stage, d.oom) == ("runtime", True)
+    # Ollama runs llama.cpp and prints its lines and its sources' paths: Ollama is the writer, and its knobs the advice
+    assert d.source.describe.startswith("Ollama")
+    assert any("num_ctx" in r for r in d.recommendations)
+    assert not any("--n-gpu-layers" in r for r in d.recommendations)
+    # a Go slog record names Ollama before any llama.cpp line does
+    slog = 'time=2024-02-23T09:49:45.496+01:00 level=INFO source=dyn_ext_server.go:171 msg="loaded 1 images"'
+    assert diagnose([slog, *LLAVA_REQUEST_OOM[:3]], load({})).source.describe.startswith("Ollama")
+
+
 # --- TGI's own lines: its router's client and warm-up span, its launcher's report of a shard that never started ---
 
 #: TGI's router relays a shard's failed warm-up (router/client/src/lib.rs) inside its warm-up span, which names TGI's

@@ -536,6 +536,8 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "launch_slot_: id",  # llama.cpp's server taking a request into a slot, and its per-request timings
             "update_slots: id",
             "prompt eval time =",
+            # llama.cpp's LLaVA / CLIP encoder, once per image of a request (Ollama's runner and llama.cpp's server)
+            "encode_image_with_clip: image",
             # lines only a request's step prints: vllm-gaudi / vllm-fork on a shape the warm-up did not build
             # (hpu_model_runner.py _check_config, outside warmup_mode), vLLM V0's scheduler preempting a sequence
             "was not warmed-up!",

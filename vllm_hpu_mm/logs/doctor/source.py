@@ -60,8 +60,9 @@ _OTHER_WORDS: dict[str, str] = {
     "lmdeploy": r"\blmdeploy\b|\[TM\]\[|\bturbomind\b",
     "mlc-llm": r"\bmlc[-_]llm\b|Estimated total single GPU memory usage"
     r"|Insufficient GPU memory error: The available single",
-    # Ollama's server: its variables, its Go sources in every record, its scheduler's refusal (llm/server.go)
-    "ollama": r"\bollama\b|\bOLLAMA_[A-Z_]+|source=(?:sched|routes|server|images)\.go"
+    # Ollama's server: its variables, the Go source of every record (its slog lines: "source=sched.go:123"; no other
+    # runtime read here is written in Go), its scheduler's refusal (llm/server.go)
+    "ollama": r"\bollama\b|\bOLLAMA_[A-Z_]+|\bsource=[\w/.-]+\.go:\d+"
     r"|model requires more system memory",
     # llama.cpp's loader, KV cache, context, graph reservation, ggml's CUDA backend and its server's records
     "llama.cpp": r"\bload_tensors: |\bggml_(?:backend|cuda|gallocr)_\w+|\bllama_(?:kv_cache|context|server)\b"
@@ -94,6 +95,10 @@ _HOSTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("triton", re.compile(r"tritonserver|Triton Inference Server|grpc_server\.cc|model_lifecycle\.cc|TRITONBACKEND")),
     ("ray serve", re.compile(r"\bray\.serve\b|ServeReplica|ServeController|\bRay Serve\b")),
 )
+
+
+#: Ollama's own words, which outrank llama.cpp's in a log that holds both.
+_OLLAMA = re.compile(_OTHER_WORDS["ollama"])
 
 
 def _other_key(m: re.Match[str]) -> str:
@@ -286,6 +291,8 @@ class SourceSniffer:
                     if framework == "other" and (m := _OTHER_NAME.search(text)):
                         self._name = _other_key(m)
                     break
+        elif self._name == "llama.cpp" and _OLLAMA.search(text):
+            self._name = "ollama"  # Ollama runs llama.cpp and prints its lines (and its sources' paths) as they are
         if not self._host:
             self._host = next((host for host, pattern in _HOSTS if pattern.search(text)), "")
         if self._acc_rank != 0:
