@@ -10,7 +10,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 #: Three files that need vLLM: one with marked tests beside tests that need none, two importorskip (the lightest of
-#: each: this runs them again in a process of its own; the CLI's own tests run without vLLM in scripts/test-plain).
+#: each: this runs them again in a process of its own; the CLI's top-level tests run without vLLM in
+#: scripts/test-plain).
 FILES = (
     "tests/plan/test_derived.py",
     "tests/runtimes/test_vllm_cuda_encoder_graphs.py",
