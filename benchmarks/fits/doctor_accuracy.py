@@ -69,6 +69,7 @@ from tests.support.logs import (
     HELDOUT_ROUND8_LOGS,
     HELDOUT_ROUND9_LOGS,
     HELDOUT_ROUND10_LOGS,
+    HELDOUT_ROUND11_LOGS,
     RUNTIME_DEV_LOGS,
     RUNTIME_HELDOUT_LOGS,
     body_lines,
@@ -202,6 +203,7 @@ ROUNDS = {
     "round8": HELDOUT_ROUND8_LOGS,
     "round9": HELDOUT_ROUND9_LOGS,
     "round10": HELDOUT_ROUND10_LOGS,
+    "round11": HELDOUT_ROUND11_LOGS,
 }
 
 
