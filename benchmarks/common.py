@@ -47,7 +47,7 @@ import psutil
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import process_environ
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.logs.doctor.decide import Diagnosis, Judgement, Rules, Source, frame_tokens, judge
+from vllm_hpu_mm.logs.doctor.decide import REFUSAL_FRAMES, Diagnosis, Judgement, Rules, Source, frame_tokens, judge
 from vllm_hpu_mm.logs.doctor.scan import LogFeatures
 from vllm_hpu_mm.replay.scheduler import DecodeRun, Trace
 from vllm_hpu_mm.runtimes.vllm_fork.linear import warmup_range
@@ -828,21 +828,16 @@ def stage_said(features: LogFeatures, j: Judgement) -> str:
 #: ``unknown`` that read an out-of-memory line, so that it is right on a log labelled ``unknown`` and never a false
 #: alarm.
 UNDECIDED = "unknown (no OOM claimed)"
-#: Frames that only raise a memory refusal (vLLM V0 ``worker.raise_if_cache_size_invalid``; V1
-#: ``kv_cache_utils.check_enough_kv_cache_memory``, ``_check_enough_kv_cache_memory`` before it): a traceback through
-#: one says the KV cache did not fit even where its error line is cut off.
-REFUSAL_FRAMES = frozenset(("raise_if_cache_size_invalid", "check_enough_kv_cache_memory",
-                            "_check_enough_kv_cache_memory"))  # fmt: skip
 
 
 def honest_cut(features: LogFeatures, j: Judgement) -> str:
-    """The honest rule for a traceback the log stops inside before its error line (issue 34 item 10), measured and
-    not shipped: the doctor's verdict, except that a cut traceback with no other out-of-memory evidence answers
-    :data:`UNDECIDED`. What other evidence can be, read from the 22 logs labelled out-of-memory that are cut so: an
-    out-of-memory or OOM-killer line is a failure line and a negative KV-cache figure a refusal (neither leaves a cut
-    verdict); none of them holds a memory figure that shows exhaustion; what is left is a frame that only raises a
-    memory refusal (:data:`REFUSAL_FRAMES`). A frame that merely runs where memory is measured (``profile_run``,
-    ``determine_available_memory``) is where the doctor guesses from, not evidence."""
+    """The honest rule for a traceback the log stops inside before its error line (issue 34 item 10): a cut
+    traceback with no other out-of-memory evidence answers :data:`UNDECIDED`. Measured beside the shipped doctor
+    since round 8 and shipped in round 11's follow-up (``vllm_hpu_mm/logs/doctor/decide.py``: ``silent_cut``), so it
+    now agrees with :func:`stage_said` under the shipped rules; kept to score a rule set fitted with the cut rule off
+    (``Rules.cut_evidence``). What other evidence can be: an out-of-memory or OOM-killer line is a failure line and a
+    negative KV-cache figure a refusal (neither leaves a cut verdict); what is left is a frame that only raises a
+    memory refusal (:data:`~vllm_hpu_mm.logs.doctor.decide.REFUSAL_FRAMES`)."""
     tb = features.run.open_traceback
     if j.basis == "undecided":
         return UNDECIDED

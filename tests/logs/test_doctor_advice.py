@@ -28,7 +28,7 @@ def advice(lines: list[str]) -> str:
 
 
 def test_tgi_logs_get_tgi_flags_not_vllms() -> None:
-    for name in ("tgi_710_total_tokens.log", "tgi_890_warmup_generate_token.log", "tgi_755_warmup_prefill_tokens.log"):
+    for name in ("tgi_710_total_tokens.log", "tgi_1164_warmup_prefill_tokens.log", "tgi_755_warmup_prefill_tokens.log"):
         text = advice(body_lines(LOGS / name))
         assert "--max-batch-" in text, name
         assert not VLLM_FLAGS.search(text), name
@@ -193,11 +193,18 @@ def test_the_sniffer_names_frameworks_accelerators_and_gaudi_runtimes() -> None:
             assert s.runtime is runtime
 
 
-def test_a_writer_the_log_does_not_name_is_said_to_be_assumed() -> None:
-    bare = SourceSniffer()  # a script's output: Gaudi's allocator words, no framework named
+def test_a_writer_the_log_does_not_name_is_said_to_be_assumed_only_where_a_vllm_line_shows() -> None:
+    bare = SourceSniffer()  # a script's output: Gaudi's allocator words, no framework named, no vLLM line
     for line in ["Loading checkpoint shards: 100%", "RuntimeError: FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed"]:
         bare.feed(line)
     s = bare.result()
+    assert (s.framework, s.runtime, s.named) == ("other", None, False)
+    assert s.describe == "an unknown writer (no framework named, no vLLM line) on hpu"
+    traced = SourceSniffer()  # the same with vLLM's logger line: vLLM's, assumed
+    for line in ["INFO 11-20 09:01:12 [hpu_worker.py:260] Free device memory: 79.02 GiB",
+                 "RuntimeError: FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed"]:  # fmt: skip
+        traced.feed(line)
+    s = traced.result()
     assert s.runtime is Runtime.VLLM_GAUDI
     assert not s.named
     assert s.describe == "vllm-gaudi (assumed: the log names no framework)"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.data import LOGS
-from tests.support.logs import body_lines
+from tests.support.logs import body_lines, cut_read_as_phase
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.logs.doctor import diagnose, diagnose_lines
 from vllm_hpu_mm.logs.patterns import strip_prefix
@@ -53,15 +53,18 @@ def test_a_warm_up_error_without_its_class_name_is_no_oom(frames: list[str]) -> 
 
 
 def test_a_traceback_the_excerpt_stops_inside_is_still_a_cut() -> None:
-    # the same frames with nothing after them (vllm #17631's stored excerpt): the process most likely died there
+    # the same frames with nothing after them (vllm #17631's stored excerpt): a cut, which claims no out-of-memory
+    # failure (its frames are where any error is raised), and which the frames place where the cut rule is held off
     d = diagnose_lines(PROFILE_FRAMES)
+    assert (d.stage, d.basis, d.cut) == ("unknown", "undecided", "traceback")
+    d = diagnose_lines(PROFILE_FRAMES, cut_read_as_phase())
     assert (d.stage, d.basis) == ("startup", "cut")
 
 
 def test_another_process_line_after_the_frames_does_not_end_the_traceback() -> None:
     # interleaved workers: the next line comes from another process, so it is not this traceback's message
     other = "(Worker_TP1 pid=142965) ERROR 09-17 20:31:15 [multiproc_executor.py:671] WorkerProc hit an exception."
-    d = diagnose_lines([*PROFILE_FRAMES, other])
+    d = diagnose_lines([*PROFILE_FRAMES, other], cut_read_as_phase())
     assert (d.stage, d.basis) == ("startup", "cut")
 
 
@@ -244,12 +247,13 @@ VMEM = (TPU + "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: XLA:TPU compile p
         "memory space vmem. Used 76.58M of 64.00M vmem. Exceeded vmem capacity by 12.58M.")  # fmt: skip
 
 
-def test_an_xla_compile_out_of_memory_is_the_warm_up() -> None:
+def test_an_xla_compile_out_of_memory_is_the_warm_up_where_the_compilation_manager_says_so() -> None:
     # vllm-project/tpu-inference #2803: the compilation manager precompiles each shape before serving
     d = diagnose_lines([*COMPILE_FRAMES, VMEM])
     assert (d.stage, d.basis) == ("graph_capture", "traceback")
+    # alone, the compile error names no phase: XLA compiles a request's first new shape as well (vllm #8318)
     d = diagnose_lines([VMEM])
-    assert (d.stage, d.basis) == ("graph_capture", "message")
+    assert (d.stage, d.basis) == ("unknown", "unknown")
     # a running program that cannot allocate is no compile
     running = TPU + ("jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to "
                      "allocate 1.00G. That was not possible. There are 500.00M free.")  # fmt: skip
@@ -277,7 +281,7 @@ def test_a_log_collectors_prefix_and_trimmed_source_lines_keep_the_traceback() -
     d = diagnose_lines([*SAMPLER, GCP + OOM])
     assert (d.stage, d.basis) == ("graph_capture", "traceback")
     # cut after a trimmed source line: still the open traceback, not an error of another kind
-    d = diagnose_lines(SAMPLER[:3])
+    d = diagnose_lines(SAMPLER[:3], cut_read_as_phase())
     assert (d.stage, d.basis) == ("graph_capture", "cut")
     # a message line with nothing after it still ends the traceback in an error of another kind, and so does one
     # another process's caret line follows

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.common import candidate_rules
+from tests.support.logs import cut_read_as_phase
 from vllm_hpu_mm.logs.doctor.decide import default_rules, judge
 from vllm_hpu_mm.logs.doctor.scan import scan
 
@@ -42,7 +43,9 @@ def _cut(*frames: tuple[str, str]) -> list[str]:
 
 
 def _stage(lines: list[str]) -> str:
-    j = judge(scan(lines), default_rules())
+    """What the frames of ``lines`` mean: the shipped rules with a cut read as its frames' phase (the shipped doctor
+    claims nothing of a cut: tests/logs/test_doctor_cut.py)."""
+    j = judge(scan(lines), cut_read_as_phase())
     return "unknown (no OOM claimed)" if j.basis == "undecided" else j.stage
 
 
@@ -113,11 +116,25 @@ DEVICE_WORDS = [
     "Error: failed to allocate device memory for the model",
     "ValueError: insufficient VRAM to load the model",
     "RuntimeError: not enough GPU memory for the requested batch",
+    # any vendor's allocation call reported failed (sophgo/LLM-TPU #8's bmlib, Ascend's, oneAPI's, CUDA's), and the
+    # device's memory named in plain words
+    "[bmlib_memory][error] bm_alloc_gmem failed, dev_id = 0, size = 0xc0fb4000",
+    "[ERROR] aclrtMalloc failed, ret = 207001",
+    "zeMemAllocDevice failed with ZE_RESULT_ERROR_UNKNOWN",
+    "cnrtMalloc() failed: 632046",
+    "E: device memory allocation failed for 2.00 GiB",
+    "RuntimeError: out of device memory while creating the model",
+    "error: not enough memory on the device to load the model",
+    # SGLang's pool configurator: the weights leave nothing for the KV cache (a refusal, read as kv_cache)
+    "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.88.",
 ]
 #: Not device memory: a host buffer, pinned host memory, the host side of Vulkan, advice about memory.
 NOT_DEVICE = [
     "ggml_backend_cuda_host_buffer_type_alloc_buffer: failed to allocate CUDA_Host buffer of size 1024",
     "warning: failed to allocate 512.00 MiB of pinned memory: invalid argument",
+    # host allocations named by their call: pinned host memory, libc's malloc
+    "cudaMallocHost failed: out of resources",
+    "malloc failed while reading the prompt",
     "INFO gpu_worker.py] Memory profiling takes 5.2 seconds. Allocating 2.1 GiB for the KV cache",
     # TensorRT's engine builder skipping a tactic that needs more memory (a warning; the build goes on)
     "[10/01/2024-10:00:00] [TRT] [W] Requested amount of GPU memory (1073741824 bytes) could not be allocated. There "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.logs import cut_read_as_phase
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.logs.doctor import diagnose, diagnose_lines
 from vllm_hpu_mm.logs.patterns import strip_prefix
@@ -136,7 +137,7 @@ def test_a_cut_traceback_does_not_claim_the_process_was_killed() -> None:
              "    sys.exit(app())",
              '  File "/opt/conda/lib/python3.9/site-packages/text_generation_server/server.py", line 85, in Decode',
              "    generations, next_batch = self.model.generate_token(batch)"]  # fmt: skip
-    d = diagnose(lines, load({}))
+    d = diagnose(lines, load({}), rules=cut_read_as_phase())
     assert (d.basis, d.cut) == ("cut", "traceback")
     text = "\n".join(d.recommendations)
     assert "dmesg" not in text
@@ -226,5 +227,5 @@ def test_the_v1_runners_request_bookkeeping_is_serving() -> None:
              V1W + f'  File "{path}", line 4477, in sample_tokens',
              V1W + f'  File "{path}", line 3589, in _bookkeeping_sync',
              V1W + f'  File "{path}", line 5320, in _get_prompt_logprobs_dict']  # fmt: skip
-    d = diagnose_lines(lines)
+    d = diagnose_lines(lines, cut_read_as_phase())
     assert (d.stage, d.basis, d.cut) == ("runtime", "cut", "traceback")

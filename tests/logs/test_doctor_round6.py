@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.logs import cut_read_as_phase
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.logs.doctor import diagnose, diagnose_lines
 
@@ -106,7 +107,9 @@ SWIFT_FRAMES = [
 
 
 def test_a_traceback_cut_while_the_shards_load_is_startup() -> None:
-    d = diagnose(["INFO: model_kwargs: {'device_map': 'npu:0'}", SHARDS, *SWIFT_FRAMES], load({}))
+    lines = ["INFO: model_kwargs: {'device_map': 'npu:0'}", SHARDS, *SWIFT_FRAMES]
+    assert diagnose_lines(lines).basis == "undecided"  # the shipped doctor claims nothing of a cut
+    d = diagnose(lines, load({}), rules=cut_read_as_phase())
     assert (d.stage, d.basis, d.cut) == ("startup", "cut", "traceback")
     assert d.source.name == "ms-swift"
     assert d.source.accelerator == "npu"

@@ -85,7 +85,7 @@ CASES = {
     ),
     "exllamav2 via tabbyapi": (
         ["INFO:     Loading model /models/Mixtral-exl2 with the exllamav2 backend", OOM],
-        "ExLlamaV2", "unknown", "cache_size",
+        "ExLlamaV2", "startup", "cache_size",  # its "Loading model" line is the last phase line
     ),
     "deepspeed-mii": (
         ['  File "/usr/lib/python3.10/site-packages/mii/pipeline.py", line 30, in pipeline',

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from benchmarks.common import Example
 from tests.support.data import LOGS
+from vllm_hpu_mm.logs.doctor.decide import Rules, default_rules
 from vllm_hpu_mm.logs.doctor.scan import scan
 
 #: The development set (the first logs and the runtime-labelled ones of runtime_dev/), and the held-out set kept aside
@@ -104,3 +105,10 @@ GAUDI_LOG = [
     '  File "vllm_gaudi/v1/worker/hpu_model_runner.py", line 4000, in warmup_model',
     "RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::786432000 (750)MB",
 ]
+
+
+def cut_read_as_phase() -> Rules:
+    """The shipped rules with the undecided cut held off (``Rules.cut_evidence``): a traceback the log stops inside
+    is read as its frames' phase, which tests of what frames mean need (the shipped doctor leaves such a cut
+    ``unknown`` with no out-of-memory claim)."""
+    return dataclasses.replace(default_rules(), cut_evidence=False)

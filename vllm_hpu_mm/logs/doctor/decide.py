@@ -12,9 +12,9 @@ Rules, in order:
    excerpt elides lines after it, only the last stage), the learned frame votes (frame names the phase table does
    not know, counted over labelled logs). Else ``unknown``.
 3. No failure line, but the log (or the run, before a restart) stops inside a traceback whose frames name a phase
-   -> that phase, with the cut as the only evidence (an exception was being printed there: low confidence). Except
-   where the cut traceback says nothing of memory (:func:`silent_cut`): then ``unknown`` with no out-of-memory claim
-   (basis ``undecided``).
+   (or its learned votes do) -> ``unknown`` with no out-of-memory claim (basis ``undecided``): the frames say where
+   an exception was raised, not which (:func:`silent_cut`). Only a frame that raises nothing but a memory refusal
+   (the KV cache's check) reads the cut as that phase's failure (basis ``cut``).
 4. A log that stops partway through a counted phase (``[Warmup][..][i/n]`` with i < n, a CUDA-graph bar, weight
    shards) with nothing else -> ``none`` (basis ``stopped``): no out-of-memory line, no kill (``Killed``, exit code
    137 or -9, the OOM killer: those are failure lines, step 2), no traceback. An excerpt copied while the phase ran,
@@ -37,16 +37,33 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from vllm_hpu_mm.logs.doctor.phases import MODEL_RUNS, frame_meaning, generic_frame, loading_frame, traceback_stage
+from vllm_hpu_mm.logs.doctor.phases import MODEL_RUNS, frame_meaning, generic_frame, traceback_stage
 from vllm_hpu_mm.logs.doctor.scan import Failure, Frame, GaudiMemory, LogFeatures, Memory
 from vllm_hpu_mm.logs.doctor.source import HOST_NAMES, LogSource
 from vllm_hpu_mm.logs.numbers import SkippedLines
 from vllm_hpu_mm.values import STAGES as BASE_STAGES
 from vllm_hpu_mm.values import Stage
 
-__all__ = ["CONFIDENCE", "RULES_FILE", "STAGES", "Basis", "Cut", "Diagnosis", "DiagnosisStage", "Evidence", "Judgement",
-           "Rules", "Source", "decide", "default_rules", "frame_tokens", "judge", "silent_cut",
-           "stopped_partway"]  # fmt: skip
+__all__ = [
+    "CONFIDENCE",
+    "REFUSAL_FRAMES",
+    "RULES_FILE",
+    "STAGES",
+    "Basis",
+    "Cut",
+    "Diagnosis",
+    "DiagnosisStage",
+    "Evidence",
+    "Judgement",
+    "Rules",
+    "Source",
+    "decide",
+    "default_rules",
+    "frame_tokens",
+    "judge",
+    "silent_cut",
+    "stopped_partway",
+]  # fmt: skip
 
 #: Where in a server's life the failure happened; ``unknown`` when nothing in the log says, ``none`` without one.
 DiagnosisStage = Literal[Stage, "unknown", "none"]
@@ -172,7 +189,9 @@ def _tokens(frames: tuple[Frame, ...]) -> frozenset[str]:
 _PLUMBING = frozenset(
     ("<module>", "<listcomp>", "<lambda>", "<genexpr>", "__call__", "_call_impl", "_wrapped_call_impl", "wrapper",
      "inner", "decorate_context", "run", "_bootstrap", "main", "func", "fn", "f", "super", "len", "sum", "getattr",
-     "isinstance", "print", "raise", "return", "forward_call")
+     "isinstance", "print", "raise", "return", "forward_call",
+     # threading's: a thread runs its target in every phase (Thread.run -> self._target)
+     "_target", "_bootstrap_inner")
 )  # fmt: skip
 #: Functions that run the model for requests as well as at start-up (a module's ``forward``, vLLM's
 #: ``execute_model``, TGI's ``generate_token``): a traceback through them alone cannot tell a request from the
@@ -247,8 +266,9 @@ def judge(features: LogFeatures, rules: Rules) -> Judgement:
     if tb is not None and rules.cut_tracebacks and run.end - tb.last <= rules.cut_lines:
         found = _frames_stage(tb.frames)
         voted = _voted(tb.frames, rules) if found is None else None
-        if found is not None and rules.cut_evidence and silent_cut(tb.frames, features.backend) is not None:
-            return Judgement("unknown", "undecided", None, (found[1], gaudi_at), cut="traceback")
+        at = found[1] if found is not None else tb.last
+        if (found or voted) and rules.cut_evidence and silent_cut(tb.frames):
+            return Judgement("unknown", "undecided", None, (at, gaudi_at), cut="traceback")
         if found is not None:
             return Judgement(found[0], "cut", "device", (found[1], gaudi_at), cut="traceback")
         if voted is not None:
@@ -262,6 +282,8 @@ def judge(features: LogFeatures, rules: Rules) -> Judgement:
     if p is not None and partway and tb is not None and rules.cut_tracebacks and tb.frames:
         opened = tb.frames[0].line - p[1]
         if run.end - tb.last <= rules.cut_lines and 0 < opened <= rules.cut_lines and _frames_stage(tb.frames) is None:
+            if rules.cut_evidence and silent_cut(tb.frames):
+                return Judgement("unknown", "undecided", None, (p[1], gaudi_at), warm, cut="traceback")
             return Judgement(p[0], "cut", "device", (p[1], gaudi_at), warm, cut="traceback")
     if run.error is not None:  # a traceback that ended in an error of another kind: a failure, not an OOM
         return Judgement("none", "error", None, (run.error[0], gaudi_at))
@@ -280,36 +302,25 @@ def stopped_partway(progress: tuple[Stage, int, str, int, int]) -> bool:
     return 0 < progress[3] < progress[4]
 
 
-def silent_cut(frames: tuple[Frame, ...], backend: str | None) -> str | None:
-    """Why a traceback the log stops inside, before its error line, says nothing of memory (None: its frames are
-    where out-of-memory failures happen, and the doctor reads the cut as one). Two kinds, read from the runtimes'
-    sources:
+#: Frames that only raise a memory refusal (vLLM V0 ``worker.raise_if_cache_size_invalid``; V1
+#: ``kv_cache_utils.check_enough_kv_cache_memory``, ``_check_enough_kv_cache_memory`` before it): a traceback through
+#: one says the KV cache did not fit even where its error line is cut off.
+REFUSAL_FRAMES = frozenset(("raise_if_cache_size_invalid", "check_enough_kv_cache_memory",
+                            "_check_enough_kv_cache_memory"))  # fmt: skip
 
-    - ``header``: the only frame that names a phase is the line a runtime prints before relaying a worker's error
-      (TGI's ``Method Decode encountered an error``, vLLM V0's ``while processing method ...``), naming a serving
-      method, and the frames stop before any of the server's own code (the command line's entry, plumbing). A
-      serving RPC relays every error its step raises; a memory-probing method (TGI's ``Warmup``, vLLM's
-      ``determine_num_available_blocks``) is a phase whose failures are its allocations, and stays read.
-    - ``gaudi_load``: on Gaudi, a cut inside building the model or loading its weights. Every device op there runs
-      as a compiled graph recipe (lazy mode, vllm-fork's default, records the ops and compiles them at the next
-      step: vllm-project/vllm @ 0014d34d ``worker/hpu_model_runner.py`` ``load_model`` runs ``get_model``, then
-      ``to("hpu")``, ``htcore.mark_step()``, ``torch.hpu.synchronize()``), so a graph-compile failure (``synStatus``)
-      stops in these frames as often as the device's memory.
-    """
-    hit = traceback_stage((f.path, f.func) for f in frames)
-    if hit is None:
-        return None
-    decider = frames[hit[1]]
-    meaning = frame_meaning(decider.path, decider.func)
-    if meaning is None:  # pragma: no cover - traceback_stage picks only frames with a meaning
-        return None
-    if not decider.path and meaning.stage == "runtime":
-        others = [f for f in frames if f is not decider and frame_meaning(f.path, f.func) is not None]
-        if not others:
-            return "header"
-    if backend == "hpu" and meaning.stage == "startup" and loading_frame(decider.path, decider.func):
-        return "gaudi_load"
-    return None
+
+def silent_cut(frames: tuple[Frame, ...]) -> bool:
+    """Whether a traceback the log stops inside, before its error line, says nothing of memory (False only where a
+    frame in it raises nothing but a memory refusal, :data:`REFUSAL_FRAMES`: the cut is that refusal).
+
+    A cut traceback's frames say where an exception was raised, never which: a load, a profiling pass or a request
+    fails with a compile error, a collective's broken pipe, a bad argument or a device fault as well as with memory,
+    and an excerpt cut before the error line cannot tell them apart. Three held-out rounds (issue 34 item 10: a
+    vllm-fork load cut before its graph-compile failure, TGI's decode cut before an invalid argument, ipex-llm's
+    ``init_device`` cut after oneCCL's broken pipe) read such a cut as an out-of-memory failure of its phase: a false
+    alarm or a miss each time. A frame that merely runs where memory is measured (``profile_run``, ``warmup``) is
+    where a guess would come from, not evidence."""
+    return not any(f.func.rsplit(".", 1)[-1] in REFUSAL_FRAMES for f in frames)
 
 
 def _before_phase_line(f: Failure, hint: tuple[Stage, int] | None) -> tuple[Stage, int] | None:

@@ -69,6 +69,9 @@ LOADING = frozenset((
     "load_model", "get_model", "initialize_model", "_initialize_model", "init_vllm_registered_model", "make_layers",
     "create_weights", "load_weights", "process_weights_after_loading", "safetensors_weights_iterator",
     "gptq_marlin_repack", "awq_marlin_repack", "_apply", "convert", "serve_inner",
+    # LMDeploy's TurboMind: one thread per device creates its shard of the weights (turbomind/turbomind.py
+    # _create_weight_func -> model_comm.create_shared_weights)
+    "_create_weight_func", "_create_weight", "create_shared_weights",
 ))  # fmt: skip
 
 
@@ -117,7 +120,12 @@ FUNCTIONS: dict[str, Meaning] = {
         "initialize_kv_cache initialize_kv_cache_tensors _allocate_kv_cache_tensors _reshape_kv_cache_tensors "
         "_allocate_kv_cache allocate_kv_cache _init_cache_engine initialize_cache get_kv_cache_configs "
         "get_kv_cache_config check_enough_kv_cache_memory _check_enough_kv_cache_memory CacheEngine.__init__ "
-        "CacheEngine._allocate_kv_cache init_memory_pool profile_max_num_token build_cache_engine",
+        "CacheEngine._allocate_kv_cache init_memory_pool profile_max_num_token build_cache_engine "
+        # TurboMind (LMDeploy) allocates its KV blocks when it creates a device's model instance: turbomind.py
+        # _create_model_instance -> model_comm.create_model_instance -> LlamaTritonModel::createModelInstance, whose
+        # LlamaBatch builds the SequenceManager and its BlockManager, which allocates the blocks sized by
+        # cache_max_entry_count (its "[BlockManager] max_block_count" line, PHASE_MARKERS)
+        "_create_model_instance create_model_instance",
     ),
     # Graph capture and warm-up after the KV cache exists: vLLM V1 compile_or_warm_up_model (kernel warm-up,
     # capture_model, the sampler warm-up), V0 Worker._warm_up_model -> ModelRunner.capture_model ->

@@ -26,6 +26,7 @@ from vllm_hpu_mm.logs.doctor.source import LogSource, SourceSniffer
 from vllm_hpu_mm.logs.numbers import GarbledNumber, SkippedLines, integer, number
 from vllm_hpu_mm.logs.patterns import (
     CALL,
+    DECODE_RESERVE,
     DEVICE_OOM,
     ELISION,
     ERROR_MESSAGE,
@@ -445,7 +446,8 @@ def _message(
                 return stage, None, j
     for j, line in near:
         if RESERVE_FAILED.search(line):
-            return ("runtime" if phase is not None and phase[0] == "runtime" else "startup"), "reserve", j
+            serving = any(DECODE_RESERVE.search(t) for _, t in near) or (phase is not None and phase[0] == "runtime")
+            return ("runtime" if serving else "startup"), "reserve", j
     if phase is None or phase[0] == "startup":
         for j, line in [*near[:1], *after]:
             if LOAD_FAILED.search(line):

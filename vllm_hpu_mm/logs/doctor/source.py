@@ -49,7 +49,10 @@ _LLAMA_CPP = ("llama_model_load", "llama_kv_cache_init", "llama_init_from_model"
 _SGLANG = ("capture cuda graph begin", "capture cuda graph end", "capture cuda graph failed", "memory pool end",
            "kv cache is allocated", "fired up and ready to roll",
            "please try to increase --mem-fraction-static", "decode batch. #running-req",
-           "prefill batch. #new-seq")  # fmt: skip
+           "prefill batch. #new-seq",
+           # its model runner's load line and its pool configurator's refusal (model_runner.py: "Load weight end.
+           # ... avail mem=", "... leave no GPU memory for the KV cache under --mem-fraction-static")
+           "load weight end.", "kv cache under --mem-fraction-static")  # fmt: skip
 #: Another framework's own words, by its key (:data:`OTHER_DISPLAY`), read from its source:
 #: TensorRT-LLM's C++ and Python loggers (``[TensorRT-LLM][INFO]``, ``[TRT-LLM] [I]``; ``trtllm-serve``),
 #: LMDeploy's TurboMind (``[TM][ERROR]``), MLC-LLM's package and its memory estimate (``mlc_llm``,
@@ -139,7 +142,19 @@ FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
         ),
     ),
 )
-#: The name another framework goes by in advice.
+#: vLLM's own traces where the log names no framework: its logger's line (``INFO 08-19 07:51:03 model_runner.py:732]``,
+#: ``[gpu_worker.py:855]`` since 0.8), its worker process tags, its engine's and KV cache's own words and the
+#: ``hpu_``/``gpu_`` worker files the Gaudi and CUDA runners print from. A log with none of them and no framework
+#: named is not read as vLLM's: its writer is unknown (half the public logs without either came from another
+#: framework: optimum-habana, TGI-Gaudi, Xinference, llama.cpp, LMDeploy, Sophgo's LLM-TPU).
+VLLM_TRACE = re.compile(
+    r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?\w+\.py:\d+\]"
+    r"|No available memory for the cache blocks|gpu_memory_utilization|# [GHC]PU blocks|max_model_len|max_num_seqs"
+    r"|\bmodel_runner\b|_worker\.py|worker_base|\bhpu_\w+\.py|\[Warmup\]\[|VLLM_\w+|Worker(?:Proc)?(?:_TP\d+)? pid="
+)
+#: Substrings one of which a :data:`VLLM_TRACE` line holds (a cheap first check).
+_TRACE_WORDS = ("py:", "cache blocks", "memory_utilization", "blocks", "max_model_len", "max_num_seqs", "runner",
+                "worker", "hpu_", "[Warmup]", "VLLM_", "pid=")  # fmt: skip
 
 #: How another framework is named in words, by the key :data:`_OTHER_NAME` finds.
 OTHER_DISPLAY = {"mindie": "MindIE", "sglang": "SGLang", "lmdeploy": "LMDeploy", "llama.cpp": "llama.cpp",
@@ -249,6 +264,9 @@ class LogSource:
         other = OTHER_DISPLAY.get(self.name, self.name) + " (not a vLLM runtime)" if self.name else ""
         if self.name in HOST_NAMES:
             other = OTHER_DISPLAY[self.name] + " (the engine it hosts is not named)"
+        if self.framework == "other" and not self.name:
+            what = "an unknown writer (no framework named, no vLLM line)"
+            return f"{what} on {self.accelerator}" if self.accelerator else what
         what = names.get(self.framework, other or "another framework")
         return (f"{what} on {self.accelerator}" if self.accelerator else what) + assumed
 
@@ -273,6 +291,7 @@ class SourceSniffer:
         self.multimodal = False
         self._text_model = False
         self._host = ""
+        self._vllm_trace = False
 
     def feed(self, text: str) -> None:
         self.lines += 1
@@ -295,6 +314,8 @@ class SourceSniffer:
             self._name = "ollama"  # Ollama runs llama.cpp and prints its lines (and its sources' paths) as they are
         if not self._host:
             self._host = next((host for host, pattern in _HOSTS if pattern.search(text)), "")
+        if not self._vllm_trace and any(w in text for w in _TRACE_WORDS) and VLLM_TRACE.search(text):
+            self._vllm_trace = True
         if self._acc_rank != 0:
             for rank, (_, pattern) in enumerate(ACCELERATORS):
                 if self._acc_rank is not None and rank >= self._acc_rank:
@@ -323,6 +344,8 @@ class SourceSniffer:
         name, host = self._name, self._host
         if self._framework is None and host:  # the host is all the log names: not read as vLLM's
             framework, name, host = "other", host, ""
+        elif self._framework is None and not self._vllm_trace:  # nothing names a writer, nor looks like vLLM's
+            framework = "other"
         accelerator = None if self._acc_rank is None else ACCELERATORS[self._acc_rank][0]
         runtime, runtime_named = None, False
         if framework == "vllm" and accelerator in DEFAULT_RUNTIME:
@@ -337,7 +360,7 @@ class SourceSniffer:
             self.multimodal,
             other_processes_gib(failure_lines),
             name,
-            named=self._framework is not None or framework == "other",
+            named=self._framework is not None or bool(name),
             runtime_named=runtime_named,
             host=host,
         )
