@@ -70,6 +70,7 @@ from tests.support.logs import (
     HELDOUT_ROUND9_LOGS,
     HELDOUT_ROUND10_LOGS,
     HELDOUT_ROUND11_LOGS,
+    HELDOUT_ROUND12_LOGS,
     RUNTIME_DEV_LOGS,
     RUNTIME_HELDOUT_LOGS,
     body_lines,
@@ -204,6 +205,7 @@ ROUNDS = {
     "round9": HELDOUT_ROUND9_LOGS,
     "round10": HELDOUT_ROUND10_LOGS,
     "round11": HELDOUT_ROUND11_LOGS,
+    "round12": HELDOUT_ROUND12_LOGS,
 }
 
 
