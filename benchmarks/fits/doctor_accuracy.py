@@ -71,6 +71,7 @@ from tests.support.logs import (
     HELDOUT_ROUND10_LOGS,
     HELDOUT_ROUND11_LOGS,
     HELDOUT_ROUND12_LOGS,
+    HELDOUT_ROUND13_LOGS,
     RUNTIME_DEV_LOGS,
     RUNTIME_HELDOUT_LOGS,
     body_lines,
@@ -206,6 +207,7 @@ ROUNDS = {
     "round10": HELDOUT_ROUND10_LOGS,
     "round11": HELDOUT_ROUND11_LOGS,
     "round12": HELDOUT_ROUND12_LOGS,
+    "round13": HELDOUT_ROUND13_LOGS,
 }
 
 
