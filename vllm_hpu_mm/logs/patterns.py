@@ -61,6 +61,7 @@ __all__ = [
     "RESERVE_FAILED",
     "RUNTIMES",
     "RUN_START",
+    "SGLANG_POOL",
     "SHAPE_FIELD",
     "TRACEBACK_START",
     "VLLM_BLOCKS",
@@ -144,11 +145,15 @@ DEVICE_OOM = re.compile(
     r"|\bEL0004:.{0,80}Failed to allocate memory"  # Ascend's driver (CANN error code EL0004)
     r"|(?<!\[W\] Requested amount of )(?<!\[W\] \[TRT\] Requested amount of )GPU memory \(\d+ bytes\) could not be "
     r"allocated"
-    # ggml's device buffers (llama.cpp, Ollama, llama-cpp-python: "unable to allocate CUDA0 buffer", "failed to
-    # allocate Metal buffer", Metal's "failed to allocate buffer, size", the KV cache's "failed to allocate buffer for
-    # kv cache"); a host buffer (CUDA_Host, CPU) is not device memory
-    r"|(?:unable|failed) to allocate (?:CUDA|ROCm|HIP|Metal|Vulkan|SYCL|CANN|MUSA)\d* buffer"
-    r"|failed to allocate buffer(?:, size| for kv cache)"
+    # ggml's device buffers as its allocator reports them (ggml/src/ggml-alloc.c@5bc7a740 alloc_tensor_range: "failed
+    # to allocate CUDA0 buffer of size N"; Metal's "failed to allocate buffer, size"); a host buffer (CUDA_Host, CPU)
+    # is not device memory. (llama.cpp's loader and KV cache summarise *any* failure of
+    # ggml_backend_alloc_ctx_tensors_from_buft as "unable to allocate CUDA0 buffer" or "failed to allocate buffer for
+    # kv cache" (src/llama-model.cpp@a5410f04 load_tensors, src/llama-kv-cache.cpp): a backend that could not
+    # initialise a tensor in a buffer it did allocate ("alloc_tensor_range: failed to initialize tensor ...") ends the
+    # same way, so those summaries are no evidence of exhaustion; the backend's own line above them is.)
+    r"|failed to allocate (?:CUDA|ROCm|HIP|Metal|Vulkan|SYCL|CANN|MUSA)\d* buffer of size"
+    r"|failed to allocate buffer, size"
     # plain words any runtime may use
     r"|(?:failed|unable) to allocate (?:\S+ )?(?:device|GPU|HPU|NPU|VRAM|HBM) memory"
     # an accelerator API's allocation call reported failed, in any vendor's name for it: cudaMalloc, hipMalloc,
@@ -166,10 +171,11 @@ DEVICE_OOM = re.compile(
     r"|(?:insufficient|not enough) (?:free )?(?:GPU|device|VRAM|HBM|NPU|HPU|video) memory"
     r"|insufficient VRAM(?! to load any model layers)"
     # (SGLang's scheduler reports a full KV pool it handles by retracting requests as "Decode out of memory happened":
-    # serving goes on, nothing failed, managers/scheduler.py; ggml's CUDA backend reports a pinned host buffer it could
-    # not get and falls back to pageable memory, "failed to allocate N MiB of pinned memory: out of memory",
-    # ggml-cuda.cu ggml_cuda_host_malloc)
-    r"|(?<!running )(?<!run )(?<!If )(?<!Decode )(?<!pinned memory: )\bout of memory\b(?! error occurs| happened)",
+    # serving goes on, nothing failed, managers/scheduler.py; its allocator's "Decode out of memory. Try to lower your
+    # batch size." is the request's failure and counts, :data:`SGLANG_POOL`. ggml's CUDA backend reports a pinned host
+    # buffer it could not get and falls back to pageable memory, "failed to allocate N MiB of pinned memory: out of
+    # memory", ggml-cuda.cu ggml_cuda_host_malloc)
+    r"|(?<!running )(?<!run )(?<!If )(?<!pinned memory: )\bout of memory\b(?! error occurs| happened)",
     re.IGNORECASE,
 )
 #: vLLM V1's refusal to start when the device holds less free memory than its utilisation asks (``gpu_worker.py``
@@ -177,6 +183,15 @@ DEVICE_OOM = re.compile(
 FREE_ON_STARTUP = re.compile(
     r"Free memory on device(?: [\w:]+)? \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup is less than desired "
     r"(?:[GNX]PU )?memory utilization \((?P<util>[\d.]+), (?P<want>[\d.]+) GiB\)"
+)
+#: SGLang's token and request pools out of slots for the batch the scheduler built from requests: the sized KV pool
+#: (its device memory) cannot hold the running batch (python/sglang/srt/mem_cache/common.py@2752c828
+#: ``alloc_token_slots`` "Out of memory. Try to lower your batch size.", ``alloc_paged_token_slots_extend`` /
+#: ``_decode`` "Prefill out of memory. ..." / "Decode out of memory. ...", ``alloc_req_slots`` "alloc_req_slots runs
+#: out of memory"; older releases printed the same words from schedule_batch.py). Only requests' batches allocate
+#: from these pools: the failure came while serving.
+SGLANG_POOL = re.compile(
+    r"(?:\b(?:Prefill|Decode) )?\b[Oo]ut of memory\. Try to lower your batch size|alloc_req_slots runs out of memory"
 )
 #: Failure messages that name the phase they come from (the runtimes' own wording): TGI's and MindIE's warm-up, which
 #: measures memory before the KV cache is sized (``flash_causal_lm.py`` ``warmup``), vLLM's sampler warm-up after
@@ -230,6 +245,8 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     # text-generation-webui's report of a request it answered (modules/text_generation.py, printed after generation,
     # also when generation raised): the server outlived the failure and was serving that request
     ("runtime", re.compile(r"Output generated in [\d.]+ seconds \([\d.]+ tokens/s, \d+ tokens, context \d+")),
+    # SGLang's KV pool has no slot left for a scheduled batch of requests (:data:`SGLANG_POOL`)
+    ("runtime", SGLANG_POOL),
 )
 
 #: llama.cpp's compute-buffer reservation (src/llama-context.cpp ``graph_reserve`` / ``sched_reserve``: "failed to

@@ -24,7 +24,7 @@ from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.logs.doctor.decide import Diagnosis
 from vllm_hpu_mm.logs.doctor.source import OTHER_DISPLAY, LogSource
 from vllm_hpu_mm.logs.numbers import GarbledNumber, number
-from vllm_hpu_mm.logs.patterns import DEVICE_OOM, FREE_ON_STARTUP, LOAD_FAILED, RESERVE_FAILED
+from vllm_hpu_mm.logs.patterns import DEVICE_OOM, FREE_ON_STARTUP, LOAD_FAILED, RESERVE_FAILED, SGLANG_POOL
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.fixes import Fix
@@ -345,6 +345,12 @@ _OTHER_AT_STAGE = {
 #: own lines (:data:`~vllm_hpu_mm.logs.patterns.RESERVE_FAILED`).
 _LLAMA_RESERVE = ("it could not reserve its compute graph's buffers for the largest micro-batch: lower --ubatch-size "
                   "(and --batch-size) or --ctx-size, or offload fewer layers (--n-gpu-layers)")  # fmt: skip
+#: SGLang's KV pool with no slot left for the batch its scheduler built
+#: (:data:`~vllm_hpu_mm.logs.patterns.SGLANG_POOL`): the pool is what --mem-fraction-static leaves after the weights,
+#: so a smaller share makes it worse.
+_SGLANG_POOL_FULL = ("its KV pool had no slot left for the batch of requests it scheduled: lower "
+                     "--max-running-requests (fewer requests at once) or --chunked-prefill-size, or raise "
+                     "--mem-fraction-static for a larger pool (lowering it shrinks the pool)")  # fmt: skip
 #: TensorRT-LLM's model instance that could not be created (:data:`~vllm_hpu_mm.logs.patterns.LOAD_FAILED`): a
 #: TensorRT engine's runtime buffers are sized when it is built (trtllm-build's max_batch_size, max_num_tokens).
 _TRT_INSTANCE = ("its engine and the runtime buffers sized when it was built did not fit as the model instance was "
@@ -380,6 +386,8 @@ def _other(d: Diagnosis) -> list[Fix]:
     at_stage = _OTHER_AT_STAGE.get((key, d.stage))
     if key == "llama.cpp" and any(RESERVE_FAILED.search(line) for line in _texts(d)):
         at_stage = _LLAMA_RESERVE
+    if key == "sglang" and any(SGLANG_POOL.search(line) for line in _texts(d)):
+        at_stage = _SGLANG_POOL_FULL
     if key == "tensorrt_llm" and d.stage == "startup" and any(LOAD_FAILED.search(line) for line in _texts(d)):
         at_stage = _TRT_INSTANCE
     if at_stage is not None:

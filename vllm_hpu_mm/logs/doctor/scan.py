@@ -455,9 +455,23 @@ def _message(
     return None, None, -1
 
 
+#: Words that offer what follows as one possible cause, not as what happened: Ray's raylet lists the OOM killer first
+#: among "potential root causes" of any worker that died (its SIGKILL, ``ray stop --force``, a segfault: an NCCL
+#: watchdog's abort ends the same way), and other runtimes' hints say what "may be caused by" or "could be due to"
+#: memory. An out-of-memory word after them claims nothing; one before them (the error, then its hint) still counts.
+HEDGE = re.compile(
+    r"\b(?:potential|possible) (?:root )?(?:causes?|reasons?)\b"
+    r"|\b(?:may|might|could|can) (?:have been |be |also be )?(?:caused by|due to|killed by|the result of)\b"
+    r"|\bpossibly\b|\bperhaps\b",
+    re.IGNORECASE,
+)
+
+
 def _oom_kind(text: str) -> Memory | None:
     # Cheap substring guards first: most lines of a long log are request lines that need one or two checks.
     low = text.lower()
+    if ("caus" in low or "possib" in low or "perhaps" in low or " due to" in low) and (h := HEDGE.search(text)):
+        text, low = text[: h.start()], low[: h.start()]
     if not ("memory" in low or "devmem" in low or "kill" in low or "-9" in text or "137" in text or "oom" in low
             or "outofme" in low or "out of" in low or "resource_exhausted" in low or "mmap" in low
             or "alloc" in low or "vram" in low):  # fmt: skip

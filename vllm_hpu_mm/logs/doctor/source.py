@@ -52,7 +52,10 @@ _SGLANG = ("capture cuda graph begin", "capture cuda graph end", "capture cuda g
            "prefill batch. #new-seq",
            # its model runner's load line and its pool configurator's refusal (model_runner.py: "Load weight end.
            # ... avail mem=", "... leave no GPU memory for the KV cache under --mem-fraction-static")
-           "load weight end.", "kv cache under --mem-fraction-static")  # fmt: skip
+           "load weight end.", "kv cache under --mem-fraction-static",
+           # its KV pool allocator's names and failure (mem_cache/common.py@2752c828 alloc_token_slots: "Out of memory.
+           # Try to lower your batch size.", then the allocator's and the radix tree's sizes)
+           "out of memory. try to lower your batch size", "token_to_kv_pool", "tree_cache.evictable_size")  # fmt: skip
 #: Another framework's own words, by its key (:data:`OTHER_DISPLAY`), read from its source:
 #: TensorRT-LLM's C++ and Python loggers (``[TensorRT-LLM][INFO]``, ``[TRT-LLM] [I]``; ``trtllm-serve``),
 #: LMDeploy's TurboMind (``[TM][ERROR]``), MLC-LLM's package and its memory estimate (``mlc_llm``,
@@ -100,6 +103,30 @@ _HOSTS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+#: The folder packages are installed in, as a path names it (``.../site-packages/``, Debian's ``dist-packages``).
+_PACKAGES = re.compile(r"[\\/](?:site|dist)-packages[\\/]")
+#: Where a path starts (what a log line puts before one).
+_PATH_START = re.compile(r"[\s'\"(=]")
+
+
+def installed_only(text: str) -> str:
+    """``text`` with each path's folders above its ``site-packages`` left out, which a framework's name is read
+    without: they are the user's (``/root/project/sglang/venv/lib/python3.11/site-packages/torch/...``: a project or a
+    virtual environment named after whatever they work on), while the package after them is what ran."""
+    if "-packages" not in text:
+        return text
+    out, done = [], 0
+    for m in _PACKAGES.finditer(text):
+        start = m.start()
+        while start > done and not _PATH_START.match(text, start - 1):  # back to the path's first character
+            start -= 1
+        out.append(text[done:start])
+        out.append("site-packages/")
+        done = m.end()
+    out.append(text[done:])
+    return "".join(out)
+
+
 #: Ollama's own words, which outrank llama.cpp's in a log that holds both.
 _OLLAMA = re.compile(_OTHER_WORDS["ollama"])
 
@@ -139,6 +166,9 @@ FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
         re.compile(
             r"\bvllm[/._]|vLLM API server|\bvllm\b|LLM engine|EngineCore|VllmWorker|vllm-fork"
             r"|vllm_gaudi|\bLLMEngine\b|vllm-gaudi"
+            # the Ray actor vLLM runs each worker in (vllm/executor/ray_utils.py RayWorkerWrapper), which tags every
+            # line a worker prints under Ray
+            r"|\bRayWorkerWrapper\b"
         ),
     ),
 )
@@ -301,6 +331,7 @@ class SourceSniffer:
             self._sniff(text)
 
     def _sniff(self, text: str) -> None:
+        text = installed_only(text)
         if self._framework in (None, "vllm"):
             for framework, pattern in FRAMEWORKS:
                 if framework == self._framework:
