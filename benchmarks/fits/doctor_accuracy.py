@@ -72,6 +72,7 @@ from tests.support.logs import (
     HELDOUT_ROUND11_LOGS,
     HELDOUT_ROUND12_LOGS,
     HELDOUT_ROUND13_LOGS,
+    HELDOUT_ROUND14_LOGS,
     RUNTIME_DEV_LOGS,
     RUNTIME_HELDOUT_LOGS,
     body_lines,
@@ -208,6 +209,7 @@ ROUNDS = {
     "round11": HELDOUT_ROUND11_LOGS,
     "round12": HELDOUT_ROUND12_LOGS,
     "round13": HELDOUT_ROUND13_LOGS,
+    "round14": HELDOUT_ROUND14_LOGS,
 }
 
 
