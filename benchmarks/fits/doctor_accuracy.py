@@ -73,6 +73,7 @@ from tests.support.logs import (
     HELDOUT_ROUND12_LOGS,
     HELDOUT_ROUND13_LOGS,
     HELDOUT_ROUND14_LOGS,
+    HELDOUT_ROUND15_LOGS,
     RUNTIME_DEV_LOGS,
     RUNTIME_HELDOUT_LOGS,
     body_lines,
@@ -210,6 +211,7 @@ ROUNDS = {
     "round12": HELDOUT_ROUND12_LOGS,
     "round13": HELDOUT_ROUND13_LOGS,
     "round14": HELDOUT_ROUND14_LOGS,
+    "round15": HELDOUT_ROUND15_LOGS,
 }
 
 
