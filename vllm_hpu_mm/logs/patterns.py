@@ -143,6 +143,25 @@ DEVICE_OOM = re.compile(
     r"|_OUT_OF_(?:DEVICE_)?MEMORY\b|OutOfDeviceMemory|\b[A-Z]+_STATUS_ALLOC_FAILED\b|cudaErrorMemoryAllocation"
     r"|rocblas_status_memory_error|ACL_ERROR_RT_MEMORY_ALLOCATION"
     r"|\bEL0004:.{0,80}Failed to allocate memory"  # Ascend's driver (CANN error code EL0004)
+    # Apple's Metal through MLX: a buffer larger than the device allows, or one the device could not give
+    # (ml-explore/mlx mlx/backend/metal/allocator.cpp MetalAllocator::malloc: "[metal::malloc] Attempting to allocate
+    # N bytes which is greater than the maximum allowed buffer size", "[malloc] Unable to allocate N bytes"); Metal's
+    # own command-buffer status for the same (kIOGPUCommandBufferCallbackErrorOutOfMemory)
+    r"|\[metal::malloc\] Attempting to allocate|\[(?:metal::)?malloc\] Unable to allocate \d+ bytes"
+    r"|CommandBufferCallbackErrorOutOfMemory"
+    # Intel's XPU allocator (intel/intel-extension-for-pytorch csrc/gpu/runtime/CachingDeviceAllocator.cpp): a block
+    # over the 4 GB a platform without 2D block arrays can address is refused in torch's out-of-memory words
+    r"|can NOT allocate memory block with size larger than"
+    # HIP's numeric code for a failed allocation as libraries print the enum (ROCm HIP include/hip/hip_runtime_api.h:
+    # hipErrorOutOfMemory = 2, before ROCm 3 hipErrorMemoryAllocation = 1002)
+    r"|hipError_t\((?:2|1002)\)"
+    # TensorFlow's stream executor could not get device memory (stream_executor/{cuda,rocm}/*_driver.cc
+    # DeviceAllocate: "failed to allocate 7.35G (7889485824 bytes) from device: <the driver's error>"), and its
+    # ResourceExhaustedError when an allocator fails ("OOM when allocating tensor", "failed to allocate memory"; the
+    # session's hint "report_tensor_allocations_upon_oom" follows only an out-of-memory error): a quota's or a disk's
+    # exhaustion raise the same class with other words
+    r"|failed to allocate \S+ \(\d+ bytes\) from device"
+    r"|ResourceExhaustedError\b.{0,40}\b(?:failed to allocate|OOM\b|out of memory)|report_tensor_allocations_upon_oom"
     r"|(?<!\[W\] Requested amount of )(?<!\[W\] \[TRT\] Requested amount of )GPU memory \(\d+ bytes\) could not be "
     r"allocated"
     # ggml's device buffers as its allocator reports them (ggml/src/ggml-alloc.c@5bc7a740 alloc_tensor_range: "failed
@@ -192,6 +211,9 @@ FREE_ON_STARTUP = re.compile(
 #: from these pools: the failure came while serving.
 SGLANG_POOL = re.compile(
     r"(?:\b(?:Prefill|Decode) )?\b[Oo]ut of memory\. Try to lower your batch size|alloc_req_slots runs out of memory"
+    # the first releases' scheduler, once the radix cache could not free enough for a prefill batch
+    # (python/sglang/srt/managers/router/model_rpc.py: "Prefill out of memory. This should nerver happen.")
+    r"|\b(?:Prefill|Decode) out of memory\. This should ne\w*r happen"
 )
 #: Failure messages that name the phase they come from (the runtimes' own wording): TGI's and MindIE's warm-up, which
 #: measures memory before the KV cache is sized (``flash_causal_lm.py`` ``warmup``), vLLM's sampler warm-up after
@@ -245,6 +267,10 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     # text-generation-webui's report of a request it answered (modules/text_generation.py, printed after generation,
     # also when generation raised): the server outlived the failure and was serving that request
     ("runtime", re.compile(r"Output generated in [\d.]+ seconds \([\d.]+ tokens/s, \d+ tokens, context \d+")),
+    # A server's answer to a request that failed, carrying the failure ("Error: 500 Internal Server Error: <error>", as
+    # Ollama's client and any HTTP client print it): the server was serving, unless the failure is the model's load
+    # the request waited for (:data:`LOAD_FAILED`'s words; Ollama loads a model on its first request)
+    ("runtime", re.compile(r"\b500 Internal Server Error: (?!.*(?:load|terminated|start))")),
     # SGLang's KV pool has no slot left for a scheduled batch of requests (:data:`SGLANG_POOL`)
     ("runtime", SGLANG_POOL),
 )
@@ -495,6 +521,9 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "loaded engine size",
             "memory used after loading model weights",
             "load_tensors:",  # llama.cpp's loader (src/llama-model.cpp)
+            # TensorFlow creates each device, and its allocator takes the memory it may use, as the session starts
+            # (core/common_runtime/gpu/gpu_device.cc "Created TensorFlow device (... with N MB memory)")
+            "created tensorflow device",
             # any runtime's plain words for loading the model file ("Loading model from ...", Sophgo's bmrt
             # "Loading bmodel from ...", "loading checkpoint")
             "loading model",
@@ -581,6 +610,8 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "launch_slot_: id",  # llama.cpp's server taking a request into a slot, and its per-request timings
             "update_slots: id",
             "prompt eval time =",
+            # ComfyUI's server takes a prompt (a request) into its queue (server.py POST /prompt: "got prompt")
+            "got prompt",
             # llama.cpp's LLaVA / CLIP encoder, once per image of a request (Ollama's runner and llama.cpp's server)
             "encode_image_with_clip: image",
             # lines only a request's step prints: vllm-gaudi / vllm-fork on a shape the warm-up did not build

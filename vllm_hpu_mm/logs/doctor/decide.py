@@ -10,7 +10,8 @@ Rules, in order:
    unless serving had begun; a failed model load before any later phase line, for an engine whose load precedes its
    KV cache), the last phase line before it (weights loaded, KV cache sized, capture started, serving; where the
    excerpt elides lines after it, only the last stage), the learned frame votes (frame names the phase table does
-   not know, counted over labelled logs). Else ``unknown``.
+   not know, counted over labelled logs) and, without a vote, the words of the frames' names in any program
+   (:func:`.phases.named_stage`: a ``_forward_generate`` is serving, a ``from_dir`` start-up). Else ``unknown``.
 3. No failure line, but the log (or the run, before a restart) stops inside a traceback whose frames name a phase
    (or its learned votes do) -> ``unknown`` with no out-of-memory claim (basis ``undecided``): the frames say where
    an exception was raised, not which (:func:`silent_cut`). Only a frame that raises nothing but a memory refusal
@@ -37,7 +38,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from vllm_hpu_mm.logs.doctor.phases import MODEL_RUNS, frame_meaning, generic_frame, traceback_stage
+from vllm_hpu_mm.logs.doctor.phases import MODEL_RUNS, frame_meaning, generic_frame, named_stage, traceback_stage
 from vllm_hpu_mm.logs.doctor.scan import Failure, Frame, GaudiMemory, LogFeatures, Memory
 from vllm_hpu_mm.logs.doctor.source import HOST_NAMES, LogSource
 from vllm_hpu_mm.logs.numbers import SkippedLines
@@ -360,7 +361,11 @@ def _source(source: Source, f: Failure, hint: tuple[Stage, int] | None, rules: R
             return None
         return f.phase[0], f.phase[1]
     voted = _voted(f.frames, rules)
-    return None if voted is None else (voted, f.line)
+    if voted is not None:
+        return voted, f.line
+    # no vote: the words of the frames' names, in any program (:func:`.phases.named_stage`)
+    named = named_stage((fr.path, fr.func) for fr in f.frames)
+    return None if named is None else (named[0], f.frames[named[1]].line)
 
 
 def _load_runs_everything(writer: LogSource) -> bool:

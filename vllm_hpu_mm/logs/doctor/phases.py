@@ -45,6 +45,7 @@ __all__ = [
     "frame_meaning",
     "generic_frame",
     "loading_frame",
+    "named_stage",
     "traceback_stage",
 ]
 
@@ -242,3 +243,35 @@ def traceback_stage(frames: Iterable[tuple[str, str]]) -> tuple[Stage, int] | No
         else:
             scope = (meaning.stage, k)
     return loop or phase or serving or scope
+
+
+#: Words in a function's name that say what any program is doing when it runs it, for programs the table above does
+#: not know (a user's script, another framework): answering or running requests or steps (``_forward_generate``, a
+#: ``sampler``, ``chat``, ``predict``, ``train_step``) or building the model from storage (``load_checkpoint``,
+#: ``from_pretrained``, ``from_dir``, ``init_model``). ``forward``, ``__init__``, ``compile`` and ``build`` are left
+#: out: they run in start-up and for requests alike (a module's forward, any object's constructor, XLA's compile of
+#: a request's new shape, TensorRT's engine build, which is a warm-up).
+RUNNING_WORDS = frozenset(
+    ("generate", "generation", "decode", "decoding", "prefill", "chat", "completion", "completions", "infer",
+     "inference", "predict", "prediction", "sample", "sampler", "sampling", "respond", "step", "train", "training")
+)  # fmt: skip
+STARTING_WORDS = frozenset(("load", "loader", "loading", "pretrained", "init", "initialize", "initialise", "setup"))
+_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+
+
+def named_stage(frames: Iterable[tuple[str, str]]) -> tuple[Stage, int] | None:
+    """The stage the words of a traceback's function names give, read from the outermost frame that has one (what
+    the program was doing at the top: a request's generate that compiles a new shape deep inside is serving, a
+    ``from_dir`` that allocates a session's buffers is start-up), and its index; None when no name says. Only for
+    frames the phase table does not place (:func:`traceback_stage` first): a weaker reading than a runtime's own
+    functions."""
+    for k, (path, func) in enumerate(frames):
+        name = func.rsplit(".", 1)[-1]
+        if name.startswith("__") or generic_frame(path, func):
+            continue
+        words = {w.lower() for w in _WORD.findall(name)}
+        if name.startswith("from_") or words & STARTING_WORDS:
+            return "startup", k
+        if words & RUNNING_WORDS:
+            return "runtime", k
+    return None

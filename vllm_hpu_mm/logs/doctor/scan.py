@@ -346,8 +346,7 @@ class Scanner:
     def _traceback_lines(self, run: _Run, k: int, text: str) -> None:
         tb = run.tb
         if TRACEBACK_START in text:
-            explained = any(ERROR_MESSAGE.search(strip_prefix(line)) and _oom_kind(line) is None
-                            for _, line in list(self.recent)[-3:-1])  # fmt: skip
+            explained = _explained(list(self.recent)[:-1])
             run.tb = tb = _Traceback(k, explained)
             if run.method is not None and k - run.method.line <= 3:
                 tb.frames.append(run.method)
@@ -400,7 +399,8 @@ class Scanner:
         method = run.method if run.method is not None and abs(run.method.line - k) <= BACK else None
         if method is not None and all(f.func != method.func for f in frames):
             frames.insert(0, method)
-        message, kind, at = _message(phase, [(k, text), *run.after[:5]], run.after)
+        head = [before[-1]] if before and _wrapped(before[-1][1], text) else []
+        message, kind, at = _message(phase, [*head, (k, text), *run.after[:5]], run.after)
         run.failure = Failure(k, text, memory, tuple(frames), message, phase, warmup, tuple(window), kind, at, gap)
         run.pending = None
         run.after = []
@@ -455,6 +455,35 @@ def _message(
     return None, None, -1
 
 
+#: How far back a chained traceback's cause may have been stated (its own traceback, elided, and the logger's record).
+CHAIN_BACK = 10
+#: A logger's record at error level ("ERROR 08-29 02:12:22 file.py:658] ...", "ERROR:root:...", "[ERROR] ..."): a
+#: failure the program states in its own words, with or without an exception class.
+ERROR_RECORD = re.compile(r"^.{0,40}?\b(?:ERROR|CRITICAL)\b")
+#: Python's header of a traceback raised while handling, or because of, the one before it.
+CHAINED = ("The above exception was the direct cause", "During handling of the above exception")
+
+
+def _explained(before: list[tuple[int, str]]) -> bool:
+    """Whether the lines ``before`` a traceback say what failed, in words without memory: an error message right
+    above it; for a chained traceback, also an error record above the chain's header (the cause the program logged,
+    its own traceback elided): vLLM's "Engine iteration timed out" before the request handler's traceback it raised
+    (vllm-project/vllm #5901). The traceback that follows is that error's consequence, not a cut one."""
+    near = before[-2:]
+    if any(ERROR_MESSAGE.search(strip_prefix(line)) and _oom_kind(line) is None for _, line in near):
+        return True
+    if not any(line.lstrip().startswith(CHAINED) for _, line in near):
+        return False
+    return any(ERROR_RECORD.match(line) and _oom_kind(line) is None for _, line in before[-CHAIN_BACK:])
+
+
+def _wrapped(previous: str, text: str) -> bool:
+    """Whether ``text`` continues ``previous``, one long record a terminal or issue tracker wrapped: the line before is
+    long and ``text`` starts mid-word (a lower-case letter or a closing bracket, no log prefix, no indentation), so
+    the words that open the record (Triton's "Failed to create instance: ...") are on the line before."""
+    return len(previous) >= 80 and not previous[-1:].isspace() and bool(text) and (text[0].islower() or text[0] in ")]>")
+
+
 #: Words that offer what follows as one possible cause, not as what happened: Ray's raylet lists the OOM killer first
 #: among "potential root causes" of any worker that died (its SIGKILL, ``ray stop --force``, a segfault: an NCCL
 #: watchdog's abort ends the same way), and other runtimes' hints say what "may be caused by" or "could be due to"
@@ -475,6 +504,11 @@ def _oom_kind(text: str) -> Memory | None:
     if not ("memory" in low or "devmem" in low or "kill" in low or "-9" in text or "137" in text or "oom" in low
             or "outofme" in low or "out of" in low or "resource_exhausted" in low or "mmap" in low
             or "alloc" in low or "vram" in low):  # fmt: skip
+        return None
+    if "not a failure" in low:
+        # TensorFlow's allocator, which retries after freeing and warns: "Allocator (GPU_0_bfc) ran out of memory trying
+        # to allocate N. The caller indicates that this is not a failure, but may mean that there could be performance
+        # gains if more memory were available." (core/common_runtime/bfc_allocator.cc): the run goes on
         return None
     if HOST_OOM.search(text):
         return "host"
