@@ -90,7 +90,8 @@ def test_an_oom_after_a_servers_got_prompt_line_is_serving() -> None:
 
 def test_an_oom_right_after_a_tensorflow_device_was_created_is_start_up() -> None:
     lines = ["I gpu_device.cc:1189] Created TensorFlow device (/device:GPU:0 with 7524 MB memory) -> physical GPU",
-             "E cuda_driver.cc:806] failed to allocate 7.35G (7889485824 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY"]  # fmt: skip
+             "E cuda_driver.cc:806] failed to allocate 7.35G (7889485824 bytes) from device: "
+             "CUDA_ERROR_OUT_OF_MEMORY"]  # fmt: skip
     assert diagnose_lines(lines).stage == "startup"
 
 
@@ -107,8 +108,8 @@ def test_a_failed_requests_500_answer_is_serving_unless_it_carries_the_loads_fai
 
 def test_a_wrapped_instance_creation_record_keeps_its_opening_words() -> None:
     # Triton's TensorRT-LLM backend could not create a model instance; the record wrapped before its error's words
-    lines = ["E1103 02:59:01.152656 81041 backend_model.cc:553] ERROR: Failed to create instance: unexpected error when "
-             "creating modelInstanceState: [TensorRT-LLM][ERROR] CUDA runtime error in ::cudaMalloc(ptr, n, mSt",
+    lines = ["E1103 02:59:01.152656 81041 backend_model.cc:553] ERROR: Failed to create instance: unexpected error "
+             "when creating modelInstanceState: [TensorRT-LLM][ERROR] CUDA runtime error in ::cudaMalloc(ptr, n, mSt",
              "ream): out of memory (/app/tensorrt_llm/cpp/tensorrt_llm/runtime/tllmBuffers.h:112)"]  # fmt: skip
     assert diagnose_lines(lines).stage == "startup"
 

@@ -481,7 +481,8 @@ def _wrapped(previous: str, text: str) -> bool:
     """Whether ``text`` continues ``previous``, one long record a terminal or issue tracker wrapped: the line before is
     long and ``text`` starts mid-word (a lower-case letter or a closing bracket, no log prefix, no indentation), so
     the words that open the record (Triton's "Failed to create instance: ...") are on the line before."""
-    return len(previous) >= 80 and not previous[-1:].isspace() and bool(text) and (text[0].islower() or text[0] in ")]>")
+    mid_word = bool(text) and (text[0].islower() or text[0] in ")]>")
+    return len(previous) >= 80 and not previous[-1:].isspace() and mid_word
 
 
 #: Words that offer what follows as one possible cause, not as what happened: Ray's raylet lists the OOM killer first
