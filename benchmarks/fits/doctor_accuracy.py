@@ -74,6 +74,7 @@ from tests.support.logs import (
     HELDOUT_ROUND13_LOGS,
     HELDOUT_ROUND14_LOGS,
     HELDOUT_ROUND15_LOGS,
+    HELDOUT_ROUND16_LOGS,
     RUNTIME_DEV_LOGS,
     RUNTIME_HELDOUT_LOGS,
     body_lines,
@@ -212,6 +213,7 @@ ROUNDS = {
     "round13": HELDOUT_ROUND13_LOGS,
     "round14": HELDOUT_ROUND14_LOGS,
     "round15": HELDOUT_ROUND15_LOGS,
+    "round16": HELDOUT_ROUND16_LOGS,
 }
 
 
