@@ -75,6 +75,7 @@ from tests.support.logs import (
     HELDOUT_ROUND14_LOGS,
     HELDOUT_ROUND15_LOGS,
     HELDOUT_ROUND16_LOGS,
+    HELDOUT_ROUND17_LOGS,
     RUNTIME_DEV_LOGS,
     RUNTIME_HELDOUT_LOGS,
     body_lines,
@@ -214,6 +215,7 @@ ROUNDS = {
     "round14": HELDOUT_ROUND14_LOGS,
     "round15": HELDOUT_ROUND15_LOGS,
     "round16": HELDOUT_ROUND16_LOGS,
+    "round17": HELDOUT_ROUND17_LOGS,
 }
 
 
