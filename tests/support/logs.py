@@ -52,6 +52,10 @@ HELDOUT_ROUND13_LOGS = sorted((LOGS / "heldout_round13").glob("*.log"))
 HELDOUT_ROUND14_LOGS = sorted((LOGS / "heldout_round14").glob("*.log"))
 #: Round 15 (issue 34): collected as rounds 11-13 were, committed before the doctor ran on them.
 HELDOUT_ROUND15_LOGS = sorted((LOGS / "heldout_round15").glob("*.log"))
+#: Round 16 (issue 34): collected as rounds 11-13 were, committed before the doctor ran on them.
+HELDOUT_ROUND16_LOGS = sorted((LOGS / "heldout_round16").glob("*.log"))
+#: Round 17 (issue 34): collected as rounds 11-13 were, committed before the doctor ran on them.
+HELDOUT_ROUND17_LOGS = sorted((LOGS / "heldout_round17").glob("*.log"))
 #: Every held-out round, by name, in the order they were collected.
 HELDOUT_ROUNDS = {"heldout": HELDOUT_LOGS, "runtime_heldout": RUNTIME_HELDOUT_LOGS, "round4": HELDOUT_ROUND4_LOGS,
                   "round5": HELDOUT_ROUND5_LOGS, "round6": HELDOUT_ROUND6_LOGS,
@@ -61,7 +65,9 @@ HELDOUT_ROUNDS = {"heldout": HELDOUT_LOGS, "runtime_heldout": RUNTIME_HELDOUT_LO
                   "round12": HELDOUT_ROUND12_LOGS,
                   "round13": HELDOUT_ROUND13_LOGS,
                   "round14": HELDOUT_ROUND14_LOGS,
-                  "round15": HELDOUT_ROUND15_LOGS}  # fmt: skip
+                  "round15": HELDOUT_ROUND15_LOGS,
+                  "round16": HELDOUT_ROUND16_LOGS,
+                  "round17": HELDOUT_ROUND17_LOGS}  # fmt: skip
 #: The doctor's target share of right stages, on any set of real logs.
 TARGET_ACCURACY = 0.92
 
