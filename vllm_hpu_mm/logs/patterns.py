@@ -285,6 +285,11 @@ RESERVE_FAILED = re.compile(
     r"failed to allocate compute (?:pp )?buffers|compute buffer allocation failed"
     r"|ggml_gallocr_reserve_n: failed to allocate|\b(?:graph|sched)_reserve: failed"
 )
+#: A ggml backend's own buffer allocation (ggml/src/ggml-cuda/ggml-cuda.cu ggml_backend_cuda_buffer_type_alloc_buffer:
+#: "allocating N MiB on device D: cudaMalloc failed"): the weights, the KV cache and the reserved compute graphs take
+#: their buffers as the model loads; serving only re-reserves a graph that grew (which the phase lines or the decode
+#: call's own line show). Placed as :data:`RESERVE_FAILED` is.
+BACKEND_ALLOC = re.compile(r"\bggml_backend_\w*buffer_type_alloc_buffer: allocating")
 #: The same reservation reported by a function that runs inside every decode call: llama.cpp re-reserves the compute
 #: graph after a KV-cache shift or defragmentation (``llama_decode_impl`` -> ``llama_kv_cache_update_impl``, later
 #: ``llama_context::kv_self_update``), so the failure came while serving whatever the phase lines say.
@@ -303,6 +308,13 @@ LOAD_FAILED = re.compile(
     r"|Error when initializing model|Shard \d+ failed to start|\bShardCannotStart\b|error loading model\b"
     r"|llama runner process has terminated"
 )
+#: llama.cpp's loader summary of a device buffer it could not make (src/llama-model.cpp@a5410f04 load_tensors: "unable
+#: to allocate CUDA0 buffer"), which follows any failure of ggml_backend_alloc_ctx_tensors_from_buft. Alone it is the
+#: buffer's allocation that failed (out of memory); after a backend's "failed to initialize tensor" line it is that
+#: tensor's initialisation, no exhaustion (:func:`vllm_hpu_mm.logs.doctor.scan.Scanner.feed`).
+LOADER_BUFFER_SUMMARY = re.compile(r"\bunable to allocate (?:CUDA|ROCm|HIP|Metal|Vulkan|SYCL|CANN|MUSA)\d* buffer\b")
+#: What a backend says when a buffer was allocated but a tensor in it could not be initialised.
+TENSOR_INIT_FAILED = "failed to initialize tensor"
 #: A line that stands for lines an excerpt left out (``...``, ``…``, ``[...]``, ``<snip>``, ``[... truncated ...]``),
 #: matched whole: what came before it is not known to be the last thing before what follows.
 ELISION = re.compile(
@@ -524,6 +536,9 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             # TensorFlow creates each device, and its allocator takes the memory it may use, as the session starts
             # (core/common_runtime/gpu/gpu_device.cc "Created TensorFlow device (... with N MB memory)")
             "created tensorflow device",
+            # ggml's SYCL backend lists its devices as it initialises, before any buffer exists
+            # (ggml/src/ggml-sycl/ggml-sycl.cpp ggml_backend_sycl_print_sycl_devices: "found N SYCL devices")
+            " sycl devices:",
             # any runtime's plain words for loading the model file ("Loading model from ...", Sophgo's bmrt
             # "Loading bmodel from ...", "loading checkpoint")
             "loading model",
@@ -621,6 +636,8 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             # compiles each graph on first use)
             "skipping warmup...",
             "is preempted by preemptionmode",
+            # an HTTP client's status line for a request the server failed (``curl -i``): the server was serving
+            "http/1.1 500 internal server error",
             # vLLM V1's engine core once its busy loop runs (v1/engine/core.py run_engine_core: "failed to start"
             # before, "encountered a fatal error" after it was built), and its dump of the failing step (dump_input.py)
             "enginecore encountered a fatal error",

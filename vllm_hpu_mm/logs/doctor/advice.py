@@ -365,9 +365,40 @@ _HOSTED = {
 }
 
 
+#: Hosts that take the engine's options as keys, not as its command-line flags: Xinference passes extra launch
+#: options (``xinference launch ... --gpu_memory_utilization 0.9``, the web UI's additional parameters) to the engine
+#: under the engine's own keyword names; LocalAI reads a model's YAML config (core/config: ``gpu_layers``,
+#: ``context_size``, ``batch``). Each flag of advice is named by the host's key (:func:`_in_host_terms`).
+_HOST_NOTES = {
+    "xinference": "Xinference passes these to the engine as the model's launch options, by the engine's keyword names "
+    "(underscores)",
+    "localai": "LocalAI reads these from the model's YAML config; unload the models loaded before this one, which hold "
+    "their memory",
+}
+#: The host's key for a flag where it is not the flag's name with underscores.
+_HOST_KEYS = {"localai": {"--n-gpu-layers": "gpu_layers", "--gpu-layers": "gpu_layers", "--ctx-size": "context_size",
+                          "--batch-size": "batch"}}  # fmt: skip
+#: A flag in advice text.
+_FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*[a-z0-9])")
+
+
+def _in_host_terms(host: str, out: list[Fix]) -> list[Fix]:
+    """``out`` with each flag named by the key ``host`` reads it under (:data:`_HOST_KEYS`), and where they go."""
+    keys = _HOST_KEYS.get(host, {})
+
+    def key(m: re.Match[str]) -> str:
+        return keys.get(m.group(0), m.group(1).replace("-", "_"))
+
+    texts = [dataclasses.replace(f, text=_FLAG.sub(key, f.text)) for f in out]
+    return [*texts, Fix(f"under {OTHER_DISPLAY[host]}: {_HOST_NOTES[host]}")]
+
+
 def _other(d: Diagnosis) -> list[Fix]:
     key = d.source.name
-    who = OTHER_DISPLAY.get(key, key) or "a framework this doctor has no settings for"
+    engine = OTHER_DISPLAY.get(key, key) or "a framework this doctor has no settings for"
+    who = engine
+    if d.source.host in _HOST_NOTES:  # the server that runs it names it, and takes its settings (:func:`_hosted`)
+        who = f"{OTHER_DISPLAY[d.source.host]} running {engine}"
     knobs = OTHER_KNOBS.get(key, ())
     named = [k for k in knobs if any(k in line for line in _texts(d))]  # the knob the log itself names leads
     own = [*named, *(k for k in knobs if k not in named)][:3]
@@ -394,8 +425,9 @@ def _other(d: Diagnosis) -> list[Fix]:
         return [*_free_the_device(d.source), Fix(f"{lead}; {at_stage}")]
     if own:
         said = f" (the log names {named[0]})" if named else ""
+        owner = engine if who == engine else "the model"
         return [*_free_the_device(d.source),
-                Fix(f"{lead}; lower {who}'s own {', '.join(own)}{said}: fewer tokens per step or in the cache"),
+                Fix(f"{lead}; lower {owner}'s own {', '.join(own)}{said}: fewer tokens per step or in the cache"),
                 Fix("or more devices (tensor parallelism), or a quantized model")]  # fmt: skip
     return [*_free_the_device(d.source),
             Fix(f"{lead}; fewer tokens per step (batch size, sequence length), more devices (tensor parallelism) or "
@@ -469,7 +501,7 @@ def recommend(
     if d.memory == "host":
         return tuple(_host(d, is_vision))
     if d.source.framework == "other":
-        return tuple(_cut_note(d, _other(d)))
+        return tuple(_hosted(d, _cut_note(d, _other(d))))
     if d.stage == "unknown":
         return (Fix("the log shows an out-of-memory error but not the stage it happened in: run again and keep the "
                     "whole server log from its first line, then diagnose that"),)  # fmt: skip
@@ -486,12 +518,20 @@ def recommend(
         out = _vllm_graph_capture(d, settings, chosen, explicit, is_vision)
     else:
         out = _vllm_runtime(d, settings, is_vision)
-    out = _cut_note(d, out)
-    if d.source.host in _HOSTED:
-        out.append(Fix(_HOSTED[d.source.host]))
+    out = _hosted(d, _cut_note(d, out))
     if d.runs > 1:
         out.insert(0, Fix(f"the log holds {d.runs} server starts; this is run {d.run}, the last one that failed"))
     return tuple(out)
+
+
+def _hosted(d: Diagnosis, out: list[Fix]) -> list[Fix]:
+    """``out`` for the server hosting the engine, where the log names one: where it reads the engine's arguments."""
+    host = d.source.host
+    if host in _HOST_NOTES:
+        return _in_host_terms(host, out)
+    if host in _HOSTED:
+        return [*out, Fix(_HOSTED[host])]
+    return out
 
 
 def _cut_note(d: Diagnosis, out: list[Fix]) -> list[Fix]:

@@ -25,6 +25,7 @@ from typing import Literal
 from vllm_hpu_mm.logs.doctor.source import LogSource, SourceSniffer
 from vllm_hpu_mm.logs.numbers import GarbledNumber, SkippedLines, integer, number
 from vllm_hpu_mm.logs.patterns import (
+    BACKEND_ALLOC,
     CALL,
     DECODE_RESERVE,
     DEVICE_OOM,
@@ -40,6 +41,7 @@ from vllm_hpu_mm.logs.patterns import (
     KV_WORDS,
     LINE_PREFIX,
     LOAD_FAILED,
+    LOADER_BUFFER_SUMMARY,
     MESSAGE_STAGES,
     METHOD,
     MODEL,
@@ -48,6 +50,7 @@ from vllm_hpu_mm.logs.patterns import (
     PROGRESS,
     RESERVE_FAILED,
     RUN_START,
+    TENSOR_INIT_FAILED,
     TRACEBACK_START,
     WARMUP,
     RuntimeSniffer,
@@ -294,6 +297,8 @@ class Scanner:
             self.skipped.add(k + 1, text, exc)
         self._traceback_lines(run, k, text)
         kind = _oom_kind(text)
+        if kind is None and "unable to allocate" in text and self._buffer_summary(text):
+            kind = "device"
         if kind == "device":
             tag = _worker_tag(text)
             if tag in run.ooms or len(run.ooms) < MAX_WORKERS:
@@ -304,6 +309,13 @@ class Scanner:
         if run.failure is None and run.pending is None and kind is not None:
             gap = run.phase is not None and run.elided > run.phase[1]
             run.pending = (k, text, kind, list(self.recent)[:-1], run.phase, run.warmup, gap)
+
+    def _buffer_summary(self, text: str) -> bool:
+        """Whether ``text`` is llama.cpp's loader summary of a buffer it could not allocate, with no other cause in
+        the lines before it (a tensor the backend could not initialise ends with the same summary)."""
+        if not LOADER_BUFFER_SUMMARY.search(text):
+            return False
+        return not any(TENSOR_INIT_FAILED in line for _, line in self.recent)
 
     # --- per line -------------------------------------------------------------------------------------------
 
@@ -444,10 +456,12 @@ def _message(
         for j, line in near:
             if pattern.search(line):
                 return stage, None, j
-    for j, line in near:
-        if RESERVE_FAILED.search(line):
-            serving = any(DECODE_RESERVE.search(t) for _, t in near) or (phase is not None and phase[0] == "runtime")
-            return ("runtime" if serving else "startup"), "reserve", j
+    for pattern in (RESERVE_FAILED, BACKEND_ALLOC):  # the reservation's own line first, where both are there
+        for j, line in near:
+            if pattern.search(line):
+                decoding = any(DECODE_RESERVE.search(t) for _, t in near)
+                serving = decoding or (phase is not None and phase[0] == "runtime")
+                return ("runtime" if serving else "startup"), "reserve", j
     if phase is None or phase[0] == "startup":
         for j, line in [*near[:1], *after]:
             if LOAD_FAILED.search(line):

@@ -100,6 +100,11 @@ _OTHER_NAME = re.compile(
 _HOSTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("triton", re.compile(r"tritonserver|Triton Inference Server|grpc_server\.cc|model_lifecycle\.cc|TRITONBACKEND")),
     ("ray serve", re.compile(r"\bray\.serve\b|ServeReplica|ServeController|\bRay Serve\b")),
+    # Xinference's own modules as its logger names them (xinference.core.worker "Failed to load model ...")
+    ("xinference", re.compile(r"\bxinference\.(?:core|api|model|deploy)\b")),
+    # LocalAI relays each gRPC backend's output tagged with the backend's id and address (pkg/model/process.go:
+    # "GRPC(<model>-127.0.0.1:<port>): stderr ...")
+    ("localai", re.compile(r"\bGRPC\([^()\s]{1,200}-[\d.]+:\d+\): std(?:out|err)\b|\bLocalAI\b")),
 )
 
 
@@ -191,7 +196,7 @@ OTHER_DISPLAY = {"mindie": "MindIE", "sglang": "SGLang", "lmdeploy": "LMDeploy",
                  "ollama": "Ollama", "tensorrt_llm": "TensorRT-LLM", "deepspeed-mii": "DeepSpeed-MII",
                  "mlc-llm": "MLC-LLM", "exllamav2": "ExLlamaV2", "aphrodite": "Aphrodite", "ms-swift": "ms-swift",
                  "text-generation-webui": "text-generation-webui", "triton": "Triton Inference Server",
-                 "ray serve": "Ray Serve"}  # fmt: skip
+                 "ray serve": "Ray Serve", "xinference": "Xinference", "localai": "LocalAI"}  # fmt: skip
 
 #: Accelerators, best first: a Gaudi log names CUDA config fields too; ROCm and XPU logs say "GPU"/"cuda".
 ACCELERATORS: tuple[tuple[Accelerator, re.Pattern[str]], ...] = (
