@@ -76,6 +76,7 @@ from tests.support.logs import (
     HELDOUT_ROUND15_LOGS,
     HELDOUT_ROUND16_LOGS,
     HELDOUT_ROUND17_LOGS,
+    HELDOUT_ROUND18_LOGS,
     RUNTIME_DEV_LOGS,
     RUNTIME_HELDOUT_LOGS,
     body_lines,
@@ -216,6 +217,7 @@ ROUNDS = {
     "round15": HELDOUT_ROUND15_LOGS,
     "round16": HELDOUT_ROUND16_LOGS,
     "round17": HELDOUT_ROUND17_LOGS,
+    "round18": HELDOUT_ROUND18_LOGS,
 }
 
 
