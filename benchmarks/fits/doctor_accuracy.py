@@ -77,6 +77,7 @@ from tests.support.logs import (
     HELDOUT_ROUND16_LOGS,
     HELDOUT_ROUND17_LOGS,
     HELDOUT_ROUND18_LOGS,
+    HELDOUT_ROUND19_LOGS,
     RUNTIME_DEV_LOGS,
     RUNTIME_HELDOUT_LOGS,
     body_lines,
@@ -218,6 +219,7 @@ ROUNDS = {
     "round16": HELDOUT_ROUND16_LOGS,
     "round17": HELDOUT_ROUND17_LOGS,
     "round18": HELDOUT_ROUND18_LOGS,
+    "round19": HELDOUT_ROUND19_LOGS,
 }
 
 
