@@ -1066,6 +1066,10 @@ def writer_knobs(writer: str) -> frozenset[str]:
         return SGLANG_FLAGS
     if writer == "lmdeploy":  # `lmdeploy serve api_server`'s engine options (lmdeploy/cli/utils.py ArgumentHelper)
         return frozenset({"--cache-max-entry-count", "--max-batch-size", "--session-len"})
+    if writer == "other-fastchat":  # its model worker's own (fastchat/model/model_adapter.py add_model_args,
+        # serve/model_worker.py @5f2d8c81); its vLLM worker takes vLLM's engine flags (serve/vllm_worker.py)
+        own = {"--max-gpu-memory", "--num-gpus", "--load-8bit", "--cpu-offloading", "--limit-worker-concurrency"}
+        return vllm_flags() | frozenset(own)
     if writer == "ms-swift":  # its inference arguments (swift/llm/utils/argument.py InferArguments)
         return frozenset({"--device_map_config_path", "--quantization_bit"})
     return frozenset()  # Ollama's options and MindIE's config keys are no flags: any flag is another writer's

@@ -549,6 +549,9 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "dynamo bytecode transform time",
             "compiling a graph for dynamic shape",
             "torch.compile takes",
+            # FastChat's model worker before its model loads (fastchat/serve/model_worker.py ModelWorker.__init__:
+            # "Loading the model [...] on worker ...")
+            "loading the model ",
         ),
     ),
     (
@@ -643,6 +646,22 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "enginecore encountered a fatal error",
             "dumping scheduler output for model execution",
             "dumping input data for v1 llm engine",
+            # FastChat (fastchat/serve/base_model_worker.py, model_worker.py, openai_api_server.py): a worker sends
+            # heartbeats only once its model is loaded and registered; its generate endpoints run for a request; its
+            # reply to a request that failed (generate_stream_gate on torch.cuda.OutOfMemoryError) opens with the
+            # server's error message (fastchat/constants.py SERVER_ERROR_MSG), which the OpenAI API server relays
+            "send heart beat. models:",
+            "post /worker_generate",
+            "network error due to high traffic",
+            # hosts' lines once they serve: text-generation-webui after each reply (modules/text_generation.py
+            # "Output generated in N seconds"), llama.cpp's per-context timings that llama-cpp-python's server prints
+            # after a completion ("llama_print_timings:", "llama_perf_context_print:" since), Triton once its models
+            # are loaded and its endpoints listen (src/main.cc: "Started GRPCInferenceService", "Started HTTPService")
+            "output generated in",
+            "llama_print_timings:",
+            "llama_perf_context_print:",
+            "started grpcinferenceservice",
+            "started httpservice",
         ),
     ),
 )

@@ -306,6 +306,8 @@ def _optimum_habana(d: Diagnosis) -> list[Fix]:
 OTHER_KNOBS: dict[str, tuple[str, ...]] = {
     "mindie": ("maxPrefillTokens", "maxBatchSize", "maxSeqLen", "maxInputTokenLen", "npuMemSize",
                "maxPrefillBatchSize"),
+    # FastChat's model_worker (model/model_adapter.py add_model_args, model_worker.py)
+    "fastchat": ("--max-gpu-memory", "--limit-worker-concurrency"),
     "sglang": ("--mem-fraction-static", "--chunked-prefill-size", "--max-running-requests", "--max-total-tokens",
                "--cuda-graph-max-bs"),
     "lmdeploy": ("--cache-max-entry-count", "--max-batch-size", "--session-len"),
@@ -362,6 +364,11 @@ _HOSTED = {
     "triton": "under Triton Inference Server the vLLM backend reads these engine arguments from the model's "
     "model.json (underscores: gpu_memory_utilization), not from a command line",
     "ray serve": "under Ray Serve these are the deployment's engine_kwargs (underscores: gpu_memory_utilization)",
+    # FastChat's vLLM worker passes vLLM's own flags through (fastchat/serve/vllm_worker.py:
+    # AsyncEngineArgs.add_cli_args); its transformers worker has its own (model_worker.py, model_adapter.py
+    # add_model_args)
+    "fastchat": "under FastChat the vLLM worker (fastchat.serve.vllm_worker) takes these flags as they are; its "
+    "model_worker has its own: --max-gpu-memory, --num-gpus, --load-8bit, --limit-worker-concurrency",
 }
 
 

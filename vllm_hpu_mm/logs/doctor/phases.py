@@ -142,6 +142,10 @@ FUNCTIONS: dict[str, Meaning] = {
     ),
     # Wrappers that enclose several phases.
     **_all("startup", "scope", "from_engine_args from_vllm_config _init_executor EngineCoreProc.__init__"),
+    # SGLang's scheduler process (managers/scheduler.py run_scheduler_process): it sets the process up (faulthandler,
+    # logger, CPU affinity), builds the Scheduler (which loads the model and sizes the pool), then enters its event
+    # loop; a failure in its own body is start-up, the loop frames inside it win once it serves.
+    **_all("startup", "scope", "run_scheduler_process"),
     **_all("kv_cache", "scope", "_initialize_kv_caches initialize_from_config"),
     # vLLM V1's sampler dummy run: the sampler warm-up of compile_or_warm_up_model (gpu_worker.py), whose own
     # out-of-memory message says "when warming up sampler", and also profile_run's last step (gpu_model_runner.py).

@@ -104,6 +104,9 @@ _HOSTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("xinference", re.compile(r"\bxinference\.(?:core|api|model|deploy)\b")),
     # LocalAI relays each gRPC backend's output tagged with the backend's id and address (pkg/model/process.go:
     # "GRPC(<model>-127.0.0.1:<port>): stderr ...")
+    # FastChat's own modules and its logger's records ("<time> | INFO | model_worker | ...": fastchat/utils.py
+    # build_logger's format; its controller, workers and OpenAI API server)
+    ("fastchat", re.compile(r"\bfastchat\.serve\b|\| (?:model_worker|vllm_worker|controller|openai_api_server) \|")),
     ("localai", re.compile(r"\bGRPC\([^()\s]{1,200}-[\d.]+:\d+\): std(?:out|err)\b|\bLocalAI\b")),
 )
 
@@ -196,7 +199,8 @@ OTHER_DISPLAY = {"mindie": "MindIE", "sglang": "SGLang", "lmdeploy": "LMDeploy",
                  "ollama": "Ollama", "tensorrt_llm": "TensorRT-LLM", "deepspeed-mii": "DeepSpeed-MII",
                  "mlc-llm": "MLC-LLM", "exllamav2": "ExLlamaV2", "aphrodite": "Aphrodite", "ms-swift": "ms-swift",
                  "text-generation-webui": "text-generation-webui", "triton": "Triton Inference Server",
-                 "ray serve": "Ray Serve", "xinference": "Xinference", "localai": "LocalAI"}  # fmt: skip
+                 "ray serve": "Ray Serve", "xinference": "Xinference", "localai": "LocalAI",
+                 "fastchat": "FastChat"}  # fmt: skip
 
 #: Accelerators, best first: a Gaudi log names CUDA config fields too; ROCm and XPU logs say "GPU"/"cuda".
 ACCELERATORS: tuple[tuple[Accelerator, re.Pattern[str]], ...] = (
