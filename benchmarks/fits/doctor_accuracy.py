@@ -78,6 +78,7 @@ from tests.support.logs import (
     HELDOUT_ROUND17_LOGS,
     HELDOUT_ROUND18_LOGS,
     HELDOUT_ROUND19_LOGS,
+    HELDOUT_ROUND20_LOGS,
     RUNTIME_DEV_LOGS,
     RUNTIME_HELDOUT_LOGS,
     body_lines,
@@ -220,6 +221,7 @@ ROUNDS = {
     "round17": HELDOUT_ROUND17_LOGS,
     "round18": HELDOUT_ROUND18_LOGS,
     "round19": HELDOUT_ROUND19_LOGS,
+    "round20": HELDOUT_ROUND20_LOGS,
 }
 
 
