@@ -79,6 +79,7 @@ from tests.support.logs import (
     HELDOUT_ROUND18_LOGS,
     HELDOUT_ROUND19_LOGS,
     HELDOUT_ROUND20_LOGS,
+    HELDOUT_ROUND21_LOGS,
     RUNTIME_DEV_LOGS,
     RUNTIME_HELDOUT_LOGS,
     body_lines,
@@ -222,6 +223,7 @@ ROUNDS = {
     "round18": HELDOUT_ROUND18_LOGS,
     "round19": HELDOUT_ROUND19_LOGS,
     "round20": HELDOUT_ROUND20_LOGS,
+    "round21": HELDOUT_ROUND21_LOGS,
 }
 
 
