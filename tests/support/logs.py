@@ -60,6 +60,10 @@ HELDOUT_ROUND17_LOGS = sorted((LOGS / "heldout_round17").glob("*.log"))
 HELDOUT_ROUND18_LOGS = sorted((LOGS / "heldout_round18").glob("*.log"))
 #: Round 19 (issue 34): collected as rounds 11-13 were, committed before the doctor ran on them.
 HELDOUT_ROUND19_LOGS = sorted((LOGS / "heldout_round19").glob("*.log"))
+#: Round 20 (issue 34): collected as rounds 11-13 were, committed before the doctor ran on them.
+HELDOUT_ROUND20_LOGS = sorted((LOGS / "heldout_round20").glob("*.log"))
+#: Round 21 (issue 34): collected as rounds 11-13 were, committed before the doctor ran on them.
+HELDOUT_ROUND21_LOGS = sorted((LOGS / "heldout_round21").glob("*.log"))
 #: Every held-out round, by name, in the order they were collected.
 HELDOUT_ROUNDS = {"heldout": HELDOUT_LOGS, "runtime_heldout": RUNTIME_HELDOUT_LOGS, "round4": HELDOUT_ROUND4_LOGS,
                   "round5": HELDOUT_ROUND5_LOGS, "round6": HELDOUT_ROUND6_LOGS,
@@ -73,7 +77,9 @@ HELDOUT_ROUNDS = {"heldout": HELDOUT_LOGS, "runtime_heldout": RUNTIME_HELDOUT_LO
                   "round16": HELDOUT_ROUND16_LOGS,
                   "round17": HELDOUT_ROUND17_LOGS,
                   "round18": HELDOUT_ROUND18_LOGS,
-                  "round19": HELDOUT_ROUND19_LOGS}  # fmt: skip
+                  "round19": HELDOUT_ROUND19_LOGS,
+                  "round20": HELDOUT_ROUND20_LOGS,
+                  "round21": HELDOUT_ROUND21_LOGS}  # fmt: skip
 #: The doctor's target share of right stages, on any set of real logs.
 TARGET_ACCURACY = 0.92
 
