@@ -62,24 +62,7 @@ from benchmarks.common import (
 from tests.support.logs import (
     DEVELOPMENT_LOGS,
     HELDOUT_LOGS,
-    HELDOUT_ROUND4_LOGS,
-    HELDOUT_ROUND5_LOGS,
-    HELDOUT_ROUND6_LOGS,
-    HELDOUT_ROUND7_LOGS,
-    HELDOUT_ROUND8_LOGS,
-    HELDOUT_ROUND9_LOGS,
-    HELDOUT_ROUND10_LOGS,
-    HELDOUT_ROUND11_LOGS,
-    HELDOUT_ROUND12_LOGS,
-    HELDOUT_ROUND13_LOGS,
-    HELDOUT_ROUND14_LOGS,
-    HELDOUT_ROUND15_LOGS,
-    HELDOUT_ROUND16_LOGS,
-    HELDOUT_ROUND17_LOGS,
-    HELDOUT_ROUND18_LOGS,
-    HELDOUT_ROUND19_LOGS,
-    HELDOUT_ROUND20_LOGS,
-    HELDOUT_ROUND21_LOGS,
+    HELDOUT_ROUNDS,
     RUNTIME_DEV_LOGS,
     RUNTIME_HELDOUT_LOGS,
     body_lines,
@@ -205,26 +188,7 @@ def advice_rows(paths: list[Path], rules: Rules) -> list[dict[str, Any]]:
 
 #: The later held-out rounds (issue 34), each collected and labelled by someone acting as the next round and committed
 #: before the doctor of its day ran on it; scored only.
-ROUNDS = {
-    "round4": HELDOUT_ROUND4_LOGS,
-    "round5": HELDOUT_ROUND5_LOGS,
-    "round6": HELDOUT_ROUND6_LOGS,
-    "round7": HELDOUT_ROUND7_LOGS,
-    "round8": HELDOUT_ROUND8_LOGS,
-    "round9": HELDOUT_ROUND9_LOGS,
-    "round10": HELDOUT_ROUND10_LOGS,
-    "round11": HELDOUT_ROUND11_LOGS,
-    "round12": HELDOUT_ROUND12_LOGS,
-    "round13": HELDOUT_ROUND13_LOGS,
-    "round14": HELDOUT_ROUND14_LOGS,
-    "round15": HELDOUT_ROUND15_LOGS,
-    "round16": HELDOUT_ROUND16_LOGS,
-    "round17": HELDOUT_ROUND17_LOGS,
-    "round18": HELDOUT_ROUND18_LOGS,
-    "round19": HELDOUT_ROUND19_LOGS,
-    "round20": HELDOUT_ROUND20_LOGS,
-    "round21": HELDOUT_ROUND21_LOGS,
-}
+ROUNDS = {name: paths for name, paths in HELDOUT_ROUNDS.items() if name.startswith("round")}
 
 
 def round_rows(paths: list[Path], rules: Rules) -> list[dict[str, Any]]:
