@@ -116,6 +116,9 @@ HOST_OOM = re.compile(
     r"|_OUT_OF_HOST_MEMORY\b|OutOfHostMemory"  # Vulkan's, oneAPI's host-side error
     r"|DefaultCPUAllocator: not enough memory"  # torch's CPU allocator (c10 alloc_cpu.cpp; "can't allocate" elsewhere)
 )
+#: ggml's device backends as its buffers are named (``CUDA0``, ``Vulkan1``; a host buffer, ``CUDA_Host`` or
+#: ``CPU``, is not device memory).
+_GGML_DEVICES = "(?:CUDA|ROCm|HIP|Metal|Vulkan|SYCL|CANN|MUSA)"
 #: The device ran out (CUDA, ROCm, XPU, Gaudi, TPU), in the errors' own words; an excerpt cut inside the error
 #: (``CUDA out of``, ``OutOfMe``) still counts. vLLM's advice lines ("If you are running out of memory, ...", "If
 #: out-of-memory error occurs during cudagraph capture, ...") are not errors.
@@ -171,7 +174,7 @@ DEVICE_OOM = re.compile(
     # kv cache" (src/llama-model.cpp@a5410f04 load_tensors, src/llama-kv-cache.cpp): a backend that could not
     # initialise a tensor in a buffer it did allocate ("alloc_tensor_range: failed to initialize tensor ...") ends the
     # same way, so those summaries are no evidence of exhaustion; the backend's own line above them is.)
-    r"|failed to allocate (?:CUDA|ROCm|HIP|Metal|Vulkan|SYCL|CANN|MUSA)\d* buffer of size"
+    rf"|failed to allocate {_GGML_DEVICES}\d* buffer of size"
     r"|failed to allocate buffer, size"
     # plain words any runtime may use
     r"|(?:failed|unable) to allocate (?:\S+ )?(?:device|GPU|HPU|NPU|VRAM|HBM) memory"
@@ -312,7 +315,7 @@ LOAD_FAILED = re.compile(
 #: to allocate CUDA0 buffer"), which follows any failure of ggml_backend_alloc_ctx_tensors_from_buft. Alone it is the
 #: buffer's allocation that failed (out of memory); after a backend's "failed to initialize tensor" line it is that
 #: tensor's initialisation, no exhaustion (:func:`vllm_hpu_mm.logs.doctor.scan.Scanner.feed`).
-LOADER_BUFFER_SUMMARY = re.compile(r"\bunable to allocate (?:CUDA|ROCm|HIP|Metal|Vulkan|SYCL|CANN|MUSA)\d* buffer\b")
+LOADER_BUFFER_SUMMARY = re.compile(rf"\bunable to allocate {_GGML_DEVICES}\d* buffer\b")
 #: What a backend says when a buffer was allocated but a tensor in it could not be initialised.
 TENSOR_INIT_FAILED = "failed to initialize tensor"
 #: A line that stands for lines an excerpt left out (``...``, ``…``, ``[...]``, ``<snip>``, ``[... truncated ...]``),

@@ -5,7 +5,9 @@ doctor advises only knobs the writer reads.
   (``text_generation_launcher`` / ``text_generation_server``, also tgi-gaudi), optimum-habana's scripts
   (``optimum/habana``, ``gaudi_spawn.py``), or another framework that names itself (SGLang, llama.cpp, Ollama,
   LMDeploy, TensorRT-LLM, DeepSpeed-MII, text-generation-webui); a log that names none is read as vLLM's (the
-  doctor's home).
+  doctor's home) where it holds a vLLM trace (:data:`VLLM_TRACE`: its logger's records, its workers' files), else its
+  writer is unknown and the advice names no framework's flags. A server that hosts an engine (Triton, Ray Serve,
+  Xinference, LocalAI, FastChat) is kept beside it, for where the engine's settings go.
 - Accelerator: Gaudi (hpu), CUDA, ROCm, CPU, TPU, XPU, Ascend NPU, from the log's own words; the best-ranked match
   wins (a Gaudi log also mentions CUDA names, a ROCm log says "GPU").
 - Our runtime, where the log is one of ours (vllm-gaudi, vllm-fork, vLLM on CUDA, vLLM on CPU): the doctor then reads
@@ -102,11 +104,11 @@ _HOSTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("ray serve", re.compile(r"\bray\.serve\b|ServeReplica|ServeController|\bRay Serve\b")),
     # Xinference's own modules as its logger names them (xinference.core.worker "Failed to load model ...")
     ("xinference", re.compile(r"\bxinference\.(?:core|api|model|deploy)\b")),
-    # LocalAI relays each gRPC backend's output tagged with the backend's id and address (pkg/model/process.go:
-    # "GRPC(<model>-127.0.0.1:<port>): stderr ...")
     # FastChat's own modules and its logger's records ("<time> | INFO | model_worker | ...": fastchat/utils.py
     # build_logger's format; its controller, workers and OpenAI API server)
     ("fastchat", re.compile(r"\bfastchat\.serve\b|\| (?:model_worker|vllm_worker|controller|openai_api_server) \|")),
+    # LocalAI relays each gRPC backend's output tagged with the backend's id and address (pkg/model/process.go:
+    # "GRPC(<model>-127.0.0.1:<port>): stderr ...")
     ("localai", re.compile(r"\bGRPC\([^()\s]{1,200}-[\d.]+:\d+\): std(?:out|err)\b|\bLocalAI\b")),
 )
 
