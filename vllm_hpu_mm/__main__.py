@@ -1,5 +1,3 @@
-import sys
+from vllm_hpu_mm.cli.main import entry
 
-from vllm_hpu_mm.cli.main import main
-
-sys.exit(main())
+entry()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import importlib.metadata
 import os
 import subprocess
 import sys
@@ -288,3 +289,44 @@ def test_no_own_option_reads_an_empty_value_as_not_given(capsys: pytest.CaptureF
     assert main(["buckets", "plan", "--sizes", "x.csv", "--plot", ""]) == 2
     assert capsys.readouterr().err.strip().endswith("'' is empty; accepted: a path (or a URL where the flag takes one) "
                                                     "(see --help)")  # fmt: skip
+
+
+def _entry(script: str) -> subprocess.CompletedProcess[str]:
+    """``script`` run in a fresh interpreter, ending in :func:`vllm_hpu_mm.cli.main.entry` as the command does."""
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_the_command_ends_with_main_s_status_its_answer_whole_and_exit_handlers_run() -> None:
+    proc = _entry("import atexit, sys\n"
+                  "atexit.register(lambda: print('exit handler ran', file=sys.stderr))\n"
+                  "sys.argv = ['vllm-hpu-mm', 'memory', 'plan', '--help']\n"
+                  "from vllm_hpu_mm.cli.main import entry\n"
+                  "entry()\n"
+                  "print('never reached')\n")  # fmt: skip
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("usage: vllm-hpu-mm memory plan") and proc.stdout.endswith("\n")
+    assert "--runtime" in proc.stdout and "never reached" not in proc.stdout
+    assert proc.stderr == "exit handler ran\n"
+
+
+def test_the_command_s_error_status_is_kept() -> None:
+    proc = _entry("import sys\nsys.argv = ['vllm-hpu-mm', 'memory', 'plan', '--bogus']\n"
+                  "from vllm_hpu_mm.cli.main import entry\nentry()\n")  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "--bogus" in proc.stderr
+
+
+def test_the_command_waits_for_a_thread_still_running() -> None:
+    # a thread that has not finished is waited for, as at a normal exit: what it writes is not lost
+    proc = _entry("import sys, threading, time\n"
+                  "def late():\n    time.sleep(0.3)\n    print('thread finished', flush=True)\n"
+                  "threading.Thread(target=late).start()\n"
+                  "sys.argv = ['vllm-hpu-mm', '--version']\n"
+                  "from vllm_hpu_mm.cli.main import entry\nentry()\n")  # fmt: skip
+    assert proc.returncode == 0
+    assert proc.stdout.splitlines()[-1] == "thread finished"
+
+
+def test_the_installed_command_ends_through_entry() -> None:
+    (script,) = [e for e in importlib.metadata.entry_points(group="console_scripts") if e.name == "vllm-hpu-mm"]
+    assert script.value == "vllm_hpu_mm.cli.main:entry"

@@ -18,6 +18,10 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+# numpy loads its random module on first use: loaded with this module instead, so that a planning run's forked
+# children (buckets/turns.py) inherit it rather than each loading it again (a fiftieth of a second each)
+import numpy.random
+
 from vllm_hpu_mm.errors import ConfigError
 
 __all__ = ["Request", "Size", "TextRow", "Traffic"]
