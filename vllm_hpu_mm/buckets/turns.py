@@ -18,6 +18,7 @@ does not depend on what this process does meanwhile, or tasks guessed: those not
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import io
 import os
@@ -129,33 +130,6 @@ def _stop(child: tuple[int, int]) -> None:
     gc.unfreeze()
 
 
-def in_turns(tasks: Sequence[Callable[[], _T]]) -> Generator[Callable[[], _T], None, None]:
-    """Each task's outcome in order (call it: the task's result, or its exception raised), the task after the one
-    worked out here computed meanwhile by a forked child, and where three remain, the last two by it (one after the
-    other: an odd task out is not left to this process alone while the other core waits). Close the iterator (or
-    drop it) to stop early: the child still working is killed."""
-    child: tuple[int, int] | None = None
-    try:
-        i = 0
-        while i < len(tasks):
-            away = tasks[i + 1 : i + 3] if len(tasks) - i == 3 else tasks[i + 1 : i + 2]
-            child = _fork(*away) if away else None
-            yield _outcome(tasks[i])
-            if child is None:
-                i += 1
-                continue
-            with os.fdopen(child[1], "rb", closefd=False) as stream:
-                for task in away:
-                    ok, value = _next(stream)
-                    yield _given(value) if ok else _outcome(task)
-            _reap(child)
-            child = None
-            i += 1 + len(away)
-    finally:
-        if child is not None:
-            _stop(child)
-
-
 def _reap(child: tuple[int, int]) -> None:
     """A child whose results were all read: its pipe closed, it waited for, the collector's objects given back."""
     pid, read = child
@@ -209,6 +183,23 @@ class Ahead(Generic[_T]):
             stream.close()
         if child is not None:
             _stop(child)
+
+
+def in_turns(tasks: Sequence[Callable[[], _T]]) -> Generator[Callable[[], _T], None, None]:
+    """Each task's outcome in order (call it: the task's result, or its exception raised), every other task (the
+    second, the fourth...) worked out meanwhile by one forked child, and where three remain, the last two by it (an odd
+    task out is not left to this process alone while the other core waits). One child for all of them: a fork makes
+    every page of this process copy-on-write until each is written again, which costs more than the next task
+    gains from the tasks this process worked out before it (and the child's own tasks gain from one another as
+    much). Close the iterator (or drop it) to stop early: the child still working is killed."""
+    n = len(tasks)
+    away = [i for i in range(1, n) if i % 2 or i == n - 1]  # 1, 3, ... and the last
+    child = Ahead([tasks[i] for i in away])
+    try:
+        for i, task in enumerate(tasks):
+            yield _outcome(functools.partial(child.result, away.index(i)) if i in away else task)
+    finally:
+        child.stop()
 
 
 def on_two(tasks: Sequence[Callable[[], _T]]) -> list[_T]:
