@@ -166,9 +166,16 @@ WARMUP_CODE = ("/model_executor/warmup/", "/tpu_inference/runner/compilation_man
 #: step calls (``v1/engine/core.py``, through the executor, with a scheduler output): profiling, capture and the
 #: sampler warm-up call ``_dummy_run`` / ``_dummy_sampler_run`` directly (vLLM 0.32 ``gpu_model_runner.py``,
 #: ``gpu_worker.py``). The V2 runner (``v1/worker/gpu/model_runner.py``) runs ``execute_model`` for its dummy runs
-#: too, and V0's ``profile_run`` calls ``execute_model``: there the name says nothing on its own.
-V1_STEP_CODE = re.compile(r"/vllm/v1/worker/(?:gpu_worker|gpu_model_runner|worker_base)\.py$")
-V1_STEP = frozenset(("execute_model", "sample_tokens"))
+#: too, and V0's ``profile_run`` calls ``execute_model``: there the name says nothing on its own. vllm-ascend's V1
+#: runner is the same (``vllm_ascend/worker/model_runner_v1.py``@1de16ead: ``execute_model`` prepares the scheduled
+#: requests' inputs in ``_process_reqs``, ``_prepare_inputs`` since 0dca4c6d, and its ``_dummy_run`` for profiling,
+#: capture and ``worker_v1.py``'s ``execute_dummy_batch`` goes through neither; vLLM 0.32's ``_prepare_inputs`` too is
+#: called by ``execute_model`` alone).
+V1_STEP_CODE = re.compile(
+    r"/vllm/v1/worker/(?:gpu_worker|gpu_model_runner|worker_base)\.py$"
+    r"|/vllm_ascend/worker/(?:model_runner|worker)_v1\.py$"
+)
+V1_STEP = frozenset(("execute_model", "sample_tokens", "_process_reqs", "_prepare_inputs"))
 #: The web framework's request handling (Starlette, FastAPI, uvicorn's HTTP protocol): vLLM's API server builds its
 #: engine before it serves HTTP (``entrypoints/openai/api_server.py`` ``run_server_worker`` enters
 #: ``build_async_engine_client`` before ``serve_http``), so these frames run for a request. An app's lifespan hooks

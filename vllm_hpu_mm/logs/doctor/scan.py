@@ -27,6 +27,7 @@ from vllm_hpu_mm.logs.numbers import GarbledNumber, SkippedLines, integer, numbe
 from vllm_hpu_mm.logs.patterns import (
     BACKEND_ALLOC,
     CALL,
+    COMMAND_LINE,
     DECODE_RESERVE,
     DEVICE_OOM,
     ELISION,
@@ -502,23 +503,31 @@ def _wrapped(previous: str, text: str) -> bool:
 #: Words that offer what follows as one possible cause, not as what happened: Ray's raylet lists the OOM killer first
 #: among "potential root causes" of any worker that died (its SIGKILL, ``ray stop --force``, a segfault: an NCCL
 #: watchdog's abort ends the same way), and other runtimes' hints say what "may be caused by" or "could be due to"
-#: memory. An out-of-memory word after them claims nothing; one before them (the error, then its hint) still counts.
+#: memory; advice names the error it is for ("when you see 'CUDA out of memory'", "to avoid out-of-memory errors": a
+#: launch script's comment, a setting's help) without it having happened. An out-of-memory word after them claims
+#: nothing; one before them (the error, then its hint) still counts.
 HEDGE = re.compile(
     r"\b(?:potential|possible) (?:root )?(?:causes?|reasons?)\b"
     r"|\b(?:may|might|could|can) (?:have been |be |also be )?(?:caused by|due to|killed by|the result of)\b"
-    r"|\bpossibly\b|\bperhaps\b",
+    r"|\bpossibly\b|\bperhaps\b"
+    r"|\b(?:if|when|in case) (?:you |we )?(?:see|get|hit|encounter|run into|experience|face|observe)\b"
+    r"|\bto (?:avoid|prevent)\b",
     re.IGNORECASE,
 )
+#: Substrings one of which every :data:`HEDGE` match holds (a cheap first check on every line).
+_HEDGE_WORDS = ("caus", "possib", "perhaps", " due to", "if ", "when ", "in case", "to avoid", "to prevent")
 
 
 def _oom_kind(text: str) -> Memory | None:
     # Cheap substring guards first: most lines of a long log are request lines that need one or two checks.
     low = text.lower()
-    if ("caus" in low or "possib" in low or "perhaps" in low or " due to" in low) and (h := HEDGE.search(text)):
+    if any(map(low.__contains__, _HEDGE_WORDS)) and (h := HEDGE.search(text)):
         text, low = text[: h.start()], low[: h.start()]
     if not ("memory" in low or "devmem" in low or "kill" in low or "-9" in text or "137" in text or "oom" in low
             or "outofme" in low or "out of" in low or "resource_exhausted" in low or "mmap" in low
             or "alloc" in low or "vram" in low):  # fmt: skip
+        return None
+    if COMMAND_LINE.match(text):  # a command or a comment the user typed: input, not the program's output
         return None
     if "not a failure" in low:
         # TensorFlow's allocator, which retries after freeing and warns: "Allocator (GPU_0_bfc) ran out of memory trying
