@@ -1,7 +1,8 @@
 """The classes rounds 20 and 21's misses belong to (issue 34), each pinned on lines composed after the programs' sources
 and the public logs under tests/data/logs/heldout_round20/ and heldout_round21/: servers' own lines that say they
 serve (mistral.rs listening, Ollama's runner taking a request into a cache slot, OpenVINO's inference request),
-OpenVINO's GPU allocation refusals, vllm-ascend's request step, TensorRT-LLM's checkpoint conversion; and the
+OpenVINO's GPU allocation refusals, vllm-ascend's request step, Xinference's model actor failing a request (round 9),
+TensorRT-LLM's checkpoint conversion; and the
 lines with memory words that are no failure (a command or comment the user typed, a flag naming the OOM killer, a
 SIGKILL a supervisor sends, advice naming the error it is for)."""
 
@@ -75,6 +76,26 @@ def test_vllm_ascends_dummy_run_is_no_request() -> None:
     d = diagnose_lines([f'  File "{runner}", line 2065, in profile_run',
                         f'  File "{runner}", line 1913, in _dummy_run',
                         "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB"])  # fmt: skip
+    assert d.stage == "startup"
+
+
+# --- Xinference -----------------------------------------------------------------------------------------------
+
+
+def test_xinferences_model_actor_out_of_memory_is_a_request_re_raised_by_the_workers_lookup() -> None:
+    site = "/usr/local/lib/python3.10/dist-packages"
+    d = diagnose_lines([f'  File "{site}/xoscar/backends/pool.py", line 370, in _run_coro',
+                        "    return await coro",
+                        f'  File "{site}/xinference/core/worker.py", line 1059, in get_model',
+                        "    raise Exception(model_status.last_error)",
+                        "Exception: [address=0.0.0.0:35864, pid=77] Model actor is out of memory, model id: qwen2-vl, "
+                        "error: CUDA out of memory. Tried to allocate 6.91 GiB."])  # fmt: skip
+    assert (d.oom, d.stage) == (True, "runtime")
+
+
+def test_an_engines_own_get_model_still_loads() -> None:
+    loader = "/usr/local/lib/python3.10/dist-packages/vllm/model_executor/model_loader/__init__.py"
+    d = diagnose_lines([f'  File "{loader}", line 12, in get_model', CUDA_OOM])
     assert d.stage == "startup"
 
 

@@ -290,6 +290,10 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     ("runtime", re.compile(r"\b500 Internal Server Error: (?!.*(?:load|terminated|start))")),
     # SGLang's KV pool has no slot left for a scheduled batch of requests (:data:`SGLANG_POOL`)
     ("runtime", SGLANG_POOL),
+    # Xinference's model actor records an out-of-memory error of a request it runs, then exits
+    # (xinference/core/model.py@7ecec16b ModelActor._handle_oom_error, from oom_check on _call_wrapper and from the
+    # streamed answer's generators; its load is not wrapped): the model was serving
+    ("runtime", re.compile(r"Model actor is out of memory")),
 )
 
 #: llama.cpp's compute-buffer reservation (src/llama-context.cpp ``graph_reserve`` / ``sched_reserve``: "failed to

@@ -206,13 +206,25 @@ GENERIC_CALLS = frozenset(
 )  # fmt: skip
 
 
+#: A host's control plane, whose functions route a launch or a request to the engine that runs it and share names with
+#: engines' own (Xinference's supervisor and worker actors, xinference/core/worker.py@7ecec16b: ``get_model`` looks a
+#: launched model's actor up for a request and re-raises the error that actor last recorded; it loads nothing): their
+#: names mean no phase, the engine's frames and the error say.
+HOST_DISPATCH_CODE = re.compile(r"/xinference/core/(?:supervisor|worker)\.py$")
+
+
 def generic_frame(path: str, func: str) -> bool:
-    """Whether the frame ``func`` in ``path`` is one every phase goes through (:data:`GENERIC_PATH`)."""
-    return bool(path and GENERIC_PATH.search(path)) or func.rsplit(".", 1)[-1] in GENERIC_CALLS
+    """Whether the frame ``func`` in ``path`` is one every phase goes through (:data:`GENERIC_PATH`,
+    :data:`HOST_DISPATCH_CODE`)."""
+    if path and (GENERIC_PATH.search(path) or HOST_DISPATCH_CODE.search(path)):
+        return True
+    return func.rsplit(".", 1)[-1] in GENERIC_CALLS
 
 
 def frame_meaning(path: str, func: str) -> Meaning | None:
     """What the frame ``func`` in ``path`` means, or None for a function that runs in several phases."""
+    if path and HOST_DISPATCH_CODE.search(path):
+        return None
     meaning = FUNCTIONS.get(func)
     if meaning is None and "." in func:  # a notebook frame: Class.function
         meaning = FUNCTIONS.get(func.rsplit(".", 1)[1])
