@@ -149,3 +149,28 @@ def test_advice_naming_the_error_it_is_for_is_no_failure() -> None:
     # the error, then its hint, still counts
     assert diagnose_lines([CUDA_OOM + " If reserved but unallocated memory is large try setting "
                            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."]).oom  # fmt: skip
+
+
+def test_a_warning_of_what_a_setting_may_cause_is_no_failure() -> None:
+    for warning in (
+        "WARNING 05-01 10:00:02 config.py:1] Capturing large graphs may cause out of memory; lower the capture sizes",
+        "WARNING 05-01 10:00:02 arg_utils.py:1] a large max_num_batched_tokens could lead to CUDA out of memory",
+    ):
+        assert not diagnose_lines([*STARTED[:2], warning, STARTED[2]]).oom, warning
+
+
+def test_a_pasted_handler_for_the_error_is_no_failure() -> None:
+    d = diagnose_lines([*STARTED, "try:", "    out = llm.generate(prompts)", "except torch.cuda.OutOfMemoryError:",
+                        "    torch.cuda.empty_cache()"])  # fmt: skip
+    assert not d.oom
+
+
+def test_llama_cpps_page_lock_refused_is_a_warning_it_loads_through() -> None:
+    d = diagnose_lines(["load_tensors: offloaded 33/33 layers to GPU",
+                        "warning: failed to mlock 4294967296-byte buffer (after previously locking 0 bytes): Cannot "
+                        "allocate memory",
+                        "Try increasing RLIMIT_MEMLOCK ('ulimit -l' as root).",
+                        "main: server is listening on http://127.0.0.1:8080 - starting the main loop"])  # fmt: skip
+    assert (d.oom, d.stage) == (False, "none")
+    # the same errno from an allocation that failed is one
+    assert diagnose_lines(["load_tensors: loading model tensors", "mmap failed: Cannot allocate memory"]).oom

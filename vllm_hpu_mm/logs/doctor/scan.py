@@ -51,6 +51,7 @@ from vllm_hpu_mm.logs.patterns import (
     PROGRESS,
     RESERVE_FAILED,
     RUN_START,
+    SURVIVED,
     TENSOR_INIT_FAILED,
     TRACEBACK_START,
     WARMUP,
@@ -503,19 +504,22 @@ def _wrapped(previous: str, text: str) -> bool:
 #: Words that offer what follows as one possible cause, not as what happened: Ray's raylet lists the OOM killer first
 #: among "potential root causes" of any worker that died (its SIGKILL, ``ray stop --force``, a segfault: an NCCL
 #: watchdog's abort ends the same way), and other runtimes' hints say what "may be caused by" or "could be due to"
-#: memory; advice names the error it is for ("when you see 'CUDA out of memory'", "to avoid out-of-memory errors": a
-#: launch script's comment, a setting's help) without it having happened. An out-of-memory word after them claims
-#: nothing; one before them (the error, then its hint) still counts.
+#: memory; a warning says what a setting "may cause" or "could lead to"; advice names the error it is for ("when you
+#: see 'CUDA out of memory'", "to avoid out-of-memory errors": a launch script's comment, a setting's help) without it
+#: having happened. An out-of-memory word after them claims nothing; one before them (the error, then its hint) still
+#: counts.
 HEDGE = re.compile(
     r"\b(?:potential|possible) (?:root )?(?:causes?|reasons?)\b"
-    r"|\b(?:may|might|could|can) (?:have been |be |also be )?(?:caused by|due to|killed by|the result of)\b"
+    r"|\b(?:may|might|could|can|will|would) (?:have been |be |also be )?"
+    r"(?:caused by|due to|killed by|the result of|cause|lead to|result in|trigger)\b"
     r"|\bpossibly\b|\bperhaps\b"
     r"|\b(?:if|when|in case) (?:you |we )?(?:see|get|hit|encounter|run into|experience|face|observe)\b"
     r"|\bto (?:avoid|prevent)\b",
     re.IGNORECASE,
 )
 #: Substrings one of which every :data:`HEDGE` match holds (a cheap first check on every line).
-_HEDGE_WORDS = ("caus", "possib", "perhaps", " due to", "if ", "when ", "in case", "to avoid", "to prevent")
+_HEDGE_WORDS = ("caus", "possib", "perhaps", " due to", "lead to", "result in", "trigger", "if ", "when ", "in case",
+                "to avoid", "to prevent")  # fmt: skip
 
 
 def _oom_kind(text: str) -> Memory | None:
@@ -527,13 +531,8 @@ def _oom_kind(text: str) -> Memory | None:
             or "outofme" in low or "out of" in low or "resource_exhausted" in low or "mmap" in low
             or "alloc" in low or "vram" in low):  # fmt: skip
         return None
-    if COMMAND_LINE.match(text):  # a command or a comment the user typed: input, not the program's output
-        return None
-    if "not a failure" in low:
-        # TensorFlow's allocator, which retries after freeing and warns: "Allocator (GPU_0_bfc) ran out of memory trying
-        # to allocate N. The caller indicates that this is not a failure, but may mean that there could be performance
-        # gains if more memory were available." (core/common_runtime/bfc_allocator.cc): the run goes on
-        return None
+    if COMMAND_LINE.match(strip_prefix(text)) or SURVIVED.search(text):
+        return None  # typed or pasted input, or a failure the program goes on from
     if HOST_OOM.search(text):
         return "host"
     if DEVICE_OOM.search(text):
