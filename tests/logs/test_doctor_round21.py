@@ -174,3 +174,21 @@ def test_llama_cpps_page_lock_refused_is_a_warning_it_loads_through() -> None:
     assert (d.oom, d.stage) == (False, "none")
     # the same errno from an allocation that failed is one
     assert diagnose_lines(["load_tensors: loading model tensors", "mmap failed: Cannot allocate memory"]).oom
+
+
+def test_the_oom_error_class_named_as_a_missing_symbol_is_no_oom() -> None:
+    handler = '  File "/srv/app/worker.py", line 30, in generate_stream_gate'
+    for missing in (
+        [handler, "    except torch.cuda.OutOfMemoryError as e:",
+         "AttributeError: module 'torch.cuda' has no attribute 'OutOfMemoryError'"],
+        ['  File "/srv/app/model.py", line 3, in <module>', "    from torch.cuda import OutOfMemoryError",
+         "ImportError: cannot import name 'OutOfMemoryError' from 'torch.cuda' (/opt/torch/cuda/__init__.py)"],
+    ):  # fmt: skip
+        d = diagnose_lines([*STARTED, "Traceback (most recent call last):", *missing])
+        assert not d.oom, missing[-1]
+    # the handler failing while it handled a real one: the real one counts
+    d = diagnose_lines([*STARTED, "RuntimeError: CUDA out of memory. Tried to allocate 2.25 GiB (GPU 0; 11.17 GiB "
+                        "total capacity)", "", "During handling of the above exception, another exception occurred:",
+                        "", "Traceback (most recent call last):", handler,
+                        "AttributeError: module 'torch.cuda' has no attribute 'OutOfMemoryError'"])  # fmt: skip
+    assert (d.oom, d.memory) == (True, "device")

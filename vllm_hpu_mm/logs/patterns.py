@@ -55,6 +55,7 @@ __all__ = [
     "METHOD",
     "MODEL",
     "NEGATIVE_KV",
+    "NO_EXHAUSTION",
     "PHASE_MARKERS",
     "PHASE_TOTAL",
     "PROGRESS",
@@ -64,7 +65,6 @@ __all__ = [
     "RUN_START",
     "SGLANG_POOL",
     "SHAPE_FIELD",
-    "SURVIVED",
     "TRACEBACK_START",
     "VLLM_BLOCKS",
     "VLLM_WEIGHTS",
@@ -122,17 +122,26 @@ HOST_OOM = re.compile(
     r"|DefaultCPUAllocator: not enough memory"  # torch's CPU allocator (c10 alloc_cpu.cpp; "can't allocate" elsewhere)
 )
 #: A line typed, not printed: a shell command at its prompt (``$ docker run --oom-kill-disable ...``, ``user@host:~$
-#: dmesg | grep oom-kill``, ``(venv) root@box:/# ...``), a comment (``# avoid OOMKilled: set a memory limit``) or a
-#: pasted handler (``except torch.cuda.OutOfMemoryError:``). Its words about memory are the user's or the code's, no
-#: failure (a syslog colour code, ``#033[``, and a debugger's frame, ``#5``, are output). Matched after the log prefix.
+#: dmesg | grep oom-kill``, ``(venv) root@box:/# ...``), a comment (``# avoid OOMKilled: set a memory limit``), or
+#: code: a pasted handler (``except torch.cuda.OutOfMemoryError:``), an import a traceback shows as its source line
+#: (``from torch.cuda import OutOfMemoryError``). Its words about memory are the user's or the code's, no failure (a
+#: syslog colour code, ``#033[``, and a debugger's frame, ``#5``, are output). Matched after the log prefix.
 COMMAND_LINE = re.compile(
-    r"^\s*(?:(?:\([\w.-]+\)\s*)?[\w.-]+@[\w.-]+:[^\s$#]*[$#]\s|\$\s|#\s|except\b[^:]*:\s*(?:#.*)?$)"
+    r"^\s*(?:(?:\([\w.-]+\)\s*)?[\w.-]+@[\w.-]+:[^\s$#]*[$#]\s|\$\s|#\s|except\b[^:]*:\s*(?:#.*)?$"
+    r"|from\s+[\w.]+\s+import\s|import\s+[\w.]+\s*$)"
 )
-#: Memory failures the program reports and goes on from: TensorFlow's allocator, which frees and retries ("ran out of
-#: memory trying to allocate N. The caller indicates that this is not a failure", core/common_runtime/bfc_allocator.cc),
-#: and llama.cpp's page lock, which loads the model unlocked when the kernel refuses it ("warning: failed to mlock
-#: N-byte buffer (...): Cannot allocate memory", "failed to munlock buffer", src/llama-mmap.cpp llama_mlock).
-SURVIVED = re.compile(r"not a failure|failed to m(?:un)?lock\b", re.IGNORECASE)
+#: Lines with memory words that report no exhaustion: failures the program goes on from (TensorFlow's allocator, which
+#: frees and retries: "ran out of memory trying to allocate N. The caller indicates that this is not a failure",
+#: core/common_runtime/bfc_allocator.cc; llama.cpp's page lock, which loads the model unlocked when the kernel refuses
+#: it: "warning: failed to mlock N-byte buffer (...): Cannot allocate memory", "failed to munlock buffer",
+#: src/llama-mmap.cpp llama_mlock), and the error class named as a missing symbol (torch before 1.13 has no
+#: ``torch.cuda.OutOfMemoryError``: "module 'torch.cuda' has no attribute 'OutOfMemoryError'", "cannot import name
+#: 'OutOfMemoryError'", raised where a handler names it, lm-sys/FastChat #1627, ultralytics #485).
+NO_EXHAUSTION = re.compile(
+    r"not a failure|failed to m(?:un)?lock\b"
+    r"|(?:has no attribute|cannot import name|name) '(?:\w+\.)*\w*OutOfMemoryError'",
+    re.IGNORECASE,
+)
 #: ggml's device backends as its buffers are named (``CUDA0``, ``Vulkan1``; a host buffer, ``CUDA_Host`` or
 #: ``CPU``, is not device memory).
 _GGML_DEVICES = "(?:CUDA|ROCm|HIP|Metal|Vulkan|SYCL|CANN|MUSA)"

@@ -47,11 +47,11 @@ from vllm_hpu_mm.logs.patterns import (
     METHOD,
     MODEL,
     NEGATIVE_KV,
+    NO_EXHAUSTION,
     PHASE_MARKERS,
     PROGRESS,
     RESERVE_FAILED,
     RUN_START,
-    SURVIVED,
     TENSOR_INIT_FAILED,
     TRACEBACK_START,
     WARMUP,
@@ -531,8 +531,8 @@ def _oom_kind(text: str) -> Memory | None:
             or "outofme" in low or "out of" in low or "resource_exhausted" in low or "mmap" in low
             or "alloc" in low or "vram" in low):  # fmt: skip
         return None
-    if COMMAND_LINE.match(strip_prefix(text)) or SURVIVED.search(text):
-        return None  # typed or pasted input, or a failure the program goes on from
+    if COMMAND_LINE.match(strip_prefix(text)) or NO_EXHAUSTION.search(text):
+        return None  # typed or pasted input, a failure the program goes on from, a missing name
     if HOST_OOM.search(text):
         return "host"
     if DEVICE_OOM.search(text):
