@@ -108,6 +108,18 @@ def test_tensorrt_llms_checkpoint_conversion_killed_is_start_up() -> None:
     assert (d.oom, d.memory, d.stage) == (True, "host", "startup")
 
 
+# --- a counted phase under way -------------------------------------------------------------------------------------
+
+
+def test_an_oom_while_transformers_loads_its_checkpoint_shards_is_start_up() -> None:
+    for count in ("0/4", "2/4"):
+        bar = f"Loading checkpoint shards:  50%|#####     | {count} [00:10<00:10,  5.00s/it]"
+        assert diagnose_lines([bar, CUDA_OOM]).stage == "startup", count
+    # once every shard is in, the load is over: what failed next, the log does not say
+    done = "Loading checkpoint shards: 100%|##########| 4/4 [00:20<00:00,  5.00s/it]"
+    assert diagnose_lines([done, CUDA_OOM]).stage == "unknown"
+
+
 # --- memory words that are no failure -----------------------------------------------------------------------------
 
 STARTED = ["INFO 05-01 10:00:00 api_server.py:100] vLLM API server version 0.8.0",

@@ -348,6 +348,11 @@ class Scanner:
             for stage, pattern in PROGRESS:
                 if (p := pattern.search(text)) is not None:
                     run.progress = (stage, k, text, integer(p["i"]), integer(p["n"]))
+                    if run.progress[3] < run.progress[4]:
+                        # a counted phase not finished is under way (transformers' "Loading checkpoint shards: 2/4",
+                        # which no phase word names): a failure now is in it, as after a phase line; at n it finished
+                        run.phase = (stage, k, text)
+                        return
                     break
         low = text.lower()
         for stage, words in _PHASES_LAST_FIRST:
