@@ -21,6 +21,7 @@ __all__ = [
     "BUCKET_PAIR",
     "BUCKET_TUPLE",
     "CALL",
+    "COMMAND_LINE",
     "CUDA_CAPTURE_SIZES",
     "CUDA_GRAPH_MEMORY",
     "DECODE_RESERVE",
@@ -54,6 +55,7 @@ __all__ = [
     "METHOD",
     "MODEL",
     "NEGATIVE_KV",
+    "NO_EXHAUSTION",
     "PHASE_MARKERS",
     "PHASE_TOTAL",
     "PROGRESS",
@@ -105,16 +107,40 @@ NEGATIVE_KV = re.compile(
     r"|# (?:GPU|HPU) blocks: 0\b"
 )
 #: The host ran out (checked first: Ray's error class is also named OutOfMemoryError). Ray's memory monitor, the
-#: kernel's OOM killer (and the shell's or the container runtime's word for its kill), ``MemoryError``, ``mmap``.
+#: kernel's OOM killer (and the shell's or the container runtime's word for its kill), ``MemoryError``, ``mmap``. The
+#: killer's name in a setting is no kill (Docker's ``--oom-kill-disable``), nor is a SIGKILL a supervisor sends to a
+#: process that did not stop when asked ("did not exit after SIGTERM, sending SIGKILL": a shutdown or a hang).
 HOST_OOM = re.compile(
     r"running low on memory|killed due to memory pressure|Ray killed this worker|exceeds the memory usage threshold"
     r"|Cannot allocate memory|can't allocate memory|unable to mmap \d+ bytes|std::bad_alloc"
-    r"|(?:^|[\s:])MemoryError\b|Out of memory: Killed process|oom-kill|OOMKilled"
-    r"|\bexit(?:ed with)? ?code:? ?(?:-9|137)\b|exitcode=-9|\bSIGKILL\b|^\s*Killed\s*$|\d+ Killed\s+\S"
+    r"|(?:^|[\s:])MemoryError\b|Out of memory: Killed process|oom-kill(?!-disable)|OOMKilled"
+    r"|\bexit(?:ed with)? ?code:? ?(?:-9|137)\b|exitcode=-9|(?<![Ss]ending )(?<!send )\bSIGKILL\b"
+    r"|^\s*Killed\s*$|\d+ Killed\s+\S"
     # Ollama, before it starts a runner: the model needs more host memory than is free (llm/server.go)
     r"|model requires more system memory"
     r"|_OUT_OF_HOST_MEMORY\b|OutOfHostMemory"  # Vulkan's, oneAPI's host-side error
     r"|DefaultCPUAllocator: not enough memory"  # torch's CPU allocator (c10 alloc_cpu.cpp; "can't allocate" elsewhere)
+)
+#: A line typed, not printed: a shell command at its prompt (``$ docker run --oom-kill-disable ...``, ``user@host:~$
+#: dmesg | grep oom-kill``, ``(venv) root@box:/# ...``), a comment (``# avoid OOMKilled: set a memory limit``), or
+#: code: a pasted handler (``except torch.cuda.OutOfMemoryError:``), an import a traceback shows as its source line
+#: (``from torch.cuda import OutOfMemoryError``). Its words about memory are the user's or the code's, no failure (a
+#: syslog colour code, ``#033[``, and a debugger's frame, ``#5``, are output). Matched after the log prefix.
+COMMAND_LINE = re.compile(
+    r"^\s*(?:(?:\([\w.-]+\)\s*)?[\w.-]+@[\w.-]+:[^\s$#]*[$#]\s|\$\s|#\s|except\b[^:]*:\s*(?:#.*)?$"
+    r"|from\s+[\w.]+\s+import\s|import\s+[\w.]+\s*$)"
+)
+#: Lines with memory words that report no exhaustion: failures the program goes on from (TensorFlow's allocator, which
+#: frees and retries: "ran out of memory trying to allocate N. The caller indicates that this is not a failure",
+#: core/common_runtime/bfc_allocator.cc; llama.cpp's page lock, which loads the model unlocked when the kernel refuses
+#: it: "warning: failed to mlock N-byte buffer (...): Cannot allocate memory", "failed to munlock buffer",
+#: src/llama-mmap.cpp llama_mlock), and the error class named as a missing symbol (torch before 1.13 has no
+#: ``torch.cuda.OutOfMemoryError``: "module 'torch.cuda' has no attribute 'OutOfMemoryError'", "cannot import name
+#: 'OutOfMemoryError'", raised where a handler names it, lm-sys/FastChat #1627, ultralytics #485).
+NO_EXHAUSTION = re.compile(
+    r"not a failure|failed to m(?:un)?lock\b"
+    r"|(?:has no attribute|cannot import name|name) '(?:\w+\.)*\w*OutOfMemoryError'",
+    re.IGNORECASE,
 )
 #: ggml's device backends as its buffers are named (``CUDA0``, ``Vulkan1``; a host buffer, ``CUDA_Host`` or
 #: ``CPU``, is not device memory).
@@ -158,6 +184,11 @@ DEVICE_OOM = re.compile(
     # HIP's numeric code for a failed allocation as libraries print the enum (ROCm HIP include/hip/hip_runtime_api.h:
     # hipErrorOutOfMemory = 2, before ROCm 3 hipErrorMemoryAllocation = 1002)
     r"|hipError_t\((?:2|1002)\)"
+    # OpenVINO's GPU plugin refuses an allocation larger than one buffer may be, or than the device has left
+    # (src/plugins/intel_gpu/src/runtime/ocl/ocl_engine.cpp check_allocatable: "[GPU] Exceeded max size of memory
+    # object allocation: requested N bytes, but max alloc size supported by device is M bytes", "[GPU] Exceeded max
+    # size of memory allocation"; clDNN before it: "exceeded global device memory")
+    r"|Exceeded max size of memory (?:object )?allocation|exceeded global device memory"
     # TensorFlow's stream executor could not get device memory (stream_executor/{cuda,rocm}/*_driver.cc
     # DeviceAllocate: "failed to allocate 7.35G (7889485824 bytes) from device: <the driver's error>"), and its
     # ResourceExhaustedError when an allocator fails ("OOM when allocating tensor", "failed to allocate memory"; the
@@ -276,6 +307,10 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     ("runtime", re.compile(r"\b500 Internal Server Error: (?!.*(?:load|terminated|start))")),
     # SGLang's KV pool has no slot left for a scheduled batch of requests (:data:`SGLANG_POOL`)
     ("runtime", SGLANG_POOL),
+    # Xinference's model actor records an out-of-memory error of a request it runs, then exits
+    # (xinference/core/model.py@7ecec16b ModelActor._handle_oom_error, from oom_check on _call_wrapper and from the
+    # streamed answer's generators; its load is not wrapped): the model was serving
+    ("runtime", re.compile(r"Model actor is out of memory")),
 )
 
 #: llama.cpp's compute-buffer reservation (src/llama-context.cpp ``graph_reserve`` / ``sched_reserve``: "failed to
@@ -555,6 +590,13 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             # FastChat's model worker before its model loads (fastchat/serve/model_worker.py ModelWorker.__init__:
             # "Loading the model [...] on worker ...")
             "loading the model ",
+            # TensorRT-LLM's checkpoint conversion (examples' convert_checkpoint.py, NIM's build_utils.py: "Total time
+            # of reading and converting ...", then the converted shards are saved), which runs before any engine
+            # exists, as the weights' load does for other runtimes
+            "total time of reading and converting",
+            # OpenVINO names the file its exception left (OPENVINO_THROW: "Exception from src/inference/src/cpp/
+            # core.cpp:N:"): the Core's read_model / compile_model, where a model is built for its device
+            "exception from src/inference/src/cpp/core.cpp",
         ),
     ),
     (
@@ -665,6 +707,16 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "llama_perf_context_print:",
             "started grpcinferenceservice",
             "started httpservice",
+            # mistral.rs once its pipeline is built and its router listens (mistralrs-server/src/main.rs: "Serving on
+            # http://IP:PORT.", "OpenAI-compatible server listening on http://IP:PORT." since, @6463ff27)
+            "serving on http://",
+            "server listening on http://",
+            # Ollama's runner takes a request's prompt into a cache slot (runner/ollamarunner/cache.go LoadCacheSlot,
+            # debug level: "loading cache slot" id= cache= prompt=), once per request it serves
+            "loading cache slot",
+            # OpenVINO's exception from an inference request (src/inference/src/cpp/infer_request.cpp: infer,
+            # start_async), which runs only once the model is compiled
+            "exception from src/inference/src/cpp/infer_request.cpp",
         ),
     ),
 )

@@ -166,9 +166,16 @@ WARMUP_CODE = ("/model_executor/warmup/", "/tpu_inference/runner/compilation_man
 #: step calls (``v1/engine/core.py``, through the executor, with a scheduler output): profiling, capture and the
 #: sampler warm-up call ``_dummy_run`` / ``_dummy_sampler_run`` directly (vLLM 0.32 ``gpu_model_runner.py``,
 #: ``gpu_worker.py``). The V2 runner (``v1/worker/gpu/model_runner.py``) runs ``execute_model`` for its dummy runs
-#: too, and V0's ``profile_run`` calls ``execute_model``: there the name says nothing on its own.
-V1_STEP_CODE = re.compile(r"/vllm/v1/worker/(?:gpu_worker|gpu_model_runner|worker_base)\.py$")
-V1_STEP = frozenset(("execute_model", "sample_tokens"))
+#: too, and V0's ``profile_run`` calls ``execute_model``: there the name says nothing on its own. vllm-ascend's V1
+#: runner is the same (``vllm_ascend/worker/model_runner_v1.py``@1de16ead: ``execute_model`` prepares the scheduled
+#: requests' inputs in ``_process_reqs``, ``_prepare_inputs`` since 0dca4c6d, and its ``_dummy_run`` for profiling,
+#: capture and ``worker_v1.py``'s ``execute_dummy_batch`` goes through neither; vLLM 0.32's ``_prepare_inputs`` too is
+#: called by ``execute_model`` alone).
+V1_STEP_CODE = re.compile(
+    r"/vllm/v1/worker/(?:gpu_worker|gpu_model_runner|worker_base)\.py$"
+    r"|/vllm_ascend/worker/(?:model_runner|worker)_v1\.py$"
+)
+V1_STEP = frozenset(("execute_model", "sample_tokens", "_process_reqs", "_prepare_inputs"))
 #: The web framework's request handling (Starlette, FastAPI, uvicorn's HTTP protocol): vLLM's API server builds its
 #: engine before it serves HTTP (``entrypoints/openai/api_server.py`` ``run_server_worker`` enters
 #: ``build_async_engine_client`` before ``serve_http``), so these frames run for a request. An app's lifespan hooks
@@ -199,13 +206,25 @@ GENERIC_CALLS = frozenset(
 )  # fmt: skip
 
 
+#: A host's control plane, whose functions route a launch or a request to the engine that runs it and share names with
+#: engines' own (Xinference's supervisor and worker actors, xinference/core/worker.py@7ecec16b: ``get_model`` looks a
+#: launched model's actor up for a request and re-raises the error that actor last recorded; it loads nothing): their
+#: names mean no phase, the engine's frames and the error say.
+HOST_DISPATCH_CODE = re.compile(r"/xinference/core/(?:supervisor|worker)\.py$")
+
+
 def generic_frame(path: str, func: str) -> bool:
-    """Whether the frame ``func`` in ``path`` is one every phase goes through (:data:`GENERIC_PATH`)."""
-    return bool(path and GENERIC_PATH.search(path)) or func.rsplit(".", 1)[-1] in GENERIC_CALLS
+    """Whether the frame ``func`` in ``path`` is one every phase goes through (:data:`GENERIC_PATH`,
+    :data:`HOST_DISPATCH_CODE`)."""
+    if path and (GENERIC_PATH.search(path) or HOST_DISPATCH_CODE.search(path)):
+        return True
+    return func.rsplit(".", 1)[-1] in GENERIC_CALLS
 
 
 def frame_meaning(path: str, func: str) -> Meaning | None:
     """What the frame ``func`` in ``path`` means, or None for a function that runs in several phases."""
+    if path and HOST_DISPATCH_CODE.search(path):
+        return None
     meaning = FUNCTIONS.get(func)
     if meaning is None and "." in func:  # a notebook frame: Class.function
         meaning = FUNCTIONS.get(func.rsplit(".", 1)[1])

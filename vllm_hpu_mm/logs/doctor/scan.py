@@ -27,6 +27,7 @@ from vllm_hpu_mm.logs.numbers import GarbledNumber, SkippedLines, integer, numbe
 from vllm_hpu_mm.logs.patterns import (
     BACKEND_ALLOC,
     CALL,
+    COMMAND_LINE,
     DECODE_RESERVE,
     DEVICE_OOM,
     ELISION,
@@ -46,6 +47,7 @@ from vllm_hpu_mm.logs.patterns import (
     METHOD,
     MODEL,
     NEGATIVE_KV,
+    NO_EXHAUSTION,
     PHASE_MARKERS,
     PROGRESS,
     RESERVE_FAILED,
@@ -346,6 +348,11 @@ class Scanner:
             for stage, pattern in PROGRESS:
                 if (p := pattern.search(text)) is not None:
                     run.progress = (stage, k, text, integer(p["i"]), integer(p["n"]))
+                    if run.progress[3] < run.progress[4]:
+                        # a counted phase not finished is under way (transformers' "Loading checkpoint shards: 2/4",
+                        # which no phase word names): a failure now is in it, as after a phase line; at n it finished
+                        run.phase = (stage, k, text)
+                        return
                     break
         low = text.lower()
         for stage, words in _PHASES_LAST_FIRST:
@@ -502,29 +509,35 @@ def _wrapped(previous: str, text: str) -> bool:
 #: Words that offer what follows as one possible cause, not as what happened: Ray's raylet lists the OOM killer first
 #: among "potential root causes" of any worker that died (its SIGKILL, ``ray stop --force``, a segfault: an NCCL
 #: watchdog's abort ends the same way), and other runtimes' hints say what "may be caused by" or "could be due to"
-#: memory. An out-of-memory word after them claims nothing; one before them (the error, then its hint) still counts.
+#: memory; a warning says what a setting "may cause" or "could lead to"; advice names the error it is for ("when you
+#: see 'CUDA out of memory'", "to avoid out-of-memory errors": a launch script's comment, a setting's help) without it
+#: having happened. An out-of-memory word after them claims nothing; one before them (the error, then its hint) still
+#: counts.
 HEDGE = re.compile(
     r"\b(?:potential|possible) (?:root )?(?:causes?|reasons?)\b"
-    r"|\b(?:may|might|could|can) (?:have been |be |also be )?(?:caused by|due to|killed by|the result of)\b"
-    r"|\bpossibly\b|\bperhaps\b",
+    r"|\b(?:may|might|could|can|will|would) (?:have been |be |also be )?"
+    r"(?:caused by|due to|killed by|the result of|cause|lead to|result in|trigger)\b"
+    r"|\bpossibly\b|\bperhaps\b"
+    r"|\b(?:if|when|in case) (?:you |we )?(?:see|get|hit|encounter|run into|experience|face|observe)\b"
+    r"|\bto (?:avoid|prevent)\b",
     re.IGNORECASE,
 )
+#: Substrings one of which every :data:`HEDGE` match holds (a cheap first check on every line).
+_HEDGE_WORDS = ("caus", "possib", "perhaps", " due to", "lead to", "result in", "trigger", "if ", "when ", "in case",
+                "to avoid", "to prevent")  # fmt: skip
 
 
 def _oom_kind(text: str) -> Memory | None:
     # Cheap substring guards first: most lines of a long log are request lines that need one or two checks.
     low = text.lower()
-    if ("caus" in low or "possib" in low or "perhaps" in low or " due to" in low) and (h := HEDGE.search(text)):
+    if any(map(low.__contains__, _HEDGE_WORDS)) and (h := HEDGE.search(text)):
         text, low = text[: h.start()], low[: h.start()]
     if not ("memory" in low or "devmem" in low or "kill" in low or "-9" in text or "137" in text or "oom" in low
             or "outofme" in low or "out of" in low or "resource_exhausted" in low or "mmap" in low
             or "alloc" in low or "vram" in low):  # fmt: skip
         return None
-    if "not a failure" in low:
-        # TensorFlow's allocator, which retries after freeing and warns: "Allocator (GPU_0_bfc) ran out of memory trying
-        # to allocate N. The caller indicates that this is not a failure, but may mean that there could be performance
-        # gains if more memory were available." (core/common_runtime/bfc_allocator.cc): the run goes on
-        return None
+    if COMMAND_LINE.match(strip_prefix(text)) or NO_EXHAUSTION.search(text):
+        return None  # typed or pasted input, a failure the program goes on from, a missing name
     if HOST_OOM.search(text):
         return "host"
     if DEVICE_OOM.search(text):
