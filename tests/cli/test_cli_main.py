@@ -304,8 +304,10 @@ def test_the_command_ends_with_main_s_status_its_answer_whole_and_exit_handlers_
                   "entry()\n"
                   "print('never reached')\n")  # fmt: skip
     assert proc.returncode == 0
-    assert proc.stdout.startswith("usage: vllm-hpu-mm memory plan") and proc.stdout.endswith("\n")
-    assert "--runtime" in proc.stdout and "never reached" not in proc.stdout
+    assert proc.stdout.startswith("usage: vllm-hpu-mm memory plan")
+    assert proc.stdout.endswith("\n")
+    assert "--runtime" in proc.stdout
+    assert "never reached" not in proc.stdout
     assert proc.stderr == "exit handler ran\n"
 
 
@@ -313,7 +315,8 @@ def test_the_command_s_error_status_is_kept() -> None:
     proc = _entry("import sys\nsys.argv = ['vllm-hpu-mm', 'memory', 'plan', '--bogus']\n"
                   "from vllm_hpu_mm.cli.main import entry\nentry()\n")  # fmt: skip
     assert proc.returncode == 2
-    assert proc.stderr.count("\n") == 1 and "--bogus" in proc.stderr
+    assert proc.stderr.count("\n") == 1
+    assert "--bogus" in proc.stderr
 
 
 def test_the_command_waits_for_a_thread_still_running() -> None:
