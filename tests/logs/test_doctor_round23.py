@@ -42,7 +42,8 @@ def test_a_bare_kill_that_ends_the_programs_own_fatal_shutdown_is_no_out_of_memo
 
 def test_a_bare_kill_with_no_shutdown_before_it_is_still_the_oom_killer() -> None:
     # TensorRT-LLM #2539: the checkpoint conversion is killed with nothing of its own before the kill
-    d = diagnose_lines(["286it [00:50, 5.63it/s]", "Total time of reading and converting 52.12702465057373 s", "Killed"])
+    converting = "Total time of reading and converting 52.12702465057373 s"
+    d = diagnose_lines(["286it [00:50, 5.63it/s]", converting, "Killed"])
     assert (d.oom, d.memory, d.stage) == (True, "host", "startup")
     # and the kernel's own record names the memory, whatever came before it
     d = diagnose_lines([*WORKER_ERROR, SHUTDOWNS[0], "Out of memory: Killed process 1150 (python3) total-vm:9GB"])

@@ -26,8 +26,8 @@ from vllm_hpu_mm.logs.doctor.source import LogSource, SourceSniffer
 from vllm_hpu_mm.logs.numbers import GarbledNumber, SkippedLines, integer, number
 from vllm_hpu_mm.logs.patterns import (
     BACKEND_ALLOC,
-    CALL,
     BARE_KILL,
+    CALL,
     COMMAND_LINE,
     DECODE_RESERVE,
     DEVICE_OOM,
