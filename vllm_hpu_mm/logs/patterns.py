@@ -18,6 +18,7 @@ from vllm_hpu_mm.values import Stage
 
 __all__ = [
     "ANSI",
+    "BARE_KILL",
     "BUCKET_PAIR",
     "BUCKET_TUPLE",
     "CALL",
@@ -30,6 +31,7 @@ __all__ = [
     "ENGINE_LENGTH",
     "ERROR_MESSAGE",
     "EXCEPTION_LINE",
+    "FATAL_SHUTDOWN",
     "FRAME",
     "FRAME_HEAD",
     "FREE_ON_STARTUP",
@@ -106,16 +108,34 @@ NEGATIVE_KV = re.compile(
     r"Available KV cache memory: -\d|reserved for KV Cache is -\d|(?<!Overriding )num_gpu_blocks=-?0\b"
     r"|# (?:GPU|HPU) blocks: 0\b"
 )
+#: A kill that names no cause: the shell's word for a foreground process that died of SIGKILL (``Killed``, ``1234
+#: Killed  python ...``), its exit status (137, -9) and the signal's name. The kernel's OOM killer sends it, and so
+#: does a program ending itself: a SIGKILL a supervisor sends to a process that did not stop when asked ("did not
+#: exit after SIGTERM, sending SIGKILL": a shutdown or a hang) is left out here; one after the program's own fatal
+#: error is told apart by the lines before it (:data:`FATAL_SHUTDOWN`).
+BARE_KILL = re.compile(
+    r"\bexit(?:ed with)? ?code:? ?(?:-9|137)\b|exitcode=-9|(?<![Ss]ending )(?<!send )\bSIGKILL\b"
+    r"|^\s*Killed\s*$|\d+ Killed\s+\S"
+)
+#: The program announcing that it ends itself after a failure, which a bare kill (:data:`BARE_KILL`) that follows
+#: is the end of, not the OOM killer: vLLM V1's client on a worker's fatal signal logs "Got fatal signal from worker
+#: processes, shutting down" and kills its own process tree with SIGKILL (vllm/v1/engine/core_client.py
+#: sigusr1_handler -> kill_process_tree(os.getpid()), so the shell prints ``Killed``); its multiprocessing executor
+#: says the same ("MultiprocExecutor got fatal signal from worker processes, shutting down"; a worker that "died
+#: unexpectedly, shutting down executor"), and its engine that failed to start ("Engine core initialization failed").
+FATAL_SHUTDOWN = re.compile(
+    r"fatal signal from worker|died unexpectedly, shutting down|Engine core initialization failed"
+    r"|encountered a fatal error|fatal error.{0,40}shutting down",
+    re.IGNORECASE,
+)
 #: The host ran out (checked first: Ray's error class is also named OutOfMemoryError). Ray's memory monitor, the
-#: kernel's OOM killer (and the shell's or the container runtime's word for its kill), ``MemoryError``, ``mmap``. The
-#: killer's name in a setting is no kill (Docker's ``--oom-kill-disable``), nor is a SIGKILL a supervisor sends to a
-#: process that did not stop when asked ("did not exit after SIGTERM, sending SIGKILL": a shutdown or a hang).
+#: kernel's OOM killer (and the shell's or the container runtime's word for its kill, :data:`BARE_KILL`),
+#: ``MemoryError``, ``mmap``. The killer's name in a setting is no kill (Docker's ``--oom-kill-disable``).
 HOST_OOM = re.compile(
     r"running low on memory|killed due to memory pressure|Ray killed this worker|exceeds the memory usage threshold"
     r"|Cannot allocate memory|can't allocate memory|unable to mmap \d+ bytes|std::bad_alloc"
     r"|(?:^|[\s:])MemoryError\b|Out of memory: Killed process|oom-kill(?!-disable)|OOMKilled"
-    r"|\bexit(?:ed with)? ?code:? ?(?:-9|137)\b|exitcode=-9|(?<![Ss]ending )(?<!send )\bSIGKILL\b"
-    r"|^\s*Killed\s*$|\d+ Killed\s+\S"
+    r"|" + BARE_KILL.pattern +
     # Ollama, before it starts a runner: the model needs more host memory than is free (llm/server.go)
     r"|model requires more system memory"
     r"|_OUT_OF_HOST_MEMORY\b|OutOfHostMemory"  # Vulkan's, oneAPI's host-side error
@@ -270,6 +290,10 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
             # resources): everything before the KV cache is sized
             r"|could not be created: (?:Model|Draft model|Guided Decoder|Sampler|Initial KV [Cc]ache"
             r"|Speculative decoding resources|Drafter|Additional executor resources \(temporary)"
+            # TensorRT-LLM's ahead-of-time engine build (trtllm-build / build.py: TensorRT's builder compiles and
+            # times every kernel of the network) makes the engine the server will load: start-up, as the load of a
+            # built engine is (the lead's rule at stop 46: a build before serving is start-up, not a warm-up)
+            r"|Engine building failed|Failed to build (?:the )?(?:TensorRT )?engine"
         ),
     ),
     # MLC-LLM sizes its KV cache from what the weights and temporary buffers leave (cpp/serve/config.cc
@@ -290,9 +314,6 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
             # TensorRT-LLM's executor resources after the final KV cache: PyExecutor's constructor warms the model
             # engine up (its CUDA graphs) there (_torch/pyexecutor/py_executor.py)
             r"|could not be created: Additional executor resources\s*$"
-            # TensorRT-LLM's ahead-of-time engine build (trtllm-build / build.py: TensorRT's builder compiles and
-            # times every kernel of the network), the counterpart of a warm-up; loading a built engine is start-up
-            r"|Engine building failed|Failed to build (?:the )?(?:TensorRT )?engine"
             # (XLA's compile out of a memory space, "RESOURCE_EXHAUSTED: XLA:TPU compile permanent error", names no
             # phase: XLA compiles each new shape, in the TPU's precompile and on a request's first new shape alike;
             # the compilation manager's frames place it where they are in view)
@@ -542,6 +563,9 @@ PROGRESS: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     # transformers' from_pretrained (modeling_utils: a tqdm bar "Loading checkpoint shards"), which ms-swift,
     # optimum-habana and TGI's transformers fallback load through
     ("startup", re.compile(r"Loading checkpoint shards:\s*\d+%\|[^|]*\|\s*(?P<i>\d+)/(?P<n>\d+)")),
+    # tinygrad's load_state_dict, which exo loads each shard's weights through: a tqdm bar described by the memory
+    # used and the tensor being loaded (tinygrad/nn/state.py@f1e49985: "ram used: {GB} GB, {key}: ")
+    ("startup", re.compile(r"ram used: *[\d.]+ GB, \S.*?:\s*\d+%\|[^|]*\|\s*(?P<i>\d+)/(?P<n>\d+)")),
 )
 
 #: Log lines that mark entering a phase, as lower-case substrings by stage, checked from the last stage to the first
@@ -597,6 +621,11 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             # OpenVINO names the file its exception left (OPENVINO_THROW: "Exception from src/inference/src/cpp/
             # core.cpp:N:"): the Core's read_model / compile_model, where a model is built for its device
             "exception from src/inference/src/cpp/core.cpp",
+            # TensorRT's builder (the ahead-of-time engine build, start-up as its failure message is): its graph
+            # optimiser and network analysis lines
+            "[graphreduction]",
+            "output network tensors",
+            "[trt-llm] [i] build tensorrt engine",
         ),
     ),
     (
@@ -636,10 +665,6 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "cuda graphs are enabled",
             "capture cuda graph begin",
             "cuda graph warmup for batch size",  # TensorRT-LLM's PyTorch backend (_torch/pyexecutor)
-            # TensorRT's builder (the ahead-of-time engine build): its graph optimiser and network analysis lines
-            "[graphreduction]",
-            "output network tensors",
-            "[trt-llm] [i] build tensorrt engine",
         ),
     ),
     (
@@ -670,8 +695,17 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "successfully loaded '",
             "server is listening on",  # llama.cpp's server (tools/server/server.cpp)
             "llama_server: listening on",
-            "launch_slot_: id",  # llama.cpp's server taking a request into a slot, and its per-request timings
-            "update_slots: id",
+            # llama.cpp's server on its request path, whose records name their function cut to 12 characters behind
+            # "srv  " or "slot " (tools/server/server-common.h@acf0b936 SRV_INF, SLT_INF: "srv  %12.*s: "): a slot
+            # taking a request (launch_slot_with_task), the serving loop (update_slots, run once the server
+            # listens), a request's parameters (params_from_json_cmpl), a request's image being encoded
+            # (server_tokens::process_chunk: "processing image..."), the HTTP request log (log_server_request); and
+            # its per-request timings. Its start-up records (load_model, init) are not among them.
+            "launch_slot_:",
+            "update_slots:",
+            "params_from_:",
+            "process_chun:",
+            "log_server_r:",
             "prompt eval time =",
             # ComfyUI's server takes a prompt (a request) into its queue (server.py POST /prompt: "got prompt")
             "got prompt",

@@ -26,6 +26,7 @@ from vllm_hpu_mm.logs.doctor.source import LogSource, SourceSniffer
 from vllm_hpu_mm.logs.numbers import GarbledNumber, SkippedLines, integer, number
 from vllm_hpu_mm.logs.patterns import (
     BACKEND_ALLOC,
+    BARE_KILL,
     CALL,
     COMMAND_LINE,
     DECODE_RESERVE,
@@ -33,6 +34,7 @@ from vllm_hpu_mm.logs.patterns import (
     ELISION,
     ERROR_MESSAGE,
     EXCEPTION_LINE,
+    FATAL_SHUTDOWN,
     FRAME_HEAD,
     GAUDI_MEMORY,
     HOST_OOM,
@@ -85,6 +87,9 @@ RAISED = re.compile(r"(?:[A-Za-z_]\w*\.)+[A-Z]\w*(?:[:(]|\s*$)")
 MAX_WORKERS = 64
 #: A worker's tag: vLLM's process tag, torch's rank prefix, Ray's actor prefix.
 WORKER_TAG = re.compile(r"pid=\d+|\[rank\d+\]|\[Rank:\d+\]|\brank=\d+")
+#: How far before a bare kill the program's own fatal shutdown may be announced (its workers' last warnings, a
+#: resource tracker's, come between).
+SHUTDOWN_BACK = 8
 #: Substrings one of which every :data:`~vllm_hpu_mm.logs.patterns.RUN_START` line holds (a cheap first check).
 _RUN_WORDS = ("API server version", "LLM engine", "Args {", "non-default args")
 #: Substrings one of which an :data:`~vllm_hpu_mm.logs.patterns.ELISION` line holds (a cheap first check; a mark
@@ -299,6 +304,8 @@ class Scanner:
             self.skipped.add(k + 1, text, exc)
         self._traceback_lines(run, k, text)
         kind = _oom_kind(text)
+        if kind == "host" and self._shutdown_kill(text):
+            kind = None
         if kind is None and "unable to allocate" in text and self._buffer_summary(text):
             kind = "device"
         if kind == "device":
@@ -318,6 +325,15 @@ class Scanner:
         if not LOADER_BUFFER_SUMMARY.search(text):
             return False
         return not any(TENSOR_INIT_FAILED in line for _, line in self.recent)
+
+    def _shutdown_kill(self, text: str) -> bool:
+        """Whether ``text`` is a kill that names no cause (:data:`~vllm_hpu_mm.logs.patterns.BARE_KILL`) ending the
+        program's own shutdown after a failure of another kind, announced in the few lines before it
+        (:data:`~vllm_hpu_mm.logs.patterns.FATAL_SHUTDOWN`): the program killed itself, the OOM killer did not."""
+        if HOST_OOM.search(BARE_KILL.sub("", text)):
+            return False  # the line names the host's memory as well (the kernel's "Out of memory: Killed process")
+        before = list(self.recent)[-SHUTDOWN_BACK - 1 : -1]
+        return any(FATAL_SHUTDOWN.search(line) for _, line in before)
 
     # --- per line -------------------------------------------------------------------------------------------
 
@@ -344,7 +360,7 @@ class Scanner:
     def _phase_lines(self, run: _Run, k: int, text: str) -> None:
         if "[Warmup]" in text and (w := WARMUP.search(text)):
             run.warmup = (k, text, (w["phase"], integer(w["i"]), integer(w["n"])))
-        if "[Warmup]" in text or "Capturing" in text or "shards" in text:
+        if "[Warmup]" in text or "Capturing" in text or "shards" in text or "ram used" in text:
             for stage, pattern in PROGRESS:
                 if (p := pattern.search(text)) is not None:
                     run.progress = (stage, k, text, integer(p["i"]), integer(p["n"]))

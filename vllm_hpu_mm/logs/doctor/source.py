@@ -81,6 +81,10 @@ _OTHER_WORDS: dict[str, str] = {
     # ms-swift (ModelScope's SWIFT): its package's CLI and LLM modules in every traceback, its commands
     "ms-swift": r"\bms[-_]swift\b|/swift/(?:llm|cli)/|\bswift (?:deploy|infer)\b",
     "mindie": r"mindie",
+    # exo (exo-explore/exo): its shard's repr in its node's records ("Error processing tensor for shard
+    # Shard(model_id='...', start_layer=0, ...)": exo/orchestration/standard_node.py@d7b51b0b process_tensor; its
+    # inference engines' "Excluded model param keys for shard=Shard(...)"), its package's modules
+    "exo": r"\bShard\(model_id='[^']*', start_layer=\d+|\bexo[/.](?:orchestration|inference|networking|api)\b",
     # text-generation-webui (oobabooga): its name, its modules, its report of each request it answered
     # (modules/text_generation.py)
     "text-generation-webui": r"text-generation-webui|\boobabooga\b|/modules/text_generation\.py"
@@ -202,7 +206,7 @@ OTHER_DISPLAY = {"mindie": "MindIE", "sglang": "SGLang", "lmdeploy": "LMDeploy",
                  "mlc-llm": "MLC-LLM", "exllamav2": "ExLlamaV2", "aphrodite": "Aphrodite", "ms-swift": "ms-swift",
                  "text-generation-webui": "text-generation-webui", "triton": "Triton Inference Server",
                  "ray serve": "Ray Serve", "xinference": "Xinference", "localai": "LocalAI",
-                 "fastchat": "FastChat"}  # fmt: skip
+                 "fastchat": "FastChat", "exo": "exo"}  # fmt: skip
 
 #: Accelerators, best first: a Gaudi log names CUDA config fields too; ROCm and XPU logs say "GPU"/"cuda".
 ACCELERATORS: tuple[tuple[Accelerator, re.Pattern[str]], ...] = (
