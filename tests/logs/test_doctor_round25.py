@@ -14,7 +14,7 @@ RETRACTIONS = (
     # v0.4 (sgl-project/sglang #4184), the first releases, and the wording since check_decode_mem's rename
     "[2025-03-07 21:49:33 TP13] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.1474 -> 0.1845",
     "[2024-05-01 10:00:00] decode out of memory happened, #retracted_reqs: 2, #new_token_ratio: 0.5000 -> 0.6000",
-    "[2025-09-01 12:00:00 DP0 TP3] KV cache pool is full. Retract requests. #retracted_reqs: 8, #new_tokens_gained: 512",
+    "[2025-09-01 12:00:00 DP0 TP3] KV cache pool is full. Retract requests. #retracted_reqs: 8, #new_tokens_gained: 64",
 )
 
 
@@ -164,5 +164,7 @@ def test_the_interpreters_message_before_a_traceback_is_an_error_of_another_kind
 
 def test_a_preface_before_a_cut_traceback_still_says_nothing() -> None:
     # vLLM's bare "EngineCore failed to start." states no error: the cut traceback stays undecided
-    d = diagnose_lines([*FORK_WARMUP, "ERROR 01-26 14:30:12 [engine.py:474] EngineCore failed to start.", *FORK_TRACEBACK])
+    d = diagnose_lines(
+        [*FORK_WARMUP, "ERROR 01-26 14:30:12 [engine.py:474] EngineCore failed to start.", *FORK_TRACEBACK]
+    )
     assert (d.oom, d.basis) == (False, "undecided")

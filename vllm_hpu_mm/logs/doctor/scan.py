@@ -307,9 +307,8 @@ class Scanner:
         kind = _oom_kind(text)
         if kind == "host" and self._shutdown_kill(text):
             kind = None
-        if kind is None and ("unable to allocate" in text or "failed to allocate buffer" in text) and (
-            self._buffer_summary(text)
-        ):
+        summary = "unable to allocate" in text or "failed to allocate buffer" in text
+        if kind is None and summary and self._buffer_summary(text):
             kind = "device"
         if kind == "device":
             tag = _worker_tag(text)
