@@ -1070,6 +1070,9 @@ def writer_knobs(writer: str) -> frozenset[str]:
         # serve/model_worker.py @5f2d8c81); its vLLM worker takes vLLM's engine flags (serve/vllm_worker.py)
         own = {"--max-gpu-memory", "--num-gpus", "--load-8bit", "--cpu-offloading", "--limit-worker-concurrency"}
         return vllm_flags() | frozenset(own)
+    if writer == "other-llamaedge":  # LlamaEdge's llama-api-server hands llama.cpp's sizes to WASI-NN's GGML backend
+        # under llama.cpp's names (its README's options: --ctx-size, --batch-size, --n-gpu-layers)
+        return frozenset({"--ctx-size", "--batch-size", "--n-gpu-layers"})
     if writer == "ms-swift":  # its inference arguments (swift/llm/utils/argument.py InferArguments)
         return frozenset({"--device_map_config_path", "--quantization_bit"})
     return frozenset()  # Ollama's options and MindIE's config keys are no flags: any flag is another writer's

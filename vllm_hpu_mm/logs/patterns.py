@@ -61,6 +61,7 @@ __all__ = [
     "PHASE_MARKERS",
     "PHASE_TOTAL",
     "PROGRESS",
+    "PYTHON_ERROR_TEXT",
     "RELEASE",
     "RESERVE_FAILED",
     "RUNTIMES",
@@ -243,12 +244,12 @@ DEVICE_OOM = re.compile(
     # (Ollama's estimate that no layer fits, after which it runs the model on the CPU, is no failure: llm/memory.go)
     r"|(?:insufficient|not enough) (?:free )?(?:GPU|device|VRAM|HBM|NPU|HPU|video) memory"
     r"|insufficient VRAM(?! to load any model layers)"
-    # (SGLang's scheduler reports a full KV pool it handles by retracting requests as "Decode out of memory happened":
-    # serving goes on, nothing failed, managers/scheduler.py; its allocator's "Decode out of memory. Try to lower your
-    # batch size." is the request's failure and counts, :data:`SGLANG_POOL`. ggml's CUDA backend reports a pinned host
-    # buffer it could not get and falls back to pageable memory, "failed to allocate N MiB of pinned memory: out of
-    # memory", ggml-cuda.cu ggml_cuda_host_malloc)
-    r"|(?<!running )(?<!run )(?<!If )(?<!pinned memory: )\bout of memory\b(?! error occurs| happened)",
+    # (SGLang's scheduler's retraction of running requests when its KV pool is full is the pool's memory exhausted
+    # while serving, :data:`SGLANG_POOL`. ggml's CUDA backend reports a pinned host buffer it could not get and falls
+    # back to pageable memory, "failed to allocate N MiB of pinned memory: out of memory", ggml-cuda.cu
+    # ggml_cuda_host_malloc)
+    r"|(?<!running )(?<!run )(?<!If )(?<!pinned memory: )\bout of memory\b(?! error occurs)"
+    r"|\bKV cache pool is full\. Retract requests",
     re.IGNORECASE,
 )
 #: vLLM V1's refusal to start when the device holds less free memory than its utilisation asks (``gpu_worker.py``
@@ -262,9 +263,14 @@ FREE_ON_STARTUP = re.compile(
 #: ``alloc_token_slots`` "Out of memory. Try to lower your batch size.", ``alloc_paged_token_slots_extend`` /
 #: ``_decode`` "Prefill out of memory. ..." / "Decode out of memory. ...", ``alloc_req_slots`` "alloc_req_slots runs
 #: out of memory"; older releases printed the same words from schedule_batch.py). Only requests' batches allocate
-#: from these pools: the failure came while serving.
+#: from these pools: the failure came while serving. Its scheduler's retraction is the same exhaustion, met before
+#: the allocator fails: a decode batch the pool cannot hold gets requests retracted (managers/scheduler.py
+#: ``update_running_batch``: "Decode out of memory happened. #retracted_reqs: N, #new_token_ratio: ..." in v0.4,
+#: "decode out of memory happened, ..." before, "KV cache pool is full. Retract requests. #retracted_reqs: N" since
+#: ``check_decode_mem`` fails): a serving-time memory exhaustion, as the threads that post it report it.
 SGLANG_POOL = re.compile(
     r"(?:\b(?:Prefill|Decode) )?\b[Oo]ut of memory\. Try to lower your batch size|alloc_req_slots runs out of memory"
+    r"|\b[Dd]ecode out of memory happened|\bKV cache pool is full\. Retract requests"
     # the first releases' scheduler, once the radix cache could not free enough for a prefill batch
     # (python/sglang/srt/managers/router/model_rpc.py: "Prefill out of memory. This should nerver happen.")
     r"|\b(?:Prefill|Decode) out of memory\. This should ne\w*r happen"
@@ -328,6 +334,11 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     ("runtime", re.compile(r"\b500 Internal Server Error: (?!.*(?:load|terminated|start))")),
     # SGLang's KV pool has no slot left for a scheduled batch of requests (:data:`SGLANG_POOL`)
     ("runtime", SGLANG_POOL),
+    # The failure's own line names the request it was working for by the id vLLM's OpenAI server gives a request
+    # (entrypoints/openai serving_completion.py "cmpl-<id>", serving_chat.py "chatcmpl-<id>"): only a request carries
+    # one (profiling, capture and warm-up run dummy batches without it), so the server was serving (tpu-inference's KV
+    # offload connector: "Error gathering blocks for request cmpl-...: RESOURCE_EXHAUSTED: ...")
+    ("runtime", re.compile(r"\brequest (?:id )?(?:chat)?cmpl-[0-9a-f]{8}")),
     # Xinference's model actor records an out-of-memory error of a request it runs, then exits
     # (xinference/core/model.py@7ecec16b ModelActor._handle_oom_error, from oom_check on _call_wrapper and from the
     # streamed answer's generators; its load is not wrapped): the model was serving
@@ -370,8 +381,14 @@ LOAD_FAILED = re.compile(
 #: llama.cpp's loader summary of a device buffer it could not make (src/llama-model.cpp@a5410f04 load_tensors: "unable
 #: to allocate CUDA0 buffer"), which follows any failure of ggml_backend_alloc_ctx_tensors_from_buft. Alone it is the
 #: buffer's allocation that failed (out of memory); after a backend's "failed to initialize tensor" line it is that
-#: tensor's initialisation, no exhaustion (:func:`vllm_hpu_mm.logs.doctor.scan.Scanner.feed`).
-LOADER_BUFFER_SUMMARY = re.compile(rf"\bunable to allocate {_GGML_DEVICES}\d* buffer\b")
+#: tensor's initialisation, no exhaustion (:func:`vllm_hpu_mm.logs.doctor.scan.Scanner.feed`). Releases of early 2024
+#: threw the same summary without the buffer's name (llama.cpp llm_load_tensors: ``throw std::runtime_error("failed to
+#: allocate buffer")`` when ggml_backend_alloc_ctx_tensors_from_buft returns none, which its loader prints as
+#: "llama_model_load: error loading model: failed to allocate buffer"; ggml's own line is compiled out of release
+#: builds, and hosts such as LlamaEdge's WASI-NN backend print only the summary).
+LOADER_BUFFER_SUMMARY = re.compile(
+    rf"\bunable to allocate {_GGML_DEVICES}\d* buffer\b|\berror loading model: failed to allocate buffer\s*$"
+)
 #: What a backend says when a buffer was allocated but a tensor in it could not be initialised.
 TENSOR_INIT_FAILED = "failed to initialize tensor"
 #: A line that stands for lines an excerpt left out (``...``, ``…``, ``[...]``, ``<snip>``, ``[... truncated ...]``),
@@ -402,6 +419,19 @@ METHOD = re.compile(
 CALL = re.compile(r"([A-Za-z_]\w*)\s*\(")
 #: The start of a frame line a terminal or issue tracker wrapped (its path continues on the next line).
 FRAME_HEAD = 'File "'
+#: The interpreter's own messages for a programming error (CPython Python/ceval.c@000ae2a9: ``NAME_ERROR_MSG``,
+#: ``UNBOUNDLOCAL_ERROR_MSG``, ``unpack_iterable``'s "not enough values to unpack (expected N, got M)" and "too many
+#: values to unpack"; Objects/object.c "'X' object has no attribute 'y'"; Objects/abstract.c and call.c "is not
+#: subscriptable / iterable / callable"; the argument errors of a call; a sequence's "index out of range"). A logger
+#: that prints an exception's message alone before its traceback (vLLM's ``logger.exception(e)``) prints these without
+#: the class: they are an error of another kind than memory.
+PYTHON_ERROR_TEXT = re.compile(
+    r"^(?:not enough|too many) values to unpack \(expected \d+|^name '\w+' is not defined"
+    r"|^cannot access (?:local|free) variable '\w+'|^local variable '\w+' referenced before assignment"
+    r"|^'[\w.]+' object (?:has no attribute '\w+'|is not (?:subscriptable|iterable|callable))"
+    r"|^[\w.]+\(\) (?:got an unexpected keyword argument|missing \d+ required (?:positional|keyword-only) argument"
+    r"|takes \d+ positional arguments? but \d+ (?:was|were) given)|^(?:list|tuple) index out of range$"
+)
 #: An error message that explains the traceback after it (vLLM's logger prints the error before the traceback): an
 #: exception line, Habana's ``FATAL ERROR ::``, or a failure stated with its reason (``EngineCore failed to start:
 #: synStatus=26 ... Graph compile failed.``); vLLM's bare ``EngineCore failed to start.`` states none and explains

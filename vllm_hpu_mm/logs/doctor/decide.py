@@ -42,6 +42,7 @@ from vllm_hpu_mm.logs.doctor.phases import MODEL_RUNS, frame_meaning, generic_fr
 from vllm_hpu_mm.logs.doctor.scan import Failure, Frame, GaudiMemory, LogFeatures, Memory
 from vllm_hpu_mm.logs.doctor.source import HOST_NAMES, LogSource
 from vllm_hpu_mm.logs.numbers import SkippedLines
+from vllm_hpu_mm.logs.patterns import ELISION, strip_prefix
 from vllm_hpu_mm.values import STAGES as BASE_STAGES
 from vllm_hpu_mm.values import Stage
 
@@ -248,7 +249,7 @@ def judge(features: LogFeatures, rules: Rules) -> Judgement:
     run = features.run
     f = run.failure
     gaudi_at = run.gaudi[0] if run.gaudi else -1
-    hint = _frames_stage(f.frames) if f is not None else None
+    hint = _frames_stage(f.frames) if f is not None and not _scope_above_elision(f) else None
     if f is not None:
         hint = _before_phase_line(f, hint)
     if run.kv is not None and (f is None or run.kv[0] <= f.line or hint is None):
@@ -322,6 +323,27 @@ def silent_cut(frames: tuple[Frame, ...]) -> bool:
     alarm or a miss each time. A frame that merely runs where memory is measured (``profile_run``, ``warmup``) is
     where a guess would come from, not evidence."""
     return not any(f.func.rsplit(".", 1)[-1] in REFUSAL_FRAMES for f in frames)
+
+
+#: How many lines after a traceback's last frame shown an elision line may come (its source and caret lines between).
+_ELIDED_WITHIN = 3
+
+
+def _scope_above_elision(f: Failure) -> bool:
+    """Whether the frames would place the failure by a scope frame alone (one that encloses several phases, vLLM's
+    ``from_engine_args``: load, profiling, the KV cache and capture all run inside it) because the excerpt left out the
+    frames below it: an elision line (``...``) right after the last frame shown. The phase frames that would say which
+    stage are in the lines left out, so the scope says nothing; a traceback shown whole, whose innermost phase frame is
+    the scope, still counts."""
+    hit = traceback_stage((fr.path, fr.func) for fr in f.frames)
+    if hit is None:
+        return False
+    decider = f.frames[hit[1]]
+    meaning = frame_meaning(decider.path, decider.func)
+    if meaning is None or meaning.kind != "scope":
+        return False
+    last = f.frames[-1].line
+    return any(0 < k - last <= _ELIDED_WITHIN and ELISION.fullmatch(strip_prefix(text).strip()) for k, text in f.window)
 
 
 def _before_phase_line(f: Failure, hint: tuple[Stage, int] | None) -> tuple[Stage, int] | None:

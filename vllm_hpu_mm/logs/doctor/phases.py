@@ -290,8 +290,8 @@ def named_stage(frames: Iterable[tuple[str, str]]) -> tuple[Stage, int] | None:
     functions."""
     for k, (path, func) in enumerate(frames):
         name = func.rsplit(".", 1)[-1]
-        if name.startswith("__") or generic_frame(path, func):
-            continue
+        if name.startswith("__") or generic_frame(path, func) or frame_meaning(path, func) is not None:
+            continue  # the table's frames are the table's to read (a scope it set aside says nothing here)
         words = {w.lower() for w in _WORD.findall(name)}
         if name.startswith("from_") or words & STARTING_WORDS:
             return "startup", k

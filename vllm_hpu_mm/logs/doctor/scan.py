@@ -52,6 +52,7 @@ from vllm_hpu_mm.logs.patterns import (
     NO_EXHAUSTION,
     PHASE_MARKERS,
     PROGRESS,
+    PYTHON_ERROR_TEXT,
     RESERVE_FAILED,
     RUN_START,
     TENSOR_INIT_FAILED,
@@ -306,7 +307,8 @@ class Scanner:
         kind = _oom_kind(text)
         if kind == "host" and self._shutdown_kill(text):
             kind = None
-        if kind is None and "unable to allocate" in text and self._buffer_summary(text):
+        summary = "unable to allocate" in text or "failed to allocate buffer" in text
+        if kind is None and summary and self._buffer_summary(text):
             kind = "device"
         if kind == "device":
             tag = _worker_tag(text)
@@ -509,6 +511,8 @@ def _explained(before: list[tuple[int, str]]) -> bool:
     near = before[-2:]
     if any(ERROR_MESSAGE.search(strip_prefix(line)) and _oom_kind(line) is None for _, line in near):
         return True
+    if near and PYTHON_ERROR_TEXT.search(strip_prefix(near[-1][1]).strip()):
+        return True  # the exception's message alone, as ``logger.exception(e)`` prints it before the traceback
     if not any(line.lstrip().startswith(CHAINED) for _, line in near):
         return False
     return any(ERROR_RECORD.match(line) and _oom_kind(line) is None for _, line in before[-CHAIN_BACK:])
@@ -550,7 +554,7 @@ def _oom_kind(text: str) -> Memory | None:
         text, low = text[: h.start()], low[: h.start()]
     if not ("memory" in low or "devmem" in low or "kill" in low or "-9" in text or "137" in text or "oom" in low
             or "outofme" in low or "out of" in low or "resource_exhausted" in low or "mmap" in low
-            or "alloc" in low or "vram" in low):  # fmt: skip
+            or "alloc" in low or "vram" in low or "retract" in low):  # fmt: skip
         return None
     if COMMAND_LINE.match(strip_prefix(text)) or NO_EXHAUSTION.search(text):
         return None  # typed or pasted input, a failure the program goes on from, a missing name

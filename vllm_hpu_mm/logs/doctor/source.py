@@ -87,6 +87,12 @@ _OTHER_WORDS: dict[str, str] = {
     "exo": r"\bShard\(model_id='[^']*', start_layer=\d+|\bexo[/.](?:orchestration|inference|networking|api)\b",
     # text-generation-webui (oobabooga): its name, its modules, its report of each request it answered
     # (modules/text_generation.py)
+    # SGLang's own records: its scheduler's and workers' logger prefix, the time and the process's ranks
+    # (managers/scheduler.py run_scheduler_process: prefix " TP{tp_rank}", " DP{dp_rank} TP{tp_rank}"; utils.py
+    # configure_logger: "[%(asctime)s{prefix}] %(message)s" with "%Y-%m-%d %H:%M:%S"), and its scheduler's retraction
+    # of requests when its KV pool is full (update_running_batch)
+    "sglang": r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [DP]P\d+)* TP\d+(?: [EC]P\d+)*\] "
+    r"|[Dd]ecode out of memory happened|KV cache pool is full\. Retract requests",
     "text-generation-webui": r"text-generation-webui|\boobabooga\b|/modules/text_generation\.py"
     r"|Output generated in [\d.]+ seconds \([\d.]+ tokens/s",
 }
@@ -114,6 +120,9 @@ _HOSTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     # LocalAI relays each gRPC backend's output tagged with the backend's id and address (pkg/model/process.go:
     # "GRPC(<model>-127.0.0.1:<port>): stderr ...")
     ("localai", re.compile(r"\bGRPC\([^()\s]{1,200}-[\d.]+:\d+\): std(?:out|err)\b|\bLocalAI\b")),
+    # LlamaEdge's API server runs on WasmEdge, whose WASI-NN plugin hosts llama.cpp as its GGML backend and tags its
+    # records ("[WASI-NN] GGML backend: ..."; LlamaEdge's own "[LOG: MODEL INFO ...]" banner)
+    ("llamaedge", re.compile(r"\[WASI-NN\]|\bLlamaEdge\b|\bWasmEdge\b|\[LOG: MODEL INFO\b")),
 )
 
 
@@ -206,7 +215,7 @@ OTHER_DISPLAY = {"mindie": "MindIE", "sglang": "SGLang", "lmdeploy": "LMDeploy",
                  "mlc-llm": "MLC-LLM", "exllamav2": "ExLlamaV2", "aphrodite": "Aphrodite", "ms-swift": "ms-swift",
                  "text-generation-webui": "text-generation-webui", "triton": "Triton Inference Server",
                  "ray serve": "Ray Serve", "xinference": "Xinference", "localai": "LocalAI",
-                 "fastchat": "FastChat", "exo": "exo"}  # fmt: skip
+                 "fastchat": "FastChat", "exo": "exo", "llamaedge": "LlamaEdge (WasmEdge)"}  # fmt: skip
 
 #: Accelerators, best first: a Gaudi log names CUDA config fields too; ROCm and XPU logs say "GPU"/"cuda".
 ACCELERATORS: tuple[tuple[Accelerator, re.Pattern[str]], ...] = (
