@@ -52,8 +52,9 @@ DEFAULT_REQUESTS = 2000
 MAX_REQUESTS = 100_000
 #: Fewest requests at one load level of the every-load sweep (a level runs max(this, 4 x its load) of them).
 MIN_LEVEL_REQUESTS = 200
-#: The fewest requests over the load levels that are scheduled on two cores: the main job's 3,760 took 0.09 s of CPU
-#: here and longer halved between this process and a forked child (2-core machine: docs/performance.md, stop 46).
+#: The fewest requests over the load levels that are scheduled on two cores: the main job's 3,760 take 0.09 s of CPU,
+#: and halving them with a forked child gained nothing on the idle 2-core machine and lost under load
+#: (docs/performance.md, stop 46).
 TWO_CORE_REQUESTS = 20_000
 #: vLLM wraps each image's placeholder tokens in <|vision_start|> and <|vision_end|>.
 IMAGE_EXTRA_TOKENS = 2
@@ -216,7 +217,7 @@ def schedules(traffic: Traffic, limits: EngineShape, images: Images, *, concurre
     sizes = [(level, max(MIN_LEVEL_REQUESTS, min(requests, 4 * level))) for level in load_levels(limits.max_num_seqs)]
     # each level's schedule stands alone: with many requests, every other one worked out meanwhile on the second
     # core (the same traces); with few, here (a child's start, its pages copied as it writes them and its traces
-    # pickled back, costs more than it saves)
+    # pickled back, costs as much as it saves)
     tasks = [functools.partial(lambda i, level, n: run(_prompts(traffic, images, n, seed + i), level), i, level, n)
              for i, (level, n) in enumerate(sizes)]  # fmt: skip
     many = sum(n for _, n in sizes) >= TWO_CORE_REQUESTS
