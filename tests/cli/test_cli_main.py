@@ -320,14 +320,19 @@ def test_the_command_s_error_status_is_kept() -> None:
 
 
 def test_the_command_waits_for_a_thread_still_running() -> None:
-    # a thread that has not finished is waited for, as at a normal exit: what it writes is not lost
+    # a thread still working when main returns is waited for, as at a normal exit: what it writes is not lost
     proc = _entry("import sys, threading, time\n"
-                  "def late():\n    time.sleep(0.3)\n    print('thread finished', flush=True)\n"
+                  "import vllm_hpu_mm.cli.main as cli\n"
+                  "returned = threading.Event()\n"
+                  "real = cli.main\n"
+                  "def main(argv=None):\n    try:\n        return real(argv)\n    finally:\n        returned.set()\n"
+                  "cli.main = main\n"
+                  "def late():\n    returned.wait()\n    time.sleep(0.2)\n    print('thread finished', flush=True)\n"
                   "threading.Thread(target=late).start()\n"
                   "sys.argv = ['vllm-hpu-mm', '--version']\n"
-                  "from vllm_hpu_mm.cli.main import entry\nentry()\n")  # fmt: skip
+                  "cli.entry()\n")  # fmt: skip
     assert proc.returncode == 0
-    assert proc.stdout.splitlines()[-1] == "thread finished"
+    assert proc.stdout.splitlines() == [f"vllm-hpu-mm {__version__}", "thread finished"]
 
 
 def test_the_installed_command_ends_through_entry() -> None:
