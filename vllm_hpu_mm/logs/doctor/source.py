@@ -85,14 +85,14 @@ _OTHER_WORDS: dict[str, str] = {
     # Shard(model_id='...', start_layer=0, ...)": exo/orchestration/standard_node.py@d7b51b0b process_tensor; its
     # inference engines' "Excluded model param keys for shard=Shard(...)"), its package's modules
     "exo": r"\bShard\(model_id='[^']*', start_layer=\d+|\bexo[/.](?:orchestration|inference|networking|api)\b",
-    # text-generation-webui (oobabooga): its name, its modules, its report of each request it answered
-    # (modules/text_generation.py)
     # SGLang's own records: its scheduler's and workers' logger prefix, the time and the process's ranks
     # (managers/scheduler.py run_scheduler_process: prefix " TP{tp_rank}", " DP{dp_rank} TP{tp_rank}"; utils.py
     # configure_logger: "[%(asctime)s{prefix}] %(message)s" with "%Y-%m-%d %H:%M:%S"), and its scheduler's retraction
     # of requests when its KV pool is full (update_running_batch)
     "sglang": r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [DP]P\d+)* TP\d+(?: [EC]P\d+)*\] "
     r"|[Dd]ecode out of memory happened|KV cache pool is full\. Retract requests",
+    # text-generation-webui (oobabooga): its name, its modules, its report of each request it answered
+    # (modules/text_generation.py)
     "text-generation-webui": r"text-generation-webui|\boobabooga\b|/modules/text_generation\.py"
     r"|Output generated in [\d.]+ seconds \([\d.]+ tokens/s",
 }
