@@ -23,6 +23,7 @@ from typing import Any, NoReturn, Protocol
 from vllm_hpu_mm import __version__
 from vllm_hpu_mm.cli.common import ExitCode, clipped, fail, one_line
 from vllm_hpu_mm.cli.vllm_argv import MAX_SERVER_ARGS
+from vllm_hpu_mm.collector import fewer_from_now
 from vllm_hpu_mm.errors import InputNote, VllmHpuMmError
 
 __all__ = ["build_parser", "entry", "main"]
@@ -287,7 +288,9 @@ def entry() -> NoReturn:
     tearing the interpreter down. Freeing every object a plan made takes a tenth of a second on the 2-core machine
     (benchmarks/performance/plan_speed.py), time the user waits for nothing: the answer is written, and every file
     the command wrote was closed where it was written. Exit handlers run and the standard streams are flushed first;
-    where another thread still runs, the usual exit waits for it."""
+    where another thread still runs, the usual exit waits for it. The cycle collector passes less often for the
+    whole command (:func:`~vllm_hpu_mm.collector.fewer_from_now`): its imports and its plan alike."""
+    fewer_from_now()
     code = main()
     if threading.active_count() > 1:
         sys.exit(code)

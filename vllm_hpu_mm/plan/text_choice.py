@@ -9,11 +9,8 @@ The runtime is read through its model only: ``text_lookup`` (its lookup, for the
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
-import gc
-from collections.abc import Iterator
 from typing import Any
 
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
@@ -21,6 +18,7 @@ from vllm_hpu_mm.buckets.text_budget import BudgetedPlan
 from vllm_hpu_mm.buckets.text_time import BudgetTooSmall
 from vllm_hpu_mm.buckets.text_worst import Sampler, WorstCase
 from vllm_hpu_mm.buckets.turns import in_turns
+from vllm_hpu_mm.collector import fewer_collections
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
@@ -37,11 +35,9 @@ from vllm_hpu_mm.traffic.requests import Traffic
 
 __all__ = [
     "PLANNED_LABEL",
-    "PLAN_GC_THRESHOLD",
     "TextChoice",
     "choose_text",
     "configured_label",
-    "fewer_collections",
     "images_for",
     "plan_for",
 ]
@@ -93,23 +89,6 @@ class TextChoice:
 
 
 PLANNED_LABEL = "planned from traffic"
-#: Allocations between two passes of the garbage collector's youngest generation while text buckets are planned
-#: (Python's default: 700). Planning makes and drops millions of small containers (shapes, buckets, candidate plans),
-#: nearly all freed by reference counting; at the default, about 600 passes rescanned the survivors and took 10-20%
-#: of a plan's CPU (0.2-0.5 s on the 2-core dev machine), at this one pass or two.
-PLAN_GC_THRESHOLD = 100_000
-
-
-@contextlib.contextmanager
-def fewer_collections() -> Iterator[None]:
-    """The collector's youngest generation passed over less often (:data:`PLAN_GC_THRESHOLD`) until the block ends;
-    its thresholds as they were afterwards. Only how often it runs changes: no cycle goes uncollected."""
-    before = gc.get_threshold()
-    gc.set_threshold(max(before[0], PLAN_GC_THRESHOLD), *before[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
 
 
 def configured_label(runtime: RuntimeModel, shape: EngineShape) -> str:
