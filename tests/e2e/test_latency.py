@@ -42,14 +42,17 @@ def test_predicted_latency_follows_the_measured_one(server: Server, tmp_path_fac
     assert step.samples >= 10
     assert step.decode_s(1, 1) > 0  # where the fit puts the cost (per step or per sequence) is the data's choice
     itl_before = server_times(server.base_url + "/metrics").get(ITL)
-    # no re-probes of the machine's speed: the bounds here are a factor of 3, far wider than its drift
+    # each run predicted at the machine's speed that short re-probes measured just before and after it: on the shared
+    # CI machine a probe that met a load spike (or the server's first requests) fitted a step 13x slower than the
+    # burst that followed ran (predicted 1.08 requests/s, measured 14.5), which no factor-of-3 bound holds
     burst, half = bench_at_rates(target, step, Traffic(128, 16, range_ratio=0.5), name="e2e", requests=8,
-                                 shares=(0.5,), speeds=False)  # fmt: skip
+                                 shares=(0.5,))  # fmt: skip
     itl_after = server_times(server.base_url + "/metrics").get(ITL)
     assert burst.measured["failed"] == half.measured["failed"] == 0, (burst, half)
     factor = LOOSE * (1 + step.interval)
     for row in (burst, half):
-        print(row.name, {k: (round(row.measured[k], 3), round(row.predicted[k], 3)) for k in KEYS}, file=sys.stderr)
+        print(row.name, row.speeds, {k: (round(row.measured[k], 3), round(row.predicted[k], 3)) for k in KEYS},
+              file=sys.stderr)  # fmt: skip
     # the time per token as the server itself timed it (its inter-token histogram over both runs): on the shared CI
     # machine the client, starved of CPU, can read a whole answer at once (a p50 TPOT of 0.003 ms in one CI run)
     assert itl_before is not None
