@@ -1,7 +1,8 @@
 """The classes rounds 26 and 27's misses belong to (issue 34), each pinned on lines composed after the programs' sources
 and the public logs under tests/data/logs/heldout_round26/ and heldout_round27/: a ggml backend's buffer type refusing
 a buffer (the host's, for the CPU's), asyncio's report of an exception nobody retrieved, which names it before its
-traceback, and Ascend's runtime failing to get memory as its ACL graph capture begins."""
+traceback, and Ascend's runtime failing to get memory as its ACL graph capture begins; and, for logs of runtimes the
+rounds have not shown yet, ONNX Runtime's arena, torch-directml's and Windows' own words for memory that ran out."""
 
 from __future__ import annotations
 
@@ -152,3 +153,34 @@ def test_ascends_other_errors_and_healthy_capture_stay_none() -> None:
     ):  # fmt: skip
         d = diagnose_lines(lines)
         assert (d.oom, d.stage) == (False, "none"), lines
+
+
+# --- other runtimes' words for memory that ran out -------------------------------------------------------------------
+
+
+def test_other_runtimes_words_for_memory_that_ran_out_name_which_memory() -> None:
+    for line, memory in (
+        ("2024-05-01 10:00:00.1 [E:onnxruntime:, sequential_executor.cc:516 ExecuteKernel] Non-zero status code "
+         "returned while running MatMul node. Status Message: /onnxruntime_src/onnxruntime/core/framework/"
+         "bfc_arena.cc:376 void* onnxruntime::BFCArena::AllocateRawInternal(size_t, bool, onnxruntime::Stream*) "
+         "Failed to allocate memory for requested buffer of size 4531027968", "device"),
+        ("RuntimeError: Could not allocate tensor with 4915840 bytes. There is not enough GPU video memory available!",
+         "device"),
+        ("OSError: [WinError 1455] The paging file is too small for this operation to complete. Error loading "
+         "\"C:\\venv\\lib\\site-packages\\torch\\lib\\cudnn_cnn_infer64_8.dll\" or one of its dependencies.", "host"),
+        ("Error: SafetensorError: Error while deserializing header: The paging file is too small for this operation "
+         "to complete. (os error 1455)", "host"),
+    ):  # fmt: skip
+        d = diagnose_lines([line])
+        assert (d.oom, d.memory) == (True, memory), line
+
+
+def test_their_healthy_lines_and_other_errors_stay_none() -> None:
+    for line in (
+        "2024-05-01 10:00:00.1 [I:onnxruntime:, bfc_arena.cc:29 BFCArena] Creating BFCArena for Cuda with following "
+        "configs: initial_chunk_size_bytes: 1048576 max_dead_bytes_per_chunk: 134217728",
+        'OSError: [WinError 126] The specified module could not be found. Error loading "torch\\lib\\c10.dll"',
+        "torch-directml: using device 0: AMD Radeon RX 6600 (8 GB video memory)",
+    ):
+        d = diagnose_lines([line])
+        assert (d.oom, d.stage) == (False, "none"), line

@@ -154,6 +154,11 @@ HOST_OOM = re.compile(
     # memory on host"; on the device, :data:`DEVICE_OOM`), and Ascend's runtime refused host memory (CANN error
     # EL0018, "Resource_Error_Insufficient_Host_Memory(EL0018): Failed to allocate N bytes host memory")
     r"|can't allocate \d+ Bytes of memory on host|Insufficient_Host_Memory\b"
+    # Windows out of committable memory, RAM and paging file together (ERROR_COMMITMENT_LIMIT, 1455: winerror.h, as
+    # wine-mirror/wine include/winerror.h@c54f1fcb defines it, "The paging file is too small for this operation to
+    # complete."): what Python's OSError ("[WinError 1455]") and Rust's io::Error ("os error 1455") print when a
+    # model's weights are mapped or loaded on a Windows host
+    r"|The paging file is too small for this operation|\[WinError 1455\]|\(os error 1455\)"
 )
 #: A line typed, not printed: a shell command at its prompt (``$ docker run --oom-kill-disable ...``, ``user@host:~$
 #: dmesg | grep oom-kill``, ``(venv) root@box:/# ...``), a comment (``# avoid OOMKilled: set a memory limit``), or
@@ -238,6 +243,14 @@ DEVICE_OOM = re.compile(
     # session's hint "report_tensor_allocations_upon_oom" follows only an out-of-memory error): a quota's or a disk's
     # exhaustion raise the same class with other words
     r"|failed to allocate \S+ \(\d+ bytes\) from device"
+    # ONNX Runtime's arena could not grow through its execution provider's allocator (onnxruntime/core/framework/
+    # bfc_arena.cc@009aae13 BFCArena::Extend: "Failed to allocate memory for requested buffer of size N", thrown by
+    # AllocateRawInternal; the CUDA, ROCm and DirectML providers' arenas hold device memory)
+    r"|Failed to allocate memory for requested buffer of size"
+    # torch-directml (DirectML on Windows: AMD, Intel and NVIDIA cards), as stable-diffusion-webui-directml's users
+    # post it (lshqqytiger/stable-diffusion-webui-directml #291): "Could not allocate tensor with N bytes. There is
+    # not enough GPU video memory available!"
+    r"|not enough GPU video memory|Could not allocate tensor with \d+ bytes"
     r"|ResourceExhaustedError\b.{0,40}\b(?:failed to allocate|OOM\b|out of memory)|report_tensor_allocations_upon_oom"
     r"|(?<!\[W\] Requested amount of )(?<!\[W\] \[TRT\] Requested amount of )GPU memory \(\d+ bytes\) could not be "
     r"allocated"
