@@ -141,6 +141,24 @@ HOST_OOM = re.compile(
     r"|model requires more system memory"
     r"|_OUT_OF_HOST_MEMORY\b|OutOfHostMemory"  # Vulkan's, oneAPI's host-side error
     r"|DefaultCPUAllocator: not enough memory"  # torch's CPU allocator (c10 alloc_cpu.cpp; "can't allocate" elsewhere)
+    # ggml's host buffers: the CPU buffer type's aligned malloc returned nothing (ggml/src/ggml-backend.cpp@0054c013
+    # ggml_backend_cpu_buffer_type_alloc_buffer "failed to allocate buffer of size N"; the CPU backend's extra types,
+    # AMX and HBM, and other backends' host types the same), and ggml's allocator naming such a buffer (ggml-alloc.c
+    # alloc_tensor_range "failed to allocate CPU_REPACK buffer of size N"; a pinned ``CUDA_Host`` buffer falls back to
+    # a CPU one, so it too is the host's memory). Whatever the buffer was for (weights, the KV cache, a compute
+    # graph), the host refused it: llama.cpp's summary after it names which (the KV cache's "failed to allocate buffer
+    # for kv cache", :data:`MESSAGE_STAGES`).
+    r"|\bggml_backend_(?:cpu\w*|\w+_host)_buffer_type_alloc_buffer: (?:failed to allocate|can't allocate)"
+    r"|failed to allocate (?:CPU\w*|\w+_Host) buffer of size"
+    # ggml's SYCL backend, its host buffers and pools (ggml/src/ggml-sycl/ggml-sycl.cpp: "can't allocate N Bytes of
+    # memory on host"; on the device, :data:`DEVICE_OOM`), and Ascend's runtime refused host memory (CANN error
+    # EL0018, "Resource_Error_Insufficient_Host_Memory(EL0018): Failed to allocate N bytes host memory")
+    r"|can't allocate \d+ Bytes of memory on host|Insufficient_Host_Memory\b"
+    # Windows out of committable memory, RAM and paging file together (ERROR_COMMITMENT_LIMIT, 1455: winerror.h, as
+    # wine-mirror/wine include/winerror.h@c54f1fcb defines it, "The paging file is too small for this operation to
+    # complete."): what Python's OSError ("[WinError 1455]") and Rust's io::Error ("os error 1455") print when a
+    # model's weights are mapped or loaded on a Windows host
+    r"|The paging file is too small for this operation|\[WinError 1455\]|\(os error 1455\)"
 )
 #: A line typed, not printed: a shell command at its prompt (``$ docker run --oom-kill-disable ...``, ``user@host:~$
 #: dmesg | grep oom-kill``, ``(venv) root@box:/# ...``), a comment (``# avoid OOMKilled: set a memory limit``), or
@@ -193,6 +211,15 @@ DEVICE_OOM = re.compile(
     r"|_OUT_OF_(?:DEVICE_)?MEMORY\b|OutOfDeviceMemory|\b[A-Z]+_STATUS_ALLOC_FAILED\b|cudaErrorMemoryAllocation"
     r"|rocblas_status_memory_error|ACL_ERROR_RT_MEMORY_ALLOCATION"
     r"|\bEL0004:.{0,80}Failed to allocate memory"  # Ascend's driver (CANN error code EL0004)
+    # torch_npu's words for the ACL runtime's allocation errors (Ascend/pytorch
+    # torch_npu/csrc/core/npu/NPUErrorCodes.h@96fd0335 error_code_map: 207001 and 207005 "Failed to apply for
+    # memory.", 207018 "The memory on the device is exhausted."), printed as "[Error]: <text>" after the failed call
+    # "NPU function error: <call>, error code is N". Only 207001 (ACL_ERROR_RT_MEMORY_ALLOCATION) and 207018 count by
+    # their number: 207005 is a runtime resource (a stream's queues) the runtime could not get, counted only where
+    # torch_npu's words for it, the memory it could not get, are in the log (a bare "error code is 207005" from the
+    # ACL graph capture's begin is an API error: vllm-project/vllm-ascend #11990)
+    r"|\[Error\]: Failed to apply for memory|The memory on the device is exhausted"
+    r"|NPU function error: (?![\w:]*Host).{0,200}error code is 207001\b|error code is 207018\b"
     # Apple's Metal through MLX: a buffer larger than the device allows, or one the device could not give
     # (ml-explore/mlx mlx/backend/metal/allocator.cpp MetalAllocator::malloc: "[metal::malloc] Attempting to allocate
     # N bytes which is greater than the maximum allowed buffer size", "[malloc] Unable to allocate N bytes"); Metal's
@@ -216,6 +243,14 @@ DEVICE_OOM = re.compile(
     # session's hint "report_tensor_allocations_upon_oom" follows only an out-of-memory error): a quota's or a disk's
     # exhaustion raise the same class with other words
     r"|failed to allocate \S+ \(\d+ bytes\) from device"
+    # ONNX Runtime's arena could not grow through its execution provider's allocator (onnxruntime/core/framework/
+    # bfc_arena.cc@009aae13 BFCArena::Extend: "Failed to allocate memory for requested buffer of size N", thrown by
+    # AllocateRawInternal; the CUDA, ROCm and DirectML providers' arenas hold device memory)
+    r"|Failed to allocate memory for requested buffer of size"
+    # torch-directml (DirectML on Windows: AMD, Intel and NVIDIA cards), as stable-diffusion-webui-directml's users
+    # post it (lshqqytiger/stable-diffusion-webui-directml #291): "Could not allocate tensor with N bytes. There is
+    # not enough GPU video memory available!"
+    r"|not enough GPU video memory|Could not allocate tensor with \d+ bytes"
     r"|ResourceExhaustedError\b.{0,40}\b(?:failed to allocate|OOM\b|out of memory)|report_tensor_allocations_upon_oom"
     r"|(?<!\[W\] Requested amount of )(?<!\[W\] \[TRT\] Requested amount of )GPU memory \(\d+ bytes\) could not be "
     r"allocated"
@@ -227,6 +262,12 @@ DEVICE_OOM = re.compile(
     # initialise a tensor in a buffer it did allocate ("alloc_tensor_range: failed to initialize tensor ...") ends the
     # same way, so those summaries are no evidence of exhaustion; the backend's own line above them is.)
     rf"|failed to allocate {_GGML_DEVICES}\d* buffer of size"
+    # any other ggml backend's buffer type refusing a buffer, in its own function's name (ggml-opencl.cpp
+    # ggml_backend_opencl_buffer_type_alloc_buffer "failed to allocate N MiB"; ggml-sycl.cpp
+    # ggml_backend_sycl_buffer_type_alloc_buffer "can't allocate N Bytes of memory on device"); the CPU's are the
+    # host's (:data:`HOST_OOM`, checked first)
+    r"|\bggml_backend_\w+_buffer_type_alloc_buffer: (?:failed to allocate|can't allocate)"
+    r"|can't allocate \d+ Bytes of memory on device"
     r"|failed to allocate buffer, size"
     # plain words any runtime may use
     r"|(?:failed|unable) to allocate (?:\S+ )?(?:device|GPU|HPU|NPU|VRAM|HBM) memory"
@@ -320,6 +361,10 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
             # TensorRT-LLM's executor resources after the final KV cache: PyExecutor's constructor warms the model
             # engine up (its CUDA graphs) there (_torch/pyexecutor/py_executor.py)
             r"|could not be created: Additional executor resources\s*$"
+            # Ascend's ACL graph capture (vllm-ascend's ACL graphs: torch_npu's NPUGraph capture_begin calls
+            # aclmdlRICaptureBegin, which begins the runtime's stream capture, rtStreamBeginCapture; CANN reports
+            # "begin capture stream failed" when it cannot)
+            r"|\b(?:rtStreamBeginCapture|[Aa]clmdlRICaptureBegin)\b|begin capture stream failed"
             # (XLA's compile out of a memory space, "RESOURCE_EXHAUSTED: XLA:TPU compile permanent error", names no
             # phase: XLA compiles each new shape, in the TPU's precompile and on a request's first new shape alike;
             # the compilation manager's frames place it where they are in view)
@@ -358,8 +403,11 @@ RESERVE_FAILED = re.compile(
 #: A ggml backend's own buffer allocation (ggml/src/ggml-cuda/ggml-cuda.cu ggml_backend_cuda_buffer_type_alloc_buffer:
 #: "allocating N MiB on device D: cudaMalloc failed"): the weights, the KV cache and the reserved compute graphs take
 #: their buffers as the model loads; serving only re-reserves a graph that grew (which the phase lines or the decode
-#: call's own line show). Placed as :data:`RESERVE_FAILED` is.
-BACKEND_ALLOC = re.compile(r"\bggml_backend_\w*buffer_type_alloc_buffer: allocating")
+#: call's own line show). Placed as :data:`RESERVE_FAILED` is, and so is a backend's refusal in its own words
+#: (the CPU's "failed to allocate buffer of size N", OpenCL's "failed to allocate N MiB").
+BACKEND_ALLOC = re.compile(
+    r"\bggml_backend_\w*buffer_type_alloc_buffer: (?:allocating|failed to allocate|can't allocate)"
+)
 #: The same reservation reported by a function that runs inside every decode call: llama.cpp re-reserves the compute
 #: graph after a KV-cache shift or defragmentation (``llama_decode_impl`` -> ``llama_kv_cache_update_impl``, later
 #: ``llama_context::kv_self_update``), so the failure came while serving whatever the phase lines say.
@@ -438,6 +486,11 @@ PYTHON_ERROR_TEXT = re.compile(
 #: nothing.
 ERROR_MESSAGE = re.compile(
     r"FATAL ERROR ::|^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b[:(]|^\w[\w .-]{0,60}\bfailed\b[^:.]{0,40}: \S"
+    # asyncio's report of a future or task whose exception nobody retrieved names that exception in the object's
+    # repr before the traceback it logs (CPython Lib/asyncio/futures.py@0037c597 Future.__del__: "<Class> exception
+    # was never retrieved" with the context's "future: <repr>"; Lib/asyncio/base_futures.py@053d30a6
+    # _future_repr_info: "exception=<repr of the exception>", a task's repr built on it)
+    r"|<\w+ finished\b.{0,400}?\bexception=(?:[A-Za-z_]\w*\.)*[A-Z]\w*\("
 )
 TRACEBACK_START = "Traceback (most recent call last)"
 #: The exception line that ends a traceback (after the line's log prefix): ``RuntimeError: ...``,

@@ -554,7 +554,8 @@ def _oom_kind(text: str) -> Memory | None:
         text, low = text[: h.start()], low[: h.start()]
     if not ("memory" in low or "devmem" in low or "kill" in low or "-9" in text or "137" in text or "oom" in low
             or "outofme" in low or "out of" in low or "resource_exhausted" in low or "mmap" in low
-            or "alloc" in low or "vram" in low or "retract" in low):  # fmt: skip
+            or "alloc" in low or "vram" in low or "retract" in low or "code is 2070" in low
+            or "1455" in text):  # fmt: skip
         return None
     if COMMAND_LINE.match(strip_prefix(text)) or NO_EXHAUSTION.search(text):
         return None  # typed or pasted input, a failure the program goes on from, a missing name
