@@ -5,12 +5,12 @@ PyPI's x86-64 torchvision wheels are CUDA builds: beside torch+cpu their C++ ext
 and transformers' Qwen2-VL processors import torchvision, but only its pure-PyTorch transforms run for images. So,
 just before torchvision is first imported, we declare the two operator schemas it registers meta kernels for (no
 kernels: detection ops stay unavailable, which nothing here uses). The hook costs nothing until torchvision is
-imported and does nothing if the real extension loads.
+imported and does nothing if the real extension loads. It imports nothing at start-up (a finder on sys.meta_path needs
+only ``find_spec``): every interpreter of this environment loads it.
 """
 
 from __future__ import annotations
 
-import importlib.abc
 import sys
 from typing import Any
 
@@ -21,7 +21,7 @@ _SCHEMAS = (
 _libraries: list[Any] = []  # keep the Library objects alive, or the definitions vanish
 
 
-class _Finder(importlib.abc.MetaPathFinder):
+class _Finder:
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
         if fullname != "torchvision":
             return None
