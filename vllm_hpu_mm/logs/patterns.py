@@ -23,6 +23,7 @@ __all__ = [
     "BUCKET_TUPLE",
     "CALL",
     "COMMAND_LINE",
+    "COMM_FAILURE",
     "CUDA_CAPTURE_SIZES",
     "CUDA_GRAPH_MEMORY",
     "DECODE_RESERVE",
@@ -31,6 +32,7 @@ __all__ = [
     "ENGINE_LENGTH",
     "ERROR_MESSAGE",
     "EXCEPTION_LINE",
+    "FAILED_CHECK",
     "FATAL_SHUTDOWN",
     "FRAME",
     "FRAME_HEAD",
@@ -56,6 +58,7 @@ __all__ = [
     "MESSAGE_STAGES",
     "METHOD",
     "MODEL",
+    "NATIVE_SERVING",
     "NEGATIVE_KV",
     "NO_EXHAUSTION",
     "PHASE_MARKERS",
@@ -289,6 +292,12 @@ DEVICE_OOM = re.compile(
     # while serving, :data:`SGLANG_POOL`. ggml's CUDA backend reports a pinned host buffer it could not get and falls
     # back to pageable memory, "failed to allocate N MiB of pinned memory: out of memory", ggml-cuda.cu
     # ggml_cuda_host_malloc)
+    # a scheduler's or runner's refusal to place a model on a device whose free memory is below the model's
+    # estimate, before anything loads (helixml/helix api/pkg/runner/controller.go@c96c7130 startTaskLoop ->
+    # createModelInstance: "cannot fit model requiring gpu memory X into available gpu memory Y"); the refusal alone,
+    # not an estimate that the model will not fit and so goes to the CPU (Ollama's, above)
+    r"|\b(?:cannot|can't|could not|couldn't|unable to|failed to) (?:fit|place|schedule) (?:the )?model\b.{0,60}?"
+    r"\b(?:into|in|on|onto) (?:the )?(?:available |free )?(?:GPU|device|VRAM|video|accelerator) memory"
     r"|(?<!running )(?<!run )(?<!If )(?<!pinned memory: )\bout of memory\b(?! error occurs)"
     r"|\bKV cache pool is full\. Retract requests",
     re.IGNORECASE,
@@ -331,6 +340,10 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
             r"|Warmup failed, because of .{0,80}out of memory"
             r"|\bllama_model_load: error loading model|\bllama_load_model_from_file: failed to load model"
             r"|model requires more system memory"
+            # a scheduler's refusal to place the model where its memory estimate does not fit (:data:`DEVICE_OOM`):
+            # nothing has loaded yet
+            r"|(?i:\b(?:cannot|can't|could not|couldn't|unable to|failed to) (?:fit|place|schedule) (?:the )?model\b"
+            r".{0,60}?\b(?:into|in|on|onto) (?:the )?(?:available |free )?(?:GPU|device|VRAM|video|accelerator) memory)"
             # TensorRT-LLM names the component it could not create (py_executor_creator.py, in creation order: the
             # model and a draft model, the guided decoder, the sampler, the temporary KV cache, speculative
             # resources, the drafter and executor resources sized for the estimate, the profiling forward's own
@@ -390,6 +403,19 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     ("runtime", re.compile(r"Model actor is out of memory")),
 )
 
+#: TensorRT-LLM's C++ batch manager and executor in the native backtrace its checks print under an error (one frame a
+#: line, or a line's literal ``\\n`` between them): the functions of one generation step over the scheduled requests.
+#: ``Executor::Impl::executionLoop`` fetches new requests and calls ``forwardAsync``, which wraps any error of the step
+#: as "Encountered an error in forwardAsync function" (cpp/tensorrt_llm/executor/executor.cpp@7ed07f06);
+#: ``TrtGptModelInflightBatching::forwardAsync`` runs ``executeBatch`` -> ``executeStep``, which calls
+#: ``RuntimeBuffers::prepareStep`` on the step's context and generation requests
+#: (cpp/tensorrt_llm/batch_manager/trtGptModelInflightBatching.cpp). The model's construction (engine load, KV cache,
+#: buffers sized for the maximum batch) runs in the constructors, outside these: an out-of-memory error under them came
+#: while serving.
+NATIVE_SERVING = re.compile(
+    r"\bRuntimeBuffers::prepareStep\b|\bTrtGptModel\w*::(?:forwardAsync|forwardSync|executeStep|executeBatch)\b"
+    r"|\bExecutor::Impl::(?:forwardAsync|executionLoop)\b|Encountered an error in forwardAsync function"
+)
 #: llama.cpp's compute-buffer reservation (src/llama-context.cpp ``graph_reserve`` / ``sched_reserve``: "failed to
 #: allocate compute buffers", older ``llama_new_context_with_model`` the same, the prompt's "compute pp buffers"; ggml's
 #: graph allocator ``ggml_gallocr_reserve_n``, which only compute graphs go through: weights and the KV cache are
@@ -479,6 +505,27 @@ PYTHON_ERROR_TEXT = re.compile(
     r"|^'[\w.]+' object (?:has no attribute '\w+'|is not (?:subscriptable|iterable|callable))"
     r"|^[\w.]+\(\) (?:got an unexpected keyword argument|missing \d+ required (?:positional|keyword-only) argument"
     r"|takes \d+ positional arguments? but \d+ (?:was|were) given)|^(?:list|tuple) index out of range$"
+)
+#: The message of a check that failed on a shape, a value or a setting (``size_k must divisible by BLOCK_SIZE_K``,
+#: ``... is not supported``, ``expected N, got M``), as a program raises it in a ``ValueError``, an assertion or a
+#: ``RuntimeError`` of its own. vLLM's engine logs such an exception's message as its own error record right before
+#: the traceback (vllm/engine/multiprocessing/engine.py@02d0d889 ``run_mp_engine``, its ``except BaseException``:
+#: ``logger.exception(e)``, which prints ``str(e)`` and then the traceback, every line behind the same prefix): the
+#: traceback is that failed check's, whatever its last lines, which an excerpt may cut, would say. Read only on an
+#: error record without memory words.
+FAILED_CHECK = re.compile(
+    r"\b(?:must|should)\b|\bnot supported\b|\bunsupported\b|\binvalid\b|\bexpected\b.{0,80}\b(?:got|but)\b"
+    r"|\bdo(?:es)? not match\b|\bmismatch|\bdivisible\b",
+    re.IGNORECASE,
+)
+#: A collective-communication failure in its library's or the OS's words (oneCCL's ``|CCL_ERROR|``, NCCL's error codes
+#: as torch prints them, "unhandled system error", a peer's socket gone: "Broken pipe", "Connection reset by peer"):
+#: stated right above a traceback, it is what that traceback raised (vLLM's worker then reports "Error executing
+#: method init_device", whose own message names no cause). Read only on lines without memory words (NCCL relays a
+#: CUDA allocation's failure as "Cuda failure 'out of memory'").
+COMM_FAILURE = re.compile(
+    r"\|CCL_ERROR\||\bnccl(?:System|Internal|InvalidUsage|Remote)Error\b|\bNCCL error\b|\bunhandled system error\b"
+    r"|\bBroken pipe\b|\bConnection reset by peer\b|\bHCCL error\b"
 )
 #: An error message that explains the traceback after it (vLLM's logger prints the error before the traceback): an
 #: exception line, Habana's ``FATAL ERROR ::``, or a failure stated with its reason (``EngineCore failed to start:
@@ -709,6 +756,11 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "[graphreduction]",
             "output network tensors",
             "[trt-llm] [i] build tensorrt engine",
+            # its kernel library set up for the build, and its timing of each layer's candidate kernels (tactics),
+            # which only a build does (a built engine runs the tactics chosen then): "[MemUsageChange] Init builder
+            # kernel library", "Skipping tactic N due to insufficient memory on requested size of N"
+            "init builder kernel library",
+            "skipping tactic",
         ),
     ),
     (
@@ -824,6 +876,11 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "llama_perf_context_print:",
             "started grpcinferenceservice",
             "started httpservice",
+            # a client's readiness calls to Triton answered (tritonclient's InferenceServerClient.is_server_live,
+            # is_server_ready, is_model_ready: the KServe v2 health endpoints), which only the endpoints above answer,
+            # and Triton opens them once its models are loaded (src/main.cc): the server was up and serving
+            "is_server_ready()",
+            "is_model_ready()",
             # mistral.rs once its pipeline is built and its router listens (mistralrs-server/src/main.rs: "Serving on
             # http://IP:PORT.", "OpenAI-compatible server listening on http://IP:PORT." since, @6463ff27)
             "serving on http://",

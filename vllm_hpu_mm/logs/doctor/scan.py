@@ -6,6 +6,9 @@ finished starting or died) and keeps, for the latest run that shows a failure, w
 - the first out-of-memory line (device or host) with the traceback around it and the frames it names;
 - vLLM's or TGI's KV-cache refusal;
 - the last phase line before the failure (weights loaded, KV cache sized, capture started, serving);
+- an error of another kind the run shows: a traceback's message printed without its class, a failed check or a
+  collective's failure stated right above a traceback, an exception line that closed the traceback the run then
+  prints again, cut;
 - a traceback the log stops inside (no exception line after its frames), and a counted phase it stops inside
   (``[Warmup][..][i/n]`` with i < n, the CUDA-graph bar, weight shards: alone, no evidence of a failure);
 - the Gaudi memory split, the warm-up line, the model, the runtime.
@@ -28,12 +31,14 @@ from vllm_hpu_mm.logs.patterns import (
     BACKEND_ALLOC,
     BARE_KILL,
     CALL,
+    COMM_FAILURE,
     COMMAND_LINE,
     DECODE_RESERVE,
     DEVICE_OOM,
     ELISION,
     ERROR_MESSAGE,
     EXCEPTION_LINE,
+    FAILED_CHECK,
     FATAL_SHUTDOWN,
     FRAME_HEAD,
     GAUDI_MEMORY,
@@ -48,6 +53,7 @@ from vllm_hpu_mm.logs.patterns import (
     MESSAGE_STAGES,
     METHOD,
     MODEL,
+    NATIVE_SERVING,
     NEGATIVE_KV,
     NO_EXHAUSTION,
     PHASE_MARKERS,
@@ -255,6 +261,9 @@ class _Run:
         #: Device out-of-memory lines by the worker that printed them (its tag; at most MAX_WORKERS tags).
         self.ooms: Counter[str] = Counter()
         self.error: tuple[int, str] | None = None
+        #: The last traceback an exception line of another kind than memory closed: (that line, its text, the names
+        #: of its frames).
+        self.raised: tuple[int, str, frozenset[str]] | None = None
         self.elided = -1  # the last elision line
 
     @property
@@ -383,8 +392,12 @@ class Scanner:
     def _traceback_lines(self, run: _Run, k: int, text: str) -> None:
         tb = run.tb
         if TRACEBACK_START in text:
-            explained = _explained(list(self.recent)[:-1])
+            before = list(self.recent)[:-1]
+            check = _stated_error(before)
+            explained = check is not None or _explained(before)
             run.tb = tb = _Traceback(k, explained)
+            if check is not None and run.error is None:
+                run.error = check
             if run.method is not None and k - run.method.line <= 3:
                 tb.frames.append(run.method)
         if "ethod" in text or "callback" in text or "{" in text:
@@ -414,6 +427,8 @@ class Scanner:
             body = strip_prefix(text)
             if EXCEPTION_LINE.match(body) or RAISED.match(body):
                 tb.closed = True
+                if tb.frames and _oom_kind(text) is None:
+                    run.raised = (k, text, frozenset(f.func for f in tb.frames if f.func))
             elif body.strip() and k - tb.last <= MAX_GAP + 1 and body[:1].isspace():
                 tb.last = k  # a caret line, a wrapped source line
                 tb.prefix = _prefix(text)
@@ -448,8 +463,12 @@ class Scanner:
         tb = run.tb
         is_open = tb is not None and not tb.closed and not tb.explained and bool(tb.frames)
         open_tb = OpenTraceback(tuple(tb.frames), tb.last) if tb is not None and is_open else None
+        error = run.error
+        if open_tb is not None and run.raised is not None and _reprinted(open_tb, run.raised):
+            # the same failure printed again (another rank, the process's own handler), cut: it ended in that error
+            open_tb, error = None, error or run.raised[:2]
         return RunFeatures(run.failure, run.kv, open_tb, run.progress, run.phase, run.warmup, run.completed_at,
-                           run.end, run.gaudi, run.kv_fit, max(run.ooms.values(), default=0), run.error)  # fmt: skip
+                           run.end, run.gaudi, run.kv_fit, max(run.ooms.values(), default=0), error)  # fmt: skip
 
     def _new_run(self, k: int) -> None:
         features = self._features(self.run)
@@ -473,14 +492,18 @@ def _message(
     phase: tuple[Stage, int, str] | None, near: list[tuple[int, str]], after: list[tuple[int, str]]
 ) -> tuple[Stage | None, MessageKind | None, int]:
     """The stage the failure's own lines name, which kind of message named it and on which line: a message that names
-    its phase (:data:`~vllm_hpu_mm.logs.patterns.MESSAGE_STAGES`); else a compute-buffer reservation (start-up, or
-    serving where the phase lines say it had begun); else a failed model load before any later phase line, reported
-    anywhere in the :data:`AHEAD` lines ``after`` the failure (a host or launcher reports the load it waited for once
-    the worker's error and its allocator's figures are printed: TGI's "Shard 0 failed to start")."""
+    its phase (:data:`~vllm_hpu_mm.logs.patterns.MESSAGE_STAGES`); else a native backtrace's serving frames anywhere in
+    the :data:`AHEAD` lines (:data:`~vllm_hpu_mm.logs.patterns.NATIVE_SERVING`); else a compute-buffer reservation
+    (start-up, or serving where the phase lines say it had begun); else a failed model load before any later phase
+    line, reported anywhere in the :data:`AHEAD` lines ``after`` the failure (a host or launcher reports the load it
+    waited for once the worker's error and its allocator's figures are printed: TGI's "Shard 0 failed to start")."""
     for stage, pattern in MESSAGE_STAGES:
         for j, line in near:
             if pattern.search(line):
                 return stage, None, j
+    for j, line in [*near, *after]:  # a native backtrace lists its frames under the error, innermost first
+        if NATIVE_SERVING.search(line):
+            return "runtime", None, j
     for pattern in (RESERVE_FAILED, BACKEND_ALLOC):  # the reservation's own line first, where both are there
         for j, line in near:
             if pattern.search(line):
@@ -516,6 +539,40 @@ def _explained(before: list[tuple[int, str]]) -> bool:
     if not any(line.lstrip().startswith(CHAINED) for _, line in near):
         return False
     return any(ERROR_RECORD.match(line) and _oom_kind(line) is None for _, line in before[-CHAIN_BACK:])
+
+
+def _stated_error(before: list[tuple[int, str]]) -> tuple[int, str] | None:
+    """The line right above a traceback that states what it raised, an error of another kind than memory, or None:
+    an error record stating a failed check (:data:`~vllm_hpu_mm.logs.patterns.FAILED_CHECK`: the exception's message,
+    logged first by vLLM's ``logger.exception(e)``), or a collective-communication failure in either of the two lines
+    above it (:data:`~vllm_hpu_mm.logs.patterns.COMM_FAILURE`)."""
+    for k, line in reversed(before[-2:]):
+        if "memory" in line.lower() or _oom_kind(line) is not None:
+            continue
+        if COMM_FAILURE.search(line):
+            return k, line
+    if not before:
+        return None
+    k, line = before[-1]
+    if not ERROR_RECORD.match(line) or "memory" in line.lower() or _oom_kind(line) is not None:
+        return None
+    return (k, line) if FAILED_CHECK.search(strip_prefix(line)) else None
+
+
+#: Least frames a cut traceback must show to be read as an earlier error printed again (outer frames alone, the
+#: interpreter's entry and ``main``, are shared by any two tracebacks of one program).
+REPRINT_FRAMES = 2
+
+
+def _reprinted(tb: OpenTraceback, raised: tuple[int, str, frozenset[str]]) -> bool:
+    """Whether the traceback ``tb`` the run stops inside is the one an earlier exception line of another kind closed,
+    printed again and cut: it opens within :data:`BACK` lines after that line and every frame it shows is one of that
+    traceback's. SGLang's scheduler prints its failure twice (the exception's own traceback, then "Scheduler hit an
+    exception: " with the same traceback: python/sglang/srt/managers/scheduler.py ``run_scheduler_process``), and
+    every rank of a tensor-parallel group prints the same one."""
+    names = [f.func for f in tb.frames if f.func]
+    first = tb.frames[0].line
+    return len(names) >= REPRINT_FRAMES and 0 < first - raised[0] <= BACK and all(n in raised[2] for n in names)
 
 
 def _wrapped(previous: str, text: str) -> bool:
