@@ -59,6 +59,7 @@ __all__ = [
     "METHOD",
     "MODEL",
     "NATIVE_SERVING",
+    "NATIVE_STARTUP",
     "NEGATIVE_KV",
     "NO_EXHAUSTION",
     "PHASE_MARKERS",
@@ -101,11 +102,19 @@ KV_REFUSAL = re.compile(
     r"|Not enough memory\. Please try to increase --mem-fraction-static"
     # SGLang's pool configurator when the loaded weights leave nothing under --mem-fraction-static
     r"|leaves? no (?:GPU |device )?memory for the KV cache"
+    # a cache sized from the memory left that holds fewer blocks than the configuration asks for: vLLM's hybrid
+    # models need one Mamba state block per running sequence and refuse a max_num_seqs above the blocks the budget
+    # gave ("max_num_seqs (N) exceeds available Mamba cache blocks (M)", vllm/config/compilation.py@ee525ce4, before
+    # graph capture; its healthy warning "Capping cudagraph capture sizes ... to fit Mamba cache blocks" is no
+    # refusal), and vllm-rbln's worker when the device cannot hold the blocks it sized ("Not enough memory for N
+    # blocks of KV cache.", RBLN-SW/vllm-rbln #1000)
+    r"|exceeds available \w+ cache blocks \(\d+\)|Not enough memory for \d+ blocks of KV cache"
 )
 #: Substrings one of which every KV refusal or negative-KV line holds (a cheap first check).
 KV_WORDS = ("No available memory", "maximum number of tokens", "KV cache is needed", "Insufficient memory",
             "requested memory for kv", "KV cache memory: -", "KV Cache is -", "blocks: 0", "blocks=0",
-            "max seq len", "total tokens", "increase --mem-fraction-static", "memory for the KV cache")  # fmt: skip
+            "max seq len", "total tokens", "increase --mem-fraction-static", "memory for the KV cache",
+            "cache blocks (", "blocks of KV cache")  # fmt: skip
 #: Profiling that leaves nothing (or less than nothing) for the KV cache: V1 and V0 wordings (``num_gpu_blocks=0``
 #: alone is also how a block-count override is announced, so it counts only as the result of profiling).
 NEGATIVE_KV = re.compile(
@@ -213,6 +222,10 @@ DEVICE_OOM = re.compile(
     # allocated"; as a warning, ``[W]``, it is the engine builder skipping a tactic that needs more: no failure)
     r"|_OUT_OF_(?:DEVICE_)?MEMORY\b|OutOfDeviceMemory|\b[A-Z]+_STATUS_ALLOC_FAILED\b|cudaErrorMemoryAllocation"
     r"|rocblas_status_memory_error|ACL_ERROR_RT_MEMORY_ALLOCATION"
+    # TensorRT's builder: a layer or plugin needs more scratch (workspace) device memory than the builder may use
+    # ("requires N bytes of scratch space, but only M is available", NVIDIA/TensorRT-LLM #841, an error of code 4
+    # that fails the engine build); as a warning, ``[W]``, it is a tactic skipped, no failure
+    r"|^(?!.*\[W\]).*\brequires \d+ bytes of scratch space, but only \d+ is available"
     r"|\bEL0004:.{0,80}Failed to allocate memory"  # Ascend's driver (CANN error code EL0004)
     # torch_npu's words for the ACL runtime's allocation errors (Ascend/pytorch
     # torch_npu/csrc/core/npu/NPUErrorCodes.h@96fd0335 error_code_map: 207001 and 207005 "Failed to apply for
@@ -416,6 +429,12 @@ NATIVE_SERVING = re.compile(
     r"\bRuntimeBuffers::prepareStep\b|\bTrtGptModel\w*::(?:forwardAsync|forwardSync|executeStep|executeBatch)\b"
     r"|\bExecutor::Impl::(?:forwardAsync|executionLoop)\b|Encountered an error in forwardAsync function"
 )
+#: TensorRT-LLM's runtime made from a built engine, in the same native backtraces: ``TllmRuntime``'s constructor
+#: deserialises the engine onto the device and takes the engine's own device buffer through its ``BufferManager``
+#: (cpp/tensorrt_llm/runtime/tllmRuntime.cpp@7ed07f06), before any KV cache or request: an out-of-memory error under
+#: it is the model's load, start-up (NVIDIA/TensorRT-LLM #1556: cudaMallocAsync out of memory in
+#: ``BufferManager::gpu`` under ``TllmRuntime::TllmRuntime``).
+NATIVE_STARTUP = re.compile(r"\bTllmRuntime::TllmRuntime\(")
 #: llama.cpp's compute-buffer reservation (src/llama-context.cpp ``graph_reserve`` / ``sched_reserve``: "failed to
 #: allocate compute buffers", older ``llama_new_context_with_model`` the same, the prompt's "compute pp buffers"; ggml's
 #: graph allocator ``ggml_gallocr_reserve_n``, which only compute graphs go through: weights and the KV cache are

@@ -54,6 +54,7 @@ from vllm_hpu_mm.logs.patterns import (
     METHOD,
     MODEL,
     NATIVE_SERVING,
+    NATIVE_STARTUP,
     NEGATIVE_KV,
     NO_EXHAUSTION,
     PHASE_MARKERS,
@@ -314,6 +315,8 @@ class Scanner:
             self.skipped.add(k + 1, text, exc)
         self._traceback_lines(run, k, text)
         kind = _oom_kind(text)
+        if kind is None and (joined := self._continued(text)) is not None:
+            kind, text = "device", joined
         if kind == "host" and self._shutdown_kill(text):
             kind = None
         summary = "unable to allocate" in text or "failed to allocate buffer" in text
@@ -329,6 +332,18 @@ class Scanner:
         if run.failure is None and run.pending is None and kind is not None:
             gap = run.phase is not None and run.elided > run.phase[1]
             run.pending = (k, text, kind, list(self.recent)[:-1], run.phase, run.warmup, gap)
+
+    def _continued(self, text: str) -> str | None:
+        """The record a terminal or issue form wrapped over this line and the one before it, where only the two
+        together state the device running out (vLLM's "Free memory on device ... on startup is less than / desired
+        GPU memory utilization ..."); None where the line starts a record of its own (:func:`_continues`)."""
+        if len(self.recent) < 2:
+            return None
+        previous = self.recent[-2][1]
+        if not _continues(previous, text) or _oom_kind(previous) is not None:
+            return None
+        joined = f"{previous.rstrip()} {text}"
+        return joined if _oom_kind(joined) == "device" else None
 
     def _buffer_summary(self, text: str) -> bool:
         """Whether ``text`` is llama.cpp's loader summary of a buffer it could not allocate, with no other cause in
@@ -493,7 +508,8 @@ def _message(
 ) -> tuple[Stage | None, MessageKind | None, int]:
     """The stage the failure's own lines name, which kind of message named it and on which line: a message that names
     its phase (:data:`~vllm_hpu_mm.logs.patterns.MESSAGE_STAGES`); else a native backtrace's serving frames anywhere in
-    the :data:`AHEAD` lines (:data:`~vllm_hpu_mm.logs.patterns.NATIVE_SERVING`); else a compute-buffer reservation
+    the :data:`AHEAD` lines (:data:`~vllm_hpu_mm.logs.patterns.NATIVE_SERVING`, or start-up's
+    :data:`~vllm_hpu_mm.logs.patterns.NATIVE_STARTUP`); else a compute-buffer reservation
     (start-up, or serving where the phase lines say it had begun); else a failed model load before any later phase
     line, reported anywhere in the :data:`AHEAD` lines ``after`` the failure (a host or launcher reports the load it
     waited for once the worker's error and its allocator's figures are printed: TGI's "Shard 0 failed to start")."""
@@ -504,6 +520,8 @@ def _message(
     for j, line in [*near, *after]:  # a native backtrace lists its frames under the error, innermost first
         if NATIVE_SERVING.search(line):
             return "runtime", None, j
+        if NATIVE_STARTUP.search(line):
+            return "startup", None, j
     for pattern in (RESERVE_FAILED, BACKEND_ALLOC):  # the reservation's own line first, where both are there
         for j, line in near:
             if pattern.search(line):
@@ -583,6 +601,21 @@ def _wrapped(previous: str, text: str) -> bool:
     return len(previous) >= 80 and not previous[-1:].isspace() and mid_word
 
 
+#: How long a line a terminal or an issue form wraps at least is (the narrowest wrap seen: 80 columns, less its
+#: margin), and what ends a record rather than breaking it.
+WRAP_WIDTH, _RECORD_ENDS = 60, (".", "!", "?", ":", ";", ")", "]", "}", ",")
+
+
+def _continues(previous: str, text: str) -> bool:
+    """Whether ``text`` may carry on the record ``previous`` began, wrapped: ``previous`` is as long as a wrapped line
+    and stops mid-sentence, and ``text`` opens with a word, with no log prefix, indentation or traceback line of its
+    own (a new record, a frame or a message under a traceback keep their lines apart)."""
+    body = previous.rstrip()
+    if len(body) < WRAP_WIDTH or body.endswith(_RECORD_ENDS) or not text[:1].isalpha():
+        return False
+    return strip_prefix(text) == text and not text.startswith(_TRACEBACK_WORDS) and not frames_in(text)
+
+
 #: Words that offer what follows as one possible cause, not as what happened: Ray's raylet lists the OOM killer first
 #: among "potential root causes" of any worker that died (its SIGKILL, ``ray stop --force``, a segfault: an NCCL
 #: watchdog's abort ends the same way), and other runtimes' hints say what "may be caused by" or "could be due to"
@@ -612,7 +645,7 @@ def _oom_kind(text: str) -> Memory | None:
     if not ("memory" in low or "devmem" in low or "kill" in low or "-9" in text or "137" in text or "oom" in low
             or "outofme" in low or "out of" in low or "resource_exhausted" in low or "mmap" in low
             or "alloc" in low or "vram" in low or "retract" in low or "code is 2070" in low
-            or "1455" in text):  # fmt: skip
+            or "1455" in text or "scratch space" in low):  # fmt: skip
         return None
     if COMMAND_LINE.match(strip_prefix(text)) or NO_EXHAUSTION.search(text):
         return None  # typed or pasted input, a failure the program goes on from, a missing name
