@@ -104,8 +104,9 @@ KV_REFUSAL = re.compile(
     r"|leaves? no (?:GPU |device )?memory for the KV cache"
     # a cache sized from the memory left that holds fewer blocks than the configuration asks for: vLLM's hybrid
     # models need one Mamba state block per running sequence and refuse a max_num_seqs above the blocks the budget
-    # gave ("max_num_seqs (N) exceeds available Mamba cache blocks (M)", vllm/config/compilation.py@ee525ce4, before
-    # graph capture; its healthy warning "Capping cudagraph capture sizes ... to fit Mamba cache blocks" is no
+    # gave ("max_num_seqs (N) exceeds available Mamba cache blocks (M)", raised before graph capture, as posted in
+    # vllm-project/recipes #551 and placed in vllm/config/compilation.py by users' reports; the stored snapshot,
+    # ee525ce4, predates it; its healthy warning "Capping cudagraph capture sizes ... to fit Mamba cache blocks" is no
     # refusal), and vllm-rbln's worker when the device cannot hold the blocks it sized ("Not enough memory for N
     # blocks of KV cache.", RBLN-SW/vllm-rbln #1000)
     r"|exceeds available \w+ cache blocks \(\d+\)|Not enough memory for \d+ blocks of KV cache"
@@ -430,10 +431,10 @@ NATIVE_SERVING = re.compile(
     r"|\bExecutor::Impl::(?:forwardAsync|executionLoop)\b|Encountered an error in forwardAsync function"
 )
 #: TensorRT-LLM's runtime made from a built engine, in the same native backtraces: ``TllmRuntime``'s constructor
-#: deserialises the engine onto the device and takes the engine's own device buffer through its ``BufferManager``
-#: (cpp/tensorrt_llm/runtime/tllmRuntime.cpp@7ed07f06), before any KV cache or request: an out-of-memory error under
-#: it is the model's load, start-up (NVIDIA/TensorRT-LLM #1556: cudaMallocAsync out of memory in
-#: ``BufferManager::gpu`` under ``TllmRuntime::TllmRuntime``).
+#: deserialises the engine and then takes the engine's own device memory through ``BufferManager::gpu``
+#: (cpp/tensorrt_llm/runtime/tllmRuntime.cpp@0165bd7a), before any KV cache or request: an out-of-memory error under
+#: it is the model's load, start-up (NVIDIA/TensorRT-LLM #1556: cudaMallocAsync out of memory in ``BufferManager::gpu``
+#: under ``TllmRuntime::TllmRuntime``).
 NATIVE_STARTUP = re.compile(r"\bTllmRuntime::TllmRuntime\(")
 #: llama.cpp's compute-buffer reservation (src/llama-context.cpp ``graph_reserve`` / ``sched_reserve``: "failed to
 #: allocate compute buffers", older ``llama_new_context_with_model`` the same, the prompt's "compute pp buffers"; ggml's
