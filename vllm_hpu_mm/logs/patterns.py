@@ -197,6 +197,14 @@ NO_EXHAUSTION = re.compile(
 #: ggml's device backends as its buffers are named (``CUDA0``, ``Vulkan1``; a host buffer, ``CUDA_Host`` or
 #: ``CPU``, is not device memory).
 _GGML_DEVICES = "(?:CUDA|ROCm|HIP|Metal|Vulkan|SYCL|CANN|MUSA)"
+#: A scheduler's or runner's refusal to place a model on a device whose free memory is below the model's estimate,
+#: before anything loads (helixml/helix api/pkg/runner/controller.go@c96c7130 startTaskLoop -> createModelInstance:
+#: "cannot fit model requiring gpu memory X into available gpu memory Y"): a device OOM (:data:`DEVICE_OOM`) at
+#: start-up (:data:`MESSAGE_STAGES`).
+_PLACEMENT_REFUSED = (
+    r"\b(?:cannot|can't|could not|couldn't|unable to|failed to) (?:fit|place|schedule) (?:the )?model\b.{0,60}?"
+    r"\b(?:into|in|on|onto) (?:the )?(?:available |free )?(?:GPU|device|VRAM|video|accelerator) memory"
+)
 #: The device ran out (CUDA, ROCm, XPU, Gaudi, TPU), in the errors' own words; an excerpt cut inside the error
 #: (``CUDA out of``, ``OutOfMe``) still counts. vLLM's advice lines ("If you are running out of memory, ...", "If
 #: out-of-memory error occurs during cudagraph capture, ...") are not errors.
@@ -306,12 +314,9 @@ DEVICE_OOM = re.compile(
     # while serving, :data:`SGLANG_POOL`. ggml's CUDA backend reports a pinned host buffer it could not get and falls
     # back to pageable memory, "failed to allocate N MiB of pinned memory: out of memory", ggml-cuda.cu
     # ggml_cuda_host_malloc)
-    # a scheduler's or runner's refusal to place a model on a device whose free memory is below the model's
-    # estimate, before anything loads (helixml/helix api/pkg/runner/controller.go@c96c7130 startTaskLoop ->
-    # createModelInstance: "cannot fit model requiring gpu memory X into available gpu memory Y"); the refusal alone,
-    # not an estimate that the model will not fit and so goes to the CPU (Ollama's, above)
-    r"|\b(?:cannot|can't|could not|couldn't|unable to|failed to) (?:fit|place|schedule) (?:the )?model\b.{0,60}?"
-    r"\b(?:into|in|on|onto) (?:the )?(?:available |free )?(?:GPU|device|VRAM|video|accelerator) memory"
+    # a scheduler's or runner's refusal to place a model (:data:`_PLACEMENT_REFUSED`); the refusal alone, not an
+    # estimate that the model will not fit and so goes to the CPU (Ollama's, above)
+    rf"|{_PLACEMENT_REFUSED}"
     r"|(?<!running )(?<!run )(?<!If )(?<!pinned memory: )\bout of memory\b(?! error occurs)"
     r"|\bKV cache pool is full\. Retract requests",
     re.IGNORECASE,
@@ -356,8 +361,7 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
             r"|model requires more system memory"
             # a scheduler's refusal to place the model where its memory estimate does not fit (:data:`DEVICE_OOM`):
             # nothing has loaded yet
-            r"|(?i:\b(?:cannot|can't|could not|couldn't|unable to|failed to) (?:fit|place|schedule) (?:the )?model\b"
-            r".{0,60}?\b(?:into|in|on|onto) (?:the )?(?:available |free )?(?:GPU|device|VRAM|video|accelerator) memory)"
+            rf"|(?i:{_PLACEMENT_REFUSED})"
             # TensorRT-LLM names the component it could not create (py_executor_creator.py, in creation order: the
             # model and a draft model, the guided decoder, the sampler, the temporary KV cache, speculative
             # resources, the drafter and executor resources sized for the estimate, the profiling forward's own
