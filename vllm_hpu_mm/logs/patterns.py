@@ -17,6 +17,7 @@ from vllm_hpu_mm.logs.numbers import number
 from vllm_hpu_mm.values import Stage
 
 __all__ = [
+    "ALLOCATOR_BOOKKEEPING",
     "ANSI",
     "BARE_KILL",
     "BUCKET_PAIR",
@@ -32,7 +33,9 @@ __all__ = [
     "ENGINE_LENGTH",
     "ERROR_MESSAGE",
     "EXCEPTION_LINE",
+    "EXCEPTION_NAMED",
     "FAILED_CHECK",
+    "FAILURE_MARK",
     "FATAL_SHUTDOWN",
     "FRAME",
     "FRAME_HEAD",
@@ -41,20 +44,27 @@ __all__ = [
     "GAUDI_KV_DUMMY",
     "GAUDI_MEMORY",
     "GENERATED_BUCKETS",
+    "GOES_ON",
+    "HOST_BUFFER",
     "HOST_OOM",
+    "HOST_RESOURCE",
     "HPU_BLOCKS",
     "HPU_CACHE_ENGINE",
     "HPU_PROFILE_RUN",
     "HPU_TOTAL",
     "HPU_WEIGHTS",
+    "INFO_LEVEL",
     "KV_CACHE_TOKENS",
     "KV_ESTIMATE",
     "KV_REFUSAL",
     "KV_TOKENS",
     "KV_WORDS",
     "LINE_PREFIX",
+    "LLAMA_SUMMARY",
     "LOAD_FAILED",
     "LOG_TIME",
+    "MEMORY_REFUSED",
+    "MEMORY_REFUSED_WORDS",
     "MESSAGE_STAGES",
     "METHOD",
     "MODEL",
@@ -172,6 +182,10 @@ HOST_OOM = re.compile(
     # complete."): what Python's OSError ("[WinError 1455]") and Rust's io::Error ("os error 1455") print when a
     # model's weights are mapped or loaded on a Windows host
     r"|The paging file is too small for this operation|\[WinError 1455\]|\(os error 1455\)"
+    # Rust's global allocator refused the heap (rust-lang/rust library/std/src/alloc.rs@00e208e3
+    # default_alloc_error_hook: "memory allocation of N bytes failed", then process::abort): mistral.rs, candle, TGI's
+    # router and any Rust host print it for host memory
+    r"|\bmemory allocation of \d+ bytes failed"
 )
 #: A line typed, not printed: a shell command at its prompt (``$ docker run --oom-kill-disable ...``, ``user@host:~$
 #: dmesg | grep oom-kill``, ``(venv) root@box:/# ...``), a comment (``# avoid OOMKilled: set a memory limit``), or
@@ -205,6 +219,15 @@ _PLACEMENT_REFUSED = (
     r"\b(?:cannot|can't|could not|couldn't|unable to|failed to) (?:fit|place|schedule) (?:the )?model\b.{0,60}?"
     r"\b(?:into|in|on|onto) (?:the )?(?:available |free )?(?:GPU|device|VRAM|video|accelerator) memory"
 )
+#: llama.cpp's server gives a batch of requests up when the KV cache has no free cells left for it: ``llama_decode``
+#: returns 1, "could not find a KV slot for the batch" (Mozilla-Ocho/llamafile llama.cpp/llama.h@cfa861a6 line 838);
+#: the server halves the batch and retries, a warning it goes on from ("failed to find free space in the KV cache,
+#: retrying with smaller n_batch = N"), and at a batch of one gives up: "failed to decode the batch, n_batch = 1, ret =
+#: 1" (llama.cpp/server/server.cpp@cfa861a6 lines 2041-2048, update_slots), later "failed to decode the batch: KV cache
+#: is full - try increasing it via the context size, ..." (ggml-org/llama.cpp examples/server/server.cpp@03d4bccb
+#: update_slots, SRV_ERR), since "Context size has been exceeded., ..., ret = 1". Only requests' batches are decoded
+#: there: the cache ran out while serving (:data:`MESSAGE_STAGES`).
+_KV_NO_SLOT = r"failed to decode the batch\b.{0,160}?\bret = 1\b|failed to decode the batch: KV cache is full"
 #: The device ran out (CUDA, ROCm, XPU, Gaudi, TPU), in the errors' own words; an excerpt cut inside the error
 #: (``CUDA out of``, ``OutOfMe``) still counts. vLLM's advice lines ("If you are running out of memory, ...", "If
 #: out-of-memory error occurs during cudagraph capture, ...") are not errors.
@@ -318,7 +341,95 @@ DEVICE_OOM = re.compile(
     # estimate that the model will not fit and so goes to the CPU (Ollama's, above)
     rf"|{_PLACEMENT_REFUSED}"
     r"|(?<!running )(?<!run )(?<!If )(?<!pinned memory: )\bout of memory\b(?! error occurs)"
-    r"|\bKV cache pool is full\. Retract requests",
+    r"|\bKV cache pool is full\. Retract requests"
+    rf"|{_KV_NO_SLOT}",
+    re.IGNORECASE,
+)
+#: The general rule, written once: a line that says a memory resource could not be provided. What was refused
+#: (:data:`_RESOURCE`): memory in any qualifier (device, host, system, video; VRAM, RAM, HBM), a buffer, the KV cache or
+#: its blocks, a memory pool, an arena, a workspace, scratch space, or a size in bytes an allocation asked for. How it
+#: was refused, in the words of the out-of-memory logs stored under tests/data/logs (every set): "out of",
+#: "insufficient", "not enough", "no free", "lack of", "no (more) available", "exceeds (the) available/free", "cannot /
+#: can't / could not / unable to / failed to allocate / reserve", "failed to find free", "... is insufficient / not
+#: enough / exhausted", "... allocation failed", "... is less than required / desired", "requires more ... than is
+#: available". Between the refusal and the resource only words come (no figure: "8.00 GiB out of the 19.53 GiB total
+#: CPU memory" is a share, not a shortage). Whether the line states a failure at all is :data:`FAILURE_MARK`'s and
+#: :data:`GOES_ON`'s to say (:func:`vllm_hpu_mm.logs.doctor.scan.refused_memory`); the programs' own wordings above
+#: stay, each with its citation, and decide first.
+_RESOURCE = (
+    r"(?:\b(?:device|host|system|GPU|CPU|NPU|HPU|XPU|TPU|video|shared|pinned|physical|global|free|available|enough"
+    r"|sufficient|contiguous)\s+){0,2}\b(?:memory|VRAM|RAM|HBM)\b"
+    r"|\bbuffers?\b|\bKV[ -]?cache\b(?:\s+(?:blocks?|pool))?|\b(?:KV|GPU|HPU|cache) blocks?\b"
+    r"|\b(?:memory|KV|token|request|block) pool\b|\barena\b|\bworkspace\b|\bscratch space\b"
+)
+#: At most one word between a refusal and what it refuses besides the resource's own qualifiers ("exceeds available
+#: Mamba cache blocks", "not enough free device memory"): "insufficient permissions to access shared memory" refuses a
+#: permission, not memory.
+_WORD = r"(?:(?:the|a|any)\s+)?(?:[A-Za-z][\w'-]*\s+)??"
+#: The rest of one clause: a full stop or a semicolon ends it, a decimal point ("(8.0/64.0 GiB)") does not.
+_CLAUSE = r"(?:[^.;]|\.(?=\d))"
+MEMORY_REFUSED = re.compile(
+    # the refusal, then what was refused
+    rf"\b(?:out of|insufficient|not enough|no free|lack of|no (?:more )?available|exceeds? (?:the )?(?:available|free))"
+    rf"\s+{_WORD}(?:{_RESOURCE})"
+    rf"|\b(?:cannot|can't|can not|could not|couldn't|unable to|fail(?:s|ed)? to|failure to)"
+    rf" (?:allocate|reserve|find (?:free|enough))\b.{{0,60}}?(?:{_RESOURCE}|\b\d[\d.,]*\s*(?:[KMGT]i?B|bytes)\b)"
+    rf"|\brequires? more\s+{_WORD}(?:{_RESOURCE}){_CLAUSE}{{0,40}}?\bthan\b{_CLAUSE}{{0,20}}?\b(?:available|free)\b"
+    # what was refused, then the refusal
+    rf"|(?:{_RESOURCE}){_CLAUSE}{{0,60}}?\b(?:(?:is|are|was|were|has been|have been) (?:insufficient|not enough)"
+    r"|(?:(?:is|are|was|were|has been|have been) )?exhausted"
+    r"|(?:is|are|was|were) less than (?:the )?(?:required|desired|needed|requested|minimum)"
+    r"|exceeds? (?:the )?(?:available|free))\b"
+    rf"|(?:{_RESOURCE})\s+(?:allocation|alloc)(?: of \S+ bytes)? (?:failed|error)\b",
+    re.IGNORECASE,
+)
+#: A refused memory resource that is no shortage of memory: room inside a buffer an allocator already holds (ggml's
+#: tensor allocator, "ggml_tallocr_alloc: not enough space in the buffer", its free-block list "out of free blocks":
+#: an assertion on its own bookkeeping, ggml/src/ggml-alloc.c), and vLLM's shared-memory broadcast waiting for a
+#: reader ("No available shared memory broadcast block found in 60 seconds", a hang or a slow step:
+#: vllm/distributed/device_communicators/shm_broadcast.py).
+ALLOCATOR_BOOKKEEPING = re.compile(
+    r"\bspace in the (?:\w+ )?buffer\b|\bfree blocks\b|\bshared memory broadcast\b", re.IGNORECASE
+)
+#: An exception named on a line: a class named ``...Error`` or ``...Exception`` (``Exception: ...`` too), a C++
+#: ``what():``, a ``raise`` a traceback shows.
+EXCEPTION_NAMED = re.compile(r"\b(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception)\b|\braise\b|\bwhat\(\):")
+#: A line that states a failure: an error or fatal level (``ERROR``, ``CRITICAL``, ``FATAL``, ``[E]``, Go's
+#: ``level=ERROR``, llama.cpp's ``E`` before the message, glog's and torch's ``E0529 15:05:55``), an exception
+#: (:data:`EXCEPTION_NAMED`), the words error, failed or failure ("cudaMalloc failed: out of memory"), or an abort
+#: (``abort``, ``fatal``, ``panic:``, ``terminate called``, an assertion). A refusal stated as a failed call ("failed to
+#: allocate", "unable to allocate", "cannot allocate", "allocation failed") is one by its own words.
+FAILURE_MARK = re.compile(
+    rf"{EXCEPTION_NAMED.pattern}|\b(?:error|critical|fatal|panic|terminate called|fail(?:ed|ure)|abort(?:ed|ing)?)\b"
+    r"|\[(?:E|F|error|fatal)\]|\blevel=(?:error|fatal)\b|\bassert(?:ion)?\b"
+    r"|(?-i:^.{0,40}?(?<!\S)[EF]\s|(?<!\w)[EF]\d{3,4} \d)"
+    r"|\b(?:cannot|can't|can not|could not|couldn't|unable to|fail(?:s|ed)? to|failure to) (?:allocate|reserve)\b"
+    r"|\b(?:allocation|alloc)(?: of \S+ bytes)? failed\b",
+    re.IGNORECASE,
+)
+#: A line that reports what the program goes on from: a warning level (``WARNING``, ``[W]``, Go's ``level=WARN``, a
+#: Python warning class), or the words of a retry, a fallback or a skipped step (LMCache's "WARNING: Failed to allocate
+#: memory for the KV cache." while serving goes on: lmcache/v1/cache_engine.py ``store``, "The KV cache will not be
+#: stored"; llama.cpp's server "failed to find free space in the KV cache,
+#: retrying with smaller n_batch"; TensorRT's builder "[W] ... Skipping tactic N due to insufficient memory"; a
+#: loader's "Not enough VRAM to load all requested layers ... skipping"), or pinned (page-locked) host memory refused,
+#: which a runtime replaces by pageable memory (ggml's CUDA backend: "ggml_cuda_host_malloc: failed to allocate N MiB
+#: of pinned memory: out of memory", ggml-cuda.cu, then a plain CPU buffer).
+GOES_ON = re.compile(
+    r"\bwarn\b|\w*warning\b|\[W\]|\blevel=warn|\bretry(?:ing)?\b|\bfall(?:ing|s)?\s?back\b|\bskipp(?:ing|ed)\b"
+    r"|\binstead\b|\bpinned memory\b",
+    re.IGNORECASE,
+)
+#: An information or debug level: such a line states a failure only by naming its exception (a launcher relaying a
+#: worker's traceback at its own level), not by the word error (advice, a summary of errors counted).
+INFO_LEVEL = re.compile(r"(?-i:\b(?:INFO|DEBUG|TRACE)\b|\[[ID]\])|\blevel=(?:info|debug)\b", re.IGNORECASE)
+#: Words one of which every :data:`MEMORY_REFUSED` match holds, with "out of" and "alloc" (which the doctor's first
+#: check on every line already looks for): a cheap first check, lower-case.
+MEMORY_REFUSED_WORDS = ("insuffic", "enough", "free", "lack", "availab", "exceed", "reserv", "require", "exhaust",
+                        "less than")  # fmt: skip
+#: What the refusal names as the host's: host, system, CPU or physical memory, RAM, a host buffer type.
+HOST_RESOURCE = re.compile(
+    r"\b(?:host|system|CPU|physical)\s+(?:memory|RAM)\b|\bRAM\b|\bCPU\w* buffers?\b|_Host buffers?\b",
     re.IGNORECASE,
 )
 #: vLLM V1's refusal to start when the device holds less free memory than its utilisation asks (``gpu_worker.py``
@@ -410,6 +521,8 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     ("runtime", re.compile(r"\b500 Internal Server Error: (?!.*(?:load|terminated|start))")),
     # SGLang's KV pool has no slot left for a scheduled batch of requests (:data:`SGLANG_POOL`)
     ("runtime", SGLANG_POOL),
+    # llama.cpp's server has no KV cell left for a batch of requests, after retrying smaller ones (:data:`_KV_NO_SLOT`)
+    ("runtime", re.compile(_KV_NO_SLOT)),
     # The failure's own line names the request it was working for by the id vLLM's OpenAI server gives a request
     # (entrypoints/openai serving_completion.py "cmpl-<id>", serving_chat.py "chatcmpl-<id>"): only a request carries
     # one (profiling, capture and warm-up run dummy batches without it), so the server was serving (tpu-inference's KV
@@ -483,10 +596,23 @@ LOAD_FAILED = re.compile(
 #: threw the same summary without the buffer's name (llama.cpp llm_load_tensors: ``throw std::runtime_error("failed to
 #: allocate buffer")`` when ggml_backend_alloc_ctx_tensors_from_buft returns none, which its loader prints as
 #: "llama_model_load: error loading model: failed to allocate buffer"; ggml's own line is compiled out of release
-#: builds, and hosts such as LlamaEdge's WASI-NN backend print only the summary).
+#: builds, and hosts such as LlamaEdge's WASI-NN backend print only the summary). The summary names the buffer type,
+#: a host one as well (``CUDA_Host``, ``CPU``: :data:`HOST_BUFFER`; llama.cpp's loader of early 2024 said "unable to
+#: allocate backend CPU buffer", "backend metal buffer", "backend buffer": Mozilla-Ocho/llamafile
+#: llama.cpp/llama.cpp@cfa861a6 lines 7781-7816).
 LOADER_BUFFER_SUMMARY = re.compile(
-    rf"\bunable to allocate {_GGML_DEVICES}\d* buffer\b|\berror loading model: failed to allocate buffer\s*$"
+    r"\bunable to allocate (?:backend )?(?:[\w-]+ )?buffer\b|\berror loading model: failed to allocate buffer\s*$"
 )
+#: A ggml host buffer type as llama.cpp's summaries name it: the CPU's (``CPU``, ``CPU_REPACK``, ``CPU_AARCH64``) and
+#: a device backend's pinned host buffer (``CUDA_Host``, ``ROCm_Host``), which falls back to a CPU one: the host's
+#: memory, as ggml's own refusal of such a buffer is (:data:`HOST_OOM`).
+HOST_BUFFER = re.compile(r"\ballocate (?:backend )?(?:CPU\w*|\w+_Host) buffer\b", re.IGNORECASE)
+#: llama.cpp's summaries of a buffer it could not make, for the weights (:data:`LOADER_BUFFER_SUMMARY`) or the KV cache
+#: ("failed to allocate buffer for kv cache", src/llama-kv-cache.cpp): they follow any failure of the buffer's tensors,
+#: so the general rule (:data:`MEMORY_REFUSED`) leaves them be; the backend's own line above them says what failed,
+#: and the loader's summary alone is read where no such line came first
+#: (:meth:`vllm_hpu_mm.logs.doctor.scan.Scanner._buffer_summary`).
+LLAMA_SUMMARY = re.compile(rf"{LOADER_BUFFER_SUMMARY.pattern}|failed to allocate buffer for kv cache")
 #: What a backend says when a buffer was allocated but a tensor in it could not be initialised.
 TENSOR_INIT_FAILED = "failed to initialize tensor"
 #: A line that stands for lines an excerpt left out (``...``, ``…``, ``[...]``, ``<snip>``, ``[... truncated ...]``),

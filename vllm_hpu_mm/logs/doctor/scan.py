@@ -28,6 +28,7 @@ from typing import Literal
 from vllm_hpu_mm.logs.doctor.source import LogSource, SourceSniffer
 from vllm_hpu_mm.logs.numbers import GarbledNumber, SkippedLines, integer, number
 from vllm_hpu_mm.logs.patterns import (
+    ALLOCATOR_BOOKKEEPING,
     BACKEND_ALLOC,
     BARE_KILL,
     CALL,
@@ -38,18 +39,27 @@ from vllm_hpu_mm.logs.patterns import (
     ELISION,
     ERROR_MESSAGE,
     EXCEPTION_LINE,
+    EXCEPTION_NAMED,
     FAILED_CHECK,
+    FAILURE_MARK,
     FATAL_SHUTDOWN,
     FRAME_HEAD,
     GAUDI_MEMORY,
+    GOES_ON,
+    HOST_BUFFER,
     HOST_OOM,
+    HOST_RESOURCE,
+    INFO_LEVEL,
     KV_ESTIMATE,
     KV_REFUSAL,
     KV_TOKENS,
     KV_WORDS,
     LINE_PREFIX,
+    LLAMA_SUMMARY,
     LOAD_FAILED,
     LOADER_BUFFER_SUMMARY,
+    MEMORY_REFUSED,
+    MEMORY_REFUSED_WORDS,
     MESSAGE_STAGES,
     METHOD,
     MODEL,
@@ -72,7 +82,7 @@ from vllm_hpu_mm.logs.patterns import (
 from vllm_hpu_mm.values import Stage
 
 __all__ = ["AHEAD", "BACK", "MAX_FRAMES", "Failure", "Frame", "GaudiMemory", "LogFeatures", "Memory", "MessageKind",
-           "OpenTraceback", "RunFeatures", "Scanner", "scan"]  # fmt: skip
+           "OpenTraceback", "RunFeatures", "Scanner", "refused_memory", "scan"]  # fmt: skip
 
 #: Which memory ran out.
 Memory = Literal["device", "host"]
@@ -321,7 +331,7 @@ class Scanner:
             kind = None
         summary = "unable to allocate" in text or "failed to allocate buffer" in text
         if kind is None and summary and self._buffer_summary(text):
-            kind = "device"
+            kind = "host" if HOST_BUFFER.search(text) else "device"
         if kind == "device":
             tag = _worker_tag(text)
             if tag in run.ooms or len(run.ooms) < MAX_WORKERS:
@@ -467,7 +477,9 @@ class Scanner:
         if method is not None and all(f.func != method.func for f in frames):
             frames.insert(0, method)
         head = [before[-1]] if before and _wrapped(before[-1][1], text) else []
-        message, kind, at = _message(phase, [*head, (k, text), *run.after[:5]], run.after)
+        record = _record(text, run.after)
+        wrapped = (k, record) if record != text else None
+        message, kind, at = _message(phase, [*head, (k, text), *run.after[:5]], run.after, wrapped)
         run.failure = Failure(k, text, memory, tuple(frames), message, phase, warmup, tuple(window), kind, at, gap)
         run.pending = None
         run.after = []
@@ -504,7 +516,10 @@ class Scanner:
 
 
 def _message(
-    phase: tuple[Stage, int, str] | None, near: list[tuple[int, str]], after: list[tuple[int, str]]
+    phase: tuple[Stage, int, str] | None,
+    near: list[tuple[int, str]],
+    after: list[tuple[int, str]],
+    record: tuple[int, str] | None = None,
 ) -> tuple[Stage | None, MessageKind | None, int]:
     """The stage the failure's own lines name, which kind of message named it and on which line: a message that names
     its phase (:data:`~vllm_hpu_mm.logs.patterns.MESSAGE_STAGES`); else a native backtrace's serving frames anywhere in
@@ -512,11 +527,17 @@ def _message(
     :data:`~vllm_hpu_mm.logs.patterns.NATIVE_STARTUP`); else a compute-buffer reservation
     (start-up, or serving where the phase lines say it had begun); else a failed model load before any later phase
     line, reported anywhere in the :data:`AHEAD` lines ``after`` the failure (a host or launcher reports the load it
-    waited for once the worker's error and its allocator's figures are printed: TGI's "Shard 0 failed to start")."""
+    waited for once the worker's error and its allocator's figures are printed: TGI's "Shard 0 failed to start").
+    Where no line names its phase alone, the failure's ``record`` (its line joined with the lines a terminal wrapped it
+    over, :func:`_record`; None where it was not wrapped) may, as a whole."""
     for stage, pattern in MESSAGE_STAGES:
         for j, line in near:
             if pattern.search(line):
                 return stage, None, j
+    if record is not None:
+        for stage, pattern in MESSAGE_STAGES:
+            if pattern.search(record[1]):
+                return stage, None, record[0]
     for j, line in [*near, *after]:  # a native backtrace lists its frames under the error, innermost first
         if NATIVE_SERVING.search(line):
             return "runtime", None, j
@@ -616,19 +637,37 @@ def _continues(previous: str, text: str) -> bool:
     return strip_prefix(text) == text and not text.startswith(_TRACEBACK_WORDS) and not frames_in(text)
 
 
+#: How many lines a record wrapped by a terminal or an issue form is read over at most.
+RECORD_LINES = 3
+
+
+def _record(text: str, after: list[tuple[int, str]]) -> str:
+    """The record ``text`` opens, with the lines after it a terminal or issue form wrapped it over (:func:`_continues`):
+    a failure line that alone says what ran out may name its phase only on the next line (vLLM's "Free memory on
+    device ... on startup is less than desired" / "GPU memory utilization ...")."""
+    record = text
+    for _, line in after[: RECORD_LINES - 1]:
+        if not _continues(record, line):
+            break
+        record = f"{record.rstrip()} {line}"
+    return record
+
+
 #: Words that offer what follows as one possible cause, not as what happened: Ray's raylet lists the OOM killer first
 #: among "potential root causes" of any worker that died (its SIGKILL, ``ray stop --force``, a segfault: an NCCL
 #: watchdog's abort ends the same way), and other runtimes' hints say what "may be caused by" or "could be due to"
 #: memory; a warning says what a setting "may cause" or "could lead to"; advice names the error it is for ("when you
-#: see 'CUDA out of memory'", "to avoid out-of-memory errors": a launch script's comment, a setting's help) without it
-#: having happened. An out-of-memory word after them claims nothing; one before them (the error, then its hint) still
-#: counts.
+#: see 'CUDA out of memory'", "to avoid out-of-memory errors": a launch script's comment, a setting's help; llama.cpp's
+#: "failed to load model ..., try reducing --n-gpu-layers if you're running out of VRAM", common/common.cpp, after any
+#: failed load) without it having happened. An out-of-memory word after them claims nothing; one before them (the
+#: error, then its hint) still counts.
 HEDGE = re.compile(
     r"\b(?:potential|possible) (?:root )?(?:causes?|reasons?)\b"
     r"|\b(?:may|might|could|can|will|would) (?:have been |be |also be )?"
     r"(?:caused by|due to|killed by|the result of|cause|lead to|result in|trigger)\b"
     r"|\bpossibly\b|\bperhaps\b"
     r"|\b(?:if|when|in case) (?:you |we )?(?:see|get|hit|encounter|run into|experience|face|observe)\b"
+    r"|\b(?:if|when|in case) (?:you(?:'re| are)? |we(?:'re| are)? |it(?:'s| is)? )?(?:running|run|runs) out of\b"
     r"|\bto (?:avoid|prevent)\b",
     re.IGNORECASE,
 )
@@ -645,7 +684,8 @@ def _oom_kind(text: str) -> Memory | None:
     if not ("memory" in low or "devmem" in low or "kill" in low or "-9" in text or "137" in text or "oom" in low
             or "outofme" in low or "out of" in low or "resource_exhausted" in low or "mmap" in low
             or "alloc" in low or "vram" in low or "retract" in low or "code is 2070" in low
-            or "1455" in text or "scratch space" in low):  # fmt: skip
+            or "1455" in text or "scratch space" in low or "decode the batch" in low
+            or any(map(low.__contains__, MEMORY_REFUSED_WORDS))):  # fmt: skip
         return None
     if COMMAND_LINE.match(strip_prefix(text)) or NO_EXHAUSTION.search(text):
         return None  # typed or pasted input, a failure the program goes on from, a missing name
@@ -653,7 +693,28 @@ def _oom_kind(text: str) -> Memory | None:
         return "host"
     if DEVICE_OOM.search(text):
         return "device"
-    return None
+    return refused_memory(text)
+
+
+def refused_memory(text: str) -> Memory | None:
+    """Which memory a failure line says could not be provided, in any program's words
+    (:data:`~vllm_hpu_mm.logs.patterns.MEMORY_REFUSED`), or None. The line must state a failure
+    (:data:`~vllm_hpu_mm.logs.patterns.FAILURE_MARK`; an information line only by naming its exception) and not one
+    the program goes on from (:data:`~vllm_hpu_mm.logs.patterns.GOES_ON`: a warning, a retry, a fallback), nor an
+    allocator's bookkeeping (:data:`~vllm_hpu_mm.logs.patterns.ALLOCATOR_BOOKKEEPING`), nor llama.cpp's summary of
+    a buffer (:data:`~vllm_hpu_mm.logs.patterns.LLAMA_SUMMARY`: a tensor that could not be initialised ends with the
+    same summary; :meth:`Scanner._buffer_summary` sees the lines before it). The host's where the refusal names it
+    (:data:`~vllm_hpu_mm.logs.patterns.HOST_RESOURCE`), else the device's."""
+    m = MEMORY_REFUSED.search(text)
+    if m is None or ALLOCATOR_BOOKKEEPING.search(text) or LLAMA_SUMMARY.search(text):
+        return None
+    if KV_REFUSAL.search(text):
+        return None  # the KV cache's refusal: its own rule reads and places it (RunFeatures.kv)
+    if GOES_ON.search(text) or not FAILURE_MARK.search(text):
+        return None
+    if INFO_LEVEL.search(text) and not EXCEPTION_NAMED.search(text):
+        return None
+    return "host" if HOST_RESOURCE.search(m.group(0)) else "device"
 
 
 #: What a traceback's own lines start with, after the log prefix: not the message that ends it.
