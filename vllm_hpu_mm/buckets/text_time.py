@@ -811,6 +811,20 @@ _NONE: _I = np.zeros(0, dtype=np.int64)
 PRICED_ROWS = 1 << 14
 
 
+def _priced(axes: PhaseAxes, row: int, values: tuple[int, ...]) -> tuple[_F, _I]:
+    """A row's seconds at each of its values, and the values as an array: kept per axes (most rows priced are
+    priced again after another row, or for another weight set)."""
+    key = ("priced", row, values)
+    got = axes.memo.get(key)
+    if got is None:
+        time = axes.time
+        got = (np.array([time(row, x) for x in values], dtype=np.float64), np.array(values, dtype=np.int64))
+        if len(axes.memo) >= LADDER_GRIDS:
+            axes.memo.clear()
+        axes.memo[key] = got
+    return cast(tuple[_F, _I], got)
+
+
 class _Pricer:
     """One phase's weighted shapes priced in many plans: :func:`_seconds`'s figure, bit for bit, with each row's
     share of it kept. A shape's lookup starts at the first row at or above its first value; the shapes starting at
@@ -834,9 +848,7 @@ class _Pricer:
             lo = bisect.bisect_right(self.first_list, prev) if prev >= 0 else 0
             hi = bisect.bisect_right(self.first_list, row)
             second = self.by_second[lo:hi]
-            time = self.axes.time
-            priced = np.array([time(row, x) for x in values], dtype=np.float64)
-            v = np.array(values, dtype=np.int64)
+            priced, v = _priced(self.axes, row, values)
             if not len(second) or int(second.max()) <= values[-1]:  # every shape held (the usual row): no masks
                 got = (weighted_sum(self.by_weight[lo:hi], priced[v.searchsorted(second)]), _NONE, hi)
             else:
