@@ -5,6 +5,7 @@ exact against brute force on small cases. Time is a stand-in roofline (tests/sup
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 
@@ -32,6 +33,8 @@ from vllm_hpu_mm.buckets.text_time import (
     _allocate,
     _Curve,
     _ladder,
+    _ladder_start,
+    _ladders,
     _log_grid,
     phase_options,
 )
@@ -244,6 +247,34 @@ def test_the_value_ladder_is_exactly_optimal_against_brute_force(weights: dict[i
     else:
         assert got == pytest.approx(expected, rel=1e-12)
         assert curve.values[k - 1][-1] == top
+
+
+def _top(top: int, row: int, prev: int) -> int:
+    return top
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 4), st.integers(1, 5_000),
+                          st.dictionaries(st.integers(0, 5_000), st.integers(1, 10**6), min_size=1, max_size=30)),
+                min_size=1, max_size=8), st.integers(1, 30))  # fmt: skip
+def test_ladders_worked_out_together_are_each_ladder_worked_out_alone_bit_for_bit(
+        rows: list[tuple[int, int, dict[int, int]]], most: int) -> None:  # fmt: skip
+    """A phase's rows are laddered in one pass per count, rows of fewer candidates and narrower bands padded beside
+    the others: every cost and every traced value set is the one the row's own pass gives."""
+    base = decode_axes(text_limits(4, 2048, 8192, 16, 5_000), TIME)
+    starts = []
+    for row, top, shapes in rows:
+        axes = type(base)(base.time, base.rows_top, 1, lambda n: n, functools.partial(_top, top), lambda n, p: p + 1,
+                          False, False)  # fmt: skip
+        start = _ladder_start(axes, row, 0, np.array(list(shapes), dtype=np.int64),
+                              np.array(list(shapes.values()), dtype=np.float64))  # fmt: skip
+        if not isinstance(start, _Curve):
+            starts.append(start)
+    together = _ladders(starts, most)
+    for start, curve in zip(starts, together, strict=True):
+        (alone,) = _ladders([start], most)
+        assert curve.costs == alone.costs
+        assert curve.values == alone.values
 
 
 @settings(max_examples=60, deadline=None)

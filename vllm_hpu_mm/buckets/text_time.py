@@ -253,56 +253,107 @@ def _ladder_grid(axes: PhaseAxes, row: int, low: int, end: int) -> tuple[list[in
     return got
 
 
-def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_values: int) -> _Curve:
-    """The row's values minimising sum(weight x time(row, bucket value)) for each number of values, each step at
-    most the axes' step factor (at most GROSS_FACTOR) above the one before (the first at most GROSS_FACTOR above
-    the row's least need), the last at the row's top (covering rows) or the largest value its shapes hold (spill
-    rows)."""
+@dataclasses.dataclass(frozen=True)
+class _Start:
+    """A row's ladder before its counts are tried: the candidate values (as ints and as an array), each one's
+    seconds in the row, the band of candidates each may follow (positions, and which are below it), each shape's
+    least candidate at or above it and its weight, the most the first value may be, and the zero value's cost."""
+
+    cands: list[int]
+    c: _I
+    unit: _F
+    band: _I
+    inside: npt.NDArray[np.bool_]
+    at: _I
+    weight: _F
+    first_max: float
+    zero_cost: float
+    pad: int
+
+
+def _ladder_start(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F) -> _Start | _Curve:
+    """What :func:`_ladders` needs of one row (the row's values minimising sum(weight x time(row, bucket value)) for
+    each number of values, each step at most the axes' step factor (at most GROSS_FACTOR) above the one before, the
+    first at most GROSS_FACTOR above the row's least need, the last at the row's top (covering rows) or the largest
+    value its shapes hold (spill rows)); the curve itself where no count is to be tried."""
     floor, top = axes.floor(row), axes.top(row, prev)
     zero_w = float(weight[second <= 0].sum()) if axes.zero else 0.0
     pos = second > 0 if axes.zero else np.ones(len(second), dtype=bool)
     vals = np.minimum(np.maximum(second[pos], max(floor, 1)), max(top, 1))  # np.clip, without its wrapper
-    w = weight[pos]
     end = top if not axes.spill or not len(vals) else int(vals.max())
-    extra = (1,) if axes.zero else ()  # the zero value's graph
     zero_cost = zero_w * axes.time(row, 0) if axes.zero else 0.0
     if axes.zero and top <= 0:  # no context fits beside this row's queries: context 0 alone
         return _Curve((zero_cost,), ((0,),))
-    low = max(floor, 1)
-    cands, c, unit, band, inside = _ladder_grid(axes, row, low, end)
-    idx = c.searchsorted(vals)  # each shape's least candidate at or above it
-    per = np.bincount(idx, weights=w, minlength=len(c)).astype(np.float64)
-    prefix = np.concatenate([[0.0], np.cumsum(per)])[1:]  # prefix[i]: weight up to c[i]
-    first_max = GROSS_FACTOR * axes.need(row, prev)
-    n = len(c)
-    cost = np.where(c <= first_max, unit * prefix, INF)
+    cands, c, unit, band, inside = _ladder_grid(axes, row, max(floor, 1), end)
+    # each shape's least candidate at or above it (the last candidate holds every shape: the row's top or largest)
+    return _Start(cands, c, unit, band, inside, c.searchsorted(vals), weight[pos], GROSS_FACTOR * axes.need(row, prev),
+                  zero_cost, 1 if axes.zero else 0)  # the zero value's graph first  # fmt: skip
+
+
+def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_values: int) -> _Curve:
+    """One row's curve (:func:`_ladder_start`, :func:`_ladders`)."""
+    start = _ladder_start(axes, row, prev, second, weight)
+    return start if isinstance(start, _Curve) else _ladders([start], max_values)[0]
+
+
+def _ladders(starts: Sequence[_Start], max_values: int) -> list[_Curve]:
+    """Each row's curve for 1..min(``max_values``, its candidates) values, every row worked out together: its
+    weights, costs and bands as one array each (a row of fewer candidates or a narrower band padded with unreachable
+    steps, which never win a least: ties keep the first), each count one pass over all of them, so a phase's
+    hundred-odd ladders cost two dozen passes, not thousands of small ones. Every figure is the one a row's own
+    pass gives: the same additions and comparisons, in the same order (each row's weights summed and accumulated
+    in its shapes' order)."""
+    if not starts:
+        return []
+    rows, most_n = len(starts), max(len(s.cands) for s in starts)
+    width = max(s.band.shape[1] for s in starts)
+    values = np.full((rows, most_n), np.iinfo(np.int64).max)  # a padded candidate is never a first value
+    unit = np.zeros((rows, most_n))
+    band = np.zeros((rows, most_n, width), dtype=np.int64)  # a position in the rows' candidates flattened
+    inside = np.zeros((rows, most_n, width), dtype=bool)
+    for k, s in enumerate(starts):
+        n, w = s.band.shape
+        values[k, :n], unit[k, :n] = s.c, s.unit
+        band[k, :n, :w] = s.band + k * most_n
+        inside[k, :n, :w] = s.inside
+    # each candidate's weight (its shapes' summed in their order) and the weight up to it, row by row
+    at = np.concatenate([s.at + k * most_n for k, s in enumerate(starts)])
+    per = np.bincount(at, weights=np.concatenate([s.weight for s in starts]), minlength=rows * most_n)
+    prefix = np.cumsum(per.astype(np.float64).reshape(rows, most_n), axis=1)
+    first_max = np.array([s.first_max for s in starts])
+    flat = np.where(values <= first_max[:, None], unit * prefix, INF).reshape(-1)
     # the weight between c[j] and c[i], in c[i], for every step j -> i of the band: the same for every count
-    span = np.where(inside, unit[:, None] * (prefix[:, None] - prefix[band]), INF)
-    # each candidate's row of the band in ``total`` flattened: the best step read with one take (a gather by
-    # (rows, best) pairs costs more per count, and a ladder tries up to MAX_VALUES_PER_ROW counts)
-    row_starts = np.arange(n) * band.shape[1]
-    choices: list[_I] = []  # each count's best step into every candidate, as a position in its band
-    costs: list[float] = []
-    for m in range(1, min(max_values, n) + 1):
-        if m > 1:
-            total = cost.take(band)
-            total += span
-            best = total.argmin(axis=1)
-            cost = total.take(row_starts + best)
-            choices.append(best)
-        costs.append(float(cost[-1]) + zero_cost if math.isfinite(cost[-1]) else INF)
-    pad = len(extra)
-    cands_list = cands  # the same ints, kept with the grid
+    span = np.where(inside, unit[:, :, None] * (prefix[:, :, None] - prefix.reshape(-1).take(band)), INF)
+    counts = [min(max_values, len(s.cands)) for s in starts]
+    lasts = np.array([len(s.cands) - 1 for s in starts], dtype=np.int64) + np.arange(rows) * most_n
+    # each row's best step into every candidate, as a position in its band, for each count after the first
+    choices: list[_I] = []
+    last = [flat.take(lasts)]
+    cell_starts = np.arange(rows * most_n) * width
+    for _ in range(2, max(counts) + 1):
+        total = flat.take(band)
+        total += span
+        best = total.argmin(axis=2)
+        flat = total.reshape(-1).take(cell_starts + best.reshape(-1))
+        choices.append(best)
+        last.append(flat.take(lasts))
+    out = []
+    for k, (s, ends) in enumerate(zip(starts, np.stack(last, axis=1).tolist(), strict=True)):
+        costs = [x + s.zero_cost if math.isfinite(x) else INF for x in ends[: counts[k]]]
+        out.append(_Curve([INF] * s.pad + costs, trace=functools.partial(_trace, s, choices, k)))
+    return out
 
-    def trace(count: int) -> tuple[int, ...]:
-        m = count - pad  # the ladder's own values, after the zero value's graph
-        picked, i = [cands_list[-1]], n - 1
-        for back in reversed(choices[: m - 1]):
-            i = int(band[i, back[i]])
-            picked.append(cands_list[i])
-        return (0,) * pad + tuple(reversed(picked))
 
-    return _Curve([INF] * pad + costs, trace=trace)
+def _trace(start: _Start, choices: Sequence[_I], k: int, count: int) -> tuple[int, ...]:
+    """Row ``k``'s values with ``count`` of them (the zero value's graph included), traced back from its top."""
+    m = count - start.pad  # the ladder's own values, after the zero value's graph
+    cands, band = start.cands, start.band
+    i = len(cands) - 1
+    picked = [cands[i]]
+    for back in reversed(choices[: m - 1]):
+        i = int(band[i, back[k, i]])
+        picked.append(cands[i])
+    return (0,) * start.pad + tuple(reversed(picked))
 
 
 class _Allocation:
@@ -760,6 +811,20 @@ _NONE: _I = np.zeros(0, dtype=np.int64)
 PRICED_ROWS = 1 << 14
 
 
+def _priced(axes: PhaseAxes, row: int, values: tuple[int, ...]) -> tuple[_F, _I]:
+    """A row's seconds at each of its values, and the values as an array: kept per axes (most rows priced are
+    priced again after another row, or for another weight set)."""
+    key = ("priced", row, values)
+    got = axes.memo.get(key)
+    if got is None:
+        time = axes.time
+        got = (np.array([time(row, x) for x in values], dtype=np.float64), np.array(values, dtype=np.int64))
+        if len(axes.memo) >= LADDER_GRIDS:
+            axes.memo.clear()
+        axes.memo[key] = got
+    return cast(tuple[_F, _I], got)
+
+
 class _Pricer:
     """One phase's weighted shapes priced in many plans: :func:`_seconds`'s figure, bit for bit, with each row's
     share of it kept. A shape's lookup starts at the first row at or above its first value; the shapes starting at
@@ -783,9 +848,7 @@ class _Pricer:
             lo = bisect.bisect_right(self.first_list, prev) if prev >= 0 else 0
             hi = bisect.bisect_right(self.first_list, row)
             second = self.by_second[lo:hi]
-            time = self.axes.time
-            priced = np.array([time(row, x) for x in values], dtype=np.float64)
-            v = np.array(values, dtype=np.int64)
+            priced, v = _priced(self.axes, row, values)
             if not len(second) or int(second.max()) <= values[-1]:  # every shape held (the usual row): no masks
                 got = (weighted_sum(self.by_weight[lo:hi], priced[v.searchsorted(second)]), _NONE, hi)
             else:
@@ -960,22 +1023,31 @@ def phase_options_of(axes: PhaseAxes, first: _I, second: _I, weight: _F, most_ro
     first, second, inverse = unique_pairs(first, second)
     weight = np.bincount(inverse, weights=weight).astype(np.float64)
     cands = _row_candidates(axes, first, weight)
-    memo: dict[tuple[int, int, bool], _Curve] = {}
     # the axes as a spill row and as the last row sees them, made once (a copy per ladder cost more than the ladder's
     # own setup); the copies share the memo
     spilled = {spill: dataclasses.replace(axes, spill=spill) for spill in {False, axes.spill}}
-    out = []
-    for rows in _row_sets(axes, cands, first, second, weight, min(MAX_ROWS * axes.resolution, most_rows)):
-        idx = np.searchsorted(np.array(rows, dtype=np.int64), first)
-        curves = []
+    row_sets = _row_sets(axes, cands, first, second, weight, min(MAX_ROWS * axes.resolution, most_rows))
+    # every distinct row (with the row before it and whether it spills) of every row set started, then their ladders
+    # worked out together
+    started: dict[tuple[int, int, bool], _Start | _Curve] = {}
+    keys: list[list[tuple[int, int, bool]]] = []
+    firsts = first.tolist()  # in rising order (unique_pairs sorts the pairs): a row's shapes are one slice
+    for rows in row_sets:
+        keys.append([])
         for i, row in enumerate(rows):
             prev = rows[i - 1] if i else 0
             spill = axes.spill and i < len(rows) - 1
             key = (row, prev, spill)
-            if key not in memo:
-                sel = idx == i
-                memo[key] = _ladder(spilled[spill], row, prev, second[sel], weight[sel],
-                                    MAX_VALUES_PER_ROW * axes.resolution)  # fmt: skip
-            curves.append(memo[key])
-        out.append((rows, tuple(curves), _allocate(curves)))
+            if key not in started:  # the shapes the row holds first: above the row before, up to it
+                lo, hi = bisect.bisect_right(firsts, prev), bisect.bisect_right(firsts, row)
+                started[key] = _ladder_start(spilled[spill], row, prev, second[lo:hi], weight[lo:hi])
+            keys[-1].append(key)
+    pending = [(key, s) for key, s in started.items() if isinstance(s, _Start)]
+    curves = {key: s for key, s in started.items() if isinstance(s, _Curve)}
+    curves |= zip([key for key, _ in pending], _ladders([s for _, s in pending], MAX_VALUES_PER_ROW * axes.resolution),
+                  strict=True)  # fmt: skip
+    out = []
+    for rows, row_keys in zip(row_sets, keys, strict=True):
+        row_curves = tuple(curves[key] for key in row_keys)
+        out.append((rows, row_curves, _allocate(row_curves)))
     return PhaseOptions(axes, first, second, weight, tuple(out))
