@@ -8,10 +8,12 @@ Rules, in order:
    gives: the traceback's frames (:mod:`.phases`: a serving loop, else the innermost phase function), the error
    message itself (TGI's warm-up prefill, vLLM's sampler warm-up; llama.cpp's compute-buffer reservation, start-up
    unless serving had begun; a failed model load before any later phase line, for an engine whose load precedes its
-   KV cache), the last phase line before it (weights loaded, KV cache sized, capture started, serving; where the
-   excerpt elides lines after it, only the last stage), the learned frame votes (frame names the phase table does
-   not know, counted over labelled logs) and, without a vote, the words of the frames' names in any program
-   (:func:`.phases.named_stage`: a ``_forward_generate`` is serving, a ``from_dir`` start-up). Else ``unknown``.
+   KV cache; else, in any program, the work item the failure's line names: a request, session or invocation by its
+   id, a case it skips, :func:`.phases.work_item_stage`), the last phase line before it (weights loaded, KV cache
+   sized, capture started, serving; where the excerpt elides lines after it, only the last stage), the learned frame
+   votes (frame names the phase table does not know, counted over labelled logs) and, without a vote, the words of
+   the frames' names in any program (:func:`.phases.named_stage`: a ``_forward_generate`` is serving, a ``from_dir``
+   start-up, a thread's ``forward_thread_func`` serving). Else ``unknown``.
 3. No failure line, but the log (or the run, before a restart) stops inside a traceback whose frames name a phase
    (or its learned votes do) -> ``unknown`` with no out-of-memory claim (basis ``undecided``): the frames say where
    an exception was raised, not which (:func:`silent_cut`). Only a frame that raises nothing but a memory refusal
@@ -38,7 +40,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from vllm_hpu_mm.logs.doctor.phases import MODEL_RUNS, frame_meaning, generic_frame, named_stage, traceback_stage
+from vllm_hpu_mm.logs.doctor.phases import (
+    MODEL_RUNS,
+    frame_meaning,
+    generic_frame,
+    named_stage,
+    traceback_stage,
+    work_item_stage,
+)
 from vllm_hpu_mm.logs.doctor.scan import Failure, Frame, GaudiMemory, LogFeatures, Memory
 from vllm_hpu_mm.logs.doctor.source import HOST_NAMES, LogSource
 from vllm_hpu_mm.logs.numbers import SkippedLines
@@ -374,7 +383,9 @@ def _source(source: Source, f: Failure, hint: tuple[Stage, int] | None, rules: R
         return hint
     if source == "message":
         if f.message_stage is None or (f.message_kind == "load" and _load_runs_everything(writer)):
-            return None
+            # no runtime's own wording: the work item the failure's line names, in any program
+            item = work_item_stage(f.text)
+            return None if item is None else (item, f.line)
         return f.message_stage, f.message_line if f.message_line >= 0 else f.line
     if source == "phase":
         # lines left out after the phase line: the failure came in that phase or a later one (the last stage alone

@@ -40,6 +40,7 @@ from vllm_hpu_mm.values import Stage
 __all__ = [
     "LOADING",
     "MODEL_RUNS",
+    "WORK_ITEM",
     "FrameKind",
     "Meaning",
     "frame_meaning",
@@ -47,6 +48,7 @@ __all__ = [
     "loading_frame",
     "named_stage",
     "traceback_stage",
+    "work_item_stage",
 ]
 
 FrameKind = Literal["loop", "phase", "scope"]
@@ -279,13 +281,27 @@ RUNNING_WORDS = frozenset(
      "inference", "predict", "prediction", "sample", "sampler", "sampling", "respond", "step", "train", "training")
 )  # fmt: skip
 STARTING_WORDS = frozenset(("load", "loader", "loading", "pretrained", "init", "initialize", "initialise", "setup"))
+#: Words that name a loop or a thread's body: a function that runs the same work again and again until it is stopped.
+LOOP_WORDS = frozenset(("loop", "thread"))
+#: Work that, run by a loop or a thread (:data:`LOOP_WORDS`), is serving: forward passes, batches, requests and their
+#: responses, executions of scheduled work (SGLang's overlap worker thread ``forward_thread_func`` runs batch after
+#: batch from the scheduler's queue, python/sglang/srt/managers/tp_worker_overlap_thread.py@v0.4.0; vLLM V0's
+#: ``start_worker_execution_loop``, a server's ``vllm_response_thread``). Alone these words mean no phase (the
+#: profiling pass runs one forward; a function may ``request_memory`` at start-up): a loop of them runs only once the
+#: server takes work. A loop of no named work (vLLM's RPC ``worker_busy_loop``, which runs the load too; a thread's
+#: ``run``) and an event loop (asyncio's, which builds an API server's engine before it serves) say nothing; nor does
+#: an executor's loop (TensorRT-LLM's PyTorch executor serves the dummy requests of its KV-cache profiling,
+#: tensorrt_llm/_torch/pyexecutor/_util.py ``_create_dummy_context_requests``).
+LOOPED_WORK = frozenset(("forward", "batch", "batches", "request", "requests", "response", "responses", "execution",
+                         "serve", "serving"))  # fmt: skip
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 
 
 def named_stage(frames: Iterable[tuple[str, str]]) -> tuple[Stage, int] | None:
     """The stage the words of a traceback's function names give, read from the outermost frame that has one (what
     the program was doing at the top: a request's generate that compiles a new shape deep inside is serving, a
-    ``from_dir`` that allocates a session's buffers is start-up), and its index; None when no name says. Only for
+    ``from_dir`` that allocates a session's buffers is start-up, a thread's ``forward_thread_func`` that runs batch
+    after batch is serving), and its index; None when no name says. Only for
     frames the phase table does not place (:func:`traceback_stage` first): a weaker reading than a runtime's own
     functions."""
     for k, (path, func) in enumerate(frames):
@@ -295,6 +311,31 @@ def named_stage(frames: Iterable[tuple[str, str]]) -> tuple[Stage, int] | None:
         words = {w.lower() for w in _WORD.findall(name)}
         if name.startswith("from_") or words & STARTING_WORDS:
             return "startup", k
-        if words & RUNNING_WORDS:
+        if words & RUNNING_WORDS or (words & LOOP_WORDS and words & LOOPED_WORK):
             return "runtime", k
     return None
+
+
+#: A failure's own line naming the unit of work it failed on, in any program: a request, a session, an invocation, a
+#: prompt or a queued item, each by its id, while the program worked on it (InvokeAI's session processor,
+#: invokeai/app/services/session_processor: "Error while invoking session <id>, invocation <id> (<node>): <error>",
+#: for a node of a queued session; vLLM's "... for request cmpl-<id>"), or an input the program skips after the
+#: failure and goes on from (TensorRT-LLM's benchmarks/python/benchmark.py: "Exception <error> caught while
+#: allocating memory; skipping <config>", the parameter tuple of the case it was about to run, then the next case).
+#: Only work a server or a benchmark was given has an id or is skipped so: profiling, capture and warm-up run dummy
+#: inputs without one (vLLM's "warming up sampler with 256 dummy requests"); what start-up skips is its own parts, not
+#: an input (TensorRT's builder "Skipping tactic N due to insufficient memory", a loader's layers, a download); a
+#: session or request being created or loaded is start-up's (the verbs are work done on it); a scheduler's job or task
+#: is a whole program, its load included.
+WORK_ITEM = re.compile(
+    r"\b(?:while|when|during|for|in)\s+"
+    r"(?:(?:invoking|processing|handling|running|serving|executing|answering|generating|decoding)\s+)?"
+    r"(?:(?:the|a)\s+)?(?:session|invocation|request|prompt|queue item)\b(?:\s+id)?\s*[:#=]?\s*[\w-]*\d"
+    r"|\bskipping\s+(?:(?:the\s+)?(?:case|request|prompt|sample)\b|\(\s*\d+(?:\s*,\s*\d+(?:\.\d+)?)+\s*\))",
+    re.IGNORECASE,
+)
+
+
+def work_item_stage(text: str) -> Stage | None:
+    """``runtime`` where the failure's line names the work item it failed on (:data:`WORK_ITEM`), else None."""
+    return "runtime" if WORK_ITEM.search(text) else None
