@@ -77,7 +77,7 @@ def test_a_loop_of_no_named_work_or_a_single_forward_leaves_the_stage_unknown(fr
         "[2025-02-10 21:49:50,303]::[InvokeAI]::ERROR --> Error while invoking session 18f998d3-635e-40cf-add0-"
         "eb500c4af8e3, invocation fffe4dcd-c763-4a53-85e6-bd23ae48bbc0 (l2i): HIP out of memory. Tried to allocate "
         "4.50 GiB. GPU 0 has a total capacity of 15.98 GiB of which 1.40 GiB is free.",
-        # NVIDIA/TensorRT-LLM #1716: benchmarks/python/benchmark.py skips the case it could not allocate and goes on
+        # NVIDIA/TensorRT-LLM #1716: its benchmark.py skips the case it could not allocate and goes on
         "[06/04/2024-10:56:23] [TRT-LLM] [E] Exception CUDA out of memory. Tried to allocate 24.00 MiB. GPU  caught "
         "while allocating memory; skipping (1, 1024, 512, 1.0)",
         # vLLM's TPU offload connector names the request by the id its OpenAI server gave it

@@ -320,7 +320,7 @@ def named_stage(frames: Iterable[tuple[str, str]]) -> tuple[Stage, int] | None:
 #: prompt or a queued item, each by its id, while the program worked on it (InvokeAI's session processor,
 #: invokeai/app/services/session_processor: "Error while invoking session <id>, invocation <id> (<node>): <error>",
 #: for a node of a queued session; vLLM's "... for request cmpl-<id>"), or an input the program skips after the
-#: failure and goes on from (TensorRT-LLM's benchmarks/python/benchmark.py: "Exception <error> caught while
+#: failure and goes on from (TensorRT-LLM's Python benchmark.py: "Exception <error> caught while
 #: allocating memory; skipping <config>", the parameter tuple of the case it was about to run, then the next case).
 #: Only work a server or a benchmark was given has an id or is skipped so: profiling, capture and warm-up run dummy
 #: inputs without one (vLLM's "warming up sampler with 256 dummy requests"); what start-up skips is its own parts, not
