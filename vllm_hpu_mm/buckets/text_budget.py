@@ -59,6 +59,7 @@ from vllm_hpu_mm.buckets.text_time import (
 from vllm_hpu_mm.buckets.turns import in_turns
 from vllm_hpu_mm.engine import Bucket
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.kept import kept_property
 
 if TYPE_CHECKING:
     from vllm_hpu_mm.buckets.text_worst import WorstCase
@@ -136,11 +137,11 @@ class PaddedTime:
     uncovered: int
 
     # kept once worked out: a planning run reads them a few hundred thousand times (standing, losing, the repairs)
-    @functools.cached_property
+    @kept_property
     def useful_s(self) -> float:
         return self.useful_prefill_s + self.useful_decode_s
 
-    @functools.cached_property
+    @kept_property
     def padded_s(self) -> float:
         return self.bucket_prefill_s + self.bucket_decode_s - self.useful_s
 
@@ -170,7 +171,7 @@ class _PhaseArrays:
     #: budgets and repair rounds of a planning run (at most PRICED_SETS).
     priced: dict[tuple[Bucket, ...], tuple[float, float, int]] = dataclasses.field(default_factory=dict, repr=False)
 
-    @functools.cached_property
+    @kept_property
     def useful(self) -> float:
         """The seconds at the shapes' own sizes (the same whatever the buckets)."""
         return weighted_sum(self.runs, self.own)

@@ -40,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.kept import kept_property
 
 _T = TypeVar("_T")
 
@@ -956,7 +957,7 @@ class PhaseOptions:
                                                                            repr=False)  # fmt: skip
     _best: dict[int, PhasePlan] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
-    @functools.cached_property
+    @kept_property
     def _pricer(self) -> _Pricer:
         return _Pricer(self.axes, self.first, self.second, self.weight)
 

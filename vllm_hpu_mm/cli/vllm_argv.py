@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.kept import kept_property
 from vllm_hpu_mm.plan.args import human_readable_int
 
 __all__ = [
@@ -98,7 +99,7 @@ class OptionTable:
     version: str
     options: tuple[ServerOption, ...]
 
-    @functools.cached_property
+    @kept_property
     def by_string(self) -> dict[str, ServerOption]:
         return {s: o for o in self.options for s in o.strings}
 

@@ -12,7 +12,6 @@ the distinct rows cost, whatever the number of requests they stand for.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
@@ -23,6 +22,7 @@ import numpy as np
 import numpy.random
 
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.kept import kept_property
 
 __all__ = ["Request", "Size", "TextRow", "Traffic"]
 
@@ -101,7 +101,7 @@ class Traffic:
     def text_known(self) -> bool:
         return all(r.text_known for r in self.counts)
 
-    @functools.cached_property
+    @kept_property
     def _ordered(self) -> tuple[list[Request], np.ndarray]:  # type: ignore[type-arg]
         """The distinct requests in a total order and their shares: sorted once, not per draw (a replay draws once
         per load level, over up to MAX_DISTINCT rows)."""
