@@ -78,6 +78,7 @@ __all__ = [
     "PYTHON_ERROR_TEXT",
     "RELEASE",
     "RESERVE_FAILED",
+    "ROOT_ERRORS",
     "RUNTIMES",
     "RUN_START",
     "SGLANG_POOL",
@@ -120,12 +121,20 @@ KV_REFUSAL = re.compile(
     # refusal), and vllm-rbln's worker when the device cannot hold the blocks it sized ("Not enough memory for N
     # blocks of KV cache.", RBLN-SW/vllm-rbln #1000)
     r"|exceeds available \w+ cache blocks \(\d+\)|Not enough memory for \d+ blocks of KV cache"
+    # a paged KV cache, sized from the memory left, that cannot hold one sequence of the configured maximum length
+    # to completion: TensorRT-LLM's KV cache manager checks it once the pool is sized ("maxTokensInPagedKvCache (N)
+    # must be large enough to process at least 1 sequence to completion (i.e. must be larger than beam_width (B) *
+    # tokensPerBlock (T) * maxBlocksPerSeq (M))", cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp
+    # ``KVCacheManager`` constructor, TLLM_CHECK_WITH_INFO; Triton's tensorrtllm_backend reports it as "Failed to create
+    # instance: ...", triton-inference-server/tensorrtllm_backend #366): vLLM's "max seq len ... larger than the
+    # maximum number of tokens that can be stored in KV cache" in TensorRT-LLM's words
+    r"|\bmust be large enough to process at least \d+ sequences? to completion"
 )
 #: Substrings one of which every KV refusal or negative-KV line holds (a cheap first check).
 KV_WORDS = ("No available memory", "maximum number of tokens", "KV cache is needed", "Insufficient memory",
             "requested memory for kv", "KV cache memory: -", "KV Cache is -", "blocks: 0", "blocks=0",
             "max seq len", "total tokens", "increase --mem-fraction-static", "memory for the KV cache",
-            "cache blocks (", "blocks of KV cache")  # fmt: skip
+            "cache blocks (", "blocks of KV cache", "to process at least")  # fmt: skip
 #: Profiling that leaves nothing (or less than nothing) for the KV cache: V1 and V0 wordings (``num_gpu_blocks=0``
 #: alone is also how a block-count override is announced, so it counts only as the result of profiling).
 NEGATIVE_KV = re.compile(
@@ -254,6 +263,20 @@ DEVICE_OOM = re.compile(
     # allocated"; as a warning, ``[W]``, it is the engine builder skipping a tactic that needs more: no failure)
     r"|_OUT_OF_(?:DEVICE_)?MEMORY\b|OutOfDeviceMemory|\b[A-Z]+_STATUS_ALLOC_FAILED\b|cudaErrorMemoryAllocation"
     r"|rocblas_status_memory_error|ACL_ERROR_RT_MEMORY_ALLOCATION"
+    # The "out of resources" result of oneAPI's Unified Runtime (UR_RESULT_ERROR_OUT_OF_RESOURCES = 40, "Out of
+    # resources", intel/llvm unified-runtime/include/ur_api.h@0d430dfd), of SYCL's plugin interface before it
+    # (PI_ERROR_OUT_OF_RESOURCES) and of OpenCL (CL_OUT_OF_RESOURCES, -5: "a failure to allocate resources required by
+    # the OpenCL implementation on the device"), as SYCL programs print it (ggml-sycl's "UR backend returns:40
+    # (UR_RESULT_ERROR_OUT_OF_RESOURCES)", intel/ipex-llm #12872): the device could not give what a call needed, an
+    # allocation's memory above all (the CUDA and OpenCL adapters return it for a buffer or object they could not
+    # create, ``urMemBufferCreate``). Its other meaning is a kernel launch over the device's per-kernel limits: the
+    # CUDA adapter's ``map_error`` maps CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES to it, and OpenCL returns it for a launch
+    # whose work-group size needs more registers or local memory than a compute unit has: a line that names those is
+    # no exhaustion of memory. CUDA's and HIP's own launch results (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES,
+    # cudaErrorLaunchOutOfResources, hipErrorLaunchOutOfResources, "too many resources requested for launch") are
+    # registers and threads, never memory, and are not matched.
+    r"|\b(?:UR_RESULT_ERROR|PI_ERROR|CL)_OUT_OF_RESOURCES\b"
+    r"(?!.*(?:too many resources requested|registers|work[- ]?group size|local memory|threads per block))"
     # TensorRT's builder: a layer or plugin needs more scratch (workspace) device memory than the builder may use
     # ("requires N bytes of scratch space, but only M is available", NVIDIA/TensorRT-LLM #841, an error of code 4
     # that fails the engine build); as a warning, ``[W]``, it is a tactic skipped, no failure
@@ -507,6 +530,12 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
             # aclmdlRICaptureBegin, which begins the runtime's stream capture, rtStreamBeginCapture; CANN reports
             # "begin capture stream failed" when it cannot)
             r"|\b(?:rtStreamBeginCapture|[Aa]clmdlRICaptureBegin)\b|begin capture stream failed"
+            # a serving framework's warm-up of a loaded model instance with sample requests, before the instance is
+            # marked ready (Triton's ``model_warmup`` of the model configuration: the core runs each warm-up sample
+            # through the backend after the instance is created and reports "warmup error: <status>",
+            # triton-inference-server/server #4330): its counterpart of graph capture, after everything is sized and
+            # before any request (TGI's and MindIE's warm-up, which sizes memory first, is start-up's, above)
+            r"|(?i:\bwarm-?up error:)"
             # (XLA's compile out of a memory space, "RESOURCE_EXHAUSTED: XLA:TPU compile permanent error", names no
             # phase: XLA compiles each new shape, in the TPU's precompile and on a request's first new shape alike;
             # the compilation manager's frames place it where they are in view)
@@ -532,7 +561,18 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     # (xinference/core/model.py@7ecec16b ModelActor._handle_oom_error, from oom_check on _call_wrapper and from the
     # streamed answer's generators; its load is not wrapped): the model was serving
     ("runtime", re.compile(r"Model actor is out of memory")),
+    # A server that gave its device memory back while paused (an RL trainer's rollout engine between generation
+    # phases) allocates it again when asked to resume: SGLang's ``resume_memory_occupation`` request
+    # (python/sglang/srt/managers/io_struct.py ResumeMemoryOccupationReqInput; torch_memory_saver re-creates the
+    # released allocations with cuMemCreate, its "CUresult error: 2 (out of memory) ... func=cu_mem_create",
+    # sgl-project/sglang #14092), vLLM's sleep mode ``wake_up`` (vllm/device_allocator/cumem.py CuMemAllocator.wake_up).
+    # Only a server that started and served is put to sleep: the failure came while serving.
+    ("runtime", re.compile(r"\bresume_memory_occupation\b|\bwake_up\b")),
 )
+#: An error that lists the errors it stems from, one a line under it: TensorFlow's "N root error(s) found." (a
+#: session's ``Internal - 2 root error(s) found.``, then ``(0) Resource exhausted: OOM when allocating ...``). The
+#: line that opens the list is the failure's own record: it says what the program was doing (Triton's "warmup error:").
+ROOT_ERRORS = re.compile(r"\b\d+ root error\(s\) found")
 
 #: TensorRT-LLM's C++ batch manager and executor in the native backtrace its checks print under an error (one frame a
 #: line, or a line's literal ``\\n`` between them): the functions of one generation step over the scheduled requests.

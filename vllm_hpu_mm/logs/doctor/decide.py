@@ -9,11 +9,13 @@ Rules, in order:
    message itself (TGI's warm-up prefill, vLLM's sampler warm-up; llama.cpp's compute-buffer reservation, start-up
    unless serving had begun; a failed model load before any later phase line, for an engine whose load precedes its
    KV cache; else, in any program, the work item the failure's line names: a request, session or invocation by its
-   id, a case it skips, :func:`.phases.work_item_stage`), the last phase line before it (weights loaded, KV cache
+   id, a case it skips, :func:`.phases.work_item_stage`, or the step of its pipeline over its data the app reports
+   failed after it, :func:`.phases.pipeline_step_stage`), the last phase line before it (weights loaded, KV cache
    sized, capture started, serving; where the excerpt elides lines after it, only the last stage), the learned frame
    votes (frame names the phase table does not know, counted over labelled logs) and, without a vote, the words of
    the frames' names in any program (:func:`.phases.named_stage`: a ``_forward_generate`` is serving, a ``from_dir``
-   start-up, a thread's ``forward_thread_func`` serving). Else ``unknown``.
+   start-up, a thread's ``forward_thread_func`` serving; a ``get_decode_mask``, named for what it makes, nothing).
+   Else ``unknown``.
 3. No failure line, but the log (or the run, before a restart) stops inside a traceback whose frames name a phase
    (or its learned votes do) -> ``unknown`` with no out-of-memory claim (basis ``undecided``): the frames say where
    an exception was raised, not which (:func:`silent_cut`). Only a frame that raises nothing but a memory refusal
@@ -45,6 +47,7 @@ from vllm_hpu_mm.logs.doctor.phases import (
     frame_meaning,
     generic_frame,
     named_stage,
+    pipeline_step_stage,
     traceback_stage,
     work_item_stage,
 )
@@ -383,9 +386,17 @@ def _source(source: Source, f: Failure, hint: tuple[Stage, int] | None, rules: R
         return hint
     if source == "message":
         if f.message_stage is None or (f.message_kind == "load" and _load_runs_everything(writer)):
-            # no runtime's own wording: the work item the failure's line names, in any program
+            # no runtime's own wording: the work item the failure's line names, in any program, or the step of an
+            # app's pipeline it reports failed after it (AHEAD lines)
             item = work_item_stage(f.text)
-            return None if item is None else (item, f.line)
+            if item is not None:
+                return item, f.line
+            after = [(k, text) for k, text in f.window if k > f.line]
+            for k, text in after:
+                step = pipeline_step_stage((text,))
+                if step is not None:
+                    return step, k
+            return None
         return f.message_stage, f.message_line if f.message_line >= 0 else f.line
     if source == "phase":
         # lines left out after the phase line: the failure came in that phase or a later one (the last stage alone

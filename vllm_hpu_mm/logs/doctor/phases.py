@@ -47,6 +47,7 @@ __all__ = [
     "generic_frame",
     "loading_frame",
     "named_stage",
+    "pipeline_step_stage",
     "traceback_stage",
     "work_item_stage",
 ]
@@ -98,6 +99,9 @@ FUNCTIONS: dict[str, Meaning] = {
     # _bookkeeping_sync and its _get_prompt_logprobs_dict, which sample_tokens runs on an engine step's output: the
     # dummy runs of profiling, capture and the sampler warm-up never reach them).
     **_all("runtime", "phase", "_execute_mm_encoder _bookkeeping_sync _get_prompt_logprobs_dict"),
+    # A paused server allocating again the memory it gave back (SGLang's resume_memory_occupation, vLLM's sleep mode
+    # wake_up: patterns.MESSAGE_STAGES says why this is serving).
+    **_all("runtime", "phase", "resume_memory_occupation wake_up"),
     **dict.fromkeys(LOADING, Meaning("startup", "phase")),
     # Setting the device and its process groups up before the weights load (vLLM V1 gpu_worker.py init_device, which
     # also refuses a device with too little free memory; init_worker_distributed_environment and the parallel state,
@@ -281,6 +285,11 @@ RUNNING_WORDS = frozenset(
      "inference", "predict", "prediction", "sample", "sampler", "sampling", "respond", "step", "train", "training")
 )  # fmt: skip
 STARTING_WORDS = frozenset(("load", "loader", "loading", "pretrained", "init", "initialize", "initialise", "setup"))
+#: Verbs that, opening a function's name, make the rest of it the name of what the function returns or builds, not of
+#: the work under way: ``get_decode_mask`` makes the mask decoding will use, and a program builds such a thing at
+#: start-up as well as for a step (tenstorrent/tt-metal #30225: ``get_decode_mask`` allocating a mask, with no line to
+#: say when). The running words after them place nothing.
+MAKING_WORDS = frozenset(("get", "make", "build", "create", "compute", "calc", "calculate", "new", "alloc", "allocate"))
 #: Words that name a loop or a thread's body: a function that runs the same work again and again until it is stopped.
 LOOP_WORDS = frozenset(("loop", "thread"))
 #: Work that, run by a loop or a thread (:data:`LOOP_WORDS`), is serving: forward passes, batches, requests and their
@@ -308,9 +317,12 @@ def named_stage(frames: Iterable[tuple[str, str]]) -> tuple[Stage, int] | None:
         name = func.rsplit(".", 1)[-1]
         if name.startswith("__") or generic_frame(path, func) or frame_meaning(path, func) is not None:
             continue  # the table's frames are the table's to read (a scope it set aside says nothing here)
-        words = {w.lower() for w in _WORD.findall(name)}
+        ordered = [w.lower() for w in _WORD.findall(name)]
+        words = set(ordered)
         if name.startswith("from_") or words & STARTING_WORDS:
             return "startup", k
+        if ordered[:1] and ordered[0] in MAKING_WORDS:
+            continue  # the name says what is made, not what is running (MAKING_WORDS)
         if words & RUNNING_WORDS or (words & LOOP_WORDS and words & LOOPED_WORK):
             return "runtime", k
     return None
@@ -339,3 +351,37 @@ WORK_ITEM = re.compile(
 def work_item_stage(text: str) -> Stage | None:
     """``runtime`` where the failure's line names the work item it failed on (:data:`WORK_ITEM`), else None."""
     return "runtime" if WORK_ITEM.search(text) else None
+
+
+#: An app's report, once the error is printed, that a step of its pipeline failed: the step by its name, then that it
+#: failed with the exit code of the process that ran it (Fizgig's "ERROR: Text Encoder Caching failed with exit code
+#: 1. Pipeline stopped.", shootthesound/Fizgig #95; "<step> process failed with exit code N" and the like). The step is
+#: a process the app starts after it started itself, each step over the app's data.
+STEP_FAILED = re.compile(
+    r"\b(?P<step>(?:[A-Za-z][\w-]*\s+){0,4}?[A-Za-z][\w-]*)\s+(?:process\s+|step\s+|stage\s+|job\s+)?"
+    r"failed with (?:exit |return )?code\s*-?\d+",
+    re.IGNORECASE,
+)
+#: Work over a data set a pipeline's step names, besides :data:`RUNNING_WORDS`: precomputing a model's outputs to
+#: cache them (a text encoder's or a VAE's), encoding or captioning the inputs.
+DATA_WORK = frozenset(("caching", "encoding", "captioning", "embedding", "embeddings"))
+#: A long-running program rather than a step: a server, a worker, an engine exits with a code whether its start-up or
+#: a request failed ("Inference server failed with exit code 1" says nothing of when).
+PROGRAM_WORDS = frozenset(("server", "service", "worker", "engine", "daemon", "container", "pod", "runner", "app"))
+
+
+def pipeline_step_stage(lines: Iterable[str]) -> Stage | None:
+    """``runtime`` where, after the failure, the app reports the failed step of its pipeline (:data:`STEP_FAILED`) and
+    the step's name is work over data (:data:`RUNNING_WORDS`, :data:`DATA_WORK`: caching, encoding, generating,
+    training), not building the program (a load, a set-up) nor a whole program (:data:`PROGRAM_WORDS`), else None. A
+    pipeline runs such a step with its models loaded: the failure came while it worked through its inputs."""
+    for line in lines:
+        m = STEP_FAILED.search(line)
+        if m is None:
+            continue
+        words = {w.lower() for w in _WORD.findall(m["step"])}
+        if words & (STARTING_WORDS | PROGRAM_WORDS):
+            return None
+        if words & (RUNNING_WORDS | DATA_WORK):
+            return "runtime"
+    return None

@@ -71,6 +71,7 @@ from vllm_hpu_mm.logs.patterns import (
     PROGRESS,
     PYTHON_ERROR_TEXT,
     RESERVE_FAILED,
+    ROOT_ERRORS,
     RUN_START,
     TENSOR_INIT_FAILED,
     TRACEBACK_START,
@@ -476,7 +477,8 @@ class Scanner:
         method = run.method if run.method is not None and abs(run.method.line - k) <= BACK else None
         if method is not None and all(f.func != method.func for f in frames):
             frames.insert(0, method)
-        head = [before[-1]] if before and _wrapped(before[-1][1], text) else []
+        opened = before and (_wrapped(before[-1][1], text) or _listed_under(before[-1][1], text))
+        head = [before[-1]] if opened else []
         record = _record(text, run.after)
         wrapped = (k, record) if record != text else None
         message, kind, at = _message(phase, [*head, (k, text), *run.after[:5]], run.after, wrapped)
@@ -614,6 +616,13 @@ def _reprinted(tb: OpenTraceback, raised: tuple[int, str, frozenset[str]]) -> bo
     return len(names) >= REPRINT_FRAMES and 0 < first - raised[0] <= BACK and all(n in raised[2] for n in names)
 
 
+def _listed_under(previous: str, text: str) -> bool:
+    """Whether ``text`` is one of the errors ``previous`` says it stems from, listed under it (indented, right after
+    the header :data:`~vllm_hpu_mm.logs.patterns.ROOT_ERRORS` matches): the header is the failure's own record, and
+    what it says the program was doing (Triton's "warmup error: Internal - 2 root error(s) found.") places it."""
+    return text[:1].isspace() and bool(ROOT_ERRORS.search(previous))
+
+
 def _wrapped(previous: str, text: str) -> bool:
     """Whether ``text`` continues ``previous``, one long record a terminal or issue tracker wrapped: the line before is
     long and ``text`` starts mid-word (a lower-case letter or a closing bracket, no log prefix, no indentation), so
@@ -683,7 +692,7 @@ def _oom_kind(text: str) -> Memory | None:
         text, low = text[: h.start()], low[: h.start()]
     if not ("memory" in low or "devmem" in low or "kill" in low or "-9" in text or "137" in text or "oom" in low
             or "outofme" in low or "out of" in low or "resource_exhausted" in low or "mmap" in low
-            or "alloc" in low or "vram" in low or "retract" in low or "code is 2070" in low
+            or "out_of_res" in low or "alloc" in low or "vram" in low or "retract" in low or "code is 2070" in low
             or "1455" in text or "scratch space" in low or "decode the batch" in low
             or any(map(low.__contains__, MEMORY_REFUSED_WORDS))):  # fmt: skip
         return None
