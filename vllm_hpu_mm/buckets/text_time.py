@@ -229,13 +229,24 @@ class _Curve:
 LADDER_GRIDS = 4096
 
 
+def _axes_kept(axes: PhaseAxes, key: Hashable, make: Callable[[], _T]) -> _T:
+    """``make()``, kept in the axes' memo under ``key``: what depends on the axes alone is worked out once for every
+    weight set of a planning run (the memo starts over once it holds :data:`LADDER_GRIDS` entries)."""
+    got = axes.memo.get(key)
+    if got is None:
+        got = make()
+        if len(axes.memo) >= LADDER_GRIDS:
+            axes.memo.clear()
+        axes.memo[key] = got
+    return cast(_T, got)
+
+
 def _ladder_grid(axes: PhaseAxes, row: int, low: int, end: int) -> tuple[list[int], _I, _F, _I, npt.NDArray[np.bool_]]:
     """A row's candidate values from ``low`` to ``end``, each one's seconds in the row, and the band of candidates
     each may follow (positions, and which are below it): the same whatever the weights, so kept per axes (every
     re-planned weight set of a planning run asks for the same rows)."""
-    key = ("ladder", row, low, end)
-    got = axes.memo.get(key)
-    if got is None:
+
+    def make() -> tuple[list[int], _I, _F, _I, npt.NDArray[np.bool_]]:
         cands = sorted({*_log_grid(low, end, CANDIDATES_PER_OCTAVE * axes.resolution), end})
         c = np.array(cands, dtype=np.int64)
         unit = np.array([axes.time(row, v) for v in cands], dtype=np.float64)
@@ -246,12 +257,9 @@ def _ladder_grid(axes: PhaseAxes, row: int, low: int, end: int) -> tuple[list[in
         width = max(1, int((np.arange(n) - lo).max()))
         band = lo[:, None] + np.arange(width)[None, :]
         inside = band < np.arange(n)[:, None]
-        band = np.minimum(band, n - 1)
-        got = (cands, c, unit, band, inside)
-        if len(axes.memo) >= LADDER_GRIDS:
-            axes.memo.clear()
-        axes.memo[key] = got
-    return got
+        return cands, c, unit, np.minimum(band, n - 1), inside
+
+    return _axes_kept(axes, ("ladder", row, low, end), make)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -640,33 +648,26 @@ def _row_candidates(axes: PhaseAxes, first: _I, weight: _F) -> list[int]:
 def _row_times(axes: PhaseAxes, row: int, distinct: _I, values: bytes) -> _F:
     """A row's seconds at each of the shapes' distinct second values (at least its floor): kept per axes (every
     weight set of a planning run has the same shapes)."""
-    key = ("row times", row, values)
-    got = axes.memo.get(key)
-    if got is None:
+
+    def make() -> _F:
         floor = axes.floor(row)
-        got = np.array([axes.time(row, max(int(v), floor)) for v in distinct])
-        if len(axes.memo) >= LADDER_GRIDS:
-            axes.memo.clear()
-        axes.memo[key] = got
-    return cast(_F, got)
+        return np.array([axes.time(row, max(int(v), floor)) for v in distinct])
+
+    return _axes_kept(axes, ("row times", row, values), make)
 
 
 def _row_steps(axes: PhaseAxes, cands: list[int]) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
     """Which candidate row may follow which (a row's least value within the factor rule over the need just past
     the one before), and which may come first: kept per axes and candidates."""
-    key = ("row steps", tuple(cands))
-    got = axes.memo.get(key)
-    if got is None:
-        r = cands
-        n = len(r)
+
+    def make() -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+        r, n = cands, len(cands)
         need_ok = np.array([[axes.floor(r[i]) <= GROSS_FACTOR * axes.need(r[i], r[j]) and j < i for j in range(n)]
                             for i in range(n)])  # fmt: skip
         first_ok = np.array([axes.floor(x) <= GROSS_FACTOR * axes.need(x, 0) for x in r])
-        got = (need_ok, first_ok)
-        if len(axes.memo) >= LADDER_GRIDS:
-            axes.memo.clear()
-        axes.memo[key] = got
-    return cast(tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]], got)
+        return need_ok, first_ok
+
+    return _axes_kept(axes, ("row steps", tuple(cands)), make)
 
 
 def _row_sets(axes: PhaseAxes, cands: list[int], first: _I, second: _I, weight: _F, most: int) -> list[tuple[int, ...]]:
@@ -815,15 +816,12 @@ PRICED_ROWS = 1 << 14
 def _priced(axes: PhaseAxes, row: int, values: tuple[int, ...]) -> tuple[_F, _I]:
     """A row's seconds at each of its values, and the values as an array: kept per axes (most rows priced are
     priced again after another row, or for another weight set)."""
-    key = ("priced", row, values)
-    got = axes.memo.get(key)
-    if got is None:
+
+    def make() -> tuple[_F, _I]:
         time = axes.time
-        got = (np.array([time(row, x) for x in values], dtype=np.float64), np.array(values, dtype=np.int64))
-        if len(axes.memo) >= LADDER_GRIDS:
-            axes.memo.clear()
-        axes.memo[key] = got
-    return cast(tuple[_F, _I], got)
+        return np.array([time(row, x) for x in values], dtype=np.float64), np.array(values, dtype=np.int64)
+
+    return _axes_kept(axes, ("priced", row, values), make)
 
 
 class _Pricer:
