@@ -299,12 +299,6 @@ def _ladder_start(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F) 
                   zero_cost, 1 if axes.zero else 0)  # the zero value's graph first  # fmt: skip
 
 
-def _ladder(axes: PhaseAxes, row: int, prev: int, second: _I, weight: _F, max_values: int) -> _Curve:
-    """One row's curve (:func:`_ladder_start`, :func:`_ladders`)."""
-    start = _ladder_start(axes, row, prev, second, weight)
-    return start if isinstance(start, _Curve) else _ladders([start], max_values)[0]
-
-
 def _ladders(starts: Sequence[_Start], max_values: int) -> list[_Curve]:
     """Each row's curve for 1..min(``max_values``, its candidates) values, every row worked out together: its
     weights, costs and bands as one array each (a row of fewer candidates or a narrower band padded with unreachable
