@@ -391,10 +391,8 @@ def _source(source: Source, f: Failure, hint: tuple[Stage, int] | None, rules: R
             item = work_item_stage(f.text)
             if item is not None:
                 return item, f.line
-            after = [(k, text) for k, text in f.window if k > f.line]
-            for k, text in after:
-                step = pipeline_step_stage((text,))
-                if step is not None:
+            for k, text in f.window:
+                if k > f.line and (step := pipeline_step_stage(text)) is not None:
                     return step, k
             return None
         return f.message_stage, f.message_line if f.message_line >= 0 else f.line

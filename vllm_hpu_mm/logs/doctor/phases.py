@@ -370,18 +370,16 @@ DATA_WORK = frozenset(("caching", "encoding", "captioning", "embedding", "embedd
 PROGRAM_WORDS = frozenset(("server", "service", "worker", "engine", "daemon", "container", "pod", "runner", "app"))
 
 
-def pipeline_step_stage(lines: Iterable[str]) -> Stage | None:
-    """``runtime`` where, after the failure, the app reports the failed step of its pipeline (:data:`STEP_FAILED`) and
-    the step's name is work over data (:data:`RUNNING_WORDS`, :data:`DATA_WORK`: caching, encoding, generating,
-    training), not building the program (a load, a set-up) nor a whole program (:data:`PROGRAM_WORDS`), else None. A
-    pipeline runs such a step with its models loaded: the failure came while it worked through its inputs."""
-    for line in lines:
-        m = STEP_FAILED.search(line)
-        if m is None:
-            continue
-        words = {w.lower() for w in _WORD.findall(m["step"])}
-        if words & (STARTING_WORDS | PROGRAM_WORDS):
-            return None
-        if words & (RUNNING_WORDS | DATA_WORK):
-            return "runtime"
-    return None
+def pipeline_step_stage(text: str) -> Stage | None:
+    """``runtime`` where ``text``, a line after the failure, reports the failed step of the app's pipeline
+    (:data:`STEP_FAILED`) and the step's name is work over data (:data:`RUNNING_WORDS`, :data:`DATA_WORK`: caching,
+    encoding, generating, training), not building the program (a load, a set-up) nor a whole program
+    (:data:`PROGRAM_WORDS`), else None. A pipeline runs such a step with its models loaded: the failure came while it
+    worked through its inputs."""
+    m = STEP_FAILED.search(text)
+    if m is None:
+        return None
+    words = {w.lower() for w in _WORD.findall(m["step"])}
+    if words & (STARTING_WORDS | PROGRAM_WORDS):
+        return None
+    return "runtime" if words & (RUNNING_WORDS | DATA_WORK) else None
