@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from benchmarks.common import Example, vote_tokens, fit, fit_leaving_out
+from benchmarks.common import Example, fit, fit_leaving_out, vote_tokens
 from tests.support.logs import DEVELOPMENT_LOGS, HELDOUT_LOGS, examples
 
 
