@@ -709,13 +709,16 @@ FAILED_CHECK = re.compile(
     re.IGNORECASE,
 )
 #: A collective-communication failure in its library's or the OS's words (oneCCL's ``|CCL_ERROR|``, NCCL's error codes
-#: as torch prints them, "unhandled system error", a peer's socket gone: "Broken pipe", "Connection reset by peer"):
-#: stated right above a traceback, it is what that traceback raised (vLLM's worker then reports "Error executing
-#: method init_device", whose own message names no cause). Read only on lines without memory words (NCCL relays a
-#: CUDA allocation's failure as "Cuda failure 'out of memory'").
+#: as torch prints them, "unhandled system error", a peer's socket gone: "Broken pipe", "Connection reset by peer";
+#: NCCL's warning of a CUDA or HIP runtime call that failed, "NCCL WARN Cuda failure '<the runtime's error>'", after
+#: which the collective returns ``ncclUnhandledCudaError``: NVIDIA/nccl src/include/checks.h@0456df20 ``CUDACHECK``;
+#: at INFO level the same words are a failure NCCL cleared and went on from): stated right above a traceback, it is
+#: what that traceback raised (vLLM's worker then reports "Error executing method init_device", whose own message names
+#: no cause). Read only on lines without memory words (NCCL relays a CUDA allocation's failure as "Cuda failure 'out of
+#: memory'").
 COMM_FAILURE = re.compile(
     r"\|CCL_ERROR\||\bnccl(?:System|Internal|InvalidUsage|Remote)Error\b|\bNCCL error\b|\bunhandled system error\b"
-    r"|\bBroken pipe\b|\bConnection reset by peer\b|\bHCCL error\b"
+    r"|\bBroken pipe\b|\bConnection reset by peer\b|\bHCCL error\b|\b[NR]CCL WARN\b.{0,200}?\b(?:Cuda|HIP) failure\b"
 )
 #: An error message that explains the traceback after it (vLLM's logger prints the error before the traceback): an
 #: exception line, Habana's ``FATAL ERROR ::``, or a failure stated with its reason (``EngineCore failed to start:

@@ -19,7 +19,11 @@ Rules, in order:
 3. No failure line, but the log (or the run, before a restart) stops inside a traceback whose frames name a phase
    (or its learned votes do) -> ``unknown`` with no out-of-memory claim (basis ``undecided``): the frames say where
    an exception was raised, not which (:func:`silent_cut`). Only a frame that raises nothing but a memory refusal
-   (the KV cache's check) reads the cut as that phase's failure (basis ``cut``).
+   (the KV cache's check) reads the cut as that phase's failure (basis ``cut``). A traceback whose error the log
+   states without memory words is no cut but that error, a failure of another kind -> ``none`` (basis ``error``),
+   however it was cut: stated on the line that opens it (a logger's "<what failed>: <message>, Traceback ..."), right
+   above it (a failed check, a collective's or NCCL's relayed runtime failure), or by a line after its frames
+   (:attr:`.scan.RunFeatures.error`).
 4. A log that stops partway through a counted phase (``[Warmup][..][i/n]`` with i < n, a CUDA-graph bar, weight
    shards) with nothing else -> ``none`` (basis ``stopped``): no out-of-memory line, no kill (``Killed``, exit code
    137 or -9, the OOM killer: those are failure lines, step 2), no traceback. An excerpt copied while the phase ran,

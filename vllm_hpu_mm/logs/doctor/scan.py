@@ -7,8 +7,8 @@ finished starting or died) and keeps, for the latest run that shows a failure, w
 - vLLM's or TGI's KV-cache refusal;
 - the last phase line before the failure (weights loaded, KV cache sized, capture started, serving);
 - an error of another kind the run shows: a traceback's message printed without its class, a failed check or a
-  collective's failure stated right above a traceback, an exception line that closed the traceback the run then
-  prints again, cut;
+  collective's failure stated right above a traceback, an exception's message a logger printed on the line that opens
+  its traceback, an exception line that closed the traceback the run then prints again, cut;
 - a traceback the log stops inside (no exception line after its frames), and a counted phase it stops inside
   (``[Warmup][..][i/n]`` with i < n, the CUDA-graph bar, weight shards: alone, no evidence of a failure);
 - the Gaudi memory split, the warm-up line, the model, the runtime.
@@ -183,7 +183,8 @@ class RunFeatures:
     #: failures: it was serving).
     repeated: int = 0
     #: The first error line of another kind that closed a traceback without an exception class (vLLM's logger prints
-    #: some errors as their message alone): (line, text). The traceback then ended in an error, not a cut.
+    #: some errors as their message alone) or stated, on the line that opens a traceback or right above it, what it
+    #: raised (:func:`_stated_error`): (line, text). The traceback then ended in an error, not a cut.
     error: tuple[int, str] | None = None
 
     @property
@@ -419,7 +420,7 @@ class Scanner:
         tb = run.tb
         if TRACEBACK_START in text:
             before = list(self.recent)[:-1]
-            check = _stated_error(before)
+            check = _stated_error(before, (k, text))
             explained = check is not None or _explained(before)
             run.tb = tb = _Traceback(k, explained)
             if check is not None and run.error is None:
@@ -582,22 +583,45 @@ def _explained(before: list[tuple[int, str]]) -> bool:
     return any(ERROR_RECORD.match(line) and _oom_kind(line) is None for _, line in before[-CHAIN_BACK:])
 
 
-def _stated_error(before: list[tuple[int, str]]) -> tuple[int, str] | None:
-    """The line right above a traceback that states what it raised, an error of another kind than memory, or None:
-    an error record stating a failed check (:data:`~vllm_hpu_mm.logs.patterns.FAILED_CHECK`: the exception's message,
-    logged first by vLLM's ``logger.exception(e)``), or a collective-communication failure in either of the two lines
-    above it (:data:`~vllm_hpu_mm.logs.patterns.COMM_FAILURE`)."""
+def _stated_error(before: list[tuple[int, str]], opening: tuple[int, str]) -> tuple[int, str] | None:
+    """The line that states what a traceback raised, an error of another kind than memory, or None: the line that
+    opens it, where a logger printed the exception's message there (:func:`_opened_with_message`); else an error
+    record right above it stating a failed check (:data:`~vllm_hpu_mm.logs.patterns.FAILED_CHECK`: the exception's
+    message, logged first by vLLM's ``logger.exception(e)``), or a collective-communication failure in either of the
+    two lines above it (:data:`~vllm_hpu_mm.logs.patterns.COMM_FAILURE`). A traceback an excerpt cuts after such a
+    line is that error's, not a cut that may hide an out-of-memory one (:func:`.decide.judge`)."""
+    if _opened_with_message(opening[1]):
+        return opening
     for k, line in reversed(before[-2:]):
-        if "memory" in line.lower() or _oom_kind(line) is not None:
+        if _names_memory(line):
             continue
         if COMM_FAILURE.search(line):
             return k, line
     if not before:
         return None
     k, line = before[-1]
-    if not ERROR_RECORD.match(line) or "memory" in line.lower() or _oom_kind(line) is not None:
+    if not ERROR_RECORD.match(line) or _names_memory(line):
         return None
     return (k, line) if FAILED_CHECK.search(strip_prefix(line)) else None
+
+
+def _names_memory(line: str) -> bool:
+    """Whether ``line`` speaks of memory at all (an error it states may then be an out-of-memory one)."""
+    return "memory" in line.lower() or _oom_kind(line) is not None
+
+
+#: A logger's record that prints an exception's message, then its traceback, on the line the traceback opens:
+#: "<what failed>: <message>, Traceback (most recent call last):" (vLLM's multiprocessing worker: "Exception in worker
+#: %s while processing method %s: %s, %s" with the exception and ``traceback.format_exc()``,
+#: vllm/executor/multiproc_worker_utils.py@0531c222 ``_run_worker_process``). A record with nothing between its colon
+#: and the traceback (SGLang's "Scheduler hit an exception: Traceback ...") states no message.
+OPENED_WITH_MESSAGE = re.compile(r"^[^:]{1,200}:\s+\S.*?,\s*" + re.escape(TRACEBACK_START))
+
+
+def _opened_with_message(text: str) -> bool:
+    """Whether the line ``text`` that opens a traceback states the exception's message before it, one that says
+    nothing of memory (:data:`OPENED_WITH_MESSAGE`)."""
+    return bool(OPENED_WITH_MESSAGE.match(strip_prefix(text))) and not _names_memory(text)
 
 
 #: Least frames a cut traceback must show to be read as an earlier error printed again (outer frames alone, the
