@@ -303,19 +303,43 @@ LOOP_WORDS = frozenset(("loop", "thread"))
 #: tensorrt_llm/_torch/pyexecutor/_util.py ``_create_dummy_context_requests``).
 LOOPED_WORK = frozenset(("forward", "batch", "batches", "request", "requests", "response", "responses", "execution",
                          "serve", "serving"))  # fmt: skip
+#: Words that name a harness's whole task over a model: evaluating it (an evaluator computing its metrics, lm-eval's
+#: ``simple_evaluate``) or benchmarking it. Such a task runs the model on its data, but it may also build the model
+#: itself first (lm-eval's ``simple_evaluate`` creates the model it then evaluates): like the phase table's scopes,
+#: these words place the failure in serving only where no frame inside names start-up. A bare ``eval`` is left out:
+#: Python's builtin runs any code, and torch's ``Module.eval()`` is called on a model right after it is loaded.
+EVALUATING_WORDS = frozenset(("evaluate", "evaluation", "evaluator", "evaluators", "evaluating", "benchmark",
+                              "benchmarking"))  # fmt: skip
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+
+
+def _called_name(path: str, func: str) -> str:
+    """The name an object's ``__call__`` frame goes by: its class where the frame names one (``Evaluator.__call__``,
+    as notebooks print it), else the module that defines the class (``evaluator.py``): the method's own name says
+    only that an object was called. Other dunder methods (``__init__``, ``__enter__``) name no work: empty."""
+    cls, _, name = func.rpartition(".")
+    if name != "__call__":
+        return ""
+    if cls:
+        return cls.rsplit(".", 1)[-1]
+    stem = path.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
+    return "" if stem.startswith("_") else stem
 
 
 def named_stage(frames: Iterable[tuple[str, str]]) -> tuple[Stage, int] | None:
     """The stage the words of a traceback's function names give, read from the outermost frame that has one (what
     the program was doing at the top: a request's generate that compiles a new shape deep inside is serving, a
     ``from_dir`` that allocates a session's buffers is start-up, a thread's ``forward_thread_func`` that runs batch
-    after batch is serving), and its index; None when no name says. Only for
-    frames the phase table does not place (:func:`traceback_stage` first): a weaker reading than a runtime's own
-    functions."""
+    after batch is serving), and its index; None when no name says. An evaluation or a benchmark
+    (:data:`EVALUATING_WORDS`) is serving unless a frame inside it names start-up. A called object's frame is read by
+    its class or module (:func:`_called_name`). Only for frames the phase table does not place
+    (:func:`traceback_stage` first): a weaker reading than a runtime's own functions."""
+    task: tuple[Stage, int] | None = None
     for k, (path, func) in enumerate(frames):
         name = func.rsplit(".", 1)[-1]
-        if name.startswith("__") or generic_frame(path, func) or frame_meaning(path, func) is not None:
+        if name.startswith("__"):
+            name = _called_name(path, func)
+        if not name or generic_frame(path, func) or frame_meaning(path, func) is not None:
             continue  # the table's frames are the table's to read (a scope it set aside says nothing here)
         ordered = [w.lower() for w in _WORD.findall(name)]
         words = set(ordered)
@@ -323,9 +347,12 @@ def named_stage(frames: Iterable[tuple[str, str]]) -> tuple[Stage, int] | None:
             return "startup", k
         if ordered[:1] and ordered[0] in MAKING_WORDS:
             continue  # the name says what is made, not what is running (MAKING_WORDS)
+        if task is None and words & EVALUATING_WORDS:
+            task = ("runtime", k)  # a harness's task: a start-up frame inside it still wins
+            continue
         if words & RUNNING_WORDS or (words & LOOP_WORDS and words & LOOPED_WORK):
-            return "runtime", k
-    return None
+            return task or ("runtime", k)
+    return task
 
 
 #: A failure's own line naming the unit of work it failed on, in any program: a request, a session, an invocation, a
