@@ -82,20 +82,19 @@ def test_a_call_that_names_no_task_leaves_the_stage_unknown(frames: list[tuple[s
 # --- a program's start lines ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "last",
-    [
-        # intel/intel-extension-for-transformers #846: its AutoModel's from_pretrained says which device it builds on
-        "2023-12-03 15:01:30 [INFO] CPU device is used.",
-        "INFO:root:Using device: cuda:0",
-    ],
-)
-def test_a_program_killed_after_picking_its_device_was_starting(last: str) -> None:
-    tokenizer = (
-        "Special tokens have been added in the vocabulary, make sure the associated word embeddings are fine-tuned"
-    )
-    d = diagnose_lines([tokenizer, last, "Killed"])
+TOKENIZER = "Special tokens have been added in the vocabulary, make sure the associated word embeddings are fine-tuned"
+
+
+def test_a_program_killed_after_picking_its_device_was_starting() -> None:
+    # intel/intel-extension-for-transformers #846: its AutoModel's from_pretrained says which device it builds on
+    d = diagnose_lines([TOKENIZER, "2023-12-03 15:01:30 [INFO] CPU device is used.", "Killed"])
     assert (d.oom, d.stage) == (True, "startup")
+
+
+def test_a_scripts_device_banner_says_nothing_of_when() -> None:
+    # any script prints it before it loads, trains or serves
+    d = diagnose_lines([TOKENIZER, "INFO:root:Using device: cuda:0", "Killed"])
+    assert (d.oom, d.stage) == (True, "unknown")
 
 
 def test_llama_cpps_failure_right_after_its_seed_line_is_start_up() -> None:

@@ -956,9 +956,9 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "skipping tactic",
             # a program picking the device its model will be built on, which it does before it builds it (Intel
             # Extension for Transformers' AutoModel from_pretrained: "CPU device is used.", then it loads and
-            # quantises the model; "Using device: cuda" in any script)
+            # quantises the model). Not "Using device: cuda": any script prints it, and no labelled log shows what
+            # follows it
             "device is used",
-            "using device",
             # llama.cpp's examples (main, perplexity, embedding) print their build and seed, then initialise the backend
             # and load the model (examples/main/main.cpp: "%s: seed  = %u", llama_backend_init, then
             # llama_init_from_gpt_params): until a loader line, the program is starting
