@@ -369,41 +369,63 @@ DEVICE_OOM = re.compile(
     re.IGNORECASE,
 )
 #: The general rule, written once: a line that says a memory resource could not be provided. What was refused
-#: (:data:`_RESOURCE`): memory in any qualifier (device, host, system, video; VRAM, RAM, HBM), a buffer, the KV cache or
-#: its blocks, a memory pool, an arena, a workspace, scratch space, or a size in bytes an allocation asked for. How it
-#: was refused, in the words of the out-of-memory logs stored under tests/data/logs (every set): "out of",
+#: (:data:`_RESOURCE`): memory in any qualifier (device, host, system, video; VRAM, RAM, HBM, DRAM), a buffer, the KV
+#: cache or its blocks, a memory pool, an arena, a workspace, scratch space, or a size in bytes an allocation asked
+#: for. How it was refused, in the words of the out-of-memory logs stored under tests/data/logs (every set): "out of",
 #: "insufficient", "not enough", "no free", "lack of", "no (more) available", "exceeds (the) available/free", "cannot /
-#: can't / could not / unable to / failed to allocate / reserve", "failed to find free", "... is insufficient / not
-#: enough / exhausted", "... allocation failed", "... is less than required / desired", "requires more ... than is
-#: available". Between the refusal and the resource only words come (no figure: "8.00 GiB out of the 19.53 GiB total
-#: CPU memory" is a share, not a shortage). Whether the line states a failure at all is :data:`FAILURE_MARK`'s and
-#: :data:`GOES_ON`'s to say (:func:`vllm_hpu_mm.logs.doctor.scan.refused_memory`); the programs' own wordings above
-#: stay, each with its citation, and decide first.
-_RESOURCE = (
+#: can't / could not / unable to / failed to allocate / reserve / fit / apply for", "failed to find free", "not enough
+#: space to allocate", "no free space in", "running low on", "exceeds / greater than the allowed / maximum", "... is
+#: insufficient / not enough / exhausted / too small", "... allocation failed", "allocation failed for size", "... is
+#: less than / below / lower than required / desired", "requires more ... than is available", and what is left set
+#: against what is asked around a "but" ("Remaining N kvcache tokens, but your prompt requires M": vllm.rs,
+#: src/core/engine.rs ``add_request_``). Between the refusal and the resource only words come (no figure: "8.00 GiB out
+#: of the 19.53 GiB total CPU memory" is a share, not a shortage). Whether the line states a failure at all is
+#: :data:`FAILURE_MARK`'s and :data:`GOES_ON`'s to say (:func:`vllm_hpu_mm.logs.doctor.scan.refused_memory`); the
+#: programs' own wordings above stay, each with its citation, and decide first. :data:`_STORE` is the same less a
+#: buffer: "too small" said of a buffer is as often a string's or a queue's as memory's.
+_STORE = (
     r"(?:\b(?:device|host|system|GPU|CPU|NPU|HPU|XPU|TPU|video|shared|pinned|physical|global|free|available|enough"
-    r"|sufficient|contiguous)\s+){0,2}\b(?:memory|VRAM|RAM|HBM)\b"
-    r"|\bbuffers?\b|\bKV[ -]?cache\b(?:\s+(?:blocks?|pool))?|\b(?:KV|GPU|HPU|cache) blocks?\b"
+    r"|sufficient|contiguous)\s+){0,2}\b(?:memory|VRAM|RAM|HBM|DRAM|SRAM)\b"
+    r"|\bKV[ -]?cache\b(?:\s+(?:blocks?|pool|tokens?))?|\b(?:KV|GPU|HPU|cache) blocks?\b"
     r"|\b(?:memory|KV|token|request|block) pool\b|\barena\b|\bworkspace\b|\bscratch space\b"
 )
+_RESOURCE = rf"{_STORE}|\bbuffers?\b"
 #: At most one word between a refusal and what it refuses besides the resource's own qualifiers ("exceeds available
 #: Mamba cache blocks", "not enough free device memory"): "insufficient permissions to access shared memory" refuses a
 #: permission, not memory.
 _WORD = r"(?:(?:the|a|any)\s+)?(?:[A-Za-z][\w'-]*\s+)??"
 #: The rest of one clause: a full stop or a semicolon ends it, a decimal point ("(8.0/64.0 GiB)") does not.
 _CLAUSE = r"(?:[^.;]|\.(?=\d))"
+#: Words of what a resource has left, and of what a request asks of it, which a shortage sets against each other.
+_HAVE = r"remaining|available|free|left|only"
+_NEED = r"requires?|required|needs?|needed|requests?|requested|asks? for"
 MEMORY_REFUSED = re.compile(
     # the refusal, then what was refused
-    rf"\b(?:out of|insufficient|not enough|no free|lack of|no (?:more )?available|exceeds? (?:the )?(?:available|free))"
+    rf"\b(?:out of|insufficient|not enough|no free|lack of|no (?:more )?available|(?:running|ran|runs|is|are) low on"
+    r"|exceed(?:s|ed)? (?:the )?(?:available|free|allowed|max(?:imum)?|device)"
+    r"|(?:greater|larger|more) than (?:the )?(?:available|free|allowed|max(?:imum)?)(?: allowed)?)"
     rf"\s+{_WORD}(?:{_RESOURCE})"
-    rf"|\b(?:cannot|can't|can not|could not|couldn't|unable to|fail(?:s|ed)? to|failure to)"
-    rf" (?:allocate|reserve|find (?:free|enough))\b.{{0,60}}?(?:{_RESOURCE}|\b\d[\d.,]*\s*(?:[KMGT]i?B|bytes)\b)"
+    # no room left in it: "no free space in the KV cache", "not enough space in device memory"
+    rf"|\b(?:no|not enough|insufficient) (?:free |more )?(?:space|room)(?: left)? (?:in|on|for) {_WORD}(?:{_RESOURCE})"
+    rf"|\b(?:cannot|can't|can not|could not|couldn't|unable to|fail(?:s|ed)? to|failure to|does not|doesn't|did not"
+    rf"|didn't|will not|won't|not enough (?:space|room) to|insufficient (?:space|room) to)"
+    rf" (?:allocate|reserve|find (?:free|enough)|fit|apply for|obtain|acquire)\b"
+    rf".{{0,60}}?(?:{_RESOURCE}|\b\d[\d.,]*\s*(?:[KMGT]i?B|B|bytes)\b)"
     rf"|\brequires? more\s+{_WORD}(?:{_RESOURCE}){_CLAUSE}{{0,40}}?\bthan\b{_CLAUSE}{{0,20}}?\b(?:available|free)\b"
+    # what is left set against what is asked, around a "but": "Remaining N kvcache tokens, but your prompt requires M",
+    # "requires 20 GiB of device memory but only 12 GiB are free"
+    rf"|\b(?:{_HAVE}|{_NEED})\b{_CLAUSE}{{0,40}}?(?:{_RESOURCE})"
+    rf"{_CLAUSE}{{0,60}}?\bbut\b{_CLAUSE}{{0,60}}?\b(?:{_HAVE}|{_NEED})\b"
     # what was refused, then the refusal
     rf"|(?:{_RESOURCE}){_CLAUSE}{{0,60}}?\b(?:(?:is|are|was|were|has been|have been) (?:insufficient|not enough)"
     r"|(?:(?:is|are|was|were|has been|have been) )?exhausted"
-    r"|(?:is|are|was|were) less than (?:the )?(?:required|desired|needed|requested|minimum)"
+    r"|(?:is|are|was|were) (?:less than|below|lower than|smaller than)"
+    r" (?:the )?(?:required|desired|needed|requested|minimum)"
     r"|exceeds? (?:the )?(?:available|free))\b"
-    rf"|(?:{_RESOURCE})\s+(?:allocation|alloc)(?: of \S+ bytes)? (?:failed|error)\b",
+    rf"|(?:{_STORE}){_CLAUSE}{{0,40}}?\b(?:is|are|was|were) too small\b"
+    rf"|(?:{_RESOURCE})\s+(?:allocation|alloc)(?: of \S+ bytes)? (?:failed|error)\b"
+    # an allocation of a size refused: "Allocation failed for size::268435456 (256)MB"
+    r"|\b(?:allocation|alloc) failed (?:for|of) (?:size\b\W*\d|\d[\d.,]*\s*(?:[KMGT]i?B|B|bytes)\b)",
     re.IGNORECASE,
 )
 #: A refused memory resource that is no shortage of memory: room inside a buffer an allocator already holds (ggml's
@@ -449,7 +471,9 @@ INFO_LEVEL = re.compile(r"(?-i:\b(?:INFO|DEBUG|TRACE)\b|\[[ID]\])|\blevel=(?:inf
 #: Words one of which every :data:`MEMORY_REFUSED` match holds, with "out of" and "alloc" (which the doctor's first
 #: check on every line already looks for): a cheap first check, lower-case.
 MEMORY_REFUSED_WORDS = ("insuffic", "enough", "free", "lack", "availab", "exceed", "reserv", "require", "exhaust",
-                        "less than")  # fmt: skip
+                        "less than", "below", "lower than", "smaller than", "too small", "space", "room", "fit", "but",
+                        "low on", "greater than", "larger than", "more than", "apply for", "obtain",
+                        "acquire")  # fmt: skip
 #: What the refusal names as the host's: host, system, CPU or physical memory, RAM, a host buffer type.
 HOST_RESOURCE = re.compile(
     r"\b(?:host|system|CPU|physical)\s+(?:memory|RAM)\b|\bRAM\b|\bCPU\w* buffers?\b|_Host buffers?\b",

@@ -709,8 +709,15 @@ _HEDGE_WORDS = ("caus", "possib", "perhaps", " due to", "lead to", "result in", 
                 "to avoid", "to prevent")  # fmt: skip
 
 
+#: A line break written out as the two characters backslash and n: an exception's message quoted inside another's repr
+#: (``RuntimeError('TT_THROW @ ...\\ninfo:\\nOut of Memory: ...')``) or a JSON string holds its lines on one line.
+_ESCAPED_BREAK = "\\n"
+
+
 def _oom_kind(text: str) -> Memory | None:
     # Cheap substring guards first: most lines of a long log are request lines that need one or two checks.
+    if _ESCAPED_BREAK in text:
+        text = text.replace(_ESCAPED_BREAK, "\n")  # a word after a quoted break starts a word ("\\nOut of Memory")
     low = text.lower()
     if any(map(low.__contains__, _HEDGE_WORDS)) and (h := HEDGE.search(text)):
         text, low = text[: h.start()], low[: h.start()]
