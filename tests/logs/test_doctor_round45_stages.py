@@ -117,3 +117,31 @@ def test_a_seed_line_followed_by_the_loader_is_read_by_the_loader() -> None:
     d = diagnose_lines(["main: seed  = 1694805687", "llama_kv_cache_init: CUDA0 KV buffer size =  4096.00 MiB",
                         "CUDA error 2 at /data/llama.cpp/ggml-cuda.cu:5509: out of memory"])  # fmt: skip
     assert d.stage == "kv_cache"
+
+
+# --- what the failure's own words say of when ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # vLLM V1's check before the model loads, in the wording of vllm-project/vllm #16's ROCm run (round 43)
+        "ValueError: Available memory on device cuda:0 (28.49/124.0 GiB) is below required GPU memory utilization "
+        "(0.95, 117.8 GiB). Reduce GPU memory utilization or decrease GPU memory used by other processes.",
+        "ValueError: Free memory on device (13.2/79.1 GiB) on startup is less than desired GPU memory utilization "
+        "(0.9, 71.2 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+    ],
+)
+def test_vllms_free_memory_check_in_either_wording_is_start_up(line: str) -> None:
+    d = diagnose_lines(["(EngineCore_DP0 pid=727) ERROR 02-12 15:44:57 [core.py:966] " + line])
+    assert (d.oom, d.stage) == (True, "startup")
+
+
+def test_a_shortage_set_against_what_a_prompt_requires_is_serving() -> None:
+    # vllm.rs's server refuses a request its KV cache cannot hold (guoqingbao/vllm.rs #278, round 42)
+    line = (
+        "2026-04-01T02:59:00.655654Z ERROR vllm_rs::server::server: Stream generation failed: Remaining 1406272 "
+        "kvcache tokens, but your prompt requires 1717120 new tokens, please request later!"
+    )
+    d = diagnose_lines([line])
+    assert (d.oom, d.stage) == (True, "runtime")

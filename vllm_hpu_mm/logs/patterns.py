@@ -513,7 +513,10 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
         "startup",
         re.compile(
             r"Not enough memory to handle \d+ prefill tokens|Unable to warmup model"
-            r"|on startup is less than desired (?:[GNX]PU )?memory utilization"  # vLLM V1's free-memory check
+            # vLLM V1's free-memory check against the utilization asked for, made before the model loads, in either
+            # of its wordings ("Free memory on device ... on startup is less than desired GPU memory utilization";
+            # "Available memory on device ... is below required GPU memory utilization")
+            r"|(?:on startup )?is (?:less than|below) (?:the )?(?:desired|required) (?:[GNX]PU )?memory utilization"
             r"|Warmup failed, because of .{0,80}out of memory"
             r"|\bllama_model_load: error loading model|\bllama_load_model_from_file: failed to load model"
             r"|model requires more system memory"

@@ -365,9 +365,11 @@ def named_stage(frames: Iterable[tuple[str, str]]) -> tuple[Stage, int] | None:
 #: inputs without one (vLLM's "warming up sampler with 256 dummy requests"); what start-up skips is its own parts, not
 #: an input (TensorRT's builder "Skipping tactic N due to insufficient memory", a loader's layers, a download); a
 #: session or request being created or loaded is start-up's (the verbs are work done on it); a scheduler's job or task
-#: is a whole program, its load included.
+#: is a whole program, its load included. A failure that sets what one prompt or request needs against what is left
+#: ("Remaining N kvcache tokens, but your prompt requires M new tokens", vllm.rs's server) was weighing a request too.
 WORK_ITEM = re.compile(
-    r"\b(?:while|when|during|for|in)\s+"
+    r"\b(?:your|this|the)\s+(?:prompt|request)\s+(?:requires|needs|asks for)\b"
+    r"|\b(?:while|when|during|for|in)\s+"
     r"(?:(?:invoking|processing|handling|running|serving|executing|answering|generating|decoding)\s+)?"
     r"(?:(?:the|a)\s+)?(?:session|invocation|request|prompt|queue item)\b(?:\s+id)?\s*[:#=]?\s*[\w-]*\d"
     r"|\bskipping\s+(?:(?:the\s+)?(?:case|request|prompt|sample)\b|\(\s*\d+(?:\s*,\s*\d+(?:\.\d+)?)+\s*\))",
