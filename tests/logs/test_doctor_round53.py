@@ -29,11 +29,15 @@ def uncaught(error: str, *, head: str = "Traceback (most recent call last):") ->
     "teardown",
     [
         # SGLang's HTTP server after its warm-up request failed (sgl-project/sglang #3623)
-        uncaught("AssertionError: res=<Response [403]>", head="[2025-02-17 11:56:43] Initialization failed. "
-                 "warmup error: Traceback (most recent call last):"),  # fmt: skip
+        uncaught(
+            "AssertionError: res=<Response [403]>",
+            head="[2025-02-17 11:56:43] Initialization failed. warmup error: Traceback (most recent call last):",
+        ),
         # SGLang's launcher, told by a child that failed
-        ["[2025-03-13 14:24:23] Scheduler hit an exception: see above",
-         "[2025-03-13 14:24:23] Received sigquit from a child process. It usually means the child failed."],
+        [
+            "[2025-03-13 14:24:23] Scheduler hit an exception: see above",
+            "[2025-03-13 14:24:23] Received sigquit from a child process. It usually means the child failed.",
+        ],
     ],
 )
 def test_a_kill_after_the_programs_own_teardown_is_no_oom(teardown: list[str]) -> None:
@@ -73,8 +77,10 @@ def test_a_kill_long_after_an_error_the_program_went_on_from_is_still_an_oom() -
     "lines",
     [
         # wrapped by an issue form, its head cut away (vllm-project/vllm #57595)
-        ["    Tried to allocate 136.00 MiB. GPU 0 has a total capacity of 22.36 GiB of",
-         "    which 120.88 MiB is free. ... If this problem persists, try setting"],
+        [
+            "    Tried to allocate 136.00 MiB. GPU 0 has a total capacity of 22.36 GiB of",
+            "    which 120.88 MiB is free. ... If this problem persists, try setting",
+        ],
         # before torch 2.1
         ["Tried to allocate 20.00 MiB (GPU 0; 7.79 GiB total capacity; 5.80 GiB already allocated; 13.31 MiB free)"],
         # a fork of the allocator, another device's name
