@@ -74,6 +74,7 @@ __all__ = [
     "NO_EXHAUSTION",
     "PHASE_MARKERS",
     "PHASE_TOTAL",
+    "PROCESS_DEATH",
     "PROGRESS",
     "PYTHON_ERROR_TEXT",
     "RELEASE",
@@ -156,9 +157,25 @@ BARE_KILL = re.compile(
 #: sigusr1_handler -> kill_process_tree(os.getpid()), so the shell prints ``Killed``); its multiprocessing executor
 #: says the same ("MultiprocExecutor got fatal signal from worker processes, shutting down"; a worker that "died
 #: unexpectedly, shutting down executor"), and its engine that failed to start ("Engine core initialization failed").
+#: SGLang tears its own tree down the same way: its HTTP server, when the warm-up request fails, logs "Initialization
+#: failed. warmup error: <traceback>" and kills its process tree (python/sglang/srt/entrypoints/http_server.py@9c0549b7
+#: _wait_and_warmup -> kill_process_tree(os.getpid())); a scheduler or detokenizer that "hit an exception" sends its
+#: parent SIGQUIT (python/sglang/srt/managers/scheduler.py@d51c1c21 run_scheduler_process), whose handler logs
+#: "Received sigquit from a child process. It usually means the child failed." and kills the tree
+#: (python/sglang/srt/entrypoints/engine.py@18bfdd16 sigquit_handler).
 FATAL_SHUTDOWN = re.compile(
     r"fatal signal from worker|died unexpectedly, shutting down|Engine core initialization failed"
-    r"|encountered a fatal error|fatal error.{0,40}shutting down",
+    r"|encountered a fatal error|fatal error.{0,40}shutting down"
+    r"|Initialization failed\. warmup error|Received sigquit from a child process"
+    r"|\b(?:Scheduler|\w*Manager) hit an exception",
+    re.IGNORECASE,
+)
+#: An exception that reports another process's death, not a failure of the program's own (PyTorch's DataLoader:
+#: "DataLoader worker (pid 123) is killed by signal: Killed.", "exited unexpectedly"; torchrun's ChildFailedError,
+#: whose report names the child's exit code and signal): a kill after it may be the OOM killer's, so such an error
+#: does not make the kill the program's own (:data:`FATAL_SHUTDOWN`).
+PROCESS_DEATH = re.compile(
+    r"\bkilled\b|\bsignal\b|SIGKILL|ChildFailedError|exited unexpectedly|\bdied\b|exit ?code|terminated",
     re.IGNORECASE,
 )
 #: The host ran out (checked first: Ray's error class is also named OutOfMemoryError). Ray's memory monitor, the
@@ -246,6 +263,14 @@ DEVICE_OOM = re.compile(
     # (XLA's RESOURCE_EXHAUSTED is memory; gRPC's status of that name, "StatusCode.RESOURCE_EXHAUSTED", is a message
     # over the size limit: TGI's router and shards, Triton talk gRPC)
     r"|Not enough memory to handle|(?<!StatusCode\.)RESOURCE_EXHAUSTED|\bOOM when allocating"
+    # torch's caching allocator's account of the allocation it refused, which follows its "CUDA out of memory." (XPU,
+    # MLU, ...) and alone says the device ran out where an excerpt or a wrap cut that head away: "Tried to allocate N
+    # MiB. GPU 0 has a total capacity of N GiB of which N MiB is free." (c10/cuda/CUDACachingAllocator.cpp@eb42ad6e
+    # malloc, TORCH_CHECK_WITH OutOfMemoryError; its forks say "MLU 0", "GCU 0", "Device 0"; torch 2.1 "capacty"),
+    # before torch 2.1 "Tried to allocate N MiB (GPU 0; N GiB total capacity; ...)"
+    r"|\bTried to allocate \d[\d.]* ?(?:[KMGTP]i?B|bytes)\b"
+    r"(?:\.\s+(?:GPU|XPU|NPU|MLU|GCU|Device) ?\d+ has a total capac|\s*\((?:GPU|XPU|NPU|MLU|device) ?\d+;)"
+    r"|\b(?:GPU|XPU|NPU|MLU|GCU|Device) ?\d+ has a total capaci?ty of \d[\d.]* ?(?:[KMGTP]i?B|bytes) of which"
     # MLC-LLM's engine refuses before it allocates: weights and buffers leave no room (cpp/serve/config.cc);
     # llama.cpp cannot reserve its compute graph's buffers (src/llama-context.cpp graph_reserve)
     r"|Insufficient GPU memory error|failed to allocate compute buffers|compute buffer allocation failed"

@@ -68,6 +68,7 @@ from vllm_hpu_mm.logs.patterns import (
     NEGATIVE_KV,
     NO_EXHAUSTION,
     PHASE_MARKERS,
+    PROCESS_DEATH,
     PROGRESS,
     PYTHON_ERROR_TEXT,
     RESERVE_FAILED,
@@ -366,12 +367,23 @@ class Scanner:
 
     def _shutdown_kill(self, text: str) -> bool:
         """Whether ``text`` is a kill that names no cause (:data:`~vllm_hpu_mm.logs.patterns.BARE_KILL`) ending the
-        program's own shutdown after a failure of another kind, announced in the few lines before it
-        (:data:`~vllm_hpu_mm.logs.patterns.FATAL_SHUTDOWN`): the program killed itself, the OOM killer did not."""
+        program's own shutdown after a failure of another kind: announced in the few lines before it
+        (:data:`~vllm_hpu_mm.logs.patterns.FATAL_SHUTDOWN`), or an uncaught error just raised
+        (:meth:`_raised_just_before`). The program killed itself, the OOM killer did not."""
         if HOST_OOM.search(BARE_KILL.sub("", text)):
             return False  # the line names the host's memory as well (the kernel's "Out of memory: Killed process")
         before = list(self.recent)[-SHUTDOWN_BACK - 1 : -1]
-        return any(FATAL_SHUTDOWN.search(line) for _, line in before)
+        return any(FATAL_SHUTDOWN.search(line) for _, line in before) or self._raised_just_before()
+
+    def _raised_just_before(self) -> bool:
+        """Whether a traceback ended in an error of another kind than memory in the few lines before this one. A
+        process that raised it and then dies of SIGKILL was killed by its own handler (a launcher tearing its tree
+        down, whatever its words), not by the kernel; an error that reports a process's death (a DataLoader worker
+        "killed by signal", torchrun's ChildFailedError) is no such failure: the kill may be the OOM killer's."""
+        raised = self.run.raised
+        if raised is None or self.n - 1 - raised[0] > SHUTDOWN_BACK:
+            return False
+        return not PROCESS_DEATH.search(raised[1])
 
     # --- per line -------------------------------------------------------------------------------------------
 
@@ -724,7 +736,7 @@ def _oom_kind(text: str) -> Memory | None:
     if not ("memory" in low or "devmem" in low or "kill" in low or "-9" in text or "137" in text or "oom" in low
             or "outofme" in low or "out of" in low or "resource_exhausted" in low or "mmap" in low
             or "out_of_res" in low or "alloc" in low or "vram" in low or "retract" in low or "code is 2070" in low
-            or "1455" in text or "scratch space" in low or "decode the batch" in low
+            or "1455" in text or "scratch space" in low or "decode the batch" in low or "capac" in low
             or any(map(low.__contains__, MEMORY_REFUSED_WORDS))):  # fmt: skip
         return None
     if COMMAND_LINE.match(strip_prefix(text)) or NO_EXHAUSTION.search(text):
