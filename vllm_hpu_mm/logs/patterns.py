@@ -12,6 +12,7 @@ and the log lines quoted in tests/data/logs.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from vllm_hpu_mm.logs.numbers import number
 from vllm_hpu_mm.values import Stage
@@ -29,6 +30,7 @@ __all__ = [
     "CUDA_GRAPH_MEMORY",
     "DECODE_RESERVE",
     "DEVICE_OOM",
+    "DUMPED_FRAME",
     "ELISION",
     "ENGINE_LENGTH",
     "ERROR_MESSAGE",
@@ -92,6 +94,7 @@ __all__ = [
     "WARMUP_FREE_MEM",
     "WORKER",
     "RuntimeSniffer",
+    "dumped_frames",
     "frames_in",
     "size_bytes",
     "strip_prefix",
@@ -723,6 +726,11 @@ FRAME = re.compile(
     r'File "(?P<path>[^"]+)", line \d+, in (?P<func>[\w.<>]+)'
     r"|File \[?(?P<nb_path>[^\s:\]\[]+):\d+\]?(?:\([^)\s]*\))?, in (?P<nb_func>[\w.<>]+)"
 )
+#: A frame of Python's fault handler's dump, printed when the process dies of a fatal signal ("Fatal Python error:
+#: Aborted", a C++ exception nobody caught, a segfault): ``File "<path>", line N in <function>``, no comma before
+#: ``in``, each thread's frames under "Thread 0x... (most recent call first):", innermost first (CPython
+#: Python/traceback.c ``dump_frame`` and ``dump_traceback``, which ``faulthandler`` calls).
+DUMPED_FRAME = re.compile(r'File "(?P<path>[^"]+)", line \d+ in (?P<func>[\w.<>]+)\s*$')
 #: A method a worker process ran when it failed, as its executor reports it (vLLM V0 multiprocessing and Ray, TGI's
 #: gRPC server), and TGI's router spans (``warmup{...}``, ``batch{...}:decode``): each names a phase like a frame.
 METHOD = re.compile(
@@ -823,6 +831,22 @@ def frames_in(text: str) -> list[tuple[str, str]]:
     out = []
     for m in FRAME.finditer(text):
         out.append((m["path"] or m["nb_path"] or "", m["func"] or m["nb_func"] or ""))
+    return out
+
+
+def dumped_frames(lines: Iterable[tuple[int, str]]) -> list[tuple[int, str, str]]:
+    """The ``(line, path, function)`` of the fault handler's frames (:data:`DUMPED_FRAME`) in ``lines``, outermost
+    first as a traceback lists them: each dump's run of frame lines reversed."""
+    out: list[tuple[int, str, str]] = []
+    run: list[tuple[int, str, str]] = []
+    for k, text in lines:
+        m = DUMPED_FRAME.search(text) if "File" in text else None
+        if m is not None:
+            run.append((k, m["path"], m["func"]))
+            continue
+        out.extend(reversed(run))
+        run = []
+    out.extend(reversed(run))
     return out
 
 
@@ -957,6 +981,9 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
         (
             "loading weights",
             "loading safetensors",
+            # SGLang's threaded weight loader (model_loader/weight_utils.py: a tqdm bar "Multi-thread loading shards"),
+            # which its load_model runs before the memory pool is sized
+            "loading shards",
             "model loading took",
             "pre-loading model weights",
             "memory profiling",

@@ -12,10 +12,12 @@ Rules, in order:
    id, a case it skips, :func:`.phases.work_item_stage`, or the step of its pipeline over its data the app reports
    failed after it, :func:`.phases.pipeline_step_stage`), the last phase line before it (weights loaded, KV cache
    sized, capture started, serving; where the excerpt elides lines after it, only the last stage), the learned frame
-   votes (frame names the phase table does not know, counted over labelled logs) and, without a vote, the words of
-   the frames' names in any program (:func:`.phases.named_stage`: a ``_forward_generate`` is serving, a ``from_dir``
-   start-up, a thread's ``forward_thread_func`` serving; a ``get_decode_mask``, named for what it makes, nothing).
-   Else ``unknown``.
+   votes (frame names the phase table does not know, counted over labelled logs; a protocol method such as
+   ``__init__`` casts none: any object's constructor runs in any phase) and, without a vote, the words of the
+   frames' names in any program (:func:`.phases.named_stage`: a ``_forward_generate`` is serving, a ``from_dir``
+   start-up, a thread's ``forward_thread_func`` serving; a ``get_decode_mask``, named for what it makes, nothing; a
+   set-up such as ``_init_engine`` whose inner frames the excerpt elides, nothing). The frames are a traceback's, or
+   Python's fault handler's dump after a fatal abort (innermost first there, read outermost first). Else ``unknown``.
 3. No failure line, but the log (or the run, before a restart) stops inside a traceback whose frames name a phase
    (or its learned votes do) -> ``unknown`` with no out-of-memory claim (basis ``undecided``): the frames say where
    an exception was raised, not which (:func:`silent_cut`). Only a frame that raises nothing but a memory refusal
@@ -223,7 +225,18 @@ def frame_tokens(frames: Iterable[Frame]) -> set[str]:
     names = {f.func.rsplit(".", 1)[-1] for f in frames
              if f.func and frame_meaning(f.path, f.func) is None and not generic_frame(f.path, f.func)}  # fmt: skip
     return {n for n in names
-            if n not in _PLUMBING and n not in _ANY_PHASE and not n.endswith(("Error", "Exception"))}  # fmt: skip
+            if n not in _PLUMBING and n not in _ANY_PHASE and not _protocol(n)
+            and not n.endswith(("Error", "Exception"))}  # fmt: skip
+
+
+def _protocol(name: str) -> bool:
+    """Whether ``name`` is a Python protocol method (``__init__``, ``__torch_function__``): it names how an object
+    was reached, not the work. A constructor runs whenever its object is made: a model's layer at start-up, a server's
+    runner or engine whose construction encloses every start-up phase (bentoml/OpenLLM #968: a runner's ``__init__``
+    above vLLM's engine constructor, the frames below it left out), an object a request builds. Two labelled
+    start-up logs had voted ``__init__`` start-up; the phase table already reads a model's own constructors
+    (:data:`.phases.MODEL_CODE`), and :func:`.phases.named_stage` leaves ``__init__`` out for the same reason."""
+    return name.startswith("__") and name.endswith("__")
 
 
 def _voted(frames: tuple[Frame, ...], rules: Rules) -> Stage | None:
@@ -358,6 +371,13 @@ def _scope_above_elision(f: Failure) -> bool:
     meaning = frame_meaning(decider.path, decider.func)
     if meaning is None or meaning.kind != "scope":
         return False
+    return _elided_below(f)
+
+
+def _elided_below(f: Failure) -> bool:
+    """Whether the excerpt left out the frames below the last one shown: an elision line (``...``) right after it."""
+    if not f.frames:
+        return False
     last = f.frames[-1].line
     return any(0 < k - last <= _ELIDED_WITHIN and ELISION.fullmatch(strip_prefix(text).strip()) for k, text in f.window)
 
@@ -410,7 +430,7 @@ def _source(source: Source, f: Failure, hint: tuple[Stage, int] | None, rules: R
     if voted is not None:
         return voted, f.line
     # no vote: the words of the frames' names, in any program (:func:`.phases.named_stage`)
-    named = named_stage((fr.path, fr.func) for fr in f.frames)
+    named = named_stage(((fr.path, fr.func) for fr in f.frames), elided=_elided_below(f))
     return None if named is None else (named[0], f.frames[named[1]].line)
 
 

@@ -284,7 +284,12 @@ RUNNING_WORDS = frozenset(
     ("generate", "generation", "decode", "decoding", "prefill", "chat", "completion", "completions", "infer",
      "inference", "predict", "prediction", "sample", "sampler", "sampling", "respond", "step", "train", "training")
 )  # fmt: skip
-STARTING_WORDS = frozenset(("load", "loader", "loading", "pretrained", "init", "initialize", "initialise", "setup"))
+#: Setting a program up (``_init_engine``, ``init_model``, ``setup``) encloses everything it does before it takes
+#: work: for a server, the weights' load, the KV cache and graph capture alike (vLLM's engine constructor runs all
+#: three). Only where the frames below it are in view is the failure known to be in it and nowhere later
+#: (:func:`named_stage`).
+SETUP_WORDS = frozenset(("init", "initialize", "initialise", "setup"))
+STARTING_WORDS = frozenset(("load", "loader", "loading", "pretrained")) | SETUP_WORDS
 #: Verbs that, opening a function's name, make the rest of it the name of what the function returns or builds, not of
 #: the work under way: ``get_decode_mask`` makes the mask decoding will use, and a program builds such a thing at
 #: start-up as well as for a step (tenstorrent/tt-metal #30225: ``get_decode_mask`` allocating a mask, with no line to
@@ -326,14 +331,19 @@ def _called_name(path: str, func: str) -> str:
     return "" if stem.startswith("_") else stem
 
 
-def named_stage(frames: Iterable[tuple[str, str]]) -> tuple[Stage, int] | None:
+def named_stage(frames: Iterable[tuple[str, str]], elided: bool = False) -> tuple[Stage, int] | None:
     """The stage the words of a traceback's function names give, read from the outermost frame that has one (what
     the program was doing at the top: a request's generate that compiles a new shape deep inside is serving, a
     ``from_dir`` that allocates a session's buffers is start-up, a thread's ``forward_thread_func`` that runs batch
     after batch is serving), and its index; None when no name says. An evaluation or a benchmark
     (:data:`EVALUATING_WORDS`) is serving unless a frame inside it names start-up. A called object's frame is read by
     its class or module (:func:`_called_name`). Only for frames the phase table does not place
-    (:func:`traceback_stage` first): a weaker reading than a runtime's own functions."""
+    (:func:`traceback_stage` first): a weaker reading than a runtime's own functions.
+
+    Where the excerpt left out the frames below the last one shown (``elided``), a set-up name
+    (:data:`SETUP_WORDS`) says nothing, as the phase table's scopes above an elision do: the frames left out would say
+    whether the set-up was loading the weights, sizing the KV cache or capturing graphs (bentoml/OpenLLM #968: vLLM's
+    ``_init_engine`` with the frames below it cut)."""
     task: tuple[Stage, int] | None = None
     for k, (path, func) in enumerate(frames):
         name = func.rsplit(".", 1)[-1]
@@ -343,7 +353,11 @@ def named_stage(frames: Iterable[tuple[str, str]]) -> tuple[Stage, int] | None:
             continue  # the table's frames are the table's to read (a scope it set aside says nothing here)
         ordered = [w.lower() for w in _WORD.findall(name)]
         words = set(ordered)
-        if name.startswith("from_") or words & STARTING_WORDS:
+        if name.startswith("from_") or words & (STARTING_WORDS - SETUP_WORDS):
+            return "startup", k
+        if words & SETUP_WORDS:
+            if elided:
+                continue  # a set-up whose inner frames are left out: which of its phases is not shown
             return "startup", k
         if ordered[:1] and ordered[0] in MAKING_WORDS:
             continue  # the name says what is made, not what is running (MAKING_WORDS)

@@ -78,6 +78,7 @@ from vllm_hpu_mm.logs.patterns import (
     TRACEBACK_START,
     WARMUP,
     RuntimeSniffer,
+    dumped_frames,
     frames_in,
     strip_prefix,
 )
@@ -487,6 +488,8 @@ class Scanner:
         window = [*_traceback_window(before), (k, text), *run.after]
         reader = _FrameReader()
         frames = [frame for j, line in window for frame in reader.read(j, line)]
+        # a process killed by the error (an uncaught C++ exception's abort) has its Python frames dumped after it
+        frames += [Frame(j, path, func, dict(window)[j]) for j, path, func in dumped_frames(window)]
         method = run.method if run.method is not None and abs(run.method.line - k) <= BACK else None
         if method is not None and all(f.func != method.func for f in frames):
             frames.insert(0, method)
