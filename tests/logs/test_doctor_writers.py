@@ -118,13 +118,14 @@ CASES = {
          "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000.00 MiB on device 0: cudaMalloc failed: out of "
          "memory",
          "graph_reserve: failed to allocate compute buffers"],
-        "llama.cpp", "startup", "--ubatch-size",
+        "llama.cpp's library", "startup", "n_ubatch",
     ),
+    # (library lines only, no program's: the program that ran llama.cpp is not named, so the library's parameters are)
     # ik_llama.cpp #749's shape: the graph allocator's line and the log stops before the context's own message
     "llama.cpp, compute buffers cut in the allocator": (
         [LLAMA_KV, CUDA_MALLOC.format(279356.51), "ggml_gallocr_reserve_n: failed to allocate CUDA0 buffer of size "
          "292926534144"],
-        "llama.cpp", "startup", "--ubatch-size",
+        "llama.cpp's library", "startup", "n_ubatch",
     ),
     # Ollama's runner died while it loaded the model (llm/server.go WaitUntilRunning)
     "ollama runner died loading": (

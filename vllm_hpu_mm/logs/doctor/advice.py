@@ -347,6 +347,27 @@ _OTHER_AT_STAGE = {
 #: own lines (:data:`~vllm_hpu_mm.logs.patterns.RESERVE_FAILED`).
 _LLAMA_RESERVE = ("it could not reserve its compute graph's buffers for the largest micro-batch: lower --ubatch-size "
                   "(and --batch-size) or --ctx-size, or offload fewer layers (--n-gpu-layers)")  # fmt: skip
+#: The same reservation for a program that runs llama.cpp, in that program's own settings: Ollama's runner options, set
+#: in a Modelfile (``PARAMETER num_ctx 4096``) or a request's ``options`` (api/types.go@00a4cb26 ``Runner``: num_ctx,
+#: num_batch, num_gpu, the layers sent to the GPU); where only the library's lines name it, by the library's own
+#: parameters (include/llama.h ``llama_context_params`` n_ctx, n_batch, n_ubatch; ``llama_model_params``
+#: n_gpu_layers), which each program sets under its own name.
+_RESERVE_ON_LLAMA_CPP = {
+    "ollama": "it could not reserve llama.cpp's compute buffers for its largest batch: lower num_batch or num_ctx, or "
+    "send fewer layers to the GPU (num_gpu), in the model's Modelfile (PARAMETER) or the request's options",
+    "text-generation-webui": "it could not reserve llama.cpp's compute buffers for its largest batch: lower its "
+    "llama.cpp loader's n_batch or n_ctx, or offload fewer layers (n_gpu_layers)",
+}
+#: llama.cpp's library lines alone: the program that ran it is not named, so its settings are named by the library's
+#: parameters and by Ollama's options (the programs most often found running it).
+_LIBRARY_ONLY = ("it holds only llama.cpp's library lines, not the program that ran it (llama.cpp's own server "
+                 "or CLI, or a program built on it: Ollama, LM Studio, llama-cpp-python, text-generation-webui), so "
+                 "that program's settings are not known here: set these in it under its own names (Ollama: num_batch, "
+                 "num_ctx, num_gpu)")  # fmt: skip
+_LIBRARY_RESERVE = ("it could not reserve its compute graph's buffers for the largest micro-batch: lower the "
+                    "micro-batch and batch (the library's n_ubatch, n_batch) or the context (n_ctx), or offload fewer "
+                    "layers (n_gpu_layers)")  # fmt: skip
+_LIBRARY_KNOBS = ("n_gpu_layers", "n_ctx", "n_batch")
 #: SGLang's KV pool with no slot left for the batch its scheduler built
 #: (:data:`~vllm_hpu_mm.logs.patterns.SGLANG_POOL`): the pool is what --mem-fraction-static leaves after the weights,
 #: so a smaller share makes it worse.
@@ -381,6 +402,13 @@ _HOST_NOTES = {
     "(underscores)",
     "localai": "LocalAI reads these from the model's YAML config; unload the models loaded before this one, which hold "
     "their memory",
+    # OpenLLM builds the engine itself from its own start options (openllm/_runners.py: AsyncEngineArgs, then
+    # AsyncLLMEngine.from_engine_args, as the log's own frames show); which of vLLM's arguments it exposes is not
+    # known here
+    "openllm": "OpenLLM builds the vLLM engine itself, so vLLM's command line does not reach it: these are the "
+    "engine's arguments by their keyword names (underscores); set them through OpenLLM's own start options or "
+    "configuration "
+    "where it exposes them (not known here: its start command's help lists them)",
 }
 #: The host's key for a flag where it is not the flag's name with underscores.
 _HOST_KEYS = {"localai": {"--n-gpu-layers": "gpu_layers", "--gpu-layers": "gpu_layers", "--ctx-size": "context_size",
@@ -406,7 +434,8 @@ def _other(d: Diagnosis) -> list[Fix]:
     who = engine
     if d.source.host in _HOST_NOTES:  # the server that runs it names it, and takes its settings (:func:`_hosted`)
         who = f"{OTHER_DISPLAY[d.source.host]} running {engine}"
-    knobs = OTHER_KNOBS.get(key, ())
+    library = d.source.library_only
+    knobs = _LIBRARY_KNOBS if library else OTHER_KNOBS.get(key, ())
     named = [k for k in knobs if any(k in line for line in _texts(d))]  # the knob the log itself names leads
     own = [*named, *(k for k in knobs if k not in named)][:3]
     lead = f"the log is from {who}, not a vLLM runtime: vLLM's flags do not apply"
@@ -422,8 +451,13 @@ def _other(d: Diagnosis) -> list[Fix]:
                     "static share holds the weights and the KV pool), or shard over more devices (--tp-size) or load "
                     "a quantized model (--quantization)")]  # fmt: skip
     at_stage = _OTHER_AT_STAGE.get((key, d.stage))
-    if key == "llama.cpp" and any(RESERVE_FAILED.search(line) for line in _texts(d)):
-        at_stage = _LLAMA_RESERVE
+    if library:
+        lead = f"the log is from {engine}'s library, not a vLLM runtime: vLLM's flags do not apply; {_LIBRARY_ONLY}"
+    reserve = any(RESERVE_FAILED.search(line) for line in _texts(d))
+    if reserve and key == "llama.cpp":
+        at_stage = _LIBRARY_RESERVE if library else _LLAMA_RESERVE
+    elif reserve and key in _RESERVE_ON_LLAMA_CPP:
+        at_stage = _RESERVE_ON_LLAMA_CPP[key]
     if key == "sglang" and any(SGLANG_POOL.search(line) for line in _texts(d)):
         at_stage = _SGLANG_POOL_FULL
     if key == "tensorrt_llm" and d.stage == "startup" and any(LOAD_FAILED.search(line) for line in _texts(d)):

@@ -602,9 +602,10 @@ def _stated_error(before: list[tuple[int, str]], opening: tuple[int, str]) -> tu
     """The line that states what a traceback raised, an error of another kind than memory, or None: the line that
     opens it, where a logger printed the exception's message there (:func:`_opened_with_message`); else an error
     record right above it stating a failed check (:data:`~vllm_hpu_mm.logs.patterns.FAILED_CHECK`: the exception's
-    message, logged first by vLLM's ``logger.exception(e)``), or a collective-communication failure in either of the
-    two lines above it (:data:`~vllm_hpu_mm.logs.patterns.COMM_FAILURE`). A traceback an excerpt cuts after such a
-    line is that error's, not a cut that may hide an out-of-memory one (:func:`.decide.judge`)."""
+    message, logged first by vLLM's ``logger.exception(e)``) or stating anything else in the traceback's own record
+    (:func:`_message_of_record`), or a collective-communication failure in either of the two lines above it
+    (:data:`~vllm_hpu_mm.logs.patterns.COMM_FAILURE`). A traceback an excerpt cuts after such a line is that error's,
+    not a cut that may hide an out-of-memory one (:func:`.decide.judge`)."""
     if _opened_with_message(opening[1]):
         return opening
     for k, line in reversed(before[-2:]):
@@ -617,7 +618,32 @@ def _stated_error(before: list[tuple[int, str]], opening: tuple[int, str]) -> tu
     k, line = before[-1]
     if not ERROR_RECORD.match(line) or _names_memory(line):
         return None
-    return (k, line) if FAILED_CHECK.search(strip_prefix(line)) else None
+    body = strip_prefix(line)
+    if FAILED_CHECK.search(body) or _message_of_record(line, opening[1]):
+        return k, line
+    return None
+
+
+#: Words with which a logger announces that something failed, leaving what to the traceback it prints after
+#: ("EngineCore failed to start.", "WorkerProc hit an exception.", "Error executing method init_device.", "Engine
+#: background task failed", "An exception occurred while instantiating runner ..."): such a record states no error.
+ANNOUNCES_FAILURE = re.compile(
+    r"\b(?:errors?|exceptions?|fail\w*|fatal|died|dead|crash\w*|abort\w*|kill\w*|terminat\w*)\b", re.IGNORECASE
+)
+
+
+def _message_of_record(line: str, opening: str) -> bool:
+    """Whether ``line``, the error record right above a traceback, is the exception's own message: printed in the same
+    record as the traceback (the same prefix, time and source location included: ``logger.exception(e)`` prints
+    ``str(e)`` and then the traceback, every line behind one prefix; vLLM's engine does so for whatever it raised,
+    vllm/engine/multiprocessing/engine.py@02d0d889 ``run_mp_engine``) and stating something, not announcing that
+    something failed (:data:`ANNOUNCES_FAILURE`). A KeyError's message is the missing key, quoted
+    (``'layers.17.mlp.down_proj.weight.absmax'``); a setting refused, a sentence (``CPU backend only supports V1.``)."""
+    prefix = _prefix(line)
+    body = line[len(prefix) :].strip()
+    if not prefix.strip() or prefix != _prefix(opening) or not any(c.isalnum() for c in body):
+        return False
+    return not ANNOUNCES_FAILURE.search(body)
 
 
 def _names_memory(line: str) -> bool:

@@ -71,7 +71,10 @@ _OTHER_WORDS: dict[str, str] = {
     # Ollama's server: its variables, the Go source of every record (its slog lines: "source=sched.go:123"; no other
     # runtime read here is written in Go), its scheduler's refusal (llm/server.go)
     "ollama": r"\bollama\b|\bOLLAMA_[A-Z_]+|\bsource=[\w/.-]+\.go:\d+"
-    r"|model requires more system memory",
+    r"|model requires more system memory"
+    # its name for the llama.cpp process it starts, in its errors ("llama runner process has terminated: ...", "timed
+    # out waiting for llama runner to start": llm/server.go@5dbb81b7 WaitUntilRunning) and records
+    r"|\bllama runner\b",
     # llama.cpp's loader, KV cache, context, graph reservation, ggml's CUDA backend and its server's records
     "llama.cpp": r"\bload_tensors: |\bggml_(?:backend|cuda|gallocr)_\w+|\bllama_(?:kv_cache|context|server)\b"
     r"|\bgraph_reserve: ",
@@ -123,6 +126,9 @@ _HOSTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     # LlamaEdge's API server runs on WasmEdge, whose WASI-NN plugin hosts llama.cpp as its GGML backend and tags its
     # records ("[WASI-NN] GGML backend: ..."; LlamaEdge's own "[LOG: MODEL INFO ...]" banner)
     ("llamaedge", re.compile(r"\[WASI-NN\]|\bLlamaEdge\b|\bWasmEdge\b|\[LOG: MODEL INFO\b")),
+    # OpenLLM (BentoML) builds the vLLM engine in its own runner (openllm/_runners.py: vllm.AsyncLLMEngine
+    # .from_engine_args), whose records BentoML tags with the runner's name ("[runner:llm-llama-runner:1]")
+    ("openllm", re.compile(r"\bopenllm[/.]\w|\[runner:llm-[\w-]+:\d+\]")),
 )
 
 
@@ -150,8 +156,21 @@ def installed_only(text: str) -> str:
     return "".join(out)
 
 
-#: Ollama's own words, which outrank llama.cpp's in a log that holds both.
-_OLLAMA = re.compile(_OTHER_WORDS["ollama"])
+#: Programs built on llama.cpp, which print its library's lines as they are: their own words outrank llama.cpp's in a
+#: log that holds both (the program is what the user configures): Ollama's, and text-generation-webui's own code in a
+#: traceback (its server and modules, which load llama.cpp through llama-cpp-python: modules/models.py load_model).
+_ON_LLAMA_CPP: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("ollama", re.compile(_OTHER_WORDS["ollama"])),
+    ("text-generation-webui", re.compile(r"text-generation-webui[\w.-]*/(?:modules/)?\w+\.py")),
+)
+#: llama.cpp's own programs' lines (its server's ``srv``/``slot`` records and ``main:`` lines, the common library's
+#: start-up, its tools by name): where a log holds llama.cpp's library lines without any of these or another program's
+#: words, the program that ran the library is not named (:attr:`LogSource.library_only`).
+LLAMA_CPP_PROGRAM = re.compile(
+    r"^(?:main|srv|slot)\b\s*\w*:|\bslot \w+: id\b|\bcommon_init_from_params\b|\bllama_server\b"
+    r"|\bllama-(?:server|cli|bench|mtmd-cli|llava-cli|imatrix|run|simple|perplexity)\b|\./(?:main|server)\b"
+    r"|^build: \d+ \(|^system_info: "
+)
 
 
 def _other_key(m: re.Match[str]) -> str:
@@ -215,7 +234,8 @@ OTHER_DISPLAY = {"mindie": "MindIE", "sglang": "SGLang", "lmdeploy": "LMDeploy",
                  "mlc-llm": "MLC-LLM", "exllamav2": "ExLlamaV2", "aphrodite": "Aphrodite", "ms-swift": "ms-swift",
                  "text-generation-webui": "text-generation-webui", "triton": "Triton Inference Server",
                  "ray serve": "Ray Serve", "xinference": "Xinference", "localai": "LocalAI",
-                 "fastchat": "FastChat", "exo": "exo", "llamaedge": "LlamaEdge (WasmEdge)"}  # fmt: skip
+                 "fastchat": "FastChat", "exo": "exo", "llamaedge": "LlamaEdge (WasmEdge)",
+                 "openllm": "OpenLLM"}  # fmt: skip
 
 #: Accelerators, best first: a Gaudi log names CUDA config fields too; ROCm and XPU logs say "GPU"/"cuda".
 ACCELERATORS: tuple[tuple[Accelerator, re.Pattern[str]], ...] = (
@@ -293,6 +313,9 @@ class LogSource:
     runtime_named: bool = False
     #: The server that hosts the engine (``triton``, ``ray serve``), where the log names one besides the engine.
     host: str = ""
+    #: Whether the log holds only an engine library's lines (llama.cpp's), not the program that ran it (llama.cpp's
+    #: own server or CLI, or a program built on it): the program's settings are then not known.
+    library_only: bool = False
 
     @property
     def traits(self) -> RuntimeTraits | None:
@@ -316,6 +339,8 @@ class LogSource:
             return self.runtime.value + assumed
         names = {"vllm": "vLLM", "tgi": "TGI", "optimum-habana": "optimum-habana"}
         other = OTHER_DISPLAY.get(self.name, self.name) + " (not a vLLM runtime)" if self.name else ""
+        if self.library_only:
+            other = f"{OTHER_DISPLAY.get(self.name, self.name)}'s library (the program that ran it is not named)"
         if self.name in HOST_NAMES:
             other = OTHER_DISPLAY[self.name] + " (the engine it hosts is not named)"
         if self.framework == "other" and not self.name:
@@ -346,6 +371,7 @@ class SourceSniffer:
         self._text_model = False
         self._host = ""
         self._vllm_trace = False
+        self._llama_program = False
 
     def feed(self, text: str) -> None:
         self.lines += 1
@@ -365,8 +391,11 @@ class SourceSniffer:
                     if framework == "other" and (m := _OTHER_NAME.search(text)):
                         self._name = _other_key(m)
                     break
-        elif self._name == "llama.cpp" and _OLLAMA.search(text):
-            self._name = "ollama"  # Ollama runs llama.cpp and prints its lines (and its sources' paths) as they are
+        elif self._name == "llama.cpp":
+            # a program built on llama.cpp prints its lines (and its sources' paths) as they are
+            self._name = next((name for name, pattern in _ON_LLAMA_CPP if pattern.search(text)), self._name)
+        if not self._llama_program and LLAMA_CPP_PROGRAM.search(text):
+            self._llama_program = True
         if not self._host:
             self._host = next((host for host, pattern in _HOSTS if pattern.search(text)), "")
         if not self._vllm_trace and any(w in text for w in _TRACE_WORDS) and VLLM_TRACE.search(text):
@@ -418,6 +447,7 @@ class SourceSniffer:
             named=self._framework is not None or bool(name),
             runtime_named=runtime_named,
             host=host,
+            library_only=name == "llama.cpp" and not host and not self._llama_program,
         )
 
 
