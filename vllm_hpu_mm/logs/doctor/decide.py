@@ -17,7 +17,11 @@ Rules, in order:
    frames' names in any program (:func:`.phases.named_stage`: a ``_forward_generate`` is serving, a ``from_dir``
    start-up, a thread's ``forward_thread_func`` serving; a ``get_decode_mask``, named for what it makes, nothing; a
    set-up such as ``_init_engine`` whose inner frames the excerpt elides, nothing). The frames are a traceback's, or
-   Python's fault handler's dump after a fatal abort (innermost first there, read outermost first). Else ``unknown``.
+   Python's fault handler's dump after a fatal abort (innermost first there, read outermost first). Else, where one
+   worker failed on device memory :data:`REPEATED` times, ``runtime`` (basis ``repeated``: it survived its failures).
+   Failures are counted, not lines: a line right after another that asks for less is the allocator retrying one
+   allocation smaller (TensorFlow's back-off, keras-team/keras #13889: five lines at start-up), not a second failure
+   (:attr:`.scan.RunFeatures.repeated`). Else ``unknown``.
 3. No failure line, but the log (or the run, before a restart) stops inside a traceback whose frames name a phase
    (or its learned votes do) -> ``unknown`` with no out-of-memory claim (basis ``undecided``): the frames say where
    an exception was raised, not which (:func:`silent_cut`). Only a frame that raises nothing but a memory refusal
@@ -98,7 +102,8 @@ Basis = Literal["kv_refusal", "traceback", "message", "phase", "learned", "repea
 #: What a cut verdict stopped inside: a traceback, or (a ``stopped`` log) a counted phase.
 Cut = Literal["traceback", "phase"]
 #: A worker that printed this many out-of-memory lines survived its failures (one failure prints the error two or
-#: three times: the logger's line, the traceback's last line, the engine's report of it): it was serving.
+#: three times: the logger's line, the traceback's last line, the engine's report of it; an allocator's back-off
+#: retries of one allocation count once): it was serving.
 REPEATED = 5
 _BASIS_OF: dict[Source, Basis] = {"frames": "traceback", "message": "message", "phase": "phase", "votes": "learned"}
 #: Confidence by the kind of evidence (a stated scale, not a probability fitted to data).

@@ -284,6 +284,11 @@ RUNNING_WORDS = frozenset(
     ("generate", "generation", "decode", "decoding", "prefill", "chat", "completion", "completions", "infer",
      "inference", "predict", "prediction", "sample", "sampler", "sampling", "respond", "step", "train", "training")
 )  # fmt: skip
+#: Names that, whole, are a trainer's loop over its data: ``fit`` (Keras ``Model.fit``, Lightning's ``Trainer.fit``,
+#: verl's ``RayPPOTrainer.fit`` in verl/trainer/ppo/ray_trainer.py, volcengine/verl #647) runs step after step once the
+#: model is built, as ``train`` does. Only the whole name: inside a longer one (``params_fit``, ``fit_to_memory``) the
+#: word is a loader weighing what fits, at start-up.
+TRAINING_LOOPS = frozenset(("fit",))
 #: Setting a program up (``_init_engine``, ``init_model``, ``setup``) encloses everything it does before it takes
 #: work: for a server, the weights' load, the KV cache and graph capture alike (vLLM's engine constructor runs all
 #: three). Only where the frames below it are in view is the failure known to be in it and nowhere later
@@ -335,7 +340,8 @@ def named_stage(frames: Iterable[tuple[str, str]], elided: bool = False) -> tupl
     """The stage the words of a traceback's function names give, read from the outermost frame that has one (what
     the program was doing at the top: a request's generate that compiles a new shape deep inside is serving, a
     ``from_dir`` that allocates a session's buffers is start-up, a thread's ``forward_thread_func`` that runs batch
-    after batch is serving), and its index; None when no name says. An evaluation or a benchmark
+    after batch is serving; a trainer's whole-named loop, :data:`TRAINING_LOOPS`, too), and its index; None when no
+    name says. An evaluation or a benchmark
     (:data:`EVALUATING_WORDS`) is serving unless a frame inside it names start-up. A called object's frame is read by
     its class or module (:func:`_called_name`). Only for frames the phase table does not place
     (:func:`traceback_stage` first): a weaker reading than a runtime's own functions.
@@ -364,7 +370,7 @@ def named_stage(frames: Iterable[tuple[str, str]], elided: bool = False) -> tupl
         if task is None and words & EVALUATING_WORDS:
             task = ("runtime", k)  # a harness's task: a start-up frame inside it still wins
             continue
-        if words & RUNNING_WORDS or (words & LOOP_WORDS and words & LOOPED_WORK):
+        if words & RUNNING_WORDS or name in TRAINING_LOOPS or (words & LOOP_WORDS and words & LOOPED_WORK):
             return task or ("runtime", k)
     return task
 

@@ -80,6 +80,7 @@ from vllm_hpu_mm.logs.patterns import (
     RuntimeSniffer,
     dumped_frames,
     frames_in,
+    size_bytes,
     strip_prefix,
 )
 from vllm_hpu_mm.values import Stage
@@ -182,7 +183,8 @@ class RunFeatures:
     gaudi: tuple[int, str, GaudiMemory] | None
     kv_fit: tuple[int, int] | None
     #: The most device out-of-memory lines one worker printed (a process that fails again and again survived its
-    #: failures: it was serving).
+    #: failures: it was serving), less the lines that only retry the allocation before them smaller
+    #: (:func:`_backs_off`).
     repeated: int = 0
     #: The first error line of another kind that closed a traceback without an exception class (vLLM's logger prints
     #: some errors as their message alone) or stated, on the line that opens a traceback or right above it, what it
@@ -275,6 +277,8 @@ class _Run:
         self.method: Frame | None = None  # the worker method named just before a traceback
         #: Device out-of-memory lines by the worker that printed them (its tag; at most MAX_WORKERS tags).
         self.ooms: Counter[str] = Counter()
+        #: The last device out-of-memory line: (its line, its worker's tag, the bytes it asked for or None).
+        self.last_ask: tuple[int, str, int | None] | None = None
         self.error: tuple[int, str] | None = None
         #: The last traceback an exception line of another kind than memory closed: (that line, its text, the names
         #: of its frames).
@@ -337,15 +341,24 @@ class Scanner:
         if kind is None and summary and self._buffer_summary(text):
             kind = "host" if HOST_BUFFER.search(text) else "device"
         if kind == "device":
-            tag = _worker_tag(text)
-            if tag in run.ooms or len(run.ooms) < MAX_WORKERS:
-                run.ooms[tag] += 1
+            self._count_failure(run, k, text)
         mark = len(text) <= 64 and any(map(text.__contains__, _ELISION_WORDS))
         if mark and ELISION.fullmatch(strip_prefix(text).strip()):
             run.elided = k
         if run.failure is None and run.pending is None and kind is not None:
             gap = run.phase is not None and run.elided > run.phase[1]
             run.pending = (k, text, kind, list(self.recent)[:-1], run.phase, run.warmup, gap)
+
+    @staticmethod
+    def _count_failure(run: _Run, k: int, text: str) -> None:
+        """Count a device out-of-memory line as a failure of the worker that printed it, unless it is the same
+        allocation tried again smaller (:func:`_backs_off`): an allocator's retries are one failure, not many."""
+        tag, asked = _worker_tag(text), _asked_bytes(text)
+        last, run.last_ask = run.last_ask, (k, tag, asked)
+        if _backs_off(last, k, tag, asked):
+            return
+        if tag in run.ooms or len(run.ooms) < MAX_WORKERS:
+            run.ooms[tag] += 1
 
     def _continued(self, text: str) -> str | None:
         """The record a terminal or issue form wrapped over this line and the one before it, where only the two
@@ -822,6 +835,35 @@ def _prefix(text: str) -> str:
             break
         rest = rest[m.end() :]
     return text[: len(text) - len(rest)]
+
+
+#: The size an out-of-memory line asked for: its byte count in parentheses (StreamExecutor's "failed to allocate 7.35G
+#: (7889485824 bytes) from device"), else its first size with a unit.
+_ASKED = re.compile(r"\((?P<bytes>\d{1,18}) bytes\)|(?P<size>\d[\d.]*)\s*(?P<unit>[KMGT]i?B)\b")
+
+
+def _asked_bytes(text: str) -> int | None:
+    """The bytes an out-of-memory line asked for (None where it names no size or the figure is garbled)."""
+    m = _ASKED.search(text)
+    if m is None:
+        return None
+    try:
+        return integer(m["bytes"]) if m["bytes"] else size_bytes(m)
+    except GarbledNumber:
+        return None
+
+
+def _backs_off(last: tuple[int, str, int | None] | None, k: int, tag: str, asked: int | None) -> bool:
+    """Whether a device out-of-memory line right after another of the same worker asks for less than it did: the
+    allocator backing off, one allocation tried again smaller, not a new failure. TensorFlow's BFC allocator, refused a
+    region, asks again at 0.9 of the size until the size falls below the request
+    (tensorflow/core/common_runtime/bfc_allocator.cc:116@dc0b924e, ``kBackpedalFactor``), and the driver wrapper logs
+    every refusal ("failed to allocate 127.99TiB ... 115.19TiB ... 103.67TiB ... from device: HIP_ERROR_OutOfMemory",
+    keras-team/keras #13889): five lines of one failure at start-up. Requests failing again and again ask for the same
+    or any size, with the server's other lines between."""
+    if last is None or asked is None or last[2] is None:
+        return False
+    return last[0] == k - 1 and last[1] == tag and asked < last[2]
 
 
 def _worker_tag(text: str) -> str:
