@@ -28,8 +28,12 @@ Rules, in order:
    (the KV cache's check) reads the cut as that phase's failure (basis ``cut``). A traceback whose error the log
    states without memory words is no cut but that error, a failure of another kind -> ``none`` (basis ``error``),
    however it was cut: stated on the line that opens it (a logger's "<what failed>: <message>, Traceback ..."), right
-   above it (a failed check, a collective's or NCCL's relayed runtime failure), or by a line after its frames
-   (:attr:`.scan.RunFeatures.error`).
+   above it (a failed check, a collective's or NCCL's relayed runtime failure), by the exception line of the cause it
+   is chained to ("The above exception was the direct cause ..."), or by a line after its frames
+   (:attr:`.scan.RunFeatures.error`). A device fault (CUDA's or HIP's "an illegal memory access was encountered",
+   "device-side assert triggered", a failed launch, no kernel image: :data:`.scan.DEVICE_FAULT`) is such an error
+   though it may say "memory": the word names where the fault hit, not what ran out. A traceback quoted whole on one
+   line (a JSON error body, its breaks written ``\\n``) ends at its quoted exception line: no cut.
 4. A log that stops partway through a counted phase (``[Warmup][..][i/n]`` with i < n, a CUDA-graph bar, weight
    shards) with nothing else -> ``none`` (basis ``stopped``): no out-of-memory line, no kill (``Killed``, exit code
    137 or -9, the OOM killer: those are failure lines, step 2), no traceback. An excerpt copied while the phase ran,

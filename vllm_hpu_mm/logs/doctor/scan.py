@@ -6,9 +6,10 @@ finished starting or died) and keeps, for the latest run that shows a failure, w
 - the first out-of-memory line (device or host) with the traceback around it and the frames it names;
 - vLLM's or TGI's KV-cache refusal;
 - the last phase line before the failure (weights loaded, KV cache sized, capture started, serving);
-- an error of another kind the run shows: a traceback's message printed without its class, a failed check or a
-  collective's failure stated right above a traceback, an exception's message a logger printed on the line that opens
-  its traceback, an exception line that closed the traceback the run then prints again, cut;
+- an error of another kind the run shows: a traceback's message printed without its class, a failed check, a
+  collective's failure or a device fault stated right above a traceback, an exception's message or a device fault a
+  logger printed on the line that opens its traceback, an exception line that closed the traceback the run then prints
+  again, cut, or the cause a cut traceback is chained to;
 - a traceback the log stops inside (no exception line after its frames), and a counted phase it stops inside
   (``[Warmup][..][i/n]`` with i < n, the CUDA-graph bar, weight shards: alone, no evidence of a failure);
 - the Gaudi memory split, the warm-up line, the model, the runtime.
@@ -85,8 +86,8 @@ from vllm_hpu_mm.logs.patterns import (
 )
 from vllm_hpu_mm.values import Stage
 
-__all__ = ["AHEAD", "BACK", "MAX_FRAMES", "Failure", "Frame", "GaudiMemory", "LogFeatures", "Memory", "MessageKind",
-           "OpenTraceback", "RunFeatures", "Scanner", "refused_memory", "scan"]  # fmt: skip
+__all__ = ["AHEAD", "BACK", "DEVICE_FAULT", "MAX_FRAMES", "Failure", "Frame", "GaudiMemory", "LogFeatures", "Memory",
+           "MessageKind", "OpenTraceback", "RunFeatures", "Scanner", "refused_memory", "scan"]  # fmt: skip
 
 #: Which memory ran out.
 Memory = Literal["device", "host"]
@@ -446,7 +447,7 @@ class Scanner:
         tb = run.tb
         if TRACEBACK_START in text:
             before = list(self.recent)[:-1]
-            check = _stated_error(before, (k, text))
+            check = _stated_error(before, (k, text), run.raised)
             explained = check is not None or _explained(before)
             run.tb = tb = _Traceback(k, explained)
             if check is not None and run.error is None:
@@ -476,6 +477,10 @@ class Scanner:
             tb.frames.extend(found)
             tb.last = k
             tb.prefix = _prefix(text)
+            if (quoted := _quoted_exception(text)) is not None:
+                tb.closed = True  # the whole traceback was quoted on this line, its exception line included
+                if _oom_kind(quoted) is None:
+                    run.raised = (k, text, frozenset(f.func for f in tb.frames if f.func))
         elif tb is not None and not tb.closed:
             body = strip_prefix(text)
             if EXCEPTION_LINE.match(body) or RAISED.match(body):
@@ -611,20 +616,26 @@ def _explained(before: list[tuple[int, str]]) -> bool:
     return any(ERROR_RECORD.match(line) and _oom_kind(line) is None for _, line in before[-CHAIN_BACK:])
 
 
-def _stated_error(before: list[tuple[int, str]], opening: tuple[int, str]) -> tuple[int, str] | None:
+def _stated_error(
+    before: list[tuple[int, str]], opening: tuple[int, str], raised: tuple[int, str, frozenset[str]] | None = None
+) -> tuple[int, str] | None:
     """The line that states what a traceback raised, an error of another kind than memory, or None: the line that
-    opens it, where a logger printed the exception's message there (:func:`_opened_with_message`); else an error
-    record right above it stating a failed check (:data:`~vllm_hpu_mm.logs.patterns.FAILED_CHECK`: the exception's
-    message, logged first by vLLM's ``logger.exception(e)``) or stating anything else in the traceback's own record
-    (:func:`_message_of_record`), or a collective-communication failure in either of the two lines above it
-    (:data:`~vllm_hpu_mm.logs.patterns.COMM_FAILURE`). A traceback an excerpt cuts after such a line is that error's,
-    not a cut that may hide an out-of-memory one (:func:`.decide.judge`)."""
-    if _opened_with_message(opening[1]):
+    opens it, where a logger printed the exception's message there (:func:`_opened_with_message`) or a device fault
+    before it (:data:`DEVICE_FAULT`); else the exception line that closed the traceback this one is chained to
+    (:func:`_chained_cause`, ``raised``: the run's last such line); else an error record right above it stating a
+    failed check (:data:`~vllm_hpu_mm.logs.patterns.FAILED_CHECK`: the exception's message, logged first by vLLM's
+    ``logger.exception(e)``) or stating anything else in the traceback's own record (:func:`_message_of_record`), or a
+    collective-communication failure or a device fault in either of the two lines above it
+    (:data:`~vllm_hpu_mm.logs.patterns.COMM_FAILURE`, :data:`DEVICE_FAULT`). A traceback an excerpt cuts after such a
+    line is that error's, not a cut that may hide an out-of-memory one (:func:`.decide.judge`)."""
+    if _opened_with_message(opening[1]) or DEVICE_FAULT.search(opening[1].split(TRACEBACK_START, 1)[0]):
         return opening
+    if (cause := _chained_cause(before, raised)) is not None:
+        return cause
     for k, line in reversed(before[-2:]):
         if _names_memory(line):
             continue
-        if COMM_FAILURE.search(line):
+        if COMM_FAILURE.search(line) or DEVICE_FAULT.search(line):
             return k, line
     if not before:
         return None
@@ -660,8 +671,46 @@ def _message_of_record(line: str, opening: str) -> bool:
 
 
 def _names_memory(line: str) -> bool:
-    """Whether ``line`` speaks of memory at all (an error it states may then be an out-of-memory one)."""
-    return "memory" in line.lower() or _oom_kind(line) is not None
+    """Whether ``line`` speaks of memory at all (an error it states may then be an out-of-memory one); a device fault
+    (:data:`DEVICE_FAULT`: "an illegal memory access was encountered", ROCm's "Memory access fault") names memory as
+    where the fault hit, not as what ran out."""
+    return "memory" in DEVICE_FAULT.sub("", line).lower() or _oom_kind(line) is not None
+
+
+#: A device runtime's error string for a fault other than running out of memory: CUDA's and HIP's
+#: ``cudaGetErrorString``/``hipGetErrorString`` words as torch raises them ("CUDA error: <string>": an illegal address,
+#: a misaligned one, a kernel's failed assertion, a failed or misconfigured launch, an illegal instruction, no kernel
+#: built for the device, an invalid argument), their enum names (``hipErrorIllegalAddress``, ``cudaErrorAssert``), and
+#: ROCm's page fault report ("Memory access fault by GPU node-2 ... Reason: Page not present"). The program was
+#: stopped by a bad access or a bad kernel, not refused memory: the labelled logs call an illegal memory access
+#: ``none`` (tests/data/logs/heldout_round51/vllm_23814_concurrent_illegal_memory_access.log, heldout_round28's
+#: lmdeploy_698). The bare "device-side assertions" of CUDA's hint to compile with ``TORCH_USE_CUDA_DSA`` (printed
+#: under every CUDA error, out of memory included) is no fault.
+DEVICE_FAULT = re.compile(
+    r"\billegal memory access\b|\bmisaligned address\b|\bdevice-side assert triggered\b|\bunspecified launch failure\b"
+    r"|\billegal instruction was encountered\b|\bno kernel image is available\b|\binvalid device function\b"
+    r"|\binvalid configuration argument\b|\b(?:cuda|hip) error: invalid argument\b"
+    r"|\b(?:cuda|hip)Error(?:IllegalAddress|MisalignedAddress|Assert|LaunchFailure|IllegalInstruction"
+    r"|NoKernelImageForDevice|NoBinaryForGpu|InvalidDeviceFunction|InvalidConfiguration|InvalidValue)\b"
+    r"|\bMemory access fault by GPU\b",
+    re.IGNORECASE,
+)
+
+
+def _chained_cause(
+    before: list[tuple[int, str]], raised: tuple[int, str, frozenset[str]] | None
+) -> tuple[int, str] | None:
+    """The exception line of another kind than memory that closed the traceback the one opening now is chained to
+    (Python's "The above exception was the direct cause of the following exception:" or "During handling of the above
+    exception, another exception occurred:" in the lines right above it, that line at most :data:`CHAIN_BACK` lines
+    before the header), or None. A server's handler re-raises a request's failure wrapped (starlette's
+    ``ServerErrorMiddleware`` above vLLM's ``_prune_hidden_states`` that hit an illegal memory access,
+    tests/data/logs/heldout_round57/vllm_1214_illegal_access_prune_hidden.log): the chained traceback, however an
+    excerpt cuts it, is that error's consequence."""
+    header = next((k for k, line in reversed(before[-3:]) if strip_prefix(line).lstrip().startswith(CHAINED)), None)
+    if header is None or raised is None or not 0 < header - raised[0] <= CHAIN_BACK:
+        return None
+    return None if _names_memory(raised[1]) else raised[:2]
 
 
 #: A logger's record that prints an exception's message, then its traceback, on the line the traceback opens:
@@ -813,6 +862,24 @@ def refused_memory(text: str) -> Memory | None:
 
 #: What a traceback's own lines start with, after the log prefix: not the message that ends it.
 _TRACEBACK_WORDS = ("Traceback", "The above exception", "During handling", "File ", "^", "~", "-->", "--->", "...")
+
+
+def _quoted_exception(text: str) -> str | None:
+    """The exception line of a traceback quoted whole on the line ``text``, its line breaks written out (``\\n``): a
+    JSON error body or an exception's repr that carries the traceback (``{'detail': '...Traceback (most recent call
+    last):\\n  File ...\\nRuntimeError: CUDA error: device-side assert triggered\\n...'}``); None where the line
+    quotes no such line after its last frame (a traceback cut inside the quote, or not quoted)."""
+    if _ESCAPED_BREAK not in text:
+        return None
+    pieces = text.split(_ESCAPED_BREAK)
+    last = max((i for i, piece in enumerate(pieces) if FRAME_HEAD in piece), default=None)
+    if last is None:
+        return None
+    for piece in pieces[last + 1 :]:
+        if piece[:1].isspace() or not piece.strip():
+            continue  # the frame's source line, its carets
+        return piece if EXCEPTION_LINE.match(piece) or RAISED.match(piece) else None
+    return None
 
 
 def _error_message(body: str) -> bool:
