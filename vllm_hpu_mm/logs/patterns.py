@@ -145,14 +145,19 @@ NEGATIVE_KV = re.compile(
     r"Available KV cache memory: -\d|reserved for KV Cache is -\d|(?<!Overriding )num_gpu_blocks=-?0\b"
     r"|# (?:GPU|HPU) blocks: 0\b"
 )
-#: A kill that names no cause: the shell's word for a foreground process that died of SIGKILL (``Killed``, ``1234
-#: Killed  python ...``), its exit status (137, -9) and the signal's name. The kernel's OOM killer sends it, and so
-#: does a program ending itself: a SIGKILL a supervisor sends to a process that did not stop when asked ("did not
-#: exit after SIGTERM, sending SIGKILL": a shutdown or a hang) is left out here; one after the program's own fatal
-#: error is told apart by the lines before it (:data:`FATAL_SHUTDOWN`).
+#: A kill that names no cause: the shell's word for a process that died of SIGKILL, its exit status (137, -9) and the
+#: signal's name. The kernel's OOM killer sends it, and so does a program ending itself: a SIGKILL a supervisor sends
+#: to a process that did not stop when asked ("did not exit after SIGTERM, sending SIGKILL": a shutdown or a hang) is
+#: left out here; one after the program's own fatal error is told apart by the lines before it
+#: (:data:`FATAL_SHUTDOWN`). The shells' words: bash's ``Killed`` for a foreground job, ``1234 Killed  python ...`` in
+#: a script, ``[1]+  Killed  python ...`` for a background job; zsh's lower-case "killed", its message for SIGKILL
+#: (zsh-users/zsh Src/signames2.awk@04a89199), as ``zsh: killed  python ...`` or with the job's number and process id
+#: (``[6]    24162 killed     python ...``). The shell writes its word where the cursor is: after a progress bar that
+#: redraws its line with a carriage return and never ended it, on the bar's line (``| 0/2 [00:00<?, ?it/s]Killed``).
 BARE_KILL = re.compile(
     r"\bexit(?:ed with)? ?code:? ?(?:-9|137)\b|exitcode=-9|(?<![Ss]ending )(?<!send )\bSIGKILL\b"
-    r"|^\s*Killed\s*$|\d+ Killed\s+\S"
+    r"|^\s*Killed\s*$|\d+ Killed\s+\S|^\s*\[\d+\][-+]?\s+Killed\s+\S|\]Killed\s*$"
+    r"|\bzsh: killed\s+\S|^\s*\[\d+\]\s+[-+]?\s*\d+ killed\s+\S"
 )
 #: The program announcing that it ends itself after a failure, which a bare kill (:data:`BARE_KILL`) that follows
 #: is the end of, not the OOM killer: vLLM V1's client on a worker's fatal signal logs "Got fatal signal from worker
@@ -277,6 +282,11 @@ DEVICE_OOM = re.compile(
     # MLC-LLM's engine refuses before it allocates: weights and buffers leave no room (cpp/serve/config.cc);
     # llama.cpp cannot reserve its compute graph's buffers (src/llama-context.cpp graph_reserve)
     r"|Insufficient GPU memory error|failed to allocate compute buffers|compute buffer allocation failed"
+    # torch's caching allocator asserts on NVML only where it reports who holds the device's memory, which it does
+    # only once an allocation failed, before it raises its "CUDA out of memory." (c10/cuda/CUDACachingAllocator.cpp
+    # @001074d2 DeviceCachingAllocator::malloc -> reportProcessMemoryInfo, TORCH_INTERNAL_ASSERT(NVML_SUCCESS == r)):
+    # an NVML call that failed there hides the out-of-memory error it was writing
+    r"|NVML_SUCCESS == .{0,120}INTERNAL ASSERT FAILED at \S*CUDACachingAllocator\.cpp"
     # TensorRT-LLM's PyTorch executor re-raises any out-of-memory error of a component it creates with its own
     # wording (_torch/pyexecutor/py_executor_creator.py _ExecutorMemoryMonitor)
     r"|Executor creation failed due to insufficient GPU memory"
@@ -460,9 +470,12 @@ MEMORY_REFUSED = re.compile(
 #: tensor allocator, "ggml_tallocr_alloc: not enough space in the buffer", its free-block list "out of free blocks":
 #: an assertion on its own bookkeeping, ggml/src/ggml-alloc.c), and vLLM's shared-memory broadcast waiting for a
 #: reader ("No available shared memory broadcast block found in 60 seconds", a hang or a slow step:
-#: vllm/distributed/device_communicators/shm_broadcast.py).
+#: vllm/distributed/device_communicators/shm_broadcast.py). Only ggml's words for its list: a KV-cache block manager
+#: that counts its free blocks is refusing memory (TGI's "Out of available cache blocks: asked N, only M free blocks",
+#: server/text_generation_server/models/cache_manager.py@1b86d0f3 ``CacheManager.allocate``, a batch that needs
+#: more blocks of the KV cache than are free while requests are served).
 ALLOCATOR_BOOKKEEPING = re.compile(
-    r"\bspace in the (?:\w+ )?buffer\b|\bfree blocks\b|\bshared memory broadcast\b", re.IGNORECASE
+    r"\bspace in the (?:\w+ )?buffer\b|\bout of free blocks\b|\bshared memory broadcast\b", re.IGNORECASE
 )
 #: An exception named on a line: a class named ``...Error`` or ``...Exception`` (``Exception: ...`` too), a C++
 #: ``what():``, a ``raise`` a traceback shows.
