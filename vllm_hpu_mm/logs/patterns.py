@@ -154,9 +154,11 @@ NEGATIVE_KV = re.compile(
 #: (zsh-users/zsh Src/signames2.awk@04a89199), as ``zsh: killed  python ...`` or with the job's number and process id
 #: (``[6]    24162 killed     python ...``). The shell writes its word where the cursor is: after a progress bar that
 #: redraws its line with a carriage return and never ended it, on the bar's line (``| 0/2 [00:00<?, ?it/s]Killed``).
+#: The word alone on a line is a kill in either case: bash's word, or zsh's with the command cut away, as a user copies
+#: it into a report ("killed" under the progress bar it ended: RUCAIBox/TextBox #334, PKU-YuanGroup/Video-LLaVA #13).
 BARE_KILL = re.compile(
     r"\bexit(?:ed with)? ?code:? ?(?:-9|137)\b|exitcode=-9|(?<![Ss]ending )(?<!send )\bSIGKILL\b"
-    r"|^\s*Killed\s*$|\d+ Killed\s+\S|^\s*\[\d+\][-+]?\s+Killed\s+\S|\]Killed\s*$"
+    r"|^\s*[Kk]illed\s*$|\d+ Killed\s+\S|^\s*\[\d+\][-+]?\s+Killed\s+\S|\]Killed\s*$"
     r"|\bzsh: killed\s+\S|^\s*\[\d+\]\s+[-+]?\s*\d+ killed\s+\S"
 )
 #: The program announcing that it ends itself after a failure, which a bare kill (:data:`BARE_KILL`) that follows
@@ -192,6 +194,10 @@ PROCESS_DEATH = re.compile(
 HOST_OOM = re.compile(
     r"running low on memory|killed due to memory pressure|Ray killed this worker|exceeds the memory usage threshold"
     r"|Cannot allocate memory|can't allocate memory|unable to mmap \d+ bytes|std::bad_alloc"
+    # std::bad_alloc as MSVC's runtime names it, its what() ending the line (vcruntime_exception.h, as
+    # icestudent/vc-19-changes vcruntime_exception.h@3c67b3a6 has it: bad_alloc() : exception("bad allocation")):
+    # a C++ program built on Windows (OpenVINO, ONNX Runtime) whose operator new got no heap
+    r"|(?:^|[:\s])bad allocation\s*$"
     r"|(?:^|[\s:])MemoryError\b|Out of memory: Killed process|oom-kill(?!-disable)|OOMKilled"
     r"|" + BARE_KILL.pattern +
     # Ollama, before it starts a runner: the model needs more host memory than is free (llm/server.go)
@@ -271,6 +277,19 @@ DEVICE_OOM = re.compile(
     # (XLA's RESOURCE_EXHAUSTED is memory; gRPC's status of that name, "StatusCode.RESOURCE_EXHAUSTED", is a message
     # over the size limit: TGI's router and shards, Triton talk gRPC)
     r"|Not enough memory to handle|(?<!StatusCode\.)RESOURCE_EXHAUSTED|\bOOM when allocating"
+    # The same status as TensorFlow's Status::ToString wrote it before absl's status ("Resource exhausted: <message>",
+    # tensorflow/core/lib/core/status.cc@970e967b): that name alone is any exhausted resource (a cloud API's quota,
+    # a 429, says it too), so only with memory in its message ("Resource exhausted: OOM when allocating tensor ...",
+    # "... Attempting to reserve 5.88G at the bottom of memory", discuss.pytorch.org #136506)
+    r"|\bResource exhausted:.{0,160}?(?:memory|\bOOM\b|\balloc|\breserv|\bHBM\b)"
+    # The TPU runtime's own account of a device allocation it refused, which follows that status and alone says the
+    # device ran out where a wrap or an excerpt cut the status away: "Attempting to allocate 1.13G. That was not
+    # possible. There are 528.72M free." (loading a compiled program, a device buffer), "Attempting to reserve 6.14G
+    # at the bottom of memory. That was not possible." (libtpu's words, as every TPU log under tests/data/logs
+    # prints them: vllm-project/tpu-inference #3408 and #1710,
+    # AI-Hypercomputer/tpu-recipes #151, huggingface/transformers #22328)
+    r"|\bAttempting to (?:allocate|reserve) \d[\d.]*\s*[KMGTP]?i?B?\b.{0,60}?That was not possible"
+    r"|\bThat was not possible\. There (?:are|is) \d[\d.]*\s*[KMGTP]?i?B? free"
     # torch's caching allocator's account of the allocation it refused, which follows its "CUDA out of memory." (XPU,
     # MLU, ...) and alone says the device ran out where an excerpt or a wrap cut that head away: "Tried to allocate N
     # MiB. GPU 0 has a total capacity of N GiB of which N MiB is free." (c10/cuda/CUDACachingAllocator.cpp@eb42ad6e
