@@ -1180,6 +1180,12 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "send heart beat. models:",
             "post /worker_generate",
             "network error due to high traffic",
+            # transformers' generation pipelines weighing an input against the length they may generate, just before
+            # they generate for it (pipelines/text2text_generation.py TranslationPipeline.check_inputs: "Your
+            # input_length: N is bigger than 0.9 * max_length: M", called for each input it is given; the
+            # conversational pipeline's "Longest conversation length: N is bigger than ..."): a translation or
+            # generation script working through its inputs, the model long loaded
+            "is bigger than 0.9 * max_length",
             # hosts' lines once they serve: text-generation-webui after each reply (modules/text_generation.py
             # "Output generated in N seconds"), llama.cpp's per-context timings that llama-cpp-python's server prints
             # after a completion ("llama_print_timings:", "llama_perf_context_print:" since), Triton once its models

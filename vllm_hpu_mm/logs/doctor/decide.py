@@ -16,9 +16,11 @@ Rules, in order:
    ``__init__`` casts none: any object's constructor runs in any phase) and, without a vote, the words of the
    frames' names in any program (:func:`.phases.named_stage`: a ``_forward_generate`` is serving, a ``from_dir``
    start-up, a thread's ``forward_thread_func`` serving; a ``get_decode_mask``, named for what it makes, nothing; a
-   set-up such as ``_init_engine`` whose inner frames the excerpt elides, nothing). The frames are a traceback's, or
-   Python's fault handler's dump after a fatal abort (innermost first there, read outermost first). Else, where one
-   worker failed on device memory :data:`REPEATED` times, ``runtime`` (basis ``repeated``: it survived its failures).
+   set-up such as ``_init_engine`` whose inner frames the excerpt elides, nothing; else the dotted name of the logger
+   that wrote the failure's line, read the same way, :func:`.phases.logger_stage`: ``fairseq.trainer``, serving).
+   The frames are a traceback's, or Python's fault handler's dump after a fatal abort (innermost first there, read
+   outermost first). Else, where one worker failed on device memory :data:`REPEATED` times, ``runtime`` (basis
+   ``repeated``: it survived its failures).
    Failures are counted, not lines: a line right after another that asks for less is the allocator retrying one
    allocation smaller (TensorFlow's back-off, keras-team/keras #13889: five lines at start-up), not a second failure
    (:attr:`.scan.RunFeatures.repeated`). Else ``unknown``.
@@ -60,6 +62,7 @@ from vllm_hpu_mm.logs.doctor.phases import (
     MODEL_RUNS,
     frame_meaning,
     generic_frame,
+    logger_stage,
     named_stage,
     pipeline_step_stage,
     traceback_stage,
@@ -440,7 +443,11 @@ def _source(source: Source, f: Failure, hint: tuple[Stage, int] | None, rules: R
         return voted, f.line
     # no vote: the words of the frames' names, in any program (:func:`.phases.named_stage`)
     named = named_stage(((fr.path, fr.func) for fr in f.frames), elided=_elided_below(f))
-    return None if named is None else (named[0], f.frames[named[1]].line)
+    if named is not None:
+        return named[0], f.frames[named[1]].line
+    # no frame's name says: the name of the logger that wrote the failure's line, read the same way
+    logged = logger_stage(f.text)
+    return None if logged is None else (logged, f.line)
 
 
 def _load_runs_everything(writer: LogSource) -> bool:

@@ -46,6 +46,7 @@ __all__ = [
     "frame_meaning",
     "generic_frame",
     "loading_frame",
+    "logger_stage",
     "named_stage",
     "pipeline_step_stage",
     "traceback_stage",
@@ -276,13 +277,14 @@ def traceback_stage(frames: Iterable[tuple[str, str]]) -> tuple[Stage, int] | No
 
 #: Words in a function's name that say what any program is doing when it runs it, for programs the table above does
 #: not know (a user's script, another framework): answering or running requests or steps (``_forward_generate``, a
-#: ``sampler``, ``chat``, ``predict``, ``train_step``) or building the model from storage (``load_checkpoint``,
-#: ``from_pretrained``, ``from_dir``, ``init_model``). ``forward``, ``__init__``, ``compile`` and ``build`` are left
-#: out: they run in start-up and for requests alike (a module's forward, any object's constructor, XLA's compile of
-#: a request's new shape, TensorRT's engine build, which is a warm-up).
+#: ``sampler``, ``chat``, ``predict``, ``train_step``, a ``trainer``) or building the model from storage
+#: (``load_checkpoint``, ``from_pretrained``, ``from_dir``, ``init_model``). ``forward``, ``__init__``, ``compile``
+#: and ``build`` are left out: they run in start-up and for requests alike (a module's forward, any object's
+#: constructor, XLA's compile of a request's new shape, TensorRT's engine build, which is a warm-up).
 RUNNING_WORDS = frozenset(
     ("generate", "generation", "decode", "decoding", "prefill", "chat", "completion", "completions", "infer",
-     "inference", "predict", "prediction", "sample", "sampler", "sampling", "respond", "step", "train", "training")
+     "inference", "predict", "prediction", "sample", "sampler", "sampling", "respond", "step", "train", "training",
+     "trainer")
 )  # fmt: skip
 #: Names that, whole, are a trainer's loop over its data: ``fit`` (Keras ``Model.fit``, Lightning's ``Trainer.fit``,
 #: verl's ``RayPPOTrainer.fit`` in verl/trainer/ppo/ray_trainer.py, volcengine/verl #647) runs step after step once the
@@ -375,6 +377,32 @@ def named_stage(frames: Iterable[tuple[str, str]], elided: bool = False) -> tupl
     return task
 
 
+#: The name of the logger that wrote a record, where the line's format prints it between its time stamp or level and
+#: the message: fairseq's ``<time> | WARNING | fairseq.trainer | <message>`` (fairseq_cli's logging format) and the
+#: ``logging`` module's common ``<time> - <name> - <LEVEL> - <message>``. Only dotted names: a module's path
+#: (``package.module``), not a bare word that could be a host or a process.
+LOGGER_NAME = re.compile(
+    r"\|\s*(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s*\|\s*(?P<piped>[A-Za-z_]\w*(?:\.\w+)+)\s*\|"
+    r"|\s-\s(?P<dashed>[A-Za-z_]\w*(?:\.\w+)+)\s-\s(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s-\s"
+)
+
+
+def logger_stage(text: str) -> Stage | None:
+    """The stage the name of the logger that wrote the failure's line gives (:data:`LOGGER_NAME`), read as a
+    traceback's frames would be, package first (:func:`traceback_stage`, then :func:`named_stage`): the module that
+    caught the error and logged it is where the program was. fairseq's trainer logs "OOM: Ran out of memory with
+    exception" from its step only (``fairseq/trainer.py`` ``Trainer._log_oom``, called by ``train_step`` and
+    ``valid_step`` when a batch runs out of memory); a ``*.serving_chat`` logger answers a request; a ``*.loader``
+    loads. None where no line's logger is named or its name says nothing (``machine.jobs.build_nmt_engine``, named for
+    what it builds)."""
+    m = LOGGER_NAME.search(text)
+    if m is None:
+        return None
+    parts = [("", part) for part in (m["piped"] or m["dashed"]).split(".")]
+    hit = traceback_stage(parts) or named_stage(parts)
+    return None if hit is None else hit[0]
+
+
 #: A failure's own line naming the unit of work it failed on, in any program: a request, a session, an invocation, a
 #: prompt or a queued item, each by its id, while the program worked on it (InvokeAI's session processor,
 #: invokeai/app/services/session_processor: "Error while invoking session <id>, invocation <id> (<node>): <error>",
@@ -387,8 +415,15 @@ def named_stage(frames: Iterable[tuple[str, str]], elided: bool = False) -> tupl
 #: session or request being created or loaded is start-up's (the verbs are work done on it); a scheduler's job or task
 #: is a whole program, its load included. A failure that sets what one prompt or request needs against what is left
 #: ("Remaining N kvcache tokens, but your prompt requires M new tokens", vllm.rs's server) was weighing a request too.
+#: So was a server that answers a request with HTTP's 507 Insufficient Storage, the status for a request the server
+#: lacks the room to complete (KoboldAI's API documents it as its out-of-memory reply to a generation request,
+#: aiserver.py ``api_out_of_memory_response``, listed under the generate endpoints; SillyTavern relays it as "Kobold
+#: returned error: 507 INSUFFICIENT STORAGE ..." after its POST to ``/v1/generate``). A plain 500 is not such a reply:
+#: a server that loads a model on a request's arrival answers 500 when the load fails (Ollama's "Error: 500 Internal
+#: Server Error: llama runner process has terminated", start-up).
 WORK_ITEM = re.compile(
     r"\b(?:your|this|the)\s+(?:prompt|request)\s+(?:requires|needs|asks for)\b"
+    r"|\b507\s+insufficient\s+storage\b"
     r"|\b(?:while|when|during|for|in)\s+"
     r"(?:(?:invoking|processing|handling|running|serving|executing|answering|generating|decoding)\s+)?"
     r"(?:(?:the|a)\s+)?(?:session|invocation|request|prompt|queue item)\b(?:\s+id)?\s*[:#=]?\s*[\w-]*\d"
