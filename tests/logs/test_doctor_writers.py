@@ -9,8 +9,9 @@ composed after the runtime's source, cited beside it (not copied from a log):
   memory usage profiling") and its server's "Engine loaded and ready to serve...".
 - LMDeploy (InternLM/lmdeploy): TurboMind's allocator error ``[TM][ERROR] CUDA runtime error: out of memory``
   (src/turbomind/core/allocator.cc) and the ``- lmdeploy -`` logger.
-- MLC-LLM (mlc-ai/mlc-llm, cpp/serve/config.cc ``InferForKVCache``): "Insufficient GPU memory error: The available
-  single GPU memory is ... MB, which is less than the sum of model weight size ... and temporary buffer size".
+- MLC-LLM (mlc-ai/mlc-llm, cpp/serve/config.cc ``EstimateMemoryUsageOnMode``, ``InferForRNNState``): "Insufficient GPU
+  memory error: The available single GPU memory is ... MB, which is less than the sum of model weight size ... and
+  temporary buffer size".
 - ExLlamaV2 through TabbyAPI (theroyallab/tabbyAPI @ 004e837412346bc0046655a3de507e28e06190a9,
   common/config_models.py: max_seq_len, cache_size, chunk_size).
 - DeepSpeed-MII (deepspeedai/DeepSpeed-MII): its package's frames (``mii/pipeline.py``).
@@ -81,7 +82,8 @@ CASES = {
          "tvm.error.InternalError: Check failed: Insufficient GPU memory error: The available single GPU memory is "
          "7000.000 MB, which is less than the sum of model weight size (13500.000 MB) and temporary buffer size "
          "(800.000 MB)."],
-        "MLC-LLM", "kv_cache", "--prefill-chunk-size",
+        # an estimate made as the engine is created, for the weights and buffers: no stage of its own (patterns.py)
+        "MLC-LLM", "unknown", "--prefill-chunk-size",
     ),
     "exllamav2 via tabbyapi": (
         ["INFO:     Loading model /models/Mixtral-exl2 with the exllamav2 backend", OOM],

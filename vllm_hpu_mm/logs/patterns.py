@@ -70,6 +70,7 @@ __all__ = [
     "MESSAGE_STAGES",
     "METHOD",
     "MODEL",
+    "MODEL_COMPILE_FAILED",
     "NATIVE_SERVING",
     "NATIVE_STARTUP",
     "NEGATIVE_KV",
@@ -79,6 +80,7 @@ __all__ = [
     "PROCESS_DEATH",
     "PROGRESS",
     "PYTHON_ERROR_TEXT",
+    "RAY_REPEATED",
     "RELEASE",
     "RESERVE_FAILED",
     "ROOT_ERRORS",
@@ -593,15 +595,27 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
             # times every kernel of the network) makes the engine the server will load: start-up, as the load of a
             # built engine is (the lead's rule at stop 46: a build before serving is start-up, not a warm-up)
             r"|Engine building failed|Failed to build (?:the )?(?:TensorRT )?engine"
+            # an app's own words that the failure came while it loaded the model: WebLLM's handler for a device lost
+            # while reload() loads a model onto it (mlc-ai/web-llm src/engine.ts@16a69250 MLCEngine.reload: "Device was
+            # lost during reload. This can happen due to insufficient memory ..."), GPT4All's flag, set before each
+            # load and cleared after, found still set at the next start: the last load never returned
+            # (nomic-ai/gpt4all gpt4all-chat/chatllm.cpp@d9a84c87 ChatLLM::loadModel: "Previous attempt to load model
+            # resulted in crash for `X` most likely due to out of memory")
+            r"|\b(?:was lost|crashed|failed|died) (?:during|while) (?:re)?load(?:ing)?(?: (?:the|a) model)?\b"
+            r"|\battempt to load (?:the )?model resulted in (?:a )?crash"
         ),
     ),
-    # MLC-LLM sizes its KV cache from what the weights and temporary buffers leave (cpp/serve/config.cc
-    # InferForKVCache): its refusal says nothing is left for the cache
+    # (MLC-LLM's "Insufficient GPU memory error: The available single GPU memory is N MB, which is less than the sum
+    # of model weight size ... and temporary buffer size" names no stage: its engine raises it from an estimate made
+    # from the model's metadata before anything is allocated, when the weights and buffers alone exceed the budget, for
+    # a model with a KV cache and for one with RNN state alike (mlc-ai/mlc-llm cpp/serve/config.cc@79d603f0:737
+    # EstimateMemoryUsageOnMode, :1022 InferForRNNState; both from engine.cc:430 AutoDecideEngineConfig as the engine is
+    # created, which an app does whenever a model is picked). No KV cache was sized, and the message does not say when
+    # the engine was being created: the lines around it do.)
     (
         "kv_cache",
         re.compile(
             r"failed to allocate buffer for kv cache|\bllama_kv_cache_init\(\) failed"
-            r"|Insufficient GPU memory error: The available single GPU memory"
             r"|could not be created: KV cache"  # TensorRT-LLM's final KV cache (py_executor_creator.py)
         ),
     ),
@@ -716,6 +730,14 @@ LOAD_FAILED = re.compile(
     r"|Error when initializing model|Shard \d+ failed to start|\bShardCannotStart\b|error loading model\b"
     r"|llama runner process has terminated"
 )
+#: A runtime's report that it could not compile the model for its device: the model's build, whatever hosts it (OpenVINO
+#: Model Server: ModelInstance::loadOVCompiledModel, src/modelinstance.cpp, returns "Cannot compile model into target
+#: device" for any exception of ov::Core::compile_model on the model version it loads, src/status.cpp@3878b8dc; its
+#: model manager then reports "Error occurred while loading model: ...; error: Cannot compile model into target
+#: device"). OpenVINO's compile_model builds the network for the device and takes its weights' memory there, as the
+#: Core's own exception does (:data:`PHASE_MARKERS`: "Exception from src/inference/src/cpp/core.cpp"); requests run on
+#: a compiled model.
+MODEL_COMPILE_FAILED = re.compile(r"\bcannot compile (?:the )?model into (?:the )?target device", re.IGNORECASE)
 #: llama.cpp's loader summary of a device buffer it could not make (src/llama-model.cpp@a5410f04 load_tensors: "unable
 #: to allocate CUDA0 buffer"), which follows any failure of ggml_backend_alloc_ctx_tensors_from_buft. Alone it is the
 #: buffer's allocation that failed (out of memory); after a backend's "failed to initialize tensor" line it is that
@@ -1045,6 +1067,14 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "dynamo bytecode transform time",
             "compiling a graph for dynamic shape",
             "torch.compile takes",
+            # vLLM V0's profiling pass for a vision model: profile_run builds its dummy batch through
+            # dummy_data_for_profiling, whose multi-modal profiler warns once when the profiling sequence cannot hold
+            # the worst-case embeddings (vllm/multimodal/profiling.py get_decoder_dummy_data, V0 only: "The sequence
+            # length used for profiling (max_num_batched_tokens / max_num_seqs = N) is too short ..."), and
+            # profile_run's own warning before it (worker/model_runner.py: "Computed max_num_seqs (...) to be less
+            # than 1"); the dummy forward runs right after
+            "the sequence length used for profiling",
+            "computed max_num_seqs (",
             # FastChat's model worker before its model loads (fastchat/serve/model_worker.py ModelWorker.__init__:
             # "Loading the model [...] on worker ...")
             "loading the model ",
@@ -1113,6 +1143,15 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "cuda graphs are enabled",
             "capture cuda graph begin",
             "cuda graph warmup for batch size",  # TensorRT-LLM's PyTorch backend (_torch/pyexecutor)
+            # SGLang's capture bars, drawn on rank 0 as each shape is captured (model_executor/cuda_graph_runner.py
+            # CudaGraphRunner.capture: "Capturing batches (bs=N avail_mem=X GB)"; the piecewise runner,
+            # piecewise_cuda_graph_runner.py@00381c02 PiecewiseCudaGraphRunner.capture: "Capturing num tokens
+            # (num_tokens=N avail_mem=X GB)", after its "Compiling num tokens" warm-up compile of the same shapes,
+            # between "Capture piecewise CUDA graph begin" and "... end")
+            "capturing batches (",
+            "capturing num tokens (",
+            "compiling num tokens (",
+            "capture piecewise cuda graph begin",
         ),
     ),
     (
@@ -1133,6 +1172,7 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "generate_stream{",
             "batch{batch_size",
             "capture cuda graph end",
+            "capture piecewise cuda graph end",
             "fired up and ready to roll",
             "decode batch. #running-req",  # SGLang's scheduler, per served batch (managers/scheduler.py)
             "prefill batch. #new-seq",
@@ -1213,6 +1253,13 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
         ),
     ),
 )
+
+#: Ray's summary of a line other workers printed too: its driver prints a line's first copy at once and, for the copies
+#: that came within its aggregation window, the line once more with this tag when the window closes
+#: (ray python/ray/_private/ray_logging/__init__.py ``LogDeduplicator``: "[repeated Nx across cluster]", on by
+#: ``RAY_DEDUP_LOGS``, a window of ``RAY_DEDUP_LOGS_AGG_WINDOW_S`` = 5 s). A line so tagged was printed before the tag
+#: shows: by the workers that all run the same phase at once.
+RAY_REPEATED = re.compile(r"\[repeated \d+x across cluster\]")
 
 #: The backend a log comes from, for advice and calibration: the best-ranked match wins (Gaudi logs also mention
 #: CUDA config names).

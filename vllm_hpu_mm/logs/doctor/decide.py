@@ -10,8 +10,11 @@ Rules, in order:
    unless serving had begun; a failed model load before any later phase line, for an engine whose load precedes its
    KV cache; else, in any program, the work item the failure's line names: a request, session or invocation by its
    id, a case it skips, :func:`.phases.work_item_stage`, or the step of its pipeline over its data the app reports
-   failed after it, :func:`.phases.pipeline_step_stage`), the last phase line before it (weights loaded, KV cache
-   sized, capture started, serving; where the excerpt elides lines after it, only the last stage), the learned frame
+   failed after it, :func:`.phases.pipeline_step_stage`; or a runtime's report that it could not compile the model for
+   its device, start-up: :data:`~vllm_hpu_mm.logs.patterns.MODEL_COMPILE_FAILED`), the last phase line before it
+   (weights loaded, KV cache sized, capture started, serving; where the excerpt elides lines after it, only the last
+   stage; where none came before it, the phase Ray's summary lines right after it name, :func:`_summarised_phase`:
+   copies the other workers printed before), the learned frame
    votes (frame names the phase table does not know, counted over labelled logs; a protocol method such as
    ``__init__`` casts none: any object's constructor runs in any phase) and, without a vote, the words of the
    frames' names in any program (:func:`.phases.named_stage`: a ``_forward_generate`` is serving, a ``from_dir``
@@ -71,7 +74,7 @@ from vllm_hpu_mm.logs.doctor.phases import (
 from vllm_hpu_mm.logs.doctor.scan import Failure, Frame, GaudiMemory, LogFeatures, Memory
 from vllm_hpu_mm.logs.doctor.source import HOST_NAMES, LogSource
 from vllm_hpu_mm.logs.numbers import SkippedLines
-from vllm_hpu_mm.logs.patterns import ELISION, strip_prefix
+from vllm_hpu_mm.logs.patterns import ELISION, MODEL_COMPILE_FAILED, PHASE_MARKERS, RAY_REPEATED, strip_prefix
 from vllm_hpu_mm.values import STAGES as BASE_STAGES
 from vllm_hpu_mm.values import Stage
 
@@ -430,12 +433,16 @@ def _source(source: Source, f: Failure, hint: tuple[Stage, int] | None, rules: R
             for k, text in f.window:
                 if k > f.line and (step := pipeline_step_stage(text)) is not None:
                     return step, k
+                if k >= f.line and MODEL_COMPILE_FAILED.search(text):
+                    return "startup", k  # the failure, or the runtime's report of it, says the model's build failed
             return None
         return f.message_stage, f.message_line if f.message_line >= 0 else f.line
     if source == "phase":
+        if f.phase is None:
+            return _summarised_phase(f)
         # lines left out after the phase line: the failure came in that phase or a later one (the last stage alone
         # is then still known)
-        if f.phase is None or (f.phase_gap and f.phase[0] != BASE_STAGES[-1]):
+        if f.phase_gap and f.phase[0] != BASE_STAGES[-1]:
             return None
         return f.phase[0], f.phase[1]
     voted = _voted(f.frames, rules)
@@ -448,6 +455,39 @@ def _source(source: Source, f: Failure, hint: tuple[Stage, int] | None, rules: R
     # no frame's name says: the name of the logger that wrote the failure's line, read the same way
     logged = logger_stage(f.text)
     return None if logged is None else (logged, f.line)
+
+
+#: How many lines after the failure Ray's summary of a phase line may come (the failure's own record, its allocator's
+#: lines, then the summaries of the window it closed).
+_SUMMARY_WITHIN = 5
+
+
+def _summarised_phase(f: Failure) -> tuple[Stage, int] | None:
+    """The phase Ray's summary lines right after the failure name, where no phase line came before it: a line tagged
+    ``[repeated Nx across cluster]`` (:data:`~vllm_hpu_mm.logs.patterns.RAY_REPEATED`) stands for copies the other
+    workers printed before the tag shows, while they ran the phase with the one that failed (QwenLM/Qwen #819:
+    vLLM's Ray workers' "Capturing the model for CUDA graphs. ... [repeated 7x across cluster]" right after "CUDA error:
+    out of memory"). The furthest phase they name; None where none does. A summary can come long after its copies
+    (vllm-ascend's Ray workers' "Starting to load model ... [repeated 14x across cluster]" stamped half an hour before
+    the line above it): it says the workers had entered the phase, so it is read only where the excerpt shows no phase
+    line before the failure."""
+    found: tuple[Stage, int] | None = None
+    for k, text in f.window:
+        if f.line < k <= f.line + _SUMMARY_WITHIN and RAY_REPEATED.search(text):
+            stage = _marker_stage(text)
+            if stage is not None and (found is None or BASE_STAGES.index(stage) >= BASE_STAGES.index(found[0])):
+                found = stage, k
+    return found
+
+
+def _marker_stage(text: str) -> Stage | None:
+    """The stage of the phase line ``text`` (:data:`~vllm_hpu_mm.logs.patterns.PHASE_MARKERS`, the later stage where
+    it names two), or None."""
+    low = text.lower()
+    for stage, words in reversed(PHASE_MARKERS):
+        if any(w in low for w in words):
+            return stage
+    return None
 
 
 def _load_runs_everything(writer: LogSource) -> bool:
