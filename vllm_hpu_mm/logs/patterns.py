@@ -643,8 +643,10 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
         ),
     ),
     # text-generation-webui's report of a request it answered (modules/text_generation.py, printed after generation,
-    # also when generation raised): the server outlived the failure and was serving that request
-    ("runtime", re.compile(r"Output generated in [\d.]+ seconds \([\d.]+ tokens/s, \d+ tokens, context \d+")),
+    # also when generation raised): the server outlived the failure and was serving that request. The context's
+    # token count may be missing from the line as posted ("2 tokens, context , seed ", oobabooga/textgen #1041): the
+    # report is the same
+    ("runtime", re.compile(r"Output generated in [\d.]+ seconds \([\d.]+ tokens/s, \d+ tokens, context\b")),
     # A server's answer to a request that failed, carrying the failure ("Error: 500 Internal Server Error: <error>", as
     # Ollama's client and any HTTP client print it): the server was serving, unless the failure is the model's load
     # the request waited for (:data:`LOAD_FAILED`'s words; Ollama loads a model on its first request)

@@ -9,10 +9,13 @@ Rules, in order:
    message itself (TGI's warm-up prefill, vLLM's sampler warm-up; llama.cpp's compute-buffer reservation, start-up
    unless serving had begun; a failed model load before any later phase line, for an engine whose load precedes its
    KV cache; else, in any program, the work item the failure's line names: a request, session or invocation by its
-   id, a case it skips, :func:`.phases.work_item_stage`, or the step of its pipeline over its data the app reports
+   id, a case it skips, or its words that it failed while working over its inputs ("Error processing batch of 3
+   sequences"), :func:`.phases.work_item_stage`, or the step of its pipeline over its data the app reports
    failed after it, :func:`.phases.pipeline_step_stage`; or a runtime's report that it could not compile the model for
    its device, start-up: :data:`~vllm_hpu_mm.logs.patterns.MODEL_COMPILE_FAILED`), the last phase line before it
-   (weights loaded, KV cache sized, capture started, serving; where the excerpt elides lines after it, only the last
+   (weights loaded, KV cache sized, capture started, serving; in any program, its own line opening a clause with a
+   verb of working over its inputs, serving, or with loading, start-up, :func:`.phases.announced_stage`: "Model
+   loaded, transcribing next", "Loading pygmalion-6b..."; where the excerpt elides lines after it, only the last
    stage; where none came before it, the phase Ray's summary lines right after it name, :func:`_summarised_phase`:
    copies the other workers printed before), the learned frame
    votes (frame names the phase table does not know, counted over labelled logs; a protocol method such as

@@ -40,9 +40,12 @@ from vllm_hpu_mm.values import Stage
 __all__ = [
     "LOADING",
     "MODEL_RUNS",
+    "WORKING_VERBS",
     "WORK_ITEM",
     "FrameKind",
     "Meaning",
+    "announced_stage",
+    "failed_working",
     "frame_meaning",
     "generic_frame",
     "loading_frame",
@@ -433,8 +436,9 @@ WORK_ITEM = re.compile(
 
 
 def work_item_stage(text: str) -> Stage | None:
-    """``runtime`` where the failure's line names the work item it failed on (:data:`WORK_ITEM`), else None."""
-    return "runtime" if WORK_ITEM.search(text) else None
+    """``runtime`` where the failure's line names the work item it failed on (:data:`WORK_ITEM`), or says it failed
+    while working over the program's inputs (:func:`failed_working`), else None."""
+    return "runtime" if WORK_ITEM.search(text) or failed_working(text) else None
 
 
 #: An app's report, once the error is printed, that a step of its pipeline failed: the step by its name, then that it
@@ -467,3 +471,62 @@ def pipeline_step_stage(text: str) -> Stage | None:
     if words & (STARTING_WORDS | PROGRAM_WORDS):
         return None
     return "runtime" if words & (RUNNING_WORDS | DATA_WORK) else None
+
+
+#: Verbs of working over a program's inputs, in the form a progress line announces them ("transcribing next",
+#: "Embedding 120 sequences"), besides the ``-ing`` forms of :data:`RUNNING_WORDS` and :data:`DATA_WORK`.
+WORKING_VERBS = frozenset(("transcribing", "translating", "processing", "embedding", "encoding", "captioning",
+                           "generating", "sampling", "decoding", "inferring", "predicting", "training", "denoising",
+                           "evaluating"))  # fmt: skip
+#: Verbs of a program building itself from storage, as a line announces them ("Loading pygmalion-6b...").
+STARTING_VERBS = frozenset(("loading",))
+#: A clause that opens with an ``-ing`` verb: at the start of the line's message, after a clause's separator, after
+#: the level of a logger's record or after the spaces that part a record's prefix from its message.
+_ANNOUNCED = re.compile(
+    r"(?:^|[,;:|\]]\s*|\s{2,}|\b(?:INFO|DEBUG|NOTICE)\s+)(?P<verb>[A-Za-z]+ing)\b(?!\s+(?:failed|error))"
+)
+
+#: A tqdm bar drawn full.
+_FULL_BAR = re.compile(r"\b100%\s*\|")
+
+
+def announced_stage(text: str) -> Stage | None:
+    """The stage a program's own line announces, in any program: a clause that opens with a verb of working over its
+    inputs (:data:`WORKING_VERBS`: "Model loaded, transcribing next") is serving; one that opens with loading
+    (:data:`STARTING_VERBS`: "Loading pygmalion-6b...", "INFO Loading data from scratch") is start-up. The last
+    such clause of the line wins; None where no clause opens so, or where the line is a progress bar drawn full
+    (``Loading checkpoint shards: 100%|...| 2/2``): the work it names is done."""
+    if "ing" not in text or _FULL_BAR.search(text):
+        return None
+    stage: Stage | None = None
+    for m in _ANNOUNCED.finditer(text.strip()):
+        verb = m["verb"].lower()
+        if verb in WORKING_VERBS:
+            stage = "runtime"
+        elif verb in STARTING_VERBS:
+            stage = "startup"
+    return stage
+
+
+#: A failure's line saying what the program was doing when it failed: an error word, then the verb of the work
+#: (bio_embeddings' embedder: "Error processing batch of 3 sequences: CUDA out of memory", sacdallago/bio_embeddings
+#: #217; "failed while generating ..."), and the object of the work up to the message's separator.
+_FAILED_WHILE = re.compile(
+    r"\b(?:error|errors|failed|failure|exception)\s+(?:while\s+|when\s+|during\s+)?(?P<verb>[a-z]+ing)\b"
+    r"(?P<what>[^:.;]{0,60})",
+    re.IGNORECASE,
+)
+#: Objects that make the work a build of the program, not work over its inputs ("Error processing weights").
+_BUILT = frozenset(("weight", "weights", "checkpoint", "checkpoints", "model", "models", "shard", "shards", "config",
+                    "tokenizer", "layer", "layers", "engine", "graph", "graphs"))  # fmt: skip
+
+
+def failed_working(text: str) -> bool:
+    """Whether the failure's own line says it failed while the program worked over its inputs
+    (:data:`WORKING_VERBS`: processing a batch, generating, transcribing), and not on a part of the program itself
+    (:data:`_BUILT`: its weights, its model, its graphs)."""
+    for m in _FAILED_WHILE.finditer(text):
+        what = {w.lower() for w in _WORD.findall(m["what"])}
+        if m["verb"].lower() in WORKING_VERBS and not what & (_BUILT | STARTING_WORDS):
+            return True
+    return False

@@ -26,6 +26,7 @@ from collections import Counter, deque
 from collections.abc import Iterable
 from typing import Literal
 
+from vllm_hpu_mm.logs.doctor.phases import announced_stage
 from vllm_hpu_mm.logs.doctor.source import LogSource, SourceSniffer
 from vllm_hpu_mm.logs.numbers import GarbledNumber, SkippedLines, integer, number
 from vllm_hpu_mm.logs.patterns import (
@@ -442,6 +443,11 @@ class Scanner:
                 if stage == "runtime":
                     run.completed_at = k
                 break
+        else:  # no runtime's phase line: any program's own words for the work it starts (phases.announced_stage)
+            if (announced := announced_stage(text)) is not None:
+                run.phase = (announced, k, text)
+                if announced == "runtime":
+                    run.completed_at = k
 
     def _traceback_lines(self, run: _Run, k: int, text: str) -> None:
         tb = run.tb
