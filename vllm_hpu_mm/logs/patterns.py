@@ -24,8 +24,10 @@ __all__ = [
     "BUCKET_PAIR",
     "BUCKET_TUPLE",
     "CALL",
+    "CATCH_ALL_OOM",
     "COMMAND_LINE",
     "COMM_FAILURE",
+    "CRASHED",
     "CUDA_CAPTURE_SIZES",
     "CUDA_GRAPH_MEMORY",
     "DECODE_RESERVE",
@@ -158,8 +160,14 @@ NEGATIVE_KV = re.compile(
 #: redraws its line with a carriage return and never ended it, on the bar's line (``| 0/2 [00:00<?, ?it/s]Killed``).
 #: The word alone on a line is a kill in either case: bash's word, or zsh's with the command cut away, as a user copies
 #: it into a report ("killed" under the progress bar it ended: RUCAIBox/TextBox #334, PKU-YuanGroup/Video-LLaVA #13).
+#: A launcher says the same of the child it waited for by the signal's number: TGI's "Shard process was signaled to
+#: shutdown with signal 9" (and its download process's), from the child's exit status
+#: (huggingface/text-generation-inference launcher/src/main.rs ``shard_manager``, ``exit_status.signal()``); "killed
+#: by signal 9", "terminated by signal 9" in other launchers' words. Only a process that got it: a launcher that sends
+#: it ("sending signal 9") is left out by the verb.
 BARE_KILL = re.compile(
     r"\bexit(?:ed with)? ?code:? ?(?:-9|137)\b|exitcode=-9|(?<![Ss]ending )(?<!send )\bSIGKILL\b"
+    r"|\b(?:signall?ed|killed|terminated)\b[^.;]{0,40}?\b(?:with|by) signal:? ?9\b"
     r"|^\s*[Kk]illed\s*$|\d+ Killed\s+\S|^\s*\[\d+\][-+]?\s+Killed\s+\S|\]Killed\s*$"
     r"|\bzsh: killed\s+\S|^\s*\[\d+\]\s+[-+]?\s*\d+ killed\s+\S"
 )
@@ -446,7 +454,7 @@ _STORE = (
     r"(?:\b(?:device|host|system|GPU|CPU|NPU|HPU|XPU|TPU|video|shared|pinned|physical|global|free|available|enough"
     r"|sufficient|contiguous)\s+){0,2}\b(?:memory|VRAM|RAM|HBM|DRAM|SRAM)\b"
     r"|\bKV[ -]?cache\b(?:\s+(?:blocks?|pool|tokens?))?|\b(?:KV|GPU|HPU|cache) blocks?\b"
-    r"|\b(?:memory|KV|token|request|block) pool\b|\barena\b|\bworkspace\b|\bscratch space\b"
+    r"|\b(?:memory|KV|token|request|block) pool\b|\barena\b|\bworkspace\b|\bscratch space\b|\bswap space\b"
 )
 _RESOURCE = rf"{_STORE}|\bbuffers?\b"
 #: At most one word between a refusal and what it refuses besides the resource's own qualifiers ("exceeds available
@@ -480,7 +488,11 @@ MEMORY_REFUSED = re.compile(
     r"|(?:(?:is|are|was|were|has been|have been) )?exhausted"
     r"|(?:is|are|was|were) (?:less than|below|lower than|smaller than)"
     r" (?:the )?(?:required|desired|needed|requested|minimum)"
-    r"|exceeds? (?:the )?(?:available|free))\b"
+    r"|exceeds? (?:the )?(?:available|free)"
+    # over the most one allocation may take on the device: ggml's Metal backend before it wraps the model's weights
+    # in a buffer ("ggml_metal_add_buffer: buffer 'data' size N is larger than buffer maximum of M", the device's
+    # maxBufferLength, abetlen/llama-cpp-python #438; "error: buffer ... " in later releases)
+    r"|(?:is|are|was|were) (?:larger|greater|bigger) than (?:the )?(?:\w+ )?max(?:imum)?)\b"
     rf"|(?:{_STORE}){_CLAUSE}{{0,40}}?\b(?:is|are|was|were) too small\b"
     rf"|(?:{_RESOURCE})\s+(?:allocation|alloc)(?: of \S+ bytes)? (?:failed|error)\b"
     # an allocation of a size refused: "Allocation failed for size::268435456 (256)MB"
@@ -536,9 +548,27 @@ MEMORY_REFUSED_WORDS = ("insuffic", "enough", "free", "lack", "availab", "exceed
                         "less than", "below", "lower than", "smaller than", "too small", "space", "room", "fit", "but",
                         "low on", "greater than", "larger than", "more than", "apply for", "obtain",
                         "acquire")  # fmt: skip
+#: A process that died of its own fault right after a line: a segmentation fault or an abort with a core dump, in the
+#: shell's or the C library's words. A refusal printed without a failure mark and followed by such a crash (ggml's
+#: "not enough space in the context's memory pool (needed N, available M)", then an assertion and "Segmentation
+#: fault": ggml.c ``ggml_new_object``) was the failure (:func:`vllm_hpu_mm.logs.doctor.scan.refused_memory`).
+CRASHED = re.compile(r"\bSegmentation fault\b|\bcore dumped\b|\bSIG(?:SEGV|ABRT)\b", re.IGNORECASE)
+#: A message worded as out of memory that its program raises for any failure of the pass it wraps: TGI's warm-up
+#: caught every exception of its forward pass ("except Exception as e: raise RuntimeError(f'Not enough memory to
+#: handle {n} prefill tokens. ...') from e", huggingface/text-generation-inference
+#: server/text_generation_server/models/flash_causal_lm.py ``warmup`` in 1.0; its Gaudi fork with a bare ``except``;
+#: later releases catch ``torch.cuda.OutOfMemoryError`` only). Where the failure it wrapped is named as a device fault
+#: (:data:`vllm_hpu_mm.logs.doctor.scan.DEVICE_FAULT`: the router's "Server error: ... CUDA error: an illegal memory
+#: access was encountered", tests/data/logs/heldout_round64/tgi_1028_gptq_warmup_illegal_memory_access.log), the
+#: claim is the wrapper's, not the device's.
+CATCH_ALL_OOM = re.compile(r"Not enough memory to handle \d+ prefill tokens")
 #: What the refusal names as the host's: host, system, CPU or physical memory, RAM, a host buffer type.
+#: vLLM's swap space is host memory too: the CPU blocks its scheduler swaps a preempted request's KV cache out to
+#: ("Aborted due to the lack of CPU swap space. Please increase the swap space to avoid this error.",
+#: vllm/core/scheduler.py ``_swap_out``, raised while serving).
 HOST_RESOURCE = re.compile(
-    r"\b(?:host|system|CPU|physical)\s+(?:memory|RAM)\b|\bRAM\b|\bCPU\w* buffers?\b|_Host buffers?\b",
+    r"\b(?:host|system|CPU|physical)\s+(?:memory|RAM)\b|\bRAM\b|\bCPU\w* buffers?\b|_Host buffers?\b"
+    r"|\bswap space\b",
     re.IGNORECASE,
 )
 #: vLLM V1's refusal to start when the device holds less free memory than its utilisation asks (``gpu_worker.py``

@@ -34,8 +34,10 @@ from vllm_hpu_mm.logs.patterns import (
     BACKEND_ALLOC,
     BARE_KILL,
     CALL,
+    CATCH_ALL_OOM,
     COMM_FAILURE,
     COMMAND_LINE,
+    CRASHED,
     DECODE_RESERVE,
     DEVICE_OOM,
     ELISION,
@@ -266,6 +268,10 @@ class _Run:
         self.pending: tuple[int, str, Memory, list[tuple[int, str]], tuple[Stage, int, str] | None,
                             tuple[int, str, tuple[str, int, int]] | None, bool] | None = None  # fmt: skip
         self.after: list[tuple[int, str]] = []
+        #: A refusal of memory printed without a failure mark, as :attr:`pending` would hold it: the failure only if
+        #: the next line states one (:meth:`Scanner._unmarked_refusal`).
+        self.unmarked: tuple[int, str, Memory, list[tuple[int, str]], tuple[Stage, int, str] | None,
+                             tuple[int, str, tuple[str, int, int]] | None, bool] | None = None  # fmt: skip
         self.kv: tuple[int, str] | None = None
         self.kv_fit: tuple[int, int] | None = None
         self.gaudi: tuple[int, str, GaudiMemory] | None = None
@@ -347,9 +353,28 @@ class Scanner:
         mark = len(text) <= 64 and any(map(text.__contains__, _ELISION_WORDS))
         if mark and ELISION.fullmatch(strip_prefix(text).strip()):
             run.elided = k
+        if run.failure is None and run.pending is None:
+            self._unmarked_refusal(run, k, text, kind)
         if run.failure is None and run.pending is None and kind is not None:
             gap = run.phase is not None and run.elided > run.phase[1]
             run.pending = (k, text, kind, list(self.recent)[:-1], run.phase, run.warmup, gap)
+
+    def _unmarked_refusal(self, run: _Run, k: int, text: str, kind: Memory | None) -> None:
+        """Hold a line that refuses memory in a program's words but states no failure itself (ggml prints "not enough
+        space in the context's memory pool (needed N, available M)" and then fails an assertion; its Metal backend
+        "buffer 'data' size N is larger than buffer maximum of M", and the loader then "failed to add buffer"), and
+        make it the pending failure when the very next line states one (:data:`~vllm_hpu_mm.logs.patterns.FAILURE_MARK`)
+        or the process crashed there (:data:`~vllm_hpu_mm.logs.patterns.CRASHED`): the refusal was what failed. A
+        refusal the program went on from is followed by its next step instead."""
+        held, run.unmarked = run.unmarked, None
+        if kind is not None or not text.strip():
+            return
+        if held is not None and k - held[0] == 1 and (FAILURE_MARK.search(text) or CRASHED.search(text)):
+            run.pending = held
+            run.after.append((k, text))
+        elif (memory := _oom_kind(text, stated=False)) is not None:
+            gap = run.phase is not None and run.elided > run.phase[1]
+            run.unmarked = (k, text, memory, list(self.recent)[:-1], run.phase, run.warmup, gap)
 
     @staticmethod
     def _count_failure(run: _Run, k: int, text: str) -> None:
@@ -510,6 +535,11 @@ class Scanner:
         assert run.pending is not None
         k, text, memory, before, phase, warmup, gap = run.pending
         window = [*_traceback_window(before), (k, text), *run.after]
+        if CATCH_ALL_OOM.search(text) and (fault := _device_fault(window)) is not None:
+            # the wrapper's words claim memory for whatever failed; the failure it wrapped was a device fault
+            run.pending, run.after = None, []
+            run.error = run.error or fault
+            return
         reader = _FrameReader()
         frames = [frame for j, line in window for frame in reader.read(j, line)]
         # a process killed by the error (an uncaught C++ exception's abort) has its Python frames dumped after it
@@ -703,6 +733,12 @@ DEVICE_FAULT = re.compile(
 )
 
 
+def _device_fault(window: list[tuple[int, str]]) -> tuple[int, str] | None:
+    """The first line of a failure's ``window`` (its traceback, its line and the lines after it) that names a device
+    fault (:data:`DEVICE_FAULT`), or None."""
+    return next(((j, line) for j, line in window if DEVICE_FAULT.search(line)), None)
+
+
 def _chained_cause(
     before: list[tuple[int, str]], raised: tuple[int, str, frozenset[str]] | None
 ) -> tuple[int, str] | None:
@@ -823,7 +859,9 @@ _HEDGE_WORDS = ("caus", "possib", "perhaps", " due to", "lead to", "result in", 
 _ESCAPED_BREAK = "\\n"
 
 
-def _oom_kind(text: str) -> Memory | None:
+def _oom_kind(text: str, stated: bool = True) -> Memory | None:
+    """Which memory the line ``text`` says ran out, or None; with ``stated`` False, a refusal in a program's own words
+    counts without a failure mark on the line (:func:`refused_memory`)."""
     # Cheap substring guards first: most lines of a long log are request lines that need one or two checks.
     if _ESCAPED_BREAK in text:
         text = text.replace(_ESCAPED_BREAK, "\n")  # a word after a quoted break starts a word ("\\nOut of Memory")
@@ -833,7 +871,8 @@ def _oom_kind(text: str) -> Memory | None:
     if not ("memory" in low or "devmem" in low or "kill" in low or "-9" in text or "137" in text or "oom" in low
             or "outofme" in low or "out of" in low or "resource_exhausted" in low or "mmap" in low
             or "out_of_res" in low or "alloc" in low or "vram" in low or "retract" in low or "code is 2070" in low
-            or "1455" in text or "scratch space" in low or "decode the batch" in low or "capac" in low
+            or "1455" in text or "scratch space" in low or "signal" in low or "decode the batch" in low
+            or "capac" in low
             or any(map(low.__contains__, MEMORY_REFUSED_WORDS))):  # fmt: skip
         return None
     if COMMAND_LINE.match(strip_prefix(text)) or NO_EXHAUSTION.search(text):
@@ -842,24 +881,25 @@ def _oom_kind(text: str) -> Memory | None:
         return "host"
     if DEVICE_OOM.search(text):
         return "device"
-    return refused_memory(text)
+    return refused_memory(text, stated)
 
 
-def refused_memory(text: str) -> Memory | None:
+def refused_memory(text: str, stated: bool = True) -> Memory | None:
     """Which memory a failure line says could not be provided, in any program's words
     (:data:`~vllm_hpu_mm.logs.patterns.MEMORY_REFUSED`), or None. The line must state a failure
     (:data:`~vllm_hpu_mm.logs.patterns.FAILURE_MARK`; an information line only by naming its exception) and not one
     the program goes on from (:data:`~vllm_hpu_mm.logs.patterns.GOES_ON`: a warning, a retry, a fallback), nor an
     allocator's bookkeeping (:data:`~vllm_hpu_mm.logs.patterns.ALLOCATOR_BOOKKEEPING`), nor llama.cpp's summary of
     a buffer (:data:`~vllm_hpu_mm.logs.patterns.LLAMA_SUMMARY`: a tensor that could not be initialised ends with the
-    same summary; :meth:`Scanner._buffer_summary` sees the lines before it). The host's where the refusal names it
+    same summary; :meth:`Scanner._buffer_summary` sees the lines before it); with ``stated`` False the failure mark may
+    be missing (:meth:`Scanner._unmarked_refusal` looks for it on the next line). The host's where the refusal names it
     (:data:`~vllm_hpu_mm.logs.patterns.HOST_RESOURCE`), else the device's."""
     m = MEMORY_REFUSED.search(text)
     if m is None or ALLOCATOR_BOOKKEEPING.search(text) or LLAMA_SUMMARY.search(text):
         return None
     if KV_REFUSAL.search(text):
         return None  # the KV cache's refusal: its own rule reads and places it (RunFeatures.kv)
-    if GOES_ON.search(text) or not FAILURE_MARK.search(text):
+    if GOES_ON.search(text) or (stated and not FAILURE_MARK.search(text)):
         return None
     if INFO_LEVEL.search(text) and not EXCEPTION_NAMED.search(text):
         return None
