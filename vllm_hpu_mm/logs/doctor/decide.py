@@ -37,7 +37,10 @@ Rules, in order:
    states without memory words is no cut but that error, a failure of another kind -> ``none`` (basis ``error``),
    however it was cut: stated on the line that opens it (a logger's "<what failed>: <message>, Traceback ..."), right
    above it (a failed check, a collective's or NCCL's relayed runtime failure), by the exception line of the cause it
-   is chained to ("The above exception was the direct cause ..."), or by a line after its frames
+   is chained to ("The above exception was the direct cause ..."), by an exception line stated without its own traceback
+   a few lines above it, the program not going on between (torch dynamo's error, its traceback elided, with its
+   hints, then the chained traceback; vLLM's engine core's error, its executor's report of the dead worker, then the
+   driving program's traceback: :func:`.scan._raised_above`), or by a line after its frames
    (:attr:`.scan.RunFeatures.error`). A device fault (CUDA's or HIP's "an illegal memory access was encountered",
    "device-side assert triggered", a failed launch, no kernel image: :data:`.scan.DEVICE_FAULT`) is such an error
    though it may say "memory": the word names where the fault hit, not what ran out. A traceback quoted whole on one

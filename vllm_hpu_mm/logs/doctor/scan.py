@@ -191,8 +191,8 @@ class RunFeatures:
     #: (:func:`_backs_off`).
     repeated: int = 0
     #: The first error line of another kind that closed a traceback without an exception class (vLLM's logger prints
-    #: some errors as their message alone) or stated, on the line that opens a traceback or right above it, what it
-    #: raised (:func:`_stated_error`): (line, text). The traceback then ended in an error, not a cut.
+    #: some errors as their message alone) or stated, on the line that opens a traceback or a few lines above it, what
+    #: it raised (:func:`_stated_error`): (line, text). The traceback then ended in an error, not a cut.
     error: tuple[int, str] | None = None
 
     @property
@@ -658,7 +658,8 @@ def _stated_error(
     """The line that states what a traceback raised, an error of another kind than memory, or None: the line that
     opens it, where a logger printed the exception's message there (:func:`_opened_with_message`) or a device fault
     before it (:data:`DEVICE_FAULT`); else the exception line that closed the traceback this one is chained to
-    (:func:`_chained_cause`, ``raised``: the run's last such line); else an error record right above it stating a
+    (:func:`_chained_cause`, ``raised``: the run's last such line); else an exception line stated a few lines above
+    it, its own traceback shown or elided (:func:`_raised_above`); else an error record right above it stating a
     failed check (:data:`~vllm_hpu_mm.logs.patterns.FAILED_CHECK`: the exception's message, logged first by vLLM's
     ``logger.exception(e)``) or stating anything else in the traceback's own record (:func:`_message_of_record`), or a
     collective-communication failure or a device fault in either of the two lines above it
@@ -668,6 +669,8 @@ def _stated_error(
         return opening
     if (cause := _chained_cause(before, raised)) is not None:
         return cause
+    if (stated := _raised_above(before, raised)) is not None:
+        return stated
     for k, line in reversed(before[-2:]):
         if _names_memory(line):
             continue
@@ -753,6 +756,49 @@ def _chained_cause(
     if header is None or raised is None or not 0 < header - raised[0] <= CHAIN_BACK:
         return None
     return None if _names_memory(raised[1]) else raised[:2]
+
+
+#: An exception line as Python prints it when it states what was raised: the class (one whose name ends in Error or
+#: Exception, or any class behind its module's dotted path: torch._dynamo's ``torch._dynamo.exc.Unsupported``,
+#: ``BackendCompilerFailed``), a colon and a message. A header that only announces a traceback ("Exception in thread
+#: Thread-1:") states nothing, and ``SystemExit``/``KeyboardInterrupt`` report how a process ended, not what failed.
+STATED_EXCEPTION = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)|(?:[A-Za-z_]\w*\.)+[A-Z]\w*):\s+\S")
+#: How far above a traceback the exception it follows from may be stated: its message's own lines between (torch
+#: dynamo's "from user code:" with the user's frames and its hints, torch/_dynamo/exc.py ``augment_exc_message``,
+#: torch 2.13.0 line 755), a chain's header, the shutdown records of the processes it ended.
+RAISED_BACK = 25
+#: A logger's record below warning level ("INFO 08-16 18:12:20 [engine.py:310] ...", "DEBUG:root:..."): the program
+#: went on after an error stated above it, so a traceback after the record may be another failure.
+GOING_ON = re.compile(r"^.{0,40}?\b(?:INFO|DEBUG)\b")
+
+
+def _raised_above(
+    before: list[tuple[int, str]], raised: tuple[int, str, frozenset[str]] | None
+) -> tuple[int, str] | None:
+    """The exception line of another kind than memory (:data:`STATED_EXCEPTION`) stated without its traceback in the
+    :data:`RAISED_BACK` lines above a traceback opening now, with no other traceback opened, no out-of-memory line
+    (a resource tracker's warning of "leaked shared_memory objects" at shutdown is none) and no record of the program
+    going on (:data:`GOING_ON`) between; None where there is none, where it speaks of memory (:func:`_names_memory`),
+    where it reports a process's death (:data:`~vllm_hpu_mm.logs.patterns.PROCESS_DEATH`: that process may have been
+    the OOM killer's), or where it closes a traceback the log shows (``raised``): whether that traceback's error is the
+    next one's cause is :func:`_chained_cause`'s and :func:`_reprinted`'s to say (a traceback through other frames
+    after it may be another failure).
+
+    Its own traceback elided, the traceback after it chained to it ("During handling of the above exception ...":
+    SGLang's scheduler, whose CUDA-graph capture hit torch dynamo's ``InternalTorchDynamoError``,
+    tests/data/logs/heldout_round62/sglang_6342_fa3_cuda_graph_dynamo_error.log) or not (vLLM's engine core raised
+    it, the executor's monitor reports the worker dead, vllm/v1/executor/multiproc_executor.py@c5c40ab2
+    ``monitor_workers``, and the program that drove the engine prints its own traceback:
+    heldout_round65/vllm_18_fakevlm_prompt_placeholder_error.log): the traceback is that error's consequence, however
+    an excerpt cuts it."""
+    for k, line in reversed(before[-RAISED_BACK:]):
+        if TRACEBACK_START in line or GOING_ON.match(line) or _oom_kind(line) is not None:
+            return None
+        body = strip_prefix(line)
+        if STATED_EXCEPTION.match(body):
+            shown = raised is not None and raised[0] == k
+            return None if shown or _names_memory(line) or PROCESS_DEATH.search(body) else (k, line)
+    return None
 
 
 #: A logger's record that prints an exception's message, then its traceback, on the line the traceback opens:
