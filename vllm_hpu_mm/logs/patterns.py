@@ -495,8 +495,11 @@ MEMORY_REFUSED = re.compile(
     r"|(?:is|are|was|were) (?:larger|greater|bigger) than (?:the )?(?:\w+ )?max(?:imum)?)\b"
     rf"|(?:{_STORE}){_CLAUSE}{{0,40}}?\b(?:is|are|was|were) too small\b"
     rf"|(?:{_RESOURCE})\s+(?:allocation|alloc)(?: of \S+ bytes)? (?:failed|error)\b"
-    # an allocation of a size refused: "Allocation failed for size::268435456 (256)MB"
-    r"|\b(?:allocation|alloc) failed (?:for|of) (?:size\b\W*\d|\d[\d.,]*\s*(?:[KMGT]i?B|B|bytes)\b)",
+    # an allocation of a size refused: "Allocation failed for size::268435456 (256)MB"; Habana's synapse helper,
+    # the size first: "FATAL ERROR :: MODULE:SYNHELPER workspace Allocation of size ::14493741952 failed"
+    # (HabanaAI/Model-References #13)
+    r"|\b(?:allocation|alloc) failed (?:for|of) (?:size\b\W*\d|\d[\d.,]*\s*(?:[KMGT]i?B|B|bytes)\b)"
+    r"|\b(?:allocation|alloc) of size\W*\d[\d.,]*\s*(?:[KMGT]i?B|B|bytes)?\W*failed\b",
     re.IGNORECASE,
 )
 #: A refused memory resource that is no shortage of memory: room inside a buffer an allocator already holds (ggml's
@@ -1299,7 +1302,7 @@ RUNTIMES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "hpu",
         re.compile(
-            r"PT_DEVMEM|PT_HPU|PT_LAZY|[Hh]abana|hpu_model_runner|hpu_worker|vllm_gaudi|HPU blocks|HPUGraph|Gaudi"
+            r"PT_DEVMEM|PT_HPU|PT_LAZY|[Hh]abana|hpu_model_runner|hpu_worker|vllm_gaudi|HPU blocks|HPUGraph|Gaudi|SYNHELPER"
             r"|\bhpu:\d|device_config=hpu|\[Warmup\]\[|Free device memory: |Graph/\w+ captured:"
         ),
     ),

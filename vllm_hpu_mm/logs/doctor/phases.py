@@ -510,9 +510,12 @@ def announced_stage(text: str) -> Stage | None:
 
 #: A failure's line saying what the program was doing when it failed: an error word, then the verb of the work
 #: (bio_embeddings' embedder: "Error processing batch of 3 sequences: CUDA out of memory", sacdallago/bio_embeddings
-#: #217; "failed while generating ..."), and the object of the work up to the message's separator.
+#: #217; "failed while generating ..."), or a shortage of memory, then when it came and the verb a few words on
+#: (Fooocus: "Ran out of memory when regular VAE decoding, retrying with tiled VAE decoding", lllyasviel/Fooocus
+#: #700), and the object of the work up to the message's separator.
 _FAILED_WHILE = re.compile(
-    r"\b(?:error|errors|failed|failure|exception)\s+(?:while\s+|when\s+|during\s+)?(?P<verb>[a-z]+ing)\b"
+    r"(?:\b(?:error|errors|failed|failure|exception)\s+(?:while\s+|when\s+|during\s+)?"
+    r"|\bout of memory\s+(?:while|when|during)\s+(?:[A-Za-z]+\s+){0,3}?)(?P<verb>[a-z]+ing)\b"
     r"(?P<what>[^:.;]{0,60})",
     re.IGNORECASE,
 )
