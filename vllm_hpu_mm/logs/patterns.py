@@ -1302,8 +1302,8 @@ RUNTIMES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "hpu",
         re.compile(
-            r"PT_DEVMEM|PT_HPU|PT_LAZY|[Hh]abana|hpu_model_runner|hpu_worker|vllm_gaudi|HPU blocks|HPUGraph|Gaudi|SYNHELPER"
-            r"|\bhpu:\d|device_config=hpu|\[Warmup\]\[|Free device memory: |Graph/\w+ captured:"
+            r"PT_DEVMEM|PT_HPU|PT_LAZY|[Hh]abana|hpu_model_runner|hpu_worker|vllm_gaudi|HPU blocks|HPUGraph|Gaudi"
+            r"|SYNHELPER|\bhpu:\d|device_config=hpu|\[Warmup\]\[|Free device memory: |Graph/\w+ captured:"
         ),
     ),
     ("cpu", re.compile(r"cpu_worker|CPU KV cache|VLLM_CPU_|platform cpu|device_config=cpu|kv-cache-memory-bytes")),
