@@ -490,14 +490,18 @@ _ANNOUNCED = re.compile(
 _FULL_BAR = re.compile(r"\b100%\s*\|")
 
 
+_ANNOUNCING = WORKING_VERBS | STARTING_VERBS
+
+
 def announced_stage(text: str) -> Stage | None:
     """The stage a program's own line announces, in any program: a clause that opens with a verb of working over its
     inputs (:data:`WORKING_VERBS`: "Model loaded, transcribing next") is serving; one that opens with loading
     (:data:`STARTING_VERBS`: "Loading pygmalion-6b...", "INFO Loading data from scratch") is start-up. The last
     such clause of the line wins; None where no clause opens so, or where the line is a progress bar drawn full
     (``Loading checkpoint shards: 100%|...| 2/2``): the work it names is done."""
-    if "ing" not in text or _FULL_BAR.search(text):
-        return None
+    low = text.lower()
+    if not any(verb in low for verb in _ANNOUNCING) or _FULL_BAR.search(text):
+        return None  # most lines of a long log name none of the verbs: one pass of substring checks, no regex
     stage: Stage | None = None
     for m in _ANNOUNCED.finditer(text.strip()):
         verb = m["verb"].lower()

@@ -21,6 +21,7 @@ Each kept part is a bounded window (:data:`BACK` lines before the failure, :data
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections import Counter, deque
 from collections.abc import Iterable
@@ -908,6 +909,21 @@ _ESCAPED_BREAK = "\\n"
 def _oom_kind(text: str, stated: bool = True) -> Memory | None:
     """Which memory the line ``text`` says ran out, or None; with ``stated`` False, a refusal in a program's own words
     counts without a failure mark on the line (:func:`refused_memory`)."""
+    said = _screened(text)
+    if said is None:
+        return None
+    if HOST_OOM.search(said):
+        return "host"
+    if DEVICE_OOM.search(said):
+        return "device"
+    return refused_memory(said, stated)
+
+
+@functools.lru_cache(maxsize=2)
+def _screened(text: str) -> str | None:
+    """The part of the line ``text`` that may say memory ran out, or None where it cannot: no word of memory or
+    failure in it, typed input, a failure the program goes on from. Kept for the last lines: the scanner asks of each
+    line twice (whether it states a failure, and whether it refuses memory unmarked)."""
     # Cheap substring guards first: most lines of a long log are request lines that need one or two checks.
     if _ESCAPED_BREAK in text:
         text = text.replace(_ESCAPED_BREAK, "\n")  # a word after a quoted break starts a word ("\\nOut of Memory")
@@ -923,11 +939,7 @@ def _oom_kind(text: str, stated: bool = True) -> Memory | None:
         return None
     if COMMAND_LINE.match(strip_prefix(text)) or NO_EXHAUSTION.search(text):
         return None  # typed or pasted input, a failure the program goes on from, a missing name
-    if HOST_OOM.search(text):
-        return "host"
-    if DEVICE_OOM.search(text):
-        return "device"
-    return refused_memory(text, stated)
+    return text
 
 
 def refused_memory(text: str, stated: bool = True) -> Memory | None:
