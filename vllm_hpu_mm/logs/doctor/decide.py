@@ -77,10 +77,10 @@ from vllm_hpu_mm.logs.doctor.phases import (
     traceback_stage,
     work_item_stage,
 )
-from vllm_hpu_mm.logs.doctor.scan import Failure, Frame, GaudiMemory, LogFeatures, Memory
+from vllm_hpu_mm.logs.doctor.scan import Failure, Frame, GaudiMemory, LogFeatures, Memory, marker_stage
 from vllm_hpu_mm.logs.doctor.source import HOST_NAMES, LogSource
 from vllm_hpu_mm.logs.numbers import SkippedLines
-from vllm_hpu_mm.logs.patterns import ELISION, MODEL_COMPILE_FAILED, PHASE_MARKERS, RAY_REPEATED, strip_prefix
+from vllm_hpu_mm.logs.patterns import ELISION, MODEL_COMPILE_FAILED, RAY_REPEATED, strip_prefix
 from vllm_hpu_mm.values import STAGES as BASE_STAGES
 from vllm_hpu_mm.values import Stage
 
@@ -480,20 +480,10 @@ def _summarised_phase(f: Failure) -> tuple[Stage, int] | None:
     found: tuple[Stage, int] | None = None
     for k, text in f.window:
         if f.line < k <= f.line + _SUMMARY_WITHIN and RAY_REPEATED.search(text):
-            stage = _marker_stage(text)
+            stage = marker_stage(text)
             if stage is not None and (found is None or BASE_STAGES.index(stage) >= BASE_STAGES.index(found[0])):
                 found = stage, k
     return found
-
-
-def _marker_stage(text: str) -> Stage | None:
-    """The stage of the phase line ``text`` (:data:`~vllm_hpu_mm.logs.patterns.PHASE_MARKERS`, the later stage where
-    it names two), or None."""
-    low = text.lower()
-    for stage, words in reversed(PHASE_MARKERS):
-        if any(w in low for w in words):
-            return stage
-    return None
 
 
 def _load_runs_everything(writer: LogSource) -> bool:

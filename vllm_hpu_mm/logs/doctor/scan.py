@@ -91,7 +91,8 @@ from vllm_hpu_mm.logs.patterns import (
 from vllm_hpu_mm.values import Stage
 
 __all__ = ["AHEAD", "BACK", "DEVICE_FAULT", "MAX_FRAMES", "Failure", "Frame", "GaudiMemory", "LogFeatures", "Memory",
-           "MessageKind", "OpenTraceback", "RunFeatures", "Scanner", "refused_memory", "scan"]  # fmt: skip
+           "MessageKind", "OpenTraceback", "RunFeatures", "Scanner", "marker_stage", "refused_memory",
+           "scan"]  # fmt: skip
 
 #: Which memory ran out.
 Memory = Literal["device", "host"]
@@ -106,6 +107,18 @@ MAX_FRAMES = 64
 #: Non-frame lines tolerated inside a traceback (a long frame line wrapped by a terminal or an issue tracker).
 MAX_GAP = 2
 _PHASES_LAST_FIRST = tuple(reversed(PHASE_MARKERS))
+
+
+def marker_stage(text: str) -> Stage | None:
+    """The stage of the phase line ``text`` (:data:`~vllm_hpu_mm.logs.patterns.PHASE_MARKERS`, the later stage where
+    it names two), or None."""
+    low = text.lower()
+    for stage, words in _PHASES_LAST_FIRST:
+        if any(map(low.__contains__, words)):  # map: no generator frame per marker (every line is checked)
+            return stage
+    return None
+
+
 #: An exception line whose class does not end in Error or Exception, as Python prints it (``module.Class: message``):
 #: ``torch._dynamo.exc.BackendCompilerFailed: ...``, ``ray.exceptions.RayTaskError(...)``. It ends the traceback, so
 #: a failure of another kind (a compile error while vLLM profiles memory) is not read as a process killed there.
@@ -261,18 +274,21 @@ class _Traceback:
         self.message_at = -1  # the line of a message without a class that closed it (-1: none)
 
 
+#: A failure line held until the lines after it are read: (line, text, memory, lines before, phase and warm-up line
+#: then, whether lines were elided since that phase line).
+_Held = tuple[int, str, Memory, list[tuple[int, str]], tuple[Stage, int, str] | None,
+              tuple[int, str, tuple[str, int, int]] | None, bool]  # fmt: skip
+
+
 class _Run:
     def __init__(self) -> None:
         self.failure: Failure | None = None
-        #: A failure waiting for its AHEAD lines: (line, text, memory, lines before, phase and warm-up line then,
-        #: whether lines were elided since that phase line).
-        self.pending: tuple[int, str, Memory, list[tuple[int, str]], tuple[Stage, int, str] | None,
-                            tuple[int, str, tuple[str, int, int]] | None, bool] | None = None  # fmt: skip
+        #: A failure waiting for its AHEAD lines (:meth:`Scanner._held`).
+        self.pending: _Held | None = None
         self.after: list[tuple[int, str]] = []
-        #: A refusal of memory printed without a failure mark, as :attr:`pending` would hold it: the failure only if
-        #: the next line states one (:meth:`Scanner._unmarked_refusal`).
-        self.unmarked: tuple[int, str, Memory, list[tuple[int, str]], tuple[Stage, int, str] | None,
-                             tuple[int, str, tuple[str, int, int]] | None, bool] | None = None  # fmt: skip
+        #: A refusal of memory printed without a failure mark, held as :attr:`pending` would hold it: the failure only
+        #: if the next line states one (:meth:`Scanner._unmarked_refusal`).
+        self.unmarked: _Held | None = None
         self.kv: tuple[int, str] | None = None
         self.kv_fit: tuple[int, int] | None = None
         self.gaudi: tuple[int, str, GaudiMemory] | None = None
@@ -357,8 +373,12 @@ class Scanner:
         if run.failure is None and run.pending is None:
             self._unmarked_refusal(run, k, text, kind)
         if run.failure is None and run.pending is None and kind is not None:
-            gap = run.phase is not None and run.elided > run.phase[1]
-            run.pending = (k, text, kind, list(self.recent)[:-1], run.phase, run.warmup, gap)
+            run.pending = self._held(run, k, text, kind)
+
+    def _held(self, run: _Run, k: int, text: str, memory: Memory) -> _Held:
+        """The failure line ``text`` held with what the run shows at it (:data:`_Held`)."""
+        gap = run.phase is not None and run.elided > run.phase[1]
+        return k, text, memory, list(self.recent)[:-1], run.phase, run.warmup, gap
 
     def _unmarked_refusal(self, run: _Run, k: int, text: str, kind: Memory | None) -> None:
         """Hold a line that refuses memory in a program's words but states no failure itself (ggml prints "not enough
@@ -374,8 +394,7 @@ class Scanner:
             run.pending = held
             run.after.append((k, text))
         elif (memory := _oom_kind(text, stated=False)) is not None:
-            gap = run.phase is not None and run.elided > run.phase[1]
-            run.unmarked = (k, text, memory, list(self.recent)[:-1], run.phase, run.warmup, gap)
+            run.unmarked = self._held(run, k, text, memory)
 
     @staticmethod
     def _count_failure(run: _Run, k: int, text: str) -> None:
@@ -462,18 +481,11 @@ class Scanner:
                         run.phase = (stage, k, text)
                         return
                     break
-        low = text.lower()
-        for stage, words in _PHASES_LAST_FIRST:
-            if any(map(low.__contains__, words)):  # map: no generator frame per marker (every line is checked)
-                run.phase = (stage, k, text)
-                if stage == "runtime":
-                    run.completed_at = k
-                break
-        else:  # no runtime's phase line: any program's own words for the work it starts (phases.announced_stage)
-            if (announced := announced_stage(text)) is not None:
-                run.phase = (announced, k, text)
-                if announced == "runtime":
-                    run.completed_at = k
+        # a runtime's phase line, else any program's own words for the work it starts (phases.announced_stage)
+        if (named := marker_stage(text) or announced_stage(text)) is not None:
+            run.phase = (named, k, text)
+            if named == "runtime":
+                run.completed_at = k
 
     def _traceback_lines(self, run: _Run, k: int, text: str) -> None:
         tb = run.tb
@@ -544,7 +556,8 @@ class Scanner:
         reader = _FrameReader()
         frames = [frame for j, line in window for frame in reader.read(j, line)]
         # a process killed by the error (an uncaught C++ exception's abort) has its Python frames dumped after it
-        frames += [Frame(j, path, func, dict(window)[j]) for j, path, func in dumped_frames(window)]
+        lines = dict(window)
+        frames += [Frame(j, path, func, lines[j]) for j, path, func in dumped_frames(window)]
         method = run.method if run.method is not None and abs(run.method.line - k) <= BACK else None
         if method is not None and all(f.func != method.func for f in frames):
             frames.insert(0, method)
