@@ -41,6 +41,11 @@ __all__ = [
     "FAILED_CHECK",
     "FAILURE_MARK",
     "FATAL_SHUTDOWN",
+    "FIGURE_HAVE",
+    "FIGURE_MEMORY",
+    "FIGURE_NOT_MEMORY",
+    "FIGURE_TOTAL",
+    "FIGURE_WHOSE",
     "FRAME",
     "FRAME_HEAD",
     "FREE_ON_STARTUP",
@@ -66,7 +71,9 @@ __all__ = [
     "LINE_PREFIX",
     "LLAMA_SUMMARY",
     "LOAD_FAILED",
+    "LOAD_REPORT",
     "LOG_TIME",
+    "MEMORY_FIGURE",
     "MEMORY_REFUSED",
     "MEMORY_REFUSED_WORDS",
     "MESSAGE_STAGES",
@@ -198,6 +205,18 @@ PROCESS_DEATH = re.compile(
     r"\bkilled\b|\bsignal\b|SIGKILL|ChildFailedError|exited unexpectedly|\bdied\b|exit ?code|terminated",
     re.IGNORECASE,
 )
+#: A loader's guard that stops a model's load before it starts because the memory the model would take is more than
+#: the system can spare: LM Studio's model loading guardrails ("Model loading was stopped due to insufficient system
+#: resources. Under the current settings, this model requires approximately N of memory, and continuing to load it
+#: would likely overload your system", lmstudio-ai/lmstudio-bug-tracker #1038; "Model loading aborted due to
+#: insufficient system resources" in later releases). The guard weighs memory alone, so the system's resources it
+#: names are its memory: the host's (:data:`HOST_OOM`), refused at start-up (:data:`MESSAGE_STAGES`). A scheduler that
+#: cannot place a task for want of CPUs or GPUs ("insufficient resources", without a load stopped) is no such guard.
+_LOAD_GUARD = (
+    r"(?i:\bload(?:ing)?\b[^.;]{0,40}?\b(?:was |has been |is )?(?:stopped|aborted|refused|prevented|blocked|halted"
+    r"|cancell?ed)\b[^.;]{0,40}?\b(?:due to|because of|owing to) (?:the )?(?:insufficient|not enough|(?:a )?lack of)"
+    r" (?:free |available )?(?:system resources|(?:system |host )?(?:memory|RAM)\b))"
+)
 #: The host ran out (checked first: Ray's error class is also named OutOfMemoryError). Ray's memory monitor, the
 #: kernel's OOM killer (and the shell's or the container runtime's word for its kill, :data:`BARE_KILL`),
 #: ``MemoryError``, ``mmap``. The killer's name in a setting is no kill (Docker's ``--oom-kill-disable``).
@@ -212,6 +231,7 @@ HOST_OOM = re.compile(
     r"|" + BARE_KILL.pattern +
     # Ollama, before it starts a runner: the model needs more host memory than is free (llm/server.go)
     r"|model requires more system memory"
+    rf"|{_LOAD_GUARD}"  # a loader's guard (LM Studio's), before anything loads
     r"|_OUT_OF_HOST_MEMORY\b|OutOfHostMemory"  # Vulkan's, oneAPI's host-side error
     r"|DefaultCPUAllocator: not enough memory"  # torch's CPU allocator (c10 alloc_cpu.cpp; "can't allocate" elsewhere)
     # ggml's host buffers: the CPU buffer type's aligned malloc returned nothing (ggml/src/ggml-backend.cpp@0054c013
@@ -445,7 +465,8 @@ DEVICE_OOM = re.compile(
 #: insufficient / not enough / exhausted / too small", "... allocation failed", "allocation failed for size", "... is
 #: less than / below / lower than required / desired", "requires more ... than is available", and what is left set
 #: against what is asked around a "but" ("Remaining N kvcache tokens, but your prompt requires M": vllm.rs,
-#: src/core/engine.rs ``add_request_``). Between the refusal and the resource only words come (no figure: "8.00 GiB out
+#: src/core/engine.rs ``add_request_``), and memory over the limit a program holds it to ("Memory limit exceeded",
+#: "exceeds ceiling", :data:`_LIMITED`). Between the refusal and the resource only words come (no figure: "8.00 GiB out
 #: of the 19.53 GiB total CPU memory" is a share, not a shortage). Whether the line states a failure at all is
 #: :data:`FAILURE_MARK`'s and :data:`GOES_ON`'s to say (:func:`vllm_hpu_mm.logs.doctor.scan.refused_memory`); the
 #: programs' own wordings above stay, each with its citation, and decide first. :data:`_STORE` is the same less a
@@ -466,6 +487,17 @@ _CLAUSE = r"(?:[^.;]|\.(?=\d))"
 #: Words of what a resource has left, and of what a request asks of it, which a shortage sets against each other.
 _HAVE = r"remaining|available|free|left|only"
 _NEED = r"requires?|required|needs?|needed|requests?|requested|asks? for"
+#: The memory a program or its host holds a process to (a limit, ceiling, budget, cap or quota of its memory or its
+#: memory's use), which a guard the program enforces itself checks before the device or the kernel would refuse:
+#: oMLX's scheduler stops a prefill whose process memory passes its ceiling ("Prefill force-stopped at N tokens: memory
+#: 42.8GB exceeds ceiling 42.0GB", then "Prefill failed for <id>: Memory limit exceeded during prefill",
+#: jundot/omlx #1522). A limit of shared or local memory, a kernel's registers or a stack frame is what one kernel
+#: may use on a chip (Triton's "stack frame size (N) exceeds limit (M)", a compile error), not memory running out.
+_LIMITED = (
+    r"(?<!shared )(?<!local )(?:\b(?:device|host|system|GPU|CPU|process|unified|resident|total|peak)\s+){0,2}"
+    r"\b(?:memory|VRAM|RAM|HBM)\b(?:\s+(?:usage|use|footprint|consumption))?"
+)
+_LIMIT = r"(?:hard |soft )?(?:limit|ceiling|budget|cap|quota)\b"
 MEMORY_REFUSED = re.compile(
     # the refusal, then what was refused
     rf"\b(?:out of|insufficient|not enough|no free|lack of|no (?:more )?available|(?:running|ran|runs|is|are) low on"
@@ -499,7 +531,13 @@ MEMORY_REFUSED = re.compile(
     # the size first: "FATAL ERROR :: MODULE:SYNHELPER workspace Allocation of size ::14493741952 failed"
     # (HabanaAI/Model-References #13)
     r"|\b(?:allocation|alloc) failed (?:for|of) (?:size\b\W*\d|\d[\d.,]*\s*(?:[KMGT]i?B|B|bytes)\b)"
-    r"|\b(?:allocation|alloc) of size\W*\d[\d.,]*\s*(?:[KMGT]i?B|B|bytes)?\W*failed\b",
+    r"|\b(?:allocation|alloc) of size\W*\d[\d.,]*\s*(?:[KMGT]i?B|B|bytes)?\W*failed\b"
+    # over the limit a program holds its memory to (:data:`_LIMITED`): "Memory limit exceeded", "exceeded the GPU
+    # memory budget", "memory 42.8GB exceeds ceiling 42.0GB", "process memory usage is over its hard limit"
+    rf"|(?:{_LIMITED})\s+{_LIMIT}\s+(?:(?:was|has been|is|got) )?exceeded\b"
+    rf"|\b(?:exceed(?:s|ed|ing)?|over|above) (?:the |its |your |a )?(?:{_LIMITED})\s+{_LIMIT}"
+    rf"|(?:{_LIMITED}){_CLAUSE}{{0,40}}?\b(?:exceed(?:s|ed|ing)?|(?:is|are|was|were) (?:over|above))"
+    rf" (?:the |its )?{_LIMIT}",
     re.IGNORECASE,
 )
 #: A refused memory resource that is no shortage of memory: room inside a buffer an allocator already holds (ggml's
@@ -556,6 +594,29 @@ MEMORY_REFUSED_WORDS = ("insuffic", "enough", "free", "lack", "availab", "exceed
 #: "not enough space in the context's memory pool (needed N, available M)", then an assertion and "Segmentation
 #: fault": ggml.c ``ggml_new_object``) was the failure (:func:`vllm_hpu_mm.logs.doctor.scan.refused_memory`).
 CRASHED = re.compile(r"\bSegmentation fault\b|\bcore dumped\b|\bSIG(?:SEGV|ABRT)\b", re.IGNORECASE)
+#: A program's report that a model could not be loaded, in any program's words (LM Studio's error body titled "Failed
+#: to load model", lmstudio-ai/lmstudio-bug-tracker #14; "unable to load model", "error loading the model", "model
+#: load failed"). Alone it says nothing of why: the figures the report lists under it may (:data:`MEMORY_FIGURE`,
+#: :meth:`vllm_hpu_mm.logs.doctor.scan.Scanner._load_report`).
+LOAD_REPORT = re.compile(
+    r"\b(?:fail(?:ed|s)? to|unable to|could not|couldn't|cannot|can't) load (?:the |this |a )?model\b"
+    r"|\berror (?:while )?loading (?:the |this |a )?model\b|\bmodel load(?:ing)? (?:failed|error)\b",
+    re.IGNORECASE,
+)
+#: A figure a report lists as a key and a size, JSON's or a key=value form's: ``"ram_unused": "316.65 KB"``,
+#: ``free_memory=12 MiB``, ``total memory: 24 GiB``. What the key names is read from its words
+#: (:data:`FIGURE_HAVE`, :data:`FIGURE_TOTAL`, :data:`FIGURE_MEMORY`).
+MEMORY_FIGURE = re.compile(
+    r"(?P<key>[A-Za-z][\w -]{0,40}?)[\"']?\s*[:=]\s*[\"']?(?P<size>\d[\d.]*)\s*(?P<unit>[KMGT]i?B|B)\b"
+)
+#: The words of a figure's key that say what is left of a memory, what it holds in all, and which memory it is (the
+#: words besides those, less the measure's, tell two memories apart: ``ram_unused`` against ``ram_capacity``,
+#: ``vram_unused`` against ``vram_recommended_capacity``). Swap, a disk or storage left empty is no memory gone.
+FIGURE_HAVE = frozenset(("unused", "free", "available", "remaining", "left"))
+FIGURE_TOTAL = frozenset(("capacity", "total"))
+FIGURE_MEMORY = frozenset(("ram", "vram", "memory", "mem", "hbm"))
+FIGURE_WHOSE = frozenset(("gpu", "cpu", "host", "system", "device", "unified"))
+FIGURE_NOT_MEMORY = frozenset(("swap", "disk", "storage", "shared"))
 #: A message worded as out of memory that its program raises for any failure of the pass it wraps: TGI's warm-up
 #: caught every exception of its forward pass ("except Exception as e: raise RuntimeError(f'Not enough memory to
 #: handle {n} prefill tokens. ...') from e", huggingface/text-generation-inference
@@ -615,6 +676,7 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
             r"|Warmup failed, because of .{0,80}out of memory"
             r"|\bllama_model_load: error loading model|\bllama_load_model_from_file: failed to load model"
             r"|model requires more system memory"
+            rf"|{_LOAD_GUARD}"
             # a scheduler's refusal to place the model where its memory estimate does not fit (:data:`DEVICE_OOM`):
             # nothing has loaded yet
             rf"|(?i:{_PLACEMENT_REFUSED})"

@@ -48,6 +48,11 @@ from vllm_hpu_mm.logs.patterns import (
     FAILED_CHECK,
     FAILURE_MARK,
     FATAL_SHUTDOWN,
+    FIGURE_HAVE,
+    FIGURE_MEMORY,
+    FIGURE_NOT_MEMORY,
+    FIGURE_TOTAL,
+    FIGURE_WHOSE,
     FRAME_HEAD,
     GAUDI_MEMORY,
     GOES_ON,
@@ -62,7 +67,9 @@ from vllm_hpu_mm.logs.patterns import (
     LINE_PREFIX,
     LLAMA_SUMMARY,
     LOAD_FAILED,
+    LOAD_REPORT,
     LOADER_BUFFER_SUMMARY,
+    MEMORY_FIGURE,
     MEMORY_REFUSED,
     MEMORY_REFUSED_WORDS,
     MESSAGE_STAGES,
@@ -130,6 +137,10 @@ WORKER_TAG = re.compile(r"pid=\d+|\[rank\d+\]|\[Rank:\d+\]|\brank=\d+")
 #: How far before a bare kill the program's own fatal shutdown may be announced (its workers' last warnings, a
 #: resource tracker's, come between).
 SHUTDOWN_BACK = 8
+#: How many lines after a model load's report the figures it lists may come (an error body, one key a line).
+REPORT_LINES = 30
+#: Less than this share of a memory left, as a report's figures give it, is that memory gone.
+EXHAUSTED_SHARE = 0.01
 #: Substrings one of which every :data:`~vllm_hpu_mm.logs.patterns.RUN_START` line holds (a cheap first check).
 _RUN_WORDS = ("API server version", "LLM engine", "Args {", "non-default args")
 #: Substrings one of which an :data:`~vllm_hpu_mm.logs.patterns.ELISION` line holds (a cheap first check; a mark
@@ -309,6 +320,12 @@ class _Run:
         #: of its frames).
         self.raised: tuple[int, str, frozenset[str]] | None = None
         self.elided = -1  # the last elision line
+        #: A model load's report, until the figures it lists say why it failed (:meth:`Scanner._load_report`), the
+        #: figures read so far ([left, total] bytes by which memory), and the report whose figures made the pending
+        #: failure (the record that failure belongs to).
+        self.report: tuple[int, str] | None = None
+        self.figures: dict[frozenset[str], list[int | None]] = {}
+        self.reported: tuple[int, str] | None = None
 
     @property
     def has_begun(self) -> bool:
@@ -372,6 +389,8 @@ class Scanner:
             run.elided = k
         if run.failure is None and run.pending is None:
             self._unmarked_refusal(run, k, text, kind)
+        if run.failure is None and run.pending is None and kind is None:
+            self._load_report(run, k, text)
         if run.failure is None and run.pending is None and kind is not None:
             run.pending = self._held(run, k, text, kind)
 
@@ -395,6 +414,26 @@ class Scanner:
             run.after.append((k, text))
         elif (memory := _oom_kind(text, stated=False)) is not None:
             run.unmarked = self._held(run, k, text, memory)
+
+    def _load_report(self, run: _Run, k: int, text: str) -> None:
+        """Hold a program's report that a model could not be loaded (:data:`~vllm_hpu_mm.logs.patterns.LOAD_REPORT`),
+        and make it the pending failure once the figures it lists under it (:data:`REPORT_LINES`) show a memory all
+        but gone: less than :data:`EXHAUSTED_SHARE` of it left (LM Studio's error body, "title": "Failed to load
+        model" over "ram_capacity": "314.65 GB" and "ram_unused": "316.65 KB", lmstudio-ai/lmstudio-bug-tracker #14).
+        The load failed for want of that memory. A report whose figures leave memory to spare says nothing of memory
+        (a file it could not read, an architecture it does not know), and figures without a failed load's report are
+        no failure (a server whose KV cache filled its device reports little free)."""
+        if ("oad" in text or "OAD" in text) and LOAD_REPORT.search(text) and not GOES_ON.search(text):
+            run.report, run.figures = (k, text), {}
+        report = run.report
+        if report is None:
+            return
+        if k - report[0] > REPORT_LINES:
+            run.report = None
+            return
+        memory = _exhausted(run.figures, text)
+        if memory is not None:
+            run.pending, run.reported, run.report = self._held(run, k, text, memory), report, None
 
     @staticmethod
     def _count_failure(run: _Run, k: int, text: str) -> None:
@@ -548,6 +587,8 @@ class Scanner:
         assert run.pending is not None
         k, text, memory, before, phase, warmup, gap = run.pending
         window = [*_traceback_window(before), (k, text), *run.after]
+        if run.reported is not None and run.reported not in window:
+            window.insert(0, run.reported)  # the load's report the failing figure was listed under, quoted with it
         if CATCH_ALL_OOM.search(text) and (fault := _device_fault(window)) is not None:
             # the wrapper's words claim memory for whatever failed; the failure it wrapped was a device fault
             run.pending, run.after = None, []
@@ -562,10 +603,10 @@ class Scanner:
         if method is not None and all(f.func != method.func for f in frames):
             frames.insert(0, method)
         opened = before and (_wrapped(before[-1][1], text) or _listed_under(before[-1][1], text))
-        head = [before[-1]] if opened else []
+        head = [run.reported] if run.reported is not None else [before[-1]] if opened else []
         record = _record(text, run.after)
         wrapped = (k, record) if record != text else None
-        message, kind, at = _message(phase, [*head, (k, text), *run.after[:5]], run.after, wrapped)
+        message, kind, at = _message(phase, [*head, (k, text), *run.after[:5]], run.after, wrapped, memory)
         run.failure = Failure(k, text, memory, tuple(frames), message, phase, warmup, tuple(window), kind, at, gap)
         run.pending = None
         run.after = []
@@ -606,6 +647,7 @@ def _message(
     near: list[tuple[int, str]],
     after: list[tuple[int, str]],
     record: tuple[int, str] | None = None,
+    memory: Memory | None = None,
 ) -> tuple[Stage | None, MessageKind | None, int]:
     """The stage the failure's own lines name, which kind of message named it and on which line: a message that names
     its phase (:data:`~vllm_hpu_mm.logs.patterns.MESSAGE_STAGES`); else a native backtrace's serving frames anywhere in
@@ -615,7 +657,10 @@ def _message(
     line, reported anywhere in the :data:`AHEAD` lines ``after`` the failure (a host or launcher reports the load it
     waited for once the worker's error and its allocator's figures are printed: TGI's "Shard 0 failed to start").
     Where no line names its phase alone, the failure's ``record`` (its line joined with the lines a terminal wrapped it
-    over, :func:`_record`; None where it was not wrapped) may, as a whole."""
+    over, :func:`_record`; None where it was not wrapped) may, as a whole. A failure of the host's ``memory`` whose
+    record opens with a report that a model's load failed (:data:`~vllm_hpu_mm.logs.patterns.LOAD_REPORT`) is
+    start-up's, whichever program wrote it: the host holds a model's weights as they are read in, and an engine that
+    sizes its KV cache or captures its graphs inside its load does so in device memory."""
     for stage, pattern in MESSAGE_STAGES:
         for j, line in near:
             if pattern.search(line):
@@ -635,6 +680,8 @@ def _message(
                 decoding = any(DECODE_RESERVE.search(t) for _, t in near)
                 serving = decoding or (phase is not None and phase[0] == "runtime")
                 return ("runtime" if serving else "startup"), "reserve", j
+    if memory == "host" and near and LOAD_REPORT.search(near[0][1]):
+        return "startup", None, near[0][0]
     if phase is None or phase[0] == "startup":
         for j, line in [*near[:1], *after]:
             if LOAD_FAILED.search(line):
@@ -1024,6 +1071,30 @@ def _prefix(text: str) -> str:
 #: The size an out-of-memory line asked for: its byte count in parentheses (StreamExecutor's "failed to allocate 7.35G
 #: (7889485824 bytes) from device"), else its first size with a unit.
 _ASKED = re.compile(r"\((?P<bytes>\d{1,18}) bytes\)|(?P<size>\d[\d.]*)\s*(?P<unit>[KMGT]i?B)\b")
+
+
+def _exhausted(figures: dict[frozenset[str], list[int | None]], text: str) -> Memory | None:
+    """Read the memory figures of a report's line ``text`` into ``figures`` (what is left of each memory and what it
+    holds, :data:`~vllm_hpu_mm.logs.patterns.MEMORY_FIGURE`) and say which memory they now show all but gone (less
+    than :data:`EXHAUSTED_SHARE` of it left): the host's where its words name the host's (RAM, system memory), else
+    the device's; None where none is."""
+    for m in MEMORY_FIGURE.finditer(text):
+        words = [w for w in re.split(r"[\W_]+", m["key"].lower()) if w]
+        named = set(words)
+        measure = 0 if named & FIGURE_HAVE else 1 if named & FIGURE_TOTAL else None
+        if measure is None or not named & FIGURE_MEMORY or named & FIGURE_NOT_MEMORY:
+            continue
+        try:
+            size = size_bytes(m)
+        except GarbledNumber:
+            continue
+        which = [w for w in words if w in FIGURE_MEMORY or w in FIGURE_WHOSE]
+        pair = figures.setdefault(frozenset(which), [None, None])
+        pair[measure] = size
+        left, total = pair
+        if left is not None and total and left < EXHAUSTED_SHARE * total:
+            return "host" if HOST_RESOURCE.search(" ".join(which)) else "device"
+    return None
 
 
 def _asked_bytes(text: str) -> int | None:
