@@ -11,8 +11,10 @@ Rules, in order:
    KV cache; else, in any program, the work item the failure's line names: a request, session or invocation by its
    id, a case it skips, or its words that it failed while working over its inputs ("Error processing batch of 3
    sequences"), :func:`.phases.work_item_stage`, or the step of its pipeline over its data the app reports
-   failed after it, :func:`.phases.pipeline_step_stage`; or a runtime's report that it could not compile the model for
-   its device, start-up: :data:`~vllm_hpu_mm.logs.patterns.MODEL_COMPILE_FAILED`), the last phase line before it
+   failed after it, :func:`.phases.pipeline_step_stage`, or the failure's line or the runtime's report after it that
+   it could not run the model on its input, :func:`.phases.run_refused_stage`: MNN's "Can't run session because not
+   resized"; or a runtime's report that it could not compile the model for its device, start-up:
+   :data:`~vllm_hpu_mm.logs.patterns.MODEL_COMPILE_FAILED`), the last phase line before it
    (weights loaded, KV cache sized, capture started, serving; in any program, its own line opening a clause with a
    verb of working over its inputs, serving, or with loading, start-up, :func:`.phases.announced_stage`: "Model
    loaded, transcribing next", "Loading pygmalion-6b..."; where the excerpt elides lines after it, only the last
@@ -21,9 +23,11 @@ Rules, in order:
    votes (frame names the phase table does not know, counted over labelled logs; a protocol method such as
    ``__init__`` casts none: any object's constructor runs in any phase) and, without a vote, the words of the
    frames' names in any program (:func:`.phases.named_stage`: a ``_forward_generate`` is serving, a ``from_dir``
-   start-up, a thread's ``forward_thread_func`` serving; a ``get_decode_mask``, named for what it makes, nothing; a
-   set-up such as ``_init_engine`` whose inner frames the excerpt elides, nothing; else the dotted name of the logger
-   that wrote the failure's line, read the same way, :func:`.phases.logger_stage`: ``fairseq.trainer``, serving).
+   start-up, a thread's ``forward_thread_func`` serving, a worker's body that runs a forward pass it was sent
+   (exllamav3's ``mp_model_worker`` -> ``mp_model_forward``) serving; a ``get_decode_mask``, named for what it
+   makes, nothing; a set-up such as ``_init_engine`` whose inner frames the excerpt elides, nothing; else the dotted
+   name of the logger that wrote the failure's line, read the same way, :func:`.phases.logger_stage`:
+   ``fairseq.trainer``, serving).
    The frames are a traceback's, or Python's fault handler's dump after a fatal abort (innermost first there, read
    outermost first). Else, where one worker failed on device memory :data:`REPEATED` times, ``runtime`` (basis
    ``repeated``: it survived its failures).
@@ -74,6 +78,7 @@ from vllm_hpu_mm.logs.doctor.phases import (
     logger_stage,
     named_stage,
     pipeline_step_stage,
+    run_refused_stage,
     traceback_stage,
     work_item_stage,
 )
@@ -432,13 +437,16 @@ def _source(source: Source, f: Failure, hint: tuple[Stage, int] | None, rules: R
     if source == "message":
         if f.message_stage is None or (f.message_kind == "load" and _load_runs_everything(writer)):
             # no runtime's own wording: the work item the failure's line names, in any program, or the step of an
-            # app's pipeline it reports failed after it (AHEAD lines)
+            # app's pipeline it reports failed after it, or its report (on the failure's line or after it) that it
+            # could not run the model on its input (AHEAD lines)
             item = work_item_stage(f.text)
             if item is not None:
                 return item, f.line
             for k, text in f.window:
                 if k > f.line and (step := pipeline_step_stage(text)) is not None:
                     return step, k
+                if k >= f.line and (ran := run_refused_stage(text)) is not None:
+                    return ran, k  # the failure, or the runtime's report after it, says a run over an input failed
                 if k >= f.line and MODEL_COMPILE_FAILED.search(text):
                     return "startup", k  # the failure, or the runtime's report of it, says the model's build failed
             return None

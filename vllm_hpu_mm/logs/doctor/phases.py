@@ -52,6 +52,7 @@ __all__ = [
     "logger_stage",
     "named_stage",
     "pipeline_step_stage",
+    "run_refused_stage",
     "traceback_stage",
     "work_item_stage",
 ]
@@ -313,11 +314,24 @@ LOOP_WORDS = frozenset(("loop", "thread"))
 #: ``start_worker_execution_loop``, a server's ``vllm_response_thread``). Alone these words mean no phase (the
 #: profiling pass runs one forward; a function may ``request_memory`` at start-up): a loop of them runs only once the
 #: server takes work. A loop of no named work (vLLM's RPC ``worker_busy_loop``, which runs the load too; a thread's
-#: ``run``) and an event loop (asyncio's, which builds an API server's engine before it serves) say nothing; nor does
+#: ``run``) and an event loop (asyncio's, which builds an API server's engine before it serves) say nothing alone (the
+#: function such a body runs may name its work: :data:`DISPATCH_WORDS`); nor does
 #: an executor's loop (TensorRT-LLM's PyTorch executor serves the dummy requests of its KV-cache profiling,
 #: tensorrt_llm/_torch/pyexecutor/_util.py ``_create_dummy_context_requests``).
 LOOPED_WORK = frozenset(("forward", "batch", "batches", "request", "requests", "response", "responses", "execution",
                          "serve", "serving"))  # fmt: skip
+#: Words that name a worker's body: a process or thread that takes work items from its driver, one after another, and
+#: runs each (exllamav3's tensor-parallel ``mp_model_worker``, exllamav3/model/model_tp_fn.py@e771c72: a ``while
+#: True`` loop over ``conn.recv()`` that runs ``result = func(local_context, *args)``, sent ``mp_model_append`` while
+#: the model loads and ``mp_model_forward`` for each ``Model.prefill`` / ``Model.forward``). Like a loop of no named
+#: work it says nothing alone; the function it runs names the work: a forward pass, a batch or a request it was sent is
+#: serving, as a loop of them is (:data:`LOOPED_WORK`), unless that function's name says it rehearses the work
+#: (:data:`REHEARSAL_WORDS`). A program that sends its warm-up as a plain forward (later exllamav3, 002176ef, flags it
+#: in the pass's parameters) reads the same: the names cannot tell, and a phase line before the failure still wins.
+DISPATCH_WORDS = frozenset(("worker", "workers"))
+#: Words of a pass that rehearses the work before serving: a profiling pass, a warm-up, a capture, a dummy run. A worker
+#: sent one is starting, not serving; which phase it is the phase table or the program's lines say.
+REHEARSAL_WORDS = frozenset(("profile", "profiling", "warmup", "warm", "capture", "dummy"))
 #: Words that name a harness's whole task over a model: evaluating it (an evaluator computing its metrics, lm-eval's
 #: ``simple_evaluate``) or benchmarking it. Such a task runs the model on its data, but it may also build the model
 #: itself first (lm-eval's ``simple_evaluate`` creates the model it then evaluates): like the phase table's scopes,
@@ -345,8 +359,9 @@ def named_stage(frames: Iterable[tuple[str, str]], elided: bool = False) -> tupl
     """The stage the words of a traceback's function names give, read from the outermost frame that has one (what
     the program was doing at the top: a request's generate that compiles a new shape deep inside is serving, a
     ``from_dir`` that allocates a session's buffers is start-up, a thread's ``forward_thread_func`` that runs batch
-    after batch is serving; a trainer's whole-named loop, :data:`TRAINING_LOOPS`, too), and its index; None when no
-    name says. An evaluation or a benchmark
+    after batch is serving; a trainer's whole-named loop, :data:`TRAINING_LOOPS`, too; a worker's or a loop's body,
+    named for no work, that runs a forward pass, a batch or a request it was sent, :data:`DISPATCH_WORDS`), and its
+    index; None when no name says. An evaluation or a benchmark
     (:data:`EVALUATING_WORDS`) is serving unless a frame inside it names start-up. A called object's frame is read by
     its class or module (:func:`_called_name`). Only for frames the phase table does not place
     (:func:`traceback_stage` first): a weaker reading than a runtime's own functions.
@@ -356,6 +371,7 @@ def named_stage(frames: Iterable[tuple[str, str]], elided: bool = False) -> tupl
     whether the set-up was loading the weights, sizing the KV cache or capturing graphs (bentoml/OpenLLM #968: vLLM's
     ``_init_engine`` with the frames below it cut)."""
     task: tuple[Stage, int] | None = None
+    dispatcher = False  # inside a loop's or a worker's body that names no work of its own
     for k, (path, func) in enumerate(frames):
         name = func.rsplit(".", 1)[-1]
         if name.startswith("__"):
@@ -377,6 +393,12 @@ def named_stage(frames: Iterable[tuple[str, str]], elided: bool = False) -> tupl
             continue
         if words & RUNNING_WORDS or name in TRAINING_LOOPS or (words & LOOP_WORDS and words & LOOPED_WORK):
             return task or ("runtime", k)
+        if words & REHEARSAL_WORDS:
+            dispatcher = False  # a rehearsal of the work, sent to a worker or run by it: no request's
+        elif dispatcher and words & LOOPED_WORK:
+            return task or ("runtime", k)  # the work a loop's or a worker's body was sent (DISPATCH_WORDS)
+        elif words & (LOOP_WORDS | DISPATCH_WORDS):
+            dispatcher = True
     return task
 
 
@@ -471,6 +493,31 @@ def pipeline_step_stage(text: str) -> Stage | None:
     if words & (STARTING_WORDS | PROGRAM_WORDS):
         return None
     return "runtime" if words & (RUNNING_WORDS | DATA_WORK) else None
+
+
+#: A runtime's report, on the failure's line or after it, that it could not run the model on the input it was given:
+#: the run of a session, an inference, a forward pass, an interpreter's invocation. MNN's ``Session::run`` refuses a
+#: session whose resize failed ("Can't run session because not resized", alibaba/MNN source/core/Session.cpp), the
+#: resize being the allocation of its buffers for the input's shape; mnn-llm creates its sessions with the resize
+#: deferred and resizes and runs them for each input (wangzhaode/mnn-llm chat.cpp@46b50af6: ``Session_Resize_Defer``
+#: at load, ``resizeSession`` then ``runSession`` in ``forward``; issue #25: "Out of memory when gamma is acquired in
+#: CudaLayerNorm", then the refusal, on the first question). TensorFlow Lite's examples say it as "Failed to invoke
+#: tflite!" (``Interpreter::Invoke``, after ``AllocateTensors`` at start-up). Building, loading or resizing a session
+#: is start-up's work and is not a run; a run that rehearses (a warm-up, a profiling or dummy run) says so on the line.
+RUN_REFUSED = re.compile(
+    r"\b(?:can't|cannot|can not|could not|couldn't|unable to|failed to)\s+"
+    r"(?:(?:run|execute)\s+(?:the\s+|this\s+|a\s+)?(?:session|inference|forward(?:\s+pass)?)"
+    r"|invoke\s+(?:the\s+)?(?:tflite|interpreter))\b"
+    r"(?![^.;\n]*\b(?:warm-?up|warming|profil\w*|dummy|captur\w*))",
+    re.IGNORECASE,
+)
+
+
+def run_refused_stage(text: str) -> Stage | None:
+    """``runtime`` where ``text``, the failure's line or one after it, is the runtime's report that it could not run
+    the model on its input (:data:`RUN_REFUSED`): the failure came as the program ran its model over an input, else
+    None."""
+    return "runtime" if RUN_REFUSED.search(text) else None
 
 
 #: Verbs of working over a program's inputs, in the form a progress line announces them ("transcribing next",
