@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,18 @@ def test_every_log_cites_its_source() -> None:
         row = f"| {path.relative_to(LOGS).as_posix()} |"
         assert row in sources, path.name
         assert f"| {expected_stage(path)}" in sources.split(row)[1].splitlines()[0], path.name
+
+
+def test_each_held_out_round_is_cited_under_its_own_section() -> None:
+    # Rounds are stored on parallel branches that each append a section; a line-wise (union) merge of those
+    # branches once interleaved the sections, leaving rows and intros under another round's heading.
+    section = None
+    for line in (LOGS / "SOURCES.md").read_text().splitlines():
+        if heading := re.match(r"## Round (\d+) ", line):
+            section = int(heading.group(1))
+        elif (row := re.match(r"\| heldout_round(\d+)/", line)) and int(row.group(1)) >= 46:
+            # (rounds 4-45 are also cited in earlier sections' summaries)
+            assert int(row.group(1)) == section, line
 
 
 def test_cross_validated_accuracy_meets_the_target_with_no_false_alarm() -> None:
