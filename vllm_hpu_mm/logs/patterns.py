@@ -20,6 +20,7 @@ from vllm_hpu_mm.values import Stage
 __all__ = [
     "ALLOCATOR_BOOKKEEPING",
     "ANSI",
+    "ARENA_OVERFLOW",
     "BARE_KILL",
     "BUCKET_PAIR",
     "BUCKET_TUPLE",
@@ -427,8 +428,20 @@ DEVICE_OOM = re.compile(
     r"|\bggml_backend_\w+_buffer_type_alloc_buffer: (?:failed to allocate|can't allocate)"
     r"|can't allocate \d+ Bytes of memory on device"
     r"|failed to allocate buffer, size"
-    # plain words any runtime may use
-    r"|(?:failed|unable) to allocate (?:\S+ )?(?:device|GPU|HPU|NPU|VRAM|HBM) memory"
+    # plain words any runtime may use, the verb whole or cut ("Failed to alloc DEVICE memory: N": AWS Neuron's runtime
+    # driver, TDRV:dmem_alloc_internal, aws-neuron/aws-neuron-sdk #1014, deepjavalibrary/djl-serving #1847), and the
+    # refusal after the memory it names ("Alloc Device Memory Failed!": sophgo/sophon-stream #58; "allocate device
+    # memory failed": Ascend's runtime, memory_pool_manager.cc)
+    r"|(?:failed|unable) to alloc(?:ate)? (?:\S+ )?(?:device|GPU|HPU|NPU|VRAM|HBM) memory"
+    r"|\balloc(?:ate)? (?:device|GPU|HPU|NPU|HBM) memory failed"
+    # a size the device refused, named by its device: Neuron's runtime ("Failed to allocate 448.000MB (usage: tensors)
+    # on ND 0:NC 0, current utilization: ...", TDRV:log_dev_mem, the Neuron device and core; "Failed to allocate N
+    # bytes on DEVICE for tensor ...", TDRV:tensor_allocate), and its API's status for a tensor it could not allocate
+    # (``nrt_tensor_allocate status=4``, NRT_RESOURCE: "failed to allocate a resource", nrt_status.h; host memory has
+    # its own status, NRT_FAIL_HOST_MEM_ALLOC: vllm-project/vllm #12443)
+    r"|(?:failed|unable) to alloc(?:ate)? \d[\d.,]*\s*(?:[KMGT]i?B|bytes)\b[^.;]{0,40}? on (?:the )?(?:device|GPU|NPU"
+    r"|ND \d+:NC \d+)\b"
+    r"|\bnrt_tensor_allocate\b.{0,80}?\bstatus=4\b"
     # an accelerator API's allocation call reported failed, in any vendor's name for it: cudaMalloc, hipMalloc,
     # aclrtMalloc (Ascend), cnrtMalloc (Cambricon), musaMalloc, zeMemAllocDevice (oneAPI), bm_alloc_gmem (Sophgo's
     # bmlib, global memory on the card), ggml's ``*_alloc_buffer``; a host allocation (``cudaMallocHost``, pinned
@@ -589,6 +602,13 @@ MEMORY_REFUSED_WORDS = ("insuffic", "enough", "free", "lack", "availab", "exceed
                         "less than", "below", "lower than", "smaller than", "too small", "space", "room", "fit", "but",
                         "low on", "greater than", "larger than", "more than", "apply for", "obtain",
                         "acquire")  # fmt: skip
+#: A refusal its program never goes on from, which states the failure without a failure mark of its own: ggml's
+#: context (and, before ggml-backend, scratch) memory pool, an arena the program sized when it made the context, too
+#: small for the next tensor ("ggml_new_object: not enough space in the context's memory pool (needed N, available
+#: M)"; "ggml_new_tensor_impl: ..." in 2023's ggml). ggml.c ``ggml_new_object`` prints it, then asserts and returns
+#: NULL, which the caller dereferences (a segmentation fault in a release build), and since aborts
+#: (``GGML_ASSERT(obj_new)``): the tensor was never made.
+ARENA_OVERFLOW = re.compile(r"not enough space in the (?:context's|scratch) memory pool\b", re.IGNORECASE)
 #: A process that died of its own fault right after a line: a segmentation fault or an abort with a core dump, in the
 #: shell's or the C library's words. A refusal printed without a failure mark and followed by such a crash (ggml's
 #: "not enough space in the context's memory pool (needed N, available M)", then an assertion and "Segmentation

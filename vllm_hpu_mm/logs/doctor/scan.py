@@ -32,6 +32,7 @@ from vllm_hpu_mm.logs.doctor.source import LogSource, SourceSniffer
 from vllm_hpu_mm.logs.numbers import GarbledNumber, SkippedLines, integer, number
 from vllm_hpu_mm.logs.patterns import (
     ALLOCATOR_BOOKKEEPING,
+    ARENA_OVERFLOW,
     BACKEND_ALLOC,
     BARE_KILL,
     CALL,
@@ -1009,15 +1010,17 @@ def refused_memory(text: str, stated: bool = True) -> Memory | None:
     the program goes on from (:data:`~vllm_hpu_mm.logs.patterns.GOES_ON`: a warning, a retry, a fallback), nor an
     allocator's bookkeeping (:data:`~vllm_hpu_mm.logs.patterns.ALLOCATOR_BOOKKEEPING`), nor llama.cpp's summary of
     a buffer (:data:`~vllm_hpu_mm.logs.patterns.LLAMA_SUMMARY`: a tensor that could not be initialised ends with the
-    same summary; :meth:`Scanner._buffer_summary` sees the lines before it); with ``stated`` False the failure mark may
-    be missing (:meth:`Scanner._unmarked_refusal` looks for it on the next line). The host's where the refusal names it
+    same summary; :meth:`Scanner._buffer_summary` sees the lines before it). A refusal its program never goes on from
+    (:data:`~vllm_hpu_mm.logs.patterns.ARENA_OVERFLOW`) states the failure itself; with ``stated`` False the failure
+    mark may be missing (:meth:`Scanner._unmarked_refusal` looks for it on the next line). The host's where the
+    refusal names it
     (:data:`~vllm_hpu_mm.logs.patterns.HOST_RESOURCE`), else the device's."""
     m = MEMORY_REFUSED.search(text)
     if m is None or ALLOCATOR_BOOKKEEPING.search(text) or LLAMA_SUMMARY.search(text):
         return None
     if KV_REFUSAL.search(text):
         return None  # the KV cache's refusal: its own rule reads and places it (RunFeatures.kv)
-    if GOES_ON.search(text) or (stated and not FAILURE_MARK.search(text)):
+    if GOES_ON.search(text) or (stated and not FAILURE_MARK.search(text) and not ARENA_OVERFLOW.search(text)):
         return None
     if INFO_LEVEL.search(text) and not EXCEPTION_NAMED.search(text):
         return None
