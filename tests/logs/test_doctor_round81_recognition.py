@@ -96,5 +96,7 @@ def test_ggmls_tensor_allocator_out_of_space_in_its_buffer_is_an_oom_by_itself()
 
 
 def test_ggmls_allocator_out_of_free_blocks_is_no_oom() -> None:
-    d = diagnose_lines(['GGML_ASSERT: ggml-alloc.c:230: alloc->n_free_blocks < MAX_FREE_BLOCKS && "out of free blocks"'])
+    d = diagnose_lines(
+        ['GGML_ASSERT: ggml-alloc.c:230: alloc->n_free_blocks < MAX_FREE_BLOCKS && "out of free blocks"']
+    )
     assert not d.oom
