@@ -611,7 +611,8 @@ MEMORY_REFUSED_WORDS = ("insuffic", "enough", "free", "lack", "availab", "exceed
 #: M)", and its graph allocator's "... largest block available M"; ``GGML_ABORT("not enough space in the buffer")``
 #: after both, a GGML_ASSERT before).
 ARENA_OVERFLOW = re.compile(
-    r"not enough space in the (?:context's|scratch) memory pool\b|\bggml_\w*allocr?\w*: not enough space in the buffer\b",
+    r"not enough space in the (?:context's|scratch) memory pool\b"
+    r"|\bggml_\w*allocr?\w*: not enough space in the buffer\b",
     re.IGNORECASE,
 )
 #: A process that died of its own fault right after a line: a segmentation fault or an abort with a core dump, in the
