@@ -8,7 +8,8 @@ on lines composed after the public logs under tests/data/logs/heldout_round79 an
   the failure a warning. A count of cores, or host memory, is no such refusal.
 - ggml's context memory pool too small for the next tensor is the failure by itself: ggml never goes on from it (it
   asserts, returns no tensor, and the caller crashes or aborts), so the line needs no failure mark or crash after it.
-  The same words in a comment are no failure."""
+  Its tensor allocators' buffer too small for the next tensor is the same failure (ggml aborts after it); their
+  free-block list full is bookkeeping. The same words in a comment are no failure."""
 
 from __future__ import annotations
 
@@ -79,4 +80,23 @@ def test_the_pools_words_in_a_comment_are_no_failure() -> None:
         "available 1)",
         "model = GPT4All('./models/ggml-gpt4all-l13b-snoozy.bin', n_ctx=512)",
     ])  # fmt: skip
+    assert not d.oom
+
+
+def test_ggmls_tensor_allocator_out_of_space_in_its_buffer_is_an_oom_by_itself() -> None:
+    # abetlen/llama-cpp-python #944: the refusal, then ggml's abort; nothing says when
+    for lines in (
+        ["ggml_tallocr_alloc: not enough space in the buffer (needed 442368, largest block available 290848)",
+         'GGML_ASSERT: ggml-alloc.c:116: !"not enough space in the buffer"'],
+        ["ggml_tallocr_alloc: not enough space in the buffer to allocate blk.0.attn_q.weight (needed 205520896, "
+         "available 201326624)"],
+    ):  # fmt: skip
+        d = diagnose_lines(lines)
+        assert (d.oom, d.stage) == (True, "unknown"), lines
+
+
+def test_ggmls_allocator_out_of_free_blocks_is_no_oom() -> None:
+    d = diagnose_lines(
+        ['GGML_ASSERT: ggml-alloc.c:230: alloc->n_free_blocks < MAX_FREE_BLOCKS && "out of free blocks"']
+    )
     assert not d.oom

@@ -553,17 +553,15 @@ MEMORY_REFUSED = re.compile(
     rf" (?:the |its )?{_LIMIT}",
     re.IGNORECASE,
 )
-#: A refused memory resource that is no shortage of memory: room inside a buffer an allocator already holds (ggml's
-#: tensor allocator, "ggml_tallocr_alloc: not enough space in the buffer", its free-block list "out of free blocks":
-#: an assertion on its own bookkeeping, ggml/src/ggml-alloc.c), and vLLM's shared-memory broadcast waiting for a
+#: A refused memory resource that is no shortage of memory: ggml's allocator's free-block list full ("out of free
+#: blocks": an assertion on a count of its own bookkeeping, ggml/src/ggml-alloc.c; a buffer too small for the next
+#: tensor is an arena overflowed, :data:`ARENA_OVERFLOW`), and vLLM's shared-memory broadcast waiting for a
 #: reader ("No available shared memory broadcast block found in 60 seconds", a hang or a slow step:
 #: vllm/distributed/device_communicators/shm_broadcast.py). Only ggml's words for its list: a KV-cache block manager
 #: that counts its free blocks is refusing memory (TGI's "Out of available cache blocks: asked N, only M free blocks",
 #: server/text_generation_server/models/cache_manager.py@1b86d0f3 ``CacheManager.allocate``, a batch that needs
 #: more blocks of the KV cache than are free while requests are served).
-ALLOCATOR_BOOKKEEPING = re.compile(
-    r"\bspace in the (?:\w+ )?buffer\b|\bout of free blocks\b|\bshared memory broadcast\b", re.IGNORECASE
-)
+ALLOCATOR_BOOKKEEPING = re.compile(r"\bout of free blocks\b|\bshared memory broadcast\b", re.IGNORECASE)
 #: An exception named on a line: a class named ``...Error`` or ``...Exception`` (``Exception: ...`` too), a C++
 #: ``what():``, a ``raise`` a traceback shows.
 EXCEPTION_NAMED = re.compile(r"\b(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception)\b|\braise\b|\bwhat\(\):")
@@ -608,7 +606,15 @@ MEMORY_REFUSED_WORDS = ("insuffic", "enough", "free", "lack", "availab", "exceed
 #: M)"; "ggml_new_tensor_impl: ..." in 2023's ggml). ggml.c ``ggml_new_object`` prints it, then asserts and returns
 #: NULL, which the caller dereferences (a segmentation fault in a release build), and since aborts
 #: (``GGML_ASSERT(obj_new)``): the tensor was never made.
-ARENA_OVERFLOW = re.compile(r"not enough space in the (?:context's|scratch) memory pool\b", re.IGNORECASE)
+#: ggml's tensor allocators inside a buffer sized before it, too small for the next tensor, the same way
+#: (ggml/src/ggml-alloc.c ``ggml_tallocr_alloc`` "not enough space in the buffer to allocate T (needed N, available
+#: M)", and its graph allocator's "... largest block available M"; ``GGML_ABORT("not enough space in the buffer")``
+#: after both, a GGML_ASSERT before).
+ARENA_OVERFLOW = re.compile(
+    r"not enough space in the (?:context's|scratch) memory pool\b"
+    r"|\bggml_\w*allocr?\w*: not enough space in the buffer\b",
+    re.IGNORECASE,
+)
 #: A process that died of its own fault right after a line: a segmentation fault or an abort with a core dump, in the
 #: shell's or the C library's words. A refusal printed without a failure mark and followed by such a crash (ggml's
 #: "not enough space in the context's memory pool (needed N, available M)", then an assertion and "Segmentation
