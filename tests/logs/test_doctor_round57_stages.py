@@ -3,7 +3,8 @@ after the programs' sources and the public logs under tests/data/logs/heldout_ro
 
 - An allocator that backs off (one allocation refused, asked again smaller, each refusal logged: TensorFlow's BFC
   allocator at 0.9 of the size) printed one failure, not many: five such lines do not make a worker that failed again
-  and again while serving. The same size failing again, or a smaller one after other lines, still counts.
+  and again while serving. Any size failing again after other lines still counts; the same size refused again with
+  nothing between is one failure reported again (round 79's Metal lines, test_doctor_round79_stages).
 - A trainer's loop named ``fit`` (Keras, Lightning, verl) runs step after step over the data, as ``train`` does: a
   failure below it is ``runtime``. Inside a longer name (``params_fit``) the word says nothing."""
 
@@ -30,9 +31,14 @@ def test_an_allocator_backing_off_is_one_failure_with_no_stage() -> None:
     assert (d.oom, d.stage, d.basis) == (True, "unknown", "unknown")
 
 
-def test_the_same_size_refused_again_and_again_is_still_repeated_failure() -> None:
-    d = diagnose_lines([refused("2.00GiB", 2 * 2**30)] * 6)
+def test_the_same_size_refused_again_after_other_lines_is_repeated_failure() -> None:
+    d = diagnose_lines([refused("2.00GiB", 2 * 2**30), "INFO batch done"] * 6)
     assert (d.stage, d.basis) == ("runtime", "repeated")
+
+
+def test_the_same_size_refused_again_with_nothing_between_is_one_failure() -> None:
+    d = diagnose_lines([refused("2.00GiB", 2 * 2**30)] * 6)
+    assert (d.oom, d.stage, d.basis) == (True, "unknown", "unknown")
 
 
 def test_smaller_sizes_with_other_lines_between_are_separate_failures() -> None:

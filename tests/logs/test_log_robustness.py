@@ -192,9 +192,12 @@ def test_lines_are_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 
 
 def test_a_worker_that_fails_again_and_again_was_serving() -> None:
-    ten = ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."] * 10
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    ten = [oom, 'INFO:     127.0.0.1:50312 - "POST /generate HTTP/1.1" 500'] * 10
     d = diagnose_lines(ten)
     assert (d.stage, d.basis) == ("runtime", "repeated")
+    # the same line ten times with nothing between is one failure reported again: it shows no serving
+    assert diagnose_lines([oom] * 10).stage == "unknown"
     # one failure printed by eight ranks once each is not a repetition
     ranks = [f"[rank{r}]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB." for r in range(8)]
     assert diagnose_lines(ranks).stage == "unknown"

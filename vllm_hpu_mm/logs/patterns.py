@@ -1177,9 +1177,17 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             # TensorFlow creates each device, and its allocator takes the memory it may use, as the session starts
             # (core/common_runtime/gpu/gpu_device.cc "Created TensorFlow device (... with N MB memory)")
             "created tensorflow device",
-            # ggml's SYCL backend lists its devices as it initialises, before any buffer exists
-            # (ggml/src/ggml-sycl/ggml-sycl.cpp ggml_backend_sycl_print_sycl_devices: "found N SYCL devices")
+            # ggml's backends list the devices they found as they initialise, before any buffer exists: SYCL
+            # (ggml/src/ggml-sycl/ggml-sycl.cpp ggml_backend_sycl_print_sycl_devices: "found N SYCL devices:"), CUDA
+            # and its ROCm and MUSA builds (ggml-cuda.cu ggml_cuda_init, ggml_init_cublas before it: "found N "
+            # GGML_CUDA_NAME " devices:"), Vulkan (ggml-vulkan.cpp: "ggml_vulkan: Found N Vulkan devices:"). Every
+            # program on ggml (llama.cpp, whisper.cpp, qwen.cpp, Ollama's runner) initialises its backend as it starts,
+            # before it loads the model
             " sycl devices:",
+            " cuda devices:",
+            " rocm devices:",
+            " musa devices:",
+            " vulkan devices:",
             # any runtime's plain words for loading the model file ("Loading model from ...", Sophgo's bmrt
             # "Loading bmodel from ...", "loading checkpoint")
             "loading model",

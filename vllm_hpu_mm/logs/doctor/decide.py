@@ -10,14 +10,15 @@ Rules, in order:
    unless serving had begun; a failed model load before any later phase line, for an engine whose load precedes its
    KV cache; else, in any program, the work item the failure's line names: a request, session or invocation by its
    id, a case it skips, or its words that it failed while working over its inputs ("Error processing batch of 3
-   sequences"), :func:`.phases.work_item_stage`, or the step of its pipeline over its data the app reports
-   failed after it, :func:`.phases.pipeline_step_stage`, or the failure's line or the runtime's report after it that
-   it could not run the model on its input, :func:`.phases.run_refused_stage`: MNN's "Can't run session because not
-   resized"; or a runtime's report that it could not compile the model for its device, start-up:
-   :data:`~vllm_hpu_mm.logs.patterns.MODEL_COMPILE_FAILED`), the last phase line before it
+   sequences", "Memory limit exceeded during prefill"), :func:`.phases.work_item_stage`, or the step of its pipeline
+   over its data the app reports failed after it, :func:`.phases.pipeline_step_stage`, or the failure's line or the
+   runtime's report after it that it could not run the model on its input, :func:`.phases.run_refused_stage`: MNN's
+   "Can't run session because not resized"; or a runtime's report that it could not compile the model for its
+   device, start-up: :data:`~vllm_hpu_mm.logs.patterns.MODEL_COMPILE_FAILED`), the last phase line before it
    (weights loaded, KV cache sized, capture started, serving; in any program, its own line opening a clause with a
    verb of working over its inputs, serving, or with loading, start-up, :func:`.phases.announced_stage`: "Model
-   loaded, transcribing next", "Loading pygmalion-6b..."; where the excerpt elides lines after it, only the last
+   loaded, transcribing next", "Loading pygmalion-6b..."; a server's report that it listens at an address, serving,
+   :func:`.phases.listening_stage`; where the excerpt elides lines after it, only the last
    stage; where none came before it, the phase Ray's summary lines right after it name, :func:`_summarised_phase`:
    copies the other workers printed before), the learned frame
    votes (frame names the phase table does not know, counted over labelled logs; a protocol method such as
@@ -31,9 +32,10 @@ Rules, in order:
    The frames are a traceback's, or Python's fault handler's dump after a fatal abort (innermost first there, read
    outermost first). Else, where one worker failed on device memory :data:`REPEATED` times, ``runtime`` (basis
    ``repeated``: it survived its failures).
-   Failures are counted, not lines: a line right after another that asks for less is the allocator retrying one
-   allocation smaller (TensorFlow's back-off, keras-team/keras #13889: five lines at start-up), not a second failure
-   (:attr:`.scan.RunFeatures.repeated`). Else ``unknown``.
+   Failures are counted, not lines: a failure counts again only after a line of the program's other work; lines with
+   nothing else between are one failure reported again (an allocator's back-off, TensorFlow's, keras-team/keras
+   #13889: five lines at start-up; ggml's Metal backend failing each command buffer of one computation, ollama/ollama
+   #6257), not a worker that went on (:attr:`.scan.RunFeatures.repeated`). Else ``unknown``.
 3. No failure line, but the log (or the run, before a restart) stops inside a traceback whose frames name a phase
    (or its learned votes do) -> ``unknown`` with no out-of-memory claim (basis ``undecided``): the frames say where
    an exception was raised, not which (:func:`silent_cut`). Only a frame that raises nothing but a memory refusal
@@ -122,9 +124,9 @@ Basis = Literal["kv_refusal", "traceback", "message", "phase", "learned", "repea
                 "error", "stopped", "none"]  # fmt: skip
 #: What a cut verdict stopped inside: a traceback, or (a ``stopped`` log) a counted phase.
 Cut = Literal["traceback", "phase"]
-#: A worker that printed this many out-of-memory lines survived its failures (one failure prints the error two or
-#: three times: the logger's line, the traceback's last line, the engine's report of it; an allocator's back-off
-#: retries of one allocation count once): it was serving.
+#: A worker that failed this many times, with its other work between (:attr:`.scan.RunFeatures.repeated`), survived
+#: its failures (one failure prints the error two or three times: the logger's line, the traceback's last line, the
+#: engine's report of it, with the engine's other lines between at times): it was serving.
 REPEATED = 5
 _BASIS_OF: dict[Source, Basis] = {"frames": "traceback", "message": "message", "phase": "phase", "votes": "learned"}
 #: Confidence by the kind of evidence (a stated scale, not a probability fitted to data).

@@ -48,6 +48,7 @@ __all__ = [
     "failed_working",
     "frame_meaning",
     "generic_frame",
+    "listening_stage",
     "loading_frame",
     "logger_stage",
     "named_stage",
@@ -81,6 +82,11 @@ LOADING = frozenset((
     # LMDeploy's TurboMind: one thread per device creates its shard of the weights (turbomind/turbomind.py
     # _create_weight_func -> model_comm.create_shared_weights)
     "_create_weight_func", "_create_weight", "create_shared_weights",
+    # a layer's constructor creating its parameters, as the source line under its frame calls it: torch's
+    # nn.Parameter and Module.register_parameter (fairscale's ColumnParallelLinear.__init__, fairscale/nn/
+    # model_parallel/layers.py: "self.weight = Parameter(torch.Tensor(self.output_size_per_partition,
+    # self.in_features))"). A model's parameters are made once, as it is built; a request's work makes tensors
+    "Parameter", "register_parameter",
 ))  # fmt: skip
 
 
@@ -540,12 +546,44 @@ _FULL_BAR = re.compile(r"\b100%\s*\|")
 _ANNOUNCING = WORKING_VERBS | STARTING_VERBS
 
 
+#: A server's line that it listens for requests at an address and port ("Listening at 0.0.0.0:8080", TabbyML/tabby
+#: crates/tabby/src/serve/mod.rs@011f8f8b, printed once its completion engine is built; "listening on
+#: 127.0.0.1:9000", "Server listening on port 3000"): a server opens its port to take requests once it can answer
+#: them.
+LISTENING = re.compile(
+    r"\blistening (?:at|on)\s+(?:https?://)?(?:\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-f:]*\]|localhost):\d{2,5}\b"
+    r"|\blistening on port\s+\d{2,5}\b",
+    re.IGNORECASE,
+)
+#: Listeners that open before any model is loaded, by their own marks on the line: hosts that load a model when a
+#: request asks for one and the runners they start to load it. Ollama's server ("Listening on 127.0.0.1:11434
+#: (version 0.5.0)", server/routes.go) and its runner ("Server listening on 127.0.0.1:42893", runner.go, which the
+#: server then asks to load), their records tagged with their Go source ("source=routes.go:1205", "routes.go:895:");
+#: LocalAI's gRPC backends, which listen before the host calls their LoadModel, relayed as "GRPC(<model>-<address>):
+#: stderr ...". (llama.cpp's server says "HTTP server is listening, hostname: ..." before it loads and "server is
+#: listening on http://..." once loaded; gunicorn's arbiter "Listening at: http://..." before its workers boot and load
+#: the app: neither matches :data:`LISTENING`.)
+LISTENS_BEFORE_LOAD = re.compile(r"\.go:\d+\b|\(version \S+\)|\bgrpc\b", re.IGNORECASE)
+
+
+def listening_stage(text: str) -> Stage | None:
+    """``runtime`` where the line is a server's own report that it listens for requests (:data:`LISTENING`), unless
+    it is a listener that opens before its model loads (:data:`LISTENS_BEFORE_LOAD`); else None. A load after it (a
+    host's runner starting, its loader's lines) is a later phase line and wins, as any later phase line does."""
+    if "istening" not in text or not LISTENING.search(text) or LISTENS_BEFORE_LOAD.search(text):
+        return None
+    return "runtime"
+
+
 def announced_stage(text: str) -> Stage | None:
     """The stage a program's own line announces, in any program: a clause that opens with a verb of working over its
     inputs (:data:`WORKING_VERBS`: "Model loaded, transcribing next") is serving; one that opens with loading
     (:data:`STARTING_VERBS`: "Loading pygmalion-6b...", "INFO Loading data from scratch") is start-up. The last
     such clause of the line wins; None where no clause opens so, or where the line is a progress bar drawn full
-    (``Loading checkpoint shards: 100%|...| 2/2``): the work it names is done."""
+    (``Loading checkpoint shards: 100%|...| 2/2``): the work it names is done. A server's report that it listens for
+    requests is serving (:func:`listening_stage`)."""
+    if (listening := listening_stage(text)) is not None:
+        return listening
     low = text.lower()
     if not any(verb in low for verb in _ANNOUNCING) or _FULL_BAR.search(text):
         return None  # most lines of a long log name none of the verbs: one pass of substring checks, no regex
@@ -561,26 +599,43 @@ def announced_stage(text: str) -> Stage | None:
 
 #: A failure's line saying what the program was doing when it failed: an error word, then the verb of the work
 #: (bio_embeddings' embedder: "Error processing batch of 3 sequences: CUDA out of memory", sacdallago/bio_embeddings
-#: #217; "failed while generating ..."), or a shortage of memory, then when it came and the verb a few words on
-#: (Fooocus: "Ran out of memory when regular VAE decoding, retrying with tiled VAE decoding", lllyasviel/Fooocus
-#: #700), and the object of the work up to the message's separator.
+#: #217; "failed while generating ..."), or a failure or a shortage of memory, then when it came and the work a few
+#: words on (Fooocus: "Ran out of memory when regular VAE decoding, retrying with tiled VAE decoding",
+#: lllyasviel/Fooocus #700; oMLX's scheduler: "Prefill failed for <id>: Memory limit exceeded during prefill", its
+#: server: "Error during chat streaming: ...", jundot/omlx #1522), and the object of the work up to the message's
+#: separator. After "while", "when" or "during" the work may be named by its noun (:data:`SERVING_STEPS`).
 _FAILED_WHILE = re.compile(
-    r"(?:\b(?:error|errors|failed|failure|exception)\s+(?:while\s+|when\s+|during\s+)?"
-    r"|\bout of memory\s+(?:while|when|during)\s+(?:[A-Za-z]+\s+){0,3}?)(?P<verb>[a-z]+ing)\b"
+    r"\b(?:error|errors|failed|failure|exception|exceeded|out of memory)\s+"
+    r"(?:(?P<when>while|when|during)\s+(?P<between>(?:[A-Za-z]+\s+){0,3}?))?"
+    r"(?P<verb>(?!during\b)[a-z]+ing|prefill|decode|generation|inference|chat|completions?)\b"
     r"(?P<what>[^:.;]{0,60})",
     re.IGNORECASE,
 )
+#: The steps of answering a request, as a failure's line names them after "while", "when" or "during" ("exceeded
+#: during prefill", "error during chat streaming", "out of memory during inference"): only a request's prompt is
+#: prefilled and decoded, only a request's answer is streamed. A rehearsal of them says so (:data:`REHEARSAL_WORDS`:
+#: "during warm-up prefill", "while decoding the dummy batch").
+SERVING_STEPS = frozenset(("prefill", "decode", "decoding", "generation", "inference", "chat", "completion",
+                           "completions", "streaming"))  # fmt: skip
 #: Objects that make the work a build of the program, not work over its inputs ("Error processing weights").
 _BUILT = frozenset(("weight", "weights", "checkpoint", "checkpoints", "model", "models", "shard", "shards", "config",
                     "tokenizer", "layer", "layers", "engine", "graph", "graphs"))  # fmt: skip
+#: Of those, what runs the work when it is named before it ("error during model inference", "engine decode"): the
+#: program itself answering, not a part of it being built ("during weights streaming").
+_RUNNER = frozenset(("model", "models", "engine"))
 
 
 def failed_working(text: str) -> bool:
     """Whether the failure's own line says it failed while the program worked over its inputs
-    (:data:`WORKING_VERBS`: processing a batch, generating, transcribing), and not on a part of the program itself
-    (:data:`_BUILT`: its weights, its model, its graphs)."""
+    (:data:`WORKING_VERBS`: processing a batch, generating, transcribing; after "while", "when" or "during", a step
+    of answering a request, :data:`SERVING_STEPS`: prefill, chat streaming), and not on a part of the program itself
+    (:data:`_BUILT`: its weights, its model, its graphs) nor in a rehearsal of the work (:data:`REHEARSAL_WORDS`: a
+    warm-up, a profiling or dummy run)."""
     for m in _FAILED_WHILE.finditer(text):
+        verb = m["verb"].lower()
+        working = verb in WORKING_VERBS or (m["when"] is not None and verb in SERVING_STEPS)
+        between = {w.lower() for w in _WORD.findall(m["between"] or "")} - _RUNNER
         what = {w.lower() for w in _WORD.findall(m["what"])}
-        if m["verb"].lower() in WORKING_VERBS and not what & (_BUILT | STARTING_WORDS):
+        if working and not (between | what) & (_BUILT | STARTING_WORDS | REHEARSAL_WORDS):
             return True
     return False

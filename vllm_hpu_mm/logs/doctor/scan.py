@@ -212,9 +212,9 @@ class RunFeatures:
     end: int  # last non-empty line of the run
     gaudi: tuple[int, str, GaudiMemory] | None
     kv_fit: tuple[int, int] | None
-    #: The most device out-of-memory lines one worker printed (a process that fails again and again survived its
-    #: failures: it was serving), less the lines that only retry the allocation before them smaller
-    #: (:func:`_backs_off`).
+    #: The most device out-of-memory failures one worker printed with a line of the program's other work between each
+    #: and the next (a process that fails again and again and goes on between survived its failures: it was serving).
+    #: The same failure reported again with nothing else between counts once (:meth:`Scanner._count_failure`).
     repeated: int = 0
     #: The first error line of another kind that closed a traceback without an exception class (vLLM's logger prints
     #: some errors as their message alone) or stated, on the line that opens a traceback or a few lines above it, what
@@ -312,10 +312,14 @@ class _Run:
         self.tb: _Traceback | None = None
         self.reader = _FrameReader()
         self.method: Frame | None = None  # the worker method named just before a traceback
-        #: Device out-of-memory lines by the worker that printed them (its tag; at most MAX_WORKERS tags).
+        #: Device out-of-memory failures by the worker that printed them (its tag; at most MAX_WORKERS tags), and the
+        #: line of each worker's last out-of-memory line.
         self.ooms: Counter[str] = Counter()
-        #: The last device out-of-memory line: (its line, its worker's tag, the bytes it asked for or None).
-        self.last_ask: tuple[int, str, int | None] | None = None
+        self.failed_at: dict[str, int] = {}
+        #: The last device out-of-memory line of any worker, and the first line of the program's other work after it
+        #: (:func:`_goes_on`; -1: none).
+        self.last_oom = -1
+        self.went_on_at = -1
         self.error: tuple[int, str] | None = None
         #: The last traceback an exception line of another kind than memory closed: (that line, its text, the names
         #: of its frames).
@@ -385,6 +389,8 @@ class Scanner:
             kind = "host" if HOST_BUFFER.search(text) else "device"
         if kind == "device":
             self._count_failure(run, k, text)
+        elif kind is None and run.went_on_at < run.last_oom and _goes_on(text):
+            run.went_on_at = k
         mark = len(text) <= 64 and any(map(text.__contains__, _ELISION_WORDS))
         if mark and ELISION.fullmatch(strip_prefix(text).strip()):
             run.elided = k
@@ -438,13 +444,21 @@ class Scanner:
 
     @staticmethod
     def _count_failure(run: _Run, k: int, text: str) -> None:
-        """Count a device out-of-memory line as a failure of the worker that printed it, unless it is the same
-        allocation tried again smaller (:func:`_backs_off`): an allocator's retries are one failure, not many."""
-        tag, asked = _worker_tag(text), _asked_bytes(text)
-        last, run.last_ask = run.last_ask, (k, tag, asked)
-        if _backs_off(last, k, tag, asked):
+        """Count a device out-of-memory line as a failure of the worker that printed it where the program printed a
+        line of other work (:func:`_goes_on`) since that worker's last one: a failure the process went on from. Lines
+        with nothing else between are one failure reported again, whatever their sizes: an allocator backing off
+        (TensorFlow's BFC allocator asks again at 0.9 of the size, tensorflow/core/common_runtime/bfc_allocator.cc:116
+        @dc0b924e ``kBackpedalFactor``, and the driver wrapper logs every refusal: "failed to allocate 127.99TiB ...
+        115.19TiB ... 103.67TiB ... from device", keras-team/keras #13889, five lines at start-up), a runtime reporting
+        each part of one computation (ggml's Metal backend: "error: Insufficient Memory
+        (...kIOGPUCommandBufferCallbackErrorOutOfMemory)" and "ggml_metal_graph_compute: command buffer 3 failed with
+        status 5", nine times over, ollama/ollama #6257: nothing says the process served between them)."""
+        tag = _worker_tag(text)
+        if tag not in run.ooms and len(run.ooms) >= MAX_WORKERS:
             return
-        if tag in run.ooms or len(run.ooms) < MAX_WORKERS:
+        last = run.failed_at.get(tag)
+        run.failed_at[tag] = run.last_oom = k
+        if last is None or run.went_on_at > last:
             run.ooms[tag] += 1
 
     def _continued(self, text: str) -> str | None:
@@ -587,7 +601,9 @@ class Scanner:
         """Turn the pending failure into a :class:`Failure` once the lines after it are in."""
         assert run.pending is not None
         k, text, memory, before, phase, warmup, gap = run.pending
-        window = [*_traceback_window(before), (k, text), *run.after]
+        above = _traceback_window(before)
+        statement = None if above else _quoted_statement(before, text)
+        window = [*([statement] if statement else above), (k, text), *run.after]
         if run.reported is not None and run.reported not in window:
             window.insert(0, run.reported)  # the load's report the failing figure was listed under, quoted with it
         if CATCH_ALL_OOM.search(text) and (fault := _device_fault(window)) is not None:
@@ -597,6 +613,8 @@ class Scanner:
             return
         reader = _FrameReader()
         frames = [frame for j, line in window for frame in reader.read(j, line)]
+        if statement is not None:  # its frame line cut off: the calls it makes are the innermost frames
+            frames[:0] = [Frame(statement[0], "", name, statement[1]) for name in CALL.findall(statement[1])]
         # a process killed by the error (an uncaught C++ exception's abort) has its Python frames dumped after it
         lines = dict(window)
         frames += [Frame(j, path, func, lines[j]) for j, path, func in dumped_frames(window)]
@@ -1071,11 +1089,6 @@ def _prefix(text: str) -> str:
     return text[: len(text) - len(rest)]
 
 
-#: The size an out-of-memory line asked for: its byte count in parentheses (StreamExecutor's "failed to allocate 7.35G
-#: (7889485824 bytes) from device"), else its first size with a unit.
-_ASKED = re.compile(r"\((?P<bytes>\d{1,18}) bytes\)|(?P<size>\d[\d.]*)\s*(?P<unit>[KMGT]i?B)\b")
-
-
 def _exhausted(figures: dict[frozenset[str], list[int | None]], text: str) -> Memory | None:
     """Read the memory figures of a report's line ``text`` into ``figures`` (what is left of each memory and what it
     holds, :data:`~vllm_hpu_mm.logs.patterns.MEMORY_FIGURE`) and say which memory they now show all but gone (less
@@ -1100,28 +1113,15 @@ def _exhausted(figures: dict[frozenset[str], list[int | None]], text: str) -> Me
     return None
 
 
-def _asked_bytes(text: str) -> int | None:
-    """The bytes an out-of-memory line asked for (None where it names no size or the figure is garbled)."""
-    m = _ASKED.search(text)
-    if m is None:
-        return None
-    try:
-        return integer(m["bytes"]) if m["bytes"] else size_bytes(m)
-    except GarbledNumber:
-        return None
-
-
-def _backs_off(last: tuple[int, str, int | None] | None, k: int, tag: str, asked: int | None) -> bool:
-    """Whether a device out-of-memory line right after another of the same worker asks for less than it did: the
-    allocator backing off, one allocation tried again smaller, not a new failure. TensorFlow's BFC allocator, refused a
-    region, asks again at 0.9 of the size until the size falls below the request
-    (tensorflow/core/common_runtime/bfc_allocator.cc:116@dc0b924e, ``kBackpedalFactor``), and the driver wrapper logs
-    every refusal ("failed to allocate 127.99TiB ... 115.19TiB ... 103.67TiB ... from device: HIP_ERROR_OutOfMemory",
-    keras-team/keras #13889): five lines of one failure at start-up. Requests failing again and again ask for the same
-    or any size, with the server's other lines between."""
-    if last is None or asked is None or last[2] is None:
+def _goes_on(text: str) -> bool:
+    """Whether ``text`` is a line of the program's other work, not a part of a failure's report: not blank, stating no
+    failure (:data:`~vllm_hpu_mm.logs.patterns.FAILURE_MARK`), not a traceback's line (its header, a frame, an
+    indented source or caret line) and not an excerpt's elision (the lines left out may be anything)."""
+    body = strip_prefix(text)
+    stripped = body.strip()
+    if not stripped or body[:1].isspace() or stripped.startswith(_TRACEBACK_WORDS):
         return False
-    return last[0] == k - 1 and last[1] == tag and asked < last[2]
+    return not FAILURE_MARK.search(text) and not ELISION.fullmatch(stripped)
 
 
 def _worker_tag(text: str) -> str:
@@ -1146,6 +1146,28 @@ def _traceback_window(before: list[tuple[int, str]]) -> list[tuple[int, str]]:
             gap += 1
         j -= 1
     return before[start:]
+
+
+#: A line of Python source as a traceback quotes it under a frame: a call, or an assignment, a return or an await of
+#: one (``self.weight = Parameter(torch.Tensor(...))``, ``return self.model(x)``).
+SOURCE_STATEMENT = re.compile(
+    r"(?:(?:return|await|yield)\s+|[A-Za-z_][\w.]*(?:\[[^\]]*\])?(?:\s*,\s*[A-Za-z_][\w.]*)*\s*[-+*/]?=\s*"
+    r"(?:await\s+)?)?[A-Za-z_][\w.]*\s*\("
+)
+
+
+def _quoted_statement(before: list[tuple[int, str]], text: str) -> tuple[int, str] | None:
+    """The source line right above a Python exception line ``text`` where an excerpt kept it without the frame line
+    above it (a traceback's last two lines: "self.weight = Parameter(torch.Tensor(...))", then
+    "torch.OutOfMemoryError: ...", ogx-ai/llama-stack-apps #86): the statement that raised it, which the traceback
+    prints right before its exception line. None where the line above is no statement or a logger's record."""
+    if not before or not EXCEPTION_LINE.match(strip_prefix(text).strip()):
+        return None
+    k, line = before[-1]
+    body = line.strip()
+    if strip_prefix(line).strip() != body or not SOURCE_STATEMENT.match(body):
+        return None
+    return k, line
 
 
 def scan(lines: Iterable[str] | Iterable[tuple[int, str]]) -> LogFeatures:
