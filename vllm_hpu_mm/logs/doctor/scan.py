@@ -8,8 +8,9 @@ finished starting or died) and keeps, for the latest run that shows a failure, w
 - the last phase line before the failure (weights loaded, KV cache sized, capture started, serving);
 - an error of another kind the run shows: a traceback's message printed without its class, a failed check, a
   collective's failure or a device fault stated right above a traceback, an exception's message or a device fault a
-  logger printed on the line that opens its traceback, an exception line that closed the traceback the run then prints
-  again, cut, or the cause a cut traceback is chained to;
+  logger printed on the line that opens its traceback, an error stated a few lines above a traceback (shown with its
+  header or without) with only announcements of a failure between, an exception line that closed the traceback the
+  run then prints again, cut, or the cause a cut traceback is chained to;
 - a traceback the log stops inside (no exception line after its frames), and a counted phase it stops inside
   (``[Warmup][..][i/n]`` with i < n, the CUDA-graph bar, weight shards: alone, no evidence of a failure);
 - the Gaudi memory split, the warm-up line, the model, the runtime.
@@ -570,7 +571,9 @@ class Scanner:
             if run.error is not None and run.error[0] == k - 1:
                 run.error = None
         if found:
-            if tb is None or tb.closed or k - tb.last > MAX_GAP + 1:
+            if tb is None or tb.closed:
+                run.tb = tb = self._headless(run, k, text)
+            elif k - tb.last > MAX_GAP + 1:
                 run.tb = tb = _Traceback(k)
             tb.frames.extend(found)
             tb.last = k
@@ -594,6 +597,20 @@ class Scanner:
                 tb.closed, tb.message_at = True, k
                 if run.error is None and _oom_kind(text) is None:
                     run.error = (k, text)
+
+    def _headless(self, run: _Run, k: int, text: str) -> _Traceback:
+        """A traceback an excerpt shows from its first frame, without its header (the line ``text``), and the error
+        stated right above it, where one is: the cause it is chained to (:func:`_chained_cause`) or an error stated
+        in its own words with only announcements of a failure between (:func:`_stated_before_announcements`). An
+        issue's author may quote the error first and its frames after it ("ValueError: Invalid type for tensors", then
+        ``capture_model`` ... cut, tests/data/logs/heldout_round82/vllm_rocm_44_capture_invalid_type.log). The checks
+        :func:`_stated_error` makes of a logger's record right above a header are not made: above a frame, a record
+        of the same logger is the traceback's own source line where the excerpt began inside it."""
+        before = list(self.recent)[:-1]
+        check = _chained_cause(before, run.raised) or _stated_before_announcements(before)
+        if check is not None and run.error is None:
+            run.error = check
+        return _Traceback(k, explained=check is not None)
 
     # --- runs -----------------------------------------------------------------------------------------------
 
@@ -743,8 +760,9 @@ def _stated_error(
     failed check (:data:`~vllm_hpu_mm.logs.patterns.FAILED_CHECK`: the exception's message, logged first by vLLM's
     ``logger.exception(e)``) or stating anything else in the traceback's own record (:func:`_message_of_record`), or a
     collective-communication failure or a device fault in either of the two lines above it
-    (:data:`~vllm_hpu_mm.logs.patterns.COMM_FAILURE`, :data:`DEVICE_FAULT`). A traceback an excerpt cuts after such a
-    line is that error's, not a cut that may hide an out-of-memory one (:func:`.decide.judge`)."""
+    (:data:`~vllm_hpu_mm.logs.patterns.COMM_FAILURE`, :data:`DEVICE_FAULT`), or an error stated a few lines above it
+    with only records announcing a failure between (:func:`_stated_before_announcements`). A traceback an excerpt cuts
+    after such a line is that error's, not a cut that may hide an out-of-memory one (:func:`.decide.judge`)."""
     if _opened_with_message(opening[1]) or DEVICE_FAULT.search(opening[1].split(TRACEBACK_START, 1)[0]):
         return opening
     if (cause := _chained_cause(before, raised)) is not None:
@@ -756,6 +774,8 @@ def _stated_error(
             continue
         if COMM_FAILURE.search(line) or DEVICE_FAULT.search(line):
             return k, line
+    if (stated := _stated_before_announcements(before)) is not None:
+        return stated
     if not before:
         return None
     k, line = before[-1]
@@ -773,6 +793,58 @@ def _stated_error(
 ANNOUNCES_FAILURE = re.compile(
     r"\b(?:errors?|exceptions?|fail\w*|fatal|died|dead|crash\w*|abort\w*|kill\w*|terminat\w*)\b", re.IGNORECASE
 )
+#: How many lines above a traceback the error it raised may be stated with only announcements of a failure (and blank
+#: lines) between (:func:`_stated_before_announcements`).
+ANNOUNCED_BACK = 4
+#: An error body's message, as a server returns a request's failure (``{"error":"Request failed during generation:
+#: Server error: ...","error_type":"generation"}``, TGI's router relaying the shard's exception): what follows the key.
+ERROR_BODY = re.compile(r"""["'](?:error|detail|message)["']\s*:\s*["']""")
+
+
+def _stated_before_announcements(before: list[tuple[int, str]]) -> tuple[int, str] | None:
+    """The line that states the error a traceback raised, found above the records that only announce a failure
+    (:data:`ANNOUNCES_FAILURE` without stating one: TGI's "Method Prefill encountered an error.", vLLM's "Error
+    executing method 'init_device'. This might cause deadlock ...", pynccl's "Error type: <class 'RuntimeError'>",
+    SGLang's "Received sigquit from a child process. It usually means the child failed.") in the :data:`ANNOUNCED_BACK`
+    lines above it; None where a line between does other work (or is a record below warning level: the program went
+    on), reports a process's death (the OOM killer's, maybe), or where the line found speaks of memory. What is
+    printed between an error and its traceback, or between two ranks' reports of one error, is the program announcing
+    that failure: the traceback is that error's (NCCL's "ncclCommInitRank failed with error: NCCL error: internal
+    error" above vLLM's ``init_device`` traceback, tests/data/logs/heldout_round82/vllm_18997_nccl_init_internal.log;
+    a request's error body above TGI's ``Prefill`` traceback, heldout_round47/tgi_375_cpu_attention_scores_cuda_tensor
+    .log; another rank's NameError above SGLang's scheduler's, heldout_round84/sglang_3582_nextn_build_tree_nameerror
+    .log)."""
+    for k, line in reversed(before[-ANNOUNCED_BACK:]):
+        body = strip_prefix(line).strip()
+        if not body:
+            continue
+        if _names_memory(line) or PROCESS_DEATH.search(body):
+            return None
+        if _states_error(line, body):
+            return k, line
+        if body.startswith(_TRACEBACK_WORDS) or not ANNOUNCES_FAILURE.search(body) or _going_on(line):
+            return None
+    return None
+
+
+def _going_on(line: str) -> bool:
+    """Whether ``line`` is a record below warning level (:data:`GOING_ON`), not an error record that tags its message
+    ``[DEBUG]`` (vLLM's pynccl: "ERROR ... [pynccl.py:154] [DEBUG] Error type: ...")."""
+    return bool(GOING_ON.match(line)) and not ERROR_RECORD.match(line)
+
+
+def _states_error(line: str, body: str) -> bool:
+    """Whether ``line`` (``body``: without its log prefix and indentation) states an error, not only that one
+    happened: a collective's failure or a device fault (:data:`~vllm_hpu_mm.logs.patterns.COMM_FAILURE`,
+    :data:`DEVICE_FAULT`), an exception line (:data:`STATED_EXCEPTION`), or a failure with its reason
+    (:data:`~vllm_hpu_mm.logs.patterns.ERROR_MESSAGE`), in the line or in an error body's message
+    (:data:`ERROR_BODY`)."""
+    if COMM_FAILURE.search(line) or DEVICE_FAULT.search(line) or STATED_EXCEPTION.match(body):
+        return True
+    if ERROR_MESSAGE.search(body):
+        return True
+    quoted = ERROR_BODY.search(body)
+    return quoted is not None and bool(ERROR_MESSAGE.search(body[quoted.end() :]))
 
 
 def _message_of_record(line: str, opening: str) -> bool:
