@@ -74,6 +74,7 @@ __all__ = [
     "LOAD_FAILED",
     "LOAD_REPORT",
     "LOG_TIME",
+    "MEDIA_ENCODING",
     "MEMORY_FIGURE",
     "MEMORY_REFUSED",
     "MEMORY_REFUSED_WORDS",
@@ -91,6 +92,7 @@ __all__ = [
     "PROGRESS",
     "PYTHON_ERROR_TEXT",
     "RAY_REPEATED",
+    "REFUSES_WORK",
     "RELEASE",
     "RESERVE_FAILED",
     "ROOT_ERRORS",
@@ -108,6 +110,7 @@ __all__ = [
     "RuntimeSniffer",
     "dumped_frames",
     "frames_in",
+    "short_of_memory",
     "size_bytes",
     "strip_prefix",
 ]
@@ -499,6 +502,8 @@ _WORD = r"(?:(?:the|a|any)\s+)?(?:[A-Za-z][\w'-]*\s+)??"
 _CLAUSE = r"(?:[^.;]|\.(?=\d))"
 #: Words of what a resource has left, and of what a request asks of it, which a shortage sets against each other.
 _HAVE = r"remaining|available|free|left|only"
+#: A size in bytes as a refusal states it ("63155MB", "1.5 GiB", "180355072 bytes").
+_FIGURE = r"\d[\d.,]*\s*(?:[KMGT]i?B|bytes)\b"
 _NEED = r"requires?|required|needs?|needed|requests?|requested|asks? for"
 #: The memory a program or its host holds a process to (a limit, ceiling, budget, cap or quota of its memory or its
 #: memory's use), which a guard the program enforces itself checks before the device or the kernel would refuse:
@@ -528,8 +533,15 @@ MEMORY_REFUSED = re.compile(
     # "requires 20 GiB of device memory but only 12 GiB are free"
     rf"|\b(?:{_HAVE}|{_NEED})\b{_CLAUSE}{{0,40}}?(?:{_RESOURCE})"
     rf"{_CLAUSE}{{0,60}}?\bbut\b{_CLAUSE}{{0,60}}?\b(?:{_HAVE}|{_NEED})\b"
+    # a size asked, then the size left, without the "but": a program that weighs a request against its memory before
+    # it runs it ("prompt 39113 tokens needs ~63155MB (KV+working+margin), ~17818MB available — rejecting",
+    # ddalcu/mlx-serve #197); a shortage only where the size asked is the larger (:func:`short_of_memory`)
+    rf"|\b(?:{_NEED})\s+~?(?P<asked>{_FIGURE}){_CLAUSE}{{0,60}}?~?(?P<left>{_FIGURE})\s+(?:{_HAVE})\b"
     # what was refused, then the refusal
     rf"|(?:{_RESOURCE}){_CLAUSE}{{0,60}}?\b(?:(?:is|are|was|were|has been|have been) (?:insufficient|not enough)"
+    # in the passive: Ollama's load, its layers' placement allocated and refused ("memory layout cannot be allocated
+    # with num_gpu = 49", llm/server.go@f63eea3d ``ollamaServer.Load``), "the buffer could not be allocated"
+    r"|(?:cannot|can't|can not|could not|couldn't) be (?:allocated|reserved)"
     r"|(?:(?:is|are|was|were|has been|have been) )?exhausted"
     r"|(?:is|are|was|were) (?:less than|below|lower than|smaller than)"
     r" (?:the )?(?:required|desired|needed|requested|minimum)"
@@ -553,6 +565,36 @@ MEMORY_REFUSED = re.compile(
     rf" (?:the |its )?{_LIMIT}",
     re.IGNORECASE,
 )
+#: The parts of a size in :data:`MEMORY_REFUSED`'s ``asked`` and ``left`` groups.
+_FIGURE_PARTS = re.compile(r"(?P<size>\d[\d.,]*)\s*(?P<unit>[KMGT]i?B|bytes)")
+
+
+def short_of_memory(match: re.Match[str]) -> bool:
+    """Whether a :data:`MEMORY_REFUSED` match states a shortage: a size asked set against the size left (its ``asked``
+    and ``left`` groups) only where the size asked is the larger ("needs 20 GB, 24 GB available" is room to spare);
+    every other wording says so itself."""
+    if match["asked"] is None:
+        return True
+    asked, left = _figure_bytes(match["asked"]), _figure_bytes(match["left"])
+    return asked is not None and left is not None and asked > left
+
+
+def _figure_bytes(figure: str) -> float | None:
+    """Bytes of a size :data:`_FIGURE` matched (None where the figure is garbled)."""
+    parts = _FIGURE_PARTS.match(figure)
+    if parts is None:
+        return None
+    scale = 1 if parts["unit"] == "bytes" else _UNITS[parts["unit"]]
+    try:
+        return float(parts["size"].replace(",", "")) * scale
+    except ValueError:
+        return None
+
+
+#: A program's refusal of the work it was given, in its own words (mlx-serve's "... ~17818MB available — rejecting"):
+#: on a line that refuses memory (:data:`MEMORY_REFUSED`) it states the failure of that work, as a failure mark
+#: (:data:`FAILURE_MARK`) does.
+REFUSES_WORK = re.compile(r"\b(?:reject(?:s|ing|ed)?|refus(?:es|ing|ed))\b", re.IGNORECASE)
 #: A refused memory resource that is no shortage of memory: ggml's allocator's free-block list full ("out of free
 #: blocks": an assertion on a count of its own bookkeeping, ggml/src/ggml-alloc.c; a buffer too small for the next
 #: tensor is an arena overflowed, :data:`ARENA_OVERFLOW`), and vLLM's shared-memory broadcast waiting for a
@@ -724,6 +766,13 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
             # resulted in crash for `X` most likely due to out of memory")
             r"|\b(?:was lost|crashed|failed|died) (?:during|while) (?:re)?load(?:ing)?(?: (?:the|a) model)?\b"
             r"|\battempt to load (?:the )?model resulted in (?:a )?crash"
+            # a runtime's placement of the model's layers over its devices and the host that it could not allocate or
+            # fit: made only as a model loads (Ollama's "memory layout cannot be allocated with num_gpu = N", the load
+            # a request started returning it, llm/server.go@f63eea3d ``ollamaServer.Load``; "could not offload 49
+            # layers"), whatever served before it
+            r"|(?i:\b(?:memory )?layout (?:cannot|can't|can not|could not|couldn't) be (?:allocated|fit)"
+            r"|\b(?:cannot|can't|could not|couldn't|unable to|failed to) (?:fit|offload|place|allocate)"
+            r" (?:all |the )?(?:\d+ )?(?:model |repeating )?layers\b)"
         ),
     ),
     # (MLC-LLM's "Insufficient GPU memory error: The available single GPU memory is N MB, which is less than the sum
@@ -822,7 +871,8 @@ NATIVE_STARTUP = re.compile(r"\bTllmRuntime::TllmRuntime\(")
 #: graph allocator ``ggml_gallocr_reserve_n``, which only compute graphs go through: weights and the KV cache are
 #: allocated as tensors of a context). It reserves the activations of the worst-case micro-batch after the KV cache
 #: exists and before serving: llama.cpp's counterpart of vLLM's profiling pass, start-up (``runtime`` where the log
-#: shows serving had begun: ggml re-reserves a graph that grew).
+#: shows serving had begun: ggml re-reserves a graph that grew; or where a request's image is being encoded beside it,
+#: :data:`MEDIA_ENCODING`).
 RESERVE_FAILED = re.compile(
     r"failed to allocate compute (?:pp )?buffers|compute buffer allocation failed"
     r"|ggml_gallocr_reserve_n: failed to allocate|\b(?:graph|sched)_reserve: failed"
@@ -839,6 +889,19 @@ BACKEND_ALLOC = re.compile(
 #: graph after a KV-cache shift or defragmentation (``llama_decode_impl`` -> ``llama_kv_cache_update_impl``, later
 #: ``llama_context::kv_self_update``), so the failure came while serving whatever the phase lines say.
 DECODE_RESERVE = re.compile(r"\b(?:llama_)?(?:kv_cache_update|kv_self_update|decode)\w*: failed")
+#: A program's line that it encodes a request's image, video or audio (llama.cpp's multimodal helper, around the
+#: encoder's run for each media chunk of a prompt: "encoding image slice...", then "image slice encoded in N ms" or
+#: "failed to encode image slice", tools/mtmd/mtmd-helper.cpp ``mtmd_helper_eval_chunk_single``): only a request's
+#: prompt holds media, and ggml reserves the vision encoder's compute graph as it encodes it, so a reservation that
+#: failed beside such a line failed for a request. The line may come right after ggml's error lines, printed on
+#: another stream (llama.cpp's fork ik_llama.cpp as ikawrakow/ik_llama.cpp #1348 shows it). A rehearsal says so on the
+#: line (an encoder's warm-up or profiling with a dummy image).
+MEDIA_ENCODING = re.compile(
+    r"\b(?:encod(?:e|es|ing)|slic(?:e|es|ing))\s+(?:the\s+|an?\s+)?(?:image|video|audio)"
+    r"(?:\s+(?:slice|chunk|frame|tile)s?)?\b(?![^.;\n]*\b(?:warm-?up|warming|profil\w*|dummy))"
+    r"|\b(?:image|video|audio)\s+(?:slice|chunk)s?\s+encoded\b",
+    re.IGNORECASE,
+)
 #: A model's load or the creation of its serving instance failed: Triton's model repository (``model_lifecycle.cc``
 #: "failed to load '<model>' version N", its status "loading failed with error"), the TensorRT-LLM backend's instance
 #: (``TRITONBACKEND_ModelInstanceInitialize``: "unexpected error when creating modelInstanceState"), TGI's shard
@@ -898,10 +961,14 @@ ELISION = re.compile(
 # --- tracebacks -----------------------------------------------------------------------------------------------
 
 #: One traceback frame: Python's ``File "path", line N, in func`` and IPython's ``File path:N, in Class.func(args)``
-#: (as notebooks print it, also as a Markdown link). Several frames may share one line (a log pasted without breaks).
+#: (as notebooks print it, also as a Markdown link), and a frame written bare as ``path.py:N, in func`` (a traceback
+#: shortened by whoever posted it: gonka-ai/gonka #1171's "gpu_model_runner.py:3471, in _bookkeeping_sync") or as rich
+#: prints it in its box (``path.py:N in func``, rich.traceback). Several frames may share one line (a log pasted
+#: without breaks).
 FRAME = re.compile(
     r'File "(?P<path>[^"]+)", line \d+, in (?P<func>[\w.<>]+)'
     r"|File \[?(?P<nb_path>[^\s:\]\[]+):\d+\]?(?:\([^)\s]*\))?, in (?P<nb_func>[\w.<>]+)"
+    r"|(?<![\w/\\.\"~-])(?P<bare_path>[\w~.\\/-]*\.py):\d+,? in (?P<bare_func>[\w.<>]+)"
 )
 #: A frame of Python's fault handler's dump, printed when the process dies of a fatal signal ("Fatal Python error:
 #: Aborted", a C++ exception nobody caught, a segfault): ``File "<path>", line N in <function>``, no comma before
@@ -1007,7 +1074,8 @@ def frames_in(text: str) -> list[tuple[str, str]]:
     """The ``(path, function)`` of every traceback frame in a line, left to right."""
     out = []
     for m in FRAME.finditer(text):
-        out.append((m["path"] or m["nb_path"] or "", m["func"] or m["nb_func"] or ""))
+        path = m["path"] or m["nb_path"] or m["bare_path"] or ""
+        out.append((path, m["func"] or m["nb_func"] or m["bare_func"] or ""))
     return out
 
 

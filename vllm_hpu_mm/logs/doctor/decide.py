@@ -7,10 +7,12 @@ Rules, in order:
 2. An out-of-memory line: its stage comes from the first of these that names one, in the order :class:`Rules`
    gives: the traceback's frames (:mod:`.phases`: a serving loop, else the innermost phase function), the error
    message itself (TGI's warm-up prefill, vLLM's sampler warm-up; llama.cpp's compute-buffer reservation, start-up
-   unless serving had begun; a failed model load before any later phase line, for an engine whose load precedes its
-   KV cache; else, in any program, the work item the failure's line names: a request, session or invocation by its
-   id, a case it skips, or its words that it failed while working over its inputs ("Error processing batch of 3
-   sequences", "Memory limit exceeded during prefill"), :func:`.phases.work_item_stage`, or the step of its pipeline
+   unless serving had begun or a request's image is being encoded beside it; a numbered input of a list the program
+   reports failed and then goes on with, :func:`.phases.listed_item_stage`; a failed model load before any later
+   phase line, for an engine whose load precedes its KV cache; else, in any program, the work item the failure's line
+   names: a request, session or invocation by its id, a case it skips, or its words that it failed while working
+   over its inputs ("Error processing batch of 3 sequences", "Memory limit exceeded during prefill"),
+   :func:`.phases.work_item_stage`, or the step of its pipeline
    over its data the app reports failed after it, :func:`.phases.pipeline_step_stage`, or the failure's line or the
    runtime's report after it that it could not run the model on its input, :func:`.phases.run_refused_stage`: MNN's
    "Can't run session because not resized"; or a runtime's report that it could not compile the model for its

@@ -35,9 +35,11 @@ import re
 from collections.abc import Iterable
 from typing import Literal
 
+from vllm_hpu_mm.logs.patterns import strip_prefix
 from vllm_hpu_mm.values import Stage
 
 __all__ = [
+    "ITEM_OUTCOME",
     "LOADING",
     "MODEL_RUNS",
     "WORKING_VERBS",
@@ -48,6 +50,7 @@ __all__ = [
     "failed_working",
     "frame_meaning",
     "generic_frame",
+    "listed_item_stage",
     "listening_stage",
     "loading_frame",
     "logger_stage",
@@ -411,10 +414,17 @@ def named_stage(frames: Iterable[tuple[str, str]], elided: bool = False) -> tupl
 #: The name of the logger that wrote a record, where the line's format prints it between its time stamp or level and
 #: the message: fairseq's ``<time> | WARNING | fairseq.trainer | <message>`` (fairseq_cli's logging format) and the
 #: ``logging`` module's common ``<time> - <name> - <LEVEL> - <message>``. Only dotted names: a module's path
-#: (``package.module``), not a bare word that could be a host or a process.
+#: (``package.module``), not a bare word that could be a host or a process. loguru's default format names the module
+#: and the function that logged the record, and its line: ``<time> | ERROR    | <module>:<function>:<line> -
+#: <message>`` (lmms-eval's ``eval_logger``: "lmms_eval.models.qwen2_5_omni:generate_until:302 - Error <error> in
+#: generating", lmms_eval/models/qwen2_5_omni.py@68deccdc ``generate_until``, which catches the failure of the
+#: model's ``generate`` for one batch of an evaluation's requests and goes on): the function is the innermost frame of
+#: where the program was.
 LOGGER_NAME = re.compile(
     r"\|\s*(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s*\|\s*(?P<piped>[A-Za-z_]\w*(?:\.\w+)+)\s*\|"
     r"|\s-\s(?P<dashed>[A-Za-z_]\w*(?:\.\w+)+)\s-\s(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s-\s"
+    r"|\|\s*(?:TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL)\s*\|"
+    r"\s*(?P<module>[A-Za-z_][\w.]*):(?P<function>[\w<>]+):\d+\s+-\s"
 )
 
 
@@ -424,12 +434,14 @@ def logger_stage(text: str) -> Stage | None:
     caught the error and logged it is where the program was. fairseq's trainer logs "OOM: Ran out of memory with
     exception" from its step only (``fairseq/trainer.py`` ``Trainer._log_oom``, called by ``train_step`` and
     ``valid_step`` when a batch runs out of memory); a ``*.serving_chat`` logger answers a request; a ``*.loader``
-    loads. None where no line's logger is named or its name says nothing (``machine.jobs.build_nmt_engine``, named for
-    what it builds)."""
+    loads; a loguru record's function after its module, read innermost (``generate_until`` generates). None where no
+    line's logger is named or its name says nothing (``machine.jobs.build_nmt_engine``, named for what it builds)."""
     m = LOGGER_NAME.search(text)
     if m is None:
         return None
-    parts = [("", part) for part in (m["piped"] or m["dashed"]).split(".")]
+    parts = [("", part) for part in (m["piped"] or m["dashed"] or m["module"]).split(".")]
+    if m["function"] is not None:
+        parts.append(("", m["function"]))  # loguru's record names the function too: the innermost frame
     hit = traceback_stage(parts) or named_stage(parts)
     return None if hit is None else hit[0]
 
@@ -446,14 +458,17 @@ def logger_stage(text: str) -> Stage | None:
 #: session or request being created or loaded is start-up's (the verbs are work done on it); a scheduler's job or task
 #: is a whole program, its load included. A failure that sets what one prompt or request needs against what is left
 #: ("Remaining N kvcache tokens, but your prompt requires M new tokens", vllm.rs's server) was weighing a request too.
-#: So was a server that answers a request with HTTP's 507 Insufficient Storage, the status for a request the server
-#: lacks the room to complete (KoboldAI's API documents it as its out-of-memory reply to a generation request,
-#: aiserver.py ``api_out_of_memory_response``, listed under the generate endpoints; SillyTavern relays it as "Kobold
-#: returned error: 507 INSUFFICIENT STORAGE ..." after its POST to ``/v1/generate``). A plain 500 is not such a reply:
-#: a server that loads a model on a request's arrival answers 500 when the load fails (Ollama's "Error: 500 Internal
-#: Server Error: llama runner process has terminated", start-up).
+#: A prompt named by its length in tokens is the same ("prompt 39113 tokens needs ~63155MB (KV+working+margin),
+#: ~17818MB available — rejecting", ddalcu/mlx-serve #197: its server weighs each prompt, after its image's tokens are
+#: inserted, before it prefills it). So was a server that answers a request with HTTP's 507 Insufficient Storage, the
+#: status for a request the server lacks the room to complete (KoboldAI's API documents it as its out-of-memory reply
+#: to a generation request, aiserver.py ``api_out_of_memory_response``, listed under the generate endpoints;
+#: SillyTavern relays it as "Kobold returned error: 507 INSUFFICIENT STORAGE ..." after its POST to ``/v1/generate``).
+#: A plain 500 is not such a reply: a server that loads a model on a request's arrival answers 500 when the load fails
+#: (Ollama's "Error: 500 Internal Server Error: llama runner process has terminated", start-up).
 WORK_ITEM = re.compile(
     r"\b(?:your|this|the)\s+(?:prompt|request)\s+(?:requires|needs|asks for)\b"
+    r"|\b(?:prompt|request)\s+(?:of\s+)?[\d,]+\s+tokens?\s+(?:requires|needs|asks for)\b"
     r"|\b507\s+insufficient\s+storage\b"
     r"|\b(?:while|when|during|for|in)\s+"
     r"(?:(?:invoking|processing|handling|running|serving|executing|answering|generating|decoding)\s+)?"
@@ -467,6 +482,33 @@ def work_item_stage(text: str) -> Stage | None:
     """``runtime`` where the failure's line names the work item it failed on (:data:`WORK_ITEM`), or says it failed
     while working over the program's inputs (:func:`failed_working`), else None."""
     return "runtime" if WORK_ITEM.search(text) or failed_working(text) else None
+
+
+#: One item's outcome in the list a program prints as it works through its inputs one by one: the item's number, its
+#: outcome in capitals, and often its time ("1 FAILED (80.6s): <error>", "2 OK (116.8s)", "#3 PASSED", "[4] ERROR":
+#: openvinotoolkit/openvino #37501, a script running an OpenVINO GenAI vision model over its prompts).
+ITEM_OUTCOME = re.compile(
+    r"^\s*[#\[]?(?P<n>\d{1,6})\]?[.):]?\s+(?P<outcome>OK|DONE|PASS|PASSED|SUCCESS|FAIL|FAILED|ERROR)\b"
+)
+_ITEM_DONE = frozenset(("OK", "DONE", "PASS", "PASSED", "SUCCESS"))
+
+
+def listed_item_stage(record: Iterable[str], after: Iterable[str]) -> Stage | None:
+    """``runtime`` where the failure's record (its line, or the line it continues) opens with a numbered item's
+    failed outcome (:data:`ITEM_OUTCOME`) and a line after it reports another item of the list done: the program went
+    on to its next input, with the model it had, and ran it, so the failure was one input's, not the model's build.
+    None otherwise (an item that failed alone says nothing of what the item was: a model to load, or a prompt)."""
+    failed = next((m for m in map(_item_outcome, record) if m is not None and m["outcome"] not in _ITEM_DONE), None)
+    if failed is None:
+        return None
+    for m in map(_item_outcome, after):
+        if m is not None and m["n"] != failed["n"] and m["outcome"] in _ITEM_DONE:
+            return "runtime"
+    return None
+
+
+def _item_outcome(text: str) -> re.Match[str] | None:
+    return ITEM_OUTCOME.match(strip_prefix(text))
 
 
 #: An app's report, once the error is printed, that a step of its pipeline failed: the step by its name, then that it

@@ -28,7 +28,7 @@ from collections import Counter, deque
 from collections.abc import Iterable
 from typing import Literal
 
-from vllm_hpu_mm.logs.doctor.phases import announced_stage
+from vllm_hpu_mm.logs.doctor.phases import announced_stage, listed_item_stage
 from vllm_hpu_mm.logs.doctor.source import LogSource, SourceSniffer
 from vllm_hpu_mm.logs.numbers import GarbledNumber, SkippedLines, integer, number
 from vllm_hpu_mm.logs.patterns import (
@@ -71,6 +71,7 @@ from vllm_hpu_mm.logs.patterns import (
     LOAD_FAILED,
     LOAD_REPORT,
     LOADER_BUFFER_SUMMARY,
+    MEDIA_ENCODING,
     MEMORY_FIGURE,
     MEMORY_REFUSED,
     MEMORY_REFUSED_WORDS,
@@ -85,6 +86,7 @@ from vllm_hpu_mm.logs.patterns import (
     PROCESS_DEATH,
     PROGRESS,
     PYTHON_ERROR_TEXT,
+    REFUSES_WORK,
     RESERVE_FAILED,
     ROOT_ERRORS,
     RUN_START,
@@ -94,6 +96,7 @@ from vllm_hpu_mm.logs.patterns import (
     RuntimeSniffer,
     dumped_frames,
     frames_in,
+    short_of_memory,
     size_bytes,
     strip_prefix,
 )
@@ -242,6 +245,11 @@ class LogFeatures:
     source: LogSource = dataclasses.field(default_factory=LogSource)
 
 
+#: Substrings one of which every frame line or the line a frame's source continues on holds (a cheap first check):
+#: Python's ``File "..."``, a notebook's ``---->`` arrow, a frame written bare as ``<path>.py:<line>, in <func>``.
+_FRAME_WORDS = ("File", "-->", ".py:")
+
+
 class _FrameReader:
     """The frames of consecutive lines: frame lines (a frame line a terminal wrapped is joined with the next line),
     and the calls of the source line under a frame (they name the next frame, which a cut traceback lacks)."""
@@ -251,7 +259,7 @@ class _FrameReader:
         self.after_frame = False
 
     def read(self, k: int, text: str) -> list[Frame]:
-        if self.partial is None and not self.after_frame and "File" not in text and "-->" not in text:
+        if self.partial is None and not self.after_frame and not any(map(text.__contains__, _FRAME_WORDS)):
             return []  # most lines of a log: no frame and no source line of one
         found = frames_in(text)
         if not found and self.partial is not None:
@@ -638,11 +646,15 @@ class Scanner:
         method = run.method if run.method is not None and abs(run.method.line - k) <= BACK else None
         if method is not None and all(f.func != method.func for f in frames):
             frames.insert(0, method)
-        opened = before and (_wrapped(before[-1][1], text) or _listed_under(before[-1][1], text))
+        previous = before[-1][1] if before else ""
+        opened = _wrapped(previous, text) or _listed_under(previous, text) or _indented_under(previous, text)
         head = [run.reported] if run.reported is not None else [before[-1]] if opened else []
         record = _record(text, run.after)
         wrapped = (k, record) if record != text else None
         message, kind, at = _message(phase, [*head, (k, text), *run.after[:5]], run.after, wrapped, memory)
+        if message is None and listed_item_stage([line for _, line in (*head, (k, text))], [t for _, t in run.after]):
+            # one numbered input's failure in a list the program went on with (phases.listed_item_stage)
+            message, at = "runtime", head[0][0] if head else k
         run.failure = Failure(k, text, memory, tuple(frames), message, phase, warmup, tuple(window), kind, at, gap)
         run.pending = None
         run.after = []
@@ -713,8 +725,10 @@ def _message(
     for pattern in (RESERVE_FAILED, BACKEND_ALLOC):  # the reservation's own line first, where both are there
         for j, line in near:
             if pattern.search(line):
-                decoding = any(DECODE_RESERVE.search(t) for _, t in near)
-                serving = decoding or (phase is not None and phase[0] == "runtime")
+                # a decode call's re-reservation, or a request's image or audio being encoded (MEDIA_ENCODING), says
+                # it was for a request, whatever the phase lines say
+                request = any(DECODE_RESERVE.search(t) or MEDIA_ENCODING.search(t) for _, t in near)
+                serving = request or (phase is not None and phase[0] == "runtime")
                 return ("runtime" if serving else "startup"), "reserve", j
     if memory == "host" and near and LOAD_REPORT.search(near[0][1]):
         return "startup", None, near[0][0]
@@ -990,6 +1004,18 @@ def _listed_under(previous: str, text: str) -> bool:
     return text[:1].isspace() and bool(ROOT_ERRORS.search(previous))
 
 
+def _indented_under(previous: str, text: str) -> bool:
+    """Whether ``text`` is the failure's message carried on, indented, under the line that opened its record and ends
+    with a colon ("1 FAILED (80.6s): Check '!exceed_allocatable_mem_size' failed at engine.cpp:324:" over "    [GPU]
+    Exceeded max size of memory object allocation: ...", openvinotoolkit/openvino #37501): the opening line is the
+    failure's own record, and says what the program was working on. A traceback's own lines are not such an opening."""
+    body = strip_prefix(previous)
+    stripped = body.strip()
+    if not text[:1].isspace() or not stripped or body[:1].isspace() or stripped.startswith(_TRACEBACK_WORDS):
+        return False
+    return stripped.endswith(":")
+
+
 def _wrapped(previous: str, text: str) -> bool:
     """Whether ``text`` continues ``previous``, one long record a terminal or issue tracker wrapped: the line before is
     long and ``text`` starts mid-word (a lower-case letter or a closing bracket, no log prefix, no indentation), so
@@ -1101,16 +1127,19 @@ def refused_memory(text: str, stated: bool = True) -> Memory | None:
     allocator's bookkeeping (:data:`~vllm_hpu_mm.logs.patterns.ALLOCATOR_BOOKKEEPING`), nor llama.cpp's summary of
     a buffer (:data:`~vllm_hpu_mm.logs.patterns.LLAMA_SUMMARY`: a tensor that could not be initialised ends with the
     same summary; :meth:`Scanner._buffer_summary` sees the lines before it). A refusal its program never goes on from
-    (:data:`~vllm_hpu_mm.logs.patterns.ARENA_OVERFLOW`) states the failure itself; with ``stated`` False the failure
-    mark may be missing (:meth:`Scanner._unmarked_refusal` looks for it on the next line). The host's where the
-    refusal names it
+    (:data:`~vllm_hpu_mm.logs.patterns.ARENA_OVERFLOW`) states the failure itself, and so does the program's refusal
+    of the work it was given for the shortage (:data:`~vllm_hpu_mm.logs.patterns.REFUSES_WORK`: "... available —
+    rejecting"); with ``stated`` False the failure mark may be missing (:meth:`Scanner._unmarked_refusal` looks for it
+    on the next line). A size asked set against a larger size left is no refusal
+    (:func:`~vllm_hpu_mm.logs.patterns.short_of_memory`). The host's where the refusal names it
     (:data:`~vllm_hpu_mm.logs.patterns.HOST_RESOURCE`), else the device's."""
-    m = MEMORY_REFUSED.search(text)
+    m = next(filter(short_of_memory, MEMORY_REFUSED.finditer(text)), None)
     if m is None or ALLOCATOR_BOOKKEEPING.search(text) or LLAMA_SUMMARY.search(text):
         return None
     if KV_REFUSAL.search(text):
         return None  # the KV cache's refusal: its own rule reads and places it (RunFeatures.kv)
-    if GOES_ON.search(text) or (stated and not FAILURE_MARK.search(text) and not ARENA_OVERFLOW.search(text)):
+    marked = FAILURE_MARK.search(text) or ARENA_OVERFLOW.search(text) or REFUSES_WORK.search(text)
+    if GOES_ON.search(text) or (stated and not marked):
         return None
     if INFO_LEVEL.search(text) and not EXCEPTION_NAMED.search(text):
         return None
