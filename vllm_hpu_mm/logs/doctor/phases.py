@@ -117,6 +117,14 @@ FUNCTIONS: dict[str, Meaning] = {
     # wake_up: patterns.MESSAGE_STAGES says why this is serving).
     **_all("runtime", "phase", "resume_memory_occupation wake_up"),
     **dict.fromkeys(LOADING, Meaning("startup", "phase")),
+    # An engine creating its per-device model instance as it is set up, before it takes requests (LMDeploy's
+    # TurboMind: TurboMindInstance starts one thread per device on turbomind.py _create_model_instance ->
+    # model_comm.create_model_instance -> LlamaTritonModel::createModelInstance, once the weights are in; a pipeline,
+    # the chat CLI and the benchmarks create their instances before their first request). The instance allocates its
+    # batch's buffers and, through its BlockManager, the KV blocks sized by cache_max_entry_count in one call, and the
+    # frame does not say which of them failed: the engine building itself, start-up (the labels of record: stop 50's
+    # blind relabel of rounds 11 and 54, round 74's three labellers; until then the doctor read it as the KV cache)
+    **_all("startup", "phase", "_create_model_instance create_model_instance"),
     # Setting the device and its process groups up before the weights load (vLLM V1 gpu_worker.py init_device, which
     # also refuses a device with too little free memory; init_worker_distributed_environment and the parallel state,
     # whose NCCL communicators and custom all-reduce buffers take device memory).
@@ -141,12 +149,7 @@ FUNCTIONS: dict[str, Meaning] = {
         "initialize_kv_cache initialize_kv_cache_tensors _allocate_kv_cache_tensors _reshape_kv_cache_tensors "
         "_allocate_kv_cache allocate_kv_cache _init_cache_engine initialize_cache get_kv_cache_configs "
         "get_kv_cache_config check_enough_kv_cache_memory _check_enough_kv_cache_memory CacheEngine.__init__ "
-        "CacheEngine._allocate_kv_cache init_memory_pool profile_max_num_token build_cache_engine "
-        # TurboMind (LMDeploy) allocates its KV blocks when it creates a device's model instance: turbomind.py
-        # _create_model_instance -> model_comm.create_model_instance -> LlamaTritonModel::createModelInstance, whose
-        # LlamaBatch builds the SequenceManager and its BlockManager, which allocates the blocks sized by
-        # cache_max_entry_count (its "[BlockManager] max_block_count" line, PHASE_MARKERS)
-        "_create_model_instance create_model_instance",
+        "CacheEngine._allocate_kv_cache init_memory_pool profile_max_num_token build_cache_engine",
     ),
     # Graph capture and warm-up after the KV cache exists: vLLM V1 compile_or_warm_up_model (kernel warm-up,
     # capture_model, the sampler warm-up), V0 Worker._warm_up_model -> ModelRunner.capture_model ->
