@@ -110,8 +110,8 @@ DEVICE_WORDS = [
     "EL0004: [PID: 28794] 2025-08-26-03:58:55.257.127 Failed to allocate memory.",
     "[TRT] [E] Requested amount of GPU memory (8589934592 bytes) could not be allocated.",
     "alloc_tensor_range: failed to allocate CUDA0 buffer of size 151851674624",
-    # (ggml's own report; llama.cpp's loader and KV-cache summaries of any failed buffer, "unable to allocate ROCm0
-    # buffer", are no evidence alone: tests/logs/test_doctor_round13.py)
+    # (ggml's own report; llama.cpp's loader summary, "unable to allocate ROCm0 buffer", has its own rule:
+    # tests/logs/test_doctor_round13.py)
     "alloc_tensor_range: failed to allocate ROCm0 buffer of size 1073741824",
     "ggml_metal_init: error: failed to allocate buffer, size = 4096.00 MiB",
     "Error: failed to allocate device memory for the model",

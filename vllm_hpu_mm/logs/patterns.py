@@ -418,11 +418,10 @@ DEVICE_OOM = re.compile(
     r"allocated"
     # ggml's device buffers as its allocator reports them (ggml/src/ggml-alloc.c@5bc7a740 alloc_tensor_range: "failed
     # to allocate CUDA0 buffer of size N"; Metal's "failed to allocate buffer, size"); a host buffer (CUDA_Host, CPU)
-    # is not device memory. (llama.cpp's loader and KV cache summarise *any* failure of
+    # is not device memory. (llama.cpp's loader and KV cache summarise any failure of
     # ggml_backend_alloc_ctx_tensors_from_buft as "unable to allocate CUDA0 buffer" or "failed to allocate buffer for
-    # kv cache" (src/llama-model.cpp@a5410f04 load_tensors, src/llama-kv-cache.cpp): a backend that could not
-    # initialise a tensor in a buffer it did allocate ("alloc_tensor_range: failed to initialize tensor ...") ends the
-    # same way, so those summaries are no evidence of exhaustion; the backend's own line above them is.)
+    # kv cache" (src/llama-model.cpp@a5410f04 load_tensors, src/llama-kv-cache.cpp): the general rule leaves those
+    # summaries to their own (:data:`LOADER_BUFFER_SUMMARY`, :data:`LLAMA_SUMMARY`).)
     rf"|failed to allocate {_GGML_DEVICES}\d* buffer of size"
     # any other ggml backend's buffer type refusing a buffer, in its own function's name (ggml-opencl.cpp
     # ggml_backend_opencl_buffer_type_alloc_buffer "failed to allocate N MiB"; ggml-sycl.cpp
@@ -925,15 +924,19 @@ LOAD_FAILED = re.compile(
 #: a compiled model.
 MODEL_COMPILE_FAILED = re.compile(r"\bcannot compile (?:the )?model into (?:the )?target device", re.IGNORECASE)
 #: llama.cpp's loader summary of a device buffer it could not make (src/llama-model.cpp@a5410f04 load_tensors: "unable
-#: to allocate CUDA0 buffer"), which follows any failure of ggml_backend_alloc_ctx_tensors_from_buft. Alone it is the
-#: buffer's allocation that failed (out of memory); after a backend's "failed to initialize tensor" line it is that
-#: tensor's initialisation, no exhaustion (:func:`vllm_hpu_mm.logs.doctor.scan.Scanner.feed`). Releases of early 2024
-#: threw the same summary without the buffer's name (llama.cpp llm_load_tensors: ``throw std::runtime_error("failed to
-#: allocate buffer")`` when ggml_backend_alloc_ctx_tensors_from_buft returns none, which its loader prints as
-#: "llama_model_load: error loading model: failed to allocate buffer"; ggml's own line is compiled out of release
-#: builds, and hosts such as LlamaEdge's WASI-NN backend print only the summary). The summary names the buffer type,
-#: a host one as well (``CUDA_Host``, ``CPU``: :data:`HOST_BUFFER`; llama.cpp's loader of early 2024 said "unable to
-#: allocate backend CPU buffer", "backend metal buffer", "backend buffer": Mozilla-Ocho/llamafile
+#: to allocate CUDA0 buffer"), which follows any failure of ggml_backend_alloc_ctx_tensors_from_buft: the buffer's
+#: allocation (ggml's "failed to allocate CUDA0 buffer of size N" above it, or nothing) or the placing of a tensor in
+#: the buffer it made (ggml-alloc.c alloc_tensor_range: ggml_tallocr_alloc and the backend's init_tensor, "failed to
+#: initialize tensor output.weight" above it). Either way the loader says it could not make the weights' buffer on that
+#: device as the model's tensors load: an out-of-memory failure at start-up, as the labels of record read it (stop 50's
+#: blind relabel of ollama/ollama #11265's ROCm0 log, round 79's three labellers on #11865's CUDA0 one, both after a
+#: tensor's failed initialisation; until then the doctor read the summary after that line as no exhaustion). Releases
+#: of early 2024 threw the same summary without the buffer's name (llama.cpp llm_load_tensors: ``throw
+#: std::runtime_error("failed to allocate buffer")`` when ggml_backend_alloc_ctx_tensors_from_buft returns none, which
+#: its loader prints as "llama_model_load: error loading model: failed to allocate buffer"; ggml's own line is compiled
+#: out of release builds, and hosts such as LlamaEdge's WASI-NN backend print only the summary). The summary names the
+#: buffer type, a host one as well (``CUDA_Host``, ``CPU``: :data:`HOST_BUFFER`; llama.cpp's loader of early 2024 said
+#: "unable to allocate backend CPU buffer", "backend metal buffer", "backend buffer": Mozilla-Ocho/llamafile
 #: llama.cpp/llama.cpp@cfa861a6 lines 7781-7816).
 LOADER_BUFFER_SUMMARY = re.compile(
     r"\bunable to allocate (?:backend )?(?:[\w-]+ )?buffer\b|\berror loading model: failed to allocate buffer\s*$"
@@ -943,13 +946,10 @@ LOADER_BUFFER_SUMMARY = re.compile(
 #: memory, as ggml's own refusal of such a buffer is (:data:`HOST_OOM`).
 HOST_BUFFER = re.compile(r"\ballocate (?:backend )?(?:CPU\w*|\w+_Host) buffer\b", re.IGNORECASE)
 #: llama.cpp's summaries of a buffer it could not make, for the weights (:data:`LOADER_BUFFER_SUMMARY`) or the KV cache
-#: ("failed to allocate buffer for kv cache", src/llama-kv-cache.cpp): they follow any failure of the buffer's tensors,
-#: so the general rule (:data:`MEMORY_REFUSED`) leaves them be; the backend's own line above them says what failed,
-#: and the loader's summary alone is read where no such line came first
-#: (:meth:`vllm_hpu_mm.logs.doctor.scan.Scanner._buffer_summary`).
+#: ("failed to allocate buffer for kv cache", src/llama-kv-cache.cpp): the general rule (:data:`MEMORY_REFUSED`) leaves
+#: them be. The loader's summary is read by its own rule (:meth:`vllm_hpu_mm.logs.doctor.scan.Scanner.feed`); the KV
+#: cache's names only the stage of a failure the backend's own line above it states.
 LLAMA_SUMMARY = re.compile(rf"{LOADER_BUFFER_SUMMARY.pattern}|failed to allocate buffer for kv cache")
-#: What a backend says when a buffer was allocated but a tensor in it could not be initialised.
-TENSOR_INIT_FAILED = "failed to initialize tensor"
 #: A line that stands for lines an excerpt left out (``...``, ``…``, ``[...]``, ``<snip>``, ``[... truncated ...]``),
 #: matched whole: what came before it is not known to be the last thing before what follows.
 ELISION = re.compile(

@@ -90,7 +90,6 @@ from vllm_hpu_mm.logs.patterns import (
     RESERVE_FAILED,
     ROOT_ERRORS,
     RUN_START,
-    TENSOR_INIT_FAILED,
     TRACEBACK_START,
     WARMUP,
     RuntimeSniffer,
@@ -394,8 +393,8 @@ class Scanner:
         if kind == "host" and self._shutdown_kill(text):
             kind = None
         summary = "unable to allocate" in text or "failed to allocate buffer" in text
-        if kind is None and summary and self._buffer_summary(text):
-            kind = "host" if HOST_BUFFER.search(text) else "device"
+        if kind is None and summary and LOADER_BUFFER_SUMMARY.search(text):
+            kind = "host" if HOST_BUFFER.search(text) else "device"  # llama.cpp's loader could not make the buffer
         if kind == "device":
             self._count_failure(run, k, text)
         elif kind is None and run.went_on_at < run.last_oom and _goes_on(text):
@@ -481,13 +480,6 @@ class Scanner:
             return None
         joined = f"{previous.rstrip()} {text}"
         return joined if _oom_kind(joined) == "device" else None
-
-    def _buffer_summary(self, text: str) -> bool:
-        """Whether ``text`` is llama.cpp's loader summary of a buffer it could not allocate, with no other cause in
-        the lines before it (a tensor the backend could not initialise ends with the same summary)."""
-        if not LOADER_BUFFER_SUMMARY.search(text):
-            return False
-        return not any(TENSOR_INIT_FAILED in line for _, line in self.recent)
 
     def _shutdown_kill(self, text: str) -> bool:
         """Whether ``text`` is a kill that names no cause (:data:`~vllm_hpu_mm.logs.patterns.BARE_KILL`) ending the
@@ -1125,8 +1117,8 @@ def refused_memory(text: str, stated: bool = True) -> Memory | None:
     (:data:`~vllm_hpu_mm.logs.patterns.FAILURE_MARK`; an information line only by naming its exception) and not one
     the program goes on from (:data:`~vllm_hpu_mm.logs.patterns.GOES_ON`: a warning, a retry, a fallback), nor an
     allocator's bookkeeping (:data:`~vllm_hpu_mm.logs.patterns.ALLOCATOR_BOOKKEEPING`), nor llama.cpp's summary of
-    a buffer (:data:`~vllm_hpu_mm.logs.patterns.LLAMA_SUMMARY`: a tensor that could not be initialised ends with the
-    same summary; :meth:`Scanner._buffer_summary` sees the lines before it). A refusal its program never goes on from
+    a buffer (:data:`~vllm_hpu_mm.logs.patterns.LLAMA_SUMMARY`: the loader's is read by its own rule, in
+    :meth:`Scanner.feed`). A refusal its program never goes on from
     (:data:`~vllm_hpu_mm.logs.patterns.ARENA_OVERFLOW`) states the failure itself, and so does the program's refusal
     of the work it was given for the shortage (:data:`~vllm_hpu_mm.logs.patterns.REFUSES_WORK`: "... available —
     rejecting"); with ``stated`` False the failure mark may be missing (:meth:`Scanner._unmarked_refusal` looks for it
