@@ -1294,6 +1294,12 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             # kernel library", "Skipping tactic N due to insufficient memory on requested size of N"
             "init builder kernel library",
             "skipping tactic",
+            # the builder's own account of the memory it takes as it builds ("[MemUsageChange] TensorRT-managed
+            # allocation in building engine: CPU +22, GPU +512, ..."), which any program that builds a TensorRT engine
+            # prints (trtexec, TensorRT-LLM, MMDeploy's converter, open-mmlab/mmdeploy #641). (ONNX Runtime's TensorRT
+            # provider builds on a session's first run of a new shape instead: a serving line after the build's would
+            # still say so; one before it would not. No labelled log shows such a lazy build.)
+            "allocation in building engine",
             # a program picking the device its model will be built on, which it does before it builds it (Intel
             # Extension for Transformers' AutoModel from_pretrained: "CPU device is used.", then it loads and
             # quantises the model). Not "Using device: cuda": any script prints it, and no labelled log shows what

@@ -296,7 +296,8 @@ def traceback_stage(frames: Iterable[tuple[str, str]]) -> tuple[Stage, int] | No
 #: ``sampler``, ``chat``, ``predict``, ``train_step``, a ``trainer``) or building the model from storage
 #: (``load_checkpoint``, ``from_pretrained``, ``from_dir``, ``init_model``). ``forward``, ``__init__``, ``compile``
 #: and ``build`` are left out: they run in start-up and for requests alike (a module's forward, any object's
-#: constructor, XLA's compile of a request's new shape, TensorRT's engine build, which is a warm-up).
+#: constructor, XLA's compile of a request's new shape, a TensorRT engine's build, which a converter runs ahead of time
+#: and ONNX Runtime's TensorRT provider on an input's first new shape).
 RUNNING_WORDS = frozenset(
     ("generate", "generation", "decode", "decoding", "prefill", "chat", "completion", "completions", "infer",
      "inference", "predict", "prediction", "sample", "sampler", "sampling", "respond", "step", "train", "training",
