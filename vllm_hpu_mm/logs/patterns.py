@@ -1438,6 +1438,12 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "output generated in",
             "llama_print_timings:",
             "llama_perf_context_print:",
+            # llama-cpp-python's records of a completion it is computing, printed when verbose (llama_cpp/llama.py:
+            # Llama.generate "prefix-match hit" for a prompt that shares a prefix with the tokens already evaluated,
+            # Llama._create_completion "cache hit" / "cache miss"): each runs for a prompt it was given, the model
+            # loaded (abetlen/llama-cpp-python #546: its server, "Llama.generate: prefix-match hit" before it failed)
+            "llama.generate:",
+            "llama._create_completion:",
             "started grpcinferenceservice",
             "started httpservice",
             # a client's readiness calls to Triton answered (tritonclient's InferenceServerClient.is_server_live,

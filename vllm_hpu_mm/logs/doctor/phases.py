@@ -47,6 +47,7 @@ __all__ = [
     "FrameKind",
     "Meaning",
     "announced_stage",
+    "asked_stage",
     "failed_working",
     "frame_meaning",
     "generic_frame",
@@ -621,15 +622,40 @@ def listening_stage(text: str) -> Stage | None:
     return "runtime"
 
 
+#: An interactive program's prompt for its user's next input with the input typed after it, echoed on one line
+#: ("Enter a query: Which indices are mentioned in the document?": privateGPT's ``input("\nEnter a query: ")``,
+#: zylon-ai/private-gpt #885; "Enter your question: ...", "Type a prompt> ..."). Such a program asks once its model is
+#: loaded, and each answer is work it then does for its user: a request. The prompt with nothing typed after it is none
+#: yet.
+ASKED = re.compile(
+    r"\b(?:enter|type|input|ask)\s+(?:a|an|your|the)\s+(?:new\s+|next\s+)?"
+    r"(?:query|question|prompt|message|instruction|request)\b[^:>\n]{0,20}[:>]\s*\S",
+    re.IGNORECASE,
+)
+_ASKING = ("enter ", "type ", "input ", "ask ")
+
+
+def asked_stage(text: str) -> Stage | None:
+    """``runtime`` where ``text`` is a program's prompt for its user's input with the input after it (:data:`ASKED`),
+    else None."""
+    low = text.lower()
+    if not any(map(low.__contains__, _ASKING)) or not ASKED.search(text):
+        return None  # most lines hold none of the verbs: substring checks first, no regex
+    return "runtime"
+
+
 def announced_stage(text: str) -> Stage | None:
     """The stage a program's own line announces, in any program: a clause that opens with a verb of working over its
     inputs (:data:`WORKING_VERBS`: "Model loaded, transcribing next") is serving; one that opens with loading
     (:data:`STARTING_VERBS`: "Loading pygmalion-6b...", "INFO Loading data from scratch") is start-up. The last
     such clause of the line wins; None where no clause opens so, or where the line is a progress bar drawn full
     (``Loading checkpoint shards: 100%|...| 2/2``): the work it names is done. A server's report that it listens for
-    requests is serving (:func:`listening_stage`)."""
+    requests is serving (:func:`listening_stage`), and so is a user's input typed at a program's prompt
+    (:func:`asked_stage`)."""
     if (listening := listening_stage(text)) is not None:
         return listening
+    if (asked := asked_stage(text)) is not None:
+        return asked
     low = text.lower()
     if not any(verb in low for verb in _ANNOUNCING) or _FULL_BAR.search(text):
         return None  # most lines of a long log name none of the verbs: one pass of substring checks, no regex
