@@ -2,6 +2,11 @@
 (tests/data/logs/SOURCES.md, "Stop 50: blind relabels ..."), each pinned on lines composed after the public logs it
 names; the doctor answers by the labels of record:
 
+- TGI's refusal of its token budget ("Not enough memory to handle N prefill tokens", TGI 0.9's "N total tokens with M
+  prefill tokens") reported from inside its warm-up (the shard's ``warmup`` frame, "Method Warmup encountered an
+  error", the router's ``warmup{...}:warmup`` span) is the warm-up's failure (labelled ``warmup``, the doctor's
+  ``graph_capture``); the "total tokens" refusal with no warm-up in view stays the KV cache's refusal, and a plain
+  out-of-memory error inside the warm-up stays start-up's profiling.
 - TensorRT's builder failing while it builds an engine (its "TensorRT-managed allocation in building engine" line
   before the failure) is start-up, whatever program drives the build.
 - A failure after a user's query typed at an interactive program's prompt ("Enter a query: ...") or after
@@ -15,6 +20,44 @@ test_doctor_round13.py.)"""
 from __future__ import annotations
 
 from vllm_hpu_mm.logs.doctor import diagnose_lines
+
+# --- TGI's warm-up refusing its token budget -------------------------------------------------------------------------
+
+TGI_SHARD = "/opt/conda/lib/python3.9/site-packages/text_generation_server/models/flash_causal_lm.py"
+PREFILL = ("RuntimeError: Not enough memory to handle 4096 prefill tokens. You need to decrease "
+           "`--max-batch-prefill-tokens`")  # fmt: skip
+SPAN = ("2023-07-19T18:51:36.034291Z ERROR warmup{max_input_length=1024 max_prefill_tokens=4096 max_total_tokens=16000}"
+        ":warmup: text_generation_client: router/client/src/lib.rs:33: Server error: ")  # fmt: skip
+TOTAL = ("Not enough memory to handle 16000 total tokens with 4096 prefill tokens. You need to decrease "
+         "`--max-batch-total-tokens` or `--max-batch-prefill-tokens`")  # fmt: skip
+
+
+def test_tgis_refusal_of_its_token_budget_inside_its_warmup_is_the_warmups_failure() -> None:
+    # huggingface/text-generation-inference #1067: the shard's warmup raises it, the launcher reports the method
+    d = diagnose_lines([f'  File "{TGI_SHARD}", line 755, in warmup', "    raise RuntimeError(", PREFILL, "",
+                        "2023-09-26T21:48:00.969072Z ERROR text_generation_launcher: Method Warmup encountered an "
+                        "error."])  # fmt: skip
+    assert (d.oom, d.stage) == (True, "graph_capture")
+    # #1085: the router relays it under its warm-up span
+    assert diagnose_lines([PREFILL, SPAN + PREFILL.removeprefix("RuntimeError: ")]).stage == "graph_capture"
+    # #648: TGI 0.9's words for it, the total tokens with the prefill, under the same span
+    assert diagnose_lines([SPAN + TOTAL]).stage == "graph_capture"
+
+
+def test_the_total_tokens_refusal_with_no_warmup_in_view_stays_the_kv_caches() -> None:
+    # huggingface/text-generation-inference #710: the refusal as the issue states it, no frame or span
+    d = diagnose_lines(["Not enough memory to handle 16000 total tokens with 2 prefill tokens. You need to decrease "
+                        "`--max-batch-total-tokens` or `--max-batch-prefill-tokens"])  # fmt: skip
+    assert (d.stage, d.basis) == ("kv_cache", "kv_refusal")
+
+
+def test_a_plain_out_of_memory_error_inside_tgis_warmup_stays_start_up() -> None:
+    # huggingface/text-generation-inference #2301 (round 20, labelled profile): the warm-up's prefill itself failed
+    d = diagnose_lines(["Traceback (most recent call last):", f'  File "{TGI_SHARD}", line 1251, in warmup',
+                        "    _, batch, _ = self.generate_token(batch)",
+                        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.93 GiB."])  # fmt: skip
+    assert d.stage == "startup"
+
 
 # --- a TensorRT engine build ----------------------------------------------------------------------------------------
 

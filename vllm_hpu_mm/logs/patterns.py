@@ -100,6 +100,7 @@ __all__ = [
     "RUN_START",
     "SGLANG_POOL",
     "SHAPE_FIELD",
+    "TGI_BUDGET_REFUSAL",
     "TRACEBACK_START",
     "VLLM_BLOCKS",
     "VLLM_WEIGHTS",
@@ -693,6 +694,10 @@ FIGURE_NOT_MEMORY = frozenset(("swap", "disk", "storage", "shared"))
 #: access was encountered", tests/data/logs/heldout_round64/tgi_1028_gptq_warmup_illegal_memory_access.log), the
 #: claim is the wrapper's, not the device's.
 CATCH_ALL_OOM = re.compile(r"Not enough memory to handle \d+ prefill tokens")
+#: TGI's refusal of the token budget it was started with, which its warm-up raises when the pass over that budget runs
+#: out of memory (flash_causal_lm.py ``warmup``: "Not enough memory to handle N prefill tokens" in 1.x, TGI 0.9's
+#: "Not enough memory to handle N total tokens with M prefill tokens"), relayed by the router under its warm-up span.
+TGI_BUDGET_REFUSAL = re.compile(r"Not enough memory to handle \d+ (?:prefill|total) tokens")
 #: What the refusal names as the host's: host, system, CPU or physical memory, RAM, a host buffer type.
 #: vLLM's swap space is host memory too: the CPU blocks its scheduler swaps a preempted request's KV cache out to
 #: ("Aborted due to the lack of CPU swap space. Please increase the swap space to avoid this error.",

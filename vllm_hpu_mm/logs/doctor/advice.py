@@ -275,7 +275,8 @@ def _tgi(d: Diagnosis) -> list[Fix]:
                        "prefill they allow"))  # fmt: skip
     if s.accelerator == "hpu":
         out.append(Fix("fewer warm-up shapes: lower --max-batch-size (tgi-gaudi warms every batch bucket up to it)"))
-    elif d.stage == "graph_capture" and s.accelerator in (None, "cuda", "rocm"):
+    elif d.stage == "graph_capture" and m is None and s.accelerator in (None, "cuda", "rocm"):
+        # (a refusal of the token budget is the warm-up's prefill, before any graph: the budget is what to change)
         out.append(Fix("fewer CUDA graphs: --cuda-graphs 1,2,4 (or 0 to disable them)"))
         # flash_causal_lm.warmup sizes the KV cache to the memory fraction before it captures the graphs
         out.append(Fix("or a lower --cuda-memory-fraction: TGI fills that share with its KV cache before it captures "

@@ -2,8 +2,10 @@
 
 Rules, in order:
 
-1. vLLM's or TGI's KV-cache refusal, or profiling that left nothing for the KV cache -> ``kv_cache`` (unless a device
-   or host failure with its own traceback came first).
+1. TGI's refusal of its token budget reported from inside its warm-up (a ``warmup`` frame, "Method Warmup", the
+   router's warm-up span) -> ``graph_capture``, the warm-up (:func:`_warmup_refusal`). vLLM's or TGI's KV-cache
+   refusal, or profiling that left nothing for the KV cache -> ``kv_cache`` (unless a device or host failure with its
+   own traceback came first).
 2. An out-of-memory line: its stage comes from the first of these that names one, in the order :class:`Rules`
    gives: the traceback's frames (:mod:`.phases`: a serving loop, else the innermost phase function), the error
    message itself (TGI's warm-up prefill, vLLM's sampler warm-up; llama.cpp's compute-buffer reservation, start-up
@@ -81,6 +83,7 @@ from typing import Any, Literal
 
 from vllm_hpu_mm.logs.doctor.phases import (
     MODEL_RUNS,
+    TGI_WARMUP,
     frame_meaning,
     generic_frame,
     logger_stage,
@@ -93,7 +96,7 @@ from vllm_hpu_mm.logs.doctor.phases import (
 from vllm_hpu_mm.logs.doctor.scan import Failure, Frame, GaudiMemory, LogFeatures, Memory, marker_stage
 from vllm_hpu_mm.logs.doctor.source import HOST_NAMES, LogSource
 from vllm_hpu_mm.logs.numbers import SkippedLines
-from vllm_hpu_mm.logs.patterns import ELISION, MODEL_COMPILE_FAILED, RAY_REPEATED, strip_prefix
+from vllm_hpu_mm.logs.patterns import ELISION, MODEL_COMPILE_FAILED, RAY_REPEATED, TGI_BUDGET_REFUSAL, strip_prefix
 from vllm_hpu_mm.values import STAGES as BASE_STAGES
 from vllm_hpu_mm.values import Stage
 
@@ -315,6 +318,8 @@ def judge(features: LogFeatures, rules: Rules) -> Judgement:
     hint = _frames_stage(f.frames) if f is not None and not _scope_above_elision(f) else None
     if f is not None:
         hint = _before_phase_line(f, hint)
+        if (warm_at := _warmup_refusal(f)) is not None:
+            return Judgement("graph_capture", "message", f.memory, (f.line, gaudi_at, warm_at))
     if run.kv is not None and (f is None or run.kv[0] <= f.line or hint is None):
         return Judgement("kv_cache", "kv_refusal", "device", (run.kv[0], gaudi_at))
     if f is not None:
@@ -356,6 +361,21 @@ def judge(features: LogFeatures, rules: Rules) -> Judgement:
         # stopped partway with no failure line and no traceback: no evidence of an out-of-memory failure (step 4)
         return Judgement("none", "stopped", None, (p[1], gaudi_at), warm, cut="phase")
     return Judgement("none", "none", None, (gaudi_at,))
+
+
+def _warmup_refusal(f: Failure) -> int | None:
+    """The line of the warm-up frame that reports the failure, where the failure is TGI's refusal of the token budget
+    it was started with (:data:`~vllm_hpu_mm.logs.patterns.TGI_BUDGET_REFUSAL`) and a frame says it came inside TGI's
+    warm-up (:data:`~.phases.TGI_WARMUP`); else None.
+
+    The refusal is the warm-up's failure: the labels of record say so (stop 50's blind relabel of rounds 10 and 31,
+    round 75's labellers, all three with the warm-up's frames or span in view). The phase table reads other failures in
+    those frames as start-up's profiling (round 20's plain out-of-memory error in ``warmup``, labelled profile at stop
+    46), and the same "total tokens" refusal with no warm-up frame in view stays the KV cache's refusal (TGI issue
+    #710's, step 1)."""
+    if not TGI_BUDGET_REFUSAL.search(f.text):
+        return None
+    return next((fr.line for fr in f.frames if fr.func.rsplit(".", 1)[-1] in TGI_WARMUP), None)
 
 
 def stopped_partway(progress: tuple[Stage, int, str, int, int]) -> bool:

@@ -42,6 +42,7 @@ __all__ = [
     "ITEM_OUTCOME",
     "LOADING",
     "MODEL_RUNS",
+    "TGI_WARMUP",
     "WORKING_VERBS",
     "WORK_ITEM",
     "FrameKind",
@@ -137,6 +138,8 @@ FUNCTIONS: dict[str, Meaning] = {
     ),
     # Profiling the peak of a forward pass before sizing the KV cache (vLLM V0 and V1, vllm-gaudi), and TGI's warm-up
     # prefill at the largest batch, which measures memory the same way (flash_causal_lm.warmup before it sizes blocks).
+    # (TGI's own refusal of its token budget reported there is the warm-up's by the labels of record:
+    # decide._warmup_refusal, :data:`TGI_WARMUP`.)
     **_all(
         "startup",
         "phase",
@@ -177,6 +180,10 @@ FUNCTIONS: dict[str, Meaning] = {
     **_all("graph_capture", "scope", "_dummy_sampler_run"),
 }
 
+#: TGI's warm-up as a failure's frames name it: the shard's ``warmup`` (flash_causal_lm.py), the shard's gRPC method
+#: as the launcher reports it ("Method Warmup encountered an error", server.py ``Warmup``), the router's span
+#: (``warmup{...}:warmup``).
+TGI_WARMUP = frozenset(("warmup", "Warmup", "span:warmup"))
 #: Where a module's own ``__init__`` frames mean the model is being built (its layers allocate their weights):
 #: vLLM's model and layer definitions, TGI's custom modeling, transformers' models.
 MODEL_CODE = ("/model_executor/models/", "/model_executor/layers/", "/custom_modeling/", "/transformers/models/")
