@@ -83,7 +83,7 @@ CASES = {
          "7000.000 MB, which is less than the sum of model weight size (13500.000 MB) and temporary buffer size "
          "(800.000 MB)."],
         # an estimate made as the engine is created, for the weights and buffers: no stage of its own (patterns.py)
-        "MLC-LLM", "unknown", "--prefill-chunk-size",
+        "MLC-LLM", "unknown", "prefill_chunk_size",
     ),
     "exllamav2 via tabbyapi": (
         ["INFO:     Loading model /models/Mixtral-exl2 with the exllamav2 backend", OOM],

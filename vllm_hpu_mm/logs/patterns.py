@@ -1011,10 +1011,14 @@ PYTHON_ERROR_TEXT = re.compile(
 #: the traceback (vllm/engine/multiprocessing/engine.py@02d0d889 ``run_mp_engine``, its ``except BaseException``:
 #: ``logger.exception(e)``, which prints ``str(e)`` and then the traceback, every line behind the same prefix): the
 #: traceback is that failed check's, whatever its last lines, which an excerpt may cut, would say. Read only on an
-#: error record without memory words.
+#: error record without memory words. A lookup that failed is such a check: what was asked for (a model, a file, a
+#: key) is not there ("Model not found in the model list, uid: qwen:72b", xinference's supervisor, logged by its
+#: REST handler before the traceback: tests/data/logs/heldout_round87/xinference_1668_model_not_found.log; "No such
+#: file or directory"; "does not exist").
 FAILED_CHECK = re.compile(
     r"\b(?:must|should)\b|\bnot supported\b|\bunsupported\b|\binvalid\b|\bexpected\b.{0,80}\b(?:got|but)\b"
-    r"|\bdo(?:es)? not match\b|\bmismatch|\bdivisible\b",
+    r"|\bdo(?:es)? not match\b|\bmismatch|\bdivisible\b"
+    r"|\bnot found\b|\bdo(?:es)? not exist\b|\bNo such (?:file|directory|model|key)\b",
     re.IGNORECASE,
 )
 #: A collective-communication failure in its library's or the OS's words (oneCCL's ``|CCL_ERROR|``, NCCL's error codes

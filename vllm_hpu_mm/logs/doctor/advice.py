@@ -315,9 +315,13 @@ OTHER_KNOBS: dict[str, tuple[str, ...]] = {
     "llama.cpp": ("--n-gpu-layers", "--ctx-size", "--batch-size", "--ubatch-size"),
     "ollama": ("num_ctx", "OLLAMA_NUM_PARALLEL", "num_gpu"),
     "tensorrt_llm": ("free_gpu_memory_fraction", "max_batch_size", "max_num_tokens"),
-    # MLC-LLM's own refusal names these (cpp/serve/config.cc); Aphrodite's engine arguments
+    # MLC-LLM's settings of the model it runs: keys of its mlc-chat-config.json, which ``mlc_llm serve`` and ``chat``
+    # override at run time as keys too ("--overrides 'context_window_size=...;prefill_chunk_size=...'",
+    # python/mlc_llm/cli/serve.py@01ced331 ``EngineConfigOverride``), as the older Python API's ChatConfig does; only
+    # ``mlc_llm gen_config``, which writes that file ahead of time, takes them as flags. Its own refusal names
+    # gpu_memory_utilization (cpp/serve/config.cc), which then leads. Aphrodite's engine arguments
     # (aphrodite/engine/args_tools.py); TabbyAPI's model settings for ExLlamaV2 (config_sample.yml)
-    "mlc-llm": ("gpu_memory_utilization", "--prefill-chunk-size", "--tensor-parallel-shards"),
+    "mlc-llm": ("context_window_size", "prefill_chunk_size", "gpu_memory_utilization"),
     "aphrodite": ("--gpu-memory-utilization", "--max-model-len", "--max-num-seqs"),
     "exllamav2": ("cache_size", "max_seq_len", "chunk_size"),
     # ms-swift's inference arguments (swift/llm/utils/argument.py InferArguments)
@@ -336,8 +340,8 @@ _OTHER_AT_STAGE = {
         "mlc-llm",
         "kv_cache",
     ): "its weights and temporary buffers leave nothing of gpu_memory_utilization for the KV cache: raise "
-    "gpu_memory_utilization, lower --prefill-chunk-size (mlc_llm gen_config), shard with --tensor-parallel-shards or "
-    "load a quantized model",
+    "gpu_memory_utilization, lower prefill_chunk_size or context_window_size (keys of mlc-chat-config.json, or of "
+    "mlc_llm serve's overrides), raise tensor_parallel_shards or load a quantized model",
     ("aphrodite", "kv_cache"): "its memory share left nothing for the KV cache: raise --gpu-memory-utilization or "
     "lower --max-model-len",
     ("ms-swift", "startup"): "the weights did not fit while they loaded (its PyTorch backend loads them through "

@@ -46,11 +46,11 @@ Rules, in order:
    (the KV cache's check) reads the cut as that phase's failure (basis ``cut``). A traceback whose error the log
    states without memory words is no cut but that error, a failure of another kind -> ``none`` (basis ``error``),
    however it was cut: stated on the line that opens it (a logger's "<what failed>: <message>, Traceback ..."), right
-   above it (a failed check, a collective's or NCCL's relayed runtime failure), a few lines above it with only records
-   announcing a failure between (NCCL's "internal error" over vLLM's "Error executing method 'init_device'", a
-   request's error body over TGI's "Method Prefill encountered an error.", another rank's exception line over SGLang's
-   "Scheduler hit an exception:": :func:`.scan._stated_before_announcements`; so too above the first frame of a
-   traceback shown without its header, its error quoted first), by the exception line of the cause it
+   above it (a failed check or lookup, a collective's or NCCL's relayed runtime failure), a few lines above it with
+   only records announcing a failure between (NCCL's "internal error" over vLLM's "Error executing method
+   'init_device'", a request's error body over TGI's "Method Prefill encountered an error.", another rank's exception
+   line over SGLang's "Scheduler hit an exception:": :func:`.scan._stated_before_announcements`; so too above the
+   first frame of a traceback shown without its header, its error quoted first), by the exception line of the cause it
    is chained to ("The above exception was the direct cause ..."), by an exception line stated without its own traceback
    a few lines above it, the program not going on between (torch dynamo's error, its traceback elided, with its
    hints, then the chained traceback; vLLM's engine core's error, its executor's report of the dead worker, then the

@@ -321,7 +321,9 @@ TRAINING_LOOPS = frozenset(("fit",))
 #: three). Only where the frames below it are in view is the failure known to be in it and nowhere later
 #: (:func:`named_stage`).
 SETUP_WORDS = frozenset(("init", "initialize", "initialise", "setup"))
-STARTING_WORDS = frozenset(("load", "loader", "loading", "pretrained")) | SETUP_WORDS
+#: Loading a model again (``reload``: MLC-LLM's ``ChatModule._reload`` loads the model library and its weights,
+#: mlc-ai/mlc-llm python/mlc_chat/chat_module.py ``__init__`` -> ``_reload``; WebLLM's ``reload()``) is a load.
+STARTING_WORDS = frozenset(("load", "loader", "loading", "reload", "pretrained")) | SETUP_WORDS
 #: Verbs that, opening a function's name, make the rest of it the name of what the function returns or builds, not of
 #: the work under way: ``get_decode_mask`` makes the mask decoding will use, and a program builds such a thing at
 #: start-up as well as for a step (tenstorrent/tt-metal #30225: ``get_decode_mask`` allocating a mask, with no line to
@@ -376,6 +378,17 @@ def _called_name(path: str, func: str) -> str:
     return "" if stem.startswith("_") else stem
 
 
+def _constructed(path: str, func: str) -> bool:
+    """Whether the frame is a class called on a traceback's source line (``cm = ChatModule(model=...)``, read from the
+    line under a frame, with no path of its own): an object being made, named for what it is, not for the work under
+    way. A constructor runs whenever its object is made, as its ``__init__`` frame does (:func:`_called_name`):
+    MLC-LLM's ``ChatModule`` loads its model when it is made (tests/data/logs/heldout_round89/other_mlc_llm_1462_
+    chatmodule_reload_cuda_oom.log), though its name says chat; ONNX Runtime's ``InferenceSession`` is built at
+    start-up, though its name says inference. Python names its classes in CapWords, its functions in lower case
+    (PEP 8)."""
+    return not path and func[:1].isupper() and any(c.islower() for c in func)
+
+
 def named_stage(frames: Iterable[tuple[str, str]], elided: bool = False) -> tuple[Stage, int] | None:
     """The stage the words of a traceback's function names give, read from the outermost frame that has one (what
     the program was doing at the top: a request's generate that compiles a new shape deep inside is serving, a
@@ -397,7 +410,7 @@ def named_stage(frames: Iterable[tuple[str, str]], elided: bool = False) -> tupl
         name = func.rsplit(".", 1)[-1]
         if name.startswith("__"):
             name = _called_name(path, func)
-        if not name or generic_frame(path, func) or frame_meaning(path, func) is not None:
+        if not name or _constructed(path, func) or generic_frame(path, func) or frame_meaning(path, func) is not None:
             continue  # the table's frames are the table's to read (a scope it set aside says nothing here)
         ordered = [w.lower() for w in _WORD.findall(name)]
         words = set(ordered)

@@ -478,7 +478,7 @@ class Scanner:
         previous = self.recent[-2][1]
         if not _continues(previous, text) or _oom_kind(previous) is not None:
             return None
-        joined = f"{previous.rstrip()} {text}"
+        joined = _joined(previous, text)
         return joined if _oom_kind(joined) == "device" else None
 
     def _shutdown_kill(self, text: str) -> bool:
@@ -733,9 +733,15 @@ def _message(
 
 #: How far back a chained traceback's cause may have been stated (its own traceback, elided, and the logger's record).
 CHAIN_BACK = 10
-#: A logger's record at error level ("ERROR 08-29 02:12:22 file.py:658] ...", "ERROR:root:...", "[ERROR] ..."): a
-#: failure the program states in its own words, with or without an exception class.
-ERROR_RECORD = re.compile(r"^.{0,40}?\b(?:ERROR|CRITICAL)\b")
+#: Where a logger's record names its level: within its first 40 characters ("ERROR 08-29 02:12:22 file.py:658] ...",
+#: "ERROR:root:...", "[ERROR] ..."), or after a time stamp and up to three fields of the logger's format, however long
+#: they are (Python's logging formats with the logger's dotted name and the process id: xinference's "2024-06-18
+#: 19:19:51,807 xinference.api.restful_api 6217 ERROR    ...", tests/data/logs/heldout_round87/xinference_1668_model_
+#: not_found.log).
+_RECORD_HEAD = r"^(?:.{0,40}?|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]?\d*\s+(?:\S+\s+){0,3}?)"
+#: A logger's record at error level: a failure the program states in its own words, with or without an exception
+#: class.
+ERROR_RECORD = re.compile(_RECORD_HEAD + r"\b(?:ERROR|CRITICAL)\b")
 #: Python's header of a traceback raised while handling, or because of, the one before it.
 CHAINED = ("The above exception was the direct cause", "During handling of the above exception")
 
@@ -763,9 +769,9 @@ def _stated_error(
     before it (:data:`DEVICE_FAULT`); else the exception line that closed the traceback this one is chained to
     (:func:`_chained_cause`, ``raised``: the run's last such line); else an exception line stated a few lines above
     it, its own traceback shown or elided (:func:`_raised_above`); else an error record right above it stating a
-    failed check (:data:`~vllm_hpu_mm.logs.patterns.FAILED_CHECK`: the exception's message, logged first by vLLM's
-    ``logger.exception(e)``) or stating anything else in the traceback's own record (:func:`_message_of_record`), or a
-    collective-communication failure or a device fault in either of the two lines above it
+    failed check or lookup (:data:`~vllm_hpu_mm.logs.patterns.FAILED_CHECK`: the exception's message, logged first by
+    vLLM's ``logger.exception(e)``) or stating anything else in the traceback's own record (:func:`_message_of_record`),
+    or a collective-communication failure or a device fault in either of the two lines above it
     (:data:`~vllm_hpu_mm.logs.patterns.COMM_FAILURE`, :data:`DEVICE_FAULT`), or an error stated a few lines above it
     with only records announcing a failure between (:func:`_stated_before_announcements`). A traceback an excerpt cuts
     after such a line is that error's, not a cut that may hide an out-of-memory one (:func:`.decide.judge`)."""
@@ -927,7 +933,7 @@ STATED_EXCEPTION = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exceptio
 RAISED_BACK = 25
 #: A logger's record below warning level ("INFO 08-16 18:12:20 [engine.py:310] ...", "DEBUG:root:..."): the program
 #: went on after an error stated above it, so a traceback after the record may be another failure.
-GOING_ON = re.compile(r"^.{0,40}?\b(?:INFO|DEBUG)\b")
+GOING_ON = re.compile(_RECORD_HEAD + r"\b(?:INFO|DEBUG)\b")
 
 
 def _raised_above(
@@ -1024,11 +1030,22 @@ WRAP_WIDTH, _RECORD_ENDS = 60, (".", "!", "?", ":", ";", ")", "]", "}", ",")
 def _continues(previous: str, text: str) -> bool:
     """Whether ``text`` may carry on the record ``previous`` began, wrapped: ``previous`` is as long as a wrapped line
     and stops mid-sentence, and ``text`` opens with a word, with no log prefix, indentation or traceback line of its
-    own (a new record, a frame or a message under a traceback keep their lines apart)."""
+    own (a new record, a frame or a message under a traceback keep their lines apart). Indentation that ``previous``
+    has too is not ``text``'s own: an excerpt indented as a whole (pasted as an indented code block, quoted under a
+    reply) indents each wrapped line of a record alike ("    ValueError: Free memory on device cuda:0 (...) on startup
+    is less" / "    than desired GPU memory utilization (...)", tests/data/logs/heldout_round87/vllm_rocm_36720_free_
+    memory_on_startup.log), where a frame's source line or a message under a traceback is indented further."""
     body = previous.rstrip()
-    if len(body) < WRAP_WIDTH or body.endswith(_RECORD_ENDS) or not text[:1].isalpha():
+    indent = previous[: len(previous) - len(previous.lstrip())]
+    rest = text[len(indent) :] if indent and text.startswith(indent) else text
+    if len(body) < WRAP_WIDTH or body.endswith(_RECORD_ENDS) or not rest[:1].isalpha():
         return False
-    return strip_prefix(text) == text and not text.startswith(_TRACEBACK_WORDS) and not frames_in(text)
+    return strip_prefix(rest) == rest and not rest.startswith(_TRACEBACK_WORDS) and not frames_in(rest)
+
+
+def _joined(record: str, line: str) -> str:
+    """The record ``record`` began, carried on by ``line`` (:func:`_continues`), as one line."""
+    return f"{record.rstrip()} {line.lstrip()}"
 
 
 #: How many lines a record wrapped by a terminal or an issue form is read over at most.
@@ -1043,7 +1060,7 @@ def _record(text: str, after: list[tuple[int, str]]) -> str:
     for _, line in after[: RECORD_LINES - 1]:
         if not _continues(record, line):
             break
-        record = f"{record.rstrip()} {line}"
+        record = _joined(record, line)
     return record
 
 
