@@ -107,10 +107,10 @@ def test_real_logs_give_one_verdict_with_evidence(path: Path, capsys: pytest.Cap
         # Ray's OutOfMemoryError (host memory) raised in the async engine's loop.
         ("vllm_1765_ray_host_runtime.log", "runtime", "traceback"),
         # TGI's refusal of its token budget under the router's warmup{...} span: the warm-up's failure, as the labels
-        # of record of rounds 10, 31 and 75 read this kind of line since stop 50's blind relabel. (This log's own
-        # label, startup, was set before and not relabelled: the doctor now disagrees with it; SOURCES.md has no
-        # blind relabel of it.)
-        ("tgi_1164_warmup_prefill_tokens.log", "graph_capture", "message"),
+        # of record read every failure in TGI's warm-up since stop 50's blind relabels (this log's among them). The
+        # span is a frame of TGI's warm-up (phases.TGI_WARMUP), so the frames decide (until doctor62a a rule of its
+        # own for the refusal did: basis message).
+        ("tgi_1164_warmup_prefill_tokens.log", "graph_capture", "traceback"),
         # A notebook traceback (File path:N, in Class.func) through the V0 cache engine's allocation.
         ("qwen_458_cache_engine_jupyter.log", "kv_cache", "traceback"),
         # A terminal wrapped the frame line of vLLM's DeepGEMM kernel warm-up across two lines.

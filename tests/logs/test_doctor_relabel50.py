@@ -2,11 +2,13 @@
 (tests/data/logs/SOURCES.md, "Stop 50: blind relabels ..."), each pinned on lines composed after the public logs it
 names; the doctor answers by the labels of record:
 
-- TGI's refusal of its token budget ("Not enough memory to handle N prefill tokens", TGI 0.9's "N total tokens with M
-  prefill tokens") reported from inside its warm-up (the shard's ``warmup`` frame, "Method Warmup encountered an
-  error", the router's ``warmup{...}:warmup`` span) is the warm-up's failure (labelled ``warmup``, the doctor's
-  ``graph_capture``); the "total tokens" refusal with no warm-up in view stays the KV cache's refusal, and a plain
-  out-of-memory error inside the warm-up stays start-up's profiling.
+- Any out-of-memory failure during TGI's warm-up (the shard's ``warmup`` frame, "Method Warmup encountered an error",
+  the router's ``warmup{...}:warmup`` span, its report as it exits that the warm-up failed: "Unable to warmup model",
+  "Error: Warmup(...)") is the warm-up's (labelled ``warmup``, the doctor's ``graph_capture``): TGI's refusal of its
+  token budget ("Not enough memory to handle N prefill tokens", TGI 0.9's "N total tokens with M prefill tokens")
+  and a plain out-of-memory error alike (stop 46 had read the latter as start-up's profiling; the blind relabels of
+  rounds 20's and development's TGI warm-ups overturned it). The "total tokens" refusal with no warm-up in view stays
+  the KV cache's refusal.
 - TensorRT's builder failing while it builds an engine (its "TensorRT-managed allocation in building engine" line
   before the failure) is start-up, whatever program drives the build.
 - A failure after a user's query typed at an interactive program's prompt ("Enter a query: ...") or after
@@ -19,7 +21,8 @@ test_doctor_round13.py.)"""
 
 from __future__ import annotations
 
-from vllm_hpu_mm.logs.doctor import diagnose_lines
+from vllm_hpu_mm.envs import load
+from vllm_hpu_mm.logs.doctor import diagnose, diagnose_lines
 
 # --- TGI's warm-up refusing its token budget -------------------------------------------------------------------------
 
@@ -51,12 +54,40 @@ def test_the_total_tokens_refusal_with_no_warmup_in_view_stays_the_kv_caches() -
     assert (d.stage, d.basis) == ("kv_cache", "kv_refusal")
 
 
-def test_a_plain_out_of_memory_error_inside_tgis_warmup_stays_start_up() -> None:
-    # huggingface/text-generation-inference #2301 (round 20, labelled profile): the warm-up's prefill itself failed
-    d = diagnose_lines(["Traceback (most recent call last):", f'  File "{TGI_SHARD}", line 1251, in warmup',
-                        "    _, batch, _ = self.generate_token(batch)",
-                        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.93 GiB."])  # fmt: skip
-    assert d.stage == "startup"
+def test_a_plain_out_of_memory_error_inside_tgis_warmup_is_the_warmups_too() -> None:
+    # huggingface/text-generation-inference #2301 (round 20): the warm-up's prefill itself failed. Labelled profile at
+    # stop 46 and answered start-up until doctor62a; two blind labellers read it as the warm-up at stop 50
+    d = diagnose(["Traceback (most recent call last):", f'  File "{TGI_SHARD}", line 1251, in warmup',
+                  "    _, batch, _ = self.generate_token(batch)",
+                  "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.93 GiB."], load({}))  # fmt: skip
+    assert (d.oom, d.stage) == (True, "graph_capture")
+    # its advice is the budget the warm-up's prefill ran, not CUDA graphs: none was being captured
+    text = "\n".join(d.recommendations)
+    assert "--max-batch-prefill-tokens" in text
+    assert "--cuda-graphs" not in text
+
+
+def test_tgis_router_reporting_its_failed_warmup_as_it_exits_is_the_warmups_failure() -> None:
+    # huggingface/text-generation-inference #563 (TGI 0.9.0's router panics: "Unable to warmup model: <error>"), the
+    # development log labelled startup until stop 50's blind relabel made it the warm-up
+    panic = (
+        "thread 'main' panicked at 'Unable to warmup model: Generation(\"Allocation on device 0 would exceed "
+        "allowed memory. (out of memory)\\nCurrently allocated     : 16.08 GiB\")', router/src/main.rs:216:18"
+    )
+    assert diagnose_lines([panic, "Error: WebserverFailed"]).stage == "graph_capture"
+    # #755: later routers return their Warmup error from main, which Rust prints with its Debug form
+    assert diagnose_lines(["Error: Warmup(Generation(\"" + PREFILL.removeprefix("RuntimeError: ") + "\"))"]
+                          ).stage == "graph_capture"  # fmt: skip
+    # since the backends were split the error is the backend's (backends/v3/src/lib.rs: V3Error::Warmup)
+    oom = "CUDA out of memory. Tried to allocate 2.00 GiB"
+    assert diagnose_lines([f'Error: Backend(Warmup(Generation("{oom}")))']).stage == "graph_capture"
+    # the words alone, with no memory failure, claim nothing
+    assert not diagnose_lines(['Error: Warmup(Connection("transport error"))']).oom
+
+
+def test_tgis_refusal_of_its_prefill_budget_is_the_warmups_even_with_no_warmup_in_view() -> None:
+    # only TGI's warm-up raises it (flash_causal_lm.py warmup, tgi-gaudi's too): its words name the warm-up
+    assert diagnose_lines([PREFILL]).stage == "graph_capture"
 
 
 # --- a TensorRT engine build ----------------------------------------------------------------------------------------

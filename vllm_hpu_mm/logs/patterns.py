@@ -100,7 +100,6 @@ __all__ = [
     "RUN_START",
     "SGLANG_POOL",
     "SHAPE_FIELD",
-    "TGI_BUDGET_REFUSAL",
     "TRACEBACK_START",
     "VLLM_BLOCKS",
     "VLLM_WEIGHTS",
@@ -694,10 +693,6 @@ FIGURE_NOT_MEMORY = frozenset(("swap", "disk", "storage", "shared"))
 #: access was encountered", tests/data/logs/heldout_round64/tgi_1028_gptq_warmup_illegal_memory_access.log), the
 #: claim is the wrapper's, not the device's.
 CATCH_ALL_OOM = re.compile(r"Not enough memory to handle \d+ prefill tokens")
-#: TGI's refusal of the token budget it was started with, which its warm-up raises when the pass over that budget runs
-#: out of memory (flash_causal_lm.py ``warmup``: "Not enough memory to handle N prefill tokens" in 1.x, TGI 0.9's
-#: "Not enough memory to handle N total tokens with M prefill tokens"), relayed by the router under its warm-up span.
-TGI_BUDGET_REFUSAL = re.compile(r"Not enough memory to handle \d+ (?:prefill|total) tokens")
 #: What the refusal names as the host's: host, system, CPU or physical memory, RAM, a host buffer type.
 #: vLLM's swap space is host memory too: the CPU blocks its scheduler swaps a preempted request's KV cache out to
 #: ("Aborted due to the lack of CPU swap space. Please increase the swap space to avoid this error.",
@@ -730,21 +725,22 @@ SGLANG_POOL = re.compile(
     # (python/sglang/srt/managers/router/model_rpc.py: "Prefill out of memory. This should nerver happen.")
     r"|\b(?:Prefill|Decode) out of memory\. This should ne\w*r happen"
 )
-#: Failure messages that name the phase they come from (the runtimes' own wording): TGI's and MindIE's warm-up, which
-#: measures memory before the KV cache is sized (``flash_causal_lm.py`` ``warmup``), vLLM's sampler warm-up after
-#: graph capture (``gpu_model_runner.py`` ``_dummy_sampler_run``, called by ``compile_or_warm_up_model``), and
+#: Failure messages that name the phase they come from (the runtimes' own wording): MindIE's warm-up, which measures
+#: memory before the KV cache is sized, TGI's warm-up (``flash_causal_lm.py`` ``warmup``; why it is the warm-up's:
+#: :data:`vllm_hpu_mm.logs.doctor.phases.TGI_WARMUP`), vLLM's sampler warm-up after graph capture
+#: (``gpu_model_runner.py`` ``_dummy_sampler_run``, called by ``compile_or_warm_up_model``), and
 #: llama.cpp's loader and KV cache, which Ollama and llama-cpp-python print too (``llama_model_load`` logs "error
 #: loading model" when ``load_tensors`` fails; the KV cache throws "failed to allocate buffer for kv cache").
 MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
-    # MindIE's warm-up (mindie_llm), which like TGI's runs before the server takes requests
     (
         "startup",
         re.compile(
-            r"Not enough memory to handle \d+ prefill tokens|Unable to warmup model"
             # vLLM V1's free-memory check against the utilization asked for, made before the model loads, in either
             # of its wordings ("Free memory on device ... on startup is less than desired GPU memory utilization";
             # "Available memory on device ... is below required GPU memory utilization")
-            r"|(?:on startup )?is (?:less than|below) (?:the )?(?:desired|required) (?:[GNX]PU )?memory utilization"
+            r"(?:on startup )?is (?:less than|below) (?:the )?(?:desired|required) (?:[GNX]PU )?memory utilization"
+            # MindIE's warm-up (mindie_llm), which measures memory before its KV cache is sized (labelled start-up:
+            # development gpustack_3541)
             r"|Warmup failed, because of .{0,80}out of memory"
             r"|\bllama_model_load: error loading model|\bllama_load_model_from_file: failed to load model"
             r"|model requires more system memory"
@@ -798,6 +794,10 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
         "graph_capture",
         re.compile(
             r"when warming up (?:sampler|pooler)|[Cc]uda graph warmup failed|Capture cuda graph failed"
+            # TGI's warm-up refusing the prefill budget it was started with, which only its warm-up raises
+            # (server/.../flash_causal_lm.py@db931fcf:1551 and tgi-gaudi's backends/gaudi/.../flash_causal_lm.py:1696,
+            # both in ``warmup``): the warm-up's failure (:data:`vllm_hpu_mm.logs.doctor.phases.TGI_WARMUP`)
+            r"|Not enough memory to handle \d+ prefill tokens"
             # TensorRT-LLM's executor resources after the final KV cache: PyExecutor's constructor warms the model
             # engine up (its CUDA graphs) there (_torch/pyexecutor/py_executor.py)
             r"|could not be created: Additional executor resources\s*$"
@@ -809,7 +809,7 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
             # marked ready (Triton's ``model_warmup`` of the model configuration: the core runs each warm-up sample
             # through the backend after the instance is created and reports "warmup error: <status>",
             # triton-inference-server/server #4330): its counterpart of graph capture, after everything is sized and
-            # before any request (TGI's and MindIE's warm-up, which sizes memory first, is start-up's, above)
+            # before any request (MindIE's warm-up, which sizes memory first, is start-up's, above)
             r"|(?i:\bwarm-?up error:)"
             # (XLA's compile out of a memory space, "RESOURCE_EXHAUSTED: XLA:TPU compile permanent error", names no
             # phase: XLA compiles each new shape, in the TPU's precompile and on a request's first new shape alike;
@@ -982,10 +982,16 @@ FRAME = re.compile(
 DUMPED_FRAME = re.compile(r'File "(?P<path>[^"]+)", line \d+ in (?P<func>[\w.<>]+)\s*$')
 #: A method a worker process ran when it failed, as its executor reports it (vLLM V0 multiprocessing and Ray, TGI's
 #: gRPC server), and TGI's router spans (``warmup{...}``, ``batch{...}:decode``): each names a phase like a frame.
+#: TGI's router names its shards' failed ``Warmup`` call too as it exits: TGI 0.9.0 panicked with "Unable to warmup
+#: model: <error>" (router/src/main.rs@e74bd41e:203, ``.expect``), later routers return their ``Warmup`` error from
+#: ``main``, which Rust prints as "Error: Warmup(Generation(...))" (router/src/main.rs@b4024edd:213, ``RouterError``)
+#: or, since the backends were split, "Error: Backend(Warmup(...))" (backends/v3/src/lib.rs@db931fcf:134, whose
+#: message is "Unable to warmup the Python model shards").
 METHOD = re.compile(
     r"while processing method (?P<m1>\w+)|Error executing method '?(?P<m2>\w+)|Method (?P<m3>\w+) encountered an error"
     r"|Exception in callback [\w.]*\(?<function (?P<m4>\w+)"  # asyncio's report of a failed callback
     r"|(?:^|[\s:])(?P<span>warmup|prefill|decode)\{"
+    r"|\bUnable to (?P<m5>warmup) (?:the Python )?model|\bError: (?:\w+\()*(?P<m6>Warmup)\("
 )
 #: A call in a traceback's source line (``self.model_runner.profile_run()``): it names the next frame, the one a cut
 #: traceback no longer shows.
@@ -1244,7 +1250,6 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "profile run",
             "starting to load model",
             "loading model weights",
-            "warming up model",
             "load weight begin",
             # TensorRT-LLM: its engine's load, its PyTorch backend's profiling forward before it sizes the KV cache
             # (runtime/tllmRuntime.cpp, _torch/pyexecutor/_util.py)
@@ -1349,6 +1354,11 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
     (
         "graph_capture",
         (
+            # TGI's router as it asks its shards to warm up ("Warming up model": router/src/main.rs@e74bd41e,
+            # backends/v3/src/lib.rs@db931fcf:125): whatever fails then is the warm-up's
+            # (:data:`vllm_hpu_mm.logs.doctor.phases.TGI_WARMUP`); vLLM's CPU runner's compile warm-up too
+            # (cpu_model_runner.py ``warming_up_model``: "Warming up model for the compilation...")
+            "warming up model",
             "capturing cuda graph",
             "capturing cudagraph",
             "[warmup]",

@@ -49,6 +49,11 @@ _CAP_IMAGES = Fix(
 )
 #: TGI's warm-up refusals name the tokens that did not fit (``flash_causal_lm.py`` ``warmup``).
 _TGI_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) (?P<kind>prefill|total) tokens")
+#: A CUDA graph's capture named by the evidence (TGI's ``cuda_graph_warmup``, torch's ``capture_begin``/``capture_end``
+#: under ``torch.cuda.graph``). TGI's warm-up runs its largest prefill first, sizes the KV cache from what is left, and
+#: captures its graphs last (flash_causal_lm.py@db931fcf:1507 ``warmup``): a failure the evidence places in the warm-up
+#: without a capture in view came in the passes the token budget sizes, where fewer graphs would not help.
+_CAPTURE = re.compile(r"cuda_graph_warmup|capture_(?:begin|end)|cuda\.graph\b|CUDA graph", re.IGNORECASE)
 
 
 def _texts(d: Diagnosis) -> list[str]:
@@ -275,14 +280,20 @@ def _tgi(d: Diagnosis) -> list[Fix]:
                        "prefill they allow"))  # fmt: skip
     if s.accelerator == "hpu":
         out.append(Fix("fewer warm-up shapes: lower --max-batch-size (tgi-gaudi warms every batch bucket up to it)"))
-    elif d.stage == "graph_capture" and m is None and s.accelerator in (None, "cuda", "rocm"):
-        # (a refusal of the token budget is the warm-up's prefill, before any graph: the budget is what to change)
+    elif d.stage == "graph_capture" and _captured(d) and s.accelerator in (None, "cuda", "rocm"):
         out.append(Fix("fewer CUDA graphs: --cuda-graphs 1,2,4 (or 0 to disable them)"))
         # flash_causal_lm.warmup sizes the KV cache to the memory fraction before it captures the graphs
         out.append(Fix("or a lower --cuda-memory-fraction: TGI fills that share with its KV cache before it captures "
                        "the graphs, so a smaller share leaves them room"))  # fmt: skip
     out.append(Fix("shard over more devices (--num-shard) or load a quantized model (--quantize)"))
     return out
+
+
+def _captured(d: Diagnosis) -> bool:
+    """Whether TGI's warm-up failed capturing a CUDA graph (:data:`_CAPTURE` in its evidence), not in its prefill or
+    its refusal of the token budget (:data:`_TGI_TOKENS`), which the budget advice answers."""
+    texts = _texts(d)
+    return any(_CAPTURE.search(t) for t in texts) and not any(_TGI_TOKENS.search(t) for t in texts)
 
 
 def _optimum_habana(d: Diagnosis) -> list[Fix]:

@@ -2,10 +2,9 @@
 
 Rules, in order:
 
-1. TGI's refusal of its token budget reported from inside its warm-up (a ``warmup`` frame, "Method Warmup", the
-   router's warm-up span) -> ``graph_capture``, the warm-up (:func:`_warmup_refusal`). vLLM's or TGI's KV-cache
-   refusal, or profiling that left nothing for the KV cache -> ``kv_cache`` (unless a device or host failure with its
-   own traceback came first).
+1. vLLM's or TGI's KV-cache refusal, or profiling that left nothing for the KV cache -> ``kv_cache`` (unless a device
+   or host failure with its own traceback came first, or the refusal is TGI's refusal of its token budget reported
+   from inside its warm-up, which step 2 reads as the warm-up's: :func:`_in_tgi_warmup`).
 2. An out-of-memory line: its stage comes from the first of these that names one, in the order :class:`Rules`
    gives: the traceback's frames (:mod:`.phases`: a serving loop, else the innermost phase function), the error
    message itself (TGI's warm-up prefill, vLLM's sampler warm-up; llama.cpp's compute-buffer reservation, start-up
@@ -96,7 +95,7 @@ from vllm_hpu_mm.logs.doctor.phases import (
 from vllm_hpu_mm.logs.doctor.scan import Failure, Frame, GaudiMemory, LogFeatures, Memory, marker_stage
 from vllm_hpu_mm.logs.doctor.source import HOST_NAMES, LogSource
 from vllm_hpu_mm.logs.numbers import SkippedLines
-from vllm_hpu_mm.logs.patterns import ELISION, MODEL_COMPILE_FAILED, RAY_REPEATED, TGI_BUDGET_REFUSAL, strip_prefix
+from vllm_hpu_mm.logs.patterns import ELISION, MODEL_COMPILE_FAILED, RAY_REPEATED, strip_prefix
 from vllm_hpu_mm.values import STAGES as BASE_STAGES
 from vllm_hpu_mm.values import Stage
 
@@ -318,9 +317,7 @@ def judge(features: LogFeatures, rules: Rules) -> Judgement:
     hint = _frames_stage(f.frames) if f is not None and not _scope_above_elision(f) else None
     if f is not None:
         hint = _before_phase_line(f, hint)
-        if (warm_at := _warmup_refusal(f)) is not None:
-            return Judgement("graph_capture", "message", f.memory, (f.line, gaudi_at, warm_at))
-    if run.kv is not None and (f is None or run.kv[0] <= f.line or hint is None):
+    if run.kv is not None and (f is None or run.kv[0] <= f.line or hint is None) and not _in_tgi_warmup(f):
         return Judgement("kv_cache", "kv_refusal", "device", (run.kv[0], gaudi_at))
     if f is not None:
         warm = f.warmup[2] if f.warmup else None
@@ -363,19 +360,13 @@ def judge(features: LogFeatures, rules: Rules) -> Judgement:
     return Judgement("none", "none", None, (gaudi_at,))
 
 
-def _warmup_refusal(f: Failure) -> int | None:
-    """The line of the warm-up frame that reports the failure, where the failure is TGI's refusal of the token budget
-    it was started with (:data:`~vllm_hpu_mm.logs.patterns.TGI_BUDGET_REFUSAL`) and a frame says it came inside TGI's
-    warm-up (:data:`~.phases.TGI_WARMUP`); else None.
-
-    The refusal is the warm-up's failure: the labels of record say so (stop 50's blind relabel of rounds 10 and 31,
-    round 75's labellers, all three with the warm-up's frames or span in view). The phase table reads other failures in
-    those frames as start-up's profiling (round 20's plain out-of-memory error in ``warmup``, labelled profile at stop
-    46), and the same "total tokens" refusal with no warm-up frame in view stays the KV cache's refusal (TGI issue
-    #710's, step 1)."""
-    if not TGI_BUDGET_REFUSAL.search(f.text):
-        return None
-    return next((fr.line for fr in f.frames if fr.func.rsplit(".", 1)[-1] in TGI_WARMUP), None)
+def _in_tgi_warmup(f: Failure | None) -> bool:
+    """Whether a frame of the failure puts it inside TGI's warm-up (:data:`~.phases.TGI_WARMUP`), which step 2 reads
+    as the warm-up's whatever failed there. TGI's warm-up sizes its KV cache itself and reports a token budget it could
+    not fit as its own failure ("Not enough memory to handle N total tokens with M prefill tokens" under the router's
+    warm-up span, round 75): that refusal is the warm-up's, not the KV cache's (the labels of record since stop 50).
+    The same refusal with no warm-up in view stays the KV cache's (TGI issue #710's, development tgi_710)."""
+    return f is not None and any(fr.func.rsplit(".", 1)[-1] in TGI_WARMUP for fr in f.frames)
 
 
 def stopped_partway(progress: tuple[Stage, int, str, int, int]) -> bool:
@@ -442,8 +433,9 @@ def _before_phase_line(f: Failure, hint: tuple[Stage, int] | None) -> tuple[Stag
     - frames that only run the model (``execute_model``, a forward; no phase frame) after the KV cache was sized: the
       cache exists, so the model ran for a graph (``_dummy_run``: capture and warm-up) or for requests, not to size
       the cache;
-    - a serving frame (TGI's prefill span, a request's generate) while the last phase line says start-up is under way
-      (loading, warming up) and nothing said it finished: the runtime's warm-up runs requests' code paths.
+    - a serving frame (TGI's prefill span, a request's generate) while the last phase line says start-up or the
+      warm-up is under way (loading; TGI's router "Warming up model") and nothing said it finished: the runtime's
+      warm-up runs requests' code paths. The phase line's stage is the failure's.
     """
     ph = f.phase
     if ph is None:
@@ -453,8 +445,8 @@ def _before_phase_line(f: Failure, hint: tuple[Stage, int] | None) -> tuple[Stag
         if runs:
             graph = any(fr.func.rsplit(".", 1)[-1] in ("_dummy_run", "_dummy_sampler_run") for fr in runs)
             return ("graph_capture" if graph else "runtime", runs[-1].line)
-    if hint is not None and hint[0] == "runtime" and ph[0] == "startup":
-        return ("startup", ph[1])
+    if hint is not None and hint[0] == "runtime" and ph[0] in ("startup", "graph_capture"):
+        return (ph[0], ph[1])
     return hint
 
 

@@ -95,6 +95,19 @@ LOADING = frozenset((
 ))  # fmt: skip
 
 
+#: TGI's warm-up as a failure's frames name it: the shard's ``warmup`` (flash_causal_lm.py, tgi-gaudi's too), the
+#: shard's gRPC method as the launcher reports it ("Method Warmup encountered an error", server.py ``Warmup``), the
+#: router's span (``warmup{...}:warmup``) and its own report that the warm-up failed (``Warmup``: ``METHOD`` in
+#: :mod:`vllm_hpu_mm.logs.patterns` reads "Unable to warmup model" and "Error: Warmup(...)" as naming it). The
+#: warm-up runs the largest prefill its token budget allows, sizes the KV cache from what is left and captures its
+#: CUDA graphs (flash_causal_lm.py@db931fcf:1507 ``warmup``), all before the router takes a request. Any failure in
+#: it is the warm-up's (``graph_capture``): the labels of record say so since stop 50's blind relabels (rounds 10, 20
+#: and 31, development tgi_563 and tgi_755, round 75's labellers: every TGI failure during its warm-up labelled
+#: ``warmup``, overturning stop 46's reading of it as start-up's profiling). Its refusal of the token budget there
+#: is the warm-up's too, not the KV cache's: decide._in_tgi_warmup.
+TGI_WARMUP = frozenset(("warmup", "Warmup", "span:warmup"))
+
+
 #: Function names (or ``Class.function`` as notebooks print them) and what they mean.
 FUNCTIONS: dict[str, Meaning] = {
     # Serving. V1: EngineCoreProc.run_busy_loop -> _process_engine_step -> step / step_with_batch_queue, the API
@@ -136,15 +149,12 @@ FUNCTIONS: dict[str, Meaning] = {
         "init_device init_worker_distributed_environment init_distributed_environment initialize_model_parallel "
         "ensure_model_parallel_initialized",
     ),
-    # Profiling the peak of a forward pass before sizing the KV cache (vLLM V0 and V1, vllm-gaudi), and TGI's warm-up
-    # prefill at the largest batch, which measures memory the same way (flash_causal_lm.warmup before it sizes blocks).
-    # (TGI's own refusal of its token budget reported there is the warm-up's by the labels of record:
-    # decide._warmup_refusal, :data:`TGI_WARMUP`.)
+    # Profiling the peak of a forward pass before sizing the KV cache (vLLM V0 and V1, vllm-gaudi). (TGI's warm-up
+    # measures memory the same way but is the warm-up's: :data:`TGI_WARMUP`, below.)
     **_all(
         "startup",
         "phase",
-        "profile_run determine_available_memory determine_num_available_blocks profile_cudagraph_memory warmup "
-        "Warmup span:warmup",
+        "profile_run determine_available_memory determine_num_available_blocks profile_cudagraph_memory",
     ),
     # Sizing and allocating the KV cache.
     **_all(
@@ -167,6 +177,8 @@ FUNCTIONS: dict[str, Meaning] = {
         "warmup_graphs warmup_scenario warmup_all_buckets warmup_multimodal_graphs _warmup_multimodal warmup_sampler "
         "warmup_pooler cuda_graph_warmup init_cuda_graphs init_device_graphs",
     ),
+    # TGI's warm-up, whatever failed in it (:data:`TGI_WARMUP`).
+    **dict.fromkeys(TGI_WARMUP, Meaning("graph_capture", "phase")),
     # Wrappers that enclose several phases.
     **_all("startup", "scope", "from_engine_args from_vllm_config _init_executor EngineCoreProc.__init__"),
     # SGLang's scheduler process (managers/scheduler.py run_scheduler_process): it sets the process up (faulthandler,
@@ -180,10 +192,6 @@ FUNCTIONS: dict[str, Meaning] = {
     **_all("graph_capture", "scope", "_dummy_sampler_run"),
 }
 
-#: TGI's warm-up as a failure's frames name it: the shard's ``warmup`` (flash_causal_lm.py), the shard's gRPC method
-#: as the launcher reports it ("Method Warmup encountered an error", server.py ``Warmup``), the router's span
-#: (``warmup{...}:warmup``).
-TGI_WARMUP = frozenset(("warmup", "Warmup", "span:warmup"))
 #: Where a module's own ``__init__`` frames mean the model is being built (its layers allocate their weights):
 #: vLLM's model and layer definitions, TGI's custom modeling, transformers' models.
 MODEL_CODE = ("/model_executor/models/", "/model_executor/layers/", "/custom_modeling/", "/transformers/models/")

@@ -553,9 +553,9 @@ class Scanner:
                 run.error = check
             if run.method is not None and k - run.method.line <= 3:
                 tb.frames.append(run.method)
-        if "ethod" in text or "callback" in text or "{" in text:
+        if "ethod" in text or "callback" in text or "{" in text or "armup" in text:
             for m in METHOD.finditer(text):
-                name = m["m1"] or m["m2"] or m["m3"] or m["m4"] or f"span:{m['span']}"
+                name = m["m1"] or m["m2"] or m["m3"] or m["m4"] or m["m5"] or m["m6"] or f"span:{m['span']}"
                 run.method = Frame(k, "", name, text)
         found = run.reader.read(k, text)
         if (
