@@ -260,6 +260,13 @@ HOST_OOM = re.compile(
     # default_alloc_error_hook: "memory allocation of N bytes failed", then process::abort): mistral.rs, candle, TGI's
     # router and any Rust host print it for host memory
     r"|\bmemory allocation of \d+ bytes failed"
+    # an assertion that a memory block just allocated is there, failed: the host's allocator returned NULL (ggml.c
+    # ``ggml_init`` mallocs the context's memory pool, then ``GGML_ASSERT(ctx->mem_buffer != NULL)``,
+    # bigcode-project/starcoder.cpp #16: "ggml ctx size = 51276.47 MB" then the assertion; C's assert prints
+    # "Assertion `mem_ptr != NULL' failed"). Only a pointer named for memory or an allocation: a buffer a tensor was
+    # never given (ggml-backend's "buf != NULL && tensor buffer not set") is a missing step, not memory refused
+    r"|(?:ASSERT|[Aa]ssert(?:ion)?)\b.{0,80}?\b(?:\w+(?:->|\.))*(?:\w*mem(?:ory)?_(?:buf(?:fer)?|data|ptr|pool)|\w*alloc\w*)"
+    r"\s*!=\s*(?:NULL|nullptr)\b"
 )
 #: A line typed, not printed: a shell command at its prompt (``$ docker run --oom-kill-disable ...``, ``user@host:~$
 #: dmesg | grep oom-kill``, ``(venv) root@box:/# ...``), a comment (``# avoid OOMKilled: set a memory limit``), or
@@ -523,6 +530,9 @@ MEMORY_REFUSED = re.compile(
     rf"\s+{_WORD}(?:{_RESOURCE})"
     # no room left in it: "no free space in the KV cache", "not enough space in device memory"
     rf"|\b(?:no|not enough|insufficient) (?:free |more )?(?:space|room)(?: left)? (?:in|on|for) {_WORD}(?:{_RESOURCE})"
+    # not having it: Ollama's report that its runner exited before it was ready ("llama runner exited, you may not have
+    # enough available memory to run this model", ollama/ollama #1566), "the GPU doesn't have enough memory"
+    rf"|(?:\bnot|n't) (?:have|has|had) (?:enough|sufficient)\s+{_WORD}(?:{_RESOURCE})"
     rf"|\b(?:cannot|can't|can not|could not|couldn't|unable to|fail(?:s|ed)? to|failure to|does not|doesn't|did not"
     rf"|didn't|will not|won't|not enough (?:space|room) to|insufficient (?:space|room) to)"
     rf" (?:allocate|reserve|find (?:free|enough)|fit|apply for|obtain|acquire)\b"
@@ -640,7 +650,7 @@ INFO_LEVEL = re.compile(r"(?-i:\b(?:INFO|DEBUG|TRACE)\b|\[[ID]\])|\blevel=(?:inf
 MEMORY_REFUSED_WORDS = ("insuffic", "enough", "free", "lack", "availab", "exceed", "reserv", "require", "exhaust",
                         "less than", "below", "lower than", "smaller than", "too small", "space", "room", "fit", "but",
                         "low on", "greater than", "larger than", "more than", "apply for", "obtain",
-                        "acquire")  # fmt: skip
+                        "acquire", "sufficient")  # fmt: skip
 #: A refusal its program never goes on from, which states the failure without a failure mark of its own: ggml's
 #: context (and, before ggml-backend, scratch) memory pool, an arena the program sized when it made the context, too
 #: small for the next tensor ("ggml_new_object: not enough space in the context's memory pool (needed N, available
@@ -1045,6 +1055,10 @@ COMM_FAILURE = re.compile(
 #: nothing.
 ERROR_MESSAGE = re.compile(
     r"FATAL ERROR ::|^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b[:(]|^\w[\w .-]{0,60}\bfailed\b[^:.]{0,40}: \S"
+    # an error in doing something, then why: llama.cpp's loader "llama_model_load: error loading model: error loading
+    # model vocabulary: invalid gguf type for tokenizer.ggml.scores" (src/llama.cpp ``llama_model_load``, its caught
+    # exception's what()), a Go server's "error loading llama server: ...", "Error while parsing config: ..."
+    r"|\b[Ee]rror (?:while |when )?[a-z]+ing\b[^:.]{0,60}: \S"
     # asyncio's report of a future or task whose exception nobody retrieved names that exception in the object's
     # repr before the traceback it logs (CPython Lib/asyncio/futures.py@0037c597 Future.__del__: "<Class> exception
     # was never retrieved" with the context's "future: <repr>"; Lib/asyncio/base_futures.py@053d30a6
