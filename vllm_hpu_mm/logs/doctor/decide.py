@@ -89,6 +89,7 @@ from vllm_hpu_mm.logs.doctor.phases import (
     named_stage,
     pipeline_step_stage,
     run_refused_stage,
+    short_for_stage,
     traceback_stage,
     work_item_stage,
 )
@@ -459,7 +460,7 @@ def _source(source: Source, f: Failure, hint: tuple[Stage, int] | None, rules: R
             # no runtime's own wording: the work item the failure's line names, in any program, or the step of an
             # app's pipeline it reports failed after it, or its report (on the failure's line or after it) that it
             # could not run the model on its input (AHEAD lines)
-            item = work_item_stage(f.text)
+            item = work_item_stage(f.text) or short_for_stage(f.text)
             if item is not None:
                 return item, f.line
             for k, text in f.window:
