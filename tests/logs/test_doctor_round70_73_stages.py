@@ -43,3 +43,11 @@ def test_a_full_cache_or_a_failed_store_is_no_shortage_for_the_kv_cache() -> Non
     assert short_for_stage("failed to find free space in the KV cache, retrying with smaller n_batch") is None
     assert short_for_stage("WARNING: Failed to allocate memory for the KV cache.") is None
     assert short_for_stage("RuntimeError: Insufficient memory left for the KV cache") == "kv_cache"
+
+
+def test_work_on_an_input_under_a_weight_bar_partway_is_the_load() -> None:
+    # exo loads a shard's weights on its first tensor: a failure under tinygrad's bar at 85% is the load's
+    bar = "ram used: 11.98 GB, layers.27.feed_forward.w2.weight      :  85%|████▌ | 249/292 [00:05<00:00]"
+    d = diagnose_lines([bar, "Error processing tensor for shard Shard(model_id='m', start_layer=0, end_layer=31, "
+                             "n_layers=32): CUDA Error 2, out of memory"])  # fmt: skip
+    assert (d.oom, d.stage) == (True, "startup")
