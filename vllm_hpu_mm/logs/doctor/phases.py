@@ -736,8 +736,8 @@ def failed_working(text: str) -> bool:
     """Whether the failure's own line says it failed while the program worked over its inputs
     (:data:`WORKING_VERBS`: processing a batch, generating, transcribing; after "while", "when" or "during", a step
     of answering a request, :data:`SERVING_STEPS`: prefill, chat streaming), and not on a part of the program itself
-    (:data:`_BUILT`: its weights, its model, its graphs, as the work's object: :data:`_FOR_WHERE`) nor in a rehearsal of the work (:data:`REHEARSAL_WORDS`: a
-    warm-up, a profiling or dummy run)."""
+    (:data:`_BUILT`: its weights, its model, its graphs, as the work's object: :data:`_FOR_WHERE`) nor in a
+    rehearsal of the work (:data:`REHEARSAL_WORDS`: a warm-up, a profiling or dummy run)."""
     for m in _FAILED_WHILE.finditer(text):
         verb = m["verb"].lower()
         working = verb in WORKING_VERBS or (m["when"] is not None and verb in SERVING_STEPS)
@@ -765,4 +765,3 @@ def short_for_stage(text: str) -> Stage | None:
     """``kv_cache`` where the failure's line says the memory it lacked was for the KV cache (:data:`SHORT_FOR_KV`),
     else None."""
     return "kv_cache" if "emory" in text and SHORT_FOR_KV.search(text) else None
-
