@@ -75,6 +75,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -83,12 +84,14 @@ from typing import Any, Literal
 from vllm_hpu_mm.logs.doctor.phases import (
     MODEL_RUNS,
     TGI_WARMUP,
+    WORK_ITEM,
     frame_meaning,
     generic_frame,
     logger_stage,
     named_stage,
     pipeline_step_stage,
     run_refused_stage,
+    short_for_stage,
     traceback_stage,
     work_item_stage,
 )
@@ -450,6 +453,24 @@ def _before_phase_line(f: Failure, hint: tuple[Stage, int] | None) -> tuple[Stag
     return hint
 
 
+def _working_while_starting(f: Failure) -> bool:
+    """Whether the failure's words that it failed working over an input (:func:`.phases.failed_working`, no work item
+    named by its id) come while the last phase line before it says start-up or the warm-up is under way: as with a
+    serving frame there (:func:`_before_phase_line`), the phase line is the failure's. exo loads a shard's weights on
+    its first tensor and reports a failure in either as "Error processing tensor for shard ..." (exo-explore/exo #140:
+    under tinygrad's weight bar at 85%, start-up; #101: after "loaded weights in 4041.00 ms", serving). Only a
+    counted phase line partway (``249/292``) says the phase is still under way: a line that merely opened it
+    ("loading in lowvram mode", Fooocus #700, then "Ran out of memory when regular VAE decoding") says nothing of it
+    still running."""
+    if f.phase is None or f.phase[0] not in ("startup", "graph_capture") or WORK_ITEM.search(f.text):
+        return False
+    return any(int(i) < int(n) for i, n in _COUNT.findall(f.phase[2]))
+
+
+#: A counted phase line's count: ``249/292``.
+_COUNT = re.compile(r"\b(\d+)/(\d+)\b")
+
+
 def _source(source: Source, f: Failure, hint: tuple[Stage, int] | None, rules: Rules,
             writer: LogSource) -> tuple[Stage, int] | None:  # fmt: skip
     if source == "frames":
@@ -459,7 +480,9 @@ def _source(source: Source, f: Failure, hint: tuple[Stage, int] | None, rules: R
             # no runtime's own wording: the work item the failure's line names, in any program, or the step of an
             # app's pipeline it reports failed after it, or its report (on the failure's line or after it) that it
             # could not run the model on its input (AHEAD lines)
-            item = work_item_stage(f.text)
+            item = work_item_stage(f.text) or short_for_stage(f.text)
+            if item == "runtime" and _working_while_starting(f):
+                item = None
             if item is not None:
                 return item, f.line
             for k, text in f.window:

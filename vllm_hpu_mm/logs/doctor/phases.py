@@ -59,6 +59,7 @@ __all__ = [
     "named_stage",
     "pipeline_step_stage",
     "run_refused_stage",
+    "short_for_stage",
     "traceback_stage",
     "work_item_stage",
 ]
@@ -723,19 +724,44 @@ _BUILT = frozenset(("weight", "weights", "checkpoint", "checkpoints", "model", "
 #: Of those, what runs the work when it is named before it ("error during model inference", "engine decode"): the
 #: program itself answering, not a part of it being built ("during weights streaming").
 _RUNNER = frozenset(("model", "models", "engine"))
+#: Where the work's object ends and what it was done for or on begins: "Error processing tensor for shard Shard(...)"
+#: (exo's node running the layers it holds, its ``Shard``, on the tensor the previous node sent: exo-explore/exo #101,
+#: after "loaded weights in 4041.00 ms") processes a tensor, an input; the shard is where, not what. Only the object
+#: can make the work a build (:data:`_BUILT`): "Error processing weights for layer 3" still builds. ("of" is left
+#: out: "a chunk of weights" is the weights.)
+_FOR_WHERE = re.compile(r"\b(?:for|on|in|at|with|by)\b", re.IGNORECASE)
 
 
 def failed_working(text: str) -> bool:
     """Whether the failure's own line says it failed while the program worked over its inputs
     (:data:`WORKING_VERBS`: processing a batch, generating, transcribing; after "while", "when" or "during", a step
     of answering a request, :data:`SERVING_STEPS`: prefill, chat streaming), and not on a part of the program itself
-    (:data:`_BUILT`: its weights, its model, its graphs) nor in a rehearsal of the work (:data:`REHEARSAL_WORDS`: a
-    warm-up, a profiling or dummy run)."""
+    (:data:`_BUILT`: its weights, its model, its graphs, as the work's object: :data:`_FOR_WHERE`) nor in a
+    rehearsal of the work (:data:`REHEARSAL_WORDS`: a warm-up, a profiling or dummy run)."""
     for m in _FAILED_WHILE.finditer(text):
         verb = m["verb"].lower()
         working = verb in WORKING_VERBS or (m["when"] is not None and verb in SERVING_STEPS)
         between = {w.lower() for w in _WORD.findall(m["between"] or "")} - _RUNNER
         what = {w.lower() for w in _WORD.findall(m["what"])}
-        if working and not (between | what) & (_BUILT | STARTING_WORDS | REHEARSAL_WORDS):
+        obj = {w.lower() for w in _WORD.findall(_FOR_WHERE.split(m["what"], 1)[0])}
+        if working and not (between | obj) & _BUILT and not (between | what) & (STARTING_WORDS | REHEARSAL_WORDS):
             return True
     return False
+
+
+#: A failure's line that says what the memory it lacked was for: the KV cache ("Not enough memory for KV cache, try
+#: reducing --num-pages": FlashML-org/FreeToken-Web #2, an engine whose cache is a number of pages it allocates at
+#: start; "insufficient memory left for the KV cache"). Sizing the cache is the KV cache's phase in any engine. A cache
+#: that is full while serving says so in other words ("no free space in the KV cache", "KV cache pool is full"), and a
+#: store that failed and goes on ("Failed to allocate memory for the KV cache", LMCache) is no refusal of memory.
+SHORT_FOR_KV = re.compile(
+    r"\b(?:not enough|insufficient|no|too little)\s+(?:free\s+|available\s+|device\s+|gpu\s+)?memory\s+"
+    r"(?:left\s+|available\s+)?(?:for|to (?:allocate|hold|fit))\s+(?:the\s+)?(?:paged\s+)?kv[\s_-]?cache\b",
+    re.IGNORECASE,
+)
+
+
+def short_for_stage(text: str) -> Stage | None:
+    """``kv_cache`` where the failure's line says the memory it lacked was for the KV cache (:data:`SHORT_FOR_KV`),
+    else None."""
+    return "kv_cache" if "emory" in text and SHORT_FOR_KV.search(text) else None
