@@ -246,7 +246,10 @@ class LogFeatures:
 
 #: Substrings one of which every frame line or the line a frame's source continues on holds (a cheap first check):
 #: Python's ``File "..."``, a notebook's ``---->`` arrow, a frame written bare as ``<path>.py:<line>, in <func>``.
-_FRAME_WORDS = ("File", "-->", ".py:")
+_FRAME_WORDS = ("File", "-->")
+#: A frame written bare (``path.py:N, in func``): vLLM's own record prefix ``[engine.py:123]`` also holds ``.py:``, so
+#: the substring alone would send every line of a vLLM log through the frame reader.
+_BARE_FRAME = re.compile(r"\.py:\d+,? in ")
 
 
 class _FrameReader:
@@ -258,7 +261,12 @@ class _FrameReader:
         self.after_frame = False
 
     def read(self, k: int, text: str) -> list[Frame]:
-        if self.partial is None and not self.after_frame and not any(map(text.__contains__, _FRAME_WORDS)):
+        if (
+            self.partial is None
+            and not self.after_frame
+            and not any(map(text.__contains__, _FRAME_WORDS))
+            and not (".py:" in text and _BARE_FRAME.search(text))
+        ):
             return []  # most lines of a log: no frame and no source line of one
         found = frames_in(text)
         if not found and self.partial is not None:
