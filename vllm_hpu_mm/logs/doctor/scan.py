@@ -245,10 +245,10 @@ class LogFeatures:
 
 
 #: Substrings one of which every frame line or the line a frame's source continues on holds (a cheap first check):
-#: Python's ``File "..."``, a notebook's ``---->`` arrow, a frame written bare as ``<path>.py:<line>, in <func>``.
+#: Python's ``File "..."``, a notebook's ``---->`` arrow. A frame written bare is screened by :data:`_BARE_FRAME`.
 _FRAME_WORDS = ("File", "-->")
-#: A frame written bare (``path.py:N, in func``): vLLM's own record prefix ``[engine.py:123]`` also holds ``.py:``, so
-#: the substring alone would send every line of a vLLM log through the frame reader.
+#: A frame written bare (``<path>.py:<line>, in <func>``): vLLM's own record prefix ``[engine.py:123]`` also holds
+#: ``.py:``, so that substring alone would send every line of a vLLM log through the frame reader.
 _BARE_FRAME = re.compile(r"\.py:\d+,? in ")
 
 
