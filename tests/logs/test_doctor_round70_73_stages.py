@@ -51,3 +51,13 @@ def test_work_on_an_input_under_a_weight_bar_partway_is_the_load() -> None:
     d = diagnose_lines([bar, "Error processing tensor for shard Shard(model_id='m', start_layer=0, end_layer=31, "
                              "n_layers=32): CUDA Error 2, out of memory"])  # fmt: skip
     assert (d.oom, d.stage) == (True, "startup")
+
+
+def test_a_date_on_the_phase_line_is_no_count_partway() -> None:
+    # "11/30" of a date is no bar at 11 of 30: the load line opened the phase, the failure names a request's work
+    date = "11/30/2026 10:00:01 Loading weights for org/Some-Model-7B"
+    lines = [date, "loaded weights in 2500.00 ms", "Error processing tensor for shard Shard(model_id='m', "
+             "start_layer=0, end_layer=31, n_layers=32): CUDA Error 2, out of memory"]  # fmt: skip
+    assert diagnose_lines(lines).stage == "runtime"
+    assert diagnose_lines([date, lines[2]]).stage == diagnose_lines(["Loading weights for org/Some-Model-7B",
+                                                                     lines[2]]).stage  # fmt: skip

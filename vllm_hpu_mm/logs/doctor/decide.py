@@ -467,8 +467,9 @@ def _working_while_starting(f: Failure) -> bool:
     return any(int(i) < int(n) for i, n in _COUNT.findall(f.phase[2]))
 
 
-#: A counted phase line's count: ``249/292``.
-_COUNT = re.compile(r"\b(\d+)/(\d+)\b")
+#: A counted phase line's count: ``249/292``. Not a part of a date (``11/30/2026``, ``2026/11/30``): a slash or a
+#: digit on either side makes it one.
+_COUNT = re.compile(r"(?<![\d/])(\d+)/(\d+)(?![\d/])")
 
 
 def _source(source: Source, f: Failure, hint: tuple[Stage, int] | None, rules: Rules,
