@@ -92,7 +92,7 @@ CASES = {
     "deepspeed-mii": (
         ['  File "/usr/lib/python3.10/site-packages/mii/pipeline.py", line 30, in pipeline',
          "    inference_engine = build_hf_engine(", OOM],
-        "DeepSpeed-MII", "unknown", "",
+        "DeepSpeed-MII", "startup", "",  # mii.pipeline() builds its engine (load_model -> build_hf_engine)
     ),
     "aphrodite kv refusal": (
         ["INFO 01-02 10:00:00 aphrodite_engine.py:150] Initializing the Aphrodite Engine with config: model='m'",

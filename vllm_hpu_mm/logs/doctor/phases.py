@@ -398,16 +398,37 @@ def _constructed(path: str, func: str) -> bool:
     return not path and func[:1].isupper() and any(c.islower() for c in func)
 
 
-def named_stage(frames: Iterable[tuple[str, str]], elided: bool = False) -> tuple[Stage, int] | None:
+def _builds_model(path: str, func: str, logged: bool) -> bool:
+    """Whether the frame builds a model, or a pipeline of models, from a reference to it (a hub name, a preset, a
+    folder): a ``from_`` factory (``from_pretrained``, ``from_preset``, ``from_single_file``, ``from_config``,
+    ``from_dir``); transformers' ``pipeline(task, model=...)``, which loads the model it is given
+    (transformers/pipelines/__init__.py ``def pipeline``); a pipeline's class made on a source line
+    (``openvino_genai.Text2ImagePipeline(model_dir, device)``), which loads its models when it is made. Read on the
+    function's own name: calling what was built (``pipe(prompt)``, a pipeline's ``__call__`` in a module named
+    ``pipeline.py``) runs it. A ``logged`` name (a logger's module, the function that logged) is no call: a module or a
+    function named for a pipeline holds the code that runs it as well as the code that builds it."""
+    own = func.rsplit(".", 1)[-1]
+    if own.startswith("from_"):
+        return True
+    if logged:
+        return False
+    return own == "pipeline" or (_constructed(path, func) and "." not in func and func.endswith("Pipeline"))
+
+
+def named_stage(
+    frames: Iterable[tuple[str, str]], elided: bool = False, logged: bool = False
+) -> tuple[Stage, int] | None:
     """The stage the words of a traceback's function names give, read from the outermost frame that has one (what
-    the program was doing at the top: a request's generate that compiles a new shape deep inside is serving, a
-    ``from_dir`` that allocates a session's buffers is start-up, a thread's ``forward_thread_func`` that runs batch
+    the program was doing at the top: a request's generate that compiles a new shape deep inside is serving, a call
+    that builds a model (:func:`_builds_model`: a ``from_dir`` that allocates a session's buffers, a ``pipeline(...)``)
+    is start-up, a thread's ``forward_thread_func`` that runs batch
     after batch is serving; a trainer's whole-named loop, :data:`TRAINING_LOOPS`, too; a worker's or a loop's body,
     named for no work, that runs a forward pass, a batch or a request it was sent, :data:`DISPATCH_WORDS`), and its
     index; None when no name says. An evaluation or a benchmark
     (:data:`EVALUATING_WORDS`) is serving unless a frame inside it names start-up. A called object's frame is read by
     its class or module (:func:`_called_name`). Only for frames the phase table does not place
-    (:func:`traceback_stage` first): a weaker reading than a runtime's own functions.
+    (:func:`traceback_stage` first): a weaker reading than a runtime's own functions. ``logged``: the names are a
+    logger's (:func:`logger_stage`), not calls.
 
     Where the excerpt left out the frames below the last one shown (``elided``), a set-up name
     (:data:`SETUP_WORDS`) says nothing, as the phase table's scopes above an elision do: the frames left out would say
@@ -419,11 +440,15 @@ def named_stage(frames: Iterable[tuple[str, str]], elided: bool = False) -> tupl
         name = func.rsplit(".", 1)[-1]
         if name.startswith("__"):
             name = _called_name(path, func)
-        if not name or _constructed(path, func) or generic_frame(path, func) or frame_meaning(path, func) is not None:
+        if not name or generic_frame(path, func) or frame_meaning(path, func) is not None:
             continue  # the table's frames are the table's to read (a scope it set aside says nothing here)
+        if _builds_model(path, func, logged):
+            return "startup", k
+        if _constructed(path, func):
+            continue  # an object made, named for what it is (a pipeline's class is read above)
         ordered = [w.lower() for w in _WORD.findall(name)]
         words = set(ordered)
-        if name.startswith("from_") or words & (STARTING_WORDS - SETUP_WORDS):
+        if words & (STARTING_WORDS - SETUP_WORDS):
             return "startup", k
         if words & SETUP_WORDS:
             if elided:
@@ -476,7 +501,7 @@ def logger_stage(text: str) -> Stage | None:
     parts = [("", part) for part in (m["piped"] or m["dashed"] or m["module"]).split(".")]
     if m["function"] is not None:
         parts.append(("", m["function"]))  # loguru's record names the function too: the innermost frame
-    hit = traceback_stage(parts) or named_stage(parts)
+    hit = traceback_stage(parts) or named_stage(parts, logged=True)
     return None if hit is None else hit[0]
 
 

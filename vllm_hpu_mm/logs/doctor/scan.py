@@ -1274,16 +1274,42 @@ SOURCE_STATEMENT = re.compile(
 )
 
 
+#: How many blank lines may stand between the statement an excerpt quotes and the error it raised: an issue's author
+#: sets the code they ran apart from its output.
+STATEMENT_BLANKS = 3
+#: Marks an issue's author may put before an error line quoted under the code that raised it: a comment's sign (the
+#: error pasted as a comment under the call, "#XlaRuntimeError: RESOURCE_EXHAUSTED: ...",
+#: tests/data/logs/heldout_round71/other_keras_nlp_8358_gemma_tpu_resource_exhausted.log), a quote's, a list's, bold
+#: or inline code.
+ERROR_MARKUP = re.compile(r"^[#>*`\s]+")
+#: A statement whole on its line, as a user's own code shows it: its call closed, a statement's end or a comment after
+#: it (``pipe = openvino_genai.Text2ImagePipeline(args.model_dir, device) #``). Prose that opens with a call
+#: ("pipeline(...) fails with:") and a call left open over the lines below are not.
+WHOLE_STATEMENT = re.compile(r".*\)\s*;?\s*(?:#.*)?")
+
+
 def _quoted_statement(before: list[tuple[int, str]], text: str) -> tuple[int, str] | None:
-    """The source line right above a Python exception line ``text`` where an excerpt kept it without the frame line
-    above it (a traceback's last two lines: "self.weight = Parameter(torch.Tensor(...))", then
-    "torch.OutOfMemoryError: ...", ogx-ai/llama-stack-apps #86): the statement that raised it, which the traceback
-    prints right before its exception line. None where the line above is no statement or a logger's record."""
-    if not before or not EXCEPTION_LINE.match(strip_prefix(text).strip()):
+    """The statement an excerpt shows right above a Python exception line ``text``, without a frame line above it:
+    the call that raised it. A traceback's last two lines where an excerpt kept no more ("self.weight =
+    Parameter(torch.Tensor(...))", then "torch.OutOfMemoryError: ...", ogx-ai/llama-stack-apps #86: the traceback
+    prints the statement right before its exception line); or the code an issue's author ran, then its error, set
+    apart by blank lines (:data:`STATEMENT_BLANKS`) and maybe marked up (:data:`ERROR_MARKUP`): "generator =
+    pipeline('text-generation', model='gpt2',device=0)", a blank line, "RuntimeError: CUDA out of memory. ...",
+    tests/data/logs/heldout_round94/other_transformers_19947_pipeline_create_cuda_oom.log. Set apart, the statement
+    must be whole on its line (:data:`WHOLE_STATEMENT`): a user's own code, not prose. None where the line above is no
+    statement or a logger's record."""
+    if not before or not EXCEPTION_LINE.match(ERROR_MARKUP.sub("", strip_prefix(text).strip())):
         return None
-    k, line = before[-1]
+    blanks = 0
+    while blanks < len(before) and not before[-1 - blanks][1].strip():
+        blanks += 1
+    if blanks == len(before) or blanks > STATEMENT_BLANKS:
+        return None
+    k, line = before[-1 - blanks]
     body = line.strip()
     if strip_prefix(line).strip() != body or not SOURCE_STATEMENT.match(body):
+        return None
+    if blanks and not WHOLE_STATEMENT.fullmatch(body):
         return None
     return k, line
 
