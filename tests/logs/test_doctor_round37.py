@@ -111,7 +111,8 @@ NOT_REFUSED = [
     "is not enough KV cache space.",
     "update_slots : failed to find free space in the KV cache, retrying with smaller n_batch = 64",
     "[TRT] [W] Skipping tactic 3 due to insufficient memory on requested size of 33555480576",
-    "ggml_cuda_host_malloc: failed to allocate 1900.00 MiB of pinned memory: out of memory",
+    # (a pinned buffer refused for want of memory, alone, is a failure since round 96: test_doctor_round94_97_pinned.py)
+    "ggml_cuda_host_malloc: failed to allocate 1900.00 MiB of pinned memory: invalid argument",
     "UserWarning: not enough memory to cache the dataset; streaming it",
     "INFO: Not enough VRAM to load all layers, offloading 10 to CPU",
     # an allocator's bookkeeping (its free-block list full), a shared-memory queue waiting for its reader

@@ -72,6 +72,7 @@ __all__ = [
     "LINE_PREFIX",
     "LLAMA_SUMMARY",
     "LOAD_FAILED",
+    "LOAD_FINISHED",
     "LOAD_REPORT",
     "LOG_TIME",
     "MEDIA_ENCODING",
@@ -88,6 +89,7 @@ __all__ = [
     "NO_EXHAUSTION",
     "PHASE_MARKERS",
     "PHASE_TOTAL",
+    "PINNED_FALLBACK",
     "PROCESS_DEATH",
     "PROGRESS",
     "PYTHON_ERROR_TEXT",
@@ -636,10 +638,37 @@ FAILURE_MARK = re.compile(
 #: retrying with smaller n_batch"; TensorRT's builder "[W] ... Skipping tactic N due to insufficient memory"; a
 #: loader's "Not enough VRAM to load all requested layers ... skipping"), or pinned (page-locked) host memory refused,
 #: which a runtime replaces by pageable memory (ggml's CUDA backend: "ggml_cuda_host_malloc: failed to allocate N MiB
-#: of pinned memory: out of memory", ggml-cuda.cu, then a plain CPU buffer).
+#: of pinned memory: out of memory", ggml-cuda.cu, then a plain CPU buffer; where nothing after it says the load went
+#: on, that refusal is the run's failure all the same: :data:`PINNED_FALLBACK`).
 GOES_ON = re.compile(
     r"\bwarn\b|\w*warning\b|\[W\]|\blevel=warn|\bretry(?:ing)?\b|\bfall(?:ing|s)?\s?back\b|\bskipp(?:ing|ed)\b"
     r"|\binstead\b|\bpinned memory\b",
+    re.IGNORECASE,
+)
+#: Pinned (page-locked) host memory refused for want of memory, which the runtime then replaces by pageable memory:
+#: ggml's CUDA backend (and its ROCm build) logs "ggml_cuda_host_malloc: failed to allocate N MiB of pinned memory:
+#: out of memory" (the runtime's error string after the colon), and its host buffer type falls back to a plain CPU
+#: buffer (ggml/src/ggml-cuda/ggml-cuda.cu@00108827 ``ggml_cuda_host_malloc`` and
+#: ``ggml_backend_cuda_host_buffer_type_alloc_buffer``, "fallback to cpu buffer"). The line states no failure
+#: (:data:`GOES_ON`), but the host was short of memory as the buffer was made: the run's out-of-memory failure where
+#: nothing after it says the load finished or serving began (:meth:`vllm_hpu_mm.logs.doctor.scan.Scanner.feed`; the
+#: labels of record read ollama/ollama #5469's load, cut after it, so). A refusal for another reason ("pinned memory:
+#: invalid argument") is no shortage.
+PINNED_FALLBACK = re.compile(
+    r"\bfailed to allocate (?P<size>\d[\d.,]*\s*[KMGT]i?B) of (?:pinned|page-locked) memory: "
+    r"(?:out of memory|hipErrorOutOfMemory)\b",
+    re.IGNORECASE,
+)
+#: A program's own words that its model finished loading ("main: model loaded", llama.cpp's server; "Model loaded
+#: successfully"), or Ollama's request log answering a generation request with success (gin's logger, as its server
+#: prints each request when it is answered: "[GIN] 2024/07/10 - 16:29:30 | 200 | 12.5s | 127.0.0.1 | POST
+#: "/api/chat""; a request that loads a model is answered once the load is over), besides the phase lines of a later
+#: stage (:data:`PHASE_MARKERS`): what a fallback from a refused pinned buffer (:data:`PINNED_FALLBACK`) needs after it
+#: to stay no failure.
+LOAD_FINISHED = re.compile(
+    r"\b(?:model|weights)(?: was| were| has been| have been)? (?:successfully )?loaded\b"
+    r"|\b(?:finished|done) loading (?:the )?(?:model|weights)\b"
+    r"|\[GIN\][^|]*\|\s*(?:\S*\s)?200\b.*\bPOST\b.*/api/(?:chat|generate|embed|embeddings)\b",
     re.IGNORECASE,
 )
 #: An information or debug level: such a line states a failure only by naming its exception (a launcher relaying a

@@ -24,7 +24,14 @@ from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.logs.doctor.decide import Diagnosis
 from vllm_hpu_mm.logs.doctor.source import OTHER_DISPLAY, LogSource
 from vllm_hpu_mm.logs.numbers import GarbledNumber, number
-from vllm_hpu_mm.logs.patterns import DEVICE_OOM, FREE_ON_STARTUP, LOAD_FAILED, RESERVE_FAILED, SGLANG_POOL
+from vllm_hpu_mm.logs.patterns import (
+    DEVICE_OOM,
+    FREE_ON_STARTUP,
+    LOAD_FAILED,
+    PINNED_FALLBACK,
+    RESERVE_FAILED,
+    SGLANG_POOL,
+)
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.fixes import Fix
@@ -502,6 +509,9 @@ def _host(d: Diagnosis, vision: bool) -> list[Fix]:
     out = [Fix(f"the host ran out of memory{where}, not the accelerator: give the process more RAM (container "
                "limit, fewer other processes) or free memory for it")]  # fmt: skip
     ray = any(_RAY.search(line) for line in _texts(d))
+    pinned = next(filter(None, map(PINNED_FALLBACK.search, _texts(d))), None)
+    if pinned is not None:  # a buffer refused, no process killed: nothing for the kernel log to show
+        return [*out, _pinned_host(s, pinned["size"])]
     if not ray:  # a process the kernel killed leaves its reason in the kernel log, not in its own
         out.append(Fix("confirm it in the kernel log: `dmesg -T | grep -iE 'out of memory|killed process'` (or "
                        "`journalctl -k`) names the OOM killer's victim and its memory; in a container, a kill at the "
@@ -526,6 +536,32 @@ def _host(d: Diagnosis, vision: bool) -> list[Fix]:
         out.append(Fix("load with DeepSpeed (gaudi_spawn.py --use_deepspeed): each process then builds the model on "
                        "the meta device instead of holding all its weights in host memory"))  # fmt: skip
     return out
+
+
+#: Fewer of the weights in host memory, in the settings of the program that ran llama.cpp: Ollama's runner options
+#: (num_gpu, the layers sent to the GPU: api/types.go ``Runner``) and its server's limit on the models it keeps loaded
+#: at once (OLLAMA_MAX_LOADED_MODELS, envconfig/config.go), llama.cpp's own flag, and ggml's switch that skips pinned
+#: host buffers (GGML_CUDA_NO_PINNED, read by ggml-cuda.cu ``ggml_cuda_host_malloc``, which returns none then: the
+#: buffer is pageable from the start). Where the program is not named, the library's parameter.
+_FEWER_ON_HOST = {
+    "ollama": "send more layers to the GPU where it has room (num_gpu, in the model's Modelfile PARAMETER or the "
+    "request's options) or load a smaller quantization, and keep other models from holding host memory beside it "
+    "(OLLAMA_MAX_LOADED_MODELS=1)",
+    "llama.cpp": "offload more layers to the GPU where it has room (--n-gpu-layers) or load a smaller quantization; "
+    "GGML_CUDA_NO_PINNED=1 has ggml make the host buffer pageable from the start",
+}
+_FEWER_ON_HOST_LIBRARY = ("offload more layers to the GPU where it has room (the library's n_gpu_layers, under the "
+                          "running program's own name for it) or load a smaller quantization")  # fmt: skip
+
+
+def _pinned_host(s: LogSource, size: str) -> Fix:
+    """The advice for a refused pinned host buffer the log shows nothing going on after
+    (:data:`~vllm_hpu_mm.logs.patterns.PINNED_FALLBACK`): the host had no room for what the runtime keeps on it, and
+    the line is the runtime's, not the kernel's (no OOM-killer record to confirm it by)."""
+    fewer = _FEWER_ON_HOST_LIBRARY if s.library_only else _FEWER_ON_HOST.get(s.name, _FEWER_ON_HOST_LIBRARY)
+    return Fix(f"the runtime could not pin (page-lock) {size} of host memory for a buffer it keeps on the host, and "
+               "nothing after it says the load went on with pageable memory (a buffer refused, not a process "
+               f"killed: the kernel log need not show it): keep less of the model in host memory: {fewer}")  # fmt: skip
 
 
 def recommend(

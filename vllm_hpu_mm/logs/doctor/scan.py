@@ -3,7 +3,9 @@
 The pass splits the log into runs (a server started again in the same log: its banner after the previous run failed,
 finished starting or died) and keeps, for the latest run that shows a failure, what :mod:`.decide` reads:
 
-- the first out-of-memory line (device or host) with the traceback around it and the frames it names;
+- the first out-of-memory line (device or host) with the traceback around it and the frames it names; where the run
+  shows none, a refusal of pinned host memory the runtime fell back from, if nothing after it says the load finished
+  or serving began;
 - vLLM's or TGI's KV-cache refusal;
 - the last phase line before the failure (weights loaded, KV cache sized, capture started, serving);
 - an error of another kind the run shows: a traceback's message printed without its class, a failed check, a
@@ -69,6 +71,7 @@ from vllm_hpu_mm.logs.patterns import (
     LINE_PREFIX,
     LLAMA_SUMMARY,
     LOAD_FAILED,
+    LOAD_FINISHED,
     LOAD_REPORT,
     LOADER_BUFFER_SUMMARY,
     MEDIA_ENCODING,
@@ -83,6 +86,7 @@ from vllm_hpu_mm.logs.patterns import (
     NEGATIVE_KV,
     NO_EXHAUSTION,
     PHASE_MARKERS,
+    PINNED_FALLBACK,
     PROCESS_DEATH,
     PROGRESS,
     PYTHON_ERROR_TEXT,
@@ -347,6 +351,13 @@ class _Run:
         self.report: tuple[int, str] | None = None
         self.figures: dict[frozenset[str], list[int | None]] = {}
         self.reported: tuple[int, str] | None = None
+        #: A refusal of pinned host memory the runtime fell back from
+        #: (:data:`~vllm_hpu_mm.logs.patterns.PINNED_FALLBACK`), held as :attr:`pending` would hold it, with the lines
+        #: after it: the run's failure only if nothing after it says the load finished or serving began
+        #: (:meth:`Scanner._fallback_failed`); and the last line that said so (-1: none).
+        self.fallback: _Held | None = None
+        self.fallback_after: list[tuple[int, str]] = []
+        self.went_on = -1
 
     @property
     def has_begun(self) -> bool:
@@ -416,6 +427,19 @@ class Scanner:
             self._load_report(run, k, text)
         if run.failure is None and run.pending is None and kind is not None:
             run.pending = self._held(run, k, text, kind)
+        self._pinned_fallback(run, k, text, kind)
+
+    def _pinned_fallback(self, run: _Run, k: int, text: str, kind: Memory | None) -> None:
+        """Hold the first refusal of pinned host memory the runtime fell back from
+        (:data:`~vllm_hpu_mm.logs.patterns.PINNED_FALLBACK`) while the run shows no failure, and note each later line
+        that says the load finished (:data:`~vllm_hpu_mm.logs.patterns.LOAD_FINISHED`; a phase line of a later stage is
+        noted by :meth:`_phase_lines`)."""
+        if run.fallback is None:
+            unfailed = kind is None and run.failure is None and run.pending is None
+            if unfailed and "emory" in text and PINNED_FALLBACK.search(text):
+                run.fallback = self._held(run, k, text, "host")
+        elif ("oaded" in text or "[GIN]" in text) and LOAD_FINISHED.search(text):
+            run.went_on = k
 
     def _held(self, run: _Run, k: int, text: str, memory: Memory) -> _Held:
         """The failure line ``text`` held with what the run shows at it (:data:`_Held`)."""
@@ -512,6 +536,8 @@ class Scanner:
     # --- per line -------------------------------------------------------------------------------------------
 
     def _collect_after(self, run: _Run, k: int, text: str) -> None:
+        if run.fallback is not None and len(run.fallback_after) < AHEAD:
+            run.fallback_after.append((k, text))
         if run.pending is not None:
             run.after.append((k, text))
             if len(run.after) >= AHEAD:
@@ -549,6 +575,8 @@ class Scanner:
             run.phase = (named, k, text)
             if named == "runtime":
                 run.completed_at = k
+            if named != "startup":
+                run.went_on = k  # the load got past start-up
 
     def _traceback_lines(self, run: _Run, k: int, text: str) -> None:
         tb = run.tb
@@ -669,8 +697,21 @@ class Scanner:
         if open_tb is not None and run.raised is not None and _reprinted(open_tb, run.raised):
             # the same failure printed again (another rank, the process's own handler), cut: it ended in that error
             open_tb, error = None, error or run.raised[:2]
+        if run.kv is None and open_tb is None and error is None and self._fallback_failed(run):
+            run.pending, run.after, run.fallback = run.fallback, run.fallback_after, None
+            self._settle(run)
         return RunFeatures(run.failure, run.kv, open_tb, run.progress, run.phase, run.warmup, run.completed_at,
                            run.end, run.gaudi, run.kv_fit, max(run.ooms.values(), default=0), error)  # fmt: skip
+
+    @staticmethod
+    def _fallback_failed(run: _Run) -> bool:
+        """Whether the run's refusal of pinned host memory (:attr:`_Run.fallback`) is its out-of-memory failure: the
+        run shows no other failure, and no line after the refusal says the load finished or serving began (a phase line
+        of a stage after start-up, a program's words that its model loaded, a request it answered). The runtime went
+        on with pageable memory, but an excerpt that shows nothing of it going on shows the host short of memory as the
+        model loaded and no healthy run, which a ``none`` needs (as the labels are given: ollama/ollama #5469's labels
+        of record, held-out round 96, read such a load so)."""
+        return run.fallback is not None and run.failure is None and run.went_on < run.fallback[0]
 
     def _new_run(self, k: int) -> None:
         features = self._features(self.run)
