@@ -87,6 +87,7 @@ __all__ = [
     "NATIVE_STARTUP",
     "NEGATIVE_KV",
     "NO_EXHAUSTION",
+    "OWN_STOP",
     "PHASE_MARKERS",
     "PHASE_TOTAL",
     "PINNED_FALLBACK",
@@ -177,9 +178,14 @@ NEGATIVE_KV = re.compile(
 #: shutdown with signal 9" (and its download process's), from the child's exit status
 #: (huggingface/text-generation-inference launcher/src/main.rs ``shard_manager``, ``exit_status.signal()``); "killed
 #: by signal 9", "terminated by signal 9" in other launchers' words. Only a process that got it: a launcher that sends
-#: it ("sending signal 9") is left out by the verb.
+#: it ("sending signal 9") is left out by the verb. A Go program says it of the child it waited for in Go's words:
+#: os/exec's error is the child's ProcessState, "signal: " and the signal's name (golang/go src/os/exec_posix.go
+#: @e9d2fe8d ``ProcessState.String``), SIGKILL's name "killed" (src/syscall/zerrors_linux_amd64.go@a60b4bf3
+#: ``signals``): Ollama's runner, "llama runner process has terminated: signal: killed". Ollama kills its own runner
+#: with the same signal when it stops it: :data:`FATAL_SHUTDOWN` and :data:`OWN_STOP` tell those kills apart.
 BARE_KILL = re.compile(
     r"\bexit(?:ed with)? ?code:? ?(?:-9|137)\b|exitcode=-9|(?<![Ss]ending )(?<!send )\bSIGKILL\b"
+    r"|\bsignal: killed\b"
     r"|\b(?:signall?ed|killed|terminated)\b[^.;]{0,40}?\b(?:with|by) signal:? ?9\b"
     r"|^\s*[Kk]illed\s*$|\d+ Killed\s+\S|^\s*\[\d+\][-+]?\s+Killed\s+\S|\]Killed\s*$"
     r"|\bzsh: killed\s+\S|^\s*\[\d+\]\s+[-+]?\s*\d+ killed\s+\S"
@@ -195,14 +201,26 @@ BARE_KILL = re.compile(
 #: _wait_and_warmup -> kill_process_tree(os.getpid())); a scheduler or detokenizer that "hit an exception" sends its
 #: parent SIGQUIT (python/sglang/srt/managers/scheduler.py@d51c1c21 run_scheduler_process), whose handler logs
 #: "Received sigquit from a child process. It usually means the child failed." and kills the tree
-#: (python/sglang/srt/entrypoints/engine.py@18bfdd16 sigquit_handler).
+#: (python/sglang/srt/entrypoints/engine.py@18bfdd16 sigquit_handler). Ollama stops a runner that did not answer
+#: within its start-up time: "error starting llama runner: timed out waiting for llama runner to start", then its
+#: Close cancels the runner's context, which os/exec answers with SIGKILL (ollama/ollama llm/llama.go@4e8be787
+#: ``newLlama``, ``waitForServer``, ``Close``; exec.CommandContext), and the runner's exit is logged as "signal:
+#: killed" (tests/data/logs/heldout_round96/ollama_1197_runner_start_timeout_killed.log, labelled none).
 FATAL_SHUTDOWN = re.compile(
     r"fatal signal from worker|died unexpectedly, shutting down|Engine core initialization failed"
     r"|encountered a fatal error|fatal error.{0,40}shutting down"
     r"|Initialization failed\. warmup error|Received sigquit from a child process"
-    r"|\b(?:Scheduler|\w*Manager) hit an exception",
+    r"|\b(?:Scheduler|\w*Manager) hit an exception|timed out waiting for (?:the )?llama runner to start",
     re.IGNORECASE,
 )
+#: The program's report, right after a bare kill (:data:`BARE_KILL`), that it stopped that process itself: Ollama's
+#: Close cancels its runner's context (SIGKILL, as os/exec kills on a canceled context), waits for the runner's exit,
+#: whose "signal: killed" its reaper logs first, and then logs "llama runner stopped successfully" (ollama/ollama
+#: llm/llama.go@4e8be787 ``Close``), as when it unloads a runner idle past its keep-alive
+#: (tests/data/logs/heldout_round65/ollama_34_embedding_runner_killed.log, labelled none). Close also runs after a
+#: request whose runner died under it (``Predict``'s "unexpected EOF"), so the same two lines may follow another's
+#: kill; the labels read the stop as Ollama's own, the cause the excerpt shows.
+OWN_STOP = re.compile(r"\bllama runner stopped successfully\b")
 #: An exception that reports another process's death, not a failure of the program's own (PyTorch's DataLoader:
 #: "DataLoader worker (pid 123) is killed by signal: Killed.", "exited unexpectedly"; torchrun's ChildFailedError,
 #: whose report names the child's exit code and signal): a kill after it may be the OOM killer's, so such an error

@@ -85,6 +85,7 @@ from vllm_hpu_mm.logs.patterns import (
     NATIVE_STARTUP,
     NEGATIVE_KV,
     NO_EXHAUSTION,
+    OWN_STOP,
     PHASE_MARKERS,
     PINNED_FALLBACK,
     PROCESS_DEATH,
@@ -518,8 +519,8 @@ class Scanner:
         program's own shutdown after a failure of another kind: announced in the few lines before it
         (:data:`~vllm_hpu_mm.logs.patterns.FATAL_SHUTDOWN`), or an uncaught error just raised
         (:meth:`_raised_just_before`). The program killed itself, the OOM killer did not."""
-        if HOST_OOM.search(BARE_KILL.sub("", text)):
-            return False  # the line names the host's memory as well (the kernel's "Out of memory: Killed process")
+        if not _bare_kill(text):
+            return False
         before = list(self.recent)[-SHUTDOWN_BACK - 1 : -1]
         return any(FATAL_SHUTDOWN.search(line) for _, line in before) or self._raised_just_before()
 
@@ -654,6 +655,9 @@ class Scanner:
         """Turn the pending failure into a :class:`Failure` once the lines after it are in."""
         assert run.pending is not None
         k, text, memory, before, phase, warmup, gap = run.pending
+        if _stopped_by_program(text, run.after):
+            run.pending, run.after = None, []  # the program stopped the process itself, the OOM killer did not
+            return
         above = _traceback_window(before)
         statement = None if above else _quoted_statement(before, text)
         window = [*([statement] if statement else above), (k, text), *run.after]
@@ -1063,11 +1067,19 @@ def _indented_under(previous: str, text: str) -> bool:
     return stripped.endswith(":")
 
 
+#: A record that opens with its time as a key and value, as Go's log/slog text handler writes every record
+#: (``time=2025-03-12T12:14:22.015Z level=ERROR source=sched.go:456 msg=...``: golang/go src/log/slog/handler.go
+#: @837c59e3 ``commonHandler.handle`` writes ``TimeKey``, "time", first; Ollama logs so): a record of its own, never
+#: the line before it carried on, though it opens with a lower-case letter.
+KEYED_TIME = re.compile(r'^time="?\d{4}-\d\d-\d\d')
+
+
 def _wrapped(previous: str, text: str) -> bool:
     """Whether ``text`` continues ``previous``, one long record a terminal or issue tracker wrapped: the line before is
-    long and ``text`` starts mid-word (a lower-case letter or a closing bracket, no log prefix, no indentation), so
-    the words that open the record (Triton's "Failed to create instance: ...") are on the line before."""
-    mid_word = bool(text) and (text[0].islower() or text[0] in ")]>")
+    long and ``text`` starts mid-word (a lower-case letter or a closing bracket, no log prefix, no indentation, not a
+    record's own time key: :data:`KEYED_TIME`), so the words that open the record (Triton's "Failed to create
+    instance: ...") are on the line before."""
+    mid_word = bool(text) and (text[0].islower() or text[0] in ")]>") and not KEYED_TIME.match(text)
     return len(previous) >= 80 and not previous[-1:].isspace() and mid_word
 
 
@@ -1078,16 +1090,17 @@ WRAP_WIDTH, _RECORD_ENDS = 60, (".", "!", "?", ":", ";", ")", "]", "}", ",")
 
 def _continues(previous: str, text: str) -> bool:
     """Whether ``text`` may carry on the record ``previous`` began, wrapped: ``previous`` is as long as a wrapped line
-    and stops mid-sentence, and ``text`` opens with a word, with no log prefix, indentation or traceback line of its
-    own (a new record, a frame or a message under a traceback keep their lines apart). Indentation that ``previous``
-    has too is not ``text``'s own: an excerpt indented as a whole (pasted as an indented code block, quoted under a
-    reply) indents each wrapped line of a record alike ("    ValueError: Free memory on device cuda:0 (...) on startup
-    is less" / "    than desired GPU memory utilization (...)", tests/data/logs/heldout_round87/vllm_rocm_36720_free_
-    memory_on_startup.log), where a frame's source line or a message under a traceback is indented further."""
+    and stops mid-sentence, and ``text`` opens with a word, with no log prefix, time key (:data:`KEYED_TIME`),
+    indentation or traceback line of its own (a new record, a frame or a message under a traceback keep their lines
+    apart). Indentation that ``previous`` has too is not ``text``'s own: an excerpt indented as a whole (pasted as an
+    indented code block, quoted under a reply) indents each wrapped line of a record alike ("    ValueError: Free
+    memory on device cuda:0 (...) on startup is less" / "    than desired GPU memory utilization (...)",
+    tests/data/logs/heldout_round87/vllm_rocm_36720_free_memory_on_startup.log), where a frame's source line or a
+    message under a traceback is indented further."""
     body = previous.rstrip()
     indent = previous[: len(previous) - len(previous.lstrip())]
     rest = text[len(indent) :] if indent and text.startswith(indent) else text
-    if len(body) < WRAP_WIDTH or body.endswith(_RECORD_ENDS) or not rest[:1].isalpha():
+    if len(body) < WRAP_WIDTH or body.endswith(_RECORD_ENDS) or not rest[:1].isalpha() or KEYED_TIME.match(rest):
         return False
     return strip_prefix(rest) == rest and not rest.startswith(_TRACEBACK_WORDS) and not frames_in(rest)
 
@@ -1095,6 +1108,20 @@ def _continues(previous: str, text: str) -> bool:
 def _joined(record: str, line: str) -> str:
     """The record ``record`` began, carried on by ``line`` (:func:`_continues`), as one line."""
     return f"{record.rstrip()} {line.lstrip()}"
+
+
+def _bare_kill(text: str) -> bool:
+    """Whether ``text`` states a kill that names no cause (:data:`~vllm_hpu_mm.logs.patterns.BARE_KILL`) and nothing
+    else of the host's memory (the kernel's "Out of memory: Killed process" names its cause)."""
+    return bool(BARE_KILL.search(text)) and not HOST_OOM.search(BARE_KILL.sub("", text))
+
+
+def _stopped_by_program(text: str, after: list[tuple[int, str]]) -> bool:
+    """Whether ``text`` is a bare kill (:func:`_bare_kill`) whose next line that says anything is the program's
+    report that it stopped that process itself (:data:`~vllm_hpu_mm.logs.patterns.OWN_STOP`): the kill is read
+    from the lines before it by :meth:`Scanner._shutdown_kill`, this one from the line after it."""
+    following = next((line for _, line in after if line.strip()), "")
+    return bool(OWN_STOP.search(following)) and _bare_kill(text)
 
 
 #: How many lines a record wrapped by a terminal or an issue form is read over at most.
