@@ -102,3 +102,15 @@ def test_a_pinned_refusal_gets_host_advice_in_its_writers_own_settings() -> None
         assert said in advice, said
     assert "num_gpu" not in advice  # Ollama's option, not llama.cpp's
     assert not _VLLM_FLAGS.search(advice)
+
+
+def test_a_failure_of_another_kind_after_the_refusal_is_that_ones() -> None:
+    # the load then failed on something else: the run's failure is that error, not the pinned buffer it fell back from
+    for error in ("llama_model_load: error loading model: missing tensor 'blk.0.attn_q.weight'",
+                  'time=2024-07-10T16:29:18.001-05:00 level=ERROR source=sched.go:443 msg="error loading llama '
+                  'server" error="llama runner process has terminated: exit status 2"'):  # fmt: skip
+        d = diagnose_lines([*LOADING, _OLLAMA + error])
+        assert not d.oom, error
+    # a warning after it (Ollama's VRAM not recovered) says nothing of another failure: the refusal stands
+    warned = _OLLAMA + 'level=WARN source=sched.go:575 msg="gpu VRAM usage didn\'t recover within timeout"'
+    assert diagnose_lines([*LOADING, warned]).stage == "startup"

@@ -441,6 +441,8 @@ class Scanner:
                 run.fallback = self._held(run, k, text, "host")
         elif ("oaded" in text or "[GIN]" in text) and LOAD_FINISHED.search(text):
             run.went_on = k
+        elif FAILURE_MARK.search(text) and not _names_memory(text) and not _going_on(text):
+            run.went_on = k  # a failure of another kind after it ("error loading model: missing tensor"): that one's
 
     def _held(self, run: _Run, k: int, text: str, memory: Memory) -> _Held:
         """The failure line ``text`` held with what the run shows at it (:data:`_Held`)."""
