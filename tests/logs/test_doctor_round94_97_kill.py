@@ -112,3 +112,13 @@ def test_a_kill_that_names_memory_is_the_oom_killers_though_ollama_reports_the_r
         _verdict([_OLD_REAPER.format("signal: killed"), "[GIN] 2023/11/19 - 12:07:14 | 500 | POST", _STOPPED])[0]
         == "unknown"
     )
+
+
+def test_a_kill_right_after_a_failure_of_another_kind_is_the_programs_own() -> None:
+    # Ollama stops the runner once a request was canceled: the excerpt shows that cause, so the kill is no OOM
+    canceled = ('2023/12/28 07:43:12 routes.go:380: embedding generation failed: POST embedding: Post '
+                '"http://127.0.0.1:60641/embedding": context canceled')  # fmt: skip
+    assert _verdict([canceled, _OLD_REAPER.format("signal: killed")])[0] == "none"
+    # a warning or a report of memory before the kill is no such cause
+    warned = 'time=2025-06-27T14:42:08.465Z level=WARN source=gpu.go:434 msg="error looking up nvidia GPU memory"'
+    assert _verdict([warned, _TERMINATED.format("signal: killed")])[0] == "unknown"

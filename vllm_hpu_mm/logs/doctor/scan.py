@@ -524,7 +524,8 @@ class Scanner:
         if not _bare_kill(text):
             return False
         before = list(self.recent)[-SHUTDOWN_BACK - 1 : -1]
-        return any(FATAL_SHUTDOWN.search(line) for _, line in before) or self._raised_just_before()
+        return (any(FATAL_SHUTDOWN.search(line) or _failed_otherwise(line) for _, line in before)
+                or self._raised_just_before())  # fmt: skip
 
     def _raised_just_before(self) -> bool:
         """Whether a traceback ended in an error of another kind than memory in the few lines before this one. A
@@ -1110,6 +1111,14 @@ def _continues(previous: str, text: str) -> bool:
 def _joined(record: str, line: str) -> str:
     """The record ``record`` began, carried on by ``line`` (:func:`_continues`), as one line."""
     return f"{record.rstrip()} {line.lstrip()}"
+
+
+def _failed_otherwise(line: str) -> bool:
+    """Whether ``line`` is a record stating a failure of another kind than memory, at warning level or above, that is no
+    report of a process's death: a kill right after it ends what that failure began (Ollama stops its runner once a
+    request was canceled, "embedding generation failed: ... context canceled"), the cause the excerpt shows."""
+    return (bool(FAILURE_MARK.search(line)) and not _names_memory(line) and not _going_on(line)
+            and not PROCESS_DEATH.search(line))  # fmt: skip
 
 
 def _bare_kill(text: str) -> bool:
