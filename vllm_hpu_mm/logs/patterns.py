@@ -64,6 +64,7 @@ __all__ = [
     "HPU_TOTAL",
     "HPU_WEIGHTS",
     "INFO_LEVEL",
+    "KV_BUFFER_SUMMARY",
     "KV_CACHE_TOKENS",
     "KV_ESTIMATE",
     "KV_REFUSAL",
@@ -229,6 +230,23 @@ PROCESS_DEATH = re.compile(
     r"\bkilled\b|\bsignal\b|SIGKILL|ChildFailedError|exited unexpectedly|\bdied\b|exit ?code|terminated",
     re.IGNORECASE,
 )
+#: A Vulkan call's result reported by its number, as a runtime's check prints it: TVM's Vulkan runtime ("Check failed:
+#: (__e == VK_SUCCESS) is false: Vulkan Error, code=-2: VK_ERROR_OUT_OF_DEVICE_MEMORY", MLC-LLM's chat,
+#: mlc-ai/mlc-llm #263 and #974), "VkResult -2", "vkAllocateMemory returned -2". The number alone names the error
+#: (VkResult, KhronosGroup/Vulkan-Headers include/vulkan/vulkan_core.h@0007545e: VK_ERROR_OUT_OF_HOST_MEMORY = -1,
+#: VK_ERROR_OUT_OF_DEVICE_MEMORY = -2; -3 is a failed initialisation, -4 a lost device), so an excerpt that cuts the
+#: name after it ("code=-2: VK_ERROR_OUT") still says which memory ran out. Only a number said to be Vulkan's result
+#: ("Vulkan error", "VkResult", a ``vk*`` call's return): a program's own status next to the word Vulkan may be
+#: anything (an errno). Followed by the number: ``-1`` the host's (:data:`HOST_OOM`), ``-2`` the device's
+#: (:data:`DEVICE_OOM`).
+_VK_RESULT = (
+    r"(?i:\bVulkan\s+(?:error|result)\b\W{0,3}(?:(?:code|result|status)\b)?|\bVkResult\b(?:\s+(?:code|value|of))?"
+    r"|\bvk[A-Z]\w*(?:\(\))?\s+(?:returned|failed with|failed:)(?:\s+(?:code|result|error))?)\s*[=:(]?\s*"
+)
+#: The name of a Vulkan memory error that an excerpt cut at the line's end, once what is left can be no other error's:
+#: ``VK_ERROR_OUT_OF_DE...`` (``VK_ERROR_OUT_OF_DATE_KHR`` is a swapchain's), ``VK_ERROR_OUT_OF_H...``. A name cut
+#: before that (``VK_ERROR_OUT``) is also the start of the pool's and the swapchain's errors: only its number says.
+_VK_CUT = r"[A-Z_]*\s*(?:\.{3}|…)?\s*$"
 #: A loader's guard that stops a model's load before it starts because the memory the model would take is more than
 #: the system can spare: LM Studio's model loading guardrails ("Model loading was stopped due to insufficient system
 #: resources. Under the current settings, this model requires approximately N of memory, and continuing to load it
@@ -257,6 +275,8 @@ HOST_OOM = re.compile(
     r"|model requires more system memory"
     rf"|{_LOAD_GUARD}"  # a loader's guard (LM Studio's), before anything loads
     r"|_OUT_OF_HOST_MEMORY\b|OutOfHostMemory"  # Vulkan's, oneAPI's host-side error
+    # Vulkan's host-side error by its number, or its name cut (:data:`_VK_RESULT`, :data:`_VK_CUT`)
+    rf"|{_VK_RESULT}-1(?!\d)|\bVK_ERROR_OUT_OF_H{_VK_CUT}"
     r"|DefaultCPUAllocator: not enough memory"  # torch's CPU allocator (c10 alloc_cpu.cpp; "can't allocate" elsewhere)
     # ggml's host buffers: the CPU buffer type's aligned malloc returned nothing (ggml/src/ggml-backend.cpp@0054c013
     # ggml_backend_cpu_buffer_type_alloc_buffer "failed to allocate buffer of size N"; the CPU backend's extra types,
@@ -380,6 +400,8 @@ DEVICE_OOM = re.compile(
     # (ACL_ERROR_RT_MEMORY_ALLOCATION), TensorRT's allocator ("Requested amount of GPU memory (N bytes) could not be
     # allocated"; as a warning, ``[W]``, it is the engine builder skipping a tactic that needs more: no failure)
     r"|_OUT_OF_(?:DEVICE_)?MEMORY\b|OutOfDeviceMemory|\b[A-Z]+_STATUS_ALLOC_FAILED\b|cudaErrorMemoryAllocation"
+    # Vulkan's device-side error by its number, or its name cut (:data:`_VK_RESULT`, :data:`_VK_CUT`)
+    rf"|{_VK_RESULT}-2(?!\d)|\bVK_ERROR_OUT_OF_DE{_VK_CUT}"
     r"|rocblas_status_memory_error|ACL_ERROR_RT_MEMORY_ALLOCATION"
     # The "out of resources" result of oneAPI's Unified Runtime (UR_RESULT_ERROR_OUT_OF_RESOURCES = 40, "Out of
     # resources", intel/llvm unified-runtime/include/ur_api.h@0d430dfd), of SYCL's plugin interface before it
@@ -782,6 +804,18 @@ SGLANG_POOL = re.compile(
     # (python/sglang/srt/managers/router/model_rpc.py: "Prefill out of memory. This should nerver happen.")
     r"|\b(?:Prefill|Decode) out of memory\. This should ne\w*r happen"
 )
+#: llama.cpp's summary of the KV cache's buffer it could not make: the cache's constructor throws it when
+#: ggml_backend_alloc_ctx_tensors_from_buft returns no buffer (ggml-org/llama.cpp src/llama-kv-cache.cpp@3514e9f6
+#: ``llama_kv_cache::llama_kv_cache``: ``throw std::runtime_error("failed to allocate buffer for kv cache")``; older
+#: releases' ``llama_kv_cache_init`` logged the same words), and the context's creation reports it
+#: ("llama_init_from_model: failed to initialize the context: failed to allocate buffer for kv cache",
+#: src/llama-context.cpp@4c7103b9 ``llama_init_from_model``), as the programs built on llama.cpp relay it (LM Studio's
+#: "Failed to initialize the context: failed to allocate buffer for kv cache", lmstudio-ai/lmstudio-bug-tracker #1249).
+#: The buffer holds the whole cache, sized before any request: alone it states an out-of-memory failure of the KV
+#: cache, as the loader's summary does of the weights (both read by their own rule,
+#: :meth:`vllm_hpu_mm.logs.doctor.scan.Scanner.feed`; the backend's own line above it, where the log has one, is the
+#: failure's line and says which memory).
+KV_BUFFER_SUMMARY = re.compile(r"failed to allocate buffer for kv cache")
 #: Failure messages that name the phase they come from (the runtimes' own wording): MindIE's warm-up, which measures
 #: memory before the KV cache is sized, TGI's warm-up (``flash_causal_lm.py`` ``warmup``; why it is the warm-up's:
 #: :data:`vllm_hpu_mm.logs.doctor.phases.TGI_WARMUP`), vLLM's sampler warm-up after graph capture
@@ -842,7 +876,7 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     (
         "kv_cache",
         re.compile(
-            r"failed to allocate buffer for kv cache|\bllama_kv_cache_init\(\) failed"
+            rf"{KV_BUFFER_SUMMARY.pattern}|\bllama_kv_cache_init\(\) failed"
             r"|could not be created: KV cache"  # TensorRT-LLM's final KV cache (py_executor_creator.py)
         ),
     ),
@@ -1008,10 +1042,8 @@ LOADER_BUFFER_SUMMARY = re.compile(
 #: memory, as ggml's own refusal of such a buffer is (:data:`HOST_OOM`).
 HOST_BUFFER = re.compile(r"\ballocate (?:backend )?(?:CPU\w*|\w+_Host) buffer\b", re.IGNORECASE)
 #: llama.cpp's summaries of a buffer it could not make, for the weights (:data:`LOADER_BUFFER_SUMMARY`) or the KV cache
-#: ("failed to allocate buffer for kv cache", src/llama-kv-cache.cpp): the general rule (:data:`MEMORY_REFUSED`) leaves
-#: them be. The loader's summary is read by its own rule (:meth:`vllm_hpu_mm.logs.doctor.scan.Scanner.feed`); the KV
-#: cache's names only the stage of a failure the backend's own line above it states.
-LLAMA_SUMMARY = re.compile(rf"{LOADER_BUFFER_SUMMARY.pattern}|failed to allocate buffer for kv cache")
+#: (:data:`KV_BUFFER_SUMMARY`): the general rule (:data:`MEMORY_REFUSED`) leaves them to their own.
+LLAMA_SUMMARY = re.compile(rf"{LOADER_BUFFER_SUMMARY.pattern}|{KV_BUFFER_SUMMARY.pattern}")
 #: A line that stands for lines an excerpt left out (``...``, ``…``, ``[...]``, ``<snip>``, ``[... truncated ...]``),
 #: matched whole: what came before it is not known to be the last thing before what follows.
 ELISION = re.compile(

@@ -687,11 +687,20 @@ ASKED = re.compile(
     re.IGNORECASE,
 )
 _ASKING = ("enter ", "type ", "input ", "ask ")
+#: A chat program's prompt for its user's turn, the user's role as its chat template names it in angle brackets, with
+#: the turn typed after it, echoed on one line at the line's start (a Markdown emphasis or quote mark before it, as an
+#: issue posts it): MLC-LLM's chat CLI prints the template's first role and ": " and reads the line typed after it
+#: (mlc-ai/mlc-llm cpp/cli_main.cc@2909069b ``Chat``: ``chat->GetRole0() << ": "``, after the model's load and its
+#: system prompts), "<human>: Write a poem for San Francisco" with RedPajama's template (mlc-ai/mlc-llm #263); other
+#: templates' roles, "<user>", "<|user|>". The role with nothing typed after it is the program waiting, no turn yet.
+ROLE_TURN = re.compile(r"^[\s*_>`]{0,6}<\|?(?:human|user)\|?>\s*:\s*\S", re.IGNORECASE)
 
 
 def asked_stage(text: str) -> Stage | None:
     """``runtime`` where ``text`` is a program's prompt for its user's input with the input after it (:data:`ASKED`),
-    else None."""
+    or a chat program's user turn typed after the user's role (:data:`ROLE_TURN`), else None."""
+    if ">" in text and ROLE_TURN.match(strip_prefix(text)):
+        return "runtime"
     low = text.lower()
     if not any(map(low.__contains__, _ASKING)) or not ASKED.search(text):
         return None  # most lines hold none of the verbs: substring checks first, no regex

@@ -64,6 +64,7 @@ from vllm_hpu_mm.logs.patterns import (
     HOST_OOM,
     HOST_RESOURCE,
     INFO_LEVEL,
+    KV_BUFFER_SUMMARY,
     KV_ESTIMATE,
     KV_REFUSAL,
     KV_TOKENS,
@@ -412,9 +413,8 @@ class Scanner:
             kind, text = "device", joined
         if kind == "host" and self._shutdown_kill(text):
             kind = None
-        summary = "unable to allocate" in text or "failed to allocate buffer" in text
-        if kind is None and summary and LOADER_BUFFER_SUMMARY.search(text):
-            kind = "host" if HOST_BUFFER.search(text) else "device"  # llama.cpp's loader could not make the buffer
+        if kind is None and ("unable to allocate" in text or "failed to allocate buffer" in text):
+            kind = _llama_summary(text)
         if kind == "device":
             self._count_failure(run, k, text)
         elif kind is None and run.went_on_at < run.last_oom and _goes_on(text):
@@ -1207,12 +1207,25 @@ def _screened(text: str) -> str | None:
             or "outofme" in low or "out of" in low or "resource_exhausted" in low or "mmap" in low
             or "out_of_res" in low or "alloc" in low or "vram" in low or "retract" in low or "code is 2070" in low
             or "1455" in text or "scratch space" in low or "signal" in low or "decode the batch" in low
-            or "capac" in low or "null" in low
+            or "capac" in low or "null" in low or "vk" in low or "vulkan" in low
             or any(map(low.__contains__, MEMORY_REFUSED_WORDS))):  # fmt: skip
         return None
     if COMMAND_LINE.match(strip_prefix(text)) or NO_EXHAUSTION.search(text):
         return None  # typed or pasted input, a failure the program goes on from, a missing name
     return text
+
+
+def _llama_summary(text: str) -> Memory | None:
+    """Which memory llama.cpp's summary of a buffer it could not make says ran out, or None where ``text`` is none: the
+    loader's for the weights (:data:`~vllm_hpu_mm.logs.patterns.LOADER_BUFFER_SUMMARY`) or the KV cache's
+    (:data:`~vllm_hpu_mm.logs.patterns.KV_BUFFER_SUMMARY`, relayed by any program built on llama.cpp, so only where the
+    line is printed output that states no failure it goes on from). The host's where it names a host buffer type
+    (:data:`~vllm_hpu_mm.logs.patterns.HOST_BUFFER`); else the device's, where llama.cpp puts the weights it offloads
+    and, by default, the KV cache."""
+    kv = KV_BUFFER_SUMMARY.search(text) is not None and _screened(text) is not None and not GOES_ON.search(text)
+    if not kv and not LOADER_BUFFER_SUMMARY.search(text):
+        return None
+    return "host" if HOST_BUFFER.search(text) else "device"
 
 
 def refused_memory(text: str, stated: bool = True) -> Memory | None:
