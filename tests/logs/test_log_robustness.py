@@ -193,9 +193,12 @@ def test_lines_are_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 
 def test_a_worker_that_fails_again_and_again_was_serving() -> None:
     oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
-    ten = [oom, 'INFO:     127.0.0.1:50312 - "POST /generate HTTP/1.1" 500'] * 10
+    ten = [oom, 'INFO:     127.0.0.1:50312 - "POST /generate HTTP/1.1" 200'] * 10
     d = diagnose_lines(ten)
     assert (d.stage, d.basis) == ("runtime", "repeated")
+    # each failure's request answered 500 right after it says so first (phases.answered_error_stage)
+    d = diagnose_lines([oom, 'INFO:     127.0.0.1:50312 - "POST /generate HTTP/1.1" 500'] * 10)
+    assert (d.stage, d.basis) == ("runtime", "message")
     # the same line ten times with nothing between is one failure reported again: it shows no serving
     assert diagnose_lines([oom] * 10).stage == "unknown"
     # one failure printed by eight ranks once each is not a repetition

@@ -1573,6 +1573,17 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             # OpenVINO's exception from an inference request (src/inference/src/cpp/infer_request.cpp: infer,
             # start_async), which runs only once the model is compiled
             "exception from src/inference/src/cpp/infer_request.cpp",
+            # DeepSpeed-inference sizing its workspace for the input of the first forward pass it is given
+            # (deepspeedai/DeepSpeed csrc/transformer/inference/includes/inference_context.h@99fde3b7 GenWorkSpace:
+            # "Free memory : N (Bytes)  Total memory: N (Bytes)  Setting maximum total tokens (input + output) to N",
+            # once, as the workspace is first made; the same words on a line of their own @edaa7221). Only the first
+            # layer's forward asks for it, with the input's batch and length (ops/transformer/inference/
+            # transformer_inference.py@99fde3b7 DeepSpeedTransformerInference.forward; model_implementations/
+            # transformers/ds_transformer.py@edaa7221 allocate_workspace), and init_inference runs no forward
+            # (inference/engine.py@99fde3b7: the module runs in InferenceEngine.forward only): the model is built and
+            # runs on an input its program gave it. (With enable_cuda_graph the first call captures its graph on that
+            # input right after; a program's own warm-up call is its to name.)
+            "setting maximum total tokens (input + output) to",
         ),
     ),
 )

@@ -17,10 +17,13 @@ Rules, in order:
    over its data the app reports failed after it, :func:`.phases.pipeline_step_stage`, or the failure's line or the
    runtime's report after it that it could not run the model on its input, :func:`.phases.run_refused_stage`: MNN's
    "Can't run session because not resized"; or a runtime's report that it could not compile the model for its
-   device, start-up: :data:`~vllm_hpu_mm.logs.patterns.MODEL_COMPILE_FAILED`), the last phase line before it
-   (weights loaded, KV cache sized, capture started, serving; in any program, its own line opening a clause with a
-   verb of working over its inputs, serving, or with loading, start-up, :func:`.phases.announced_stage`: "Model
-   loaded, transcribing next", "Loading pygmalion-6b..."; a server's report that it listens at an address, serving,
+   device, start-up: :data:`~vllm_hpu_mm.logs.patterns.MODEL_COMPILE_FAILED`; or a web server's record, right
+   after the failure, of a request that brought it work answered with a server error, serving, unless a load's
+   failure is reported first, :func:`.phases.answered_error_stage`: werkzeug's ``"POST /translate HTTP/1.1" 500 -``),
+   the last phase line before it (weights loaded, KV cache sized, capture started, serving; in any program, its own
+   line opening a clause with a verb of working over its inputs, serving, or with loading or starting a program that
+   serves, start-up, :func:`.phases.announced_stage`: "Model loaded, transcribing next", "Loading pygmalion-6b...",
+   "Starting server, this might take a few minutes..."; a server's report that it listens at an address, serving,
    :func:`.phases.listening_stage`; where the excerpt elides lines after it, only the last
    stage; where none came before it, the phase Ray's summary lines right after it name, :func:`_summarised_phase`:
    copies the other workers printed before), the learned frame
@@ -85,6 +88,7 @@ from vllm_hpu_mm.logs.doctor.phases import (
     MODEL_RUNS,
     TGI_WARMUP,
     WORK_ITEM,
+    answered_error_stage,
     frame_meaning,
     generic_frame,
     logger_stage,
@@ -493,7 +497,7 @@ def _source(source: Source, f: Failure, hint: tuple[Stage, int] | None, rules: R
                     return ran, k  # the failure, or the runtime's report after it, says a run over an input failed
                 if k >= f.line and MODEL_COMPILE_FAILED.search(text):
                     return "startup", k  # the failure, or the runtime's report of it, says the model's build failed
-            return None
+            return _answered_error(f)
         return f.message_stage, f.message_line if f.message_line >= 0 else f.line
     if source == "phase":
         if f.phase is None:
@@ -513,6 +517,20 @@ def _source(source: Source, f: Failure, hint: tuple[Stage, int] | None, rules: R
     # no frame's name says: the name of the logger that wrote the failure's line, read the same way
     logged = logger_stage(f.text)
     return None if logged is None else (logged, f.line)
+
+
+#: How many lines after the failure a web server's record of the request it failed may come: right after the error
+#: line (a blank line, the message's wrapped end or a logger's one-line report of it between).
+_ANSWERED_WITHIN = 3
+
+
+def _answered_error(f: Failure) -> tuple[Stage, int] | None:
+    """The failure's request, where a web server's record of a request it answered with a server error comes right
+    after the failure (:func:`.phases.answered_error_stage`), and no load's failure was reported
+    (:attr:`.scan.Failure.message_kind`, or in those lines): the failure was that request's. The record's line."""
+    if f.message_kind == "load":
+        return None
+    return answered_error_stage((k, text) for k, text in f.window if f.line <= k <= f.line + _ANSWERED_WITHIN)
 
 
 #: How many lines after the failure Ray's summary of a phase line may come (the failure's own record, its allocator's

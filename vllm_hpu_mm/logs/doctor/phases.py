@@ -35,7 +35,7 @@ import re
 from collections.abc import Iterable
 from typing import Literal
 
-from vllm_hpu_mm.logs.patterns import strip_prefix
+from vllm_hpu_mm.logs.patterns import LOAD_FAILED, LOAD_REPORT, strip_prefix
 from vllm_hpu_mm.values import Stage
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "FrameKind",
     "Meaning",
     "announced_stage",
+    "answered_error_stage",
     "asked_stage",
     "failed_working",
     "frame_meaning",
@@ -524,7 +525,9 @@ def logger_stage(text: str) -> Stage | None:
 #: to a generation request, aiserver.py ``api_out_of_memory_response``, listed under the generate endpoints;
 #: SillyTavern relays it as "Kobold returned error: 507 INSUFFICIENT STORAGE ..." after its POST to ``/v1/generate``).
 #: A plain 500 is not such a reply: a server that loads a model on a request's arrival answers 500 when the load fails
-#: (Ollama's "Error: 500 Internal Server Error: llama runner process has terminated", start-up).
+#: (Ollama's "Error: 500 Internal Server Error: llama runner process has terminated", start-up). A web server's record
+#: of a request answered 500 right after the failure is read apart, where no load's failure came first
+#: (:func:`answered_error_stage`).
 WORK_ITEM = re.compile(
     r"\b(?:your|this|the)\s+(?:prompt|request)\s+(?:requires|needs|asks for)\b"
     r"|\b(?:prompt|request)\s+(?:of\s+)?[\d,]+\s+tokens?\s+(?:requires|needs|asks for)\b"
@@ -541,6 +544,42 @@ def work_item_stage(text: str) -> Stage | None:
     """``runtime`` where the failure's line names the work item it failed on (:data:`WORK_ITEM`), or says it failed
     while working over the program's inputs (:func:`failed_working`), else None."""
     return "runtime" if WORK_ITEM.search(text) or failed_working(text) else None
+
+
+#: A web server's access record of a request that brought it work (a POST) answered with a server error (500; 507,
+#: :data:`WORK_ITEM`): the request line quoted, then its status (werkzeug's ``"POST /translate HTTP/1.1" 500 -``,
+#: uvicorn's ``"POST /v1/completions HTTP/1.1" 500 Internal Server Error``, the common log format of nginx, gunicorn
+#: and aiohttp), or Go's gin and fiber, status first between bars (``[GIN] ... | 500 | 2m48s | 127.0.0.1 | POST
+#: "/api/generate"``). A server writes the record once it has answered. Other statuses say nothing of the failure: a
+#: 503 is a server refusing work while it loads, a 502 or 504 a proxy's word on its upstream; a probe (``GET /health``
+#: answered 500 once the engine died) brought no work.
+ANSWERED_ERROR = re.compile(
+    r'"POST\s+/\S*\s+HTTP/\d(?:\.\d)?"\s+50[07]\b'
+    r"|\|\s*50[07]\s*\|[^|\n]*\|[^|\n]*\|\s*POST\b"
+)
+#: A program's words that a load or a start failed ("error loading llama server", "failed to load model", "Error
+#: starting runner"), besides the hosts' reports of it (:data:`~vllm_hpu_mm.logs.patterns.LOAD_FAILED`,
+#: :data:`~vllm_hpu_mm.logs.patterns.LOAD_REPORT`).
+_START_FAILED = re.compile(
+    r"\b(?:error|errors|failed|failure|unable|could not|couldn't|cannot|can't)\s+(?:to\s+|while\s+|when\s+)?"
+    r"(?:load|loading|start|starting)\b",
+    re.IGNORECASE,
+)
+
+
+def answered_error_stage(lines: Iterable[tuple[int, str]]) -> tuple[Stage, int] | None:
+    """``runtime`` and the record's line where ``lines``, the failure's line and the few right after it as ``(line,
+    text)``, hold a web server's record of a request it answered with a server error (:data:`ANSWERED_ERROR`): the
+    failure was that request's. Not where a load or a start is reported failed first (:data:`_START_FAILED`; a host's
+    report of the load, ``LOAD_FAILED``): a host that loads a model when a request asks for one (Ollama, LocalAI)
+    answers the request that waited on the load 500 too ("error loading llama server" then ``[GIN] | 500 | ... POST
+    "/api/generate"``, ollama/ollama #9685), and the load's own words say what failed. None otherwise."""
+    for k, text in lines:
+        if _START_FAILED.search(text) or LOAD_FAILED.search(text) or LOAD_REPORT.search(text):
+            return None
+        if "POST" in text and ANSWERED_ERROR.search(text):
+            return "runtime", k
+    return None
 
 
 #: One item's outcome in the list a program prints as it works through its inputs one by one: the item's number, its
@@ -644,7 +683,7 @@ _ANNOUNCED = re.compile(
 _FULL_BAR = re.compile(r"\b100%\s*\|")
 
 
-_ANNOUNCING = WORKING_VERBS | STARTING_VERBS
+_ANNOUNCING = WORKING_VERBS | STARTING_VERBS | {"starting"}
 
 
 #: A server's line that it listens for requests at an address and port ("Listening at 0.0.0.0:8080", TabbyML/tabby
@@ -674,6 +713,43 @@ def listening_stage(text: str) -> Stage | None:
     if "istening" not in text or not LISTENING.search(text) or LISTENS_BEFORE_LOAD.search(text):
         return None
     return "runtime"
+
+
+#: What a program's line may announce it starts, as the last word of the verb's object: a program that serves, or the
+#: model it serves ("Starting server, this might takes a few minutes...", TabbyML/tabby crates/tabby/src/serve/
+#: mod.rs@23bd542c:140, printed before ``api_router`` builds the completion engine, which loads the model, and before
+#: "Listening at"; TGI's launcher's "Starting shard 0", text-embeddings-inference's "Starting model backend", Ollama's
+#: "starting llama runner", gpustack's "Starting llama-box server"). Work it starts is not the program being started:
+#: "Starting engine loop", "Starting model download", "Starting inference" end on other words.
+STARTED_PROGRAMS = frozenset(("server", "service", "engine", "model", "backend", "runner", "shard", "daemon"))
+#: Words that end the verb's object: what the start is done on, with or for ("Starting server on ...", "Starting
+#: shard with ...").
+_AFTER_OBJECT = frozenset(("on", "at", "with", "using", "for", "in", "from", "of", "as", "to", "and", "via", "this",
+                           "that", "now"))  # fmt: skip
+_OBJECT_WORD = re.compile(r"[A-Za-z][\w-]*")
+#: An address the start names ("Starting vLLM server on http://0.0.0.0:8000", "Starting RPC server on
+#: 192.168.13.12:50020", "... on port 44227"): such a line announces where the program will listen, which programs
+#: print as they open their port, once the model is built (vLLM's API server) or before (an RPC server with no model):
+#: it says nothing of a start still under way.
+_ADDRESS = re.compile(r"://|\b\d{1,3}(?:\.\d{1,3}){3}\b|\blocalhost\b|\bport\b\s*:?\s*\d|:\d{2,5}\b", re.IGNORECASE)
+
+
+def _starts_program(rest: str) -> bool:
+    """Whether ``rest``, what follows a clause's opening "starting", names a program being started
+    (:data:`STARTED_PROGRAMS` as the last word of the verb's object, of at most four words besides its article) and no
+    address it will listen at (:data:`_ADDRESS`)."""
+    if _ADDRESS.search(rest):
+        return False
+    words: list[str] = []
+    for token in re.split(r"[,;]", rest, maxsplit=1)[0].split():
+        word = token.rstrip(".…!")
+        if not _OBJECT_WORD.fullmatch(word) or word.lower() in _AFTER_OBJECT:
+            break
+        words.append(word.lower())
+        if word != token:
+            break  # "server..." ends the object
+    words = [w for w in words if w not in ("the", "a", "an")]
+    return 0 < len(words) <= 4 and words[-1] in STARTED_PROGRAMS
 
 
 #: An interactive program's prompt for its user's next input with the input typed after it, echoed on one line
@@ -710,7 +786,9 @@ def asked_stage(text: str) -> Stage | None:
 def announced_stage(text: str) -> Stage | None:
     """The stage a program's own line announces, in any program: a clause that opens with a verb of working over its
     inputs (:data:`WORKING_VERBS`: "Model loaded, transcribing next") is serving; one that opens with loading
-    (:data:`STARTING_VERBS`: "Loading pygmalion-6b...", "INFO Loading data from scratch") is start-up. The last
+    (:data:`STARTING_VERBS`: "Loading pygmalion-6b...", "INFO Loading data from scratch") is start-up, and so is one
+    that opens with starting a program that serves (:func:`_starts_program`: "Starting server, this might take a few
+    minutes..."): a later line that says it is up (it listens, it serves) is a later phase line and wins. The last
     such clause of the line wins; None where no clause opens so, or where the line is a progress bar drawn full
     (``Loading checkpoint shards: 100%|...| 2/2``): the work it names is done. A server's report that it listens for
     requests is serving (:func:`listening_stage`), and so is a user's input typed at a program's prompt
@@ -723,11 +801,12 @@ def announced_stage(text: str) -> Stage | None:
     if not any(verb in low for verb in _ANNOUNCING) or _FULL_BAR.search(text):
         return None  # most lines of a long log name none of the verbs: one pass of substring checks, no regex
     stage: Stage | None = None
-    for m in _ANNOUNCED.finditer(text.strip()):
+    line = text.strip()
+    for m in _ANNOUNCED.finditer(line):
         verb = m["verb"].lower()
         if verb in WORKING_VERBS:
             stage = "runtime"
-        elif verb in STARTING_VERBS:
+        elif verb in STARTING_VERBS or (verb == "starting" and _starts_program(line[m.end() :])):
             stage = "startup"
     return stage
 
