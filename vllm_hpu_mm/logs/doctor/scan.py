@@ -1117,6 +1117,9 @@ def _failed_otherwise(line: str) -> bool:
     """Whether ``line`` is a record stating a failure of another kind than memory, at warning level or above, that is no
     report of a process's death: a kill right after it ends what that failure began (Ollama stops its runner once a
     request was canceled, "embedding generation failed: ... context canceled"), the cause the excerpt shows."""
+    body = strip_prefix(line)
+    if body[:1].isspace() or FRAME_HEAD in line or TRACEBACK_START in line or EXCEPTION_LINE.match(body):
+        return False  # a traceback's lines: :meth:`Scanner._raised_just_before` reads the error it ended in
     return (bool(FAILURE_MARK.search(line)) and not _names_memory(line) and not _going_on(line)
             and not PROCESS_DEATH.search(line))  # fmt: skip
 
