@@ -355,8 +355,8 @@ class _Run:
         self.reported: tuple[int, str] | None = None
         #: A refusal of pinned host memory the runtime fell back from
         #: (:data:`~vllm_hpu_mm.logs.patterns.PINNED_FALLBACK`), held as :attr:`pending` would hold it, with the lines
-        #: after it: the run's failure only if nothing after it says the load finished or serving began
-        #: (:meth:`Scanner._fallback_failed`); and the last line that said so (-1: none).
+        #: after it: the run's failure only if nothing after it says the load finished or serving began, or states a
+        #: failure of another kind (:meth:`Scanner._fallback_failed`); and the last line that said so (-1: none).
         self.fallback: _Held | None = None
         self.fallback_after: list[tuple[int, str]] = []
         self.went_on = -1
@@ -441,7 +441,7 @@ class Scanner:
                 run.fallback = self._held(run, k, text, "host")
         elif ("oaded" in text or "[GIN]" in text) and LOAD_FINISHED.search(text):
             run.went_on = k
-        elif FAILURE_MARK.search(text) and not _names_memory(text) and not _going_on(text):
+        elif _other_failure(text):
             run.went_on = k  # a failure of another kind after it ("error loading model: missing tensor"): that one's
 
     def _held(self, run: _Run, k: int, text: str, memory: Memory) -> _Held:
@@ -714,7 +714,8 @@ class Scanner:
     def _fallback_failed(run: _Run) -> bool:
         """Whether the run's refusal of pinned host memory (:attr:`_Run.fallback`) is its out-of-memory failure: the
         run shows no other failure, and no line after the refusal says the load finished or serving began (a phase line
-        of a stage after start-up, a program's words that its model loaded, a request it answered). The runtime went
+        of a stage after start-up, a program's words that its model loaded, a request it answered) or states a failure
+        of another kind (:func:`_other_failure`: the run failed on that). The runtime went
         on with pageable memory, but an excerpt that shows nothing of it going on shows the host short of memory as the
         model loaded and no healthy run, which a ``none`` needs (as the labels are given: ollama/ollama #5469's labels
         of record, held-out round 96, read such a load so)."""
@@ -1120,8 +1121,13 @@ def _failed_otherwise(line: str) -> bool:
     body = strip_prefix(line)
     if body[:1].isspace() or FRAME_HEAD in line or TRACEBACK_START in line or EXCEPTION_LINE.match(body):
         return False  # a traceback's lines: :meth:`Scanner._raised_just_before` reads the error it ended in
-    return (bool(FAILURE_MARK.search(line)) and not _names_memory(line) and not _going_on(line)
-            and not PROCESS_DEATH.search(line))  # fmt: skip
+    return _other_failure(line) and not PROCESS_DEATH.search(line)
+
+
+def _other_failure(line: str) -> bool:
+    """Whether ``line`` states a failure (:data:`~vllm_hpu_mm.logs.patterns.FAILURE_MARK`) that speaks of no memory,
+    in a record at warning level or above (:func:`_going_on`)."""
+    return bool(FAILURE_MARK.search(line)) and not _names_memory(line) and not _going_on(line)
 
 
 def _bare_kill(text: str) -> bool:
