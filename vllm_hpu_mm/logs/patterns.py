@@ -920,6 +920,11 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     # Ollama's client and any HTTP client print it): the server was serving, unless the failure is the model's load
     # the request waited for (:data:`LOAD_FAILED`'s words; Ollama loads a model on its first request)
     ("runtime", re.compile(r"\b500 Internal Server Error: (?!.*(?:load|terminated|start))")),
+    # Ollama's server reports its runner's stream broken partway through a completion it was generating as "an
+    # (unknown) error was encountered while running the model: <the runner's last error>" (llm/server.go
+    # ``llmServer.Completion``, on an unexpected EOF from the runner); ``ollama run`` prints it as "Error: ...". Only a
+    # completion under way returns it: the model had loaded and was serving that request (ollama/ollama #3765)
+    ("runtime", re.compile(r"\berror was encountered while running the model\b")),
     # SGLang's KV pool has no slot left for a scheduled batch of requests (:data:`SGLANG_POOL`)
     ("runtime", SGLANG_POOL),
     # llama.cpp's server has no KV cell left for a batch of requests, after retrying smaller ones (:data:`_KV_NO_SLOT`)

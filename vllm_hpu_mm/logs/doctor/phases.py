@@ -667,10 +667,12 @@ def run_refused_stage(text: str) -> Stage | None:
 
 
 #: Verbs of working over a program's inputs, in the form a progress line announces them ("transcribing next",
-#: "Embedding 120 sequences"), besides the ``-ing`` forms of :data:`RUNNING_WORDS` and :data:`DATA_WORK`.
+#: "Embedding 120 sequences"; llama.cpp's perplexity tool: "perplexity: calculating perplexity over 565 chunks",
+#: printed once the model and its context are built, before the first chunk is evaluated, ggml-org/llama.cpp #14939),
+#: besides the ``-ing`` forms of :data:`RUNNING_WORDS` and :data:`DATA_WORK`.
 WORKING_VERBS = frozenset(("transcribing", "translating", "processing", "embedding", "encoding", "captioning",
                            "generating", "sampling", "decoding", "inferring", "predicting", "training", "denoising",
-                           "evaluating"))  # fmt: skip
+                           "evaluating", "calculating"))  # fmt: skip
 #: Verbs of a program building itself from storage, as a line announces them ("Loading pygmalion-6b...").
 STARTING_VERBS = frozenset(("loading",))
 #: A clause that opens with an ``-ing`` verb: at the start of the line's message, after a clause's separator, after
