@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import typing
 from pathlib import Path
 
 import pytest
@@ -22,10 +23,11 @@ from tests.support.logs import (
     examples,
     expected_stage,
 )
+from vllm_hpu_mm.cli import oom_doctor
 from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.logs.doctor import contradictions, diagnose, diagnose_lines, recommend
-from vllm_hpu_mm.logs.doctor.decide import Rules, default_rules, judge
+from vllm_hpu_mm.logs.doctor.decide import Basis, Rules, default_rules, judge
 from vllm_hpu_mm.logs.doctor.scan import scan
 from vllm_hpu_mm.logs.reading import strip_ansi
 from vllm_hpu_mm.plan.args import SizingArgs
@@ -208,6 +210,23 @@ def test_unreadable_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[
     binary.write_bytes(b"\x7fELF\x00\x00\x01")
     assert main(["oom-doctor", str(binary)]) == 2
     assert "binary" in capsys.readouterr().err
+
+
+def test_every_basis_of_a_verdict_has_words_in_the_text_output() -> None:
+    assert set(oom_doctor._BASIS) == set(typing.get_args(Basis))
+
+
+def test_a_stated_error_of_another_kind_is_printed_as_text_not_a_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the verdict's basis "error" once had no words, and the text output exited 3 on 70 labelled logs
+    log = tmp_path / "server.log"
+    log.write_text("ERROR request failed: ValueError: bad thing\nTraceback (most recent call last):\n"
+                   '  File "model.py", line 3, in forward\n    x = layer(x)\n')  # fmt: skip
+    assert main(["oom-doctor", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("stage: none")
+    assert "an error of another kind than memory" in out
 
 
 def test_profiling_inside_kv_cache_setup_is_a_startup_failure() -> None:

@@ -78,6 +78,7 @@ _BASIS = {
     "failure shown",
     "undecided": "a traceback the log stops inside, before its error line, in frames that say nothing of memory",
     "unknown": "nothing in the log says when it happened",
+    "error": "an error of another kind than memory, stated in the log (its traceback ends there, or is cut)",
     "none": "no out-of-memory line and no cut-off phase",
 }
 

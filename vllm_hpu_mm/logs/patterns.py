@@ -836,6 +836,10 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
             r"|\bllama_model_load: error loading model|\bllama_load_model_from_file: failed to load model"
             r"|model requires more system memory"
             rf"|{_LOAD_GUARD}"
+            # vLLM's model runner logs this when its weight load runs out of device memory: only ``load_model``
+            # catches the error with these words (vllm/v1/worker/gpu_model_runner.py ``GPUModelRunner.load_model``,
+            # vLLM 0.32.0), before any profiling, KV cache or graph; posts render its hyphen as a dash
+            r"|Failed to load model\s*[-\u2013\u2014]+\s*not enough [GX]PU memory"
             # a scheduler's refusal to place the model where its memory estimate does not fit (:data:`DEVICE_OOM`):
             # nothing has loaded yet
             rf"|(?i:{_PLACEMENT_REFUSED})"
@@ -916,6 +920,11 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     # Ollama's client and any HTTP client print it): the server was serving, unless the failure is the model's load
     # the request waited for (:data:`LOAD_FAILED`'s words; Ollama loads a model on its first request)
     ("runtime", re.compile(r"\b500 Internal Server Error: (?!.*(?:load|terminated|start))")),
+    # Ollama's server reports its runner's stream broken partway through a completion it was generating as "an
+    # (unknown) error was encountered while running the model: <the runner's last error>" (llm/server.go
+    # ``llmServer.Completion``, on an unexpected EOF from the runner); ``ollama run`` prints it as "Error: ...". Only a
+    # completion under way returns it: the model had loaded and was serving that request (ollama/ollama #3765)
+    ("runtime", re.compile(r"\berror was encountered while running the model\b")),
     # SGLang's KV pool has no slot left for a scheduled batch of requests (:data:`SGLANG_POOL`)
     ("runtime", SGLANG_POOL),
     # llama.cpp's server has no KV cell left for a batch of requests, after retrying smaller ones (:data:`_KV_NO_SLOT`)
@@ -1044,6 +1053,11 @@ HOST_BUFFER = re.compile(r"\ballocate (?:backend )?(?:CPU\w*|\w+_Host) buffer\b"
 #: llama.cpp's summaries of a buffer it could not make, for the weights (:data:`LOADER_BUFFER_SUMMARY`) or the KV cache
 #: (:data:`KV_BUFFER_SUMMARY`): the general rule (:data:`MEMORY_REFUSED`) leaves them to their own.
 LLAMA_SUMMARY = re.compile(rf"{LOADER_BUFFER_SUMMARY.pattern}|{KV_BUFFER_SUMMARY.pattern}")
+#: The HTML an issue's author wraps a pasted log in to fold it (GitHub's ``<details><summary>...</summary>``, a
+#: ``<pre>`` or ``<code>`` block), at a line's start or end: the post's markup, not the program's output. An error
+#: stated in a fold's summary is the program's line ("<summary>TypeError: ... got an unexpected keyword argument
+#: 'attention_mask'" over the traceback, kvcache-ai/ktransformers #1375).
+POST_MARKUP = re.compile(r"^\s*(?:</?(?:details|summary|pre|code)\b[^>]*>)+|(?:</(?:details|summary|pre|code)>)+\s*$")
 #: A line that stands for lines an excerpt left out (``...``, ``…``, ``[...]``, ``<snip>``, ``[... truncated ...]``),
 #: matched whole: what came before it is not known to be the last thing before what follows.
 ELISION = re.compile(

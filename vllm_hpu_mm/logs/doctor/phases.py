@@ -667,10 +667,12 @@ def run_refused_stage(text: str) -> Stage | None:
 
 
 #: Verbs of working over a program's inputs, in the form a progress line announces them ("transcribing next",
-#: "Embedding 120 sequences"), besides the ``-ing`` forms of :data:`RUNNING_WORDS` and :data:`DATA_WORK`.
+#: "Embedding 120 sequences"; llama.cpp's perplexity tool: "perplexity: calculating perplexity over 565 chunks",
+#: printed once the model and its context are built, before the first chunk is evaluated, ggml-org/llama.cpp #14939),
+#: besides the ``-ing`` forms of :data:`RUNNING_WORDS` and :data:`DATA_WORK`.
 WORKING_VERBS = frozenset(("transcribing", "translating", "processing", "embedding", "encoding", "captioning",
                            "generating", "sampling", "decoding", "inferring", "predicting", "training", "denoising",
-                           "evaluating"))  # fmt: skip
+                           "evaluating", "calculating"))  # fmt: skip
 #: Verbs of a program building itself from storage, as a line announces them ("Loading pygmalion-6b...").
 STARTING_VERBS = frozenset(("loading",))
 #: A clause that opens with an ``-ing`` verb: at the start of the line's message, after a clause's separator, after
@@ -683,7 +685,11 @@ _ANNOUNCED = re.compile(
 _FULL_BAR = re.compile(r"\b100%\s*\|")
 
 
-_ANNOUNCING = WORKING_VERBS | STARTING_VERBS | {"starting"}
+#: Verbs that announce a program being started or set up when their object names one (:func:`_starts_program`):
+#: "Starting server, this might take a few minutes...", MLC-LLM's chat CLI's "Initializing the chat module..." (printed
+#: before it builds the chat module, which loads the model library and its weights: mlc-ai/mlc-llm #38).
+_SETTING_UP = frozenset(("starting", "initializing", "initialising"))
+_ANNOUNCING = WORKING_VERBS | STARTING_VERBS | _SETTING_UP
 
 
 #: A server's line that it listens for requests at an address and port ("Listening at 0.0.0.0:8080", TabbyML/tabby
@@ -719,9 +725,10 @@ def listening_stage(text: str) -> Stage | None:
 #: model it serves ("Starting server, this might takes a few minutes...", TabbyML/tabby crates/tabby/src/serve/
 #: mod.rs@23bd542c:140, printed before ``api_router`` builds the completion engine, which loads the model, and before
 #: "Listening at"; TGI's launcher's "Starting shard 0", text-embeddings-inference's "Starting model backend", Ollama's
-#: "starting llama runner", gpustack's "Starting llama-box server"). Work it starts is not the program being started:
+#: "starting llama runner", gpustack's "Starting llama-box server"; MLC-LLM's "Initializing the chat module...", the
+#: module that loads the model). Work it starts is not the program being started:
 #: "Starting engine loop", "Starting model download", "Starting inference" end on other words.
-STARTED_PROGRAMS = frozenset(("server", "service", "engine", "model", "backend", "runner", "shard", "daemon"))
+STARTED_PROGRAMS = frozenset(("server", "service", "engine", "model", "backend", "runner", "shard", "daemon", "module"))
 #: Words that end the verb's object: what the start is done on, with or for ("Starting server on ...", "Starting
 #: shard with ...").
 _AFTER_OBJECT = frozenset(("on", "at", "with", "using", "for", "in", "from", "of", "as", "to", "and", "via", "this",
@@ -734,10 +741,13 @@ _OBJECT_WORD = re.compile(r"[A-Za-z][\w-]*")
 _ADDRESS = re.compile(r"://|\b\d{1,3}(?:\.\d{1,3}){3}\b|\blocalhost\b|\bport\b\s*:?\s*\d|:\d{2,5}\b", re.IGNORECASE)
 
 
-def _starts_program(rest: str) -> bool:
-    """Whether ``rest``, what follows a clause's opening "starting", names a program being started
-    (:data:`STARTED_PROGRAMS` as the last word of the verb's object, of at most four words besides its article) and no
-    address it will listen at (:data:`_ADDRESS`)."""
+def _starts_program(rest: str, verb: str = "starting") -> bool:
+    """Whether ``rest``, what follows a clause's opening ``verb``, "starting" or "initializing" (:data:`_SETTING_UP`),
+    names a program being started (:data:`STARTED_PROGRAMS` as the last word of the verb's object, of at most four
+    words besides its article) and no address it will listen at (:data:`_ADDRESS`). An engine being initialized is not
+    one: its initialization spans every phase of its start, the KV cache and the graphs too (vLLM's "Initializing an
+    LLM engine with config: ...", printed before any of them: tests/data/logs/heldout_round74/vllm_872_tp4_ray_llm_
+    init_oom.log, labelled unknown)."""
     if _ADDRESS.search(rest):
         return False
     words: list[str] = []
@@ -749,7 +759,9 @@ def _starts_program(rest: str) -> bool:
         if word != token:
             break  # "server..." ends the object
     words = [w for w in words if w not in ("the", "a", "an")]
-    return 0 < len(words) <= 4 and words[-1] in STARTED_PROGRAMS
+    if not 0 < len(words) <= 4 or words[-1] not in STARTED_PROGRAMS:
+        return False
+    return verb == "starting" or words[-1] != "engine"
 
 
 #: An interactive program's prompt for its user's next input with the input typed after it, echoed on one line
@@ -787,10 +799,11 @@ def announced_stage(text: str) -> Stage | None:
     """The stage a program's own line announces, in any program: a clause that opens with a verb of working over its
     inputs (:data:`WORKING_VERBS`: "Model loaded, transcribing next") is serving; one that opens with loading
     (:data:`STARTING_VERBS`: "Loading pygmalion-6b...", "INFO Loading data from scratch") is start-up, and so is one
-    that opens with starting a program that serves (:func:`_starts_program`: "Starting server, this might take a few
-    minutes..."): a later line that says it is up (it listens, it serves) is a later phase line and wins. The last
-    such clause of the line wins; None where no clause opens so, or where the line is a progress bar drawn full
-    (``Loading checkpoint shards: 100%|...| 2/2``): the work it names is done. A server's report that it listens for
+    that opens with starting or initializing a program that serves (:func:`_starts_program`: "Starting server, this
+    might take a few minutes...", "Initializing the chat module..."): a later line that says it is up (it listens, it
+    serves) is a later phase line and wins. The last such clause of the line wins; None where no clause opens so, or
+    where the line is a progress bar drawn full (``Loading checkpoint shards: 100%|...| 2/2``): the work it names is
+    done. A server's report that it listens for
     requests is serving (:func:`listening_stage`), and so is a user's input typed at a program's prompt
     (:func:`asked_stage`)."""
     if (listening := listening_stage(text)) is not None:
@@ -806,7 +819,7 @@ def announced_stage(text: str) -> Stage | None:
         verb = m["verb"].lower()
         if verb in WORKING_VERBS:
             stage = "runtime"
-        elif verb in STARTING_VERBS or (verb == "starting" and _starts_program(line[m.end() :])):
+        elif verb in STARTING_VERBS or (verb in _SETTING_UP and _starts_program(line[m.end() :], verb)):
             stage = "startup"
     return stage
 

@@ -89,6 +89,7 @@ from vllm_hpu_mm.logs.patterns import (
     OWN_STOP,
     PHASE_MARKERS,
     PINNED_FALLBACK,
+    POST_MARKUP,
     PROCESS_DEATH,
     PROGRESS,
     PYTHON_ERROR_TEXT,
@@ -390,6 +391,8 @@ class Scanner:
 
     def feed(self, text: str, line: int | None = None) -> None:
         k = self.n if line is None else line - 1
+        if "<" in text and POST_MARKUP.search(text):
+            text = POST_MARKUP.sub("", text)
         self.n = k + 1
         if any(w in text for w in _RUN_WORDS) and RUN_START.search(text) and self.run.has_begun:
             self._new_run(k)

@@ -216,13 +216,14 @@ FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
 )
 #: vLLM's own traces where the log names no framework: its logger's line (``INFO 08-19 07:51:03 model_runner.py:732]``,
 #: ``[gpu_worker.py:855]`` since 0.8), its worker process tags, its engine's and KV cache's own words and the
-#: ``hpu_``/``gpu_`` worker files the Gaudi and CUDA runners print from. A log with none of them and no framework
-#: named is not read as vLLM's: its writer is unknown (half the public logs without either came from another
+#: ``hpu_``/``gpu_`` worker and model-runner files the Gaudi and CUDA runners print from. A log with none of them and no
+#: framework named is not read as vLLM's: its writer is unknown (half the public logs without either came from another
 #: framework: optimum-habana, TGI-Gaudi, Xinference, llama.cpp, LMDeploy, Sophgo's LLM-TPU).
 VLLM_TRACE = re.compile(
     r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?\w+\.py:\d+\]"
     r"|No available memory for the cache blocks|gpu_memory_utilization|# [GHC]PU blocks|max_model_len|max_num_seqs"
-    r"|\bmodel_runner\b|_worker\.py|worker_base|\bhpu_\w+\.py|\[Warmup\]\[|VLLM_\w+|Worker(?:Proc)?(?:_TP\d+)? pid="
+    r"|\b(?:[cgtx]pu_)?model_runner\b|_worker\.py|worker_base|\bhpu_\w+\.py|\[Warmup\]\[|VLLM_\w+"
+    r"|Worker(?:Proc)?(?:_TP\d+)? pid="
 )
 #: Substrings one of which a :data:`VLLM_TRACE` line holds (a cheap first check).
 _TRACE_WORDS = ("py:", "cache blocks", "memory_utilization", "blocks", "max_model_len", "max_num_seqs", "runner",
