@@ -152,12 +152,16 @@ KV_REFUSAL = re.compile(
     # instance: ...", triton-inference-server/tensorrtllm_backend #366): vLLM's "max seq len ... larger than the
     # maximum number of tokens that can be stored in KV cache" in TensorRT-LLM's words
     r"|\bmust be large enough to process at least \d+ sequences? to completion"
+    # Modular MAX's paged KV cache refuses a memory budget that cannot hold one huge block of its page sizes ("51.00
+    # MiB is too small to build a pool from the page sizes (attn.full_group=3.00 MiB, ...)", modular/modular #7145):
+    # the cache's pool is built from the memory left after the weights, so a budget too small for it is the cache's
+    r"|\bis too small to build a pool from the page sizes"
 )
 #: Substrings one of which every KV refusal or negative-KV line holds (a cheap first check).
 KV_WORDS = ("No available memory", "maximum number of tokens", "KV cache is needed", "Insufficient memory",
             "requested memory for kv", "KV cache memory: -", "KV Cache is -", "blocks: 0", "blocks=0",
             "max seq len", "total tokens", "increase --mem-fraction-static", "memory for the KV cache",
-            "cache blocks (", "blocks of KV cache", "to process at least")  # fmt: skip
+            "cache blocks (", "blocks of KV cache", "to process at least", "build a pool")  # fmt: skip
 #: Profiling that leaves nothing (or less than nothing) for the KV cache: V1 and V0 wordings (``num_gpu_blocks=0``
 #: alone is also how a block-count override is announced, so it counts only as the result of profiling).
 NEGATIVE_KV = re.compile(
@@ -422,6 +426,14 @@ DEVICE_OOM = re.compile(
     # that fails the engine build); as a warning, ``[W]``, it is a tactic skipped, no failure
     r"|^(?!.*\[W\]).*\brequires \d+ bytes of scratch space, but only \d+ is available"
     r"|\bEL0004:.{0,80}Failed to allocate memory"  # Ascend's driver (CANN error code EL0004)
+    # Rockchip's NPU runtime (RKNN, under RKLLM): "failed to malloc npu memory, size: N, flags: 0x2"
+    # (airockchip/rknn-llm #335, as the model file loads)
+    r"|\bfailed to malloc npu memory\b"
+    # OpenCL's results for a buffer it could not create: CL_MEM_OBJECT_ALLOCATION_FAILURE (-4), and
+    # CL_INVALID_BUFFER_SIZE (-61), a size above the largest one allocation the device may make
+    # (CL_DEVICE_MAX_MEM_ALLOC_SIZE), as OpenVINO's "Exceeded max size of memory object allocation" below
+    # (mlc-ai/mlc-llm #1382: TVM's OpenCL runtime "OpenCL Error, code=-61: CL_INVALID_BUFFER_SIZE")
+    r"|\bCL_(?:MEM_OBJECT_ALLOCATION_FAILURE|INVALID_BUFFER_SIZE)\b"
     # torch_npu's words for the ACL runtime's allocation errors (Ascend/pytorch
     # torch_npu/csrc/core/npu/NPUErrorCodes.h@96fd0335 error_code_map: 207001 and 207005 "Failed to apply for
     # memory.", 207018 "The memory on the device is exhausted."), printed as "[Error]: <text>" after the failed call
@@ -969,7 +981,12 @@ NATIVE_SERVING = re.compile(
 #: (cpp/tensorrt_llm/runtime/tllmRuntime.cpp@0165bd7a), before any KV cache or request: an out-of-memory error under
 #: it is the model's load, start-up (NVIDIA/TensorRT-LLM #1556: cudaMallocAsync out of memory in ``BufferManager::gpu``
 #: under ``TllmRuntime::TllmRuntime``).
-NATIVE_STARTUP = re.compile(r"\bTllmRuntime::TllmRuntime\(")
+#: So is a Rust backtrace's frame of a model's load (``N: <crate path>::load``, innermost first under the error:
+#: candle's "12: candle_transformers::models::falcon::Falcon::load" over "5: candle_core::safetensors::
+#: MmapedSafetensors::load", huggingface/candle #2631): a model's ``load`` builds it from its weights.
+NATIVE_STARTUP = re.compile(
+    r"\bTllmRuntime::TllmRuntime\(|^\s*\d+:\s+\S+::(?:load|load_model|from_pretrained|from_safetensors)\s*$"
+)
 #: llama.cpp's compute-buffer reservation (src/llama-context.cpp ``graph_reserve`` / ``sched_reserve``: "failed to
 #: allocate compute buffers", older ``llama_new_context_with_model`` the same, the prompt's "compute pp buffers"; ggml's
 #: graph allocator ``ggml_gallocr_reserve_n``, which only compute graphs go through: weights and the KV cache are
@@ -1012,13 +1029,14 @@ MEDIA_ENCODING = re.compile(
 #: (``server.py`` "Error when initializing model", the launcher's "Shard N failed to start" and its exit error
 #: ``ShardCannotStart``, both printed only for a shard that never became ready), llama.cpp's loader as
 #: Ollama relays it ("error loading model") and Ollama's runner that died while it loaded (``llm/server.go``
-#: ``WaitUntilRunning``: "llama runner process has terminated"). Read as start-up where no later phase line came
+#: ``WaitUntilRunning``: "llama runner process has terminated"; "llama-server process has terminated" where the runner
+#: is llama.cpp's server, ollama/ollama #18396). Read as start-up where no later phase line came
 #: first; an engine whose load runs its whole start-up (vLLM under Triton, an engine the log does not name) cannot be
 #: placed by it (:func:`vllm_hpu_mm.logs.doctor.decide.judge`).
 LOAD_FAILED = re.compile(
     r"failed to load '[^']*' version|loading failed with error|creating modelInstanceState"
     r"|Error when initializing model|Shard \d+ failed to start|\bShardCannotStart\b|error loading model\b"
-    r"|llama runner process has terminated"
+    r"|llama(?: runner|-server) process has terminated"
 )
 #: A runtime's report that it could not compile the model for its device: the model's build, whatever hosts it (OpenVINO
 #: Model Server: ModelInstance::loadOVCompiledModel, src/modelinstance.cpp, returns "Cannot compile model into target

@@ -676,9 +676,12 @@ WORKING_VERBS = frozenset(("transcribing", "translating", "processing", "embeddi
 #: Verbs of a program building itself from storage, as a line announces them ("Loading pygmalion-6b...").
 STARTING_VERBS = frozenset(("loading",))
 #: A clause that opens with an ``-ing`` verb: at the start of the line's message, after a clause's separator, after
-#: the level of a logger's record or after the spaces that part a record's prefix from its message.
+#: the level of a logger's record or after the spaces that part a record's prefix from its message. Not one that
+#: reports the work failed, or done ("Loading of model complete", rustformers/llm's loader once every tensor is read,
+#: rustformers/llm #455: the load is over, and what came next is not said).
 _ANNOUNCED = re.compile(
     r"(?:^|[,;:|\]]\s*|\s{2,}|\b(?:INFO|DEBUG|NOTICE)\s+)(?P<verb>[A-Za-z]+ing)\b(?!\s+(?:failed|error))"
+    r"(?![^,;:|]{0,40}\b(?:complete|completed|done|finished)\b)"
 )
 
 #: A tqdm bar drawn full.
