@@ -101,9 +101,9 @@ def test_a_failure_that_names_its_work_item_is_serving(line: str) -> None:
         "`--max-running-requests`.",
         # a request without an id says no more than the error does
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB for the requests",
-        # a buffer requested is no request; a session being created is start-up's; a scheduler's job is the program
-        "RUNTIME_EXCEPTION : Exception during initialization: Failed to allocate memory for requested buffer of size "
-        "1073741824 (out of memory)",
+        # a buffer requested is no request (ONNX Runtime's session initializing around it is start-up's:
+        # test_doctor_round102.py); a session being created is start-up's; a scheduler's job is the program
+        "RUNTIME_EXCEPTION : Failed to allocate memory for requested buffer of size 1073741824 (out of memory)",
         "RuntimeError: CUDA out of memory while creating session 3",
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB for job 48213",
     ],

@@ -720,6 +720,8 @@ PINNED_FALLBACK = re.compile(
 LOAD_FINISHED = re.compile(
     r"\b(?:model|weights)(?: was| were| has been| have been)? (?:successfully )?loaded\b"
     r"|\b(?:finished|done) loading (?:the )?(?:model|weights)\b"
+    # exo's tinygrad loader once every weight is read: "loaded weights in 578.55 ms, 1.31 GB loaded at 2.26 GB/s"
+    r"|\bloaded (?:the )?(?:model|weights) in \d"
     r"|\[GIN\][^|]*\|\s*(?:\S*\s)?200\b.*\bPOST\b.*/api/(?:chat|generate|embed|embeddings)\b",
     re.IGNORECASE,
 )
@@ -828,6 +830,12 @@ SGLANG_POOL = re.compile(
 #: :meth:`vllm_hpu_mm.logs.doctor.scan.Scanner.feed`; the backend's own line above it, where the log has one, is the
 #: failure's line and says which memory).
 KV_BUFFER_SUMMARY = re.compile(r"failed to allocate buffer for kv cache")
+#: A statement that makes a KV cache's key or value buffers, its target named for them, as an excerpt shows it above the
+#: error it raised (LightLLM's memory manager: "self.value_buffer = [torch.empty((size, head_num, head_dim), ...) for _
+#: in range(layer_num)]", ModelTC/lightllm #13): the cache being allocated.
+KV_BUFFER_STATEMENT = re.compile(
+    r"^\s*(?:[A-Za-z_]\w*\.)*(?:k|v|kv|key|value|key_value)_(?:buffer|cache|pool)s?\s*(?:\[[^\]]*\])?\s*=[^=]"
+)
 #: Failure messages that name the phase they come from (the runtimes' own wording): MindIE's warm-up, which measures
 #: memory before the KV cache is sized, TGI's warm-up (``flash_causal_lm.py`` ``warmup``; why it is the warm-up's:
 #: :data:`vllm_hpu_mm.logs.doctor.phases.TGI_WARMUP`), vLLM's sampler warm-up after graph capture
@@ -848,6 +856,11 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
             r"|\bllama_model_load: error loading model|\bllama_load_model_from_file: failed to load model"
             r"|model requires more system memory"
             rf"|{_LOAD_GUARD}"
+            # ONNX Runtime's session, which allocates its initializers (the weights) and arenas as it is initialized,
+            # wraps any exception of that in these words (onnxruntime/core/session/inference_session.cc
+            # ``InferenceSession::Initialize``: "Exception during initialization: ..."); Triton's ONNX backend and any
+            # app create the session as they load the model (triton-inference-server/server #5661)
+            r"|\bException during initialization: "
             # vLLM's model runner logs this when its weight load runs out of device memory: only ``load_model``
             # catches the error with these words (vllm/v1/worker/gpu_model_runner.py ``GPUModelRunner.load_model``,
             # vLLM 0.32.0), before any profiling, KV cache or graph; posts render its hyphen as a dash
@@ -931,7 +944,15 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     # A server's answer to a request that failed, carrying the failure ("Error: 500 Internal Server Error: <error>", as
     # Ollama's client and any HTTP client print it): the server was serving, unless the failure is the model's load
     # the request waited for (:data:`LOAD_FAILED`'s words; Ollama loads a model on its first request)
-    ("runtime", re.compile(r"\b500 Internal Server Error: (?!.*(?:load|terminated|start))")),
+    # (OpenAI's Python client raises such an answer as "openai.InternalServerError: Error code: 500 - {<the body>}",
+    # mistralrs #447: the same answer, the same reading)
+    (
+        "runtime",
+        re.compile(
+            r"\b(?:500 Internal Server Error:|InternalServerError: Error code: 500 - )"
+            r"(?!.*(?:load|terminated|start))"
+        ),
+    ),
     # Ollama's server reports its runner's stream broken partway through a completion it was generating as "an
     # (unknown) error was encountered while running the model: <the runner's last error>" (llm/server.go
     # ``llmServer.Completion``, on an unexpected EOF from the runner); ``ollama run`` prints it as "Error: ...". Only a

@@ -798,6 +798,15 @@ def asked_stage(text: str) -> Stage | None:
     return "runtime"
 
 
+#: A server's line that it received a request to answer ("Received completion request with 21 messages", vllm.rs's
+#: server, EricLBuehler/vllm.rs #357; "Received request chatcmpl-..."; "received new chat request"): it was serving. A
+#: request to load, unload, stop or start something is the host's own work, not a request answered.
+RECEIVED = re.compile(
+    r"\breceived (?:an? |the |new )?(?:[\w-]+ ){0,2}request\b(?!\s+(?:to|for)\s+(?:load|unload|stop|shut|start))",
+    re.IGNORECASE,
+)
+
+
 def announced_stage(text: str) -> Stage | None:
     """The stage a program's own line announces, in any program: a clause that opens with a verb of working over its
     inputs (:data:`WORKING_VERBS`: "Model loaded, transcribing next") is serving; one that opens with loading
@@ -808,11 +817,13 @@ def announced_stage(text: str) -> Stage | None:
     where the line is a progress bar drawn full (``Loading checkpoint shards: 100%|...| 2/2``): the work it names is
     done. A server's report that it listens for
     requests is serving (:func:`listening_stage`), and so is a user's input typed at a program's prompt
-    (:func:`asked_stage`)."""
+    (:func:`asked_stage`) and a server's word that it received a request (:data:`RECEIVED`)."""
     if (listening := listening_stage(text)) is not None:
         return listening
     if (asked := asked_stage(text)) is not None:
         return asked
+    if "eceived" in text and RECEIVED.search(text):
+        return "runtime"
     low = text.lower()
     if not any(verb in low for verb in _ANNOUNCING) or _FULL_BAR.search(text):
         return None  # most lines of a long log name none of the verbs: one pass of substring checks, no regex

@@ -64,6 +64,7 @@ from vllm_hpu_mm.logs.patterns import (
     HOST_OOM,
     HOST_RESOURCE,
     INFO_LEVEL,
+    KV_BUFFER_STATEMENT,
     KV_BUFFER_SUMMARY,
     KV_ESTIMATE,
     KV_REFUSAL,
@@ -577,6 +578,12 @@ class Scanner:
                         run.phase = (stage, k, text)
                         return
                     break
+        if run.phase is not None and run.progress is not None and run.phase[1] == run.progress[1]:
+            if ("oaded" in text or "loading" in text) and LOAD_FINISHED.search(text):
+                # the program's words that the load the counted phase showed partway is done (an excerpt cut the
+                # bar's last steps): start-up's phase line still, no longer one under way
+                run.phase = ("startup", k, text)
+                return
         # a runtime's phase line, else any program's own words for the work it starts (phases.announced_stage)
         if (named := marker_stage(text) or announced_stage(text)) is not None:
             run.phase = (named, k, text)
@@ -685,11 +692,18 @@ class Scanner:
         if method is not None and all(f.func != method.func for f in frames):
             frames.insert(0, method)
         previous = before[-1][1] if before else ""
-        opened = _wrapped(previous, text) or _listed_under(previous, text) or _indented_under(previous, text)
+        opened = (
+            _wrapped(previous, text)
+            or _listed_under(previous, text)
+            or _indented_under(previous, text)
+            or _row_continued(previous, text)
+        )
         head = [run.reported] if run.reported is not None else [before[-1]] if opened else []
         record = _record(text, run.after)
         wrapped = (k, record) if record != text else None
         message, kind, at = _message(phase, [*head, (k, text), *run.after[:5]], run.after, wrapped, memory)
+        if message is None and statement is not None and KV_BUFFER_STATEMENT.match(statement[1]):
+            message, at = "kv_cache", statement[0]  # the statement that raised it makes the KV cache's buffers
         if message is None and listed_item_stage([line for _, line in (*head, (k, text))], [t for _, t in run.after]):
             # one numbered input's failure in a list the program went on with (phases.listed_item_stage)
             message, at = "runtime", head[0][0] if head else k
@@ -1090,6 +1104,15 @@ def _wrapped(previous: str, text: str) -> bool:
     return len(previous) >= 80 and not previous[-1:].isspace() and mid_word
 
 
+def _row_continued(previous: str, text: str) -> bool:
+    """Whether ``text`` ends a table row ``previous`` opened, its cell broken over two lines: the row opens with a bar
+    and is left open, and ``text`` closes it (Triton's model status table, "| dolly_v1_6b_onnx | 1 | UNAVAILABLE:
+    Internal: onnx runtime error 6: Exception during initialization: ..." over "Failed to allocate memory for requested
+    buffer of size 268435456 |", triton-inference-server/server #5661): the cell's words on the line before are the
+    failure's own."""
+    return previous.lstrip().startswith("|") and not previous.rstrip().endswith("|") and text.rstrip().endswith("|")
+
+
 #: How long a line a terminal or an issue form wraps at least is (the narrowest wrap seen: 80 columns, less its
 #: margin), and what ends a record rather than breaking it.
 WRAP_WIDTH, _RECORD_ENDS = 60, (".", "!", "?", ":", ";", ")", "]", "}", ",")
@@ -1371,10 +1394,11 @@ def _traceback_window(before: list[tuple[int, str]]) -> list[tuple[int, str]]:
 
 
 #: A line of Python source as a traceback quotes it under a frame: a call, or an assignment, a return or an await of
-#: one (``self.weight = Parameter(torch.Tensor(...))``, ``return self.model(x)``).
+#: one (``self.weight = Parameter(torch.Tensor(...))``, ``return self.model(x)``), the call maybe opening a list
+#: comprehension (``self.value_buffer = [torch.empty(...) for _ in range(n)]``).
 SOURCE_STATEMENT = re.compile(
     r"(?:(?:return|await|yield)\s+|[A-Za-z_][\w.]*(?:\[[^\]]*\])?(?:\s*,\s*[A-Za-z_][\w.]*)*\s*[-+*/]?=\s*"
-    r"(?:await\s+)?)?[A-Za-z_][\w.]*\s*\("
+    r"(?:await\s+)?)?\[?[A-Za-z_][\w.]*\s*\("
 )
 
 
@@ -1386,10 +1410,10 @@ STATEMENT_BLANKS = 3
 #: tests/data/logs/heldout_round71/other_keras_nlp_8358_gemma_tpu_resource_exhausted.log), a quote's, a list's, bold
 #: or inline code.
 ERROR_MARKUP = re.compile(r"^[#>*`\s]+")
-#: A statement whole on its line, as a user's own code shows it: its call closed, a statement's end or a comment after
-#: it (``pipe = openvino_genai.Text2ImagePipeline(args.model_dir, device) #``). Prose that opens with a call
+#: A statement whole on its line, as a user's own code shows it: its call (or its list) closed, a statement's end or a
+#: comment after it (``pipe = openvino_genai.Text2ImagePipeline(args.model_dir, device) #``). Prose that opens with a call
 #: ("pipeline(...) fails with:") and a call left open over the lines below are not.
-WHOLE_STATEMENT = re.compile(r".*\)\s*;?\s*(?:#.*)?")
+WHOLE_STATEMENT = re.compile(r".*[)\]]\s*;?\s*(?:#.*)?")
 
 
 def _quoted_statement(before: list[tuple[int, str]], text: str) -> tuple[int, str] | None:
