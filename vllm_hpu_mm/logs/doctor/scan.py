@@ -578,12 +578,12 @@ class Scanner:
                         run.phase = (stage, k, text)
                         return
                     break
-        if run.phase is not None and run.progress is not None and run.phase[1] == run.progress[1]:
-            if ("oaded" in text or "loading" in text) and LOAD_FINISHED.search(text):
-                # the program's words that the load the counted phase showed partway is done (an excerpt cut the
-                # bar's last steps): start-up's phase line still, no longer one under way
-                run.phase = ("startup", k, text)
-                return
+        partway = run.phase is not None and run.progress is not None and run.phase[1] == run.progress[1]
+        if partway and ("oaded" in text or "loading" in text) and LOAD_FINISHED.search(text):
+            # the program's words that the load the counted phase showed partway is done (an excerpt cut the bar's
+            # last steps): start-up's phase line still, no longer one under way
+            run.phase = ("startup", k, text)
+            return
         # a runtime's phase line, else any program's own words for the work it starts (phases.announced_stage)
         if (named := marker_stage(text) or announced_stage(text)) is not None:
             run.phase = (named, k, text)
@@ -1411,8 +1411,8 @@ STATEMENT_BLANKS = 3
 #: or inline code.
 ERROR_MARKUP = re.compile(r"^[#>*`\s]+")
 #: A statement whole on its line, as a user's own code shows it: its call (or its list) closed, a statement's end or a
-#: comment after it (``pipe = openvino_genai.Text2ImagePipeline(args.model_dir, device) #``). Prose that opens with a call
-#: ("pipeline(...) fails with:") and a call left open over the lines below are not.
+#: comment after it (``pipe = openvino_genai.Text2ImagePipeline(args.model_dir, device) #``). Prose that opens with a
+#: call ("pipeline(...) fails with:") and a call left open over the lines below are not.
 WHOLE_STATEMENT = re.compile(r".*[)\]]\s*;?\s*(?:#.*)?")
 
 
