@@ -404,6 +404,13 @@ DEVICE_OOM = re.compile(
     # (ACL_ERROR_RT_MEMORY_ALLOCATION), TensorRT's allocator ("Requested amount of GPU memory (N bytes) could not be
     # allocated"; as a warning, ``[W]``, it is the engine builder skipping a tactic that needs more: no failure)
     r"|_OUT_OF_(?:DEVICE_)?MEMORY\b|OutOfDeviceMemory|\b[A-Z]+_STATUS_ALLOC_FAILED\b|cudaErrorMemoryAllocation"
+    # cuBLAS's own words for CUBLAS_STATUS_ALLOC_FAILED (cublasGetStatusString), as ggml prints a handle it could not
+    # create: "CUDA error: the resource allocation failed ... cublasCreate_v2" (LostRuins/koboldcpp #1780)
+    r"|\bthe resource allocation failed\b"
+    # TensorRT-LLM's KV block manager finding no GPU block to free for a step's request (kvCacheManager.cpp
+    # ``BlockManager::findBestGPUBlockToFree``: "mFreePrimaryBlocks list has no GPU blocks", NVIDIA/TensorRT-LLM #1687):
+    # the cache's device blocks exhausted
+    r"|\bmFreePrimaryBlocks list has no GPU blocks\b"
     # Vulkan's device-side error by its number, or its name cut (:data:`_VK_RESULT`, :data:`_VK_CUT`)
     rf"|{_VK_RESULT}-2(?!\d)|\bVK_ERROR_OUT_OF_DE{_VK_CUT}"
     r"|rocblas_status_memory_error|ACL_ERROR_RT_MEMORY_ALLOCATION"
@@ -1505,6 +1512,9 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             # (:data:`vllm_hpu_mm.logs.doctor.phases.TGI_WARMUP`); vLLM's CPU runner's compile warm-up too
             # (cpu_model_runner.py ``warming_up_model``: "Warming up model for the compilation...")
             "warming up model",
+            # koboldcpp's warm-up run once its model is loaded ("Starting model warm up, please wait a moment...",
+            # LostRuins/koboldcpp #1780)
+            "starting model warm up",
             "capturing cuda graph",
             "capturing cudagraph",
             "[warmup]",

@@ -372,6 +372,13 @@ REHEARSAL_WORDS = frozenset(("profile", "profiling", "warmup", "warm", "capture"
 #: Python's builtin runs any code, and torch's ``Module.eval()`` is called on a model right after it is loaded.
 EVALUATING_WORDS = frozenset(("evaluate", "evaluation", "evaluator", "evaluators", "evaluating", "benchmark",
                               "benchmarking"))  # fmt: skip
+#: What the OpenAI-style APIs let a request create, as servers name their handlers for it after the API's operations
+#: ("Create chat completion", "Create embeddings"): Xinference's REST handler ``create_embedding`` (xinference/api/
+#: restful_api.py, xorbitsai/inference #2162), vLLM's ``create_chat_completion``. Made for a request: serving, though
+#: "create" otherwise names what a function makes (:data:`MAKING_WORDS`).
+API_RESOURCES = frozenset(("completion", "completions", "embedding", "embeddings", "transcription", "transcriptions",
+                           "translation", "translations", "rerank", "image", "images", "speech", "response",
+                           "responses"))  # fmt: skip
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 
 
@@ -455,6 +462,8 @@ def named_stage(
             if elided:
                 continue  # a set-up whose inner frames are left out: which of its phases is not shown
             return "startup", k
+        if ordered[:1] == ["create"] and words & API_RESOURCES:
+            return task or ("runtime", k)  # an API operation a request invoked (API_RESOURCES)
         if ordered[:1] and ordered[0] in MAKING_WORDS:
             continue  # the name says what is made, not what is running (MAKING_WORDS)
         if task is None and words & EVALUATING_WORDS:

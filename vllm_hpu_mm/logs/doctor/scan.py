@@ -326,6 +326,9 @@ class _Run:
         #: if the next line states one (:meth:`Scanner._unmarked_refusal`).
         self.unmarked: _Held | None = None
         self.kv: tuple[int, str] | None = None
+        #: The run's first line that its process crashed (:data:`~vllm_hpu_mm.logs.patterns.CRASHED`), no memory words
+        #: in it: a failure of another kind that a traceback cut after it is the consequence of.
+        self.crashed: tuple[int, str] | None = None
         self.kv_fit: tuple[int, int] | None = None
         self.gaudi: tuple[int, str, GaudiMemory] | None = None
         self.phase: tuple[Stage, int, str] | None = None
@@ -594,9 +597,16 @@ class Scanner:
 
     def _traceback_lines(self, run: _Run, k: int, text: str) -> None:
         tb = run.tb
+        if run.crashed is None and _crash_words(text) and CRASHED.search(text) and _oom_kind(text) is None:
+            run.crashed = (k, text)
         if TRACEBACK_START in text:
             before = list(self.recent)[:-1]
             check = _stated_error(before, (k, text), run.raised)
+            if check is None and run.crashed is not None and run.failure is None and run.pending is None:
+                # the process crashed earlier in the run (a segmentation fault caught and reported), no out-of-memory
+                # failure before it: the traceback that follows (the engine failing to start without its worker) is
+                # that crash's consequence (vllm-project/vllm #8651's "Caught signal 11 (Segmentation fault ...)")
+                check = run.crashed
             explained = check is not None or _explained(before)
             run.tb = tb = _Traceback(k, explained)
             if check is not None and run.error is None:
@@ -1102,6 +1112,11 @@ def _wrapped(previous: str, text: str) -> bool:
     instance: ...") are on the line before."""
     mid_word = bool(text) and (text[0].islower() or text[0] in ")]>") and not KEYED_TIME.match(text)
     return len(previous) >= 80 and not previous[-1:].isspace() and mid_word
+
+
+def _crash_words(text: str) -> bool:
+    """A cheap first check for :data:`~vllm_hpu_mm.logs.patterns.CRASHED` (most lines hold none of its words)."""
+    return "egmentation" in text or "SIG" in text or "core dumped" in text
 
 
 def _row_continued(previous: str, text: str) -> bool:
