@@ -16,30 +16,23 @@ from __future__ import annotations
 
 import pytest
 
-from vllm_hpu_mm.envs import load
-from vllm_hpu_mm.logs.doctor import diagnose
+from tests.support.logs import verdict
 from vllm_hpu_mm.logs.doctor.phases import announced_stage
-
-
-def _verdict(lines: list[str]) -> tuple[str, str]:
-    d = diagnose(lines, load({}))
-    return d.stage, d.basis
-
 
 _ORT = "Failed to allocate memory for requested buffer of size 268435456"
 
 
 def test_onnx_runtime_failing_as_its_session_initializes_is_startup() -> None:
     line = f"onnx runtime error 6: Exception during initialization: bfc_arena.cc:368 AllocateRawInternal {_ORT}"
-    assert _verdict([line]) == ("startup", "message")
+    assert verdict([line]) == ("startup", "message")
 
 
 def test_a_table_row_broken_over_two_lines_is_read_as_one_record() -> None:
     row = ["| dolly_v1_6b_onnx | 1       | UNAVAILABLE: Internal: onnx runtime error 6: Exception during "
            "initialization: /workspace/onnxruntime/core/framework/bfc_arena.cc:368 void* onnxruntime",
            f"{_ORT} |"]  # fmt: skip
-    assert _verdict(row) == ("startup", "message")
-    assert _verdict([row[0] + " |", "| next | 1 | READY |", row[1]])[0] == "unknown"
+    assert verdict(row) == ("startup", "message")
+    assert verdict([row[0] + " |", "| next | 1 | READY |", row[1]])[0] == "unknown"
 
 
 _TORCH_OOM = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.14 GiB (GPU 0; 79.35 GiB total "
@@ -49,20 +42,20 @@ _TORCH_OOM = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocat
 @pytest.mark.parametrize("target", ["self.value_buffer", "self.k_cache", "key_caches[i]"])
 def test_a_statement_making_the_kv_cache_s_buffers_is_the_kv_cache(target: str) -> None:
     statement = f'{target} = [torch.empty((size, head_num, head_dim), dtype=dtype, device="cuda") for _ in range(n)]'
-    assert _verdict([statement, "", _TORCH_OOM]) == ("kv_cache", "message")
+    assert verdict([statement, "", _TORCH_OOM]) == ("kv_cache", "message")
 
 
 def test_a_statement_making_other_tensors_says_nothing_of_the_stage() -> None:
     statement = 'self.weight = [torch.empty((size, dim), device="cuda") for _ in range(n)]'
-    assert _verdict([statement, "", _TORCH_OOM])[0] == "unknown"
+    assert verdict([statement, "", _TORCH_OOM])[0] == "unknown"
 
 
 def test_openai_s_client_raising_a_500_that_carries_the_oom_is_serving() -> None:
     line = ("openai.InternalServerError: Error code: 500 - {'message': 'DriverError(CUDA_ERROR_OUT_OF_MEMORY, "
             "\"out of memory\")', 'partial_response': {'id': '2'}}")  # fmt: skip
-    assert _verdict([line]) == ("runtime", "message")
+    assert verdict([line]) == ("runtime", "message")
     loading = "openai.InternalServerError: Error code: 500 - {'error': 'failed to load model: CUDA out of memory'}"
-    assert _verdict([loading])[0] != "runtime"
+    assert verdict([loading])[0] != "runtime"
 
 
 @pytest.mark.parametrize("line", ["INFO vllm_rs::server::server: Received completion request with 21 messages",
@@ -81,5 +74,5 @@ _BAR = ("ram used:  1.07 GB, layers.2.feed_forward.w2.weight                   :
 
 def test_a_load_reported_done_after_a_cut_bar_ends_the_load() -> None:
     failure = "Error processing prompt: CUDA Error 2, out of memory"
-    assert _verdict([_BAR, "loaded weights in 578.55 ms, 1.31 GB loaded at 2.26 GB/s", failure])[0] == "runtime"
-    assert _verdict([_BAR, failure])[0] == "startup"  # the bar alone: the load still under way
+    assert verdict([_BAR, "loaded weights in 578.55 ms, 1.31 GB loaded at 2.26 GB/s", failure])[0] == "runtime"
+    assert verdict([_BAR, failure])[0] == "startup"  # the bar alone: the load still under way

@@ -14,15 +14,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.logs import verdict
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.logs.doctor import diagnose
 from vllm_hpu_mm.logs.doctor.phases import announced_stage
-
-
-def _verdict(lines: list[str]) -> tuple[str, str]:
-    d = diagnose(lines, load({}))
-    return d.stage, d.basis
-
 
 _GGML_OOM = [
     "CUDA error: out of memory",
@@ -34,17 +29,17 @@ _GGML_OOM = [
 @pytest.mark.parametrize("words", ["an unknown error was encountered", "an error was encountered"])
 def test_ollama_s_runner_breaking_during_a_completion_is_serving(words: str) -> None:
     lines = [f"Error: {words} while running the model CUDA error: out of memory", *_GGML_OOM[1:]]
-    assert _verdict(lines) == ("runtime", "message")
+    assert verdict(lines) == ("runtime", "message")
 
 
 def test_the_same_ggml_oom_alone_says_nothing_of_the_stage() -> None:
-    assert _verdict(_GGML_OOM)[0] == "unknown"
+    assert verdict(_GGML_OOM)[0] == "unknown"
 
 
 def test_a_tool_calculating_over_its_inputs_is_serving() -> None:
     line = "perplexity: calculating perplexity over 565 chunks, n_ctx=512, batch_size=2048, n_seq=4"
     assert announced_stage(line) == "runtime"
-    assert _verdict(["perplexity: tokenizing the input ..", line, *_GGML_OOM]) == ("runtime", "phase")
+    assert verdict(["perplexity: tokenizing the input ..", line, *_GGML_OOM]) == ("runtime", "phase")
 
 
 # --- development rounds 110-113 -------------------------------------------------------------------------------------
@@ -54,14 +49,14 @@ def test_ollama_s_runner_terminated_under_llama_server_s_name_is_the_load_s_fail
     lines = ["load_tensors: loading model tensors, this can take a while... (load_mode = dio)",
              "load_tensors:    CUDA_Host model buffer size = 2850.75 MiB", "...",
              "Error: 500 Internal Server Error: llama-server process has terminated: signal: killed"]  # fmt: skip
-    assert _verdict(lines)[0] == "startup"
+    assert verdict(lines)[0] == "startup"
 
 
 def test_rknn_refusing_npu_memory_as_the_model_loads_is_startup() -> None:
     lines = ["I rkllm: loading rkllm model from ./language_model_w8a8.rkllm",
              "E RKNN: [09:40:45.140] failed to malloc npu memory, size: 3085697024, flags: 0x2",
              "E RKNN: [09:40:45.148] load model file error!"]  # fmt: skip
-    assert _verdict(lines)[0] == "startup"
+    assert verdict(lines)[0] == "startup"
 
 
 @pytest.mark.parametrize("code", ["-61: CL_INVALID_BUFFER_SIZE", "-4: CL_MEM_OBJECT_ALLOCATION_FAILURE"])
@@ -74,7 +69,7 @@ def test_opencl_refusing_a_buffer_is_device_memory(code: str) -> None:
 def test_max_s_kv_pool_too_small_for_its_pages_is_the_kv_cache() -> None:
     lines = ["ValueError: 51.00 MiB is too small to build a pool from the page sizes",
              "(attn.full_group=3.00 MiB, linear_attn/conv=648.00 KiB,"]  # fmt: skip
-    assert _verdict(lines)[0] == "kv_cache"
+    assert verdict(lines)[0] == "kv_cache"
 
 
 def test_a_rust_backtrace_s_model_load_frame_is_startup() -> None:
@@ -83,8 +78,8 @@ def test_a_rust_backtrace_s_model_load_frame_is_startup() -> None:
              "   5: candle_core::safetensors::MmapedSafetensors::load",
              "  12: candle_transformers::models::falcon::Falcon::load",
              "  13: falcon::main"]  # fmt: skip
-    assert _verdict(lines) == ("startup", "message")
-    assert _verdict(lines[:2])[0] == "unknown"
+    assert verdict(lines) == ("startup", "message")
+    assert verdict(lines[:2])[0] == "unknown"
 
 
 def test_a_load_reported_complete_announces_nothing() -> None:

@@ -14,15 +14,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.logs import verdict
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.logs.doctor import diagnose
 from vllm_hpu_mm.logs.doctor.phases import named_stage
-
-
-def _verdict(lines: list[str]) -> tuple[str, str]:
-    d = diagnose(lines, load({}))
-    return d.stage, d.basis
-
 
 _CUBLAS = ["CUDA error: the resource allocation failed",
            "  current device: 1, in function cublas_handle at ggml/src/ggml-cuda/common.cuh:993",
@@ -35,7 +30,7 @@ def test_cublas_failing_to_allocate_its_handle_is_device_memory() -> None:
 
 
 def test_koboldcpp_s_model_warm_up_is_the_warm_up() -> None:
-    assert _verdict(["Starting model warm up, please wait a moment...", *_CUBLAS])[0] == "graph_capture"
+    assert verdict(["Starting model warm up, please wait a moment...", *_CUBLAS])[0] == "graph_capture"
 
 
 def test_tensorrt_llm_finding_no_gpu_block_during_a_step_is_serving() -> None:
@@ -43,7 +38,7 @@ def test_tensorrt_llm_finding_no_gpu_block_during_a_step_is_serving() -> None:
              "failed: mFreePrimaryBlocks list has no GPU blocks (kvCacheManager.cpp:1012)",
              "2       0x7fc0e2c2fae6 tensorrt_llm::batch_manager::kv_cache_manager::BlockManager::"
              "findBestGPUBlockToFree()"]  # fmt: skip
-    assert _verdict(lines) == ("runtime", "message")
+    assert verdict(lines) == ("runtime", "message")
 
 
 _CUT = ["(EngineCore_DP0 pid=271) ERROR 02-10 22:56:36 [core.py:866] EngineCore failed to start.",
@@ -56,11 +51,11 @@ _CUT = ["(EngineCore_DP0 pid=271) ERROR 02-10 22:56:36 [core.py:866] EngineCore 
 
 def test_a_traceback_cut_after_the_process_crashed_is_the_crash_s_consequence() -> None:
     crash = "Caught signal 11 (Segmentation fault: address not mapped to object at address (nil))"
-    assert _verdict([crash, "==== backtrace (tid: 290) ====", "...", *_CUT]) == ("none", "error")
+    assert verdict([crash, "==== backtrace (tid: 290) ====", "...", *_CUT]) == ("none", "error")
 
 
 def test_the_same_cut_traceback_alone_is_left_undecided() -> None:
-    assert _verdict(_CUT) == ("unknown", "undecided")  # no crash stated: not read as a failure of another kind
+    assert verdict(_CUT) == ("unknown", "undecided")  # no crash stated: not read as a failure of another kind
 
 
 @pytest.mark.parametrize("func", ["create_embedding", "create_chat_completion", "create_transcription"])

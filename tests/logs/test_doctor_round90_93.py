@@ -14,15 +14,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.logs import verdict
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.logs.doctor import diagnose
 from vllm_hpu_mm.logs.doctor.phases import announced_stage
-
-
-def _verdict(lines: list[str]) -> tuple[str, str]:
-    d = diagnose(lines, load({}))
-    return d.stage, d.basis
-
 
 _TORCH_OOM = [
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1008.00 MiB.",
@@ -33,11 +28,11 @@ _TORCH_OOM = [
 @pytest.mark.parametrize("dash", ["-", "\u2014", "\u2013"])
 def test_vllm_s_model_runner_reporting_its_load_out_of_memory_is_startup(dash: str) -> None:
     lines = [*_TORCH_OOM, f"[gpu_model_runner.py:4957] Failed to load model {dash} not enough GPU memory."]
-    assert _verdict(lines) == ("startup", "message")
+    assert verdict(lines) == ("startup", "message")
 
 
 def test_the_same_oom_without_the_runner_s_words_says_nothing_of_the_stage() -> None:
-    assert _verdict(_TORCH_OOM)[0] == "unknown"
+    assert verdict(_TORCH_OOM)[0] == "unknown"
 
 
 def test_vllm_s_model_runner_file_names_vllm_as_the_writer() -> None:
@@ -55,7 +50,7 @@ _VK_OOM = [
                                   "Initialising the server, please wait"])  # fmt: skip
 def test_a_program_initializing_what_serves_is_starting(line: str) -> None:
     assert announced_stage(line) == "startup"
-    assert _verdict([line, *_VK_OOM]) == ("startup", "phase")
+    assert verdict([line, *_VK_OOM]) == ("startup", "phase")
 
 
 @pytest.mark.parametrize("line", [
@@ -80,8 +75,8 @@ _FOLDED = [
 
 
 def test_an_error_stated_in_a_folded_log_s_summary_is_the_traceback_s_error() -> None:
-    assert _verdict(_FOLDED) == ("none", "error")
+    assert verdict(_FOLDED) == ("none", "error")
 
 
 def test_the_same_traceback_cut_with_no_error_stated_is_left_undecided() -> None:
-    assert _verdict(["<details>", "<summary>Server log</summary>", *_FOLDED[3:]]) == ("unknown", "undecided")
+    assert verdict(["<details>", "<summary>Server log</summary>", *_FOLDED[3:]]) == ("unknown", "undecided")

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from benchmarks.common import Example
 from tests.support.data import LOGS
+from vllm_hpu_mm.envs import load
+from vllm_hpu_mm.logs.doctor import diagnose
 from vllm_hpu_mm.logs.doctor.decide import Rules, default_rules
 from vllm_hpu_mm.logs.doctor.scan import scan
 
@@ -102,3 +104,10 @@ def cut_read_as_phase() -> Rules:
     is read as its frames' phase, which tests of what frames mean need (the shipped doctor leaves such a cut
     ``unknown`` with no out-of-memory claim)."""
     return dataclasses.replace(default_rules(), cut_evidence=False)
+
+
+def verdict(lines: list[str]) -> tuple[str, str]:
+    """The doctor's stage and the basis it gave for ``lines``, with no settings of the user's (what the stage tests
+    that pin a class on composed lines compare)."""
+    d = diagnose(lines, load({}))
+    return d.stage, d.basis

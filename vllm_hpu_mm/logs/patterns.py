@@ -868,6 +868,10 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
             # ``InferenceSession::Initialize``: "Exception during initialization: ..."); Triton's ONNX backend and any
             # app create the session as they load the model (triton-inference-server/server #5661)
             r"|\bException during initialization: "
+            # a program's own code mapped in as it starts, refused: the APE loader that runs a llamafile ("ape error:
+            # <file>: prog mmap failed w/ errno 12"), or strace's record of an executable mapping refused
+            # ("mmap(..., PROT_READ|PROT_EXEC, ...) = -1 ENOMEM", Mozilla-Ocho/llamafile #152 on a Raspberry Pi)
+            r"|\bprog mmap failed\b|\bmmap\([^)]*\bPROT_EXEC\b[^)]*\)\s*=\s*-1 ENOMEM\b"
             # vLLM's model runner logs this when its weight load runs out of device memory: only ``load_model``
             # catches the error with these words (vllm/v1/worker/gpu_model_runner.py ``GPUModelRunner.load_model``,
             # vLLM 0.32.0), before any profiling, KV cache or graph; posts render its hyphen as a dash
@@ -1160,6 +1164,10 @@ PYTHON_ERROR_TEXT = re.compile(
     r"|^[\w.]+\(\) (?:got an unexpected keyword argument|missing \d+ required (?:positional|keyword-only) argument"
     r"|takes \d+ positional arguments? but \d+ (?:was|were) given)|^(?:list|tuple) index out of range$"
 )
+#: A program's word that what it was asked for is not implemented (the message of its ``NotImplementedError``, which a
+#: logger may print alone before the traceback: "Encoder self-attention and encoder/decoder cross-attention are not
+#: implemented for HPUAttentionImpl", HabanaAI/vllm-fork #13053): an error of another kind than memory.
+NOT_IMPLEMENTED = re.compile(r"\b(?:is|are) not (?:yet )?implemented\b")
 #: The message of a check that failed on a shape, a value or a setting (``size_k must divisible by BLOCK_SIZE_K``,
 #: ``... is not supported``, ``expected N, got M``), as a program raises it in a ``ValueError``, an assertion or a
 #: ``RuntimeError`` of its own. vLLM's engine logs such an exception's message as its own error record right before

@@ -87,6 +87,7 @@ from vllm_hpu_mm.logs.patterns import (
     NATIVE_STARTUP,
     NEGATIVE_KV,
     NO_EXHAUSTION,
+    NOT_IMPLEMENTED,
     OWN_STOP,
     PHASE_MARKERS,
     PINNED_FALLBACK,
@@ -427,7 +428,10 @@ class Scanner:
         elif kind is None and run.went_on_at < run.last_oom and _goes_on(text):
             run.went_on_at = k
         mark = len(text) <= 64 and any(map(text.__contains__, _ELISION_WORDS))
-        if mark and ELISION.fullmatch(strip_prefix(text).strip()):
+        in_traceback = run.tb is not None and not run.tb.closed and bool(run.tb.frames)
+        if mark and ELISION.fullmatch(strip_prefix(text).strip()) and not in_traceback:
+            # (an elision among a traceback's frames leaves out frames, not the log's lines: no phase line can be in
+            # it; vllm-project/vllm #9367's "Starting profile run ...", then a traceback cut short with "...")
             run.elided = k
         if run.failure is None and run.pending is None:
             self._unmarked_refusal(run, k, text, kind)
@@ -838,7 +842,8 @@ def _explained(before: list[tuple[int, str]]) -> bool:
     near = before[-2:]
     if any(ERROR_MESSAGE.search(strip_prefix(line)) and _oom_kind(line) is None for _, line in near):
         return True
-    if near and PYTHON_ERROR_TEXT.search(strip_prefix(near[-1][1]).strip()):
+    last = strip_prefix(near[-1][1]).strip() if near else ""
+    if PYTHON_ERROR_TEXT.search(last) or (NOT_IMPLEMENTED.search(last) and _oom_kind(last) is None):
         return True  # the exception's message alone, as ``logger.exception(e)`` prints it before the traceback
     if not any(line.lstrip().startswith(CHAINED) for _, line in near):
         return False
