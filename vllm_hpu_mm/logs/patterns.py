@@ -534,7 +534,7 @@ DEVICE_OOM = re.compile(
     # estimate that the model will not fit and so goes to the CPU (Ollama's, above)
     rf"|{_PLACEMENT_REFUSED}"
     r"|(?<!running )(?<!run )(?<!If )(?<!pinned memory: )\bout of memory\b(?! error occurs)"
-    r"|\bKV cache pool is full\. Retract requests"
+    r"|\bKV cache pool is full\. Retract requests|\bFailed to allocate token prealloc indices\b"
     rf"|{_KV_NO_SLOT}",
     re.IGNORECASE,
 )
@@ -824,6 +824,10 @@ SGLANG_POOL = re.compile(
     # the first releases' scheduler, once the radix cache could not free enough for a prefill batch
     # (python/sglang/srt/managers/router/model_rpc.py: "Prefill out of memory. This should nerver happen.")
     r"|\b(?:Prefill|Decode) out of memory\. This should ne\w*r happen"
+    # the radix cache's LMCache lookup could not take token slots from the same pool for a request's prefix
+    # (mem_cache/radix_cache.py ``match_prefix_lmcache``, called from the scheduler's ``get_new_batch_prefill`` as the
+    # traceback of LMCache/LMCache #869 shows: "Failed to allocate token prealloc indices")
+    r"|\bFailed to allocate token prealloc indices\b"
 )
 #: llama.cpp's summary of the KV cache's buffer it could not make: the cache's constructor throws it when
 #: ggml_backend_alloc_ctx_tensors_from_buft returns no buffer (ggml-org/llama.cpp src/llama-kv-cache.cpp@3514e9f6
@@ -1062,13 +1066,16 @@ MEDIA_ENCODING = re.compile(
 #: ``ShardCannotStart``, both printed only for a shard that never became ready), llama.cpp's loader as
 #: Ollama relays it ("error loading model") and Ollama's runner that died while it loaded (``llm/server.go``
 #: ``WaitUntilRunning``: "llama runner process has terminated"; "llama-server process has terminated" where the runner
-#: is llama.cpp's server, ollama/ollama #18396). Read as start-up where no later phase line came
+#: is llama.cpp's server, ollama/ollama #18396), and LocalAI's loader, which starts a backend for a model on the first
+#: request that names it and reports a load the backend refused ("could not load model (no success): <the backend's
+#: message>", or "could not load model: <the call's error>", mudler/LocalAI pkg/model/initializers.go@5fc255a8
+#: ``grpcModel``; mudler/LocalAI #2126). Read as start-up where no later phase line came
 #: first; an engine whose load runs its whole start-up (vLLM under Triton, an engine the log does not name) cannot be
 #: placed by it (:func:`vllm_hpu_mm.logs.doctor.decide.judge`).
 LOAD_FAILED = re.compile(
     r"failed to load '[^']*' version|loading failed with error|creating modelInstanceState"
     r"|Error when initializing model|Shard \d+ failed to start|\bShardCannotStart\b|error loading model\b"
-    r"|llama(?: runner|-server) process has terminated"
+    r"|llama(?: runner|-server) process has terminated|\bcould not load model(?: \(no success\))?:"
 )
 #: A runtime's report that it could not compile the model for its device: the model's build, whatever hosts it (OpenVINO
 #: Model Server: ModelInstance::loadOVCompiledModel, src/modelinstance.cpp, returns "Cannot compile model into target

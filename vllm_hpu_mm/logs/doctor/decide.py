@@ -559,8 +559,10 @@ def _summarised_phase(f: Failure) -> tuple[Stage, int] | None:
 def _load_runs_everything(writer: LogSource) -> bool:
     """Whether a failed model load says nothing of the stage for this writer: vLLM builds its engine, profiles,
     allocates the KV cache and captures graphs all inside the host's load (Triton's vLLM backend initialises the engine
-    in ``initialize``), and an engine the log does not name may do the same."""
-    return writer.framework == "vllm" or writer.name in HOST_NAMES or (writer.framework == "other" and not writer.name)
+    in ``initialize``); a host that starts a named engine may run the engine's whole start-up in its load. A load that
+    failed in a log naming no engine is the model's load as far as the log tells (mudler/LocalAI #2126: the load an
+    embeddings request set off)."""
+    return writer.framework == "vllm" or writer.name in HOST_NAMES
 
 
 def decide(features: LogFeatures, rules: Rules) -> Diagnosis:

@@ -1,0 +1,39 @@
+"""Classes the doctor missed on rounds that are development data from stop 53 on (issue 34), each pinned on lines
+composed after the public logs under tests/data/logs (not loaded):
+
+- SGLang's radix cache that could not take token slots from the KV pool for a request's prefix ("Failed to allocate
+  token prealloc indices", raised under the scheduler's ``get_new_batch_prefill``): the pool exhausted while serving.
+- LocalAI's report that the backend it started for a request's model refused the load ("could not load model (no
+  success): ..."): a failed model load, start-up's where no later phase line came first, also where the log names no
+  engine."""
+
+from __future__ import annotations
+
+from tests.support.logs import verdict
+
+
+def test_sglang_s_prefix_lookup_finding_no_token_slots_is_the_kv_pool_exhausted_while_serving() -> None:
+    lines = ["[2025-06-26 02:16:20 TP0] Decode batch. #running-req: 1, #token: 2102, token usage: 0.51",
+             "[2025-06-26 02:16:20 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+             '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1529, in '
+             "get_new_batch_prefill",
+             "    req.init_next_round_input(",
+             '  File "/sgl-workspace/sglang/python/sglang/srt/mem_cache/radix_cache.py", line 254, in '
+             "match_prefix_lmcache",
+             '    raise ValueError("Failed to allocate token prealloc indices")',
+             "ValueError: Failed to allocate token prealloc indices"]  # fmt: skip
+    assert verdict(lines)[0] == "runtime"
+
+
+_LOAD_REFUSED = ('{"error":{"code":500,"message":"could not load model (no success): Unexpected err=OutOfMemoryError('
+                 "'CUDA out of memory. Tried to allocate 46.00 MiB. GPU 0 has a total capacity of 5.62 GiB of which "
+                 "55.50 MiB is free.')\",\"type\":\"\"}}")  # fmt: skip
+
+
+def test_localai_s_refused_load_is_start_up_in_a_log_that_names_no_engine() -> None:
+    assert verdict(["curl http://localhost:8080/embeddings -X POST", "", _LOAD_REFUSED])[0] == "startup"
+
+
+def test_the_same_out_of_memory_error_without_the_load_s_words_is_left_unknown() -> None:
+    plain = _LOAD_REFUSED.replace("could not load model (no success): ", "")
+    assert verdict(["curl http://localhost:8080/embeddings -X POST", "", plain])[0] == "unknown"
