@@ -37,3 +37,21 @@ def test_localai_s_refused_load_is_start_up_in_a_log_that_names_no_engine() -> N
 def test_the_same_out_of_memory_error_without_the_load_s_words_is_left_unknown() -> None:
     plain = _LOAD_REFUSED.replace("could not load model (no success): ", "")
     assert verdict(["curl http://localhost:8080/embeddings -X POST", "", plain])[0] == "unknown"
+
+
+def test_a_traceback_wrapped_at_its_words_inside_a_compose_log_keeps_its_frames() -> None:
+    # rich's console wrapped each frame after "File" and each record starts with the logger's level word (TabbyAPI)
+    p = "tabbyapi-1  | 2025-03-14 11:05:29.634 ERROR:"
+    lines = [f"{p}      File",
+             'tabbyapi-1  | "/usr/local/lib/python3.10/dist-packages/exllamav2/linear.py", line 138, in load',
+             f"{p}        device_context =",
+             "tabbyapi-1  | self.model.get_device_context(self.device_idx)",
+             f"{p}      File",
+             'tabbyapi-1  | "/usr/local/lib/python3.10/dist-packages/exllamav2/device.py", line 81, in',
+             "tabbyapi-1  | prepare",
+             f"{p}        self.scratch =",
+             "tabbyapi-1  | torch.empty((self.scratch_bytes // 2,), dtype = torch.half, device =",
+             "tabbyapi-1  | _torch_device(self.device_idx))",
+             f"{p}    torch.OutOfMemoryError: CUDA out of memory.",
+             "tabbyapi-1  | Tried to allocate 260.00 MiB. GPU 1 has a total capacity of 23.53 GiB of which"]  # fmt: skip
+    assert verdict(lines)[0] == "startup"

@@ -261,6 +261,12 @@ _FRAME_WORDS = ("File", "-->")
 _BARE_FRAME = re.compile(r"\.py:\d+,? in ")
 
 
+#: The halves of a frame line a terminal wrapped at a word (rich's console inside docker: the line ends with "File",
+#: the next one opens with the quoted path, a compose service's ``<service>  | `` prefix before both: TabbyAPI's
+#: traceback in theroyallab/tabbyAPI #304).
+WRAPPED_FRAME = re.compile(r'(?:^|\s)File$|^"[^"\s]+", line \d+, in\b')
+
+
 class _FrameReader:
     """The frames of consecutive lines: frame lines (a frame line a terminal wrapped is joined with the next line),
     and the calls of the source line under a frame (they name the next frame, which a cut traceback lacks)."""
@@ -284,6 +290,8 @@ class _FrameReader:
         head = text.rfind(FRAME_HEAD)
         if head >= 0 and not frames_in(text[head:]):
             self.partial = text[head : head + 1024]
+        elif WRAPPED_FRAME.search(text.rstrip()) and text.rstrip().endswith("File"):
+            self.partial = "File "  # wrapped after the word: the path and the function come on the next line
         if found:
             self.after_frame = True
             return [Frame(k, path, func, text) for path, func in found]
@@ -1395,6 +1403,11 @@ def _worker_tag(text: str) -> str:
     return m.group(0) if m else ""
 
 
+#: A logger's level word that opens each record ahead of the traceback's own indentation ("ERROR:      File",
+#: TabbyAPI's format in theroyallab/tabbyAPI #304): the indentation after it is the frame's.
+_LEVEL_WORD = re.compile(r"^(?:ERROR|CRITICAL|WARNING|INFO|DEBUG):?(?=\s)")
+
+
 def _traceback_window(before: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """The traceback above a failure: back to its 'Traceback' line, or else over the frame lines right above it
     (excerpts often start mid-traceback)."""
@@ -1404,8 +1417,13 @@ def _traceback_window(before: list[tuple[int, str]]) -> list[tuple[int, str]]:
             return before[j:]
     gap, j = 0, start - 1
     while j >= 0 and gap <= MAX_GAP:
-        body = strip_prefix(before[j][1])
-        if frames_in(before[j][1]) or body[:1].isspace() or body.strip().startswith(("^", "~", "-->", "--->")):
+        body = _LEVEL_WORD.sub("", strip_prefix(before[j][1]), count=1)
+        if (
+            frames_in(before[j][1])
+            or body[:1].isspace()
+            or body.strip().startswith(("^", "~", "-->", "--->"))
+            or WRAPPED_FRAME.search(body.strip())
+        ):
             start, gap = j, 0
         else:
             gap += 1
