@@ -5,7 +5,11 @@ composed after the public logs under tests/data/logs (not loaded):
   token prealloc indices", raised under the scheduler's ``get_new_batch_prefill``): the pool exhausted while serving.
 - LocalAI's report that the backend it started for a request's model refused the load ("could not load model (no
   success): ..."): a failed model load, start-up's where no later phase line came first, also where the log names no
-  engine."""
+  engine.
+- A traceback a terminal wrapped after "File", each record opening with the logger's level word, keeps its frames.
+- A KV cache class's constructor in its cache module (ExLlamaV2's ``cache.py`` ``__init__``) allocates the cache; a
+  model's or a parameter's own ``to`` moves weights onto the device at start-up, where a processor's ``to`` (a
+  request's inputs) does not."""
 
 from __future__ import annotations
 
@@ -55,3 +59,31 @@ def test_a_traceback_wrapped_at_its_words_inside_a_compose_log_keeps_its_frames(
              f"{p}    torch.OutOfMemoryError: CUDA out of memory.",
              "tabbyapi-1  | Tried to allocate 260.00 MiB. GPU 1 has a total capacity of 23.53 GiB of which"]  # fmt: skip
     assert verdict(lines)[0] == "startup"
+
+
+def _oom_under(*frames: tuple[str, str, str]) -> list[str]:
+    lines = ["Traceback (most recent call last):"]
+    for path, func, source in frames:
+        lines += [f'  File "{path}", line 10, in {func}', f"    {source}"]
+    return [*lines, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 64.00 MiB."]
+
+
+def test_a_kv_cache_class_s_constructor_allocates_the_kv_cache_after_the_model_loaded() -> None:
+    lines = [" -- Loaded model in 9.7356 seconds", " -- Loading tokenizer...",
+             *_oom_under(("/app/test_inference.py", "<module>", "cache = ExLlamaV2Cache(model)"),
+                         ("/app/exllamav2/cache.py", "__init__", "self.create_state_tensors(copy_from, lazy)"),
+                         ("/app/exllamav2/cache.py", "create_state_tensors",
+                          "p_key_states = torch.zeros(self.shape_wk, dtype = self.dtype, device = device)"))]  # fmt: skip
+    assert verdict(lines)[0] == "kv_cache"
+
+
+def test_a_parameter_moved_to_the_device_by_its_own_to_is_start_up() -> None:
+    lines = _oom_under(("/venv/lib/python3.11/site-packages/ipex_llm/transformers/low_bit_linear.py", "to",
+                        "new_param = FP4Params(super().to(device=device,"))  # fmt: skip
+    assert verdict(lines)[0] == "startup"
+
+
+def test_a_request_s_inputs_moved_by_a_processor_s_to_are_not_start_up() -> None:
+    lines = _oom_under(("/venv/lib/python3.11/site-packages/transformers/tokenization_utils_base.py", "to",
+                        "self.data = {k: v.to(device=device) for k, v in self.data.items()}"))  # fmt: skip
+    assert verdict(lines)[0] != "startup"

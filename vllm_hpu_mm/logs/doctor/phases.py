@@ -197,6 +197,19 @@ FUNCTIONS: dict[str, Meaning] = {
 #: Where a module's own ``__init__`` frames mean the model is being built (its layers allocate their weights):
 #: vLLM's model and layer definitions, TGI's custom modeling, transformers' models.
 MODEL_CODE = ("/model_executor/models/", "/model_executor/layers/", "/custom_modeling/", "/transformers/models/")
+#: Modules that hold a KV cache's class, whose constructor allocates the cache's key and value tensors: ExLlamaV2's
+#: ``exllamav2/cache.py`` (``ExLlamaV2Cache*.__init__`` -> ``create_state_tensors``, turboderp-org/exllamav2 #677 and
+#: #761, built after the model loaded and before any prompt). Only the constructor: the module's other functions copy or
+#: grow the cache for requests.
+KV_CACHE_CODE = re.compile(r"[/\\](?:kv_)?cache\.py$")
+#: A model or a parameter moved onto the device by its own ``to`` method (torch's ``nn.Module.to``, transformers'
+#: ``PreTrainedModel.to``, a quantised parameter class's ``to``: ipex-llm's ``FP4Params.to`` in
+#: ``transformers/low_bit_linear.py``, intel/ipex-llm #11786): the weights placed as the model is set up. A request's
+#: inputs move by the processors' ``BatchEncoding.to`` / ``BatchFeature.to`` (:data:`INPUT_CODE`), which are not this.
+MOVING = frozenset(("to", "cuda", "xpu", "npu"))
+#: transformers' processors, whose ``to`` moves a request's encoded inputs (tokenization_utils_base.py BatchEncoding,
+#: feature_extraction_utils.py BatchFeature, and the image, video and multimodal processors built on them).
+INPUT_CODE = re.compile(r"(?:tokenization|feature_extraction|image_processing|video_processing|processing)_utils")
 #: Files whose functions are warm-ups of one phase whatever they are called: vLLM's kernel warm-ups
 #: (``model_executor/warmup/deep_gemm_warmup.py``, ``kernel_warmup.py``), and the TPU runner's compilation manager
 #: (tpu-inference, tpu_commons before it: ``runner/compilation_manager.py`` ``CompilationManager``, whose
@@ -273,6 +286,10 @@ def frame_meaning(path: str, func: str) -> Meaning | None:
         return meaning
     name = func.rsplit(".", 1)[-1]
     if name == "__init__" and any(part in path for part in MODEL_CODE):
+        return Meaning("startup", "phase")
+    if name == "__init__" and KV_CACHE_CODE.search(path):
+        return Meaning("kv_cache", "phase")
+    if name in MOVING and path.endswith(".py") and not INPUT_CODE.search(path):
         return Meaning("startup", "phase")
     if any(part in path for part in WARMUP_CODE):
         return Meaning("graph_capture", "phase")
