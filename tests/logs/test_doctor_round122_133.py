@@ -57,7 +57,7 @@ def test_a_traceback_wrapped_at_its_words_inside_a_compose_log_keeps_its_frames(
              "tabbyapi-1  | torch.empty((self.scratch_bytes // 2,), dtype = torch.half, device =",
              "tabbyapi-1  | _torch_device(self.device_idx))",
              f"{p}    torch.OutOfMemoryError: CUDA out of memory.",
-             "tabbyapi-1  | Tried to allocate 260.00 MiB. GPU 1 has a total capacity of 23.53 GiB of which"]  # fmt: skip
+             "tabbyapi-1  | Tried to allocate 260.00 MiB. GPU 1 has a total capacity of 23.53 GiB"]  # fmt: skip
     assert verdict(lines)[0] == "startup"
 
 
@@ -73,7 +73,7 @@ def test_a_kv_cache_class_s_constructor_allocates_the_kv_cache_after_the_model_l
              *_oom_under(("/app/test_inference.py", "<module>", "cache = ExLlamaV2Cache(model)"),
                          ("/app/exllamav2/cache.py", "__init__", "self.create_state_tensors(copy_from, lazy)"),
                          ("/app/exllamav2/cache.py", "create_state_tensors",
-                          "p_key_states = torch.zeros(self.shape_wk, dtype = self.dtype, device = device)"))]  # fmt: skip
+                          "p_key_states = torch.zeros(self.shape_wk, dtype = self.dtype, device = dev)"))]  # fmt: skip
     assert verdict(lines)[0] == "kv_cache"
 
 
