@@ -455,6 +455,11 @@ DEVICE_OOM = re.compile(
     # N bytes which is greater than the maximum allowed buffer size", "[malloc] Unable to allocate N bytes"); Metal's
     # own command-buffer status for the same (kIOGPUCommandBufferCallbackErrorOutOfMemory)
     r"|\[metal::malloc\] Attempting to allocate|\[(?:metal::)?malloc\] Unable to allocate \d+ bytes"
+    # the allocator's cap on how many Metal buffers it holds at once (Metal's ceiling, 499,000 on the posted logs),
+    # reached: the allocation refused
+    # (mlx/backend/metal/allocator.cpp MetalAllocator::malloc, "[metal::malloc] Resource limit (N) exceeded.",
+    # ml-explore/mlx-lm #1672, Blaizzy/mlx-vlm #1972 deep in a long decode)
+    r"|\[metal::malloc\] Resource limit (?:\(\d+\) )?exceeded"
     r"|CommandBufferCallbackErrorOutOfMemory"
     # Intel's XPU allocator (intel/intel-extension-for-pytorch csrc/gpu/runtime/CachingDeviceAllocator.cpp): a block
     # over the 4 GB a platform without 2D block arrays can address is refused in torch's out-of-memory words
@@ -746,13 +751,14 @@ MEMORY_REFUSED_WORDS = ("insuffic", "enough", "free", "lack", "availab", "exceed
 #: small for the next tensor ("ggml_new_object: not enough space in the context's memory pool (needed N, available
 #: M)"; "ggml_new_tensor_impl: ..." in 2023's ggml). ggml.c ``ggml_new_object`` prints it, then asserts and returns
 #: NULL, which the caller dereferences (a segmentation fault in a release build), and since aborts
-#: (``GGML_ASSERT(obj_new)``): the tensor was never made.
+#: (``GGML_ASSERT(obj_new)``): the tensor was never made. (koboldcpp's 2023 build printed the scratch pool's as "not
+#: enough space in the scratch memory", LostRuins/koboldcpp #50.)
 #: ggml's tensor allocators inside a buffer sized before it, too small for the next tensor, the same way
 #: (ggml/src/ggml-alloc.c ``ggml_tallocr_alloc`` "not enough space in the buffer to allocate T (needed N, available
 #: M)", and its graph allocator's "... largest block available M"; ``GGML_ABORT("not enough space in the buffer")``
 #: after both, a GGML_ASSERT before).
 ARENA_OVERFLOW = re.compile(
-    r"not enough space in the (?:context's|scratch) memory pool\b"
+    r"not enough space in the (?:context's memory pool|scratch memory(?: pool)?)\b"
     r"|\bggml_\w*allocr?\w*: not enough space in the buffer\b",
     re.IGNORECASE,
 )
@@ -1020,8 +1026,12 @@ NATIVE_SERVING = re.compile(
 #: So is a Rust backtrace's frame of a model's load (``N: <crate path>::load``, innermost first under the error:
 #: candle's "12: candle_transformers::models::falcon::Falcon::load" over "5: candle_core::safetensors::
 #: MmapedSafetensors::load", huggingface/candle #2631): a model's ``load`` builds it from its weights.
+#: And a debugger's backtrace (gdb's "#8  0x... in rkllm_init () from ./lib/librkllmrt.so", airockchip/rknn-llm #183)
+#: through a library's function that initialises or loads (``<lib>_init``, ``<lib>_load_model``,
+#: ``llama_init_from_file``): the library setting its model up.
 NATIVE_STARTUP = re.compile(
     r"\bTllmRuntime::TllmRuntime\(|^\s*\d+:\s+\S+::(?:load|load_model|from_pretrained|from_safetensors)\s*$"
+    r"|^#\d+\s+(?:0x[0-9a-f]+ in )?[a-z][a-z0-9]*_(?:init|load)(?:_[a-z]\w*)? \("
 )
 #: llama.cpp's compute-buffer reservation (src/llama-context.cpp ``graph_reserve`` / ``sched_reserve``: "failed to
 #: allocate compute buffers", older ``llama_new_context_with_model`` the same, the prompt's "compute pp buffers"; ggml's
@@ -1218,6 +1228,12 @@ ERROR_MESSAGE = re.compile(
     # was never retrieved" with the context's "future: <repr>"; Lib/asyncio/base_futures.py@053d30a6
     # _future_repr_info: "exception=<repr of the exception>", a task's repr built on it)
     r"|<\w+ finished\b.{0,400}?\bexception=(?:[A-Za-z_]\w*\.)*[A-Z]\w*\("
+    # a handler's record of the exception it caught, by its class (LMDeploy's async engine: "[safe_run] exception
+    # caught: KeyError 'schema'", InternLM/lmdeploy #2771)
+    r"|\b(?:exception|error) (?:caught|raised|occurred|thrown):\s+(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b"
+    # TensorRT's logger reporting an API's failure by its error code and the code's name ("[TRT] [E] 3: [...] Error Code
+    # 3: API Usage Error (Parameter check failed ...)", NVIDIA/TensorRT-LLM #214; nvinfer1::ErrorCode)
+    r"|\bError Code \d+: [A-Z][\w ]{0,40}\("
 )
 TRACEBACK_START = "Traceback (most recent call last)"
 #: The exception line that ends a traceback (after the line's log prefix): ``RuntimeError: ...``,

@@ -811,12 +811,19 @@ _ASKING = ("enter ", "type ", "input ", "ask ")
 #: system prompts), "<human>: Write a poem for San Francisco" with RedPajama's template (mlc-ai/mlc-llm #263); other
 #: templates' roles, "<user>", "<|user|>". The role with nothing typed after it is the program waiting, no turn yet.
 ROLE_TURN = re.compile(r"^[\s*_>`]{0,6}<\|?(?:human|user)\|?>\s*:\s*\S", re.IGNORECASE)
+#: A chat program's label for the model's turn, printed at the line's start before the answer it streams
+#: (node-llama-cpp's chat command: "AI: " then the reply, withinfocus/node-llama-cpp #59, where the reply's first
+#: step failed on that line): the model was answering a turn.
+ANSWER_TURN = re.compile(r"^[\s*_>`]{0,6}(?:AI|Assistant|ASSISTANT|Bot|<\|?assistant\|?>)\s?:\s+\S")
 
 
 def asked_stage(text: str) -> Stage | None:
     """``runtime`` where ``text`` is a program's prompt for its user's input with the input after it (:data:`ASKED`),
-    or a chat program's user turn typed after the user's role (:data:`ROLE_TURN`), else None."""
+    a chat program's user turn typed after the user's role (:data:`ROLE_TURN`) or its label for the model's answer
+    (:data:`ANSWER_TURN`), else None."""
     if ">" in text and ROLE_TURN.match(strip_prefix(text)):
+        return "runtime"
+    if ":" in text[:24] and ANSWER_TURN.match(text):
         return "runtime"
     low = text.lower()
     if not any(map(low.__contains__, _ASKING)) or not ASKED.search(text):
@@ -833,6 +840,15 @@ RECEIVED = re.compile(
 )
 
 
+#: A runner's progress through a request's prompt, which only a request has: LM Studio's "Prompt processing progress:
+#: 99.5%" (lmstudio-ai/mlx-engine #314), llama.cpp's server "prompt processing progress, n_past = N" (update_slots),
+#: koboldcpp's "Processing Prompt [BLAS] (1024 / 1301 tokens)" (LostRuins/koboldcpp #50). The progress, not the words
+#: alone: "Error processing prompt: ..." is a failure's line, whose phase the lines before it say.
+PROMPT_PROGRESS = re.compile(
+    r"\b[Pp]rompt processing progress\b|\bProcessing Prompt\s*(?:\[\w+\]\s*)?\(\d+\s*/\s*\d+\b"
+)
+
+
 def announced_stage(text: str) -> Stage | None:
     """The stage a program's own line announces, in any program: a clause that opens with a verb of working over its
     inputs (:data:`WORKING_VERBS`: "Model loaded, transcribing next") is serving; one that opens with loading
@@ -843,12 +859,15 @@ def announced_stage(text: str) -> Stage | None:
     where the line is a progress bar drawn full (``Loading checkpoint shards: 100%|...| 2/2``): the work it names is
     done. A server's report that it listens for
     requests is serving (:func:`listening_stage`), and so is a user's input typed at a program's prompt
-    (:func:`asked_stage`) and a server's word that it received a request (:data:`RECEIVED`)."""
+    (:func:`asked_stage`), a server's word that it received a request (:data:`RECEIVED`) and a runner's progress through
+    a prompt (:data:`PROMPT_PROGRESS`)."""
     if (listening := listening_stage(text)) is not None:
         return listening
     if (asked := asked_stage(text)) is not None:
         return asked
     if "eceived" in text and RECEIVED.search(text):
+        return "runtime"
+    if "rompt" in text and PROMPT_PROGRESS.search(text):
         return "runtime"
     low = text.lower()
     if not any(verb in low for verb in _ANNOUNCING) or _FULL_BAR.search(text):

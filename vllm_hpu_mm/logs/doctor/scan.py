@@ -30,7 +30,7 @@ from collections import Counter, deque
 from collections.abc import Iterable
 from typing import Literal
 
-from vllm_hpu_mm.logs.doctor.phases import announced_stage, listed_item_stage
+from vllm_hpu_mm.logs.doctor.phases import ANSWERED_ERROR, announced_stage, listed_item_stage
 from vllm_hpu_mm.logs.doctor.source import LogSource, SourceSniffer
 from vllm_hpu_mm.logs.numbers import GarbledNumber, SkippedLines, integer, number
 from vllm_hpu_mm.logs.patterns import (
@@ -905,6 +905,10 @@ ANNOUNCES_FAILURE = re.compile(
 #: How many lines above a traceback the error it raised may be stated with only announcements of a failure (and blank
 #: lines) between (:func:`_stated_before_announcements`).
 ANNOUNCED_BACK = 4
+#: uvicorn's announcement of a request handler's exception, printed after its access record of the 500 it answered
+#: and before the handler's traceback (uvicorn/protocols/http/h11_impl.py ``run_asgi``): that record is the same
+#: failure's, not other work.
+ASGI_FAILED = "Exception in ASGI application"
 #: An error body's message, as a server returns a request's failure (``{"error":"Request failed during generation:
 #: Server error: ...","error_type":"generation"}``, TGI's router relaying the shard's exception): what follows the key.
 ERROR_BODY = re.compile(r"""["'](?:error|detail|message)["']\s*:\s*["']""")
@@ -922,7 +926,11 @@ def _stated_before_announcements(before: list[tuple[int, str]]) -> tuple[int, st
     error" above vLLM's ``init_device`` traceback, tests/data/logs/heldout_round82/vllm_18997_nccl_init_internal.log;
     a request's error body above TGI's ``Prefill`` traceback, heldout_round47/tgi_375_cpu_attention_scores_cuda_tensor
     .log; another rank's NameError above SGLang's scheduler's, heldout_round84/sglang_3582_nextn_build_tree_nameerror
-    .log)."""
+    .log). A web server's record that it answered a request with a server error (``ANSWERED_ERROR``) is work of its
+    own, except above uvicorn's announcement that the request's handler raised (:data:`ASGI_FAILED`): LMDeploy's
+    KeyError, uvicorn's ``"POST /v1/chat/completions HTTP/1.1" 500``, "Exception in ASGI application", the handler's
+    traceback (heldout_round128/lmdeploy_2771_response_format_keyerror.log)."""
+    asgi = False
     for k, line in reversed(before[-ANNOUNCED_BACK:]):
         body = strip_prefix(line).strip()
         if not body:
@@ -931,6 +939,9 @@ def _stated_before_announcements(before: list[tuple[int, str]]) -> tuple[int, st
             return None
         if _states_error(line, body):
             return k, line
+        if asgi and ANSWERED_ERROR.search(line):
+            continue  # the server's answer to the request whose handler raised the traceback
+        asgi = asgi or ASGI_FAILED in body
         if body.startswith(_TRACEBACK_WORDS) or not ANNOUNCES_FAILURE.search(body) or _going_on(line):
             return None
     return None
