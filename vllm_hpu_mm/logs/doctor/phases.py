@@ -812,7 +812,7 @@ _ASKING = ("enter ", "type ", "input ", "ask ")
 #: templates' roles, "<user>", "<|user|>". The role with nothing typed after it is the program waiting, no turn yet.
 ROLE_TURN = re.compile(r"^[\s*_>`]{0,6}<\|?(?:human|user)\|?>\s*:\s*\S", re.IGNORECASE)
 #: A chat program's label for the model's turn, printed at the line's start before the answer it streams
-#: (node-llama-cpp's chat command: "AI: " then the reply, withinfocus/node-llama-cpp #59, where the reply's first
+#: (node-llama-cpp's chat command: "AI: " then the reply, withcatai/node-llama-cpp #59, where the reply's first
 #: step failed on that line): the model was answering a turn.
 ANSWER_TURN = re.compile(r"^[\s*_>`]{0,6}(?:AI|Assistant|ASSISTANT|Bot|<\|?assistant\|?>)\s?:\s+\S")
 
