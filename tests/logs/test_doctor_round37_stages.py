@@ -134,8 +134,14 @@ def test_the_sampler_warm_ups_dummy_requests_are_no_work_item() -> None:
 #: Logs labelled ``unknown`` (from the excerpt alone, by two blind labellers of three) whose one line is a runtime's
 #: message that only one of its phases raises, so the doctor names that phase and is scored wrong: TGI raises "Not
 #: enough memory to handle N prefill tokens" only in its warm-up (server/text_generation_server/models/
-#: flash_causal_lm.py@db931fcf:1551, ``warmup``; its collector labelled it so).
-READ_FROM_THE_RUNTIME = {"tgi_856_not_enough_memory_prefill_tokens.log": "graph_capture"}
+#: flash_causal_lm.py@db931fcf:1551, ``warmup``; its collector labelled it so). Xinference's model actor records "Model
+#: actor is out of memory" only for the calls it serves (xinference/core/model.py@7ecec16b ``_handle_oom_error``, from
+#: the request wrapper and the streamed answer's generators; its load is not wrapped): round 138's reranker log, which
+#: both of its labellers read as unknown.
+READ_FROM_THE_RUNTIME = {
+    "tgi_856_not_enough_memory_prefill_tokens.log": "graph_capture",
+    "xinference_4808_reranker_actor_oom.log": "runtime",
+}
 
 
 def test_no_log_whose_excerpt_does_not_show_when_is_given_a_stage() -> None:
