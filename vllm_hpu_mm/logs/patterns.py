@@ -353,6 +353,10 @@ _PLACEMENT_REFUSED = (
 #: update_slots, SRV_ERR), since "Context size has been exceeded., ..., ret = 1". Only requests' batches are decoded
 #: there: the cache ran out while serving (:data:`MESSAGE_STAGES`).
 _KV_NO_SLOT = r"failed to decode the batch\b.{0,160}?\bret = 1\b|failed to decode the batch: KV cache is full"
+#: SGLang's KV pool out of slots in words that do not say memory (:data:`SGLANG_POOL`, which says where they come from):
+#: the scheduler's retraction ("KV cache pool is full. Retract requests") and the radix cache's LMCache lookup ("Failed
+#: to allocate token prealloc indices"). Written once for both the out-of-memory lines and the pool's stage.
+_SGLANG_SLOTS = r"\bKV cache pool is full\. Retract requests|\bFailed to allocate token prealloc indices\b"
 #: The device ran out (CUDA, ROCm, XPU, Gaudi, TPU), in the errors' own words; an excerpt cut inside the error
 #: (``CUDA out of``, ``OutOfMe``) still counts. vLLM's advice lines ("If you are running out of memory, ...", "If
 #: out-of-memory error occurs during cudagraph capture, ...") are not errors.
@@ -539,8 +543,7 @@ DEVICE_OOM = re.compile(
     # estimate that the model will not fit and so goes to the CPU (Ollama's, above)
     rf"|{_PLACEMENT_REFUSED}"
     r"|(?<!running )(?<!run )(?<!If )(?<!pinned memory: )\bout of memory\b(?! error occurs)"
-    r"|\bKV cache pool is full\. Retract requests|\bFailed to allocate token prealloc indices\b"
-    rf"|{_KV_NO_SLOT}",
+    rf"|{_SGLANG_SLOTS}|{_KV_NO_SLOT}",
     re.IGNORECASE,
 )
 #: The general rule, written once: a line that says a memory resource could not be provided. What was refused
@@ -823,17 +826,16 @@ FREE_ON_STARTUP = re.compile(
 #: the allocator fails: a decode batch the pool cannot hold gets requests retracted (managers/scheduler.py
 #: ``update_running_batch``: "Decode out of memory happened. #retracted_reqs: N, #new_token_ratio: ..." in v0.4,
 #: "decode out of memory happened, ..." before, "KV cache pool is full. Retract requests. #retracted_reqs: N" since
-#: ``check_decode_mem`` fails): a serving-time memory exhaustion, as the threads that post it report it.
+#: ``check_decode_mem`` fails): a serving-time memory exhaustion, as the threads that post it report it. So is the radix
+#: cache's LMCache lookup that could not take token slots from the pool for a request's prefix (mem_cache/radix_cache.py
+#: ``match_prefix_lmcache``, under the scheduler's ``get_new_batch_prefill`` in the traceback of LMCache/LMCache #869:
+#: "Failed to allocate token prealloc indices"); both wordings are :data:`_SGLANG_SLOTS`.
 SGLANG_POOL = re.compile(
     r"(?:\b(?:Prefill|Decode) )?\b[Oo]ut of memory\. Try to lower your batch size|alloc_req_slots runs out of memory"
-    r"|\b[Dd]ecode out of memory happened|\bKV cache pool is full\. Retract requests"
+    rf"|\b[Dd]ecode out of memory happened|{_SGLANG_SLOTS}"
     # the first releases' scheduler, once the radix cache could not free enough for a prefill batch
     # (python/sglang/srt/managers/router/model_rpc.py: "Prefill out of memory. This should nerver happen.")
     r"|\b(?:Prefill|Decode) out of memory\. This should ne\w*r happen"
-    # the radix cache's LMCache lookup could not take token slots from the same pool for a request's prefix
-    # (mem_cache/radix_cache.py ``match_prefix_lmcache``, called from the scheduler's ``get_new_batch_prefill`` as the
-    # traceback of LMCache/LMCache #869 shows: "Failed to allocate token prealloc indices")
-    r"|\bFailed to allocate token prealloc indices\b"
 )
 #: llama.cpp's summary of the KV cache's buffer it could not make: the cache's constructor throws it when
 #: ggml_backend_alloc_ctx_tensors_from_buft returns no buffer (ggml-org/llama.cpp src/llama-kv-cache.cpp@3514e9f6

@@ -261,10 +261,12 @@ _FRAME_WORDS = ("File", "-->")
 _BARE_FRAME = re.compile(r"\.py:\d+,? in ")
 
 
-#: The halves of a frame line a terminal wrapped at a word (rich's console inside docker: the line ends with "File",
-#: the next one opens with the quoted path, a compose service's ``<service>  | `` prefix before both: TabbyAPI's
-#: traceback in theroyallab/tabbyAPI #304).
-WRAPPED_FRAME = re.compile(r'(?:^|\s)File$|^"[^"\s]+", line \d+, in\b')
+#: The first half of a frame line a terminal wrapped at a word (rich's console inside docker: the line ends with
+#: "File", the next one opens with the quoted path, a compose service's ``<service>  | `` prefix before both:
+#: TabbyAPI's traceback in theroyallab/tabbyAPI #304), and either half as a traceback's line.
+_WRAPPED_HEAD = r"(?:^|\s)File$"
+WRAPPED_HEAD = re.compile(_WRAPPED_HEAD)
+WRAPPED_FRAME = re.compile(_WRAPPED_HEAD + r'|^"[^"\s]+", line \d+, in\b')
 
 
 class _FrameReader:
@@ -290,7 +292,7 @@ class _FrameReader:
         head = text.rfind(FRAME_HEAD)
         if head >= 0 and not frames_in(text[head:]):
             self.partial = text[head : head + 1024]
-        elif WRAPPED_FRAME.search(text.rstrip()) and text.rstrip().endswith("File"):
+        elif WRAPPED_HEAD.search(text.rstrip()):
             self.partial = "File "  # wrapped after the word: the path and the function come on the next line
         if found:
             self.after_frame = True
