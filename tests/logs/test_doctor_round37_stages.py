@@ -142,6 +142,11 @@ READ_FROM_THE_RUNTIME = {
     "tgi_856_not_enough_memory_prefill_tokens.log": "graph_capture",
     "xinference_4808_reranker_actor_oom.log": "runtime",
 }
+#: Logs labelled ``unknown`` by their one collector (before blind labels, round 63) whose failure came in a training
+#: call the doctor reads as running the model, as the labels of other rounds do (round 14's gpt-2-simple and round 49's
+#: EasyDeL training steps, labelled runtime): a notebook cell's ``----> 8 model.train(...)`` (ultralytics #4057),
+#: read since stop 54, when IPython's long arrow was first read as a frame.
+TRAINING_READ_AS_RUNNING = {"other_ultralytics_4057_ubuntu_train_oom.log": "runtime"}
 
 
 def test_no_log_whose_excerpt_does_not_show_when_is_given_a_stage() -> None:
@@ -151,4 +156,4 @@ def test_no_log_whose_excerpt_does_not_show_when_is_given_a_stage() -> None:
     unknown = [p for p in paths if expected_stage(p) == "unknown"]
     staged = {p.name: d.stage for p in unknown if (d := diagnose_lines(body_lines(p))).stage not in ("unknown", "none")}
     assert len(unknown) >= 90
-    assert staged == READ_FROM_THE_RUNTIME
+    assert staged == READ_FROM_THE_RUNTIME | TRAINING_READ_AS_RUNNING

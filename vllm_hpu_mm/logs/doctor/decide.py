@@ -93,6 +93,7 @@ from vllm_hpu_mm.logs.doctor.phases import (
     generic_frame,
     logger_stage,
     named_stage,
+    past_read_at,
     pipeline_step_stage,
     run_refused_stage,
     short_for_stage,
@@ -503,8 +504,8 @@ def _source(source: Source, f: Failure, hint: tuple[Stage, int] | None, rules: R
         if f.phase is None:
             return _summarised_phase(f)
         # lines left out after the phase line: the failure came in that phase or a later one (the last stage alone
-        # is then still known)
-        if f.phase_gap and f.phase[0] != BASE_STAGES[-1]:
+        # is then still known), unless the line opened a load that nothing showed finished (_LOAD_OPENED)
+        if f.phase_gap and f.phase[0] != BASE_STAGES[-1] and not _LOAD_OPENED.search(f.phase[2]):
             return None
         return f.phase[0], f.phase[1]
     voted = _voted(f.frames, rules)
@@ -514,7 +515,11 @@ def _source(source: Source, f: Failure, hint: tuple[Stage, int] | None, rules: R
     named = named_stage(((fr.path, fr.func) for fr in f.frames), elided=_elided_below(f))
     if named is not None:
         return named[0], f.frames[named[1]].line
-    # no frame's name says: the name of the logger that wrote the failure's line, read the same way
+    # no frame's name says: a source line that reads the past keys or values says a sequence was decoding
+    past = past_read_at((fr.path, fr.text) for fr in f.frames)
+    if past is not None:
+        return "runtime", f.frames[past].line
+    # nor does a source line: the name of the logger that wrote the failure's line, read the same way
     logged = logger_stage(f.text)
     return None if logged is None else (logged, f.line)
 
@@ -536,6 +541,15 @@ def _answered_error(f: Failure) -> tuple[Stage, int] | None:
 #: How many lines after the failure Ray's summary of a phase line may come (the failure's own record, its allocator's
 #: lines, then the summaries of the window it closed).
 _SUMMARY_WITHIN = 5
+
+
+#: A phase line that opens a model's load and says nothing of its end ("Loading vicuna-13b-GPTQ-4bit-128g..."), not one
+#: that reports it done ("Loading model weights took 19.9 GB") or a later phase. An excerpt that leaves lines out after
+#: it and then shows the failure, with no later phase's line, is read by its poster and its readers as failing to load
+#: (text-generation-webui #943: the load line, "...", the out-of-memory error; both labellers said start-up): what an
+#: excerpt cuts from a load is its progress. After a line that reports a phase done, the lines left out may hold any
+#: later phase.
+_LOAD_OPENED = re.compile(r"^(?!.*\b(?:took|loaded|done|finished|complete[d]?|in \d)).*\bloading\b", re.IGNORECASE)
 
 
 def _summarised_phase(f: Failure) -> tuple[Stage, int] | None:

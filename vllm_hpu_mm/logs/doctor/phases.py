@@ -58,6 +58,7 @@ __all__ = [
     "loading_frame",
     "logger_stage",
     "named_stage",
+    "past_read_at",
     "pipeline_step_stage",
     "run_refused_stage",
     "short_for_stage",
@@ -328,11 +329,11 @@ def traceback_stage(frames: Iterable[tuple[str, str]]) -> tuple[Stage, int] | No
 
 #: Words in a function's name that say what any program is doing when it runs it, for programs the table above does
 #: not know (a user's script, another framework): answering or running requests or steps (``_forward_generate``, a
-#: ``sampler``, ``chat``, ``predict``, ``train_step``, a ``trainer``) or building the model from storage
-#: (``load_checkpoint``, ``from_pretrained``, ``from_dir``, ``init_model``). ``forward``, ``__init__``, ``compile``
-#: and ``build`` are left out: they run in start-up and for requests alike (a module's forward, any object's
-#: constructor, XLA's compile of a request's new shape, a TensorRT engine's build, which a converter runs ahead of time
-#: and ONNX Runtime's TensorRT provider on an input's first new shape).
+#: ``sampler``, ``chat``, ``predict``, ``train_step``, a ``trainer``; :data:`REQUEST_NOUNS` too) or building the
+#: model from storage (``load_checkpoint``, ``from_pretrained``, ``from_dir``, ``init_model``). ``forward``,
+#: ``__init__``, ``compile`` and ``build`` are left out: they run in start-up and for requests alike (a module's
+#: forward, any object's constructor, XLA's compile of a request's new shape, a TensorRT engine's build, which a
+#: converter runs ahead of time and ONNX Runtime's TensorRT provider on an input's first new shape).
 RUNNING_WORDS = frozenset(
     ("generate", "generation", "decode", "decoding", "prefill", "chat", "completion", "completions", "infer",
      "inference", "predict", "prediction", "sample", "sampler", "sampling", "respond", "step", "train", "training",
@@ -356,6 +357,10 @@ STARTING_WORDS = frozenset(("load", "loader", "loading", "reload", "pretrained")
 #: start-up as well as for a step (tenstorrent/tt-metal #30225: ``get_decode_mask`` allocating a mask, with no line to
 #: say when). The running words after them place nothing.
 MAKING_WORDS = frozenset(("get", "make", "build", "create", "compute", "calc", "calculate", "new", "alloc", "allocate"))
+#: A function's name that ends in the request it handles or sends (``handle_request``, ``add_request``, CRUD_RAG's
+#: ``safe_request``, whose loguru record "src.llms.base:safe_request:43 - OutOfMemoryError(...)" logged a request's
+#: failure, IAAR-Shanghai/CRUD_RAG #5): serving. Not the verb opening a name (``request_memory`` at start-up).
+REQUEST_NOUNS = frozenset(("request", "requests"))
 #: Words that name a loop or a thread's body: a function that runs the same work again and again until it is stopped.
 LOOP_WORDS = frozenset(("loop", "thread"))
 #: Work that, run by a loop or a thread (:data:`LOOP_WORDS`), is serving: forward passes, batches, requests and their
@@ -486,7 +491,12 @@ def named_stage(
         if task is None and words & EVALUATING_WORDS:
             task = ("runtime", k)  # a harness's task: a start-up frame inside it still wins
             continue
-        if words & RUNNING_WORDS or name in TRAINING_LOOPS or (words & LOOP_WORDS and words & LOOPED_WORK):
+        if (
+            words & RUNNING_WORDS
+            or name in TRAINING_LOOPS
+            or (words & LOOP_WORDS and words & LOOPED_WORK)
+            or (bool(ordered) and ordered[-1] in REQUEST_NOUNS)
+        ):
             return task or ("runtime", k)
         if words & REHEARSAL_WORDS:
             dispatcher = False  # a rehearsal of the work, sent to a worker or run by it: no request's
@@ -512,6 +522,27 @@ LOGGER_NAME = re.compile(
     r"|\|\s*(?:TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL)\s*\|"
     r"\s*(?P<module>[A-Za-z_][\w.]*):(?P<function>[\w<>]+):\d+\s+-\s"
 )
+
+
+#: A traceback's source line that reads a model's cache of past keys and values: indexes it or concatenates the new
+#: keys or values onto it (transformers' Llama ``torch.cat([past_key_value[0], key_states], dim=2)``, BLOOM's
+#: ``torch.cat((past_value, value_layer), dim=1)`` in TGI's bloom_modeling.py, GPT-2's ``layer_past[0]``). A past
+#: exists only once a sequence has generated a token: the model is decoding, so a generation was under way. Naming the
+#: past alone says nothing (a layer's forward returns it, or is handed ``None``, on every pass, loading's and
+#: profiling's included).
+PAST_READ = re.compile(
+    r"\b(?:past_key_values?|past_keys?|past_values?|layer_past)\s*\["
+    r"|\bcat\(\s*[(\[]\s*(?:past_key_values?|past_keys?|past_values?|layer_past)\b"
+)
+
+
+def past_read_at(frames: Iterable[tuple[str, str]]) -> int | None:
+    """The index of the first traceback source line (``(path, text)`` with no path: the line under a frame) that reads
+    the past keys or values (:data:`PAST_READ`); None where none does."""
+    for k, (path, text) in enumerate(frames):
+        if not path and PAST_READ.search(text):
+            return k
+    return None
 
 
 def logger_stage(text: str) -> Stage | None:

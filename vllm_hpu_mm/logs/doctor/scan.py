@@ -269,6 +269,10 @@ WRAPPED_HEAD = re.compile(_WRAPPED_HEAD)
 WRAPPED_FRAME = re.compile(_WRAPPED_HEAD + r'|^"[^"\s]+", line \d+, in\b')
 
 
+#: The arrow IPython draws at a frame's current line, its length padded to the line numbers (``---->  5 model = ...``).
+_ARROW = re.compile(r"-{2,}>")
+
+
 class _FrameReader:
     """The frames of consecutive lines: frame lines (a frame line a terminal wrapped is joined with the next line),
     and the calls of the source line under a frame (they name the next frame, which a cut traceback lacks)."""
@@ -299,9 +303,7 @@ class _FrameReader:
             return [Frame(k, path, func, text) for path, func in found]
         body = strip_prefix(text)
         stripped = body.strip()
-        if stripped.startswith(("-->", "--->")) or (
-            self.after_frame and body[:1].isspace() and stripped[:1] not in "^~"
-        ):
+        if _ARROW.match(stripped) or (self.after_frame and body[:1].isspace() and stripped[:1] not in "^~"):
             self.after_frame = False
             return [Frame(k, "", name, text) for name in CALL.findall(stripped)]
         if stripped[:1] not in ("^", "~", ""):
