@@ -7,7 +7,16 @@
   decoding: a generation was under way.
 - A start-up phase line ("Loading <model>...") followed by an elision and then the failure is the failure's phase:
   what the excerpt left out after a loading line is read as the loading's.
-- A logger's record from a function named for the request it sends ("safe_request") is serving."""
+- A logger's record from a function named for the request it sends ("safe_request") is serving.
+
+And classes rounds 142-153 showed it missing once they had been scored unseen:
+
+- An excerpt that ends on a refusal of device memory printed without a failure mark ("memory layout cannot be
+  allocated ...") shows that failure, unless the line is a warning, a retry or a preemption the program goes on from.
+- ggml's Metal cap on the weights' buffer ('data') is the load; MLC-LLM's weights and buffers over the memory left is
+  start-up; a prefill refused as "too large for available memory", and Ollama's full KV cache ("could not find a kv
+  cache slot"), are serving.
+- An error record that the engine's step timed out states the error of the cut traceback after it."""
 
 from __future__ import annotations
 
@@ -73,3 +82,57 @@ def test_a_function_that_opens_with_request_names_what_it_asks_for_not_a_request
     assert verdict(lines)[0] == "unknown"
     handled = [lines[0].replace("request_memory", "handle_request"), *lines[1:]]
     assert verdict(handled)[0] == "runtime"
+
+
+# --- classes from rounds 142-153, scored unseen first (development data since) ------------------------------------
+
+
+def test_an_excerpt_that_ends_on_a_refusal_of_device_memory_shows_that_failure() -> None:
+    assert verdict(["memory layout cannot be allocated with num_gpu = 26"])[0] == "startup"
+    going_on = ["memory layout cannot be allocated with num_gpu = 26", "llama runner started in 3.2 seconds"]
+    assert verdict(going_on)[0] == "none"  # the program went on past it
+
+
+def test_a_refusal_in_a_warning_or_a_preemption_is_no_failure_even_at_the_end() -> None:
+    line = (" Sequence group 221 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache "
+            "space. This can affect the end-to-end performance.")  # fmt: skip
+    assert verdict([line])[0] == "none"
+
+
+def test_metal_s_cap_on_the_weights_buffer_is_the_load() -> None:
+    line = "ggml_metal_add_buffer: buffer 'data' size 18300780544 is larger than buffer maximum of 17179869184"
+    assert verdict([line])[0] == "startup"
+
+
+def test_a_prefill_refused_as_too_large_for_the_memory_left_is_serving() -> None:
+    lines = ["Error: Prefill context too large for available memory (preflight safety guard, kv_len=66461,",
+             " min_chunk=32): predicted peak would require ~25.53 GB (current 25.07 GB + KV 338.09 MB +"]  # fmt: skip
+    assert verdict(lines)[0] == "runtime"
+
+
+def test_ollama_s_full_kv_cache_while_decoding_is_serving() -> None:
+    lines = ['[GIN] 2025/05/26 - 18:51:31 | 200 | 16.556787169s |     192.168.4.5 | POST     "/api/generate"',
+             "panic: failed to decode batch: could not find a kv cache slot (length: 2560)", "",
+             "goroutine 60 [running]:"]  # fmt: skip
+    assert verdict(lines)[0] == "runtime"
+
+
+def test_llama_decode_s_own_return_alone_is_no_memory_failure() -> None:
+    assert verdict(["llama_decode: failed to decode, ret = 1"])[0] == "none"
+
+
+def test_mlc_s_weights_and_buffers_over_the_memory_left_is_start_up() -> None:
+    line = ("org.apache.tvm.Base$TVMError: TVMError: Check failed: (output_res.IsOk()) is false: Insufficient GPU "
+            "memory error: The available single GPU memory is 4352.000 MB, which is less than the sum of model "
+            "weight size (4308.133 MB) and temporary buffer size (356.504 MB).")  # fmt: skip
+    assert verdict([line])[0] == "startup"
+
+
+def test_an_error_record_that_the_step_timed_out_is_the_cut_traceback_s_error() -> None:
+    lines = ["ERROR 06-13 02:36:52 async_llm_engine.py:532] Engine iteration timed out. This should never happen!",
+             "ERROR 06-13 02:36:52 async_llm_engine.py:52] Engine background task failed",
+             "ERROR 06-13 02:36:52 async_llm_engine.py:52] Traceback (most recent call last):",
+             'ERROR 06-13 02:36:52 async_llm_engine.py:52]   File "/usr/local/lib/python3.10/dist-packages/vllm/'
+             'engine/async_llm_engine.py", line 503, in engine_step',
+             "ERROR 06-13 02:36:52 async_llm_engine.py:52]     outputs = await self.engine.step_async()"]  # fmt: skip
+    assert verdict(lines)[0] == "none"

@@ -82,8 +82,8 @@ CASES = {
          "tvm.error.InternalError: Check failed: Insufficient GPU memory error: The available single GPU memory is "
          "7000.000 MB, which is less than the sum of model weight size (13500.000 MB) and temporary buffer size "
          "(800.000 MB)."],
-        # an estimate made as the engine is created, for the weights and buffers: no stage of its own (patterns.py)
-        "MLC-LLM", "unknown", "prefill_chunk_size",
+        # an estimate made as the engine is created, for the weights and buffers: the engine's creation (patterns.py)
+        "MLC-LLM", "startup", "prefill_chunk_size",
     ),
     "exllamav2 via tabbyapi": (
         ["INFO:     Loading model /models/Mixtral-exl2 with the exllamav2 backend", OOM],

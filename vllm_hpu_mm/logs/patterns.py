@@ -350,9 +350,15 @@ _PLACEMENT_REFUSED = (
 #: retrying with smaller n_batch = N"), and at a batch of one gives up: "failed to decode the batch, n_batch = 1, ret =
 #: 1" (llama.cpp/server/server.cpp@cfa861a6 lines 2041-2048, update_slots), later "failed to decode the batch: KV cache
 #: is full - try increasing it via the context size, ..." (ggml-org/llama.cpp examples/server/server.cpp@03d4bccb
-#: update_slots, SRV_ERR), since "Context size has been exceeded., ..., ret = 1". Only requests' batches are decoded
-#: there: the cache ran out while serving (:data:`MESSAGE_STAGES`).
-_KV_NO_SLOT = r"failed to decode the batch\b.{0,160}?\bret = 1\b|failed to decode the batch: KV cache is full"
+#: update_slots, SRV_ERR), since "Context size has been exceeded., ..., ret = 1"; Ollama's engine's error for a full
+#: cache, "could not find a kv cache slot" (kvcache/causal.go ``ErrKvCacheFull``, "panic: failed to decode batch: ..."
+#: in its runner, ollama/ollama #10127). Only requests' batches are decoded there: the cache ran out while serving
+#: (:data:`MESSAGE_STAGES`). The library's own "llama_decode: failed to decode, ret = 1" alone is not read so: the
+#: labels of record read it as a context window run past (rounds 25, 39 and 97).
+_KV_NO_SLOT = (
+    r"failed to decode the batch\b.{0,160}?\bret = 1\b|failed to decode the batch: KV cache is full"
+    r"|\bcould not find a kv cache slot\b"
+)
 #: SGLang's KV pool out of slots in words that do not say memory (:data:`SGLANG_POOL`, which says where they come from):
 #: the scheduler's retraction ("KV cache pool is full. Retract requests") and the radix cache's LMCache lookup ("Failed
 #: to allocate token prealloc indices"). Written once for both the out-of-memory lines and the pool's stage.
@@ -595,7 +601,9 @@ MEMORY_REFUSED = re.compile(
     # the refusal, then what was refused
     rf"\b(?:out of|insufficient|not enough|no free|lack of|no (?:more )?available|(?:running|ran|runs|is|are) low on"
     r"|exceed(?:s|ed)? (?:the )?(?:available|free|allowed|max(?:imum)?|device)"
-    r"|(?:greater|larger|more) than (?:the )?(?:available|free|allowed|max(?:imum)?)(?: allowed)?)"
+    r"|(?:greater|larger|more) than (?:the )?(?:available|free|allowed|max(?:imum)?)(?: allowed)?"
+    # oMLX's guard before a prefill ("Prefill context too large for available memory", jundot/omlx #2321)
+    r"|too (?:large|big) for (?:the )?(?:available|free))"
     rf"\s+{_WORD}(?:{_RESOURCE})"
     # no room left in it: "no free space in the KV cache", "not enough space in device memory"
     rf"|\b(?:no|not enough|insufficient) (?:free |more )?(?:space|room)(?: left)? (?:in|on|for) {_WORD}(?:{_RESOURCE})"
@@ -706,10 +714,11 @@ FAILURE_MARK = re.compile(
 #: loader's "Not enough VRAM to load all requested layers ... skipping"), or pinned (page-locked) host memory refused,
 #: which a runtime replaces by pageable memory (ggml's CUDA backend: "ggml_cuda_host_malloc: failed to allocate N MiB
 #: of pinned memory: out of memory", ggml-cuda.cu, then a plain CPU buffer; where nothing after it says the load went
-#: on, that refusal is the run's failure all the same: :data:`PINNED_FALLBACK`).
+#: on, that refusal is the run's failure all the same: :data:`PINNED_FALLBACK`); vLLM's scheduler preempting a
+#: sequence "because there is not enough KV cache space", which it recomputes or swaps back in later.
 GOES_ON = re.compile(
     r"\bwarn\b|\w*warning\b|\[W\]|\blevel=warn|\bretry(?:ing)?\b|\bfall(?:ing|s)?\s?back\b|\bskipp(?:ing|ed)\b"
-    r"|\binstead\b|\bpinned memory\b",
+    r"|\binstead\b|\bpinned memory\b|\bis preempted by\b",
     re.IGNORECASE,
 )
 #: Pinned (page-locked) host memory refused for want of memory, which the runtime then replaces by pageable memory:
@@ -873,6 +882,15 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
             # development gpustack_3541)
             r"|Warmup failed, because of .{0,80}out of memory"
             r"|\bllama_model_load: error loading model|\bllama_load_model_from_file: failed to load model"
+            # ggml's Metal backend wrapping the model's weights, the buffer llama.cpp names 'data' (its 2023 context
+            # set-up adds 'data', then 'eval', 'kv' and the scratch buffers: llama.cpp #1815 and
+            # abetlen/llama-cpp-python #438, "buffer 'data' size N is larger than buffer maximum of M")
+            r"|\bggml_metal_add_buffer: (?:error: )?buffer 'data' size \d+ is larger than buffer maximum"
+            # MLC-LLM's engine, before it sizes any KV cache, finding the memory left short of the weights and its
+            # temporary buffers together (cpp/serve/config.cc: "Insufficient GPU memory error: The available single
+            # GPU memory is N MB, which is less than the sum of model weight size (N MB) and temporary buffer size",
+            # mlc-ai/mlc-llm #2686 on a Pixel 8)
+            r"|\bless than the sum of model weight size\b"
             r"|model requires more system memory"
             rf"|{_LOAD_GUARD}"
             # ONNX Runtime's session, which allocates its initializers (the weights) and arenas as it is initialized,

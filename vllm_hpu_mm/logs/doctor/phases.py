@@ -581,6 +581,8 @@ def logger_stage(text: str) -> Stage | None:
 #: status for a request the server lacks the room to complete (KoboldAI's API documents it as its out-of-memory reply
 #: to a generation request, aiserver.py ``api_out_of_memory_response``, listed under the generate endpoints;
 #: SillyTavern relays it as "Kobold returned error: 507 INSUFFICIENT STORAGE ..." after its POST to ``/v1/generate``).
+#: So was a guard that weighs a prompt's prefill against the memory left and refuses it "too large for available
+#: memory" (jundot/omlx #2321's "Prefill context too large for available memory (preflight safety guard, kv_len=...").
 #: A plain 500 is not such a reply: a server that loads a model on a request's arrival answers 500 when the load fails
 #: (Ollama's "Error: 500 Internal Server Error: llama runner process has terminated", start-up). A web server's record
 #: of a request answered 500 right after the failure is read apart, where no load's failure came first
@@ -589,6 +591,7 @@ WORK_ITEM = re.compile(
     r"\b(?:your|this|the)\s+(?:prompt|request)\s+(?:requires|needs|asks for)\b"
     r"|\b(?:prompt|request)\s+(?:of\s+)?[\d,]+\s+tokens?\s+(?:requires|needs|asks for)\b"
     r"|\b507\s+insufficient\s+storage\b"
+    r"|\b(?:prefill|prompt|request)(?:\s+context)?\s+too\s+(?:large|long|big)\s+for\b"
     r"|\b(?:while|when|during|for|in)\s+"
     r"(?:(?:invoking|processing|handling|running|serving|executing|answering|generating|decoding)\s+)?"
     r"(?:(?:the|a)\s+)?(?:session|invocation|request|prompt|queue item)\b(?:\s+id)?\s*[:#=]?\s*[\w-]*\d"

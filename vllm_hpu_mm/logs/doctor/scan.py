@@ -338,6 +338,8 @@ class _Run:
         #: A refusal of memory printed without a failure mark, held as :attr:`pending` would hold it: the failure only
         #: if the next line states one (:meth:`Scanner._unmarked_refusal`).
         self.unmarked: _Held | None = None
+        #: The last such refusal, kept after the lines that follow it (:meth:`Scanner._ended_on_refusal`).
+        self.refused: _Held | None = None
         self.kv: tuple[int, str] | None = None
         #: The run's first line that its process crashed (:data:`~vllm_hpu_mm.logs.patterns.CRASHED`), no memory words
         #: in it: a failure of another kind that a traceback cut after it is the consequence of.
@@ -486,7 +488,7 @@ class Scanner:
             run.pending = held
             run.after.append((k, text))
         elif (memory := _oom_kind(text, stated=False)) is not None:
-            run.unmarked = self._held(run, k, text, memory)
+            run.unmarked = run.refused = self._held(run, k, text, memory)
 
     def _load_report(self, run: _Run, k: int, text: str) -> None:
         """Hold a program's report that a model could not be loaded (:data:`~vllm_hpu_mm.logs.patterns.LOAD_REPORT`),
@@ -750,6 +752,9 @@ class Scanner:
         if run.kv is None and open_tb is None and error is None and self._fallback_failed(run):
             run.pending, run.after, run.fallback = run.fallback, run.fallback_after, None
             self._settle(run)
+        elif run.kv is None and open_tb is None and error is None and self._ended_on_refusal(run):
+            run.pending, run.after = run.refused, []
+            self._settle(run)
         return RunFeatures(run.failure, run.kv, open_tb, run.progress, run.phase, run.warmup, run.completed_at,
                            run.end, run.gaudi, run.kv_fit, max(run.ooms.values(), default=0), error)  # fmt: skip
 
@@ -763,6 +768,25 @@ class Scanner:
         model loaded and no healthy run, which a ``none`` needs (as the labels are given: ollama/ollama #5469's labels
         of record, held-out round 96, read such a load so)."""
         return run.fallback is not None and run.failure is None and run.went_on < run.fallback[0]
+
+    @staticmethod
+    def _ended_on_refusal(run: _Run) -> bool:
+        """Whether the run's excerpt ends on a refusal of memory printed without a failure mark (:attr:`_Run.refused`:
+        its last line that is not blank, or the message's own lines wrapped after it), with no failure before it. A
+        refusal the program went on from is followed by its next step; an excerpt that stops on the refusal shows
+        nothing going on, and its poster quoted that line as what failed (Ollama's "memory layout cannot be allocated
+        with num_gpu = 26" alone, ollama/ollama #14980; ggml's Metal "buffer 'data' size N is larger than buffer
+        maximum of M" alone, ggml-org/llama.cpp #1815)."""
+        refused = run.refused
+        if refused is None or run.failure is not None or run.pending is not None or run.end != refused[0]:
+            return False
+        # device memory only: a bare kill is read by its own rules (another error before it is its cause); a refusal
+        # in a warning or a retry's words says the program goes on (vLLM's preemption for want of KV cache space); a
+        # size asked set against a smaller size left weighs the work but refuses nothing until the program says it
+        # rejects it (mlx-serve's "prompt N tokens needs ~X, ~Y available" before its "— rejecting")
+        if refused[2] != "device" or GOES_ON.search(refused[1]):
+            return False
+        return any(m["asked"] is None for m in filter(short_of_memory, MEMORY_REFUSED.finditer(refused[1])))
 
     def _new_run(self, k: int) -> None:
         features = self._features(self.run)
@@ -957,15 +981,21 @@ def _going_on(line: str) -> bool:
     return bool(GOING_ON.match(line)) and not ERROR_RECORD.match(line)
 
 
+#: An error record's words that something timed out: the error is the timeout (vLLM's "Engine iteration timed out. This
+#: should never happen!" above "Engine background task failed" and the engine step's traceback, vllm-project/vllm
+#: #5443).
+TIMED_OUT = re.compile(r"\btimed out\b", re.IGNORECASE)
+
+
 def _states_error(line: str, body: str) -> bool:
     """Whether ``line`` (``body``: without its log prefix and indentation) states an error, not only that one
     happened: a collective's failure or a device fault (:data:`~vllm_hpu_mm.logs.patterns.COMM_FAILURE`,
     :data:`DEVICE_FAULT`), an exception line (:data:`STATED_EXCEPTION`), or a failure with its reason
     (:data:`~vllm_hpu_mm.logs.patterns.ERROR_MESSAGE`), in the line or in an error body's message
-    (:data:`ERROR_BODY`)."""
+    (:data:`ERROR_BODY`); an error record that something timed out (:data:`TIMED_OUT`)."""
     if COMM_FAILURE.search(line) or DEVICE_FAULT.search(line) or STATED_EXCEPTION.match(body):
         return True
-    if ERROR_MESSAGE.search(body):
+    if ERROR_MESSAGE.search(body) or (ERROR_RECORD.match(line) and TIMED_OUT.search(body)):
         return True
     quoted = ERROR_BODY.search(body)
     return quoted is not None and bool(ERROR_MESSAGE.search(body[quoted.end() :]))
@@ -1285,6 +1315,7 @@ def _screened(text: str) -> str | None:
             or "outofme" in low or "out of" in low or "resource_exhausted" in low or "mmap" in low
             or "out_of_res" in low or "alloc" in low or "vram" in low or "retract" in low or "code is 2070" in low
             or "1455" in text or "scratch space" in low or "signal" in low or "decode the batch" in low
+            or "kv cache slot" in low
             or "capac" in low or "null" in low or "vk" in low or "vulkan" in low or "buffer_size" in low
             or any(map(low.__contains__, MEMORY_REFUSED_WORDS))):  # fmt: skip
         return None
