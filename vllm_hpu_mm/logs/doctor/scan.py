@@ -771,8 +771,8 @@ class Scanner:
 
     @staticmethod
     def _ended_on_refusal(run: _Run) -> bool:
-        """Whether the run's excerpt ends on a refusal of memory printed without a failure mark (:attr:`_Run.refused`:
-        its last line that is not blank, or the message's own lines wrapped after it), with no failure before it. A
+        """Whether the run's excerpt ends on a refusal of memory printed without a failure mark (:attr:`_Run.refused`
+        is its last line that is not blank), with no failure before it. A
         refusal the program went on from is followed by its next step; an excerpt that stops on the refusal shows
         nothing going on, and its poster quoted that line as what failed (Ollama's "memory layout cannot be allocated
         with num_gpu = 26" alone, ollama/ollama #14980; ggml's Metal "buffer 'data' size N is larger than buffer
