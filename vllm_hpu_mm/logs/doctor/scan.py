@@ -749,12 +749,14 @@ class Scanner:
         if open_tb is not None and run.raised is not None and _reprinted(open_tb, run.raised):
             # the same failure printed again (another rank, the process's own handler), cut: it ended in that error
             open_tb, error = None, error or run.raised[:2]
-        if run.kv is None and open_tb is None and error is None and self._fallback_failed(run):
-            run.pending, run.after, run.fallback = run.fallback, run.fallback_after, None
-            self._settle(run)
-        elif run.kv is None and open_tb is None and error is None and self._ended_on_refusal(run):
-            run.pending, run.after = run.refused, []
-            self._settle(run)
+        if run.kv is None and open_tb is None and error is None:
+            # nothing else ended the run: a refusal it went on from, or ended on, may be its failure
+            if self._fallback_failed(run):
+                run.pending, run.after, run.fallback = run.fallback, run.fallback_after, None
+                self._settle(run)
+            elif self._ended_on_refusal(run):
+                run.pending, run.after = run.refused, []
+                self._settle(run)
         return RunFeatures(run.failure, run.kv, open_tb, run.progress, run.phase, run.warmup, run.completed_at,
                            run.end, run.gaudi, run.kv_fit, max(run.ooms.values(), default=0), error)  # fmt: skip
 
