@@ -361,6 +361,14 @@ MAKING_WORDS = frozenset(("get", "make", "build", "create", "compute", "calc", "
 #: ``safe_request``, whose loguru record "src.llms.base:safe_request:43 - OutOfMemoryError(...)" logged a request's
 #: failure, IAAR-Shanghai/CRUD_RAG #5): serving. Not the verb opening a name (``request_memory`` at start-up).
 REQUEST_NOUNS = frozenset(("request", "requests"))
+#: Quantizing a model's weights prepares the model before it serves: AutoFP8's ``quantize_weights`` (an offline
+#: conversion, neuralmagic/AutoFP8 auto_fp8/quantize.py), bitsandbytes' ``Params4bit._quantize``, which quantizes a
+#: parameter as it is first moved to the device (bitsandbytes/nn/modules.py ``Params4bit.to``: "if device is not None
+#: and device.type != 'meta' and not self.bnb_quantized: return self._quantize(device)"). A request quantizes
+#: activations (vLLM's ``scaled_fp8_quant`` of a layer's input), never weights: the two words together are start-up.
+#: The weight may be named by the method's class (``Params4bit``), as bitsandbytes names its parameter types.
+QUANTIZING_WORDS = frozenset(("quantize", "quantizing", "quantise", "quantising"))
+WEIGHT_WORDS = frozenset(("weight", "weights", "param", "params", "parameter", "parameters"))
 #: Words that name a loop or a thread's body: a function that runs the same work again and again until it is stopped.
 LOOP_WORDS = frozenset(("loop", "thread"))
 #: Work that, run by a loop or a thread (:data:`LOOP_WORDS`), is serving: forward passes, batches, requests and their
@@ -445,6 +453,15 @@ def _builds_model(path: str, func: str, logged: bool) -> bool:
     return own == "pipeline" or (_constructed(path, func) and "." not in func and func.endswith("Pipeline"))
 
 
+def _quantizes_weights(func: str, words: set[str]) -> bool:
+    """Whether the function ``func`` (whose own name has ``words``) quantizes weights (:data:`QUANTIZING_WORDS`,
+    :data:`WEIGHT_WORDS`), the weight named by the function or by its class."""
+    if not words & QUANTIZING_WORDS:
+        return False
+    owner = func.rsplit(".", 2)[-2] if "." in func else ""
+    return bool((words | {w.lower() for w in _WORD.findall(owner)}) & WEIGHT_WORDS)
+
+
 def named_stage(
     frames: Iterable[tuple[str, str]], elided: bool = False, logged: bool = False
 ) -> tuple[Stage, int] | None:
@@ -478,7 +495,7 @@ def named_stage(
             continue  # an object made, named for what it is (a pipeline's class is read above)
         ordered = [w.lower() for w in _WORD.findall(name)]
         words = set(ordered)
-        if words & (STARTING_WORDS - SETUP_WORDS):
+        if words & (STARTING_WORDS - SETUP_WORDS) or _quantizes_weights(func, words):
             return "startup", k
         if words & SETUP_WORDS:
             if elided:
