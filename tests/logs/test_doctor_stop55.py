@@ -2,7 +2,8 @@
 lines composed after the public logs (not loaded):
 
 - Quantizing a model's weights (an offline conversion's ``quantize_weights``, bitsandbytes quantizing a parameter as
-  it first moves to the device) prepares the model: start-up. Quantizing a layer's input at a request is not."""
+  it first moves to the device) prepares the model: start-up. Quantizing a layer's input at a request is not.
+- llama.cpp's loader listing the model file's keys is the load opening: a failure right after it is start-up."""
 
 from __future__ import annotations
 
@@ -38,3 +39,11 @@ def test_quantizing_a_layer_s_input_names_no_weight_and_no_phase() -> None:
              '  File "/srv/app/quant.py", line 12, in quantize_input',
              "    q = torch.empty_like(x, dtype=torch.float8_e4m3fn)", _OOM]  # fmt: skip
     assert verdict(lines)[0] == "unknown"
+
+
+def test_a_failure_as_llama_cpp_s_loader_lists_the_file_s_keys_is_start_up() -> None:
+    lines = ["llama_model_loader: loaded meta data with 25 key-value pairs and 291 tensors from /models/m.gguf",
+             "llama_model_loader: - kv   0:                       general.architecture str              = llama",
+             "llama_model_loader: - kv   1:                               general.name str              = m",
+             "ROCm error: out of memory"]  # fmt: skip
+    assert verdict(lines)[0] == "startup"

@@ -1460,6 +1460,11 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "loaded engine size",
             "memory used after loading model weights",
             "load_tensors:",  # llama.cpp's loader (src/llama-model.cpp)
+            # llama.cpp's loader lists the model file's keys and tensor types as the load opens
+            # (src/llama-model-loader.cpp, the llama_model_loader constructor: "llama_model_loader: - kv N: ..."). Not
+            # Ollama's "key with type not found": its file reader logs that for any read of the metadata, a client's
+            # /api/show as well as a load (fs/ggml/ggml.go keyValue)
+            "llama_model_loader:",
             # TensorFlow creates each device, and its allocator takes the memory it may use, as the session starts
             # (core/common_runtime/gpu/gpu_device.cc "Created TensorFlow device (... with N MB memory)")
             "created tensorflow device",
