@@ -3,7 +3,8 @@ lines composed after the public logs (not loaded):
 
 - Quantizing a model's weights (an offline conversion's ``quantize_weights``, bitsandbytes quantizing a parameter as
   it first moves to the device) prepares the model: start-up. Quantizing a layer's input at a request is not.
-- llama.cpp's loader listing the model file's keys is the load opening: a failure right after it is start-up."""
+- llama.cpp's loader listing the model file's keys is the load opening: a failure right after it is start-up.
+- A program's bare "Starting..." (a spinner's text, another record run on after it) announces its own start."""
 
 from __future__ import annotations
 
@@ -47,3 +48,14 @@ def test_a_failure_as_llama_cpp_s_loader_lists_the_file_s_keys_is_start_up() -> 
              "llama_model_loader: - kv   1:                               general.name str              = m",
              "ROCm error: out of memory"]  # fmt: skip
     assert verdict(lines)[0] == "startup"
+
+
+def test_a_spinner_s_bare_starting_then_the_failure_is_start_up() -> None:
+    lines = ["⠋     9.609 s   Starting...2025-06-18T15:08:32.800393Z  WARN supervisor: server exited with status code 1",
+             "", "  ERROR", "", "  CUDA memory allocation error detected:"]  # fmt: skip
+    assert verdict(lines)[0] == "startup"
+
+
+def test_starting_a_generation_is_no_start_of_the_program() -> None:
+    lines = ["Starting generation for 12 prompts", "torch.cuda.OutOfMemoryError: CUDA out of memory."]
+    assert verdict(lines)[0] == "unknown"

@@ -827,7 +827,10 @@ def _starts_program(rest: str, verb: str = "starting") -> bool:
     words besides its article) and no address it will listen at (:data:`_ADDRESS`). An engine being initialized is not
     one: its initialization spans every phase of its start, the KV cache and the graphs too (vLLM's "Initializing an
     LLM engine with config: ...", printed before any of them: tests/data/logs/heldout_round74/vllm_872_tp4_ray_llm_
-    init_oom.log, labelled unknown)."""
+    init_oom.log, labelled unknown). "Starting" followed at once by an ellipsis names no object: the program that prints
+    it is starting (TabbyML/tabby's spinner "Starting..." while its model server comes up, tabby #4293)."""
+    if verb == "starting" and rest.startswith(("...", "…")):
+        return True  # "Starting..." with no object: the program announces its own start (Tabby's spinner)
     if _ADDRESS.search(rest):
         return False
     words: list[str] = []
