@@ -4,7 +4,8 @@ lines composed after the public logs (not loaded):
 - Quantizing a model's weights (an offline conversion's ``quantize_weights``, bitsandbytes quantizing a parameter as
   it first moves to the device) prepares the model: start-up. Quantizing a layer's input at a request is not.
 - llama.cpp's loader listing the model file's keys is the load opening: a failure right after it is start-up.
-- A program's bare "Starting..." (a spinner's text, another record run on after it) announces its own start."""
+- A program's bare "Starting..." (a spinner's text, another record run on after it) announces its own start.
+- TensorRT-LLM's block manager with no free block left for a request's sequence ran out while serving."""
 
 from __future__ import annotations
 
@@ -59,3 +60,10 @@ def test_a_spinner_s_bare_starting_then_the_failure_is_start_up() -> None:
 def test_starting_a_generation_is_no_start_of_the_program() -> None:
     lines = ["Starting generation for 12 prompts", "torch.cuda.OutOfMemoryError: CUDA out of memory."]
     assert verdict(lines)[0] == "unknown"
+
+
+def test_tensorrt_llm_s_kv_cache_with_no_free_block_for_a_sequence_is_serving() -> None:
+    lines = ["[TensorRT-LLM][ERROR] Assertion failed: Can't allocate new blocks. No free blocks left. "
+             "(/src/cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp:362)",
+             "1       0x557282845de2 tensorrt_llm::common::throwRuntimeError(char const*, int) + 100"]  # fmt: skip
+    assert verdict(lines)[0] == "runtime"

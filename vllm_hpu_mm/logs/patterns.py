@@ -352,12 +352,14 @@ _PLACEMENT_REFUSED = (
 #: is full - try increasing it via the context size, ..." (ggml-org/llama.cpp examples/server/server.cpp@03d4bccb
 #: update_slots, SRV_ERR), since "Context size has been exceeded., ..., ret = 1"; Ollama's engine's error for a full
 #: cache, "could not find a kv cache slot" (kvcache/causal.go ``ErrKvCacheFull``, "panic: failed to decode batch: ..."
-#: in its runner, ollama/ollama #10127). Only requests' batches are decoded there: the cache ran out while serving
-#: (:data:`MESSAGE_STAGES`). The library's own "llama_decode: failed to decode, ret = 1" alone is not read so: the
+#: in its runner, ollama/ollama #10127); TensorRT-LLM's block manager with no free block for a request's sequence
+#: ("Can't allocate new blocks. No free blocks left.", cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp, reached from
+#: ``addSequence`` as a request is admitted and ``addToken`` as it decodes, NVIDIA/TensorRT-LLM #694). Only requests'
+#: batches are decoded there: the cache ran out while serving (:data:`MESSAGE_STAGES`). The library's own "llama_decode: failed to decode, ret = 1" alone is not read so: the
 #: labels of record read it as a context window run past (rounds 25, 39 and 97).
 _KV_NO_SLOT = (
     r"failed to decode the batch\b.{0,160}?\bret = 1\b|failed to decode the batch: KV cache is full"
-    r"|\bcould not find a kv cache slot\b"
+    r"|\bcould not find a kv cache slot\b|\bCan't allocate new blocks\. No free blocks left\b"
 )
 #: SGLang's KV pool out of slots in words that do not say memory (:data:`SGLANG_POOL`, which says where they come from):
 #: the scheduler's retraction ("KV cache pool is full. Retract requests") and the radix cache's LMCache lookup ("Failed
