@@ -27,7 +27,7 @@ import dataclasses
 import functools
 import re
 from collections import Counter, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Literal
 
 from vllm_hpu_mm.logs.doctor.phases import ANSWERED_ERROR, announced_stage, listed_item_stage
@@ -788,7 +788,7 @@ class Scanner:
         # rejects it (mlx-serve's "prompt N tokens needs ~X, ~Y available" before its "— rejecting")
         if refused[2] != "device" or GOES_ON.search(refused[1]):
             return False
-        return any(m["asked"] is None for m in filter(short_of_memory, MEMORY_REFUSED.finditer(refused[1])))
+        return any(m["asked"] is None for m in _refusals(refused[1]))
 
     def _new_run(self, k: int) -> None:
         features = self._features(self.run)
@@ -1339,6 +1339,12 @@ def _llama_summary(text: str) -> Memory | None:
     return "host" if HOST_BUFFER.search(text) else "device"
 
 
+def _refusals(text: str) -> Iterator[re.Match[str]]:
+    """The refusals of memory in ``text`` (:data:`~vllm_hpu_mm.logs.patterns.MEMORY_REFUSED`) that say the memory fell
+    short (:func:`~vllm_hpu_mm.logs.patterns.short_of_memory`), in order."""
+    return filter(short_of_memory, MEMORY_REFUSED.finditer(text))
+
+
 def refused_memory(text: str, stated: bool = True) -> Memory | None:
     """Which memory a failure line says could not be provided, in any program's words
     (:data:`~vllm_hpu_mm.logs.patterns.MEMORY_REFUSED`), or None. The line must state a failure
@@ -1353,7 +1359,7 @@ def refused_memory(text: str, stated: bool = True) -> Memory | None:
     on the next line). A size asked set against a larger size left is no refusal
     (:func:`~vllm_hpu_mm.logs.patterns.short_of_memory`). The host's where the refusal names it
     (:data:`~vllm_hpu_mm.logs.patterns.HOST_RESOURCE`), else the device's."""
-    m = next(filter(short_of_memory, MEMORY_REFUSED.finditer(text)), None)
+    m = next(_refusals(text), None)
     if m is None or ALLOCATOR_BOOKKEEPING.search(text) or LLAMA_SUMMARY.search(text):
         return None
     if KV_REFUSAL.search(text):
