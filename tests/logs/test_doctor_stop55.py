@@ -5,7 +5,8 @@ lines composed after the public logs (not loaded):
   it first moves to the device) prepares the model: start-up. Quantizing a layer's input at a request is not.
 - llama.cpp's loader listing the model file's keys is the load opening: a failure right after it is start-up.
 - A program's bare "Starting..." (a spinner's text, another record run on after it) announces its own start.
-- TensorRT-LLM's block manager with no free block left for a request's sequence ran out while serving."""
+- TensorRT-LLM's block manager with no free block left for a request's sequence ran out while serving.
+- A program's own words in Chinese that the model did not load, right after the failure, place it at start-up."""
 
 from __future__ import annotations
 
@@ -67,3 +68,10 @@ def test_tensorrt_llm_s_kv_cache_with_no_free_block_for_a_sequence_is_serving() 
              "(/src/cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp:362)",
              "1       0x557282845de2 tensorrt_llm::common::throwRuntimeError(char const*, int) + 100"]  # fmt: skip
     assert verdict(lines)[0] == "runtime"
+
+
+def test_a_failure_then_the_program_s_word_in_chinese_that_the_model_did_not_load_is_start_up() -> None:
+    lines = ["ERROR 2023-05-10 18:15:04,235-1d: CUDA out of memory. Tried to allocate 128.00 MiB (GPU 0; 8.00 GiB total "
+             "capacity; 7.25 GiB already allocated; 0 bytes free)",
+             'INFO  2023-05-10 18:15:04,236-1d: 模型未成功加载，请重新选择后点击"加载模型"按钮']  # fmt: skip
+    assert verdict(lines)[0] == "startup"

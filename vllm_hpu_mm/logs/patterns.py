@@ -1101,13 +1101,16 @@ MEDIA_ENCODING = re.compile(
 #: is llama.cpp's server, ollama/ollama #18396), and LocalAI's loader, which starts a backend for a model on the first
 #: request that names it and reports a load the backend refused ("could not load model (no success): <the backend's
 #: message>", or "could not load model: <the call's error>", mudler/LocalAI pkg/model/initializers.go@5fc255a8
-#: ``grpcModel``; mudler/LocalAI #2126). Read as start-up where no later phase line came
+#: ``grpcModel``; mudler/LocalAI #2126), and a program's own words in Chinese that the model did not load ("模型未成功加载"
+#: "the model was not loaded successfully", Langchain-Chatchat's model worker, chatchat-space/Langchain-Chatchat #310;
+#: "模型加载失败" / "加载模型失败", "loading the model failed"). Read as start-up where no later phase line came
 #: first; an engine whose load runs its whole start-up (vLLM under Triton, an engine the log does not name) cannot be
 #: placed by it (:func:`vllm_hpu_mm.logs.doctor.decide.judge`).
 LOAD_FAILED = re.compile(
     r"failed to load '[^']*' version|loading failed with error|creating modelInstanceState"
     r"|Error when initializing model|Shard \d+ failed to start|\bShardCannotStart\b|error loading model\b"
     r"|llama(?: runner|-server) process has terminated|\bcould not load model(?: \(no success\))?:"
+    r"|模型未成功加载|模型加载失败|加载模型失败"
 )
 #: A runtime's report that it could not compile the model for its device: the model's build, whatever hosts it (OpenVINO
 #: Model Server: ModelInstance::loadOVCompiledModel, src/modelinstance.cpp, returns "Cannot compile model into target
