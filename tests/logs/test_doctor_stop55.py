@@ -6,7 +6,8 @@ lines composed after the public logs (not loaded):
 - llama.cpp's loader listing the model file's keys is the load opening: a failure right after it is start-up.
 - A program's bare "Starting..." (a spinner's text, another record run on after it) announces its own start.
 - TensorRT-LLM's block manager with no free block left for a request's sequence ran out while serving.
-- A program's own words in Chinese that the model did not load, right after the failure, place it at start-up."""
+- A program's own words in Chinese that the model did not load, right after the failure, place it at start-up.
+- A failure's line that names a step of answering a request, then its failure ("an inference error: ..."), is serving."""
 
 from __future__ import annotations
 
@@ -75,3 +76,14 @@ def test_a_failure_then_the_program_s_word_in_chinese_that_the_model_did_not_loa
              "capacity; 7.25 GiB already allocated; 0 bytes free)",
              'INFO  2023-05-10 18:15:04,236-1d: 模型未成功加载，请重新选择后点击"加载模型"按钮']  # fmt: skip
     assert verdict(lines)[0] == "startup"
+
+
+def test_a_failure_line_naming_a_request_s_step_then_its_error_is_serving() -> None:
+    lines = ['Server returned: {"error":"There was an inference error: CUDA out of memory. Tried to allocate 1024.00 '
+             'MiB (GPU 0; 14.75 GiB total capacity)"}']  # fmt: skip
+    assert verdict(lines)[0] == "runtime"
+
+
+def test_a_rehearsal_s_step_failing_is_not_serving() -> None:
+    lines = ["Warmup inference failed: CUDA out of memory. Tried to allocate 1.00 GiB"]
+    assert verdict(lines)[0] != "runtime"

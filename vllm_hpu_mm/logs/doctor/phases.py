@@ -963,6 +963,15 @@ _BUILT = frozenset(("weight", "weights", "checkpoint", "checkpoints", "model", "
 #: Of those, what runs the work when it is named before it ("error during model inference", "engine decode"): the
 #: program itself answering, not a part of it being built ("during weights streaming").
 _RUNNER = frozenset(("model", "models", "engine"))
+#: A step of answering a request named first, then its failure ("There was an inference error: CUDA out of memory",
+#: LeafYeeXYZ/PainterLeaf #9, the server's answer to a generation request; "Generation failed: ...", "prefill error"),
+#: with up to two words before it that may say it rehearses or builds ("warm-up inference failed"). Only the steps a
+#: request alone runs (:data:`SERVING_STEPS`, less the streaming of weights a loader may do).
+_STEP_THEN_FAILED = re.compile(
+    r"\b(?P<before>(?:[A-Za-z-]+\s+){0,2}?)(?P<step>prefill|decode|decoding|generation|inference|chat|completions?)"
+    r"\s+(?:failed|error|errored)\b",
+    re.IGNORECASE,
+)
 #: Where the work's object ends and what it was done for or on begins: "Error processing tensor for shard Shard(...)"
 #: (exo's node running the layers it holds, its ``Shard``, on the tensor the previous node sent: exo-explore/exo #101,
 #: after "loaded weights in 4041.00 ms") processes a tensor, an input; the shard is where, not what. Only the object
@@ -974,7 +983,8 @@ _FOR_WHERE = re.compile(r"\b(?:for|on|in|at|with|by)\b", re.IGNORECASE)
 def failed_working(text: str) -> bool:
     """Whether the failure's own line says it failed while the program worked over its inputs
     (:data:`WORKING_VERBS`: processing a batch, generating, transcribing; after "while", "when" or "during", a step
-    of answering a request, :data:`SERVING_STEPS`: prefill, chat streaming), and not on a part of the program itself
+    of answering a request, :data:`SERVING_STEPS`: prefill, chat streaming; or such a step named, then its failure,
+    :data:`_STEP_THEN_FAILED`), and not on a part of the program itself
     (:data:`_BUILT`: its weights, its model, its graphs, as the work's object: :data:`_FOR_WHERE`) nor in a
     rehearsal of the work (:data:`REHEARSAL_WORDS`: a warm-up, a profiling or dummy run)."""
     for m in _FAILED_WHILE.finditer(text):
@@ -984,6 +994,10 @@ def failed_working(text: str) -> bool:
         what = {w.lower() for w in _WORD.findall(m["what"])}
         obj = {w.lower() for w in _WORD.findall(_FOR_WHERE.split(m["what"], 1)[0])}
         if working and not (between | obj) & _BUILT and not (between | what) & (STARTING_WORDS | REHEARSAL_WORDS):
+            return True
+    for m in _STEP_THEN_FAILED.finditer(text):
+        before = {w.lower() for w in _WORD.findall(m["before"])} - _RUNNER
+        if not before & (_BUILT | STARTING_WORDS | REHEARSAL_WORDS):
             return True
     return False
 
