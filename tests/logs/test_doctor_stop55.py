@@ -7,7 +7,8 @@ lines composed after the public logs (not loaded):
 - A program's bare "Starting..." (a spinner's text, another record run on after it) announces its own start.
 - TensorRT-LLM's block manager with no free block left for a request's sequence ran out while serving.
 - A program's own words in Chinese that the model did not load, right after the failure, place it at start-up.
-- A failure's line that names a step of answering a request, then its failure ("an inference error: ..."), is serving."""
+- A failure's line that names a step of answering a request, then its failure ("an inference error: ..."), is serving.
+- LMDeploy's engine loop, which runs the requests sent to the engine, failing is serving."""
 
 from __future__ import annotations
 
@@ -87,3 +88,9 @@ def test_a_failure_line_naming_a_request_s_step_then_its_error_is_serving() -> N
 def test_a_rehearsal_s_step_failing_is_not_serving() -> None:
     lines = ["Warmup inference failed: CUDA out of memory. Tried to allocate 1.00 GiB"]
     assert verdict(lines)[0] != "runtime"
+
+
+def test_lmdeploy_s_engine_loop_failing_is_serving() -> None:
+    lines = ["2024-05-08 16:16:10,360 - lmdeploy - ERROR - Engine loop failed with error: CUDA out of memory. Tried to "
+             "allocate 488.00 MiB.", "Traceback (most recent call last):", "..."]  # fmt: skip
+    assert verdict(lines)[0] == "runtime"

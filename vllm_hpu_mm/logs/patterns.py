@@ -1001,6 +1001,11 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     # ``llmServer.Completion``, on an unexpected EOF from the runner); ``ollama run`` prints it as "Error: ...". Only a
     # completion under way returns it: the model had loaded and was serving that request (ollama/ollama #3765)
     ("runtime", re.compile(r"\berror was encountered while running the model\b")),
+    # LMDeploy's PyTorch engine reports the failure of its main loop, the task that takes the requests sent to the
+    # engine and runs their steps (lmdeploy/pytorch/engine/request.py ``_raise_exception_on_finish`` on the task
+    # RequestManager.create_loop_task names 'EngineMainLoop'): the weights and the cache were made before it runs
+    # (InternLM/lmdeploy #1515)
+    ("runtime", re.compile(r"\bEngine loop failed with error\b")),
     # SGLang's KV pool has no slot left for a scheduled batch of requests (:data:`SGLANG_POOL`)
     ("runtime", SGLANG_POOL),
     # llama.cpp's server has no KV cell left for a batch of requests, after retrying smaller ones (:data:`_KV_NO_SLOT`)
