@@ -345,18 +345,19 @@ _PLACEMENT_REFUSED = (
     r"\b(?:into|in|on|onto) (?:the )?(?:available |free )?(?:GPU|device|VRAM|video|accelerator) memory"
 )
 #: llama.cpp's server gives a batch of requests up when the KV cache has no free cells left for it: ``llama_decode``
-#: returns 1, "could not find a KV slot for the batch" (Mozilla-Ocho/llamafile llama.cpp/llama.h@cfa861a6 line 838);
-#: the server halves the batch and retries, a warning it goes on from ("failed to find free space in the KV cache,
-#: retrying with smaller n_batch = N"), and at a batch of one gives up: "failed to decode the batch, n_batch = 1, ret =
-#: 1" (llama.cpp/server/server.cpp@cfa861a6 lines 2041-2048, update_slots), later "failed to decode the batch: KV cache
-#: is full - try increasing it via the context size, ..." (ggml-org/llama.cpp examples/server/server.cpp@03d4bccb
+#: returns 1, "could not find a KV slot for the batch" (Mozilla-Ocho/llamafile llama.cpp/llama.h@cfa861a6 line 838); the
+#: server halves the batch and retries, a warning it goes on from ("failed to find free space in the KV cache, retrying
+#: with smaller n_batch = N"), and at a batch of one gives up: "failed to decode the batch, n_batch = 1, ret = 1"
+#: (llama.cpp/server/server.cpp@cfa861a6 lines 2041-2048, update_slots), later "failed to decode the batch: KV cache is
+#: full - try increasing it via the context size, ..." (ggml-org/llama.cpp examples/server/server.cpp@03d4bccb
 #: update_slots, SRV_ERR), since "Context size has been exceeded., ..., ret = 1"; Ollama's engine's error for a full
 #: cache, "could not find a kv cache slot" (kvcache/causal.go ``ErrKvCacheFull``, "panic: failed to decode batch: ..."
 #: in its runner, ollama/ollama #10127); TensorRT-LLM's block manager with no free block for a request's sequence
 #: ("Can't allocate new blocks. No free blocks left.", cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp, reached from
 #: ``addSequence`` as a request is admitted and ``addToken`` as it decodes, NVIDIA/TensorRT-LLM #694). Only requests'
-#: batches are decoded there: the cache ran out while serving (:data:`MESSAGE_STAGES`). The library's own "llama_decode: failed to decode, ret = 1" alone is not read so: the
-#: labels of record read it as a context window run past (rounds 25, 39 and 97).
+#: batches are decoded there: the cache ran out while serving (:data:`MESSAGE_STAGES`). The library's own "llama_decode:
+#: failed to decode, ret = 1" alone is not read so: the labels of record read it as a context window run past (rounds
+#: 25, 39 and 97).
 _KV_NO_SLOT = (
     r"failed to decode the batch\b.{0,160}?\bret = 1\b|failed to decode the batch: KV cache is full"
     r"|\bcould not find a kv cache slot\b|\bCan't allocate new blocks\. No free blocks left\b"
@@ -374,6 +375,9 @@ DEVICE_OOM = re.compile(
     # (XLA's RESOURCE_EXHAUSTED is memory; gRPC's status of that name, "StatusCode.RESOURCE_EXHAUSTED", is a message
     # over the size limit: TGI's router and shards, Triton talk gRPC)
     r"|Not enough memory to handle|(?<!StatusCode\.)RESOURCE_EXHAUSTED|\bOOM when allocating"
+    # a memory budget the load was refused against, in oMLX's words ("projected memory 127.68GB would exceed process
+    # limit 88.00GB", jundot/omlx #62)
+    r"|\bprojected memory [\d.]+\s*[KMGT]i?B would exceed\b"
     # The same status as TensorFlow's Status::ToString wrote it before absl's status ("Resource exhausted: <message>",
     # tensorflow/core/lib/core/status.cc@970e967b): that name alone is any exhausted resource (a cloud API's quota,
     # a 429, says it too), so only with memory in its message ("Resource exhausted: OOM when allocating tensor ...",
@@ -950,6 +954,10 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
         re.compile(
             rf"{KV_BUFFER_SUMMARY.pattern}|\bllama_kv_cache_init\(\) failed"
             r"|could not be created: KV cache"  # TensorRT-LLM's final KV cache (py_executor_creator.py)
+            # SGLang's host pool of the hierarchical KV cache refusing its size as it is made (mem_cache/
+            # memory_pool_host.py HostKVCache.__init__: "Not enough host memory available. Requesting X GB but only
+            # have Y GB free. Please reduce the size of the hierarchical cache.", sgl-project/sglang #8102)
+            r"|reduce the size of the hierarchical cache"
         ),
     ),
     # SGLang wraps any error of its graph capture as "Capture cuda graph failed: <error>" (cuda_graph_runner.py)
@@ -1006,6 +1014,10 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     # RequestManager.create_loop_task names 'EngineMainLoop'): the weights and the cache were made before it runs
     # (InternLM/lmdeploy #1515)
     ("runtime", re.compile(r"\bEngine loop failed with error\b")),
+    # vLLM V1's engine dumps the scheduler's output of the step that failed (vllm/logging_utils/dump_input.py
+    # ``_dump_engine_exception``, from EngineCore's handler around execute_model for a scheduled batch): a step of
+    # requests failed, not the profiling, the capture or the warm-up, which schedule none
+    ("runtime", re.compile(r"Dumping input data for V1 LLM engine")),
     # SGLang's KV pool has no slot left for a scheduled batch of requests (:data:`SGLANG_POOL`)
     ("runtime", SGLANG_POOL),
     # llama.cpp's server has no KV cell left for a batch of requests, after retrying smaller ones (:data:`_KV_NO_SLOT`)
@@ -1100,22 +1112,27 @@ MEDIA_ENCODING = re.compile(
 #: "failed to load '<model>' version N", its status "loading failed with error"), the TensorRT-LLM backend's instance
 #: (``TRITONBACKEND_ModelInstanceInitialize``: "unexpected error when creating modelInstanceState"), TGI's shard
 #: (``server.py`` "Error when initializing model", the launcher's "Shard N failed to start" and its exit error
-#: ``ShardCannotStart``, both printed only for a shard that never became ready), llama.cpp's loader as
-#: Ollama relays it ("error loading model") and Ollama's runner that died while it loaded (``llm/server.go``
-#: ``WaitUntilRunning``: "llama runner process has terminated"; "llama-server process has terminated" where the runner
-#: is llama.cpp's server, ollama/ollama #18396), and LocalAI's loader, which starts a backend for a model on the first
-#: request that names it and reports a load the backend refused ("could not load model (no success): <the backend's
-#: message>", or "could not load model: <the call's error>", mudler/LocalAI pkg/model/initializers.go@5fc255a8
-#: ``grpcModel``; mudler/LocalAI #2126), and a program's own words in Chinese that the model did not load ("模型未成功加载"
-#: "the model was not loaded successfully", Langchain-Chatchat's model worker, chatchat-space/Langchain-Chatchat #310;
-#: "模型加载失败" / "加载模型失败", "loading the model failed"). Read as start-up where no later phase line came
-#: first; an engine whose load runs its whole start-up (vLLM under Triton, an engine the log does not name) cannot be
-#: placed by it (:func:`vllm_hpu_mm.logs.doctor.decide.judge`).
+#: ``ShardCannotStart``, both printed only for a shard that never became ready), llama.cpp's loader as Ollama relays it
+#: ("error loading model") and Ollama's runner that died while it loaded (``llm/server.go`` ``WaitUntilRunning``: "llama
+#: runner process has terminated"; "llama-server process has terminated" where the runner is llama.cpp's server,
+#: ollama/ollama #18396), and LocalAI's loader, which starts a backend for a model on the first request that names it
+#: and reports a load the backend refused ("could not load model (no success): <the backend's message>", or "could not
+#: load model: <the call's error>", mudler/LocalAI pkg/model/initializers.go@5fc255a8 ``grpcModel``; mudler/LocalAI
+#: #2126), and a program's own words in Chinese that the model did not load ("模型未成功加载" "the model was not loaded
+#: successfully", Langchain-Chatchat's model worker, chatchat-space/Langchain-Chatchat #310;
+#: "模型加载失败" / "加载模型失败",
+#: "loading the model failed"), and any program's word that it could not load the model or a named part ("Failed to load
+#: llama-server: ...", Jan, janhq/jan #6038; "Cannot load <model>: projected memory ...", oMLX, jundot/omlx #62), that
+#: its model's load failed ("[scheduler] model load failed", ddalcu/mlx-serve #39) or that it aborts its start-up. Read
+#: as start-up where no later phase line came first; an engine whose load runs its whole start-up (vLLM under Triton, an
+#: engine the log does not name) cannot be placed by it (:func:`vllm_hpu_mm.logs.doctor.decide.judge`).
 LOAD_FAILED = re.compile(
     r"failed to load '[^']*' version|loading failed with error|creating modelInstanceState"
     r"|Error when initializing model|Shard \d+ failed to start|\bShardCannotStart\b|error loading model\b"
     r"|llama(?: runner|-server) process has terminated|\bcould not load model(?: \(no success\))?:"
     r"|模型未成功加载|模型加载失败|加载模型失败"
+    r"|(?i:\b(?:cannot|can't|could not|couldn't|unable to|failed to) load (?:the )?(?:model\b|[\w.-]+: ))"
+    r"|\bmodel load failed\b|\baborting start-?up\b"
 )
 #: A runtime's report that it could not compile the model for its device: the model's build, whatever hosts it (OpenVINO
 #: Model Server: ModelInstance::loadOVCompiledModel, src/modelinstance.cpp, returns "Cannot compile model into target
@@ -1510,6 +1527,10 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             # FastChat's model worker before its model loads (fastchat/serve/model_worker.py ModelWorker.__init__:
             # "Loading the model [...] on worker ...")
             "loading the model ",
+            # transformers' tokenizer, as it loads and its special tokens are added to the vocabulary
+            # (tokenization_utils_base.py: "Special tokens have been added in the vocabulary, make sure the associated
+            # word embeddings are fine-tuned or trained."), which a script does as it loads its model
+            "special tokens have been added in the vocabulary",
             # TensorRT-LLM's checkpoint conversion (examples' convert_checkpoint.py, NIM's build_utils.py: "Total time
             # of reading and converting ...", then the converted shards are saved), which runs before any engine
             # exists, as the weights' load does for other runtimes
@@ -1548,6 +1569,9 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
         "kv_cache",
         (
             "# gpu blocks",
+            # WebLLM's chat pipeline, right before it creates its paged KV cache (src/llm_chat.ts: "Using Paged
+            # KVCache", mlc-ai/web-llm #356)
+            "using paged kvcache",
             "# hpu blocks",
             "# cpu blocks",
             "# cuda blocks",

@@ -609,6 +609,7 @@ WORK_ITEM = re.compile(
     r"|\b(?:prompt|request)\s+(?:of\s+)?[\d,]+\s+tokens?\s+(?:requires|needs|asks for)\b"
     r"|\b507\s+insufficient\s+storage\b"
     r"|\b(?:prefill|prompt|request)(?:\s+context)?\s+too\s+(?:large|long|big)\s+for\b"
+    r"|\berror (?:in|processing|handling|while processing) (?:the |a )?request\s*:"
     r"|\b(?:while|when|during|for|in)\s+"
     r"(?:(?:invoking|processing|handling|running|serving|executing|answering|generating|decoding)\s+)?"
     r"(?:(?:the|a)\s+)?(?:session|invocation|request|prompt|queue item)\b(?:\s+id)?\s*[:#=]?\s*[\w-]*\d"
@@ -757,7 +758,7 @@ STARTING_VERBS = frozenset(("loading",))
 #: reports the work failed, or done ("Loading of model complete", rustformers/llm's loader once every tensor is read,
 #: rustformers/llm #455: the load is over, and what came next is not said).
 _ANNOUNCED = re.compile(
-    r"(?:^|[,;:|\]]\s*|\s{2,}|\b(?:INFO|DEBUG|NOTICE)\s+)(?P<verb>[A-Za-z]+ing)\b(?!\s+(?:failed|error))"
+    r"(?:^[-*>#=]*\s*|[,;:|\]]\s*|\s{2,}|\b(?:INFO|DEBUG|NOTICE)\s+)(?P<verb>[A-Za-z]+ing)\b(?!\s+(?:failed|error))"
     r"(?![^,;:|]{0,40}\b(?:complete|completed|done|finished)\b)"
 )
 
@@ -1004,11 +1005,13 @@ def failed_working(text: str) -> bool:
 
 #: A failure's line that says what the memory it lacked was for: the KV cache ("Not enough memory for KV cache, try
 #: reducing --num-pages": FlashML-org/FreeToken-Web #2, an engine whose cache is a number of pages it allocates at
-#: start; "insufficient memory left for the KV cache"). Sizing the cache is the KV cache's phase in any engine. A cache
-#: that is full while serving says so in other words ("no free space in the KV cache", "KV cache pool is full"), and a
-#: store that failed and goes on ("Failed to allocate memory for the KV cache", LMCache) is no refusal of memory.
+#: start; "insufficient memory left for the KV cache"; vllm-metal's "Paged attention: not enough Metal memory for KV
+#: cache.", parsehawk/parsehawk #6, the memory named by its kind). Sizing the cache is the KV cache's phase in any
+#: engine. A cache that is full while serving says so in other words ("no free space in the KV cache", "KV cache pool is
+#: full"), and a store that failed and goes on ("Failed to allocate memory for the KV cache", LMCache) is no refusal of
+#: memory.
 SHORT_FOR_KV = re.compile(
-    r"\b(?:not enough|insufficient|no|too little)\s+(?:free\s+|available\s+|device\s+|gpu\s+)?memory\s+"
+    r"\b(?:not enough|insufficient|no|too little)\s+(?:(?:free|available|device|gpu|metal|vram|hbm)\s+)?memory\s+"
     r"(?:left\s+|available\s+)?(?:for|to (?:allocate|hold|fit))\s+(?:the\s+)?(?:paged\s+)?kv[\s_-]?cache\b",
     re.IGNORECASE,
 )

@@ -863,8 +863,9 @@ CHAIN_BACK = 10
 #: "ERROR:root:...", "[ERROR] ..."), or after a time stamp and up to three fields of the logger's format, however long
 #: they are (Python's logging formats with the logger's dotted name and the process id: xinference's "2024-06-18
 #: 19:19:51,807 xinference.api.restful_api 6217 ERROR    ...", tests/data/logs/heldout_round87/xinference_1668_model_
-#: not_found.log).
-_RECORD_HEAD = r"^(?:.{0,40}?|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]?\d*\s+(?:\S+\s+){0,3}?)"
+#: not_found.log), or in the key Go's log/slog text format gives it after the time, behind a journal's prefix
+#: ("Feb 18 16:56:30 host ollama[27678]: time=2025-01-24T15:54:16.509-08:00 level=INFO source=server.go:589 ...").
+_RECORD_HEAD = r"^(?:.{0,40}?|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]?\d*\s+(?:\S+\s+){0,3}?|.{0,80}?\btime=\S+\s+level=)"
 #: A logger's record at error level: a failure the program states in its own words, with or without an exception
 #: class.
 ERROR_RECORD = re.compile(_RECORD_HEAD + r"\b(?:ERROR|CRITICAL)\b")
