@@ -1119,13 +1119,13 @@ MEDIA_ENCODING = re.compile(
 #: and reports a load the backend refused ("could not load model (no success): <the backend's message>", or "could not
 #: load model: <the call's error>", mudler/LocalAI pkg/model/initializers.go@5fc255a8 ``grpcModel``; mudler/LocalAI
 #: #2126), and a program's own words in Chinese that the model did not load ("模型未成功加载" "the model was not loaded
-#: successfully", Langchain-Chatchat's model worker, chatchat-space/Langchain-Chatchat #310;
-#: "模型加载失败" / "加载模型失败",
-#: "loading the model failed"), and any program's word that it could not load the model or a named part ("Failed to load
-#: llama-server: ...", Jan, janhq/jan #6038; "Cannot load <model>: projected memory ...", oMLX, jundot/omlx #62), that
-#: its model's load failed ("[scheduler] model load failed", ddalcu/mlx-serve #39) or that it aborts its start-up. Read
-#: as start-up where no later phase line came first; an engine whose load runs its whole start-up (vLLM under Triton, an
-#: engine the log does not name) cannot be placed by it (:func:`vllm_hpu_mm.logs.doctor.decide.judge`).
+#: successfully", Langchain-Chatchat's model worker, chatchat-space/Langchain-Chatchat #310; "模型加载失败" /
+#: "加载模型失败", "loading the model failed"), and any program's word that it could not load the model or a named part
+#: ("Failed to load llama-server: ...", Jan, janhq/jan #6038; "Cannot load <model>: projected memory ...", oMLX,
+#: jundot/omlx #62), that its model's load failed ("[scheduler] model load failed", ddalcu/mlx-serve #39) or that it
+#: aborts its start-up. Read as start-up where no later phase line came first; an engine whose load runs its whole
+#: start-up (vLLM under Triton, an engine the log does not name) cannot be placed by it
+#: (:func:`vllm_hpu_mm.logs.doctor.decide.judge`).
 LOAD_FAILED = re.compile(
     r"failed to load '[^']*' version|loading failed with error|creating modelInstanceState"
     r"|Error when initializing model|Shard \d+ failed to start|\bShardCannotStart\b|error loading model\b"
