@@ -1255,10 +1255,13 @@ FAILED_CHECK = re.compile(
 #: at INFO level the same words are a failure NCCL cleared and went on from): stated right above a traceback, it is
 #: what that traceback raised (vLLM's worker then reports "Error executing method init_device", whose own message names
 #: no cause). Read only on lines without memory words (NCCL relays a CUDA allocation's failure as "Cuda failure 'out of
-#: memory'").
+#: memory'"); NCCL's warning of an error of its own ("NCCL WARN Error while creating shared memory segment ...", its
+#: shared-memory transport, src/misc/shmutils.cc: NCCL prints its errors at WARN level, ``WARN()`` in src/include/
+#: debug.h, then returns the code up the calls).
 COMM_FAILURE = re.compile(
     r"\|CCL_ERROR\||\bnccl(?:System|Internal|InvalidUsage|Remote)Error\b|\bNCCL error\b|\bunhandled system error\b"
     r"|\bBroken pipe\b|\bConnection reset by peer\b|\bHCCL error\b|\b[NR]CCL WARN\b.{0,200}?\b(?:Cuda|HIP) failure\b"
+    r"|\b[NR]CCL WARN (?:Error\b|.{0,120}?\bfailed\b)"
 )
 #: An error message that explains the traceback after it (vLLM's logger prints the error before the traceback): an
 #: exception line, Habana's ``FATAL ERROR ::``, or a failure stated with its reason (``EngineCore failed to start:
@@ -1281,6 +1284,10 @@ ERROR_MESSAGE = re.compile(
     # TensorRT's logger reporting an API's failure by its error code and the code's name ("[TRT] [E] 3: [...] Error Code
     # 3: API Usage Error (Parameter check failed ...)", NVIDIA/TensorRT-LLM #214; nvinfer1::ErrorCode)
     r"|\bError Code \d+: [A-Z][\w ]{0,40}\("
+    # a runtime call's failure by its error number and the runtime's string for it, as torch reports CUDA's failed
+    # initialisation ("Unexpected error from cudaGetDeviceCount(). ... Error 804: forward compatibility was attempted
+    # on non supported HW", c10/cuda/CUDAFunctions.cpp: the code, then ``cudaGetErrorString``, which starts lower case)
+    r"|\b[Ee]rror \d{1,5}: [a-z]"
 )
 TRACEBACK_START = "Traceback (most recent call last)"
 #: The exception line that ends a traceback (after the line's log prefix): ``RuntimeError: ...``,

@@ -962,7 +962,7 @@ def _stated_before_announcements(before: list[tuple[int, str]]) -> tuple[int, st
     KeyError, uvicorn's ``"POST /v1/chat/completions HTTP/1.1" 500``, "Exception in ASGI application", the handler's
     traceback (heldout_round128/lmdeploy_2771_response_format_keyerror.log)."""
     asgi = False
-    for k, line in reversed(before[-ANNOUNCED_BACK:]):
+    for k, line in reversed([x for x in before if not NCCL_TRAIL.search(x[1])][-ANNOUNCED_BACK:]):
         body = strip_prefix(line).strip()
         if not body:
             continue
@@ -973,9 +973,16 @@ def _stated_before_announcements(before: list[tuple[int, str]]) -> tuple[int, st
         if asgi and ANSWERED_ERROR.search(line):
             continue  # the server's answer to the request whose handler raised the traceback
         asgi = asgi or ASGI_FAILED in body
-        if body.startswith(_TRACEBACK_WORDS) or not ANNOUNCES_FAILURE.search(body) or _going_on(line):
+        if _traceback_text(body) or not ANNOUNCES_FAILURE.search(body) or _going_on(line):
             return None
     return None
+
+
+#: NCCL's trace of a failed call's code on its way up ("NCCL INFO transport/shm.cc:114 -> 2", one line a function the
+#: error returns through: ``NCCLCHECK`` in NCCL's src/include/checks.h), printed between the error NCCL states and
+#: the report of the call that failed: the same failure, neither other work nor an announcement
+#: (:func:`_stated_before_announcements` passes over it).
+NCCL_TRAIL = re.compile(r"\bNCCL INFO [\w/.-]+:\d+ -> \d+")
 
 
 def _going_on(line: str) -> bool:
@@ -1022,7 +1029,18 @@ def _names_memory(line: str) -> bool:
     """Whether ``line`` speaks of memory at all (an error it states may then be an out-of-memory one); a device fault
     (:data:`DEVICE_FAULT`: "an illegal memory access was encountered", ROCm's "Memory access fault") names memory as
     where the fault hit, not as what ran out."""
-    return "memory" in DEVICE_FAULT.sub("", line).lower() or _oom_kind(line) is not None
+    return "memory" in FIXED_RESOURCE.sub("", DEVICE_FAULT.sub("", line)).lower() or _oom_kind(line) is not None
+
+
+#: Memory words that name a resource of its own, not the memory a program ran out of: Triton's refusal of a kernel
+#: whose block needs more on-chip shared memory than the hardware gives one block ("out of resource: shared memory,
+#: Required: 131072, Hardware limit: 65536", triton/runtime/errors.py ``OutOfResources``: a kernel's configuration over
+#: a fixed per-block limit, raised as it is compiled and loaded), and NCCL's shared-memory transport failing to create
+#: its segment under /dev/shm ("NCCL WARN Error while creating shared memory segment /dev/shm/nccl-...", NCCL
+#: src/misc/shmutils.cc; torch then raises "unhandled system error"). The labelled logs call both ``none``
+#: (tests/data/logs/heldout_round160/sglang_2384_mi300_dsv2lite_triton_shared_memory.log, heldout_round31's
+#: sglang_5_tp2_nccl_shm_segment, heldout_round163's vllm_3791 and vllm_4383).
+FIXED_RESOURCE = re.compile(r"\bout of resource: shared memory\b|\bcreating shared memory segment\b", re.IGNORECASE)
 
 
 #: A device runtime's error string for a fault other than running out of memory: CUDA's and HIP's
@@ -1154,7 +1172,7 @@ def _indented_under(previous: str, text: str) -> bool:
     failure's own record, and says what the program was working on. A traceback's own lines are not such an opening."""
     body = strip_prefix(previous)
     stripped = body.strip()
-    if not text[:1].isspace() or not stripped or body[:1].isspace() or stripped.startswith(_TRACEBACK_WORDS):
+    if not text[:1].isspace() or not stripped or body[:1].isspace() or _traceback_text(stripped):
         return False
     return stripped.endswith(":")
 
@@ -1208,7 +1226,7 @@ def _continues(previous: str, text: str) -> bool:
     rest = text[len(indent) :] if indent and text.startswith(indent) else text
     if len(body) < WRAP_WIDTH or body.endswith(_RECORD_ENDS) or not rest[:1].isalpha() or KEYED_TIME.match(rest):
         return False
-    return strip_prefix(rest) == rest and not rest.startswith(_TRACEBACK_WORDS) and not frames_in(rest)
+    return strip_prefix(rest) == rest and not _traceback_text(rest) and not frames_in(rest)
 
 
 def _joined(record: str, line: str) -> str:
@@ -1373,8 +1391,16 @@ def refused_memory(text: str, stated: bool = True) -> Memory | None:
     return "host" if HOST_RESOURCE.search(m.group(0)) else "device"
 
 
-#: What a traceback's own lines start with, after the log prefix: not the message that ends it.
-_TRACEBACK_WORDS = ("Traceback", "The above exception", "During handling", "File ", "^", "~", "-->", "--->", "...")
+#: What a traceback's own lines start with, after the log prefix: not the message that ends it (an IPython frame's
+#: arrow, of any length, is :data:`_ARROW`).
+_TRACEBACK_WORDS = ("Traceback", "The above exception", "During handling", "File ", "^", "~", "...")
+
+
+def _traceback_text(stripped: str) -> bool:
+    """Whether ``stripped`` (a line without its log prefix and indentation) is a traceback's own line: its header, a
+    chain's, a frame, a caret line, an elision, or IPython's arrow at a frame's current line ("---->", its length
+    padding the line number to a column)."""
+    return stripped.startswith(_TRACEBACK_WORDS) or bool(_ARROW.match(stripped))
 
 
 def _quoted_exception(text: str) -> str | None:
@@ -1398,7 +1424,7 @@ def _quoted_exception(text: str) -> str | None:
 def _error_message(body: str) -> bool:
     """Whether ``body`` (a line without its log prefix) can be the message that ends a traceback."""
     stripped = body.strip()
-    return bool(stripped) and not body[:1].isspace() and not stripped.startswith(_TRACEBACK_WORDS)
+    return bool(stripped) and not body[:1].isspace() and not _traceback_text(stripped)
 
 
 def _caret(text: str) -> bool:
@@ -1447,7 +1473,7 @@ def _goes_on(text: str) -> bool:
     indented source or caret line) and not an excerpt's elision (the lines left out may be anything)."""
     body = strip_prefix(text)
     stripped = body.strip()
-    if not stripped or body[:1].isspace() or stripped.startswith(_TRACEBACK_WORDS):
+    if not stripped or body[:1].isspace() or _traceback_text(stripped):
         return False
     return not FAILURE_MARK.search(text) and not ELISION.fullmatch(stripped)
 
@@ -1476,7 +1502,7 @@ def _traceback_window(before: list[tuple[int, str]]) -> list[tuple[int, str]]:
         if (
             frames_in(before[j][1])
             or body[:1].isspace()
-            or body.strip().startswith(("^", "~", "-->", "--->"))
+            or _traceback_text(body.strip())
             or WRAPPED_FRAME.search(body.strip())
         ):
             start, gap = j, 0
