@@ -127,6 +127,9 @@ BACK, AHEAD = 200, 40
 MAX_FRAMES = 64
 #: Non-frame lines tolerated inside a traceback (a long frame line wrapped by a terminal or an issue tracker).
 MAX_GAP = 2
+#: How many KV-cache retries in a row, with nothing else between, read as the server failing to fit a batch where the
+#: excerpt stops inside them (:meth:`Scanner._kv_retries`): one retry with a halved batch is routine.
+KV_RETRIES = 2
 _PHASES_LAST_FIRST = tuple(reversed(PHASE_MARKERS))
 
 
@@ -1008,9 +1011,6 @@ def _stated_before_announcements(before: list[tuple[int, str]]) -> tuple[int, st
     return None
 
 
-#: How many KV-cache retries in a row, with nothing else between, read as the server failing to fit a batch where the
-#: excerpt stops inside them (:meth:`Scanner._kv_retries`): one retry with a halved batch is routine.
-KV_RETRIES = 2
 #: NCCL's trace of a failed call's code on its way up ("NCCL INFO transport/shm.cc:114 -> 2", one line a function the
 #: error returns through: ``NCCLCHECK`` in NCCL's src/include/checks.h), printed between the error NCCL states and
 #: the report of the call that failed: the same failure, neither other work nor an announcement
