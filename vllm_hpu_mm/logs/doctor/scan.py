@@ -1546,7 +1546,8 @@ def _traceback_window(before: list[tuple[int, str]]) -> list[tuple[int, str]]:
         if (
             frames_in(before[j][1])
             or body[:1].isspace()
-            or _traceback_text(body.strip())
+            or body.strip().startswith(("^", "~"))
+            or _ARROW.match(body.strip())
             or WRAPPED_FRAME.search(body.strip())
         ):
             start, gap = j, 0
