@@ -995,7 +995,7 @@ def _stated_before_announcements(before: list[tuple[int, str]]) -> tuple[int, st
     KeyError, uvicorn's ``"POST /v1/chat/completions HTTP/1.1" 500``, "Exception in ASGI application", the handler's
     traceback (heldout_round128/lmdeploy_2771_response_format_keyerror.log)."""
     asgi = False
-    for k, line in reversed([x for x in before if not NCCL_TRAIL.search(x[1])][-ANNOUNCED_BACK:]):
+    for k, line in _announced_window(before):
         body = strip_prefix(line).strip()
         if not body:
             continue
@@ -1016,6 +1016,19 @@ def _stated_before_announcements(before: list[tuple[int, str]]) -> tuple[int, st
 #: the report of the call that failed: the same failure, neither other work nor an announcement
 #: (:func:`_stated_before_announcements` passes over it).
 NCCL_TRAIL = re.compile(r"\bNCCL INFO [\w/.-]+:\d+ -> \d+")
+
+
+def _announced_window(before: list[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+    """The :data:`ANNOUNCED_BACK` lines right above a traceback, nearest first, NCCL's return-code trace
+    (:data:`NCCL_TRAIL`) passed over: read back from the traceback only as far as they go."""
+    taken = 0
+    for k, line in reversed(before):
+        if taken == ANNOUNCED_BACK:
+            return
+        if "NCCL INFO" in line and NCCL_TRAIL.search(line):
+            continue
+        taken += 1
+        yield k, line
 
 
 def _going_on(line: str) -> bool:
