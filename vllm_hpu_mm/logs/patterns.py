@@ -667,7 +667,11 @@ MEMORY_REFUSED = re.compile(
     rf"|(?:{_LIMITED})\s+{_LIMIT}\s+(?:(?:was|has been|is|got) )?exceeded\b"
     rf"|\b(?:exceed(?:s|ed|ing)?|over|above) (?:the |its |your |a )?(?:{_LIMITED})\s+{_LIMIT}"
     rf"|(?:{_LIMITED}){_CLAUSE}{{0,40}}?\b(?:exceed(?:s|ed|ing)?|(?:is|are|was|were) (?:over|above))"
-    rf" (?:the |its )?{_LIMIT}",
+    rf" (?:the |its )?{_LIMIT}"
+    # a program's own check of its memory plan refusing before it allocates: antirez/ds4 #889 ("GLM memory guard
+    # refused ctx=1000000 ... before GLM graph allocation", then "required model+graph: 195.91 GiB; guard budget:
+    # 110.00 GiB")
+    r"|\bmemory (?:guard|check|fit check|budget check) (?:refused|rejected|failed)\b",
     re.IGNORECASE,
 )
 #: The parts of a size in :data:`MEMORY_REFUSED`'s ``asked`` and ``left`` groups.
@@ -1083,11 +1087,14 @@ NATIVE_SERVING = re.compile(
 #: So is a Rust backtrace's frame of a model's load (``N: <crate path>::load``, innermost first under the error:
 #: candle's "12: candle_transformers::models::falcon::Falcon::load" over "5: candle_core::safetensors::
 #: MmapedSafetensors::load", huggingface/candle #2631): a model's ``load`` builds it from its weights.
+#: So is a frame of a weight's quantization in place (``N: candle_core::quantized::QTensor::quantize`` under
+#: ``Tensor::to_dtype``, guoqingbao/xinfer #392, out of device memory at layer 65 of 78 "before its even done loading
+#: the model"): an engine that quantizes a checkpoint as it reads it in does so once, at load.
 #: And a debugger's backtrace (gdb's "#8  0x... in rkllm_init () from ./lib/librkllmrt.so", airockchip/rknn-llm #183)
 #: through a library's function that initialises or loads (``<lib>_init``, ``<lib>_load_model``,
 #: ``llama_init_from_file``): the library setting its model up.
 NATIVE_STARTUP = re.compile(
-    r"\bTllmRuntime::TllmRuntime\(|^\s*\d+:\s+\S+::(?:load|load_model|from_pretrained|from_safetensors)\s*$"
+    r"\bTllmRuntime::TllmRuntime\(|^\s*\d+:\s+\S+::(?:load|load_model|from_pretrained|from_safetensors|quantize)\s*$"
     r"|^#\d+\s+(?:0x[0-9a-f]+ in )?[a-z][a-z0-9]*_(?:init|load)(?:_[a-z]\w*)? \("
 )
 #: llama.cpp's compute-buffer reservation (src/llama-context.cpp ``graph_reserve`` / ``sched_reserve``: "failed to

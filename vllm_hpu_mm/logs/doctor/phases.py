@@ -1009,10 +1009,12 @@ def failed_working(text: str) -> bool:
 #: cache.", parsehawk/parsehawk #6, the memory named by its kind). Sizing the cache is the KV cache's phase in any
 #: engine. A cache that is full while serving says so in other words ("no free space in the KV cache", "KV cache pool is
 #: full"), and a store that failed and goes on ("Failed to allocate memory for the KV cache", LMCache) is no refusal of
-#: memory.
+#: memory. So does a refusal of the context length asked for: antirez/ds4 #889 ("GLM memory guard refused ctx=1000000
+#: ... before GLM graph allocation ... use a smaller --ctx"), the cache being what a context's length sizes.
 SHORT_FOR_KV = re.compile(
     r"\b(?:not enough|insufficient|no|too little)\s+(?:(?:free|available|device|gpu|metal|vram|hbm)\s+)?memory\s+"
-    r"(?:left\s+|available\s+)?(?:for|to (?:allocate|hold|fit))\s+(?:the\s+)?(?:paged\s+)?kv[\s_-]?cache\b",
+    r"(?:left\s+|available\s+)?(?:for|to (?:allocate|hold|fit))\s+(?:the\s+)?(?:paged\s+)?kv[\s_-]?cache\b"
+    r"|\bmemory \w+ (?:refused|rejected) (?:the )?(?:n_)?(?:ctx|context(?:[ _-](?:length|size))?)\s*[=:]?\s*\d",
     re.IGNORECASE,
 )
 

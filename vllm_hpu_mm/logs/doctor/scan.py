@@ -871,7 +871,7 @@ def _message(
     for j, line in [*near, *after]:  # a native backtrace lists its frames under the error, innermost first
         if NATIVE_SERVING.search(line):
             return "runtime", None, j
-        if NATIVE_STARTUP.search(line):
+        if NATIVE_STARTUP.search(strip_prefix(line)):  # a frame's number opens its line once the log's prefix is gone
             return "startup", None, j
     for pattern in (RESERVE_FAILED, BACKEND_ALLOC):  # the reservation's own line first, where both are there
         for j, line in near:

@@ -84,6 +84,9 @@ _OTHER_WORDS: dict[str, str] = {
     # ms-swift (ModelScope's SWIFT): its package's CLI and LLM modules in every traceback, its commands
     "ms-swift": r"\bms[-_]swift\b|/swift/(?:llm|cli)/|\bswift (?:deploy|infer)\b",
     "mindie": r"mindie",
+    # Rust engines on Hugging Face's candle: its crates in a backtrace's frames, and the engines by name (vllm.rs,
+    # renamed xinfer, whose "vllm" is no vLLM; mistral.rs)
+    "candle": r"\bcandle_(?:core|nn|transformers)::|\bvllm[.-]rs\b|\bxinfer\b|\bmistral[.]?rs\b",
     # exo (exo-explore/exo): its shard's repr in its node's records ("Error processing tensor for shard
     # Shard(model_id='...', start_layer=0, ...)": exo/orchestration/standard_node.py@d7b51b0b process_tensor; its
     # inference engines' "Excluded model param keys for shard=Shard(...)"), its package's modules
@@ -236,7 +239,7 @@ OTHER_DISPLAY = {"mindie": "MindIE", "sglang": "SGLang", "lmdeploy": "LMDeploy",
                  "text-generation-webui": "text-generation-webui", "triton": "Triton Inference Server",
                  "ray serve": "Ray Serve", "xinference": "Xinference", "localai": "LocalAI",
                  "fastchat": "FastChat", "exo": "exo", "llamaedge": "LlamaEdge (WasmEdge)",
-                 "openllm": "OpenLLM"}  # fmt: skip
+                 "openllm": "OpenLLM", "candle": "a candle engine (vllm.rs, xinfer, mistral.rs)"}  # fmt: skip
 
 #: Accelerators, best first: a Gaudi log names CUDA config fields too; ROCm and XPU logs say "GPU"/"cuda".
 ACCELERATORS: tuple[tuple[Accelerator, re.Pattern[str]], ...] = (
