@@ -66,6 +66,7 @@ __all__ = [
     "INFO_LEVEL",
     "KV_BUFFER_SUMMARY",
     "KV_CACHE_TOKENS",
+    "KV_CREATING",
     "KV_ESTIMATE",
     "KV_REFUSAL",
     "KV_RETRY",
@@ -162,12 +163,16 @@ KV_REFUSAL = re.compile(
 KV_WORDS = ("No available memory", "maximum number of tokens", "KV cache is needed", "Insufficient memory",
             "requested memory for kv", "KV cache memory: -", "KV Cache is -", "blocks: 0", "blocks=0",
             "max seq len", "total tokens", "increase --mem-fraction-static", "memory for the KV cache",
-            "cache blocks (", "blocks of KV cache", "to process at least", "build a pool")  # fmt: skip
+            "cache blocks (", "blocks of KV cache", "to process at least", "build a pool",
+            "Available memory: ")  # fmt: skip
 #: Profiling that leaves nothing (or less than nothing) for the KV cache: V1 and V0 wordings (``num_gpu_blocks=0``
-#: alone is also how a block-count override is announced, so it counts only as the result of profiling).
+#: alone is also how a block-count override is announced, so it counts only as the result of profiling). vllm-ascend's
+#: NPU worker says it in its own words, the memory left for the KV cache beside the card's total (worker_v1.py
+#: ``determine_available_memory``: "Available memory: 0, total memory: 65452113920", vllm-project/vllm-ascend #5917,
+#: a second server on a card the first one holds).
 NEGATIVE_KV = re.compile(
     r"Available KV cache memory: -\d|reserved for KV Cache is -\d|(?<!Overriding )num_gpu_blocks=-?0\b"
-    r"|# (?:GPU|HPU) blocks: 0\b"
+    r"|# (?:GPU|HPU) blocks: 0\b|\bAvailable memory: (?:-\d[\d.]*|0), total memory: \d"
 )
 #: A kill that names no cause: the shell's word for a process that died of SIGKILL, its exit status (137, -9) and the
 #: signal's name. The kernel's OOM killer sends it, and so does a program ending itself: a SIGKILL a supervisor sends
@@ -177,7 +182,9 @@ NEGATIVE_KV = re.compile(
 #: a script, ``[1]+  Killed  python ...`` for a background job; zsh's lower-case "killed", its message for SIGKILL
 #: (zsh-users/zsh Src/signames2.awk@04a89199), as ``zsh: killed  python ...`` or with the job's number and process id
 #: (``[6]    24162 killed     python ...``). The shell writes its word where the cursor is: after a progress bar that
-#: redraws its line with a carriage return and never ended it, on the bar's line (``| 0/2 [00:00<?, ?it/s]Killed``).
+#: redraws its line with a carriage return and never ended it, on the bar's line (``| 0/2 [00:00<?, ?it/s]Killed``;
+#: zsh's job line the same, ``| 7/8 [00:12<00:01,  1.84s/it][1]    14875 killed     python main.py``,
+#: OedoSoldier/chatglm_webui #3).
 #: The word alone on a line is a kill in either case: bash's word, or zsh's with the command cut away, as a user copies
 #: it into a report ("killed" under the progress bar it ended: RUCAIBox/TextBox #334, PKU-YuanGroup/Video-LLaVA #13).
 #: A launcher says the same of the child it waited for by the signal's number: TGI's "Shard process was signaled to
@@ -193,8 +200,8 @@ BARE_KILL = re.compile(
     r"\bexit(?:ed with)? ?code:? ?(?:-9|137)\b|exitcode=-9|(?<![Ss]ending )(?<!send )\bSIGKILL\b"
     r"|\bsignal: killed\b"
     r"|\b(?:signall?ed|killed|terminated)\b[^.;]{0,40}?\b(?:with|by) signal:? ?9\b"
-    r"|^\s*[Kk]illed\s*$|\d+ Killed\s+\S|^\s*\[\d+\][-+]?\s+Killed\s+\S|\]Killed\s*$"
-    r"|\bzsh: killed\s+\S|^\s*\[\d+\]\s+[-+]?\s*\d+ killed\s+\S"
+    r"|^\s*[Kk]illed\s*$|\d+ Killed\s+\S|(?:^\s*|\])\[\d+\][-+]?\s+Killed\s+\S|\]Killed\s*$"
+    r"|\bzsh: killed\s+\S|(?:^\s*|\])\[\d+\]\s+[-+]?\s*\d+ killed\s+\S"
 )
 #: The program announcing that it ends itself after a failure, which a bare kill (:data:`BARE_KILL`) that follows
 #: is the end of, not the OOM killer: vLLM V1's client on a worker's fatal signal logs "Got fatal signal from worker
@@ -305,6 +312,15 @@ HOST_OOM = re.compile(
     # default_alloc_error_hook: "memory allocation of N bytes failed", then process::abort): mistral.rs, candle, TGI's
     # router and any Rust host print it for host memory
     r"|\bmemory allocation of \d+ bytes failed"
+    # Apple's OS ending an app that used too much memory (jetsam), as Xcode's debugger reports it: "Message from
+    # debugger: Terminated due to memory issue" (mlc-ai/mlc-llm #713), "... has been killed by the operating system
+    # because it is using too much memory" (cardona/SwiftMistralCoreML #15)
+    r"|\bTerminated due to memory issue\b|\bkilled by the operating system because it is using too much memory"
+    # the C library's refusals by name: an aligned allocation (ggml's Metal host buffer: "ggml_metal_host_malloc:
+    # error: posix_memalign failed", ggml-org/llama.cpp #3069) and errno 12, ENOMEM, as a program prints the number
+    # ("Unable to map file to memory buffer, errno=12", google-ai-edge/mediapipe #5930; "[Errno 12]" comes with its
+    # words, "Cannot allocate memory", above)
+    r"|\bposix_memalign failed\b|\berrno\s?[=:]\s?12\b|\bENOMEM\b"
     # an assertion that a memory block just allocated is there, failed: the host's allocator returned NULL (ggml.c
     # ``ggml_init`` mallocs the context's memory pool, then ``GGML_ASSERT(ctx->mem_buffer != NULL)``,
     # bigcode-project/starcoder.cpp #16: "ggml ctx size = 51276.47 MB" then the assertion; C's assert prints
@@ -596,8 +612,9 @@ _STORE = (
 _RESOURCE = rf"{_STORE}|\bbuffers?\b"
 #: At most one word between a refusal and what it refuses besides the resource's own qualifiers ("exceeds available
 #: Mamba cache blocks", "not enough free device memory"): "insufficient permissions to access shared memory" refuses a
-#: permission, not memory.
-_WORD = r"(?:(?:the|a|any)\s+)?(?:[A-Za-z][\w'-]*\s+)??"
+#: permission, not memory. A device's name may carry its index ("insufficient cuda:0 memory: requested 25850693020",
+#: OmniInfer's model selection, omnimind-ai/OmniInfer #209).
+_WORD = r"(?:(?:the|a|any)\s+)?(?:[A-Za-z][\w'-]*(?::\d+)?\s+)??"
 #: The rest of one clause: a full stop or a semicolon ends it, a decimal point ("(8.0/64.0 GiB)") does not.
 _CLAUSE = r"(?:[^.;]|\.(?=\d))"
 #: Words of what a resource has left, and of what a request asks of it, which a shortage sets against each other.
@@ -1060,6 +1077,11 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     # sgl-project/sglang #14092), vLLM's sleep mode ``wake_up`` (vllm/device_allocator/cumem.py CuMemAllocator.wake_up).
     # Only a server that started and served is put to sleep: the failure came while serving.
     ("runtime", re.compile(r"\bresume_memory_occupation\b|\bwake_up\b")),
+    # TensorRT-LLM's PyTorch backend failing to create its executor (the model's load, the KV cache's estimate and
+    # sizing, the warm-up: tensorrt_llm/_torch/pyexecutor/py_executor_creator.py), which its worker reports as "Failed
+    # to initialize executor on rank N: <error>" (NVIDIA/TensorRT-LLM #12228): start-up, where the component it names
+    # (above) does not say which part
+    ("startup", re.compile(r"\bFailed to initialize executor on rank \d+:")),
 )
 #: An error that lists the errors it stems from, one a line under it: TensorFlow's "N root error(s) found." (a
 #: session's ``Internal - 2 root error(s) found.``, then ``(0) Resource exhausted: OOM when allocating ...``). The
@@ -1147,9 +1169,11 @@ MEDIA_ENCODING = re.compile(
 #: successfully", Langchain-Chatchat's model worker, chatchat-space/Langchain-Chatchat #310; "模型加载失败" /
 #: "加载模型失败", "loading the model failed"), and any program's word that it could not load the model or a named part
 #: ("Failed to load llama-server: ...", Jan, janhq/jan #6038; "Cannot load <model>: projected memory ...", oMLX,
-#: jundot/omlx #62), that its model's load failed ("[scheduler] model load failed", ddalcu/mlx-serve #39) or that it
-#: aborts its start-up. Read as start-up where no later phase line came first; an engine whose load runs its whole
-#: start-up (vLLM under Triton, an engine the log does not name) cannot be placed by it
+#: jundot/omlx #62), that its model's load failed ("[scheduler] model load failed", ddalcu/mlx-serve #39; MediaPipe's
+#: LLM inference sample, "Load model error: Failed to initialize engine: ...", google-ai-edge/mediapipe #5930), that it
+#: could not set up the engine that runs the model (not llama.cpp's context, whose KV cache and compute buffers say
+#: which) or that it aborts its start-up. Read as start-up where no later phase line came first; an engine whose load
+#: runs its whole start-up (vLLM under Triton, an engine the log does not name) cannot be placed by it
 #: (:func:`vllm_hpu_mm.logs.doctor.decide.judge`).
 LOAD_FAILED = re.compile(
     r"failed to load '[^']*' version|loading failed with error|creating modelInstanceState"
@@ -1157,7 +1181,8 @@ LOAD_FAILED = re.compile(
     r"|llama(?: runner|-server) process has terminated|\bcould not load model(?: \(no success\))?:"
     r"|模型未成功加载|模型加载失败|加载模型失败"
     r"|(?i:\b(?:cannot|can't|could not|couldn't|unable to|failed to) load (?:the )?(?:model\b|[\w.-]+: ))"
-    r"|\bmodel load failed\b|\baborting start-?up\b"
+    r"|\bmodel load failed\b|\baborting start-?up\b|(?i:\bload(?:ing)? (?:the )?model error:)"
+    r"|(?i:\bfailed to initiali[sz]e (?:the )?(?:engine|model|runtime)\b)"
 )
 #: A runtime's report that it could not compile the model for its device: the model's build, whatever hosts it (OpenVINO
 #: Model Server: ModelInstance::loadOVCompiledModel, src/modelinstance.cpp, returns "Cannot compile model into target
@@ -1490,6 +1515,9 @@ PROGRESS: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     ("startup", re.compile(r"ram used: *[\d.]+ GB, \S.*?:\s*\d+%\|[^|]*\|\s*(?P<i>\d+)/(?P<n>\d+)")),
 )
 
+#: llama.cpp's words as it creates a KV cache, before it allocates its buffers (:data:`PHASE_MARKERS`): a backend's
+#: buffer refused right after it is the cache's (:func:`vllm_hpu_mm.logs.doctor.scan._message`).
+KV_CREATING = " kv cache, size = "
 #: Log lines that mark entering a phase, as lower-case substrings by stage, checked from the last stage to the first
 #: (a line naming two phases counts as the later one). Substrings, not regexes: every line of a long log is checked.
 #: From the runtimes' log calls: vLLM (``model_runner.py``/``gpu_model_runner.py`` load and capture lines,
@@ -1595,6 +1623,10 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             # and load the model (examples/main/main.cpp: "%s: seed  = %u", llama_backend_init, then
             # llama_init_from_gpt_params): until a loader line, the program is starting
             ": seed  = ",
+            # llama.cpp's compute buffers, reserved for the worst-case batch after its KV cache exists (the counterpart
+            # of vLLM's profiling pass, :data:`RESERVE_FAILED`): "CUDA0 compute buffer size = 296.02 MiB", then "graph
+            # splits" (src/llama-context.cpp; llama_new_context_with_model before it, ollama/ollama #2752)
+            "compute buffer size =",
         ),
     ),
     (
@@ -1620,6 +1652,9 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             "for max tokens in paged kv cache",
             "estimated total single gpu memory usage",
             "kv buffer size =",  # llama.cpp's KV cache (src/llama-kv-cache.cpp)
+            # llama.cpp's KV cache announced before its buffers are allocated (src/llama-kv-cache-iswa.cpp: "creating
+            # non-SWA KV cache, size = N cells", then the same for the SWA layers; ROCm/rocm-systems #1731)
+            KV_CREATING,
             # LMDeploy's KV blocks: TurboMind's block manager (src/turbomind/models/llama/BlockManager.cc, which
             # allocates its first chunk right after), the PyTorch engine's cache engine (pytorch/engine/cache_engine.py)
             "[blockmanager] max_block_count",

@@ -53,6 +53,7 @@ __all__ = [
     "failed_working",
     "frame_meaning",
     "generic_frame",
+    "java_frame_stage",
     "listed_item_stage",
     "listening_stage",
     "loading_frame",
@@ -62,6 +63,7 @@ __all__ = [
     "pipeline_step_stage",
     "run_refused_stage",
     "short_for_stage",
+    "tf_node_stage",
     "traceback_stage",
     "work_item_stage",
 ]
@@ -369,8 +371,9 @@ REQUEST_NOUNS = frozenset(("request", "requests"))
 #: The weight may be named by the method's class (``Params4bit``), as bitsandbytes names its parameter types.
 QUANTIZING_WORDS = frozenset(("quantize", "quantizing", "quantise", "quantising"))
 WEIGHT_WORDS = frozenset(("weight", "weights", "param", "params", "parameter", "parameters"))
-#: Words that name a loop or a thread's body: a function that runs the same work again and again until it is stopped.
-LOOP_WORDS = frozenset(("loop", "thread"))
+#: Words that name a loop or a thread's body: a function that runs the same work again and again until it is stopped;
+#: a handler of such work is one too (Infinity's ``batch_handler``, which runs the queued requests batch by batch).
+LOOP_WORDS = frozenset(("loop", "thread", "handler"))
 #: Work that, run by a loop or a thread (:data:`LOOP_WORDS`), is serving: forward passes, batches, requests and their
 #: responses, executions of scheduled work (SGLang's overlap worker thread ``forward_thread_func`` runs batch after
 #: batch from the scheduler's queue, python/sglang/srt/managers/tp_worker_overlap_thread.py@v0.4.0; vLLM V0's
@@ -532,12 +535,17 @@ def named_stage(
 #: <message>`` (lmms-eval's ``eval_logger``: "lmms_eval.models.qwen2_5_omni:generate_until:302 - Error <error> in
 #: generating", lmms_eval/models/qwen2_5_omni.py@68deccdc ``generate_until``, which catches the failure of the
 #: model's ``generate`` for one batch of an evaluation's requests and goes on): the function is the innermost frame of
-#: where the program was.
+#: where the program was. rich's handler names the file that logged the record, at the line's end.
 LOGGER_NAME = re.compile(
     r"\|\s*(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s*\|\s*(?P<piped>[A-Za-z_]\w*(?:\.\w+)+)\s*\|"
     r"|\s-\s(?P<dashed>[A-Za-z_]\w*(?:\.\w+)+)\s-\s(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s-\s"
     r"|\|\s*(?:TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL)\s*\|"
     r"\s*(?P<module>[A-Za-z_][\w.]*):(?P<function>[\w<>]+):\d+\s+-\s"
+    # rich's logging handler prints the record's source file and line at the console's right edge, after the message
+    # (or inside it, where the console wrapped it): Infinity's "ERROR ... infinity_emb ERROR: CUDA out of memory.
+    # batch_handler.py:47   Tried to allocate ..." (michaelfeil/infinity #370, #483: its batch handler runs the queued
+    # requests)
+    r"|\b(?:ERROR|CRITICAL)\b.*?\s(?P<rich>[a-z_]\w*)\.py:\d+(?!,? in )(?:\s{2,}|\s*$)"
 )
 
 
@@ -573,7 +581,7 @@ def logger_stage(text: str) -> Stage | None:
     m = LOGGER_NAME.search(text)
     if m is None:
         return None
-    parts = [("", part) for part in (m["piped"] or m["dashed"] or m["module"]).split(".")]
+    parts = [("", part) for part in (m["piped"] or m["dashed"] or m["module"] or m["rich"]).split(".")]
     if m["function"] is not None:
         parts.append(("", m["function"]))  # loguru's record names the function too: the innermost frame
     hit = traceback_stage(parts) or named_stage(parts, logged=True)
@@ -742,6 +750,47 @@ def run_refused_stage(text: str) -> Stage | None:
     the model on its input (:data:`RUN_REFUSED`): the failure came as the program ran its model over an input, else
     None."""
     return "runtime" if RUN_REFUSED.search(text) else None
+
+
+#: A frame of a Java or Kotlin stack trace, innermost first under the exception (``at <package>.<Class>.<method>(<File>
+#: .java:<line>)``; a Kotlin lambda's class and method carry the function it was made in: ``requestImage$lambda$4``).
+JAVA_FRAME = re.compile(
+    r"^\s*at (?P<cls>[\w$.]+)\.(?P<method>[\w$-]+)\((?:[\w$-]+\.(?:java|kt)(?::\d+)?|Unknown Source(?::\d+)?"
+    r"|Native Method)\)"
+)
+
+
+def java_frame_stage(text: str) -> Stage | None:
+    """``runtime`` or ``startup`` where ``text`` is a Java or Kotlin frame (:data:`JAVA_FRAME`) whose method's words say
+    it answers a request or runs the model over one (:data:`RUNNING_WORDS`, :data:`REQUEST_NOUNS`), or builds or loads
+    it (:data:`STARTING_WORDS`), else None. An app that runs a native engine through JNI (MLC-LLM's Android app and its
+    forks: ``ChatModule.image`` under ``requestImage``, OpenBMB's MiniCPM app, held-out round 172) prints the engine's
+    error over the app's Java frames: the innermost that says decides."""
+    m = JAVA_FRAME.match(text)
+    return None if m is None else _named_work(m["method"])
+
+
+#: The graph node a TensorFlow kernel failed in, as its runtime names it under the error ("[[{{node
+#: sample_sequence/while/concat}}]]"): the node's name path holds the names of the scopes the model's code built it in.
+TF_NODE = re.compile(r"\{\{node (?P<node>[\w/.-]+)\}\}")
+
+
+def tf_node_stage(text: str) -> Stage | None:
+    """``runtime`` or ``startup`` where ``text`` names the TensorFlow graph node an error came from (:data:`TF_NODE`)
+    and the node's scopes say what ran (:func:`_named_work`: gpt-2-simple's ``sample_sequence`` loop, the sampling of
+    each generated token, minimaxir/gpt-2-simple #182), else None."""
+    m = TF_NODE.search(text)
+    return None if m is None else _named_work(m["node"])
+
+
+def _named_work(name: str) -> Stage | None:
+    """``runtime`` where the words of ``name`` (a function's, a scope path's) say it answers requests or runs the model
+    over them (:data:`RUNNING_WORDS`, :data:`REQUEST_NOUNS`), ``startup`` where they say it builds or loads the model
+    (:data:`STARTING_WORDS`), else None."""
+    words = {w.lower() for w in _WORD.findall(name)}
+    if words & (RUNNING_WORDS | REQUEST_NOUNS):
+        return "runtime"
+    return "startup" if words & STARTING_WORDS else None
 
 
 #: Verbs of working over a program's inputs, in the form a progress line announces them ("transcribing next",

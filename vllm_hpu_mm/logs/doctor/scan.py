@@ -30,7 +30,13 @@ from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from typing import Literal
 
-from vllm_hpu_mm.logs.doctor.phases import ANSWERED_ERROR, announced_stage, listed_item_stage
+from vllm_hpu_mm.logs.doctor.phases import (
+    ANSWERED_ERROR,
+    announced_stage,
+    java_frame_stage,
+    listed_item_stage,
+    tf_node_stage,
+)
 from vllm_hpu_mm.logs.doctor.source import LogSource, SourceSniffer
 from vllm_hpu_mm.logs.numbers import GarbledNumber, SkippedLines, integer, number
 from vllm_hpu_mm.logs.patterns import (
@@ -66,6 +72,7 @@ from vllm_hpu_mm.logs.patterns import (
     INFO_LEVEL,
     KV_BUFFER_STATEMENT,
     KV_BUFFER_SUMMARY,
+    KV_CREATING,
     KV_ESTIMATE,
     KV_REFUSAL,
     KV_RETRY,
@@ -873,6 +880,8 @@ def _message(
             return "runtime", None, j
         if NATIVE_STARTUP.search(strip_prefix(line)):  # a frame's number opens its line once the log's prefix is gone
             return "startup", None, j
+        if (named := java_frame_stage(strip_prefix(line)) or tf_node_stage(line)) is not None:
+            return named, None, j
     for pattern in (RESERVE_FAILED, BACKEND_ALLOC):  # the reservation's own line first, where both are there
         for j, line in near:
             if pattern.search(line):
@@ -880,6 +889,8 @@ def _message(
                 # it was for a request, whatever the phase lines say
                 request = any(DECODE_RESERVE.search(t) or MEDIA_ENCODING.search(t) for _, t in near)
                 serving = request or (phase is not None and phase[0] == "runtime")
+                if pattern is BACKEND_ALLOC and not serving and phase is not None and KV_CREATING in phase[2].lower():
+                    return "kv_cache", "reserve", j  # the buffers of the KV cache llama.cpp announced it was creating
                 return ("runtime" if serving else "startup"), "reserve", j
     if memory == "host" and near and LOAD_REPORT.search(near[0][1]):
         return "startup", None, near[0][0]
@@ -1141,8 +1152,11 @@ STATED_EXCEPTION = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exceptio
 #: torch 2.13.0 line 755), a chain's header, the shutdown records of the processes it ended.
 RAISED_BACK = 25
 #: A logger's record below warning level ("INFO 08-16 18:12:20 [engine.py:310] ...", "DEBUG:root:..."): the program
-#: went on after an error stated above it, so a traceback after the record may be another failure.
-GOING_ON = re.compile(_RECORD_HEAD + r"\b(?:INFO|DEBUG)\b")
+#: went on after an error stated above it, so a traceback after the record may be another failure. Google's logging
+#: (glog, absl: JAX, TensorFlow, XLA, MediaPipe) names the level by its first letter before the date ("I0224
+#: 16:15:27.563535 140378916851712 xla_bridge.py:689] Unable to initialize backend 'tpu': ...",
+#: google-deepmind/gemma #9, where JAX falls back to the CPU and goes on).
+GOING_ON = re.compile(_RECORD_HEAD + r"\b(?:INFO|DEBUG)\b|^[ID]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w.-]+:\d+\]")
 
 
 def _raised_above(
