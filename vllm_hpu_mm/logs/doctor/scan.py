@@ -858,10 +858,13 @@ def _message(
     """The stage the failure's own lines name, which kind of message named it and on which line: a message that names
     its phase (:data:`~vllm_hpu_mm.logs.patterns.MESSAGE_STAGES`); else a native backtrace's serving frames anywhere in
     the :data:`AHEAD` lines (:data:`~vllm_hpu_mm.logs.patterns.NATIVE_SERVING`, or start-up's
-    :data:`~vllm_hpu_mm.logs.patterns.NATIVE_STARTUP`); else a compute-buffer reservation
-    (start-up, or serving where the phase lines say it had begun); else a failed model load before any later phase
-    line, reported anywhere in the :data:`AHEAD` lines ``after`` the failure (a host or launcher reports the load it
-    waited for once the worker's error and its allocator's figures are printed: TGI's "Shard 0 failed to start").
+    :data:`~vllm_hpu_mm.logs.patterns.NATIVE_STARTUP`), a Java or Kotlin frame or a TensorFlow graph node whose words
+    name the work (:func:`.phases.java_frame_stage`, :func:`.phases.tf_node_stage`); else a compute-buffer reservation
+    (start-up, or serving where the phase lines say it had begun; a backend's buffer refused right after llama.cpp
+    announced its KV cache, :data:`~vllm_hpu_mm.logs.patterns.KV_CREATING`, is the cache's); else a failed model load
+    before any later phase line, reported anywhere in the :data:`AHEAD` lines ``after`` the failure (a host or launcher
+    reports the load it waited for once the worker's error and its allocator's figures are printed: TGI's "Shard 0
+    failed to start").
     Where no line names its phase alone, the failure's ``record`` (its line joined with the lines a terminal wrapped it
     over, :func:`_record`; None where it was not wrapped) may, as a whole. A failure of the host's ``memory`` whose
     record opens with a report that a model's load failed (:data:`~vllm_hpu_mm.logs.patterns.LOAD_REPORT`) is
