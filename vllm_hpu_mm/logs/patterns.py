@@ -202,6 +202,11 @@ BARE_KILL = re.compile(
     r"|\b(?:signall?ed|killed|terminated)\b[^.;]{0,40}?\b(?:with|by) signal:? ?9\b"
     r"|^\s*[Kk]illed\s*$|\d+ Killed\s+\S|(?:^\s*|\])\[\d+\][-+]?\s+Killed\s+\S|\]Killed\s*$"
     r"|\bzsh: killed\s+\S|(?:^\s*|\])\[\d+\]\s+[-+]?\s*\d+ killed\s+\S"
+    # PyTorch's DataLoader naming its worker's signal by name ("DataLoader worker (pid 123) is killed by signal:
+    # Killed.", torch/utils/data/_utils/signal_handling.py via _error_if_any_worker_fails), Slurm's srun reporting a
+    # task the signal ended ("srun: error: node1: task 0: Killed"), and Docker's status of a container that exited
+    # with 137 ("Exited (137) 5 minutes ago", as ``docker ps -a`` prints it); macOS's shells print a kill "Killed: 9"
+    r"|\bkilled by signal: Killed\b|\btask \d+: Killed\b|\bExited \(137\)|^\s*Killed: 9\s*$"
 )
 #: The program announcing that it ends itself after a failure, which a bare kill (:data:`BARE_KILL`) that follows
 #: is the end of, not the OOM killer: vLLM V1's client on a worker's fatal signal logs "Got fatal signal from worker
@@ -308,6 +313,10 @@ HOST_OOM = re.compile(
     # complete."): what Python's OSError ("[WinError 1455]") and Rust's io::Error ("os error 1455") print when a
     # model's weights are mapped or loaded on a Windows host
     r"|The paging file is too small for this operation|\[WinError 1455\]|\(os error 1455\)"
+    # Windows's NTSTATUS for a process that could not get virtual memory (STATUS_NO_MEMORY, 0xC0000017, "Not enough
+    # virtual memory or paging file quota is available", ntstatus.h), as an exit status: "exit status 0xc0000017",
+    # and as the signed and unsigned exit codes a launcher prints, -1073741801 and 3221225495
+    r"|\b0x[cC]0000017\b|\bexit (?:status|code):? (?:-1073741801|3221225495)\b"
     # Rust's global allocator refused the heap (rust-lang/rust library/std/src/alloc.rs@00e208e3
     # default_alloc_error_hook: "memory allocation of N bytes failed", then process::abort): mistral.rs, candle, TGI's
     # router and any Rust host print it for host memory
@@ -321,6 +330,28 @@ HOST_OOM = re.compile(
     # ("Unable to map file to memory buffer, errno=12", google-ai-edge/mediapipe #5930; "[Errno 12]" comes with its
     # words, "Cannot allocate memory", above)
     r"|\bposix_memalign failed\b|\berrno\s?[=:]\s?12\b|\bENOMEM\b"
+    # Windows's system errors for memory by number, as Python's OSError prints them in any language: 8,
+    # ERROR_NOT_ENOUGH_MEMORY ("Not enough memory resources are available to process this command"), and 14,
+    # ERROR_OUTOFMEMORY ("Not enough storage is available to complete this operation"; winerror.h)
+    r"|\[WinError (?:8|14)\]"
+    # Batch schedulers and hosts that end a job at its memory limit, in their own words: PBS's MOM ("=>> PBS: job
+    # killed: mem 68gb exceeded limit 64gb", also vmem and pmem), LSF's exit reason TERM_MEMLIMIT, Slurm's step
+    # daemon after the cgroup's OOM kill ("Some of your processes may have been killed by the cgroup out-of-memory
+    # handler."), the kubelet evicting a pod under memory pressure ("The node was low on resource: memory."), Cloud
+    # Run's "Memory limit of 8192 MiB exceeded with 8200 MiB used", Colab's "Your session crashed after using all
+    # available RAM" and Kaggle's "Your notebook tried to allocate more memory than is available. It has restarted.",
+    # the kubelet's eviction message "The node had condition: [MemoryPressure].", and Android's low-memory killer
+    # ending an app ("lowmemorykiller: Kill 'com.app' (1234), ...", lmkd's "Kill 'com.app' (1234), uid ...")
+    r"|\bjob killed: [pv]?mem \S+ exceeded limit\b|\bTERM_MEMLIMIT\b|\bcgroup out-of-memory handler\b"
+    r"|\bThe node was low on resource: memory\b|\bMemory limit of \d[\d.]* ?[KMGT]i?B exceeded\b"
+    r"|\bsession crashed after using all available RAM\b|\btried to allocate more memory than is available\b"
+    r"|\bcondition: \[MemoryPressure\]|\b(?:lowmemorykiller|lmkd)\b:?\s+Kill\s+'"
+    # Emscripten's heap that could not grow (a WebAssembly build, ONNX Runtime Web or llama.cpp in a browser):
+    # "Cannot enlarge memory arrays to size N bytes (OOM)", "Aborted(OOM)"
+    r"|\bCannot enlarge memory arrays\b|\bAborted\(OOM\)"
+    # the host's memory in Chinese ("内存不足", RAM insufficient; "内存溢出", memory overflowed): a Chinese program's or
+    # framework's own message (the device's, "显存", is :data:`DEVICE_OOM`'s)
+    r"|内存(?:不足|溢出)"
     # an assertion that a memory block just allocated is there, failed: the host's allocator returned NULL (ggml.c
     # ``ggml_init`` mallocs the context's memory pool, then ``GGML_ASSERT(ctx->mem_buffer != NULL)``,
     # bigcode-project/starcoder.cpp #16: "ggml ctx size = 51276.47 MB" then the assertion; C's assert prints
@@ -397,6 +428,12 @@ _SGLANG_SLOTS = r"\bKV cache pool is full\. Retract requests|\bFailed to allocat
 DEVICE_OOM = re.compile(
     r"OutOfMe(?:mory|m?\s*$)|\b(?:CUDA|HIP|XPU|NPU|MPS)\b(?: driver)?(?: error:)? out of(?: memory\b|\s*$)"
     r"|PT_DEVMEM\b.*(?:Allocation failed|OOM)|Device out of memory|would exceed allowed memory"
+    # the device's memory in the words of Chinese, Japanese and Korean programs: "显存不足" (video memory
+    # insufficient), "显存溢出", "爆显存"; "メモリ不足", "メモリが不足"; "메모리 부족"; Russian's "недостаточно памяти"
+    r"|显存(?:不足|溢出)|爆显存|メモリ(?:が)?不足|메모리\s?부족|(?i:недостаточно|не хватает)\s+(?:видео)?памяти"
+    # COM's HRESULT for memory refused (E_OUTOFMEMORY, 0x8007000E), as DirectML and the Direct3D 12 runtime return it
+    # for a device heap or resource they could not create
+    r"|\bE_OUTOFMEMORY\b"
     # (XLA's RESOURCE_EXHAUSTED is memory; gRPC's status of that name, "StatusCode.RESOURCE_EXHAUSTED", is a message
     # over the size limit: TGI's router and shards, Triton talk gRPC)
     r"|Not enough memory to handle|(?<!StatusCode\.)RESOURCE_EXHAUSTED|\bOOM when allocating"
@@ -1030,11 +1067,12 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     # Ollama's client and any HTTP client print it): the server was serving, unless the failure is the model's load
     # the request waited for (:data:`LOAD_FAILED`'s words; Ollama loads a model on its first request)
     # (OpenAI's Python client raises such an answer as "openai.InternalServerError: Error code: 500 - {<the body>}",
-    # mistralrs #447: the same answer, the same reading)
+    # mistralrs #447: the same answer, the same reading; LiteLLM's proxy wraps the provider's exception the same way,
+    # "litellm.InternalServerError: OpenAIException - Error code: 500 - {<the body>}", or as an APIError)
     (
         "runtime",
         re.compile(
-            r"\b(?:500 Internal Server Error:|InternalServerError: Error code: 500 - )"
+            r"\b(?:500 Internal Server Error:|(?:InternalServerError|APIError):(?: \w+Exception -)? Error code: 500 - )"
             r"(?!.*(?:load|terminated|start))"
         ),
     ),
@@ -1169,11 +1207,12 @@ MEDIA_ENCODING = re.compile(
 #: successfully", Langchain-Chatchat's model worker, chatchat-space/Langchain-Chatchat #310; "模型加载失败" /
 #: "加载模型失败", "loading the model failed"), and any program's word that it could not load the model or a named part
 #: ("Failed to load llama-server: ...", Jan, janhq/jan #6038; "Cannot load <model>: projected memory ...", oMLX,
-#: jundot/omlx #62), that its model's load failed ("[scheduler] model load failed", ddalcu/mlx-serve #39; MediaPipe's
-#: LLM inference sample, "Load model error: Failed to initialize engine: ...", google-ai-edge/mediapipe #5930), that it
-#: could not set up the engine that runs the model (not llama.cpp's context, whose KV cache and compute buffers say
-#: which) or that it aborts its start-up. Read as start-up where no later phase line came first; an engine whose load
-#: runs its whole start-up (vLLM under Triton, an engine the log does not name) cannot be placed by it
+#: jundot/omlx #62), that its model's load failed ("[scheduler] model load failed", ddalcu/mlx-serve #39; TorchServe's
+#: worker lifecycle, "Load model failed: <model>, error: Worker died.", after its backend worker died loading;
+#: MediaPipe's LLM inference sample, "Load model error: Failed to initialize engine: ...", google-ai-edge/mediapipe
+#: #5930), that it could not set up the engine that runs the model (not llama.cpp's context, whose KV cache and compute
+#: buffers say which) or that it aborts its start-up. Read as start-up where no later phase line came first; an engine
+#: whose load runs its whole start-up (vLLM under Triton, an engine the log does not name) cannot be placed by it
 #: (:func:`vllm_hpu_mm.logs.doctor.decide.judge`).
 LOAD_FAILED = re.compile(
     r"failed to load '[^']*' version|loading failed with error|creating modelInstanceState"
@@ -1181,7 +1220,7 @@ LOAD_FAILED = re.compile(
     r"|llama(?: runner|-server) process has terminated|\bcould not load model(?: \(no success\))?:"
     r"|模型未成功加载|模型加载失败|加载模型失败"
     r"|(?i:\b(?:cannot|can't|could not|couldn't|unable to|failed to) load (?:the )?(?:model\b|[\w.-]+: ))"
-    r"|\bmodel load failed\b|\baborting start-?up\b|(?i:\bload(?:ing)? (?:the )?model error:)"
+    r"|\bmodel load failed\b|(?i:\bload model failed:)|\baborting start-?up\b|(?i:\bload(?:ing)? (?:the )?model error:)"
     r"|(?i:\bfailed to initiali[sz]e (?:the )?(?:engine|model|runtime)\b)"
 )
 #: A runtime's report that it could not compile the model for its device: the model's build, whatever hosts it (OpenVINO

@@ -1410,7 +1410,8 @@ def _screened(text: str) -> str | None:
             or "outofme" in low or "out of" in low or "resource_exhausted" in low or "mmap" in low
             or "out_of_res" in low or "alloc" in low or "vram" in low or "retract" in low or "code is 2070" in low
             or "1455" in text or "scratch space" in low or "signal" in low or "decode the batch" in low
-            or "kv cache slot" in low
+            or "kv cache slot" in low or "memlimit" in low or "c0000017" in low or "1073741801" in text
+            or "3221225495" in text or "存" in text or "メモリ" in text or "메모리" in text or "памят" in low
             or "capac" in low or "null" in low or "vk" in low or "vulkan" in low or "buffer_size" in low
             or any(map(low.__contains__, MEMORY_REFUSED_WORDS))):  # fmt: skip
         return None
