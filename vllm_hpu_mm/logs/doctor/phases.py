@@ -53,7 +53,6 @@ __all__ = [
     "failed_working",
     "frame_meaning",
     "generic_frame",
-    "java_frame_stage",
     "listed_item_stage",
     "listening_stage",
     "loading_frame",
@@ -65,6 +64,7 @@ __all__ = [
     "short_for_stage",
     "tf_node_stage",
     "traceback_stage",
+    "vm_frame_stage",
     "work_item_stage",
 ]
 
@@ -202,9 +202,11 @@ FUNCTIONS: dict[str, Meaning] = {
 MODEL_CODE = ("/model_executor/models/", "/model_executor/layers/", "/custom_modeling/", "/transformers/models/")
 #: Modules that hold a KV cache's class, whose constructor allocates the cache's key and value tensors: ExLlamaV2's
 #: ``exllamav2/cache.py`` (``ExLlamaV2Cache*.__init__`` -> ``create_state_tensors``, turboderp-org/exllamav2 #677 and
-#: #761, built after the model loaded and before any prompt). Only the constructor: the module's other functions copy or
+#: #761, built after the model loaded and before any prompt); TGI's and LoRAX's ``cache_manager.py``
+#: (``CacheManager.__init__`` makes the key and value tensors of every layer, from the shard's warm-up,
+#: predibase/lorax #339). Only the constructor: the module's other functions copy or
 #: grow the cache for requests.
-KV_CACHE_CODE = re.compile(r"[/\\](?:kv_)?cache\.py$")
+KV_CACHE_CODE = re.compile(r"[/\\](?:kv_)?cache(?:_manager)?\.py$")
 #: A model or a parameter moved onto the device by its own ``to`` method (torch's ``nn.Module.to``, transformers'
 #: ``PreTrainedModel.to``, a quantised parameter class's ``to``: ipex-llm's ``FP4Params.to`` in
 #: ``transformers/low_bit_linear.py``, intel/ipex-llm #11786): the weights placed as the model is set up. A request's
@@ -758,15 +760,21 @@ JAVA_FRAME = re.compile(
     r"^\s*at (?P<cls>[\w$.]+)\.(?P<method>[\w$-]+)\((?:[\w$-]+\.(?:java|kt)(?::\d+)?|Unknown Source(?::\d+)?"
     r"|Native Method)\)"
 )
+#: A frame of a JavaScript stack trace (V8's, innermost first under the error: ``at [async ][new ]<name> (<file>:<line>
+#: :<column>)``, the name a function's or ``<object>.<method>``, minified or not: ``at mn.loadModel (ort.webgpu.bundle
+#: .min.mjs:2603:36389)``, ``at async constructSessions (models.js:298:1)``).
+SCRIPT_FRAME = re.compile(r"^\s*at (?:async )?(?:new )?(?:[\w$]+\.)*(?P<method>[\w$]+) \([^()]*:\d+:\d+\)\s*$")
 
 
-def java_frame_stage(text: str) -> Stage | None:
-    """``runtime`` or ``startup`` where ``text`` is a Java or Kotlin frame (:data:`JAVA_FRAME`) whose method's words say
-    it answers a request or runs the model over one (:data:`RUNNING_WORDS`, :data:`REQUEST_NOUNS`), or builds or loads
-    it (:data:`STARTING_WORDS`), else None. An app that runs a native engine through JNI (MLC-LLM's Android app and its
-    forks: ``ChatModule.image`` under ``requestImage``, OpenBMB's MiniCPM app, held-out round 172) prints the engine's
-    error over the app's Java frames: the innermost that says decides."""
-    m = JAVA_FRAME.match(text)
+def vm_frame_stage(text: str) -> Stage | None:
+    """``runtime`` or ``startup`` where ``text`` is a Java or Kotlin frame (:data:`JAVA_FRAME`) or a JavaScript one
+    (:data:`SCRIPT_FRAME`) whose method's words say it answers a request or runs the model over one
+    (:data:`RUNNING_WORDS`, :data:`REQUEST_NOUNS`), or builds or loads it (:data:`STARTING_WORDS`), else None. An app
+    that runs a native engine through JNI (MLC-LLM's Android app and its forks: ``ChatModule.image`` under
+    ``requestImage``, OpenBMB's MiniCPM app, held-out round 172) prints the engine's error over the app's Java frames,
+    and ONNX Runtime Web its allocation's error over the page's script frames (``loadModel`` under
+    ``createInferenceSession``, huggingface/transformers.js #1056): the innermost that says decides."""
+    m = JAVA_FRAME.match(text) or SCRIPT_FRAME.match(text)
     return None if m is None else _named_work(m["method"])
 
 

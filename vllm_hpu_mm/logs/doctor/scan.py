@@ -33,9 +33,9 @@ from typing import Literal
 from vllm_hpu_mm.logs.doctor.phases import (
     ANSWERED_ERROR,
     announced_stage,
-    java_frame_stage,
     listed_item_stage,
     tf_node_stage,
+    vm_frame_stage,
 )
 from vllm_hpu_mm.logs.doctor.source import LogSource, SourceSniffer
 from vllm_hpu_mm.logs.numbers import GarbledNumber, SkippedLines, integer, number
@@ -144,6 +144,8 @@ def marker_stage(text: str) -> Stage | None:
     """The stage of the phase line ``text`` (:data:`~vllm_hpu_mm.logs.patterns.PHASE_MARKERS`, the later stage where
     it names two), or None."""
     low = text.lower()
+    if "\\" in low:
+        low = low.replace("\\", "/")  # a Windows build names its source files with backslashes (OpenVINO's)
     for stage, words in _PHASES_LAST_FIRST:
         if any(map(low.__contains__, words)):  # map: no generator frame per marker (every line is checked)
             return stage
@@ -858,13 +860,13 @@ def _message(
     """The stage the failure's own lines name, which kind of message named it and on which line: a message that names
     its phase (:data:`~vllm_hpu_mm.logs.patterns.MESSAGE_STAGES`); else a native backtrace's serving frames anywhere in
     the :data:`AHEAD` lines (:data:`~vllm_hpu_mm.logs.patterns.NATIVE_SERVING`, or start-up's
-    :data:`~vllm_hpu_mm.logs.patterns.NATIVE_STARTUP`), a Java or Kotlin frame or a TensorFlow graph node whose words
-    name the work (:func:`.phases.java_frame_stage`, :func:`.phases.tf_node_stage`); else a compute-buffer reservation
-    (start-up, or serving where the phase lines say it had begun; a backend's buffer refused right after llama.cpp
-    announced its KV cache, :data:`~vllm_hpu_mm.logs.patterns.KV_CREATING`, is the cache's); else a failed model load
-    before any later phase line, reported anywhere in the :data:`AHEAD` lines ``after`` the failure (a host or launcher
-    reports the load it waited for once the worker's error and its allocator's figures are printed: TGI's "Shard 0
-    failed to start").
+    :data:`~vllm_hpu_mm.logs.patterns.NATIVE_STARTUP`), a Java, Kotlin or JavaScript frame or a TensorFlow graph node
+    whose words name the work (:func:`.phases.vm_frame_stage`, :func:`.phases.tf_node_stage`); else a compute-buffer
+    reservation (start-up, or serving where the phase lines say it had begun; a backend's buffer refused right after
+    llama.cpp announced its KV cache, :data:`~vllm_hpu_mm.logs.patterns.KV_CREATING`, is the cache's); else a failed
+    model load before any later phase line, reported anywhere in the :data:`AHEAD` lines ``after`` the failure (a host
+    or launcher reports the load it waited for once the worker's error and its allocator's figures are printed: TGI's
+    "Shard 0 failed to start").
     Where no line names its phase alone, the failure's ``record`` (its line joined with the lines a terminal wrapped it
     over, :func:`_record`; None where it was not wrapped) may, as a whole. A failure of the host's ``memory`` whose
     record opens with a report that a model's load failed (:data:`~vllm_hpu_mm.logs.patterns.LOAD_REPORT`) is
@@ -883,7 +885,7 @@ def _message(
             return "runtime", None, j
         if NATIVE_STARTUP.search(strip_prefix(line)):  # a frame's number opens its line once the log's prefix is gone
             return "startup", None, j
-        if (named := java_frame_stage(strip_prefix(line)) or tf_node_stage(line)) is not None:
+        if (named := vm_frame_stage(strip_prefix(line)) or tf_node_stage(line)) is not None:
             return named, None, j
     for pattern in (RESERVE_FAILED, BACKEND_ALLOC):  # the reservation's own line first, where both are there
         for j, line in near:
@@ -1412,6 +1414,7 @@ def _screened(text: str) -> str | None:
             or "1455" in text or "scratch space" in low or "signal" in low or "decode the batch" in low
             or "kv cache slot" in low or "memlimit" in low or "c0000017" in low or "1073741801" in text
             or "3221225495" in text or "存" in text or "メモリ" in text or "메모리" in text or "памят" in low
+            or "cache is full" in low or "杀死" in text or "砍掉" in text or "強制終了" in text or "Убито" in text
             or "capac" in low or "null" in low or "vk" in low or "vulkan" in low or "buffer_size" in low
             or any(map(low.__contains__, MEMORY_REFUSED_WORDS))):  # fmt: skip
         return None
