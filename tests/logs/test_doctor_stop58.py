@@ -115,8 +115,14 @@ def test_a_memory_limit_in_a_spec_and_a_clean_exit_are_no_failure(lines: list[st
 
 
 def test_a_container_state_that_says_it_was_not_oom_killed_is_no_kill() -> None:
-    lines = ['slot update_slots: id  2 | task 1950 | new prompt, n_ctx_slot = 131072', "libggml-base.so(ggml_abort+0x152)",
-             '    "State": {', '        "Status": "exited",', '        "OOMKilled": false,', '        "ExitCode": 139,']  # fmt: skip
+    lines = [
+        "slot update_slots: id  2 | task 1950 | new prompt, n_ctx_slot = 131072",
+        "libggml-base.so(ggml_abort+0x152)",
+        '    "State": {',
+        '        "Status": "exited",',
+        '        "OOMKilled": false,',
+        '        "ExitCode": 139,',
+    ]
     assert verdict(lines)[0] == "none"
     assert verdict([*lines[:4], '        "OOMKilled": true,'])[0] != "none"
 
