@@ -883,9 +883,10 @@ def _message(
     for j, line in [*near, *after]:  # a native backtrace lists its frames under the error, innermost first
         if NATIVE_SERVING.search(line):
             return "runtime", None, j
-        if NATIVE_STARTUP.search(strip_prefix(line)):  # a frame's number opens its line once the log's prefix is gone
+        bare = strip_prefix(line)  # a frame's number or "at" opens its line once the log's prefix is gone
+        if NATIVE_STARTUP.search(bare):
             return "startup", None, j
-        if (named := vm_frame_stage(strip_prefix(line)) or tf_node_stage(line)) is not None:
+        if (named := vm_frame_stage(bare) or tf_node_stage(line)) is not None:
             return named, None, j
     for pattern in (RESERVE_FAILED, BACKEND_ALLOC):  # the reservation's own line first, where both are there
         for j, line in near:
@@ -1397,6 +1398,18 @@ def _oom_kind(text: str, stated: bool = True) -> Memory | None:
     return refused_memory(said, stated)
 
 
+#: Substrings of a lowered line one of which every line that may say memory ran out holds (the first, cheap check of
+#: :func:`_screened`, made on every line): the words of the out-of-memory patterns, their numbers (a kill's 137 and -9,
+#: Windows's 1455 and STATUS_NO_MEMORY), their words in Chinese, Japanese, Korean and Russian, and a refusal's words
+#: (:data:`~vllm_hpu_mm.logs.patterns.MEMORY_REFUSED_WORDS`).
+_SCREEN_WORDS = ("memory", "devmem", "kill", "-9", "137", "oom", "outofme", "out of", "resource_exhausted", "mmap",
+                 "out_of_res", "alloc", "vram", "retract", "code is 2070", "1455", "scratch space", "signal",
+                 "decode the batch", "kv cache slot", "memlimit", "c0000017", "1073741801", "3221225495",
+                 "cache is full", "capac", "null", "vk", "vulkan", "buffer_size",
+                 "存", "メモリ", "메모리", "памят", "杀死", "砍掉", "強制終了", "убито",
+                 *MEMORY_REFUSED_WORDS)  # fmt: skip
+
+
 @functools.lru_cache(maxsize=2)
 def _screened(text: str) -> str | None:
     """The part of the line ``text`` that may say memory ran out, or None where it cannot: no word of memory or
@@ -1408,15 +1421,7 @@ def _screened(text: str) -> str | None:
     low = text.lower()
     if any(map(low.__contains__, _HEDGE_WORDS)) and (h := HEDGE.search(text)):
         text, low = text[: h.start()], low[: h.start()]
-    if not ("memory" in low or "devmem" in low or "kill" in low or "-9" in text or "137" in text or "oom" in low
-            or "outofme" in low or "out of" in low or "resource_exhausted" in low or "mmap" in low
-            or "out_of_res" in low or "alloc" in low or "vram" in low or "retract" in low or "code is 2070" in low
-            or "1455" in text or "scratch space" in low or "signal" in low or "decode the batch" in low
-            or "kv cache slot" in low or "memlimit" in low or "c0000017" in low or "1073741801" in text
-            or "3221225495" in text or "存" in text or "メモリ" in text or "메모리" in text or "памят" in low
-            or "cache is full" in low or "杀死" in text or "砍掉" in text or "強制終了" in text or "Убито" in text
-            or "capac" in low or "null" in low or "vk" in low or "vulkan" in low or "buffer_size" in low
-            or any(map(low.__contains__, MEMORY_REFUSED_WORDS))):  # fmt: skip
+    if not any(map(low.__contains__, _SCREEN_WORDS)):
         return None
     if COMMAND_LINE.match(strip_prefix(text)) or NO_EXHAUSTION.search(text):
         return None  # typed or pasted input, a failure the program goes on from, a missing name
