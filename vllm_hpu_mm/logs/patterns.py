@@ -54,6 +54,7 @@ __all__ = [
     "GAUDI_KV_DUMMY",
     "GAUDI_MEMORY",
     "GENERATED_BUCKETS",
+    "GLOG_INFO_HEAD",
     "GOES_ON",
     "HOST_BUFFER",
     "HOST_OOM",
@@ -842,9 +843,14 @@ LOAD_FINISHED = re.compile(
     r"|\[GIN\][^|]*\|\s*(?:\S*\s)?200\b.*\bPOST\b.*/api/(?:chat|generate|embed|embeddings)\b",
     re.IGNORECASE,
 )
+#: Google's logging (glog, absl: JAX, TensorFlow, XLA, MediaPipe) heads a record below warning level with the level's
+#: first letter before the date, then the thread and the source file ("I0224 10:11:12.345678  1234 file.cc:56]").
+GLOG_INFO_HEAD = r"^[ID]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w.-]+:\d+\]"
 #: An information or debug level: such a line states a failure only by naming its exception (a launcher relaying a
 #: worker's traceback at its own level), not by the word error (advice, a summary of errors counted).
-INFO_LEVEL = re.compile(r"(?-i:\b(?:INFO|DEBUG|TRACE)\b|\[[ID]\])|\blevel=(?:info|debug)\b", re.IGNORECASE)
+INFO_LEVEL = re.compile(
+    r"(?-i:\b(?:INFO|DEBUG|TRACE)\b|\[[ID]\]|" + GLOG_INFO_HEAD + r")|\blevel=(?:info|debug)\b", re.IGNORECASE
+)
 #: Words one of which every :data:`MEMORY_REFUSED` match holds, with "out of" and "alloc" (which the doctor's first
 #: check on every line already looks for): a cheap first check, lower-case.
 MEMORY_REFUSED_WORDS = ("insuffic", "enough", "free", "lack", "availab", "exceed", "reserv", "require", "exhaust",
@@ -1574,6 +1580,10 @@ PROGRESS: tuple[tuple[Stage, re.Pattern[str]], ...] = (
     ("startup", re.compile(r"ram used: *[\d.]+ GB, \S.*?:\s*\d+%\|[^|]*\|\s*(?P<i>\d+)/(?P<n>\d+)")),
 )
 
+#: A sequence-to-sequence generator's line for one hypothesis it produced, with its score: fairseq-generate's and
+#: fairseq-interactive's ``H-<id>\t<score>\t<text>`` (fairseq_cli/generate.py), fairseq-lua's ``H\t<score>\t<text>``
+#: (generate-lines, facebookresearch/fairseq-lua #37). Written once a sentence is translated: the model is serving.
+HYPOTHESIS_LINE = re.compile(r"H(?:-\d+)?\t-?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?\t")
 #: llama.cpp's words as it creates a KV cache, before it allocates its buffers (:data:`PHASE_MARKERS`): a backend's
 #: buffer refused right after it is the cache's (:func:`vllm_hpu_mm.logs.doctor.scan._message`).
 KV_CREATING = " kv cache, size = "
@@ -1731,6 +1741,10 @@ PHASE_MARKERS: tuple[tuple[Stage, tuple[str, ...]], ...] = (
             # koboldcpp's warm-up run once its model is loaded ("Starting model warm up, please wait a moment...",
             # LostRuins/koboldcpp #1780)
             "starting model warm up",
+            # llama.cpp's common start-up runs one empty batch once the context exists (common/common.cpp
+            # common_init_from_params: "warming up the model with an empty run - please wait ... (--no-warmup to
+            # disable)"; mozilla-ai/llamafile #881), the warm-up llama-server, llama-cli and their forks share
+            "warming up the model with an empty run",
             "capturing cuda graph",
             "capturing cudagraph",
             "[warmup]",

@@ -507,6 +507,13 @@ def _source(source: Source, f: Failure, hint: tuple[Stage, int] | None, rules: R
         # is then still known), unless the line opened a load that nothing showed finished (_LOAD_OPENED)
         if f.phase_gap and f.phase[0] != BASE_STAGES[-1] and not _LOAD_OPENED.search(f.phase[2]):
             return None
+        # an unknown program's frames that name running work (OpenNMT's translate_batch under its "Loading model
+        # parameters.", held-out round 207) show the load above them over; frames the labelled logs voted on are
+        # read where the rules' order puts them
+        if f.phase[0] == "startup" and _voted(f.frames, rules) is None:
+            named = named_stage(((fr.path, fr.func) for fr in f.frames), elided=_elided_below(f))
+            if named is not None and named[0] == "runtime":
+                return named[0], f.frames[named[1]].line
         return f.phase[0], f.phase[1]
     voted = _voted(f.frames, rules)
     if voted is not None:

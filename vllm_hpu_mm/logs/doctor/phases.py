@@ -333,7 +333,8 @@ def traceback_stage(frames: Iterable[tuple[str, str]]) -> tuple[Stage, int] | No
 
 #: Words in a function's name that say what any program is doing when it runs it, for programs the table above does
 #: not know (a user's script, another framework): answering or running requests or steps (``_forward_generate``, a
-#: ``sampler``, ``chat``, ``predict``, ``train_step``, a ``trainer``; :data:`REQUEST_NOUNS` too) or building the
+#: ``sampler``, ``chat``, ``predict``, ``train_step``, a ``trainer``, a seq2seq
+#: model's ``translate_batch`` or ``transcribe``; :data:`REQUEST_NOUNS` too) or building the
 #: model from storage (``load_checkpoint``, ``from_pretrained``, ``from_dir``, ``init_model``). ``forward``,
 #: ``__init__``, ``compile`` and ``build`` are left out: they run in start-up and for requests alike (a module's
 #: forward, any object's constructor, XLA's compile of a request's new shape, a TensorRT engine's build, which a
@@ -341,7 +342,7 @@ def traceback_stage(frames: Iterable[tuple[str, str]]) -> tuple[Stage, int] | No
 RUNNING_WORDS = frozenset(
     ("generate", "generation", "decode", "decoding", "prefill", "chat", "completion", "completions", "infer",
      "inference", "predict", "prediction", "sample", "sampler", "sampling", "respond", "step", "train", "training",
-     "trainer")
+     "trainer", "translate", "translation", "transcribe", "transcription")
 )  # fmt: skip
 #: Names that, whole, are a trainer's loop over its data: ``fit`` (Keras ``Model.fit``, Lightning's ``Trainer.fit``,
 #: verl's ``RayPPOTrainer.fit`` in verl/trainer/ppo/ray_trainer.py, volcengine/verl #647) runs step after step once the
@@ -764,17 +765,27 @@ JAVA_FRAME = re.compile(
 #: :<column>)``, the name a function's or ``<object>.<method>``, minified or not: ``at mn.loadModel (ort.webgpu.bundle
 #: .min.mjs:2603:36389)``, ``at async constructSessions (models.js:298:1)``).
 SCRIPT_FRAME = re.compile(r"^\s*at (?:async )?(?:new )?(?:[\w$]+\.)*(?P<method>[\w$]+) \([^()]*:\d+:\d+\)\s*$")
+#: A frame of a Lua stack traceback, innermost first under ``stack traceback:`` (Lua 5.1 and LuaJIT:
+#: ``<file>.lua:<line>: in function '<name>'``, ``[C]: in function '<name>'``; later Luas also say ``method``,
+#: ``field``, ``upvalue`` or ``local``). Torch7's programs (fairseq-lua, OpenNMT's Lua version) print one under their
+#: errors.
+LUA_FRAME = re.compile(r"^\s*(?:\[C\]|\S+\.lua:\d+): in (?:function|method|field|upvalue|local) '(?P<method>[\w.:]+)'")
+#: Names of a function that rebuilds a stored object from its file: Torch7's ``torch.File:readObject`` (what
+#: ``torch.load`` reads a saved model with, fairseq-lua #18), Java's ``ObjectInputStream.readObject``, a
+#: ``deserialize`` or ``unpickle``. A program reads its model this way as it starts; a request arrives as text.
+OBJECT_READS = frozenset(("readobject", "deserialize", "unpickle", "unserialize"))
 
 
 def vm_frame_stage(text: str) -> Stage | None:
-    """``runtime`` or ``startup`` where ``text`` is a Java or Kotlin frame (:data:`JAVA_FRAME`) or a JavaScript one
-    (:data:`SCRIPT_FRAME`) whose method's words say it answers a request or runs the model over one
-    (:data:`RUNNING_WORDS`, :data:`REQUEST_NOUNS`), or builds or loads it (:data:`STARTING_WORDS`), else None. An app
-    that runs a native engine through JNI (MLC-LLM's Android app and its forks: ``ChatModule.image`` under
-    ``requestImage``, OpenBMB's MiniCPM app, held-out round 172) prints the engine's error over the app's Java frames,
-    and ONNX Runtime Web its allocation's error over the page's script frames (``loadModel`` under
-    ``createInferenceSession``, huggingface/transformers.js #1056): the innermost that says decides."""
-    m = JAVA_FRAME.match(text) or SCRIPT_FRAME.match(text)
+    """``runtime`` or ``startup`` where ``text`` is a Java or Kotlin frame (:data:`JAVA_FRAME`), a JavaScript one
+    (:data:`SCRIPT_FRAME`) or a Lua one (:data:`LUA_FRAME`) whose method's words say it answers a request or runs the
+    model over one (:data:`RUNNING_WORDS`, :data:`REQUEST_NOUNS`), or builds or loads it (:data:`STARTING_WORDS`,
+    :data:`OBJECT_READS`), else None. An app that runs a native engine through JNI (MLC-LLM's Android app and its
+    forks: ``ChatModule.image`` under ``requestImage``, OpenBMB's MiniCPM app, held-out round 172) prints the engine's
+    error over the app's Java frames, ONNX Runtime Web its allocation's error over the page's script frames
+    (``loadModel`` under ``createInferenceSession``, huggingface/transformers.js #1056), and Torch7 its allocator's
+    over Lua's (``readObject`` under ``torch.load``, fairseq-lua #18): the innermost that says decides."""
+    m = JAVA_FRAME.match(text) or SCRIPT_FRAME.match(text) or LUA_FRAME.match(text)
     return None if m is None else _named_work(m["method"])
 
 
@@ -794,10 +805,12 @@ def tf_node_stage(text: str) -> Stage | None:
 def _named_work(name: str) -> Stage | None:
     """``runtime`` where the words of ``name`` (a function's, a scope path's) say it answers requests or runs the model
     over them (:data:`RUNNING_WORDS`, :data:`REQUEST_NOUNS`), ``startup`` where they say it builds or loads the model
-    (:data:`STARTING_WORDS`), else None."""
+    (:data:`STARTING_WORDS`) or rebuilds a stored object (:data:`OBJECT_READS`), else None."""
     words = {w.lower() for w in _WORD.findall(name)}
     if words & (RUNNING_WORDS | REQUEST_NOUNS):
         return "runtime"
+    if re.split(r"[.:]", name)[-1].replace("_", "").lower() in OBJECT_READS:
+        return "startup"
     return "startup" if words & STARTING_WORDS else None
 
 

@@ -65,10 +65,12 @@ from vllm_hpu_mm.logs.patterns import (
     FIGURE_WHOSE,
     FRAME_HEAD,
     GAUDI_MEMORY,
+    GLOG_INFO_HEAD,
     GOES_ON,
     HOST_BUFFER,
     HOST_OOM,
     HOST_RESOURCE,
+    HYPOTHESIS_LINE,
     INFO_LEVEL,
     KV_BUFFER_STATEMENT,
     KV_BUFFER_SUMMARY,
@@ -142,13 +144,16 @@ _PHASES_LAST_FIRST = tuple(reversed(PHASE_MARKERS))
 
 def marker_stage(text: str) -> Stage | None:
     """The stage of the phase line ``text`` (:data:`~vllm_hpu_mm.logs.patterns.PHASE_MARKERS`, the later stage where
-    it names two), or None."""
+    it names two; a generator's hypothesis, :data:`~vllm_hpu_mm.logs.patterns.HYPOTHESIS_LINE`, is serving), or
+    None."""
     low = text.lower()
     if "\\" in low:
         low = low.replace("\\", "/")  # a Windows build names its source files with backslashes (OpenVINO's)
     for stage, words in _PHASES_LAST_FIRST:
         if any(map(low.__contains__, words)):  # map: no generator frame per marker (every line is checked)
             return stage
+    if text.startswith("H") and HYPOTHESIS_LINE.match(text):
+        return "runtime"  # a translated sentence's hypothesis: the model serves
     return None
 
 
@@ -1159,10 +1164,10 @@ STATED_EXCEPTION = re.compile(r"^(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exceptio
 RAISED_BACK = 25
 #: A logger's record below warning level ("INFO 08-16 18:12:20 [engine.py:310] ...", "DEBUG:root:..."): the program
 #: went on after an error stated above it, so a traceback after the record may be another failure. Google's logging
-#: (glog, absl: JAX, TensorFlow, XLA, MediaPipe) names the level by its first letter before the date ("I0224
-#: 16:15:27.563535 140378916851712 xla_bridge.py:689] Unable to initialize backend 'tpu': ...",
-#: google-deepmind/gemma #9, where JAX falls back to the CPU and goes on).
-GOING_ON = re.compile(_RECORD_HEAD + r"\b(?:INFO|DEBUG)\b|^[ID]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w.-]+:\d+\]")
+#: heads its own (:data:`~vllm_hpu_mm.logs.patterns.GLOG_INFO_HEAD`: "I0224 16:15:27.563535 140378916851712
+#: xla_bridge.py:689] Unable to initialize backend 'tpu': ...", google-deepmind/gemma #9, where JAX falls back to the
+#: CPU and goes on).
+GOING_ON = re.compile(_RECORD_HEAD + r"\b(?:INFO|DEBUG)\b|" + GLOG_INFO_HEAD)
 
 
 def _raised_above(
