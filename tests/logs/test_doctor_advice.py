@@ -73,6 +73,22 @@ def test_a_vision_model_on_gaudi_gets_its_bucket_list() -> None:
     assert "VLLM_MULTIMODAL_BUCKETS=1600,3136" in text
 
 
+def test_a_vision_warm_up_failure_is_answered_with_vision_buckets_not_text_limits() -> None:
+    runner = "(EngineCore_DP0 pid=7) INFO 01-21 06:56:21 [hpu_model_runner.py:6128] "
+    lines = [
+        "INFO 01-21 06:50:00 [hpu_worker.py:120] model='Qwen/Qwen2.5-VL-7B-Instruct'",
+        runner
+        + "[Warmup][Graph/Multimodal(image)][1/5] batch_size:1 seq_len:0 resolution:1120X1120 free_mem:13.31 GiB",
+        runner
+        + "[Warmup][Graph/Multimodal(image)][2/5] batch_size:1 seq_len:0 resolution:1568X1568 free_mem:11.02 GiB",
+        "RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::1927282688 (1838.0)MB",
+    ]
+    d = diagnose(lines, load({}))
+    warm_up = next(r for r in d.recommendations if r.startswith("failed at warm-up graph 2/5"))
+    assert "VLLM_MULTIMODAL_BUCKETS" in warm_up
+    assert "a lower --max-num-seqs" not in warm_up
+
+
 def test_memory_other_processes_hold_is_never_answered_with_a_larger_share() -> None:
     line = (
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of "

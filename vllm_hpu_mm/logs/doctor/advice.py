@@ -137,6 +137,13 @@ def _gaudi_graph_capture(d: Diagnosis, settings: Settings, model: str, explicit:
             keep = ",".join(map(str, buckets[: i - 1]))
             out.append(Fix(f"failed at warm-up graph {i}/{n} ({kind}): keep the buckets that captured, "
                            f"{VISION_BUCKETS}={keep}"))  # fmt: skip
+        elif "multimodal" in kind.lower() and s.reads(VISION_BUCKETS):
+            # the vision tower's warm-up walks the vision buckets (and, from v0.26.0, VLLM_MULTIMODAL_RESOLUTIONS):
+            # the text limits shape none of its graphs (vllm-gaudi 091bbadd hpu_model_runner.py
+            # warmup_multimodal_graphs)
+            out.append(Fix(f"failed at warm-up graph {i}/{n} ({kind}): fewer or smaller vision buckets from there on "
+                           f"({VISION_BUCKETS} without its largest; --max-num-seqs and --max-model-len shape no vision "
+                           "graph)"))  # fmt: skip
         else:
             out.append(Fix(f"failed at warm-up graph {i}/{n} ({kind}): fewer buckets from there on (a lower "
                            "--max-num-seqs or --max-model-len)"))  # fmt: skip
