@@ -80,6 +80,27 @@ def test_too_few_cards_is_a_negative_finding_with_the_best_achievable(capsys: py
     assert "no fleet meets the targets" in err
 
 
+def test_a_target_no_load_meets_shows_its_figure_in_the_table_the_line_and_the_json(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # held-out fleet round, case 6: no end-to-end figure anywhere, and the capacity read "0 (unbounded)"
+    argv = (*SMALL, "--request-rate", "2", "--ttft-p99", "3000", "--tpot-p99", "60", "--e2e-p99", "300")
+    code, out, err = fleet(capsys, *argv)
+    assert code == 1
+    header, row = out.splitlines()[2:4]
+    assert "e2e p99 ms" in header
+    assert "0 (no load meets)" in row
+    assert "unbounded" not in row
+    e2e = row[header.index("e2e p99 ms") :].split()[0]  # the columns are aligned: the cell under its title
+    assert f"p99 end-to-end {e2e} ms against the 300 ms target; fix: looser targets (--e2e-p99 " in err
+    assert len(err.strip().splitlines()) == 1
+    code, out, _ = fleet(capsys, *argv, "--json")
+    best = json.loads(out)["best_achievable"]
+    assert code == 1
+    assert best["capacity_per_replica"] == 0
+    assert round(best["latency_at_light_load"]["e2el_ms"]["p99"]) == int(e2e)
+
+
 def test_the_fleet_and_its_replicas_files_are_what_serve_writes(capsys: pytest.CaptureFixture[str],
                                                                 tmp_path: Path) -> None:  # fmt: skip
     out_dir, replica_dir = tmp_path / "out", "/srv/vllm-hpu-mm"

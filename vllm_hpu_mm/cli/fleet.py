@@ -24,8 +24,9 @@ Deployment when a replica spans nodes) and fleet.json. --validate reads every no
 vLLM's own parser.
 
 Exit codes: 0 a fleet meets the targets; 1 none does (the best achievable and what would make it possible are
-printed), or the model fits no card count tried; 2 invalid input (a rate <= 0, a target below one step's time, more
-cards than a cluster holds, a load profile that is not one); 3 a bug.
+printed; when no load meets them, each target the closest shape misses, its figure at a light load, and the least
+value to loosen it to), or the model fits no card count tried; 2 invalid input (a rate <= 0, a target below one
+step's time, more cards than a cluster holds, a load profile that is not one); 3 a bug.
 """
 
 from __future__ import annotations
@@ -280,6 +281,8 @@ def _candidate_dict(c: Candidate) -> dict[str, Any]:
         "nodes_per_replica": c.nodes_per_replica,
         "meets": c.meets,
         "latency_at_target_rate": None if c.latency is None else latency_dict(c.latency),
+        # a shape that meets the targets at no load: the figures it reaches at the lightest load probed
+        "latency_at_light_load": latency_dict(cap.latency) if cap is not None and cap.rate <= 0 else None,
         "margin": None if c.latency is None else round(c.margin, 4),
         "warmup_s": None if c.warmup_s is None else round(c.warmup_s, 1),
         "why_not": c.why_not or None,
@@ -347,6 +350,10 @@ def fleet_dict(f: Fleet) -> dict[str, Any]:
     return out
 
 
+#: The table's column for each optional latency target (the p99 TTFT and TPOT columns are always there).
+_COLUMNS = {"ttft_p50": "TTFT p50", "tpot_p50": "TPOT p50", "e2e_p99": "e2e p99"}
+
+
 def _fmt_ms(x: float) -> str:
     return f"{1000 * x:.0f}" if x >= 0.1 else f"{1000 * x:.1f}"
 
@@ -364,6 +371,8 @@ def fleet_table(f: Fleet) -> str:
         + f"; {f.cards_per_node} cards per node",
         "",
     ]
+    # the optional targets set get their own columns: a row that misses one shows by how much
+    optional = [n for n, _ in t.items() if n in _COLUMNS]
     header = (
         "shape",
         "cards/rep",
@@ -373,6 +382,7 @@ def fleet_table(f: Fleet) -> str:
         "nodes",
         "TTFT p99 ms",
         "TPOT p99 ms",
+        *(f"{_COLUMNS[n]} ms" for n in optional),
         "warm-up s",
         "text buckets",
         "verdict",
@@ -381,12 +391,13 @@ def fleet_table(f: Fleet) -> str:
     for c in f.candidates:
         cap = c.capacity
         if cap is None:
-            rows.append(
-                (c.shape.label, str(c.cards_per_replica), "-", "-", "-", "-", "-", "-", "-", "-", c.why_not[:70])
-            )
+            rows.append((c.shape.label, str(c.cards_per_replica), *["-"] * (len(header) - 3), c.why_not[:70]))
             continue
         rng = cap.rate_range()
-        capacity = f"{cap.rate:.3g}" + (f" [{rng[0]:.3g}-{rng[1]:.3g}]" if rng else " (unbounded)")
+        if cap.rate <= 0:  # no interval to bracket: the search found no rate at all
+            capacity = "0 (no load meets)"
+        else:
+            capacity = f"{cap.rate:.3g}" + (f" [{rng[0]:.3g}-{rng[1]:.3g}]" if rng else " (unbounded)")
         lat = c.latency or cap.latency  # none sized: the latencies at the lightest load probed
         verdict = (
             "chosen" if f.chosen is not None and c.shape == f.chosen.shape else ("meets" if c.meets else c.why_not[:70])
@@ -402,6 +413,7 @@ def fleet_table(f: Fleet) -> str:
                 str(c.nodes or "-"),
                 _fmt_ms(lat.ttft[2]) if lat else "-",
                 _fmt_ms(lat.tpot[2]) if lat else "-",
+                *(_fmt_ms(t.value(lat, n)) if lat else "-" for n in optional),
                 warm,
                 c.buckets or "-",
                 verdict,
