@@ -189,3 +189,31 @@ def test_pipeline_stages_are_tried_where_no_tp_size_in_a_node_holds_the_model(ca
     assert node0[node0.index("--nnodes") + 1] == "2"
     kinds = [d["kind"] for d in yaml.safe_load_all((tmp_path / "kubernetes" / "fleet.yaml").read_text())]
     assert kinds == ["ConfigMap", "LeaderWorkerSet", "Service"]
+
+
+def test_out_writes_executable_node_scripts_and_a_rerun_replaces_the_deployment_wholly(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # held-out fleet round, cases 11 and 14: the scripts were mode 0644, and a smaller plan written over a larger one
+    # left the larger one's node-1.sh, node-2.sh beside its own node-0.sh (a mixed deployment)
+    out = tmp_path / "out"
+    nodes = (*SMALL, "--text-graph-budget", "40", "--cards-per-node", "1", "--ttft-p99", "3000", "--tpot-p99", "60",
+             "--out", str(out))  # fmt: skip
+    code, _, err = fleet(capsys, *nodes, "--request-rate", "6")
+    assert code == 0, err
+    larger = sorted(p.name for p in (out / "dp").iterdir())
+    assert len(larger) > 1
+    assert all((out / "dp" / name).stat().st_mode & 0o777 == 0o755 for name in larger)
+    code, stdout, err = fleet(capsys, *nodes, "--request-rate", "1")
+    assert code == 0, err
+    assert sorted(p.name for p in (out / "dp").iterdir()) == ["node-0.sh"]
+    assert json.loads((out / "fleet.json").read_text())["request_rate"] == 1
+    assert f"file: {out / 'vllm-hpu-mm.sha256'}" in stdout
+    # a file of the user's there: refused before the search, in one line, the deployment left as it was
+    (out / "notes.txt").write_text("mine\n")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    code, stdout, err = fleet(capsys, *nodes, "--request-rate", "6")
+    assert (code, stdout) == (2, "")
+    assert len(err.strip().splitlines()) == 1
+    assert f"--out {out}: the folder holds notes.txt" in err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before

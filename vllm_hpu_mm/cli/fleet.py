@@ -18,15 +18,18 @@ each period gets the replicas its rate needs with the same headroom; the table g
 card-hours, and the card-hours saved against the peak provisioned all along.
 
 --out DIR writes the deployments: replica/ (the files and environment serve writes for one replica, to be placed at
---replica-dir), dp/node-N.sh (vLLM's own data-parallel launch, one per node; a replica spanning nodes: its own
-multi-node server), kubernetes/fleet.yaml (ConfigMap, Deployment, Service; a LeaderWorkerSet in place of the
-Deployment when a replica spans nodes) and fleet.json. --validate reads every node's command with the installed
-vLLM's own parser.
+--replica-dir), dp/node-N.sh (vLLM's own data-parallel launch, one executable script per node; a replica spanning
+nodes: its own multi-node server), kubernetes/fleet.yaml (ConfigMap, Deployment, Service; a LeaderWorkerSet in place
+of the Deployment when a replica spans nodes), fleet.json, and vllm-hpu-mm.sha256, the record of what it wrote
+(sha256sum -c checks it). DIR is new or empty, or holds only a deployment an earlier --out wrote there, unchanged
+since (its record says): that one is replaced wholly, none of its files left beside the new ones. Any other file
+there, a recorded file changed since, or an input inside DIR is refused (exit 2) before the search, and nothing
+is written. --validate reads every node's command with the installed vLLM's own parser.
 
 Exit codes: 0 a fleet meets the targets; 1 none does (the best achievable and what would make it possible are
 printed; when no load meets them, each target the closest shape misses, its figure at a light load, and the least
 value to loosen it to), or the model fits no card count tried; 2 invalid input (a rate <= 0, a target below one
-step's time, more cards than a cluster holds, a load profile that is not one); 3 a bug.
+step's time, more cards than a cluster holds, a load profile that is not one, an --out over other files); 3 a bug.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import argparse
 import json
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +47,7 @@ from vllm_hpu_mm.cli.buckets_replay import request_rate
 from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, path_value, print_json
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.fleet import MAX_CARDS, MAX_CARDS_PER_NODE, Fleet, FleetArgs, plan_fleet
+from vllm_hpu_mm.jobs.outputs import check_output_folder, replace_folder
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, nonempty, number, positive_int
 from vllm_hpu_mm.plan.fleet import (
     MAX_PERIODS,
@@ -233,7 +237,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="N",
         help=f"requests sampled per probe rate and seed (default {PROBE_REQUESTS}; 2 seeds)",
     )
-    p.add_argument("--out", type=path_value, metavar="DIR", help="write the deployments there (see above)")
+    p.add_argument(
+        "--out",
+        type=path_value,
+        metavar="DIR",
+        help="write the deployments there: a new or empty folder, or one holding an earlier deployment of --out, "
+        "replaced wholly (see above)",
+    )
     p.add_argument(
         "--replica-dir",
         type=path_value,
@@ -459,25 +469,20 @@ def _day_lines(f: Fleet) -> list[str]:
     ]
 
 
-def write_out(f: Fleet, out: Path) -> list[Path]:
-    """The deployments under ``out`` (see the module docstring); the paths written."""
+def write_out(f: Fleet, out: str, inputs: Iterable[tuple[str, str | None]] = ()) -> list[Path]:
+    """The deployments in the folder ``out`` (see the module docstring), an earlier deployment there replaced wholly
+    (:func:`~vllm_hpu_mm.jobs.outputs.replace_folder`); the paths written."""
     d = f.deploy
     if d is None:
         return []
-    written: dict[Path, str] = {out / "fleet.json": json.dumps(fleet_dict(f), indent=2, default=str) + "\n"}
+    files = {"fleet.json": json.dumps(fleet_dict(f), indent=2, default=str) + "\n"}
     for name, text in d.files.items():
-        written[out / "replica" / name] = text
-    written[out / "replica" / "replica.env"] = d.env_file()
-    for c in d.commands:
-        written[out / "dp" / f"node-{c.node}.sh"] = c.script(d.env)
-    written[out / "kubernetes" / "fleet.yaml"] = d.manifests_yaml()
-    try:
-        for path, text in written.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"--out {out}: cannot write ({exc.strerror or exc}); accepted: a writable folder") from None
-    return list(written)
+        files[f"replica/{name}"] = text
+    files["replica/replica.env"] = d.env_file()
+    scripts = {f"dp/node-{c.node}.sh": c.script(d.env) for c in d.commands}
+    files.update(scripts)
+    files["kubernetes/fleet.yaml"] = d.manifests_yaml()
+    return replace_folder(out, "--out", files, inputs, executable=scripts)
 
 
 def validate_commands(f: Fleet) -> None:
@@ -495,8 +500,9 @@ def validate_commands(f: Fleet) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
-        raise ConfigError(f"--out {args.out}: not a folder; accepted: a folder for the deployments")
+    inputs = [(f"--{n.replace('_', '-')}", getattr(args, n)) for n in ("sizes", "from_metrics", "profile", "model")]
+    if args.out is not None:  # before the search: a folder that is not ours is refused before minutes are spent
+        check_output_folder(args.out, "--out", inputs)
     targets = Targets(args.ttft_p99, args.tpot_p99, args.ttft_p50, args.tpot_p50, args.e2e_p99)
     profile = args.load_profile or ()
     fleet_args = FleetArgs(
@@ -520,7 +526,7 @@ def run(args: argparse.Namespace) -> int:
     fleet = plan_fleet(SizingArgs.from_namespace(args), fleet_args, envs.load(), envs.runtime_environ())
     if args.validate:
         validate_commands(fleet)
-    written = write_out(fleet, Path(args.out)) if args.out is not None and fleet.chosen is not None else []
+    written = write_out(fleet, args.out, inputs) if args.out is not None and fleet.chosen is not None else []
     if args.json:
         print_json(fleet_dict(fleet))
     else:
