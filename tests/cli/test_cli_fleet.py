@@ -80,6 +80,27 @@ def test_too_few_cards_is_a_negative_finding_with_the_best_achievable(capsys: py
     assert "no fleet meets the targets" in err
 
 
+def test_a_target_no_load_meets_shows_its_figure_in_the_table_the_line_and_the_json(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # held-out fleet round, case 6: no end-to-end figure anywhere, and the capacity read "0 (unbounded)"
+    argv = (*SMALL, "--request-rate", "2", "--ttft-p99", "3000", "--tpot-p99", "60", "--e2e-p99", "300")
+    code, out, err = fleet(capsys, *argv)
+    assert code == 1
+    header, row = out.splitlines()[2:4]
+    assert "e2e p99 ms" in header
+    assert "0 (no load meets)" in row
+    assert "unbounded" not in row
+    e2e = row[header.index("e2e p99 ms") :].split()[0]  # the columns are aligned: the cell under its title
+    assert f"p99 end-to-end {e2e} ms against the 300 ms target; fix: looser targets (--e2e-p99 " in err
+    assert len(err.strip().splitlines()) == 1
+    code, out, _ = fleet(capsys, *argv, "--json")
+    best = json.loads(out)["best_achievable"]
+    assert code == 1
+    assert best["capacity_per_replica"] == 0
+    assert round(best["latency_at_light_load"]["e2el_ms"]["p99"]) == int(e2e)
+
+
 def test_the_fleet_and_its_replicas_files_are_what_serve_writes(capsys: pytest.CaptureFixture[str],
                                                                 tmp_path: Path) -> None:  # fmt: skip
     out_dir, replica_dir = tmp_path / "out", "/srv/vllm-hpu-mm"
@@ -168,3 +189,31 @@ def test_pipeline_stages_are_tried_where_no_tp_size_in_a_node_holds_the_model(ca
     assert node0[node0.index("--nnodes") + 1] == "2"
     kinds = [d["kind"] for d in yaml.safe_load_all((tmp_path / "kubernetes" / "fleet.yaml").read_text())]
     assert kinds == ["ConfigMap", "LeaderWorkerSet", "Service"]
+
+
+def test_out_writes_executable_node_scripts_and_a_rerun_replaces_the_deployment_wholly(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # held-out fleet round, cases 11 and 14: the scripts were mode 0644, and a smaller plan written over a larger one
+    # left the larger one's node-1.sh, node-2.sh beside its own node-0.sh (a mixed deployment)
+    out = tmp_path / "out"
+    nodes = (*SMALL, "--text-graph-budget", "40", "--cards-per-node", "1", "--ttft-p99", "3000", "--tpot-p99", "60",
+             "--out", str(out))  # fmt: skip
+    code, _, err = fleet(capsys, *nodes, "--request-rate", "6")
+    assert code == 0, err
+    larger = sorted(p.name for p in (out / "dp").iterdir())
+    assert len(larger) > 1
+    assert all((out / "dp" / name).stat().st_mode & 0o777 == 0o755 for name in larger)
+    code, stdout, err = fleet(capsys, *nodes, "--request-rate", "1")
+    assert code == 0, err
+    assert sorted(p.name for p in (out / "dp").iterdir()) == ["node-0.sh"]
+    assert json.loads((out / "fleet.json").read_text())["request_rate"] == 1
+    assert f"file: {out / 'vllm-hpu-mm.sha256'}" in stdout
+    # a file of the user's there: refused before the search, in one line, the deployment left as it was
+    (out / "notes.txt").write_text("mine\n")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    code, stdout, err = fleet(capsys, *nodes, "--request-rate", "6")
+    assert (code, stdout) == (2, "")
+    assert len(err.strip().splitlines()) == 1
+    assert f"--out {out}: the folder holds notes.txt" in err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -13,7 +14,8 @@ from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.fleet import FleetArgs, _impossible, plan_fleet
 from vllm_hpu_mm.models.step_fit import FittedStep, step_to_dict
 from vllm_hpu_mm.plan.args import SizingArgs
-from vllm_hpu_mm.plan.fleet import Candidate, ReplicaShape, Targets
+from vllm_hpu_mm.plan.fleet import Candidate, Capacity, ReplicaShape, Targets, replicas_for, sized
+from vllm_hpu_mm.replay.latency import Latency
 
 STEP = FittedStep(block_size=128, overhead_s=0.02, token_s=3e-4, sequence_s=2e-3, chunk_s=0.0, pair_s=1e-9,
                   image_s=0.01, patch_s=2e-5, frontend_s=0.004, source="/metrics of a test server", samples=40,
@@ -71,3 +73,42 @@ def test_shapes_refused_for_their_heads_are_answered_with_a_tp_size_not_more_mem
     # a shape vLLM takes that memory cannot hold still gets the memory fix
     unheld = Candidate(ReplicaShape.of(2, 64, 2048, 1), None, why_not="does not fit: 90 GiB > 80 GiB", unheld=True)
     assert "fix: more memory per card" in _impossible([unheld, refused], args, None)
+
+
+def _light(ttft: float, tpot: float, e2e: float) -> Capacity:
+    """A replica that meets the targets at no load: its p99 figures (seconds) at the lightest load probed."""
+    lat = Latency("Poisson arrivals at 0.05 requests/s", 60, (ttft,) * 3, (tpot,) * 3, (tpot,) * 3, (e2e,) * 3,
+                  ttft, tpot, 100.0, 0.05, 5.0)  # fmt: skip
+    return Capacity(0.0, 3.2, lat, ("e2e_p99",), 2, 0.29, "a test")
+
+
+def test_a_target_no_load_meets_is_answered_with_its_own_figure_and_how_far_to_loosen_it() -> None:
+    # held-out fleet round, case 6: the line quoted TTFT and TPOT, which met their targets, and no end-to-end figure
+    targets = Targets(2.0, 0.05, e2e_p99=0.3)
+    args = FleetArgs(rate=5.0, targets=targets)
+    near = Candidate(ReplicaShape.of(1, 64, 2048), _light(0.275, 0.0097, 4.5508))
+    far = Candidate(ReplicaShape.of(2, 64, 2048), _light(0.156, 0.0108, 5.379))
+    line = _impossible([far, near], args, None)
+    assert (
+        "the closest, TP1 seqs 64 tokens 2048, has, at a light load (Poisson arrivals at 0.05 requests/s), p99 "
+        "end-to-end 4551 ms against the 300 ms target; fix: looser targets (--e2e-p99 4560 or more" in line
+    )
+    assert "TTFT" not in line  # met: nothing to loosen there
+    assert "TPOT" not in line
+    # the fix, followed, meets the targets at that light load
+    assert not Targets(2.0, 0.05, e2e_p99=4.56).misses(near.capacity.latency)  # type: ignore[union-attr]
+    # two targets missed: each named with its figure and its own bound
+    both = _impossible([near], FleetArgs(rate=5.0, targets=Targets(0.2, 0.05, e2e_p99=0.3)), None)
+    assert "p99 TTFT 275 ms against the 200 ms target; p99 end-to-end 4551 ms against the 300 ms target" in both
+    assert "(--ttft-p99 275 or more, --e2e-p99 4560 or more:" in both
+
+
+def test_the_lower_rate_a_card_limit_suggests_is_rounded_down_so_that_it_fits() -> None:
+    # held-out fleet round, case 7's note: 3 x 5.65 / 1.35 = 12.56 was printed "at most 12.6", which needs 4 cards
+    capacity = dataclasses.replace(_light(0.3, 0.01, 1.0), rate=5.65, limited_by=("ttft_p99",))
+    args = FleetArgs(rate=13.0, targets=Targets(2.0, 0.05), headroom=0.35, cards=3)
+    best = sized(ReplicaShape.of(1, 64, 2048), capacity, 13.0, 0.35, cards_per_node=8)
+    line = _impossible([best], args, best)
+    assert "the targets need 4 cards" in line
+    assert "at most 12.5 req/s on 3" in line
+    assert replicas_for(12.5, 0.35, 5.65) == 3

@@ -1,12 +1,16 @@
 """Every command that writes a file checks where before it runs: never over one of its inputs, never over a file of
 the user's that is not of the kind the flag writes, never a folder or a path in a missing folder; a re-run replaces
-its own output. The rules on small files (``jobs/outputs.py``), then each writing command through the CLI."""
+its own output (a folder output: wholly, as its record lists it). The rules on small files (``jobs/outputs.py``),
+then each writing command through the CLI."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,7 +18,7 @@ import pytest
 from tests.support.data import REPO
 from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.jobs.outputs import check_output
+from vllm_hpu_mm.jobs.outputs import RECORD, check_output, check_output_folder, replace_folder
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 16
 PROFILE = json.dumps({"version": 1, "costs": {}}).encode()
@@ -101,3 +105,65 @@ def test_no_writing_command_writes_over_the_users_files(tmp_path: Path) -> None:
     assert code == 2
     assert "does not exist" in err
     assert not (tmp_path / "missing").exists()
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_folder_output_replaces_its_own_earlier_output_wholly_and_nothing_else(tmp_path: Path) -> None:
+    # held-out fleet round, case 14: a smaller plan over a larger one left its node-1..5.sh beside the new node-0.sh
+    out = tmp_path / "out"
+    larger = {"fleet.json": "{}\n", **{f"dp/node-{n}.sh": f"#!/bin/sh\n# {n}\n" for n in range(6)}}
+    replace_folder(str(out), "--out", larger, executable=[f"dp/node-{n}.sh" for n in range(6)])
+    smaller = {"fleet.json": '{"smaller": 1}\n', "dp/node-0.sh": "#!/bin/sh\n# new\n", "replica/a.txt": "a\n"}
+    written = replace_folder(str(out), "--out", smaller, executable=["dp/node-0.sh"])
+    tree = _tree(out)
+    assert sorted(tree) == ["dp/node-0.sh", "fleet.json", "replica/a.txt", RECORD]
+    assert [p.relative_to(out).as_posix() for p in written] == [*smaller, RECORD]
+    assert {k: v.decode() for k, v in tree.items() if k != RECORD} == smaller
+    # the record is sha256sum's own format, of every file but itself
+    lines = tree[RECORD].decode().splitlines()
+    assert [line.split("  ", 1)[1] for line in lines] == sorted(smaller)
+    assert all(hashlib.sha256(tree[line[66:]]).hexdigest() == line[:64] for line in lines)
+    assert (out / "dp" / "node-0.sh").stat().st_mode & 0o777 == 0o755
+    assert (out / "fleet.json").stat().st_mode & 0o111 == 0
+
+
+@pytest.mark.parametrize(
+    ("spoil", "said"),
+    [
+        (lambda out: (out / "notes.txt").write_text("mine\n"), "holds notes.txt, which its record"),
+        (lambda out: (out / "dp" / "node-0.sh").write_text("#!/bin/sh\n# edited\n"),
+         "dp/node-0.sh was changed since vllm-hpu-mm wrote it"),
+        (lambda out: (out / RECORD).unlink(), "holds fleet.json and no record"),
+        (lambda out: (out / "dp" / "link.sh").symlink_to(out / "fleet.json"), "dp/link.sh is a link"),
+        (lambda out: (out / RECORD).write_text("not a record\n"), "is not a record vllm-hpu-mm wrote"),
+    ],
+    ids=["a-file-of-yours", "a-changed-file", "no-record", "a-link", "a-record-not-ours"],
+)  # fmt: skip
+def test_a_folder_holding_anything_but_its_own_earlier_output_is_refused_and_left_as_it_is(
+    tmp_path: Path, spoil: Callable[[Path], object], said: str
+) -> None:
+    out = tmp_path / "out"
+    replace_folder(str(out), "--out", {"fleet.json": "{}\n", "dp/node-0.sh": "#!/bin/sh\n"})
+    spoil(out)
+    before = _tree(out)
+    for attempt in (lambda: check_output_folder(str(out), "--out", []),
+                    lambda: replace_folder(str(out), "--out", {"fleet.json": "{}\n"})):  # fmt: skip
+        with pytest.raises(ConfigError, match=f"^--out {out}: .*{re.escape(said)}.*; accepted: a new or empty folder"):
+            attempt()
+    assert _tree(out) == before
+
+
+def test_a_folder_output_is_new_or_empty_and_never_holds_an_input(tmp_path: Path) -> None:
+    assert check_output_folder(str(tmp_path / "new"), "--out", []) == []
+    (tmp_path / "empty" / "sub").mkdir(parents=True)  # empty folders hold nothing to lose
+    assert check_output_folder(str(tmp_path / "empty"), "--out", []) == []
+    sizes = tmp_path / "sizes.csv"
+    sizes.write_text("width,height\n640,480\n")
+    with pytest.raises(ConfigError, match=r"^--out .* holds the --sizes .*sizes.csv: writing there could replace it"):
+        check_output_folder(str(tmp_path), "--out", [("--model", "Qwen/Qwen2.5-VL-7B-Instruct"),
+                                                     ("--sizes", str(sizes))])  # fmt: skip
+    with pytest.raises(ConfigError, match=r"^--out .*sizes.csv: not a folder"):
+        check_output_folder(str(sizes), "--out", [])

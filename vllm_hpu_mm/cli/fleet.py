@@ -18,14 +18,18 @@ each period gets the replicas its rate needs with the same headroom; the table g
 card-hours, and the card-hours saved against the peak provisioned all along.
 
 --out DIR writes the deployments: replica/ (the files and environment serve writes for one replica, to be placed at
---replica-dir), dp/node-N.sh (vLLM's own data-parallel launch, one per node; a replica spanning nodes: its own
-multi-node server), kubernetes/fleet.yaml (ConfigMap, Deployment, Service; a LeaderWorkerSet in place of the
-Deployment when a replica spans nodes) and fleet.json. --validate reads every node's command with the installed
-vLLM's own parser.
+--replica-dir), dp/node-N.sh (vLLM's own data-parallel launch, one executable script per node; a replica spanning
+nodes: its own multi-node server), kubernetes/fleet.yaml (ConfigMap, Deployment, Service; a LeaderWorkerSet in place
+of the Deployment when a replica spans nodes), fleet.json, and vllm-hpu-mm.sha256, the record of what it wrote
+(sha256sum -c checks it). DIR is new or empty, or holds only a deployment an earlier --out wrote there, unchanged
+since (its record says): that one is replaced wholly, none of its files left beside the new ones. Any other file
+there, a recorded file changed since, or an input inside DIR is refused (exit 2) before the search, and nothing
+is written. --validate reads every node's command with the installed vLLM's own parser.
 
 Exit codes: 0 a fleet meets the targets; 1 none does (the best achievable and what would make it possible are
-printed), or the model fits no card count tried; 2 invalid input (a rate <= 0, a target below one step's time, more
-cards than a cluster holds, a load profile that is not one); 3 a bug.
+printed; when no load meets them, each target the closest shape misses, its figure at a light load, and the least
+value to loosen it to), or the model fits no card count tried; 2 invalid input (a rate <= 0, a target below one
+step's time, more cards than a cluster holds, a load profile that is not one, an --out over other files); 3 a bug.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import argparse
 import json
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +47,7 @@ from vllm_hpu_mm.cli.buckets_replay import request_rate
 from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, path_value, print_json
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.fleet import MAX_CARDS, MAX_CARDS_PER_NODE, Fleet, FleetArgs, plan_fleet
+from vllm_hpu_mm.jobs.outputs import check_output_folder, replace_folder
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, nonempty, number, positive_int
 from vllm_hpu_mm.plan.fleet import (
     MAX_PERIODS,
@@ -232,7 +237,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="N",
         help=f"requests sampled per probe rate and seed (default {PROBE_REQUESTS}; 2 seeds)",
     )
-    p.add_argument("--out", type=path_value, metavar="DIR", help="write the deployments there (see above)")
+    p.add_argument(
+        "--out",
+        type=path_value,
+        metavar="DIR",
+        help="write the deployments there: a new or empty folder, or one holding an earlier deployment of --out, "
+        "replaced wholly (see above)",
+    )
     p.add_argument(
         "--replica-dir",
         type=path_value,
@@ -280,6 +291,8 @@ def _candidate_dict(c: Candidate) -> dict[str, Any]:
         "nodes_per_replica": c.nodes_per_replica,
         "meets": c.meets,
         "latency_at_target_rate": None if c.latency is None else latency_dict(c.latency),
+        # a shape that meets the targets at no load: the figures it reaches at the lightest load probed
+        "latency_at_light_load": latency_dict(cap.latency) if cap is not None and cap.rate <= 0 else None,
         "margin": None if c.latency is None else round(c.margin, 4),
         "warmup_s": None if c.warmup_s is None else round(c.warmup_s, 1),
         "why_not": c.why_not or None,
@@ -347,6 +360,10 @@ def fleet_dict(f: Fleet) -> dict[str, Any]:
     return out
 
 
+#: The table's column for each optional latency target (the p99 TTFT and TPOT columns are always there).
+_COLUMNS = {"ttft_p50": "TTFT p50", "tpot_p50": "TPOT p50", "e2e_p99": "e2e p99"}
+
+
 def _fmt_ms(x: float) -> str:
     return f"{1000 * x:.0f}" if x >= 0.1 else f"{1000 * x:.1f}"
 
@@ -364,6 +381,8 @@ def fleet_table(f: Fleet) -> str:
         + f"; {f.cards_per_node} cards per node",
         "",
     ]
+    # the optional targets set get their own columns: a row that misses one shows by how much
+    optional = [n for n, _ in t.items() if n in _COLUMNS]
     header = (
         "shape",
         "cards/rep",
@@ -373,6 +392,7 @@ def fleet_table(f: Fleet) -> str:
         "nodes",
         "TTFT p99 ms",
         "TPOT p99 ms",
+        *(f"{_COLUMNS[n]} ms" for n in optional),
         "warm-up s",
         "text buckets",
         "verdict",
@@ -381,12 +401,13 @@ def fleet_table(f: Fleet) -> str:
     for c in f.candidates:
         cap = c.capacity
         if cap is None:
-            rows.append(
-                (c.shape.label, str(c.cards_per_replica), "-", "-", "-", "-", "-", "-", "-", "-", c.why_not[:70])
-            )
+            rows.append((c.shape.label, str(c.cards_per_replica), *["-"] * (len(header) - 3), c.why_not[:70]))
             continue
         rng = cap.rate_range()
-        capacity = f"{cap.rate:.3g}" + (f" [{rng[0]:.3g}-{rng[1]:.3g}]" if rng else " (unbounded)")
+        if cap.rate <= 0:  # no interval to bracket: the search found no rate at all
+            capacity = "0 (no load meets)"
+        else:
+            capacity = f"{cap.rate:.3g}" + (f" [{rng[0]:.3g}-{rng[1]:.3g}]" if rng else " (unbounded)")
         lat = c.latency or cap.latency  # none sized: the latencies at the lightest load probed
         verdict = (
             "chosen" if f.chosen is not None and c.shape == f.chosen.shape else ("meets" if c.meets else c.why_not[:70])
@@ -402,6 +423,7 @@ def fleet_table(f: Fleet) -> str:
                 str(c.nodes or "-"),
                 _fmt_ms(lat.ttft[2]) if lat else "-",
                 _fmt_ms(lat.tpot[2]) if lat else "-",
+                *(_fmt_ms(t.value(lat, n)) if lat else "-" for n in optional),
                 warm,
                 c.buckets or "-",
                 verdict,
@@ -447,25 +469,20 @@ def _day_lines(f: Fleet) -> list[str]:
     ]
 
 
-def write_out(f: Fleet, out: Path) -> list[Path]:
-    """The deployments under ``out`` (see the module docstring); the paths written."""
+def write_out(f: Fleet, out: str, inputs: Iterable[tuple[str, str | None]] = ()) -> list[Path]:
+    """The deployments in the folder ``out`` (see the module docstring), an earlier deployment there replaced wholly
+    (:func:`~vllm_hpu_mm.jobs.outputs.replace_folder`); the paths written."""
     d = f.deploy
     if d is None:
         return []
-    written: dict[Path, str] = {out / "fleet.json": json.dumps(fleet_dict(f), indent=2, default=str) + "\n"}
+    files = {"fleet.json": json.dumps(fleet_dict(f), indent=2, default=str) + "\n"}
     for name, text in d.files.items():
-        written[out / "replica" / name] = text
-    written[out / "replica" / "replica.env"] = d.env_file()
-    for c in d.commands:
-        written[out / "dp" / f"node-{c.node}.sh"] = c.script(d.env)
-    written[out / "kubernetes" / "fleet.yaml"] = d.manifests_yaml()
-    try:
-        for path, text in written.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"--out {out}: cannot write ({exc.strerror or exc}); accepted: a writable folder") from None
-    return list(written)
+        files[f"replica/{name}"] = text
+    files["replica/replica.env"] = d.env_file()
+    scripts = {f"dp/node-{c.node}.sh": c.script(d.env) for c in d.commands}
+    files.update(scripts)
+    files["kubernetes/fleet.yaml"] = d.manifests_yaml()
+    return replace_folder(out, "--out", files, inputs, executable=scripts)
 
 
 def validate_commands(f: Fleet) -> None:
@@ -483,8 +500,9 @@ def validate_commands(f: Fleet) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
-        raise ConfigError(f"--out {args.out}: not a folder; accepted: a folder for the deployments")
+    inputs = [(f"--{n.replace('_', '-')}", getattr(args, n)) for n in ("sizes", "from_metrics", "profile", "model")]
+    if args.out is not None:  # before the search: a folder that is not ours is refused before minutes are spent
+        check_output_folder(args.out, "--out", inputs)
     targets = Targets(args.ttft_p99, args.tpot_p99, args.ttft_p50, args.tpot_p50, args.e2e_p99)
     profile = args.load_profile or ()
     fleet_args = FleetArgs(
@@ -508,7 +526,7 @@ def run(args: argparse.Namespace) -> int:
     fleet = plan_fleet(SizingArgs.from_namespace(args), fleet_args, envs.load(), envs.runtime_environ())
     if args.validate:
         validate_commands(fleet)
-    written = write_out(fleet, Path(args.out)) if args.out is not None and fleet.chosen is not None else []
+    written = write_out(fleet, args.out, inputs) if args.out is not None and fleet.chosen is not None else []
     if args.json:
         print_json(fleet_dict(fleet))
     else:

@@ -134,7 +134,8 @@ class Fleet:
     cards_per_node: int
     candidates: tuple[Candidate, ...]
     chosen: Candidate | None
-    #: The candidate with the highest capacity per card when none meets the targets (the best achievable).
+    #: When none meets the targets, the best achievable: the fewest cards among the shapes with a capacity, or (none
+    #: meets them at any load) the shape closest to them at a light load.
     best: Candidate | None
     #: Serve's own plan of the chosen shape: the files, environment and command each replica gets.
     launch: Launch | None
@@ -337,20 +338,58 @@ def _impossible(candidates: list[Candidate], args: FleetArgs, best: Candidate | 
             + f"); fix: {fix}"
         )
     if best is None or best.capacity is None or best.capacity.rate <= 0:
-        closest = max(fits, key=lambda c: args.targets.margin(c.capacity.latency))  # type: ignore[union-attr]
+        closest = _closest(candidates, args.targets)
         lat = closest.capacity.latency  # type: ignore[union-attr]
+        # name the targets it misses with its own figures: the ones it meets are no help to loosen
+        missed = args.targets.misses(lat)
+        figures = "; ".join(
+            f"{_TARGET_WORDS[n]} {_ms(Targets.value(lat, n))} ms against the {_ms(v)} ms target"
+            for n, v in args.targets.items()
+            if n in missed
+        )
+        looser = ", ".join(
+            f"--{n.replace('_', '-')} {_bound(1000 * Targets.value(lat, n), up=True)} or more" for n in missed
+        )
         return (
-            f"at no load does any replica shape meet them: the closest, {closest.shape.label}, has p99 TTFT "
-            f"{1000 * lat.ttft[2]:.0f} ms and p99 TPOT {1000 * lat.tpot[2]:.1f} ms at a light load; fix: looser "
-            "targets (at least those), a shorter context (--max-model-len, shorter prompts), or a faster device"
+            f"at no load does any replica shape meet them: the closest, {closest.shape.label}, has, at a light load "
+            f"({lat.load}), {figures}; fix: looser targets ({looser}: the least it reaches, at that light "
+            "load only; looser still for fewer replicas), a shorter context (--max-model-len, shorter prompts), or "
+            "a faster device"
         )
     need, cards = best.total_cards, args.cards or best.total_cards
+    # "at most": rounded down, so that the rate printed needs no more cards than it says
+    most = _bound(best.capacity.rate * (cards // best.cards_per_replica) / (1 + args.headroom), up=False)
     return (
         f"the targets need {need} cards ({best.replicas} x {best.shape.label}, {best.capacity.rate:.3g} req/s "
-        f"each), above the {args.cards} available; fix: {need} cards, a lower rate (at most "
-        f"{best.capacity.rate * (cards // best.cards_per_replica) / (1 + args.headroom):.3g} req/s on "
+        f"each), above the {args.cards} available; fix: {need} cards, a lower rate (at most {most} req/s on "
         f"{cards}), or looser targets"
     )
+
+
+#: Each latency target in words, by its name (``Targets.items``).
+_TARGET_WORDS = {"ttft_p99": "p99 TTFT", "tpot_p99": "p99 TPOT", "ttft_p50": "p50 TTFT", "tpot_p50": "p50 TPOT",
+                 "e2e_p99": "p99 end-to-end"}  # fmt: skip
+
+
+def _ms(seconds: float) -> str:
+    return f"{1000 * seconds:.0f}" if seconds >= 0.1 else f"{1000 * seconds:.1f}"
+
+
+def _bound(x: float, *, up: bool) -> str:
+    """``x`` to 3 significant digits, rounded up (a least value that works) or down (a most value that works)."""
+    if x <= 0 or not math.isfinite(x):
+        return f"{x:g}"
+    exponent = math.floor(math.log10(x)) - 2
+    units = x / 10**exponent
+    digits = math.ceil(units - 1e-9) if up else math.floor(units + 1e-9)
+    return f"{digits * 10**exponent:.{max(0, -exponent)}f}"
+
+
+def _closest(candidates: list[Candidate] | tuple[Candidate, ...], targets: Targets) -> Candidate:
+    """Among shapes that meet the targets at no load, the one closest to them at a light load (the best
+    achievable): the least relative miss over every target."""
+    fits = [c for c in candidates if c.capacity is not None]
+    return max(fits, key=lambda c: targets.margin(c.capacity.latency))  # type: ignore[union-attr]
 
 
 def _why(chosen: Candidate, candidates: list[Candidate]) -> str:
@@ -466,6 +505,8 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
     else:
         scored = [c for c in candidates if c.capacity is not None and c.capacity.rate > 0]
         best = min(scored, key=lambda c: (c.total_cards, -c.margin)) if scored else None
+        if best is None and any(c.capacity is not None for c in candidates):
+            best = _closest(candidates, args.targets)  # no load meets the targets: the closest at a light load
         reason = _impossible(candidates, args, best)
     return Fleet(
         args.rate,
