@@ -184,7 +184,9 @@ def manifests(
     container: dict[str, Any] = {
         "name": "vllm",
         "image": image,
-        "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+        # vLLM's own launcher, as the node scripts and the LeaderWorkerSet use (vLLM 0.32 deprecates running
+        # vllm.entrypoints.openai.api_server as a module: entrypoints/openai/api_server.py warns "use vllm serve")
+        "command": ["vllm", "serve"],
         "args": [*server_args, "--host", "0.0.0.0", "--port", str(PORT)],
         "env": [{"name": k, "value": v} for k, v in env.items()],
         "ports": [{"name": "http", "containerPort": PORT}],
