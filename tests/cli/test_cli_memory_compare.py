@@ -169,6 +169,43 @@ def test_a_non_gaudi_device_is_refused_naming_the_flag(tmp_path: Path, capsys: p
     assert "--device='h100'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("log", "argv", "both"),
+    [
+        # held-out CLI case 19: refused on the flags alone, the line named only the plan's runtime
+        (HELD_809, ["--runtime", "vllm-cuda", "--device", "h100"],
+         ("was written by vllm-fork, the plan is for vllm-cuda on h100 (--runtime, --device='h100')",)),
+        (REPO / "tests" / "data" / "logs" / "cpu_kv_cache_too_small.log", ["--device", "h100"],
+         ("was written by vllm-cpu, the plan is for vllm-cuda on h100",)),
+        (HELD_809, ["--pipeline-parallel-size", "2"], ("--pipeline-parallel-size=2", "written by vllm-fork)")),
+    ],
+    ids=["gaudi-log-cuda-plan", "cpu-log-cuda-plan", "pipeline-stages"],
+)  # fmt: skip
+def test_a_plan_compare_cannot_read_is_refused_naming_the_logs_writer_too(
+    log: Path, argv: list[str], both: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["memory", "compare", str(log), *argv])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out == ""
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1
+    for said in both:
+        assert said in err[0]
+
+
+def test_a_log_with_no_memory_lines_is_refused_naming_its_writer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(
+        "INFO 01-21 06:55:07 [__init__.py:45] - hpu -> vllm_gaudi:register\n"
+        "INFO 01-21 06:59:35 [api_server.py:1963] Starting vLLM API server 0 on http://0.0.0.0:8000\n"
+    )
+    assert main(["memory", "compare", str(log), "--runtime", "vllm-gaudi", "--device", "gaudi2"]) == 2
+    assert "(written by vllm-gaudi) has no memory lines of a Gaudi server" in capsys.readouterr().err
+
+
 GAUDI3 = GAUDI_LOGS / "dev" / "vllm_hpu_plugin_llama31_8b_gaudi3.log"
 DOCTOR_LOGS = REPO / "tests" / "data" / "logs"
 

@@ -124,6 +124,62 @@ def test_vision_graph_line_is_fitted_per_bucket() -> None:
     assert c.profile.vision_fixed_mib == pytest.approx(20, abs=0.5)
 
 
+def gaudi_summary_log(*, listed: bool) -> list[str]:
+    """vllm-gaudi's own lines @091bbadd: its bucket lists (extension/bucketing/common.py log_generate_info) and its
+    per-phase summaries, which name no buckets (hpu_model_runner.py log_graph_warmup_summary); sizes made up."""
+    generated = [
+        "INFO [common.py:253] Generated 3 prompt buckets [bs, query, num_blocks]: [(1, 128, 0), (1, 256, 0), "
+        "(2, 128, 2)]",
+        "INFO [common.py:253] Generated 2 decode buckets [bs, query, num_blocks]: [(1, 1, 64), (4, 1, 256)]",
+    ]
+    return [
+        "INFO [hpu_worker.py:432] Free device memory: 79.01 GiB, 72.69 GiB usable (gpu_memory_utilization=0.92), "
+        "7.269 GiB reserved for HPUGraphs (VLLM_GRAPH_RESERVED_MEM=0.1)",
+        *(generated if listed else []),
+        "INFO [hpu_model_runner.py:5221] Graph/Prompt captured:3 used_mem:1.5 GiB",
+        "INFO [hpu_model_runner.py:5221] Graph/Decode captured:2 used_mem:96 MiB",
+    ]
+
+
+def test_vllm_gaudis_summaries_are_measured_with_the_bucket_lists_it_generated() -> None:
+    c = calibrate(parse_warmup(gaudi_summary_log(listed=True)), LLAMA_31_8B, device="gaudi2", source="synthetic")
+    per_token = (4 * 4096 + 2 * 14336) * 2  # one token's eager activations in one layer
+    kv_block = 128 * 2 * 8 * 128 * 2  # one cached block's K and V in one layer (block 128, 8 KV heads, dim 128)
+    prefill = (128 + 256 + 2 * 128) * per_token + 2 * 2 * kv_block  # (2, 128, 2): two sequences, 2 blocks each
+    decode = (1 + 4) * per_token + (64 + 256) * kv_block + (1 + 4) * 128256 * 4  # tokens, K/V, logits
+    assert c.profile.text_prefill_factor == pytest.approx(1.5 * GIB / prefill, rel=1e-3)
+    assert c.profile.text_decode_factor == pytest.approx(96 * 2**20 / decode, rel=1e-3)
+    how = {name: text for name, _, text in c.rows}
+    assert "3 prompt graphs, used_mem 1.50 GiB (line 4), its buckets from line 2" in how["text_prefill_factor"]
+
+
+def test_a_summary_without_its_buckets_says_what_the_log_lacks() -> None:
+    c = calibrate(parse_warmup(gaudi_summary_log(listed=False)), LLAMA_31_8B, device="gaudi2", source="synthetic")
+    assert c.profile.text_prefill_factor is None
+    how = {name: text for name, _, text in c.rows}
+    assert "the log has no such warm-up lines" not in how["text_prefill_factor"]
+    assert "Graph/Prompt summary on line 2 (3 graphs, used_mem 1.50 GiB) was read" in how["text_prefill_factor"]
+    assert "the buckets it covered are not in the log" in how["text_decode_factor"]
+    # a list of another length than the summary's count is not the buckets it covered
+    cut = [line.replace("Generated 3 prompt", "Generated 4 prompt") for line in gaudi_summary_log(listed=True)]
+    how = {name: text for name, _, text in calibrate(parse_warmup(cut), LLAMA_31_8B, device="gaudi2",
+                                                     source="synthetic").rows}  # fmt: skip
+    assert "gives 3 of the 4 [bs, query, num_blocks] buckets it declares" in how["text_prefill_factor"]
+
+
+def test_the_report_names_the_logs_runtime_not_only_its_backend(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("INFO 01-21 06:55:07 [__init__.py:45] - hpu -> vllm_gaudi:register\n"
+                   + "\n".join(gaudi_summary_log(listed=False)) + "\n")  # fmt: skip
+    assert main(["memory", "calibrate", str(log), "--output", str(tmp_path / "p.json")]) == 0
+    assert "(written by vllm-gaudi; " in capsys.readouterr().out.splitlines()[0]
+    code, report = run_cli(capsys, "calibrate", str(log), "--output", str(tmp_path / "p.json"))
+    assert code == 0
+    assert (report["source"]["runtime"], report["profile"]["runtime"]) == ("vllm-gaudi", "hpu")
+
+
 #: A given text-graph budget skips the default budget search: which profile a plan read does not depend on it.
 QUICK_PLAN = ("--text-graph-budget", "60")
 

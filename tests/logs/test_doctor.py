@@ -229,6 +229,48 @@ def test_a_stated_error_of_another_kind_is_printed_as_text_not_a_crash(
     assert "an error of another kind than memory" in out
 
 
+#: SGLang's start-up lines (model_runner.py, cuda_graph_runner.py), then a JIT build failing: no out-of-memory line.
+_SGLANG_BUILD_ERROR = (
+    "[2025-08-26 10:10:12] Load weight begin. avail mem=22.06 GB\n"
+    "[2025-08-26 10:10:16] Memory pool end. avail mem=2.13 GB\n"
+    "[2025-08-26 10:10:16] Capture cuda graph begin. This can take up to several minutes. avail mem=1.58 GB\n"
+    "Traceback (most recent call last):\n"
+    '  File "/usr/lib/python3.10/site-packages/flashinfer/jit/cpp_ext.py", line 240, in run_ninja\n'
+    "    raise RuntimeError(msg) from e\n"
+    "RuntimeError: Ninja build failed.\n"
+)
+
+
+def test_the_writer_is_named_in_text_when_no_out_of_memory_failure_is_found(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(_SGLANG_BUILD_ERROR)
+    assert main(["oom-doctor", str(log)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("stage: none")
+    assert lines[1] == "written by: SGLang (not a vLLM runtime) on cuda"
+
+
+def test_the_json_source_names_another_frameworks_writer_and_its_host(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(_SGLANG_BUILD_ERROR)
+    assert main(["oom-doctor", str(log), "--json"]) == 0
+    source = json.loads(capsys.readouterr().out)["source"]
+    assert (source["framework"], source["name"], source["host"], source["runtime"]) == ("other", "sglang", None, None)
+    assert source["written_by"] == "SGLang (not a vLLM runtime) on cuda"
+    # vLLM hosted by Triton: the engine is vLLM, the host is named beside it
+    log.write_text("I0101 00:00:00.000 1 model_lifecycle.cc:100] loading: vllm_model:1\n"
+                   "INFO 01-01 00:00:01 gpu_worker.py:200] # GPU blocks: 100\n")  # fmt: skip
+    assert main(["oom-doctor", str(log), "--json"]) == 0
+    source = json.loads(capsys.readouterr().out)["source"]
+    assert (source["framework"], source["name"], source["host"], source["runtime"]) == (
+        "vllm", None, "triton", "vllm-cuda")  # fmt: skip
+    assert source["written_by"] == "vllm-cuda (under Triton Inference Server)"
+
+
 def test_profiling_inside_kv_cache_setup_is_a_startup_failure() -> None:
     # vLLM V1 profiles from EngineCore._initialize_kv_caches; the frame names, not that wrapper, decide the stage.
     frames = [

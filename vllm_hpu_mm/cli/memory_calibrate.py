@@ -2,9 +2,10 @@
 'memory plan' (and 'serve') use, so the next launch plans with measured numbers instead of estimates.
 
 It reads vllm-gaudi / vllm-fork '[Warmup][Graph/...][i/n] ... free_mem:' lines, their 'Graph/... captured:N
-used_mem:X' summaries and the 'Free device memory: ...' line, and vLLM CUDA's graph-capture memory lines; with
---metrics, a running server's /metrics (URL or saved page): a step-time fit from its latency histograms, which the
-replay's whole latencies then use.
+used_mem:X' summaries (vllm-gaudi's with its 'Generated N prompt|decode buckets [bs, query, num_blocks]: [...]'
+lists, the buckets they covered) and the 'Free device memory: ...' line, and vLLM CUDA's graph-capture memory lines;
+with --metrics, a running server's /metrics (URL or saved page): a step-time fit from its latency histograms, which
+the replay's whole latencies then use.
 Exit 0 when a profile was written, 1 when the log measures nothing (no profile written), 2 for invalid input (an
 --output that is the log itself is refused: an input is never written over).
 """
@@ -58,7 +59,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="where to write the profile (default: $VLLM_HPU_MM_PROFILE, else "
         "~/.cache/vllm-hpu-mm/memory-profile.json)",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON object (the profile and its report rows)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (the profile, its report rows and "
+                   "source: who wrote the log, as oom-doctor --json gives it)")  # fmt: skip
     p.set_defaults(func=run)
 
 
@@ -74,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(_report(job) | {"skipped": skipped_json(log.skipped)})
     else:
-        print(f"calibration from {job.source} (runtime {result.backend or 'unknown'}; model: {job.model_from})")
+        # the writer as the doctor names it: vllm-gaudi and vllm-fork share the hpu backend but read other knobs
+        written = "" if job.writer is None else f"written by {job.writer.describe}; "
+        print(f"calibration from {job.source} ({written}model: {job.model_from})")
         width = max(len(r[0]) for r in result.rows)
         for name, value, how in result.rows:
             print(f"  {name:<{width}}  {value:>8}  {how}")
@@ -99,5 +103,6 @@ def _report(job: Calibrated) -> dict[str, Any]:
         "profile": profile_dict(c),
         "written_to": None if job.written_to is None else str(job.written_to),
         "model_from": job.model_from,
+        "source": None if job.writer is None else job.writer.as_json(),
         "rows": [{"name": n, "value": v, "how": h} for n, v, h in c.rows],
     }

@@ -9,7 +9,8 @@ runtime arithmetic used and the release the log names. The log is streamed (any 
 UTF-16). Tolerances (the public-log reproduction's): given the logged free memory 1%; from
 the inputs alone weights 3%, free memory and KV blocks 5%, the device total 1%; warm-up seconds and the profiling
 run are reported. Exit 0 when every compared quantity is within its tolerance, 1 when one is outside (named, with
-its likely cause), 2 for invalid input or a log with no memory lines.
+its likely cause), 2 for invalid input, another runtime's log or a log with no memory lines (the one line names the
+log's runtime, read from its first lines).
 """
 
 from __future__ import annotations

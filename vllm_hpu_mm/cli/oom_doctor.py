@@ -24,7 +24,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--json",
         action="store_true",
         help="print one JSON object: stage, confidence, basis, memory, source (framework, whether the log named it, "
-        "accelerator, runtime), "
+        "another framework's or the host's name, accelerator, runtime, written_by: the writer in words), "
         "evidence, recommendations, settings, run, runs, skipped (default: a text report)",
     )
     p.add_argument(
@@ -46,14 +46,7 @@ def as_json(d: Diagnosis) -> dict[str, Any]:
         "cut": d.cut,
         "memory": d.memory,
         "runtime": d.backend,
-        "source": {
-            "framework": d.source.framework,
-            "framework_named": d.source.named,
-            "accelerator": d.source.accelerator,
-            "runtime": None if d.source.runtime is None else d.source.runtime.value,
-            "vision_model": d.source.multimodal,
-            "other_processes_gib": d.source.other_processes_gib,
-        },
+        "source": d.source.as_json(),
         "evidence": [{"line": e.line, "text": e.text} for e in d.evidence],
         "recommendations": list(d.recommendations),
         "settings": dict(d.settings),
@@ -91,8 +84,8 @@ def run(args: argparse.Namespace) -> int:
         where = f" ({d.memory} memory)" if d.memory else ""
         run = f" (run {d.run} of {d.runs})" if d.runs > 1 else ""
         print(f"stage: {d.stage}{where}{run}, confidence {d.confidence:.2f}: from {_BASIS[d.basis]}")
-        if d.oom:
-            print(f"written by: {d.source.describe}{' (a vision model)' if d.source.multimodal else ''}")
+        # whatever the stage: a log with no out-of-memory failure still says whose error it is
+        print(f"written by: {d.source.describe}{' (a vision model)' if d.source.multimodal else ''}")
         for e in d.evidence:
             print(f"  {args.log}:{e.line}: {e.text}")
         for r in d.recommendations:

@@ -65,6 +65,9 @@ class Calibrated:
     model_from: str
     #: What was read, in words (the log, the /metrics source, or both).
     source: str = ""
+    #: Who wrote the log, as the doctor reads it (vllm-gaudi and vllm-fork apart, not only the backend); None with
+    #: --metrics alone.
+    writer: LogSource | None = None
 
 
 #: The accelerators whose vLLM logs calibrate measures: Gaudi's warm-up lines, CUDA's (and ROCm's: the same torch.cuda
@@ -137,8 +140,9 @@ def calibrate_log(args: CalibrateArgs, settings: Settings) -> Calibrated:
             yield line
 
     log = parse_warmup(sniffed(log_lines(args.log)) if args.log is not None else [])
-    if args.log is not None:
-        check_calibrated_writer(sniffer.result(), args.log)
+    writer = sniffer.result() if args.log is not None else None
+    if writer is not None and args.log is not None:
+        check_calibrated_writer(writer, args.log)
     device = _device(args.device, log.backend)
     model, model_from = _model(args.model, log.model)
     source = " and ".join(s for s in (args.log, args.metrics) if s is not None)
@@ -150,4 +154,4 @@ def calibrate_log(args: CalibrateArgs, settings: Settings) -> Calibrated:
     written = result.measured_anything
     if written:
         save_profile(result, path)
-    return Calibrated(result, log, path if written else None, model_from, source)
+    return Calibrated(result, log, path if written else None, model_from, source, writer)

@@ -3,12 +3,13 @@ for the flags it was started with, on the device the planning commands default t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import itertools
+from collections.abc import Mapping
 
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.jobs.serve import on_default_device
 from vllm_hpu_mm.logs.compare import Comparison, check_writer, compare, run_inputs
-from vllm_hpu_mm.logs.doctor.source import SourceSniffer
+from vllm_hpu_mm.logs.doctor.source import SOURCE_LINES, SourceSniffer
 from vllm_hpu_mm.logs.reading import log_lines
 from vllm_hpu_mm.logs.reproduce import read_log
 from vllm_hpu_mm.plan.args import SizingArgs
@@ -19,16 +20,16 @@ __all__ = ["compare_log"]
 
 def compare_log(log: str, sizing: SizingArgs, settings: Settings, runtime_env: Mapping[str, str]) -> Comparison:
     """``log`` (a path, or ``-`` for standard input; streamed) against the plan for ``sizing``; a log another
-    runtime wrote is refused (:func:`~vllm_hpu_mm.logs.compare.check_writer`)."""
+    runtime wrote is refused (:func:`~vllm_hpu_mm.logs.compare.check_writer`). The flags are checked first; then the
+    log's writer is read from its first lines, so that every refusal of the log or the plan names both runtimes."""
     sizing = on_default_device(sizing)
-    inputs = run_inputs(build(sizing, settings, runtime_env), sizing.flag)
+    planned = build(sizing, settings, runtime_env)
+    lines = iter(log_lines(log))
+    head = list(itertools.islice(lines, SOURCE_LINES))  # what the writer is read from: the first lines only
     sniffer = SourceSniffer()
-
-    def sniffed(lines: Iterable[str]) -> Iterator[str]:
-        for line in lines:
-            sniffer.feed(line)  # bounded: it reads the first lines only
-            yield line
-
-    logged = read_log(sniffed(log_lines(log)))
-    check_writer(sniffer.result(), inputs.runtime.name, sizing.flag, source=log)
-    return compare(logged, inputs, sizing.flag, source=log)
+    for line in head:
+        sniffer.feed(line)
+    writer = sniffer.result()
+    inputs = run_inputs(planned, sizing.flag, writer=writer, source=log)
+    check_writer(writer, inputs.runtime.name, sizing.flag, source=log)
+    return compare(read_log(itertools.chain(head, lines)), inputs, sizing.flag, source=log, writer=writer)

@@ -7,6 +7,11 @@ What the runtimes print, and what is measured from it:
   the drop in ``free_mem`` to the next such line is that graph's cost. ``Graph/Prompt captured:N (..%) used_mem:X
   buckets:[(B, S), ...]`` (vllm-fork) gives the total of a phase with its buckets. Each becomes a measured factor:
   measured bytes / the text model's eager estimate for the same shapes (:mod:`.text_cost`).
+- vllm-gaudi's summary ``Graph/Prompt|Decode captured:N used_mem:X`` (``hpu_model_runner.py``
+  ``log_graph_warmup_summary`` @091bbadd) names no buckets: they are the runtime's whole list for the phase
+  (``captured`` is its length), which it prints when it generates them: ``Generated N prompt|decode buckets [bs,
+  query, num_blocks]: [...]`` (``extension/bucketing/common.py`` ``log_generate_info``). The summary is measured
+  with that list; without it (or with a list of another length) the report says which is missing.
 - vllm-gaudi's multimodal warm-up (``log_warmup_multimodal``): ``[Warmup][Graph/Multimodal...][i/n] batch_size:B
   seq_len:S resolution:WxH free_mem:X`` is printed *after* each image shape ran, so the drop *to* that line is its
   cost. Shapes are grouped by their vision bucket, and a line through the per-bucket costs gives the vision graph's
@@ -31,9 +36,11 @@ from vllm_hpu_mm.buckets.packing import bucket_for
 from vllm_hpu_mm.logs.numbers import GarbledNumber, SkippedLines, integer, number
 from vllm_hpu_mm.logs.patterns import (
     BUCKET_PAIR,
+    BUCKET_TUPLE,
     CUDA_CAPTURE_SIZES,
     CUDA_GRAPH_MEMORY,
     GAUDI_MEMORY,
+    GENERATED_BUCKETS,
     MODEL,
     PHASE_TOTAL,
     SHAPE_FIELD,
@@ -66,11 +73,19 @@ class GraphSample:
 
 @dataclasses.dataclass(frozen=True)
 class PhaseTotal:
+    """A phase's summary: graphs captured, their memory, and the buckets they covered: its own ``buckets:[(B, S),
+    ...]`` (vllm-fork), or, for a summary without them (vllm-gaudi), the runtime's generated list for the phase that
+    the log printed before it (``listed``, ``[bs, query, num_blocks]``; ``listed_n`` the count that line declares,
+    None where the log has no such line)."""
+
     phase: str
     captured: int
     used_bytes: int
     buckets: tuple[tuple[int, int], ...]
     line: int
+    listed: tuple[tuple[int, int, int], ...] = ()
+    listed_n: int | None = None
+    listed_line: int = -1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +116,8 @@ def parse_warmup(lines: Iterable[str]) -> WarmupLog:
     model = None
     worker: str | None = None
     seen: set[tuple[str, int]] = set()
+    #: The runtime's latest generated bucket list by phase, with its line (a summary without buckets covered it).
+    listed: dict[str, tuple[_Listed, int]] = {}
     backend = RuntimeSniffer()
     skipped = SkippedLines()
     for k, text in enumerate(lines):
@@ -124,7 +141,14 @@ def parse_warmup(lines: Iterable[str]) -> WarmupLog:
             seen.add((read.phase, read.i))
             raw.append((k, read.phase, read.i, read.fields, read.free))
         elif isinstance(read, PhaseTotal):
-            totals.append(dataclasses.replace(read, line=k))
+            generated, at = listed.get(read.phase, (None, -1))
+            if read.buckets or generated is None:
+                totals.append(dataclasses.replace(read, line=k))
+            else:
+                totals.append(dataclasses.replace(read, line=k, listed=generated.buckets, listed_n=generated.n,
+                                                  listed_line=at))  # fmt: skip
+        elif isinstance(read, _Listed):
+            listed[read.phase] = (read, k)
         elif isinstance(read, tuple):
             free, util = read
         elif isinstance(read, int):
@@ -135,6 +159,16 @@ def parse_warmup(lines: Iterable[str]) -> WarmupLog:
 
 
 @dataclasses.dataclass(frozen=True)
+class _Listed:
+    """A runtime's list of the buckets it generated for a phase: the count its line declares and the buckets of
+    three numbers it lists (``[bs, query, num_blocks]``)."""
+
+    phase: str
+    n: int
+    buckets: tuple[tuple[int, int, int], ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class _Warmup:
     phase: str
     i: int
@@ -142,9 +176,10 @@ class _Warmup:
     free: int
 
 
-def _figures(text: str) -> _Warmup | PhaseTotal | tuple[int, float] | int | None:
-    """The figures of a warm-up line, a phase total, the memory split (free bytes, utilisation) or the CUDA graph
-    bytes, read strictly (a garbled figure raises :class:`GarbledNumber`); None for any other line."""
+def _figures(text: str) -> _Warmup | PhaseTotal | _Listed | tuple[int, float] | int | None:
+    """The figures of a warm-up line, a phase total, a generated bucket list, the memory split (free bytes,
+    utilisation) or the CUDA graph bytes, read strictly (a garbled figure raises :class:`GarbledNumber`); None for
+    any other line."""
     if (w := WARMUP_FREE_MEM.search(text)) is not None:
         fields = tuple((name, integer(a) * integer(b) if b else integer(a))
                        for name, a, b in SHAPE_FIELD.findall(w["fields"]))  # fmt: skip
@@ -152,6 +187,9 @@ def _figures(text: str) -> _Warmup | PhaseTotal | tuple[int, float] | int | None
     if (t := PHASE_TOTAL.search(text)) is not None:
         buckets = tuple((integer(a), integer(b)) for a, b in BUCKET_PAIR.findall(t["b"] or ""))
         return PhaseTotal(_kind(t["phase"]), integer(t["n"]), size_bytes(t), buckets, -1)
+    if "Generated " in text and (g := GENERATED_BUCKETS.search(text)) is not None:
+        triples = tuple((integer(b[1]), integer(b[2]), integer(b[3])) for b in BUCKET_TUPLE.finditer(g["b"]) if b[3])
+        return _Listed(g["phase"], integer(g["n"]), triples)
     if (f := GAUDI_MEMORY.search(text)) is not None:
         return round(number(f["free"]) * GIB), number(f["util"])
     if (c := CUDA_GRAPH_MEMORY.search(text)) is not None:
@@ -212,38 +250,83 @@ class Calibration:
         return dataclasses.replace(self, step_time=step, rows=(row, *self.rows))
 
 
-def _prompt_factor(log: WarmupLog, m: ModelDims, dtype: int, tp: int) -> tuple[float, str] | None:
+#: Why a text factor was not measured when the log has none of the lines it is read from.
+NO_WARMUP_LINES = "the log has no such warm-up lines"
+
+
+def _used(total: PhaseTotal) -> str:
+    return f"{total.used_bytes / GIB:.2f} GiB" if total.phase == "prompt" else f"{total.used_bytes / MIB:.1f} MiB"
+
+
+def _summary(total: PhaseTotal) -> str:
+    return f"{total.captured} {total.phase} graphs, used_mem {_used(total)} (line {total.line + 1})"
+
+
+def _listed(total: PhaseTotal) -> tuple[tuple[int, int, int], ...] | str:
+    """The buckets a summary without its own list covered: the runtime's generated list for the phase, every one of
+    which it warms (vllm-gaudi's generate_buckets keeps only bs x query <= max_num_batched_tokens, and warmup_graphs
+    skips only a query over that); or, in words, what the log lacks to measure the summary."""
+    read = (f"the log's Graph/{total.phase.title()} summary on line {total.line + 1} ({total.captured} graphs, "
+            f"used_mem {_used(total)}) was read, but")  # fmt: skip
+    where = f"the {total.phase} bucket list on line {total.listed_line + 1}"
+    if total.listed_n is None:
+        return (f"{read} the buckets it covered are not in the log (the runtime lists them on its 'Generated N "
+                f"{total.phase} buckets [bs, query, num_blocks]: [...]' line)")  # fmt: skip
+    if len(total.listed) != total.listed_n:
+        return (f"{read} {where} gives {len(total.listed)} of the {total.listed_n} [bs, query, num_blocks] buckets "
+                "it declares (the line is cut)")  # fmt: skip
+    if total.listed_n != total.captured:
+        return f"{read} {where} holds {total.listed_n} buckets, not the {total.captured} it captured"
+    return total.listed
+
+
+def _prompt_factor(log: WarmupLog, m: ModelDims, dtype: int, tp: int, block: int) -> tuple[float, str] | str:
+    """The prefill factor and how it was measured, or why it was not."""
     per_token = text_cost.eager_bytes_per_token(m, dtype, tp)
     total = next((t for t in log.totals if t.phase == "prompt" and t.buckets), None)
-    if total is not None:
+    if total is not None:  # vllm-fork's (batch, length) buckets
         tokens = sum(b * s for b, s in total.buckets)
-        return total.used_bytes / (
-            tokens * per_token
-        ), f"{total.captured} prompt graphs, used_mem {total.used_bytes / GIB:.2f} GiB (line {total.line + 1})"
+        return total.used_bytes / (tokens * per_token), _summary(total)
+    why = NO_WARMUP_LINES
+    total = next((t for t in log.totals if t.phase == "prompt"), None)
+    if total is not None:
+        listed = _listed(total)
+        if not isinstance(listed, str):
+            est = sum(text_cost.prefill_eager_bytes(m, dtype_size=dtype, tp=tp, block_size=block, batch=b, query=q,
+                                                    context_blocks=ctx) for b, q, ctx in listed)  # fmt: skip
+            return total.used_bytes / est, f"{_summary(total)}, its buckets from line {total.listed_line + 1}"
+        why = listed
     samples = [s for s in log.samples if s.phase == "prompt" and s.cost_bytes > 0]
     if not samples:
-        return None
+        return why
     tokens = sum(s.get("batch_size", 1) * (s.get("seq_len") or s.get("query_len")) for s in samples)
     if tokens <= 0:
-        return None
+        return why
     cost = sum(s.cost_bytes for s in samples)
     return cost / (tokens * per_token), f"{len(samples)} prompt graphs, free_mem drops totalling {cost / GIB:.2f} GiB"
 
 
-def _decode_factor(log: WarmupLog, m: ModelDims, dtype: int, tp: int, block: int) -> tuple[float, str] | None:
+def _decode_factor(log: WarmupLog, m: ModelDims, dtype: int, tp: int, block: int) -> tuple[float, str] | str:
+    """The decode factor and how it was measured, or why it was not."""
+
     def eager(batch: int, blocks: int) -> int:
         return text_cost.decode_eager_bytes(m, dtype_size=dtype, tp=tp, block_size=block, batch=batch, blocks=blocks)
 
     total = next((t for t in log.totals if t.phase == "decode" and t.buckets), None)
     if total is not None:  # vllm-fork decode buckets are (batch, context length)
         est = sum(eager(b, b * math.ceil(s / block)) for b, s in total.buckets)
-        return (
-            total.used_bytes / est,
-            f"{total.captured} decode graphs, used_mem {total.used_bytes / MIB:.1f} MiB (line {total.line + 1})",
-        )
+        return total.used_bytes / est, _summary(total)
+    why = NO_WARMUP_LINES
+    total = next((t for t in log.totals if t.phase == "decode"), None)
+    if total is not None:
+        listed = _listed(total)
+        if not isinstance(listed, str):  # [bs, 1, num_blocks]: the blocks of the whole batch, as the plan counts them
+            est = sum(eager(b, blocks) for b, _, blocks in listed)
+            return total.used_bytes / est, f"{_summary(total)}, its buckets from line {total.listed_line + 1}"
+        why = listed
     samples = [s for s in log.samples if s.phase == "decode" and s.cost_bytes > 0]
     if not samples:
-        return None
+        return why
     est = 0
     for s in samples:
         batch = s.get("batch_size", 1)
@@ -304,15 +387,18 @@ def calibrate(
     """Fit the profile's coefficients to ``log``. Text factors need the model the log ran (``model``)."""
     values: dict[str, float] = {}
     rows: list[tuple[str, str, str]] = []
+    why: dict[str, str] = {}
     if model is not None:
-        prompt = _prompt_factor(log, model, dtype_size, tensor_parallel_size)
+        prompt = _prompt_factor(log, model, dtype_size, tensor_parallel_size, block_size)
         decode = _decode_factor(log, model, dtype_size, tensor_parallel_size, block_size)
         for name, found in (("text_prefill_factor", prompt), ("text_decode_factor", decode)):
-            if found is not None:
-                values[name] = round(found[0], 4)
-                rows.append(
-                    (name, f"{found[0]:.3f}", f"measured: {found[1]}; built-in estimate {text_cost.GRAPH_POOL_FACTOR}")
-                )
+            if isinstance(found, str):
+                why[name] = found
+                continue
+            values[name] = round(found[0], 4)
+            rows.append(
+                (name, f"{found[0]:.3f}", f"measured: {found[1]}; built-in estimate {text_cost.GRAPH_POOL_FACTOR}")
+            )
     vision = _vision_fit(log, buckets)
     if vision is not None:
         values["vision_mib_per_patch"], values["vision_fixed_mib"] = round(vision[0], 5), round(vision[1], 2)
@@ -329,12 +415,12 @@ def calibrate(
     )
     for name in COST_FIELDS:
         if name not in values:
-            why = (
-                "the log has no such warm-up lines"
+            reason = why.get(name) or (
+                NO_WARMUP_LINES
                 if model is not None or not name.startswith("text")
                 else "the log's model is unknown: pass --model"
             )
-            rows.append((name, "-", f"estimated (built-in); not measured: {why}"))
+            rows.append((name, "-", f"estimated (built-in); not measured: {reason}"))
     if log.free_after_load_bytes is not None:
         rows.insert(
             0,

@@ -23,7 +23,17 @@ from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import Runtime
 from vllm_hpu_mm.values import GIB, MIB
 
-__all__ = ["EXPECTED_LINES", "QUANTITIES", "Comparison", "Miss", "Row", "check_writer", "compare", "run_inputs"]
+__all__ = [
+    "EXPECTED_LINES",
+    "QUANTITIES",
+    "Comparison",
+    "Miss",
+    "Row",
+    "check_writer",
+    "compare",
+    "run_inputs",
+    "written_by",
+]
 
 Unit = Literal["bytes", "blocks", "tokens", "seconds"]
 
@@ -106,18 +116,33 @@ class Comparison:
         return sum((r.tolerance_alone is not None) + (r.tolerance_given is not None) for r in self.rows)
 
 
-def run_inputs(i: PlanInputs, flag: Callable[[str], str]) -> RunInputs:
-    """The run the plan's inputs describe, per card; only a Gaudi runtime's log is read, of one pipeline stage."""
+def written_by(writer: LogSource) -> str:
+    """The log's writer as a refusal names it: the runtime its own lines name; a Gaudi log that names neither of our
+    Gaudi runtimes is said to be one of them (its runtime then is only the backend's default)."""
+    if writer.framework == "vllm" and writer.accelerator == "hpu" and not writer.runtime_named:
+        gaudi = [r.value for r, t in registry.TRAITS.items() if t.backend == "hpu"]
+        return f"{' or '.join(gaudi)} (its lines do not say which)"
+    return writer.describe
+
+
+def run_inputs(i: PlanInputs, flag: Callable[[str], str], *, writer: LogSource | None = None,
+               source: str = "") -> RunInputs:  # fmt: skip
+    """The run the plan's inputs describe, per card; only a Gaudi runtime's log is read, of one pipeline stage. A
+    refusal names the log's writer too, where it is known (``writer``, of the log at ``source``)."""
+    written = None if writer is None else written_by(writer)
+    log = "" if written is None else f"log {source!r} was written by {written}, "
     if i.backend != "hpu" or i.runtime.traits.backend != "hpu":
         raise ConfigError(
-            f"{flag('device')}={i.device!r} with runtime {i.runtime_name.value}: memory compare reads a "
-            "Gaudi server's log (vllm-gaudi, vllm-fork); accepted: --device gaudi2 or gaudi3 (or auto on "
-            "a Gaudi host) with --runtime auto, vllm-gaudi or vllm-fork"
+            f"{log}the plan is for {i.runtime_name.value} on {i.device} ({flag('runtime')}, "
+            f"{flag('device')}={i.device!r}): memory compare reads a Gaudi server's log (vllm-gaudi, vllm-fork); "
+            "accepted: --device gaudi2 or gaudi3 (or auto on a Gaudi host) with --runtime auto, vllm-gaudi or "
+            "vllm-fork"
         )
     if i.pipeline_parallel_size != 1:
         raise ConfigError(
-            f"{flag('pipeline_parallel_size')}={i.pipeline_parallel_size}: the figures compared are one "
-            "card's of a single pipeline stage; accepted: 1"
+            f"{flag('pipeline_parallel_size')}={i.pipeline_parallel_size}: the figures compared are one card's of a "
+            f"single pipeline stage{'' if written is None else f' (log {source!r}, written by {written})'}; "
+            "accepted: 1"
         )
     return RunInputs(
         model=i.model,
@@ -319,13 +344,15 @@ def check_writer(writer: LogSource, planned: Runtime, flag: Callable[[str], str]
     )
 
 
-def compare(logged: Logged, inputs: RunInputs, flag: Callable[[str], str], *, source: str) -> Comparison:
+def compare(logged: Logged, inputs: RunInputs, flag: Callable[[str], str], *, source: str,
+            writer: LogSource | None = None) -> Comparison:  # fmt: skip
     """Compare what the log at ``source`` printed with the plan for ``inputs``; ``flag`` names a sizing field as the
     user typed it (:meth:`~vllm_hpu_mm.plan.args.SizingArgs.flag`). Raises ConfigError for a log with no memory
-    line."""
+    line (naming its writer, where known)."""
     if not logged.has_memory:
+        by = "" if writer is None else f" (written by {written_by(writer)})"
         raise ConfigError(
-            f"log {source!r} has no memory lines of a Gaudi server to compare; expected any of {EXPECTED_LINES}"
+            f"log {source!r}{by} has no memory lines of a Gaudi server to compare; expected any of {EXPECTED_LINES}"
         )
     r = reproduce(source, logged, inputs)
     rows = _rows(logged, r, inputs)

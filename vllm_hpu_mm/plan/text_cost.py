@@ -49,13 +49,22 @@ def decode_eager_bytes(m: ModelDims, *, dtype_size: int, tp: int, block_size: in
     return batch * eager_bytes_per_token(m, dtype_size, tp) + blocks * kv_per_block + batch * m.vocab_size * 4
 
 
-def prefill_cost(m: ModelDims, *, dtype_size: int, tp: int, block_size: int, batch: int, query: int,
-                 context_blocks: int, costs: CostProfile = ESTIMATES) -> int:  # fmt: skip
-    """Graph memory of one prefill shape: the activations of ``batch x query`` tokens plus the gathered K/V of
-    ``context_blocks`` cached blocks per sequence, times the prefill graph factor (estimated or measured)."""
+def prefill_eager_bytes(m: ModelDims, *, dtype_size: int, tp: int, block_size: int, batch: int, query: int,
+                        context_blocks: int) -> int:  # fmt: skip
+    """Eager activations of one prefill shape: ``batch x query`` tokens plus the gathered K/V of ``context_blocks``
+    cached blocks per sequence (calibration divides a runtime's measured prefill graphs by these)."""
     kv_heads = max(1, m.num_kv_heads // tp)
     gathered = batch * context_blocks * block_size * 2 * kv_heads * m.head_dim * dtype_size
-    return round((batch * query * eager_bytes_per_token(m, dtype_size, tp) + gathered) * graph_factors(costs)[0])
+    return batch * query * eager_bytes_per_token(m, dtype_size, tp) + gathered
+
+
+def prefill_cost(m: ModelDims, *, dtype_size: int, tp: int, block_size: int, batch: int, query: int,
+                 context_blocks: int, costs: CostProfile = ESTIMATES) -> int:  # fmt: skip
+    """Graph memory of one prefill shape: its eager activations times the prefill graph factor (estimated or
+    measured)."""
+    eager = prefill_eager_bytes(m, dtype_size=dtype_size, tp=tp, block_size=block_size, batch=batch, query=query,
+                                context_blocks=context_blocks)  # fmt: skip
+    return round(eager * graph_factors(costs)[0])
 
 
 def decode_cost(m: ModelDims, *, dtype_size: int, tp: int, block_size: int, batch: int, blocks: int,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable
-from typing import Literal
+from typing import Any, Literal
 
 from vllm_hpu_mm.logs.numbers import GarbledNumber, number
 from vllm_hpu_mm.logs.patterns import FREE_ON_STARTUP
@@ -352,6 +352,22 @@ class LogSource:
             return f"{what} on {self.accelerator}" if self.accelerator else what
         what = names.get(self.framework, other or "another framework")
         return (f"{what} on {self.accelerator}" if self.accelerator else what) + assumed
+
+    def as_json(self) -> dict[str, Any]:
+        """The writer as the log commands' ``--json`` gives it (``source``): the keys above, and :attr:`describe` as
+        ``written_by`` (what the text output prints after "written by:")."""
+        return {
+            "framework": self.framework,
+            "framework_named": self.named,
+            # another framework's key (sglang, llama.cpp, triton where the host is all the log names), else null
+            "name": self.name or None,
+            "host": self.host or None,
+            "accelerator": self.accelerator,
+            "runtime": None if self.runtime is None else self.runtime.value,
+            "written_by": self.describe,
+            "vision_model": self.multimodal,
+            "other_processes_gib": self.other_processes_gib,
+        }
 
 
 #: The hosts' names, as :attr:`LogSource.name` gives one where the host is all a log names.
