@@ -223,7 +223,8 @@ def test_a_writer_the_log_does_not_name_is_said_to_be_assumed_only_where_a_vllm_
     s = traced.result()
     assert s.runtime is Runtime.VLLM_GAUDI
     assert not s.named
-    assert s.describe == "vllm-gaudi (assumed: the log names no framework)"
+    # hpu_worker.py is both Gaudi runtimes' file: the log does not say which of them wrote it
+    assert s.describe == "vllm-gaudi or vllm-fork (its lines do not say which) (assumed: the log names no framework)"
     named = SourceSniffer()
     named.feed("(EngineCore pid=1) INFO vllm_gaudi/platform.py] Gaudi")
     assert named.result().named

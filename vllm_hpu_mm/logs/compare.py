@@ -117,11 +117,8 @@ class Comparison:
 
 
 def written_by(writer: LogSource) -> str:
-    """The log's writer as a refusal names it: the runtime its own lines name; a Gaudi log that names neither of our
-    Gaudi runtimes is said to be one of them (its runtime then is only the backend's default)."""
-    if writer.framework == "vllm" and writer.accelerator == "hpu" and not writer.runtime_named:
-        gaudi = [r.value for r, t in registry.TRAITS.items() if t.backend == "hpu"]
-        return f"{' or '.join(gaudi)} (its lines do not say which)"
+    """The log's writer as a refusal names it (:attr:`LogSource.describe`: a Gaudi log that names neither of our Gaudi
+    runtimes is said to be one of them)."""
     return writer.describe
 
 

@@ -335,10 +335,15 @@ class LogSource:
     @property
     def describe(self) -> str:
         """The writer in words: ``vllm-gaudi``, ``TGI on cuda``, ``optimum-habana``; a writer the log does not name
-        says it was assumed."""
+        says it was assumed, and a Gaudi log that names neither Gaudi runtime says it is one of them."""
         assumed = "" if self.named else " (assumed: the log names no framework)"
         if self.host:
             assumed += f" (under {OTHER_DISPLAY.get(self.host, self.host)})"
+        if self.runtime is not None and not self.runtime_named and self.accelerator is not None:
+            # the backend's default runtime: the log's lines name none of the runtimes that serve it
+            serving = [r.value for r, t in TRAITS.items() if t.backend == self.accelerator]
+            if len(serving) > 1:
+                return f"{' or '.join(serving)} (its lines do not say which){assumed}"
         if self.runtime is not None:
             return self.runtime.value + assumed
         names = {"vllm": "vLLM", "tgi": "TGI", "optimum-habana": "optimum-habana"}
