@@ -217,3 +217,13 @@ def test_out_writes_executable_node_scripts_and_a_rerun_replaces_the_deployment_
     assert len(err.strip().splitlines()) == 1
     assert f"--out {out}: the folder holds notes.txt" in err
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_a_refused_shape_s_whole_reason_is_in_the_text_output(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = fleet(capsys, "--request-rate", "1", "--ttft-p99", "5000", "--tpot-p99", "200",
+                         *SMALL[:-4], "--max-num-seqs", "8,1024", "--max-num-batched-tokens", "512",
+                         "--requests", "30")  # fmt: skip
+    assert code == 0
+    row = next(line for line in out.splitlines() if "seqs 1024" in line)
+    assert len(row.split("  ")[-1]) <= 70  # the verdict column stays narrow
+    assert "must be greater than or equal to max_num_seqs (1024)" in out  # and the figures are under the table

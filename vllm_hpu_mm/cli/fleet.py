@@ -368,6 +368,21 @@ def _fmt_ms(x: float) -> str:
     return f"{1000 * x:.0f}" if x >= 0.1 else f"{1000 * x:.1f}"
 
 
+#: The verdict column's width: a longer reason is cut at a word and given whole in a note under the table.
+_VERDICT_WIDTH = 70
+
+
+def _verdict_cell(why: str, notes: list[str]) -> str:
+    """``why`` as the verdict column shows it: whole where it fits, else its start and the number of the note under
+    the table that gives it whole (a refusal's figures and accepted values are at its end)."""
+    if len(why) <= _VERDICT_WIDTH:
+        return why
+    if why not in notes:
+        notes.append(why)
+    mark = f" ... [{notes.index(why) + 1}]"
+    return why[: _VERDICT_WIDTH - len(mark)].rsplit(" ", 1)[0] + mark
+
+
 def fleet_table(f: Fleet) -> str:
     """The candidates, the choice and the evidence, as text."""
     t = f.targets
@@ -398,10 +413,12 @@ def fleet_table(f: Fleet) -> str:
         "verdict",
     )
     rows = [header]
+    notes: list[str] = []
     for c in f.candidates:
         cap = c.capacity
         if cap is None:
-            rows.append((c.shape.label, str(c.cards_per_replica), *["-"] * (len(header) - 3), c.why_not[:70]))
+            rows.append((c.shape.label, str(c.cards_per_replica), *["-"] * (len(header) - 3),
+                         _verdict_cell(c.why_not, notes)))  # fmt: skip
             continue
         rng = cap.rate_range()
         if cap.rate <= 0:  # no interval to bracket: the search found no rate at all
@@ -410,7 +427,9 @@ def fleet_table(f: Fleet) -> str:
             capacity = f"{cap.rate:.3g}" + (f" [{rng[0]:.3g}-{rng[1]:.3g}]" if rng else " (unbounded)")
         lat = c.latency or cap.latency  # none sized: the latencies at the lightest load probed
         verdict = (
-            "chosen" if f.chosen is not None and c.shape == f.chosen.shape else ("meets" if c.meets else c.why_not[:70])
+            "chosen"
+            if f.chosen is not None and c.shape == f.chosen.shape
+            else ("meets" if c.meets else _verdict_cell(c.why_not, notes))
         )
         warm = "-" if c.warmup_s is None else f"{c.warmup_s:.0f}"
         rows.append(
@@ -431,6 +450,7 @@ def fleet_table(f: Fleet) -> str:
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines += [f"[{k}] {why}" for k, why in enumerate(notes, 1)]
     lines.append("")
     lines.append(("choice: " if f.chosen is not None else "no fleet meets the targets: ") + f.reason)
     lines += _day_lines(f)
