@@ -36,7 +36,8 @@ from benchmarks.common import serve_json
 from vllm_hpu_mm.engine import EngineShape, PrefillChunk
 from vllm_hpu_mm.replay.run import ReplayResult, replay
 from vllm_hpu_mm.replay.scheduler import DecodeRun, Event, Prompt, Trace, simulate
-from vllm_hpu_mm.replay.schedules import Images, _prompts
+from vllm_hpu_mm.replay.schedules import Images
+from vllm_hpu_mm.replay.schedules import prompts as sampled_prompts
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import config_from_env
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
 from vllm_hpu_mm.traffic.default import default_traffic
@@ -321,7 +322,7 @@ def run_case(case: Case, requests: int, tmp: Path, plans: dict[tuple[str, ...], 
                         max_num_batched_tokens=plan["max_num_batched_tokens"], block_size=plan["block_size"],
                         num_kv_blocks=case.kv_blocks or plan["kv_blocks"])  # fmt: skip
     limits = shape
-    raw = _prompts(default_traffic(), Images(None), requests, seed=3)
+    raw = sampled_prompts(default_traffic(), Images(None), requests, seed=3)
     prompts = _prepare(raw, limits, case.images)
     if not case.prefix:
         prompts = [dataclasses.replace(p, cached=0) for p in prompts]

@@ -89,3 +89,34 @@ def test_a_file_reader_s_refusal_names_what_it_accepts(
         read(tmp_path)
     assert "\n" not in str(info.value)
     json.dumps(str(info.value))  # one printable line
+
+
+#: Every option with a cap, each under its command, with the range it accepts (held-out round 206, replay 15:
+#: `--requests 0` said "expected a positive integer" and left out the 100,000 its help states).
+CAPPED = [
+    (["buckets", "replay", "--requests"], "1 to 100,000"),
+    (["buckets", "stale", "--requests"], "1 to 100,000"),
+    (["fleet", "plan", "--cards"], "1 to 65,536"),
+    (["fleet", "plan", "--cards-per-node"], "1 to 64"),
+    (["fleet", "plan", "--requests"], "1 to 5,000"),
+    (["fleet", "plan", "--pipeline-parallel-sizes"], "1 to 16"),
+    (["fleet", "plan", "--tensor-parallel-sizes"], "1 to 2,147,483,647"),
+    (["fleet", "plan", "--max-num-seqs"], "1 to 2,147,483,647"),
+    (["buckets", "plan", "--min-pixels"], "1 to 205,520,896"),
+    (["buckets", "check", "--max-pixels"], "1 to 205,520,896"),
+]
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "x", "1e400", "99999999999999"])
+@pytest.mark.parametrize(("argv", "accepted"), CAPPED, ids=lambda a: " ".join(a) if isinstance(a, list) else a)
+def test_a_capped_option_s_refusal_states_its_whole_range(
+    argv: list[str], accepted: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = _line([*argv, value], capsys)
+    assert f"argument {argv[-1]}: '{value}' " in line
+    assert line.endswith(f"; accepted: {accepted} (see --help)"), line
+
+
+def test_an_option_without_a_cap_still_asks_only_for_a_positive_integer(capsys: pytest.CaptureFixture[str]) -> None:
+    line = _line(["buckets", "replay", "--kv-blocks", "0"], capsys)
+    assert line.endswith("'0' is not positive; expected a positive integer (see --help)")

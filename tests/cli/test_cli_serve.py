@@ -309,6 +309,22 @@ def test_a_dry_run_whose_traffic_the_engine_refuses_in_part_exits_1_as_buckets_r
     assert refused["total"] == refused["prompt_too_long"] > 0
 
 
+def test_the_refusal_line_gives_the_fix_of_each_reason_present_only(
+    capsys: pytest.CaptureFixture[str], no_exec: list[object], tmp_path: Path
+) -> None:
+    # held-out round 206, replay 25: empty prompts were told "a larger --max-model-len or KV cache", which cannot help
+    sizes = tmp_path / "empty.csv"
+    sizes.write_text("width,height,text_tokens,output_tokens,count\n,,0,10,10\n,,300,40,30\n")
+    code = main(["serve", "--dry-run", "--max-model-len", "4096", "--max-num-seqs", "8", "--plan-sizes", str(sizes),
+                 "--plan-text-graph-budget", "40"])  # fmt: skip
+    assert code == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "requests of the traffic are ones the engine refuses (" in err
+    assert " an empty prompt; see the text buckets' lines); fix: prompts of at least one token" in err
+    assert "--max-model-len" not in err
+    assert "KV" not in err
+
+
 def test_a_validated_dry_run_says_vllm_s_own_parser_accepted_the_arguments(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

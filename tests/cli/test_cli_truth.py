@@ -166,7 +166,8 @@ def test_a_plan_over_traffic_counts_only_the_requests_the_server_serves(
         (("buckets", "check", str(64 * 10**50)), f"is larger than any image can be (at most {MAX_BUCKET} patches"),
         (("buckets", "check", f"1600,{MAX_BUCKET + 64}"), "is larger than any image can be"),
         (("memory", "plan", "--buckets", f"{2 * MAX_BUCKET}"), "--buckets: bucket 2097152 is larger"),
-        (("buckets", "plan", "--max-pixels", "99999999999999"), "--max-pixels 99999999999999 is larger than any"),
+        (("buckets", "plan", "--max-pixels", "99999999999999"),
+         "--max-pixels: '99999999999999' is larger than any image can be aligned to; accepted: 1 to 205,520,896"),
         (("memory", "plan", "--max-num-batched-tokens", "1"),
          "--max-num-batched-tokens=1: vllm-gaudi would refuse it (exponential bucket count 0 is invalid; vllm-gaudi "
          "asserts a positive count); accepted: at least 2 with these settings"),

@@ -21,7 +21,7 @@ from vllm_hpu_mm.models.step_fit import FittedStep, step_to_dict
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.text_choice import PLANNED_LABEL
-from vllm_hpu_mm.replay.report import to_dict, to_table
+from vllm_hpu_mm.replay.report import Report, to_dict, to_table
 
 SMALL = SizingArgs(max_model_len=4096, max_num_seqs=8, concurrency=4, text_graph_budget=40)
 QUICK = ReplayArgs(requests=60, plan_buckets=False, strategies=False)
@@ -237,3 +237,47 @@ def test_two_kv_block_counts_are_refused_rather_than_one_silently_winning() -> N
     same = replay_traffic(both, dataclasses.replace(QUICK, kv_blocks=500), load(), {})
     assert same.shape is not None
     assert same.shape.num_kv_blocks == 500
+
+
+def _traffic(tmp_path: Path, rows: str) -> SizingArgs:
+    sizes = tmp_path / "traffic.csv"
+    sizes.write_text("width,height,text_tokens,output_tokens,count\n" + rows)
+    return dataclasses.replace(SMALL, sizes=str(sizes))
+
+
+def _vision_line(report: Report) -> str:
+    return next(x for x in to_table(report).splitlines() if x.startswith("vision buckets"))
+
+
+def test_the_vision_figure_says_no_image_ran_when_every_image_request_is_refused(tmp_path: Path) -> None:
+    # held-out round 206, replay 24: 3000 text + 1600 image tokens >= 4096, every image request refused, yet the
+    # vision line read "patch efficiency 1.000 over 10 images" (the CSV's rows, not what ran)
+    sizing = _traffic(tmp_path, "1120,1120,3000,50,10\n,,500,50,10\n")
+    report = replay_traffic(sizing, QUICK, load(), {}).report
+    assert report.requests > 0
+    assert report.vision is not None
+    assert report.vision.num_images == 0
+    vision = to_dict(report)["vision"]
+    assert vision["images"] == 0
+    assert vision["patch_efficiency"] is None
+    assert vision["images_sampled"] == sum(n for _, n in report.refused) > 0
+    line = _vision_line(report)
+    assert f"no image ran (all {vision['images_sampled']} sampled were in requests the engine refused)" in line
+    assert "patch efficiency n/a" in line
+
+
+def test_the_vision_figure_counts_the_images_of_the_requests_that_ran_not_those_never_sent(tmp_path: Path) -> None:
+    # held-out round 206, replay 9: 2 of 500 requests ran under a 2-second profile, the line said "over 30 images"
+    sizing = dataclasses.replace(_traffic(tmp_path, "640,480,200,120,30\n,,300,80,70\n"), concurrency=None)
+    args = dataclasses.replace(QUICK, requests=200, arrivals=Arrivals(profile=((4.0, 1),)), latency=False)
+    replayed = replay_traffic(sizing, args, load(), {})
+    report, runs = replayed.report, replayed.runs
+    assert runs is not None
+    assert report.unsent > 0
+    ran = sum(span.images for trace in runs.traces for span in trace.spans)
+    assert report.vision is not None
+    assert 0 < report.vision.num_images == ran < report.images_sampled
+    assert to_dict(report)["vision"]["images"] == ran
+    left = report.images_sampled - ran
+    said = f"over {ran} images (of {report.images_sampled} sampled; the other {left} in requests the load never sent)"
+    assert said in _vision_line(report)

@@ -217,3 +217,18 @@ def test_an_option_the_plan_cannot_use_as_given_is_said_not_dropped(tmp_path: Pa
     assert "--text-graph-budget 40 is not used: --enforce-eager warms no text graph" in eager.notes
     queued = launch(dataclasses.replace(SMALL, runtime="vllm-fork", concurrency=1000), tmp_path)
     assert "--concurrency 1000 is above max_num_seqs 8: at most 8 run at once, the rest queue" in queued.notes
+
+
+def test_the_dry_run_s_replay_has_buckets_replay_s_vision_figure_over_the_images_that_ran(tmp_path: Path) -> None:
+    # held-out round 206, replay 24: serve's copy of the replay had no vision figure; as buckets replay's, it counts
+    # only the images of requests that ran, none here (3000 text + 1600 image tokens >= 4096: all refused)
+    sizes = tmp_path / "images.csv"
+    sizes.write_text("width,height,text_tokens,output_tokens,count\n1120,1120,3000,50,10\n,,500,50,10\n")
+    out = launch(dataclasses.replace(SMALL, sizes=str(sizes)), tmp_path)
+    vision = out.report["plan"]["text_bucket_plan"]["vision"]
+    assert vision["images"] == 0
+    assert vision["patch_efficiency"] is None
+    assert vision["images_sampled"] > 0
+    assert vision["buckets"] == out.report["plan"]["vision_buckets_captured"]
+    assert "no image ran (all " in out.table
+    assert "patch efficiency n/a" in out.table

@@ -18,12 +18,14 @@ from vllm_hpu_mm.buckets.planner import Evaluation
 from vllm_hpu_mm.cli.buckets_replay import add_parser as add_replay_parser
 from vllm_hpu_mm.cli.buckets_stale import add_parser as add_stale_parser
 from vllm_hpu_mm.cli.common import ExitCode, help_text, path_value, print_json
-from vllm_hpu_mm.jobs.buckets import BUCKETS_VAR, DEFAULT_MIN_PIXELS, SizeSources, check_job, plan_job
+from vllm_hpu_mm.jobs.buckets import BUCKETS_VAR, DEFAULT_MIN_PIXELS, MAX_PIXELS, SizeSources, check_job, plan_job
 from vllm_hpu_mm.jobs.outputs import check_output
-from vllm_hpu_mm.plan.args import fraction, positive_int
+from vllm_hpu_mm.plan.args import count_up_to, fraction, positive_int
 from vllm_hpu_mm.values import DEFAULT_BUCKETS, PIXELS_PER_PATCH, AlignMode, OversizePolicy
 
 DEFAULT_NUM_BUCKETS = len(DEFAULT_BUCKETS)
+#: An image area: at most what the largest bucket holds.
+_pixels = count_up_to(MAX_PIXELS, "larger than any image can be aligned to")
 
 
 def _add_common(p: argparse.ArgumentParser, *, max_default: str) -> None:
@@ -54,11 +56,11 @@ def _add_common(p: argparse.ArgumentParser, *, max_default: str) -> None:
     )
     p.add_argument(
         "--min-pixels",
-        type=positive_int,
+        type=_pixels,
         metavar="N",
         help=f"smallest image area after alignment (default {DEFAULT_MIN_PIXELS}, Qwen2.5-VL)",
     )
-    p.add_argument("--max-pixels", type=positive_int, metavar="N", help=f"largest image area ({max_default})")
+    p.add_argument("--max-pixels", type=_pixels, metavar="N", help=f"largest image area ({max_default})")
     p.add_argument(
         "--align-mode",
         choices=[m.value for m in AlignMode],

@@ -38,7 +38,7 @@ from vllm_hpu_mm.jobs.replay import (
     ReplayArgs,
     replay_traffic,
 )
-from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, positive_int
+from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, count_up_to, positive_int
 from vllm_hpu_mm.replay.report import no_request_line, to_dict, to_table
 
 __all__ = ["KV_BLOCKS_HELP", "add_limits", "add_parser", "requests_count"]
@@ -91,11 +91,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=run)
 
 
-def requests_count(raw: str) -> int:
-    value = positive_int(raw)
-    if value > MAX_REQUESTS:
-        raise argparse.ArgumentTypeError(f"{raw!r} is too many; accepted: 1 to {MAX_REQUESTS:,}")
-    return value
+#: ``--requests`` (here and under ``buckets stale``): 1 to the replay's cap, the range said by every refusal.
+requests_count = count_up_to(MAX_REQUESTS)
 
 
 def request_rate(raw: str) -> float:

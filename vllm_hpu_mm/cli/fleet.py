@@ -46,9 +46,9 @@ from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.buckets_replay import request_rate
 from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, path_value, print_json
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.jobs.fleet import MAX_CARDS, MAX_CARDS_PER_NODE, Fleet, FleetArgs, plan_fleet
+from vllm_hpu_mm.jobs.fleet import MAX_CARDS, MAX_CARDS_PER_NODE, MAX_PIPELINE, Fleet, FleetArgs, plan_fleet
 from vllm_hpu_mm.jobs.outputs import check_output_folder, replace_folder
-from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, nonempty, number, positive_int
+from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, count_up_to, nonempty, number
 from vllm_hpu_mm.plan.fleet import (
     MAX_PERIODS,
     MAX_PROBE_REQUESTS,
@@ -58,6 +58,7 @@ from vllm_hpu_mm.plan.fleet import (
     Targets,
     parse_profile,
 )
+from vllm_hpu_mm.plan.validate import MAX_COUNT
 from vllm_hpu_mm.replay.latency import latency_dict
 
 __all__ = ["add_parser", "fleet_dict", "fleet_table", "write_out"]
@@ -73,11 +74,19 @@ _VARIED = (
 _MAX_LIST = 8
 
 
-def _ints(raw: str) -> tuple[int, ...]:
-    parts = [p for p in raw.split(",") if p.strip()]
-    if not 1 <= len(parts) <= _MAX_LIST:
-        raise argparse.ArgumentTypeError(f"{raw!r}: accepted 1 to {_MAX_LIST} positive integers joined by commas")
-    return tuple(positive_int(p.strip()) for p in parts)
+def _ints(maximum: int, above: str) -> Callable[[str], tuple[int, ...]]:
+    """A list of 1 to :data:`_MAX_LIST` integers, each from 1 to ``maximum`` (the range said by every refusal;
+    ``above``: why a larger one is refused)."""
+    each = count_up_to(maximum, above)
+
+    def parse(raw: str) -> tuple[int, ...]:
+        parts = [p for p in raw.split(",") if p.strip()]
+        if not 1 <= len(parts) <= _MAX_LIST:
+            raise argparse.ArgumentTypeError(f"{raw!r}: accepted 1 to {_MAX_LIST} integers from 1 to {maximum:,} "
+                                             "joined by commas")  # fmt: skip
+        return tuple(each(p.strip()) for p in parts)
+
+    return parse
 
 
 def _ms(raw: str) -> float:
@@ -87,21 +96,12 @@ def _ms(raw: str) -> float:
     return value / 1000
 
 
-def _at_most(maximum: int, what: str) -> Callable[[str], int]:
-    """A positive integer up to ``maximum``; above it, ``what`` says why."""
-
-    def parse(raw: str) -> int:
-        value = positive_int(raw)
-        if value > maximum:
-            raise argparse.ArgumentTypeError(f"{raw!r} is {what}; accepted: 1 to {maximum:,}")
-        return value
-
-    return parse
-
-
-_cards = _at_most(MAX_CARDS, "more cards than a cluster holds")
-_per_node = _at_most(MAX_CARDS_PER_NODE, "more cards than one node holds")
-_requests = _at_most(MAX_PROBE_REQUESTS, "too many requests per probe")
+_cards = count_up_to(MAX_CARDS, "more cards than a cluster holds")
+_per_node = count_up_to(MAX_CARDS_PER_NODE, "more cards than one node holds")
+_requests = count_up_to(MAX_PROBE_REQUESTS, "too many requests per probe")
+#: The candidates' sizing flags are counts as vLLM's own (validate.MAX_COUNT); pipeline sizes have the fleet's cap.
+_counts = _ints(MAX_COUNT, "too large (vLLM keeps counts in int32)")
+_pipelines = _ints(MAX_PIPELINE, "more pipeline stages than the fleet plans")
 
 
 def _is_file(path: Path) -> bool:
@@ -196,7 +196,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     p.add_argument(
         "--tensor-parallel-sizes",
-        type=_ints,
+        type=_counts,
         default=(1, 2, 4, 8),
         metavar="N,...",
         help="TP sizes tried (default 1,2,4,8; those the model's memory or heads refuse are listed)",
@@ -204,7 +204,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument(
         "--max-num-seqs",
         dest="fleet_max_num_seqs",
-        type=_ints,
+        type=_counts,
         default=(64, 256),
         metavar="N,...",
         help="max_num_seqs values tried (default 64,256)",
@@ -212,14 +212,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument(
         "--max-num-batched-tokens",
         dest="fleet_max_num_batched_tokens",
-        type=_ints,
+        type=_counts,
         default=(2048,),
         metavar="N,...",
         help="max_num_batched_tokens values tried (default 2048)",
     )
     p.add_argument(
         "--pipeline-parallel-sizes",
-        type=_ints,
+        type=_pipelines,
         default=(),
         metavar="N,...",
         help="pipeline sizes tried (default: 1, then 2, 4, 8 only where no TP size within a node holds the model)",

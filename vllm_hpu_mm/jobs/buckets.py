@@ -40,6 +40,7 @@ from vllm_hpu_mm.values import (
 __all__ = [
     "BUCKETS_VAR",
     "DEFAULT_MIN_PIXELS",
+    "MAX_PIXELS",
     "CheckJob",
     "CheckResult",
     "PlanJob",
@@ -53,6 +54,9 @@ __all__ = [
     "plan_job",
 ]
 
+#: The largest image area any bucket can hold: the largest bucket's patches x 196 (``--min-pixels`` and
+#: ``--max-pixels`` above it are refused).
+MAX_PIXELS = MAX_BUCKET * PIXELS_PER_PATCH
 #: The variable the served processor reads its vision bucket list from.
 BUCKETS_VAR = "VLLM_MULTIMODAL_BUCKETS"
 #: The smallest image area after alignment when none is given (Qwen2.5-VL's).
@@ -83,10 +87,9 @@ def pixel_range(
     """``(min_pixels, max_pixels)`` with the defaults filled in (Qwen's 3136; ``buckets``' largest x 196), checked."""
     low = QWEN_MIN_PIXELS if min_pixels is None else min_pixels
     high = buckets.shrink_limit if max_pixels is None else max_pixels
-    top = MAX_BUCKET * PIXELS_PER_PATCH
-    if high > top:
-        raise ConfigError(f"--max-pixels {high} is larger than any image can be aligned to; accepted: at most {top} "
-                          f"(the largest bucket, {MAX_BUCKET} patches, x 196)")  # fmt: skip
+    if high > MAX_PIXELS:
+        raise ConfigError(f"--max-pixels {high} is larger than any image can be aligned to; accepted: at most "
+                          f"{MAX_PIXELS} (the largest bucket, {MAX_BUCKET} patches, x 196)")  # fmt: skip
     if low > high:
         raise ConfigError(f"--min-pixels {low} is above --max-pixels {high}; accepted: min <= max")
     return low, high

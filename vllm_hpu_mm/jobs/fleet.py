@@ -52,7 +52,8 @@ from vllm_hpu_mm.replay.schedules import Images, prompts, timer_for
 from vllm_hpu_mm.replay.timing import Timer
 from vllm_hpu_mm.traffic.requests import Traffic
 
-__all__ = ["AUTO_PIPELINE", "MAX_CANDIDATES", "MAX_CARDS", "MAX_CARDS_PER_NODE", "Fleet", "FleetArgs", "plan_fleet"]
+__all__ = ["AUTO_PIPELINE", "MAX_CANDIDATES", "MAX_CARDS", "MAX_CARDS_PER_NODE", "MAX_PIPELINE", "Fleet", "FleetArgs",
+           "plan_fleet"]  # fmt: skip
 
 #: Caps on what the search may be asked: candidate shapes, cards in a cluster, cards in one node.
 MAX_CANDIDATES = 32

@@ -253,10 +253,10 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
     kv_note = ("KV blocks: given" if args.kv_blocks is not None else "KV blocks: the plan's estimate (the decode "
                "buckets depend on it; give the log's '# HPU blocks' with --kv-blocks)")  # fmt: skip
     report = Report(tuple(results), traffic.source, runs.load, runs.ran, shape.limits(), own.traits,
-                    vision_efficiency(traffic.images(), images), images.buckets,
+                    vision_efficiency(runs, images), images.buckets,
                     settings.skip_warmup, (kv_note, *notes), runs.refusals,
                     _time_model(timer), timer.step if timer and isinstance(timer.step, StepTime) else None,
-                    sampled=runs.requests, unsent=runs.unsent,
+                    sampled=runs.requests, unsent=runs.unsent, images_sampled=runs.images_sampled,
                     worst_case=worst.to_dict() if worst is not None else None)  # fmt: skip
     error = next((f for f in first.findings if f.severity == "error"), None)
     not_started = f"{error.message}; fix: {error.fix.text}" if error is not None and args.kv_blocks is None else ""

@@ -38,6 +38,7 @@ __all__ = [
     "SizingArgs",
     "add_options",
     "choice",
+    "count_up_to",
     "dtype",
     "fraction",
     "human_readable_int",
@@ -176,15 +177,36 @@ def integer(raw: str) -> int:
         raise argparse.ArgumentTypeError(f"{raw!r} is not an integer; accepted: a whole number, e.g. 4") from None
 
 
-def positive_int(raw: str) -> int:
-    """A positive integer (``_`` between digits allowed)."""
+def _whole(raw: str, accepted: str) -> int:
+    """``raw`` as an integer (``_`` between digits allowed), else an error that says what is ``accepted``."""
     try:
-        value = int(raw.replace("_", ""))
+        return int(raw.replace("_", ""))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not an integer; expected a positive integer") from None
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an integer; {accepted}") from None
+
+
+def positive_int(raw: str) -> int:
+    """A positive integer with no cap (``_`` between digits allowed); a capped one is :func:`count_up_to`'s."""
+    value = _whole(raw, "expected a positive integer")
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{raw!r} is not positive; expected a positive integer")
     return value
+
+
+def count_up_to(maximum: int, above: str = "too many") -> Callable[[str], int]:
+    """An option's integer from 1 to ``maximum``: every refusal (not an integer, below 1, above the cap) states the
+    whole range, so that a 0 is told the cap too; ``above`` says why a larger value is refused."""
+    accepted = f"accepted: 1 to {maximum:,}"
+
+    def read(raw: str) -> int:
+        value = _whole(raw, accepted)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{raw!r} is not positive; {accepted}")
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"{raw!r} is {above}; {accepted}")
+        return value
+
+    return read
 
 
 def number(raw: str) -> float:

@@ -28,7 +28,7 @@ from vllm_hpu_mm.plan.text_buckets import loads_at, plan_for_traffic, text_time,
 from vllm_hpu_mm.plan.vision_cost import PoolMode
 from vllm_hpu_mm.replay.report import Report, result_dict, to_dict
 from vllm_hpu_mm.replay.run import ReplayResult
-from vllm_hpu_mm.replay.schedules import Images, Schedules, TowerImages, replay_model, schedules
+from vllm_hpu_mm.replay.schedules import Images, Schedules, TowerImages, replay_model, schedules, vision_efficiency
 from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import RuntimeModel, RuntimeTraits
 from vllm_hpu_mm.traffic.requests import Traffic
@@ -64,6 +64,9 @@ class TextChoice:
     skip_warmup: bool = False
     #: The planned buckets' worst shape against the runtime's own, for every shape the limits allow.
     worst: WorstCase | None = None
+    #: How the served processor made the traffic's images into tokens (its vision buckets): the replay's vision
+    #: figure, over the images of the requests that ran, is on them.
+    images: Images | None = None
 
     @property
     def refused(self) -> int:
@@ -82,9 +85,11 @@ class TextChoice:
     def report(self) -> Report:
         results = (self.before,) if self.after is None else (self.before, self.after)
         worst = self.worst if self.after is not None else None
+        vision = vision_efficiency(self.runs, self.images) if self.images is not None else None
         return Report(results, self.traffic, self.runs.load, self.runs.ran, self.shape.limits(), self.traits,
-                      None, None, self.skip_warmup, (worst.line(),) if worst else (), refused=self.runs.refusals,
-                      sampled=self.runs.requests, unsent=self.runs.unsent,
+                      vision, self.images.buckets if self.images is not None else None, self.skip_warmup,
+                      (worst.line(),) if worst else (), refused=self.runs.refusals, sampled=self.runs.requests,
+                      unsent=self.runs.unsent, images_sampled=self.runs.images_sampled,
                       worst_case=worst.to_dict() if worst else None)  # fmt: skip
 
 
@@ -105,7 +110,9 @@ def choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: in
                                      requests=requests, budget_flag=budget_flag)  # fmt: skip
     if choice is None:
         return plan_, None
-    return plan_, dataclasses.replace(choice, skip_warmup=first.inputs.skip_warmup)
+    # the images as the replay made them: at the vision buckets the plan keeps (buckets replay's figure, the same)
+    images = images_for(first.inputs, first.vision_buckets_captured, settings)
+    return plan_, dataclasses.replace(choice, skip_warmup=first.inputs.skip_warmup, images=images)
 
 
 def _choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: int | None, concurrency: int | None,

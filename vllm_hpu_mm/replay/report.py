@@ -6,6 +6,7 @@ and as one JSON object. A warm-up estimate is the runtime's per-graph time by ph
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from vllm_hpu_mm.buckets.planner import Evaluation
@@ -21,12 +22,15 @@ __all__ = [
     "body_lines",
     "header_lines",
     "no_request_line",
+    "refusal_fixes",
+    "refusal_reasons",
     "requests_line",
     "result_dict",
     "time_dict",
     "to_dict",
     "to_table",
     "totals",
+    "vision_line",
 ]
 
 
@@ -42,6 +46,8 @@ class Report:
     engine: dict[str, int]
     #: The runtime's traits: its warm-up era is what the warm-up estimate depends on.
     traits: RuntimeTraits
+    #: The vision buckets on the images of the requests that ran (none ran: an evaluation of no image); None without
+    #: vision buckets or images.
     vision: Evaluation | None
     vision_buckets: tuple[int, ...] | None
     #: What the runtime reads: VLLM_SKIP_WARMUP as set.
@@ -57,6 +63,8 @@ class Report:
     #: Requests sampled from the traffic for the schedules (0: as many as ran), and those the load never sent.
     sampled: int = 0
     unsent: int = 0
+    #: Images in the requests sampled (those of refused and unsent requests included; ``vision`` counts the rest).
+    images_sampled: int = 0
     #: The planned buckets' worst shape against the runtime's own (``WorstCase.to_dict``), when planned: its line is
     #: among the notes.
     worst_case: dict[str, Any] | None = None
@@ -187,12 +195,36 @@ def result_dict(res: ReplayResult, report: Report) -> dict[str, Any]:
     }
 
 
+def _images_left(r: Report) -> str:
+    """Where the sampled images that did not run went, by what the report counts: refused, never sent, or either."""
+    refused, unsent = bool(r.refused), bool(r.unsent)
+    return "refused or never sent" if refused and unsent else "the load never sent" if unsent else "the engine refused"
+
+
+def vision_line(r: Report) -> str | None:
+    """The vision buckets on the images of the requests that ran, and where the other sampled ones went; none ran:
+    said so, no efficiency (0/0 is no evidence of 1.0). None without vision buckets or images."""
+    if r.vision is None:
+        return None
+    v, names = r.vision, ",".join(map(str, r.vision_buckets or ()))
+    if not v.num_images:
+        return (f"vision buckets {names}: no image ran (all {r.images_sampled} sampled were in requests "
+                f"{_images_left(r)}): patch efficiency n/a")  # fmt: skip
+    left = r.images_sampled - v.num_images
+    other = f" (of {r.images_sampled} sampled; the other {left} in requests {_images_left(r)})" if left > 0 else ""
+    return (f"vision buckets {names}: patch efficiency {v.efficiency:.3f} over {v.num_images} images{other}; "
+            f"{v.num_oversize} above the largest bucket run at their own size (a compile each), {v.num_shrunk} "
+            "shrunk")  # fmt: skip
+
+
 def to_dict(r: Report) -> dict[str, Any]:
     vision = None
-    if r.vision is not None:
-        vision = {"buckets": list(r.vision_buckets or ()), "patch_efficiency": round(r.vision.efficiency, 4),
-                  "images": r.vision.num_images, "above_largest_bucket": r.vision.num_oversize,
-                  "shrunk": r.vision.num_shrunk}  # fmt: skip
+    if r.vision is not None:  # the images that ran; none: no efficiency
+        v = r.vision
+        vision = {"buckets": list(r.vision_buckets or ()),
+                  "patch_efficiency": round(v.efficiency, 4) if v.num_images else None, "images": v.num_images,
+                  "images_sampled": r.images_sampled, "above_largest_bucket": v.num_oversize,
+                  "shrunk": v.num_shrunk}  # fmt: skip
     return {
         "traffic": r.traffic,
         "load": r.load,
@@ -236,11 +268,22 @@ def requests_line(r: Report) -> str:
     return f"{r.requests} requests replayed of {r.offered} sampled ({', '.join(parts)})"
 
 
+def refusal_reasons(refused: tuple[tuple[str, int], ...]) -> str:
+    """The refused requests by reason, in words: "51 an empty prompt, 3 a prompt of max_model_len tokens or more"."""
+    return ", ".join(f"{n} {REFUSALS.get(k, k)}" for k, n in refused)
+
+
+def refusal_fixes(refused: tuple[tuple[str, int], ...], fixes: Mapping[str, str] = REFUSAL_FIXES) -> list[str]:
+    """What lets the refused requests run: each reason present its own fix, none for a reason absent (a larger
+    --max-model-len does nothing for an empty prompt)."""
+    return [fixes.get(k, k) for k, _ in refused]
+
+
 def no_request_line(r: Report) -> str:
     """Why no request ran and what makes them run, by what stopped them: the engine's refusals (each reason its own
     fix) and the load that ended before sending any."""
     causes = [f"{n} refused as {REFUSALS.get(k, k)}" for k, n in r.refused]
-    fixes = [REFUSAL_FIXES.get(k, k) for k, _ in r.refused]
+    fixes = refusal_fixes(r.refused)
     blocks, mml, block = (r.engine.get(k, 0) for k in ("num_kv_blocks", "max_model_len", "block_size"))
     need = -(-mml // block) if block else 0
     if "kv_blocks" in dict(r.refused) and blocks < need:  # what vLLM itself requires to start
@@ -352,8 +395,8 @@ def body_lines(r: Report) -> list[str]:
         lines.append(f"no request ran ({requests_line(r)}): every figure above is n/a, none measures anything")
     refused = sum(n for _, n in r.refused)
     if refused:
-        why = ", ".join(f"{n} {REFUSALS.get(k, k)}" for k, n in r.refused)
-        lines.append(f"{refused} requests the engine refuses ({why}): not run, in no figure above")
+        lines.append(f"{refused} requests the engine refuses ({refusal_reasons(r.refused)}): not run, in no figure "
+                     "above")  # fmt: skip
     if r.time_model is not None:
         lines.append(f"time: {r.time_model}")
     if r.step is not None:
@@ -374,11 +417,8 @@ def body_lines(r: Report) -> list[str]:
                          f"{shown}{more}")  # fmt: skip
     if r.skip_warmup:
         lines.append("VLLM_SKIP_WARMUP=true is set: nothing is warmed, so every shape above compiles on first use")
-    if r.vision is not None:
-        v = r.vision
-        lines.append(f"vision buckets {','.join(map(str, r.vision_buckets or ()))}: patch efficiency "
-                     f"{v.efficiency:.3f} over {v.num_images} images; {v.num_oversize} above the largest bucket run at "
-                     f"their own size (a compile each), {v.num_shrunk} shrunk")  # fmt: skip
+    if (line := vision_line(r)) is not None:
+        lines.append(line)
     lines.extend(r.notes)
     return lines
 

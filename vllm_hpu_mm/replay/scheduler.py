@@ -191,6 +191,9 @@ class Span(NamedTuple):
     finish_s: float = 0.0
     #: Images of the request (the API server's time grows with them).
     images: int = 0
+    #: Its place among the prompts given (0-based, refused ones counted): which request ran, for the figures that
+    #: count only those (the vision buckets' images, ``replay/schedules.py``).
+    request: int = -1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -638,13 +641,13 @@ class _Scheduler:
         for order, span in zip(ref.orders, trace.spans[ref.span :], strict=True):
             s = running.get(order) or waiting[order - self.admitted - 1]
             if isinstance(s, tuple):  # never looked at: it waited until this step
-                p, admission, arrival, arrival_s, _ = s
+                p, admission, arrival, arrival_s, index = s
                 self.spans.append(Span(arrival, span.first, span.finish, admission[1], arrival_s, at[span.first + 1],
-                                       at[span.finish + 1], len(p.image_tokens)))  # fmt: skip
+                                       at[span.finish + 1], len(p.image_tokens), index - 1))  # fmt: skip
                 continue
             first, first_s = (s.first, s.first_s) if order in started else (span.first, at[span.first + 1])
             self.spans.append(Span(s.arrival, first, span.finish, s.output, s.arrival_s, first_s, at[span.finish + 1],
-                                   len(s.prompt.image_tokens)))  # fmt: skip
+                                   len(s.prompt.image_tokens), s.index - 1))  # fmt: skip
         self.events.extend(events[ref.event :])
         self.starts.extend(starts[ref.event :])
         self.encoded.extend(trace.encoded[ref.encoded :])
@@ -735,7 +738,7 @@ class _Scheduler:
             if self._orders is not None:
                 self._orders.append(s.order)
             self.spans.append(Span(s.arrival, s.first, self.steps - 1, s.output, s.arrival_s, s.first_s, self.now,
-                                   len(s.prompt.image_tokens)))  # fmt: skip
+                                   len(s.prompt.image_tokens), s.index - 1))  # fmt: skip
             if not self.arrivals.timed and not self.exhausted:
                 self._arrive()
 

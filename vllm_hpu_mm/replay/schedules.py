@@ -13,7 +13,8 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import functools
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Sequence
 
 from vllm_hpu_mm.buckets.planner import Evaluation, evaluate
 from vllm_hpu_mm.buckets.policy import pixel_limits
@@ -29,7 +30,7 @@ from vllm_hpu_mm.replay.scheduler import Arrivals, Prompt, Trace, simulate
 from vllm_hpu_mm.replay.timing import Clocked, StepModel, Timer
 from vllm_hpu_mm.runtimes.base import RuntimeModel
 from vllm_hpu_mm.traffic.default import default_text
-from vllm_hpu_mm.traffic.requests import Size, Traffic
+from vllm_hpu_mm.traffic.requests import Request, Size, Traffic
 from vllm_hpu_mm.values import AlignMode, OversizePolicy
 
 __all__ = [
@@ -116,6 +117,10 @@ class Schedules:
     #: The requests of a schedule under arrivals in time, as sampled: another clock schedules the same ones again
     #: (:func:`vllm_hpu_mm.replay.whole.strategy_latency`) without sampling them again.
     prompts: tuple[Prompt, ...] = dataclasses.field(default=(), repr=False, compare=False)
+    #: The images of the requests that ran (every trace's together), by size, and the images sampled: a vision
+    #: figure counts only the first (refused and unsent requests are in no figure).
+    images_ran: tuple[tuple[Size, int], ...] = ()
+    images_sampled: int = 0
 
     @property
     def ran(self) -> int:
@@ -138,25 +143,38 @@ class Schedules:
         return max(0, self.requests - self.ran - sum(n for _, n in self.refusals))
 
 
-def _prompts(traffic: Traffic, images: Images, n: int, seed: int) -> list[Prompt]:
+#: Requests sampled as the engine sees them, with each one's image size (None: text only), in the same order.
+_Sample = tuple[tuple[Prompt, ...], tuple[Size | None, ...]]
+
+
+def _prompt(r: Request, images: Images, cache: dict[Size, int], includes: bool) -> Prompt:
+    """One request as the engine sees it (``cache``: image tokens by size, filled as met; ``includes``: the text
+    tokens count the image's placeholders, as vLLM's metrics do)."""
+    image: tuple[int, ...] = ()
+    if r.image is not None:
+        if r.image not in cache:
+            cache[r.image] = images.tokens(r.image)
+        image = (cache[r.image],)
+    text = r.text_tokens or 0
+    tokens = max(text, sum(image) + 1) if includes else text + sum(image)
+    return Prompt(tokens, r.output_tokens or 1, min(r.cached_tokens or 0, tokens), image)
+
+
+def _sample(traffic: Traffic, images: Images, n: int, seed: int) -> _Sample:
     cache: dict[Size, int] = {}
-    includes = traffic.text_includes_images
-    out = []
-    for r in traffic.sample(n, seed, default_text()):
-        image: tuple[int, ...] = ()
-        if r.image is not None:
-            if r.image not in cache:
-                cache[r.image] = images.tokens(r.image)
-            image = (cache[r.image],)
-        text = r.text_tokens or 0
-        tokens = max(text, sum(image) + 1) if includes else text + sum(image)
-        out.append(Prompt(tokens, r.output_tokens or 1, min(r.cached_tokens or 0, tokens), image))
-    return out
+    drawn = traffic.sample(n, seed, default_text())
+    out = tuple(_prompt(r, images, cache, traffic.text_includes_images) for r in drawn)
+    return out, tuple(r.image for r in drawn)
 
 
 def prompts(traffic: Traffic, images: Images, n: int, seed: int = 0) -> list[Prompt]:
     """``n`` requests sampled from ``traffic`` (seeded) as the engine sees them (what :func:`schedules` runs)."""
-    return _prompts(traffic, images, n, seed)
+    return list(_sample(traffic, images, n, seed)[0])
+
+
+def _ran(trace: Trace, sizes: Sequence[Size | None]) -> Counter[Size]:
+    """The images of the requests that ran in ``trace`` (its spans name them), by size."""
+    return Counter(size for s in trace.spans if (size := sizes[s.request]) is not None)
 
 
 def load_levels(max_num_seqs: int) -> list[int]:
@@ -199,32 +217,41 @@ def schedules(traffic: Traffic, limits: EngineShape, images: Images, *, concurre
     if not 1 <= requests <= MAX_REQUESTS:
         raise ConfigError(f"requests to replay {requests} is invalid; accepted: 1 to {MAX_REQUESTS:,}")
 
-    def run(prompts: Sequence[Prompt], load: int | Arrivals) -> Trace:
+    def run(sample: _Sample, load: int | Arrivals) -> tuple[Trace, Counter[Size], int]:
+        """The schedule of ``sample`` at ``load``, the images of its requests that ran and the images sampled."""
+        prompts, sizes = sample
         if timer is None:
-            return simulate(prompts, limits, load, drain=drain)
-        return simulate(prompts, limits, load, drain=drain, clock=timer.clock, vision_clock=timer.vision_clock)
+            trace = simulate(prompts, limits, load, drain=drain)
+        else:
+            trace = simulate(prompts, limits, load, drain=drain, clock=timer.clock, vision_clock=timer.vision_clock)
+        return trace, _ran(trace, sizes), sum(size is not None for size in sizes)
+
+    def made(runs: Sequence[tuple[Trace, Counter[Size], int]], balanced: bool, load: str, sampled: int,
+             prompts: tuple[Prompt, ...] = ()) -> Schedules:  # fmt: skip
+        ran: Counter[Size] = sum((r[1] for r in runs), Counter())
+        return Schedules(tuple(r[0] for r in runs), balanced, load, sampled, prompts, tuple(sorted(ran.items())),
+                         sum(r[2] for r in runs))  # fmt: skip
 
     if arrivals is not None and arrivals.timed:
-        sampled = tuple(_prompts(traffic, images, requests, seed))
-        return Schedules((run(sampled, arrivals),), False, arrivals.describe(), requests, sampled)
+        sample = _sample(traffic, images, requests, seed)
+        return made([run(sample, arrivals)], False, arrivals.describe(), requests, sample[0])
     load = concurrency if concurrency is not None else traffic.running
     if load is not None:
         if load < 1:
             raise ConfigError(f"requests running at once {load} is invalid; accepted: an integer >= 1")
-        trace = run(_prompts(traffic, images, requests, seed), load)
         source = "given" if concurrency is not None else "the server's vllm:num_requests_running"
-        return Schedules((trace,), False, f"{load} requests at once ({source})", requests)
+        return made([run(_sample(traffic, images, requests, seed), load)], False, f"{load} requests at once ({source})",
+                    requests)  # fmt: skip
     sizes = [(level, max(MIN_LEVEL_REQUESTS, min(requests, 4 * level))) for level in load_levels(limits.max_num_seqs)]
     # each level's schedule stands alone: with many requests, every other one worked out meanwhile on the second
     # core (the same traces); with few, here (a child's start, its pages copied as it writes them and its traces
     # pickled back, costs as much as it saves)
-    tasks = [functools.partial(lambda i, level, n: run(_prompts(traffic, images, n, seed + i), level), i, level, n)
+    tasks = [functools.partial(lambda i, level, n: run(_sample(traffic, images, n, seed + i), level), i, level, n)
              for i, (level, n) in enumerate(sizes)]  # fmt: skip
     many = sum(n for _, n in sizes) >= TWO_CORE_REQUESTS
-    traces = on_two(tasks) if many else [task() for task in tasks]
-    levels = ", ".join(str(t.concurrency) for t in traces)
-    return Schedules(tuple(traces), True, f"unknown: every load level weighs the same ({levels} at once)",
-                     sum(n for _, n in sizes))  # fmt: skip
+    done = on_two(tasks) if many else [task() for task in tasks]
+    levels = ", ".join(str(r[0].concurrency) for r in done)
+    return made(done, True, f"unknown: every load level weighs the same ({levels} at once)", sum(n for _, n in sizes))
 
 
 def replay_model(model: RuntimeModel, shape: EngineShape, runs: Schedules, label: str,
@@ -235,11 +262,14 @@ def replay_model(model: RuntimeModel, shape: EngineShape, runs: Schedules, label
     return replay(runs.traces, lookup, label, balanced=runs.balanced, timer=timer)
 
 
-def vision_efficiency(images_of_traffic: Mapping[Size, int], images: Images) -> Evaluation | None:
-    """The vision buckets on the traffic's images (each image alone in its bucket; above the largest: its own
-    size), as ``buckets check`` reports it."""
-    if not images_of_traffic or not images.buckets:
+def vision_efficiency(runs: Schedules, images: Images) -> Evaluation | None:
+    """The vision buckets on the images of the requests that ran (each image alone in its bucket; above the largest:
+    its own size), as ``buckets check`` reports it: None without buckets or with no image sampled; an evaluation of
+    no image where images were sampled but none of their requests ran (refused, or never sent)."""
+    if not runs.images_sampled or not images.buckets:
         return None
+    if not runs.images_ran:
+        return evaluate({}, images.buckets)
     low, high = images.limits()
-    sample = patch_counts(images_of_traffic, min_pixels=low, max_pixels=high, mode=images.mode)
+    sample = patch_counts(dict(runs.images_ran), min_pixels=low, max_pixels=high, mode=images.mode)
     return evaluate(sample.counts, images.buckets, num_shrunk=sample.num_shrunk)

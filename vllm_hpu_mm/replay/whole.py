@@ -148,5 +148,5 @@ def retimed(trace: Trace, clock: StepClock, *, price: Clock | None = None,
     starts = trace.starts if len(trace.starts) == n else tuple(range(n))
     at, now = step_times(events, starts, trace.encoded, price or clock.clock, clock.vision_clock, prices=prices)
     spans = tuple([Span(s.arrival, s.first, s.finish, s.output, at[s.arrival], at[s.first + 1], at[s.finish + 1],
-                        s.images) for s in trace.spans])  # fmt: skip
+                        s.images, s.request) for s in trace.spans])  # fmt: skip
     return dataclasses.replace(trace, spans=spans, busy_s=now - trace.idle_s)
