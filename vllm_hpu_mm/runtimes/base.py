@@ -82,11 +82,10 @@ class RuntimeTraits:
     fp32_softmax_note: str
     #: How ``serve`` makes this runtime respect the parts of the plan it does not read as ratios (for fix texts).
     enforced_by: str
-    #: The fork's code gives ``VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO`` to vision (the guide gives it to text).
-    multimodal_ratio_is_vision_share: bool = False
     #: Why ``VLLM_MULTIMODAL_BUCKETS=None`` with warm-up on makes this runtime fail (its source); "" where it does not.
     none_buckets_fail_warmup: str = ""
-    #: Warms every text bucket with no memory check (vllm-gaudi), instead of capturing while they fit (the fork).
+    #: Warms every text bucket with no memory check (vllm-gaudi, vllm-fork 1.22), instead of capturing while they fit
+    #: (vllm-fork 1.17 - 1.21.3).
     warms_all_graphs: bool = False
     #: Captures its graphs during profiling and takes their memory out of the KV cache (vLLM on CUDA).
     profiles_graphs: bool = False
