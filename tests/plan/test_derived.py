@@ -22,6 +22,7 @@ from vllm_hpu_mm.plan.derived import (
     SPECULATIVE_METHODS,
     scheduler_limits,
     speculative_tokens,
+    vision_tower_built,
 )
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.render import over_budget_note, speculative_graphs, speculative_note
@@ -158,6 +159,40 @@ def test_the_cuda_kv_dtypes_are_the_ones_vllms_cuda_attention_backends_take() ->
     taken = {d for b in (FlashAttentionBackend, FlexAttentionBackend, TritonAttentionBackend)
              for d in b.supported_kv_cache_dtypes}  # fmt: skip
     assert {d for d in KV_DTYPE_BYTES if d in taken} | {"auto"} == set(CUDA_KV_DTYPES)
+
+
+# --- the vision tower under --limit-mm-per-prompt ----------------------------------------------------------------
+
+TOWER_LIMITS = [
+    ('{"image": 0, "video": 0}', False, False),
+    ('{"image": {"count": 0}, "video": {"count": 0}}', False, False),
+    ('{"image": 0}', False, True),  # video not named: vLLM's 999
+    ('{"image": 0, "video": 1}', False, True),
+    (None, True, False),  # --language-model-only: every limit 0
+    (None, False, True),
+]
+
+
+@pytest.mark.parametrize(("limit", "language_only", "built"), TOWER_LIMITS)
+def test_vllm_builds_no_tower_when_every_one_of_its_modalities_is_limited_to_zero(
+    limit: str | None, language_only: bool, built: bool
+) -> None:
+    assert vision_tower_built(("image", "video"), limit, language_only) is built
+    assert vision_tower_built((), '{"image": 0, "video": 0}')  # a family whose modalities are not known: kept
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize(("limit", "language_only", "built"), TOWER_LIMITS)
+def test_the_tower_rule_is_the_one_vllms_multimodal_config_answers(
+    limit: str | None, language_only: bool, built: bool
+) -> None:
+    import json
+
+    from vllm.config.multimodal import MultiModalConfig
+
+    config = MultiModalConfig(limit_per_prompt=json.loads(limit or "{}"), language_model_only=language_only)
+    # interfaces.py _mark_tower_model's test, with Qwen2.5-VL's modalities
+    assert (not all(config.get_limit_per_prompt(m) == 0 for m in ("image", "video"))) is built
 
 
 def test_num_gpu_blocks_override_sets_the_blocks_and_refuses_more_than_memory_holds() -> None:

