@@ -123,7 +123,10 @@ def test_tune_plan_hands_each_runtime_what_it_reads(cli: Path, tmp_path: Path) -
     assert f"export VLLM_BUCKETING_FROM_FILE={bucket_file}" in gaudi.stdout
     assert bucket_file.read_text().strip()
     fork = script(cli, "tune-plan.sh", "--device", "gaudi2", "--runtime", "vllm-fork", *budget, extra_env=env_cache)
-    assert "export VLLM_GRAPH_PROMPT_RATIO=0.3" in fork.stdout
+    # the fork's newest release (1.22, @2e9b2b3d4) reads neither prompt ratio, and reads the vision buckets
+    assert "export VLLM_GRAPH_PROMPT_RATIO" not in fork.stdout
+    assert "export VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO" not in fork.stdout
+    assert "export VLLM_MULTIMODAL_BUCKETS=" in fork.stdout
 
 
 def test_tune_launch_refuses_an_unwritable_log(cli: Path, tmp_path: Path) -> None:

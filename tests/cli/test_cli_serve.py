@@ -201,8 +201,9 @@ def test_serve_replaces_itself_with_vllms_server_and_the_planned_environment(
     assert file == sys.executable
     assert argv == [sys.executable, "-m", SERVER_MODULE, "--port", "8123", "--model", "Qwen/Qwen2.5-VL-7B-Instruct"]
     assert env["VLLM_GRAPH_RESERVED_MEM"] == "0.2"
-    # The fork's code reads this ratio as the vision share: 1 - 0.3 gives text the guide's 0.3.
-    assert env["VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO"] == "0.7"
+    # The newest fork release (1.22) reads neither prompt ratio: none reaches it.
+    assert "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO" not in env
+    assert "VLLM_GRAPH_PROMPT_RATIO" not in env
     assert env.get("PATH") == os.environ.get("PATH")  # the rest of the environment is inherited
     assert "command: " in capsys.readouterr().out
 

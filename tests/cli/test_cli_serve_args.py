@@ -320,6 +320,9 @@ def test_dotted_flags_merge_into_one_json_value() -> None:
     server = parse("--limit-mm-per-prompt.image", "2", "--limit_mm_per_prompt.video=0", "-cc.mode", "3")
     assert json.loads(server.limit_mm_per_prompt or "") == {"image": 2, "video": 0}
     assert server.compilation_config == {"mode": 3}
+    server = parse("--mm-processor-kwargs.max_pixels", "802816", "--language-model-only")
+    assert server.mm_processor_kwargs == {"max_pixels": 802816}
+    assert server.language_model_only
     # -O3 is the optimisation level, not a compilation config
     assert parse("-O3").compilation_config is None
 

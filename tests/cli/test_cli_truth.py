@@ -241,9 +241,11 @@ def test_memory_plan_shows_what_serve_hands_vllm_gaudi(capsys: pytest.CaptureFix
     assert "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO" not in env
     assert env["VLLM_BUCKETING_FROM_FILE"] in exports["files"]
     assert exports["server_args"] == ["--limit-mm-per-prompt", '{"image": 999}']
-    code, out, _ = run("memory", "plan", "--json", "--device", "gaudi2", "--runtime", "vllm-fork", *budget)
+    # the fork's 1.21 line reads VLLM_GRAPH_PROMPT_RATIO (its 1.22, the default, reads neither ratio)
+    code, out, _ = run("memory", "plan", "--json", "--device", "gaudi2", "--runtime", "vllm-fork==0.8.5.post1", *budget)
     env = json.loads(out)["exports"]["environment"]
     assert env["VLLM_GRAPH_PROMPT_RATIO"] == "0.3"
+    assert "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO" not in env
 
 
 def test_a_plan_without_graphs_on_vllm_gaudi_writes_no_bucket_file() -> None:

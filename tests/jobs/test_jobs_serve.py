@@ -5,6 +5,7 @@ calibrated profile). Small inputs and a given text-graph budget: the budget sear
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,9 @@ from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.calibrate import CalibrateArgs, calibrate_log
 from vllm_hpu_mm.jobs.serve import Launch, on_default_device, plan_inputs, prepare
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
+from vllm_hpu_mm.models.dims import vision_parameters
 from vllm_hpu_mm.plan.args import SizingArgs
+from vllm_hpu_mm.plan.bucket_choice import processor_reach
 from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.runtimes import registry
@@ -206,6 +209,65 @@ def test_a_limit_that_refuses_images_plans_no_vision_graph_and_leaves_image_requ
     assert out.planned.text is not None
     assert "with an image left out" in out.planned.text.traffic
     assert out.exports.enforcement["prefill_vision_graphs"].honoured
+
+
+@pytest.mark.parametrize(
+    ("runtime", "device", "dropped"), [("vllm-cuda", "h100", True), ("vllm-gaudi", "gaudi2", False)]
+)
+def test_every_modality_of_the_tower_at_zero_leaves_its_weights_out_where_the_runtime_builds_none(
+    tmp_path: Path, runtime: str, device: str, dropped: bool
+) -> None:
+    """vLLM 0.32 interfaces.py _mark_tower_model: Qwen2.5-VL's tower (image and video) is a StageMissingLayer when
+    both limits are 0, so its weights are never allocated; vllm-gaudi's Qwen2.5-VL rebuilds it (qwen2_5_vl.py:499
+    @091bbadd)."""
+    sizing = on_default_device(dataclasses.replace(SMALL, runtime=runtime, device=device))
+
+    def run(limit: str | None) -> Launch:
+        return prepare(sizing, load(), {}, server_args=["--model", "m"], output_dir=tmp_path,
+                       limit_mm_per_prompt=limit, compilation_config=None)  # fmt: skip
+
+    whole, without = run('{"image": 1}'), run('{"image": 0, "video": 0}')
+    tower = vision_parameters(whole.plan.inputs.model.vision) * 2
+    assert whole.plan.weight_bytes - without.plan.weight_bytes == (tower if dropped else 0)
+    assert ("language model only" in without.report["plan"]["weights_source"]) is dropped
+    assert without.plan.inputs.vision_tower_built is not dropped
+    assert run('{"image": 0}').plan.weight_bytes == whole.plan.weight_bytes  # video's limit is 999: still built
+
+
+def test_language_model_only_drops_the_tower_and_refuses_images_as_every_limit_at_zero_does(tmp_path: Path) -> None:
+    """config/multimodal.py get_limit_per_prompt: --language-model-only makes every limit 0."""
+    for runtime, device in (("vllm-cuda", "h100"), ("vllm-gaudi", "gaudi2")):
+        sizing = on_default_device(dataclasses.replace(SMALL, runtime=runtime, device=device))
+        out = prepare(sizing, load(), {}, server_args=["--model", "m"], output_dir=tmp_path, limit_mm_per_prompt=None,
+                      compilation_config=None, language_model_only=True)  # fmt: skip
+        assert out.plan.inputs.images_refused
+        assert out.plan.inputs.vision_tower_built is (runtime == "vllm-gaudi")
+        assert out.plan.vision_buckets_captured == ()
+        assert "--limit-mm-per-prompt" not in out.exports.args  # vllm-gaudi gets no image limit to warm
+
+
+def test_mm_processor_kwargs_max_pixels_caps_the_vision_buckets_and_cudas_encoder_budgets(tmp_path: Path) -> None:
+    """vLLM 0.32 qwen2_vl.py _get_vision_size: max_pixels 802816 (896 x 896) bounds every image at 4096 patches, 1024
+    tokens: no bucket or encoder budget above the one that holds it is planned, and the notes say why."""
+    sizing = on_default_device(dataclasses.replace(SMALL, runtime="vllm-cuda", device="h100"))
+    out = prepare(sizing, load(), {}, server_args=["--model", "m"], output_dir=tmp_path, limit_mm_per_prompt=None,
+                  compilation_config=None, mm_processor_kwargs={"max_pixels": 802816})  # fmt: skip
+    assert out.plan.inputs.buckets is not None
+    assert max(out.plan.inputs.buckets) == 4096
+    argv = list(out.exports.args)
+    budgets = json.loads(argv[argv.index("--compilation-config") + 1])["encoder_cudagraph_token_budgets"]
+    assert max(budgets) <= 1024
+    assert any(n.startswith("--mm-processor-kwargs max_pixels 802816: the processor makes no image above 4096")
+               for n in out.notes)  # fmt: skip
+
+
+def test_processor_reach_keeps_the_buckets_an_image_can_use() -> None:
+    default = (1600, 3136, 4096, 6400, 7744, 9216, 12544)
+    assert processor_reach(default, None, 802816) == ((1600, 3136, 4096), (6400, 7744, 9216, 12544))
+    assert processor_reach(default, None, 700000) == ((1600, 3136, 4096), (6400, 7744, 9216, 12544))  # 3584 patches
+    assert processor_reach(default, 401408, None) == (default[1:], (1600,))  # the least image has 2048 patches
+    assert processor_reach(default, None, None) == (default, ())
+    assert processor_reach((1600,), 802816 * 4, None) == ((1600,), ())  # never left with no bucket
 
 
 def test_an_option_the_plan_cannot_use_as_given_is_said_not_dropped(tmp_path: Path) -> None:

@@ -20,8 +20,10 @@ from vllm_hpu_mm.plan.derived import (
     KV_DTYPE_BYTES,
     SPECULATIVE_KEYS,
     SPECULATIVE_METHODS,
+    processor_pixels,
     scheduler_limits,
     speculative_tokens,
+    vision_tower_built,
 )
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.render import over_budget_note, speculative_graphs, speculative_note
@@ -158,6 +160,78 @@ def test_the_cuda_kv_dtypes_are_the_ones_vllms_cuda_attention_backends_take() ->
     taken = {d for b in (FlashAttentionBackend, FlexAttentionBackend, TritonAttentionBackend)
              for d in b.supported_kv_cache_dtypes}  # fmt: skip
     assert {d for d in KV_DTYPE_BYTES if d in taken} | {"auto"} == set(CUDA_KV_DTYPES)
+
+
+# --- the vision tower under --limit-mm-per-prompt ----------------------------------------------------------------
+
+TOWER_LIMITS = [
+    ('{"image": 0, "video": 0}', False, False),
+    ('{"image": {"count": 0}, "video": {"count": 0}}', False, False),
+    ('{"image": 0}', False, True),  # video not named: vLLM's 999
+    ('{"image": 0, "video": 1}', False, True),
+    (None, True, False),  # --language-model-only: every limit 0
+    (None, False, True),
+]
+
+
+@pytest.mark.parametrize(("limit", "language_only", "built"), TOWER_LIMITS)
+def test_vllm_builds_no_tower_when_every_one_of_its_modalities_is_limited_to_zero(
+    limit: str | None, language_only: bool, built: bool
+) -> None:
+    assert vision_tower_built(("image", "video"), limit, language_only) is built
+    assert vision_tower_built((), '{"image": 0, "video": 0}')  # a family whose modalities are not known: kept
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize(("limit", "language_only", "built"), TOWER_LIMITS)
+def test_the_tower_rule_is_the_one_vllms_multimodal_config_answers(
+    limit: str | None, language_only: bool, built: bool
+) -> None:
+    import json
+
+    from vllm.config.multimodal import MultiModalConfig
+
+    config = MultiModalConfig(limit_per_prompt=json.loads(limit or "{}"), language_model_only=language_only)
+    # interfaces.py _mark_tower_model's test, with Qwen2.5-VL's modalities
+    assert (not all(config.get_limit_per_prompt(m) == 0 for m in ("image", "video"))) is built
+
+
+# --- the image sizes --mm-processor-kwargs bounds ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "limits"),
+    [
+        ({"max_pixels": 802816}, (None, 802816)),
+        ({"min_pixels": 3136, "max_pixels": 802816}, (3136, 802816)),
+        ({"size": {"shortest_edge": 3136, "longest_edge": 401408}}, (3136, 401408)),
+        ({"size": {"longest_edge": 401408}, "max_pixels": 802816}, (None, 802816)),  # max_pixels over size
+        ({"max_pixels": 802816, "images_kwargs": {"max_pixels": 401408}}, (None, 401408)),  # the scoped value wins
+        ({"videos_kwargs": {"max_pixels": 401408}}, (None, None)),  # videos only
+        ({"fps": 2}, (None, None)),
+        (None, (None, None)),
+    ],
+)
+def test_the_processor_resizes_images_within_the_pixels_mm_processor_kwargs_give(
+    kwargs: dict[str, object] | None, limits: tuple[int | None, int | None]
+) -> None:
+    assert processor_pixels(kwargs) == limits
+
+
+@pytest.mark.parametrize("kwargs", [{"max_pixels": 0}, {"max_pixels": "big"}, {"min_pixels": 9, "max_pixels": 8}])
+def test_processor_pixels_that_are_not_a_positive_range_are_refused_naming_the_flag(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ConfigError, match=r"^--mm-processor-kwargs: .*accepted"):
+        processor_pixels(kwargs)
+
+
+@pytest.mark.vllm
+def test_the_processor_pixels_are_the_size_vllms_qwen2_vl_processing_reads() -> None:
+    from vllm.model_executor.models.qwen2_vl import Qwen2VLProcessingInfo
+
+    for scoped in ({"max_pixels": 802816}, {"size": {"longest_edge": 401408}, "min_pixels": 6272}, {}):
+        size = Qwen2VLProcessingInfo._get_vision_size(scoped, default_size={"shortest_edge": 1, "longest_edge": 2})
+        low, high = processor_pixels({"images_kwargs": scoped})
+        assert (low or 1, high or 2) == (size["shortest_edge"], size["longest_edge"])
 
 
 def test_num_gpu_blocks_override_sets_the_blocks_and_refuses_more_than_memory_holds() -> None:

@@ -47,7 +47,7 @@ def inputs(**changes: object) -> PlanInputs:
         graph_prompt_ratio=0.2,
         graph_multimodal_prompt_ratio=0.3,
         pool_mode=PoolMode.PRIVATE,
-        runtime=model_for(Runtime.VLLM_FORK),  # the guide's runtime: it profiles, and reads all three ratios
+        runtime=model_for(Runtime.VLLM_FORK),  # the guide's runtime: it profiles before sizing the KV cache
     )
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 

@@ -139,16 +139,35 @@ def test_users_own_bucket_file_and_resolutions_are_kept_and_their_buckets_counte
     assert e.enforcement["decode_graphs"].honoured
 
 
-def test_the_fork_gets_all_three_ratios_with_the_multimodal_one_turned_to_its_reading() -> None:
-    p = make_plan("vllm-fork", "gaudi2", buckets="1600,3136")
+def test_the_fork_1_22_gets_the_graph_share_and_the_vision_buckets_never_a_prompt_ratio() -> None:
+    # 2e9b2b3d4 (v0.9.0.1+Gaudi-1.22.0) and extension @8211e0b read neither prompt ratio: warmup_model captures every
+    # prompt, decode and multimodal bucket with no memory check; VLLM_MULTIMODAL_BUCKETS is read (hpu_model_runner:115)
+    p = make_plan("vllm-fork==0.9.0.1+Gaudi-1.22.0", "gaudi2", buckets="1600,3136")
+    e = exports_for(p, ExportContext(ServerFlags()))
+    assert e.env["VLLM_GRAPH_RESERVED_MEM"] == "0.1"
+    assert not set(RATIOS) & set(e.env)
+    assert e.env["VLLM_MULTIMODAL_BUCKETS"] == "1600,3136"
+    assert e.enforcement["prefill_vision_graphs"].by == ("VLLM_MULTIMODAL_BUCKETS",)
+    assert not e.enforcement["prefill_text_graphs"].by
+    assert not e.enforcement["decode_graphs"].by
+    assert any("reads neither prompt ratio" in n for n in e.notes)
+    assert p.inputs.runtime.traits.warms_all_graphs
+    assert e.precision["fp32_softmax"] is False
+
+
+@pytest.mark.parametrize("version", ["0.8.5.post1", "0.7.2", "0.6.6.post1", "0.5.3.post1+gaudi118"])
+def test_a_fork_line_before_1_22_gets_the_prompt_ratio_and_no_vision_buckets(version: str) -> None:
+    # 1.17 - 1.21.3 split graph memory by VLLM_GRAPH_PROMPT_RATIO and capture while each pool lasts; none reads
+    # VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO or VLLM_MULTIMODAL_BUCKETS (git grep at each tag)
+    p = make_plan(f"vllm-fork=={version}", "gaudi2", buckets="1600,3136")
     e = exports_for(p, ExportContext(ServerFlags()))
     assert e.env["VLLM_GRAPH_RESERVED_MEM"] == "0.1"
     assert e.env["VLLM_GRAPH_PROMPT_RATIO"] == "0.3"
-    # The fork's code gives VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO to vision; the guide's 0.3 for text is 0.7 there.
-    assert e.env["VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO"] == "0.7"
-    assert e.env["VLLM_MULTIMODAL_BUCKETS"] == "1600,3136"
-    assert all(part.honoured for part in e.enforcement.values())
-    assert e.precision["fp32_softmax"] is False
+    assert "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO" not in e.env
+    assert "VLLM_MULTIMODAL_BUCKETS" not in e.env
+    assert not e.enforcement["prefill_vision_graphs"].honoured
+    assert not p.inputs.runtime.traits.warms_all_graphs
+    assert not p.inputs.runtime.vision_bucketing("qwen2_5_vl").bucketed
 
 
 def test_cuda_gets_one_compilation_config_with_encoder_budgets_and_capture_sizes() -> None:

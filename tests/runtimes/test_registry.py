@@ -51,8 +51,13 @@ def test_an_unknown_runtime_names_the_accepted_ones() -> None:
         runtimes.resolve("tgi", "hpu", source="--runtime")
 
 
-def test_only_the_fork_reads_the_prompt_ratios_and_vllm_gaudi_runs_no_profiling_forward() -> None:
-    assert [r for r, t in TRAITS.items() if "VLLM_GRAPH_PROMPT_RATIO" in t.reads] == [Runtime.VLLM_FORK]
+def test_only_the_forks_older_lines_read_a_prompt_ratio_and_vllm_gaudi_runs_no_profiling_forward() -> None:
+    from vllm_hpu_mm.runtimes.vllm_fork import traits_for
+    from vllm_hpu_mm.runtimes.vllm_fork.releases import LINES, NEWEST
+
+    assert not [r for r, t in TRAITS.items() if "VLLM_GRAPH_PROMPT_RATIO" in t.reads]  # the fork's newest is 1.22
+    assert all("VLLM_GRAPH_PROMPT_RATIO" in traits_for(line).reads for line in LINES if line is not NEWEST)
+    assert not any("VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO" in traits_for(line).reads for line in LINES)
     assert {r for r, t in TRAITS.items() if "VLLM_GRAPH_RESERVED_MEM" in t.reads} == {
         Runtime.VLLM_GAUDI,
         Runtime.VLLM_FORK,

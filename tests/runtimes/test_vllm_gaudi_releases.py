@@ -19,7 +19,7 @@ from vllm_hpu_mm.runtimes.vllm_gaudi import model_from_env
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import BucketLookup, decode_buckets, prompt_buckets
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import config_from_env, effective_strategy
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import parse_bucket_file
-from vllm_hpu_mm.runtimes.vllm_gaudi.releases import LINES, MAIN, parse_version, release_for
+from vllm_hpu_mm.runtimes.vllm_gaudi.releases import LINES, MAIN, TAGGED, line_of, parse_version, release_for
 from vllm_hpu_mm.runtimes.vllm_gaudi.vision import default_vision_buckets, vision_table_entry, vision_warmup
 
 SHAPE_32K = EngineShape(max_model_len=32768, max_num_seqs=256, max_num_batched_tokens=8192, block_size=128,
@@ -28,7 +28,7 @@ WORST_32K = 256 * 32768 // 128  # every sequence at max_model_len
 
 
 def _line(version: str) -> str:
-    return release_for(version).name
+    return line_of(version).name
 
 
 @pytest.mark.parametrize(
@@ -81,6 +81,37 @@ def _line(version: str) -> str:
 )
 def test_a_version_plans_as_its_line(version: str, line: str) -> None:
     assert _line(version) == line
+
+
+@pytest.mark.parametrize("version", ["0.22.0", "0.23.1", "0.25.0", "0.26.1", "0.11.2.post1", "0.14.0", "0.15.1rc2"])
+def test_a_named_release_that_was_never_tagged_is_refused_naming_the_tagged_ones(version: str) -> None:
+    # vllm-project/vllm-gaudi tags jump v0.21.0 -> v0.24.0rc0 -> v0.24.0 -> v0.26.0rc0: no 0.22 - 0.23 or 0.25 exists
+    assert line_of(version) is not MAIN  # an installed build of that version still has a line
+    with pytest.raises(ConfigError, match=rf"vllm-gaudi=={version}: no vllm-gaudi release has it") as err:
+        release_for(version)
+    assert "0.21.0, 0.24.0rc0, 0.24.0" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("version", ["0.21.0", "v0.24.0", "0.24.0rc0", "0.19.0.post1", "0.27.0rc0", "0.11.2"])
+def test_a_named_tagged_release_plans_as_its_line(version: str) -> None:
+    assert release_for(version) is line_of(version)
+    assert parse_version(version) in TAGGED
+
+
+def test_a_release_newer_than_every_tag_plans_as_main_and_the_plan_says_so() -> None:
+    assert release_for("0.27.0") is MAIN
+    found = registry.resolve("vllm-gaudi==0.27.0", "hpu").found
+    assert "newer than the newest tag read, v0.27.0rc0" in found
+    assert "newer" not in registry.resolve("vllm-gaudi==0.27.0rc0", "hpu").found
+
+
+def test_memory_plan_refuses_an_untagged_release_with_exit_2_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli(["memory", "plan", "--runtime", "vllm-gaudi==0.22.0"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert len(captured.err.strip().splitlines()) == 1
+    assert "vllm-gaudi==0.22.0: no vllm-gaudi release has it" in captured.err
 
 
 def test_pre_releases_sort_before_their_release() -> None:

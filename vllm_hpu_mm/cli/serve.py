@@ -138,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
                          limit_mm_per_prompt=server.limit_mm_per_prompt,
                          compilation_config=server.compilation_config, notes=server.notes,
                          long_prefill_token_threshold=server.long_prefill_token_threshold,
+                         language_model_only=server.language_model_only,
+                         mm_processor_kwargs=server.mm_processor_kwargs,
                          last_notes=(unvalidated if vllm is None else validated,))  # fmt: skip
     except ModelConfigUnavailable as exc:  # vLLM may still serve it: launch with its own memory settings
         return _launch_unplanned(args, list(server_command(server_args)), plan_skipped_warning(exc))

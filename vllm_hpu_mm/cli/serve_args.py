@@ -63,6 +63,10 @@ class ServerArgs:
     #: The user's compilation config (from ``--compilation-config``/``-cc``, dotted flags or the YAML), or None.
     compilation_config: dict[str, Any] | None = None
     limit_mm_per_prompt: str | None = None
+    #: ``--language-model-only``: vLLM builds no tower and refuses every multimodal item.
+    language_model_only: bool = False
+    #: ``--mm-processor-kwargs`` (JSON object), or None: its pixel limits bound the images the processor makes.
+    mm_processor_kwargs: dict[str, Any] | None = None
     #: ``--long-prefill-token-threshold`` (vLLM checks it against the max_model_len it resolves), or None.
     long_prefill_token_threshold: int | None = None
     #: A positional model (it moves to ``--model`` at launch) and where it stands in the user's arguments (None: it
@@ -265,11 +269,18 @@ def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
         sizing=sizing,
         compilation_config=compilation,
         limit_mm_per_prompt=getattr(ns, "limit_mm_per_prompt", None),
+        language_model_only=bool(getattr(ns, "language_model_only", None)),
+        mm_processor_kwargs=_kwargs(getattr(ns, "mm_processor_kwargs", None)),
         long_prefill_token_threshold=getattr(ns, "long_prefill_token_threshold", None),
         positional_model=None if tag is None else str(tag),
         positional_model_at=tag.origin if isinstance(tag, Arg) else None,
         notes=notes,
     )
+
+
+def _kwargs(value: object) -> dict[str, Any] | None:
+    """``--mm-processor-kwargs`` as vLLM's own type read it (JSON, or None): the object, else None."""
+    return dict(value) if isinstance(value, dict) else None
 
 
 def _compilation(raw: str | None, ns: argparse.Namespace) -> dict[str, Any] | None:

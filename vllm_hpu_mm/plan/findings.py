@@ -166,11 +166,14 @@ def text_cost_evidence(i: PlanInputs) -> str:
 
 
 def _reserved_for(i: PlanInputs, s: Split, prefill: int, decode: int) -> float | None:
-    """The VLLM_GRAPH_RESERVED_MEM at which both text pools hold these costs (the ratios kept), None if above 1."""
+    """The VLLM_GRAPH_RESERVED_MEM at which both text pools hold these costs (the ratios kept), None if above 1 (or
+    nothing is usable, or a pool's share is 0)."""
     usable = s.usable_bytes
     shares = (i.graph_prompt_ratio * i.graph_multimodal_prompt_ratio, 1 - i.graph_prompt_ratio)
-    need = max((cost / (usable * share) if share > 0 else 2.0) for cost, share in zip((prefill, decode), shares,
-                                                                                      strict=True))  # fmt: skip
+    pools = [usable * share for share in shares]
+    need = max(cost / pool if pool > 0 else 2.0 for cost, pool in zip((prefill, decode), pools, strict=True))
+    if not math.isfinite(need) or need > 1:
+        return None
     value = math.ceil(need * 100) / 100
     return value if value <= 1 else None
 

@@ -109,6 +109,10 @@ class PlanInputs:
     #: ``--limit-mm-per-prompt`` sets image to 0: vLLM refuses every image, so no image bucket is captured, warmed
     #: or exported (``vision_bucketed`` is then False); ``buckets`` still shape the profiling pass's tower estimate.
     images_refused: bool = False
+    #: The runtime builds the vision tower: False when vLLM drops it because every one of its modalities' limits is 0
+    #: (:func:`vllm_hpu_mm.plan.derived.vision_tower_built`, on a runtime whose traits say it follows the rule); its
+    #: weights and profiling peak are then not planned.
+    vision_tower_built: bool = True
 
     def vision_listed(self, buckets: Iterable[int]) -> str:
         """Vision buckets comma-separated in the unit the runtime reads: patches per image, or images per pass."""

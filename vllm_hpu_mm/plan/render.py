@@ -9,6 +9,7 @@ from vllm_hpu_mm.models.step_time import interval_text
 from vllm_hpu_mm.plan.bucket_choice import BucketChoice
 from vllm_hpu_mm.plan.bucket_fit import BucketFit
 from vllm_hpu_mm.plan.findings import text_cost_evidence
+from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.planner import Plan
 from vllm_hpu_mm.plan.text_buckets import text_time
 from vllm_hpu_mm.plan.text_choice import TextChoice
@@ -63,6 +64,7 @@ def to_dict(
         "vision_pool_mode": i.pool_mode.value,
         "total_bytes": i.total_bytes,
         "weight_bytes": p.weight_bytes,
+        "weights_source": weights_source(i),
         "profile_bytes": p.profile_bytes,
         "free_after_load_bytes": p.free_after_load_bytes,
         "memory_formula": p.memory_formula,
@@ -113,6 +115,17 @@ def to_dict(
             for f in p.findings
         ],
     }
+
+
+def weights_source(i: PlanInputs) -> str:
+    """What the planned weights hold: the whole model, or the language model only where the runtime builds no tower."""
+    if not i.model.vision.present:
+        return "the model's weights"
+    if i.vision_tower_built:
+        return "the language model and the vision tower"
+    return ("the language model only: with every modality of the tower at --limit-mm-per-prompt 0 (or "
+            "--language-model-only) vLLM builds no vision tower (model_executor/models/interfaces.py "
+            "_mark_tower_model)")  # fmt: skip
 
 
 def _vision_dict(p: Plan) -> dict[str, Any] | None:
@@ -272,7 +285,7 @@ def to_table(
          f"DP {i.data_parallel_size}, {i.dtype_size}-byte dtype" + (f", {i.quantization}" if i.quantization else "")),
         ("device", f"{i.device} ({i.backend})",
          f"{i.total_bytes / GIB:.2f} GiB total" + (f" ({src['device_source']})" if "device_source" in src else "")),
-        ("weights", _gib(p.weight_bytes), "per card"),
+        ("weights", _gib(p.weight_bytes), "per card" + ("" if i.vision_tower_built else f"; {weights_source(i)}")),
         ("profiling peak", _gib(p.profile_bytes),
          "estimate" if p.profile_bytes else "none: the runtime runs no profiling forward pass"),
         ("free after load", _gib(p.free_after_load_bytes), free_note),

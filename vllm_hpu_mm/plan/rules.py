@@ -28,6 +28,7 @@ import dataclasses
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.models.dims import (
     ModelDims,
+    VisionDims,
     kv_bytes_per_sequence,
     kv_bytes_per_token,
     vision_parameters,
@@ -84,11 +85,12 @@ class Split:
 def model_weight_bytes(i: PlanInputs) -> int:
     """Rule 0: weights held by the fullest card: the language model sharded over TP x PP (routed experts over the
     expert-parallel ranks instead, when on), the vision tower (on the first pipeline stage, never quantized) over TP
-    only."""
+    only; no tower where the runtime does not build it (:attr:`PlanInputs.vision_tower_built`)."""
     cards = i.cards_per_replica
     ep = i.expert_parallel_size * i.pipeline_parallel_size if i.expert_parallel_size else 0
-    everything = weight_bytes(i.model, i.dtype_size, cards, i.quantization, expert_parallel_size=ep)
-    vision = vision_parameters(i.model.vision) * i.dtype_size
+    model = i.model if i.vision_tower_built else dataclasses.replace(i.model, vision=VisionDims(depth=0))
+    everything = weight_bytes(model, i.dtype_size, cards, i.quantization, expert_parallel_size=ep)
+    vision = vision_parameters(model.vision) * i.dtype_size
     return everything + vision // i.tensor_parallel_size - vision // cards
 
 
@@ -112,7 +114,7 @@ def profile_costs(i: PlanInputs) -> ProfileCosts:
     stream and attention in and out, 4 x hidden, and the MLP's gate and up, 2 x intermediate / TP), a sequence's
     float32 logits, the vision tower's eager peak at the largest bucket; with the engine sizes a runtime shapes its
     pass from."""
-    largest = max(i.buckets) if i.buckets else 0
+    largest = max(i.buckets) if i.buckets and i.vision_tower_built else 0  # no tower: vLLM profiles no encoder
     return profile_costs_of(i.model, i.dtype_size, i.tensor_parallel_size, i.engine(1), largest)
 
 

@@ -82,14 +82,18 @@ class RuntimeTraits:
     fp32_softmax_note: str
     #: How ``serve`` makes this runtime respect the parts of the plan it does not read as ratios (for fix texts).
     enforced_by: str
-    #: The fork's code gives ``VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO`` to vision (the guide gives it to text).
-    multimodal_ratio_is_vision_share: bool = False
     #: Why ``VLLM_MULTIMODAL_BUCKETS=None`` with warm-up on makes this runtime fail (its source); "" where it does not.
     none_buckets_fail_warmup: str = ""
-    #: Warms every text bucket with no memory check (vllm-gaudi), instead of capturing while they fit (the fork).
+    #: Warms every text bucket with no memory check (vllm-gaudi, vllm-fork 1.22), instead of capturing while they fit
+    #: (vllm-fork 1.17 - 1.21.3).
     warms_all_graphs: bool = False
     #: Captures its graphs during profiling and takes their memory out of the KV cache (vLLM on CUDA).
     profiles_graphs: bool = False
+    #: Builds no vision tower (no weights) when ``--limit-mm-per-prompt`` sets every one of its modalities to 0, as
+    #: vLLM 0.32's model classes do (``interfaces.py`` ``_mark_tower_model``; :func:`vllm_hpu_mm.plan.derived.
+    #: vision_tower_built`). vllm-gaudi's Qwen2.5-VL rebuilds ``visual`` whatever the limits (``models/
+    #: qwen2_5_vl.py:499`` @091bbadd) and the fork's vLLM predates the rule: both keep the tower.
+    tower_follows_limits: bool = False
     #: Config ``model_type`` values the fp32-softmax default applies to (empty: every model).
     fp32_softmax_model_types: tuple[str, ...] = ()
     #: The runtime's own knobs, beyond vLLM's engine flags and the guide's memory variables, that fixes and the OOM
@@ -321,11 +325,17 @@ class ServerFlags:
     skip_warmup: bool = False
     #: The user's VLLM_FP32_SOFTMAX as parsed by our environment registry, None when unset.
     fp32_softmax: bool | None = None
+    #: ``--language-model-only``: vLLM sets every modality's limit to 0 (``config/multimodal.py``
+    #: ``get_limit_per_prompt``).
+    language_model_only: bool = False
 
     @property
     def refuses_images(self) -> bool:
         """Whether ``--limit-mm-per-prompt`` gives image a count of 0 (``{"image": 0}`` or ``{"image": {"count":
-        0}}``): vLLM then refuses every request with an image (vllm/multimodal/processing/context.py @ 0.32)."""
+        0}}``), or ``--language-model-only`` sets every limit to 0: vLLM then refuses every request with an image
+        (vllm/multimodal/processing/context.py @ 0.32)."""
+        if self.language_model_only:
+            return True
         try:
             value = json.loads(self.limit_mm_per_prompt or "{}")
         except ValueError:

@@ -48,14 +48,7 @@ class Draft:
         if GRAPH_PROMPT_RATIO in traits.reads:
             draft.env[GRAPH_PROMPT_RATIO] = str(i.graph_prompt_ratio)
         if GRAPH_MULTIMODAL_PROMPT_RATIO in traits.reads:
-            share = i.graph_multimodal_prompt_ratio
-            value = str(round(1 - share, 6)) if traits.multimodal_ratio_is_vision_share else str(share)
-            draft.env[GRAPH_MULTIMODAL_PROMPT_RATIO] = value
-            if traits.multimodal_ratio_is_vision_share:
-                draft.notes.append(
-                    f"{i.runtime.name.value}: {GRAPH_MULTIMODAL_PROMPT_RATIO}={value} is the vision share in its code, "
-                    f"which gives text the guide's {share}"
-                )
+            draft.env[GRAPH_MULTIMODAL_PROMPT_RATIO] = str(i.graph_multimodal_prompt_ratio)
         return draft
 
     def kv_part(self) -> Part:

@@ -35,6 +35,7 @@ TRAITS = RuntimeTraits(
     fp32_softmax_default=False,
     fp32_softmax_note="vLLM's CPU attention chooses its own softmax precision",
     enforced_by="serve passes the planned KV cache as --kv-cache-memory-bytes",
+    tower_follows_limits=True,
 )
 
 

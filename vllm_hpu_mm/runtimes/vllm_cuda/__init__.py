@@ -60,6 +60,7 @@ TRAITS = RuntimeTraits(
     fp32_softmax_note="vLLM's CUDA attention backends choose their own softmax precision",
     enforced_by="serve exports the graphs that fit as --compilation-config capture sizes and encoder budgets",
     profiles_graphs=True,
+    tower_follows_limits=True,
 )
 
 

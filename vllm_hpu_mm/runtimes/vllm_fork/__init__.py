@@ -1,12 +1,14 @@
 """HabanaAI/vllm-fork (habana_main, the runtime the Gaudi guide describes): what it does with your environment.
 
-- Memory: available = free x ``gpu_memory_utilization``; graphs = available x ``VLLM_GRAPH_RESERVED_MEM``; prefill =
-  graphs x ``VLLM_GRAPH_PROMPT_RATIO``; and in its *code* vision = prefill x ``VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO``
-  (text the rest), the opposite of its guide. It runs a profiling forward pass before sizing the KV cache.
-- Graphs: captured ascending while the per-bucket estimate fits each pool; the rest are skipped. Its text buckets
-  are those of the release line planned for (:mod:`.releases`; newest v0.9.0.1+Gaudi-1.22.0, exponential by
-  default), generated as that line's code does (:mod:`.bucketing`, :mod:`.linear`, :mod:`.exponential`) from the
-  user's ``VLLM_*_BUCKET_*`` variables.
+- Memory: available = free x ``gpu_memory_utilization``; graphs = available x ``VLLM_GRAPH_RESERVED_MEM``. It runs a
+  profiling forward pass before sizing the KV cache.
+- Graphs, as the release line planned for (:mod:`.releases`; newest v0.9.0.1+Gaudi-1.22.0) warms them
+  (:func:`traits_for`): 1.17 - 1.21.3 give prefill graphs x ``VLLM_GRAPH_PROMPT_RATIO`` and capture ascending while
+  the per-bucket estimate fits each pool, the rest skipped; 1.22 reads no ratio and warms every prompt, decode and
+  vision bucket (``VLLM_MULTIMODAL_BUCKETS``, read from 1.22 only) with no memory check. No release reads
+  ``VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO`` (the guide documents it; only development branches such as
+  ig/qwen2_5-vl_visionTransformer read it). Its text buckets are generated as that line's code does
+  (:mod:`.bucketing`, :mod:`.linear`, :mod:`.exponential`) from the user's ``VLLM_*_BUCKET_*`` variables.
 - What ``serve`` hands it: :mod:`.exports`.
 """
 
@@ -18,7 +20,6 @@ from collections.abc import Mapping
 from vllm_hpu_mm.engine import EngineShape, TextShapes
 from vllm_hpu_mm.runtimes.arithmetic import gaudi_guide_split
 from vllm_hpu_mm.runtimes.base import (
-    GRAPH_MULTIMODAL_PROMPT_RATIO,
     GRAPH_PROMPT_RATIO,
     GRAPH_RESERVED_MEM,
     SKIP_WARMUP,
@@ -41,7 +42,7 @@ from vllm_hpu_mm.runtimes.vllm_fork.bucketing import (
     largest_prompt_shape,
     strategy_of,
 )
-from vllm_hpu_mm.runtimes.vllm_fork.releases import NEWEST, release_for
+from vllm_hpu_mm.runtimes.vllm_fork.releases import NEWEST, Release, release_for
 from vllm_hpu_mm.values import MIB
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "model_from_env",
     "profile_pass",
     "profile_residue_bytes",
+    "traits_for",
 ]
 
 #: What the fork's profiling run leaves held when its pass cannot be sized (no engine sizes given): the development
@@ -101,14 +103,15 @@ def profile_residue_bytes(p: ProfileCosts | None, bucketing: ForkBucketing | Non
     return batch * length * p.token_bytes + batch * p.logits_bytes_per_seq + (p.vision_bytes if p.multimodal else 0)
 
 
+#: The newest line's traits (what a plain ``vllm-fork`` plans); :func:`traits_for` gives each line's.
 TRAITS = RuntimeTraits(
     backend="hpu",
-    reads=frozenset({GRAPH_RESERVED_MEM, GRAPH_PROMPT_RATIO, GRAPH_MULTIMODAL_PROMPT_RATIO}),
+    reads=frozenset({GRAPH_RESERVED_MEM}),
     profiles_forward=True,
     fp32_softmax_default=False,
     fp32_softmax_note="vllm-fork reads VLLM_FP32_SOFTMAX (default off)",
-    enforced_by="serve exports the ratios",
-    multimodal_ratio_is_vision_share=True,
+    enforced_by="serve exports the vision buckets that fit; the text buckets are the release's own, all warmed",
+    warms_all_graphs=True,
     own_knobs=frozenset({VISION_BUCKETS, SKIP_WARMUP, WEIGHTS_LOAD_DEVICE}),
     # its V0 worker and executor paths and early names; vLLM V0 on Gaudi is the fork's (vllm-gaudi is a V1 plugin)
     log_marks=r"vllm-fork|vllm/worker/hpu_|vllm/executor/hpu_|habana_main|# HPU blocks"
@@ -120,6 +123,16 @@ TRAITS = RuntimeTraits(
     kv_cache_memory_bytes_source="its vLLM (habana_main @95af7009) has no kv_cache_memory_bytes: its server refuses "
     "the flag",
 )
+
+
+def traits_for(release: Release) -> RuntimeTraits:
+    """The fork's traits at a release line: which of the guide's variables it reads and whether it warms every graph
+    (:class:`.releases.Release`, read at each tag)."""
+    if not release.reads_prompt_ratio:
+        return TRAITS
+    return dataclasses.replace(TRAITS, reads=frozenset({GRAPH_RESERVED_MEM, GRAPH_PROMPT_RATIO}),
+                               enforced_by="serve exports VLLM_GRAPH_RESERVED_MEM and VLLM_GRAPH_PROMPT_RATIO",
+                               warms_all_graphs=False)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,6 +180,10 @@ class VllmFork(NoBucketList):
                              chunked_prefill=False)  # fmt: skip
 
     def vision_bucketing(self, model_type: str, *, model: str | None = None) -> VisionBucketing:
+        release = self.bucketing.release
+        if not release.reads_vision_buckets:
+            return VisionBucketing(False, False, (), f"vllm-fork {release.name} reads no VLLM_MULTIMODAL_BUCKETS (1.22 "
+                                   "added them, #1178 6bac2f76b): its vision tower is not bucketed")  # fmt: skip
         if "qwen2_5_vl" in model_type:
             return VisionBucketing(True, False, (1600, 3136, 4096, 6400, 7744, 9216, 12544),
                                    "vllm-fork qwen2_5_vl.py: VLLM_MULTIMODAL_BUCKETS, patches per image")  # fmt: skip
@@ -181,7 +198,8 @@ def model_from_env(
 ) -> VllmFork:
     """vllm-fork at the line of ``version`` (None: the newest), configured by the bucket variables in ``env`` (it
     reads no bucket file: the registry refuses ``bucket_file`` for it)."""
-    return VllmFork(config_from_env(env, release_for(version)))
+    release = release_for(version)
+    return VllmFork(config_from_env(env, release), traits=traits_for(release))
 
 
 def describe_release(version: str) -> str:

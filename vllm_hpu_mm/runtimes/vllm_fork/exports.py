@@ -1,31 +1,48 @@
-"""What ``serve`` hands HabanaAI/vllm-fork: all three of the guide's ratios (the multimodal one inverted, since its
-code gives it to vision; :class:`~vllm_hpu_mm.runtimes.exporting.Draft` sets them from the traits) and the vision
-buckets that fit."""
+"""What ``serve`` hands HabanaAI/vllm-fork: only what the release planned for reads (:func:`.traits_for`, read at each
+tag). ``VLLM_GRAPH_RESERVED_MEM`` always; ``VLLM_GRAPH_PROMPT_RATIO`` on 1.17 - 1.21.3, whose warm-up captures
+while each pool lasts; on 1.22, which reads no ratio and warms every bucket with no memory check, the vision buckets
+that fit (``VLLM_MULTIMODAL_BUCKETS``, read from 1.22 only). No release reads ``VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO``:
+it is never exported."""
 
 from __future__ import annotations
 
-from vllm_hpu_mm.runtimes.base import (
-    GRAPH_MULTIMODAL_PROMPT_RATIO,
-    GRAPH_PROMPT_RATIO,
-    GRAPH_RESERVED_MEM,
-    ExportContext,
-    Exports,
-    Part,
-)
+from vllm_hpu_mm.runtimes.base import GRAPH_PROMPT_RATIO, GRAPH_RESERVED_MEM, ExportContext, Exports, Part
 from vllm_hpu_mm.runtimes.exporting import Draft, export_buckets
+from vllm_hpu_mm.runtimes.vllm_fork import VllmFork
+from vllm_hpu_mm.runtimes.vllm_fork.releases import NEWEST
 
 __all__ = ["exports"]
 
+OVER_POOL = "the buckets' estimated graphs exceed the pools (all are warmed: none is dropped)"
+
 
 def exports(d: Draft, context: ExportContext) -> Exports:
+    plan, i = d.plan, d.plan.inputs
     kv = d.kv_part()
-    if d.plan.inputs.enforce_eager:
+    if i.enforce_eager:
         return d.eager(kv)
-    vision = export_buckets(d)
-    vision_ok = bool(vision) or not d.plan.inputs.buckets
-    return d.finish({
-        "kv_cache": kv,
-        "decode_graphs": Part((GRAPH_RESERVED_MEM, GRAPH_PROMPT_RATIO), True),
-        "prefill_text_graphs": Part((GRAPH_PROMPT_RATIO, GRAPH_MULTIMODAL_PROMPT_RATIO), True),
-        "prefill_vision_graphs": Part((GRAPH_MULTIMODAL_PROMPT_RATIO, *vision), vision_ok),
-    })  # fmt: skip
+    release = i.runtime.bucketing.release if isinstance(i.runtime, VllmFork) else NEWEST
+    if release.reads_vision_buckets:
+        vision = export_buckets(d)
+        vision_part = Part(vision, bool(vision) or not i.buckets)
+    else:
+        unbounded = bool(i.buckets) and not i.images_refused
+        vision_part = Part((), not unbounded, f"{release.name} reads no VLLM_MULTIMODAL_BUCKETS: nothing bounds its "
+                           "vision graphs" if unbounded else "")  # fmt: skip
+    if i.runtime.traits.warms_all_graphs:
+        # 1.22's warm-up captures every prompt, then every decode bucket, with no ratio and no memory check
+        over = any(f.code == "text_graphs_over_pool" for f in plan.findings)
+        why = OVER_POOL if over else "its own buckets, all warmed: serve hands it no bucket list"
+        text_part = Part((), not over, why)
+        d.notes.append(f"vllm-fork {release.name} reads neither prompt ratio: none exported")
+        decode, prefill_text = text_part, text_part
+    else:
+        decode = Part((GRAPH_RESERVED_MEM, GRAPH_PROMPT_RATIO), True)
+        prefill_text = Part((GRAPH_PROMPT_RATIO,), True)
+        d.notes.append(f"vllm-fork {release.name} reads VLLM_GRAPH_PROMPT_RATIO, not "
+                       "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO (its prefill graphs share one pool): the latter is not "
+                       "exported")  # fmt: skip
+    return d.finish(
+        {"kv_cache": kv, "decode_graphs": decode, "prefill_text_graphs": prefill_text,
+         "prefill_vision_graphs": vision_part}
+    )  # fmt: skip

@@ -43,6 +43,15 @@ class Release:
     generation: str
     #: Whether VLLM_EXPONENTIAL_BUCKETING can pick the exponential strategy, and its default.
     exponential_default: bool = False
+    #: The runner's warm-up splits graph memory by ``VLLM_GRAPH_PROMPT_RATIO`` and captures while each pool lasts
+    #: (1.17 ``habana_model_runner.py`` @1e0e492e1:1150, default 0.5; 1.18 - 1.21.3 ``hpu_model_runner.py``
+    #: ``warmup_model``, default 0.3). False: it warms every prompt then every decode bucket with no ratio and no
+    #: memory check (1.22 ``vllm/worker/hpu_model_runner.py`` @2e9b2b3d4:3230-3262; extension @8211e0b reads no
+    #: ratio). No release reads ``VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO`` (only development branches do).
+    reads_prompt_ratio: bool = True
+    #: The runner buckets the vision tower by ``VLLM_MULTIMODAL_BUCKETS`` and warms every bucket (1.22:
+    #: ``VisionBuckets`` @2e9b2b3d4:115, the multimodal warm-up of #1178 6bac2f76b); before, no release reads it.
+    reads_vision_buckets: bool = False
 
     def __str__(self) -> str:
         where = f"extension @{self.extension}" if self.extension else "in-tree"
@@ -50,7 +59,7 @@ class Release:
 
 
 NEWEST = Release("v0.9.0.1+Gaudi-1.22.0", "0.9.0.1", ("v0.9.0.1+Gaudi-1.22.0",), "2e9b2b3d4", "8211e0b", "ext122",
-                 exponential_default=True)  # fmt: skip
+                 exponential_default=True, reads_prompt_ratio=False, reads_vision_buckets=True)  # fmt: skip
 
 #: Newest first.
 LINES: tuple[Release, ...] = (

@@ -47,7 +47,15 @@ from vllm_hpu_mm.runtimes.vllm_gaudi.config import (
 )
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import MAX_FILE_BUCKETS, bucket_file
 from vllm_hpu_mm.runtimes.vllm_gaudi.installed import InstalledUnavailable, InstalledVllmGaudi, find_installed
-from vllm_hpu_mm.runtimes.vllm_gaudi.releases import FIRST_FILE_BUCKETING, MAIN, Release, release_for
+from vllm_hpu_mm.runtimes.vllm_gaudi.releases import (
+    FIRST_FILE_BUCKETING,
+    MAIN,
+    NEWEST_TAG_NAME,
+    Release,
+    beyond_tags,
+    line_of,
+    release_for,
+)
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
 from vllm_hpu_mm.runtimes.vllm_gaudi.vision import BATCH_WARMUP_SIDE, dummy_image_size, vision_table_entry
 
@@ -262,7 +270,9 @@ def model_from_env(
     here = find_installed()
     ask = here if here is not None and (version is None or version == here.version) else None
     try:
-        release = release_for(version if version is not None else (here.version if here is not None else None))
+        # a release named and not the one installed must be a tag; the installed build plans as its version's line
+        release = (release_for(version) if ask is None else
+                   line_of(version if version is not None else here.version if here is not None else None))  # fmt: skip
     except ConfigError:
         if ask is None:
             raise
@@ -291,7 +301,9 @@ def describe_release(version: str) -> str:
     here = find_installed()
     asked = here is not None and here.version == version
     try:
-        planned = f"planned as {release_for(version)}"
+        planned = f"planned as {line_of(version) if asked else release_for(version)}"
+        if beyond_tags(version):
+            planned += f" ({version} is newer than the newest tag read, {NEWEST_TAG_NAME}: main's code stands for it)"
     except ConfigError:
         if not asked:
             raise

@@ -142,6 +142,10 @@ def _vision(d: Draft, resolutions: Sequence[tuple[int, int]]) -> tuple[list[str]
                        "says: VLLM_MULTIMODAL_RESOLUTIONS and per-bucket widths/heights cannot steer it "
                        f"({how})")  # fmt: skip
         return vision, True
+    if flags.language_model_only:  # every limit 0 (config/multimodal.py get_limit_per_prompt): no limit to add
+        d.notes.append("--language-model-only: vLLM refuses every image, so no image runs and no vision graph is "
+                       "warmed")  # fmt: skip
+        return vision, False
     if flags.limit_mm_per_prompt is None:
         d.args += ["--limit-mm-per-prompt", json.dumps({"image": UNSET_LIMIT})]
         d.notes.append(f'vllm-gaudi warms vision graphs only when --limit-mm-per-prompt names image: added {{"image": '

@@ -96,6 +96,12 @@ Recognised but not modelled (:func:`release_for` refuses them with one line; on 
 own code is asked instead, :mod:`.installed`): v0.11.3 - v0.12 (no tag between v0.11.2 and v0.13.0 to read).
 Before v0.11.2 there is no bucket file to plan. Pre-releases are ordered by their number (:func:`parse_version`:
 rc0 < rc1 < the release).
+
+A *named* release (``vllm-gaudi==X``, :func:`release_for`) must be one of the tags above (:data:`TAGGED`: every tag
+from v0.11.2 to v0.27.0rc0 in the mirror @091bbadd; v0.22.x, v0.23.x and v0.25.x were never tagged) or newer than
+the newest of them: such a release came after the code read here, and plans as main @091bbadd, the newest code read,
+which the plan says. An installed build (``auto``; a development version between tags) plans as the line its
+version falls in (:func:`line_of`).
 """
 
 from __future__ import annotations
@@ -105,7 +111,18 @@ import re
 
 from vllm_hpu_mm.errors import ConfigError
 
-__all__ = ["FIRST_FILE_BUCKETING", "LINES", "MAIN", "Release", "parse_version", "release_for"]
+__all__ = [
+    "FIRST_FILE_BUCKETING",
+    "LINES",
+    "MAIN",
+    "NEWEST_TAG",
+    "TAGGED",
+    "Release",
+    "beyond_tags",
+    "line_of",
+    "parse_version",
+    "release_for",
+]
 
 Version = tuple[int, int, int, int]
 #: v0.11.2: the first tag with extension/bucketing/file_strategy.py (VLLM_BUCKETING_FROM_FILE) and vision.py
@@ -499,10 +516,10 @@ LINES: tuple[Release, ...] = (
 )
 
 
-def release_for(version: str | None) -> Release:
-    """The line a vllm-gaudi version belongs to (None or "main" = main @091bbadd). Versions from 0.27.0 on (e.g. a
-    development build of main) plan as main; versions before the oldest modelled line, or from 1.0 on (no release
-    has one), are refused."""
+def line_of(version: str | None) -> Release:
+    """The line any vllm-gaudi version falls in, tagged or not (an installed development build; None or "main" =
+    main @091bbadd). Versions from 0.27.0 on plan as main; versions before the oldest modelled line, or from 1.0 on
+    (no release has one), are refused."""
     if version is None or version.strip().lower() in ("main", "091bbadd", VLLM_MAIN_FULL):
         return MAIN
     v = parse_version(version)
@@ -510,8 +527,8 @@ def release_for(version: str | None) -> Release:
         # vllm-gaudi follows vLLM's 0.x versions: a later 0.x plans as the newest model (main), a 1.0 or later
         # is no release at all (a typo, or a version no code has been read for)
         raise ConfigError(f"vllm-gaudi=={version}: no vllm-gaudi release has it (they follow vLLM's 0.x versions; "
-                          f"from 0.27.0 on they plan as main @091bbadd, the newest modelled); {_ASK_ITS_OWN}; "
-                          f"{_ACCEPTED}")  # fmt: skip
+                          f"after {NEWEST_TAG_NAME} they plan as main @091bbadd, the newest code read); "
+                          f"{_ASK_ITS_OWN}; {_ACCEPTED}")  # fmt: skip
     for line in LINES:
         if v >= line.first:
             if line.not_modelled:
@@ -522,7 +539,34 @@ def release_for(version: str | None) -> Release:
     raise ConfigError(f"vllm-gaudi=={version}: {why}; {_ACCEPTED}")
 
 
+def release_for(version: str | None) -> Release:
+    """The line of a *named* release (``vllm-gaudi==X``; None or "main" = main @091bbadd): X must be a tag read here
+    (:data:`TAGGED`) or newer than the newest (it then plans as main, :func:`beyond_tags`); a version between tags
+    that no release has (0.22.0, 0.11.3, 0.26.1) is refused in one line listing the releases accepted."""
+    line = line_of(version)
+    if version is not None and line is not MAIN and parse_version(version) not in TAGGED:
+        raise ConfigError(f"vllm-gaudi=={version}: no vllm-gaudi release has it (vllm-project/vllm-gaudi has no tag "
+                          f"for it up to {NEWEST_TAG_NAME}); {_ASK_ITS_OWN}; {_ACCEPTED}")  # fmt: skip
+    return line
+
+
+def beyond_tags(version: str | None) -> bool:
+    """Whether a version is newer than the newest tag read (it plans as main @091bbadd, whose code stands for it)."""
+    if version is None or version.strip().lower() in ("main", "091bbadd", VLLM_MAIN_FULL):
+        return False
+    return parse_version(version) > NEWEST_TAG
+
+
 #: The first version no vllm-gaudi release can have (they follow vLLM's 0.x).
 _BEYOND_MAIN = parse_version("1.0.0.dev0")
+#: Every release tag of vllm-project/vllm-gaudi from v0.11.2 on, as read here (the lines' tags): a named release
+#: must be one of them or newer than the newest.
+_TAG_NAMES = sorted({t for line in LINES for t in line.tags if t.startswith("v")}, key=parse_version)
+TAGGED: frozenset[Version] = frozenset(parse_version(t) for t in _TAG_NAMES)
+NEWEST_TAG: Version = parse_version(_TAG_NAMES[-1])
+NEWEST_TAG_NAME = _TAG_NAMES[-1]
 _ASK_ITS_OWN = "on a host that runs it, auto (--runtime, or --plan-runtime under serve) asks its own code"
-_ACCEPTED = "accepted: 0.11.2 (and its post-releases), 0.13.0 or a later 0.x, or main"
+_ACCEPTED = (
+    f"accepted: a tagged release ({', '.join(t.removeprefix('v') for t in _TAG_NAMES)}), a later 0.x "
+    f"(after {NEWEST_TAG_NAME}: planned as main @091bbadd, the newest code read), or main"
+)
