@@ -250,3 +250,23 @@ def test_a_refused_shape_s_whole_reason_is_in_the_text_output(capsys: pytest.Cap
     row = next(line for line in out.splitlines() if "seqs 1024" in line)
     assert len(row.split("  ")[-1]) <= 70  # the verdict column stays narrow
     assert "must be greater than or equal to max_num_seqs (1024)" in out  # and the figures are under the table
+
+
+@pytest.mark.parametrize(
+    ("flags", "image"),
+    [
+        (["--device", "h100", "--runtime", "vllm-cuda"], "vllm/vllm-openai:v0.32.0"),
+        (["--device", "gaudi2"], "vllm-gaudi:latest"),
+        (["--device", "h100", "--runtime", "vllm-cuda", "--image", "my/vllm:1"], "my/vllm:1"),
+    ],
+)  # fmt: skip
+def test_the_default_image_is_the_planned_runtime_s_own(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, flags: list[str], image: str
+) -> None:
+    # held-out fleet round 2, case 19: an H100 fleet was deployed from the Gaudi image vllm-gaudi:latest
+    argv = [*SMALL[:2], *SMALL[4:], *flags, "--request-rate", "1", "--ttft-p99", "5000", "--tpot-p99", "200"]
+    code, _, err = fleet(capsys, *argv, "--out", str(tmp_path))
+    assert code == 0, err
+    pods = [d for d in yaml.safe_load_all((tmp_path / "kubernetes" / "fleet.yaml").read_text())
+            if d["kind"] == "Deployment"]  # fmt: skip
+    assert [c["image"] for c in pods[0]["spec"]["template"]["spec"]["containers"]] == [image]
