@@ -168,6 +168,29 @@ def test_a_model_that_fits_no_card_count_is_a_negative_finding(capsys: pytest.Ca
     assert "fix:" in err
 
 
+@pytest.mark.parametrize("device", ["gaudi2", "gaudi3"])
+def test_the_fix_for_a_model_that_fits_no_card_count_names_only_changes_that_fit_and_works_when_followed(
+    capsys: pytest.CaptureFixture[str], device: str
+) -> None:
+    # held-out fleet round 2, cases 10 and 11: "more memory per card (gaudi3), a quantized checkpoint or a shorter
+    # --max-model-len"; gaudi3 still ran out of memory (and was suggested on gaudi3), a shorter context did not help
+    # weights, and the pipeline stages that do fit were not named
+    argv = ("--model", "Qwen/Qwen2.5-VL-72B-Instruct", "--device", device, "--cards-per-node", "1",
+            "--tensor-parallel-sizes", "1", "--max-num-seqs", "8", "--max-model-len", "4096", "--requests", "30",
+            "--text-graph-budget", "20", "--request-rate", "0.2", "--ttft-p99", "10000",
+            "--tpot-p99", "200")  # fmt: skip
+    code, _, err = fleet(capsys, *argv, "--pipeline-parallel-sizes", "1")
+    assert code == 1
+    assert "fits no card count tried" in err
+    fix = err.split("; fix: ")[1]
+    assert "--pipeline-parallel-sizes 2 (TP1 PP2 seqs 8 tokens 2048 fits)" in fix
+    assert "--device" not in fix  # gaudi3 holds no more of the weights than it needs; gaudi2 is the one in use
+    assert "--max-model-len" not in fix  # weights and profiling do not shrink with the context
+    code, out, err = fleet(capsys, *argv, "--pipeline-parallel-sizes", "2")
+    assert code == 0, err
+    assert any(line.startswith("TP1 PP2 seqs 8") and line.endswith("chosen") for line in out.splitlines())
+
+
 def test_pipeline_stages_are_tried_where_no_tp_size_in_a_node_holds_the_model(capsys: pytest.CaptureFixture[str],
                                                                              tmp_path: Path) -> None:  # fmt: skip
     # nodes of one card: TP 1 runs out of memory and TP 2 would span nodes, so 2 stages over 2 nodes
@@ -227,3 +250,23 @@ def test_a_refused_shape_s_whole_reason_is_in_the_text_output(capsys: pytest.Cap
     row = next(line for line in out.splitlines() if "seqs 1024" in line)
     assert len(row.split("  ")[-1]) <= 70  # the verdict column stays narrow
     assert "must be greater than or equal to max_num_seqs (1024)" in out  # and the figures are under the table
+
+
+@pytest.mark.parametrize(
+    ("flags", "image"),
+    [
+        (["--device", "h100", "--runtime", "vllm-cuda"], "vllm/vllm-openai:v0.32.0"),
+        (["--device", "gaudi2"], "vllm-gaudi:latest"),
+        (["--device", "h100", "--runtime", "vllm-cuda", "--image", "my/vllm:1"], "my/vllm:1"),
+    ],
+)  # fmt: skip
+def test_the_default_image_is_the_planned_runtime_s_own(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, flags: list[str], image: str
+) -> None:
+    # held-out fleet round 2, case 19: an H100 fleet was deployed from the Gaudi image vllm-gaudi:latest
+    argv = [*SMALL[:2], *SMALL[4:], *flags, "--request-rate", "1", "--ttft-p99", "5000", "--tpot-p99", "200"]
+    code, _, err = fleet(capsys, *argv, "--out", str(tmp_path))
+    assert code == 0, err
+    pods = [d for d in yaml.safe_load_all((tmp_path / "kubernetes" / "fleet.yaml").read_text())
+            if d["kind"] == "Deployment"]  # fmt: skip
+    assert [c["image"] for c in pods[0]["spec"]["template"]["spec"]["containers"]] == [image]

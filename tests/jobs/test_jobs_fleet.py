@@ -70,9 +70,11 @@ def test_shapes_refused_for_their_heads_are_answered_with_a_tp_size_not_more_mem
     assert "more memory" not in line
     assert "fix: a --tensor-parallel-sizes the refusal accepts" in line
     assert "accepted for Qwen/Qwen2.5-VL-7B-Instruct: 1, 2, 4" in line
-    # a shape vLLM takes that memory cannot hold still gets the memory fix
+    # a shape vLLM takes that memory cannot hold gets the memory fixes planned to fit, and says when none was found
     unheld = Candidate(ReplicaShape.of(2, 64, 2048, 1), None, why_not="does not fit: 90 GiB > 80 GiB", unheld=True)
-    assert "fix: more memory per card" in _impossible([unheld, refused], args, None)
+    fixes = ("--pipeline-parallel-sizes 2 (TP2 PP2 seqs 64 tokens 2048 fits)",)
+    assert "fix: --pipeline-parallel-sizes 2 (TP2 PP2" in _impossible([unheld, refused], args, None, fixes)
+    assert "fix: none found" in _impossible([unheld, refused], args, None)
 
 
 def _light(ttft: float, tpot: float, e2e: float) -> Capacity:

@@ -254,9 +254,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--name", default="vllm", type=_kubernetes_name, help="the Kubernetes objects' name (default vllm)")
     p.add_argument(
         "--image",
-        default="vllm-gaudi:latest",
         type=nonempty("a container image"),
-        help="the container image (default vllm-gaudi:latest)",
+        help="the container image (default: the planned runtime's: vllm-gaudi:latest on Gaudi, "
+        "vllm/vllm-openai:v0.32.0 for vLLM CUDA; none known for vllm-cpu, so pass it)",
     )
     p.add_argument(
         "--head-address",

@@ -22,6 +22,7 @@ from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.replay import served_traffic
 from vllm_hpu_mm.jobs.serve import Launch, Planned, on_default_device, plan_and_choose, prepare
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
+from vllm_hpu_mm.models.devices import KNOWN_DEVICES
 from vllm_hpu_mm.models.step_fit import FittedStep
 from vllm_hpu_mm.plan.args import VLLM_FLAGS, SizingArgs
 from vllm_hpu_mm.plan.fleet import (
@@ -50,6 +51,7 @@ from vllm_hpu_mm.plan.profile import calibrated_step
 from vllm_hpu_mm.plan.text_choice import images_for
 from vllm_hpu_mm.replay.schedules import Images, prompts, timer_for
 from vllm_hpu_mm.replay.timing import Timer
+from vllm_hpu_mm.runtimes.base import Runtime
 from vllm_hpu_mm.traffic.requests import Traffic
 
 __all__ = ["AUTO_PIPELINE", "MAX_CANDIDATES", "MAX_CARDS", "MAX_CARDS_PER_NODE", "MAX_PIPELINE", "Fleet", "FleetArgs",
@@ -72,6 +74,16 @@ GAUDI_PIPELINE_NOTE = (
     "needing PT_HPUGRAPH_DISABLE_TENSOR_CACHE=0); vllm-fork (HabanaAI, README_GAUDI.md) supports it on one or more "
     "nodes. vLLM 0.32 accepts --pipeline-parallel-size for Qwen2.5-VL (SupportsPP)"
 )
+
+#: The container image each runtime is deployed from when --image is not given: vLLM's own CUDA image at the release
+#: planned (vLLM 0.32: Docker Hub vllm/vllm-openai, tags v<version>); the Gaudi image name the docs use for both
+#: Gaudi runtimes. vllm-cpu has none known here: the deployment then names a placeholder and a note asks for --image.
+DEFAULT_IMAGES: dict[Runtime, str] = {
+    Runtime.VLLM_GAUDI: "vllm-gaudi:latest",
+    Runtime.VLLM_FORK: "vllm-gaudi:latest",
+    Runtime.VLLM_CUDA: "vllm/vllm-openai:v0.32.0",
+}
+IMAGE_PLACEHOLDER = "VLLM_IMAGE"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +111,8 @@ class FleetArgs:
     #: Where each replica finds its files (the bucket file): the environment names this folder.
     replica_dir: str = "/etc/vllm-hpu-mm"
     name: str = "vllm"
-    image: str = "vllm-gaudi:latest"
+    #: None: the planned runtime's own image (:data:`DEFAULT_IMAGES`).
+    image: str | None = None
     head_address: str = "HEAD_NODE_IP"
 
     def __post_init__(self) -> None:
@@ -274,6 +287,64 @@ class _Search:
             buckets=buckets,
         )
 
+    def holds(self, shape: ReplicaShape, **change: object) -> bool:
+        """Whether memory holds one replica of ``shape`` (with the sizing flags ``change``d), as serve plans it."""
+        try:
+            one = dataclasses.replace(_one(self.sizing, shape), **change)  # type: ignore[arg-type]
+            return plan_and_choose(one, self.settings, dict(self.runtime_env), requests=self.args.plan_requests,
+                                   text=False).plan.fits  # fmt: skip
+        except ConfigError:  # a value the runtime refuses for this shape (TP not dividing the heads, ...)
+            return False
+
+    def memory_fixes(self, candidates: list[Candidate]) -> tuple[str, ...]:
+        """When memory holds no shape vLLM takes: each one-flag change under which one of those shapes fits, found
+        by planning it (never a change that was already tried, nor the device in use)."""
+        a, sizing = self.args, self.sizing
+        unheld = [c.shape for c in candidates if c.unheld]
+        tried_pp = {c.shape.pipeline_parallel_size for c in candidates}
+        tried_tp = {c.shape.tensor_parallel_size for c in candidates}
+        out: list[str] = []
+        for pp in (p for p in AUTO_PIPELINE if p not in tried_pp):  # stages split the weights across nodes
+            fit = next((dataclasses.replace(s, pipeline_parallel_size=pp) for s in unheld
+                        if placement(s.tensor_parallel_size, pp, a.cards_per_node) is not None
+                        and self.holds(dataclasses.replace(s, pipeline_parallel_size=pp))), None)  # fmt: skip
+            if fit is not None:
+                out.append(f"--pipeline-parallel-sizes {pp} ({fit.label} fits)")
+                break
+        for tp in (t for t in (2, 4, 8, 16, 32, 64) if t <= a.cards_per_node and t not in tried_tp):
+            fit = next((dataclasses.replace(s, tensor_parallel_size=tp) for s in unheld
+                        if self.holds(dataclasses.replace(s, tensor_parallel_size=tp))), None)  # fmt: skip
+            if fit is not None:
+                out.append(f"--tensor-parallel-sizes {tp} ({fit.label} fits)")
+                break
+        # a shorter context mends only a KV cache too small for one sequence, never weights and profiling: the
+        # longest the cache holds (vLLM refuses prompts of that many tokens or more)
+        for c in (c for c in candidates if c.unheld and "cannot hold one sequence" in c.why_not):
+            plan = plan_and_choose(_one(sizing, c.shape), self.settings, dict(self.runtime_env),
+                                   requests=a.plan_requests, text=False).plan  # fmt: skip
+            tokens = plan.kv_blocks * plan.inputs.block_size
+            if tokens > 0 and self.holds(c.shape, max_model_len=tokens):
+                out.append(f"--max-model-len {tokens} ({c.shape.label} fits)")
+                break
+        if sizing.quantization is None and "-awq" not in (sizing.model or "").lower():
+            for method, words in (("fp8", "8-bit weights"), ("awq", "4-bit weights")):
+                fit = next((s for s in unheld if self.holds(s, quantization=method)), None)
+                if fit is not None:
+                    out.append(f"{words}: a checkpoint quantized so, planned with --quantization {method} "
+                               f"({fit.label} fits)")  # fmt: skip
+                    break
+        here = KNOWN_DEVICES.get(sizing.device or "")
+        if here is not None and sizing.total_memory_gib is None and sizing.free_memory_gib is None:
+            larger = sorted((d for d in KNOWN_DEVICES.values()
+                             if d.backend == here.backend and d.total_bytes > here.total_bytes),
+                            key=lambda d: d.total_bytes)  # fmt: skip
+            for d in larger:
+                fit = next((s for s in unheld if self.holds(s, device=d.name)), None)
+                if fit is not None:
+                    out.append(f"--device {d.name} ({fit.label} fits)")
+                    break
+        return tuple(out)
+
 
 def _one(sizing: SizingArgs, shape: ReplicaShape) -> SizingArgs:
     """The sizing flags of one replica of ``shape`` (PP left out at 1, as a user's own command would)."""
@@ -320,15 +391,20 @@ def _evidence(fleet_calibrated: bool, launch: Launch | None, warm_source: str) -
     }
 
 
-def _impossible(candidates: list[Candidate], args: FleetArgs, best: Candidate | None) -> str:
+def _impossible(candidates: list[Candidate], args: FleetArgs, best: Candidate | None,
+                memory_fixes: tuple[str, ...] = ()) -> str:  # fmt: skip
     fits = [c for c in candidates if c.capacity is not None]
     unheld = [c for c in candidates if c.unheld]
     if not fits and unheld:  # memory is what stopped the largest shape that vLLM would take
+        # only the changes planned to fit (:func:`_memory_fixes`): a fix named must work when followed
+        fix = ", or ".join(memory_fixes) or (
+            "none found: no pipeline size up to 8, tensor size within a node, context length, quantization or "
+            "other device makes a shape tried fit"
+        )
         return (
             "the model fits no card count tried ("
             + "; ".join(f"TP{c.shape.tensor_parallel_size}: {c.why_not}" for c in unheld[-1:])
-            + "); fix: more memory per card (gaudi3), a quantized checkpoint or a "
-            "shorter --max-model-len"
+            + f"); fix: {fix}"
         )
     if not fits:  # every shape refused before memory was asked (TP not dividing the heads, a stage over a node)
         tp = all("tensor-parallel" in c.why_not or "TP " in c.why_not for c in candidates)
@@ -485,6 +561,10 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
                 "on serve's own buckets (planned over its full sample) the chosen shape's capacity is "
                 f"{final.capacity.rate if final.capacity else 0:.3g} req/s; the search's figure stands"
             )
+        image = args.image or DEFAULT_IMAGES.get(launch.plan.inputs.runtime_name)
+        if image is None:
+            notes.append(f"no container image of {launch.plan.inputs.runtime_name.value} is known: the deployment "
+                         f"names {IMAGE_PLACEHOLDER}; pass --image")  # fmt: skip
         deploy = deployments(
             launch.argv,
             launch.exports.env,
@@ -495,7 +575,7 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
             cards_per_node=args.cards_per_node,
             device=launch.plan.inputs.device,
             name=args.name,
-            image=args.image,
+            image=image or IMAGE_PLACEHOLDER,
             head_address=args.head_address,
             replica_dir=args.replica_dir,
             warmup_s=chosen.warmup_s,
@@ -508,7 +588,8 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
         best = min(scored, key=lambda c: (c.total_cards, -c.margin)) if scored else None
         if best is None and any(c.capacity is not None for c in candidates):
             best = _closest(candidates, args.targets)  # no load meets the targets: the closest at a light load
-        reason = _impossible(candidates, args, best)
+        fixes = search.memory_fixes(candidates) if not any(c.capacity is not None for c in candidates) else ()
+        reason = _impossible(candidates, args, best, fixes)
     return Fleet(
         args.rate,
         args.targets,
