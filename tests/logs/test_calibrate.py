@@ -124,6 +124,37 @@ def test_vision_graph_line_is_fitted_per_bucket() -> None:
     assert c.profile.vision_fixed_mib == pytest.approx(20, abs=0.5)
 
 
+BANNER = "INFO 01-21 05:40:02 [api_server.py:1885] vLLM API server version 0.32.0"
+
+
+def test_a_log_of_two_server_starts_is_measured_from_the_last_one_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The first start was killed after 2 of 4 shapes (other figures); the restart warms the same shapes again, and
+    # its [1/4] and [2/4] lines are its own, not a second worker's copy of the first start's.
+    first = [BANNER, free_line(74.1), mm_line(1, 4, 560, 560, 9.61), mm_line(2, 4, 784, 784, 9.31), "Killed"]
+    shapes = [(560, 13.27), (784, 13.07), (896, 12.82), (1120, 12.43)]
+    second = [BANNER, free_line(77.8), *(mm_line(i + 1, 4, w, w, f) for i, (w, f) in enumerate(shapes))]
+    log = parse_warmup(first + second)
+    assert (log.run, log.runs) == (2, 2)
+    assert log.free_after_load_bytes == round(77.8 * GIB)
+    alone = calibrate(parse_warmup(second), None, device="gaudi2", source="s", buckets=(1600, 3136, 4096, 6400))
+    mixed = calibrate(log, None, device="gaudi2", source="s", buckets=(1600, 3136, 4096, 6400))
+    assert mixed.profile == alone.profile
+    path = tmp_path / "two.log"
+    path.write_text("\n".join(first + second) + "\n")
+    assert main(["memory", "calibrate", str(path), "--output", str(tmp_path / "p.json")]) == 0
+    assert "read run 2 of 2, the last that printed a memory figure" in capsys.readouterr().out
+    code, report = run_cli(capsys, "calibrate", str(path), "--output", str(tmp_path / "p.json"))
+    assert (code, report["run"], report["runs"]) == (0, 2, 2)
+
+
+def free_line(free_gib: float) -> str:
+    # vllm-gaudi's memory split (hpu_worker.py @ 091bbadd); numbers made up for the test.
+    return (f"INFO [hpu_worker.py:431] Free device memory: {free_gib} GiB, {round(free_gib * 0.92, 2)} GiB usable "
+            "(gpu_memory_utilization=0.92)")  # fmt: skip
+
+
 def gaudi_summary_log(*, listed: bool) -> list[str]:
     """vllm-gaudi's own lines @091bbadd: its bucket lists (extension/bucketing/common.py log_generate_info) and its
     per-phase summaries, which name no buckets (hpu_model_runner.py log_graph_warmup_summary); sizes made up."""

@@ -31,8 +31,10 @@ import dataclasses
 import itertools
 import math
 from collections.abc import Iterable, Sequence
+from typing import cast
 
 from vllm_hpu_mm.buckets.packing import bucket_for
+from vllm_hpu_mm.logs.doctor.runs import RunSplitter
 from vllm_hpu_mm.logs.numbers import GarbledNumber, SkippedLines, integer, number
 from vllm_hpu_mm.logs.patterns import (
     BUCKET_PAIR,
@@ -86,6 +88,8 @@ class PhaseTotal:
     listed: tuple[tuple[int, int, int], ...] = ()
     listed_n: int | None = None
     listed_line: int = -1
+    #: The summary as the log printed it, up to its used_mem figure (quoted in the report).
+    printed: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +104,12 @@ class WarmupLog:
     backend: str | None
     #: Lines left out because a figure in them is garbled (interleaved output).
     skipped: SkippedLines = dataclasses.field(default_factory=SkippedLines, compare=False)
+    #: The free memory and the CUDA graph memory as the log printed them, with their lines (quoted in the report).
+    free_quote: _Quoted | None = None
+    cuda_quote: _Quoted | None = None
+    #: Which run (server start) of how many in the log was read: the last that printed a memory figure.
+    run: int = 1
+    runs: int = 1
 
 
 def _kind(phase: str) -> str:
@@ -107,55 +117,110 @@ def _kind(phase: str) -> str:
     return "multimodal" if "multimodal" in p else "prompt" if "prompt" in p else "decode" if "decode" in p else p
 
 
-def parse_warmup(lines: Iterable[str]) -> WarmupLog:
-    """Read the warm-up and memory lines of a log (any runtime); see the module docstring."""
-    raw: list[tuple[int, str, int, tuple[tuple[str, int], ...], int]] = []  # (line, phase, i, fields, free)
-    gaps: list[int] = []
-    totals: list[PhaseTotal] = []
-    free = util = cuda = sizes = None
-    model = None
-    worker: str | None = None
-    seen: set[tuple[str, int]] = set()
-    #: The runtime's latest generated bucket list by phase, with its line (a summary without buckets covered it).
-    listed: dict[str, tuple[_Listed, int]] = {}
+def parse_warmup(lines: Iterable[str] | Iterable[tuple[int, str]]) -> WarmupLog:
+    """Read the warm-up and memory lines of a log (any runtime), given as lines or ``(line number, text)`` records;
+    see the module docstring. A log of several server starts is split into runs as the doctor splits it
+    (:class:`~vllm_hpu_mm.logs.doctor.runs.RunSplitter`), and only the last run that printed a memory figure is read:
+    a restart's figures are never mixed with the start before it (whose shapes it warms again)."""
+    splitter = RunSplitter()
     backend = RuntimeSniffer()
-    skipped = SkippedLines()
-    for k, text in enumerate(lines):
-        if text.strip() in ("...", "…"):
-            gaps.append(k)
-            continue
+    model = None
+    run, chosen = _RunReader(1), None
+    records = cast(Iterable[str | tuple[int, str]], lines)  # mypy joins the two iterables' items to a Sequence
+    for n, item in enumerate(records):
+        k, text = (n, item) if isinstance(item, str) else (item[0] - 1, item[1].rstrip("\r\n"))
+        if splitter.feed(text, k + 1):
+            chosen = run if run.measured else chosen
+            run = _RunReader(splitter.runs)
         backend.feed(text)
         if model is None and (m := MODEL.search(text)):
             model = m["model"]
+        run.feed(k, text)
+    chosen = run if run.measured or chosen is None else chosen
+    return chosen.result(model, backend.name, splitter.runs)
+
+
+class _RunReader:
+    """The figures of one run (one server start) of a log."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.raw: list[tuple[int, str, int, tuple[tuple[str, int], ...], int]] = []  # (line, phase, i, fields, free)
+        self.gaps: list[int] = []
+        self.totals: list[PhaseTotal] = []
+        self.free: _Quoted | None = None
+        self.util: float | None = None
+        self.cuda: _Quoted | None = None
+        self.sizes: int | None = None
+        self.model: str | None = None
+        self.worker: str | None = None
+        self.seen: set[tuple[str, int]] = set()
+        #: The runtime's latest generated bucket list by phase, with its line (a summary without buckets covered it).
+        self.listed: dict[str, tuple[_Listed, int]] = {}
+        self.skipped = SkippedLines()
+
+    @property
+    def measured(self) -> bool:
+        return bool(self.raw or self.totals) or self.free is not None or self.cuda is not None
+
+    def feed(self, k: int, text: str) -> None:
+        if text.strip() in ("...", "…"):
+            self.gaps.append(k)
+            return
+        if self.model is None and (m := MODEL.search(text)):
+            self.model = m["model"]
         try:
             read = _figures(text)
         except GarbledNumber as exc:
-            skipped.add(k + 1, text, exc)
-            continue
+            self.skipped.add(k + 1, text, exc)
+            return
         if isinstance(read, _Warmup):
             who = WORKER.match(text)
             tag = who["who"] if who else ""
-            worker = tag if worker is None else worker
-            if tag != worker or (read.phase, read.i) in seen:
-                continue  # another worker's copy of the same warm-up
-            seen.add((read.phase, read.i))
-            raw.append((k, read.phase, read.i, read.fields, read.free))
+            self.worker = tag if self.worker is None else self.worker
+            if tag != self.worker or (read.phase, read.i) in self.seen:
+                return  # another worker's copy of the same warm-up
+            self.seen.add((read.phase, read.i))
+            self.raw.append((k, read.phase, read.i, read.fields, read.free))
         elif isinstance(read, PhaseTotal):
-            generated, at = listed.get(read.phase, (None, -1))
+            generated, at = self.listed.get(read.phase, (None, -1))
             if read.buckets or generated is None:
-                totals.append(dataclasses.replace(read, line=k))
+                self.totals.append(dataclasses.replace(read, line=k))
             else:
-                totals.append(dataclasses.replace(read, line=k, listed=generated.buckets, listed_n=generated.n,
-                                                  listed_line=at))  # fmt: skip
+                self.totals.append(dataclasses.replace(read, line=k, listed=generated.buckets, listed_n=generated.n,
+                                                       listed_line=at))  # fmt: skip
         elif isinstance(read, _Listed):
-            listed[read.phase] = (read, k)
-        elif isinstance(read, tuple):
-            free, util = read
-        elif isinstance(read, int):
-            cuda = read
-        if sizes is None and (s := CUDA_CAPTURE_SIZES.search(text)) is not None:
-            sizes = len([v for v in s["sizes"].split(",") if v.strip()])
-    return WarmupLog(tuple(_costs(raw, gaps)), tuple(totals), free, util, cuda, sizes, model, backend.name, skipped)
+            self.listed[read.phase] = (read, k)
+        elif isinstance(read, _Free):
+            self.free, self.util = dataclasses.replace(read.quoted, line=k), read.util
+        elif isinstance(read, _Quoted):
+            self.cuda = dataclasses.replace(read, line=k)
+        if self.sizes is None and (s := CUDA_CAPTURE_SIZES.search(text)) is not None:
+            self.sizes = len([v for v in s["sizes"].split(",") if v.strip()])
+
+    def result(self, model: str | None, backend: str | None, runs: int) -> WarmupLog:
+        return WarmupLog(tuple(_costs(self.raw, self.gaps)), tuple(self.totals),
+                         None if self.free is None else self.free.bytes, self.util,
+                         None if self.cuda is None else self.cuda.bytes, self.sizes, self.model or model, backend,
+                         self.skipped, self.free, self.cuda, self.index, runs)  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class _Quoted:
+    """A figure as the log printed it: its bytes, the text that states it (quoted in the report) and its line."""
+
+    bytes: int
+    text: str
+    line: int = -1
+
+    def cite(self) -> str:
+        return f"line {self.line + 1}: '{self.text}'"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Free:
+    quoted: _Quoted
+    util: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,9 +241,9 @@ class _Warmup:
     free: int
 
 
-def _figures(text: str) -> _Warmup | PhaseTotal | _Listed | tuple[int, float] | int | None:
-    """The figures of a warm-up line, a phase total, a generated bucket list, the memory split (free bytes,
-    utilisation) or the CUDA graph bytes, read strictly (a garbled figure raises :class:`GarbledNumber`); None for
+def _figures(text: str) -> _Warmup | PhaseTotal | _Listed | _Free | _Quoted | None:
+    """The figures of a warm-up line, a phase total, a generated bucket list, the memory split (free memory,
+    utilisation) or the CUDA graph memory, read strictly (a garbled figure raises :class:`GarbledNumber`); None for
     any other line."""
     if (w := WARMUP_FREE_MEM.search(text)) is not None:
         fields = tuple((name, integer(a) * integer(b) if b else integer(a))
@@ -186,14 +251,16 @@ def _figures(text: str) -> _Warmup | PhaseTotal | _Listed | tuple[int, float] | 
         return _Warmup(w["phase"], integer(w["i"]), fields, size_bytes(w))
     if (t := PHASE_TOTAL.search(text)) is not None:
         buckets = tuple((integer(a), integer(b)) for a, b in BUCKET_PAIR.findall(t["b"] or ""))
-        return PhaseTotal(_kind(t["phase"]), integer(t["n"]), size_bytes(t), buckets, -1)
+        printed = text[t.start() : t.end("unit")]
+        return PhaseTotal(_kind(t["phase"]), integer(t["n"]), size_bytes(t), buckets, -1, printed=printed)
     if "Generated " in text and (g := GENERATED_BUCKETS.search(text)) is not None:
         triples = tuple((integer(b[1]), integer(b[2]), integer(b[3])) for b in BUCKET_TUPLE.finditer(g["b"]) if b[3])
         return _Listed(g["phase"], integer(g["n"]), triples)
     if (f := GAUDI_MEMORY.search(text)) is not None:
-        return round(number(f["free"]) * GIB), number(f["util"])
+        quoted = _Quoted(round(number(f["free"]) * GIB), text[f.start() : f.end("free")] + " GiB")
+        return _Free(quoted, number(f["util"]))
     if (c := CUDA_GRAPH_MEMORY.search(text)) is not None:
-        return round(number(c["gib"] or c["gib2"]) * GIB)
+        return _Quoted(round(number(c["gib"] or c["gib2"]) * GIB), c[0])
     return None
 
 
