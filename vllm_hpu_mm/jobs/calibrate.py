@@ -14,7 +14,7 @@ from pathlib import Path
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.outputs import check_output
-from vllm_hpu_mm.logs.calibrate import Calibration, WarmupLog, calibrate, parse_warmup
+from vllm_hpu_mm.logs.calibrate import CALIBRATED, Calibration, WarmupLog, calibrate, parse_warmup
 from vllm_hpu_mm.logs.doctor.source import LogSource, SourceSniffer
 from vllm_hpu_mm.logs.profile import save_profile
 from vllm_hpu_mm.logs.reading import log_records
@@ -139,7 +139,7 @@ def calibrate_log(args: CalibrateArgs, settings: Settings) -> Calibrated:
             sniffer.feed(record[1])  # bounded: it reads the first lines only
             yield record
 
-    log = parse_warmup(sniffed(log_records(args.log)) if args.log is not None else [])
+    log = parse_warmup(sniffed(log_records(args.log, CALIBRATED)) if args.log is not None else [])
     writer = sniffer.result() if args.log is not None else None
     if writer is not None and args.log is not None:
         check_calibrated_writer(writer, args.log)

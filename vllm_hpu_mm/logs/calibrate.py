@@ -51,6 +51,7 @@ from vllm_hpu_mm.logs.patterns import (
     RuntimeSniffer,
     size_bytes,
 )
+from vllm_hpu_mm.logs.reading import Purpose
 from vllm_hpu_mm.models.dims import ModelDims
 from vllm_hpu_mm.models.step_fit import FittedStep
 from vllm_hpu_mm.plan import text_cost, vision_cost
@@ -88,8 +89,9 @@ class PhaseTotal:
     listed: tuple[tuple[int, int, int], ...] = ()
     listed_n: int | None = None
     listed_line: int = -1
-    #: The summary as the log printed it, up to its used_mem figure (quoted in the report).
+    #: The summary as the log printed it, up to its used_mem figure (quoted in the report), and that figure.
     printed: str = ""
+    used_printed: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,7 +216,12 @@ class _Quoted:
     line: int = -1
 
     def cite(self) -> str:
-        return f"line {self.line + 1}: '{self.text}'"
+        return _quote(self.line, self.text)
+
+
+def _quote(line: int, text: str) -> str:
+    """A figure's source as the report cites it: its 1-based line and its words as the log printed them."""
+    return f"line {line + 1}: '{text}'"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -251,8 +258,9 @@ def _figures(text: str) -> _Warmup | PhaseTotal | _Listed | _Free | _Quoted | No
         return _Warmup(w["phase"], integer(w["i"]), fields, size_bytes(w))
     if (t := PHASE_TOTAL.search(text)) is not None:
         buckets = tuple((integer(a), integer(b)) for a, b in BUCKET_PAIR.findall(t["b"] or ""))
-        printed = text[t.start() : t.end("unit")]
-        return PhaseTotal(_kind(t["phase"]), integer(t["n"]), size_bytes(t), buckets, -1, printed=printed)
+        printed, used = text[t.start() : t.end("unit")], text[t.start("size") : t.end("unit")]
+        return PhaseTotal(_kind(t["phase"]), integer(t["n"]), size_bytes(t), buckets, -1, printed=printed,
+                          used_printed=used)  # fmt: skip
     if "Generated " in text and (g := GENERATED_BUCKETS.search(text)) is not None:
         triples = tuple((integer(b[1]), integer(b[2]), integer(b[3])) for b in BUCKET_TUPLE.finditer(g["b"]) if b[3])
         return _Listed(g["phase"], integer(g["n"]), triples)
@@ -317,12 +325,25 @@ class Calibration:
         return dataclasses.replace(self, step_time=step, rows=(row, *self.rows))
 
 
+#: What calibrate reads a log for, named when the log holds no text.
+CALIBRATED = Purpose("calibrate from", "a server's start-up log with its warm-up and memory lines ('[Warmup][Graph/...]"
+                     "[i/n] ... free_mem:X', 'Graph/... captured:N used_mem:X', 'Free device memory: ...', vLLM "
+                     "CUDA's 'Graph capturing finished in N secs, took X GiB')")  # fmt: skip
 #: Why a text factor was not measured when the log has none of the lines it is read from.
 NO_WARMUP_LINES = "the log has no such warm-up lines"
 
 
 def _used(total: PhaseTotal) -> str:
+    """The summary's used_mem as the log printed it (``3.912 GiB``)."""
+    if total.used_printed:
+        return total.used_printed
     return f"{total.used_bytes / GIB:.2f} GiB" if total.phase == "prompt" else f"{total.used_bytes / MIB:.1f} MiB"
+
+
+def _lines(samples: Sequence[GraphSample]) -> str:
+    """The log lines a fit's samples were read from (the line each cost is booked on)."""
+    first, last = min(s.line for s in samples) + 1, max(s.line for s in samples) + 1
+    return f"line {first}" if first == last else f"lines {first}-{last}"
 
 
 def _summary(total: PhaseTotal) -> str:
@@ -370,7 +391,8 @@ def _prompt_factor(log: WarmupLog, m: ModelDims, dtype: int, tp: int, block: int
     if tokens <= 0:
         return why
     cost = sum(s.cost_bytes for s in samples)
-    return cost / (tokens * per_token), f"{len(samples)} prompt graphs, free_mem drops totalling {cost / GIB:.2f} GiB"
+    return cost / (tokens * per_token), (f"{len(samples)} prompt graphs, free_mem drops totalling {cost / GIB:.2f} GiB "
+                                         f"(the [Warmup][Graph/Prompt] {_lines(samples)})")  # fmt: skip
 
 
 def _decode_factor(log: WarmupLog, m: ModelDims, dtype: int, tp: int, block: int) -> tuple[float, str] | str:
@@ -400,7 +422,8 @@ def _decode_factor(log: WarmupLog, m: ModelDims, dtype: int, tp: int, block: int
         blocks = s.get("num_blocks") or batch * math.ceil(s.get("seq_len", block) / block)
         est += eager(batch, blocks)
     cost = sum(s.cost_bytes for s in samples)
-    return cost / est, f"{len(samples)} decode graphs, free_mem drops totalling {cost / MIB:.1f} MiB"
+    return cost / est, (f"{len(samples)} decode graphs, free_mem drops totalling {cost / MIB:.1f} MiB (the "
+                        f"[Warmup][Graph/Decode] {_lines(samples)})")  # fmt: skip
 
 
 def _patches(sample: GraphSample, buckets: Sequence[int]) -> int | None:
@@ -416,12 +439,15 @@ def _patches(sample: GraphSample, buckets: Sequence[int]) -> int | None:
 
 def _vision_fit(log: WarmupLog, buckets: Sequence[int]) -> tuple[float, float, str] | None:
     per_bucket: dict[int, int] = {}
+    read = []
     for s in log.samples:
         if s.phase == "multimodal" and (b := _patches(s, buckets)) is not None:
             per_bucket[b] = per_bucket.get(b, 0) + s.cost_bytes
+            read.append(s)
     points = [(b, c / MIB) for b, c in sorted(per_bucket.items()) if c > 0]
     if not points:
         return None
+    where = f" from the [Warmup][Graph/Multimodal] {_lines(read)}"
     if len(points) == 1:  # one size: scale the built-in line through it
         b, mib = points[0]
         est = vision_cost.graph_pool_bytes(b) / MIB
@@ -429,7 +455,7 @@ def _vision_fit(log: WarmupLog, buckets: Sequence[int]) -> tuple[float, float, s
         return (
             vision_cost.GRAPH_POOL_MIB_PER_PATCH * k,
             vision_cost.GRAPH_POOL_FIXED_MIB * k,
-            f"1 bucket ({b}: {mib:.0f} MiB), built-in line scaled",
+            f"1 bucket ({b}: {mib:.0f} MiB){where}, built-in line scaled",
         )
     n = len(points)
     mx = sum(b for b, _ in points) / n
@@ -437,7 +463,8 @@ def _vision_fit(log: WarmupLog, buckets: Sequence[int]) -> tuple[float, float, s
     sxx = sum((b - mx) ** 2 for b, _ in points)
     slope = sum((b - mx) * (c - my) for b, c in points) / sxx if sxx else 0.0
     fixed = my - slope * mx
-    return slope, fixed, f"least squares over {n} buckets ({', '.join(f'{b}: {c:.0f} MiB' for b, c in points)})"
+    listed = ", ".join(f"{b}: {c:.0f} MiB" for b, c in points)
+    return slope, fixed, f"least squares over {n} buckets ({listed}){where}"
 
 
 def calibrate(
@@ -488,15 +515,13 @@ def calibrate(
                 else "the log's model is unknown: pass --model"
             )
             rows.append((name, "-", f"estimated (built-in); not measured: {reason}"))
+    # each phase's summary as the log printed it: a measured total even where no factor could be made of it
+    for total in reversed(log.totals):
+        rows.insert(0, (f"{total.phase}_graphs_used", _used(total), f"measured: {_quote(total.line, total.printed)} "
+                        f"(the {total.captured} {total.phase} graphs' total, as the runtime summed it)"))  # fmt: skip
     if log.free_after_load_bytes is not None:
-        rows.insert(
-            0,
-            (
-                "free_after_load_gib",
-                f"{log.free_after_load_bytes / GIB:.2f}",
-                "measured: the 'Free device memory' line",
-            ),
-        )
+        where = "the 'Free device memory' line" if log.free_quote is None else log.free_quote.cite()
+        rows.insert(0, ("free_after_load_gib", f"{log.free_after_load_bytes / GIB:.2f}", f"measured: {where}"))
     if log.cuda_graph_bytes is not None:
         per = (
             f", {log.cuda_graph_bytes / log.cuda_capture_sizes / MIB:.1f} MiB per capture size "
@@ -504,13 +529,8 @@ def calibrate(
             if log.cuda_capture_sizes
             else ""
         )
-        rows.insert(
-            0,
-            (
-                "cuda_graph_gib",
-                f"{log.cuda_graph_bytes / GIB:.2f}",
-                f"measured: vLLM's CUDA graph memory{per}; kept, not applied",
-            ),
-        )
+        where = "" if log.cuda_quote is None else f"{log.cuda_quote.cite()}: "
+        rows.insert(0, ("cuda_graph_gib", f"{log.cuda_graph_bytes / GIB:.2f}",
+                        f"measured: {where}vLLM's CUDA graph memory{per}; kept, not applied"))  # fmt: skip
     return Calibration(profile, tuple(rows), log.free_after_load_bytes, log.cuda_graph_bytes, log.cuda_capture_sizes,
                        model.name if model else log.model, log.backend, device)  # fmt: skip
