@@ -142,12 +142,14 @@ def test_a_compressed_log_on_standard_input_is_read(
 @pytest.mark.parametrize(
     ("content", "said"),
     [
-        (b"", "is empty"),
+        # what compare reads, not the doctor's "nothing to diagnose"
+        (b"", "is empty: there is nothing to compare; accepted: the memory lines of a Gaudi server's log"),
+        (b"\x00" * 64, "holds only NUL bytes (64 bytes): there is no text to compare; accepted: the memory lines"),
         (b"\x7fELF\x02\x01\x01" + bytes(range(256)) * 4, "is an executable (ELF), a binary file"),
         (b"INFO Starting vLLM API server\nINFO Application startup complete.\n",
          "has no memory lines of a Gaudi server to compare; expected any of 'Free device memory"),
     ],
-    ids=["empty", "binary", "no-memory-lines"],
+    ids=["empty", "nul-only", "binary", "no-memory-lines"],
 )  # fmt: skip
 def test_a_log_that_cannot_be_compared_gets_one_line_and_exit_2(
     content: bytes, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

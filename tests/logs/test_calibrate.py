@@ -101,6 +101,30 @@ def test_cuda_graph_memory_lines_are_kept_and_not_applied_to_a_gaudi_plan(tmp_pa
     assert "not applied" in notes[0]
 
 
+def test_each_measured_row_quotes_its_log_line_as_printed() -> None:
+    # The fork's summaries, its free memory and vLLM CUDA's capture line, each beside the line it came from and with
+    # the figure as the runtime printed it (3.912 GiB is not rounded to 3.91), even without the model the factors need
+    fork = calibrate(parse_warmup(lines(WARMUP_DOC)), None, device="gaudi2", source="warm-up.md")
+    how = {name: (value, text) for name, value, text in fork.rows}
+    assert how["prompt_graphs_used"] == (
+        "14.03 GiB",
+        "measured: line 29: 'Graph/Prompt captured:15 (62.5%) used_mem:14.03 GiB' (the 15 prompt graphs' total, as "
+        "the runtime summed it)",
+    )
+    assert how["decode_graphs_used"][0] == "161.9 MiB"
+    assert "line 30: 'Graph/Decode captured:48 (100.0%) used_mem:161.9 MiB'" in how["decode_graphs_used"][1]
+    assert "line 12: 'Free device memory: 79.16 GiB'" in how["free_after_load_gib"][1]
+    cuda = calibrate(parse_warmup(lines(DATA / "calibration" / "vllm_48601_cudagraph_memory.log")), None,
+                     device="h100", source="pr 48601")  # fmt: skip
+    row = next(text for name, _, text in cuda.rows if name == "cuda_graph_gib")
+    assert "line 4: 'Graph capturing finished in 15 secs, took 2.04 GiB'" in row
+    summary = [line.replace("used_mem:1.5 GiB", "used_mem:3.912 GiB") for line in gaudi_summary_log(listed=False)]
+    gaudi = calibrate(parse_warmup(summary), LLAMA_31_8B, device="gaudi2", source="s")
+    how = {name: (value, text) for name, value, text in gaudi.rows}
+    assert how["prompt_graphs_used"][0] == "3.912 GiB"
+    assert "(3 graphs, used_mem 3.912 GiB)" in how["text_prefill_factor"][1]
+
+
 def mm_line(i: int, n: int, w: int, h: int, free_gib: float) -> str:
     # vllm-gaudi's log_warmup_multimodal format (hpu_model_runner.py @ 091bbadd); numbers made up for the test.
     return (f"INFO hpu_model_runner.py] [Warmup][Graph/Multimodal(image)][{i}/{n}] batch_size:1 seq_len:0 "
@@ -122,6 +146,37 @@ def test_vision_graph_line_is_fitted_per_bucket() -> None:
     # The first shape has no line before it, so buckets 3136 and 4096 are measured.
     assert c.profile.vision_mib_per_patch == pytest.approx(0.08, rel=1e-3)
     assert c.profile.vision_fixed_mib == pytest.approx(20, abs=0.5)
+
+
+BANNER = "INFO 01-21 05:40:02 [api_server.py:1885] vLLM API server version 0.32.0"
+
+
+def test_a_log_of_two_server_starts_is_measured_from_the_last_one_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The first start was killed after 2 of 4 shapes (other figures); the restart warms the same shapes again, and
+    # its [1/4] and [2/4] lines are its own, not a second worker's copy of the first start's.
+    first = [BANNER, free_line(74.1), mm_line(1, 4, 560, 560, 9.61), mm_line(2, 4, 784, 784, 9.31), "Killed"]
+    shapes = [(560, 13.27), (784, 13.07), (896, 12.82), (1120, 12.43)]
+    second = [BANNER, free_line(77.8), *(mm_line(i + 1, 4, w, w, f) for i, (w, f) in enumerate(shapes))]
+    log = parse_warmup(first + second)
+    assert (log.run, log.runs) == (2, 2)
+    assert log.free_after_load_bytes == round(77.8 * GIB)
+    alone = calibrate(parse_warmup(second), None, device="gaudi2", source="s", buckets=(1600, 3136, 4096, 6400))
+    mixed = calibrate(log, None, device="gaudi2", source="s", buckets=(1600, 3136, 4096, 6400))
+    assert mixed.profile == alone.profile
+    path = tmp_path / "two.log"
+    path.write_text("\n".join(first + second) + "\n")
+    assert main(["memory", "calibrate", str(path), "--output", str(tmp_path / "p.json")]) == 0
+    assert "read run 2 of 2, the last that printed a memory figure" in capsys.readouterr().out
+    code, report = run_cli(capsys, "calibrate", str(path), "--output", str(tmp_path / "p.json"))
+    assert (code, report["run"], report["runs"]) == (0, 2, 2)
+
+
+def free_line(free_gib: float) -> str:
+    # vllm-gaudi's memory split (hpu_worker.py @ 091bbadd); numbers made up for the test.
+    return (f"INFO [hpu_worker.py:431] Free device memory: {free_gib} GiB, {round(free_gib * 0.92, 2)} GiB usable "
+            "(gpu_memory_utilization=0.92)")  # fmt: skip
 
 
 def gaudi_summary_log(*, listed: bool) -> list[str]:
@@ -150,7 +205,7 @@ def test_vllm_gaudis_summaries_are_measured_with_the_bucket_lists_it_generated()
     assert c.profile.text_prefill_factor == pytest.approx(1.5 * GIB / prefill, rel=1e-3)
     assert c.profile.text_decode_factor == pytest.approx(96 * 2**20 / decode, rel=1e-3)
     how = {name: text for name, _, text in c.rows}
-    assert "3 prompt graphs, used_mem 1.50 GiB (line 4), its buckets from line 2" in how["text_prefill_factor"]
+    assert "3 prompt graphs, used_mem 1.5 GiB (line 4), its buckets from line 2" in how["text_prefill_factor"]
 
 
 def test_a_summary_without_its_buckets_says_what_the_log_lacks() -> None:
@@ -158,7 +213,7 @@ def test_a_summary_without_its_buckets_says_what_the_log_lacks() -> None:
     assert c.profile.text_prefill_factor is None
     how = {name: text for name, _, text in c.rows}
     assert "the log has no such warm-up lines" not in how["text_prefill_factor"]
-    assert "Graph/Prompt summary on line 2 (3 graphs, used_mem 1.50 GiB) was read" in how["text_prefill_factor"]
+    assert "Graph/Prompt summary on line 2 (3 graphs, used_mem 1.5 GiB) was read" in how["text_prefill_factor"]
     assert "the buckets it covered are not in the log" in how["text_decode_factor"]
     # a list of another length than the summary's count is not the buckets it covered
     cut = [line.replace("Generated 3 prompt", "Generated 4 prompt") for line in gaudi_summary_log(listed=True)]
@@ -222,6 +277,8 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     empty = tmp_path / "empty.log"
     empty.write_text("")
     assert main(["memory", "calibrate", str(empty)]) == 2
+    # what calibrate reads, not the doctor's "nothing to diagnose"
+    assert "nothing to calibrate from; accepted: a server's start-up log with its warm-up" in capsys.readouterr().err
     assert main(["memory", "calibrate", str(WARMUP_DOC), "--model", "bogus"]) == 2
     bad = tmp_path / "bad.json"
     bad.write_text('{"version": 1, "costs": {"text_prefill_factor": -1}}')

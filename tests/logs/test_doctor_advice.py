@@ -231,6 +231,25 @@ def test_a_writer_the_log_does_not_name_is_said_to_be_assumed_only_where_a_vllm_
     assert named.result().describe == "vllm-gaudi"
 
 
+def test_a_gaudi_log_of_a_vllm_newer_than_any_fork_release_is_vllm_gaudis() -> None:
+    # HabanaAI/vllm-fork's releases are built on vLLM 0.9.x and older (its newest tag v0.9.0.1+Gaudi-1.22.0): a Gaudi
+    # log whose banner names vLLM 0.10 or later was written by the vllm-gaudi plugin
+    memory = "INFO 01-21 06:55:50 [hpu_worker.py:431] Free device memory: 77.8 GiB"
+    for banner, runtime in [("INFO 01-21 06:55:02 [api_server.py:1885] vLLM API server version 0.32.0", "vllm-gaudi"),
+                            ("INFO 01-21 06:55:04 [core.py:134] Initializing a V1 LLM engine (v0.10.1.dev12+g1) with "
+                             "config: device_config=hpu", "vllm-gaudi"),
+                            ("INFO 05-02 10:00:00 api_server.py:1043] vLLM API server version 0.9.0.1+gaudi000",
+                             "vllm-gaudi or vllm-fork (its lines do not say which)")]:  # fmt: skip
+        sniffer = SourceSniffer()
+        for line in (banner, memory):
+            sniffer.feed(line)
+        assert sniffer.result().describe == runtime, banner
+    marked = SourceSniffer()  # the fork's own words outrank the version
+    for line in ("INFO vLLM API server version 0.32.0", "INFO hpu_executor.py:85] # HPU blocks: 100"):
+        marked.feed(line)
+    assert marked.result().runtime is Runtime.VLLM_FORK
+
+
 #: The KV cache's own allocation refused by the device (held-out round 8, G03): what vllm-gaudi sized did not fit.
 KV_ALLOCATION_FAILED = [
     "INFO 11-20 09:00:01 [__init__.py:45] - hpu -> vllm_gaudi:register",

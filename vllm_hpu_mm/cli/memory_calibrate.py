@@ -4,8 +4,9 @@
 It reads vllm-gaudi / vllm-fork '[Warmup][Graph/...][i/n] ... free_mem:' lines, their 'Graph/... captured:N
 used_mem:X' summaries (vllm-gaudi's with its 'Generated N prompt|decode buckets [bs, query, num_blocks]: [...]'
 lists, the buckets they covered) and the 'Free device memory: ...' line, and vLLM CUDA's graph-capture memory lines;
-with --metrics, a running server's /metrics (URL or saved page): a step-time fit from its latency histograms, which
-the replay's whole latencies then use.
+a log of several server starts is split into runs as oom-doctor splits it, and only the last run that printed a
+memory figure is read (the report says which of how many). With --metrics, a running server's /metrics (URL or saved
+page): a step-time fit from its latency histograms, which the replay's whole latencies then use.
 Exit 0 when a profile was written, 1 when the log measures nothing (no profile written), 2 for invalid input (an
 --output that is the log itself is refused: an input is never written over).
 """
@@ -79,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
         # the writer as the doctor names it: vllm-gaudi and vllm-fork share the hpu backend but read other knobs
         written = "" if job.writer is None else f"written by {job.writer.describe}; "
         print(f"calibration from {job.source} ({written}model: {job.model_from})")
+        if log.runs > 1:
+            print(f"  {_runs(log.run, log.runs)}")
         width = max(len(r[0]) for r in result.rows)
         for name, value, how in result.rows:
             print(f"  {name:<{width}}  {value:>8}  {how}")
@@ -95,6 +98,11 @@ def run(args: argparse.Namespace) -> int:
     return int(ExitCode.OK if path is not None else ExitCode.NEGATIVE)
 
 
+def _runs(run: int, runs: int) -> str:
+    return (f"the log holds {runs} server starts: read run {run} of {runs}, the last that printed a memory figure "
+            "(the other runs' figures are not mixed in)")  # fmt: skip
+
+
 def _report(job: Calibrated) -> dict[str, Any]:
     from vllm_hpu_mm.logs.profile import profile_dict
 
@@ -105,4 +113,7 @@ def _report(job: Calibrated) -> dict[str, Any]:
         "model_from": job.model_from,
         "source": None if job.writer is None else job.writer.as_json(),
         "rows": [{"name": n, "value": v, "how": h} for n, v, h in c.rows],
+        # the run read, as oom-doctor --json names it: a log of several server starts is read one run at a time
+        "run": job.log.run,
+        "runs": job.log.runs,
     }

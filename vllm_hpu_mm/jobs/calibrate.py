@@ -14,10 +14,10 @@ from pathlib import Path
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.outputs import check_output
-from vllm_hpu_mm.logs.calibrate import Calibration, WarmupLog, calibrate, parse_warmup
+from vllm_hpu_mm.logs.calibrate import CALIBRATED, Calibration, WarmupLog, calibrate, parse_warmup
 from vllm_hpu_mm.logs.doctor.source import LogSource, SourceSniffer
 from vllm_hpu_mm.logs.profile import save_profile
-from vllm_hpu_mm.logs.reading import log_lines
+from vllm_hpu_mm.logs.reading import log_records
 from vllm_hpu_mm.logs.server_metrics import fit_from_metrics, server_times
 from vllm_hpu_mm.models.devices import KNOWN_DEVICES, LOG_DEVICES
 from vllm_hpu_mm.models.dims import ModelDims, dtype_bytes
@@ -134,12 +134,12 @@ def calibrate_log(args: CalibrateArgs, settings: Settings) -> Calibrated:
     check_output(str(path), flag, "profile", inputs.items(), create_folder=not args.output)
     sniffer = SourceSniffer()
 
-    def sniffed(lines: Iterable[str]) -> Iterator[str]:
-        for line in lines:
-            sniffer.feed(line)  # bounded: it reads the first lines only
-            yield line
+    def sniffed(records: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+        for record in records:
+            sniffer.feed(record[1])  # bounded: it reads the first lines only
+            yield record
 
-    log = parse_warmup(sniffed(log_lines(args.log)) if args.log is not None else [])
+    log = parse_warmup(sniffed(log_records(args.log, CALIBRATED)) if args.log is not None else [])
     writer = sniffer.result() if args.log is not None else None
     if writer is not None and args.log is not None:
         check_calibrated_writer(writer, args.log)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.jobs.serve import on_default_device
-from vllm_hpu_mm.logs.compare import Comparison, check_writer, compare, run_inputs
+from vllm_hpu_mm.logs.compare import COMPARED, Comparison, check_writer, compare, run_inputs
 from vllm_hpu_mm.logs.doctor.source import SOURCE_LINES, SourceSniffer
 from vllm_hpu_mm.logs.reading import log_lines
 from vllm_hpu_mm.logs.reproduce import read_log
@@ -24,7 +24,7 @@ def compare_log(log: str, sizing: SizingArgs, settings: Settings, runtime_env: M
     log's writer is read from its first lines, so that every refusal of the log or the plan names both runtimes."""
     sizing = on_default_device(sizing)
     planned = build(sizing, settings, runtime_env)
-    lines = iter(log_lines(log))
+    lines = iter(log_lines(log, COMPARED))
     head = list(itertools.islice(lines, SOURCE_LINES))  # what the writer is read from: the first lines only
     sniffer = SourceSniffer()
     for line in head:

@@ -31,8 +31,10 @@ import dataclasses
 import itertools
 import math
 from collections.abc import Iterable, Sequence
+from typing import cast
 
 from vllm_hpu_mm.buckets.packing import bucket_for
+from vllm_hpu_mm.logs.doctor.runs import RunSplitter
 from vllm_hpu_mm.logs.numbers import GarbledNumber, SkippedLines, integer, number
 from vllm_hpu_mm.logs.patterns import (
     BUCKET_PAIR,
@@ -49,6 +51,7 @@ from vllm_hpu_mm.logs.patterns import (
     RuntimeSniffer,
     size_bytes,
 )
+from vllm_hpu_mm.logs.reading import Purpose
 from vllm_hpu_mm.models.dims import ModelDims
 from vllm_hpu_mm.models.step_fit import FittedStep
 from vllm_hpu_mm.plan import text_cost, vision_cost
@@ -86,6 +89,9 @@ class PhaseTotal:
     listed: tuple[tuple[int, int, int], ...] = ()
     listed_n: int | None = None
     listed_line: int = -1
+    #: The summary as the log printed it, up to its used_mem figure (quoted in the report), and that figure.
+    printed: str = ""
+    used_printed: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +106,12 @@ class WarmupLog:
     backend: str | None
     #: Lines left out because a figure in them is garbled (interleaved output).
     skipped: SkippedLines = dataclasses.field(default_factory=SkippedLines, compare=False)
+    #: The free memory and the CUDA graph memory as the log printed them, with their lines (quoted in the report).
+    free_quote: _Quoted | None = None
+    cuda_quote: _Quoted | None = None
+    #: Which run (server start) of how many in the log was read: the last that printed a memory figure.
+    run: int = 1
+    runs: int = 1
 
 
 def _kind(phase: str) -> str:
@@ -107,55 +119,115 @@ def _kind(phase: str) -> str:
     return "multimodal" if "multimodal" in p else "prompt" if "prompt" in p else "decode" if "decode" in p else p
 
 
-def parse_warmup(lines: Iterable[str]) -> WarmupLog:
-    """Read the warm-up and memory lines of a log (any runtime); see the module docstring."""
-    raw: list[tuple[int, str, int, tuple[tuple[str, int], ...], int]] = []  # (line, phase, i, fields, free)
-    gaps: list[int] = []
-    totals: list[PhaseTotal] = []
-    free = util = cuda = sizes = None
-    model = None
-    worker: str | None = None
-    seen: set[tuple[str, int]] = set()
-    #: The runtime's latest generated bucket list by phase, with its line (a summary without buckets covered it).
-    listed: dict[str, tuple[_Listed, int]] = {}
+def parse_warmup(lines: Iterable[str] | Iterable[tuple[int, str]]) -> WarmupLog:
+    """Read the warm-up and memory lines of a log (any runtime), given as lines or ``(line number, text)`` records;
+    see the module docstring. A log of several server starts is split into runs as the doctor splits it
+    (:class:`~vllm_hpu_mm.logs.doctor.runs.RunSplitter`), and only the last run that printed a memory figure is read:
+    a restart's figures are never mixed with the start before it (whose shapes it warms again)."""
+    splitter = RunSplitter()
     backend = RuntimeSniffer()
-    skipped = SkippedLines()
-    for k, text in enumerate(lines):
-        if text.strip() in ("...", "…"):
-            gaps.append(k)
-            continue
+    model = None
+    run, chosen = _RunReader(1), None
+    records = cast(Iterable[str | tuple[int, str]], lines)  # mypy joins the two iterables' items to a Sequence
+    for n, item in enumerate(records):
+        k, text = (n, item) if isinstance(item, str) else (item[0] - 1, item[1].rstrip("\r\n"))
+        if splitter.feed(text, k + 1):
+            chosen = run if run.measured else chosen
+            run = _RunReader(splitter.runs)
         backend.feed(text)
         if model is None and (m := MODEL.search(text)):
             model = m["model"]
+        run.feed(k, text)
+    chosen = run if run.measured or chosen is None else chosen
+    return chosen.result(model, backend.name, splitter.runs)
+
+
+class _RunReader:
+    """The figures of one run (one server start) of a log."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.raw: list[tuple[int, str, int, tuple[tuple[str, int], ...], int]] = []  # (line, phase, i, fields, free)
+        self.gaps: list[int] = []
+        self.totals: list[PhaseTotal] = []
+        self.free: _Quoted | None = None
+        self.util: float | None = None
+        self.cuda: _Quoted | None = None
+        self.sizes: int | None = None
+        self.model: str | None = None
+        self.worker: str | None = None
+        self.seen: set[tuple[str, int]] = set()
+        #: The runtime's latest generated bucket list by phase, with its line (a summary without buckets covered it).
+        self.listed: dict[str, tuple[_Listed, int]] = {}
+        self.skipped = SkippedLines()
+
+    @property
+    def measured(self) -> bool:
+        return bool(self.raw or self.totals) or self.free is not None or self.cuda is not None
+
+    def feed(self, k: int, text: str) -> None:
+        if text.strip() in ("...", "…"):
+            self.gaps.append(k)
+            return
+        if self.model is None and (m := MODEL.search(text)):
+            self.model = m["model"]
         try:
             read = _figures(text)
         except GarbledNumber as exc:
-            skipped.add(k + 1, text, exc)
-            continue
+            self.skipped.add(k + 1, text, exc)
+            return
         if isinstance(read, _Warmup):
             who = WORKER.match(text)
             tag = who["who"] if who else ""
-            worker = tag if worker is None else worker
-            if tag != worker or (read.phase, read.i) in seen:
-                continue  # another worker's copy of the same warm-up
-            seen.add((read.phase, read.i))
-            raw.append((k, read.phase, read.i, read.fields, read.free))
+            self.worker = tag if self.worker is None else self.worker
+            if tag != self.worker or (read.phase, read.i) in self.seen:
+                return  # another worker's copy of the same warm-up
+            self.seen.add((read.phase, read.i))
+            self.raw.append((k, read.phase, read.i, read.fields, read.free))
         elif isinstance(read, PhaseTotal):
-            generated, at = listed.get(read.phase, (None, -1))
+            generated, at = self.listed.get(read.phase, (None, -1))
             if read.buckets or generated is None:
-                totals.append(dataclasses.replace(read, line=k))
+                self.totals.append(dataclasses.replace(read, line=k))
             else:
-                totals.append(dataclasses.replace(read, line=k, listed=generated.buckets, listed_n=generated.n,
-                                                  listed_line=at))  # fmt: skip
+                self.totals.append(dataclasses.replace(read, line=k, listed=generated.buckets, listed_n=generated.n,
+                                                       listed_line=at))  # fmt: skip
         elif isinstance(read, _Listed):
-            listed[read.phase] = (read, k)
-        elif isinstance(read, tuple):
-            free, util = read
-        elif isinstance(read, int):
-            cuda = read
-        if sizes is None and (s := CUDA_CAPTURE_SIZES.search(text)) is not None:
-            sizes = len([v for v in s["sizes"].split(",") if v.strip()])
-    return WarmupLog(tuple(_costs(raw, gaps)), tuple(totals), free, util, cuda, sizes, model, backend.name, skipped)
+            self.listed[read.phase] = (read, k)
+        elif isinstance(read, _Free):
+            self.free, self.util = dataclasses.replace(read.quoted, line=k), read.util
+        elif isinstance(read, _Quoted):
+            self.cuda = dataclasses.replace(read, line=k)
+        if self.sizes is None and (s := CUDA_CAPTURE_SIZES.search(text)) is not None:
+            self.sizes = len([v for v in s["sizes"].split(",") if v.strip()])
+
+    def result(self, model: str | None, backend: str | None, runs: int) -> WarmupLog:
+        return WarmupLog(tuple(_costs(self.raw, self.gaps)), tuple(self.totals),
+                         None if self.free is None else self.free.bytes, self.util,
+                         None if self.cuda is None else self.cuda.bytes, self.sizes, self.model or model, backend,
+                         self.skipped, self.free, self.cuda, self.index, runs)  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class _Quoted:
+    """A figure as the log printed it: its bytes, the text that states it (quoted in the report) and its line."""
+
+    bytes: int
+    text: str
+    line: int = -1
+
+    def cite(self) -> str:
+        return _quote(self.line, self.text)
+
+
+def _quote(line: int, text: str) -> str:
+    """A figure's source as the report cites it: its 1-based line and its words as the log printed them."""
+    return f"line {line + 1}: '{text}'"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Free:
+    quoted: _Quoted
+    util: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,9 +248,9 @@ class _Warmup:
     free: int
 
 
-def _figures(text: str) -> _Warmup | PhaseTotal | _Listed | tuple[int, float] | int | None:
-    """The figures of a warm-up line, a phase total, a generated bucket list, the memory split (free bytes,
-    utilisation) or the CUDA graph bytes, read strictly (a garbled figure raises :class:`GarbledNumber`); None for
+def _figures(text: str) -> _Warmup | PhaseTotal | _Listed | _Free | _Quoted | None:
+    """The figures of a warm-up line, a phase total, a generated bucket list, the memory split (free memory,
+    utilisation) or the CUDA graph memory, read strictly (a garbled figure raises :class:`GarbledNumber`); None for
     any other line."""
     if (w := WARMUP_FREE_MEM.search(text)) is not None:
         fields = tuple((name, integer(a) * integer(b) if b else integer(a))
@@ -186,14 +258,17 @@ def _figures(text: str) -> _Warmup | PhaseTotal | _Listed | tuple[int, float] | 
         return _Warmup(w["phase"], integer(w["i"]), fields, size_bytes(w))
     if (t := PHASE_TOTAL.search(text)) is not None:
         buckets = tuple((integer(a), integer(b)) for a, b in BUCKET_PAIR.findall(t["b"] or ""))
-        return PhaseTotal(_kind(t["phase"]), integer(t["n"]), size_bytes(t), buckets, -1)
+        printed, used = text[t.start() : t.end("unit")], text[t.start("size") : t.end("unit")]
+        return PhaseTotal(_kind(t["phase"]), integer(t["n"]), size_bytes(t), buckets, -1, printed=printed,
+                          used_printed=used)  # fmt: skip
     if "Generated " in text and (g := GENERATED_BUCKETS.search(text)) is not None:
         triples = tuple((integer(b[1]), integer(b[2]), integer(b[3])) for b in BUCKET_TUPLE.finditer(g["b"]) if b[3])
         return _Listed(g["phase"], integer(g["n"]), triples)
     if (f := GAUDI_MEMORY.search(text)) is not None:
-        return round(number(f["free"]) * GIB), number(f["util"])
+        quoted = _Quoted(round(number(f["free"]) * GIB), text[f.start() : f.end("free")] + " GiB")
+        return _Free(quoted, number(f["util"]))
     if (c := CUDA_GRAPH_MEMORY.search(text)) is not None:
-        return round(number(c["gib"] or c["gib2"]) * GIB)
+        return _Quoted(round(number(c["gib"] or c["gib2"]) * GIB), c[0])
     return None
 
 
@@ -250,12 +325,25 @@ class Calibration:
         return dataclasses.replace(self, step_time=step, rows=(row, *self.rows))
 
 
+#: What calibrate reads a log for, named when the log holds no text.
+CALIBRATED = Purpose("calibrate from", "a server's start-up log with its warm-up and memory lines ('[Warmup][Graph/...]"
+                     "[i/n] ... free_mem:X', 'Graph/... captured:N used_mem:X', 'Free device memory: ...', vLLM "
+                     "CUDA's 'Graph capturing finished in N secs, took X GiB')")  # fmt: skip
 #: Why a text factor was not measured when the log has none of the lines it is read from.
 NO_WARMUP_LINES = "the log has no such warm-up lines"
 
 
 def _used(total: PhaseTotal) -> str:
+    """The summary's used_mem as the log printed it (``3.912 GiB``)."""
+    if total.used_printed:
+        return total.used_printed
     return f"{total.used_bytes / GIB:.2f} GiB" if total.phase == "prompt" else f"{total.used_bytes / MIB:.1f} MiB"
+
+
+def _lines(samples: Sequence[GraphSample]) -> str:
+    """The log lines a fit's samples were read from (the line each cost is booked on)."""
+    first, last = min(s.line for s in samples) + 1, max(s.line for s in samples) + 1
+    return f"line {first}" if first == last else f"lines {first}-{last}"
 
 
 def _summary(total: PhaseTotal) -> str:
@@ -303,7 +391,8 @@ def _prompt_factor(log: WarmupLog, m: ModelDims, dtype: int, tp: int, block: int
     if tokens <= 0:
         return why
     cost = sum(s.cost_bytes for s in samples)
-    return cost / (tokens * per_token), f"{len(samples)} prompt graphs, free_mem drops totalling {cost / GIB:.2f} GiB"
+    return cost / (tokens * per_token), (f"{len(samples)} prompt graphs, free_mem drops totalling {cost / GIB:.2f} GiB "
+                                         f"(the [Warmup][Graph/Prompt] {_lines(samples)})")  # fmt: skip
 
 
 def _decode_factor(log: WarmupLog, m: ModelDims, dtype: int, tp: int, block: int) -> tuple[float, str] | str:
@@ -333,7 +422,8 @@ def _decode_factor(log: WarmupLog, m: ModelDims, dtype: int, tp: int, block: int
         blocks = s.get("num_blocks") or batch * math.ceil(s.get("seq_len", block) / block)
         est += eager(batch, blocks)
     cost = sum(s.cost_bytes for s in samples)
-    return cost / est, f"{len(samples)} decode graphs, free_mem drops totalling {cost / MIB:.1f} MiB"
+    return cost / est, (f"{len(samples)} decode graphs, free_mem drops totalling {cost / MIB:.1f} MiB (the "
+                        f"[Warmup][Graph/Decode] {_lines(samples)})")  # fmt: skip
 
 
 def _patches(sample: GraphSample, buckets: Sequence[int]) -> int | None:
@@ -349,12 +439,15 @@ def _patches(sample: GraphSample, buckets: Sequence[int]) -> int | None:
 
 def _vision_fit(log: WarmupLog, buckets: Sequence[int]) -> tuple[float, float, str] | None:
     per_bucket: dict[int, int] = {}
+    read = []
     for s in log.samples:
         if s.phase == "multimodal" and (b := _patches(s, buckets)) is not None:
             per_bucket[b] = per_bucket.get(b, 0) + s.cost_bytes
+            read.append(s)
     points = [(b, c / MIB) for b, c in sorted(per_bucket.items()) if c > 0]
     if not points:
         return None
+    where = f" from the [Warmup][Graph/Multimodal] {_lines(read)}"
     if len(points) == 1:  # one size: scale the built-in line through it
         b, mib = points[0]
         est = vision_cost.graph_pool_bytes(b) / MIB
@@ -362,7 +455,7 @@ def _vision_fit(log: WarmupLog, buckets: Sequence[int]) -> tuple[float, float, s
         return (
             vision_cost.GRAPH_POOL_MIB_PER_PATCH * k,
             vision_cost.GRAPH_POOL_FIXED_MIB * k,
-            f"1 bucket ({b}: {mib:.0f} MiB), built-in line scaled",
+            f"1 bucket ({b}: {mib:.0f} MiB){where}, built-in line scaled",
         )
     n = len(points)
     mx = sum(b for b, _ in points) / n
@@ -370,7 +463,8 @@ def _vision_fit(log: WarmupLog, buckets: Sequence[int]) -> tuple[float, float, s
     sxx = sum((b - mx) ** 2 for b, _ in points)
     slope = sum((b - mx) * (c - my) for b, c in points) / sxx if sxx else 0.0
     fixed = my - slope * mx
-    return slope, fixed, f"least squares over {n} buckets ({', '.join(f'{b}: {c:.0f} MiB' for b, c in points)})"
+    listed = ", ".join(f"{b}: {c:.0f} MiB" for b, c in points)
+    return slope, fixed, f"least squares over {n} buckets ({listed}){where}"
 
 
 def calibrate(
@@ -421,15 +515,13 @@ def calibrate(
                 else "the log's model is unknown: pass --model"
             )
             rows.append((name, "-", f"estimated (built-in); not measured: {reason}"))
+    # each phase's summary as the log printed it: a measured total even where no factor could be made of it
+    for total in reversed(log.totals):
+        rows.insert(0, (f"{total.phase}_graphs_used", _used(total), f"measured: {_quote(total.line, total.printed)} "
+                        f"(the {total.captured} {total.phase} graphs' total, as the runtime summed it)"))  # fmt: skip
     if log.free_after_load_bytes is not None:
-        rows.insert(
-            0,
-            (
-                "free_after_load_gib",
-                f"{log.free_after_load_bytes / GIB:.2f}",
-                "measured: the 'Free device memory' line",
-            ),
-        )
+        where = "the 'Free device memory' line" if log.free_quote is None else log.free_quote.cite()
+        rows.insert(0, ("free_after_load_gib", f"{log.free_after_load_bytes / GIB:.2f}", f"measured: {where}"))
     if log.cuda_graph_bytes is not None:
         per = (
             f", {log.cuda_graph_bytes / log.cuda_capture_sizes / MIB:.1f} MiB per capture size "
@@ -437,13 +529,8 @@ def calibrate(
             if log.cuda_capture_sizes
             else ""
         )
-        rows.insert(
-            0,
-            (
-                "cuda_graph_gib",
-                f"{log.cuda_graph_bytes / GIB:.2f}",
-                f"measured: vLLM's CUDA graph memory{per}; kept, not applied",
-            ),
-        )
+        where = "" if log.cuda_quote is None else f"{log.cuda_quote.cite()}: "
+        rows.insert(0, ("cuda_graph_gib", f"{log.cuda_graph_bytes / GIB:.2f}",
+                        f"measured: {where}vLLM's CUDA graph memory{per}; kept, not applied"))  # fmt: skip
     return Calibration(profile, tuple(rows), log.free_after_load_bytes, log.cuda_graph_bytes, log.cuda_capture_sizes,
                        model.name if model else log.model, log.backend, device)  # fmt: skip

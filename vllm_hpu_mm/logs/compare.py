@@ -16,6 +16,7 @@ from typing import Literal
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.logs.doctor.source import LogSource
+from vllm_hpu_mm.logs.reading import Purpose
 from vllm_hpu_mm.logs.reproduce import Logged, Mode, Reproduction, RunInputs, reproduce
 from vllm_hpu_mm.models.devices import KNOWN_DEVICES
 from vllm_hpu_mm.plan.inputs import PlanInputs
@@ -58,6 +59,10 @@ EXPECTED_LINES = (
     "'(X GiB/Y GiB used)', 'Warmup finished in N secs', vLLM's 'Loading model weights took X GB', "
     "'Model loading took X GiB', '# GPU blocks: N', 'GPU KV cache size: N tokens', vllm-gaudi's '... reserved for "
     "KV cache dummy block ... reserved for usable KV cache'"
+)
+#: What compare reads a log for, named when the log holds no text.
+COMPARED = Purpose(
+    "compare", f"the memory lines of a Gaudi server's log (vllm-gaudi, vllm-fork): any of {EXPECTED_LINES}"
 )
 
 

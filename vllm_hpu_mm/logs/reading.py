@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bz2
 import codecs
+import dataclasses
 import gzip
 import io
 import lzma
@@ -34,8 +35,18 @@ from typing import BinaryIO, cast
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.logs.patterns import ANSI
 
-__all__ = ["LINE_OVERLAP", "MAX_LINE_CHARS", "MAX_LOG_BYTES", "MAX_LOG_LINES", "detect_encoding", "log_lines",
-           "log_records", "strip_ansi"]  # fmt: skip
+__all__ = [
+    "DIAGNOSE",
+    "LINE_OVERLAP",
+    "MAX_LINE_CHARS",
+    "MAX_LOG_BYTES",
+    "MAX_LOG_LINES",
+    "Purpose",
+    "detect_encoding",
+    "log_lines",
+    "log_records",
+    "strip_ansi",
+]  # fmt: skip
 
 #: The longest piece of a line read at once (longer lines come as overlapping windows).
 MAX_LINE_CHARS = 8192
@@ -192,7 +203,20 @@ def _peek(stream: io.BufferedReader, path: str) -> bytes:
         raise ConfigError(_cannot_read(path, exc)) from None
 
 
-def _skip_nul(stream: io.BufferedReader, path: str) -> io.BufferedReader:
+@dataclasses.dataclass(frozen=True)
+class Purpose:
+    """What a command reads a log for, named where the log holds no text: the verb (``diagnose``) and the log it
+    accepts (the doctor reads any server's log, ``memory compare`` a Gaudi server's memory lines)."""
+
+    task: str = "diagnose"
+    accepted: str = "the server's log file"
+
+
+#: The doctor's: any server's log.
+DIAGNOSE = Purpose()
+
+
+def _skip_nul(stream: io.BufferedReader, path: str, purpose: Purpose) -> io.BufferedReader:
     """The stream from its first byte that is not NUL (read in bounded chunks)."""
     skipped = 0
     while True:
@@ -202,14 +226,15 @@ def _skip_nul(stream: io.BufferedReader, path: str) -> io.BufferedReader:
             raise ConfigError(_cannot_read(path, exc)) from None
         if not chunk:
             what = f"holds only NUL bytes ({skipped} bytes)" if skipped else "is empty"
-            raise ConfigError(f"log {path!r} {what}: there is no text to diagnose; {ACCEPTED}")
+            raise ConfigError(f"log {path!r} {what}: there is no text to {purpose.task}; accepted: {purpose.accepted}, "
+                              f"{ACCEPTED.removeprefix('accepted: ')}")  # fmt: skip
         rest = chunk.lstrip(b"\x00")
         skipped += len(chunk) - len(rest)
         if rest:
             return io.BufferedReader(_Prefixed(rest, stream))
 
 
-def _open_text(path: str, stack: ExitStack) -> io.TextIOWrapper:
+def _open_text(path: str, stack: ExitStack, purpose: Purpose) -> io.TextIOWrapper:
     if path == "-":
         raw: BinaryIO = sys.stdin.buffer
         _refuse_device_stdin()
@@ -231,13 +256,13 @@ def _open_text(path: str, stack: ExitStack) -> io.TextIOWrapper:
     head = _peek(stream, path)
     # Log rotation truncates a log in place to NUL bytes (UTF-16-BE text starts with one NUL, not two).
     if head.startswith(b"\x00\x00") or (head and not head.strip(b"\x00")):
-        stream = _skip_nul(stream, path)
+        stream = _skip_nul(stream, path, purpose)
         head = _peek(stream, path)
     for magic, what in _BINARY:
         if head.startswith(magic):
             raise ConfigError(f"log {path!r} is {what}, a binary file, not a text log; {ACCEPTED}")
     if not head.strip(b" \t\r\n\x00\xef\xbb\xbf\xff\xfe"):
-        raise ConfigError(f"log {path!r} is empty: there is nothing to diagnose; pass the server's log file")
+        raise ConfigError(f"log {path!r} is empty: there is nothing to {purpose.task}; accepted: {purpose.accepted}")
     encoding = detect_encoding(head)
     if encoding is None:
         raise ConfigError(f"log {path!r} looks binary (NUL bytes or undecodable bytes among its first {len(head)}), "
@@ -252,12 +277,12 @@ def _clean(text: str) -> str:
     return strip_ansi(text)
 
 
-def log_records(path: str) -> Iterator[tuple[int, str]]:
+def log_records(path: str, purpose: Purpose = DIAGNOSE) -> Iterator[tuple[int, str]]:
     """The log's lines as ``(line number, text)``, without line ends, colour codes or NUL bytes; an over-long line as
     overlapping windows that share its number. Raises :class:`ConfigError` (naming the file) for a missing,
-    unreadable, binary, NUL-only or empty log."""
+    unreadable, binary, NUL-only or empty log, with what the reading command (``purpose``) accepts."""
     with ExitStack() as stack:
-        text = _open_text(path, stack)
+        text = _open_text(path, stack, purpose)
         number = 0
         while True:
             try:
@@ -283,7 +308,7 @@ def log_records(path: str) -> Iterator[tuple[int, str]]:
                 yield number, _clean(piece)
 
 
-def log_lines(path: str) -> Iterator[str]:
+def log_lines(path: str, purpose: Purpose = DIAGNOSE) -> Iterator[str]:
     """:func:`log_records` without the line numbers."""
-    for _, text in log_records(path):
+    for _, text in log_records(path, purpose):
         yield text

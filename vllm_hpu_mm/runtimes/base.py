@@ -102,6 +102,9 @@ class RuntimeTraits:
     #: Words only this runtime's logs hold (a regular expression: its package paths, its own lines), by which the
     #: OOM doctor tells it from another runtime of the same backend; "" for none.
     log_marks: str = ""
+    #: The newest vLLM (major, minor) the runtime's releases are built on: a log whose banner names a later vLLM is
+    #: not this runtime's (the OOM doctor's source sniffer); None: no bound.
+    newest_vllm: tuple[int, int] | None = None
     #: How the runtime warms at start-up, for its warm-up time (``runtimes/warmup.py``: ``one_pass`` or
     #: ``two_pass``); "" where no time was fitted.
     warmup_era: str = ""

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 from vllm_hpu_mm.logs.numbers import GarbledNumber, number
-from vllm_hpu_mm.logs.patterns import FREE_ON_STARTUP
+from vllm_hpu_mm.logs.patterns import FREE_ON_STARTUP, RELEASE
 from vllm_hpu_mm.runtimes.base import Runtime, RuntimeTraits
 from vllm_hpu_mm.runtimes.registry import DEFAULT_RUNTIME, TRAITS
 
@@ -397,6 +397,8 @@ class SourceSniffer:
         self._host = ""
         self._vllm_trace = False
         self._llama_program = False
+        #: The vLLM (major, minor) the log's banner or engine line names.
+        self._vllm: tuple[int, int] | None = None
 
     def feed(self, text: str) -> None:
         self.lines += 1
@@ -439,6 +441,8 @@ class SourceSniffer:
                     if runtime not in seen and pattern.search(text):
                         seen.add(runtime)
                         self.marked.setdefault(backend, runtime)
+        if self._vllm is None and ("version" in text or "engine (v" in text) and (m := RELEASE.search(text)):
+            self._vllm = _major_minor(m["v1"] or m["v2"])
         if not self.multimodal and any(w in text for w in _VISION_WORDS) and VISION_MODEL.search(text):
             if _TEXT_CONDITIONAL.search(text):
                 self._text_model = True
@@ -462,6 +466,11 @@ class SourceSniffer:
             runtime = self.marked.get(accelerator) or DEFAULT_RUNTIME[accelerator]  # type: ignore[index]
             serving = [r for r, t in TRAITS.items() if t.backend == accelerator]
             runtime_named = len(self.all_marked.get(accelerator, ())) == 1 or len(serving) == 1  # type: ignore[arg-type]
+            if not runtime_named and not self.all_marked.get(accelerator) and self._vllm is not None:
+                # no runtime's own words: the vLLM the log names rules out a runtime whose releases predate it
+                later = [r for r in serving if (newest := TRAITS[r].newest_vllm) is None or newest >= self._vllm]
+                if len(later) == 1:
+                    runtime, runtime_named = later[0], True
         return LogSource(
             framework,
             accelerator,
@@ -474,6 +483,12 @@ class SourceSniffer:
             host=host,
             library_only=name == "llama.cpp" and not host and not self._llama_program,
         )
+
+
+def _major_minor(version: str) -> tuple[int, int] | None:
+    """``(major, minor)`` of a vLLM version as a log prints it (``0.32.0``, ``0.9.0.1+gaudi``, ``0.10.1.dev12``)."""
+    m = re.match(r"(\d+)\.(\d+)", version)
+    return None if m is None else (int(m[1]), int(m[2]))
 
 
 def other_processes_gib(lines: Iterable[str]) -> float | None:

@@ -116,6 +116,9 @@ TRAITS = RuntimeTraits(
     # its V0 worker and executor paths and early names; vLLM V0 on Gaudi is the fork's (vllm-gaudi is a V1 plugin)
     log_marks=r"vllm-fork|vllm/worker/hpu_|vllm/executor/hpu_|habana_main|# HPU blocks"
     r"|habana_(?:model_runner|worker|executor)|Initializing a V0 LLM engine|VllmWorkerProcess",
+    # its newest release tag is v0.9.0.1+Gaudi-1.22.0 (2e9b2b3d4), and no branch describes past it (habana_main
+    # @95af7009 is v0.6.2-5496): its servers print vLLM 0.9.x or older; vllm-gaudi's first tag is v0.10.0
+    newest_vllm=(0, 9),
     warmup_era="one_pass",
     # vllm/config.py CacheConfig.gpu_memory_utilization @95af7009 (habana_main, 2025-10-28)
     default_gpu_memory_utilization=0.9,
