@@ -16,12 +16,13 @@ import contextlib
 import dataclasses
 import functools
 import os
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
-from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.errors import ConfigError, InputNote
 from vllm_hpu_mm.values import ACCEPTED_FORM as BUCKETS_FORM
-from vllm_hpu_mm.values import DEFAULT_BUCKETS, GRAPH_BACKENDS, AlignMode, Buckets, OversizePolicy, parse_buckets
+from vllm_hpu_mm.values import DEFAULT_BUCKETS, GRAPH_BACKENDS, AlignMode, Buckets, OversizePolicy, bucket_numbers
 
 T = TypeVar("T")
 
@@ -101,9 +102,22 @@ def _aspect(name: str, raw: str) -> float:
 
 
 def _buckets(name: str, raw: str) -> Buckets | None:
+    """vllm-gaudi's reading (vision.py HPUVisionBucketManager @ 091bbadd): exactly empty is the model's default list
+    and the list is sorted with repeats kept (its warm-up then warms a repeated bucket twice); where it accepts a
+    value the server must start, so an empty value and a repeat are read here too, with a note, not refused."""
     if raw.strip().lower() == "none":  # vllm-gaudi's spelling for "no vision bucketing"
         return None
-    return parse_buckets(raw, source=name)
+    if raw == "":
+        warnings.warn(InputNote(f"{name} is empty: read as the default list {','.join(map(str, DEFAULT_BUCKETS))}, "
+                                "as vllm-gaudi reads it; unset it, or give a list"), stacklevel=2)  # fmt: skip
+        return DEFAULT_BUCKETS
+    numbers = bucket_numbers(raw, source=name)
+    repeated = sorted({n for n in numbers if numbers.count(n) > 1})
+    if repeated:
+        warnings.warn(InputNote(f"{name}={raw!r} lists {', '.join(map(str, repeated))} more than once: read once "
+                                "(vllm-gaudi sorts the list and would warm a repeated bucket again); list each bucket "
+                                "once"), stacklevel=2)  # fmt: skip
+    return Buckets(dict.fromkeys(numbers), source=name)
 
 
 def _choice(choices: tuple[str, ...]) -> Callable[[str, str], str]:
@@ -140,7 +154,8 @@ _VARIABLES: tuple[EnvVar[Any], ...] = (
     EnvVar(
         "VLLM_MULTIMODAL_BUCKETS",
         ",".join(map(str, DEFAULT_BUCKETS)),
-        BUCKETS_FORM + ", or None to disable vision bucketing",
+        BUCKETS_FORM + " (a repeat is read once, an empty value as the default, each with a note, as vllm-gaudi "
+        "reads them), or None to disable vision bucketing",
         "Vision-encoder buckets in patches ((W*H)/(14*14)); each is precompiled as one graph.",
         _buckets,
     ),

@@ -151,6 +151,14 @@ def parse_buckets(value: str | Iterable[int], *, source: str = "VLLM_MULTIMODAL_
     """
     if not isinstance(value, str):
         return Buckets(value, source=source)
+    return Buckets(bucket_numbers(value, source=source), source=source)
+
+
+def bucket_numbers(value: str, *, source: str = "VLLM_MULTIMODAL_BUCKETS") -> list[int]:
+    """The integers of a bucket list written as text, in its order (repeats kept; :class:`Buckets` checks them).
+
+    Raises :class:`BucketError` naming ``source`` on an empty value, an empty entry or a token that is no integer.
+    """
     if not value.strip():
         raise BucketError(f"{source} is empty; expected {ACCEPTED_FORM}")
     numbers: list[int] = []
@@ -161,4 +169,4 @@ def parse_buckets(value: str | Iterable[int], *, source: str = "VLLM_MULTIMODAL_
             numbers.append(int(token))
         except ValueError:
             raise BucketError(f"{source}={value!r}: {token!r} is not an integer; expected {ACCEPTED_FORM}") from None
-    return Buckets(numbers, source=source)
+    return numbers

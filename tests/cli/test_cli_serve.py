@@ -145,6 +145,26 @@ def test_a_folder_the_runtimes_files_cannot_be_written_to_is_named(
                    "such file or directory); accepted: a writable folder"]  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("where", "why"),
+    [("/proc/vllm-hpu-mm-cache", "/proc is on a pseudo-filesystem that holds no files"),
+     ("{tmp}/a-file/cache", "{tmp}/a-file is not a folder")],
+)  # fmt: skip
+def test_a_dry_run_refuses_a_folder_the_runtimes_files_could_never_be_written_to(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, where: str, why: str
+) -> None:
+    # the dry run exports VLLM_BUCKETING_FROM_FILE under this folder: a path the server could never read
+    (tmp_path / "a-file").write_text("mine")
+    where, why = where.format(tmp=tmp_path), why.format(tmp=tmp_path)
+    monkeypatch.setenv("VLLM_HPU_MM_CACHE_DIR", where)
+    assert main(["serve", "--dry-run", "--plan-text-graph-budget", "60"]) == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    said = f"VLLM_HPU_MM_CACHE_DIR {where}: not a writable folder ({why}); accepted: a folder the runtime's files"
+    assert out.err.splitlines() == [f"vllm-hpu-mm: error: {said} can be written to"]
+    assert (tmp_path / "a-file").read_text() == "mine"
+
+
 def test_the_gaudi_guides_launch_line_plans_what_vllm_serves(capsys: pytest.CaptureFixture[str]) -> None:
     # --gpu-memory-util is a prefix vLLM's parser resolves to --gpu-memory-utilization: the plan reads it too.
     code, out = dry_run(capsys, "--plan-device", "gaudi2", "--model", "Qwen/Qwen2.5-VL-7B-Instruct",

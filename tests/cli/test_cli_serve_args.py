@@ -224,6 +224,32 @@ def test_a_positional_model_is_launched_as_model_in_its_place() -> None:
     assert launch_args(["--model", "m"], parse("--model", "m"), "d") == ["--model", "m"]
 
 
+@pytest.mark.parametrize(
+    ("argv", "launched"),
+    [
+        (["--max-model-len", "8192", "--", "/models/qwen"], ["--max-model-len", "8192", "--model", "/models/qwen"]),
+        (["/models/qwen", "--"], ["--model", "/models/qwen"]),
+        (["--max-model-len", "8192", "--"], ["--max-model-len", "8192", "--model", "d"]),
+        (["--", "-odd-name"], ["--model=-odd-name"]),
+    ],
+)
+def test_the_end_of_options_marker_is_not_launched(argv: list[str], launched: list[str]) -> None:
+    # vLLM's parser reads every token after `--` as a positional: a --model (or the plan's own flags) after it would
+    # be refused; the model it may precede is launched as --model
+    assert launch_args(argv, parse(*argv), "d") == launched
+
+
+@pytest.mark.vllm
+def test_a_model_after_the_end_of_options_marker_launches_a_command_vllm_accepts(
+    vllm_parser: argparse.ArgumentParser,
+) -> None:
+    argv = ["--max-model-len", "8192", "--", "Qwen/Qwen2.5-VL-3B-Instruct"]
+    server = parse(*argv)
+    launched = [*launch_args(argv, server, "d"), "--limit-mm-per-prompt", '{"image": 999}']
+    check_with_vllm(vllm_parser, launched, server.sizing)
+    assert vllm_parser.parse_args(launched).model == "Qwen/Qwen2.5-VL-3B-Instruct"
+
+
 @pytest.mark.parametrize("word", ["yes", "True", "0", "off"])
 def test_a_value_after_a_flag_that_takes_none_is_never_the_model(word: str) -> None:
     # vLLM's API server ignores the leftover positional; moving it to --model would launch the wrong model

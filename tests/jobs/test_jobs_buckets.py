@@ -94,6 +94,16 @@ def test_check_with_bucketing_disabled_has_no_list(monkeypatch: pytest.MonkeyPat
         check_job(None, SizeSources(csv=(COCO,)), load())
 
 
+def test_check_with_bucketing_disabled_says_vllm_gaudi_then_needs_skip_warmup(monkeypatch: pytest.MonkeyPatch) -> None:
+    # README: None makes vllm-gaudi fail at warm-up (len(None), hpu_model_runner.py) unless VLLM_SKIP_WARMUP=true
+    monkeypatch.setenv("VLLM_MULTIMODAL_BUCKETS", "None")
+    with pytest.raises(ConfigError, match=r"VLLM_SKIP_WARMUP off vllm-gaudi fails at warm-up .*VLLM_SKIP_WARMUP=true"):
+        check_job(None, SizeSources(csv=(COCO,)), load())
+    monkeypatch.setenv("VLLM_SKIP_WARMUP", "true")
+    with pytest.raises(ConfigError, match=r"only because VLLM_SKIP_WARMUP is on\); pass BUCKETS$"):
+        check_job(None, SizeSources(csv=(COCO,)), load())
+
+
 def test_check_counts_shrunk_images_under_shrink_and_oversize_ones_under_eager(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

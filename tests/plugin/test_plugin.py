@@ -149,6 +149,33 @@ def test_register_declares_env_vars_and_logs_once() -> None:
     assert "graph_backend=" in lines[0]
 
 
+def test_a_bucket_list_vllm_gaudi_accepts_starts_the_server_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    # vllm-gaudi reads a repeated bucket (sorted, kept) and an empty value (its default): the plugin must not stop it
+    import vllm_hpu_mm.plugin as plugin
+
+    monkeypatch.setenv("VLLM_MULTIMODAL_BUCKETS", "4096,256,1024,256")
+    envs.get_settings.cache_clear()
+    collect = _Collect()
+    logging.getLogger("vllm").addHandler(collect)
+    try:
+        plugin.register()
+        assert envs.get_settings().multimodal_buckets == (256, 1024, 4096)
+    finally:
+        logging.getLogger("vllm").removeHandler(collect)
+        envs.get_settings.cache_clear()
+    warned = [r.getMessage() for r in collect.records if r.levelno == logging.WARNING]
+    assert any("VLLM_MULTIMODAL_BUCKETS='4096,256,1024,256' lists 256 more than once" in m for m in warned), warned
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 def test_bad_setting_fails_vllm_plugin_loading_at_startup(tmp_path: Path) -> None:
     """vLLM calls plugin functions outside its try/except: our ConfigError stops the process."""
     code = "from vllm.plugins import load_general_plugins; load_general_plugins(); print('LOADED')"

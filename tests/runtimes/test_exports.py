@@ -107,6 +107,16 @@ def test_a_users_limit_without_image_means_no_vision_warmup_and_says_so() -> Non
     assert named.enforcement["prefill_vision_graphs"].honoured
 
 
+def test_the_enforcement_line_names_the_limit_that_turned_vision_warmup_off() -> None:
+    # vllm-gaudi warms vision only when the limit names image (hpu_model_runner.py @091bbadd is_image_warmup): the
+    # part's line, not only a note, must name the user's limit as the knob and the cause
+    p = make_plan("vllm-gaudi", "gaudi2", buckets="1600")
+    part = exports_for(p, ExportContext(ServerFlags(limit_mm_per_prompt='{"video": 1}'))).enforcement
+    vision = part["prefill_vision_graphs"]
+    assert (vision.honoured, vision.by[-1]) == (False, "--limit-mm-per-prompt")
+    assert vision.note == 'vision warm-up is off: your --limit-mm-per-prompt {"video": 1} names no image'
+
+
 def test_with_almost_no_memory_none_is_never_exported_while_warmup_is_on() -> None:
     p = planned(make_plan("vllm-gaudi", "gaudi2", free_memory_gib=1.0, max_num_seqs=4), concurrency=4)
     assert not p.vision_buckets_captured

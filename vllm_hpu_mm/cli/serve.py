@@ -97,6 +97,31 @@ def _launch_unplanned(args: argparse.Namespace, argv: list[str], warning: str) -
     os.execvpe(argv[0], argv, envs.process_environ())  # pragma: no cover - replaces this process
 
 
+def _check_writable(out_dir: Path, out_flag: str) -> None:
+    """Refuse, without writing, a folder the runtime's files could not be written to: the nearest part of it that
+    exists must be a folder this user may create in, on a filesystem that holds files (not read-only, not full,
+    not one of no blocks at all: /proc and /sys refuse every new file, even to root, whom access() lets through)."""
+    base = out_dir.absolute()
+    while not base.exists() and base != base.parent:
+        base = base.parent
+    why = None
+    if not base.is_dir():
+        why = f"{base} is not a folder"
+    elif not os.access(base, os.W_OK | os.X_OK):
+        why = f"{base} is not writable by this user"
+    else:
+        fs = os.statvfs(base)
+        if fs.f_flag & os.ST_RDONLY:
+            why = f"{base} is on a read-only filesystem"
+        elif fs.f_blocks == 0:
+            why = f"{base} is on a pseudo-filesystem that holds no files"
+        elif (fs.f_bfree if os.geteuid() == 0 else fs.f_bavail) == 0:
+            why = f"the filesystem of {base} is full"
+    if why is not None:
+        raise ConfigError(f"{out_flag} {out_dir}: not a writable folder ({why}); accepted: a folder the runtime's "
+                          "files can be written to")  # fmt: skip
+
+
 #: What lets each refused request run under serve: the replay's fixes, but the KV cache is the plan's here (there is
 #: no --kv-blocks to give).
 _FIXES = {**REFUSAL_FIXES, "kv_blocks": "a larger KV cache (more memory for it) or a shorter --max-model-len"}
@@ -144,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
     except ModelConfigUnavailable as exc:  # vLLM may still serve it: launch with its own memory settings
         return _launch_unplanned(args, list(server_command(server_args)), plan_skipped_warning(exc))
     result, exports, report = launch.plan, launch.exports, launch.report
+    if args.dry_run and launch.files:  # a launch finds out by writing (below); a dry run must not write
+        _check_writable(out_dir, out_flag)
     if not result.fits:
         if args.json:
             print_json(report)

@@ -73,6 +73,9 @@ class ServerArgs:
     #: came from the ``--config`` YAML).
     positional_model: str | None = None
     positional_model_at: int | None = None
+    #: Where the user's ``--`` (argparse's end of options) stands in their arguments, or None: it goes at launch,
+    #: since what follows it there (the model as ``--model``, the flags the plan adds) must be read as options.
+    end_of_options_at: int | None = None
     #: What the user should know about how vLLM reads the arguments.
     notes: tuple[str, ...] = ()
 
@@ -261,6 +264,8 @@ def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
     sizing = SizingArgs(**values, spelled=tuple(spelled.items()))
     compilation = _compilation(getattr(ns, "compilation_config", None), ns)
     notes: tuple[str, ...] = ()
+    # the first ``--`` argparse saw (one taken as a dotted flag's value never reaches it, as in vLLM's parser)
+    end = next((a.origin for a in args if a == "--" and isinstance(a, Arg) and a.origin is not None), None)
     if getattr(ns, "config", None) is not None and "--config" not in argv:
         # FlexibleArgumentParser reads the YAML only after a token spelled exactly --config
         notes = (f"vLLM reads no config file from {ns.config!r}: only `--config FILE` (spelled so, no = and no "
@@ -274,6 +279,7 @@ def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
         long_prefill_token_threshold=getattr(ns, "long_prefill_token_threshold", None),
         positional_model=None if tag is None else str(tag),
         positional_model_at=tag.origin if isinstance(tag, Arg) else None,
+        end_of_options_at=end,
         notes=notes,
     )
 
@@ -303,14 +309,20 @@ def _compilation(raw: str | None, ns: argparse.Namespace) -> dict[str, Any] | No
 
 def launch_args(argv: Sequence[str], server: ServerArgs, model: str) -> list[str]:
     """The server's arguments: the user's in order, a positional model as ``--model`` in its place (vLLM's API
-    server ignores a positional model), ``--model`` with ``model`` when the user named none."""
-    out = list(argv)
+    server ignores a positional model), ``--model`` with ``model`` when the user named none. A ``--`` goes: after
+    it vLLM's parser reads every token as a positional (its own, and ``--model`` or any flag the plan adds after
+    it, are refused), and all it can precede in a command vLLM accepts is the positional model, which moves to
+    ``--model`` here."""
     at = server.positional_model_at
-    if at is not None:
-        out[at : at + 1] = ["--model", out[at]]
-    elif server.positional_model is not None:  # from the YAML
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        if i == at:  # one that looks like a flag (it followed the --) stays the model's value as --model=...
+            out += [f"--model={arg}"] if arg.startswith("-") else ["--model", arg]
+        elif i != server.end_of_options_at:
+            out.append(arg)
+    if at is None and server.positional_model is not None:  # from the YAML
         out += ["--model", server.positional_model]
-    elif server.sizing.model is None:
+    elif at is None and server.sizing.model is None:
         out += ["--model", model]
     return out
 

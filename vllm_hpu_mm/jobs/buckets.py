@@ -274,6 +274,18 @@ class CheckJob:
         return self.admission.sizes
 
 
+def _no_list(skip_warmup: bool) -> str:
+    """Why VLLM_MULTIMODAL_BUCKETS=None leaves nothing to check, and what it does to vllm-gaudi's warm-up."""
+    from vllm_hpu_mm.runtimes.vllm_gaudi import TRAITS  # on this error only: the runtime's modules are not cheap
+
+    said = f"{BUCKETS_VAR}=None disables vision bucketing: there is no list to check"
+    if skip_warmup:
+        return f"{said} (vllm-gaudi starts under it only because VLLM_SKIP_WARMUP is on); pass BUCKETS"
+    return (f"{said}, and with VLLM_SKIP_WARMUP off vllm-gaudi fails at warm-up under it "
+            f"({TRAITS.none_buckets_fail_warmup}); pass BUCKETS to check a list; to serve, unset {BUCKETS_VAR} (the "
+            "default list) or set VLLM_SKIP_WARMUP=true")  # fmt: skip
+
+
 def check_job(buckets_arg: str | None, src: SizeSources, settings: envs.Settings) -> CheckJob:
     """``buckets check``: the list given (``buckets_arg``), else VLLM_MULTIMODAL_BUCKETS, else the default list, on
     the admitted sizes; ConfigError when the environment disables vision bucketing (there is no list to check)."""
@@ -282,8 +294,7 @@ def check_job(buckets_arg: str | None, src: SizeSources, settings: envs.Settings
         buckets = parse_buckets(buckets_arg, source=source)
     else:
         if settings.multimodal_buckets is None:
-            raise ConfigError(f"{BUCKETS_VAR}=None disables vision bucketing: there is no list to check; pass "
-                              "BUCKETS")  # fmt: skip
+            raise ConfigError(_no_list(settings.skip_warmup))
         buckets = settings.multimodal_buckets
         source = f"${BUCKETS_VAR}" if envs.read_if_set(BUCKETS_VAR) is not None else "the default list"
     mode = src.align_mode or settings.align_mode

@@ -5,7 +5,9 @@ in every process (API server, engine core, workers, the model-inspection subproc
 it is re-entrant, imports vLLM lazily and touches no device. What it does:
 
 1. validates our settings (``vllm_hpu_mm.envs``): a bad value raises :class:`~vllm_hpu_mm.errors.ConfigError` here,
-   which vLLM does not catch, so the server fails at startup before any device memory is taken;
+   which vLLM does not catch, so the server fails at startup before any device memory is taken; a value the
+   runtime accepts but we read with a note (an empty or repeated ``VLLM_MULTIMODAL_BUCKETS``) is logged as a
+   warning;
 2. declares our environment variables in ``vllm.envs.environment_variables`` (no "unknown variable" warning);
 3. registers ``Qwen2_5_VLForConditionalGeneration`` as ``"vllm_hpu_mm.plugin.model:<class>"``. If another plugin
    (vllm-gaudi) registers its own class for that architecture, before or after us, that class becomes our base
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import warnings
 
 __all__ = [
     "attach_to_vllm_logging",
@@ -97,10 +100,18 @@ def log_settings_once() -> None:
 def register() -> None:
     """vLLM general-plugin entry point. Safe to call any number of times in any process."""
     from vllm_hpu_mm.envs import get_settings
+    from vllm_hpu_mm.errors import InputNote
 
-    get_settings()  # ConfigError propagates: vLLM calls plugin functions outside any try
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", InputNote)
+        get_settings()  # ConfigError propagates: vLLM calls plugin functions outside any try
     declare_environment_variables()
     attach_to_vllm_logging()
+    for note in caught:  # a value the runtime accepts and we read with a note (an empty or repeated bucket list)
+        if issubclass(note.category, InputNote):
+            logger.warning("vllm-hpu-mm: %s", note.message)
+        else:
+            warnings.showwarning(note.message, note.category, note.filename, note.lineno)
     from vllm_hpu_mm.plugin.registration import register_model
 
     register_model()

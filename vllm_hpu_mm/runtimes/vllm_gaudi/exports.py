@@ -90,8 +90,9 @@ def _release(d: Draft) -> Release:
     return runtime.bucketing.release if isinstance(runtime, VllmGaudi) else MAIN
 
 
-def _vision(d: Draft, resolutions: Sequence[tuple[int, int]]) -> tuple[list[str], bool]:
-    """The vision knobs set (buckets, resolutions, limit) and whether vllm-gaudi then warms vision graphs."""
+def _vision(d: Draft, resolutions: Sequence[tuple[int, int]]) -> tuple[list[str], str | None]:
+    """The vision knobs set (buckets, resolutions, limit) and why vllm-gaudi then warms no vision graph (None: it
+    warms them), for the enforcement line to name the setting that turned it off."""
     i, flags = d.plan.inputs, d.flags
     release = _release(d)
     vision = list(export_buckets(d))
@@ -132,7 +133,7 @@ def _vision(d: Draft, resolutions: Sequence[tuple[int, int]]) -> tuple[list[str]
                            "its default buckets without a memory check (OOM risk at warm-up)")  # fmt: skip
         else:
             d.notes.append("no vision bucket fits: vision warm-up left off, every image shape compiles at run time")
-        return vision, False
+        return vision, "no vision bucket fits the pool"
     if dummy:
         # warmup_multimodal_graphs @ 37baba9d (and v0.13.0) warms image whatever its limit: no limit is added for it
         how = ("a square of each bucket's patches; the limit's image width/height is not read"
@@ -141,35 +142,35 @@ def _vision(d: Draft, resolutions: Sequence[tuple[int, int]]) -> tuple[list[str]
         d.notes.append(f"{release} warms vLLM's own dummy image once per vision bucket whatever --limit-mm-per-prompt "
                        "says: VLLM_MULTIMODAL_RESOLUTIONS and per-bucket widths/heights cannot steer it "
                        f"({how})")  # fmt: skip
-        return vision, True
+        return vision, None
     if flags.language_model_only:  # every limit 0 (config/multimodal.py get_limit_per_prompt): no limit to add
         d.notes.append("--language-model-only: vLLM refuses every image, so no image runs and no vision graph is "
                        "warmed")  # fmt: skip
-        return vision, False
+        return vision, "--language-model-only: no image runs"
     if flags.limit_mm_per_prompt is None:
         d.args += ["--limit-mm-per-prompt", json.dumps({"image": UNSET_LIMIT})]
         d.notes.append(f'vllm-gaudi warms vision graphs only when --limit-mm-per-prompt names image: added {{"image": '
                        f"{UNSET_LIMIT}}} (vLLM's own default count)")  # fmt: skip
         vision.append("--limit-mm-per-prompt")
-        return vision, True
+        return vision, None
+    vision.append("--limit-mm-per-prompt")  # the user's: it turns vision warm-up on or off
     if _limit_names_image(flags.limit_mm_per_prompt):
-        vision.append("--limit-mm-per-prompt")
-        return vision, True
+        return vision, None
     if flags.refuses_images:
         d.notes.append(
             f"your --limit-mm-per-prompt {flags.limit_mm_per_prompt} sets image to 0: vLLM refuses every request "
             "with an image ('At most 0 image(s) may be provided in one prompt', vllm/multimodal/processing/"
             "context.py @ 0.32), so no image runs and no vision graph is warmed; give image a count to serve images"
         )
-        return vision, False
+        return vision, f"your --limit-mm-per-prompt {flags.limit_mm_per_prompt} sets image to 0"
     d.notes.append(
         f"your --limit-mm-per-prompt {flags.limit_mm_per_prompt} names no image: vLLM accepts images (its default "
         "count), but vllm-gaudi warms no vision graph and every image shape compiles at run time; name image in it"
     )
-    return vision, False
+    return vision, f"your --limit-mm-per-prompt {flags.limit_mm_per_prompt} names no image"
 
 
-def _vision_bucket_count(d: Draft, release: Release, vision: list[str]) -> tuple[list[str], bool]:
+def _vision_bucket_count(d: Draft, release: Release, vision: list[str]) -> tuple[list[str], str | None]:
     """v0.11.2 (hpu_model_runner.py @ f9b64469): every tower batch based, VLLM_MULTIMODAL_BUCKETS read as items per
     pass, each bucket's count of vLLM's largest dummy item warmed for every modality the model takes, whatever
     --limit-mm-per-prompt says (so no limit is added); VLLM_MULTIMODAL_RESOLUTIONS is not read."""
@@ -179,12 +180,12 @@ def _vision_bucket_count(d: Draft, release: Release, vision: list[str]) -> tuple
     if i.buckets and not vision and not i.images_refused:
         d.notes.append(f"no vision pass fits, but {release} warms its default passes (1, 2, 4, 8 items) of every "
                        "modality without a memory check (OOM risk at warm-up)")  # fmt: skip
-        return vision, False
+        return vision, "no vision pass fits the pool"
     d.notes.append(f"{release} warms, for each VLLM_MULTIMODAL_BUCKETS entry, that many of vLLM's largest dummy items "
                    "of every modality the model takes, video included, whatever --limit-mm-per-prompt says: the plan "
                    "sizes the image passes only (their video passes it cannot bound), and no image shape or "
                    "resolution steers it")  # fmt: skip
-    return vision, True
+    return vision, None
 
 
 def _warmup_note(d: Draft) -> str | None:
@@ -223,7 +224,8 @@ def exports(d: Draft, context: ExportContext) -> Exports:
                                          max_pixels=QWEN_MAX_PIXELS, mode=context.align_mode,
                                          limit=MAX_RESOLUTIONS)  # fmt: skip
     bucket_file_path = str(Path(context.output_dir) / BUCKET_FILE_NAME) if context.output_dir else BUCKET_FILE_NAME
-    vision, warmed = _vision(d, resolutions)
+    vision, off = _vision(d, resolutions)
+    warmed = off is None
     if warmed and (note := _warmup_note(d)) is not None:
         d.notes.append(note)
     text = plan.text_graphs
@@ -267,5 +269,5 @@ def exports(d: Draft, context: ExportContext) -> Exports:
         "decode_graphs": Part(by, decode_ok, "" if decode_ok else why_not),
         "prefill_text_graphs": Part(by, prefill_ok, "" if prefill_ok else why_not),
         "prefill_vision_graphs": Part(tuple(vision), vision_ok, "no image runs: none planned" if i.images_refused
-                                      else "" if warmed else "vision warm-up is off"),
+                                      else "" if off is None else f"vision warm-up is off: {off}"),
     })  # fmt: skip
