@@ -120,6 +120,7 @@ TRAITS = RuntimeTraits(
     # vllm/config.py CacheConfig.gpu_memory_utilization @95af7009 (habana_main, 2025-10-28)
     default_gpu_memory_utilization=0.9,
     kv_cache_memory_bytes="unknown",
+    null_block=False,
     kv_cache_memory_bytes_source="its vLLM (habana_main @95af7009) has no kv_cache_memory_bytes: its server refuses "
     "the flag",
 )
