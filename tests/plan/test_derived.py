@@ -295,6 +295,30 @@ def test_the_suggested_max_model_len_and_kv_cache_bytes_leave_the_null_block_and
     assert not plan(build(max_model_len=40000, kv_cache_memory_bytes=314 * 7 * 2**20 - 1, **cpu)).fits
 
 
+def test_float32_is_planned_in_bfloat16_on_vllm_gaudi_and_said_so_but_kept_where_the_runtime_serves_it() -> None:
+    """vllm-gaudi @091bbadd platform.py check_and_update_config replaces float16 / float32 by bfloat16 (every tagged
+    release); vLLM CPU and the fork (platforms/hpu.py supported_dtypes @2e9b2b3d4: bfloat16, float32) keep float32."""
+    gaudi = build(device="gaudi2", runtime="vllm-gaudi", max_model_len=32768, dtype="float32")
+    assert (gaudi.dtype_size, gaudi.kv_dtype_size) == (2, 2)
+    (note,) = (f for f in plan(gaudi).findings if f.code == "dtype_replaced")
+    assert note.severity == "info"
+    assert "vllm-gaudi serves bfloat16" in note.message
+    assert plan(gaudi).kv_blocks == plan(build(device="gaudi2", runtime="vllm-gaudi", max_model_len=32768)).kv_blocks
+    for runtime, device in (("vllm-cpu", "cpu"), ("vllm-fork", "gaudi2")):
+        kept = build(device=device, runtime=runtime, max_model_len=16384, dtype="float32")
+        assert (kept.dtype_size, kept.kv_dtype_size, kept.dtype_note) == (4, 4, "")
+
+
+def test_the_fork_refuses_a_16_bit_kv_cache_dtype_as_its_parser_does() -> None:
+    """vllm-fork @2e9b2b3d4 vllm/config.py CacheDType (its --kv-cache-dtype choices): auto and the fp8 family only
+    (the plan sized bfloat16 at 2 bytes and said it fits)."""
+    with pytest.raises(ConfigError, match=r"^--kv-cache-dtype=bfloat16: vllm-fork refuses it .*; accepted: auto, fp8, "
+                       r"fp8_e4m3, fp8_e5m2, fp8_inc$"):  # fmt: skip
+        build(device="gaudi2", runtime="vllm-fork", kv_cache_dtype="bfloat16")
+    assert build(device="gaudi2", runtime="vllm-fork", kv_cache_dtype="fp8_inc").kv_dtype_size == 1
+    assert build(device="gaudi2", runtime="vllm-gaudi", kv_cache_dtype="bfloat16").kv_dtype_size == 2
+
+
 def test_kv_cache_memory_bytes_is_read_where_the_runtime_reads_it_and_said_where_it_does_not() -> None:
     """vLLM 0.32 gpu_worker.py:649 sizes the KV cache to --kv-cache-memory-bytes (the CUDA plan ignored it);
     vllm-gaudi @091bbadd never reads it (a warning, the KV cache as its worker sizes it); vllm-fork's vLLM has no

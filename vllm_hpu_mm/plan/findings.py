@@ -33,6 +33,7 @@ Code = Literal[
     "runtime_drops_buckets",
     "flag_not_read",
     "kv_cache_over_memory",
+    "dtype_replaced",
 ]
 
 
@@ -77,6 +78,9 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
         fix = Fix("leave out --kv-cache-memory-bytes; size the KV cache with --gpu-memory-utilization and "
                   f"{knobs(GRAPH_RESERVED_MEM)}")  # fmt: skip
         out.append(Finding("warning", "kv_cache", "flag_not_read", message, fix))
+    if i.dtype_note:
+        out.append(Finding("info", "runtime", "dtype_replaced", i.dtype_note,
+                           Fix("leave out --dtype, or use --dtype bfloat16 (what is served)")))  # fmt: skip
     kv_given = i.kv_cache_memory_bytes
     if kv_given is not None and traits.kv_cache_memory_bytes == "read" and kv_given + s.graph_bytes > p_free:
         # vLLM allocates the given size whatever memory holds (gpu_worker.py:649 skips the utilization)

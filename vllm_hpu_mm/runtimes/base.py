@@ -119,6 +119,11 @@ class RuntimeTraits:
     #: ``get_kv_cache_configs``). The fork runs vLLM V0, which checks every block (``hpu_worker.py``
     #: ``raise_if_cache_size_invalid`` @2e9b2b3d4).
     null_block: bool = True
+    #: Why the runtime serves a 4-byte ``--dtype`` in bfloat16 (its source); "" where it keeps the dtype asked for.
+    bfloat16_for_float32: str = ""
+    #: The ``--kv-cache-dtype`` values the runtime's own parser accepts, and where; () for vLLM 0.32's.
+    kv_cache_dtypes: tuple[str, ...] = ()
+    kv_cache_dtypes_source: str = ""
 
     def fp32_softmax_for(self, model_type: str) -> bool:
         """The runtime's fp32-softmax default for a model of ``model_type``."""
