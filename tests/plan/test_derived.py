@@ -293,6 +293,8 @@ def test_the_suggested_max_model_len_and_kv_cache_bytes_leave_the_null_block_and
     assert plan(build(max_model_len=37248, kv_cache_memory_bytes=2 * GIB, **cpu)).fits
     assert plan(build(max_model_len=40000, kv_cache_memory_bytes=314 * 7 * 2**20, **cpu)).fits
     assert not plan(build(max_model_len=40000, kv_cache_memory_bytes=314 * 7 * 2**20 - 1, **cpu)).fits
+    # once it starts, the sequences are vLLM's "Maximum concurrency", which counts every block: 292 // 146
+    assert plan(build(max_model_len=146 * 128, kv_cache_memory_bytes=2 * GIB, **cpu)).max_concurrent_seqs == 2
 
 
 def test_float32_is_planned_in_bfloat16_on_vllm_gaudi_and_said_so_but_kept_where_the_runtime_serves_it() -> None:
