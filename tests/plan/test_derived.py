@@ -259,6 +259,68 @@ def test_an_override_too_small_for_one_sequence_names_the_override_and_its_own_f
     assert any(f.fix.text.startswith("--num-gpu-blocks-override 9 or more") for f in eight.findings)
 
 
+def test_the_fork_checks_every_override_block_as_its_v0_worker_does() -> None:
+    """vllm-fork @2e9b2b3d4 hpu_worker.py raise_if_cache_size_invalid: max_model_len <= block_size x blocks, no null
+    block (V0 by default): 256 blocks of 128 hold 32,768 tokens (the plan refused them as vLLM V1 would)."""
+    fork = plan(build(device="gaudi2", runtime="vllm-fork", max_model_len=32768, num_gpu_blocks_override=256))
+    assert (fork.fits, fork.max_concurrent_seqs) == (True, 1)
+    short = plan(build(device="gaudi2", runtime="vllm-fork", max_model_len=32768, num_gpu_blocks_override=255))
+    (error,) = (f for f in short.findings if f.severity == "error")
+    assert error.message.startswith("--num-gpu-blocks-override 255 (32640 tokens in blocks of 128) cannot")
+    assert error.fix.text == "--num-gpu-blocks-override 256 or more, or lower --max-model-len to 32640"
+
+
+def _fix_values(p: object, flag: str) -> list[int]:
+    texts = [f.fix.text for f in p.findings if f.severity == "error"]  # type: ignore[attr-defined]
+    return [int(t.split(f"{flag} to ")[1].split(";")[0]) for t in texts if f"{flag} to " in t]
+
+
+def test_the_suggested_max_model_len_and_kv_cache_bytes_leave_the_null_block_and_fit_when_followed() -> None:
+    """vLLM 0.32 get_kv_cache_configs checks against the KV cache less the block pool's null block: 235 blocks hold
+    234 x 128 = 29,952 tokens (the fix said 30,080); 2 GiB of 7 MiB blocks hold 291 x 128 = 37,248 and 40,000 tokens
+    need 313 + 1 blocks (the fix said 313)."""
+    gaudi: dict[str, object] = {"device": "gaudi2", "runtime": "vllm-gaudi", "free_memory_gib": 2.0,
+                                "gpu_memory_utilization": 0.9, "graph_reserved_mem": 0.1}  # fmt: skip
+    refused = plan(build(max_model_len=32768, **gaudi))
+    assert refused.kv_blocks == 235
+    assert _fix_values(refused, "--max-model-len") == [29952]
+    assert plan(build(max_model_len=29952, **gaudi)).fits
+    assert not plan(build(max_model_len=30080, **gaudi)).fits
+    cpu: dict[str, object] = {"device": "cpu", "runtime": "vllm-cpu", "total_memory_gib": 64.0}
+    refused = plan(build(max_model_len=40000, kv_cache_memory_bytes=2 * GIB, **cpu))
+    assert _fix_values(refused, "--max-model-len") == [37248]
+    assert _fix_values(refused, "--kv-cache-memory-bytes") == [314 * 7 * 2**20]
+    assert plan(build(max_model_len=37248, kv_cache_memory_bytes=2 * GIB, **cpu)).fits
+    assert plan(build(max_model_len=40000, kv_cache_memory_bytes=314 * 7 * 2**20, **cpu)).fits
+    assert not plan(build(max_model_len=40000, kv_cache_memory_bytes=314 * 7 * 2**20 - 1, **cpu)).fits
+    # once it starts, the sequences are vLLM's "Maximum concurrency", which counts every block: 292 // 146
+    assert plan(build(max_model_len=146 * 128, kv_cache_memory_bytes=2 * GIB, **cpu)).max_concurrent_seqs == 2
+
+
+def test_float32_is_planned_in_bfloat16_on_vllm_gaudi_and_said_so_but_kept_where_the_runtime_serves_it() -> None:
+    """vllm-gaudi @091bbadd platform.py check_and_update_config replaces float16 / float32 by bfloat16 (every tagged
+    release); vLLM CPU and the fork (platforms/hpu.py supported_dtypes @2e9b2b3d4: bfloat16, float32) keep float32."""
+    gaudi = build(device="gaudi2", runtime="vllm-gaudi", max_model_len=32768, dtype="float32")
+    assert (gaudi.dtype_size, gaudi.kv_dtype_size) == (2, 2)
+    (note,) = (f for f in plan(gaudi).findings if f.code == "dtype_replaced")
+    assert note.severity == "info"
+    assert "vllm-gaudi serves bfloat16" in note.message
+    assert plan(gaudi).kv_blocks == plan(build(device="gaudi2", runtime="vllm-gaudi", max_model_len=32768)).kv_blocks
+    for runtime, device in (("vllm-cpu", "cpu"), ("vllm-fork", "gaudi2")):
+        kept = build(device=device, runtime=runtime, max_model_len=16384, dtype="float32")
+        assert (kept.dtype_size, kept.kv_dtype_size, kept.dtype_note) == (4, 4, "")
+
+
+def test_the_fork_refuses_a_16_bit_kv_cache_dtype_as_its_parser_does() -> None:
+    """vllm-fork @2e9b2b3d4 vllm/config.py CacheDType (its --kv-cache-dtype choices): auto and the fp8 family only
+    (the plan sized bfloat16 at 2 bytes and said it fits)."""
+    with pytest.raises(ConfigError, match=r"^--kv-cache-dtype=bfloat16: vllm-fork refuses it .*; accepted: auto, fp8, "
+                       r"fp8_e4m3, fp8_e5m2, fp8_inc$"):  # fmt: skip
+        build(device="gaudi2", runtime="vllm-fork", kv_cache_dtype="bfloat16")
+    assert build(device="gaudi2", runtime="vllm-fork", kv_cache_dtype="fp8_inc").kv_dtype_size == 1
+    assert build(device="gaudi2", runtime="vllm-gaudi", kv_cache_dtype="bfloat16").kv_dtype_size == 2
+
+
 def test_kv_cache_memory_bytes_is_read_where_the_runtime_reads_it_and_said_where_it_does_not() -> None:
     """vLLM 0.32 gpu_worker.py:649 sizes the KV cache to --kv-cache-memory-bytes (the CUDA plan ignored it);
     vllm-gaudi @091bbadd never reads it (a warning, the KV cache as its worker sizes it); vllm-fork's vLLM has no

@@ -44,6 +44,10 @@ def test_a_named_runtime_must_serve_the_planned_device() -> None:
     assert runtimes.resolve("vllm-fork", "hpu").runtime is Runtime.VLLM_FORK
     with pytest.raises(ConfigError, match=r"--runtime=vllm-cuda serves cuda devices but .* hpu"):
         runtimes.resolve("vllm-cuda", "hpu")
+    # the device is named as it was planned for (r2memory 21c: `--runtime vllm-cuda --device gaudi3`)
+    with pytest.raises(ConfigError, match=r"--runtime=vllm-cuda serves cuda devices but the device planned for, "
+                       r"gaudi3, is hpu; name a cuda device"):  # fmt: skip
+        runtimes.resolve("vllm-cuda", "hpu", device="gaudi3")
 
 
 def test_an_unknown_runtime_names_the_accepted_ones() -> None:
@@ -88,6 +92,23 @@ def test_a_release_spec_without_a_release_is_refused(spec: str, source: str) -> 
     # issue 34 item 5: `vllm-gaudi==` planned as if no release were named
     with pytest.raises(ConfigError, match=rf"^{source}='{spec}' names no release after '=='; accepted: .*==X"):
         runtimes.resolve(spec, "hpu", source=source)
+
+
+@pytest.mark.parametrize("spelling", ["vllm_gaudi", "VLLM_Gaudi", "vllm.gaudi", "vllm__gaudi", "vllm-_.gaudi"])
+def test_a_runtime_is_named_in_any_spelling_pip_takes_for_the_same_package(spelling: str) -> None:
+    # r2releases 3a: `vllm_gaudi==0.19.0.post1` (the distribution's name, as `pip show` prints it) was "not a runtime"
+    found = runtimes.resolve(f"{spelling}==0.19.0.post1", "hpu")
+    assert (found.runtime, found.version) == (Runtime.VLLM_GAUDI, "0.19.0.post1")
+    assert runtimes.resolve("VLLM_CPU", "cpu").runtime is Runtime.VLLM_CPU
+    assert runtimes.resolve("vllm_fork", "hpu").runtime is Runtime.VLLM_FORK
+    assert runtimes.resolve("vllm.cuda", "cuda").runtime is Runtime.VLLM_CUDA
+
+
+def test_a_release_that_is_no_version_names_the_option_and_the_accepted_form() -> None:
+    # r2releases 18c: the line named neither --plan-runtime nor the vllm-gaudi==X form
+    with pytest.raises(ConfigError, match=r"^--plan-runtime='vllm-gaudi==0.26.x': .*'0.26.x' is not a version; "
+                       r"accepted: vllm-gaudi==X.Y.Z"):  # fmt: skip
+        runtimes.resolve("vllm-gaudi==0.26.x", "hpu", source="--plan-runtime")
 
 
 OWN_STRATEGIES = [("0.19.0", ["exp", "lin"]), ("0.17.1", ["exp", "lin"]), ("0.21.0", ["exp", "lin", "pad"]),

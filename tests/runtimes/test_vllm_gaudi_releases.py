@@ -779,3 +779,16 @@ def test_the_plan_says_where_a_release_warms_vllms_dummy_image_once_per_vision_b
     said = "warms vLLM's own dummy image once per vision bucket" in note
     assert said == (release_for(version).mm_warmup in ("dummy", "options"))
     assert said == (version in ("0.16.0rc0", "0.15.1rc1", "0.13.0"))
+
+
+@pytest.mark.parametrize(("version", "qwen2_5_vl"), [("0.11.2", False), ("0.13.0", False), ("0.13.0.post1", False),
+                                                     ("0.14.1", True), ("0.19.0", True), (None, True)])  # fmt: skip
+def test_the_fp32_softmax_default_and_its_citation_follow_the_release_planned_for(
+    version: str | None, qwen2_5_vl: bool
+) -> None:
+    # r2releases 14a: v0.13.0 was planned with main's rule, cited @091bbadd; its features.py (line 69) names qwen2 only
+    traits = model_from_env({}, version=version).traits
+    assert traits.fp32_softmax_for("qwen2_5_vl") is qwen2_5_vl
+    assert traits.fp32_softmax_for("qwen2")
+    commit = (release_for(version) if version else MAIN).commit
+    assert f"extension/features.py @ {commit}" in traits.fp32_softmax_note

@@ -283,7 +283,7 @@ VLLM_FLAGS: tuple[Option, ...] = (
            "local Hugging Face cache (never downloaded), else the catalog size named in the id (Qwen2.5-VL "
            "3B/7B/32B/72B, quantization from -AWQ/-GPTQ/-FP8) (default: Qwen/Qwen2.5-VL-7B-Instruct)"),
     Option("dtype", "dtype", "vLLM's --dtype: auto (the checkpoint's bfloat16), bfloat16, float16, half, float32, "
-           "float (default: auto)", dtype),
+           "float (default: auto; vllm-gaudi serves float32 in bfloat16)", dtype),
     Option("tensor_parallel_size", "tensor-parallel-size", "tensor-parallel ranks sharing the model; must divide the "
            "attention heads (default: 1)", integer, ("-tp",), bound=COUNT),
     Option("pipeline_parallel_size", "pipeline-parallel-size", "pipeline stages; the plan is per card of the first "

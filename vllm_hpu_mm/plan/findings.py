@@ -10,7 +10,7 @@ from typing import Literal
 from vllm_hpu_mm.plan.costs import label
 from vllm_hpu_mm.plan.fixes import Fix, kv_fix, tp_fix, vision_fix
 from vllm_hpu_mm.plan.inputs import PlanInputs
-from vllm_hpu_mm.plan.rules import Split, encoder_cache_tokens
+from vllm_hpu_mm.plan.rules import Split, encoder_cache_tokens, usable_kv_blocks
 from vllm_hpu_mm.plan.text_graphs import TextGraphFit
 from vllm_hpu_mm.runtimes.base import GRAPH_MULTIMODAL_PROMPT_RATIO, GRAPH_PROMPT_RATIO, GRAPH_RESERVED_MEM
 from vllm_hpu_mm.values import GIB, Stage
@@ -33,6 +33,7 @@ Code = Literal[
     "runtime_drops_buckets",
     "flag_not_read",
     "kv_cache_over_memory",
+    "dtype_replaced",
 ]
 
 
@@ -77,6 +78,9 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
         fix = Fix("leave out --kv-cache-memory-bytes; size the KV cache with --gpu-memory-utilization and "
                   f"{knobs(GRAPH_RESERVED_MEM)}")  # fmt: skip
         out.append(Finding("warning", "kv_cache", "flag_not_read", message, fix))
+    if i.dtype_note:
+        out.append(Finding("info", "runtime", "dtype_replaced", i.dtype_note,
+                           Fix("leave out --dtype, or use --dtype bfloat16 (what is served)")))  # fmt: skip
     kv_given = i.kv_cache_memory_bytes
     if kv_given is not None and traits.kv_cache_memory_bytes == "read" and kv_given + s.graph_bytes > p_free:
         # vLLM allocates the given size whatever memory holds (gpu_worker.py:649 skips the utilization)
@@ -90,13 +94,15 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
         out.append(Finding("error", "kv_cache", "kv_cache_over_memory", message, fix))
     override = i.num_gpu_blocks_override
     if seqs < 1 and override is not None:
-        # vLLM 0.32 get_kv_cache_configs checks the override's blocks (less the block pool's null block), not memory
-        usable = max(override - 1, 0) * i.block_size
-        need = -(-i.max_model_len // i.block_size) + 1
+        # the start-up check counts the override's blocks, not memory (vLLM 0.32 get_kv_cache_configs, the fork's
+        # raise_if_cache_size_invalid)
+        usable = usable_kv_blocks(i, override) * i.block_size
+        held_back = override * i.block_size - usable
+        need = -(-i.max_model_len // i.block_size) + held_back // i.block_size
+        less = ", less the one the block pool holds back" if held_back else ""
         message = (
-            f"--num-gpu-blocks-override {override} ({usable} tokens in blocks of {i.block_size}, less the one the "
-            f"block pool holds back) cannot hold one sequence of --max-model-len {i.max_model_len}: vLLM refuses to "
-            "start"
+            f"--num-gpu-blocks-override {override} ({usable} tokens in blocks of {i.block_size}{less}) cannot hold "
+            f"one sequence of --max-model-len {i.max_model_len}: vLLM refuses to start"
         )
         how = f"--num-gpu-blocks-override {need} or more" + (
             f", or lower --max-model-len to {usable}" if usable else ""

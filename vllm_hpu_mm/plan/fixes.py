@@ -17,6 +17,7 @@ from vllm_hpu_mm.plan.rules import (
     model_weight_bytes,
     split_memory,
     usable_bytes,
+    usable_kv_blocks,
 )
 from vllm_hpu_mm.runtimes.base import GRAPH_MULTIMODAL_PROMPT_RATIO, GRAPH_RESERVED_MEM
 from vllm_hpu_mm.values import GIB
@@ -66,7 +67,7 @@ def _search_down(start: float, ok: Callable[[float], bool]) -> float | None:
 
 
 def _holds_one_seq(i: PlanInputs, s: Split) -> bool:
-    blocks = kv_blocks(s.kv_cache_bytes, kv_per_token(i), i.block_size)
+    blocks = usable_kv_blocks(i, kv_blocks(s.kv_cache_bytes, kv_per_token(i), i.block_size))
     return max_concurrent_seqs(blocks, i.block_size, i.max_model_len) >= 1
 
 
@@ -113,11 +114,13 @@ def vision_fix(i: PlanInputs, free: int) -> Fix:
 def kv_fix(i: PlanInputs, free: int, s: Split, per_token: int) -> Fix:
     """Ways to fit one ``max_model_len`` sequence: shorter max_model_len, less graph memory, or more utilization."""
     fixes = []
-    tokens = kv_blocks(s.kv_cache_bytes, per_token, i.block_size) * i.block_size
+    tokens = usable_kv_blocks(i, kv_blocks(s.kv_cache_bytes, per_token, i.block_size)) * i.block_size
     if tokens >= i.block_size:
         fixes.append(f"lower --max-model-len to {tokens}")
     if i.kv_cache_memory_bytes is not None and i.runtime.traits.kv_cache_memory_bytes == "read":
-        need = -(-i.max_model_len // i.block_size) * i.block_size * per_token
+        # the sequence's blocks and any the runtime's block pool keeps aside
+        blocks = -(-i.max_model_len // i.block_size)
+        need = (blocks + blocks - usable_kv_blocks(i, blocks)) * i.block_size * per_token
         fixes.append(f"raise --kv-cache-memory-bytes to {need}")
         return Fix("; or ".join(fixes))
     r = _search_down(i.graph_reserved_mem, lambda v: _holds_one_seq(i, split_memory(

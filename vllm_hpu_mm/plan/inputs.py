@@ -98,6 +98,8 @@ class PlanInputs:
     given: frozenset[str] = frozenset()
     #: Bytes per KV-cache element (``--kv-cache-dtype``; the model's dtype under ``auto``).
     kv_dtype_size: int = 2
+    #: Why the planned dtype is not the one ``--dtype`` asked for (the runtime replaces it); "" when it is.
+    dtype_note: str = ""
     #: Whether vLLM chunks prefills (``--enable-chunked-prefill``, else the runtime's default).
     chunked_prefill: bool = True
     #: ``--num-gpu-blocks-override``: the KV blocks vLLM allocates whatever memory allows, or None.
@@ -186,8 +188,9 @@ def _device(args: SizingArgs) -> tuple[devices.DeviceSpec, int, int]:
     return spec, total, free_before
 
 
-def _runtime_model(args: SizingArgs, backend: Backend, runtime_env: Mapping[str, str]) -> tuple[RuntimeModel, str]:
-    detection = registry.resolve(args.runtime or "auto", backend, source=args.flag("runtime"))
+def _runtime_model(args: SizingArgs, backend: Backend, runtime_env: Mapping[str, str],
+                   device: str | None = None) -> tuple[RuntimeModel, str]:  # fmt: skip
+    detection = registry.resolve(args.runtime or "auto", backend, source=args.flag("runtime"), device=device)
     return registry.model_for(detection.runtime, runtime_env, version=detection.version), detection.found
 
 
@@ -278,11 +281,20 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
     )
     quantization = validate.check_quantization(args.quantization or model.quantization, quant_flag)
 
-    runtime, found = _runtime_model(args, spec.backend, env)
+    runtime, found = _runtime_model(args, spec.backend, env, spec.name)
     if args.kv_cache_memory_bytes is not None and runtime.traits.kv_cache_memory_bytes == "unknown":
         raise ConfigError(f"{flag('kv_cache_memory_bytes')}: {runtime.name.value} does not take it "
                           f"({runtime.traits.kv_cache_memory_bytes_source}); accepted: leave it out and size the KV "
                           f"cache with {flag('gpu_memory_utilization')} and VLLM_GRAPH_RESERVED_MEM")  # fmt: skip
+    accepted_kv = runtime.traits.kv_cache_dtypes
+    if accepted_kv and args.kv_cache_dtype is not None and args.kv_cache_dtype not in accepted_kv:
+        raise ConfigError(f"{flag('kv_cache_dtype')}={args.kv_cache_dtype}: {runtime.name.value} refuses it "
+                          f"({runtime.traits.kv_cache_dtypes_source}); accepted: {', '.join(accepted_kv)}")  # fmt: skip
+    dtype_note = ""
+    if size > 2 and runtime.traits.bfloat16_for_float32:
+        size = 2
+        dtype_note = (f"{flag('dtype')}={args.dtype}: {runtime.name.value} serves bfloat16 instead "
+                      f"({runtime.traits.bfloat16_for_float32}); weights and KV cache planned at 2 bytes")  # fmt: skip
     given_util = args.gpu_memory_utilization
     util = runtime.traits.default_gpu_memory_utilization if given_util is None else given_util
     defaults = runtime.batch_defaults(DeviceFacts(spec.backend, total, spec.name, tp * pp))
@@ -326,6 +338,7 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         max_model_len_auto=args.max_model_len == MAX_MODEL_LEN_AUTO,
         given=frozenset(o.field for o in VLLM_FLAGS if getattr(args, o.field) is not None),
         kv_dtype_size=kv_dtype_size(args.kv_cache_dtype, size, flag("kv_cache_dtype"), spec.backend),
+        dtype_note=dtype_note,
         chunked_prefill=limits.chunked_prefill,
         num_gpu_blocks_override=args.num_gpu_blocks_override,
         num_speculative_tokens=speculative_tokens(args.speculative_config, flag("speculative_config")),

@@ -14,6 +14,7 @@ from vllm_hpu_mm.plan.costs import COST_FIELDS, label
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.profile import Profile, default_profile_path, load_profile
+from vllm_hpu_mm.plan.rules import usable_kv_blocks
 from vllm_hpu_mm.runtimes.base import BatchLimits, DeviceFacts
 from vllm_hpu_mm.values import GIB
 
@@ -80,7 +81,7 @@ def fit_max_model_len(inputs: PlanInputs) -> PlanInputs:
     the plan says the KV cache is too small)."""
     if not inputs.max_model_len_auto:
         return inputs
-    blocks = plan(inputs).kv_blocks - 1
+    blocks = usable_kv_blocks(inputs, plan(inputs).kv_blocks)
     if blocks < 1:
         return inputs
     return dataclasses.replace(inputs, max_model_len=min(inputs.max_model_len, blocks * inputs.block_size))

@@ -119,9 +119,10 @@ def plan(i: PlanInputs) -> Plan:
     if i.num_gpu_blocks_override is not None:
         blocks = i.num_gpu_blocks_override  # vLLM 0.32 v1/core/kv_cache_utils.py:1230-1236 may_override_num_blocks
     per_seq_blocks = -(-rules.kv_per_sequence(i) // (per_token * i.block_size)) if per_token else 0
-    # under the override vLLM 0.32 checks its blocks less the null block the pool holds back (get_kv_cache_configs)
-    held = blocks - 1 if i.num_gpu_blocks_override is not None else blocks
-    seqs = rules.max_concurrent_seqs(max(held, 0), i.block_size, i.max_model_len, per_seq_blocks)
+    # vLLM's "Maximum concurrency" counts every block (get_max_concurrency_for_kv_cache_config), but its start-up
+    # check leaves the null block out: 0 when that check refuses one sequence
+    starts = rules.max_concurrent_seqs(rules.usable_kv_blocks(i, blocks), i.block_size, i.max_model_len, per_seq_blocks)
+    seqs = rules.max_concurrent_seqs(blocks, i.block_size, i.max_model_len, per_seq_blocks) if starts else 0
     captured, skipped = rules.vision_fit(i, s.prefill_vision_graph_bytes)
     text = rules.text_graph_fit(i, s, blocks)
     return Plan(

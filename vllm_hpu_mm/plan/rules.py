@@ -210,6 +210,12 @@ def kv_blocks(kv_bytes: int, per_token: int, block_size: int) -> int:
     return kv_bytes // (per_token * block_size) if per_token > 0 else 0
 
 
+def usable_kv_blocks(i: PlanInputs, blocks: int) -> int:
+    """Rule 2c': the blocks sequences can hold, the ones the runtime's start-up check counts: all but the null block
+    a vLLM V1 block pool keeps aside (:attr:`~vllm_hpu_mm.runtimes.base.RuntimeTraits.null_block`)."""
+    return max(blocks - 1, 0) if i.runtime.traits.null_block else blocks
+
+
 def max_concurrent_seqs(blocks: int, block_size: int, max_model_len: int, per_seq_blocks: int = 0) -> int:
     """Rule 2d: sequences of full ``max_model_len`` the cache holds at once (each also holding ``per_seq_blocks``
     for its sliding-window and linear-attention layers)."""

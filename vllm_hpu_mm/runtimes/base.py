@@ -117,6 +117,16 @@ class RuntimeTraits:
     #: flag); :attr:`kv_cache_memory_bytes_source` says where in its code.
     kv_cache_memory_bytes: Literal["read", "ignored", "unknown"] = "read"
     kv_cache_memory_bytes_source: str = ""
+    #: Its block pool keeps one KV block aside (the null block) and its start-up check and ``-1`` fit plan without
+    #: it: vLLM 0.32's V1 engine (``v1/core/block_pool.py`` ``null_block``, ``kv_cache_utils.py``
+    #: ``get_kv_cache_configs``). The fork runs vLLM V0, which checks every block (``hpu_worker.py``
+    #: ``raise_if_cache_size_invalid`` @2e9b2b3d4).
+    null_block: bool = True
+    #: Why the runtime serves a 4-byte ``--dtype`` in bfloat16 (its source); "" where it keeps the dtype asked for.
+    bfloat16_for_float32: str = ""
+    #: The ``--kv-cache-dtype`` values the runtime's own parser accepts, and where; () for vLLM 0.32's.
+    kv_cache_dtypes: tuple[str, ...] = ()
+    kv_cache_dtypes_source: str = ""
 
     def fp32_softmax_for(self, model_type: str) -> bool:
         """The runtime's fp32-softmax default for a model of ``model_type``."""

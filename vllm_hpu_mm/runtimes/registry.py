@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import importlib.util
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -94,9 +95,11 @@ def split_bucket_file(env: Mapping[str, str]) -> tuple[dict[str, str], str | Non
 
 
 def split_spec(name: str) -> tuple[str, str | None]:
-    """``vllm-gaudi==0.26.0`` -> ("vllm-gaudi", "0.26.0"); ``auto`` -> ("auto", None)."""
+    """``vllm-gaudi==0.26.0`` -> ("vllm-gaudi", "0.26.0"); ``auto`` -> ("auto", None). The name in any spelling pip
+    takes for the same package (PEP 503: case, runs of ``-``, ``_``, ``.``), so ``vllm_gaudi``, as ``pip show``
+    prints it, is ``vllm-gaudi``."""
     key, sep, version = name.strip().lower().partition("==")
-    return key.strip(), (version.strip() or None) if sep else None
+    return re.sub(r"[-_.]+", "-", key.strip()), (version.strip() or None) if sep else None
 
 
 def strategies(runtime: Runtime, env: Mapping[str, str] | None = None, version: str | None = None
@@ -206,8 +209,8 @@ def detect(backend: Backend | None) -> Detection:
     return Detection(candidate, f"{found}: {candidate.value}")
 
 
-def resolve(name: str, backend: Backend | None, *, source: str = "--runtime") -> Detection:
-    """``auto`` (detect) or a runtime by name, checked against the device's backend."""
+def resolve(name: str, backend: Backend | None, *, source: str = "--runtime", device: str | None = None) -> Detection:
+    """``auto`` (detect) or a runtime by name, checked against the backend of the device (named ``device``)."""
     key, version = split_spec(name)
     if version is None and "==" in name:
         spec = "RUNTIME" if key == "auto" else key
@@ -228,11 +231,15 @@ def resolve(name: str, backend: Backend | None, *, source: str = "--runtime") ->
         modelled = ", ".join(f"{r.value}==X" for r, e in ENTRIES.items() if e.releases is not None)
         raise ConfigError(f"{source}={name!r}: {runtime.value}'s releases are not modelled apart; accepted: "
                           f"{runtime.value}, or {modelled}")  # fmt: skip
-    planned = releases(version) if releases is not None and version is not None else None
+    try:
+        planned = releases(version) if releases is not None and version is not None else None
+    except ConfigError as exc:
+        raise ConfigError(f"{source}={name!r}: {exc}") from None
     want = TRAITS[runtime].backend
     if backend is not None and backend != want:
         raise ConfigError(
-            f"{source}={runtime.value} serves {want} devices but the device planned for is {backend}; "
+            f"{source}={runtime.value} serves {want} devices but the device planned for"
+            f"{f', {device},' if device and device != backend else ''} is {backend}; "
             f"name a {want} device (--device) or another runtime"
         )
     if planned is not None:

@@ -123,6 +123,10 @@ TRAITS = RuntimeTraits(
     # vllm/config.py CacheConfig.gpu_memory_utilization @95af7009 (habana_main, 2025-10-28)
     default_gpu_memory_utilization=0.9,
     kv_cache_memory_bytes="unknown",
+    null_block=False,
+    # 1.18 to 1.22 (1.17 lacks fp8_inc): bfloat16 / float16 are vLLM's later additions
+    kv_cache_dtypes=("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc"),
+    kv_cache_dtypes_source="the choices of its --kv-cache-dtype, CacheDType in vllm/config.py @2e9b2b3d4",
     kv_cache_memory_bytes_source="its vLLM (habana_main @95af7009) has no kv_cache_memory_bytes: its server refuses "
     "the flag",
 )

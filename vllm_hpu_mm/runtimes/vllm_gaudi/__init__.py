@@ -69,6 +69,7 @@ __all__ = [
     "describe_release",
     "model_from_env",
     "profile_pass",
+    "traits_for",
 ]
 
 #: The name a planned bucket file goes by in the model (``serve`` writes it under its own path).
@@ -113,9 +114,23 @@ TRAITS = RuntimeTraits(
     warmup_era="one_pass",
     oldest_release=".".join(map(str, FIRST_FILE_BUCKETING[:3])),
     kv_cache_memory_bytes="ignored",
+    # every release tagged in the mirror, v0.10.0 to v0.27.0rc0, has the same check
+    bfloat16_for_float32=f"its platform.py check_and_update_config @{COMMIT_SHORT} replaces float16 and float32 by "
+    "bfloat16",
     kv_cache_memory_bytes_source=f"nothing in vllm-gaudi @{COMMIT_SHORT} reads cache_config.kv_cache_memory_bytes: its "
     "HPU worker sizes the KV cache from free memory x --gpu-memory-utilization less VLLM_GRAPH_RESERVED_MEM",
 )
+
+
+def traits_for(release: Release) -> RuntimeTraits:
+    """vllm-gaudi's traits at ``release``: its own fp32-softmax model types (extension/features.py at its tag)."""
+    if release is MAIN:
+        return TRAITS
+    types = release.fp32_softmax_model_types
+    unless = " while VLLM_UNIFIED_ATTN is off" if release.unified_attn_variable and "qwen2_5_vl" in types else ""
+    note = (f"vllm-gaudi {release.name} turns fp32 softmax on for {' and '.join(types)}{unless} (extension/features.py "
+            f"@ {release.commit}); VLLM_FP32_SOFTMAX overrides it")  # fmt: skip
+    return dataclasses.replace(TRAITS, fp32_softmax_model_types=types, fp32_softmax_note=note)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -293,7 +308,7 @@ def model_from_env(
             raise ConfigError(f"{source}: larger than {MAX_BUCKET_FILE_BYTES:,} bytes; accepted: a vllm-gaudi bucket "
                               f"file (at most {MAX_FILE_BUCKETS:,} buckets, a few hundred kilobytes)")  # fmt: skip
         cfg = dataclasses.replace(cfg, file_text=text, file_source=source)
-    return VllmGaudi(cfg, installed=ask, env=tuple(sorted(env.items())))
+    return VllmGaudi(cfg, traits=traits_for(release), installed=ask, env=tuple(sorted(env.items())))
 
 
 def describe_release(version: str) -> str:

@@ -141,7 +141,8 @@ def parse_version(text: str) -> Version:
     m = _VERSION.match(text.strip())
     if not m:
         raise ConfigError(
-            f"vllm-gaudi version {text!r} is not a version; accepted: X.Y.Z[rcN|.postN|.devN], e.g. 0.26.0"
+            f"vllm-gaudi version {text!r} is not a version; accepted: vllm-gaudi==X.Y.Z[rcN|.postN|.devN], "
+            "e.g. vllm-gaudi==0.26.0"
         )
     major, minor, patch = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
     # pre-releases (rcN, devN) count as negative, below the release; a post-release as its number above it
@@ -200,6 +201,9 @@ class Release:
     #: features.py declares ``unified_attn`` (VLLM_UNIFIED_ATTN; removed by 22264a62 #1226 for v0.18.1rc1): turned on,
     #: the runner warms unified-attention buckets (query, shared blocks, unique blocks), which are not modelled.
     unified_attn_variable: bool = False
+    #: Config ``model_type`` values extension/features.py turns fp32 softmax on for: qwen2 and qwen2_5_vl from v0.14.1
+    #: (there, while ``unified_attn`` is off, its default, until v0.18.1rc1); qwen2 alone before (v0.13.0 line 69).
+    fp32_softmax_model_types: tuple[str, ...] = ("qwen2", "qwen2_5_vl")
     #: Hybrid (mamba) prompt queries are rounded up to the chunk size only when the chunk size is explicit
     #: (v0.18.1rc1+, 25a31874 #1153); before, whenever the model has one.
     mamba_round_explicit_only: bool = True
@@ -356,7 +360,7 @@ def _v0_13_0(release: Release) -> Release:
     and with the dummy image asked for at a per-bucket size."""
     return dataclasses.replace(release, long_ctx_rules="none", exp_prompt_densified=False, exp_decode_max="kv-cap",
                                exp_range_clamped=False, mamba_aware=False, fallback_bs_capped=False,
-                               mm_warmup="options")  # fmt: skip
+                               mm_warmup="options", fp32_softmax_model_types=("qwen2",))  # fmt: skip
 
 
 #: vision.py's MULTIMODAL_CONFIG keys v0.11.2 lacks: it lists only gemma-3 and ovis2.5.
