@@ -113,3 +113,11 @@ def test_an_idle_servers_running_gauge_leaves_the_load_unknown(tmp_path: Path) -
     t = traffic_from_metrics(write(tmp_path, idle + images("1024", "10")))
     assert t.running is None
     assert "load unknown" in t.source
+
+
+def test_a_histogram_with_only_the_inf_bucket_is_refused_not_replayed_at_made_up_lengths(tmp_path: Path) -> None:
+    finite = ('vllm:request_prompt_tokens_bucket{le="100.0"', 'vllm:request_prompt_tokens_bucket{le="200.0"')
+    inf_only = "\n".join(line for line in VLLM_TEXT.splitlines() if not line.startswith(finite))
+    with pytest.raises(ConfigError, match=r'vllm:request_prompt_tokens has only the le="\+Inf" bucket'):
+        traffic_from_metrics(write(tmp_path, inf_only + "\n"))
+    assert main(["buckets", "replay", "--from-metrics", write(tmp_path, inf_only + "\n"), "--requests", "10"]) == 2

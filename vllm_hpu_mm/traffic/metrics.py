@@ -150,9 +150,25 @@ def families(text: str, source: str, flag: str = FLAG) -> list[Any]:
     from prometheus_client.parser import text_string_to_metric_families
 
     try:
-        return list(text_string_to_metric_families(text))
+        fams = list(text_string_to_metric_families(text))
     except Exception as exc:  # the parser raises more than ValueError on malformed lines (IndexError, KeyError)
         raise ConfigError(f"{flag} {source}: not a Prometheus text exposition ({_clip(exc)}); {_ACCEPTED}") from None
+    for family in fams:
+        _require_distribution(family, source, flag)
+    return fams
+
+
+def _require_distribution(family: Any, source: str, flag: str) -> None:
+    """A vLLM histogram with buckets but no finite edge carries no distribution (every value would be made up). No
+    vLLM server writes one: prometheus_client 0.26 refuses a histogram of fewer than two buckets (metrics.py:649,
+    "Must have at least two buckets") and vLLM 0.32 an empty --custom-histogram-buckets (config/observability.py)."""
+    if family.type != "histogram" or not family.name.startswith("vllm:"):
+        return
+    edges = {s.labels.get("le", "") for s in family.samples if s.name.endswith("_bucket")}
+    if edges and all(e in ("+Inf", "Inf", "inf") for e in edges):
+        raise ConfigError(f"{flag} {source}: {family.name} has only the le=\"+Inf\" bucket, no distribution of "
+                          "values; expected vLLM's histogram with its finite buckets (1, 2, 5, ... for token "
+                          "counts)")  # fmt: skip
 
 
 def nonnegative_count(value: float, what: str, source: str, *, maximum: int = MAX_COUNT) -> int:
