@@ -16,7 +16,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.common import ExitCode, help_text, path_value, print_json
+from vllm_hpu_mm.cli.common import ExitCode, add_model_name, help_text, path_value, print_json
 from vllm_hpu_mm.models.devices import LOG_DEVICES
 from vllm_hpu_mm.plan.args import nonempty, positive_int
 
@@ -39,6 +39,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--metrics", type=path_value, metavar="URL_OR_FILE", default=None,
                    help="a running server's /metrics (http://HOST:PORT/metrics, or a saved page): fit the step time "
                    "from its latency histograms")  # fmt: skip
+    add_model_name(p, "--metrics")
     p.add_argument(
         "--model",
         default=None,
@@ -71,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
     from vllm_hpu_mm.logs.numbers import skipped_json
 
     job = calibrate_log(CalibrateArgs(args.log, args.model, args.device, args.dtype, args.tensor_parallel_size,
-                                      args.block_size, args.output, args.metrics), envs.load())  # fmt: skip
+                                      args.block_size, args.output, args.metrics, args.model_name),
+                        envs.load())  # fmt: skip
     result, log, path = job.calibration, job.log, job.written_to
     if args.json:
         print_json(_report(job) | {"skipped": skipped_json(log.skipped)})

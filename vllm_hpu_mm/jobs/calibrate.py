@@ -53,6 +53,8 @@ class CalibrateArgs:
     output: str | None = None
     #: A running server's /metrics: ``http(s)://HOST:PORT/metrics`` or a saved page.
     metrics: str | None = None
+    #: The model_name label to read from a page holding several models' series (``--model-name``).
+    model_name: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,7 +152,9 @@ def calibrate_log(args: CalibrateArgs, settings: Settings) -> Calibrated:
                        tensor_parallel_size=args.tensor_parallel_size, block_size=args.block_size,
                        buckets=settings.multimodal_buckets or ())  # fmt: skip
     if args.metrics is not None:
-        result = result.with_step_time(fit_from_metrics(server_times(args.metrics), block_size=args.block_size))
+        result = result.with_step_time(
+            fit_from_metrics(server_times(args.metrics, args.model_name), block_size=args.block_size)
+        )
     written = result.measured_anything
     if written:
         save_profile(result, path)

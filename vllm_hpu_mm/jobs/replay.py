@@ -74,6 +74,8 @@ class ReplayArgs:
     strategies: bool = True
     #: Whole latencies (TTFT, TPOT, ITL, E2EL, throughput) per configuration, each on its own schedule.
     latency: bool = True
+    #: The model_name label to read from a page holding several models' series (``--model-name``).
+    model_name: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,7 +124,8 @@ def _time_model(timer: Timer | None) -> str | None:
             "(benchmarks/planner/results/replay_strategies.md)")  # fmt: skip
 
 
-def served_traffic(sizing: SizingArgs, from_metrics: str | None, settings: Settings) -> Traffic:
+def served_traffic(sizing: SizingArgs, from_metrics: str | None, settings: Settings,
+                   model_name: str | None = None) -> Traffic:  # fmt: skip
     """The traffic to replay (``--sizes``, a server's /metrics, else the embedded default): only the requests the
     server serves (a refused image fails its request)."""
     parts = []
@@ -131,7 +134,7 @@ def served_traffic(sizing: SizingArgs, from_metrics: str | None, settings: Setti
     if from_metrics:
         from vllm_hpu_mm.buckets.live import traffic_from_metrics
 
-        parts.append(traffic_from_metrics(from_metrics))
+        parts.append(traffic_from_metrics(from_metrics, model_name=model_name))
     traffic = Traffic.combine(parts) if parts else read_traffic(None, flag=sizing.flag("sizes"))
     return admit_traffic(traffic, max_image_pixels=settings.max_image_pixels,
                          max_aspect_ratio=settings.max_aspect_ratio)  # fmt: skip
@@ -180,7 +183,7 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
     if file_path:
         spelled = {"bucket_file": "--bucket-file"} if args.bucket_file else {}
         yours = registry.same_runtime(inputs.runtime, own_env, spelled=spelled, bucket_file=file_path)
-    traffic = served_traffic(sizing, args.from_metrics, settings)
+    traffic = served_traffic(sizing, args.from_metrics, settings, args.model_name)
     images = images_for(inputs, inputs.buckets, settings)
     if args.arrivals is not None and sizing.concurrency is not None:
         raise ConfigError(f"{sizing.flag('concurrency')} and a request rate or load profile describe the same load; "

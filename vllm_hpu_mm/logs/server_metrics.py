@@ -101,9 +101,9 @@ def _histograms(fams: list[Any], source: str) -> dict[str, Histogram]:
     return out
 
 
-def server_times(source: str) -> ServerTimes:
-    """The histograms of a ``/metrics`` URL or saved exposition (read bounded)."""
-    fams = families(read_exposition(source, flag=FLAG), source, FLAG)
+def server_times(source: str, model_name: str | None = None) -> ServerTimes:
+    """The histograms of a ``/metrics`` URL or saved exposition (read bounded), of one model's series."""
+    fams = families(read_exposition(source, flag=FLAG), source, FLAG, model_name)
     return ServerTimes(source, _histograms(fams, source))
 
 
