@@ -86,10 +86,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {name:<{width}}  {value:>8}  {how}")
         for line in log.skipped.summary(job.source):
             print(line)
+        if job.metrics_unmeasured is not None:
+            print(f"nothing measured from {job.metrics_unmeasured}")
         if path is None:
-            print(
-                "nothing measurable in this log: no warm-up lines with free_mem, no memory split, no CUDA graph memory"
-            )
+            if args.log is not None:
+                print("nothing measurable in this log: no warm-up lines with free_mem, no memory split, no CUDA "
+                      "graph memory")  # fmt: skip
         elif args.output is None:
             print(f"profile written to {path}; `vllm-hpu-mm memory plan` reads it from there")
         else:
@@ -107,4 +109,5 @@ def _report(job: Calibrated) -> dict[str, Any]:
         "model_from": job.model_from,
         "source": None if job.writer is None else job.writer.as_json(),
         "rows": [{"name": n, "value": v, "how": h} for n, v, h in c.rows],
+        "metrics_unmeasured": job.metrics_unmeasured,
     }
