@@ -63,7 +63,10 @@ MAX_TOKENS = 10_000_000
 MAX_COUNT = 10**15
 #: Characters of an error's own text a message echoes.
 ECHO_CHARS = 120
-_ACCEPTED = "expected a server's /metrics URL (http://HOST:PORT/metrics) or a saved exposition file"
+#: The forms a page is read from: urllib's http and https only (another scheme would be spoken to the server, an
+#: ftp:// one sitting out the deadline), or a path (no file:// URL).
+_ACCEPTED = ("expected a server's /metrics URL, http:// or https:// (http://HOST:PORT/metrics), or a saved exposition "
+             "file by its path")  # fmt: skip
 
 
 def _clip(text: object) -> str:
