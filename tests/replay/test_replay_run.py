@@ -117,6 +117,31 @@ def test_replaying_your_bucket_file_exits_1_when_it_compiles(capsys: pytest.Capt
     assert "compile at run time while a request waits" in out
 
 
+def test_a_well_formed_bucket_file_the_server_would_not_start_with_exits_1_saying_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "prompt_only.txt"
+    path.write_text("(1, 2048, 0)\n(1, [512, 1024], [0, 8])\n")  # no decode line: vllm-gaudi fails at start-up
+    code = main(["buckets", "replay", "--max-model-len", "4096", "--max-num-seqs", "8", "--requests", "50",
+                 "--bucket-file", str(path), "--no-plan", "--no-strategies"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.count("\n") == 1
+    assert "the server would not start" in err
+    assert "0 decode buckets" in err
+
+
+def test_kv_blocks_below_one_max_model_len_sequence_say_the_server_would_not_start(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["buckets", "replay", "--max-model-len", "4096", "--block-size", "128", "--max-num-seqs", "8",
+                 "--requests", "50", "--kv-blocks", "20", "--no-plan", "--no-strategies"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "the server would not start: --kv-blocks 20 cannot hold one sequence of --max-model-len 4096" in err
+    assert "(32 blocks of 128)" in err
+
+
 def test_a_bad_bucket_file_or_budget_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["buckets", "replay", "--bucket-file", str(tmp_path / "missing.txt")]) == 2
     assert "--bucket-file" in capsys.readouterr().err

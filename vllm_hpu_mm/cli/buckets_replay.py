@@ -25,6 +25,7 @@ import argparse
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, add_model_name, fail, help_text, path_value, print_json
+from vllm_hpu_mm.errors import WouldNotStart
 from vllm_hpu_mm.jobs.outputs import check_output
 from vllm_hpu_mm.jobs.replay import (
     DEFAULT_REQUESTS,
@@ -140,7 +141,10 @@ def run(args: argparse.Namespace) -> int:
         arrivals = Arrivals(rate=args.request_rate, profile=args.load_profile or (), seed=args.arrival_seed)
     replay_args = ReplayArgs(args.bucket_file, args.from_metrics, args.kv_blocks, args.requests, not args.no_plan,
                              arrivals, not args.no_strategies, model_name=args.model_name)  # fmt: skip
-    replayed = replay_traffic(SizingArgs.from_namespace(args), replay_args, envs.load(), envs.runtime_environ())
+    try:
+        replayed = replay_traffic(SizingArgs.from_namespace(args), replay_args, envs.load(), envs.runtime_environ())
+    except WouldNotStart as exc:  # well-formed input of a server that would not start: a finding, as below
+        return fail(f"the server would not start: {exc}", ExitCode.NEGATIVE)
     report = replayed.report
     if args.plot:
         from vllm_hpu_mm.replay.plot import plot_replay
