@@ -299,3 +299,19 @@ def test_one_trace_replayed_by_its_distinct_events_equals_the_event_by_event_rep
     assert fast == event_by_event
     assert bool(fast.fallbacks) == (buckets is not None)
     assert fast.times[0].prices == event_by_event.times[0].prices != ()
+
+
+def test_the_text_prints_the_jsons_latency_quantiles_and_every_time_figure_with_its_interval(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["buckets", "replay", "--max-model-len", "8192", "--max-num-seqs", "8", "--request-rate", "3",
+            "--requests", "60", "--no-plan", "--no-strategies"]  # fmt: skip
+    assert main([*argv, "--json"]) == 0
+    (whole,) = json.loads(capsys.readouterr().out)["configurations"][0]["latency_per_load"]
+    band = f"(±{whole['interval']:.0%})"
+    assert main(argv) == 0
+    rows = {line.split(band)[0].strip(): line for line in capsys.readouterr().out.splitlines() if band in line}
+    for name in ("added TTFT p50 / p99", "added per-token p50 / p99"):
+        assert name in rows
+    itl = " / ".join(f"{whole['itl_ms'][q]:.1f} ms" for q in ("p50", "p90", "p99"))
+    assert itl in rows["ITL p50 / p90 / p99"]
