@@ -7,7 +7,8 @@ everything. Each concrete class also derives from the built-in it refines (``Val
     VllmHpuMmError
     ├── ConfigError(ValueError)        bad environment variable, flag, bucket list or ratio: fails at startup
     │   ├── BucketError                a bucket list that cannot be used (not multiples of 64, duplicates, ...)
-    │   └── ModelConfigUnavailable     no usable config.json for a model id: the plan cannot be made
+    │   ├── ModelConfigUnavailable     no usable config.json for a model id: the plan cannot be made
+    │   └── WouldNotStart              input that parses but describes a server the runtime would not start
     ├── ImageError(ValueError)         an image we cannot or will not process: maps to an HTTP 4xx
     │   └── OversizeImageError         larger than the largest bucket under the ``reject`` policy
     └── BackendError(RuntimeError)     a graph backend that is not available on this machine
@@ -40,6 +41,12 @@ class ModelConfigUnavailable(ConfigError):
 
     ``memory plan`` exits 2 on it; ``serve`` may launch anyway, without a plan, and warn how to give a config.
     """
+
+
+class WouldNotStart(ConfigError):
+    """Input that is well-formed but describes a server the runtime would refuse to start (a bucket file from which
+    vllm-gaudi generates no decode bucket). Commands that say whether a server would start (``buckets replay``) report
+    it as a negative finding (exit 1); elsewhere it is invalid input, as any ConfigError."""
 
 
 class ImageError(VllmHpuMmError, ValueError):

@@ -210,7 +210,7 @@ def test_a_built_in_strategy_the_runtime_refuses_at_these_limits_is_left_out_not
 
 def test_a_configuration_the_server_would_not_start_with_is_said_as_serves_dry_run_says_it() -> None:
     """The replay ran 500 override blocks at max_model_len 128000 and exited 0 where serve --dry-run exits 1; with
-    --kv-blocks (a server that started) nothing is said."""
+    --kv-blocks (a server's count) the plan's estimate is not judged, the count itself is."""
     import contextlib
     import io
 
@@ -219,7 +219,9 @@ def test_a_configuration_the_server_would_not_start_with_is_said_as_serves_dry_r
     few = dataclasses.replace(SMALL, num_gpu_blocks_override=10)  # 9 usable blocks of 128 < 4,096 tokens
     r = replay_traffic(few, QUICK, load(), {})
     assert r.not_started.startswith("--num-gpu-blocks-override 10 (1152 tokens in blocks of 128")
-    assert replay_traffic(few, dataclasses.replace(QUICK, kv_blocks=10), load(), {}).not_started == ""
+    given = replay_traffic(few, dataclasses.replace(QUICK, kv_blocks=10), load(), {}).not_started
+    assert given.startswith("--kv-blocks 10 cannot hold one sequence of --max-model-len 4096 (32 blocks of 128)")
+    assert replay_traffic(SMALL, dataclasses.replace(QUICK, kv_blocks=32), load(), {}).not_started == ""
     assert replay_traffic(SMALL, QUICK, load(), {}).not_started == ""
     err = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):

@@ -102,3 +102,14 @@ def test_a_page_that_cannot_be_read_is_named_by_the_flag_typed_with_its_bytes_es
     assert "\x1b" not in str(err.value)
     with pytest.raises(ConfigError, match=r"^--metrics ftp://host/metrics: a ftp:// URL is not read; expected"):
         server_times("ftp://host/metrics")  # it was read as a file path: "No such file or directory"
+
+
+def test_calibrate_from_a_page_that_measures_nothing_yet_exits_1_without_a_profile(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    idle = tmp_path / "idle.txt"
+    idle.write_text(page(requests=1))
+    out = tmp_path / "profile.json"
+    assert main(["memory", "calibrate", "--metrics", str(idle), "--output", str(out)]) == 1
+    assert "nothing measured from --metrics" in capsys.readouterr().out
+    assert not out.exists()

@@ -117,6 +117,31 @@ def test_replaying_your_bucket_file_exits_1_when_it_compiles(capsys: pytest.Capt
     assert "compile at run time while a request waits" in out
 
 
+def test_a_well_formed_bucket_file_the_server_would_not_start_with_exits_1_saying_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "prompt_only.txt"
+    path.write_text("(1, 2048, 0)\n(1, [512, 1024], [0, 8])\n")  # no decode line: vllm-gaudi fails at start-up
+    code = main(["buckets", "replay", "--max-model-len", "4096", "--max-num-seqs", "8", "--requests", "50",
+                 "--bucket-file", str(path), "--no-plan", "--no-strategies"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.count("\n") == 1
+    assert "the server would not start" in err
+    assert "0 decode buckets" in err
+
+
+def test_kv_blocks_below_one_max_model_len_sequence_say_the_server_would_not_start(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["buckets", "replay", "--max-model-len", "4096", "--block-size", "128", "--max-num-seqs", "8",
+                 "--requests", "50", "--kv-blocks", "20", "--no-plan", "--no-strategies"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "the server would not start: --kv-blocks 20 cannot hold one sequence of --max-model-len 4096" in err
+    assert "(32 blocks of 128)" in err
+
+
 def test_a_bad_bucket_file_or_budget_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["buckets", "replay", "--bucket-file", str(tmp_path / "missing.txt")]) == 2
     assert "--bucket-file" in capsys.readouterr().err
@@ -274,3 +299,19 @@ def test_one_trace_replayed_by_its_distinct_events_equals_the_event_by_event_rep
     assert fast == event_by_event
     assert bool(fast.fallbacks) == (buckets is not None)
     assert fast.times[0].prices == event_by_event.times[0].prices != ()
+
+
+def test_the_text_prints_the_jsons_latency_quantiles_and_every_time_figure_with_its_interval(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["buckets", "replay", "--max-model-len", "8192", "--max-num-seqs", "8", "--request-rate", "3",
+            "--requests", "60", "--no-plan", "--no-strategies"]  # fmt: skip
+    assert main([*argv, "--json"]) == 0
+    (whole,) = json.loads(capsys.readouterr().out)["configurations"][0]["latency_per_load"]
+    band = f"(±{whole['interval']:.0%})"
+    assert main(argv) == 0
+    rows = {line.split(band)[0].strip(): line for line in capsys.readouterr().out.splitlines() if band in line}
+    for name in ("added TTFT p50 / p99", "added per-token p50 / p99"):
+        assert name in rows
+    itl = " / ".join(f"{whole['itl_ms'][q]:.1f} ms" for q in ("p50", "p90", "p99"))
+    assert itl in rows["ITL p50 / p90 / p99"]

@@ -188,3 +188,11 @@ def test_vllm_sized_histograms_keep_every_value() -> None:
     prompts = dict.fromkeys((1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000), 1)
     rows = TextMetrics(prompts, dict(prompts), None, None, {}).text_rows()
     assert {p for p, _, _ in rows} == set(prompts)
+
+
+def test_another_scheme_is_refused_naming_every_accepted_one(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["buckets", "plan", "--from-metrics", "ftp://127.0.0.1:1/metrics"]) == 2
+    err = capsys.readouterr().err
+    assert "a ftp:// URL is not read" in err
+    assert "http:// or https://" in err
+    assert "exposition file by its path" in err

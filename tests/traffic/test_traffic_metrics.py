@@ -113,3 +113,22 @@ def test_an_idle_servers_running_gauge_leaves_the_load_unknown(tmp_path: Path) -
     t = traffic_from_metrics(write(tmp_path, idle + images("1024", "10")))
     assert t.running is None
     assert "load unknown" in t.source
+
+
+def test_a_histogram_with_only_the_inf_bucket_is_refused_not_replayed_at_made_up_lengths(tmp_path: Path) -> None:
+    finite = ('vllm:request_prompt_tokens_bucket{le="100.0"', 'vllm:request_prompt_tokens_bucket{le="200.0"')
+    inf_only = "\n".join(line for line in VLLM_TEXT.splitlines() if not line.startswith(finite))
+    with pytest.raises(ConfigError, match=r'vllm:request_prompt_tokens has only the le="\+Inf" bucket'):
+        traffic_from_metrics(write(tmp_path, inf_only + "\n"))
+    assert main(["buckets", "replay", "--from-metrics", write(tmp_path, inf_only + "\n"), "--requests", "10"]) == 2
+
+
+def test_a_page_of_two_models_is_refused_naming_both_and_model_name_picks_one(tmp_path: Path) -> None:
+    other = VLLM_TEXT.replace('model_name="m"', 'model_name="n"').replace(" 12.0", " 5.0")
+    page = write(tmp_path, VLLM_TEXT + "\n".join(line for line in other.splitlines() if not line.startswith("#")))
+    with pytest.raises(ConfigError, match=r"series of 2 models \(m, n\).*--model-name NAME"):
+        traffic_from_metrics(page)
+    assert main(["buckets", "replay", "--from-metrics", page, "--requests", "10"]) == 2
+    assert traffic_from_metrics(page, model_name="n").running == 5  # one server's load, not the two summed
+    with pytest.raises(ConfigError, match=r"--model-name x: no series of that model.*accepted: m, n"):
+        traffic_from_metrics(page, model_name="x")

@@ -67,9 +67,9 @@ class LiveCounts:
         return LiveCounts(images, self.buckets_hit, extra.get(0, 0), extra.get(1, 0))
 
 
-def parse_exposition(text: str, source: str = "exposition") -> LiveCounts:
+def parse_exposition(text: str, source: str = "exposition", model_name: str | None = None) -> LiveCounts:
     """Sum the aligned-image counters over every other label (several API servers, pids)."""
-    return _require_images(image_counts(families(text, source), source), source)
+    return _require_images(image_counts(families(text, source, model_name=model_name), source), source)
 
 
 def image_counts(fams: list[Any], source: str) -> LiveCounts:
@@ -125,21 +125,21 @@ def _describe(source: str, live: LiveCounts) -> str:
     return description
 
 
-def from_metrics(source: str) -> tuple[SizeSet, LiveCounts]:
+def from_metrics(source: str, model_name: str | None = None) -> tuple[SizeSet, LiveCounts]:
     """The server's images as a :class:`SizeSet` (each count at its tile-grid size) and the counts themselves."""
-    live = parse_exposition(read_exposition(source), source)
+    live = parse_exposition(read_exposition(source), source, model_name)
     return SizeSet({tile_size(p): n for p, n in live.images.items()}, _describe(source, live)), live
 
 
-def traffic_from_metrics(source: str, since: str | None = None) -> Traffic:
+def traffic_from_metrics(source: str, since: str | None = None, model_name: str | None = None) -> Traffic:
     """The server's traffic: its images (our counters), text-only requests (vLLM's prompt histogram beyond our
     multimodal requests), and the text distribution of vLLM's own histograms and prefix-cache counters; with
     ``since`` (an earlier page of the same server), only what it counted after that page."""
-    fams = families(read_exposition(source), source)
+    fams = families(read_exposition(source), source, model_name=model_name)
     text = text_metrics(fams, source)
     counted = image_counts(fams, source)
     if since is not None:
-        before = families(read_exposition(since, flag="--since"), since, "--since")
+        before = families(read_exposition(since, flag="--since"), since, "--since", model_name)
         text = text.since(text_metrics(before, since), source, since)
         counted = counted.since(image_counts(before, since), source, since)
         if not text.found and not counted.images:

@@ -17,7 +17,7 @@ from vllm_hpu_mm import envs
 from vllm_hpu_mm.buckets.planner import Evaluation
 from vllm_hpu_mm.cli.buckets_replay import add_parser as add_replay_parser
 from vllm_hpu_mm.cli.buckets_stale import add_parser as add_stale_parser
-from vllm_hpu_mm.cli.common import ExitCode, help_text, path_value, print_json
+from vllm_hpu_mm.cli.common import ExitCode, add_model_name, help_text, path_value, print_json
 from vllm_hpu_mm.jobs.buckets import BUCKETS_VAR, DEFAULT_MIN_PIXELS, MAX_PIXELS, SizeSources, check_job, plan_job
 from vllm_hpu_mm.jobs.outputs import check_output
 from vllm_hpu_mm.plan.args import count_up_to, fraction, positive_int
@@ -54,6 +54,7 @@ def _add_common(p: argparse.ArgumentParser, *, max_default: str) -> None:
         help="plan over the images a running server counted: its /metrics URL (http://HOST:PORT/metrics) or a saved "
         "exposition file (default: not used)",
     )
+    add_model_name(p)
     p.add_argument(
         "--min-pixels",
         type=_pixels,
@@ -131,7 +132,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def _sources(args: argparse.Namespace) -> SizeSources:
     # The progress bar is for a person watching: piped or captured stderr keeps just the one error line.
     return SizeSources(tuple(args.sizes), tuple(args.images), args.from_metrics, args.min_pixels, args.max_pixels,
-                       AlignMode(args.align_mode) if args.align_mode else None, sys.stderr.isatty())  # fmt: skip
+                       AlignMode(args.align_mode) if args.align_mode else None, sys.stderr.isatty(),
+                       args.model_name)  # fmt: skip
 
 
 def _check_plot(args: argparse.Namespace) -> None:

@@ -24,7 +24,8 @@ from __future__ import annotations
 import argparse
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, path_value, print_json
+from vllm_hpu_mm.cli.common import ExitCode, add_model_name, fail, help_text, path_value, print_json
+from vllm_hpu_mm.errors import WouldNotStart
 from vllm_hpu_mm.jobs.outputs import check_output
 from vllm_hpu_mm.jobs.replay import (
     DEFAULT_REQUESTS,
@@ -61,6 +62,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    "$VLLM_BUCKETING_FROM_FILE when set)", type=path_value)  # fmt: skip
     p.add_argument("--from-metrics", metavar="URL|FILE", help="traffic from a running server's /metrics (or a saved "
                    "exposition), added to --sizes", type=path_value)  # fmt: skip
+    add_model_name(p)
     p.add_argument("--kv-blocks", type=positive_int, metavar="N", help=KV_BLOCKS_HELP)
     p.add_argument(
         "--requests",
@@ -138,8 +140,11 @@ def run(args: argparse.Namespace) -> int:
     if args.request_rate is not None or args.load_profile is not None:
         arrivals = Arrivals(rate=args.request_rate, profile=args.load_profile or (), seed=args.arrival_seed)
     replay_args = ReplayArgs(args.bucket_file, args.from_metrics, args.kv_blocks, args.requests, not args.no_plan,
-                             arrivals, not args.no_strategies)  # fmt: skip
-    replayed = replay_traffic(SizingArgs.from_namespace(args), replay_args, envs.load(), envs.runtime_environ())
+                             arrivals, not args.no_strategies, model_name=args.model_name)  # fmt: skip
+    try:
+        replayed = replay_traffic(SizingArgs.from_namespace(args), replay_args, envs.load(), envs.runtime_environ())
+    except WouldNotStart as exc:  # well-formed input of a server that would not start: a finding, as below
+        return fail(f"the server would not start: {exc}", ExitCode.NEGATIVE)
     report = replayed.report
     if args.plot:
         from vllm_hpu_mm.replay.plot import plot_replay

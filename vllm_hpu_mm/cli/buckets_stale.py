@@ -17,7 +17,7 @@ import math
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.buckets_replay import KV_BLOCKS_HELP, add_limits, requests_count
-from vllm_hpu_mm.cli.common import ExitCode, clipped, fail, help_text, path_value, print_json
+from vllm_hpu_mm.cli.common import ExitCode, add_model_name, clipped, fail, help_text, path_value, print_json
 from vllm_hpu_mm.jobs.outputs import check_output
 from vllm_hpu_mm.jobs.replay import MAX_REQUESTS
 from vllm_hpu_mm.jobs.stale import (
@@ -50,6 +50,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add_limits(p, without=("sizes", "text_graph_budget"))  # the traffic is the server's; nothing is planned
     p.add_argument("--from-metrics", required=True, metavar="URL|FILE", help="a running server's /metrics "
                    "(http://HOST:PORT/metrics) or a saved exposition", type=path_value)  # fmt: skip
+    add_model_name(p)
     p.add_argument("--bucket-file", type=path_value, metavar="FILE", help="the plan's vllm-gaudi bucket file (default: "
                    "$VLLM_BUCKETING_FROM_FILE when set)")  # fmt: skip
     p.add_argument("--since", metavar="URL|FILE", help="an earlier page of the same server: judge only the requests "
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
                                                                            "profile", "model")]  # fmt: skip
         check_output(args.textfile, "--textfile", "textfile", inputs)
     stale_args = StaleArgs(args.from_metrics, args.bucket_file, args.since, args.kv_blocks, args.requests,
-                           args.tolerance)  # fmt: skip
+                           args.tolerance, model_name=args.model_name)  # fmt: skip
     result = check_stale(SizingArgs.from_namespace(args), stale_args, envs.load(), envs.runtime_environ())
     if args.textfile:
         from prometheus_client import CollectorRegistry, write_to_textfile

@@ -6,6 +6,7 @@ and a hint to report it; the traceback only under ``vllm-hpu-mm --debug``)."""
 
 from __future__ import annotations
 
+import argparse
 import enum
 import json
 import sys
@@ -15,6 +16,14 @@ from vllm_hpu_mm.plan.args import nonempty
 
 #: A file, folder or URL argument (an empty one, a shell variable left unset, is refused, never read as unset).
 path_value = nonempty("a path (or a URL where the flag takes one)")
+
+
+def add_model_name(p: argparse.ArgumentParser, flag: str = "--from-metrics") -> None:
+    """``--model-name``: which model's series to read from a /metrics page holding several (a federation)."""
+    p.add_argument("--model-name", type=path_value, metavar="NAME", default=None,
+                   help=f"with {flag}: read only the series labelled model_name=NAME (vLLM's --served-model-name), "
+                   "for a page that holds several models' series (default: refused when it does; series without a "
+                   "model_name label, such as vllm-hpu-mm's image counters, are read whole)")  # fmt: skip
 
 
 class ExitCode(enum.IntEnum):

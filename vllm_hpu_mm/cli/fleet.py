@@ -44,7 +44,7 @@ from typing import Any
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.buckets_replay import request_rate
-from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, path_value, print_json
+from vllm_hpu_mm.cli.common import ExitCode, add_model_name, fail, help_text, path_value, print_json
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.fleet import MAX_CARDS, MAX_CARDS_PER_NODE, MAX_PIPELINE, Fleet, FleetArgs, plan_fleet
 from vllm_hpu_mm.jobs.outputs import check_output_folder, replace_folder
@@ -230,6 +230,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="URL|FILE",
         help="traffic from a running server's /metrics (or a saved exposition), added to --sizes",
     )
+    add_model_name(p)
     p.add_argument(
         "--requests",
         type=_requests,
@@ -538,6 +539,7 @@ def run(args: argparse.Namespace) -> int:
         profile,
         requests=args.requests,
         from_metrics=args.from_metrics,
+        model_name=args.model_name,
         replica_dir=args.replica_dir,
         name=args.name,
         image=args.image,

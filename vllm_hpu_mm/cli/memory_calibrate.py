@@ -17,7 +17,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.common import ExitCode, help_text, path_value, print_json
+from vllm_hpu_mm.cli.common import ExitCode, add_model_name, help_text, path_value, print_json
 from vllm_hpu_mm.models.devices import LOG_DEVICES
 from vllm_hpu_mm.plan.args import nonempty, positive_int
 
@@ -40,6 +40,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--metrics", type=path_value, metavar="URL_OR_FILE", default=None,
                    help="a running server's /metrics (http://HOST:PORT/metrics, or a saved page): fit the step time "
                    "from its latency histograms")  # fmt: skip
+    add_model_name(p, "--metrics")
     p.add_argument(
         "--model",
         default=None,
@@ -72,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     from vllm_hpu_mm.logs.numbers import skipped_json
 
     job = calibrate_log(CalibrateArgs(args.log, args.model, args.device, args.dtype, args.tensor_parallel_size,
-                                      args.block_size, args.output, args.metrics), envs.load())  # fmt: skip
+                                      args.block_size, args.output, args.metrics, args.model_name),
+                        envs.load())  # fmt: skip
     result, log, path = job.calibration, job.log, job.written_to
     if args.json:
         print_json(_report(job) | {"skipped": skipped_json(log.skipped)})
@@ -87,10 +89,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {name:<{width}}  {value:>8}  {how}")
         for line in log.skipped.summary(job.source):
             print(line)
+        if job.metrics_unmeasured is not None:
+            print(f"nothing measured from {job.metrics_unmeasured}")
         if path is None:
-            print(
-                "nothing measurable in this log: no warm-up lines with free_mem, no memory split, no CUDA graph memory"
-            )
+            if args.log is not None:
+                print("nothing measurable in this log: no warm-up lines with free_mem, no memory split, no CUDA "
+                      "graph memory")  # fmt: skip
         elif args.output is None:
             print(f"profile written to {path}; `vllm-hpu-mm memory plan` reads it from there")
         else:
@@ -113,7 +117,11 @@ def _report(job: Calibrated) -> dict[str, Any]:
         "model_from": job.model_from,
         "source": None if job.writer is None else job.writer.as_json(),
         "rows": [{"name": n, "value": v, "how": h} for n, v, h in c.rows],
+<<<<<<< HEAD
         # the run read, as oom-doctor --json names it: a log of several server starts is read one run at a time
         "run": job.log.run,
         "runs": job.log.runs,
+=======
+        "metrics_unmeasured": job.metrics_unmeasured,
+>>>>>>> fix2metrics
     }

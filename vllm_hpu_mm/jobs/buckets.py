@@ -199,6 +199,8 @@ class SizeSources:
     align_mode: AlignMode | None = None
     #: Show a progress bar while scanning folders (for a person watching a terminal).
     progress: bool = False
+    #: The model_name label to read from a page holding several models' series (``--model-name``).
+    model_name: str | None = None
 
 
 def _load_sizes(src: SizeSources) -> SizeSet:
@@ -207,7 +209,7 @@ def _load_sizes(src: SizeSources) -> SizeSet:
     if src.from_metrics:
         from vllm_hpu_mm.buckets.live import from_metrics
 
-        sets.append(from_metrics(src.from_metrics)[0])
+        sets.append(from_metrics(src.from_metrics, src.model_name)[0])
     if sets:
         return SizeSet.combine(sets)
     if src.min_pixels is not None and src.max_pixels is not None:

@@ -18,7 +18,7 @@ from vllm_hpu_mm.logs.calibrate import CALIBRATED, Calibration, WarmupLog, calib
 from vllm_hpu_mm.logs.doctor.source import LogSource, SourceSniffer
 from vllm_hpu_mm.logs.profile import save_profile
 from vllm_hpu_mm.logs.reading import log_records
-from vllm_hpu_mm.logs.server_metrics import fit_from_metrics, server_times
+from vllm_hpu_mm.logs.server_metrics import TooFewSamples, fit_from_metrics, server_times
 from vllm_hpu_mm.models.devices import KNOWN_DEVICES, LOG_DEVICES
 from vllm_hpu_mm.models.dims import ModelDims, dtype_bytes
 from vllm_hpu_mm.models.lookup import resolve
@@ -53,6 +53,8 @@ class CalibrateArgs:
     output: str | None = None
     #: A running server's /metrics: ``http(s)://HOST:PORT/metrics`` or a saved page.
     metrics: str | None = None
+    #: The model_name label to read from a page holding several models' series (``--model-name``).
+    model_name: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +70,8 @@ class Calibrated:
     #: Who wrote the log, as the doctor reads it (vllm-gaudi and vllm-fork apart, not only the backend); None with
     #: --metrics alone.
     writer: LogSource | None = None
+    #: Why --metrics measured nothing (a page with too few samples yet); None when it was fitted or not given.
+    metrics_unmeasured: str | None = None
 
 
 #: The accelerators whose vLLM logs calibrate measures: Gaudi's warm-up lines, CUDA's (and ROCm's: the same torch.cuda
@@ -149,9 +153,14 @@ def calibrate_log(args: CalibrateArgs, settings: Settings) -> Calibrated:
     result = calibrate(log, model, device=device, source=source, dtype_size=dtype,
                        tensor_parallel_size=args.tensor_parallel_size, block_size=args.block_size,
                        buckets=settings.multimodal_buckets or ())  # fmt: skip
+    unmeasured = None
     if args.metrics is not None:
-        result = result.with_step_time(fit_from_metrics(server_times(args.metrics), block_size=args.block_size))
+        times = server_times(args.metrics, args.model_name)
+        try:
+            result = result.with_step_time(fit_from_metrics(times, block_size=args.block_size))
+        except TooFewSamples as exc:  # a valid page that measures nothing yet: as a log that measures nothing
+            unmeasured = str(exc)
     written = result.measured_anything
     if written:
         save_profile(result, path)
-    return Calibrated(result, log, path if written else None, model_from, source, writer)
+    return Calibrated(result, log, path if written else None, model_from, source, writer, unmeasured)

@@ -108,6 +108,8 @@ class FleetArgs:
     iterations: int = RATE_ITERATIONS
     plan_requests: int = SEARCH_PLAN_REQUESTS
     from_metrics: str | None = None
+    #: The model_name label to read from a page holding several models' series (``--model-name``).
+    model_name: str | None = None
     #: Where each replica finds its files (the bucket file): the environment names this folder.
     replica_dir: str = "/etc/vllm-hpu-mm"
     name: str = "vllm"
@@ -516,7 +518,7 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
     # --speculative-config or --kv-cache-dtype vLLM refuses) is invalid input, not a shape that does not fit
     build(dataclasses.replace(sizing, tensor_parallel_size=None, max_num_seqs=None, max_num_batched_tokens=None),
           settings, runtime_env)  # fmt: skip
-    traffic = served_traffic(sizing, args.from_metrics, settings)
+    traffic = served_traffic(sizing, args.from_metrics, settings, args.model_name)
     search = _Search(sizing, args, settings, runtime_env, traffic, [], [])
     candidates = _candidates(search, args, args.pipeline_parallel_sizes or (1,))
     if not args.pipeline_parallel_sizes:

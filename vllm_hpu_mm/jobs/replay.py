@@ -26,6 +26,7 @@ from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.bucket_choice import read_traffic
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.profile import calibrated_step
+from vllm_hpu_mm.plan.rules import max_concurrent_seqs
 from vllm_hpu_mm.plan.text_buckets import loads_at
 from vllm_hpu_mm.plan.text_choice import (
     PLANNED_LABEL,
@@ -74,6 +75,8 @@ class ReplayArgs:
     strategies: bool = True
     #: Whole latencies (TTFT, TPOT, ITL, E2EL, throughput) per configuration, each on its own schedule.
     latency: bool = True
+    #: The model_name label to read from a page holding several models' series (``--model-name``).
+    model_name: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,7 +125,20 @@ def _time_model(timer: Timer | None) -> str | None:
             "(benchmarks/planner/results/replay_strategies.md)")  # fmt: skip
 
 
-def served_traffic(sizing: SizingArgs, from_metrics: str | None, settings: Settings) -> Traffic:
+def _given_blocks_start(kv_blocks: int, shape: EngineShape) -> str:
+    """Why the server would not start with ``--kv-blocks`` (empty when it would): vLLM 0.32 refuses a KV cache that
+    cannot hold one sequence of max_model_len (v1/core/kv_cache_utils.py check_enough_kv_cache_memory)."""
+    if max_concurrent_seqs(kv_blocks, shape.block_size, shape.max_model_len) >= 1:
+        return ""
+    need = -(-shape.max_model_len // shape.block_size)
+    fits = kv_blocks * shape.block_size
+    return (f"--kv-blocks {kv_blocks} cannot hold one sequence of --max-model-len {shape.max_model_len} ({need} "
+            f"blocks of {shape.block_size}): vLLM refuses to start with such a cache; fix: --kv-blocks {need} or more"
+            + (f", or --max-model-len {fits} or less" if fits else ""))  # fmt: skip
+
+
+def served_traffic(sizing: SizingArgs, from_metrics: str | None, settings: Settings,
+                   model_name: str | None = None) -> Traffic:  # fmt: skip
     """The traffic to replay (``--sizes``, a server's /metrics, else the embedded default): only the requests the
     server serves (a refused image fails its request)."""
     parts = []
@@ -131,7 +147,7 @@ def served_traffic(sizing: SizingArgs, from_metrics: str | None, settings: Setti
     if from_metrics:
         from vllm_hpu_mm.buckets.live import traffic_from_metrics
 
-        parts.append(traffic_from_metrics(from_metrics))
+        parts.append(traffic_from_metrics(from_metrics, model_name=model_name))
     traffic = Traffic.combine(parts) if parts else read_traffic(None, flag=sizing.flag("sizes"))
     return admit_traffic(traffic, max_image_pixels=settings.max_image_pixels,
                          max_aspect_ratio=settings.max_aspect_ratio)  # fmt: skip
@@ -180,7 +196,7 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
     if file_path:
         spelled = {"bucket_file": "--bucket-file"} if args.bucket_file else {}
         yours = registry.same_runtime(inputs.runtime, own_env, spelled=spelled, bucket_file=file_path)
-    traffic = served_traffic(sizing, args.from_metrics, settings)
+    traffic = served_traffic(sizing, args.from_metrics, settings, args.model_name)
     images = images_for(inputs, inputs.buckets, settings)
     if args.arrivals is not None and sizing.concurrency is not None:
         raise ConfigError(f"{sizing.flag('concurrency')} and a request rate or load profile describe the same load; "
@@ -260,4 +276,6 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
                     worst_case=worst.to_dict() if worst is not None else None)  # fmt: skip
     error = next((f for f in first.findings if f.severity == "error"), None)
     not_started = f"{error.message}; fix: {error.fix.text}" if error is not None and args.kv_blocks is None else ""
+    if args.kv_blocks is not None:
+        not_started = _given_blocks_start(args.kv_blocks, shape)
     return Replayed(report, planned, yours is not None, runs, shape, own, timer, not_started)

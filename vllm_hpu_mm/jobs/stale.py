@@ -70,6 +70,8 @@ class StaleArgs:
     requests: int = DEFAULT_STALE_REQUESTS
     #: How much longer (a share of exp's padded time) the plan may pad before it is called stale.
     tolerance: float = 0.0
+    #: The model_name label to read from a page holding several models' series (``--model-name``).
+    model_name: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,7 +150,7 @@ def check_stale(sizing: SizingArgs, args: StaleArgs, settings: Settings, runtime
                           "padded time; accepted: the planned accelerator (gaudi2, gaudi3, h100, h200)")  # fmt: skip
     from vllm_hpu_mm.buckets.live import traffic_from_metrics
 
-    traffic = traffic_from_metrics(args.from_metrics, since=args.since)
+    traffic = traffic_from_metrics(args.from_metrics, since=args.since, model_name=args.model_name)
     if traffic.text is None:
         raise ConfigError(f"{FLAG} {args.from_metrics}: no vllm:request_prompt_tokens histogram with requests in "
                           "it; expected vLLM's own /metrics page (V1 engine, 0.32 or later) after some "

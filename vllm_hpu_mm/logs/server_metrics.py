@@ -31,7 +31,7 @@ from vllm_hpu_mm.traffic.metrics import families, read_exposition
 #: The flag that names the page (errors name it as typed).
 FLAG = "--metrics"
 
-__all__ = ["ServerTimes", "fit_from_metrics", "server_times"]
+__all__ = ["ServerTimes", "TooFewSamples", "fit_from_metrics", "server_times"]
 
 ITL = "vllm:inter_token_latency_seconds"
 PREFILL = "vllm:request_prefill_time_seconds"
@@ -42,6 +42,11 @@ GENERATION = "vllm:request_generation_tokens"
 ITERATION = "vllm:iteration_tokens_total"
 #: Fewest samples each histogram needs before a fit is taken from it.
 MIN_SAMPLES = 3
+
+
+class TooFewSamples(ConfigError):
+    """A valid page that measures nothing yet (a server that has served too little): a negative finding for
+    ``memory calibrate`` (exit 1, no profile), not invalid input."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,9 +106,9 @@ def _histograms(fams: list[Any], source: str) -> dict[str, Histogram]:
     return out
 
 
-def server_times(source: str) -> ServerTimes:
-    """The histograms of a ``/metrics`` URL or saved exposition (read bounded)."""
-    fams = families(read_exposition(source, flag=FLAG), source, FLAG)
+def server_times(source: str, model_name: str | None = None) -> ServerTimes:
+    """The histograms of a ``/metrics`` URL or saved exposition (read bounded), of one model's series."""
+    fams = families(read_exposition(source, flag=FLAG), source, FLAG, model_name)
     return ServerTimes(source, _histograms(fams, source))
 
 
@@ -118,7 +123,7 @@ def fit_from_metrics(times: ServerTimes, *, block_size: int) -> FittedStep:
     itl, prefill, prompt, gen, it = (h for n in need if (h := times.get(n)) is not None)
     few = [n for n, h in zip(need, (itl, prefill, prompt, gen, it), strict=True) if h.count < MIN_SAMPLES]
     if few:
-        raise ConfigError(f"--metrics {times.source}: fewer than {MIN_SAMPLES} samples in {', '.join(few)}; let the "
+        raise TooFewSamples(f"--metrics {times.source}: fewer than {MIN_SAMPLES} samples in {', '.join(few)}; let the "
                           "server serve some requests first")  # fmt: skip
     batch = gen.total / it.count  # decode tokens per engine iteration
     tokens = prompt.mean

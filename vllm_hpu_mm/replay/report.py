@@ -6,6 +6,7 @@ and as one JSON object. A warm-up estimate is the runtime's per-graph time by ph
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -321,14 +322,28 @@ def _time_rows(r: Report, row: Any) -> None:
              "vision": "vision"}  # fmt: skip
     for p in PHASES:
         row(f"  share of busy time padding {names[p]}", [_pct(t.share(p)) for t in tot if t is not None])
-    row("added TTFT p50 / p99 (worst load)",
+    band = _band(r)  # the padding's added time is priced by the same step model as the whole latencies
+    row(f"added TTFT p50 / p99{band} (worst load)",
         [f"{_ms(t.added_ttft[0])} / {_ms(t.added_ttft[1])}" for t in tot if t is not None])  # fmt: skip
-    row("added per-token p50 / p99 (worst load)",
+    row(f"added per-token p50 / p99{band} (worst load)",
         [f"{_ms(t.added_tpot[0])} / {_ms(t.added_tpot[1])}" for t in tot if t is not None])  # fmt: skip
     _latency_rows(results, row)
     if r.traits.warmup_era:
         row("compile stalls at run time", [f"{_run_time_stalls(r, x) or 0:.0f} s" for x in results])
         row("first-use stalls, VLLM_SKIP_WARMUP", [f"{_first_use_stalls(r, x) or 0:.0f} s" for x in results])
+
+
+def _band(r: Report) -> str:
+    """The step model's interval as the time rows print it: the whole latencies' own, else the widest of the model's
+    held-out decode and prefill intervals; empty without a time model."""
+    loads = r.results[0].latency if r.results else ()
+    share = loads[0].interval if loads else None
+    if share is None and r.step is not None:
+        halves = [max(1.0 - low, high - 1.0) for low, high, n, _ in map(r.step.interval, ("decode", "prefill")) if n]
+        share = max(halves) if halves and all(math.isfinite(h) for h in halves) else None
+        if share is None:
+            return " (unbounded: no held-out public point)"
+    return f" (±{share:.0%})" if share is not None else ""
 
 
 #: Loads whose whole latencies the table shows (the JSON has every one): the first, the middle and the last.
@@ -345,18 +360,17 @@ def _latency_rows(results: tuple[ReplayResult, ...], row: Any) -> None:
     def cell(x: Latency | None, what: str) -> str:
         if x is None:
             return "-"
-        if what == "ttft":
-            return f"{_ms(x.ttft[0])} / {_ms(x.ttft[2])}"
-        if what == "tpot":
-            return f"{_ms(x.tpot[0])} / {_ms(x.tpot[2])}"
+        if what in ("ttft", "tpot", "itl"):  # the quantiles the JSON has (QUANTILES: p50, p90, p99)
+            return " / ".join(_ms(q) for q in getattr(x, what))
         if what == "e2el":
-            return f"{x.e2el[0]:.2f} / {x.e2el[2]:.2f} s"
+            return " / ".join(f"{q:.2f}" for q in x.e2el) + " s"
         return f"{x.request_throughput:.2f} / {x.output_throughput:.0f}"
 
     for k in shown:
         load = loads[k]
         band = f" (±{load.interval:.0%})" if load.interval is not None else ""
-        for what, name in (("ttft", "TTFT p50 / p99"), ("tpot", "TPOT p50 / p99"), ("e2el", "E2EL p50 / p99"),
+        for what, name in (("ttft", "TTFT p50 / p90 / p99"), ("tpot", "TPOT p50 / p90 / p99"),
+                           ("itl", "ITL p50 / p90 / p99"), ("e2el", "E2EL p50 / p90 / p99"),
                            ("rate", "req/s / output tok/s")):  # fmt: skip
             row(f"{name}{band}, {load.load}",
                 [cell(x.latency[k] if k < len(x.latency) else None, what) for x in results])  # fmt: skip
@@ -403,8 +417,8 @@ def body_lines(r: Report) -> list[str]:
         lines += time_interval_lines(r.step, [(x.label, t.padded_s) for x in r.results if (t := totals(x))])
     if r.results and r.results[0].latency:
         evidence = r.results[0].latency[0].evidence or "an estimate"
-        lines.append("whole latencies (TTFT, TPOT, E2EL, throughput): each configuration scheduled again on its own "
-                     f"buckets' step times, queueing included; {evidence}")  # fmt: skip
+        lines.append("whole latencies (TTFT, TPOT, ITL, E2EL, throughput): each configuration scheduled again on its "
+                     f"own buckets' step times, queueing included; {evidence}")  # fmt: skip
     if (w := _warmup(r, None)) is not None:
         held = w.era.heldout_error
         error = f"held-out error ±{held:.0%}" if held is not None else "no held-out log"

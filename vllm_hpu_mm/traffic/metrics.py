@@ -63,7 +63,10 @@ MAX_TOKENS = 10_000_000
 MAX_COUNT = 10**15
 #: Characters of an error's own text a message echoes.
 ECHO_CHARS = 120
-_ACCEPTED = "expected a server's /metrics URL (http://HOST:PORT/metrics) or a saved exposition file"
+#: The forms a page is read from: urllib's http and https only (another scheme would be spoken to the server, an
+#: ftp:// one sitting out the deadline), or a path (no file:// URL).
+_ACCEPTED = ("expected a server's /metrics URL, http:// or https:// (http://HOST:PORT/metrics), or a saved exposition "
+             "file by its path")  # fmt: skip
 
 
 def _clip(text: object) -> str:
@@ -145,14 +148,56 @@ def read_exposition(source: str, *, timeout_s: float = TIMEOUT_S, deadline_s: fl
     return body.decode("utf-8", errors="replace")
 
 
-def families(text: str, source: str, flag: str = FLAG) -> list[Any]:
-    """The metric families of an exposition (prometheus_client's own parser); errors name ``flag``."""
+#: The option that picks one model's series from a page holding several.
+MODEL_FLAG = "--model-name"
+
+
+def families(text: str, source: str, flag: str = FLAG, model_name: str | None = None) -> list[Any]:
+    """The metric families of an exposition (prometheus_client's own parser); errors name ``flag``. With
+    ``model_name``, only that model's series (and those without a ``model_name`` label) are kept."""
     from prometheus_client.parser import text_string_to_metric_families
 
     try:
-        return list(text_string_to_metric_families(text))
+        fams = list(text_string_to_metric_families(text))
     except Exception as exc:  # the parser raises more than ValueError on malformed lines (IndexError, KeyError)
         raise ConfigError(f"{flag} {source}: not a Prometheus text exposition ({_clip(exc)}); {_ACCEPTED}") from None
+    for family in fams:
+        _require_distribution(family, source, flag)
+    return _one_model(fams, source, flag, model_name)
+
+
+def _one_model(fams: list[Any], source: str, flag: str, model_name: str | None) -> list[Any]:
+    """One vLLM server labels every series with one ``model_name`` (vLLM 0.32 v1/metrics/loggers.py: labelnames
+    ``[model_name, engine]``, one ``served_model_name``), so two names are two servers' traffic (a federation or a
+    merged page): summing them would replay a load no server saw. Engines of one server are summed; models are not."""
+    names = sorted({s.labels["model_name"] for f in fams for s in f.samples if "model_name" in s.labels})
+    if model_name is None:
+        if len(names) > 1:
+            raise ConfigError(f"{flag} {source}: series of {len(names)} models ({', '.join(map(_clip, names[:8]))}): "
+                              f"several servers' traffic in one page; accepted: {MODEL_FLAG} NAME to read one of "
+                              "them, or one server's own /metrics")  # fmt: skip
+        return fams
+    if model_name not in names:
+        present = ", ".join(map(_clip, names[:8])) or "none (the page has no model_name label)"
+        raise ConfigError(f"{MODEL_FLAG} {_clip(model_name)}: no series of that model at {flag} {source}; "
+                          f"accepted: {present}")  # fmt: skip
+    for family in fams:
+        family.samples = [s for s in family.samples if s.labels.get("model_name", model_name) == model_name]
+    return fams
+
+
+def _require_distribution(family: Any, source: str, flag: str) -> None:
+    """A vLLM histogram that counts values in no finite bucket (only +Inf) carries no distribution: every value
+    read from it would be made up. No vLLM server writes one: prometheus_client 0.26 refuses a histogram of fewer
+    than two buckets (metrics.py:649) and vLLM 0.32 an empty --custom-histogram-buckets (config/observability.py)."""
+    if family.type != "histogram" or not family.name.startswith("vllm:"):
+        return
+    buckets = [s for s in family.samples if s.name.endswith("_bucket")]
+    # one that counts nothing places nothing: the reader's "nothing counted" is the better answer there
+    if any(s.value for s in buckets) and all(s.labels.get("le", "") in ("+Inf", "Inf", "inf") for s in buckets):
+        raise ConfigError(f"{flag} {source}: {family.name} has only the le=\"+Inf\" bucket, no distribution of "
+                          "values; expected vLLM's histogram with its finite buckets (1, 2, 5, ... for token "
+                          "counts)")  # fmt: skip
 
 
 def nonnegative_count(value: float, what: str, source: str, *, maximum: int = MAX_COUNT) -> int:

@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable
 
 from vllm_hpu_mm.engine import Bucket, EngineShape
-from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.errors import ConfigError, WouldNotStart
 from vllm_hpu_mm.runtimes.vllm_gaudi import exponential, linear, padding_aware
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import (
     PARAMS,
@@ -172,7 +172,7 @@ def _generate(
             m = shape.mamba_chunk_size
             query_range = [math.ceil(q / m) * m for q in query_range]
         if not bs_range or not ctx_range:
-            raise ConfigError("a bucket range is empty; vllm-gaudi fails on max() of no buckets")
+            raise WouldNotStart("a bucket range is empty; vllm-gaudi fails on max() of no buckets")
         bs_range, query_range, ctx_range = _prune(cfg, shape, is_prompt, mnps, (bs_range, query_range, ctx_range))
         combinations = len(set(bs_range)) * len(set(ctx_range)) * len(query_range)
         if combinations > MAX_COMBINATIONS:
@@ -203,9 +203,12 @@ def _generate(
     if not out:
         phase = "prompt" if is_prompt else "decode"
         where = f"{cfg.file_named}: " if file_buckets is not None else ""
-        raise ConfigError(
-            f"{where}vllm-gaudi would generate 0 {phase} buckets from this configuration and fail at start-up "
-            "('Please adjust the bucketing configuration')"
+        # generate_buckets @ 091bbadd: a phase with no file line takes the strategy branch with no ranges and fails
+        # on max() of no buckets (ValueError); one whose lines are all filtered out raises "Generated 0 ... buckets"
+        why = (f"the file has no {phase} line: ValueError from max() of no buckets" if file_buckets == [] else
+               "'Please adjust the bucketing configuration'")  # fmt: skip
+        raise WouldNotStart(
+            f"{where}vllm-gaudi would generate 0 {phase} buckets from this configuration and fail at start-up ({why})"
         )
     return sorted(out)
 
