@@ -117,11 +117,8 @@ def _report(job: Calibrated) -> dict[str, Any]:
         "model_from": job.model_from,
         "source": None if job.writer is None else job.writer.as_json(),
         "rows": [{"name": n, "value": v, "how": h} for n, v, h in c.rows],
-<<<<<<< HEAD
         # the run read, as oom-doctor --json names it: a log of several server starts is read one run at a time
         "run": job.log.run,
         "runs": job.log.runs,
-=======
         "metrics_unmeasured": job.metrics_unmeasured,
->>>>>>> fix2metrics
     }
