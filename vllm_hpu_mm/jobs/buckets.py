@@ -278,13 +278,15 @@ class CheckJob:
 
 def _no_list(skip_warmup: bool) -> str:
     """Why VLLM_MULTIMODAL_BUCKETS=None leaves nothing to check, and what it does to vllm-gaudi's warm-up."""
-    from vllm_hpu_mm.runtimes.vllm_gaudi import TRAITS  # on this error only: the runtime's modules are not cheap
+    from vllm_hpu_mm.runtimes.registry import TRAITS  # on this error only: the runtimes' modules are not cheap
+
+    fails = next(t.none_buckets_fail_warmup for t in TRAITS.values() if t.none_buckets_fail_warmup)
 
     said = f"{BUCKETS_VAR}=None disables vision bucketing: there is no list to check"
     if skip_warmup:
         return f"{said} (vllm-gaudi starts under it only because VLLM_SKIP_WARMUP is on); pass BUCKETS"
     return (f"{said}, and with VLLM_SKIP_WARMUP off vllm-gaudi fails at warm-up under it "
-            f"({TRAITS.none_buckets_fail_warmup}); pass BUCKETS to check a list; to serve, unset {BUCKETS_VAR} (the "
+            f"({fails}); pass BUCKETS to check a list; to serve, unset {BUCKETS_VAR} (the "
             "default list) or set VLLM_SKIP_WARMUP=true")  # fmt: skip
 
 

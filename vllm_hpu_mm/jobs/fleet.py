@@ -51,7 +51,6 @@ from vllm_hpu_mm.plan.profile import calibrated_step
 from vllm_hpu_mm.plan.text_choice import images_for
 from vllm_hpu_mm.replay.schedules import Images, prompts, timer_for
 from vllm_hpu_mm.replay.timing import Timer
-from vllm_hpu_mm.runtimes.base import Runtime
 from vllm_hpu_mm.traffic.requests import Traffic
 
 __all__ = ["AUTO_PIPELINE", "MAX_CANDIDATES", "MAX_CARDS", "MAX_CARDS_PER_NODE", "MAX_PIPELINE", "Fleet", "FleetArgs",
@@ -75,14 +74,7 @@ GAUDI_PIPELINE_NOTE = (
     "nodes. vLLM 0.32 accepts --pipeline-parallel-size for Qwen2.5-VL (SupportsPP)"
 )
 
-#: The container image each runtime is deployed from when --image is not given: vLLM's own CUDA image at the release
-#: planned (vLLM 0.32: Docker Hub vllm/vllm-openai, tags v<version>); the Gaudi image name the docs use for both
-#: Gaudi runtimes. vllm-cpu has none known here: the deployment then names a placeholder and a note asks for --image.
-DEFAULT_IMAGES: dict[Runtime, str] = {
-    Runtime.VLLM_GAUDI: "vllm-gaudi:latest",
-    Runtime.VLLM_FORK: "vllm-gaudi:latest",
-    Runtime.VLLM_CUDA: "vllm/vllm-openai:v0.32.0",
-}
+#: What the deployment names where the planned runtime has no known image (:attr:`RuntimeTraits.image`).
 IMAGE_PLACEHOLDER = "VLLM_IMAGE"
 
 
@@ -113,7 +105,7 @@ class FleetArgs:
     #: Where each replica finds its files (the bucket file): the environment names this folder.
     replica_dir: str = "/etc/vllm-hpu-mm"
     name: str = "vllm"
-    #: None: the planned runtime's own image (:data:`DEFAULT_IMAGES`).
+    #: None: the planned runtime's own image (:attr:`~vllm_hpu_mm.runtimes.base.RuntimeTraits.image`).
     image: str | None = None
     head_address: str = "HEAD_NODE_IP"
 
@@ -563,7 +555,7 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
                 "on serve's own buckets (planned over its full sample) the chosen shape's capacity is "
                 f"{final.capacity.rate if final.capacity else 0:.3g} req/s; the search's figure stands"
             )
-        image = args.image or DEFAULT_IMAGES.get(launch.plan.inputs.runtime_name)
+        image = args.image or launch.plan.inputs.runtime.traits.image or None
         if image is None:
             notes.append(f"no container image of {launch.plan.inputs.runtime_name.value} is known: the deployment "
                          f"names {IMAGE_PLACEHOLDER}; pass --image")  # fmt: skip

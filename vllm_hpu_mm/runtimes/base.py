@@ -84,6 +84,9 @@ class RuntimeTraits:
     enforced_by: str
     #: Why ``VLLM_MULTIMODAL_BUCKETS=None`` with warm-up on makes this runtime fail (its source); "" where it does not.
     none_buckets_fail_warmup: str = ""
+    #: The container image ``fleet plan`` deploys this runtime from when --image is not given; "" where none is known
+    #: (the deployment then names a placeholder and a note asks for --image).
+    image: str = ""
     #: Warms every text bucket with no memory check (vllm-gaudi, vllm-fork 1.22), instead of capturing while they fit
     #: (vllm-fork 1.17 - 1.21.3).
     warms_all_graphs: bool = False

@@ -61,6 +61,8 @@ TRAITS = RuntimeTraits(
     enforced_by="serve exports the graphs that fit as --compilation-config capture sizes and encoder budgets",
     profiles_graphs=True,
     tower_follows_limits=True,
+    # vLLM's own CUDA image at the release planned (Docker Hub vllm/vllm-openai, tags v<version>)
+    image="vllm/vllm-openai:v0.32.0",
 )
 
 

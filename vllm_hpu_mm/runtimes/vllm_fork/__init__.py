@@ -129,6 +129,7 @@ TRAITS = RuntimeTraits(
     kv_cache_dtypes_source="the choices of its --kv-cache-dtype, CacheDType in vllm/config.py @2e9b2b3d4",
     kv_cache_memory_bytes_source="its vLLM (habana_main @95af7009) has no kv_cache_memory_bytes: its server refuses "
     "the flag",
+    image="vllm-gaudi:latest",  # the Gaudi image name the docs use for both Gaudi runtimes
 )
 
 

@@ -119,6 +119,7 @@ TRAITS = RuntimeTraits(
     "bfloat16",
     kv_cache_memory_bytes_source=f"nothing in vllm-gaudi @{COMMIT_SHORT} reads cache_config.kv_cache_memory_bytes: its "
     "HPU worker sizes the KV cache from free memory x --gpu-memory-utilization less VLLM_GRAPH_RESERVED_MEM",
+    image="vllm-gaudi:latest",  # the Gaudi image name the docs use
 )
 
 
