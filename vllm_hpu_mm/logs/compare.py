@@ -33,7 +33,6 @@ __all__ = [
     "check_writer",
     "compare",
     "run_inputs",
-    "written_by",
 ]
 
 Unit = Literal["bytes", "blocks", "tokens", "seconds"]
@@ -121,17 +120,11 @@ class Comparison:
         return sum((r.tolerance_alone is not None) + (r.tolerance_given is not None) for r in self.rows)
 
 
-def written_by(writer: LogSource) -> str:
-    """The log's writer as a refusal names it (:attr:`LogSource.describe`: a Gaudi log that names neither of our Gaudi
-    runtimes is said to be one of them)."""
-    return writer.describe
-
-
 def run_inputs(i: PlanInputs, flag: Callable[[str], str], *, writer: LogSource | None = None,
                source: str = "") -> RunInputs:  # fmt: skip
     """The run the plan's inputs describe, per card; only a Gaudi runtime's log is read, of one pipeline stage. A
     refusal names the log's writer too, where it is known (``writer``, of the log at ``source``)."""
-    written = None if writer is None else written_by(writer)
+    written = None if writer is None else writer.describe
     log = "" if written is None else f"log {source!r} was written by {written}, "
     if i.backend != "hpu" or i.runtime.traits.backend != "hpu":
         raise ConfigError(
@@ -352,7 +345,7 @@ def compare(logged: Logged, inputs: RunInputs, flag: Callable[[str], str], *, so
     user typed it (:meth:`~vllm_hpu_mm.plan.args.SizingArgs.flag`). Raises ConfigError for a log with no memory
     line (naming its writer, where known)."""
     if not logged.has_memory:
-        by = "" if writer is None else f" (written by {written_by(writer)})"
+        by = "" if writer is None else f" (written by {writer.describe})"
         raise ConfigError(
             f"log {source!r}{by} has no memory lines of a Gaudi server to compare; expected any of {EXPECTED_LINES}"
         )
