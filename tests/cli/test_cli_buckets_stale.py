@@ -76,3 +76,33 @@ def test_bad_input_is_exit_2_with_one_line(tmp_path: Path, capsys: pytest.Captur
     assert err.count("\n") == 1
     assert err.startswith("vllm-hpu-mm: error: ")
     assert said in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--bucket-file", "PROMPT_ONLY"], "0 decode buckets"),
+        (
+            ["--kv-blocks", "20", "--block-size", "128"],
+            "--kv-blocks 20 cannot hold one sequence of --max-model-len 4096",
+        ),
+    ],
+)
+def test_a_plan_the_server_would_not_start_with_is_a_finding_as_in_replay(
+    argv: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prompt_only = tmp_path / "prompt_only.txt"
+    prompt_only.write_text("(1, 2048, 0)\n(1, [512, 1024], [0, 8])\n")  # no decode line: vllm-gaudi fails at start
+    argv = [str(prompt_only) if a == "PROMPT_ONLY" else a for a in argv]
+    assert main([*stale("--from-metrics", str(PAGES / "planned.txt")), *argv]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("vllm-hpu-mm: error: the server would not start: ")
+    assert said in err
+
+
+def test_the_requests_help_says_the_per_level_floor_that_overrides_a_smaller_number(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["buckets", "stale", "--help"]) == 0
+    assert "at least 200" in " ".join(capsys.readouterr().out.split())

@@ -64,16 +64,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    "exposition), added to --sizes", type=path_value)  # fmt: skip
     add_model_name(p)
     p.add_argument("--kv-blocks", type=positive_int, metavar="N", help=KV_BLOCKS_HELP)
-    p.add_argument(
-        "--requests",
-        type=requests_count,
-        default=DEFAULT_REQUESTS,
-        metavar="N",
-        help=f"requests sampled from the traffic (default {DEFAULT_REQUESTS}, at most {MAX_REQUESTS:,}): all of them "
-        "at a known load (--concurrency, a rate, a profile, the server's running requests); with the load unknown, "
-        f"per load level, each level at most 4 x its load and at least {MIN_LEVEL_REQUESTS}; the table says how "
-        "many ran in all",
-    )
+    p.add_argument("--requests", type=requests_count, default=DEFAULT_REQUESTS, metavar="N",
+                   help=requests_help(DEFAULT_REQUESTS, "--concurrency, a rate, a profile, "))  # fmt: skip
     load = p.add_mutually_exclusive_group()
     load.add_argument("--request-rate", type=request_rate, metavar="R", help="open-loop load: Poisson arrivals at R "
                       f"requests per second (0 < R <= {MAX_RATE:,.0f}), the server drained after the last request; "
@@ -95,6 +87,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 #: ``--requests`` (here and under ``buckets stale``): 1 to the replay's cap, the range said by every refusal.
 requests_count = count_up_to(MAX_REQUESTS)
+
+
+def requests_help(default: int, loads: str) -> str:
+    """``--requests``'s help, here and under ``buckets stale``: the per-level bounds of the every-load sweep are said
+    where the number is asked for, since they override it."""
+    return (f"requests sampled from the traffic (default {default}, at most {MAX_REQUESTS:,}): all of them at a known "
+            f"load ({loads}the server's running requests); with the load unknown, per load level, each level at most "
+            f"4 x its load and at least {MIN_LEVEL_REQUESTS}; the output says how many ran in all")  # fmt: skip
 
 
 def request_rate(raw: str) -> float:

@@ -16,10 +16,10 @@ import argparse
 import math
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.buckets_replay import KV_BLOCKS_HELP, add_limits, requests_count
+from vllm_hpu_mm.cli.buckets_replay import KV_BLOCKS_HELP, add_limits, requests_count, requests_help
 from vllm_hpu_mm.cli.common import ExitCode, add_model_name, clipped, fail, help_text, path_value, print_json
+from vllm_hpu_mm.errors import WouldNotStart
 from vllm_hpu_mm.jobs.outputs import check_output
-from vllm_hpu_mm.jobs.replay import MAX_REQUESTS
 from vllm_hpu_mm.jobs.stale import (
     DEFAULT_STALE_REQUESTS,
     MAX_TOLERANCE,
@@ -57,8 +57,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    "counted after it (default: everything since the server started)", type=path_value)  # fmt: skip
     p.add_argument("--kv-blocks", type=positive_int, metavar="N", help=KV_BLOCKS_HELP)
     p.add_argument("--requests", type=requests_count, default=DEFAULT_STALE_REQUESTS, metavar="N",
-                   help=f"requests sampled from the live traffic, per load level when the load is unknown (default "
-                   f"{DEFAULT_STALE_REQUESTS}, at most {MAX_REQUESTS:,})")  # fmt: skip
+                   help=requests_help(DEFAULT_STALE_REQUESTS, ""))  # fmt: skip
     p.add_argument("--tolerance", type=tolerance, default=0.0, metavar="X", help="how much longer than exp the plan "
                    "may pad before it is stale, a share of exp's padded time (default 0)")  # fmt: skip
     p.add_argument("--textfile", metavar="FILE", help="also write the verdict as Prometheus gauges to FILE "
@@ -114,7 +113,10 @@ def run(args: argparse.Namespace) -> int:
         check_output(args.textfile, "--textfile", "textfile", inputs)
     stale_args = StaleArgs(args.from_metrics, args.bucket_file, args.since, args.kv_blocks, args.requests,
                            args.tolerance, model_name=args.model_name)  # fmt: skip
-    result = check_stale(SizingArgs.from_namespace(args), stale_args, envs.load(), envs.runtime_environ())
+    try:
+        result = check_stale(SizingArgs.from_namespace(args), stale_args, envs.load(), envs.runtime_environ())
+    except WouldNotStart as exc:  # well-formed input of a server that would not start: a finding, as in replay
+        return fail(f"the server would not start: {exc}", ExitCode.NEGATIVE)
     if args.textfile:
         from prometheus_client import CollectorRegistry, write_to_textfile
 

@@ -19,14 +19,13 @@ from vllm_hpu_mm.buckets.turns import Ahead, on_two
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.jobs.serve import on_default_device, one_block_count, plan_inputs
+from vllm_hpu_mm.jobs.serve import given_blocks_start, on_default_device, one_block_count, plan_inputs
 from vllm_hpu_mm.models.step_fit import FittedStep
 from vllm_hpu_mm.models.step_time import StepTime
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.bucket_choice import read_traffic
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.profile import calibrated_step
-from vllm_hpu_mm.plan.rules import max_concurrent_seqs
 from vllm_hpu_mm.plan.text_buckets import loads_at
 from vllm_hpu_mm.plan.text_choice import (
     PLANNED_LABEL,
@@ -123,18 +122,6 @@ def _time_model(timer: Timer | None) -> str | None:
             "tables (benchmarks/fits/results/step_time_fit.md); a verdict between two columns moves with its "
             "calibration only where they are within about 1% "
             "(benchmarks/planner/results/replay_strategies.md)")  # fmt: skip
-
-
-def _given_blocks_start(kv_blocks: int, shape: EngineShape) -> str:
-    """Why the server would not start with ``--kv-blocks`` (empty when it would): vLLM 0.32 refuses a KV cache that
-    cannot hold one sequence of max_model_len (v1/core/kv_cache_utils.py check_enough_kv_cache_memory)."""
-    if max_concurrent_seqs(kv_blocks, shape.block_size, shape.max_model_len) >= 1:
-        return ""
-    need = -(-shape.max_model_len // shape.block_size)
-    fits = kv_blocks * shape.block_size
-    return (f"--kv-blocks {kv_blocks} cannot hold one sequence of --max-model-len {shape.max_model_len} ({need} "
-            f"blocks of {shape.block_size}): vLLM refuses to start with such a cache; fix: --kv-blocks {need} or more"
-            + (f", or --max-model-len {fits} or less" if fits else ""))  # fmt: skip
 
 
 def served_traffic(sizing: SizingArgs, from_metrics: str | None, settings: Settings,
@@ -277,5 +264,5 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
     error = next((f for f in first.findings if f.severity == "error"), None)
     not_started = f"{error.message}; fix: {error.fix.text}" if error is not None and args.kv_blocks is None else ""
     if args.kv_blocks is not None:
-        not_started = _given_blocks_start(args.kv_blocks, shape)
+        not_started = given_blocks_start(args.kv_blocks, shape)
     return Replayed(report, planned, yours is not None, runs, shape, own, timer, not_started)

@@ -14,6 +14,7 @@ from typing import Any
 
 from vllm_hpu_mm.buckets.coverage import largest_patches, smallest_patches
 from vllm_hpu_mm.buckets.sizes import images_of
+from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
@@ -25,6 +26,7 @@ from vllm_hpu_mm.plan.derived import check_long_prefill, processor_pixels, visio
 from vllm_hpu_mm.plan.inputs import PlanInputs, build, provenance
 from vllm_hpu_mm.plan.pipeline import checked_by_runtime, fit_max_model_len, plan_with_profile
 from vllm_hpu_mm.plan.planner import Plan
+from vllm_hpu_mm.plan.rules import max_concurrent_seqs
 from vllm_hpu_mm.plan.text_choice import TextChoice, choose_text
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS
 from vllm_hpu_mm.replay.schedules import DEFAULT_REQUESTS
@@ -78,6 +80,18 @@ def one_block_count(kv_blocks: int | None, sizing: SizingArgs) -> None:
         raise ConfigError(f"--kv-blocks {kv_blocks} and {sizing.flag('num_gpu_blocks_override')} {override} name two "
                           "KV block counts; accepted: one of them (--kv-blocks: what the server's log "
                           "reported)")  # fmt: skip
+
+
+def given_blocks_start(kv_blocks: int, shape: EngineShape) -> str:
+    """Why the server would not start with ``--kv-blocks`` (empty when it would): vLLM 0.32 refuses a KV cache that
+    cannot hold one sequence of max_model_len (v1/core/kv_cache_utils.py check_enough_kv_cache_memory)."""
+    if max_concurrent_seqs(kv_blocks, shape.block_size, shape.max_model_len) >= 1:
+        return ""
+    need = -(-shape.max_model_len // shape.block_size)
+    fits = kv_blocks * shape.block_size
+    return (f"--kv-blocks {kv_blocks} cannot hold one sequence of --max-model-len {shape.max_model_len} ({need} "
+            f"blocks of {shape.block_size}): vLLM refuses to start with such a cache; fix: --kv-blocks {need} or more"
+            + (f", or --max-model-len {fits} or less" if fits else ""))  # fmt: skip
 
 
 def on_default_device(sizing: SizingArgs, *, launching: bool = False) -> SizingArgs:

@@ -21,8 +21,8 @@ from typing import Any
 
 from vllm_hpu_mm.buckets.admission import admit_traffic
 from vllm_hpu_mm.envs import Settings
-from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.jobs.serve import on_default_device, one_block_count, plan_inputs
+from vllm_hpu_mm.errors import ConfigError, WouldNotStart
+from vllm_hpu_mm.jobs.serve import given_blocks_start, on_default_device, one_block_count, plan_inputs
 from vllm_hpu_mm.models.step_time import StepTime, verdict_note
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.planner import plan
@@ -130,6 +130,8 @@ def check_stale(sizing: SizingArgs, args: StaleArgs, settings: Settings, runtime
     one_block_count(args.kv_blocks, sizing)
     inputs, _ = plan_inputs(sizing, settings, own_env)
     shape = inputs.engine(args.kv_blocks if args.kv_blocks is not None else plan(inputs).kv_blocks)
+    if args.kv_blocks is not None and (why := given_blocks_start(args.kv_blocks, shape)):
+        raise WouldNotStart(why)  # as buckets replay says it (exit 1 there and here)
     if inputs.runtime.text_lookup(shape) is None:
         raise ConfigError(f"the alarm models vllm-gaudi's bucket lookup only; the plan's runtime is "
                           f"{inputs.runtime.name.value} (name {sizing.flag('runtime')} vllm-gaudi)")  # fmt: skip
