@@ -205,3 +205,11 @@ def test_roofline_exponent_spans_the_ideal_overlap_to_none() -> None:
     assert smooth._roof(0.0, 0.0) == 0.0
     with pytest.raises(ConfigError):
         step_time(QWEN7B, "gaudi2", block_size=128, roofline_exponent=0.5)
+
+
+@pytest.mark.parametrize("doc", ["latency.md", "fleet.md"])
+def test_the_docs_state_the_interval_the_plans_print_per_gaudi(doc: str) -> None:
+    text = (Path(__file__).parents[2] / "docs" / doc).read_text()
+    for device, name in (("gaudi2", "Gaudi 2"), ("gaudi3", "Gaudi 3")):
+        widest = max(DEVICE_FITS[device].intervals[p].half_width for p in ("decode", "prefill"))
+        assert f"±{widest:.0%} on {name}" in text
