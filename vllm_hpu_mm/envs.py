@@ -103,9 +103,10 @@ def _aspect(name: str, raw: str) -> float:
 
 def _buckets(name: str, raw: str) -> Buckets | None:
     """vllm-gaudi's reading (vision.py HPUVisionBucketManager @ 091bbadd; the fork's VisionBuckets in
-    hpu_model_runner.py @ v0.9.0.1+Gaudi-1.22.0 reads it alike): exactly ``None`` is no bucketing, exactly empty is the model's default list
-    and the list is sorted with repeats kept (its warm-up then warms a repeated bucket twice); where it accepts a
-    value the server must start, so an empty value and a repeat are read here too, with a note, not refused."""
+    hpu_model_runner.py @ v0.9.0.1+Gaudi-1.22.0 reads it alike): exactly ``None`` is no bucketing, exactly empty is
+    the model's default list and the list is sorted with repeats kept (its warm-up then warms a repeated bucket
+    twice); where it accepts a value the server must start, so an empty value and a repeat are read here too, with a
+    note, not refused."""
     if raw == "None":  # "no vision bucketing": compared exactly by vllm-gaudi and vllm-fork alike
         return None
     if raw.strip().lower() == "none":  # any other spelling reaches their int() and stops the server at start-up
