@@ -78,6 +78,23 @@ def test_too_few_cards_is_a_negative_finding_with_the_best_achievable(capsys: py
     assert "fix:" in data["reason"]
     assert len(err.strip().splitlines()) == 1
     assert "no fleet meets the targets" in err
+    assert not any(c["within_cards"] for c in data["candidates"])
+    code, out, _ = fleet(capsys, *SMALL, "--request-rate", "40", "--ttft-p99", "3000", "--tpot-p99", "60",
+                         "--cards", "1")  # fmt: skip
+    row = next(line for line in out.splitlines() if line.startswith("TP1 "))
+    assert row.split("  ")[-1].strip() == f"meets on {best['total_cards']} > 1 cards"  # not a bare "meets"
+
+
+def test_validate_says_what_vllms_parser_read(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = fleet(capsys, *SMALL, "--request-rate", "2", "--ttft-p99", "3000", "--tpot-p99", "60",
+                         "--validate", "--json")  # fmt: skip
+    assert code == 0
+    assert json.loads(out)["validated"].startswith("validated: vLLM ")
+    assert "every node's command (1, dp/node-N.sh) and every Kubernetes container's arguments (1," in out
+    code, out, _ = fleet(capsys, *SMALL, "--request-rate", "40", "--ttft-p99", "3000", "--tpot-p99", "60",
+                         "--cards", "1", "--validate")  # fmt: skip
+    assert code == 1
+    assert "validated: nothing (no fleet meets the targets" in out
 
 
 def test_a_target_no_load_meets_shows_its_figure_in_the_table_the_line_and_the_json(

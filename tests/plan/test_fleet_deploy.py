@@ -15,7 +15,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from vllm_hpu_mm.plan.fleet_deploy import deployments, dp_commands, manifests
+from vllm_hpu_mm.plan.fleet_deploy import deployments, dp_commands, manifests, served_args
 
 #: The Kubernetes version the manifests are checked against (kubernetes-validate ships its schemas).
 KUBERNETES = "1.33.0"
@@ -121,6 +121,13 @@ def _lws_docs(files: dict[str, str]) -> tuple[dict[str, Any], ...]:
     return manifests([*ARGS, "--pipeline-parallel-size", "4"], ENV, files, replicas=3, tensor_parallel_size=4,
                      device="gaudi3", name="qwen72b", image="vllm-gaudi:1.22", replica_dir="/etc/vllm-hpu-mm",
                      warmup_s=900.0, pipeline_parallel_size=4, cards_per_node=8)  # fmt: skip
+
+
+def test_every_container_that_runs_vllm_serve_is_found_for_its_parser() -> None:
+    leader, worker = served_args(_lws_docs({}))  # fleet --validate reads each with vLLM's own parser
+    assert leader[: len(ARGS)] == worker[: len(ARGS)] == tuple(ARGS)
+    assert "--headless" in worker
+    assert "--headless" not in leader
 
 
 def test_replicas_spanning_nodes_are_a_leader_worker_set_valid_under_its_own_crd_schema() -> None:

@@ -24,7 +24,8 @@ of the Deployment when a replica spans nodes), fleet.json, and vllm-hpu-mm.sha25
 (sha256sum -c checks it). DIR is new or empty, or holds only a deployment an earlier --out wrote there, unchanged
 since (its record says): that one is replaced wholly, none of its files left beside the new ones. Any other file
 there, a recorded file changed since, or an input inside DIR is refused (exit 2) before the search, and nothing
-is written. --validate reads every node's command with the installed vLLM's own parser.
+is written. --validate reads every node's command and every Kubernetes container's arguments with the installed
+vLLM's own parser, and says so.
 
 Exit codes: 0 a fleet meets the targets; 1 none does (the best achievable and what would make it possible are
 printed; when no load meets them, each target the closest shape misses, its figure at a light load, and the least
@@ -266,12 +267,17 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="ADDR",
         help="the data-parallel head node's address (default: the placeholder HEAD_NODE_IP)",
     )
-    p.add_argument("--validate", action="store_true", help="read every node's command with vLLM's own parser")
+    p.add_argument(
+        "--validate",
+        action="store_true",
+        help="read every node's command and every Kubernetes container's arguments with the installed vLLM's own "
+        "parser (a line says what was read; a refusal exits 2)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.set_defaults(func=run)
 
 
-def _candidate_dict(c: Candidate) -> dict[str, Any]:
+def _candidate_dict(c: Candidate, cards: int | None) -> dict[str, Any]:
     cap = c.capacity
     rate_range = cap.rate_range() if cap is not None else None
     return {
@@ -291,6 +297,8 @@ def _candidate_dict(c: Candidate) -> dict[str, Any]:
         "nodes": c.nodes,
         "nodes_per_replica": c.nodes_per_replica,
         "meets": c.meets,
+        # a shape that meets the targets on more cards than --cards gives is no choice (the table says so too)
+        "within_cards": c.meets and (cards is None or c.total_cards <= cards),
         "latency_at_target_rate": None if c.latency is None else latency_dict(c.latency),
         # a shape that meets the targets at no load: the figures it reaches at the lightest load probed
         "latency_at_light_load": latency_dict(cap.latency) if cap is not None and cap.rate <= 0 else None,
@@ -312,9 +320,9 @@ def fleet_dict(f: Fleet) -> dict[str, Any]:
         "headroom": f.headroom,
         "cards_available": f.cards,
         "cards_per_node": f.cards_per_node,
-        "candidates": [_candidate_dict(c) for c in f.candidates],
-        "chosen": None if chosen is None else _candidate_dict(chosen),
-        "best_achievable": None if f.best is None else _candidate_dict(f.best),
+        "candidates": [_candidate_dict(c, f.cards) for c in f.candidates],
+        "chosen": None if chosen is None else _candidate_dict(chosen, f.cards),
+        "best_achievable": None if f.best is None else _candidate_dict(f.best, f.cards),
         "reason": f.reason,
         "evidence": f.evidence,
         "notes": list(f.notes),
@@ -384,6 +392,11 @@ def _verdict_cell(why: str, notes: list[str]) -> str:
     return why[: _VERDICT_WIDTH - len(mark)].rsplit(" ", 1)[0] + mark
 
 
+def _meets_cell(c: Candidate, cards: int | None) -> str:
+    """A shape that meets the targets, unless it needs more cards than ``--cards`` gives: then it is no choice."""
+    return "meets" if cards is None or c.total_cards <= cards else f"meets on {c.total_cards} > {cards} cards"
+
+
 def fleet_table(f: Fleet) -> str:
     """The candidates, the choice and the evidence, as text."""
     t = f.targets
@@ -430,7 +443,7 @@ def fleet_table(f: Fleet) -> str:
         verdict = (
             "chosen"
             if f.chosen is not None and c.shape == f.chosen.shape
-            else ("meets" if c.meets else _verdict_cell(c.why_not, notes))
+            else (_meets_cell(c, f.cards) if c.meets else _verdict_cell(c.why_not, notes))
         )
         warm = "-" if c.warmup_s is None else f"{c.warmup_s:.0f}"
         rows.append(
@@ -506,18 +519,26 @@ def write_out(f: Fleet, out: str, inputs: Iterable[tuple[str, str | None]] = ())
     return replace_folder(out, "--out", files, inputs, executable=scripts)
 
 
-def validate_commands(f: Fleet) -> None:
-    """Every node's command read by the installed vLLM's own parser (as ``serve --validate``)."""
+def validate_commands(f: Fleet) -> str:
+    """Every node's command and every Kubernetes container's arguments read by the installed vLLM's own parser (as
+    ``serve --validate``); the line that says what was read (a refusal: one-line :class:`ConfigError`)."""
     from vllm_hpu_mm.cli.serve import INSTALL_HINT
     from vllm_hpu_mm.cli.serve_args import check_with_vllm, vllm_installed, vllm_server_parser
+    from vllm_hpu_mm.plan.fleet_deploy import served_args
 
     if f.deploy is None:
-        return
+        return "validated: nothing (no fleet meets the targets, so no command was written)"
     if not vllm_installed():
         raise ConfigError(f"--validate needs vLLM installed in this Python: {INSTALL_HINT}")
-    parser, _ = vllm_server_parser()
+    parser, table = vllm_server_parser()
     for c in f.deploy.commands:
         check_with_vllm(parser, list(c.argv[2:]), None)
+    pods = served_args(f.deploy.manifests)
+    for args in pods:
+        check_with_vllm(parser, list(args), None)
+    return (f"validated: vLLM {table.version}'s own server parser accepted every node's command "
+            f"({len(f.deploy.commands)}, dp/node-N.sh) and every Kubernetes container's arguments ({len(pods)}, "
+            "kubernetes/fleet.yaml)")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -546,16 +567,17 @@ def run(args: argparse.Namespace) -> int:
         head_address=args.head_address,
     )
     fleet = plan_fleet(SizingArgs.from_namespace(args), fleet_args, envs.load(), envs.runtime_environ())
-    if args.validate:
-        validate_commands(fleet)
+    validated = validate_commands(fleet) if args.validate else None
     written = write_out(fleet, args.out, inputs) if args.out is not None and fleet.chosen is not None else []
     if args.json:
-        print_json(fleet_dict(fleet))
+        print_json(fleet_dict(fleet) | ({"validated": validated} if validated is not None else {}))
     else:
         print(fleet_table(fleet))
         if fleet.deploy is not None:
             for c in fleet.deploy.commands:
                 print(f"node {c.node}: {shlex.join(c.argv)}")
+        if validated is not None:
+            print(validated)
         for path in written:
             print(f"file: {path}")
     if fleet.chosen is None:

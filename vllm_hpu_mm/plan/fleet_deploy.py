@@ -98,6 +98,25 @@ class Deployments:
         return "".join(f"{k}={v}\n" for k, v in self.env.items())
 
 
+def served_args(manifests: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, ...], ...]:
+    """The arguments of every container ``manifests`` start with ``vllm serve`` (a Deployment's pod, a
+    LeaderWorkerSet's leader and worker), for vLLM's own parser to read."""
+    found: list[tuple[str, ...]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, Mapping):
+            if node.get("command") == ["vllm", "serve"]:
+                found.append(tuple(node.get("args", ())))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(list(manifests))
+    return tuple(found)
+
+
 def multi_node_args(nodes: int, rank: str, address: str) -> list[str]:
     """A replica over ``nodes`` nodes, as node ``rank`` of it (vLLM's multi-node multiprocessing)."""
     args = ["--nnodes", str(nodes), "--node-rank", rank, "--master-addr", address, "--master-port", str(MASTER_PORT)]
