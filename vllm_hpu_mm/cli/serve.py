@@ -5,8 +5,9 @@ The server arguments are read as vLLM's own parser reads them (prefixes, aliases
 --max-model-len); an argument vLLM would refuse (a typo, a bad value) is refused before anything starts. A dry run
 needs no vLLM (it reads vLLM 0.32's flags); --validate and a real launch read the installed vLLM's, have vLLM's own
 parser read the final command and check that it resolves every sizing value (and the model) as the plan did. The
-arguments pass through in order, with a positional MODEL as --model (vLLM's API server reads no positional model);
-a real launch then replaces this process with python -m vllm.entrypoints.openai.api_server. With no vLLM arguments
+arguments pass through in order, with a positional MODEL as --model (read by every vLLM launcher); a real launch
+then replaces this process with vLLM's own `vllm serve` run by this Python (python -m vllm.entrypoints.cli.main
+serve; a vLLM before 0.8 has no such CLI: python -m vllm.entrypoints.openai.api_server). With no vLLM arguments
 at all the plan is the README's main job: Qwen/Qwen2.5-VL-7B-Instruct on a Gaudi2 served by vllm-gaudi.
 Exit codes: 0 launched (or, with --dry-run, planned); 1 the plan says the server would not start; 2 invalid input;
 3 a bug. After a launch, the exit code is the server's.
@@ -33,7 +34,7 @@ from vllm_hpu_mm.cli.serve_args import (
 )
 from vllm_hpu_mm.cli.vllm_argv import vllm_032_table
 from vllm_hpu_mm.errors import ConfigError, ModelConfigUnavailable
-from vllm_hpu_mm.jobs.serve import DEFAULT_MODEL, Launch, on_default_device, prepare, server_command
+from vllm_hpu_mm.jobs.serve import DEFAULT_MODEL, Launch, on_default_device, prepare, server_command, server_entry
 from vllm_hpu_mm.models.lookup import plan_skipped_warning
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, SizingArgs, add_options
 from vllm_hpu_mm.replay.report import refusal_fixes, refusal_reasons
@@ -79,7 +80,7 @@ def _checked(argv: list[str], vllm: argparse.ArgumentParser | None, sizing: Sizi
     """``argv`` once vLLM's own parser has read and validated it (when vLLM is at hand), resolving every sizing
     value as ``sizing`` (the plan's) says."""
     if vllm is not None:
-        check_with_vllm(vllm, argv[3:], sizing)
+        check_with_vllm(vllm, argv[len(server_entry()) :], sizing)
     return argv
 
 

