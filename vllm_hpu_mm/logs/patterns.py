@@ -305,6 +305,10 @@ HOST_OOM = re.compile(
     # Vulkan's host-side error by its number, or its name cut (:data:`_VK_RESULT`, :data:`_VK_CUT`)
     rf"|{_VK_RESULT}-1(?!\d)|\bVK_ERROR_OUT_OF_H{_VK_CUT}"
     r"|DefaultCPUAllocator: not enough memory"  # torch's CPU allocator (c10 alloc_cpu.cpp; "can't allocate" elsewhere)
+    # Lua's memory error (LUA_ERRMEM: its allocator refused the heap; lua/lua ldo.c and LuaJIT's lj_err.c name it
+    # "not enough memory"), as the interpreter prints it, or a script's line raising it: Torch7 programs
+    # (fairseq-lua, OpenNMT-lua) on a host out of RAM; the device's refusal there reads "cuda runtime error (2)"
+    r"|\blua(?:jit)?[\d.]*: (?:\S+\.lua:\d+: )?not enough memory\b"
     # ggml's host buffers: the CPU buffer type's aligned malloc returned nothing (ggml/src/ggml-backend.cpp@0054c013
     # ggml_backend_cpu_buffer_type_alloc_buffer "failed to allocate buffer of size N"; the CPU backend's extra types,
     # AMX and HBM, and other backends' host types the same), and ggml's allocator naming such a buffer (ggml-alloc.c
