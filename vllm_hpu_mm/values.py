@@ -24,6 +24,7 @@ __all__ = [
     "DEFAULT_BUCKETS",
     "GIB",
     "GRAPH_BACKENDS",
+    "GRAPH_BUDGET_CEILING",
     "MAX_BUCKET",
     "MIB",
     "PIXELS_PER_PATCH",
@@ -73,6 +74,11 @@ MIB = 2**20
 
 #: ``VLLM_HPU_MM_GRAPH_BACKEND`` values (``vllm_hpu_mm.graphs.select`` says what each runs).
 GRAPH_BACKENDS = ("auto", "cpu", "cuda", "hpu", "none")
+
+#: The most text graphs a given budget (--text-graph-budget, serve's --plan-text-graph-budget) may ask for, in the
+#: words the help, the refusal and docs/text-buckets.md share: any warm-up a user of the runtime can already configure
+#: (vllm-gaudi's lin warms more than exp at most limits), never more (planning work grows with the budget).
+GRAPH_BUDGET_CEILING = "the graphs the runtime's largest built-in strategy (exp, lin or pad) warms for the limits"
 
 #: Patches per bucket granule: one 112 x 112 tile is 8 x 8 patches of 14 x 14 pixels.
 BUCKET_GRANULE = 64

@@ -132,6 +132,29 @@ def test_a_load_under_which_nothing_ran_says_so_and_reports_no_efficiency(arriva
     assert "no request ran" in table
 
 
+def test_with_every_request_refused_the_time_figures_are_null_not_a_measured_zero(tmp_path: Path) -> None:
+    # held-out round 3 (text), case 11: every prompt of max_model_len tokens, all refused; the table printed
+    # 0.0 ms percentiles and 0.0% padding shares above its own "every figure ... is n/a"
+    sizes = tmp_path / "edge.csv"
+    sizes.write_text("width,height,text_tokens,output_tokens,count\n,,4096,1,20\n")
+    sizing = dataclasses.replace(SMALL, device="gaudi2", sizes=str(sizes))
+    r = replay_traffic(sizing, dataclasses.replace(QUICK, requests=20), load(), {})
+    report = to_dict(r.report)
+    assert report["requests_replayed"] == 0
+    assert report["requests_refused"]["total"] == 20
+    config = report["configurations"][0]
+    assert config["time"]["requests"] == 0
+    assert config["time"]["busy_seconds_with_buckets"] is None
+    assert config["time"]["padding_share_of_busy_time"] is None
+    assert config["compile_stall_seconds"] is None
+    assert config["latency_per_load"][0]["ttft_ms"] is None
+    assert config["latency_per_load"][0]["request_throughput"] is None
+    table = to_table(r.report)
+    for zero in (" ms", "0.0%", "0.0 s"):
+        assert zero not in table
+    assert "TTFT p50 / p90 / p99" in table  # the rows are there, each cell n/a
+
+
 def test_a_profile_that_ends_early_reports_what_ran_not_what_was_asked() -> None:
     sizing = dataclasses.replace(SMALL, concurrency=None, device="gaudi2")
     args = dataclasses.replace(QUICK, arrivals=Arrivals(profile=((0.5, 2),)), latency=False)

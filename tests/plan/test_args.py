@@ -3,12 +3,16 @@ checked from that declaration, and its error names the flag as the user spelled 
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
+from vllm_hpu_mm.buckets.text_budget import check_budget
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.devices import KNOWN_DEVICES
 from vllm_hpu_mm.plan.args import MAX_MODEL_LEN_AUTO, PLAN_OPTIONS, VLLM_FLAGS, Option, SizingArgs
-from vllm_hpu_mm.values import GIB
+from vllm_hpu_mm.values import GIB, GRAPH_BUDGET_CEILING
 
 #: Flags whose values are words or paths, not numbers (the paths and names have a type too: an empty value refused).
 WORDS = ("dtype", "quantization", "revision", "performance_mode", "kv_cache_dtype", "speculative_config", "device",
@@ -42,6 +46,17 @@ def test_a_text_graph_budget_below_2_states_the_one_least_budget(budget: int) ->
     # 0 and -3 were "a positive integer", 1 "an integer >= 2": the same bound, worded as check_budget words it.
     with pytest.raises(ConfigError, match=rf"^--text-graph-budget={budget} is out of range; accepted: 2 to "):
         SizingArgs(text_graph_budget=budget).check_bounds()
+
+
+def test_the_text_graph_budgets_ceiling_is_the_same_in_help_refusal_and_docs() -> None:
+    # held-out round 3 (text), case 5: the docs said "at most the graphs vllm-gaudi's own strategy warms" (exp's 104)
+    # while the refusal capped at the largest built-in strategy's (lin's 543)
+    (option,) = [o for o in PLAN_OPTIONS if o.field == "text_graph_budget"]
+    assert GRAPH_BUDGET_CEILING in option.help
+    with pytest.raises(ConfigError, match=re.escape(GRAPH_BUDGET_CEILING)):
+        check_budget(544, 543, "--text-graph-budget")
+    docs = " ".join((Path(__file__).parents[2] / "docs" / "text-buckets.md").read_text().split())
+    assert f"--plan-text-graph-budget N` sets it (at most {GRAPH_BUDGET_CEILING}" in docs
 
 
 def test_an_alias_the_user_typed_is_the_name_in_the_error() -> None:

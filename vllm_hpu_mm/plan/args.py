@@ -26,7 +26,7 @@ from vllm_hpu_mm.models.devices import DEVICE_CHOICES, DEVICE_TOTALS
 from vllm_hpu_mm.models.dims import DTYPE_BYTES
 from vllm_hpu_mm.plan import validate
 from vllm_hpu_mm.runtimes.registry import TRAITS
-from vllm_hpu_mm.values import GIB
+from vllm_hpu_mm.values import GIB, GRAPH_BUDGET_CEILING
 
 __all__ = [
     "KV_CACHE_DTYPES",
@@ -240,9 +240,8 @@ MIN_TEXT_GRAPH_BUDGET = 2
 def _graph_budget(value: int, flag: str) -> object:
     # One bound, worded as check_budget words it once the ceiling is known: never "a positive integer" (1 is refused).
     if not MIN_TEXT_GRAPH_BUDGET <= value <= validate.MAX_COUNT:
-        raise ConfigError(f"{flag}={value} is out of range; accepted: {MIN_TEXT_GRAPH_BUDGET} to the graphs the "
-                          "runtime's largest strategy warms for the limits (a prompt and a decode bucket at "
-                          "least)")  # fmt: skip
+        raise ConfigError(f"{flag}={value} is out of range; accepted: {MIN_TEXT_GRAPH_BUDGET} to "
+                          f"{GRAPH_BUDGET_CEILING} (a prompt and a decode bucket at least)")  # fmt: skip
     return value
 
 
@@ -360,7 +359,8 @@ PLAN_OPTIONS: tuple[Option, ...] = (
            metavar="CSV|DIR"),
     Option("text_graph_budget", "text-graph-budget", "most prompt + decode graphs in the text buckets planned for "
            "vllm-gaudi (default: a third of what its own strategy warms for the same limits, raised at most to a "
-           "half only as far as the buckets need to match its own efficiencies on the traffic; at least 2)", integer,
+           f"half only as far as the buckets need to match its own efficiencies on the traffic; at least 2, at most "
+           f"{GRAPH_BUDGET_CEILING})", integer,
            bound=GRAPH_BUDGET),
     Option("concurrency", "concurrency", "requests running at once, for the decode batches the text buckets are "
            "planned for (default: every load up to --max-num-seqs)", integer, bound=COUNT),

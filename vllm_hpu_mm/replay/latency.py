@@ -260,6 +260,11 @@ def latency_dict(x: Latency) -> dict[str, Any]:
     def ms(values: tuple[float, ...]) -> dict[str, float]:
         return {f"p{round(100 * q)}": round(1000 * v, 3) for q, v in zip(QUANTILES, values, strict=True)}
 
+    if not x.requests:  # no request ran at this load: quantiles and rates of nothing are null, never a measured 0
+        figures = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "mean_ttft_ms", "mean_tpot_ms", "duration_s",
+                   "request_throughput", "output_throughput")  # fmt: skip
+        return {"load": x.load, "requests": 0, **dict.fromkeys(figures), "interval": x.interval,
+                "evidence": x.evidence}  # fmt: skip
     return {
         "load": x.load,
         "requests": x.requests,

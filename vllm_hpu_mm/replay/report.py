@@ -113,6 +113,8 @@ def totals(res: ReplayResult) -> TimeResult | None:
 
 
 def time_dict(t: TimeResult) -> dict[str, Any]:
+    if not t.requests:  # no request ran at this load: its times are of nothing, null, never a measured 0
+        return {"load": t.load, "requests": 0, **dict.fromkeys(_TIME_FIGURES)}
     return {
         "load": t.load,
         "requests": t.requests,
@@ -125,6 +127,12 @@ def time_dict(t: TimeResult) -> dict[str, Any]:
         "added_seconds_per_output_token": {"p50": round(t.added_tpot[0], 6), "p99": round(t.added_tpot[1], 6)},
         "ttft_seconds_real_shapes": {"p50": round(t.ttft[0], 4), "p99": round(t.ttft[1], 4)},
     }
+
+
+#: The figures of :func:`time_dict` (null where no request ran).
+_TIME_FIGURES = ("busy_seconds_real_shapes", "busy_seconds_with_buckets", "idle_seconds", "padding_over_useful_time",
+                 "padding_share_of_busy_time", "added_ttft_seconds", "added_seconds_per_output_token",
+                 "ttft_seconds_real_shapes")  # fmt: skip
 
 
 def _compile_stalls(r: Report, res: ReplayResult) -> float | None:
@@ -170,8 +178,8 @@ def result_dict(res: ReplayResult, report: Report) -> dict[str, Any]:
         timed = {
             "time": time_dict(total),
             "time_per_load": [time_dict(t) for t in res.times],
-            "compile_stall_seconds": _run_time_stalls(report, res),
-            "compile_stall_seconds_with_skip_warmup": _first_use_stalls(report, res),
+            "compile_stall_seconds": _run_time_stalls(report, res) if total.requests else None,
+            "compile_stall_seconds_with_skip_warmup": _first_use_stalls(report, res) if total.requests else None,
         }
     return {
         "label": res.label,
@@ -311,26 +319,34 @@ def _time_rows(r: Report, row: Any) -> None:
     for k, t in enumerate(results[0].times):
         row(
             f"padding over useful time, {t.load}",
-            [_pct(x.times[k].overhead) if k < len(x.times) else "-" for x in results],
+            [_ran(x.times[k], _pct(x.times[k].overhead)) if k < len(x.times) else "-" for x in results],
         )
     tot = [totals(x) for x in results]
     if any(t is None for t in tot):
         return
-    row("busy time, real shapes (all loads)", [f"{t.real_s:.1f} s" for t in tot if t is not None])
-    row("busy time with buckets (all loads)", [f"{t.padded_s:.1f} s" for t in tot if t is not None])
+    row("busy time, real shapes (all loads)", [_ran(t, f"{t.real_s:.1f} s") for t in tot if t is not None])
+    row("busy time with buckets (all loads)", [_ran(t, f"{t.padded_s:.1f} s") for t in tot if t is not None])
     names = {"prefill_query": "prefill query", "prefill_context": "prefill context", "decode": "decode",
              "vision": "vision"}  # fmt: skip
     for p in PHASES:
-        row(f"  share of busy time padding {names[p]}", [_pct(t.share(p)) for t in tot if t is not None])
+        row(f"  share of busy time padding {names[p]}", [_ran(t, _pct(t.share(p))) for t in tot if t is not None])
     band = _band(r)  # the padding's added time is priced by the same step model as the whole latencies
     row(f"added TTFT p50 / p99{band} (worst load)",
-        [f"{_ms(t.added_ttft[0])} / {_ms(t.added_ttft[1])}" for t in tot if t is not None])  # fmt: skip
+        [_ran(t, f"{_ms(t.added_ttft[0])} / {_ms(t.added_ttft[1])}") for t in tot if t is not None])  # fmt: skip
     row(f"added per-token p50 / p99{band} (worst load)",
-        [f"{_ms(t.added_tpot[0])} / {_ms(t.added_tpot[1])}" for t in tot if t is not None])  # fmt: skip
+        [_ran(t, f"{_ms(t.added_tpot[0])} / {_ms(t.added_tpot[1])}") for t in tot if t is not None])  # fmt: skip
     _latency_rows(results, row)
     if r.traits.warmup_era:
-        row("compile stalls at run time", [f"{_run_time_stalls(r, x) or 0:.0f} s" for x in results])
-        row("first-use stalls, VLLM_SKIP_WARMUP", [f"{_first_use_stalls(r, x) or 0:.0f} s" for x in results])
+        ran = [t for t in tot if t is not None]
+        row("compile stalls at run time",
+            [_ran(t, f"{_run_time_stalls(r, x) or 0:.0f} s") for x, t in zip(results, ran, strict=True)])  # fmt: skip
+        row("first-use stalls, VLLM_SKIP_WARMUP",
+            [_ran(t, f"{_first_use_stalls(r, x) or 0:.0f} s") for x, t in zip(results, ran, strict=True)])  # fmt: skip
+
+
+def _ran(t: TimeResult | Latency, cell: str) -> str:
+    """A time figure's cell, n/a where no request ran (quantiles and shares of nothing are no measured 0)."""
+    return cell if t.requests else "n/a"
 
 
 def _band(r: Report) -> str:
@@ -360,6 +376,8 @@ def _latency_rows(results: tuple[ReplayResult, ...], row: Any) -> None:
     def cell(x: Latency | None, what: str) -> str:
         if x is None:
             return "-"
+        if not x.requests:
+            return "n/a"
         if what in ("ttft", "tpot", "itl"):  # the quantiles the JSON has (QUANTILES: p50, p90, p99)
             return " / ".join(_ms(q) for q in getattr(x, what))
         if what == "e2el":
@@ -406,7 +424,9 @@ def body_lines(r: Report) -> list[str]:
         lines.append(f"  {name:<{name_width}}  " + "  ".join(f"{c:>{width}}" for c in cells))
     lines.append("")
     if r.requests == 0:
-        lines.append(f"no request ran ({requests_line(r)}): every figure above is n/a, none measures anything")
+        lines.append(
+            f"no request ran ({requests_line(r)}): every figure of the traffic above is n/a, none measures anything"
+        )
     refused = sum(n for _, n in r.refused)
     if refused:
         lines.append(f"{refused} requests the engine refuses ({refusal_reasons(r.refused)}): not run, in no figure "

@@ -207,9 +207,11 @@ def _generate(
         # on max() of no buckets (ValueError); one whose lines are all filtered out raises "Generated 0 ... buckets"
         why = (f"the file has no {phase} line: ValueError from max() of no buckets" if file_buckets == [] else
                "'Please adjust the bucketing configuration'")  # fmt: skip
-        raise WouldNotStart(
-            f"{where}vllm-gaudi would generate 0 {phase} buckets from this configuration and fail at start-up ({why})"
-        )
+        # every file bucket dropped: which, and by which filter (the runtime logs each before it raises)
+        drops = _drops(cfg, shape, file_buckets or [], is_prompt, mnps)
+        dropped = f": its filters drop all {drops[0]:,} of the file's {phase} buckets ({drops[1]})" if drops else ""
+        raise WouldNotStart(f"{where}vllm-gaudi would generate 0 {phase} buckets from this configuration and fail at "
+                            f"start-up ({why}){dropped}")  # fmt: skip
     return sorted(out)
 
 
@@ -236,6 +238,8 @@ def _drop_reason(cfg: BucketingConfig, shape: EngineShape, bucket: Bucket, is_pr
     b, q, c = bucket
     mml, blk = shape.max_model_len, shape.block_size
     if not is_prompt:
+        # batch_size_smaller_than_blocks (common.py @091bbadd), the decode filter without contiguous PA: each of the
+        # batch's sequences holds a block at least
         return None if cfg.contiguous_pa or b <= c else f"batch {b} above its {c} blocks"
     if cfg.merged_prefill:
         cap = mnps * ((mml - math.floor(q / mnps)) // blk)
@@ -276,17 +280,26 @@ def dropped_file_buckets(cfg: BucketingConfig, shape: EngineShape) -> tuple[str,
     )
     out = []
     for phase, buckets in (("prompt", prompt), ("decode", decode)):
-        by_filter: dict[str, list[tuple[Bucket, str]]] = {}
-        for k in dict.fromkeys(buckets):
-            why = _drop_reason(cfg, shape, k, phase == "prompt", mnps)
-            if why is not None:
-                by_filter.setdefault(_filter_of(why), []).append((k, why))
-        if by_filter:
-            count = sum(len(v) for v in by_filter.values())
-            each = "; ".join(f"{len(v):,} by {name} (e.g. {v[0][0]}: {v[0][1]})" for name, v in by_filter.items())
-            out.append(f"{cfg.file_named}: vllm-gaudi drops {count:,} of its {len(set(buckets)):,} {phase} buckets, "
-                       f"so they are never warmed ({each}); {said}")  # fmt: skip
+        drops = _drops(cfg, shape, buckets, phase == "prompt", mnps)
+        if drops:
+            out.append(f"{cfg.file_named}: vllm-gaudi drops {drops[0]:,} of its {len(set(buckets)):,} {phase} "
+                       f"buckets, so they are never warmed ({drops[1]}); {said}")  # fmt: skip
     return tuple(out)
+
+
+def _drops(cfg: BucketingConfig, shape: EngineShape, buckets: list[Bucket], is_prompt: bool,
+           mnps: int) -> tuple[int, str] | None:  # fmt: skip
+    """The file buckets of a phase the filters drop: their count, and each filter's count with one example (None:
+    none dropped)."""
+    by_filter: dict[str, list[tuple[Bucket, str]]] = {}
+    for k in dict.fromkeys(buckets):
+        why = _drop_reason(cfg, shape, k, is_prompt, mnps)
+        if why is not None:
+            by_filter.setdefault(_filter_of(why), []).append((k, why))
+    if not by_filter:
+        return None
+    each = "; ".join(f"{len(v):,} by {name} (e.g. {v[0][0]}: {v[0][1]})" for name, v in by_filter.items())
+    return sum(len(v) for v in by_filter.values()), each
 
 
 @functools.lru_cache(maxsize=16)  # pure, and asked for again by every pass of a plan
