@@ -74,6 +74,8 @@ GAUDI_PIPELINE_NOTE = (
     "nodes. vLLM 0.32 accepts --pipeline-parallel-size for Qwen2.5-VL (SupportsPP)"
 )
 
+#: The head address the deployment names when none is given, for the user to replace (docs/fleet.md).
+HEAD_PLACEHOLDER = "HEAD_NODE_IP"
 #: What the deployment names where the planned runtime has no known image (:attr:`RuntimeTraits.image`).
 IMAGE_PLACEHOLDER = "VLLM_IMAGE"
 
@@ -107,7 +109,7 @@ class FleetArgs:
     name: str = "vllm"
     #: None: the planned runtime's own image (:attr:`~vllm_hpu_mm.runtimes.base.RuntimeTraits.image`).
     image: str | None = None
-    head_address: str = "HEAD_NODE_IP"
+    head_address: str = HEAD_PLACEHOLDER
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.rate) and self.rate > 0):
