@@ -311,3 +311,8 @@ def test_the_default_image_is_the_planned_runtime_s_own(
     pods = [d for d in yaml.safe_load_all((tmp_path / "kubernetes" / "fleet.yaml").read_text())
             if d["kind"] == "Deployment"]  # fmt: skip
     assert [c["image"] for c in pods[0]["spec"]["template"]["spec"]["containers"]] == [image]
+    # held-out fleet round 3, case 18's note: on H100 the step evidence claimed a roofline fitted on vendor tables
+    evidence = json.loads((tmp_path / "fleet.json").read_text())["evidence"]["step_time"]
+    fitted = "gaudi2" in flags
+    assert ("fitted on vendor tables" in evidence) == fitted
+    assert ("not fitted on public points" in evidence) == (not fitted)

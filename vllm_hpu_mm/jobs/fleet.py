@@ -369,8 +369,14 @@ def _server_args(sizing: SizingArgs) -> list[str]:
     return out
 
 
-def _evidence(fleet_calibrated: bool, launch: Launch | None, warm_source: str) -> dict[str, str]:
+def _evidence(
+    fleet_calibrated: bool, launch: Launch | None, warm_source: str, *, bounded: bool = True
+) -> dict[str, str]:
+    """``bounded``: the step model has a held-out interval (docs/latency.md: not on H100 / H200, where the roofline
+    is not fitted on public points and the interval is printed unbounded)."""
     step = "public-data estimate: the roofline fitted on vendor tables (docs/latency.md), its interval printed"
+    if not bounded:
+        step = "public-data estimate: the roofline, not fitted on public points for this device (docs/latency.md)"
     if fleet_calibrated:
         step = "calibrated: the step time fitted on your server (the profile's step_time), its own interval"
     costs = "built-in estimates (no `memory calibrate` profile)"
@@ -609,6 +615,7 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
         # the lower rate from the search's figures: a rate at which the shape fits --cards on them is re-priced
         rate_from = next((c for c in searched if best is not None and c.shape == best.shape), best)
         reason = _impossible(candidates, args, best, fixes, rate_from)
+    bounded = any(c.capacity.interval is not None for c in candidates if c.capacity is not None)
     return Fleet(
         args.rate,
         args.targets,
@@ -620,7 +627,7 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
         best,
         launch,
         deploy,
-        _evidence(search.calibrated, launch, search.warm_source),
+        _evidence(search.calibrated, launch, search.warm_source, bounded=bounded),
         reason,
         tuple(notes),
         time.perf_counter() - started,
