@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from vllm_hpu_mm.cli import fleet as fleet_cli
 from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.jobs.serve import server_entry
 
@@ -48,6 +49,13 @@ def fleet(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str
          "'-1' is not a name Kubernetes takes for a Service"),  # the manifests kubectl would refuse were written
         (["--request-rate", "2", "--ttft-p99", "1000", "--tpot-p99", "50", "--name", "Qwen_7B"],
          "'Qwen_7B' is not a name Kubernetes takes"),
+        # held-out fleet round 3, case 8e: a shell line was written into every node script as the head's address
+        (["--request-rate", "2", "--ttft-p99", "1000", "--tpot-p99", "50", "--head-address", "10.0.0.1; touch PWNED"],
+         "'10.0.0.1; touch PWNED' is not a host name or IP address; accepted: an RFC 1123 host name"),
+        (["--request-rate", "2", "--ttft-p99", "1000", "--tpot-p99", "50", "--head-address", "10.0.0.256"],
+         "is not a host name or IP address"),
+        (["--request-rate", "2", "--ttft-p99", "1000", "--tpot-p99", "50", "--head-address", "tcp://head:13345"],
+         "is not a host name or IP address"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str], said: str) -> None:
@@ -56,6 +64,20 @@ def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], ar
     assert out == ""
     assert len(err.strip().splitlines()) == 1, err
     assert said in err, err
+
+
+@pytest.mark.parametrize("address", ["HEAD_NODE_IP", "10.0.0.1", "fd00::1", "head-0.vllm.default.svc.cluster.local"])
+def test_a_head_address_is_a_host_name_an_ip_address_or_the_placeholder(address: str) -> None:
+    assert fleet_cli._head_address(address) == address
+
+
+def test_a_head_address_refused_writes_nothing(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = tmp_path / "fleet"
+    code, _, err = fleet(capsys, *SMALL, "--request-rate", "2", "--ttft-p99", "2000", "--tpot-p99", "50",
+                         "--head-address", "head; reboot", "--out", str(out))  # fmt: skip
+    assert code == 2
+    assert "is not a host name or IP address" in err
+    assert not out.exists()
 
 
 def test_a_target_below_one_step_of_every_shape_is_invalid_input(capsys: pytest.CaptureFixture[str]) -> None:
@@ -289,3 +311,8 @@ def test_the_default_image_is_the_planned_runtime_s_own(
     pods = [d for d in yaml.safe_load_all((tmp_path / "kubernetes" / "fleet.yaml").read_text())
             if d["kind"] == "Deployment"]  # fmt: skip
     assert [c["image"] for c in pods[0]["spec"]["template"]["spec"]["containers"]] == [image]
+    # held-out fleet round 3, case 18's note: on H100 the step evidence claimed a roofline fitted on vendor tables
+    evidence = json.loads((tmp_path / "fleet.json").read_text())["evidence"]["step_time"]
+    fitted = "gaudi2" in flags
+    assert ("fitted on vendor tables" in evidence) == fitted
+    assert ("not fitted on public points" in evidence) == (not fitted)

@@ -6,11 +6,13 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.jobs import fleet as fleet_job
 from vllm_hpu_mm.jobs.fleet import FleetArgs, _impossible, plan_fleet
 from vllm_hpu_mm.models.step_fit import FittedStep, step_to_dict
 from vllm_hpu_mm.plan.args import SizingArgs
@@ -114,3 +116,51 @@ def test_the_lower_rate_a_card_limit_suggests_is_rounded_down_so_that_it_fits() 
     assert "the targets need 4 cards" in line
     assert "at most 12.5 req/s on 3" in line
     assert replicas_for(12.5, 0.35, 5.65) == 3
+
+
+def _sized(tp: int, seqs: int, rate: float) -> Candidate:
+    """A shape meeting the targets at ``rate`` requests/s per replica, sized for 20 requests/s with 20% headroom."""
+    capacity = dataclasses.replace(_light(0.6, 0.036, 3.0), rate=rate, limited_by=("ttft_p99",))
+    return sized(ReplicaShape.of(tp, seqs, 2048), capacity, 20.0, 0.2, cards_per_node=8)
+
+
+@pytest.mark.parametrize("cards", [None, 4])
+def test_cards_of_the_unconstrained_choice_choose_it_on_the_figures_it_is_deployed_on(
+    cards: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # held-out fleet round 3, case 14b: TP1 seqs 64 was chosen on 4 cards (6 req/s on serve's buckets), but --cards 4
+    # answered "the targets need 5 cards": the limit was applied to the search's figures (5.85 req/s, 5 replicas)
+    searched = [_sized(1, 64, 5.85), _sized(1, 256, 5.7), _sized(2, 64, 9.34)]
+    repriced = {searched[0].shape: _sized(1, 64, 6.0)}
+    planned: list[ReplicaShape] = []
+
+    def evaluate(shape: ReplicaShape, _: object) -> Candidate:
+        planned.append(shape)
+        return repriced.get(shape) or next(c for c in searched if c.shape == shape)
+
+    monkeypatch.setattr(fleet_job, "prepare", lambda one, *_, **__: SimpleNamespace(planned=one))
+    search = SimpleNamespace(args=FleetArgs(rate=20.0, targets=Targets(2.0, 0.05), cards=cards),
+                             sizing=SizingArgs(), settings=load(), runtime_env={}, evaluate=evaluate)  # fmt: skip
+    notes: list[str] = []
+    chosen, launch, rows = fleet_job._choose_on_serves_buckets(search, searched, notes)  # type: ignore[arg-type]
+    assert chosen is not None
+    assert launch is not None
+    assert (chosen.shape.label, chosen.total_cards) == ("TP1 seqs 64 tokens 2048", 4)
+    assert rows[0] is chosen  # its row is printed with the figures it is chosen on
+    assert planned == [chosen.shape]  # one serve plan: shapes over the cards on the search's figures are not tried
+
+
+def test_a_shape_within_the_cards_is_chosen_when_the_unconstrained_choice_is_not_on_serves_buckets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    searched = [_sized(1, 64, 5.85), _sized(2, 64, 9.34)]  # 5 and 6 cards on the search's figures
+    slower = _sized(1, 64, 3.9)  # serve's buckets price the first at 7 cards
+    monkeypatch.setattr(fleet_job, "prepare", lambda one, *_, **__: SimpleNamespace(planned=one))
+    args = FleetArgs(rate=20.0, targets=Targets(2.0, 0.05), cards=6)
+    search = SimpleNamespace(args=args, sizing=SizingArgs(), settings=load(), runtime_env={},
+                             evaluate=lambda shape, _: slower if shape == slower.shape else searched[1])  # fmt: skip
+    chosen, _, _ = fleet_job._choose_on_serves_buckets(search, searched, [])  # type: ignore[arg-type]
+    assert chosen is not None
+    assert (chosen.shape.label, chosen.total_cards) == ("TP2 seqs 64 tokens 2048", 6)
+    search.args = dataclasses.replace(args, cards=5)
+    assert fleet_job._choose_on_serves_buckets(search, searched, [])[0] is None  # type: ignore[arg-type]

@@ -36,6 +36,7 @@ step's time, more cards than a cluster holds, a load profile that is not one, an
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import re
 import shlex
@@ -47,7 +48,15 @@ from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.buckets_replay import request_rate
 from vllm_hpu_mm.cli.common import ExitCode, add_model_name, fail, help_text, path_value, print_json
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.jobs.fleet import MAX_CARDS, MAX_CARDS_PER_NODE, MAX_PIPELINE, Fleet, FleetArgs, plan_fleet
+from vllm_hpu_mm.jobs.fleet import (
+    HEAD_PLACEHOLDER,
+    MAX_CARDS,
+    MAX_CARDS_PER_NODE,
+    MAX_PIPELINE,
+    Fleet,
+    FleetArgs,
+    plan_fleet,
+)
 from vllm_hpu_mm.jobs.outputs import check_output_folder, replace_folder
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, count_up_to, nonempty, number
 from vllm_hpu_mm.plan.fleet import (
@@ -147,6 +156,32 @@ def _kubernetes_name(raw: str) -> str:
         raise argparse.ArgumentTypeError(f"{raw[:80]!r} is not a name Kubernetes takes for a Service; accepted: at "
                                          "most 63 lower-case letters, digits and '-', starting with a letter and "
                                          "ending with a letter or digit (DNS-1035), e.g. vllm-qwen")  # fmt: skip
+    return raw
+
+
+#: One label of an RFC 1123 host name: letters, digits and '-', 1 to 63, neither end a '-'.
+_HOST_LABEL = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?")
+
+
+def _head_address(raw: str) -> str:
+    """--head-address: written as vLLM's --data-parallel-address, which vLLM joins into ``tcp://ADDR:PORT``
+    (vllm/utils/network_utils.py ``get_tcp_uri``, vLLM 0.32) and takes unchecked: anything but a host name or an IP
+    address (a '; touch x', a URL) would be written into every node script and only fail at launch."""
+    if raw == HEAD_PLACEHOLDER:
+        return raw
+    try:
+        ipaddress.ip_address(raw)
+        return raw
+    except ValueError:
+        pass
+    name = raw[:-1] if raw.endswith(".") else raw
+    labels = name.split(".")
+    # a dotted all-numeric name ("10.0.0.256") is a mistyped IPv4 address, never a host name (RFC 1123 2.1)
+    if len(name) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in labels) or labels[-1].isdigit():
+        raise argparse.ArgumentTypeError(
+            f"{raw[:80]!r} is not a host name or IP address; accepted: an RFC 1123 host name (letters, digits, '-' "
+            f"and '.', e.g. head-0.example.com), an IPv4 or IPv6 address (10.0.0.1, fd00::1), or {HEAD_PLACEHOLDER}"
+        )
     return raw
 
 
@@ -262,8 +297,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     p.add_argument(
         "--head-address",
-        default="HEAD_NODE_IP",
-        type=nonempty("a host name or IP address"),
+        default=HEAD_PLACEHOLDER,
+        type=_head_address,
         metavar="ADDR",
         help="the data-parallel head node's address (default: the placeholder HEAD_NODE_IP)",
     )

@@ -35,12 +35,12 @@ from vllm_hpu_mm.plan.fleet import (
     ReplicaModel,
     ReplicaShape,
     Targets,
-    choose,
     latency_at,
     max_rate,
     over_profile,
     pipelined,
     placement,
+    ranked,
     replica_model,
     sized,
 )
@@ -74,6 +74,8 @@ GAUDI_PIPELINE_NOTE = (
     "nodes. vLLM 0.32 accepts --pipeline-parallel-size for Qwen2.5-VL (SupportsPP)"
 )
 
+#: The head address the deployment names when none is given, for the user to replace (docs/fleet.md).
+HEAD_PLACEHOLDER = "HEAD_NODE_IP"
 #: What the deployment names where the planned runtime has no known image (:attr:`RuntimeTraits.image`).
 IMAGE_PLACEHOLDER = "VLLM_IMAGE"
 
@@ -107,7 +109,7 @@ class FleetArgs:
     name: str = "vllm"
     #: None: the planned runtime's own image (:attr:`~vllm_hpu_mm.runtimes.base.RuntimeTraits.image`).
     image: str | None = None
-    head_address: str = "HEAD_NODE_IP"
+    head_address: str = HEAD_PLACEHOLDER
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.rate) and self.rate > 0):
@@ -367,8 +369,14 @@ def _server_args(sizing: SizingArgs) -> list[str]:
     return out
 
 
-def _evidence(fleet_calibrated: bool, launch: Launch | None, warm_source: str) -> dict[str, str]:
+def _evidence(
+    fleet_calibrated: bool, launch: Launch | None, warm_source: str, *, bounded: bool = True
+) -> dict[str, str]:
+    """``bounded``: the step model has a held-out interval (docs/latency.md: not on H100 / H200, where the roofline
+    is not fitted on public points and the interval is printed unbounded)."""
     step = "public-data estimate: the roofline fitted on vendor tables (docs/latency.md), its interval printed"
+    if not bounded:
+        step = "public-data estimate: the roofline, not fitted on public points for this device (docs/latency.md)"
     if fleet_calibrated:
         step = "calibrated: the step time fitted on your server (the profile's step_time), its own interval"
     costs = "built-in estimates (no `memory calibrate` profile)"
@@ -386,7 +394,9 @@ def _evidence(fleet_calibrated: bool, launch: Launch | None, warm_source: str) -
 
 
 def _impossible(candidates: list[Candidate], args: FleetArgs, best: Candidate | None,
-                memory_fixes: tuple[str, ...] = ()) -> str:  # fmt: skip
+                memory_fixes: tuple[str, ...] = (), rate_from: Candidate | None = None) -> str:  # fmt: skip
+    """Why no fleet is chosen, and what would make one possible. ``rate_from``: ``best`` on the search's figures
+    (default ``best``), which the lower rate named is computed from (:func:`_choose_on_serves_buckets`)."""
     fits = [c for c in candidates if c.capacity is not None]
     unheld = [c for c in candidates if c.unheld]
     if not fits and unheld:  # memory is what stopped the largest shape that vLLM would take
@@ -429,7 +439,8 @@ def _impossible(candidates: list[Candidate], args: FleetArgs, best: Candidate | 
         )
     need, cards = best.total_cards, args.cards or best.total_cards
     # "at most": rounded down, so that the rate printed needs no more cards than it says
-    most = _bound(best.capacity.rate * (cards // best.cards_per_replica) / (1 + args.headroom), up=False)
+    rated = rate_from if rate_from is not None and rate_from.capacity is not None else best
+    most = _bound(rated.capacity.rate * (cards // best.cards_per_replica) / (1 + args.headroom), up=False)  # type: ignore[union-attr]
     return (
         f"the targets need {need} cards ({best.replicas} x {best.shape.label}, {best.capacity.rate:.3g} req/s "
         f"each), above the {args.cards} available; fix: {need} cards, a lower rate (at most {most} req/s on "
@@ -494,6 +505,44 @@ def _candidates(search: _Search, args: FleetArgs, pipeline: tuple[int, ...], *,
     return out
 
 
+def _choose_on_serves_buckets(search: _Search, candidates: list[Candidate],
+                              notes: list[str]) -> tuple[Candidate | None, Launch | None, list[Candidate]]:  # fmt: skip
+    """The choice with serve's own plan of it (``None, None`` when none fits ``--cards``), and ``candidates`` with
+    the rows re-priced. The search ranks on the runtime's own buckets (:func:`ranked`); a shape chosen is printed and
+    deployed on serve's plan of it (its buckets from serve's full sample of the traffic), which may need fewer
+    replicas. Re-priced so, in turn until one fits within ``--cards``: the unconstrained choice, then each shape
+    within ``--cards`` on the search's figures. So ``--cards`` of the unconstrained choice's cards chooses it, as it
+    would be deployed, and a shape within them is not refused on figures other than those it would be deployed on.
+    Each re-pricing is a serve plan (seconds): the other shapes over the cards on the search's figures are not."""
+    args = search.args
+    order = ranked(candidates)
+    walk = order[:1] + [c for c in order[1:] if args.cards is not None and c.total_cards <= args.cards]
+    for shape in [c.shape for c in walk]:
+        searched = next(c for c in candidates if c.shape == shape)
+        one = _one(search.sizing, shape)
+        launch = prepare(
+            one,
+            search.settings,
+            dict(search.runtime_env),
+            server_args=_server_args(one),
+            output_dir=Path(args.replica_dir),
+            limit_mm_per_prompt=None,
+            compilation_config=None,
+        )
+        final = search.evaluate(shape, launch.planned)
+        if final.meets:
+            candidates = [final if c.shape == shape else c for c in candidates]
+        if args.cards is not None and (final if final.meets else searched).total_cards > args.cards:
+            continue
+        if not final.meets:
+            notes.append(
+                "on serve's own buckets (planned over its full sample) the chosen shape's capacity is "
+                f"{final.capacity.rate if final.capacity else 0:.3g} req/s; the search's figure stands"
+            )
+        return (final if final.meets else searched), launch, candidates
+    return None, None, candidates
+
+
 def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_env: Mapping[str, str]) -> Fleet:
     """The fleet for ``args.rate`` within ``args.targets`` (see the module docstring). Raises :class:`ConfigError`
     for invalid input (a target below one step of every replica shape)."""
@@ -528,33 +577,13 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
             f"latency targets below one step of every replica shape ({search.below_step[0]}); "
             "accepted: targets above one step's time"
         )
-    chosen = choose(candidates, args.cards)
-    best = None
-    launch = deploy = None
-    day = None
     notes = list(search.notes)
-    if chosen is not None:
-        one = _one(sizing, chosen.shape)
-        server_args = _server_args(one)
-        launch = prepare(
-            one,
-            settings,
-            dict(runtime_env),
-            server_args=server_args,
-            output_dir=Path(args.replica_dir),
-            limit_mm_per_prompt=None,
-            compilation_config=None,
-        )
-        # the figures of the chosen row on serve's own plan (its buckets from serve's full sample of the traffic)
-        final = search.evaluate(chosen.shape, launch.planned)
-        if final.meets:
-            chosen = final
-            candidates = [final if c is chosen or c.shape == final.shape else c for c in candidates]
-        else:
-            notes.append(
-                "on serve's own buckets (planned over its full sample) the chosen shape's capacity is "
-                f"{final.capacity.rate if final.capacity else 0:.3g} req/s; the search's figure stands"
-            )
+    searched = candidates
+    chosen, launch, candidates = _choose_on_serves_buckets(search, candidates, notes)
+    best = None
+    deploy = None
+    day = None
+    if chosen is not None and launch is not None:
         image = args.image or launch.plan.inputs.runtime.traits.image or None
         if image is None:
             notes.append(f"no container image of {launch.plan.inputs.runtime_name.value} is known: the deployment "
@@ -583,7 +612,10 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
         if best is None and any(c.capacity is not None for c in candidates):
             best = _closest(candidates, args.targets)  # no load meets the targets: the closest at a light load
         fixes = search.memory_fixes(candidates) if not any(c.capacity is not None for c in candidates) else ()
-        reason = _impossible(candidates, args, best, fixes)
+        # the lower rate from the search's figures: a rate at which the shape fits --cards on them is re-priced
+        rate_from = next((c for c in searched if best is not None and c.shape == best.shape), best)
+        reason = _impossible(candidates, args, best, fixes, rate_from)
+    bounded = any(c.capacity.interval is not None for c in candidates if c.capacity is not None)
     return Fleet(
         args.rate,
         args.targets,
@@ -595,7 +627,7 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
         best,
         launch,
         deploy,
-        _evidence(search.calibrated, launch, search.warm_source),
+        _evidence(search.calibrated, launch, search.warm_source, bounded=bounded),
         reason,
         tuple(notes),
         time.perf_counter() - started,

@@ -74,6 +74,7 @@ __all__ = [
     "parse_profile",
     "pipelined",
     "placement",
+    "ranked",
     "replica_capacity",
     "replica_model",
     "replicas_for",
@@ -490,13 +491,16 @@ def sized(
     )
 
 
+def ranked(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """The candidates that meet the targets, best first: the fewest cards in all; ties by the larger latency margin
+    at the target rate, then the fewer cards per replica, then the fewer sequences."""
+    meeting = [c for c in candidates if c.meets]
+    return sorted(meeting, key=lambda c: (c.total_cards, -c.margin, c.cards_per_replica, c.shape.batch.max_num_seqs))
+
+
 def choose(candidates: Sequence[Candidate], cards: int | None = None) -> Candidate | None:
-    """The fewest cards in all among the candidates that meet the targets (within ``cards`` when given); ties by
-    the larger latency margin at the target rate, then the fewer cards per replica; None when none does."""
-    meeting = [c for c in candidates if c.meets and (cards is None or c.total_cards <= cards)]
-    if not meeting:
-        return None
-    return min(meeting, key=lambda c: (c.total_cards, -c.margin, c.cards_per_replica, c.shape.batch.max_num_seqs))
+    """The first of :func:`ranked` within ``cards`` when given; None when none is."""
+    return next((c for c in ranked(candidates) if cards is None or c.total_cards <= cards), None)
 
 
 @dataclasses.dataclass(frozen=True)
