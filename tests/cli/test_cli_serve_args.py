@@ -525,7 +525,9 @@ def test_dry_run_and_memory_plan_work_without_vllm(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["plan"] is None  # no config.json for /models/x: launched without a plan
-    assert out["command"][3:7] == ["--model", "/models/x", "--gpu-memory-util", "0.8"]
+    # no vLLM here: the current launcher, `vllm serve` by this Python, then the server's arguments
+    assert out["command"][1:8] == ["-m", "vllm.entrypoints.cli.main", "serve", "--model", "/models/x",
+                                   "--gpu-memory-util", "0.8"]  # fmt: skip
     # given text-graph budgets skip the budget search (scripts/test-plain runs the default plans without vLLM)
     done = run_without_vllm("serve", "--dry-run", "--json", "--plan-runtime", "vllm-gaudi",
                             "--plan-text-graph-budget", "60", cache=tmp_path)  # fmt: skip

@@ -50,6 +50,7 @@ from vllm_hpu_mm.cli.common import ExitCode, add_model_name, fail, help_text, pa
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.fleet import (
     HEAD_PLACEHOLDER,
+    MAX_CANDIDATES,
     MAX_CARDS,
     MAX_CARDS_PER_NODE,
     MAX_PIPELINE,
@@ -81,19 +82,21 @@ _VARIED = (
     "data_parallel_size",
     "pipeline_parallel_size",
 )
-_MAX_LIST = 8
+#: The one cap on the varied lists is the search's: their product, the candidate shapes, at most MAX_CANDIDATES
+#: (a list longer than that could never pass it). Said in every list's help.
+_IN_ALL = f"at most {MAX_CANDIDATES} candidate shapes in all, the lists multiplied"
 
 
 def _ints(maximum: int, above: str) -> Callable[[str], tuple[int, ...]]:
-    """A list of 1 to :data:`_MAX_LIST` integers, each from 1 to ``maximum`` (the range said by every refusal;
+    """A list of 1 to :data:`MAX_CANDIDATES` integers, each from 1 to ``maximum`` (the range said by every refusal;
     ``above``: why a larger one is refused)."""
     each = count_up_to(maximum, above)
 
     def parse(raw: str) -> tuple[int, ...]:
         parts = [p for p in raw.split(",") if p.strip()]
-        if not 1 <= len(parts) <= _MAX_LIST:
-            raise argparse.ArgumentTypeError(f"{raw!r}: accepted 1 to {_MAX_LIST} integers from 1 to {maximum:,} "
-                                             "joined by commas")  # fmt: skip
+        if not 1 <= len(parts) <= MAX_CANDIDATES:
+            raise argparse.ArgumentTypeError(f"{len(parts)} values; accepted: 1 to {MAX_CANDIDATES} integers from 1 "
+                                             f"to {maximum:,} joined by commas ({_IN_ALL})")  # fmt: skip
         return tuple(each(p.strip()) for p in parts)
 
     return parse
@@ -235,7 +238,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         type=_counts,
         default=(1, 2, 4, 8),
         metavar="N,...",
-        help="TP sizes tried (default 1,2,4,8; those the model's memory or heads refuse are listed)",
+        help=f"TP sizes tried (default 1,2,4,8; those the model's memory or heads refuse are listed; {_IN_ALL})",
     )
     p.add_argument(
         "--max-num-seqs",
@@ -243,7 +246,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         type=_counts,
         default=(64, 256),
         metavar="N,...",
-        help="max_num_seqs values tried (default 64,256)",
+        help=f"max_num_seqs values tried (default 64,256; {_IN_ALL})",
     )
     p.add_argument(
         "--max-num-batched-tokens",
@@ -251,14 +254,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         type=_counts,
         default=(2048,),
         metavar="N,...",
-        help="max_num_batched_tokens values tried (default 2048)",
+        help=f"max_num_batched_tokens values tried (default 2048; {_IN_ALL})",
     )
     p.add_argument(
         "--pipeline-parallel-sizes",
         type=_pipelines,
         default=(),
         metavar="N,...",
-        help="pipeline sizes tried (default: 1, then 2, 4, 8 only where no TP size within a node holds the model)",
+        help=f"pipeline sizes tried, each 1 to {MAX_PIPELINE} (default: 1, then 2, 4, 8 only where no TP size within "
+        f"a node holds the model; {_IN_ALL})",
     )
     p.add_argument(
         "--from-metrics",

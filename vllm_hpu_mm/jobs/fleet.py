@@ -129,10 +129,14 @@ class FleetArgs:
                 "the request rate of a fleet with a load profile is the profile's peak; accepted: "
                 "the profile's peak rate, or no rate beside the profile"
             )
-        count = len(self.tensor_parallel_sizes) * len(self.seqs_tried) * len(self.batched_tokens_tried)
-        count *= max(1, len(self.pipeline_parallel_sizes))
+        lists = [len(self.tensor_parallel_sizes), len(self.seqs_tried), len(self.batched_tokens_tried)]
+        lists += [len(self.pipeline_parallel_sizes)] if self.pipeline_parallel_sizes else []
+        count = math.prod(lists)
         if not 1 <= count <= MAX_CANDIDATES:
-            raise ConfigError(f"{count} candidate shapes; accepted: 1 to {MAX_CANDIDATES} (fewer values per list)")
+            names = "--tensor-parallel-sizes x --max-num-seqs x --max-num-batched-tokens" + (
+                " x --pipeline-parallel-sizes" if self.pipeline_parallel_sizes else "")  # fmt: skip
+            raise ConfigError(f"{count} candidate shapes ({names}: {' x '.join(map(str, lists))}); accepted: 1 to "
+                              f"{MAX_CANDIDATES} candidate shapes (fewer values per list)")  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)

