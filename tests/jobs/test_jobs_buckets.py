@@ -12,6 +12,7 @@ from tests.support.data import PHOTOS, size_csv
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.buckets import SizeSources, check_job, plan_job
+from vllm_hpu_mm.values import AlignMode
 
 DEFAULT = (1600, 3136, 4096, 6400, 7744, 9216, 12544)
 COCO = str(size_csv("coco_val2017.csv"))
@@ -60,6 +61,23 @@ def test_repeated_sizes_and_image_folders_are_merged(tmp_path: Path) -> None:
     job = plan_job(SizeSources(csv=(csv, csv), folders=(str(tmp_path),)), load())
     assert job.result.evaluation.num_images == 2 * 199 + 7
     assert "1 non-image files skipped" in job.sizes.source
+
+
+def test_down_says_which_images_under_one_tile_it_bills_above_stock(tmp_path: Path) -> None:
+    # held-out vision round, case 9: 1x1, 20x20 and 50x40 planned [64] under down without a word, where Qwen2.5-VL's
+    # own processor gives 16, 16 and 24 patches; the 112-px grid has no size below one tile
+    tiny = tmp_path / "tiny.csv"
+    tiny.write_text("width,height\n1,1\n20,20\n50,40\n640,480\n")
+    down = plan_job(SizeSources(csv=(str(tiny),), align_mode=AlignMode.DOWN), load(), num_buckets=2).result
+    assert tuple(down.buckets) == (64, 1280)
+    said = ("3 of 4 images get more patches under down than stock Qwen2.5-VL gives them (16 to 24 each): the 112-px "
+            "grid's least size is one 112x112 tile (64 patches) and min_pixels is reached in whole tiles; down is at "
+            "most stock only for images of a tile or more")  # fmt: skip
+    assert down.notes == (said,)
+    for mode in (AlignMode.NEAREST, AlignMode.PAD):  # neither promises anything against stock
+        assert plan_job(SizeSources(csv=(str(tiny),), align_mode=mode), load()).result.notes == ()
+    photos = plan_job(SizeSources(csv=(COCO,), align_mode=AlignMode.DOWN), load()).result
+    assert photos.notes == ()
 
 
 def test_a_pixel_range_alone_plans_a_synthetic_grid_and_says_so() -> None:

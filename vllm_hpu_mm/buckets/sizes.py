@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.preprocess.align import QWEN_MIN_PIXELS, aligned_size, patch_count
+from vllm_hpu_mm.preprocess.align import QWEN_MIN_PIXELS, aligned_size, patch_count, stock_patches
 from vllm_hpu_mm.traffic.csvfile import parse_rows, read_traffic_csv
 from vllm_hpu_mm.traffic.requests import Size, Traffic
 from vllm_hpu_mm.values import AlignMode
@@ -98,6 +98,9 @@ class PatchSample:
     counts: Mapping[int, int]
     #: Images whose aligned size was capped below their natural 112-grid size by ``max_pixels``.
     num_shrunk: int
+    #: Under ``down``: the stock patch counts (Qwen2.5-VL's own processor) of the images that get more patches than
+    #: that, stock -> images (an image under one 112-px tile, or raised to ``min_pixels`` in whole tiles).
+    above_stock: Mapping[int, int] = dataclasses.field(default_factory=dict)
 
     @property
     def num_images(self) -> int:
@@ -217,6 +220,7 @@ def patch_counts(
     """Aligned patch counts of the images (patches -> images), by
     :func:`~vllm_hpu_mm.preprocess.align.aligned_size`, once per distinct size."""
     counts: Counter[int] = Counter()
+    above_stock: Counter[int] = Counter()
     shrunk = 0
     for (w, h), n in as_counts(sizes).items():
         ah, aw = aligned_size(h, w, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode)
@@ -224,4 +228,7 @@ def patch_counts(
         nh, nw = aligned_size(h, w, min_pixels=min_pixels, max_pixels=_UNCAPPED, mode=mode)
         counts[patches] += n
         shrunk += n if patches < patch_count(nh, nw) else 0
-    return PatchSample(dict(sorted(counts.items())), shrunk)
+        if mode is AlignMode.DOWN:
+            stock = stock_patches(h, w, min_pixels=min_pixels, max_pixels=max_pixels)
+            above_stock[stock] += n if patches > stock else 0
+    return PatchSample(dict(sorted(counts.items())), shrunk, {k: v for k, v in sorted(above_stock.items()) if v})
