@@ -80,6 +80,21 @@ def test_down_says_which_images_under_one_tile_it_bills_above_stock(tmp_path: Pa
     assert photos.notes == ()
 
 
+def test_a_broken_image_file_is_refused_and_named_not_skipped_as_a_stray_file(tmp_path: Path) -> None:
+    # held-out vision round, case 11: broken.jpg (text) was lumped in "non-image files skipped"; vLLM's open_image
+    # cannot open it, so a request carrying it is refused
+    shutil.copy(PHOTOS[0], tmp_path / PHOTOS[0].name)
+    (tmp_path / "broken.jpg").write_text("not a JPEG", encoding="utf-8")
+    (tmp_path / "notes.txt").write_text("not an image", encoding="utf-8")
+    job = plan_job(SizeSources(folders=(str(tmp_path),)), load(), num_buckets=1)
+    assert job.admission.refused == {"unreadable": 1}
+    assert job.result.evaluation.num_images == 1
+    assert "1 non-image files skipped" in job.sizes.source
+    assert "1 image files no reader opens, as the server cannot: broken.jpg" in job.sizes.source
+    checked = check_job("1600", SizeSources(folders=(str(tmp_path),)), load())
+    assert checked.admission.refused == {"unreadable": 1}
+
+
 def test_a_pixel_range_alone_plans_a_synthetic_grid_and_says_so() -> None:
     job = plan_job(SizeSources(min_pixels=3136, max_pixels=1003520), load(), num_buckets=4)
     assert "log-uniform" in job.sizes.source

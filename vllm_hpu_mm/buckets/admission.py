@@ -9,13 +9,19 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Mapping
+from typing import Literal
 
 from vllm_hpu_mm.buckets.sizes import Size, SizeSet
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.preprocess.limits import Refusal, dimension_problem
 from vllm_hpu_mm.traffic.requests import Traffic
 
-__all__ = ["Admission", "admit", "admit_traffic"]
+__all__ = ["Admission", "Reason", "admit", "admit_traffic"]
+
+#: Why an image is left out: its size (:data:`Refusal`), or a file named as an image that no reader opens.
+Reason = Refusal | Literal["unreadable"]
+#: The most unreadable files named in the output line; the JSON counts them all.
+_NAMED = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,9 +29,11 @@ class Admission:
     """The images the server accepts, and how many it refuses by reason."""
 
     sizes: SizeSet
-    refused: dict[Refusal, int]
+    refused: dict[Reason, int]
     max_image_pixels: int
     max_aspect_ratio: float
+    #: The unreadable image files, named in :meth:`reasons`.
+    unreadable: tuple[str, ...] = ()
 
     @property
     def num_refused(self) -> int:
@@ -35,8 +43,12 @@ class Admission:
         """How many were refused, by reason: "1 above VLLM_HPU_MM_MAX_IMAGE_PIXELS=..., 2 with ..."."""
         why = {"pixels": f"above VLLM_HPU_MM_MAX_IMAGE_PIXELS={self.max_image_pixels}",
                "aspect_ratio": f"with an aspect ratio above VLLM_HPU_MM_MAX_ASPECT_RATIO={self.max_aspect_ratio:g}",
-               "empty": "of zero width or height"}  # fmt: skip
+               "empty": "of zero width or height", "unreadable": self._unreadable()}  # fmt: skip
         return ", ".join(f"{n} {why[reason]}" for reason, n in sorted(self.refused.items()))
+
+    def _unreadable(self) -> str:
+        named = ", ".join(self.unreadable[:_NAMED]) + (", ..." if len(self.unreadable) > _NAMED else "")
+        return f"image files no reader opens, as the server cannot: {named}"
 
     def summary(self) -> str:
         """One clause for the output, e.g. "2 images the server refuses left out (1 above ...)"; "" when none."""
@@ -45,10 +57,10 @@ class Admission:
 
 def _verdicts(
     counts: Mapping[Size, int], max_image_pixels: int, max_aspect_ratio: float
-) -> tuple[dict[Size, int], Counter[Refusal]]:
+) -> tuple[dict[Size, int], Counter[Reason]]:
     """The accepted sizes (with their counts) and the refused images by reason; each distinct size judged once."""
     kept: dict[Size, int] = {}
-    refused: Counter[Refusal] = Counter()
+    refused: Counter[Reason] = Counter()
     for size, n in counts.items():
         problem = dimension_problem(*size, max_image_pixels=max_image_pixels, max_aspect_ratio=max_aspect_ratio)
         if problem is None:
@@ -67,8 +79,9 @@ def admit(sizes: SizeSet, *, max_image_pixels: int, max_aspect_ratio: float) -> 
     """The images of ``sizes`` the server accepts; the source says what was left out. :class:`ConfigError` when it
     accepts none of them."""
     kept, refused = _verdicts(sizes.counts, max_image_pixels, max_aspect_ratio)
-    admission = Admission(sizes, dict(refused), max_image_pixels, max_aspect_ratio)
-    if not refused:
+    reasons: dict[Reason, int] = {**refused, **({"unreadable": len(sizes.unreadable)} if sizes.unreadable else {})}
+    admission = Admission(sizes, reasons, max_image_pixels, max_aspect_ratio, sizes.unreadable)
+    if not reasons:
         return admission
     if not kept:
         raise _refused_all(sizes.source, admission)

@@ -73,10 +73,13 @@ class SizeSet:
 
     counts: Mapping[Size, int]
     source: str
+    #: Files named as images (an image extension) that no image reader opens, as the served loader would refuse them
+    #: (vLLM's ``open_image`` raises): left out, and counted as refused by the admission.
+    unreadable: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, sizes: Sizes, source: str) -> SizeSet:
-        return cls(as_counts(sizes), source)
+    def of(cls, sizes: Sizes, source: str, unreadable: tuple[str, ...] = ()) -> SizeSet:
+        return cls(as_counts(sizes), source, unreadable)
 
     @property
     def num_images(self) -> int:
@@ -88,7 +91,7 @@ class SizeSet:
         total: Counter[Size] = Counter()
         for part in items:
             total.update(part.counts)
-        return SizeSet(dict(total), " + ".join(p.source for p in items))
+        return SizeSet(dict(total), " + ".join(p.source for p in items), tuple(f for p in items for f in p.unreadable))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,7 +155,9 @@ def scan_images(
         raise ConfigError(f"{flag} {root}: not a folder; expected a folder of image files")
     files = sorted(f for f in root.rglob("*") if f.is_file())
     sizes: list[Size] = []
+    unreadable: list[str] = []
     skipped = 0
+    image_suffixes = set(Image.registered_extensions())
     # Only headers are read, never pixels, so Pillow's decompression-bomb guard (which would refuse huge scans
     # at open) is lifted for the scan and restored after it.
     limit = Image.MAX_IMAGE_PIXELS
@@ -162,7 +167,9 @@ def scan_images(
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             for f in tqdm(files, desc=f"reading {root.name or root}", unit="file", disable=not progress, leave=False):
                 size = _header_size(f)
-                if size is None:
+                if size is None and f.suffix.lower() in image_suffixes:  # a broken image, not a stray file
+                    unreadable.append(f.relative_to(root).as_posix())
+                elif size is None:
                     skipped += 1
                 else:
                     sizes.append(size)
@@ -171,7 +178,8 @@ def scan_images(
     if not sizes:
         raise ConfigError(f"{flag} {root}: no readable images among {len(files)} files; accepted: a folder of "
                           f"image files (any format Pillow reads){also}")  # fmt: skip
-    return SizeSet.of(sizes, f"{root} ({len(sizes)} images, {skipped} non-image files skipped)"), skipped
+    source = f"{root} ({len(sizes)} images, {skipped} non-image files skipped)"
+    return SizeSet.of(sizes, source, tuple(unreadable)), skipped
 
 
 def _header_size(path: Path) -> Size | None:
