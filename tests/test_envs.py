@@ -159,6 +159,25 @@ def test_defaults_when_nothing_is_set() -> None:
         var.parse(var.name, var.default)
 
 
+@pytest.mark.parametrize(
+    ("environ", "cap", "var"),
+    [({}, 178956970, "VLLM_HPU_MM_MAX_IMAGE_PIXELS"),
+     ({"VLLM_MAX_IMAGE_PIXELS": "100000000"}, 100000000, "VLLM_MAX_IMAGE_PIXELS"),
+     ({"VLLM_HPU_MM_MAX_IMAGE_PIXELS": "200000000"}, 178956970, "VLLM_MAX_IMAGE_PIXELS"),
+     ({"VLLM_HPU_MM_MAX_IMAGE_PIXELS": "200000000", "VLLM_MAX_IMAGE_PIXELS": "0"}, 200000000,
+      "VLLM_HPU_MM_MAX_IMAGE_PIXELS"),
+     ({"VLLM_HPU_MM_MAX_IMAGE_PIXELS": "1000", "VLLM_MAX_IMAGE_PIXELS": "2000"}, 1000, "VLLM_HPU_MM_MAX_IMAGE_PIXELS")],
+    ids=["defaults", "vllm-lower", "ours-above-vllms", "vllm-off", "ours-lower"],
+)  # fmt: skip
+def test_the_served_image_cap_is_the_lower_of_ours_and_vllms_own(environ: dict[str, str], cap: int, var: str) -> None:
+    # held-out vision round, case 14: vLLM 0.32's ImageMediaIO.load_bytes refuses w * h > VLLM_MAX_IMAGE_PIXELS (0 or
+    # less: no limit) after our header check, so an image above either never reaches the model
+    settings = envs.load(environ)
+    assert (settings.served_max_image_pixels, settings.max_image_pixels_var) == (cap, var)
+    with pytest.raises(ConfigError, match=r"^VLLM_MAX_IMAGE_PIXELS='1e8' is invalid \(vLLM reads it with int\(\)\)"):
+        envs.load({**environ, "VLLM_MAX_IMAGE_PIXELS": "1e8"})
+
+
 def test_every_variable_is_documented() -> None:
     for name, var in envs.ENVIRONMENT_VARIABLES.items():
         assert var.accepted, name

@@ -95,6 +95,17 @@ def test_a_broken_image_file_is_refused_and_named_not_skipped_as_a_stray_file(tm
     assert checked.admission.refused == {"unreadable": 1}
 
 
+def test_images_above_vllms_own_pixel_cap_are_refused_naming_it(tmp_path: Path) -> None:
+    edge = tmp_path / "edge.csv"
+    edge.write_text("width,height\n640,480\n14351,12470\n14351,12471\n", encoding="utf-8")
+    lowered = plan_job(SizeSources(csv=(str(edge),)), load({"VLLM_MAX_IMAGE_PIXELS": "100000000"}), num_buckets=1)
+    assert lowered.admission.refused == {"pixels": 2}
+    assert "2 above VLLM_MAX_IMAGE_PIXELS=100000000" in lowered.sizes.source
+    raised = plan_job(SizeSources(csv=(str(edge),)), load({"VLLM_HPU_MM_MAX_IMAGE_PIXELS": "200000000"}))
+    assert raised.admission.refused == {"pixels": 1}  # 178971321 px: vLLM's own 178956970 still refuses it
+    assert "1 above VLLM_MAX_IMAGE_PIXELS=178956970" in raised.sizes.source
+
+
 def test_a_pixel_range_alone_plans_a_synthetic_grid_and_says_so() -> None:
     job = plan_job(SizeSources(min_pixels=3136, max_pixels=1003520), load(), num_buckets=4)
     assert "log-uniform" in job.sizes.source

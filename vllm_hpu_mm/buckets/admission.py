@@ -34,6 +34,8 @@ class Admission:
     max_aspect_ratio: float
     #: The unreadable image files, named in :meth:`reasons`.
     unreadable: tuple[str, ...] = ()
+    #: The variable that sets ``max_image_pixels``: ours, or vLLM's own ``VLLM_MAX_IMAGE_PIXELS`` when lower.
+    pixels_var: str = "VLLM_HPU_MM_MAX_IMAGE_PIXELS"
 
     @property
     def num_refused(self) -> int:
@@ -41,7 +43,7 @@ class Admission:
 
     def reasons(self) -> str:
         """How many were refused, by reason: "1 above VLLM_HPU_MM_MAX_IMAGE_PIXELS=..., 2 with ..."."""
-        why = {"pixels": f"above VLLM_HPU_MM_MAX_IMAGE_PIXELS={self.max_image_pixels}",
+        why = {"pixels": f"above {self.pixels_var}={self.max_image_pixels}",
                "aspect_ratio": f"with an aspect ratio above VLLM_HPU_MM_MAX_ASPECT_RATIO={self.max_aspect_ratio:g}",
                "empty": "of zero width or height", "unreadable": self._unreadable()}  # fmt: skip
         return ", ".join(f"{n} {why[reason]}" for reason, n in sorted(self.refused.items()))
@@ -75,12 +77,14 @@ def _refused_all(source: str, admission: Admission) -> ConfigError:
                        "those limits")  # fmt: skip
 
 
-def admit(sizes: SizeSet, *, max_image_pixels: int, max_aspect_ratio: float) -> Admission:
+def admit(
+    sizes: SizeSet, *, max_image_pixels: int, max_aspect_ratio: float, pixels_var: str = "VLLM_HPU_MM_MAX_IMAGE_PIXELS"
+) -> Admission:
     """The images of ``sizes`` the server accepts; the source says what was left out. :class:`ConfigError` when it
     accepts none of them."""
     kept, refused = _verdicts(sizes.counts, max_image_pixels, max_aspect_ratio)
     reasons: dict[Reason, int] = {**refused, **({"unreadable": len(sizes.unreadable)} if sizes.unreadable else {})}
-    admission = Admission(sizes, reasons, max_image_pixels, max_aspect_ratio, sizes.unreadable)
+    admission = Admission(sizes, reasons, max_image_pixels, max_aspect_ratio, sizes.unreadable, pixels_var)
     if not reasons:
         return admission
     if not kept:
@@ -88,7 +92,13 @@ def admit(sizes: SizeSet, *, max_image_pixels: int, max_aspect_ratio: float) -> 
     return dataclasses.replace(admission, sizes=SizeSet(kept, f"{sizes.source} ({admission.summary()})"))
 
 
-def admit_traffic(traffic: Traffic, *, max_image_pixels: int, max_aspect_ratio: float) -> Traffic:
+def admit_traffic(
+    traffic: Traffic,
+    *,
+    max_image_pixels: int,
+    max_aspect_ratio: float,
+    pixels_var: str = "VLLM_HPU_MM_MAX_IMAGE_PIXELS",
+) -> Traffic:
     """The requests of ``traffic`` the server serves: a request whose image it refuses is left out (text-only
     requests are kept); the source says how many. :class:`ConfigError` when the traffic carries images and the
     server refuses every one."""
@@ -96,7 +106,8 @@ def admit_traffic(traffic: Traffic, *, max_image_pixels: int, max_aspect_ratio: 
     kept, refused = _verdicts(images, max_image_pixels, max_aspect_ratio)
     if not refused:
         return traffic
-    admission = Admission(SizeSet(images, traffic.source), dict(refused), max_image_pixels, max_aspect_ratio)
+    admission = Admission(SizeSet(images, traffic.source), dict(refused), max_image_pixels, max_aspect_ratio,
+                          pixels_var=pixels_var)  # fmt: skip
     if not kept:
         raise _refused_all(traffic.source, admission)
     requests = {r: n for r, n in traffic.counts.items() if r.image is None or r.image in kept}

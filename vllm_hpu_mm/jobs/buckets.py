@@ -236,8 +236,9 @@ def _load_sizes(src: SizeSources) -> SizeSet:
 
 def admitted_sizes(src: SizeSources, settings: envs.Settings) -> Admission:
     """The sizes to plan or check over: only the images the server accepts (the rest are counted by reason)."""
-    return admit(_load_sizes(src), max_image_pixels=settings.max_image_pixels,
-                 max_aspect_ratio=settings.max_aspect_ratio)  # fmt: skip
+    return admit(_load_sizes(src), max_image_pixels=settings.served_max_image_pixels,
+                 max_aspect_ratio=settings.max_aspect_ratio,
+                 pixels_var=settings.max_image_pixels_var)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
