@@ -22,7 +22,15 @@ from typing import Any, Generic, TypeVar
 
 from vllm_hpu_mm.errors import ConfigError, InputNote
 from vllm_hpu_mm.values import ACCEPTED_FORM as BUCKETS_FORM
-from vllm_hpu_mm.values import DEFAULT_BUCKETS, GRAPH_BACKENDS, AlignMode, Buckets, OversizePolicy, bucket_numbers
+from vllm_hpu_mm.values import (
+    DEFAULT_BUCKETS,
+    GRAPH_BACKENDS,
+    AlignMode,
+    Buckets,
+    OversizePolicy,
+    bucket_numbers,
+    off_tile_note,
+)
 
 T = TypeVar("T")
 
@@ -122,7 +130,11 @@ def _buckets(name: str, raw: str) -> Buckets | None:
         warnings.warn(InputNote(f"{name}={raw!r} lists {', '.join(map(str, repeated))} more than once: read once "
                                 "(vllm-gaudi sorts the list and would warm a repeated bucket again); list each bucket "
                                 "once"), stacklevel=2)  # fmt: skip
-    return Buckets(dict.fromkeys(numbers), source=name)
+    buckets = Buckets(dict.fromkeys(numbers), source=name)
+    note = off_tile_note(buckets, source=name)  # vllm-gaudi reads any integer: read it too, with a note
+    if note:
+        warnings.warn(InputNote(note), stacklevel=2)
+    return buckets
 
 
 def _choice(choices: tuple[str, ...]) -> Callable[[str, str], str]:
