@@ -42,7 +42,7 @@ TABLE: dict[str, tuple[list[tuple[str, Any]], list[tuple[str, str]], str]] = {
             ("none", "'none'"),  # both Gaudi runtimes compare with 'None' exactly, then fail on int('none')
             (" None", "' None'"),
             ("1600,abc", "'abc'"),
-            ("1600,1000", "bucket 1000"),
+            ("1600,1002", "bucket 1002"),
             ("-64", "bucket -64"),
             ("1600,,3136", "'1600,,3136'"),
         ],
@@ -122,15 +122,17 @@ def test_bad_values_name_the_variable_the_token_and_the_accepted_form(
 
 
 def test_bucket_errors_are_bucket_errors_naming_the_bad_entry() -> None:
-    with pytest.raises(BucketError, match=r"VLLM_MULTIMODAL_BUCKETS: bucket 1000 is not a multiple of 64"):
-        envs.load({"VLLM_MULTIMODAL_BUCKETS": "1600,1000"})
+    with pytest.raises(BucketError, match=r"VLLM_MULTIMODAL_BUCKETS: bucket 1002 is not a multiple of 4"):
+        envs.load({"VLLM_MULTIMODAL_BUCKETS": "1600,1002"})
 
 
 @pytest.mark.parametrize(
     ("raw", "said"),
     [("", "VLLM_MULTIMODAL_BUCKETS is empty: read as the default list 1600,3136,4096,6400,7744,9216,12544"),
      ("6912,768,256,1536,768,64,64", "VLLM_MULTIMODAL_BUCKETS='6912,768,256,1536,768,64,64' lists 64, 768 more than "
-                                     "once: read once")],
+                                     "once: read once"),
+     ("1000,3136", "VLLM_MULTIMODAL_BUCKETS: 1000 not a multiple of 64: read as vllm-gaudi reads it (it pads an image "
+                   "to any bucket)")],
 )  # fmt: skip
 def test_a_bucket_list_vllm_gaudi_accepts_is_read_with_a_note_not_refused(raw: str, said: str) -> None:
     # vllm-gaudi vision.py @ 091bbadd: "" is the model's default list, a list is sorted with repeats kept; the plugin
@@ -157,6 +159,25 @@ def test_defaults_when_nothing_is_set() -> None:
     assert settings.shape_log is None
     for var in envs.ENVIRONMENT_VARIABLES.values():  # every declared default is itself valid
         var.parse(var.name, var.default)
+
+
+@pytest.mark.parametrize(
+    ("environ", "cap", "var"),
+    [({}, 178956970, "VLLM_HPU_MM_MAX_IMAGE_PIXELS"),
+     ({"VLLM_MAX_IMAGE_PIXELS": "100000000"}, 100000000, "VLLM_MAX_IMAGE_PIXELS"),
+     ({"VLLM_HPU_MM_MAX_IMAGE_PIXELS": "200000000"}, 178956970, "VLLM_MAX_IMAGE_PIXELS"),
+     ({"VLLM_HPU_MM_MAX_IMAGE_PIXELS": "200000000", "VLLM_MAX_IMAGE_PIXELS": "0"}, 200000000,
+      "VLLM_HPU_MM_MAX_IMAGE_PIXELS"),
+     ({"VLLM_HPU_MM_MAX_IMAGE_PIXELS": "1000", "VLLM_MAX_IMAGE_PIXELS": "2000"}, 1000, "VLLM_HPU_MM_MAX_IMAGE_PIXELS")],
+    ids=["defaults", "vllm-lower", "ours-above-vllms", "vllm-off", "ours-lower"],
+)  # fmt: skip
+def test_the_served_image_cap_is_the_lower_of_ours_and_vllms_own(environ: dict[str, str], cap: int, var: str) -> None:
+    # held-out vision round, case 14: vLLM 0.32's ImageMediaIO.load_bytes refuses w * h > VLLM_MAX_IMAGE_PIXELS (0 or
+    # less: no limit) after our header check, so an image above either never reaches the model
+    settings = envs.load(environ)
+    assert (settings.served_max_image_pixels, settings.max_image_pixels_var) == (cap, var)
+    with pytest.raises(ConfigError, match=r"^VLLM_MAX_IMAGE_PIXELS='1e8' is invalid \(vLLM reads it with int\(\)\)"):
+        envs.load({**environ, "VLLM_MAX_IMAGE_PIXELS": "1e8"})
 
 
 def test_every_variable_is_documented() -> None:

@@ -22,7 +22,15 @@ from typing import Any, Generic, TypeVar
 
 from vllm_hpu_mm.errors import ConfigError, InputNote
 from vllm_hpu_mm.values import ACCEPTED_FORM as BUCKETS_FORM
-from vllm_hpu_mm.values import DEFAULT_BUCKETS, GRAPH_BACKENDS, AlignMode, Buckets, OversizePolicy, bucket_numbers
+from vllm_hpu_mm.values import (
+    DEFAULT_BUCKETS,
+    GRAPH_BACKENDS,
+    AlignMode,
+    Buckets,
+    OversizePolicy,
+    bucket_numbers,
+    off_tile_note,
+)
 
 T = TypeVar("T")
 
@@ -122,7 +130,11 @@ def _buckets(name: str, raw: str) -> Buckets | None:
         warnings.warn(InputNote(f"{name}={raw!r} lists {', '.join(map(str, repeated))} more than once: read once "
                                 "(vllm-gaudi sorts the list and would warm a repeated bucket again); list each bucket "
                                 "once"), stacklevel=2)  # fmt: skip
-    return Buckets(dict.fromkeys(numbers), source=name)
+    buckets = Buckets(dict.fromkeys(numbers), source=name)
+    note = off_tile_note(buckets, source=name)  # vllm-gaudi reads any integer: read it too, with a note
+    if note:
+        warnings.warn(InputNote(note), stacklevel=2)
+    return buckets
 
 
 def _choice(choices: tuple[str, ...]) -> Callable[[str, str], str]:
@@ -278,6 +290,23 @@ _VARIABLES: tuple[EnvVar[Any], ...] = (
 ENVIRONMENT_VARIABLES: dict[str, EnvVar[Any]] = {v.name: v for v in _VARIABLES}
 
 
+#: vLLM's own image cap, read as vLLM 0.32 reads it (``vllm/envs.py:1064-1066``: ``int(os.getenv(...,
+#: "178956970"))``) and applied in ``ImageMediaIO.load_bytes`` (``vllm/multimodal/media/image.py:83-84``: refused when
+#: ``max_pixels > 0 and w * h > max_pixels``) to every image a request carries, after our header check.
+VLLM_IMAGE_PIXELS_VAR = "VLLM_MAX_IMAGE_PIXELS"
+VLLM_IMAGE_PIXELS_DEFAULT = 178_956_970
+
+
+def _vllm_image_pixels(env: Mapping[str, str]) -> int | None:
+    raw = env.get(VLLM_IMAGE_PIXELS_VAR, str(VLLM_IMAGE_PIXELS_DEFAULT))
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{VLLM_IMAGE_PIXELS_VAR}={raw!r} is invalid (vLLM reads it with int()); accepted: an "
+                          "integer, 0 or less for no limit") from None  # fmt: skip
+    return value if value > 0 else None
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """All our environment settings, parsed and validated."""
@@ -298,6 +327,25 @@ class Settings:
     shape_log: str | None
     cache_dir: str
     profile: str | None
+    #: vLLM's own cap (``VLLM_MAX_IMAGE_PIXELS``), None when it sets none.
+    vllm_max_image_pixels: int | None = VLLM_IMAGE_PIXELS_DEFAULT
+
+    @property
+    def served_max_image_pixels(self) -> int:
+        """The largest image the server accepts: our header check (``plugin/media.py``) runs first, then vLLM's own
+        loader refuses ``w * h > VLLM_MAX_IMAGE_PIXELS``, so the lower of the two applies."""
+        vllm = self.vllm_max_image_pixels
+        return self.max_image_pixels if vllm is None else min(self.max_image_pixels, vllm)
+
+    @property
+    def max_image_pixels_var(self) -> str:
+        """The variable that sets :attr:`served_max_image_pixels` (ours on a tie: our check refuses first)."""
+        vllm = self.vllm_max_image_pixels
+        return (
+            VLLM_IMAGE_PIXELS_VAR
+            if vllm is not None and vllm < self.max_image_pixels
+            else "VLLM_HPU_MM_MAX_IMAGE_PIXELS"
+        )
 
 
 def load(environ: Mapping[str, str] | None = None) -> Settings:
@@ -307,7 +355,7 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
     """
     env = os.environ if environ is None else environ
     values = {var.field: var.read(env) for var in _VARIABLES}
-    return Settings(**values)
+    return Settings(**values, vllm_max_image_pixels=_vllm_image_pixels(env))
 
 
 @functools.lru_cache(maxsize=1)

@@ -5,18 +5,23 @@ Imports only the standard library and :mod:`vllm_hpu_mm.errors` (itself standard
 registry (:mod:`vllm_hpu_mm.envs`) can use it without pulling in Pillow, NumPy or the rest of the package.
 
 A bucket is a number of 14x14 vision patches, ``(W * H) / (14 * 14)`` for an image of W x H pixels. 112-aligned
-images always have a patch count that is a multiple of 64 (8 x 8 patches per 112 x 112 tile), so buckets must be
-multiples of 64 as well: then the padding between an image and its bucket is a whole dummy image.
+images always have a patch count that is a multiple of 64 (8 x 8 patches per 112 x 112 tile), so buckets are
+multiples of 64 as well: then the padding between an image and its bucket is whole tiles. vllm-gaudi reads any
+integer list (vision.py ``_process_buckets`` @ 091bbadd only sorts it) and pads an image's rows to its bucket
+(models/qwen2_5_vl.py ``num_pad_tokens = bucket_size - curr_img_size``); the vision merger then takes the rows in
+2 x 2 groups, so a bucket must be a multiple of 4 (:data:`MERGE_GRANULE`). A multiple of 4 that is not one of 64 is
+read as vllm-gaudi reads it, with a note (:func:`off_tile_note`).
 """
 
 from __future__ import annotations
 
 import bisect
 import enum
+import warnings
 from collections.abc import Iterable
 from typing import Literal
 
-from vllm_hpu_mm.errors import BucketError
+from vllm_hpu_mm.errors import BucketError, InputNote
 
 __all__ = [
     "ACCEPTED_FORM",
@@ -26,6 +31,7 @@ __all__ = [
     "GRAPH_BACKENDS",
     "GRAPH_BUDGET_CEILING",
     "MAX_BUCKET",
+    "MERGE_GRANULE",
     "MIB",
     "PIXELS_PER_PATCH",
     "STAGES",
@@ -34,6 +40,7 @@ __all__ = [
     "Buckets",
     "OversizePolicy",
     "Stage",
+    "off_tile_note",
     "parse_buckets",
 ]
 
@@ -82,6 +89,10 @@ GRAPH_BUDGET_CEILING = "the graphs the runtime's largest built-in strategy (exp,
 
 #: Patches per bucket granule: one 112 x 112 tile is 8 x 8 patches of 14 x 14 pixels.
 BUCKET_GRANULE = 64
+#: The least a bucket must be a multiple of: Qwen2.5-VL's patch merger takes 2 x 2 patches per token (vLLM 0.32
+#: qwen2_5_vl.py:617 ``x.view(-1, context_dim * 4)``), so padded
+#: rows must come in fours (and our runner's dummy image has even sides, graphs/runner.py ``dummy_grid``).
+MERGE_GRANULE = 4
 #: Pixels per patch (14 x 14).
 PIXELS_PER_PATCH = 14 * 14
 #: The largest bucket accepted: 2**20 patches (262,144 image tokens, about 205 megapixels). Above any image the server
@@ -89,12 +100,14 @@ PIXELS_PER_PATCH = 14 * 14
 #: holds (128,000 tokens): a bucket above it can only be a typo.
 MAX_BUCKET = 2**20
 ACCEPTED_FORM = (
-    f"a comma-separated list of positive integers, each a multiple of 64 up to {MAX_BUCKET}, e.g. 1600,3136,4096"
+    f"a comma-separated list of positive integers, each a multiple of 64 (whole 112-px tiles; another multiple of 4 "
+    f"is read with a note) up to {MAX_BUCKET}, e.g. 1600,3136,4096"
 )
 
 
 class Buckets(tuple[int, ...]):
-    """A valid vision bucket list: non-empty, distinct positive multiples of 64, ascending.
+    """A valid vision bucket list: non-empty, distinct positive multiples of 4 (of 64 but for a slip read as
+    vllm-gaudi reads it), ascending.
 
     ``Buckets(values, source=...)`` validates (and sorts) once; a ``Buckets`` given again is returned as it is, so
     functions that take a bucket list call ``Buckets(buckets)`` to accept either form without re-checking.
@@ -115,11 +128,12 @@ class Buckets(tuple[int, ...]):
             if n > MAX_BUCKET:
                 raise BucketError(f"{source}: bucket {n} is larger than any image can be (at most {MAX_BUCKET} "
                                   f"patches, about 205 megapixels); expected {ACCEPTED_FORM}")  # fmt: skip
-            if n % BUCKET_GRANULE:
+            if n % MERGE_GRANULE:
                 lower = n // BUCKET_GRANULE * BUCKET_GRANULE
                 raise BucketError(
-                    f"{source}: bucket {n} is not a multiple of {BUCKET_GRANULE} (nearest valid: "
-                    f"{max(lower, BUCKET_GRANULE)} or {lower + BUCKET_GRANULE}); expected {ACCEPTED_FORM}"
+                    f"{source}: bucket {n} is not a multiple of {MERGE_GRANULE} (the vision merger takes patches in "
+                    f"2x2 groups, so vllm-gaudi fails on it; nearest whole tiles: {max(lower, BUCKET_GRANULE)} or "
+                    f"{lower + BUCKET_GRANULE}); expected {ACCEPTED_FORM}"
                 )
         seen: set[int] = set()
         for n in numbers:
@@ -150,14 +164,30 @@ class Buckets(tuple[int, ...]):
 DEFAULT_BUCKETS = Buckets((1600, 3136, 4096, 6400, 7744, 9216, 12544), source="DEFAULT_BUCKETS")
 
 
+def off_tile_note(buckets: Iterable[int], *, source: str) -> str | None:
+    """The note for buckets that are not whole 112-px tiles (multiples of 64), or None: read as vllm-gaudi reads
+    them, but no aligned image fills one, so each pads at least a few rows more than the tile below or above would."""
+    off = [n for n in buckets if n % BUCKET_GRANULE]
+    if not off:
+        return None
+    near = ", ".join(f"{n} -> {max(n // BUCKET_GRANULE * BUCKET_GRANULE, BUCKET_GRANULE)} or "
+                     f"{(n // BUCKET_GRANULE + 1) * BUCKET_GRANULE}" for n in off)  # fmt: skip
+    return (f"{source}: {', '.join(map(str, off))} not a multiple of {BUCKET_GRANULE}: read as vllm-gaudi reads it "
+            f"(it pads an image to any bucket), but images are whole 112-px tiles of {BUCKET_GRANULE} patches, so "
+            f"such a bucket only adds padding; nearest whole tiles: {near}")  # fmt: skip
+
+
 def parse_buckets(value: str | Iterable[int], *, source: str = "VLLM_MULTIMODAL_BUCKETS") -> Buckets:
-    """Parse and validate a bucket list written as text (``"1600,3136"``) or given as integers.
+    """Parse and validate a bucket list written as text (``"1600,3136"``) or given as integers; a bucket that is
+    not whole tiles is read with an :class:`~vllm_hpu_mm.errors.InputNote` (:func:`off_tile_note`).
 
     Raises :class:`BucketError` naming ``source``, the bad token and the accepted form.
     """
-    if not isinstance(value, str):
-        return Buckets(value, source=source)
-    return Buckets(bucket_numbers(value, source=source), source=source)
+    buckets = Buckets(value if not isinstance(value, str) else bucket_numbers(value, source=source), source=source)
+    note = off_tile_note(buckets, source=source)
+    if note:
+        warnings.warn(InputNote(note), stacklevel=2)
+    return buckets
 
 
 def bucket_numbers(value: str, *, source: str = "VLLM_MULTIMODAL_BUCKETS") -> list[int]:

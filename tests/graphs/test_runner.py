@@ -129,7 +129,7 @@ def test_bad_input_says_what_is_expected(pixels: torch.Tensor, grid: list[list[i
 
 
 def test_bad_buckets_are_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="bucket 258 is not a multiple of 64"):
+    with pytest.raises(ConfigError, match="bucket 258 is not a multiple of 4"):
         BucketedVisionRunner(FakeTower(), (256, 258), OversizePolicy.SHRINK)
 
 

@@ -12,6 +12,7 @@ from tests.support.data import PHOTOS, size_csv
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.buckets import SizeSources, check_job, plan_job
+from vllm_hpu_mm.values import AlignMode
 
 DEFAULT = (1600, 3136, 4096, 6400, 7744, 9216, 12544)
 COCO = str(size_csv("coco_val2017.csv"))
@@ -60,6 +61,49 @@ def test_repeated_sizes_and_image_folders_are_merged(tmp_path: Path) -> None:
     job = plan_job(SizeSources(csv=(csv, csv), folders=(str(tmp_path),)), load())
     assert job.result.evaluation.num_images == 2 * 199 + 7
     assert "1 non-image files skipped" in job.sizes.source
+
+
+def test_down_says_which_images_under_one_tile_it_bills_above_stock(tmp_path: Path) -> None:
+    # held-out vision round, case 9: 1x1, 20x20 and 50x40 planned [64] under down without a word, where Qwen2.5-VL's
+    # own processor gives 16, 16 and 24 patches; the 112-px grid has no size below one tile
+    tiny = tmp_path / "tiny.csv"
+    tiny.write_text("width,height\n1,1\n20,20\n50,40\n640,480\n")
+    down = plan_job(SizeSources(csv=(str(tiny),), align_mode=AlignMode.DOWN), load(), num_buckets=2).result
+    assert tuple(down.buckets) == (64, 1280)
+    said = ("3 of 4 images get more patches under down than stock Qwen2.5-VL gives them (16 to 24 each): the 112-px "
+            "grid's least size is one 112x112 tile (64 patches) and min_pixels is reached in whole tiles; down is at "
+            "most stock only for images of a tile or more")  # fmt: skip
+    assert down.notes == (said,)
+    for mode in (AlignMode.NEAREST, AlignMode.PAD):  # neither promises anything against stock
+        assert plan_job(SizeSources(csv=(str(tiny),), align_mode=mode), load()).result.notes == ()
+    photos = plan_job(SizeSources(csv=(COCO,), align_mode=AlignMode.DOWN), load()).result
+    assert photos.notes == ()
+
+
+def test_a_broken_image_file_is_refused_and_named_not_skipped_as_a_stray_file(tmp_path: Path) -> None:
+    # held-out vision round, case 11: broken.jpg (text) was lumped in "non-image files skipped"; vLLM's open_image
+    # cannot open it, so a request carrying it is refused
+    shutil.copy(PHOTOS[0], tmp_path / PHOTOS[0].name)
+    (tmp_path / "broken.jpg").write_text("not a JPEG", encoding="utf-8")
+    (tmp_path / "notes.txt").write_text("not an image", encoding="utf-8")
+    job = plan_job(SizeSources(folders=(str(tmp_path),)), load(), num_buckets=1)
+    assert job.admission.refused == {"unreadable": 1}
+    assert job.result.evaluation.num_images == 1
+    assert "1 non-image files skipped" in job.sizes.source
+    assert "1 image files no reader opens, as the server cannot: broken.jpg" in job.sizes.source
+    checked = check_job("1600", SizeSources(folders=(str(tmp_path),)), load())
+    assert checked.admission.refused == {"unreadable": 1}
+
+
+def test_images_above_vllms_own_pixel_cap_are_refused_naming_it(tmp_path: Path) -> None:
+    edge = tmp_path / "edge.csv"
+    edge.write_text("width,height\n640,480\n14351,12470\n14351,12471\n", encoding="utf-8")
+    lowered = plan_job(SizeSources(csv=(str(edge),)), load({"VLLM_MAX_IMAGE_PIXELS": "100000000"}), num_buckets=1)
+    assert lowered.admission.refused == {"pixels": 2}
+    assert "2 above VLLM_MAX_IMAGE_PIXELS=100000000" in lowered.sizes.source
+    raised = plan_job(SizeSources(csv=(str(edge),)), load({"VLLM_HPU_MM_MAX_IMAGE_PIXELS": "200000000"}))
+    assert raised.admission.refused == {"pixels": 1}  # 178971321 px: vLLM's own 178956970 still refuses it
+    assert "1 above VLLM_MAX_IMAGE_PIXELS=178956970" in raised.sizes.source
 
 
 def test_a_pixel_range_alone_plans_a_synthetic_grid_and_says_so() -> None:

@@ -107,6 +107,41 @@ def test_no_writing_command_writes_over_the_users_files(tmp_path: Path) -> None:
     assert not (tmp_path / "missing").exists()
 
 
+def test_no_writing_command_writes_inside_an_input_folder(tmp_path: Path) -> None:
+    # held-out vision round, case 19: `buckets plan --images imgs/ --plot imgs/gray16.png` wrote the plot over a PNG
+    # the plan was reading (a PNG is the --plot's own kind, so only the folder rule stops it)
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    image = folder / "gray16.png"
+    image.write_bytes(PNG)
+    (folder / "config.json").write_text("{}")  # also read as a local model's folder
+    log = REPO / "tests" / "data" / "logs" / "vllm_gaudi_warmup_doc.log"
+    inside = "is inside the"
+    for command in (("buckets", "plan"), ("buckets", "check", "1600,3136")):
+        _untouched(image, PNG, (*command, "--images", str(folder), "--plot", str(image)), inside)
+        _untouched(image, PNG, (*command, "--images", str(folder), "--plot", str(folder / "new.png")), inside)
+    replay = ("buckets", "replay", "--text-graph-budget", "40", "--requests", "20", "--sizes", str(folder))
+    _untouched(image, PNG, (*replay, "--plot", str(image)), inside)
+    stale = ("buckets", "stale", "--from-metrics", str(METRICS), "--model", str(folder))
+    _untouched(image, PNG, (*stale, "--textfile", str(folder / "g.prom")), inside)
+    _untouched(image, PNG, ("memory", "calibrate", str(log), "--model", str(folder), "--output",
+                            str(folder / "p.json")), inside)  # fmt: skip
+    _untouched(image, PNG, ("fleet", "plan", "--model", str(folder), "--request-rate", "1", "--ttft-p99", "1000",
+                            "--tpot-p99", "100", "--out", str(folder / "out")), inside)  # fmt: skip
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "gray16.png"]
+
+
+def test_a_path_inside_an_input_folder_is_refused_naming_the_folder(tmp_path: Path) -> None:
+    (tmp_path / "imgs" / "sub").mkdir(parents=True)
+    for given in ("imgs/new.png", "imgs/sub/new.png", "imgs/../imgs/new.png"):
+        with pytest.raises(ConfigError, match=r"^--plot .*new.png is inside the --images folder .*imgs: writing the "
+                                              r"plot there .*; accepted: a path outside"):  # fmt: skip
+            check_output(str(tmp_path / given), "--plot", "png", [("--images", str(tmp_path / "imgs"))])
+    assert check_output(str(tmp_path / "imgs2.png"), "--plot", "png", [("--images", str(tmp_path / "imgs"))])
+    with pytest.raises(ConfigError, match=r"^--out .*imgs/out is inside the --images folder"):
+        check_output_folder(str(tmp_path / "imgs" / "out"), "--out", [("--images", str(tmp_path / "imgs"))])
+
+
 def _tree(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 

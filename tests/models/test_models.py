@@ -165,9 +165,9 @@ def test_bad_inputs_name_the_flag(request_: SizingArgs, message: str) -> None:
         build(request_, load({}))
 
 
-def test_buckets_not_multiple_of_64_name_the_flag() -> None:
-    with pytest.raises(BucketError, match="--buckets: bucket 1000 is not a multiple of 64"):
-        build(SizingArgs(model="qwen2.5-vl-7b", buckets="1000"), load({}))
+def test_buckets_not_multiple_of_4_name_the_flag() -> None:
+    with pytest.raises(BucketError, match="--buckets: bucket 1002 is not a multiple of 4"):
+        build(SizingArgs(model="qwen2.5-vl-7b", buckets="1002"), load({}))
 
 
 def test_ratios_come_from_the_environment_unless_a_flag_overrides_them() -> None:

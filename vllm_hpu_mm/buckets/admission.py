@@ -9,13 +9,19 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Mapping
+from typing import Literal
 
 from vllm_hpu_mm.buckets.sizes import Size, SizeSet
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.preprocess.limits import Refusal, dimension_problem
 from vllm_hpu_mm.traffic.requests import Traffic
 
-__all__ = ["Admission", "admit", "admit_traffic"]
+__all__ = ["Admission", "Reason", "admit", "admit_traffic"]
+
+#: Why an image is left out: its size (:data:`Refusal`), or a file named as an image that no reader opens.
+Reason = Refusal | Literal["unreadable"]
+#: The most unreadable files named in the output line; the JSON counts them all.
+_NAMED = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,9 +29,13 @@ class Admission:
     """The images the server accepts, and how many it refuses by reason."""
 
     sizes: SizeSet
-    refused: dict[Refusal, int]
+    refused: dict[Reason, int]
     max_image_pixels: int
     max_aspect_ratio: float
+    #: The unreadable image files, named in :meth:`reasons`.
+    unreadable: tuple[str, ...] = ()
+    #: The variable that sets ``max_image_pixels``: ours, or vLLM's own ``VLLM_MAX_IMAGE_PIXELS`` when lower.
+    pixels_var: str = "VLLM_HPU_MM_MAX_IMAGE_PIXELS"
 
     @property
     def num_refused(self) -> int:
@@ -33,10 +43,14 @@ class Admission:
 
     def reasons(self) -> str:
         """How many were refused, by reason: "1 above VLLM_HPU_MM_MAX_IMAGE_PIXELS=..., 2 with ..."."""
-        why = {"pixels": f"above VLLM_HPU_MM_MAX_IMAGE_PIXELS={self.max_image_pixels}",
+        why = {"pixels": f"above {self.pixels_var}={self.max_image_pixels}",
                "aspect_ratio": f"with an aspect ratio above VLLM_HPU_MM_MAX_ASPECT_RATIO={self.max_aspect_ratio:g}",
-               "empty": "of zero width or height"}  # fmt: skip
+               "empty": "of zero width or height", "unreadable": self._unreadable()}  # fmt: skip
         return ", ".join(f"{n} {why[reason]}" for reason, n in sorted(self.refused.items()))
+
+    def _unreadable(self) -> str:
+        named = ", ".join(self.unreadable[:_NAMED]) + (", ..." if len(self.unreadable) > _NAMED else "")
+        return f"image files no reader opens, as the server cannot: {named}"
 
     def summary(self) -> str:
         """One clause for the output, e.g. "2 images the server refuses left out (1 above ...)"; "" when none."""
@@ -45,10 +59,10 @@ class Admission:
 
 def _verdicts(
     counts: Mapping[Size, int], max_image_pixels: int, max_aspect_ratio: float
-) -> tuple[dict[Size, int], Counter[Refusal]]:
+) -> tuple[dict[Size, int], Counter[Reason]]:
     """The accepted sizes (with their counts) and the refused images by reason; each distinct size judged once."""
     kept: dict[Size, int] = {}
-    refused: Counter[Refusal] = Counter()
+    refused: Counter[Reason] = Counter()
     for size, n in counts.items():
         problem = dimension_problem(*size, max_image_pixels=max_image_pixels, max_aspect_ratio=max_aspect_ratio)
         if problem is None:
@@ -63,19 +77,28 @@ def _refused_all(source: str, admission: Admission) -> ConfigError:
                        "those limits")  # fmt: skip
 
 
-def admit(sizes: SizeSet, *, max_image_pixels: int, max_aspect_ratio: float) -> Admission:
+def admit(
+    sizes: SizeSet, *, max_image_pixels: int, max_aspect_ratio: float, pixels_var: str = "VLLM_HPU_MM_MAX_IMAGE_PIXELS"
+) -> Admission:
     """The images of ``sizes`` the server accepts; the source says what was left out. :class:`ConfigError` when it
     accepts none of them."""
     kept, refused = _verdicts(sizes.counts, max_image_pixels, max_aspect_ratio)
-    admission = Admission(sizes, dict(refused), max_image_pixels, max_aspect_ratio)
-    if not refused:
+    reasons: dict[Reason, int] = {**refused, **({"unreadable": len(sizes.unreadable)} if sizes.unreadable else {})}
+    admission = Admission(sizes, reasons, max_image_pixels, max_aspect_ratio, sizes.unreadable, pixels_var)
+    if not reasons:
         return admission
     if not kept:
         raise _refused_all(sizes.source, admission)
     return dataclasses.replace(admission, sizes=SizeSet(kept, f"{sizes.source} ({admission.summary()})"))
 
 
-def admit_traffic(traffic: Traffic, *, max_image_pixels: int, max_aspect_ratio: float) -> Traffic:
+def admit_traffic(
+    traffic: Traffic,
+    *,
+    max_image_pixels: int,
+    max_aspect_ratio: float,
+    pixels_var: str = "VLLM_HPU_MM_MAX_IMAGE_PIXELS",
+) -> Traffic:
     """The requests of ``traffic`` the server serves: a request whose image it refuses is left out (text-only
     requests are kept); the source says how many. :class:`ConfigError` when the traffic carries images and the
     server refuses every one."""
@@ -83,7 +106,8 @@ def admit_traffic(traffic: Traffic, *, max_image_pixels: int, max_aspect_ratio: 
     kept, refused = _verdicts(images, max_image_pixels, max_aspect_ratio)
     if not refused:
         return traffic
-    admission = Admission(SizeSet(images, traffic.source), dict(refused), max_image_pixels, max_aspect_ratio)
+    admission = Admission(SizeSet(images, traffic.source), dict(refused), max_image_pixels, max_aspect_ratio,
+                          pixels_var=pixels_var)  # fmt: skip
     if not kept:
         raise _refused_all(traffic.source, admission)
     requests = {r: n for r, n in traffic.counts.items() if r.image is None or r.image in kept}

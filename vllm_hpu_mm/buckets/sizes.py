@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.preprocess.align import QWEN_MIN_PIXELS, aligned_size, patch_count
+from vllm_hpu_mm.preprocess.align import QWEN_MIN_PIXELS, aligned_size, patch_count, stock_patches
 from vllm_hpu_mm.traffic.csvfile import parse_rows, read_traffic_csv
 from vllm_hpu_mm.traffic.requests import Size, Traffic
 from vllm_hpu_mm.values import AlignMode
@@ -73,10 +73,13 @@ class SizeSet:
 
     counts: Mapping[Size, int]
     source: str
+    #: Files named as images (an image extension) that no image reader opens, as the served loader would refuse them
+    #: (vLLM's ``open_image`` raises): left out, and counted as refused by the admission.
+    unreadable: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, sizes: Sizes, source: str) -> SizeSet:
-        return cls(as_counts(sizes), source)
+    def of(cls, sizes: Sizes, source: str, unreadable: tuple[str, ...] = ()) -> SizeSet:
+        return cls(as_counts(sizes), source, unreadable)
 
     @property
     def num_images(self) -> int:
@@ -88,7 +91,7 @@ class SizeSet:
         total: Counter[Size] = Counter()
         for part in items:
             total.update(part.counts)
-        return SizeSet(dict(total), " + ".join(p.source for p in items))
+        return SizeSet(dict(total), " + ".join(p.source for p in items), tuple(f for p in items for f in p.unreadable))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +101,9 @@ class PatchSample:
     counts: Mapping[int, int]
     #: Images whose aligned size was capped below their natural 112-grid size by ``max_pixels``.
     num_shrunk: int
+    #: Under ``down``: the stock patch counts (Qwen2.5-VL's own processor) of the images that get more patches than
+    #: that, stock -> images (an image under one 112-px tile, or raised to ``min_pixels`` in whole tiles).
+    above_stock: Mapping[int, int] = dataclasses.field(default_factory=dict)
 
     @property
     def num_images(self) -> int:
@@ -149,7 +155,9 @@ def scan_images(
         raise ConfigError(f"{flag} {root}: not a folder; expected a folder of image files")
     files = sorted(f for f in root.rglob("*") if f.is_file())
     sizes: list[Size] = []
+    unreadable: list[str] = []
     skipped = 0
+    image_suffixes = set(Image.registered_extensions())
     # Only headers are read, never pixels, so Pillow's decompression-bomb guard (which would refuse huge scans
     # at open) is lifted for the scan and restored after it.
     limit = Image.MAX_IMAGE_PIXELS
@@ -159,7 +167,9 @@ def scan_images(
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             for f in tqdm(files, desc=f"reading {root.name or root}", unit="file", disable=not progress, leave=False):
                 size = _header_size(f)
-                if size is None:
+                if size is None and f.suffix.lower() in image_suffixes:  # a broken image, not a stray file
+                    unreadable.append(f.relative_to(root).as_posix())
+                elif size is None:
                     skipped += 1
                 else:
                     sizes.append(size)
@@ -168,7 +178,8 @@ def scan_images(
     if not sizes:
         raise ConfigError(f"{flag} {root}: no readable images among {len(files)} files; accepted: a folder of "
                           f"image files (any format Pillow reads){also}")  # fmt: skip
-    return SizeSet.of(sizes, f"{root} ({len(sizes)} images, {skipped} non-image files skipped)"), skipped
+    source = f"{root} ({len(sizes)} images, {skipped} non-image files skipped)"
+    return SizeSet.of(sizes, source, tuple(unreadable)), skipped
 
 
 def _header_size(path: Path) -> Size | None:
@@ -217,6 +228,7 @@ def patch_counts(
     """Aligned patch counts of the images (patches -> images), by
     :func:`~vllm_hpu_mm.preprocess.align.aligned_size`, once per distinct size."""
     counts: Counter[int] = Counter()
+    above_stock: Counter[int] = Counter()
     shrunk = 0
     for (w, h), n in as_counts(sizes).items():
         ah, aw = aligned_size(h, w, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode)
@@ -224,4 +236,7 @@ def patch_counts(
         nh, nw = aligned_size(h, w, min_pixels=min_pixels, max_pixels=_UNCAPPED, mode=mode)
         counts[patches] += n
         shrunk += n if patches < patch_count(nh, nw) else 0
-    return PatchSample(dict(sorted(counts.items())), shrunk)
+        if mode is AlignMode.DOWN:
+            stock = stock_patches(h, w, min_pixels=min_pixels, max_pixels=max_pixels)
+            above_stock[stock] += n if patches > stock else 0
+    return PatchSample(dict(sorted(counts.items())), shrunk, {k: v for k, v in sorted(above_stock.items()) if v})

@@ -204,6 +204,7 @@ def run_plan(args: argparse.Namespace) -> int:
                 num_rejected=job.rejected,
                 refused=admission.refused,
                 warnings=list(notes),
+                notes=list(result.notes),
             )
         )
         return int(ExitCode.OK)
@@ -222,6 +223,8 @@ def run_plan(args: argparse.Namespace) -> int:
     )
     for note in notes:
         print(f"note: {note}" + ("" if args.keep_largest else " (or plan with --keep-largest)"))
+    for note in result.notes:
+        print(f"note: {note}")
     if args.plot:
         print(f"histogram written to {args.plot}")
     print(f"export {BUCKETS_VAR}={','.join(map(str, buckets))}")

@@ -34,6 +34,7 @@ from vllm_hpu_mm.cli.serve_args import (
 )
 from vllm_hpu_mm.cli.vllm_argv import vllm_032_table
 from vllm_hpu_mm.errors import ConfigError, ModelConfigUnavailable
+from vllm_hpu_mm.jobs.outputs import check_not_input
 from vllm_hpu_mm.jobs.serve import DEFAULT_MODEL, Launch, on_default_device, prepare, server_command, server_entry
 from vllm_hpu_mm.models.lookup import plan_skipped_warning
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, SizingArgs, add_options
@@ -170,6 +171,9 @@ def run(args: argparse.Namespace) -> int:
     except ModelConfigUnavailable as exc:  # vLLM may still serve it: launch with its own memory settings
         return _launch_unplanned(args, list(server_command(server_args)), plan_skipped_warning(exc))
     result, exports, report = launch.plan, launch.exports, launch.report
+    inputs = [(sizing.flag(n), getattr(sizing, n)) for n in ("sizes", "profile", "model")]
+    for path in launch.files:  # never over an input, nor inside an input folder (a local model's)
+        check_not_input(Path(path), out_flag, str(path), "the runtime's file", inputs)
     if args.dry_run and launch.files:  # a launch finds out by writing (below); a dry run must not write
         _check_writable(out_dir, out_flag)
     if not result.fits:

@@ -16,6 +16,7 @@ from vllm_hpu_mm.buckets.admission import Admission, admit
 from vllm_hpu_mm.buckets.coverage import largest_patches, validate_coverage
 from vllm_hpu_mm.buckets.planner import Evaluation, fewest_buckets, optimal_buckets
 from vllm_hpu_mm.buckets.sizes import (
+    PatchSample,
     Sizes,
     SizeSet,
     embedded_sizes,
@@ -79,6 +80,21 @@ class PlanResult:
     min_pixels: int
     max_pixels: int
     mode: AlignMode
+    #: Notes on how the images were aligned (complete sentences): under ``down``, images billed above stock.
+    notes: tuple[str, ...] = ()
+
+
+def above_stock_note(sample: PatchSample) -> str | None:
+    """The line saying which images ``down`` bills above stock, and why; None when none is. The plugin aligns to
+    whole 112-px tiles (64 patches the least), where Qwen2.5-VL's processor goes down to 56 x 56 (16 patches); the
+    runtime's bucket list has no minimum (vllm-gaudi vision.py ``_process_buckets`` @ 091bbadd only sorts it)."""
+    if not sample.above_stock:
+        return None
+    n, low, high = sum(sample.above_stock.values()), min(sample.above_stock), max(sample.above_stock)
+    stock = f"{low}" if low == high else f"{low} to {high}"
+    return (f"{n} of {sample.num_images} images get more patches under down than stock Qwen2.5-VL gives them "
+            f"({stock} each): the 112-px grid's least size is one 112x112 tile (64 patches) and min_pixels is reached "
+            "in whole tiles; down is at most stock only for images of a tile or more")  # fmt: skip
 
 
 def pixel_range(
@@ -146,6 +162,7 @@ def plan_buckets(
         min_pixels=min_pixels,
         max_pixels=max_pixels,
         mode=mode,
+        notes=tuple(note for note in (above_stock_note(sample),) if note),
     )
 
 
@@ -219,8 +236,9 @@ def _load_sizes(src: SizeSources) -> SizeSet:
 
 def admitted_sizes(src: SizeSources, settings: envs.Settings) -> Admission:
     """The sizes to plan or check over: only the images the server accepts (the rest are counted by reason)."""
-    return admit(_load_sizes(src), max_image_pixels=settings.max_image_pixels,
-                 max_aspect_ratio=settings.max_aspect_ratio)  # fmt: skip
+    return admit(_load_sizes(src), max_image_pixels=settings.served_max_image_pixels,
+                 max_aspect_ratio=settings.max_aspect_ratio,
+                 pixels_var=settings.max_image_pixels_var)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)

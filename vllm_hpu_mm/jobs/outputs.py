@@ -1,5 +1,6 @@
 """Where a command writes, checked before anything is read or run: never over one of its inputs (the same file
-under any name), never over a file of the user's that is not of the kind the flag writes (a CSV named as a
+under any name), never inside a folder given as an input (an ``--images`` folder: a plot written there would be read
+as an image, or replace one), never over a file of the user's that is not of the kind the flag writes (a CSV named as a
 ``--plot``, a log named as ``--output``), never a folder, never into a folder that does not exist. An existing file
 of the flag's own kind (a PNG for ``--plot``, a profile for ``--output``, our gauges for ``--textfile``) is
 replaced, as a re-run replaces its own output.
@@ -23,7 +24,15 @@ from typing import Literal
 
 from vllm_hpu_mm.errors import ConfigError
 
-__all__ = ["RECORD", "OutputKind", "check_output", "check_output_folder", "replace_folder", "same_file"]
+__all__ = [
+    "RECORD",
+    "OutputKind",
+    "check_not_input",
+    "check_output",
+    "check_output_folder",
+    "replace_folder",
+    "same_file",
+]
 
 #: What a flag writes: a PNG (``--plot``), a ``memory calibrate`` profile (JSON), Prometheus gauges of ours.
 OutputKind = Literal["png", "profile", "textfile"]
@@ -71,6 +80,21 @@ def _of_kind(data: bytes, kind: OutputKind) -> bool:
     return bool(lines) and all(line.startswith(_GAUGE_PREFIX) for line in lines)
 
 
+def check_not_input(path: Path, flag: str, raw: str, what: str, inputs: Iterable[tuple[str, str | None]]) -> None:
+    """:class:`ConfigError` when ``path`` (a file or folder ``flag`` writes ``what`` to) is one of ``inputs``
+    (flag -> path; None, ``-`` and URLs skipped) under any name, or lies inside an input that is a folder."""
+    for name, given in inputs:
+        if given is None or given == "-" or "://" in given:
+            continue
+        source = Path(given).expanduser()
+        if same_file(path, source):
+            raise ConfigError(f"{flag} {raw} is the same file as the {name} {given}: writing {what} there would "
+                              f"overwrite it; accepted: another path for {what}")  # fmt: skip
+        if source.is_dir() and path.resolve().is_relative_to(source.resolve()):
+            raise ConfigError(f"{flag} {raw} is inside the {name} folder {given}: writing {what} there could replace "
+                              f"one of its files or be read as one; accepted: a path outside {given}")  # fmt: skip
+
+
 def check_output(
     raw: str, flag: str, kind: OutputKind, inputs: Iterable[tuple[str, str | None]], *, create_folder: bool = False
 ) -> Path:
@@ -79,12 +103,7 @@ def check_output(
     are skipped), a folder, a file that is not ``kind``, or inside a folder that does not exist (unless
     ``create_folder``: a default path whose folder the command makes)."""
     path = Path(raw).expanduser()
-    for name, given in inputs:
-        if given is None or given == "-" or "://" in given:
-            continue
-        if same_file(path, Path(given).expanduser()):
-            raise ConfigError(f"{flag} {raw} is the same file as the {name} {given}: writing {_WRITES[kind]} there "
-                              f"would overwrite it; accepted: another path for {_WRITES[kind]}")  # fmt: skip
+    check_not_input(path, flag, raw, _WRITES[kind], inputs)
     if path.is_dir():
         raise ConfigError(f"{flag} {raw} is a folder; accepted: a file path for {_WRITES[kind]}")
     if not create_folder and not path.parent.is_dir():
@@ -149,6 +168,8 @@ def check_output_folder(raw: str, flag: str, inputs: Iterable[tuple[str, str | N
     folder = Path(raw).expanduser()
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"{flag} {raw}: not a folder; accepted: a folder for the deployments")
+    inputs = list(inputs)
+    check_not_input(folder, flag, raw, "the deployments", inputs)
     for name, given in inputs:
         if given is None or given == "-" or "://" in given or not Path(given).expanduser().exists():
             continue  # a model's Hugging Face id, a URL: nothing there to lose

@@ -137,8 +137,9 @@ def served_traffic(sizing: SizingArgs, from_metrics: str | None, settings: Setti
 
         parts.append(traffic_from_metrics(from_metrics, model_name=model_name))
     traffic = Traffic.combine(parts) if parts else read_traffic(None, flag=sizing.flag("sizes"))
-    return admit_traffic(traffic, max_image_pixels=settings.max_image_pixels,
-                         max_aspect_ratio=settings.max_aspect_ratio)  # fmt: skip
+    return admit_traffic(traffic, max_image_pixels=settings.served_max_image_pixels,
+                         max_aspect_ratio=settings.max_aspect_ratio,
+                         pixels_var=settings.max_image_pixels_var)  # fmt: skip
 
 
 def _listed_by_user(sizing: SizingArgs, runtime_env: dict[str, str]) -> str:

@@ -157,8 +157,9 @@ def check_stale(sizing: SizingArgs, args: StaleArgs, settings: Settings, runtime
         raise ConfigError(f"{FLAG} {args.from_metrics}: no vllm:request_prompt_tokens histogram with requests in "
                           "it; expected vLLM's own /metrics page (V1 engine, 0.32 or later) after some "
                           "requests")  # fmt: skip
-    traffic = admit_traffic(traffic, max_image_pixels=settings.max_image_pixels,
-                            max_aspect_ratio=settings.max_aspect_ratio)  # fmt: skip
+    traffic = admit_traffic(traffic, max_image_pixels=settings.served_max_image_pixels,
+                            max_aspect_ratio=settings.max_aspect_ratio,
+                            pixels_var=settings.max_image_pixels_var)  # fmt: skip
     runs = schedules(traffic, shape, images, concurrency=sizing.concurrency, requests=args.requests, timer=timer)
     plan_label = f"your {Path(file_path).name}"
     exp_label = configured_label(exp, shape)

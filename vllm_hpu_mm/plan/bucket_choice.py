@@ -44,8 +44,9 @@ def read_traffic(path: str | None, *, flag: str, settings: Settings | None = Non
     traffic = _read_traffic(path, flag=flag)
     if settings is None:
         return traffic
-    return admit_traffic(traffic, max_image_pixels=settings.max_image_pixels,
-                         max_aspect_ratio=settings.max_aspect_ratio)  # fmt: skip
+    return admit_traffic(traffic, max_image_pixels=settings.served_max_image_pixels,
+                         max_aspect_ratio=settings.max_aspect_ratio,
+                         pixels_var=settings.max_image_pixels_var)  # fmt: skip
 
 
 def _read_traffic(path: str | None, *, flag: str) -> Traffic:
