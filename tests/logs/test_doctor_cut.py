@@ -122,6 +122,20 @@ def test_an_error_line_after_the_frames_decides_whatever_the_cut_rule() -> None:
     assert (d.stage, d.basis) == ("startup", "traceback")
 
 
+def test_a_relayed_traceback_its_exception_line_of_another_kind_closes_is_no_oom_on_that_error() -> None:
+    relay = "2024-02-21T05:55:25.318335Z DEBUG text_generation_launcher: "
+    frames = ['  File "/usr/local/lib/python3.10/dist-packages/text_generation_server/models/causal_lm.py", line 704, '
+              "in generate_token", "    batch.input_ids[:, :token_idx], logits.squeeze(-2)",
+              "RuntimeError: Graph compile failed. synStatus=synStatus 26 [Generice failure]."]  # fmt: skip
+    for header in ([], ["Traceback (most recent call last):"]):
+        d = diagnose([relay + line for line in [*header, *frames]], load({}))
+        assert (d.stage, d.basis, d.oom) == ("none", "error", False)
+        assert [e.line for e in d.evidence] == [len(header) + 3]
+        advice = "\n".join(d.recommendations)
+        assert "(line 4: RuntimeError: Graph compile failed." in advice or "(line 3: RuntimeError" in advice
+        assert "text_generation_launcher" not in advice  # the relay's prefix read off
+
+
 @pytest.mark.parametrize("evidence", [True, False])
 def test_the_rule_can_be_switched_off_and_is_scored_as_no_claim(evidence: bool) -> None:
     rules = dataclasses.replace(default_rules(), cut_evidence=evidence)

@@ -69,7 +69,11 @@ def test_a_page_without_the_histograms_or_samples_is_refused(tmp_path: Path) -> 
         fit_from_metrics(server_times(str(bare)), block_size=128)
     idle = tmp_path / "idle.txt"
     idle.write_text(page(requests=1))
-    with pytest.raises(ConfigError, match="fewer than 3 samples"):
+    with pytest.raises(
+        ConfigError,
+        match=r"too few samples \(vllm:request_prefill_time_seconds 1, .*; at least 3 "
+        r"needed in each\)",
+    ):  # how many there were, and how many are needed
         fit_from_metrics(server_times(str(idle)), block_size=128)
 
 

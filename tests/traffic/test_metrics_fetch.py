@@ -5,6 +5,7 @@ bounded number of text rows."""
 
 from __future__ import annotations
 
+import gzip
 import http.server
 import socket
 import threading
@@ -80,6 +81,17 @@ def _not_found(h: http.server.BaseHTTPRequestHandler) -> None:
     h.send_error(404)
 
 
+def _sent_as(encoding: str, body: bytes) -> Handler:
+    def answer(h: http.server.BaseHTTPRequestHandler) -> None:  # whatever the request's Accept-Encoding said
+        h.send_response(200)
+        h.send_header("Content-Encoding", encoding)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+
+    return answer
+
+
 @pytest.fixture
 def server() -> Iterator[Callable[[Handler], str]]:
     """A threaded loopback HTTP server answering GET with the handler the test names; shut down after it."""
@@ -138,13 +150,43 @@ def test_a_body_cut_short_is_one_line(server: Callable[[Handler], str], handler:
 
 
 def test_an_error_status_and_a_refused_connection_are_one_line(server: Callable[[Handler], str]) -> None:
-    with pytest.raises(ConfigError, match=r"cannot fetch it .*Not Found"):
+    with pytest.raises(ConfigError, match=r"cannot fetch it \(HTTP 404 Not Found\)"):  # the code, with the reason
         read_exposition(server(_not_found))
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with pytest.raises(ConfigError, match="cannot fetch it"):
         read_exposition(f"http://127.0.0.1:{port}/metrics", deadline_s=5)
+
+
+def test_a_gzip_body_is_read_decompressed_and_the_cap_is_on_the_decompressed_page(
+    server: Callable[[Handler], str], tmp_path: Path
+) -> None:
+    assert read_exposition(server(_sent_as("gzip", gzip.compress(PAGE)))).encode() == PAGE
+    bomb = gzip.compress(b"# x\n" * 4_000_000)  # 16 MB of comments in about 16 KB
+    with pytest.raises(ConfigError, match="passed 1,000,000 bytes decompressed"):
+        read_exposition(server(_sent_as("gzip", bomb)), max_bytes=1_000_000)
+    saved = tmp_path / "page.prom.gz"
+    saved.write_bytes(gzip.compress(PAGE))
+    assert read_exposition(str(saved)).encode() == PAGE
+    saved.write_bytes(bomb)
+    with pytest.raises(ConfigError, match="gzip-compressed, and the body passed 1,000,000 bytes decompressed"):
+        read_exposition(str(saved), max_bytes=1_000_000)
+
+
+def test_an_encoding_not_read_is_refused_and_page_bytes_are_quoted_printable(
+    server: Callable[[Handler], str], tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigError, match="sent with Content-Encoding br, which is not read; accepted: gzip"):
+        read_exposition(server(_sent_as("br", b"\x8b\x00\xff")))
+    with pytest.raises(ConfigError, match=r"its compressed body (is corrupt|ended before the end of the stream)"):
+        read_exposition(server(_sent_as("gzip", b"\x1f\x8b\x08\x00not gzip")))
+    binary = tmp_path / "binary.prom"
+    binary.write_bytes(b"garbage\x08\x00\xff\xfe\x8b")
+    with pytest.raises(ConfigError) as err:
+        families(read_exposition(str(binary)), str(binary))
+    assert str(err.value).isprintable()
+    assert "\ufffd" not in str(err.value)
 
 
 def test_files_past_the_cap_and_devices_are_refused(tmp_path: Path) -> None:

@@ -121,10 +121,11 @@ def fit_from_metrics(times: ServerTimes, *, block_size: int) -> FittedStep:
         raise ConfigError(f"--metrics {times.source}: no {', '.join(missing)} histogram; expected vLLM's own /metrics "
                           "page (V1 engine, 0.32 or later)")  # fmt: skip
     itl, prefill, prompt, gen, it = (h for n in need if (h := times.get(n)) is not None)
-    few = [n for n, h in zip(need, (itl, prefill, prompt, gen, it), strict=True) if h.count < MIN_SAMPLES]
+    few = [f"{n} {h.count:g}" for n, h in zip(need, (itl, prefill, prompt, gen, it), strict=True)
+           if h.count < MIN_SAMPLES]  # fmt: skip
     if few:
-        raise TooFewSamples(f"--metrics {times.source}: fewer than {MIN_SAMPLES} samples in {', '.join(few)}; let the "
-                          "server serve some requests first")  # fmt: skip
+        raise TooFewSamples(f"--metrics {times.source}: too few samples ({', '.join(few)}; at least {MIN_SAMPLES} "
+                            "needed in each); let the server serve some requests first")  # fmt: skip
     batch = gen.total / it.count  # decode tokens per engine iteration
     tokens = prompt.mean
     per_token = max(0.0, (prefill.mean - itl.mean) / tokens) if tokens > 0 else 0.0

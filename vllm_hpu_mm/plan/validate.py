@@ -12,7 +12,7 @@ import sys
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.dims import ModelDims
-from vllm_hpu_mm.values import GIB
+from vllm_hpu_mm.values import GIB, Backend
 
 __all__ = [
     "MAX_COUNT",
@@ -25,6 +25,7 @@ __all__ = [
     "check_max_model_len",
     "check_positive",
     "check_quantization",
+    "check_quantization_matches",
     "check_ratio",
     "check_tensor_parallel",
     "check_within_total",
@@ -82,6 +83,54 @@ def check_quantization(method: str | None, flag: str) -> str | None:
             f"{flag}={method!r}: vLLM refuses it (unknown quantization method); accepted: {', '.join(accepted)}"
         )
     return method
+
+
+#: vLLM 0.32's override rules (``override_quantization_method`` of auto_awq.py, auto_gptq.py, moe_wna16.py,
+#: humming.py, inc/inc.py, modelopt.py, mxfp4.py): a flag these map onto the checkpoint's method is accepted.
+_AWQ_FLAGS = frozenset({"awq", "awq_marlin", "auto_awq", "marlin"})
+_GPTQ_FLAGS = frozenset({"gptq", "gptq_marlin", "auto_gptq", "marlin"})
+
+
+def _vllm_overrides(checkpoint: str, given: str, m: ModelDims, backend: Backend) -> bool:
+    """Whether one of vLLM 0.32's override methods takes ``--quantization given`` for this checkpoint."""
+    # modelopt.py (its quant_algo picks the method), inc.py (auto-round), mxfp4.py (gpt-oss), DeepSeek V4's fp8
+    # (on CUDA/ROCm V4.1's config, which also names the _text and v41 model types): whatever the flag says
+    deepseek = (
+        ("deepseek_v4", "deepseek_v4_text", "deepseek_v41", "deepseek_v41_text")
+        if backend == "cuda"
+        else ("deepseek_v4",)
+    )
+    if (checkpoint.startswith("modelopt") or checkpoint == "auto-round"
+            or (checkpoint in ("mxfp4", "gpt_oss_mxfp4") and m.model_type == "gpt_oss")
+            or (checkpoint in ("fp8", "deepseek_v4_fp8") and m.model_type in deepseek)):  # fmt: skip
+        return True
+    if checkpoint == "awq" and given in _AWQ_FLAGS:
+        return backend != "cpu"  # auto_awq.py: "Don't override on CPU - let cpu_awq handle it"
+    if checkpoint == "gptq" and given in _GPTQ_FLAGS:
+        return True
+    if given == "moe_wna16":  # moe_wna16.py is_moe_wna16_compatible (AutoAWQ needs CUDA capability 7.5)
+        bits = m.quant_weight_bits
+        return (checkpoint == "gptq" and bits in (4, 8)) or (checkpoint == "awq" and bits == 4 and backend == "cuda")
+    if given == "humming":  # humming.py: the flag always wins, but not on gpt-oss's mxfp4
+        return not (m.model_type == "gpt_oss" and checkpoint == "mxfp4")
+    # models/deepseek_v4/quant_config.py
+    return checkpoint in ("fp8", "deepseek_v4_fp8") and given == "deepseek_v4_fp8"
+
+
+def check_quantization_matches(m: ModelDims, given: str | None, flag: str, backend: Backend) -> None:
+    """vLLM 0.32 refuses a ``--quantization`` other than the checkpoint's ``quantization_config.quant_method``
+    unless one of its override methods maps the flag onto it (vllm/config/model.py ``_verify_quantization``:
+    "Quantization method specified in the model config (X) does not match ... the `quantization` argument (Y)").
+    """
+    checkpoint = (m.quantization or "").lower()
+    if given is None or not checkpoint or given == checkpoint or _vllm_overrides(checkpoint, given, m, backend):
+        return
+    others = [q for q in accepted_quantizations() if q != checkpoint and _vllm_overrides(checkpoint, q, m, backend)]
+    accepted = ", ".join([checkpoint, *others])
+    raise ConfigError(
+        f"{flag}={given!r}: vLLM refuses it: the checkpoint ({m.source}) is quantized with {checkpoint}, which "
+        f"does not match {given}; accepted: leave it out, or {accepted}"
+    )
 
 
 def _tp_ok(m: ModelDims, tp: int) -> bool:

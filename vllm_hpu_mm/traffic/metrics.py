@@ -18,7 +18,9 @@ import dataclasses
 import http.client
 import math
 import threading
+import urllib.error
 import urllib.request
+import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -70,9 +72,52 @@ _ACCEPTED = ("expected a server's /metrics URL, http:// or https:// (http://HOST
 
 
 def _clip(text: object) -> str:
-    """One line of at most ECHO_CHARS, control characters escaped (a binary file's bytes never reach the terminal)."""
-    raw = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in " ".join(str(text).split()))
+    """One line of at most ECHO_CHARS, control characters and the replacement character (bytes that were not UTF-8)
+    escaped: a binary file's bytes never reach the terminal."""
+    raw = "".join(c if c.isprintable() and c != "\ufffd" else f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}"
+                  for c in " ".join(str(text).split()))  # fmt: skip
     return raw if len(raw) <= ECHO_CHARS else raw[:ECHO_CHARS] + "..."
+
+
+#: The Content-Encodings a body is decoded from (zlib's window bits: gzip's header, zlib's for HTTP's deflate). We ask
+#: for identity (urllib's default Accept-Encoding), as vLLM's prometheus_client then answers; a proxy may not.
+_DECODERS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+class _Body:
+    """A body read chunk by chunk, decoded from its Content-Encoding, the size cap applied to the decoded bytes as
+    well as the bytes received (a small gzip body can stand for gigabytes)."""
+
+    def __init__(self, encoding: str, max_bytes: int) -> None:
+        codings = [c.strip().lower() for c in encoding.split(",") if c.strip() and c.strip().lower() != "identity"]
+        if len(codings) > 1 or (codings and codings[0] not in _DECODERS):
+            raise _Cut(f"it is sent with Content-Encoding {_clip(encoding)}, which is not read; accepted: gzip, "
+                       "deflate or none")  # fmt: skip
+        self.decoder = zlib.decompressobj(_DECODERS[codings[0]]) if codings else None
+        self.max_bytes, self.size, self.chunks = max_bytes, 0, list[bytes]()
+
+    def _keep(self, data: bytes) -> None:
+        self.size += len(data)
+        if self.size > self.max_bytes:
+            raise _Cut(f"the body passed {self.max_bytes:,} bytes" + (" decompressed" if self.decoder else ""))
+        self.chunks.append(data)
+
+    def add(self, chunk: bytes) -> None:
+        if self.decoder is None:
+            self._keep(chunk)
+            return
+        try:
+            data = self.decoder.decompress(chunk, self.max_bytes + 1 - self.size)
+            self._keep(data)
+            while self.decoder.unconsumed_tail:  # cap reached within this chunk is caught by _keep
+                self._keep(self.decoder.decompress(self.decoder.unconsumed_tail, self.max_bytes + 1 - self.size))
+        except zlib.error as exc:
+            raise _Cut(f"its compressed body is corrupt ({_clip(exc)})") from None
+
+    def whole(self) -> bytes:
+        if self.decoder is not None and not self.decoder.eof:
+            raise _Cut("its compressed body ended before the end of the stream")
+        return b"".join(self.chunks)
 
 
 class _Cut(Exception):
@@ -91,7 +136,7 @@ def _fetch(url: str, *, timeout_s: float, deadline_s: float, max_bytes: int, fla
                 declared = response.headers.get("Content-Length", "")
                 if declared.isdigit() and int(declared) > max_bytes:
                     raise _Cut(f"it declares {int(declared):,} bytes, more than the {max_bytes:,} read")
-                chunks, size = [], 0
+                body, size = _Body(response.headers.get("Content-Encoding", ""), max_bytes), 0
                 while not stop.is_set():
                     chunk = response.read1(1 << 16)  # what has arrived, never waiting to fill a buffer
                     if not chunk:
@@ -99,11 +144,11 @@ def _fetch(url: str, *, timeout_s: float, deadline_s: float, max_bytes: int, fla
                     size += len(chunk)
                     if size > max_bytes:
                         raise _Cut(f"the body passed {max_bytes:,} bytes")
-                    chunks.append(chunk)
+                    body.add(chunk)
                 left = getattr(response, "length", None)
                 if isinstance(left, int) and left > 0:  # read1 ends quietly where the server closed early
                     raise _Cut(f"the body ended {left:,} bytes short of its Content-Length")
-                done["body"] = b"".join(chunks)
+                done["body"] = body.whole()
         except Exception as exc:  # every failure of the fetch becomes one line in the caller
             done["error"] = exc
 
@@ -117,6 +162,8 @@ def _fetch(url: str, *, timeout_s: float, deadline_s: float, max_bytes: int, fla
     if error is not None:
         if isinstance(error, http.client.IncompleteRead):
             reason = f"the body ended {len(error.partial):,} bytes in, short of what the server announced"
+        elif isinstance(error, urllib.error.HTTPError):  # the status code, not only the reason the server chose
+            reason = f"HTTP {error.code} {_clip(error.reason or '')}".strip()
         else:
             reason = _clip(getattr(error, "reason", None) or error or type(error).__name__)
         raise ConfigError(f"{flag} {url}: cannot fetch it ({reason}); {_ACCEPTED}")
@@ -145,6 +192,13 @@ def read_exposition(source: str, *, timeout_s: float = TIMEOUT_S, deadline_s: fl
     if len(body) > max_bytes:
         raise ConfigError(f"{flag} {source}: larger than {max_bytes:,} bytes; {_ACCEPTED} (vLLM's own page is "
                           "tens of kilobytes)")  # fmt: skip
+    if body.startswith(b"\x1f\x8b"):  # gzip's magic: a page saved compressed, or sent so without saying it
+        try:
+            unzipped = _Body("gzip", max_bytes)
+            unzipped.add(body)
+            body = unzipped.whole()
+        except _Cut as exc:
+            raise ConfigError(f"{flag} {source}: gzip-compressed, and {exc}; {_ACCEPTED}") from None
     return body.decode("utf-8", errors="replace")
 
 

@@ -31,6 +31,7 @@ from vllm_hpu_mm.logs.patterns import (
     PINNED_FALLBACK,
     RESERVE_FAILED,
     SGLANG_POOL,
+    strip_prefix,
 )
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.plan.args import SizingArgs
@@ -581,8 +582,9 @@ def recommend(
     is_vision = d.source.multimodal if vision is None else vision
     if d.stage == "none" and d.basis == "error" and d.evidence:
         e = d.evidence[0]
+        # the error without its log prefixes (a timestamp, TGI's relayed "DEBUG text_generation_launcher:")
         return (Fix(f"no out-of-memory failure: the log's traceback ends in an error of another kind (line {e.line}: "
-                    f"{e.text.strip()[:120]}); fix that error, memory settings will not"),)  # fmt: skip
+                    f"{strip_prefix(e.text).strip()[:120]}); fix that error, memory settings will not"),)  # fmt: skip
     if d.stage == "none" and d.basis == "stopped" and d.evidence:
         e = d.evidence[0]
         return (Fix(f"no out-of-memory failure in this log: it stops partway through a phase (line {e.line}: "

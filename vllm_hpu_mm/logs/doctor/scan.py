@@ -804,6 +804,12 @@ class Scanner:
                 # got a batch into the cache (the labels of record read it so: held-out rounds 149 and 175)
                 run.pending, run.after = run.retry, []
                 self._settle(run)
+        raised = run.raised
+        if (error is None and run.failure is None and run.kv is None and open_tb is None and raised is not None
+                and raised[0] > run.completed_at and not _names_memory(raised[1])):  # fmt: skip
+            # a traceback closed by its exception line of another kind, the server not going on after it (a TGI
+            # shard's relayed "RuntimeError: Graph compile failed. synStatus 26"): the run failed on that error
+            error = raised[:2]
         return RunFeatures(run.failure, run.kv, open_tb, run.progress, run.phase, run.warmup, run.completed_at,
                            run.end, run.gaudi, run.kv_fit, max(run.ooms.values(), default=0), error)  # fmt: skip
 
