@@ -281,6 +281,29 @@ def test_a_model_with_no_config_anywhere_still_launches_without_a_plan(capsys: p
     assert "the memory plan was skipped" in captured.err
 
 
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["./ckpt/missing-model", "--max-model-len", "4096"], "MODEL='./ckpt/missing-model': no such folder"),
+        (["--model", "/no/such/model"], "--model='/no/such/model': no such folder"),
+        (["--max-model-len", "4096", "--", "--dry-run"], "MODEL='--dry-run' is neither a local folder nor a valid"),
+    ],
+)
+@pytest.mark.parametrize("dry", [["--dry-run"], []])
+def test_a_model_vllm_could_not_serve_is_refused_with_one_line_before_anything_launches(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], named: str, dry: list[str]
+) -> None:
+    def never(*_: object) -> None:
+        raise AssertionError("launched")
+
+    monkeypatch.setattr(os, "execvpe", never)
+    assert main(["serve", *dry, "--plan-device", "cpu", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1
+    assert captured.err.startswith(f"vllm-hpu-mm: error: {named}")
+
+
 def test_a_fine_tune_id_dry_runs_from_the_catalog_with_its_quantization(capsys: pytest.CaptureFixture[str]) -> None:
     code, out = dry_run(capsys, "--plan-device", "gaudi2", "--model", "Qwen/Qwen2.5-VL-7B-Instruct-AWQ",
                         "--plan-text-graph-budget", "60")  # fmt: skip

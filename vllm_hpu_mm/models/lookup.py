@@ -5,7 +5,9 @@ with the quantization taken from the config or, for catalog matches, from the id
 ``-FP8``).
 
 Nothing here downloads: a model that is neither local, cached nor recognisable raises
-:class:`~vllm_hpu_mm.errors.ModelConfigUnavailable` (a ConfigError) with what was tried and how to give a config.
+:class:`~vllm_hpu_mm.errors.ModelConfigUnavailable` (a ConfigError) with what was tried and how to give a config;
+one vLLM could not serve at all (a local path that does not exist, a name that is no Hugging Face id) raises a plain
+ConfigError, which ``serve`` refuses instead of launching without a plan.
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ def _dims(cfg: dict[str, Any], *, name: str, path: Path, source: str) -> ModelDi
 def resolve(model: str, *, source: str = "--model", revision: str | None = None) -> ModelDims:
     """The model's dimensions, from the first of: local folder, Hugging Face cache, catalog by id.
 
-    Raises ConfigError for a config with a bad field, and ModelConfigUnavailable when no config can be found.
+    Raises ConfigError for a config with a bad field or a model vLLM could not serve (a missing local path, a name
+    that is no Hugging Face id), and ModelConfigUnavailable when no config can be found.
     """
     if not model.strip() or not model.isprintable():
         raise ConfigError(f"{source}={model!r} is empty or holds control characters; accepted: a model id or a local "
@@ -87,13 +90,39 @@ def resolve(model: str, *, source: str = "--model", revision: str | None = None)
     dims = catalog_by_id(model)
     if dims is not None:
         return dims
-    where = "no such folder" if _PATH_LIKE.match(model) else "not a local folder, not in the Hugging Face cache"
+    unservable = _unservable(model, source)
+    if unservable:
+        raise ConfigError(unservable)
     raise ModelConfigUnavailable(
-        f"{source}={model!r}: no config.json found ({where}, and not a Qwen2.5-VL id of a known size: "
+        f"{source}={model!r}: no config.json found (not a local folder, not in the Hugging Face cache, and not a "
+        f"Qwen2.5-VL id of a known size: "
         f"{', '.join(CATALOG)}); accepted: a local model folder (any decoder or vision-language model), a model id "
         "whose config.json is in the Hugging Face cache (huggingface-cli download MODEL config.json), or an id "
         "naming Qwen2.5-VL 3B/7B/32B/72B"
     )
+
+
+def _unservable(model: str, source: str) -> str | None:
+    """Why vLLM could not serve ``model``, a name that is no existing folder, or None where the Hub (or object
+    storage) may still hold it. vLLM 0.32 hands a name that is not a local path to huggingface_hub, which refuses an
+    invalid repo id (``OSError: Repo id must ...``, a traceback after the engine's start-up): a path that does not
+    exist, or a name such as ``--dry-run`` (what ``-- --dry-run`` gives vLLM's positional model)."""
+    accepted = "accepted: an existing local model folder, or a Hugging Face model id (name or namespace/name)"
+    if _PATH_LIKE.match(model):
+        return f"{source}={model!r}: no such folder; {accepted}"
+    if "://" in model:  # s3://, gs://, az://: vLLM streams these (transformers_utils/utils.py is_cloud_storage)
+        return None
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id  # type: ignore[attr-defined]  # public, not re-exported
+
+    try:
+        validate_repo_id(model)
+    except HFValidationError:
+        after_dashes = " (after `--` every token is vLLM's positional model)" if model.startswith("-") else ""
+        return (
+            f"{source}={model!r} is neither a local folder nor a valid Hugging Face model id{after_dashes}; {accepted}"
+        )
+    return None
 
 
 def plan_skipped_warning(exc: ModelConfigUnavailable) -> str:

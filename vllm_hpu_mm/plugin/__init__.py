@@ -4,10 +4,9 @@ Entry point ``vllm.general_plugins: hpu_mm = vllm_hpu_mm.plugin:register`` (setu
 in every process (API server, engine core, workers, the model-inspection subprocess), possibly more than once, so
 it is re-entrant, imports vLLM lazily and touches no device. What it does:
 
-1. validates our settings (``vllm_hpu_mm.envs``): a bad value raises :class:`~vllm_hpu_mm.errors.ConfigError` here,
-   which vLLM does not catch, so the server fails at startup before any device memory is taken; a value the
-   runtime accepts but we read with a note (an empty or repeated ``VLLM_MULTIMODAL_BUCKETS``) is logged as a
-   warning;
+1. validates our settings (``vllm_hpu_mm.envs``): a bad value prints our one error line on stderr and ends the
+   process with exit status 2 (:class:`SystemExit`), before any device memory is taken; a value the runtime accepts
+   but we read with a note (an empty or repeated ``VLLM_MULTIMODAL_BUCKETS``) is logged as a warning;
 2. declares our environment variables in ``vllm.envs.environment_variables`` (no "unknown variable" warning);
 3. registers ``Qwen2_5_VLForConditionalGeneration`` as ``"vllm_hpu_mm.plugin.model:<class>"``. If another plugin
    (vllm-gaudi) registers its own class for that architecture, before or after us, that class becomes our base
@@ -99,12 +98,20 @@ def log_settings_once() -> None:
 
 def register() -> None:
     """vLLM general-plugin entry point. Safe to call any number of times in any process."""
+    from vllm_hpu_mm.cli.common import fail
     from vllm_hpu_mm.envs import get_settings
-    from vllm_hpu_mm.errors import InputNote
+    from vllm_hpu_mm.errors import ConfigError, InputNote
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", InputNote)
-        get_settings()  # ConfigError propagates: vLLM calls plugin functions outside any try
+        try:
+            get_settings()
+        except ConfigError as exc:
+            # vLLM 0.32 calls each plugin outside any try (vllm/plugins/__init__.py load_general_plugins), while the
+            # API server builds its argument parser: an exception would stop it under a 30-line traceback. A
+            # SystemExit stops it as argparse does: one line, status 2. The engine core re-raises SystemExit
+            # (v1/engine/core.py run_engine_core) and multiprocessing exits with its code, printing nothing.
+            raise SystemExit(fail(str(exc))) from None
     declare_environment_variables()
     attach_to_vllm_logging()
     for note in caught:  # a value the runtime accepts and we read with a note (an empty or repeated bucket list)
