@@ -64,3 +64,35 @@ class BackendError(VllmHpuMmError, RuntimeError):
 class InputNote(UserWarning):
     """Something in the user's input that is read but not used (a CSV column no reader knows): issued with
     :func:`warnings.warn`, shown by the CLI as one ``note:`` line on stderr when the command answers (0 or 1)."""
+
+
+def one_line(text: str) -> str:
+    """``text`` with every character that is not printable (newlines, control characters a user's input may hold)
+    escaped, so that it stays one line."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+#: Characters of one word (a run without spaces: a value, a path, a line the user gave) an error line echoes, and of
+#: the whole line: a 100,000-character flag value is named by its start and its length, never echoed whole.
+ECHO_WORD_CHARS = 120
+ECHO_LINE_CHARS = 2000
+
+
+def clipped(text: str) -> str:
+    """``text`` with each word longer than :data:`ECHO_WORD_CHARS` cut to its start and its length, and the whole
+    cut in the middle past :data:`ECHO_LINE_CHARS` (the end says what is accepted: it is kept)."""
+    words = [
+        w if len(w) <= ECHO_WORD_CHARS else f"{w[: ECHO_WORD_CHARS // 2]}...({len(w):,} characters)"
+        for w in text.split(" ")
+    ]
+    out = " ".join(words)
+    if len(out) <= ECHO_LINE_CHARS:
+        return out
+    half = ECHO_LINE_CHARS // 2
+    return f"{out[:half]} ...({len(out) - ECHO_LINE_CHARS:,} characters cut)... {out[-half:]}"
+
+
+def error_line(message: str) -> str:
+    """The one line every refusal is said in, on the command line and from the plugin inside a server: the program's
+    name, then ``message`` kept to one line (:func:`one_line`) with what it echoes cut (:func:`clipped`)."""
+    return f"vllm-hpu-mm: error: {clipped(one_line(message))}"

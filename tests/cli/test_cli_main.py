@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vllm_hpu_mm import __version__
-from vllm_hpu_mm.cli.common import ECHO_LINE_CHARS, ECHO_WORD_CHARS, clipped
 from vllm_hpu_mm.cli.main import _command, build_parser, main
+from vllm_hpu_mm.errors import ECHO_LINE_CHARS, ECHO_WORD_CHARS, clipped
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

@@ -520,13 +520,13 @@ def run_without_vllm(*argv: str, cache: Path) -> subprocess.CompletedProcess[str
 
 
 def test_dry_run_and_memory_plan_work_without_vllm(tmp_path: Path) -> None:
-    done = run_without_vllm("serve", "--dry-run", "--json", "--plan-runtime", "vllm-gaudi", "/models/x",
+    done = run_without_vllm("serve", "--dry-run", "--json", "--plan-runtime", "vllm-gaudi", "acme/x",
                             "--gpu-memory-util", "0.8", cache=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
-    assert out["plan"] is None  # no config.json for /models/x: launched without a plan
+    assert out["plan"] is None  # no config.json for the Hub id acme/x here: launched without a plan
     # no vLLM here: the current launcher, `vllm serve` by this Python, then the server's arguments
-    assert out["command"][1:8] == ["-m", "vllm.entrypoints.cli.main", "serve", "--model", "/models/x",
+    assert out["command"][1:8] == ["-m", "vllm.entrypoints.cli.main", "serve", "--model", "acme/x",
                                    "--gpu-memory-util", "0.8"]  # fmt: skip
     # given text-graph budgets skip the budget search (scripts/test-plain runs the default plans without vLLM)
     done = run_without_vllm("serve", "--dry-run", "--json", "--plan-runtime", "vllm-gaudi",

@@ -299,10 +299,11 @@ def test_warmup_resolutions_are_the_commonest_aligned_shapes_under_the_largest_b
 
 
 def test_bucket_spellings_we_accept_are_exported_in_the_form_vllm_gaudi_accepts() -> None:
-    # vllm-gaudi takes int() of each comma item and only the exact string None: "4096, 1600" and "none" are ours.
+    # vllm-gaudi takes int() of each comma item and only the exact string None ("none" is refused: tests/test_envs.py);
+    # "4096, 1600" is ours, and so is --buckets none
     p = make_plan("vllm-gaudi", "gaudi2", env={"VLLM_MULTIMODAL_BUCKETS": " 4096, 1600"})
     assert exports_for(p, ExportContext(ServerFlags())).env["VLLM_MULTIMODAL_BUCKETS"] == "1600,4096"
-    off = make_plan("vllm-gaudi", "gaudi2", env={"VLLM_MULTIMODAL_BUCKETS": "none", "VLLM_SKIP_WARMUP": "1"})
+    off = make_plan("vllm-gaudi", "gaudi2", buckets="none", env={"VLLM_SKIP_WARMUP": "1"})
     assert exports_for(off, ExportContext(ServerFlags(skip_warmup=True))).env["VLLM_MULTIMODAL_BUCKETS"] == "None"
 
 

@@ -17,8 +17,8 @@ import math
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.buckets_replay import KV_BLOCKS_HELP, add_limits, requests_count, requests_help
-from vllm_hpu_mm.cli.common import ExitCode, add_model_name, clipped, fail, help_text, path_value, print_json
-from vllm_hpu_mm.errors import WouldNotStart
+from vllm_hpu_mm.cli.common import ExitCode, add_model_name, fail, help_text, path_value, print_json
+from vllm_hpu_mm.errors import WouldNotStart, clipped
 from vllm_hpu_mm.jobs.outputs import check_output
 from vllm_hpu_mm.jobs.stale import (
     DEFAULT_STALE_REQUESTS,

@@ -12,6 +12,7 @@ import json
 import sys
 from typing import Any
 
+from vllm_hpu_mm.errors import error_line
 from vllm_hpu_mm.plan.args import nonempty
 
 #: A file, folder or URL argument (an empty one, a shell variable left unset, is refused, never read as unset).
@@ -47,33 +48,7 @@ def print_json(obj: Any) -> None:
     sys.stdout.write("\n")
 
 
-def one_line(text: str) -> str:
-    """``text`` with every character that is not printable (newlines, control characters a user's input may hold)
-    escaped, so that it stays one line."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
-
-
-#: Characters of one word (a run without spaces: a value, a path, a line the user gave) an error line echoes, and of
-#: the whole line: a 100,000-character flag value is named by its start and its length, never echoed whole.
-ECHO_WORD_CHARS = 120
-ECHO_LINE_CHARS = 2000
-
-
-def clipped(text: str) -> str:
-    """``text`` with each word longer than :data:`ECHO_WORD_CHARS` cut to its start and its length, and the whole
-    cut in the middle past :data:`ECHO_LINE_CHARS` (the end says what is accepted: it is kept)."""
-    words = [
-        w if len(w) <= ECHO_WORD_CHARS else f"{w[: ECHO_WORD_CHARS // 2]}...({len(w):,} characters)"
-        for w in text.split(" ")
-    ]
-    out = " ".join(words)
-    if len(out) <= ECHO_LINE_CHARS:
-        return out
-    half = ECHO_LINE_CHARS // 2
-    return f"{out[:half]} ...({len(out) - ECHO_LINE_CHARS:,} characters cut)... {out[-half:]}"
-
-
 def fail(message: str, code: ExitCode = ExitCode.USAGE) -> int:
     """Print one clear error line on stderr, what it echoes cut (:func:`clipped`), and return the exit code."""
-    print(f"vllm-hpu-mm: error: {clipped(one_line(message))}", file=sys.stderr)
+    print(error_line(message), file=sys.stderr)
     return int(code)

@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from typing import Any, NoReturn, Protocol
 
 from vllm_hpu_mm import __version__
-from vllm_hpu_mm.cli.common import ExitCode, clipped, fail, one_line
+from vllm_hpu_mm.cli.common import ExitCode, fail
 from vllm_hpu_mm.cli.vllm_argv import MAX_SERVER_ARGS
 from vllm_hpu_mm.collector import fewer_from_now
-from vllm_hpu_mm.errors import InputNote, VllmHpuMmError
+from vllm_hpu_mm.errors import InputNote, VllmHpuMmError, clipped, one_line
 
 __all__ = ["build_parser", "entry", "main"]
 

@@ -19,6 +19,7 @@ it is re-entrant, imports vLLM lazily and touches no device. What it does:
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import warnings
 
@@ -98,9 +99,8 @@ def log_settings_once() -> None:
 
 def register() -> None:
     """vLLM general-plugin entry point. Safe to call any number of times in any process."""
-    from vllm_hpu_mm.cli.common import fail
     from vllm_hpu_mm.envs import get_settings
-    from vllm_hpu_mm.errors import ConfigError, InputNote
+    from vllm_hpu_mm.errors import ConfigError, InputNote, error_line
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", InputNote)
@@ -111,7 +111,8 @@ def register() -> None:
             # API server builds its argument parser: an exception would stop it under a 30-line traceback. A
             # SystemExit stops it as argparse does: one line, status 2. The engine core re-raises SystemExit
             # (v1/engine/core.py run_engine_core) and multiprocessing exits with its code, printing nothing.
-            raise SystemExit(fail(str(exc))) from None
+            print(error_line(str(exc)), file=sys.stderr)
+            raise SystemExit(2) from None
     declare_environment_variables()
     attach_to_vllm_logging()
     for note in caught:  # a value the runtime accepts and we read with a note (an empty or repeated bucket list)
