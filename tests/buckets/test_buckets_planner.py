@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 
 from tests.support.data import SIZE_CSVS, size_csv
 from vllm_hpu_mm.buckets.packing import bucket_for
-from vllm_hpu_mm.buckets.planner import evaluate, fewest_buckets, optimal_buckets
+from vllm_hpu_mm.buckets.planner import Evaluation, evaluate, fewest_buckets, optimal_buckets
 from vllm_hpu_mm.buckets.sizes import patch_counts, read_sizes_csv
 from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.jobs.buckets import check_buckets
-from vllm_hpu_mm.values import DEFAULT_BUCKETS, Buckets
+from vllm_hpu_mm.jobs.buckets import check_buckets, plan_buckets
+from vllm_hpu_mm.values import DEFAULT_BUCKETS, AlignMode, Buckets
 
 GRANULE = 64
 #: max_pixels of `buckets plan` by default: the default list's largest bucket x 196.
@@ -165,12 +165,13 @@ def test_cli_plan_with_seven_buckets_on_every_real_csv(csv: Path, capsys: pytest
     assert main(["buckets", "plan", "--sizes", str(csv), "--num-buckets", "7", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["efficiency"] >= result["default"]["efficiency"]
-    # the list is the exact optimum of the plan's counts; its figures are what `buckets check` says of that list
-    # (one rule for one list: the served processor shrinks an image above the planned largest bucket into it)
-    assert tuple(result["buckets"]) == optimal_buckets(counts_of(csv), 7)
+    # the list is the exact optimum of the plan's counts with its largest bucket where its own cap (largest x 196,
+    # under shrink) shrinks no image below its count; its figures are what `buckets check` says of that list
+    counts, top = counts_of(csv), result["buckets"][-1]
+    assert tuple(result["buckets"]) == optimal_buckets(counts, 7, cover=top)
     checked = check_buckets(read_sizes_csv(csv).counts, Buckets(result["buckets"]), source="planned list").evaluation
-    assert result["padded_patches"] == checked.padded_patches
-    assert result["padded_patches"] <= least_waste_at_most_k(counts_of(csv), 7)
+    assert (result["padded_patches"], result["real_patches"]) == (checked.padded_patches, sum(counts))
+    assert result["padded_patches"] == least_waste_at_most_k([*counts, top], 7) - top
     assert result["num_images"] == read_sizes_csv(csv).num_images
 
 
@@ -183,3 +184,86 @@ def test_the_issue_figures_are_reproduced(name: str, default_eff: float, planned
     counts = counts_of(size_csv(f"{name}.csv"))
     assert round(evaluate(counts, DEFAULT_BUCKETS).efficiency, 2) == default_eff
     assert evaluate(counts, optimal_buckets(counts, 7)).efficiency == pytest.approx(planned_eff, abs=0.005)
+
+
+def served(
+    sizes: dict[tuple[int, int], int],
+    buckets: tuple[int, ...],
+    *,
+    max_pixels: int | None = None,
+    mode: AlignMode = AlignMode.NEAREST,
+) -> Evaluation:
+    """What `buckets check` says of ``buckets`` on ``sizes``: the scoring rule the plan is held to."""
+    return check_buckets(sizes, Buckets(buckets), source="list", max_pixels=max_pixels, mode=mode).evaluation
+
+
+small_sizes = st.dictionaries(
+    st.tuples(st.integers(20, 700), st.integers(20, 700)), st.integers(1, 3), min_size=1, max_size=5
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=small_sizes,
+    tiles=st.integers(1, 8),
+    off_grid=st.sampled_from([0, 5000]),
+    k=st.integers(1, 3),
+    mode=st.sampled_from(list(AlignMode)),
+)
+def test_plan_is_the_best_list_under_the_scoring_check_applies_on_small_inputs(
+    sizes: dict[tuple[int, int], int], tiles: int, off_grid: int, k: int, mode: AlignMode
+) -> None:
+    # Under shrink a list's own largest bucket x 196 caps its images, so the list decides how far they are shrunk.
+    # The plan serves every image as max_pixels alone does (the most real patches any list serves), and among the
+    # lists that do, none of at most k buckets has fewer padded patches (a higher efficiency): brute force over
+    # every list of multiples of 64 up to max_pixels / 196, each scored by `buckets check`.
+    max_pixels = tiles * 112 * 112 + off_grid
+    plan = plan_buckets(sizes, num_buckets=k, max_pixels=max_pixels, mode=mode)
+    checked = served(sizes, tuple(plan.buckets), max_pixels=max_pixels, mode=mode)
+    assert plan.evaluation == checked
+    assert (checked.real_patches, checked.num_shrunk) == (
+        sum(c * n for c, n in plan.counts.items()),
+        patch_counts(sizes, max_pixels=max_pixels, mode=mode).num_shrunk,
+    )
+    top = -(-max_pixels // 196 // GRANULE) * GRANULE  # its cap is max_pixels itself
+    candidates = range(GRANULE, top + 1, GRANULE)
+    scores = [
+        served(sizes, lst, max_pixels=max_pixels, mode=mode)
+        for size in range(1, k + 1)
+        for lst in itertools.combinations(candidates, size)
+    ]
+    most_real = max(ev.real_patches for ev in scores)
+    assert checked.real_patches == most_real
+    assert checked.padded_patches == min(ev.padded_patches for ev in scores if ev.real_patches == most_real)
+
+
+#: r3vision's eight images (width, height) as its folder holds them: a phone photo twice, a screen, a chart, a scan,
+#: a thumbnail, a print, a 16-bit gray PNG.
+R3_IMAGES = {(480, 640): 1, (640, 480): 1, (1920, 1080): 1, (800, 600): 1, (930, 1250): 1, (300, 200): 1,
+             (1024, 768): 1, (448, 336): 1}  # fmt: skip
+
+
+def test_down_plan_keeps_the_screen_unshrunk_and_check_of_it_says_the_same() -> None:
+    # r3vision case 3: the screen is 9792 patches under down at 2458624 px, but a largest bucket of 9792 caps it at
+    # 9792 x 196 px, where Qwen2.5-VL's own count (what down never exceeds) is lower: it was shrunk to 9216 and the
+    # plan said 0.976562. The least largest bucket that keeps it at 9792 is 10112.
+    plan = plan_buckets(R3_IMAGES, mode=AlignMode.DOWN)
+    assert tuple(plan.buckets) == (128, 768, 1280, 2240, 3456, 5632, 10112)
+    assert plan.evaluation == served(R3_IMAGES, tuple(plan.buckets), mode=AlignMode.DOWN)
+    assert plan.evaluation.num_shrunk == 0
+    assert plan.evaluation.efficiency == pytest.approx(24576 / 24896)
+    assert any("largest bucket is 10112" in note for note in plan.notes)
+    old = served(R3_IMAGES, (128, 768, 1280, 2240, 3456, 5632, 9792), mode=AlignMode.DOWN)
+    assert (old.num_shrunk, old.real_patches) == (1, 24000)
+
+
+def test_a_largest_bucket_whose_own_cap_shrinks_the_largest_image_is_raised_to_one_that_does_not() -> None:
+    # r3vision case 13: 14351x12470 is 12480 patches at 2458624 px, but 11648 under 12480 x 196 px (its sides are
+    # scaled and floored to the grid); only 12544 serves it at 12480.
+    sizes = {(640, 480): 1, (2000, 10): 1, (14351, 12470): 1}
+    plan = plan_buckets(sizes, num_buckets=3)
+    assert tuple(plan.buckets) == (1152, 1536, 12544)
+    assert plan.evaluation == served(sizes, (1152, 1536, 12544))
+    assert plan.evaluation.efficiency == pytest.approx(15168 / 15232)
+    assert served(sizes, (1152, 1536, 12480)).efficiency < plan.evaluation.efficiency
+    assert tuple(plan_buckets(sizes, target_efficiency=0.99).buckets)[-1] == 12544

@@ -25,10 +25,11 @@ from vllm_hpu_mm.buckets.sizes import (
     scan_images,
     synthetic_sizes,
 )
-from vllm_hpu_mm.buckets.workload import evaluate_sizes
+from vllm_hpu_mm.buckets.workload import evaluate_sizes, faithful_largest
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS
 from vllm_hpu_mm.values import (
+    BUCKET_GRANULE,
     DEFAULT_BUCKETS,
     MAX_BUCKET,
     PIXELS_PER_PATCH,
@@ -97,6 +98,16 @@ def above_stock_note(sample: PatchSample) -> str | None:
             "in whole tiles; down is at most stock only for images of a tile or more")  # fmt: skip
 
 
+def _raised_note(raised: int | None, sample: PatchSample) -> str | None:
+    """Why the planned largest bucket is above the largest image's count (None when it is not)."""
+    if raised is None:
+        return None
+    top = max(sample.counts)
+    return (f"the largest bucket is {raised}, above the largest image's {top} patches: under "
+            f"VLLM_HPU_MM_OVERSIZE_POLICY=shrink the server caps images at the largest bucket x 196 px, and a "
+            f"largest bucket below {raised} would shrink an image below its count under max_pixels")  # fmt: skip
+
+
 def pixel_range(
     min_pixels: int | None, max_pixels: int | None, *, buckets: Buckets = DEFAULT_BUCKETS
 ) -> tuple[int, int]:
@@ -134,6 +145,16 @@ def plan_buckets(
     min_pixels, max_pixels = pixel_range(min_pixels, max_pixels)
     sample = patch_counts(sizes, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode)
     cover = largest_patches(max_pixels) if keep_largest else None
+    raised = None
+    if policy is OversizePolicy.SHRINK:
+        # The list's own largest bucket x 196 caps the images it serves (policy.pixel_limits, the rule check
+        # applies): plan it where that cap shrinks no image below its count under max_pixels. Scoring the list by
+        # efficiency alone would not do: a list that shrinks every image into small buckets scores 1.0.
+        top = faithful_largest(sizes, sample.counts, min_pixels=min_pixels, max_pixels=max_pixels, mode=mode,
+                               at_least=cover or 0)  # fmt: skip
+        if top > max(cover or 0, -(-max(sample.counts) // BUCKET_GRANULE) * BUCKET_GRANULE):
+            raised = top
+        cover = top if cover is not None or raised is not None else None
     if target_efficiency is not None:
         planned = fewest_buckets(sample.counts, target_efficiency, cover=cover)
         goal = f"fewest buckets reaching efficiency {target_efficiency}"
@@ -162,7 +183,7 @@ def plan_buckets(
         min_pixels=min_pixels,
         max_pixels=max_pixels,
         mode=mode,
-        notes=tuple(note for note in (above_stock_note(sample),) if note),
+        notes=tuple(note for note in (above_stock_note(sample), _raised_note(raised, sample)) if note),
     )
 
 
