@@ -143,7 +143,8 @@ def test_every_result_is_named_by_the_script_that_writes_it(result: Path) -> Non
 def _cited_paths(text: str) -> set[str]:
     """Paths under benchmarks/ that ``text`` names, as text or as quoted parts joined with ``/`` in code."""
     # a path after "commit:" is history (git show), not a citation
-    cited = {m.rstrip(".,") for m in re.findall(r"(?<![\w.:])(?:\.\./)?(benchmarks/[\w./{},*-]*[\w*}/])", text)}
+    # (another project's folder of that name, vLLM's ``vllm/benchmarks/serve.py``, is not ours: a "/" before it)
+    cited = {m.rstrip(".,") for m in re.findall(r"(?<![\w.:/])(?:\.\./)?(benchmarks/[\w./{},*-]*[\w*}/])", text)}
     joined = re.findall(r'"benchmarks"((?:\s*/\s*"[\w.-]+")+)', text)
     return cited | {"benchmarks/" + "/".join(re.findall(r'"([\w.-]+)"', j)) for j in joined}
 
