@@ -3,6 +3,7 @@ profile that changes ``memory plan``."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -99,6 +100,27 @@ def test_cuda_graph_memory_lines_are_kept_and_not_applied_to_a_gaudi_plan(tmp_pa
     same, notes = apply_profile(inputs, load_profile(path), free_stated=False)
     assert same == inputs
     assert "not applied" in notes[0]
+
+
+def test_a_profile_overrides_only_what_it_measured(tmp_path: Path) -> None:
+    # A start with its warm-up skipped measures the free memory alone: the text factors keep the public Gaudi2
+    # calibration, with its value and its label, and the vision line stays the built-in estimate.
+    c = calibrate(parse_warmup(["Skipping warmup...", free_line(78.41)]), LLAMA_31_8B, device="gaudi2", source="s")
+    path = tmp_path / "skip.json"
+    save_profile(c, path)
+    inputs = build(SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device="gaudi2"), load({}))
+    applied, notes = apply_profile(inputs, load_profile(path), free_stated=False)
+    assert applied.costs == inputs.costs  # values and labels as without a profile
+    assert any(n.startswith("calibrated (public Gaudi2 log") and "text_prefill_factor" in n for n in notes)
+    assert "estimated (built-in): vision_mib_per_patch, vision_fixed_mib" in notes
+    # a profile that measured the vision line alone keeps the text factors' calibration beside it
+    vision = dataclasses.replace(c.profile, vision_mib_per_patch=0.05, vision_fixed_mib=40.0,
+                                 measured=("vision_mib_per_patch", "vision_fixed_mib"))  # fmt: skip
+    mixed = apply_profile(inputs, dataclasses.replace(load_profile(path), costs=vision), free_stated=True)[1]
+    assert any(
+        n.startswith("measured (profile") and n.endswith("vision_mib_per_patch, vision_fixed_mib") for n in mixed
+    )
+    assert any(n.startswith("calibrated (public Gaudi2 log") and "text_decode_factor" in n for n in mixed)
 
 
 def test_each_measured_row_quotes_its_log_line_as_printed() -> None:
