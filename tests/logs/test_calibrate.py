@@ -3,6 +3,7 @@ profile that changes ``memory plan``."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -101,6 +102,27 @@ def test_cuda_graph_memory_lines_are_kept_and_not_applied_to_a_gaudi_plan(tmp_pa
     assert "not applied" in notes[0]
 
 
+def test_a_profile_overrides_only_what_it_measured(tmp_path: Path) -> None:
+    # A start with its warm-up skipped measures the free memory alone: the text factors keep the public Gaudi2
+    # calibration, with its value and its label, and the vision line stays the built-in estimate.
+    c = calibrate(parse_warmup(["Skipping warmup...", free_line(78.41)]), LLAMA_31_8B, device="gaudi2", source="s")
+    path = tmp_path / "skip.json"
+    save_profile(c, path)
+    inputs = build(SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device="gaudi2"), load({}))
+    applied, notes = apply_profile(inputs, load_profile(path), free_stated=False)
+    assert applied.costs == inputs.costs  # values and labels as without a profile
+    assert any(n.startswith("calibrated (public Gaudi2 log") and "text_prefill_factor" in n for n in notes)
+    assert "estimated (built-in): vision_mib_per_patch, vision_fixed_mib" in notes
+    # a profile that measured the vision line alone keeps the text factors' calibration beside it
+    vision = dataclasses.replace(c.profile, vision_mib_per_patch=0.05, vision_fixed_mib=40.0,
+                                 measured=("vision_mib_per_patch", "vision_fixed_mib"))  # fmt: skip
+    mixed = apply_profile(inputs, dataclasses.replace(load_profile(path), costs=vision), free_stated=True)[1]
+    assert any(
+        n.startswith("measured (profile") and n.endswith("vision_mib_per_patch, vision_fixed_mib") for n in mixed
+    )
+    assert any(n.startswith("calibrated (public Gaudi2 log") and "text_decode_factor" in n for n in mixed)
+
+
 def test_each_measured_row_quotes_its_log_line_as_printed() -> None:
     # The fork's summaries, its free memory and vLLM CUDA's capture line, each beside the line it came from and with
     # the figure as the runtime printed it (3.912 GiB is not rounded to 3.91), even without the model the factors need
@@ -146,6 +168,41 @@ def test_vision_graph_line_is_fitted_per_bucket() -> None:
     # The first shape has no line before it, so buckets 3136 and 4096 are measured.
     assert c.profile.vision_mib_per_patch == pytest.approx(0.08, rel=1e-3)
     assert c.profile.vision_fixed_mib == pytest.approx(20, abs=0.5)
+
+
+def aspect_shapes(buckets: list[int]) -> list[tuple[int, int]]:
+    # vllm-gaudi's warm-up shapes: 5 aspect ratios per bucket (extension/bucketing/vision.py bucket_to_image_resolution
+    # @ v0.26.0), most of which land in another bucket than the one they were made from, or above the largest.
+    out = []
+    for target in buckets:
+        for rw, rh in ((1, 1), (4, 3), (3, 4), (16, 9), (9, 16)):
+            gh = int(target**0.5)
+            gw = int(gh * 14 * rw / rh) // 14
+            out.append((-(-gw // 2) * 2 * 14, gh * 14))
+    return out
+
+
+def test_vision_costs_come_from_the_buckets_the_log_lists_each_drop_booked_on_the_shape_that_ran() -> None:
+    # Each shape costs 40 MiB + 0.05 MiB x the size it runs at: the least listed bucket that holds it, or its own
+    # patches above the largest. Every shape takes memory (its own graph): a bucket's cost is one shape's, not the sum.
+    listed = [1600, 3136, 4096]
+    free, out = 15.0, ["INFO [hpu_model_runner.py:6100] Multimodal bucket : [1600, 3136, 4096]"]
+    shapes = aspect_shapes(listed)
+    for k, (w, h) in enumerate(shapes):
+        p = w * h // 196
+        free -= (40 + 0.05 * next((b for b in listed if p <= b), p)) / 1024
+        out.append(mm_line(k + 1, len(shapes), w, h, round(free, 6)))
+    # the command line passes its own default list (with 6400 and 7744): the log's list is what the run used
+    c = calibrate(
+        parse_warmup(out), None, device="gaudi2", source="s", buckets=(1600, 3136, 4096, 6400, 7744, 9216, 12544)
+    )
+    assert c.profile.vision_mib_per_patch == pytest.approx(0.05, rel=1e-3)
+    assert c.profile.vision_fixed_mib == pytest.approx(40, abs=0.5)
+    how = {name: text for name, _, text in c.rows}["vision_mib_per_patch"]
+    assert "3 buckets (1600: 120 MiB, 3136: 197 MiB, 4096: 245 MiB)" in how
+    assert "6400" not in how
+    assert "7744" not in how
+    assert "(the buckets of line 1)" in how
 
 
 BANNER = "INFO 01-21 05:40:02 [api_server.py:1885] vLLM API server version 0.32.0"

@@ -13,9 +13,12 @@ What the runtimes print, and what is measured from it:
   query, num_blocks]: [...]`` (``extension/bucketing/common.py`` ``log_generate_info``). The summary is measured
   with that list; without it (or with a list of another length) the report says which is missing.
 - vllm-gaudi's multimodal warm-up (``log_warmup_multimodal``): ``[Warmup][Graph/Multimodal...][i/n] batch_size:B
-  seq_len:S resolution:WxH free_mem:X`` is printed *after* each image shape ran, so the drop *to* that line is its
-  cost. Shapes are grouped by their vision bucket, and a line through the per-bucket costs gives the vision graph's
-  MiB per patch and fixed MiB (:mod:`.vision_cost`).
+  seq_len:S resolution:WxH free_mem:X`` is printed *after* each image shape ran (``embed_multimodal`` then the log
+  line: ``hpu_model_runner.py`` L6062-6071 @ v0.26.0), so the drop *to* that line is its cost. Each shape runs padded
+  to the least bucket of the list the log printed before them (``Multimodal bucket : [...]``), or unpadded above its
+  largest (``extension/bucketing/vision.py`` ``get_multimodal_bucket``); a size's cost is the mean of its shapes
+  that took memory, and a line through those costs gives the vision graph's MiB per patch and fixed MiB
+  (:mod:`.vision_cost`).
 - ``Free device memory: X GiB, ... usable ...`` (both): free memory after weights and profiling, measured.
 - vLLM on CUDA: ``Graph capturing finished in N secs, took X GiB`` or ``... and X GiB for CUDAGraph memory``. These
   are kept in the profile as measured totals. They are not applied to the plan, because vLLM sizes its CUDA graphs
@@ -33,7 +36,6 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import cast
 
-from vllm_hpu_mm.buckets.packing import bucket_for
 from vllm_hpu_mm.logs.doctor.runs import RunSplitter
 from vllm_hpu_mm.logs.numbers import GarbledNumber, SkippedLines, integer, number
 from vllm_hpu_mm.logs.patterns import (
@@ -44,6 +46,7 @@ from vllm_hpu_mm.logs.patterns import (
     GAUDI_MEMORY,
     GENERATED_BUCKETS,
     MODEL,
+    MULTIMODAL_BUCKETS,
     PHASE_TOTAL,
     SHAPE_FIELD,
     WARMUP_FREE_MEM,
@@ -112,6 +115,9 @@ class WarmupLog:
     #: Which run (server start) of how many in the log was read: the last that printed a memory figure.
     run: int = 1
     runs: int = 1
+    #: The vision bucket list the run printed (``()`` for ``None``: bucketing off; None: no list printed), its line.
+    vision_buckets: tuple[int, ...] | None = None
+    vision_buckets_line: int = -1
 
 
 def _kind(phase: str) -> str:
@@ -159,6 +165,7 @@ class _RunReader:
         self.seen: set[tuple[str, int]] = set()
         #: The runtime's latest generated bucket list by phase, with its line (a summary without buckets covered it).
         self.listed: dict[str, tuple[_Listed, int]] = {}
+        self.vision: tuple[tuple[int, ...], int] | None = None
         self.skipped = SkippedLines()
 
     @property
@@ -193,6 +200,8 @@ class _RunReader:
                                                        listed_line=at))  # fmt: skip
         elif isinstance(read, _Listed):
             self.listed[read.phase] = (read, k)
+        elif isinstance(read, _VisionBuckets):
+            self.vision = (read.buckets, k)
         elif isinstance(read, _Free):
             self.free, self.util = dataclasses.replace(read.quoted, line=k), read.util
         elif isinstance(read, _Quoted):
@@ -204,7 +213,9 @@ class _RunReader:
         return WarmupLog(tuple(_costs(self.raw, self.gaps)), tuple(self.totals),
                          None if self.free is None else self.free.bytes, self.util,
                          None if self.cuda is None else self.cuda.bytes, self.sizes, self.model or model, backend,
-                         self.skipped, self.free, self.cuda, self.index, runs)  # fmt: skip
+                         self.skipped, self.free, self.cuda, self.index, runs,
+                         None if self.vision is None else self.vision[0],
+                         -1 if self.vision is None else self.vision[1])  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -241,6 +252,13 @@ class _Listed:
 
 
 @dataclasses.dataclass(frozen=True)
+class _VisionBuckets:
+    """vllm-gaudi's vision bucket list (patches), empty when it printed ``None``."""
+
+    buckets: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class _Warmup:
     phase: str
     i: int
@@ -248,7 +266,7 @@ class _Warmup:
     free: int
 
 
-def _figures(text: str) -> _Warmup | PhaseTotal | _Listed | _Free | _Quoted | None:
+def _figures(text: str) -> _Warmup | PhaseTotal | _Listed | _VisionBuckets | _Free | _Quoted | None:
     """The figures of a warm-up line, a phase total, a generated bucket list, the memory split (free memory,
     utilisation) or the CUDA graph memory, read strictly (a garbled figure raises :class:`GarbledNumber`); None for
     any other line."""
@@ -264,6 +282,8 @@ def _figures(text: str) -> _Warmup | PhaseTotal | _Listed | _Free | _Quoted | No
     if "Generated " in text and (g := GENERATED_BUCKETS.search(text)) is not None:
         triples = tuple((integer(b[1]), integer(b[2]), integer(b[3])) for b in BUCKET_TUPLE.finditer(g["b"]) if b[3])
         return _Listed(g["phase"], integer(g["n"]), triples)
+    if "Multimodal bucket" in text and (v := MULTIMODAL_BUCKETS.search(text)) is not None:
+        return _VisionBuckets(() if v["none"] else tuple(sorted(integer(b) for b in v["b"].replace(",", " ").split())))
     if (f := GAUDI_MEMORY.search(text)) is not None:
         quoted = _Quoted(round(number(f["free"]) * GIB), text[f.start() : f.end("free")] + " GiB")
         return _Free(quoted, number(f["util"]))
@@ -426,45 +446,55 @@ def _decode_factor(log: WarmupLog, m: ModelDims, dtype: int, tp: int, block: int
                         f"[Warmup][Graph/Decode] {_lines(samples)})")  # fmt: skip
 
 
-def _patches(sample: GraphSample, buckets: Sequence[int]) -> int | None:
-    """The vision bucket a multimodal warm-up shape ran in: from seq_len when the runtime logs it, else from the
-    resolution (14-px patches)."""
+def _patches(sample: GraphSample) -> int | None:
+    """The patches of a multimodal warm-up shape: seq_len when the runtime logs it, else its resolution's 14-px
+    patches."""
     if sample.get("seq_len"):
         return sample.get("seq_len")
     pixels = sample.get("resolution")
-    if not pixels:
-        return None
-    return bucket_for(math.ceil(pixels / 196), buckets) or None
+    return math.ceil(pixels / 196) if pixels else None
 
 
 def _vision_fit(log: WarmupLog, buckets: Sequence[int]) -> tuple[float, float, str] | None:
-    per_bucket: dict[int, int] = {}
+    """The vision graph's line (MiB per patch, fixed MiB) through the measured sizes, and how it was read. Sizes are
+    the buckets of the list the log printed (else ``buckets``, what the run is told it used), each shape padded to
+    the least that holds it; a shape above the largest (or every shape, bucketing off) runs at its own patches, as
+    vllm-gaudi's ``get_multimodal_bucket`` leaves it (``extension/bucketing/vision.py`` L163-168 @ v0.26.0). A size's
+    cost is the mean of its shapes' drops: each shape that took memory captured a graph of that size, one that took
+    none ran a graph already there."""
+    named = tuple(sorted(buckets)) if log.vision_buckets is None else log.vision_buckets
+    drops: dict[int, list[int]] = {}
     read = []
     for s in log.samples:
-        if s.phase == "multimodal" and (b := _patches(s, buckets)) is not None:
-            per_bucket[b] = per_bucket.get(b, 0) + s.cost_bytes
+        if s.phase == "multimodal" and (p := _patches(s)) is not None:
+            size = next((b for b in named if p <= b), p)
+            drops.setdefault(size, [])
+            if s.cost_bytes > 0:
+                drops[size].append(s.cost_bytes)
             read.append(s)
-    points = [(b, c / MIB) for b, c in sorted(per_bucket.items()) if c > 0]
+    points = [(b, sum(c) / len(c) / MIB) for b, c in sorted(drops.items()) if c]
     if not points:
         return None
-    where = f" from the [Warmup][Graph/Multimodal] {_lines(read)}"
+    listed = (f"the buckets of line {log.vision_buckets_line + 1}" if log.vision_buckets is not None
+              else "the log prints no bucket list: VLLM_MULTIMODAL_BUCKETS as set here")  # fmt: skip
+    where = f" from the [Warmup][Graph/Multimodal] {_lines(read)} ({listed})"
+    inside = [f"{b}: {c:.0f} MiB" for b, c in points if b in named]
+    above = [f"{b}: {c:.0f} MiB" for b, c in points if b not in named]
+    sizes = f"{len(inside)} bucket{'s' * (len(inside) != 1)} ({', '.join(inside)})" if inside else ""
+    if above:
+        sizes += (" and " if sizes else "") + (f"{len(above)} shape size{'s' * (len(above) != 1)} run unpadded "
+                                               f"({', '.join(above)})")  # fmt: skip
     if len(points) == 1:  # one size: scale the built-in line through it
         b, mib = points[0]
-        est = vision_cost.graph_pool_bytes(b) / MIB
-        k = mib / est
-        return (
-            vision_cost.GRAPH_POOL_MIB_PER_PATCH * k,
-            vision_cost.GRAPH_POOL_FIXED_MIB * k,
-            f"1 bucket ({b}: {mib:.0f} MiB){where}, built-in line scaled",
-        )
+        k = mib / (vision_cost.graph_pool_bytes(b) / MIB)
+        return (vision_cost.GRAPH_POOL_MIB_PER_PATCH * k, vision_cost.GRAPH_POOL_FIXED_MIB * k,
+                f"{sizes}{where}, built-in line scaled")  # fmt: skip
     n = len(points)
     mx = sum(b for b, _ in points) / n
     my = sum(c for _, c in points) / n
     sxx = sum((b - mx) ** 2 for b, _ in points)
     slope = sum((b - mx) * (c - my) for b, c in points) / sxx if sxx else 0.0
-    fixed = my - slope * mx
-    listed = ", ".join(f"{b}: {c:.0f} MiB" for b, c in points)
-    return slope, fixed, f"least squares over {n} buckets ({listed}){where}"
+    return slope, my - slope * mx, f"least squares over {sizes}, a mean per size{where}"
 
 
 def calibrate(

@@ -87,6 +87,7 @@ __all__ = [
     "METHOD",
     "MODEL",
     "MODEL_COMPILE_FAILED",
+    "MULTIMODAL_BUCKETS",
     "NATIVE_SERVING",
     "NATIVE_STARTUP",
     "NEGATIVE_KV",
@@ -1558,6 +1559,9 @@ BUCKET_TUPLE = re.compile(r"\((\d+),\s*(\d+)(?:,\s*(\d+))?\)")
 GENERATED_BUCKETS = re.compile(
     r"Generated (?P<n>\d+) (?P<phase>prompt|decode) buckets[^:\]]*(?:\][^:]*)?: (?P<b>\[.*\])"
 )
+#: vllm-gaudi's vision bucket list as it starts the warm-up (``Multimodal bucket : [1600, 3136, 4096]``, or ``None``
+#: when bucketing is off: ``hpu_model_runner.py`` ``warmup_model`` L6100 @ v0.26.0 = b059f9c9).
+MULTIMODAL_BUCKETS = re.compile(r"Multimodal bucket : (?:\[(?P<b>[\d,\s]*)\]|(?P<none>None))")
 #: vLLM's logger time stamp (``INFO 08-02 17:37:54``): month-day and time, no year (warm-up durations).
 LOG_TIME = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR)\s+(?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)")
 #: vLLM on CUDA: the graph memory it measured (V1 and older wordings), and its capture sizes.

@@ -15,6 +15,7 @@ __all__ = [
     "HPU_LAZY_GRAPHS",
     "CostProfile",
     "label",
+    "with_measured",
 ]
 
 
@@ -29,8 +30,9 @@ class CostProfile:
     #: Names of the fields above that were measured, and where (device, model, log).
     measured: tuple[str, ...] = ()
     source: str = ""
-    #: Names of the fields above fitted to public logs of another deployment (built in, with their source).
+    #: Names of the fields above fitted to public logs of another deployment (built in), and those logs.
     calibrated: tuple[str, ...] = ()
+    calibrated_source: str = ""
 
 
 #: The coefficient fields, in the order they are reported.
@@ -51,7 +53,9 @@ HPU_LAZY_GRAPHS = CostProfile(
     text_prefill_factor=0.024,
     text_decode_factor=0.015,
     calibrated=("text_prefill_factor", "text_decode_factor"),
-    source="public Gaudi2 log: vllm-gaudi docs/configuration/performance_tuning.md @091bbadd (lazy HPU graphs)",
+    calibrated_source=(
+        "public Gaudi2 log: vllm-gaudi docs/configuration/performance_tuning.md @091bbadd (lazy HPU graphs)"
+    ),
 )
 
 
@@ -60,3 +64,14 @@ def label(costs: CostProfile, field: str) -> str:
     if field in costs.measured:
         return "measured"
     return "calibrated" if field in costs.calibrated else "estimated"
+
+
+def with_measured(base: CostProfile, profile: CostProfile) -> CostProfile:
+    """``base`` (the plan's costs without a profile) with the fields ``profile`` measured replaced by its values.
+    Every field it did not measure keeps ``base``'s value and label: a profile of a log whose warm-up was skipped, or
+    of a ``/metrics`` page alone, leaves the public calibration where it was."""
+    measured = (*profile.measured, *(n for n in base.measured if n not in profile.measured))
+    values = {n: getattr(profile if n in profile.measured else base, n) for n in COST_FIELDS}
+    return CostProfile(**values, measured=measured, source=profile.source if profile.measured else base.source,
+                       calibrated=tuple(n for n in base.calibrated if n not in measured),
+                       calibrated_source=base.calibrated_source)  # fmt: skip

@@ -167,7 +167,7 @@ def text_cost_evidence(i: PlanInputs) -> str:
     if measured:
         return f"measured from your warm-up log ({i.costs.source or 'profile'}: {', '.join(measured)})"
     if "calibrated" in labels.values():
-        return f"calibrated ({i.costs.source}; `vllm-hpu-mm memory calibrate LOG` measures yours)"
+        return f"calibrated ({i.costs.calibrated_source}; `vllm-hpu-mm memory calibrate LOG` measures yours)"
     return "estimated (built-in activation model; `vllm-hpu-mm memory calibrate LOG` measures it)"
 
 

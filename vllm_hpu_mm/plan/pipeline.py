@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.plan.costs import COST_FIELDS, label
+from vllm_hpu_mm.plan.costs import COST_FIELDS, label, with_measured
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.profile import Profile, default_profile_path, load_profile
@@ -32,7 +32,7 @@ def apply_profile(inputs: PlanInputs, profile: Profile, *, free_stated: bool) ->
     if profile.backend not in (None, inputs.backend):
         return inputs, [f"profile {profile.path} was measured on {profile.backend}; this plan is for "
                         f"{inputs.backend}: its graph costs are not applied (all estimated)"]  # fmt: skip
-    out = dataclasses.replace(inputs, costs=profile.costs)
+    out = dataclasses.replace(inputs, costs=with_measured(inputs.costs, profile.costs))
     if profile.costs.measured:
         notes.append(f"measured (profile {profile.path}): {', '.join(profile.costs.measured)}")
     if (profile.free_after_load_bytes is not None and not free_stated and profile.model == inputs.model.name
@@ -48,7 +48,7 @@ def _labels(inputs: PlanInputs) -> list[str]:
     out = []
     calibrated = [n for n in COST_FIELDS if label(inputs.costs, n) == "calibrated"]
     if calibrated:
-        out.append(f"calibrated ({inputs.costs.source}): {', '.join(calibrated)}")
+        out.append(f"calibrated ({inputs.costs.calibrated_source}): {', '.join(calibrated)}")
     estimated = [n for n in COST_FIELDS if label(inputs.costs, n) == "estimated"]
     if estimated:
         out.append(f"estimated (built-in): {', '.join(estimated)}")
