@@ -78,7 +78,8 @@ LINES: tuple[Release, ...] = (
 
 _BY_GENERATION = {r.generation: r for r in LINES}
 _VERSION = re.compile(r"^v?(\d+\.\d+\.\d+(?:\.post\d+)?(?:\.\d+)?)(?:[+-](.*))?$", re.IGNORECASE)
-_GAUDI = re.compile(r"gaudi-?(\d)\.?(\d\d)(?:\.(\d+))?", re.IGNORECASE)
+#: The Gaudi suffix as installed (gaudi122), tagged (Gaudi-1.21.2) or as pip normalises a tag (gaudi.1.21.2).
+_GAUDI = re.compile(r"gaudi[-.]?(\d)\.?(\d\d)(?:\.(\d+))?", re.IGNORECASE)
 _ACCEPTED = ("accepted: 0.9.0.1 (1.22.0), 0.8.5.post1 (1.21.2 - 1.21.3), 0.7.2 (1.21.0; 0.7.2+Gaudi-1.21.2 for the "
              "later line), 0.6.4.post2 / 0.6.6.post1 (1.19 - 1.20), 0.5.3.post1+gaudi117 or +gaudi118, habana_main, "
              "each with an optional +gaudiNNN / +Gaudi-X.Y.Z suffix")  # fmt: skip
