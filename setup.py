@@ -19,6 +19,7 @@ setup(
     # build, or vllm-gaudi on a Gaudi host) is the server's, installed with it; see requirements-*.txt.
     install_requires=[
         "numpy>=1.24",
+        "packaging>=22",  # a named release (vllm-gaudi==X) read as pip reads it (PEP 440)
         "pillow>=10.0",
         "tqdm>=4.60",
         "matplotlib>=3.7",

@@ -40,13 +40,30 @@ def test_json_has_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> Non
     assert out["costs"]["profile"] is None  # type: ignore[index]
     keys = ["usable_bytes", "kv_cache_bytes", "graph_bytes", "decode_graph_bytes", "prefill_text_graph_bytes"]
     keys += ["prefill_vision_graph_bytes", "vision_buckets_captured", "vision_buckets_skipped", "warnings"]
-    keys += ["runtime", "runtime_found", "enforcement", "precision", "bucket_plan", "pipeline_parallel_size"]
+    keys += ["runtime", "runtime_release", "runtime_found", "enforcement", "precision", "bucket_plan"]
+    keys += ["pipeline_parallel_size"]
     for key in keys:
         assert key in out
     captured, skipped = out["vision_buckets_captured"], out["vision_buckets_skipped"]
     assert isinstance(captured, list)
     assert isinstance(skipped, list)
     assert sorted(captured + skipped) == [1600, 3136, 4096, 6400, 7744, 9216, 12544]
+
+
+@pytest.mark.parametrize(
+    ("spec", "release"),
+    [("vllm-fork==0.7.2", "0.7.2"), ("vllm-fork==0.5.3.post1+Gaudi-1.17.0", "0.5.3.post1+gaudi.1.17.0"),
+     ("VLLM_Gaudi==0.19.1-1", "0.19.1.post1"), ("vllm-gaudi", None)],
+)  # fmt: skip
+def test_json_names_the_release_planned_for_beside_the_runtimes_name(
+    capsys: pytest.CaptureFixture[str], spec: str, release: str | None
+) -> None:
+    # r4releases 16, 17: `.runtime` holds only the name; the release was only in the words of `.runtime_found`
+    code, out = run_json(capsys, "memory", "plan", "--runtime", spec, "--max-model-len", "4096", "--max-num-seqs", "8",
+                         "--text-graph-budget", "40")  # fmt: skip
+    assert code == 0
+    assert out["runtime"] == spec.partition("==")[0].lower().replace("_", "-")
+    assert out["runtime_release"] == release
 
 
 def test_table_names_pools_and_fixes(capsys: pytest.CaptureFixture[str]) -> None:

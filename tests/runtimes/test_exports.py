@@ -288,6 +288,36 @@ def test_a_user_fp32_softmax_setting_overrides_the_runtime_default(monkeypatch: 
     assert e.precision == {"fp32_softmax": False, "set_by": "VLLM_FP32_SOFTMAX", "note": e.precision["note"]}
 
 
+@pytest.mark.parametrize(
+    ("runtime", "reads"),
+    [("vllm-fork==0.6.4.post2", False), ("vllm-fork==0.5.3.post1+gaudi117", False), ("vllm-fork==0.6.6.post1", True),
+     ("vllm-fork", True), ("vllm-cuda", False)],
+)  # fmt: skip
+def test_a_fp32_softmax_setting_the_release_does_not_read_is_ignored_and_the_plan_says_so(
+    monkeypatch: pytest.MonkeyPatch, runtime: str, reads: bool
+) -> None:
+    # r4releases 18: vllm-fork 1.19 (extension @4ff86cf) has no fp32 softmax, yet VLLM_FP32_SOFTMAX=1 planned it on;
+    # the flag came with 1.20 (extension @d4b0d38 flags.py:146)
+    p = make_plan(runtime, "h100" if runtime == "vllm-cuda" else "gaudi2")
+    monkeypatch.setenv("VLLM_FP32_SOFTMAX", "1")
+    e = exports_for(p, ExportContext(flags_from_environment(load({}))))
+    assert e.precision["fp32_softmax"] is reads
+    assert (e.precision["set_by"] == "VLLM_FP32_SOFTMAX") is reads
+    if not reads:
+        assert "VLLM_FP32_SOFTMAX is set but the runtime planned for does not read it: ignored" in str(
+            e.precision["set_by"]
+        )
+
+
+def test_the_forks_fp32_softmax_default_is_on_for_qwen2_only_from_1_20() -> None:
+    # extension @d4b0d38 flags.py:146 / @8211e0b features.py:60: the default is ModelType('qwen2')
+    for runtime in ("vllm-fork", "vllm-fork==0.6.6.post1", "vllm-fork==0.7.2"):
+        traits = make_plan(runtime, "gaudi2").inputs.runtime.traits
+        assert traits.fp32_softmax_for("qwen2")
+        assert not traits.fp32_softmax_for("qwen2_5_vl")
+    assert not make_plan("vllm-fork==0.6.4.post2", "gaudi2").inputs.runtime.traits.fp32_softmax_for("qwen2")
+
+
 def test_warmup_resolutions_are_the_commonest_aligned_shapes_under_the_largest_bucket() -> None:
     sizes = [(500, 333)] * 3 + [(640, 480)] * 2 + [(4000, 3000)]
     got = warmup_resolutions(sizes, (4096,), min_pixels=3136, max_pixels=12845056, mode=AlignMode.NEAREST, limit=2)

@@ -104,6 +104,31 @@ def test_a_runtime_is_named_in_any_spelling_pip_takes_for_the_same_package(spell
     assert runtimes.resolve("vllm.cuda", "cuda").runtime is Runtime.VLLM_CUDA
 
 
+@pytest.mark.parametrize(
+    ("spec", "release"),
+    [
+        ("VLLM_Gaudi==0.19.1-1", "vllm-gaudi==0.19.1.post1"),  # an implicit post release
+        ("vllm-gaudi==0.26.0-rc0", "vllm-gaudi==0.26.0rc0"),
+        ("vllm-gaudi==v0.24.0", "vllm-gaudi==0.24.0"),
+        ("vllm-gaudi==0.24", "vllm-gaudi==0.24"),
+        ("vllm-fork==0.6.4-2", "vllm-fork==0.6.4.post2"),
+        ("vllm-fork==0.7.2+Gaudi-1.21.2", "vllm-fork==0.7.2+gaudi.1.21.2"),
+    ],
+)
+def test_a_release_is_named_in_any_spelling_pip_takes_for_it_and_plans_that_release(spec: str, release: str) -> None:
+    # r4releases 7: `0.19.1-1` and `0.26.0-rc0`, which pip reads as 0.19.1.post1 and 0.26.0rc0, were "not a version"
+    found = runtimes.resolve(spec, "hpu")
+    canonical = runtimes.resolve(release, "hpu")
+    assert found.version == release.partition("==")[2]
+    assert found.found.partition(", ")[2] == canonical.found.partition(", ")[2]
+
+
+@pytest.mark.parametrize("spec", ["vllm-gaudi==latest", "vllm-gaudi==0.26.0+", "vllm-gaudi==1!0.26.0"])
+def test_a_release_pip_refuses_stays_refused(spec: str) -> None:
+    with pytest.raises(ConfigError, match=r"is not a version; accepted: vllm-gaudi==X.Y.Z"):
+        runtimes.resolve(spec, "hpu")
+
+
 def test_a_release_that_is_no_version_names_the_option_and_the_accepted_form() -> None:
     # r2releases 18c: the line named neither --plan-runtime nor the vllm-gaudi==X form
     with pytest.raises(ConfigError, match=r"^--plan-runtime='vllm-gaudi==0.26.x': .*'0.26.x' is not a version; "

@@ -62,7 +62,7 @@ def test_each_line_names_its_commits_and_the_newest_is_the_default() -> None:
     assert LINES[0] is NEWEST
     assert release_for(None) is NEWEST
     assert all(r.commit and r.tags for r in LINES)
-    assert [r.extension for r in LINES] == ["8211e0b", "29bc7a4", "2b4ba56", "d4b0d38", None, None]
+    assert [r.extension for r in LINES] == ["8211e0b", "29bc7a4", "2b4ba56", "d4b0d38", "4ff86cf", None, None]
     assert model_from_env({}).version is None
     assert model_from_env({}, None, "0.7.2").version == "0.7.2"
 

@@ -80,6 +80,9 @@ class PlanInputs:
     skip_warmup: bool = False
     #: How the runtime was chosen (what ``auto`` found installed), for the plan's output.
     runtime_found: str = ""
+    #: The release planned for, named (``vllm-gaudi==X``) or installed (``auto``), in PEP 440's normal form; None: no
+    #: release (the runtime's newest modelled code, or a runtime not planned per release).
+    runtime_release: str | None = None
     #: Ranks the routed experts are spread over (--enable-expert-parallel: TP x DP), 0 when off.
     expert_parallel_size: int = 0
     #: The runtime's own variables that are set (what its arithmetic reads, e.g. VLLM_MEMORY_PROFILER_...).
@@ -189,9 +192,9 @@ def _device(args: SizingArgs) -> tuple[devices.DeviceSpec, int, int]:
 
 
 def _runtime_model(args: SizingArgs, backend: Backend, runtime_env: Mapping[str, str],
-                   device: str | None = None) -> tuple[RuntimeModel, str]:  # fmt: skip
+                   device: str | None = None) -> tuple[RuntimeModel, registry.Detection]:  # fmt: skip
     detection = registry.resolve(args.runtime or "auto", backend, source=args.flag("runtime"), device=device)
-    return registry.model_for(detection.runtime, runtime_env, version=detection.version), detection.found
+    return registry.model_for(detection.runtime, runtime_env, version=detection.version), detection
 
 
 def _buckets(args: SizingArgs, settings: Settings) -> Buckets | None:
@@ -282,7 +285,7 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
     quantization = validate.check_quantization(args.quantization or model.quantization, quant_flag)
     validate.check_quantization_matches(model, args.quantization, quant_flag, spec.backend)
 
-    runtime, found = _runtime_model(args, spec.backend, env, spec.name)
+    runtime, detection = _runtime_model(args, spec.backend, env, spec.name)
     if args.kv_cache_memory_bytes is not None and runtime.traits.kv_cache_memory_bytes == "unknown":
         raise ConfigError(f"{flag('kv_cache_memory_bytes')}: {runtime.name.value} does not take it "
                           f"({runtime.traits.kv_cache_memory_bytes_source}); accepted: leave it out and size the KV "
@@ -329,7 +332,8 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         data_parallel_size=dp,
         enforce_eager=bool(args.enforce_eager),
         skip_warmup=settings.skip_warmup,
-        runtime_found=found,
+        runtime_found=detection.found,
+        runtime_release=detection.version,
         expert_parallel_size=tp * dp if args.enable_expert_parallel and model.moe.present else 0,
         runtime_env=env,
         defaults_source="given" if given else limits.source,

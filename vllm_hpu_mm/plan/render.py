@@ -50,6 +50,7 @@ def to_dict(
         **(sources or {}),
         "verdict": p.verdict,
         "runtime": i.runtime.name.value,
+        "runtime_release": i.runtime_release,
         "runtime_found": i.runtime_found,
         "enforcement": exports.enforcement_dict() if exports is not None else None,
         "precision": exports.precision if exports is not None else None,

@@ -99,6 +99,9 @@ class RuntimeTraits:
     tower_follows_limits: bool = False
     #: Config ``model_type`` values the fp32-softmax default applies to (empty: every model).
     fp32_softmax_model_types: tuple[str, ...] = ()
+    #: Reads ``VLLM_FP32_SOFTMAX`` (vllm-gaudi, vllm-fork from 1.20); where it does not, a value set is ignored and
+    #: the plan says so.
+    reads_fp32_softmax: bool = True
     #: The runtime's own knobs, beyond vLLM's engine flags and the guide's memory variables, that fixes and the OOM
     #: doctor may name (variables and flags; a runtime that does not read a knob is never told to set it).
     own_knobs: frozenset[str] = frozenset()

@@ -58,11 +58,18 @@ class Draft:
 
     def precision(self) -> dict[str, object]:
         """The language model's fp32-softmax setting: the user's VLLM_FP32_SOFTMAX, else the runtime's default."""
-        note = self.plan.inputs.runtime.traits.fp32_softmax_note
+        traits = self.plan.inputs.runtime.traits
+        default = traits.fp32_softmax_for(self.plan.inputs.model.model_type)
         if self.flags.fp32_softmax is None:
-            default = self.plan.inputs.runtime.traits.fp32_softmax_for(self.plan.inputs.model.model_type)
-            return {"fp32_softmax": default, "set_by": "runtime default", "note": note}
-        return {"fp32_softmax": self.flags.fp32_softmax, "set_by": "VLLM_FP32_SOFTMAX", "note": note}
+            return {"fp32_softmax": default, "set_by": "runtime default", "note": traits.fp32_softmax_note}
+        if not traits.reads_fp32_softmax:
+            return {"fp32_softmax": default, "set_by": "runtime default; VLLM_FP32_SOFTMAX is set but the runtime "
+                    "planned for does not read it: ignored", "note": traits.fp32_softmax_note}  # fmt: skip
+        return {
+            "fp32_softmax": self.flags.fp32_softmax,
+            "set_by": "VLLM_FP32_SOFTMAX",
+            "note": traits.fp32_softmax_note,
+        }
 
     def finish(self, parts: dict[PartName, Part]) -> Exports:
         return Exports(self.env, tuple(self.args), self.files, parts, tuple(self.notes), self.precision())

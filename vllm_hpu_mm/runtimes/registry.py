@@ -13,6 +13,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes import vllm_cpu, vllm_cuda, vllm_fork, vllm_gaudi
 from vllm_hpu_mm.runtimes.base import RUNTIME_CHOICES, Runtime, RuntimeEntry, RuntimeModel, RuntimeTraits
@@ -29,6 +31,7 @@ __all__ = [
     "encoder_graphs",
     "installed",
     "model_for",
+    "normalise_release",
     "reference_device",
     "resolve",
     "same_runtime",
@@ -97,9 +100,22 @@ def split_bucket_file(env: Mapping[str, str]) -> tuple[dict[str, str], str | Non
 def split_spec(name: str) -> tuple[str, str | None]:
     """``vllm-gaudi==0.26.0`` -> ("vllm-gaudi", "0.26.0"); ``auto`` -> ("auto", None). The name in any spelling pip
     takes for the same package (PEP 503: case, runs of ``-``, ``_``, ``.``), so ``vllm_gaudi``, as ``pip show``
-    prints it, is ``vllm-gaudi``."""
+    prints it, is ``vllm-gaudi``; the release too, as pip reads it (:func:`normalise_release`)."""
     key, sep, version = name.strip().lower().partition("==")
-    return re.sub(r"[-_.]+", "-", key.strip()), (version.strip() or None) if sep else None
+    return re.sub(r"[-_.]+", "-", key.strip()), normalise_release(version) if sep else None
+
+
+def normalise_release(text: str) -> str | None:
+    """A named release as pip reads it (PEP 440 normal form, the ``packaging`` pip vendors): ``0.19.1-1`` ->
+    ``0.19.1.post1``, ``0.26.0-rc0`` -> ``0.26.0rc0``, ``v0.24.0`` -> ``0.24.0``, so every spelling pip takes for a
+    release plans that release. What PEP 440 refuses is left as written (None if empty) for the runtime's own reader:
+    a branch or commit (``main``, ``habana_main``), a fork tag's spelling (``0.5.3.post1-Gaudi-1.17.0``), or no
+    version at all, which that reader refuses."""
+    text = text.strip()
+    try:
+        return str(Version(text))
+    except InvalidVersion:
+        return text or None
 
 
 def strategies(runtime: Runtime, env: Mapping[str, str] | None = None, version: str | None = None

@@ -33,7 +33,8 @@ TRAITS = RuntimeTraits(
     reads=frozenset(),
     profiles_forward=False,
     fp32_softmax_default=False,
-    fp32_softmax_note="vLLM's CPU attention chooses its own softmax precision",
+    fp32_softmax_note="vLLM's CPU attention chooses its own softmax precision (vLLM 0.32 reads no VLLM_FP32_SOFTMAX)",
+    reads_fp32_softmax=False,
     enforced_by="serve passes the planned KV cache as --kv-cache-memory-bytes",
     tower_follows_limits=True,
 )

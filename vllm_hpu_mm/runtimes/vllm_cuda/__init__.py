@@ -57,7 +57,9 @@ TRAITS = RuntimeTraits(
     reads=frozenset(),
     profiles_forward=True,
     fp32_softmax_default=False,
-    fp32_softmax_note="vLLM's CUDA attention backends choose their own softmax precision",
+    fp32_softmax_note="vLLM's CUDA attention backends choose their own softmax precision (vLLM 0.32 reads no "
+    "VLLM_FP32_SOFTMAX)",
+    reads_fp32_softmax=False,
     enforced_by="serve exports the graphs that fit as --compilation-config capture sizes and encoder budgets",
     profiles_graphs=True,
     tower_follows_limits=True,

@@ -108,8 +108,10 @@ TRAITS = RuntimeTraits(
     backend="hpu",
     reads=frozenset({GRAPH_RESERVED_MEM}),
     profiles_forward=True,
-    fp32_softmax_default=False,
-    fp32_softmax_note="vllm-fork reads VLLM_FP32_SOFTMAX (default off)",
+    fp32_softmax_default=True,
+    fp32_softmax_model_types=("qwen2",),
+    fp32_softmax_note=f"vllm-fork {NEWEST.name} turns fp32 softmax on for qwen2 ({NEWEST.fp32_softmax_source}); "
+    "VLLM_FP32_SOFTMAX overrides it",
     enforced_by="serve exports the vision buckets that fit; the text buckets are the release's own, all warmed",
     warms_all_graphs=True,
     own_knobs=frozenset({VISION_BUCKETS, SKIP_WARMUP, WEIGHTS_LOAD_DEVICE}),
@@ -136,9 +138,21 @@ TRAITS = RuntimeTraits(
 def traits_for(release: Release) -> RuntimeTraits:
     """The fork's traits at a release line: which of the guide's variables it reads and whether it warms every graph
     (:class:`.releases.Release`, read at each tag)."""
-    if not release.reads_prompt_ratio:
+    if release is NEWEST:
         return TRAITS
-    return dataclasses.replace(TRAITS, reads=frozenset({GRAPH_RESERVED_MEM, GRAPH_PROMPT_RATIO}),
+    if release.fp32_softmax_source:
+        note = (f"vllm-fork {release.name} turns fp32 softmax on for qwen2 ({release.fp32_softmax_source}); "
+                "VLLM_FP32_SOFTMAX overrides it")  # fmt: skip
+        traits = dataclasses.replace(TRAITS, fp32_softmax_note=note)
+    else:
+        where = f"extension @{release.extension}" if release.extension else "its in-tree ops"
+        note = (f"vllm-fork {release.name} has no fp32 softmax: neither its vllm/ (@{release.commit}) nor {where} "
+                "reads VLLM_FP32_SOFTMAX (it came with 1.20, extension @d4b0d38)")  # fmt: skip
+        traits = dataclasses.replace(TRAITS, fp32_softmax_default=False, fp32_softmax_note=note,
+                                     reads_fp32_softmax=False)  # fmt: skip
+    if not release.reads_prompt_ratio:
+        return traits
+    return dataclasses.replace(traits, reads=frozenset({GRAPH_RESERVED_MEM, GRAPH_PROMPT_RATIO}),
                                enforced_by="serve exports VLLM_GRAPH_RESERVED_MEM and VLLM_GRAPH_PROMPT_RATIO",
                                warms_all_graphs=False)  # fmt: skip
 

@@ -1,6 +1,7 @@
 """vllm-fork's release lines: which bucketing each Gaudi release of HabanaAI/vllm-fork ships, keyed by version.
 
-A line is a run of tags whose bucketing generates the same buckets for the same inputs, read at each tag (the fork's
+A line is a run of tags whose bucketing generates the same buckets for the same inputs and which read the same
+variables (1.19 and 1.20 share their bucketing but only 1.20 reads ``VLLM_FP32_SOFTMAX``), read at each tag (the fork's
 in-tree ``habana_model_runner.py`` before 1.19; after dbde4b81b #534 the vllm-hpu-extension commit its
 ``requirements-hpu.txt`` / ``requirements/hpu.txt`` pins) and checked against that code by
 ``benchmarks/agreement/vllm_fork_releases.py``. The generation itself is :mod:`.linear` and :mod:`.exponential`.
@@ -52,6 +53,11 @@ class Release:
     #: The runner buckets the vision tower by ``VLLM_MULTIMODAL_BUCKETS`` and warms every bucket (1.22:
     #: ``VisionBuckets`` @2e9b2b3d4:115, the multimodal warm-up of #1178 6bac2f76b); before, no release reads it.
     reads_vision_buckets: bool = False
+    #: Where the release reads ``VLLM_FP32_SOFTMAX``, an extension feature on by default for ``qwen2`` only (1.20 -
+    #: 1.21.3 ``flags.py`` ``EnvFlag("VLLM_FP32_SOFTMAX", ModelType('qwen2'))``, 1.22 ``features.py``
+    #: ``Value('fp32_softmax', ModelType('qwen2'))``); "": not read, no fp32 softmax at all (1.17 - 1.19: ``git grep
+    #: -i fp32_softmax`` finds nothing in the fork's ``vllm/`` at the tag nor in extension @4ff86cf).
+    fp32_softmax_source: str = ""
 
     def __str__(self) -> str:
         where = f"extension @{self.extension}" if self.extension else "in-tree"
@@ -59,28 +65,35 @@ class Release:
 
 
 NEWEST = Release("v0.9.0.1+Gaudi-1.22.0", "0.9.0.1", ("v0.9.0.1+Gaudi-1.22.0",), "2e9b2b3d4", "8211e0b", "ext122",
-                 exponential_default=True, reads_prompt_ratio=False, reads_vision_buckets=True)  # fmt: skip
+                 exponential_default=True, reads_prompt_ratio=False, reads_vision_buckets=True,
+                 fp32_softmax_source="vllm_hpu_extension/features.py:60 @8211e0b")  # fmt: skip
 
 #: Newest first.
 LINES: tuple[Release, ...] = (
     NEWEST,
     Release("v0.7.2+Gaudi-1.21.2 - v0.8.5.post1+Gaudi-1.21.3", "0.8.5.post1",
-            ("v0.8.5.post1+Gaudi-1.21.3", "v0.8.5.post1+Gaudi-1.21.2"), "3bcdfd4af", "29bc7a4", "ext1212"),
-    Release("v0.7.2+Gaudi-1.21.0", "0.7.2", ("v0.7.2+Gaudi-1.21.0",), "0275ce4c2", "2b4ba56", "ext1210"),
-    Release("v0.6.4.post2+Gaudi-1.19.0 - v0.6.6.post1+Gaudi-1.20.0", "0.6.6.post1",
-            ("v0.6.6.post1+Gaudi-1.20.0", "v0.6.4.post2+Gaudi-1.19.2", "v0.6.4.post2+Gaudi-1.19.1",
-             "v0.6.4.post2+Gaudi-1.19.0"), "6af2f6752", "d4b0d38", "ext119"),
+            ("v0.8.5.post1+Gaudi-1.21.3", "v0.8.5.post1+Gaudi-1.21.2"), "3bcdfd4af", "29bc7a4", "ext1212",
+            fp32_softmax_source="vllm_hpu_extension/flags.py:154 @29bc7a4"),
+    Release("v0.7.2+Gaudi-1.21.0", "0.7.2", ("v0.7.2+Gaudi-1.21.0",), "0275ce4c2", "2b4ba56", "ext1210",
+            fp32_softmax_source="vllm_hpu_extension/flags.py:153 @2b4ba56"),
+    Release("v0.6.6.post1+Gaudi-1.20.0", "0.6.6.post1", ("v0.6.6.post1+Gaudi-1.20.0",), "6af2f6752", "d4b0d38",
+            "ext119", fp32_softmax_source="vllm_hpu_extension/flags.py:146 @d4b0d38"),
+    # 1.20's bucketing (extension @4ff86cf generates the same buckets as @d4b0d38), without fp32 softmax
+    Release("v0.6.4.post2+Gaudi-1.19.0 - v0.6.4.post2+Gaudi-1.19.2", "0.6.4.post2",
+            ("v0.6.4.post2+Gaudi-1.19.2", "v0.6.4.post2+Gaudi-1.19.1", "v0.6.4.post2+Gaudi-1.19.0"), "61f141c62",
+            "4ff86cf", "ext119"),
     Release("v0.5.3.post1+Gaudi-1.18.0", "0.5.3.post1+Gaudi-1.18.0", ("v0.5.3.post1+Gaudi-1.18.0",), "84922944d",
             None, "intree118"),
     Release("v0.5.3.post1-Gaudi-1.17.0", "0.5.3.post1+Gaudi-1.17.0", ("v0.5.3.post1-Gaudi-1.17.0",), "1e0e492e1",
             None, "intree2024"),
 )  # fmt: skip
 
-_BY_GENERATION = {r.generation: r for r in LINES}
+_BY_SPEC = {r.spec: r for r in LINES}
 _VERSION = re.compile(r"^v?(\d+\.\d+\.\d+(?:\.post\d+)?(?:\.\d+)?)(?:[+-](.*))?$", re.IGNORECASE)
-_GAUDI = re.compile(r"gaudi-?(\d)\.?(\d\d)(?:\.(\d+))?", re.IGNORECASE)
+#: The Gaudi suffix as installed (gaudi122), tagged (Gaudi-1.21.2) or as pip normalises a tag (gaudi.1.21.2).
+_GAUDI = re.compile(r"gaudi[-.]?(\d)\.?(\d\d)(?:\.(\d+))?", re.IGNORECASE)
 _ACCEPTED = ("accepted: 0.9.0.1 (1.22.0), 0.8.5.post1 (1.21.2 - 1.21.3), 0.7.2 (1.21.0; 0.7.2+Gaudi-1.21.2 for the "
-             "later line), 0.6.4.post2 / 0.6.6.post1 (1.19 - 1.20), 0.5.3.post1+gaudi117 or +gaudi118, habana_main, "
+             "later line), 0.6.6.post1 (1.20.0), 0.6.4.post2 (1.19), 0.5.3.post1+gaudi117 or +gaudi118, habana_main, "
              "each with an optional +gaudiNNN / +Gaudi-X.Y.Z suffix")  # fmt: skip
 
 
@@ -99,12 +112,11 @@ def release_for(version: str | None) -> Release:
                           f"{_ACCEPTED}")  # fmt: skip
     if base == "0.5.3.post1":
         if gaudi is not None and gaudi[:2] in ((1, 17), (1, 18)):
-            return _BY_GENERATION["intree2024" if gaudi[:2] == (1, 17) else "intree118"]
+            return _BY_SPEC[f"0.5.3.post1+Gaudi-1.{gaudi[1]}.0"]
         raise ConfigError(f"vllm-fork=={version}: 0.5.3.post1 shipped two lines (Gaudi 1.17: decode by sequence "
                           f"length; 1.18: by blocks); name it with +gaudi117 or +gaudi118; {_ACCEPTED}")  # fmt: skip
-    generation = {"0.6.4.post2": "ext119", "0.6.6.post1": "ext119", "0.8.5.post1": "ext1212", "0.9.0.1": "ext122"}
-    if base in generation:
-        return _BY_GENERATION[generation[base]]
-    if base == "0.7.2":
-        return _BY_GENERATION["ext1212" if gaudi == (1, 21, 2) else "ext1210"]
+    if base == "0.7.2":  # v0.7.2+Gaudi-1.21.2 is the 0.8.5.post1 line's commit
+        return _BY_SPEC["0.8.5.post1" if gaudi == (1, 21, 2) else "0.7.2"]
+    if base in _BY_SPEC:
+        return _BY_SPEC[base]
     raise ConfigError(f"vllm-fork=={version}: no modelled release line has vLLM base {base}; {_ACCEPTED}")

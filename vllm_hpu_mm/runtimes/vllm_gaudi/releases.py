@@ -107,7 +107,9 @@ version falls in (:func:`line_of`).
 from __future__ import annotations
 
 import dataclasses
-import re
+
+from packaging.version import InvalidVersion
+from packaging.version import Version as PackagingVersion
 
 from vllm_hpu_mm.errors import ConfigError
 
@@ -129,26 +131,30 @@ Version = tuple[int, int, int, int]
 #: (VLLM_MULTIMODAL_BUCKETS).
 FIRST_FILE_BUCKETING: Version = (0, 11, 2, 0)
 
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.post(\d+))?(?:(rc|\.dev|dev|a|b)(\d+))?(?:\+.*)?$")
 #: Where a pre-release sorts below its release: dev < a < b < rc, each by its number (capped below the next kind).
-_PRE_RELEASE = {"dev": -4000, ".dev": -4000, "a": -3000, "b": -2000, "rc": -1000}
+_PRE_RELEASE = {"dev": -4000, "a": -3000, "b": -2000, "rc": -1000}
+_ACCEPTED_FORM = "accepted: vllm-gaudi==X.Y.Z[rcN|.postN|.devN], e.g. vllm-gaudi==0.26.0"
 
 
 def parse_version(text: str) -> Version:
     """``0.26.0``, ``v0.27.0rc0``, ``0.19.0.post1``, ``0.28.0.dev12+g091bbadd`` -> an ordered tuple; a pre-release
-    sorts before its release and by its number (``0.17.0rc0 < 0.17.0rc1 < 0.17.0 < 0.17.0.post1``). Raises ConfigError
-    naming the accepted form."""
-    m = _VERSION.match(text.strip())
-    if not m:
-        raise ConfigError(
-            f"vllm-gaudi version {text!r} is not a version; accepted: vllm-gaudi==X.Y.Z[rcN|.postN|.devN], "
-            "e.g. vllm-gaudi==0.26.0"
-        )
-    major, minor, patch = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+    sorts before its release and by its number (``0.17.0rc0 < 0.17.0rc1 < 0.17.0 < 0.17.0.post1``). Read as pip reads
+    it (PEP 440, the ``packaging`` pip vendors): ``0.19.1-1`` is 0.19.1.post1, ``0.26.0-rc0`` 0.26.0rc0. Raises
+    ConfigError naming the accepted form for what pip refuses, and for an epoch or a fourth release number (no
+    vllm-gaudi release has one)."""
+    try:
+        v = PackagingVersion(text.strip())
+    except InvalidVersion:
+        v = None
+    if v is None or v.epoch or len(v.release) > 3:
+        raise ConfigError(f"vllm-gaudi version {text!r} is not a version; {_ACCEPTED_FORM}")
+    major, minor, patch = (*v.release, 0, 0)[:3]
     # pre-releases (rcN, devN) count as negative, below the release; a post-release as its number above it
-    if m.group(5):
-        return (major, minor, patch, _PRE_RELEASE[m.group(5)] + min(int(m.group(6)), 999))
-    return (major, minor, patch, int(m.group(4) or 0))
+    if v.pre is not None:
+        return (major, minor, patch, _PRE_RELEASE[v.pre[0]] + min(v.pre[1], 999))
+    if v.dev is not None and v.post is None:
+        return (major, minor, patch, _PRE_RELEASE["dev"] + min(v.dev, 999))
+    return (major, minor, patch, v.post or 0)
 
 
 @dataclasses.dataclass(frozen=True)
