@@ -36,7 +36,14 @@ from vllm_hpu_mm.plan.text_choice import (
 )
 from vllm_hpu_mm.replay.report import Report
 from vllm_hpu_mm.replay.run import ReplayResult, prepare
-from vllm_hpu_mm.replay.scheduler import MAX_CLIENTS, MAX_PROFILE_SECONDS, MAX_PROFILE_SEGMENTS, MAX_RATE, Arrivals
+from vllm_hpu_mm.replay.scheduler import (
+    MAX_CLIENTS,
+    MAX_PROFILE_SECONDS,
+    MAX_PROFILE_SEGMENTS,
+    MAX_RATE,
+    MIN_RATE,
+    Arrivals,
+)
 from vllm_hpu_mm.replay.schedules import (
     DEFAULT_REQUESTS,
     MAX_REQUESTS,
@@ -55,7 +62,7 @@ from vllm_hpu_mm.traffic.requests import Traffic
 
 #: The bounds and defaults the command declares are the replay's own (its loops' caps), named here for the CLI.
 __all__ = ["DEFAULT_REQUESTS", "MAX_CLIENTS", "MAX_PROFILE_SECONDS", "MAX_PROFILE_SEGMENTS", "MAX_RATE", "MAX_REQUESTS",
-           "MIN_LEVEL_REQUESTS", "Arrivals", "ReplayArgs", "Replayed", "offered_traffic", "replay_traffic",
+           "MIN_LEVEL_REQUESTS", "MIN_RATE", "Arrivals", "ReplayArgs", "Replayed", "offered_traffic", "replay_traffic",
            "served_traffic"]  # fmt: skip
 
 

@@ -110,6 +110,11 @@ REFUSAL_FIXES = {
 
 #: Caps on what a load description may ask (a day of traffic; far above any one server's request rate or clients).
 MAX_RATE = 10_000.0
+#: The least request rate a user may ask for (one request in 11.6 days): the clock is float seconds from the first
+#: arrival, so at 1e-300 requests/s arrivals 1e300 s apart leave no bit for a step's milliseconds (every latency read
+#: 0). At this rate the documented maximum of requests (100,000) arrives by about 1e11 s, where a float still resolves
+#: 2e-5 s; no server's load is slower.
+MIN_RATE = 1e-6
 MAX_PROFILE_SEGMENTS = 64
 MAX_PROFILE_SECONDS = 86_400.0
 MAX_CLIENTS = 100_000
