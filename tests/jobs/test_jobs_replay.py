@@ -94,7 +94,12 @@ def test_planned_buckets_stay_within_the_given_budget() -> None:
             QUICK,
             "--text-graph-budget=1 is out of range; accepted: 2 to",
         ),
-        (dataclasses.replace(SMALL, runtime="vllm-cuda"), QUICK, "replay models vllm-gaudi's bucket lookup only"),
+        (
+            dataclasses.replace(SMALL, runtime="vllm-cuda"),
+            QUICK,
+            "replay models vllm-gaudi's bucket lookup only; .*"
+            "accepted: --runtime vllm-gaudi on a Gaudi --device .*: fleet plan",
+        ),
         (SMALL, dataclasses.replace(QUICK, arrivals=Arrivals(rate=1.0)), "--concurrency and a request rate"),
     ],
     ids=["budget", "runtime", "load"],

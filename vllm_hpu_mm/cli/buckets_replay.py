@@ -13,12 +13,13 @@ or VLLM_MULTIMODAL_BUCKETS gives a list: that one, as given; a note says which. 
 (--max-model-len, --max-num-seqs, --max-num-batched-tokens, --block-size) and the plan's KV blocks estimate
 (--kv-blocks to give your log's). The load: --concurrency clients, --request-rate (Poisson arrivals) or
 --load-profile (clients over time); every schedule runs until its last request finishes (the drain). On a device
-with a time model (Gaudi2, Gaudi3, H100, H200) every forward is priced by a roofline of one step: busy time with
+with a time model (Gaudi2, Gaudi3) every forward is priced by a roofline of one step: busy time with
 real shapes and with buckets, padding as a share of busy time (prefill query, prefill context, decode, vision), the
 padding's added time to first token and per output token, and compile stalls; vllm-gaudi's exp, lin and pad
 strategies side by side. Exit 1 when your bucket file compiles at run time or when some requests are ones the engine
 refuses (a prompt of max_model_len tokens or more, more KV blocks than the cache holds): they are counted and
-reported, and in no figure.
+reported, and in no figure. vllm-gaudi only: another runtime (vllm-fork, vLLM CUDA on H100/H200) is refused;
+`fleet plan` prices vLLM CUDA at real shapes.
 """
 
 from __future__ import annotations

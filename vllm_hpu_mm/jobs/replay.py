@@ -224,8 +224,11 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
     shape = inputs.engine(args.kv_blocks if args.kv_blocks is not None else first.kv_blocks)
     lookup = own.text_lookup(shape)
     if lookup is None:
-        raise ConfigError(f"replay models vllm-gaudi's bucket lookup only; the plan's runtime is {own.name.value} "
-                          f"(name {sizing.flag('runtime')} vllm-gaudi)")  # fmt: skip
+        # the replay is of vllm-gaudi's lookup since it was written (b6daaa59): another runtime's latencies, at real
+        # shapes, are fleet plan's
+        raise ConfigError(f"replay models vllm-gaudi's bucket lookup only; the plan's runtime is {own.name.value}; "
+                          f"accepted: {sizing.flag('runtime')} vllm-gaudi on a Gaudi {sizing.flag('device')} "
+                          f"(gaudi2, gaudi3); {own.name.value}'s latencies at real shapes: fleet plan")  # fmt: skip
     yours = None
     if file_path:
         spelled = {"bucket_file": "--bucket-file"} if args.bucket_file else {}
