@@ -102,6 +102,18 @@ def test_when_the_server_refuses_every_image_there_is_nothing_to_plan(tmp_path: 
     assert "the server refuses every image (1 with an aspect ratio above VLLM_HPU_MM_MAX_ASPECT_RATIO=200)" in err
 
 
+def test_a_replay_of_traffic_whose_every_image_the_server_refuses_is_a_finding_with_its_report(tmp_path: Path) -> None:
+    # held-out round r4loads, case 13: well-formed traffic of which nothing runs is exit 1 with the counts, not exit 2
+    sizes = csv(tmp_path, (30_000, 100), (15_000, 12_000))
+    code, out, err = run("buckets", "replay", "--json", "--sizes", sizes, "--requests", "20", "--concurrency", "2",
+                         "--no-plan", "--no-strategies")  # fmt: skip
+    assert code == 1
+    report = json.loads(out)
+    assert (report["requests_replayed"], report["requests_refused"]["total"]) == (0, 20)
+    assert report["vision"]["images"] == 0
+    assert "no request ran" in err
+
+
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(
     sizes=st.lists(st.tuples(st.integers(1, 10**6), st.integers(1, 10**6)), min_size=1, max_size=40),

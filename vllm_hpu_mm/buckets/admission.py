@@ -16,7 +16,7 @@ from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.preprocess.limits import Refusal, dimension_problem
 from vllm_hpu_mm.traffic.requests import Traffic
 
-__all__ = ["Admission", "Reason", "admit", "admit_traffic"]
+__all__ = ["Admission", "Reason", "admit", "admit_traffic", "served_part"]
 
 #: Why an image is left out: its size (:data:`Refusal`), or a file named as an image that no reader opens.
 Reason = Refusal | Literal["unreadable"]
@@ -102,14 +102,34 @@ def admit_traffic(
     """The requests of ``traffic`` the server serves: a request whose image it refuses is left out (text-only
     requests are kept); the source says how many. :class:`ConfigError` when the traffic carries images and the
     server refuses every one."""
+    served = served_part(traffic, max_image_pixels=max_image_pixels, max_aspect_ratio=max_aspect_ratio,
+                         pixels_var=pixels_var)  # fmt: skip
+    if served is None:
+        images = traffic.images()
+        _, refused = _verdicts(images, max_image_pixels, max_aspect_ratio)
+        admission = Admission(SizeSet(images, traffic.source), dict(refused), max_image_pixels, max_aspect_ratio,
+                              pixels_var=pixels_var)  # fmt: skip
+        raise _refused_all(traffic.source, admission)
+    return served
+
+
+def served_part(
+    traffic: Traffic,
+    *,
+    max_image_pixels: int,
+    max_aspect_ratio: float,
+    pixels_var: str = "VLLM_HPU_MM_MAX_IMAGE_PIXELS",
+) -> Traffic | None:
+    """:func:`admit_traffic` for a caller that counts the refused requests itself (the replay): None, no error, when
+    the server serves no request of ``traffic``."""
     images = traffic.images()
     kept, refused = _verdicts(images, max_image_pixels, max_aspect_ratio)
     if not refused:
         return traffic
     admission = Admission(SizeSet(images, traffic.source), dict(refused), max_image_pixels, max_aspect_ratio,
                           pixels_var=pixels_var)  # fmt: skip
-    if not kept:
-        raise _refused_all(traffic.source, admission)
     requests = {r: n for r, n in traffic.counts.items() if r.image is None or r.image in kept}
+    if not kept or not requests:
+        return None
     return dataclasses.replace(traffic, counts=requests, source=f"{traffic.source} ({admission.summary()}, with "
                                "their requests)")  # fmt: skip

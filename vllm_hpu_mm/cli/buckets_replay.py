@@ -13,12 +13,13 @@ or VLLM_MULTIMODAL_BUCKETS gives a list: that one, as given; a note says which. 
 (--max-model-len, --max-num-seqs, --max-num-batched-tokens, --block-size) and the plan's KV blocks estimate
 (--kv-blocks to give your log's). The load: --concurrency clients, --request-rate (Poisson arrivals) or
 --load-profile (clients over time); every schedule runs until its last request finishes (the drain). On a device
-with a time model (Gaudi2, Gaudi3, H100, H200) every forward is priced by a roofline of one step: busy time with
+with a time model (Gaudi2, Gaudi3) every forward is priced by a roofline of one step: busy time with
 real shapes and with buckets, padding as a share of busy time (prefill query, prefill context, decode, vision), the
 padding's added time to first token and per output token, and compile stalls; vllm-gaudi's exp, lin and pad
 strategies side by side. Exit 1 when your bucket file compiles at run time or when some requests are ones the engine
 refuses (a prompt of max_model_len tokens or more, more KV blocks than the cache holds): they are counted and
-reported, and in no figure.
+reported, and in no figure. vllm-gaudi only: another runtime (vllm-fork, vLLM CUDA on H100/H200) is refused;
+`fleet plan` prices vLLM CUDA at real shapes.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from vllm_hpu_mm.jobs.replay import (
     MAX_RATE,
     MAX_REQUESTS,
     MIN_LEVEL_REQUESTS,
+    MIN_RATE,
     Arrivals,
     ReplayArgs,
     replay_traffic,
@@ -70,8 +72,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help=requests_help(DEFAULT_REQUESTS, "--concurrency, a rate, a profile, "))  # fmt: skip
     load = p.add_mutually_exclusive_group()
     load.add_argument("--request-rate", type=request_rate, metavar="R", help="open-loop load: Poisson arrivals at R "
-                      f"requests per second (0 < R <= {MAX_RATE:,.0f}), the server drained after the last request; "
-                      "instead of --concurrency")  # fmt: skip
+                      f"requests per second ({MIN_RATE:g} <= R <= {MAX_RATE:,.0f}), the server drained after the last "
+                      "request; instead of --concurrency")  # fmt: skip
     load.add_argument("--load-profile", type=load_profile, metavar="S:C,...", help="clients over time: C requests "
                       "at once for S seconds, segment after segment (e.g. 600:64,1800:4,600:128; 0 clients = idle; "
                       f"at most {MAX_PROFILE_SEGMENTS} segments, {MAX_PROFILE_SECONDS:,.0f} s in all)")  # fmt: skip
@@ -104,8 +106,9 @@ def request_rate(raw: str) -> float:
         value = float(raw)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{raw!r} is not a number; accepted: requests per second, e.g. 2.5") from None
-    if not 0 < value <= MAX_RATE:
-        raise argparse.ArgumentTypeError(f"{raw!r} is out of range; accepted: above 0, at most {MAX_RATE:,.0f}")
+    if not MIN_RATE <= value <= MAX_RATE:  # NaN too
+        raise argparse.ArgumentTypeError(f"{raw!r} is out of range; accepted: at least {MIN_RATE:g} (a request in "
+                                         f"11.6 days), at most {MAX_RATE:,.0f}")  # fmt: skip
     return value
 
 

@@ -12,7 +12,7 @@ import gc
 from collections.abc import Iterator
 from pathlib import Path
 
-from vllm_hpu_mm.buckets.admission import admit_traffic
+from vllm_hpu_mm.buckets.admission import admit_traffic, served_part
 from vllm_hpu_mm.buckets.text import TextBucketPlan
 from vllm_hpu_mm.buckets.text_worst import WorstCase
 from vllm_hpu_mm.buckets.turns import Ahead, on_two
@@ -36,7 +36,14 @@ from vllm_hpu_mm.plan.text_choice import (
 )
 from vllm_hpu_mm.replay.report import Report
 from vllm_hpu_mm.replay.run import ReplayResult, prepare
-from vllm_hpu_mm.replay.scheduler import MAX_CLIENTS, MAX_PROFILE_SECONDS, MAX_PROFILE_SEGMENTS, MAX_RATE, Arrivals
+from vllm_hpu_mm.replay.scheduler import (
+    MAX_CLIENTS,
+    MAX_PROFILE_SECONDS,
+    MAX_PROFILE_SEGMENTS,
+    MAX_RATE,
+    MIN_RATE,
+    Arrivals,
+)
 from vllm_hpu_mm.replay.schedules import (
     DEFAULT_REQUESTS,
     MAX_REQUESTS,
@@ -55,7 +62,8 @@ from vllm_hpu_mm.traffic.requests import Traffic
 
 #: The bounds and defaults the command declares are the replay's own (its loops' caps), named here for the CLI.
 __all__ = ["DEFAULT_REQUESTS", "MAX_CLIENTS", "MAX_PROFILE_SECONDS", "MAX_PROFILE_SEGMENTS", "MAX_RATE", "MAX_REQUESTS",
-           "MIN_LEVEL_REQUESTS", "Arrivals", "ReplayArgs", "Replayed", "replay_traffic", "served_traffic"]  # fmt: skip
+           "MIN_LEVEL_REQUESTS", "MIN_RATE", "Arrivals", "ReplayArgs", "Replayed", "offered_traffic", "replay_traffic",
+           "served_traffic"]  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,6 +137,18 @@ def served_traffic(sizing: SizingArgs, from_metrics: str | None, settings: Setti
                    model_name: str | None = None) -> Traffic:  # fmt: skip
     """The traffic to replay (``--sizes``, a server's /metrics, else the embedded default): only the requests the
     server serves (a refused image fails its request)."""
+    return _served(offered_traffic(sizing, from_metrics, model_name), settings)
+
+
+def _served(traffic: Traffic, settings: Settings) -> Traffic:
+    return admit_traffic(traffic, max_image_pixels=settings.served_max_image_pixels,
+                         max_aspect_ratio=settings.max_aspect_ratio,
+                         pixels_var=settings.max_image_pixels_var)  # fmt: skip
+
+
+def offered_traffic(sizing: SizingArgs, from_metrics: str | None, model_name: str | None = None) -> Traffic:
+    """The traffic as sent (``--sizes``, a server's /metrics, else the embedded default), the requests the server
+    refuses included: the replay counts them as refused (:meth:`~vllm_hpu_mm.replay.schedules.Images.refusal`)."""
     parts = []
     if sizing.sizes is not None:
         parts.append(read_traffic(sizing.sizes, flag=sizing.flag("sizes")))
@@ -136,10 +156,7 @@ def served_traffic(sizing: SizingArgs, from_metrics: str | None, settings: Setti
         from vllm_hpu_mm.buckets.live import traffic_from_metrics
 
         parts.append(traffic_from_metrics(from_metrics, model_name=model_name))
-    traffic = Traffic.combine(parts) if parts else read_traffic(None, flag=sizing.flag("sizes"))
-    return admit_traffic(traffic, max_image_pixels=settings.served_max_image_pixels,
-                         max_aspect_ratio=settings.max_aspect_ratio,
-                         pixels_var=settings.max_image_pixels_var)  # fmt: skip
+    return Traffic.combine(parts) if parts else read_traffic(None, flag=sizing.flag("sizes"))
 
 
 def _listed_by_user(sizing: SizingArgs, runtime_env: dict[str, str]) -> str:
@@ -189,21 +206,29 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
     file_path = args.bucket_file or env_file
     one_block_count(args.kv_blocks, sizing)
     inputs, costs = plan_inputs(sizing, settings, own_env)  # the calibrated profile too, as serve's
-    traffic = served_traffic(sizing, args.from_metrics, settings, args.model_name)
+    # every request sent is scheduled: one whose image the server refuses is counted as refused (never run, in no
+    # figure), as the engine's own refusals are; the vision buckets are chosen over the images it serves
+    traffic = offered_traffic(sizing, args.from_metrics, args.model_name)
     yours_listed = _listed_by_user(sizing, runtime_env)
     if yours_listed:  # the user's own list is the configuration asked about: replayed as given
         first, choice = plan(inputs), None
     else:  # the list memory plan and serve --dry-run hand the runtime, chosen by their one rule over this traffic
         given = sizing.sizes is not None or bool(args.from_metrics)
-        first, choice = choose_vision(inputs, traffic, sizing, settings, given=given)
+        served = served_part(traffic, max_image_pixels=settings.served_max_image_pixels,
+                             max_aspect_ratio=settings.max_aspect_ratio)  # fmt: skip
+        # no image served: the list is chosen as for traffic without images
+        first, choice = choose_vision(inputs, served or traffic, sizing, settings, given=given and served is not None)
         inputs = first.inputs
     budget = sizing.text_graph_budget
     own = inputs.runtime
     shape = inputs.engine(args.kv_blocks if args.kv_blocks is not None else first.kv_blocks)
     lookup = own.text_lookup(shape)
     if lookup is None:
-        raise ConfigError(f"replay models vllm-gaudi's bucket lookup only; the plan's runtime is {own.name.value} "
-                          f"(name {sizing.flag('runtime')} vllm-gaudi)")  # fmt: skip
+        # the replay is of vllm-gaudi's lookup since it was written (b6daaa59): another runtime's latencies, at real
+        # shapes, are fleet plan's
+        raise ConfigError(f"replay models vllm-gaudi's bucket lookup only; the plan's runtime is {own.name.value}; "
+                          f"accepted: {sizing.flag('runtime')} vllm-gaudi on a Gaudi {sizing.flag('device')} "
+                          f"(gaudi2, gaudi3); {own.name.value}'s latencies at real shapes: fleet plan")  # fmt: skip
     yours = None
     if file_path:
         spelled = {"bucket_file": "--bucket-file"} if args.bucket_file else {}

@@ -160,9 +160,10 @@ def images_for(i: PlanInputs, buckets: tuple[int, ...] | None, settings: Setting
     """How the served processor turns the traffic's images into prompt tokens: ours (Qwen2.5-VL, aligned to the
     buckets) or the family's own."""
     v = i.model.vision
+    loader = (settings.served_max_image_pixels, settings.max_aspect_ratio)  # what the served loader refuses
     if not v.present or v.aligned_processor_applies:
-        return Images(buckets or None, settings.oversize_policy, settings.align_mode)
-    return TowerImages.of(v)
+        return Images(buckets or None, settings.oversize_policy, settings.align_mode, loader=loader)
+    return dataclasses.replace(TowerImages.of(v), loader=loader)
 
 
 def plan_for(i: PlanInputs, shape: EngineShape, runs: Schedules, block_cap: int, prefill_batch: int, budget: int | None,

@@ -64,6 +64,9 @@ class Prompt:
     output: int
     cached: int = 0
     image_tokens: tuple[int, ...] = ()
+    #: Why the server refuses it before the engine sees it (an image it answers with HTTP 400; a key of
+    #: :data:`REFUSALS`), None: it reaches the engine.
+    refused: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,22 +89,32 @@ Event = tuple[PrefillChunk, ...] | DecodeRun
 #: Why the engine refuses a request (vLLM 0.32 ``v1/engine/input_processor.py`` ``_validate_prompt_len``: an empty
 #: prompt, a prompt of ``max_model_len`` tokens or more; a request whose prompt and answer need more KV blocks than
 #: the cache has can never be scheduled: vLLM refuses to start with a cache that cannot hold ``max_model_len``, so it
-#: is a limit given to the replay that no real server would run with).
+#: is a limit given to the replay that no real server would run with); before the engine, the server answers a request
+#: whose image it refuses with HTTP 400 (the loader's size rule, or ``reject`` above the largest vision bucket).
 REFUSALS = {
     "empty": "an empty prompt",
     "prompt_too_long": "a prompt of max_model_len tokens or more",
     "kv_blocks": "more KV blocks than the cache holds",
+    "image_refused": "an image the server refuses (its pixels or aspect ratio)",
+    "image_oversize": "an image above the largest vision bucket under VLLM_HPU_MM_OVERSIZE_POLICY=reject",
 }
 #: What lets each refused request run (the cause, not the load: a higher rate sends more of them to be refused).
 REFUSAL_FIXES = {
     "empty": "prompts of at least one token",
     "prompt_too_long": "a --max-model-len above the longest prompt, or shorter prompts",
     "kv_blocks": "more KV blocks (a larger --kv-blocks) or a shorter --max-model-len",
+    "image_refused": "images within VLLM_HPU_MM_MAX_IMAGE_PIXELS and VLLM_HPU_MM_MAX_ASPECT_RATIO",
+    "image_oversize": "a largest vision bucket that holds every image, or VLLM_HPU_MM_OVERSIZE_POLICY=shrink",
 }
 
 
 #: Caps on what a load description may ask (a day of traffic; far above any one server's request rate or clients).
 MAX_RATE = 10_000.0
+#: The least request rate a user may ask for (one request in 11.6 days): the clock is float seconds from the first
+#: arrival, so at 1e-300 requests/s arrivals 1e300 s apart leave no bit for a step's milliseconds (every latency read
+#: 0). At this rate the documented maximum of requests (100,000) arrives by about 1e11 s, where a float still resolves
+#: 2e-5 s; no server's load is slower.
+MIN_RATE = 1e-6
 MAX_PROFILE_SEGMENTS = 64
 MAX_PROFILE_SECONDS = 86_400.0
 MAX_CLIENTS = 100_000
@@ -471,10 +484,10 @@ _Arrived = tuple[Prompt, _Admission, int, float, int]
 
 def _admission_of(p: Prompt, limits: EngineShape) -> _Admission:
     block, mml = limits.block_size, limits.max_model_len
-    reason = None
-    if p.tokens < 1:
+    reason = p.refused  # the server's own refusal comes before the engine's
+    if reason is None and p.tokens < 1:
         reason = "empty"
-    elif p.tokens >= mml:
+    elif reason is None and p.tokens >= mml:
         reason = "prompt_too_long"
     output = max(1, min(p.output, mml - p.tokens))
     computed = min(p.cached, p.tokens - 1) // block * block if p.tokens >= 1 else 0

@@ -25,6 +25,7 @@ from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.dims import ModelDims, VisionDims
 from vllm_hpu_mm.models.step_time import has_time_model, step_time
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, aligned_size, native_size, patch_count
+from vllm_hpu_mm.preprocess.limits import dimension_problem
 from vllm_hpu_mm.replay.run import ReplayResult, replay
 from vllm_hpu_mm.replay.scheduler import Arrivals, Prompt, Trace, simulate
 from vllm_hpu_mm.replay.timing import Clocked, StepModel, Timer
@@ -71,9 +72,24 @@ class Images:
     mode: AlignMode = AlignMode.NEAREST
     min_pixels: int = QWEN_MIN_PIXELS
     max_pixels: int = QWEN_MAX_PIXELS
+    #: The served loader's limits (VLLM_HPU_MM_MAX_IMAGE_PIXELS or vLLM's lower one, VLLM_HPU_MM_MAX_ASPECT_RATIO);
+    #: None: every image passes them (the traffic was admitted before).
+    loader: tuple[int, float] | None = None
 
     def limits(self) -> tuple[int, int]:
         return pixel_limits(self.min_pixels, self.max_pixels, self.buckets, self.policy)
+
+    def refusal(self, size: Size) -> str | None:
+        """Why the server answers a request with an image of ``size`` with HTTP 400 (a key of
+        :data:`~vllm_hpu_mm.replay.scheduler.REFUSALS`), or None: the loader's size rule
+        (:func:`~vllm_hpu_mm.preprocess.limits.dimension_problem`), then under ``reject`` an aligned image above the
+        largest bucket (the plugin's ``check_oversize``, plugin/processor.py)."""
+        if self.loader is not None and dimension_problem(*size, max_image_pixels=self.loader[0],
+                                                         max_aspect_ratio=self.loader[1]) is not None:  # fmt: skip
+            return "image_refused"
+        if self.policy is OversizePolicy.REJECT and self.buckets and self.patches(size) > max(self.buckets):
+            return "image_oversize"
+        return None
 
     def patches(self, size: Size) -> int:
         low, high = self.limits()
@@ -151,13 +167,16 @@ def _prompt(r: Request, images: Images, cache: dict[Size, int], includes: bool) 
     """One request as the engine sees it (``cache``: image tokens by size, filled as met; ``includes``: the text
     tokens count the image's placeholders, as vLLM's metrics do)."""
     image: tuple[int, ...] = ()
+    refused = None
     if r.image is not None:
-        if r.image not in cache:
-            cache[r.image] = images.tokens(r.image)
-        image = (cache[r.image],)
+        refused = images.refusal(r.image)
+        if refused is None:
+            if r.image not in cache:
+                cache[r.image] = images.tokens(r.image)
+            image = (cache[r.image],)
     text = r.text_tokens or 0
     tokens = max(text, sum(image) + 1) if includes else text + sum(image)
-    return Prompt(tokens, r.output_tokens or 1, min(r.cached_tokens or 0, tokens), image)
+    return Prompt(tokens, r.output_tokens or 1, min(r.cached_tokens or 0, tokens), image, refused)
 
 
 def _sample(traffic: Traffic, images: Images, n: int, seed: int) -> _Sample:
