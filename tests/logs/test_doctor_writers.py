@@ -27,6 +27,12 @@ composed after the runtime's source, cited beside it (not copied from a log):
 - Triton hosting TensorRT-LLM (triton-inference-server/core ``model_lifecycle.cc`` "failed to load '%s' version %d",
   tensorrtllm_backend's "unexpected error when creating modelInstanceState", TensorRT-LLM's ``tllmBuffers.h``
   "CUDA runtime error in ::cudaMallocAsync"); TGI's launcher ("Shard %d failed to start", launcher/src/main.rs).
+- TensorRT-LLM's PyTorch executor refusing a component (tensorrt_llm/_torch/pyexecutor/py_executor_creator.py
+  ``_ExecutorMemoryMonitor._maybe_explain_if_oom``: "Executor creation failed due to insufficient GPU memory.", "The
+  following component could not be created: <component>"), named from the words its stage rule reads.
+- MLX's Metal allocator (ml-explore/mlx mlx/backend/metal/allocator.cpp ``MetalAllocator::malloc``: "[metal::malloc]
+  Attempting to allocate N bytes which is greater than the maximum allowed buffer size of M bytes.") under mlx-lm's
+  frames (``mlx_lm/generate.py``) and LM Studio's MLX engine's (lmstudio-ai/mlx-engine, ``mlx_engine/generate.py``).
 """
 
 from __future__ import annotations
@@ -48,6 +54,11 @@ TRITON_LOAD = "E0102 10:00:09.000000 1 model_lifecycle.cc:638] failed to load '{
 TRT_MALLOC = ("unexpected error when creating modelInstanceState: [TensorRT-LLM][ERROR] CUDA runtime error in "
               "::cudaMallocAsync(ptr, n, mCudaStream->get()): out of memory "
               "(/app/tensorrt_llm/cpp/tensorrt_llm/runtime/tllmBuffers.h:112)")  # fmt: skip
+TRT_EXECUTOR = ["RuntimeError: Executor creation failed due to insufficient GPU memory.", "",
+                "The following component could not be created: {}", "Total GPU memory (GiB): 80.00"]  # fmt: skip
+METAL = ("RuntimeError: [metal::malloc] Attempting to allocate 40000000000 bytes which is greater than the maximum "
+         "allowed buffer size of 30000000000 bytes.")  # fmt: skip
+SITE = '  File "/Users/me/{}/lib/python3.11/site-packages/{}/generate.py", line 300, in {}'
 VLLM_ONLY = re.compile(r"--gpu-memory-utilization|--max-num-seqs|--max-model-len|--max-num-batched-tokens"
                        r"|--tensor-parallel-size|--compilation-config|--enforce-eager|\bVLLM_\w+")  # fmt: skip
 
@@ -138,6 +149,20 @@ CASES = {
     # tensorrtllm_backend #281's shape: the model instance's creation fails as Triton loads the engine
     "tensorrt-llm instance under triton": ([TRITON_LOAD.format("tensorrt_llm") + TRT_MALLOC],
                                            "TensorRT-LLM", "startup", "rebuild the engine with a lower max_batch_size"),
+    # TensorRT-LLM#5950's shape: its executor names the component it could not create, which the stage rule reads
+    # and the writer is named from
+    "tensorrt-llm executor resources": ([line.format("Additional executor resources") for line in TRT_EXECUTOR],
+                                        "TensorRT-LLM", "graph_capture", "max_num_tokens"),
+    # lmstudio-bug-tracker#2240's shape: the engine's own package in every frame, MLX's allocator refusing a buffer
+    "lm studio's mlx engine": (
+        ["Traceback (most recent call last):", SITE.format(".lmstudio/extensions/backends/mlx", "mlx_engine",
+         "generate"), "    for result in stream_generate(", METAL],
+        "LM Studio's MLX engine", "runtime", "",
+    ),
+    "mlx-lm on metal": (
+        [SITE.format("venv", "mlx_lm", "generate_step"), "    mx.eval(y)", METAL],
+        "MLX", "runtime", "",
+    ),
     "llama.cpp server, serving": (
         ["load_tensors: offloaded 33/33 layers to GPU",
          "main: server is listening on http://127.0.0.1:8080 - starting the main loop",
@@ -167,6 +192,23 @@ def test_another_runtime_is_named_read_and_never_given_vllms_flags(case: str) ->
     assert advice in text
     if writer != "Aphrodite":  # Aphrodite's own flags share vLLM's names
         assert not VLLM_ONLY.search(text), text
+
+
+@pytest.mark.parametrize("component", ["Model", "Sampler", "Initial KV cache (temporary for KV cache size estimation)",
+                                       "KV cache", "Drafter", "Additional executor resources"])  # fmt: skip
+def test_tensorrt_llms_executor_refusal_names_tensorrt_llm_whichever_component(component: str) -> None:
+    # the stage rules read each component as TensorRT-LLM's: the writer is named from the same words
+    lines = [line.format(component) for line in TRT_EXECUTOR]
+    assert diagnose(lines, load({})).source.describe.startswith("TensorRT-LLM")
+    assert diagnose(lines[2:], load({})).source.describe.startswith("TensorRT-LLM")
+
+
+def test_a_program_on_mlx_outranks_mlx_whose_error_it_relays() -> None:
+    # Ollama runs MLX models in its own runner and prints the allocator's error as it is; its records come after
+    lines = [METAL, 'time=2026-01-02T10:00:01.000Z level=ERROR source=server.go:800 msg="runner terminated"']
+    assert diagnose(lines, load({})).source.name == "ollama"
+    lines = [METAL, SITE.format("lms", "mlx_engine", "generate")]
+    assert diagnose(lines, load({})).source.name == "mlx-engine"
 
 
 @pytest.mark.parametrize(

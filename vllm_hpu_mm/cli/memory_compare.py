@@ -46,7 +46,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("log", help="the server's start-up log, or - for standard input")
     add_options(p, VLLM_FLAGS)
     add_options(p, [o for o in PLAN_OPTIONS if o.field in SPLIT_OPTIONS])
-    p.add_argument("--json", action="store_true", help="print one JSON object (rows, quantities outside, verdict)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object: log, inputs, arithmetic, release, quantities (a row per figure: its unit, "
+        "logged, from_inputs, given_logged, their differences and tolerances; sizes in bytes), outside (each "
+        "quantity outside its tolerance, with its likely_cause), compared (how many comparisons) and within (the "
+        "verdict: true when none is outside)",
+    )
     p.set_defaults(func=run)
 
 

@@ -85,6 +85,7 @@ __all__ = [
     "MEMORY_REFUSED_WORDS",
     "MESSAGE_STAGES",
     "METHOD",
+    "MLX_ALLOCATOR",
     "MODEL",
     "MODEL_COMPILE_FAILED",
     "MULTIMODAL_BUCKETS",
@@ -109,6 +110,8 @@ __all__ = [
     "SGLANG_POOL",
     "SHAPE_FIELD",
     "TRACEBACK_START",
+    "TRTLLM_COMPONENT",
+    "TRTLLM_EXECUTOR_OOM",
     "VLLM_BLOCKS",
     "VLLM_WEIGHTS",
     "WARMUP",
@@ -125,6 +128,18 @@ __all__ = [
 
 #: ANSI colour/cursor codes, also as pasted into issues: ``ESC[``, ``^[[`` and syslog's ``#033[``.
 ANSI = re.compile(r"(?:\x1b|\^\[|#033)\[[0-9;?]*[ -/]*[@-~]")
+
+#: TensorRT-LLM's PyTorch executor's own words: its re-raise of a component's out-of-memory error, and the names of the
+#: components it creates, as it says which one it could not create
+#: (tensorrt_llm/_torch/pyexecutor/py_executor_creator.py ``_ExecutorMemoryMonitor._maybe_explain_if_oom``). The
+#: stage rules read the component; the writer is named from the same words (:mod:`vllm_hpu_mm.logs.doctor.source`).
+TRTLLM_EXECUTOR_OOM = "Executor creation failed due to insufficient GPU memory"
+TRTLLM_COMPONENT = (r"could not be created: (?:Model|Draft model|Guided Decoder|Sampler|Initial KV [Cc]ache|KV cache"
+                    r"|Speculative decoding resources|Drafter|Additional executor resources)")  # fmt: skip
+#: MLX's Metal allocator's own tag on its errors (ml-explore/mlx mlx/backend/metal/allocator.cpp
+#: ``MetalAllocator::malloc``: "[metal::malloc] ...", "[malloc] Unable to allocate ...", older releases'
+#: "[malloc_or_wait] ..."): the failure rules read it, and the writer is named MLX from it.
+MLX_ALLOCATOR = r"\[(?:metal::)?malloc(?:_or_wait)?\] "
 
 #: vLLM's, TGI's and SGLang's own KV-cache refusals (raised before any allocation fails). TGI 0.9's warm-up names the
 #: total tokens the cache must hold first (``flash_causal_lm.py`` ``warmup``); SGLang refuses when its memory pool
@@ -497,7 +512,7 @@ DEVICE_OOM = re.compile(
     r"|NVML_SUCCESS == .{0,120}INTERNAL ASSERT FAILED at \S*CUDACachingAllocator\.cpp"
     # TensorRT-LLM's PyTorch executor re-raises any out-of-memory error of a component it creates with its own
     # wording (_torch/pyexecutor/py_executor_creator.py _ExecutorMemoryMonitor)
-    r"|Executor creation failed due to insufficient GPU memory"
+    rf"|{TRTLLM_EXECUTOR_OOM}"
     # vLLM V1 refuses to start when the device has less free memory than its utilisation asks for (gpu_worker.py
     # init_device, before the weights load); its healthy report says "on startup. Desired ..." instead
     r"|on startup is less than desired (?:[GNX]PU )?memory utilization"

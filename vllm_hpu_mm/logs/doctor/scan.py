@@ -1046,14 +1046,22 @@ def _stated_before_announcements(before: list[tuple[int, str]]) -> tuple[int, st
 NCCL_TRAIL = re.compile(r"\bNCCL INFO [\w/.-]+:\d+ -> \d+")
 
 
+#: A traceback's header in words other than Python's, alone on its line ("Stack Trace:", "Stack trace:", "Call stack:",
+#: "Backtrace:"), as a program or an issue's author puts it above the frames (nlzy/vllm-gfx906 #44: "ValueError: Invalid
+#: type for tensors", a blank line, "Stack Trace:", then ``capture_model``'s frames): the traceback's own line, neither
+#: other work nor an announcement (:func:`_stated_before_announcements` passes over it).
+STACK_HEADER = re.compile(r"^\s*(?:stack ?trace(?:back)?|call ?stack|back ?trace)\s*:?\s*$", re.IGNORECASE)
+
+
 def _announced_window(before: list[tuple[int, str]]) -> Iterator[tuple[int, str]]:
     """The :data:`ANNOUNCED_BACK` lines right above a traceback, nearest first, NCCL's return-code trace
-    (:data:`NCCL_TRAIL`) passed over: read back from the traceback only as far as they go."""
+    (:data:`NCCL_TRAIL`) and a header of the traceback (:data:`STACK_HEADER`) passed over: read back from the
+    traceback only as far as they go."""
     taken = 0
     for k, line in reversed(before):
         if taken == ANNOUNCED_BACK:
             return
-        if "NCCL INFO" in line and NCCL_TRAIL.search(line):
+        if ("NCCL INFO" in line and NCCL_TRAIL.search(line)) or STACK_HEADER.match(strip_prefix(line)):
             continue
         taken += 1
         yield k, line

@@ -4,10 +4,11 @@ doctor advises only knobs the writer reads.
 - Framework: vLLM (and what embeds it: xinference, gpustack, a notebook calling ``vllm.LLM``), Hugging Face TGI
   (``text_generation_launcher`` / ``text_generation_server``, also tgi-gaudi), optimum-habana's scripts
   (``optimum/habana``, ``gaudi_spawn.py``), or another framework that names itself (SGLang, llama.cpp, Ollama,
-  LMDeploy, TensorRT-LLM, DeepSpeed-MII, text-generation-webui); a log that names none is read as vLLM's (the
-  doctor's home) where it holds a vLLM trace (:data:`VLLM_TRACE`: its logger's records, its workers' files), else its
-  writer is unknown and the advice names no framework's flags. A server that hosts an engine (Triton, Ray Serve,
-  Xinference, LocalAI, FastChat) is kept beside it, for where the engine's settings go.
+  LMDeploy, TensorRT-LLM, DeepSpeed-MII, text-generation-webui, MLX and LM Studio's MLX engine), also by the words of
+  its own that a stage rule reads (TensorRT-LLM's executor refusal, MLX's Metal allocator); a log that names none is
+  read as vLLM's (the doctor's home) where it holds a vLLM trace (:data:`VLLM_TRACE`: its logger's records, its
+  workers' files), else its writer is unknown and the advice names no framework's flags. A server that hosts an
+  engine (Triton, Ray Serve, Xinference, LocalAI, FastChat) is kept beside it, for where the engine's settings go.
 - Accelerator: Gaudi (hpu), CUDA, ROCm, CPU, TPU, XPU, Ascend NPU, from the log's own words; the best-ranked match
   wins (a Gaudi log also mentions CUDA names, a ROCm log says "GPU").
 - Our runtime, where the log is one of ours (vllm-gaudi, vllm-fork, vLLM on CUDA, vLLM on CPU): the doctor then reads
@@ -25,7 +26,7 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 from vllm_hpu_mm.logs.numbers import GarbledNumber, number
-from vllm_hpu_mm.logs.patterns import FREE_ON_STARTUP, RELEASE
+from vllm_hpu_mm.logs.patterns import FREE_ON_STARTUP, MLX_ALLOCATOR, RELEASE, TRTLLM_COMPONENT, TRTLLM_EXECUTOR_OOM
 from vllm_hpu_mm.runtimes.base import Runtime, RuntimeTraits
 from vllm_hpu_mm.runtimes.registry import DEFAULT_RUNTIME, TRAITS
 
@@ -59,12 +60,13 @@ _SGLANG = ("capture cuda graph begin", "capture cuda graph end", "capture cuda g
            # Try to lower your batch size.", then the allocator's and the radix tree's sizes)
            "out of memory. try to lower your batch size", "token_to_kv_pool", "tree_cache.evictable_size")  # fmt: skip
 #: Another framework's own words, by its key (:data:`OTHER_DISPLAY`), read from its source:
-#: TensorRT-LLM's C++ and Python loggers (``[TensorRT-LLM][INFO]``, ``[TRT-LLM] [I]``; ``trtllm-serve``),
+#: TensorRT-LLM's C++ and Python loggers (``[TensorRT-LLM][INFO]``, ``[TRT-LLM] [I]``; ``trtllm-serve``) and its
+#: executor's refusal naming the component it could not create, which the stage rules read,
 #: LMDeploy's TurboMind (``[TM][ERROR]``), MLC-LLM's package and its memory estimate (``mlc_llm``,
 #: ``cpp/serve/config.cc``), Ollama, ExLlamaV2 and TabbyAPI, which serves it, DeepSpeed-MII's package, Aphrodite (a vLLM
 #: fork with its own package), ms-swift (``swift/cli``, ``swift/llm``), MindIE.
 _OTHER_WORDS: dict[str, str] = {
-    "tensorrt_llm": r"tensorrt[-_]llm|\[TRT-LLM\]|trtllm-serve|trtllm-build",
+    "tensorrt_llm": rf"tensorrt[-_]llm|\[TRT-LLM\]|trtllm-serve|trtllm-build|{TRTLLM_EXECUTOR_OOM}|{TRTLLM_COMPONENT}",
     "lmdeploy": r"\blmdeploy\b|\[TM\]\[|\bturbomind\b",
     "mlc-llm": r"\bmlc[-_]llm\b|Estimated total single GPU memory usage"
     r"|Insufficient GPU memory error: The available single",
@@ -79,6 +81,11 @@ _OTHER_WORDS: dict[str, str] = {
     "llama.cpp": r"\bload_tensors: |\bggml_(?:backend|cuda|gallocr)_\w+|\bllama_(?:kv_cache|context|server)\b"
     r"|\bgraph_reserve: ",
     "exllamav2": r"exllamav2|tabbyapi",
+    # LM Studio's MLX engine (lmstudio-ai/mlx-engine): its package in every frame of its tracebacks
+    "mlx-engine": r"\bmlx[_-]engine\b",
+    # MLX (ml-explore/mlx) and the programs of its own project on it (mlx-lm, mlx-vlm): their packages, and its Metal
+    # allocator's tag on the failure the stage rules read
+    "mlx": rf"\bmlx[_-](?:lm|vlm)\b|\bmlx\.core\b|{MLX_ALLOCATOR}",
     "deepspeed-mii": r"deepspeed-mii|/mii/|\bmii\.(?:serve|pipeline|client)\b",
     "aphrodite": r"\baphrodite\b",
     # ms-swift (ModelScope's SWIFT): its package's CLI and LLM modules in every traceback, its commands
@@ -166,6 +173,13 @@ _ON_LLAMA_CPP: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("ollama", re.compile(_OTHER_WORDS["ollama"])),
     ("text-generation-webui", re.compile(r"text-generation-webui[\w.-]*/(?:modules/)?\w+\.py")),
 )
+#: Libraries whose lines programs built on them print as they are, with those programs: a program's own words, found
+#: later in the log, outrank the library's.
+_ON_LIBRARY: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
+    "llama.cpp": _ON_LLAMA_CPP,
+    # MLX's allocator errors as LM Studio's MLX engine and Ollama's MLX runner relay them
+    "mlx": (("ollama", re.compile(_OTHER_WORDS["ollama"])), ("mlx-engine", re.compile(_OTHER_WORDS["mlx-engine"]))),
+}
 #: llama.cpp's own programs' lines (its server's ``srv``/``slot`` records and ``main:`` lines, the common library's
 #: start-up, its tools by name): where a log holds llama.cpp's library lines without any of these or another program's
 #: words, the program that ran the library is not named (:attr:`LogSource.library_only`).
@@ -235,7 +249,9 @@ _TRACE_WORDS = ("py:", "cache blocks", "memory_utilization", "blocks", "max_mode
 #: How another framework is named in words, by the key :data:`_OTHER_NAME` finds.
 OTHER_DISPLAY = {"mindie": "MindIE", "sglang": "SGLang", "lmdeploy": "LMDeploy", "llama.cpp": "llama.cpp",
                  "ollama": "Ollama", "tensorrt_llm": "TensorRT-LLM", "deepspeed-mii": "DeepSpeed-MII",
-                 "mlc-llm": "MLC-LLM", "exllamav2": "ExLlamaV2", "aphrodite": "Aphrodite", "ms-swift": "ms-swift",
+                 "mlc-llm": "MLC-LLM", "mlx-engine": "LM Studio's MLX engine (mlx-engine)",
+                 "mlx": "MLX (mlx-lm, mlx-vlm or a program on them)", "exllamav2": "ExLlamaV2",
+                 "aphrodite": "Aphrodite", "ms-swift": "ms-swift",
                  "text-generation-webui": "text-generation-webui", "triton": "Triton Inference Server",
                  "ray serve": "Ray Serve", "xinference": "Xinference", "localai": "LocalAI",
                  "fastchat": "FastChat", "exo": "exo", "llamaedge": "LlamaEdge (WasmEdge)",
@@ -418,9 +434,9 @@ class SourceSniffer:
                     if framework == "other" and (m := _OTHER_NAME.search(text)):
                         self._name = _other_key(m)
                     break
-        elif self._name == "llama.cpp":
-            # a program built on llama.cpp prints its lines (and its sources' paths) as they are
-            self._name = next((name for name, pattern in _ON_LLAMA_CPP if pattern.search(text)), self._name)
+        elif self._name in _ON_LIBRARY:
+            # a program built on a library (llama.cpp, MLX) prints its lines (and its sources' paths) as they are
+            self._name = next((name for name, pattern in _ON_LIBRARY[self._name] if pattern.search(text)), self._name)
         if not self._llama_program and LLAMA_CPP_PROGRAM.search(text):
             self._llama_program = True
         if not self._host:
