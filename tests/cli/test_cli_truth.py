@@ -114,6 +114,35 @@ def test_a_replay_of_traffic_whose_every_image_the_server_refuses_is_a_finding_w
     assert "no request ran" in err
 
 
+@pytest.mark.parametrize("rows", ["30000,100,200,50,5\n448,448,300,40,5\n,,300,40,10\n",
+                                  "30000,100,200,50,5\n15000,12000,200,50,5\n"], ids=["some", "every"])  # fmt: skip
+def test_serve_dry_run_memory_plan_and_replay_count_the_requests_whose_image_the_server_refuses_alike(
+    tmp_path: Path, rows: str
+) -> None:
+    # held-out round r4loads, cases 13 and 16: the dry run dropped these requests before sampling (every image
+    # refused: exit 2, no report) where buckets replay counts them refused (exit 1)
+    sizes = tmp_path / "traffic.csv"
+    sizes.write_text("width,height,text_tokens,output_tokens,count\n" + rows)
+    common = ("--max-model-len", "8192", "--max-num-seqs", "64", "--block-size", "128")
+    code, out, _ = run("buckets", "replay", "--json", "--sizes", str(sizes), "--concurrency", "4", "--no-plan",
+                       "--no-strategies", *common)  # fmt: skip
+    assert code == 1
+    replayed = json.loads(out)
+    refused = replayed["requests_refused"]
+    assert refused["total"] == refused["image_refused"] > 0
+    code, out, err = run("serve", "--dry-run", "--json", "--plan-sizes", str(sizes), "--plan-concurrency", "4",
+                         "--plan-output-dir", str(tmp_path / "out"), *common)  # fmt: skip
+    assert code == 1
+    served = json.loads(out)["plan"]["text_bucket_plan"]
+    for key in ("requests_refused", "requests_replayed", "requests_sampled"):
+        assert served[key] == replayed[key]
+    assert served["vision"]["images"] == replayed["vision"]["images"]
+    assert f"error: {refused['total']} requests of the traffic" in err
+    code, _, err = run("memory", "plan", "--json", "--sizes", str(sizes), "--concurrency", "4", *common)
+    assert code == 0  # memory plan's exit is the plan's fit; the refusals are its warning
+    assert f"warning: {refused['total']} requests of the traffic" in err
+
+
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(
     sizes=st.lists(st.tuples(st.integers(1, 10**6), st.integers(1, 10**6)), min_size=1, max_size=40),
@@ -155,7 +184,7 @@ def test_traffic_leaves_out_the_requests_whose_image_the_server_refuses_and_keep
         admit_traffic(Traffic({big: 1, text_only: 1}, "t"), max_image_pixels=1_000_000, max_aspect_ratio=500)
 
 
-def test_a_plan_over_traffic_counts_only_the_requests_the_server_serves(
+def test_a_plan_over_traffic_counts_the_requests_whose_image_the_server_refuses_as_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     csv = tmp_path / "traffic.csv"
@@ -164,9 +193,12 @@ def test_a_plan_over_traffic_counts_only_the_requests_the_server_serves(
     monkeypatch.setenv("VLLM_HPU_MM_MAX_IMAGE_PIXELS", "100000000")
     assert main(["memory", "plan", "--json", "--sizes", str(csv)]) == 0
     plan = json.loads(capsys.readouterr().out)
-    source = plan["text_bucket_plan"]["traffic"]
-    assert "10 images the server refuses left out (10 above VLLM_HPU_MM_MAX_IMAGE_PIXELS=100000000)" in source
-    assert plan["text_bucket_plan"]["requests_replayed"] > 0
+    # the vision buckets are chosen over the images served; the text replay counts the others' requests refused
+    sizes = plan["bucket_plan"]["sizes"]
+    assert "10 images the server refuses left out (10 above VLLM_HPU_MM_MAX_IMAGE_PIXELS=100000000)" in sizes
+    text = plan["text_bucket_plan"]
+    assert text["requests_refused"]["total"] == text["requests_refused"]["image_refused"] > 0
+    assert text["requests_replayed"] > 0
 
 
 # --- absurd values are refused, naming them ---------------------------------------------------------------------------

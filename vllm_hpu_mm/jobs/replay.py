@@ -12,7 +12,7 @@ import gc
 from collections.abc import Iterator
 from pathlib import Path
 
-from vllm_hpu_mm.buckets.admission import admit_traffic, served_part
+from vllm_hpu_mm.buckets.admission import admit_traffic
 from vllm_hpu_mm.buckets.text import TextBucketPlan
 from vllm_hpu_mm.buckets.text_worst import WorstCase
 from vllm_hpu_mm.buckets.turns import Ahead, on_two
@@ -214,10 +214,7 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
         first, choice = plan(inputs), None
     else:  # the list memory plan and serve --dry-run hand the runtime, chosen by their one rule over this traffic
         given = sizing.sizes is not None or bool(args.from_metrics)
-        served = served_part(traffic, max_image_pixels=settings.served_max_image_pixels,
-                             max_aspect_ratio=settings.max_aspect_ratio)  # fmt: skip
-        # no image served: the list is chosen as for traffic without images
-        first, choice = choose_vision(inputs, served or traffic, sizing, settings, given=given and served is not None)
+        first, choice = choose_vision(inputs, traffic, sizing, settings, given=given)
         inputs = first.inputs
     budget = sizing.text_graph_budget
     own = inputs.runtime

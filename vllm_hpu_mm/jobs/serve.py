@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from vllm_hpu_mm.buckets.admission import served_part
 from vllm_hpu_mm.buckets.coverage import largest_patches, smallest_patches
 from vllm_hpu_mm.buckets.sizes import images_of
 from vllm_hpu_mm.engine import EngineShape
@@ -199,12 +200,16 @@ def _without_images(traffic: Traffic, flag: str) -> Traffic:
 
 def choose_vision(inputs: PlanInputs, traffic: Traffic, sizing: SizingArgs, settings: Settings, *, given: bool,
                   low: int | None = None, high: int | None = None) -> tuple[Plan, BucketChoice | None]:  # fmt: skip
-    """The plan with the vision buckets it hands the runtime, chosen over ``traffic``'s images (:func:`choose`): the
-    one rule ``memory plan``, ``serve`` and ``buckets replay`` follow. ``given``: the traffic is the user's (else
-    the embedded default, and the list is re-planned only when it does not fit, over the embedded sizes); ``low`` /
-    ``high``: the processor's pixel bounds (``--mm-processor-kwargs``), None: Qwen2.5-VL's own."""
-    # traffic without images (text only) leaves the vision buckets to the embedded sizes
-    sample = images_of(traffic) if given and traffic.images() else None
+    """The plan with the vision buckets it hands the runtime, chosen over the images of ``traffic`` (every request
+    sent) the server serves (:func:`choose`): the one rule ``memory plan``, ``serve`` and ``buckets replay`` follow.
+    ``given``: the traffic is the user's (else the embedded default, and the list is re-planned only when it does not
+    fit, over the embedded sizes); ``low`` / ``high``: the processor's pixel bounds (``--mm-processor-kwargs``), None:
+    Qwen2.5-VL's own."""
+    served = served_part(traffic, max_image_pixels=settings.served_max_image_pixels,
+                         max_aspect_ratio=settings.max_aspect_ratio,
+                         pixels_var=settings.max_image_pixels_var)  # fmt: skip
+    # traffic without images (text only), or none the server serves, leaves the vision buckets to the embedded sizes
+    sample = images_of(served) if given and served is not None and served.images() else None
     return choose(inputs, sample, max_buckets=sizing.max_buckets, mode=settings.align_mode,
                   min_pixels=low or QWEN_MIN_PIXELS, max_pixels=high or QWEN_MAX_PIXELS,
                   keep=bool(sizing.keep_buckets))  # fmt: skip
@@ -227,7 +232,9 @@ def plan_and_choose(sizing: SizingArgs, settings: Settings, runtime_env: dict[st
                                 language_model_only=language_model_only)  # fmt: skip
     if compilation_config:
         inputs = dataclasses.replace(inputs, runtime=inputs.runtime.with_compilation_config(compilation_config))
-    traffic = read_traffic(sizing.sizes, flag=sizing.flag("sizes"), settings=settings)
+    # every request sent, as buckets replay schedules it: one whose image the server refuses is
+    # counted refused by the text replay, and the vision buckets are chosen over the images it serves
+    traffic = read_traffic(sizing.sizes, flag=sizing.flag("sizes"))
     if images_refused:
         inputs = dataclasses.replace(inputs, images_refused=True, vision_bucketed=False)
         traffic = _without_images(traffic, "--limit-mm-per-prompt")

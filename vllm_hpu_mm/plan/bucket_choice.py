@@ -6,10 +6,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from vllm_hpu_mm.buckets.admission import admit_traffic
 from vllm_hpu_mm.buckets.coverage import largest_patches, smallest_patches
 from vllm_hpu_mm.buckets.sizes import SizeSet, embedded_sizes, images_of, scan_images
-from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan import bucket_fit
 from vllm_hpu_mm.plan.bucket_fit import BucketFit
@@ -37,16 +35,11 @@ class BucketChoice:
     reason: str
 
 
-def read_traffic(path: str | None, *, flag: str, settings: Settings | None = None) -> Traffic:
+def read_traffic(path: str | None, *, flag: str) -> Traffic:
     """Traffic from a request CSV (``width,height`` header, optional text columns) or a folder of images (headers
-    only: text unknown); None: the embedded default traffic. With ``settings``, only the requests the server serves
-    (a request whose image it refuses is left out; the source says how many)."""
-    traffic = _read_traffic(path, flag=flag)
-    if settings is None:
-        return traffic
-    return admit_traffic(traffic, max_image_pixels=settings.served_max_image_pixels,
-                         max_aspect_ratio=settings.max_aspect_ratio,
-                         pixels_var=settings.max_image_pixels_var)  # fmt: skip
+    only: text unknown); None: the embedded default traffic. Every request as sent: which the server serves is
+    :func:`~vllm_hpu_mm.buckets.admission.served_part`'s to say."""
+    return _read_traffic(path, flag=flag)
 
 
 def _read_traffic(path: str | None, *, flag: str) -> Traffic:
@@ -63,10 +56,9 @@ def _read_traffic(path: str | None, *, flag: str) -> Traffic:
     return read_traffic_csv(p, flag=flag, folder=True)
 
 
-def read_sizes(path: str | None, *, flag: str, settings: Settings | None = None) -> SizeSet:
-    """The images of :func:`read_traffic`'s traffic (with ``settings``: those the server accepts); None: the
-    embedded sizes."""
-    return embedded_sizes() if path is None else images_of(read_traffic(path, flag=flag, settings=settings))
+def read_sizes(path: str | None, *, flag: str) -> SizeSet:
+    """The images of :func:`read_traffic`'s traffic; None: the embedded sizes."""
+    return embedded_sizes() if path is None else images_of(read_traffic(path, flag=flag))
 
 
 def processor_reach(buckets: tuple[int, ...], min_pixels: int | None,
