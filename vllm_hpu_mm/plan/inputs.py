@@ -74,8 +74,11 @@ class PlanInputs:
     pipeline_parallel_size: int = 1
     #: Replicas: each plans the same card, so it changes nothing per card (reported only).
     data_parallel_size: int = 1
-    #: ``--enforce-eager``: no graphs at all on any runtime.
+    #: No graphs at all: ``--enforce-eager`` on any runtime, or on vLLM CUDA a ``cudagraph_mode`` that resolves to
+    #: NONE (``-O0``, the compilation config's): :func:`vllm_hpu_mm.plan.derived.graphs_off_by`, the one rule.
     enforce_eager: bool = False
+    #: What turned the graphs off, as the user gave it (for the plan's words).
+    eager_by: str = "--enforce-eager"
     #: VLLM_SKIP_WARMUP: the runtime warms no graph at startup.
     skip_warmup: bool = False
     #: How the runtime was chosen (what ``auto`` found installed), for the plan's output.
