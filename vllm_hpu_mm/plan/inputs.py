@@ -282,8 +282,10 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
     quant_flag = (
         flag("quantization") if args.quantization is not None else f"{model.source}: quantization_config.quant_method"
     )
-    quantization = validate.check_quantization(args.quantization or model.quantization, quant_flag)
-    validate.check_quantization_matches(model, args.quantization, quant_flag, spec.backend)
+    # vLLM reads the method lower-cased (0.32 config/model.py ModelConfig.validate_quantization_before): FP8 is fp8
+    given_quantization = args.quantization.lower() if args.quantization is not None else None
+    quantization = validate.check_quantization(given_quantization or model.quantization, quant_flag)
+    validate.check_quantization_matches(model, given_quantization, quant_flag, spec.backend)
 
     runtime, found = _runtime_model(args, spec.backend, env, spec.name)
     if args.kv_cache_memory_bytes is not None and runtime.traits.kv_cache_memory_bytes == "unknown":
