@@ -236,12 +236,31 @@ def _short(token: str) -> str:
     return repr(token) if len(token) <= 60 else f"{token[:60]!r}..."
 
 
+def _check_serve_order(argv: Sequence[str]) -> None:
+    """``vllm serve``'s own rule (vLLM 0.32 ``utils/argparse_utils.py`` ``FlexibleArgumentParser.parse_args``, on the
+    raw arguments after ``serve``): with ``--served-model-name`` given, no ``--model`` and no ``--config``, the
+    arguments must start with the positional model, else it raises "`model` should be provided as the first
+    positional argument". A model after the flag would be read as one more served name (it takes one or more)."""
+    if not argv or not argv[0].startswith("-") or any(re.match(r"^--(config|model)(=.+|$)", a) for a in argv):
+        return
+    named = next((a for a in argv if re.match(r"^--served[-_]model[-_]name(=.+|$)", a)), None)
+    if named is not None:
+        raise ConfigError(
+            f"server arguments: {named.split('=', 1)[0]} is given but the model is not the first argument: `vllm "
+            "serve` refuses it (the model should be provided as the first positional argument; after the flag it "
+            "would be read as one more served name); accepted: MODEL first (serve MODEL --served-model-name NAME "
+            "...), or --model MODEL"
+        )
+
+
 def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
-    """Read ``argv`` as vLLM's server parser with the options of ``table`` reads it; :class:`ConfigError` on
-    anything it would refuse."""
+    """Read ``argv`` as vLLM's server parser with the options of ``table`` reads it, after ``vllm serve``'s own
+    check of the model's place (:func:`_check_serve_order`: serve launches with ``vllm serve``); :class:`ConfigError`
+    on anything it would refuse."""
     if len(argv) > MAX_SERVER_ARGS:
         raise ConfigError(f"{len(argv)} server arguments; accepted: at most {MAX_SERVER_ARGS} (put repeated "
                           "settings in one JSON value)")  # fmt: skip
+    _check_serve_order(argv)
     args = expand(argv, table, read_config=read_yaml)
     parser = _mirror(table)
     try:
