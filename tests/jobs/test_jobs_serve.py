@@ -281,6 +281,29 @@ def test_an_option_the_plan_cannot_use_as_given_is_said_not_dropped(tmp_path: Pa
     assert "--concurrency 1000 is above max_num_seqs 8: at most 8 run at once, the rest queue" in queued.notes
 
 
+def test_o0_and_a_cudagraph_mode_of_none_plan_as_enforce_eager_does_on_cuda(tmp_path: Path) -> None:
+    """-O0 sets cudagraph_mode NONE (vLLM 0.32 config/vllm.py OPTIMIZATION_LEVEL_00): vLLM captures no graph and
+    subtracts no estimate from the KV cache. The plan took the -O2 graphs out of it (held-out round 4, serve case 9),
+    and under --compilation-config cudagraph_mode NONE still took the encoder graphs out."""
+    sizing = on_default_device(dataclasses.replace(SMALL, device="h100", runtime="vllm-cuda"))
+
+    def kv(config: dict[str, Any] | None = None, level: int = 2, **kw: Any) -> tuple[int, int, tuple[str, ...]]:
+        out = prepare(dataclasses.replace(sizing, **kw), load(), {}, server_args=["--model", "m"],
+                      output_dir=tmp_path, limit_mm_per_prompt=None, compilation_config=config,
+                      optimization_level=level)  # fmt: skip
+        return out.plan.split.kv_cache_bytes, out.plan.split.graph_bytes, out.exports.args
+
+    eager = kv(enforce_eager=True)
+    assert eager[1] == 0
+    assert eager[2] == ()
+    assert kv(level=0) == eager
+    assert kv({"cudagraph_mode": "NONE"}) == eager
+    default = kv()
+    assert default[1] > 0
+    assert default[0] < eager[0]
+    assert kv(level=1)[0] == default[0]  # piecewise graphs: the same capture sizes
+
+
 def test_the_dry_run_s_replay_has_buckets_replay_s_vision_figure_over_the_images_that_ran(tmp_path: Path) -> None:
     # held-out round 206, replay 24: serve's copy of the replay had no vision figure; as buckets replay's, it counts
     # only the images of requests that ran, none here (3000 text + 1600 image tokens >= 4096: all refused)

@@ -18,8 +18,11 @@ from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.derived import (
     CUDA_KV_DTYPES,
     KV_DTYPE_BYTES,
+    LEVEL_CUDAGRAPH_MODE,
     SPECULATIVE_KEYS,
     SPECULATIVE_METHODS,
+    graphs_off_by,
+    optimization_level,
     processor_pixels,
     scheduler_limits,
     speculative_tokens,
@@ -481,3 +484,57 @@ def test_the_plan_says_in_words_when_speculative_decoding_changes_the_decode_gra
     assert over is not None
     assert "94 graphs, 34 over the text-graph budget of 60 (the 34 speculative decode graphs" in over
     assert over_budget_note("planned from traffic", 60, 60, 0) is None
+
+
+# --- -O, --compilation-config and --enforce-eager: one rule for whether any graph is captured -----------------------
+
+
+@pytest.mark.parametrize(("raw", "level"), [(None, 2), ("0", 0), ("3", 3), (" 1", 1), ("01", 1), ("1.0", 1), (2, 2)])
+def test_the_optimization_level_is_read_as_vllms_pydantic_reads_it(raw: object, level: int) -> None:
+    assert optimization_level(raw, "-O") == level
+
+
+@pytest.mark.parametrize("raw", ["4", "-1", "1_0", "O1", "true", ""])
+def test_a_level_vllm_refuses_is_refused_with_the_flag_typed(raw: str) -> None:
+    """-O4 was planned as -O2; vLLM's OptimizationLevel has 0-3 only and stops before it starts."""
+    with pytest.raises(ConfigError, match=r"server argument -O4: .*accepted: 0, 1, 2 or 3"):
+        optimization_level(raw, "server argument -O4")
+
+
+@pytest.mark.parametrize(
+    ("eager", "config", "level", "off"),
+    [
+        (False, None, 2, None),
+        (False, None, 1, None),
+        (False, None, 0, "-O0 (cudagraph_mode NONE)"),
+        (True, None, 2, "--enforce-eager"),
+        (False, {"cudagraph_mode": "none"}, 2, "--compilation-config (cudagraph_mode NONE)"),
+        (False, {"cudagraph_mode": 0}, 3, "--compilation-config (cudagraph_mode NONE)"),
+        (False, {"cudagraph_mode": "FULL"}, 0, None),  # the user's mode wins over the level's default
+        (False, {"cudagraph_mode": "piecewise"}, 0, "--compilation-config (cudagraph_mode PIECEWISE, compile mode "
+         "NONE: vLLM turns the graphs off)"),
+        (False, {"mode": 0}, 1, "-O1 (cudagraph_mode PIECEWISE, compile mode NONE: vLLM turns the graphs off)"),
+        (False, {"mode": "none"}, 2, None),  # FULL_AND_PIECEWISE keeps its full decode graphs
+        (False, {"cudagraph_capture_sizes": [1, 2]}, 2, None),
+    ],
+)  # fmt: skip
+def test_what_turns_the_cuda_graphs_off(eager: bool, config: dict[str, object] | None, level: int,
+                                        off: str | None) -> None:  # fmt: skip
+    assert graphs_off_by(eager, config, level, cuda_graphs=True) == off
+
+
+def test_only_enforce_eager_turns_graphs_off_where_they_are_not_cuda_graphs() -> None:
+    """vllm-gaudi sets cudagraph_mode NONE itself; its HPU graphs follow --enforce-eager alone."""
+    assert graphs_off_by(False, {"cudagraph_mode": "NONE"}, 0, cuda_graphs=False) is None
+    assert graphs_off_by(True, None, 2, cuda_graphs=False) == "--enforce-eager"
+
+
+@pytest.mark.vllm
+def test_the_levels_cudagraph_modes_are_vllms() -> None:
+    from vllm.config.vllm import OPTIMIZATION_LEVEL_TO_CONFIG
+
+    vllms = {
+        int(k): v["compilation_config"]["cudagraph_mode"].name  # type: ignore[index]
+        for k, v in OPTIMIZATION_LEVEL_TO_CONFIG.items()
+    }
+    assert vllms == LEVEL_CUDAGRAPH_MODE

@@ -167,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
                          long_prefill_token_threshold=server.long_prefill_token_threshold,
                          language_model_only=server.language_model_only,
                          mm_processor_kwargs=server.mm_processor_kwargs,
+                         optimization_level=server.optimization_level,
                          last_notes=(unvalidated if vllm is None else validated,))  # fmt: skip
     except ModelConfigUnavailable as exc:  # vLLM may still serve it: launch with its own memory settings
         return _launch_unplanned(args, list(server_command(server_args)), plan_skipped_warning(exc))

@@ -39,6 +39,7 @@ from vllm_hpu_mm.cli.vllm_argv import (
 )
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan.args import DEFAULT_GPU_MEMORY_UTILIZATION, VLLM_FLAGS, Option, SizingArgs
+from vllm_hpu_mm.plan.derived import DEFAULT_OPTIMIZATION_LEVEL, optimization_level
 
 __all__ = [
     "ServerArgs",
@@ -76,6 +77,8 @@ class ServerArgs:
     #: Where the user's ``--`` (argparse's end of options) stands in their arguments, or None: it goes at launch,
     #: since what follows it there (the model as ``--model``, the flags the plan adds) must be read as options.
     end_of_options_at: int | None = None
+    #: ``-O``/``--optimization-level`` as vLLM builds it (0-3; its default O2): its cudagraph_mode default.
+    optimization_level: int = DEFAULT_OPTIMIZATION_LEVEL
     #: What the user should know about how vLLM reads the arguments.
     notes: tuple[str, ...] = ()
 
@@ -233,12 +236,31 @@ def _short(token: str) -> str:
     return repr(token) if len(token) <= 60 else f"{token[:60]!r}..."
 
 
+def _check_serve_order(argv: Sequence[str]) -> None:
+    """``vllm serve``'s own rule (vLLM 0.32 ``utils/argparse_utils.py`` ``FlexibleArgumentParser.parse_args``, on the
+    raw arguments after ``serve``): with ``--served-model-name`` given, no ``--model`` and no ``--config``, the
+    arguments must start with the positional model, else it raises "`model` should be provided as the first
+    positional argument". A model after the flag would be read as one more served name (it takes one or more)."""
+    if not argv or not argv[0].startswith("-") or any(re.match(r"^--(config|model)(=.+|$)", a) for a in argv):
+        return
+    named = next((a for a in argv if re.match(r"^--served[-_]model[-_]name(=.+|$)", a)), None)
+    if named is not None:
+        raise ConfigError(
+            f"server arguments: {named.split('=', 1)[0]} is given but the model is not the first argument: `vllm "
+            "serve` refuses it (the model should be provided as the first positional argument; after the flag it "
+            "would be read as one more served name); accepted: MODEL first (serve MODEL --served-model-name NAME "
+            "...), or --model MODEL"
+        )
+
+
 def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
-    """Read ``argv`` as vLLM's server parser with the options of ``table`` reads it; :class:`ConfigError` on
-    anything it would refuse."""
+    """Read ``argv`` as vLLM's server parser with the options of ``table`` reads it, after ``vllm serve``'s own
+    check of the model's place (:func:`_check_serve_order`: serve launches with ``vllm serve``); :class:`ConfigError`
+    on anything it would refuse."""
     if len(argv) > MAX_SERVER_ARGS:
         raise ConfigError(f"{len(argv)} server arguments; accepted: at most {MAX_SERVER_ARGS} (put repeated "
                           "settings in one JSON value)")  # fmt: skip
+    _check_serve_order(argv)
     args = expand(argv, table, read_config=read_yaml)
     parser = _mirror(table)
     try:
@@ -263,6 +285,11 @@ def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
     values["model"] = tag if tag is not None else ns.model
     sizing = SizingArgs(**values, spelled=tuple(spelled.items()))
     compilation = _compilation(getattr(ns, "compilation_config", None), ns)
+    # the last -O as the user typed it (-O4, --optimization-level=4), named in a refusal
+    level_flag = next((argv[a.origin] for a in reversed(args)
+                       if a.origin is not None and _resolve(a, table) == "optimization_level"),
+                      "--optimization-level")  # fmt: skip
+    level = optimization_level(getattr(ns, "optimization_level", None), f"server argument {level_flag}")
     notes: tuple[str, ...] = ()
     # the first ``--`` argparse saw (one taken as a dotted flag's value never reaches it, as in vLLM's parser)
     end = next((a.origin for a in args if a == "--" and isinstance(a, Arg) and a.origin is not None), None)
@@ -280,6 +307,7 @@ def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
         positional_model=None if tag is None else str(tag),
         positional_model_at=tag.origin if isinstance(tag, Arg) else None,
         end_of_options_at=end,
+        optimization_level=level,
         notes=notes,
     )
 

@@ -25,7 +25,13 @@ from vllm_hpu_mm.models.families import tower_modalities
 from vllm_hpu_mm.plan import render
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.bucket_choice import BucketChoice, choose, processor_reach, read_sizes, read_traffic
-from vllm_hpu_mm.plan.derived import check_long_prefill, processor_pixels, vision_tower_built
+from vllm_hpu_mm.plan.derived import (
+    DEFAULT_OPTIMIZATION_LEVEL,
+    check_long_prefill,
+    graphs_off_by,
+    processor_pixels,
+    vision_tower_built,
+)
 from vllm_hpu_mm.plan.inputs import PlanInputs, build, provenance
 from vllm_hpu_mm.plan.pipeline import checked_by_runtime, fit_max_model_len, plan_with_profile
 from vllm_hpu_mm.plan.planner import Plan
@@ -218,8 +224,8 @@ def choose_vision(inputs: PlanInputs, traffic: Traffic, sizing: SizingArgs, sett
 def plan_and_choose(sizing: SizingArgs, settings: Settings, runtime_env: dict[str, str],
                     requests: int = DEFAULT_REQUESTS, *, text: bool = True, images_refused: bool = False,
                     compilation_config: Mapping[str, Any] | None = None, limit_mm_per_prompt: str | None = None,
-                    language_model_only: bool = False,
-                    mm_processor_kwargs: Mapping[str, Any] | None = None) -> Planned:  # fmt: skip
+                    language_model_only: bool = False, mm_processor_kwargs: Mapping[str, Any] | None = None,
+                    optimization_level: int = DEFAULT_OPTIMIZATION_LEVEL) -> Planned:  # fmt: skip
     """Measured costs from the profile, then the plan with its vision buckets chosen over the traffic's images and
     its text buckets planned from the traffic (``sizing.sizes``: a traffic file or folder; None: the embedded
     default; either way only the requests the server serves; ``text=False``: the runtime's own text buckets, no
@@ -227,11 +233,20 @@ def plan_and_choose(sizing: SizingArgs, settings: Settings, runtime_env: dict[st
     and the requests with an image are left out; ``compilation_config``: the user's, whose capture sizes a runtime
     that reads them (vLLM CUDA) takes; ``limit_mm_per_prompt`` and ``language_model_only``: the server's, for whether
     the tower is built (:func:`plan_inputs`); ``mm_processor_kwargs``: the server's, whose pixel limits bound the
-    images and so the vision buckets (:func:`processor_cap`). Errors name the flags as the user spelled them."""
+    images and so the vision buckets (:func:`processor_cap`); ``optimization_level``: the server's ``-O``, which with
+    the compilation config and ``--enforce-eager`` decides whether any graph is captured (:func:`graphs_off_by`).
+    Errors name the flags as the user spelled them."""
     inputs, costs = plan_inputs(sizing, settings, runtime_env, limit_mm_per_prompt=limit_mm_per_prompt,
                                 language_model_only=language_model_only)  # fmt: skip
     if compilation_config:
         inputs = dataclasses.replace(inputs, runtime=inputs.runtime.with_compilation_config(compilation_config))
+    off = graphs_off_by(inputs.enforce_eager, compilation_config, optimization_level,
+                        cuda_graphs=inputs.runtime.traits.backend == "cuda")  # fmt: skip
+    eager_note: tuple[str, ...] = ()
+    if off is not None:
+        inputs = dataclasses.replace(inputs, enforce_eager=True, eager_by=off)
+        if off != "--enforce-eager":
+            eager_note = (f"{off}: vLLM captures no CUDA graph, so the plan has none, as under --enforce-eager",)
     # every request sent, as buckets replay schedules it: one whose image the server refuses is
     # counted refused by the text replay, and the vision buckets are chosen over the images it serves
     traffic = read_traffic(sizing.sizes, flag=sizing.flag("sizes"))
@@ -247,10 +262,10 @@ def plan_and_choose(sizing: SizingArgs, settings: Settings, runtime_env: dict[st
         result, chosen_text = choose_text(result, traffic, settings, budget=sizing.text_graph_budget,
                                           concurrency=sizing.concurrency, requests=requests,
                                           budget_flag=sizing.flag("text_graph_budget"))  # fmt: skip
-    notes: tuple[str, ...] = capped
+    notes: tuple[str, ...] = (*eager_note, *capped)
     if sizing.text_graph_budget is not None and result.fits and text and not (chosen_text and chosen_text.replaced):
         i = result.inputs
-        why = ("--enforce-eager warms no text graph" if i.enforce_eager or i.pool_mode.value == "none" else
+        why = (f"{i.eager_by} warms no text graph" if i.enforce_eager or i.pool_mode.value == "none" else
                chosen_text.reason if chosen_text is not None else
                f"{i.runtime.name.value} takes no planned text buckets (no bucket file to hand them over)")  # fmt: skip
         notes += (f"{sizing.flag('text_graph_budget')} {sizing.text_graph_budget} is not used: {why}",)
@@ -275,11 +290,13 @@ def prepare(
     long_prefill_token_threshold: int | None = None,
     language_model_only: bool = False,
     mm_processor_kwargs: Mapping[str, Any] | None = None,
+    optimization_level: int = DEFAULT_OPTIMIZATION_LEVEL,
 ) -> Launch:
     """Plan, export and build the command. ``server_args``: the server arguments, the user's in order with the model
     as ``--model``; ``output_dir``: where the runtime's files (vllm-gaudi's bucket file) will be written; ``notes``
     and ``last_notes``: how the server arguments were read, before and after the exporter's own notes;
-    ``long_prefill_token_threshold``: the server's, checked against the max_model_len the plan resolved."""
+    ``long_prefill_token_threshold``: the server's, checked against the max_model_len the plan resolved;
+    ``optimization_level``: the server's ``-O`` (:func:`plan_and_choose`)."""
     flags = flags_from_environment(
         settings,
         limit_mm_per_prompt=limit_mm_per_prompt,
@@ -290,7 +307,8 @@ def prepare(
     planned = plan_and_choose(sizing, settings, runtime_env, images_refused=flags.refuses_images,
                               compilation_config=compilation_config, limit_mm_per_prompt=limit_mm_per_prompt,
                               language_model_only=language_model_only,
-                              mm_processor_kwargs=mm_processor_kwargs)  # fmt: skip
+                              mm_processor_kwargs=mm_processor_kwargs,
+                              optimization_level=optimization_level)  # fmt: skip
     result, choice = planned.plan, planned.buckets
     check_long_prefill(long_prefill_token_threshold, result.inputs.max_model_len, sizing.flag("max_model_len"))
     images = (choice.sizes if choice is not None else read_sizes(None, flag=sizing.flag("sizes"))).counts

@@ -8,6 +8,7 @@ installed vLLM's own ``EngineArgs`` and ``SchedulerConfig``."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -18,11 +19,14 @@ from vllm_hpu_mm.runtimes.base import BatchLimits
 
 __all__ = [
     "CUDA_KV_DTYPES",
+    "DEFAULT_OPTIMIZATION_LEVEL",
     "KV_DTYPE_BYTES",
     "SPECULATIVE_KEYS",
     "SPECULATIVE_METHODS",
     "check_long_prefill",
+    "graphs_off_by",
     "kv_dtype_size",
+    "optimization_level",
     "processor_pixels",
     "scheduler_limits",
     "speculative_tokens",
@@ -142,6 +146,75 @@ def check_long_prefill(threshold: int | None, max_model_len: int, model_len_flag
         raise ConfigError(f"--long-prefill-token-threshold={threshold} is above {model_len_flag} {max_model_len}: "
                           "vLLM refuses to start (config/scheduler.py verify_max_model_len); accepted: at most "
                           f"{max_model_len} (0: no threshold), or a larger {model_len_flag}")  # fmt: skip
+
+
+#: vLLM 0.32's ``-O``/``--optimization-level`` default (``config/vllm.py`` ``VllmConfig.optimization_level``: O2).
+DEFAULT_OPTIMIZATION_LEVEL = 2
+#: The ``cudagraph_mode`` each level gives a compilation config that sets none (``config/vllm.py``
+#: ``OPTIMIZATION_LEVEL_00``..``_03``, applied by ``_apply_optimization_level_defaults`` only where the user left it
+#: unset): no CUDA graph at -O0, piecewise at -O1, full and piecewise at -O2 and -O3.
+LEVEL_CUDAGRAPH_MODE = {0: "NONE", 1: "PIECEWISE", 2: "FULL_AND_PIECEWISE", 3: "FULL_AND_PIECEWISE"}
+#: What pydantic reads as an integer in the string vLLM's parser keeps (``-O`` has no argparse type): blanks around,
+#: a sign, leading zeros, a zero fraction (' 1', '+1', '01', '1.0' are all O1).
+_LEVEL = re.compile(r"\s*[+-]?\d+(?:\.0*)?\s*")
+
+
+def optimization_level(raw: object, flag: str) -> int:
+    """The level vLLM builds for ``-O``/``--optimization-level`` (None: its default O2). ``VllmConfig`` validates it
+    as ``OptimizationLevel`` (``config/vllm.py``, an IntEnum of 0-3): any other value stops vLLM before it starts
+    (:class:`ConfigError`)."""
+    if raw is None:
+        return DEFAULT_OPTIMIZATION_LEVEL
+    text = str(raw)
+    level = int(float(text)) if _LEVEL.fullmatch(text) else None
+    if level not in LEVEL_CUDAGRAPH_MODE:
+        raise ConfigError(f"{flag}: optimization level {text!r} is refused by vLLM (OptimizationLevel, "
+                          "config/vllm.py); accepted: 0, 1, 2 or 3 (-O0 to -O3)")  # fmt: skip
+    return level
+
+
+def _enum_name(value: object, names: Sequence[str], by_value: int) -> str | None:
+    """A compilation-config enum as vLLM reads it: by name in any case, or by its integer value (the first
+    ``by_value`` names); None: neither."""
+    if isinstance(value, str) and value.upper() in names:
+        return value.upper()
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < by_value:
+        return names[value]
+    return None
+
+
+def graphs_off_by(enforce_eager: bool, compilation_config: Mapping[str, Any] | None, level: int, *,
+                  cuda_graphs: bool) -> str | None:  # fmt: skip
+    """What leaves the runtime capturing no graph at all, said as the user gave it; None: it captures. The one rule
+    of the plan: ``--enforce-eager`` on every runtime; on one whose graphs are vLLM's CUDA graphs (``cuda_graphs``)
+    also a ``cudagraph_mode`` that resolves to NONE (vLLM 0.32 ``config/vllm.py`` ``__post_init__``): the compilation
+    config's own, else the level's (:data:`LEVEL_CUDAGRAPH_MODE`); PIECEWISE becomes NONE where the compile mode is
+    not VLLM_COMPILE (``_normalize_piecewise_cudagraph_mode``; the mode is the config's own, else VLLM_COMPILE above
+    -O0 and NONE at it). vLLM then captures nothing, text or encoder (``gpu_model_runner.py`` ``capture_model``), and
+    subtracts no CUDA-graph estimate from the KV cache (``gpu_worker.py`` ``determine_available_memory``);
+    vllm-gaudi sets ``cudagraph_mode`` NONE itself and keys its HPU graphs on ``enforce_eager`` alone
+    (``platform.py``, ``hpu_model_runner.py``). Not modelled: breakable CUDA graphs (ROCm, one architecture)."""
+    if enforce_eager:
+        return "--enforce-eager"
+    if not cuda_graphs:
+        return None
+    config = compilation_config or {}
+    given = config.get("cudagraph_mode")
+    mode = LEVEL_CUDAGRAPH_MODE[level] if given is None else _enum_name(given, _CUDAGRAPH_MODES, 3)
+    compile_mode = ("VLLM_COMPILE" if level > 0 else "NONE") if config.get("mode") is None else (
+        _enum_name(config.get("mode"), _COMPILATION_MODES, 4))  # fmt: skip
+    by = f"-O{level}" if given is None else "--compilation-config"
+    if mode == "NONE":
+        return f"{by} (cudagraph_mode NONE)"
+    if mode == "PIECEWISE" and compile_mode != "VLLM_COMPILE":
+        return f"{by} (cudagraph_mode PIECEWISE, compile mode {compile_mode}: vLLM turns the graphs off)"
+    return None
+
+
+#: ``config/compilation.py`` ``CUDAGraphMode`` by value (the two tuple-valued modes are read by name only) and
+#: ``CompilationMode`` by value.
+_CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
+_COMPILATION_MODES = ("NONE", "STOCK_TORCH_COMPILE", "DYNAMO_TRACE_ONCE", "VLLM_COMPILE")
 
 
 #: The ``--kv-cache-dtype`` values some vLLM 0.32 CUDA attention backend takes (``v1/attention/backends``: the union

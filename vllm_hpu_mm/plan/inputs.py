@@ -74,8 +74,11 @@ class PlanInputs:
     pipeline_parallel_size: int = 1
     #: Replicas: each plans the same card, so it changes nothing per card (reported only).
     data_parallel_size: int = 1
-    #: ``--enforce-eager``: no graphs at all on any runtime.
+    #: No graphs at all: ``--enforce-eager`` on any runtime, or on vLLM CUDA a ``cudagraph_mode`` that resolves to
+    #: NONE (``-O0``, the compilation config's): :func:`vllm_hpu_mm.plan.derived.graphs_off_by`, the one rule.
     enforce_eager: bool = False
+    #: What turned the graphs off, as the user gave it (for the plan's words).
+    eager_by: str = "--enforce-eager"
     #: VLLM_SKIP_WARMUP: the runtime warms no graph at startup.
     skip_warmup: bool = False
     #: How the runtime was chosen (what ``auto`` found installed), for the plan's output.
@@ -282,8 +285,10 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
     quant_flag = (
         flag("quantization") if args.quantization is not None else f"{model.source}: quantization_config.quant_method"
     )
-    quantization = validate.check_quantization(args.quantization or model.quantization, quant_flag)
-    validate.check_quantization_matches(model, args.quantization, quant_flag, spec.backend)
+    # vLLM reads the method lower-cased (0.32 config/model.py ModelConfig.validate_quantization_before): FP8 is fp8
+    given_quantization = args.quantization.lower() if args.quantization is not None else None
+    quantization = validate.check_quantization(given_quantization or model.quantization, quant_flag)
+    validate.check_quantization_matches(model, given_quantization, quant_flag, spec.backend)
 
     runtime, detection = _runtime_model(args, spec.backend, env, spec.name)
     if args.kv_cache_memory_bytes is not None and runtime.traits.kv_cache_memory_bytes == "unknown":

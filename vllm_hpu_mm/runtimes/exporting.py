@@ -75,8 +75,8 @@ class Draft:
         return Exports(self.env, tuple(self.args), self.files, parts, tuple(self.notes), self.precision())
 
     def eager(self, kv: Part) -> Exports:
-        """--enforce-eager: no graph part to bound."""
-        none = Part(("--enforce-eager",), True, "no graphs: nothing to bound")
+        """No graphs (--enforce-eager, or what else turned them off): no graph part to bound."""
+        none = Part((self.plan.inputs.eager_by,), True, "no graphs: nothing to bound")
         return self.finish(
             {"kv_cache": kv, "decode_graphs": none, "prefill_text_graphs": none, "prefill_vision_graphs": none}
         )

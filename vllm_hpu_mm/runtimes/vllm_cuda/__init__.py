@@ -107,23 +107,19 @@ def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, *, speculative
 class VllmCuda(NoBucketList):
     name: Runtime = Runtime.VLLM_CUDA
     traits: RuntimeTraits = TRAITS
-    #: The user's --compilation-config: its cudagraph_capture_sizes, its max_cudagraph_capture_size, and whether
-    #: its cudagraph_mode captures nothing (NONE).
+    #: The user's --compilation-config: its cudagraph_capture_sizes and its max_cudagraph_capture_size. Whether any
+    #: graph is captured at all (its cudagraph_mode, -O, --enforce-eager) is one rule of the plan's,
+    #: :func:`vllm_hpu_mm.plan.derived.graphs_off_by`.
     given_sizes: tuple[int, ...] | None = None
     given_max: int | None = None
-    graphs_off: bool = False
 
     def with_compilation_config(self, config: Mapping[str, object]) -> VllmCuda:
-        sizes, top, mode = (config.get(k) for k in ("cudagraph_capture_sizes", "max_cudagraph_capture_size",
-                                                     "cudagraph_mode"))  # fmt: skip
+        sizes, top = config.get("cudagraph_capture_sizes"), config.get("max_cudagraph_capture_size")
         ints = isinstance(sizes, list) and sizes and all(isinstance(n, int) and n > 0 for n in sizes)
         return dataclasses.replace(self, given_sizes=tuple(sizes) if ints and isinstance(sizes, list) else None,
-                                   given_max=top if isinstance(top, int) and top > 0 else None,
-                                   graphs_off=mode is not None and str(mode).upper() in ("NONE", "0"))  # fmt: skip
+                                   given_max=top if isinstance(top, int) and top > 0 else None)  # fmt: skip
 
     def text_shapes(self, shape: EngineShape) -> TextShapes:
-        if self.graphs_off:
-            return TextShapes((), (), "none: your --compilation-config sets cudagraph_mode NONE")
         sizes = capture_sizes(shape.max_num_seqs, shape.max_num_batched_tokens,
                               speculative_tokens=shape.num_speculative_tokens,
                               performance_mode=shape.performance_mode, given=self.given_sizes,
