@@ -93,6 +93,9 @@ BUCKET_GRANULE = 64
 #: qwen2_5_vl.py:617 ``x.view(-1, context_dim * 4)``), so padded
 #: rows must come in fours (and our runner's dummy image has even sides, graphs/runner.py ``dummy_grid``).
 MERGE_GRANULE = 4
+#: vLLM 0.32: a modality ``--limit-mm-per-prompt`` does not name allows this many items (``config/multimodal.py``
+#: ``MultiModalConfig.get_limit_per_prompt``); whether the tower is built and what vllm-gaudi warms both read it.
+UNSET_MM_LIMIT = 999
 #: Pixels per patch (14 x 14).
 PIXELS_PER_PATCH = 14 * 14
 #: The largest bucket accepted: 2**20 patches (262,144 image tokens, about 205 megapixels). Above any image the server

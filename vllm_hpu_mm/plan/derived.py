@@ -16,6 +16,7 @@ from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan import validate
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.runtimes.base import BatchLimits
+from vllm_hpu_mm.values import UNSET_MM_LIMIT
 
 __all__ = [
     "CUDA_KV_DTYPES",
@@ -81,7 +82,8 @@ def vision_tower_built(modalities: Sequence[str], limit_mm_per_prompt: str | Non
     """vLLM 0.32 ``model_executor/models/interfaces.py:339-380`` ``_mark_tower_model``: a tower marked with
     ``modalities`` is replaced by a ``StageMissingLayer`` (no weights allocated or loaded) when every one's limit is
     0; ``config/multimodal.py:695-708`` ``get_limit_per_prompt``: a modality ``--limit-mm-per-prompt`` does not name
-    has 999, ``--language-model-only`` makes every limit 0. ``modalities`` empty (a family not known): built."""
+    has :data:`~vllm_hpu_mm.values.UNSET_MM_LIMIT`, ``--language-model-only`` makes every limit 0. ``modalities``
+    empty (a family not known): built."""
     if not modalities:
         return True
     if language_model_only:
@@ -94,8 +96,8 @@ def vision_tower_built(modalities: Sequence[str], limit_mm_per_prompt: str | Non
         return True
 
     def count(modality: str) -> Any:
-        value = limits.get(modality, 999)
-        return value.get("count", 999) if isinstance(value, Mapping) else value
+        value = limits.get(modality, UNSET_MM_LIMIT)
+        return value.get("count", UNSET_MM_LIMIT) if isinstance(value, Mapping) else value
 
     return any(count(m) != 0 for m in modalities)
 

@@ -32,14 +32,13 @@ from vllm_hpu_mm.runtimes.vllm_gaudi.common import overridden_variables
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import config_from_env
 from vllm_hpu_mm.runtimes.vllm_gaudi.releases import MAIN, Release
 from vllm_hpu_mm.runtimes.vllm_gaudi.vision import (
-    UNSET_LIMIT,
     format_resolutions,
     parse_resolutions,
     vision_buckets_from_env,
     vision_graph_patches,
     vision_warmup,
 )
-from vllm_hpu_mm.values import PIXELS_PER_PATCH, AlignMode
+from vllm_hpu_mm.values import PIXELS_PER_PATCH, UNSET_MM_LIMIT, AlignMode
 
 __all__ = ["BUCKET_FILE_NAME", "MAX_RESOLUTIONS", "exports", "warmup_resolutions"]
 
@@ -80,7 +79,7 @@ def _limit_names_image(raw: str) -> bool:
     if value is None or "image" not in value:
         return False
     image = value["image"]
-    count = image.get("count", UNSET_LIMIT) if isinstance(image, Mapping) else image
+    count = image.get("count", UNSET_MM_LIMIT) if isinstance(image, Mapping) else image
     return bool(count)
 
 
@@ -148,9 +147,9 @@ def _vision(d: Draft, resolutions: Sequence[tuple[int, int]]) -> tuple[list[str]
                        "warmed")  # fmt: skip
         return vision, "--language-model-only: no image runs"
     if flags.limit_mm_per_prompt is None:
-        d.args += ["--limit-mm-per-prompt", json.dumps({"image": UNSET_LIMIT})]
+        d.args += ["--limit-mm-per-prompt", json.dumps({"image": UNSET_MM_LIMIT})]
         d.notes.append(f'vllm-gaudi warms vision graphs only when --limit-mm-per-prompt names image: added {{"image": '
-                       f"{UNSET_LIMIT}}} (vLLM's own default count)")  # fmt: skip
+                       f"{UNSET_MM_LIMIT}}} (vLLM's own default count)")  # fmt: skip
         vision.append("--limit-mm-per-prompt")
         return vision, None
     vision.append("--limit-mm-per-prompt")  # the user's: it turns vision warm-up on or off
@@ -191,7 +190,7 @@ def _vision_bucket_count(d: Draft, release: Release, vision: list[str]) -> tuple
 def _warmup_note(d: Draft) -> str | None:
     """What vllm-gaudi's multimodal warm-up will run with the exported settings (its own warm-up, modelled)."""
     env = {**d.flags.user_env, **d.env}
-    limit_text = d.flags.limit_mm_per_prompt or (json.dumps({"image": UNSET_LIMIT}) if "--limit-mm-per-prompt" in
+    limit_text = d.flags.limit_mm_per_prompt or (json.dumps({"image": UNSET_MM_LIMIT}) if "--limit-mm-per-prompt" in
                                                  d.args else None)  # fmt: skip
     limit = _limit(limit_text) if limit_text is not None else {}
     if limit is None or "VLLM_MULTIMODAL_BUCKETS" not in env:

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, aligned_size
 from vllm_hpu_mm.runtimes.vllm_gaudi.releases import MAIN, Release
-from vllm_hpu_mm.values import AlignMode
+from vllm_hpu_mm.values import UNSET_MM_LIMIT, AlignMode
 
 __all__ = [
     "BATCH_WARMUP_SIDE",
@@ -74,8 +74,6 @@ _MODEL_TABLE_BEFORE_V0_26 = tuple(
 BATCH_WARMUP_SIDE = 896
 #: bucket_to_image_resolution's aspect ratios (w, h), in its order.
 _ASPECTS = ((1, 1), (4, 3), (3, 4), (16, 9), (9, 16))
-#: vLLM: a modality absent from --limit-mm-per-prompt allows 999 items (MultiModalConfig.get_limit_per_prompt).
-UNSET_LIMIT = 999
 
 
 def _norm(name: str) -> str:
@@ -272,7 +270,7 @@ def _limits(
     options: dict[str, Mapping[str, int]] = {}
     for key, value in (limit_mm_per_prompt or {}).items():
         options[key] = {"count": value} if isinstance(value, int) else value
-    counts = {m: int(options[m].get("count", UNSET_LIMIT)) if m in options else UNSET_LIMIT for m in modalities}
+    counts = {m: int(options[m].get("count", UNSET_MM_LIMIT)) if m in options else UNSET_MM_LIMIT for m in modalities}
     return counts, options
 
 
@@ -421,7 +419,7 @@ def _dummy_warmup(
     # budget lists (image whatever its limit), video skipped with a warning; per bucket (five times for a
     # batch-based tower) one step of vLLM's own dummy image, the bucket's count of it if batch based, else one.
     # ``patch_size`` > 0 (v0.13.0): the image is asked for at a per-bucket size instead of the limit's.
-    if all(counts.get(m, UNSET_LIMIT) == 0 for m in modalities):  # vLLM: text-only, no multimodal warm-up
+    if all(counts.get(m, UNSET_MM_LIMIT) == 0 for m in modalities):  # vLLM: text-only, no multimodal warm-up
         return VisionWarmup(False, "no vision graph is warmed: every modality's limit is 0 (text-only)", ())
     warmed = [m for m in modalities if m != "video"]
     if not warmed:
@@ -473,7 +471,7 @@ def _bucket_count_warmup(
     # warmup_multimodal_graphs / _get_mm_dummy_batch @ f9b64469 (v0.11.2): for every modality vLLM's budget lists,
     # whatever its limit, one step per bucket holding the bucket's count of vLLM's one dummy item of that modality
     # (video frames share the image's size; each shrunk to its own modality's smaller limit width/height).
-    if all(counts.get(m, UNSET_LIMIT) == 0 for m in modalities):  # vLLM: text-only, no multimodal warm-up
+    if all(counts.get(m, UNSET_MM_LIMIT) == 0 for m in modalities):  # vLLM: text-only, no multimodal warm-up
         return VisionWarmup(False, "no vision graph is warmed: every modality's limit is 0 (text-only)", ())
     if buckets is None:
         return VisionWarmup(False, "VLLM_MULTIMODAL_BUCKETS=None: vllm-gaudi's multimodal warm-up takes len() of "
@@ -520,7 +518,13 @@ def _integer_limit_lookup_fails(
     # warmup_multimodal_graphs @ 715451c2: the width/height search indexes the model's limits by image, then (image
     # limit 0) video, whenever vLLM's integer limit of that modality is not 0 (999 when not named)
     for m in ("image", "video"):
-        count = counts[m] if m in counts else int(options[m].get("count", UNSET_LIMIT)) if m in options else UNSET_LIMIT
+        count = (
+            counts[m]
+            if m in counts
+            else int(options[m].get("count", UNSET_MM_LIMIT))
+            if m in options
+            else UNSET_MM_LIMIT
+        )
         if count == 0:
             continue
         return m if m not in modalities else None
@@ -540,7 +544,7 @@ def _warmed_modalities(
     for m in modalities:
         if m == "image" and not ((m in options or unnamed_image) and counts[m] != 0):
             continue
-        if m == "video" and not (m in options and counts[m] != UNSET_LIMIT):
+        if m == "video" and not (m in options and counts[m] != UNSET_MM_LIMIT):
             continue
         out.append(m)
     return out
@@ -558,7 +562,7 @@ def _resolved_count(modality: str, options: Mapping[str, Mapping[str, int]]) -> 
     fallbacks = {"image": ("image", "video"), "vision_chunk": ("image", "video"), "video": ("video", "image")}
     for key in (modality, *fallbacks.get(modality, ())):
         if key in options:
-            return int(options[key].get("count", UNSET_LIMIT))
+            return int(options[key].get("count", UNSET_MM_LIMIT))
     return 1
 
 
