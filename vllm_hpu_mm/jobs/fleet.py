@@ -443,8 +443,8 @@ def _impossible(candidates: list[Candidate], args: FleetArgs, best: Candidate | 
         )
     need, cards = best.total_cards, args.cards or best.total_cards
     # "at most": rounded down, so that the rate printed needs no more cards than it says
-    rated = rate_from if rate_from is not None and rate_from.capacity is not None else best
-    most = _bound(rated.capacity.rate * (cards // best.cards_per_replica) / (1 + args.headroom), up=False)  # type: ignore[union-attr]
+    rated = rate_from.capacity if rate_from is not None and rate_from.capacity is not None else best.capacity
+    most = _bound(rated.rate * (cards // best.cards_per_replica) / (1 + args.headroom), up=False)
     return (
         f"the targets need {need} cards ({best.replicas} x {best.shape.label}, {best.capacity.rate:.3g} req/s "
         f"each), above the {args.cards} available; fix: {need} cards, a lower rate (at most {most} req/s on "
