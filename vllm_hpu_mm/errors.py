@@ -8,7 +8,8 @@ everything. Each concrete class also derives from the built-in it refines (``Val
     ├── ConfigError(ValueError)        bad environment variable, flag, bucket list or ratio: fails at startup
     │   ├── BucketError                a bucket list that cannot be used (not multiples of 64, duplicates, ...)
     │   ├── ModelConfigUnavailable     no usable config.json for a model id: the plan cannot be made
-    │   └── WouldNotStart              input that parses but describes a server the runtime would not start
+    │   ├── WouldNotStart              input that parses but describes a server the runtime would not start
+    │   └── NothingServed              traffic of which the server would serve no request (every image refused)
     ├── ImageError(ValueError)         an image we cannot or will not process: maps to an HTTP 4xx
     │   └── OversizeImageError         larger than the largest bucket under the ``reject`` policy
     └── BackendError(RuntimeError)     a graph backend that is not available on this machine
@@ -47,6 +48,12 @@ class WouldNotStart(ConfigError):
     """Input that is well-formed but describes a server the runtime would refuse to start (a bucket file from which
     vllm-gaudi generates no decode bucket). Commands that say whether a server would start (``buckets replay``) report
     it as a negative finding (exit 1); elsewhere it is invalid input, as any ConfigError."""
+
+
+class NothingServed(ConfigError):
+    """Traffic of which the server would serve no request (it refuses every request's image). Commands that size a
+    server for the traffic it serves (``fleet plan``) report it as a negative finding (exit 1): the input is
+    well-formed, the answer is that nothing of it would run."""
 
 
 class ImageError(VllmHpuMmError, ValueError):

@@ -337,3 +337,23 @@ def test_every_list_states_the_one_cap_it_is_refused_by(capsys: pytest.CaptureFi
     argv = ["fleet", "plan", "--request-rate", "2", "--ttft-p99", "1000", "--tpot-p99", "50"]
     ns = build_parser().parse_args([*argv, "--tensor-parallel-sizes", "1", "--max-num-seqs", seqs])
     assert ns.fleet_max_num_seqs == tuple(range(1, 33))
+
+
+def test_requests_whose_image_the_server_refuses_are_counted_in_a_note_and_every_one_refused_is_exit_1(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # a 300:1 image is over VLLM_HPU_MM_MAX_ASPECT_RATIO (200): its request fails at once, as buckets replay counts it
+    some = tmp_path / "some.csv"
+    some.write_text("width,height,text_tokens,output_tokens\n30000,100,100,50\n640,480,200,60\n,,300,40\n")
+    code, out, _ = fleet(capsys, *SMALL, "--request-rate", "2", "--ttft-p99", "3000", "--tpot-p99", "60",
+                         "--sizes", str(some), "--json")  # fmt: skip
+    assert code == 0
+    assert any(n.startswith("1 of 3 requests of the traffic (33.3%) carry an image the server refuses")
+               for n in json.loads(out)["notes"])  # fmt: skip
+    every = tmp_path / "every.csv"
+    every.write_text("width,height,text_tokens,output_tokens\n30000,100,100,50\n")
+    code, out, err = fleet(capsys, *SMALL, "--request-rate", "2", "--ttft-p99", "3000", "--tpot-p99", "60",
+                           "--sizes", str(every))  # fmt: skip
+    assert (code, out) == (1, "")  # well-formed traffic of which nothing would run: a negative answer, not exit 2
+    assert len(err.strip().splitlines()) == 1
+    assert "the server refuses the image of every request (1 of 1;" in err

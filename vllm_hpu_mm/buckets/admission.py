@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from vllm_hpu_mm.buckets.sizes import Size, SizeSet
-from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.errors import ConfigError, NothingServed
 from vllm_hpu_mm.preprocess.limits import Refusal, dimension_problem
 from vllm_hpu_mm.traffic.requests import Traffic
 
@@ -72,9 +72,8 @@ def _verdicts(
     return kept, refused
 
 
-def _refused_all(source: str, admission: Admission) -> ConfigError:
-    return ConfigError(f"{source}: the server refuses every image ({admission.reasons()}); accepted: images within "
-                       "those limits")  # fmt: skip
+def _refused_all(source: str, admission: Admission) -> str:
+    return f"{source}: the server refuses every image ({admission.reasons()}); accepted: images within those limits"
 
 
 def admit(
@@ -88,7 +87,7 @@ def admit(
     if not reasons:
         return admission
     if not kept:
-        raise _refused_all(sizes.source, admission)
+        raise ConfigError(_refused_all(sizes.source, admission))
     return dataclasses.replace(admission, sizes=SizeSet(kept, f"{sizes.source} ({admission.summary()})"))
 
 
@@ -100,8 +99,8 @@ def admit_traffic(
     pixels_var: str = "VLLM_HPU_MM_MAX_IMAGE_PIXELS",
 ) -> Traffic:
     """The requests of ``traffic`` the server serves: a request whose image it refuses is left out (text-only
-    requests are kept); the source says how many. :class:`ConfigError` when the traffic carries images and the
-    server refuses every one."""
+    requests are kept); the source says how many. :class:`NothingServed` (exit 1) when the traffic carries images
+    and the server refuses every one."""
     served = served_part(traffic, max_image_pixels=max_image_pixels, max_aspect_ratio=max_aspect_ratio,
                          pixels_var=pixels_var)  # fmt: skip
     if served is None:
@@ -109,7 +108,7 @@ def admit_traffic(
         _, refused = _verdicts(images, max_image_pixels, max_aspect_ratio)
         admission = Admission(SizeSet(images, traffic.source), dict(refused), max_image_pixels, max_aspect_ratio,
                               pixels_var=pixels_var)  # fmt: skip
-        raise _refused_all(traffic.source, admission)
+        raise NothingServed(_refused_all(traffic.source, admission))
     return served
 
 

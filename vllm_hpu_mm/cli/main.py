@@ -1,5 +1,6 @@
 """Entry point of the ``vllm-hpu-mm`` command, and the one place the exit-code contract is enforced
-(:class:`~vllm_hpu_mm.cli.common.ExitCode`): argument errors and our own errors exit 2 with one line, anything
+(:class:`~vllm_hpu_mm.cli.common.ExitCode`): argument errors and our own errors exit 2 with one line (traffic of
+which the server would serve nothing, :class:`~vllm_hpu_mm.errors.NothingServed`, is a negative answer: 1), anything
 unexpected exits 3 with one line and a hint to report it (the traceback only under ``--debug``). A reader that
 closes the pipe early (``| head``) ends the command quietly with 141, as a process killed by SIGPIPE."""
 
@@ -24,7 +25,7 @@ from vllm_hpu_mm import __version__
 from vllm_hpu_mm.cli.common import ExitCode, fail
 from vllm_hpu_mm.cli.vllm_argv import MAX_SERVER_ARGS
 from vllm_hpu_mm.collector import fewer_from_now
-from vllm_hpu_mm.errors import InputNote, VllmHpuMmError, clipped, one_line
+from vllm_hpu_mm.errors import InputNote, NothingServed, VllmHpuMmError, clipped, one_line
 
 __all__ = ["build_parser", "entry", "main"]
 
@@ -267,6 +268,8 @@ def _run(argv: list[str]) -> int:
         code: int = args.func(args)
     except SystemExit as exc:
         return _exit_status(exc)
+    except NothingServed as exc:  # well-formed traffic of which nothing would run: a negative answer, not bad input
+        return fail(str(exc), ExitCode.NEGATIVE)
     except VllmHpuMmError as exc:
         return fail(str(exc))
     except KeyboardInterrupt:

@@ -16,10 +16,11 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from vllm_hpu_mm.buckets.admission import served_part
 from vllm_hpu_mm.engine import PrefillChunk
 from vllm_hpu_mm.envs import Settings
-from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.jobs.replay import served_traffic
+from vllm_hpu_mm.errors import ConfigError, NothingServed
+from vllm_hpu_mm.jobs.replay import offered_traffic
 from vllm_hpu_mm.jobs.serve import Launch, Planned, on_default_device, plan_and_choose, prepare
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.models.devices import KNOWN_DEVICES
@@ -547,6 +548,30 @@ def _choose_on_serves_buckets(search: _Search, candidates: list[Candidate],
     return None, None, candidates
 
 
+def _served(offered: Traffic, settings: Settings) -> tuple[Traffic, str]:
+    """The requests of ``offered`` the server serves, and a note counting those it refuses ("" when none): a request
+    whose image the server refuses fails at once (HTTP 400), takes no replica time and is in no figure, as in
+    ``buckets replay``. :class:`NothingServed` when it would serve none of them."""
+    served = served_part(offered, max_image_pixels=settings.served_max_image_pixels,
+                         max_aspect_ratio=settings.max_aspect_ratio,
+                         pixels_var=settings.max_image_pixels_var)  # fmt: skip
+    refused = offered.num_requests - (served.num_requests if served is not None else 0)
+    limits = (f"{settings.max_image_pixels_var}={settings.served_max_image_pixels}, "
+              f"VLLM_HPU_MM_MAX_ASPECT_RATIO={settings.max_aspect_ratio:g}")  # fmt: skip
+    if served is None:
+        raise NothingServed(
+            f"{offered.source}: the server refuses the image of every request ({refused} of {refused}; limits "
+            f"{limits}): no request would be served, so there is no fleet to size; accepted: traffic with requests "
+            "the server serves (images within those limits, or text-only requests)"
+        )
+    if not refused:
+        return served, ""
+    share = refused / offered.num_requests
+    return served, (f"{refused} of {offered.num_requests} requests of the traffic ({share:.1%}) "
+                    f"carry an image the server refuses (limits {limits}): they fail at once, take no replica time "
+                    "and no figure counts them; the rate is sized as if every request were served")  # fmt: skip
+
+
 def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_env: Mapping[str, str]) -> Fleet:
     """The fleet for ``args.rate`` within ``args.targets`` (see the module docstring). Raises :class:`ConfigError`
     for invalid input (a target below one step of every replica shape)."""
@@ -563,8 +588,8 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
     # --speculative-config or --kv-cache-dtype vLLM refuses) is invalid input, not a shape that does not fit
     build(dataclasses.replace(sizing, tensor_parallel_size=None, max_num_seqs=None, max_num_batched_tokens=None),
           settings, runtime_env)  # fmt: skip
-    traffic = served_traffic(sizing, args.from_metrics, settings, args.model_name)
-    search = _Search(sizing, args, settings, runtime_env, traffic, [], [])
+    traffic, refused_note = _served(offered_traffic(sizing, args.from_metrics, args.model_name), settings)
+    search = _Search(sizing, args, settings, runtime_env, traffic, [refused_note] if refused_note else [], [])
     candidates = _candidates(search, args, args.pipeline_parallel_sizes or (1,))
     if not args.pipeline_parallel_sizes:
         in_node = [c for c in candidates if c.shape.tensor_parallel_size <= args.cards_per_node]

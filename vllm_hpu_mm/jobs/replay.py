@@ -12,7 +12,6 @@ import gc
 from collections.abc import Iterator
 from pathlib import Path
 
-from vllm_hpu_mm.buckets.admission import admit_traffic
 from vllm_hpu_mm.buckets.text import TextBucketPlan
 from vllm_hpu_mm.buckets.text_worst import WorstCase
 from vllm_hpu_mm.buckets.turns import Ahead, on_two
@@ -62,8 +61,8 @@ from vllm_hpu_mm.traffic.requests import Traffic
 
 #: The bounds and defaults the command declares are the replay's own (its loops' caps), named here for the CLI.
 __all__ = ["DEFAULT_REQUESTS", "MAX_CLIENTS", "MAX_PROFILE_SECONDS", "MAX_PROFILE_SEGMENTS", "MAX_RATE", "MAX_REQUESTS",
-           "MIN_LEVEL_REQUESTS", "MIN_RATE", "Arrivals", "ReplayArgs", "Replayed", "offered_traffic", "replay_traffic",
-           "served_traffic"]  # fmt: skip
+           "MIN_LEVEL_REQUESTS", "MIN_RATE", "Arrivals", "ReplayArgs", "Replayed", "offered_traffic",
+           "replay_traffic"]  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,19 +130,6 @@ def _time_model(timer: Timer | None) -> str | None:
             "tables (benchmarks/fits/results/step_time_fit.md); a verdict between two columns moves with its "
             "calibration only where they are within about 1% "
             "(benchmarks/planner/results/replay_strategies.md)")  # fmt: skip
-
-
-def served_traffic(sizing: SizingArgs, from_metrics: str | None, settings: Settings,
-                   model_name: str | None = None) -> Traffic:  # fmt: skip
-    """The traffic to replay (``--sizes``, a server's /metrics, else the embedded default): only the requests the
-    server serves (a refused image fails its request)."""
-    return _served(offered_traffic(sizing, from_metrics, model_name), settings)
-
-
-def _served(traffic: Traffic, settings: Settings) -> Traffic:
-    return admit_traffic(traffic, max_image_pixels=settings.served_max_image_pixels,
-                         max_aspect_ratio=settings.max_aspect_ratio,
-                         pixels_var=settings.max_image_pixels_var)  # fmt: skip
 
 
 def offered_traffic(sizing: SizingArgs, from_metrics: str | None, model_name: str | None = None) -> Traffic:
