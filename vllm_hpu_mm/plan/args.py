@@ -336,7 +336,9 @@ PLAN_OPTIONS: tuple[Option, ...] = (
            "memory (shared by the TP ranks)", nonempty(f"{', '.join(DEVICE_CHOICES[:-1])} or auto")),
     Option("runtime", "runtime", "serving runtime: auto, vllm-gaudi, vllm-fork, vllm-cuda or vllm-cpu, or a release as "
            f"{_RELEASES} (default auto: the one installed, at its installed "
-           "version, else the device's: vllm-gaudi main on HPU); it decides which knobs are exported",
+           "version, where it serves the device planned for, else that device's: vllm-gaudi main on HPU; with no "
+           "device named a plan or dry run is for Gaudi2, a launch for the accelerator here); it decides which knobs "
+           "are exported",
            nonempty("auto, vllm-gaudi, vllm-fork, vllm-cuda or vllm-cpu, or NAME==VERSION")),
     Option("free_memory_gib", "free-memory-gib", "free device memory after weights and profiling, GiB (the guide's "
            "starting point) (default: estimated from the device)", number, bound=GIB_SIZE),
