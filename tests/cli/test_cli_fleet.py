@@ -357,3 +357,10 @@ def test_requests_whose_image_the_server_refuses_are_counted_in_a_note_and_every
     assert (code, out) == (1, "")  # well-formed traffic of which nothing would run: a negative answer, not exit 2
     assert len(err.strip().splitlines()) == 1
     assert "the server refuses the image of every request (1 of 1;" in err
+    # held-out r5fleet case 5: every image refused, but a text-only request is served: sized on it, the image counted
+    every.write_text("width,height,text_tokens,output_tokens\n30000,100,100,50\n,,300,40\n")
+    code, out, _ = fleet(capsys, *SMALL, "--request-rate", "2", "--ttft-p99", "3000", "--tpot-p99", "60",
+                         "--sizes", str(every), "--json")  # fmt: skip
+    assert code == 0
+    assert any(n.startswith("1 of 2 requests of the traffic (50.0%) carry an image the server refuses")
+               for n in json.loads(out)["notes"])  # fmt: skip

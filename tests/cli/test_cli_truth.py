@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from vllm_hpu_mm.buckets.admission import admit, admit_traffic
 from vllm_hpu_mm.buckets.sizes import SizeSet
 from vllm_hpu_mm.cli.main import main
-from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.errors import ConfigError, NothingServed
 from vllm_hpu_mm.preprocess.image import check_dimensions
 from vllm_hpu_mm.preprocess.limits import dimension_problem
 from vllm_hpu_mm.traffic.requests import Request, Traffic
@@ -180,8 +180,11 @@ def test_traffic_leaves_out_the_requests_whose_image_the_server_refuses_and_keep
     )
     served = admit_traffic(traffic, max_image_pixels=100_000_000, max_aspect_ratio=100)
     assert dict(served.counts) == {big: 2, fine: 5, text_only: 7}
-    with pytest.raises(ConfigError, match="refuses every image"):
-        admit_traffic(Traffic({big: 1, text_only: 1}, "t"), max_image_pixels=1_000_000, max_aspect_ratio=500)
+    # every image refused, a text-only request served: the text-only traffic, not "nothing served" (r5fleet case 5)
+    served = admit_traffic(Traffic({big: 1, text_only: 1}, "t"), max_image_pixels=1_000_000, max_aspect_ratio=500)
+    assert dict(served.counts) == {text_only: 1}
+    with pytest.raises(NothingServed, match="refuses every image"):
+        admit_traffic(Traffic({big: 1, wide: 2}, "t"), max_image_pixels=1_000_000, max_aspect_ratio=100)
 
 
 def test_a_plan_over_traffic_counts_the_requests_whose_image_the_server_refuses_as_refused(

@@ -99,8 +99,8 @@ def admit_traffic(
     pixels_var: str = "VLLM_HPU_MM_MAX_IMAGE_PIXELS",
 ) -> Traffic:
     """The requests of ``traffic`` the server serves: a request whose image it refuses is left out (text-only
-    requests are kept); the source says how many. :class:`NothingServed` (exit 1) when the traffic carries images
-    and the server refuses every one."""
+    requests are kept); the source says how many. :class:`NothingServed` (exit 1) when every request carries an
+    image the server refuses."""
     served = served_part(traffic, max_image_pixels=max_image_pixels, max_aspect_ratio=max_aspect_ratio,
                          pixels_var=pixels_var)  # fmt: skip
     if served is None:
@@ -128,7 +128,7 @@ def served_part(
     admission = Admission(SizeSet(images, traffic.source), dict(refused), max_image_pixels, max_aspect_ratio,
                           pixels_var=pixels_var)  # fmt: skip
     requests = {r: n for r, n in traffic.counts.items() if r.image is None or r.image in kept}
-    if not kept or not requests:
+    if not requests:  # every request carries a refused image (text-only requests, when any, are served)
         return None
     return dataclasses.replace(traffic, counts=requests, source=f"{traffic.source} ({admission.summary()}, with "
                                "their requests)")  # fmt: skip
