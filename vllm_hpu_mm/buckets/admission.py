@@ -18,7 +18,7 @@ from vllm_hpu_mm.traffic.requests import Traffic
 
 __all__ = ["Admission", "Reason", "admit", "admit_traffic", "served_part"]
 
-#: Why an image is left out: its size (:data:`Refusal`), or a file named as an image that no reader opens.
+#: Why an image is left out: its size (:data:`Refusal`), or a file named as an image that no reader opens or decodes.
 Reason = Refusal | Literal["unreadable"]
 #: The most unreadable files named in the output line; the JSON counts them all.
 _NAMED = 3
@@ -50,7 +50,7 @@ class Admission:
 
     def _unreadable(self) -> str:
         named = ", ".join(self.unreadable[:_NAMED]) + (", ..." if len(self.unreadable) > _NAMED else "")
-        return f"image files no reader opens, as the server cannot: {named}"
+        return f"image files no reader opens or decodes, as the server cannot: {named}"
 
     def summary(self) -> str:
         """One clause for the output, e.g. "2 images the server refuses left out (1 above ...)"; "" when none."""

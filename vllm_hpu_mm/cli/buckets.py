@@ -45,7 +45,8 @@ def _add_common(p: argparse.ArgumentParser, *, max_default: str) -> None:
         nargs="+",
         action="extend",
         default=[],
-        help="folder(s) of images; only headers are read (repeatable)",
+        help="folder(s) of images (repeatable); sizes from headers, and each image decoded (a JPEG at 1/8 scale) "
+        "as the server does, so one it cannot decode is named, not planned",
     )
     p.add_argument(
         "--from-metrics",
