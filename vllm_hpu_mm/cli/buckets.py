@@ -203,7 +203,7 @@ def run_plan(args: argparse.Namespace) -> int:
                 default={"buckets": list(DEFAULT_BUCKETS), "efficiency": round(default_ev.efficiency, 6)},
                 oversize_policy=job.policy.value,
                 num_rejected=job.rejected,
-                refused=admission.refused,
+                refused=admission.as_json(),
                 warnings=list(notes),
                 notes=list(result.notes),
             )
@@ -253,7 +253,7 @@ def run_check(args: argparse.Namespace) -> int:
                 align_mode=mode.value,
                 oversize_policy=policy.value,
                 num_rejected=rejected,
-                refused=admission.refused,
+                refused=admission.as_json(),
                 min_pixels=min_pixels,
                 max_pixels=max_pixels,
                 warnings=warnings,
