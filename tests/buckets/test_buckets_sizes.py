@@ -90,6 +90,21 @@ def test_folder_scan_reads_headers_only_even_for_huge_images(tmp_path: Path) -> 
     assert limit == Image.MAX_IMAGE_PIXELS  # the guard is restored
 
 
+def test_folder_scan_names_an_image_whose_header_opens_but_whose_data_is_cut(tmp_path: Path) -> None:
+    # held-out images round 5, case 18: half a JPEG's bytes (header intact) was planned as a 1024x768 image; vLLM's
+    # loader decodes it (image.load()) and fails, "image file is truncated"
+    shutil.copy(PHOTOS[0], tmp_path / "whole.jpg")
+    for name, fmt in (("cut.jpg", "JPEG"), ("cut.png", "PNG")):
+        Image.new("RGB", (1024, 768), (200, 30, 90)).save(tmp_path / "full", format=fmt)
+        data = (tmp_path / "full").read_bytes()
+        (tmp_path / name).write_bytes(data[: len(data) // 2])
+        (tmp_path / "full").unlink()
+    found, skipped = scan_images(tmp_path, progress=False)
+    assert found.counts == {PHOTO_SIZES[PHOTOS[0].name]: 1}
+    assert found.unreadable == ("cut.jpg", "cut.png")
+    assert skipped == 0
+
+
 def test_folder_scan_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not a folder"):
         scan_images(tmp_path / "missing", progress=False)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.data import SIZES, size_csv
+from tests.support.data import PHOTOS, SIZES, size_csv
 from vllm_hpu_mm.cli.main import build_parser, main
 
 DEFAULT = "1600,3136,4096,6400,7744,9216,12544"
@@ -59,6 +60,24 @@ def test_check_json_says_where_the_list_came_from(capsys: pytest.CaptureFixture[
     result = run_json(capsys, "check", "--sizes", str(size_csv("coco_val2017.csv")))
     assert result["buckets_from"] == "the default list"
     assert {"oversize_policy", "num_rejected", "refused", "min_pixels", "max_pixels", "warnings"} <= set(result)
+
+
+def test_json_names_each_unreadable_image_file_under_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # held-out images round 5, case 19: refused.unreadable was a count, and the file to fix was named only inside
+    # the source sentence (three at most); the sizes refused by their limits stay counts
+    shutil.copy(PHOTOS[0], tmp_path / PHOTOS[0].name)
+    (tmp_path / "sub").mkdir()
+    for name in ("broken.png", "sub/b.jpg", "c.webp", "d.gif"):
+        (tmp_path / name).write_bytes(bytes(range(256)) * 16)
+    (tmp_path / "readme.txt").write_text("not an image", encoding="utf-8")
+    unreadable = ["broken.png", "c.webp", "d.gif", "sub/b.jpg"]
+    planned = run_json(capsys, "plan", "--images", str(tmp_path), "--num-buckets", "1")
+    assert planned["refused"] == {"unreadable": unreadable}
+    assert planned["num_images"] == 1
+    checked = run_json(capsys, "check", DEFAULT, "--images", str(tmp_path))
+    assert checked["refused"] == {"unreadable": unreadable}
 
 
 def test_check_human_output_ends_with_the_paste_line(capsys: pytest.CaptureFixture[str]) -> None:

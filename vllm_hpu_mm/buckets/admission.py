@@ -18,9 +18,9 @@ from vllm_hpu_mm.traffic.requests import Traffic
 
 __all__ = ["Admission", "Reason", "admit", "admit_traffic", "served_part"]
 
-#: Why an image is left out: its size (:data:`Refusal`), or a file named as an image that no reader opens.
+#: Why an image is left out: its size (:data:`Refusal`), or a file named as an image that no reader opens or decodes.
 Reason = Refusal | Literal["unreadable"]
-#: The most unreadable files named in the output line; the JSON counts them all.
+#: The most unreadable files named in the output line; the JSON names them all.
 _NAMED = 3
 
 
@@ -50,7 +50,13 @@ class Admission:
 
     def _unreadable(self) -> str:
         named = ", ".join(self.unreadable[:_NAMED]) + (", ..." if len(self.unreadable) > _NAMED else "")
-        return f"image files no reader opens, as the server cannot: {named}"
+        return f"image files no reader opens or decodes, as the server cannot: {named}"
+
+    def as_json(self) -> dict[str, int | list[str]]:
+        """The JSON ``refused``: how many by reason, and under ``unreadable`` the files themselves (a size from a CSV
+        names no file; an unreadable file is one the user has to find and fix)."""
+        return {reason: list(self.unreadable) if reason == "unreadable" else n
+                for reason, n in sorted(self.refused.items())}  # fmt: skip
 
     def summary(self) -> str:
         """One clause for the output, e.g. "2 images the server refuses left out (1 above ...)"; "" when none."""

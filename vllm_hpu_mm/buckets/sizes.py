@@ -73,8 +73,8 @@ class SizeSet:
 
     counts: Mapping[Size, int]
     source: str
-    #: Files named as images (an image extension) that no image reader opens, as the served loader would refuse them
-    #: (vLLM's ``open_image`` raises): left out, and counted as refused by the admission.
+    #: Files named as images (an image extension) that no image reader opens or decodes, as the served loader
+    #: refuses them (vLLM's ``open_image`` or ``image.load()`` raises): left out, counted as refused by the admission.
     unreadable: tuple[str, ...] = ()
 
     @classmethod
@@ -142,8 +142,9 @@ def embedded_sizes(names: Sequence[str] = EMBEDDED_DATASETS) -> SizeSet:
 def scan_images(
     folder: str | Path, *, progress: bool = True, flag: str = "--images", also: str = ""
 ) -> tuple[SizeSet, int]:
-    """Sizes of every image under ``folder`` (recursively), read from file headers only; and how many files
-    were skipped as not images. ``flag``: the flag the user typed, ``also``: what else it accepts (both in its
+    """Sizes of every image under ``folder`` (recursively), read from file headers; and how many files were skipped
+    as not images. Each image is also decoded (:func:`_served_size`), so one the server cannot decode is named as
+    unreadable, not planned. ``flag``: the flag the user typed, ``also``: what else it accepts (both in its
     errors). EXIF orientations 5-8 (rotated by 90 degrees) swap width and height, as the
     preprocessor does when it applies the orientation.
     """
@@ -158,15 +159,15 @@ def scan_images(
     unreadable: list[str] = []
     skipped = 0
     image_suffixes = set(Image.registered_extensions())
-    # Only headers are read, never pixels, so Pillow's decompression-bomb guard (which would refuse huge scans
-    # at open) is lifted for the scan and restored after it.
+    # Sizes come from headers, and only images within Pillow's decompression-bomb guard are decoded, so the guard
+    # (which would refuse huge scans at open) is lifted for the scan and restored after it.
     limit = Image.MAX_IMAGE_PIXELS
     Image.MAX_IMAGE_PIXELS = None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             for f in tqdm(files, desc=f"reading {root.name or root}", unit="file", disable=not progress, leave=False):
-                size = _header_size(f)
+                size = _served_size(f, decode_up_to=limit)
                 if size is None and f.suffix.lower() in image_suffixes:  # a broken image, not a stray file
                     unreadable.append(f.relative_to(root).as_posix())
                 elif size is None:
@@ -182,13 +183,22 @@ def scan_images(
     return SizeSet.of(sizes, source, tuple(unreadable)), skipped
 
 
-def _header_size(path: Path) -> Size | None:
-    """``(width, height)`` as displayed (EXIF orientation applied), or None if the file is not a readable image."""
-    from PIL import Image, UnidentifiedImageError
+def _served_size(path: Path, *, decode_up_to: int | None) -> Size | None:
+    """``(width, height)`` as displayed (EXIF orientation applied), or None if the file is not an image the server
+    decodes. vLLM's loader decodes every image (``ImageMediaIO.load_bytes`` calls ``image.load()``, vLLM 0.32
+    ``vllm/multimodal/media/image.py:91``) and refuses one whose header opens but whose data is cut or corrupt
+    ("image file is truncated"), so each image is decoded here too: a JPEG at 1/8 scale (Pillow's ``draft``: the
+    whole scan is still read, so a cut one still fails). An image above ``decode_up_to`` pixels is not decoded: the
+    pixel limits refuse it first (:mod:`~vllm_hpu_mm.buckets.admission`), and decoding it would cost gigabytes."""
+    from PIL import Image
 
     try:
         with Image.open(path) as img:
             w, h = img.size
+            if decode_up_to is None or w * h <= decode_up_to:
+                if img.format == "JPEG":
+                    img.draft(img.mode, (max(1, w // 8), max(1, h // 8)))
+                img.load()
             if img.format == "PNG":  # PngImageFile.getexif() decodes the pixels; the header's eXIf is in info
                 exif = Image.Exif()
                 if img.info.get("exif"):
@@ -197,7 +207,7 @@ def _header_size(path: Path) -> Size | None:
                 exif = img.getexif()
             if exif.get(0x0112, 1) in (5, 6, 7, 8):  # rotated by 90 degrees
                 w, h = h, w
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
+    except Exception:  # Pillow decoders raise more than OSError on bad bytes; the server fails on them too
         return None
     return (int(w), int(h)) if w > 0 and h > 0 else None
 

@@ -45,7 +45,8 @@ def _add_common(p: argparse.ArgumentParser, *, max_default: str) -> None:
         nargs="+",
         action="extend",
         default=[],
-        help="folder(s) of images; only headers are read (repeatable)",
+        help="folder(s) of images (repeatable); sizes from headers, and each image decoded (a JPEG at 1/8 scale) "
+        "as the server does, so one it cannot decode is named, not planned",
     )
     p.add_argument(
         "--from-metrics",
@@ -202,7 +203,7 @@ def run_plan(args: argparse.Namespace) -> int:
                 default={"buckets": list(DEFAULT_BUCKETS), "efficiency": round(default_ev.efficiency, 6)},
                 oversize_policy=job.policy.value,
                 num_rejected=job.rejected,
-                refused=admission.refused,
+                refused=admission.as_json(),
                 warnings=list(notes),
                 notes=list(result.notes),
             )
@@ -252,7 +253,7 @@ def run_check(args: argparse.Namespace) -> int:
                 align_mode=mode.value,
                 oversize_policy=policy.value,
                 num_rejected=rejected,
-                refused=admission.refused,
+                refused=admission.as_json(),
                 min_pixels=min_pixels,
                 max_pixels=max_pixels,
                 warnings=warnings,

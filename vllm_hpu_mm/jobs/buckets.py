@@ -226,8 +226,8 @@ def check_buckets(
 @dataclasses.dataclass(frozen=True)
 class SizeSources:
     """Where ``buckets plan`` and ``check`` read image sizes from (all of them combined): CSV files, image folders
-    (headers only) and a server's /metrics; with none, a synthetic grid when both pixel limits are given, else the
-    sizes shipped with the package."""
+    (sizes from headers; an image that does not decode is refused) and a server's /metrics; with none, a synthetic
+    grid when both pixel limits are given, else the sizes shipped with the package."""
 
     csv: tuple[str, ...] = ()
     folders: tuple[str, ...] = ()
