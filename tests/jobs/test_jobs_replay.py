@@ -328,6 +328,19 @@ def test_the_vision_figure_says_no_image_ran_when_every_image_request_is_refused
     assert "patch efficiency n/a" in line
 
 
+def test_text_only_traffic_says_no_image_ran_over_the_buckets_the_runtime_still_warms(tmp_path: Path) -> None:
+    # held-out round r5agree, case 14: text-only traffic printed no vision line and "vision": null, while the docs
+    # say a replay where no image ran says so (vision.images 0); the runtime warms the vision buckets all the same
+    report = replay_traffic(_traffic(tmp_path, ",,750,150,10\n"), QUICK, load(), {}).report
+    assert report.requests > 0
+    vision = to_dict(report)["vision"]
+    assert vision is not None
+    assert vision["buckets"] == list(report.vision_buckets or ())
+    assert (vision["images"], vision["images_sampled"], vision["patch_efficiency"]) == (0, 0, None)
+    line = _vision_line(report)
+    assert f"no image ran (none of the {report.offered} sampled requests has one): patch efficiency n/a" in line
+
+
 def test_the_vision_figure_counts_the_images_of_the_requests_that_ran_not_those_never_sent(tmp_path: Path) -> None:
     # held-out round 206, replay 9: 2 of 500 requests ran under a 2-second profile, the line said "over 30 images"
     sizing = dataclasses.replace(_traffic(tmp_path, "640,480,200,120,30\n,,300,80,70\n"), concurrency=None)

@@ -317,3 +317,14 @@ def test_the_dry_run_s_replay_has_buckets_replay_s_vision_figure_over_the_images
     assert vision["buckets"] == out.report["plan"]["vision_buckets_captured"]
     assert "no image ran (all " in out.table
     assert "patch efficiency n/a" in out.table
+
+
+def test_the_dry_run_s_replay_of_text_only_traffic_says_no_image_ran_as_buckets_replay_does(tmp_path: Path) -> None:
+    # held-out round r5agree, case 14: text-only traffic had no vision figure ("vision": null) in either command
+    sizes = tmp_path / "text.csv"
+    sizes.write_text("width,height,text_tokens,output_tokens,count\n,,750,150,10\n")
+    out = launch(dataclasses.replace(SMALL, sizes=str(sizes)), tmp_path)
+    vision = out.report["plan"]["text_bucket_plan"]["vision"]
+    assert (vision["images"], vision["images_sampled"], vision["patch_efficiency"]) == (0, 0, None)
+    assert vision["buckets"] == out.report["plan"]["vision_buckets_captured"]
+    assert "sampled requests has one): patch efficiency n/a" in out.table

@@ -212,10 +212,13 @@ def _images_left(r: Report) -> str:
 
 def vision_line(r: Report) -> str | None:
     """The vision buckets on the images of the requests that ran, and where the other sampled ones went; none ran:
-    said so, no efficiency (0/0 is no evidence of 1.0). None without vision buckets or images."""
+    said so, no efficiency (0/0 is no evidence of 1.0). None without vision buckets."""
     if r.vision is None:
         return None
     v, names = r.vision, ",".join(map(str, r.vision_buckets or ()))
+    if not r.images_sampled:
+        return (f"vision buckets {names}: no image ran (none of the {r.offered} sampled requests has one): "
+                "patch efficiency n/a")  # fmt: skip
     if not v.num_images:
         return (f"vision buckets {names}: no image ran (all {r.images_sampled} sampled were in requests "
                 f"{_images_left(r)}): patch efficiency n/a")  # fmt: skip

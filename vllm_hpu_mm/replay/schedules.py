@@ -283,9 +283,10 @@ def replay_model(model: RuntimeModel, shape: EngineShape, runs: Schedules, label
 
 def vision_efficiency(runs: Schedules, images: Images) -> Evaluation | None:
     """The vision buckets on the images of the requests that ran (each image alone in its bucket; above the largest:
-    its own size), as ``buckets check`` reports it: None without buckets or with no image sampled; an evaluation of
-    no image where images were sampled but none of their requests ran (refused, or never sent)."""
-    if not runs.images_sampled or not images.buckets:
+    its own size), as ``buckets check`` reports it: None without buckets (nothing is bucketed); an evaluation of no
+    image where none ran, text-only traffic included: the runtime warms these buckets all the same, so the figure
+    says they went unused rather than vanishing."""
+    if not images.buckets:
         return None
     if not runs.images_ran:
         return evaluate({}, images.buckets)
