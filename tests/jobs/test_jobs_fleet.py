@@ -70,13 +70,28 @@ def test_shapes_refused_for_their_heads_are_answered_with_a_tp_size_not_more_mem
     refused = Candidate(ReplicaShape.of(3, 64, 2048, 1), None, why_not=heads)
     line = _impossible([refused], args, None)
     assert "more memory" not in line
-    assert "fix: a --tensor-parallel-sizes the refusal accepts" in line
+    assert "fix: none found: no tensor size within a node" in line
     assert "accepted for Qwen/Qwen2.5-VL-7B-Instruct: 1, 2, 4" in line
     # a shape vLLM takes that memory cannot hold gets the memory fixes planned to fit, and says when none was found
     unheld = Candidate(ReplicaShape.of(2, 64, 2048, 1), None, why_not="does not fit: 90 GiB > 80 GiB", unheld=True)
     fixes = ("--pipeline-parallel-sizes 2 (TP2 PP2 seqs 64 tokens 2048 fits)",)
     assert "fix: --pipeline-parallel-sizes 2 (TP2 PP2" in _impossible([unheld, refused], args, None, fixes)
     assert "fix: none found" in _impossible([unheld, refused], args, None)
+
+
+def test_every_shape_refused_for_its_tensor_size_is_answered_with_the_sizes_planned_to_work() -> None:
+    # held-out round r5fleet, case 10: TP 8 of 28 heads alone said "fix: a --tensor-parallel-sizes the refusal
+    # accepts", naming no size; docs/fleet.md promises `--tensor-parallel-sizes N` planned to fit
+    sizing = SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device="gaudi2", runtime="vllm-gaudi")
+    args = FleetArgs(rate=5.0, targets=Targets(2.0, 0.05), tensor_parallel_sizes=(8,), requests=10, seeds=1,
+                     iterations=2)  # fmt: skip
+    fleet = plan_fleet(sizing, args, load(), {})
+    assert fleet.chosen is None
+    assert "no shape tried is one vLLM would serve" in fleet.reason
+    assert "fix: --tensor-parallel-sizes 1,2,4 (" in fleet.reason
+    # a TP over a node is answered the same way: the sizes a node of 8 holds that vLLM takes
+    over = plan_fleet(sizing, dataclasses.replace(args, tensor_parallel_sizes=(16,)), load(), {})
+    assert "fix: --tensor-parallel-sizes 1,2,4 (" in over.reason
 
 
 def _light(ttft: float, tpot: float, e2e: float) -> Capacity:

@@ -297,6 +297,19 @@ class _Search:
         except ConfigError:  # a value the runtime refuses for this shape (TP not dividing the heads, ...)
             return False
 
+    def tensor_fixes(self, candidates: list[Candidate]) -> tuple[str, ...]:
+        """When vLLM refuses every shape tried for its tensor size (TP not dividing the heads, a TP over a node):
+        the TP sizes within a node, not tried, at which vLLM takes one of those shapes and memory holds it, found by
+        planning it (a refusal's own "accepted" list knows neither the node nor memory)."""
+        tried = {c.shape.tensor_parallel_size for c in candidates}
+        shapes = list(dict.fromkeys(c.shape for c in candidates))
+        sizes = [tp for tp in (1, 2, 4, 8, 16, 32, 64) if tp <= self.args.cards_per_node and tp not in tried
+                 and any(self.holds(dataclasses.replace(s, tensor_parallel_size=tp)) for s in shapes)]  # fmt: skip
+        if not sizes:
+            return ()
+        return (f"--tensor-parallel-sizes {','.join(map(str, sizes))} (the sizes within a node of "
+                f"{self.args.cards_per_node} at which vLLM takes a shape tried and memory holds it)",)  # fmt: skip
+
     def memory_fixes(self, candidates: list[Candidate]) -> tuple[str, ...]:
         """When memory holds no shape vLLM takes: each one-flag change under which one of those shapes fits, found
         by planning it (never a change that was already tried, nor the device in use)."""
@@ -400,7 +413,9 @@ def _evidence(
 
 def _impossible(candidates: list[Candidate], args: FleetArgs, best: Candidate | None,
                 memory_fixes: tuple[str, ...] = (), rate_from: Candidate | None = None) -> str:  # fmt: skip
-    """Why no fleet is chosen, and what would make one possible. ``rate_from``: ``best`` on the search's figures
+    """Why no fleet is chosen, and what would make one possible. ``memory_fixes``: the one-flag changes planned to
+    fit when no shape tried is priced (:meth:`_Search.memory_fixes`, or :meth:`_Search.tensor_fixes` when vLLM
+    refuses every shape for its TP size). ``rate_from``: ``best`` on the search's figures
     (default ``best``), which the lower rate named is computed from (:func:`_choose_on_serves_buckets`)."""
     fits = [c for c in candidates if c.capacity is not None]
     unheld = [c for c in candidates if c.unheld]
@@ -417,7 +432,13 @@ def _impossible(candidates: list[Candidate], args: FleetArgs, best: Candidate | 
         )
     if not fits:  # every shape refused before memory was asked (TP not dividing the heads, a stage over a node)
         tp = all("tensor-parallel" in c.why_not or "TP " in c.why_not for c in candidates)
-        fix = "a --tensor-parallel-sizes the refusal accepts" if tp else "the values the refusal accepts"
+        # only sizes planned to be taken and to fit (:meth:`_Search.tensor_fixes`), or that none was found
+        fix = (
+            "the values the refusal accepts"
+            if not tp
+            else ", or ".join(memory_fixes)
+            or "none found: no tensor size within a node makes a shape tried one vLLM takes and memory holds"
+        )
         return (
             "no shape tried is one vLLM would serve ("
             + "; ".join(dict.fromkeys(f"TP{c.shape.tensor_parallel_size}: {c.why_not}" for c in candidates[-2:]))
@@ -640,7 +661,10 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
         best = min(scored, key=lambda c: (c.total_cards, -c.margin)) if scored else None
         if best is None and any(c.capacity is not None for c in candidates):
             best = _closest(candidates, args.targets)  # no load meets the targets: the closest at a light load
-        fixes = search.memory_fixes(candidates) if not any(c.capacity is not None for c in candidates) else ()
+        fixes: tuple[str, ...] = ()
+        if not any(c.capacity is not None for c in candidates):
+            unheld = any(c.unheld for c in candidates)
+            fixes = search.memory_fixes(candidates) if unheld else search.tensor_fixes(candidates)
         # the lower rate from the search's figures: a rate at which the shape fits --cards on them is re-priced
         rate_from = next((c for c in searched if best is not None and c.shape == best.shape), best)
         reason = _impossible(candidates, args, best, fixes, rate_from)
