@@ -209,6 +209,9 @@ class _Search:
     traffic: Traffic
     notes: list[str]
     below_step: list[str]
+    #: The traffic as sent when --from-metrics joins --sizes, which every plan of a shape is made over as serve
+    #: would over the same requests (None: serve's own reading of --sizes, the embedded default without it).
+    offered: Traffic | None = None
     calibrated: bool = False
     warm_source: str = "none estimated (no graphs warmed)"
 
@@ -226,6 +229,7 @@ class _Search:
                     dict(self.runtime_env),
                     requests=a.plan_requests,
                     text=self.sizing.text_graph_budget is not None,
+                    traffic=self.offered,
                 )
             except ConfigError as exc:  # a shape the runtime refuses (TP not dividing the heads, ...)
                 return Candidate(shape, None, why_not=str(exc), cards_per_node=a.cards_per_node)
@@ -293,7 +297,7 @@ class _Search:
         try:
             one = dataclasses.replace(_one(self.sizing, shape), **change)  # type: ignore[arg-type]
             return plan_and_choose(one, self.settings, dict(self.runtime_env), requests=self.args.plan_requests,
-                                   text=False).plan.fits  # fmt: skip
+                                   text=False, traffic=self.offered).plan.fits  # fmt: skip
         except ConfigError:  # a value the runtime refuses for this shape (TP not dividing the heads, ...)
             return False
 
@@ -335,7 +339,7 @@ class _Search:
         # longest the cache holds (vLLM refuses prompts of that many tokens or more)
         for c in (c for c in candidates if c.unheld and "cannot hold one sequence" in c.why_not):
             plan = plan_and_choose(_one(sizing, c.shape), self.settings, dict(self.runtime_env),
-                                   requests=a.plan_requests, text=False).plan  # fmt: skip
+                                   requests=a.plan_requests, text=False, traffic=self.offered).plan  # fmt: skip
             tokens = plan.kv_blocks * plan.inputs.block_size
             if tokens > 0 and self.holds(c.shape, max_model_len=tokens):
                 out.append(f"--max-model-len {tokens} ({c.shape.label} fits)")
@@ -554,6 +558,7 @@ def _choose_on_serves_buckets(search: _Search, candidates: list[Candidate],
             output_dir=Path(args.replica_dir),
             limit_mm_per_prompt=None,
             compilation_config=None,
+            traffic=search.offered,
         )
         final = search.evaluate(shape, launch.planned)
         if final.meets:
@@ -609,8 +614,10 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
     # --speculative-config or --kv-cache-dtype vLLM refuses) is invalid input, not a shape that does not fit
     build(dataclasses.replace(sizing, tensor_parallel_size=None, max_num_seqs=None, max_num_batched_tokens=None),
           settings, runtime_env)  # fmt: skip
-    traffic, refused_note = _served(offered_traffic(sizing, args.from_metrics, args.model_name), settings)
-    search = _Search(sizing, args, settings, runtime_env, traffic, [refused_note] if refused_note else [], [])
+    offered = offered_traffic(sizing, args.from_metrics, args.model_name)
+    traffic, refused_note = _served(offered, settings)
+    search = _Search(sizing, args, settings, runtime_env, traffic, [refused_note] if refused_note else [], [],
+                     offered=dataclasses.replace(offered, running=None) if args.from_metrics else None)  # fmt: skip
     candidates = _candidates(search, args, args.pipeline_parallel_sizes or (1,))
     if not args.pipeline_parallel_sizes:
         in_node = [c for c in candidates if c.shape.tensor_parallel_size <= args.cards_per_node]
