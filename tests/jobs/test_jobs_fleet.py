@@ -70,13 +70,63 @@ def test_shapes_refused_for_their_heads_are_answered_with_a_tp_size_not_more_mem
     refused = Candidate(ReplicaShape.of(3, 64, 2048, 1), None, why_not=heads)
     line = _impossible([refused], args, None)
     assert "more memory" not in line
-    assert "fix: a --tensor-parallel-sizes the refusal accepts" in line
+    assert "fix: none found: no tensor size within a node" in line
     assert "accepted for Qwen/Qwen2.5-VL-7B-Instruct: 1, 2, 4" in line
     # a shape vLLM takes that memory cannot hold gets the memory fixes planned to fit, and says when none was found
     unheld = Candidate(ReplicaShape.of(2, 64, 2048, 1), None, why_not="does not fit: 90 GiB > 80 GiB", unheld=True)
     fixes = ("--pipeline-parallel-sizes 2 (TP2 PP2 seqs 64 tokens 2048 fits)",)
     assert "fix: --pipeline-parallel-sizes 2 (TP2 PP2" in _impossible([unheld, refused], args, None, fixes)
     assert "fix: none found" in _impossible([unheld, refused], args, None)
+
+
+def test_every_shape_refused_for_its_tensor_size_is_answered_with_the_sizes_planned_to_work() -> None:
+    # held-out round r5fleet, case 10: TP 8 of 28 heads alone said "fix: a --tensor-parallel-sizes the refusal
+    # accepts", naming no size; docs/fleet.md promises `--tensor-parallel-sizes N` planned to fit
+    sizing = SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device="gaudi2", runtime="vllm-gaudi")
+    args = FleetArgs(rate=5.0, targets=Targets(2.0, 0.05), tensor_parallel_sizes=(8,), requests=10, seeds=1,
+                     iterations=2)  # fmt: skip
+    fleet = plan_fleet(sizing, args, load(), {})
+    assert fleet.chosen is None
+    assert "no shape tried is one vLLM would serve" in fleet.reason
+    assert "fix: --tensor-parallel-sizes 1,2,4 (" in fleet.reason
+    # a TP over a node is answered the same way: the sizes a node of 8 holds that vLLM takes
+    over = plan_fleet(sizing, dataclasses.replace(args, tensor_parallel_sizes=(16,)), load(), {})
+    assert "fix: --tensor-parallel-sizes 1,2,4 (" in over.reason
+
+
+#: A /metrics page whose every request is 750 prompt and 150 answer tokens (the bucket midpoints), no prefix cache hit,
+#: and 8 requests running on that server.
+_PAGE = """# TYPE vllm:request_prompt_tokens histogram
+vllm:request_prompt_tokens_bucket{le="500.0",model_name="m"} 0.0
+vllm:request_prompt_tokens_bucket{le="1000.0",model_name="m"} 200.0
+vllm:request_prompt_tokens_bucket{le="+Inf",model_name="m"} 200.0
+vllm:request_prompt_tokens_count{model_name="m"} 200.0
+vllm:request_prompt_tokens_sum{model_name="m"} 150000.0
+# TYPE vllm:request_generation_tokens histogram
+vllm:request_generation_tokens_bucket{le="100.0",model_name="m"} 0.0
+vllm:request_generation_tokens_bucket{le="200.0",model_name="m"} 200.0
+vllm:request_generation_tokens_bucket{le="+Inf",model_name="m"} 200.0
+vllm:request_generation_tokens_count{model_name="m"} 200.0
+vllm:request_generation_tokens_sum{model_name="m"} 30000.0
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name="m"} 8.0
+"""
+
+
+def test_traffic_from_metrics_plans_the_replica_as_the_same_traffic_given_as_a_csv(tmp_path: Path) -> None:
+    # held-out round r5agree, case 17: the chosen replica's text buckets were planned over the built-in default
+    # traffic (only --sizes reached serve's plan), so its capacity, TTFT and warm-up differed from the CSV's
+    page, csv = tmp_path / "metrics.txt", tmp_path / "text.csv"
+    page.write_text(_PAGE)
+    csv.write_text("width,height,text_tokens,output_tokens,cached_tokens,count\n,,750,150,0,200\n")
+    sizing = SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device="gaudi2", max_model_len=4096, text_graph_budget=24)
+    args = FleetArgs(rate=4.0, targets=Targets(3.0, 0.1), tensor_parallel_sizes=(1,), seqs_tried=(16,), requests=20,
+                     seeds=1, iterations=3)  # fmt: skip
+    by_page = plan_fleet(sizing, dataclasses.replace(args, from_metrics=str(page)), load(), {})
+    by_csv = plan_fleet(dataclasses.replace(sizing, sizes=str(csv)), args, load(), {})
+    assert by_page.chosen is not None
+    assert by_page.chosen == by_csv.chosen  # capacity, latencies and warm-up: the page's running gauge is no load
+    assert by_page.deploy == by_csv.deploy  # the same bucket file handed to every replica
 
 
 def _light(ttft: float, tpot: float, e2e: float) -> Capacity:
@@ -140,7 +190,8 @@ def test_cards_of_the_unconstrained_choice_choose_it_on_the_figures_it_is_deploy
 
     monkeypatch.setattr(fleet_job, "prepare", lambda one, *_, **__: SimpleNamespace(planned=one))
     search = SimpleNamespace(args=FleetArgs(rate=20.0, targets=Targets(2.0, 0.05), cards=cards),
-                             sizing=SizingArgs(), settings=load(), runtime_env={}, evaluate=evaluate)  # fmt: skip
+                             sizing=SizingArgs(), settings=load(), runtime_env={}, evaluate=evaluate,
+                             offered=None)  # fmt: skip
     notes: list[str] = []
     chosen, launch, rows = fleet_job._choose_on_serves_buckets(search, searched, notes)  # type: ignore[arg-type]
     assert chosen is not None
@@ -157,7 +208,7 @@ def test_a_shape_within_the_cards_is_chosen_when_the_unconstrained_choice_is_not
     slower = _sized(1, 64, 3.9)  # serve's buckets price the first at 7 cards
     monkeypatch.setattr(fleet_job, "prepare", lambda one, *_, **__: SimpleNamespace(planned=one))
     args = FleetArgs(rate=20.0, targets=Targets(2.0, 0.05), cards=6)
-    search = SimpleNamespace(args=args, sizing=SizingArgs(), settings=load(), runtime_env={},
+    search = SimpleNamespace(args=args, sizing=SizingArgs(), settings=load(), runtime_env={}, offered=None,
                              evaluate=lambda shape, _: slower if shape == slower.shape else searched[1])  # fmt: skip
     chosen, _, _ = fleet_job._choose_on_serves_buckets(search, searched, [])  # type: ignore[arg-type]
     assert chosen is not None

@@ -209,6 +209,9 @@ class _Search:
     traffic: Traffic
     notes: list[str]
     below_step: list[str]
+    #: The traffic as sent when --from-metrics joins --sizes, which every plan of a shape is made over as serve
+    #: would over the same requests (None: serve's own reading of --sizes, the embedded default without it).
+    offered: Traffic | None = None
     calibrated: bool = False
     warm_source: str = "none estimated (no graphs warmed)"
 
@@ -226,6 +229,7 @@ class _Search:
                     dict(self.runtime_env),
                     requests=a.plan_requests,
                     text=self.sizing.text_graph_budget is not None,
+                    traffic=self.offered,
                 )
             except ConfigError as exc:  # a shape the runtime refuses (TP not dividing the heads, ...)
                 return Candidate(shape, None, why_not=str(exc), cards_per_node=a.cards_per_node)
@@ -293,9 +297,22 @@ class _Search:
         try:
             one = dataclasses.replace(_one(self.sizing, shape), **change)  # type: ignore[arg-type]
             return plan_and_choose(one, self.settings, dict(self.runtime_env), requests=self.args.plan_requests,
-                                   text=False).plan.fits  # fmt: skip
+                                   text=False, traffic=self.offered).plan.fits  # fmt: skip
         except ConfigError:  # a value the runtime refuses for this shape (TP not dividing the heads, ...)
             return False
+
+    def tensor_fixes(self, candidates: list[Candidate]) -> tuple[str, ...]:
+        """When vLLM refuses every shape tried for its tensor size (TP not dividing the heads, a TP over a node):
+        the TP sizes within a node, not tried, at which vLLM takes one of those shapes and memory holds it, found by
+        planning it (a refusal's own "accepted" list knows neither the node nor memory)."""
+        tried = {c.shape.tensor_parallel_size for c in candidates}
+        shapes = list(dict.fromkeys(c.shape for c in candidates))
+        sizes = [tp for tp in (1, 2, 4, 8, 16, 32, 64) if tp <= self.args.cards_per_node and tp not in tried
+                 and any(self.holds(dataclasses.replace(s, tensor_parallel_size=tp)) for s in shapes)]  # fmt: skip
+        if not sizes:
+            return ()
+        return (f"--tensor-parallel-sizes {','.join(map(str, sizes))} (the sizes within a node of "
+                f"{self.args.cards_per_node} at which vLLM takes a shape tried and memory holds it)",)  # fmt: skip
 
     def memory_fixes(self, candidates: list[Candidate]) -> tuple[str, ...]:
         """When memory holds no shape vLLM takes: each one-flag change under which one of those shapes fits, found
@@ -322,7 +339,7 @@ class _Search:
         # longest the cache holds (vLLM refuses prompts of that many tokens or more)
         for c in (c for c in candidates if c.unheld and "cannot hold one sequence" in c.why_not):
             plan = plan_and_choose(_one(sizing, c.shape), self.settings, dict(self.runtime_env),
-                                   requests=a.plan_requests, text=False).plan  # fmt: skip
+                                   requests=a.plan_requests, text=False, traffic=self.offered).plan  # fmt: skip
             tokens = plan.kv_blocks * plan.inputs.block_size
             if tokens > 0 and self.holds(c.shape, max_model_len=tokens):
                 out.append(f"--max-model-len {tokens} ({c.shape.label} fits)")
@@ -400,7 +417,9 @@ def _evidence(
 
 def _impossible(candidates: list[Candidate], args: FleetArgs, best: Candidate | None,
                 memory_fixes: tuple[str, ...] = (), rate_from: Candidate | None = None) -> str:  # fmt: skip
-    """Why no fleet is chosen, and what would make one possible. ``rate_from``: ``best`` on the search's figures
+    """Why no fleet is chosen, and what would make one possible. ``memory_fixes``: the one-flag changes planned to
+    fit when no shape tried is priced (:meth:`_Search.memory_fixes`, or :meth:`_Search.tensor_fixes` when vLLM
+    refuses every shape for its TP size). ``rate_from``: ``best`` on the search's figures
     (default ``best``), which the lower rate named is computed from (:func:`_choose_on_serves_buckets`)."""
     fits = [c for c in candidates if c.capacity is not None]
     unheld = [c for c in candidates if c.unheld]
@@ -417,7 +436,13 @@ def _impossible(candidates: list[Candidate], args: FleetArgs, best: Candidate | 
         )
     if not fits:  # every shape refused before memory was asked (TP not dividing the heads, a stage over a node)
         tp = all("tensor-parallel" in c.why_not or "TP " in c.why_not for c in candidates)
-        fix = "a --tensor-parallel-sizes the refusal accepts" if tp else "the values the refusal accepts"
+        # only sizes planned to be taken and to fit (:meth:`_Search.tensor_fixes`), or that none was found
+        fix = (
+            "the values the refusal accepts"
+            if not tp
+            else ", or ".join(memory_fixes)
+            or "none found: no tensor size within a node makes a shape tried one vLLM takes and memory holds"
+        )
         return (
             "no shape tried is one vLLM would serve ("
             + "; ".join(dict.fromkeys(f"TP{c.shape.tensor_parallel_size}: {c.why_not}" for c in candidates[-2:]))
@@ -533,6 +558,7 @@ def _choose_on_serves_buckets(search: _Search, candidates: list[Candidate],
             output_dir=Path(args.replica_dir),
             limit_mm_per_prompt=None,
             compilation_config=None,
+            traffic=search.offered,
         )
         final = search.evaluate(shape, launch.planned)
         if final.meets:
@@ -588,8 +614,10 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
     # --speculative-config or --kv-cache-dtype vLLM refuses) is invalid input, not a shape that does not fit
     build(dataclasses.replace(sizing, tensor_parallel_size=None, max_num_seqs=None, max_num_batched_tokens=None),
           settings, runtime_env)  # fmt: skip
-    traffic, refused_note = _served(offered_traffic(sizing, args.from_metrics, args.model_name), settings)
-    search = _Search(sizing, args, settings, runtime_env, traffic, [refused_note] if refused_note else [], [])
+    offered = offered_traffic(sizing, args.from_metrics, args.model_name)
+    traffic, refused_note = _served(offered, settings)
+    search = _Search(sizing, args, settings, runtime_env, traffic, [refused_note] if refused_note else [], [],
+                     offered=dataclasses.replace(offered, running=None) if args.from_metrics else None)  # fmt: skip
     candidates = _candidates(search, args, args.pipeline_parallel_sizes or (1,))
     if not args.pipeline_parallel_sizes:
         in_node = [c for c in candidates if c.shape.tensor_parallel_size <= args.cards_per_node]
@@ -640,7 +668,10 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
         best = min(scored, key=lambda c: (c.total_cards, -c.margin)) if scored else None
         if best is None and any(c.capacity is not None for c in candidates):
             best = _closest(candidates, args.targets)  # no load meets the targets: the closest at a light load
-        fixes = search.memory_fixes(candidates) if not any(c.capacity is not None for c in candidates) else ()
+        fixes: tuple[str, ...] = ()
+        if not any(c.capacity is not None for c in candidates):
+            unheld = any(c.unheld for c in candidates)
+            fixes = search.memory_fixes(candidates) if unheld else search.tensor_fixes(candidates)
         # the lower rate from the search's figures: a rate at which the shape fits --cards on them is re-priced
         rate_from = next((c for c in searched if best is not None and c.shape == best.shape), best)
         reason = _impossible(candidates, args, best, fixes, rate_from)

@@ -225,7 +225,8 @@ def plan_and_choose(sizing: SizingArgs, settings: Settings, runtime_env: dict[st
                     requests: int = DEFAULT_REQUESTS, *, text: bool = True, images_refused: bool = False,
                     compilation_config: Mapping[str, Any] | None = None, limit_mm_per_prompt: str | None = None,
                     language_model_only: bool = False, mm_processor_kwargs: Mapping[str, Any] | None = None,
-                    optimization_level: int = DEFAULT_OPTIMIZATION_LEVEL) -> Planned:  # fmt: skip
+                    optimization_level: int = DEFAULT_OPTIMIZATION_LEVEL,
+                    traffic: Traffic | None = None) -> Planned:  # fmt: skip
     """Measured costs from the profile, then the plan with its vision buckets chosen over the traffic's images and
     its text buckets planned from the traffic (``sizing.sizes``: a traffic file or folder; None: the embedded
     default; either way only the requests the server serves; ``text=False``: the runtime's own text buckets, no
@@ -234,8 +235,9 @@ def plan_and_choose(sizing: SizingArgs, settings: Settings, runtime_env: dict[st
     that reads them (vLLM CUDA) takes; ``limit_mm_per_prompt`` and ``language_model_only``: the server's, for whether
     the tower is built (:func:`plan_inputs`); ``mm_processor_kwargs``: the server's, whose pixel limits bound the
     images and so the vision buckets (:func:`processor_cap`); ``optimization_level``: the server's ``-O``, which with
-    the compilation config and ``--enforce-eager`` decides whether any graph is captured (:func:`graphs_off_by`).
-    Errors name the flags as the user spelled them."""
+    the compilation config and ``--enforce-eager`` decides whether any graph is captured (:func:`graphs_off_by`);
+    ``traffic``: the user's traffic as sent, when the caller read it from more than ``sizing.sizes`` (fleet plan's
+    ``--from-metrics`` joins ``--sizes``), planned in its place. Errors name the flags as the user spelled them."""
     inputs, costs = plan_inputs(sizing, settings, runtime_env, limit_mm_per_prompt=limit_mm_per_prompt,
                                 language_model_only=language_model_only)  # fmt: skip
     if compilation_config:
@@ -249,14 +251,15 @@ def plan_and_choose(sizing: SizingArgs, settings: Settings, runtime_env: dict[st
             eager_note = (f"{off}: vLLM captures no CUDA graph, so the plan has none, as under --enforce-eager",)
     # every request sent, as buckets replay schedules it: one whose image the server refuses is
     # counted refused by the text replay, and the vision buckets are chosen over the images it serves
-    traffic = read_traffic(sizing.sizes, flag=sizing.flag("sizes"))
+    given = traffic is not None or sizing.sizes is not None
+    if traffic is None:
+        traffic = read_traffic(sizing.sizes, flag=sizing.flag("sizes"))
     if images_refused:
         inputs = dataclasses.replace(inputs, images_refused=True, vision_bucketed=False)
         traffic = _without_images(traffic, "--limit-mm-per-prompt")
     low, high = processor_pixels(mm_processor_kwargs)
     inputs, capped = processor_cap(inputs, low, high)
-    result, choice = choose_vision(inputs, traffic, sizing, settings, given=sizing.sizes is not None, low=low,
-                                   high=high)  # fmt: skip
+    result, choice = choose_vision(inputs, traffic, sizing, settings, given=given, low=low, high=high)
     chosen_text = None
     if result.fits and text:
         result, chosen_text = choose_text(result, traffic, settings, budget=sizing.text_graph_budget,
@@ -291,12 +294,14 @@ def prepare(
     language_model_only: bool = False,
     mm_processor_kwargs: Mapping[str, Any] | None = None,
     optimization_level: int = DEFAULT_OPTIMIZATION_LEVEL,
+    traffic: Traffic | None = None,
 ) -> Launch:
     """Plan, export and build the command. ``server_args``: the server arguments, the user's in order with the model
     as ``--model``; ``output_dir``: where the runtime's files (vllm-gaudi's bucket file) will be written; ``notes``
     and ``last_notes``: how the server arguments were read, before and after the exporter's own notes;
     ``long_prefill_token_threshold``: the server's, checked against the max_model_len the plan resolved;
-    ``optimization_level``: the server's ``-O`` (:func:`plan_and_choose`)."""
+    ``optimization_level``: the server's ``-O``; ``traffic``: the user's, in place of ``sizing.sizes``
+    (:func:`plan_and_choose`)."""
     flags = flags_from_environment(
         settings,
         limit_mm_per_prompt=limit_mm_per_prompt,
@@ -308,7 +313,7 @@ def prepare(
                               compilation_config=compilation_config, limit_mm_per_prompt=limit_mm_per_prompt,
                               language_model_only=language_model_only,
                               mm_processor_kwargs=mm_processor_kwargs,
-                              optimization_level=optimization_level)  # fmt: skip
+                              optimization_level=optimization_level, traffic=traffic)  # fmt: skip
     result, choice = planned.plan, planned.buckets
     check_long_prefill(long_prefill_token_threshold, result.inputs.max_model_len, sizing.flag("max_model_len"))
     images = (choice.sizes if choice is not None else read_sizes(None, flag=sizing.flag("sizes"))).counts
