@@ -92,6 +92,8 @@ def test_every_shape_refused_for_its_tensor_size_is_answered_with_the_sizes_plan
     # a TP over a node is answered the same way: the sizes a node of 8 holds that vLLM takes
     over = plan_fleet(sizing, dataclasses.replace(args, tensor_parallel_sizes=(16,)), load(), {})
     assert "fix: --tensor-parallel-sizes 1,2,4 (" in over.reason
+    # no shape priced: the evidence still names Gaudi 2's fitted roofline (r5fleet case 10's note said "not fitted")
+    assert fleet.evidence["step_time"].startswith("public-data estimate: the roofline fitted on vendor tables")
 
 
 #: A /metrics page whose every request is 750 prompt and 150 answer tokens (the bucket midpoints), no prefix cache hit,

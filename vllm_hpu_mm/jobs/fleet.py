@@ -25,6 +25,7 @@ from vllm_hpu_mm.jobs.serve import Launch, Planned, on_default_device, plan_and_
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.models.devices import KNOWN_DEVICES
 from vllm_hpu_mm.models.step_fit import FittedStep
+from vllm_hpu_mm.models.step_time import has_public_fit
 from vllm_hpu_mm.plan.args import VLLM_FLAGS, SizingArgs
 from vllm_hpu_mm.plan.fleet import (
     PROBE_REQUESTS,
@@ -675,7 +676,9 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
         # the lower rate from the search's figures: a rate at which the shape fits --cards on them is re-priced
         rate_from = next((c for c in searched if best is not None and c.shape == best.shape), best)
         reason = _impossible(candidates, args, best, fixes, rate_from)
-    bounded = any(c.capacity.interval is not None for c in candidates if c.capacity is not None)
+    intervals = [c.capacity.interval for c in candidates if c.capacity is not None]
+    # no shape priced (every one refused or over memory): whether the device's step model has a public fit
+    bounded = any(i is not None for i in intervals) if intervals else has_public_fit(sizing.device or "")
     return Fleet(
         args.rate,
         args.targets,

@@ -62,6 +62,7 @@ __all__ = [
     "DeviceRates",
     "PhaseInterval",
     "StepTime",
+    "has_public_fit",
     "has_time_model",
     "interval_dict",
     "interval_text",
@@ -391,6 +392,11 @@ def _vision_terms(v: VisionDims, dtype_size: int, tp: int) -> tuple[float, float
         window_patches = (v.window_size // v.patch_size) ** 2
     return (2 * params / tp, 4 * v.hidden_size / tp, blocks_full, blocks_window, window_patches,
             params * dtype_size / tp)  # fmt: skip
+
+
+def has_public_fit(device: str) -> bool:
+    """Whether ``device``'s step model is fitted on public points (and so has a held-out interval)."""
+    return device.strip().lower() in DEVICE_FITS
 
 
 def step_time(model: ModelDims, device: str, *, block_size: int, tensor_parallel_size: int = 1,
