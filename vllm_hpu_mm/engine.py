@@ -102,6 +102,8 @@ class TextLookup(Protocol):
     #: Most sequences one prefill batch merges; most KV blocks the runtime's own decode buckets reach.
     max_prefill_batch: int
     decode_block_cap: int
+    #: A lookup may also set ``prompt_fits_model_len`` (True: it keeps a prompt bucket only when query + context x
+    #: block_size <= max_model_len, so planned buckets must; absent: False; :func:`prompt_fits_model_len`).
 
     def prefill(self, chunks: tuple[PrefillChunk, ...]) -> list[GraphRun]:
         """The forwards of one step's prefill chunks, in the runner's order."""
@@ -115,6 +117,12 @@ class TextLookup(Protocol):
     def fallbacks(self) -> list[tuple[str, Bucket]]:
         """Buckets the lookup generated because none covered a shape, in order ((phase, bucket))."""
         ...
+
+
+def prompt_fits_model_len(lookup: TextLookup) -> bool:
+    """Whether ``lookup`` keeps only prompt buckets within max_model_len (query + context blocks; vllm-gaudi before
+    v0.19.0), so that buckets planned for it must be."""
+    return bool(getattr(lookup, "prompt_fits_model_len", False))
 
 
 #: A memo's answer for a key it does not hold (an answer may be None).

@@ -15,7 +15,7 @@ from pathlib import Path
 from vllm_hpu_mm.buckets.text import TextBucketPlan
 from vllm_hpu_mm.buckets.text_worst import WorstCase
 from vllm_hpu_mm.buckets.turns import Ahead, on_two
-from vllm_hpu_mm.engine import EngineShape
+from vllm_hpu_mm.engine import EngineShape, prompt_fits_model_len
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.buckets import BUCKETS_VAR
@@ -275,7 +275,8 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
                      schedules(traffic, shape, images, concurrency=None, requests=args.requests))  # fmt: skip
             chosen = plan_for(inputs, shape, runs, lookup.decode_block_cap, lookup.max_prefill_batch, budget, own,
                               sizing.flag("text_graph_budget"), sweep,
-                              loads_at(traffic, shape, images, args.requests))  # fmt: skip
+                              loads_at(traffic, shape, images, args.requests),
+                              prompt_fits_model_len=prompt_fits_model_len(lookup))  # fmt: skip
             planned = chosen.plan
             told = own.with_text_buckets(planned.prompt, planned.decode)
             if told is not None:

@@ -50,6 +50,8 @@ class RunnerLookup:
         self.max_prefill_batch = 1 if cfg.prompt_bs_max is None else cfg.prompt_bs_max
         prefill_seqs(cfg, shape)  # the manager's check of that value
         self.decode_block_cap = decode_block_ceiling(shape, cfg.release)
+        # generate_buckets' prompt filter before v0.19.0 (common.py @ da2ce404, 67e4a6b1; merged prefill has its own)
+        self.prompt_fits_model_len = cfg.release.prompt_filter == "query+ctx" and not cfg.merged_prefill
         #: One chunk's forward alone (query, context blocks) -> its run, while no fallback is added (their count).
         self._alone: dict[tuple[int, int], GraphRun] = {}
         self._alone_state = 0
