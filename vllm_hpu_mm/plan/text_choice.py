@@ -19,7 +19,7 @@ from vllm_hpu_mm.buckets.text_time import BudgetTooSmall
 from vllm_hpu_mm.buckets.text_worst import Sampler, WorstCase
 from vllm_hpu_mm.buckets.turns import in_turns
 from vllm_hpu_mm.collector import fewer_collections
-from vllm_hpu_mm.engine import EngineShape, prompt_fits_model_len
+from vllm_hpu_mm.engine import EngineShape, prefix_caching_off, prompt_fits_model_len
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan.inputs import PlanInputs
@@ -124,6 +124,8 @@ def _choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: i
     lookup = i.runtime.text_lookup(shape)
     if lookup is None:
         return first, None
+    if prefix_caching_off(lookup) is not None:  # the server computes the cached prefixes too
+        traffic = traffic.without_cached_tokens()
     images = images_for(i, first.vision_buckets_captured, settings)
     runs = schedules(traffic, shape, images, concurrency=concurrency, requests=requests)
     label = configured_label(i.runtime, shape)
