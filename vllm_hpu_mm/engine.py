@@ -102,6 +102,10 @@ class TextLookup(Protocol):
     #: Most sequences one prefill batch merges; most KV blocks the runtime's own decode buckets reach.
     max_prefill_batch: int
     decode_block_cap: int
+    #: A lookup may also set ``prefix_caching_off`` (why the server computes every prompt token, no prefix-cache
+    #: hit; absent: None; :func:`prefix_caching_off`) and ``prompt_fits_model_len`` (True: it keeps a prompt bucket
+    #: only when query + context x block_size <= max_model_len, so planned buckets must; absent: False;
+    #: :func:`prompt_fits_model_len`).
 
     def prefill(self, chunks: tuple[PrefillChunk, ...]) -> list[GraphRun]:
         """The forwards of one step's prefill chunks, in the runner's order."""
@@ -115,6 +119,19 @@ class TextLookup(Protocol):
     def fallbacks(self) -> list[tuple[str, Bucket]]:
         """Buckets the lookup generated because none covered a shape, in order ((phase, bucket))."""
         ...
+
+
+def prompt_fits_model_len(lookup: TextLookup) -> bool:
+    """Whether ``lookup`` keeps only prompt buckets within max_model_len (query + context blocks; vllm-gaudi before
+    v0.19.0), so that buckets planned for it must be."""
+    return bool(getattr(lookup, "prompt_fits_model_len", False))
+
+
+def prefix_caching_off(lookup: TextLookup) -> str | None:
+    """Why the server ``lookup`` stands for turns prefix caching off, so that traffic's cached tokens are computed
+    (None: they are hits)."""
+    off = getattr(lookup, "prefix_caching_off", None)
+    return off if isinstance(off, str) else None
 
 
 #: A memo's answer for a key it does not hold (an answer may be None).

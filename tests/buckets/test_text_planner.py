@@ -368,3 +368,19 @@ def test_the_smoothing_kept_for_a_set_of_shapes_re_weighs_it_as_smoothing_from_s
         assert np.array_equal(got[0], reference[0])
         assert np.array_equal(got[1], reference[1])
     assert len(kept._kept["smoothing"]) == 1  # worked out once for both weightings
+
+
+@pytest.mark.parametrize(("mml", "mnbt"), [(4096, 4096), (4000, 1024)])
+def test_buckets_planned_for_a_release_that_keeps_them_within_max_model_len_all_pass_its_filter_and_cover(
+    mml: int, mnbt: int
+) -> None:
+    # held-out round 5 (text), case 7: vllm-gaudi before v0.19.0 drops a prompt bucket whose query + context x
+    # block_size exceeds max_model_len (common.py @ da2ce404); the plan made for main's context cap exported
+    # (1, 160, 32), which v0.16.0 dropped, and shapes such as (100, 31) then fell back
+    limits = dataclasses.replace(text_limits(16, mnbt, mml, 128, 512), prompt_fits_model_len=True)
+    prefill = {(q, c): 5 for q in (100, 700, 1500, mnbt) for c in (0, 3, 9) if q + c * 128 <= mml}
+    plan = plan_text_buckets(prefill, {(8, 40): 10}, limits, budget=200, time=TIME)
+    assert all(q + c * 128 <= mml for _, q, c in plan.prompt)
+    for q in range(1, mnbt + 1):
+        for c in range(0, (mml - q) // 128 + 1):
+            assert any(bq >= q and bc >= c for _, bq, bc in plan.prompt), (q, c)

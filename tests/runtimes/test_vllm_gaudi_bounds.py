@@ -23,6 +23,7 @@ from vllm_hpu_mm.runtimes.vllm_gaudi import common
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import decode_buckets, dropped_file_buckets, prompt_buckets
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import BucketingConfig, config_from_env
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import MAX_FILE_BUCKETS, parse_bucket_file
+from vllm_hpu_mm.runtimes.vllm_gaudi.releases import release_for
 
 SHAPE = EngineShape(max_model_len=32768, max_num_seqs=256, max_num_batched_tokens=8192, block_size=128,
                     num_kv_blocks=8781)  # fmt: skip
@@ -180,6 +181,18 @@ def test_buckets_the_filters_drop_are_said() -> None:
     assert "1 by batch x query (e.g. (128, 128, 0)" in prompt
     assert "omitted during warmup (common.py generate_buckets @091bbadd)" in prompt
     assert not any("without a word" in n for n in notes)
+
+
+def test_a_release_before_v0_19_says_it_drops_prompt_buckets_beyond_max_model_len() -> None:
+    # held-out round 5 (text), case 7: v0.16.0 keeps a prompt bucket only when query + ctx x block_size <=
+    # max_model_len (common.py @ da2ce404); main's context cap let (1, 160, 32) pass unsaid at max_model_len 4096
+    shape = dataclasses.replace(SHAPE, max_model_len=4096, max_num_batched_tokens=4096)
+    cfg = dataclasses.replace(with_file("(1, [128, 160], [31, 32])\n(1, 1, 8)\n", "--bucket-file b.txt"),
+                              release=release_for("0.16.0"))  # fmt: skip
+    (prompt,) = dropped_file_buckets(cfg, shape)
+    assert "drops 3 of its 4 prompt buckets" in prompt
+    assert "(1, 128, 32): query + context 4224 tokens above max_model_len 4096" in prompt
+    assert len(prompt_buckets(cfg, shape)) == 1
 
 
 def test_a_file_whose_decode_buckets_are_all_dropped_would_not_start_naming_them() -> None:

@@ -9,13 +9,15 @@ import random
 
 import pytest
 
-from vllm_hpu_mm.engine import EngineShape, PrefillChunk
+from vllm_hpu_mm.engine import EngineShape, PrefillChunk, prefix_caching_off
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.runtimes.vllm_gaudi import runner as runner_module
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import BucketLookup, calc_fallback_value
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import BucketingConfig
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import bucket_file
+from vllm_hpu_mm.runtimes.vllm_gaudi.releases import release_for
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
+from vllm_hpu_mm.traffic.requests import Request, Traffic
 
 SHAPE = EngineShape(max_model_len=32768, max_num_seqs=64, max_num_batched_tokens=8192, block_size=128,
                     num_kv_blocks=4000)  # fmt: skip
@@ -140,3 +142,27 @@ def test_one_prefill_per_batch_takes_the_walks_lookups_in_its_order_without_the_
     assert all(n == m for n, m in counts)  # the count the replay's memos read (KeptWhileNoFallback) is the list's
     assert len({n for n, _ in counts}) > 1
     assert 0 < len(short._alone) <= kept  # single chunks kept, at most so many
+
+
+@pytest.mark.parametrize("version", ["0.11.2", "0.16.0", "0.19.0", None])
+def test_contiguous_pa_turns_prefix_caching_off_at_every_release(version: str | None) -> None:
+    # held-out round 5 (text), case 16: platform.py sets enable_prefix_caching = False under VLLM_CONTIGUOUS_PA at
+    # every tag read (lines 125-127 @ f9b64469 ... 241-243 @ 091bbadd), so a replay computes the cached tokens
+    release = release_for(version)
+    on = RunnerLookup(BucketingConfig(contiguous_pa=True, release=release), SHAPE)
+    off = RunnerLookup(BucketingConfig(release=release), SHAPE)
+    said = prefix_caching_off(on)
+    assert said is not None
+    assert "prefix caching off" in said
+    assert str(release) in said
+    assert prefix_caching_off(off) is None
+
+
+def test_traffic_without_cached_tokens_keeps_every_request_and_drops_only_the_hits() -> None:
+    traffic = Traffic({Request(None, 900, 10, 512): 3, Request(None, 900, 10, 0): 2, Request((448, 448), 50): 1},
+                      "test", text={(300, 5, 128): 4})  # fmt: skip
+    plain = traffic.without_cached_tokens()
+    assert traffic.has_cached_tokens
+    assert not plain.has_cached_tokens
+    assert plain.counts == {Request(None, 900, 10, 0): 5, Request((448, 448), 50): 1}
+    assert plain.text == {(300, 5, 0): 4}

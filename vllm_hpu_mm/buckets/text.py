@@ -108,19 +108,36 @@ class TextLimits(EngineShape):
 
     decode_block_cap: int
     max_prefill_batch: int = 1
+    #: The runtime keeps a prompt bucket only when query + context x block_size <= max_model_len (vllm-gaudi before
+    #: v0.19.0: common.py generate_buckets @ da2ce404 / 67e4a6b1); else a context up to what the smallest query leaves.
+    prompt_fits_model_len: bool = False
 
     @classmethod
-    def of(cls, shape: EngineShape, decode_block_cap: int, max_prefill_batch: int = 1) -> TextLimits:
+    def of(cls, shape: EngineShape, decode_block_cap: int, max_prefill_batch: int = 1, *,
+           prompt_fits_model_len: bool = False) -> TextLimits:  # fmt: skip
         engine = {f.name: getattr(shape, f.name) for f in dataclasses.fields(EngineShape)}
-        return cls(**engine, decode_block_cap=decode_block_cap, max_prefill_batch=max_prefill_batch)
+        return cls(**engine, decode_block_cap=decode_block_cap, max_prefill_batch=max_prefill_batch,
+                   prompt_fits_model_len=prompt_fits_model_len)  # fmt: skip
 
     @property
     def top_query(self) -> int:
         return min(self.max_num_batched_tokens, self.max_model_len)
 
     def top_context(self, smallest_query: int) -> int:
-        """Most context blocks a prefill chunk of at least ``smallest_query`` tokens can have."""
+        """Most context blocks a prefill chunk of at least ``smallest_query`` tokens can have (where the runtime keeps
+        only buckets within max_model_len, whole blocks: a larger context has no bucket it would keep)."""
+        if self.prompt_fits_model_len:
+            return max(0, (self.max_model_len - smallest_query) // self.block_size)
         return max(0, math.ceil((self.max_model_len - 1 - smallest_query) / self.block_size))
+
+    def staircase_queries(self) -> tuple[int, ...]:
+        """The queries every covering prompt plan needs a row at where buckets must fit max_model_len: a shape of
+        ``max_model_len - c x block_size`` tokens beside ``c`` context blocks fits only a bucket of exactly that query
+        and context, so each such query is a row (none otherwise)."""
+        if not self.prompt_fits_model_len:
+            return ()
+        mml, blk, top = self.max_model_len, self.block_size, self.top_query
+        return tuple(sorted({min(top, mml - c * blk) for c in range(mml // blk + 1) if mml - c * blk >= 1}))
 
     def top_blocks(self, batch: int) -> int:
         """Most KV blocks a decode batch of ``batch`` sequences can hold (never below the batch: vllm-gaudi drops a
@@ -352,8 +369,15 @@ def prompt_axes(limits: TextLimits, time: StepTimes, res: int = 1) -> PhaseAxes:
         rows_top=limits.top_query,
         row_round=QUERY_GRANULE,
         floor=lambda q: 0,
-        top=lambda q, prev: max(limits.top_context(prev + 1), 0),
+        # within what the row's own query leaves (only binding where buckets must fit max_model_len; the staircase
+        # rows then make it reach every shape of the row)
+        top=lambda q, prev: (
+            max(min(limits.top_context(prev + 1), limits.top_context(q)), 0)
+            if limits.prompt_fits_model_len
+            else max(limits.top_context(prev + 1), 0)
+        ),
         need=lambda q, prev: 1,
+        required_rows=limits.staircase_queries(),
         spill=False,
         zero=True,
         resolution=res,

@@ -175,6 +175,9 @@ class PhaseAxes:
     #: A first value holding at least this share of the weight is a candidate row too (up to MAX_HEAVY_ROWS of
     #: them, heaviest first); 0: the grid alone.
     heavy_row_share: float = 0.0
+    #: Rows every row set holds (prompt rows where buckets must fit max_model_len: :meth:`~.text.TextLimits.
+    #: staircase_queries`).
+    required_rows: tuple[int, ...] = ()
     #: Work that depends on the axes alone, kept (:func:`_ladder_grid`); shared with the copies ``replace`` makes.
     memo: dict[Hashable, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
@@ -636,7 +639,7 @@ def _row_candidates(axes: PhaseAxes, first: _I, weight: _F) -> list[int]:
         mass = np.bincount(at, weights=weight)
         heaviest = np.argsort(-mass, kind="stable")[:MAX_HEAVY_ROWS]
         grid |= {int(values[i]) for i in heaviest if mass[i] >= axes.heavy_row_share * mass.sum()}
-    return sorted(grid | {axes.rows_top})
+    return sorted(grid | {axes.rows_top} | set(axes.required_rows))
 
 
 def _row_times(axes: PhaseAxes, row: int, distinct: _I, values: bytes) -> _F:
@@ -656,9 +659,15 @@ def _row_steps(axes: PhaseAxes, cands: list[int]) -> tuple[npt.NDArray[np.bool_]
 
     def make() -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
         r, n = cands, len(cands)
-        need_ok = np.array([[axes.floor(r[i]) <= GROSS_FACTOR * axes.need(r[i], r[j]) and j < i for j in range(n)]
-                            for i in range(n)])  # fmt: skip
-        first_ok = np.array([axes.floor(x) <= GROSS_FACTOR * axes.need(x, 0) for x in r])
+        # a row may follow another only with no required row strictly between them, and come first only at or
+        # below the lowest one
+        req = sorted(axes.required_rows)
+        below = [bisect.bisect_left(req, x) for x in r]  # required rows under each candidate
+        upto = [bisect.bisect_right(req, x) for x in r]  # ... at or under it
+        need_ok = np.array([[axes.floor(r[i]) <= GROSS_FACTOR * axes.need(r[i], r[j]) and j < i
+                             and below[i] == upto[j] for j in range(n)] for i in range(n)])  # fmt: skip
+        first_ok = np.array([axes.floor(x) <= GROSS_FACTOR * axes.need(x, 0) and below[k] == 0
+                             for k, x in enumerate(r)])  # fmt: skip
         return need_ok, first_ok
 
     return _axes_kept(axes, ("row steps", tuple(cands)), make)

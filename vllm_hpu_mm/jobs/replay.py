@@ -15,7 +15,7 @@ from pathlib import Path
 from vllm_hpu_mm.buckets.text import TextBucketPlan
 from vllm_hpu_mm.buckets.text_worst import WorstCase
 from vllm_hpu_mm.buckets.turns import Ahead, on_two
-from vllm_hpu_mm.engine import EngineShape
+from vllm_hpu_mm.engine import EngineShape, prefix_caching_off, prompt_fits_model_len
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.buckets import BUCKETS_VAR
@@ -212,6 +212,9 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
         raise ConfigError(f"replay models vllm-gaudi's bucket lookup only; the plan's runtime is {own.name.value}; "
                           f"accepted: {sizing.flag('runtime')} vllm-gaudi on a Gaudi {sizing.flag('device')} "
                           f"(gaudi2, gaudi3); {own.name.value}'s latencies at real shapes: fleet plan")  # fmt: skip
+    cache_off = prefix_caching_off(lookup) if traffic.has_cached_tokens else None
+    if cache_off is not None:  # the server would compute the cached prefixes too
+        traffic = traffic.without_cached_tokens()
     yours = None
     if file_path:
         spelled = {"bucket_file": "--bucket-file"} if args.bucket_file else {}
@@ -241,7 +244,7 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
         return dataclasses.replace(result, latency=latency)
 
     before = [(own, configured_label(own, shape))]  # each configuration known before planning, in report order
-    notes: list[str] = []
+    notes: list[str] = [cache_off] if cache_off is not None else []
     if images.buckets:
         notes.append(_vision_note(yours_listed, choice, sizing))
     if costs["profile"] is not None:
@@ -275,7 +278,8 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
                      schedules(traffic, shape, images, concurrency=None, requests=args.requests))  # fmt: skip
             chosen = plan_for(inputs, shape, runs, lookup.decode_block_cap, lookup.max_prefill_batch, budget, own,
                               sizing.flag("text_graph_budget"), sweep,
-                              loads_at(traffic, shape, images, args.requests))  # fmt: skip
+                              loads_at(traffic, shape, images, args.requests),
+                              prompt_fits_model_len=prompt_fits_model_len(lookup))  # fmt: skip
             planned = chosen.plan
             told = own.with_text_buckets(planned.prompt, planned.decode)
             if told is not None:

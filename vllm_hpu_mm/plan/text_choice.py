@@ -19,7 +19,7 @@ from vllm_hpu_mm.buckets.text_time import BudgetTooSmall
 from vllm_hpu_mm.buckets.text_worst import Sampler, WorstCase
 from vllm_hpu_mm.buckets.turns import in_turns
 from vllm_hpu_mm.collector import fewer_collections
-from vllm_hpu_mm.engine import EngineShape
+from vllm_hpu_mm.engine import EngineShape, prefix_caching_off, prompt_fits_model_len
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan.inputs import PlanInputs
@@ -124,6 +124,8 @@ def _choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: i
     lookup = i.runtime.text_lookup(shape)
     if lookup is None:
         return first, None
+    if prefix_caching_off(lookup) is not None:  # the server computes the cached prefixes too
+        traffic = traffic.without_cached_tokens()
     images = images_for(i, first.vision_buckets_captured, settings)
     runs = schedules(traffic, shape, images, concurrency=concurrency, requests=requests)
     label = configured_label(i.runtime, shape)
@@ -136,7 +138,8 @@ def _choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: i
     sweep = None if runs.balanced else schedules(traffic, shape, images, concurrency=None, requests=requests)
     try:
         chosen = plan_for(i, shape, runs, lookup.decode_block_cap, lookup.max_prefill_batch, budget, i.runtime,
-                          budget_flag, sweep, loads_at(traffic, shape, images, requests))  # fmt: skip
+                          budget_flag, sweep, loads_at(traffic, shape, images, requests),
+                          prompt_fits_model_len=prompt_fits_model_len(lookup))  # fmt: skip
     except BudgetTooSmall as exc:
         if budget is not None:  # the user's budget: invalid input, with the least that would do
             raise
@@ -169,11 +172,12 @@ def images_for(i: PlanInputs, buckets: tuple[int, ...] | None, settings: Setting
 def plan_for(i: PlanInputs, shape: EngineShape, runs: Schedules, block_cap: int, prefill_batch: int, budget: int | None,
              runtime: RuntimeModel, budget_flag: str = "--text-graph-budget",
              sweep: Schedules | None = None,
-             between: Sampler | None = None) -> BudgetedPlan:  # fmt: skip
+             between: Sampler | None = None, *, prompt_fits_model_len: bool = False) -> BudgetedPlan:  # fmt: skip
     """The buckets planned over ``runs`` (and every load level of ``sweep``) for ``runtime``, priced with the plan's
     step-time model, by the default budget rule unless ``budget`` is given
-    (:func:`~vllm_hpu_mm.plan.text_buckets.plan_for_traffic`)."""
-    limits = TextLimits.of(shape, block_cap, prefill_batch)
+    (:func:`~vllm_hpu_mm.plan.text_buckets.plan_for_traffic`); with ``prompt_fits_model_len`` only prompt buckets
+    the runtime keeps under that filter (the lookup's own)."""
+    limits = TextLimits.of(shape, block_cap, prefill_batch, prompt_fits_model_len=prompt_fits_model_len)
     time = text_time(i.model, i.device, block_size=i.block_size, tensor_parallel_size=i.tensor_parallel_size)
     warmup = text_warmup(runtime.traits, block_size=i.block_size, eager=i.enforce_eager)
     most = None if budget is None else most_graphs(i, shape)

@@ -136,6 +136,23 @@ class Traffic:
                 filled.append(Request(r.image, t, o, c))
         return filled
 
+    def without_cached_tokens(self) -> Traffic:
+        """The same requests with no prefix-cache hit (a server with prefix caching off computes every token)."""
+        counts: Counter[Request] = Counter()
+        for r, n in self.counts.items():
+            counts[dataclasses.replace(r, cached_tokens=None if r.cached_tokens is None else 0)] += n
+        text: Counter[TextRow] | None = None
+        if self.text is not None:
+            text = Counter()
+            for (t, o, _), n in self.text.items():
+                text[(t, o, 0)] += n
+        return dataclasses.replace(self, counts=dict(counts), text=None if text is None else dict(text))
+
+    @property
+    def has_cached_tokens(self) -> bool:
+        """Whether any request (or the source's text distribution) holds a prefix-cache hit."""
+        return any(r.cached_tokens for r in self.counts) or any(c for (_, _, c) in (self.text or {}))
+
     @staticmethod
     def combine(parts: Iterable[Traffic]) -> Traffic:
         """Several sources as one traffic (counts added)."""

@@ -244,6 +244,8 @@ def _drop_reason(cfg: BucketingConfig, shape: EngineShape, bucket: Bucket, is_pr
     if cfg.merged_prefill:
         cap = mnps * ((mml - math.floor(q / mnps)) // blk)
         return None if c <= cap else f"context {c} blocks above {cap} (merged prefill)"
+    if cfg.release.prompt_filter == "query+ctx" and q + c * blk > mml:  # before v0.19.0 (see _prompt_filter)
+        return f"query + context {q + c * blk} tokens above max_model_len {mml}"
     if c > math.ceil((mml - 1) / blk):
         return f"context {c} blocks above ceil((max_model_len - 1) / block_size) = {math.ceil((mml - 1) / blk)}"
     if q > mml:

@@ -50,6 +50,17 @@ class RunnerLookup:
         self.max_prefill_batch = 1 if cfg.prompt_bs_max is None else cfg.prompt_bs_max
         prefill_seqs(cfg, shape)  # the manager's check of that value
         self.decode_block_cap = decode_block_ceiling(shape, cfg.release)
+        # platform.py check_and_update_config at every tag from v0.11.2 to 091bbadd (lines 125-127 @ f9b64469, 241-243
+        # @ 091bbadd): contiguous PA sets enable_prefix_caching = False (before v0.18.1rc1 not under unified
+        # attention, which is refused here)
+        self.prefix_caching_off = (
+            f"VLLM_CONTIGUOUS_PA: {cfg.release} turns prefix caching off (platform.py), so every prompt token is "
+            "computed and the traffic's cached_tokens are not hits"
+            if cfg.contiguous_pa
+            else None
+        )
+        # generate_buckets' prompt filter before v0.19.0 (common.py @ da2ce404, 67e4a6b1; merged prefill has its own)
+        self.prompt_fits_model_len = cfg.release.prompt_filter == "query+ctx" and not cfg.merged_prefill
         #: One chunk's forward alone (query, context blocks) -> its run, while no fallback is added (their count).
         self._alone: dict[tuple[int, int], GraphRun] = {}
         self._alone_state = 0
