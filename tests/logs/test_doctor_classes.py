@@ -160,6 +160,50 @@ def test_vllm_v1s_engine_core_says_whether_it_had_started(said: str, stage: str)
     assert diagnose_lines(lines).stage == stage
 
 
+#: A vision tower's attention out of memory while vLLM V1's engine core is built (gpustack/gpustack #4963, vLLM 0.17.1
+#: on ROCm: Qwen3.5-0.8B's ViT asking 192 GiB); the excerpt shows no frame between the engine core and the encoder.
+ENCODER_CORE = "(EngineCore_DP0 pid=43) ERROR 03-20 17:39:14 [core.py:1100] "
+ENCODER_FRAMES = [
+    ENCODER_CORE + "Traceback (most recent call last):",
+    ENCODER_CORE + '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/attention/ops/vit_attn_wrappers.py", '
+    "line 236, in torch_sdpa_wrapper",
+    ENCODER_CORE + "    output_i = apply_sdpa(q_i, k_i, v_i, scale=scale, enable_gqa=enable_gqa)",
+    ENCODER_CORE + "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 192.00 GiB.",
+]
+ENGINE_INIT_FAILED = ("(APIServer pid=7) RuntimeError: Engine core initialization failed. See root cause above. Failed "
+                      "core proc(s): {}")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [[ENCODER_CORE + "EngineCore failed to start.", *ENCODER_FRAMES], [*ENCODER_FRAMES, ENGINE_INIT_FAILED]],
+    ids=["engine-core-says", "api-server-says"],
+)
+def test_an_engine_core_that_failed_to_start_in_its_vision_encoder_failed_profiling(lines: list[str]) -> None:
+    # while the engine core is built only profile_run runs the encoder (vLLM 0.32 v1/worker/gpu_model_runner.py;
+    # the encoder's graphs are opt-in, cudagraph_mm_encoder): start-up
+    d = diagnose_lines(lines)
+    assert (d.stage, d.basis) == ("startup", "traceback")
+
+
+def test_a_vision_encoders_failure_names_no_phase_without_the_engine_core_failing_to_start() -> None:
+    # a request's images run the same encoder (_execute_mm_encoder): the frames alone do not say which
+    assert diagnose_lines(ENCODER_FRAMES).stage == "unknown"
+
+
+def test_a_failure_in_vllms_vision_encoder_marks_the_model_a_vision_one() -> None:
+    # only a multimodal model's encoder calls vLLM's ViT attention: images are capped though no line names the model
+    d = diagnose([ENCODER_CORE + "EngineCore failed to start.", *ENCODER_FRAMES], load({}))
+    assert d.source.multimodal
+    assert "max_pixels" in "\n".join(d.recommendations)
+
+
+def test_a_vision_encoders_failure_after_the_kv_cache_was_sized_is_not_profiling() -> None:
+    sized = "(EngineCore_DP0 pid=43) INFO 03-20 17:39:10 [kv_cache_utils.py:1087] GPU KV cache size: 437,840 tokens"
+    lines = [sized, ENCODER_CORE + "EngineCore failed to start.", *ENCODER_FRAMES]
+    assert diagnose_lines(lines).stage != "startup"
+
+
 @pytest.mark.parametrize("what", ["sampler", "pooler (task='embed')"])
 def test_vllms_own_warm_up_messages_name_the_warm_up_after_the_kv_cache(what: str) -> None:
     # v1/worker/gpu_model_runner.py _dummy_sampler_run / _dummy_pooler_run re-raise an OOM with these words; the

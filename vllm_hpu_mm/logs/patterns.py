@@ -36,6 +36,7 @@ __all__ = [
     "DUMPED_FRAME",
     "ELISION",
     "ENGINE_LENGTH",
+    "ENGINE_START_FAILED",
     "ERROR_MESSAGE",
     "EXCEPTION_LINE",
     "EXCEPTION_NAMED",
@@ -255,6 +256,13 @@ FATAL_SHUTDOWN = re.compile(
     r"|\b(?:Scheduler|\w*Manager) hit an exception|timed out waiting for (?:the )?llama runner to start",
     re.IGNORECASE,
 )
+#: vLLM V1's report that its engine core's construction raised: the engine core's "EngineCore failed to start." (v1/
+#: engine/core.py@v0.32.0:1510 ``run_engine_core`` logs it only while ``engine_core`` is still None, before the busy
+#: loop; once built it says "encountered a fatal error") and the API server's "Engine core initialization failed"
+#: (v1/engine/utils.py@v0.32.0:1432 ``wait_for_engine_startup``: the process died before the READY that
+#: ``EngineCoreProc.__init__`` sends once its model is loaded, profiled, its KV cache allocated and its graphs
+#: captured). Which of those phases failed the words do not say.
+ENGINE_START_FAILED = re.compile(r"\bEngineCore failed to start\b|\bEngine core initialization failed\b")
 #: The program's report, right after a bare kill (:data:`BARE_KILL`), that it stopped that process itself: Ollama's
 #: Close cancels its runner's context (SIGKILL, as os/exec kills on a canceled context), waits for the runner's exit,
 #: whose "signal: killed" its reaper logs first, and then logs "llama runner stopped successfully" (ollama/ollama

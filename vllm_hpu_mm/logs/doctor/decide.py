@@ -89,6 +89,7 @@ from vllm_hpu_mm.logs.doctor.phases import (
     TGI_WARMUP,
     WORK_ITEM,
     answered_error_stage,
+    encoder_frame,
     frame_meaning,
     generic_frame,
     logger_stage,
@@ -324,7 +325,7 @@ def judge(features: LogFeatures, rules: Rules) -> Judgement:
     gaudi_at = run.gaudi[0] if run.gaudi else -1
     hint = _frames_stage(f.frames) if f is not None and not _scope_above_elision(f) else None
     if f is not None:
-        hint = _before_phase_line(f, hint)
+        hint = _before_phase_line(f, hint) or _profiled_encoder(f)
     if run.kv is not None and (f is None or run.kv[0] <= f.line or hint is None) and not _in_tgi_warmup(f):
         return Judgement("kv_cache", "kv_refusal", "device", (run.kv[0], gaudi_at))
     if f is not None:
@@ -456,6 +457,20 @@ def _before_phase_line(f: Failure, hint: tuple[Stage, int] | None) -> tuple[Stag
     if hint is not None and hint[0] == "runtime" and ph[0] in ("startup", "graph_capture"):
         return (ph[0], ph[1])
     return hint
+
+
+def _profiled_encoder(f: Failure) -> tuple[Stage, int] | None:
+    """Start-up's profiling run, where vLLM V1's engine core failed to start (:attr:`.scan.Failure.start_failed`) in
+    its multimodal encoder (:func:`.phases.encoder_frame`) and no frame names a phase: of the passes the engine core's
+    construction makes (load, ``profile_run``, the KV cache, capture and warm-up), only ``profile_run`` runs the encoder
+    unless its graphs are asked for (vLLM 0.32 ``v1/worker/gpu_model_runner.py``, ``config/compilation.py``
+    ``cudagraph_mm_encoder``). A phase line past start-up before the failure (the KV cache sized, capture begun) says
+    profiling was done: then the frames decide nothing (gpustack/gpustack #4963, a vision tower's attention asking
+    192 GiB under "EngineCore failed to start")."""
+    if not f.start_failed or (f.phase is not None and f.phase[0] != "startup"):
+        return None
+    at = next((fr.line for fr in f.frames if encoder_frame(fr.path, fr.func)), None)
+    return None if at is None else ("startup", at)
 
 
 def _working_while_starting(f: Failure) -> bool:

@@ -50,6 +50,7 @@ __all__ = [
     "announced_stage",
     "answered_error_stage",
     "asked_stage",
+    "encoder_frame",
     "failed_working",
     "frame_meaning",
     "generic_frame",
@@ -270,6 +271,23 @@ GENERIC_CALLS = frozenset(
 #: launched model's actor up for a request and re-raises the error that actor last recorded; it loads nothing): their
 #: names mean no phase, the engine's frames and the error say.
 HOST_DISPATCH_CODE = re.compile(r"/xinference/core/(?:supervisor|worker)\.py$")
+
+
+#: A multimodal model's encoder as vLLM runs it: the ViT attention ops only vision towers call
+#: (``v1/attention/ops/vit_attn_wrappers.py``), and the runner's call into the encoder (``embed_multimodal``;
+#: ``get_multimodal_embeddings`` before it). V1 runs the encoder for a request's images (``gpu_model_runner.py``
+#: ``_execute_mm_encoder``) and, while the engine core is built, only in ``profile_run`` on a dummy batch of the
+#: largest items (vLLM 0.32 ``v1/worker/gpu_model_runner.py``; the encoder's own CUDA graphs are opt-in,
+#: ``config/compilation.py`` ``cudagraph_mm_encoder = False``, and the KV cache's allocation runs no forward). On its
+#: own the frame names no phase: :func:`.decide.judge` reads it with the engine core's report that it failed to start.
+ENCODER_CODE = re.compile(r"/vllm/(?:v1/)?attention/ops/vit_attn_wrappers\.py$")
+ENCODER_RUNS = frozenset(("embed_multimodal", "get_multimodal_embeddings"))
+
+
+def encoder_frame(path: str, func: str) -> bool:
+    """Whether the frame ``func`` in ``path`` runs a multimodal model's encoder (:data:`ENCODER_CODE`,
+    :data:`ENCODER_RUNS`)."""
+    return bool(path and ENCODER_CODE.search(path)) or func.rsplit(".", 1)[-1] in ENCODER_RUNS
 
 
 def generic_frame(path: str, func: str) -> bool:

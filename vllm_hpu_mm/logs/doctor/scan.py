@@ -33,6 +33,7 @@ from typing import Literal
 from vllm_hpu_mm.logs.doctor.phases import (
     ANSWERED_ERROR,
     announced_stage,
+    encoder_frame,
     listed_item_stage,
     tf_node_stage,
     vm_frame_stage,
@@ -52,6 +53,7 @@ from vllm_hpu_mm.logs.patterns import (
     DECODE_RESERVE,
     DEVICE_OOM,
     ELISION,
+    ENGINE_START_FAILED,
     ERROR_MESSAGE,
     EXCEPTION_LINE,
     EXCEPTION_NAMED,
@@ -218,6 +220,10 @@ class Failure:
     #: Whether the excerpt left lines out (an elision line) between :attr:`phase` and the failure: the phase line is
     #: then only the earliest the failure can be, not the last phase before it.
     phase_gap: bool = False
+    #: Whether vLLM V1 reports, in the lines that open the failure's traceback or in its window, that its engine core
+    #: failed to start (:data:`~vllm_hpu_mm.logs.patterns.ENGINE_START_FAILED`): the failure came while the engine core
+    #: was built, before it served.
+    start_failed: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -777,7 +783,11 @@ class Scanner:
         if message is None and listed_item_stage([line for _, line in (*head, (k, text))], [t for _, t in run.after]):
             # one numbered input's failure in a list the program went on with (phases.listed_item_stage)
             message, at = "runtime", head[0][0] if head else k
-        run.failure = Failure(k, text, memory, tuple(frames), message, phase, warmup, tuple(window), kind, at, gap)
+        opening = window[0][0] if window else k
+        announced = [line for j, line in before if opening - ANNOUNCED_BACK <= j < opening]
+        started = any(ENGINE_START_FAILED.search(line) for line in [*announced, *(t for _, t in window)])
+        run.failure = Failure(k, text, memory, tuple(frames), message, phase, warmup, tuple(window), kind, at, gap,
+                              started)  # fmt: skip
         run.pending = None
         run.after = []
 
@@ -858,6 +868,8 @@ class Scanner:
             index, chosen = self.kept
         window = [] if chosen.failure is None else [text for _, text in chosen.failure.window]
         source = self.source.result(window)
+        if chosen.failure is not None and any(encoder_frame(fr.path, fr.func) for fr in chosen.failure.frames):
+            source = dataclasses.replace(source, multimodal=True)  # it failed in a vision encoder: the model has one
         return LogFeatures(chosen, index, self.runs, self.model, self.backend.name, self.skipped, source)
 
 
