@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -118,6 +119,65 @@ def test_the_quantization_match_is_the_installed_vllms_on_its_platform(checkpoin
         except ConfigError:
             ours = False
         assert ours == vllm_takes, given
+
+
+def _bf16_folder(tmp_path: Path, *extra: str) -> str:
+    """The 7B's config.json with no quantization_config, and ``extra`` json files beside it."""
+    cfg = {"architectures": ["Qwen2_5_VLForConditionalGeneration"], "model_type": "qwen2_5_vl", "hidden_size": 3584,
+           "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4, "intermediate_size": 18944,
+           "vocab_size": 152064, "max_position_embeddings": 128000, "torch_dtype": "bfloat16",
+           "vision_config": {"depth": 32, "hidden_size": 1280, "num_heads": 16, "intermediate_size": 3420,
+                             "out_hidden_size": 3584, "patch_size": 14, "spatial_merge_size": 2}}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    for name in extra:
+        (tmp_path / name).write_text(json.dumps({"bits": 4, "group_size": 128}))
+    return str(tmp_path)
+
+
+def test_a_method_reading_its_settings_from_the_checkpoint_is_refused_on_an_unquantized_folder(tmp_path: Path) -> None:
+    """Held-out r5nvidia case 13B: -q awq on a bf16 folder was planned as AWQ; vLLM 0.32 fails with "Cannot find the
+    config file for awq" (model_loader/weight_utils.py get_quant_config)."""
+    settings = load({})
+    folder = _bf16_folder(tmp_path)
+    for method in ("awq", "AWQ_Marlin", "gptq", "moe_wna16", "modelopt", "inc", "compressed-tensors", "quark"):
+        with pytest.raises(ConfigError, match=rf"--quantization='{method.lower()}': vLLM refuses it: .* not quantized"):
+            build(SizingArgs(model=folder, quantization=method, device="h100", runtime="vllm-cuda"), settings)
+    for method in ("fp8", "fp8_per_block", "mxfp8", "experts_int8"):  # quantized on the fly
+        assert build(SizingArgs(model=folder, quantization=method, device="h100", runtime="vllm-cuda"),
+                     settings).quantization == method  # fmt: skip
+    # the catalog's id (no folder to look in) keeps being planned as asked
+    assert build(SizingArgs(model=M7.name, quantization="awq", device="h100"), settings).quantization == "awq"
+
+
+def test_a_quantization_file_beside_the_config_is_what_vllm_reads_the_method_from(tmp_path: Path) -> None:
+    settings = load({})
+    folder = _bf16_folder(tmp_path, "quantize_config.json")
+    assert build(SizingArgs(model=folder, quantization="gptq", device="h100"), settings).quantization == "gptq"
+    assert build(SizingArgs(model=folder, quantization="awq", device="h100"), settings).quantization == "awq"
+    with pytest.raises(ConfigError, match=r"no quantization_config in its config.json and no hf_quant_config.json"):
+        build(SizingArgs(model=folder, quantization="modelopt", device="h100"), settings)
+
+
+@pytest.mark.vllm
+def test_the_methods_needing_the_checkpoints_settings_are_the_installed_vllms() -> None:
+    """vLLM 0.32 get_quant_config on a checkpoint without quantization_config: a method with config file names needs
+    one unless it is an online shorthand; one without builds itself with no settings, which fails for ours."""
+    from vllm.config.quantization import _ONLINE_SHORTHANDS
+    from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS, get_quantization_config
+
+    for method in QUANTIZATION_METHODS:
+        cls = get_quantization_config(method)
+        files = tuple(cls.get_config_filenames())
+        if method in _ONLINE_SHORTHANDS or method in ("fp8", "online"):
+            continue
+        assert validate.QUANT_CONFIG_FILES.get(method, ()) == files, method
+        if not files:
+            try:
+                cls()
+                builds = True
+            except TypeError:
+                builds = False
+            assert (method in validate.QUANT_NEEDS_CHECKPOINT_CONFIG) == (not builds), method
 
 
 @pytest.mark.parametrize(

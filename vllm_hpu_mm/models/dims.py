@@ -179,6 +179,9 @@ class ModelDims:
     #: The checkpoint quantizes only the routed experts (its ``ignore`` list keeps attention and shared experts at
     #: the model's dtype, as Kimi K2.5's compressed-tensors int4 does).
     quant_experts_only: bool = False
+    #: The ``*.json`` files of the local model folder, where a quantization's own config file would be (vLLM 0.32
+    #: looks through them); None where the checkpoint is no local folder (catalog, Hugging Face cache).
+    folder_json_files: tuple[str, ...] | None = None
 
     @property
     def max_model_len(self) -> int:

@@ -12,6 +12,7 @@ ConfigError, which ``serve`` refuses instead of launching without a plan.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,8 @@ def resolve(model: str, *, source: str = "--model", revision: str | None = None)
         if not config.is_file():
             raise ConfigError(f"{source}={model!r}: the folder has no config.json; accepted: a model folder")
         cfg = read_config_json(config, source=f"{source}={model!r}")
-        return _dims(cfg, name=model, path=config, source=f"config.json in {path}")
+        read = _dims(cfg, name=model, path=config, source=f"config.json in {path}")
+        return dataclasses.replace(read, folder_json_files=tuple(sorted(f.name for f in path.glob("*.json"))))
     if exists:
         raise ConfigError(f"{source}={model!r} is a file; accepted: a model folder holding config.json, or a model id")
     cached = None if _PATH_LIKE.match(model) else from_hf_cache(model.strip(), revision)

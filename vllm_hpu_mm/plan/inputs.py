@@ -289,6 +289,7 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
     given_quantization = args.quantization.lower() if args.quantization is not None else None
     quantization = validate.check_quantization(given_quantization or model.quantization, quant_flag)
     validate.check_quantization_matches(model, given_quantization, quant_flag, spec.backend)
+    validate.check_quantization_config_present(model, given_quantization, quant_flag)
 
     runtime, detection = _runtime_model(args, spec.backend, env, spec.name)
     if args.kv_cache_memory_bytes is not None and runtime.traits.kv_cache_memory_bytes == "unknown":

@@ -17,6 +17,8 @@ from vllm_hpu_mm.values import GIB, Backend
 __all__ = [
     "MAX_COUNT",
     "MAX_MEMORY_GIB",
+    "QUANT_CONFIG_FILES",
+    "QUANT_NEEDS_CHECKPOINT_CONFIG",
     "VLLM_032_QUANTIZATION_METHODS",
     "accepted_quantizations",
     "check_batched_tokens",
@@ -25,6 +27,7 @@ __all__ = [
     "check_max_model_len",
     "check_positive",
     "check_quantization",
+    "check_quantization_config_present",
     "check_quantization_matches",
     "check_ratio",
     "check_tensor_parallel",
@@ -130,6 +133,42 @@ def check_quantization_matches(m: ModelDims, given: str | None, flag: str, backe
     raise ConfigError(
         f"{flag}={given!r}: vLLM refuses it: the checkpoint ({m.source}) is quantized with {checkpoint}, which "
         f"does not match {given}; accepted: leave it out, or {accepted}"
+    )
+
+
+#: vLLM 0.32's methods that, on a checkpoint without a ``quantization_config``, read their settings from a file of
+#: the model folder (each class's ``get_config_filenames()``: weight_utils.py ``get_quant_config`` looks for a
+#: ``*.json`` whose name ends so, else raises "Cannot find the config file for X").
+QUANT_CONFIG_FILES: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("awq", "auto_awq", "awq_marlin"), ("quantize_config.json", "quant_config.json")),
+    **dict.fromkeys(("gptq", "auto_gptq", "gptq_marlin", "moe_wna16"), ("quantize_config.json",)),
+    **dict.fromkeys(("modelopt", "modelopt_fp4", "modelopt_mxfp8", "modelopt_mixed"), ("hf_quant_config.json",)),
+    "inc": ("quantization_config.json",),
+}
+#: Methods with no such file and no defaults: get_quant_config builds them with no settings, which fails (TypeError)
+#: unless the checkpoint's quantization_config gives them. The others (fp8 and the online shorthands, fp_quant,
+#: humming, experts_int8, mxfp4, mxfp8, gpt_oss_mxfp4, deepseek_v4_fp8) quantize a bf16 checkpoint on the fly.
+#: ``online`` is left out: it takes its settings from --quantization-config, which the plan does not read.
+QUANT_NEEDS_CHECKPOINT_CONFIG = frozenset({"compressed-tensors", "fbgemm_fp8", "quark", "torchao"})
+
+
+def check_quantization_config_present(m: ModelDims, given: str | None, flag: str) -> None:
+    """vLLM 0.32 refuses a ``--quantization`` whose settings a checkpoint without a ``quantization_config`` does not
+    carry: in a file of the model folder (:data:`QUANT_CONFIG_FILES`), or at all
+    (:data:`QUANT_NEEDS_CHECKPOINT_CONFIG`). Checked only on a local folder, whose files are known; a Hub id's are
+    not (vLLM downloads its ``*.json``)."""
+    if given is None or m.quantization or m.folder_json_files is None:
+        return
+    files = QUANT_CONFIG_FILES.get(given)
+    if files is not None and any(f.endswith(files) for f in m.folder_json_files):
+        return
+    if files is None and given not in QUANT_NEEDS_CHECKPOINT_CONFIG:
+        return
+    where = "no quantization_config in its config.json" + (f" and no {' or '.join(files)}" if files else "")
+    raise ConfigError(
+        f"{flag}={given!r}: vLLM refuses it: the checkpoint ({m.source}) is not quantized ({where}), and {given} "
+        "reads its settings from the checkpoint; accepted: leave it out, a method that quantizes on the fly "
+        "(fp8, fp8_per_tensor, fp8_per_block, fp8_per_channel), or a checkpoint quantized so"
     )
 
 
