@@ -3,6 +3,7 @@ commands (the planner and its budget: tests/buckets/test_text_budget.py, tests/p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from vllm_hpu_mm.engine import Bucket, EngineShape, GraphRun, PrefillChunk, Text
 from vllm_hpu_mm.models.catalog import CATALOG
 from vllm_hpu_mm.replay.run import _INDEXED, _replay_steps, _Tally, prepare, replay, shape_weights
 from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun
-from vllm_hpu_mm.replay.schedules import Images, load_levels, replay_model, schedules, timer_for
+from vllm_hpu_mm.replay.schedules import Images, load_levels, load_sweep, replay_model, schedules, timer_for
 from vllm_hpu_mm.replay.timing import chunk_key
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.runtimes.warmup import era
@@ -331,3 +332,19 @@ def test_the_text_prints_the_jsons_latency_quantiles_and_every_time_figure_with_
         assert name in rows
     itl = " / ".join(f"{whole['itl_ms'][q]:.1f} ms" for q in ("p50", "p90", "p99"))
     assert itl in rows["ITL p50 / p90 / p99"]
+
+
+def test_the_sweep_beside_a_known_load_weighs_every_level_even_for_a_page_that_saw_one_load() -> None:
+    # a /metrics page's running gauge (8) is one moment's load: the buckets planned beside a replay at a known load
+    # are planned over every level, as for the same traffic read from a CSV (r5agree case 17's fixer's note)
+    page = dataclasses.replace(default_traffic(), running=8)
+    images = Images((1600, 3136, 12544))
+    at_eight = schedules(page, SHAPE, images, concurrency=None, requests=100)
+    assert not at_eight.balanced
+    sweep = load_sweep(at_eight, page, SHAPE, images, 100)
+    assert sweep is not None
+    assert sweep.balanced
+    from_csv = load_sweep(at_eight, default_traffic(), SHAPE, images, 100)
+    assert from_csv is not None
+    assert sweep.load == from_csv.load
+    assert load_sweep(sweep, page, SHAPE, images, 100) is None  # already every level

@@ -48,6 +48,7 @@ from vllm_hpu_mm.replay.schedules import (
     MAX_REQUESTS,
     MIN_LEVEL_REQUESTS,
     Schedules,
+    load_sweep,
     replay_model,
     schedules,
     timer_for,
@@ -274,8 +275,7 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
         away = Ahead(tasks)
         try:
             # a known load or arrivals: every load level is planned for (lightly) and judged as well
-            sweep = (None if runs.balanced else
-                     schedules(traffic, shape, images, concurrency=None, requests=args.requests))  # fmt: skip
+            sweep = load_sweep(runs, traffic, shape, images, args.requests)
             chosen = plan_for(inputs, shape, runs, lookup.decode_block_cap, lookup.max_prefill_batch, budget, own,
                               sizing.flag("text_graph_budget"), sweep,
                               loads_at(traffic, shape, images, args.requests),

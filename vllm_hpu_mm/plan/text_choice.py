@@ -28,7 +28,15 @@ from vllm_hpu_mm.plan.text_buckets import loads_at, plan_for_traffic, text_time,
 from vllm_hpu_mm.plan.vision_cost import PoolMode
 from vllm_hpu_mm.replay.report import Report, result_dict, to_dict
 from vllm_hpu_mm.replay.run import ReplayResult
-from vllm_hpu_mm.replay.schedules import Images, Schedules, TowerImages, replay_model, schedules, vision_efficiency
+from vllm_hpu_mm.replay.schedules import (
+    Images,
+    Schedules,
+    TowerImages,
+    load_sweep,
+    replay_model,
+    schedules,
+    vision_efficiency,
+)
 from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import RuntimeModel, RuntimeTraits
 from vllm_hpu_mm.traffic.requests import Traffic
@@ -135,7 +143,7 @@ def _choose_text(first: Plan, traffic: Traffic, settings: Settings, *, budget: i
         return first, TextChoice(traffic.source, runs, shape, before(), None, None, 0, False,
                                  "the runtime is not given planned buckets (your own bucket file, bucketing off or "
                                  "merged prefill)", traits)  # fmt: skip
-    sweep = None if runs.balanced else schedules(traffic, shape, images, concurrency=None, requests=requests)
+    sweep = load_sweep(runs, traffic, shape, images, requests)
     try:
         chosen = plan_for(i, shape, runs, lookup.decode_block_cap, lookup.max_prefill_batch, budget, i.runtime,
                           budget_flag, sweep, loads_at(traffic, shape, images, requests),

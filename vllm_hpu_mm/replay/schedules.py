@@ -41,6 +41,7 @@ __all__ = [
     "Schedules",
     "TowerImages",
     "load_levels",
+    "load_sweep",
     "prompts",
     "replay_model",
     "schedules",
@@ -271,6 +272,17 @@ def schedules(traffic: Traffic, limits: EngineShape, images: Images, *, concurre
     done = on_two(tasks) if many else [task() for task in tasks]
     levels = ", ".join(str(r[0].concurrency) for r in done)
     return made(done, True, f"unknown: every load level weighs the same ({levels} at once)", sum(n for _, n in sizes))
+
+
+def load_sweep(
+    runs: Schedules, traffic: Traffic, limits: EngineShape, images: Images, requests: int
+) -> Schedules | None:
+    """Every load level of ``traffic`` beside ``runs`` at one known load or arrivals (None when ``runs`` already weigh
+    every level), whatever load the traffic's source observed: a /metrics page's running gauge is one moment's load,
+    and planned buckets serve every load, as for the same traffic from a CSV."""
+    if runs.balanced:
+        return None
+    return schedules(dataclasses.replace(traffic, running=None), limits, images, concurrency=None, requests=requests)
 
 
 def replay_model(model: RuntimeModel, shape: EngineShape, runs: Schedules, label: str,
