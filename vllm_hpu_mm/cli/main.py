@@ -13,6 +13,7 @@ import difflib
 import errno
 import importlib
 import os
+import re
 import select
 import sys
 import threading
@@ -55,10 +56,11 @@ class _ArgumentParser(argparse.ArgumentParser):
 
     def _accepted(self, message: str) -> str:
         """argparse's "the following arguments are required: X" with what X accepts (a command's names, an option's
-        form), so that the one line says what to type."""
+        form), and its "expected one argument" and "not allowed with argument" with the form to type, so that the
+        one line says what to type."""
         prefix = "the following arguments are required: "
         if not message.startswith(prefix):
-            return message
+            return self._form_of(message)
         named = {name.strip() for name in message[len(prefix) :].split(",")}
         forms = []
         for action in self._actions:
@@ -80,6 +82,25 @@ class _ArgumentParser(argparse.ArgumentParser):
         if not forms:
             return message
         return f"missing {', '.join(missing)}; accepted: {'; '.join(forms)}"
+
+    def _form_of(self, message: str) -> str:
+        """argparse's errors about one option's value or company, with the accepted form: a value argparse read as an
+        option (it starts with "-": a negative number, a span) is passed as OPTION=VALUE."""
+        m = re.match(r"argument (\S+): (expected one argument|not allowed with argument (\S+))$", message)
+        actions = {o: a for a in self._actions for o in a.option_strings}
+        action = actions.get(m.group(1).split("/")[0]) if m else None
+        if m is None or action is None:
+            return message
+        if m.group(3) is None:
+            given = list(self._given)
+            at = next((i for i, t in enumerate(given) if t in action.option_strings), None)
+            dashed = at is not None and at + 1 < len(given) and given[at + 1].startswith("-")
+            hint = (f" ({given[at + 1]!r} starts with '-', so it is read as an option: write "
+                    f"{action.option_strings[0]}={given[at + 1]})") if dashed and at is not None else ""  # fmt: skip
+            return f"argument {m.group(1)}: expected one value{hint}; accepted: {_form(action)}"
+        other = actions.get(m.group(3).split("/")[0])
+        alone = f"{_form(action)} or {_form(other)}, not both" if other is not None else f"{_form(action)} alone"
+        return f"{message}; accepted: {alone}"
 
     _given: tuple[str, ...] = ()
 
