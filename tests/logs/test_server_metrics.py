@@ -60,6 +60,9 @@ def test_the_fit_gives_back_the_model_that_made_the_page(tmp_path: Path) -> None
     assert step.decode_s(4, 0) == pytest.approx(OVERHEAD + 4 * PER_TOKEN)
     assert "metrics.txt" in step.describe()
     assert "4000 timings" in step.describe()
+    # every inter-token sample in one bucket (0.02 to 0.05 s, mean 0.0204): the page cannot tell them apart within
+    # it, so the interval is that bucket's half-width over the mean, never 0 (held-out r6profile case 17 printed ±0%)
+    assert step.interval == pytest.approx((0.05 - 0.02) / 2 / (OVERHEAD + PER_TOKEN * 4.0))
 
 
 def test_a_page_without_the_histograms_or_samples_is_refused(tmp_path: Path) -> None:

@@ -14,8 +14,8 @@ costing ``overhead + token_s x tokens``:
 
 Sums and counts give means only: attention's growth with context and the vision tower are not separated (they are
 averaged into the two terms), and the interval is the inter-token histogram's spread (its 10th to 90th percentile
-about the mean, as a share). A probe of known shapes (``tests/support/probe.py``, used by the server check)
-separates more.
+about the mean, as a share, each bounded by its bucket's edges: never narrower than the buckets resolve). A probe of
+known shapes (``tests/support/probe.py``, used by the server check) separates more.
 """
 
 from __future__ import annotations
@@ -59,6 +59,16 @@ class Histogram:
     @property
     def mean(self) -> float:
         return self.total / self.count if self.count else 0.0
+
+    def lower(self, q: float) -> float:
+        """The lower edge of the bucket holding the ``q`` quantile (0 for the first bucket): with :meth:`quantile`,
+        the bounds the page pins that quantile between."""
+        below = 0.0
+        for edge, cum in self.buckets:
+            if cum >= q * self.count:
+                return below
+            below = edge if math.isfinite(edge) else below
+        return below
 
     def quantile(self, q: float) -> float:
         """The upper edge of the bucket holding the ``q`` quantile (the last finite edge for +Inf)."""
@@ -136,7 +146,9 @@ def fit_from_metrics(times: ServerTimes, *, block_size: int) -> FittedStep:
     ttft, queue = times.get(TTFT), times.get(QUEUE)
     if ttft is not None and ttft.count >= MIN_SAMPLES:
         frontend = max(0.0, ttft.mean - (queue.mean if queue is not None else 0.0) - prefill.mean)
-    spread = (itl.quantile(0.9) - itl.quantile(0.1)) / 2 / itl.mean if itl.mean > 0 else 0.0
+    # the page bounds each quantile by its bucket's edges: the 10th percentile from below (its bucket's lower edge),
+    # the 90th from above, so a spread inside one bucket is that bucket's width, never 0
+    spread = (itl.quantile(0.9) - itl.lower(0.1)) / 2 / itl.mean if itl.mean > 0 else 0.0
     samples = int(itl.count + prefill.count)
     return FittedStep(block_size=block_size, overhead_s=overhead, token_s=per_token, sequence_s=0.0, chunk_s=0.0,
                       pair_s=0.0,
