@@ -91,6 +91,30 @@ def test_a_file_reader_s_refusal_names_what_it_accepts(
     json.dumps(str(info.value))  # one printable line
 
 
+#: Every command that takes --profile, with the least else it needs (held-out round r6input, case 8b: `fleet plan`
+#: searched its shapes with a cut profile, each shape refused for it, and exited 1 "no fleet meets the targets").
+PROFILE_TAKERS = [
+    ["memory", "plan", "--profile"],
+    ["serve", "--dry-run", "Qwen/Qwen2.5-VL-7B-Instruct", "--plan-profile"],
+    ["buckets", "replay", "--requests", "20", "--profile"],
+    ["buckets", "stale", "--bucket-file", "buckets.txt", "--from-metrics", "metrics.prom", "--profile"],
+    ["fleet", "plan", "--request-rate", "5", "--ttft-p99", "2000", "--tpot-p99", "50", "--profile"],
+]
+
+
+@pytest.mark.parametrize("argv", PROFILE_TAKERS, ids=lambda argv: " ".join(argv[:2]))
+def test_every_command_refuses_a_cut_profile_before_any_work(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cut = _write(tmp_path, "cut.json", '{"version": 1, "costs": {"text_prefill_fac')
+    assert main([*argv, str(cut)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # refused before a plan or a search printed anything
+    [line] = err.strip().splitlines()
+    assert f"{argv[-1]} {cut}: not JSON" in line, line
+    assert "accepted: a version-1 profile file" in line, line
+
+
 #: Every option with a cap, each under its command, with the range it accepts (held-out round 206, replay 15:
 #: `--requests 0` said "expected a positive integer" and left out the 100,000 its help states).
 CAPPED = [

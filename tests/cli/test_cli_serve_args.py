@@ -335,6 +335,22 @@ def test_a_yaml_leftover_names_the_key_it_came_from(tmp_path: Path, yaml_text: s
         parse("--config", str(config))
 
 
+@pytest.mark.parametrize(
+    ("yaml_text", "got"),
+    [("", "an empty YAML document"), ("# port: 8000\n", "an empty YAML document"), ("---\n", "an empty YAML document"),
+     ("- port\n- 8000\n", "a list"), ("port 8000\n", "a str")],
+)  # fmt: skip
+def test_a_config_yaml_that_is_not_a_mapping_is_refused_as_vllm_refuses_it(
+    tmp_path: Path, yaml_text: str, got: str
+) -> None:
+    # held-out round r6input, case 11b: an empty --config was planned and launched; vLLM 0.32 fails on it
+    config = tmp_path / "serve.yaml"
+    config.write_text(yaml_text)
+    with pytest.raises(ConfigError, match=rf"^--config {config}: {got}, which vLLM cannot read; accepted: a YAML "
+                                          r"mapping of vLLM flags \(key: value\)$"):  # fmt: skip
+        parse("--config", str(config))
+
+
 def test_a_yaml_boolean_is_a_flag_not_a_leftover(tmp_path: Path) -> None:
     config = tmp_path / "serve.yaml"
     config.write_text("enforce-eager: yes\n")  # YAML 1.1: a boolean
@@ -475,7 +491,7 @@ def test_every_stored_value_type_refuses_only_what_vllms_own_type_refuses(vllm_p
     assert checked > 100 * len(KIND_VALUES) // 10
 
 
-@pytest.mark.parametrize(("text", "said"), [(None, "cannot read"), ("- a\n- b\n", "expected a mapping"),
+@pytest.mark.parametrize(("text", "said"), [(None, "cannot read"), ("- a\n- b\n", "a list, which vLLM cannot read"),
                                             ("a: [1,\n", "not valid YAML")])  # fmt: skip
 def test_a_bad_yaml_config_is_a_one_line_error(tmp_path: Path, text: str | None, said: str) -> None:
     config = tmp_path / "serve.yaml"

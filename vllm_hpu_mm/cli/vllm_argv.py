@@ -345,9 +345,10 @@ def read_yaml(path: str) -> dict[str, Any]:
         raise ConfigError(
             f"--config {path}: not valid YAML ({str(exc).splitlines()[0]}); accepted: a YAML mapping of vLLM flags"
         ) from None
-    if data is None:
-        return {}
+    # vLLM v0.32.0 vllm/utils/argparse_utils.py load_config_file calls .items() on yaml.safe_load's result: an empty
+    # file (or only comments: None) or a list fails there with an AttributeError before the server starts
     if not isinstance(data, dict):
-        raise ConfigError(f"--config {path}: expected a mapping of server flags (key: value), got "
-                          f"{type(data).__name__}")  # fmt: skip
+        got = "an empty YAML document" if data is None else f"a {type(data).__name__}"
+        raise ConfigError(f"--config {path}: {got}, which vLLM cannot read; accepted: a YAML mapping of vLLM flags "
+                          "(key: value)")  # fmt: skip
     return {str(k): v for k, v in data.items()}

@@ -21,7 +21,15 @@ from vllm_hpu_mm.engine import PrefillChunk
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError, NothingServed
 from vllm_hpu_mm.jobs.replay import offered_traffic
-from vllm_hpu_mm.jobs.serve import Launch, Planned, on_default_device, plan_and_choose, prepare
+from vllm_hpu_mm.jobs.serve import (
+    Launch,
+    Planned,
+    on_default_device,
+    plan_and_choose,
+    prepare,
+    profile_of,
+    with_profile_read,
+)
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.models.devices import KNOWN_DEVICES
 from vllm_hpu_mm.models.step_fit import FittedStep
@@ -49,7 +57,6 @@ from vllm_hpu_mm.plan.fleet import (
 from vllm_hpu_mm.plan.fleet_deploy import Deployments, deployments
 from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.planner import Plan
-from vllm_hpu_mm.plan.profile import calibrated_step
 from vllm_hpu_mm.plan.text_choice import images_for
 from vllm_hpu_mm.replay.schedules import Images, prompts, timer_for
 from vllm_hpu_mm.replay.timing import Timer
@@ -240,7 +247,7 @@ class _Search:
         if not plan.fits:
             error = next(f for f in plan.findings if f.severity == "error")
             return Candidate(shape, None, why_not=error.message, cards_per_node=a.cards_per_node, unheld=True)
-        step = calibrated_step(costs)
+        step = profile_of(self.sizing, self.settings).step_time if costs.get("profile") else None
         if step is not None and not self.calibrated and len(set(self.args.tensor_parallel_sizes)) > 1:
             self.notes.append("the calibrated step time is your server's, at its own tensor parallelism: every TP "
                               "size tried is priced with it unchanged")  # fmt: skip
@@ -608,7 +615,9 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
             f"{sizing.flag('pipeline_parallel_size')} / data parallel: fleet plan sizes data parallelism itself "
             "and tries pipeline sizes from its own list (--pipeline-parallel-sizes); accepted: leave them out"
         )
-    sizing = on_default_device(sizing)
+    # the profile read once, before the search: an invalid file is the user's input to fix (exit 2), not a refusal
+    # of each shape in turn; every shape's plan reuses what was read
+    sizing = with_profile_read(on_default_device(sizing), settings)
     model = sizing.model or DEFAULT_MODEL
     sizing = dataclasses.replace(sizing, model=model)
     # what every shape shares checked once, at the runtime's own batch limits: a value no shape can mend (a

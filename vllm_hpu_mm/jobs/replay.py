@@ -19,13 +19,20 @@ from vllm_hpu_mm.engine import EngineShape, prefix_caching_off, prompt_fits_mode
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.buckets import BUCKETS_VAR
-from vllm_hpu_mm.jobs.serve import choose_vision, given_blocks_start, on_default_device, one_block_count, plan_inputs
+from vllm_hpu_mm.jobs.serve import (
+    choose_vision,
+    given_blocks_start,
+    on_default_device,
+    one_block_count,
+    plan_inputs,
+    profile_of,
+    with_profile_read,
+)
 from vllm_hpu_mm.models.step_fit import FittedStep
 from vllm_hpu_mm.models.step_time import StepTime
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.bucket_choice import BucketChoice, read_traffic
 from vllm_hpu_mm.plan.planner import plan
-from vllm_hpu_mm.plan.profile import calibrated_step
 from vllm_hpu_mm.plan.text_buckets import loads_at
 from vllm_hpu_mm.plan.text_choice import (
     PLANNED_LABEL,
@@ -188,7 +195,7 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
 def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, runtime_env: dict[str, str]) -> Replayed:
     if sizing.runtime is None:
         sizing = dataclasses.replace(sizing, runtime=registry.DEFAULT_RUNTIME["hpu"].value)
-    sizing = on_default_device(sizing)
+    sizing = with_profile_read(on_default_device(sizing), settings)  # read once, before any work
     own_env, env_file = registry.split_bucket_file(runtime_env)
     file_path = args.bucket_file or env_file
     one_block_count(args.kv_blocks, sizing)
@@ -226,7 +233,9 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
     if args.arrivals is not None and sizing.concurrency is not None:
         raise ConfigError(f"{sizing.flag('concurrency')} and a request rate or load profile describe the same load; "
                           "accepted: one of them")  # fmt: skip
-    calibrated = calibrated_step(costs)  # a step time fitted on the user's server prices every step in its place
+    calibrated = (
+        profile_of(sizing, settings).step_time if costs.get("profile") else None
+    )  # a step time fitted on the user's server prices every step in its place
     timer = timer_for(inputs.model, inputs.device, block_size=inputs.block_size,
                       tensor_parallel_size=inputs.tensor_parallel_size, dtype_size=inputs.dtype_size,
                       quantization=inputs.quantization, images=images, step=calibrated)  # fmt: skip

@@ -35,6 +35,7 @@ from vllm_hpu_mm.plan.derived import (
 from vllm_hpu_mm.plan.inputs import PlanInputs, build, provenance
 from vllm_hpu_mm.plan.pipeline import checked_by_runtime, fit_max_model_len, plan_with_profile
 from vllm_hpu_mm.plan.planner import Plan
+from vllm_hpu_mm.plan.profile import ProfileRead, read_profile
 from vllm_hpu_mm.plan.rules import max_concurrent_seqs
 from vllm_hpu_mm.plan.text_choice import TextChoice, choose_text
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS
@@ -147,6 +148,18 @@ def server_command(server_args: list[str], *added: str) -> tuple[str, ...]:
     return (*server_entry(), *server_args, *added)
 
 
+def profile_of(sizing: SizingArgs, settings: Settings) -> ProfileRead:
+    """The profile ``sizing`` plans with: the one a command read before any work (:func:`with_profile_read`), else
+    read now (:func:`read_profile`, the one rule)."""
+    return sizing.profile_read or read_profile(sizing.profile, settings.profile, sizing.flag("profile"))
+
+
+def with_profile_read(sizing: SizingArgs, settings: Settings) -> SizingArgs:
+    """``sizing`` with its profile read and validated once: a command calls it before any work, so an invalid file
+    is refused (exit 2) before a plan or a search over shapes, and every plan after reuses what was read."""
+    return dataclasses.replace(sizing, profile_read=profile_of(sizing, settings))
+
+
 def plan_inputs(sizing: SizingArgs, settings: Settings, runtime_env: Mapping[str, str], *,
                 limit_mm_per_prompt: str | None = None,
                 language_model_only: bool = False) -> tuple[PlanInputs, dict[str, Any]]:  # fmt: skip
@@ -160,8 +173,7 @@ def plan_inputs(sizing: SizingArgs, settings: Settings, runtime_env: Mapping[str
                                                                              language_model_only):  # fmt: skip
         inputs = dataclasses.replace(inputs, vision_tower_built=False)
     stated = sizing.free_memory_gib is not None
-    inputs, costs = plan_with_profile(inputs, sizing.profile, settings.profile, free_stated=stated,
-                                      flag=sizing.flag("profile"))  # fmt: skip
+    inputs, costs = plan_with_profile(inputs, profile_of(sizing, settings), free_stated=stated)
     return checked_by_runtime(fit_max_model_len(inputs), sizing.flag), costs
 
 

@@ -22,7 +22,13 @@ from typing import Any
 from vllm_hpu_mm.buckets.admission import admit_traffic
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError, WouldNotStart
-from vllm_hpu_mm.jobs.serve import given_blocks_start, on_default_device, one_block_count, plan_inputs
+from vllm_hpu_mm.jobs.serve import (
+    given_blocks_start,
+    on_default_device,
+    one_block_count,
+    plan_inputs,
+    with_profile_read,
+)
 from vllm_hpu_mm.models.step_time import StepTime, verdict_note
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.planner import plan
@@ -121,7 +127,7 @@ def check_stale(sizing: SizingArgs, args: StaleArgs, settings: Settings, runtime
         raise ConfigError(f"--tolerance {args.tolerance} is invalid; accepted: a share from 0 to {MAX_TOLERANCE:g}")
     if sizing.runtime is None:
         sizing = dataclasses.replace(sizing, runtime=registry.DEFAULT_RUNTIME["hpu"].value)
-    sizing = on_default_device(sizing)
+    sizing = with_profile_read(on_default_device(sizing), settings)  # read once, before any work
     own_env, env_file = registry.split_bucket_file(runtime_env)
     file_path = args.bucket_file or env_file
     if not file_path:

@@ -25,6 +25,7 @@ from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.devices import DEVICE_CHOICES, DEVICE_TOTALS
 from vllm_hpu_mm.models.dims import DTYPE_BYTES
 from vllm_hpu_mm.plan import validate
+from vllm_hpu_mm.plan.profile import ProfileRead
 from vllm_hpu_mm.runtimes.registry import TRAITS
 from vllm_hpu_mm.values import GIB, GRAPH_BUDGET_CEILING
 
@@ -437,6 +438,9 @@ class SizingArgs:
     #: How the user spelled vLLM's flags where it differs from the long name (field, spelling): ``-tp``, a prefix
     #: vLLM's parser resolves (``--gpu-memory-util``), an alias, ``--max_model_len``.
     spelled: tuple[tuple[str, str], ...] = ()
+    #: ``profile`` read and validated, once per command before any planning (``jobs.serve.with_profile_read``); None
+    #: until then.
+    profile_read: ProfileRead | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def flag(self, field: str) -> str:
         """The flag of ``field`` as the user spelled it, else as this front end spells it: ``--max-model-len``,

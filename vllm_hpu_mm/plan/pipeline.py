@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan.costs import COST_FIELDS, label, with_measured
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.planner import plan
-from vllm_hpu_mm.plan.profile import Profile, default_profile_path, load_profile
+from vllm_hpu_mm.plan.profile import Profile, ProfileRead
 from vllm_hpu_mm.plan.rules import usable_kv_blocks
 from vllm_hpu_mm.runtimes.base import BatchLimits, DeviceFacts
 from vllm_hpu_mm.values import GIB
@@ -55,22 +54,13 @@ def _labels(inputs: PlanInputs) -> list[str]:
     return out
 
 
-def plan_with_profile(
-    inputs: PlanInputs, arg: str | None, setting: str | None, *, free_stated: bool, flag: str = "--profile"
-) -> tuple[PlanInputs, dict[str, Any]]:
-    """Apply ``--profile`` (or the default location when it exists) to the plan inputs; the ``costs`` report."""
-    if arg is not None and arg.strip().lower() == "none":
-        return inputs, {"profile": None, "notes": [*_labels(inputs), f"nothing measured ({flag} none)"]}
-    path = Path(arg).expanduser() if arg else default_profile_path(setting)
-    if arg is None and not path.is_file():
-        # VLLM_HPU_MM_PROFILE is also where `memory calibrate` writes: a file that is not there yet is no error, but
-        # the plan says it looked there (a --profile FILE that is not there is a typo: exit 2).
-        where = f"VLLM_HPU_MM_PROFILE={setting} does not exist (yet)" if setting else "no profile"
-        return inputs, {"profile": None, "notes": [*_labels(inputs), f"nothing measured: {where} (run "
-                                                    "`vllm-hpu-mm memory calibrate LOG` after a warm-up)"]}  # fmt: skip
-    profile = load_profile(path, flag if arg else "VLLM_HPU_MM_PROFILE / default profile")
-    out, notes = apply_profile(inputs, profile, free_stated=free_stated)
-    return out, {"profile": str(path), "measured": list(out.costs.measured), "notes": notes}
+def plan_with_profile(inputs: PlanInputs, read: ProfileRead, *, free_stated: bool) -> tuple[PlanInputs, dict[str, Any]]:
+    """Apply the profile read for the command (:func:`~vllm_hpu_mm.plan.profile.read_profile`) to the plan inputs;
+    the ``costs`` report."""
+    if read.profile is None:
+        return inputs, {"profile": None, "notes": [*_labels(inputs), read.why_none]}
+    out, notes = apply_profile(inputs, read.profile, free_stated=free_stated)
+    return out, {"profile": str(read.profile.path), "measured": list(out.costs.measured), "notes": notes}
 
 
 def fit_max_model_len(inputs: PlanInputs) -> PlanInputs:

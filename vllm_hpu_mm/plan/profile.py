@@ -6,14 +6,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Mapping
 from pathlib import Path
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.step_fit import FittedStep, step_from_dict
 from vllm_hpu_mm.plan.costs import COST_FIELDS, CostProfile
 
-__all__ = ["PROFILE_VERSION", "Profile", "calibrated_step", "default_profile_path", "load_profile"]
+__all__ = ["PROFILE_VERSION", "Profile", "ProfileRead", "default_profile_path", "load_profile", "read_profile"]
 
 PROFILE_VERSION = 1
 #: What a profile file must be (a flag also takes ``none``: the estimated costs alone).
@@ -66,8 +65,31 @@ def load_profile(path: Path, flag: str = "--profile") -> Profile:
                    data.get("runtime"), data.get("device"), data.get("model"), free, step_time)  # fmt: skip
 
 
-def calibrated_step(costs: Mapping[str, object]) -> FittedStep | None:
-    """The step time fitted on the user's server (``memory calibrate --metrics``), from the profile a plan's costs
-    name (``--profile`` or ``VLLM_HPU_MM_PROFILE``); None without one."""
-    path = costs.get("profile")
-    return load_profile(Path(path)).step_time if isinstance(path, str) else None
+@dataclasses.dataclass(frozen=True)
+class ProfileRead:
+    """The profile a command plans with, read and validated once before any work: the profile, or why none."""
+
+    profile: Profile | None
+    #: Why no profile applies (``none`` given, or no file at the default location); None when one was read.
+    why_none: str | None = None
+
+    @property
+    def step_time(self) -> FittedStep | None:
+        """The step time fitted on the user's server (``memory calibrate --metrics``), when the profile has one."""
+        return self.profile.step_time if self.profile is not None else None
+
+
+def read_profile(arg: str | None, setting: str | None, flag: str = "--profile") -> ProfileRead:
+    """The one rule every command taking ``--profile`` reads it by: ``none`` for the estimated costs alone; a named
+    file must be a valid profile (:class:`ConfigError` otherwise, before any planning: a search over shapes must not
+    turn an unreadable file into one refusal per shape); without the flag, ``VLLM_HPU_MM_PROFILE`` or the default
+    path, when that file exists."""
+    if arg is not None and arg.strip().lower() == "none":
+        return ProfileRead(None, f"nothing measured ({flag} none)")
+    path = Path(arg).expanduser() if arg else default_profile_path(setting)
+    if arg is None and not path.is_file():
+        # VLLM_HPU_MM_PROFILE is also where `memory calibrate` writes: a file that is not there yet is no error, but
+        # the plan says it looked there (a --profile FILE that is not there is a typo: exit 2).
+        where = f"VLLM_HPU_MM_PROFILE={setting} does not exist (yet)" if setting else "no profile"
+        return ProfileRead(None, f"nothing measured: {where} (run `vllm-hpu-mm memory calibrate LOG` after a warm-up)")
+    return ProfileRead(load_profile(path, flag if arg else "VLLM_HPU_MM_PROFILE / default profile"))
