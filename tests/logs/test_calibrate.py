@@ -123,6 +123,41 @@ def test_a_profile_overrides_only_what_it_measured(tmp_path: Path) -> None:
     assert any(n.startswith("calibrated (public Gaudi2 log") and "text_decode_factor" in n for n in mixed)
 
 
+def engine_line(tp: int, max_len: int = 32768) -> str:
+    # vLLM 0.32's engine config line (config/vllm.py __str__), as vllm-gaudi's start prints it; fields trimmed.
+    return (f"INFO [core.py:134] Initializing a V1 LLM engine (v0.32.0) with config: model='Qwen/Qwen2.5-VL-7B-"
+            f"Instruct', dtype=torch.bfloat16, max_seq_len={max_len}, tensor_parallel_size={tp}, "
+            "pipeline_parallel_size=1, quantization=None, enforce_eager=False")  # fmt: skip
+
+
+def test_measured_free_memory_applies_only_to_a_plan_of_the_shape_it_was_measured_at(tmp_path: Path) -> None:
+    # Free memory after load is the card's total less its share of the weights: a TP 1 start's figure is not a TP 2
+    # card's (r6profile case 12), so that plan estimates it and says why; the same shape still uses it.
+    log = parse_warmup([engine_line(1), free_line(78.61)])
+    c = calibrate(log, None, device="gaudi2", source="s", after_profile_run=False)
+    path = tmp_path / "p.json"
+    save_profile(c, path)
+    profile = load_profile(path)
+    assert (profile.measured_at.tensor_parallel_size, profile.measured_at.max_model_len) == (1, 32768)
+    base = SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device="gaudi2", max_model_len=32768)
+    tp2 = build(dataclasses.replace(base, tensor_parallel_size=2), load({}))
+    applied, notes = apply_profile(tp2, profile, free_stated=False)
+    assert applied.free_after_load_bytes is None
+    assert any(n.startswith("not applied (profile): free after load 78.61 GiB") and "TP 1, this plan 2" in n
+               for n in notes)  # fmt: skip
+    planned = plan(applied)  # a card's free memory and weights add up to its total again
+    assert planned.free_after_load_bytes + planned.weight_bytes == pytest.approx(tp2.total_bytes, rel=0.01)
+    # vllm-gaudi reads it right after load: another --max-model-len on the same cards keeps it
+    shorter = build(dataclasses.replace(base, max_model_len=8192), load({}))
+    assert apply_profile(shorter, profile, free_stated=False)[0].free_after_load_bytes == round(78.61 * GIB)
+    # vllm-fork reads it after a profiling pass at the longest sequence: another length does not
+    fork = load_profile(path)
+    fork = dataclasses.replace(fork, measured_at=dataclasses.replace(fork.measured_at, after_profile_run=True))
+    applied, notes = apply_profile(shorter, fork, free_stated=False)
+    assert applied.free_after_load_bytes is None
+    assert any("max-model-len 32768, this plan 8192" in n for n in notes)
+
+
 def test_each_measured_row_quotes_its_log_line_as_printed() -> None:
     # The fork's summaries, its free memory and vLLM CUDA's capture line, each beside the line it came from and with
     # the figure as the runtime printed it (3.912 GiB is not rounded to 3.91), even without the model the factors need
