@@ -20,7 +20,7 @@ from vllm_hpu_mm.logs.profile import save_profile
 from vllm_hpu_mm.models.dims import ModelDims, VisionDims
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.inputs import build
-from vllm_hpu_mm.plan.pipeline import apply_profile
+from vllm_hpu_mm.plan.pipeline import apply_profile, memory_evidence, plan_with_profile
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.profile import load_profile
 
@@ -156,6 +156,31 @@ def test_measured_free_memory_applies_only_to_a_plan_of_the_shape_it_was_measure
     applied, notes = apply_profile(shorter, fork, free_stated=False)
     assert applied.free_after_load_bytes is None
     assert any("max-model-len 32768, this plan 8192" in n for n in notes)
+
+
+def test_the_memory_evidence_says_calibrated_only_for_what_the_profile_measured(tmp_path: Path) -> None:
+    # A profile from /metrics alone holds a step time and no memory cost: fleet plan and buckets replay said
+    # "calibrated: measured costs from" it (r6profile case 19); one from a warm-up log names what it measured.
+    inputs = build(SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device="gaudi2"), load({}))
+    metrics_only = tmp_path / "metrics.json"
+    metrics_only.write_text(json.dumps({"version": 1, "costs": {}, "measured": [], "free_after_load_bytes": None}))
+    costs = plan_with_profile(inputs, str(metrics_only), None, free_stated=False)[1]
+    assert memory_evidence(costs).startswith("built-in estimates: the profile")
+    assert "calibrated" not in memory_evidence(costs)
+    assert any(n.startswith("nothing measured (profile") for n in costs["notes"])  # memory plan's costs: line
+    warm = tmp_path / "warm.json"
+    log = parse_warmup([engine_line(1), free_line(78.61)])
+    save_profile(calibrate(log, None, device="gaudi2", source="s", after_profile_run=False), warm)
+    costs = plan_with_profile(inputs, str(warm), None, free_stated=False)[1]
+    assert (
+        memory_evidence(costs)
+        == f"calibrated: measured costs from the profile {warm} (free_after_load); the others built-in "
+        "estimates"
+    )
+    # stated on the command line, the free memory is not the profile's: nothing of it is used
+    stated = build(SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device="gaudi2", free_memory_gib=60.0), load({}))
+    assert memory_evidence(plan_with_profile(stated, str(warm), None, free_stated=True)[1]).startswith("built-in")
+    assert memory_evidence({"profile": None}) == "built-in estimates (no `memory calibrate` profile)"
 
 
 def test_each_measured_row_quotes_its_log_line_as_printed() -> None:

@@ -18,7 +18,7 @@ from vllm_hpu_mm.plan.rules import usable_kv_blocks
 from vllm_hpu_mm.runtimes.base import BatchLimits, DeviceFacts
 from vllm_hpu_mm.values import GIB
 
-__all__ = ["apply_profile", "checked_by_runtime", "fit_max_model_len", "plan_with_profile"]
+__all__ = ["apply_profile", "checked_by_runtime", "fit_max_model_len", "memory_evidence", "plan_with_profile"]
 
 
 def apply_profile(inputs: PlanInputs, profile: Profile, *, free_stated: bool) -> tuple[PlanInputs, list[str]]:
@@ -35,6 +35,9 @@ def apply_profile(inputs: PlanInputs, profile: Profile, *, free_stated: bool) ->
     out = dataclasses.replace(inputs, costs=with_measured(inputs.costs, profile.costs))
     if profile.costs.measured:
         notes.append(f"measured (profile {profile.path}): {', '.join(profile.costs.measured)}")
+    elif profile.free_after_load_bytes is None:
+        held = " (a step time only, from /metrics)" if profile.step_time is not None else ""
+        notes.append(f"nothing measured (profile {profile.path}): it holds no memory cost{held}")
     if profile.free_after_load_bytes is not None and not free_stated:
         measured = f"free after load {profile.free_after_load_bytes / GIB:.2f} GiB"
         other = _other_shape(profile, inputs)
@@ -94,7 +97,24 @@ def plan_with_profile(
                                                     "`vllm-hpu-mm memory calibrate LOG` after a warm-up)"]}  # fmt: skip
     profile = load_profile(path, flag if arg else "VLLM_HPU_MM_PROFILE / default profile")
     out, notes = apply_profile(inputs, profile, free_stated=free_stated)
-    return out, {"profile": str(path), "measured": list(out.costs.measured), "notes": notes}
+    measured = list(out.costs.measured)
+    if out.free_after_load_bytes is not None and out.free_after_load_bytes == profile.free_after_load_bytes \
+            and inputs.free_after_load_bytes is None:  # fmt: skip
+        measured.append("free_after_load")
+    return out, {"profile": str(path), "measured": measured, "notes": notes}
+
+
+def memory_evidence(costs: dict[str, Any]) -> str:
+    """What a plan's memory figures rest on, from its ``costs`` report: "calibrated" only for what the profile
+    measured and this plan used (a profile from ``/metrics`` alone measures no memory cost), the rest estimates."""
+    profile, measured = costs.get("profile"), costs.get("measured") or []
+    if not profile:
+        return "built-in estimates (no `memory calibrate` profile)"
+    if not measured:
+        return f"built-in estimates: the profile {profile} measured no memory cost this plan uses"
+    return (
+        f"calibrated: measured costs from the profile {profile} ({', '.join(measured)}); the others built-in estimates"
+    )
 
 
 def fit_max_model_len(inputs: PlanInputs) -> PlanInputs:
