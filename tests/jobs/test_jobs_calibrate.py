@@ -116,3 +116,19 @@ def test_a_log_another_runtime_wrote_is_refused_naming_it_and_nothing_is_written
     assert not out.exists()
     cpu = calibrate_log(CalibrateArgs(str(DATA / "logs" / "cpu_serve_ok.log"), output=str(out)), load())
     assert cpu.calibration.backend == "cpu"
+
+
+def test_the_profile_records_the_shape_its_free_memory_was_measured_at(tmp_path: Path) -> None:
+    # The engine line's tensor-parallel size wins over the flag's default; vllm-gaudi reads free memory right after
+    # load (no profiling pass), so the record says the plan's --max-model-len does not change it.
+    log = tmp_path / "tp2.log"
+    engine = ("INFO [core.py:134] Initializing a V1 LLM engine (v0.32.0) with config: model='Qwen/Qwen2.5-VL-7B-"
+              "Instruct', max_seq_len=16384, tensor_parallel_size=2, pipeline_parallel_size=1, "
+              "quantization=fp8")  # fmt: skip
+    log.write_text(engine + "\n" + WARMUP_DOC.read_text())
+    out = tmp_path / "p.json"
+    calibrate_log(CalibrateArgs(str(log), device="gaudi2", output=str(out)), load())
+    assert json.loads(out.read_text())["free_after_load_measured_at"] == {
+        "tensor_parallel_size": 2, "pipeline_parallel_size": 1, "quantization": "fp8", "max_model_len": 16384,
+        "after_profile_run": False,
+    }  # fmt: skip

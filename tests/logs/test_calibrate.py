@@ -20,9 +20,9 @@ from vllm_hpu_mm.logs.profile import save_profile
 from vllm_hpu_mm.models.dims import ModelDims, VisionDims
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.inputs import build
-from vllm_hpu_mm.plan.pipeline import apply_profile
+from vllm_hpu_mm.plan.pipeline import apply_profile, memory_evidence, plan_with_profile
 from vllm_hpu_mm.plan.planner import plan
-from vllm_hpu_mm.plan.profile import load_profile
+from vllm_hpu_mm.plan.profile import load_profile, read_profile
 
 WARMUP_DOC = DATA / "logs" / "vllm_gaudi_warmup_doc.log"
 PERF_DOC = DATA / "logs" / "heldout" / "vllm_gaudi_perf_tuning_doc.log"
@@ -121,6 +121,68 @@ def test_a_profile_overrides_only_what_it_measured(tmp_path: Path) -> None:
         n.startswith("measured (profile") and n.endswith("vision_mib_per_patch, vision_fixed_mib") for n in mixed
     )
     assert any(n.startswith("calibrated (public Gaudi2 log") and "text_decode_factor" in n for n in mixed)
+
+
+def engine_line(tp: int, max_len: int = 32768) -> str:
+    # vLLM 0.32's engine config line (config/vllm.py __str__), as vllm-gaudi's start prints it; fields trimmed.
+    return (f"INFO [core.py:134] Initializing a V1 LLM engine (v0.32.0) with config: model='Qwen/Qwen2.5-VL-7B-"
+            f"Instruct', dtype=torch.bfloat16, max_seq_len={max_len}, tensor_parallel_size={tp}, "
+            "pipeline_parallel_size=1, quantization=None, enforce_eager=False")  # fmt: skip
+
+
+def test_measured_free_memory_applies_only_to_a_plan_of_the_shape_it_was_measured_at(tmp_path: Path) -> None:
+    # Free memory after load is the card's total less its share of the weights: a TP 1 start's figure is not a TP 2
+    # card's (r6profile case 12), so that plan estimates it and says why; the same shape still uses it.
+    log = parse_warmup([engine_line(1), free_line(78.61)])
+    c = calibrate(log, None, device="gaudi2", source="s", after_profile_run=False)
+    path = tmp_path / "p.json"
+    save_profile(c, path)
+    profile = load_profile(path)
+    assert (profile.measured_at.tensor_parallel_size, profile.measured_at.max_model_len) == (1, 32768)
+    base = SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device="gaudi2", max_model_len=32768)
+    tp2 = build(dataclasses.replace(base, tensor_parallel_size=2), load({}))
+    applied, notes = apply_profile(tp2, profile, free_stated=False)
+    assert applied.free_after_load_bytes is None
+    assert any(n.startswith("not applied (profile): free after load 78.61 GiB") and "TP 1, this plan 2" in n
+               for n in notes)  # fmt: skip
+    planned = plan(applied)  # a card's free memory and weights add up to its total again
+    assert planned.free_after_load_bytes + planned.weight_bytes == pytest.approx(tp2.total_bytes, rel=0.01)
+    # vllm-gaudi reads it right after load: another --max-model-len on the same cards keeps it
+    shorter = build(dataclasses.replace(base, max_model_len=8192), load({}))
+    assert apply_profile(shorter, profile, free_stated=False)[0].free_after_load_bytes == round(78.61 * GIB)
+    # vllm-fork reads it after a profiling pass at the longest sequence: another length does not
+    fork = load_profile(path)
+    fork = dataclasses.replace(fork, measured_at=dataclasses.replace(fork.measured_at, after_profile_run=True))
+    applied, notes = apply_profile(shorter, fork, free_stated=False)
+    assert applied.free_after_load_bytes is None
+    assert any("max-model-len 32768, this plan 8192" in n for n in notes)
+
+
+def test_the_memory_evidence_says_calibrated_only_for_what_the_profile_measured(tmp_path: Path) -> None:
+    # A profile from /metrics alone holds a step time and no memory cost: fleet plan and buckets replay said
+    # "calibrated: measured costs from" it (r6profile case 19); one from a warm-up log names what it measured.
+    inputs = build(SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device="gaudi2"), load({}))
+    metrics_only = tmp_path / "metrics.json"
+    metrics_only.write_text(json.dumps({"version": 1, "costs": {}, "measured": [], "free_after_load_bytes": None}))
+    costs = plan_with_profile(inputs, read_profile(str(metrics_only), None), free_stated=False)[1]
+    assert memory_evidence(costs).startswith("built-in estimates: the profile")
+    assert "calibrated" not in memory_evidence(costs)
+    assert any(n.startswith("nothing measured (profile") for n in costs["notes"])  # memory plan's costs: line
+    warm = tmp_path / "warm.json"
+    log = parse_warmup([engine_line(1), free_line(78.61)])
+    save_profile(calibrate(log, None, device="gaudi2", source="s", after_profile_run=False), warm)
+    costs = plan_with_profile(inputs, read_profile(str(warm), None), free_stated=False)[1]
+    assert (
+        memory_evidence(costs)
+        == f"calibrated: measured costs from the profile {warm} (free_after_load); the others built-in "
+        "estimates"
+    )
+    # stated on the command line, the free memory is not the profile's: nothing of it is used
+    stated = build(SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device="gaudi2", free_memory_gib=60.0), load({}))
+    assert memory_evidence(plan_with_profile(stated, read_profile(str(warm), None), free_stated=True)[1]).startswith(
+        "built-in"
+    )
+    assert memory_evidence({"profile": None}) == "built-in estimates (no `memory calibrate` profile)"
 
 
 def test_each_measured_row_quotes_its_log_line_as_printed() -> None:

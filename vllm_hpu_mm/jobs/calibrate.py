@@ -150,9 +150,13 @@ def calibrate_log(args: CalibrateArgs, settings: Settings) -> Calibrated:
     device = _device(args.device, log.backend)
     model, model_from = _model(args.model, log.model)
     source = " and ".join(s for s in (args.log, args.metrics) if s is not None)
+    # vllm-gaudi reads its free memory right after load (hpu_worker.py:399-406 @091bbadd: profile_run(initialize_only
+    # =True) returns at once, hpu_model_runner.py:6339-6341); vllm-fork after a profiling pass at the longest sequence
+    # (hpu_worker.py determine_num_available_blocks), as a log whose Gaudi runtime is not named is taken to
+    gaudi = writer is not None and writer.runtime is not None and writer.runtime.value == "vllm-gaudi"
     result = calibrate(log, model, device=device, source=source, dtype_size=dtype,
                        tensor_parallel_size=args.tensor_parallel_size, block_size=args.block_size,
-                       buckets=settings.multimodal_buckets or ())  # fmt: skip
+                       buckets=settings.multimodal_buckets or (), after_profile_run=not gaudi)  # fmt: skip
     unmeasured = None
     if args.metrics is not None:
         times = server_times(args.metrics, args.model_name)

@@ -56,6 +56,7 @@ from vllm_hpu_mm.plan.fleet import (
 )
 from vllm_hpu_mm.plan.fleet_deploy import Deployments, deployments
 from vllm_hpu_mm.plan.inputs import build
+from vllm_hpu_mm.plan.pipeline import memory_evidence
 from vllm_hpu_mm.plan.planner import Plan
 from vllm_hpu_mm.plan.text_choice import images_for
 from vllm_hpu_mm.replay.schedules import Images, prompts, timer_for
@@ -409,9 +410,7 @@ def _evidence(
         step = "public-data estimate: the roofline, not fitted on public points for this device (docs/latency.md)"
     if fleet_calibrated:
         step = "calibrated: the step time fitted on your server (the profile's step_time), its own interval"
-    costs = "built-in estimates (no `memory calibrate` profile)"
-    if launch is not None and launch.planned.costs.get("profile"):
-        costs = f"calibrated: measured costs from {launch.planned.costs['profile']}"
+    costs = memory_evidence(launch.planned.costs if launch is not None else {})
     return {
         "step_time": step,
         "memory": costs,

@@ -32,6 +32,7 @@ from vllm_hpu_mm.models.step_fit import FittedStep
 from vllm_hpu_mm.models.step_time import StepTime
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.bucket_choice import BucketChoice, read_traffic
+from vllm_hpu_mm.plan.pipeline import memory_evidence
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.text_buckets import loads_at
 from vllm_hpu_mm.plan.text_choice import (
@@ -258,7 +259,7 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
     if images.buckets:
         notes.append(_vision_note(yours_listed, choice, sizing))
     if costs["profile"] is not None:
-        notes.append(f"measured costs from the profile {costs['profile']} (the KV blocks estimate uses them)")
+        notes.append(f"memory: {memory_evidence(costs)} (the KV blocks estimate rests on them)")
     if yours is not None:
         before.append((yours, f"your {Path(file_path or '').name}"))
         notes += yours.text_shapes(shape).notes  # the file buckets vllm-gaudi's filters drop

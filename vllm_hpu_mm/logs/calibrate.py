@@ -43,6 +43,8 @@ from vllm_hpu_mm.logs.patterns import (
     BUCKET_TUPLE,
     CUDA_CAPTURE_SIZES,
     CUDA_GRAPH_MEMORY,
+    ENGINE_LENGTH,
+    ENGINE_SHAPE,
     GAUDI_MEMORY,
     GENERATED_BUCKETS,
     MODEL,
@@ -59,6 +61,7 @@ from vllm_hpu_mm.models.dims import ModelDims
 from vllm_hpu_mm.models.step_fit import FittedStep
 from vllm_hpu_mm.plan import text_cost, vision_cost
 from vllm_hpu_mm.plan.costs import COST_FIELDS, CostProfile
+from vllm_hpu_mm.plan.profile import MeasuredAt
 from vllm_hpu_mm.values import DEFAULT_BUCKETS, GIB, MIB
 
 __all__ = ["Calibration", "GraphSample", "PhaseTotal", "WarmupLog", "calibrate", "parse_warmup"]
@@ -118,6 +121,9 @@ class WarmupLog:
     #: The vision bucket list the run printed (``()`` for ``None``: bucketing off; None: no list printed), its line.
     vision_buckets: tuple[int, ...] | None = None
     vision_buckets_line: int = -1
+    #: The run's engine config line, the fields that set what a card holds after load as it printed them
+    #: (``tensor_parallel_size``, ``pipeline_parallel_size``, ``quantization``, ``max_model_len``); empty without one.
+    engine: tuple[tuple[str, str], ...] = ()
 
 
 def _kind(phase: str) -> str:
@@ -167,6 +173,7 @@ class _RunReader:
         self.listed: dict[str, tuple[_Listed, int]] = {}
         self.vision: tuple[tuple[int, ...], int] | None = None
         self.skipped = SkippedLines()
+        self.engine: tuple[tuple[str, str], ...] = ()
 
     @property
     def measured(self) -> bool:
@@ -178,6 +185,10 @@ class _RunReader:
             return
         if self.model is None and (m := MODEL.search(text)):
             self.model = m["model"]
+            length = ENGINE_LENGTH.search(text)
+            self.engine = tuple((f["key"], f["value"]) for f in ENGINE_SHAPE.finditer(text)) + (
+                (("max_model_len", length["n"]),) if length else ()
+            )
         try:
             read = _figures(text)
         except GarbledNumber as exc:
@@ -215,7 +226,7 @@ class _RunReader:
                          None if self.cuda is None else self.cuda.bytes, self.sizes, self.model or model, backend,
                          self.skipped, self.free, self.cuda, self.index, runs,
                          None if self.vision is None else self.vision[0],
-                         -1 if self.vision is None else self.vision[1])  # fmt: skip
+                         -1 if self.vision is None else self.vision[1], self.engine)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -328,6 +339,8 @@ class Calibration:
     device: str | None
     #: A step-time model fitted on the server's own timings (``--metrics``), when given.
     step_time: FittedStep | None = None
+    #: What shaped the measured free memory after load (None without one): a plan of another shape does not use it.
+    measured_at: MeasuredAt | None = None
 
     @property
     def measured_anything(self) -> bool:
@@ -507,8 +520,12 @@ def calibrate(
     tensor_parallel_size: int = 1,
     block_size: int = 128,
     buckets: Sequence[int] = DEFAULT_BUCKETS,
+    after_profile_run: bool = True,
 ) -> Calibration:
-    """Fit the profile's coefficients to ``log``. Text factors need the model the log ran (``model``)."""
+    """Fit the profile's coefficients to ``log``. Text factors need the model the log ran (``model``).
+    ``after_profile_run``: whether the log's writer took its free memory after a profiling pass (vllm-fork), not
+    right after load (vllm-gaudi); with the parallel sizes and quantization the log's engine line printed
+    (``tensor_parallel_size`` where it printed none), it is recorded as what shaped that figure."""
     values: dict[str, float] = {}
     rows: list[tuple[str, str, str]] = []
     why: dict[str, str] = {}
@@ -562,5 +579,18 @@ def calibrate(
         where = "" if log.cuda_quote is None else f"{log.cuda_quote.cite()}: "
         rows.insert(0, ("cuda_graph_gib", f"{log.cuda_graph_bytes / GIB:.2f}",
                         f"measured: {where}vLLM's CUDA graph memory{per}; kept, not applied"))  # fmt: skip
+    measured_at = None
+    if log.free_after_load_bytes is not None:
+        engine = dict(log.engine)
+        sizes = {k: int(v) for k, v in engine.items() if k != "quantization" and v.isdigit() and int(v) > 0}
+        quantization = engine.get("quantization")
+        measured_at = MeasuredAt(
+            sizes.get("tensor_parallel_size", tensor_parallel_size),
+            sizes.get("pipeline_parallel_size", 1),
+            None if quantization in (None, "None") else quantization,
+            sizes.get("max_model_len"),
+            after_profile_run,
+        )
     return Calibration(profile, tuple(rows), log.free_after_load_bytes, log.cuda_graph_bytes, log.cuda_capture_sizes,
-                       model.name if model else log.model, log.backend, device)  # fmt: skip
+                       model.name if model else log.model, log.backend, device,
+                       measured_at=measured_at)  # fmt: skip

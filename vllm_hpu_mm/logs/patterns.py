@@ -36,6 +36,7 @@ __all__ = [
     "DUMPED_FRAME",
     "ELISION",
     "ENGINE_LENGTH",
+    "ENGINE_SHAPE",
     "ENGINE_START_FAILED",
     "ERROR_MESSAGE",
     "EXCEPTION_LINE",
@@ -1597,6 +1598,9 @@ WORKER = re.compile(r"^\((?P<who>[^)]*pid=\d+[^)]*)\)")
 KV_TOKENS = re.compile(r"max seq len \((?P<len>\d+)\) is larger than the maximum number of tokens.*?\((?P<tok>\d+)\)")
 KV_ESTIMATE = re.compile(r"max seq len \((?P<len>\d+)\).*estimated maximum model length is (?P<tok>\d+)")
 MODEL = re.compile(r"model='(?P<model>[^']+)'")
+#: The engine's config line (``... with config: model=..., tensor_parallel_size=1, pipeline_parallel_size=1, ...,
+#: quantization=None``, V0 and V1 engines alike): the fields besides its length that set what a card holds after load.
+ENGINE_SHAPE = re.compile(r"\b(?P<key>tensor_parallel_size|pipeline_parallel_size|quantization)=(?P<value>[^,\s]+)")
 
 #: Lines that show a phase in progress, with how far it got: ``(stage, pattern)``; groups ``i`` and ``n``.
 PROGRESS: tuple[tuple[Stage, re.Pattern[str]], ...] = (

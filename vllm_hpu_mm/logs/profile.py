@@ -28,6 +28,7 @@ def profile_dict(c: Calibration) -> dict[str, Any]:
         "costs": {name: getattr(p, name) for name in COST_FIELDS},
         "measured": list(p.measured),
         "free_after_load_bytes": c.free_after_load_bytes,
+        "free_after_load_measured_at": None if c.measured_at is None else c.measured_at.as_dict(),
         "cuda_graph_bytes": c.cuda_graph_bytes,
         "cuda_capture_sizes": c.cuda_capture_sizes,
         "step_time": None if c.step_time is None else step_to_dict(c.step_time),

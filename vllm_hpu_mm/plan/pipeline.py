@@ -17,15 +17,15 @@ from vllm_hpu_mm.plan.rules import usable_kv_blocks
 from vllm_hpu_mm.runtimes.base import BatchLimits, DeviceFacts
 from vllm_hpu_mm.values import GIB
 
-__all__ = ["apply_profile", "checked_by_runtime", "fit_max_model_len", "plan_with_profile"]
+__all__ = ["apply_profile", "checked_by_runtime", "fit_max_model_len", "memory_evidence", "plan_with_profile"]
 
 
 def apply_profile(inputs: PlanInputs, profile: Profile, *, free_stated: bool) -> tuple[PlanInputs, list[str]]:
     """The plan inputs with the profile's measured costs, and what was (not) applied and why.
 
     The graph costs apply when the profile was measured on the plan's backend (HPU costs on an HPU plan). The
-    measured free memory after load applies only for the same model and device, and only when no free memory was
-    stated on the command line.
+    measured free memory after load applies only when no free memory was stated on the command line, and only to a
+    plan of the shape it was measured at (:func:`_other_shape`); otherwise the plan estimates it and says why.
     """
     notes: list[str] = []
     if profile.backend not in (None, inputs.backend):
@@ -34,12 +34,39 @@ def apply_profile(inputs: PlanInputs, profile: Profile, *, free_stated: bool) ->
     out = dataclasses.replace(inputs, costs=with_measured(inputs.costs, profile.costs))
     if profile.costs.measured:
         notes.append(f"measured (profile {profile.path}): {', '.join(profile.costs.measured)}")
-    if (profile.free_after_load_bytes is not None and not free_stated and profile.model == inputs.model.name
-            and profile.device in (None, inputs.device)):  # fmt: skip
-        out = dataclasses.replace(out, free_after_load_bytes=profile.free_after_load_bytes)
-        notes.append(f"measured (profile): free after load {profile.free_after_load_bytes / GIB:.2f} GiB")
+    elif profile.free_after_load_bytes is None:
+        held = " (a step time only, from /metrics)" if profile.step_time is not None else ""
+        notes.append(f"nothing measured (profile {profile.path}): it holds no memory cost{held}")
+    if profile.free_after_load_bytes is not None and not free_stated:
+        measured = f"free after load {profile.free_after_load_bytes / GIB:.2f} GiB"
+        other = _other_shape(profile, inputs)
+        if other:
+            notes.append(f"not applied (profile): {measured}, measured at {other}: estimated instead")
+        else:
+            out = dataclasses.replace(out, free_after_load_bytes=profile.free_after_load_bytes)
+            notes.append(f"measured (profile): {measured}")
     notes += _labels(out)
     return out, notes
+
+
+def _other_shape(profile: Profile, inputs: PlanInputs) -> str:
+    """How the shape a profile's free memory after load was measured at differs from the plan's, in words ("" when
+    it is the plan's). That figure is the card's total less what it holds after load: the model's weights, split
+    over the tensor- and pipeline-parallel ranks and sized by the quantization (vllm-gaudi hpu_worker.py:399-406
+    @091bbadd), and on vllm-fork also a profiling pass's peak at the longest sequence (its hpu_worker.py
+    determine_num_available_blocks), so it is the free memory of that shape alone and is not rescaled."""
+    at = profile.measured_at
+    pairs = [
+        ("model", profile.model, inputs.model.name),
+        ("device", profile.device or inputs.device, inputs.device),
+        ("TP", at.tensor_parallel_size, inputs.tensor_parallel_size),
+        ("PP", at.pipeline_parallel_size, inputs.pipeline_parallel_size),
+        ("quantization", at.quantization, inputs.quantization),
+    ]
+    if at.after_profile_run and at.max_model_len is not None:
+        pairs.append(("max-model-len", at.max_model_len, inputs.max_model_len))
+    differ = [(what, theirs, ours) for what, theirs, ours in pairs if theirs != ours]
+    return "; ".join(f"{what} {theirs}, this plan {ours}" for what, theirs, ours in differ)
 
 
 def _labels(inputs: PlanInputs) -> list[str]:
@@ -59,8 +86,26 @@ def plan_with_profile(inputs: PlanInputs, read: ProfileRead, *, free_stated: boo
     the ``costs`` report."""
     if read.profile is None:
         return inputs, {"profile": None, "notes": [*_labels(inputs), read.why_none]}
-    out, notes = apply_profile(inputs, read.profile, free_stated=free_stated)
-    return out, {"profile": str(read.profile.path), "measured": list(out.costs.measured), "notes": notes}
+    profile = read.profile
+    out, notes = apply_profile(inputs, profile, free_stated=free_stated)
+    measured = list(out.costs.measured)
+    if out.free_after_load_bytes is not None and out.free_after_load_bytes == profile.free_after_load_bytes \
+            and inputs.free_after_load_bytes is None:  # fmt: skip
+        measured.append("free_after_load")
+    return out, {"profile": str(profile.path), "measured": measured, "notes": notes}
+
+
+def memory_evidence(costs: dict[str, Any]) -> str:
+    """What a plan's memory figures rest on, from its ``costs`` report: "calibrated" only for what the profile
+    measured and this plan used (a profile from ``/metrics`` alone measures no memory cost), the rest estimates."""
+    profile, measured = costs.get("profile"), costs.get("measured") or []
+    if not profile:
+        return "built-in estimates (no `memory calibrate` profile)"
+    if not measured:
+        return f"built-in estimates: the profile {profile} measured no memory cost this plan uses"
+    return (
+        f"calibrated: measured costs from the profile {profile} ({', '.join(measured)}); the others built-in estimates"
+    )
 
 
 def fit_max_model_len(inputs: PlanInputs) -> PlanInputs:

@@ -12,7 +12,8 @@ from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.step_fit import FittedStep, step_from_dict
 from vllm_hpu_mm.plan.costs import COST_FIELDS, CostProfile
 
-__all__ = ["PROFILE_VERSION", "Profile", "ProfileRead", "default_profile_path", "load_profile", "read_profile"]
+__all__ = ["PROFILE_VERSION", "MeasuredAt", "Profile", "ProfileRead", "default_profile_path", "load_profile",
+           "read_profile"]  # fmt: skip
 
 PROFILE_VERSION = 1
 #: What a profile file must be (a flag also takes ``none``: the estimated costs alone).
@@ -25,6 +26,49 @@ def default_profile_path(setting: str | None) -> Path:
 
 
 @dataclasses.dataclass(frozen=True)
+class MeasuredAt:
+    """What shaped a measured free memory after load besides the model and device: the card's share of the weights
+    (tensor- and pipeline-parallel sizes, quantization) and, where the runtime measured it after a profiling pass at
+    the longest sequence (``after_profile_run``: vllm-fork), ``max_model_len``. A profile without this record (written
+    before it was kept) reads as one card of an unquantized model: ``memory calibrate``'s defaults then."""
+
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    quantization: str | None = None
+    max_model_len: int | None = None
+    after_profile_run: bool = False
+
+    def as_dict(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+#: Each field of :class:`MeasuredAt`: the check its value must pass, and what is accepted.
+_MEASURED_AT_CHECKS = {
+    "tensor_parallel_size": (_positive, "a positive integer"),
+    "pipeline_parallel_size": (_positive, "a positive integer"),
+    "quantization": (lambda v: v is None or isinstance(v, str), "a string or null"),
+    "max_model_len": (lambda v: v is None or _positive(v), "a positive integer or null"),
+    "after_profile_run": (lambda v: isinstance(v, bool), "true or false"),
+}
+
+
+def _measured_at(raw: object, where: str) -> MeasuredAt:
+    if raw is None:
+        return MeasuredAt()
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: free_after_load_measured_at={raw!r}; accepted: an object or null")
+    values = dataclasses.asdict(MeasuredAt()) | {k: v for k, v in raw.items() if k in _MEASURED_AT_CHECKS}
+    for name, (check, accepted) in _MEASURED_AT_CHECKS.items():
+        if not check(values[name]):
+            raise ConfigError(f"{where}: free_after_load_measured_at.{name}={values[name]!r}; accepted: {accepted}")
+    return MeasuredAt(**values)
+
+
+@dataclasses.dataclass(frozen=True)
 class Profile:
     path: Path
     costs: CostProfile
@@ -34,6 +78,8 @@ class Profile:
     free_after_load_bytes: int | None
     #: The step-time model fitted on the user's server (``memory calibrate --metrics``), when the profile has one.
     step_time: FittedStep | None = None
+    #: What shaped ``free_after_load_bytes``.
+    measured_at: MeasuredAt = MeasuredAt()
 
 
 def load_profile(path: Path, flag: str = "--profile") -> Profile:
@@ -61,8 +107,10 @@ def load_profile(path: Path, flag: str = "--profile") -> Profile:
         raise ConfigError(f"{flag} {path}: free_after_load_bytes={free!r}; accepted: a non-negative integer or null")
     step = data.get("step_time")
     step_time = None if step is None else step_from_dict(step, f"{flag} {path}")
+    measured_at = _measured_at(data.get("free_after_load_measured_at"), f"{flag} {path}")
     return Profile(path, CostProfile(**costs, measured=measured, source=str(data.get("source", path))),  # type: ignore[arg-type]
-                   data.get("runtime"), data.get("device"), data.get("model"), free, step_time)  # fmt: skip
+                   data.get("runtime"), data.get("device"), data.get("model"), free, step_time,
+                   measured_at)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
