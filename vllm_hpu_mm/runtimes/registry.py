@@ -109,8 +109,8 @@ def normalise_release(text: str) -> str | None:
     """A named release as pip reads it (PEP 440 normal form, the ``packaging`` pip vendors): ``0.19.1-1`` ->
     ``0.19.1.post1``, ``0.26.0-rc0`` -> ``0.26.0rc0``, ``v0.24.0`` -> ``0.24.0``, so every spelling pip takes for a
     release plans that release. What PEP 440 refuses is left as written (None if empty) for the runtime's own reader:
-    a branch or commit (``main``, ``habana_main``), a fork tag's spelling (``0.5.3.post1-Gaudi-1.17.0``), or no
-    version at all, which that reader refuses."""
+    a branch or commit (``main``, ``habana_main``); a fork tag's spelling (``0.5.3.post1-Gaudi-1.17.0``) or no
+    version at all, which that reader refuses, naming what pip takes."""
     text = text.strip()
     try:
         return str(Version(text))
