@@ -31,6 +31,7 @@ __all__ = [
     "encoder_graphs",
     "installed",
     "model_for",
+    "named_other",
     "normalise_release",
     "reference_device",
     "resolve",
@@ -103,6 +104,16 @@ def split_spec(name: str) -> tuple[str, str | None]:
     prints it, is ``vllm-gaudi``; the release too, as pip reads it (:func:`normalise_release`)."""
     key, sep, version = name.strip().lower().partition("==")
     return re.sub(r"[-_.]+", "-", key.strip()), normalise_release(version) if sep else None
+
+
+def named_other(name: str | None, takes: Runtime) -> str | None:
+    """What a ``--runtime`` value names when it is neither ``takes`` nor ``auto`` (its runtime part:
+    ``vllm-cuda==0.32.0`` -> ``vllm-cuda``; a name no runtime has, as written), else None. A command that models one
+    runtime alone refuses it before :func:`resolve`, whose refusals list what every planner takes."""
+    if name is None:
+        return None
+    key = split_spec(name)[0]
+    return None if key in ("auto", takes.value) else key
 
 
 def normalise_release(text: str) -> str | None:
