@@ -98,7 +98,7 @@ def test_planned_buckets_stay_within_the_given_budget() -> None:
             dataclasses.replace(SMALL, runtime="vllm-cuda"),
             QUICK,
             "replay models vllm-gaudi's bucket lookup only; .*"
-            "accepted: --runtime vllm-gaudi on a Gaudi --device .*: fleet plan",
+            "accepted: --runtime vllm-gaudi or vllm-gaudi==X .a release. on a Gaudi --device .*: fleet plan",
         ),
         (SMALL, dataclasses.replace(QUICK, arrivals=Arrivals(rate=1.0)), "--concurrency and a request rate"),
     ],
@@ -107,6 +107,19 @@ def test_planned_buckets_stay_within_the_given_budget() -> None:
 def test_what_the_replay_refuses(sizing: SizingArgs, args: ReplayArgs, said: str) -> None:
     with pytest.raises(ConfigError, match=said):
         replay_traffic(sizing, args, load(), {})
+
+
+@pytest.mark.parametrize("runtime", ["vllm-cuda==0.32.0", "vllm-fork==0.9.0.1", "vllm-cpu", "banana"])
+def test_another_runtime_named_is_refused_listing_only_what_the_replay_takes(runtime: str) -> None:
+    # r6releases 19: vllm-cuda==0.32.0 got the planners' refusal, which offered vllm-cuda and vllm-fork==X
+    with pytest.raises(ConfigError) as exc:
+        replay_traffic(dataclasses.replace(SMALL, runtime=runtime), QUICK, load(), {})
+    line = str(exc.value)
+    assert line.startswith(f"--runtime={runtime!r}: replay models vllm-gaudi's bucket lookup only; ")
+    accepted = line.split("accepted: ", 1)[1]
+    assert accepted.startswith("--runtime vllm-gaudi or vllm-gaudi==X (a release) on a Gaudi --device")
+    assert "vllm-fork==X" not in accepted
+    assert "vllm-cuda," not in accepted
 
 
 def test_a_bucket_file_for_a_runtime_that_reads_none_is_refused(tmp_path: Path) -> None:

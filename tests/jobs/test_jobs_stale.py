@@ -111,6 +111,17 @@ def test_a_device_the_runtime_does_not_serve_is_refused() -> None:
         check_stale(dataclasses.replace(LIMITS, device="cpu"), QUICK, load(), {})
 
 
+@pytest.mark.parametrize("runtime", ["vllm-cuda==0.32.0", "vllm-fork==0.9.0.1", "banana"])
+def test_another_runtime_named_is_refused_listing_only_what_the_alarm_takes(runtime: str) -> None:
+    # r6releases 19: as buckets replay, vllm-cuda==0.32.0 got the planners' refusal offering vllm-cuda, vllm-fork==X
+    with pytest.raises(
+        ConfigError,
+        match=r"^--runtime=.*: the alarm models vllm-gaudi's bucket lookup only; .*; "
+        r"accepted: --runtime vllm-gaudi or vllm-gaudi==X \(a release\)$",
+    ):
+        check_stale(dataclasses.replace(LIMITS, runtime=runtime), QUICK, load(), {})
+
+
 def test_the_gauges_carry_the_verdict() -> None:
     s = check_stale(LIMITS, dataclasses.replace(QUICK, from_metrics=DRIFTED), load(), {})
     registry = CollectorRegistry()

@@ -35,7 +35,7 @@ def shapes(version: str | None, env: dict[str, str] | None = None, shape: Engine
         ("0.6.4.post2+gaudi119", "ext119"),
         ("0.6.6.post1", "ext119"),
         ("0.5.3.post1+gaudi118", "intree118"),
-        ("v0.5.3.post1-Gaudi-1.17.0", "intree2024"),
+        ("v0.5.3.post1+Gaudi-1.17.0", "intree2024"),
     ],
 )
 def test_a_version_maps_to_its_line(version: str, generation: str) -> None:
@@ -46,9 +46,10 @@ def test_a_version_maps_to_its_line(version: str, generation: str) -> None:
     ("version", "why"),
     [
         ("0.5.3.post1", "two lines"),
-        ("0.4.2", "no modelled release line"),
+        ("0.4.2", "older than the oldest release line modelled, v0.5.3.post1-Gaudi-1.17.0 "),
+        ("0.6.0", "no release line modelled has vLLM base 0.6.0 .it lies between"),
         ("0.8.5+Gaudi-1.22.0-aice-v0", "aice"),
-        ("banana", "not a version"),
+        ("banana", "not a version pip takes"),
     ],
 )
 def test_unmodelled_versions_are_refused_naming_what_is_accepted(version: str, why: str) -> None:
@@ -56,6 +57,50 @@ def test_unmodelled_versions_are_refused_naming_what_is_accepted(version: str, w
         release_for(version)
     assert "accepted: 0.9.0.1" in str(exc.value)
     assert "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("version", "why"),
+    [
+        (
+            "0.4.2",
+            r"^vllm-fork==0.4.2: older than the oldest release line modelled, v0.5.3.post1-Gaudi-1.17.0 "
+            r"\(Gaudi 1.17, vLLM base 0.5.3.post1\); accepted: ",
+        ),
+        ("0.5.3+gaudi117", r"older than the oldest release line modelled"),
+        (
+            "0.10.0",
+            r"^vllm-fork==0.10.0: newer than the newest release line modelled, v0.9.0.1\+Gaudi-1.22.0 "
+            r"\(vLLM base 0.9.0.1\)",
+        ),
+        ("0.9.1+gaudi123", r"newer than the newest release line modelled"),
+    ],
+)
+def test_a_release_outside_the_modelled_lines_says_whether_it_is_older_or_newer(version: str, why: str) -> None:
+    # r6releases 4: 0.4.2 (the 1.16 tag's base) got the reason of an unknown base between lines
+    with pytest.raises(ConfigError, match=why):
+        release_for(version)
+
+
+@pytest.mark.parametrize("tag", ["0.5.3.post1-Gaudi-1.17.0", "v0.5.3.post1-Gaudi-1.17.0", "0.5.3.post1-gaudi-1.17.0"])
+def test_the_1_17_tags_dash_spelling_is_refused_naming_what_pip_takes(tag: str) -> None:
+    # r6releases 8: pip refuses it (packaging's Version raises InvalidVersion), yet it planned the 1.17 line
+    with pytest.raises(
+        ConfigError,
+        match=r"is the git tag's spelling, not a version pip takes; name the same release "
+        r"as pip spells it: vllm-fork==0.5.3.post1\+(G|g)audi-1.17.0$",
+    ):
+        release_for(tag)
+    assert release_for(tag.replace("-G", "+G").replace("-g", "+g")).name == "v0.5.3.post1-Gaudi-1.17.0"
+
+
+def test_a_dash_spelled_tag_of_an_unmodelled_release_says_why_as_pip_spells_it() -> None:
+    with pytest.raises(
+        ConfigError,
+        match=r"^vllm-fork==v0.4.2-Gaudi-1.16.0 is the git tag's spelling, not a version "
+        r"pip takes; as pip spells it, vllm-fork==0.4.2\+Gaudi-1.16.0: older than",
+    ):
+        release_for("v0.4.2-Gaudi-1.16.0")
 
 
 def test_each_line_names_its_commits_and_the_newest_is_the_default() -> None:

@@ -125,6 +125,7 @@ def test_pre_releases_sort_before_their_release() -> None:
         ("0.11.3", "no vllm-gaudi tag lies between"),
         ("0.11.2rc1", "no bucket file"),
         ("0.10.1", "no bucket file"),
+        ("0.10.1", "older than the oldest release modelled, v0.11.2"),  # the fork's rule too (r6releases 4)
         ("0.10.1", r"^(?!.*asks its own code)"),  # nothing runs it to ask
         ("zero", "not a version"),
         ("9.9.9", "no vllm-gaudi release has it"),  # a version no release can have is not planned as main

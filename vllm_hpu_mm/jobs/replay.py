@@ -65,7 +65,7 @@ from vllm_hpu_mm.replay.schedules import (
 from vllm_hpu_mm.replay.timing import Timer
 from vllm_hpu_mm.replay.whole import strategy_latency
 from vllm_hpu_mm.runtimes import registry
-from vllm_hpu_mm.runtimes.base import RuntimeModel
+from vllm_hpu_mm.runtimes.base import Runtime, RuntimeModel
 from vllm_hpu_mm.traffic.requests import Traffic
 
 #: The bounds and defaults the command declares are the replay's own (its loops' caps), named here for the CLI.
@@ -193,9 +193,28 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
         return _replay_traffic(sizing, args, settings, runtime_env)
 
 
+#: The one runtime whose bucket lookup the replay models.
+_GAUDI = Runtime.VLLM_GAUDI
+
+
+def _gaudi_only(sizing: SizingArgs, runtime: str) -> ConfigError:
+    """The replay is of vllm-gaudi's lookup since it was written (b6daaa59): another runtime, named or installed, is
+    refused naming only what the replay takes (another runtime's latencies, at real shapes, are fleet plan's)."""
+    flag = sizing.flag("runtime")
+    named = f"{flag}={sizing.runtime!r}: " if registry.named_other(sizing.runtime, _GAUDI) == runtime else ""
+    known = runtime in {r.value for r in Runtime}
+    what = f"the plan's runtime is {runtime}" if known else f"{runtime} is not a runtime"
+    elsewhere = f"; {runtime}'s latencies at real shapes: fleet plan" if known else ""
+    device = sizing.flag("device")
+    return ConfigError(f"{named}replay models vllm-gaudi's bucket lookup only; {what}; accepted: {flag} vllm-gaudi "
+                       f"or vllm-gaudi==X (a release) on a Gaudi {device} (gaudi2, gaudi3){elsewhere}")  # fmt: skip
+
+
 def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, runtime_env: dict[str, str]) -> Replayed:
     if sizing.runtime is None:
         sizing = dataclasses.replace(sizing, runtime=registry.DEFAULT_RUNTIME["hpu"].value)
+    if (other := registry.named_other(sizing.runtime, _GAUDI)) is not None:
+        raise _gaudi_only(sizing, other)  # before resolving it: resolve's refusals list every planner's runtimes
     sizing = with_profile_read(on_default_device(sizing), settings)  # read once, before any work
     own_env, env_file = registry.split_bucket_file(runtime_env)
     file_path = args.bucket_file or env_file
@@ -215,12 +234,8 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
     own = inputs.runtime
     shape = inputs.engine(args.kv_blocks if args.kv_blocks is not None else first.kv_blocks)
     lookup = own.text_lookup(shape)
-    if lookup is None:
-        # the replay is of vllm-gaudi's lookup since it was written (b6daaa59): another runtime's latencies, at real
-        # shapes, are fleet plan's
-        raise ConfigError(f"replay models vllm-gaudi's bucket lookup only; the plan's runtime is {own.name.value}; "
-                          f"accepted: {sizing.flag('runtime')} vllm-gaudi on a Gaudi {sizing.flag('device')} "
-                          f"(gaudi2, gaudi3); {own.name.value}'s latencies at real shapes: fleet plan")  # fmt: skip
+    if lookup is None:  # auto found another runtime installed
+        raise _gaudi_only(sizing, own.name.value)
     cache_off = prefix_caching_off(lookup) if traffic.has_cached_tokens else None
     if cache_off is not None:  # the server would compute the cached prefixes too
         traffic = traffic.without_cached_tokens()

@@ -37,6 +37,7 @@ from vllm_hpu_mm.replay.report import totals
 from vllm_hpu_mm.replay.schedules import replay_model, schedules, timer_for
 from vllm_hpu_mm.replay.timing import TimeResult
 from vllm_hpu_mm.runtimes import registry
+from vllm_hpu_mm.runtimes.base import Runtime
 from vllm_hpu_mm.traffic.metrics import FLAG
 
 __all__ = ["DEFAULT_STALE_REQUESTS", "GAUGES", "MAX_TOLERANCE", "StaleArgs", "Staleness", "check_stale", "exposition"]
@@ -120,6 +121,20 @@ def _interval(step: StepTime) -> float:
     return max(halves)
 
 
+def _gaudi_only(sizing: SizingArgs, runtime: str) -> ConfigError:
+    """The alarm runs vllm-gaudi's lookup with the plan's bucket file: another runtime, named or installed, is
+    refused naming only what the alarm takes."""
+    flag = sizing.flag("runtime")
+    named = (
+        f"{flag}={sizing.runtime!r}: " if registry.named_other(sizing.runtime, Runtime.VLLM_GAUDI) == runtime else ""
+    )
+    what = (
+        f"the plan's runtime is {runtime}" if runtime in {r.value for r in Runtime} else f"{runtime} is not a runtime"
+    )
+    return ConfigError(f"{named}the alarm models vllm-gaudi's bucket lookup only; {what}; accepted: {flag} "
+                       "vllm-gaudi or vllm-gaudi==X (a release)")  # fmt: skip
+
+
 def check_stale(sizing: SizingArgs, args: StaleArgs, settings: Settings, runtime_env: dict[str, str]) -> Staleness:
     """The live traffic of ``args.from_metrics`` replayed with the plan's bucket file and with exp at the plan's
     limits (``sizing``: the flags the plan was made with), on the runtime's reference device unless one is named."""
@@ -127,6 +142,8 @@ def check_stale(sizing: SizingArgs, args: StaleArgs, settings: Settings, runtime
         raise ConfigError(f"--tolerance {args.tolerance} is invalid; accepted: a share from 0 to {MAX_TOLERANCE:g}")
     if sizing.runtime is None:
         sizing = dataclasses.replace(sizing, runtime=registry.DEFAULT_RUNTIME["hpu"].value)
+    if (other := registry.named_other(sizing.runtime, Runtime.VLLM_GAUDI)) is not None:
+        raise _gaudi_only(sizing, other)  # before resolving it: resolve's refusals list every planner's runtimes
     sizing = with_profile_read(on_default_device(sizing), settings)  # read once, before any work
     own_env, env_file = registry.split_bucket_file(runtime_env)
     file_path = args.bucket_file or env_file
@@ -138,9 +155,8 @@ def check_stale(sizing: SizingArgs, args: StaleArgs, settings: Settings, runtime
     shape = inputs.engine(args.kv_blocks if args.kv_blocks is not None else plan(inputs).kv_blocks)
     if args.kv_blocks is not None and (why := given_blocks_start(args.kv_blocks, shape)):
         raise WouldNotStart(why)  # as buckets replay says it (exit 1 there and here)
-    if inputs.runtime.text_lookup(shape) is None:
-        raise ConfigError(f"the alarm models vllm-gaudi's bucket lookup only; the plan's runtime is "
-                          f"{inputs.runtime.name.value} (name {sizing.flag('runtime')} vllm-gaudi)")  # fmt: skip
+    if inputs.runtime.text_lookup(shape) is None:  # auto found another runtime installed
+        raise _gaudi_only(sizing, inputs.runtime.name.value)
     spelled = {"bucket_file": "--bucket-file"} if args.bucket_file else {}
     yours = registry.same_runtime(inputs.runtime, own_env, spelled=spelled, bucket_file=file_path)
     release: str | None = getattr(inputs.runtime, "version", None)

@@ -31,6 +31,7 @@ __all__ = [
     "encoder_graphs",
     "installed",
     "model_for",
+    "named_other",
     "normalise_release",
     "reference_device",
     "resolve",
@@ -105,12 +106,22 @@ def split_spec(name: str) -> tuple[str, str | None]:
     return re.sub(r"[-_.]+", "-", key.strip()), normalise_release(version) if sep else None
 
 
+def named_other(name: str | None, takes: Runtime) -> str | None:
+    """What a ``--runtime`` value names when it is neither ``takes`` nor ``auto`` (its runtime part:
+    ``vllm-cuda==0.32.0`` -> ``vllm-cuda``; a name no runtime has, as written), else None. A command that models one
+    runtime alone refuses it before :func:`resolve`, whose refusals list what every planner takes."""
+    if name is None:
+        return None
+    key = split_spec(name)[0]
+    return None if key in ("auto", takes.value) else key
+
+
 def normalise_release(text: str) -> str | None:
     """A named release as pip reads it (PEP 440 normal form, the ``packaging`` pip vendors): ``0.19.1-1`` ->
     ``0.19.1.post1``, ``0.26.0-rc0`` -> ``0.26.0rc0``, ``v0.24.0`` -> ``0.24.0``, so every spelling pip takes for a
     release plans that release. What PEP 440 refuses is left as written (None if empty) for the runtime's own reader:
-    a branch or commit (``main``, ``habana_main``), a fork tag's spelling (``0.5.3.post1-Gaudi-1.17.0``), or no
-    version at all, which that reader refuses."""
+    a branch or commit (``main``, ``habana_main``); a fork tag's spelling (``0.5.3.post1-Gaudi-1.17.0``) or no
+    version at all, which that reader refuses, naming what pip takes."""
     text = text.strip()
     try:
         return str(Version(text))

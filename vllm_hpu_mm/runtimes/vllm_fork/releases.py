@@ -7,7 +7,10 @@ in-tree ``habana_model_runner.py`` before 1.19; after dbde4b81b #534 the vllm-hp
 ``benchmarks/agreement/vllm_fork_releases.py``. The generation itself is :mod:`.linear` and :mod:`.exponential`.
 
 The fork installs as ``vllm`` versioned ``<vLLM base>+gaudi<first three digits of the Gaudi software>`` (its
-``setup.py``), e.g. ``0.9.0.1+gaudi122``; a tag spelling (``0.7.2+Gaudi-1.21.0``) is accepted as well. The vLLM base
+``setup.py``), e.g. ``0.9.0.1+gaudi122``; a tag spelling (``0.7.2+Gaudi-1.21.0``) is accepted as well, read as pip
+reads it; what pip refuses is refused, such as the 1.17 and 1.16 tags' ``0.5.3.post1-Gaudi-1.17.0`` (a ``-`` where PEP
+440 wants the ``+`` of a local label). A base older than the oldest line or newer than the newest is refused saying
+so (the fork has no code read for it); one between lines that no line has is refused as unknown. The vLLM base
 picks the line; the Gaudi suffix settles the one base two lines share (0.5.3.post1: 1.17 vs 1.18). The tag
 v0.7.2+Gaudi-1.21.2 is the same commit as v0.8.5.post1+Gaudi-1.21.2 (a vLLM 0.8.5.post1 tree), so a bare 0.7.2 is
 1.21.0; ``0.7.2+Gaudi-1.21.2`` names the later line. Not modelled (refused): v0.4.2-Gaudi-1.16.0 and older, the
@@ -21,9 +24,11 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from packaging.version import InvalidVersion, Version
+
 from vllm_hpu_mm.errors import ConfigError
 
-__all__ = ["LINES", "NEWEST", "Release", "release_for"]
+__all__ = ["LINES", "NEWEST", "OLDEST", "Release", "release_for"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,34 +94,58 @@ LINES: tuple[Release, ...] = (
 )  # fmt: skip
 
 _BY_SPEC = {r.spec: r for r in LINES}
-_VERSION = re.compile(r"^v?(\d+\.\d+\.\d+(?:\.post\d+)?(?:\.\d+)?)(?:[+-](.*))?$", re.IGNORECASE)
+OLDEST = LINES[-1]
+#: The vLLM bases of the oldest and newest lines, as pip orders versions (the local label left out).
+_OLDEST_BASE, _NEWEST_BASE = Version("0.5.3.post1"), Version(NEWEST.spec)
 #: The Gaudi suffix as installed (gaudi122), tagged (Gaudi-1.21.2) or as pip normalises a tag (gaudi.1.21.2).
 _GAUDI = re.compile(r"gaudi[-.]?(\d)\.?(\d\d)(?:\.(\d+))?", re.IGNORECASE)
+#: A git tag's spelling with ``-`` before the Gaudi suffix (v0.5.3.post1-Gaudi-1.17.0), which pip refuses.
+_DASHED_TAG = re.compile(r"^(v?[\d.]+(?:\.?post\d+)?)-(gaudi-?[\d.]+)$", re.IGNORECASE)
 _ACCEPTED = ("accepted: 0.9.0.1 (1.22.0), 0.8.5.post1 (1.21.2 - 1.21.3), 0.7.2 (1.21.0; 0.7.2+Gaudi-1.21.2 for the "
              "later line), 0.6.6.post1 (1.20.0), 0.6.4.post2 (1.19), 0.5.3.post1+gaudi117 or +gaudi118, habana_main, "
              "each with an optional +gaudiNNN / +Gaudi-X.Y.Z suffix")  # fmt: skip
 
 
 def release_for(version: str | None) -> Release:
-    """The line a vllm-fork version belongs to (None, ``habana_main`` or ``main``: the newest checked line)."""
+    """The line a vllm-fork version belongs to (None, ``habana_main`` or ``main``: the newest checked line), read as
+    pip reads it (PEP 440, the ``packaging`` pip vendors): what pip refuses is refused."""
     if version is None or version.strip().lower() in ("main", "habana_main", "95af70093"):
         return NEWEST
-    m = _VERSION.match(version.strip())
-    if not m:
-        raise ConfigError(f"vllm-fork=={version}: not a version; {_ACCEPTED}")
-    base, local = m.group(1).lower(), m.group(2) or ""
+    try:
+        v = Version(version.strip())
+    except InvalidVersion:
+        dashed = _DASHED_TAG.match(version.strip())
+        if dashed is None:
+            raise ConfigError(f"vllm-fork=={version}: not a version pip takes; {_ACCEPTED}") from None
+        # the 1.16 and 1.17 tags put a '-' before the Gaudi suffix: say what pip takes for the same release
+        plus = f"{dashed.group(1).lstrip('vV')}+{dashed.group(2)}"
+        try:
+            release_for(plus)
+        except ConfigError as exc:
+            raise ConfigError(f"vllm-fork=={version} is the git tag's spelling, not a version pip takes; as pip "
+                              f"spells it, {exc}") from None  # fmt: skip
+        raise ConfigError(f"vllm-fork=={version} is the git tag's spelling, not a version pip takes; name the same "
+                          f"release as pip spells it: vllm-fork=={plus}") from None  # fmt: skip
+    base, local = Version(v.public), v.local or ""
     g = _GAUDI.search(local)
     gaudi = (int(g.group(1)), int(g.group(2)), int(g.group(3)) if g.group(3) else None) if g else None
     if "aice" in local.lower():
         raise ConfigError(f"vllm-fork=={version}: the aice builds are not modelled (their extension pins differ); "
                           f"{_ACCEPTED}")  # fmt: skip
-    if base == "0.5.3.post1":
+    if base < _OLDEST_BASE:
+        raise ConfigError(f"vllm-fork=={version}: older than the oldest release line modelled, {OLDEST.name} "
+                          f"(Gaudi 1.17, vLLM base {_OLDEST_BASE}); {_ACCEPTED}")  # fmt: skip
+    if base > _NEWEST_BASE:
+        raise ConfigError(f"vllm-fork=={version}: newer than the newest release line modelled, {NEWEST.name} "
+                          f"(vLLM base {_NEWEST_BASE}); no code of it has been read; {_ACCEPTED}")  # fmt: skip
+    if str(base) == "0.5.3.post1":
         if gaudi is not None and gaudi[:2] in ((1, 17), (1, 18)):
             return _BY_SPEC[f"0.5.3.post1+Gaudi-1.{gaudi[1]}.0"]
         raise ConfigError(f"vllm-fork=={version}: 0.5.3.post1 shipped two lines (Gaudi 1.17: decode by sequence "
                           f"length; 1.18: by blocks); name it with +gaudi117 or +gaudi118; {_ACCEPTED}")  # fmt: skip
-    if base == "0.7.2":  # v0.7.2+Gaudi-1.21.2 is the 0.8.5.post1 line's commit
+    if str(base) == "0.7.2":  # v0.7.2+Gaudi-1.21.2 is the 0.8.5.post1 line's commit
         return _BY_SPEC["0.8.5.post1" if gaudi == (1, 21, 2) else "0.7.2"]
-    if base in _BY_SPEC:
-        return _BY_SPEC[base]
-    raise ConfigError(f"vllm-fork=={version}: no modelled release line has vLLM base {base}; {_ACCEPTED}")
+    if str(base) in _BY_SPEC:
+        return _BY_SPEC[str(base)]
+    raise ConfigError(f"vllm-fork=={version}: no release line modelled has vLLM base {base} (it lies between the "
+                      f"oldest, {_OLDEST_BASE}, and the newest, {_NEWEST_BASE}); {_ACCEPTED}")  # fmt: skip

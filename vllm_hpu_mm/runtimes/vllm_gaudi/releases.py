@@ -545,7 +545,10 @@ def line_of(version: str | None) -> Release:
                 raise ConfigError(f"vllm-gaudi=={version}: {line.not_modelled}; {_ASK_ITS_OWN}; {_ACCEPTED}")
             return line
     # only versions before v0.11.2 are left: no line starts below it
-    why = "before v0.11.2 it has no bucket file (VLLM_BUCKETING_FROM_FILE) nor vision buckets to plan"
+    why = (
+        "older than the oldest release modelled, v0.11.2: before it vllm-gaudi has no bucket file "
+        "(VLLM_BUCKETING_FROM_FILE) nor vision buckets to plan"
+    )
     raise ConfigError(f"vllm-gaudi=={version}: {why}; {_ACCEPTED}")
 
 
