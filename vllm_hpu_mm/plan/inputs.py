@@ -20,7 +20,14 @@ from vllm_hpu_mm.plan.costs import ESTIMATES, HPU_LAZY_GRAPHS, CostProfile
 from vllm_hpu_mm.plan.derived import kv_dtype_size, scheduler_limits, speculative_tokens
 from vllm_hpu_mm.plan.vision_cost import DEFAULT_POOL_MODE, PoolMode
 from vllm_hpu_mm.runtimes import registry
-from vllm_hpu_mm.runtimes.base import DeviceFacts, Runtime, RuntimeModel
+from vllm_hpu_mm.runtimes.base import (
+    GRAPH_MULTIMODAL_PROMPT_RATIO,
+    GRAPH_PROMPT_RATIO,
+    GRAPH_RESERVED_MEM,
+    DeviceFacts,
+    Runtime,
+    RuntimeModel,
+)
 from vllm_hpu_mm.values import GIB, Backend, Buckets, parse_buckets
 
 __all__ = [
@@ -139,6 +146,24 @@ class PlanInputs:
     @property
     def runtime_name(self) -> Runtime:
         return self.runtime.name
+
+    @property
+    def runtime_words(self) -> str:
+        """The runtime planned for, with its release where one is named or installed."""
+        name = self.runtime.name.value
+        return f"{name} {self.runtime_release}" if self.runtime_release else name
+
+    @property
+    def knobs_not_read(self) -> tuple[str, ...]:
+        """The guide's memory variables the runtime planned for does not read: those its traits leave out, and
+        every one under no graphs (the Gaudi workers read the reserve only ``if not enforce_eager``, else 0:
+        vllm-gaudi ``v1/worker/hpu_worker.py:410-411`` @091bbadd, vllm-fork ``hpu_worker.py:345-347`` @2e9b2b3d4,
+        ``habana_worker.py:152-154`` @84922944d; the fork's prompt ratio only under ``if not self.enforce_eager``,
+        ``hpu_model_runner.py:2385-2399`` @3bcdfd4af). The plan still splits its pools by them: what the table and
+        the exports say of each, one rule."""
+        reads = frozenset() if self.enforce_eager else self.runtime.traits.reads
+        return tuple(v for v in (GRAPH_RESERVED_MEM, GRAPH_PROMPT_RATIO, GRAPH_MULTIMODAL_PROMPT_RATIO)
+                     if v not in reads)  # fmt: skip
 
     @property
     def cards_per_replica(self) -> int:

@@ -262,7 +262,10 @@ def exports(d: Draft, context: ExportContext) -> Exports:
                        "overrides them)")  # fmt: skip
     by = ("VLLM_BUCKETING_FROM_FILE",)
     vision_ok = (warmed and "VLLM_MULTIMODAL_BUCKETS" in vision) or not i.buckets or i.images_refused
-    d.notes.append(f"{release} reads neither prompt ratio: none exported")
+    d.notes.append(
+        f"{release} reads neither VLLM_GRAPH_PROMPT_RATIO nor "
+        "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO: none exported (they only split the plan's graph pools)"
+    )
     return d.finish({
         "kv_cache": kv,
         "decode_graphs": Part(by, decode_ok, "" if decode_ok else why_not),
