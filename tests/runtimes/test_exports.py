@@ -309,6 +309,15 @@ def test_under_enforce_eager_the_graph_reserve_is_neither_exported_nor_shown_as_
     assert "VLLM_GRAPH_RESERVED_MEM" in render.to_dict(p, e)["settings_not_read"]
 
 
+def test_a_fork_line_before_1_22_reads_fp32_softmax_yes_as_false_and_the_precision_says_so() -> None:
+    # the extension's EnvFlag: .lower() in ['true', '1'] (flags.py:93 @29bc7a4, pinned by 1.21.3)
+    env = {"VLLM_FP32_SOFTMAX": "yes"}
+    p = make_plan("vllm-fork==0.8.5.post1", "gaudi2", env=env)
+    e = exports_for(p, ExportContext(ServerFlags(user_env=env, fp32_softmax=True)))
+    assert e.precision["fp32_softmax"] is False
+    assert "VLLM_FP32_SOFTMAX='yes' is read as false" in str(e.precision["set_by"])
+
+
 def test_a_user_fp32_softmax_setting_overrides_the_runtime_default(monkeypatch: pytest.MonkeyPatch) -> None:
     p = make_plan("vllm-gaudi", "gaudi2")
     monkeypatch.delenv("VLLM_FP32_SOFTMAX", raising=False)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from vllm_hpu_mm.plan.inputs import runtime_boolean
 from vllm_hpu_mm.plan.planner import Plan
 from vllm_hpu_mm.runtimes.base import (
+    FP32_SOFTMAX,
     GRAPH_MULTIMODAL_PROMPT_RATIO,
     GRAPH_PROMPT_RATIO,
     GRAPH_RESERVED_MEM,
@@ -67,11 +69,10 @@ class Draft:
         if not traits.reads_fp32_softmax:
             return {"fp32_softmax": default, "set_by": "runtime default; VLLM_FP32_SOFTMAX is set but the runtime "
                     "planned for does not read it: ignored", "note": traits.fp32_softmax_note}  # fmt: skip
-        return {
-            "fp32_softmax": self.flags.fp32_softmax,
-            "set_by": "VLLM_FP32_SOFTMAX",
-            "note": traits.fp32_softmax_note,
-        }
+        i = self.plan.inputs
+        value, read = runtime_boolean(traits, FP32_SOFTMAX, i.runtime_env, self.flags.fp32_softmax, i.runtime_words)
+        return {"fp32_softmax": value, "set_by": read or "VLLM_FP32_SOFTMAX",
+                "note": traits.fp32_softmax_note}  # fmt: skip
 
     def finish(self, parts: dict[PartName, Part]) -> Exports:
         return Exports(self.env, tuple(self.args), self.files, parts, tuple(self.notes), self.precision())
