@@ -318,6 +318,16 @@ def test_a_fork_line_before_1_22_reads_fp32_softmax_yes_as_false_and_the_precisi
     assert "VLLM_FP32_SOFTMAX='yes' is read as false" in str(e.precision["set_by"])
 
 
+def test_the_prompt_batch_cap_beside_the_bucket_file_is_said_to_be_still_read() -> None:
+    # v1/worker/hpu_model_runner.py:1513 @091bbadd reads VLLM_PROMPT_BS_BUCKET_MAX whatever the buckets' source
+    env = {"VLLM_PROMPT_BS_BUCKET_MAX": "4", "VLLM_DECODE_BLOCK_BUCKET_MAX": "512"}
+    p = planned(make_plan("vllm-gaudi", "gaudi2", env=env))
+    e = exports_for(p, ExportContext(ServerFlags(user_env=env), output_dir="/x"))
+    assert "VLLM_BUCKETING_FROM_FILE" in e.env
+    assert any("still reads your VLLM_PROMPT_BS_BUCKET_MAX=4 beside the bucket file" in n for n in e.notes)
+    assert any("ignores your VLLM_DECODE_BLOCK_BUCKET_MAX" in n for n in e.notes)
+
+
 def test_a_user_fp32_softmax_setting_overrides_the_runtime_default(monkeypatch: pytest.MonkeyPatch) -> None:
     p = make_plan("vllm-gaudi", "gaudi2")
     monkeypatch.delenv("VLLM_FP32_SOFTMAX", raising=False)
