@@ -43,6 +43,30 @@ def test_skipping_warm_up_makes_no_estimate() -> None:
     assert to_dict(p)["warmup"] is None
 
 
+@pytest.mark.parametrize("runtime", ["vllm-fork==0.5.3.post1+gaudi.1.18.0", "vllm-fork==0.8.5.post1"])
+def test_a_fork_line_before_1_22_reads_skip_warmup_1_as_false_so_the_plan_still_warms(runtime: str) -> None:
+    """The V0 runner compares the value with 'true' only (habana_model_runner.py:1505 @84922944d,
+    hpu_model_runner.py:837-838 @3bcdfd4af): ``1`` warms, and the plan says so."""
+    env = {"VLLM_SKIP_WARMUP": "1"}
+    args = SizingArgs(device="gaudi2", runtime=runtime, max_model_len=8192)
+    p = plan(build(args, load(env), env))
+    unset = plan(build(args, load({}), {}))
+    assert not p.inputs.skip_warmup
+    assert to_dict(p)["warmup"] == to_dict(unset)["warmup"] is not None
+    assert any("VLLM_SKIP_WARMUP='1' is read as false" in f.message for f in p.findings)
+    env = {"VLLM_SKIP_WARMUP": "TRUE"}
+    assert plan(build(args, load(env), env)).inputs.skip_warmup
+
+
+@pytest.mark.parametrize("runtime", ["vllm-gaudi", "vllm-fork==0.9.0.1"])
+def test_the_extension_s_boolean_reads_skip_warmup_1_as_true(runtime: str) -> None:
+    # vllm-gaudi extension/config.py boolean @091bbadd; vllm-hpu-extension config.py boolean @8211e0b (fork 1.22)
+    env = {"VLLM_SKIP_WARMUP": "1"}
+    p = plan(build(SizingArgs(device="gaudi2", runtime=runtime), load(env), env))
+    assert p.inputs.skip_warmup
+    assert not p.inputs.reading_notes
+
+
 def test_enforce_eager_warms_no_text_graph_on_vllm_gaudi() -> None:
     p = plan(build(SizingArgs(device="gaudi2", enforce_eager=True), load({})))
     w = to_dict(p)["warmup"]

@@ -13,6 +13,7 @@ import pytest
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.plan import render
 from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.planner import Plan, plan
@@ -160,7 +161,7 @@ def test_the_fork_1_22_gets_the_graph_share_and_the_vision_buckets_never_a_promp
     assert e.enforcement["prefill_vision_graphs"].by == ("VLLM_MULTIMODAL_BUCKETS",)
     assert not e.enforcement["prefill_text_graphs"].by
     assert not e.enforcement["decode_graphs"].by
-    assert any("reads neither prompt ratio" in n for n in e.notes)
+    assert any("reads neither VLLM_GRAPH_PROMPT_RATIO nor VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO" in n for n in e.notes)
     assert p.inputs.runtime.traits.warms_all_graphs
     assert e.precision["fp32_softmax"] is False
 
@@ -276,6 +277,55 @@ def test_enforce_eager_means_no_graph_parts_to_bound(runtime: str) -> None:
     e = exports_for(p, ExportContext(ServerFlags()))
     assert e.enforcement["decode_graphs"].by == ("--enforce-eager",)
     assert "VLLM_BUCKETING_FROM_FILE" not in e.env
+
+
+@pytest.mark.parametrize("runtime", ["vllm-gaudi", "vllm-fork==0.9.0.1"])
+def test_a_prompt_ratio_set_for_a_runtime_that_does_not_read_it_is_named_as_not_read_never_as_applied(
+    runtime: str,
+) -> None:
+    # no code under vllm_gaudi/ @091bbadd nor the fork's vllm/ @2e9b2b3d4 (1.22) reads VLLM_GRAPH_PROMPT_RATIO
+    env = {"VLLM_GRAPH_PROMPT_RATIO": "0.5"}
+    p = make_plan(runtime, "gaudi2", env=env)
+    e = exports_for(p, ExportContext(ServerFlags(user_env=env)))
+    assert "VLLM_GRAPH_PROMPT_RATIO" not in e.env
+    assert any("your VLLM_GRAPH_PROMPT_RATIO=0.5: not read by" in n for n in e.notes)
+    table = render.to_table(p, e)
+    assert "x VLLM_GRAPH_PROMPT_RATIO" not in table
+    assert "the plan's share 0.5 (VLLM_GRAPH_PROMPT_RATIO not read by" in table
+    assert render.to_dict(p, e)["settings_not_read"] == list(RATIOS)
+
+
+@pytest.mark.parametrize("runtime", ["vllm-gaudi", "vllm-fork==0.8.5.post1"])
+def test_under_enforce_eager_the_graph_reserve_is_neither_exported_nor_shown_as_applied(runtime: str) -> None:
+    # every Gaudi worker reads VLLM_GRAPH_RESERVED_MEM only `if not enforce_eager` (else 0): vllm-gaudi
+    # v1/worker/hpu_worker.py:410-411 @091bbadd, the fork's hpu_worker.py @3bcdfd4af
+    p = make_plan(runtime, "gaudi2", enforce_eager=True, graph_reserved_mem=0.3)
+    e = exports_for(p, ExportContext(ServerFlags()))
+    assert e.env == {}
+    assert e.enforcement["kv_cache"].by == ("--gpu-memory-utilization",)
+    table = render.to_table(p, e)
+    assert "x VLLM_GRAPH_RESERVED_MEM" not in table
+    assert "none: --enforce-eager (VLLM_GRAPH_RESERVED_MEM 0.3 not read by" in table
+    assert "VLLM_GRAPH_RESERVED_MEM" in render.to_dict(p, e)["settings_not_read"]
+
+
+def test_a_fork_line_before_1_22_reads_fp32_softmax_yes_as_false_and_the_precision_says_so() -> None:
+    # the extension's EnvFlag: .lower() in ['true', '1'] (flags.py:93 @29bc7a4, pinned by 1.21.3)
+    env = {"VLLM_FP32_SOFTMAX": "yes"}
+    p = make_plan("vllm-fork==0.8.5.post1", "gaudi2", env=env)
+    e = exports_for(p, ExportContext(ServerFlags(user_env=env, fp32_softmax=True)))
+    assert e.precision["fp32_softmax"] is False
+    assert "VLLM_FP32_SOFTMAX='yes' is read as false" in str(e.precision["set_by"])
+
+
+def test_the_prompt_batch_cap_beside_the_bucket_file_is_said_to_be_still_read() -> None:
+    # v1/worker/hpu_model_runner.py:1513 @091bbadd reads VLLM_PROMPT_BS_BUCKET_MAX whatever the buckets' source
+    env = {"VLLM_PROMPT_BS_BUCKET_MAX": "4", "VLLM_DECODE_BLOCK_BUCKET_MAX": "512"}
+    p = planned(make_plan("vllm-gaudi", "gaudi2", env=env))
+    e = exports_for(p, ExportContext(ServerFlags(user_env=env), output_dir="/x"))
+    assert "VLLM_BUCKETING_FROM_FILE" in e.env
+    assert any("still reads your VLLM_PROMPT_BS_BUCKET_MAX=4 beside the bucket file" in n for n in e.notes)
+    assert any("ignores your VLLM_DECODE_BLOCK_BUCKET_MAX" in n for n in e.notes)
 
 
 def test_a_user_fp32_softmax_setting_overrides_the_runtime_default(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -329,6 +329,8 @@ def prepare(
     result, choice = planned.plan, planned.buckets
     check_long_prefill(long_prefill_token_threshold, result.inputs.max_model_len, sizing.flag("max_model_len"))
     images = (choice.sizes if choice is not None else read_sizes(None, flag=sizing.flag("sizes"))).counts
+    # VLLM_SKIP_WARMUP as the runtime planned for reads it (the plan's inputs), not as our registry does
+    flags = dataclasses.replace(flags, skip_warmup=result.inputs.skip_warmup)
     context = ExportContext(flags, images, settings.align_mode, str(output_dir))
     exports = exports_for(result, context)
     sources = provenance(sizing, result.inputs)

@@ -34,6 +34,7 @@ Code = Literal[
     "flag_not_read",
     "kv_cache_over_memory",
     "dtype_replaced",
+    "read_as_runtime_reads",
 ]
 
 
@@ -78,6 +79,9 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
         fix = Fix("leave out --kv-cache-memory-bytes; size the KV cache with --gpu-memory-utilization and "
                   f"{knobs(GRAPH_RESERVED_MEM)}")  # fmt: skip
         out.append(Finding("warning", "kv_cache", "flag_not_read", message, fix))
+    for note in i.reading_notes:
+        out.append(Finding("warning", "runtime", "read_as_runtime_reads", note,
+                           Fix("spell it as the runtime reads it: true or false")))  # fmt: skip
     if i.dtype_note:
         out.append(Finding("info", "runtime", "dtype_replaced", i.dtype_note,
                            Fix("leave out --dtype, or use --dtype bfloat16 (what is served)")))  # fmt: skip

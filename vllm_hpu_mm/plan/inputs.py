@@ -20,7 +20,16 @@ from vllm_hpu_mm.plan.costs import ESTIMATES, HPU_LAZY_GRAPHS, CostProfile
 from vllm_hpu_mm.plan.derived import kv_dtype_size, scheduler_limits, speculative_tokens
 from vllm_hpu_mm.plan.vision_cost import DEFAULT_POOL_MODE, PoolMode
 from vllm_hpu_mm.runtimes import registry
-from vllm_hpu_mm.runtimes.base import DeviceFacts, Runtime, RuntimeModel
+from vllm_hpu_mm.runtimes.base import (
+    GRAPH_MULTIMODAL_PROMPT_RATIO,
+    GRAPH_PROMPT_RATIO,
+    GRAPH_RESERVED_MEM,
+    SKIP_WARMUP,
+    DeviceFacts,
+    Runtime,
+    RuntimeModel,
+    RuntimeTraits,
+)
 from vllm_hpu_mm.values import GIB, Backend, Buckets, parse_buckets
 
 __all__ = [
@@ -117,6 +126,9 @@ class PlanInputs:
     #: ``--limit-mm-per-prompt`` sets image to 0: vLLM refuses every image, so no image bucket is captured, warmed
     #: or exported (``vision_bucketed`` is then False); ``buckets`` still shape the profiling pass's tower estimate.
     images_refused: bool = False
+    #: Where the runtime reads a boolean variable set in the environment otherwise than our registry does (its own
+    #: parsing: :meth:`~vllm_hpu_mm.runtimes.base.RuntimeTraits.read_boolean`), what it makes of it.
+    reading_notes: tuple[str, ...] = ()
     #: The runtime builds the vision tower: False when vLLM drops it because every one of its modalities' limits is 0
     #: (:func:`vllm_hpu_mm.plan.derived.vision_tower_built`, on a runtime whose traits say it follows the rule); its
     #: weights and profiling peak are then not planned.
@@ -141,6 +153,24 @@ class PlanInputs:
         return self.runtime.name
 
     @property
+    def runtime_words(self) -> str:
+        """The runtime planned for, with its release where one is named or installed."""
+        name = self.runtime.name.value
+        return f"{name} {self.runtime_release}" if self.runtime_release else name
+
+    @property
+    def knobs_not_read(self) -> tuple[str, ...]:
+        """The guide's memory variables the runtime planned for does not read: those its traits leave out, and
+        every one under no graphs (the Gaudi workers read the reserve only ``if not enforce_eager``, else 0:
+        vllm-gaudi ``v1/worker/hpu_worker.py:410-411`` @091bbadd, vllm-fork ``hpu_worker.py:345-347`` @2e9b2b3d4,
+        ``habana_worker.py:152-154`` @84922944d; the fork's prompt ratio only under ``if not self.enforce_eager``,
+        ``hpu_model_runner.py:2385-2399`` @3bcdfd4af). The plan still splits its pools by them: what the table and
+        the exports say of each, one rule."""
+        reads = frozenset() if self.enforce_eager else self.runtime.traits.reads
+        return tuple(v for v in (GRAPH_RESERVED_MEM, GRAPH_PROMPT_RATIO, GRAPH_MULTIMODAL_PROMPT_RATIO)
+                     if v not in reads)  # fmt: skip
+
+    @property
     def cards_per_replica(self) -> int:
         return self.tensor_parallel_size * self.pipeline_parallel_size
 
@@ -163,6 +193,19 @@ def provenance(args: SizingArgs, i: PlanInputs) -> dict[str, str]:
     if i.backend == "cpu" and i.tensor_parallel_size > 1:
         device += f"; divided by --tensor-parallel-size {i.tensor_parallel_size} (CPU ranks share the host)"
     return {"model_source": i.model.source, "device_source": device, **out}
+
+
+def runtime_boolean(traits: RuntimeTraits, variable: str, env: Mapping[str, str], ours: bool,
+                    runtime: str) -> tuple[bool, str]:  # fmt: skip
+    """A boolean variable as the runtime reads it (its traits), else as our registry read it (``ours``), with a
+    note where the two differ: a value the runtime accepts is read as it reads it, and said."""
+    raw = env.get(variable)
+    reading = None if raw is None else traits.read_boolean(variable, raw)
+    if raw is None or reading is None or reading[0] == ours:
+        return ours, ""
+    value, source = reading
+    return value, (f"{variable}={raw!r} is read as {str(value).lower()} by {runtime} ({source}); planned as it "
+                   "reads it")  # fmt: skip
 
 
 def _ratio(args: SizingArgs, field: str, setting: float) -> float:
@@ -312,6 +355,8 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
     given = args.max_num_seqs is not None and args.max_num_batched_tokens is not None
     plan_buckets, vision_bucketed, per_item = _vision_buckets(model, runtime, buckets, env)
     pool = _pool_mode(args, spec.backend)
+    release = f"{runtime.name.value} {detection.version}" if detection.version else runtime.name.value
+    skip_warmup, skip_note = runtime_boolean(runtime.traits, SKIP_WARMUP, env, settings.skip_warmup, release)
     return PlanInputs(
         model=model,
         device=spec.name,
@@ -337,7 +382,8 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         pipeline_parallel_size=pp,
         data_parallel_size=dp,
         enforce_eager=bool(args.enforce_eager),
-        skip_warmup=settings.skip_warmup,
+        skip_warmup=skip_warmup,
+        reading_notes=tuple(note for note in (skip_note,) if note),
         runtime_found=detection.found,
         runtime_release=detection.version,
         expert_parallel_size=tp * dp if args.enable_expert_parallel and model.moe.present else 0,

@@ -13,7 +13,13 @@ from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.planner import Plan
 from vllm_hpu_mm.plan.text_buckets import text_time
 from vllm_hpu_mm.plan.text_choice import TextChoice
-from vllm_hpu_mm.runtimes.base import PARTS, Exports
+from vllm_hpu_mm.runtimes.base import (
+    GRAPH_MULTIMODAL_PROMPT_RATIO,
+    GRAPH_PROMPT_RATIO,
+    GRAPH_RESERVED_MEM,
+    PARTS,
+    Exports,
+)
 from vllm_hpu_mm.values import GIB
 
 
@@ -111,6 +117,7 @@ def to_dict(
             "dtype_bytes": i.dtype_size,
             "quantization": i.quantization,
         },
+        "settings_not_read": list(i.knobs_not_read),
         "warnings": [
             {"severity": f.severity, "stage": f.stage, "code": f.code, "message": f.message, "fix": f.fix.text}
             for f in p.findings
@@ -250,6 +257,17 @@ def warmup_line(w: dict[str, Any]) -> str:
     )
 
 
+def _share(i: PlanInputs, variable: str, value: float) -> str:
+    """Where a graph row's share comes from: the variable where the runtime reads it; else the plan's own split,
+    the variable named as not read (:attr:`PlanInputs.knobs_not_read`), never shown as applied."""
+    if variable not in i.knobs_not_read:
+        return f"x {variable} {value}"
+    if i.enforce_eager:
+        return f"none: {i.eager_by} ({variable} {value} not read by {i.runtime_words})"
+    how = "as profiled" if i.runtime.traits.profiles_graphs else f"the plan's share {value}"
+    return f"{how} ({variable} not read by {i.runtime_words})"
+
+
 def _enforcement_lines(e: Exports) -> list[str]:
     out = ["enforcement (what makes the runtime respect each part):"]
     for name in PARTS:
@@ -298,11 +316,11 @@ def to_table(
          f"; {p.max_concurrent_seqs} seqs at max_model_len {i.max_model_len}"),
         ("graphs", _gib(s.graph_bytes),
          ("profiled by the runtime (estimate)" if i.runtime.traits.profiles_graphs else
-          f"x VLLM_GRAPH_RESERVED_MEM {i.graph_reserved_mem}") if graphs else "none: eager (no graph pool)"),
+          _share(i, GRAPH_RESERVED_MEM, i.graph_reserved_mem)) if graphs else "none: eager (no graph pool)"),
         ("  decode", _gib(s.decode_graph_bytes), _graph_note(p, "decode")),
-        ("  prefill", _gib(s.prefill_graph_bytes), f"x VLLM_GRAPH_PROMPT_RATIO {i.graph_prompt_ratio}"),
+        ("  prefill", _gib(s.prefill_graph_bytes), _share(i, GRAPH_PROMPT_RATIO, i.graph_prompt_ratio)),
         ("    text", _gib(s.prefill_text_graph_bytes),
-         f"x VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO {i.graph_multimodal_prompt_ratio}; {_graph_note(p, 'prefill')}"),
+         f"{_share(i, GRAPH_MULTIMODAL_PROMPT_RATIO, i.graph_multimodal_prompt_ratio)}; {_graph_note(p, 'prefill')}"),
         ("    vision", _gib(s.prefill_vision_graph_bytes),
          f"{i.pool_mode.value} pool; captured {captured} ({p.vision_capture_bytes / GIB:.2f} GiB); skipped {skipped}"),
     ]  # fmt: skip

@@ -20,6 +20,8 @@ from vllm_hpu_mm.values import AlignMode, Backend
 
 __all__ = [
     "ESTIMATE_CUDAGRAPHS",
+    "EXTENSION_TRUE",
+    "FP32_SOFTMAX",
     "GRAPH_MULTIMODAL_PROMPT_RATIO",
     "GRAPH_PROMPT_RATIO",
     "GRAPH_RESERVED_MEM",
@@ -55,6 +57,10 @@ GRAPH_MULTIMODAL_PROMPT_RATIO = "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO"
 #: counts) and skipping warm-up.
 VISION_BUCKETS = "VLLM_MULTIMODAL_BUCKETS"
 SKIP_WARMUP = "VLLM_SKIP_WARMUP"
+FP32_SOFTMAX = "VLLM_FP32_SOFTMAX"
+#: The extension's ``boolean`` (vllm-gaudi ``extension/config.py:135-137`` @091bbadd, the same at every tag;
+#: vllm-hpu-extension ``config.py:122-124`` @8211e0b, the fork's 1.22): any other value is false, never an error.
+EXTENSION_TRUE = frozenset({"true", "t", "1", "yes", "y", "on"})
 
 
 class Runtime(str, enum.Enum):
@@ -133,6 +139,18 @@ class RuntimeTraits:
     #: The ``--kv-cache-dtype`` values the runtime's own parser accepts, and where; () for vLLM 0.32's.
     kv_cache_dtypes: tuple[str, ...] = ()
     kv_cache_dtypes_source: str = ""
+
+    #: How the runtime reads its boolean variables: (variable, the values it reads as true after ``.lower()``, where
+    #: in its source). A variable not listed is read as our registry reads it (``envs.py``).
+    booleans: tuple[tuple[str, frozenset[str], str], ...] = ()
+
+    def read_boolean(self, variable: str, raw: str) -> tuple[bool, str] | None:
+        """``raw`` as the runtime reads ``variable`` (no strip: the runtimes compare the raw value), with where;
+        None where the variable is not listed in :attr:`booleans`."""
+        for name, true, source in self.booleans:
+            if name == variable:
+                return raw.lower() in true, source
+        return None
 
     def fp32_softmax_for(self, model_type: str) -> bool:
         """The runtime's fp32-softmax default for a model of ``model_type``."""

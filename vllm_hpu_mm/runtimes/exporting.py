@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from vllm_hpu_mm.plan.inputs import runtime_boolean
 from vllm_hpu_mm.plan.planner import Plan
 from vllm_hpu_mm.runtimes.base import (
+    FP32_SOFTMAX,
     GRAPH_MULTIMODAL_PROMPT_RATIO,
     GRAPH_PROMPT_RATIO,
     GRAPH_RESERVED_MEM,
@@ -32,29 +34,31 @@ class Draft:
 
     @classmethod
     def start(cls, plan: Plan, flags: ServerFlags) -> Draft:
-        """A draft holding the guide's variables that the plan's runtime reads (its traits): the graph share
-        always, the prompt ratios only while graphs are on."""
+        """A draft holding the guide's variables that the plan's runtime reads (its traits; under --enforce-eager
+        none: :attr:`~vllm_hpu_mm.plan.inputs.PlanInputs.knobs_not_read`), and a note naming each one set in the
+        environment that it does not read."""
         draft = cls(plan, flags)
         i = plan.inputs
-        traits = i.runtime.traits
-        if GRAPH_RESERVED_MEM in traits.reads:
-            draft.env[GRAPH_RESERVED_MEM] = str(i.graph_reserved_mem)
-        if i.enforce_eager:
-            if GRAPH_RESERVED_MEM in traits.reads:
-                draft.notes.append(
-                    f"--enforce-eager: the runtime reserves no graph memory ({GRAPH_RESERVED_MEM} is read as 0)"
-                )
-            return draft
-        if GRAPH_PROMPT_RATIO in traits.reads:
-            draft.env[GRAPH_PROMPT_RATIO] = str(i.graph_prompt_ratio)
-        if GRAPH_MULTIMODAL_PROMPT_RATIO in traits.reads:
-            draft.env[GRAPH_MULTIMODAL_PROMPT_RATIO] = str(i.graph_multimodal_prompt_ratio)
+        unread = i.knobs_not_read
+        values = {GRAPH_RESERVED_MEM: i.graph_reserved_mem, GRAPH_PROMPT_RATIO: i.graph_prompt_ratio,
+                  GRAPH_MULTIMODAL_PROMPT_RATIO: i.graph_multimodal_prompt_ratio}  # fmt: skip
+        for name, value in values.items():
+            if name not in unread:
+                draft.env[name] = str(value)
+        if i.enforce_eager and GRAPH_RESERVED_MEM in i.runtime.traits.reads:
+            draft.notes.append(f"{i.eager_by}: {i.runtime_words} reserves no graph memory (it reads no "
+                               f"{GRAPH_RESERVED_MEM} then: 0): not exported")  # fmt: skip
+        yours = [f"{name}={i.runtime_env[name]}" for name in unread if name in i.runtime_env]
+        if yours:
+            draft.notes.append(f"your {', '.join(yours)}: not read by {i.runtime_words}"
+                               f"{f' under {i.eager_by}' if i.enforce_eager else ''}; it only splits the plan's "
+                               "graph pools (no figure of the runtime's follows it)")  # fmt: skip
         return draft
 
     def kv_part(self) -> Part:
         """The KV cache is bounded by the graph share (where the runtime reads it) and the utilisation."""
-        reads = self.plan.inputs.runtime.traits.reads
-        return Part((*((GRAPH_RESERVED_MEM,) if GRAPH_RESERVED_MEM in reads else ()), "--gpu-memory-utilization"), True)
+        read = GRAPH_RESERVED_MEM not in self.plan.inputs.knobs_not_read
+        return Part((*((GRAPH_RESERVED_MEM,) if read else ()), "--gpu-memory-utilization"), True)
 
     def precision(self) -> dict[str, object]:
         """The language model's fp32-softmax setting: the user's VLLM_FP32_SOFTMAX, else the runtime's default."""
@@ -65,11 +69,10 @@ class Draft:
         if not traits.reads_fp32_softmax:
             return {"fp32_softmax": default, "set_by": "runtime default; VLLM_FP32_SOFTMAX is set but the runtime "
                     "planned for does not read it: ignored", "note": traits.fp32_softmax_note}  # fmt: skip
-        return {
-            "fp32_softmax": self.flags.fp32_softmax,
-            "set_by": "VLLM_FP32_SOFTMAX",
-            "note": traits.fp32_softmax_note,
-        }
+        i = self.plan.inputs
+        value, read = runtime_boolean(traits, FP32_SOFTMAX, i.runtime_env, self.flags.fp32_softmax, i.runtime_words)
+        return {"fp32_softmax": value, "set_by": read or "VLLM_FP32_SOFTMAX",
+                "note": traits.fp32_softmax_note}  # fmt: skip
 
     def finish(self, parts: dict[PartName, Part]) -> Exports:
         return Exports(self.env, tuple(self.args), self.files, parts, tuple(self.notes), self.precision())

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from vllm_hpu_mm.engine import EngineShape, TextShapes
 from vllm_hpu_mm.runtimes.arithmetic import gaudi_guide_split
 from vllm_hpu_mm.runtimes.base import (
+    EXTENSION_TRUE,
+    FP32_SOFTMAX,
     GRAPH_PROMPT_RATIO,
     GRAPH_RESERVED_MEM,
     SKIP_WARMUP,
@@ -132,7 +134,24 @@ TRAITS = RuntimeTraits(
     kv_cache_memory_bytes_source="its vLLM (habana_main @95af7009) has no kv_cache_memory_bytes: its server refuses "
     "the flag",
     image="vllm-gaudi:latest",  # the Gaudi image name the docs use for both Gaudi runtimes
+    booleans=tuple(
+        (v, EXTENSION_TRUE, f"vllm_hpu_extension/config.py boolean @{NEWEST.extension}")
+        for v in (SKIP_WARMUP, FP32_SOFTMAX)
+    ),
 )
+
+
+def _booleans(release: Release) -> tuple[tuple[str, frozenset[str], str], ...]:
+    """How a line before 1.22 reads its booleans: the V0 runner compares VLLM_SKIP_WARMUP with 'true' only
+    (``habana_model_runner.py:1505`` @84922944d, ``hpu_model_runner.py:837-838`` @3bcdfd4af, the same at every tag
+    in between), and the extension's EnvFlag VLLM_FP32_SOFTMAX with 'true' or '1' (``flags.py:90`` @d4b0d38,
+    ``:93`` @29bc7a4)."""
+    runner = "habana_model_runner.py" if release.extension is None else "hpu_model_runner.py"
+    out = [(SKIP_WARMUP, frozenset({"true"}), f"vllm/worker/{runner} @{release.commit}: only 'true'")]
+    if release.fp32_softmax_source:
+        out.append((FP32_SOFTMAX, frozenset({"true", "1"}),
+                    f"vllm_hpu_extension/flags.py EnvFlag @{release.extension}: only 'true' or '1'"))  # fmt: skip
+    return tuple(out)
 
 
 def traits_for(release: Release) -> RuntimeTraits:
@@ -150,6 +169,7 @@ def traits_for(release: Release) -> RuntimeTraits:
                 "reads VLLM_FP32_SOFTMAX (it came with 1.20, extension @d4b0d38)")  # fmt: skip
         traits = dataclasses.replace(TRAITS, fp32_softmax_default=False, fp32_softmax_note=note,
                                      reads_fp32_softmax=False)  # fmt: skip
+    traits = dataclasses.replace(traits, booleans=_booleans(release))
     if not release.reads_prompt_ratio:
         return traits
     return dataclasses.replace(traits, reads=frozenset({GRAPH_RESERVED_MEM, GRAPH_PROMPT_RATIO}),

@@ -34,7 +34,10 @@ def exports(d: Draft, context: ExportContext) -> Exports:
         over = any(f.code == "text_graphs_over_pool" for f in plan.findings)
         why = OVER_POOL if over else "its own buckets, all warmed: serve hands it no bucket list"
         text_part = Part((), not over, why)
-        d.notes.append(f"vllm-fork {release.name} reads neither prompt ratio: none exported")
+        d.notes.append(
+            f"vllm-fork {release.name} reads neither VLLM_GRAPH_PROMPT_RATIO nor "
+            "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO: none exported (they only split the plan's graph pools)"
+        )
         decode, prefill_text = text_part, text_part
     else:
         decode = Part((GRAPH_RESERVED_MEM, GRAPH_PROMPT_RATIO), True)

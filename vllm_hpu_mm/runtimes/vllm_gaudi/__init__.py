@@ -24,6 +24,8 @@ from vllm_hpu_mm.engine import Bucket, EngineShape, TextLookup, TextShapes
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes.arithmetic import gaudi_guide_split, vllm_batch_defaults
 from vllm_hpu_mm.runtimes.base import (
+    EXTENSION_TRUE,
+    FP32_SOFTMAX,
     GRAPH_RESERVED_MEM,
     SKIP_WARMUP,
     VISION_BUCKETS,
@@ -120,6 +122,9 @@ TRAITS = RuntimeTraits(
     kv_cache_memory_bytes_source=f"nothing in vllm-gaudi @{COMMIT_SHORT} reads cache_config.kv_cache_memory_bytes: its "
     "HPU worker sizes the KV cache from free memory x --gpu-memory-utilization less VLLM_GRAPH_RESERVED_MEM",
     image="vllm-gaudi:latest",  # the Gaudi image name the docs use
+    booleans=tuple(
+        (v, EXTENSION_TRUE, f"extension/config.py boolean @{COMMIT_SHORT}") for v in (SKIP_WARMUP, FP32_SOFTMAX)
+    ),
 )
 
 

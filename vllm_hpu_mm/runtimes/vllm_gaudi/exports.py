@@ -260,9 +260,17 @@ def exports(d: Draft, context: ExportContext) -> Exports:
     if ignored:
         d.notes.append(f"{release} ignores your {', '.join(ignored)} (the strategy or the bucket file in use "
                        "overrides them)")  # fmt: skip
+    batch = flags.user_env.get("VLLM_PROMPT_BS_BUCKET_MAX")
+    if batch is not None and ("VLLM_BUCKETING_FROM_FILE" in d.env or "VLLM_BUCKETING_FROM_FILE" in flags.user_env):
+        # the runner reads it whatever the buckets' source (v1/worker/hpu_model_runner.py:1513 @091bbadd)
+        d.notes.append(f"{release} still reads your VLLM_PROMPT_BS_BUCKET_MAX={batch} beside the bucket file: it "
+                       "caps the prefill batch (max_prefill_batch_size); the plan counts it")  # fmt: skip
     by = ("VLLM_BUCKETING_FROM_FILE",)
     vision_ok = (warmed and "VLLM_MULTIMODAL_BUCKETS" in vision) or not i.buckets or i.images_refused
-    d.notes.append(f"{release} reads neither prompt ratio: none exported")
+    d.notes.append(
+        f"{release} reads neither VLLM_GRAPH_PROMPT_RATIO nor "
+        "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO: none exported (they only split the plan's graph pools)"
+    )
     return d.finish({
         "kv_cache": kv,
         "decode_graphs": Part(by, decode_ok, "" if decode_ok else why_not),
