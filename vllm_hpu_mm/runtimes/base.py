@@ -133,6 +133,12 @@ class RuntimeTraits:
     #: The ``--kv-cache-dtype`` values the runtime's own parser accepts, and where; () for vLLM 0.32's.
     kv_cache_dtypes: tuple[str, ...] = ()
     kv_cache_dtypes_source: str = ""
+    #: The model architectures the runtime's model registry lists (None: not modelled, every one assumed served), and
+    #: the release that is (for the words); an unlisted one is refused at start-up unless :attr:`transformers_fallback`
+    #: lets vLLM load a text model through its Transformers backend (causal LMs only in the fork's vLLM 0.7 - 0.9).
+    architectures: frozenset[str] | None = None
+    architectures_source: str = ""
+    transformers_fallback: bool = False
 
     def fp32_softmax_for(self, model_type: str) -> bool:
         """The runtime's fp32-softmax default for a model of ``model_type``."""

@@ -42,7 +42,7 @@ from vllm_hpu_mm.runtimes.vllm_fork.bucketing import (
     largest_prompt_shape,
     strategy_of,
 )
-from vllm_hpu_mm.runtimes.vllm_fork.releases import NEWEST, Release, release_for
+from vllm_hpu_mm.runtimes.vllm_fork.releases import NEWEST, Release, architectures_of, release_for
 from vllm_hpu_mm.values import MIB
 
 __all__ = [
@@ -103,6 +103,16 @@ def profile_residue_bytes(p: ProfileCosts | None, bucketing: ForkBucketing | Non
     return batch * length * p.token_bytes + batch * p.logits_bytes_per_seq + (p.vision_bytes if p.multimodal else 0)
 
 
+def _with_registry(traits: RuntimeTraits, release: Release) -> RuntimeTraits:
+    """``traits`` with the architectures ``release`` can load: its registry, and whether vLLM falls back to its
+    Transformers backend for an unlisted text model (``TransformersModel`` first in 1.21.0 ``registry.py:194``
+    @0275ce4c2)."""
+    names = architectures_of(release)
+    source = f"vllm-fork {release.name}'s model registry (vllm/model_executor/models/registry.py @{release.commit})"
+    return dataclasses.replace(traits, architectures=names, architectures_source=source,
+                               transformers_fallback=any(a.startswith("Transformers") for a in names))  # fmt: skip
+
+
 #: The newest line's traits (what a plain ``vllm-fork`` plans); :func:`traits_for` gives each line's.
 TRAITS = RuntimeTraits(
     backend="hpu",
@@ -133,13 +143,18 @@ TRAITS = RuntimeTraits(
     "the flag",
     image="vllm-gaudi:latest",  # the Gaudi image name the docs use for both Gaudi runtimes
 )
+TRAITS = _with_registry(TRAITS, NEWEST)
 
 
 def traits_for(release: Release) -> RuntimeTraits:
     """The fork's traits at a release line: which of the guide's variables it reads and whether it warms every graph
-    (:class:`.releases.Release`, read at each tag)."""
+    (:class:`.releases.Release`, read at each tag), and the architectures its registry lists."""
     if release is NEWEST:
         return TRAITS
+    return _with_registry(_traits_for(release), release)
+
+
+def _traits_for(release: Release) -> RuntimeTraits:
     if release.fp32_softmax_source:
         note = (f"vllm-fork {release.name} turns fp32 softmax on for qwen2 ({release.fp32_softmax_source}); "
                 "VLLM_FP32_SOFTMAX overrides it")  # fmt: skip

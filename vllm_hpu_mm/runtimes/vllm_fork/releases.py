@@ -19,11 +19,17 @@ it is planned as the newest checked line, unchecked.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 import re
+from pathlib import Path
 
 from vllm_hpu_mm.errors import ConfigError
 
-__all__ = ["LINES", "NEWEST", "Release", "release_for"]
+__all__ = ["ARCHITECTURES_FILE", "LINES", "NEWEST", "Release", "architectures_of", "release_for"]
+
+#: Each line's model registry, read at its tags by ``benchmarks/agreement/vllm_fork_architectures.py``.
+ARCHITECTURES_FILE = Path(__file__).resolve().parents[2] / "data" / "vllm_fork_architectures.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +95,18 @@ LINES: tuple[Release, ...] = (
 )  # fmt: skip
 
 _BY_SPEC = {r.spec: r for r in LINES}
+
+
+@functools.cache
+def _registries() -> dict[str, frozenset[str]]:
+    return {spec: frozenset(names) for spec, names in json.loads(ARCHITECTURES_FILE.read_text()).items()}
+
+
+def architectures_of(release: Release) -> frozenset[str]:
+    """The model architectures ``release``'s vLLM registry lists (``vllm/model_executor/models/registry.py``)."""
+    return _registries()[release.spec]
+
+
 _VERSION = re.compile(r"^v?(\d+\.\d+\.\d+(?:\.post\d+)?(?:\.\d+)?)(?:[+-](.*))?$", re.IGNORECASE)
 #: The Gaudi suffix as installed (gaudi122), tagged (Gaudi-1.21.2) or as pip normalises a tag (gaudi.1.21.2).
 _GAUDI = re.compile(r"gaudi[-.]?(\d)\.?(\d\d)(?:\.(\d+))?", re.IGNORECASE)
