@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 
 from vllm_hpu_mm.engine import EngineShape
-from vllm_hpu_mm.envs import Settings
+from vllm_hpu_mm.envs import Settings, default_of
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models import devices
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
@@ -20,7 +20,13 @@ from vllm_hpu_mm.plan.costs import ESTIMATES, HPU_LAZY_GRAPHS, CostProfile
 from vllm_hpu_mm.plan.derived import kv_dtype_size, scheduler_limits, speculative_tokens
 from vllm_hpu_mm.plan.vision_cost import DEFAULT_POOL_MODE, PoolMode
 from vllm_hpu_mm.runtimes import registry
-from vllm_hpu_mm.runtimes.base import DeviceFacts, Runtime, RuntimeModel
+from vllm_hpu_mm.runtimes.base import (
+    GRAPH_MULTIMODAL_PROMPT_RATIO,
+    GRAPH_PROMPT_RATIO,
+    DeviceFacts,
+    Runtime,
+    RuntimeModel,
+)
 from vllm_hpu_mm.values import GIB, Backend, Buckets, parse_buckets
 
 __all__ = [
@@ -292,6 +298,12 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
     validate.check_quantization_config_present(model, given_quantization, quant_flag)
 
     runtime, detection = _runtime_model(args, spec.backend, env, spec.name)
+    # a prompt ratio the runtime does not read (vllm-gaudi, fork 1.22) is a planning input only as a flag: a value in
+    # the shell, which the server ignores, must not change what is planned for it
+    if GRAPH_PROMPT_RATIO not in runtime.traits.reads and args.graph_prompt_ratio is None:
+        prompt = default_of(GRAPH_PROMPT_RATIO)
+    if GRAPH_MULTIMODAL_PROMPT_RATIO not in runtime.traits.reads and args.graph_multimodal_prompt_ratio is None:
+        mm = default_of(GRAPH_MULTIMODAL_PROMPT_RATIO)
     if args.kv_cache_memory_bytes is not None and runtime.traits.kv_cache_memory_bytes == "unknown":
         raise ConfigError(f"{flag('kv_cache_memory_bytes')}: {runtime.name.value} does not take it "
                           f"({runtime.traits.kv_cache_memory_bytes_source}); accepted: leave it out and size the KV "
