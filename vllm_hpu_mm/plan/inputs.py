@@ -26,6 +26,7 @@ from vllm_hpu_mm.runtimes.base import (
     DeviceFacts,
     Runtime,
     RuntimeModel,
+    VisionBucketing,
 )
 from vllm_hpu_mm.values import GIB, Backend, Buckets, parse_buckets
 
@@ -226,8 +227,20 @@ def _pool_mode(args: SizingArgs, backend: Backend) -> PoolMode:
         ) from None
 
 
+def _check_multiple(buckets: Buckets | None, vb: VisionBucketing, source: str) -> None:
+    """Refuse patch buckets the runtime's own validation stops the server on (vllm-fork 1.22: multiples of 8)."""
+    off = [n for n in buckets or () if vb.bucketed and n % vb.bucket_multiple]
+    if buckets is None or not off:
+        return
+    m = vb.bucket_multiple
+    near = ", ".join(f"{n} -> {max(n // 64 * 64, 64)} or {(n // 64 + 1) * 64}" for n in off)
+    raise ConfigError(f"{source}={','.join(map(str, buckets))}: {', '.join(map(str, off))} not a multiple of "
+                      f"{m}: {vb.bucket_multiple_source}; accepted: patch counts each a multiple of {m}, e.g. whole "
+                      f"112-px tiles (multiples of 64): {near}")  # fmt: skip
+
+
 def _vision_buckets(
-    model: ModelDims, runtime: RuntimeModel, configured: Buckets | None, env: Mapping[str, str]
+    model: ModelDims, runtime: RuntimeModel, configured: Buckets | None, env: Mapping[str, str], source: str
 ) -> tuple[tuple[int, ...] | None, bool, int]:
     """The buckets the plan sizes the tower's graphs for, whether they apply at all, and the patches per image of a
     batch-bucketed tower's pass (0 otherwise): Qwen2.5-VL takes the configured list unless the runtime batches it
@@ -240,6 +253,7 @@ def _vision_buckets(
     vb = runtime.vision_bucketing(model.model_type, model=model.name)
     if model.vision.aligned_processor_applies and not (vb.bucketed and vb.batch_based):
         # Qwen2.5-VL's patch buckets, unless the runtime batches every tower (vllm-gaudi v0.11.2: images per pass)
+        _check_multiple(configured, vb, source)
         return configured, True, 0
     if not vb.bucketed:
         return None, False, 0
@@ -322,7 +336,8 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
     defaults = runtime.batch_defaults(DeviceFacts(spec.backend, total, spec.name, tp * pp))
     limits = scheduler_limits(defaults, max_model_len, args)
     given = args.max_num_seqs is not None and args.max_num_batched_tokens is not None
-    plan_buckets, vision_bucketed, per_item = _vision_buckets(model, runtime, buckets, env)
+    buckets_from = flag("buckets") if args.buckets is not None else "VLLM_MULTIMODAL_BUCKETS"
+    plan_buckets, vision_bucketed, per_item = _vision_buckets(model, runtime, buckets, env, buckets_from)
     pool = _pool_mode(args, spec.backend)
     return PlanInputs(
         model=model,

@@ -258,6 +258,10 @@ class VisionBucketing:
     note: str
     #: Side in pixels of the square images a batch-based warm-up pass holds (0: not batch based).
     batch_image_side: int = 0
+    #: Every patch bucket must be a multiple of this, or the runtime stops at start-up (1: any integer, as vllm-gaudi
+    #: pads to any bucket), and where its source says so.
+    bucket_multiple: int = 1
+    bucket_multiple_source: str = ""
 
 
 class RuntimeModel(Protocol):

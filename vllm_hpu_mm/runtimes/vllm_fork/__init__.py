@@ -223,7 +223,10 @@ class VllmFork(NoBucketList):
                                    "added them, #1178 6bac2f76b): its vision tower is not bucketed")  # fmt: skip
         if "qwen2_5_vl" in model_type:
             return VisionBucketing(True, False, (1600, 3136, 4096, 6400, 7744, 9216, 12544),
-                                   "vllm-fork qwen2_5_vl.py: VLLM_MULTIMODAL_BUCKETS, patches per image")  # fmt: skip
+                                   "vllm-fork qwen2_5_vl.py: VLLM_MULTIMODAL_BUCKETS, patches per image",
+                                   bucket_multiple=8, bucket_multiple_source=f"vllm-fork {release.name} stops at "
+                                   "start-up: VisionBuckets._process_buckets asserts 'bucket % 8 == 0' "
+                                   f"(vllm/worker/hpu_model_runner.py:130-134 @{release.commit})")  # fmt: skip
         return VisionBucketing(False, False, (), f"vllm-fork buckets only Qwen2.5-VL's tower, not {model_type}'s")
 
 
