@@ -396,6 +396,12 @@ def getter(name: str) -> Callable[[], str | None]:
     return lambda: os.environ.get(name)
 
 
+def default_of(name: str) -> Any:
+    """One declared variable's default, parsed as :func:`load` parses it (what a plan uses where the runtime does not
+    read the variable, so that a value set in the shell changes nothing)."""
+    return ENVIRONMENT_VARIABLES[name].read({})
+
+
 def read_if_set(name: str, environ: Mapping[str, str] | None = None) -> Any:
     """One declared variable parsed as :func:`load` parses it, or None when it is not set (for settings whose
     default belongs to the runtime, such as ``VLLM_FP32_SOFTMAX``)."""

@@ -271,6 +271,20 @@ def test_cuda_launch_passes_the_buckets_as_vllms_encoder_cuda_graphs(capsys: pyt
     assert out["plan"]["enforcement"]["decode_graphs"]["honoured"] is False
 
 
+def test_a_text_only_model_gets_no_image_limit_and_the_default_traffic_without_its_images(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # r6gaudi 10: the limit is dead on a model with no tower (vLLM 0.32 config/model.py:818), and the embedded
+    # default traffic's image requests stand for a VLM's: their image tokens made prompts past --max-model-len
+    configs = Path(__file__).parents[1] / "data" / "configs"
+    (tmp_path / "config.json").write_text((configs / "meta-llama_Llama-3.1-8B-Instruct.json").read_text())
+    code, out = dry_run(capsys, "--model", str(tmp_path), "--max-model-len", "8192", "--max-num-seqs", "64")
+    assert code == 0
+    assert "--limit-mm-per-prompt" not in out["command"]
+    assert "VLLM_MULTIMODAL_BUCKETS" not in out["environment"]
+    assert "VLLM_BUCKETING_FROM_FILE" in out["environment"]
+
+
 def test_a_model_with_no_config_anywhere_still_launches_without_a_plan(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["serve", "--dry-run", "--json", "--plan-device", "gaudi2", "--model", "meta-llama/Llama-3-8B"])
     captured = capsys.readouterr()

@@ -454,6 +454,13 @@ def test_what_vllm_would_refuse_is_one_line_naming_the_flag_as_typed(argv: list[
     assert "\n" not in str(info.value)
 
 
+def test_an_abbreviated_flag_is_named_by_the_option_vllm_resolves_it_to() -> None:
+    # r6gaudi 15: argparse names the resolved option, never the prefix typed; an alias (-tp) is an option of its own
+    assert parse("--gpu-memory-util", "1.2").sizing.flag("gpu_memory_utilization") == "--gpu-memory-utilization"
+    assert parse("--gpu-memory-util=0.5").sizing.flag("gpu_memory_utilization") == "--gpu-memory-utilization"
+    assert parse("-tp", "2").sizing.flag("tensor_parallel_size") == "-tp"
+
+
 def test_values_vllm_accepts_for_those_flags_are_read() -> None:
     parse("--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2}', "--mm-processor-kwargs", "None",
           "--kv-cache-dtype", "fp8", "--performance-mode", "throughput", "--max-logprobs", "2")  # fmt: skip

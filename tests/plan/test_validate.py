@@ -313,3 +313,28 @@ def test_the_plan_output_names_the_totals_source(capsys: pytest.CaptureFixture[s
     assert round(out["total_bytes"] / GIB, 2) == 94.62
     assert out["device_source"].startswith("94.62 GiB: HPU total in HabanaAI/vllm-fork logs")
     assert out["model_source"] == "catalog: Qwen/Qwen2.5-VL-7B-Instruct"
+
+
+def test_a_prompt_ratio_in_the_shell_the_runtime_does_not_read_changes_nothing_planned() -> None:
+    # r6gaudi 12: vllm-gaudi reads no VLLM_GRAPH_PROMPT_RATIO (nothing under vllm_gaudi/ @091bbadd); fork 1.21.3 does
+    def ratios(runtime: str, env: dict[str, str], **flags: float) -> tuple[float, float]:
+        i = build(SizingArgs(device="gaudi2", runtime=runtime, **flags), load(env))  # type: ignore[arg-type]
+        return i.graph_prompt_ratio, i.graph_multimodal_prompt_ratio
+
+    shell = {"VLLM_GRAPH_PROMPT_RATIO": "0.9", "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO": "0.8"}
+    assert ratios("vllm-gaudi", shell) == ratios("vllm-gaudi", {}) == (0.3, 0.3)
+    assert ratios("vllm-gaudi", shell, graph_prompt_ratio=0.5) == (0.5, 0.3)  # a flag is a planning input
+    assert ratios("vllm-fork==0.8.5.post1", shell) == (0.9, 0.3)
+
+
+def test_a_vision_bucket_the_runtime_stops_on_is_refused_by_that_runtimes_rule() -> None:
+    # r6gaudi 16: fork 1.22 asserts bucket % 8 == 0 at start-up (hpu_model_runner.py:130-134 @2e9b2b3d4); vllm-gaudi
+    # pads to any bucket (its vision.py has no such check at any tag)
+    env = {"VLLM_MULTIMODAL_BUCKETS": "1604,3136,6400"}
+    with pytest.raises(ConfigError, match=r"^VLLM_MULTIMODAL_BUCKETS=1604,3136,6400: 1604 not a multiple of 8: "
+                       r"vllm-fork v0\.9\.0\.1\+Gaudi-1\.22\.0 stops"):  # fmt: skip
+        build(SizingArgs(device="gaudi2", runtime="vllm-fork==0.9.0.1"), load(env))
+    with pytest.raises(ConfigError, match=r"^--buckets=1604: 1604 not a multiple of 8"):
+        build(SizingArgs(device="gaudi2", runtime="vllm-fork", buckets="1604"), load({}))
+    assert build(SizingArgs(device="gaudi2", runtime="vllm-gaudi"), load(env)).buckets == (1604, 3136, 6400)
+    assert build(SizingArgs(device="gaudi2", runtime="vllm-fork"), load({"VLLM_MULTIMODAL_BUCKETS": "1608"})).buckets

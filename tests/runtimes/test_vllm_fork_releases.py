@@ -232,3 +232,12 @@ def test_auto_plans_the_installed_fork_release(monkeypatch: pytest.MonkeyPatch) 
     assert found.runtime is Runtime.VLLM_FORK
     assert found.version == "0.6.6.post1+gaudi120"
     assert "d4b0d38" in found.found
+
+
+def test_each_line_knows_the_architectures_its_registry_lists() -> None:
+    # r6gaudi 4: Qwen2.5-VL first appears in 1.21.0's registry (registry.py:179 @0275ce4c2); Llama is in every line
+    traits = {r.spec: model_from_env({}, None, r.spec).traits for r in LINES}
+    assert "Qwen2_5_VLForConditionalGeneration" not in traits["0.6.6.post1"].architectures  # type: ignore[operator]
+    assert "Qwen2_5_VLForConditionalGeneration" in traits["0.7.2"].architectures  # type: ignore[operator]
+    assert all("LlamaForCausalLM" in t.architectures for t in traits.values())  # type: ignore[operator]
+    assert [t.transformers_fallback for t in traits.values()] == [True, True, True, False, False, False, False]

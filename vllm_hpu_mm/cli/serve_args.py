@@ -190,6 +190,9 @@ def _spellings(args: Sequence[Arg], argv: Sequence[str], config: str | None, tab
         if dest not in _SIZING:
             continue
         typed = argv[arg.origin].split("=", 1)[0] if arg.origin is not None else f"{arg.split('=', 1)[0]} in {config}"
+        if arg.origin is not None and typed not in table.by_string:
+            # an abbreviation (--gpu-memory-util): argparse, and so vLLM, names the option it resolves to
+            typed = f"--{_SIZING[dest].name}"
         if typed != f"--{_SIZING[dest].name}":
             out[dest] = typed
         else:

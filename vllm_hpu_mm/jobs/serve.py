@@ -205,15 +205,15 @@ def processor_cap(inputs: PlanInputs, min_pixels: int | None,
     return dataclasses.replace(inputs, buckets=kept), (note,)
 
 
-def _without_images(traffic: Traffic, flag: str) -> Traffic:
+def _without_images(traffic: Traffic, flag: str, why: str = "sets image to 0") -> Traffic:
     """The requests a server that refuses every image serves: the text-only ones (ConfigError when none is)."""
     counts = {r: n for r, n in traffic.counts.items() if r.image is None}
     if not counts:
-        raise ConfigError(f"every request of {traffic.source} carries an image, and {flag} sets image to 0: vLLM "
+        raise ConfigError(f"every request of {traffic.source} carries an image, and {flag} {why}: vLLM "
                           "refuses them all; accepted: an image count >= 1, or text-only requests")  # fmt: skip
     left = sum(traffic.counts.values()) - sum(counts.values())
     return dataclasses.replace(traffic, counts=counts, source=f"{traffic.source} ({left} requests with an image "
-                               f"left out: {flag} sets image to 0)")  # fmt: skip
+                               f"left out: {flag} {why})")  # fmt: skip
 
 
 def choose_vision(inputs: PlanInputs, traffic: Traffic, sizing: SizingArgs, settings: Settings, *, given: bool,
@@ -269,6 +269,9 @@ def plan_and_choose(sizing: SizingArgs, settings: Settings, runtime_env: dict[st
     if images_refused:
         inputs = dataclasses.replace(inputs, images_refused=True, vision_bucketed=False)
         traffic = _without_images(traffic, "--limit-mm-per-prompt")
+    elif not given and not inputs.model.vision.present:
+        # the embedded default stands for a VLM's traffic: a text model is sent its text-only requests
+        traffic = _without_images(traffic, inputs.model.name, "is a text-only model")
     low, high = processor_pixels(mm_processor_kwargs)
     inputs, capped = processor_cap(inputs, low, high)
     result, choice = choose_vision(inputs, traffic, sizing, settings, given=given, low=low, high=high)

@@ -34,6 +34,7 @@ Code = Literal[
     "flag_not_read",
     "kv_cache_over_memory",
     "dtype_replaced",
+    "architecture_not_served",
     "read_as_runtime_reads",
 ]
 
@@ -65,6 +66,15 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
     def knobs(*variables: str) -> str:
         return traits.knobs(i.runtime.name, *variables)
 
+    names = traits.architectures
+    arch = i.model.architecture
+    if names is not None and arch not in names and not (traits.transformers_fallback and not i.model.vision.present):
+        # vLLM refuses an unlisted architecture at start-up (ModelRegistry._raise_for_unsupported); its Transformers
+        # fallback, where the release has one, loads causal LMs only
+        message = (f"{i.runtime.name.value} does not serve {arch}: it is not in {traits.architectures_source}, and "
+                   "vLLM refuses an unlisted architecture at start-up")  # fmt: skip
+        fix = Fix(f"a {i.runtime.name.value} release whose registry lists {arch}, or another runtime")
+        out.append(Finding("error", "startup", "architecture_not_served", message, fix))
     if p_free <= 0:
         message = (
             f"weights and profiling need {-p_free / GIB:.1f} GiB more than the device has free: OOM while loading "

@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 
 from vllm_hpu_mm.engine import EngineShape
-from vllm_hpu_mm.envs import Settings
+from vllm_hpu_mm.envs import Settings, default_of
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models import devices
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
@@ -29,6 +29,7 @@ from vllm_hpu_mm.runtimes.base import (
     Runtime,
     RuntimeModel,
     RuntimeTraits,
+    VisionBucketing,
 )
 from vllm_hpu_mm.values import GIB, Backend, Buckets, parse_buckets
 
@@ -263,8 +264,20 @@ def _pool_mode(args: SizingArgs, backend: Backend) -> PoolMode:
         ) from None
 
 
+def _check_multiple(buckets: Buckets | None, vb: VisionBucketing, source: str) -> None:
+    """Refuse patch buckets the runtime's own validation stops the server on (vllm-fork 1.22: multiples of 8)."""
+    off = [n for n in buckets or () if vb.bucketed and n % vb.bucket_multiple]
+    if buckets is None or not off:
+        return
+    m = vb.bucket_multiple
+    near = ", ".join(f"{n} -> {max(n // 64 * 64, 64)} or {(n // 64 + 1) * 64}" for n in off)
+    raise ConfigError(f"{source}={','.join(map(str, buckets))}: {', '.join(map(str, off))} not a multiple of "
+                      f"{m}: {vb.bucket_multiple_source}; accepted: patch counts each a multiple of {m}, e.g. whole "
+                      f"112-px tiles (multiples of 64): {near}")  # fmt: skip
+
+
 def _vision_buckets(
-    model: ModelDims, runtime: RuntimeModel, configured: Buckets | None, env: Mapping[str, str]
+    model: ModelDims, runtime: RuntimeModel, configured: Buckets | None, env: Mapping[str, str], source: str
 ) -> tuple[tuple[int, ...] | None, bool, int]:
     """The buckets the plan sizes the tower's graphs for, whether they apply at all, and the patches per image of a
     batch-bucketed tower's pass (0 otherwise): Qwen2.5-VL takes the configured list unless the runtime batches it
@@ -277,6 +290,7 @@ def _vision_buckets(
     vb = runtime.vision_bucketing(model.model_type, model=model.name)
     if model.vision.aligned_processor_applies and not (vb.bucketed and vb.batch_based):
         # Qwen2.5-VL's patch buckets, unless the runtime batches every tower (vllm-gaudi v0.11.2: images per pass)
+        _check_multiple(configured, vb, source)
         return configured, True, 0
     if not vb.bucketed:
         return None, False, 0
@@ -335,6 +349,12 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
     validate.check_quantization_config_present(model, given_quantization, quant_flag)
 
     runtime, detection = _runtime_model(args, spec.backend, env, spec.name)
+    # a prompt ratio the runtime does not read (vllm-gaudi, fork 1.22) is a planning input only as a flag: a value in
+    # the shell, which the server ignores, must not change what is planned for it
+    if GRAPH_PROMPT_RATIO not in runtime.traits.reads and args.graph_prompt_ratio is None:
+        prompt = default_of(GRAPH_PROMPT_RATIO)
+    if GRAPH_MULTIMODAL_PROMPT_RATIO not in runtime.traits.reads and args.graph_multimodal_prompt_ratio is None:
+        mm = default_of(GRAPH_MULTIMODAL_PROMPT_RATIO)
     if args.kv_cache_memory_bytes is not None and runtime.traits.kv_cache_memory_bytes == "unknown":
         raise ConfigError(f"{flag('kv_cache_memory_bytes')}: {runtime.name.value} does not take it "
                           f"({runtime.traits.kv_cache_memory_bytes_source}); accepted: leave it out and size the KV "
@@ -353,7 +373,8 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
     defaults = runtime.batch_defaults(DeviceFacts(spec.backend, total, spec.name, tp * pp))
     limits = scheduler_limits(defaults, max_model_len, args)
     given = args.max_num_seqs is not None and args.max_num_batched_tokens is not None
-    plan_buckets, vision_bucketed, per_item = _vision_buckets(model, runtime, buckets, env)
+    buckets_from = flag("buckets") if args.buckets is not None else "VLLM_MULTIMODAL_BUCKETS"
+    plan_buckets, vision_bucketed, per_item = _vision_buckets(model, runtime, buckets, env, buckets_from)
     pool = _pool_mode(args, spec.backend)
     release = f"{runtime.name.value} {detection.version}" if detection.version else runtime.name.value
     skip_warmup, skip_note = runtime_boolean(runtime.traits, SKIP_WARMUP, env, settings.skip_warmup, release)

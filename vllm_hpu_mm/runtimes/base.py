@@ -139,6 +139,12 @@ class RuntimeTraits:
     #: The ``--kv-cache-dtype`` values the runtime's own parser accepts, and where; () for vLLM 0.32's.
     kv_cache_dtypes: tuple[str, ...] = ()
     kv_cache_dtypes_source: str = ""
+    #: The model architectures the runtime's model registry lists (None: not modelled, every one assumed served), and
+    #: the release that is (for the words); an unlisted one is refused at start-up unless :attr:`transformers_fallback`
+    #: lets vLLM load a text model through its Transformers backend (causal LMs only in the fork's vLLM 0.7 - 0.9).
+    architectures: frozenset[str] | None = None
+    architectures_source: str = ""
+    transformers_fallback: bool = False
 
     #: How the runtime reads its boolean variables: (variable, the values it reads as true after ``.lower()``, where
     #: in its source). A variable not listed is read as our registry reads it (``envs.py``).
@@ -270,6 +276,10 @@ class VisionBucketing:
     note: str
     #: Side in pixels of the square images a batch-based warm-up pass holds (0: not batch based).
     batch_image_side: int = 0
+    #: Every patch bucket must be a multiple of this, or the runtime stops at start-up (1: any integer, as vllm-gaudi
+    #: pads to any bucket), and where its source says so.
+    bucket_multiple: int = 1
+    bucket_multiple_source: str = ""
 
 
 class RuntimeModel(Protocol):

@@ -44,7 +44,7 @@ from vllm_hpu_mm.runtimes.vllm_fork.bucketing import (
     largest_prompt_shape,
     strategy_of,
 )
-from vllm_hpu_mm.runtimes.vllm_fork.releases import NEWEST, Release, release_for
+from vllm_hpu_mm.runtimes.vllm_fork.releases import NEWEST, Release, architectures_of, release_for
 from vllm_hpu_mm.values import MIB
 
 __all__ = [
@@ -105,6 +105,16 @@ def profile_residue_bytes(p: ProfileCosts | None, bucketing: ForkBucketing | Non
     return batch * length * p.token_bytes + batch * p.logits_bytes_per_seq + (p.vision_bytes if p.multimodal else 0)
 
 
+def _with_registry(traits: RuntimeTraits, release: Release) -> RuntimeTraits:
+    """``traits`` with the architectures ``release`` can load: its registry, and whether vLLM falls back to its
+    Transformers backend for an unlisted text model (``TransformersModel`` first in 1.21.0 ``registry.py:194``
+    @0275ce4c2)."""
+    names = architectures_of(release)
+    source = f"vllm-fork {release.name}'s model registry (vllm/model_executor/models/registry.py @{release.commit})"
+    return dataclasses.replace(traits, architectures=names, architectures_source=source,
+                               transformers_fallback=any(a.startswith("Transformers") for a in names))  # fmt: skip
+
+
 #: The newest line's traits (what a plain ``vllm-fork`` plans); :func:`traits_for` gives each line's.
 TRAITS = RuntimeTraits(
     backend="hpu",
@@ -139,6 +149,7 @@ TRAITS = RuntimeTraits(
         for v in (SKIP_WARMUP, FP32_SOFTMAX)
     ),
 )
+TRAITS = _with_registry(TRAITS, NEWEST)
 
 
 def _booleans(release: Release) -> tuple[tuple[str, frozenset[str], str], ...]:
@@ -156,9 +167,13 @@ def _booleans(release: Release) -> tuple[tuple[str, frozenset[str], str], ...]:
 
 def traits_for(release: Release) -> RuntimeTraits:
     """The fork's traits at a release line: which of the guide's variables it reads and whether it warms every graph
-    (:class:`.releases.Release`, read at each tag)."""
+    (:class:`.releases.Release`, read at each tag), and the architectures its registry lists."""
     if release is NEWEST:
         return TRAITS
+    return _with_registry(_traits_for(release), release)
+
+
+def _traits_for(release: Release) -> RuntimeTraits:
     if release.fp32_softmax_source:
         note = (f"vllm-fork {release.name} turns fp32 softmax on for qwen2 ({release.fp32_softmax_source}); "
                 "VLLM_FP32_SOFTMAX overrides it")  # fmt: skip
@@ -228,7 +243,10 @@ class VllmFork(NoBucketList):
                                    "added them, #1178 6bac2f76b): its vision tower is not bucketed")  # fmt: skip
         if "qwen2_5_vl" in model_type:
             return VisionBucketing(True, False, (1600, 3136, 4096, 6400, 7744, 9216, 12544),
-                                   "vllm-fork qwen2_5_vl.py: VLLM_MULTIMODAL_BUCKETS, patches per image")  # fmt: skip
+                                   "vllm-fork qwen2_5_vl.py: VLLM_MULTIMODAL_BUCKETS, patches per image",
+                                   bucket_multiple=8, bucket_multiple_source=f"vllm-fork {release.name} stops at "
+                                   "start-up: VisionBuckets._process_buckets asserts 'bucket % 8 == 0' "
+                                   f"(vllm/worker/hpu_model_runner.py:130-134 @{release.commit})")  # fmt: skip
         return VisionBucketing(False, False, (), f"vllm-fork buckets only Qwen2.5-VL's tower, not {model_type}'s")
 
 

@@ -22,13 +22,19 @@ it is planned as the newest checked line, unchecked.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 import re
+from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
 from vllm_hpu_mm.errors import ConfigError
 
-__all__ = ["LINES", "NEWEST", "OLDEST", "Release", "release_for"]
+__all__ = ["ARCHITECTURES_FILE", "LINES", "NEWEST", "OLDEST", "Release", "architectures_of", "release_for"]
+
+#: Each line's model registry, read at its tags by ``benchmarks/agreement/vllm_fork_architectures.py``.
+ARCHITECTURES_FILE = Path(__file__).resolve().parents[2] / "data" / "vllm_fork_architectures.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +103,18 @@ _BY_SPEC = {r.spec: r for r in LINES}
 OLDEST = LINES[-1]
 #: The vLLM bases of the oldest and newest lines, as pip orders versions (the local label left out).
 _OLDEST_BASE, _NEWEST_BASE = Version("0.5.3.post1"), Version(NEWEST.spec)
+
+
+@functools.cache
+def _registries() -> dict[str, frozenset[str]]:
+    return {spec: frozenset(names) for spec, names in json.loads(ARCHITECTURES_FILE.read_text()).items()}
+
+
+def architectures_of(release: Release) -> frozenset[str]:
+    """The model architectures ``release``'s vLLM registry lists (``vllm/model_executor/models/registry.py``)."""
+    return _registries()[release.spec]
+
+
 #: The Gaudi suffix as installed (gaudi122), tagged (Gaudi-1.21.2) or as pip normalises a tag (gaudi.1.21.2).
 _GAUDI = re.compile(r"gaudi[-.]?(\d)\.?(\d\d)(?:\.(\d+))?", re.IGNORECASE)
 #: A git tag's spelling with ``-`` before the Gaudi suffix (v0.5.3.post1-Gaudi-1.17.0), which pip refuses.

@@ -94,6 +94,9 @@ def _vision(d: Draft, resolutions: Sequence[tuple[int, int]]) -> tuple[list[str]
     warms them), for the enforcement line to name the setting that turned it off."""
     i, flags = d.plan.inputs, d.flags
     release = _release(d)
+    if not i.model.vision.present:
+        # no tower: vLLM 0.32 builds no multimodal config for it (config/model.py:818), so a limit would be dead
+        return [], "a text-only model has no vision tower"
     vision = list(export_buckets(d))
     if release.mm_warmup == "bucket-count":
         return _vision_bucket_count(d, release, vision)
