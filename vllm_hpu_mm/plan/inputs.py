@@ -104,6 +104,8 @@ class PlanInputs:
     given: frozenset[str] = frozenset()
     #: Bytes per KV-cache element (``--kv-cache-dtype``; the model's dtype under ``auto``).
     kv_dtype_size: int = 2
+    #: Where an explicit KV-cache size came from when not ``--kv-cache-memory-bytes`` (``VLLM_CPU_KVCACHE_SPACE=4``).
+    kv_cache_memory_source: str = ""
     #: Why the planned dtype is not the one ``--dtype`` asked for (the runtime replaces it); "" when it is.
     dtype_note: str = ""
     #: Whether vLLM chunks prefills (``--enable-chunked-prefill``, else the runtime's default).
@@ -252,6 +254,24 @@ def _vision_buckets(
     return buckets or None, True, 0
 
 
+def _kv_cache_space(args: SizingArgs, runtime: RuntimeModel, env: Mapping[str, str]) -> tuple[int | None, str]:
+    """The explicit KV-cache size the runtime uses and where it came from ("": ``--kv-cache-memory-bytes``): the
+    runtime's own variable (:attr:`RuntimeTraits.kv_cache_space_var`) wins, in whole GiB, read with ``int()`` as vLLM
+    reads it."""
+    var = runtime.traits.kv_cache_space_var
+    raw = env.get(var, "") if var else ""
+    if raw == "":
+        return args.kv_cache_memory_bytes, ""
+    try:
+        gib = int(raw)
+    except ValueError:
+        gib = 0
+    if gib < 1:
+        raise ConfigError(f"{var}={raw!r}: {runtime.name.value} reads it as int() GiB of KV cache and would not start "
+                          f"on it; accepted: a whole number of GiB, at least 1 (or unset it)")  # fmt: skip
+    return gib * GIB, f"{var}={raw}"
+
+
 def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] | None = None) -> PlanInputs:
     """Resolve defaults and validate; raises :class:`ConfigError` naming the flag or variable as it was spelled.
     ``runtime_env``: the runtime's own variables that are set (vllm-gaudi's bucketing), name -> raw value."""
@@ -296,6 +316,9 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         raise ConfigError(f"{flag('kv_cache_memory_bytes')}: {runtime.name.value} does not take it "
                           f"({runtime.traits.kv_cache_memory_bytes_source}); accepted: leave it out and size the KV "
                           f"cache with {flag('gpu_memory_utilization')} and VLLM_GRAPH_RESERVED_MEM")  # fmt: skip
+    kv_bytes, kv_source = _kv_cache_space(args, runtime, env)
+    validate.check_within_total(kv_bytes, total, kv_source or flag("kv_cache_memory_bytes"), "a KV cache", total_note,
+                                total_flag)  # fmt: skip
     accepted_kv = runtime.traits.kv_cache_dtypes
     if accepted_kv and args.kv_cache_dtype is not None and args.kv_cache_dtype not in accepted_kv:
         raise ConfigError(f"{flag('kv_cache_dtype')}={args.kv_cache_dtype}: {runtime.name.value} refuses it "
@@ -332,7 +355,8 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         graph_multimodal_prompt_ratio=mm,
         pool_mode=pool,
         runtime=runtime,
-        kv_cache_memory_bytes=args.kv_cache_memory_bytes,
+        kv_cache_memory_bytes=kv_bytes,
+        kv_cache_memory_source=kv_source,
         quantization=quantization,
         pipeline_parallel_size=pp,
         data_parallel_size=dp,

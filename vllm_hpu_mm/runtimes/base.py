@@ -97,6 +97,9 @@ class RuntimeTraits:
     #: vision_tower_built`). vllm-gaudi's Qwen2.5-VL rebuilds ``visual`` whatever the limits (``models/
     #: qwen2_5_vl.py:499`` @091bbadd) and the fork's vLLM predates the rule: both keep the tower.
     tower_follows_limits: bool = False
+    #: A variable that, set and non-empty, replaces the KV-cache size (``--kv-cache-memory-bytes`` included) with its
+    #: whole GiB; "" where none does.
+    kv_cache_space_var: str = ""
     #: Config ``model_type`` values the fp32-softmax default applies to (empty: every model).
     fp32_softmax_model_types: tuple[str, ...] = ()
     #: Reads ``VLLM_FP32_SOFTMAX`` (vllm-gaudi, vllm-fork from 1.20); where it does not, a value set is ignored and
