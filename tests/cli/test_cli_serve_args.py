@@ -738,6 +738,18 @@ def test_a_value_vllms_config_class_refuses_is_refused_by_the_check(
     check_with_vllm(vllm_parser, ["--model", "m", "--max-loras", "2", "--watermark", "0.5"], None)
 
 
+@pytest.mark.vllm
+def test_vllms_own_validation_errors_are_invalid_input_not_a_bug(
+    vllm_parser: argparse.ArgumentParser, tmp_path: Path
+) -> None:
+    """validate_parsed_serve_args raises vLLM's VLLMValidationError (a VLLMClientError, not a ValueError) for a chat
+    template path that does not exist: it was reported as a bug, exit 3 (held-out r6serve case 19b)."""
+    missing = tmp_path / "missing.jinja"
+    with pytest.raises(ConfigError, match=r"^vLLM rejected the server arguments .*missing\.jinja\) appears path-like"):
+        check_with_vllm(vllm_parser, ["--model", "m", "--chat-template", str(missing)], None)
+    assert not missing.exists()
+
+
 def test_vllms_import_notice_about_triton_is_dropped_but_not_its_other_records(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

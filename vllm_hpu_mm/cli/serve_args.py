@@ -449,6 +449,16 @@ def vllm_server_parser() -> tuple[argparse.ArgumentParser, OptionTable]:
     return parser, OptionTable(found, options_of(parser))
 
 
+def _vllm_input_errors() -> tuple[type[Exception], ...]:
+    """vLLM's own exceptions for bad input (``vllm/exceptions.py`` ``VLLMClientError``: ``VLLMValidationError``, as
+    ``validate_chat_template`` raises for a template path that does not exist, and the other client errors); none
+    where this vLLM has no such class."""
+    import vllm.exceptions
+
+    found = getattr(vllm.exceptions, "VLLMClientError", None)
+    return (found,) if isinstance(found, type) and issubclass(found, Exception) else ()
+
+
 def _check_config_fields(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> None:
     """Refuse a value vLLM's parser takes but its config class refuses when vLLM builds it (``--max-loras 0``:
     ``LoRAConfig.max_loras`` is ``Field(ge=1)``): vLLM groups each class's flags under the class's name, and each
@@ -484,12 +494,14 @@ def check_with_vllm(parser: argparse.ArgumentParser, argv: Sequence[str], planne
     resolves is the one the plan used (``planned``, its model filled in; None: no check); one-line
     :class:`ConfigError` otherwise."""
     module = _cli_args_module()
+    refused: tuple[type[Exception], ...] = (ValueError, TypeError, AssertionError, OSError, IndexError, KeyError,
+                                            *_vllm_input_errors())  # fmt: skip
     try:
         ns = parser.parse_args(list(argv))
         module.validate_parsed_serve_args(ns)
     except ConfigError:
         raise
-    except (ValueError, TypeError, AssertionError, OSError, IndexError, KeyError) as exc:
+    except refused as exc:
         raise ConfigError(f"vLLM rejected the server arguments {shlex.join(argv)!r}: {exc}") from None
     _check_config_fields(parser, ns)
     if planned is None:
