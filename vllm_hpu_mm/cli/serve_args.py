@@ -26,7 +26,7 @@ import logging
 import re
 import shlex
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Annotated, Any
 
 from vllm_hpu_mm.cli.vllm_argv import (
     KIND_ACCEPTED,
@@ -113,6 +113,30 @@ def _mm_limits(raw: str) -> str:
             raise argparse.ArgumentTypeError(f"{raw!r}: {modality}: {value!r} is not a count; accepted: an integer "
                                              '>= 0 or {"count": N, "width": W, "height": H}')  # fmt: skip
     return raw
+
+
+#: vLLM 0.32's named executors (``config/parallel.py`` ``DistributedExecutorBackend``); any other string
+#: ``Executor.get_class`` (``v1/executor/abstract.py``, run in ``VllmConfig``) imports as ``package.module.Class``, so a
+#: name with no dot (``mpi``) fails there (``qualname.rsplit(".", 1)``), before the server starts.
+EXECUTOR_BACKENDS = ("ray", "mp", "uni", "external_launcher")
+_IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
+
+
+def _check_executor_backend(value: str | None, typed: str) -> None:
+    """Refuse a ``--distributed-executor-backend`` vLLM's parser takes (any string) but its config refuses."""
+    if value is None or value in EXECUTOR_BACKENDS or _IMPORT_PATH.fullmatch(value):
+        return
+    raise ConfigError(f"server argument {typed}: {_short(value)} is refused by vLLM (ParallelConfig, "
+                      "v1/executor/abstract.py Executor.get_class: neither a backend it names nor an import path); "
+                      f"accepted: {', '.join(EXECUTOR_BACKENDS)}, "
+                      "or an Executor subclass as package.module.Class")  # fmt: skip
+
+
+def _typed_flag(dest: str, args: Sequence[Arg], argv: Sequence[str], table: OptionTable) -> str:
+    """The last flag the user typed for ``dest`` (as typed: -O4, --optimization-lev), else its long name."""
+    return next((argv[a.origin].split("=", 1)[0] if a.startswith("--") else argv[a.origin] for a in reversed(args)
+                 if a.origin is not None and a.startswith("-") and _resolve(a, table) == dest),
+                "--" + dest.replace("_", "-"))  # fmt: skip
 
 
 #: vLLM's value types of the other flags the plan reads.
@@ -293,6 +317,8 @@ def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
                        if a.origin is not None and _resolve(a, table) == "optimization_level"),
                       "--optimization-level")  # fmt: skip
     level = optimization_level(getattr(ns, "optimization_level", None), f"server argument {level_flag}")
+    backend = getattr(ns, "distributed_executor_backend", None)
+    _check_executor_backend(backend, _typed_flag("distributed_executor_backend", args, argv, table))
     notes: tuple[str, ...] = ()
     # the first ``--`` argparse saw (one taken as a dotted flag's value never reaches it, as in vLLM's parser)
     end = next((a.origin for a in args if a == "--" and isinstance(a, Arg) and a.origin is not None), None)
@@ -426,18 +452,61 @@ def vllm_server_parser() -> tuple[argparse.ArgumentParser, OptionTable]:
     return parser, OptionTable(found, options_of(parser))
 
 
+def _vllm_input_errors() -> tuple[type[Exception], ...]:
+    """vLLM's own exceptions for bad input (``vllm/exceptions.py`` ``VLLMClientError``: ``VLLMValidationError``, as
+    ``validate_chat_template`` raises for a template path that does not exist, and the other client errors); none
+    where this vLLM has no such class."""
+    import vllm.exceptions
+
+    found = getattr(vllm.exceptions, "VLLMClientError", None)
+    return (found,) if isinstance(found, type) and issubclass(found, Exception) else ()
+
+
+def _check_config_fields(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> None:
+    """Refuse a value vLLM's parser takes but its config class refuses when vLLM builds it (``--max-loras 0``:
+    ``LoRAConfig.max_loras`` is ``Field(ge=1)``): vLLM groups each class's flags under the class's name, and each
+    given value is checked against that class's own field (its type and bounds), as pydantic checks it there."""
+    import pydantic
+    import vllm.config
+
+    for group in parser._action_groups:
+        fields = getattr(getattr(vllm.config, group.title or "", None), "__pydantic_fields__", None) or {}
+        for action in group._group_actions:
+            info, value = fields.get(action.dest), getattr(ns, action.dest, None)
+            if info is None or not info.metadata or value is None or value == action.default:
+                continue  # only bounded fields: the rest the parser's own type and choices already read
+            try:
+                bounded: Any = Annotated[(info.annotation, *info.metadata)]  # the field's type with its bounds
+                pydantic.TypeAdapter(bounded).validate_python(value)
+            except pydantic.ValidationError as exc:
+                why = exc.errors()[0]["msg"]
+                raise ConfigError(f"server argument {action.option_strings[0]}: {value!r} is refused by vLLM's "
+                                  f"{group.title} ({action.dest}: {why}); accepted: "
+                                  f"{_bounds(info.metadata)}") from None  # fmt: skip
+
+
+def _bounds(metadata: Sequence[object]) -> str:
+    """A config field's bounds (annotated_types' Ge, Gt, Le, Lt) in words."""
+    words = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+    said = [f"{sign} {getattr(m, name)}" for m in metadata for name, sign in words.items() if hasattr(m, name)]
+    return "a value " + " and ".join(said) if said else "what vLLM's config accepts"
+
+
 def check_with_vllm(parser: argparse.ArgumentParser, argv: Sequence[str], planned: SizingArgs | None) -> None:
     """Parse and validate the server's arguments with vLLM's own parser, and check that every sizing value it
     resolves is the one the plan used (``planned``, its model filled in; None: no check); one-line
     :class:`ConfigError` otherwise."""
     module = _cli_args_module()
+    refused: tuple[type[Exception], ...] = (ValueError, TypeError, AssertionError, OSError, IndexError, KeyError,
+                                            *_vllm_input_errors())  # fmt: skip
     try:
         ns = parser.parse_args(list(argv))
         module.validate_parsed_serve_args(ns)
     except ConfigError:
         raise
-    except (ValueError, TypeError, AssertionError, OSError, IndexError, KeyError) as exc:
+    except refused as exc:
         raise ConfigError(f"vLLM rejected the server arguments {shlex.join(argv)!r}: {exc}") from None
+    _check_config_fields(parser, ns)
     if planned is None:
         return
     for field, option in _SIZING.items():

@@ -23,6 +23,7 @@ from vllm_hpu_mm.models.devices import KNOWN_DEVICES, LOG_DEVICES
 from vllm_hpu_mm.models.dims import ModelDims, dtype_bytes
 from vllm_hpu_mm.models.lookup import resolve
 from vllm_hpu_mm.plan.profile import default_profile_path
+from vllm_hpu_mm.runtimes.registry import TRAITS
 
 __all__ = [
     "CALIBRATED_ACCELERATORS",
@@ -150,13 +151,14 @@ def calibrate_log(args: CalibrateArgs, settings: Settings) -> Calibrated:
     device = _device(args.device, log.backend)
     model, model_from = _model(args.model, log.model)
     source = " and ".join(s for s in (args.log, args.metrics) if s is not None)
-    # vllm-gaudi reads its free memory right after load (hpu_worker.py:399-406 @091bbadd: profile_run(initialize_only
-    # =True) returns at once, hpu_model_runner.py:6339-6341); vllm-fork after a profiling pass at the longest sequence
-    # (hpu_worker.py determine_num_available_blocks), as a log whose Gaudi runtime is not named is taken to
-    gaudi = writer is not None and writer.runtime is not None and writer.runtime.value == "vllm-gaudi"
+    # whether the free memory was read after a profiling pass is the runtime's (RuntimeTraits.profiles_forward:
+    # vllm-gaudi reads it right after load, hpu_worker.py:399-406 @091bbadd; vllm-fork after a pass at the longest
+    # sequence), as a log whose runtime is not named is taken to
+    known = writer.runtime if writer is not None else None
+    after_profile_run = TRAITS[known].profiles_forward if known is not None else True
     result = calibrate(log, model, device=device, source=source, dtype_size=dtype,
                        tensor_parallel_size=args.tensor_parallel_size, block_size=args.block_size,
-                       buckets=settings.multimodal_buckets or (), after_profile_run=not gaudi)  # fmt: skip
+                       buckets=settings.multimodal_buckets or (), after_profile_run=after_profile_run)  # fmt: skip
     unmeasured = None
     if args.metrics is not None:
         times = server_times(args.metrics, args.model_name)

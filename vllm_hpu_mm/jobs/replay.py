@@ -193,8 +193,8 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
         return _replay_traffic(sizing, args, settings, runtime_env)
 
 
-#: The one runtime whose bucket lookup the replay models.
-_GAUDI = Runtime.VLLM_GAUDI
+#: The one runtime whose bucket lookup the replay models: the HPU's own.
+_GAUDI = registry.DEFAULT_RUNTIME["hpu"]
 
 
 def _gaudi_only(sizing: SizingArgs, runtime: str) -> ConfigError:

@@ -126,7 +126,9 @@ def _gaudi_only(sizing: SizingArgs, runtime: str) -> ConfigError:
     refused naming only what the alarm takes."""
     flag = sizing.flag("runtime")
     named = (
-        f"{flag}={sizing.runtime!r}: " if registry.named_other(sizing.runtime, Runtime.VLLM_GAUDI) == runtime else ""
+        f"{flag}={sizing.runtime!r}: "
+        if registry.named_other(sizing.runtime, registry.DEFAULT_RUNTIME["hpu"]) == runtime
+        else ""
     )
     what = (
         f"the plan's runtime is {runtime}" if runtime in {r.value for r in Runtime} else f"{runtime} is not a runtime"
@@ -142,7 +144,7 @@ def check_stale(sizing: SizingArgs, args: StaleArgs, settings: Settings, runtime
         raise ConfigError(f"--tolerance {args.tolerance} is invalid; accepted: a share from 0 to {MAX_TOLERANCE:g}")
     if sizing.runtime is None:
         sizing = dataclasses.replace(sizing, runtime=registry.DEFAULT_RUNTIME["hpu"].value)
-    if (other := registry.named_other(sizing.runtime, Runtime.VLLM_GAUDI)) is not None:
+    if (other := registry.named_other(sizing.runtime, registry.DEFAULT_RUNTIME["hpu"])) is not None:
         raise _gaudi_only(sizing, other)  # before resolving it: resolve's refusals list every planner's runtimes
     sizing = with_profile_read(on_default_device(sizing), settings)  # read once, before any work
     own_env, env_file = registry.split_bucket_file(runtime_env)

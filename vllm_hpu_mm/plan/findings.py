@@ -35,6 +35,7 @@ Code = Literal[
     "kv_cache_over_memory",
     "dtype_replaced",
     "architecture_not_served",
+    "kv_cache_from_variable",
     "read_as_runtime_reads",
 ]
 
@@ -92,6 +93,14 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
     for note in i.reading_notes:
         out.append(Finding("warning", "runtime", "read_as_runtime_reads", note,
                            Fix("spell it as the runtime reads it: true or false")))  # fmt: skip
+    if i.kv_cache_memory_source:
+        message = (
+            f"{i.kv_cache_memory_source} sets the KV cache ({i.kv_cache_memory_bytes} bytes): "
+            f"{i.runtime.name.value} reads it over --kv-cache-memory-bytes (vLLM 0.32 platforms/cpu.py)"
+        )
+        var = i.kv_cache_memory_source.split("=", 1)[0]
+        out.append(Finding("info", "kv_cache", "kv_cache_from_variable", message,
+                           Fix(f"unset {var} to size the KV cache with --kv-cache-memory-bytes")))  # fmt: skip
     if i.dtype_note:
         out.append(Finding("info", "runtime", "dtype_replaced", i.dtype_note,
                            Fix("leave out --dtype, or use --dtype bfloat16 (what is served)")))  # fmt: skip
@@ -100,11 +109,15 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
         # vLLM allocates the given size whatever memory holds (gpu_worker.py:649 skips the utilization)
         room = max(p_free - s.graph_bytes, 0)
         graphs = f" and {s.graph_bytes / GIB:.2f} GiB of graphs" if s.graph_bytes else ""
-        message = (f"--kv-cache-memory-bytes {kv_given} ({kv_given / GIB:.2f} GiB){graphs} is more than the "
+        given_by = i.kv_cache_memory_source or f"--kv-cache-memory-bytes {kv_given}"
+        message = (f"{given_by} ({kv_given / GIB:.2f} GiB){graphs} is more than the "
                    f"{p_free / GIB:.2f} GiB left after the weights and profiling: {i.runtime.name.value} allocates it "
                    "whatever memory holds (--gpu-memory-utilization is not read), out of memory at the "
                    "allocation")  # fmt: skip
         fix = Fix(f"--kv-cache-memory-bytes {room} or less", "--kv-cache-memory-bytes", room)
+        if i.kv_cache_memory_source:  # the variable wins over the flag: only it can lower the size
+            var = i.kv_cache_memory_source.split("=", 1)[0]
+            fix = Fix(f"{var}={room // GIB} or less", var, room // GIB)
         out.append(Finding("error", "kv_cache", "kv_cache_over_memory", message, fix))
     override = i.num_gpu_blocks_override
     if seqs < 1 and override is not None:

@@ -28,7 +28,6 @@ from vllm_hpu_mm.runtimes.base import (
     DeviceFacts,
     Runtime,
     RuntimeModel,
-    RuntimeTraits,
     VisionBucketing,
 )
 from vllm_hpu_mm.values import GIB, Backend, Buckets, parse_buckets
@@ -114,6 +113,8 @@ class PlanInputs:
     given: frozenset[str] = frozenset()
     #: Bytes per KV-cache element (``--kv-cache-dtype``; the model's dtype under ``auto``).
     kv_dtype_size: int = 2
+    #: Where an explicit KV-cache size came from when not ``--kv-cache-memory-bytes`` (``VLLM_CPU_KVCACHE_SPACE=4``).
+    kv_cache_memory_source: str = ""
     #: Why the planned dtype is not the one ``--dtype`` asked for (the runtime replaces it); "" when it is.
     dtype_note: str = ""
     #: Whether vLLM chunks prefills (``--enable-chunked-prefill``, else the runtime's default).
@@ -194,19 +195,6 @@ def provenance(args: SizingArgs, i: PlanInputs) -> dict[str, str]:
     if i.backend == "cpu" and i.tensor_parallel_size > 1:
         device += f"; divided by --tensor-parallel-size {i.tensor_parallel_size} (CPU ranks share the host)"
     return {"model_source": i.model.source, "device_source": device, **out}
-
-
-def runtime_boolean(traits: RuntimeTraits, variable: str, env: Mapping[str, str], ours: bool,
-                    runtime: str) -> tuple[bool, str]:  # fmt: skip
-    """A boolean variable as the runtime reads it (its traits), else as our registry read it (``ours``), with a
-    note where the two differ: a value the runtime accepts is read as it reads it, and said."""
-    raw = env.get(variable)
-    reading = None if raw is None else traits.read_boolean(variable, raw)
-    if raw is None or reading is None or reading[0] == ours:
-        return ours, ""
-    value, source = reading
-    return value, (f"{variable}={raw!r} is read as {str(value).lower()} by {runtime} ({source}); planned as it "
-                   "reads it")  # fmt: skip
 
 
 def _ratio(args: SizingArgs, field: str, setting: float) -> float:
@@ -309,6 +297,24 @@ def _vision_buckets(
     return buckets or None, True, 0
 
 
+def _kv_cache_space(args: SizingArgs, runtime: RuntimeModel, env: Mapping[str, str]) -> tuple[int | None, str]:
+    """The explicit KV-cache size the runtime uses and where it came from ("": ``--kv-cache-memory-bytes``): the
+    runtime's own variable (:attr:`RuntimeTraits.kv_cache_space_var`) wins, in whole GiB, read with ``int()`` as vLLM
+    reads it."""
+    var = runtime.traits.kv_cache_space_var
+    raw = env.get(var, "") if var else ""
+    if raw == "":
+        return args.kv_cache_memory_bytes, ""
+    try:
+        gib = int(raw)
+    except ValueError:
+        gib = 0
+    if gib < 1:
+        raise ConfigError(f"{var}={raw!r}: {runtime.name.value} reads it as int() GiB of KV cache and would not start "
+                          f"on it; accepted: a whole number of GiB, at least 1 (or unset it)")  # fmt: skip
+    return gib * GIB, f"{var}={raw}"
+
+
 def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] | None = None) -> PlanInputs:
     """Resolve defaults and validate; raises :class:`ConfigError` naming the flag or variable as it was spelled.
     ``runtime_env``: the runtime's own variables that are set (vllm-gaudi's bucketing), name -> raw value."""
@@ -359,6 +365,9 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         raise ConfigError(f"{flag('kv_cache_memory_bytes')}: {runtime.name.value} does not take it "
                           f"({runtime.traits.kv_cache_memory_bytes_source}); accepted: leave it out and size the KV "
                           f"cache with {flag('gpu_memory_utilization')} and VLLM_GRAPH_RESERVED_MEM")  # fmt: skip
+    kv_bytes, kv_source = _kv_cache_space(args, runtime, env)
+    validate.check_within_total(kv_bytes, total, kv_source or flag("kv_cache_memory_bytes"), "a KV cache", total_note,
+                                total_flag)  # fmt: skip
     accepted_kv = runtime.traits.kv_cache_dtypes
     if accepted_kv and args.kv_cache_dtype is not None and args.kv_cache_dtype not in accepted_kv:
         raise ConfigError(f"{flag('kv_cache_dtype')}={args.kv_cache_dtype}: {runtime.name.value} refuses it "
@@ -377,7 +386,7 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
     plan_buckets, vision_bucketed, per_item = _vision_buckets(model, runtime, buckets, env, buckets_from)
     pool = _pool_mode(args, spec.backend)
     release = f"{runtime.name.value} {detection.version}" if detection.version else runtime.name.value
-    skip_warmup, skip_note = runtime_boolean(runtime.traits, SKIP_WARMUP, env, settings.skip_warmup, release)
+    skip_warmup, skip_note = runtime.traits.boolean_as_read(SKIP_WARMUP, env, settings.skip_warmup, release)
     return PlanInputs(
         model=model,
         device=spec.name,
@@ -398,7 +407,8 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         graph_multimodal_prompt_ratio=mm,
         pool_mode=pool,
         runtime=runtime,
-        kv_cache_memory_bytes=args.kv_cache_memory_bytes,
+        kv_cache_memory_bytes=kv_bytes,
+        kv_cache_memory_source=kv_source,
         quantization=quantization,
         pipeline_parallel_size=pp,
         data_parallel_size=dp,

@@ -103,6 +103,9 @@ class RuntimeTraits:
     #: vision_tower_built`). vllm-gaudi's Qwen2.5-VL rebuilds ``visual`` whatever the limits (``models/
     #: qwen2_5_vl.py:499`` @091bbadd) and the fork's vLLM predates the rule: both keep the tower.
     tower_follows_limits: bool = False
+    #: A variable that, set and non-empty, replaces the KV-cache size (``--kv-cache-memory-bytes`` included) with its
+    #: whole GiB; "" where none does.
+    kv_cache_space_var: str = ""
     #: Config ``model_type`` values the fp32-softmax default applies to (empty: every model).
     fp32_softmax_model_types: tuple[str, ...] = ()
     #: Reads ``VLLM_FP32_SOFTMAX`` (vllm-gaudi, vllm-fork from 1.20); where it does not, a value set is ignored and
@@ -157,6 +160,17 @@ class RuntimeTraits:
             if name == variable:
                 return raw.lower() in true, source
         return None
+
+    def boolean_as_read(self, variable: str, env: Mapping[str, str], ours: bool, runtime: str) -> tuple[bool, str]:
+        """A boolean variable as the runtime reads it, else as our registry read it (``ours``), with a note where the
+        two differ: a value the runtime accepts is read as it reads it, and said."""
+        raw = env.get(variable)
+        reading = None if raw is None else self.read_boolean(variable, raw)
+        if raw is None or reading is None or reading[0] == ours:
+            return ours, ""
+        value, source = reading
+        return value, (f"{variable}={raw!r} is read as {str(value).lower()} by {runtime} ({source}); planned as it "
+                       "reads it")  # fmt: skip
 
     def fp32_softmax_for(self, model_type: str) -> bool:
         """The runtime's fp32-softmax default for a model of ``model_type``."""

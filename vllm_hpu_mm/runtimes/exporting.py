@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from vllm_hpu_mm.plan.inputs import runtime_boolean
 from vllm_hpu_mm.plan.planner import Plan
 from vllm_hpu_mm.runtimes.base import (
     FP32_SOFTMAX,
@@ -70,7 +69,7 @@ class Draft:
             return {"fp32_softmax": default, "set_by": "runtime default; VLLM_FP32_SOFTMAX is set but the runtime "
                     "planned for does not read it: ignored", "note": traits.fp32_softmax_note}  # fmt: skip
         i = self.plan.inputs
-        value, read = runtime_boolean(traits, FP32_SOFTMAX, i.runtime_env, self.flags.fp32_softmax, i.runtime_words)
+        value, read = traits.boolean_as_read(FP32_SOFTMAX, i.runtime_env, self.flags.fp32_softmax, i.runtime_words)
         return {"fp32_softmax": value, "set_by": read or "VLLM_FP32_SOFTMAX",
                 "note": traits.fp32_softmax_note}  # fmt: skip
 

