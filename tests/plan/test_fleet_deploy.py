@@ -15,7 +15,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from vllm_hpu_mm.plan.fleet_deploy import deployments, dp_commands, manifests, served_args
+from vllm_hpu_mm.plan.fleet_deploy import LWS_WORKER_ENV, deployments, dp_commands, manifests, served_args
 
 #: The Kubernetes version the manifests are checked against (kubernetes-validate ships its schemas).
 KUBERNETES = "1.33.0"
@@ -128,6 +128,10 @@ def test_every_container_that_runs_vllm_serve_is_found_for_its_parser() -> None:
     assert leader[: len(ARGS)] == worker[: len(ARGS)] == tuple(ARGS)
     assert "--headless" in worker
     assert "--headless" not in leader
+    # held-out r7fleet case 5: --validate read the worker's "$(LWS_WORKER_INDEX)" as the node rank and vLLM's parser
+    # refused it; Kubernetes expands it from the pod's environment first, as these arguments now read
+    assert worker[worker.index("--node-rank") + 1] == LWS_WORKER_ENV["LWS_WORKER_INDEX"]
+    assert not any("$(" in a for a in (*leader, *worker))
 
 
 def test_replicas_spanning_nodes_are_a_leader_worker_set_valid_under_its_own_crd_schema() -> None:

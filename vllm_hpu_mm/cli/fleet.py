@@ -564,7 +564,7 @@ def validate_commands(f: Fleet) -> str:
     ``serve --validate``); the line that says what was read (a refusal: one-line :class:`ConfigError`)."""
     from vllm_hpu_mm.cli.serve import INSTALL_HINT
     from vllm_hpu_mm.cli.serve_args import check_with_vllm, vllm_installed, vllm_server_parser
-    from vllm_hpu_mm.plan.fleet_deploy import served_args
+    from vllm_hpu_mm.plan.fleet_deploy import LWS_WORKER_ENV, served_args
 
     if f.deploy is None:
         return "validated: nothing (no fleet meets the targets, so no command was written)"
@@ -576,9 +576,12 @@ def validate_commands(f: Fleet) -> str:
     pods = served_args(f.deploy.manifests)
     for args in pods:
         check_with_vllm(parser, list(args), None)
+    lws = any(d.get("kind") == "LeaderWorkerSet" for d in f.deploy.manifests)
+    expanded = (" (LeaderWorkerSet's $(...) references as Kubernetes expands them in a worker: "
+                + ", ".join(f"{k}={v}" for k, v in LWS_WORKER_ENV.items()) + ")") if lws else ""  # fmt: skip
     return (f"validated: vLLM {table.version}'s own server parser accepted every node's command "
             f"({len(f.deploy.commands)}, dp/node-N.sh) and every Kubernetes container's arguments ({len(pods)}, "
-            "kubernetes/fleet.yaml)")  # fmt: skip
+            f"kubernetes/fleet.yaml){expanded}")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
@@ -27,6 +28,7 @@ from vllm_hpu_mm.plan.fleet import placement
 __all__ = [
     "DP_RPC_PORT",
     "LWS_API",
+    "LWS_WORKER_ENV",
     "MASTER_PORT",
     "PORT",
     "Deployments",
@@ -98,15 +100,25 @@ class Deployments:
         return "".join(f"{k}={v}\n" for k, v in self.env.items())
 
 
+#: What LeaderWorkerSet puts in a worker pod's environment (a worker's index, the group leader's address), as a
+#: worker has them: Kubernetes expands ``$(NAME)`` in a container's arguments from its environment before the
+#: process starts, so vLLM's parser reads these values, never the references.
+LWS_WORKER_ENV = {"LWS_WORKER_INDEX": "1", "LWS_LEADER_ADDRESS": "leader-0.fleet"}
+
+
 def served_args(manifests: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, ...], ...]:
     """The arguments of every container ``manifests`` start with ``vllm serve`` (a Deployment's pod, a
-    LeaderWorkerSet's leader and worker), for vLLM's own parser to read."""
+    LeaderWorkerSet's leader and worker), for vLLM's own parser to read: each ``$(NAME)`` of
+    :data:`LWS_WORKER_ENV` expanded as Kubernetes expands it in the pod."""
     found: list[tuple[str, ...]] = []
+
+    def expand(arg: str) -> str:
+        return re.sub(r"\$\((\w+)\)", lambda m: LWS_WORKER_ENV.get(m.group(1), m.group(0)), arg)
 
     def walk(node: Any) -> None:
         if isinstance(node, Mapping):
             if node.get("command") == ["vllm", "serve"]:
-                found.append(tuple(node.get("args", ())))
+                found.append(tuple(expand(str(a)) for a in node.get("args", ())))
             for value in node.values():
                 walk(value)
         elif isinstance(node, list):
