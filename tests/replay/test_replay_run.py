@@ -204,6 +204,21 @@ def test_bad_load_descriptions_exit_2_naming_the_flag(capsys: pytest.CaptureFixt
         assert "accepted" in err or "not allowed with" in err or "one of them" in err
 
 
+@pytest.mark.parametrize(("load", "named"), [(["--request-rate", "2"], "--request-rate R"),
+                                             (["--load-profile", "600:4"], "--load-profile S:C,...")])  # fmt: skip
+def test_concurrency_beside_a_rate_or_a_profile_is_refused_naming_both_options(
+    load: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Held-out r7text case 10: the line named --concurrency and "a request rate or load profile", not the option
+    given."""
+    assert main(["buckets", "replay", "--no-plan", "--no-strategies", *load, "--concurrency", "8"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1
+    assert f"--concurrency and {load[0]} both set the load" in err
+    assert err.rstrip().endswith(f"accepted: --concurrency N or {named}, not both")
+
+
 def test_a_covering_file_under_skip_warmup_warms_nothing_and_exits_1(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -22,7 +22,7 @@ from vllm_hpu_mm.errors import ConfigError, WouldNotStart
 from vllm_hpu_mm.runtimes.vllm_gaudi import common
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import decode_buckets, dropped_file_buckets, prompt_buckets
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import BucketingConfig, config_from_env
-from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import MAX_FILE_BUCKETS, parse_bucket_file
+from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import FILE_BOUND, MAX_FILE_BUCKETS, parse_bucket_file
 from vllm_hpu_mm.runtimes.vllm_gaudi.releases import release_for
 
 SHAPE = EngineShape(max_model_len=32768, max_num_seqs=256, max_num_batched_tokens=8192, block_size=128,
@@ -133,6 +133,22 @@ def test_a_line_of_two_full_ranges_is_refused_before_it_is_expanded() -> None:
     message = str(err.value)
     assert message.startswith("--bucket-file b.txt line 2")
     assert f"{MAX_FILE_BUCKETS:,}" in message
+
+
+@pytest.mark.parametrize("command", [["buckets", "replay"], ["buckets", "stale"]])
+def test_the_file_bound_and_its_reason_are_the_same_in_the_error_the_help_and_the_docs(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Held-out r7text case 7: the error said 200,000 while docs/text-buckets.md said 100,000."""
+    with pytest.raises(ConfigError) as err:
+        parse_bucket_file("(1, 2048, 0)\n(range(1, 1000), 1, range(1, 1000))\n", "--bucket-file huge.txt")
+    assert str(err.value).endswith(f"accepted: {FILE_BOUND}")
+    assert f"at most {MAX_FILE_BUCKETS:,} buckets" in FILE_BOUND
+    assert "our bound on the time and memory" in FILE_BOUND
+    assert main([*command, "--help"]) == 0
+    assert FILE_BOUND in " ".join(capsys.readouterr().out.split())
+    docs = " ".join((Path(__file__).parents[2] / "docs" / "text-buckets.md").read_text().split())
+    assert f"may expand to at most {MAX_FILE_BUCKETS:,} buckets, all lines together: our bound on the time" in docs
 
 
 def test_a_file_of_a_hundred_thousand_buckets_vllm_gaudi_accepts_is_read() -> None:

@@ -45,6 +45,7 @@ from vllm_hpu_mm.jobs.replay import (
 )
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, count_up_to, positive_int
 from vllm_hpu_mm.replay.report import no_request_line, to_dict, to_table
+from vllm_hpu_mm.runtimes.registry import BUCKET_FILE_BOUND
 
 __all__ = ["KV_BLOCKS_HELP", "add_limits", "add_parser", "requests_count"]
 
@@ -63,7 +64,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     add_limits(p)
     p.add_argument("--bucket-file", metavar="FILE", help="a vllm-gaudi bucket file to replay (default: "
-                   "$VLLM_BUCKETING_FROM_FILE when set)", type=path_value)  # fmt: skip
+                   f"$VLLM_BUCKETING_FROM_FILE when set): {BUCKET_FILE_BOUND}", type=path_value)  # fmt: skip
     p.add_argument("--from-metrics", metavar="URL|FILE", help="traffic from a running server's /metrics (or a saved "
                    "exposition), added to --sizes", type=path_value)  # fmt: skip
     add_model_name(p)

@@ -29,6 +29,7 @@ from vllm_hpu_mm.jobs.stale import (
     exposition,
 )
 from vllm_hpu_mm.plan.args import SizingArgs, positive_int
+from vllm_hpu_mm.runtimes.registry import BUCKET_FILE_BOUND
 
 __all__ = ["add_parser"]
 
@@ -52,7 +53,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    "(http://HOST:PORT/metrics) or a saved exposition", type=path_value)  # fmt: skip
     add_model_name(p)
     p.add_argument("--bucket-file", type=path_value, metavar="FILE", help="the plan's vllm-gaudi bucket file (default: "
-                   "$VLLM_BUCKETING_FROM_FILE when set)")  # fmt: skip
+                   f"$VLLM_BUCKETING_FROM_FILE when set): {BUCKET_FILE_BOUND}")  # fmt: skip
     p.add_argument("--since", metavar="URL|FILE", help="an earlier page of the same server: judge only the requests "
                    "counted after it (default: everything since the server started)", type=path_value)  # fmt: skip
     p.add_argument("--kv-blocks", type=positive_int, metavar="N", help=KV_BLOCKS_HELP)

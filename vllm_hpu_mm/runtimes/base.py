@@ -461,6 +461,8 @@ class RuntimeEntry:
     distribution: str | None = None
     #: The variable naming the bucket file the runtime warms (vllm-gaudi's); None: it reads no bucket file.
     bucket_file_variable: str | None = None
+    #: The most buckets such a file may expand to, with why, in words (for --help); None: no bucket file is read.
+    bucket_file_bound: str | None = None
     #: Vision buckets (patches) -> the runtime's own encoder-graph settings (vLLM CUDA's ``CompilationConfig``
     #: fields), for the plugin to set; None: the runtime captures no encoder graphs of its own.
     encoder_graphs: Callable[[tuple[int, ...]], dict[str, Any]] | None = None

@@ -21,6 +21,7 @@ from vllm_hpu_mm.runtimes.base import RUNTIME_CHOICES, Runtime, RuntimeEntry, Ru
 from vllm_hpu_mm.values import Backend
 
 __all__ = [
+    "BUCKET_FILE_BOUND",
     "DEFAULT_RUNTIME",
     "ENTRIES",
     "MAIN_JOB_DEVICE",
@@ -48,6 +49,8 @@ ENTRIES: dict[Runtime, RuntimeEntry] = {e.runtime: e for e in (
     vllm_cpu.ENTRY,
 )}  # fmt: skip
 TRAITS: dict[Runtime, RuntimeTraits] = {r: e.traits for r, e in ENTRIES.items()}
+#: How large a bucket file (--bucket-file) may be, in words: the bound of the one runtime that reads such files.
+BUCKET_FILE_BOUND: str = next(e.bucket_file_bound for e in ENTRIES.values() if e.bucket_file_bound is not None)
 
 #: The runtime a backend gets when nothing says otherwise (vllm-gaudi is today's Gaudi runtime).
 DEFAULT_RUNTIME: dict[Backend, Runtime] = {

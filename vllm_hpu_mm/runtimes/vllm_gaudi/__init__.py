@@ -47,7 +47,7 @@ from vllm_hpu_mm.runtimes.vllm_gaudi.config import (
     config_from_env,
     effective_strategy,
 )
-from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import MAX_FILE_BUCKETS, bucket_file
+from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import FILE_BOUND, MAX_FILE_BUCKETS, bucket_file
 from vllm_hpu_mm.runtimes.vllm_gaudi.installed import InstalledUnavailable, InstalledVllmGaudi, find_installed
 from vllm_hpu_mm.runtimes.vllm_gaudi.releases import (
     FIRST_FILE_BUCKETING,
@@ -268,7 +268,7 @@ class VllmGaudi:
 
 #: The variable naming a bucket file; :func:`model_from_env` reads the file it names, once.
 BUCKET_FILE_VAR = "VLLM_BUCKETING_FROM_FILE"
-#: Most bytes of a bucket file read: ten times a file of MAX_FILE_BUCKETS buckets one per line (~16 bytes a line).
+#: Most bytes of a bucket file read: five times a file of MAX_FILE_BUCKETS buckets one per line (~16 bytes a line).
 MAX_BUCKET_FILE_BYTES = 16 << 20
 
 
@@ -312,7 +312,7 @@ def model_from_env(
                               "file") from None  # fmt: skip
         if len(raw) > MAX_BUCKET_FILE_BYTES:
             raise ConfigError(f"{source}: larger than {MAX_BUCKET_FILE_BYTES:,} bytes; accepted: a vllm-gaudi bucket "
-                              f"file (at most {MAX_FILE_BUCKETS:,} buckets, a few hundred kilobytes)")  # fmt: skip
+                              f"file (at most {MAX_FILE_BUCKETS:,} buckets, a few megabytes)")  # fmt: skip
         cfg = dataclasses.replace(cfg, file_text=text, file_source=source)
     return VllmGaudi(cfg, traits=traits_for(release), installed=ask, env=tuple(sorted(env.items())))
 
@@ -346,4 +346,4 @@ def strategies(env: Mapping[str, str], version: str | None = None) -> tuple[Vllm
 
 ENTRY = RuntimeEntry(Runtime.VLLM_GAUDI, TRAITS, model_from_env, "gaudi2", "vllm_hpu_mm.runtimes.vllm_gaudi.exports",
                      strategies, releases=describe_release, distribution="vllm-gaudi",
-                     bucket_file_variable=BUCKET_FILE_VAR)  # fmt: skip
+                     bucket_file_variable=BUCKET_FILE_VAR, bucket_file_bound=FILE_BOUND)  # fmt: skip

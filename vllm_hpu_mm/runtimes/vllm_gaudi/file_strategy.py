@@ -41,7 +41,7 @@ from typing import Any
 from vllm_hpu_mm.engine import Bucket
 from vllm_hpu_mm.errors import ConfigError
 
-__all__ = ["ACCEPTED_LINE", "FILE_VAR", "MAX_FILE_BUCKETS", "bucket_file", "clip", "parse_bucket_file"]
+__all__ = ["ACCEPTED_LINE", "FILE_BOUND", "FILE_VAR", "MAX_FILE_BUCKETS", "bucket_file", "clip", "parse_bucket_file"]
 
 FILE_VAR = "VLLM_BUCKETING_FROM_FILE"
 ACCEPTED_LINE = "(batch, query_len, ctx_blocks) where each item is an int, a list of ints or range(a, b[, step])"
@@ -54,6 +54,10 @@ MAX_RANGE_ELEMENTS = 10000
 #: the 2-core dev machine): 102,448 buckets took 9.5 s of CPU and a 116 MB peak; a million passed 2.8 min of CPU and
 #: 450 MB unfinished. Twice the first, 200,000 buckets (about 20 s, extrapolated), bounds our time and memory.
 MAX_FILE_BUCKETS = 20 * MAX_RANGE_ELEMENTS
+#: The bound and its reason as the error line, --help and docs/text-buckets.md state it.
+FILE_BOUND = (f"at most {MAX_FILE_BUCKETS:,} buckets in all once ranges are expanded (our bound on the time and "
+              f"memory to price them; vllm-gaudi caps each range at {MAX_RANGE_ELEMENTS:,} values, not their "
+              "product, and would warm every bucket)")  # fmt: skip
 #: Characters of a line an error message echoes.
 ECHO_CHARS = 80
 _RANGE_CALL = re.compile(r"range\(\s*(-?\d+)\s*,\s*(-?\d+)\s*(?:,\s*(-?\d+)\s*)?\)")
@@ -206,13 +210,12 @@ def _parsed(text: str, source: str, evaluate: bool = False) -> tuple[tuple[Bucke
         try:
             total += len(axes[0]) * len(axes[1]) * len(axes[2])
         except OverflowError:  # an evaluated range(...) longer than an index holds
-            raise ConfigError(f"{source} line {line_num} {clip(line)}: a range longer than any index; accepted: at "
-                              f"most {MAX_FILE_BUCKETS:,} buckets in all") from None  # fmt: skip
+            raise ConfigError(f"{source} line {line_num} {clip(line)}: a range longer than any index; accepted: "
+                              f"{FILE_BOUND}") from None  # fmt: skip
         if total > MAX_FILE_BUCKETS:
             raise ConfigError(
                 f"{source} line {line_num} {clip(line)}: the file expands to more than {MAX_FILE_BUCKETS:,} buckets "
-                f"({total:,} by this line; each item of a line multiplies the others); accepted: at most "
-                f"{MAX_FILE_BUCKETS:,} in all (vllm-gaudi would enumerate and warm every one)"
+                f"({total:,} by this line; each item of a line multiplies the others); accepted: {FILE_BOUND}"
             )
         for values in itertools.product(*axes):
             try:
