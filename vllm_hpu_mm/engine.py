@@ -67,6 +67,9 @@ class TextShapes:
     #: What the runtime does with the configuration that the user would not see otherwise (e.g. buckets of a bucket
     #: file its filters drop), one sentence each.
     notes: tuple[str, ...] = ()
+    #: Which of the user's settings wins where the runtime resolves two of them against each other, and why, one
+    #: sentence each (e.g. a deprecated variable that replaces the chosen strategy).
+    resolved: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

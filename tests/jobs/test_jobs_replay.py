@@ -369,3 +369,11 @@ def test_the_vision_figure_counts_the_images_of_the_requests_that_ran_not_those_
     left = report.images_sampled - ran
     said = f"over {ran} images (of {report.images_sampled} sampled; the other {left} in requests the load never sent)"
     assert said in _vision_line(report)
+
+
+def test_the_replay_names_the_deprecated_variable_that_overrides_the_strategy_given() -> None:
+    env = {"VLLM_BUCKETING_STRATEGY": "pad", "VLLM_EXPONENTIAL_BUCKETING": "1"}
+    r = replay_traffic(dataclasses.replace(SMALL, runtime="vllm-gaudi==0.26.0"), QUICK, load(env), env)
+    assert r.report.results[0].label.endswith("'s exp bucketing")
+    assert any(n.startswith("VLLM_EXPONENTIAL_BUCKETING (read as true: exp) overrides VLLM_BUCKETING_STRATEGY=pad")
+               for n in r.report.notes)  # fmt: skip

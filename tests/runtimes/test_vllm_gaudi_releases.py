@@ -16,7 +16,7 @@ from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import Runtime
 from vllm_hpu_mm.runtimes.vllm_gaudi import model_from_env
-from vllm_hpu_mm.runtimes.vllm_gaudi.common import BucketLookup, decode_buckets, prompt_buckets
+from vllm_hpu_mm.runtimes.vllm_gaudi.common import BucketLookup, decode_buckets, prompt_buckets, strategy_resolution
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import config_from_env, effective_strategy
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import parse_bucket_file
 from vllm_hpu_mm.runtimes.vllm_gaudi.releases import LINES, MAIN, TAGGED, line_of, parse_version, release_for
@@ -794,3 +794,38 @@ def test_the_fp32_softmax_default_and_its_citation_follow_the_release_planned_fo
     assert traits.fp32_softmax_for("qwen2")
     commit = (release_for(version) if version else MAIN).commit
     assert f"extension/features.py @ {commit}" in traits.fp32_softmax_note
+
+
+def test_the_deprecated_exponential_variable_is_named_where_it_overrides_the_strategy_a_release_was_given() -> None:
+    # v0.20.0rc0 on (common.py get_bucketing_strategy): a set VLLM_EXPONENTIAL_BUCKETING replaces the named strategy
+    v0_26 = release_for("0.26.0")
+    said = strategy_resolution(config_from_env({"VLLM_BUCKETING_STRATEGY": "pad", "VLLM_EXPONENTIAL_BUCKETING": "1"},
+                                               v0_26))  # fmt: skip
+    assert said is not None
+    assert said.startswith("VLLM_EXPONENTIAL_BUCKETING (read as true: exp) overrides VLLM_BUCKETING_STRATEGY=pad")
+    lin = strategy_resolution(config_from_env({"VLLM_EXPONENTIAL_BUCKETING": "false"}, v0_26))
+    assert "overrides the default VLLM_BUCKETING_STRATEGY=exp" in (lin or "")
+    # the same strategy either way, or only the name given: nothing is resolved
+    assert strategy_resolution(config_from_env({"VLLM_BUCKETING_STRATEGY": "exp", "VLLM_EXPONENTIAL_BUCKETING": "1"},
+                                               v0_26)) is None  # fmt: skip
+    assert strategy_resolution(config_from_env({"VLLM_BUCKETING_STRATEGY": "pad"}, v0_26)) is None
+    # before: VLLM_EXPONENTIAL_BUCKETING alone picks, the strategy name is read nowhere
+    old = strategy_resolution(config_from_env({"VLLM_BUCKETING_STRATEGY": "linear_bucketing"}, release_for("0.19.0")))
+    assert (old or "").startswith("VLLM_EXPONENTIAL_BUCKETING (unset: exp) wins over VLLM_BUCKETING_STRATEGY=linear")
+    # a bucket file of the user's wins over both; ours (planned) is no setting of theirs
+    filed = config_from_env({"VLLM_BUCKETING_FROM_FILE": "b.txt", "VLLM_EXPONENTIAL_BUCKETING": "0"}, v0_26)
+    assert "wins over VLLM_EXPONENTIAL_BUCKETING" in (strategy_resolution(filed) or "")
+    assert strategy_resolution(filed, planned=True) == strategy_resolution(
+        config_from_env({"VLLM_EXPONENTIAL_BUCKETING": "0"}, v0_26))  # fmt: skip
+
+
+def test_the_plan_serve_prints_says_which_strategy_variable_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    # memory plan's findings are the same plan's (serve --dry-run prints them under its own notes)
+    monkeypatch.setenv("VLLM_BUCKETING_STRATEGY", "pad")
+    monkeypatch.setenv("VLLM_EXPONENTIAL_BUCKETING", "1")
+    plan = _serve("--plan-runtime", "vllm-gaudi==0.26.0")["plan"]
+    assert isinstance(plan, dict)
+    said = [f for f in plan["warnings"] if f["code"] == "setting_overridden"]
+    assert len(said) == 1
+    assert "overrides VLLM_BUCKETING_STRATEGY=pad" in said[0]["message"]
+    assert said[0]["severity"] == "info"

@@ -279,13 +279,15 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
 
     before = [(own, configured_label(own, shape))]  # each configuration known before planning, in report order
     notes: list[str] = [cache_off] if cache_off is not None else []
+    notes += own.text_shapes(shape).resolved  # which of two settings the runtime lets win (the configured column)
     if images.buckets:
         notes.append(_vision_note(yours_listed, choice, sizing))
     if costs["profile"] is not None:
         notes.append(f"memory: {memory_evidence(costs)} (the KV blocks estimate rests on them)")
     if yours is not None:
         before.append((yours, f"your {Path(file_path or '').name}"))
-        notes += yours.text_shapes(shape).notes  # the file buckets vllm-gaudi's filters drop
+        file_shapes = yours.text_shapes(shape)
+        notes += (*file_shapes.notes, *file_shapes.resolved)  # buckets its filters drop; the file over a strategy
     labels = {label for _, label in before}  # the planned buckets' label is none of the strategies'
     release: str | None = getattr(own, "version", None)  # a named release shows only the strategies it ships
     for model in registry.strategies(inputs.runtime_name, own_env, release) if args.strategies else ():

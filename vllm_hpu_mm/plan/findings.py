@@ -37,6 +37,7 @@ Code = Literal[
     "architecture_not_served",
     "kv_cache_from_variable",
     "read_as_runtime_reads",
+    "setting_overridden",
 ]
 
 
@@ -216,6 +217,9 @@ def _text_graph_findings(i: PlanInputs, s: Split, text: TextGraphFit, knobs: Cal
     a larger warmed bucket and compiles only when no bucket covers it; what does not fit is an OOM risk at warm-up.
     A runtime that captures while the pool lasts (the fork) leaves the rest without a captured graph."""
     out: list[Finding] = []
+    for note in text.resolved:  # e.g. a deprecated variable that replaces the strategy the user named
+        out.append(Finding("info", "runtime", "setting_overridden", note,
+                           Fix("unset the setting that loses: it changes nothing here")))  # fmt: skip
     for note in text.notes:  # e.g. buckets of the user's bucket file the runtime's filters drop
         fix = Fix("remove them from the file, or raise the engine limit that drops them (each says which)")
         out.append(Finding("warning", "graph_capture", "runtime_drops_buckets", note, fix))

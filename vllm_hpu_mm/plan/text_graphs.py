@@ -30,6 +30,8 @@ class TextGraphFit:
     source: str
     #: What the runtime does with the configuration the user would not see otherwise (:attr:`TextShapes.notes`).
     notes: tuple[str, ...] = ()
+    #: Which of the user's settings the runtime lets win over another (:attr:`TextShapes.resolved`).
+    resolved: tuple[str, ...] = ()
 
     @property
     def prefill_fit(self) -> int:
@@ -128,4 +130,4 @@ def fit(i: PlanInputs, prefill_pool: int, decode_pool: int, num_kv_blocks: int) 
     shared = i.pool_mode is PoolMode.SHARED
     p, d = _by_cost(prefill), _by_cost(decode)
     return TextGraphFit(p, d, _kept(p, prefill_pool, shared), _kept(d, decode_pool, shared), shapes.source,
-                        shapes.notes)  # fmt: skip
+                        shapes.notes, shapes.resolved)  # fmt: skip

@@ -193,7 +193,8 @@ class VllmGaudi:
             generated = (common.prompt_buckets(self.bucketing, shape), common.decode_buckets(self.bucketing, shape))
         prefill, decode = generated[0], tuple((bs, blocks) for bs, _, blocks in generated[1])
         notes = () if self.planned else common.dropped_file_buckets(self.bucketing, shape)
-        return TextShapes(prefill, decode, source, notes)
+        resolved = common.strategy_resolution(self.bucketing, planned=self.planned)
+        return TextShapes(prefill, decode, source, notes, (resolved,) if resolved else ())
 
     def text_lookup(self, shape: EngineShape) -> TextLookup:
         return RunnerLookup(self.bucketing, shape, self._generated(shape)[0])

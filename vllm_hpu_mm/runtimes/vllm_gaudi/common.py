@@ -54,6 +54,7 @@ __all__ = [
     "prefill_seqs",
     "prompt_buckets",
     "strategy_for",
+    "strategy_resolution",
 ]
 
 
@@ -387,6 +388,44 @@ def overridden_variables(cfg: BucketingConfig) -> tuple[str, ...]:
     if not cfg.enable_bucketing:
         out = [*cfg.set_variables(), "VLLM_BUCKETING_STRATEGY"]
     return tuple(dict.fromkeys(out))
+
+
+#: Releases before v0.20.0rc0: VLLM_BUCKETING_STRATEGY's accepted names, and the strategy each would name.
+_OLD_NAMES = {"exponential_bucketing": "exp", "linear_bucketing": "lin"}
+
+
+def strategy_resolution(cfg: BucketingConfig, *, planned: bool = False) -> str | None:
+    """Which of the user's strategy settings wins where ``cfg.release`` resolves them against each other, and why, in
+    one sentence (None: nothing is resolved). ``planned``: the bucket file is ours, not a setting of the user's.
+
+    bucketing/common.py at each tag: with a bucket file set, get_bucketing_strategy is never called; from v0.20.0rc0
+    (c2641a62 #762) a set VLLM_EXPONENTIAL_BUCKETING replaces the strategy VLLM_BUCKETING_STRATEGY chose (true: exp,
+    otherwise lin; vllm-gaudi warns "Overriding bucketing strategy"); before, only VLLM_EXPONENTIAL_BUCKETING picks
+    (unset: exp) and VLLM_BUCKETING_STRATEGY is checked against its list and read nowhere."""
+    release, given, exp = cfg.release, cfg.strategy_given, cfg.exponential_bucketing
+    where = "its extension/bucketing/common.py get_bucketing_strategy"
+    if cfg.from_file is not None and not planned:
+        named = [f"VLLM_BUCKETING_STRATEGY={given}"] if given is not None else []
+        named += ["VLLM_EXPONENTIAL_BUCKETING"] if exp is not None else []
+        if not named:
+            return None
+        return (f"your bucket file ({cfg.file_named}) wins over {' and '.join(named)}: {release} reads its buckets "
+                f"from the file and chooses no strategy ({where})")  # fmt: skip
+    wins = "exp" if exp is None or exp else "lin"
+    exp_words = f"VLLM_EXPONENTIAL_BUCKETING (read as {'true' if exp else 'false'}: {wins})"
+    if release.strategy_variable:
+        if exp is None or wins == cfg.strategy:
+            return None
+        chosen = f"VLLM_BUCKETING_STRATEGY={given}" if given is not None else "the default VLLM_BUCKETING_STRATEGY=exp"
+        return (f"{exp_words} overrides {chosen}: {release} warms {wins}, because a set VLLM_EXPONENTIAL_BUCKETING "
+                f"(deprecated) replaces the strategy chosen by name ({where})")  # fmt: skip
+    if given is None or _OLD_NAMES.get(given, wins) == wins:
+        return None
+    picker = exp_words if exp is not None else "VLLM_EXPONENTIAL_BUCKETING (unset: exp)"
+    return (
+        f"{picker} wins over VLLM_BUCKETING_STRATEGY={given}: {release} warms {wins}, because it picks the "
+        f"strategy by VLLM_EXPONENTIAL_BUCKETING alone and reads VLLM_BUCKETING_STRATEGY nowhere ({where})"
+    )
 
 
 # --- the strategies (bucketing/common.py get_bucketing_strategy: one class per strategy file, chosen once) -----------

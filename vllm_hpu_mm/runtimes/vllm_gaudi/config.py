@@ -59,6 +59,8 @@ class BucketingConfig:
     """
 
     strategy: str = "exp"
+    #: VLLM_BUCKETING_STRATEGY as the user set it (None: unset), kept for releases that read it and pick nothing by it.
+    strategy_given: str | None = None
     #: The release line whose behaviour is modelled (:mod:`.releases`); main @091bbadd by default.
     release: Release = MAIN
     exponential_bucketing: bool | None = None  # deprecated VLLM_EXPONENTIAL_BUCKETING, through its boolean()
@@ -164,6 +166,8 @@ def config_from_env(env: Mapping[str, str], release: Release = MAIN) -> Bucketin
         if raw is not None:
             fields[variable.removeprefix("VLLM_").replace("_BUCKET", "").lower()] = _gaudi_int(variable, raw)
     strategy = env.get("VLLM_BUCKETING_STRATEGY")
+    if strategy is not None:
+        fields["strategy_given"] = strategy
     if not release.strategy_variable:
         if env.get("VLLM_DECODE_BLOCK_BUCKET_LIMIT") is not None:  # declared (int) before v0.21.0, read nowhere
             _gaudi_int("VLLM_DECODE_BLOCK_BUCKET_LIMIT", env["VLLM_DECODE_BLOCK_BUCKET_LIMIT"])
