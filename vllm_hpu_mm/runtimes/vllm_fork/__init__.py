@@ -125,6 +125,10 @@ TRAITS = RuntimeTraits(
     fp32_softmax_note=f"vllm-fork {NEWEST.name} turns fp32 softmax on for qwen2 ({NEWEST.fp32_softmax_source}); "
     "VLLM_FP32_SOFTMAX overrides it",
     enforced_by="serve exports the vision buckets that fit; the text buckets are the release's own, all warmed",
+    # 1.22 reads 'None' as no list (VisionBuckets, :116-117), copies it for an mrope model (profile_run, :2811), and
+    # its warm-up summary then takes len() of it; only VLLM_SKIP_WARMUP or --enforce-eager skips that (:3209, :3231)
+    none_buckets_fail_warmup="its warm-up summary takes len() of the bucket list (log_graph_warmup_summary, "
+    f"vllm/worker/hpu_model_runner.py:3155 @{NEWEST.commit})",
     warms_all_graphs=True,
     own_knobs=frozenset({VISION_BUCKETS, SKIP_WARMUP, WEIGHTS_LOAD_DEVICE}),
     # its V0 worker and executor paths and early names; vLLM V0 on Gaudi is the fork's (vllm-gaudi is a V1 plugin)
@@ -185,6 +189,8 @@ def _traits_for(release: Release) -> RuntimeTraits:
         traits = dataclasses.replace(TRAITS, fp32_softmax_default=False, fp32_softmax_note=note,
                                      reads_fp32_softmax=False)  # fmt: skip
     traits = dataclasses.replace(traits, booleans=_booleans(release))
+    if not release.reads_vision_buckets:  # before 1.22 no VisionBuckets: the variable is not read at all
+        traits = dataclasses.replace(traits, none_buckets_fail_warmup="")
     if not release.reads_prompt_ratio:
         return traits
     return dataclasses.replace(traits, reads=frozenset({GRAPH_RESERVED_MEM, GRAPH_PROMPT_RATIO}),
