@@ -137,7 +137,7 @@ TRAITS = RuntimeTraits(
     # its newest release tag is v0.9.0.1+Gaudi-1.22.0 (2e9b2b3d4), and no branch describes past it (habana_main
     # @95af7009 is v0.6.2-5496): its servers print vLLM 0.9.x or older; vllm-gaudi's first tag is v0.10.0
     newest_vllm=(0, 9),
-    warmup_era="one_pass",
+    warmup_era=NEWEST.warmup_era,
     # vllm/config.py CacheConfig.gpu_memory_utilization @95af7009 (habana_main, 2025-10-28)
     default_gpu_memory_utilization=0.9,
     kv_cache_memory_bytes="unknown",
@@ -188,7 +188,7 @@ def _traits_for(release: Release) -> RuntimeTraits:
                 "reads VLLM_FP32_SOFTMAX (it came with 1.20, extension @d4b0d38)")  # fmt: skip
         traits = dataclasses.replace(TRAITS, fp32_softmax_default=False, fp32_softmax_note=note,
                                      reads_fp32_softmax=False)  # fmt: skip
-    traits = dataclasses.replace(traits, booleans=_booleans(release))
+    traits = dataclasses.replace(traits, booleans=_booleans(release), warmup_era=release.warmup_era)
     if not release.reads_vision_buckets:  # before 1.22 no VisionBuckets: the variable is not read at all
         traits = dataclasses.replace(traits, none_buckets_fail_warmup="")
     if not release.reads_prompt_ratio:

@@ -69,6 +69,12 @@ class Release:
     #: ``Value('fp32_softmax', ModelType('qwen2'))``); "": not read, no fp32 softmax at all (1.17 - 1.19: ``git grep
     #: -i fp32_softmax`` finds nothing in the fork's ``vllm/`` at the tag nor in extension @4ff86cf).
     fp32_softmax_source: str = ""
+    #: How its warm-up runs (:mod:`vllm_hpu_mm.runtimes.warmup`): ``two_pass`` before #1178 (6bac2f76b), whose
+    #: ``warmup_model`` runs ``warmup_all_buckets`` over every prompt and decode bucket eagerly before the ``if not
+    #: self.enforce_eager`` graph block, under ``--enforce-eager`` too (1.17 ``habana_model_runner.py:1138-1141``
+    #: @1e0e492e1 to 1.21.3 ``hpu_model_runner.py:2379-2385`` @3bcdfd4af); ``one_pass`` from 1.22, whose whole warm-up
+    #: sits inside that block (``hpu_model_runner.py:3231`` @2e9b2b3d4).
+    warmup_era: str = "two_pass"
 
     def __str__(self) -> str:
         where = f"extension @{self.extension}" if self.extension else "in-tree"
@@ -77,7 +83,7 @@ class Release:
 
 NEWEST = Release("v0.9.0.1+Gaudi-1.22.0", "0.9.0.1", ("v0.9.0.1+Gaudi-1.22.0",), "2e9b2b3d4", "8211e0b", "ext122",
                  exponential_default=True, reads_prompt_ratio=False, reads_vision_buckets=True,
-                 fp32_softmax_source="vllm_hpu_extension/features.py:60 @8211e0b")  # fmt: skip
+                 fp32_softmax_source="vllm_hpu_extension/features.py:60 @8211e0b", warmup_era="one_pass")  # fmt: skip
 
 #: Newest first.
 LINES: tuple[Release, ...] = (
