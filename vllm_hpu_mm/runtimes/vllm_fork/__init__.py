@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from vllm_hpu_mm.engine import EngineShape, TextShapes
 from vllm_hpu_mm.runtimes.arithmetic import gaudi_guide_split
@@ -105,6 +105,31 @@ def profile_residue_bytes(p: ProfileCosts | None, bucketing: ForkBucketing | Non
     return batch * length * p.token_bytes + batch * p.logits_bytes_per_seq + (p.vision_bytes if p.multimodal else 0)
 
 
+def _contiguous_pa(generation: str) -> Callable[[str | None, bool, bool], bool]:
+    """Whether a line's V0 runner turns contiguous PA on, from the raw ``VLLM_CONTIGUOUS_PA`` (None: unset), prefix
+    caching asked for and a multimodal model (its V0 engine drops prefix caching for one from 1.21.2:
+    ``arg_utils.py`` ``_set_default_args_v0``, "not supported for multimodal models in V0")."""
+
+    def on(raw: str | None, prefix_caching: bool, multimodal: bool) -> bool:
+        caching = prefix_caching and not (multimodal and generation in ("ext1212", "ext122"))
+        if generation == "ext122":  # the extension's Value: VLLM_CONTIGUOUS_PA as its boolean, else not prefix caching
+            return raw.lower() in EXTENSION_TRUE if raw is not None else not caching
+        if raw is None and caching and generation != "ext119":  # 1.21: os.environ.setdefault(..., "False")
+            raw = "False"
+        value = (raw if raw is not None else "true").lower()
+        # 1.21.2 - 1.21.3 end on envs.VLLM_USE_HPU_CONTIGUOUS_CACHE_FETCH, which takes "1" too (vllm/envs.py:652)
+        return value in ("1", "true") if generation == "ext1212" else value == "true"
+
+    return on
+
+
+def _speculative(release: Release) -> dict[str, object]:
+    """The traits' speculative-decoding refusal for ``release`` (:attr:`.releases.Release.speculative_refused`)."""
+    source = release.speculative_refused
+    return {"speculative_refused_with_contiguous_pa": source,
+            "contiguous_pa": _contiguous_pa(release.generation) if source else None}  # fmt: skip
+
+
 def _with_registry(traits: RuntimeTraits, release: Release) -> RuntimeTraits:
     """``traits`` with the architectures ``release`` can load: its registry, and whether vLLM falls back to its
     Transformers backend for an unlisted text model (``TransformersModel`` first in 1.21.0 ``registry.py:194``
@@ -153,7 +178,7 @@ TRAITS = RuntimeTraits(
         for v in (SKIP_WARMUP, FP32_SOFTMAX)
     ),
 )
-TRAITS = _with_registry(TRAITS, NEWEST)
+TRAITS = dataclasses.replace(_with_registry(TRAITS, NEWEST), **_speculative(NEWEST))  # type: ignore[arg-type]
 
 
 def _booleans(release: Release) -> tuple[tuple[str, frozenset[str], str], ...]:
@@ -188,7 +213,8 @@ def _traits_for(release: Release) -> RuntimeTraits:
                 "reads VLLM_FP32_SOFTMAX (it came with 1.20, extension @d4b0d38)")  # fmt: skip
         traits = dataclasses.replace(TRAITS, fp32_softmax_default=False, fp32_softmax_note=note,
                                      reads_fp32_softmax=False)  # fmt: skip
-    traits = dataclasses.replace(traits, booleans=_booleans(release), warmup_era=release.warmup_era)
+    traits = dataclasses.replace(traits, booleans=_booleans(release), warmup_era=release.warmup_era,
+                                 **_speculative(release))  # type: ignore[arg-type]  # fmt: skip
     if not release.reads_vision_buckets:  # before 1.22 no VisionBuckets: the variable is not read at all
         traits = dataclasses.replace(traits, none_buckets_fail_warmup="")
     if not release.reads_prompt_ratio:
