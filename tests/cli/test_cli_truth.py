@@ -243,6 +243,16 @@ def test_a_bucket_list_the_runtime_fails_on_is_not_called_a_memory_problem(monke
     assert "memory plan does not fit" not in err
 
 
+def test_speculative_decoding_with_the_forks_default_contiguous_pa_says_the_server_would_not_start() -> None:
+    spec = '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}'
+    args = ("serve", "--dry-run", "--plan-runtime", "vllm-fork==0.9.0.1", "--plan-profile", "none",
+            "--max-model-len", "4096", "--speculative-config", spec)  # fmt: skip
+    code, _, err = run(*args)
+    assert code == 1
+    assert "the server would not start" in err
+    assert "VLLM_CONTIGUOUS_PA=false" in err
+
+
 def test_calibrate_exit_codes_and_never_over_its_log(tmp_path: Path) -> None:
     # what is recorded and refused: tests/jobs/test_jobs_calibrate.py
     log = tmp_path / "server.log"

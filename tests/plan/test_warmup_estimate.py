@@ -94,3 +94,35 @@ def test_enforce_eager_on_a_two_pass_fork_still_warms_every_bucket_once() -> Non
     eager = era("two_pass").coefficients["eager"]
     assert w.by_phase["prompt"] == pytest.approx(len(shapes.prefill) * eager["prompt"][0])
     assert w.by_phase["decode"] == pytest.approx(len(shapes.decode) * eager["decode"][0])
+
+
+@pytest.mark.parametrize("runtime", ["vllm-fork==0.5.3.post1+gaudi117", "vllm-fork==0.5.3.post1+gaudi118",
+                                     "vllm-fork==0.6.4.post2", "vllm-fork==0.8.5.post1"])  # fmt: skip
+def test_a_fork_line_before_1_22_is_planned_two_pass_so_enforce_eager_still_warms_every_bucket(runtime: str) -> None:
+    """Before #1178 ``warmup_model`` runs ``warmup_all_buckets`` before its ``if not self.enforce_eager`` block
+    (1.17 ``habana_model_runner.py:1138-1141`` @1e0e492e1, 1.21.3 ``hpu_model_runner.py:2379-2385`` @3bcdfd4af)."""
+    args = SizingArgs(device="gaudi2", runtime=runtime, enforce_eager=True, max_model_len=4096)
+    w = to_dict(plan(build(args, load({}), {})))["warmup"]
+    assert w["era"] == "two_pass"
+    assert w["by_phase"]["prompt"] > 0
+    assert w["by_phase"]["decode"] > 0
+    assert "before #1178" in w["source"]
+
+
+def test_fork_1_22_is_planned_one_pass_so_enforce_eager_warms_nothing() -> None:
+    args = SizingArgs(device="gaudi2", runtime="vllm-fork==0.9.0.1", enforce_eager=True, max_model_len=8192)
+    w = to_dict(plan(build(args, load({}), {})))["warmup"]
+    assert (w["era"], w["graphs"], w["seconds"]) == ("one_pass", 0, 0)
+
+
+def test_a_fork_line_that_captures_while_its_pools_last_times_its_graph_pass_over_the_kept_graphs_only() -> None:
+    args = SizingArgs(device="gaudi2", runtime="vllm-fork==0.8.5.post1", max_model_len=8192, free_memory_gib=30)
+    p = plan(build(args, load({}), {}))
+    t = p.text_graphs
+    assert len(t.prefill_kept) + len(t.decode_kept) < len(t.prefill) + len(t.decode)  # some do not fit
+    w = p.warmup
+    assert w is not None
+    # every bucket once eagerly, then only the kept ones as graphs
+    assert w.graphs == len(t.prefill) + len(t.decode) + len(t.prefill_kept) + len(t.decode_kept) + len(
+        p.vision_buckets_captured
+    )

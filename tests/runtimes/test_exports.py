@@ -128,13 +128,20 @@ def test_with_almost_no_memory_none_is_never_exported_while_warmup_is_on() -> No
     assert parse_bucket_file(e.files["vllm-gaudi-buckets.txt"])[0]  # never a file without prompts
 
 
-def test_buckets_none_with_warmup_on_is_an_error_for_vllm_gaudi_only() -> None:
-    p = make_plan("vllm-gaudi", "gaudi2", env={"VLLM_MULTIMODAL_BUCKETS": "None"})
+@pytest.mark.parametrize("runtime", ["vllm-gaudi", "vllm-fork", "vllm-fork==0.9.0.1"])
+def test_buckets_none_with_warmup_on_is_an_error_where_the_runtime_reads_them(runtime: str) -> None:
+    # vllm-gaudi, and the fork's 1.22 (hpu_model_runner.py:3155 @2e9b2b3d4), take len() of the list at warm-up
+    p = make_plan(runtime, "gaudi2", env={"VLLM_MULTIMODAL_BUCKETS": "None"})
     assert not p.fits
-    assert "VLLM_SKIP_WARMUP" in next(w.fix.text for w in p.findings if w.severity == "error")
-    skipped = make_plan("vllm-gaudi", "gaudi2", env={"VLLM_MULTIMODAL_BUCKETS": "None", "VLLM_SKIP_WARMUP": "1"})
+    assert "VLLM_SKIP_WARMUP" in next(w.fix.text for w in p.findings if w.code == "vision_buckets_none_at_warmup")
+    assert "VLLM_MULTIMODAL_BUCKETS" not in exports_for(p, ExportContext(ServerFlags())).env
+    skipped = make_plan(runtime, "gaudi2", env={"VLLM_MULTIMODAL_BUCKETS": "None", "VLLM_SKIP_WARMUP": "1"})
     assert skipped.fits
-    assert make_plan("vllm-fork", "gaudi2", env={"VLLM_MULTIMODAL_BUCKETS": "None"}).fits
+
+
+def test_buckets_none_is_no_error_on_fork_lines_that_do_not_read_them() -> None:
+    p = make_plan("vllm-fork==0.8.5.post1", "gaudi2", env={"VLLM_MULTIMODAL_BUCKETS": "None"})
+    assert not any(f.code == "vision_buckets_none_at_warmup" for f in p.findings)
 
 
 def test_users_own_bucket_file_and_resolutions_are_kept_and_their_buckets_counted(tmp_path: Path) -> None:

@@ -241,3 +241,56 @@ def test_each_line_knows_the_architectures_its_registry_lists() -> None:
     assert "Qwen2_5_VLForConditionalGeneration" in traits["0.7.2"].architectures  # type: ignore[operator]
     assert all("LlamaForCausalLM" in t.architectures for t in traits.values())  # type: ignore[operator]
     assert [t.transformers_fallback for t in traits.values()] == [True, True, True, False, False, False, False]
+
+
+SPECULATIVE = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}
+
+
+def _speculative_refusal(version: str, env: dict[str, str], **args: object) -> list[str]:
+    """The refusal a text model (Llama 3.1 8B's config.json) gets under --speculative-config at ``version``."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from vllm_hpu_mm.envs import load
+    from vllm_hpu_mm.plan.args import SizingArgs
+    from vllm_hpu_mm.plan.inputs import build
+    from vllm_hpu_mm.plan.planner import plan
+
+    data = Path(__file__).resolve().parents[1] / "data" / "configs" / "meta-llama_Llama-3.1-8B-Instruct.json"
+    with tempfile.TemporaryDirectory() as model:
+        shutil.copy(data, Path(model) / "config.json")
+        sizing = SizingArgs(model=model, device="gaudi2", runtime=f"vllm-fork=={version}", max_model_len=4096,
+                            speculative_config=SPECULATIVE, **args)  # type: ignore[arg-type]  # fmt: skip
+        p = plan(build(sizing, load(env), env))
+    return [f.message for f in p.findings if f.code == "speculative_with_contiguous_pa" and f.severity == "error"]
+
+
+@pytest.mark.parametrize(
+    ("version", "env", "refused"),
+    [
+        ("0.9.0.1", {}, True),  # the extension's Value: on unless prefix caching (features.py:73 @8211e0b)
+        ("0.9.0.1", {"VLLM_CONTIGUOUS_PA": "no"}, False),  # its boolean: 'no' is false
+        ("0.9.0.1", {"VLLM_CONTIGUOUS_PA": "1"}, True),
+        ("0.8.5.post1", {}, True),
+        ("0.8.5.post1", {"VLLM_CONTIGUOUS_PA": "1"}, True),  # envs.VLLM_USE_HPU_CONTIGUOUS_CACHE_FETCH takes '1'
+        ("0.7.2", {"VLLM_CONTIGUOUS_PA": "1"}, False),  # == 'true' only
+        ("0.6.6.post1", {}, True),
+        ("0.6.4.post2", {}, False),  # 1.19 has contiguous PA but no such check
+        ("0.5.3.post1+gaudi117", {}, False),
+    ],
+)
+def test_speculative_decoding_with_contiguous_pa_on_is_refused_where_the_release_refuses_it(
+    version: str, env: dict[str, str], refused: bool
+) -> None:
+    messages = _speculative_refusal(version, env)
+    assert bool(messages) == refused
+    if refused:
+        assert "speculative decoding is not supported with contiguous PA" in messages[0]
+        assert "hpu_model_runner.py" in messages[0]
+
+
+def test_prefix_caching_turns_contiguous_pa_off_from_1_21_so_speculative_decoding_starts() -> None:
+    assert not _speculative_refusal("0.9.0.1", {}, enable_prefix_caching=True)
+    assert not _speculative_refusal("0.7.2", {}, enable_prefix_caching=True)  # os.environ.setdefault(..., "False")
+    assert _speculative_refusal("0.6.6.post1", {}, enable_prefix_caching=True)  # 1.20 ignores prefix caching

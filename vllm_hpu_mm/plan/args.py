@@ -316,6 +316,9 @@ VLLM_FLAGS: tuple[Option, ...] = (
     Option("enable_chunked_prefill", "enable-chunked-prefill", "vLLM's chunked prefill; off, the batched-token "
            "default rises to --max-model-len and a smaller --max-num-batched-tokens is refused, as vLLM refuses it "
            "(default: the runtime's: on in vLLM V1 and vllm-gaudi, off in vllm-fork)", boolean=True),
+    Option("enable_prefix_caching", "enable-prefix-caching", "vLLM's prefix caching; vllm-fork turns contiguous PA "
+           "off under it from 1.21, which its speculative decoding needs (default: the runtime's: on in vLLM V1 and "
+           "vllm-gaudi, off in vllm-fork's V0 engine)", boolean=True),
     Option("performance_mode", "performance-mode", "vLLM's --performance-mode: throughput doubles the default "
            f"--max-num-seqs and --max-num-batched-tokens; one of {', '.join(PERFORMANCE_MODES)} (default: balanced)",
            choice(PERFORMANCE_MODES)),
@@ -415,6 +418,7 @@ class SizingArgs:
     enable_expert_parallel: bool | None = None
     revision: str | None = None
     enable_chunked_prefill: bool | None = None
+    enable_prefix_caching: bool | None = None
     performance_mode: str | None = None
     kv_cache_dtype: str | None = None
     num_gpu_blocks_override: int | None = None

@@ -35,6 +35,7 @@ Code = Literal[
     "kv_cache_over_memory",
     "dtype_replaced",
     "architecture_not_served",
+    "speculative_with_contiguous_pa",
     "kv_cache_from_variable",
     "read_as_runtime_reads",
     "setting_overridden",
@@ -77,6 +78,19 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
                    "vLLM refuses an unlisted architecture at start-up")  # fmt: skip
         fix = Fix(f"a {i.runtime.name.value} release whose registry lists {arch}, or another runtime")
         out.append(Finding("error", "startup", "architecture_not_served", message, fix))
+    on = traits.contiguous_pa
+    raw_pa = i.runtime_env.get("VLLM_CONTIGUOUS_PA")
+    if (
+        i.num_speculative_tokens
+        and on is not None
+        and on(raw_pa, bool(i.enable_prefix_caching), i.model.vision.present)
+    ):
+        set_to = f"VLLM_CONTIGUOUS_PA={raw_pa!r}" if raw_pa is not None else "VLLM_CONTIGUOUS_PA unset"
+        message = (f"--speculative-config with contiguous PA on ({set_to}) makes {i.runtime_words} refuse to start: "
+                   f"speculative decoding is not supported with contiguous PA "
+                   f"({traits.speculative_refused_with_contiguous_pa})")  # fmt: skip
+        fix = Fix("set VLLM_CONTIGUOUS_PA=false, or leave out --speculative-config")
+        out.append(Finding("error", "startup", "speculative_with_contiguous_pa", message, fix))
     if p_free <= 0:
         message = (
             f"weights and profiling need {-p_free / GIB:.1f} GiB more than the device has free: OOM while loading "

@@ -123,6 +123,8 @@ class PlanInputs:
     num_gpu_blocks_override: int | None = None
     #: Tokens proposed per step under ``--speculative-config`` (0: none).
     num_speculative_tokens: int = 0
+    #: ``--enable-prefix-caching`` / ``--no-enable-prefix-caching`` as given; None: the runtime's default.
+    enable_prefix_caching: bool | None = None
     #: vLLM's ``--performance-mode`` (balanced, interactivity or throughput).
     performance_mode: str = "balanced"
     #: ``--limit-mm-per-prompt`` sets image to 0: vLLM refuses every image, so no image bucket is captured, warmed
@@ -430,5 +432,6 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         chunked_prefill=limits.chunked_prefill,
         num_gpu_blocks_override=args.num_gpu_blocks_override,
         num_speculative_tokens=speculative_tokens(args.speculative_config, flag("speculative_config")),
+        enable_prefix_caching=args.enable_prefix_caching,
         performance_mode=args.performance_mode or "balanced",
     )

@@ -70,8 +70,16 @@ class Plan:
         i = self.inputs
         if i.skip_warmup:
             return None
-        prompt = [(b.batch, b.size, b.context) for b in self.text_graphs.prefill]
-        decode = [(b.batch, b.size) for b in self.text_graphs.decode]
+        t = self.text_graphs
+        prompt = [(b.batch, b.size, b.context) for b in t.prefill]
+        decode = [(b.batch, b.size) for b in t.decode]
+        # a runtime that captures while its pools last (vllm-fork 1.17 - 1.21.3) captures the kept graphs only, after
+        # its eager pass over every bucket
+        captured = (
+            None
+            if i.runtime.traits.warms_all_graphs
+            else ([(b.batch, b.size, b.context) for b in t.prefill_kept], [(b.batch, b.size) for b in t.decode_kept])
+        )
         if i.enforce_eager and i.backend == "hpu":  # no graphs, but a two-pass runtime still runs every bucket once
             shapes = i.runtime.text_shapes(i.engine(self.kv_blocks))
             prompt, decode = list(shapes.prefill), list(shapes.decode)
@@ -82,6 +90,7 @@ class Plan:
             vision=self.vision_buckets_captured if i.vision_bucketed else (),
             block_size=i.block_size,
             eager=i.enforce_eager,
+            captured=captured,
         )
 
     @property

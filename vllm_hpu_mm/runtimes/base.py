@@ -149,6 +149,12 @@ class RuntimeTraits:
     architectures_source: str = ""
     transformers_fallback: bool = False
 
+    #: Where the runtime refuses ``--speculative-config`` at start-up while contiguous PA is on (its source), and
+    #: whether contiguous PA is on, from the raw ``VLLM_CONTIGUOUS_PA`` (None: unset), whether prefix caching is
+    #: asked for, and whether the model is multimodal; "" / None where the runtime has no such refusal.
+    speculative_refused_with_contiguous_pa: str = ""
+    contiguous_pa: Callable[[str | None, bool, bool], bool] | None = None
+
     #: How the runtime reads its boolean variables: (variable, the values it reads as true after ``.lower()``, where
     #: in its source). A variable not listed is read as our registry reads it (``envs.py``).
     booleans: tuple[tuple[str, frozenset[str], str], ...] = ()

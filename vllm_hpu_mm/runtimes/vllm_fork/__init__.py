@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from vllm_hpu_mm.engine import EngineShape, TextShapes
 from vllm_hpu_mm.runtimes.arithmetic import gaudi_guide_split
@@ -105,6 +105,31 @@ def profile_residue_bytes(p: ProfileCosts | None, bucketing: ForkBucketing | Non
     return batch * length * p.token_bytes + batch * p.logits_bytes_per_seq + (p.vision_bytes if p.multimodal else 0)
 
 
+def _contiguous_pa(generation: str) -> Callable[[str | None, bool, bool], bool]:
+    """Whether a line's V0 runner turns contiguous PA on, from the raw ``VLLM_CONTIGUOUS_PA`` (None: unset), prefix
+    caching asked for and a multimodal model (its V0 engine drops prefix caching for one from 1.21.2:
+    ``arg_utils.py`` ``_set_default_args_v0``, "not supported for multimodal models in V0")."""
+
+    def on(raw: str | None, prefix_caching: bool, multimodal: bool) -> bool:
+        caching = prefix_caching and not (multimodal and generation in ("ext1212", "ext122"))
+        if generation == "ext122":  # the extension's Value: VLLM_CONTIGUOUS_PA as its boolean, else not prefix caching
+            return raw.lower() in EXTENSION_TRUE if raw is not None else not caching
+        if raw is None and caching and generation != "ext119":  # 1.21: os.environ.setdefault(..., "False")
+            raw = "False"
+        value = (raw if raw is not None else "true").lower()
+        # 1.21.2 - 1.21.3 end on envs.VLLM_USE_HPU_CONTIGUOUS_CACHE_FETCH, which takes "1" too (vllm/envs.py:652)
+        return value in ("1", "true") if generation == "ext1212" else value == "true"
+
+    return on
+
+
+def _speculative(release: Release) -> dict[str, object]:
+    """The traits' speculative-decoding refusal for ``release`` (:attr:`.releases.Release.speculative_refused`)."""
+    source = release.speculative_refused
+    return {"speculative_refused_with_contiguous_pa": source,
+            "contiguous_pa": _contiguous_pa(release.generation) if source else None}  # fmt: skip
+
+
 def _with_registry(traits: RuntimeTraits, release: Release) -> RuntimeTraits:
     """``traits`` with the architectures ``release`` can load: its registry, and whether vLLM falls back to its
     Transformers backend for an unlisted text model (``TransformersModel`` first in 1.21.0 ``registry.py:194``
@@ -125,6 +150,10 @@ TRAITS = RuntimeTraits(
     fp32_softmax_note=f"vllm-fork {NEWEST.name} turns fp32 softmax on for qwen2 ({NEWEST.fp32_softmax_source}); "
     "VLLM_FP32_SOFTMAX overrides it",
     enforced_by="serve exports the vision buckets that fit; the text buckets are the release's own, all warmed",
+    # 1.22 reads 'None' as no list (VisionBuckets, :116-117), copies it for an mrope model (profile_run, :2811), and
+    # its warm-up summary then takes len() of it; only VLLM_SKIP_WARMUP or --enforce-eager skips that (:3209, :3231)
+    none_buckets_fail_warmup="its warm-up summary takes len() of the bucket list (log_graph_warmup_summary, "
+    f"vllm/worker/hpu_model_runner.py:3155 @{NEWEST.commit})",
     warms_all_graphs=True,
     own_knobs=frozenset({VISION_BUCKETS, SKIP_WARMUP, WEIGHTS_LOAD_DEVICE}),
     # its V0 worker and executor paths and early names; vLLM V0 on Gaudi is the fork's (vllm-gaudi is a V1 plugin)
@@ -133,7 +162,7 @@ TRAITS = RuntimeTraits(
     # its newest release tag is v0.9.0.1+Gaudi-1.22.0 (2e9b2b3d4), and no branch describes past it (habana_main
     # @95af7009 is v0.6.2-5496): its servers print vLLM 0.9.x or older; vllm-gaudi's first tag is v0.10.0
     newest_vllm=(0, 9),
-    warmup_era="one_pass",
+    warmup_era=NEWEST.warmup_era,
     # vllm/config.py CacheConfig.gpu_memory_utilization @95af7009 (habana_main, 2025-10-28)
     default_gpu_memory_utilization=0.9,
     kv_cache_memory_bytes="unknown",
@@ -149,7 +178,7 @@ TRAITS = RuntimeTraits(
         for v in (SKIP_WARMUP, FP32_SOFTMAX)
     ),
 )
-TRAITS = _with_registry(TRAITS, NEWEST)
+TRAITS = dataclasses.replace(_with_registry(TRAITS, NEWEST), **_speculative(NEWEST))  # type: ignore[arg-type]
 
 
 def _booleans(release: Release) -> tuple[tuple[str, frozenset[str], str], ...]:
@@ -184,7 +213,10 @@ def _traits_for(release: Release) -> RuntimeTraits:
                 "reads VLLM_FP32_SOFTMAX (it came with 1.20, extension @d4b0d38)")  # fmt: skip
         traits = dataclasses.replace(TRAITS, fp32_softmax_default=False, fp32_softmax_note=note,
                                      reads_fp32_softmax=False)  # fmt: skip
-    traits = dataclasses.replace(traits, booleans=_booleans(release))
+    traits = dataclasses.replace(traits, booleans=_booleans(release), warmup_era=release.warmup_era,
+                                 **_speculative(release))  # type: ignore[arg-type]  # fmt: skip
+    if not release.reads_vision_buckets:  # before 1.22 no VisionBuckets: the variable is not read at all
+        traits = dataclasses.replace(traits, none_buckets_fail_warmup="")
     if not release.reads_prompt_ratio:
         return traits
     return dataclasses.replace(traits, reads=frozenset({GRAPH_RESERVED_MEM, GRAPH_PROMPT_RATIO}),

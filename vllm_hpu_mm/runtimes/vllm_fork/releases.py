@@ -69,6 +69,16 @@ class Release:
     #: ``Value('fp32_softmax', ModelType('qwen2'))``); "": not read, no fp32 softmax at all (1.17 - 1.19: ``git grep
     #: -i fp32_softmax`` finds nothing in the fork's ``vllm/`` at the tag nor in extension @4ff86cf).
     fp32_softmax_source: str = ""
+    #: How its warm-up runs (:mod:`vllm_hpu_mm.runtimes.warmup`): ``two_pass`` before #1178 (6bac2f76b), whose
+    #: ``warmup_model`` runs ``warmup_all_buckets`` over every prompt and decode bucket eagerly before the ``if not
+    #: self.enforce_eager`` graph block, under ``--enforce-eager`` too (1.17 ``habana_model_runner.py:1138-1141``
+    #: @1e0e492e1 to 1.21.3 ``hpu_model_runner.py:2379-2385`` @3bcdfd4af); ``one_pass`` from 1.22, whose whole warm-up
+    #: sits inside that block (``hpu_model_runner.py:3231`` @2e9b2b3d4).
+    warmup_era: str = "two_pass"
+    #: Where its V0 runner refuses ``--speculative-config`` while contiguous PA is on (``HPUModelRunnerBase.__init__``
+    #: raises "Speculative decoding is not supported with contiguous PA, please set VLLM_CONTIGUOUS_PA=false"); "":
+    #: no such check (1.17 - 1.19).
+    speculative_refused: str = ""
 
     def __str__(self) -> str:
         where = f"extension @{self.extension}" if self.extension else "in-tree"
@@ -77,18 +87,22 @@ class Release:
 
 NEWEST = Release("v0.9.0.1+Gaudi-1.22.0", "0.9.0.1", ("v0.9.0.1+Gaudi-1.22.0",), "2e9b2b3d4", "8211e0b", "ext122",
                  exponential_default=True, reads_prompt_ratio=False, reads_vision_buckets=True,
-                 fp32_softmax_source="vllm_hpu_extension/features.py:60 @8211e0b")  # fmt: skip
+                 fp32_softmax_source="vllm_hpu_extension/features.py:60 @8211e0b", warmup_era="one_pass",
+                 speculative_refused="vllm/worker/hpu_model_runner.py:1053-1058 @2e9b2b3d4")  # fmt: skip
 
 #: Newest first.
 LINES: tuple[Release, ...] = (
     NEWEST,
     Release("v0.7.2+Gaudi-1.21.2 - v0.8.5.post1+Gaudi-1.21.3", "0.8.5.post1",
             ("v0.8.5.post1+Gaudi-1.21.3", "v0.8.5.post1+Gaudi-1.21.2"), "3bcdfd4af", "29bc7a4", "ext1212",
-            fp32_softmax_source="vllm_hpu_extension/flags.py:154 @29bc7a4"),
+            fp32_softmax_source="vllm_hpu_extension/flags.py:154 @29bc7a4",
+            speculative_refused="vllm/worker/hpu_model_runner.py:784-788 @3bcdfd4af"),
     Release("v0.7.2+Gaudi-1.21.0", "0.7.2", ("v0.7.2+Gaudi-1.21.0",), "0275ce4c2", "2b4ba56", "ext1210",
-            fp32_softmax_source="vllm_hpu_extension/flags.py:153 @2b4ba56"),
+            fp32_softmax_source="vllm_hpu_extension/flags.py:153 @2b4ba56",
+            speculative_refused="vllm/worker/hpu_model_runner.py:698-702 @0275ce4c2"),
     Release("v0.6.6.post1+Gaudi-1.20.0", "0.6.6.post1", ("v0.6.6.post1+Gaudi-1.20.0",), "6af2f6752", "d4b0d38",
-            "ext119", fp32_softmax_source="vllm_hpu_extension/flags.py:146 @d4b0d38"),
+            "ext119", fp32_softmax_source="vllm_hpu_extension/flags.py:146 @d4b0d38",
+            speculative_refused="vllm/worker/hpu_model_runner.py:666-670 @6af2f6752"),
     # 1.20's bucketing (extension @4ff86cf generates the same buckets as @d4b0d38), without fp32 softmax
     Release("v0.6.4.post2+Gaudi-1.19.0 - v0.6.4.post2+Gaudi-1.19.2", "0.6.4.post2",
             ("v0.6.4.post2+Gaudi-1.19.2", "v0.6.4.post2+Gaudi-1.19.1", "v0.6.4.post2+Gaudi-1.19.0"), "61f141c62",
