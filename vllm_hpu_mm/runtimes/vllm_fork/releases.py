@@ -69,6 +69,9 @@ class Release:
     #: ``Value('fp32_softmax', ModelType('qwen2'))``); "": not read, no fp32 softmax at all (1.17 - 1.19: ``git grep
     #: -i fp32_softmax`` finds nothing in the fork's ``vllm/`` at the tag nor in extension @4ff86cf).
     fp32_softmax_source: str = ""
+    #: Where the release reads ``VLLM_FP32_SOFTMAX_VISION`` (1.22's Qwen2.5-VL tower); "": not read (``git grep`` finds
+    #: it at no earlier tag, nor in the extensions they pin).
+    fp32_softmax_vision_source: str = ""
 
     def __str__(self) -> str:
         where = f"extension @{self.extension}" if self.extension else "in-tree"
@@ -77,7 +80,8 @@ class Release:
 
 NEWEST = Release("v0.9.0.1+Gaudi-1.22.0", "0.9.0.1", ("v0.9.0.1+Gaudi-1.22.0",), "2e9b2b3d4", "8211e0b", "ext122",
                  exponential_default=True, reads_prompt_ratio=False, reads_vision_buckets=True,
-                 fp32_softmax_source="vllm_hpu_extension/features.py:60 @8211e0b")  # fmt: skip
+                 fp32_softmax_source="vllm_hpu_extension/features.py:60 @8211e0b",
+                 fp32_softmax_vision_source="vllm/model_executor/models/qwen2_5_vl.py:316-318 @2e9b2b3d4")  # fmt: skip
 
 #: Newest first.
 LINES: tuple[Release, ...] = (
