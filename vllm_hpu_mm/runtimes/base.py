@@ -467,8 +467,9 @@ class RuntimeEntry:
     #: one; None: it has no choice of strategy.
     strategies: Callable[[Mapping[str, str], str | None], tuple[RuntimeModel, ...]] | None = None
     #: Its releases: a version -> how it is planned, in words (ConfigError naming what is accepted when it cannot
-    #: be); None when the runtime's releases are not modelled apart (a version is then refused).
-    releases: Callable[[str], str] | None = None
+    #: be), None -> how the runtime named with no release is; None when the runtime's releases are not modelled apart
+    #: (a version is then refused).
+    releases: Callable[[str | None], str] | None = None
     #: The distribution whose installed version ``auto`` reads for ``releases``.
     distribution: str | None = None
     #: The variable naming the bucket file the runtime warms (vllm-gaudi's); None: it reads no bucket file.

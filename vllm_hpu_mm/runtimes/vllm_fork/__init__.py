@@ -278,8 +278,11 @@ def model_from_env(
     return VllmFork(config_from_env(env, release), traits=traits_for(release))
 
 
-def describe_release(version: str) -> str:
-    """How a vllm-fork version is planned, in words; ConfigError naming what is accepted when it is not modelled."""
+def describe_release(version: str | None) -> str:
+    """How a vllm-fork version is planned, in words (None: no release named, the newest line, as habana_main is);
+    ConfigError naming what is accepted when it is not modelled."""
+    if version is None:
+        return f"planned as {NEWEST}, the newest line modelled (habana_main plans as it)"
     return f"planned as {release_for(version)}"
 
 
