@@ -16,6 +16,8 @@ from vllm_hpu_mm.values import DEFAULT_BUCKETS, AlignMode
 
 BOOL_GOOD = [("1", True), ("true", True), ("TRUE", True), ("yes", True), ("on", True)]
 BOOL_GOOD += [("0", False), ("false", False), ("no", False), ("off", False), ("", False), (" False ", False)]
+# the Gaudi runtimes' boolean (vllm-hpu-extension config.py:122-124 @8211e0b) takes t and y as true: so do we
+BOOL_GOOD += [("t", True), ("Y", True), ("f", False), ("n", False)]
 
 
 def verbatim(raws: list[str]) -> list[tuple[str, str]]:

@@ -33,8 +33,10 @@ from vllm_hpu_mm.values import (
 
 T = TypeVar("T")
 
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off", ""})
+# t and y too: the Gaudi runtimes' boolean (vllm-gaudi extension/config.py:135-137 @091bbadd, vllm-hpu-extension
+# config.py:122-124 @8211e0b, fork 1.22) reads them as true, so the server starts on them; f and n, false there alike
+_TRUE = frozenset({"1", "true", "yes", "on", "t", "y"})
+_FALSE = frozenset({"0", "false", "no", "off", "", "f", "n"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +69,7 @@ def _bool(name: str, raw: str) -> bool:
         return True
     if token in _FALSE:
         return False
-    raise _bad(name, raw, "0/1, true/false, yes/no or on/off")
+    raise _bad(name, raw, "0/1, true/false, yes/no or on/off (or t/f, y/n)")
 
 
 def _ratio(name: str, raw: str) -> float:

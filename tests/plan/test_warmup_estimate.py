@@ -1,6 +1,6 @@
 """The plan reports the warm-up time it can estimate: on Gaudi, the runtime's fitted per-graph time by phase and
-shape over every graph it warms, with the held-out error beside it; nothing on CUDA (no fitted figure), nothing when
-warm-up is skipped, and no text graph under --enforce-eager on a one-pass runtime."""
+shape over every graph it warms, with the held-out error beside it; nothing on CUDA (no fitted figure), 0 s marked
+skipped when warm-up is skipped, and no text graph under --enforce-eager on a one-pass runtime."""
 
 from __future__ import annotations
 
@@ -38,9 +38,26 @@ def test_a_gaudi_plan_estimates_warm_up_by_phase_over_the_graphs_it_warms() -> N
     assert f"{graphs} graphs" in line
 
 
-def test_skipping_warm_up_makes_no_estimate() -> None:
+def test_skipping_warm_up_is_said_with_no_graph_and_no_second() -> None:
     p = plan(build(SizingArgs(device="gaudi2"), load({"VLLM_SKIP_WARMUP": "true"})))
-    assert to_dict(p)["warmup"] is None
+    w = to_dict(p)["warmup"]
+    assert w["skipped"] is True
+    assert w["seconds"] == w["graphs"] == 0
+    assert "VLLM_SKIP_WARMUP" in w["source"]
+    assert "warm-up: skipped (VLLM_SKIP_WARMUP" in to_table(p)
+
+
+@pytest.mark.parametrize("value", ["1", "t", "y"])
+def test_fork_1_22_skips_warm_up_for_every_spelling_its_extension_reads_as_true(value: str) -> None:
+    # vllm-hpu-extension config.py:122-124 @8211e0b: x.lower() in ['true', 't', '1', 'yes', 'y', 'on']; the fork's
+    # hpu_model_runner.py:1104 takes skip_warmup from it and :3209 returns before any warm-up (@2e9b2b3d4)
+    env = {"VLLM_SKIP_WARMUP": value}
+    args = SizingArgs(device="gaudi2", runtime="vllm-fork==0.9.0.1", max_model_len=8192)
+    p = plan(build(args, load(env), env))
+    assert p.inputs.skip_warmup
+    true = {"VLLM_SKIP_WARMUP": "true"}
+    assert to_dict(p)["warmup"] == to_dict(plan(build(args, load(true), true)))["warmup"]
+    assert to_dict(p)["warmup"]["skipped"] is True
 
 
 @pytest.mark.parametrize("runtime", ["vllm-fork==0.5.3.post1+gaudi.1.18.0", "vllm-fork==0.8.5.post1"])

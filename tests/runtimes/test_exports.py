@@ -317,6 +317,23 @@ def test_under_enforce_eager_the_graph_reserve_is_neither_exported_nor_shown_as_
     assert "VLLM_GRAPH_RESERVED_MEM" in render.to_dict(p, e)["settings_not_read"]
 
 
+@pytest.mark.parametrize("variable", ["VLLM_MULTIMODAL_BUCKETS", "VLLM_FP32_SOFTMAX_VISION"])
+def test_a_variable_of_ours_a_fork_line_does_not_read_is_named_as_not_read_and_plans_nothing(variable: str) -> None:
+    # git grep at v0.7.2+Gaudi-1.21.0 (@0275ce4c2) and extension @2b4ba56 finds neither: VisionBuckets and
+    # qwen2_5_vl.py's VLLM_FP32_SOFTMAX_VISION first come with 1.22 (@2e9b2b3d4)
+    env = {variable: "1600,3136,6400" if variable == "VLLM_MULTIMODAL_BUCKETS" else "yes"}
+    p = make_plan("vllm-fork==0.7.2", "gaudi2", env=env)
+    e = exports_for(p, ExportContext(ServerFlags(user_env=env)))
+    out = render.to_dict(p, e)
+    assert variable in out["settings_not_read"]
+    assert variable not in e.env
+    assert any(w["message"].startswith(f"your {variable}={env[variable]}: not read by vllm-fork 0.7.2")
+               for w in out["warnings"])  # fmt: skip
+    unset = make_plan("vllm-fork==0.7.2", "gaudi2")
+    assert p.vision_buckets_captured == unset.vision_buckets_captured  # the shell's list is not planned
+    assert variable not in render.to_dict(make_plan("vllm-fork==0.9.0.1", "gaudi2", env=env))["settings_not_read"]
+
+
 def test_a_fork_line_before_1_22_reads_fp32_softmax_yes_as_false_and_the_precision_says_so() -> None:
     # the extension's EnvFlag: .lower() in ['true', '1'] (flags.py:93 @29bc7a4, pinned by 1.21.3)
     env = {"VLLM_FP32_SOFTMAX": "yes"}

@@ -225,6 +225,15 @@ def test_resolve_and_detect_take_a_fork_release() -> None:
     assert again.version == "0.7.2"
 
 
+def test_the_fork_named_with_no_release_names_the_line_it_is_planned_as() -> None:
+    # r7fork 19: a plain vllm-fork (habana_main) plans as the newest line, 1.22 @2e9b2b3d4, and says so as a named
+    # release does; runtime_release stays None (no release was named)
+    found = runtimes.resolve("vllm-fork", "hpu")
+    assert found.version is None
+    assert found.found.startswith("named: vllm-fork, planned as vllm-fork v0.9.0.1+Gaudi-1.22.0 (@2e9b2b3d4")
+    assert "8211e0b" in found.found
+
+
 def test_auto_plans_the_installed_fork_release(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runtimes, "_dist_version", lambda name: {"vllm": "0.6.6.post1+gaudi120"}.get(name))
     monkeypatch.setattr(runtimes, "_has_module", lambda name: name == "habana_frameworks")

@@ -38,6 +38,7 @@ Code = Literal[
     "speculative_with_contiguous_pa",
     "kv_cache_from_variable",
     "read_as_runtime_reads",
+    "setting_not_read",
     "setting_overridden",
 ]
 
@@ -105,6 +106,10 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
         fix = Fix("leave out --kv-cache-memory-bytes; size the KV cache with --gpu-memory-utilization and "
                   f"{knobs(GRAPH_RESERVED_MEM)}")  # fmt: skip
         out.append(Finding("warning", "kv_cache", "flag_not_read", message, fix))
+    for name, value, why in i.settings_ignored:
+        out.append(Finding("info", "runtime", "setting_not_read", f"your {name}={value}: not read by "
+                           f"{i.runtime_words} ({why}); the plan ignores it and serve does not export it",
+                           Fix(f"unset {name}, or plan for a release that reads it")))  # fmt: skip
     for note in i.reading_notes:
         out.append(Finding("warning", "runtime", "read_as_runtime_reads", note,
                            Fix("spell it as the runtime reads it: true or false")))  # fmt: skip

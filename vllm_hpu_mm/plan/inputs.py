@@ -25,12 +25,16 @@ from vllm_hpu_mm.runtimes.base import (
     GRAPH_PROMPT_RATIO,
     GRAPH_RESERVED_MEM,
     SKIP_WARMUP,
+    VISION_BUCKETS,
     DeviceFacts,
     Runtime,
     RuntimeModel,
     VisionBucketing,
 )
 from vllm_hpu_mm.values import GIB, Backend, Buckets, parse_buckets
+
+#: The guide's graph memory variables, in the order the plan names them.
+GRAPH_KNOBS = (GRAPH_RESERVED_MEM, GRAPH_PROMPT_RATIO, GRAPH_MULTIMODAL_PROMPT_RATIO)
 
 __all__ = [
     "DEFAULT_MAX_NUM_BATCHED_TOKENS",
@@ -169,10 +173,18 @@ class PlanInputs:
         vllm-gaudi ``v1/worker/hpu_worker.py:410-411`` @091bbadd, vllm-fork ``hpu_worker.py:345-347`` @2e9b2b3d4,
         ``habana_worker.py:152-154`` @84922944d; the fork's prompt ratio only under ``if not self.enforce_eager``,
         ``hpu_model_runner.py:2385-2399`` @3bcdfd4af). The plan still splits its pools by them: what the table and
-        the exports say of each, one rule."""
+        the exports say of each, one rule. Then our other variables it does not read (:attr:`RuntimeTraits.not_read`:
+        e.g. vllm-fork before 1.22 reads no ``VLLM_MULTIMODAL_BUCKETS``), which the plan ignores."""
         reads = frozenset() if self.enforce_eager else self.runtime.traits.reads
-        return tuple(v for v in (GRAPH_RESERVED_MEM, GRAPH_PROMPT_RATIO, GRAPH_MULTIMODAL_PROMPT_RATIO)
-                     if v not in reads)  # fmt: skip
+        graph = tuple(v for v in GRAPH_KNOBS if v not in reads)
+        return graph + tuple(name for name, _ in self.runtime.traits.not_read)
+
+    @property
+    def settings_ignored(self) -> tuple[tuple[str, str, str], ...]:
+        """(variable, value, where) for each variable set in the environment that the runtime planned for does not
+        read, beyond the graph knobs (whose rows and exports say it): the plan ignores it."""
+        return tuple((name, self.runtime_env[name], why) for name, why in self.runtime.traits.not_read
+                     if name in self.runtime_env)  # fmt: skip
 
     @property
     def cards_per_replica(self) -> int:
@@ -363,6 +375,8 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         prompt = default_of(GRAPH_PROMPT_RATIO)
     if GRAPH_MULTIMODAL_PROMPT_RATIO not in runtime.traits.reads and args.graph_multimodal_prompt_ratio is None:
         mm = default_of(GRAPH_MULTIMODAL_PROMPT_RATIO)
+    if VISION_BUCKETS in runtime.traits.not_read_names and args.buckets is None:  # the same for the vision buckets
+        buckets = default_of(VISION_BUCKETS)
     if args.kv_cache_memory_bytes is not None and runtime.traits.kv_cache_memory_bytes == "unknown":
         raise ConfigError(f"{flag('kv_cache_memory_bytes')}: {runtime.name.value} does not take it "
                           f"({runtime.traits.kv_cache_memory_bytes_source}); accepted: leave it out and size the KV "

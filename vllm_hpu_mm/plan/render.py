@@ -18,6 +18,7 @@ from vllm_hpu_mm.runtimes.base import (
     GRAPH_PROMPT_RATIO,
     GRAPH_RESERVED_MEM,
     PARTS,
+    SKIP_WARMUP,
     Exports,
 )
 from vllm_hpu_mm.values import GIB
@@ -233,19 +234,32 @@ def _graph_note(p: Plan, phase: str) -> str:
     graphs = text.prefill if phase == "prefill" else text.decode
     fit = text.prefill_fit if phase == "prefill" else text.decode_fit
     cost = sum(b.cost_bytes for b in graphs) / GIB
+    if p.inputs.runtime.traits.warms_all_graphs and p.inputs.skip_warmup:
+        return (
+            f"{len(graphs)} graphs, none warmed at start-up ({SKIP_WARMUP}: each compiled on first use; {text.source})"
+        )
     if p.inputs.runtime.traits.warms_all_graphs:
         return f"{len(graphs)} graphs warmed, all ({cost:.2f} GiB {text_cost_evidence(p.inputs)}; {text.source})"
     return f"{fit}/{len(graphs)} graphs fit ({text.source})"
 
 
 def _warmup_dict(p: Plan) -> dict[str, Any] | None:
-    """The warm-up time estimate by phase, labelled with its source and held-out error (Gaudi runtimes only)."""
+    """The warm-up time estimate by phase, labelled with its source and held-out error (Gaudi runtimes only); under
+    VLLM_SKIP_WARMUP (as the runtime reads it) 0 s and 0 graphs, marked skipped and saying why."""
+    i = p.inputs
+    if i.skip_warmup and i.runtime.traits.warmup_era:
+        return {"seconds": 0.0, "graphs": 0, "seconds_per_graph": 0.0,
+                "by_phase": {"prompt": 0.0, "decode": 0.0, "vision": 0.0}, "skipped": True,
+                "source": f"{SKIP_WARMUP} is set to a value {i.runtime_words} reads as true: it warms no graph at "
+                "start-up (each is compiled on its first use)"}  # fmt: skip
     w = p.warmup
-    return None if w is None else w.to_dict()
+    return None if w is None else {**w.to_dict(), "skipped": False}
 
 
 def warmup_line(w: dict[str, Any]) -> str:
     """One line for a warm-up estimate: the total, by phase, and the held-out error beside it."""
+    if w.get("skipped"):
+        return f"skipped ({w['source']})"
     phases = ", ".join(f"{k} {v:.0f} s" for k, v in w["by_phase"].items() if v)
     held = w["heldout_error"]
     error = f"±{held:.0%} held-out error" if held is not None else "no held-out log"

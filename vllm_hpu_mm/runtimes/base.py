@@ -22,6 +22,7 @@ __all__ = [
     "ESTIMATE_CUDAGRAPHS",
     "EXTENSION_TRUE",
     "FP32_SOFTMAX",
+    "FP32_SOFTMAX_VISION",
     "GRAPH_MULTIMODAL_PROMPT_RATIO",
     "GRAPH_PROMPT_RATIO",
     "GRAPH_RESERVED_MEM",
@@ -58,6 +59,7 @@ GRAPH_MULTIMODAL_PROMPT_RATIO = "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO"
 VISION_BUCKETS = "VLLM_MULTIMODAL_BUCKETS"
 SKIP_WARMUP = "VLLM_SKIP_WARMUP"
 FP32_SOFTMAX = "VLLM_FP32_SOFTMAX"
+FP32_SOFTMAX_VISION = "VLLM_FP32_SOFTMAX_VISION"
 #: The extension's ``boolean`` (vllm-gaudi ``extension/config.py:135-137`` @091bbadd, the same at every tag;
 #: vllm-hpu-extension ``config.py:122-124`` @8211e0b, the fork's 1.22): any other value is false, never an error.
 EXTENSION_TRUE = frozenset({"true", "t", "1", "yes", "y", "on"})
@@ -108,9 +110,10 @@ class RuntimeTraits:
     kv_cache_space_var: str = ""
     #: Config ``model_type`` values the fp32-softmax default applies to (empty: every model).
     fp32_softmax_model_types: tuple[str, ...] = ()
-    #: Reads ``VLLM_FP32_SOFTMAX`` (vllm-gaudi, vllm-fork from 1.20); where it does not, a value set is ignored and
-    #: the plan says so.
-    reads_fp32_softmax: bool = True
+    #: Our variables beyond the guide's graph knobs (:attr:`reads`) that the runtime does not read, each with where
+    #: that shows (e.g. vllm-fork before 1.22: ``VLLM_MULTIMODAL_BUCKETS``; vLLM CUDA: ``VLLM_FP32_SOFTMAX``): a value
+    #: set is then ignored by the plan and named as not read (``PlanInputs.knobs_not_read``).
+    not_read: tuple[tuple[str, str], ...] = ()
     #: The runtime's own knobs, beyond vLLM's engine flags and the guide's memory variables, that fixes and the OOM
     #: doctor may name (variables and flags; a runtime that does not read a knob is never told to set it).
     own_knobs: frozenset[str] = frozenset()
@@ -158,6 +161,15 @@ class RuntimeTraits:
     #: How the runtime reads its boolean variables: (variable, the values it reads as true after ``.lower()``, where
     #: in its source). A variable not listed is read as our registry reads it (``envs.py``).
     booleans: tuple[tuple[str, frozenset[str], str], ...] = ()
+
+    @property
+    def not_read_names(self) -> frozenset[str]:
+        return frozenset(name for name, _ in self.not_read)
+
+    @property
+    def reads_fp32_softmax(self) -> bool:
+        """Reads ``VLLM_FP32_SOFTMAX`` (vllm-gaudi, vllm-fork from 1.20); where it does not, a value set is ignored."""
+        return FP32_SOFTMAX not in self.not_read_names
 
     def read_boolean(self, variable: str, raw: str) -> tuple[bool, str] | None:
         """``raw`` as the runtime reads ``variable`` (no strip: the runtimes compare the raw value), with where;
@@ -461,8 +473,9 @@ class RuntimeEntry:
     #: one; None: it has no choice of strategy.
     strategies: Callable[[Mapping[str, str], str | None], tuple[RuntimeModel, ...]] | None = None
     #: Its releases: a version -> how it is planned, in words (ConfigError naming what is accepted when it cannot
-    #: be); None when the runtime's releases are not modelled apart (a version is then refused).
-    releases: Callable[[str], str] | None = None
+    #: be), None -> how the runtime named with no release is; None when the runtime's releases are not modelled apart
+    #: (a version is then refused).
+    releases: Callable[[str | None], str] | None = None
     #: The distribution whose installed version ``auto`` reads for ``releases``.
     distribution: str | None = None
     #: The variable naming the bucket file the runtime warms (vllm-gaudi's); None: it reads no bucket file.

@@ -47,7 +47,7 @@ class Draft:
         if i.enforce_eager and GRAPH_RESERVED_MEM in i.runtime.traits.reads:
             draft.notes.append(f"{i.eager_by}: {i.runtime_words} reserves no graph memory (it reads no "
                                f"{GRAPH_RESERVED_MEM} then: 0): not exported")  # fmt: skip
-        yours = [f"{name}={i.runtime_env[name]}" for name in unread if name in i.runtime_env]
+        yours = [f"{name}={i.runtime_env[name]}" for name in unread if name in values and name in i.runtime_env]
         if yours:
             draft.notes.append(f"your {', '.join(yours)}: not read by {i.runtime_words}"
                                f"{f' under {i.eager_by}' if i.enforce_eager else ''}; it only splits the plan's "

@@ -262,7 +262,8 @@ def resolve(name: str, backend: Backend | None, *, source: str = "--runtime", de
         raise ConfigError(f"{source}={name!r}: {runtime.value}'s releases are not modelled apart; accepted: "
                           f"{runtime.value}, or {modelled}")  # fmt: skip
     try:
-        planned = releases(version) if releases is not None and version is not None else None
+        # a plain name plans a release too (the fork's newest line, vllm-gaudi's installed one or main): say which
+        planned = releases(version) if releases is not None else None
     except ConfigError as exc:
         raise ConfigError(f"{source}={name!r}: {exc}") from None
     want = TRAITS[runtime].backend
@@ -273,5 +274,6 @@ def resolve(name: str, backend: Backend | None, *, source: str = "--runtime", de
             f"name a {want} device (--device) or another runtime"
         )
     if planned is not None:
-        return Detection(runtime, f"named: {runtime.value}=={version}, {planned}", version)
+        named = runtime.value if version is None else f"{runtime.value}=={version}"
+        return Detection(runtime, f"named: {named}, {planned}", version)
     return Detection(runtime, f"named: {runtime.value}")

@@ -15,6 +15,7 @@ import math
 from vllm_hpu_mm.engine import EngineShape, TextShapes
 from vllm_hpu_mm.runtimes.arithmetic import VLLM_032, vllm_batch_defaults
 from vllm_hpu_mm.runtimes.base import (
+    FP32_SOFTMAX,
     BatchLimits,
     DeviceFacts,
     MemoryInputs,
@@ -34,7 +35,7 @@ TRAITS = RuntimeTraits(
     profiles_forward=False,
     fp32_softmax_default=False,
     fp32_softmax_note="vLLM's CPU attention chooses its own softmax precision (vLLM 0.32 reads no VLLM_FP32_SOFTMAX)",
-    reads_fp32_softmax=False,
+    not_read=((FP32_SOFTMAX, "vLLM 0.32 reads none of it (its CPU attention chooses the softmax precision)"),),
     enforced_by="serve passes the planned KV cache as --kv-cache-memory-bytes",
     tower_follows_limits=True,
     # vLLM 0.32 platforms/cpu.py check_and_update_config ("Legacy setting"): set and non-empty, int(value) * GiB

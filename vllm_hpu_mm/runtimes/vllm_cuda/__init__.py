@@ -20,6 +20,7 @@ from vllm_hpu_mm.envs import read_if_set
 from vllm_hpu_mm.runtimes.arithmetic import VLLM_032, vllm_batch_defaults
 from vllm_hpu_mm.runtimes.base import (
     ESTIMATE_CUDAGRAPHS,
+    FP32_SOFTMAX,
     BatchLimits,
     DeviceFacts,
     MemoryInputs,
@@ -59,7 +60,7 @@ TRAITS = RuntimeTraits(
     fp32_softmax_default=False,
     fp32_softmax_note="vLLM's CUDA attention backends choose their own softmax precision (vLLM 0.32 reads no "
     "VLLM_FP32_SOFTMAX)",
-    reads_fp32_softmax=False,
+    not_read=((FP32_SOFTMAX, "vLLM 0.32 reads none of it (its CUDA attention backends choose the softmax precision)"),),
     enforced_by="serve exports the graphs that fit as --compilation-config capture sizes and encoder budgets",
     profiles_graphs=True,
     tower_follows_limits=True,

@@ -22,6 +22,7 @@ from vllm_hpu_mm.runtimes.arithmetic import gaudi_guide_split
 from vllm_hpu_mm.runtimes.base import (
     EXTENSION_TRUE,
     FP32_SOFTMAX,
+    FP32_SOFTMAX_VISION,
     GRAPH_PROMPT_RATIO,
     GRAPH_RESERVED_MEM,
     SKIP_WARMUP,
@@ -194,6 +195,22 @@ def _booleans(release: Release) -> tuple[tuple[str, frozenset[str], str], ...]:
     return tuple(out)
 
 
+def _not_read(release: Release) -> tuple[tuple[str, str], ...]:
+    """Our variables a line before 1.22 does not read, with where that shows: the vision buckets (1.22's
+    ``VisionBuckets``, #1178 6bac2f76b), the vision tower's fp32 softmax (1.22's ``qwen2_5_vl.py``) and, before 1.20,
+    ``VLLM_FP32_SOFTMAX`` (``git grep`` at each tag and the extension it pins)."""
+    where = f"vllm-fork {release.name} (@{release.commit}" + (f", extension @{release.extension})" if release.extension
+                                                              else ")")  # fmt: skip
+    out = []
+    if not release.fp32_softmax_source:
+        out.append((FP32_SOFTMAX, f"no fp32 softmax in {where}; it came with 1.20"))
+    if not release.reads_vision_buckets:
+        out.append((VISION_BUCKETS, f"no vision bucketing in {where}; 1.22 added it (#1178 6bac2f76b)"))
+    if not release.fp32_softmax_vision_source:
+        out.append((FP32_SOFTMAX_VISION, f"nothing in {where} reads it; 1.22's qwen2_5_vl.py does"))
+    return tuple(out)
+
+
 def traits_for(release: Release) -> RuntimeTraits:
     """The fork's traits at a release line: which of the guide's variables it reads and whether it warms every graph
     (:class:`.releases.Release`, read at each tag), and the architectures its registry lists."""
@@ -211,10 +228,9 @@ def _traits_for(release: Release) -> RuntimeTraits:
         where = f"extension @{release.extension}" if release.extension else "its in-tree ops"
         note = (f"vllm-fork {release.name} has no fp32 softmax: neither its vllm/ (@{release.commit}) nor {where} "
                 "reads VLLM_FP32_SOFTMAX (it came with 1.20, extension @d4b0d38)")  # fmt: skip
-        traits = dataclasses.replace(TRAITS, fp32_softmax_default=False, fp32_softmax_note=note,
-                                     reads_fp32_softmax=False)  # fmt: skip
-    traits = dataclasses.replace(traits, booleans=_booleans(release), warmup_era=release.warmup_era,
-                                 **_speculative(release))  # type: ignore[arg-type]  # fmt: skip
+        traits = dataclasses.replace(TRAITS, fp32_softmax_default=False, fp32_softmax_note=note)
+    traits = dataclasses.replace(traits, booleans=_booleans(release), not_read=_not_read(release),
+                                 warmup_era=release.warmup_era, **_speculative(release))  # type: ignore[arg-type]  # fmt: skip
     if not release.reads_vision_buckets:  # before 1.22 no VisionBuckets: the variable is not read at all
         traits = dataclasses.replace(traits, none_buckets_fail_warmup="")
     if not release.reads_prompt_ratio:
@@ -294,8 +310,11 @@ def model_from_env(
     return VllmFork(config_from_env(env, release), traits=traits_for(release))
 
 
-def describe_release(version: str) -> str:
-    """How a vllm-fork version is planned, in words; ConfigError naming what is accepted when it is not modelled."""
+def describe_release(version: str | None) -> str:
+    """How a vllm-fork version is planned, in words (None: no release named, the newest line, as habana_main is);
+    ConfigError naming what is accepted when it is not modelled."""
+    if version is None:
+        return f"planned as {NEWEST}, the newest line modelled (habana_main plans as it)"
     return f"planned as {release_for(version)}"
 
 

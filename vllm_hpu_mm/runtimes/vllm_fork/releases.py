@@ -79,6 +79,9 @@ class Release:
     #: raises "Speculative decoding is not supported with contiguous PA, please set VLLM_CONTIGUOUS_PA=false"); "":
     #: no such check (1.17 - 1.19).
     speculative_refused: str = ""
+    #: Where the release reads ``VLLM_FP32_SOFTMAX_VISION`` (1.22's Qwen2.5-VL tower); "": not read (``git grep`` finds
+    #: it at no earlier tag, nor in the extensions they pin).
+    fp32_softmax_vision_source: str = ""
 
     def __str__(self) -> str:
         where = f"extension @{self.extension}" if self.extension else "in-tree"
@@ -88,7 +91,8 @@ class Release:
 NEWEST = Release("v0.9.0.1+Gaudi-1.22.0", "0.9.0.1", ("v0.9.0.1+Gaudi-1.22.0",), "2e9b2b3d4", "8211e0b", "ext122",
                  exponential_default=True, reads_prompt_ratio=False, reads_vision_buckets=True,
                  fp32_softmax_source="vllm_hpu_extension/features.py:60 @8211e0b", warmup_era="one_pass",
-                 speculative_refused="vllm/worker/hpu_model_runner.py:1053-1058 @2e9b2b3d4")  # fmt: skip
+                 speculative_refused="vllm/worker/hpu_model_runner.py:1053-1058 @2e9b2b3d4",
+                 fp32_softmax_vision_source="vllm/model_executor/models/qwen2_5_vl.py:316-318 @2e9b2b3d4")  # fmt: skip
 
 #: Newest first.
 LINES: tuple[Release, ...] = (

@@ -318,9 +318,14 @@ def model_from_env(
     return VllmGaudi(cfg, traits=traits_for(release), installed=ask, env=tuple(sorted(env.items())))
 
 
-def describe_release(version: str) -> str:
-    """How a vllm-gaudi version is planned, in words; ConfigError when it can be neither modelled nor asked."""
+def describe_release(version: str | None) -> str:
+    """How a vllm-gaudi version is planned, in words (None: no release named, the installed one, else main, as
+    :func:`model_from_env` plans it); ConfigError when it can be neither modelled nor asked."""
     here = find_installed()
+    if version is None:
+        if here is None:
+            return f"planned as {MAIN}"
+        version = here.version
     asked = here is not None and here.version == version
     try:
         planned = f"planned as {line_of(version) if asked else release_for(version)}"
