@@ -110,6 +110,26 @@ def test_invalid_vllm_arguments_are_rejected_before_anything_starts(
     assert said in err[0]
 
 
+@pytest.mark.parametrize(
+    ("runtime", "device", "said"),
+    [("vllm-cuda", "h200", "--cpu-offload-gb 20: not modelled: the plan keeps every weight on the card"),
+     ("vllm-gaudi", "gaudi3", "--cpu-offload-gb 20: vllm-gaudi installs no weight offloader")],
+)  # fmt: skip
+def test_weights_offloaded_to_the_host_are_named_as_not_planned_where_the_runtime_offloads_them(
+    capsys: pytest.CaptureFixture[str], runtime: str, device: str, said: str
+) -> None:
+    """vLLM's GPU runners keep --cpu-offload-gb GiB of weights per card in host memory; the plan does not model it,
+    so it says so instead of planning the full weights in silence (r7cuda case 12)."""
+    argv = ["--plan-device", device, "--plan-runtime", runtime, "Qwen/Qwen2.5-VL-7B-Instruct", "--max-model-len", "8k"]
+    assert main(["serve", "--dry-run", *argv, "--cpu-offload-gb", "20"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("vllm-hpu-mm: warning: ")
+    assert said in err[0]
+    assert main(["serve", "--dry-run", *argv, "--cpu-offload-gb", "0"]) == 0
+    assert "offload" not in capsys.readouterr().err
+
+
 @pytest.mark.vllm
 def test_a_plan_that_cannot_fit_exits_1_and_starts_nothing(
     capsys: pytest.CaptureFixture[str], no_exec: list[object]

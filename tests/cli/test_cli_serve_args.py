@@ -51,8 +51,9 @@ def vllm_parser() -> argparse.ArgumentParser:
 
 @pytest.mark.vllm
 def test_the_stored_option_list_is_the_installed_vllms(vllm_parser: argparse.ArgumentParser) -> None:
-    live = options_of(vllm_parser)
-    regenerate = "regenerate vllm_hpu_mm/data/vllm_0.32_server_options.json with vllm_argv.table_json(version, live)"
+    live = serve_args.vllm_server_parser()[1].options  # with the bounds of each flag's config field
+    regenerate = ("regenerate vllm_hpu_mm/data/vllm_0.32_server_options.json with vllm_argv.table_json(version, "
+                  "serve_args.vllm_server_parser()[1].options)")  # fmt: skip
     assert table_json(TABLE.version, live) == table_json(TABLE.version, TABLE.options), regenerate
 
 
@@ -733,7 +734,10 @@ def test_the_named_executor_backends_are_vllms() -> None:
 @pytest.mark.parametrize(
     ("flag", "value", "said"),
     [("--max-loras", "0", "LoRAConfig (max_loras: Input should be greater than or equal to 1); accepted: a value >= 1"),
-     ("--watermark", "1.5", "SchedulerConfig"), ("--mm-processor-cache-gb", "-1", "MultiModalConfig")],
+     ("--watermark", "1.5", "SchedulerConfig"), ("--mm-processor-cache-gb", "-1", "MultiModalConfig"),
+     # flags of a config class nested in their group's (OffloadConfig.uva, OffloadConfig.prefetch): r7cuda case 11
+     ("--cpu-offload-gb", "-1", "UVAOffloadConfig (cpu_offload_gb: Input should be greater than or equal to 0); "
+      "accepted: a value >= 0"), ("--offload-num-in-group", "0", "PrefetchOffloadConfig")],
 )  # fmt: skip
 def test_a_value_vllms_config_class_refuses_is_refused_by_the_check(
     vllm_parser: argparse.ArgumentParser, flag: str, value: str, said: str
@@ -743,6 +747,22 @@ def test_a_value_vllms_config_class_refuses_is_refused_by_the_check(
     with pytest.raises(ConfigError, match=rf"^server argument {flag}: .* is refused by vLLM's {re.escape(said)}"):
         check_with_vllm(vllm_parser, ["--model", "m", flag, value], None)
     check_with_vllm(vllm_parser, ["--model", "m", "--max-loras", "2", "--watermark", "0.5"], None)
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [(["--cpu-offload-gb", "-1"], "--cpu-offload-gb: -1 is refused by vLLM 0.32.0 (cpu_offload_gb must be >= 0); "
+      "accepted: a value >= 0"),
+     (["--cpu-offload-g=-0.5"], "--cpu-offload-g: -0.5 is refused"),
+     (["--max-loras", "0"], "--max-loras: 0 is refused by vLLM 0.32.0 (max_loras must be >= 1)"),
+     (["--watermark", "1"], "--watermark: 1 is refused by vLLM 0.32.0 (watermark must be >= 0 and < 1)")],
+)  # fmt: skip
+def test_a_value_outside_the_stored_bounds_is_refused_without_vllm(argv: list[str], said: str) -> None:
+    """The stored table keeps the bounds of each flag's config field, so a plain dry run refuses what vLLM's config
+    class would refuse at start-up, without importing vLLM (r7cuda case 11)."""
+    with pytest.raises(ConfigError, match=rf"^server argument {re.escape(said)}"):
+        parse("--model", "m", *argv)
+    assert parse("--model", "m", "--cpu-offload-gb", "0", "--watermark", "0.5").sizing.model == "m"
 
 
 @pytest.mark.vllm

@@ -28,6 +28,7 @@ from vllm_hpu_mm.cli.serve_args import (
     ServerArgs,
     check_with_vllm,
     launch_args,
+    offload_warning,
     parse_server_args,
     vllm_installed,
     vllm_server_parser,
@@ -217,6 +218,9 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     # requests of the traffic the engine refuses, counted as buckets replay counts them: a negative finding of the
     # dry run (as buckets replay's exit 1); a launch still starts, the server refusing them one by one
+    offload = offload_warning(server.cpu_offload_gb, launch.plan.inputs.runtime_name.value)
+    if offload is not None:
+        print(f"vllm-hpu-mm: warning: {offload}", file=sys.stderr)
     refused = say_refused(launch, "error" if args.dry_run else "warning")
     if args.dry_run:
         return int(ExitCode.NEGATIVE if refused else ExitCode.OK)

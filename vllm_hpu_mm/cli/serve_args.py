@@ -29,12 +29,15 @@ from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 from vllm_hpu_mm.cli.vllm_argv import (
+    BOUND_SIGNS,
     KIND_ACCEPTED,
     MAX_SERVER_ARGS,
     Arg,
     OptionTable,
+    bounds_words,
     expand,
     options_of,
+    out_of_bounds,
     read_yaml,
 )
 from vllm_hpu_mm.errors import ConfigError
@@ -70,6 +73,8 @@ class ServerArgs:
     mm_processor_kwargs: dict[str, Any] | None = None
     #: ``--long-prefill-token-threshold`` (vLLM checks it against the max_model_len it resolves), or None.
     long_prefill_token_threshold: int | None = None
+    #: ``--cpu-offload-gb``: GiB of weights per GPU vLLM keeps in host memory (:func:`offload_warning`).
+    cpu_offload_gb: float | None = None
     #: A positional model (it moves to ``--model`` at launch) and where it stands in the user's arguments (None: it
     #: came from the ``--config`` YAML).
     positional_model: str | None = None
@@ -130,6 +135,34 @@ def _check_executor_backend(value: str | None, typed: str) -> None:
                       "v1/executor/abstract.py Executor.get_class: neither a backend it names nor an import path); "
                       f"accepted: {', '.join(EXECUTOR_BACKENDS)}, "
                       "or an Executor subclass as package.module.Class")  # fmt: skip
+
+
+def _check_bounds(ns: argparse.Namespace, args: Sequence[Arg], argv: Sequence[str], table: OptionTable) -> None:
+    """Refuse a value outside its config field's bounds in ``table`` (``--cpu-offload-gb -1``), as vLLM refuses it
+    when it builds the config; the sizing flags keep their own bounds (:data:`VLLM_FLAGS`)."""
+    for o in table.options:
+        value = getattr(ns, o.dest, None)
+        if o.bounds and o.dest not in _SIZING and out_of_bounds(value, o.bounds):
+            words = bounds_words(o.bounds)
+            raise ConfigError(f"server argument {_typed_flag(o.dest, args, argv, table)}: {value:g} is refused by "
+                              f"vLLM {table.version} ({o.dest} must be {words.removeprefix('a value ')}); accepted: "
+                              f"{words}")  # fmt: skip
+
+
+def offload_warning(gib: float | None, runtime: str) -> str | None:
+    """What the plan says of ``--cpu-offload-gb`` (None: nothing to say). vLLM 0.32's GPU runners wrap each layer
+    in a UVA offloader that moves parameters to pinned host memory until ``cpu_offload_gb`` GiB per GPU are there
+    (``model_executor/offloader/base.py`` create_offloader, ``offloader/uva.py``), so the card holds fewer weights
+    and the KV cache gets the rest; the plan keeps every weight on the card. vllm-gaudi (091bbadd) never installs
+    an offloader (``hpu_model_runner.py`` only asserts the value is 0 when it rebuilds its input batch)."""
+    if not gib:
+        return None
+    if runtime == "vllm-gaudi":
+        return (f"--cpu-offload-gb {gib:g}: vllm-gaudi installs no weight offloader, so every weight stays on the "
+                "card, as planned")  # fmt: skip
+    return (f"--cpu-offload-gb {gib:g}: not modelled: the plan keeps every weight on the card, while {runtime} moves "
+            f"about {gib:g} GiB of them per card to host memory (read over PCIe at every step) and gives the KV cache "
+            "about that much more than planned")  # fmt: skip
 
 
 def _typed_flag(dest: str, args: Sequence[Arg], argv: Sequence[str], table: OptionTable) -> str:
@@ -319,6 +352,7 @@ def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
     level = optimization_level(getattr(ns, "optimization_level", None), f"server argument {level_flag}")
     backend = getattr(ns, "distributed_executor_backend", None)
     _check_executor_backend(backend, _typed_flag("distributed_executor_backend", args, argv, table))
+    _check_bounds(ns, args, argv, table)
     notes: tuple[str, ...] = ()
     # the first ``--`` argparse saw (one taken as a dotted flag's value never reaches it, as in vLLM's parser)
     end = next((a.origin for a in args if a == "--" and isinstance(a, Arg) and a.origin is not None), None)
@@ -333,6 +367,7 @@ def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
         language_model_only=bool(getattr(ns, "language_model_only", None)),
         mm_processor_kwargs=_kwargs(getattr(ns, "mm_processor_kwargs", None)),
         long_prefill_token_threshold=getattr(ns, "long_prefill_token_threshold", None),
+        cpu_offload_gb=getattr(ns, "cpu_offload_gb", None),
         positional_model=None if tag is None else str(tag),
         positional_model_at=tag.origin if isinstance(tag, Arg) else None,
         end_of_options_at=end,
@@ -449,7 +484,8 @@ def vllm_server_parser() -> tuple[argparse.ArgumentParser, OptionTable]:
             break
         except PackageNotFoundError:
             continue
-    return parser, OptionTable(found, options_of(parser))
+    bounds = {dest: field_bounds(info.metadata) for dest, (_, info) in config_fields(parser).items()}
+    return parser, OptionTable(found, options_of(parser, {dest: b for dest, b in bounds.items() if b}))
 
 
 def _vllm_input_errors() -> tuple[type[Exception], ...]:
@@ -462,34 +498,54 @@ def _vllm_input_errors() -> tuple[type[Exception], ...]:
     return (found,) if isinstance(found, type) and issubclass(found, Exception) else ()
 
 
-def _check_config_fields(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> None:
-    """Refuse a value vLLM's parser takes but its config class refuses when vLLM builds it (``--max-loras 0``:
-    ``LoRAConfig.max_loras`` is ``Field(ge=1)``): vLLM groups each class's flags under the class's name, and each
-    given value is checked against that class's own field (its type and bounds), as pydantic checks it there."""
-    import pydantic
+def config_fields(parser: argparse.ArgumentParser) -> dict[str, tuple[str, Any]]:
+    """Each server flag's field in vLLM's config classes (by destination: the class's name and pydantic's field
+    info). vLLM groups a class's flags under the class's name, and a group may hold the flags of a config class
+    nested in it: vLLM 0.32 ``engine/arg_utils.py`` puts ``--cpu-offload-gb`` (``UVAOffloadConfig``, the ``uva``
+    field) and ``--offload-group-size`` (``PrefetchOffloadConfig``) under ``OffloadConfig``."""
     import vllm.config
 
+    found: dict[str, tuple[str, Any]] = {}
     for group in parser._action_groups:
-        fields = getattr(getattr(vllm.config, group.title or "", None), "__pydantic_fields__", None) or {}
+        cls = getattr(vllm.config, group.title or "", None)
+        fields = getattr(cls, "__pydantic_fields__", None) or {}
+        owners = [cls, *(f.annotation for f in fields.values() if hasattr(f.annotation, "__pydantic_fields__"))]
         for action in group._group_actions:
-            info, value = fields.get(action.dest), getattr(ns, action.dest, None)
-            if info is None or not info.metadata or value is None or value == action.default:
-                continue  # only bounded fields: the rest the parser's own type and choices already read
-            try:
-                bounded: Any = Annotated[(info.annotation, *info.metadata)]  # the field's type with its bounds
-                pydantic.TypeAdapter(bounded).validate_python(value)
-            except pydantic.ValidationError as exc:
-                why = exc.errors()[0]["msg"]
-                raise ConfigError(f"server argument {action.option_strings[0]}: {value!r} is refused by vLLM's "
-                                  f"{group.title} ({action.dest}: {why}); accepted: "
-                                  f"{_bounds(info.metadata)}") from None  # fmt: skip
+            for owner in owners:
+                info = getattr(owner, "__pydantic_fields__", {}).get(action.dest)
+                if info is not None:
+                    found[action.dest] = (owner.__name__, info)
+                    break
+    return found
 
 
-def _bounds(metadata: Sequence[object]) -> str:
-    """A config field's bounds (annotated_types' Ge, Gt, Le, Lt) in words."""
-    words = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
-    said = [f"{sign} {getattr(m, name)}" for m in metadata for name, sign in words.items() if hasattr(m, name)]
-    return "a value " + " and ".join(said) if said else "what vLLM's config accepts"
+def field_bounds(metadata: Sequence[object]) -> tuple[tuple[str, float], ...]:
+    """A config field's bounds (annotated_types' Ge, Gt, Le, Lt in pydantic's metadata) as the option table keeps
+    them."""
+    return tuple((name, getattr(m, name)) for m in metadata for name in BOUND_SIGNS if hasattr(m, name))
+
+
+def _check_config_fields(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> None:
+    """Refuse a value vLLM's parser takes but its config class refuses when vLLM builds it (``--max-loras 0``:
+    ``LoRAConfig.max_loras`` is ``Field(ge=1)``; ``--cpu-offload-gb -1``: ``UVAOffloadConfig.cpu_offload_gb`` is
+    ``Field(ge=0)``): each given value is checked against its own field (:func:`config_fields`: its type and
+    bounds), as pydantic checks it there."""
+    import pydantic
+
+    fields = config_fields(parser)
+    for action in parser._actions:
+        owner, info = fields.get(action.dest, (None, None))
+        value = getattr(ns, action.dest, None)
+        if info is None or not info.metadata or value is None or value == action.default:
+            continue  # only bounded fields: the rest the parser's own type and choices already read
+        try:
+            bounded: Any = Annotated[(info.annotation, *info.metadata)]  # the field's type with its bounds
+            pydantic.TypeAdapter(bounded).validate_python(value)
+        except pydantic.ValidationError as exc:
+            why = exc.errors()[0]["msg"]
+            raise ConfigError(f"server argument {action.option_strings[0]}: {value!r} is refused by vLLM's "
+                              f"{owner} ({action.dest}: {why}); accepted: "
+                              f"{bounds_words(field_bounds(info.metadata))}") from None  # fmt: skip
 
 
 def check_with_vllm(parser: argparse.ArgumentParser, argv: Sequence[str], planned: SizingArgs | None) -> None:

@@ -39,6 +39,7 @@ __all__ = [
     "Arg",
     "OptionTable",
     "ServerOption",
+    "bounds_words",
     "expand",
     "options_of",
     "table_json",
@@ -58,7 +59,8 @@ class ServerOption:
     """One argument of vLLM's server parser: its option strings (none for the positional model), how many values it
     takes (argparse's ``nargs``: None one, 0 none, ``?``, ``*``, ``+``), where it is stored, how its value is read
     (:data:`KINDS`; None: as a string) and its choices; ``convert``: the live parser's own type, where read from an
-    installed vLLM (not stored)."""
+    installed vLLM (not stored); ``bounds``: the bounds of the vLLM config field it fills (``(("ge", 0),)`` for
+    ``UVAOffloadConfig.cpu_offload_gb``), which vLLM's parser does not check but its config class does."""
 
     strings: tuple[str, ...]
     nargs: Nargs
@@ -66,6 +68,7 @@ class ServerOption:
     kind: str | None = None
     choices: tuple[str, ...] | None = None
     convert: Callable[[str], Any] | None = dataclasses.field(default=None, compare=False, repr=False)
+    bounds: tuple[tuple[str, float], ...] = ()
 
     def reader(self) -> Callable[[str], Any] | None:
         """How argparse reads one value of this option: the installed vLLM's own type, else the stored kind's."""
@@ -152,9 +155,34 @@ def _kind(convert: Any) -> str | None:
     return None
 
 
-def options_of(parser: argparse.ArgumentParser) -> tuple[ServerOption, ...]:
-    """The arguments of a live argparse parser (vLLM's), in its order, with their types (kept live) and choices
-    (where read as strings or integers)."""
+#: A bound's name (annotated_types' Ge, Gt, Le, Lt, as pydantic's Field stores it) and how it reads.
+BOUND_SIGNS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+_BOUND_HOLDS: dict[str, Callable[[float, float], bool]] = {
+    "ge": lambda v, b: v >= b,
+    "gt": lambda v, b: v > b,
+    "le": lambda v, b: v <= b,
+    "lt": lambda v, b: v < b,
+}
+
+
+def bounds_words(bounds: Iterable[tuple[str, float]]) -> str:
+    """Bounds in words: ``a value >= 0``."""
+    said = [f"{BOUND_SIGNS[name]} {limit:g}" for name, limit in bounds]
+    return "a value " + " and ".join(said) if said else "what vLLM's config accepts"
+
+
+def out_of_bounds(value: Any, bounds: Iterable[tuple[str, float]]) -> bool:
+    """Whether a number breaks one of ``bounds`` (anything else, and None, is not checked here)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return not all(_BOUND_HOLDS[name](value, limit) for name, limit in bounds)
+
+
+def options_of(
+    parser: argparse.ArgumentParser, bounds: dict[str, tuple[tuple[str, float], ...]] | None = None
+) -> tuple[ServerOption, ...]:
+    """The arguments of a live argparse parser (vLLM's), in its order, with their types (kept live), choices
+    (where read as strings or integers) and ``bounds`` (by destination: those of the config fields they fill)."""
     out = []
     for action in parser._actions:
         nargs = 0 if action.nargs == 0 or (action.nargs is None and _takes_no_value(action)) else action.nargs
@@ -162,7 +190,8 @@ def options_of(parser: argparse.ArgumentParser) -> tuple[ServerOption, ...]:
         plain = action.type in (None, str)
         choices = tuple(str(c) for c in action.choices) if action.choices is not None and plain and nargs != 0 else None
         convert = action.type if nargs != 0 and callable(action.type) else None
-        out.append(ServerOption(tuple(action.option_strings), nargs, action.dest, kind, choices, convert))
+        found = (bounds or {}).get(action.dest, ())
+        out.append(ServerOption(tuple(action.option_strings), nargs, action.dest, kind, choices, convert, found))
     return tuple(out)
 
 
@@ -172,9 +201,13 @@ def _takes_no_value(action: argparse.Action) -> bool:
 
 
 def table_json(version: str, options: Iterable[ServerOption]) -> str:
-    """The stored form of a table: one option per line."""
+    """The stored form of a table: one option per line (a sixth column, its bounds, only where it has some)."""
     rows = ",\n".join(
-        "    " + json.dumps([list(o.strings), o.nargs, o.dest, o.kind, None if o.choices is None else list(o.choices)])
+        "    "
+        + json.dumps(
+            [list(o.strings), o.nargs, o.dest, o.kind, None if o.choices is None else list(o.choices)]
+            + ([dict(o.bounds)] if o.bounds else [])
+        )
         for o in options
     )
     return f'{{\n  "vllm": {json.dumps(version)},\n  "options": [\n{rows}\n  ]\n}}\n'
@@ -186,8 +219,15 @@ def vllm_032_table() -> OptionTable:
     text = resources.files("vllm_hpu_mm.data").joinpath(TABLE_FILE).read_text(encoding="utf-8")
     data = json.loads(text)
     options = tuple(
-        ServerOption(tuple(strings), nargs, dest, kind, None if choices is None else tuple(choices))
-        for strings, nargs, dest, kind, choices in data["options"]
+        ServerOption(
+            tuple(strings),
+            nargs,
+            dest,
+            kind,
+            None if choices is None else tuple(choices),
+            bounds=tuple(bounds[0].items()) if bounds else (),
+        )
+        for strings, nargs, dest, kind, choices, *bounds in data["options"]
     )
     return OptionTable(str(data["vllm"]), options)
 
