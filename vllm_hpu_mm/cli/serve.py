@@ -218,7 +218,8 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     # requests of the traffic the engine refuses, counted as buckets replay counts them: a negative finding of the
     # dry run (as buckets replay's exit 1); a launch still starts, the server refusing them one by one
-    offload = offload_warning(server.cpu_offload_gb, launch.plan.inputs.runtime_name.value)
+    i = launch.plan.inputs
+    offload = offload_warning(server.cpu_offload_gb, i.runtime_name.value, i.runtime.traits.offloads_weights)
     if offload is not None:
         print(f"vllm-hpu-mm: warning: {offload}", file=sys.stderr)
     refused = say_refused(launch, "error" if args.dry_run else "warning")

@@ -149,18 +149,18 @@ def _check_bounds(ns: argparse.Namespace, args: Sequence[Arg], argv: Sequence[st
                               f"{words}")  # fmt: skip
 
 
-def offload_warning(gib: float | None, runtime: str) -> str | None:
-    """What the plan says of ``--cpu-offload-gb`` (None: nothing to say). vLLM 0.32's GPU runners wrap each layer
-    in a UVA offloader that moves parameters to pinned host memory until ``cpu_offload_gb`` GiB per GPU are there
-    (``model_executor/offloader/base.py`` create_offloader, ``offloader/uva.py``), so the card holds fewer weights
-    and the KV cache gets the rest; the plan keeps every weight on the card. vllm-gaudi (091bbadd) never installs
-    an offloader (``hpu_model_runner.py`` only asserts the value is 0 when it rebuilds its input batch)."""
+def offload_warning(gib: float | None, runtime: str, offloads: bool | None) -> str | None:
+    """What the plan says of ``--cpu-offload-gb`` (None: nothing to say), by whether the runtime offloads weights
+    (:attr:`~vllm_hpu_mm.runtimes.base.RuntimeTraits.offloads_weights`): vLLM 0.32's GPU runners wrap each layer in
+    a UVA offloader that moves parameters to pinned host memory until ``cpu_offload_gb`` GiB per GPU are there, so
+    the card holds fewer weights and the KV cache gets the rest; the plan keeps every weight on the card."""
     if not gib:
         return None
-    if runtime == "vllm-gaudi":
-        return (f"--cpu-offload-gb {gib:g}: vllm-gaudi installs no weight offloader, so every weight stays on the "
+    if offloads is False:
+        return (f"--cpu-offload-gb {gib:g}: {runtime} installs no weight offloader, so every weight stays on the "
                 "card, as planned")  # fmt: skip
-    return (f"--cpu-offload-gb {gib:g}: not modelled: the plan keeps every weight on the card, while {runtime} moves "
+    does = "moves" if offloads else "may move (not checked for this runtime)"
+    return (f"--cpu-offload-gb {gib:g}: not modelled: the plan keeps every weight on the card, while {runtime} {does} "
             f"about {gib:g} GiB of them per card to host memory (read over PCIe at every step) and gives the KV cache "
             "about that much more than planned")  # fmt: skip
 

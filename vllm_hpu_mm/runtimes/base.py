@@ -100,6 +100,9 @@ class RuntimeTraits:
     warms_all_graphs: bool = False
     #: Captures its graphs during profiling and takes their memory out of the KV cache (vLLM on CUDA).
     profiles_graphs: bool = False
+    #: Whether ``--cpu-offload-gb`` moves weights to host memory (vLLM on CUDA: a UVA offloader per layer); False
+    #: where the runtime installs no offloader (vllm-gaudi @091bbadd); None where not checked.
+    offloads_weights: bool | None = None
     #: Builds no vision tower (no weights) when ``--limit-mm-per-prompt`` sets every one of its modalities to 0, as
     #: vLLM 0.32's model classes do (``interfaces.py`` ``_mark_tower_model``; :func:`vllm_hpu_mm.plan.derived.
     #: vision_tower_built`). vllm-gaudi's Qwen2.5-VL rebuilds ``visual`` whatever the limits (``models/

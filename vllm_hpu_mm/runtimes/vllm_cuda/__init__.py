@@ -63,6 +63,7 @@ TRAITS = RuntimeTraits(
     not_read=((FP32_SOFTMAX, "vLLM 0.32 reads none of it (its CUDA attention backends choose the softmax precision)"),),
     enforced_by="serve exports the graphs that fit as --compilation-config capture sizes and encoder budgets",
     profiles_graphs=True,
+    offloads_weights=True,  # model_executor/offloader/base.py create_offloader, offloader/uva.py (vLLM 0.32)
     tower_follows_limits=True,
     # vLLM's own CUDA image at the release planned (Docker Hub vllm/vllm-openai, tags v<version>)
     image="vllm/vllm-openai:v0.32.0",

@@ -115,7 +115,7 @@ def _contiguous_pa(generation: str) -> Callable[[str | None, bool, bool], bool]:
         caching = prefix_caching and not (multimodal and generation in ("ext1212", "ext122"))
         if generation == "ext122":  # the extension's Value: VLLM_CONTIGUOUS_PA as its boolean, else not prefix caching
             return raw.lower() in EXTENSION_TRUE if raw is not None else not caching
-        if raw is None and caching and generation != "ext119":  # 1.21: os.environ.setdefault(..., "False")
+        if raw is None and caching and generation != "ext119":  # 1.21 defaults the variable to "False" then
             raw = "False"
         value = (raw if raw is not None else "true").lower()
         # 1.21.2 - 1.21.3 end on envs.VLLM_USE_HPU_CONTIGUOUS_CACHE_FETCH, which takes "1" too (vllm/envs.py:652)

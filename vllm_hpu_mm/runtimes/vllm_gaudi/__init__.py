@@ -100,6 +100,7 @@ def profile_pass(p: ProfileCosts, release: Release) -> tuple[int, int] | None:
 
 
 TRAITS = RuntimeTraits(
+    offloads_weights=False,  # no offloader installed; hpu_model_runner.py only asserts the value is 0 (@091bbadd)
     backend="hpu",
     reads=frozenset({GRAPH_RESERVED_MEM}),
     profiles_forward=False,
