@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from tests.support.data import REPO
 from vllm_hpu_mm.cli import serve_args
-from vllm_hpu_mm.cli.serve_args import ServerArgs, check_with_vllm, launch_args, parse_server_args
+from vllm_hpu_mm.cli.serve_args import ServerArgs, check_with_vllm, launch_args, parse_server_args, redacted
 from vllm_hpu_mm.cli.vllm_argv import MAX_SERVER_ARGS, OptionTable, options_of, table_json, vllm_032_table
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan import args as plan_args
@@ -792,3 +792,20 @@ def test_vllms_import_notice_about_triton_is_dropped_but_not_its_other_records(
         "something else vLLM warns about",
         "Triton is installed, but an error follows",
     ]
+
+
+def test_a_secret_flag_s_value_is_never_echoed_in_an_error_line() -> None:
+    # "vLLM rejected the server arguments '...'" echoed the whole command, an --api-key's value with it, onto
+    # stderr (and so into logs): each secret flag's value is shown as *** in both spellings
+    argv = ["--model", "m", "--api-key", "sk-123", "--hf-token=hf_abc", "--port", "8000"]
+    assert redacted(argv) == ["--model", "m", "--api-key", "***", "--hf-token=***", "--port", "8000"]
+    assert redacted(["--api-key"]) == ["--api-key"]  # a flag with no value hides nothing after it
+
+
+@pytest.mark.vllm
+def test_vllms_refusal_of_the_arguments_keeps_the_api_key_out_of_the_line() -> None:
+    parser, _ = serve_args.vllm_server_parser()
+    with pytest.raises(ConfigError) as info:
+        check_with_vllm(parser, ["--model", "m", "--api-key", "sk-123", "--chat-template", "/no/such.jinja"], None)
+    assert "sk-123" not in str(info.value)
+    assert "--api-key '***'" in str(info.value)

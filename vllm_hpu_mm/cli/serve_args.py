@@ -548,6 +548,28 @@ def _check_config_fields(parser: argparse.ArgumentParser, ns: argparse.Namespace
                               f"{bounds_words(field_bounds(info.metadata))}") from None  # fmt: skip
 
 
+#: vLLM 0.32's server flags whose value is a secret (the API key clients must send, a Hugging Face token): never
+#: echoed in an error line, which lands in logs.
+SECRET_FLAGS = ("--api-key", "--hf-token")
+
+
+def redacted(argv: Sequence[str]) -> list[str]:
+    """``argv`` with the value of each :data:`SECRET_FLAGS` flag replaced by ``***`` (``--api-key K`` and
+    ``--api-key=K`` alike)."""
+    out: list[str] = []
+    hide = False
+    for a in argv:
+        flag = a.split("=", 1)[0]
+        if hide:
+            out.append("***")
+        elif flag in SECRET_FLAGS and "=" in a:
+            out.append(f"{flag}=***")
+        else:
+            out.append(a)
+        hide = not hide and a in SECRET_FLAGS
+    return out
+
+
 def check_with_vllm(parser: argparse.ArgumentParser, argv: Sequence[str], planned: SizingArgs | None) -> None:
     """Parse and validate the server's arguments with vLLM's own parser, and check that every sizing value it
     resolves is the one the plan used (``planned``, its model filled in; None: no check); one-line
@@ -561,7 +583,7 @@ def check_with_vllm(parser: argparse.ArgumentParser, argv: Sequence[str], planne
     except ConfigError:
         raise
     except refused as exc:
-        raise ConfigError(f"vLLM rejected the server arguments {shlex.join(argv)!r}: {exc}") from None
+        raise ConfigError(f"vLLM rejected the server arguments {shlex.join(redacted(argv))!r}: {exc}") from None
     _check_config_fields(parser, ns)
     if planned is None:
         return

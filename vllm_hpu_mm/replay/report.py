@@ -453,7 +453,8 @@ def body_lines(r: Report) -> list[str]:
             lines.append(f"{res.label}: {len(res.compiles)} shapes compile at run time while a request waits: "
                          f"{shown}{more}")  # fmt: skip
     if r.skip_warmup:
-        lines.append("VLLM_SKIP_WARMUP=true is set: nothing is warmed, so every shape above compiles on first use")
+        lines.append("VLLM_SKIP_WARMUP is set to a value the runtime reads as true: nothing is warmed, so every shape "
+                     "above compiles on first use")  # fmt: skip
     if (line := vision_line(r)) is not None:
         lines.append(line)
     lines.extend(r.notes)
