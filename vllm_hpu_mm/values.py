@@ -40,6 +40,7 @@ __all__ = [
     "Buckets",
     "OversizePolicy",
     "Stage",
+    "nearest_tiles",
     "off_tile_note",
     "parse_buckets",
 ]
@@ -167,14 +168,19 @@ class Buckets(tuple[int, ...]):
 DEFAULT_BUCKETS = Buckets((1600, 3136, 4096, 6400, 7744, 9216, 12544), source="DEFAULT_BUCKETS")
 
 
+def nearest_tiles(buckets: Iterable[int]) -> str:
+    """The whole 112-px tiles (multiples of 64 patches) either side of each bucket: "1604 -> 1600 or 1664"."""
+    return ", ".join(f"{n} -> {max(n // BUCKET_GRANULE * BUCKET_GRANULE, BUCKET_GRANULE)} or "
+                     f"{(n // BUCKET_GRANULE + 1) * BUCKET_GRANULE}" for n in buckets)  # fmt: skip
+
+
 def off_tile_note(buckets: Iterable[int], *, source: str) -> str | None:
     """The note for buckets that are not whole 112-px tiles (multiples of 64), or None: read as vllm-gaudi reads
     them, but no aligned image fills one, so each pads at least a few rows more than the tile below or above would."""
     off = [n for n in buckets if n % BUCKET_GRANULE]
     if not off:
         return None
-    near = ", ".join(f"{n} -> {max(n // BUCKET_GRANULE * BUCKET_GRANULE, BUCKET_GRANULE)} or "
-                     f"{(n // BUCKET_GRANULE + 1) * BUCKET_GRANULE}" for n in off)  # fmt: skip
+    near = nearest_tiles(off)
     return (f"{source}: {', '.join(map(str, off))} not a multiple of {BUCKET_GRANULE}: read as vllm-gaudi reads it "
             f"(it pads an image to any bucket), but images are whole 112-px tiles of {BUCKET_GRANULE} patches, so "
             f"such a bucket only adds padding; nearest whole tiles: {near}")  # fmt: skip

@@ -31,7 +31,7 @@ from vllm_hpu_mm.runtimes.base import (
     RuntimeModel,
     VisionBucketing,
 )
-from vllm_hpu_mm.values import GIB, Backend, Buckets, parse_buckets
+from vllm_hpu_mm.values import GIB, Backend, Buckets, nearest_tiles, parse_buckets
 
 #: The guide's graph memory variables, in the order the plan names them.
 GRAPH_KNOBS = (GRAPH_RESERVED_MEM, GRAPH_PROMPT_RATIO, GRAPH_MULTIMODAL_PROMPT_RATIO)
@@ -42,6 +42,7 @@ __all__ = [
     "PlanInputs",
     "build",
     "provenance",
+    "runtime_words",
 ]
 
 #: vLLM's scheduler fallbacks (``SchedulerConfig.DEFAULT_MAX_NUM_SEQS`` / ``..._BATCHED_TOKENS``); the plan uses the
@@ -163,8 +164,7 @@ class PlanInputs:
     @property
     def runtime_words(self) -> str:
         """The runtime planned for, with its release where one is named or installed."""
-        name = self.runtime.name.value
-        return f"{name} {self.runtime_release}" if self.runtime_release else name
+        return runtime_words(self.runtime.name, self.runtime_release)
 
     @property
     def knobs_not_read(self) -> tuple[str, ...]:
@@ -266,16 +266,20 @@ def _pool_mode(args: SizingArgs, backend: Backend) -> PoolMode:
         ) from None
 
 
+def runtime_words(runtime: Runtime, release: str | None) -> str:
+    """A runtime as the plan names it, with its release where one is named or installed ("vllm-fork 0.7.2")."""
+    return f"{runtime.value} {release}" if release else runtime.value
+
+
 def _check_multiple(buckets: Buckets | None, vb: VisionBucketing, source: str) -> None:
     """Refuse patch buckets the runtime's own validation stops the server on (vllm-fork 1.22: multiples of 8)."""
     off = [n for n in buckets or () if vb.bucketed and n % vb.bucket_multiple]
     if buckets is None or not off:
         return
     m = vb.bucket_multiple
-    near = ", ".join(f"{n} -> {max(n // 64 * 64, 64)} or {(n // 64 + 1) * 64}" for n in off)
     raise ConfigError(f"{source}={','.join(map(str, buckets))}: {', '.join(map(str, off))} not a multiple of "
                       f"{m}: {vb.bucket_multiple_source}; accepted: patch counts each a multiple of {m}, e.g. whole "
-                      f"112-px tiles (multiples of 64): {near}")  # fmt: skip
+                      f"112-px tiles (multiples of 64): {nearest_tiles(off)}")  # fmt: skip
 
 
 def _vision_buckets(
@@ -401,7 +405,7 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
     buckets_from = flag("buckets") if args.buckets is not None else "VLLM_MULTIMODAL_BUCKETS"
     plan_buckets, vision_bucketed, per_item = _vision_buckets(model, runtime, buckets, env, buckets_from)
     pool = _pool_mode(args, spec.backend)
-    release = f"{runtime.name.value} {detection.version}" if detection.version else runtime.name.value
+    release = runtime_words(runtime.name, detection.version)
     skip_warmup, skip_note = runtime.traits.boolean_as_read(SKIP_WARMUP, env, settings.skip_warmup, release)
     return PlanInputs(
         model=model,
