@@ -124,11 +124,11 @@ def _contiguous_pa(generation: str) -> Callable[[str | None, bool, bool], bool]:
     return on
 
 
-def _speculative(release: Release) -> dict[str, object]:
-    """The traits' speculative-decoding refusal for ``release`` (:attr:`.releases.Release.speculative_refused`)."""
+def _with_speculative(traits: RuntimeTraits, release: Release) -> RuntimeTraits:
+    """``traits`` with ``release``'s speculative-decoding refusal (:attr:`.releases.Release.speculative_refused`)."""
     source = release.speculative_refused
-    return {"speculative_refused_with_contiguous_pa": source,
-            "contiguous_pa": _contiguous_pa(release.generation) if source else None}  # fmt: skip
+    return dataclasses.replace(traits, speculative_refused_with_contiguous_pa=source,
+                               contiguous_pa=_contiguous_pa(release.generation) if source else None)  # fmt: skip
 
 
 def _with_registry(traits: RuntimeTraits, release: Release) -> RuntimeTraits:
@@ -179,7 +179,7 @@ TRAITS = RuntimeTraits(
         for v in (SKIP_WARMUP, FP32_SOFTMAX)
     ),
 )
-TRAITS = dataclasses.replace(_with_registry(TRAITS, NEWEST), **_speculative(NEWEST))  # type: ignore[arg-type]
+TRAITS = _with_speculative(_with_registry(TRAITS, NEWEST), NEWEST)
 
 
 def _booleans(release: Release) -> tuple[tuple[str, frozenset[str], str], ...]:
@@ -230,7 +230,8 @@ def _traits_for(release: Release) -> RuntimeTraits:
                 "reads VLLM_FP32_SOFTMAX (it came with 1.20, extension @d4b0d38)")  # fmt: skip
         traits = dataclasses.replace(TRAITS, fp32_softmax_default=False, fp32_softmax_note=note)
     traits = dataclasses.replace(traits, booleans=_booleans(release), not_read=_not_read(release),
-                                 warmup_era=release.warmup_era, **_speculative(release))  # type: ignore[arg-type]  # fmt: skip
+                                 warmup_era=release.warmup_era)  # fmt: skip
+    traits = _with_speculative(traits, release)
     if not release.reads_vision_buckets:  # before 1.22 no VisionBuckets: the variable is not read at all
         traits = dataclasses.replace(traits, none_buckets_fail_warmup="")
     if not release.reads_prompt_ratio:
