@@ -70,7 +70,7 @@ from vllm_hpu_mm.traffic.requests import Traffic
 
 #: The bounds and defaults the command declares are the replay's own (its loops' caps), named here for the CLI.
 __all__ = ["DEFAULT_REQUESTS", "MAX_CLIENTS", "MAX_PROFILE_SECONDS", "MAX_PROFILE_SEGMENTS", "MAX_RATE", "MAX_REQUESTS",
-           "MIN_LEVEL_REQUESTS", "MIN_RATE", "Arrivals", "ReplayArgs", "Replayed", "offered_traffic",
+           "MIN_LEVEL_REQUESTS", "MIN_RATE", "Arrivals", "ReplayArgs", "Replayed", "gaudi_only", "offered_traffic",
            "replay_traffic"]  # fmt: skip
 
 
@@ -197,17 +197,25 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
 _GAUDI = registry.DEFAULT_RUNTIME["hpu"]
 
 
-def _gaudi_only(sizing: SizingArgs, runtime: str) -> ConfigError:
-    """The replay is of vllm-gaudi's lookup since it was written (b6daaa59): another runtime, named or installed, is
-    refused naming only what the replay takes (another runtime's latencies, at real shapes, are fleet plan's)."""
+def gaudi_only(sizing: SizingArgs, runtime: str, subject: str, tail: str = "") -> ConfigError:
+    """``subject`` (the replay, buckets stale's alarm) runs vllm-gaudi's lookup: another runtime, named or installed,
+    is refused naming only what the command takes (``tail``: what else it asks of the command line)."""
     flag = sizing.flag("runtime")
     named = f"{flag}={sizing.runtime!r}: " if registry.named_other(sizing.runtime, _GAUDI) == runtime else ""
-    known = runtime in {r.value for r in Runtime}
-    what = f"the plan's runtime is {runtime}" if known else f"{runtime} is not a runtime"
-    elsewhere = f"; {runtime}'s latencies at real shapes: fleet plan" if known else ""
-    device = sizing.flag("device")
-    return ConfigError(f"{named}replay models vllm-gaudi's bucket lookup only; {what}; accepted: {flag} vllm-gaudi "
-                       f"or vllm-gaudi==X (a release) on a Gaudi {device} (gaudi2, gaudi3){elsewhere}")  # fmt: skip
+    what = f"the plan's runtime is {runtime}" if _is_runtime(runtime) else f"{runtime} is not a runtime"
+    return ConfigError(f"{named}{subject} models vllm-gaudi's bucket lookup only; {what}; accepted: {flag} vllm-gaudi "
+                       f"or vllm-gaudi==X (a release){tail}")  # fmt: skip
+
+
+def _is_runtime(name: str) -> bool:
+    return name in {r.value for r in Runtime}
+
+
+def _gaudi_only(sizing: SizingArgs, runtime: str) -> ConfigError:
+    """The replay is of vllm-gaudi's lookup since it was written (b6daaa59); another runtime's latencies, at real
+    shapes, are fleet plan's."""
+    elsewhere = f"; {runtime}'s latencies at real shapes: fleet plan" if _is_runtime(runtime) else ""
+    return gaudi_only(sizing, runtime, "replay", f" on a Gaudi {sizing.flag('device')} (gaudi2, gaudi3){elsewhere}")
 
 
 def _two_loads(sizing: SizingArgs, arrivals: Arrivals) -> ConfigError:

@@ -22,6 +22,7 @@ from typing import Any
 from vllm_hpu_mm.buckets.admission import admit_traffic
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError, WouldNotStart
+from vllm_hpu_mm.jobs.replay import gaudi_only
 from vllm_hpu_mm.jobs.serve import (
     given_blocks_start,
     on_default_device,
@@ -37,7 +38,6 @@ from vllm_hpu_mm.replay.report import totals
 from vllm_hpu_mm.replay.schedules import replay_model, schedules, timer_for
 from vllm_hpu_mm.replay.timing import TimeResult
 from vllm_hpu_mm.runtimes import registry
-from vllm_hpu_mm.runtimes.base import Runtime
 from vllm_hpu_mm.traffic.metrics import FLAG
 
 __all__ = ["DEFAULT_STALE_REQUESTS", "GAUGES", "MAX_TOLERANCE", "StaleArgs", "Staleness", "check_stale", "exposition"]
@@ -122,19 +122,8 @@ def _interval(step: StepTime) -> float:
 
 
 def _gaudi_only(sizing: SizingArgs, runtime: str) -> ConfigError:
-    """The alarm runs vllm-gaudi's lookup with the plan's bucket file: another runtime, named or installed, is
-    refused naming only what the alarm takes."""
-    flag = sizing.flag("runtime")
-    named = (
-        f"{flag}={sizing.runtime!r}: "
-        if registry.named_other(sizing.runtime, registry.DEFAULT_RUNTIME["hpu"]) == runtime
-        else ""
-    )
-    what = (
-        f"the plan's runtime is {runtime}" if runtime in {r.value for r in Runtime} else f"{runtime} is not a runtime"
-    )
-    return ConfigError(f"{named}the alarm models vllm-gaudi's bucket lookup only; {what}; accepted: {flag} "
-                       "vllm-gaudi or vllm-gaudi==X (a release)")  # fmt: skip
+    """The alarm runs vllm-gaudi's lookup with the plan's bucket file (:func:`~vllm_hpu_mm.jobs.replay.gaudi_only`)."""
+    return gaudi_only(sizing, runtime, "the alarm")
 
 
 def check_stale(sizing: SizingArgs, args: StaleArgs, settings: Settings, runtime_env: dict[str, str]) -> Staleness:
