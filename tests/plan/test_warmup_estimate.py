@@ -143,3 +143,26 @@ def test_a_fork_line_that_captures_while_its_pools_last_times_its_graph_pass_ove
     assert w.graphs == len(t.prefill) + len(t.decode) + len(t.prefill_kept) + len(t.decode_kept) + len(
         p.vision_buckets_captured
     )
+
+
+@pytest.mark.parametrize("runtime", ["vllm-fork==0.6.4.post2", "vllm-fork==0.8.5.post1"])
+def test_a_fork_line_before_1_22_warms_no_vision_graph_so_its_prompt_graphs_take_the_whole_prefill_share(
+    runtime: str,
+) -> None:
+    # no VisionBuckets before #1178 (6bac2f76b): the warm-up runs text-only dummies and each image runs at its own
+    # shape inside the prompt's forward (hpu_model_runner.py execute_model @3bcdfd4af), so nothing is warmed for it
+    p = plan(build(SizingArgs(device="gaudi2", runtime=runtime, max_model_len=8192), load({})))
+    assert p.vision_buckets_captured == p.vision_buckets_skipped == ()
+    assert p.split.prefill_vision_graph_bytes == 0
+    assert p.split.prefill_text_graph_bytes == p.split.prefill_graph_bytes > 0
+    assert to_dict(p)["warmup"]["by_phase"]["vision"] == 0
+    table = to_table(p)
+    assert "warms no vision graph" in table
+    assert all("VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO" not in f.fix.text for f in p.findings)
+
+
+def test_fork_1_22_warms_its_vision_buckets_in_their_own_share() -> None:
+    p = plan(build(SizingArgs(device="gaudi2", runtime="vllm-fork==0.9.0.1", max_model_len=8192), load({})))
+    assert p.vision_buckets_captured
+    assert 0 < p.split.prefill_vision_graph_bytes < p.split.prefill_graph_bytes
+    assert to_dict(p)["warmup"]["by_phase"]["vision"] > 0

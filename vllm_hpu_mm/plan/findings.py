@@ -267,7 +267,8 @@ def _text_graph_findings(i: PlanInputs, s: Split, text: TextGraphFit, knobs: Cal
             f"{pf} of {pt} text prefill graphs fit their pool ({s.prefill_text_graph_bytes / GIB:.2f} GiB, costs "
             f"{evidence}); the rest are not captured and run without a graph"
         )
-        fix = Fix(f"raise {knobs(GRAPH_MULTIMODAL_PROMPT_RATIO, GRAPH_PROMPT_RATIO)}")
+        ratios = (GRAPH_MULTIMODAL_PROMPT_RATIO, GRAPH_PROMPT_RATIO) if i.vision_graphs else (GRAPH_PROMPT_RATIO,)
+        fix = Fix(f"raise {knobs(*ratios)}")
         out.append(Finding("warning", "graph_capture", "prefill_graphs_skipped", message, fix))
     if df < dt:
         message = (

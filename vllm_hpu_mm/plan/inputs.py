@@ -158,6 +158,12 @@ class PlanInputs:
                            performance_mode=self.performance_mode)  # fmt: skip
 
     @property
+    def vision_graphs(self) -> bool:
+        """Whether the runtime warms graphs for this model's tower: a vision model on a runtime that captures its
+        buckets (not vllm-fork before 1.22, whose prompt graphs then take the whole prefill share)."""
+        return self.model.vision.present and self.runtime.traits.warms_vision_buckets
+
+    @property
     def runtime_name(self) -> Runtime:
         return self.runtime.name
 

@@ -311,6 +311,16 @@ def to_table(
     if i.vision_patches_per_item:
         captured += f" images per pass ({i.vision_patches_per_item} patches each)"
     graphs = i.pool_mode.value != "none"
+    text_share = _share(i, GRAPH_MULTIMODAL_PROMPT_RATIO, i.graph_multimodal_prompt_ratio)
+    vision_note = (
+        f"{i.pool_mode.value} pool; captured {captured} ({p.vision_capture_bytes / GIB:.2f} GiB); skipped {skipped}"
+    )
+    if i.model.vision.present and not i.vision_graphs:  # vllm-fork before 1.22
+        text_share = "the whole prefill share (no vision graph is warmed)"
+        vision_note = (
+            f"none: {i.runtime_words} warms no vision graph (each image runs at its own shape inside "
+            "the prompt's forward pass)"
+        )
     rows = [
         ("runtime", i.runtime.name.value, i.runtime_found),
         ("model", i.model.name,
@@ -333,10 +343,8 @@ def to_table(
           _share(i, GRAPH_RESERVED_MEM, i.graph_reserved_mem)) if graphs else "none: eager (no graph pool)"),
         ("  decode", _gib(s.decode_graph_bytes), _graph_note(p, "decode")),
         ("  prefill", _gib(s.prefill_graph_bytes), _share(i, GRAPH_PROMPT_RATIO, i.graph_prompt_ratio)),
-        ("    text", _gib(s.prefill_text_graph_bytes),
-         f"{_share(i, GRAPH_MULTIMODAL_PROMPT_RATIO, i.graph_multimodal_prompt_ratio)}; {_graph_note(p, 'prefill')}"),
-        ("    vision", _gib(s.prefill_vision_graph_bytes),
-         f"{i.pool_mode.value} pool; captured {captured} ({p.vision_capture_bytes / GIB:.2f} GiB); skipped {skipped}"),
+        ("    text", _gib(s.prefill_text_graph_bytes), f"{text_share}; {_graph_note(p, 'prefill')}"),
+        ("    vision", _gib(s.prefill_vision_graph_bytes), vision_note),
     ]  # fmt: skip
     width = max(len(r[0]) for r in rows)
     lines = [f"{name:<{width}}  {value:>16}  {note}" for name, value, note in rows]

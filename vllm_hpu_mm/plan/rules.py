@@ -245,14 +245,15 @@ def split_memory(i: PlanInputs, free: int | None = None) -> Split:
                                            i.costs) if i.buckets and i.vision_bucketed and graphs else 0  # fmt: skip
         return Split(ms.usable_bytes, graphs, ms.kv_cache_bytes, vision, graphs - vision, 0, vision)
     prefill, decode = prefill_decode_split(graphs, i.graph_prompt_ratio)
-    # A text model has no vision graphs: its text prefill graphs take the whole prefill share.
-    text, vision = text_vision_split(prefill, i.graph_multimodal_prompt_ratio if i.model.vision.present else 1.0)
+    # No vision graphs (a text model, or a runtime that warms none): the text prefill graphs take the whole share.
+    text, vision = text_vision_split(prefill, i.graph_multimodal_prompt_ratio if i.vision_graphs else 1.0)
     return Split(ms.usable_bytes, graphs, ms.kv_cache_bytes, prefill, decode, text, vision)
 
 
 def vision_fit(i: PlanInputs, vision_pool: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Rule 5: buckets captured ascending until the vision pool is exhausted; the rest are skipped."""
-    if not i.buckets or i.enforce_eager or not i.vision_bucketed:
+    """Rule 5: buckets captured ascending until the vision pool is exhausted; the rest are skipped. None on a
+    runtime that warms no vision bucket (vllm-fork before 1.22)."""
+    if not i.buckets or i.enforce_eager or not i.vision_bucketed or not i.vision_graphs:
         return (), ()
     return vision_cost.fit_buckets(i.buckets, vision_pool, i.pool_mode, i.model.vision, i.dtype_size, i.costs)
 

@@ -98,6 +98,9 @@ class RuntimeTraits:
     #: Warms every text bucket with no memory check (vllm-gaudi, vllm-fork 1.22), instead of capturing while they fit
     #: (vllm-fork 1.17 - 1.21.3).
     warms_all_graphs: bool = False
+    #: Captures a graph for each vision bucket at warm-up (vllm-gaudi, vllm-fork 1.22); False where the runtime
+    #: buckets no tower: vllm-fork before 1.22 runs each image at its own shape inside the prompt graphs, none warmed.
+    warms_vision_buckets: bool = True
     #: Captures its graphs during profiling and takes their memory out of the KV cache (vLLM on CUDA).
     profiles_graphs: bool = False
     #: Whether ``--cpu-offload-gb`` moves weights to host memory (vLLM on CUDA: a UVA offloader per layer); False

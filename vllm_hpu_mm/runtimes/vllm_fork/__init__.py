@@ -233,7 +233,7 @@ def _traits_for(release: Release) -> RuntimeTraits:
                                  warmup_era=release.warmup_era)  # fmt: skip
     traits = _with_speculative(traits, release)
     if not release.reads_vision_buckets:  # before 1.22 no VisionBuckets: the variable is not read at all
-        traits = dataclasses.replace(traits, none_buckets_fail_warmup="")
+        traits = dataclasses.replace(traits, none_buckets_fail_warmup="", warms_vision_buckets=False)
     if not release.reads_prompt_ratio:
         return traits
     return dataclasses.replace(traits, reads=frozenset({GRAPH_RESERVED_MEM, GRAPH_PROMPT_RATIO}),
