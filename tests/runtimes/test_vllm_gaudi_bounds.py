@@ -199,6 +199,19 @@ def test_buckets_the_filters_drop_are_said() -> None:
     assert not any("without a word" in n for n in notes)
 
 
+@pytest.mark.parametrize(("release", "warns"), [("0.19.1", False), ("0.20.1rc0", True), ("0.24.0", True)])
+def test_each_release_is_said_to_warn_about_dropped_file_buckets_only_from_the_release_that_does(
+    release: str, warns: bool
+) -> None:
+    # held-out round 8 (gaudi), case 1 note: 3522491e (#1364) added the "omitted during warmup" warning, first
+    # tagged v0.20.1rc0 (v0.24.0's common.py:518 has it); v0.19.1 names them only when no bucket is left
+    cfg = dataclasses.replace(with_file("(1, 128, [0, 300])\n(1, 1, 8)\n", "--bucket-file b.txt"),
+                              release=release_for(release))  # fmt: skip
+    (prompt,) = dropped_file_buckets(cfg, SHAPE)
+    assert ("omitted during warmup" in prompt) is warns
+    assert ("only when none is left" in prompt) is not warns
+
+
 def test_a_release_before_v0_19_says_it_drops_prompt_buckets_beyond_max_model_len() -> None:
     # held-out round 5 (text), case 7: v0.16.0 keeps a prompt bucket only when query + ctx x block_size <=
     # max_model_len (common.py @ da2ce404); main's context cap let (1, 160, 32) pass unsaid at max_model_len 4096

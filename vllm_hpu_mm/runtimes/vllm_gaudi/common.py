@@ -37,6 +37,7 @@ from vllm_hpu_mm.runtimes.vllm_gaudi.config import (
 )
 from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import LONG_CTX_THRESHOLD
 from vllm_hpu_mm.runtimes.vllm_gaudi.file_strategy import parse_bucket_file
+from vllm_hpu_mm.runtimes.vllm_gaudi.releases import parse_version
 
 __all__ = [
     "STRATEGY_OBJECTS",
@@ -256,10 +257,10 @@ def _drop_reason(cfg: BucketingConfig, shape: EngineShape, bucket: Bucket, is_pr
     return None
 
 
-#: The release whose generate_buckets warns about the file buckets its filters drop (common.py @091bbadd: "The
-#: following prompt buckets from custom bucketing file (VLLM_BUCKETING_FROM_FILE) were omitted during warmup");
-#: v0.16.0rc0 @dd472742 logs them only when no bucket is left.
-_WARNS_OMITTED = "091bbadd"
+#: The first release whose generate_buckets warns about the file buckets its filters drop ("The following prompt
+#: buckets from custom bucketing file (VLLM_BUCKETING_FROM_FILE) were omitted during warmup", 3522491e #1364, first
+#: tagged v0.20.1rc0; v0.21.0 - 091bbadd too); before, e.g. v0.16.0rc0 @dd472742, only when no bucket is left.
+_WARNS_OMITTED = parse_version("0.20.1rc0")
 
 
 def _filter_of(why: str) -> str:
@@ -278,7 +279,7 @@ def dropped_file_buckets(cfg: BucketingConfig, shape: EngineShape) -> tuple[str,
     where = f"common.py generate_buckets @{cfg.release.commit}"
     said = (
         f"it warns at start-up, listing them as omitted during warmup ({where})"
-        if cfg.release.commit == _WARNS_OMITTED
+        if cfg.release.first >= _WARNS_OMITTED
         else f"it names them only when none is left ({where})"
     )
     out = []

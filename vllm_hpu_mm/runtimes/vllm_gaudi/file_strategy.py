@@ -92,10 +92,12 @@ def _why_not_literal(line: str) -> str:
     return "not a Python literal"
 
 
-#: What vllm-gaudi 091bbadd does with a line that is no literal 3-tuple (file_strategy.py:46-54: a warning, then the
-#: next line) and with an item int() refuses (:61, outside its try: the start-up fails).
-SKIPS = "vllm-gaudi 091bbadd skips such a line with a warning and never warms its buckets"
-FAILS = "vllm-gaudi 091bbadd fails at start-up on such a line (int() of the item)"
+#: What vllm-gaudi does with a line that is no literal 3-tuple: file_strategy.py:46-54 means to warn and go on, but
+#: calls ``.warning`` on the ``logger`` function (AttributeError), and with an item int() refuses (:61, outside its
+#: try). The same file from #1245 (v0.17.1) to 091bbadd; checked by running its reader on such a line.
+SKIPS = ("vllm-gaudi v0.17.1 - 091bbadd fails at start-up on such a line: its reader means to skip it with a warning, "
+         "but the warning call raises AttributeError (file_strategy.py:49-54)")  # fmt: skip
+FAILS = "vllm-gaudi v0.17.1 - 091bbadd fails at start-up on such a line (int() of the item, file_strategy.py:61)"
 
 
 def _bad(source: str, line_num: int, line: str, why: str, runtime: str = SKIPS) -> ConfigError:
@@ -241,7 +243,8 @@ def _lines(buckets: list[Bucket]) -> list[str]:
 
 
 def bucket_file(prompt: Iterable[Bucket], decode: Iterable[Bucket]) -> str:
-    """Content of a VLLM_BUCKETING_FROM_FILE file that makes vllm-gaudi 091bbadd warm exactly these buckets.
+    """Content of a VLLM_BUCKETING_FROM_FILE file that makes vllm-gaudi (every release that reads one) warm exactly
+    these buckets.
 
     Pass buckets that already satisfy vllm-gaudi's filters (e.g. from :func:`prompt_buckets` /
     :func:`decode_buckets`), or it drops the others. With speculative decoding pass the seed decode buckets: it
@@ -264,7 +267,8 @@ def bucket_file(prompt: Iterable[Bucket], decode: Iterable[Bucket]) -> str:
                 )
     header = [
         "# vllm-gaudi bucket file (VLLM_BUCKETING_FROM_FILE), written by vllm-hpu-mm",
-        "# format of vllm_gaudi/extension/bucketing/file_strategy.py @ 091bbadd: (batch, query_len, ctx_blocks),",
+        "# format of vllm_gaudi/extension/bucketing/file_strategy.py (v0.17.1 - 091bbadd, unchanged since #1245;",
+        "# earlier releases eval the same lines): (batch, query_len, ctx_blocks),",
         "# lists mean the Cartesian product; query_len 1 = decode",
         f"# {len(set(p))} prompt + {len(set(d))} decode buckets",
     ]
