@@ -7,6 +7,7 @@ import pytest
 
 from benchmarks.common import candidate_rules
 from tests.support.logs import cut_read_as_phase
+from vllm_hpu_mm.logs.doctor import diagnose_lines
 from vllm_hpu_mm.logs.doctor.decide import default_rules, judge
 from vllm_hpu_mm.logs.doctor.scan import scan
 
@@ -187,3 +188,58 @@ def test_a_failure_stated_with_its_reason_before_a_cut_traceback_explains_it() -
 def test_vllms_bare_failed_to_start_line_states_no_reason_and_the_cut_still_counts() -> None:
     lines = [CORE + "EngineCore failed to start.", *_cut(*WARMUP_FRAMES)]
     assert _stage(lines) == "graph_capture"
+
+
+# --- a request the runtime echoes ----------------------------------------------------------------------------------
+
+SERVING = ["(APIServer pid=2150) INFO 11-20 09:14:02 [api_server.py:1896] vLLM API server version 0.32.0",
+           "(EngineCore_DP0 pid=2211) INFO 11-20 09:15:20 [gpu_worker.py:760] Available KV cache memory: 52.61 GiB",
+           "(APIServer pid=2150) INFO:     Application startup complete."]  # fmt: skip
+API = "(APIServer pid=2150) {} 11-20 10:03:01 [request_logger.py:{}] "
+CUDA_OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+ASKED = (
+    'My job printed "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB" and then "Killed". Why?'
+)
+ECHOES = [
+    # vLLM 0.32's request logger (vllm/entrypoints/serve/utils/request_logger.py): the prompt at DEBUG, then the params
+    API.format("DEBUG", 55) + f"Request chatcmpl-5b2e details: prompt: '<|im_start|>user\\n{ASKED}<|im_end|>\\n', "
+    "prompt_token_ids: None, prompt_embeds shape: None.",
+    API.format("DEBUG", 75) + 'Request chatcmpl-5b2e JSON body: {"messages": [{"role": "user", "content": "' + ASKED,
+    API.format("INFO", 109) + f"Generated response chatcmpl-5b2e (streaming complete): output: '{ASKED}', "
+    "finish_reason: stop",
+    # earlier releases' one record, prompt and params together
+    f"INFO 05-22 02:20:59 logger.py:36] Received request cmpl-9f2-0: prompt: '{ASKED}', params: SamplingParams(n=1)",
+    # SGLang under --log-requests, LM Studio's request body
+    f"[2025-01-02 10:00:00] Receive: obj=GenerateReqInput(text='{ASKED}', sampling_params={{'max_new_tokens': 64}})",
+    f'2025-05-07 18:19:54 [DEBUG] Received request: POST to /v1/chat/completions with body {{"content": "{ASKED}"}}',
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("echo", ECHOES, ids=("details", "json_body", "output", "received", "sglang", "lm_studio"))
+def test_a_request_the_runtime_echoes_is_no_failure(echo: str) -> None:
+    # held-out CLI round 8, doctor case 12: the user's prompt quoting an OOM and "Killed", answered 200 OK
+    lines = [
+        *SERVING,
+        echo,
+        '(APIServer pid=2150) INFO:     127.0.0.1:50420 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+    ]
+    d = diagnose_lines(lines)
+    assert (d.oom, d.stage) == (False, "none")
+
+
+def test_an_echoed_prompt_over_several_windows_of_one_line_is_no_failure() -> None:
+    # an over-long line is read in windows that share its number (logs/reading.py): the prompt's later windows hold no
+    # record head of their own
+    head = API.format("DEBUG", 55) + "Request chatcmpl-9aa1 details: prompt: '" + "<|image_pad|>" * 600
+    d = diagnose_lines([*enumerate(SERVING, 1), (4, head), (4, "<|image_pad|>" * 600 + ASKED + "', prompt_token_ids")])
+    assert (d.oom, d.stage) == (False, "none")
+
+
+def test_a_real_failure_after_an_echoed_request_is_still_read_at_serving() -> None:
+    received = (
+        API.format("INFO", 66) + "Received request chatcmpl-5b2e: params: SamplingParams(n=1), lora_request: None."
+    )
+    d = diagnose_lines(
+        [*SERVING, received, "(EngineCore_DP0 pid=2211) ERROR 11-20 10:03:02 [core.py:1555] " + CUDA_OOM]
+    )
+    assert (d.oom, d.stage) == (True, "runtime")

@@ -34,6 +34,7 @@ __all__ = [
     "DECODE_RESERVE",
     "DEVICE_OOM",
     "DUMPED_FRAME",
+    "ECHOED_REQUEST",
     "ELISION",
     "ENGINE_LENGTH",
     "ENGINE_SHAPE",
@@ -407,6 +408,21 @@ HOST_OOM = re.compile(
 COMMAND_LINE = re.compile(
     r"^\s*(?:(?:\([\w.-]+\)\s*)?[\w.-]+@[\w.-]+:[^\s$#]*[$#]\s|\$\s|#\s|except\b[^:]*:\s*(?:#.*)?$"
     r"|from\s+[\w.]+\s+import\s|import\s+[\w.]+\s*$)"
+)
+#: A runtime's echo of a request it was given, or of the answer it gave, with the request's own text after it: vLLM's
+#: request logger (vllm/entrypoints/serve/utils/request_logger.py, 0.32.0: "Request %s details: prompt: %r, ...",
+#: "Received request %s: params: %s, ...", "Request %s JSON body: %s", "Generated response %s%s: output: %r, ...";
+#: earlier releases' one "Received request %s: prompt: %r, params: %s, ..." record, which KServe's vLLM backend
+#: relays),
+#: SGLang's "Receive: obj=GenerateReqInput(...)" under ``--log-requests`` (srt/managers/tokenizer_manager.py) and LM
+#: Studio's "Received request: POST to <path> with body {". What follows the match is the user's prompt, the sampling
+#: parameters or the model's answer, quoted: a prompt that asks about "CUDA out of memory" or "Killed" is no failure of
+#: the server that logged it. The record's head, up to the match's end, is the runtime's own words ("Received request
+#: <id>" still says it was serving). Not vLLM's "Request %s failed due to %s.": that one states a failure.
+ECHOED_REQUEST = re.compile(
+    r"\b(?:Received request [\w.-]+|Request [\w.-]+ (?:details|JSON body)"
+    r"|Generated response [\w.-]+(?: \(streaming (?:delta|complete)\))?(?: details)?)\s*:"
+    r"|\bReceived request: [A-Z]+ to \S+ with body\b|\bReceive: obj="
 )
 #: Lines with memory words that report no exhaustion: failures the program goes on from (TensorFlow's allocator, which
 #: frees and retries: "ran out of memory trying to allocate N. The caller indicates that this is not a failure",
