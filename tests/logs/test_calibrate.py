@@ -341,6 +341,27 @@ def test_a_summary_without_its_buckets_says_what_the_log_lacks() -> None:
     assert "gives 3 of the 4 [bs, query, num_blocks] buckets it declares" in how["text_prefill_factor"]
 
 
+def test_a_restart_after_a_failure_the_doctor_does_not_read_is_a_run_of_its_own() -> None:
+    # vLLM 0.32's start lines (the API server's "non-default args", each engine core's config line): the first start
+    # warmed its graphs and then failed on a device error with no traceback; the restart's summaries alone are read.
+    def start(pid: int, summaries: list[str]) -> list[str]:
+        return [
+            "(APIServer pid=4700) INFO [api_utils.py:286] non-default args: {'model': 'm'}",
+            f"(EngineCore_DP0 pid={pid}) INFO [core.py:134] Initializing a V1 LLM engine (v0.32.0) with config: "
+            "model='m'",
+            *(f"(EngineCore_DP0 pid={pid}) {line}" for line in summaries),
+        ]
+
+    failed = [text.replace("1.5 GiB", "9.9 GiB") for text in gaudi_summary_log(listed=True)]
+    second = start(6001, gaudi_summary_log(listed=True))
+    log = parse_warmup([*start(4711, failed), "ERROR [core.py:1012] EngineCore failed to start.",
+                        "RuntimeError: synStatus=26 [Generic failure] Device acquire failed.", *second])  # fmt: skip
+    assert (log.run, log.runs) == (2, 2)
+    mixed = calibrate(log, LLAMA_31_8B, device="gaudi2", source="s")
+    assert mixed.profile == calibrate(parse_warmup(second), LLAMA_31_8B, device="gaudi2", source="s").profile
+    assert not any("9.9 GiB" in text for _, _, text in mixed.rows)
+
+
 def test_the_report_names_the_logs_runtime_not_only_its_backend(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -207,6 +207,24 @@ def test_banners_of_one_start_are_one_run() -> None:
     assert (d.stage, d.runs) == ("graph_capture", 1)
 
 
+def test_every_start_line_vllm_prints_again_opens_a_new_run() -> None:
+    # vLLM 0.32's banner ("vLLM server version X, serving model M", or its logo's version line) and engine config
+    # line, printed again by a restart whose first start ended in no failure the doctor reads
+    engine = "(EngineCore_DP0 pid={}) INFO [core.py:134] Initializing a V1 LLM engine (v0.32.0) with config: model='m'"
+    loaded = "INFO Loading weights took 3 GiB"
+    for banner in ("INFO [launcher.py:380] vLLM server version 0.32.0, serving model m",
+                   " ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.32.0"):  # fmt: skip
+        d = diagnose_lines([banner, engine.format(1), loaded, banner, engine.format(2), *CAPTURE_OOM])
+        assert (d.stage, d.run, d.runs) == ("graph_capture", 2, 2)
+    # a start that printed only its engine line, then the next start's engine line
+    d = diagnose_lines([engine.format(1), loaded, engine.format(2), *CAPTURE_OOM])
+    assert (d.run, d.runs) == (2, 2)
+    # each data-parallel engine core of one start prints its own
+    dp1 = engine.format(2).replace("DP0", "DP1")
+    d = diagnose_lines([BANNER, engine.format(1), dp1, loaded, *CAPTURE_OOM])
+    assert (d.stage, d.runs) == ("graph_capture", 1)
+
+
 # --- arbitrary input ----------------------------------------------------------------------------------------------
 
 _FRAGMENTS = [

@@ -101,6 +101,7 @@ __all__ = [
     "PHASE_TOTAL",
     "PINNED_FALLBACK",
     "PROCESS_DEATH",
+    "PROCESS_NAME",
     "PROGRESS",
     "PYTHON_ERROR_TEXT",
     "RAY_REPEATED",
@@ -1508,11 +1509,17 @@ def dumped_frames(lines: Iterable[tuple[int, str]]) -> list[tuple[int, str, str]
     return out
 
 
-#: A new server process starting in the same log (a restart): vLLM's API server banner and engine configuration
-#: line (V0, V1), TGI's launcher arguments.
+#: The lines a server start prints once each, in this order (a restart prints them again): vLLM's server banner
+#: (``server``: "vLLM API server version X" in earlier releases; "vLLM server version X, serving model M" or its logo's
+#: "█  version X" line, ``log_version_and_model`` in entrypoints/serve/utils/api_utils.py @ vLLM 0.32.0), the API
+#: server's or ``LLM()``'s arguments (``args``: "non-default args: {...}", ``log_non_default_args``; TGI's launcher
+#: "Args {"), and each engine core's configuration line (``engine``: V0 "Initializing an LLM engine", V1
+#: "Initializing a V1 LLM engine", v1/engine/core.py:134). vllm-gaudi prints no start line of its own: it runs
+#: inside vLLM's processes (vllm_gaudi/platform.py @ 091bbadd).
 RUN_START = re.compile(
-    r"vLLM API server version|Initializing an? (?:V\d )?LLM engine|text_generation_launcher: Args \{"
-    r"|non-default args: \{"
+    r"(?P<server>vLLM (?:API )?server version|█(?:\x1b\[[\d;]*m)*  version )"
+    r"|(?P<args>text_generation_launcher: Args \{|non-default args: \{)"
+    r"|(?P<engine>Initializing an? (?:V\d )?LLM engine)"
 )
 
 #: vllm-gaudi's / vllm-fork's memory split (``hpu_worker.py``): free after load, usable, and (both printed together,
@@ -1609,6 +1616,8 @@ CUDA_GRAPH_MEMORY = re.compile(
     r"Graph capturing finished in [\d.]+ secs?, took (?P<gib>[\d.]+) GiB|(?P<gib2>[\d.]+) GiB for CUDAGraph memory"
 )
 CUDA_CAPTURE_SIZES = re.compile(r"cudagraph_capture_sizes['\"]?:\s*\[(?P<sizes>[\d,\s]*)\]")
+#: The process a vLLM line came from, its tag without the pid (``(EngineCore_DP0 pid=4711)``: EngineCore_DP0).
+PROCESS_NAME = re.compile(r"\((?P<name>[^()]*?) ?pid=\d+")
 #: The worker prefix vLLM puts on every line of a worker process: ``(VllmWorker rank=0 pid=123)``.
 WORKER = re.compile(r"^\((?P<who>[^)]*pid=\d+[^)]*)\)")
 KV_TOKENS = re.compile(r"max seq len \((?P<len>\d+)\) is larger than the maximum number of tokens.*?\((?P<tok>\d+)\)")

@@ -106,6 +106,7 @@ from vllm_hpu_mm.logs.patterns import (
     PINNED_FALLBACK,
     POST_MARKUP,
     PROCESS_DEATH,
+    PROCESS_NAME,
     PROGRESS,
     PYTHON_ERROR_TEXT,
     REFUSES_WORK,
@@ -176,7 +177,9 @@ REPORT_LINES = 30
 #: Less than this share of a memory left, as a report's figures give it, is that memory gone.
 EXHAUSTED_SHARE = 0.01
 #: Substrings one of which every :data:`~vllm_hpu_mm.logs.patterns.RUN_START` line holds (a cheap first check).
-_RUN_WORDS = ("API server version", "LLM engine", "Args {", "non-default args")
+_RUN_WORDS = ("server version", "  version ", "LLM engine", "Args {", "non-default args")
+#: The order in which one start prints its :data:`~vllm_hpu_mm.logs.patterns.RUN_START` lines.
+_START_ORDER = {"server": 0, "args": 1, "engine": 2}
 #: Substrings one of which an :data:`~vllm_hpu_mm.logs.patterns.ELISION` line holds (a cheap first check; a mark
 #: written in capitals is missed).
 _ELISION_WORDS = ("...", "…", "snip", "runcat", "mitted", "kipped")
@@ -410,6 +413,9 @@ class _Run:
         #: how many came; None once a line of other work follows (:meth:`Scanner._kv_retries`).
         self.retry: _Held | None = None
         self.retries = 0
+        #: The start lines the run printed: their place in a start's order, and the process that printed each (an
+        #: engine core of another data-parallel rank may print its own configuration line).
+        self.starts: set[tuple[int, str]] = set()
 
     @property
     def has_begun(self) -> bool:
@@ -452,8 +458,9 @@ class Scanner:
             return
         if (own := _unechoed(text)) is not None:
             self.echoed, text = k, own
-        if any(w in text for w in _RUN_WORDS) and RUN_START.search(text) and self.run.has_begun:
-            self._new_run(k)
+        # a line opening with "#" is a note about the log (a collector's header quoting its lines), not a start
+        if any(w in text for w in _RUN_WORDS) and (start := RUN_START.search(text)) and text[:1] != "#":
+            self._start_line(k, text, start)
         run = self.run
         if text.strip():
             run.end = k
@@ -862,6 +869,17 @@ class Scanner:
         if refused[2] != "device" or GOES_ON.search(refused[1]):
             return False
         return any(m["asked"] is None for m in _refusals(refused[1]))
+
+    def _start_line(self, k: int, text: str, start: re.Match[str]) -> None:
+        """A start line opens a new run once the run got going, or where this start has printed it already: a line
+        its process printed in this run, or one a start prints before a line this run holds (a restart whose first
+        start failed with no error the doctor reads, or stopped in a phase it does not count)."""
+        rank = _START_ORDER[next(name for name, value in start.groupdict().items() if value is not None)]
+        process = m["name"] if "pid=" in text and (m := PROCESS_NAME.search(text)) else ""
+        printed = self.run.starts
+        if self.run.has_begun or any(r > rank or (r, p) == (rank, process) for r, p in printed):
+            self._new_run(k)
+        self.run.starts.add((rank, process))
 
     def _new_run(self, k: int) -> None:
         features = self._features(self.run)
