@@ -122,6 +122,31 @@ def test_another_runtime_named_is_refused_listing_only_what_the_replay_takes(run
     assert "vllm-cuda," not in accepted
 
 
+@pytest.mark.parametrize(("device", "served_by"), [("h100", "vllm-cuda"), ("h200", "vllm-cuda"), ("cpu", "vllm-cpu")])
+@pytest.mark.parametrize("runtime", [None, "vllm-gaudi==0.26.0", "auto"])
+def test_a_device_of_another_backend_says_the_replay_is_vllm_gaudis_alone_and_what_prices_it(
+    device: str, served_by: str, runtime: str | None
+) -> None:
+    # r8replay 14: --device h100 got resolve's runtime/device mismatch, which offered another runtime the replay refuses
+    with pytest.raises(ConfigError) as exc:
+        replay_traffic(dataclasses.replace(SMALL, device=device, runtime=runtime), QUICK, load(), {})
+    line = str(exc.value)
+    assert line.startswith(f"--device={device!r}: replay models vllm-gaudi's bucket lookup only, on Gaudi; ")
+    assert f"served by {served_by}" in line
+    assert line.endswith(f"accepted: --device gaudi2 or gaudi3; {served_by}'s latencies at real shapes: fleet plan")
+    assert "another runtime" not in line
+
+
+def test_auto_reading_another_backend_here_is_refused_naming_what_it_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vllm_hpu_mm.models import devices
+
+    reading = devices.MemoryReading("cuda", 80 * 2**30, 79 * 2**30, devices.READING_SOURCE["cuda"])
+    monkeypatch.setattr(devices, "read_device", lambda backend="auto": reading)
+    with pytest.raises(ConfigError, match=r"^--device='auto' \(this host's cuda\): replay models vllm-gaudi's .*"
+                                          r"served by vllm-cuda; .*: fleet plan$"):  # fmt: skip
+        replay_traffic(dataclasses.replace(SMALL, device="auto"), QUICK, load(), {})
+
+
 def test_a_bucket_file_for_a_runtime_that_reads_none_is_refused(tmp_path: Path) -> None:
     from vllm_hpu_mm.runtimes import registry
     from vllm_hpu_mm.runtimes.base import Runtime

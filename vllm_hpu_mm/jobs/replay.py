@@ -28,6 +28,7 @@ from vllm_hpu_mm.jobs.serve import (
     profile_of,
     with_profile_read,
 )
+from vllm_hpu_mm.models import devices
 from vllm_hpu_mm.models.step_fit import FittedStep
 from vllm_hpu_mm.models.step_time import StepTime
 from vllm_hpu_mm.plan.args import SizingArgs
@@ -67,11 +68,12 @@ from vllm_hpu_mm.replay.whole import strategy_latency
 from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import Runtime, RuntimeModel
 from vllm_hpu_mm.traffic.requests import Traffic
+from vllm_hpu_mm.values import Backend
 
 #: The bounds and defaults the command declares are the replay's own (its loops' caps), named here for the CLI.
 __all__ = ["DEFAULT_REQUESTS", "MAX_CLIENTS", "MAX_PROFILE_SECONDS", "MAX_PROFILE_SEGMENTS", "MAX_RATE", "MAX_REQUESTS",
-           "MIN_LEVEL_REQUESTS", "MIN_RATE", "Arrivals", "ReplayArgs", "Replayed", "gaudi_only", "offered_traffic",
-           "replay_traffic"]  # fmt: skip
+           "MIN_LEVEL_REQUESTS", "MIN_RATE", "Arrivals", "ReplayArgs", "Replayed", "gaudi_device", "gaudi_only",
+           "offered_traffic", "replay_traffic"]  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,7 +196,8 @@ def replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, run
 
 
 #: The one runtime whose bucket lookup the replay models: the HPU's own.
-_GAUDI = registry.DEFAULT_RUNTIME["hpu"]
+_GAUDI_BACKEND: Backend = "hpu"
+_GAUDI = registry.DEFAULT_RUNTIME[_GAUDI_BACKEND]
 
 
 def gaudi_only(sizing: SizingArgs, runtime: str, subject: str, tail: str = "") -> ConfigError:
@@ -207,14 +210,37 @@ def gaudi_only(sizing: SizingArgs, runtime: str, subject: str, tail: str = "") -
                        f"or vllm-gaudi==X (a release){tail}")  # fmt: skip
 
 
+def gaudi_device(sizing: SizingArgs, subject: str, instead: str) -> ConfigError | None:
+    """A device of another backend (h100, h200, cpu; ``auto`` reading one here) for ``subject``, which runs
+    vllm-gaudi's lookup alone: refused saying so, which runtime serves that device and ``instead`` (what covers that
+    runtime, ``{runtime}`` in it replaced by its name). Checked before :func:`registry.resolve`, whose refusal of a
+    runtime serving another backend offers "another runtime", which this command then refuses (r8replay 14)."""
+    if sizing.device is None:
+        return None
+    flag = sizing.flag("device")
+    backend = devices.backend_of(sizing.device, source=flag)
+    if backend == _GAUDI_BACKEND:
+        return None
+    serves = registry.DEFAULT_RUNTIME[backend].value
+    read = f" (this host's {backend})" if sizing.device.strip().lower() == "auto" else ""
+    gaudis = " or ".join(n for n, d in devices.KNOWN_DEVICES.items() if d.backend == _GAUDI_BACKEND)
+    return ConfigError(f"{flag}={sizing.device!r}{read}: {subject} models vllm-gaudi's bucket lookup only, on Gaudi; "
+                       f"a {backend} device is served by {serves}; accepted: {flag} {gaudis}; "
+                       f"{instead.format(runtime=serves)}")  # fmt: skip
+
+
 def _is_runtime(name: str) -> bool:
     return name in {r.value for r in Runtime}
+
+
+#: What prices another runtime where the replay does not: fleet plan, at real shapes.
+_ELSEWHERE = "{runtime}'s latencies at real shapes: fleet plan"
 
 
 def _gaudi_only(sizing: SizingArgs, runtime: str) -> ConfigError:
     """The replay is of vllm-gaudi's lookup since it was written (b6daaa59); another runtime's latencies, at real
     shapes, are fleet plan's."""
-    elsewhere = f"; {runtime}'s latencies at real shapes: fleet plan" if _is_runtime(runtime) else ""
+    elsewhere = f"; {_ELSEWHERE.format(runtime=runtime)}" if _is_runtime(runtime) else ""
     return gaudi_only(sizing, runtime, "replay", f" on a Gaudi {sizing.flag('device')} (gaudi2, gaudi3){elsewhere}")
 
 
@@ -232,6 +258,8 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
         sizing = dataclasses.replace(sizing, runtime=registry.DEFAULT_RUNTIME["hpu"].value)
     if (other := registry.named_other(sizing.runtime, _GAUDI)) is not None:
         raise _gaudi_only(sizing, other)  # before resolving it: resolve's refusals list every planner's runtimes
+    if (off := gaudi_device(sizing, "replay", _ELSEWHERE)) is not None:
+        raise off
     if args.arrivals is not None and sizing.concurrency is not None:
         raise _two_loads(sizing, args.arrivals)  # before any work: nothing is read for a command refused
     sizing = with_profile_read(on_default_device(sizing), settings)  # read once, before any work

@@ -22,7 +22,7 @@ from typing import Any
 from vllm_hpu_mm.buckets.admission import admit_traffic
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError, WouldNotStart
-from vllm_hpu_mm.jobs.replay import gaudi_only
+from vllm_hpu_mm.jobs.replay import gaudi_device, gaudi_only
 from vllm_hpu_mm.jobs.serve import (
     given_blocks_start,
     on_default_device,
@@ -121,6 +121,11 @@ def _interval(step: StepTime) -> float:
     return max(halves)
 
 
+#: Another backend's runtime reads no bucket file (registry.model_for refuses one for it): no plan's file to go
+#: stale there; its latencies at real shapes are fleet plan's.
+_ELSEWHERE = "{runtime} reads no bucket file to go stale; its latencies at real shapes: fleet plan"
+
+
 def _gaudi_only(sizing: SizingArgs, runtime: str) -> ConfigError:
     """The alarm runs vllm-gaudi's lookup with the plan's bucket file (:func:`~vllm_hpu_mm.jobs.replay.gaudi_only`)."""
     return gaudi_only(sizing, runtime, "the alarm")
@@ -135,6 +140,8 @@ def check_stale(sizing: SizingArgs, args: StaleArgs, settings: Settings, runtime
         sizing = dataclasses.replace(sizing, runtime=registry.DEFAULT_RUNTIME["hpu"].value)
     if (other := registry.named_other(sizing.runtime, registry.DEFAULT_RUNTIME["hpu"])) is not None:
         raise _gaudi_only(sizing, other)  # before resolving it: resolve's refusals list every planner's runtimes
+    if (off := gaudi_device(sizing, "the alarm", _ELSEWHERE)) is not None:
+        raise off
     sizing = with_profile_read(on_default_device(sizing), settings)  # read once, before any work
     own_env, env_file = registry.split_bucket_file(runtime_env)
     file_path = args.bucket_file or env_file

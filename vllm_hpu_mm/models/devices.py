@@ -23,6 +23,7 @@ __all__ = [
     "READING_SOURCE",
     "DeviceSpec",
     "MemoryReading",
+    "backend_of",
     "device_spec",
     "read_cpu",
     "read_cuda",
@@ -164,3 +165,12 @@ def device_spec(name: str, *, source: str = "--device") -> DeviceSpec:
     if key not in KNOWN_DEVICES:
         raise ConfigError(f"{source}={name!r} is not a known device; accepted: {', '.join(DEVICE_CHOICES)}")
     return KNOWN_DEVICES[key]
+
+
+def backend_of(name: str, *, source: str = "--device") -> Backend:
+    """The backend a ``--device`` value plans for: a known device's or ``cpu`` as named, ``auto`` the accelerator
+    read here (the one :func:`read_device` reads); a name no device has is refused as :func:`device_spec` does."""
+    key = name.strip().lower()
+    if key == "auto":
+        return read_device("auto").backend
+    return "cpu" if key == "cpu" else device_spec(name, source=source).backend
