@@ -19,7 +19,7 @@ from vllm_hpu_mm.logs.doctor.source import LogSource, SourceSniffer
 from vllm_hpu_mm.logs.profile import save_profile
 from vllm_hpu_mm.logs.reading import log_records
 from vllm_hpu_mm.logs.server_metrics import TooFewSamples, fit_from_metrics, server_times
-from vllm_hpu_mm.models.devices import KNOWN_DEVICES, LOG_DEVICES
+from vllm_hpu_mm.models.devices import LOG_DEVICES, backend_of
 from vllm_hpu_mm.models.dims import ModelDims, dtype_bytes
 from vllm_hpu_mm.models.lookup import resolve
 from vllm_hpu_mm.plan.profile import default_profile_path
@@ -104,10 +104,6 @@ def _model(name: str | None, logged: str | None) -> tuple[ModelDims | None, str]
     return None, "the log names no model (pass --model)"
 
 
-def _backend(device: str) -> str:
-    return "cpu" if device == "cpu" else KNOWN_DEVICES[device].backend
-
-
 def _device(raw: str | None, backend: str | None) -> str | None:
     """The device a profile is recorded for: one a plan names (``memory plan --device``), of the log's backend."""
     if raw is None:
@@ -115,9 +111,9 @@ def _device(raw: str | None, backend: str | None) -> str | None:
     key = raw.strip().lower()
     if key not in LOG_DEVICES:
         raise ConfigError(f"--device={raw!r} is not a device a plan knows; accepted: {', '.join(LOG_DEVICES)}")
-    if backend is not None and backend != _backend(key):
-        same = ", ".join(d for d in LOG_DEVICES if _backend(d) == backend)
-        raise ConfigError(f"--device={raw!r} is a {_backend(key)} device but the log is a {backend} server's; "
+    if backend is not None and backend != backend_of(key):
+        same = ", ".join(d for d in LOG_DEVICES if backend_of(d) == backend)
+        raise ConfigError(f"--device={raw!r} is a {backend_of(key)} device but the log is a {backend} server's; "
                           f"accepted: a {backend} device: {same}")  # fmt: skip
     return key
 

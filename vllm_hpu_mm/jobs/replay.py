@@ -200,14 +200,17 @@ _GAUDI_BACKEND: Backend = "hpu"
 _GAUDI = registry.DEFAULT_RUNTIME[_GAUDI_BACKEND]
 
 
-def gaudi_only(sizing: SizingArgs, runtime: str, subject: str, tail: str = "") -> ConfigError:
+def gaudi_only(sizing: SizingArgs, runtime: str, subject: str, instead: str) -> ConfigError:
     """``subject`` (the replay, buckets stale's alarm) runs vllm-gaudi's lookup: another runtime, named or installed,
-    is refused naming only what the command takes (``tail``: what else it asks of the command line)."""
+    is refused naming what the command takes, on a Gaudi device, and ``instead`` (what covers that runtime,
+    ``{runtime}`` in it replaced by its name)."""
     flag = sizing.flag("runtime")
     named = f"{flag}={sizing.runtime!r}: " if registry.named_other(sizing.runtime, _GAUDI) == runtime else ""
     what = f"the plan's runtime is {runtime}" if _is_runtime(runtime) else f"{runtime} is not a runtime"
+    elsewhere = f"; {instead.format(runtime=runtime)}" if _is_runtime(runtime) else ""
     return ConfigError(f"{named}{subject} models vllm-gaudi's bucket lookup only; {what}; accepted: {flag} vllm-gaudi "
-                       f"or vllm-gaudi==X (a release){tail}")  # fmt: skip
+                       f"or vllm-gaudi==X (a release) on a Gaudi {sizing.flag('device')} (gaudi2, gaudi3)"
+                       f"{elsewhere}")  # fmt: skip
 
 
 def gaudi_device(sizing: SizingArgs, subject: str, instead: str) -> ConfigError | None:
@@ -240,8 +243,7 @@ _ELSEWHERE = "{runtime}'s latencies at real shapes: fleet plan"
 def _gaudi_only(sizing: SizingArgs, runtime: str) -> ConfigError:
     """The replay is of vllm-gaudi's lookup since it was written (b6daaa59); another runtime's latencies, at real
     shapes, are fleet plan's."""
-    elsewhere = f"; {_ELSEWHERE.format(runtime=runtime)}" if _is_runtime(runtime) else ""
-    return gaudi_only(sizing, runtime, "replay", f" on a Gaudi {sizing.flag('device')} (gaudi2, gaudi3){elsewhere}")
+    return gaudi_only(sizing, runtime, "replay", _ELSEWHERE)
 
 
 def _two_loads(sizing: SizingArgs, arrivals: Arrivals) -> ConfigError:

@@ -128,7 +128,7 @@ _ELSEWHERE = "{runtime} reads no bucket file to go stale; its latencies at real 
 
 def _gaudi_only(sizing: SizingArgs, runtime: str) -> ConfigError:
     """The alarm runs vllm-gaudi's lookup with the plan's bucket file (:func:`~vllm_hpu_mm.jobs.replay.gaudi_only`)."""
-    return gaudi_only(sizing, runtime, "the alarm")
+    return gaudi_only(sizing, runtime, "the alarm", _ELSEWHERE)
 
 
 def check_stale(sizing: SizingArgs, args: StaleArgs, settings: Settings, runtime_env: dict[str, str]) -> Staleness:
