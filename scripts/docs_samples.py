@@ -9,7 +9,8 @@ A sample is a marker line followed by a fenced block:
     ```
 
 Each command runs as ``python -m vllm_hpu_mm.cli.main ARGS`` in a clean environment (no VLLM_* / VLLM_HPU_MM_*
-settings, an empty Hugging Face cache), so the output is what a new user sees. Usage:
+settings, an empty Hugging Face cache, an empty home: no memory profile a calibrate saved), so the output is what a
+new user sees. Usage:
 
     python scripts/docs_samples.py           # rewrite the samples in place
     python scripts/docs_samples.py --check   # exit 1 and show a diff when a sample is out of date (tests run this)
@@ -36,7 +37,7 @@ def run(args: str) -> str:
     """The command line and its real output (stdout, then stderr), as the sample shows it."""
     with tempfile.TemporaryDirectory() as hub:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "HF_"))}
-        env.update({"HF_HUB_CACHE": hub, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "COLUMNS": "120"})
+        env.update({"HF_HUB_CACHE": hub, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "COLUMNS": "120", "HOME": hub})
         done = subprocess.run([sys.executable, "-m", "vllm_hpu_mm.cli.main", *shlex.split(args)],
                               capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=False)  # fmt: skip
     if done.returncode not in (0, 1):
