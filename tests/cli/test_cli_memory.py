@@ -78,6 +78,20 @@ def test_a_fork_release_whose_registry_lacks_the_model_says_the_server_would_not
     assert code == 0
 
 
+def test_memory_plan_and_serve_word_a_start_up_refusal_the_same_way(capsys: pytest.CaptureFixture[str]) -> None:
+    # r8fork 5: memory plan exited 1 without saying the server would not start, which serve --dry-run said
+    sizing = ["--max-model-len", "8192"]
+    assert main(["memory", "plan", "--runtime", "vllm-fork==0.6.6.post1", "--free-memory-gib", "60", *sizing]) == 1
+    planned = capsys.readouterr().err.splitlines()
+    assert main(["serve", "--dry-run", "--plan-runtime", "vllm-fork==0.6.6.post1", "--plan-free-memory-gib", "60",
+                 "Qwen/Qwen2.5-VL-7B-Instruct", *sizing]) == 1  # fmt: skip
+    served = capsys.readouterr().err.splitlines()
+    assert planned == served
+    assert planned[0].startswith("vllm-hpu-mm: error: the server would not start: vllm-fork does not serve Qwen2_5_VL")
+    assert planned[0].endswith("fix: a vllm-fork release whose registry lists Qwen2_5_VLForConditionalGeneration, "
+                               "or another runtime")  # fmt: skip
+
+
 def test_table_names_pools_and_fixes(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*GUIDE, "--keep-buckets", "--runtime", "vllm-fork"]) == 0
     out = capsys.readouterr().out
@@ -91,6 +105,9 @@ def test_plan_that_does_not_fit_exits_1(capsys: pytest.CaptureFixture[str]) -> N
     code, out = run_json(capsys, "memory", "plan", "--model", "Qwen/Qwen2.5-VL-72B-Instruct", "--device", "h100")
     assert code == 1
     assert out["verdict"] == "does_not_fit"
+    main(["memory", "plan", "--model", "Qwen/Qwen2.5-VL-72B-Instruct", "--device", "h100"])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("vllm-hpu-mm: error: the memory plan does not fit: ")
 
 
 @pytest.mark.parametrize(

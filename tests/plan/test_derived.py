@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 import types
 
 import pytest
@@ -347,6 +348,14 @@ def test_kv_cache_memory_bytes_is_read_where_the_runtime_reads_it_and_said_where
     assert warning.message.startswith("--kv-cache-memory-bytes 8000000000 is not read by vllm-gaudi")
     with pytest.raises(ConfigError, match=r"^--kv-cache-memory-bytes: vllm-fork does not take it"):
         build(device="gaudi2", runtime="vllm-fork", kv_cache_memory_bytes=8 * 10**9)
+
+
+@pytest.mark.parametrize(("runtime", "cited"), [("vllm-fork==0.9.0.1", "@2e9b2b3d4, v0.9.0.1+Gaudi-1.22.0"),
+                                               ("vllm-fork==0.7.2", "@0275ce4c2, v0.7.2+Gaudi-1.21.0")])  # fmt: skip
+def test_the_forks_refusal_of_kv_cache_memory_bytes_cites_the_release_planned_for(runtime: str, cited: str) -> None:
+    # r8fork 21: it cited habana_main @95af7009 whichever release was named
+    with pytest.raises(ConfigError, match=rf"vllm/engine/arg_utils.py {re.escape(cited)}\) has no kv_cache_memory"):
+        build(device="gaudi2", runtime=runtime, kv_cache_memory_bytes=8 * 10**9)
 
 
 def test_the_cuda_plan_follows_vllms_cudagraph_estimate_switch() -> None:

@@ -139,6 +139,14 @@ def test_buckets_none_with_warmup_on_is_an_error_where_the_runtime_reads_them(ru
     assert skipped.fits
 
 
+@pytest.mark.parametrize(("runtime", "skip"), [("vllm-gaudi", "1"), ("vllm-fork==0.9.0.1", "true")])
+def test_buckets_none_is_exported_with_the_warmup_skip_that_makes_it_start(runtime: str, skip: str) -> None:
+    # r8fork 20: the environment printed set None without the passed-through skip; copied alone, it fails at warm-up
+    p = make_plan(runtime, "gaudi2", env={"VLLM_MULTIMODAL_BUCKETS": "None", "VLLM_SKIP_WARMUP": skip})
+    env = exports_for(p, ExportContext(ServerFlags(skip_warmup=True))).env
+    assert (env["VLLM_MULTIMODAL_BUCKETS"], env["VLLM_SKIP_WARMUP"]) == ("None", skip)
+
+
 def test_buckets_none_is_no_error_on_fork_lines_that_do_not_read_them() -> None:
     p = make_plan("vllm-fork==0.8.5.post1", "gaudi2", env={"VLLM_MULTIMODAL_BUCKETS": "None"})
     assert not any(f.code == "vision_buckets_none_at_warmup" for f in p.findings)

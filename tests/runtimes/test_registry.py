@@ -136,6 +136,23 @@ def test_a_release_that_is_no_version_names_the_option_and_the_accepted_form() -
         runtimes.resolve("vllm-gaudi==0.26.x", "hpu", source="--plan-runtime")
 
 
+@pytest.mark.parametrize(
+    ("spec", "quoted"),
+    [
+        ("vllm-fork==0.5.3.post1-Gaudi-1.17.0", "vllm-fork==0.5.3.post1-Gaudi-1.17.0 is the git tag's spelling"),
+        ("vllm-fork==V0.5.3.post1+Gaudi-1.19.0", "vllm-fork==V0.5.3.post1+Gaudi-1.19.0: 0.5.3.post1 shipped two"),
+        ("VLLM_Fork==0.4.2-1", "vllm-fork==0.4.2-1: older than"),
+        ("vllm-gaudi==V0.22.0", "vllm-gaudi==V0.22.0: no vllm-gaudi release has it"),
+        ("vllm-gaudi==0.26.0-RC9", "vllm-gaudi==0.26.0-RC9: no vllm-gaudi release has it"),
+    ],
+)
+def test_a_refused_release_is_quoted_as_typed(spec: str, quoted: str) -> None:
+    # r8fork 2: the release was quoted lower-cased or in pip's normal form, not as the user typed it
+    with pytest.raises(ConfigError) as exc:
+        runtimes.resolve(spec, "hpu")
+    assert str(exc.value).startswith(f"--runtime={spec!r}: {quoted}")
+
+
 OWN_STRATEGIES = [("0.19.0", ["exp", "lin"]), ("0.17.1", ["exp", "lin"]), ("0.21.0", ["exp", "lin", "pad"]),
                   (None, ["exp", "lin", "pad"])]  # fmt: skip
 

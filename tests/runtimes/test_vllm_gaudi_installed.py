@@ -124,6 +124,16 @@ def test_a_named_other_release_is_modelled_not_asked(install) -> None:  # type: 
     assert model.bucketing.release.name == "v0.21.0 - v0.24.0rc0"
 
 
+def test_the_installed_release_named_in_another_spelling_pip_takes_is_asked(install) -> None:  # type: ignore[no-untyped-def]
+    # r8fork 2: the release reaches the runtime as typed (for its refusals to quote), so V0.90.0 must still be 0.90.0
+    install("0.90.0")
+    found = registry.resolve("vllm-gaudi==V0.90.0", "hpu")
+    assert "its own bucketing code is asked" in found.found
+    model = registry.model_for(Runtime.VLLM_GAUDI, {}, version=found.version)
+    assert isinstance(model, VllmGaudi)
+    assert model.installed is not None
+
+
 def test_the_environment_is_restored_after_asking(install, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     import os
 

@@ -1,8 +1,9 @@
 """``vllm-hpu-mm memory plan``: the device-memory plan (KV cache, graph pools, vision buckets) before serving, and
 what ``serve`` would hand the runtime for it (``--json``: ``exports``: environment, server arguments, files).
 
-Exit 0 when the plan fits, 1 when it does not, 2 for invalid input. Requests of the traffic the engine would refuse
-are said on stderr (``serve --dry-run`` and ``buckets replay`` exit 1 on them; this verdict is the memory's)."""
+Exit 0 when the plan fits, 1 when it does not (one stderr line, as serve words it: the memory plan does not
+fit, or the server would not start, and the fix), 2 for invalid input. Requests of the traffic the engine would
+refuse are said on stderr (``serve --dry-run`` and ``buckets replay`` exit 1 on them; this verdict is the memory's)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 from pathlib import Path
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
+from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, print_json
 from vllm_hpu_mm.cli.memory_calibrate import add_parser as add_calibrate_parser
 from vllm_hpu_mm.cli.memory_compare import add_parser as add_compare_parser
 from vllm_hpu_mm.cli.serve import say_refused
@@ -55,4 +56,6 @@ def run(args: argparse.Namespace) -> int:
     for note in launch.planned.notes:
         print(f"vllm-hpu-mm: warning: {note}", file=sys.stderr)
     say_refused(launch, "warning")
-    return int(ExitCode.OK if launch.plan.fits else ExitCode.NEGATIVE)
+    if launch.plan.refusal is not None:  # worded as serve words it
+        return fail(launch.plan.refusal, ExitCode.NEGATIVE)
+    return int(ExitCode.OK)

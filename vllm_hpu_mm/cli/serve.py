@@ -194,14 +194,12 @@ def run(args: argparse.Namespace) -> int:
         check_not_input(Path(path), out_flag, str(path), "the runtime's file", inputs)
     if args.dry_run and launch.files:  # a launch finds out by writing (below); a dry run must not write
         _check_writable(out_dir, out_flag)
-    if not result.fits:
+    if result.refusal is not None:
         if args.json:
             print_json(report)
         else:
             print(launch.table)
-        first = next(f for f in result.findings if f.severity == "error")
-        what = "the memory plan does not fit" if first.about_memory else "the server would not start"
-        return fail(f"{what}: {first.message}; fix: {first.fix.text}", ExitCode.NEGATIVE)
+        return fail(result.refusal, ExitCode.NEGATIVE)
     argv = _checked(list(launch.argv), vllm)  # with what the exports added
     if args.json:
         print_json(report)

@@ -59,6 +59,12 @@ class Finding:
         """The memory plan does not fit (the other errors are configurations the runtime refuses)."""
         return self.code in ("weights_do_not_fit", "kv_cache_too_small", "kv_cache_over_memory")
 
+    @property
+    def refusal(self) -> str:
+        """The line a command stops on for this error (memory plan, serve): what fails, why, and the fix."""
+        what = "the memory plan does not fit" if self.about_memory else "the server would not start"
+        return f"{what}: {self.message}; fix: {self.fix.text}"
+
 
 def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per_token: int, seqs: int,
              text: TextGraphFit) -> tuple[Finding, ...]:  # fmt: skip

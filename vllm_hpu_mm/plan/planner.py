@@ -103,6 +103,11 @@ class Plan:
     def fits(self) -> bool:
         return self.verdict != "does_not_fit"
 
+    @property
+    def refusal(self) -> str | None:
+        """The line memory plan and serve stop on when the plan does not fit (its first error), else None."""
+        return next((f.refusal for f in self.findings if f.severity == "error"), None)
+
 
 def _override_finding(i: PlanInputs, blocks: int, room: int, per_token: int) -> tuple[Finding, ...]:
     """``--num-gpu-blocks-override`` above the blocks the memory left holds: vLLM allocates them anyway."""

@@ -11,6 +11,7 @@ from vllm_hpu_mm.runtimes.base import (
     GRAPH_MULTIMODAL_PROMPT_RATIO,
     GRAPH_PROMPT_RATIO,
     GRAPH_RESERVED_MEM,
+    SKIP_WARMUP,
     Exports,
     Part,
     PartName,
@@ -94,6 +95,12 @@ def export_buckets(d: Draft) -> tuple[str, ...]:
         if not d.flags.skip_warmup and i.runtime.traits.none_buckets_fail_warmup:
             return ()
         d.env["VLLM_MULTIMODAL_BUCKETS"] = "None"
+        if i.runtime.traits.none_buckets_fail_warmup:
+            # None starts only because warm-up is skipped: the environment handed over carries the skip too, so
+            # that it is whole when copied (the user's own spelling, which the runtime reads as true)
+            d.env[SKIP_WARMUP] = i.runtime_env.get(SKIP_WARMUP, "true")
+            d.notes.append(f"VLLM_MULTIMODAL_BUCKETS=None starts only with warm-up skipped: {SKIP_WARMUP}="
+                           f"{d.env[SKIP_WARMUP]} exported with it")  # fmt: skip
         return ("VLLM_MULTIMODAL_BUCKETS",)
     if i.images_refused:  # no image runs: nothing to warm (the exporter's note says why)
         return ()

@@ -104,9 +104,16 @@ def split_bucket_file(env: Mapping[str, str]) -> tuple[dict[str, str], str | Non
 def split_spec(name: str) -> tuple[str, str | None]:
     """``vllm-gaudi==0.26.0`` -> ("vllm-gaudi", "0.26.0"); ``auto`` -> ("auto", None). The name in any spelling pip
     takes for the same package (PEP 503: case, runs of ``-``, ``_``, ``.``), so ``vllm_gaudi``, as ``pip show``
-    prints it, is ``vllm-gaudi``; the release too, as pip reads it (:func:`normalise_release`)."""
-    key, sep, version = name.strip().lower().partition("==")
-    return re.sub(r"[-_.]+", "-", key.strip()), normalise_release(version) if sep else None
+    prints it, is ``vllm-gaudi``; the release too, as pip reads it (:func:`normalise_release`; what pip refuses is
+    left as typed, case included, for the runtime's reader to quote)."""
+    key, sep, version = name.strip().partition("==")
+    return re.sub(r"[-_.]+", "-", key.strip().lower()), normalise_release(version) if sep else None
+
+
+def _typed_release(name: str) -> str | None:
+    """The release of a ``RUNTIME==X`` spec as the user typed it (None: none named): a runtime's reader is handed
+    this spelling, so that its refusal quotes what was typed (it reads it as pip does either way)."""
+    return name.partition("==")[2].strip() or None
 
 
 def named_other(name: str | None, takes: Runtime) -> str | None:
@@ -263,7 +270,7 @@ def resolve(name: str, backend: Backend | None, *, source: str = "--runtime", de
                           f"{runtime.value}, or {modelled}")  # fmt: skip
     try:
         # a plain name plans a release too (the fork's newest line, vllm-gaudi's installed one or main): say which
-        planned = releases(version) if releases is not None else None
+        planned = releases(_typed_release(name)) if releases is not None else None
     except ConfigError as exc:
         raise ConfigError(f"{source}={name!r}: {exc}") from None
     want = TRAITS[runtime].backend

@@ -141,6 +141,14 @@ def _with_registry(traits: RuntimeTraits, release: Release) -> RuntimeTraits:
                                transformers_fallback=any(a.startswith("Transformers") for a in names))  # fmt: skip
 
 
+def _no_kv_cache_memory_bytes(release: Release) -> str:
+    """Why the release's server refuses --kv-cache-memory-bytes: ``git grep -i kv.cache.memory`` finds nothing in
+    ``vllm/engine/arg_utils.py`` nor ``vllm/config.py`` at any tag modelled (1e0e492e1 to 2e9b2b3d4), nor at
+    habana_main @95af7009."""
+    return (f"its vLLM (vllm/engine/arg_utils.py @{release.commit}, {release.name}) has no kv_cache_memory_bytes: "
+            "its server refuses the flag")  # fmt: skip
+
+
 #: The newest line's traits (what a plain ``vllm-fork`` plans); :func:`traits_for` gives each line's.
 TRAITS = RuntimeTraits(
     backend="hpu",
@@ -171,8 +179,7 @@ TRAITS = RuntimeTraits(
     # 1.18 to 1.22 (1.17 lacks fp8_inc): bfloat16 / float16 are vLLM's later additions
     kv_cache_dtypes=("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc"),
     kv_cache_dtypes_source="the choices of its --kv-cache-dtype, CacheDType in vllm/config.py @2e9b2b3d4",
-    kv_cache_memory_bytes_source="its vLLM (habana_main @95af7009) has no kv_cache_memory_bytes: its server refuses "
-    "the flag",
+    kv_cache_memory_bytes_source=_no_kv_cache_memory_bytes(NEWEST),
     image="vllm-gaudi:latest",  # the Gaudi image name the docs use for both Gaudi runtimes
     booleans=tuple(
         (v, EXTENSION_TRUE, f"vllm_hpu_extension/config.py boolean @{NEWEST.extension}")
@@ -230,7 +237,8 @@ def _traits_for(release: Release) -> RuntimeTraits:
                 "reads VLLM_FP32_SOFTMAX (it came with 1.20, extension @d4b0d38)")  # fmt: skip
         traits = dataclasses.replace(TRAITS, fp32_softmax_default=False, fp32_softmax_note=note)
     traits = dataclasses.replace(traits, booleans=_booleans(release), not_read=_not_read(release),
-                                 warmup_era=release.warmup_era)  # fmt: skip
+                                 warmup_era=release.warmup_era,
+                                 kv_cache_memory_bytes_source=_no_kv_cache_memory_bytes(release))  # fmt: skip
     traits = _with_speculative(traits, release)
     if not release.reads_vision_buckets:  # before 1.22 no VisionBuckets: the variable is not read at all
         traits = dataclasses.replace(traits, none_buckets_fail_warmup="", warms_vision_buckets=False)

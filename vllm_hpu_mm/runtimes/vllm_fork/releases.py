@@ -136,7 +136,7 @@ def architectures_of(release: Release) -> frozenset[str]:
 #: The Gaudi suffix as installed (gaudi122), tagged (Gaudi-1.21.2) or as pip normalises a tag (gaudi.1.21.2).
 _GAUDI = re.compile(r"gaudi[-.]?(\d)\.?(\d\d)(?:\.(\d+))?", re.IGNORECASE)
 #: A git tag's spelling with ``-`` before the Gaudi suffix (v0.5.3.post1-Gaudi-1.17.0), which pip refuses.
-_DASHED_TAG = re.compile(r"^(v?[\d.]+(?:\.?post\d+)?)-(gaudi-?[\d.]+)$", re.IGNORECASE)
+_DASHED_TAG = re.compile(r"^(v?[\d.]+(?:\.?post\d+)?)-gaudi(-?[\d.]+)$", re.IGNORECASE)
 _ACCEPTED = ("accepted: 0.9.0.1 (1.22.0), 0.8.5.post1 (1.21.2 - 1.21.3), 0.7.2 (1.21.0; 0.7.2+Gaudi-1.21.2 for the "
              "later line), 0.6.6.post1 (1.20.0), 0.6.4.post2 (1.19), 0.5.3.post1+gaudi117 or +gaudi118, habana_main, "
              "each with an optional +gaudiNNN / +Gaudi-X.Y.Z suffix")  # fmt: skip
@@ -153,8 +153,9 @@ def release_for(version: str | None) -> Release:
         dashed = _DASHED_TAG.match(version.strip())
         if dashed is None:
             raise ConfigError(f"vllm-fork=={version}: not a version pip takes; {_ACCEPTED}") from None
-        # the 1.16 and 1.17 tags put a '-' before the Gaudi suffix: say what pip takes for the same release
-        plus = f"{dashed.group(1).lstrip('vV')}+{dashed.group(2)}"
+        # the 1.16 and 1.17 tags put a '-' before the Gaudi suffix: say what pip takes for the same release, the
+        # suffix spelled as the tags spell it (Gaudi-1.17.0)
+        plus = f"{dashed.group(1).lstrip('vV')}+Gaudi{dashed.group(2)}"
         try:
             release_for(plus)
         except ConfigError as exc:

@@ -291,7 +291,7 @@ def model_from_env(
         if "bucket_file" in spelled:
             spelled[BUCKET_FILE_VAR] = spelled["bucket_file"]
     here = find_installed()
-    ask = here if here is not None and (version is None or version == here.version) else None
+    ask = here if here is not None and here.is_release(version) else None
     try:
         # a release named and not the one installed must be a tag; the installed build plans as its version's line
         release = (release_for(version) if ask is None else
@@ -327,7 +327,7 @@ def describe_release(version: str | None) -> str:
         if here is None:
             return f"planned as {MAIN}"
         version = here.version
-    asked = here is not None and here.version == version
+    asked = here is not None and here.is_release(version)
     try:
         planned = f"planned as {line_of(version) if asked else release_for(version)}"
         if beyond_tags(version):

@@ -28,6 +28,8 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.engine import Bucket, EngineShape
 
@@ -67,6 +69,16 @@ class InstalledVllmGaudi:
 
     def __str__(self) -> str:
         return f"installed vllm-gaudi {self.version or '(version unknown)'}"
+
+    def is_release(self, version: str | None) -> bool:
+        """Whether ``version`` (None: none named) is this build's, in any spelling pip reads as the same version
+        (``V0.26.0`` is ``0.26.0``): a release named as the user typed it."""
+        if version is None or version == self.version:
+            return True
+        try:
+            return self.version is not None and Version(version.strip()) == Version(self.version)
+        except InvalidVersion:
+            return False
 
     def buckets(
         self, env: Mapping[str, str], shape: EngineShape, *, model_type: str = "qwen2_5_vl"
