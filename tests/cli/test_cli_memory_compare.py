@@ -266,3 +266,25 @@ def test_a_log_run_with_another_length_is_blamed_on_the_profiling_pass(
         assert cause.startswith("the log ran with max_model_len=4096 where --max-model-len says 131072: vllm-fork's "
                                 "profiling pass")  # fmt: skip
         assert "another process" not in cause
+
+
+def test_a_log_of_several_starts_says_which_run_it_compared_as_calibrate_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # round 8: a restart that failed before loading its weights; compare named no run and read the failed start's
+    # length. It reads the run memory calibrate reads (the last with a memory figure) and says so in the same words
+    start = (
+        "INFO 09-24 17:31:30 llm_engine.py:184] Initializing an LLM engine (v0.5.3.post1) with config: max_seq_len={}"
+    )
+    body = [line for line in DEV.read_text().splitlines() if not line.startswith("#")]
+    log = tmp_path / "failed_restart.log"
+    failed = "RuntimeError: synStatus=26 [Generic failure] Device acquire failed."
+    log.write_text("\n".join([start.format(131072), *body, start.format(8192), failed]) + "\n")
+    code, out = run_json(capsys, str(log), *flags(DEV, tmp_path))
+    assert code == 0, out["outside"]
+    assert (out["run"], out["runs"]) == (1, 2)
+    assert main(["memory", "compare", str(log), *flags(DEV, tmp_path)]) == 0
+    said = capsys.readouterr().out.splitlines()[1]
+    assert main(["memory", "calibrate", str(log), "--output", str(tmp_path / "p.json")]) in (0, 1)
+    assert f"  {said}\n" in capsys.readouterr().out
+    assert said.startswith("the log holds 2 server starts: read run 1 of 2, the last that printed a memory figure")

@@ -77,13 +77,45 @@ def test_a_missing_quantization_flag_shows_as_weights_outside_tolerance(tmp_path
     assert "--quantization (none)" in c.misses[0].cause
 
 
+#: vLLM's engine config line, the start line each start prints (vllm-fork's V0 engine; its length as max_seq_len).
+START = (
+    "INFO 09-24 17:31:30 llm_engine.py:184] Initializing an LLM engine (v0.5.3.post1) with config: model='{m}', "
+    "max_seq_len={n}, tensor_parallel_size=1"
+)
+#: A restart that failed before it loaded its weights (the device was still held: no memory figure printed).
+FAILED_START = [
+    START.format(m="meta-llama/Llama-3.1-8B-Instruct", n=8192),
+    "ERROR 09-24 17:40:02 engine.py:400] RuntimeError: synStatus=26 [Generic failure] Device acquire failed.",
+]
+
+
+def _body(path: Path) -> list[str]:
+    return [line for line in path.read_text().splitlines() if not line.startswith("#")]
+
+
 def test_a_log_of_several_start_ups_is_compared_on_its_last(tmp_path: Path) -> None:
     # an earlier start-up that loaded other weights (another checkpoint, then a restart): only the last one counts
-    body = [line for line in HELD_147.read_text().splitlines() if not line.startswith("#")]
+    body = _body(HELD_147)
     earlier = [line.replace("took 14.97 GiB", "took 20.00 GiB") for line in body if "model weights" in line]
+    start = START.format(m="meta-llama/Meta-Llama-3-8B", n=131072)
     log = tmp_path / "restarted.log"
-    log.write_text("\n".join([*earlier, *body]) + "\n")
-    assert compare(log, sizing_for(HELD_147, tmp_path)).misses == ()
+    log.write_text("\n".join([start, *earlier, start, *body]) + "\n")
+    c = compare(log, sizing_for(HELD_147, tmp_path))
+    assert c.misses == ()
+    assert (c.run, c.runs) == (2, 2)
+
+
+def test_a_restart_that_failed_before_its_weights_leaves_the_start_before_it_compared(tmp_path: Path) -> None:
+    # round 8: compare split runs by its own rule and took the failed restart's max_model_len (8192) with the first
+    # start's figures, blaming the length; it reads the run memory calibrate reads: the last with a memory figure
+    log = tmp_path / "failed_restart.log"
+    log.write_text("\n".join([START.format(m="meta-llama/Llama-3.1-8B-Instruct", n=131072), *_body(DEV),
+                              *FAILED_START]) + "\n")  # fmt: skip
+    c = compare(log, dataclasses.replace(sizing_for(DEV, tmp_path), gpu_memory_utilization=0.8))
+    assert (c.run, c.runs) == (1, 2)
+    kv = next(m for m in c.misses if m.row.name == "kv_cache")
+    assert kv.cause == "the log ran with gpu_memory_utilization=0.9 where --gpu-memory-utilization says 0.8"
+    assert not any("max_model_len" in m.cause for m in c.misses)
 
 
 def test_the_device_defaults_as_the_planning_commands_default_it(tmp_path: Path) -> None:

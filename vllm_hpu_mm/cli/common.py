@@ -27,6 +27,13 @@ def add_model_name(p: argparse.ArgumentParser, flag: str = "--from-metrics") -> 
                    "model_name label, such as vllm-hpu-mm's image counters, are read whole)")  # fmt: skip
 
 
+def runs_read(run: int, runs: int) -> str:
+    """Which run of a log of several server starts a memory reader read (``memory calibrate``, ``memory compare``:
+    both read the last run that printed a memory figure, split as oom-doctor splits them)."""
+    return (f"the log holds {runs} server starts: read run {run} of {runs}, the last that printed a memory figure "
+            "(the other runs' figures are not mixed in)")  # fmt: skip
+
+
 class ExitCode(enum.IntEnum):
     OK = 0
     #: The command ran but its answer is negative (plan does not fit, OOM found, efficiency target missed).

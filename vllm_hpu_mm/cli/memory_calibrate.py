@@ -17,7 +17,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.common import ExitCode, add_model_name, help_text, path_value, print_json
+from vllm_hpu_mm.cli.common import ExitCode, add_model_name, help_text, path_value, print_json, runs_read
 from vllm_hpu_mm.models.devices import LOG_DEVICES
 from vllm_hpu_mm.plan.args import nonempty, positive_int
 
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         written = "" if job.writer is None else f"written by {job.writer.describe}; "
         print(f"calibration from {job.source} ({written}model: {job.model_from})")
         if log.runs > 1:
-            print(f"  {_runs(log.run, log.runs)}")
+            print(f"  {runs_read(log.run, log.runs)}")
         width = max(len(r[0]) for r in result.rows)
         for name, value, how in result.rows:
             print(f"  {name:<{width}}  {value:>8}  {how}")
@@ -100,11 +100,6 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"profile written to {path}; plan with it: `vllm-hpu-mm memory plan --profile {path}`")
     return int(ExitCode.OK if path is not None else ExitCode.NEGATIVE)
-
-
-def _runs(run: int, runs: int) -> str:
-    return (f"the log holds {runs} server starts: read run {run} of {runs}, the last that printed a memory figure "
-            "(the other runs' figures are not mixed in)")  # fmt: skip
 
 
 def _report(job: Calibrated) -> dict[str, Any]:

@@ -5,12 +5,14 @@ from the environment as 'memory plan' reads it).
 For every memory figure the log printed (device total, weights, profiling run, free memory, usable, graph reserve,
 KV cache, KV blocks, KV tokens, warm-up seconds; the runtime's own lines and vLLM's V0 and V1 spellings): the logged
 value, the plan's from the inputs alone, the plan's given the logged free memory, and the relative differences; the
-runtime arithmetic used and the release the log names. The log is streamed (any size; gzip/bzip2/xz, UTF-8 or
-UTF-16). Tolerances (the public-log reproduction's): given the logged free memory 1%; from
-the inputs alone weights 3%, free memory and KV blocks 5%, the device total 1%; warm-up seconds and the profiling
-run are reported. Exit 0 when every compared quantity is within its tolerance, 1 when one is outside (named, with
-its likely cause), 2 for invalid input, another runtime's log or a log with no memory lines (the one line names the
-log's runtime, read from its first lines).
+runtime arithmetic used and the release the log names. A log of several server starts is split into runs as
+oom-doctor splits it, and only the last run that printed a memory figure is compared, as memory calibrate reads it
+(the report says which run of how many). The log is streamed (any size; gzip/bzip2/xz, UTF-8 or UTF-16).
+Tolerances (the public-log reproduction's): given the logged free memory 1%; from the inputs alone weights 3%, free
+memory and KV blocks 5%, the device total 1%; warm-up seconds and the profiling run are reported. Exit 0 when every
+compared quantity is within its tolerance, 1 when one is outside (named, with its likely cause), 2 for invalid input,
+another runtime's log or a log with no memory lines (the one line names the log's runtime, read from its first
+lines).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json
+from vllm_hpu_mm.cli.common import ExitCode, help_text, print_json, runs_read
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options
 from vllm_hpu_mm.values import GIB, MIB
 
@@ -49,7 +51,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON object: log, inputs, arithmetic, release, quantities (a row per figure: its unit, "
+        help="print one JSON object: log, inputs, run and runs (which server start of how many the log holds was "
+        "read: the last that printed a memory figure), arithmetic, release, quantities (a row per figure: its unit, "
         "logged, from_inputs, given_logged, their differences and tolerances; sizes in bytes), outside (each "
         "quantity outside its tolerance, with its likely_cause), compared (how many comparisons) and within (the "
         "verdict: true when none is outside)",
@@ -97,6 +100,8 @@ def _print(c: Comparison, log: str) -> None:
         f"VLLM_GRAPH_RESERVED_MEM {i.graph_reserved_mem:g}{', eager' if i.enforce_eager else ''}, block size "
         f"{i.block_size}"
     )
+    if c.runs > 1:
+        print(runs_read(c.run, c.runs))
     print(f"arithmetic: {c.formula}")
     if c.release:
         print(f"the log's release: {c.release}")
@@ -150,6 +155,9 @@ def _report(c: Comparison, log: str) -> dict[str, Any]:
             "quantization": i.quantization,
             "enforce_eager": i.enforce_eager,
         },
+        # the run read, as memory calibrate and oom-doctor --json name it
+        "run": c.run,
+        "runs": c.runs,
         "arithmetic": c.formula,
         "release": c.release,
         "quantities": [

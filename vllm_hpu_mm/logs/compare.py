@@ -113,6 +113,9 @@ class Comparison:
     formula: str
     #: The release the log names (vLLM's banner or engine line), None where it names none.
     release: str | None = None
+    #: Which run (server start) of how many in the log was compared (:func:`~.reproduce.read_log`).
+    run: int = 1
+    runs: int = 1
 
     @property
     def compared(self) -> int:
@@ -368,4 +371,4 @@ def compare(logged: Logged, inputs: RunInputs, flag: Callable[[str], str], *, so
         Miss(row, mode, planned, diff, tol, _cause(row, mode, logged, r, inputs, flag, missed))
         for row, mode, planned, diff, tol in outside
     )
-    return Comparison(tuple(rows), misses, inputs, r.alone.formula, logged.release)
+    return Comparison(tuple(rows), misses, inputs, r.alone.formula, logged.release, logged.run, logged.runs)

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Iterable
 from typing import Any, Literal
 
 from vllm_hpu_mm.engine import EngineShape
+from vllm_hpu_mm.logs.doctor.runs import RunSplitter
 from vllm_hpu_mm.logs.numbers import integer, number
 from vllm_hpu_mm.logs.patterns import (
     BUCKET_TUPLE,
@@ -63,7 +65,7 @@ TOLERANCES: dict[Mode, dict[str, float]] = {
 
 @dataclasses.dataclass(frozen=True)
 class Logged:
-    """What one log printed (None where it did not); the first match of each line wins."""
+    """What one run of a log printed (None where it did not); the first match of each line wins."""
 
     total_bytes: int | None = None
     weight_bytes: int | None = None
@@ -95,6 +97,11 @@ class Logged:
     release: str | None = None
     #: The longest sequence the run was started with (vLLM's engine config line: ``max_seq_len=N``), or None.
     max_model_len: int | None = None
+    #: The weights came from the fork's ``Loading model weights took in total`` line (not its pre-loading line).
+    weights_in_total: bool = False
+    #: Which run (server start) of how many in the log was read: the last that printed a memory figure.
+    run: int = 1
+    runs: int = 1
 
     @property
     def has_memory(self) -> bool:
@@ -134,11 +141,6 @@ _MEMORY_FIELDS = ("total_bytes", "weight_bytes", "profile_bytes", "free_bytes", 
                   "kv_bytes", "kv_blocks", "warmup_seconds", "warmup_bytes", "kv_tokens")  # fmt: skip
 
 
-#: What a second weights line (the fork prints "Pre-loading ..." then "Loading ... in total"; a restart prints them
-#: again) keeps: the device total, and the bucket lists printed before the weights load (a restart prints new ones).
-_KEPT_ON_RESTART = ("total_bytes", "generated_buckets", "two_pass", "max_model_len")
-
-
 def _gib(text: str) -> int:
     return round(number(text) * GIB)
 
@@ -158,45 +160,62 @@ def _buckets(text: str, phase: str, block_size: int) -> tuple[list[tuple[str, tu
 
 
 def read_log(lines: Iterable[str], block_size: int = 128) -> Logged:
-    """The memory lines of a Gaudi log (vllm-fork, vllm-gaudi), read as they stream by: those of its last start-up
-    (a weights line after the one already read starts a new one; the device total carries over). Bucket lists keep
-    at most :data:`MAX_BUCKETS` entries each (a log's size does not grow memory)."""
-    found: dict[str, Any] = {}
-    for line in lines:
-        if (m := HPU_TOTAL.search(line)) and "total_bytes" not in found:
-            found["total_bytes"] = _gib(m["total"])
-        if m := HPU_WEIGHTS.search(line):
-            if "weight_bytes" in found:
-                found = {k: v for k, v in found.items() if k in _KEPT_ON_RESTART}
-            found["weight_bytes"] = size_bytes(m)
-        if (m := HPU_PROFILE_RUN.search(line)) and "profile_bytes" not in found:
-            found["profile_bytes"] = size_bytes(m)
-        if (m := GAUDI_MEMORY.search(line)) and "free_bytes" not in found:
-            found.update(free_bytes=_gib(m["free"]), usable_bytes=_gib(m["usable"]),
-                         gpu_memory_utilization=number(m["util"]))  # fmt: skip
-            if m["graph"] is not None:
-                found.update(graph_bytes=_gib(m["graph"]), kv_bytes=_gib(m["kv"]),
-                             graph_reserved_mem=number(m["reserved"]))  # fmt: skip
-        _read_vllm_spellings(line, found)
-        if (m := HPU_CACHE_ENGINE.search(line)) and "kv_bytes" not in found:
-            found["kv_bytes"] = size_bytes(m)
-        if (m := HPU_BLOCKS.search(line)) and "kv_blocks" not in found:
-            found["kv_blocks"] = integer(m["n"] or m["n2"])
-        if (m := WARMUP_FINISHED.search(line)) and "warmup_seconds" not in found:
-            found.update(warmup_seconds=integer(m["secs"]), warmup_bytes=size_bytes(m))
-        if (m := PHASE_TOTAL.search(line)) and m["pct"] and number(m["pct"]) > 0:
-            found["graphs_warmed"] = found.get("graphs_warmed", 0) + round(integer(m["n"]) * 100 / number(m["pct"]))
-        if (m := PHASE_TOTAL.search(line)) and m["b"]:
-            phase = "decode" if "decode" in m["phase"].lower() else "prompt"
-            listed, two_d = _buckets(m["b"][: MAX_BUCKETS * 24], phase, block_size)
-            found["captured_buckets"] = (*found.get("captured_buckets", ()), *listed[:MAX_BUCKETS])
-            found["two_pass"] = found.get("two_pass", False) or two_d
-        if m := GENERATED_BUCKETS.search(line):
-            listed, two_d = _buckets(m["b"][: MAX_BUCKETS * 24], m["phase"], block_size)
-            kept = tuple(b for b in found.get("generated_buckets", ()) if b[0] != m["phase"])
-            found["generated_buckets"] = (*kept, *listed[:MAX_BUCKETS])
-            found["two_pass"] = found.get("two_pass", False) or two_d
-    return Logged(**found)
+    """The memory lines of a Gaudi log (vllm-fork, vllm-gaudi), read as they stream by. A log of several server
+    starts is split into runs as ``oom-doctor`` and ``memory calibrate`` split it
+    (:class:`~vllm_hpu_mm.logs.doctor.runs.RunSplitter`), and only the last run that printed a memory figure is read,
+    as calibrate reads it: a start that failed before loading its weights lends the run read nothing (not even its
+    ``max_model_len``). Bucket lists keep at most :data:`MAX_BUCKETS` entries each (a log's size does not grow
+    memory)."""
+    splitter = RunSplitter()
+    run: dict[str, Any] = {}
+    chosen: dict[str, Any] | None = None
+    for n, line in enumerate(lines):
+        if splitter.feed(line, n + 1):
+            chosen = run if Logged(**run).has_memory else chosen
+            run = {"run": splitter.runs}
+        _read_line(line, run, block_size)
+    chosen = run if chosen is None or Logged(**run).has_memory else chosen
+    return Logged(**chosen, runs=splitter.runs)
+
+
+def _read_line(line: str, found: dict[str, Any], block_size: int) -> None:
+    """One line's figures into ``found``, the figures of the run it belongs to."""
+    if (m := HPU_TOTAL.search(line)) and "total_bytes" not in found:
+        found["total_bytes"] = _gib(m["total"])
+    if (m := HPU_WEIGHTS.search(line)) and ("weight_bytes" not in found or _in_total(m) > found["weights_in_total"]):
+        # the fork prints its card's pre-loading line, then its total: the total wins (hpu_model_runner.py load_model)
+        found.update(weight_bytes=size_bytes(m), weights_in_total=_in_total(m))
+    if (m := HPU_PROFILE_RUN.search(line)) and "profile_bytes" not in found:
+        found["profile_bytes"] = size_bytes(m)
+    if (m := GAUDI_MEMORY.search(line)) and "free_bytes" not in found:
+        found.update(free_bytes=_gib(m["free"]), usable_bytes=_gib(m["usable"]),
+                     gpu_memory_utilization=number(m["util"]))  # fmt: skip
+        if m["graph"] is not None:
+            found.update(graph_bytes=_gib(m["graph"]), kv_bytes=_gib(m["kv"]),
+                         graph_reserved_mem=number(m["reserved"]))  # fmt: skip
+    _read_vllm_spellings(line, found)
+    if (m := HPU_CACHE_ENGINE.search(line)) and "kv_bytes" not in found:
+        found["kv_bytes"] = size_bytes(m)
+    if (m := HPU_BLOCKS.search(line)) and "kv_blocks" not in found:
+        found["kv_blocks"] = integer(m["n"] or m["n2"])
+    if (m := WARMUP_FINISHED.search(line)) and "warmup_seconds" not in found:
+        found.update(warmup_seconds=integer(m["secs"]), warmup_bytes=size_bytes(m))
+    if (m := PHASE_TOTAL.search(line)) and m["pct"] and number(m["pct"]) > 0:
+        found["graphs_warmed"] = found.get("graphs_warmed", 0) + round(integer(m["n"]) * 100 / number(m["pct"]))
+    if (m := PHASE_TOTAL.search(line)) and m["b"]:
+        phase = "decode" if "decode" in m["phase"].lower() else "prompt"
+        listed, two_d = _buckets(m["b"][: MAX_BUCKETS * 24], phase, block_size)
+        found["captured_buckets"] = (*found.get("captured_buckets", ()), *listed[:MAX_BUCKETS])
+        found["two_pass"] = found.get("two_pass", False) or two_d
+    if m := GENERATED_BUCKETS.search(line):
+        listed, two_d = _buckets(m["b"][: MAX_BUCKETS * 24], m["phase"], block_size)
+        kept = tuple(b for b in found.get("generated_buckets", ()) if b[0] != m["phase"])
+        found["generated_buckets"] = (*kept, *listed[:MAX_BUCKETS])
+        found["two_pass"] = found.get("two_pass", False) or two_d
+
+
+def _in_total(m: re.Match[str]) -> bool:
+    return m[0].startswith("Loading")
 
 
 def _read_vllm_spellings(line: str, found: dict[str, Any]) -> None:
@@ -208,15 +227,16 @@ def _read_vllm_spellings(line: str, found: dict[str, Any]) -> None:
     if (m := GAUDI_GRAPH_RESERVE.search(line)) and "graph_bytes" not in found:
         found.update(graph_bytes=size_bytes(m), graph_reserved_mem=number(m["reserved"]))
     if (m := VLLM_WEIGHTS.search(line)) and "weight_bytes" not in found:
-        found["weight_bytes"] = round(number(m["size"]) * GIB)  # vLLM's "GB" here is GiB (it divides by 2**30)
+        # vLLM's "GB" here is GiB (it divides by 2**30)
+        found.update(weight_bytes=round(number(m["size"]) * GIB), weights_in_total=False)
     if (m := VLLM_BLOCKS.search(line)) and "kv_blocks" not in found:
         found["kv_blocks"] = integer(m["n"])
     if (m := KV_CACHE_TOKENS.search(line)) and "kv_tokens" not in found:
         found["kv_tokens"] = integer(m["tokens"].replace(",", ""))
     if (m := RELEASE.search(line)) and "release" not in found:
         found["release"] = m["v1"] or m["v2"]
-    if "max_" in line and (m := ENGINE_LENGTH.search(line)):
-        found["max_model_len"] = integer(m["n"])  # the latest start-up's banner (kept over its weights line)
+    if "max_" in line and "max_model_len" not in found and (m := ENGINE_LENGTH.search(line)):
+        found["max_model_len"] = integer(m["n"])
 
 
 #: Most buckets kept from one logged list (vllm-gaudi's largest strategies generate tens of thousands).
