@@ -241,6 +241,44 @@ def test_a_vllm_deployment_name_is_not_lmdeploy() -> None:
     assert d.source.name != "lmdeploy"
 
 
+VLLM_BANNER = "(APIServer pid=7) INFO 05-12 08:32:04 [utils.py:299] "
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        # vLLM's banner and its argument dictionary echo the model's path (held-out round 209: a model kept in a
+        # TensorRT-LLM release's folder)
+        "\u2588\u2584\u2588\u2580 \u2588 \u2588 \u2588 \u2588 model ../TensorRT-LLM-1.2.0/Qwen2-VL-2B-Instruct",
+        "non-default args: {'model': '../TensorRT-LLM-1.2.0/Qwen2-VL-2B-Instruct', 'served_model_name': ['sglang-ft']}",
+        # the request it echoes: the user's prompt, whatever it asks about
+        "Request chatcmpl-1 details: prompt: 'should I serve this with lmdeploy or with ollama?', params: None",
+    ],
+)
+def test_a_frameworks_name_inside_a_value_the_user_supplied_does_not_outrank_vllms_own_lines(value: str) -> None:
+    lines = [VLLM_BANNER + "version 0.19.0", VLLM_BANNER + value,
+             "(APIServer pid=7) INFO 05-12 08:32:04 [model.py:549] Resolved architecture: Qwen2VL"]  # fmt: skip
+    s = diagnose_lines(lines).source
+    assert (s.framework, s.name, s.named) == ("vllm", "", True)
+    assert s.describe == "vLLM"
+    # without the tag that names it, vLLM's logger records still outrank a word inside a value: vLLM's, assumed
+    s = diagnose_lines([line.removeprefix("(APIServer pid=7) ") for line in lines]).source
+    assert (s.framework, s.name, s.named) == ("vllm", "", False)
+
+
+def test_a_frameworks_own_line_still_names_it_whatever_value_names_another() -> None:
+    # a model kept under text-generation-webui's folder, run by llama.cpp's own binary whose CUDA check fails
+    lines = ["./main -m /data/text-generation-webui/models/DeciLM-6b-instruct/DeciLM-6b-instruct_q2.gguf",
+             "CUDA error 2 at /data/llama.cpp/ggml-cuda.cu:5509: out of memory"]  # fmt: skip
+    assert diagnose_lines(lines).source.name == "llama.cpp"
+    # text-generation-webui's folder is a path; its server's first record names it over the llama.cpp it loads
+    webui = ["/content/text-generation-webui", "21:47:29-016258 INFO     Starting Text generation web UI",
+             '21:48:28-707156 INFO     llama.cpp weights detected: "models/Llama-3.2-3B.Q2_K.gguf"']  # fmt: skip
+    assert diagnose_lines(webui).source.name == "text-generation-webui"
+    # a framework named only inside a value is all a log without any line of its own says
+    assert diagnose_lines(["loading /models/TensorRT-LLM-1.2.0/engine", OOM]).source.name == "tensorrt_llm"
+
+
 # --- a failure each runtime places by the phase lines before it (held-out round 7's classes) -----------------------
 
 

@@ -128,6 +128,7 @@ __all__ = [
     "short_of_memory",
     "size_bytes",
     "strip_prefix",
+    "unechoed",
 ]
 
 #: ANSI colour/cursor codes, also as pasted into issues: ``ESC[``, ``^[[`` and syslog's ``#033[``.
@@ -425,6 +426,17 @@ ECHOED_REQUEST = re.compile(
     r"|Generated response [\w.-]+(?: \(streaming (?:delta|complete)\))?(?: details)?)\s*:"
     r"|\bReceived request: [A-Z]+ to \S+ with body\b|\bReceive: obj="
 )
+
+
+def unechoed(text: str) -> str | None:
+    """The runtime's own words of a line that echoes a request (:data:`ECHOED_REQUEST`), the record's head up to the
+    echo, or None where the line echoes none."""
+    if "equest" not in text and "esponse" not in text and "obj=" not in text:
+        return None  # most lines name no request: one substring check, no regex
+    m = ECHOED_REQUEST.search(text)
+    return None if m is None else text[: m.end()]
+
+
 #: Lines with memory words that report no exhaustion: failures the program goes on from (TensorFlow's allocator, which
 #: frees and retries: "ran out of memory trying to allocate N. The caller indicates that this is not a failure",
 #: core/common_runtime/bfc_allocator.cc; llama.cpp's page lock, which loads the model unlocked when the kernel refuses

@@ -52,7 +52,6 @@ from vllm_hpu_mm.logs.patterns import (
     CRASHED,
     DECODE_RESERVE,
     DEVICE_OOM,
-    ECHOED_REQUEST,
     ELISION,
     ENGINE_START_FAILED,
     ERROR_MESSAGE,
@@ -121,6 +120,7 @@ from vllm_hpu_mm.logs.patterns import (
     short_of_memory,
     size_bytes,
     strip_prefix,
+    unechoed,
 )
 from vllm_hpu_mm.values import Stage
 
@@ -443,7 +443,7 @@ class Scanner:
         self.backend = RuntimeSniffer()
         self.skipped = SkippedLines()
         self.source = SourceSniffer()
-        self.echoed = -1  # the last line that echoes a request (:func:`_unechoed`)
+        self.echoed = -1  # the last line that echoes a request (:func:`unechoed`)
 
     def feed(self, text: str, line: int | None = None) -> None:
         k = self.n if line is None else line - 1
@@ -456,7 +456,7 @@ class Scanner:
         if line is not None and k == self.echoed:  # a later window of an over-long line that echoes a request
             self.source.feed(written)
             return
-        if (own := _unechoed(text)) is not None:
+        if (own := unechoed(text)) is not None:
             self.echoed, text = k, own
         # a line opening with "#" is a note about the log (a collector's header quoting its lines), not a start
         if any(w in text for w in _RUN_WORDS) and (start := RUN_START.search(text)) and text[:1] != "#":
@@ -1485,15 +1485,6 @@ def _screened(text: str) -> str | None:
     if COMMAND_LINE.match(strip_prefix(text)) or NO_EXHAUSTION.search(text):
         return None  # typed or pasted input, a failure the program goes on from, a missing name
     return text
-
-
-def _unechoed(text: str) -> str | None:
-    """The runtime's own words of a line that echoes a request (:data:`~vllm_hpu_mm.logs.patterns.ECHOED_REQUEST`), the
-    record's head up to the echo, or None where the line echoes none."""
-    if "equest" not in text and "esponse" not in text and "obj=" not in text:
-        return None  # most lines name no request: one substring check, no regex
-    m = ECHOED_REQUEST.search(text)
-    return None if m is None else text[: m.end()]
 
 
 def _llama_summary(text: str) -> Memory | None:

@@ -5,10 +5,13 @@ doctor advises only knobs the writer reads.
   (``text_generation_launcher`` / ``text_generation_server``, also tgi-gaudi), optimum-habana's scripts
   (``optimum/habana``, ``gaudi_spawn.py``), or another framework that names itself (SGLang, llama.cpp, Ollama,
   LMDeploy, TensorRT-LLM, DeepSpeed-MII, text-generation-webui, MLX and LM Studio's MLX engine), also by the words of
-  its own that a stage rule reads (TensorRT-LLM's executor refusal, MLX's Metal allocator); a log that names none is
-  read as vLLM's (the doctor's home) where it holds a vLLM trace (:data:`VLLM_TRACE`: its logger's records, its
-  workers' files), else its writer is unknown and the advice names no framework's flags. A server that hosts an
-  engine (Triton, Ray Serve, Xinference, LocalAI, FastChat) is kept beside it, for where the engine's settings go.
+  its own that a stage rule reads (TensorRT-LLM's executor refusal, MLX's Metal allocator). A name found only inside
+  a value the user supplied (:func:`in_value`: a model's path, an argument's quoted value, an echoed request) names
+  the writer only where no line names one (and, for another framework than vLLM, no line is vLLM's own record); a
+  log that names none is read as vLLM's (the doctor's home) where it holds a vLLM trace (:data:`VLLM_TRACE`: its
+  logger's records, its workers' files), else its writer is unknown and the advice names no framework's flags. A
+  server that hosts an engine (Triton, Ray Serve, Xinference, LocalAI, FastChat) is kept beside it, for where the
+  engine's settings go.
 - Accelerator: Gaudi (hpu), CUDA, ROCm, CPU, TPU, XPU, Ascend NPU, from the log's own words; the best-ranked match
   wins (a Gaudi log also mentions CUDA names, a ROCm log says "GPU").
 - Our runtime, where the log is one of ours (vllm-gaudi, vllm-fork, vLLM on CUDA, vLLM on CPU): the doctor then reads
@@ -26,7 +29,14 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 from vllm_hpu_mm.logs.numbers import GarbledNumber, number
-from vllm_hpu_mm.logs.patterns import FREE_ON_STARTUP, MLX_ALLOCATOR, RELEASE, TRTLLM_COMPONENT, TRTLLM_EXECUTOR_OOM
+from vllm_hpu_mm.logs.patterns import (
+    FREE_ON_STARTUP,
+    MLX_ALLOCATOR,
+    RELEASE,
+    TRTLLM_COMPONENT,
+    TRTLLM_EXECUTOR_OOM,
+    unechoed,
+)
 from vllm_hpu_mm.runtimes.base import Runtime, RuntimeTraits
 from vllm_hpu_mm.runtimes.registry import DEFAULT_RUNTIME, TRAITS
 
@@ -107,6 +117,7 @@ _OTHER_WORDS: dict[str, str] = {
     # text-generation-webui (oobabooga): its name, its modules, its report of each request it answered
     # (modules/text_generation.py)
     "text-generation-webui": r"text-generation-webui|\boobabooga\b|/modules/text_generation\.py"
+    r"|Starting Text generation web UI"  # its server's first record (server.py)
     r"|Output generated in [\d.]+ seconds \([\d.]+ tokens/s",
 }
 #: Another framework, by its name or its own lines; the match is its key (:data:`OTHER_DISPLAY`).
@@ -146,6 +157,38 @@ _HOSTS: tuple[tuple[str, re.Pattern[str]], ...] = (
 _PACKAGES = re.compile(r"[\\/](?:site|dist)-packages[\\/]")
 #: Where a path starts (what a log line puts before one).
 _PATH_START = re.compile(r"[\s'\"(=]")
+#: What ends a word a log line gives: a space, a quote, a bracket, a comma or an ``=``.
+_WORD_END = " \t'\"`()[]{}<>,;="
+#: A program's own file as a path names it: a source file (a traceback's frame, a ``[file.py:N]`` tag), a library,
+#: or an installed package (what :func:`installed_only` leaves of a path through ``site-packages``).
+_OWN_FILE = re.compile(r"\.(?:py|pyx|c|cc|cpp|cxx|cu|cuh|h|hpp|go|rs|so)\b|^site-packages/")
+#: A value that a key gives (``model='...'``, ``'model': '...'``, ``"prompt": "..."``, a list's first item): what
+#: precedes its opening quote (an error's own message after ``RuntimeError: '`` is no key's value).
+_KEYED = re.compile(r"""(?:['"]\s*:|\w=)\s*[\[(]?\s*$""")
+
+
+def in_value(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` lies inside a value the user supplied, not a program's own words: a path that is
+    no program's own file (a model's or a data folder, as a banner, a command line or an argument dictionary echoes
+    it), or a quoted value a key gives (an argument dictionary's, a request's JSON). A framework's name there says
+    nothing of what wrote the log (``model ../TensorRT-LLM-1.2.0/Qwen2-VL-2B-Instruct`` in vLLM's banner). A request
+    the runtime echoes (:func:`~vllm_hpu_mm.logs.patterns.unechoed`) is the user's after its record's head."""
+    head = unechoed(text)
+    if head is not None and start >= len(head):
+        return True
+    first = start
+    while first > 0 and text[first - 1] not in _WORD_END:
+        first -= 1
+    last = end
+    while last < len(text) and text[last] not in _WORD_END:
+        last += 1
+    word = text[first:last]
+    if ("/" in word or "\\" in word) and not _OWN_FILE.search(word) and not text.endswith('File "', 0, first):
+        return True  # (a traceback's frame is the program's own file, its entry point too: File "/usr/bin/vllm")
+    quote = next((q for q in "'\"" if text.count(q, 0, start) % 2 == 1), None)
+    if quote is None:
+        return False
+    return bool(_KEYED.search(text, 0, text.rfind(quote, 0, start)))
 
 
 def installed_only(text: str) -> str:
@@ -228,8 +271,18 @@ FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
             # the Ray actor vLLM runs each worker in (vllm/executor/ray_utils.py RayWorkerWrapper), which tags every
             # line a worker prints under Ray
             r"|\bRayWorkerWrapper\b"
+            # the tag vLLM's API server process puts before each of its records (vllm/utils/system_utils.py
+            # decorate_logs, vllm/v1/utils.py: "(APIServer pid=N) INFO ...", as of vLLM 0.32)
+            r"|\(APIServer(?:_DP\d+)? pid=\d+\)"
         ),
     ),
+)
+#: The lines vLLM prints of itself where it names no framework: its logger's record and its worker processes' tags,
+#: which no value the user supplied holds. They outrank another framework's name found only inside a value
+#: (:func:`in_value`).
+_VLLM_RECORD = re.compile(
+    r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?\w+\.py:\d+\]"
+    r"|Worker(?:Proc)?(?:_TP\d+)? pid="
 )
 #: vLLM's own traces where the log names no framework: its logger's line (``INFO 08-19 07:51:03 model_runner.py:732]``,
 #: ``[gpu_worker.py:855]`` since 0.8), its worker process tags, its engine's and KV cache's own words and the
@@ -237,10 +290,9 @@ FRAMEWORKS: tuple[tuple[Framework, re.Pattern[str]], ...] = (
 #: framework named is not read as vLLM's: its writer is unknown (half the public logs without either came from another
 #: framework: optimum-habana, TGI-Gaudi, Xinference, llama.cpp, LMDeploy, Sophgo's LLM-TPU).
 VLLM_TRACE = re.compile(
-    r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?\w+\.py:\d+\]"
-    r"|No available memory for the cache blocks|gpu_memory_utilization|# [GHC]PU blocks|max_model_len|max_num_seqs"
-    r"|\b(?:[cgtx]pu_)?model_runner\b|_worker\.py|worker_base|\bhpu_\w+\.py|\[Warmup\]\[|VLLM_\w+"
-    r"|Worker(?:Proc)?(?:_TP\d+)? pid="
+    _VLLM_RECORD.pattern + r"|No available memory for the cache blocks|gpu_memory_utilization|# [GHC]PU blocks"
+    r"|max_model_len|max_num_seqs|\b(?:[cgtx]pu_)?model_runner\b|_worker\.py|worker_base|\bhpu_\w+\.py|\[Warmup\]\["
+    r"|VLLM_\w+"
 )
 #: Substrings one of which a :data:`VLLM_TRACE` line holds (a cheap first check).
 _TRACE_WORDS = ("py:", "cache blocks", "memory_utilization", "blocks", "max_model_len", "max_num_seqs", "runner",
@@ -412,6 +464,10 @@ class SourceSniffer:
         self._text_model = False
         self._host = ""
         self._vllm_trace = False
+        self._vllm_record = False
+        #: The best-ranked framework named only inside a value the user supplied (a path, a key's quoted value):
+        #: (its rank in :data:`FRAMEWORKS`, it, its name), the writer only where no line names one of its own.
+        self._mentioned: tuple[int, Framework, str] | None = None
         self._llama_program = False
         #: The vLLM (major, minor) the log's banner or engine line names.
         self._vllm: tuple[int, int] | None = None
@@ -426,13 +482,13 @@ class SourceSniffer:
     def _sniff(self, text: str) -> None:
         text = installed_only(text)
         if self._framework in (None, "vllm"):
-            for framework, pattern in FRAMEWORKS:
+            for rank, (framework, pattern) in enumerate(FRAMEWORKS):
                 if framework == self._framework:
                     break  # a framework named earlier in the order outranks this one
-                if pattern.search(text):
+                if (own := self._own_match(rank, framework, pattern, text)) is not None:
                     self._framework = framework
-                    if framework == "other" and (m := _OTHER_NAME.search(text)):
-                        self._name = _other_key(m)
+                    if framework == "other":
+                        self._name = _other_key(own)
                     break
         elif self._name in _ON_LIBRARY:
             # a program built on a library (llama.cpp, MLX) prints its lines (and its sources' paths) as they are
@@ -443,6 +499,8 @@ class SourceSniffer:
             self._host = next((host for host, pattern in _HOSTS if pattern.search(text)), "")
         if not self._vllm_trace and any(w in text for w in _TRACE_WORDS) and VLLM_TRACE.search(text):
             self._vllm_trace = True
+        if not self._vllm_record and any(w in text for w in _TRACE_WORDS) and _VLLM_RECORD.search(text):
+            self._vllm_record = True
         if self._acc_rank != 0:
             for rank, (_, pattern) in enumerate(ACCELERATORS):
                 if self._acc_rank is not None and rank >= self._acc_rank:
@@ -465,10 +523,26 @@ class SourceSniffer:
             else:
                 self.multimodal = True
 
+    def _own_match(self, rank: int, framework: Framework, pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
+        """The first match of ``framework``'s words in ``text`` outside a value the user supplied; a match inside one
+        is kept as a mention (:attr:`_mentioned`, the best-ranked)."""
+        for m in pattern.finditer(text):
+            if not in_value(text, m.start(), m.end()):
+                return m
+            if self._mentioned is None or rank < self._mentioned[0]:
+                self._mentioned = (rank, framework, _other_key(m) if framework == "other" else "")
+        return None
+
     def result(self, failure_lines: Iterable[str] = ()) -> LogSource:
         failure_lines = list(failure_lines)
         for text in failure_lines:
             self._sniff(text[:SOURCE_CHARS])
+        if self._framework is None and self._mentioned is not None:
+            # a framework named only inside a value (its cache folder, a model's path): the writer where no line of
+            # the log is another's own (vLLM's records outrank another framework's word in a model's path)
+            _, mentioned, name = self._mentioned
+            if mentioned == "vllm" or not self._vllm_record:
+                self._framework, self._name = mentioned, name
         framework: Framework = self._framework or "vllm"
         name, host = self._name, self._host
         if self._framework is None and host:  # the host is all the log names: not read as vLLM's
