@@ -273,6 +273,49 @@ def test_cpu_launch_gets_the_plans_kv_size_unless_given(capsys: pytest.CaptureFi
     assert "--max-model-len to" in capsys.readouterr().err
 
 
+SECRETS = ["--api-key", "sk-one", "sk-two", "--hf_token=hf_abc", "--watermark-config.key", "918273"]
+
+
+def test_a_dry_run_shows_no_secret_the_user_passed_only_the_flags_and_where_else_to_give_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # r8 serve 8: the command: line printed --api-key and --hf-token values in full (vLLM's own log shows ***)
+    assert main(["serve", "--dry-run", *SECRETS]) == 0
+    out = capsys.readouterr().out
+    assert not re.search("sk-one|sk-two|hf_abc|918273", out)
+    command = next(line for line in out.splitlines() if line.startswith("command: "))
+    assert "--api-key '***' '***' '--hf_token=***' --watermark-config.key '***'" in command
+    assert "VLLM_API_KEY" in out
+    assert "secretKeyRef" in out
+    code, report = dry_run(capsys, *SECRETS)
+    assert code == 0
+    assert not re.search("sk-one|sk-two|hf_abc|918273", json.dumps(report))
+    assert report["command"][len(server_entry()) :][:6] == ["--api-key", "***", "***", "--hf_token=***",
+                                                            "--watermark-config.key", "***"]  # fmt: skip
+
+
+def test_a_refusal_never_quotes_a_secret_value(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--dry-run", "--api-key", "sk-one", "--watermark-config", "{key: 918273"]) == 2
+    err = capsys.readouterr().err
+    assert "--watermark-config" in err
+    assert "918273" not in err
+
+
+@pytest.mark.vllm
+def test_a_launch_gives_vllm_the_real_secrets_and_prints_them_masked(
+    capsys: pytest.CaptureFixture[str], no_exec: list[tuple[str, list[str], dict[str, str]]], tmp_path: Path
+) -> None:
+    # r8 serve 20: a live launch printed the API key on its command: line before starting vLLM
+    model = str(tiny_model(tmp_path))
+    with pytest.raises(Exec):
+        main(["serve", "--plan-device", "cpu", model, "--max-model-len", "4k", "--api-key", "sk-one"])
+    (_, argv, _) = no_exec[0]
+    assert argv[argv.index("--api-key") + 1] == "sk-one"
+    out = capsys.readouterr().out
+    assert "sk-one" not in out
+    assert "--api-key '***'" in out
+
+
 @pytest.mark.vllm
 def test_serve_replaces_itself_with_vllms_server_and_the_planned_environment(
     capsys: pytest.CaptureFixture[str], no_exec: list[tuple[str, list[str], dict[str, str]]],
@@ -454,8 +497,9 @@ def test_a_validated_dry_run_says_vllm_s_own_parser_accepted_the_arguments(
     # held-out round 8, E11: `serve --dry-run --validate` exited 0 without a word that the validation ran; vLLM's
     # parser itself (seconds to build) is stood in for by one that records what it was asked to check
     checked: list[list[str]] = []
-    monkeypatch.setattr(serve, "_read_server_args", lambda args: (parse_server_args(args.extra, vllm_032_table()),
-                                                                  argparse.ArgumentParser(), "0.32.0"))  # fmt: skip
+    table = vllm_032_table()
+    monkeypatch.setattr(serve, "_read_server_args", lambda args: (parse_server_args(args.extra, table),
+                                                                  argparse.ArgumentParser(), table))  # fmt: skip
 
     def check(argv: list[str], vllm: object, sizing: object = None) -> list[str]:
         checked.append(argv)

@@ -25,8 +25,18 @@ from hypothesis import strategies as st
 
 from tests.support.data import REPO
 from vllm_hpu_mm.cli import serve_args
-from vllm_hpu_mm.cli.serve_args import ServerArgs, check_with_vllm, launch_args, parse_server_args, redacted
-from vllm_hpu_mm.cli.vllm_argv import MAX_SERVER_ARGS, OptionTable, options_of, table_json, vllm_032_table
+from vllm_hpu_mm.cli.serve_args import ServerArgs, check_with_vllm, launch_args, parse_server_args
+from vllm_hpu_mm.cli.vllm_argv import (
+    MAX_SERVER_ARGS,
+    SECRET_DESTS,
+    OptionTable,
+    options_of,
+    redacted,
+    scrub,
+    secret_options,
+    table_json,
+    vllm_032_table,
+)
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan import args as plan_args
 from vllm_hpu_mm.plan.args import VLLM_FLAGS, SizingArgs
@@ -800,6 +810,25 @@ def test_a_secret_flag_s_value_is_never_echoed_in_an_error_line() -> None:
     argv = ["--model", "m", "--api-key", "sk-123", "--hf-token=hf_abc", "--port", "8000"]
     assert redacted(argv) == ["--model", "m", "--api-key", "***", "--hf-token=***", "--port", "8000"]
     assert redacted(["--api-key"]) == ["--api-key"]  # a flag with no value hides nothing after it
+
+
+def test_every_secret_value_is_masked_however_vllm_would_read_its_flag() -> None:
+    # r8 serve 8: several API keys, vLLM's _ spelling, a prefix, a dotted watermark key: all values hidden
+    argv = ["--api_key", "k1", "k2", "--port", "1", "--hf-tok", "t", "--watermark-config.key", "7", "--api-k=k3"]
+    assert redacted(argv) == ["--api_key", "***", "***", "--port", "1", "--hf-tok", "***",
+                              "--watermark-config.key", "***", "--api-k=***"]  # fmt: skip
+    # a bare --hf-token (vLLM: use the stored login) takes no value: the flag after it stays
+    assert redacted(["--hf-token", "--model", "m"]) == ["--hf-token", "--model", "m"]
+    assert redacted(["--watermark-config", '{"key": 7}']) == ["--watermark-config", "***"]
+    assert secret_options(argv) == ["--api_key", "--hf-tok", "--watermark-config.key", "--api-k"]
+    assert scrub("refused 'k1' and k10 and --api-k=k3", argv) == "refused '***' and k10 and --api-k=***"
+
+
+@pytest.mark.vllm
+def test_the_secret_arguments_are_those_vllm_itself_never_logs() -> None:
+    from vllm.entrypoints.serve.utils import api_utils
+
+    assert SECRET_DESTS == api_utils._SENSITIVE_ARG_FIELDS
 
 
 @pytest.mark.vllm

@@ -20,6 +20,7 @@ import dataclasses
 import os
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from vllm_hpu_mm import envs
@@ -33,7 +34,7 @@ from vllm_hpu_mm.cli.serve_args import (
     vllm_installed,
     vllm_server_parser,
 )
-from vllm_hpu_mm.cli.vllm_argv import vllm_032_table
+from vllm_hpu_mm.cli.vllm_argv import MASK, SECRET_INSTEAD, OptionTable, redacted, scrub, secret_options, vllm_032_table
 from vllm_hpu_mm.errors import ConfigError, ModelConfigUnavailable
 from vllm_hpu_mm.jobs.outputs import check_not_input
 from vllm_hpu_mm.jobs.serve import DEFAULT_MODEL, Launch, on_default_device, prepare, server_command, server_entry
@@ -69,17 +70,17 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.set_defaults(func=run, accepts_extra=True)
 
 
-def _read_server_args(args: argparse.Namespace) -> tuple[ServerArgs, argparse.ArgumentParser | None, str]:
+def _read_server_args(args: argparse.Namespace) -> tuple[ServerArgs, argparse.ArgumentParser | None, OptionTable]:
     """The server arguments read with vLLM 0.32's flags (a dry run) or the installed vLLM's (a launch, --validate:
-    then also vLLM's parser, to check the final command with), and the version whose flags read them."""
+    then also vLLM's parser, to check the final command with), and the option table that read them."""
     if args.dry_run and not args.validate:
         table = vllm_032_table()
-        return parse_server_args(args.extra, table), None, table.version
+        return parse_server_args(args.extra, table), None, table
     if not vllm_installed():
         raise ConfigError(f"vLLM is not installed in this Python ({sys.executable}): {INSTALL_HINT}; "
                           "--dry-run plans without it")  # fmt: skip
     parser, table = vllm_server_parser()
-    return parse_server_args(args.extra, table), parser, table.version
+    return parse_server_args(args.extra, table), parser, table
 
 
 def _checked(argv: list[str], vllm: argparse.ArgumentParser | None, sizing: SizingArgs | None = None) -> list[str]:
@@ -90,18 +91,32 @@ def _checked(argv: list[str], vllm: argparse.ArgumentParser | None, sizing: Sizi
     return argv
 
 
-def _launch_unplanned(args: argparse.Namespace, argv: list[str], warning: str) -> int:
+def _launch_unplanned(args: argparse.Namespace, argv: list[str], warning: str, table: OptionTable) -> int:
     """No config.json for the model anywhere: no plan, no environment changes, vLLM's own memory settings."""
     print(f"warning: {warning}", file=sys.stderr)
+    shown = redacted(argv, table)
+    notes = [] if (note := _secrets_note(argv, table)) is None else [note]
     if args.json:
-        print_json({"plan": None, "plan_skipped": warning, "command": argv, "command_line": shlex.join(argv),
-                    "environment": {}, "notes": [], "files": {}})  # fmt: skip
+        print_json({"plan": None, "plan_skipped": warning, "command": shown, "command_line": shlex.join(shown),
+                    "environment": {}, "notes": notes, "files": {}})  # fmt: skip
     else:
-        print("command: " + shlex.join(argv))
+        for line in notes:
+            print(f"note: {line}")
+        print("command: " + shlex.join(shown))
     sys.stdout.flush()
     if args.dry_run:
         return int(ExitCode.OK)
     os.execvpe(argv[0], argv, envs.process_environ())  # pragma: no cover - replaces this process
+
+
+def _secrets_note(argv: Sequence[str], table: OptionTable) -> str | None:
+    """What the printed command hides, and how to keep the secrets off the command line; None: it hides nothing."""
+    named = secret_options(argv, table)
+    if not named:
+        return None
+    return (f"the values given to {', '.join(named)} are shown as {MASK} here, as vLLM's own log shows them; the "
+            "server gets the real ones; to keep a secret off the command line (ps shows it to every user of the "
+            f"host), {SECRET_INSTEAD}")  # fmt: skip
 
 
 def _dry_run_file(path: str, text: str) -> str:
@@ -160,9 +175,18 @@ def say_refused(launch: Launch, severity: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    """The ``serve`` command; a refusal never quotes a secret value of the server arguments (:func:`scrub`)."""
+    try:
+        return _run(args)
+    except ConfigError as exc:
+        raise ConfigError(scrub(str(exc), args.extra)) from None
+
+
+def _run(args: argparse.Namespace) -> int:
     extra: list[str] = list(args.extra)
     settings = envs.load()
-    server, vllm, version = _read_server_args(args)
+    server, vllm, table = _read_server_args(args)
+    version = table.version
     sizing = server.sizing.with_plan_options(args, prefix=PREFIX)
     sizing = on_default_device(sizing, launching=not args.dry_run)
     server_args = launch_args(extra, server, DEFAULT_MODEL)
@@ -180,14 +204,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         launch = prepare(sizing, settings, envs.runtime_environ(), server_args=server_args, output_dir=out_dir,
                          limit_mm_per_prompt=server.limit_mm_per_prompt,
-                         compilation_config=server.compilation_config, notes=server.notes,
+                         compilation_config=server.compilation_config,
+                         notes=(*server.notes, *filter(None, [_secrets_note(extra, table)])),
                          long_prefill_token_threshold=server.long_prefill_token_threshold,
                          language_model_only=server.language_model_only,
                          mm_processor_kwargs=server.mm_processor_kwargs,
                          optimization_level=server.optimization_level,
-                         last_notes=(unvalidated if vllm is None else validated,))  # fmt: skip
+                         last_notes=(unvalidated if vllm is None else validated,),
+                         shown=lambda a: redacted(a, table))  # fmt: skip
     except ModelConfigUnavailable as exc:  # vLLM may still serve it: launch with its own memory settings
-        return _launch_unplanned(args, list(server_command(server_args)), plan_skipped_warning(exc))
+        return _launch_unplanned(args, list(server_command(server_args)), plan_skipped_warning(exc), table)
     result, exports, report = launch.plan, launch.exports, launch.report
     inputs = [(sizing.flag(n), getattr(sizing, n)) for n in ("sizes", "profile", "model")]
     for path in launch.files:  # never over an input, nor inside an input folder (a local model's)
@@ -212,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
         for path, text in launch.files.items():
             print(_dry_run_file(path, text) if args.dry_run else f"file: {path}")
         print("environment: " + (" ".join(f"{k}={shlex.quote(v)}" for k, v in exports.env.items()) or "(unchanged)"))
-        print("command: " + shlex.join(argv))
+        print("command: " + shlex.join(redacted(argv, table)))
     sys.stdout.flush()
     # requests of the traffic the engine refuses, counted as buckets replay counts them: a negative finding of the
     # dry run (as buckets replay's exit 1); a launch still starts, the server refusing them one by one

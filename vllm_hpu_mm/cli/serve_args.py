@@ -39,7 +39,10 @@ from vllm_hpu_mm.cli.vllm_argv import (
     options_of,
     out_of_bounds,
     read_yaml,
+    redacted,
+    scrub,
 )
+from vllm_hpu_mm.cli.vllm_argv import resolve as _resolve
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan.args import DEFAULT_GPU_MEMORY_UTILIZATION, VLLM_FLAGS, Option, SizingArgs
 from vllm_hpu_mm.plan.derived import DEFAULT_OPTIMIZATION_LEVEL, optimization_level
@@ -224,16 +227,6 @@ def _explain(message: str, args: Sequence[Arg], argv: Sequence[str], table: Opti
     near = {a: difflib.get_close_matches(a.split("=")[0].replace("_", "-"), flags, n=2, cutoff=0.75) for a in unknown}
     hints = "; ".join(f"{a}: did you mean {' or '.join(m)}?" for a, m in near.items() if m)
     return f"{message} (vLLM {table.version}'s server has no such flag{'; ' + hints if hints else ''})"
-
-
-def _resolve(token: str, table: OptionTable) -> str | None:
-    """The destination a flag token resolves to (exact, or an unambiguous prefix), or None."""
-    key = token.split("=", 1)[0]
-    option = table.by_string.get(key)
-    if option is None and key.startswith("-") and len(key) > 1:
-        found = {table.by_string[s].dest for s in table.by_string if s.startswith(key)}
-        return found.pop() if len(found) == 1 else None
-    return None if option is None else option.dest
 
 
 def _spellings(args: Sequence[Arg], argv: Sequence[str], config: str | None, table: OptionTable) -> dict[str, str]:
@@ -548,28 +541,6 @@ def _check_config_fields(parser: argparse.ArgumentParser, ns: argparse.Namespace
                               f"{bounds_words(field_bounds(info.metadata))}") from None  # fmt: skip
 
 
-#: vLLM 0.32's server flags whose value is a secret (the API key clients must send, a Hugging Face token): never
-#: echoed in an error line, which lands in logs.
-SECRET_FLAGS = ("--api-key", "--hf-token")
-
-
-def redacted(argv: Sequence[str]) -> list[str]:
-    """``argv`` with the value of each :data:`SECRET_FLAGS` flag replaced by ``***`` (``--api-key K`` and
-    ``--api-key=K`` alike)."""
-    out: list[str] = []
-    hide = False
-    for a in argv:
-        flag = a.split("=", 1)[0]
-        if hide:
-            out.append("***")
-        elif flag in SECRET_FLAGS and "=" in a:
-            out.append(f"{flag}=***")
-        else:
-            out.append(a)
-        hide = not hide and a in SECRET_FLAGS
-    return out
-
-
 def check_with_vllm(parser: argparse.ArgumentParser, argv: Sequence[str], planned: SizingArgs | None) -> None:
     """Parse and validate the server's arguments with vLLM's own parser, and check that every sizing value it
     resolves is the one the plan used (``planned``, its model filled in; None: no check); one-line
@@ -583,7 +554,8 @@ def check_with_vllm(parser: argparse.ArgumentParser, argv: Sequence[str], planne
     except ConfigError:
         raise
     except refused as exc:
-        raise ConfigError(f"vLLM rejected the server arguments {shlex.join(redacted(argv))!r}: {exc}") from None
+        shown = shlex.join(redacted(argv))
+        raise ConfigError(f"vLLM rejected the server arguments {shown!r}: {scrub(str(exc), argv)}") from None
     _check_config_fields(parser, ns)
     if planned is None:
         return

@@ -42,6 +42,10 @@ __all__ = [
     "bounds_words",
     "expand",
     "options_of",
+    "redacted",
+    "resolve",
+    "scrub",
+    "secret_options",
     "table_json",
     "vllm_032_table",
 ]
@@ -392,3 +396,100 @@ def read_yaml(path: str) -> dict[str, Any]:
         raise ConfigError(f"--config {path}: {got}, which vLLM cannot read; accepted: a YAML mapping of vLLM flags "
                           "(key: value)")  # fmt: skip
     return {str(k): v for k, v in data.items()}
+
+
+def resolve(token: str, table: OptionTable) -> str | None:
+    """The destination a flag token resolves to (exact, or an unambiguous prefix), or None."""
+    key = token.split("=", 1)[0]
+    option = table.by_string.get(key)
+    if option is None and key.startswith("-") and len(key) > 1:
+        found = {table.by_string[s].dest for s in table.by_string if s.startswith(key)}
+        return found.pop() if len(found) == 1 else None
+    return None if option is None else option.dest
+
+
+#: The server arguments whose values vLLM never logs (vLLM 0.32 ``vllm/entrypoints/serve/utils/api_utils.py``
+#: ``_SENSITIVE_ARG_FIELDS``; ``log_non_default_args`` shows them as ``***``): the API keys clients must send, the
+#: Hugging Face token, and the watermark config (its ``key`` is the watermark's secret). Nothing here prints or
+#: writes their values either (:func:`redacted`); the launch alone hands vLLM the real ones.
+SECRET_DESTS = frozenset({"api_key", "hf_token", "watermark_config"})
+#: What a secret value is shown as: vLLM's own mask.
+MASK = "***"
+#: Where a secret can be given instead of on the command line (where ``ps`` shows it to every user of the host):
+#: vLLM 0.32 reads ``VLLM_API_KEY`` when no ``--api-key`` is given (``entrypoints/serve/middleware/register.py``),
+#: huggingface_hub reads ``HF_TOKEN`` when vLLM passes no token; the ``--config`` YAML takes any flag.
+SECRET_INSTEAD = ("give it instead in the server's environment (VLLM_API_KEY: one API key; HF_TOKEN: the Hugging "
+                  "Face token; in Kubernetes from a Secret, env valueFrom secretKeyRef) or in a --config YAML "
+                  "readable only by you (any of them)")  # fmt: skip
+
+
+def _secret_option(token: str, table: OptionTable) -> ServerOption | None:
+    """The secret option a flag token names (as vLLM reads it: ``_`` as ``-``, an unambiguous prefix, a dotted
+    ``--watermark-config.key``), or None."""
+    if not token.startswith("-") or token == "-":
+        return None
+    key = token.split("=", 1)[0]
+    if key.startswith("--"):
+        key = _FLAG_NAME.sub(lambda m: m.group(0).replace("_", "-"), key.split(".", 1)[0], count=1)
+    dest = resolve(key, table)
+    if dest not in SECRET_DESTS:
+        return None
+    return next((o for o in table.options if o.dest == dest), None)
+
+
+def redacted(argv: Sequence[str], table: OptionTable | None = None) -> list[str]:
+    """``argv`` with every secret value (:data:`SECRET_DESTS`) shown as :data:`MASK`, the flags kept: ``--api-key K``
+    and ``--api-key=K``, every key of ``--api-key K1 K2``, ``--hf-token T`` (a bare ``--hf-token``, vLLM's "use the
+    stored login", hides nothing), ``--watermark-config.key 7``; spelled as vLLM reads them (``--api_key``, a prefix
+    such as ``--api-k``). ``table``: the server's options (vLLM 0.32's by default)."""
+    table = table or vllm_032_table()
+    out = list(argv)
+    i = 0
+    while i < len(out):
+        option = _secret_option(out[i], table)
+        i += 1
+        if option is None:
+            continue
+        flag, sep, _ = out[i - 1].partition("=")
+        if sep:
+            out[i - 1] = f"{flag}={MASK}"
+            continue
+        if "." in flag:  # a dotted flag takes the next token whatever it looks like (_merge_dotted)
+            taken = min(1, len(out) - i)
+        else:  # as argparse takes values: up to nargs, none that looks like a flag
+            nargs = option.nargs
+            limit = len(out) if nargs in ("+", "*") else 1 if nargs in (None, "?") else int(nargs or 0)
+            taken = 0
+            while taken < limit and i + taken < len(out) and not out[i + taken].startswith("-"):
+                taken += 1
+        out[i : i + taken] = [MASK] * taken
+        i += taken
+    return out
+
+
+def secret_options(argv: Sequence[str], table: OptionTable | None = None) -> list[str]:
+    """The flags of ``argv`` whose values :func:`redacted` hides, as typed (without a value), each once."""
+    found: dict[str, None] = {}
+    for i, (given, shown) in enumerate(zip(argv, redacted(argv, table), strict=True)):
+        if given != shown and shown.endswith(f"={MASK}"):
+            found[given.split("=", 1)[0]] = None
+        elif given != shown and argv[i - 1].startswith("-"):  # the first value after its flag
+            found[argv[i - 1]] = None
+    return list(found)
+
+
+def secret_values(argv: Sequence[str], table: OptionTable | None = None) -> list[str]:
+    """The secret values in ``argv`` (what :func:`redacted` hides), longest first."""
+    found = set()
+    for given, shown in zip(argv, redacted(argv, table), strict=True):
+        if given != shown:
+            found.add(given.split("=", 1)[1] if shown.endswith(f"={MASK}") else given)
+    return sorted((v for v in found if v), key=len, reverse=True)
+
+
+def scrub(text: str, argv: Sequence[str], table: OptionTable | None = None) -> str:
+    """``text`` (an error line) with each secret value of ``argv`` in it shown as :data:`MASK`: a refusal quotes
+    what it refuses, and error lines land in logs."""
+    for value in secret_values(argv, table):
+        text = re.sub(rf"(?<![\w-]){re.escape(value)}(?![\w-])", MASK, text)
+    return text

@@ -10,7 +10,7 @@ import importlib.metadata
 import importlib.util
 import shlex
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -310,13 +310,15 @@ def prepare(
     mm_processor_kwargs: Mapping[str, Any] | None = None,
     optimization_level: int = DEFAULT_OPTIMIZATION_LEVEL,
     traffic: Traffic | None = None,
+    shown: Callable[[Sequence[str]], Sequence[str]] = tuple,
 ) -> Launch:
     """Plan, export and build the command. ``server_args``: the server arguments, the user's in order with the model
     as ``--model``; ``output_dir``: where the runtime's files (vllm-gaudi's bucket file) will be written; ``notes``
     and ``last_notes``: how the server arguments were read, before and after the exporter's own notes;
     ``long_prefill_token_threshold``: the server's, checked against the max_model_len the plan resolved;
     ``optimization_level``: the server's ``-O``; ``traffic``: the user's, in place of ``sizing.sizes``
-    (:func:`plan_and_choose`)."""
+    (:func:`plan_and_choose`); ``shown``: the server arguments as the report shows them (``serve``: secrets
+    masked, :func:`vllm_hpu_mm.cli.vllm_argv.redacted`; the launch's ``argv`` keeps them)."""
     flags = flags_from_environment(
         settings,
         limit_mm_per_prompt=limit_mm_per_prompt,
@@ -343,7 +345,8 @@ def prepare(
     report: dict[str, Any] = {"plan": render.to_dict(result, exports, choice, sources, planned.text),
                               "costs": planned.costs}  # fmt: skip
     if result.fits:  # what would start: the command and everything handed to it
-        report |= {"command": list(argv), "command_line": shlex.join(argv), "environment": exports.env,
+        said = server_command(list(shown(server_args)), *exports.args)
+        report |= {"command": list(said), "command_line": shlex.join(said), "environment": exports.env,
                    "notes": list(all_notes), "files": files}  # fmt: skip
     table = render.to_table(result, exports, choice, sources, planned.text)
     return Launch(planned, exports, argv, files, report, table, all_notes)
