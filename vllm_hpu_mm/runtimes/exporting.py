@@ -18,7 +18,10 @@ from vllm_hpu_mm.runtimes.base import (
     ServerFlags,
 )
 
-__all__ = ["Draft", "export_buckets"]
+__all__ = ["UNWARMED", "Draft", "export_buckets"]
+
+#: What a skipped warm-up leaves of the graphs (the runtime captures each bucket's on its first use).
+UNWARMED = f"{SKIP_WARMUP}: none warmed at start-up, each captured on its first use"
 
 
 @dataclasses.dataclass
@@ -54,6 +57,12 @@ class Draft:
                                f"{f' under {i.eager_by}' if i.enforce_eager else ''}; it only splits the plan's "
                                "graph pools (no figure of the runtime's follows it)")  # fmt: skip
         return draft
+
+    @property
+    def warmup_skipped(self) -> bool:
+        """The runtime skips its warm-up (``VLLM_SKIP_WARMUP`` as it reads it): no graph is warmed at start-up, so no
+        enforcement note may say one is."""
+        return self.plan.inputs.skip_warmup
 
     def kv_part(self) -> Part:
         """The KV cache is bounded by the graph share (where the runtime reads it) and the utilisation."""
