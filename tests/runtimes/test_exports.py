@@ -339,6 +339,8 @@ def test_a_prompt_ratio_set_for_a_runtime_that_does_not_read_it_is_named_as_not_
     e = exports_for(p, ExportContext(ServerFlags(user_env=env)))
     assert "VLLM_GRAPH_PROMPT_RATIO" not in e.env
     assert any("your VLLM_GRAPH_PROMPT_RATIO=0.5: not read by" in n for n in e.notes)
+    # r8fork 15: the note said the shell's 0.5 "only splits the plan's graph pools", which split at 0.3
+    assert any(n.endswith(", so it changes nothing planned: the plan splits its graph pools at 0.3") for n in e.notes)
     table = render.to_table(p, e)
     assert "x VLLM_GRAPH_PROMPT_RATIO" not in table
     # the shell's 0.5 plans nothing (fc1f7c6c): the plan's own share, the default, stands beside the note
