@@ -133,8 +133,7 @@ def test_bucket_errors_are_bucket_errors_naming_the_bad_entry() -> None:
     [("", "VLLM_MULTIMODAL_BUCKETS is empty: read as the default list 1600,3136,4096,6400,7744,9216,12544"),
      ("6912,768,256,1536,768,64,64", "VLLM_MULTIMODAL_BUCKETS='6912,768,256,1536,768,64,64' lists 64, 768 more than "
                                      "once: read once"),
-     ("1000,3136", "VLLM_MULTIMODAL_BUCKETS: 1000 not a multiple of 64: read as vllm-gaudi reads it (it pads an image "
-                   "to any bucket)")],
+     ("1000,3136", "VLLM_MULTIMODAL_BUCKETS: 1000 not a multiple of 64: kept as given")],
 )  # fmt: skip
 def test_a_bucket_list_vllm_gaudi_accepts_is_read_with_a_note_not_refused(raw: str, said: str) -> None:
     # vllm-gaudi vision.py @ 091bbadd: "" is the model's default list, a list is sorted with repeats kept; the plugin

@@ -122,8 +122,9 @@ def _buckets(name: str, raw: str) -> Buckets | None:
         raise _bad(name, raw, "None spelled exactly so (vllm-gaudi and vllm-fork compare the value with 'None'), or "
                    "patch counts, each a multiple of 64, joined by commas")  # fmt: skip
     if raw == "":
-        warnings.warn(InputNote(f"{name} is empty: read as the default list {','.join(map(str, DEFAULT_BUCKETS))}, "
-                                "as vllm-gaudi reads it; unset it, or give a list"), stacklevel=2)  # fmt: skip
+        # no runtime named: the runtime planned for is not known yet, and vllm-fork before 1.22 reads no list at all
+        warnings.warn(InputNote(f"{name} is empty: read as the default list {','.join(map(str, DEFAULT_BUCKETS))}; "
+                                "unset it, or give a list"), stacklevel=2)  # fmt: skip
         return DEFAULT_BUCKETS
     return parse_buckets(raw, source=name)  # a repeat once and an off-tile bucket as is, each with a note
 

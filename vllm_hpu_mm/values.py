@@ -10,7 +10,7 @@ multiples of 64 as well: then the padding between an image and its bucket is who
 integer list (vision.py ``_process_buckets`` @ 091bbadd only sorts it) and pads an image's rows to its bucket
 (models/qwen2_5_vl.py ``num_pad_tokens = bucket_size - curr_img_size``); the vision merger then takes the rows in
 2 x 2 groups, so a bucket must be a multiple of 4 (:data:`MERGE_GRANULE`). A multiple of 4 that is not one of 64 is
-read as vllm-gaudi reads it, with a note (:func:`off_tile_note`).
+kept as given, with a note that names no runtime (:func:`off_tile_note`).
 """
 
 from __future__ import annotations
@@ -175,15 +175,18 @@ def nearest_tiles(buckets: Iterable[int]) -> str:
 
 
 def off_tile_note(buckets: Iterable[int], *, source: str) -> str | None:
-    """The note for buckets that are not whole 112-px tiles (multiples of 64), or None: read as vllm-gaudi reads
-    them, but no aligned image fills one, so each pads at least a few rows more than the tile below or above would."""
+    """The note for buckets that are not whole 112-px tiles (multiples of 64), or None: kept as given, but no aligned
+    image fills one, so each pads at least a few rows more than the tile below or above would. It names no runtime:
+    a list is parsed before the runtime planned for is known, and some runtimes do not read it at all (vllm-fork
+    before 1.22), so how one reads it is the plan's to say (its ``settings_not_read``, or the refusal of a bucket
+    the runtime stops on)."""
     off = [n for n in buckets if n % BUCKET_GRANULE]
     if not off:
         return None
     near = nearest_tiles(off)
-    return (f"{source}: {', '.join(map(str, off))} not a multiple of {BUCKET_GRANULE}: read as vllm-gaudi reads it "
-            f"(it pads an image to any bucket), but images are whole 112-px tiles of {BUCKET_GRANULE} patches, so "
-            f"such a bucket only adds padding; nearest whole tiles: {near}")  # fmt: skip
+    return (f"{source}: {', '.join(map(str, off))} not a multiple of {BUCKET_GRANULE}: kept as given, but images are "
+            f"whole 112-px tiles of {BUCKET_GRANULE} patches, so such a bucket only adds padding (an image pads to "
+            f"its bucket); nearest whole tiles: {near}")  # fmt: skip
 
 
 def parse_buckets(value: str | Iterable[int], *, source: str = "VLLM_MULTIMODAL_BUCKETS") -> Buckets:
@@ -199,8 +202,8 @@ def parse_buckets(value: str | Iterable[int], *, source: str = "VLLM_MULTIMODAL_
         repeated = sorted({n for n in numbers if numbers.count(n) > 1})
         if repeated:
             warnings.warn(InputNote(f"{source}={value!r} lists {', '.join(map(str, repeated))} more than once: read "
-                                    "once (vllm-gaudi sorts the list and would warm a repeated bucket again); list "
-                                    "each bucket once"), stacklevel=2)  # fmt: skip
+                                    "once (a runtime that reads the list as given warms a repeated bucket again); "
+                                    "list each bucket once"), stacklevel=2)  # fmt: skip
         value = list(dict.fromkeys(numbers))
     buckets = Buckets(value, source=source)
     note = off_tile_note(buckets, source=source)

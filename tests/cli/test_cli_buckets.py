@@ -100,9 +100,9 @@ def test_a_bucket_vllm_gaudi_accepts_but_not_whole_tiles_is_checked_as_it_pads_w
     assert result["buckets"] == [1000, 3136]
     assert result["efficiency"] == pytest.approx((960 + 3136) / (1000 + 3136), abs=1e-6)
     assert captured.err.strip().splitlines() == [
-        "vllm-hpu-mm: note: BUCKETS argument: 1000 not a multiple of 64: read as vllm-gaudi reads it (it pads an "
-        "image to any bucket), but images are whole 112-px tiles of 64 patches, so such a bucket only adds padding; "
-        "nearest whole tiles: 1000 -> 960 or 1024"
+        "vllm-hpu-mm: note: BUCKETS argument: 1000 not a multiple of 64: kept as given, but images are whole 112-px "
+        "tiles of 64 patches, so such a bucket only adds padding (an image pads to its bucket); nearest whole tiles: "
+        "1000 -> 960 or 1024"
     ]
 
 

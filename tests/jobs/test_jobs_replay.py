@@ -306,7 +306,7 @@ def test_a_built_in_strategy_the_runtime_refuses_at_these_limits_is_left_out_not
     assert r.planned is not None
 
 
-def test_a_configuration_the_server_would_not_start_with_is_said_as_serves_dry_run_says_it() -> None:
+def test_a_plan_that_does_not_fit_is_said_as_memory_plan_and_serve_say_it_a_shortfall_no_start_up_refusal() -> None:
     """The replay ran 500 override blocks at max_model_len 128000 and exited 0 where serve --dry-run exits 1; with
     --kv-blocks (a server's count) the plan's estimate is not judged, the count itself is."""
     import contextlib
@@ -316,18 +316,20 @@ def test_a_configuration_the_server_would_not_start_with_is_said_as_serves_dry_r
 
     few = dataclasses.replace(SMALL, num_gpu_blocks_override=10)  # 9 usable blocks of 128 < 4,096 tokens
     r = replay_traffic(few, QUICK, load(), {})
-    assert r.not_started.startswith("--num-gpu-blocks-override 10 (1152 tokens in blocks of 128")
-    given = replay_traffic(few, dataclasses.replace(QUICK, kv_blocks=10), load(), {}).not_started
-    assert given.startswith("--kv-blocks 10 cannot hold one sequence of --max-model-len 4096 (32 blocks of 128)")
-    assert replay_traffic(SMALL, dataclasses.replace(QUICK, kv_blocks=32), load(), {}).not_started == ""
-    assert replay_traffic(SMALL, QUICK, load(), {}).not_started == ""
+    # a memory shortfall, worded as memory plan and serve word it (Plan.refusal), not as a start-up refusal
+    assert r.refusal.startswith("the memory plan does not fit: --num-gpu-blocks-override 10 (1152 tokens in blocks")
+    given = replay_traffic(few, dataclasses.replace(QUICK, kv_blocks=10), load(), {}).refusal
+    assert given.startswith("the server would not start: --kv-blocks 10 cannot hold one sequence of --max-model-len "
+                            "4096 (32 blocks of 128)")  # fmt: skip
+    assert replay_traffic(SMALL, dataclasses.replace(QUICK, kv_blocks=32), load(), {}).refusal == ""
+    assert replay_traffic(SMALL, QUICK, load(), {}).refusal == ""
     err = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
         code = main(["buckets", "replay", "--max-model-len", "4096", "--max-num-seqs", "8", "--concurrency", "4",
                      "--text-graph-budget", "40", "--requests", "60", "--no-plan", "--no-strategies",
                      "--num-gpu-blocks-override", "10"])  # fmt: skip
     assert code == 1
-    assert err.getvalue().startswith("vllm-hpu-mm: error: the server would not start: --num-gpu-blocks-override 10")
+    assert err.getvalue().startswith("vllm-hpu-mm: error: the memory plan does not fit: --num-gpu-blocks-override 10")
 
 
 def test_two_kv_block_counts_are_refused_rather_than_one_silently_winning() -> None:

@@ -12,17 +12,20 @@ from typing import Any
 import pytest
 
 from tests.support.data import DATA
+from vllm_hpu_mm.buckets.sizes import embedded_sizes
 from vllm_hpu_mm.envs import load
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.calibrate import CalibrateArgs, calibrate_log
 from vllm_hpu_mm.jobs.serve import Launch, on_default_device, plan_inputs, prepare
 from vllm_hpu_mm.models.catalog import DEFAULT_MODEL
 from vllm_hpu_mm.models.dims import vision_parameters
+from vllm_hpu_mm.plan import render
 from vllm_hpu_mm.plan.args import SizingArgs
-from vllm_hpu_mm.plan.bucket_choice import processor_reach
+from vllm_hpu_mm.plan.bucket_choice import choose, processor_reach
 from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.runtimes import registry
+from vllm_hpu_mm.values import AlignMode
 
 GIB = 2**30
 #: The guide's worked example (it describes vllm-fork: vllm-gaudi also keeps back one dummy KV block).
@@ -59,6 +62,18 @@ def test_a_list_that_does_not_fit_is_replanned_with_the_pool_and_the_figures_say
     assert after["buckets"][-1] == 12544
     assert after["num_shrunk"] < before["num_shrunk"]
     assert after["efficiency"] > before["efficiency"]
+
+
+def test_a_fork_line_that_warms_no_vision_graph_plans_no_bucket_list_against_a_pool(tmp_path: Path) -> None:
+    # r8fork 16: vllm-fork 1.21.3 has no vision pool, yet the choice read "kept (not even one bucket's graph fits the
+    # vision pool)", "before: none fits"
+    inputs = build(dataclasses.replace(SMALL, runtime="vllm-fork==0.8.5.post1", free_memory_gib=60), load())
+    first, choice = choose(inputs, embedded_sizes(), max_buckets=None, mode=AlignMode.NEAREST)
+    assert choice is not None
+    assert (choice.replaced, choice.planned, choice.before, choice.after) == (False, False, None, None)
+    assert choice.reason.startswith("vllm-fork 0.8.5.post1 warms no vision graph: the buckets only cap what the")
+    lines = render.to_table(first, None, choice).splitlines()
+    assert not any("none fits" in line for line in lines)
 
 
 def test_the_given_budget_bounds_the_planned_text_buckets(tmp_path: Path) -> None:

@@ -196,6 +196,41 @@ def test_a_fork_line_before_1_22_gets_the_prompt_ratio_and_no_vision_buckets(ver
     assert not p.inputs.runtime.vision_bucketing("qwen2_5_vl").bucketed
 
 
+@pytest.mark.parametrize("runtime", ["vllm-gaudi", "vllm-fork==0.9.0.1"])
+@pytest.mark.parametrize("reserved", [None, 0.01])
+def test_under_a_skipped_warmup_no_enforcement_note_says_a_graph_is_warmed(
+    runtime: str, reserved: float | None
+) -> None:
+    # r8fork 11: VLLM_SKIP_WARMUP on 1.22 still read "its own buckets, all warmed"; a tiny reserve: over the pools
+    env = {"VLLM_SKIP_WARMUP": "true"}
+    p = make_plan(runtime, "gaudi2", env=env, **({} if reserved is None else {"graph_reserved_mem": reserved}))
+    assert p.inputs.skip_warmup
+    e = exports_for(p, ExportContext(ServerFlags(user_env=env, skip_warmup=True)))
+    notes = [e.enforcement[part].note for part in ("decode_graphs", "prefill_text_graphs")]
+    assert all("none warmed at start-up, each captured on its first use" in n for n in notes if n)
+    assert any(notes) or runtime == "vllm-gaudi"  # its bucket file bounds them: no note when they fit
+    assert not any("all warmed" in n or "all are warmed" in n for n in notes)
+
+
+def test_under_a_skipped_warmup_a_fork_line_1_19_to_1_21_graphs_every_bucket_unbounded_by_the_pools() -> None:
+    # _use_graphs returns True on skip_warmup (hpu_model_runner.py @61f141c62 to @3bcdfd4af): every shape is captured
+    # on its first use, with no pool check, so the ratios bound no graph
+    env = {"VLLM_SKIP_WARMUP": "true"}
+    e = exports_for(make_plan("vllm-fork==0.8.5.post1", "gaudi2", env=env), ExportContext(ServerFlags(user_env=env)))
+    for part in ("decode_graphs", "prefill_text_graphs"):
+        assert not e.enforcement[part].honoured
+        assert "bound nothing" in e.enforcement[part].note
+
+
+def test_under_a_skipped_warmup_a_fork_line_before_1_19_runs_no_graph() -> None:
+    # 1.17 / 1.18 _use_graphs graphs only the buckets warm-up captured (habana_model_runner.py @1e0e492e1:460)
+    env = {"VLLM_SKIP_WARMUP": "true"}
+    p = make_plan("vllm-fork==0.5.3.post1+gaudi118", "gaudi2", env=env)
+    e = exports_for(p, ExportContext(ServerFlags(user_env=env)))
+    assert e.enforcement["decode_graphs"].honoured
+    assert e.enforcement["decode_graphs"].note.startswith("no graph: warm-up skipped")
+
+
 def test_cuda_gets_one_compilation_config_with_encoder_budgets_and_capture_sizes() -> None:
     p = make_plan("vllm-cuda", "h100", buckets="1600,3136")
     e = exports_for(p, ExportContext(ServerFlags()))
@@ -304,6 +339,8 @@ def test_a_prompt_ratio_set_for_a_runtime_that_does_not_read_it_is_named_as_not_
     e = exports_for(p, ExportContext(ServerFlags(user_env=env)))
     assert "VLLM_GRAPH_PROMPT_RATIO" not in e.env
     assert any("your VLLM_GRAPH_PROMPT_RATIO=0.5: not read by" in n for n in e.notes)
+    # r8fork 15: the note said the shell's 0.5 "only splits the plan's graph pools", which split at 0.3
+    assert any(n.endswith(", so it changes nothing planned: the plan splits its graph pools at 0.3") for n in e.notes)
     table = render.to_table(p, e)
     assert "x VLLM_GRAPH_PROMPT_RATIO" not in table
     # the shell's 0.5 plans nothing (fc1f7c6c): the plan's own share, the default, stands beside the note

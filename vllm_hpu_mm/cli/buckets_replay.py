@@ -162,8 +162,8 @@ def run(args: argparse.Namespace) -> int:
         print(to_table(report))
         if args.plot:
             print(f"plot written to {args.plot}")
-    if replayed.not_started:  # as serve --dry-run says it: the figures are what the server would do if it started
-        return fail(f"the server would not start: {replayed.not_started}", ExitCode.NEGATIVE)
+    if replayed.refusal:  # as memory plan and serve --dry-run say it: the figures are what the server would do
+        return fail(replayed.refusal, ExitCode.NEGATIVE)
     if report.requests == 0:  # a valid load under which nothing ran: a negative finding, never figures of 1.000
         return fail(no_request_line(report), ExitCode.NEGATIVE)
     return int(ExitCode.NEGATIVE if replayed.yours_compiles or replayed.refused else ExitCode.OK)

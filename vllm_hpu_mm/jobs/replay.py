@@ -109,9 +109,10 @@ class Replayed:
     shape: EngineShape | None = None
     own: RuntimeModel | None = None
     timer: Timer | None = None
-    #: Why the server would not start with these flags (the plan's first error and its fix, as serve's dry run says
-    #: it); "" when it would, or when --kv-blocks describes a server that did.
-    not_started: str = ""
+    #: The line the replay stops on: the plan's refusal (:attr:`~vllm_hpu_mm.plan.planner.Plan.refusal`, worded as
+    #: memory plan and serve word it: a start-up refusal or a memory shortfall), or why the server would not start
+    #: with --kv-blocks; "" when the plan fits, or when --kv-blocks describes a server that did.
+    refusal: str = ""
 
     @property
     def yours_compiles(self) -> bool:
@@ -374,8 +375,8 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
                     _time_model(timer), timer.step if timer and isinstance(timer.step, StepTime) else None,
                     sampled=runs.requests, unsent=runs.unsent, images_sampled=runs.images_sampled,
                     worst_case=worst.to_dict() if worst is not None else None)  # fmt: skip
-    error = next((f for f in first.findings if f.severity == "error"), None)
-    not_started = f"{error.message}; fix: {error.fix.text}" if error is not None and args.kv_blocks is None else ""
-    if args.kv_blocks is not None:
-        not_started = given_blocks_start(args.kv_blocks, shape)
-    return Replayed(report, planned, yours is not None, runs, shape, own, timer, not_started)
+    if args.kv_blocks is None:
+        refusal = first.refusal or ""
+    else:
+        refusal = f"the server would not start: {why}" if (why := given_blocks_start(args.kv_blocks, shape)) else ""
+    return Replayed(report, planned, yours is not None, runs, shape, own, timer, refusal)

@@ -33,6 +33,9 @@ class BucketChoice:
     #: Whether the plan now uses ``after``.
     replaced: bool
     reason: str
+    #: Whether a list was planned against the vision pool (False: the runtime warms no vision graph, so there is no
+    #: pool and ``before`` / ``after`` are None).
+    planned: bool = True
 
 
 def read_traffic(path: str | None, *, flag: str) -> Traffic:
@@ -104,6 +107,10 @@ def choose(
         return first, None
     if sizes is None and not first.vision_buckets_skipped:
         return first, None
+    if not inputs.vision_graphs:  # vllm-fork before 1.22 (since eaa535d2): no pool to plan a list against
+        why = (f"{inputs.runtime_words} warms no vision graph: the buckets only cap what the 112-px processor makes, "
+               "so no list is planned against a vision pool")  # fmt: skip
+        return first, BucketChoice(sizes or embedded_sizes(), None, None, False, why, planned=False)
     sample = sizes if sizes is not None else embedded_sizes()
     k = len(inputs.buckets) if max_buckets is None else max_buckets
     if k < 1:

@@ -166,8 +166,8 @@ def _choice_lines(c: BucketChoice) -> list[str]:
         )
 
     verdict = "replaced" if c.replaced else "kept"
-    return [f"vision buckets over {c.sizes.source}: {verdict} ({c.reason})", line("before", c.before),
-            line("after", c.after)]  # fmt: skip
+    head = f"vision buckets over {c.sizes.source}: {verdict} ({c.reason})"
+    return [head, line("before", c.before), line("after", c.after)] if c.planned else [head]
 
 
 def _text_choice_lines(c: TextChoice) -> list[str]:

@@ -4,6 +4,7 @@ vision buckets that fit, the language model's precision, and one way to assemble
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from vllm_hpu_mm.plan.planner import Plan
 from vllm_hpu_mm.runtimes.base import (
@@ -18,7 +19,10 @@ from vllm_hpu_mm.runtimes.base import (
     ServerFlags,
 )
 
-__all__ = ["Draft", "export_buckets"]
+__all__ = ["UNWARMED", "Draft", "export_buckets"]
+
+#: What a skipped warm-up leaves of the graphs (the runtime captures each bucket's on its first use).
+UNWARMED = f"{SKIP_WARMUP}: none warmed at start-up, each captured on its first use"
 
 
 @dataclasses.dataclass
@@ -48,12 +52,15 @@ class Draft:
         if i.enforce_eager and GRAPH_RESERVED_MEM in i.runtime.traits.reads:
             draft.notes.append(f"{i.eager_by}: {i.runtime_words} reserves no graph memory (it reads no "
                                f"{GRAPH_RESERVED_MEM} then: 0): not exported")  # fmt: skip
-        yours = [f"{name}={i.runtime_env[name]}" for name in unread if name in values and name in i.runtime_env]
-        if yours:
-            draft.notes.append(f"your {', '.join(yours)}: not read by {i.runtime_words}"
-                               f"{f' under {i.eager_by}' if i.enforce_eager else ''}; it only splits the plan's "
-                               "graph pools (no figure of the runtime's follows it)")  # fmt: skip
+        for name in (n for n in unread if n in values and n in i.runtime_env):
+            draft.notes.append(_not_read_note(plan, name, i.runtime_env[name], values[name]))
         return draft
+
+    @property
+    def warmup_skipped(self) -> bool:
+        """The runtime skips its warm-up (``VLLM_SKIP_WARMUP`` as it reads it): no graph is warmed at start-up, so no
+        enforcement note may say one is."""
+        return self.plan.inputs.skip_warmup
 
     def kv_part(self) -> Part:
         """The KV cache is bounded by the graph share (where the runtime reads it) and the utilisation."""
@@ -83,6 +90,19 @@ class Draft:
         return self.finish(
             {"kv_cache": kv, "decode_graphs": none, "prefill_text_graphs": none, "prefill_vision_graphs": none}
         )
+
+
+def _not_read_note(plan: Plan, name: str, raw: str, planned: float) -> str:
+    """What the plan does with a ratio of the shell's that the runtime does not read: the split it does make (a
+    prompt ratio in the shell changes nothing planned, :func:`vllm_hpu_mm.plan.inputs.build`), none where it has no
+    graph pools, or that it splits by the value while no figure of the runtime's follows it."""
+    i = plan.inputs
+    head = f"your {name}={raw}: not read by {i.runtime_words}{f' under {i.eager_by}' if i.enforce_eager else ''}"
+    if not plan.split.graph_bytes:
+        return f"{head}, so it changes nothing planned: the plan has no graph pools"
+    if math.isclose(float(raw), planned):
+        return f"{head}; the plan still splits its graph pools by it (no figure of the runtime's follows it)"
+    return f"{head}, so it changes nothing planned: the plan splits its graph pools at {planned:g}"
 
 
 def export_buckets(d: Draft) -> tuple[str, ...]:

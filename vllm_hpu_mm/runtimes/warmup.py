@@ -7,7 +7,8 @@ Two eras, as the runtimes' own code warms (read at the cited commits):
 
 - ``two_pass``: vllm-fork before #1178 (6bac2f76b, 2025-06-12): ``warmup_all_buckets`` runs every bucket eagerly,
   under ``--enforce-eager`` too, then captures HPU graphs.
-- ``one_pass``: vllm-fork after #1178 (``hpu_model_runner.py`` ``warmup_model`` @95af7009) and vllm-gaudi
+- ``one_pass``: vllm-fork after #1178, from 1.22 (``vllm/worker/hpu_model_runner.py`` ``warmup_model``
+  @2e9b2b3d4:3165, v0.9.0.1+Gaudi-1.22.0) and vllm-gaudi
   (``v1/worker/hpu_model_runner.py`` ``warmup_model`` @091bbadd): ``warmup_graphs`` once per bucket and no text
   warm-up under ``--enforce-eager``; vllm-gaudi still warms its vision buckets then.
 

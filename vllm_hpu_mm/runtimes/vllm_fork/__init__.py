@@ -172,7 +172,9 @@ TRAITS = RuntimeTraits(
     # @95af7009 is v0.6.2-5496): its servers print vLLM 0.9.x or older; vllm-gaudi's first tag is v0.10.0
     newest_vllm=(0, 9),
     warmup_era=NEWEST.warmup_era,
-    # vllm/config.py CacheConfig.gpu_memory_utilization @95af7009 (habana_main, 2025-10-28)
+    # 0.9 at every tag modelled: EngineArgs.gpu_memory_utilization in vllm/engine/arg_utils.py 1.17 - 1.21.0
+    # (@1e0e492e1:63 to @0275ce4c2:127), CacheConfig.gpu_memory_utilization in vllm/config.py from 1.21.2
+    # (@9f1222c50 and @3bcdfd4af:1346, @2e9b2b3d4:1453)
     default_gpu_memory_utilization=0.9,
     kv_cache_memory_bytes="unknown",
     null_block=False,
@@ -269,9 +271,11 @@ class VllmFork(NoBucketList):
                           "(modelled)")  # fmt: skip
 
     def memory(self, m: MemoryInputs) -> MemorySplit:
-        """``worker/hpu_worker.py`` ``determine_num_available_blocks`` (habana_main, as its logs print it): a
-        profiling forward pass, then free = the card's free memory; usable = free x utilisation; graphs = usable x
-        VLLM_GRAPH_RESERVED_MEM; the KV cache the rest (``--kv-cache-memory-bytes`` is not read)."""
+        """``determine_num_available_blocks``, the same formula at every tag modelled (1.17 and 1.18
+        ``vllm/worker/habana_worker.py`` @1e0e492e1:112 and @84922944d:124, from 1.19 ``hpu_worker.py`` @61f141c62:149
+        to @2e9b2b3d4:310): a profiling forward pass, then free = the card's free memory; usable = free x
+        utilisation; graphs = usable x VLLM_GRAPH_RESERVED_MEM; the KV cache the rest (``--kv-cache-memory-bytes`` is
+        not read)."""
         residue = profile_residue_bytes(m.profile, self.bucketing)
         if m.free_after_load_bytes is not None:
             free, profile = m.free_after_load_bytes, 0

@@ -6,8 +6,15 @@ it is never exported."""
 
 from __future__ import annotations
 
-from vllm_hpu_mm.runtimes.base import GRAPH_PROMPT_RATIO, GRAPH_RESERVED_MEM, ExportContext, Exports, Part
-from vllm_hpu_mm.runtimes.exporting import Draft, export_buckets
+from vllm_hpu_mm.runtimes.base import (
+    GRAPH_PROMPT_RATIO,
+    GRAPH_RESERVED_MEM,
+    SKIP_WARMUP,
+    ExportContext,
+    Exports,
+    Part,
+)
+from vllm_hpu_mm.runtimes.exporting import UNWARMED, Draft, export_buckets
 from vllm_hpu_mm.runtimes.vllm_fork import VllmFork
 from vllm_hpu_mm.runtimes.vllm_fork.releases import NEWEST
 
@@ -32,16 +39,32 @@ def exports(d: Draft, context: ExportContext) -> Exports:
     if i.runtime.traits.warms_all_graphs:
         # 1.22's warm-up captures every prompt, then every decode bucket, with no ratio and no memory check
         over = any(f.code == "text_graphs_over_pool" for f in plan.findings)
-        why = OVER_POOL if over else "its own buckets, all warmed: serve hands it no bucket list"
+        if d.warmup_skipped:
+            why = (f"the buckets' estimated graphs exceed the pools ({UNWARMED}; none is dropped)" if over
+                   else f"its own buckets: serve hands it no bucket list; {UNWARMED}")  # fmt: skip
+        else:
+            why = OVER_POOL if over else "its own buckets, all warmed: serve hands it no bucket list"
         text_part = Part((), not over, why)
         d.notes.append(
             f"vllm-fork {release.name} reads neither VLLM_GRAPH_PROMPT_RATIO nor "
             "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO: none exported (they only split the plan's graph pools)"
         )
         decode, prefill_text = text_part, text_part
+    elif d.warmup_skipped:
+        # the pools bound only what warm-up captures (:attr:`.Release.graphs_unwarmed`)
+        runner = "habana_model_runner.py" if release.extension is None else "hpu_model_runner.py"
+        if release.graphs_unwarmed:
+            why = (f"{UNWARMED}, with no pool check (_use_graphs, vllm/worker/{runner} @{release.commit}): "
+                   "VLLM_GRAPH_RESERVED_MEM and VLLM_GRAPH_PROMPT_RATIO bound nothing")  # fmt: skip
+            decode = prefill_text = Part((), False, why)
+        else:
+            decode = prefill_text = Part((SKIP_WARMUP,), True, f"no graph: warm-up skipped, {release.name} runs only "
+                                         f"the buckets warm-up captured as graphs (_use_graphs, vllm/worker/{runner} "
+                                         f"@{release.commit})")  # fmt: skip
     else:
         decode = Part((GRAPH_RESERVED_MEM, GRAPH_PROMPT_RATIO), True)
         prefill_text = Part((GRAPH_PROMPT_RATIO,), True)
+    if not i.runtime.traits.warms_all_graphs:
         d.notes.append(f"vllm-fork {release.name} reads VLLM_GRAPH_PROMPT_RATIO, not "
                        "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO (its prefill graphs share one pool): the latter is not "
                        "exported")  # fmt: skip

@@ -79,6 +79,12 @@ class Release:
     #: raises "Speculative decoding is not supported with contiguous PA, please set VLLM_CONTIGUOUS_PA=false"); "":
     #: no such check (1.17 - 1.19).
     speculative_refused: str = ""
+    #: Under a skipped warm-up (``VLLM_SKIP_WARMUP``) the runner still runs every bucket as an HPU graph, each
+    #: captured on its first use with no pool check (``_use_graphs`` returns True on ``skip_warmup``,
+    #: ``hpu_model_runner.py`` @61f141c62 to @3bcdfd4af; 1.22 graphs every shape unless eager, @2e9b2b3d4:1402). False:
+    #: it graphs only the buckets warm-up captured, so none (1.17 / 1.18 ``habana_model_runner.py`` ``_use_graphs``
+    #: @1e0e492e1:460, @84922944d:645).
+    graphs_unwarmed: bool = True
     #: Where the release reads ``VLLM_FP32_SOFTMAX_VISION`` (1.22's Qwen2.5-VL tower); "": not read (``git grep`` finds
     #: it at no earlier tag, nor in the extensions they pin).
     fp32_softmax_vision_source: str = ""
@@ -112,9 +118,9 @@ LINES: tuple[Release, ...] = (
             ("v0.6.4.post2+Gaudi-1.19.2", "v0.6.4.post2+Gaudi-1.19.1", "v0.6.4.post2+Gaudi-1.19.0"), "61f141c62",
             "4ff86cf", "ext119"),
     Release("v0.5.3.post1+Gaudi-1.18.0", "0.5.3.post1+Gaudi-1.18.0", ("v0.5.3.post1+Gaudi-1.18.0",), "84922944d",
-            None, "intree118"),
+            None, "intree118", graphs_unwarmed=False),
     Release("v0.5.3.post1-Gaudi-1.17.0", "0.5.3.post1+Gaudi-1.17.0", ("v0.5.3.post1-Gaudi-1.17.0",), "1e0e492e1",
-            None, "intree2024"),
+            None, "intree2024", graphs_unwarmed=False),
 )  # fmt: skip
 
 _BY_SPEC = {r.spec: r for r in LINES}

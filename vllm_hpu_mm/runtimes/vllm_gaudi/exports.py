@@ -26,7 +26,7 @@ from pathlib import Path
 from vllm_hpu_mm.buckets.sizes import Sizes, as_counts
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, aligned_size
 from vllm_hpu_mm.runtimes.base import ExportContext, Exports, Part
-from vllm_hpu_mm.runtimes.exporting import Draft, export_buckets
+from vllm_hpu_mm.runtimes.exporting import UNWARMED, Draft, export_buckets
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import overridden_variables
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import config_from_env
@@ -236,7 +236,8 @@ def exports(d: Draft, context: ExportContext) -> Exports:
     # vllm-gaudi warms every bucket with no memory check: the text parts are bounded by the buckets, never pruned
     over = any(f.code == "text_graphs_over_pool" for f in plan.findings)
     prefill_ok = decode_ok = not over
-    why_not = OVER_POOL
+    why_not = (f"the buckets' estimated graphs exceed the pool ({UNWARMED}; none is dropped)" if d.warmup_skipped
+               else OVER_POOL)  # fmt: skip
     if "VLLM_BUCKETING_FROM_FILE" in flags.user_env:
         d.notes.append("VLLM_BUCKETING_FROM_FILE is yours: the plan counts its buckets and exports none")
     elif not text.prefill or not text.decode:
