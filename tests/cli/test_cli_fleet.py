@@ -324,6 +324,12 @@ def test_the_default_image_is_the_planned_runtime_s_own(
     fitted = "gaudi2" in flags
     assert ("fitted on vendor tables" in evidence) == fitted
     assert ("not fitted on public points" in evidence) == (not fitted)
+    # r9fleet 3: a replica that sets no environment (vLLM CUDA) gets no empty replica.env beside manifests that hold
+    # no ConfigMap for it; a Gaudi replica's file and its ConfigMap both come
+    kinds = {d["kind"] for d in yaml.safe_load_all((tmp_path / "kubernetes" / "fleet.yaml").read_text())}
+    env_file = tmp_path / "replica" / "replica.env"
+    assert env_file.exists() == ("ConfigMap" in kinds) == fitted
+    assert not env_file.exists() or env_file.read_text().strip()
 
 
 def test_every_list_states_the_one_cap_it_is_refused_by(capsys: pytest.CaptureFixture[str]) -> None:

@@ -74,6 +74,9 @@ def test_a_fork_release_whose_registry_lacks_the_model_says_the_server_would_not
     assert code == 1
     errors = [w for w in out["warnings"] if w["code"] == "architecture_not_served"]  # type: ignore[attr-defined]
     assert "does not serve Qwen2_5_VLForConditionalGeneration" in errors[0]["message"]
+    # r9releases 16: the fix names the lines whose registry lists it, each as --runtime takes it (1.21.0 is the first)
+    assert "vllm-fork==0.7.2 (v0.7.2+Gaudi-1.21.0)" in errors[0]["fix"]
+    assert "0.6.6.post1" not in errors[0]["fix"]
     code, _ = run_json(capsys, "memory", "plan", "--runtime", "vllm-fork==0.7.2", "--max-model-len", "16384")
     assert code == 0
 
@@ -88,8 +91,11 @@ def test_memory_plan_and_serve_word_a_start_up_refusal_the_same_way(capsys: pyte
     served = capsys.readouterr().err.splitlines()
     assert planned == served
     assert planned[0].startswith("vllm-hpu-mm: error: the server would not start: vllm-fork does not serve Qwen2_5_VL")
-    assert planned[0].endswith("fix: a vllm-fork release whose registry lists Qwen2_5_VLForConditionalGeneration, "
-                               "or another runtime")  # fmt: skip
+    assert planned[0].endswith(
+        "fix: a vllm-fork release whose registry lists Qwen2_5_VLForConditionalGeneration: "
+        "vllm-fork==0.9.0.1 (v0.9.0.1+Gaudi-1.22.0), vllm-fork==0.8.5.post1 (v0.7.2+Gaudi-1.21.2 - "
+        "v0.8.5.post1+Gaudi-1.21.3), vllm-fork==0.7.2 (v0.7.2+Gaudi-1.21.0); or another runtime"
+    )
 
 
 def test_table_names_pools_and_fixes(capsys: pytest.CaptureFixture[str]) -> None:

@@ -552,7 +552,8 @@ def write_out(f: Fleet, out: str, inputs: Iterable[tuple[str, str | None]] = ())
     files = {"fleet.json": json.dumps(fleet_dict(f), indent=2, default=str) + "\n"}
     for name, text in d.files.items():
         files[f"replica/{name}"] = text
-    files["replica/replica.env"] = d.env_file()
+    if d.env:  # a runtime given no environment (vLLM CUDA) gets no empty file, as its manifests hold no ConfigMap
+        files["replica/replica.env"] = d.env_file()
     scripts = {f"dp/node-{c.node}.sh": c.script(d.env) for c in d.commands}
     files.update(scripts)
     files["kubernetes/fleet.yaml"] = d.manifests_yaml()

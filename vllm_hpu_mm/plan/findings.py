@@ -83,7 +83,9 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
         # fallback, where the release has one, loads causal LMs only
         message = (f"{i.runtime.name.value} does not serve {arch}: it is not in {traits.architectures_source}, and "
                    "vLLM refuses an unlisted architecture at start-up")  # fmt: skip
-        fix = Fix(f"a {i.runtime.name.value} release whose registry lists {arch}, or another runtime")
+        listing = traits.releases_listing(arch) if traits.releases_listing is not None else ()
+        which = f": {', '.join(listing)}" if listing else ""
+        fix = Fix(f"a {i.runtime.name.value} release whose registry lists {arch}{which}; or another runtime")
         out.append(Finding("error", "startup", "architecture_not_served", message, fix))
     on = traits.contiguous_pa
     raw_pa = i.runtime_env.get("VLLM_CONTIGUOUS_PA")

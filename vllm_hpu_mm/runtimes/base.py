@@ -156,6 +156,9 @@ class RuntimeTraits:
     #: lets vLLM load a text model through its Transformers backend (causal LMs only in the fork's vLLM 0.7 - 0.9).
     architectures: frozenset[str] | None = None
     architectures_source: str = ""
+    #: The releases of this runtime whose registry lists an architecture, as ``--runtime`` takes them, newest first
+    #: (vllm-fork: each line's registry at its tag); None where releases are not modelled so.
+    releases_listing: Callable[[str], tuple[str, ...]] | None = None
     transformers_fallback: bool = False
 
     #: Where the runtime refuses ``--speculative-config`` at start-up while contiguous PA is on (its source), and

@@ -45,7 +45,7 @@ from vllm_hpu_mm.runtimes.vllm_fork.bucketing import (
     largest_prompt_shape,
     strategy_of,
 )
-from vllm_hpu_mm.runtimes.vllm_fork.releases import NEWEST, Release, architectures_of, release_for
+from vllm_hpu_mm.runtimes.vllm_fork.releases import LINES, NEWEST, Release, architectures_of, release_for
 from vllm_hpu_mm.values import MIB
 
 __all__ = [
@@ -138,7 +138,14 @@ def _with_registry(traits: RuntimeTraits, release: Release) -> RuntimeTraits:
     names = architectures_of(release)
     source = f"vllm-fork {release.name}'s model registry (vllm/model_executor/models/registry.py @{release.commit})"
     return dataclasses.replace(traits, architectures=names, architectures_source=source,
-                               transformers_fallback=any(a.startswith("Transformers") for a in names))  # fmt: skip
+                               transformers_fallback=any(a.startswith("Transformers") for a in names),
+                               releases_listing=_lines_listing)  # fmt: skip
+
+
+def _lines_listing(architecture: str) -> tuple[str, ...]:
+    """The lines whose registry lists ``architecture``, as ``--runtime vllm-fork==X`` takes each (its base and, where
+    a base has two lines, the Gaudi suffix that picks it), newest first."""
+    return tuple(f"vllm-fork=={r.spec} ({r.name})" for r in LINES if architecture in architectures_of(r))
 
 
 def _no_kv_cache_memory_bytes(release: Release) -> str:
