@@ -43,6 +43,7 @@ __all__ = [
     "nearest_tiles",
     "off_tile_note",
     "parse_buckets",
+    "size_cap",
 ]
 
 
@@ -79,6 +80,14 @@ STAGES: tuple[Stage, ...] = ("startup", "kv_cache", "graph_capture", "runtime")
 #: Bytes per GiB and MiB: every memory figure of the package is counted in bytes and printed in these.
 GIB = 2**30
 MIB = 2**20
+
+
+def size_cap(limit: int) -> str:
+    """A size cap on what is read (a page, a file), in the one wording every refusal and the docs use: in MiB, with
+    the exact bytes, ``8 MiB (8,388,608 bytes)``, so that either figure a user looks for is there; a cap that is no
+    whole number of MiB (a test's) in bytes alone."""
+    return f"{limit // MIB} MiB ({limit:,} bytes)" if limit >= MIB and limit % MIB == 0 else f"{limit:,} bytes"
+
 
 #: ``VLLM_HPU_MM_GRAPH_BACKEND`` values (``vllm_hpu_mm.graphs.select`` says what each runs).
 GRAPH_BACKENDS = ("auto", "cpu", "cuda", "hpu", "none")

@@ -104,6 +104,16 @@ def test_the_live_registry_round_trips() -> None:
         ("", "no images counted"),
         ('vllm_hpu_mm_aligned_images_total{patches="100",bucket="256"} 1.0\n', "multiple of 64"),
         ('vllm_hpu_mm_aligned_images_total{patches="128",bucket="256"} 1.5\n', "whole count"),
+        # held-out round r9metrics, case 12: 2^21 patches (a label past the largest bucket) was read as images the
+        # server refuses; the bound is the largest bucket's, 2^20
+        (
+            'vllm_hpu_mm_aligned_images_total{patches="2097152",bucket="oversize"} 1.0\n',
+            "patches='2097152'; expected an aligned patch count, a multiple of 64 from 64 to 1048576",
+        ),
+        (
+            'vllm_hpu_mm_aligned_images_total{patches="256",bucket="2097152"} 1.0\n',
+            "bucket='2097152'; expected a bucket, a whole number from 1 to 1048576",
+        ),
         ("this is { not prometheus\n", "not a Prometheus text exposition"),
     ],
 )
@@ -111,6 +121,46 @@ def test_bad_expositions_name_the_flag(text: str, needle: str) -> None:
     with pytest.raises(ConfigError, match="--from-metrics") as err:
         parse_exposition(text)
     assert needle in str(err.value)
+
+
+def test_the_largest_bucket_is_read_as_a_label() -> None:
+    live = parse_exposition('vllm_hpu_mm_aligned_images_total{patches="1048576",bucket="1048576"} 1.0\n')
+    assert live.images == {2**20: 1}
+    assert live.buckets_hit == (2**20,)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["fleet", "plan", "--request-rate", "2", "--ttft-p99", "3000", "--tpot-p99", "150", "--device", "gaudi2",
+         "--profile", "none"],
+        ["buckets", "plan", "--num-buckets", "3"],
+        ["buckets", "check", "1600"],
+        ["buckets", "replay", "--max-model-len", "8192", "--max-num-seqs", "16", "--device", "gaudi2", "--profile",
+         "none", "--no-strategies"],
+        ["buckets", "stale", "--bucket-file", "BUCKETS", "--max-model-len", "8192", "--max-num-seqs", "16",
+         "--device", "gaudi2", "--profile", "none"],
+    ],
+    ids=["fleet-plan", "buckets-plan", "buckets-check", "buckets-replay", "buckets-stale"],
+)  # fmt: skip
+def test_every_command_refuses_a_patch_label_past_the_largest_bucket(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    page = tmp_path / "metrics.txt"
+    page.write_text(exposition({256: 100, 4096: 10}).replace('patches="4096"', 'patches="2097152"')
+                    + "# TYPE vllm:request_prompt_tokens histogram\n"
+                    + 'vllm:request_prompt_tokens_bucket{le="1000.0"} 110.0\n'
+                    + 'vllm:request_prompt_tokens_bucket{le="+Inf"} 110.0\n'
+                    + "vllm:request_prompt_tokens_count 110.0\nvllm:request_prompt_tokens_sum 50000.0\n")  # fmt: skip
+    buckets = tmp_path / "buckets.txt"
+    buckets.write_text("(1, [128, 256, 512, 1024, 2048], [0, 1, 2, 4, 8])\n(4, 1, [4, 8, 16, 32, 64])\n")
+    argv = [str(buckets) if a == "BUCKETS" else a for a in argv]
+    assert main([*argv, "--from-metrics", str(page)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip().count("\n") == 0, captured.err
+    assert "patches='2097152'" in captured.err
+    assert "to 1048576" in captured.err
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *argv: str, code: int = 0) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import http.server
+import re
 import socket
 import threading
 import time
@@ -17,7 +18,7 @@ import pytest
 
 from vllm_hpu_mm.cli.main import main
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.traffic.metrics import MAX_TEXT_ROWS, TextMetrics, families, read_exposition, text_metrics
+from vllm_hpu_mm.traffic.metrics import MAX_BYTES, MAX_TEXT_ROWS, TextMetrics, families, read_exposition, text_metrics
 
 PAGE = b"""# TYPE vllm:request_prompt_tokens histogram
 vllm:request_prompt_tokens_bucket{le="100.0"} 10.0
@@ -172,6 +173,27 @@ def test_a_gzip_body_is_read_decompressed_and_the_cap_is_on_the_decompressed_pag
     saved.write_bytes(bomb)
     with pytest.raises(ConfigError, match="gzip-compressed, and the body passed 1,000,000 bytes decompressed"):
         read_exposition(str(saved), max_bytes=1_000_000)
+
+
+# held-out round r9metrics, cases 17 and 18: the cap was written 8,388,608 alone, where the docs say 8 MiB
+CAP = "8 MiB (8,388,608 bytes)"
+
+
+def test_the_cap_is_written_in_mib_and_bytes_wherever_a_page_passes_it(
+    server: Callable[[Handler], str], tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(f"more than the {CAP} read")):
+        read_exposition(server(_declared_huge))
+    with pytest.raises(ConfigError, match=re.escape(f"(the body passed {CAP})")):
+        read_exposition(server(_endless))
+    saved = tmp_path / "bomb.prom.gz"
+    saved.write_bytes(gzip.compress(b"# x\n" * (3 << 20)))  # 12 MiB of comments
+    with pytest.raises(ConfigError, match=re.escape(f"gzip-compressed, and the body passed {CAP} decompressed")):
+        read_exposition(str(saved))
+    big = tmp_path / "big.prom"
+    big.write_bytes(b"#" * (MAX_BYTES + 1))
+    with pytest.raises(ConfigError, match=re.escape(f"larger than {CAP};")):
+        read_exposition(str(big))
 
 
 def test_an_encoding_not_read_is_refused_and_page_bytes_are_quoted_printable(

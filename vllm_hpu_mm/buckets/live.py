@@ -21,15 +21,16 @@ from vllm_hpu_mm.buckets.sizes import Size, SizeSet
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.traffic.metrics import FLAG, counts_since, families, nonnegative_count, read_exposition, text_metrics
 from vllm_hpu_mm.traffic.requests import Request, Traffic
-from vllm_hpu_mm.values import BUCKET_GRANULE
+from vllm_hpu_mm.values import BUCKET_GRANULE, MAX_BUCKET
 
 __all__ = ["LiveCounts", "from_metrics", "parse_exposition", "read_exposition", "tile_size", "traffic_from_metrics"]
 
 IMAGES_METRIC = "vllm_hpu_mm_aligned_images"
 PADDING_METRIC = "vllm_hpu_mm_aligned_padding_patches"
 TILE = 112
-#: Most patches an aligned image may have: 2^24 (3.3 gigapixels), far above any image the server accepts.
-MAX_PATCHES = 1 << 24
+#: Most patches a ``patches`` or ``bucket`` label may say: the largest bucket (2^20, values.MAX_BUCKET), above any
+#: image the server accepts; a larger label is no count a server wrote and is refused, whichever command reads it.
+MAX_PATCHES = MAX_BUCKET
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,23 +80,33 @@ def image_counts(fams: list[Any], source: str) -> LiveCounts:
     for family in fams:
         for sample in family.samples:
             if sample.name == IMAGES_METRIC + "_total":
-                raw = sample.labels.get("patches", "")
-                if not raw.isdigit() or len(raw) > 9 or not 0 < int(raw) <= MAX_PATCHES or int(raw) % BUCKET_GRANULE:
-                    raise ConfigError(
-                        f"{FLAG} {source}: {IMAGES_METRIC}_total has patches={raw[:20]!r}; expected a multiple of "
-                        f"{BUCKET_GRANULE} from {BUCKET_GRANULE} to {MAX_PATCHES} (an aligned patch count)"
-                    )
+                raw = _patch_label(sample.labels, "patches", source)
                 n = nonnegative_count(sample.value, f'{IMAGES_METRIC}_total{{patches="{raw}"}}', source)
                 images[int(raw)] += n
                 bucket = sample.labels.get("bucket", "")
                 if bucket.isdigit() and n:
-                    hit.add(int(bucket))
+                    hit.add(int(_patch_label(sample.labels, "bucket", source)))
                 elif bucket == "oversize":
                     oversize += n
             elif sample.name == PADDING_METRIC + "_total":
                 padding += nonnegative_count(sample.value, f"{PADDING_METRIC}_total", source)
     counted = {p: n for p, n in sorted(images.items()) if n}
     return LiveCounts(counted, tuple(sorted(hit)), oversize, padding)
+
+
+def _patch_label(labels: dict[str, str], name: str, source: str) -> str:
+    """An image counter's ``patches`` label (an aligned patch count, whole tiles of 64) or numeric ``bucket`` label
+    (a running bucket: a multiple of 4 is read too, values.ACCEPTED_FORM), no larger than any bucket can be; anything
+    else exits 2 naming the value and the accepted range."""
+    raw, step = labels.get(name, ""), BUCKET_GRANULE if name == "patches" else 1
+    if not raw.isdigit() or len(raw) > 9 or not 0 < int(raw) <= MAX_PATCHES or int(raw) % step:
+        what = (f"an aligned patch count, a multiple of {BUCKET_GRANULE} from {BUCKET_GRANULE}" if step > 1
+                else "a bucket, a whole number from 1")  # fmt: skip
+        raise ConfigError(
+            f"{FLAG} {source}: {IMAGES_METRIC}_total has {name}={raw[:20]!r}; expected {what} to {MAX_PATCHES} "
+            "(2^20, the largest bucket, above any image the server accepts)"
+        )
+    return raw
 
 
 def _require_images(live: LiveCounts, source: str) -> LiveCounts:

@@ -34,6 +34,7 @@ from typing import BinaryIO, cast
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.logs.patterns import ANSI
+from vllm_hpu_mm.values import size_cap
 
 __all__ = [
     "DIAGNOSE",
@@ -167,7 +168,7 @@ def _capped(stream: BinaryIO | io.BufferedIOBase, path: str) -> io.BufferedReade
 
 
 def _too_large(path: str, limit: int) -> str:
-    return (f"log {path!r} holds more than {limit >> 20} MiB of text; accepted: a log up to that size: pass the end "
+    return (f"log {path!r} holds more than {size_cap(limit)} of text; accepted: a log up to that size: pass the end "
             f"of it (tail -c 500M {path if path != '-' else 'LOG'} | vllm-hpu-mm ... -)")  # fmt: skip
 
 

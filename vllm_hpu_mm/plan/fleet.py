@@ -47,6 +47,7 @@ from vllm_hpu_mm.replay.timing import Timer
 from vllm_hpu_mm.replay.whole import latency_interval
 from vllm_hpu_mm.runtimes.base import BatchLimits
 from vllm_hpu_mm.traffic.requests import Traffic
+from vllm_hpu_mm.values import size_cap
 
 __all__ = [
     "HANDOFF_BYTES_PER_S",
@@ -543,7 +544,7 @@ def parse_profile(raw: str, text: str | None = None) -> tuple[Period, ...]:
             periods.append(_period(str(i + 1), seconds, rate, f"period {i + 1}"))
     else:
         if len(text) > _MAX_PROFILE_BYTES:
-            raise ConfigError(f"load profile {raw}: over {_MAX_PROFILE_BYTES:,} bytes; accepted: a CSV of periods")
+            raise ConfigError(f"load profile {raw}: over {size_cap(_MAX_PROFILE_BYTES)}; accepted: a CSV of periods")
         rows = csv.DictReader(io.StringIO(text))
         fields = {f.strip().lower(): f for f in rows.fieldnames or ()}
         if not {"seconds", "rate"} <= fields.keys():

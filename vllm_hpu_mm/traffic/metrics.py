@@ -27,6 +27,7 @@ from typing import Any
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.traffic.requests import TextRow
+from vllm_hpu_mm.values import size_cap
 
 __all__ = [
     "FLAG",
@@ -99,7 +100,7 @@ class _Body:
     def _keep(self, data: bytes) -> None:
         self.size += len(data)
         if self.size > self.max_bytes:
-            raise _Cut(f"the body passed {self.max_bytes:,} bytes" + (" decompressed" if self.decoder else ""))
+            raise _Cut(f"the body passed {size_cap(self.max_bytes)}" + (" decompressed" if self.decoder else ""))
         self.chunks.append(data)
 
     def add(self, chunk: bytes) -> None:
@@ -135,7 +136,7 @@ def _fetch(url: str, *, timeout_s: float, deadline_s: float, max_bytes: int, fla
             with urllib.request.urlopen(url, timeout=min(timeout_s, deadline_s)) as response:
                 declared = response.headers.get("Content-Length", "")
                 if declared.isdigit() and int(declared) > max_bytes:
-                    raise _Cut(f"it declares {int(declared):,} bytes, more than the {max_bytes:,} read")
+                    raise _Cut(f"it declares {int(declared):,} bytes, more than the {size_cap(max_bytes)} read")
                 body, size = _Body(response.headers.get("Content-Encoding", ""), max_bytes), 0
                 while not stop.is_set():
                     chunk = response.read1(1 << 16)  # what has arrived, never waiting to fill a buffer
@@ -143,7 +144,7 @@ def _fetch(url: str, *, timeout_s: float, deadline_s: float, max_bytes: int, fla
                         break
                     size += len(chunk)
                     if size > max_bytes:
-                        raise _Cut(f"the body passed {max_bytes:,} bytes")
+                        raise _Cut(f"the body passed {size_cap(max_bytes)}")
                     body.add(chunk)
                 left = getattr(response, "length", None)
                 if isinstance(left, int) and left > 0:  # read1 ends quietly where the server closed early
@@ -190,7 +191,7 @@ def read_exposition(source: str, *, timeout_s: float = TIMEOUT_S, deadline_s: fl
         except OSError as exc:
             raise ConfigError(f"{flag} {source}: cannot read it ({_clip(exc.strerror or exc)}); {_ACCEPTED}") from None
     if len(body) > max_bytes:
-        raise ConfigError(f"{flag} {source}: larger than {max_bytes:,} bytes; {_ACCEPTED} (vLLM's own page is "
+        raise ConfigError(f"{flag} {source}: larger than {size_cap(max_bytes)}; {_ACCEPTED} (vLLM's own page is "
                           "tens of kilobytes)")  # fmt: skip
     if body.startswith(b"\x1f\x8b"):  # gzip's magic: a page saved compressed, or sent so without saying it
         try:

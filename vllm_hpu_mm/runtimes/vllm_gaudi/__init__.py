@@ -60,6 +60,7 @@ from vllm_hpu_mm.runtimes.vllm_gaudi.releases import (
 )
 from vllm_hpu_mm.runtimes.vllm_gaudi.runner import RunnerLookup
 from vllm_hpu_mm.runtimes.vllm_gaudi.vision import BATCH_WARMUP_SIDE, dummy_image_size, vision_table_entry
+from vllm_hpu_mm.values import size_cap
 
 __all__ = [
     "BUCKET_FILE_VAR",
@@ -313,7 +314,7 @@ def model_from_env(
             raise ConfigError(f"{source}: cannot read it ({why}); accepted: a readable vllm-gaudi bucket "
                               "file") from None  # fmt: skip
         if len(raw) > MAX_BUCKET_FILE_BYTES:
-            raise ConfigError(f"{source}: larger than {MAX_BUCKET_FILE_BYTES:,} bytes; accepted: a vllm-gaudi bucket "
+            raise ConfigError(f"{source}: larger than {size_cap(MAX_BUCKET_FILE_BYTES)}; accepted: a vllm-gaudi bucket "
                               f"file (at most {MAX_FILE_BUCKETS:,} buckets, a few megabytes)")  # fmt: skip
         cfg = dataclasses.replace(cfg, file_text=text, file_source=source)
     return VllmGaudi(cfg, traits=traits_for(release), installed=ask, env=tuple(sorted(env.items())))
