@@ -48,9 +48,9 @@ class Draft:
         if i.enforce_eager and GRAPH_RESERVED_MEM in i.runtime.traits.reads:
             draft.notes.append(f"{i.eager_by}: {i.runtime_words} reserves no graph memory (it reads no "
                                f"{GRAPH_RESERVED_MEM} then: 0): not exported")  # fmt: skip
-        yours = [f"{name}={i.runtime_env[name]}" for name in unread if name in values and name in i.runtime_env]
-        if yours:
-            draft.notes.append(f"your {', '.join(yours)}: not read by {i.runtime_words}"
+        # one note per variable, as docs/oom-tuning.md promises each one set (`your VAR=V: not read by ...`)
+        for name in (n for n in unread if n in values and n in i.runtime_env):
+            draft.notes.append(f"your {name}={i.runtime_env[name]}: not read by {i.runtime_words}"
                                f"{f' under {i.eager_by}' if i.enforce_eager else ''}; it only splits the plan's "
                                "graph pools (no figure of the runtime's follows it)")  # fmt: skip
         return draft
