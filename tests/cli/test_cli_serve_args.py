@@ -776,6 +776,39 @@ def test_a_value_outside_the_stored_bounds_is_refused_without_vllm(argv: list[st
 
 
 @pytest.mark.vllm
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [(["--compilation-config", '{"encoder_cudagraph_token_budgets": [0, 1024]}'],
+      "--compilation-config: refused by vLLM's CompilationConfig, as vLLM's parser reads it (Value error, All "
+      "encoder_cudagraph_token_budgets must be positive"),
+     (["-cc.encoder_cudagraph_token_budgets", "[-4]"], "-cc.encoder_cudagraph_token_budgets: refused by vLLM's "
+      "CompilationConfig"),
+     (["--kv-events-config", '{"publisher": "bogus"}'], "--kv-events-config: refused by vLLM's KVEventsConfig"),
+     (["--attention-config", '{"no_such_field": 1}'], "--attention-config: refused by vLLM's AttentionConfig")],
+)  # fmt: skip
+def test_a_json_config_vllms_parser_refuses_is_refused_in_a_plain_dry_run(argv: list[str], said: str) -> None:
+    """vLLM's parser reads each JSON config into its config class, whose validators refuse what the stored table
+    cannot know: a plain dry run asks the installed class, one line, exit 2 (r9cuda case 20)."""
+    with pytest.raises(ConfigError, match=rf"^server argument {re.escape(said)}") as info:
+        parse("--model", "m", *argv)
+    assert "\n" not in str(info.value)
+    taken = parse("--model", "m", "--compilation-config", '{"encoder_cudagraph_token_budgets": [1024, 2048]}')
+    assert taken.compilation_config == {"encoder_cudagraph_token_budgets": [1024, 2048]}
+    assert parse("--model", "m", "--kv-events-config", '{"publisher": "zmq", "hwm": 1k}').sizing.model == "m"
+
+
+@pytest.mark.vllm
+def test_the_json_config_classes_are_those_vllms_parser_reads_into(vllm_parser: argparse.ArgumentParser) -> None:
+    read_into = {}
+    for action in vllm_parser._actions:
+        for convert in (action.type, *(c.cell_contents for c in getattr(action.type, "__closure__", None) or ())):
+            if getattr(convert, "__qualname__", "").endswith("parse_dataclass"):
+                cls = convert.__defaults__[0]
+                read_into[action.dest] = f"{cls.__module__}:{cls.__name__}"
+    assert read_into == serve_args.JSON_CONFIG_CLASSES
+
+
+@pytest.mark.vllm
 def test_vllms_own_validation_errors_are_invalid_input_not_a_bug(
     vllm_parser: argparse.ArgumentParser, tmp_path: Path
 ) -> None:

@@ -261,6 +261,22 @@ def test_language_model_only_drops_the_tower_and_refuses_images_as_every_limit_a
         assert "--limit-mm-per-prompt" not in out.exports.args  # vllm-gaudi gets no image limit to warm
 
 
+@pytest.mark.parametrize("on", [True, "true", 1])
+def test_language_model_only_with_encoder_cuda_graphs_on_is_refused_as_vllms_config_refuses_it(
+    tmp_path: Path, on: object
+) -> None:
+    """config/vllm.py 1457-1467 (vLLM 0.32): VllmConfig raises ValueError for the pair on a multimodal model, while
+    it builds its config from the arguments (r9cuda case 21)."""
+    sizing = on_default_device(dataclasses.replace(SMALL, runtime="vllm-cuda", device="h100"))
+    with pytest.raises(ConfigError, match=r"^--language-model-only and --compilation-config's cudagraph_mm_encoder"):
+        prepare(sizing, load(), {}, server_args=["--model", "m"], output_dir=tmp_path, limit_mm_per_prompt=None,
+                compilation_config={"cudagraph_mm_encoder": on}, language_model_only=True)  # fmt: skip
+    for config, only in (({"cudagraph_mm_encoder": False}, True), ({"cudagraph_mm_encoder": True}, False)):
+        out = prepare(sizing, load(), {}, server_args=["--model", "m"], output_dir=tmp_path, limit_mm_per_prompt=None,
+                      compilation_config=config, language_model_only=only)  # fmt: skip
+        assert out.plan is not None
+
+
 def test_mm_processor_kwargs_max_pixels_caps_the_vision_buckets_and_cudas_encoder_budgets(tmp_path: Path) -> None:
     """vLLM 0.32 qwen2_vl.py _get_vision_size: max_pixels 802816 (896 x 896) bounds every image at 4096 patches, 1024
     tokens: no bucket or encoder budget above the one that holds it is planned, and the notes say why."""

@@ -329,6 +329,18 @@ def test_enforce_eager_means_no_graph_parts_to_bound(runtime: str) -> None:
     assert "VLLM_BUCKETING_FROM_FILE" not in e.env
 
 
+def test_each_graph_variable_set_for_a_runtime_that_reads_none_gets_its_own_not_read_note() -> None:
+    """docs/oom-tuning.md: each one you set gets a note naming it (`your VAR=V: not read by ...`); the three shared
+    one note on vllm-cuda (r9cuda case 11)."""
+    env = {"VLLM_GRAPH_RESERVED_MEM": "0.3", "VLLM_GRAPH_PROMPT_RATIO": "0.5",
+           "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO": "0.6"}  # fmt: skip
+    p = make_plan("vllm-cuda", "h100", env=env)
+    e = exports_for(p, ExportContext(ServerFlags(user_env=env)))
+    for name, value in env.items():
+        assert sum(n.startswith(f"your {name}={value}: not read by vllm-cuda") for n in e.notes) == 1
+        assert name not in e.env
+
+
 @pytest.mark.parametrize("runtime", ["vllm-gaudi", "vllm-fork==0.9.0.1"])
 def test_a_prompt_ratio_set_for_a_runtime_that_does_not_read_it_is_named_as_not_read_never_as_applied(
     runtime: str,

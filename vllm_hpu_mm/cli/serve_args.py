@@ -44,7 +44,7 @@ from vllm_hpu_mm.cli.vllm_argv import (
 )
 from vllm_hpu_mm.cli.vllm_argv import resolve as _resolve
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.plan.args import DEFAULT_GPU_MEMORY_UTILIZATION, VLLM_FLAGS, Option, SizingArgs
+from vllm_hpu_mm.plan.args import DEFAULT_GPU_MEMORY_UTILIZATION, VLLM_FLAGS, Option, SizingArgs, human_readable_int
 from vllm_hpu_mm.plan.derived import DEFAULT_OPTIMIZATION_LEVEL, optimization_level
 
 __all__ = [
@@ -175,6 +175,80 @@ def _typed_flag(dest: str, args: Sequence[Arg], argv: Sequence[str], table: Opti
                 "--" + dest.replace("_", "-"))  # fmt: skip
 
 
+#: The config class vLLM 0.32's parser reads each JSON config flag into (``engine/arg_utils.py``
+#: ``parse_dataclass``: ``TypeAdapter(cls).validate_json``, so the class's validators and ``__post_init__`` run
+#: in the parser and a value they refuse ends vLLM with exit 2); checked against the installed parser by a test.
+JSON_CONFIG_CLASSES = {
+    "quantization_config": "vllm.config.quantization:QuantizationConfigArgs",
+    "pooler_config": "vllm.config.pooler:PoolerConfig",
+    "eplb_config": "vllm.config.parallel:EPLBConfig",
+    "fault_tolerance_config": "vllm.config.fault_tolerance:FaultToleranceConfig",
+    "logging_config": "vllm.config.logging:LoggingConfig",
+    "ir_op_priority": "vllm.config.kernel:IrOpPriorityConfig",
+    "kv_transfer_config": "vllm.config.kv_transfer:KVTransferConfig",
+    "kv_events_config": "vllm.config.kv_events:KVEventsConfig",
+    "ec_transfer_config": "vllm.config.ec_transfer:ECTransferConfig",
+    "ec_manager_config": "vllm.config.ec_manager_config:EncoderCacheManagerConfig",
+    "compilation_config": "vllm.config.compilation:CompilationConfig",
+    "attention_config": "vllm.config.attention:AttentionConfig",
+    "engram_config": "vllm.config.engram:EngramConfig",
+    "reasoning_config": "vllm.config.reasoning:ReasoningConfig",
+    "kernel_config": "vllm.config.kernel:KernelConfig",
+    "structured_outputs_config": "vllm.config.structured_outputs:StructuredOutputsConfig",
+    "aux_output_config": "vllm.config.aux_output:AuxOutputConfig",
+    "profiler_config": "vllm.config.profiler:ProfilerConfig",
+    "weight_transfer_config": "vllm.config.weight_transfer:WeightTransferConfig",
+}
+#: A bare number with a suffix outside JSON strings (vLLM 0.32 ``_expand_json_human_readable_numbers``).
+_JSON_STRING = re.compile(r'("(?:[^"\\]|\\.)*")')
+_JSON_HUMAN = re.compile(r"\b\d+(?:\.\d+)?[kKmMgGtT]\b")
+
+
+def _expand_human(raw: str) -> str:
+    parts = _JSON_STRING.split(raw)
+    parts[::2] = [_JSON_HUMAN.sub(lambda m: str(human_readable_int(m.group())), part) for part in parts[::2]]
+    return "".join(parts)
+
+
+@functools.cache
+def _config_adapter(path: str) -> Any:
+    """pydantic's reader of one of vLLM's config classes (None: this vLLM has no such class)."""
+    import pydantic
+
+    module, name = path.split(":")
+    try:
+        return pydantic.TypeAdapter(getattr(importlib.import_module(module), name))
+    except (ImportError, AttributeError):
+        return None
+
+
+def _check_json_configs(ns: argparse.Namespace, args: Sequence[Arg], argv: Sequence[str], table: OptionTable) -> None:
+    """Refuse a JSON config vLLM's parser refuses: it reads each into its config class (:data:`JSON_CONFIG_CLASSES`),
+    whose rules the stored table does not hold (``{"encoder_cudagraph_token_budgets": [0]}``: ``CompilationConfig``
+    ``__post_init__``, ``config/compilation.py`` 1072-1078), so the installed vLLM's class reads it here as there;
+    the import (seconds) is paid only when such a flag is given, and without vLLM the server's parser checks it."""
+    given = {dest: raw for dest in JSON_CONFIG_CLASSES if isinstance(raw := getattr(ns, dest, None), str)}
+    if not given or not vllm_installed():
+        return
+    import pydantic
+
+    quiet_import_notices()
+    for dest, raw in given.items():
+        adapter = _config_adapter(JSON_CONFIG_CLASSES[dest])
+        if adapter is None:
+            continue  # another vLLM's layout: its own parser checks the value at launch
+        try:
+            adapter.validate_json(_expand_human(raw))
+        except pydantic.ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(part) for part in error["loc"])
+            why = scrub(" ".join(f"{where + ': ' if where else ''}{error['msg']}".split()), argv)
+            name = JSON_CONFIG_CLASSES[dest].split(":")[1]
+            raise ConfigError(f"server argument {_typed_flag(dest, args, argv, table)}: refused by vLLM's {name}, as "
+                              f"vLLM's parser reads it ({why}); accepted: a JSON object of {name}'s fields with "
+                              "values it takes") from None  # fmt: skip
+
+
 #: vLLM's value types of the other flags the plan reads.
 _READ_TYPES: dict[str, Callable[[str], str]] = {"compilation_config": _json_object, "limit_mm_per_prompt": _mm_limits}
 
@@ -198,9 +272,18 @@ def _mirror(table: OptionTable) -> _Parser:
             p.add_argument(*o.strings, dest=o.dest, action="store_const", const=True)
         else:  # vLLM's own type and choices: a value its parser refuses is refused here
             read = o.reader()
+            if read is not None and o.convert is None and o.dest in JSON_CONFIG_CLASSES:
+                read = _kept_raw(read)  # its form checked; its fields by _check_json_configs, from the text
             typed: dict[str, Any] = {} if read is None else {"type": read}
             p.add_argument(*o.strings, dest=o.dest, nargs=o.nargs, choices=o.choices, **typed)
     return p
+
+
+def _kept_raw(read: Callable[[str], Any]) -> Callable[[str], Any]:
+    def raw(value: str) -> Any:
+        return None if read(value) is None else value
+
+    return raw
 
 
 def _explain(message: str, args: Sequence[Arg], argv: Sequence[str], table: OptionTable) -> str:
@@ -346,6 +429,7 @@ def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
     backend = getattr(ns, "distributed_executor_backend", None)
     _check_executor_backend(backend, _typed_flag("distributed_executor_backend", args, argv, table))
     _check_bounds(ns, args, argv, table)
+    _check_json_configs(ns, args, argv, table)
     notes: tuple[str, ...] = ()
     # the first ``--`` argparse saw (one taken as a dotted flag's value never reaches it, as in vLLM's parser)
     end = next((a.origin for a in args if a == "--" and isinstance(a, Arg) and a.origin is not None), None)

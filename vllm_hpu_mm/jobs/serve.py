@@ -233,6 +233,27 @@ def choose_vision(inputs: PlanInputs, traffic: Traffic, sizing: SizingArgs, sett
                   keep=bool(sizing.keep_buckets))  # fmt: skip
 
 
+#: pydantic's spellings of a true bool (``cudagraph_mm_encoder`` is read into ``CompilationConfig`` by pydantic).
+_TRUE_WORDS = frozenset({"1", "true", "t", "yes", "y", "on"})
+
+
+def _check_encoder_graphs_served(inputs: PlanInputs, compilation_config: Mapping[str, Any] | None,
+                                 language_model_only: bool) -> None:  # fmt: skip
+    """Refuse ``--language-model-only`` with encoder CUDA graphs on, for a multimodal model on vLLM 0.32 (CUDA and
+    CPU): ``VllmConfig.__post_init__`` (``config/vllm.py`` 1457-1467) raises ValueError for the pair while vLLM
+    builds its config from the arguments (``EngineArgs.create_engine_config``), before anything is loaded, as it
+    refuses two capture-size settings there; vLLM builds a multimodal config only for a multimodal model."""
+    value = (compilation_config or {}).get("cudagraph_mm_encoder")
+    on = value is True or (type(value) is int and value == 1) or str(value).lower() in _TRUE_WORDS
+    if not (language_model_only and on and inputs.model.vision.present):
+        return
+    if inputs.runtime.traits.backend not in ("cuda", "cpu"):
+        return  # vLLM 0.32's rule; the Gaudi runtimes' vLLM is not checked for it
+    raise ConfigError("--language-model-only and --compilation-config's cudagraph_mm_encoder=true are both given: "
+                      "vLLM refuses the pair (config/vllm.py VllmConfig: the language model alone never runs the "
+                      "multimodal encoder, so it has no graphs to capture); accepted: one of them")  # fmt: skip
+
+
 def plan_and_choose(sizing: SizingArgs, settings: Settings, runtime_env: dict[str, str],
                     requests: int = DEFAULT_REQUESTS, *, text: bool = True, images_refused: bool = False,
                     compilation_config: Mapping[str, Any] | None = None, limit_mm_per_prompt: str | None = None,
@@ -252,6 +273,7 @@ def plan_and_choose(sizing: SizingArgs, settings: Settings, runtime_env: dict[st
     ``--from-metrics`` joins ``--sizes``), planned in its place. Errors name the flags as the user spelled them."""
     inputs, costs = plan_inputs(sizing, settings, runtime_env, limit_mm_per_prompt=limit_mm_per_prompt,
                                 language_model_only=language_model_only)  # fmt: skip
+    _check_encoder_graphs_served(inputs, compilation_config, language_model_only)
     if compilation_config:
         inputs = dataclasses.replace(inputs, runtime=inputs.runtime.with_compilation_config(compilation_config))
     off = graphs_off_by(inputs.enforce_eager, compilation_config, optimization_level,

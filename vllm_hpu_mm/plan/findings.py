@@ -139,9 +139,11 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
         graphs = f" and {s.graph_bytes / GIB:.2f} GiB of graphs" if s.graph_bytes else ""
         given_by = i.kv_cache_memory_source or f"--kv-cache-memory-bytes {kv_given}"
         message = (f"{given_by} ({kv_given / GIB:.2f} GiB){graphs} is more than the "
-                   f"{p_free / GIB:.2f} GiB left after the weights and profiling: {i.runtime.name.value} allocates it "
-                   "whatever memory holds (--gpu-memory-utilization is not read), out of memory at the "
-                   "allocation")  # fmt: skip
+                   f"{p_free / GIB:.2f} GiB left after the weights and profiling: {i.runtime.name.value} "
+                   + ("refuses it at start-up (vLLM 0.32 v1/worker/cpu_worker.py determine_available_memory: more "
+                      "than the NUMA node's available memory)" if traits.backend == "cpu" else
+                      "allocates it whatever memory holds (--gpu-memory-utilization is not read), out of memory at "
+                      "the allocation"))  # fmt: skip
         fix = Fix(f"--kv-cache-memory-bytes {room} or less", "--kv-cache-memory-bytes", room)
         if i.kv_cache_memory_source:  # the variable wins over the flag: only it can lower the size
             var = i.kv_cache_memory_source.split("=", 1)[0]

@@ -52,6 +52,7 @@ class Draft:
         if i.enforce_eager and GRAPH_RESERVED_MEM in i.runtime.traits.reads:
             draft.notes.append(f"{i.eager_by}: {i.runtime_words} reserves no graph memory (it reads no "
                                f"{GRAPH_RESERVED_MEM} then: 0): not exported")  # fmt: skip
+        # one note per variable, as docs/oom-tuning.md promises each one set (`your VAR=V: not read by ...`)
         for name in (n for n in unread if n in values and n in i.runtime_env):
             draft.notes.append(_not_read_note(plan, name, i.runtime_env[name], values[name]))
         return draft
