@@ -339,6 +339,10 @@ def test_each_graph_variable_set_for_a_runtime_that_reads_none_gets_its_own_not_
     for name, value in env.items():
         assert sum(n.startswith(f"your {name}={value}: not read by vllm-cuda") for n in e.notes) == 1
         assert name not in e.env
+    # vLLM on CUDA profiles its graphs: no share of the plan's follows a ratio, so none is said to split by it
+    assert not any("splits its graph pools by it" in n for n in e.notes)
+    assert sum("changes nothing planned: the runtime profiles its graphs' memory itself" in n for n in e.notes) == 3
+    assert p.split == make_plan("vllm-cuda", "h100").split
 
 
 @pytest.mark.parametrize("runtime", ["vllm-gaudi", "vllm-fork==0.9.0.1"])

@@ -96,11 +96,14 @@ class Draft:
 def _not_read_note(plan: Plan, name: str, raw: str, planned: float) -> str:
     """What the plan does with a ratio of the shell's that the runtime does not read: the split it does make (a
     prompt ratio in the shell changes nothing planned, :func:`vllm_hpu_mm.plan.inputs.build`), none where it has no
-    graph pools, or that it splits by the value while no figure of the runtime's follows it."""
+    graph pools or the runtime profiles them (no share), or that it splits by the value while no figure of the
+    runtime's follows it."""
     i = plan.inputs
     head = f"your {name}={raw}: not read by {i.runtime_words}{f' under {i.eager_by}' if i.enforce_eager else ''}"
     if not plan.split.graph_bytes:
         return f"{head}, so it changes nothing planned: the plan has no graph pools"
+    if i.runtime.traits.profiles_graphs:  # vLLM on CUDA: its graphs take what its profiling measures, no share
+        return f"{head}, so it changes nothing planned: the runtime profiles its graphs' memory itself"
     if math.isclose(float(raw), planned):
         return f"{head}; the plan still splits its graph pools by it (no figure of the runtime's follows it)"
     return f"{head}, so it changes nothing planned: the plan splits its graph pools at {planned:g}"
