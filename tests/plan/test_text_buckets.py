@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from vllm_hpu_mm.buckets.text import TextLimits
+from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
+from vllm_hpu_mm.buckets.text_budget import BudgetedPlan
+from vllm_hpu_mm.buckets.text_time import BudgetTooSmall
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.catalog import CATALOG, DEFAULT_MODEL
 from vllm_hpu_mm.plan.text_buckets import load_shapes, plan_for_traffic, planning_weights, text_time
+from vllm_hpu_mm.plan.text_choice import within_warmed
 from vllm_hpu_mm.replay.schedules import Images, replay_model, schedules
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling
@@ -79,3 +82,30 @@ def test_decode_steps_sharing_a_cached_prefix_past_exps_ceiling_are_held_by_a_pl
     assert told is not None
     assert not replay_model(told, shape, r, "planned").compiles
     assert max(b[2] for b in chosen.plan.decode) > limits.decode_block_cap
+
+
+def _listed(n: int) -> BudgetedPlan:
+    """A stand-in plan of ``n`` listed buckets (half of them decode), at least 10 keeping every shape."""
+    if n < 10:
+        raise BudgetTooSmall(f"text graph budget {n} is too small", 10)
+    prompt = tuple((1, 128 * (k + 1), 0) for k in range(n - n // 2))
+    decode = tuple((1, 1, k + 1) for k in range(n // 2))
+    return BudgetedPlan(TextBucketPlan(prompt, decode, 1, 1, (len(prompt), len(decode))), n, "given", ())
+
+
+def _tripled_decode(p: TextBucketPlan) -> int:  # speculative decoding: each listed decode bucket warms three
+    return len(p.prompt) + 3 * len(p.decode)
+
+
+def test_a_given_budget_is_planned_at_fewer_listed_buckets_where_the_runtime_warms_more() -> None:
+    chosen = within_warmed(_listed, 60, _tripled_decode, "--text-graph-budget")
+    assert _tripled_decode(chosen.plan) <= 60
+    assert _tripled_decode(chosen.plan) >= 56  # the most that fits, not merely some plan within it
+    assert chosen.budget == 60
+    assert "the runtime warms" in chosen.reason
+
+
+def test_a_given_budget_below_what_the_fewest_listed_buckets_warm_is_refused_with_that_least() -> None:
+    with pytest.raises(BudgetTooSmall, match="accepted: at least 20 graphs") as refused:
+        within_warmed(_listed, 15, _tripled_decode, "--text-graph-budget")
+    assert refused.value.least == 20

@@ -364,7 +364,8 @@ PLAN_OPTIONS: tuple[Option, ...] = (
            "requests (default: the embedded default traffic)", nonempty("a request CSV or a folder of images"),
            metavar="CSV|DIR"),
     Option("text_graph_budget", "text-graph-budget", "most prompt + decode graphs in the text buckets planned for "
-           "vllm-gaudi (default: a third of what its own strategy warms for the same limits, raised at most to a "
+           "vllm-gaudi, as it warms them (speculative decoding's added decode buckets counted) "
+           "(default: a third of what its own strategy warms for the same limits, raised at most to a "
            f"half only as far as the buckets need to match its own efficiencies on the traffic; at least 2, at most "
            f"{GRAPH_BUDGET_CEILING})", integer,
            bound=GRAPH_BUDGET),

@@ -189,7 +189,8 @@ def _text_plan_dict(p: Plan, c: TextChoice) -> dict[str, Any]:
 def graph_count_notes(p: Plan, c: TextChoice) -> list[str]:
     """What the graph count of the exported text buckets owes to the runtime rather than to the list: the decode
     buckets speculative decoding adds to each listed one, and a warm-up above the text-graph budget (why, by how
-    much). A budget counts the listed buckets; the runtime's expansion comes after it."""
+    much). A given budget counts the graphs warmed (:func:`~vllm_hpu_mm.plan.text_choice.within_warmed`); the default
+    rule's counts the listed buckets, the runtime's expansion coming after it."""
     spec = speculative_graphs(p)
     exported = c.after if c.after is not None else c.before
     warmed = 0 if c.skip_warmup else sum(exported.warmed)

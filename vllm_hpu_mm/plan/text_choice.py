@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
 from vllm_hpu_mm.buckets.text_budget import BudgetedPlan
-from vllm_hpu_mm.buckets.text_time import BudgetTooSmall
+from vllm_hpu_mm.buckets.text_time import GROSS_FACTOR, BudgetTooSmall
 from vllm_hpu_mm.buckets.text_worst import Sampler, WorstCase
 from vllm_hpu_mm.buckets.turns import in_turns
 from vllm_hpu_mm.collector import fewer_collections
@@ -189,8 +190,73 @@ def plan_for(i: PlanInputs, shape: EngineShape, runs: Schedules, block_cap: int,
     time = text_time(i.model, i.device, block_size=i.block_size, tensor_parallel_size=i.tensor_parallel_size)
     warmup = text_warmup(runtime.traits, block_size=i.block_size, eager=i.enforce_eager)
     most = None if budget is None else most_graphs(i, shape)
-    return plan_for_traffic(runs, limits, runtime.text_shapes(shape), time, budget=budget, budget_flag=budget_flag,
-                            sweep=sweep, warmup=warmup, most=most, between=between)  # fmt: skip
+
+    def planned(listed: int | None) -> BudgetedPlan:
+        return plan_for_traffic(runs, limits, runtime.text_shapes(shape), time, budget=listed,
+                                budget_flag=budget_flag, sweep=sweep, warmup=warmup, most=most,
+                                between=between)  # fmt: skip
+
+    if budget is None:
+        return planned(None)
+    return within_warmed(planned, budget, lambda p: warmed_graphs(runtime, shape, p), budget_flag)
+
+
+#: Plans tried at most for a given budget the runtime's expansion passes (the first included): each a few seconds.
+MOST_BUDGET_TRIES = 7
+
+
+def warmed_graphs(runtime: RuntimeModel, shape: EngineShape, p: TextBucketPlan) -> int:
+    """The graphs the runtime warms for the planned buckets: more than they list where it expands them (vllm-gaudi
+    under speculative decoding adds decode buckets of batch x (1 + tokens) to each: extension/bucketing/common.py
+    generate_spec_decode_buckets @ 091bbadd), counted by the runtime's own model."""
+    told = runtime.with_text_buckets(p.prompt, p.decode)
+    if told is None:
+        return len(p.prompt) + len(p.decode)
+    shapes = told.text_shapes(shape)
+    return len(shapes.prefill) + len(shapes.decode)
+
+
+def within_warmed(
+    planned: Callable[[int], BudgetedPlan], budget: int, warmed: Callable[[TextBucketPlan], int], flag: str
+) -> BudgetedPlan:
+    """The plan for a given ``budget`` of graphs the runtime warms (a given budget is not exceeded): planned at
+    ``budget`` listed buckets, and where the runtime warms more than it lists (speculative decoding), planned again
+    at fewer listed buckets, the most whose warmed graphs fit, searched in at most :data:`MOST_BUDGET_TRIES` plans.
+    Refused (BudgetTooSmall) where the least bucket list that keeps every shape warms more than ``budget``."""
+    first = planned(budget)
+    count = warmed(first.plan)
+    if count <= budget:
+        return first
+    best: tuple[BudgetedPlan, int, int] | None = None  # (plan, listed, warmed) of the most warmed that fits
+    bad, good, listed = budget, 0, max(2, budget * budget // count)
+    for _ in range(MOST_BUDGET_TRIES - 1):
+        floor = False
+        try:
+            chosen = planned(listed)
+        except BudgetTooSmall as exc:  # below the least list that keeps every shape: try that one
+            floor, listed, chosen = True, exc.least, planned(exc.least)
+        count = warmed(chosen.plan)
+        if count <= budget:
+            good = max(good, listed)
+            if best is None or count > best[2]:
+                best = (chosen, listed, count)
+        else:
+            bad = listed
+            if floor or listed <= 2:  # no fewer buckets keep every shape
+                break
+        if bad - good <= 1:
+            break
+        listed = (good + bad) // 2 if good else max(2, listed * budget // count)
+    if best is None:  # even the least list that keeps every shape warms more than the budget
+        raise BudgetTooSmall(f"{flag} {budget} is too small to keep every shape within {GROSS_FACTOR}x its need: the "
+                             f"runtime warms {count} graphs for the fewest buckets that do ({listed} listed; "
+                             f"speculative decoding adds decode buckets to those listed); accepted: at least {count} "
+                             "graphs for these limits and traffic", count)  # fmt: skip
+    chosen, listed, count = best
+    reason = (f"{budget} graphs (given; the runtime warms {count} for the {listed} buckets listed: speculative "
+              "decoding adds decode buckets to those listed)")  # fmt: skip
+    worst = None if chosen.worst is None else dataclasses.replace(chosen.worst, graphs=count, budget=budget)
+    return dataclasses.replace(chosen, budget=budget, reason=reason, worst=worst)
 
 
 def most_graphs(i: PlanInputs, shape: EngineShape) -> int:
