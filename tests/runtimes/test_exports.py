@@ -228,7 +228,7 @@ def test_under_a_skipped_warmup_a_fork_line_before_1_19_runs_no_graph() -> None:
     p = make_plan("vllm-fork==0.5.3.post1+gaudi118", "gaudi2", env=env)
     e = exports_for(p, ExportContext(ServerFlags(user_env=env)))
     assert e.enforcement["decode_graphs"].honoured
-    assert e.enforcement["decode_graphs"].note.startswith("no graph: warm-up skipped")
+    assert e.enforcement["decode_graphs"].note.startswith("VLLM_SKIP_WARMUP: no graph runs")
 
 
 def test_cuda_gets_one_compilation_config_with_encoder_budgets_and_capture_sizes() -> None:
@@ -512,3 +512,26 @@ def test_a_fix_names_a_variable_the_runtime_does_not_read_only_as_a_planning_inp
             for variable in GUIDE:
                 if variable in text and variable not in reads:
                     assert f"{runtime} does not read it" in text or f"{runtime} reads neither" in text, text
+
+
+def test_under_a_skipped_warmup_vllm_gaudi_s_bucket_file_note_says_each_graph_is_captured_on_first_use() -> None:
+    # warmup_model returns before any warm-up (v1/worker/hpu_model_runner.py:6218 @091bbadd): no bucket is warmed
+    env = {"VLLM_SKIP_WARMUP": "true"}
+    p = planned(make_plan("vllm-gaudi", "gaudi2", env=env))
+    e = exports_for(p, ExportContext(ServerFlags(user_env=env, skip_warmup=True)))
+    note = next(n for n in e.notes if n.startswith("vllm-gaudi: bucket file"))
+    assert "captured on its first use" in note
+    assert "warmed bucket" not in note
+    assert "none is compiled at run time" not in note
+
+
+def test_under_a_skipped_warmup_vllm_gaudi_gets_nothing_that_only_steers_its_vision_warm_up() -> None:
+    # the multimodal warm-up never runs: the limit and the resolutions would steer nothing
+    env = {"VLLM_SKIP_WARMUP": "true"}
+    p = make_plan("vllm-gaudi", "gaudi2", env=env)
+    e = exports_for(p, ExportContext(ServerFlags(user_env=env, skip_warmup=True), images={(640, 480): 10}))
+    assert "--limit-mm-per-prompt" not in e.args
+    assert "VLLM_MULTIMODAL_RESOLUTIONS" not in e.env
+    assert "VLLM_MULTIMODAL_BUCKETS" in e.env
+    assert not any("vision warm-up:" in n or "warms vision graphs" in n for n in e.notes)
+    assert any("runs no vision warm-up (VLLM_SKIP_WARMUP)" in n for n in e.notes)

@@ -12,7 +12,12 @@ from vllm_hpu_mm.plan.fixes import Fix, kv_fix, tp_fix, vision_fix
 from vllm_hpu_mm.plan.inputs import PlanInputs
 from vllm_hpu_mm.plan.rules import Split, encoder_cache_tokens, usable_kv_blocks
 from vllm_hpu_mm.plan.text_graphs import TextGraphFit
-from vllm_hpu_mm.runtimes.base import GRAPH_MULTIMODAL_PROMPT_RATIO, GRAPH_PROMPT_RATIO, GRAPH_RESERVED_MEM
+from vllm_hpu_mm.runtimes.base import (
+    GRAPH_MULTIMODAL_PROMPT_RATIO,
+    GRAPH_PROMPT_RATIO,
+    GRAPH_RESERVED_MEM,
+    SKIP_WARMUP,
+)
 from vllm_hpu_mm.values import GIB, Stage
 
 __all__ = ["Code", "Finding", "Severity", "findings", "text_cost_evidence"]
@@ -190,8 +195,9 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
         )
         out.append(Finding("error", "graph_capture", "vision_buckets_none_at_warmup", message, fix))
     if skipped:
+        when = "run time" if i.unwarmed is not None and i.unwarmed.graphs else "warm-up"
         stock = (
-            " (stock vllm-gaudi captures every bucket without a check: OOM at warm-up)" if i.backend == "hpu" else ""
+            f" (stock vllm-gaudi captures every bucket without a check: OOM at {when})" if i.backend == "hpu" else ""
         )
         listed = i.vision_listed(skipped)
         what = f"vision passes of {listed} images" if i.vision_patches_per_item else f"vision buckets {listed}"
@@ -244,7 +250,9 @@ def _reserved_for(i: PlanInputs, s: Split, prefill: int, decode: int) -> float |
 def _text_graph_findings(i: PlanInputs, s: Split, text: TextGraphFit, knobs: Callable[..., str]) -> list[Finding]:
     """Text graphs beyond their pools. A runtime that warms every bucket (vllm-gaudi) keeps them all: a shape pads to
     a larger warmed bucket and compiles only when no bucket covers it; what does not fit is an OOM risk at warm-up.
-    A runtime that captures while the pool lasts (the fork) leaves the rest without a captured graph."""
+    A runtime that captures while the pool lasts (the fork) leaves the rest without a captured graph. Under a skipped
+    warm-up the runtime's rule for it (:attr:`.PlanInputs.unwarmed`) decides: every bucket captured on first use with
+    no pool check (an OOM risk at run time), or no graph at all."""
     out: list[Finding] = []
     for note in text.resolved:  # e.g. a deprecated variable that replaces the strategy the user named
         out.append(Finding("info", "runtime", "setting_overridden", note,
@@ -254,7 +262,10 @@ def _text_graph_findings(i: PlanInputs, s: Split, text: TextGraphFit, knobs: Cal
         out.append(Finding("warning", "graph_capture", "runtime_drops_buckets", note, fix))
     pf, pt, df, dt = text.prefill_fit, len(text.prefill), text.decode_fit, len(text.decode)
     evidence = text_cost_evidence(i)
-    if i.runtime.traits.warms_all_graphs:
+    unwarmed = i.unwarmed  # under a skipped warm-up the runtime's own rule, not its warm-up's, says what runs
+    if unwarmed is not None and not unwarmed.graphs:
+        return out  # no graph runs, so none is left out of a pool
+    if i.runtime.traits.warms_all_graphs or unwarmed is not None:
         prefill = sum(b.cost_bytes for b in text.prefill)
         decode = sum(b.cost_bytes for b in text.decode)
         if prefill <= s.prefill_text_graph_bytes and decode <= s.decode_graph_bytes:
@@ -262,11 +273,16 @@ def _text_graph_findings(i: PlanInputs, s: Split, text: TextGraphFit, knobs: Cal
         reserved = _reserved_for(i, s, prefill, decode)
         fix_text = (f"raise {knobs(GRAPH_RESERVED_MEM)} to {reserved}" if reserved is not None else
                     "lower --max-num-batched-tokens or --max-num-seqs (the largest buckets cost the most)")  # fmt: skip
+        if unwarmed is not None and not i.runtime.traits.warms_all_graphs:
+            fix_text += f"; or unset {SKIP_WARMUP} (its warm-up captures only what each pool holds)"
+        how = (f"{unwarmed.words} ({unwarmed.source}): OOM risk at run time, as traffic reaches them. None is "
+               "dropped: every shape still pads to its bucket" if unwarmed is not None else
+               "it warms every bucket with no memory check (OOM risk at warm-up). None is dropped: every shape still "
+               "pads to a warmed bucket")  # fmt: skip
         message = (
-            f"the text graphs {i.runtime.name.value} will warm ({pt} prompt, {dt} decode; {text.source}) need "
-            f"{prefill / GIB:.2f} + {decode / GIB:.2f} GiB, {evidence}, against pools of "
-            f"{s.prefill_text_graph_bytes / GIB:.2f} + {s.decode_graph_bytes / GIB:.2f} GiB; it warms every bucket "
-            "with no memory check (OOM risk at warm-up). None is dropped: every shape still pads to a warmed bucket"
+            f"the text graphs {i.runtime.name.value} will {'run' if unwarmed else 'warm'} ({pt} prompt, {dt} decode; "
+            f"{text.source}) need {prefill / GIB:.2f} + {decode / GIB:.2f} GiB, {evidence}, against pools of "
+            f"{s.prefill_text_graph_bytes / GIB:.2f} + {s.decode_graph_bytes / GIB:.2f} GiB; {how}"
         )
         fix = Fix(f"{fix_text}; or a smaller text graph budget (--text-graph-budget; serve: --plan-text-graph-budget)",
                   GRAPH_RESERVED_MEM if reserved is not None else None, reserved)  # fmt: skip

@@ -29,6 +29,7 @@ from vllm_hpu_mm.runtimes.base import (
     DeviceFacts,
     Runtime,
     RuntimeModel,
+    UnwarmedGraphs,
     VisionBucketing,
 )
 from vllm_hpu_mm.values import GIB, Backend, Buckets, nearest_tiles, parse_buckets
@@ -162,6 +163,15 @@ class PlanInputs:
         """Whether the runtime warms graphs for this model's tower: a vision model on a runtime that captures its
         buckets (not vllm-fork before 1.22, whose prompt graphs then take the whole prefill share)."""
         return self.model.vision.present and self.runtime.traits.warms_vision_buckets
+
+    @property
+    def unwarmed(self) -> UnwarmedGraphs | None:
+        """What a skipped warm-up leaves of the runtime's graphs (:attr:`.RuntimeTraits.unwarmed_graphs`, per runtime
+        and release): every line about graphs under ``VLLM_SKIP_WARMUP`` is worded from this. None where warm-up runs,
+        where no graph runs anyway (--enforce-eager), or where the runtime reads no such variable."""
+        if not self.skip_warmup or self.enforce_eager:
+            return None
+        return self.runtime.traits.unwarmed_graphs
 
     @property
     def runtime_name(self) -> Runtime:

@@ -235,10 +235,12 @@ def _graph_note(p: Plan, phase: str) -> str:
     graphs = text.prefill if phase == "prefill" else text.decode
     fit = text.prefill_fit if phase == "prefill" else text.decode_fit
     cost = sum(b.cost_bytes for b in graphs) / GIB
-    if p.inputs.runtime.traits.warms_all_graphs and p.inputs.skip_warmup:
-        return (
-            f"{len(graphs)} graphs, none warmed at start-up ({SKIP_WARMUP}: each compiled on first use; {text.source})"
-        )
+    unwarmed = p.inputs.unwarmed
+    if unwarmed is not None and not unwarmed.graphs:
+        return f"{len(graphs)} buckets, no graph ({unwarmed.words}: {unwarmed.source}; {text.source})"
+    if unwarmed is not None:
+        return (f"{len(graphs)} graphs ({cost:.2f} GiB if all run), {unwarmed.words} ({unwarmed.source}; "
+                f"{text.source})")  # fmt: skip
     if p.inputs.runtime.traits.warms_all_graphs:
         return f"{len(graphs)} graphs warmed, all ({cost:.2f} GiB {text_cost_evidence(p.inputs)}; {text.source})"
     return f"{fit}/{len(graphs)} graphs fit ({text.source})"
@@ -248,11 +250,12 @@ def _warmup_dict(p: Plan) -> dict[str, Any] | None:
     """The warm-up time estimate by phase, labelled with its source and held-out error (Gaudi runtimes only); under
     VLLM_SKIP_WARMUP (as the runtime reads it) 0 s and 0 graphs, marked skipped and saying why."""
     i = p.inputs
+    unwarmed = i.runtime.traits.unwarmed_graphs
     if i.skip_warmup and i.runtime.traits.warmup_era:
         return {"seconds": 0.0, "graphs": 0, "seconds_per_graph": 0.0,
                 "by_phase": {"prompt": 0.0, "decode": 0.0, "vision": 0.0}, "skipped": True,
-                "source": f"{SKIP_WARMUP} is set to a value {i.runtime_words} reads as true: it warms no graph at "
-                "start-up (each is compiled on its first use)"}  # fmt: skip
+                "source": f"{SKIP_WARMUP} is set to a value {i.runtime_words} reads as true: "
+                f"{unwarmed.what if unwarmed is not None else 'it warms no graph at start-up'}"}  # fmt: skip
     w = p.warmup
     return None if w is None else {**w.to_dict(), "skipped": False}
 
@@ -316,6 +319,9 @@ def to_table(
     vision_note = (
         f"{i.pool_mode.value} pool; captured {captured} ({p.vision_capture_bytes / GIB:.2f} GiB); skipped {skipped}"
     )
+    if i.unwarmed is not None and i.unwarmed.graphs and p.vision_buckets_captured:
+        vision_note = (f"{i.pool_mode.value} pool; buckets {captured} ({p.vision_capture_bytes / GIB:.2f} GiB), none "
+                       f"warmed at start-up, each compiled on its first use; skipped {skipped}")  # fmt: skip
     if i.model.vision.present and not i.vision_graphs:  # vllm-fork before 1.22
         text_share = "the whole prefill share (no vision graph is warmed)"
         vision_note = (

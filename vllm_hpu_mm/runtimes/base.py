@@ -45,6 +45,7 @@ __all__ = [
     "RuntimeModel",
     "RuntimeTraits",
     "ServerFlags",
+    "UnwarmedGraphs",
     "VisionBucketing",
     "WarmupEstimate",
     "warmup_estimate",
@@ -73,6 +74,30 @@ class Runtime(str, enum.Enum):
 
 
 RUNTIME_CHOICES = ("auto", *(r.value for r in Runtime))
+
+
+@dataclasses.dataclass(frozen=True)
+class UnwarmedGraphs:
+    """What a runtime's graphs are when ``VLLM_SKIP_WARMUP`` (as it reads it) skips its warm-up: the one rule that
+    the plan's rows, its findings and the exports' notes word a skipped warm-up from (:attr:`PlanInputs.unwarmed
+    <vllm_hpu_mm.plan.inputs.PlanInputs.unwarmed>`)."""
+
+    #: True: every bucket still runs as a graph, none warmed at start-up, each captured on its first use with no pool
+    #: check (nothing but the buckets bounds them); False: the runner graphs only the buckets its warm-up captured,
+    #: so it runs none (vllm-fork 1.17 / 1.18).
+    graphs: bool
+    #: Where the runtime's source shows it.
+    source: str
+
+    @property
+    def what(self) -> str:
+        if self.graphs:
+            return "none warmed at start-up, each captured on its first use with no pool check"
+        return "no graph runs, the runner graphs only the buckets its warm-up captured"
+
+    @property
+    def words(self) -> str:
+        return f"{SKIP_WARMUP}: {self.what}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,6 +191,9 @@ class RuntimeTraits:
     #: asked for, and whether the model is multimodal; "" / None where the runtime has no such refusal.
     speculative_refused_with_contiguous_pa: str = ""
     contiguous_pa: Callable[[str | None, bool, bool], bool] | None = None
+
+    #: What its graphs are when ``VLLM_SKIP_WARMUP`` skips the warm-up; None where the runtime reads no such variable.
+    unwarmed_graphs: UnwarmedGraphs | None = None
 
     #: How the runtime reads its boolean variables: (variable, the values it reads as true after ``.lower()``, where
     #: in its source). A variable not listed is read as our registry reads it (``envs.py``).

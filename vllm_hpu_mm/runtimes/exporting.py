@@ -19,10 +19,7 @@ from vllm_hpu_mm.runtimes.base import (
     ServerFlags,
 )
 
-__all__ = ["UNWARMED", "Draft", "export_buckets"]
-
-#: What a skipped warm-up leaves of the graphs (the runtime captures each bucket's on its first use).
-UNWARMED = f"{SKIP_WARMUP}: none warmed at start-up, each captured on its first use"
+__all__ = ["Draft", "export_buckets"]
 
 
 @dataclasses.dataclass
@@ -56,12 +53,6 @@ class Draft:
         for name in (n for n in unread if n in values and n in i.runtime_env):
             draft.notes.append(_not_read_note(plan, name, i.runtime_env[name], values[name]))
         return draft
-
-    @property
-    def warmup_skipped(self) -> bool:
-        """The runtime skips its warm-up (``VLLM_SKIP_WARMUP`` as it reads it): no graph is warmed at start-up, so no
-        enforcement note may say one is."""
-        return self.plan.inputs.skip_warmup
 
     def kv_part(self) -> Part:
         """The KV cache is bounded by the graph share (where the runtime reads it) and the utilisation."""

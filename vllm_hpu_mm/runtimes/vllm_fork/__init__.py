@@ -36,6 +36,7 @@ from vllm_hpu_mm.runtimes.base import (
     Runtime,
     RuntimeEntry,
     RuntimeTraits,
+    UnwarmedGraphs,
     VisionBucketing,
 )
 from vllm_hpu_mm.runtimes.vllm_fork.bucketing import (
@@ -171,6 +172,10 @@ TRAITS = RuntimeTraits(
     none_buckets_fail_warmup="its warm-up summary takes len() of the bucket list (log_graph_warmup_summary, "
     f"vllm/worker/hpu_model_runner.py:3155 @{NEWEST.commit})",
     warms_all_graphs=True,
+    # warmup_model returns on skip_warmup (:3209) and _use_graphs reads only --enforce-eager (:1402)
+    unwarmed_graphs=UnwarmedGraphs(
+        True, f"warmup_model returns, _use_graphs does not read it: vllm/worker/hpu_model_runner.py @{NEWEST.commit}"
+    ),
     own_knobs=frozenset({VISION_BUCKETS, SKIP_WARMUP, WEIGHTS_LOAD_DEVICE}),
     # its V0 worker and executor paths and early names; vLLM V0 on Gaudi is the fork's (vllm-gaudi is a V1 plugin)
     log_marks=r"vllm-fork|vllm/worker/hpu_|vllm/executor/hpu_|habana_main|# HPU blocks"
@@ -211,6 +216,14 @@ def _booleans(release: Release) -> tuple[tuple[str, frozenset[str], str], ...]:
     return tuple(out)
 
 
+def _unwarmed(release: Release) -> UnwarmedGraphs:
+    """What a line before 1.22 graphs under a skipped warm-up (:attr:`.releases.Release.graphs_unwarmed`)."""
+    runner = "habana_model_runner.py" if release.extension is None else "hpu_model_runner.py"
+    if release.graphs_unwarmed:
+        return UnwarmedGraphs(True, f"_use_graphs returns True on skip_warmup: vllm/worker/{runner} @{release.commit}")
+    return UnwarmedGraphs(False, f"_use_graphs: vllm/worker/{runner} @{release.commit}")
+
+
 def _not_read(release: Release) -> tuple[tuple[str, str], ...]:
     """Our variables a line before 1.22 does not read, with where that shows: the vision buckets (1.22's
     ``VisionBuckets``, #1178 6bac2f76b), the vision tower's fp32 softmax (1.22's ``qwen2_5_vl.py``) and, before 1.20,
@@ -246,6 +259,7 @@ def _traits_for(release: Release) -> RuntimeTraits:
                 "reads VLLM_FP32_SOFTMAX (it came with 1.20, extension @d4b0d38)")  # fmt: skip
         traits = dataclasses.replace(TRAITS, fp32_softmax_default=False, fp32_softmax_note=note)
     traits = dataclasses.replace(traits, booleans=_booleans(release), not_read=_not_read(release),
+                                 unwarmed_graphs=_unwarmed(release),
                                  warmup_era=release.warmup_era,
                                  kv_cache_memory_bytes_source=_no_kv_cache_memory_bytes(release))  # fmt: skip
     traits = _with_speculative(traits, release)

@@ -14,7 +14,7 @@ from vllm_hpu_mm.runtimes.base import (
     Exports,
     Part,
 )
-from vllm_hpu_mm.runtimes.exporting import UNWARMED, Draft, export_buckets
+from vllm_hpu_mm.runtimes.exporting import Draft, export_buckets
 from vllm_hpu_mm.runtimes.vllm_fork import VllmFork
 from vllm_hpu_mm.runtimes.vllm_fork.releases import NEWEST
 
@@ -36,12 +36,13 @@ def exports(d: Draft, context: ExportContext) -> Exports:
         unbounded = bool(i.buckets) and not i.images_refused
         vision_part = Part((), not unbounded, f"{release.name} reads no VLLM_MULTIMODAL_BUCKETS: nothing bounds its "
                            "vision graphs" if unbounded else "")  # fmt: skip
+    unwarmed = i.unwarmed  # a skipped warm-up: the release's own rule (traits.unwarmed_graphs)
     if i.runtime.traits.warms_all_graphs:
         # 1.22's warm-up captures every prompt, then every decode bucket, with no ratio and no memory check
         over = any(f.code == "text_graphs_over_pool" for f in plan.findings)
-        if d.warmup_skipped:
-            why = (f"the buckets' estimated graphs exceed the pools ({UNWARMED}; none is dropped)" if over
-                   else f"its own buckets: serve hands it no bucket list; {UNWARMED}")  # fmt: skip
+        if unwarmed is not None:
+            why = (f"the buckets' estimated graphs exceed the pools ({unwarmed.words}; none is dropped)" if over
+                   else f"its own buckets: serve hands it no bucket list; {unwarmed.words}")  # fmt: skip
         else:
             why = OVER_POOL if over else "its own buckets, all warmed: serve hands it no bucket list"
         text_part = Part((), not over, why)
@@ -50,17 +51,13 @@ def exports(d: Draft, context: ExportContext) -> Exports:
             "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO: none exported (they only split the plan's graph pools)"
         )
         decode, prefill_text = text_part, text_part
-    elif d.warmup_skipped:
-        # the pools bound only what warm-up captures (:attr:`.Release.graphs_unwarmed`)
-        runner = "habana_model_runner.py" if release.extension is None else "hpu_model_runner.py"
-        if release.graphs_unwarmed:
-            why = (f"{UNWARMED}, with no pool check (_use_graphs, vllm/worker/{runner} @{release.commit}): "
-                   "VLLM_GRAPH_RESERVED_MEM and VLLM_GRAPH_PROMPT_RATIO bound nothing")  # fmt: skip
-            decode = prefill_text = Part((), False, why)
-        else:
-            decode = prefill_text = Part((SKIP_WARMUP,), True, f"no graph: warm-up skipped, {release.name} runs only "
-                                         f"the buckets warm-up captured as graphs (_use_graphs, vllm/worker/{runner} "
-                                         f"@{release.commit})")  # fmt: skip
+    elif unwarmed is not None and unwarmed.graphs:
+        # the pools bound only what warm-up captures: every bucket is now captured on first use, unchecked
+        why = (f"{unwarmed.words} ({unwarmed.source}): VLLM_GRAPH_RESERVED_MEM and VLLM_GRAPH_PROMPT_RATIO bound "
+               "nothing")  # fmt: skip
+        decode = prefill_text = Part((), False, why)
+    elif unwarmed is not None:
+        decode = prefill_text = Part((SKIP_WARMUP,), True, f"{unwarmed.words} ({unwarmed.source})")
     else:
         decode = Part((GRAPH_RESERVED_MEM, GRAPH_PROMPT_RATIO), True)
         prefill_text = Part((GRAPH_PROMPT_RATIO,), True)

@@ -37,6 +37,7 @@ from vllm_hpu_mm.runtimes.base import (
     Runtime,
     RuntimeEntry,
     RuntimeTraits,
+    UnwarmedGraphs,
     VisionBucketing,
 )
 from vllm_hpu_mm.runtimes.vllm_gaudi import common
@@ -113,6 +114,11 @@ TRAITS = RuntimeTraits(
     "VLLM_MULTIMODAL_BUCKETS",
     none_buckets_fail_warmup=f"it takes len() of the bucket list, hpu_model_runner.py @{COMMIT_SHORT}",
     warms_all_graphs=True,
+    # warmup_model returns on skip_warmup and _use_graphs never reads it (v1/worker/hpu_model_runner.py :6218, :5006
+    # @091bbadd; the same at every tag from v0.10.0): each bucket's graph is captured when a step first runs it
+    unwarmed_graphs=UnwarmedGraphs(
+        True, f"warmup_model returns, _use_graphs does not read it: v1/worker/hpu_model_runner.py @{COMMIT_SHORT}"
+    ),
     own_knobs=frozenset({VISION_BUCKETS, SKIP_WARMUP}),
     log_marks=r"vllm_gaudi|vllm-gaudi",
     warmup_era="one_pass",

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from vllm_hpu_mm.buckets.sizes import Sizes, as_counts
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, aligned_size
-from vllm_hpu_mm.runtimes.base import ExportContext, Exports, Part
-from vllm_hpu_mm.runtimes.exporting import UNWARMED, Draft, export_buckets
+from vllm_hpu_mm.runtimes.base import SKIP_WARMUP, ExportContext, Exports, Part
+from vllm_hpu_mm.runtimes.exporting import Draft, export_buckets
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import overridden_variables
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import config_from_env
@@ -98,6 +98,18 @@ def _vision(d: Draft, resolutions: Sequence[tuple[int, int]]) -> tuple[list[str]
         # no tower: vLLM 0.32 builds no multimodal config for it (config/model.py:818), so a limit would be dead
         return [], "a text-only model has no vision tower"
     vision = list(export_buckets(d))
+    if i.unwarmed is not None and not i.images_refused and not flags.language_model_only:
+        # warmup_model returns before warmup_multimodal_graphs (v1/worker/hpu_model_runner.py:6218 @091bbadd): the
+        # buckets still bound the tower's shapes, each compiled on its first use; resolutions and the limit only
+        # steer that warm-up, so neither is exported for it
+        if i.buckets and not vision:
+            d.notes.append(f"no vision bucket fits, but {release} pads images to its default vision buckets, each "
+                           "compiled on its first use with no memory check (OOM risk at run time)")  # fmt: skip
+            return vision, "no vision bucket fits the pool"
+        d.notes.append(f"{release} runs no vision warm-up ({SKIP_WARMUP}): each vision bucket is compiled on its "
+                       "first use; VLLM_MULTIMODAL_RESOLUTIONS and --limit-mm-per-prompt, which only steer that "
+                       "warm-up, are not set for it")  # fmt: skip
+        return vision, None
     if release.mm_warmup == "bucket-count":
         return _vision_bucket_count(d, release, vision)
     dummy = release.mm_warmup in ("dummy", "options")
@@ -228,7 +240,7 @@ def exports(d: Draft, context: ExportContext) -> Exports:
     bucket_file_path = str(Path(context.output_dir) / BUCKET_FILE_NAME) if context.output_dir else BUCKET_FILE_NAME
     vision, off = _vision(d, resolutions)
     warmed = off is None
-    if warmed and (note := _warmup_note(d)) is not None:
+    if warmed and i.unwarmed is None and (note := _warmup_note(d)) is not None:
         d.notes.append(note)
     text = plan.text_graphs
     runtime = i.runtime
@@ -236,8 +248,12 @@ def exports(d: Draft, context: ExportContext) -> Exports:
     # vllm-gaudi warms every bucket with no memory check: the text parts are bounded by the buckets, never pruned
     over = any(f.code == "text_graphs_over_pool" for f in plan.findings)
     prefill_ok = decode_ok = not over
-    why_not = (f"the buckets' estimated graphs exceed the pool ({UNWARMED}; none is dropped)" if d.warmup_skipped
+    unwarmed = i.unwarmed  # a skipped warm-up: each bucket's graph is captured on its first use (traits)
+    why_not = (f"the buckets' estimated graphs exceed the pool ({unwarmed.words}; none is dropped)" if unwarmed
                else OVER_POOL)  # fmt: skip
+    # where a shape's graph comes from: warm-up, or its first use under a skipped warm-up
+    padded = (f"a shape pads to a larger bucket, whose graph is captured on its first use ({unwarmed.words})"
+              if unwarmed else "a shape pads to a larger warmed bucket and none is compiled at run time")  # fmt: skip
     if "VLLM_BUCKETING_FROM_FILE" in flags.user_env:
         d.notes.append("VLLM_BUCKETING_FROM_FILE is yours: the plan counts its buckets and exports none")
     elif not text.prefill or not text.decode:
@@ -253,12 +269,13 @@ def exports(d: Draft, context: ExportContext) -> Exports:
         d.env["VLLM_BUCKETING_FROM_FILE"] = bucket_file_path
         d.notes.append(
             f"vllm-gaudi: bucket file with {len(text.prefill)} prompt and {len(text.decode)} decode buckets planned "
-            "from the traffic; they cover every shape the limits allow, so a shape pads to a larger warmed bucket and "
-            "none is compiled at run time"
+            f"from the traffic; they cover every shape the limits allow, so {padded}"
         )
     else:
-        d.notes.append(f"vllm-gaudi warms its own {text.source}: {len(text.prefill)} prompt and {len(text.decode)} "
-                       "decode buckets; a shape that no bucket covers compiles at run time")  # fmt: skip
+        own = (f"vllm-gaudi's own {text.source}: {len(text.prefill)} prompt and {len(text.decode)} decode buckets, "
+               f"{unwarmed.what}" if unwarmed else f"vllm-gaudi warms its own {text.source}: {len(text.prefill)} "
+               f"prompt and {len(text.decode)} decode buckets")  # fmt: skip
+        d.notes.append(f"{own}; a shape that no bucket covers compiles at run time")
     release = _release(d)
     ignored = overridden_variables(config_from_env(flags.user_env, release))
     if ignored:
