@@ -512,3 +512,14 @@ def test_a_fix_names_a_variable_the_runtime_does_not_read_only_as_a_planning_inp
             for variable in GUIDE:
                 if variable in text and variable not in reads:
                     assert f"{runtime} does not read it" in text or f"{runtime} reads neither" in text, text
+
+
+def test_a_resolutions_variable_the_release_does_not_read_is_named_as_every_unread_variable_is() -> None:
+    # r10gaudi 18: "VLLM_MULTIMODAL_RESOLUTIONS is yours, but ... does not read it" broke docs/oom-tuning.md's form
+    env = {"VLLM_MULTIMODAL_RESOLUTIONS": "1024*768"}
+    p = make_plan("vllm-gaudi==0.24.0", "gaudi2", env=env)
+    e = exports_for(p, ExportContext(ServerFlags(user_env=env)))
+    assert any(
+        n.startswith("your VLLM_MULTIMODAL_RESOLUTIONS=1024*768: not read by vllm-gaudi v0.24.0") for n in e.notes
+    )
+    assert "VLLM_MULTIMODAL_RESOLUTIONS" not in e.env
