@@ -25,7 +25,8 @@ def verbatim(raws: list[str]) -> list[tuple[str, str]]:
     return [(raw, raw.strip()) for raw in raws]
 
 
-BOOL_BAD = verbatim(["2", "maybe", "-1", "truee"])
+#: Not booleans of ours: the runtimes that read these start on them, as false (true only from their list).
+NOT_BOOLEANS = ["2", "maybe", "-1", "truee", "enabled"]
 RATIO_GOOD = [("0", 0.0), ("1", 1.0), ("0.3", 0.3), (" 0.05 ", 0.05), ("1e-1", 0.1)]
 RATIO_BAD = verbatim(["-0.1", "1.01", "abc", "", "nan", "30%"])
 
@@ -53,9 +54,10 @@ TABLE: dict[str, tuple[list[tuple[str, Any]], list[tuple[str, str]], str]] = {
     "VLLM_GRAPH_RESERVED_MEM": (RATIO_GOOD, RATIO_BAD, "between 0 and 1"),
     "VLLM_GRAPH_PROMPT_RATIO": (RATIO_GOOD, RATIO_BAD, "between 0 and 1"),
     "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO": (RATIO_GOOD, RATIO_BAD, "between 0 and 1"),
-    "VLLM_FP32_SOFTMAX": (BOOL_GOOD, BOOL_BAD, "0/1, true/false"),
-    "VLLM_FP32_SOFTMAX_VISION": (BOOL_GOOD, BOOL_BAD, "0/1, true/false"),
-    "VLLM_SKIP_WARMUP": (BOOL_GOOD, BOOL_BAD, "0/1, true/false"),
+    # read by the runtimes themselves, which start on any value (true only from their list): none is refused
+    "VLLM_FP32_SOFTMAX": (BOOL_GOOD, [], "0/1, true/false"),
+    "VLLM_FP32_SOFTMAX_VISION": (BOOL_GOOD, [], "0/1, true/false"),
+    "VLLM_SKIP_WARMUP": (BOOL_GOOD, [], "0/1, true/false"),
     # vLLM reads bool(int(value)): "true" stops it at start-up
     "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": (
         [("1", True), ("0", False), (" 2 ", True)],
@@ -121,6 +123,18 @@ def test_bad_values_name_the_variable_the_token_and_the_accepted_form(
     assert name in message
     assert form in message
     assert token in message
+
+
+@pytest.mark.parametrize("name", ["VLLM_SKIP_WARMUP", "VLLM_FP32_SOFTMAX", "VLLM_FP32_SOFTMAX_VISION"])
+@pytest.mark.parametrize("raw", NOT_BOOLEANS)
+def test_a_boolean_the_runtime_reads_is_never_refused_but_read_as_false_as_it_reads_it_with_a_note(
+    name: str, raw: str
+) -> None:
+    # r10gaudi 13: VLLM_SKIP_WARMUP=enabled was refused (exit 2) where vllm-gaudi's boolean() starts on it as false
+    # (extension/config.py:135-137 @091bbadd), the README's "read as the runtime reads it, with a warning"
+    with pytest.warns(InputNote, match=rf"{name}={raw!r} is none of .*: read as false"):
+        settings = envs.load({name: raw})
+    assert getattr(settings, envs.ENVIRONMENT_VARIABLES[name].field) is False
 
 
 def test_bucket_errors_are_bucket_errors_naming_the_bad_entry() -> None:

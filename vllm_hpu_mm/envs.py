@@ -63,13 +63,18 @@ def _bad(name: str, raw: str, accepted: str) -> ConfigError:
     return ConfigError(f"{name}={raw!r} is invalid; accepted: {accepted}")
 
 
-def _bool(name: str, raw: str) -> bool:
+def _runtime_bool(name: str, raw: str) -> bool:
+    """A boolean the runtimes read themselves: what neither set holds (``enabled``, ``2``) starts the server all the
+    same, as false, for every reader of it takes true only from its own list (vllm-gaudi extension/config.py:135-137
+    @091bbadd ``boolean``; vllm-hpu-extension config.py:122-124 @8211e0b; the fork before 1.22 ``== 'true'``): read
+    so, with a note, never refused (README: a value the runtime accepts is read as it reads it)."""
     token = raw.strip().lower()
-    if token in _TRUE:
-        return True
-    if token in _FALSE:
-        return False
-    raise _bad(name, raw, "0/1, true/false, yes/no or on/off (or t/f, y/n)")
+    if token in _TRUE or token in _FALSE:
+        return token in _TRUE
+    note = (f"{name}={raw!r} is none of 0/1, true/false, yes/no, on/off, t/f, y/n: read as false, as the Gaudi "
+            "runtimes read anything outside their true spellings; set true to mean true")  # fmt: skip
+    warnings.warn(InputNote(note), stacklevel=2)
+    return False
 
 
 def _ratio(name: str, raw: str) -> float:
@@ -194,21 +199,21 @@ _VARIABLES: tuple[EnvVar[Any], ...] = (
         "0",
         "0/1, true/false",
         "Run the language model's attention softmax in float32 where our code controls it.",
-        _bool,
+        _runtime_bool,
     ),
     EnvVar(
         "VLLM_FP32_SOFTMAX_VISION",
         "0",
         "0/1, true/false",
         "Run the vision tower's attention softmax in float32 where our code controls it.",
-        _bool,
+        _runtime_bool,
     ),
     EnvVar(
         "VLLM_SKIP_WARMUP",
         "false",
         "0/1, true/false",
         "Skip capturing/compiling the vision buckets at startup (they are then built on first use).",
-        _bool,
+        _runtime_bool,
     ),
     EnvVar(
         "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS",

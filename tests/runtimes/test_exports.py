@@ -535,3 +535,14 @@ def test_under_a_skipped_warmup_vllm_gaudi_gets_nothing_that_only_steers_its_vis
     assert "VLLM_MULTIMODAL_BUCKETS" in e.env
     assert not any("vision warm-up:" in n or "warms vision graphs" in n for n in e.notes)
     assert any("runs no vision warm-up (VLLM_SKIP_WARMUP)" in n for n in e.notes)
+
+
+def test_a_resolutions_variable_the_release_does_not_read_is_named_as_every_unread_variable_is() -> None:
+    # r10gaudi 18: "VLLM_MULTIMODAL_RESOLUTIONS is yours, but ... does not read it" broke docs/oom-tuning.md's form
+    env = {"VLLM_MULTIMODAL_RESOLUTIONS": "1024*768"}
+    p = make_plan("vllm-gaudi==0.24.0", "gaudi2", env=env)
+    e = exports_for(p, ExportContext(ServerFlags(user_env=env)))
+    assert any(
+        n.startswith("your VLLM_MULTIMODAL_RESOLUTIONS=1024*768: not read by vllm-gaudi v0.24.0") for n in e.notes
+    )
+    assert "VLLM_MULTIMODAL_RESOLUTIONS" not in e.env

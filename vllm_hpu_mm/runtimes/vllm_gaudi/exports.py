@@ -25,7 +25,7 @@ from pathlib import Path
 
 from vllm_hpu_mm.buckets.sizes import Sizes, as_counts
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, aligned_size
-from vllm_hpu_mm.runtimes.base import SKIP_WARMUP, ExportContext, Exports, Part
+from vllm_hpu_mm.runtimes.base import SKIP_WARMUP, ExportContext, Exports, Part, ServerFlags
 from vllm_hpu_mm.runtimes.exporting import Draft, export_buckets
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.runtimes.vllm_gaudi.common import overridden_variables
@@ -118,16 +118,15 @@ def _vision(d: Draft, resolutions: Sequence[tuple[int, int]]) -> tuple[list[str]
         # vision.py reads VLLM_MULTIMODAL_RESOLUTIONS from v0.26.0: an older release warms its guessed aspect
         # ratios (or vLLM's dummy image) only, so nothing is exported that it would ignore
         if "VLLM_MULTIMODAL_RESOLUTIONS" in flags.user_env:
-            d.notes.append(f"VLLM_MULTIMODAL_RESOLUTIONS is yours, but {release} does not read it (from v0.26.0): it "
-                           f"warms {warms}, and real shapes other than those compile at run time")  # fmt: skip
+            d.notes.append(f"{_yours(flags)}: not read by {release} (from v0.26.0): it warms {warms}, and real "
+                           "shapes other than those compile at run time")  # fmt: skip
         elif resolutions:
             d.notes.append(f"{release} reads no VLLM_MULTIMODAL_RESOLUTIONS (from v0.26.0): the commonest real image "
                            f"shapes cannot be warmed; those other than its {warms} compile at run time")  # fmt: skip
     elif vision and i.buckets and i.vision_patches_per_item:
         # hpu_model_runner.py warmup_multimodal_graphs @091bbadd: resolutions are read for patch-bucketed towers only
         if "VLLM_MULTIMODAL_RESOLUTIONS" in flags.user_env:
-            d.notes.append("VLLM_MULTIMODAL_RESOLUTIONS is yours, but vllm-gaudi does not read it for a tower it "
-                           "buckets by images per pass")  # fmt: skip
+            d.notes.append(f"{_yours(flags)}: not read by vllm-gaudi for a tower it buckets by images per pass")
     elif vision and i.buckets:
         if "VLLM_MULTIMODAL_RESOLUTIONS" in flags.user_env:
             parse_resolutions(flags.user_env["VLLM_MULTIMODAL_RESOLUTIONS"])  # vllm-gaudi's own form
@@ -184,13 +183,19 @@ def _vision(d: Draft, resolutions: Sequence[tuple[int, int]]) -> tuple[list[str]
     return vision, f"your --limit-mm-per-prompt {flags.limit_mm_per_prompt} names no image"
 
 
+def _yours(flags: ServerFlags) -> str:
+    """The user's VLLM_MULTIMODAL_RESOLUTIONS as every not-read note names a variable (docs/oom-tuning.md: ``your
+    VAR=V: not read by ...``)."""
+    return f"your VLLM_MULTIMODAL_RESOLUTIONS={flags.user_env['VLLM_MULTIMODAL_RESOLUTIONS']}"
+
+
 def _vision_bucket_count(d: Draft, release: Release, vision: list[str]) -> tuple[list[str], str | None]:
     """v0.11.2 (hpu_model_runner.py @ f9b64469): every tower batch based, VLLM_MULTIMODAL_BUCKETS read as items per
     pass, each bucket's count of vLLM's largest dummy item warmed for every modality the model takes, whatever
     --limit-mm-per-prompt says (so no limit is added); VLLM_MULTIMODAL_RESOLUTIONS is not read."""
     i, flags = d.plan.inputs, d.flags
     if "VLLM_MULTIMODAL_RESOLUTIONS" in flags.user_env:
-        d.notes.append(f"VLLM_MULTIMODAL_RESOLUTIONS is yours, but {release} does not read it")
+        d.notes.append(f"{_yours(flags)}: not read by {release}")
     if i.buckets and not vision and not i.images_refused:
         d.notes.append(f"no vision pass fits, but {release} warms its default passes (1, 2, 4, 8 items) of every "
                        "modality without a memory check (OOM risk at warm-up)")  # fmt: skip
