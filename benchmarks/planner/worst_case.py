@@ -67,7 +67,9 @@ and ``worst_case_fresh6_base9`` (the same at 1cd6164, before it; fresh7's before
 committed alone at d3cd9bf, run once on the tree submitted the stop before, 1e3d820; figures as they came);
 ``worst_case_fresh9`` (``--set fresh9``: six more written with fresh8 and kept for the stop's final planner, run once on
 it; figures as they came); ``worst_case_fresh9_search`` (fresh9 again, development data since, once the graphs that
-reach the bound were searched up to the runtime's own graph count).
+reach the bound were searched up to the runtime's own graph count); ``worst_case_fresh10`` (``--set fresh10``: six more,
+run once as they came) and ``worst_case_fresh10_ladder`` (fresh10 again, development data, on a planner that kept
+every ladder through its later passes, 1519eb25: reverted on this measurement).
 """
 
 from __future__ import annotations

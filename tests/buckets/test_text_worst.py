@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from vllm_hpu_mm.buckets import text_worst, turns
-from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits, plan_text_buckets
+from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
 from vllm_hpu_mm.buckets.text_budget import (
     LOADS_KEPT,
     BudgetedPlan,
@@ -22,7 +22,7 @@ from vllm_hpu_mm.buckets.text_budget import (
     padded_time,
     padded_times,
 )
-from vllm_hpu_mm.buckets.text_time import LookupTable, cached, ladder_breaks
+from vllm_hpu_mm.buckets.text_time import LookupTable, cached
 from vllm_hpu_mm.buckets.text_worst import (
     _TRIED,
     BOUND,
@@ -597,30 +597,3 @@ def test_the_top_level_is_held_with_its_kv_tail_stretched(monkeypatch: pytest.Mo
     assert ratio(out.plan, tail) <= 1 + 1e-9
     assert all(ratio(out.plan, load) <= 1 + 1e-9 for load in loads)
     assert out.plan.graphs <= EXP_GRAPHS // 2
-
-
-def test_a_prompt_row_without_context_0_or_a_value_beyond_4x_its_need_breaks_a_ladder() -> None:
-    fine = [(1, 1472, 0), (1, 1472, 4), (1, 1472, 20), (1, 1536, 0), (1, 1536, 3)]
-    assert ladder_breaks(fine, decode=False) == frozenset()
-    # r9 text case 18: a lone (1, 1476, 8) takes fresh prompts of 1,473-1,476 tokens, and 1 block's, to 8 blocks
-    assert ladder_breaks([*fine, (1, 1476, 8)], decode=False) == {(1476, 8)}
-    assert ladder_breaks([(1, 512, 0), (1, 512, 21)], decode=False) == {(512, 21)}  # 1 block padded to 21
-    # decode: a row's first value is at most 4x the row before + 1 blocks, each next one 4x the one before + 1
-    ladders = [(1, 1, 4), (1, 1, 20), (4, 1, 8), (4, 1, 32), (16, 1, 20), (16, 1, 80)]
-    assert ladder_breaks(ladders, decode=True) == frozenset()
-    assert ladder_breaks([(1, 1, 4), (8, 1, 9)], decode=True) == {(8, 9)}  # 2 sequences of 1 block each padded to 9
-
-
-def test_no_bucket_the_worst_case_search_adds_breaks_the_planned_ladders() -> None:
-    weights = ({(300, 0): 10, (900, 2): 5, (100, 9): 3}, {(4, 10): 10, (12, 40): 5})
-    plan = plan_text_buckets(*weights, LIMITS, budget=40, time=cached(TIME))
-    assert ladder_breaks(plan.prompt, decode=False) == ladder_breaks(plan.decode, decode=True) == frozenset()
-    phase = _Phase("prefill", set(plan.prompt), EXP[0], LIMITS, cached(TIME))
-    rows = sorted({q for _, q, _ in plan.prompt})
-    between = rows[len(rows) // 2] - 1  # a query row of its own between two planned ones
-    assert not phase.keeps_ladders(added=((1, between, 8),))
-    assert phase.keeps_ladders(added=((1, between, 0), (1, between, 4)))
-    assert not phase.keeps_ladders(removed=(1, rows[0], 0))  # the first row's fresh prompts would pad context
-    for i in range(0, len(phase.cells.b), 7):
-        for group in phase.candidates(i, BOUND):
-            assert ladder_breaks({*phase.ours, *group}, decode=False) == frozenset()

@@ -33,7 +33,7 @@ import dataclasses
 import functools
 import itertools
 import math
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, cast
 
 import numpy as np
@@ -54,7 +54,6 @@ __all__ = [
     "Shapes",
     "StepTimes",
     "binned",
-    "ladder_breaks",
     "lookup",
     "moved",
     "phase_options",
@@ -145,32 +144,6 @@ class BudgetTooSmall(ConfigError):
     def __init__(self, message: str, least: int) -> None:
         super().__init__(message)
         self.least = least
-
-
-def ladder_breaks(buckets: Iterable[tuple[int, int, int]], *, decode: bool) -> frozenset[tuple[int, int]]:
-    """The (row, value) pairs of ``buckets`` that break the no-gross-padding ladders under vllm-gaudi's lookup (the
-    first row at or above a shape's first value holding a value at or above its second, the smallest such: a row
-    takes the shapes above the row before it): a prompt row without context 0 (a fresh prompt there pads context:
-    the row's first value is named) or a value more than :data:`GROSS_FACTOR` times the least need of the shapes it
-    takes (the value before it + 1; a decode row's first value: the row before it + 1 blocks, a bucket holding at
-    least as many blocks as sequences). Empty where every shape stays within the bound; the planner's own ladders
-    never break (:class:`PhaseAxes`), so buckets added or removed afterwards are checked with it."""
-    rows: dict[int, list[int]] = {}
-    for b, q, c in buckets:
-        rows.setdefault(b if decode else q, []).append(c)
-    out = set()
-    before = 0
-    for row in sorted(rows):
-        values = sorted(set(rows[row]))
-        if not decode and values[0] != 0:
-            out.add((row, values[0]))
-        least = before + 1 if decode else 1
-        for value in values:
-            if value > GROSS_FACTOR * least:
-                out.add((row, value))
-            least = value + 1
-        before = row
-    return frozenset(out)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -87,7 +87,7 @@ from vllm_hpu_mm.buckets.text_budget import (
     padded_times,
     shape_arrays,
 )
-from vllm_hpu_mm.buckets.text_time import CachedTimes, LookupTable, StepTimes, cached, ladder_breaks, moved
+from vllm_hpu_mm.buckets.text_time import CachedTimes, LookupTable, StepTimes, cached, moved
 from vllm_hpu_mm.buckets.turns import Ahead, on_two
 from vllm_hpu_mm.engine import Bucket
 from vllm_hpu_mm.errors import ConfigError
@@ -597,8 +597,6 @@ class _Phase:
         self._no_dearer: dict[tuple[frozenset[Bucket], tuple[Bucket, ...]], bool] = {}
         #: the edges of the buckets so far and the runtime's own, for the buckets they were taken from
         self._edges: tuple[frozenset[Bucket], _Edges] | None = None
-        #: the ladder breaks of the buckets so far (none for a planned set), for the buckets they were found in
-        self._breaks: tuple[frozenset[Bucket], frozenset[tuple[int, int]]] | None = None
         self._theirs_table = LookupTable(self.theirs)
         self.regrid()
         #: paying()'s answers per load, for the table they were worked out in
@@ -704,21 +702,7 @@ class _Phase:
         own_row = self._row(own)
         out += [(own,), tuple(b for b in self.theirs if self._row(b) == own_row and b[2] <= own[2])]
         groups = [tuple(b for b in dict.fromkeys(g) if b not in self.ours and self._allowed(b)) for g in out]
-        return [g for g in dict.fromkeys(groups) if g and self.keeps_ladders(added=g)]
-
-    def keeps_ladders(self, *, added: Iterable[Bucket] = (), removed: Bucket | None = None) -> bool:
-        """Whether the buckets with ``added`` (or without ``removed``) still keep the no-gross-padding ladders
-        (:func:`~.text_time.ladder_breaks`): a shape never pads beyond 4x its need, a fresh prompt no context, however
-        the time model prices the move (r9 text case 18: a lone (1, 1476, 8) bucket, added as no dearer, took fresh
-        prompts of 1,473-1,476 tokens to 8 context blocks). The planner's buckets keep them; a set that does not
-        already (the runtime's own kept in a phase) is not held to them."""
-        decode = self.name == "decode"
-        if self._breaks is None or self._breaks[0] != frozenset(self.ours):
-            self._breaks = (frozenset(self.ours), ladder_breaks(self.ours, decode=decode))
-        if self._breaks[1]:
-            return True
-        grown = {*self.ours, *added} - ({removed} if removed is not None else set())
-        return bool(grown) and not ladder_breaks(grown, decode=decode)
+        return [g for g in dict.fromkeys(groups) if g]
 
     def _allowed(self, bucket: Bucket) -> bool:
         b, q, c = bucket
@@ -1310,7 +1294,7 @@ def _repairs(phase: _Phase, short: Sequence[LoadShapes]) -> list[tuple[Bucket, .
             ladder = tuple(b for b in own_rows[phase._row(own)] if b[2] <= own[2] and b not in phase.ours)
             if len(ladder) > 1:
                 out.append(ladder)
-    return [g for g in dict.fromkeys(out) if phase.keeps_ladders(added=g)]
+    return list(dict.fromkeys(out))
 
 
 def _most_paid(firsts: Sequence[_I], seconds: Sequence[_I], extras: Sequence[_F]) -> list[tuple[int, int]]:
@@ -1558,8 +1542,7 @@ def _pruned(plan: TextBucketPlan, floor: int, held: Sequence[tuple[LoadShapes, f
             fits = ok & np.all(now[:, None] + added[:-1] <= limit[:, None] * (1 + _TOL), axis=0)
             fits &= grown + added[-1] <= PRUNE_SHARE * base
             for j in np.flatnonzero(fits).tolist():
-                if (best is None or added[-1, j] < best[0]) and side.phase.keeps_ladders(
-                        removed=side.table.bucket(j)):  # fmt: skip
+                if best is None or added[-1, j] < best[0]:
                     best = (float(added[-1, j]), side, j, added[:-1, j])
         if best is None:
             break
