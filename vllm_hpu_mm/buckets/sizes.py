@@ -31,6 +31,7 @@ from vllm_hpu_mm.values import AlignMode
 
 __all__ = [
     "EMBEDDED_DATASETS",
+    "OR_CSV",
     "PatchSample",
     "Size",
     "SizeSet",
@@ -188,6 +189,8 @@ def scan_images(
     return SizeSet.of(sizes, source, tuple(unreadable)), skipped
 
 
+#: What else an option that takes a folder of images accepts (``--sizes CSV|DIR``, ``--plan-sizes CSV|DIR``).
+OR_CSV = "; or a CSV with a width,height header"
 #: How many unreadable files a line names (JSON lists them all).
 NAMED_UNREADABLE = 3
 
