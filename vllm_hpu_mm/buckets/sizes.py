@@ -16,6 +16,7 @@ import csv
 import dataclasses
 import io
 import math
+import os
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -30,6 +31,7 @@ from vllm_hpu_mm.values import AlignMode
 
 __all__ = [
     "EMBEDDED_DATASETS",
+    "OR_CSV",
     "PatchSample",
     "Size",
     "SizeSet",
@@ -37,6 +39,7 @@ __all__ = [
     "as_counts",
     "embedded_sizes",
     "images_of",
+    "name_unreadable",
     "patch_counts",
     "read_sizes_csv",
     "scan_images",
@@ -154,7 +157,7 @@ def scan_images(
     root = Path(folder)
     if not root.is_dir():
         raise ConfigError(f"{flag} {root}: not a folder; expected a folder of image files")
-    files = sorted(f for f in root.rglob("*") if f.is_file())
+    files = _folder_files(root)
     sizes: list[Size] = []
     unreadable: list[str] = []
     skipped = 0
@@ -168,7 +171,10 @@ def scan_images(
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             for f in tqdm(files, desc=f"reading {root.name or root}", unit="file", disable=not progress, leave=False):
                 size = _served_size(f, decode_up_to=limit)
-                if size is None and f.suffix.lower() in image_suffixes:  # a broken image, not a stray file
+                # A file that cannot be read at all (a dangling link, a link loop, no permission) is named whatever
+                # its name: the server cannot read it either (vLLM 0.32 reads a local image with
+                # ``filepath.read_bytes()``, vllm/multimodal/media/image.py:107), and it may well be an image.
+                if size is None and (f.suffix.lower() in image_suffixes or not _opens(f)):
                     unreadable.append(f.relative_to(root).as_posix())
                 elif size is None:
                     skipped += 1
@@ -181,6 +187,56 @@ def scan_images(
                           f"image files (any format Pillow reads){also}")  # fmt: skip
     source = f"{root} ({len(sizes)} images, {skipped} non-image files skipped)"
     return SizeSet.of(sizes, source, tuple(unreadable)), skipped
+
+
+#: What else an option that takes a folder of images accepts (``--sizes CSV|DIR``, ``--plan-sizes CSV|DIR``).
+OR_CSV = "; or a CSV with a width,height header"
+#: How many unreadable files a line names (JSON lists them all).
+NAMED_UNREADABLE = 3
+
+
+def name_unreadable(files: Sequence[str]) -> str:
+    """The unreadable files of a folder in words, the first :data:`NAMED_UNREADABLE` named."""
+    named = ", ".join(files[:NAMED_UNREADABLE]) + (", ..." if len(files) > NAMED_UNREADABLE else "")
+    return f"image files no reader opens or decodes, as the server cannot: {named}"
+
+
+def _folder_files(root: Path) -> list[Path]:
+    """Every entry under ``root`` that is not a folder (sorted), links included, dangling ones too (so they can be
+    named). A link to a folder is followed, as vLLM follows links when it reads a file, but each real folder is read
+    once: a link back into a folder already read (``loop -> .``) ends there, so the walk is bounded by the folders
+    that exist and no image is counted twice through another path to its folder."""
+    files: list[Path] = []
+    seen: set[tuple[int, int]] = set()
+    todo = [root]
+    while todo:
+        folder = todo.pop()
+        try:
+            st = folder.stat()
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            entries = list(os.scandir(folder))
+        except OSError:  # a folder that cannot be listed: its files are not known, so none can be named
+            continue
+        for entry in entries:
+            path = folder / entry.name
+            try:
+                is_dir = entry.is_dir()  # follows a link; False for a dangling one
+            except OSError:  # a link loop (ELOOP): not a folder, named as a file that cannot be read
+                is_dir = False
+            (todo if is_dir else files).append(path)
+    return sorted(files)
+
+
+def _opens(path: Path) -> bool:
+    """Whether the file's bytes can be read at all (False: missing behind a link, a loop, no permission)."""
+    try:
+        with path.open("rb") as fh:
+            fh.read(1)
+    except OSError:
+        return False
+    return True
 
 
 def _served_size(path: Path, *, decode_up_to: int | None) -> Size | None:

@@ -1,10 +1,11 @@
 """``vllm-hpu-mm buckets plan|check``: plan a vision bucket list for your images, or check the one you have.
 
-Sizes come from ``--sizes CSV`` (header ``width,height``) and/or ``--images DIR``; with neither, from a synthetic
-grid when both ``--min-pixels`` and ``--max-pixels`` are given (assumption printed), else from the real sizes
-shipped with the package (COCO val2017 + MathVista testmini). Images are aligned to 112-px multiples
-(``VLLM_HPU_MM_ALIGN_MODE``, default nearest) under ``min_pixels`` (default 3136, Qwen2.5-VL) and ``max_pixels``
-(``plan``: the default list's largest bucket x 196 = 12544 x 196; ``check``: the checked list's largest x 196).
+Sizes come from ``--sizes CSV|DIR`` (header ``width,height``, or a folder read as ``--images`` reads it) and/or
+``--images DIR``; with neither, from a synthetic grid when both ``--min-pixels`` and ``--max-pixels`` are given
+(assumption printed), else from the real sizes shipped with the package (COCO val2017 + MathVista testmini). Images
+are aligned to 112-px multiples (``VLLM_HPU_MM_ALIGN_MODE``, default nearest) under ``min_pixels`` (default 3136,
+Qwen2.5-VL) and ``max_pixels`` (``plan``: the default list's largest bucket x 196 = 12544 x 196; ``check``: the
+checked list's largest x 196).
 """
 
 from __future__ import annotations
@@ -32,11 +33,12 @@ def _add_common(p: argparse.ArgumentParser, *, max_default: str) -> None:
     p.add_argument(
         "--sizes",
         type=path_value,
-        metavar="CSV",
+        metavar="CSV|DIR",
         nargs="+",
         action="extend",
         default=[],
-        help="CSV file(s) with a 'width,height' header and one row per image (repeatable)",
+        help="CSV file(s) with a 'width,height' header and one row per image, or folder(s) of images read as "
+        "--images reads them, as the other commands' --sizes take them (repeatable)",
     )
     p.add_argument(
         "--images",

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from pathlib import Path
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.buckets.admission import Admission, admit
 from vllm_hpu_mm.buckets.coverage import largest_patches, validate_coverage
 from vllm_hpu_mm.buckets.planner import Evaluation, fewest_buckets, optimal_buckets
 from vllm_hpu_mm.buckets.sizes import (
+    OR_CSV,
     PatchSample,
     Sizes,
     SizeSet,
@@ -242,7 +244,10 @@ class SizeSources:
 
 
 def _load_sizes(src: SizeSources) -> SizeSet:
-    sets = [read_sizes_csv(path) for path in src.csv]
+    # --sizes takes a folder too, as memory plan's, fleet plan's and buckets replay's --sizes (and serve's
+    # --plan-sizes) do: one option, one reading, whatever the command.
+    sets = [scan_images(path, progress=src.progress, flag="--sizes", also=OR_CSV)[0] if Path(path).is_dir()
+            else read_sizes_csv(path) for path in src.csv]  # fmt: skip
     sets += [scan_images(folder, progress=src.progress)[0] for folder in src.folders]
     if src.from_metrics:
         from vllm_hpu_mm.buckets.live import from_metrics

@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from vllm_hpu_mm.buckets.coverage import largest_patches, smallest_patches
-from vllm_hpu_mm.buckets.sizes import SizeSet, embedded_sizes, images_of, scan_images
+from vllm_hpu_mm.buckets.sizes import OR_CSV, SizeSet, embedded_sizes, images_of, name_unreadable, scan_images
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan import bucket_fit
 from vllm_hpu_mm.plan.bucket_fit import BucketFit
@@ -50,8 +50,12 @@ def _read_traffic(path: str | None, *, flag: str) -> Traffic:
         return default_traffic()
     p = Path(path).expanduser()
     if p.is_dir():
-        found = scan_images(p, progress=False, flag=flag, also="; or a CSV with a width,height header")[0]
-        return Traffic({Request(size): n for size, n in found.counts.items()}, found.source)
+        found = scan_images(p, progress=False, flag=flag, also=OR_CSV)[0]
+        # A file the server could not read is a request it answers with HTTP 400 before any graph runs: it takes no
+        # bucket and no memory, so it is named in the traffic's description, not planned.
+        source = found.source + (f" ({len(found.unreadable)} {name_unreadable(found.unreadable)}; left out)"
+                                 if found.unreadable else "")  # fmt: skip
+        return Traffic({Request(size): n for size, n in found.counts.items()}, source)
     if not p.is_file():
         what = "not a file or a folder" if p.exists() else "no such file or folder"
         raise ConfigError(f"{flag} {path}: {what}; accepted: a CSV with a width,height header or a folder of "
