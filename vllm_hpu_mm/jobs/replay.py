@@ -372,7 +372,11 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
     if args.kv_blocks is None:
         refusal = first.refusal or ""
     else:
-        refusal = f"the server would not start: {why}" if (why := given_blocks_start(args.kv_blocks, shape)) else ""
+        refusal = (
+            f"the server would not start: {why}"
+            if (why := given_blocks_start(args.kv_blocks, shape, null_block=own.traits.null_block))
+            else ""
+        )
     report = Report(tuple(results), traffic.source, runs.load, runs.ran, shape.limits(), own.traits,
                     vision_efficiency(runs, images), images.buckets,
                     settings.skip_warmup, (kv_note, *notes), runs.refusals,
