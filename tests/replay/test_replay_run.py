@@ -140,12 +140,9 @@ def test_kv_blocks_below_one_max_model_len_sequence_say_the_server_would_not_sta
     err = capsys.readouterr().err
     assert code == 1
     assert (
-        assert (
-            "the server would not start: --kv-blocks 20 (19 usable: the block pool keeps one null block) "
-            "cannot hold one sequence of --max-model-len 4096"
-        ) in err
-        in err
-    )
+        "the server would not start: --kv-blocks 20 (19 usable: the block pool keeps one null block) "
+        "cannot hold one sequence of --max-model-len 4096"
+    ) in err
     assert "(32 blocks of 128)" in err
 
 
