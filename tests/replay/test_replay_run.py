@@ -139,7 +139,10 @@ def test_kv_blocks_below_one_max_model_len_sequence_say_the_server_would_not_sta
                  "--requests", "50", "--kv-blocks", "20", "--no-plan", "--no-strategies"])  # fmt: skip
     err = capsys.readouterr().err
     assert code == 1
-    assert "the server would not start: --kv-blocks 20 cannot hold one sequence of --max-model-len 4096" in err
+    assert (
+        "the server would not start: --kv-blocks 20 (19 usable: the block pool keeps one null block) "
+        "cannot hold one sequence of --max-model-len 4096"
+    ) in err
     assert "(32 blocks of 128)" in err
 
 

@@ -234,6 +234,25 @@ def test_a_request_arrives_at_its_time_in_seconds_not_at_its_image_position() ->
     assert [s.arrival_s for s in one.spans] == [0.0] + [s.finish_s for s in one.spans[:-1]]
 
 
+def test_a_refused_request_keeps_its_arrival_slot_and_the_next_request_its_own() -> None:
+    # vLLM 0.32's client (benchmarks/serve.py get_request) draws an arrival for every request, refused ones included
+    prompts = [Prompt(8192, 5) if k % 2 else Prompt(50, 5) for k in range(10)]  # every other one too long
+    poisson = simulate(prompts, LIMITS, Arrivals(rate=2.0, seed=3), clock=constant_clock)
+    rng, t, due = random.Random(3), 0.0, []
+    for _ in prompts:
+        t += rng.expovariate(2.0)
+        due.append(t)
+    assert poisson.refused == 5
+    assert [s.arrival_s for s in poisson.spans] == pytest.approx(due[0::2])
+    assert poisson.refused_s == pytest.approx((due[1], due[9]))
+    times = tuple(float(k) for k in range(10))
+    recorded = simulate(prompts, LIMITS, Arrivals(times=times), clock=constant_clock)
+    assert [s.arrival_s for s in recorded.spans] == pytest.approx(times[0::2])
+    one = simulate(prompts, LIMITS, 1, clock=constant_clock)  # a closed loop's client sends its next at once
+    assert one.refused_s == ()
+    assert [s.arrival_s for s in one.spans] == [0.0] + [s.finish_s for s in one.spans[:-1]]
+
+
 def test_arrivals_in_time_need_a_clock_and_bounded_values() -> None:
     with pytest.raises(ConfigError, match="time model"):
         simulate([Prompt(50, 5)], LIMITS, Arrivals(rate=1.0))

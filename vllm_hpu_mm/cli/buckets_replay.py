@@ -76,7 +76,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                       f"requests per second ({MIN_RATE:g} <= R <= {MAX_RATE:,.0f}), the server drained after the last "
                       "request; instead of --concurrency")  # fmt: skip
     load.add_argument("--load-profile", type=load_profile, metavar="S:C,...", help="clients over time: C requests "
-                      "at once for S seconds, segment after segment (e.g. 600:64,1800:4,600:128; 0 clients = idle; "
+                      "at once (a whole number) for S seconds, segment after segment (e.g. 600:64,1800:4,600:128; "
+                      "0 clients = idle; "
                       f"at most {MAX_PROFILE_SEGMENTS} segments, {MAX_PROFILE_SECONDS:,.0f} s in all)")  # fmt: skip
     p.add_argument("--arrival-seed", type=int, default=0, metavar="N", help="seed of the Poisson arrivals "
                    "(default 0)")  # fmt: skip
@@ -114,24 +115,35 @@ def request_rate(raw: str) -> float:
 
 
 def load_profile(raw: str) -> tuple[tuple[float, int], ...]:
-    """``S:C,S:C,...``: C clients for S seconds, in order."""
-    accepted = f"accepted: SECONDS:CLIENTS segments joined by commas, e.g. 600:64,1800:4 (at most " \
-        f"{MAX_PROFILE_SEGMENTS})"  # fmt: skip
+    """``S:C,S:C,...``: C clients for S seconds, in order. A segment that does not parse is named with what in it is
+    wrong: clients are requests in flight, a whole number (a rate in their place is fleet plan's grammar)."""
+    accepted = f"accepted: SECONDS:CLIENTS segments joined by commas, SECONDS a number above 0, CLIENTS a whole " \
+        f"number of requests at once from 0 to {MAX_CLIENTS:,}, e.g. 600:64,1800:4 (at most " \
+        f"{MAX_PROFILE_SEGMENTS} segments, {MAX_PROFILE_SECONDS:,.0f} s in all)"  # fmt: skip
     parts = raw.split(",")
     if len(parts) > MAX_PROFILE_SEGMENTS:
         raise argparse.ArgumentTypeError(f"{len(parts)} segments; {accepted}")
     out = []
     for part in parts:
         seconds, sep, clients = part.strip().partition(":")
-        try:
-            segment = (float(seconds), int(clients))
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{part.strip()[:40]!r} is not a segment; {accepted}") from None
-        if not sep or not 0 < segment[0] <= MAX_PROFILE_SECONDS or not 0 <= segment[1] <= MAX_CLIENTS:
-            raise argparse.ArgumentTypeError(f"{part.strip()[:40]!r} is out of range (0 < seconds <= "
-                                             f"{MAX_PROFILE_SECONDS:,.0f}, 0 <= clients <= {MAX_CLIENTS:,}); "
+        shown = repr(part.strip()[:40])
+        if not sep:
+            raise argparse.ArgumentTypeError(f"{shown} is not a segment (no ':' between seconds and clients); "
                                              f"{accepted}")  # fmt: skip
-        out.append(segment)
+        try:
+            length = float(seconds)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{shown}: {seconds.strip()[:20]!r} is not a number of seconds; "
+                                             f"{accepted}") from None  # fmt: skip
+        try:
+            count = int(clients)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{shown}: {clients.strip()[:20]!r} is not a whole number of clients; "
+                                             f"{accepted}") from None  # fmt: skip
+        if not 0 < length <= MAX_PROFILE_SECONDS or not 0 <= count <= MAX_CLIENTS:
+            raise argparse.ArgumentTypeError(f"{shown} is out of range (0 < seconds <= {MAX_PROFILE_SECONDS:,.0f}, "
+                                             f"0 <= clients <= {MAX_CLIENTS:,}); {accepted}")  # fmt: skip
+        out.append((length, count))
     if sum(s for s, _ in out) > MAX_PROFILE_SECONDS:
         raise argparse.ArgumentTypeError(f"{raw[:60]!r} lasts over {MAX_PROFILE_SECONDS:,.0f} s; {accepted}")
     return tuple(out)

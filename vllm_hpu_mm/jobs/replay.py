@@ -369,14 +369,18 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
     results = done[:known] + mine + done[known:]
     kv_note = ("KV blocks: given" if args.kv_blocks is not None else "KV blocks: the plan's estimate (the decode "
                "buckets depend on it; give the log's '# HPU blocks' with --kv-blocks)")  # fmt: skip
+    if args.kv_blocks is None:
+        refusal = first.refusal or ""
+    else:
+        refusal = (
+            f"the server would not start: {why}"
+            if (why := given_blocks_start(args.kv_blocks, shape, null_block=own.traits.null_block))
+            else ""
+        )
     report = Report(tuple(results), traffic.source, runs.load, runs.ran, shape.limits(), own.traits,
                     vision_efficiency(runs, images), images.buckets,
                     settings.skip_warmup, (kv_note, *notes), runs.refusals,
                     _time_model(timer), timer.step if timer and isinstance(timer.step, StepTime) else None,
                     sampled=runs.requests, unsent=runs.unsent, images_sampled=runs.images_sampled,
-                    worst_case=worst.to_dict() if worst is not None else None)  # fmt: skip
-    if args.kv_blocks is None:
-        refusal = first.refusal or ""
-    else:
-        refusal = f"the server would not start: {why}" if (why := given_blocks_start(args.kv_blocks, shape)) else ""
+                    worst_case=worst.to_dict() if worst is not None else None, not_started=refusal)  # fmt: skip
     return Replayed(report, planned, yours is not None, runs, shape, own, timer, refusal)

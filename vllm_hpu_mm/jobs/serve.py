@@ -100,15 +100,19 @@ def one_block_count(kv_blocks: int | None, sizing: SizingArgs) -> None:
                           "reported)")  # fmt: skip
 
 
-def given_blocks_start(kv_blocks: int, shape: EngineShape) -> str:
+def given_blocks_start(kv_blocks: int, shape: EngineShape, *, null_block: bool = True) -> str:
     """Why the server would not start with ``--kv-blocks`` (empty when it would): vLLM 0.32 refuses a KV cache that
-    cannot hold one sequence of max_model_len (v1/core/kv_cache_utils.py check_enough_kv_cache_memory)."""
-    if max_concurrent_seqs(kv_blocks, shape.block_size, shape.max_model_len) >= 1:
+    cannot hold one sequence of max_model_len once the null block its block pool keeps is set aside
+    (v1/core/kv_cache_utils.py check_enough_kv_cache_memory, 1122-1131; ``null_block``: the runtime's trait)."""
+    usable = max(kv_blocks - 1, 0) if null_block else kv_blocks
+    if max_concurrent_seqs(usable, shape.block_size, shape.max_model_len) >= 1:
         return ""
     need = -(-shape.max_model_len // shape.block_size)
-    fits = kv_blocks * shape.block_size
-    return (f"--kv-blocks {kv_blocks} cannot hold one sequence of --max-model-len {shape.max_model_len} ({need} "
-            f"blocks of {shape.block_size}): vLLM refuses to start with such a cache; fix: --kv-blocks {need} or more"
+    least = need + (1 if null_block else 0)
+    fits = usable * shape.block_size
+    kept = f" ({usable} usable: the block pool keeps one null block)" if null_block else ""
+    return (f"--kv-blocks {kv_blocks}{kept} cannot hold one sequence of --max-model-len {shape.max_model_len} ({need} "
+            f"blocks of {shape.block_size}): vLLM refuses to start with such a cache; fix: --kv-blocks {least} or more"
             + (f", or --max-model-len {fits} or less" if fits else ""))  # fmt: skip
 
 

@@ -151,7 +151,9 @@ def check_stale(sizing: SizingArgs, args: StaleArgs, settings: Settings, runtime
     one_block_count(args.kv_blocks, sizing)
     inputs, _ = plan_inputs(sizing, settings, own_env)
     shape = inputs.engine(args.kv_blocks if args.kv_blocks is not None else plan(inputs).kv_blocks)
-    if args.kv_blocks is not None and (why := given_blocks_start(args.kv_blocks, shape)):
+    if args.kv_blocks is not None and (
+        why := given_blocks_start(args.kv_blocks, shape, null_block=inputs.runtime.traits.null_block)
+    ):
         raise WouldNotStart(why)  # as buckets replay says it (exit 1 there and here)
     if inputs.runtime.text_lookup(shape) is None:  # auto found another runtime installed
         raise _gaudi_only(sizing, inputs.runtime.name.value)

@@ -9,7 +9,8 @@ queueing included, for one load.
 - **E2EL**: a request's last token less its arrival, plus ``frontend_s``;
 - a request that arrives with none in flight also waits ``wake(idle seconds, its images)`` (a server's wake-up
   after idleness, :meth:`vllm_hpu_mm.models.step_fit.FittedStep.wake_for`), in its TTFT and E2EL;
-- request and output-token throughput over the run (first arrival to last answer).
+- request and output-token throughput over the run (first arrival to last answer; a request refused in its arrival
+  slot, as vllm bench serve sends it, counts in neither figure but starts or ends the run there).
 
 Each schedule runs on its own clock (:class:`StepClock`): the step priced at the shape the runtime runs, padded
 buckets for a Gaudi strategy (each strategy queues at its own speed), the real shapes on a runtime without buckets
@@ -231,8 +232,11 @@ def latency_of(traces: Sequence[Trace], clock: StepClock, *, load: str, frontend
         seconds, steps, decoding = clock.step_groups(trace, prices[k] if k < len(prices) else None)
         itl.append(seconds)
         itl_weights.append(steps * decoding)
-        if spans:
-            durations.append((float((finish + front).max() - arrival.min()), len(spans), int(output.sum())))
+        if spans:  # a request refused in its arrival slot ends there (vllm bench serve's duration spans it)
+            start, end = float(arrival.min()), float((finish + front).max())
+            if trace.refused_s:
+                start, end = min(start, trace.refused_s[0]), max(end, trace.refused_s[1])
+            durations.append((end - start, len(spans), int(output.sum())))
     timed = [d for d in durations if d[0] > 0]
     every = {name: np.concatenate(parts) if parts else np.zeros(0) for name, parts in
              (("ttft", ttft), ("e2el", e2el), ("tpot", tpot), ("itl", itl))}  # fmt: skip

@@ -69,6 +69,9 @@ class Report:
     #: The planned buckets' worst shape against the runtime's own (``WorstCase.to_dict``), when planned: its line is
     #: among the notes.
     worst_case: dict[str, Any] | None = None
+    #: Why the configuration would not start (the line the replay stops on), "" when it would: a server that never
+    #: starts serves no request, so no latency or throughput figure is given for it.
+    not_started: str = ""
 
     @property
     def offered(self) -> int:
@@ -112,9 +115,12 @@ def totals(res: ReplayResult) -> TimeResult | None:
     )
 
 
-def time_dict(t: TimeResult) -> dict[str, Any]:
+def time_dict(t: TimeResult, *, started: bool = True) -> dict[str, Any]:
+    """One load's times; ``started`` False (the server would not start): its latencies null, none is served."""
     if not t.requests:  # no request ran at this load: its times are of nothing, null, never a measured 0
         return {"load": t.load, "requests": 0, **dict.fromkeys(_TIME_FIGURES)}
+    if not started:
+        return {**time_dict(t), **dict.fromkeys(_LATENCY_FIGURES)}
     return {
         "load": t.load,
         "requests": t.requests,
@@ -133,6 +139,8 @@ def time_dict(t: TimeResult) -> dict[str, Any]:
 _TIME_FIGURES = ("busy_seconds_real_shapes", "busy_seconds_with_buckets", "idle_seconds", "padding_over_useful_time",
                  "padding_share_of_busy_time", "added_ttft_seconds", "added_seconds_per_output_token",
                  "ttft_seconds_real_shapes")  # fmt: skip
+#: Those of them a user of the server would measure as latency (null for a server that would not start).
+_LATENCY_FIGURES = ("added_ttft_seconds", "added_seconds_per_output_token", "ttft_seconds_real_shapes")
 
 
 def _compile_stalls(r: Report, res: ReplayResult) -> float | None:
@@ -174,10 +182,11 @@ def result_dict(res: ReplayResult, report: Report) -> dict[str, Any]:
     warmed = sum(_warmed(res, report))
     total = totals(res)
     timed: dict[str, Any] = {}
+    started = not report.not_started
     if total is not None:
         timed = {
-            "time": time_dict(total),
-            "time_per_load": [time_dict(t) for t in res.times],
+            "time": time_dict(total, started=started),
+            "time_per_load": [time_dict(t, started=started) for t in res.times],
             "compile_stall_seconds": _run_time_stalls(report, res) if total.requests else None,
             "compile_stall_seconds_with_skip_warmup": _first_use_stalls(report, res) if total.requests else None,
         }
@@ -200,7 +209,7 @@ def result_dict(res: ReplayResult, report: Report) -> dict[str, Any]:
         "decode_block_efficiency": _efficiency(res.decode_blocks),
         "warmup_seconds_estimate": 0.0 if report.skip_warmup else _seconds(report, res),
         **timed,
-        **({"latency_per_load": [latency_dict(x) for x in res.latency]} if res.latency else {}),
+        **({"latency_per_load": [latency_dict(x) for x in res.latency] if started else None} if res.latency else {}),
     }
 
 
@@ -254,6 +263,7 @@ def to_dict(r: Report) -> dict[str, Any]:
         "vision": vision,
         "notes": list(r.notes),
         "worst_case": r.worst_case,
+        "not_started": r.not_started or None,
     }
 
 
@@ -333,12 +343,13 @@ def _time_rows(r: Report, row: Any) -> None:
              "vision": "vision"}  # fmt: skip
     for p in PHASES:
         row(f"  share of busy time padding {names[p]}", [_ran(t, _pct(t.share(p))) for t in tot if t is not None])
-    band = _band(r)  # the padding's added time is priced by the same step model as the whole latencies
-    row(f"added TTFT p50 / p99{band} (worst load)",
-        [_ran(t, f"{_ms(t.added_ttft[0])} / {_ms(t.added_ttft[1])}") for t in tot if t is not None])  # fmt: skip
-    row(f"added per-token p50 / p99{band} (worst load)",
-        [_ran(t, f"{_ms(t.added_tpot[0])} / {_ms(t.added_tpot[1])}") for t in tot if t is not None])  # fmt: skip
-    _latency_rows(results, row)
+    if not r.not_started:  # a server that would not start serves no request: no latency (a line below says why)
+        band = _band(r)  # the padding's added time is priced by the same step model as the whole latencies
+        row(f"added TTFT p50 / p99{band} (worst load)",
+            [_ran(t, f"{_ms(t.added_ttft[0])} / {_ms(t.added_ttft[1])}") for t in tot if t is not None])  # fmt: skip
+        row(f"added per-token p50 / p99{band} (worst load)",
+            [_ran(t, f"{_ms(t.added_tpot[0])} / {_ms(t.added_tpot[1])}") for t in tot if t is not None])  # fmt: skip
+        _latency_rows(results, row)
     if r.traits.warmup_era:
         ran = [t for t in tot if t is not None]
         row("compile stalls at run time",
@@ -438,7 +449,9 @@ def body_lines(r: Report) -> list[str]:
         lines.append(f"time: {r.time_model}")
     if r.step is not None:
         lines += time_interval_lines(r.step, [(x.label, t.padded_s) for x in r.results if (t := totals(x))])
-    if r.results and r.results[0].latency:
+    if r.not_started:
+        lines.append(f"no latency or throughput figures: {r.not_started}")
+    elif r.results and r.results[0].latency:
         evidence = r.results[0].latency[0].evidence or "an estimate"
         lines.append("whole latencies (TTFT, TPOT, ITL, E2EL, throughput): each configuration scheduled again on its "
                      f"own buckets' step times, queueing included; {evidence}")  # fmt: skip

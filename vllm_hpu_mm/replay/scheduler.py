@@ -234,6 +234,9 @@ class Trace:
     #: Arrivals in time: the state once every request has arrived, for another clock's schedule of the same requests
     #: to continue from (:class:`_Resume`).
     resume: _Resume | None = dataclasses.field(default=None, compare=False, repr=False)
+    #: Arrivals in time: the first and last arrival (seconds) of the requests refused in their arrival slots, () if
+    #: none (each fails at once, at its arrival: the run lasts from the first arrival to the last answer or refusal).
+    refused_s: tuple[float, float] | tuple[()] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -562,6 +565,8 @@ class _Scheduler:
         self.exhausted = False
         #: Requests taken from the source (refused ones included).
         self.taken = 0
+        #: Arrivals in time: the first and last arrival (seconds) of a request refused in its slot, () if none.
+        self.refused_s: tuple[float, float] | tuple[()] = ()
         #: Arrivals in time, drained: the state once every request has arrived is recorded (:class:`_Resume`), or,
         #: following ``reference``, compared with the one it recorded. ``_calm``: the step before ran with none left.
         self.reference = reference
@@ -597,7 +602,7 @@ class _Scheduler:
         return Trace(tuple(self.events), self.limits, self.arrivals.concurrency or 0, self.completed,
                      sum(self.refusals.values()), self.steps, tuple(self.starts), tuple(self.spans),
                      tuple(sorted(self.refusals.items())), self.drain, self.now - self.idle, self.idle, self.arrivals,
-                     tuple(self.encoded), resume)  # fmt: skip
+                     tuple(self.encoded), resume, self.refused_s)  # fmt: skip
 
     def _settled(self) -> bool:
         """At a step with every request arrived: from the second such step on (the step before ran with none left to
@@ -670,8 +675,11 @@ class _Scheduler:
         self.prefilling.clear()
         self.waiting.clear()
 
-    def _next_seq(self, at: float) -> _Arrived | None:
-        """The next request the engine accepts (refused ones counted by reason), None when none is left."""
+    def _next_seq(self, at: float, *, slot: bool = False) -> _Arrived | str | None:
+        """The next request the engine accepts (refused ones counted by reason), None when none is left. ``slot``: an
+        arrival in time takes one request, refused or not, and a refused one answers its reason: vLLM 0.32's client
+        (``vllm/benchmarks/serve.py`` ``get_request``) draws an arrival for every request it sends, and one the server
+        refuses fails at once in its slot, so the next keeps its own (a closed loop's client sends its next at once)."""
         admissions, prompts = self.admissions, self.prompts
         while True:
             if admissions is not None:
@@ -687,16 +695,20 @@ class _Scheduler:
             reason, largest = admission[0], admission[5]
             if reason is not None:
                 self.refusals[reason] = self.refusals.get(reason, 0) + 1
+                if slot:
+                    self.refused_s = (self.refused_s[0], at) if self.refused_s else (at, at)
+                    return reason
                 continue
             self.largest = max(self.largest, largest)
             return p, admission, self.steps, at, self.taken
 
-    def _arrive(self, at: float | None = None) -> bool:
-        seq = self._next_seq(self.now if at is None else at)
+    def _arrive(self, at: float | None = None, *, slot: bool = False) -> bool:
+        seq = self._next_seq(self.now if at is None else at, slot=slot)
         if seq is None:
             self.exhausted = True
             return False
-        self.waiting.append(seq)
+        if not isinstance(seq, str):  # a refused request in its arrival slot never waits
+            self.waiting.append(seq)
         return True
 
     def _take_arrivals(self) -> None:
@@ -704,14 +716,14 @@ class _Scheduler:
         arrivals = self.arrivals
         if arrivals.times:
             while not self.exhausted and self.next_arrival <= self.now:
-                self._arrive(self.next_arrival)
+                self._arrive(self.next_arrival, slot=True)
                 self.recorded += 1
                 self.next_arrival = arrivals.times[self.recorded] if self.recorded < len(arrivals.times) else math.inf
                 if self.next_arrival == math.inf:
                     self.exhausted = True
         elif arrivals.rate:
             while not self.exhausted and self.next_arrival <= self.now:
-                self._arrive(self.next_arrival)
+                self._arrive(self.next_arrival, slot=True)
                 self.next_arrival += self.rng.expovariate(arrivals.rate)
         elif arrivals.profile:
             while (not self.exhausted and len(self.running) + len(self.waiting) < arrivals.clients(self.now)
