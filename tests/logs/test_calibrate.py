@@ -23,6 +23,7 @@ from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.pipeline import apply_profile, memory_evidence, plan_with_profile
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.profile import load_profile, read_profile
+from vllm_hpu_mm.plan.render import to_dict, to_table
 
 WARMUP_DOC = DATA / "logs" / "vllm_gaudi_warmup_doc.log"
 PERF_DOC = DATA / "logs" / "heldout" / "vllm_gaudi_perf_tuning_doc.log"
@@ -156,6 +157,32 @@ def test_measured_free_memory_applies_only_to_a_plan_of_the_shape_it_was_measure
     applied, notes = apply_profile(shorter, fork, free_stated=False)
     assert applied.free_after_load_bytes is None
     assert any("max-model-len 32768, this plan 8192" in n for n in notes)
+
+
+def test_a_measured_free_memory_says_measured_and_its_profile_not_stated(tmp_path: Path) -> None:
+    # The profile's free memory after load was labelled "stated", --free-memory-gib's label (r10profile cases 3, 4,
+    # 11, 13, 14, 15, 20): the row, the JSON and the costs: lines say it was measured, and by which profile and log.
+    path = tmp_path / "p.json"
+    log = parse_warmup([engine_line(1), free_line(78.61)])
+    save_profile(calibrate(log, None, device="gaudi2", source="start.log", after_profile_run=False), path)
+    inputs = build(SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device="gaudi2", max_model_len=32768), load({}))
+    applied, costs = plan_with_profile(inputs, read_profile(str(path), None), free_stated=False)
+    planned = plan(applied)
+    row = next(r for r in to_table(planned).splitlines() if r.startswith("free after load"))
+    assert f"78.61 GiB  measured (profile {path}: start.log" in row
+    assert "stated" not in row
+    assert to_dict(planned)["free_after_load_stated"] is False
+    assert to_dict(planned)["free_after_load_measured_by"].startswith(f"profile {path}")
+    assert f"measured (profile {path}): free after load 78.61 GiB" in costs["notes"]
+    assert costs["measured"] == ["free_after_load"]
+    # --free-memory-gib keeps "stated", and the profile's figure is not measured for that plan
+    stated = build(dataclasses.replace(SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device="gaudi2",
+                                                  max_model_len=32768), free_memory_gib=60.0), load({}))  # fmt: skip
+    applied, costs = plan_with_profile(stated, read_profile(str(path), None), free_stated=True)
+    row = next(r for r in to_table(plan(applied)).splitlines() if r.startswith("free after load"))
+    assert row.split()[-1] == "stated"
+    assert "free_after_load" not in costs["measured"]
+    assert to_dict(plan(applied))["free_after_load_stated"] is True
 
 
 def test_the_memory_evidence_says_calibrated_only_for_what_the_profile_measured(tmp_path: Path) -> None:

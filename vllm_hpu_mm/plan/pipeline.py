@@ -43,8 +43,13 @@ def apply_profile(inputs: PlanInputs, profile: Profile, *, free_stated: bool) ->
         if other:
             notes.append(f"not applied (profile): {measured}, measured at {other}: estimated instead")
         else:
-            out = dataclasses.replace(out, free_after_load_bytes=profile.free_after_load_bytes)
-            notes.append(f"measured (profile): {measured}")
+            # the one place that decides the figure is the profile's: the row, the JSON and ``measured`` read it here
+            out = dataclasses.replace(
+                out,
+                free_after_load_bytes=profile.free_after_load_bytes,
+                free_after_load_measured_by=f"profile {profile.path}: {profile.costs.source}",
+            )
+            notes.append(f"measured (profile {profile.path}): {measured}")
     notes += _labels(out)
     return out, notes
 
@@ -88,10 +93,7 @@ def plan_with_profile(inputs: PlanInputs, read: ProfileRead, *, free_stated: boo
         return inputs, {"profile": None, "notes": [*_labels(inputs), read.why_none]}
     profile = read.profile
     out, notes = apply_profile(inputs, profile, free_stated=free_stated)
-    measured = list(out.costs.measured)
-    if out.free_after_load_bytes is not None and out.free_after_load_bytes == profile.free_after_load_bytes \
-            and inputs.free_after_load_bytes is None:  # fmt: skip
-        measured.append("free_after_load")
+    measured = list(out.costs.measured) + (["free_after_load"] if out.free_after_load_measured_by else [])
     return out, {"profile": str(profile.path), "measured": measured, "notes": notes}
 
 
