@@ -103,6 +103,29 @@ def test_cuda_graph_memory_lines_are_kept_and_not_applied_to_a_gaudi_plan(tmp_pa
     assert "not applied" in notes[0]
 
 
+def test_a_cuda_profile_on_a_cuda_plan_says_its_graph_memory_is_not_applied_and_why(tmp_path: Path) -> None:
+    # It said "nothing measured (profile): it holds no memory cost" beside a measured 2.04 GiB (r10profile case 7):
+    # the line names the measured figure, that the plan keeps its estimate and why, and that nothing else is held.
+    c = calibrate(parse_warmup(lines(DATA / "calibration" / "vllm_48601_cudagraph_memory.log")), None, device="h100",
+                  source="pr 48601")  # fmt: skip
+    path = tmp_path / "p.json"
+    save_profile(c, path)
+    profile = load_profile(path)
+    assert profile.cuda_graph_bytes == round(2.04 * GIB)
+    inputs = build(SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device="h100", runtime="vllm-cuda"), load({}))
+    same, notes = apply_profile(inputs, profile, free_stated=False)
+    assert same == inputs
+    assert not any(n.startswith("nothing measured") for n in notes)
+    line = next(n for n in notes if n.startswith(f"not applied (profile {path}): CUDA graph memory 2.04 GiB"))
+    assert "pr 48601" in line
+    assert "graphs row stays the plan's estimate" in line
+    assert "no other memory cost" in line
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**json.loads(path.read_text()), "cuda_graph_bytes": -1}))
+    with pytest.raises(ConfigError, match="cuda_graph_bytes=-1"):
+        load_profile(bad)
+
+
 def test_a_profile_overrides_only_what_it_measured(tmp_path: Path) -> None:
     # A start with its warm-up skipped measures the free memory alone: the text factors keep the public Gaudi2
     # calibration, with its value and its label, and the vision line stays the built-in estimate.

@@ -32,9 +32,18 @@ def apply_profile(inputs: PlanInputs, profile: Profile, *, free_stated: bool) ->
         return inputs, [f"profile {profile.path} was measured on {profile.backend}; this plan is for "
                         f"{inputs.backend}: its graph costs are not applied (all estimated)"]  # fmt: skip
     out = dataclasses.replace(inputs, costs=with_measured(inputs.costs, profile.costs))
+    if profile.cuda_graph_bytes is not None:
+        # vLLM 0.32 profiles its CUDA graphs at start at the plan's own capture sizes (v1/worker/gpu_worker.py:700-743
+        # determine_available_memory); the profile keeps one total at the log's sizes, not the shape it was taken at
+        alone = "" if profile.costs.measured or profile.free_after_load_bytes is not None else (
+            "; it holds no other memory cost (no graph cost factor, no free memory after load)")  # fmt: skip
+        notes.append(f"not applied (profile {profile.path}): CUDA graph memory {profile.cuda_graph_bytes / GIB:.2f} "
+                     f"GiB measured by {profile.costs.source}: the profile does not record the capture sizes and "
+                     "shape it was taken at, so the graphs row stays the plan's estimate of what vLLM profiles at "
+                     f"start{alone}")  # fmt: skip
     if profile.costs.measured:
         notes.append(f"measured (profile {profile.path}): {', '.join(profile.costs.measured)}")
-    elif profile.free_after_load_bytes is None:
+    elif profile.free_after_load_bytes is None and profile.cuda_graph_bytes is None:
         held = " (a step time only, from /metrics)" if profile.step_time is not None else ""
         notes.append(f"nothing measured (profile {profile.path}): it holds no memory cost{held}")
     if profile.free_after_load_bytes is not None and not free_stated:
