@@ -103,6 +103,23 @@ def test_cuda_graph_memory_lines_are_kept_and_not_applied_to_a_gaudi_plan(tmp_pa
     assert "not applied" in notes[0]
 
 
+def test_a_profile_of_another_backend_is_said_ignored_and_the_costs_lines_keep_their_labels(tmp_path: Path) -> None:
+    # A CUDA profile on a Gaudi plan left one line, "(all estimated)", while the rows said the text costs were
+    # calibrated on the public Gaudi2 log (r10profile case 8): the costs lines are those of a plan without it.
+    c = calibrate(parse_warmup(lines(DATA / "calibration" / "vllm_48601_cudagraph_memory.log")), None, device="h100",
+                  source="pr 48601")  # fmt: skip
+    path = tmp_path / "p.json"
+    save_profile(c, path)
+    inputs = build(SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device="gaudi2"), load({}))
+    same, notes = apply_profile(inputs, load_profile(path), free_stated=False)
+    assert same == inputs
+    assert notes[0].startswith(f"not applied (profile {path}): measured on h100 (cuda), this plan is for gaudi2 (hpu)")
+    without = plan_with_profile(inputs, read_profile("none", None), free_stated=False)[1]["notes"]
+    assert notes[1:] == without[:-1]  # the same calibrated / estimated lines, less "nothing measured (--profile none)"
+    assert any(n.startswith("calibrated (public Gaudi2 log") and "text_prefill_factor" in n for n in notes)
+    assert not any("all estimated" in n for n in notes)
+
+
 def test_a_cuda_profile_on_a_cuda_plan_says_its_graph_memory_is_not_applied_and_why(tmp_path: Path) -> None:
     # It said "nothing measured (profile): it holds no memory cost" beside a measured 2.04 GiB (r10profile case 7):
     # the line names the measured figure, that the plan keeps its estimate and why, and that nothing else is held.

@@ -29,8 +29,11 @@ def apply_profile(inputs: PlanInputs, profile: Profile, *, free_stated: bool) ->
     """
     notes: list[str] = []
     if profile.backend not in (None, inputs.backend):
-        return inputs, [f"profile {profile.path} was measured on {profile.backend}; this plan is for "
-                        f"{inputs.backend}: its graph costs are not applied (all estimated)"]  # fmt: skip
+        # the costs keep the labels they have without a profile (a Gaudi plan's text factors stay calibrated)
+        on = f"{profile.device} ({profile.backend})" if profile.device else profile.backend
+        return inputs, [f"not applied (profile {profile.path}): measured on {on}, this plan is for {inputs.device} "
+                        f"({inputs.backend}): graph costs and free memory measured on one backend do not hold on "
+                        "another, so none of it is used", *_labels(inputs)]  # fmt: skip
     out = dataclasses.replace(inputs, costs=with_measured(inputs.costs, profile.costs))
     if profile.cuda_graph_bytes is not None:
         # vLLM 0.32 profiles its CUDA graphs at start at the plan's own capture sizes (v1/worker/gpu_worker.py:700-743
