@@ -23,6 +23,7 @@ from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.pipeline import apply_profile, memory_evidence, plan_with_profile
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.profile import load_profile, read_profile
+from vllm_hpu_mm.plan.render import to_dict, to_table
 
 WARMUP_DOC = DATA / "logs" / "vllm_gaudi_warmup_doc.log"
 PERF_DOC = DATA / "logs" / "heldout" / "vllm_gaudi_perf_tuning_doc.log"
@@ -102,6 +103,46 @@ def test_cuda_graph_memory_lines_are_kept_and_not_applied_to_a_gaudi_plan(tmp_pa
     assert "not applied" in notes[0]
 
 
+def test_a_profile_of_another_backend_is_said_ignored_and_the_costs_lines_keep_their_labels(tmp_path: Path) -> None:
+    # A CUDA profile on a Gaudi plan left one line, "(all estimated)", while the rows said the text costs were
+    # calibrated on the public Gaudi2 log (r10profile case 8): the costs lines are those of a plan without it.
+    c = calibrate(parse_warmup(lines(DATA / "calibration" / "vllm_48601_cudagraph_memory.log")), None, device="h100",
+                  source="pr 48601")  # fmt: skip
+    path = tmp_path / "p.json"
+    save_profile(c, path)
+    inputs = build(SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device="gaudi2"), load({}))
+    same, notes = apply_profile(inputs, load_profile(path), free_stated=False)
+    assert same == inputs
+    assert notes[0].startswith(f"not applied (profile {path}): measured on h100 (cuda), this plan is for gaudi2 (hpu)")
+    without = plan_with_profile(inputs, read_profile("none", None), free_stated=False)[1]["notes"]
+    assert notes[1:] == without[:-1]  # the same calibrated / estimated lines, less "nothing measured (--profile none)"
+    assert any(n.startswith("calibrated (public Gaudi2 log") and "text_prefill_factor" in n for n in notes)
+    assert not any("all estimated" in n for n in notes)
+
+
+def test_a_cuda_profile_on_a_cuda_plan_says_its_graph_memory_is_not_applied_and_why(tmp_path: Path) -> None:
+    # It said "nothing measured (profile): it holds no memory cost" beside a measured 2.04 GiB (r10profile case 7):
+    # the line names the measured figure, that the plan keeps its estimate and why, and that nothing else is held.
+    c = calibrate(parse_warmup(lines(DATA / "calibration" / "vllm_48601_cudagraph_memory.log")), None, device="h100",
+                  source="pr 48601")  # fmt: skip
+    path = tmp_path / "p.json"
+    save_profile(c, path)
+    profile = load_profile(path)
+    assert profile.cuda_graph_bytes == round(2.04 * GIB)
+    inputs = build(SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device="h100", runtime="vllm-cuda"), load({}))
+    same, notes = apply_profile(inputs, profile, free_stated=False)
+    assert same == inputs
+    assert not any(n.startswith("nothing measured") for n in notes)
+    line = next(n for n in notes if n.startswith(f"not applied (profile {path}): CUDA graph memory 2.04 GiB"))
+    assert "pr 48601" in line
+    assert "graphs row stays the plan's estimate" in line
+    assert "no other memory cost" in line
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**json.loads(path.read_text()), "cuda_graph_bytes": -1}))
+    with pytest.raises(ConfigError, match="cuda_graph_bytes=-1"):
+        load_profile(bad)
+
+
 def test_a_profile_overrides_only_what_it_measured(tmp_path: Path) -> None:
     # A start with its warm-up skipped measures the free memory alone: the text factors keep the public Gaudi2
     # calibration, with its value and its label, and the vision line stays the built-in estimate.
@@ -156,6 +197,32 @@ def test_measured_free_memory_applies_only_to_a_plan_of_the_shape_it_was_measure
     applied, notes = apply_profile(shorter, fork, free_stated=False)
     assert applied.free_after_load_bytes is None
     assert any("max-model-len 32768, this plan 8192" in n for n in notes)
+
+
+def test_a_measured_free_memory_says_measured_and_its_profile_not_stated(tmp_path: Path) -> None:
+    # The profile's free memory after load was labelled "stated", --free-memory-gib's label (r10profile cases 3, 4,
+    # 11, 13, 14, 15, 20): the row, the JSON and the costs: lines say it was measured, and by which profile and log.
+    path = tmp_path / "p.json"
+    log = parse_warmup([engine_line(1), free_line(78.61)])
+    save_profile(calibrate(log, None, device="gaudi2", source="start.log", after_profile_run=False), path)
+    inputs = build(SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device="gaudi2", max_model_len=32768), load({}))
+    applied, costs = plan_with_profile(inputs, read_profile(str(path), None), free_stated=False)
+    planned = plan(applied)
+    row = next(r for r in to_table(planned).splitlines() if r.startswith("free after load"))
+    assert f"78.61 GiB  measured (profile {path}: start.log" in row
+    assert "stated" not in row
+    assert to_dict(planned)["free_after_load_stated"] is False
+    assert to_dict(planned)["free_after_load_measured_by"].startswith(f"profile {path}")
+    assert f"measured (profile {path}): free after load 78.61 GiB" in costs["notes"]
+    assert costs["measured"] == ["free_after_load"]
+    # --free-memory-gib keeps "stated", and the profile's figure is not measured for that plan
+    stated = build(dataclasses.replace(SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device="gaudi2",
+                                                  max_model_len=32768), free_memory_gib=60.0), load({}))  # fmt: skip
+    applied, costs = plan_with_profile(stated, read_profile(str(path), None), free_stated=True)
+    row = next(r for r in to_table(plan(applied)).splitlines() if r.startswith("free after load"))
+    assert row.split()[-1] == "stated"
+    assert "free_after_load" not in costs["measured"]
+    assert to_dict(plan(applied))["free_after_load_stated"] is True
 
 
 def test_the_memory_evidence_says_calibrated_only_for_what_the_profile_measured(tmp_path: Path) -> None:

@@ -64,7 +64,8 @@ class PlanInputs:
     #: Free device memory *before* loading the model (a reading, or the nominal total); ignored when
     #: ``free_after_load_bytes`` is given.
     free_before_load_bytes: int
-    #: Free memory after weights and profiling, stated directly (the guide's starting point), or None to estimate.
+    #: Free memory after weights and profiling, stated directly (the guide's starting point) or measured (a profile's,
+    #: then ``free_after_load_measured_by`` says where), or None to estimate.
     free_after_load_bytes: int | None
     dtype_size: int
     tensor_parallel_size: int
@@ -139,6 +140,10 @@ class PlanInputs:
     #: Where the runtime reads a boolean variable set in the environment otherwise than our registry does (its own
     #: parsing: :meth:`~vllm_hpu_mm.runtimes.base.RuntimeTraits.read_boolean`), what it makes of it.
     reading_notes: tuple[str, ...] = ()
+    #: Where ``free_after_load_bytes`` was measured when a profile's figure was applied (``profile FILE, its source
+    #: log``: set by :func:`.pipeline.apply_profile` alone); None when it was stated (``--free-memory-gib``) or is
+    #: estimated.
+    free_after_load_measured_by: str | None = None
     #: The runtime builds the vision tower: False when vLLM drops it because every one of its modalities' limits is 0
     #: (:func:`vllm_hpu_mm.plan.derived.vision_tower_built`, on a runtime whose traits say it follows the rule); its
     #: weights and profiling peak are then not planned.

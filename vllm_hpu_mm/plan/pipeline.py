@@ -29,12 +29,24 @@ def apply_profile(inputs: PlanInputs, profile: Profile, *, free_stated: bool) ->
     """
     notes: list[str] = []
     if profile.backend not in (None, inputs.backend):
-        return inputs, [f"profile {profile.path} was measured on {profile.backend}; this plan is for "
-                        f"{inputs.backend}: its graph costs are not applied (all estimated)"]  # fmt: skip
+        # the costs keep the labels they have without a profile (a Gaudi plan's text factors stay calibrated)
+        on = f"{profile.device} ({profile.backend})" if profile.device else profile.backend
+        return inputs, [f"not applied (profile {profile.path}): measured on {on}, this plan is for {inputs.device} "
+                        f"({inputs.backend}): graph costs and free memory measured on one backend do not hold on "
+                        "another, so none of it is used", *_labels(inputs)]  # fmt: skip
     out = dataclasses.replace(inputs, costs=with_measured(inputs.costs, profile.costs))
+    if profile.cuda_graph_bytes is not None:
+        # vLLM 0.32 profiles its CUDA graphs at start at the plan's own capture sizes (v1/worker/gpu_worker.py:700-743
+        # determine_available_memory); the profile keeps one total at the log's sizes, not the shape it was taken at
+        alone = "" if profile.costs.measured or profile.free_after_load_bytes is not None else (
+            "; it holds no other memory cost (no graph cost factor, no free memory after load)")  # fmt: skip
+        notes.append(f"not applied (profile {profile.path}): CUDA graph memory {profile.cuda_graph_bytes / GIB:.2f} "
+                     f"GiB measured by {profile.costs.source}: the profile does not record the capture sizes and "
+                     "shape it was taken at, so the graphs row stays the plan's estimate of what vLLM profiles at "
+                     f"start{alone}")  # fmt: skip
     if profile.costs.measured:
         notes.append(f"measured (profile {profile.path}): {', '.join(profile.costs.measured)}")
-    elif profile.free_after_load_bytes is None:
+    elif profile.free_after_load_bytes is None and profile.cuda_graph_bytes is None:
         held = " (a step time only, from /metrics)" if profile.step_time is not None else ""
         notes.append(f"nothing measured (profile {profile.path}): it holds no memory cost{held}")
     if profile.free_after_load_bytes is not None and not free_stated:
@@ -43,8 +55,13 @@ def apply_profile(inputs: PlanInputs, profile: Profile, *, free_stated: bool) ->
         if other:
             notes.append(f"not applied (profile): {measured}, measured at {other}: estimated instead")
         else:
-            out = dataclasses.replace(out, free_after_load_bytes=profile.free_after_load_bytes)
-            notes.append(f"measured (profile): {measured}")
+            # the one place that decides the figure is the profile's: the row, the JSON and ``measured`` read it here
+            out = dataclasses.replace(
+                out,
+                free_after_load_bytes=profile.free_after_load_bytes,
+                free_after_load_measured_by=f"profile {profile.path}: {profile.costs.source}",
+            )
+            notes.append(f"measured (profile {profile.path}): {measured}")
     notes += _labels(out)
     return out, notes
 
@@ -88,10 +105,7 @@ def plan_with_profile(inputs: PlanInputs, read: ProfileRead, *, free_stated: boo
         return inputs, {"profile": None, "notes": [*_labels(inputs), read.why_none]}
     profile = read.profile
     out, notes = apply_profile(inputs, profile, free_stated=free_stated)
-    measured = list(out.costs.measured)
-    if out.free_after_load_bytes is not None and out.free_after_load_bytes == profile.free_after_load_bytes \
-            and inputs.free_after_load_bytes is None:  # fmt: skip
-        measured.append("free_after_load")
+    measured = list(out.costs.measured) + (["free_after_load"] if out.free_after_load_measured_by else [])
     return out, {"profile": str(profile.path), "measured": measured, "notes": notes}
 
 

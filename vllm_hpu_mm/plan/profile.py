@@ -80,6 +80,8 @@ class Profile:
     step_time: FittedStep | None = None
     #: What shaped ``free_after_load_bytes``.
     measured_at: MeasuredAt = MeasuredAt()
+    #: vLLM CUDA's captured graph memory (``Graph capturing finished ... took X GiB``), kept: no plan applies it.
+    cuda_graph_bytes: int | None = None
 
 
 def load_profile(path: Path, flag: str = "--profile") -> Profile:
@@ -105,12 +107,15 @@ def load_profile(path: Path, flag: str = "--profile") -> Profile:
     free = data.get("free_after_load_bytes")
     if free is not None and (not isinstance(free, int) or free < 0):
         raise ConfigError(f"{flag} {path}: free_after_load_bytes={free!r}; accepted: a non-negative integer or null")
+    cuda = data.get("cuda_graph_bytes")
+    if cuda is not None and (not isinstance(cuda, int) or isinstance(cuda, bool) or cuda < 0):
+        raise ConfigError(f"{flag} {path}: cuda_graph_bytes={cuda!r}; accepted: a non-negative integer or null")
     step = data.get("step_time")
     step_time = None if step is None else step_from_dict(step, f"{flag} {path}")
     measured_at = _measured_at(data.get("free_after_load_measured_at"), f"{flag} {path}")
     return Profile(path, CostProfile(**costs, measured=measured, source=str(data.get("source", path))),  # type: ignore[arg-type]
                    data.get("runtime"), data.get("device"), data.get("model"), free, step_time,
-                   measured_at)  # fmt: skip
+                   measured_at, cuda)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)

@@ -79,7 +79,8 @@ def to_dict(
         "non_torch_bytes": p.non_torch_bytes,
         "defaults_source": i.defaults_source,
         "vision": _vision_dict(p),
-        "free_after_load_stated": i.free_after_load_bytes is not None,
+        "free_after_load_stated": i.free_after_load_bytes is not None and i.free_after_load_measured_by is None,
+        "free_after_load_measured_by": i.free_after_load_measured_by,
         "usable_bytes": s.usable_bytes,
         "kv_cache_bytes": s.kv_cache_bytes,
         "kv_bytes_per_token": p.kv_bytes_per_token,
@@ -307,7 +308,9 @@ def to_table(
 ) -> str:
     i, s = p.inputs, p.split
     src = sources or {}
-    free_note = "stated" if i.free_after_load_bytes is not None else "the runtime's, from estimated weights/profiling"
+    free_note = (f"measured ({i.free_after_load_measured_by})" if i.free_after_load_measured_by else
+                 "stated" if i.free_after_load_bytes is not None else
+                 "the runtime's, from estimated weights/profiling")  # fmt: skip
     captured = i.vision_listed(p.vision_buckets_captured) or (
         "none: no image runs (--limit-mm-per-prompt sets image to 0)" if i.images_refused else "-"
     )
