@@ -29,7 +29,7 @@ from vllm_hpu_mm.runtimes.vllm_fork.linear import (
 )
 from vllm_hpu_mm.runtimes.vllm_fork.releases import NEWEST, Release
 
-__all__ = ["ForkBucketing", "config_from_env", "generate", "strategy_of"]
+__all__ = ["ForkBucketing", "boolean_readings", "config_from_env", "generate", "not_read", "overwritten", "strategy_of"]
 
 Prompt = tuple[tuple[int, int, int], ...]
 Decode = tuple[tuple[int, int], ...]
@@ -57,14 +57,82 @@ def _int_of(name: str, raw: str, line: str) -> None:
                           "fails at start-up)") from None  # fmt: skip
 
 
+def boolean_readings(release: Release) -> tuple[tuple[str, frozenset[str], str], ...]:
+    """How the line reads its bucketing booleans: (variable, the values it reads as true after ``.lower()``, where).
+    ``VLLM_EXPONENTIAL_BUCKETING``: 1.21.x only 'true' (``get_bucketing_context``, ``bucketing/common.py:42-43``
+    @2b4ba56 and @29bc7a4), 1.22 the extension's ``boolean`` (``features.py:16``, ``config.py:122-124`` @8211e0b).
+    ``VLLM_CONTIGUOUS_PA``: 1.19 - 1.21.0 only 'true' (the runner, ``hpu_model_runner.py:569`` @61f141c62, ``:664``
+    @6af2f6752, ``:696`` @0275ce4c2), 1.22 the extension's ``boolean``; 1.21.2 - 1.21.3 read it twice (the extension's
+    decode buckets only 'true', the runner 'true' or '1'), so no single reading is listed there."""
+    gen, ext, commit = release.generation, release.extension, release.commit
+    out = []
+    if gen in ("ext1210", "ext1212"):
+        out.append(("VLLM_EXPONENTIAL_BUCKETING", frozenset({"true"}),
+                    f"vllm_hpu_extension/bucketing/common.py:42-43 @{ext}: only 'true'"))  # fmt: skip
+    if gen in ("ext119", "ext1210"):
+        out.append(
+            ("VLLM_CONTIGUOUS_PA", frozenset({"true"}), f"vllm/worker/hpu_model_runner.py @{commit}: only 'true'")
+        )
+    if gen == "ext122":
+        out += [(name, frozenset(_TRUE), f"vllm_hpu_extension/config.py boolean @{ext}")
+                for name in ("VLLM_EXPONENTIAL_BUCKETING", "VLLM_CONTIGUOUS_PA")]  # fmt: skip
+    return tuple(out)
+
+
+def _reads_true(release: Release, name: str, raw: str) -> bool:
+    return any(raw.lower() in true for n, true, _ in boolean_readings(release) if n == name)
+
+
+def not_read(release: Release) -> tuple[tuple[str, str], ...]:
+    """The bucketing variables the line does not read, with where that shows: ``VLLM_EXPONENTIAL_BUCKETING`` before
+    1.21.0 (no exponential strategy: ``git grep`` at 1e0e492e1 - 6af2f6752 and extensions 4ff86cf / d4b0d38),
+    ``VLLM_CONTIGUOUS_PA`` at 1.17 / 1.18, decode by blocks at 1.17 and by sequence length from 1.18 (1.22 declares
+    no ``VLLM_DECODE_SEQ_BUCKET_*``, ``features.py:17-33`` @8211e0b), and every ``*_LIMIT`` before 1.22 (only 1.21's
+    exponential strategy, not modelled, takes one: ``bucketing/exponential.py:191`` @29bc7a4)."""
+    gen = release.generation
+    where = f"vllm-fork {release.name} (@{release.commit}" + (f", extension @{release.extension})"
+                                                              if release.extension else ")")  # fmt: skip
+    out = []
+    if gen in ("intree2024", "intree118", "ext119"):
+        out.append(("VLLM_EXPONENTIAL_BUCKETING", f"no exponential bucketing in {where}; 1.21.0 added it"))
+    if gen in ("intree2024", "intree118"):
+        out.append(("VLLM_CONTIGUOUS_PA", f"no contiguous PA in {where}; 1.19 added it"))
+    dims = ("DECODE_BLOCK",) if gen == "intree2024" else ("DECODE_SEQ",)
+    out += [(f"VLLM_{d}_BUCKET_{p}", f"{where} decodes by {'sequence length' if gen == 'intree2024' else 'KV blocks'}")
+            for d in dims for p in ("MIN", "STEP", "MAX")]  # fmt: skip
+    if gen != "ext122":
+        out += [(f"VLLM_{d}_BUCKET_LIMIT", f"its linear buckets take no limit in {where}; 1.22 reads one")
+                for d in _PHASE_DIMS if d not in dims]  # fmt: skip
+    return tuple(out)
+
+
+def overwritten(cfg: ForkBucketing) -> tuple[str, ...]:
+    """The user's bucket ranges that the line's exponential strategy replaces by its own, one sentence (1.22:
+    ``ExponentialBucketingStrategy.check_for_user_flags`` warns "will be overwritten" and builds its ranges from the
+    engine limits alone, ``bucketing/exponential.py:15-41`` @8211e0b); () under linear."""
+    if cfg.release.generation != "ext122" or strategy_of(cfg) != "exp":
+        return ()
+    dims = ("PROMPT_BS", "PROMPT_SEQ", "DECODE_BS", "DECODE_BLOCK")
+    mine = [f"{n}={v}" for n, v in cfg.env if any(n == f"VLLM_{d}_BUCKET_{p}" for d in dims
+                                                   for p in ("MIN", "STEP", "MAX", "LIMIT"))]  # fmt: skip
+    if not mine:
+        return ()
+    how = "VLLM_EXPONENTIAL_BUCKETING unset" if cfg.get("VLLM_EXPONENTIAL_BUCKETING") is None else \
+        f"VLLM_EXPONENTIAL_BUCKETING={cfg.get('VLLM_EXPONENTIAL_BUCKETING')}"  # fmt: skip
+    return (
+        f"your {', '.join(mine)}: overwritten by vllm-fork {cfg.release.name}'s exponential bucketing ({how}), "
+        "which builds its buckets from the engine limits alone (vllm_hpu_extension/bucketing/exponential.py "
+        f"check_for_user_flags @{cfg.release.extension}); set VLLM_EXPONENTIAL_BUCKETING=false for linear "
+        "buckets that read them",
+    )
+
+
 def strategy_of(cfg: ForkBucketing) -> str:
-    """exp or lin, as the line picks it."""
+    """exp or lin, as the line picks it (:func:`boolean_readings`; 1.22 defaults to exp)."""
     raw = cfg.get("VLLM_EXPONENTIAL_BUCKETING")
-    if cfg.release.generation == "ext122":
-        return "exp" if raw is None or raw.lower() in _TRUE else "lin"
-    if cfg.release.generation in ("ext1210", "ext1212") and raw is not None and raw.lower() == "true":
+    if cfg.release.generation == "ext122" and raw is None:
         return "exp"
-    return "lin"
+    return "exp" if raw is not None and _reads_true(cfg.release, "VLLM_EXPONENTIAL_BUCKETING", raw) else "lin"
 
 
 def config_from_env(env: Mapping[str, str], release: Release = NEWEST) -> ForkBucketing:
