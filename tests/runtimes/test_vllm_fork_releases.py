@@ -212,6 +212,31 @@ def test_min_above_max_is_refused_at_generation() -> None:
         fork.text_shapes(MAIN)
 
 
+@pytest.mark.parametrize(
+    ("version", "refused"),
+    [
+        ("0.6.4.post2", False),  # 1.19 builds its ranges only in warmup_model, after the skip
+        ("0.5.3.post1+gaudi118", False),
+        ("0.6.6.post1", True),  # 1.20 builds them before the skip
+        ("0.8.5.post1", True),  # 1.21.x in the bucketing context's __init__
+        ("0.5.3.post1+gaudi117", True),  # 1.17 in the runner's __init__
+    ],
+)
+def test_min_above_max_under_a_skipped_warm_up_is_refused_only_where_the_release_still_builds_the_range(
+    version: str, refused: bool
+) -> None:
+    env = {"VLLM_SKIP_WARMUP": "true", "VLLM_PROMPT_BS_BUCKET_MIN": "8", "VLLM_PROMPT_BS_BUCKET_MAX": "4"}
+    fork = model_from_env(env, None, version)
+    if refused:
+        with pytest.raises(ConfigError, match=r"\(8, 32, 4\): min above max"):
+            fork.text_shapes(MAIN)
+    else:
+        assert fork.text_shapes(MAIN).prefill == ()
+    warmed = model_from_env({**env, "VLLM_SKIP_WARMUP": "1"}, None, "0.6.4.post2")  # 1.19 skips only on 'true'
+    with pytest.raises(ConfigError, match="min above max"):
+        warmed.text_shapes(MAIN)
+
+
 def test_resolve_and_detect_take_a_fork_release() -> None:
     found = runtimes.resolve("vllm-fork==0.8.5.post1", "hpu")
     assert found.runtime is Runtime.VLLM_FORK

@@ -344,7 +344,10 @@ def model_from_env(
     """vllm-fork at the line of ``version`` (None: the newest), configured by the bucket variables in ``env`` (it
     reads no bucket file: the registry refuses ``bucket_file`` for it)."""
     release = release_for(version)
-    return VllmFork(config_from_env(env, release), traits=traits_for(release))
+    traits = traits_for(release)
+    raw_skip = env.get(SKIP_WARMUP)
+    skip = raw_skip is not None and bool((traits.read_boolean(SKIP_WARMUP, raw_skip) or (False,))[0])
+    return VllmFork(config_from_env(env, release, warmup_skipped=skip), traits=traits)
 
 
 def describe_release(version: str | None) -> str:

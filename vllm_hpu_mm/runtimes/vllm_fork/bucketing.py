@@ -44,6 +44,8 @@ class ForkBucketing:
 
     release: Release = NEWEST
     env: tuple[tuple[str, str], ...] = ()
+    #: ``VLLM_SKIP_WARMUP`` as the line reads it (the fork's traits say how).
+    warmup_skipped: bool = False
 
     def get(self, name: str) -> str | None:
         return dict(self.env).get(name)
@@ -135,12 +137,12 @@ def strategy_of(cfg: ForkBucketing) -> str:
     return "exp" if raw is not None and _reads_true(cfg.release, "VLLM_EXPONENTIAL_BUCKETING", raw) else "lin"
 
 
-def config_from_env(env: Mapping[str, str], release: Release = NEWEST) -> ForkBucketing:
+def config_from_env(env: Mapping[str, str], release: Release = NEWEST, warmup_skipped: bool = False) -> ForkBucketing:
     """The variables the line reads, checked as it checks them; ConfigError (one line) where it would fail."""
     names = {f"VLLM_{pd}_BUCKET_{p}" for pd in _PHASE_DIMS for p in ("MIN", "STEP", "MAX", "LIMIT")}
     names |= {"VLLM_EXPONENTIAL_BUCKETING", "VLLM_CONTIGUOUS_PA", "PT_HPU_SDPA_QKV_SLICE_MODE_FWD",
               "PT_HPU_SDPA_BC_FACTOR", "VLLM_FUSEDSDPA_SLIDE_THLD"}  # fmt: skip
-    cfg = ForkBucketing(release, tuple(sorted((k, v) for k, v in env.items() if k in names)))
+    cfg = ForkBucketing(release, tuple(sorted((k, v) for k, v in env.items() if k in names)), warmup_skipped)
     gen = release.generation
     ints = {"VLLM_FUSEDSDPA_SLIDE_THLD", "PT_HPU_SDPA_BC_FACTOR"} if gen == "ext122" else set()
     for name, raw in cfg.env:
@@ -163,9 +165,21 @@ def _range(cfg: ForkBucketing, phase: str, dim: str, defaults: Range) -> Range:
     return read_bucket_settings(dict(cfg.env), phase, dim, defaults, cfg.release.name)
 
 
+def _checked(cfg: ForkBucketing, config: Range, what: str) -> list[int]:
+    """The range's values, checked where the line checks them: a line that builds its ranges only at warm-up
+    (:attr:`.releases.Release.ranges_at_warmup_only`) never builds, so never refuses, one under a skipped warm-up
+    (none then: it warms nothing)."""
+    try:
+        return warmup_range(config, what=what)
+    except ConfigError:
+        if cfg.warmup_skipped and cfg.release.ranges_at_warmup_only:
+            return []
+        raise
+
+
 def _lin(cfg: ForkBucketing, phase: str, dim: str, defaults: Range) -> list[int]:
     config = _range(cfg, phase, dim, defaults)
-    return warmup_range(config, what=f"VLLM_{phase}_{dim}_BUCKET_(MIN, STEP, MAX)".upper())
+    return _checked(cfg, config, f"VLLM_{phase}_{dim}_BUCKET_(MIN, STEP, MAX)".upper())
 
 
 def _contiguous(cfg: ForkBucketing) -> bool:
@@ -193,7 +207,7 @@ def _extension_linear(cfg: ForkBucketing, s: EngineShape) -> tuple[list[tuple[in
     clamp = gen in ("ext1212", "ext122") and cfg.get("VLLM_DECODE_BLOCK_BUCKET_MAX") is None and _contiguous(cfg)
     if clamp:
         block_cfg = (block_cfg[0], block_cfg[1], s.num_kv_blocks)
-    blocks = warmup_range(block_cfg, what="VLLM_DECODE_BLOCK_BUCKET_(MIN, STEP, MAX)")
+    blocks = _checked(cfg, block_cfg, "VLLM_DECODE_BLOCK_BUCKET_(MIN, STEP, MAX)")
     if clamp and s.num_kv_blocks not in blocks:
         blocks.append(s.num_kv_blocks)
     decode = decode_by_blocks(bs, blocks, s.num_kv_blocks, skip_below_batch=gen in ("ext1212", "ext122"),
@@ -207,7 +221,7 @@ def _in_tree_118(cfg: ForkBucketing, s: EngineShape) -> tuple[list[tuple[int, in
                             _lin(cfg, "prompt", "seq", (block, block, 1024)), s.max_num_batched_tokens)  # fmt: skip
     bs = _lin(cfg, "decode", "bs", (min(seqs, 32), min(seqs, 32), seqs))
     block_cfg = _range(cfg, "decode", "block", (128, 128, max(128, seqs * 2048 // block)))
-    blocks = warmup_range(block_cfg, what="VLLM_DECODE_BLOCK_BUCKET_(MIN, STEP, MAX)")
+    blocks = _checked(cfg, block_cfg, "VLLM_DECODE_BLOCK_BUCKET_(MIN, STEP, MAX)")
     last = -(-s.num_kv_blocks // block_cfg[1]) * block_cfg[1]  # the KV blocks rounded up to the step
     return prompt, decode_by_blocks(bs, blocks, last, skip_below_batch=True, cap_inclusive=False)
 
