@@ -96,6 +96,20 @@ def test_every_shape_refused_for_its_tensor_size_is_answered_with_the_sizes_plan
     assert fleet.evidence["step_time"].startswith("public-data estimate: the roofline fitted on vendor tables")
 
 
+@pytest.mark.parametrize(("runtime", "device", "tokens"), [
+    ("vllm-fork==0.8.5.post1+Gaudi-1.21.3", "gaudi2", 32768),  # V0 without chunked prefill: max(max_model_len, 2048)
+    ("vllm-cuda", "h100", 8192),  # vLLM 0.32's default for a card of 70 GiB or more
+])  # fmt: skip
+def test_each_shape_tries_the_runtimes_own_batched_token_default(runtime: str, device: str, tokens: int) -> None:
+    # r10fork 19: the fork's fleet tried vllm-gaudi's 2048 only and refused it itself ("no fleet meets the targets")
+    sizing = SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device=device, runtime=runtime, max_model_len=32768)
+    args = FleetArgs(rate=1.0, targets=Targets(60.0, 1.0), tensor_parallel_sizes=(1,), seqs_tried=(64,), requests=10,
+                     seeds=1, iterations=2)  # fmt: skip
+    fleet = plan_fleet(sizing, args, load(), {})
+    assert fleet.chosen is not None, fleet.reason
+    assert fleet.chosen.shape.label == f"TP1 seqs 64 tokens {tokens}"
+
+
 #: A /metrics page whose every request is 750 prompt and 150 answer tokens (the bucket midpoints), no prefix cache hit,
 #: and 8 requests running on that server.
 _PAGE = """# TYPE vllm:request_prompt_tokens histogram

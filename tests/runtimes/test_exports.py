@@ -361,7 +361,7 @@ def test_a_prompt_ratio_set_for_a_runtime_that_does_not_read_it_is_named_as_not_
     assert "x VLLM_GRAPH_PROMPT_RATIO" not in table
     # the shell's 0.5 plans nothing (fc1f7c6c): the plan's own share, the default, stands beside the note
     assert "the plan's share 0.3 (VLLM_GRAPH_PROMPT_RATIO not read by" in table
-    assert render.to_dict(p, e)["settings_not_read"] == list(RATIOS)
+    assert render.to_dict(p, e)["settings_not_read"][: len(RATIOS)] == list(RATIOS)  # then the bucket variables
 
 
 @pytest.mark.parametrize("runtime", ["vllm-gaudi", "vllm-fork==0.8.5.post1"])

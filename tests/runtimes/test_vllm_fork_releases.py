@@ -7,6 +7,7 @@ import pytest
 
 from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.plan.findings import Finding
 from vllm_hpu_mm.runtimes import registry as runtimes
 from vllm_hpu_mm.runtimes.base import Runtime
 from vllm_hpu_mm.runtimes.vllm_fork import VllmFork, model_from_env
@@ -214,6 +215,31 @@ def test_min_above_max_is_refused_at_generation() -> None:
         fork.text_shapes(MAIN)
 
 
+@pytest.mark.parametrize(
+    ("version", "refused"),
+    [
+        ("0.6.4.post2", False),  # 1.19 builds its ranges only in warmup_model, after the skip
+        ("0.5.3.post1+gaudi118", False),
+        ("0.6.6.post1", True),  # 1.20 builds them before the skip
+        ("0.8.5.post1", True),  # 1.21.x in the bucketing context's __init__
+        ("0.5.3.post1+gaudi117", True),  # 1.17 in the runner's __init__
+    ],
+)
+def test_min_above_max_under_a_skipped_warm_up_is_refused_only_where_the_release_still_builds_the_range(
+    version: str, refused: bool
+) -> None:
+    env = {"VLLM_SKIP_WARMUP": "true", "VLLM_PROMPT_BS_BUCKET_MIN": "8", "VLLM_PROMPT_BS_BUCKET_MAX": "4"}
+    fork = model_from_env(env, None, version)
+    if refused:
+        with pytest.raises(ConfigError, match=r"\(8, 32, 4\): min above max"):
+            fork.text_shapes(MAIN)
+    else:
+        assert fork.text_shapes(MAIN).prefill == ()
+    warmed = model_from_env({**env, "VLLM_SKIP_WARMUP": "1"}, None, "0.6.4.post2")  # 1.19 skips only on 'true'
+    with pytest.raises(ConfigError, match="min above max"):
+        warmed.text_shapes(MAIN)
+
+
 def test_resolve_and_detect_take_a_fork_release() -> None:
     found = runtimes.resolve("vllm-fork==0.8.5.post1", "hpu")
     assert found.runtime is Runtime.VLLM_FORK
@@ -259,8 +285,8 @@ def test_each_line_knows_the_architectures_its_registry_lists() -> None:
 SPECULATIVE = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}
 
 
-def _speculative_refusal(version: str, env: dict[str, str], **args: object) -> list[str]:
-    """The refusal a text model (Llama 3.1 8B's config.json) gets under --speculative-config at ``version``."""
+def _findings(version: str, env: dict[str, str], **args: object) -> list[Finding]:
+    """The findings of a plan for a text model (Llama 3.1 8B's config.json) at ``version`` under ``env``."""
     import shutil
     import tempfile
     from pathlib import Path
@@ -274,9 +300,61 @@ def _speculative_refusal(version: str, env: dict[str, str], **args: object) -> l
     with tempfile.TemporaryDirectory() as model:
         shutil.copy(data, Path(model) / "config.json")
         sizing = SizingArgs(model=model, device="gaudi2", runtime=f"vllm-fork=={version}", max_model_len=4096,
-                            speculative_config=SPECULATIVE, **args)  # type: ignore[arg-type]  # fmt: skip
-        p = plan(build(sizing, load(env), env))
-    return [f.message for f in p.findings if f.code == "speculative_with_contiguous_pa" and f.severity == "error"]
+                            **args)  # type: ignore[arg-type]  # fmt: skip
+        return list(plan(build(sizing, load(env), env)).findings)
+
+
+def _speculative_refusal(version: str, env: dict[str, str], **args: object) -> list[str]:
+    """The refusal a text model gets under --speculative-config at ``version``."""
+    found = _findings(version, env, speculative_config=SPECULATIVE, **args)
+    return [f.message for f in found if f.code == "speculative_with_contiguous_pa" and f.severity == "error"]
+
+
+def _said(version: str, env: dict[str, str], code: str) -> list[str]:
+    return [f.message for f in _findings(version, env) if f.code == code]
+
+
+@pytest.mark.parametrize(
+    ("version", "env", "said"),
+    [
+        ("0.8.5.post1", {"VLLM_EXPONENTIAL_BUCKETING": "1"}, "VLLM_EXPONENTIAL_BUCKETING='1' is read as false"),
+        ("0.7.2", {"VLLM_EXPONENTIAL_BUCKETING": "yes"}, "VLLM_EXPONENTIAL_BUCKETING='yes' is read as false"),
+        ("0.7.2", {"VLLM_CONTIGUOUS_PA": "1"}, "VLLM_CONTIGUOUS_PA='1' is read as false"),
+        ("0.6.4.post2", {"VLLM_CONTIGUOUS_PA": "on"}, "VLLM_CONTIGUOUS_PA='on' is read as false"),
+    ],
+)
+def test_a_bucketing_boolean_the_release_reads_otherwise_than_it_looks_gets_a_warning(
+    version: str, env: dict[str, str], said: str
+) -> None:
+    (message,) = _said(version, env, "read_as_runtime_reads")
+    assert said in message
+
+
+def test_a_bucketing_boolean_read_as_it_looks_gets_no_warning() -> None:
+    assert not _said("0.9.0.1", {"VLLM_EXPONENTIAL_BUCKETING": "1", "VLLM_CONTIGUOUS_PA": "0"}, "read_as_runtime_reads")
+    assert not _said("0.8.5.post1", {"VLLM_EXPONENTIAL_BUCKETING": "false"}, "read_as_runtime_reads")
+
+
+@pytest.mark.parametrize(
+    ("version", "name"),
+    [
+        ("0.6.6.post1", "VLLM_EXPONENTIAL_BUCKETING"),  # 1.21.0 added it
+        ("0.5.3.post1+gaudi118", "VLLM_CONTIGUOUS_PA"),
+        ("0.5.3.post1+gaudi117", "VLLM_DECODE_BLOCK_BUCKET_MAX"),  # 1.17 decodes by sequence length
+        ("0.9.0.1", "VLLM_DECODE_SEQ_BUCKET_MAX"),  # from 1.18 by KV blocks
+        ("0.8.5.post1", "VLLM_PROMPT_BS_BUCKET_LIMIT"),  # linear buckets take no limit before 1.22
+    ],
+)
+def test_a_bucketing_variable_the_release_does_not_read_is_named(version: str, name: str) -> None:
+    (message,) = _said(version, {name: "8"}, "setting_not_read")
+    assert f"your {name}=8: not read by" in message
+
+
+def test_1_22_names_the_bucket_ranges_its_exponential_strategy_overwrites() -> None:
+    (message,) = _said("0.9.0.1", {"VLLM_PROMPT_BS_BUCKET_MAX": "8"}, "setting_overridden")
+    assert "VLLM_PROMPT_BS_BUCKET_MAX=8: overwritten by" in message
+    lin = {"VLLM_PROMPT_BS_BUCKET_MAX": "8", "VLLM_EXPONENTIAL_BUCKETING": "false"}
+    assert not _said("0.9.0.1", lin, "setting_overridden")
 
 
 @pytest.mark.parametrize(

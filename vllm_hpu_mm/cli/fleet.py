@@ -253,9 +253,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--max-num-batched-tokens",
         dest="fleet_max_num_batched_tokens",
         type=_counts,
-        default=(2048,),
+        default=(),
         metavar="N,...",
-        help=f"max_num_batched_tokens values tried (default 2048; {_IN_ALL})",
+        help="max_num_batched_tokens values tried (default: the runtime's own for each shape, as memory plan "
+        "resolves it, e.g. vllm-fork max(--max-model-len, 2048) without chunked prefill, vLLM 0.32 by card; "
+        f"{_IN_ALL})",
     )
     p.add_argument(
         "--pipeline-parallel-sizes",

@@ -100,9 +100,10 @@ class FleetArgs:
     cards: int | None = None
     cards_per_node: int = 8
     tensor_parallel_sizes: tuple[int, ...] = (1, 2, 4, 8)
-    #: ``--max-num-seqs`` and ``--max-num-batched-tokens`` values tried.
+    #: ``--max-num-seqs`` and ``--max-num-batched-tokens`` values tried; no tokens: the runtime's own default for each
+    #: shape (:meth:`_Search.default_tokens`).
     seqs_tried: tuple[int, ...] = (64, 256)
-    batched_tokens_tried: tuple[int, ...] = (2048,)
+    batched_tokens_tried: tuple[int, ...] = ()
     #: Pipeline sizes tried (empty: 1, then :data:`AUTO_PIPELINE` where no TP within a node holds the model).
     pipeline_parallel_sizes: tuple[int, ...] = ()
     #: A load profile over the day (empty: the one ``rate``); ``rate`` is then its peak.
@@ -139,7 +140,7 @@ class FleetArgs:
                 "the request rate of a fleet with a load profile is the profile's peak; accepted: "
                 "the profile's peak rate, or no rate beside the profile"
             )
-        lists = [len(self.tensor_parallel_sizes), len(self.seqs_tried), len(self.batched_tokens_tried)]
+        lists = [len(self.tensor_parallel_sizes), len(self.seqs_tried), len(self.batched_tokens_tried) or 1]
         lists += [len(self.pipeline_parallel_sizes)] if self.pipeline_parallel_sizes else []
         count = math.prod(lists)
         if not 1 <= count <= MAX_CANDIDATES:
@@ -223,6 +224,20 @@ class _Search:
     offered: Traffic | None = None
     calibrated: bool = False
     warm_source: str = "none estimated (no graphs warmed)"
+
+    def default_tokens(self, tensor_parallel_size: int, seqs: int, pipeline_parallel_size: int) -> int:
+        """The runtime's own ``max_num_batched_tokens`` for a replica of this shape, resolved as ``memory plan``
+        resolves it (its ``batch_defaults`` through :func:`~vllm_hpu_mm.plan.derived.scheduler_limits`: e.g. the
+        fork's V0 default ``max(max_model_len, 2048)`` without chunked prefill). A shape the runtime refuses on other
+        grounds takes the default of one card; its evaluation says why it is refused."""
+        base = dataclasses.replace(self.sizing, max_num_seqs=seqs, max_num_batched_tokens=None)
+        pp = pipeline_parallel_size if pipeline_parallel_size > 1 else None
+        try:
+            shaped = dataclasses.replace(base, tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pp)
+            return build(shaped, self.settings, self.runtime_env).max_num_batched_tokens
+        except ConfigError:
+            return build(dataclasses.replace(base, tensor_parallel_size=None), self.settings,
+                         self.runtime_env).max_num_batched_tokens  # fmt: skip
 
     def evaluate(self, shape: ReplicaShape, serves: Planned | None = None) -> Candidate:
         """``shape`` planned for the search (``serves``: serve's own plan of it, re-priced) and sized."""
@@ -532,7 +547,8 @@ def _candidates(search: _Search, args: FleetArgs, pipeline: tuple[int, ...], *,
             if within_node and tp > args.cards_per_node:
                 continue
             for m in sorted(set(args.seqs_tried)):
-                for b in sorted(set(args.batched_tokens_tried)):
+                tried = sorted(set(args.batched_tokens_tried)) or [search.default_tokens(tp, m, pp)]
+                for b in tried:
                     shape = ReplicaShape.of(tp, m, b, pp)
                     if placement(tp, pp, args.cards_per_node) is None:
                         why = f"TP {tp} spans nodes of {args.cards_per_node} cards (not planned: a stage per node)"

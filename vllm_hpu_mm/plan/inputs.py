@@ -454,7 +454,7 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         data_parallel_size=dp,
         enforce_eager=bool(args.enforce_eager),
         skip_warmup=skip_warmup,
-        reading_notes=tuple(note for note in (skip_note,) if note),
+        reading_notes=(*((skip_note,) if skip_note else ()), *runtime.traits.misread_booleans(env, release)),
         runtime_found=detection.found,
         runtime_release=detection.version,
         expert_parallel_size=tp * dp if args.enable_expert_parallel and model.moe.present else 0,

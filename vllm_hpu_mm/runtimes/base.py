@@ -227,6 +227,15 @@ class RuntimeTraits:
         return value, (f"{variable}={raw!r} is read as {str(value).lower()} by {runtime} ({source}); planned as it "
                        "reads it")  # fmt: skip
 
+    def misread_booleans(self, env: Mapping[str, str], runtime: str) -> tuple[str, ...]:
+        """A note for each boolean of :attr:`booleans` set in ``env`` that the runtime reads otherwise than the
+        common spellings mean (the extension's ``boolean``: :data:`EXTENSION_TRUE`), beyond ``VLLM_SKIP_WARMUP`` and
+        ``VLLM_FP32_SOFTMAX``, which the plan words where it uses them (e.g. vllm-fork 1.21.x reads
+        ``VLLM_EXPONENTIAL_BUCKETING=1`` as false)."""
+        names = [n for n, _, _ in self.booleans if n not in (SKIP_WARMUP, FP32_SOFTMAX) and n in env]
+        notes = (self.boolean_as_read(n, env, env[n].lower() in EXTENSION_TRUE, runtime)[1] for n in names)
+        return tuple(note for note in notes if note)
+
     def fp32_softmax_for(self, model_type: str) -> bool:
         """The runtime's fp32-softmax default for a model of ``model_type``."""
         return self.fp32_softmax_default and (not self.fp32_softmax_model_types

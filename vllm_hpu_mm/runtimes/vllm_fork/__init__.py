@@ -39,6 +39,7 @@ from vllm_hpu_mm.runtimes.base import (
     UnwarmedGraphs,
     VisionBucketing,
 )
+from vllm_hpu_mm.runtimes.vllm_fork import bucketing as _bucketing
 from vllm_hpu_mm.runtimes.vllm_fork.bucketing import (
     ForkBucketing,
     config_from_env,
@@ -198,7 +199,9 @@ TRAITS = RuntimeTraits(
     booleans=tuple(
         (v, EXTENSION_TRUE, f"vllm_hpu_extension/config.py boolean @{NEWEST.extension}")
         for v in (SKIP_WARMUP, FP32_SOFTMAX)
-    ),
+    )
+    + _bucketing.boolean_readings(NEWEST),
+    not_read=_bucketing.not_read(NEWEST),
 )
 TRAITS = _with_speculative(_with_registry(TRAITS, NEWEST), NEWEST)
 
@@ -213,7 +216,7 @@ def _booleans(release: Release) -> tuple[tuple[str, frozenset[str], str], ...]:
     if release.fp32_softmax_source:
         out.append((FP32_SOFTMAX, frozenset({"true", "1"}),
                     f"vllm_hpu_extension/flags.py EnvFlag @{release.extension}: only 'true' or '1'"))  # fmt: skip
-    return tuple(out)
+    return tuple(out) + _bucketing.boolean_readings(release)
 
 
 def _unwarmed(release: Release) -> UnwarmedGraphs:
@@ -237,7 +240,7 @@ def _not_read(release: Release) -> tuple[tuple[str, str], ...]:
         out.append((VISION_BUCKETS, f"no vision bucketing in {where}; 1.22 added it (#1178 6bac2f76b)"))
     if not release.fp32_softmax_vision_source:
         out.append((FP32_SOFTMAX_VISION, f"nothing in {where} reads it; 1.22's qwen2_5_vl.py does"))
-    return tuple(out)
+    return tuple(out) + _bucketing.not_read(release)
 
 
 def traits_for(release: Release) -> RuntimeTraits:
@@ -289,7 +292,7 @@ class VllmFork(NoBucketList):
     def text_shapes(self, shape: EngineShape) -> TextShapes:
         prefill, decode = generate(self.bucketing, shape)
         return TextShapes(prefill, decode, f"{self.bucketing.release}'s {strategy_of(self.bucketing)} bucketing "
-                          "(modelled)")  # fmt: skip
+                          "(modelled)", resolved=_bucketing.overwritten(self.bucketing))  # fmt: skip
 
     def memory(self, m: MemoryInputs) -> MemorySplit:
         """``determine_num_available_blocks``, the same formula at every tag modelled (1.17 and 1.18
@@ -341,7 +344,10 @@ def model_from_env(
     """vllm-fork at the line of ``version`` (None: the newest), configured by the bucket variables in ``env`` (it
     reads no bucket file: the registry refuses ``bucket_file`` for it)."""
     release = release_for(version)
-    return VllmFork(config_from_env(env, release), traits=traits_for(release))
+    traits = traits_for(release)
+    raw_skip = env.get(SKIP_WARMUP)
+    skip = raw_skip is not None and bool((traits.read_boolean(SKIP_WARMUP, raw_skip) or (False,))[0])
+    return VllmFork(config_from_env(env, release, warmup_skipped=skip), traits=traits)
 
 
 def describe_release(version: str | None) -> str:

@@ -29,7 +29,7 @@ from vllm_hpu_mm.runtimes.vllm_fork.linear import (
 )
 from vllm_hpu_mm.runtimes.vllm_fork.releases import NEWEST, Release
 
-__all__ = ["ForkBucketing", "config_from_env", "generate", "strategy_of"]
+__all__ = ["ForkBucketing", "boolean_readings", "config_from_env", "generate", "not_read", "overwritten", "strategy_of"]
 
 Prompt = tuple[tuple[int, int, int], ...]
 Decode = tuple[tuple[int, int], ...]
@@ -44,6 +44,8 @@ class ForkBucketing:
 
     release: Release = NEWEST
     env: tuple[tuple[str, str], ...] = ()
+    #: ``VLLM_SKIP_WARMUP`` as the line reads it (the fork's traits say how).
+    warmup_skipped: bool = False
 
     def get(self, name: str) -> str | None:
         return dict(self.env).get(name)
@@ -57,22 +59,90 @@ def _int_of(name: str, raw: str, line: str) -> None:
                           "fails at start-up)") from None  # fmt: skip
 
 
+def boolean_readings(release: Release) -> tuple[tuple[str, frozenset[str], str], ...]:
+    """How the line reads its bucketing booleans: (variable, the values it reads as true after ``.lower()``, where).
+    ``VLLM_EXPONENTIAL_BUCKETING``: 1.21.x only 'true' (``get_bucketing_context``, ``bucketing/common.py:42-43``
+    @2b4ba56 and @29bc7a4), 1.22 the extension's ``boolean`` (``features.py:16``, ``config.py:122-124`` @8211e0b).
+    ``VLLM_CONTIGUOUS_PA``: 1.19 - 1.21.0 only 'true' (the runner, ``hpu_model_runner.py:569`` @61f141c62, ``:664``
+    @6af2f6752, ``:696`` @0275ce4c2), 1.22 the extension's ``boolean``; 1.21.2 - 1.21.3 read it twice (the extension's
+    decode buckets only 'true', the runner 'true' or '1'), so no single reading is listed there."""
+    gen, ext, commit = release.generation, release.extension, release.commit
+    out = []
+    if gen in ("ext1210", "ext1212"):
+        out.append(("VLLM_EXPONENTIAL_BUCKETING", frozenset({"true"}),
+                    f"vllm_hpu_extension/bucketing/common.py:42-43 @{ext}: only 'true'"))  # fmt: skip
+    if gen in ("ext119", "ext1210"):
+        out.append(
+            ("VLLM_CONTIGUOUS_PA", frozenset({"true"}), f"vllm/worker/hpu_model_runner.py @{commit}: only 'true'")
+        )
+    if gen == "ext122":
+        out += [(name, frozenset(_TRUE), f"vllm_hpu_extension/config.py boolean @{ext}")
+                for name in ("VLLM_EXPONENTIAL_BUCKETING", "VLLM_CONTIGUOUS_PA")]  # fmt: skip
+    return tuple(out)
+
+
+def _reads_true(release: Release, name: str, raw: str) -> bool:
+    return any(raw.lower() in true for n, true, _ in boolean_readings(release) if n == name)
+
+
+def not_read(release: Release) -> tuple[tuple[str, str], ...]:
+    """The bucketing variables the line does not read, with where that shows: ``VLLM_EXPONENTIAL_BUCKETING`` before
+    1.21.0 (no exponential strategy: ``git grep`` at 1e0e492e1 - 6af2f6752 and extensions 4ff86cf / d4b0d38),
+    ``VLLM_CONTIGUOUS_PA`` at 1.17 / 1.18, decode by blocks at 1.17 and by sequence length from 1.18 (1.22 declares
+    no ``VLLM_DECODE_SEQ_BUCKET_*``, ``features.py:17-33`` @8211e0b), and every ``*_LIMIT`` before 1.22 (only 1.21's
+    exponential strategy, not modelled, takes one: ``bucketing/exponential.py:191`` @29bc7a4)."""
+    gen = release.generation
+    where = f"vllm-fork {release.name} (@{release.commit}" + (f", extension @{release.extension})"
+                                                              if release.extension else ")")  # fmt: skip
+    out = []
+    if gen in ("intree2024", "intree118", "ext119"):
+        out.append(("VLLM_EXPONENTIAL_BUCKETING", f"no exponential bucketing in {where}; 1.21.0 added it"))
+    if gen in ("intree2024", "intree118"):
+        out.append(("VLLM_CONTIGUOUS_PA", f"no contiguous PA in {where}; 1.19 added it"))
+    dims = ("DECODE_BLOCK",) if gen == "intree2024" else ("DECODE_SEQ",)
+    out += [(f"VLLM_{d}_BUCKET_{p}", f"{where} decodes by {'sequence length' if gen == 'intree2024' else 'KV blocks'}")
+            for d in dims for p in ("MIN", "STEP", "MAX")]  # fmt: skip
+    if gen != "ext122":
+        out += [(f"VLLM_{d}_BUCKET_LIMIT", f"its linear buckets take no limit in {where}; 1.22 reads one")
+                for d in _PHASE_DIMS if d not in dims]  # fmt: skip
+    return tuple(out)
+
+
+def overwritten(cfg: ForkBucketing) -> tuple[str, ...]:
+    """The user's bucket ranges that the line's exponential strategy replaces by its own, one sentence (1.22:
+    ``ExponentialBucketingStrategy.check_for_user_flags`` warns "will be overwritten" and builds its ranges from the
+    engine limits alone, ``bucketing/exponential.py:15-41`` @8211e0b); () under linear."""
+    if cfg.release.generation != "ext122" or strategy_of(cfg) != "exp":
+        return ()
+    dims = ("PROMPT_BS", "PROMPT_SEQ", "DECODE_BS", "DECODE_BLOCK")
+    mine = [f"{n}={v}" for n, v in cfg.env if any(n == f"VLLM_{d}_BUCKET_{p}" for d in dims
+                                                   for p in ("MIN", "STEP", "MAX", "LIMIT"))]  # fmt: skip
+    if not mine:
+        return ()
+    how = "VLLM_EXPONENTIAL_BUCKETING unset" if cfg.get("VLLM_EXPONENTIAL_BUCKETING") is None else \
+        f"VLLM_EXPONENTIAL_BUCKETING={cfg.get('VLLM_EXPONENTIAL_BUCKETING')}"  # fmt: skip
+    return (
+        f"your {', '.join(mine)}: overwritten by vllm-fork {cfg.release.name}'s exponential bucketing ({how}), "
+        "which builds its buckets from the engine limits alone (vllm_hpu_extension/bucketing/exponential.py "
+        f"check_for_user_flags @{cfg.release.extension}); set VLLM_EXPONENTIAL_BUCKETING=false for linear "
+        "buckets that read them",
+    )
+
+
 def strategy_of(cfg: ForkBucketing) -> str:
-    """exp or lin, as the line picks it."""
+    """exp or lin, as the line picks it (:func:`boolean_readings`; 1.22 defaults to exp)."""
     raw = cfg.get("VLLM_EXPONENTIAL_BUCKETING")
-    if cfg.release.generation == "ext122":
-        return "exp" if raw is None or raw.lower() in _TRUE else "lin"
-    if cfg.release.generation in ("ext1210", "ext1212") and raw is not None and raw.lower() == "true":
+    if cfg.release.generation == "ext122" and raw is None:
         return "exp"
-    return "lin"
+    return "exp" if raw is not None and _reads_true(cfg.release, "VLLM_EXPONENTIAL_BUCKETING", raw) else "lin"
 
 
-def config_from_env(env: Mapping[str, str], release: Release = NEWEST) -> ForkBucketing:
+def config_from_env(env: Mapping[str, str], release: Release = NEWEST, warmup_skipped: bool = False) -> ForkBucketing:
     """The variables the line reads, checked as it checks them; ConfigError (one line) where it would fail."""
     names = {f"VLLM_{pd}_BUCKET_{p}" for pd in _PHASE_DIMS for p in ("MIN", "STEP", "MAX", "LIMIT")}
     names |= {"VLLM_EXPONENTIAL_BUCKETING", "VLLM_CONTIGUOUS_PA", "PT_HPU_SDPA_QKV_SLICE_MODE_FWD",
               "PT_HPU_SDPA_BC_FACTOR", "VLLM_FUSEDSDPA_SLIDE_THLD"}  # fmt: skip
-    cfg = ForkBucketing(release, tuple(sorted((k, v) for k, v in env.items() if k in names)))
+    cfg = ForkBucketing(release, tuple(sorted((k, v) for k, v in env.items() if k in names)), warmup_skipped)
     gen = release.generation
     ints = {"VLLM_FUSEDSDPA_SLIDE_THLD", "PT_HPU_SDPA_BC_FACTOR"} if gen == "ext122" else set()
     for name, raw in cfg.env:
@@ -95,9 +165,21 @@ def _range(cfg: ForkBucketing, phase: str, dim: str, defaults: Range) -> Range:
     return read_bucket_settings(dict(cfg.env), phase, dim, defaults, cfg.release.name)
 
 
+def _checked(cfg: ForkBucketing, config: Range, what: str) -> list[int]:
+    """The range's values, checked where the line checks them: a line that builds its ranges only at warm-up
+    (:attr:`.releases.Release.ranges_at_warmup_only`) never builds, so never refuses, one under a skipped warm-up
+    (none then: it warms nothing)."""
+    try:
+        return warmup_range(config, what=what)
+    except ConfigError:
+        if cfg.warmup_skipped and cfg.release.ranges_at_warmup_only:
+            return []
+        raise
+
+
 def _lin(cfg: ForkBucketing, phase: str, dim: str, defaults: Range) -> list[int]:
     config = _range(cfg, phase, dim, defaults)
-    return warmup_range(config, what=f"VLLM_{phase}_{dim}_BUCKET_(MIN, STEP, MAX)".upper())
+    return _checked(cfg, config, f"VLLM_{phase}_{dim}_BUCKET_(MIN, STEP, MAX)".upper())
 
 
 def _contiguous(cfg: ForkBucketing) -> bool:
@@ -125,7 +207,7 @@ def _extension_linear(cfg: ForkBucketing, s: EngineShape) -> tuple[list[tuple[in
     clamp = gen in ("ext1212", "ext122") and cfg.get("VLLM_DECODE_BLOCK_BUCKET_MAX") is None and _contiguous(cfg)
     if clamp:
         block_cfg = (block_cfg[0], block_cfg[1], s.num_kv_blocks)
-    blocks = warmup_range(block_cfg, what="VLLM_DECODE_BLOCK_BUCKET_(MIN, STEP, MAX)")
+    blocks = _checked(cfg, block_cfg, "VLLM_DECODE_BLOCK_BUCKET_(MIN, STEP, MAX)")
     if clamp and s.num_kv_blocks not in blocks:
         blocks.append(s.num_kv_blocks)
     decode = decode_by_blocks(bs, blocks, s.num_kv_blocks, skip_below_batch=gen in ("ext1212", "ext122"),
@@ -139,7 +221,7 @@ def _in_tree_118(cfg: ForkBucketing, s: EngineShape) -> tuple[list[tuple[int, in
                             _lin(cfg, "prompt", "seq", (block, block, 1024)), s.max_num_batched_tokens)  # fmt: skip
     bs = _lin(cfg, "decode", "bs", (min(seqs, 32), min(seqs, 32), seqs))
     block_cfg = _range(cfg, "decode", "block", (128, 128, max(128, seqs * 2048 // block)))
-    blocks = warmup_range(block_cfg, what="VLLM_DECODE_BLOCK_BUCKET_(MIN, STEP, MAX)")
+    blocks = _checked(cfg, block_cfg, "VLLM_DECODE_BLOCK_BUCKET_(MIN, STEP, MAX)")
     last = -(-s.num_kv_blocks // block_cfg[1]) * block_cfg[1]  # the KV blocks rounded up to the step
     return prompt, decode_by_blocks(bs, blocks, last, skip_below_batch=True, cap_inclusive=False)
 

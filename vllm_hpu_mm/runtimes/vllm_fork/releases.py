@@ -89,6 +89,14 @@ class Release:
     #: Where the release reads ``VLLM_FP32_SOFTMAX_VISION`` (1.22's Qwen2.5-VL tower); "": not read (``git grep`` finds
     #: it at no earlier tag, nor in the extensions they pin).
     fp32_softmax_vision_source: str = ""
+    #: It builds its bucket lists (and runs their range checks, min <= max among them) only in ``warmup_model``,
+    #: after ``if skip_warmup: return``, so a skipped warm-up never checks them (1.18
+    #: ``habana_model_runner.py:1505-1533`` @84922944d, 1.19 ``hpu_model_runner.py:1557-1563`` @61f141c62). False:
+    #: every other line builds them whatever the skip: 1.17 in ``__init__`` (``_setup_buckets``, @1e0e492e1:413),
+    #: 1.20 before the skip (@6af2f6752:1815-1830), 1.21.x prompt in the bucketing context's ``__init__`` and decode
+    #: before the skip (extension ``bucketing/linear.py:49`` @29bc7a4, ``hpu_model_runner.py:2327`` @3bcdfd4af), 1.22
+    #: in the worker's cache set-up (``hpu_worker.py:391-393`` @2e9b2b3d4).
+    ranges_at_warmup_only: bool = False
 
     def __str__(self) -> str:
         where = f"extension @{self.extension}" if self.extension else "in-tree"
@@ -117,9 +125,9 @@ LINES: tuple[Release, ...] = (
     # 1.20's bucketing (extension @4ff86cf generates the same buckets as @d4b0d38), without fp32 softmax
     Release("v0.6.4.post2+Gaudi-1.19.0 - v0.6.4.post2+Gaudi-1.19.2", "0.6.4.post2",
             ("v0.6.4.post2+Gaudi-1.19.2", "v0.6.4.post2+Gaudi-1.19.1", "v0.6.4.post2+Gaudi-1.19.0"), "61f141c62",
-            "4ff86cf", "ext119"),
+            "4ff86cf", "ext119", ranges_at_warmup_only=True),
     Release("v0.5.3.post1+Gaudi-1.18.0", "0.5.3.post1+Gaudi-1.18.0", ("v0.5.3.post1+Gaudi-1.18.0",), "84922944d",
-            None, "intree118", graphs_unwarmed=False),
+            None, "intree118", graphs_unwarmed=False, ranges_at_warmup_only=True),
     Release("v0.5.3.post1-Gaudi-1.17.0", "0.5.3.post1+Gaudi-1.17.0", ("v0.5.3.post1-Gaudi-1.17.0",), "1e0e492e1",
             None, "intree2024", graphs_unwarmed=False),
 )  # fmt: skip
