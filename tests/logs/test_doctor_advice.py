@@ -280,3 +280,52 @@ def test_a_failed_kv_cache_allocation_is_answered_with_what_frees_memory_not_a_l
     refused = [*KV_ALLOCATION_FAILED[:3], "ERROR 11-20 09:01:13 [core.py:708] ValueError: No available memory for the "
                "cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."]  # fmt: skip
     assert "raise --gpu-memory-utilization" in "\n".join(diagnose(refused, load({})).recommendations)
+
+
+# --- settings: every setting the advice changes -------------------------------------------------------------------
+
+CAPTURE_OOM = [
+    "(EngineCore_DP0 pid=1) INFO 11-29 08:41:00 [core.py:134] Initializing a V1 LLM engine (v0.32.0) with config: "
+    "model='Qwen/Qwen2.5-VL-7B-Instruct'",
+    "(EngineCore_DP0 pid=1) ERROR 11-29 08:41:17 [core.py:1510] Traceback (most recent call last):",
+    '(EngineCore_DP0 pid=1) ERROR 11-29 08:41:17 [core.py:1510]   File "/usr/lib/python3/dist-packages/vllm/v1/worker/'
+    'gpu_model_runner.py", line 6482, in capture_model',
+    "(EngineCore_DP0 pid=1) ERROR 11-29 08:41:17 [core.py:1510] torch.OutOfMemoryError: CUDA out of memory. Tried to "
+    "allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.06 GiB is free.",
+]
+
+
+def test_settings_hold_every_setting_the_advice_changes_with_the_value_it_gives() -> None:
+    # held-out CLI round 10, doctor case 9: the advice gave capture sizes and named three more settings; settings was {}
+    d = diagnose(CAPTURE_OOM, load({}))
+    assert d.stage == "graph_capture"
+    assert d.settings["--compilation-config"] == {"cudagraph_capture_sizes": [1, 2, 4, 8]}
+    assert {"--max-num-seqs", "--gpu-memory-utilization", "--enforce-eager"} <= set(d.settings)
+    text = "\n".join(d.recommendations)
+    assert all(name in text for name in d.settings)
+
+
+def test_a_setting_the_advice_names_without_a_value_is_listed_with_none() -> None:
+    # held-out CLI round 10, doctor case 18: llama.cpp's compute-buffer reservation, advice "lower --ubatch-size ..."
+    lines = [
+        "llama_context: n_ctx = 65536, n_ubatch = 2048",
+        "ggml_gallocr_reserve_n: failed to allocate ROCm0 buffer of size 14822711296",
+        "graph_reserve: failed to allocate compute buffers",
+        "main: exiting due to model loading error",
+    ]
+    d = diagnose(lines, load({}))
+    assert d.settings["--ubatch-size"] is None
+    assert "--gpu-memory-utilization" not in d.settings
+
+
+def test_a_computed_value_stands_over_the_logs_own_value_quoted_beside_it() -> None:
+    refused = [
+        "(EngineCore_DP0 pid=211) ERROR 09-01 10:00:00 [core.py:708] ValueError: Free memory on device cuda:0 "
+        "(10.5/79.1 GiB) on startup is less than desired GPU memory utilization (0.9, 71.2 GiB)."
+    ]
+    assert diagnose(refused, load({})).settings == {"--gpu-memory-utilization": 0.13}
+
+
+def test_no_failure_changes_no_setting_whatever_error_it_quotes() -> None:
+    lines = ["RuntimeError: NCCL error: invalid usage (run with NCCL_DEBUG=WARN for details) --max-num-seqs 4"]
+    assert diagnose(lines, load({})).settings == {}

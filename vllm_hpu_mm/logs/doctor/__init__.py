@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.logs.doctor.advice import contradictions, recommend
+from vllm_hpu_mm.logs.doctor.advice import contradictions, recommend, settings_of
 from vllm_hpu_mm.logs.doctor.decide import STAGES, Diagnosis, Evidence, Rules, decide, default_rules
 from vllm_hpu_mm.logs.doctor.scan import GaudiMemory, scan
 from vllm_hpu_mm.logs.doctor.source import LogSource
@@ -49,8 +49,7 @@ def diagnose(lines: Iterable[str] | Iterable[tuple[int, str]], settings: Setting
     """Classify ``lines`` (streamed: memory stays bounded) and recommend."""
     d = diagnose_lines(lines, rules)
     advice = recommend(d, settings, model, _is_vision(model))
-    values = {a.setting: a.value for a in advice if a.setting is not None and a.value is not None}
-    return dataclasses.replace(d, recommendations=tuple(a.text for a in advice), settings=values)
+    return dataclasses.replace(d, recommendations=tuple(a.text for a in advice), settings=settings_of(d, advice))
 
 
 def _is_vision(model: str | None) -> bool | None:

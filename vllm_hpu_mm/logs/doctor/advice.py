@@ -15,13 +15,14 @@ them (the Gaudi memory split is re-planned, and the plan's structured finding, n
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 from collections.abc import Iterable
 
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.logs.doctor.decide import Diagnosis
+from vllm_hpu_mm.logs.doctor.decide import Diagnosis, SettingValue
 from vllm_hpu_mm.logs.doctor.source import OTHER_DISPLAY, LogSource
 from vllm_hpu_mm.logs.numbers import GarbledNumber, number
 from vllm_hpu_mm.logs.patterns import (
@@ -42,7 +43,7 @@ from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import GRAPH_RESERVED_MEM, SKIP_WARMUP, VISION_BUCKETS
 from vllm_hpu_mm.values import PIXELS_PER_PATCH
 
-__all__ = ["UTILIZATION", "contradictions", "recommend"]
+__all__ = ["UTILIZATION", "contradictions", "recommend", "settings_of"]
 
 #: vllm-gaudi's default share of usable memory for graphs (``v1/worker/hpu_worker.py``).
 GAUDI_DEFAULT_GRAPH_RESERVED_MEM = 0.1
@@ -656,3 +657,72 @@ def contradictions(advice: Iterable[Fix]) -> dict[str, set[float]]:
         if a.setting is not None and a.value is not None:
             seen.setdefault(a.setting, set()).add(a.value)
     return {name: values for name, values in seen.items() if len(values) > 1}
+
+
+#: A command the advice quotes for the user to run (```dmesg -T | grep ...```, ```vllm-hpu-mm memory plan --json```):
+#: its flags are that command's, no setting of the server.
+_QUOTED_COMMAND = re.compile(r"`[^`]*`")
+#: A setting the advice names, with the value it gives where it gives one: a long flag followed by a number, a list
+#: of numbers (``--cuda-graphs 1,2,4``), a number it is set to (``--gpu-memory-utilization (e.g. to 0.95)``) or a
+#: quoted value (``--mm-processor-kwargs '{"max_pixels": 1003520}'``), or by a word closing a parenthesis
+#: (``(--weights-load-device cpu)``); a runtime's variable (``VLLM_*``, ``OLLAMA_*``, ``PT_HPU_*``) with ``=value``.
+_NAMED = re.compile(
+    r"""(?<![\w-])(?P<flag>--[a-z][a-z0-9_-]*[a-z0-9])(?: (?:'(?P<quoted>[^']*)'"""
+    r"""|(?:\(e\.g\. )?(?:to )?(?P<num>-?\d+(?:\.\d+)?(?:,\d+)*)(?![\w.])"""
+    r"""|(?P<word>\w+)(?=\))))?"""
+    r"""|\b(?P<var>(?:VLLM|OLLAMA|PT_HPU)_[A-Z0-9_]*[A-Z0-9])(?:=(?P<varvalue>[\w.,]+))?"""
+)
+#: Other frameworks' settings the advice names by their own keys (Ollama's ``num_ctx``, MindIE's ``maxPrefillTokens``,
+#: llama.cpp's library parameters), matched as whole words.
+_KEYS = frozenset(k for knobs in OTHER_KNOBS.values() for k in knobs if not k.startswith("-")) | {
+    *_LIBRARY_KNOBS,
+    "num_batch",
+    "n_ubatch",
+    "n_gpu_layers",
+    "tensor_parallel_shards",
+}
+_KEY = re.compile(r"(?<![\w-])(?:" + "|".join(sorted(map(re.escape, _KEYS), key=len, reverse=True)) + r")(?![\w-])")
+
+
+def _value(m: re.Match[str]) -> SettingValue:
+    """The value a :data:`_NAMED` match gives its setting: a number, a quoted JSON value (parsed), or the text."""
+    if m["quoted"] is not None:
+        try:
+            parsed: SettingValue = json.loads(m["quoted"])
+        except ValueError:
+            return m["quoted"]
+        return parsed
+    raw = m["num"] or m["varvalue"] or m["word"]
+    if raw is None:
+        return None
+    try:
+        f = float(raw)
+    except ValueError:
+        return raw
+    return int(f) if f.is_integer() and "." not in raw else f
+
+
+def settings_of(d: Diagnosis, advice: Iterable[Fix]) -> dict[str, SettingValue]:
+    """Each setting ``advice`` changes, with its one value: the value a fix computed (``Fix.setting``/``Fix.value``),
+    else the one its text gives, else None (the advice names the setting, to raise or lower as its text says, and
+    gives no one value; also where two texts give it different values). The one place advice becomes settings. A
+    verdict of no out-of-memory failure changes none (its text quotes the log's error, whose words are no advice)."""
+    if not d.oom:
+        return {}
+    fixes = list(advice)
+    out: dict[str, SettingValue] = {f.setting: f.value for f in fixes if f.setting is not None and f.value is not None}
+    given: dict[str, set[str]] = {}
+    for f in fixes:
+        text = _QUOTED_COMMAND.sub("", f.text)
+        for m in _NAMED.finditer(text):
+            name, value = m["flag"] or m["var"], _value(m)
+            if name in out and out[name] is not None and name not in given:
+                continue  # a computed value stands (the text may quote the log's own value beside it)
+            if value is not None:
+                given.setdefault(name, set()).add(json.dumps(value, sort_keys=True))
+                out[name] = value if len(given[name]) == 1 else None
+            else:
+                out.setdefault(name, None)
+        for m in _KEY.finditer(text):
+            out.setdefault(m.group(), None)
+    return out

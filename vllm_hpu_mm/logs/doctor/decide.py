@@ -141,6 +141,9 @@ Basis = Literal["kv_refusal", "traceback", "message", "phase", "learned", "repea
                 "error", "stopped", "none"]  # fmt: skip
 #: What a cut verdict stopped inside: a traceback, or (a ``stopped`` log) a counted phase.
 Cut = Literal["traceback", "phase"]
+#: A setting's value as the advice gives it: a number, a word, a JSON value (``--mm-processor-kwargs``'s object), or
+#: None where the advice names the setting without one value.
+SettingValue = float | int | str | list[Any] | dict[str, Any] | None
 #: A worker that failed this many times, with its other work between (:attr:`.scan.RunFeatures.repeated`), survived
 #: its failures (one failure prints the error two or three times: the logger's line, the traceback's last line, the
 #: engine's report of it, with the engine's other lines between at times): it was serving.
@@ -230,8 +233,8 @@ class Diagnosis:
     #: Which run of the log the verdict is about (1-based) and how many runs (server starts) the log holds.
     run: int = 1
     runs: int = 1
-    #: The settings the recommendations set, each to one value: setting -> value.
-    settings: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    #: Each setting the recommendations change, with its one value (None: named without one value): setting -> value.
+    settings: Mapping[str, SettingValue] = dataclasses.field(default_factory=dict)
     #: What wrote the log: framework, accelerator, our runtime, a vision model, other processes' memory.
     source: LogSource = dataclasses.field(default_factory=LogSource)
     #: Lines left out because a figure in them is garbled.

@@ -117,6 +117,7 @@ from vllm_hpu_mm.logs.patterns import (
     RuntimeSniffer,
     dumped_frames,
     frames_in,
+    own_words,
     short_of_memory,
     size_bytes,
     strip_prefix,
@@ -458,8 +459,11 @@ class Scanner:
             return
         if (own := unechoed(text)) is not None:
             self.echoed, text = k, own
+        # what the program itself said: a value the user supplied (a model's path, a served name, an argument's quoted
+        # value) says no start, phase or failure ("/mnt/oom-repro/...", served_model_name 'qwen-OutOfMemoryError')
+        said = own_words(text)
         # a line opening with "#" is a note about the log (a collector's header quoting its lines), not a start
-        if any(w in text for w in _RUN_WORDS) and (start := RUN_START.search(text)) and text[:1] != "#":
+        if any(w in said for w in _RUN_WORDS) and (start := RUN_START.search(said)) and text[:1] != "#":
             self._start_line(k, text, start)
         run = self.run
         if text.strip():
@@ -472,11 +476,11 @@ class Scanner:
             self.model = m["model"]
         try:
             self._memory_lines(run, k, text)
-            self._phase_lines(run, k, text)
+            self._phase_lines(run, k, text, said)
         except GarbledNumber as exc:
             self.skipped.add(k + 1, text, exc)
         self._traceback_lines(run, k, text)
-        kind = _oom_kind(text)
+        kind = _oom_kind(said)
         if kind is None and (joined := self._continued(text)) is not None:
             kind, text = "device", joined
         if kind == "host" and self._shutdown_kill(text):
@@ -494,7 +498,7 @@ class Scanner:
             # it; vllm-project/vllm #9367's "Starting profile run ...", then a traceback cut short with "...")
             run.elided = k
         if run.failure is None and run.pending is None:
-            self._unmarked_refusal(run, k, text, kind)
+            self._unmarked_refusal(run, k, text, said, kind)
         if run.failure is None and run.pending is None and kind is None:
             self._load_report(run, k, text)
         if run.failure is None and run.pending is None and kind is not None:
@@ -539,7 +543,7 @@ class Scanner:
         gap = run.phase is not None and run.elided > run.phase[1]
         return k, text, memory, list(self.recent)[:-1], run.phase, run.warmup, gap
 
-    def _unmarked_refusal(self, run: _Run, k: int, text: str, kind: Memory | None) -> None:
+    def _unmarked_refusal(self, run: _Run, k: int, text: str, said: str, kind: Memory | None) -> None:
         """Hold a line that refuses memory in a program's words but states no failure itself (ggml prints "not enough
         space in the context's memory pool (needed N, available M)" and then fails an assertion; its Metal backend
         "buffer 'data' size N is larger than buffer maximum of M", and the loader then "failed to add buffer"), and
@@ -552,7 +556,7 @@ class Scanner:
         if held is not None and k - held[0] == 1 and (FAILURE_MARK.search(text) or CRASHED.search(text)):
             run.pending = held
             run.after.append((k, text))
-        elif (memory := _oom_kind(text, stated=False)) is not None:
+        elif (memory := _oom_kind(said, stated=False)) is not None:
             run.unmarked = run.refused = self._held(run, k, text, memory)
 
     def _load_report(self, run: _Run, k: int, text: str) -> None:
@@ -651,12 +655,13 @@ class Scanner:
         if run.kv_fit is None and "max seq len" in text and (m := KV_TOKENS.search(text) or KV_ESTIMATE.search(text)):
             run.kv_fit = (integer(m["len"]), integer(m["tok"]))
 
-    def _phase_lines(self, run: _Run, k: int, text: str) -> None:
-        if "[Warmup]" in text and (w := WARMUP.search(text)):
+    def _phase_lines(self, run: _Run, k: int, text: str, said: str) -> None:
+        """Follow the run's phase lines, read in the program's own words ``said`` (kept as ``text``)."""
+        if "[Warmup]" in said and (w := WARMUP.search(said)):
             run.warmup = (k, text, (w["phase"], integer(w["i"]), integer(w["n"])))
-        if "[Warmup]" in text or "Capturing" in text or "shards" in text or "ram used" in text:
+        if "[Warmup]" in said or "Capturing" in said or "shards" in said or "ram used" in said:
             for stage, pattern in PROGRESS:
-                if (p := pattern.search(text)) is not None:
+                if (p := pattern.search(said)) is not None:
                     run.progress = (stage, k, text, integer(p["i"]), integer(p["n"]))
                     if run.progress[3] < run.progress[4]:
                         # a counted phase not finished is under way (transformers' "Loading checkpoint shards: 2/4",
@@ -665,13 +670,13 @@ class Scanner:
                         return
                     break
         partway = run.phase is not None and run.progress is not None and run.phase[1] == run.progress[1]
-        if partway and ("oaded" in text or "loading" in text) and LOAD_FINISHED.search(text):
+        if partway and ("oaded" in said or "loading" in said) and LOAD_FINISHED.search(said):
             # the program's words that the load the counted phase showed partway is done (an excerpt cut the bar's
             # last steps): start-up's phase line still, no longer one under way
             run.phase = ("startup", k, text)
             return
         # a runtime's phase line, else any program's own words for the work it starts (phases.announced_stage)
-        if (named := marker_stage(text) or announced_stage(text)) is not None:
+        if (named := marker_stage(said) or announced_stage(said)) is not None:
             run.phase = (named, k, text)
             if named == "runtime":
                 run.completed_at = k

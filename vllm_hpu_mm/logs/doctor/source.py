@@ -35,7 +35,7 @@ from vllm_hpu_mm.logs.patterns import (
     RELEASE,
     TRTLLM_COMPONENT,
     TRTLLM_EXECUTOR_OOM,
-    unechoed,
+    user_values,
 )
 from vllm_hpu_mm.runtimes.base import Runtime, RuntimeTraits
 from vllm_hpu_mm.runtimes.registry import DEFAULT_RUNTIME, TRAITS
@@ -157,38 +157,13 @@ _HOSTS: tuple[tuple[str, re.Pattern[str]], ...] = (
 _PACKAGES = re.compile(r"[\\/](?:site|dist)-packages[\\/]")
 #: Where a path starts (what a log line puts before one).
 _PATH_START = re.compile(r"[\s'\"(=]")
-#: What ends a word a log line gives: a space, a quote, a bracket, a comma or an ``=``.
-_WORD_END = " \t'\"`()[]{}<>,;="
-#: A program's own file as a path names it: a source file (a traceback's frame, a ``[file.py:N]`` tag), a library,
-#: or an installed package (what :func:`installed_only` leaves of a path through ``site-packages``).
-_OWN_FILE = re.compile(r"\.(?:py|pyx|c|cc|cpp|cxx|cu|cuh|h|hpp|go|rs|so)\b|^site-packages/")
-#: A value that a key gives (``model='...'``, ``'model': '...'``, ``"prompt": "..."``, a list's first item): what
-#: precedes its opening quote (an error's own message after ``RuntimeError: '`` is no key's value).
-_KEYED = re.compile(r"""(?:['"]\s*:|\w=)\s*[\[(]?\s*$""")
 
 
 def in_value(text: str, start: int, end: int) -> bool:
-    """Whether ``text[start:end]`` lies inside a value the user supplied, not a program's own words: a path that is
-    no program's own file (a model's or a data folder, as a banner, a command line or an argument dictionary echoes
-    it), or a quoted value a key gives (an argument dictionary's, a request's JSON). A framework's name there says
-    nothing of what wrote the log (``model ../TensorRT-LLM-1.2.0/Qwen2-VL-2B-Instruct`` in vLLM's banner). A request
-    the runtime echoes (:func:`~vllm_hpu_mm.logs.patterns.unechoed`) is the user's after its record's head."""
-    head = unechoed(text)
-    if head is not None and start >= len(head):
-        return True
-    first = start
-    while first > 0 and text[first - 1] not in _WORD_END:
-        first -= 1
-    last = end
-    while last < len(text) and text[last] not in _WORD_END:
-        last += 1
-    word = text[first:last]
-    if ("/" in word or "\\" in word) and not _OWN_FILE.search(word) and not text.endswith('File "', 0, first):
-        return True  # (a traceback's frame is the program's own file, its entry point too: File "/usr/bin/vllm")
-    quote = next((q for q in "'\"" if text.count(q, 0, start) % 2 == 1), None)
-    if quote is None:
-        return False
-    return bool(_KEYED.search(text, 0, text.rfind(quote, 0, start)))
+    """Whether ``text[start:end]`` lies inside a value the user supplied, not a program's own words
+    (:func:`~vllm_hpu_mm.logs.patterns.user_values`): a framework's name there says nothing of what wrote the log
+    (``model ../TensorRT-LLM-1.2.0/Qwen2-VL-2B-Instruct`` in vLLM's banner)."""
+    return any(s < end and start < e for s, e in user_values(text))
 
 
 def installed_only(text: str) -> str:
