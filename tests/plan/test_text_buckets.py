@@ -117,3 +117,11 @@ def test_the_default_budget_is_held_in_the_graphs_the_runtime_warms_not_the_buck
     assert chosen.budget == 53
     assert 49 <= _tripled_decode(chosen.plan) <= 53
     assert f"counted as the runtime warms them: {_tripled_decode(chosen.plan)} for the" in chosen.reason
+
+
+@pytest.mark.parametrize("flag", ["--text-graph-budget", "--plan-text-graph-budget"])
+def test_a_given_budget_too_small_for_the_ladders_is_refused_naming_the_option_as_typed(flag: str) -> None:
+    own = VllmGaudi().text_shapes(SHAPE)
+    with pytest.raises(BudgetTooSmall, match=rf"^{flag} 3 is too small .*; accepted: at least \d+ graphs") as refused:
+        plan_for_traffic(runs(8), TEXT_LIMITS, own, TIME, budget=3, budget_flag=flag)
+    assert refused.value.least > 3

@@ -191,10 +191,9 @@ def plan_for(i: PlanInputs, shape: EngineShape, runs: Schedules, block_cap: int,
     warmup = text_warmup(runtime.traits, block_size=i.block_size, eager=i.enforce_eager)
     most = None if budget is None else most_graphs(i, shape)
 
-    def planned(listed: int | None) -> BudgetedPlan:
-        return plan_for_traffic(runs, limits, runtime.text_shapes(shape), time, budget=listed,
-                                budget_flag=budget_flag, sweep=sweep, warmup=warmup, most=most,
-                                between=between)  # fmt: skip
+    def planned(listed: int | None, flag: str = budget_flag) -> BudgetedPlan:
+        return plan_for_traffic(runs, limits, runtime.text_shapes(shape), time, budget=listed, budget_flag=flag,
+                                sweep=sweep, warmup=warmup, most=most, between=between)  # fmt: skip
 
     def warmed(p: TextBucketPlan) -> int:
         return warmed_graphs(runtime, shape, p)
@@ -205,7 +204,13 @@ def plan_for(i: PlanInputs, shape: EngineShape, runs: Schedules, block_cap: int,
     if warmed(chosen.plan) <= chosen.plan.graphs:  # the runtime warms what is listed: the default rule counted it
         return chosen
     own = runtime.text_shapes(shape)
-    return default_within_warmed(planned, chosen, len(own.prefill) + len(own.decode), warmed, budget_flag)
+    # the default's steps are no option the user typed: a refusal at one names the default budget
+    return default_within_warmed(functools.partial(planned, flag=DEFAULT_BUDGET_NAME), chosen,
+                                 len(own.prefill) + len(own.decode), warmed, DEFAULT_BUDGET_NAME)  # fmt: skip
+
+
+#: How a refusal at one of the default rule's budgets names it (a given one names the option).
+DEFAULT_BUDGET_NAME = "the default text graph budget"
 
 
 #: Plans tried at most for a given budget the runtime's expansion passes (the first included): each a few seconds.
