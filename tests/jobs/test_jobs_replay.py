@@ -98,6 +98,20 @@ def test_a_given_budget_counts_the_graphs_speculative_decoding_makes_the_runtime
     assert f"the runtime warms {sum(planned.warmed)} for the" in said
 
 
+def test_the_default_budget_counts_the_graphs_speculative_decoding_makes_the_runtime_warm() -> None:
+    ngram = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}
+    sizing = dataclasses.replace(SMALL, speculative_config=ngram, text_graph_budget=None)
+    r = replay_traffic(sizing, dataclasses.replace(QUICK, plan_buckets=True), load(), {})
+    planned = next(c for c in r.report.results if c.label == PLANNED_LABEL)
+    said = next(n for n in r.report.notes if n.startswith("planned buckets: budget"))
+    budget = int(said.split()[3])  # "planned buckets: budget B graphs of the runtime's own ..."
+    assert sum(planned.warmed) <= budget  # the row, the plan line and the worst-shape line count the same graphs
+    assert f"counted as the runtime warms them: {sum(planned.warmed)} for the" in said
+    worst = next(n for n in r.report.notes if n.startswith("planned buckets: worst shape"))
+    assert f"{sum(planned.warmed)} graphs" in worst
+    assert f"budget {budget})" in worst
+
+
 @pytest.mark.parametrize(
     ("sizing", "args", "said"),
     [

@@ -13,7 +13,7 @@ from vllm_hpu_mm.engine import EngineShape
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.catalog import CATALOG, DEFAULT_MODEL
 from vllm_hpu_mm.plan.text_buckets import load_shapes, plan_for_traffic, planning_weights, text_time
-from vllm_hpu_mm.plan.text_choice import within_warmed
+from vllm_hpu_mm.plan.text_choice import default_within_warmed, within_warmed
 from vllm_hpu_mm.replay.schedules import Images, replay_model, schedules
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.runtimes.vllm_gaudi.exponential import decode_block_ceiling
@@ -109,3 +109,19 @@ def test_a_given_budget_below_what_the_fewest_listed_buckets_warm_is_refused_wit
     with pytest.raises(BudgetTooSmall, match="accepted: at least 20 graphs") as refused:
         within_warmed(_listed, 15, _tripled_decode, "--text-graph-budget")
     assert refused.value.least == 20
+
+
+def test_the_default_budget_is_held_in_the_graphs_the_runtime_warms_not_the_buckets_listed() -> None:
+    # the default rule took a third of the runtime's own 160 over the listed buckets; the runtime warms more
+    chosen = default_within_warmed(_listed, _listed(53), 160, _tripled_decode, "--text-graph-budget")
+    assert chosen.budget == 53
+    assert 49 <= _tripled_decode(chosen.plan) <= 53
+    assert f"counted as the runtime warms them: {_tripled_decode(chosen.plan)} for the" in chosen.reason
+
+
+@pytest.mark.parametrize("flag", ["--text-graph-budget", "--plan-text-graph-budget"])
+def test_a_given_budget_too_small_for_the_ladders_is_refused_naming_the_option_as_typed(flag: str) -> None:
+    own = VllmGaudi().text_shapes(SHAPE)
+    with pytest.raises(BudgetTooSmall, match=rf"^{flag} 3 is too small .*; accepted: at least \d+ graphs") as refused:
+        plan_for_traffic(runs(8), TEXT_LIMITS, own, TIME, budget=3, budget_flag=flag)
+    assert refused.value.least > 3

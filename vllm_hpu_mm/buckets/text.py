@@ -510,11 +510,10 @@ def _splits_of(prefill: Mapping[tuple[int, int], int], decode: Mapping[tuple[int
             least = prompt_least + _prepare_decode(decode, limits, time, res, wide, smooth_octaves,
                                                    load_levels).options.least  # fmt: skip
         if least >= NO_LADDER:
-            raise BudgetTooSmall(f"text graph budget {budget}: no bucket set keeps every shape these limits allow "
-                                 f"within {GROSS_FACTOR}x its need", least)  # fmt: skip
-        raise BudgetTooSmall(f"text graph budget {budget} is too small to keep every shape within {GROSS_FACTOR}x "
-                             f"its need; accepted: at least {least} graphs for these limits and traffic",
-                             least)  # fmt: skip
+            raise BudgetTooSmall.of(budget, f": no bucket set keeps every shape these limits allow within "
+                                    f"{GROSS_FACTOR}x its need", least)  # fmt: skip
+        raise BudgetTooSmall.of(budget, f" is too small to keep every shape within {GROSS_FACTOR}x its need; "
+                                f"accepted: at least {least} graphs for these limits and traffic", least)  # fmt: skip
     prompts.reserve(splits[-1])
     decodes.reserve(budget - splits[0])
     plans = [(prompts.best(g), decodes.best(budget - g)) for g in splits]

@@ -141,9 +141,23 @@ class BudgetTooSmall(ConfigError):
     """A graph budget too small for the no-gross-padding ladders; ``least`` is the fewest that hold them
     (:data:`NO_LADDER` or more: none does)."""
 
-    def __init__(self, message: str, least: int) -> None:
+    def __init__(self, message: str, least: int, *, budget: int | None = None, detail: str = "") -> None:
         super().__init__(message)
         self.least = least
+        #: The budget refused and what follows it in the message, where the message names it (``budget`` first).
+        self.budget, self.detail = budget, detail
+
+    @classmethod
+    def of(cls, budget: int, detail: str, least: int) -> BudgetTooSmall:
+        """The planner's refusal of ``budget``, which does not know the flag it came from (:meth:`named`)."""
+        return cls(f"text graph budget {budget}{detail}", least, budget=budget, detail=detail)
+
+    def named(self, flag: str) -> BudgetTooSmall:
+        """The refusal naming the option as the user typed it (``--text-graph-budget``; serve:
+        ``--plan-text-graph-budget``), where the message names a budget; else itself."""
+        if self.budget is None:
+            return self
+        return BudgetTooSmall(f"{flag} {self.budget}{self.detail}", self.least, budget=self.budget, detail=self.detail)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -190,8 +190,8 @@ def _text_plan_dict(p: Plan, c: TextChoice) -> dict[str, Any]:
 def graph_count_notes(p: Plan, c: TextChoice) -> list[str]:
     """What the graph count of the exported text buckets owes to the runtime rather than to the list: the decode
     buckets speculative decoding adds to each listed one, and a warm-up above the text-graph budget (why, by how
-    much). A given budget counts the graphs warmed (:func:`~vllm_hpu_mm.plan.text_choice.within_warmed`); the default
-    rule's counts the listed buckets, the runtime's expansion coming after it."""
+    much). A budget, given or the default's, counts the graphs warmed (:func:`~vllm_hpu_mm.plan.text_choice.plan_for`),
+    so the note on a warm-up above it is for buckets not planned against it (a budget kept from elsewhere)."""
     spec = speculative_graphs(p)
     exported = c.after if c.after is not None else c.before
     warmed = 0 if c.skip_warmup else sum(exported.warmed)

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits, plan_text_buckets
 from vllm_hpu_mm.buckets.text_budget import BudgetedPlan, LoadShapes, Warmup, check_budget, choose_budget
-from vllm_hpu_mm.buckets.text_time import StepTimes, cached
+from vllm_hpu_mm.buckets.text_time import BudgetTooSmall, StepTimes, cached
 from vllm_hpu_mm.buckets.text_worst import Between, Sampler, with_bounded_worst
 from vllm_hpu_mm.engine import EngineShape, TextShapes
 from vllm_hpu_mm.models.dims import ModelDims
@@ -173,8 +173,11 @@ def plan_for_traffic(runs: Schedules, limits: TextLimits, own: TextShapes, time:
         limits = held_above_ceiling(limits, loads)
         intervals = _intervals(time)
         time = cached(time)  # the bound prices the shapes the budget rule priced
-        chosen = choose_budget(weights, loads, limits, theirs, time, budget=budget, load_levels=levels,
-                               warmup=warmup)  # fmt: skip
+        try:
+            chosen = choose_budget(weights, loads, limits, theirs, time, budget=budget, load_levels=levels,
+                                   warmup=warmup)  # fmt: skip
+        except BudgetTooSmall as exc:  # a given budget's refusal names the option as the user typed it
+            raise (exc if budget is None else exc.named(budget_flag)) from None
         return with_bounded_worst(chosen, weights, loads, limits, theirs, time, given=budget, load_levels=levels,
                                   against=own.source.split(" (")[0], intervals=intervals, between=off,
                                   early=early)  # fmt: skip

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
-from vllm_hpu_mm.buckets.text_budget import BudgetedPlan
+from vllm_hpu_mm.buckets.text_budget import MARGIN, MAX_BUDGET_SHARE, BudgetedPlan, budget_for, budget_steps
 from vllm_hpu_mm.buckets.text_time import GROSS_FACTOR, BudgetTooSmall
 from vllm_hpu_mm.buckets.text_worst import Sampler, WorstCase
 from vllm_hpu_mm.buckets.turns import in_turns
@@ -191,14 +191,26 @@ def plan_for(i: PlanInputs, shape: EngineShape, runs: Schedules, block_cap: int,
     warmup = text_warmup(runtime.traits, block_size=i.block_size, eager=i.enforce_eager)
     most = None if budget is None else most_graphs(i, shape)
 
-    def planned(listed: int | None) -> BudgetedPlan:
-        return plan_for_traffic(runs, limits, runtime.text_shapes(shape), time, budget=listed,
-                                budget_flag=budget_flag, sweep=sweep, warmup=warmup, most=most,
-                                between=between)  # fmt: skip
+    def planned(listed: int | None, flag: str = budget_flag) -> BudgetedPlan:
+        return plan_for_traffic(runs, limits, runtime.text_shapes(shape), time, budget=listed, budget_flag=flag,
+                                sweep=sweep, warmup=warmup, most=most, between=between)  # fmt: skip
 
-    if budget is None:
-        return planned(None)
-    return within_warmed(planned, budget, lambda p: warmed_graphs(runtime, shape, p), budget_flag)
+    def warmed(p: TextBucketPlan) -> int:
+        return warmed_graphs(runtime, shape, p)
+
+    if budget is not None:
+        return within_warmed(planned, budget, warmed, budget_flag)
+    chosen = planned(None)
+    if warmed(chosen.plan) <= chosen.plan.graphs:  # the runtime warms what is listed: the default rule counted it
+        return chosen
+    own = runtime.text_shapes(shape)
+    # the default's steps are no option the user typed: a refusal at one names the default budget
+    return default_within_warmed(functools.partial(planned, flag=DEFAULT_BUDGET_NAME), chosen,
+                                 len(own.prefill) + len(own.decode), warmed, DEFAULT_BUDGET_NAME)  # fmt: skip
+
+
+#: How a refusal at one of the default rule's budgets names it (a given one names the option).
+DEFAULT_BUDGET_NAME = "the default text graph budget"
 
 
 #: Plans tried at most for a given budget the runtime's expansion passes (the first included): each a few seconds.
@@ -216,17 +228,17 @@ def warmed_graphs(runtime: RuntimeModel, shape: EngineShape, p: TextBucketPlan) 
     return len(shapes.prefill) + len(shapes.decode)
 
 
-def within_warmed(
+def _fit_warmed(
     planned: Callable[[int], BudgetedPlan], budget: int, warmed: Callable[[TextBucketPlan], int], flag: str
-) -> BudgetedPlan:
-    """The plan for a given ``budget`` of graphs the runtime warms (a given budget is not exceeded): planned at
-    ``budget`` listed buckets, and where the runtime warms more than it lists (speculative decoding), planned again
-    at fewer listed buckets, the most whose warmed graphs fit, searched in at most :data:`MOST_BUDGET_TRIES` plans.
-    Refused (BudgetTooSmall) where the least bucket list that keeps every shape warms more than ``budget``."""
+) -> tuple[BudgetedPlan, int, int]:
+    """(plan, buckets listed, graphs warmed) of the plan whose warmed graphs fit ``budget``: planned at ``budget``
+    listed buckets, and where the runtime warms more than it lists, planned again at fewer, the most whose warmed
+    graphs fit, searched in at most :data:`MOST_BUDGET_TRIES` plans. Refused (BudgetTooSmall) where the least
+    bucket list that keeps every shape warms more than ``budget``."""
     first = planned(budget)
     count = warmed(first.plan)
     if count <= budget:
-        return first
+        return first, first.plan.graphs, count
     best: tuple[BudgetedPlan, int, int] | None = None  # (plan, listed, warmed) of the most warmed that fits
     bad, good, listed = budget, 0, max(2, budget * budget // count)
     for _ in range(MOST_BUDGET_TRIES - 1):
@@ -252,11 +264,66 @@ def within_warmed(
                              f"runtime warms {count} graphs for the fewest buckets that do ({listed} listed; "
                              f"speculative decoding adds decode buckets to those listed); accepted: at least {count} "
                              "graphs for these limits and traffic", count)  # fmt: skip
-    chosen, listed, count = best
-    reason = (f"{budget} graphs (given; the runtime warms {count} for the {listed} buckets listed: speculative "
-              "decoding adds decode buckets to those listed)")  # fmt: skip
+    return best
+
+
+def _counted(chosen: BudgetedPlan, budget: int, count: int, reason: str) -> BudgetedPlan:
+    """``chosen`` named with ``budget`` and ``reason``, its worst-shape line counting the ``count`` graphs warmed."""
     worst = None if chosen.worst is None else dataclasses.replace(chosen.worst, graphs=count, budget=budget)
     return dataclasses.replace(chosen, budget=budget, reason=reason, worst=worst)
+
+
+def within_warmed(
+    planned: Callable[[int], BudgetedPlan], budget: int, warmed: Callable[[TextBucketPlan], int], flag: str
+) -> BudgetedPlan:
+    """The plan for a given ``budget`` of graphs the runtime warms (a given budget is not exceeded): the most listed
+    buckets whose warmed graphs fit (:func:`_fit_warmed`)."""
+    chosen, listed, count = _fit_warmed(planned, budget, warmed, flag)
+    if count <= listed:  # the runtime warms what is listed
+        return chosen
+    return _counted(chosen, budget, count, f"{budget} graphs (given; the runtime warms {count} for the {listed} "
+                    "buckets listed: speculative decoding adds decode buckets to those listed)")  # fmt: skip
+
+
+def default_within_warmed(planned: Callable[[int], BudgetedPlan], listed_default: BudgetedPlan, total: int,
+                          warmed: Callable[[TextBucketPlan], int], flag: str) -> BudgetedPlan:  # fmt: skip
+    """The default budget counted as the runtime warms it, where it warms more graphs than the list holds
+    (speculative decoding): the default rule's steps (a third of the runtime's own ``total`` graphs, which count its
+    expansion too, raised a twenty-fourth at a time to a half), from the one it took over the listed buckets
+    (``listed_default``: a smaller one missed its margin already), each held in warmed graphs as a given budget is
+    (:func:`_fit_warmed`); the first whose plan pads at most :data:`MARGIN` of the runtime's own at every load, else
+    the largest that keeps every shape."""
+    start = min(listed_default.budget, budget_for(total, MAX_BUDGET_SHARE))
+    steps = sorted({start, *(s for s in budget_steps(total) if s >= start)})
+    taken: tuple[BudgetedPlan, int, int, int] | None = None  # (plan, budget, listed, warmed)
+    refused: BudgetTooSmall | None = None
+    for step in steps:
+        try:
+            chosen, listed, count = _fit_warmed(planned, step, warmed, flag)
+        except BudgetTooSmall as exc:  # the least list that keeps every shape warms more: a larger step may hold it
+            refused = exc
+            continue
+        taken = (chosen, step, listed, count)
+        if not any(v.beyond(MARGIN) for v in chosen.loads):
+            break
+    if taken is None:
+        assert refused is not None
+        raise BudgetTooSmall(f"no default text graph budget up to a half of the runtime's own {total} graphs, counted "
+                             f"as it warms them, keeps every shape: {refused}", refused.least)  # fmt: skip
+    chosen, step, listed, count = taken
+    missed = [v.load for v in chosen.loads if v.beyond(MARGIN)]
+    third, half = budget_for(total), budget_for(total, MAX_BUDGET_SHARE)
+    share = ("a third" if step == third else "a half, the most the default takes" if step == half else
+             "below a third, as the default rule took it" if step < third else "raised from a third")  # fmt: skip
+    how = (f"does not reach {MARGIN:g} of the runtime's own padded time at {', '.join(missed)}" if missed else
+           f"every load pads at most {MARGIN:g} of the runtime's own padded time")  # fmt: skip
+    if missed:
+        short = [v.load for v in chosen.loads if v.short]
+        how += (f"; still pads longer than the runtime's own at {', '.join(short)}" if short else
+                "; no load pads longer than under the runtime's own")  # fmt: skip
+    return _counted(chosen, step, count, f"{step} graphs of the runtime's own {total} ({share}), counted as the "
+                    f"runtime warms them: {count} for the {listed} buckets listed (speculative decoding adds decode "
+                    f"buckets to those listed): {how}")  # fmt: skip
 
 
 def most_graphs(i: PlanInputs, shape: EngineShape) -> int:
