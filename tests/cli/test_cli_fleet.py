@@ -116,11 +116,15 @@ def test_too_few_cards_is_a_negative_finding_with_the_best_achievable(capsys: py
     assert row.split("  ")[-1].strip() == f"meets on {best['total_cards']} > 1 cards"  # not a bare "meets"
 
 
-def test_validate_says_what_vllms_parser_read(capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_says_what_vllms_parser_read(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out, _ = fleet(capsys, *SMALL, "--request-rate", "2", "--ttft-p99", "3000", "--tpot-p99", "60",
-                         "--validate", "--json")  # fmt: skip
+                         "--validate", "--json", "--out", str(tmp_path / "out"))  # fmt: skip
     assert code == 0
     assert json.loads(out)["validated"].startswith("validated: vLLM ")
+    # r11fleet 1: fleet.json is the whole answer as --json prints it, what --validate read included
+    written = json.loads((tmp_path / "out" / "fleet.json").read_text())
+    assert written["validated"] == json.loads(out)["validated"]
+    assert written.keys() == json.loads(out).keys()
     assert "every node's command (1, dp/node-N.sh) and every Kubernetes container's arguments (1," in out
     code, out, _ = fleet(capsys, *SMALL, "--request-rate", "40", "--ttft-p99", "3000", "--tpot-p99", "60",
                          "--cards", "1", "--validate")  # fmt: skip

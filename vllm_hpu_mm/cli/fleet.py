@@ -545,13 +545,21 @@ def _day_lines(f: Fleet) -> list[str]:
     ]
 
 
-def write_out(f: Fleet, out: str, inputs: Iterable[tuple[str, str | None]] = ()) -> list[Path]:
+def answer(f: Fleet, validated: str | None = None) -> dict[str, Any]:
+    """The whole answer, as ``--json`` prints it and ``fleet.json`` holds it: the fleet and, under ``--validate``,
+    what vLLM's own parser read."""
+    return fleet_dict(f) | ({"validated": validated} if validated is not None else {})
+
+
+def write_out(
+    f: Fleet, out: str, inputs: Iterable[tuple[str, str | None]] = (), validated: str | None = None
+) -> list[Path]:
     """The deployments in the folder ``out`` (see the module docstring), an earlier deployment there replaced wholly
     (:func:`~vllm_hpu_mm.jobs.outputs.replace_folder`); the paths written."""
     d = f.deploy
     if d is None:
         return []
-    files = {"fleet.json": json.dumps(fleet_dict(f), indent=2, default=str) + "\n"}
+    files = {"fleet.json": json.dumps(answer(f, validated), indent=2, default=str) + "\n"}
     for name, text in d.files.items():
         files[f"replica/{name}"] = text
     if d.env:  # a runtime given no environment (vLLM CUDA) gets no empty file, as its manifests hold no ConfigMap
@@ -614,9 +622,9 @@ def run(args: argparse.Namespace) -> int:
     )
     fleet = plan_fleet(SizingArgs.from_namespace(args), fleet_args, envs.load(), envs.runtime_environ())
     validated = validate_commands(fleet) if args.validate else None
-    written = write_out(fleet, args.out, inputs) if args.out is not None and fleet.chosen is not None else []
+    written = write_out(fleet, args.out, inputs, validated) if args.out is not None and fleet.chosen is not None else []
     if args.json:
-        print_json(fleet_dict(fleet) | ({"validated": validated} if validated is not None else {}))
+        print_json(answer(fleet, validated))
     else:
         print(fleet_table(fleet))
         if fleet.deploy is not None:
