@@ -275,7 +275,9 @@ def _mirror(table: OptionTable) -> _Parser:
             if read is not None and o.convert is None and o.dest in JSON_CONFIG_CLASSES:
                 read = _kept_raw(read)  # its form checked; its fields by _check_json_configs, from the text
             typed: dict[str, Any] = {} if read is None else {"type": read}
-            p.add_argument(*o.strings, dest=o.dest, nargs=o.nargs, choices=o.choices, **typed)
+            # argparse compares the value as read: integer choices (stored as text) are read the same way
+            choices = [read(c) for c in o.choices] if o.choices is not None and o.kind == "int" and read else o.choices
+            p.add_argument(*o.strings, dest=o.dest, nargs=o.nargs, choices=choices, **typed)
     return p
 
 

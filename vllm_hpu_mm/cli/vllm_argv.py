@@ -191,7 +191,8 @@ def options_of(
     for action in parser._actions:
         nargs = 0 if action.nargs == 0 or (action.nargs is None and _takes_no_value(action)) else action.nargs
         kind = None if nargs == 0 else _kind(action.type)
-        plain = action.type in (None, str)
+        # choices a value is compared with as read: strings, or integers an int type reads (--max-lora-rank)
+        plain = action.type in (None, str) or (kind == "int" and all(type(c) is int for c in action.choices or ()))
         choices = tuple(str(c) for c in action.choices) if action.choices is not None and plain and nargs != 0 else None
         convert = action.type if nargs != 0 and callable(action.type) else None
         found = (bounds or {}).get(action.dest, ())
