@@ -458,8 +458,9 @@ def test_dotted_flags_merge_into_one_json_value() -> None:
         (["--performance-mode", "fast"], "'fast' is not a value vLLM accepts"),
         (["--mm-processor-device", "gpu"], "invalid choice: 'gpu'"),
         (["--num-gpu-blocks-override", "many"], "'many' is not an integer"),
-        # r11serve 9: an integer flag's choices (vLLM 0.32's LoRA ranks) are read as integers, as its parser reads them
-        (["--enable-lora", "--max-lora-rank", "7"], "invalid choice: 7 (choose from 1, 8, 16, 32, 64, 128, 256, 320, 512)"),
+        # r11serve 9: an integer flag's choices (vLLM 0.32's LoRA ranks) are read as integers, as its parser does
+        (["--enable-lora", "--max-lora-rank", "7"],
+         "invalid choice: 7 (choose from 1, 8, 16, 32, 64, 128, 256, 320, 512)"),
     ],
 )  # fmt: skip
 def test_what_vllm_would_refuse_is_one_line_naming_the_flag_as_typed(argv: list[str], said: str) -> None:
