@@ -197,7 +197,7 @@ print("LOADED")
     ("name", "value", "said"),
     [
         ("VLLM_MULTIMODAL_BUCKETS", "256,1002", "bucket 1002 is not a multiple of 4"),
-        ("VLLM_SKIP_WARMUP", "maybe", "'maybe' is invalid; accepted: 0/1, true/false, yes/no or on/off"),
+        ("VLLM_HPU_MM_ALIGN_MODE", "up", "'up' is invalid; accepted: one of nearest, down, pad"),
         ("VLLM_HPU_MM_GRAPH_BACKEND", "gpu", "'gpu' is invalid; accepted: one of auto, cpu, cuda, hpu, none"),
     ],
 )

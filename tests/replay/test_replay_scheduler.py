@@ -235,7 +235,7 @@ def test_a_request_arrives_at_its_time_in_seconds_not_at_its_image_position() ->
 
 
 def test_a_refused_request_keeps_its_arrival_slot_and_the_next_request_its_own() -> None:
-    # vLLM 0.32's client (benchmarks/serve.py get_request) draws an arrival for every request, refused ones included
+    # vLLM 0.32's client (vllm/benchmarks/serve.py get_request) draws an arrival for every request, refused ones too
     prompts = [Prompt(8192, 5) if k % 2 else Prompt(50, 5) for k in range(10)]  # every other one too long
     poisson = simulate(prompts, LIMITS, Arrivals(rate=2.0, seed=3), clock=constant_clock)
     rng, t, due = random.Random(3), 0.0, []

@@ -39,6 +39,7 @@ __all__ = [
     "as_counts",
     "embedded_sizes",
     "images_of",
+    "is_folder",
     "name_unreadable",
     "patch_counts",
     "read_sizes_csv",
@@ -191,6 +192,18 @@ def scan_images(
 
 #: What else an option that takes a folder of images accepts (``--sizes CSV|DIR``, ``--plan-sizes CSV|DIR``).
 OR_CSV = "; or a CSV with a width,height header"
+
+
+def is_folder(path: str | Path, *, flag: str) -> bool:
+    """Whether ``path`` names a folder (images) rather than a file (a CSV): a path the system cannot even look up (a
+    name too long, a component not a folder it can enter) is refused as input, never an internal error."""
+    try:
+        return Path(path).expanduser().is_dir()
+    except OSError as exc:  # ENAMETOOLONG, EACCES: Path.is_dir answers False only for a missing or looping path
+        raise ConfigError(f"{flag} {path}: cannot read it ({exc.strerror or exc}); accepted: a folder of images"
+                          f"{OR_CSV}") from None  # fmt: skip
+
+
 #: How many unreadable files a line names (JSON lists them all).
 NAMED_UNREADABLE = 3
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from pathlib import Path
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.buckets.admission import Admission, admit
@@ -22,6 +21,7 @@ from vllm_hpu_mm.buckets.sizes import (
     Sizes,
     SizeSet,
     embedded_sizes,
+    is_folder,
     patch_counts,
     read_sizes_csv,
     scan_images,
@@ -246,8 +246,8 @@ class SizeSources:
 def _load_sizes(src: SizeSources) -> SizeSet:
     # --sizes takes a folder too, as memory plan's, fleet plan's and buckets replay's --sizes (and serve's
     # --plan-sizes) do: one option, one reading, whatever the command.
-    sets = [scan_images(path, progress=src.progress, flag="--sizes", also=OR_CSV)[0] if Path(path).is_dir()
-            else read_sizes_csv(path) for path in src.csv]  # fmt: skip
+    sets = [scan_images(path, progress=src.progress, flag="--sizes", also=OR_CSV)[0]
+            if is_folder(path, flag="--sizes") else read_sizes_csv(path) for path in src.csv]  # fmt: skip
     sets += [scan_images(folder, progress=src.progress)[0] for folder in src.folders]
     if src.from_metrics:
         from vllm_hpu_mm.buckets.live import from_metrics

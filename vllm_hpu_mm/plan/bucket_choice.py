@@ -7,7 +7,15 @@ import dataclasses
 from pathlib import Path
 
 from vllm_hpu_mm.buckets.coverage import largest_patches, smallest_patches
-from vllm_hpu_mm.buckets.sizes import OR_CSV, SizeSet, embedded_sizes, images_of, name_unreadable, scan_images
+from vllm_hpu_mm.buckets.sizes import (
+    OR_CSV,
+    SizeSet,
+    embedded_sizes,
+    images_of,
+    is_folder,
+    name_unreadable,
+    scan_images,
+)
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.plan import bucket_fit
 from vllm_hpu_mm.plan.bucket_fit import BucketFit
@@ -49,7 +57,7 @@ def _read_traffic(path: str | None, *, flag: str) -> Traffic:
     if path is None:
         return default_traffic()
     p = Path(path).expanduser()
-    if p.is_dir():
+    if is_folder(p, flag=flag):
         found = scan_images(p, progress=False, flag=flag, also=OR_CSV)[0]
         # A file the server could not read is a request it answers with HTTP 400 before any graph runs: it takes no
         # bucket and no memory, so it is named in the traffic's description, not planned.
