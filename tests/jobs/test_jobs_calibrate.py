@@ -132,3 +132,21 @@ def test_the_profile_records_the_shape_its_free_memory_was_measured_at(tmp_path:
         "tensor_parallel_size": 2, "pipeline_parallel_size": 1, "quantization": "fp8", "max_model_len": 16384,
         "after_profile_run": False,
     }  # fmt: skip
+
+
+def test_the_profile_records_the_runtime_its_log_names_and_none_where_it_names_none(tmp_path: Path) -> None:
+    # A plan for another runtime uses none of a profile (r11profile case 10): the profile says whose log it is, only
+    # where the log's own lines say so (vLLM 0.32's V1 engine on hpu is vllm-gaudi's; the warm-up sample names
+    # neither Gaudi runtime).
+    marked = tmp_path / "gaudi.log"
+    marked.write_text(
+        "INFO 11-02 10:00:01 [core.py:134] Initializing a V1 LLM engine (v0.32.0) with config: model='Qwen/Qwen2.5-VL-"
+        "7B-Instruct', max_seq_len=32768, tensor_parallel_size=1, device_config=hpu\n"
+        "INFO 11-02 10:00:09 [hpu_worker.py:431] Free device memory: 78.9 GiB, 71.01 GiB usable "
+        "(gpu_memory_utilization=0.9)\n"
+    )
+    out = tmp_path / "p.json"
+    calibrate_log(CalibrateArgs(str(marked), device="gaudi2", output=str(out)), load())
+    assert json.loads(out.read_text())["measured_by"] == "vllm-gaudi"
+    calibrate_log(CalibrateArgs(str(WARMUP_DOC), device="gaudi2", output=str(out)), load())
+    assert json.loads(out.read_text())["measured_by"] is None

@@ -199,6 +199,51 @@ def test_measured_free_memory_applies_only_to_a_plan_of_the_shape_it_was_measure
     assert any("max-model-len 32768, this plan 8192" in n for n in notes)
 
 
+def test_a_profile_is_applied_only_to_plans_for_the_runtime_whose_log_measured_it(tmp_path: Path) -> None:
+    # A vllm-gaudi profile moved a vllm-fork plan: its 78.90 GiB, read right after load, became the fork's free memory
+    # after its profiling pass, and the fork's own profiling residue disappeared (r11profile case 10). Another
+    # runtime's profile is ignored whole, with why; the same runtime's plan still uses it.
+    log = parse_warmup([engine_line(1), free_line(78.61)])
+    c = calibrate(log, None, device="gaudi2", source="s", after_profile_run=False, measured_by="vllm-gaudi")
+    path = tmp_path / "p.json"
+    save_profile(c, path)
+    profile = load_profile(path)
+    assert profile.measured_by == "vllm-gaudi"
+    base = SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device="gaudi2", max_model_len=32768)
+    fork = build(dataclasses.replace(base, runtime="vllm-fork==0.7.2"), load({}))
+    same, notes = apply_profile(fork, profile, free_stated=False)
+    assert same == fork
+    assert notes[0].startswith(f"not applied (profile {path}): measured by vllm-gaudi, this plan is for vllm-fork: ")
+    assert "after its profiling forward pass" in notes[0]
+    assert notes[1:] == plan_with_profile(fork, read_profile("none", None), free_stated=False)[1]["notes"][:-1]
+    planned = plan(same)
+    assert planned.profile_bytes > 0  # the fork's own profiling residue stays
+    gaudi = build(dataclasses.replace(base, runtime="vllm-gaudi"), load({}))
+    assert apply_profile(gaudi, profile, free_stated=False)[0].free_after_load_bytes == round(78.61 * GIB)
+    # a log that names neither Gaudi runtime: its free memory, read as calibrate recorded, is not the fork's
+    unnamed = dataclasses.replace(profile, measured_by=None)
+    applied, notes = apply_profile(fork, unnamed, free_stated=False)
+    assert applied.free_after_load_bytes is None
+    assert any(n.startswith("not applied (profile): free after load 78.61 GiB") and "right after load" in n
+               and "vllm-fork reads it after its profiling forward pass" in n for n in notes)  # fmt: skip
+
+
+def test_a_fork_plan_with_a_given_free_memory_says_its_profiling_pass_is_inside_it() -> None:
+    # The row said "none: the runtime runs no profiling forward pass" of vllm-fork, which runs one before it reads
+    # its free memory (r11profile case 12): the pass's residue is inside the measured or stated figure.
+    base = SizingArgs(model="Qwen/Qwen2.5-VL-7B-Instruct", device="gaudi2", max_model_len=32768,
+                      runtime="vllm-fork==0.7.2")  # fmt: skip
+    stated = plan(build(dataclasses.replace(base, free_memory_gib=60.0), load({})))
+    row = next(r for r in to_table(stated).splitlines() if r.startswith("profiling peak"))
+    assert "0.00 GiB  inside free after load (stated)" in row
+    assert "runs no profiling" not in row
+    estimated = plan(build(base, load({})))
+    assert next(r for r in to_table(estimated).splitlines() if r.startswith("profiling peak")).endswith("estimate")
+    gaudi = plan(build(dataclasses.replace(base, runtime="vllm-gaudi", free_memory_gib=60.0), load({})))
+    row = next(r for r in to_table(gaudi).splitlines() if r.startswith("profiling peak"))
+    assert row.endswith("none: the runtime runs no profiling forward pass")
+
+
 def test_a_measured_free_memory_says_measured_and_its_profile_not_stated(tmp_path: Path) -> None:
     # The profile's free memory after load was labelled "stated", --free-memory-gib's label (r10profile cases 3, 4,
     # 11, 13, 14, 15, 20): the row, the JSON and the costs: lines say it was measured, and by which profile and log.
@@ -500,6 +545,7 @@ def test_bad_profiles_name_the_problem(tmp_path: Path) -> None:
         ("not json", "not JSON"),
         ('{"version": 9, "costs": {}}', "version-1"),
         ('{"version": 1, "costs": {}, "free_after_load_bytes": -5}', "free_after_load_bytes"),
+        ('{"version": 1, "costs": {}, "measured_by": "tgi"}', "measured_by='tgi'; accepted: vllm-gaudi"),
     ]
     for text, needle in cases:
         path.write_text(text)

@@ -152,9 +152,12 @@ def calibrate_log(args: CalibrateArgs, settings: Settings) -> Calibrated:
     # sequence), as a log whose runtime is not named is taken to
     known = writer.runtime if writer is not None else None
     after_profile_run = TRAITS[known].profiles_forward if known is not None else True
+    # the runtime that measured it, only where the log's lines name it (an unmarked Gaudi log may be either's)
+    measured_by = known.value if known is not None and writer is not None and writer.runtime_named else None
     result = calibrate(log, model, device=device, source=source, dtype_size=dtype,
                        tensor_parallel_size=args.tensor_parallel_size, block_size=args.block_size,
-                       buckets=settings.multimodal_buckets or (), after_profile_run=after_profile_run)  # fmt: skip
+                       buckets=settings.multimodal_buckets or (), after_profile_run=after_profile_run,
+                       measured_by=measured_by)  # fmt: skip
     unmeasured = None
     if args.metrics is not None:
         times = server_times(args.metrics, args.model_name)

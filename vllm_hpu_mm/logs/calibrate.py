@@ -341,6 +341,9 @@ class Calibration:
     step_time: FittedStep | None = None
     #: What shaped the measured free memory after load (None without one): a plan of another shape does not use it.
     measured_at: MeasuredAt | None = None
+    #: The runtime whose log measured it (``vllm-gaudi``, ``vllm-fork``), where the log's lines name it; None where
+    #: they do not: a plan for another runtime uses none of it.
+    measured_by: str | None = None
 
     @property
     def measured_anything(self) -> bool:
@@ -521,11 +524,13 @@ def calibrate(
     block_size: int = 128,
     buckets: Sequence[int] = DEFAULT_BUCKETS,
     after_profile_run: bool = True,
+    measured_by: str | None = None,
 ) -> Calibration:
     """Fit the profile's coefficients to ``log``. Text factors need the model the log ran (``model``).
     ``after_profile_run``: whether the log's writer took its free memory after a profiling pass (vllm-fork), not
     right after load (vllm-gaudi); with the parallel sizes and quantization the log's engine line printed
-    (``tensor_parallel_size`` where it printed none), it is recorded as what shaped that figure."""
+    (``tensor_parallel_size`` where it printed none), it is recorded as what shaped that figure. ``measured_by``: the
+    runtime the log's lines name (None: they name none), recorded so that only its plans use the profile."""
     values: dict[str, float] = {}
     rows: list[tuple[str, str, str]] = []
     why: dict[str, str] = {}
@@ -593,4 +598,4 @@ def calibrate(
         )
     return Calibration(profile, tuple(rows), log.free_after_load_bytes, log.cuda_graph_bytes, log.cuda_capture_sizes,
                        model.name if model else log.model, log.backend, device,
-                       measured_at=measured_at)  # fmt: skip
+                       measured_at=measured_at, measured_by=measured_by)  # fmt: skip

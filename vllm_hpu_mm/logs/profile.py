@@ -23,6 +23,7 @@ def profile_dict(c: Calibration) -> dict[str, Any]:
         "version": PROFILE_VERSION,
         "runtime": c.backend,  # the backend (hpu, cuda): the file format keeps its key
         "device": c.device,
+        "measured_by": c.measured_by,  # the runtime whose log it is (null: the log does not name it)
         "model": c.model,
         "source": p.source,
         "costs": {name: getattr(p, name) for name in COST_FIELDS},

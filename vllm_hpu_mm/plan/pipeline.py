@@ -15,6 +15,7 @@ from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.plan.profile import Profile, ProfileRead
 from vllm_hpu_mm.plan.rules import usable_kv_blocks
 from vllm_hpu_mm.runtimes.base import BatchLimits, DeviceFacts
+from vllm_hpu_mm.runtimes.registry import TRAITS
 from vllm_hpu_mm.values import GIB
 
 __all__ = ["apply_profile", "checked_by_runtime", "fit_max_model_len", "memory_evidence", "plan_with_profile"]
@@ -23,9 +24,11 @@ __all__ = ["apply_profile", "checked_by_runtime", "fit_max_model_len", "memory_e
 def apply_profile(inputs: PlanInputs, profile: Profile, *, free_stated: bool) -> tuple[PlanInputs, list[str]]:
     """The plan inputs with the profile's measured costs, and what was (not) applied and why.
 
-    The graph costs apply when the profile was measured on the plan's backend (HPU costs on an HPU plan). The
-    measured free memory after load applies only when no free memory was stated on the command line, and only to a
-    plan of the shape it was measured at (:func:`_other_shape`); otherwise the plan estimates it and says why.
+    The profile applies when it was measured on the plan's backend (HPU costs on an HPU plan) and by the plan's
+    runtime, where the log named it (:func:`_runtimes_differ`: a vllm-gaudi profile is no input to a vllm-fork
+    plan). The measured free memory after load applies only when no free memory was stated on the command line, and
+    only to a plan of the shape it was measured at (:func:`_other_shape`); otherwise the plan estimates it and says
+    why.
     """
     notes: list[str] = []
     if profile.backend not in (None, inputs.backend):
@@ -34,6 +37,10 @@ def apply_profile(inputs: PlanInputs, profile: Profile, *, free_stated: bool) ->
         return inputs, [f"not applied (profile {profile.path}): measured on {on}, this plan is for {inputs.device} "
                         f"({inputs.backend}): graph costs and free memory measured on one backend do not hold on "
                         "another, so none of it is used", *_labels(inputs)]  # fmt: skip
+    ours = inputs.runtime.name.value
+    if profile.measured_by not in (None, ours):
+        return inputs, [f"not applied (profile {profile.path}): measured by {profile.measured_by}, this plan is for "
+                        f"{ours}: {_runtimes_differ(profile.measured_by, inputs)}", *_labels(inputs)]  # fmt: skip
     out = dataclasses.replace(inputs, costs=with_measured(inputs.costs, profile.costs))
     if profile.cuda_graph_bytes is not None:
         # vLLM 0.32 profiles its CUDA graphs at start at the plan's own capture sizes (v1/worker/gpu_worker.py:700-743
@@ -66,6 +73,27 @@ def apply_profile(inputs: PlanInputs, profile: Profile, *, free_stated: bool) ->
     return out, notes
 
 
+def _reads_free(profiles_forward: bool) -> str:
+    return "after its profiling forward pass" if profiles_forward else "right after load, with no profiling pass"
+
+
+def _runtimes_differ(measured_by: str, inputs: PlanInputs) -> str:
+    """Why one runtime's profile is no input to another's plan on the same backend. Its free memory after load is
+    that runtime's own reading: vllm-gaudi reads it right after load (``profile_run(initialize_only=True)`` returns at
+    once, v1/worker/hpu_worker.py:401-408 @091bbadd), vllm-fork after a profiling forward pass at the longest
+    sequence (vllm/worker/hpu_worker.py determine_num_available_blocks, as runtimes/vllm_fork models it). Its graph
+    costs are what that runtime's own model runner held after warming its own buckets: vllm-gaudi's V1 runner
+    (batch, query, context blocks) with HPU graphs in lazy mode only and torch.compile otherwise
+    (v1/worker/hpu_model_runner.py _maybe_wrap_in_hpu_graph, :4949-5004 @091bbadd), the fork's V0 runner lazy HPU
+    graphs of (batch, sequence) buckets; the fork before 1.22 warms no vision graph."""
+    theirs = next(t for r, t in TRAITS.items() if r.value == measured_by)
+    return (
+        f"its free memory after load is {measured_by}'s own reading ({_reads_free(theirs.profiles_forward)}; "
+        f"{inputs.runtime.name.value} reads it {_reads_free(inputs.runtime.traits.profiles_forward)}) and its "
+        "graph costs are what that runtime's own model runner captured, so none of it is used"
+    )
+
+
 def _other_shape(profile: Profile, inputs: PlanInputs) -> str:
     """How the shape a profile's free memory after load was measured at differs from the plan's, in words ("" when
     it is the plan's). That figure is the card's total less what it holds after load: the model's weights, split
@@ -82,8 +110,14 @@ def _other_shape(profile: Profile, inputs: PlanInputs) -> str:
     ]
     if at.after_profile_run and at.max_model_len is not None:
         pairs.append(("max-model-len", at.max_model_len, inputs.max_model_len))
-    differ = [(what, theirs, ours) for what, theirs, ours in pairs if theirs != ours]
-    return "; ".join(f"{what} {theirs}, this plan {ours}" for what, theirs, ours in differ)
+    differ = [f"{what} {theirs}, this plan {ours}" for what, theirs, ours in pairs if theirs != ours]
+    if profile.measured_by is None and at.after_profile_run != inputs.runtime.traits.profiles_forward:
+        # a log that does not name its runtime: what calibrate recorded of how it was read must be this plan's
+        differ.append(
+            f"a free memory read {_reads_free(at.after_profile_run)}, this plan's "
+            f"{inputs.runtime.name.value} reads it {_reads_free(inputs.runtime.traits.profiles_forward)}"
+        )
+    return "; ".join(differ)
 
 
 def _labels(inputs: PlanInputs) -> list[str]:

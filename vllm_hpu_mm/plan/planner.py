@@ -39,6 +39,8 @@ class Plan:
     memory_formula: str = ""
     #: The runtime's non-torch memory (vLLM CUDA), estimated.
     non_torch_bytes: int = 0
+    #: The runtime's profiling pass is inside the given free memory after load (:attr:`MemorySplit.profile_in_free`).
+    profile_in_free: bool = False
 
     @property
     def prefill_graphs_fit(self) -> int:
@@ -155,4 +157,5 @@ def plan(i: PlanInputs) -> Plan:
         findings=findings(i, free, s, skipped, per_token, seqs, text) + _override_finding(i, blocks, room, per_token),
         memory_formula=ms.formula,
         non_torch_bytes=ms.non_torch_bytes,
+        profile_in_free=ms.profile_in_free,
     )

@@ -11,6 +11,7 @@ from pathlib import Path
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.step_fit import FittedStep, step_from_dict
 from vllm_hpu_mm.plan.costs import COST_FIELDS, CostProfile
+from vllm_hpu_mm.runtimes.base import Runtime
 
 __all__ = ["PROFILE_VERSION", "MeasuredAt", "Profile", "ProfileRead", "default_profile_path", "load_profile",
            "read_profile"]  # fmt: skip
@@ -82,6 +83,9 @@ class Profile:
     measured_at: MeasuredAt = MeasuredAt()
     #: vLLM CUDA's captured graph memory (``Graph capturing finished ... took X GiB``), kept: no plan applies it.
     cuda_graph_bytes: int | None = None
+    #: The runtime whose log measured it (``vllm-gaudi``, ``vllm-fork``); None where the log did not name it (or the
+    #: profile was written before this was kept).
+    measured_by: str | None = None
 
 
 def load_profile(path: Path, flag: str = "--profile") -> Profile:
@@ -113,9 +117,13 @@ def load_profile(path: Path, flag: str = "--profile") -> Profile:
     step = data.get("step_time")
     step_time = None if step is None else step_from_dict(step, f"{flag} {path}")
     measured_at = _measured_at(data.get("free_after_load_measured_at"), f"{flag} {path}")
+    by = data.get("measured_by")
+    runtimes = [r.value for r in Runtime]
+    if by is not None and by not in runtimes:
+        raise ConfigError(f"{flag} {path}: measured_by={by!r}; accepted: {', '.join(runtimes)} or null")
     return Profile(path, CostProfile(**costs, measured=measured, source=str(data.get("source", path))),  # type: ignore[arg-type]
                    data.get("runtime"), data.get("device"), data.get("model"), free, step_time,
-                   measured_at, cuda)  # fmt: skip
+                   measured_at, cuda, by)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)

@@ -299,6 +299,18 @@ def _enforcement_lines(e: Exports) -> list[str]:
     return out
 
 
+def _profiling_note(p: Plan) -> str:
+    if p.profile_bytes:
+        return "estimate"
+    if p.profile_in_free:
+        given = "measured" if p.inputs.free_after_load_measured_by else "stated"
+        return (
+            f"inside free after load ({given}): the runtime reads its free memory after its profiling forward "
+            "pass, so what that pass leaves held is not counted again"
+        )
+    return "none: the runtime runs no profiling forward pass"
+
+
 def to_table(
     p: Plan,
     exports: Exports | None = None,
@@ -339,8 +351,7 @@ def to_table(
         ("device", f"{i.device} ({i.backend})",
          f"{i.total_bytes / GIB:.2f} GiB total" + (f" ({src['device_source']})" if "device_source" in src else "")),
         ("weights", _gib(p.weight_bytes), "per card" + ("" if i.vision_tower_built else f"; {weights_source(i)}")),
-        ("profiling peak", _gib(p.profile_bytes),
-         "estimate" if p.profile_bytes else "none: the runtime runs no profiling forward pass"),
+        ("profiling peak", _gib(p.profile_bytes), _profiling_note(p)),
         ("free after load", _gib(p.free_after_load_bytes), free_note),
         ("usable", _gib(s.usable_bytes), f"x gpu_memory_utilization {i.gpu_memory_utilization}"),
         ("KV cache", _gib(s.kv_cache_bytes if i.num_gpu_blocks_override is None else

@@ -317,6 +317,9 @@ class MemorySplit:
     formula: str
     #: Memory outside the tensors the runtime accounts for itself (vLLM CUDA's non-torch memory: NCCL, workspaces).
     non_torch_bytes: int = 0
+    #: A profiling pass runs before the runtime reads its free memory, and a given free memory after load (measured
+    #: or stated) already holds what it left: ``profile_bytes`` is then 0, not because no pass runs.
+    profile_in_free: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

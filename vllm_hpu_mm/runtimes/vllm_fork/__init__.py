@@ -301,6 +301,7 @@ class VllmFork(NoBucketList):
         utilisation; graphs = usable x VLLM_GRAPH_RESERVED_MEM; the KV cache the rest (``--kv-cache-memory-bytes`` is
         not read)."""
         residue = profile_residue_bytes(m.profile, self.bucketing)
+        in_free = m.free_after_load_bytes is not None  # read after the pass: its residue is inside that figure
         if m.free_after_load_bytes is not None:
             free, profile = m.free_after_load_bytes, 0
         else:
@@ -313,7 +314,7 @@ class VllmFork(NoBucketList):
             "vllm-fork hpu_worker.determine_num_available_blocks: (total - weights - profiling residue "
             f"{residue / MIB:.0f} MiB{shape}) x gpu_memory_utilization x (1 - VLLM_GRAPH_RESERVED_MEM)"
         )
-        return MemorySplit(free, profile, usable, graphs, kv, formula)
+        return MemorySplit(free, profile, usable, graphs, kv, formula, profile_in_free=in_free)
 
     def batch_defaults(self, device: DeviceFacts) -> BatchLimits:
         """vLLM V0's scheduler defaults, which the fork's HPU engine runs without chunked prefill: 256 sequences

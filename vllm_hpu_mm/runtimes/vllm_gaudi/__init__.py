@@ -247,7 +247,9 @@ class VllmGaudi:
             f"vllm-gaudi @{release.commit} hpu_worker.determine_available_memory: free after load x "
             f"gpu_memory_utilization x (1 - VLLM_GRAPH_RESERVED_MEM) - one dummy KV block; {pass_words}"
         )
-        return MemorySplit(free, profile, usable, graphs, max(0, kv - m.kv_block_bytes), formula)
+        in_free = shape is not None and m.free_after_load_bytes is not None
+        return MemorySplit(free, profile, usable, graphs, max(0, kv - m.kv_block_bytes), formula,
+                           profile_in_free=in_free)  # fmt: skip
 
     def batch_defaults(self, device: DeviceFacts) -> BatchLimits:
         """vLLM's server defaults as vllm-gaudi meets them: its platform reports a total of 0 bytes
