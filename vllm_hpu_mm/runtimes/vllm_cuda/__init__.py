@@ -73,6 +73,7 @@ TRAITS = RuntimeTraits(
     profiles_graphs=True,
     offloads_weights=True,  # model_executor/offloader/base.py create_offloader, offloader/uva.py (vLLM 0.32)
     tower_follows_limits=True,
+    kv_cache_memory_bytes_zero_unset=True,
     # vLLM's own CUDA image at the release planned (Docker Hub vllm/vllm-openai, tags v<version>)
     image="vllm/vllm-openai:v0.32.0",
 )
