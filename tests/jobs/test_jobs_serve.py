@@ -277,6 +277,41 @@ def test_language_model_only_with_encoder_cuda_graphs_on_is_refused_as_vllms_con
         assert out.plan is not None
 
 
+@pytest.mark.parametrize(
+    ("config", "named"),
+    [
+        ({"cudagraph_capture_sizes": [1, 2, 4, 8], "max_cudagraph_capture_size": 16}, "max_cudagraph_capture_size 16"),
+        ({"cudagraph_capture_sizes": [1, 8, 99999], "max_cudagraph_capture_size": 99999}, r"\(8\)"),
+        ({"cudagraph_capture_sizes": []}, "cudagraph_capture_sizes is empty"),
+        ({"max_cudagraph_capture_size": 0}, "max_cudagraph_capture_size 0"),
+    ],
+)
+def test_capture_sizes_vllms_config_build_refuses_are_refused_with_cuda_graphs_on_and_taken_without(
+    tmp_path: Path, config: dict[str, Any], named: str
+) -> None:
+    """config/vllm.py 2448-2458 and 2510-2518 (vLLM 0.32 VllmConfig._set_cudagraph_sizes, run while the config is
+    built from the arguments, only with CUDA graphs on): a ceiling below 1, an empty size list, and a ceiling that is
+    not the largest size within the token budget are refused; --enforce-eager or cudagraph_mode NONE skip the check
+    (r11cuda cases 15, 16)."""
+    sizing = on_default_device(dataclasses.replace(SMALL, runtime="vllm-cuda", device="h100"))
+    with pytest.raises(ConfigError, match=named):
+        prepare(sizing, load(), {}, server_args=["--model", "m"], output_dir=tmp_path, limit_mm_per_prompt=None,
+                compilation_config=config)  # fmt: skip
+    for eager, taken in ((True, config), (False, {**config, "cudagraph_mode": "NONE"})):
+        out = prepare(dataclasses.replace(sizing, enforce_eager=eager), load(), {}, server_args=["--model", "m"],
+                      output_dir=tmp_path, limit_mm_per_prompt=None, compilation_config=taken)  # fmt: skip
+        assert out.plan is not None
+
+
+def test_capture_sizes_whose_ceiling_is_their_largest_within_the_budget_are_planned(tmp_path: Path) -> None:
+    sizing = on_default_device(dataclasses.replace(SMALL, runtime="vllm-cuda", device="h100"))
+    for config in ({"cudagraph_capture_sizes": [1, 2, 4, 8], "max_cudagraph_capture_size": 8},
+                   {"cudagraph_capture_sizes": [8, 99999]}, {"max_cudagraph_capture_size": 99999}):  # fmt: skip
+        out = prepare(sizing, load(), {}, server_args=["--model", "m"], output_dir=tmp_path, limit_mm_per_prompt=None,
+                      compilation_config=config)  # fmt: skip
+        assert out.plan is not None
+
+
 def test_mm_processor_kwargs_max_pixels_caps_the_vision_buckets_and_cudas_encoder_budgets(tmp_path: Path) -> None:
     """vLLM 0.32 qwen2_vl.py _get_vision_size: max_pixels 802816 (896 x 896) bounds every image at 4096 patches, 1024
     tokens: no bucket or encoder budget above the one that holds it is planned, and the notes say why."""

@@ -234,10 +234,37 @@ def test_vllm_cpus_kv_cache_space_variable_wins_over_the_flag_in_whole_gib() -> 
     # only vLLM's CPU platform reads it
     cuda = dataclasses.replace(cpu, device="h100", runtime="vllm-cuda", total_memory_gib=None)
     assert build(cuda, settings, {"VLLM_CPU_KVCACHE_SPACE": "4"}).kv_cache_memory_bytes == 2 * GIB
-    for bad in ("4.5", "4G", "0", "-1"):
+    for bad in ("4.5", "4G", "-1"):
         with pytest.raises(ConfigError, match=rf"^VLLM_CPU_KVCACHE_SPACE='{bad}': .* accepted: a whole number of GiB"):
             build(cpu, settings, {"VLLM_CPU_KVCACHE_SPACE": bad})
     assert build(cpu, settings, {"VLLM_CPU_KVCACHE_SPACE": "100"}).kv_cache_memory_bytes == 100 * GIB
+
+
+def test_a_zero_kv_cache_size_is_unset_on_cuda_and_an_empty_cache_vllm_cpu_refuses_at_start_up() -> None:
+    """vLLM's parser takes --kv-cache-memory-bytes 0. vLLM 0.32's CUDA worker tests it for truth (gpu_worker.py 649):
+    0 plans as no flag, with a note (it was refused, exit 2: r11cuda case 5). Its CPU worker tests ``is not None``
+    (cpu_worker.py 217): a 0-byte cache, refused at start-up (kv_cache_utils.py 1009), so exit 1, the same for
+    VLLM_CPU_KVCACHE_SPACE=0 (it was exit 2), whose fix names the variable that wins over the flag."""
+    settings = load({})
+    cuda = SizingArgs(model=M7.name, device="h100", runtime="vllm-cuda", max_model_len=32768)
+    without, zero = (
+        plan(build(cuda, settings)),
+        plan(build(dataclasses.replace(cuda, kv_cache_memory_bytes=0), settings)),
+    )
+    assert zero.split.kv_cache_bytes == without.split.kv_cache_bytes > 0
+    assert [f.code for f in zero.findings if f.code == "kv_cache_zero_unset"] == ["kv_cache_zero_unset"]
+    assert "reads 0 as unset" in zero.inputs.kv_cache_note
+    cpu = SizingArgs(model=M7.name, device="cpu", runtime="vllm-cpu", total_memory_gib=32, max_model_len=4096)
+    for sizing, env, fix in ((dataclasses.replace(cpu, kv_cache_memory_bytes=0), {}, "raise --kv-cache-memory-bytes"),
+                             (cpu, {"VLLM_CPU_KVCACHE_SPACE": "0"}, "raise VLLM_CPU_KVCACHE_SPACE to 1")):  # fmt: skip
+        refused = plan(build(sizing, settings, env))
+        assert refused.split.kv_cache_bytes == 0
+        assert not refused.inputs.kv_cache_note
+        assert refused.refusal is not None
+        assert refused.refusal.startswith("the memory plan does not fit: ")
+        assert fix in refused.refusal
+    with pytest.raises(ConfigError, match=r"^--kv-cache-memory-bytes=-1 is out of range; accepted: a byte count"):
+        build(dataclasses.replace(cuda, kv_cache_memory_bytes=-1), settings)
 
 
 @pytest.mark.parametrize(

@@ -257,7 +257,7 @@ RATIO: Bound = validate.check_ratio
 SHARE: Bound = functools.partial(validate.check_ratio, allow_zero=False)
 GIB_SIZE: Bound = validate.check_gib
 GIB_TOTAL: Bound = functools.partial(validate.check_gib, positive=True)
-BYTES: Bound = functools.partial(validate.check_positive, maximum=int(validate.MAX_MEMORY_GIB) * GIB)
+BYTES: Bound = functools.partial(validate.check_bytes, maximum=int(validate.MAX_MEMORY_GIB) * GIB)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -304,7 +304,8 @@ VLLM_FLAGS: tuple[Option, ...] = (
     Option("block_size", "block-size", "KV block size; a multiple of 16 on HPU and CUDA (default: 128 on HPU and "
            "CPU, 16 on CUDA)", integer, bound=COUNT),
     Option("kv_cache_memory_bytes", "kv-cache-memory-bytes", "explicit KV-cache size in bytes, e.g. 8g or 8G: vLLM "
-           "CUDA and CPU size the KV cache so; vllm-gaudi ignores it (the plan says so), vllm-fork has no such flag",
+           "CUDA and CPU size the KV cache so (0: unset on CUDA, an empty cache on CPU, which does not start); "
+           "vllm-gaudi ignores it (the plan says so), vllm-fork has no such flag",
            optional_human_int, bound=BYTES),
     Option("quantization", "quantization", "vLLM's --quantization method, for the weight size (fp8 family: 1 byte, "
            "awq/gptq: 0.5 byte) (default: the checkpoint's quantization_config, or the id's -AWQ/-GPTQ/-FP8)",

@@ -42,6 +42,7 @@ Code = Literal[
     "architecture_not_served",
     "speculative_with_contiguous_pa",
     "kv_cache_from_variable",
+    "kv_cache_zero_unset",
     "read_as_runtime_reads",
     "setting_not_read",
     "setting_overridden",
@@ -134,6 +135,9 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
         var = i.kv_cache_memory_source.split("=", 1)[0]
         out.append(Finding("info", "kv_cache", "kv_cache_from_variable", message,
                            Fix(f"unset {var} to size the KV cache with --kv-cache-memory-bytes")))  # fmt: skip
+    if i.kv_cache_note:
+        fix = Fix("leave out --kv-cache-memory-bytes (the same plan), or give a size in bytes")
+        out.append(Finding("info", "kv_cache", "kv_cache_zero_unset", i.kv_cache_note, fix))
     if i.dtype_note:
         out.append(Finding("info", "runtime", "dtype_replaced", i.dtype_note,
                            Fix("leave out --dtype, or use --dtype bfloat16 (what is served)")))  # fmt: skip

@@ -121,7 +121,11 @@ def kv_fix(i: PlanInputs, free: int, s: Split, per_token: int) -> Fix:
         # the sequence's blocks and any the runtime's block pool keeps aside
         blocks = -(-i.max_model_len // i.block_size)
         need = (blocks + blocks - usable_kv_blocks(i, blocks)) * i.block_size * per_token
-        fixes.append(f"raise --kv-cache-memory-bytes to {need}")
+        if i.kv_cache_memory_source:  # the variable (whole GiB) wins over the flag: only it can raise the size
+            var = i.kv_cache_memory_source.split("=", 1)[0]
+            fixes.append(f"raise {var} to {-(-need // GIB)}")
+        else:
+            fixes.append(f"raise --kv-cache-memory-bytes to {need}")
         return Fix("; or ".join(fixes))
     r = _search_down(i.graph_reserved_mem, lambda v: _holds_one_seq(i, split_memory(
         dataclasses.replace(i, graph_reserved_mem=v), free)))  # fmt: skip

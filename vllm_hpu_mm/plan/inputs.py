@@ -124,6 +124,8 @@ class PlanInputs:
     kv_cache_memory_source: str = ""
     #: Why the planned dtype is not the one ``--dtype`` asked for (the runtime replaces it); "" when it is.
     dtype_note: str = ""
+    #: Why a given ``--kv-cache-memory-bytes`` is not planned (0, which the runtime reads as unset); "" otherwise.
+    kv_cache_note: str = ""
     #: Whether vLLM chunks prefills (``--enable-chunked-prefill``, else the runtime's default).
     chunked_prefill: bool = True
     #: ``--num-gpu-blocks-override``: the KV blocks vLLM allocates whatever memory allows, or None.
@@ -347,10 +349,12 @@ def _kv_cache_space(args: SizingArgs, runtime: RuntimeModel, env: Mapping[str, s
     try:
         gib = int(raw)
     except ValueError:
-        gib = 0
-    if gib < 1:
-        raise ConfigError(f"{var}={raw!r}: {runtime.name.value} reads it as int() GiB of KV cache and would not start "
-                          f"on it; accepted: a whole number of GiB, at least 1 (or unset it)")  # fmt: skip
+        gib = -1
+    # 0 is a 0-byte KV cache, refused at start-up as --kv-cache-memory-bytes 0 is (the plan's finding, exit 1);
+    # a value int() refuses fails vLLM's config build (platforms/cpu.py check_and_update_config)
+    if gib < 0:
+        raise ConfigError(f"{var}={raw!r}: {runtime.name.value} reads it with int() as GiB of KV cache; accepted: a "
+                          "whole number of GiB, 0 or more (or unset it)")  # fmt: skip
     return gib * GIB, f"{var}={raw}"
 
 
@@ -408,6 +412,12 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
     # start-up (vLLM 0.32 v1/worker/cpu_worker.py determine_available_memory; an allocation beyond the card on CUDA),
     # so the plan says it as it says every start-up refusal (findings: kv_cache_over_memory, exit 1)
     kv_bytes, kv_source = _kv_cache_space(args, runtime, env)
+    kv_note = ""
+    if kv_bytes == 0 and not kv_source and runtime.traits.kv_cache_memory_bytes_zero_unset:
+        kv_bytes = None
+        kv_note = (f"{flag('kv_cache_memory_bytes')} 0: {runtime.name.value} reads 0 as unset (vLLM 0.32 "
+                   "v1/worker/gpu_worker.py determine_available_memory tests it for truth), so the KV cache is "
+                   f"sized from {flag('gpu_memory_utilization')} as without the flag")  # fmt: skip
     accepted_kv = runtime.traits.kv_cache_dtypes
     if accepted_kv and args.kv_cache_dtype is not None and args.kv_cache_dtype not in accepted_kv:
         raise ConfigError(f"{flag('kv_cache_dtype')}={args.kv_cache_dtype}: {runtime.name.value} refuses it "
@@ -467,6 +477,7 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         given=frozenset(o.field for o in VLLM_FLAGS if getattr(args, o.field) is not None),
         kv_dtype_size=kv_dtype_size(args.kv_cache_dtype, size, flag("kv_cache_dtype"), spec.backend),
         dtype_note=dtype_note,
+        kv_cache_note=kv_note,
         chunked_prefill=limits.chunked_prefill,
         num_gpu_blocks_override=args.num_gpu_blocks_override,
         num_speculative_tokens=speculative_tokens(args.speculative_config, flag("speculative_config")),

@@ -67,6 +67,13 @@ def check_positive(value: int | None, flag: str, *, maximum: int = MAX_COUNT, au
     return value
 
 
+def check_bytes(value: int | None, flag: str, *, maximum: int) -> int | None:
+    """A byte count: None (the default) or 0 to ``maximum`` (vLLM's parser takes 0; each runtime says what 0 means)."""
+    if value is not None and not 0 <= value <= maximum:
+        raise ConfigError(f"{flag}={value} is out of range; accepted: a byte count from 0 to {maximum}")
+    return value
+
+
 def accepted_quantizations() -> tuple[str, ...]:
     """vLLM's own list when vLLM's quantization module is already loaded (``serve``), else vLLM 0.32's."""
     module = sys.modules.get("vllm.model_executor.layers.quantization")

@@ -166,6 +166,10 @@ class RuntimeTraits:
     #: flag); :attr:`kv_cache_memory_bytes_source` says where in its code.
     kv_cache_memory_bytes: Literal["read", "ignored", "unknown"] = "read"
     kv_cache_memory_bytes_source: str = ""
+    #: A ``--kv-cache-memory-bytes`` of 0 reads as unset (the KV cache is sized from the utilization): vLLM 0.32's
+    #: CUDA worker tests it for truth (``v1/worker/gpu_worker.py`` 649); its CPU worker tests ``is not None``
+    #: (``cpu_worker.py`` 217), so there 0 is a 0-byte cache, refused at start-up.
+    kv_cache_memory_bytes_zero_unset: bool = False
     #: Its block pool keeps one KV block aside (the null block) and its start-up check and ``-1`` fit plan without
     #: it: vLLM 0.32's V1 engine (``v1/core/block_pool.py`` ``null_block``, ``kv_cache_utils.py``
     #: ``get_kv_cache_configs``). The fork runs vLLM V0, which checks every block (``hpu_worker.py``

@@ -34,7 +34,15 @@ from vllm_hpu_mm.runtimes.base import (
 from vllm_hpu_mm.runtimes.vllm_cuda.encoder_graphs import encoder_cudagraph_config
 from vllm_hpu_mm.values import GIB
 
-__all__ = ["ENTRY", "NON_TORCH_BYTES", "TRAITS", "VllmCuda", "available_kv_cache_memory", "capture_sizes"]
+__all__ = [
+    "ENTRY",
+    "NON_TORCH_BYTES",
+    "TRAITS",
+    "VllmCuda",
+    "available_kv_cache_memory",
+    "capture_sizes",
+    "capture_sizes_refused",
+]
 
 #: Memory the worker takes after its start-up snapshot outside PyTorch's tensors (cuBLAS/NCCL workspaces), per card:
 #: an estimate (vLLM logs print 0.2-0.3 GiB for it on single nodes; the CUDA context itself is taken before the
@@ -65,6 +73,7 @@ TRAITS = RuntimeTraits(
     profiles_graphs=True,
     offloads_weights=True,  # model_executor/offloader/base.py create_offloader, offloader/uva.py (vLLM 0.32)
     tower_follows_limits=True,
+    kv_cache_memory_bytes_zero_unset=True,
     # vLLM's own CUDA image at the release planned (Docker Hub vllm/vllm-openai, tags v<version>)
     image="vllm/vllm-openai:v0.32.0",
 )
@@ -103,6 +112,39 @@ def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, *, speculative
     if max_num_batched_tokens <= top:
         sizes.add(max_num_batched_tokens)
     return sorted(sizes | {n for n in uniform if n <= max_num_batched_tokens})
+
+
+def capture_sizes_refused(config: Mapping[str, object], max_num_batched_tokens: int) -> str | None:
+    """Why vLLM 0.32 refuses the compilation config's capture sizes while it builds its config from the arguments
+    (``config/vllm.py`` ``VllmConfig._set_cudagraph_sizes``, run from ``__post_init__`` on CUDA with graphs on, before
+    anything loads), else None. The class takes each alone; the build refuses a ceiling that comes out below 1
+    (2448-2451), an empty ``cudagraph_capture_sizes`` (2454-2458) and both given where the ceiling is not the largest
+    size within the token budget (2510-2518). Only for graphs on: under ``--enforce-eager`` or ``cudagraph_mode``
+    NONE vLLM skips these checks. Non-integer values are left to the class's own check."""
+    sizes, top = config.get("cudagraph_capture_sizes"), config.get("max_cudagraph_capture_size")
+    if type(top) is int and min(top, max_num_batched_tokens) < 1:
+        return f"max_cudagraph_capture_size {top} leaves no CUDA graph size; accepted with graphs on: 1 or more"
+    if not isinstance(sizes, list) or not all(type(n) is int for n in sizes):
+        return None
+    if not sizes:
+        return (
+            "cudagraph_capture_sizes is empty: vLLM needs at least one size when CUDA graphs are on; accepted: "
+            "one or more sizes, or --enforce-eager (or cudagraph_mode NONE) for no graphs"
+        )
+    kept = [n for n in sizes if n <= max_num_batched_tokens]
+    largest = max(kept, default=0)
+    if type(top) is int and not kept:
+        return (
+            f"none of cudagraph_capture_sizes is within max_num_batched_tokens {max_num_batched_tokens}, so "
+            f"vLLM refuses max_cudagraph_capture_size {top} beside them; accepted: a size within the budget"
+        )
+    if type(top) is int and top != largest:
+        return (
+            f"max_cudagraph_capture_size {top} is not the largest of cudagraph_capture_sizes within "
+            f"max_num_batched_tokens {max_num_batched_tokens} ({largest}): vLLM refuses the pair; accepted: "
+            f"max_cudagraph_capture_size {largest}, or one of the two alone"
+        )
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
