@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.support.logs import cut_read_as_phase
-from vllm_hpu_mm.logs.doctor import diagnose_lines
+from vllm_hpu_mm.envs import load
+from vllm_hpu_mm.logs.doctor import diagnose, diagnose_lines
 from vllm_hpu_mm.logs.doctor.phases import frame_meaning, traceback_stage
 
 V1 = "/usr/lib/python3.12/site-packages/vllm/v1"
@@ -155,3 +156,49 @@ def test_setting_the_device_and_its_process_groups_up_is_start_up() -> None:
     found = traceback_stage(frames("run_engine_core", "init_device", "init_worker_distributed_environment",
                                    "ensure_model_parallel_initialized", "initialize_model_parallel"))  # fmt: skip
     assert found == ("startup", 4)
+
+
+FORK = "/usr/local/lib/python3.10/dist-packages/vllm/worker"
+FORK_LOADED = (
+    "INFO 06-12 14:21:37 [hpu_model_runner.py:951] Loading model weights took in total 15.55 GiB of device memory"
+)
+FORK_OOM = "RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::9663676416 (9216)MB"
+
+
+def fork_traceback(*names: str) -> list[str]:
+    lines = ["Traceback (most recent call last):"]
+    for k, name in enumerate(names):
+        runner = "hpu_worker.py" if name == "determine_num_available_blocks" else "hpu_model_runner.py"
+        lines.append(f'  File "{FORK}/{runner}", line {100 + k}, in {name}')
+    return [*lines, FORK_OOM]
+
+
+def test_the_forks_warmup_scenario_is_placed_by_its_caller() -> None:
+    # vllm-fork@3bcdfd4a hpu_model_runner.py: profile_run (:2090, before the KV cache exists) and the warm-up
+    # (warmup_graphs :2294, warmup_all_buckets :2255, warmup_model :2339, after) all run warmup_scenario.
+    runner = f"{FORK}/hpu_model_runner.py"
+    profiling = ("_initialize_kv_caches", "determine_num_available_blocks", "profile_run", "warmup_scenario")
+    assert traceback_stage((runner, name) for name in (*profiling, "execute_model")) == ("startup", 2)
+    warming = ("warmup_model", "warmup_graphs", "warmup_scenario")
+    assert traceback_stage((runner, name) for name in warming) == ("graph_capture", 1)
+    assert frame_meaning(runner, "warmup_scenario") is None
+
+
+def test_an_oom_in_the_forks_profiling_run_is_start_up_with_start_up_advice() -> None:
+    lines = [
+        "INFO 06-12 14:20:33 [api_server.py:1042] vLLM API server version 0.8.5.post1+gaudi000-g3bcdfd4a",
+        FORK_LOADED,
+        *fork_traceback("determine_num_available_blocks", "profile_run", "warmup_scenario", "execute_model"),
+    ]
+    d = diagnose(lines, load({}))
+    assert (d.stage, d.source.describe) == ("startup", "vllm-fork")
+    assert "--max-num-batched-tokens" in d.settings
+    assert "VLLM_GRAPH_RESERVED_MEM" not in d.settings
+
+
+def test_the_forks_warmup_scenario_without_its_caller_takes_the_phase_line_before_it() -> None:
+    start = ["INFO 06-12 14:20:33 [api_server.py:1042] vLLM API server version 0.8.5.post1+gaudi000-g3bcdfd4a"]
+    run = fork_traceback("warmup_scenario", "execute_model")
+    blocks = "INFO 06-14 08:03:14 [hpu_executor.py:85] # HPU blocks: 8918, # CPU blocks: 585"
+    assert diagnose_lines([*start, FORK_LOADED, *run]).stage == "startup"
+    assert diagnose_lines([*start, FORK_LOADED, blocks, *run]).stage == "graph_capture"

@@ -86,6 +86,7 @@ from typing import Any, Literal
 
 from vllm_hpu_mm.logs.doctor.phases import (
     MODEL_RUNS,
+    SHARED_RUNS,
     TGI_WARMUP,
     WORK_ITEM,
     answered_error_stage,
@@ -264,8 +265,9 @@ _PLUMBING = frozenset(
 #: Functions that run the model for requests as well as at start-up (a module's ``forward``, vLLM's
 #: ``execute_model``, TGI's ``generate_token``): a traceback through them alone cannot tell a request from the
 #: profiling pass, so they cast no vote (a vote for ``forward`` counted where the labelled logs happened to fail, not
-#: what a forward is). The dummy runs (``_dummy_run``, ``_dummy_sampler_run``) never serve a request: they vote.
-_ANY_PHASE = frozenset(("forward", "_model_forward", "execute_model", "generate_token"))
+#: what a forward is). The dummy runs (``_dummy_run``, ``_dummy_sampler_run``) never serve a request: they vote. Runs
+#: shared by profiling and warm-up (:data:`.phases.SHARED_RUNS`) cannot tell those two apart: no vote either.
+_ANY_PHASE = frozenset(("forward", "_model_forward", "execute_model", "generate_token", *SHARED_RUNS))
 
 
 def frame_tokens(frames: Iterable[Frame]) -> set[str]:
@@ -455,7 +457,7 @@ def _before_phase_line(f: Failure, hint: tuple[Stage, int] | None) -> tuple[Stag
     if hint is None and ph[0] == "kv_cache":
         runs = [fr for fr in f.frames if fr.func.rsplit(".", 1)[-1] in MODEL_RUNS]
         if runs:
-            graph = any(fr.func.rsplit(".", 1)[-1] in ("_dummy_run", "_dummy_sampler_run") for fr in runs)
+            graph = any(fr.func.rsplit(".", 1)[-1] in ("_dummy_run", "_dummy_sampler_run", *SHARED_RUNS) for fr in runs)
             return ("graph_capture" if graph else "runtime", runs[-1].line)
     if hint is not None and hint[0] == "runtime" and ph[0] in ("startup", "graph_capture"):
         return (ph[0], ph[1])

@@ -42,6 +42,7 @@ __all__ = [
     "ITEM_OUTCOME",
     "LOADING",
     "MODEL_RUNS",
+    "SHARED_RUNS",
     "TGI_WARMUP",
     "WORKING_VERBS",
     "WORK_ITEM",
@@ -173,14 +174,15 @@ FUNCTIONS: dict[str, Meaning] = {
     ),
     # Graph capture and warm-up after the KV cache exists: vLLM V1 compile_or_warm_up_model (kernel warm-up,
     # capture_model, the sampler warm-up), V0 Worker._warm_up_model -> ModelRunner.capture_model ->
-    # CUDAGraphRunner.capture, vllm-gaudi/vllm-fork warmup_model -> warmup_graphs / warmup_scenario /
-    # warmup_multimodal_graphs / warmup_sampler, TGI cuda_graph_warmup, torch.cuda.graph's capture_begin/end.
+    # CUDAGraphRunner.capture, vllm-gaudi/vllm-fork warmup_model -> warmup_graphs / warmup_all_buckets /
+    # warmup_multimodal_graphs / warmup_sampler, TGI cuda_graph_warmup, torch.cuda.graph's capture_begin/end. (The
+    # fork's warmup_scenario, under both profiling and warm-up, is its callers' to place: SHARED_RUNS.)
     **_all(
         "graph_capture",
         "phase",
         "compile_or_warm_up_model capture_model _capture_cudagraphs _warmup_and_capture capture capture_begin "
         "capture_end kernel_warmup warmup_kernels deep_gemm_warmup flashinfer_autotune _warm_up_model warmup_model "
-        "warmup_graphs warmup_scenario warmup_all_buckets warmup_multimodal_graphs _warmup_multimodal warmup_sampler "
+        "warmup_graphs warmup_all_buckets warmup_multimodal_graphs _warmup_multimodal warmup_sampler "
         "warmup_pooler cuda_graph_warmup init_cuda_graphs init_device_graphs",
     ),
     # TGI's warm-up, whatever failed in it (:data:`TGI_WARMUP`).
@@ -244,9 +246,16 @@ WEB_REQUEST_CODE = re.compile(r"/(?:starlette|fastapi|sse_starlette)/|/uvicorn/p
 LIFESPAN = frozenset(("lifespan", "startup", "_DefaultLifespan", "merged_lifespan", "__aenter__", "__aexit__"))
 
 
-#: Functions that run the model's forward in any phase (vLLM's runners, a module's forward): after the KV cache is
-#: sized they run it for graphs (``_dummy_run``, ``_dummy_sampler_run``) or for requests, never to size the cache.
-MODEL_RUNS = frozenset(("execute_model", "_dummy_run", "_dummy_sampler_run", "_model_forward", "forward"))
+#: Functions a runtime runs both for its profiling pass and for its warm-up, so they name no phase: the frame of their
+#: caller does, or with no caller in view the phase line before the failure. vllm-fork's ``warmup_scenario``
+#: (``vllm/worker/hpu_model_runner.py``@3bcdfd4a, every tag since v0.6.4.post2+Gaudi-1.19.0): ``profile_run`` (:2090)
+#: calls it from ``determine_num_available_blocks`` before the KV cache exists (start-up), ``warmup_all_buckets``
+#: (:2255), ``warmup_graphs`` (:2294) and ``warmup_model`` (:2339) after it is allocated (graph capture).
+SHARED_RUNS = frozenset(("warmup_scenario",))
+#: Functions that run the model's forward in any phase (vLLM's runners, a module's forward, :data:`SHARED_RUNS`):
+#: after the KV cache is sized they run it for graphs (``_dummy_run``, ``_dummy_sampler_run``, the shared runs) or
+#: for requests, never to size the cache.
+MODEL_RUNS = frozenset(("execute_model", "_dummy_run", "_dummy_sampler_run", "_model_forward", "forward", *SHARED_RUNS))
 #: Frames every phase goes through, so they say nothing of one: the command line and API-server entry points, the
 #: event loop, the executors' RPC dispatch, Python's own library (not site- or dist-packages), the interpreter's
 #: start. (The web server's request handling runs only for a request: :data:`WEB_REQUEST_CODE`.)
