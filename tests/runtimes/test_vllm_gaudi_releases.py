@@ -99,6 +99,13 @@ def test_a_named_tagged_release_plans_as_its_line(version: str) -> None:
     assert parse_version(version) in TAGGED
 
 
+@pytest.mark.parametrize("version", ["0.27.0", "0.27.0rc1", "0.27.1", "0.28.0"])
+def test_a_release_newer_than_every_tag_plans_as_main_pre_releases_too(version: str) -> None:
+    # r11releases 5: 0.27.0rc1, past the newest tag v0.27.0rc0, was refused as a version between tags
+    assert release_for(version) is MAIN
+    assert "newer than the newest tag read, v0.27.0rc0" in registry.resolve(f"vllm-gaudi=={version}", "hpu").found
+
+
 def test_a_release_newer_than_every_tag_plans_as_main_and_the_plan_says_so() -> None:
     assert release_for("0.27.0") is MAIN
     found = registry.resolve("vllm-gaudi==0.27.0", "hpu").found

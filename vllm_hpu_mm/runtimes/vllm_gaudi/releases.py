@@ -557,6 +557,8 @@ def release_for(version: str | None) -> Release:
     (:data:`TAGGED`) or newer than the newest (it then plans as main, :func:`beyond_tags`); a version between tags
     that no release has (0.22.0, 0.11.3, 0.26.1) is refused in one line listing the releases accepted."""
     line = line_of(version)
+    if beyond_tags(version):  # newer than every tag read, a pre-release too (0.27.0rc1): main's code stands for it
+        return MAIN
     if version is not None and line is not MAIN and parse_version(version) not in TAGGED:
         raise ConfigError(f"vllm-gaudi=={version}: no vllm-gaudi release has it (vllm-project/vllm-gaudi has no tag "
                           f"for it up to {NEWEST_TAG_NAME}); {_ASK_ITS_OWN}; {_ACCEPTED}")  # fmt: skip
