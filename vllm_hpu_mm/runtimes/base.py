@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 from vllm_hpu_mm.engine import Bucket, EngineShape, TextLookup, TextShapes
@@ -538,3 +538,9 @@ class RuntimeEntry:
     #: Vision buckets (patches) -> the runtime's own encoder-graph settings (vLLM CUDA's ``CompilationConfig``
     #: fields), for the plugin to set; None: the runtime captures no encoder graphs of its own.
     encoder_graphs: Callable[[tuple[int, ...]], dict[str, Any]] | None = None
+    #: The release's own server parser, where it is not vLLM 0.32's (vllm-fork's lines): refuses (ConfigError) the
+    #: server arguments it would refuse, given as vLLM's parser hands them over and how each flag was typed.
+    server_args_check: Callable[[RuntimeModel, Sequence[str], Callable[[str], str]], None] | None = None
+    #: Why the runtime's config build refuses a compilation config at a batched-token budget (vLLM CUDA's capture
+    #: sizes), in words; None when it takes it. None: the runtime has no such check.
+    compilation_refused: Callable[[Mapping[str, object], int], str | None] | None = None

@@ -10,7 +10,7 @@ import dataclasses
 import importlib.metadata
 import importlib.util
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
@@ -27,6 +27,7 @@ __all__ = [
     "MAIN_JOB_DEVICE",
     "TRAITS",
     "Detection",
+    "compilation_refused",
     "default_device",
     "detect",
     "encoder_graphs",
@@ -37,6 +38,7 @@ __all__ = [
     "reference_device",
     "resolve",
     "same_runtime",
+    "server_args_check",
     "split_bucket_file",
     "split_spec",
 ]
@@ -150,6 +152,16 @@ def strategies(runtime: Runtime, env: Mapping[str, str] | None = None, version: 
 def encoder_graphs(backend: Backend) -> Callable[[tuple[int, ...]], dict[str, Any]] | None:
     """The encoder-graph settings of the runtime serving ``backend`` by default (vLLM CUDA's), or None."""
     return ENTRIES[DEFAULT_RUNTIME[backend]].encoder_graphs
+
+
+def server_args_check(runtime: Runtime) -> Callable[[RuntimeModel, Sequence[str], Callable[[str], str]], None] | None:
+    """The runtime's own server parser check (:attr:`RuntimeEntry.server_args_check`), or None."""
+    return ENTRIES[runtime].server_args_check
+
+
+def compilation_refused(runtime: Runtime) -> Callable[[Mapping[str, object], int], str | None] | None:
+    """The runtime's compilation-config check (:attr:`RuntimeEntry.compilation_refused`), or None."""
+    return ENTRIES[runtime].compilation_refused
 
 
 def reference_device(runtime: Runtime) -> str:

@@ -213,4 +213,5 @@ class VllmCuda(NoBucketList):
 
 
 ENTRY = RuntimeEntry(Runtime.VLLM_CUDA, TRAITS, lambda env, spelled, version, bucket_file: VllmCuda(), "h100",
-                     "vllm_hpu_mm.runtimes.vllm_cuda.exports", encoder_graphs=encoder_cudagraph_config)  # fmt: skip
+                     "vllm_hpu_mm.runtimes.vllm_cuda.exports", encoder_graphs=encoder_cudagraph_config,
+                     compilation_refused=capture_sizes_refused)  # fmt: skip
