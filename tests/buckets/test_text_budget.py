@@ -13,6 +13,7 @@ from vllm_hpu_mm.buckets import turns
 from vllm_hpu_mm.buckets.text import TextLimits, plan_text_buckets, prepare_phases, text_bucket_splits
 from vllm_hpu_mm.buckets.text_budget import (
     MARGIN,
+    MAX_DEFAULT_BUDGET,
     LoadShapes,
     LoadVerdict,
     PaddedTime,
@@ -22,6 +23,7 @@ from vllm_hpu_mm.buckets.text_budget import (
     budget_steps,
     check_budget,
     choose_budget,
+    default_most,
     losing,
     padded_time,
     padded_times,
@@ -51,6 +53,21 @@ def test_the_default_steps_start_at_a_third_and_end_at_a_half() -> None:
     assert steps[0] == budget_for(228) == 76
     assert steps[-1] == 114
     assert steps == sorted(set(steps))
+
+
+@pytest.mark.parametrize("own", [16794, 25253])
+def test_the_default_search_asks_for_no_more_than_its_cap_where_a_third_of_lins_count_is_more(own: int) -> None:
+    # vllm-gaudi v0.19.0's lin (16,794 graphs at the default max_model_len) and main's: a third of them planned for
+    # minutes (r11 releases case 10), the cap in seconds
+    assert budget_steps(own) == [MAX_DEFAULT_BUDGET]
+    assert default_most(own) == MAX_DEFAULT_BUDGET < budget_for(own)
+
+
+@pytest.mark.parametrize("own", [228, 1087, 4749, 6471])
+def test_the_cap_leaves_every_exp_pad_and_32k_lin_search_as_it_was(own: int) -> None:
+    # exp's and pad's default counts, lin's at a 32,768-token max_model_len: every step a third to a half
+    assert budget_steps(own)[0] == budget_for(own)
+    assert budget_steps(own)[-1] == default_most(own) == budget_for(own, 1 / 2)
 
 
 @settings(max_examples=40, deadline=None)

@@ -157,6 +157,29 @@ def test_the_graphs_that_reach_the_bound_are_searched_up_to_the_runtimes_own_cou
     assert stuck.to_dict()["runtime_graphs"] == EXP_GRAPHS
 
 
+def test_the_search_past_the_budget_stops_at_the_defaults_cap_where_the_runtimes_count_is_larger(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # lin's own count at the default max_model_len is in the thousands: a bucket a step up to it ran for minutes
+    # (r11 releases case 10); the work asked is bounded by the default's cap, not by the runtime's count
+    plan = coarse()
+    cap = plan.graphs + 2
+    monkeypatch.setattr(text_worst, "MAX_EXTRA", 0)
+    monkeypatch.setattr(text_worst, "MAX_DEFAULT_BUDGET", cap)
+    rooms: list[int] = []
+    step = text_worst._best_step
+
+    def counted(phases, bound, room, strict):  # type: ignore[no-untyped-def]
+        rooms.append(room)
+        return step(phases, bound, room, strict)
+
+    monkeypatch.setattr(text_worst, "_best_step", counted)
+    _, worst = bound_worst(plan, EXP, LIMITS, TIME, budget=plan.graphs + 1)
+    assert cap < EXP_GRAPHS
+    assert max(rooms) <= cap - plan.graphs
+    assert worst.reaches is None or worst.reaches <= cap
+
+
 def test_drifted_traffic_never_pads_beyond_the_stated_worst() -> None:
     bounded, worst = bound_worst(coarse(), EXP, LIMITS, TIME, budget=EXP_GRAPHS // 2)
     assert worst.worst is not None

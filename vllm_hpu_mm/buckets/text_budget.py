@@ -9,9 +9,10 @@ _config`` @ 091bbadd), each prefill chunk looked up alone (a runner that merges 
 less per chunk than this says, and the benchmark replays the runner's own code).
 
 The default rule (:func:`choose_budget`): from a third of the graphs the runtime's own strategy warms, raised by a
-twenty-fourth at a time to at most a half, until the planned buckets' padded time at every load is at most
-:data:`MARGIN` of the runtime's own on the planning traffic (a plan that merely ties on it tips over on traffic it
-was not planned on); the reason names the loads that needed more, and says when a half still misses the margin.
+twenty-fourth at a time to at most a half (never above :data:`MAX_DEFAULT_BUDGET`), until the planned buckets'
+padded time at every load is at most :data:`MARGIN` of the runtime's own on the planning traffic (a plan that
+merely ties on it tips over on traffic it was not planned on); the reason names the loads that needed more, and says
+when a half still misses the margin.
 At each budget the least-time plan is taken where it meets the margin; where it misses it at a load, the plan is
 the one that stands best against the runtime's own (:func:`standing`: fewest loads padding longer, then fewest
 missing the margin, then the worst load's ratio) among the other splits between the phases and re-plans with the
@@ -70,6 +71,7 @@ __all__ = [
     "DEFAULT_BUDGET_SHARE",
     "MARGIN",
     "MAX_BUDGET_SHARE",
+    "MAX_DEFAULT_BUDGET",
     "BudgetedPlan",
     "LoadShapes",
     "LoadVerdict",
@@ -81,6 +83,7 @@ __all__ = [
     "budget_steps",
     "check_budget",
     "choose_budget",
+    "default_most",
     "grow_from",
     "losing",
     "padded_time",
@@ -98,6 +101,12 @@ Warmup = Callable[[Sequence[Bucket], Sequence[Bucket]], float]
 DEFAULT_BUDGET_SHARE = 1 / 3
 MAX_BUDGET_SHARE = 1 / 2
 BUDGET_STEP_SHARE = 1 / 24
+#: The most graphs the default budget takes, whatever the runtime's own count (:func:`default_most`): lin warms a
+#: graph per step, thousands at the default max_model_len (16,794 for vllm-gaudi v0.19.0), and the planner's work
+#: grows with the budget (the allocation over the rows' curves; the worst-shape search past it), so a third of that
+#: planned for minutes. Above every default exp and pad take (at most 543) and a half of lin's at 32,768 tokens
+#: (3,235): those plans are the same.
+MAX_DEFAULT_BUDGET = 4096
 #: The default budget's plan must pad at most this share of the runtime's own padded time at every judged load of
 #: the planning traffic (held-out traffic differs from it; chosen on benchmarks/planner/results/planner_dev_time.md).
 MARGIN = 0.85
@@ -447,12 +456,18 @@ def budget_for(defaults: int, share: float = DEFAULT_BUDGET_SHARE) -> int:
     return max(2, math.floor(defaults * share))
 
 
+def default_most(defaults: int) -> int:
+    """The most graphs the default budget takes: a half of the runtime's own ``defaults``, at most
+    :data:`MAX_DEFAULT_BUDGET`."""
+    return min(budget_for(defaults, MAX_BUDGET_SHARE), MAX_DEFAULT_BUDGET)
+
+
 def budget_steps(defaults: int) -> list[int]:
     """The default budgets tried in order: a third of the runtime's own graphs, then up by a twenty-fourth of them
-    at a time, to a half (never above)."""
-    third, half = budget_for(defaults), budget_for(defaults, MAX_BUDGET_SHARE)
+    at a time, to a half (never above), none above :data:`MAX_DEFAULT_BUDGET` (:func:`default_most`)."""
+    third, most = budget_for(defaults), default_most(defaults)
     steps = range(0, math.ceil((MAX_BUDGET_SHARE - DEFAULT_BUDGET_SHARE) / BUDGET_STEP_SHARE) + 1)
-    return sorted({min(half, third + math.ceil(k * BUDGET_STEP_SHARE * defaults)) for k in steps})
+    return sorted({min(most, third + math.ceil(k * BUDGET_STEP_SHARE * defaults)) for k in steps})
 
 
 def check_budget(budget: int | None, most: int, flag: str) -> None:
@@ -594,6 +609,18 @@ def choose_budget(
                              own_warmup, total)  # fmt: skip
 
 
+def _first_words(graphs: int, total: int) -> str:
+    """The default's first budget in words: a third, or the most it takes where a third is more."""
+    return "a third" if graphs == budget_for(total) else _most_words(total)
+
+
+def _most_words(total: int) -> str:
+    """The default's largest budget in words: a half, or :data:`MAX_DEFAULT_BUDGET` where a half is more."""
+    if default_most(total) < budget_for(total, MAX_BUDGET_SHARE):
+        return f"{MAX_DEFAULT_BUDGET}, the most the default takes whatever the runtime's own count"
+    return "a half, the most the default takes"
+
+
 def _first_within(steps: Sequence[int],
                   outcomes: Generator[Callable[[], tuple[TextBucketPlan, tuple[LoadVerdict, ...]] | None], None, None],
                   weights: tuple[Mapping[tuple[int, int], int], Mapping[tuple[int, int], int]],
@@ -621,7 +648,7 @@ def _first_within(steps: Sequence[int],
         missed = [v.load for v in verdicts if v.beyond(MARGIN)]
         if not missed:
             why = (
-                f"{share} (a third): every load pads at most {margin}"
+                f"{share} ({_first_words(graphs, total)}): every load pads at most {margin}"
                 if i == 0
                 else f"{share}: the smallest default budget (from a third) at which every load pads at most {margin}"
                 + (
@@ -641,7 +668,7 @@ def _first_within(steps: Sequence[int],
         still_short = last_fit.short
         still = (f"; still pads longer than the runtime's own at {', '.join(still_short)}" if still_short else
                  "; no load pads longer than under the runtime's own")  # fmt: skip
-        most = ("a half, the most the default takes" if last_fit.budget == steps[-1] else
+        most = (_most_words(total) if last_fit.budget == steps[-1] else
                 f"the largest default budget whose warm-up stays within its share of the runtime's own; "
                 f"{', '.join(map(str, over))} graphs would warm up longer")  # fmt: skip
         return dataclasses.replace(last_fit, reason=f"{last_fit.reason} ({most}): does not reach {margin} at "

@@ -16,8 +16,9 @@ sequences can hold), the runtime's own bucket, or its own row up to it. A group 
 beyond the bound (a shape moves to a new bucket only when that bucket is the first in sorted order to hold it, so
 the cells are the same); where the corners so taken leave a load of the planning traffic padding longer than under
 the runtime's own, none may make a shape dearer at all (then every load's padded time can only fall). Buckets are
-added up to the graph budget (a given one, or the default's most: half the runtime's own graphs); past it the search
-goes on (not kept; at least :data:`MAX_EXTRA` more, and up to the runtime's own graph count) to report the graphs
+added up to the graph budget (a given one, or the default's most: half the runtime's own graphs, at most
+:data:`~.text_budget.MAX_DEFAULT_BUDGET`); past it the search goes on (not kept; at least :data:`MAX_EXTRA` more, and
+up to the runtime's own graph count, at most that cap) to report the graphs
 that would reach the bound; where none do, the runtime's own graphs are the budget known to reach it.
 
 No judged load may pad longer than under the runtime's own (:func:`_no_longer`), the worst shape's bound coming
@@ -75,14 +76,14 @@ import numpy.typing as npt
 
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
 from vllm_hpu_mm.buckets.text_budget import (
-    MAX_BUDGET_SHARE,
+    MAX_DEFAULT_BUDGET,
     TOLERANCE,
     BudgetedPlan,
     LoadShapes,
     LoadVerdict,
     PaddedTime,
     best_at,
-    budget_for,
+    default_most,
     grow_from,
     padded_times,
     shape_arrays,
@@ -796,8 +797,10 @@ def _bound_worst(plan: TextBucketPlan, own: tuple[Sequence[Bucket], Sequence[Buc
     phases = _phases(plan, own, limits, time)
     own_graphs = len(own[0]) + len(own[1])
     # past the budget, as far as the runtime's own count: a user weighing a larger budget against the runtime's own
-    # buckets is told the least that reaches the bound, not only that a few more do not
-    graphs, most = plan.graphs, max(max(budget, plan.graphs) + MAX_EXTRA, own_graphs)
+    # buckets is told the least that reaches the bound, not only that a few more do not; no further than the most
+    # the default budget takes (lin's own count is in the thousands at the default max_model_len, and each bucket
+    # past the budget is one more search step: thousands of them ran for minutes)
+    graphs, most = plan.graphs, max(max(budget, plan.graphs) + MAX_EXTRA, min(own_graphs, MAX_DEFAULT_BUDGET))
     kept: tuple[set[Bucket], set[Bucket]] | None = None  # the buckets within the budget, once it is spent
     reaches: int | None = None
     while graphs < most:
@@ -898,7 +901,7 @@ def _with_bounded_worst(chosen: BudgetedPlan, weights: tuple[_Shapes, _Shapes], 
                         guessed: tuple[list[int], Ahead[LoadShapes]] | None,
                         spawned: list[Ahead[LoadShapes]]) -> BudgetedPlan:  # fmt: skip
     total = len(own[0]) + len(own[1])
-    cap = max(given if given is not None else budget_for(total, MAX_BUDGET_SHARE), chosen.plan.graphs)
+    cap = max(given if given is not None else default_most(total), chosen.plan.graphs)
     own_times = [v.own for v in chosen.loads]
     short = sum(v.short for v in chosen.loads)
 

@@ -15,7 +15,14 @@ from collections.abc import Callable
 from typing import Any
 
 from vllm_hpu_mm.buckets.text import TextBucketPlan, TextLimits
-from vllm_hpu_mm.buckets.text_budget import MARGIN, MAX_BUDGET_SHARE, BudgetedPlan, budget_for, budget_steps
+from vllm_hpu_mm.buckets.text_budget import (
+    MARGIN,
+    MAX_BUDGET_SHARE,
+    BudgetedPlan,
+    budget_for,
+    budget_steps,
+    default_most,
+)
 from vllm_hpu_mm.buckets.text_time import GROSS_FACTOR, BudgetTooSmall
 from vllm_hpu_mm.buckets.text_worst import Sampler, WorstCase
 from vllm_hpu_mm.buckets.turns import in_turns
@@ -293,7 +300,7 @@ def default_within_warmed(planned: Callable[[int], BudgetedPlan], listed_default
     (``listed_default``: a smaller one missed its margin already), each held in warmed graphs as a given budget is
     (:func:`_fit_warmed`); the first whose plan pads at most :data:`MARGIN` of the runtime's own at every load, else
     the largest that keeps every shape."""
-    start = min(listed_default.budget, budget_for(total, MAX_BUDGET_SHARE))
+    start = min(listed_default.budget, default_most(total))
     steps = sorted({start, *(s for s in budget_steps(total) if s >= start)})
     taken: tuple[BudgetedPlan, int, int, int] | None = None  # (plan, budget, listed, warmed)
     refused: BudgetTooSmall | None = None
@@ -314,6 +321,7 @@ def default_within_warmed(planned: Callable[[int], BudgetedPlan], listed_default
     missed = [v.load for v in chosen.loads if v.beyond(MARGIN)]
     third, half = budget_for(total), budget_for(total, MAX_BUDGET_SHARE)
     share = ("a third" if step == third else "a half, the most the default takes" if step == half else
+             f"{step}, the most the default takes" if step == default_most(total) else
              "below a third, as the default rule took it" if step < third else "raised from a third")  # fmt: skip
     how = (f"does not reach {MARGIN:g} of the runtime's own padded time at {', '.join(missed)}" if missed else
            f"every load pads at most {MARGIN:g} of the runtime's own padded time")  # fmt: skip
