@@ -36,7 +36,7 @@ from vllm_hpu_mm.plan.inputs import PlanInputs, build, provenance
 from vllm_hpu_mm.plan.pipeline import checked_by_runtime, fit_max_model_len, plan_with_profile
 from vllm_hpu_mm.plan.planner import Plan
 from vllm_hpu_mm.plan.profile import ProfileRead, read_profile
-from vllm_hpu_mm.plan.rules import max_concurrent_seqs
+from vllm_hpu_mm.plan.rules import max_concurrent_seqs, usable_blocks
 from vllm_hpu_mm.plan.text_choice import TextChoice, choose_text
 from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS
 from vllm_hpu_mm.replay.schedules import DEFAULT_REQUESTS
@@ -104,7 +104,7 @@ def given_blocks_start(kv_blocks: int, shape: EngineShape, *, null_block: bool =
     """Why the server would not start with ``--kv-blocks`` (empty when it would): vLLM 0.32 refuses a KV cache that
     cannot hold one sequence of max_model_len once the null block its block pool keeps is set aside
     (v1/core/kv_cache_utils.py check_enough_kv_cache_memory, 1122-1131; ``null_block``: the runtime's trait)."""
-    usable = max(kv_blocks - 1, 0) if null_block else kv_blocks
+    usable = usable_blocks(kv_blocks, null_block=null_block)
     if max_concurrent_seqs(usable, shape.block_size, shape.max_model_len) >= 1:
         return ""
     need = -(-shape.max_model_len // shape.block_size)

@@ -213,7 +213,12 @@ def kv_blocks(kv_bytes: int, per_token: int, block_size: int) -> int:
 def usable_kv_blocks(i: PlanInputs, blocks: int) -> int:
     """Rule 2c': the blocks sequences can hold, the ones the runtime's start-up check counts: all but the null block
     a vLLM V1 block pool keeps aside (:attr:`~vllm_hpu_mm.runtimes.base.RuntimeTraits.null_block`)."""
-    return max(blocks - 1, 0) if i.runtime.traits.null_block else blocks
+    return usable_blocks(blocks, null_block=i.runtime.traits.null_block)
+
+
+def usable_blocks(blocks: int, *, null_block: bool) -> int:
+    """Rule 2c' on a block count alone (a server's ``--kv-blocks``): ``blocks`` less the null block where kept."""
+    return max(blocks - 1, 0) if null_block else blocks
 
 
 def max_concurrent_seqs(blocks: int, block_size: int, max_model_len: int, per_seq_blocks: int = 0) -> int:
