@@ -329,3 +329,20 @@ def test_a_computed_value_stands_over_the_logs_own_value_quoted_beside_it() -> N
 def test_no_failure_changes_no_setting_whatever_error_it_quotes() -> None:
     lines = ["RuntimeError: NCCL error: invalid usage (run with NCCL_DEBUG=WARN for details) --max-num-seqs 4"]
     assert diagnose(lines, load({})).settings == {}
+
+
+def test_vllm_gaudi_v1s_dummy_block_split_line_is_read_for_the_advice() -> None:
+    # vllm-gaudi v1/worker/hpu_worker.py @091bbadd: the graph reserve in format_bytes' unit, the KV share as a dummy
+    # block and the usable rest; the advice starts from the log's own reserve (0.2), not the runtime's default
+    split = ("INFO 11-20 09:01:12 [hpu_worker.py:432] Free device memory: 79.02 GiB, 72.7 GiB usable "
+             "(gpu_memory_utilization=0.92), 14.54 GiB reserved for HPUGraphs (VLLM_GRAPH_RESERVED_MEM=0.2), 7 MiB "
+             "reserved for KV cache dummy block 58.15 GiB reserved for usable KV cache")  # fmt: skip
+    log = [*KV_ALLOCATION_FAILED[:2], split, "ERROR 11-20 09:01:13 [core.py:708] ValueError: No available memory for "
+           "the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."]  # fmt: skip
+    d = diagnose(log, load({}))
+    assert d.gaudi_memory is not None
+    assert (d.gaudi_memory.graph_reserved_mem, d.gaudi_memory.graph_gib, d.gaudi_memory.kv_gib) == (0.2, 14.54, 58.16)
+    text = "\n".join(d.recommendations)
+    assert "lower VLLM_GRAPH_RESERVED_MEM from 0.2 to 0.15" in text
+    assert "(the log's split: 58.16 GiB KV of 72.7 GiB usable)" in text
+    assert "raise --gpu-memory-utilization from 0.92 to 0.97" in text

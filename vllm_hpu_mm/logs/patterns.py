@@ -1679,10 +1679,10 @@ _UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "KB": 
           "TB": 10**12}  # fmt: skip
 
 
-def size_bytes(match: re.Match[str]) -> int:
-    """Bytes of the size a pattern with ``size`` and ``unit`` groups matched (a garbled figure raises
-    :class:`~vllm_hpu_mm.logs.numbers.GarbledNumber`)."""
-    return round(number(match["size"]) * _UNITS[match["unit"]])
+def size_bytes(match: re.Match[str], prefix: str = "") -> int:
+    """Bytes of the size a pattern with ``size`` and ``unit`` groups (each name led by ``prefix``: GAUDI_KV_DUMMY's
+    ``dsize``/``dunit``) matched (a garbled figure raises :class:`~vllm_hpu_mm.logs.numbers.GarbledNumber`)."""
+    return round(number(match[prefix + "size"]) * _UNITS[match[prefix + "unit"]])
 
 
 def _warmup(phase: str) -> str:

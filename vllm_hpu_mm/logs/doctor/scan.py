@@ -66,6 +66,8 @@ from vllm_hpu_mm.logs.patterns import (
     FIGURE_TOTAL,
     FIGURE_WHOSE,
     FRAME_HEAD,
+    GAUDI_GRAPH_RESERVE,
+    GAUDI_KV_DUMMY,
     GAUDI_MEMORY,
     GLOG_INFO_HEAD,
     GOES_ON,
@@ -123,7 +125,7 @@ from vllm_hpu_mm.logs.patterns import (
     strip_prefix,
     unechoed,
 )
-from vllm_hpu_mm.values import Stage
+from vllm_hpu_mm.values import GIB, Stage
 
 __all__ = ["AHEAD", "BACK", "DEVICE_FAULT", "MAX_FRAMES", "Failure", "Frame", "GaudiMemory", "LogFeatures", "Memory",
            "MessageKind", "OpenTraceback", "RunFeatures", "Scanner", "marker_stage", "refused_memory",
@@ -202,6 +204,22 @@ class GaudiMemory:
     graph_gib: float
     graph_reserved_mem: float
     kv_gib: float
+
+
+def _gaudi_memory(text: str) -> GaudiMemory | None:
+    """The Gaudi runtimes' memory split line, in both spellings: the fork's and early vllm-gaudi's (every share in
+    GiB, the KV cache whole), and vllm-gaudi V1's (hpu_worker.py @091bbadd: format_bytes' own unit, the KV share as
+    one dummy block and the usable rest, which together are the KV cache)."""
+    if (g := GAUDI_MEMORY.search(text)) is None:
+        return None
+    head = number(g["free"]), number(g["usable"]), number(g["util"])
+    if g["graph"] is not None:
+        return GaudiMemory(*head, number(g["graph"]), number(g["reserved"]), number(g["kv"]))
+    reserve, kv = GAUDI_GRAPH_RESERVE.search(text), GAUDI_KV_DUMMY.search(text)
+    if reserve is None or kv is None:
+        return None
+    kv_gib = (size_bytes(kv) + size_bytes(kv, "d")) / GIB
+    return GaudiMemory(*head, round(size_bytes(reserve) / GIB, 2), number(reserve["reserved"]), round(kv_gib, 2))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -642,9 +660,7 @@ class Scanner:
                 self._settle(run)
 
     def _memory_lines(self, run: _Run, k: int, text: str) -> None:
-        if "Free device memory" in text and (g := GAUDI_MEMORY.search(text)) and g["graph"] is not None:
-            memory = GaudiMemory(number(g["free"]), number(g["usable"]), number(g["util"]), number(g["graph"]),
-                                 number(g["reserved"]), number(g["kv"]))  # fmt: skip
+        if "Free device memory" in text and (memory := _gaudi_memory(text)) is not None:
             run.gaudi = (k, text, memory)
         if (
             run.kv is None
