@@ -346,3 +346,20 @@ def test_vllm_gaudi_v1s_dummy_block_split_line_is_read_for_the_advice() -> None:
     assert "lower VLLM_GRAPH_RESERVED_MEM from 0.2 to 0.15" in text
     assert "(the log's split: 58.16 GiB KV of 72.7 GiB usable)" in text
     assert "raise --gpu-memory-utilization from 0.92 to 0.97" in text
+
+
+def test_vllm_cpus_refusal_to_start_on_a_busy_host_caps_the_share_like_the_gpus() -> None:
+    # vLLM 0.32 v1/worker/cpu_worker.py: the CPU twin of the GPU's start-up check, on the host's memory node
+    refused = [
+        "INFO 09-12 11:00:07 [core.py:95] Initializing a V1 LLM engine (v0.32.0) with config: device_config=cpu",
+        "ERROR 09-12 11:00:08 [core.py:1510] ValueError: Available memory on node 0 (20.50/62.70 GiB) on startup is "
+        "less than desired CPU memory utilization (0.9, 56.43 GiB). On the CPU backend, the `--gpu-memory-utilization` "
+        "flag controls the fraction of CPU memory reserved (despite its name).",
+    ]
+    d = diagnose(refused, load({}))
+    assert d.stage == "startup"
+    assert d.settings == {"--gpu-memory-utilization": 0.32, "--kv-cache-memory-bytes": None}
+    text = "\n".join(d.recommendations)
+    assert "host's memory node had 20.5 of 62.7 GiB available" in text
+    assert "--kv-cache-memory-bytes" in text
+    assert "--tensor-parallel-size" not in text

@@ -644,8 +644,9 @@ DEVICE_OOM = re.compile(
     # wording (_torch/pyexecutor/py_executor_creator.py _ExecutorMemoryMonitor)
     rf"|{TRTLLM_EXECUTOR_OOM}"
     # vLLM V1 refuses to start when the device has less free memory than its utilisation asks for (gpu_worker.py
-    # init_device, before the weights load); its healthy report says "on startup. Desired ..." instead
-    r"|on startup is less than desired (?:[GNX]PU )?memory utilization"
+    # init_device, before the weights load; its CPU worker's twin for the host's memory node, cpu_worker.py 0.32);
+    # its healthy report says "on startup. Desired ..." instead
+    r"|on startup is less than desired (?:[CGNX]PU )?memory utilization"
     # Every accelerator API's own name for the error, as libraries print it: CUDA's driver and runtime
     # (CUDA_ERROR_OUT_OF_MEMORY, cudaErrorMemoryAllocation), Vulkan and oneAPI (VK_ERROR_OUT_OF_DEVICE_MEMORY,
     # vk::OutOfDeviceMemoryError, UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY), the BLAS and DNN handles
@@ -1070,10 +1071,12 @@ HOST_RESOURCE = re.compile(
     re.IGNORECASE,
 )
 #: vLLM V1's refusal to start when the device holds less free memory than its utilisation asks (``gpu_worker.py``
-#: ``init_device``; newer releases name the device: ``Free memory on device cuda:0 (...)``).
+#: ``init_device``; newer releases name the device: ``Free memory on device cuda:0 (...)``), and its CPU worker's
+#: twin for the host's memory node (``host``: v1/worker/cpu_worker.py 0.32 ``Available memory on node 0 (...)``).
 FREE_ON_STARTUP = re.compile(
-    r"Free memory on device(?: [\w:]+)? \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup is less than desired "
-    r"(?:[GNX]PU )?memory utilization \((?P<util>[\d.]+), (?P<want>[\d.]+) GiB\)"
+    r"(?:Free memory on device(?: [\w:]+)?|(?P<host>Available memory on node \d+)) \((?P<free>[\d.]+)/"
+    r"(?P<total>[\d.]+) GiB\) on startup is less than desired (?:[CGNX]PU )?memory utilization \((?P<util>[\d.]+), "
+    r"(?P<want>[\d.]+) GiB\)"
 )
 #: SGLang's token and request pools out of slots for the batch the scheduler built from requests: the sized KV pool
 #: (its device memory) cannot hold the running batch (python/sglang/srt/mem_cache/common.py@2752c828
@@ -1125,8 +1128,9 @@ MESSAGE_STAGES: tuple[tuple[Stage, re.Pattern[str]], ...] = (
         re.compile(
             # vLLM V1's free-memory check against the utilization asked for, made before the model loads, in either
             # of its wordings ("Free memory on device ... on startup is less than desired GPU memory utilization";
-            # "Available memory on device ... is below required GPU memory utilization")
-            r"(?:on startup )?is (?:less than|below) (?:the )?(?:desired|required) (?:[GNX]PU )?memory utilization"
+            # "Available memory on device ... is below required GPU memory utilization"; the CPU worker's "Available
+            # memory on node 0 ... is less than desired CPU memory utilization")
+            r"(?:on startup )?is (?:less than|below) (?:the )?(?:desired|required) (?:[CGNX]PU )?memory utilization"
             # MindIE's warm-up (mindie_llm), which measures memory before its KV cache is sized (labelled start-up:
             # development gpustack_3541)
             r"|Warmup failed, because of .{0,80}out of memory"

@@ -209,6 +209,12 @@ def _refused_share(d: Diagnosis) -> Fix | None:
     if not 0 < free < total:
         return None
     most = math.floor(free / total * 100) / 100  # rounded down: the share must fit in what is free
+    if m["host"]:
+        # the CPU worker checks the share only when no KV cache size is given (cpu_worker.py 0.32)
+        return Fix(f"vLLM refused to start: the host's memory node had {free:g} of {total:g} GiB available, less "
+                   f"than {UTILIZATION} {util:g} asks for; stop what else holds the host's memory, set {UTILIZATION} "
+                   f"{most:g} or lower (what is available, as a share of the node), or give --kv-cache-memory-bytes "
+                   "(the check is skipped then)", UTILIZATION, most)  # fmt: skip
     return Fix(f"vLLM refused to start: the device had {free:g} of {total:g} GiB free, less than {UTILIZATION} "
                f"{util:g} asks for; stop what else holds the device, or set {UTILIZATION} {most:g} or lower (what is "
                "free, as a share of the device)", UTILIZATION, most)  # fmt: skip
