@@ -139,10 +139,9 @@ def test_a_given_budget_is_taken_as_it_is_and_capped_by_the_runtimes_own_count()
     ls = loads()
     assert choose_budget(weights(ls), ls, LIMITS, own, TIME, budget=40).budget == 40
     check_budget(228, 228, "--text-graph-budget")
-    with pytest.raises(ConfigError, match=r"--text-graph-budget 2147483647 is invalid; accepted: 2 to 228"):
+    with pytest.raises(ConfigError, match=r"--text-graph-budget 2147483647 is invalid; accepted: at most 228"):
         check_budget(2147483647, 228, "--text-graph-budget")
-    with pytest.raises(ConfigError, match="accepted: 2 to"):
-        check_budget(1, 228, "--text-graph-budget")
+    check_budget(1, 228, "--text-graph-budget")  # the planner refuses it with the least these limits need
 
 
 def _warmup(scale: float):  # type: ignore[no-untyped-def]

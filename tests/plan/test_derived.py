@@ -473,7 +473,8 @@ def test_a_text_graph_budget_above_exps_count_up_to_the_largest_strategys_is_pla
     assert choice is not None
     assert choice.budget == own + 1
     with pytest.raises(
-        ConfigError, match=f"accepted: 2 to {most} .*the runtime's largest built-in strategy .* warms for the limits"
+        ConfigError,
+        match=f"accepted: at most {most} .the graphs the runtime's largest built-in strategy .* warms for the limits",
     ):
         choose_text(first, default_traffic(), envs.load({}), budget=most + 1, concurrency=4, requests=60)
 

@@ -471,12 +471,12 @@ def budget_steps(defaults: int) -> list[int]:
 
 
 def check_budget(budget: int | None, most: int, flag: str) -> None:
-    """A given budget: at least 2 graphs, at most ``most`` (the graphs the runtime's largest built-in strategy warms
-    for these limits: any warm-up a user of the runtime can configure, while planning work and memory stay
-    bounded)."""
-    if budget is not None and not 2 <= budget <= max(2, most):
-        raise ConfigError(f"{flag} {budget} is invalid; accepted: 2 to {max(2, most)} (a prompt and a decode "
-                          f"bucket at least, at most {GRAPH_BUDGET_CEILING})")  # fmt: skip
+    """A given budget: at most ``most`` (the graphs the runtime's largest built-in strategy warms for these limits:
+    any warm-up a user of the runtime can configure, while planning work and memory stay bounded). Its least is the
+    planner's: the fewest graphs that keep every shape (a smaller budget is refused with it, buckets/text.py)."""
+    if budget is not None and not 1 <= budget <= max(2, most):
+        raise ConfigError(f"{flag} {budget} is invalid; accepted: at most {max(2, most)} ({GRAPH_BUDGET_CEILING}), "
+                          "at least what these limits and traffic need")  # fmt: skip
 
 
 def _plan(weights: tuple[Mapping[tuple[int, int], int], Mapping[tuple[int, int], int]], limits: TextLimits,

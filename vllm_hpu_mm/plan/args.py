@@ -233,16 +233,14 @@ DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 Bound = Callable[[Any, str], object]
 
 
-#: The least text-graph budget: a prompt and a decode bucket. Its ceiling is the runtime's own graph count, known only
-#: once the limits are (``buckets/text_budget.py`` ``check_budget``).
-MIN_TEXT_GRAPH_BUDGET = 2
-
-
 def _graph_budget(value: int, flag: str) -> object:
-    # One bound, worded as check_budget words it once the ceiling is known: never "a positive integer" (1 is refused).
-    if not MIN_TEXT_GRAPH_BUDGET <= value <= validate.MAX_COUNT:
-        raise ConfigError(f"{flag}={value} is out of range; accepted: {MIN_TEXT_GRAPH_BUDGET} to "
-                          f"{GRAPH_BUDGET_CEILING} (a prompt and a decode bucket at least)")  # fmt: skip
+    # Only the count's own range here: the least budget depends on the limits and the traffic (the planner refuses
+    # a smaller one with it: buckets/text.py), the most on the runtime's own graph count (check_budget); a floor of
+    # 2 here would be a least that the planner then refuses too.
+    if not 1 <= value <= validate.MAX_COUNT:
+        raise ConfigError(f"{flag}={value} is out of range; accepted: a positive number of graphs, at most "
+                          f"{GRAPH_BUDGET_CEILING}; a budget below the least these limits and traffic need is refused "
+                          "with that least")  # fmt: skip
     return value
 
 
@@ -367,7 +365,8 @@ PLAN_OPTIONS: tuple[Option, ...] = (
     Option("text_graph_budget", "text-graph-budget", "most prompt + decode graphs in the text buckets planned for "
            "vllm-gaudi, as it warms them (speculative decoding's added decode buckets counted) "
            "(default: a third of what its own strategy warms for the same limits, raised at most to a "
-           f"half only as far as the buckets need to match its own efficiencies on the traffic; at least 2, at most "
+           f"half only as far as the buckets need to match its own efficiencies on the traffic; at least the fewest "
+           "graphs that keep every shape (a smaller budget is refused with that least), at most "
            f"{GRAPH_BUDGET_CEILING})", integer,
            bound=GRAPH_BUDGET),
     Option("concurrency", "concurrency", "requests running at once, for the decode batches the text buckets are "
