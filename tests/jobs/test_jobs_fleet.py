@@ -62,6 +62,19 @@ def test_a_value_no_replica_shape_can_mend_is_invalid_input_before_any_shape_is_
         plan_fleet(sizing, args, load(), {})
 
 
+def test_a_given_text_budget_too_small_for_every_shape_is_invalid_input_with_the_least_one_needs() -> None:
+    # it was "no fleet meets the targets", naming TP8's heads (exit 1): the budget was what kept every other shape out
+    sizing = SizingArgs(max_model_len=4096, text_graph_budget=1)
+    args = FleetArgs(rate=2.0, targets=Targets(5.0, 0.2), tensor_parallel_sizes=(1, 8), seqs_tried=(8,),
+                     requests=10, seeds=1, iterations=2)  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"^--text-graph-budget 1 is too small for the text buckets of every replica "
+        r"shape it was tried on; accepted: at least \d+ graphs \(the least of them, TP1 seqs 8 ",
+    ):
+        plan_fleet(sizing, args, load(), {})
+
+
 def test_shapes_refused_for_their_heads_are_answered_with_a_tp_size_not_more_memory() -> None:
     # held-out round 8, H05: TP 3 of 28 heads was answered "fits no card count ...; fix: more memory per card"
     args = FleetArgs(rate=2.0, targets=Targets(2.0, 0.1), tensor_parallel_sizes=(3,))

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from vllm_hpu_mm.buckets.admission import served_part
+from vllm_hpu_mm.buckets.text_time import BudgetTooSmall
 from vllm_hpu_mm.engine import PrefillChunk
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError, NothingServed
@@ -224,6 +225,8 @@ class _Search:
     offered: Traffic | None = None
     calibrated: bool = False
     warm_source: str = "none estimated (no graphs warmed)"
+    #: The given --text-graph-budget's refusals, by shape: the least graphs each shape's text buckets need.
+    budget_refused: dict[ReplicaShape, BudgetTooSmall] = dataclasses.field(default_factory=dict)
 
     def default_tokens(self, tensor_parallel_size: int, seqs: int, pipeline_parallel_size: int) -> int:
         """The runtime's own ``max_num_batched_tokens`` for a replica of this shape, resolved as ``memory plan``
@@ -256,6 +259,8 @@ class _Search:
                     traffic=self.offered,
                 )
             except ConfigError as exc:  # a shape the runtime refuses (TP not dividing the heads, ...)
+                if isinstance(exc, BudgetTooSmall):
+                    self.budget_refused[shape] = exc
                 return Candidate(shape, None, why_not=str(exc), cards_per_node=a.cards_per_node)
             plan, costs = planned.plan, planned.costs
         else:
@@ -621,6 +626,21 @@ def _served(offered: Traffic, settings: Settings) -> tuple[Traffic, str]:
                     "and no figure counts them; the rate is sized as if every request were served")  # fmt: skip
 
 
+def _check_budget_served_some(search: _Search, candidates: list[Candidate]) -> None:
+    """A given text-graph budget that kept every shape it refused from being priced, where no other shape was, is the
+    user's input to fix (exit 2, with the least one of them needs), not a fleet the targets cannot be met by: the
+    other shapes are ones the runtime refuses or memory does not hold."""
+    if not search.budget_refused or any(c.capacity is not None for c in candidates):
+        return
+    least = min(search.budget_refused.items(), key=lambda item: item[1].least)
+    flag = search.sizing.flag("text_graph_budget")
+    raise ConfigError(
+        f"{flag} {search.sizing.text_graph_budget} is too small for the text buckets of every replica shape it was "
+        "tried on; "
+        f"accepted: at least {least[1].least} graphs (the least of them, {least[0].label}'s)"
+    )
+
+
 def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_env: Mapping[str, str]) -> Fleet:
     """The fleet for ``args.rate`` within ``args.targets`` (see the module docstring). Raises :class:`ConfigError`
     for invalid input (a target below one step of every replica shape)."""
@@ -654,6 +674,7 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
     gaudi = (sizing.runtime or "").startswith("vllm-gaudi") or (sizing.device or "").startswith("gaudi")
     if gaudi and any(c.shape.pipeline_parallel_size > 1 and c.capacity is not None for c in candidates):
         search.notes.append(GAUDI_PIPELINE_NOTE)
+    _check_budget_served_some(search, candidates)
     if search.below_step and not any(c.capacity is not None for c in candidates):
         raise ConfigError(
             f"latency targets below one step of every replica shape ({search.below_step[0]}); "
