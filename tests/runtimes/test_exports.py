@@ -312,6 +312,15 @@ def test_vllm_cuda_plans_the_graphs_the_users_compilation_config_asks_for(tmp_pa
     assert [b.batch for b in out.plan.text_graphs.decode] == [1, 2, 4]
 
 
+def test_vllm_cuda_names_the_given_kv_size_as_what_bounds_the_kv_cache() -> None:
+    # r12cuda 11: the enforcement said "--gpu-memory-utilization" where vLLM reads the given size instead
+    p = make_plan("vllm-cuda", "h100")
+    assert exports_for(p, ExportContext(ServerFlags())).enforcement["kv_cache"].by == ("--gpu-memory-utilization",)
+    given = exports_for(p, ExportContext(ServerFlags(kv_cache_memory_bytes_given=True))).enforcement["kv_cache"]
+    assert given.by == ("--kv-cache-memory-bytes",)
+    assert "--gpu-memory-utilization is not read" in given.note
+
+
 def test_cpu_gets_the_kv_size_and_no_graph_knobs() -> None:
     p = make_plan("vllm-cpu", "cpu", total_memory_gib=64.0, max_num_seqs=4)
     e = exports_for(p, ExportContext(ServerFlags()))

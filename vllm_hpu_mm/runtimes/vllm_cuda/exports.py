@@ -17,6 +17,9 @@ def exports(d: Draft, context: ExportContext) -> Exports:
     plan, i = d.plan, d.plan.inputs
     kv = Part(("--gpu-memory-utilization",), True, "vLLM measures its graphs and gives the KV cache the rest: at "
               "least the planned share while the graph parts stay within theirs")  # fmt: skip
+    if d.flags.kv_cache_memory_bytes_given:  # gpu_worker.py (0.32): the given size, the utilisation not read
+        kv = Part(("--kv-cache-memory-bytes",), True, "the KV cache is the size given; --gpu-memory-utilization is "
+                  "not read for it")  # fmt: skip
     if i.enforce_eager:
         return d.eager(kv)
     config: dict[str, object] = {}
