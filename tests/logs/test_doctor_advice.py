@@ -357,7 +357,7 @@ def test_vllm_cpus_refusal_to_start_on_a_busy_host_caps_the_share_like_the_gpus(
         "flag controls the fraction of CPU memory reserved (despite its name).",
     ]
     d = diagnose(refused, load({}))
-    assert d.stage == "startup"
+    assert (d.stage, d.memory) == ("startup", "host")
     assert d.settings == {"--gpu-memory-utilization": 0.32, "--kv-cache-memory-bytes": None}
     text = "\n".join(d.recommendations)
     assert "host's memory node had 20.5 of 62.7 GiB available" in text

@@ -321,6 +321,9 @@ _LOAD_GUARD = (
 HOST_OOM = re.compile(
     r"running low on memory|killed due to memory pressure|Ray killed this worker|exceeds the memory usage threshold"
     r"|Cannot allocate memory|can't allocate memory|unable to mmap \d+ bytes|std::bad_alloc"
+    # vLLM's CPU worker refusing to start on a host memory node with less available than its share asks
+    # (v1/worker/cpu_worker.py 0.32; the GPU twin is DEVICE_OOM's)
+    r"|on startup is less than desired CPU memory utilization"
     # std::bad_alloc as MSVC's runtime names it, its what() ending the line (vcruntime_exception.h, as
     # icestudent/vc-19-changes vcruntime_exception.h@3c67b3a6 has it: bad_alloc() : exception("bad allocation")):
     # a C++ program built on Windows (OpenVINO, ONNX Runtime) whose operator new got no heap
@@ -644,9 +647,9 @@ DEVICE_OOM = re.compile(
     # wording (_torch/pyexecutor/py_executor_creator.py _ExecutorMemoryMonitor)
     rf"|{TRTLLM_EXECUTOR_OOM}"
     # vLLM V1 refuses to start when the device has less free memory than its utilisation asks for (gpu_worker.py
-    # init_device, before the weights load; its CPU worker's twin for the host's memory node, cpu_worker.py 0.32);
-    # its healthy report says "on startup. Desired ..." instead
-    r"|on startup is less than desired (?:[CGNX]PU )?memory utilization"
+    # init_device, before the weights load; its CPU worker's twin is HOST_OOM's); its healthy report says "on
+    # startup. Desired ..." instead
+    r"|on startup is less than desired (?:[GNX]PU )?memory utilization"
     # Every accelerator API's own name for the error, as libraries print it: CUDA's driver and runtime
     # (CUDA_ERROR_OUT_OF_MEMORY, cudaErrorMemoryAllocation), Vulkan and oneAPI (VK_ERROR_OUT_OF_DEVICE_MEMORY,
     # vk::OutOfDeviceMemoryError, UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY), the BLAS and DNN handles

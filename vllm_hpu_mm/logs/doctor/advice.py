@@ -520,6 +520,9 @@ _RAY = re.compile(r"\bRay\b|\bray\b|raylet|memory monitor")
 
 def _host(d: Diagnosis, vision: bool) -> list[Fix]:
     s = d.source
+    refused = _refused_share(d)
+    if refused is not None:  # vLLM CPU's start-up check of its share of the host: nothing was loaded
+        return [refused]
     where = {"startup": " while the model loads", "runtime": " while serving"}.get(d.stage, "")
     out = [Fix(f"the host ran out of memory{where}, not the accelerator: give the process more RAM (container "
                "limit, fewer other processes) or free memory for it")]  # fmt: skip
