@@ -498,7 +498,7 @@ def test_a_validated_dry_run_says_vllm_s_own_parser_accepted_the_arguments(
     # parser itself (seconds to build) is stood in for by one that records what it was asked to check
     checked: list[list[str]] = []
     table = vllm_032_table()
-    monkeypatch.setattr(serve, "_read_server_args", lambda args: (parse_server_args(args.extra, table),
+    monkeypatch.setattr(serve, "_read_server_args", lambda args, own: (parse_server_args(args.extra, table),
                                                                   argparse.ArgumentParser(), table))  # fmt: skip
 
     def check(argv: list[str], vllm: object, sizing: object = None) -> list[str]:

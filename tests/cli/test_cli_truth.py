@@ -290,6 +290,50 @@ def test_a_server_argument_the_planned_fork_releases_own_parser_refuses_is_refus
     assert "VLLM_CONTIGUOUS_PA" not in err
 
 
+@pytest.mark.parametrize(
+    ("release", "args", "named"),
+    [
+        # r12fork 15(a): int at 1.21.3, human_readable_int only for max_model_len (arg_utils.py:206-210 @3bcdfd4af)
+        ("0.8.5.post1", ("--max-model-len", "8192", "--max-num-batched-tokens", "8k"),
+         ("--max-num-batched-tokens", "'8k'", "v0.8.5.post1+Gaudi-1.21.3", "vllm-fork==0.9.0.1")),
+        # r10fork 14 through memory plan too: int at 1.21.0 (arg_utils.py:388-390 @0275ce4c2)
+        ("0.7.2+Gaudi-1.21.0", ("--max-model-len", "32k"), ("--max-model-len", "'32k'", "v0.7.2+Gaudi-1.21.0")),
+    ],
+)  # fmt: skip
+def test_serve_and_memory_plan_refuse_a_value_the_planned_fork_releases_parser_refuses_naming_the_release(
+    release: str, args: tuple[str, ...], named: tuple[str, ...]
+) -> None:
+    for command in (("serve", "--dry-run", "--plan-runtime", f"vllm-fork=={release}", "--plan-profile", "none"),
+                    ("memory", "plan", "--runtime", f"vllm-fork=={release}", "--profile", "none")):  # fmt: skip
+        code, printed, err = run(*command, *args)
+        assert code == 2, (command, err)
+        assert printed == ""
+        assert len(err.strip().splitlines()) == 1
+        assert all(word in err for word in named), err
+
+
+def test_a_form_only_the_planned_fork_release_takes_is_read_as_it_reads_it() -> None:
+    # r12fork 16(b): nullable_kvs at 1.21.0 (arg_utils.py:55ff, 643-644 @0275ce4c2); --speculative-model (:767)
+    fork = ("serve", "--dry-run", "--plan-runtime", "vllm-fork==0.7.2+Gaudi-1.21.0", "--plan-profile", "none",
+            "--max-model-len", "8192")  # fmt: skip
+    code, printed, err = run(*fork, "--limit-mm-per-prompt", "image=2")
+    assert code == 0, err
+    assert "--limit-mm-per-prompt image=2" in printed.splitlines()[-1]
+    code, _, err = run(*fork, "--speculative-model", "[ngram]", "--num-speculative-tokens", "3")
+    assert code == 0, err
+    # 1.22's human_readable_int reads 8K as 8192 (arg_utils.py:1713ff @2e9b2b3d4): serve and memory plan alike
+    for command in (("serve", "--dry-run", "--plan-runtime", "vllm-fork==0.9.0.1", "--plan-profile", "none"),
+                    ("memory", "plan", "--runtime", "vllm-fork==0.9.0.1", "--profile", "none")):  # fmt: skip
+        code, printed, err = run(*command, "--max-model-len", "8192", "--max-num-batched-tokens", "8K")
+        assert code == 0, err
+        assert "max_num_batched_tokens 8192:" in printed
+    # vllm-gaudi keeps vLLM 0.32's reading: JSON only
+    code, _, err = run("serve", "--dry-run", "--plan-runtime", "vllm-gaudi", "--plan-profile", "none",
+                       "--limit-mm-per-prompt", "image=2")  # fmt: skip
+    assert code == 2
+    assert "'image=2' is not JSON" in err
+
+
 def test_the_flags_every_fork_release_takes_are_not_refused() -> None:
     common = ("--gpu-memory-utilization", "0.8", "--max-num-seqs", "32", "--port", "8001", "--served-model-name",
               "x", "--trust-remote-code", "--dtype", "bfloat16", "-tp", "1", "--block-size", "128")  # fmt: skip

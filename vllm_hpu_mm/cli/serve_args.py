@@ -259,7 +259,9 @@ def _mirror(table: OptionTable) -> _Parser:
     p = _Parser(add_help=False, allow_abbrev=True)
     for o in table.options:
         sizing = _SIZING.get(o.dest)
-        if o.dest in _READ_TYPES:
+        if table.own_types and not (sizing is not None and sizing.boolean):
+            sizing = None  # the release's own reader decides the value (8k refused by an int, image=2 taken)
+        if o.dest in _READ_TYPES and not table.own_types:
             p.add_argument(*o.strings, dest=o.dest, type=_READ_TYPES[o.dest])
         elif not o.strings:
             p.add_argument(o.dest, nargs=o.nargs)
@@ -428,10 +430,11 @@ def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
                        if a.origin is not None and _resolve(a, table) == "optimization_level"),
                       "--optimization-level")  # fmt: skip
     level = optimization_level(getattr(ns, "optimization_level", None), f"server argument {level_flag}")
-    backend = getattr(ns, "distributed_executor_backend", None)
-    _check_executor_backend(backend, _typed_flag("distributed_executor_backend", args, argv, table))
-    _check_bounds(ns, args, argv, table)
-    _check_json_configs(ns, args, argv, table)
+    if not table.own_types:  # vLLM 0.32's config rules; a release with its own parser has its own
+        backend = getattr(ns, "distributed_executor_backend", None)
+        _check_executor_backend(backend, _typed_flag("distributed_executor_backend", args, argv, table))
+        _check_bounds(ns, args, argv, table)
+        _check_json_configs(ns, args, argv, table)
     notes: tuple[str, ...] = ()
     # the first ``--`` argparse saw (one taken as a dotted flag's value never reaches it, as in vLLM's parser)
     end = next((a.origin for a in args if a == "--" and isinstance(a, Arg) and a.origin is not None), None)
@@ -442,7 +445,7 @@ def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
     return ServerArgs(
         sizing=sizing,
         compilation_config=compilation,
-        limit_mm_per_prompt=getattr(ns, "limit_mm_per_prompt", None),
+        limit_mm_per_prompt=_as_json(getattr(ns, "limit_mm_per_prompt", None)),
         language_model_only=bool(getattr(ns, "language_model_only", None)),
         mm_processor_kwargs=_kwargs(getattr(ns, "mm_processor_kwargs", None)),
         long_prefill_token_threshold=getattr(ns, "long_prefill_token_threshold", None),
@@ -455,16 +458,22 @@ def parse_server_args(argv: Sequence[str], table: OptionTable) -> ServerArgs:
     )
 
 
+def _as_json(value: object) -> str | None:
+    """A value as the plan reads it, JSON text: a release's own reader may have read it into a mapping
+    (``nullable_kvs``: ``image=2`` is ``{"image": 2}``)."""
+    return json.dumps(value) if isinstance(value, dict) else None if value is None else str(value)
+
+
 def _kwargs(value: object) -> dict[str, Any] | None:
     """``--mm-processor-kwargs`` as vLLM's own type read it (JSON, or None): the object, else None."""
     return dict(value) if isinstance(value, dict) else None
 
 
-def _compilation(raw: str | None, ns: argparse.Namespace) -> dict[str, Any] | None:
+def _compilation(raw: str | dict[str, Any] | None, ns: argparse.Namespace) -> dict[str, Any] | None:
     """The compilation config vLLM builds (``EngineArgs.create_engine_config``): ``--compilation-config`` with the
     top-level ``--cudagraph-capture-sizes`` / ``--max-cudagraph-capture-size`` set into it, each refused where the
     JSON sets it too, as vLLM refuses it; None when none is given."""
-    config: dict[str, Any] | None = None if raw is None else json.loads(raw)
+    config: dict[str, Any] | None = None if raw is None else dict(raw) if isinstance(raw, dict) else json.loads(raw)
     for field in ("cudagraph_capture_sizes", "max_cudagraph_capture_size"):
         value = getattr(ns, field, None)
         if value is None:

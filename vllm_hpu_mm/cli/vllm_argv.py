@@ -33,6 +33,7 @@ from typing import Any
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.kept import kept_property
 from vllm_hpu_mm.plan.args import human_readable_int
+from vllm_hpu_mm.runtimes.base import ReleaseParser
 
 __all__ = [
     "MAX_SERVER_ARGS",
@@ -43,6 +44,7 @@ __all__ = [
     "expand",
     "options_of",
     "redacted",
+    "release_table",
     "resolve",
     "scrub",
     "secret_options",
@@ -101,10 +103,13 @@ class ServerOption:
 
 @dataclasses.dataclass(frozen=True)
 class OptionTable:
-    """Every argument of one vLLM's server parser."""
+    """Every argument of one vLLM's server parser. ``own_types``: every value is read with the table's own readers,
+    the sizing flags and ``--limit-mm-per-prompt`` included (a release whose parser is not vLLM 0.32's, e.g. a
+    vllm-fork line: :func:`release_table`); otherwise those get vLLM 0.32's types."""
 
     version: str
     options: tuple[ServerOption, ...]
+    own_types: bool = False
 
     @kept_property
     def by_string(self) -> dict[str, ServerOption]:
@@ -235,6 +240,15 @@ def vllm_032_table() -> OptionTable:
         for strings, nargs, dest, kind, choices, *bounds in data["options"]
     )
     return OptionTable(str(data["vllm"]), options)
+
+
+def release_table(parser: ReleaseParser) -> OptionTable:
+    """A release's own server parser (:class:`~vllm_hpu_mm.runtimes.base.ReleaseParser`) as an option table whose
+    readers decide every value (``own_types``)."""
+    options = tuple(ServerOption(strings, nargs, dest, "int" if read is int else None, choices, read)
+                    for strings, nargs, dest, read, choices in parser.options)  # fmt: skip
+    # the positional model `vllm serve` takes (serve moves it to --model), as in vLLM 0.32's table
+    return OptionTable(parser.name, (ServerOption((), "?", "model_tag"), *options), own_types=True)
 
 
 class Arg(str):

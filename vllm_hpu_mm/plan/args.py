@@ -34,6 +34,7 @@ __all__ = [
     "MAX_MODEL_LEN_AUTO",
     "PERFORMANCE_MODES",
     "PLAN_OPTIONS",
+    "TYPED",
     "VLLM_FLAGS",
     "Option",
     "SizingArgs",
@@ -381,16 +382,61 @@ PLAN_OPTIONS: tuple[Option, ...] = (
 )  # fmt: skip
 
 
-def add_options(p: argparse.ArgumentParser, options: Iterable[Option], *, prefix: str = "", help: bool = True) -> None:
+#: Where :func:`add_options` with ``keep_typed`` keeps the flags as typed, in order: (option string, its text; None
+#: for a flag that takes no value), for a runtime release whose own server parser reads them (a vllm-fork line).
+TYPED = "typed_flags"
+
+
+def _keep_typed(namespace: argparse.Namespace, option_string: str | None, text: str | None) -> None:
+    kept = list(getattr(namespace, TYPED, None) or ())  # a new list: never argparse's shared default
+    setattr(namespace, TYPED, [*kept, (option_string, text)])
+
+
+class _StoreTyped(argparse.Action):
+    """Stores the value read (``values``: its text and the value, from :func:`_with_text`) and keeps the text."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:  # fmt: skip
+        text, value = values
+        setattr(namespace, self.dest, value)
+        _keep_typed(namespace, option_string, text)
+
+
+class _BooleanTyped(argparse.BooleanOptionalAction):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:  # fmt: skip
+        super().__call__(parser, namespace, values, option_string)
+        _keep_typed(namespace, option_string, None)
+
+
+def _with_text(read: Callable[[str], Any] | None) -> Callable[[str], tuple[str, Any]]:
+    """``read`` that also returns the text it read (its name kept: argparse names the type in its errors)."""
+    given = read or str
+
+    @functools.wraps(given)
+    def both(raw: str) -> tuple[str, Any]:
+        return raw, given(raw)
+
+    return both
+
+
+def add_options(p: argparse.ArgumentParser, options: Iterable[Option], *, prefix: str = "", help: bool = True,
+                keep_typed: bool = False) -> None:  # fmt: skip
     """Add ``options`` to ``p`` as ``--{prefix}{name}`` (aliases only without a prefix); every default is None (the
-    plan fills in the runtime's, the device's or the settings' default)."""
+    plan fills in the runtime's, the device's or the settings' default). ``keep_typed``: each flag given is also kept
+    as typed, under :data:`TYPED`."""
     for o in options:
         names = [f"--{prefix}{o.name}", *(() if prefix else o.aliases)]
         kw: dict[str, Any] = {"dest": f"{prefix.replace('-', '_')}{o.field}", "default": None}
         if help:
             kw["help"] = o.help
         if o.boolean:
-            kw["action"] = argparse.BooleanOptionalAction
+            kw["action"] = _BooleanTyped if keep_typed else argparse.BooleanOptionalAction
+        elif keep_typed:
+            kw["type"] = _with_text(o.type)
+            kw["action"] = _StoreTyped
+            if o.metavar:
+                kw["metavar"] = o.metavar
         else:
             kw["type"] = o.type
             if o.metavar:

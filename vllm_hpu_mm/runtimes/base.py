@@ -504,6 +504,21 @@ class ExportContext:
 
 
 @dataclasses.dataclass(frozen=True)
+class ReleaseParser:
+    """A release's own server parser, where it is not vLLM 0.32's (vllm-fork's older argparse): it decides which
+    server arguments are taken and how their values are read."""
+
+    #: The release, as refusals name it (``vllm-fork v0.7.2+Gaudi-1.21.0``).
+    name: str
+    #: Its options: option strings, nargs (argparse's: 0 for none), destination, how one value is read (None: as
+    #: text) and the choices (as text; None: any).
+    options: tuple[tuple[tuple[str, ...], Any, str, Callable[[str], Any] | None, tuple[str, ...] | None], ...]
+    #: Raises ConfigError, naming the flag, the release and what it takes, where it refuses the arguments (as vLLM's
+    #: FlexibleArgumentParser hands them to argparse; the callable gives a flag as the user typed it).
+    refuse: Callable[[Sequence[str], Callable[[str], str]], None]
+
+
+@dataclasses.dataclass(frozen=True)
 class RuntimeEntry:
     """One runtime, whole: what :mod:`.registry` knows of it. Adding a runtime is its folder (whose ``__init__``
     exports ``ENTRY``), its :class:`Runtime` member and one line in the registry's list."""
@@ -538,9 +553,9 @@ class RuntimeEntry:
     #: Vision buckets (patches) -> the runtime's own encoder-graph settings (vLLM CUDA's ``CompilationConfig``
     #: fields), for the plugin to set; None: the runtime captures no encoder graphs of its own.
     encoder_graphs: Callable[[tuple[int, ...]], dict[str, Any]] | None = None
-    #: The release's own server parser, where it is not vLLM 0.32's (vllm-fork's lines): refuses (ConfigError) the
-    #: server arguments it would refuse, given as vLLM's parser hands them over and how each flag was typed.
-    server_args_check: Callable[[RuntimeModel, Sequence[str], Callable[[str], str]], None] | None = None
+    #: The release's own server parser, where it is not vLLM 0.32's (vllm-fork's lines), for a release as named or
+    #: installed (None: the runtime's default line).
+    server_parser: Callable[[str | None], ReleaseParser] | None = None
     #: Why the runtime's config build refuses a compilation config at a batched-token budget (vLLM CUDA's capture
     #: sizes), in words; None when it takes it. None: the runtime has no such check.
     compilation_refused: Callable[[Mapping[str, object], int], str | None] | None = None

@@ -10,14 +10,21 @@ import dataclasses
 import importlib.metadata
 import importlib.util
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.runtimes import vllm_cpu, vllm_cuda, vllm_fork, vllm_gaudi
-from vllm_hpu_mm.runtimes.base import RUNTIME_CHOICES, Runtime, RuntimeEntry, RuntimeModel, RuntimeTraits
+from vllm_hpu_mm.runtimes.base import (
+    RUNTIME_CHOICES,
+    ReleaseParser,
+    Runtime,
+    RuntimeEntry,
+    RuntimeModel,
+    RuntimeTraits,
+)
 from vllm_hpu_mm.values import Backend
 
 __all__ = [
@@ -38,7 +45,7 @@ __all__ = [
     "reference_device",
     "resolve",
     "same_runtime",
-    "server_args_check",
+    "server_parser",
     "split_bucket_file",
     "split_spec",
 ]
@@ -154,9 +161,11 @@ def encoder_graphs(backend: Backend) -> Callable[[tuple[int, ...]], dict[str, An
     return ENTRIES[DEFAULT_RUNTIME[backend]].encoder_graphs
 
 
-def server_args_check(runtime: Runtime) -> Callable[[RuntimeModel, Sequence[str], Callable[[str], str]], None] | None:
-    """The runtime's own server parser check (:attr:`RuntimeEntry.server_args_check`), or None."""
-    return ENTRIES[runtime].server_args_check
+def server_parser(runtime: Runtime, version: str | None) -> ReleaseParser | None:
+    """The release's own server parser (:attr:`RuntimeEntry.server_parser`; ``version`` as named or installed), or
+    None where the runtime reads the arguments as vLLM 0.32 does."""
+    make = ENTRIES[runtime].server_parser
+    return None if make is None else make(version)
 
 
 def compilation_refused(runtime: Runtime) -> Callable[[Mapping[str, object], int], str | None] | None:

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 
 from vllm_hpu_mm.engine import EngineShape, TextShapes
 from vllm_hpu_mm.runtimes.arithmetic import gaudi_guide_split
@@ -33,9 +33,9 @@ from vllm_hpu_mm.runtimes.base import (
     MemorySplit,
     NoBucketList,
     ProfileCosts,
+    ReleaseParser,
     Runtime,
     RuntimeEntry,
-    RuntimeModel,
     RuntimeTraits,
     UnwarmedGraphs,
     VisionBucketing,
@@ -360,14 +360,13 @@ def describe_release(version: str | None) -> str:
     return f"planned as {release_for(version)}"
 
 
-def _check_server_args(model: RuntimeModel, args: Sequence[str], typed: Callable[[str], str]) -> None:
-    """The planned line's own server parser over the arguments (:mod:`.server_options`)."""
-    from vllm_hpu_mm.runtimes.vllm_fork.server_options import refuse_unparsed
+def _server_parser(version: str | None) -> ReleaseParser:
+    """The named line's own server parser (:mod:`.server_options`)."""
+    from vllm_hpu_mm.runtimes.vllm_fork.server_options import release_parser
 
-    assert isinstance(model, VllmFork)
-    refuse_unparsed(args, typed, model.bucketing.release)
+    return release_parser(release_for(version))
 
 
 ENTRY = RuntimeEntry(Runtime.VLLM_FORK, TRAITS, model_from_env, "gaudi2", "vllm_hpu_mm.runtimes.vllm_fork.exports",
                      releases=describe_release, distribution="vllm",
-                     server_args_check=_check_server_args)  # fmt: skip
+                     server_parser=_server_parser)  # fmt: skip

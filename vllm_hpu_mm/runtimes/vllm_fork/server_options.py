@@ -1,11 +1,14 @@
 """What each vllm-fork release line's own server parser takes: its flags, their choices and value forms, read at the
 line's tags by ``benchmarks/agreement/vllm_fork_server_options.py`` into ``data/vllm_fork_server_options.json``.
 
-``serve`` reads the server arguments with vLLM 0.32's grammar; a fork release parses them with its own, older
-``argparse`` (``make_arg_parser`` over ``EngineArgs.add_cli_args``), which exits 2 on a flag it lacks
-(``--speculative-config`` before 1.21.2), a value outside its choices (``--block-size 256`` before 1.21.0) or a
-value its type refuses (``--limit-mm-per-prompt`` as JSON before 1.21.2: ``nullable_kvs`` takes only KEY=VALUE).
-:func:`refuse_unparsed` refuses those here, in one line naming the flag, the release and what it accepts.
+A fork release parses the server arguments with its own, older ``argparse`` (``make_arg_parser`` over
+``EngineArgs.add_cli_args``), not vLLM 0.32's: it exits 2 on a flag it lacks (``--speculative-config`` before 1.21.2),
+a value outside its choices (``--block-size 256`` before 1.21.0) or a value its type refuses (``--limit-mm-per-prompt``
+as JSON before 1.21.2: ``nullable_kvs`` takes only KEY=VALUE; ``8k`` for an ``int`` option: ``human_readable_int``
+reads only ``--max-model-len`` from 1.21.2 and ``--max-num-batched-tokens`` too from 1.22), and takes forms vLLM 0.32
+refuses (``image=2``, ``--speculative-model``). :func:`release_parser` is that parser for ``serve`` and ``memory
+plan`` (:class:`~vllm_hpu_mm.runtimes.base.ReleaseParser`): its options and value readers read the arguments, and
+:func:`refuse_unparsed` refuses, first, what it refuses, in one line naming the flag, the release and what it accepts.
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.runtimes.base import ReleaseParser
 from vllm_hpu_mm.runtimes.vllm_fork.releases import LINES, Release
 
-__all__ = ["SERVER_OPTIONS_FILE", "options_of", "refuse_unparsed"]
+__all__ = ["SERVER_OPTIONS_FILE", "options_of", "refuse_unparsed", "release_parser"]
 
 SERVER_OPTIONS_FILE = Path(__file__).resolve().parents[2] / "data" / "vllm_fork_server_options.json"
 
@@ -54,11 +58,20 @@ def _json_or_kvs(raw: str) -> Any:
 
 
 def _human_int(raw: str) -> int:
-    """The fork's ``human_readable_int`` (1.21.2 - 1.22): an integer, or one with a k/m/g suffix."""
-    found = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgG])", raw)
+    """The fork's ``human_readable_int`` (``vllm/engine/arg_utils.py`` 1.21.2 - 1.22, e.g. :1713 @2e9b2b3d4): an
+    integer, or one with a decimal (k, m, g: x1000...) or binary (K, M, G: x1024..., whole numbers only) suffix; no
+    t/T (its pattern matches them, then ``int()`` refuses them), unlike vLLM 0.32's."""
+    value = raw.strip()
+    found = re.fullmatch(r"(\d+(?:\.\d+)?)([kmgKMG])", value)
     if found is None:
-        return int(raw)
-    return int(float(found.group(1)) * {"k": 1e3, "m": 1e6, "g": 1e9}[found.group(2).lower()])
+        return int(value)
+    number, suffix = found.groups()
+    if suffix.islower():
+        return int(float(number) * {"k": 10**3, "m": 10**6, "g": 10**9}[suffix])
+    try:
+        return int(number) * {"K": 2**10, "M": 2**20, "G": 2**30}[suffix]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"Decimals are not allowed with binary suffixes like {suffix}") from None
 
 
 _READERS: dict[str, Callable[[str], Any]] = {"int": int, "float": float, "json": json.loads, "kvs": _kvs,
@@ -70,7 +83,7 @@ FORMS = {
     "json": "JSON",
     "kvs": "KEY=VALUE pairs, comma-separated (image=2)",
     "json_or_kvs": "a JSON object or KEY=VALUE pairs",
-    "human_int": "an integer (32768, 32k)",
+    "human_int": "an integer (32768, 32k = 32000, 32K = 32768)",
 }
 
 
@@ -181,3 +194,19 @@ def _value_of(args: Sequence[str], strings: Sequence[str]) -> str | None:
         if key in strings:
             found = raw if sep else (args[i + 1] if i + 1 < len(args) else None)
     return found
+
+
+def _dest(strings: Sequence[str]) -> str:
+    """argparse's destination: the first long option string, without its dashes, ``-`` as ``_``."""
+    first = next((s for s in strings if s.startswith("--")), strings[0])
+    return first.lstrip("-").replace("-", "_")
+
+
+@functools.cache
+def release_parser(release: Release) -> ReleaseParser:
+    """``release``'s own server parser: its options with the readers its argparse types are (:data:`_READERS`)."""
+    options = tuple((strings, nargs, _dest(strings), None if nargs == 0 else _reader(kind),
+                     None if choices is None else tuple(map(str, choices)))
+                    for strings, nargs, kind, choices in options_of(release))  # fmt: skip
+    return ReleaseParser(f"vllm-fork {release.name}", options,
+                         lambda args, typed: refuse_unparsed(args, typed, release))  # fmt: skip
