@@ -319,6 +319,9 @@ def test_a_form_only_the_planned_fork_release_takes_is_read_as_it_reads_it() -> 
     code, printed, err = run(*fork, "--limit-mm-per-prompt", "image=2")
     assert code == 0, err
     assert "--limit-mm-per-prompt image=2" in printed.splitlines()[-1]
+    # and the plan says whose flags read them (r12serve 13's note: "read with vLLM 0.32's server flags")
+    assert "read with vllm-fork v0.7.2+Gaudi-1.21.0's own server flags" in printed
+    assert "read with vLLM 0.32's" not in printed
     code, _, err = run(*fork, "--speculative-model", "[ngram]", "--num-speculative-tokens", "3")
     assert code == 0, err
     # 1.22's human_readable_int reads 8K as 8192 (arg_utils.py:1713ff @2e9b2b3d4): serve and memory plan alike

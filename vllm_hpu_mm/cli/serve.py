@@ -250,6 +250,9 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{out_flag} {out_dir}: not a folder; accepted: a folder for the runtime's files")
     unvalidated = ("read with vLLM 0.32's server flags; vLLM validates the arguments when it starts (--validate: "
                    "now, with the installed vLLM)")  # fmt: skip
+    if own is not None:  # the planned release's own table read them (r12serve 13's note: it said vLLM 0.32's)
+        unvalidated = (f"read with {own.name}'s own server flags (its option table); its server validates the "
+                       "arguments when it starts (--validate: now, with the installed vLLM)")  # fmt: skip
     # said only once both checks passed (the user's command above, the final one below): a refusal is the only line
     validated = (f"validated: the installed vLLM {version}'s own parser ran on the server arguments and on the final "
                  "command, and accepted both")  # fmt: skip
