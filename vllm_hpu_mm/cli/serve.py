@@ -220,8 +220,11 @@ def say_refused(launch: Launch, severity: str) -> int:
     if text is not None and refused:
         reasons = text.runs.refusals
         fix = "; or ".join(refusal_fixes(reasons, _FIXES))
-        print(f"vllm-hpu-mm: {severity}: {refused} requests of the traffic are ones the engine refuses "
-              f"({refusal_reasons(reasons)}; see the text buckets' lines); fix: {fix}", file=sys.stderr)  # fmt: skip
+        # counted of the requests sampled from the traffic, as buckets replay counts them (r12serve 19's note: "of
+        # the traffic" read as of its rows, which were fewer)
+        print(f"vllm-hpu-mm: {severity}: {refused} of the {text.runs.requests} requests sampled from the traffic are "
+              f"ones the engine refuses ({refusal_reasons(reasons)}; see the text buckets' lines); fix: {fix}",
+              file=sys.stderr)  # fmt: skip
     return refused
 
 
