@@ -8,6 +8,8 @@ import gzip
 import json
 import os
 import re
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -135,6 +137,18 @@ def test_a_device_is_refused_before_it_is_read(capsys: pytest.CaptureFixture[str
     err = capsys.readouterr().err
     assert "device" in err
     assert err.count("\n") == 1
+
+
+def test_the_null_device_is_an_empty_log_as_a_path_and_as_standard_input(capsys: pytest.CaptureFixture[str]) -> None:
+    # r13input 16: `oom-doctor - < /dev/null` was "a device or a terminal"; it ends at once, so it is read
+    assert main(["oom-doctor", os.devnull]) == 2
+    assert f"log {os.devnull!r} is empty" in capsys.readouterr().err
+    with open(os.devnull, "rb") as null:
+        done = subprocess.run([sys.executable, "-m", "vllm_hpu_mm", "oom-doctor", "-"], stdin=null,
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("vllm-hpu-mm: error: log '-' is empty: there is nothing to diagnose; accepted: the "
+                                   "server's log file")  # fmt: skip
 
 
 def test_a_fifo_is_read_up_to_the_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

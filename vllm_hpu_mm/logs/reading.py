@@ -179,6 +179,8 @@ def _refuse_devices(path: str) -> None:
         mode = os.stat(path)
     except OSError:
         return  # opening it names the error
+    if _null_device(mode):
+        return  # read: it is empty, and said so
     if stat.S_ISCHR(mode.st_mode) or stat.S_ISBLK(mode.st_mode) or stat.S_ISSOCK(mode.st_mode):
         raise ConfigError(f"log {path!r} is a device or socket, not a log file; accepted: a log file, a pipe, or - for "
                           "standard input")  # fmt: skip
@@ -186,13 +188,23 @@ def _refuse_devices(path: str) -> None:
         raise ConfigError(_too_large(path, MAX_LOG_BYTES))
 
 
-def _refuse_device_stdin() -> None:
-    """Standard input from a device (``< /dev/zero``) or a terminal (nothing piped in) is refused, not read."""
+def _null_device(st: os.stat_result) -> bool:
+    """Whether ``st`` is the null device's (``< /dev/null``): it ends at once, so it is read, and is an empty log."""
     try:
-        mode = os.fstat(sys.stdin.fileno()).st_mode
+        return stat.S_ISCHR(st.st_mode) and st.st_rdev == os.stat(os.devnull).st_rdev
+    except OSError:
+        return False
+
+
+def _refuse_device_stdin() -> None:
+    """Standard input from a device (``< /dev/zero``) or a terminal (nothing piped in) is refused, not read; the null
+    device is read (an empty log, said so)."""
+    try:
+        st = os.fstat(sys.stdin.fileno())
     except (OSError, ValueError, io.UnsupportedOperation):
         return  # not a real file (a test's stream): read it
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+    mode = st.st_mode
+    if not _null_device(st) and (stat.S_ISCHR(mode) or stat.S_ISBLK(mode)):
         raise ConfigError("standard input is a device or a terminal, not a log; accepted: a log piped in "
                           "(cat server.log | vllm-hpu-mm oom-doctor -) or a log file")  # fmt: skip
 
