@@ -3,6 +3,7 @@ checked from that declaration, and its error names the flag as the user spelled 
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
 
@@ -11,7 +12,14 @@ import pytest
 from vllm_hpu_mm.buckets.text_budget import check_budget
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.models.devices import KNOWN_DEVICES
-from vllm_hpu_mm.plan.args import MAX_MODEL_LEN_AUTO, PLAN_OPTIONS, VLLM_FLAGS, Option, SizingArgs
+from vllm_hpu_mm.plan.args import (
+    MAX_MODEL_LEN_AUTO,
+    PLAN_OPTIONS,
+    VLLM_FLAGS,
+    Option,
+    SizingArgs,
+    human_readable_int,
+)
 from vllm_hpu_mm.values import GIB, GRAPH_BUDGET_CEILING
 
 #: Flags whose values are words or paths, not numbers (the paths and names have a type too: an empty value refused).
@@ -88,3 +96,15 @@ def test_the_device_help_gives_the_totals_the_plan_uses() -> None:
     for name, spec in KNOWN_DEVICES.items():
         assert f"{name} {spec.total_bytes / GIB:.2f} GiB" in text
     assert "gaudi3 126.55 GiB of 128 GiB nominal" in text
+
+
+@pytest.mark.parametrize(
+    ("raw", "meant"),
+    [("8GiB", "did you mean 8G (x1024)?"), ("8GB", "did you mean 8G (x1024) or 8g (x1000)?"),
+     ("1.5GiB", "did you mean 1610612736?"), ("512mb", "did you mean 512M (x1024) or 512m (x1000)?")],
+)  # fmt: skip
+def test_a_size_written_with_a_unit_vllm_refuses_is_refused_with_the_spelling_vllm_reads(raw: str, meant: str) -> None:
+    # r13input 10: '8GiB' got "is not an integer; accepted: e.g. 32768, 32k ..." and no word of 8G
+    with pytest.raises(argparse.ArgumentTypeError, match=re.escape(meant)):
+        human_readable_int(raw)
+    assert human_readable_int("8G") == 8 * 2**30

@@ -89,7 +89,20 @@ def human_readable_int(raw: str, *, forms: str = _HUMAN_FORMS) -> int:
     try:
         return int(value)
     except ValueError:
+        unit = _UNIT.fullmatch(value)
+        if unit is not None:  # 8GiB, 8GB: vLLM reads the suffix alone
+            number, suffix, binary = unit.groups()
+            # a binary suffix takes no decimals in vLLM: those are said in bytes
+            whole = "." not in number
+            kib = f"{number}{suffix.upper()} (x1024)" if whole else f"{round(float(number) * _BINARY[suffix.upper()])}"
+            meant = kib if binary else f"{kib} or {number}{suffix.lower()} (x1000)"
+            raise argparse.ArgumentTypeError(f"{raw!r}: vLLM reads a size's suffix alone, with no B after it; did you "
+                                             f"mean {meant}?; accepted: {forms}") from None  # fmt: skip
         raise argparse.ArgumentTypeError(f"{raw!r} is not an integer; accepted: {forms}") from None
+
+
+#: A size written with a unit vLLM's human_readable_int refuses: ``8GiB``, ``8GB``, ``512MB``.
+_UNIT = re.compile(r"(\d+(?:\.\d+)?)\s*([kKmMgGtT])(i)?[bB]")
 
 
 def human_readable_int_or_auto(raw: str) -> int:
