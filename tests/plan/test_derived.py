@@ -455,6 +455,22 @@ def test_a_speculative_config_is_refused_exactly_where_vllm_refuses_it() -> None
 # --- limits a user can pass ----------------------------------------------------------------------------------------
 
 
+def test_a_named_releases_budget_cap_is_its_own_strategies_and_names_the_one_it_comes_from() -> None:
+    # r13gaudi 20: v0.19.1 ships exp and lin (pad from v0.21.0); the cap was said "(exp, lin or pad)" and counted the
+    # newest release's strategies
+    from vllm_hpu_mm.plan.text_choice import most_graphs
+    from vllm_hpu_mm.runtimes import registry
+
+    i = build(device="gaudi2", runtime="vllm-gaudi==0.19.1", max_model_len=4096, max_num_seqs=16)
+    shape = i.engine(plan(i).kv_blocks)
+    shipped = registry.strategies(i.runtime_name, {}, "0.19.1")
+    assert len(shipped) == 2
+    most, whose = most_graphs(i, shape)
+    assert most == max(len(m.text_shapes(shape).prefill) + len(m.text_shapes(shape).decode) for m in shipped)
+    assert "lin" in whose
+    assert "pad" not in whose
+
+
 def test_a_text_graph_budget_above_exps_count_up_to_the_largest_strategys_is_planned() -> None:
     """A pad or lin user (more graphs than exp) can ask for the best plan at their own warm-up: the cap is the
     runtime's largest built-in strategy's count for these limits (main capped it at exp's)."""
@@ -474,7 +490,7 @@ def test_a_text_graph_budget_above_exps_count_up_to_the_largest_strategys_is_pla
     assert choice.budget == own + 1
     with pytest.raises(
         ConfigError,
-        match=f"accepted: at most {most} .the graphs the runtime's largest built-in strategy .* warms for the limits",
+        match=f"accepted: at most {most} .what vllm-gaudi main's lin bucketing warms for the limits, the largest built-in ",
     ):
         choose_text(first, default_traffic(), envs.load({}), budget=most + 1, concurrency=4, requests=60)
 

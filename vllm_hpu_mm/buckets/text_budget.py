@@ -470,13 +470,15 @@ def budget_steps(defaults: int) -> list[int]:
     return sorted({min(most, third + math.ceil(k * BUDGET_STEP_SHARE * defaults)) for k in steps})
 
 
-def check_budget(budget: int | None, most: int, flag: str) -> None:
-    """A given budget: at most ``most`` (the graphs the runtime's largest built-in strategy warms for these limits:
-    any warm-up a user of the runtime can configure, while planning work and memory stay bounded). Its least is the
-    planner's: the fewest graphs that keep every shape (a smaller budget is refused with it, buckets/text.py)."""
+def check_budget(budget: int | None, most: int, flag: str, whose: str | None = None) -> None:
+    """A given budget: at most ``most`` (the graphs the runtime's largest built-in strategy warms for these limits,
+    ``whose`` names it: any warm-up a user of the runtime can configure, while planning work and memory stay
+    bounded). Its least is the planner's: the fewest graphs that keep every shape (a smaller budget is refused with
+    it, buckets/text.py)."""
     if budget is not None and not 1 <= budget <= max(2, most):
-        raise ConfigError(f"{flag} {budget} is invalid; accepted: at most {max(2, most)} ({GRAPH_BUDGET_CEILING}), "
-                          "at least what these limits and traffic need")  # fmt: skip
+        source = f"what {whose} warms for the limits, the largest built-in strategy" if whose else GRAPH_BUDGET_CEILING
+        raise ConfigError(f"{flag} {budget} is invalid; accepted: at most {max(2, most)} ({source}), at least what "
+                          "these limits and traffic need")  # fmt: skip
 
 
 def _plan(weights: tuple[Mapping[tuple[int, int], int], Mapping[tuple[int, int], int]], limits: TextLimits,

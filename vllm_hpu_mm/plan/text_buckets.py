@@ -151,18 +151,21 @@ def _own_buckets(own: TextShapes) -> tuple[tuple[tuple[int, int, int], ...], tup
 
 def plan_for_traffic(runs: Schedules, limits: TextLimits, own: TextShapes, time: StepTimes, *, budget: int | None,
                      budget_flag: str = "--text-graph-budget", sweep: Schedules | None = None,
-                     warmup: Warmup | None = None, most: int | None = None,
+                     warmup: Warmup | None = None, most: tuple[int, str] | None = None,
                      between: Sampler | None = None) -> BudgetedPlan:  # fmt: skip
     """The text buckets for ``runs``: within ``budget`` when given (at most the runtime's ``own`` graph count), else
     by the default rule, judged at every load of ``runs`` against the runtime's own buckets. With ``sweep`` (every
     load level, when ``runs`` is one known load or an arrival process), its levels are planned for with
     1 - :data:`KNOWN_LOAD_SHARE` of the weight and judged too. ``warmup`` (the runtime's warm-up estimate of a bucket
     set) keeps the default budget's warm-up within its share of the runtime's own. ``most``: the largest budget
-    accepted (default: the runtime's own graph count; the plan passes its largest strategy's). ``between``: the
+    accepted and whose count it is (default: the runtime's own graph count; the plan passes its largest strategy's).
+    ``between``: the
     traffic at n requests at once (:func:`loads_at`), for loads between the judged ones: the plan is judged at those
     its decode rows pad most (:class:`~vllm_hpu_mm.buckets.text_worst.Between`)."""
     theirs = _own_buckets(own)
-    check_budget(budget, most if most is not None else len(theirs[0]) + len(theirs[1]), budget_flag)
+    if most is None:
+        most = (len(theirs[0]) + len(theirs[1]), "the runtime's own buckets")
+    check_budget(budget, most[0], budget_flag, whose=most[1])
     judged = frozenset(t.concurrency for r in (runs, sweep) if r is not None for t in r.traces)
     off = None if between is None else Between(between, judged, limits.max_num_seqs)
     # the few loads between the judged ones scheduled from now in a forked child (they do not depend on the plan):

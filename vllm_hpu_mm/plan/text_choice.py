@@ -334,16 +334,19 @@ def default_within_warmed(planned: Callable[[int], BudgetedPlan], listed_default
                     f"buckets to those listed): {how}")  # fmt: skip
 
 
-def most_graphs(i: PlanInputs, shape: EngineShape) -> int:
-    """The most text graphs a given budget may ask for: what the runtime's largest built-in strategy (vllm-gaudi's
-    exp, lin or pad) warms for these limits, so that a user of any strategy can ask for the best plan at their own
-    warm-up. A cap at all because planning work grows with the budget; the runtime's own strategies are the bound a
-    user can already reach by configuring it, so no budget a runtime user could warm is refused."""
-    counts = [len(t.prefill) + len(t.decode) for t in [i.runtime.text_shapes(shape)]]
-    for m in registry.strategies(i.runtime_name, i.runtime_env):
+def most_graphs(i: PlanInputs, shape: EngineShape) -> tuple[int, str]:
+    """The most text graphs a given budget may ask for, and whose count it is: what the largest built-in strategy of
+    the release planned for (vllm-gaudi's exp and lin, pad from v0.21.0) warms for these limits, so that a user of any
+    strategy can ask for the best plan at their own warm-up. A cap at all because planning work grows with the
+    budget; the runtime's own strategies are the bound a user can already reach by configuring it, so no budget a
+    runtime user could warm is refused."""
+    own = i.runtime.text_shapes(shape)
+    counts = [(len(own.prefill) + len(own.decode), configured_label(i.runtime, shape))]
+    release: str | None = getattr(i.runtime, "version", None)  # a named release: only the strategies it ships
+    for m in registry.strategies(i.runtime_name, i.runtime_env, release):
         try:  # a strategy the runtime would refuse at these limits (lin's min above its max) warms nothing to reach
             t = m.text_shapes(shape)
         except ConfigError:
             continue
-        counts.append(len(t.prefill) + len(t.decode))
-    return max(counts)
+        counts.append((len(t.prefill) + len(t.decode), configured_label(m, shape)))
+    return max(counts, key=lambda c: c[0])
