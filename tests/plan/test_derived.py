@@ -490,7 +490,7 @@ def test_a_text_graph_budget_above_exps_count_up_to_the_largest_strategys_is_pla
     assert choice.budget == own + 1
     with pytest.raises(
         ConfigError,
-        match=f"accepted: at most {most} .what vllm-gaudi main's lin bucketing warms for the limits, the largest built-in ",
+        match=f"accepted: at most {most} .what vllm-gaudi main's lin bucketing warms for the limits, the largest ",
     ):
         choose_text(first, default_traffic(), envs.load({}), budget=most + 1, concurrency=4, requests=60)
 
