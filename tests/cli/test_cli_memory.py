@@ -164,7 +164,7 @@ def test_requests_the_engine_refuses_are_said_as_serve_says_them(capsys: pytest.
     assert main(["memory", "plan", "--max-model-len", "2048", "--max-num-seqs", "8", "--text-graph-budget", "40"]) == 0
     err = capsys.readouterr().err.strip()
     assert err.startswith("vllm-hpu-mm: warning: ")
-    assert re.search(r": \d+ of the \d+ requests sampled from the traffic are ones the engine refuses", err)
+    assert re.search(r": \d+ of the \d+ requests sampled from the traffic are refused by the engine", err)
     assert len(err.splitlines()) == 1
 
 

@@ -484,10 +484,13 @@ def test_the_refusal_line_gives_the_fix_of_each_reason_present_only(
     code = main(["serve", "--dry-run", "--max-model-len", "4096", "--max-num-seqs", "8", "--plan-sizes", str(sizes),
                  "--plan-text-graph-budget", "40"])  # fmt: skip
     assert code == 1
-    err = capsys.readouterr().err.strip().splitlines()[-1]
+    captured = capsys.readouterr()
+    # "refused", buckets replay's noun for the count, in the table too (r13replay 15: "refuses" only)
+    assert re.search(r"^\d+ requests refused by the engine \(", captured.out, re.M)
+    err = captured.err.strip().splitlines()[-1]
     # counted of the requests sampled, as buckets replay counts them (r12serve 19's note: "146 requests of the
     # traffic" where the traffic held 73)
-    sampled = re.search(r": (\d+) of the (\d+) requests sampled from the traffic are ones the engine refuses \(", err)
+    sampled = re.search(r": (\d+) of the (\d+) requests sampled from the traffic are refused by the engine \(", err)
     assert sampled is not None
     assert 0 < int(sampled[1]) < int(sampled[2])
     assert " an empty prompt; see the text buckets' lines); fix: prompts of at least one token" in err

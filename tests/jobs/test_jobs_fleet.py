@@ -75,6 +75,17 @@ def test_a_given_text_budget_too_small_for_every_shape_is_invalid_input_with_the
         plan_fleet(sizing, args, load(), {})
 
 
+def test_prompts_of_max_model_len_or_more_are_counted_as_refused_as_buckets_replay_words_them(tmp_path: Path) -> None:
+    # r13replay 15: the note said "the engine refuses them"; buckets replay counts them "(K refused)"
+    sizes = tmp_path / "long.csv"
+    sizes.write_text("width,height,text_tokens,output_tokens,count\n,,300,40,30\n,,5000,10,10\n")
+    sizing = SizingArgs(max_model_len=4096, sizes=str(sizes))
+    args = FleetArgs(rate=0.5, targets=Targets(60.0, 1.0), tensor_parallel_sizes=(1,), seqs_tried=(8,), requests=40,
+                     seeds=1, iterations=2)  # fmt: skip
+    notes = plan_fleet(sizing, args, load(), {}).notes
+    assert any("tokens or more: refused by the engine (not run), and no figure counts them" in n for n in notes)
+
+
 def test_shapes_refused_for_their_heads_are_answered_with_a_tp_size_not_more_memory() -> None:
     # held-out round 8, H05: TP 3 of 28 heads was answered "fits no card count ...; fix: more memory per card"
     args = FleetArgs(rate=2.0, targets=Targets(2.0, 0.1), tensor_parallel_sizes=(3,))

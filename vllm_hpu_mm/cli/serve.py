@@ -223,7 +223,7 @@ def say_refused(launch: Launch, severity: str) -> int:
         # counted of the requests sampled from the traffic, as buckets replay counts them (r12serve 19's note: "of
         # the traffic" read as of its rows, which were fewer)
         print(f"vllm-hpu-mm: {severity}: {refused} of the {text.runs.requests} requests sampled from the traffic are "
-              f"ones the engine refuses ({refusal_reasons(reasons)}; see the text buckets' lines); fix: {fix}",
+              f"refused by the engine ({refusal_reasons(reasons)}; see the text buckets' lines); fix: {fix}",
               file=sys.stderr)  # fmt: skip
     return refused
 

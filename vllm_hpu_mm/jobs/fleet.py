@@ -288,7 +288,7 @@ class _Search:
         if refused:
             note = (
                 f"{refused} of {a.requests * a.seeds} sampled requests have prompts of max_model_len "
-                f"({engine.max_model_len}) tokens or more: the engine refuses them, and no figure counts them"
+                f"({engine.max_model_len}) tokens or more: refused by the engine (not run), and no figure counts them"
             )
             if note not in self.notes:
                 self.notes.append(note)

@@ -443,8 +443,9 @@ def body_lines(r: Report) -> list[str]:
         )
     refused = sum(n for _, n in r.refused)
     if refused:
-        lines.append(f"{refused} requests the engine refuses ({refusal_reasons(r.refused)}): not run, in no figure "
-                     "above")  # fmt: skip
+        # "refused", the noun of buckets replay's count ("(K refused)"), in every command that counts them
+        lines.append(f"{refused} requests refused by the engine ({refusal_reasons(r.refused)}): not run, in no "
+                     "figure above")  # fmt: skip
     if r.time_model is not None:
         lines.append(f"time: {r.time_model}")
     if r.step is not None:
