@@ -52,6 +52,12 @@ def test_the_planned_traffic_is_quiet_and_the_drifted_traffic_fires() -> None:
     assert "since" not in planned.traffic
 
 
+def test_any_finite_tolerance_is_taken_a_hundred_times_exps_time_too() -> None:
+    # r13replay 18: --tolerance 100 was refused with a bound of 10 that no help or doc gave
+    quiet = check_stale(LIMITS, dataclasses.replace(QUICK, from_metrics=DRIFTED, tolerance=100.0), load(), {})
+    assert not quiet.stale
+
+
 def test_a_tolerance_above_the_drift_keeps_it_quiet() -> None:
     drifted = check_stale(LIMITS, dataclasses.replace(QUICK, from_metrics=DRIFTED), load(), {})
     tolerant = check_stale(LIMITS, dataclasses.replace(QUICK, from_metrics=DRIFTED, tolerance=drifted.ratio - 1 + 0.01),
@@ -95,8 +101,17 @@ def page(tmp_path: Path, text: str, name: str = "page.txt") -> str:
         ({"since": PLANNED, "from_metrics": PLANNED}, "no request counted since --since"),
         ({"bucket_file": "(1, 128, 0)\nbanana\n"}, "--bucket-file"),
         ({"tolerance": -0.1}, "--tolerance -0.1 is invalid"),
+        ({"tolerance": float("inf")}, "--tolerance inf is invalid; accepted: a finite share of 0 or more"),
     ],
-    ids=["no-histograms", "not-exposition", "counts-went-down", "nothing-new", "bad-bucket-file", "tolerance"],
+    ids=[
+        "no-histograms",
+        "not-exposition",
+        "counts-went-down",
+        "nothing-new",
+        "bad-bucket-file",
+        "tolerance",
+        "infinite-tolerance",
+    ],
 )
 def test_bad_inputs_are_one_config_error(tmp_path: Path, change: dict[str, Any], said: str) -> None:
     for key in ("from_metrics", "bucket_file"):
