@@ -187,3 +187,21 @@ def test_the_table_says_a_variable_the_runtime_does_not_read_as_serve_does(
     main(["memory", "plan", "--device", "gaudi2", "--text-graph-budget", "120", "--profile", "none"])
     out = capsys.readouterr().out
     assert "note: your VLLM_GRAPH_PROMPT_RATIO=0.6: not read by vllm-gaudi" in out
+
+
+def test_json_lists_no_vision_bucket_or_pool_for_a_release_that_warms_no_vision_graph(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # r12fork 21: vllm-fork 1.21.3 reads no VLLM_MULTIMODAL_BUCKETS, yet the JSON said vision_buckets [1600, ...]
+    # and vision_pool_mode "private" beside vision_buckets_captured []
+    code, out = run_json(capsys, "memory", "plan", "--runtime", "vllm-fork==0.8.5.post1", "--max-model-len", "8192",
+                         "--profile", "none")  # fmt: skip
+    assert code == 0
+    assert out["vision_buckets"] == []
+    assert out["vision_pool_mode"] == "none"
+    assert out["vision"]["bucketed_on_runtime"] is False  # type: ignore[index]
+    code, out = run_json(capsys, "memory", "plan", "--runtime", "vllm-fork==0.9.0.1", "--max-model-len", "8192",
+                         "--profile", "none")  # fmt: skip
+    assert code == 0
+    assert out["vision_buckets"]
+    assert out["vision_pool_mode"] == "private"
