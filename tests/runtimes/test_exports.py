@@ -245,6 +245,19 @@ def test_cuda_gets_one_compilation_config_with_encoder_budgets_and_capture_sizes
     assert all(part.honoured for part in e.enforcement.values())
 
 
+def test_cuda_says_a_bucket_list_in_the_shell_is_read_as_the_encoder_graph_budgets() -> None:
+    # r12cuda 12's note: vLLM reads no VLLM_MULTIMODAL_BUCKETS, yet the list set the encoder CUDA graphs unsaid
+    env = {"VLLM_MULTIMODAL_BUCKETS": "1600,6400"}
+    e = exports_for(make_plan("vllm-cuda", "h100", env=env), ExportContext(ServerFlags(user_env=env)))
+    said = [
+        n for n in e.notes if n.startswith("your VLLM_MULTIMODAL_BUCKETS=1600,6400: read as the vision bucket list")
+    ]
+    assert len(said) == 1
+    assert "token budgets [400, 1600]" in said[0]
+    unset = exports_for(make_plan("vllm-cuda", "h100"), ExportContext(ServerFlags()))
+    assert not any("VLLM_MULTIMODAL_BUCKETS" in n for n in unset.notes)
+
+
 def test_vllm_cuda_capture_sizes_follow_vllms_default_rule() -> None:
     sizes = capture_sizes(256, 8192)
     assert sizes[:4] == [1, 2, 4, 8]
