@@ -55,8 +55,18 @@ class EnvVar(Generic[T]):
         return self.name.removeprefix("VLLM_HPU_MM_").removeprefix("VLLM_").lower()
 
     def read(self, environ: Mapping[str, str]) -> T:
+        """The parsed value; each :class:`InputNote` its parsing raises is raised again naming this variable (its
+        ``setting``), so that a plan for a runtime that does not read the variable can leave the note out."""
         raw = environ.get(self.name)
-        return self.parse(self.name, self.default if raw is None else raw)
+        with warnings.catch_warnings(record=True) as raised:
+            warnings.simplefilter("always")
+            value = self.parse(self.name, self.default if raw is None else raw)
+        for w in raised:
+            message = w.message
+            if isinstance(message, InputNote) and message.setting is None:
+                message.setting = self.name
+            warnings.warn(message, stacklevel=2)
+        return value
 
 
 def _bad(name: str, raw: str, accepted: str) -> ConfigError:

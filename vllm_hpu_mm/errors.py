@@ -70,7 +70,15 @@ class BackendError(VllmHpuMmError, RuntimeError):
 
 class InputNote(UserWarning):
     """Something in the user's input that is read but not used (a CSV column no reader knows): issued with
-    :func:`warnings.warn`, shown by the CLI as one ``note:`` line on stderr when the command answers (0 or 1)."""
+    :func:`warnings.warn`, shown by the CLI as one ``note:`` line on stderr when the command answers (0 or 1).
+
+    ``setting`` names the environment variable whose value the note is about (set by
+    :meth:`vllm_hpu_mm.envs.EnvVar.read`): a command that plans for a runtime which does not read that variable leaves
+    the note out, for its plan says the value is not read at all."""
+
+    def __init__(self, message: str, setting: str | None = None) -> None:
+        super().__init__(message)
+        self.setting = setting
 
 
 def one_line(text: str) -> str:

@@ -142,20 +142,32 @@ def test_bad_environment_ratio_exits_2_naming_the_variable(
     assert "VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO" in capsys.readouterr().err
 
 
-def test_an_off_tile_bucket_in_the_shell_is_noted_without_claiming_a_runtime_reads_it(
+def test_an_off_tile_bucket_in_the_shell_gets_no_note_where_the_runtime_reads_no_list(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # r8fork 14: for vllm-fork 1.21.3, which reads no VLLM_MULTIMODAL_BUCKETS, the note said "read as vllm-gaudi
-    # reads it" beside the plan's own "not read by vllm-fork 0.8.5.post1"
+    # reads it"; r12fork 9 / r12releases 14: any note on the value ("an image pads to its bucket") contradicts the
+    # plan's own "not read by vllm-fork 0.8.5.post1"
     monkeypatch.setenv("VLLM_MULTIMODAL_BUCKETS", "1604,3136")
     code = main(["memory", "plan", "--runtime", "vllm-fork==0.8.5.post1", "--max-model-len", "8192",
                  "--free-memory-gib", "60", "--profile", "none", "--json"])  # fmt: skip
     captured = capsys.readouterr()
     assert code == 0
     assert "VLLM_MULTIMODAL_BUCKETS" in json.loads(captured.out)["settings_not_read"]
-    assert "1604 not a multiple of 64: kept as given" in captured.err
-    assert "reads it" not in captured.err
-    assert "vllm-gaudi" not in captured.err
+    assert "1604" not in captured.err
+    assert captured.err == ""
+
+
+def test_an_off_tile_bucket_in_the_shell_is_noted_where_the_runtime_reads_the_list(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VLLM_MULTIMODAL_BUCKETS", "1608,3136")  # fork 1.22 takes multiples of 8
+    code = main(["memory", "plan", "--runtime", "vllm-fork==0.9.0.1", "--max-model-len", "8192",
+                 "--free-memory-gib", "60", "--profile", "none", "--json"])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "VLLM_MULTIMODAL_BUCKETS" not in json.loads(captured.out)["settings_not_read"]
+    assert "1608 not a multiple of 64: kept as given" in captured.err
 
 
 def test_requests_the_engine_refuses_are_said_as_serve_says_them(capsys: pytest.CaptureFixture[str]) -> None:
@@ -176,3 +188,21 @@ def test_the_table_says_a_variable_the_runtime_does_not_read_as_serve_does(
     main(["memory", "plan", "--device", "gaudi2", "--text-graph-budget", "120", "--profile", "none"])
     out = capsys.readouterr().out
     assert "note: your VLLM_GRAPH_PROMPT_RATIO=0.6: not read by vllm-gaudi" in out
+
+
+def test_json_lists_no_vision_bucket_or_pool_for_a_release_that_warms_no_vision_graph(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # r12fork 21: vllm-fork 1.21.3 reads no VLLM_MULTIMODAL_BUCKETS, yet the JSON said vision_buckets [1600, ...]
+    # and vision_pool_mode "private" beside vision_buckets_captured []
+    code, out = run_json(capsys, "memory", "plan", "--runtime", "vllm-fork==0.8.5.post1", "--max-model-len", "8192",
+                         "--profile", "none")  # fmt: skip
+    assert code == 0
+    assert out["vision_buckets"] == []
+    assert out["vision_pool_mode"] == "none"
+    assert out["vision"]["bucketed_on_runtime"] is False  # type: ignore[index]
+    code, out = run_json(capsys, "memory", "plan", "--runtime", "vllm-fork==0.9.0.1", "--max-model-len", "8192",
+                         "--profile", "none")  # fmt: skip
+    assert code == 0
+    assert out["vision_buckets"]
+    assert out["vision_pool_mode"] == "private"

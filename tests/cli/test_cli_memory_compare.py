@@ -288,3 +288,33 @@ def test_a_log_of_several_starts_says_which_run_it_compared_as_calibrate_does(
     assert main(["memory", "calibrate", str(log), "--output", str(tmp_path / "p.json")]) in (0, 1)
     assert f"  {said}\n" in capsys.readouterr().out
     assert said.startswith("the log holds 2 server starts: read run 1 of 2, the last that printed a memory figure")
+
+
+FP8_LOG = """\
+INFO 03-11 09:12:01 api_server.py:1045] vLLM API server version 0.9.0.1
+INFO 03-11 09:12:09 llm_engine.py:240] Initializing a V0 LLM engine (v0.9.0.1) with config: \
+model='Qwen/Qwen2.5-VL-7B-Instruct-FP8-Dynamic', dtype=torch.bfloat16, max_seq_len=32768, tensor_parallel_size=1, \
+pipeline_parallel_size=1, quantization=fp8, enforce_eager=False, device_config=hpu
+INFO 03-11 09:12:13 hpu_model_runner.py:725] Loading model weights took in total 9.40 GiB of device memory \
+(9.41 GiB/94.62 GiB used) and 1.21 GiB of host memory (22.3 GiB/1007 GiB used)
+INFO 03-11 09:12:19 hpu_worker.py:314] Free device memory: 84.10 GiB, 75.69 GiB usable \
+(gpu_memory_utilization=0.9), 7.569 GiB reserved for HPUGraphs (VLLM_GRAPH_RESERVED_MEM=0.1), 68.12 GiB reserved \
+for KV cache
+"""
+
+
+def test_weights_outside_are_blamed_on_the_quantization_the_logs_engine_line_printed_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # r12memory 20's note: the engine line says quantization=fp8, the cause named --quantization only in general
+    log = tmp_path / "fp8.log"
+    log.write_text(FP8_LOG, encoding="utf-8")
+    code, out = run_json(capsys, str(log), "--runtime", "vllm-fork", "--device", "gaudi2", "--model",
+                         "Qwen/Qwen2.5-VL-7B-Instruct", "--max-model-len", "32768", "--gpu-memory-utilization",
+                         "0.9", "--graph-reserved-mem", "0.1")  # fmt: skip
+    assert code == 1
+    cause = next(m["likely_cause"] for m in out["outside"] if m["name"] == "weights")
+    assert cause.startswith("the log's engine ran with quantization=fp8 (model "
+                            "'Qwen/Qwen2.5-VL-7B-Instruct-FP8-Dynamic') where --quantization says none: plan with "
+                            "--quantization fp8 and --model "
+                            "Qwen/Qwen2.5-VL-7B-Instruct-FP8-Dynamic")  # fmt: skip

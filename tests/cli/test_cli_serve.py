@@ -536,3 +536,17 @@ def test_the_launcher_is_vllm_serve_where_its_cli_runs_else_the_api_server_modul
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "vllm", raising=False)
     assert server_entry() == legacy
+
+
+def test_a_bucket_list_the_planned_release_does_not_read_gets_no_note_on_its_value(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # r12releases 14: "3140 not a multiple of 64 ... an image pads to its bucket" for vllm-fork 1.21.3, which the
+    # plan says reads no VLLM_MULTIMODAL_BUCKETS at all
+    monkeypatch.setenv("VLLM_MULTIMODAL_BUCKETS", "1600,3140")
+    code = main(["serve", "--dry-run", "--plan-runtime", "vllm-fork==0.8.5.post1+Gaudi-1.21.3", "--plan-profile",
+                 "none", "--plan-text-graph-budget", "40"])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "your VLLM_MULTIMODAL_BUCKETS=1600,3140: not read by" in captured.out
+    assert "3140" not in captured.err

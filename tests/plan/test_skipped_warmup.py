@@ -4,6 +4,7 @@ capture each bucket's graph on its first use with no pool check; vllm-fork 1.17 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from vllm_hpu_mm.plan.args import SizingArgs
 from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.planner import Plan, plan
 from vllm_hpu_mm.plan.render import to_table
+from vllm_hpu_mm.values import GIB
 
 SKIP = {"VLLM_SKIP_WARMUP": "true"}
 
@@ -46,6 +48,19 @@ def test_fork_1_19_to_1_21_warns_of_its_graphs_beyond_the_pools_at_run_time_not_
     assert "OOM risk at run time" in over.message
     assert "run without a graph" not in over.message
     assert "unset VLLM_SKIP_WARMUP" in over.fix.text
+
+
+def test_fork_1_19_to_1_21_sizes_one_reserve_for_all_its_graphs_captured_on_first_use() -> None:
+    # r12fork 12: the fix raised the reserve, the enforcement said it "bound nothing". hpu_worker.py
+    # determine_num_available_blocks reads it under the skip too (the KV cache leaves it free), and warmup_model
+    # returns before it reads the prompt ratio (hpu_model_runner.py:2357 @3bcdfd4af): one reserve holds every graph
+    p = skipped("vllm-fork==0.8.5.post1")
+    over = next(f for f in p.findings if f.code == "text_graphs_over_pool")
+    prefill, decode = map(float, re.search(r"need ([0-9.]+) \+ ([0-9.]+) GiB", over.message).groups())  # type: ignore[union-attr]
+    assert over.fix.setting == "VLLM_GRAPH_RESERVED_MEM"
+    assert over.fix.value == pytest.approx((prefill + decode) * GIB / p.split.usable_bytes, abs=0.011)
+    assert "no pool split" in over.message
+    assert "pools of" not in over.message
 
 
 def test_fork_1_22_over_its_pools_is_an_oom_risk_at_run_time_not_at_warm_up() -> None:

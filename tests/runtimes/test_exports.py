@@ -212,14 +212,17 @@ def test_under_a_skipped_warmup_no_enforcement_note_says_a_graph_is_warmed(
     assert not any("all warmed" in n or "all are warmed" in n for n in notes)
 
 
-def test_under_a_skipped_warmup_a_fork_line_1_19_to_1_21_graphs_every_bucket_unbounded_by_the_pools() -> None:
+def test_under_a_skipped_warmup_fork_1_19_to_1_21_graphs_every_bucket_in_its_reserve_unbounded_by_pools() -> None:
     # _use_graphs returns True on skip_warmup (hpu_model_runner.py @61f141c62 to @3bcdfd4af): every shape is captured
     # on its first use, with no pool check, so the ratios bound no graph
     env = {"VLLM_SKIP_WARMUP": "true"}
     e = exports_for(make_plan("vllm-fork==0.8.5.post1", "gaudi2", env=env), ExportContext(ServerFlags(user_env=env)))
     for part in ("decode_graphs", "prefill_text_graphs"):
         assert not e.enforcement[part].honoured
-        assert "bound nothing" in e.enforcement[part].note
+        assert "VLLM_GRAPH_PROMPT_RATIO splits nothing and no capture is checked" in e.enforcement[part].note
+        # r12fork 12: the reserve is still read (the KV cache leaves it free), as the over-pool fix that raises it says
+        assert "VLLM_GRAPH_RESERVED_MEM only sizes the memory the KV cache leaves them" in e.enforcement[part].note
+        assert "bound nothing" not in e.enforcement[part].note
 
 
 def test_under_a_skipped_warmup_a_fork_line_before_1_19_runs_no_graph() -> None:
@@ -240,6 +243,19 @@ def test_cuda_gets_one_compilation_config_with_encoder_budgets_and_capture_sizes
     assert config["encoder_cudagraph_token_budgets"] == [400, 784]
     assert config["cudagraph_capture_sizes"] == sorted(b.batch for b in p.text_graphs.decode_kept)
     assert all(part.honoured for part in e.enforcement.values())
+
+
+def test_cuda_says_a_bucket_list_in_the_shell_is_read_as_the_encoder_graph_budgets() -> None:
+    # r12cuda 12's note: vLLM reads no VLLM_MULTIMODAL_BUCKETS, yet the list set the encoder CUDA graphs unsaid
+    env = {"VLLM_MULTIMODAL_BUCKETS": "1600,6400"}
+    e = exports_for(make_plan("vllm-cuda", "h100", env=env), ExportContext(ServerFlags(user_env=env)))
+    said = [
+        n for n in e.notes if n.startswith("your VLLM_MULTIMODAL_BUCKETS=1600,6400: read as the vision bucket list")
+    ]
+    assert len(said) == 1
+    assert "token budgets [400, 1600]" in said[0]
+    unset = exports_for(make_plan("vllm-cuda", "h100"), ExportContext(ServerFlags()))
+    assert not any("VLLM_MULTIMODAL_BUCKETS" in n for n in unset.notes)
 
 
 def test_vllm_cuda_capture_sizes_follow_vllms_default_rule() -> None:

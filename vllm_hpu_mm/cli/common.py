@@ -7,12 +7,15 @@ and a hint to report it; the traceback only under ``vllm-hpu-mm --debug``)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import enum
 import json
 import sys
+import warnings
+from collections.abc import Collection, Iterator
 from typing import Any
 
-from vllm_hpu_mm.errors import error_line
+from vllm_hpu_mm.errors import InputNote, error_line
 from vllm_hpu_mm.plan.args import nonempty
 
 #: A file, folder or URL argument (an empty one, a shell variable left unset, is refused, never read as unset).
@@ -32,6 +35,25 @@ def runs_read(run: int, runs: int) -> str:
     both read the last run that printed a memory figure, split as oom-doctor splits them)."""
     return (f"the log holds {runs} server starts: read run {run} of {runs}, the last that printed a memory figure "
             "(the other runs' figures are not mixed in)")  # fmt: skip
+
+
+@contextlib.contextmanager
+def held_notes() -> Iterator[list[warnings.WarningMessage]]:
+    """The warnings raised inside (reading the environment), held back until :func:`release_notes`: the environment
+    is read before the runtime planned for is known, and a note on the value of a variable that runtime does not
+    read would contradict the plan's ``not read`` line."""
+    with warnings.catch_warnings(record=True) as held:
+        warnings.simplefilter("always")
+        yield held
+
+
+def release_notes(held: list[warnings.WarningMessage], unread: Collection[str] = ()) -> None:
+    """Raise the held warnings again, less each :class:`InputNote` on a variable in ``unread`` (the plan's
+    ``settings_not_read``: the plan ignores its value, so nothing about the value matters)."""
+    for w in held:
+        if isinstance(w.message, InputNote) and w.message.setting in unread:
+            continue
+        warnings.warn(w.message, stacklevel=2)
 
 
 class ExitCode(enum.IntEnum):

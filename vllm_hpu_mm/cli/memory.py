@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, print_json
+from vllm_hpu_mm.cli.common import ExitCode, fail, held_notes, help_text, print_json, release_notes
 from vllm_hpu_mm.cli.memory_calibrate import add_parser as add_calibrate_parser
 from vllm_hpu_mm.cli.memory_compare import add_parser as add_compare_parser
 from vllm_hpu_mm.cli.serve import named_release_parser, read_as_release, say_refused
@@ -37,17 +37,23 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = envs.load()
-    sizing = SizingArgs.from_namespace(args)
-    own = named_release_parser(args.runtime, "--runtime")
-    if own is not None:  # a vllm-fork line reads vLLM's flags with its own parser, as serve reads them for it
-        read = read_as_release(getattr(args, TYPED, None) or (), own)
-        sizing = dataclasses.replace(read.with_plan_options(args), spelled=sizing.spelled)
-    sizing = on_default_device(sizing)
-    # The same plan-and-export step as serve, so that the plan shows what serve would hand the runtime.
-    launch = prepare(sizing, settings, envs.runtime_environ(), server_args=[],
-                     output_dir=Path(settings.cache_dir).expanduser(), limit_mm_per_prompt=None,
-                     compilation_config=None)  # fmt: skip
+    with held_notes() as held:  # until the plan says which variables its runtime reads
+        settings = envs.load()
+    try:
+        sizing = SizingArgs.from_namespace(args)
+        own = named_release_parser(args.runtime, "--runtime")
+        if own is not None:  # a vllm-fork line reads vLLM's flags with its own parser, as serve reads them for it
+            read = read_as_release(getattr(args, TYPED, None) or (), own)
+            sizing = dataclasses.replace(read.with_plan_options(args), spelled=sizing.spelled)
+        sizing = on_default_device(sizing)
+        # The same plan-and-export step as serve, so that the plan shows what serve would hand the runtime.
+        launch = prepare(sizing, settings, envs.runtime_environ(), server_args=[],
+                         output_dir=Path(settings.cache_dir).expanduser(), limit_mm_per_prompt=None,
+                         compilation_config=None)  # fmt: skip
+    except BaseException:
+        release_notes(held)
+        raise
+    release_notes(held, launch.plan.inputs.knobs_not_read)
     exports = launch.exports
     if args.json:
         print_json({**launch.report["plan"], "costs": launch.report["costs"],

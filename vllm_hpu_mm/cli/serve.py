@@ -20,11 +20,12 @@ import dataclasses
 import os
 import shlex
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.common import ExitCode, fail, help_text, path_value, print_json
+from vllm_hpu_mm.cli.common import ExitCode, fail, held_notes, help_text, path_value, print_json, release_notes
 from vllm_hpu_mm.cli.serve_args import (
     ServerArgs,
     check_with_vllm,
@@ -237,8 +238,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    with held_notes() as held:  # until the plan says which variables its runtime reads
+        settings = envs.load()
+    try:
+        return _serve(args, settings, held)
+    finally:
+        release_notes(held)  # those not released by the plan (an unplanned launch, an error)
+
+
+def _serve(args: argparse.Namespace, settings: envs.Settings, held: list[warnings.WarningMessage]) -> int:
     extra: list[str] = list(args.extra)
-    settings = envs.load()
     own = named_release_parser(args.plan_runtime, f"--{PREFIX}runtime")
     server, vllm, table = _read_server_args(args, own)
     version = table.version
@@ -272,6 +281,8 @@ def _run(args: argparse.Namespace) -> int:
                          shown=lambda a: redacted(a, table))  # fmt: skip
     except ModelConfigUnavailable as exc:  # vLLM may still serve it: launch with its own memory settings
         return _launch_unplanned(args, list(server_command(server_args)), plan_skipped_warning(exc), table)
+    release_notes(held, launch.plan.inputs.knobs_not_read)
+    held.clear()
     planned = launch.plan.inputs
     if own is None:  # auto: the release the plan found (an installed vllm-fork)
         _check_release_parser(extra, table, registry.server_parser(planned.runtime.name, planned.runtime_release))

@@ -228,6 +228,20 @@ def _settings(logged: Logged, i: RunInputs, flag: Callable[[str], str]) -> dict[
     return out
 
 
+def _logged_quantization(logged: Logged, i: RunInputs, flag: Callable[[str], str]) -> str:
+    """The log's engine line, where it printed a quantization other than the one planned with ("" otherwise)."""
+    printed = logged.quantization
+    read = None if printed is None or printed.lower() == "none" else printed
+    if printed is None or (read or "").lower() == (i.quantization or "").lower():
+        return ""
+    model = f" (model {logged.model!r})" if logged.model else ""
+    plan = f"{flag('quantization')} {read}" if read else f"no {flag('quantization')}"
+    if logged.model and logged.model != i.model.name:
+        plan += f" and {flag('model')} {logged.model}"
+    return (f"the log's engine ran with quantization={printed}{model} where {flag('quantization')} says "
+            f"{i.quantization or 'none'}: plan with {plan}")  # fmt: skip
+
+
 def _cause(
     row: Row, mode: Mode, logged: Logged, r: Reproduction, i: RunInputs, flag: Callable[[str], str], missed: set[str]
 ) -> str:
@@ -247,6 +261,9 @@ def _cause(
         )
     release = f" (the log's release: {logged.release})" if logged.release else ""
     if row.name == "weights":
+        quantized = _logged_quantization(logged, i, flag)
+        if quantized:  # the log's own line first: it says what the card loaded
+            return quantized
         return (
             f"a different model or weight format than the flags say: check {flag('model')} ({i.model.name}), "
             f"{flag('quantization')} ({i.quantization or 'none'}), {flag('dtype')} and "

@@ -26,6 +26,7 @@ from vllm_hpu_mm.logs.numbers import integer, number
 from vllm_hpu_mm.logs.patterns import (
     BUCKET_TUPLE,
     ENGINE_LENGTH,
+    ENGINE_SHAPE,
     GAUDI_GRAPH_RESERVE,
     GAUDI_KV_DUMMY,
     GAUDI_MEMORY,
@@ -36,6 +37,7 @@ from vllm_hpu_mm.logs.patterns import (
     HPU_TOTAL,
     HPU_WEIGHTS,
     KV_CACHE_TOKENS,
+    MODEL,
     PHASE_TOTAL,
     RELEASE,
     VLLM_BLOCKS,
@@ -97,6 +99,10 @@ class Logged:
     release: str | None = None
     #: The longest sequence the run was started with (vLLM's engine config line: ``max_seq_len=N``), or None.
     max_model_len: int | None = None
+    #: The model and quantization on vLLM's engine config line (``model='...'``, ``quantization=fp8``; ``None``
+    #: printed there is read as none), or None where the log has no such line.
+    model: str | None = None
+    quantization: str | None = None
     #: The weights came from the fork's ``Loading model weights took in total`` line (not its pre-loading line).
     weights_in_total: bool = False
     #: Which run (server start) of how many in the log was read: the last that printed a memory figure.
@@ -237,6 +243,12 @@ def _read_vllm_spellings(line: str, found: dict[str, Any]) -> None:
         found["release"] = m["v1"] or m["v2"]
     if "max_" in line and "max_model_len" not in found and (m := ENGINE_LENGTH.search(line)):
         found["max_model_len"] = integer(m["n"])
+    if "quantization=" in line and "quantization" not in found:
+        shape = {f["key"]: f["value"] for f in ENGINE_SHAPE.finditer(line)}
+        if "quantization" in shape:
+            found["quantization"] = shape["quantization"]
+            if m := MODEL.search(line):
+                found["model"] = m["model"]
 
 
 #: Most buckets kept from one logged list (vllm-gaudi's largest strategies generate tens of thousands).

@@ -238,13 +238,17 @@ def text_cost_evidence(i: PlanInputs) -> str:
     return "estimated (built-in activation model; `vllm-hpu-mm memory calibrate LOG` measures it)"
 
 
-def _reserved_for(i: PlanInputs, s: Split, prefill: int, decode: int) -> float | None:
+def _reserved_for(i: PlanInputs, s: Split, prefill: int, decode: int, *, split: bool = True) -> float | None:
     """The VLLM_GRAPH_RESERVED_MEM at which both text pools hold these costs (the ratios kept), None if above 1 (or
-    nothing is usable, or a pool's share is 0)."""
+    nothing is usable, or a pool's share is 0). ``split=False``: the graphs share the whole reserve (captured on first
+    use, checked against no pool), so the reserve need only hold their sum."""
     usable = s.usable_bytes
-    shares = (i.graph_prompt_ratio * i.graph_multimodal_prompt_ratio, 1 - i.graph_prompt_ratio)
-    pools = [usable * share for share in shares]
-    need = max(cost / pool if pool > 0 else 2.0 for cost, pool in zip((prefill, decode), pools, strict=True))
+    if split:
+        shares = (i.graph_prompt_ratio * i.graph_multimodal_prompt_ratio, 1 - i.graph_prompt_ratio)
+        pools = [usable * share for share in shares]
+        need = max(cost / pool if pool > 0 else 2.0 for cost, pool in zip((prefill, decode), pools, strict=True))
+    else:
+        need = (prefill + decode) / usable if usable > 0 else 2.0
     if not math.isfinite(need) or need > 1:
         return None
     value = math.ceil(need * 100) / 100
@@ -272,12 +276,23 @@ def _text_graph_findings(i: PlanInputs, s: Split, text: TextGraphFit, knobs: Cal
     if i.runtime.traits.warms_all_graphs or unwarmed is not None:
         prefill = sum(b.cost_bytes for b in text.prefill)
         decode = sum(b.cost_bytes for b in text.decode)
-        if prefill <= s.prefill_text_graph_bytes and decode <= s.decode_graph_bytes:
+        # a fork line 1.19 - 1.21.3 under the skip: warm-up returns before it reads the prompt ratio, and each graph
+        # is captured on first use in what the KV cache left free, the reserve (vllm/worker/hpu_worker.py
+        # determine_num_available_blocks, hpu_model_runner.py warmup_model @3bcdfd4af): one pool, not two
+        shared = unwarmed is not None and not i.runtime.traits.warms_all_graphs
+        pools = (f"the {(s.prefill_text_graph_bytes + s.decode_graph_bytes) / GIB:.2f} GiB reserve the KV cache leaves "
+                 f"them ({GRAPH_RESERVED_MEM}; no pool split: {GRAPH_PROMPT_RATIO} is read only by the warm-up)"
+                 if shared else f"pools of {s.prefill_text_graph_bytes / GIB:.2f} + "
+                 f"{s.decode_graph_bytes / GIB:.2f} GiB")  # fmt: skip
+        if (prefill + decode <= s.prefill_text_graph_bytes + s.decode_graph_bytes if shared else
+                prefill <= s.prefill_text_graph_bytes and decode <= s.decode_graph_bytes):  # fmt: skip
             return out
-        reserved = _reserved_for(i, s, prefill, decode)
+        reserved = _reserved_for(i, s, prefill, decode, split=not shared)
         fix_text = (f"raise {knobs(GRAPH_RESERVED_MEM)} to {reserved}" if reserved is not None else
                     "lower --max-num-batched-tokens or --max-num-seqs (the largest buckets cost the most)")  # fmt: skip
-        if unwarmed is not None and not i.runtime.traits.warms_all_graphs:
+        if shared:
+            if reserved is not None:
+                fix_text += " (the room the KV cache leaves for the graphs captured on first use)"
             fix_text += f"; or unset {SKIP_WARMUP} (its warm-up captures only what each pool holds)"
         how = (f"{unwarmed.words} ({unwarmed.source}): OOM risk at run time, as traffic reaches them. None is "
                "dropped: every shape still pads to its bucket" if unwarmed is not None else
@@ -285,8 +300,7 @@ def _text_graph_findings(i: PlanInputs, s: Split, text: TextGraphFit, knobs: Cal
                "pads to a warmed bucket")  # fmt: skip
         message = (
             f"the text graphs {i.runtime.name.value} will {'run' if unwarmed else 'warm'} ({pt} prompt, {dt} decode; "
-            f"{text.source}) need {prefill / GIB:.2f} + {decode / GIB:.2f} GiB, {evidence}, against pools of "
-            f"{s.prefill_text_graph_bytes / GIB:.2f} + {s.decode_graph_bytes / GIB:.2f} GiB; {how}"
+            f"{text.source}) need {prefill / GIB:.2f} + {decode / GIB:.2f} GiB, {evidence}, against {pools}; {how}"
         )
         fix = Fix(f"{fix_text}; or a smaller text graph budget (--text-graph-budget; serve: --plan-text-graph-budget)",
                   GRAPH_RESERVED_MEM if reserved is not None else None, reserved)  # fmt: skip

@@ -69,7 +69,8 @@ def to_dict(
         "data_parallel_size": i.data_parallel_size,
         "per_card": f"one card of TP {i.tensor_parallel_size} x PP {i.pipeline_parallel_size} (first stage); "
         f"each of the {i.data_parallel_size} replica(s) plans the same card",
-        "vision_pool_mode": i.pool_mode.value,
+        # "none" where no vision graph is warmed (no graphs, or vllm-fork before 1.22): no pool holds one
+        "vision_pool_mode": i.pool_mode.value if i.vision_graphs or not i.model.vision.present else "none",
         "total_bytes": i.total_bytes,
         "weight_bytes": p.weight_bytes,
         "weights_source": weights_source(i),
@@ -96,7 +97,7 @@ def to_dict(
         "decode_graph_bytes": s.decode_graph_bytes,
         "prefill_text_graph_bytes": s.prefill_text_graph_bytes,
         "prefill_vision_graph_bytes": s.prefill_vision_graph_bytes,
-        "vision_buckets": [] if i.images_refused else list(i.buckets or ()),
+        "vision_buckets": list(i.buckets or ()) if _vision_padded(i) else [],
         "vision_buckets_captured": list(p.vision_buckets_captured),
         "vision_buckets_skipped": list(p.vision_buckets_skipped),
         "vision_capture_bytes": p.vision_capture_bytes,
@@ -136,6 +137,12 @@ def weights_source(i: PlanInputs) -> str:
     return ("the language model only: with every modality of the tower at --limit-mm-per-prompt 0 (or "
             "--language-model-only) vLLM builds no vision tower (model_executor/models/interfaces.py "
             "_mark_tower_model)")  # fmt: skip
+
+
+def _vision_padded(i: PlanInputs) -> bool:
+    """Whether the plan's vision buckets are used: not when no image runs, nor on a runtime that warms no vision graph
+    (vllm-fork before 1.22 reads no list: each image runs at its own shape); ``vision_buckets`` is then empty."""
+    return not i.images_refused and (i.vision_graphs or not i.model.vision.present)
 
 
 def _vision_dict(p: Plan) -> dict[str, Any] | None:

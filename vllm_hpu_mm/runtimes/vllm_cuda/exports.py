@@ -12,6 +12,8 @@ from vllm_hpu_mm.runtimes.vllm_cuda.encoder_graphs import encoder_cudagraph_conf
 
 __all__ = ["exports"]
 
+BUCKETS_VAR = "VLLM_MULTIMODAL_BUCKETS"
+
 
 def exports(d: Draft, context: ExportContext) -> Exports:
     plan, i = d.plan, d.plan.inputs
@@ -29,6 +31,17 @@ def exports(d: Draft, context: ExportContext) -> Exports:
         graph_buckets = plan.vision_buckets_captured or None
         config.update(encoder_cudagraph_config(graph_buckets))
         budgets = ("--compilation-config encoder_cudagraph_token_budgets",) if graph_buckets else ()
+    if BUCKETS_VAR in i.runtime_env and not i.images_refused:  # vLLM reads no such variable: say what the plan made
+        given = config.get("encoder_cudagraph_token_budgets")
+        made = (
+            f"the buckets that fit are the encoder CUDA graphs' token budgets {given} (each bucket / 4: "
+            "--compilation-config encoder_cudagraph_token_budgets)"
+            if given
+            else "no encoder CUDA graph"
+        )
+        what = "the vision bucket list" if i.buckets else "no vision bucketing"
+        d.notes.append(f"your {BUCKETS_VAR}={i.runtime_env[BUCKETS_VAR]}: read as {what} (vLLM itself does not "
+                       f"read the variable); {made}")  # fmt: skip
     sizes = sorted(b.batch for b in plan.text_graphs.decode_kept)
     if sizes:
         config["cudagraph_capture_sizes"] = sizes

@@ -52,9 +52,11 @@ def exports(d: Draft, context: ExportContext) -> Exports:
         )
         decode, prefill_text = text_part, text_part
     elif unwarmed is not None and unwarmed.graphs:
-        # the pools bound only what warm-up captures: every bucket is now captured on first use, unchecked
-        why = (f"{unwarmed.words} ({unwarmed.source}): VLLM_GRAPH_RESERVED_MEM and VLLM_GRAPH_PROMPT_RATIO bound "
-               "nothing")  # fmt: skip
+        # the pools bound only what warm-up captures: every bucket is now captured on first use, unchecked, in what
+        # the KV cache left free (the reserve, hpu_worker.py determine_num_available_blocks reads it all the same)
+        why = (f"{unwarmed.words} ({unwarmed.source}): VLLM_GRAPH_PROMPT_RATIO splits nothing and no capture is "
+               "checked; VLLM_GRAPH_RESERVED_MEM only sizes the memory the KV cache leaves them all "
+               f"(vllm/worker/hpu_worker.py determine_num_available_blocks @{release.commit})")  # fmt: skip
         decode = prefill_text = Part((), False, why)
     elif unwarmed is not None:
         decode = prefill_text = Part((SKIP_WARMUP,), True, f"{unwarmed.words} ({unwarmed.source})")
