@@ -188,7 +188,7 @@ def test_the_fleet_and_its_replicas_files_are_what_serve_writes(capsys: pytest.C
                  "--plan-text-graph-budget", "40", "--plan-output-dir", replica_dir])  # fmt: skip
     served = json.loads(capsys.readouterr().out)
     assert code in (0, 1)  # 1: the default traffic holds prompts a 4k context refuses (the fleet notes them too)
-    assert any("refuses" in n for n in data["notes"])
+    assert any("refused by the engine" in n for n in data["notes"])
     assert served["files"]
     for path, text in served["files"].items():
         assert (out_dir / "replica" / Path(path).name).read_text() == text

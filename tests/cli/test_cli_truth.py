@@ -137,10 +137,11 @@ def test_serve_dry_run_memory_plan_and_replay_count_the_requests_whose_image_the
     for key in ("requests_refused", "requests_replayed", "requests_sampled"):
         assert served[key] == replayed[key]
     assert served["vision"]["images"] == replayed["vision"]["images"]
-    assert f"error: {refused['total']} requests of the traffic" in err
+    said = f"{refused['total']} of the {replayed['requests_sampled']} requests sampled from the traffic are refused"
+    assert f"error: {said}" in err
     code, _, err = run("memory", "plan", "--json", "--sizes", str(sizes), "--concurrency", "4", *common)
     assert code == 0  # memory plan's exit is the plan's fit; the refusals are its warning
-    assert f"warning: {refused['total']} requests of the traffic" in err
+    assert f"warning: {said}" in err
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
