@@ -29,8 +29,9 @@ def fleet(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
-        (["--request-rate", "0", "--ttft-p99", "1000", "--tpot-p99", "50"], "--request-rate: '0' is out of range"),
-        (["--request-rate", "-2", "--ttft-p99", "1000", "--tpot-p99", "50"], "--request-rate: '-2' is out of range"),
+        (["--request-rate", "0", "--ttft-p99", "1000", "--tpot-p99", "50"],
+         "--request-rate: '0' is not above 0; accepted: a rate above 0 requests/s"),
+        (["--request-rate", "-2", "--ttft-p99", "1000", "--tpot-p99", "50"], "--request-rate: '-2' is not above 0"),
         (["--request-rate", "2", "--ttft-p99", "0", "--tpot-p99", "50"], "--ttft-p99: '0' is out of range"),
         (["--request-rate", "2", "--ttft-p99", "1000", "--tpot-p99", "50", "--cards", "10000000"],
          "more cards than a cluster holds"),

@@ -30,8 +30,9 @@ vLLM's own parser, and says so.
 Exit codes: 0 a fleet meets the targets; 1 none does (the best achievable and what would make it possible are
 printed; when no load meets them, each target the closest shape misses, its figure at a light load, and the least
 value to loosen it to), the model fits no card count tried, or the server would refuse every request's image (a
-note counts the requests it refuses when some are served); 2 invalid input (a rate <= 0, a target below one
-step's time, more cards than a cluster holds, a load profile that is not one, an --out over other files); 3 a bug.
+note counts the requests it refuses when some are served); 2 invalid input (a rate <= 0 or below 1e-06, a target
+below one step's time, more cards than a cluster holds, a load profile that is not one, an --out over other
+files); 3 a bug.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from vllm_hpu_mm.jobs.fleet import (
     plan_fleet,
 )
 from vllm_hpu_mm.jobs.outputs import check_output_folder, replace_folder
+from vllm_hpu_mm.jobs.replay import MAX_RATE, MIN_RATE
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, count_up_to, nonempty, number
 from vllm_hpu_mm.plan.fleet import (
     MAX_PERIODS,
@@ -208,7 +210,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--request-rate",
         type=request_rate,
         metavar="R",
-        help="the target rate: Poisson arrivals at R requests/s over the whole fleet",
+        help=f"the target rate: Poisson arrivals at R requests/s over the whole fleet ({MIN_RATE:g} <= R <= "
+        f"{MAX_RATE:,.0f})",
     )
     load.add_argument(
         "--load-profile",
