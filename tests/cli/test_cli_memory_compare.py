@@ -288,3 +288,16 @@ def test_a_log_of_several_starts_says_which_run_it_compared_as_calibrate_does(
     assert main(["memory", "calibrate", str(log), "--output", str(tmp_path / "p.json")]) in (0, 1)
     assert f"  {said}\n" in capsys.readouterr().out
     assert said.startswith("the log holds 2 server starts: read run 1 of 2, the last that printed a memory figure")
+
+
+def test_a_log_of_one_start_says_run_1_of_1_in_text_as_its_json_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # round 13 (logs 2): the text report named the run only for a log of several starts, though the help says it
+    # says which run of how many; compare, calibrate and oom-doctor now say it for one start too
+    assert main(["memory", "compare", str(DEV), *flags(DEV, tmp_path)]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == "the log holds 1 server start: read run 1 of 1"
+    assert main(["memory", "calibrate", str(DEV), "--output", str(tmp_path / "p.json")]) == 0
+    assert "\n  the log holds 1 server start: read run 1 of 1\n" in capsys.readouterr().out
+    main(["oom-doctor", str(DEV)])
+    assert capsys.readouterr().out.split(",")[0].endswith(" (run 1 of 1)")
