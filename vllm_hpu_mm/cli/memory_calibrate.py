@@ -2,8 +2,9 @@
 'memory plan' (and 'serve') use, so the next launch plans with measured numbers instead of estimates.
 
 It reads vllm-gaudi / vllm-fork '[Warmup][Graph/...][i/n] ... free_mem:' lines, their 'Graph/... captured:N
-used_mem:X' summaries (vllm-gaudi's with its 'Generated N prompt|decode buckets [bs, query, num_blocks]: [...]'
-lists, the buckets they covered) and the 'Free device memory: ...' line, and vLLM CUDA's graph-capture memory lines;
+used_mem:X' summaries (vllm-fork 1.22: 'Prompt|Decode captured:N (P%) used_mem:X'; vllm-gaudi's and 1.22's with the
+'Generated N prompt|decode buckets [bs, query, num_blocks]: [...]' lists, else the phase's own per-graph lines, as
+the buckets they covered) and the 'Free device memory: ...' line, and vLLM CUDA's graph-capture memory lines;
 a log of several server starts is split into runs as oom-doctor splits it, and only the last run that printed a
 memory figure is read (the report says which of how many, a log of one start too). With --metrics, a running
 server's /metrics (URL or saved page): a step-time fit from its latency histograms, which the replay's whole
