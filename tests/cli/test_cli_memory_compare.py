@@ -318,3 +318,16 @@ def test_weights_outside_are_blamed_on_the_quantization_the_logs_engine_line_pri
                             "'Qwen/Qwen2.5-VL-7B-Instruct-FP8-Dynamic') where --quantization says none: plan with "
                             "--quantization fp8 and --model "
                             "Qwen/Qwen2.5-VL-7B-Instruct-FP8-Dynamic")  # fmt: skip
+
+
+def test_a_log_of_one_start_says_run_1_of_1_in_text_as_its_json_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # round 13 (logs 2): the text report named the run only for a log of several starts, though the help says it
+    # says which run of how many; compare, calibrate and oom-doctor now say it for one start too
+    assert main(["memory", "compare", str(DEV), *flags(DEV, tmp_path)]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == "the log holds 1 server start: read run 1 of 1"
+    assert main(["memory", "calibrate", str(DEV), "--output", str(tmp_path / "p.json")]) == 0
+    assert "\n  the log holds 1 server start: read run 1 of 1\n" in capsys.readouterr().out
+    main(["oom-doctor", str(DEV)])
+    assert capsys.readouterr().out.split(",")[0].endswith(" (run 1 of 1)")

@@ -453,6 +453,81 @@ def test_a_summary_without_its_buckets_says_what_the_log_lacks() -> None:
     assert "gives 3 of the 4 [bs, query, num_blocks] buckets it declares" in how["text_prefill_factor"]
 
 
+#: Each release's spelling of its warm-up summary, as its source prints it (``log_graph_warmup_summary``): the line
+#: quoted, then what the summary reads as (phase, graphs, used_mem bytes, its own buckets).
+SUMMARY_SPELLINGS = [
+    # vllm-fork v0.8.5.post1+Gaudi-1.21.3 vllm/worker/hpu_model_runner.py L2311-2319:
+    # phase = f'Graph/{"Prompt" if is_prompt else "Decode"}'; f'{phase} captured:{len(graphed)} '
+    # f'({100 * len(graphed) / num_candidates:.1f}%) ' f'used_mem:{format_bytes(total_mem)} ' f'buckets:{...}'
+    ("Graph/Prompt captured:2 (100.0%) used_mem:1.5 GiB buckets:[(1, 512), (1, 1024)]", ("prompt", 2, 1.5 * GIB, 2)),
+    # vllm-fork v0.9.0.1+Gaudi-1.22.0 L3147-3153 (v0.8.5+Gaudi-1.22.0-aice-v0 L3143-3149): phase = 'Prompt' if
+    # is_prompt else 'Decode'; f'{phase} captured:{len(graphed)} ' f'({...:.1f}%) ' f'used_mem:{format_bytes(...)}'
+    ("Prompt captured:2 (100.0%) used_mem:1.5 GiB", ("prompt", 2, 1.5 * GIB, 0)),
+    ("Decode captured:2 (100.0%) used_mem:64 MiB", ("decode", 2, 64 * 2**20, 0)),
+    # vllm-gaudi v0.26.0 vllm_gaudi/v1/worker/hpu_model_runner.py L5170-5174: phase = f'Graph/{"Prompt" if
+    # is_prompt else "Decode"}'; f'{phase} captured:{len(buckets)} ' f'used_mem:{format_bytes(total_mem)}'
+    ("Graph/Decode captured:2 used_mem:64 MiB", ("decode", 2, 64 * 2**20, 0)),
+]
+
+
+@pytest.mark.parametrize(("said", "read"), SUMMARY_SPELLINGS)
+def test_each_releases_spelling_of_the_warmup_summary_is_read_and_quoted(said: str, read: tuple[Any, ...]) -> None:
+    # round 13 (logs 18): vllm-fork 1.22 dropped the Graph/ prefix and its summaries were not read at all
+    log = parse_warmup([f"INFO 08-21 12:03:01 [hpu_model_runner.py:3155] {said}"])
+    (total,) = log.totals
+    assert (total.phase, total.captured, total.used_bytes, len(total.buckets)) == read
+    c = calibrate(log, LLAMA_31_8B, device="gaudi2", source="synthetic")
+    how = {name: text for name, _, text in c.rows}
+    assert how[f"{read[0]}_graphs_used"].startswith(f"measured: line 1: '{said.split(' buckets:')[0]}'")
+
+
+def test_words_that_only_end_in_a_phase_are_not_a_summary() -> None:
+    assert (
+        parse_warmup(["INFO x: SubPrompt captured:2 used_mem:1 GiB", "a/Decode captured:2 used_mem:1 GiB"]).totals == ()
+    )
+
+
+def fork_122_log() -> list[str]:
+    """vllm-fork v0.9.0.1+Gaudi-1.22.0's warm-up: per-graph lines ([Warmup][Graph/prompt][i/n] batch_size query_len
+    num_blocks free_mem, hpu_model_runner.py L3023-3031 with phase f"Graph/{'prompt'|'decode'}" at L3058), then each
+    phase's summary without Graph/ or buckets (L3145-3154); no generated bucket list is printed."""
+    return [
+        "INFO 08-21 12:02:12 [hpu_worker.py:363] Free device memory: 77.9 GiB, 70.11 GiB usable "
+        "(gpu_memory_utilization=0.9), 7.011 GiB reserved for HPUGraphs (VLLM_GRAPH_RESERVED_MEM=0.1), 63.1 GiB "
+        "reserved for KV cache",
+        "INFO 08-21 12:02:16 [hpu_model_runner.py:3031] [Warmup][Graph/prompt][1/2] batch_size:1 query_len:1024 "
+        "num_blocks:0 free_mem:14.62 GiB",
+        "INFO 08-21 12:02:40 [hpu_model_runner.py:3031] [Warmup][Graph/prompt][2/2] batch_size:1 query_len:512 "
+        "num_blocks:0 free_mem:13.62 GiB",
+        "INFO 08-21 12:03:01 [hpu_model_runner.py:3155] Prompt captured:2 (100.0%) used_mem:1.5 GiB",
+        "INFO 08-21 12:03:02 [hpu_model_runner.py:3031] [Warmup][Graph/decode][1/2] batch_size:2 query_len:1 "
+        "num_blocks:128 free_mem:13.12 GiB",
+        "INFO 08-21 12:03:09 [hpu_model_runner.py:3031] [Warmup][Graph/decode][2/2] batch_size:1 query_len:1 "
+        "num_blocks:128 free_mem:13.09 GiB",
+        "INFO 08-21 12:03:15 [hpu_model_runner.py:3155] Decode captured:2 (100.0%) used_mem:64 MiB",
+    ]
+
+
+def test_a_fork_122_summary_is_measured_over_the_graphs_its_own_warmup_lines_name() -> None:
+    # round 13 (logs 18): the decode factor was one graph's free_mem drop (30.7 MiB) where the summary says its two
+    # graphs used 64 MiB; the summary counts every bucket and the per-graph lines name each one
+    c = calibrate(parse_warmup(fork_122_log()), LLAMA_31_8B, device="gaudi2", source="synthetic")
+    per_token = (4 * 4096 + 2 * 14336) * 2
+    kv_block = 128 * 2 * 8 * 128 * 2
+    decode = (2 + 1) * per_token + (128 + 128) * kv_block + (2 + 1) * 128256 * 4
+    assert c.profile.text_prefill_factor == pytest.approx(1.5 * GIB / ((1024 + 512) * per_token), rel=1e-3)
+    assert c.profile.text_decode_factor == pytest.approx(64 * 2**20 / decode, rel=1e-3)
+    how = {name: text for name, _, text in c.rows}
+    assert how["decode_graphs_used"].startswith("measured: line 7: 'Decode captured:2 (100.0%) used_mem:64 MiB'")
+    measured = "2 decode graphs, used_mem 64 MiB (line 7), its buckets from its [Warmup][Graph/decode] lines 5-6"
+    assert measured in how["text_decode_factor"]
+    # a summary counting more graphs than the lines name is not measured over them: the report says what is missing
+    short = [line for line in fork_122_log() if "[1/2] batch_size:2" not in line]
+    how = {name: text for name, _, text in calibrate(parse_warmup(short), LLAMA_31_8B, device="gaudi2",
+                                                     source="synthetic").rows}  # fmt: skip
+    assert "the log's Decode summary on line 6 (2 graphs, used_mem 64 MiB) was read" in how["text_decode_factor"]
+
+
 def test_a_restart_after_a_failure_the_doctor_does_not_read_is_a_run_of_its_own() -> None:
     # vLLM 0.32's start lines (the API server's "non-default args", each engine core's config line): the first start
     # warmed its graphs and then failed on a device error with no traceback; the restart's summaries alone are read.

@@ -108,7 +108,7 @@ def test_a_log_after_a_run_of_nul_bytes_is_diagnosed(tmp_path: Path, capsys: pyt
     path = tmp_path / "rotated.log"
     path.write_bytes(b"\x00" * 150_000 + ("\n".join(CAPTURE_OOM) + "\n").encode())
     code, out, _ = run_doctor(path, capsys)
-    assert (code, out.split(",")[0]) == (1, "stage: graph_capture (device memory)")
+    assert (code, out.split(",")[0]) == (1, "stage: graph_capture (device memory) (run 1 of 1)")
 
 
 @pytest.mark.parametrize(
@@ -139,7 +139,7 @@ def test_compressed_logs_are_read_as_they_are_decompressed(
     path = tmp_path / "server.log.z"
     path.write_bytes(compress(("\n".join(PROFILE_OOM) + "\n").encode()))  # type: ignore[operator]
     code, out, _ = run_doctor(path, capsys)
-    assert (code, out.split(",")[0]) == (1, "stage: startup (device memory)")
+    assert (code, out.split(",")[0]) == (1, "stage: startup (device memory) (run 1 of 1)")
 
 
 def test_a_damaged_compressed_log_is_invalid_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -31,8 +31,11 @@ def add_model_name(p: argparse.ArgumentParser, flag: str = "--from-metrics") -> 
 
 
 def runs_read(run: int, runs: int) -> str:
-    """Which run of a log of several server starts a memory reader read (``memory calibrate``, ``memory compare``:
-    both read the last run that printed a memory figure, split as oom-doctor splits them)."""
+    """Which run of how many server starts a memory reader read (``memory calibrate``, ``memory compare``: both read
+    the last run that printed a memory figure, split as oom-doctor splits them); said for a log of one start too, so
+    that the text report always states what its --json gives as run and runs."""
+    if runs <= 1:
+        return f"the log holds 1 server start: read run {run} of {runs}"
     return (f"the log holds {runs} server starts: read run {run} of {runs}, the last that printed a memory figure "
             "(the other runs' figures are not mixed in)")  # fmt: skip
 

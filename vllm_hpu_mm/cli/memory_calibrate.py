@@ -2,11 +2,13 @@
 'memory plan' (and 'serve') use, so the next launch plans with measured numbers instead of estimates.
 
 It reads vllm-gaudi / vllm-fork '[Warmup][Graph/...][i/n] ... free_mem:' lines, their 'Graph/... captured:N
-used_mem:X' summaries (vllm-gaudi's with its 'Generated N prompt|decode buckets [bs, query, num_blocks]: [...]'
-lists, the buckets they covered) and the 'Free device memory: ...' line, and vLLM CUDA's graph-capture memory lines;
+used_mem:X' summaries (vllm-fork 1.22: 'Prompt|Decode captured:N (P%) used_mem:X'; vllm-gaudi's and 1.22's with the
+'Generated N prompt|decode buckets [bs, query, num_blocks]: [...]' lists, else the phase's own per-graph lines, as
+the buckets they covered) and the 'Free device memory: ...' line, and vLLM CUDA's graph-capture memory lines;
 a log of several server starts is split into runs as oom-doctor splits it, and only the last run that printed a
-memory figure is read (the report says which of how many). With --metrics, a running server's /metrics (URL or saved
-page): a step-time fit from its latency histograms, which the replay's whole latencies then use.
+memory figure is read (the report says which of how many, a log of one start too). With --metrics, a running
+server's /metrics (URL or saved page): a step-time fit from its latency histograms, which the replay's whole
+latencies then use.
 Exit 0 when a profile was written, 1 when the log measures nothing (no profile written), 2 for invalid input (an
 --output that is the log itself is refused: an input is never written over).
 """
@@ -82,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         # the writer as the doctor names it: vllm-gaudi and vllm-fork share the hpu backend but read other knobs
         written = "" if job.writer is None else f"written by {job.writer.describe}; "
         print(f"calibration from {job.source} ({written}model: {job.model_from})")
-        if log.runs > 1:
+        if args.log is not None:  # a --metrics page alone has no runs
             print(f"  {runs_read(log.run, log.runs)}")
         width = max(len(r[0]) for r in result.rows)
         for name, value, how in result.rows:

@@ -100,8 +100,7 @@ def _print(c: Comparison, log: str) -> None:
         f"VLLM_GRAPH_RESERVED_MEM {i.graph_reserved_mem:g}{', eager' if i.enforce_eager else ''}, block size "
         f"{i.block_size}"
     )
-    if c.runs > 1:
-        print(runs_read(c.run, c.runs))
+    print(runs_read(c.run, c.runs))
     print(f"arithmetic: {c.formula}")
     if c.release:
         print(f"the log's release: {c.release}")

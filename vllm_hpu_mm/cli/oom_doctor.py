@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(as_json(d))
     else:
         where = f" ({d.memory} memory)" if d.memory else ""
-        run = f" (run {d.run} of {d.runs})" if d.runs > 1 else ""
+        run = f" (run {d.run} of {d.runs})"  # of a log of one start too, as --json gives run and runs
         print(f"stage: {d.stage}{where}{run}, confidence {d.confidence:.2f}: from {_BASIS[d.basis]}")
         # whatever the stage: a log with no out-of-memory failure still says whose error it is
         print(f"written by: {d.source.describe}{' (a vision model)' if d.source.multimodal else ''}")

@@ -8,10 +8,12 @@ What the runtimes print, and what is measured from it:
   buckets:[(B, S), ...]`` (vllm-fork) gives the total of a phase with its buckets. Each becomes a measured factor:
   measured bytes / the text model's eager estimate for the same shapes (:mod:`.text_cost`).
 - vllm-gaudi's summary ``Graph/Prompt|Decode captured:N used_mem:X`` (``hpu_model_runner.py``
-  ``log_graph_warmup_summary`` @091bbadd) names no buckets: they are the runtime's whole list for the phase
-  (``captured`` is its length), which it prints when it generates them: ``Generated N prompt|decode buckets [bs,
-  query, num_blocks]: [...]`` (``extension/bucketing/common.py`` ``log_generate_info``). The summary is measured
-  with that list; without it (or with a list of another length) the report says which is missing.
+  ``log_graph_warmup_summary`` @091bbadd) and vllm-fork 1.22's ``Prompt|Decode captured:N (..%) used_mem:X``
+  (v0.9.0.1+Gaudi-1.22.0 L3145-3154) name no buckets: they are the runtime's whole list for the phase (``captured``
+  is its length), which it prints when it generates them: ``Generated N prompt|decode buckets [bs, query,
+  num_blocks]: [...]`` (``extension/bucketing/common.py`` ``log_generate_info``). The summary is measured with that
+  list, else with the phase's per-graph lines where there is one for each graph it counted; without either (or with a
+  list of another length) the report says which is missing.
 - vllm-gaudi's multimodal warm-up (``log_warmup_multimodal``): ``[Warmup][Graph/Multimodal...][i/n] batch_size:B
   seq_len:S resolution:WxH free_mem:X`` is printed *after* each image shape ran (``embed_multimodal`` then the log
   line: ``hpu_model_runner.py`` L6062-6071 @ v0.26.0), so the drop *to* that line is its cost. Each shape runs padded
@@ -98,6 +100,19 @@ class PhaseTotal:
     #: The summary as the log printed it, up to its used_mem figure (quoted in the report), and that figure.
     printed: str = ""
     used_printed: str = ""
+    #: Where ``listed`` came from when the log printed no generated list: its own per-graph warm-up lines (their
+    #: first and last line); empty where it came from the generated list on ``listed_line``.
+    listed_lines: str = ""
+
+    @property
+    def named(self) -> str:
+        """The summary's phase as the log spelled it (``Graph/Prompt``; vllm-fork 1.22: ``Prompt``)."""
+        return self.printed.split(" captured:")[0] if self.printed else f"Graph/{self.phase.title()}"
+
+    @property
+    def listed_from(self) -> str:
+        """Where the buckets the summary covered were read: a line number or the per-graph lines."""
+        return self.listed_lines or f"line {self.listed_line + 1}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -204,7 +219,9 @@ class _RunReader:
             self.raw.append((k, read.phase, read.i, read.fields, read.free))
         elif isinstance(read, PhaseTotal):
             generated, at = self.listed.get(read.phase, (None, -1))
-            if read.buckets or generated is None:
+            if not read.buckets and generated is None:
+                self.totals.append(self._graphed(dataclasses.replace(read, line=k)))
+            elif read.buckets or generated is None:
                 self.totals.append(dataclasses.replace(read, line=k))
             else:
                 self.totals.append(dataclasses.replace(read, line=k, listed=generated.buckets, listed_n=generated.n,
@@ -219,6 +236,21 @@ class _RunReader:
             self.cuda = dataclasses.replace(read, line=k)
         if self.sizes is None and (s := CUDA_CAPTURE_SIZES.search(text)) is not None:
             self.sizes = len([v for v in s["sizes"].split(",") if v.strip()])
+
+    def _graphed(self, total: PhaseTotal) -> PhaseTotal:
+        """A summary that names no buckets, in a log with no generated list (vllm-fork 1.22 prints none: its
+        ``log_graph_warmup_summary`` counts the manager's whole list, v0.9.0.1+Gaudi-1.22.0 hpu_model_runner.py
+        L3145-3154): the buckets are the phase's own per-graph lines, one a graph (``[Warmup][Graph/prompt][i/n]
+        batch_size:B query_len:Q num_blocks:K``, L3023-3031), where there is one for each graph it counted."""
+        lines = [(k, phase, dict(fields)) for k, phase, _i, fields, _free in self.raw if _kind(phase) == total.phase]
+        shapes = tuple((f["batch_size"], f["query_len"], f["num_blocks"]) for _, _, f in lines
+                       if {"batch_size", "query_len", "num_blocks"} <= f.keys())  # fmt: skip
+        if not lines or len(shapes) != len(lines) or len(shapes) != total.captured:
+            return total
+        first, last = lines[0][0] + 1, lines[-1][0] + 1
+        where = f"line {first}" if first == last else f"lines {first}-{last}"
+        return dataclasses.replace(total, listed=shapes, listed_n=len(shapes), listed_line=lines[0][0],
+                                   listed_lines=f"its [Warmup][{lines[0][1]}] {where}")  # fmt: skip
 
     def result(self, model: str | None, backend: str | None, runs: int) -> WarmupLog:
         return WarmupLog(tuple(_costs(self.raw, self.gaps)), tuple(self.totals),
@@ -390,7 +422,7 @@ def _listed(total: PhaseTotal) -> tuple[tuple[int, int, int], ...] | str:
     """The buckets a summary without its own list covered: the runtime's generated list for the phase, every one of
     which it warms (vllm-gaudi's generate_buckets keeps only bs x query <= max_num_batched_tokens, and warmup_graphs
     skips only a query over that); or, in words, what the log lacks to measure the summary."""
-    read = (f"the log's Graph/{total.phase.title()} summary on line {total.line + 1} ({total.captured} graphs, "
+    read = (f"the log's {total.named} summary on line {total.line + 1} ({total.captured} graphs, "
             f"used_mem {_used(total)}) was read, but")  # fmt: skip
     where = f"the {total.phase} bucket list on line {total.listed_line + 1}"
     if total.listed_n is None:
@@ -418,7 +450,7 @@ def _prompt_factor(log: WarmupLog, m: ModelDims, dtype: int, tp: int, block: int
         if not isinstance(listed, str):
             est = sum(text_cost.prefill_eager_bytes(m, dtype_size=dtype, tp=tp, block_size=block, batch=b, query=q,
                                                     context_blocks=ctx) for b, q, ctx in listed)  # fmt: skip
-            return total.used_bytes / est, f"{_summary(total)}, its buckets from line {total.listed_line + 1}"
+            return total.used_bytes / est, f"{_summary(total)}, its buckets from {total.listed_from}"
         why = listed
     samples = [s for s in log.samples if s.phase == "prompt" and s.cost_bytes > 0]
     if not samples:
@@ -447,7 +479,7 @@ def _decode_factor(log: WarmupLog, m: ModelDims, dtype: int, tp: int, block: int
         listed = _listed(total)
         if not isinstance(listed, str):  # [bs, 1, num_blocks]: the blocks of the whole batch, as the plan counts them
             est = sum(eager(b, blocks) for b, _, blocks in listed)
-            return total.used_bytes / est, f"{_summary(total)}, its buckets from line {total.listed_line + 1}"
+            return total.used_bytes / est, f"{_summary(total)}, its buckets from {total.listed_from}"
         why = listed
     samples = [s for s in log.samples if s.phase == "decode" and s.cost_bytes > 0]
     if not samples:

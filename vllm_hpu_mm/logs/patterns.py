@@ -1702,9 +1702,14 @@ WARMUP = re.compile(_warmup(r"[^\]]+"))
 WARMUP_FREE_MEM = re.compile(_warmup(r"Graph/[^\]]+") + r"(?P<fields>.*?)free_mem:" + _SIZE)
 #: One shape field of a warm-up line: ``batch_size:4``, ``resolution:448X448`` (two numbers).
 SHAPE_FIELD = re.compile(r"(\w+):(\d+)(?:X(\d+))?")
-#: vllm-fork's per-phase summary: ``Graph/Prompt captured:N (..%) used_mem:X buckets:[(B, S), ...]``.
+#: A phase's warm-up summary (``log_graph_warmup_summary``), in each release's spelling: vllm-fork to 1.21.3
+#: ``Graph/Prompt captured:N (..%) used_mem:X buckets:[(B, S), ...]`` (v0.8.5.post1+Gaudi-1.21.3
+#: ``vllm/worker/hpu_model_runner.py`` L2311-2319), vllm-fork 1.22 without the ``Graph/`` prefix or the buckets,
+#: ``Prompt captured:N (..%) used_mem:X`` (v0.9.0.1+Gaudi-1.22.0 L3147-3153; v0.8.5+Gaudi-1.22.0-aice-v0 L3143-3149),
+#: vllm-gaudi ``Graph/Prompt captured:N used_mem:X`` (v0.26.0 ``vllm_gaudi/v1/worker/hpu_model_runner.py``
+#: L5170-5174). The fork's ``Graph/Multimodal captured:N (..%) buckets:[...]`` prints no used_mem: not read.
 PHASE_TOTAL = re.compile(
-    r"(?P<phase>Graph/\w+) captured:(?P<n>\d+)\b(?: \((?P<pct>[\d.]+)%\))?.*?used_mem:"
+    r"(?<![\w/])(?P<phase>Graph/\w+|Prompt|Decode) captured:(?P<n>\d+)\b(?: \((?P<pct>[\d.]+)%\))?.*?used_mem:"
     + _SIZE
     + r"(?:.*?buckets:(?P<b>\[.*\]))?"
 )
