@@ -386,7 +386,8 @@ PLAN_OPTIONS: tuple[Option, ...] = (
     Option("concurrency", "concurrency", "requests running at once, for the decode batches the text buckets are "
            "planned for (default: every load up to --max-num-seqs)", integer, bound=COUNT),
     Option("keep_buckets", "keep-buckets", "keep the configured bucket list, only pruning the largest buckets that do "
-           "not fit (default: re-plan it jointly with the vision pool when it does not fit)", boolean=True),
+           "not fit (default: re-plan it jointly with the vision pool when it does not fit, or when --sizes is given "
+           "and a list planned over them serves them better)", boolean=True),
     Option("max_buckets", "max-buckets", "most vision buckets in a jointly planned list (default: as many as the "
            "configured list)", integer, bound=COUNT),
     Option("profile", "profile", "measured graph costs from `vllm-hpu-mm memory calibrate` (default: "
