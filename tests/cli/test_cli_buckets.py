@@ -257,3 +257,17 @@ def test_replay_replays_a_list_you_give_as_given_and_says_whose_list_it_is(
     out = capsys.readouterr().out
     assert _vision_line(out).startswith("vision buckets 1600,3136:")
     assert "vision buckets: yours (VLLM_MULTIMODAL_BUCKETS), replayed as given" in out
+
+
+def test_check_gives_no_efficiency_where_every_image_is_refused_as_replay_gives_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # r13replay 12's note: check said efficiency 1.0 of 0 / 0 patches where buckets replay says null (no image ran)
+    monkeypatch.setenv("VLLM_MULTIMODAL_BUCKETS", "1600,3136")
+    monkeypatch.setenv("VLLM_HPU_MM_OVERSIZE_POLICY", "reject")
+    sizes = tmp_path / "big.csv"
+    sizes.write_text("width,height,count\n2240,2240,1\n")
+    result = run_json(capsys, "check", "--sizes", str(sizes), code=1)
+    assert (result["num_rejected"], result["efficiency"]) == (1, None)
+    assert main(["buckets", "check", "--sizes", str(sizes)]) == 1
+    assert "efficiency: none (no image served)" in capsys.readouterr().out

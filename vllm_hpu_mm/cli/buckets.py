@@ -163,15 +163,21 @@ def _table(ev: Evaluation, policy: OversizePolicy = OversizePolicy.SHRINK) -> li
         )
     lines.append(
         f"  {'total':>7}  {ev.num_images:>7}  {'100%':>6}  {ev.real_patches:>13}  {ev.padded_patches:>11}"
-        f"  {ev.efficiency:>10.4f}"
+        + (f"  {ev.efficiency:>10.4f}" if ev.padded_patches else f"  {'-':>10}")
     )
     return lines
+
+
+def _efficiency(ev: Evaluation) -> float | None:
+    """The efficiency as a report gives it: none where no image was served (every one refused), as buckets replay
+    gives its patch efficiency (r13replay 12's note: 1.0 of 0 / 0 patches)."""
+    return round(ev.efficiency, 6) if ev.padded_patches else None
 
 
 def _report(ev: Evaluation, **extra: Any) -> dict[str, Any]:
     return {
         "buckets": list(ev.buckets),
-        "efficiency": round(ev.efficiency, 6),
+        "efficiency": _efficiency(ev),
         "num_images": ev.num_images,
         "num_shrunk": ev.num_shrunk,
         "num_oversize": ev.num_oversize,
@@ -271,7 +277,10 @@ def run_check(args: argparse.Namespace) -> int:
     print()
     print("\n".join(_table(ev, policy)))
     print()
-    print(f"efficiency {ev.efficiency:.4f}" + (" (of the images served)" if rejected else ""))
+    if not ev.padded_patches:
+        print("efficiency: none (no image served)")
+    else:
+        print(f"efficiency {ev.efficiency:.4f}" + (" (of the images served)" if rejected else ""))
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
     print(f"export {BUCKETS_VAR}={','.join(map(str, buckets))}")
