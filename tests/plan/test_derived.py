@@ -456,7 +456,7 @@ def test_a_speculative_config_is_refused_exactly_where_vllm_refuses_it() -> None
 
 
 def test_a_named_releases_budget_cap_is_its_own_strategies_and_names_the_one_it_comes_from() -> None:
-    # r13gaudi 20: v0.19.1 ships exp and lin (pad from v0.21.0); the cap was said "(exp, lin or pad)" and counted the
+    # r13gaudi 20: v0.19.1 ships exp and lin (pad from v0.20.0rc0); the cap was said "(exp, lin or pad)" and counted the
     # newest release's strategies
     from vllm_hpu_mm.plan.text_choice import most_graphs
     from vllm_hpu_mm.runtimes import registry

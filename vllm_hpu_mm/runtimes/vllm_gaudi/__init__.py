@@ -351,7 +351,7 @@ def describe_release(version: str | None) -> str:
 def strategies(env: Mapping[str, str], version: str | None = None) -> tuple[VllmGaudi, ...]:
     """vllm-gaudi under each built-in strategy of the release planned for (``version``, as :func:`model_from_env`
     takes it; no bucket file), configured otherwise by ``env``: exp, lin and pad by ``VLLM_BUCKETING_STRATEGY`` from
-    v0.21.0 (c2641a62 #762), exp and lin by ``VLLM_EXPONENTIAL_BUCKETING`` before (no pad there)."""
+    v0.20.0rc0 (c2641a62 #762), exp and lin by ``VLLM_EXPONENTIAL_BUCKETING`` before (no pad there)."""
     rest = {k: v for k, v in env.items() if k not in (BUCKET_FILE_VAR, "VLLM_EXPONENTIAL_BUCKETING",
                                                       "VLLM_BUCKETING_STRATEGY")}  # fmt: skip
     release = model_from_env(rest, version=version).bucketing.release

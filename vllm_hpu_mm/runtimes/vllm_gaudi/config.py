@@ -148,7 +148,7 @@ def _gaudi_int(name: str, raw: str) -> int:
         ) from None
 
 
-#: Releases before v0.21.0: VLLM_BUCKETING_STRATEGY is a ValueFromList of these names (read, checked, unused).
+#: Releases before v0.20.0rc0: VLLM_BUCKETING_STRATEGY is a ValueFromList of these names (read, checked, unused).
 OLD_STRATEGY_NAMES = ("exponential_bucketing", "linear_bucketing")
 
 
@@ -157,7 +157,7 @@ def config_from_env(env: Mapping[str, str], release: Release = MAIN) -> Bucketin
 
     Every declared variable is parsed at start-up (``finalize_config`` evaluates them all), so a bad integer in
     any range variable fails the launch whatever the strategy: here it raises :class:`ConfigError`. Releases before
-    v0.21.0 declare no PAD variables (they are not read) and pick the strategy with VLLM_EXPONENTIAL_BUCKETING.
+    v0.20.0rc0 declare no PAD variables (they are not read) and pick the strategy with VLLM_EXPONENTIAL_BUCKETING.
     """
     fields: dict[str, object] = {"release": release}
     declared = RANGE_VARIABLES if release.strategy_variable else tuple(v for v in RANGE_VARIABLES if "_PAD_" not in v)
@@ -169,7 +169,7 @@ def config_from_env(env: Mapping[str, str], release: Release = MAIN) -> Bucketin
     if strategy is not None:
         fields["strategy_given"] = strategy
     if not release.strategy_variable:
-        if env.get("VLLM_DECODE_BLOCK_BUCKET_LIMIT") is not None:  # declared (int) before v0.21.0, read nowhere
+        if env.get("VLLM_DECODE_BLOCK_BUCKET_LIMIT") is not None:  # declared (int) before v0.20.0rc0, read nowhere
             _gaudi_int("VLLM_DECODE_BLOCK_BUCKET_LIMIT", env["VLLM_DECODE_BLOCK_BUCKET_LIMIT"])
         if strategy is not None and strategy not in OLD_STRATEGY_NAMES:
             raise ConfigError(
