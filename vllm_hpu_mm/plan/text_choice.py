@@ -336,8 +336,8 @@ def default_within_warmed(planned: Callable[[int], BudgetedPlan], listed_default
 
 def most_graphs(i: PlanInputs, shape: EngineShape) -> tuple[int, str]:
     """The most text graphs a given budget may ask for, and whose count it is: what the largest built-in strategy of
-    the release planned for (vllm-gaudi's exp and lin, pad from v0.20.0rc0) warms for these limits, so that a user of any
-    strategy can ask for the best plan at their own warm-up. A cap at all because planning work grows with the
+    the release planned for (vllm-gaudi's exp and lin, pad from v0.20.0rc0) warms for these limits, so that a user of
+    any strategy can ask for the best plan at their own warm-up. A cap at all because planning work grows with the
     budget; the runtime's own strategies are the bound a user can already reach by configuring it, so no budget a
     runtime user could warm is refused."""
     own = i.runtime.text_shapes(shape)
