@@ -344,6 +344,23 @@ def test_vision_graph_line_is_fitted_per_bucket() -> None:
     assert c.profile.vision_fixed_mib == pytest.approx(20, abs=0.5)
 
 
+@pytest.mark.parametrize("drops", [(102, 154), (154, 102)], ids=["negative-intercept", "falling"])
+def test_a_vision_fit_below_zero_is_held_so_the_profile_it_writes_is_one_the_plans_read(
+    tmp_path: Path, drops: tuple[int, int]
+) -> None:
+    # two sizes whose free fit crosses zero: calibrate wrote vision_fixed_mib -64.85, which every plan then refused
+    free, out = 57.3, [mm_line(1, 3, 560, 560, 57.3)]
+    for k, ((w, h), mib) in enumerate(zip([(784, 784), (896, 896)], drops, strict=True)):
+        free -= mib / 1024
+        out.append(mm_line(k + 2, 3, w, h, round(free, 6)))
+    c = calibrate(parse_warmup(out), None, device="gaudi2", source="synthetic", buckets=(1600, 3136, 4096))
+    assert c.profile.vision_mib_per_patch is not None and c.profile.vision_mib_per_patch > 0
+    assert c.profile.vision_fixed_mib == 0  # r14profile 1 (-64.85 MiB) and a cost falling with size, each held at 0
+    path = tmp_path / "p.json"
+    save_profile(c, path)
+    assert load_profile(path).costs.vision_fixed_mib == 0
+
+
 def aspect_shapes(buckets: list[int]) -> list[tuple[int, int]]:
     # vllm-gaudi's warm-up shapes: 5 aspect ratios per bucket (extension/bucketing/vision.py bucket_to_image_resolution
     # @ v0.26.0), most of which land in another bucket than the one they were made from, or above the largest.

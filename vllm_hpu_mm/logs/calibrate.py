@@ -542,7 +542,16 @@ def _vision_fit(log: WarmupLog, buckets: Sequence[int]) -> tuple[float, float, s
     my = sum(c for _, c in points) / n
     sxx = sum((b - mx) ** 2 for b, _ in points)
     slope = sum((b - mx) * (c - my) for b, c in points) / sxx if sxx else 0.0
-    return slope, my - slope * mx, f"least squares over {sizes}, a mean per size{where}"
+    fixed = my - slope * mx
+    how = f"least squares over {sizes}, a mean per size{where}"
+    if fixed >= 0 and slope > 0:
+        return slope, fixed, how
+    # A graph holds no less than nothing and grows with its patches: a free fit below either (two noisy sizes) is
+    # held there, as the profile's reader refuses a negative cost (plan/profile.py)
+    # held at no fixed cost: the line through the origin, whose slope is positive (every cost read is)
+    through = sum(b * c for b, c in points) / sum(b * b for b, _ in points)
+    why = f"the free fit's {fixed:.1f} MiB is below zero" if fixed < 0 else "the free fit falls with size"
+    return through, 0.0, f"{how}; fixed cost held at 0 ({why})"
 
 
 def calibrate(

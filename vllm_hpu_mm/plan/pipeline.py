@@ -222,5 +222,6 @@ def _refused_input(inputs: PlanInputs, exc: ConfigError, flag: Callable[[str], s
         bound = f"at least {good}" if good > value else f"at most {good}"
         return ConfigError(f"{flag(field)}={value}: {runtime} would refuse it ({exc}); accepted: {bound} with "
                            "these settings")  # fmt: skip
-    given = [f"{flag(f)}={getattr(inputs, f)}" for f in typed]
+    # a refusal that names the runtime's variables is theirs: the flags are not listed beside it as if to blame
+    given = [] if "VLLM_" in str(exc) else [f"{flag(f)}={getattr(inputs, f)}" for f in typed]
     return ConfigError(f"{runtime} would refuse these settings{' (' + ', '.join(given) + ')' if given else ''}: {exc}")

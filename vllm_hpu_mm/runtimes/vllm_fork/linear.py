@@ -85,9 +85,14 @@ def _check_count(a: list[int], b: list[int], what: str) -> None:
         raise ConfigError(f"{what}: {len(a):,} x {len(b):,} buckets, over {MAX_BUCKETS:,}; accepted: fewer")
 
 
-def warmup_buckets(bs: Range, seq: Range) -> list[tuple[int, int]]:
-    """2024 in-tree: the product of the two ranges (nothing filtered), by tokens, then sequence, then batch."""
-    bss, seqs = warmup_range(bs, at_least_min=False), warmup_range(seq, at_least_min=False)
+def warmup_buckets(bs: Range, seq: Range, phase: str = "") -> list[tuple[int, int]]:
+    """2024 in-tree: the product of the two ranges (nothing filtered), by tokens, then sequence, then batch; a range
+    refused names its variables (``phase``: prompt or decode)."""
+    names = [
+        f"VLLM_{phase}_{dim}_BUCKET_(MIN, STEP, MAX)".upper() if phase else "bucket range" for dim in ("bs", "seq")
+    ]
+    bss = warmup_range(bs, at_least_min=False, what=names[0])
+    seqs = warmup_range(seq, at_least_min=False, what=names[1])
     _check_count(bss, seqs, f"bucket ranges {bs} x {seq}")
     return sorted(itertools.product(bss, seqs), key=lambda b: (b[0] * b[1], b[1], b[0]))
 
@@ -102,10 +107,12 @@ def linear_buckets(
     prompt = warmup_buckets(
         read_bucket_settings(env, "prompt", "bs", (1, 32, min(max_num_seqs, 64)), line),
         read_bucket_settings(env, "prompt", "seq", (block_size, block_size, 1024), line),
+        "prompt",
     )
     decode = warmup_buckets(
         read_bucket_settings(env, "decode", "bs", (1, 128, max_num_seqs), line),
         read_bucket_settings(env, "decode", "seq", (block_size, block_size, 2048), line),
+        "decode",
     )
     return prompt, decode
 
