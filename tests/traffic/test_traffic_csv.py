@@ -220,3 +220,21 @@ def test_an_unknown_column_is_read_past_with_one_note_at_the_cli(
     notes = [line for line in capsys.readouterr().err.splitlines() if "colour" in line]
     assert notes == [f"vllm-hpu-mm: note: --sizes {path}: column 'colour' ignored; read: width, height, text_tokens, "
                      "output_tokens, cached_tokens, count"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "command", [["buckets", "plan"], ["buckets", "check"], ["memory", "plan", "--profile", "none"]]
+)
+def test_an_image_file_given_as_sizes_is_named_as_one_with_every_form_the_flag_takes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    # r14images 13: a JPEG was "not UTF-8 text; accepted: ... CSV", the folder of images --sizes also takes unsaid
+    from PIL import Image
+
+    photo = tmp_path / "a.jpg"
+    Image.new("RGB", (64, 48)).save(photo)
+    assert main([*command, "--sizes", str(photo)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert f"--sizes {photo}: an image file (JPEG), not a CSV;" in err
+    assert err.endswith("or a folder of images (pass the folder that holds it)")

@@ -127,7 +127,7 @@ def read_sizes_csv(path: str | Path, *, flag: str = "--sizes") -> SizeSet:
     """The images of a CSV whose header names ``width`` and ``height`` (the request-level traffic file included:
     other columns are read there, text-only rows carry no image). :class:`ConfigError` names the flag, file and
     line of a bad header or row."""
-    traffic = read_traffic_csv(path, flag=flag)
+    traffic = read_traffic_csv(path, flag=flag, folder=True)  # --sizes takes a folder of images too
     return images_of(traffic)
 
 

@@ -206,12 +206,31 @@ def _looks_utf16(p: Path) -> bool:
     return len(start) >= 4 and (start[1::2].count(0) == len(start) // 2 or start[0::2].count(0) == len(start) // 2)
 
 
+#: The first bytes of the image formats a user may pass where a CSV is asked for (one photo instead of its folder).
+_IMAGE_MAGIC = ((b"\xff\xd8\xff", "JPEG"), (b"\x89PNG\r\n\x1a\n", "PNG"), (b"GIF8", "GIF"), (b"BM", "BMP"),
+                (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"))  # fmt: skip
+
+
+def _image_format(p: Path) -> str | None:
+    try:
+        with p.open("rb") as f:
+            head = f.read(12)
+    except OSError:
+        return None  # opening it again names the error
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "WebP"
+    return next((name for magic, name in _IMAGE_MAGIC if head.startswith(magic)), None)
+
+
 def read_traffic_csv(path: str | Path, *, flag: str = "--sizes", folder: bool = False) -> Traffic:
     """The traffic a CSV describes; :class:`ConfigError` naming the flag, the file and the line otherwise.
     ``folder``: the flag also takes a folder of images (its errors say so)."""
     p = Path(path).expanduser()
     expected = ACCEPTED_OR_FOLDER if folder else ACCEPTED
     encoded = "; accepted: a UTF-8 (or UTF-16 with a byte-order mark) CSV: "
+    if p.is_file() and (image := _image_format(p)) is not None:  # r14images 13: "not UTF-8 text"
+        folder_hint = " (pass the folder that holds it)" if folder else ""
+        raise ConfigError(f"{flag} {p}: an image file ({image}), not a CSV; expected {expected}{folder_hint}")
     try:
         encoding = _encoding(p)
         if encoding == "utf-8-sig" and _looks_utf16(p):  # NUL bytes decode as UTF-8: the header would be the error
