@@ -354,7 +354,8 @@ def test_a_vision_fit_below_zero_is_held_so_the_profile_it_writes_is_one_the_pla
         free -= mib / 1024
         out.append(mm_line(k + 2, 3, w, h, round(free, 6)))
     c = calibrate(parse_warmup(out), None, device="gaudi2", source="synthetic", buckets=(1600, 3136, 4096))
-    assert c.profile.vision_mib_per_patch is not None and c.profile.vision_mib_per_patch > 0
+    assert c.profile.vision_mib_per_patch is not None
+    assert c.profile.vision_mib_per_patch > 0
     assert c.profile.vision_fixed_mib == 0  # r14profile 1 (-64.85 MiB) and a cost falling with size, each held at 0
     path = tmp_path / "p.json"
     save_profile(c, path)
