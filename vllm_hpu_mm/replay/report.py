@@ -430,7 +430,11 @@ def body_lines(r: Report) -> list[str]:
     row("decode block efficiency", [_eff_cell(x.decode_blocks) for x in r.results])
     # under VLLM_SKIP_WARMUP nothing is warmed at start-up: the first-use stalls are said instead
     estimates = [0.0 if r.skip_warmup else _seconds(r, x) for x in r.results]
-    row("warm-up estimate (text graphs)", [f"{s:.0f} s" if s is not None else "unknown" for s in estimates])
+    # the interval in the row's label, as the other modelled rows carry theirs (r14text 2: only a footnote said it)
+    warm = _warmup(r, None)
+    held = warm.era.heldout_error if warm is not None else None
+    label = f"warm-up estimate (text graphs, ±{held:.0%})" if held is not None else "warm-up estimate (text graphs)"
+    row(label, [f"{s:.0f} s" if s is not None else "unknown" for s in estimates])
     _time_rows(r, row)
     name_width = max(len(n) for n, _ in rows)
     lines.append(f"  {'':<{name_width}}  " + "  ".join(f"{res.label:>{width}}" for res in r.results))
