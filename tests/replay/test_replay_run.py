@@ -372,7 +372,7 @@ def test_the_warm_up_row_carries_its_interval_in_its_label_as_the_other_modelled
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # r14text 2: the row printed "268 s" bare; its held-out ±15% only on a footnote line
-    assert main(["buckets", "replay", "--max-model-len", "4096", "--max-num-seqs", "8", "--concurrency", "4",
+    assert main(["buckets", "replay", "--max-model-len", "8192", "--max-num-seqs", "8", "--concurrency", "4",
                  "--requests", "60", "--no-plan", "--no-strategies", "--profile", "none"]) == 0  # fmt: skip
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.strip().startswith("warm-up estimate (text graphs"))
