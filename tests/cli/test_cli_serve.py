@@ -550,3 +550,18 @@ def test_a_bucket_list_the_planned_release_does_not_read_gets_no_note_on_its_val
     assert code == 0
     assert "your VLLM_MULTIMODAL_BUCKETS=1600,3140: not read by" in captured.out
     assert "3140" not in captured.err
+
+
+def test_refusals_of_the_embedded_default_traffic_are_a_warning_not_a_finding(
+    capsys: pytest.CaptureFixture[str], no_exec: list[object]
+) -> None:
+    # r14serve 9, 14 (and r11serve 4): a dry run with no traffic of the user's exited 1 on the stand-in traffic's
+    # long prompts; buckets replay alike
+    assert main(["serve", "--dry-run", "--plan-profile", "none", "--max-model-len", "4096",
+                 "--plan-text-graph-budget", "40"]) == 0  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("vllm-hpu-mm: warning: ")
+    assert "the embedded default traffic's, not yours (give yours: --plan-sizes), so no finding" in err
+    assert main(["buckets", "replay", "--max-model-len", "4096", "--max-num-seqs", "8", "--concurrency", "4",
+                 "--requests", "60", "--no-plan", "--no-strategies", "--profile", "none"]) == 0  # fmt: skip
+    assert "the embedded default traffic's, not yours" in capsys.readouterr().err

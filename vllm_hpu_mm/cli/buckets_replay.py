@@ -25,9 +25,18 @@ another backend (h100, h200, cpu), is refused, naming what serves it; `fleet pla
 from __future__ import annotations
 
 import argparse
+import sys
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.common import ExitCode, add_model_name, fail, help_text, path_value, print_json
+from vllm_hpu_mm.cli.common import (
+    DEFAULT_TRAFFIC_REFUSED,
+    ExitCode,
+    add_model_name,
+    fail,
+    help_text,
+    path_value,
+    print_json,
+)
 from vllm_hpu_mm.errors import WouldNotStart
 from vllm_hpu_mm.jobs.outputs import check_output
 from vllm_hpu_mm.jobs.replay import (
@@ -180,4 +189,8 @@ def run(args: argparse.Namespace) -> int:
         return fail(replayed.refusal, ExitCode.NEGATIVE)
     if report.requests == 0:  # a valid load under which nothing ran: a negative finding, never figures of 1.000
         return fail(no_request_line(report), ExitCode.NEGATIVE)
-    return int(ExitCode.NEGATIVE if replayed.yours_compiles or replayed.refused else ExitCode.OK)
+    own_traffic = args.sizes is not None or args.from_metrics is not None
+    if replayed.refused and not own_traffic:  # the embedded default's refusals: no finding about the user's server
+        print(f"vllm-hpu-mm: warning: the {replayed.refused} refused requests are "
+              f"{DEFAULT_TRAFFIC_REFUSED.format(flag='--sizes or --from-metrics')}", file=sys.stderr)  # fmt: skip
+    return int(ExitCode.NEGATIVE if replayed.yours_compiles or (replayed.refused and own_traffic) else ExitCode.OK)

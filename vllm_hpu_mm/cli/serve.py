@@ -25,7 +25,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vllm_hpu_mm import envs
-from vllm_hpu_mm.cli.common import ExitCode, fail, held_notes, help_text, path_value, print_json, release_notes
+from vllm_hpu_mm.cli.common import (
+    DEFAULT_TRAFFIC_REFUSED,
+    ExitCode,
+    fail,
+    held_notes,
+    help_text,
+    path_value,
+    print_json,
+    release_notes,
+)
 from vllm_hpu_mm.cli.serve_args import (
     ServerArgs,
     check_with_vllm,
@@ -213,11 +222,17 @@ def _check_release_parser(argv: Sequence[str], table: OptionTable, own: ReleaseP
     own.refuse(args, typed)
 
 
-def say_refused(launch: Launch, severity: str) -> int:
+def say_refused(launch: Launch, severity: str, default_flag: str | None = None) -> int:
     """The requests of the traffic the engine refuses, said on stderr in one line (the count buckets replay gives),
-    by reason, with the fixes of the reasons present only."""
+    by reason, with the fixes of the reasons present only. ``default_flag``: the traffic is the embedded default
+    (the flag that gives the user's own): a warning that says so, whatever ``severity``."""
     text = launch.planned.text
     refused = text.refused if text is not None else 0
+    if text is not None and refused and default_flag is not None:
+        print(f"vllm-hpu-mm: warning: {refused} of the {text.runs.requests} requests sampled from the traffic are "
+              f"refused by the engine ({refusal_reasons(text.runs.refusals)}): "
+              f"{DEFAULT_TRAFFIC_REFUSED.format(flag=default_flag)}", file=sys.stderr)  # fmt: skip
+        return 0
     if text is not None and refused:
         reasons = text.runs.refusals
         fix = "; or ".join(refusal_fixes(reasons, _FIXES))
@@ -318,7 +333,9 @@ def _serve(args: argparse.Namespace, settings: envs.Settings, held: list[warning
     offload = offload_warning(server.cpu_offload_gb, i.runtime_name.value, i.runtime.traits.offloads_weights)
     if offload is not None:
         print(f"vllm-hpu-mm: warning: {offload}", file=sys.stderr)
-    refused = say_refused(launch, "error" if args.dry_run else "warning")
+    # a negative finding only of the user's own traffic: the embedded default's refusals are a warning
+    default = None if sizing.sizes is not None else sizing.flag("sizes")
+    refused = say_refused(launch, "error" if args.dry_run else "warning", default)
     if args.dry_run:
         return int(ExitCode.NEGATIVE if refused else ExitCode.OK)
     for path, text in launch.files.items():
