@@ -160,8 +160,16 @@ def test_replay_in_time_under_poisson_arrivals_reports_refusals_and_exits_1(caps
     code = main(["buckets", "replay", "--sizes", str(sizes), "--max-model-len", "8192", "--max-num-seqs", "8",
                  "--request-rate", "5", "--requests", "60", "--no-plan", "--no-strategies", "--json"])  # fmt: skip
     assert code == 1
-    report = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
     assert report["requests_refused"]["prompt_too_long"] > 0
+    # the finding said on stderr, one line, as serve --dry-run says it (r14loads 3: exit 1 with stderr empty)
+    refused = report["requests_refused"]["total"]
+    assert captured.err.strip() == (
+        f"vllm-hpu-mm: error: {refused} of the 60 requests sampled from the traffic are "
+        f"refused by the engine ({refused} a prompt of max_model_len tokens or more; see "
+        "the table); fix: a --max-model-len above the longest prompt, or shorter prompts"
+    )
     assert report["load"].startswith("Poisson arrivals at 5 requests/s")
     (config,) = report["configurations"]
     assert config["time"]["idle_seconds"] > 0  # 5 requests/s leaves the server idle between them

@@ -53,7 +53,7 @@ from vllm_hpu_mm.jobs.replay import (
     replay_traffic,
 )
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, count_up_to, positive_int
-from vllm_hpu_mm.replay.report import no_request_line, to_dict, to_table
+from vllm_hpu_mm.replay.report import no_request_line, refusal_fixes, refusal_reasons, to_dict, to_table
 from vllm_hpu_mm.runtimes.registry import BUCKET_FILE_BOUND
 
 __all__ = ["KV_BLOCKS_HELP", "add_limits", "add_parser", "requests_count"]
@@ -190,6 +190,11 @@ def run(args: argparse.Namespace) -> int:
     if report.requests == 0:  # a valid load under which nothing ran: a negative finding, never figures of 1.000
         return fail(no_request_line(report), ExitCode.NEGATIVE)
     own_traffic = args.sizes is not None or args.from_metrics is not None
+    if replayed.refused and own_traffic:  # the finding said on stderr as serve --dry-run says it (r14loads 3's note)
+        r = report
+        print(f"vllm-hpu-mm: error: {replayed.refused} of the {r.sampled} requests sampled from the traffic are "
+              f"refused by the engine ({refusal_reasons(r.refused)}; see the table); fix: "
+              f"{'; or '.join(refusal_fixes(r.refused))}", file=sys.stderr)  # fmt: skip
     if replayed.refused and not own_traffic:  # the embedded default's refusals: no finding about the user's server
         print(f"vllm-hpu-mm: warning: the {replayed.refused} refused requests are "
               f"{DEFAULT_TRAFFIC_REFUSED.format(flag='--sizes or --from-metrics')}", file=sys.stderr)  # fmt: skip
