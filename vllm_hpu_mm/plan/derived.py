@@ -67,14 +67,14 @@ def scheduler_limits(defaults: BatchLimits, max_model_len: int, args: SizingArgs
         off = "--no-enable-chunked-prefill" if args.enable_chunked_prefill is not None else "the runtime's default"
         raise ConfigError(
             f"{name('max_num_batched_tokens')}={tokens} is below {name('max_model_len')} {max_model_len} with "
-            f"chunked prefill off ({off}): vLLM refuses to start (config/scheduler.py verify_max_model_len); accepted: "
+            f"chunked prefill off ({off}): vLLM refuses to start ({defaults.refused_where}); accepted: "
             f"{name('max_num_batched_tokens')} of at least {max_model_len}, a smaller {name('max_model_len')}, or "
             "chunked prefill on"
         )
     validate.check_batched_tokens(tokens, seqs, name("max_num_batched_tokens"), name("max_num_seqs"),
                                   tokens_given=args.max_num_batched_tokens is not None)  # fmt: skip
     doubled = "; doubled by --performance-mode throughput" if double == 2 else ""
-    return BatchLimits(seqs, tokens, defaults.source + doubled, chunked)
+    return BatchLimits(seqs, tokens, defaults.source + doubled, chunked, defaults.refused_where)
 
 
 def vision_tower_built(modalities: Sequence[str], limit_mm_per_prompt: str | None,

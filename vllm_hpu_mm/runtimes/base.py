@@ -348,6 +348,8 @@ class BatchLimits:
     source: str
     #: Whether prefills are chunked (by default: vLLM V1 yes, the fork's V0 HPU engine no).
     chunked_prefill: bool = True
+    #: Where the runtime refuses batched tokens below max_model_len without chunked prefill.
+    refused_where: str = "config/scheduler.py verify_max_model_len"
 
 
 @dataclasses.dataclass(frozen=True)

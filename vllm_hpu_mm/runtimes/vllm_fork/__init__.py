@@ -321,7 +321,8 @@ class VllmFork(NoBucketList):
         """vLLM V0's scheduler defaults, which the fork's HPU engine runs without chunked prefill: 256 sequences
         and max(max_model_len, 2048) tokens (``config.py`` ``SchedulerConfig``, V0)."""
         return BatchLimits(256, 2048, "vLLM V0 SchedulerConfig as the fork runs it (no chunked prefill)",
-                             chunked_prefill=False)  # fmt: skip
+                           chunked_prefill=False,
+                           refused_where="the fork's vllm/config.py SchedulerConfig._verify_args")  # fmt: skip
 
     def vision_bucketing(self, model_type: str, *, model: str | None = None) -> VisionBucketing:
         release = self.bucketing.release
