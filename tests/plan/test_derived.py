@@ -61,8 +61,8 @@ def test_a_token_budget_below_max_model_len_without_chunked_prefill_is_refused()
               enable_chunked_prefill=False)  # fmt: skip
     # the fork's engine has chunked prefill off by default: the same refusal, naming the default and the fork's own
     # check (r14fork 16's note: it cited vLLM 0.32's file)
-    with pytest.raises(ConfigError, match="chunked prefill off \\(the runtime's default\\): vLLM refuses to start "
-                       "\\(the fork's vllm/config.py SchedulerConfig._verify_args\\)"):  # fmt: skip
+    with pytest.raises(ConfigError, match=r"chunked prefill off \(the runtime's default\): vLLM refuses to start "
+                       r"\(the fork's vllm/config\.py SchedulerConfig\._verify_args\)"):  # fmt: skip
         build(device="gaudi2", runtime="vllm-fork", max_model_len=32768, max_num_batched_tokens=1024)
 
 
