@@ -331,3 +331,22 @@ def test_a_log_of_one_start_says_run_1_of_1_in_text_as_its_json_does(
     assert "\n  the log holds 1 server start: read run 1 of 1\n" in capsys.readouterr().out
     main(["oom-doctor", str(DEV)])
     assert capsys.readouterr().out.split(",")[0].endswith(" (run 1 of 1)")
+
+
+def test_vllms_own_gpu_kv_cache_stat_line_is_no_evidence_of_a_cuda_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # r15logs 18: before vLLM 0.32 the stat logger said "GPU KV cache usage" on every device; a Gaudi log holding
+    # only it was refused as written by vllm-cuda instead of as a log with no memory lines
+    log = tmp_path / "stats.log"
+    log.write_text("(APIServer pid=4010) INFO 11-20 09:30:10 [loggers.py:127] Engine 000: Avg prompt throughput: "
+                   "812.3 tokens/s, Avg generation throughput: 95.1 tokens/s, Running: 3 reqs, Waiting: 0 reqs, GPU KV "
+                   "cache usage: 2.1%, Prefix cache hit rate: 0.0%\n")  # fmt: skip
+    assert main(["memory", "compare", str(log), "--runtime", "vllm-gaudi", "--device", "gaudi2"]) == 2
+    err = capsys.readouterr().err
+    assert "has no memory lines of a Gaudi server to compare" in err
+    assert "vllm-cuda" not in err
+    cuda = tmp_path / "cuda.log"  # with a CUDA runner's own line beside it, still another runtime's log
+    cuda.write_text(log.read_text() + "INFO 11-20 09:30:11 [gpu_worker.py:298] Available KV cache memory: 50 GiB\n")
+    assert main(["memory", "compare", str(cuda), "--runtime", "vllm-gaudi", "--device", "gaudi2"]) == 2
+    assert "was written by vllm-cuda" in capsys.readouterr().err

@@ -15,7 +15,7 @@ from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.outputs import check_output
 from vllm_hpu_mm.logs.calibrate import CALIBRATED, Calibration, WarmupLog, calibrate, parse_warmup
-from vllm_hpu_mm.logs.doctor.source import LogSource, SourceSniffer
+from vllm_hpu_mm.logs.doctor.source import LogSource, SourceSniffer, platform_neutral
 from vllm_hpu_mm.logs.profile import save_profile
 from vllm_hpu_mm.logs.reading import log_records
 from vllm_hpu_mm.logs.server_metrics import TooFewSamples, fit_from_metrics, server_times
@@ -137,7 +137,7 @@ def calibrate_log(args: CalibrateArgs, settings: Settings) -> Calibrated:
 
     def sniffed(records: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
         for record in records:
-            sniffer.feed(record[1])  # bounded: it reads the first lines only
+            sniffer.feed(platform_neutral(record[1]))  # bounded: it reads the first lines only
             yield record
 
     log = parse_warmup(sniffed(log_records(args.log, CALIBRATED)) if args.log is not None else [])

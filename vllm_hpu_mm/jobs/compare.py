@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.jobs.serve import on_default_device
 from vllm_hpu_mm.logs.compare import COMPARED, Comparison, check_writer, compare, run_inputs
-from vllm_hpu_mm.logs.doctor.source import SOURCE_LINES, SourceSniffer
+from vllm_hpu_mm.logs.doctor.source import SOURCE_LINES, SourceSniffer, platform_neutral
 from vllm_hpu_mm.logs.reading import log_lines
 from vllm_hpu_mm.logs.reproduce import read_log
 from vllm_hpu_mm.plan.args import SizingArgs
@@ -28,7 +28,7 @@ def compare_log(log: str, sizing: SizingArgs, settings: Settings, runtime_env: M
     head = list(itertools.islice(lines, SOURCE_LINES))  # what the writer is read from: the first lines only
     sniffer = SourceSniffer()
     for line in head:
-        sniffer.feed(line)
+        sniffer.feed(platform_neutral(line))  # r15logs 18: a stats line's "GPU" was read as a CUDA log
     writer = sniffer.result()
     inputs = run_inputs(planned, sizing.flag, writer=writer, source=log)
     check_writer(writer, inputs.runtime.name, sizing.flag, source=log)

@@ -550,6 +550,17 @@ class SourceSniffer:
         )
 
 
+#: vLLM's stat logger and KV-cache size lines, which said "GPU" on every device before 0.32 put the device's name
+#: there (v1/metrics/loggers.py, v1/core/kv_cache_utils.py: "%s KV cache usage"): no evidence of CUDA.
+_NEUTRAL_GPU = re.compile(r"\bGPU(?= KV cache (?:usage|size))")
+
+
+def platform_neutral(line: str) -> str:
+    """``line`` without the "GPU" vLLM's own stat lines printed on any device, for readers that weigh a log's writer
+    as evidence against a plan (memory compare and calibrate refuse another runtime's log)."""
+    return _NEUTRAL_GPU.sub("the", line) if "GPU KV cache" in line else line
+
+
 def _major_minor(version: str) -> tuple[int, int] | None:
     """``(major, minor)`` of a vLLM version as a log prints it (``0.32.0``, ``0.9.0.1+gaudi``, ``0.10.1.dev12``)."""
     m = re.match(r"(\d+)\.(\d+)", version)
