@@ -380,6 +380,8 @@ def test_parse_resolutions_bad(raw: str) -> None:
         parse_resolutions(raw)
     assert "VLLM_MULTIMODAL_RESOLUTIONS" in str(err.value)
     assert repr(raw) in str(err.value)
+    # every refusal names every accepted form (r15gaudi 20: a bad count range named only "N-M")
+    assert "accepted: comma-separated WxH, WxHxN or WxHxN-M" in str(err.value)
 
 
 def test_format_resolutions_round_trips() -> None:

@@ -183,8 +183,8 @@ def parse_resolution_entries(value: str) -> tuple[ResolutionEntry, ...]:
                 lo, hi = _int(lo_s, item, value), _int(hi_s, item, value)
                 if lo < 1 or hi < lo:
                     raise ConfigError(
-                        f"VLLM_MULTIMODAL_RESOLUTIONS={value!r}: count range {n!r} in {item!r} is invalid; "
-                        "accepted: N-M with 1 <= N <= M"
+                        f"VLLM_MULTIMODAL_RESOLUTIONS={value!r}: count range {n!r} in {item!r} is invalid (a range "
+                        f"N-M needs 1 <= N <= M); accepted: {RESOLUTIONS_FORM}"
                     )
                 out.append(ResolutionEntry(w, h, (lo, hi)))
             else:
@@ -211,8 +211,8 @@ def parse_resolutions(value: str) -> tuple[tuple[int, int, int, int], ...]:
             out.append((e.width, e.height, e.count[0], e.count[1]))
         elif e.count < 1:
             raise ConfigError(
-                f"VLLM_MULTIMODAL_RESOLUTIONS={value!r}: count {e.count} for {e.width}x{e.height} is invalid; "
-                "accepted: N >= 1 (vllm-gaudi would warm an empty batch)"
+                f"VLLM_MULTIMODAL_RESOLUTIONS={value!r}: count {e.count} for {e.width}x{e.height} is invalid (N >= 1: "
+                f"vllm-gaudi would warm an empty batch); accepted: {RESOLUTIONS_FORM}"
             )
         else:
             out.append((e.width, e.height, e.count, e.count))
