@@ -105,7 +105,17 @@ from vllm_hpu_mm.logs.doctor.phases import (
 from vllm_hpu_mm.logs.doctor.scan import Failure, Frame, GaudiMemory, LogFeatures, Memory, marker_stage
 from vllm_hpu_mm.logs.doctor.source import HOST_NAMES, LogSource
 from vllm_hpu_mm.logs.numbers import SkippedLines
-from vllm_hpu_mm.logs.patterns import ELISION, MODEL_COMPILE_FAILED, RAY_REPEATED, strip_prefix
+from vllm_hpu_mm.logs.patterns import (
+    DEVICE_OOM,
+    ELISION,
+    FAILURE_MARK,
+    HOST_OOM,
+    KV_REFUSAL,
+    MEMORY_REFUSED,
+    MODEL_COMPILE_FAILED,
+    RAY_REPEATED,
+    strip_prefix,
+)
 from vllm_hpu_mm.values import STAGES as BASE_STAGES
 from vllm_hpu_mm.values import Stage
 
@@ -166,7 +176,11 @@ CONFIDENCE: dict[Basis, float] = {
     "none": 0.8,
 }
 RULES_FILE = Path(__file__).resolve().parents[2] / "data" / "doctor_rules.json"
+#: The most characters of one line an evidence entry quotes.
 _CLIP = 300
+#: The failure's words an over-long line is quoted around, the first that matches: memory ran out, the KV cache
+#: refused, memory was refused, else any failure mark (an error of another kind).
+_FOCUS = (DEVICE_OOM, HOST_OOM, KV_REFUSAL, MEMORY_REFUSED, FAILURE_MARK)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -611,25 +625,35 @@ def decide(features: LogFeatures, rules: Rules) -> Diagnosis:
     adds those)."""
     j = judge(features, rules)
     run = features.run
-    texts: dict[int, str] = {}
+    f = run.failure
+    # every text read for a line: an over-long line is read in overlapping windows that share its number
+    texts: dict[int, list[str]] = {}
+
+    def put(k: int, text: str) -> None:
+        texts.setdefault(k, []).append(text)
+
     for item in (run.gaudi, run.warmup, run.kv, run.phase and run.phase[1:], run.progress and run.progress[1:3]):
         if item is not None:
-            texts[item[0]] = item[1]  # type: ignore[index]
+            put(item[0], item[1])  # type: ignore[index]
     if run.error is not None:
-        texts[run.error[0]] = run.error[1]
+        put(*run.error)
+    # the lines that state the failure: an over-long one is quoted around the failure's words, any other line (a
+    # phase's, a traceback's frame) from its head, where what it was read for is
+    failing = {item[0] for item in (*(f.window if f is not None else ()), run.error, run.kv) if item is not None}
     for tb in (run.open_traceback,):
         if tb is not None:
-            texts.update((fr.line, fr.text) for fr in tb.frames)
-    f = run.failure
+            for fr in tb.frames:
+                put(fr.line, fr.text)
     if f is not None:
-        texts.update(f.window)
+        for k, text in f.window:
+            put(k, text)
         for item in (f.warmup, f.phase and f.phase[1:]):
             if item is not None:
-                texts[item[0]] = item[1]  # type: ignore[index]
-    picked = sorted({k for k in j.lines if k >= 0 and texts.get(k)})
+                put(item[0], item[1])  # type: ignore[index]
+    picked = sorted({k for k in j.lines if k >= 0 and texts.get(k, [""])[-1]})
     return Diagnosis(
         stage=j.stage,
-        evidence=tuple(Evidence(k + 1, _clip(texts[k])) for k in picked),
+        evidence=tuple(Evidence(k + 1, _quote(texts[k], k in failing)) for k in picked),
         recommendations=(),
         gaudi_memory=run.gaudi[2] if run.gaudi else None,
         warmup=j.warmup,
@@ -647,5 +671,38 @@ def decide(features: LogFeatures, rules: Rules) -> Diagnosis:
     )
 
 
-def _clip(text: str) -> str:
-    return text if len(text) <= _CLIP else text[: _CLIP - 3] + "..."
+def _focus(text: str) -> tuple[int, int] | None:
+    """Which kind of the failure's words (:data:`_FOCUS`, by its place there) ``text`` holds first, and where."""
+    for kind, pattern in enumerate(_FOCUS):
+        if (m := pattern.search(text)) is not None:
+            return kind, m.start()
+    return None
+
+
+def _quote(texts: list[str], failing: bool) -> str:
+    """The evidence of a line read as ``texts`` (the last one read): a line that states the failure (``failing``) and
+    is over-long is quoted from the window that shows the most of the failure's words (a message cut at one window's
+    end lies whole in the next), around them; any other from its head."""
+    last = texts[-1]
+    if len(last) <= _CLIP:
+        return last
+    if not failing:
+        return last[: _CLIP - 3] + "..."
+    ranked = [((f[0], f[1] - len(t)), t) for t in texts if (f := _focus(t)) is not None]
+    return clip(min(ranked, key=lambda r: r[0])[1] if ranked else last)
+
+
+def clip(text: str, cap: int = _CLIP) -> str:
+    """``text`` quoted in at most ``cap`` characters: a longer line is quoted around the failure's words
+    (:data:`_FOCUS`), not only from its head (a JSON record whose message comes after kilobytes of context), with
+    "..." where text was cut."""
+    if len(text) <= cap:
+        return text
+    at = (_focus(text) or (0, 0))[1]
+    lead = cap // 4  # what led up to the words (the record's message starting before them)
+    if at + lead < cap - 3:  # the words are in the head: quote it
+        return text[: cap - 3] + "..."
+    start = min(at - lead, len(text) - (cap - 3))
+    if start + cap - 3 >= len(text):
+        return "..." + text[start:]
+    return "..." + text[start : start + cap - 6] + "..."
