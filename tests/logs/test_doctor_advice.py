@@ -182,6 +182,43 @@ def test_a_compile_failure_while_vllm_profiles_is_no_oom() -> None:
     assert diagnose_lines(lines).stage == "none"
 
 
+def test_an_error_of_another_kind_is_quoted_to_the_line_that_closes_its_message() -> None:
+    # A Habana bridge error whose message goes on over two more lines of the same logger record, after Gaudi's memory
+    # report: the advice quotes the error and the line that closes it ("Graph compile failed"), not the report.
+    prefix = "(EngineCore_DP0 pid=2390) ERROR 09-02 10:17:40 [core.py:1515] "
+    lines = [GAUDI_LOG[0],
+             *(prefix + line for line in (
+                 "Traceback (most recent call last):",
+                 '  File "/x/vllm_gaudi/v1/worker/hpu_model_runner.py", line 6108, in warmup_multimodal_graphs',
+                 "    self._execute_dummy_mm_batch(batch)",
+                 "RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_BRIDGE Exception in Lowering thread...",
+                 "[Rank:0] FATAL ERROR :: MODULE:PT_EAGER HabanaLaunchOpPT Run returned exception....",
+                 "Graph compile failed. synStatus=synStatus 26 [Generic failure].")),
+             "(APIServer pid=2211) ERROR 09-02 10:17:41 [utils.py:1432] Engine core initialization failed"]  # fmt: skip
+    d = diagnose(lines, load({}))
+    assert (d.stage, d.basis, d.settings) == ("none", "error", {})
+    assert [e.line for e in d.evidence] == [1, 5, 7]
+    (text,) = d.recommendations
+    assert "line 5: RuntimeError: [Rank:0]" in text
+    assert "line 7: Graph compile failed. synStatus=synStatus 26 [Generic failure]." in text
+    assert "Free device memory" not in text
+    assert "Engine core initialization failed" not in text
+
+
+def test_an_error_message_of_one_line_is_quoted_alone() -> None:
+    prefix = "ERROR 05-01 10:00:10 [core.py:1] "
+    lines = [GAUDI_LOG[0],
+             *(prefix + line for line in (
+                 "Traceback (most recent call last):",
+                 '  File "/x/vllm_gaudi/v1/worker/hpu_model_runner.py", line 6108, in warmup_multimodal_graphs',
+                 "    self._execute_dummy_mm_batch(batch)",
+                 "RuntimeError: Graph compile failed. synStatus 26")),
+             "ERROR 05-01 10:00:11 [utils.py:1] Engine core initialization failed."]  # fmt: skip
+    d = diagnose(lines, load({}))
+    assert [e.line for e in d.evidence] == [1, 5]
+    assert "(line 5: RuntimeError: Graph compile failed. synStatus 26); fix" in d.recommendations[0]
+
+
 def test_the_sniffer_names_frameworks_accelerators_and_gaudi_runtimes() -> None:
     cases = [
         (['2024-01-01T00:00:00Z INFO text_generation_launcher: Args { model_id: "x" }'], "tgi", None, None),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import json
 import lzma
 import tracemalloc
 from collections.abc import Iterator
@@ -75,6 +76,25 @@ def test_an_over_long_line_comes_in_bounded_overlapping_windows_that_keep_its_nu
     assert len(windows) > 5
     assert all(len(w) <= MAX_LINE_CHARS for w in windows)
     assert sum(len(w) for w in windows) - (len(windows) - 1) * LINE_OVERLAP == 5 * MAX_LINE_CHARS + 7
+
+
+@pytest.mark.parametrize("context", [400, MAX_LINE_CHARS - 30, MAX_LINE_CHARS - 5, 3 * MAX_LINE_CHARS])
+def test_an_over_long_line_is_quoted_around_its_failure_with_ellipses(
+    context: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A JSON log record whose message comes after kilobytes of context, the OOM across a window's end or not.
+    path = tmp_path / "record.log"
+    record = '{"stream":"stderr","ctx":"' + "x" * context + '","msg":"EngineCore encountered a fatal error. ' + OOM
+    path.write_text("\n".join([BANNER, STARTED, SERVING_OOM[0], record + '"}' + "y" * 500]) + "\n")
+    assert main(["oom-doctor", str(path), "--json"]) == 1
+    (quoted,) = [e["text"] for e in json.loads(capsys.readouterr().out)["evidence"] if e["line"] == 4]
+    assert "OutOfMemoryError: CUDA out of memory" in quoted
+    assert quoted.startswith("...")
+    assert quoted.endswith("...")
+    assert len(quoted) <= 300
+    code, out, _ = run_doctor(path, capsys)
+    assert code == 1
+    assert f"{path}:4: {quoted}\n" in out  # the text report quotes the same
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from vllm_hpu_mm.envs import Settings
 from vllm_hpu_mm.errors import ConfigError
-from vllm_hpu_mm.logs.doctor.decide import Diagnosis, SettingValue
+from vllm_hpu_mm.logs.doctor.decide import ERROR_FOCUS, Diagnosis, SettingValue, clip
 from vllm_hpu_mm.logs.doctor.source import OTHER_DISPLAY, LogSource
 from vllm_hpu_mm.logs.numbers import GarbledNumber, number
 from vllm_hpu_mm.logs.patterns import (
@@ -590,17 +590,21 @@ def recommend(
     explicit = model is not None
     chosen = model or d.model or DEFAULT_MODEL
     is_vision = d.source.multimodal if vision is None else vision
-    if d.stage == "none" and d.basis == "error" and d.evidence:
-        e = d.evidence[0]
-        # the error without its log prefixes (a timestamp, TGI's relayed "DEBUG text_generation_launcher:")
-        return (Fix(f"no out-of-memory failure: the log's traceback ends in an error of another kind (line {e.line}: "
-                    f"{strip_prefix(e.text).strip()[:120]}); fix that error, memory settings will not"),)  # fmt: skip
+    error = [e for e in d.evidence if e.line in d.error_lines]
+    if d.stage == "none" and d.basis == "error" and error:
+        # the error itself (not another line of the evidence, such as Gaudi's memory report), without its log prefixes
+        # (a timestamp, TGI's relayed "DEBUG text_generation_launcher:"), to the line that closes its message
+        said = ", its message closing at ".join(
+            f"line {e.line}: {clip(strip_prefix(e.text).strip(), 120, ERROR_FOCUS)}" for e in error
+        )
+        return (Fix(f"no out-of-memory failure: the log's traceback ends in an error of another kind ({said}); fix "
+                    "that error, memory settings will not"),)  # fmt: skip
     if d.stage == "none" and d.basis == "stopped" and d.evidence:
         e = d.evidence[0]
         return (Fix(f"no out-of-memory failure in this log: it stops partway through a phase (line {e.line}: "
-                    f"{e.text.strip()[:120]}) with no error line, no traceback and no kill; an excerpt copied while "
-                    "the phase ran ends the same way. If the server did stop there, keep its log to the end and check "
-                    "the kernel log (dmesg) for the OOM killer before changing memory settings"),)  # fmt: skip
+                    f"{clip(e.text.strip(), 120)}) with no error line, no traceback and no kill; an excerpt copied "
+                    "while the phase ran ends the same way. If the server did stop there, keep its log to the end and "
+                    "check the kernel log (dmesg) for the OOM killer before changing memory settings"),)  # fmt: skip
     if d.stage == "none":
         return (Fix("no out-of-memory failure found in this log"),)
     if d.basis == "undecided":

@@ -105,7 +105,17 @@ from vllm_hpu_mm.logs.doctor.phases import (
 from vllm_hpu_mm.logs.doctor.scan import Failure, Frame, GaudiMemory, LogFeatures, Memory, marker_stage
 from vllm_hpu_mm.logs.doctor.source import HOST_NAMES, LogSource
 from vllm_hpu_mm.logs.numbers import SkippedLines
-from vllm_hpu_mm.logs.patterns import ELISION, MODEL_COMPILE_FAILED, RAY_REPEATED, strip_prefix
+from vllm_hpu_mm.logs.patterns import (
+    DEVICE_OOM,
+    ELISION,
+    FAILURE_MARK,
+    HOST_OOM,
+    KV_REFUSAL,
+    MEMORY_REFUSED,
+    MODEL_COMPILE_FAILED,
+    RAY_REPEATED,
+    strip_prefix,
+)
 from vllm_hpu_mm.values import STAGES as BASE_STAGES
 from vllm_hpu_mm.values import Stage
 
@@ -166,7 +176,14 @@ CONFIDENCE: dict[Basis, float] = {
     "none": 0.8,
 }
 RULES_FILE = Path(__file__).resolve().parents[2] / "data" / "doctor_rules.json"
+#: The most characters of one line an evidence entry quotes.
 _CLIP = 300
+#: The failure's words an over-long line is quoted around, the first that matches: memory ran out, the KV cache
+#: refused, memory was refused, else any failure mark (an error of another kind).
+_FOCUS = (DEVICE_OOM, HOST_OOM, KV_REFUSAL, MEMORY_REFUSED, FAILURE_MARK)
+#: The words an over-long error of another kind is quoted around: its failure mark, never memory words it may list
+#: among possible causes (Ray's "(1) The process is killed by SIGKILL by OOM killer ..." after "The actor died").
+ERROR_FOCUS = (FAILURE_MARK,)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,6 +259,9 @@ class Diagnosis:
     skipped: SkippedLines = dataclasses.field(default_factory=SkippedLines, compare=False)
     #: For a cut verdict, what the log stopped inside (None otherwise).
     cut: Cut | None = None
+    #: For an error of another kind (basis ``error``), the evidence's lines (1-based) that state it: its exception
+    #: line, and the line that closes its message where the message goes on over more lines.
+    error_lines: tuple[int, ...] = ()
 
     @property
     def oom(self) -> bool:
@@ -611,25 +631,49 @@ def decide(features: LogFeatures, rules: Rules) -> Diagnosis:
     adds those)."""
     j = judge(features, rules)
     run = features.run
-    texts: dict[int, str] = {}
+    f = run.failure
+    # every text read for a line: an over-long line is read in overlapping windows that share its number
+    texts: dict[int, list[str]] = {}
+
+    def put(k: int, text: str) -> None:
+        texts.setdefault(k, []).append(text)
+
     for item in (run.gaudi, run.warmup, run.kv, run.phase and run.phase[1:], run.progress and run.progress[1:3]):
         if item is not None:
-            texts[item[0]] = item[1]  # type: ignore[index]
+            put(item[0], item[1])  # type: ignore[index]
     if run.error is not None:
-        texts[run.error[0]] = run.error[1]
+        put(*run.error)
+    # the lines that state the failure: an over-long one is quoted around the failure's words, any other line (a
+    # phase's, a traceback's frame) from its head, where what it was read for is
+    failing: dict[int, tuple[re.Pattern[str], ...]] = {}
+    if run.error is not None:
+        failing[run.error[0]] = ERROR_FOCUS
+    for item in (*(f.window if f is not None else ()), run.kv):
+        if item is not None:
+            failing[item[0]] = _FOCUS
     for tb in (run.open_traceback,):
         if tb is not None:
-            texts.update((fr.line, fr.text) for fr in tb.frames)
-    f = run.failure
+            for fr in tb.frames:
+                put(fr.line, fr.text)
     if f is not None:
-        texts.update(f.window)
+        for k, text in f.window:
+            put(k, text)
         for item in (f.warmup, f.phase and f.phase[1:]):
             if item is not None:
-                texts[item[0]] = item[1]  # type: ignore[index]
-    picked = sorted({k for k in j.lines if k >= 0 and texts.get(k)})
+                put(item[0], item[1])  # type: ignore[index]
+    error_lines: tuple[int, ...] = ()
+    if j.basis == "error" and run.error is not None and run.error[0] in j.lines:
+        # the error's message quoted to the line that closes it ("Graph compile failed. synStatus=..." after the
+        # exception line of a Habana bridge error): that line says what failed
+        error_lines = (run.error[0],)
+        if run.error_end is not None:
+            put(*run.error_end)
+            failing[run.error_end[0]] = ERROR_FOCUS
+            error_lines += (run.error_end[0],)
+    picked = sorted(k for k in {*j.lines, *error_lines} if k >= 0 and texts.get(k, [""])[-1])
     return Diagnosis(
         stage=j.stage,
-        evidence=tuple(Evidence(k + 1, _clip(texts[k])) for k in picked),
+        evidence=tuple(Evidence(k + 1, _quote(texts[k], failing.get(k))) for k in picked),
         recommendations=(),
         gaudi_memory=run.gaudi[2] if run.gaudi else None,
         warmup=j.warmup,
@@ -644,8 +688,42 @@ def decide(features: LogFeatures, rules: Rules) -> Diagnosis:
         skipped=features.skipped,
         source=features.source,
         cut=j.cut,
+        error_lines=tuple(k + 1 for k in error_lines if k in picked),
     )
 
 
-def _clip(text: str) -> str:
-    return text if len(text) <= _CLIP else text[: _CLIP - 3] + "..."
+def _focus(text: str, focus: tuple[re.Pattern[str], ...] = _FOCUS) -> tuple[int, int] | None:
+    """Which of the words ``focus`` lists (by its place there) ``text`` holds first, and where."""
+    for kind, pattern in enumerate(focus):
+        if (m := pattern.search(text)) is not None:
+            return kind, m.start()
+    return None
+
+
+def _quote(texts: list[str], focus: tuple[re.Pattern[str], ...] | None) -> str:
+    """The evidence of a line read as ``texts`` (the last one read): a line that states the failure (``focus``: the
+    words it is quoted around) and is over-long is quoted from the window that shows the most of those words (a
+    message cut at one window's end lies whole in the next), around them; any other from its head."""
+    last = texts[-1]
+    if len(last) <= _CLIP:
+        return last
+    if focus is None:
+        return last[: _CLIP - 3] + "..."
+    ranked = [((f[0], f[1] - len(t)), t) for t in texts if (f := _focus(t, focus)) is not None]
+    return clip(min(ranked, key=lambda r: r[0])[1] if ranked else last, focus=focus)
+
+
+def clip(text: str, cap: int = _CLIP, focus: tuple[re.Pattern[str], ...] = _FOCUS) -> str:
+    """``text`` quoted in at most ``cap`` characters: a longer line is quoted around the failure's words
+    (``focus``), not only from its head (a JSON record whose message comes after kilobytes of context), with "..."
+    where text was cut."""
+    if len(text) <= cap:
+        return text
+    at = (_focus(text, focus) or (0, 0))[1]
+    lead = cap // 4  # what led up to the words (the record's message starting before them)
+    if at + lead < cap - 3:  # the words are in the head: quote it
+        return text[: cap - 3] + "..."
+    start = min(at - lead, len(text) - (cap - 3))
+    if start + cap - 3 >= len(text):
+        return "..." + text[start:]
+    return "..." + text[start : start + cap - 6] + "..."

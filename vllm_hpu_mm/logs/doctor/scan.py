@@ -279,6 +279,9 @@ class RunFeatures:
     #: some errors as their message alone) or stated, on the line that opens a traceback or a few lines above it, what
     #: it raised (:func:`_stated_error`): (line, text). The traceback then ended in an error, not a cut.
     error: tuple[int, str] | None = None
+    #: Where the error's message goes on over more lines of the same logger record after its exception line (a
+    #: Habana bridge error closed by "Graph compile failed. synStatus=..."), the last of them: (line, text).
+    error_end: tuple[int, str] | None = None
 
     @property
     def shows_failure(self) -> bool:
@@ -413,6 +416,9 @@ class _Run:
         #: The last traceback an exception line of another kind than memory closed: (that line, its text, the names
         #: of its frames).
         self.raised: tuple[int, str, frozenset[str]] | None = None
+        #: The message of the last line that closed a traceback, over the lines of its logger record that go on with
+        #: it: (its first line, its last line, that line's text).
+        self.message: tuple[int, int, str] | None = None
         self.elided = -1  # the last elision line
         #: A model load's report, until the figures it lists say why it failed (:meth:`Scanner._load_report`), the
         #: figures read so far ([left, total] bytes by which memory), and the report whose figures made the pending
@@ -750,6 +756,7 @@ class Scanner:
             body = strip_prefix(text)
             if EXCEPTION_LINE.match(body) or RAISED.match(body):
                 tb.closed = True
+                run.message = (k, k, text)
                 if tb.frames and _oom_kind(text) is None:
                     run.raised = (k, text, frozenset(f.func for f in tb.frames if f.func))
             elif body.strip() and k - tb.last <= MAX_GAP + 1 and body[:1].isspace():
@@ -759,8 +766,22 @@ class Scanner:
                 # The line right after the frames, from the same logger record, that is not a frame: the exception's
                 # message printed without its class. The traceback ended in that error: no cut.
                 tb.closed, tb.message_at = True, k
+                run.message = (k, k, text)
                 if run.error is None and _oom_kind(text) is None:
                     run.error = (k, text)
+        elif (
+            (message := run.message) is not None
+            and k == message[1] + 1
+            and tb is not None
+            and tb.closed
+            and TRACEBACK_START not in text
+            and (prefix := _prefix(text))
+            and prefix == _prefix(message[2])
+            and strip_prefix(text).strip()
+        ):
+            # the message goes on over the next lines of the same logger record (vLLM's logger prefixes each line of
+            # an exception's text): its last line closes what the traceback raised
+            run.message = (message[0], k, text)
 
     def _headless(self, run: _Run, k: int, text: str) -> _Traceback:
         """A traceback an excerpt shows from its first frame, without its header (the line ``text``), and the error
@@ -858,8 +879,10 @@ class Scanner:
             # a traceback closed by its exception line of another kind, the server not going on after it (a TGI
             # shard's relayed "RuntimeError: Graph compile failed. synStatus 26"): the run failed on that error
             error = raised[:2]
+        m = run.message
+        end = (m[1], m[2]) if error is not None and m is not None and m[0] == error[0] < m[1] else None
         return RunFeatures(run.failure, run.kv, open_tb, run.progress, run.phase, run.warmup, run.completed_at,
-                           run.end, run.gaudi, run.kv_fit, max(run.ooms.values(), default=0), error)  # fmt: skip
+                           run.end, run.gaudi, run.kv_fit, max(run.ooms.values(), default=0), error, end)  # fmt: skip
 
     @staticmethod
     def _fallback_failed(run: _Run) -> bool:
