@@ -400,3 +400,23 @@ def test_vllm_cpus_refusal_to_start_on_a_busy_host_caps_the_share_like_the_gpus(
     assert "host's memory node had 20.5 of 62.7 GiB available" in text
     assert "--kv-cache-memory-bytes" in text
     assert "--tensor-parallel-size" not in text
+
+
+def test_vllm_cpus_kv_cache_above_its_nodes_available_memory_is_host_memory_and_made_smaller() -> None:
+    # r16doctor 7: vLLM 0.32 cpu_worker.py determine_available_memory; it was device memory, told to give the cache more
+    given = ["INFO 03-02 11:00:30 [core.py:95] Initializing a V1 LLM engine (v0.32.0) with config: device_config=cpu",
+             "ERROR 03-02 11:00:41 [core.py:1510] ValueError: Available memory on node 0 (6.12/31.20 GiB) on kv cache "
+             "allocation is less than requested memory for kv (16.00 GiB). Decrease --kv-cache-memory-bytes, "
+             "VLLM_CPU_KVCACHE_SPACE, or reduce CPU memory used by other processes."]  # fmt: skip
+    d = diagnose(given, load({}))
+    assert (d.stage, d.memory) == ("kv_cache", "host")
+    most = d.settings["--kv-cache-memory-bytes"]
+    assert isinstance(most, int)
+    assert 0 < most <= 6.12 * 2**30
+    assert "lower --kv-cache-memory-bytes from 16 GiB" in "\n".join(d.recommendations)
+    asked = [given[0], "ERROR 03-02 11:00:41 [core.py:1510] ValueError: Available memory on node 0 (6.12/31.20 GiB) "
+             "on kv cache allocation is less than requested memory for kv (20.40/28.08 GiB). Reduce CPU memory used "
+             "by other processes."]  # fmt: skip
+    text = "\n".join(diagnose(asked, load({})).recommendations)
+    assert "give --kv-cache-memory-bytes" in text
+    assert "instead of the share --gpu-memory-utilization asked (20.4 GiB for the KV cache)" in text

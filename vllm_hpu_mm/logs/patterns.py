@@ -28,6 +28,7 @@ __all__ = [
     "CATCH_ALL_OOM",
     "COMMAND_LINE",
     "COMM_FAILURE",
+    "CPU_NODE_KV",
     "CRASHED",
     "CUDA_CAPTURE_SIZES",
     "CUDA_GRAPH_MEMORY",
@@ -1072,6 +1073,13 @@ HOST_RESOURCE = re.compile(
     r"\b(?:host|system|CPU|physical)\s+(?:memory|RAM)\b|\bRAM\b|\bCPU\w* buffers?\b|_Host buffers?\b"
     r"|\bswap space\b",
     re.IGNORECASE,
+)
+#: vLLM CPU's KV cache larger than its host memory node has available (v1/worker/cpu_worker.py 0.32
+#: ``determine_available_memory``): ``want`` alone when --kv-cache-memory-bytes gave it, ``want/asked`` when the
+#: utilisation's share less what the process holds asked it.
+CPU_NODE_KV = re.compile(
+    r"Available memory on node (?P<node>\d+) \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on kv cache allocation is "
+    r"less than requested memory for kv \((?P<want>-?[\d.]+)(?:/(?P<asked>[\d.]+))? GiB\)"
 )
 #: vLLM V1's refusal to start when the device holds less free memory than its utilisation asks (``gpu_worker.py``
 #: ``init_device``; newer releases name the device: ``Free memory on device cuda:0 (...)``), and its CPU worker's

@@ -26,6 +26,7 @@ from vllm_hpu_mm.logs.doctor.decide import ERROR_FOCUS, Diagnosis, SettingValue,
 from vllm_hpu_mm.logs.doctor.source import OTHER_DISPLAY, LogSource
 from vllm_hpu_mm.logs.numbers import GarbledNumber, number
 from vllm_hpu_mm.logs.patterns import (
+    CPU_NODE_KV,
     DEVICE_OOM,
     FREE_ON_STARTUP,
     LOAD_FAILED,
@@ -518,11 +519,36 @@ def _other(d: Diagnosis) -> list[Fix]:
 _RAY = re.compile(r"\bRay\b|\bray\b|raylet|memory monitor")
 
 
+def _cpu_node_kv(d: Diagnosis) -> list[Fix] | None:
+    """vLLM CPU's KV cache larger than its memory node had available (cpu_worker.py 0.32 determine_available_memory):
+    a given --kv-cache-memory-bytes at most what was available, else one given instead of the utilisation's share."""
+    m = next((m for line in _texts(d) for m in [CPU_NODE_KV.search(line)] if m), None)
+    if m is None:
+        return None
+    try:
+        free, want = number(m["free"]), number(m["want"])
+    except GarbledNumber:
+        return None
+    most = int(free * 2**30) // 2**20 * 2**20  # rounded down to whole MiB: the cache must fit what was available
+    node = f"node {m['node']} had {free:g} GiB available"
+    if m["asked"] is None:  # the size was given: the same flag, smaller
+        text = (f"lower --kv-cache-memory-bytes from {want:g} GiB to {most} ({most / 2**30:.2f} GiB) or less: {node}; "
+                "or free host memory (other processes, VLLM_CPU_KVCACHE_SPACE)")  # fmt: skip
+    else:  # the utilisation's share less what the process holds asked more than was available
+        text = (f"give --kv-cache-memory-bytes {most} ({most / 2**30:.2f} GiB) or less instead of the share "
+                f"--gpu-memory-utilization asked ({want:g} GiB for the KV cache): {node}; or free host "
+                "memory")  # fmt: skip
+    return [Fix(text, "--kv-cache-memory-bytes", most)]
+
+
 def _host(d: Diagnosis, vision: bool) -> list[Fix]:
     s = d.source
     refused = _refused_share(d)
     if refused is not None:  # vLLM CPU's start-up check of its share of the host: nothing was loaded
         return [refused]
+    node_kv = _cpu_node_kv(d)
+    if node_kv is not None:  # vLLM CPU's KV cache above its node's available memory: the cache's size is the fix
+        return node_kv
     where = {"startup": " while the model loads", "runtime": " while serving"}.get(d.stage, "")
     out = [Fix(f"the host ran out of memory{where}, not the accelerator: give the process more RAM (container "
                "limit, fewer other processes) or free memory for it")]  # fmt: skip

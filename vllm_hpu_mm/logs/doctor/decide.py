@@ -106,6 +106,7 @@ from vllm_hpu_mm.logs.doctor.scan import Failure, Frame, GaudiMemory, LogFeature
 from vllm_hpu_mm.logs.doctor.source import HOST_NAMES, LogSource
 from vllm_hpu_mm.logs.numbers import SkippedLines
 from vllm_hpu_mm.logs.patterns import (
+    CPU_NODE_KV,
     DEVICE_OOM,
     ELISION,
     FAILURE_MARK,
@@ -352,7 +353,9 @@ def judge(features: LogFeatures, rules: Rules) -> Judgement:
     if f is not None:
         hint = _before_phase_line(f, hint) or _profiled_encoder(f)
     if run.kv is not None and (f is None or run.kv[0] <= f.line or hint is None) and not _in_tgi_warmup(f):
-        return Judgement("kv_cache", "kv_refusal", "device", (run.kv[0], gaudi_at))
+        # vLLM CPU's KV cache is host memory: its node had less available than the cache asked (cpu_worker.py 0.32)
+        memory: Memory = "host" if CPU_NODE_KV.search(run.kv[1]) else "device"
+        return Judgement("kv_cache", "kv_refusal", memory, (run.kv[0], gaudi_at))
     if f is not None:
         warm = f.warmup[2] if f.warmup else None
         marks = (f.line, gaudi_at, f.warmup[0] if f.warmup else -1)
