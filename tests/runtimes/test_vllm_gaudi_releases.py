@@ -836,3 +836,14 @@ def test_the_plan_serve_prints_says_which_strategy_variable_wins(monkeypatch: py
     assert len(said) == 1
     assert "overrides VLLM_BUCKETING_STRATEGY=pad" in said[0]["message"]
     assert said[0]["severity"] == "info"
+
+
+def test_range_variables_exp_overwrites_are_said_wherever_its_buckets_are() -> None:
+    # r16text 3: buckets replay warmed exp's graphs and said nothing of the two range variables it overwrote
+    env = {"VLLM_PROMPT_SEQ_BUCKET_MAX": "1024", "VLLM_DECODE_BLOCK_BUCKET_MAX": "256"}
+    said = model_from_env(env, None, "0.26.0").text_shapes(SHAPE_4K)
+    assert said.prefill == model_from_env({}, None, "0.26.0").text_shapes(SHAPE_4K).prefill  # overwritten indeed
+    (note,) = said.resolved
+    assert note.startswith("your VLLM_PROMPT_SEQ_BUCKET_MAX, VLLM_DECODE_BLOCK_BUCKET_MAX: not applied by vllm-gaudi")
+    # the prefill batch cap is read whatever the strategy: never said to be overwritten
+    assert not model_from_env({"VLLM_PROMPT_BS_BUCKET_MAX": "4"}, None, "0.26.0").text_shapes(SHAPE_4K).resolved

@@ -202,7 +202,18 @@ class VllmGaudi:
         prefill, decode = generated[0], tuple((bs, blocks) for bs, _, blocks in generated[1])
         notes = () if self.planned else common.dropped_file_buckets(self.bucketing, shape)
         resolved = common.strategy_resolution(self.bucketing, planned=self.planned)
-        return TextShapes(prefill, decode, source, notes, (resolved,) if resolved else ())
+        said: tuple[str, ...] = (resolved,) if resolved else ()
+        # the user's range variables the strategy (or file) in use overwrites, said wherever these buckets are
+        # (r16text 3: buckets replay warmed exp's 104 graphs and said nothing of the two set); a planned file's
+        # overrides are said by the exports that replace the user's buckets with it
+        ignored = () if self.planned else tuple(v for v in common.overridden_variables(self.bucketing)
+                                                if v.endswith(("_MIN", "_STEP", "_MAX", "_LIMIT")))  # fmt: skip
+        if ignored:
+            said += (f"your {', '.join(ignored)}: not applied by vllm-gaudi {self.bucketing.release.name}'s "
+                     f"{effective_strategy(self.bucketing)} bucketing, which builds its ranges otherwise (exp from "
+                     "the engine limits: exponential.py check_for_user_flags 'will be overwritten'; a bucket file "
+                     "from its lines)",)  # fmt: skip
+        return TextShapes(prefill, decode, source, notes, said)
 
     def text_lookup(self, shape: EngineShape) -> TextLookup:
         return RunnerLookup(self.bucketing, shape, self._generated(shape)[0])
