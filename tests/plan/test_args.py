@@ -108,3 +108,13 @@ def test_a_size_written_with_a_unit_vllm_refuses_is_refused_with_the_spelling_vl
     with pytest.raises(argparse.ArgumentTypeError, match=re.escape(meant)):
         human_readable_int(raw)
     assert human_readable_int("8G") == 8 * 2**30
+
+
+def test_a_count_that_is_no_integer_is_refused_with_the_counts_range(capsys: pytest.CaptureFixture[str]) -> None:
+    # r16loads 15: '4.5' got "accepted: a whole number, e.g. 4", which 0 and -3 (refused too) also are
+    from vllm_hpu_mm.cli.main import main
+
+    assert main(["buckets", "replay", "--concurrency", "4.5"]) == 2
+    assert "'4.5' is not an integer; accepted: a positive integer up to 2147483647" in capsys.readouterr().err
+    assert main(["buckets", "replay", "--request-rate", "abc"]) == 2  # r16loads 11: the range said too
+    assert "accepted: requests per second, 1e-06 to 10,000" in capsys.readouterr().err

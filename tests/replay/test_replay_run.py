@@ -385,3 +385,12 @@ def test_the_warm_up_row_carries_its_interval_in_its_label_as_the_other_modelled
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.strip().startswith("warm-up estimate (text graphs"))
     assert row.strip().startswith("warm-up estimate (text graphs, ±15%)")
+
+
+def test_a_slow_rate_s_throughput_keeps_its_significant_figures() -> None:
+    # r16loads 12: 3 requests over 1,964,343 s were rounded to a request_throughput of 0.0
+    from vllm_hpu_mm.replay.latency import Latency, latency_dict
+
+    q = (0.1, 0.2, 0.3)
+    x = Latency("slow", 3, q, q, q, q, 0.1, 0.01, 1_964_342.9, 3 / 1_964_342.9, 200 / 1_964_342.9, 0.29, "e")
+    assert latency_dict(x)["request_throughput"] == pytest.approx(1.527e-06, rel=1e-3)

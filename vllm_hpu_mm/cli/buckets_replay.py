@@ -116,7 +116,8 @@ def request_rate(raw: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not a number; accepted: requests per second, e.g. 2.5") from None
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a number; accepted: requests per second, {MIN_RATE:g} to "
+                                         f"{MAX_RATE:,.0f}, e.g. 2.5") from None  # fmt: skip
     if not MIN_RATE <= value <= MAX_RATE:  # NaN too
         # a rate of 0 or less first said as the docs say it (r13fleet 4: only "at least 1e-06" was said)
         what = "is not above 0" if value <= 0 else "is out of range"

@@ -192,6 +192,15 @@ def integer(raw: str) -> int:
         raise argparse.ArgumentTypeError(f"{raw!r} is not an integer; accepted: a whole number, e.g. 4") from None
 
 
+def _count(raw: str) -> int:
+    """:func:`integer` for a count (bound :data:`COUNT`): its refusal names the range the bound then checks."""
+    try:
+        return int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an integer; accepted: a positive integer up to "
+                                         f"{validate.MAX_COUNT}, e.g. 4") from None  # fmt: skip
+
+
 def _whole(raw: str, accepted: str) -> int:
     """``raw`` as an integer (``_`` between digits allowed), else an error that says what is ``accepted``."""
     try:
@@ -441,6 +450,8 @@ def add_options(p: argparse.ArgumentParser, options: Iterable[Option], *, prefix
     as typed, under :data:`TYPED`."""
     for o in options:
         names = [f"--{prefix}{o.name}", *(() if prefix else o.aliases)]
+        if o.type is integer and o.bound is COUNT:
+            o = dataclasses.replace(o, type=_count)  # a count's refusal says its range (r16loads 15: "4.5")
         kw: dict[str, Any] = {"dest": f"{prefix.replace('-', '_')}{o.field}", "default": None}
         if help:
             kw["help"] = o.help

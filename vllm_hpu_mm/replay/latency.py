@@ -279,8 +279,9 @@ def latency_dict(x: Latency) -> dict[str, Any]:
         "mean_ttft_ms": round(1000 * x.mean_ttft, 3),
         "mean_tpot_ms": round(1000 * x.mean_tpot, 3),
         "duration_s": round(x.duration_s, 3),
-        "request_throughput": round(x.request_throughput, 4),
-        "output_throughput": round(x.output_throughput, 3),
+        # significant figures, not places: a rate of 1.5e-06 requests/s is no 0.0 (r16loads 12)
+        "request_throughput": float(f"{x.request_throughput:.4g}"),
+        "output_throughput": float(f"{x.output_throughput:.4g}"),
         "interval": None if x.interval is None else round(x.interval, 4),
         "evidence": x.evidence,
     }
