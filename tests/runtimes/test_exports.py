@@ -160,7 +160,8 @@ def test_users_own_bucket_file_and_resolutions_are_kept_and_their_buckets_counte
     assert (len(p.text_graphs.prefill), len(p.text_graphs.decode)) == (2, 1)
     e = exports_for(p, ExportContext(ServerFlags(user_env=env), {(224, 224): 1}))
     assert "VLLM_BUCKETING_FROM_FILE" not in e.env
-    assert "VLLM_MULTIMODAL_RESOLUTIONS" not in e.env
+    # the user's resolutions are exported as given (a replica's env file on another machine holds them too)
+    assert e.env["VLLM_MULTIMODAL_RESOLUTIONS"] == "448x448"
     assert e.files == {}
     assert e.enforcement["decode_graphs"].honoured
 
@@ -571,3 +572,12 @@ def test_a_resolutions_variable_the_release_does_not_read_is_named_as_every_unre
         n.startswith("your VLLM_MULTIMODAL_RESOLUTIONS=1024*768: not read by vllm-gaudi v0.24.0") for n in e.notes
     )
     assert "VLLM_MULTIMODAL_RESOLUTIONS" not in e.env
+
+
+def test_a_users_own_resolutions_are_exported_as_given_as_a_users_reserve_is() -> None:
+    # r17gaudi 10: on v0.26.0 (which reads them) they were "kept as it is" in a note, absent from the environment
+    env = {"VLLM_MULTIMODAL_RESOLUTIONS": "448x448x1-4,672x448"}
+    p = make_plan("vllm-gaudi==0.26.0", "gaudi2", env=env)
+    e = exports_for(p, ExportContext(ServerFlags(user_env=env)))
+    assert e.env["VLLM_MULTIMODAL_RESOLUTIONS"] == "448x448x1-4,672x448"
+    assert "VLLM_MULTIMODAL_RESOLUTIONS is yours: kept as it is" in e.notes

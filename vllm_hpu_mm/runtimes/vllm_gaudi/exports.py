@@ -130,6 +130,9 @@ def _vision(d: Draft, resolutions: Sequence[tuple[int, int]]) -> tuple[list[str]
     elif vision and i.buckets:
         if "VLLM_MULTIMODAL_RESOLUTIONS" in flags.user_env:
             parse_resolutions(flags.user_env["VLLM_MULTIMODAL_RESOLUTIONS"])  # vllm-gaudi's own form
+            # exported as given, as a user's VLLM_GRAPH_RESERVED_MEM is: the environment lists what the server reads
+            # of the plan's knobs (r17gaudi 10: it was only in a note)
+            d.env["VLLM_MULTIMODAL_RESOLUTIONS"] = flags.user_env["VLLM_MULTIMODAL_RESOLUTIONS"]
             d.notes.append("VLLM_MULTIMODAL_RESOLUTIONS is yours: kept as it is")
             vision.append("VLLM_MULTIMODAL_RESOLUTIONS")
         elif resolutions:
