@@ -131,6 +131,37 @@ def test_a_log_after_a_run_of_nul_bytes_is_diagnosed(tmp_path: Path, capsys: pyt
     assert (code, out.split(",")[0]) == (1, "stage: graph_capture (device memory) (run 1 of 1)")
 
 
+def test_a_log_after_a_binary_stretch_is_read_from_its_text_with_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A partial write or a crash's garbage (random bytes, not NUL) in front of a real log, colour codes in it.
+    junk = bytes(range(1, 256)) * 16 + bytes((7 * k + 3) % 256 or 1 for k in range(4096))
+    lines = [*CAPTURE_OOM[:-1], "\x1b[31mERROR\x1b[0m " + OOM]
+    path = tmp_path / "mixed.log"
+    path.write_bytes(junk + b"\n" + ("\n".join(lines) + "\n").encode() + b"\x00\x00\xff\xfe\n")
+    code, out, err = run_doctor(path, capsys)
+    assert (code, out.split(",")[0]) == (1, "stage: graph_capture (device memory) (run 1 of 1)")
+    assert f"starts with {len(junk) + 1} bytes that are not text" in err
+    assert "\x1b" not in out
+
+
+@pytest.mark.parametrize("where", [1000, 60_000])
+def test_binary_throughout_the_look_ahead_is_still_refused_however_it_ends(
+    where: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Text that starts only past the 64 KiB looked ahead is not looked for: the read stays bounded.
+    noise = (bytes(range(1, 256)) * 600)[:70_000]
+    path = tmp_path / "file.log"
+    path.write_bytes(noise + b"\n" + ("\n".join(CAPTURE_OOM) + "\n").encode())
+    code, _, err = run_doctor(path, capsys)
+    assert code == 2
+    assert "looks binary" in err
+    # and a named binary is refused at once, whatever text follows it
+    path.write_bytes(b"\x7fELF\x02\x01\x01" + bytes(where) + b"\n" + ("\n".join(CAPTURE_OOM) + "\n").encode())
+    code, _, err = run_doctor(path, capsys)
+    assert (code, "executable" in err) == (2, True)
+
+
 @pytest.mark.parametrize(
     ("head", "named"),
     [

@@ -9,6 +9,9 @@ length.
 - Leading NUL bytes (a log truncated in place by log rotation) are skipped in bounded chunks; a run of NUL bytes
   inside the log (a crash and restart, a file written sparse) is dropped and does not make the log "binary". A file
   of nothing but NUL bytes, an archive or a binary format is invalid input, named for what it is.
+- A binary stretch before the text (a partial write, a crash's garbage) is skipped: the log is read from the first
+  line within :data:`_LOOK_AHEAD` bytes from which the text reads as a log, and a note says how many bytes were
+  skipped; a file with no such line there is refused as binary.
 - Every read is bounded: a device (``/dev/zero``, a terminal) is refused before it is read; a file, pipe or FIFO is
   read up to :data:`MAX_LOG_BYTES` (after decompression) and :data:`MAX_LOG_LINES` lines, past which it is refused
   with the cap named (a plain file larger than the cap is refused before it is read).
@@ -21,18 +24,20 @@ import codecs
 import dataclasses
 import gzip
 import io
+import itertools
 import lzma
 import os
 import re
 import stat
 import sys
+import warnings
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import BinaryIO, cast
 
-from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.errors import ConfigError, InputNote
 from vllm_hpu_mm.logs.patterns import ANSI
 from vllm_hpu_mm.values import size_cap
 
@@ -66,6 +71,8 @@ _NUL_RUN = 4
 #: What a damaged file or compressed stream raises while it is read.
 _READ_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error, UnicodeError, ValueError, MemoryError)
 _CHUNK = 1 << 16
+#: How far past a binary start the text of a log is looked for (bounded: a binary file is refused after this).
+_LOOK_AHEAD = 1 << 16
 ACCEPTED = "accepted: a UTF-8 or UTF-16 text log, plain or gzip/bzip2/xz-compressed"
 #: Streams decompressed as they are read, by their magic bytes.
 _COMPRESSED: tuple[tuple[bytes, Callable[[BinaryIO], io.BufferedIOBase]], ...] = (
@@ -107,6 +114,39 @@ def detect_encoding(head: bytes) -> str | None:
 
 
 _NUL_RUNS = re.compile(rb"\x00{%d,}" % _NUL_RUN)
+
+
+def _bad_chars(line: bytes) -> int:
+    """How many characters of ``line`` :func:`detect_encoding` counts against UTF-8 text (NUL runs are holes)."""
+    line = _NUL_RUNS.sub(b"", line)
+    text = line.decode("utf-8", errors="replace")
+    return sum(ch == "\ufffd" or (ch < " " and ch not in "\t\r\n\x1b") for ch in text)
+
+
+def _text_start(data: bytes, limit: int) -> int | None:
+    """The offset of the first clean line after a newline, within ``limit``, from which the next
+    :data:`_SNIFF_BYTES` of ``data`` (or its end) read as UTF-8 text; None when there is none. One pass over the
+    lines (a window of bad-character counts), then :func:`detect_encoding` confirms the choice, so the cost stays
+    linear in ``data`` whatever it holds."""
+    starts = [m.end() for m in re.finditer(rb"\n", data) if m.end() < min(limit, len(data))]
+    bounds = [*starts, len(data)]
+    bad = [_bad_chars(data[a:b]) for a, b in itertools.pairwise(bounds)]
+    total, j = 0, 0  # bad characters of lines i..j-1, the window from line i
+    for i, start in enumerate(starts):
+        end = min(start + _SNIFF_BYTES, len(data))
+        while j < len(starts) and bounds[j] < end:
+            total += bad[j]
+            j += 1
+        window = data[start:end]
+        # The first line itself is clean text (a stretch of garbage that ends the binary part is not the log's start).
+        first = bad[i] == 0 and data[start : bounds[i + 1]].strip()
+        if first and total <= 0.1 * (end - start) and window.strip() and detect_encoding(window) == "utf-8":
+            return start
+        if j > i:
+            total -= bad[i]
+        else:
+            j = i + 1
+    return None
 
 
 def strip_ansi(text: str) -> str:
@@ -278,9 +318,28 @@ def _open_text(path: str, stack: ExitStack, purpose: Purpose) -> io.TextIOWrappe
         raise ConfigError(f"log {path!r} is empty: there is nothing to {purpose.task}; accepted: {purpose.accepted}")
     encoding = detect_encoding(head)
     if encoding is None:
-        raise ConfigError(f"log {path!r} looks binary (NUL bytes or undecodable bytes among its first {len(head)}), "
-                          f"not a text log; {ACCEPTED}")  # fmt: skip
+        stream, encoding = _after_binary_start(stream, path)
+    if encoding is None:
+        raise ConfigError(f"log {path!r} looks binary (NUL bytes or undecodable bytes among its first {len(head)}, "
+                          f"and no line of text starts within its first {size_cap(_LOOK_AHEAD)}), not a text log; "
+                          f"{ACCEPTED}")  # fmt: skip
     return io.TextIOWrapper(stream, encoding=encoding, errors="replace", newline=None)
+
+
+def _after_binary_start(stream: io.BufferedReader, path: str) -> tuple[io.BufferedReader, str | None]:
+    """``stream`` from where its text starts after a binary stretch, noted with the bytes skipped; the encoding is
+    None (and the stream unusable) when no text starts within :data:`_LOOK_AHEAD` bytes."""
+    try:
+        data = stream.read(_LOOK_AHEAD + _SNIFF_BYTES)
+    except _READ_ERRORS as exc:
+        raise ConfigError(_cannot_read(path, exc)) from None
+    start = _text_start(data, _LOOK_AHEAD)
+    if start is None:
+        return stream, None
+    note = (f"log {path!r} starts with {start} bytes that are not text (a partial write, a crash's garbage): "
+            "skipped, read from the first line of text after them")  # fmt: skip
+    warnings.warn(InputNote(note), stacklevel=2)
+    return io.BufferedReader(_Prefixed(data[start:], stream)), "utf-8"
 
 
 def _clean(text: str) -> str:
