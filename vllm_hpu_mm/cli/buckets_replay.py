@@ -29,7 +29,6 @@ import sys
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import (
-    DEFAULT_TRAFFIC_REFUSED,
     ExitCode,
     add_model_name,
     fail,
@@ -53,7 +52,7 @@ from vllm_hpu_mm.jobs.replay import (
     replay_traffic,
 )
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, count_up_to, positive_int
-from vllm_hpu_mm.replay.report import no_request_line, refusal_fixes, refusal_reasons, to_dict, to_table
+from vllm_hpu_mm.replay.report import no_request_line, refused_line, to_dict, to_table
 from vllm_hpu_mm.runtimes.registry import BUCKET_FILE_BOUND
 
 __all__ = ["KV_BLOCKS_HELP", "add_limits", "add_parser", "requests_count"]
@@ -191,12 +190,10 @@ def run(args: argparse.Namespace) -> int:
     if report.requests == 0:  # a valid load under which nothing ran: a negative finding, never figures of 1.000
         return fail(no_request_line(report), ExitCode.NEGATIVE)
     own_traffic = args.sizes is not None or args.from_metrics is not None
-    if replayed.refused and own_traffic:  # the finding said on stderr as serve --dry-run says it (r14loads 3's note)
-        r = report
-        print(f"vllm-hpu-mm: error: {replayed.refused} of the {r.sampled} requests sampled from the traffic are "
-              f"refused by the engine ({refusal_reasons(r.refused)}; see the table); fix: "
-              f"{'; or '.join(refusal_fixes(r.refused))}", file=sys.stderr)  # fmt: skip
-    if replayed.refused and not own_traffic:  # the embedded default's refusals: no finding about the user's server
-        print(f"vllm-hpu-mm: warning: the {replayed.refused} refused requests are "
-              f"{DEFAULT_TRAFFIC_REFUSED.format(flag='--sizes or --from-metrics')}", file=sys.stderr)  # fmt: skip
+    if (
+        replayed.refused
+    ):  # said on stderr as serve --dry-run says it (r14loads 3's note); the embedded default's no finding
+        default = None if own_traffic else "--sizes or --from-metrics"
+        line = refused_line(report.refused, report.sampled, see="the table", default_flag=default)
+        print(f"vllm-hpu-mm: {'error' if own_traffic else 'warning'}: {line}", file=sys.stderr)
     return int(ExitCode.NEGATIVE if replayed.yours_compiles or (replayed.refused and own_traffic) else ExitCode.OK)

@@ -84,9 +84,3 @@ def fail(message: str, code: ExitCode = ExitCode.USAGE) -> int:
     """Print one clear error line on stderr, what it echoes cut (:func:`clipped`), and return the exit code."""
     print(error_line(message), file=sys.stderr)
     return int(code)
-
-
-#: Said of refused requests when the traffic is the embedded default, not the user's: no finding about their server
-#: (serve --dry-run and buckets replay exit 1 only for refusals of the user's own traffic).
-DEFAULT_TRAFFIC_REFUSED = ("the embedded default traffic's, not yours (give yours: {flag}), so no finding: the exit "
-                           "code does not count them")  # fmt: skip

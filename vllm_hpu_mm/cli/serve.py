@@ -26,7 +26,6 @@ from pathlib import Path
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.common import (
-    DEFAULT_TRAFFIC_REFUSED,
     ExitCode,
     fail,
     held_notes,
@@ -61,7 +60,7 @@ from vllm_hpu_mm.jobs.outputs import check_not_input
 from vllm_hpu_mm.jobs.serve import DEFAULT_MODEL, Launch, on_default_device, prepare, server_command, server_entry
 from vllm_hpu_mm.models.lookup import plan_skipped_warning
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, SizingArgs, add_options
-from vllm_hpu_mm.replay.report import refusal_fixes, refusal_reasons
+from vllm_hpu_mm.replay.report import refused_line
 from vllm_hpu_mm.replay.scheduler import REFUSAL_FIXES
 from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import ReleaseParser
@@ -228,20 +227,14 @@ def say_refused(launch: Launch, severity: str, default_flag: str | None = None) 
     (the flag that gives the user's own): a warning that says so, whatever ``severity``."""
     text = launch.planned.text
     refused = text.refused if text is not None else 0
-    if text is not None and refused and default_flag is not None:
-        print(f"vllm-hpu-mm: warning: {refused} of the {text.runs.requests} requests sampled from the traffic are "
-              f"refused by the engine ({refusal_reasons(text.runs.refusals)}): "
-              f"{DEFAULT_TRAFFIC_REFUSED.format(flag=default_flag)}", file=sys.stderr)  # fmt: skip
+    if text is None or not refused:
         return 0
-    if text is not None and refused:
-        reasons = text.runs.refusals
-        fix = "; or ".join(refusal_fixes(reasons, _FIXES))
-        # counted of the requests sampled from the traffic, as buckets replay counts them (r12serve 19's note: "of
-        # the traffic" read as of its rows, which were fewer)
-        print(f"vllm-hpu-mm: {severity}: {refused} of the {text.runs.requests} requests sampled from the traffic are "
-              f"refused by the engine ({refusal_reasons(reasons)}; see the text buckets' lines); fix: {fix}",
-              file=sys.stderr)  # fmt: skip
-    return refused
+    # counted of the requests sampled from the traffic, as buckets replay counts them (r12serve 19's note: "of the
+    # traffic" read as of its rows, which were fewer)
+    line = refused_line(text.runs.refusals, text.runs.requests, see="the text buckets' lines", fixes=_FIXES,
+                        default_flag=default_flag)  # fmt: skip
+    print(f"vllm-hpu-mm: {'warning' if default_flag is not None else severity}: {line}", file=sys.stderr)
+    return 0 if default_flag is not None else refused
 
 
 def run(args: argparse.Namespace) -> int:

@@ -301,6 +301,19 @@ def refusal_fixes(refused: tuple[tuple[str, int], ...], fixes: Mapping[str, str]
     return [fixes.get(k, k) for k, _ in refused]
 
 
+def refused_line(refused: tuple[tuple[str, int], ...], sampled: int, *, see: str,
+                 fixes: Mapping[str, str] = REFUSAL_FIXES, default_flag: str | None = None) -> str:  # fmt: skip
+    """The one line every command that counts refused requests says them in (buckets replay, serve --dry-run, memory
+    plan): of the requests sampled, by reason, with each reason's fix; ``default_flag``: the traffic is the embedded
+    default (the flag that gives the user's own), no finding about the user's server, said so instead of a fix."""
+    head = (f"{sum(n for _, n in refused)} of the {sampled} requests sampled from the traffic are refused by the "
+            f"engine ({refusal_reasons(refused)}")  # fmt: skip
+    if default_flag is not None:
+        return (f"{head}): the embedded default traffic's, not yours (give yours: {default_flag}), so no finding: "
+                "the exit code does not count them")  # fmt: skip
+    return f"{head}; see {see}); fix: {'; or '.join(refusal_fixes(refused, fixes))}"
+
+
 def no_request_line(r: Report) -> str:
     """Why no request ran and what makes them run, by what stopped them: the engine's refusals (each reason its own
     fix) and the load that ended before sending any."""
