@@ -62,8 +62,8 @@ def main(script: str) -> int:
             (["buckets", "plan", "--num-buckets", "0"], 2, "--num-buckets"),
             (
                 ["buckets", "replay", "--sizes", "sizes.csv", "--max-model-len", "8192", "--requests", "100"],
-                1,  # the default traffic's longest prompts are refused at 8192 tokens: reported, exit 1
-                "requests the engine refuses",
+                1,  # the default text drawn for sizes.csv's images holds prompts refused at 8192 tokens: exit 1
+                "refused by the engine",
             ),
             (["buckets", "replay", "--text-graph-budget", "1"], 2, "--text-graph-budget"),
             (
