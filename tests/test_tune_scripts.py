@@ -147,3 +147,17 @@ def test_the_fleet_docs_samples_are_the_real_output() -> None:
     done = subprocess.run([sys.executable, str(SCRIPTS / "fleet_docs.py"), "--check"], capture_output=True,
                           text=True, timeout=600, check=False)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_tune_launch_launches_anyway_when_only_some_requests_of_the_traffic_are_refused(
+    cli: Path, tmp_path: Path
+) -> None:
+    # the dry run's exit 1 for refused requests is a finding about the traffic: the script launches anyway (it grepped
+    # for words the refusal line no longer says, and so stopped there)
+    sizes = tmp_path / "traffic.csv"
+    sizes.write_text("width,height,text_tokens,output_tokens,count\n,,300,40,30\n,,9000,10,2\n")
+    log = tmp_path / "server.log"
+    done = script(cli, "tune-launch.sh", str(log), "--plan-sizes", str(sizes), "--max-model-len", "8192",
+                  "--plan-text-graph-budget", "40")  # fmt: skip
+    assert "# launching anyway" in done.stdout
+    assert "Engine core initialization failed" in log.read_text()  # the (fake) server was started
