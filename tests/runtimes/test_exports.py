@@ -581,3 +581,15 @@ def test_a_users_own_resolutions_are_exported_as_given_as_a_users_reserve_is() -
     e = exports_for(p, ExportContext(ServerFlags(user_env=env)))
     assert e.env["VLLM_MULTIMODAL_RESOLUTIONS"] == "448x448x1-4,672x448"
     assert "VLLM_MULTIMODAL_RESOLUTIONS is yours: kept as it is" in e.notes
+
+
+def test_an_overwritten_range_variable_is_said_once_where_the_plans_own_buckets_said_it(tmp_path: Path) -> None:
+    # the buckets' own note (VllmGaudi.text_shapes) and the exports' said the same variable twice in one plan
+    mine = tmp_path / "mine.txt"
+    mine.write_text("(1, 128, 0)\n(1, 256, 0)\n(1, 1, 4)\n")
+    env = {"VLLM_BUCKETING_FROM_FILE": str(mine), "VLLM_DECODE_BLOCK_BUCKET_MAX": "512"}
+    p = make_plan("vllm-gaudi", "gaudi2", env=env)
+    said = [f.message for f in p.findings if "VLLM_DECODE_BLOCK_BUCKET_MAX" in f.message]
+    assert len(said) == 1
+    e = exports_for(p, ExportContext(ServerFlags(user_env=env)))
+    assert not any("VLLM_DECODE_BLOCK_BUCKET_MAX" in n for n in e.notes)

@@ -206,8 +206,7 @@ class VllmGaudi:
         # the user's range variables the strategy (or file) in use overwrites, said wherever these buckets are
         # (r16text 3: buckets replay warmed exp's 104 graphs and said nothing of the two set); a planned file's
         # overrides are said by the exports that replace the user's buckets with it
-        ignored = () if self.planned else tuple(v for v in common.overridden_variables(self.bucketing)
-                                                if v.endswith(("_MIN", "_STEP", "_MAX", "_LIMIT")))  # fmt: skip
+        ignored = () if self.planned else common.overridden_ranges(self.bucketing)
         if ignored:
             said += (f"your {', '.join(ignored)}: not applied by vllm-gaudi {self.bucketing.release.name}'s "
                      f"{effective_strategy(self.bucketing)} bucketing, which builds its ranges otherwise (exp from "

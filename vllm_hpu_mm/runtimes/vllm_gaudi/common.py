@@ -51,6 +51,7 @@ __all__ = [
     "check_startup",
     "decode_buckets",
     "dropped_file_buckets",
+    "overridden_ranges",
     "overridden_variables",
     "prefill_seqs",
     "prompt_buckets",
@@ -389,6 +390,12 @@ def overridden_variables(cfg: BucketingConfig) -> tuple[str, ...]:
     if not cfg.enable_bucketing:
         out = [*cfg.set_variables(), "VLLM_BUCKETING_STRATEGY"]
     return tuple(dict.fromkeys(out))
+
+
+def overridden_ranges(cfg: BucketingConfig) -> tuple[str, ...]:
+    """The range variables of :func:`overridden_variables` (not the strategy variables): what the plan's own buckets
+    say they overwrite (``VllmGaudi.text_shapes``)."""
+    return tuple(v for v in overridden_variables(cfg) if v.endswith(("_MIN", "_STEP", "_MAX", "_LIMIT")))
 
 
 #: Releases before v0.20.0rc0: VLLM_BUCKETING_STRATEGY's accepted names, and the strategy each would name.

@@ -28,7 +28,7 @@ from vllm_hpu_mm.preprocess.align import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, align
 from vllm_hpu_mm.runtimes.base import SKIP_WARMUP, ExportContext, Exports, Part, ServerFlags
 from vllm_hpu_mm.runtimes.exporting import Draft, export_buckets
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
-from vllm_hpu_mm.runtimes.vllm_gaudi.common import overridden_variables
+from vllm_hpu_mm.runtimes.vllm_gaudi.common import overridden_ranges, overridden_variables
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import config_from_env
 from vllm_hpu_mm.runtimes.vllm_gaudi.releases import MAIN, Release
 from vllm_hpu_mm.runtimes.vllm_gaudi.vision import (
@@ -285,7 +285,10 @@ def exports(d: Draft, context: ExportContext) -> Exports:
                f"prompt and {len(text.decode)} decode buckets")  # fmt: skip
         d.notes.append(f"{own}; a shape that no bucket covers compiles at run time")
     release = _release(d)
-    ignored = overridden_variables(config_from_env(flags.user_env, release))
+    cfg = config_from_env(flags.user_env, release)
+    ignored = overridden_variables(cfg)
+    if isinstance(runtime, VllmGaudi) and not runtime.planned:  # its own buckets said the overwritten ranges already
+        ignored = tuple(v for v in ignored if v not in overridden_ranges(cfg))
     if ignored:
         d.notes.append(f"{release} ignores your {', '.join(ignored)} (the strategy or the bucket file in use "
                        "overrides them)")  # fmt: skip
