@@ -42,7 +42,7 @@ from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.planner import plan
 from vllm_hpu_mm.runtimes import registry
 from vllm_hpu_mm.runtimes.base import GRAPH_RESERVED_MEM, SKIP_WARMUP, VISION_BUCKETS
-from vllm_hpu_mm.values import PIXELS_PER_PATCH
+from vllm_hpu_mm.values import GIB, MIB, PIXELS_PER_PATCH
 
 __all__ = ["UTILIZATION", "contradictions", "recommend", "settings_of"]
 
@@ -529,13 +529,13 @@ def _cpu_node_kv(d: Diagnosis) -> list[Fix] | None:
         free, want = number(m["free"]), number(m["want"])
     except GarbledNumber:
         return None
-    most = int(free * 2**30) // 2**20 * 2**20  # rounded down to whole MiB: the cache must fit what was available
+    most = int(free * GIB) // MIB * MIB  # rounded down to whole MiB: the cache must fit what was available
     node = f"node {m['node']} had {free:g} GiB available"
     if m["asked"] is None:  # the size was given: the same flag, smaller
-        text = (f"lower --kv-cache-memory-bytes from {want:g} GiB to {most} ({most / 2**30:.2f} GiB) or less: {node}; "
+        text = (f"lower --kv-cache-memory-bytes from {want:g} GiB to {most} ({most / GIB:.2f} GiB) or less: {node}; "
                 "or free host memory (other processes, VLLM_CPU_KVCACHE_SPACE)")  # fmt: skip
     else:  # the utilisation's share less what the process holds asked more than was available
-        text = (f"give --kv-cache-memory-bytes {most} ({most / 2**30:.2f} GiB) or less instead of the share "
+        text = (f"give --kv-cache-memory-bytes {most} ({most / GIB:.2f} GiB) or less instead of the share "
                 f"--gpu-memory-utilization asked ({want:g} GiB for the KV cache): {node}; or free host "
                 "memory")  # fmt: skip
     return [Fix(text, "--kv-cache-memory-bytes", most)]
