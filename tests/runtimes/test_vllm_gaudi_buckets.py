@@ -466,6 +466,12 @@ def test_file_makes_ranges_and_strategy_moot() -> None:
     assert set(overridden_variables(cfg)) == {"VLLM_BUCKETING_STRATEGY", "VLLM_DECODE_BS_BUCKET_MAX"}
 
 
+def test_file_does_not_name_a_strategy_nobody_set() -> None:
+    cfg = config_from_env({"VLLM_BUCKETING_FROM_FILE": "/x/b.txt", "VLLM_DECODE_BS_BUCKET_MAX": "8"})
+    assert overridden_variables(cfg) == ("VLLM_DECODE_BS_BUCKET_MAX",)
+    assert overridden_variables(config_from_env({"VLLM_BUCKETING_FROM_FILE": "/x/b.txt"})) == ()
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("max_model_len", [8192, 32768, 128000])
 def test_bucket_file_round_trip(strategy: str, max_model_len: int) -> None:

@@ -382,13 +382,14 @@ def overridden_variables(cfg: BucketingConfig) -> tuple[str, ...]:
     strategy = strategy_for(cfg).name
     out = [v for v in cfg.set_variables() if v not in strategy_for(cfg).counted(cfg)]
     if strategy == "file":
-        out.append("VLLM_BUCKETING_STRATEGY")
+        if cfg.strategy_given is not None:  # only a strategy the user set is theirs to be told about
+            out.append("VLLM_BUCKETING_STRATEGY")
         if cfg.exponential_bucketing is not None:
             out.append("VLLM_EXPONENTIAL_BUCKETING")
     elif cfg.exponential_bucketing is not None and strategy != cfg.strategy:
         out.append("VLLM_BUCKETING_STRATEGY")
     if not cfg.enable_bucketing:
-        out = [*cfg.set_variables(), "VLLM_BUCKETING_STRATEGY"]
+        out = [*cfg.set_variables(), *(["VLLM_BUCKETING_STRATEGY"] if cfg.strategy_given is not None else [])]
     return tuple(dict.fromkeys(out))
 
 
