@@ -336,6 +336,8 @@ class Settings:
     profile: str | None
     #: vLLM's own cap (``VLLM_MAX_IMAGE_PIXELS``), None when it sets none.
     vllm_max_image_pixels: int | None = VLLM_IMAGE_PIXELS_DEFAULT
+    #: The declared variables that are set (the others hold our default, which a runtime may not share).
+    given: frozenset[str] = frozenset()
 
     @property
     def served_max_image_pixels(self) -> int:
@@ -362,7 +364,8 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
     """
     env = os.environ if environ is None else environ
     values = {var.field: var.read(env) for var in _VARIABLES}
-    return Settings(**values, vllm_max_image_pixels=_vllm_image_pixels(env))
+    given = frozenset(var.name for var in _VARIABLES if var.name in env)
+    return Settings(**values, vllm_max_image_pixels=_vllm_image_pixels(env), given=given)
 
 
 @functools.lru_cache(maxsize=1)

@@ -385,3 +385,43 @@ def test_prefix_caching_turns_contiguous_pa_off_from_1_21_so_speculative_decodin
     assert not _speculative_refusal("0.9.0.1", {}, enable_prefix_caching=True)
     assert not _speculative_refusal("0.7.2", {}, enable_prefix_caching=True)  # os.environ.setdefault(..., "False")
     assert _speculative_refusal("0.6.6.post1", {}, enable_prefix_caching=True)  # 1.20 ignores prefix caching
+
+
+def _inputs(version: str, env: dict[str, str], **args: object) -> object:
+    """The plan inputs for a text model (Llama 3.1 8B's config.json) at ``version`` under ``env``."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from vllm_hpu_mm.envs import load
+    from vllm_hpu_mm.plan.args import SizingArgs
+    from vllm_hpu_mm.plan.inputs import build
+
+    data = Path(__file__).resolve().parents[1] / "data" / "configs" / "meta-llama_Llama-3.1-8B-Instruct.json"
+    with tempfile.TemporaryDirectory() as model:
+        shutil.copy(data, Path(model) / "config.json")
+        sizing = SizingArgs(model=model, device="gaudi2", runtime=f"vllm-fork=={version}", max_model_len=4096,
+                            **args)  # type: ignore[arg-type]  # fmt: skip
+        return build(sizing, load(env), env)
+
+
+@pytest.mark.parametrize("version", ["0.5.3.post1+Gaudi-1.17.0", "0.5.3.post1+Gaudi-1.18.0"])
+def test_fork_1_17_and_1_18_are_planned_at_their_own_graph_defaults_where_unset(version: str) -> None:
+    i = _inputs(version, {})
+    assert (i.graph_reserved_mem, i.graph_prompt_ratio) == (0.4, 0.5)  # type: ignore[attr-defined]
+    (said,) = _said(version, {}, "runtime_graph_defaults")
+    assert "VLLM_GRAPH_RESERVED_MEM 0.4 and VLLM_GRAPH_PROMPT_RATIO 0.5" in said
+
+
+def test_a_graph_share_the_user_sets_is_planned_over_the_forks_own_default() -> None:
+    i = _inputs("0.5.3.post1+Gaudi-1.18.0", {"VLLM_GRAPH_RESERVED_MEM": "0.2"}, graph_prompt_ratio=0.25)
+    assert (i.graph_reserved_mem, i.graph_prompt_ratio) == (0.2, 0.25)  # type: ignore[attr-defined]
+    assert _said("0.5.3.post1+Gaudi-1.18.0", {"VLLM_GRAPH_RESERVED_MEM": "0.1", "VLLM_GRAPH_PROMPT_RATIO": "0.3"},
+                 "runtime_graph_defaults") == []  # fmt: skip
+
+
+@pytest.mark.parametrize("version", ["0.6.4.post2", "0.8.5.post1", "0.9.0.1"])
+def test_fork_from_1_19_shares_the_guides_graph_defaults(version: str) -> None:
+    i = _inputs(version, {})
+    assert (i.graph_reserved_mem, i.graph_prompt_ratio) == (0.1, 0.3)  # type: ignore[attr-defined]
+    assert _said(version, {}, "runtime_graph_defaults") == []

@@ -46,6 +46,7 @@ Code = Literal[
     "read_as_runtime_reads",
     "setting_not_read",
     "setting_overridden",
+    "runtime_graph_defaults",
 ]
 
 
@@ -124,6 +125,10 @@ def findings(i: PlanInputs, p_free: int, s: Split, skipped: tuple[int, ...], per
         out.append(Finding("info", "runtime", "setting_not_read", f"your {name}={value}: not read by "
                            f"{i.runtime_words} ({why}); the plan ignores it and serve does not export it",
                            Fix(f"unset {name}, or plan for a release that reads it")))  # fmt: skip
+    if i.graph_defaults_note:
+        out.append(Finding("info", "runtime", "runtime_graph_defaults", i.graph_defaults_note,
+                           Fix(f"set {GRAPH_RESERVED_MEM} / {GRAPH_PROMPT_RATIO} (or their flags) to plan other "
+                               "shares")))  # fmt: skip
     for note in i.reading_notes:
         out.append(Finding("warning", "runtime", "read_as_runtime_reads", note,
                            Fix("spell it as the runtime reads it: true or false")))  # fmt: skip

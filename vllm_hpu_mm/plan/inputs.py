@@ -142,6 +142,8 @@ class PlanInputs:
     #: Where the runtime reads a boolean variable set in the environment otherwise than our registry does (its own
     #: parsing: :meth:`~vllm_hpu_mm.runtimes.base.RuntimeTraits.read_boolean`), what it makes of it.
     reading_notes: tuple[str, ...] = ()
+    #: Where the graph reserve or prompt ratio is the runtime's own default, not the guide's: what and why ("": not).
+    graph_defaults_note: str = ""
     #: Where ``free_after_load_bytes`` was measured when a profile's figure was applied (``profile FILE, its source
     #: log``: set by :func:`.pipeline.apply_profile` alone); None when it was stated (``--free-memory-gib``) or is
     #: estimated.
@@ -238,6 +240,36 @@ def _ratio(args: SizingArgs, field: str, setting: float) -> float:
     """A guide ratio: the flag's (already bounded), else the environment's (validated by envs.load())."""
     value: float | None = getattr(args, field)
     return setting if value is None else value
+
+
+def _runtime_graph_defaults(
+    args: SizingArgs, settings: Settings, runtime: RuntimeModel, reserved: float, prompt: float
+) -> tuple[float, float, str]:
+    """The graph reserve and prompt ratio a runtime whose own defaults differ from the guide's uses where neither a
+    flag nor the variable sets them (vllm-fork 1.17 / 1.18: 0.4 and 0.5), with a note saying so ("" where none)."""
+    traits = runtime.traits
+    used: list[str] = []
+    if (
+        traits.default_graph_reserved_mem is not None
+        and args.graph_reserved_mem is None
+        and GRAPH_RESERVED_MEM not in settings.given
+    ):
+        reserved = traits.default_graph_reserved_mem
+        used.append(f"{GRAPH_RESERVED_MEM} {reserved:g}")
+    if (
+        traits.default_graph_prompt_ratio is not None
+        and GRAPH_PROMPT_RATIO in traits.reads
+        and args.graph_prompt_ratio is None
+        and GRAPH_PROMPT_RATIO not in settings.given
+    ):
+        prompt = traits.default_graph_prompt_ratio
+        used.append(f"{GRAPH_PROMPT_RATIO} {prompt:g}")
+    if not used:
+        return reserved, prompt, ""
+    note = (f"planned at {' and '.join(used)}, {runtime.name.value}'s own default{'s' if len(used) > 1 else ''} "
+            f"where unset ({traits.graph_defaults_source}), not the guide's {GRAPH_RESERVED_MEM} 0.1 / "
+            f"{GRAPH_PROMPT_RATIO} 0.3 (the fork's from 1.19); serve exports the values planned")  # fmt: skip
+    return reserved, prompt, note
 
 
 def _device(args: SizingArgs) -> tuple[devices.DeviceSpec, int, int]:
@@ -404,6 +436,7 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         mm = default_of(GRAPH_MULTIMODAL_PROMPT_RATIO)
     if VISION_BUCKETS in runtime.traits.not_read_names and args.buckets is None:  # the same for the vision buckets
         buckets = default_of(VISION_BUCKETS)
+    reserved, prompt, defaults_note = _runtime_graph_defaults(args, settings, runtime, reserved, prompt)
     if args.kv_cache_memory_bytes is not None and runtime.traits.kv_cache_memory_bytes == "unknown":
         raise ConfigError(f"{flag('kv_cache_memory_bytes')}: {runtime.name.value} does not take it "
                           f"({runtime.traits.kv_cache_memory_bytes_source}); accepted: leave it out and size the KV "
@@ -465,6 +498,7 @@ def build(args: SizingArgs, settings: Settings, runtime_env: Mapping[str, str] |
         enforce_eager=bool(args.enforce_eager),
         skip_warmup=skip_warmup,
         reading_notes=(*((skip_note,) if skip_note else ()), *runtime.traits.misread_booleans(env, release)),
+        graph_defaults_note=defaults_note,
         runtime_found=detection.found,
         runtime_release=detection.version,
         expert_parallel_size=tp * dp if args.enable_expert_parallel and model.moe.present else 0,

@@ -159,6 +159,12 @@ class RuntimeTraits:
     warmup_era: str = ""
     #: The runtime's ``gpu_memory_utilization`` default: vLLM 0.32's 0.92 (``config/cache.py``), the fork's 0.9.
     default_gpu_memory_utilization: float = 0.92
+    #: The runtime's own ``VLLM_GRAPH_RESERVED_MEM`` and ``VLLM_GRAPH_PROMPT_RATIO`` defaults where they are not the
+    #: guide's 0.1 and 0.3 (vllm-fork 1.17 / 1.18: 0.4 and 0.5), planned when neither a flag nor the variable sets
+    #: them; None: the guide's. ``graph_defaults_source`` cites where the runtime sets them.
+    default_graph_reserved_mem: float | None = None
+    default_graph_prompt_ratio: float | None = None
+    graph_defaults_source: str = ""
     #: The oldest release modelled, for runtimes planned per release (``vllm-gaudi==X``); "" where none is.
     oldest_release: str = ""
     #: What the runtime does with vLLM's ``--kv-cache-memory-bytes``: ``read`` (the KV cache is that size),

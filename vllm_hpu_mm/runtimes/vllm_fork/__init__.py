@@ -267,6 +267,10 @@ def _traits_for(release: Release) -> RuntimeTraits:
                                  warmup_era=release.warmup_era,
                                  kv_cache_memory_bytes_source=_no_kv_cache_memory_bytes(release))  # fmt: skip
     traits = _with_speculative(traits, release)
+    if release.graph_defaults is not None:
+        reserved, prompt, source = release.graph_defaults
+        traits = dataclasses.replace(traits, default_graph_reserved_mem=reserved, default_graph_prompt_ratio=prompt,
+                                     graph_defaults_source=source)  # fmt: skip
     if not release.reads_vision_buckets:  # before 1.22 no VisionBuckets: the variable is not read at all
         traits = dataclasses.replace(traits, none_buckets_fail_warmup="", warms_vision_buckets=False)
     if not release.reads_prompt_ratio:

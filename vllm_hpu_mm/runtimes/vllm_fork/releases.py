@@ -57,10 +57,11 @@ class Release:
     #: Whether VLLM_EXPONENTIAL_BUCKETING can pick the exponential strategy, and its default.
     exponential_default: bool = False
     #: The runner's warm-up splits graph memory by ``VLLM_GRAPH_PROMPT_RATIO`` and captures while each pool lasts
-    #: (1.17 ``habana_model_runner.py`` @1e0e492e1:1150, default 0.5; 1.18 - 1.21.3 ``hpu_model_runner.py``
-    #: ``warmup_model``, default 0.3). False: it warms every prompt then every decode bucket with no ratio and no
-    #: memory check (1.22 ``vllm/worker/hpu_model_runner.py`` @2e9b2b3d4:3230-3262; extension @8211e0b reads no
-    #: ratio). No release reads ``VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO`` (only development branches do).
+    #: (1.17 ``habana_model_runner.py`` @1e0e492e1:1150 and 1.18 @84922944d:1575, default 0.5; 1.19 - 1.21.3
+    #: ``hpu_model_runner.py`` ``warmup_model``, default 0.3). False: it warms every prompt then every decode
+    #: bucket with no ratio and no memory check (1.22 ``vllm/worker/hpu_model_runner.py`` @2e9b2b3d4:3230-3262;
+    #: extension @8211e0b reads no ratio). No release reads ``VLLM_GRAPH_MULTIMODAL_PROMPT_RATIO`` (only
+    #: development branches do).
     reads_prompt_ratio: bool = True
     #: The runner buckets the vision tower by ``VLLM_MULTIMODAL_BUCKETS`` and warms every bucket (1.22:
     #: ``VisionBuckets`` @2e9b2b3d4:115, the multimodal warm-up of #1178 6bac2f76b); before, no release reads it.
@@ -97,6 +98,10 @@ class Release:
     #: before the skip (extension ``bucketing/linear.py:49`` @29bc7a4, ``hpu_model_runner.py:2327`` @3bcdfd4af), 1.22
     #: in the worker's cache set-up (``hpu_worker.py:391-393`` @2e9b2b3d4).
     ranges_at_warmup_only: bool = False
+    #: Its own ``VLLM_GRAPH_RESERVED_MEM`` and ``VLLM_GRAPH_PROMPT_RATIO`` defaults where they differ from the guide's
+    #: 0.1 and 0.3 (from 1.19: ``hpu_worker.py:184`` and ``hpu_model_runner.py:1609`` @61f141c62), with where they
+    #: are set; None: the guide's.
+    graph_defaults: tuple[float, float, str] | None = None
 
     def __str__(self) -> str:
         where = f"extension @{self.extension}" if self.extension else "in-tree"
@@ -127,9 +132,11 @@ LINES: tuple[Release, ...] = (
             ("v0.6.4.post2+Gaudi-1.19.2", "v0.6.4.post2+Gaudi-1.19.1", "v0.6.4.post2+Gaudi-1.19.0"), "61f141c62",
             "4ff86cf", "ext119", ranges_at_warmup_only=True),
     Release("v0.5.3.post1+Gaudi-1.18.0", "0.5.3.post1+Gaudi-1.18.0", ("v0.5.3.post1+Gaudi-1.18.0",), "84922944d",
-            None, "intree118", graphs_unwarmed=False, ranges_at_warmup_only=True),
+            None, "intree118", graphs_unwarmed=False, ranges_at_warmup_only=True,
+            graph_defaults=(0.4, 0.5, "vllm/worker/habana_worker.py:153 and habana_model_runner.py:1575 @84922944d")),
     Release("v0.5.3.post1-Gaudi-1.17.0", "0.5.3.post1+Gaudi-1.17.0", ("v0.5.3.post1-Gaudi-1.17.0",), "1e0e492e1",
-            None, "intree2024", graphs_unwarmed=False),
+            None, "intree2024", graphs_unwarmed=False,
+            graph_defaults=(0.4, 0.5, "vllm/worker/habana_worker.py:141 and habana_model_runner.py:1150 @1e0e492e1")),
 )  # fmt: skip
 
 _BY_SPEC = {r.spec: r for r in LINES}
