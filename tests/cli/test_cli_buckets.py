@@ -164,6 +164,9 @@ def test_invalid_input_exits_2_with_one_line(argv: list[str], needle: str, capsy
         ("600:2.5,600:4", "'600:2.5': '2.5' is not a whole number of clients"),
         ("x:4", "'x:4': 'x' is not a number of seconds"),
         ("600", "'600' is not a segment (no ':' between seconds and clients)"),
+        # held-out r18loads case 11: a profile over the day says the total it was given
+        ("86400:2,1:2", "'86400:2,1:2' lasts 86,401 s, over a day (86,400 s)"),
+        ("86400:2,0.5:2", "'86400:2,0.5:2' lasts 86,400.5 s, over a day (86,400 s)"),
     ],
 )
 def test_a_load_profile_segment_that_does_not_parse_is_named_with_what_in_it_is_wrong(

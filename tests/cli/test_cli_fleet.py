@@ -94,7 +94,7 @@ def test_a_target_below_one_step_of_every_shape_is_invalid_input(capsys: pytest.
     assert code == 2
     assert out == ""
     assert len(err.strip().splitlines()) == 1
-    assert "tpot_p99 0.5 ms is below one step" in err
+    assert "--tpot-p99 0.5 ms is below one step" in err  # the flag, as the user typed it
 
 
 def test_too_few_cards_is_a_negative_finding_with_the_best_achievable(capsys: pytest.CaptureFixture[str]) -> None:

@@ -213,7 +213,7 @@ def test_a_profile_reads_inline_or_from_a_csv_with_names() -> None:
         ("600:-1", None, "out of range"),
         ("600:0,60:0", None, "no period with a rate above 0"),
         (",".join(["60:1"] * (MAX_PERIODS + 1)), None, f"at most {MAX_PERIODS}"),
-        ("600000:1,600000:1", None, "lasts over"),
+        ("600000:1,600000:1", None, r"lasts 1,200,000 s, over a week \(604,800 s\)"),
         ("f.csv", "period,rate\nnight,2\n", "no 'seconds' and 'rate' columns"),
         ("f.csv", "seconds,rate\n" + "60,1\n" * (MAX_PERIODS + 1), f"over {MAX_PERIODS} periods"),
         ("f.csv", "seconds,rate\n60,lots\n", "f.csv row 2"),

@@ -155,8 +155,9 @@ def load_profile(raw: str) -> tuple[tuple[float, int], ...]:
             raise argparse.ArgumentTypeError(f"{shown} is out of range (0 < seconds <= {MAX_PROFILE_SECONDS:,.0f}, "
                                              f"0 <= clients <= {MAX_CLIENTS:,}); {accepted}")  # fmt: skip
         out.append((length, count))
-    if sum(s for s, _ in out) > MAX_PROFILE_SECONDS:
-        raise argparse.ArgumentTypeError(f"{raw[:60]!r} lasts over {MAX_PROFILE_SECONDS:,.0f} s; {accepted}")
+    if (total := sum(s for s, _ in out)) > MAX_PROFILE_SECONDS:
+        raise argparse.ArgumentTypeError(f"{raw[:60]!r} lasts {_seconds(total)} s, over a day ({MAX_PROFILE_SECONDS:,.0f} "
+                                         f"s); {accepted}")  # fmt: skip
     return tuple(out)
 
 
@@ -197,3 +198,8 @@ def run(args: argparse.Namespace) -> int:
         line = refused_line(report.refused, report.sampled, see="the table", default_flag=default)
         print(f"vllm-hpu-mm: {'error' if own_traffic else 'warning'}: {line}", file=sys.stderr)
     return int(ExitCode.NEGATIVE if replayed.yours_compiles or (replayed.refused and own_traffic) else ExitCode.OK)
+
+
+def _seconds(total: float) -> str:
+    """A profile's length as given: 86,401 or 86,400.5, not 86,401.000."""
+    return f"{total:,.3f}".rstrip("0").rstrip(".")

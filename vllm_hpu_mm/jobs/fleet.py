@@ -207,7 +207,7 @@ def _below_one_step(targets: Targets, replica: ReplicaModel) -> str | None:
     for name, value in targets.items():
         floor = decode if name.startswith("tpot") else prefill
         if value < floor:
-            return f"{name} {1000 * value:g} ms is below one step ({1000 * floor:.1f} ms)"
+            return f"--{name.replace('_', '-')} {1000 * value:g} ms is below one step ({1000 * floor:.1f} ms)"
     return None
 
 

@@ -558,8 +558,9 @@ def parse_profile(raw: str, text: str | None = None) -> tuple[Period, ...]:
             periods.append(_period(name, cell["seconds"], cell["rate"], f"{raw} row {i + 2}"))
     if not periods or max(p.rate for p in periods) <= 0:
         raise ConfigError(f"load profile {raw[:60]}: no period with a rate above 0; accepted: at least one")
-    if sum(p.seconds for p in periods) > MAX_PROFILE_SECONDS:
-        raise ConfigError(f"load profile {raw[:60]}: lasts over {MAX_PROFILE_SECONDS:,.0f} s; accepted: at most a week")
+    if (total := sum(p.seconds for p in periods)) > MAX_PROFILE_SECONDS:
+        raise ConfigError(f"load profile {raw[:60]}: lasts {_seconds(total)} s, over a week ({MAX_PROFILE_SECONDS:,.0f} s); "
+                          "accepted: at most a week")  # fmt: skip
     return tuple(periods)
 
 
@@ -601,3 +602,8 @@ def over_profile(periods: Sequence[Period], capacity: float, headroom: float, ca
     peak = max(s.cards for s in sizes)
     hours = sum(p.seconds for p in periods) / 3600
     return DayPlan(tuple(sizes), peak, sum(s.card_hours for s in sizes), peak * hours)
+
+
+def _seconds(total: float) -> str:
+    """A profile's length as given: 86,401 or 86,400.5, not 86,401.000."""
+    return f"{total:,.3f}".rstrip("0").rstrip(".")
