@@ -156,8 +156,8 @@ def load_profile(raw: str) -> tuple[tuple[float, int], ...]:
                                              f"0 <= clients <= {MAX_CLIENTS:,}); {accepted}")  # fmt: skip
         out.append((length, count))
     if (total := sum(s for s, _ in out)) > MAX_PROFILE_SECONDS:
-        raise argparse.ArgumentTypeError(f"{raw[:60]!r} lasts {_seconds(total)} s, over a day ({MAX_PROFILE_SECONDS:,.0f} "
-                                         f"s); {accepted}")  # fmt: skip
+        raise argparse.ArgumentTypeError(f"{raw[:60]!r} lasts {_seconds(total)} s, over a day "
+                                         f"({MAX_PROFILE_SECONDS:,.0f} s); {accepted}")  # fmt: skip
     return tuple(out)
 
 

@@ -559,8 +559,8 @@ def parse_profile(raw: str, text: str | None = None) -> tuple[Period, ...]:
     if not periods or max(p.rate for p in periods) <= 0:
         raise ConfigError(f"load profile {raw[:60]}: no period with a rate above 0; accepted: at least one")
     if (total := sum(p.seconds for p in periods)) > MAX_PROFILE_SECONDS:
-        raise ConfigError(f"load profile {raw[:60]}: lasts {_seconds(total)} s, over a week ({MAX_PROFILE_SECONDS:,.0f} s); "
-                          "accepted: at most a week")  # fmt: skip
+        raise ConfigError(f"load profile {raw[:60]}: lasts {_seconds(total)} s, over a week "
+                          f"({MAX_PROFILE_SECONDS:,.0f} s); accepted: at most a week")  # fmt: skip
     return tuple(periods)
 
 
