@@ -10,9 +10,11 @@ own ``config.py`` / ``features.py`` user flags). Each tag runs in a subprocess o
 runner's calls made as its ``hpu_model_runner`` / ``hpu_worker`` make them (max_num_prefill_seqs = max_num_seqs,
 the decode maximum = the KV blocks). Prompt and decode bucket sets are compared exactly (1.17's decode buckets,
 (batch, sequence length), are compared as (batch, batch x blocks per length) on both sides); a start-up failure
-must fail on both sides. Configurations: named ones and seeded random ones (shapes and ``VLLM_*_BUCKET_*`` values).
+must fail on both sides. Configurations: named ones and seeded random ones (shapes and ``VLLM_*_BUCKET_*`` values),
+and for the 1.21.x lines a grid of their opt-in exponential strategy (VLLM_EXPONENTIAL_BUCKETING=true: shapes x
+``VLLM_CONTIGUOUS_PA`` x ``VLLM_*_BUCKET_LIMIT`` / ignored range values, :func:`exponential_grid`).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/agreement/vllm_fork_releases.py [--random N] [--seed S]
+    PYTHONPATH=. .venv/bin/python benchmarks/agreement/vllm_fork_releases.py [--random N] [--seed S] [--no-grid]
 
 Writes benchmarks/agreement/results/vllm_fork_releases.{md,json}.
 """
@@ -121,13 +123,37 @@ def random_cases(n: int, seed: int) -> list[Case]:
     return out
 
 
-def spelled_for(release: Release, case: Case) -> Case | None:
-    """None where the line's exponential strategy is picked but not modelled (1.21.x with VLLM_EXPONENTIAL_BUCKETING
-    "true"): such a case is counted apart."""
-    raw = case.env.get("VLLM_EXPONENTIAL_BUCKETING")
-    if release.generation in ("ext1210", "ext1212") and raw is not None and raw.lower() == "true":
-        return None
-    return case
+#: The 1.21.x exponential grid's extra settings: counts read, range values it does not read, bad counts (fail).
+_EXP_ENVS: tuple[dict[str, str], ...] = (
+    {},
+    {"VLLM_CONTIGUOUS_PA": "false"},
+    {"VLLM_PROMPT_SEQ_BUCKET_LIMIT": "4", "VLLM_DECODE_BLOCK_BUCKET_LIMIT": "30"},
+    {"VLLM_PROMPT_BS_BUCKET_LIMIT": "1", "VLLM_DECODE_BS_BUCKET_LIMIT": "2", "VLLM_CONTIGUOUS_PA": "false"},
+    {"VLLM_PROMPT_SEQ_BUCKET_LIMIT": "200", "VLLM_DECODE_BS_BUCKET_LIMIT": " 9 "},
+    {"VLLM_PROMPT_SEQ_BUCKET_MAX": "1024", "VLLM_DECODE_BLOCK_BUCKET_STEP": "x", "VLLM_PROMPT_BS_BUCKET_MIN": "4"},
+    {"VLLM_PROMPT_SEQ_BUCKET_LIMIT": "0"},
+    {"VLLM_DECODE_BLOCK_BUCKET_LIMIT": "1.5"},
+)
+
+
+def exponential_grid() -> list[Case]:
+    """The 1.21.x exponential strategy over max_model_len x max_num_seqs x token budget x block size x KV blocks,
+    each with one of :data:`_EXP_ENVS` in turn (a full product would be 8x longer on 2 cores)."""
+    out = []
+    shapes = [(mml, seqs, tokens, block, kv)
+              for mml in (1000, 2048, 4096, 32768, 131072) for seqs in (1, 3, 16, 64, 256)
+              for tokens in sorted({mml, 2048, 8192}) for block in (16, 128) for kv in (40, 1500, 8781)]  # fmt: skip
+    for i, (mml, seqs, tokens, block, kv) in enumerate(shapes):
+        extra = _EXP_ENVS[i % len(_EXP_ENVS)]
+        env = {"VLLM_EXPONENTIAL_BUCKETING": "true" if i % 5 else "True", **extra}
+        out.append(Case(f"exp grid {mml}/{seqs}/{tokens}/b{block}/kv{kv} {extra or ''}",
+                        _shape(mml, seqs, tokens, block, kv), env))  # fmt: skip
+    return out
+
+
+def cases_for(release: Release, every: list[Case], grid: list[Case]) -> list[Case]:
+    """Every line takes the named and random cases; the 1.21.x lines the exponential grid as well."""
+    return every + grid if release.generation in ("ext1210", "ext1212") else every
 
 
 # ---------------------------------------------------------------- our side
@@ -310,12 +336,14 @@ def main() -> int:
     parser.add_argument("--random", type=int, default=60, help="random configurations per tag (60)")
     parser.add_argument("--seed", type=int, default=20261128, help="seed of the random configurations")
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument("--no-grid", action="store_true", help="leave out the 1.21.x exponential grid")
     args = parser.parse_args()
     start = time.perf_counter()
     every = named_cases() + random_cases(args.random, args.seed)
+    grid = [] if args.no_grid else exponential_grid()
     report: list[dict[str, Any]] = []
     for release in LINES:
-        cases = [c for c in (spelled_for(release, c) for c in every) if c is not None]
+        cases = cases_for(release, every, grid)
         for tag in release.tags:
             commit, their = theirs(release, tag, cases)
             rows = []
@@ -328,11 +356,12 @@ def main() -> int:
                              "equal": _agree(o, t)})  # fmt: skip
             ok = sum(r["equal"] for r in rows)
             print(f"{release.name:52} {tag:28} {commit[:9]} {ok}/{len(rows)}", flush=True)
+            exp = [r for r in rows if _picks_exp_121(release, r["env"])]
             report.append({"line": release.name, "tag": tag, "code": commit, "in_tree": release.extension is None,
-                           "skipped_exponential": len(every) - len(cases), "rows": rows})  # fmt: skip
+                           "exponential": [len(exp), sum(r["equal"] for r in exp)], "rows": rows})  # fmt: skip
     meta = {"machine": MACHINE, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "seconds": time.perf_counter() - start, "loadavg": os.getloadavg(), "random": args.random,
-            "seed": args.seed}  # fmt: skip
+            "seed": args.seed, "grid": len(grid), "commit": _model_commit()}  # fmt: skip
     text = render(report, meta)
     print(text)
     if not args.no_write:
@@ -341,18 +370,33 @@ def main() -> int:
     return 0 if all(r["equal"] for t in report for r in t["rows"]) else 1
 
 
+def _model_commit() -> str:
+    """This checkout's commit (the model checked), with "+dirty" where its tracked files differ from it."""
+    repo = ROOT.parents[1]
+    head = _git(repo, "rev-parse", "--short=8", "HEAD").strip()
+    return head + ("+dirty" if _git(repo, "status", "--porcelain", "--untracked-files=no").strip() else "")
+
+
+def _picks_exp_121(release: Release, env: dict[str, str]) -> bool:
+    raw = env.get("VLLM_EXPONENTIAL_BUCKETING")
+    return release.generation in ("ext1210", "ext1212") and raw is not None and raw.lower() == "true"
+
+
 def render(report: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines = [
         "# vllm-fork release lines: our model vs each release's own bucketing code",
         "",
-        f"Machine: {meta['machine']}. Run {meta['date']}, {meta['seconds']:.0f} s (load average "
-        f"{meta['loadavg'][0]:.1f}). Their code from the local mirrors of HabanaAI/vllm-fork and",
-        "HabanaAI/vllm-hpu-extension, run on CPU (agreement/vllm_fork_releases.py --driver); nothing ran on Gaudi.",
+        f"Machine: {meta['machine']}. Model at commit {meta.get('commit', '?')}. Run {meta['date']}, "
+        f"{meta['seconds']:.0f} s (load average {meta['loadavg'][0]:.1f}).",
+        "Their code from the local mirrors of HabanaAI/vllm-fork and HabanaAI/vllm-hpu-extension, run on CPU",
+        "(agreement/vllm_fork_releases.py --driver); nothing ran on Gaudi.",
         f"Per tag: {len(named_cases())} named configurations and {meta['random']} random ones (seed {meta['seed']});",
-        "for the 1.21.x lines, cases picking their exponential strategy (VLLM_EXPONENTIAL_BUCKETING=true, not",
-        "modelled, refused) are left out and counted. Agree = prompt and decode bucket sets equal, or both fail.",
+        f"the 1.21.x lines also {meta['grid']} cases of their opt-in exponential strategy (exponential_grid: shapes x",
+        "VLLM_CONTIGUOUS_PA x VLLM_*_BUCKET_LIMIT, range values it does not read, bad counts). Agree = prompt and",
+        "decode bucket lists equal (as sorted sets), or both fail. Last column: 1.21.x cases picking the exponential",
+        "strategy (VLLM_EXPONENTIAL_BUCKETING=true), agreeing / compared.",
         "",
-        "| line | tag | code read | agree | of which both fail | exponential cases left out |",
+        "| line | tag | code read | agree | of which both fail | 1.21 exponential agree |",
         "|---|---|---|---|---|---|",
     ]
     for t in report:
@@ -360,7 +404,7 @@ def render(report: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         where = "fork in-tree" if t["in_tree"] else "extension"
         lines.append(f"| {t['line']} | {t['tag']} | {where} {t['code'][:9]} | {sum(r['equal'] for r in t['rows'])}/{n}"
                      f" | {sum(bool(r['their_error'] and r['our_error']) for r in t['rows'])}"
-                     f" | {t['skipped_exponential']} |")  # fmt: skip
+                     f" | {t['exponential'][1]}/{t['exponential'][0]} |")  # fmt: skip
     lines.append("")
     for t in report:
         bad = [r for r in t["rows"] if not r["equal"]]

@@ -11,6 +11,7 @@ from vllm_hpu_mm.plan.findings import Finding
 from vllm_hpu_mm.runtimes import registry as runtimes
 from vllm_hpu_mm.runtimes.base import Runtime
 from vllm_hpu_mm.runtimes.vllm_fork import VllmFork, model_from_env
+from vllm_hpu_mm.runtimes.vllm_fork.bucketing import largest_prompt_shape
 from vllm_hpu_mm.runtimes.vllm_fork.exponential import spaced_range
 from vllm_hpu_mm.runtimes.vllm_fork.releases import LINES, NEWEST, release_for
 
@@ -183,10 +184,90 @@ def test_exponential_spacing_fills_duplicates_and_ends_at_max() -> None:
     assert len(values) == 16
 
 
-def test_1_21_exponential_is_refused_as_not_modelled() -> None:
-    with pytest.raises(ConfigError, match=r"VLLM_EXPONENTIAL_BUCKETING='true'.*not modelled"):
-        model_from_env({"VLLM_EXPONENTIAL_BUCKETING": "true"}, None, "0.8.5.post1")
-    assert shapes("0.8.5.post1", {"VLLM_EXPONENTIAL_BUCKETING": "1"})  # 1.21 reads only "true"
+EXP = {"VLLM_EXPONENTIAL_BUCKETING": "true"}
+#: Fewer buckets than the range holds, so each range reaches its last value (limit 2 for batch: 1 and the max).
+FEW = {**EXP, "VLLM_PROMPT_SEQ_BUCKET_LIMIT": "3", "VLLM_DECODE_BLOCK_BUCKET_LIMIT": "3",
+       "VLLM_PROMPT_BS_BUCKET_LIMIT": "2", "VLLM_DECODE_BS_BUCKET_LIMIT": "2"}  # fmt: skip
+ODD = EngineShape(max_model_len=1000, max_num_seqs=8, max_num_batched_tokens=2048, block_size=128, num_kv_blocks=700)
+MID = EngineShape(max_model_len=4096, max_num_seqs=16, max_num_batched_tokens=4096, block_size=128, num_kv_blocks=300)
+
+
+def _buckets(
+    version: str, env: dict[str, str], shape: EngineShape
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    t = model_from_env(env, None, version).text_shapes(shape)
+    return [(b, q) for b, q, _ in t.prefill], list(t.decode)
+
+
+# Each list below is what the extension's own code gives (benchmarks/agreement/vllm_fork_releases.py ran it at the
+# release's pin, 29bc7a4 or 2b4ba56, on CPU, and the model agreed).
+@pytest.mark.parametrize(
+    ("version", "env", "shape", "prompt", "decode"),
+    [
+        # 1.21.2 - 1.21.3 under contiguous PA: each range's last value is its max, 1000 and the 700 KV blocks
+        ("0.8.5.post1", FEW, ODD, [(1, 128), (1, 384), (1, 1000), (8, 128)],
+         [(1, 128), (1, 384), (1, 700), (8, 128), (8, 384), (8, 700)]),
+        # 1.21.0 rounds it up to the step: 1024 > max_model_len is dropped, 768 blocks kept
+        ("0.7.2", FEW, ODD, [(1, 128), (1, 384), (8, 128)],
+         [(1, 128), (1, 384), (1, 768), (8, 128), (8, 384), (8, 768)]),
+        # the counts read; a range value it does not read (even a bad token) changes nothing
+        ("0.8.5.post1", {**EXP, "VLLM_PROMPT_SEQ_BUCKET_LIMIT": "4", "VLLM_DECODE_BS_BUCKET_LIMIT": "2",
+                         "VLLM_PROMPT_BS_BUCKET_MAX": "x"}, MID,
+         [(1, 128), (1, 512), (1, 1408), (1, 4096), (2, 128), (2, 512), (2, 1408), (4, 128), (4, 512), (8, 128),
+          (8, 512), (16, 128)],
+         [(1, 128), (1, 256), (16, 128), (16, 256)]),
+        # default counts: duplicates filled from the free multiples of the step until none is left; every decode
+        # pair, even 128 blocks above a 64-block cache
+        ("0.8.5.post1", EXP, SMALL,
+         [(1, 128), (1, 256), (1, 384), (1, 512), (1, 640), (1, 768), (1, 896), (1, 1024), (1, 1152), (1, 1280),
+          (1, 1664), (1, 2048), (2, 128), (2, 256), (2, 384), (2, 512), (2, 640), (2, 768), (2, 896), (2, 1024),
+          (4, 128), (4, 256), (4, 384), (4, 512)],
+         [(1, 128), (2, 128), (4, 128)]),
+    ],
+)  # fmt: skip
+def test_1_21_exponential_buckets_are_the_extensions(
+    version: str, env: dict[str, str], shape: EngineShape, prompt: list[tuple[int, int]], decode: list[tuple[int, int]]
+) -> None:
+    assert _buckets(version, env, shape) == (prompt, decode)
+    assert "exp bucketing" in model_from_env(env, None, version).text_shapes(shape).source
+
+
+def test_1_21_exponential_at_the_main_jobs_shape_and_its_profiling_shape() -> None:
+    prompt, decode = _buckets("0.8.5.post1", EXP, MAIN)
+    assert (len(prompt), len(decode)) == (70, 105)  # the extension's own count at 29bc7a4
+    assert sorted({n for _, n in decode})[-3:] == [4864, 6528, 8781]
+    fork = model_from_env({**EXP, "VLLM_PROMPT_SEQ_BUCKET_MAX": "1024"}, None, "0.8.5.post1")
+    assert largest_prompt_shape(fork.bucketing, MAIN) == (64, 32768)  # get_max_prompt_shape: its fixed maxima
+
+
+def test_1_21_exponential_reads_only_true_and_the_contiguous_pa_switch() -> None:
+    assert (
+        "lin bucketing"
+        in model_from_env({"VLLM_EXPONENTIAL_BUCKETING": "1"}, None, "0.8.5.post1").text_shapes(MAIN).source
+    )  # 1.21 reads only "true"
+    off = {**FEW, "VLLM_CONTIGUOUS_PA": "false"}
+    assert _buckets("0.8.5.post1", off, ODD) == _buckets("0.7.2", FEW, ODD)
+
+
+@pytest.mark.parametrize(
+    ("env", "match"),
+    [
+        ({**EXP, "VLLM_PROMPT_SEQ_BUCKET_LIMIT": "0"}, r"VLLM_PROMPT_SEQ_BUCKET_LIMIT='0': no buckets; "
+         r"accepted: a count >= 1 .*asserts 'num_buckets must be a positive integer'"),
+        ({**EXP, "VLLM_DECODE_BLOCK_BUCKET_LIMIT": "1.5"}, r"VLLM_DECODE_BLOCK_BUCKET_LIMIT='1.5' is invalid"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("version", ["0.8.5.post1", "0.7.2"])
+def test_1_21_exponential_stops_where_the_extension_stops(env: dict[str, str], match: str, version: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        model_from_env(env, None, version)
+
+
+def test_1_21_exponential_names_the_range_variables_it_does_not_read_and_reads_the_limits() -> None:
+    (message,) = _said("0.8.5.post1", {**EXP, "VLLM_PROMPT_BS_BUCKET_MAX": "8"}, "setting_not_read")
+    assert "your VLLM_PROMPT_BS_BUCKET_MAX=8: not read by" in message
+    assert not _said("0.7.2", {**EXP, "VLLM_PROMPT_BS_BUCKET_LIMIT": "8"}, "setting_not_read")
+    assert _said("0.7.2", {"VLLM_PROMPT_BS_BUCKET_LIMIT": "8"}, "setting_not_read")  # linear reads no limit
 
 
 @pytest.mark.parametrize(

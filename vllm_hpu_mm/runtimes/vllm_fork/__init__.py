@@ -354,7 +354,12 @@ def model_from_env(
     traits = traits_for(release)
     raw_skip = env.get(SKIP_WARMUP)
     skip = raw_skip is not None and bool((traits.read_boolean(SKIP_WARMUP, raw_skip) or (False,))[0])
-    return VllmFork(config_from_env(env, release, warmup_skipped=skip), traits=traits)
+    cfg = config_from_env(env, release, warmup_skipped=skip)
+    if release.generation in ("ext1210", "ext1212") and strategy_of(cfg) == "exp":  # it reads the counts, not ranges
+        linear = _bucketing.not_read(release)
+        kept = tuple(entry for entry in traits.not_read if entry not in linear)
+        traits = dataclasses.replace(traits, not_read=kept + _bucketing.not_read(release, exp_picked=True))
+    return VllmFork(cfg, traits=traits)
 
 
 def describe_release(version: str | None) -> str:

@@ -3,12 +3,12 @@
 What each line reads (all through Python ``int()``; a bad token stops the fork at start-up, so it is refused here):
 ``VLLM_{PROMPT,DECODE}_BS_BUCKET_{MIN,STEP,MAX}``, ``VLLM_PROMPT_SEQ_BUCKET_*``, and decode by sequence length
 (``VLLM_DECODE_SEQ_BUCKET_*``, 1.17) or by KV blocks (``VLLM_DECODE_BLOCK_BUCKET_*``, 1.18 on). 1.21.x reads
-``VLLM_EXPONENTIAL_BUCKETING`` == "true" (opt-in exponential, not modelled: refused) and ``VLLM_CONTIGUOUS_PA``
-(default "true"); 1.22 parses every ``VLLM_*_BUCKET_{MIN,STEP,MAX,LIMIT}`` at start-up, defaults to exponential
-(``VLLM_EXPONENTIAL_BUCKETING`` false picks linear) and drops prompt lengths at or above
-``VLLM_FUSEDSDPA_SLIDE_THLD`` (8192) not a multiple of ``PT_HPU_SDPA_BC_FACTOR`` (1024) when
-``PT_HPU_SDPA_QKV_SLICE_MODE_FWD`` is on. Prefix caching (3-D prompt buckets) and merged prefill are not modelled:
-the fork's V0 engine runs without them by default.
+``VLLM_EXPONENTIAL_BUCKETING`` == "true" (opt-in exponential, :func:`.exponential.buckets_121`: it reads only
+``VLLM_{PROMPT_BS,PROMPT_SEQ,DECODE_BS,DECODE_BLOCK}_BUCKET_LIMIT``) and ``VLLM_CONTIGUOUS_PA`` (default "true");
+1.22 parses every ``VLLM_*_BUCKET_{MIN,STEP,MAX,LIMIT}`` at start-up, defaults to exponential
+(``VLLM_EXPONENTIAL_BUCKETING`` false picks linear) and drops prompt lengths at or above ``VLLM_FUSEDSDPA_SLIDE_THLD``
+(8192) not a multiple of ``PT_HPU_SDPA_BC_FACTOR`` (1024) when ``PT_HPU_SDPA_QKV_SLICE_MODE_FWD`` is on. Prefix
+caching (3-D prompt buckets) and merged prefill are not modelled: the fork's V0 engine runs without them by default.
 """
 
 from __future__ import annotations
@@ -85,13 +85,17 @@ def _reads_true(release: Release, name: str, raw: str) -> bool:
     return any(raw.lower() in true for n, true, _ in boolean_readings(release) if n == name)
 
 
-def not_read(release: Release) -> tuple[tuple[str, str], ...]:
+def not_read(release: Release, exp_picked: bool = False) -> tuple[tuple[str, str], ...]:
     """The bucketing variables the line does not read, with where that shows: ``VLLM_EXPONENTIAL_BUCKETING`` before
     1.21.0 (no exponential strategy: ``git grep`` at 1e0e492e1 - 6af2f6752 and extensions 4ff86cf / d4b0d38),
     ``VLLM_CONTIGUOUS_PA`` at 1.17 / 1.18, decode by blocks at 1.17 and by sequence length from 1.18 (1.22 declares
-    no ``VLLM_DECODE_SEQ_BUCKET_*``, ``features.py:17-33`` @8211e0b), and every ``*_LIMIT`` before 1.22 (only 1.21's
-    exponential strategy, not modelled, takes one: ``bucketing/exponential.py:191`` @29bc7a4)."""
+    no ``VLLM_DECODE_SEQ_BUCKET_*``, ``features.py:17-33`` @8211e0b), and every ``*_LIMIT`` before 1.22 but those
+    1.21's exponential strategy takes. ``exp_picked``: 1.21.x with that strategy picked, which reads the four
+    ``*_LIMIT`` of :data:`.exponential.LIMITED` and none of their ``MIN`` / ``STEP`` / ``MAX`` (its
+    ``read_bucket_settings`` passes them as fixed defaults, ``bucketing/exponential.py:191-196`` @29bc7a4, ``:187-192``
+    @2b4ba56)."""
     gen = release.generation
+    exp121 = exp_picked and gen in ("ext1210", "ext1212")
     where = f"vllm-fork {release.name} (@{release.commit}" + (f", extension @{release.extension})"
                                                               if release.extension else ")")  # fmt: skip
     out = []
@@ -103,8 +107,15 @@ def not_read(release: Release) -> tuple[tuple[str, str], ...]:
     out += [(f"VLLM_{d}_BUCKET_{p}", f"{where} decodes by {'sequence length' if gen == 'intree2024' else 'KV blocks'}")
             for d in dims for p in ("MIN", "STEP", "MAX")]  # fmt: skip
     if gen != "ext122":
-        out += [(f"VLLM_{d}_BUCKET_LIMIT", f"its linear buckets take no limit in {where}; 1.22 reads one")
-                for d in _PHASE_DIMS if d not in dims]  # fmt: skip
+        why = "its linear buckets take no limit in {where}; {then}"
+        then = "1.22 reads one" if gen not in ("ext1210", "ext1212") else \
+            "its exponential strategy (VLLM_EXPONENTIAL_BUCKETING=true) reads one"  # fmt: skip
+        out += [(f"VLLM_{d}_BUCKET_LIMIT", why.format(where=where, then=then)) for d in _PHASE_DIMS
+                if d not in dims and not (exp121 and d in exponential.LIMITED)]  # fmt: skip
+    if exp121:
+        out += [(f"VLLM_{d}_BUCKET_{p}", f"the exponential strategy of {where} fixes its ranges from the engine "
+                 "limits and reads only the *_LIMIT counts") for d in exponential.LIMITED
+                for p in ("MIN", "STEP", "MAX")]  # fmt: skip
     return tuple(out)
 
 
@@ -145,6 +156,17 @@ def config_from_env(env: Mapping[str, str], release: Release = NEWEST, warmup_sk
     cfg = ForkBucketing(release, tuple(sorted((k, v) for k, v in env.items() if k in names)), warmup_skipped)
     gen = release.generation
     ints = {"VLLM_FUSEDSDPA_SLIDE_THLD", "PT_HPU_SDPA_BC_FACTOR"} if gen == "ext122" else set()
+    if _exp121(cfg):  # only the counts are read (not_read); each through int(), then asserted > 0
+        for name in (f"VLLM_{d}_BUCKET_LIMIT" for d in exponential.LIMITED):
+            raw = cfg.get(name)
+            if raw is not None:
+                _int_of(name, raw, release.name)
+                if int(raw) < 1:
+                    raise ConfigError(f"{name}={raw!r}: no buckets; accepted: a count >= 1 (vllm-fork "
+                                      f"{release.name}'s exponential strategy asserts 'num_buckets must be a positive "
+                                      f"integer', vllm_hpu_extension/bucketing/exponential.py "
+                                      f"warmup_range_with_limit @{release.extension})")  # fmt: skip
+        return cfg
     for name, raw in cfg.env:
         param = name.rsplit("_", 1)[-1]
         if name.startswith("VLLM_") and name.endswith(("_MIN", "_STEP", "_MAX", "_LIMIT")):
@@ -154,11 +176,26 @@ def config_from_env(env: Mapping[str, str], release: Release = NEWEST, warmup_sk
                 ints.add(name)
         if name in ints:
             _int_of(name, raw, release.name)
-    if strategy_of(cfg) == "exp" and gen != "ext122":
-        raise ConfigError(f"VLLM_EXPONENTIAL_BUCKETING={cfg.get('VLLM_EXPONENTIAL_BUCKETING')!r}: vllm-fork "
-                          f"{release.name}'s exponential strategy (extension @{release.extension}) is not modelled; "
-                          "accepted: unset or false (linear), or plan for vllm-fork==0.9.0.1")  # fmt: skip
     return cfg
+
+
+def _exp121(cfg: ForkBucketing) -> bool:
+    """A 1.21.x line with its opt-in exponential strategy picked."""
+    return cfg.release.generation in ("ext1210", "ext1212") and strategy_of(cfg) == "exp"
+
+
+def _buckets_121(cfg: ForkBucketing, s: EngineShape) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]]]:
+    """1.21.x exponential: each count from ``VLLM_<DIM>_BUCKET_LIMIT`` or its default (``read_bucket_settings``,
+    ``bucketing/exponential.py:196`` @29bc7a4, ``:192`` @2b4ba56); the last value is the max only at @29bc7a4 with
+    ``VLLM_CONTIGUOUS_PA`` "true" (read there as the extension reads it, default "true")."""
+    limits = exponential.limits_121(s.max_num_seqs, s.block_size, s.max_model_len)
+    for dim in exponential.LIMITED:
+        raw = cfg.get(f"VLLM_{dim}_BUCKET_LIMIT")
+        if raw is not None:
+            limits[dim] = int(raw)
+    last_is_max = cfg.release.generation == "ext1212" and _contiguous(cfg)
+    return exponential.buckets_121(s.max_num_seqs, s.block_size, s.max_num_batched_tokens, s.max_model_len,
+                                   s.num_kv_blocks, limits, last_is_max)  # fmt: skip
 
 
 def _range(cfg: ForkBucketing, phase: str, dim: str, defaults: Range) -> Range:
@@ -229,9 +266,10 @@ def _in_tree_118(cfg: ForkBucketing, s: EngineShape) -> tuple[list[tuple[int, in
 def largest_prompt_shape(cfg: ForkBucketing, s: EngineShape) -> tuple[int, int]:
     """(batch, query) of the largest prompt shape the line reports to its profiling pass: the prompt bucket
     config's maxima up to 1.21 (1.17 / 1.18 in-tree ``prompt_bs_bucket_cfg[-1]``, ``prompt_seq_bucket_cfg[-1]``;
-    1.19 - 1.21 the extension's ``get_max_prompt_shape``, the seq config's maximum), and from 1.22 the longest
-    query of the generated prompt buckets (vllm-hpu-extension ``HPUBucketingManager.get_max_prompt_shape``), with
-    the largest batch of those buckets."""
+    1.19 - 1.21 the extension's ``get_max_prompt_shape``, the seq config's maximum; 1.21's exponential strategy
+    fixes those at max_num_seqs and max_model_len, ``bucketing/exponential.py:123-125`` @29bc7a4), and from 1.22
+    the longest query of the generated prompt buckets (vllm-hpu-extension
+    ``HPUBucketingManager.get_max_prompt_shape``), with the largest batch of those buckets."""
     gen, seqs, block = cfg.release.generation, s.max_num_seqs, s.block_size
     if gen in ("intree2024", "intree118"):
         bs_step = 32 if gen == "intree2024" else min(seqs, 32)
@@ -247,6 +285,8 @@ def largest_prompt_shape(cfg: ForkBucketing, s: EngineShape) -> tuple[int, int]:
             prompt = prompt_product(bs_range, _lin(cfg, "prompt", "seq", (block, block, s.max_model_len)),
                                     s.max_num_batched_tokens)  # fmt: skip
         return max(b for b, _ in prompt), max(q for _, q in prompt)
+    if _exp121(cfg):
+        return seqs, s.max_model_len
     seq_max = 1024 if gen == "ext119" else s.max_model_len
     return _range(cfg, "prompt", "bs", (1, 32, seqs))[2], _range(cfg, "prompt", "seq", (block, block, seq_max))[2]
 
@@ -273,6 +313,9 @@ def generate(cfg: ForkBucketing, s: EngineShape) -> tuple[Prompt, Decode]:
                                              contiguous)  # fmt: skip
         decode = exponential.decode_buckets(s.max_num_seqs, s.block_size, s.num_kv_blocks, contiguous)
         return tuple(sorted(_sliding_window(cfg, prompt3))), tuple(sorted(decode))
+    if _exp121(cfg):
+        prompt3, decode = _buckets_121(cfg, s)
+        return tuple(prompt3), tuple(decode)
     prompt, decode = _in_tree_118(cfg, s) if gen == "intree118" else _extension_linear(cfg, s)
     prompt3 = _sliding_window(cfg, [(b, q, 0) for b, q in prompt])
     return tuple(sorted(set(prompt3))), tuple(sorted(set(decode)))
