@@ -366,7 +366,9 @@ def main() -> int:
     print(text)
     if not args.no_write:
         (RESULTS / "vllm_fork_releases.md").write_text(text)
-        (RESULTS / "vllm_fork_releases.json").write_text(json.dumps({"meta": meta, "tags": report}, separators=(",", ":")) + "\n")
+        (RESULTS / "vllm_fork_releases.json").write_text(
+            json.dumps({"meta": meta, "tags": report}, separators=(",", ":")) + "\n"
+        )
     return 0 if all(r["equal"] for t in report for r in t["rows"]) else 1
 
 
