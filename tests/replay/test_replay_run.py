@@ -118,18 +118,30 @@ def test_replaying_your_bucket_file_exits_1_when_it_compiles(capsys: pytest.Capt
     assert "compile at run time while a request waits" in out
 
 
-def test_a_well_formed_bucket_file_the_server_would_not_start_with_exits_1_saying_so(
+def test_a_bucket_file_the_server_would_not_start_with_gets_the_table_without_latency_and_exits_1(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    # held-out round 19 (gaudi), case 11: the file stopped the replay on one error line, with no table and no JSON,
+    # where --kv-blocks below one sequence gets the table's "no latency or throughput figures" line
     path = tmp_path / "prompt_only.txt"
     path.write_text("(1, 2048, 0)\n(1, [512, 1024], [0, 8])\n")  # no decode line: vllm-gaudi fails at start-up
-    code = main(["buckets", "replay", "--max-model-len", "4096", "--max-num-seqs", "8", "--requests", "50",
-                 "--bucket-file", str(path), "--no-plan", "--no-strategies"])  # fmt: skip
-    err = capsys.readouterr().err
+    argv = ["buckets", "replay", "--max-model-len", "4096", "--max-num-seqs", "8", "--requests", "50",
+            "--bucket-file", str(path), "--no-plan", "--no-strategies"]  # fmt: skip
+    code = main(argv)
+    out, err = capsys.readouterr()
     assert code == 1
     assert err.count("\n") == 1
     assert "the server would not start" in err
     assert "0 decode buckets" in err
+    assert f"no latency or throughput figures: {err.split('error: ', 1)[1].strip()}" in out
+    assert "TTFT p50" not in out
+    assert "your prompt_only.txt: not replayed" in out
+    assert main([*argv, "--json"]) == 1
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    assert report["not_started"] == err.split("error: ", 1)[1].strip()
+    assert f"--bucket-file {path}" in report["not_started"]
+    assert all(c["latency_per_load"] is None for c in report["configurations"])
 
 
 def test_kv_blocks_below_one_max_model_len_sequence_say_the_server_would_not_start(
@@ -353,9 +365,15 @@ def test_the_text_prints_the_jsons_latency_quantiles_and_every_time_figure_with_
     (whole,) = json.loads(capsys.readouterr().out)["configurations"][0]["latency_per_load"]
     band = f"(±{whole['interval']:.0%})"
     assert main(argv) == 0
-    rows = {line.split(band)[0].strip(): line for line in capsys.readouterr().out.splitlines() if band in line}
-    for name in ("added TTFT p50 / p99", "added per-token p50 / p99"):
+    out = capsys.readouterr().out
+    rows = {line.split(band)[0].strip(): line for line in out.splitlines() if band in line}
+    # r19replay 15: the busy times printed bare, their interval only on a line under the table
+    for name in ("added TTFT p50 / p99", "added per-token p50 / p99", "busy time, real shapes",
+                 "busy time with buckets"):  # fmt: skip
         assert name in rows
+    stalls = [line.strip() for line in out.splitlines() if "stalls" in line and line.startswith("  ")]
+    assert [line.split(" (±15%)")[0] for line in stalls] == ["compile stalls at run time",
+                                                             "first-use stalls, VLLM_SKIP_WARMUP"]  # fmt: skip
     itl = " / ".join(f"{whole['itl_ms'][q]:.1f} ms" for q in ("p50", "p90", "p99"))
     assert itl in rows["ITL p50 / p90 / p99"]
 

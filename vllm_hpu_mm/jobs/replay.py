@@ -17,7 +17,7 @@ from vllm_hpu_mm.buckets.text_worst import WorstCase
 from vllm_hpu_mm.buckets.turns import Ahead, on_two
 from vllm_hpu_mm.engine import EngineShape, prefix_caching_off, prompt_fits_model_len
 from vllm_hpu_mm.envs import Settings
-from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.errors import ConfigError, WouldNotStart
 from vllm_hpu_mm.jobs.buckets import BUCKETS_VAR
 from vllm_hpu_mm.jobs.serve import (
     choose_vision,
@@ -111,7 +111,8 @@ class Replayed:
     timer: Timer | None = None
     #: The line the replay stops on: the plan's refusal (:attr:`~vllm_hpu_mm.plan.planner.Plan.refusal`, worded as
     #: memory plan and serve word it: a start-up refusal or a memory shortfall), or why the server would not start
-    #: with --kv-blocks; "" when the plan fits, or when --kv-blocks describes a server that did.
+    #: with --kv-blocks or with the bucket file; "" when the plan fits, or when --kv-blocks and the file describe a
+    #: server that did.
     refusal: str = ""
 
     @property
@@ -323,10 +324,18 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
         notes.append(_vision_note(yours_listed, choice, sizing))
     if costs["profile"] is not None:
         notes.append(f"memory: {memory_evidence(costs)} (the KV blocks estimate rests on them)")
+    file_refusal = ""
     if yours is not None:
-        before.append((yours, f"your {Path(file_path or '').name}"))
-        file_shapes = yours.text_shapes(shape)
-        notes += (*file_shapes.notes, *file_shapes.resolved)  # buckets its filters drop; the file over a strategy
+        name = Path(file_path or "").name
+        try:
+            file_shapes = yours.text_shapes(shape)
+        except WouldNotStart as exc:  # well-formed, but the server would not start on it (no decode line): as a
+            # cache below one sequence, a configuration with no figure of latency (the line below), exit 1
+            file_refusal, yours = f"the server would not start: {exc}", None
+            notes.append(f"your {name}: not replayed, no request would run on it (the server would not start)")
+        else:
+            before.append((yours, f"your {name}"))
+            notes += (*file_shapes.notes, *file_shapes.resolved)  # buckets its filters drop; the file over a strategy
     labels = {label for _, label in before}  # the planned buckets' label is none of the strategies'
     release: str | None = getattr(own, "version", None)  # a named release shows only the strategies it ships
     for model in registry.strategies(inputs.runtime_name, own_env, release) if args.strategies else ():
@@ -377,6 +386,7 @@ def _replay_traffic(sizing: SizingArgs, args: ReplayArgs, settings: Settings, ru
             if (why := given_blocks_start(args.kv_blocks, shape, null_block=own.traits.null_block))
             else ""
         )
+    refusal = refusal or file_refusal  # one line, as memory plan and serve say the first refusal
     report = Report(tuple(results), traffic.source, runs.load, runs.ran, shape.limits(), own.traits,
                     vision_efficiency(runs, images), images.buckets,
                     settings.skip_warmup, (kv_note, *notes), runs.refusals,

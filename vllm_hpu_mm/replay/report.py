@@ -350,14 +350,17 @@ def _time_rows(r: Report, row: Any) -> None:
     tot = [totals(x) for x in results]
     if any(t is None for t in tot):
         return
-    row("busy time, real shapes (all loads)", [_ran(t, f"{t.real_s:.1f} s") for t in tot if t is not None])
-    row("busy time with buckets (all loads)", [_ran(t, f"{t.padded_s:.1f} s") for t in tot if t is not None])
+    # every printed time figure carries its model's interval (r19replay 15: the busy times carried none): the step
+    # model's for the busy times, the warm-up model's for the compile stalls
+    band = _band(r)
+    row(f"busy time, real shapes{band} (all loads)", [_ran(t, f"{t.real_s:.1f} s") for t in tot if t is not None])
+    row(f"busy time with buckets{band} (all loads)", [_ran(t, f"{t.padded_s:.1f} s") for t in tot if t is not None])
     names = {"prefill_query": "prefill query", "prefill_context": "prefill context", "decode": "decode",
              "vision": "vision"}  # fmt: skip
     for p in PHASES:
         row(f"  share of busy time padding {names[p]}", [_ran(t, _pct(t.share(p))) for t in tot if t is not None])
     if not r.not_started:  # a server that would not start serves no request: no latency (a line below says why)
-        band = _band(r)  # the padding's added time is priced by the same step model as the whole latencies
+        # the padding's added time is priced by the same step model as the busy times and the whole latencies
         row(f"added TTFT p50 / p99{band} (worst load)",
             [_ran(t, f"{_ms(t.added_ttft[0])} / {_ms(t.added_ttft[1])}") for t in tot if t is not None])  # fmt: skip
         row(f"added per-token p50 / p99{band} (worst load)",
@@ -365,15 +368,24 @@ def _time_rows(r: Report, row: Any) -> None:
         _latency_rows(results, row)
     if r.traits.warmup_era:
         ran = [t for t in tot if t is not None]
-        row("compile stalls at run time",
+        warm = _warm_band(r)
+        row(f"compile stalls at run time{warm}",
             [_ran(t, f"{_run_time_stalls(r, x) or 0:.0f} s") for x, t in zip(results, ran, strict=True)])  # fmt: skip
-        row("first-use stalls, VLLM_SKIP_WARMUP",
+        row(f"first-use stalls, VLLM_SKIP_WARMUP{warm}",
             [_ran(t, f"{_first_use_stalls(r, x) or 0:.0f} s") for x, t in zip(results, ran, strict=True)])  # fmt: skip
 
 
 def _ran(t: TimeResult | Latency, cell: str) -> str:
     """A time figure's cell, n/a where no request ran (quantiles and shares of nothing are no measured 0)."""
     return cell if t.requests else "n/a"
+
+
+def _warm_band(r: Report) -> str:
+    """The warm-up model's held-out error as a time row prints it (it prices warm-up and compile stalls alike);
+    empty without one."""
+    w = _warmup(r, None)
+    held = w.era.heldout_error if w is not None else None
+    return f" (±{held:.0%})" if held is not None else ""
 
 
 def _band(r: Report) -> str:
