@@ -130,6 +130,19 @@ def test_a_trickling_server_is_cut_at_the_deadline(server: Callable[[Handler], s
     assert time.monotonic() - start < 2.5
 
 
+def _silent(h: http.server.BaseHTTPRequestHandler) -> None:
+    time.sleep(3)  # accepts, then says nothing until after the deadline
+
+
+def test_a_silent_server_has_the_whole_deadline_before_it_is_cut(server: Callable[[Handler], str]) -> None:
+    # r20metrics 9: a per-read wait of its own cut a server silent before its first byte at 10 s of the 20 promised
+    url = server(_silent)
+    start = time.monotonic()
+    with pytest.raises(ConfigError, match=r"--from-metrics .*no complete answer within 1\.5 s"):
+        read_exposition(url, deadline_s=1.5)
+    assert 1.4 <= time.monotonic() - start < 2.5
+
+
 def test_an_endless_body_is_cut_at_the_cap(server: Callable[[Handler], str]) -> None:
     with pytest.raises(ConfigError, match="passed 1,000,000 bytes"):
         read_exposition(server(_endless), max_bytes=1_000_000)

@@ -42,10 +42,11 @@ __all__ = [
 ]
 
 FLAG = "--from-metrics"
-#: Seconds one read of a ``/metrics`` URL may wait.
-TIMEOUT_S = 10.0
 #: Seconds the whole fetch may take, connection to last byte: a server trickling bytes is cut here.
 DEADLINE_S = 20.0
+#: Seconds one read may wait: the deadline itself, so that a server silent before its first byte has the time the
+#: docs promise (a shorter per-read wait cut one at 10 s, r20metrics 9); the deadline is what bounds the fetch.
+TIMEOUT_S = DEADLINE_S
 #: Most bytes of an exposition read (a URL's body or a saved file). vLLM 0.32's own page for one engine is about
 #: 60 KB (its ~40 families, histograms of 1-2-5 buckets up to max_model_len); 8 MiB holds over a hundred engines'.
 MAX_BYTES = 8 << 20
@@ -121,6 +122,12 @@ class _Body:
         return b"".join(self.chunks)
 
 
+def _timed_out(error: object) -> bool:
+    """A socket wait that ran out (``urlopen`` wraps one before the answer in ``URLError``)."""
+    reason = getattr(error, "reason", None) if isinstance(error, urllib.error.URLError) else error
+    return isinstance(reason, TimeoutError)
+
+
 class _Cut(Exception):
     """The fetch stopped: the body passed the size cap, or arrived incomplete."""
 
@@ -160,6 +167,8 @@ def _fetch(url: str, *, timeout_s: float, deadline_s: float, max_bytes: int, fla
         stop.set()  # the worker ends at its next read (each waits timeout_s at most)
         raise ConfigError(f"{flag} {url}: no complete answer within {deadline_s:g} s; {_ACCEPTED}")
     error = done.get("error")
+    if _timed_out(error):  # its own wait ran out with the deadline: the same finding
+        raise ConfigError(f"{flag} {url}: no complete answer within {deadline_s:g} s; {_ACCEPTED}")
     if error is not None:
         if isinstance(error, http.client.IncompleteRead):
             reason = f"the body ended {len(error.partial):,} bytes in, short of what the server announced"
