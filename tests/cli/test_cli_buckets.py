@@ -121,6 +121,8 @@ def test_a_bucket_vllm_gaudi_accepts_but_not_whole_tiles_is_checked_as_it_pads_w
         "tiles of 64 patches, so such a bucket only adds padding (an image pads to its bucket); nearest whole tiles: "
         "1000 -> 960 or 1024"
     ]
+    # r20vision 11: a --json reader gets the same notes in the object
+    assert [f"vllm-hpu-mm: note: {n}" for n in result["input_notes"]] == captured.err.strip().splitlines()
 
 
 def test_check_with_warnings_exits_1_and_prints_them_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:

@@ -156,6 +156,7 @@ def test_an_off_tile_bucket_in_the_shell_gets_no_note_where_the_runtime_reads_no
     assert "VLLM_MULTIMODAL_BUCKETS" in json.loads(captured.out)["settings_not_read"]
     assert "1604" not in captured.err
     assert captured.err == ""
+    assert "input_notes" not in json.loads(captured.out)  # nothing noted: no key
 
 
 def test_an_off_tile_bucket_in_the_shell_is_noted_where_the_runtime_reads_the_list(
@@ -168,6 +169,8 @@ def test_an_off_tile_bucket_in_the_shell_is_noted_where_the_runtime_reads_the_li
     assert code == 0
     assert "VLLM_MULTIMODAL_BUCKETS" not in json.loads(captured.out)["settings_not_read"]
     assert "1608 not a multiple of 64: kept as given" in captured.err
+    (note,) = json.loads(captured.out)["input_notes"]
+    assert "1608 not a multiple of 64: kept as given" in note
 
 
 def test_requests_the_engine_refuses_are_said_as_serve_says_them(capsys: pytest.CaptureFixture[str]) -> None:

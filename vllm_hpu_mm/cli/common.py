@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Collection, Iterator
 from typing import Any
 
-from vllm_hpu_mm.errors import InputNote, error_line
+from vllm_hpu_mm.errors import InputNote, error_line, one_line
 from vllm_hpu_mm.plan.args import nonempty
 
 #: A file, folder or URL argument (an empty one, a shell variable left unset, is refused, never read as unset).
@@ -74,9 +74,22 @@ def help_text(doc: str | None) -> str:
     return (doc or "").replace("``", "")
 
 
+#: The input notes this command has raised so far (set by the CLI's entry for one command; None outside it).
+INPUT_NOTES: list[str] | None = None
+
+
+def with_input_notes(obj: Any) -> Any:
+    """A JSON answer with the input notes raised before it (also printed on stderr) as its ``input_notes``, so a JSON
+    reader gets them too; the object as it is where there are none."""
+    if isinstance(obj, dict) and INPUT_NOTES and "input_notes" not in obj:
+        return {**obj, "input_notes": [one_line(n) for n in dict.fromkeys(INPUT_NOTES)]}
+    return obj
+
+
 def print_json(obj: Any) -> None:
-    """Print one JSON object on stdout (the ``--json`` contract: exactly one object, nothing else)."""
-    json.dump(obj, sys.stdout, indent=2, sort_keys=False, default=str)
+    """Print one JSON object on stdout (the ``--json`` contract: exactly one object, nothing else), with its input
+    notes (:func:`with_input_notes`)."""
+    json.dump(with_input_notes(obj), sys.stdout, indent=2, sort_keys=False, default=str)
     sys.stdout.write("\n")
 
 

@@ -48,7 +48,7 @@ from typing import Any
 
 from vllm_hpu_mm import envs
 from vllm_hpu_mm.cli.buckets_replay import request_rate
-from vllm_hpu_mm.cli.common import ExitCode, add_model_name, fail, help_text, path_value, print_json
+from vllm_hpu_mm.cli.common import ExitCode, add_model_name, fail, help_text, path_value, print_json, with_input_notes
 from vllm_hpu_mm.errors import ConfigError
 from vllm_hpu_mm.jobs.fleet import (
     HEAD_PLACEHOLDER,
@@ -562,7 +562,7 @@ def write_out(
     d = f.deploy
     if d is None:
         return []
-    files = {"fleet.json": json.dumps(answer(f, validated), indent=2, default=str) + "\n"}
+    files = {"fleet.json": json.dumps(with_input_notes(answer(f, validated)), indent=2, default=str) + "\n"}
     for name, text in d.files.items():
         files[f"replica/{name}"] = text
     if d.env:  # a runtime given no environment (vLLM CUDA) gets no empty file, as its manifests hold no ConfigMap

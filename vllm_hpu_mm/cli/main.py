@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn, Protocol
 
 from vllm_hpu_mm import __version__
+from vllm_hpu_mm.cli import common
 from vllm_hpu_mm.cli.common import ExitCode, fail
 from vllm_hpu_mm.cli.vllm_argv import MAX_SERVER_ARGS
 from vllm_hpu_mm.collector import fewer_from_now
@@ -266,7 +267,11 @@ def _run_noting(argv: list[str]) -> int:
 
         warnings.showwarning = show
         warnings.simplefilter("always", InputNote)
-        code = _run(argv)
+        common.INPUT_NOTES = notes
+        try:
+            code = _run(argv)
+        finally:
+            common.INPUT_NOTES = None
     if code in (ExitCode.OK, ExitCode.NEGATIVE) and sys.stderr is not None:
         for note in dict.fromkeys(notes):
             print(f"vllm-hpu-mm: note: {clipped(one_line(note))}", file=sys.stderr)
