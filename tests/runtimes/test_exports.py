@@ -147,6 +147,20 @@ def test_buckets_none_is_exported_with_the_warmup_skip_that_makes_it_start(runti
     assert (env["VLLM_MULTIMODAL_BUCKETS"], env["VLLM_SKIP_WARMUP"]) == ("None", skip)
 
 
+@pytest.mark.parametrize(("runtime", "device", "skip", "exported"), [
+    ("vllm-gaudi", "gaudi2", "1", "1"), ("vllm-fork==0.8.5.post1", "gaudi2", "true", "true"),
+    ("vllm-cuda", "h100", "true", None),  # vLLM on CUDA reads no such variable: nothing to hand over
+])  # fmt: skip
+def test_a_warmup_skip_the_user_set_is_exported_as_given_where_the_runtime_reads_it(
+    runtime: str, device: str, skip: str, exported: str | None
+) -> None:
+    # r20agree 13, r20fork 6 (and an earlier fork round): the skip was only passed through, so the environment serve
+    # prints, copied to a replica, started it with a warm-up the plan had not planned
+    p = make_plan(runtime, device, env={"VLLM_SKIP_WARMUP": skip})
+    env = exports_for(p, ExportContext(ServerFlags(skip_warmup=skip in ("1", "true")))).env
+    assert env.get("VLLM_SKIP_WARMUP") == exported
+
+
 def test_buckets_none_is_no_error_on_fork_lines_that_do_not_read_them() -> None:
     p = make_plan("vllm-fork==0.8.5.post1", "gaudi2", env={"VLLM_MULTIMODAL_BUCKETS": "None"})
     assert not any(f.code == "vision_buckets_none_at_warmup" for f in p.findings)

@@ -49,6 +49,10 @@ class Draft:
         if i.enforce_eager and GRAPH_RESERVED_MEM in i.runtime.traits.reads:
             draft.notes.append(f"{i.eager_by}: {i.runtime_words} reserves no graph memory (it reads no "
                                f"{GRAPH_RESERVED_MEM} then: 0): not exported")  # fmt: skip
+        # a skip the user set is exported as given, as their reserve is: the environment handed over lists what the
+        # server reads, so that a copy of it (a replica's env file) starts the same (r20agree 13, r20fork 6)
+        if i.runtime.traits.unwarmed_graphs is not None and SKIP_WARMUP in i.runtime_env:
+            draft.env[SKIP_WARMUP] = i.runtime_env[SKIP_WARMUP]
         # one note per variable, as docs/oom-tuning.md promises each one set (`your VAR=V: not read by ...`)
         for name in (n for n in unread if n in values and n in i.runtime_env):
             draft.notes.append(_not_read_note(plan, name, i.runtime_env[name], values[name]))
