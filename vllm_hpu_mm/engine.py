@@ -108,7 +108,9 @@ class TextLookup(Protocol):
     #: A lookup may also set ``prefix_caching_off`` (why the server computes every prompt token, no prefix-cache
     #: hit; absent: None; :func:`prefix_caching_off`) and ``prompt_fits_model_len`` (True: it keeps a prompt bucket
     #: only when query + context x block_size <= max_model_len, so planned buckets must; absent: False;
-    #: :func:`prompt_fits_model_len`).
+    #: :func:`prompt_fits_model_len`), and ``listed`` (the (prompt, decode) buckets its strategy or bucket file lists,
+    #: fewer than it warms where speculative decoding adds decode buckets to them; absent: those warmed;
+    #: :func:`listed_buckets`).
 
     def prefill(self, chunks: tuple[PrefillChunk, ...]) -> list[GraphRun]:
         """The forwards of one step's prefill chunks, in the runner's order."""
@@ -128,6 +130,14 @@ def prompt_fits_model_len(lookup: TextLookup) -> bool:
     """Whether ``lookup`` keeps only prompt buckets within max_model_len (query + context blocks; vllm-gaudi before
     v0.19.0), so that buckets planned for it must be."""
     return bool(getattr(lookup, "prompt_fits_model_len", False))
+
+
+def listed_buckets(lookup: TextLookup) -> tuple[int, int]:
+    """(prompt, decode) buckets ``lookup``'s runtime lists: its ``listed`` where it has one, else those it warms."""
+    listed = getattr(lookup, "listed", None)
+    if listed is not None:
+        return (int(listed[0]), int(listed[1]))
+    return (sum(1 for p, _ in lookup.warmed if p == "prompt"), sum(1 for p, _ in lookup.warmed if p == "decode"))
 
 
 def prefix_caching_off(lookup: TextLookup) -> str | None:

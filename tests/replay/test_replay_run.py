@@ -412,3 +412,32 @@ def test_a_slow_rate_s_throughput_keeps_its_significant_figures() -> None:
     q = (0.1, 0.2, 0.3)
     x = Latency("slow", 3, q, q, q, q, 0.1, 0.01, 1_964_342.9, 3 / 1_964_342.9, 200 / 1_964_342.9, 0.29, "e")
     assert latency_dict(x)["request_throughput"] == pytest.approx(1.527e-06, rel=1e-3)
+
+
+def test_under_speculative_decoding_buckets_listed_counts_the_list_and_graphs_warmed_what_the_runtime_adds(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Held-out r20text case 4: ``buckets_listed`` was the warmed count (exp's 124 decode, the plan's 87 against its
+    note's 58 listed). vllm-gaudi v0.26.0 lists 53 exp decode buckets at these limits and warms them with the 71
+    ``generate_spec_decode_buckets`` adds (extension/bucketing/common.py lines 222-226, 325-363)."""
+    argv = ["buckets", "replay", "--runtime", "vllm-gaudi==0.26.0", "--device", "gaudi2", "--max-model-len", "8192",
+            "--max-num-seqs", "64", "--max-num-batched-tokens", "2048", "--block-size", "128", "--kv-blocks", "4000",
+            "--profile", "none", "--requests", "100", "--concurrency", "8", "--no-strategies", "--text-graph-budget",
+            "90", "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2}']  # fmt: skip
+    assert main([*argv, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    own, planned = report["configurations"]
+    assert own["graphs_warmed"] == {"prompt": 72, "decode": 124, "total": 196}
+    assert own["buckets_listed"] == {"prompt": 72, "decode": 53}
+    listed, warmed = planned["buckets_listed"], planned["graphs_warmed"]
+    assert listed["prompt"] == warmed["prompt"]
+    assert listed["decode"] < warmed["decode"]
+    assert warmed["total"] <= 90
+    (note,) = [n for n in report["notes"] if n.startswith("planned buckets: budget 90 graphs")]
+    assert f"the runtime warms {warmed['total']} for the {listed['prompt'] + listed['decode']} buckets listed" in note
+    # the text table says the same counts as the JSON
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    row = next(line for line in text.splitlines() if line.strip().startswith("buckets listed (prompt + decode)"))
+    assert row.split()[-8:] == ["125", "(72", "+", "53)", str(listed["prompt"] + listed["decode"]),
+                                f"({listed['prompt']}", "+", f"{listed['decode']})"]  # fmt: skip

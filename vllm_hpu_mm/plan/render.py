@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from vllm_hpu_mm.models.step_time import interval_text
@@ -20,6 +19,7 @@ from vllm_hpu_mm.runtimes.base import (
     PARTS,
     SKIP_WARMUP,
     Exports,
+    listed_text_shapes,
 )
 from vllm_hpu_mm.values import GIB
 
@@ -213,7 +213,7 @@ def speculative_graphs(p: Plan) -> tuple[int, int] | None:
     decode = len(p.text_graphs.decode)
     if not i.num_speculative_tokens or not i.runtime.traits.warms_all_graphs:
         return None
-    seeds = len(i.runtime.text_shapes(dataclasses.replace(i.engine(p.kv_blocks), num_speculative_tokens=0)).decode)
+    seeds = len(listed_text_shapes(i.runtime, i.engine(p.kv_blocks)).decode)
     return (seeds, decode) if seeds != decode else None
 
 

@@ -193,7 +193,8 @@ def result_dict(res: ReplayResult, report: Report) -> dict[str, Any]:
     return {
         "label": res.label,
         "graphs_warmed": {"prompt": _warmed(res, report)[0], "decode": _warmed(res, report)[1], "total": warmed},
-        "buckets_listed": {"prompt": res.warmed[0], "decode": res.warmed[1]},
+        # what the strategy or file lists: under speculative decoding fewer than the graphs it warms
+        "buckets_listed": {"prompt": res.listed[0], "decode": res.listed[1]},
         "run_time_compiles": {
             "prompt": _run_time_compiles(report, res)[0],
             "decode": _run_time_compiles(report, res)[1],
@@ -444,8 +445,11 @@ def body_lines(r: Report) -> list[str]:
 
     warmed = [_warmed(x, r) for x in r.results]
     row("graphs warmed (prompt + decode)", [f"{sum(w)} ({w[0]} + {w[1]})" for w in warmed])
+    listed = [f"{sum(x.listed)} ({x.listed[0]} + {x.listed[1]})" for x in r.results]
     if r.skip_warmup:
-        row("buckets listed, none warmed", [f"{sum(x.warmed)} ({x.warmed[0]} + {x.warmed[1]})" for x in r.results])
+        row("buckets listed, none warmed", listed)
+    elif any(x.listed != x.warmed for x in r.results):  # speculative decoding adds decode buckets to those listed
+        row("buckets listed (prompt + decode)", listed)
     row("run-time compiles", [f"{sum(_run_time_compiles(r, x))}" for x in r.results])
     row("  of which fallback buckets", [f"{len(x.fallbacks)}" for x in r.results])
     row("compiles under VLLM_SKIP_WARMUP", [f"{sum(x.shapes_run)}" for x in r.results])

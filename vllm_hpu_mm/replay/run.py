@@ -23,7 +23,7 @@ from functools import partial
 import numpy as np
 import numpy.typing as npt
 
-from vllm_hpu_mm.engine import GraphRun, KeptWhileNoFallback, TextLookup
+from vllm_hpu_mm.engine import GraphRun, KeptWhileNoFallback, TextLookup, listed_buckets
 from vllm_hpu_mm.replay.latency import Latency
 from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun, Trace
 from vllm_hpu_mm.replay.timing import (
@@ -78,6 +78,9 @@ class ReplayResult:
     #: Whole latencies per load on the configuration's own schedule (its steps at its buckets' shapes), when the
     #: replay ran in time (:mod:`vllm_hpu_mm.replay.whole`).
     latency: tuple[Latency, ...] = ()
+    #: Buckets the strategy or bucket file lists (prompt, decode): fewer than ``warmed`` where the runtime adds
+    #: decode buckets to them at start-up (speculative decoding; :func:`vllm_hpu_mm.engine.listed_buckets`).
+    listed: tuple[int, int] = (0, 0)
 
     @property
     def compiles_by_phase(self) -> tuple[int, int]:
@@ -160,6 +163,7 @@ class _Tally:
             per_bucket={k: (v[0], v[1], v[2]) for k, v in self.per_bucket.items()},
             times=tuple(times),
             warmed_shapes=tuple(sorted(lookup.warmed)),
+            listed=listed_buckets(lookup),
         )
 
 

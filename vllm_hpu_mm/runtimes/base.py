@@ -48,6 +48,7 @@ __all__ = [
     "UnwarmedGraphs",
     "VisionBucketing",
     "WarmupEstimate",
+    "listed_text_shapes",
     "warmup_estimate",
 ]
 
@@ -416,6 +417,16 @@ class RuntimeModel(Protocol):
         """Whether and how the runtime buckets the vision tower of a ``model_type``; ``model``: the model as given to
         --model (a Hugging Face id or folder), for a runtime that keys on it (vllm-gaudi v0.11.2)."""
         ...
+
+
+def listed_text_shapes(runtime: RuntimeModel, shape: EngineShape) -> TextShapes:
+    """The text buckets ``runtime`` lists for ``shape`` (its strategy's, or its bucket file's lines that its filters
+    keep), before speculative decoding adds decode buckets to them. vllm-gaudi keeps that list as the seeds and warms
+    them with the buckets ``generate_spec_decode_buckets`` adds (batch x (1 + tokens) each):
+    ``HPUBucketingManager.generate_decode_buckets``, extension/bucketing/common.py lines 222-226, and
+    ``generate_spec_decode_buckets`` lines 325-363 @ v0.26.0 (b059f9c9). Nothing else in the list depends on the
+    speculative tokens, so it is the runtime's list without them."""
+    return runtime.text_shapes(dataclasses.replace(shape, num_speculative_tokens=0))
 
 
 class NoBucketList:

@@ -39,6 +39,7 @@ from vllm_hpu_mm.runtimes.base import (
     RuntimeTraits,
     UnwarmedGraphs,
     VisionBucketing,
+    listed_text_shapes,
 )
 from vllm_hpu_mm.runtimes.vllm_gaudi import common
 from vllm_hpu_mm.runtimes.vllm_gaudi.config import (
@@ -215,7 +216,11 @@ class VllmGaudi:
         return TextShapes(prefill, decode, source, notes, said)
 
     def text_lookup(self, shape: EngineShape) -> TextLookup:
-        return RunnerLookup(self.bucketing, shape, self._generated(shape)[0])
+        listed = None
+        if shape.num_speculative_tokens:  # the runtime warms more decode graphs than its list has
+            seeds = listed_text_shapes(self, shape)
+            listed = (len(seeds.prefill), len(seeds.decode))
+        return RunnerLookup(self.bucketing, shape, self._generated(shape)[0], listed)
 
     def with_text_buckets(self, prompt: tuple[Bucket, ...], decode: tuple[Bucket, ...]) -> VllmGaudi | None:
         """Its bucket file (``VLLM_BUCKETING_FROM_FILE``) holding exactly these, unless the user named a file or the

@@ -41,7 +41,10 @@ class RunnerLookup:
         cfg: BucketingConfig,
         shape: EngineShape,
         generated: tuple[tuple[Bucket, ...], tuple[Bucket, ...]] | None = None,
+        listed: tuple[int, int] | None = None,
     ) -> None:
+        """``listed``: the (prompt, decode) buckets the strategy or file lists where it warms more (speculative
+        decoding; :func:`~vllm_hpu_mm.runtimes.base.listed_text_shapes`); None: it warms what it lists."""
         self.lookup = BucketLookup(cfg, shape, generated)
         self.shape = shape
         self.merged = cfg.merged_prefill
@@ -67,6 +70,7 @@ class RunnerLookup:
         self.warmed = frozenset(
             [("prompt", b) for b in self.lookup.prompt] + [("decode", b) for b in self.lookup.decode]
         )
+        self.listed = listed
 
     def fallbacks(self) -> list[tuple[str, Bucket]]:
         return list(self.lookup.added)
