@@ -133,7 +133,7 @@ def test_folder_traffic_names_its_unreadable_files(tmp_path: Path) -> None:
     (tmp_path / "gone.jpg").symlink_to(tmp_path / "missing.jpg")
     traffic = read_traffic(str(tmp_path), flag="--sizes")
     assert traffic.num_requests == 1
-    assert "1 image files no reader opens or decodes, as the server cannot: gone.jpg" in traffic.source
+    assert "1 image file no reader opens or decodes, as the server cannot: gone.jpg" in traffic.source
 
 
 def test_folder_scan_errors(tmp_path: Path) -> None:

@@ -375,3 +375,22 @@ def test_requests_whose_image_the_server_refuses_are_counted_in_a_note_and_every
     assert code == 0
     assert any(n.startswith("1 of 2 requests of the traffic (50.0%) carry an image the server refuses")
                for n in json.loads(out)["notes"])  # fmt: skip
+
+
+def test_a_folder_s_unreadable_images_are_named_in_the_traffic_line_and_json(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # r21images 14: memory plan, serve and buckets replay named a folder's unreadable files; fleet plan said nothing
+    from PIL import Image
+
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    Image.new("RGB", (640, 480)).save(folder / "ok.jpg")
+    (folder / "truncated.jpg").write_bytes(b"\xff\xd8\xff\xe0 not the rest of a jpeg")
+    argv = (*SMALL, "--request-rate", "2", "--ttft-p99", "3000", "--tpot-p99", "60", "--sizes", str(folder))
+    code, out, _ = fleet(capsys, *argv, "--json")
+    assert code == 0
+    assert "truncated.jpg" in json.loads(out)["traffic"]
+    code, out, _ = fleet(capsys, *argv)
+    (line,) = [x for x in out.splitlines() if x.startswith("traffic: ")]
+    assert "1 image file no reader opens or decodes" in line and "truncated.jpg" in line

@@ -94,7 +94,7 @@ def test_a_broken_image_file_is_refused_and_named_not_skipped_as_a_stray_file(tm
     assert job.admission.refused == {"unreadable": 1}
     assert job.result.evaluation.num_images == 1
     assert "1 non-image files skipped" in job.sizes.source
-    assert "1 image files no reader opens or decodes, as the server cannot: broken.jpg" in job.sizes.source
+    assert "1 image file no reader opens or decodes, as the server cannot: broken.jpg" in job.sizes.source
     checked = check_job("1600", SizeSources(folders=(str(tmp_path),)), load())
     assert checked.admission.refused == {"unreadable": 1}
 

@@ -209,9 +209,9 @@ NAMED_UNREADABLE = 3
 
 
 def name_unreadable(files: Sequence[str]) -> str:
-    """The unreadable files of a folder in words, the first :data:`NAMED_UNREADABLE` named."""
+    """The unreadable files of a folder in words, the first :data:`NAMED_UNREADABLE` named (after their count)."""
     named = ", ".join(files[:NAMED_UNREADABLE]) + (", ..." if len(files) > NAMED_UNREADABLE else "")
-    return f"image files no reader opens or decodes, as the server cannot: {named}"
+    return f"image file{'s' if len(files) != 1 else ''} no reader opens or decodes, as the server cannot: {named}"
 
 
 def _folder_files(root: Path) -> list[Path]:

@@ -361,6 +361,7 @@ def fleet_dict(f: Fleet) -> dict[str, Any]:
         "model": f.model,
         "device": f.device,
         "request_rate": f.rate,
+        "traffic": f.traffic,
         "targets_ms": {n: round(1000 * v, 3) for n, v in f.targets.items()},
         "headroom": f.headroom,
         "cards_available": f.cards,
@@ -521,6 +522,8 @@ def fleet_table(f: Fleet) -> str:
             f"slower and faster; replicas in parentheses: with every step slower ({some.evidence})"
         )
     lines += [f"evidence, {k.replace('_', ' ')}: {v}" for k, v in f.evidence.items()]
+    if f.traffic:  # as memory plan, serve and buckets replay describe it (a folder's unreadable files named)
+        lines.append(f"traffic: {f.traffic}")
     lines += [f"note: {n}" for n in f.notes]
     lines.append(f"search: {f.seconds:.1f} s")
     return "\n".join(lines)

@@ -177,6 +177,8 @@ class Fleet:
     #: The load profile sized on the chosen shape (None: one rate, or none chosen).
     day: DayPlan | None = None
     profile: tuple[Period, ...] = ()
+    #: Where the traffic came from, as the other traffic commands describe it (a folder's unreadable files named).
+    traffic: str = ""
 
 
 def _timer(plan: Plan, images: Images, calibrated: FittedStep | None) -> Timer:
@@ -743,4 +745,5 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
         model,
         day,
         args.profile,
+        offered.source,
     )
