@@ -583,9 +583,11 @@ def test_a_resolutions_variable_the_release_does_not_read_is_named_as_every_unre
     env = {"VLLM_MULTIMODAL_RESOLUTIONS": "1024*768"}
     p = make_plan("vllm-gaudi==0.24.0", "gaudi2", env=env)
     e = exports_for(p, ExportContext(ServerFlags(user_env=env)))
-    assert any(
-        n.startswith("your VLLM_MULTIMODAL_RESOLUTIONS=1024*768: not read by vllm-gaudi v0.24.0") for n in e.notes
-    )
+    # r21gaudi 14: listed where every unread setting is (settings_not_read and its finding), not in a note alone
+    (said,) = [f.message for f in p.findings if f.code == "setting_not_read"]
+    assert said.startswith("your VLLM_MULTIMODAL_RESOLUTIONS=1024*768: not read by vllm-gaudi 0.24.0 (vision.py reads")
+    assert [name for name, _, _ in p.inputs.settings_ignored] == ["VLLM_MULTIMODAL_RESOLUTIONS"]
+    assert not any("VLLM_MULTIMODAL_RESOLUTIONS" in n for n in e.notes)  # said once
     assert "VLLM_MULTIMODAL_RESOLUTIONS" not in e.env
 
 

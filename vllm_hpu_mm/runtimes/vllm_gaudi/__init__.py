@@ -145,7 +145,22 @@ def traits_for(release: Release) -> RuntimeTraits:
     unless = " while VLLM_UNIFIED_ATTN is off" if release.unified_attn_variable and "qwen2_5_vl" in types else ""
     note = (f"vllm-gaudi {release.name} turns fp32 softmax on for {' and '.join(types)}{unless} (extension/features.py "
             f"@ {release.commit}); VLLM_FP32_SOFTMAX overrides it")  # fmt: skip
-    return dataclasses.replace(TRAITS, fp32_softmax_model_types=types, fp32_softmax_note=note)
+    not_read = TRAITS.not_read
+    if not release.reads_resolutions:  # listed where every unread setting is (r21gaudi 14: it was in a note alone)
+        warms = {
+            "dummy": "vLLM's own dummy image once per vision bucket",
+            "options": "vLLM's own dummy image once per vision bucket",
+            "bucket-count": "each vision bucket's count of vLLM's largest dummy item",
+        }.get(release.mm_warmup, "its guessed aspect ratios per vision bucket")
+        not_read = (
+            *not_read,
+            (
+                "VLLM_MULTIMODAL_RESOLUTIONS",
+                f"vision.py reads it from v0.26.0; {release.name} "
+                f"(@{release.commit}) warms {warms}, and other real shapes compile at run time",
+            ),
+        )
+    return dataclasses.replace(TRAITS, fp32_softmax_model_types=types, fp32_softmax_note=note, not_read=not_read)
 
 
 @dataclasses.dataclass(frozen=True)

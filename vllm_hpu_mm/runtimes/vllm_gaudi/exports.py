@@ -118,8 +118,7 @@ def _vision(d: Draft, resolutions: Sequence[tuple[int, int]]) -> tuple[list[str]
         # vision.py reads VLLM_MULTIMODAL_RESOLUTIONS from v0.26.0: an older release warms its guessed aspect
         # ratios (or vLLM's dummy image) only, so nothing is exported that it would ignore
         if "VLLM_MULTIMODAL_RESOLUTIONS" in flags.user_env:
-            d.notes.append(f"{_yours(flags)}: not read by {release} (from v0.26.0): it warms {warms}, and real "
-                           "shapes other than those compile at run time")  # fmt: skip
+            pass  # the plan's settings_not_read lists it, with why (traits_for)
         elif resolutions:
             d.notes.append(f"{release} reads no VLLM_MULTIMODAL_RESOLUTIONS (from v0.26.0): the commonest real image "
                            f"shapes cannot be warmed; those other than its {warms} compile at run time")  # fmt: skip
