@@ -395,3 +395,26 @@ def test_a_folder_s_unreadable_images_are_named_in_the_traffic_line_and_json(
     (line,) = [x for x in out.splitlines() if x.startswith("traffic: ")]
     assert "1 image file no reader opens or decodes" in line
     assert "truncated.jpg" in line
+
+
+def test_images_the_reject_policy_refuses_above_the_largest_bucket_are_refused_as_buckets_replay_counts_them(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # r21replay 13: 2240x2240 (25600 patches) is above --buckets 1600,3136; under reject the server answers it with
+    # HTTP 400 (buckets replay: image_oversize), but fleet plan sized it and said "nothing to size" (exit 2)
+    monkeypatch.setenv("VLLM_HPU_MM_OVERSIZE_POLICY", "reject")
+    every = tmp_path / "every.csv"
+    every.write_text("width,height,text_tokens,output_tokens\n2240,2240,100,50\n")
+    argv = [*SMALL, "--buckets", "1600,3136", "--request-rate", "2", "--ttft-p99", "3000", "--tpot-p99", "60"]
+    code, out, err = fleet(capsys, *argv, "--sizes", str(every))
+    assert (code, out) == (1, "")  # a negative answer, not invalid input
+    assert len(err.strip().splitlines()) == 1
+    assert "the server refuses the image of every request (1 of 1; 1 above the largest vision bucket (3136 " in err
+    assert "VLLM_HPU_MM_OVERSIZE_POLICY=shrink" in err
+    # with a text-only request beside it: sized on that one, the refused request counted in a note
+    every.write_text("width,height,text_tokens,output_tokens\n2240,2240,100,50\n,,300,40\n")
+    code, out, _ = fleet(capsys, *argv, "--sizes", str(every), "--json")
+    assert code == 0
+    assert any(n.startswith("1 of 2 requests of the traffic (50.0%) carry an image the server refuses (1 above the "
+                            "largest vision bucket (3136 patches) under VLLM_HPU_MM_OVERSIZE_POLICY=reject)")
+               for n in json.loads(out)["notes"])  # fmt: skip

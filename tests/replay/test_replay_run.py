@@ -14,11 +14,22 @@ from vllm_hpu_mm.engine import Bucket, EngineShape, GraphRun, PrefillChunk, Text
 from vllm_hpu_mm.models.catalog import CATALOG
 from vllm_hpu_mm.replay.run import _INDEXED, _replay_steps, _Tally, prepare, replay, shape_weights
 from vllm_hpu_mm.replay.scheduler import Arrivals, DecodeRun
-from vllm_hpu_mm.replay.schedules import Images, load_levels, load_sweep, replay_model, schedules, timer_for
+from vllm_hpu_mm.replay.schedules import (
+    Images,
+    load_levels,
+    load_sweep,
+    prompts,
+    replay_model,
+    schedules,
+    served_requests,
+    timer_for,
+)
 from vllm_hpu_mm.replay.timing import chunk_key
 from vllm_hpu_mm.runtimes.vllm_gaudi import VllmGaudi
 from vllm_hpu_mm.runtimes.warmup import era
 from vllm_hpu_mm.traffic.default import default_traffic
+from vllm_hpu_mm.traffic.requests import Request, Traffic
+from vllm_hpu_mm.values import OversizePolicy
 
 SHAPE = EngineShape(max_model_len=16384, max_num_seqs=32, max_num_batched_tokens=4096, block_size=128,
                     num_kv_blocks=3000)  # fmt: skip
@@ -441,3 +452,18 @@ def test_under_speculative_decoding_buckets_listed_counts_the_list_and_graphs_wa
     row = next(line for line in text.splitlines() if line.strip().startswith("buckets listed (prompt + decode)"))
     assert row.split()[-8:] == ["125", "(72", "+", "53)", str(listed["prompt"] + listed["decode"]),
                                 f"({listed['prompt']}", "+", f"{listed['decode']})"]  # fmt: skip
+
+
+def test_the_requests_served_are_those_the_replay_does_not_count_refused_for_every_reason() -> None:
+    # fleet plan leaves out the requests buckets replay counts refused, by the one rule (r21replay 13)
+    traffic = Traffic({Request((2240, 2240), 100, 50): 3, Request((30000, 100), 100, 50): 2,
+                       Request((448, 448), 100, 50): 4, Request(None, 300, 40): 1}, "mixed")  # fmt: skip
+    images = Images((1600, 3136), OversizePolicy.REJECT, loader=(12845056, 200.0))
+    served, refused = served_requests(traffic, images)
+    assert refused == {"image_oversize": 3, "image_refused": 2}
+    assert served is not None
+    assert served.num_requests == 5
+    assert not any(p.refused for p in prompts(served, images, 50))
+    shrink = Images((1600, 3136), OversizePolicy.SHRINK, loader=(12845056, 200.0))
+    assert served_requests(traffic, shrink)[1] == {"image_refused": 2}
+    assert served_requests(Traffic({Request((2240, 2240), 100, 50): 1}, "big"), images) == (None, {"image_oversize": 1})

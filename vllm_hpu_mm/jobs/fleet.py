@@ -16,7 +16,6 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from vllm_hpu_mm.buckets.admission import served_part
 from vllm_hpu_mm.buckets.text_time import BudgetTooSmall
 from vllm_hpu_mm.engine import PrefillChunk
 from vllm_hpu_mm.envs import Settings
@@ -60,7 +59,8 @@ from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.pipeline import memory_evidence
 from vllm_hpu_mm.plan.planner import Plan
 from vllm_hpu_mm.plan.text_choice import images_for
-from vllm_hpu_mm.replay.schedules import Images, prompts, timer_for
+from vllm_hpu_mm.replay.scheduler import REFUSAL_FIXES
+from vllm_hpu_mm.replay.schedules import Images, prompts, served_requests, timer_for
 from vllm_hpu_mm.replay.timing import Timer
 from vllm_hpu_mm.traffic.requests import Traffic
 
@@ -229,6 +229,23 @@ class _Search:
     warm_source: str = "none estimated (no graphs warmed)"
     #: The given --text-graph-budget's refusals, by shape: the least graphs each shape's text buckets need.
     budget_refused: dict[ReplicaShape, BudgetTooSmall] = dataclasses.field(default_factory=dict)
+    #: The requests of the traffic as sent (before the loader's refusals): the base of each refusal's share.
+    sent: int = 0
+    #: Shapes whose vision buckets leave the server refusing every request's image (``reject`` above the largest
+    #: bucket), with those images; and the note of each other shape counting the requests it refuses ("": none).
+    images_refused: dict[ReplicaShape, Images] = dataclasses.field(default_factory=dict)
+    images_partly: dict[ReplicaShape, str] = dataclasses.field(default_factory=dict)
+
+    def oversize_notes(self) -> list[str]:
+        """The notes counting the requests the shapes' vision buckets refuse under ``reject``: one alone when every
+        shape planned refuses the same, else each naming the shapes it holds on."""
+        by_note: dict[str, list[str]] = {}
+        for shape, note in self.images_partly.items():
+            by_note.setdefault(note, []).append(shape.label)
+        if list(by_note) == [""] or (len(by_note) == 1 and not self.images_refused):
+            return [n for n in by_note if n]
+        return [f"{note} (on {', '.join(labels)}: the vision buckets planned for them)"
+                for note, labels in by_note.items() if note]  # fmt: skip
 
     def default_tokens(self, tensor_parallel_size: int, seqs: int, pipeline_parallel_size: int) -> int:
         """The runtime's own ``max_num_batched_tokens`` for a replica of this shape, resolved as ``memory plan``
@@ -276,6 +293,14 @@ class _Search:
                               "size tried is priced with it unchanged")  # fmt: skip
         self.calibrated = self.calibrated or step is not None
         images = images_for(plan.inputs, plan.vision_buckets_captured, self.settings)
+        # under reject the server refuses an image above the shape's largest vision bucket: which depends on the
+        # buckets planned for the shape (its memory), so it is counted here, by the rule buckets replay counts by
+        try:
+            traffic, note = _served(self.traffic, images, self.settings, sent=self.sent)
+        except NothingServed as exc:
+            self.images_refused[shape] = images
+            return Candidate(shape, None, why_not=str(exc), cards_per_node=a.cards_per_node)
+        self.images_partly[shape] = note
         timer = _timer(plan, images, step)
         engine = plan.inputs.engine(plan.kv_blocks)
         replica = replica_model(timer, engine, plan.inputs.runtime.text_lookup(engine))
@@ -285,7 +310,7 @@ class _Search:
         if below is not None:
             self.below_step.append(f"{shape.label}: {below}")
             return Candidate(shape, None, why_not=below, cards_per_node=a.cards_per_node)
-        samples = [prompts(self.traffic, images, a.requests, seed) for seed in range(a.seeds)]
+        samples = [prompts(traffic, images, a.requests, seed) for seed in range(a.seeds)]
         refused = sum(p.tokens >= engine.max_model_len for s in samples for p in s)
         if refused:
             note = (
@@ -604,28 +629,48 @@ def _choose_on_serves_buckets(search: _Search, candidates: list[Candidate],
     return None, None, candidates
 
 
-def _served(offered: Traffic, settings: Settings) -> tuple[Traffic, str]:
-    """The requests of ``offered`` the server serves, and a note counting those it refuses ("" when none): a request
-    whose image the server refuses fails at once (HTTP 400), takes no replica time and is in no figure, as in
-    ``buckets replay``. :class:`NothingServed` when it would serve none of them."""
-    served = served_part(offered, max_image_pixels=settings.served_max_image_pixels,
-                         max_aspect_ratio=settings.max_aspect_ratio,
-                         pixels_var=settings.max_image_pixels_var)  # fmt: skip
-    refused = offered.num_requests - (served.num_requests if served is not None else 0)
-    limits = (f"{settings.max_image_pixels_var}={settings.served_max_image_pixels}, "
-              f"VLLM_HPU_MM_MAX_ASPECT_RATIO={settings.max_aspect_ratio:g}")  # fmt: skip
-    if served is None:
+def _refused_words(refused: Mapping[str, int], images: Images, settings: Settings) -> tuple[str, str]:
+    """The refused requests by reason, and what the server would serve them under, in words: the replay's reasons
+    (:meth:`~vllm_hpu_mm.replay.schedules.Images.refusal`), with the limit each one is refused by."""
+    said: list[str] = []
+    fixes: list[str] = []
+    for reason, n in refused.items():
+        if reason == "image_oversize":
+            said.append(f"{n} above the largest vision bucket ({max(images.buckets or (0,))} patches) under "
+                        "VLLM_HPU_MM_OVERSIZE_POLICY=reject")  # fmt: skip
+        else:
+            said.append(f"{n} over the loader's limits {settings.max_image_pixels_var}="
+                        f"{settings.served_max_image_pixels}, "
+                        f"VLLM_HPU_MM_MAX_ASPECT_RATIO={settings.max_aspect_ratio:g}")  # fmt: skip
+        fixes.append(REFUSAL_FIXES[reason])
+    return "; ".join(said), " or ".join(fixes)
+
+
+def _served(traffic: Traffic, images: Images, settings: Settings, *, sent: int, on: str = "") -> tuple[Traffic, str]:
+    """The requests of ``traffic`` the server serves under ``images``, and a note counting those it refuses ("" when
+    none): a request whose image the server refuses (over the loader's limits, or under ``reject`` above the largest
+    vision bucket) fails at once (HTTP 400), takes no replica time and is in no figure, counted by the rule
+    ``buckets replay`` counts it by (:func:`~vllm_hpu_mm.replay.schedules.served_requests`). ``sent``: the requests
+    of the traffic as sent (the share's base); ``on``: where the refusal holds (a replica shape), in words.
+    :class:`NothingServed` when it would serve none of them."""
+    served, refused = served_requests(traffic, images)
+    n = sum(refused.values())
+    why, fixes = _refused_words(refused, images, settings)
+    if served is None:  # e.g. "(20 of 20; 20 above the largest vision bucket (3136 patches) under ...=reject)"
         raise NothingServed(
-            f"{offered.source}: the server refuses the image of every request ({refused} of {refused}; limits "
-            f"{limits}): no request would be served, so there is no fleet to size; accepted: traffic with requests "
-            "the server serves (images within those limits, or text-only requests)"
+            f"{traffic.source}: the server refuses the image of every request ({n} of {n}; {why}){on}: no request "
+            f"would be served, so there is no fleet to size; accepted: {fixes}, or text-only requests"
         )
-    if not refused:
+    if not n:
         return served, ""
-    share = refused / offered.num_requests
-    return served, (f"{refused} of {offered.num_requests} requests of the traffic ({share:.1%}) "
-                    f"carry an image the server refuses (limits {limits}): they fail at once, take no replica time "
-                    "and no figure counts them; the rate is sized as if every request were served")  # fmt: skip
+    return served, (f"{n} of {sent} requests of the traffic ({n / sent:.1%}) carry an image the server refuses{on} "
+                    f"({why}): they fail at once, take no replica time and no figure counts them; the rate is sized "
+                    "as if every request were served")  # fmt: skip
+
+
+def _loader_images(settings: Settings) -> Images:
+    """The served loader's limits alone (no vision bucket): what the server refuses on every replica shape."""
+    return Images(None, loader=(settings.served_max_image_pixels, settings.max_aspect_ratio))
 
 
 def _check_budget_served_some(search: _Search, candidates: list[Candidate]) -> None:
@@ -641,6 +686,20 @@ def _check_budget_served_some(search: _Search, candidates: list[Candidate]) -> N
         "tried on; "
         f"accepted: at least {least[1].least} graphs (the least of them, {least[0].label}'s)"
     )
+
+
+def _check_some_shape_serves(search: _Search, candidates: list[Candidate]) -> None:
+    """No shape priced, where the vision buckets of those that would start leave the server refusing every request's
+    image (``reject``): a negative answer (exit 1) in one line, as when the loader refuses them all, not "nothing to
+    size" (the other shapes are ones the runtime refuses or memory does not hold)."""
+    if not search.images_refused or any(c.capacity is not None for c in candidates):
+        return
+    first, images = next(iter(search.images_refused.items()))
+    largest = {max(i.buckets or (0,)) for i in search.images_refused.values()}
+    where = "" if len(candidates) == 1 else (
+        f" on every replica shape that would start ({len(search.images_refused)} of the {len(candidates)} tried"
+        + (f"; the largest bucket named is {first.label}'s)" if len(largest) > 1 else ")"))  # fmt: skip
+    _served(search.traffic, images, search.settings, sent=search.sent, on=where)  # raises NothingServed
 
 
 def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_env: Mapping[str, str]) -> Fleet:
@@ -662,9 +721,12 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
     build(dataclasses.replace(sizing, tensor_parallel_size=None, max_num_seqs=None, max_num_batched_tokens=None),
           settings, runtime_env)  # fmt: skip
     offered = offered_traffic(sizing, args.from_metrics, args.model_name)
-    traffic, refused_note = _served(offered, settings)
+    # what the loader refuses is refused on every shape: checked once, before the search; what reject refuses
+    # above the largest vision bucket depends on each shape's buckets (_Search.evaluate)
+    traffic, refused_note = _served(offered, _loader_images(settings), settings, sent=offered.num_requests)
     search = _Search(sizing, args, settings, runtime_env, traffic, [refused_note] if refused_note else [], [],
-                     offered=dataclasses.replace(offered, running=None) if args.from_metrics else None)  # fmt: skip
+                     offered=dataclasses.replace(offered, running=None) if args.from_metrics else None,
+                     sent=offered.num_requests)  # fmt: skip
     candidates = _candidates(search, args, args.pipeline_parallel_sizes or (1,))
     if not args.pipeline_parallel_sizes:
         in_node = [c for c in candidates if c.shape.tensor_parallel_size <= args.cards_per_node]
@@ -677,12 +739,13 @@ def plan_fleet(sizing: SizingArgs, args: FleetArgs, settings: Settings, runtime_
     if gaudi and any(c.shape.pipeline_parallel_size > 1 and c.capacity is not None for c in candidates):
         search.notes.append(GAUDI_PIPELINE_NOTE)
     _check_budget_served_some(search, candidates)
+    _check_some_shape_serves(search, candidates)
     if search.below_step and not any(c.capacity is not None for c in candidates):
         raise ConfigError(
             f"latency targets below one step of every replica shape ({search.below_step[0]}); "
             "accepted: targets above one step's time"
         )
-    notes = list(search.notes)
+    notes = [*search.notes, *search.oversize_notes()]
     searched = candidates
     chosen, launch, candidates = _choose_on_serves_buckets(search, candidates, notes)
     best = None

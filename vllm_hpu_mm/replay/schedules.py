@@ -45,6 +45,7 @@ __all__ = [
     "prompts",
     "replay_model",
     "schedules",
+    "served_requests",
     "timer_for",
     "vision_efficiency",
 ]
@@ -158,6 +159,23 @@ class Schedules:
         """Requests sampled that never arrived: the load ended first (a profile's last segment, a rate too low to
         send one). Every schedule drains, so each request that arrived either ran or was refused."""
         return max(0, self.requests - self.ran - sum(n for _, n in self.refusals))
+
+
+def served_requests(traffic: Traffic, images: Images) -> tuple[Traffic | None, dict[str, int]]:
+    """The requests of ``traffic`` the server serves under ``images`` (None: not one), and those whose image it
+    answers with HTTP 400, by reason: :meth:`Images.refusal`, the rule the replay counts refusals by, for a caller
+    that leaves them out of the traffic instead (``fleet plan``). Text-only requests are always served."""
+    refused: Counter[str] = Counter()
+    served: dict[Request, int] = {}
+    for r, n in traffic.counts.items():
+        reason = None if r.image is None else images.refusal(r.image)
+        if reason is None:
+            served[r] = n
+        else:
+            refused[reason] += n
+    if not refused:
+        return traffic, {}
+    return (dataclasses.replace(traffic, counts=served) if served else None), dict(sorted(refused.items()))
 
 
 #: Requests sampled as the engine sees them, with each one's image size (None: text only), in the same order.
