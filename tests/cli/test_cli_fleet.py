@@ -418,3 +418,17 @@ def test_images_the_reject_policy_refuses_above_the_largest_bucket_are_refused_a
     assert any(n.startswith("1 of 2 requests of the traffic (50.0%) carry an image the server refuses (1 above the "
                             "largest vision bucket (3136 patches) under VLLM_HPU_MM_OVERSIZE_POLICY=reject)")
                for n in json.loads(out)["notes"])  # fmt: skip
+
+
+def test_traffic_the_engine_refuses_whole_is_a_negative_finding_naming_why(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # r21replay 13's note: every prompt at or above --max-model-len ended "nothing to size", exit 2 (invalid input)
+    long = tmp_path / "long.csv"
+    long.write_text("width,height,text_tokens,output_tokens,count\n,,5000,50,20\n")
+    code, out, err = fleet(capsys, *SMALL, "--request-rate", "2", "--ttft-p99", "3000", "--tpot-p99", "60",
+                           "--sizes", str(long))  # fmt: skip
+    assert (code, out) == (1, "")
+    (line,) = err.strip().splitlines()
+    assert "the engine refuses every request of the sample (each with a prompt of max_model_len tokens or more)" in line
+    assert "accepted: a --max-model-len above the longest prompt, or shorter prompts" in line

@@ -31,7 +31,8 @@ Exit codes: 0 a fleet meets the targets; 1 none does (the best achievable and wh
 printed; when no load meets them, each target the closest shape misses, its figure at a light load, and the least
 value to loosen it to), the model fits no card count tried, or the server would refuse every request's image
 (over its pixel or aspect-ratio limits, or under VLLM_HPU_MM_OVERSIZE_POLICY=reject above the largest vision bucket;
-a note counts the requests it refuses when some are served); 2 invalid input (a rate <= 0 or below 1e-06, a target
+a note counts the requests it refuses when some are served), or the engine would refuse every request (each prompt
+of --max-model-len tokens or more); 2 invalid input (a rate <= 0 or below 1e-06, a target
 below one step's time, more cards than a cluster holds, a load profile that is not one, an --out over other
 files); 3 a bug.
 """

@@ -38,10 +38,19 @@ import math
 from collections.abc import Callable, Sequence
 
 from vllm_hpu_mm.engine import EngineShape, PrefillChunk, TextLookup
-from vllm_hpu_mm.errors import ConfigError
+from vllm_hpu_mm.errors import ConfigError, NothingServed
 from vllm_hpu_mm.models.step_fit import load_stretch
 from vllm_hpu_mm.replay.latency import Latency, StepClock, latency_of, padded_clock, real_clock
-from vllm_hpu_mm.replay.scheduler import MAX_RATE, Arrivals, Prompt, Trace, simulate
+from vllm_hpu_mm.replay.scheduler import (
+    MAX_RATE,
+    REFUSAL_FIXES,
+    REFUSALS,
+    Arrivals,
+    Prompt,
+    Trace,
+    refused_counts,
+    simulate,
+)
 from vllm_hpu_mm.replay.schedules import Images, prompts
 from vllm_hpu_mm.replay.timing import Timer
 from vllm_hpu_mm.replay.whole import latency_interval
@@ -334,6 +343,14 @@ def _search(replica: ReplicaModel, samples: Sequence[Sequence[Prompt]], targets:
         return Capacity(rate, top, latency, limited, probes, replica.interval, replica.evidence)
 
     if top <= 0:
+        refused = refused_counts((p for s in samples for p in s), replica.shape)
+        if refused and sum(refused.values()) == sum(len(s) for s in samples):
+            # well-formed traffic of which nothing would run (r21replay 13's note: every prompt too long): a negative
+            # answer naming why, as buckets replay counts them, not invalid input
+            why = " or ".join(REFUSALS[r] for r in refused)  # the samples are draws of one traffic: no count
+            fixes = "; or ".join(REFUSAL_FIXES[r] for r in refused)
+            raise NothingServed(f"the engine refuses every request of the sample (each with {why}): no request "
+                                f"would be served, so there is no fleet to size; accepted: {fixes}")  # fmt: skip
         raise ConfigError("the replica finished no request in the sample: nothing to size")
     at_top = probe(top)
     if not targets.misses(at_top):

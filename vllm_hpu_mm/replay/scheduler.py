@@ -505,6 +505,17 @@ def _admission_of(p: Prompt, limits: EngineShape) -> _Admission:
     return reason, output, computed, need, tuple(images), max(p.image_tokens, default=0)
 
 
+def refused_counts(prompts: Iterable[Prompt], limits: EngineShape) -> dict[str, int]:
+    """How many of ``prompts`` the server or the engine at ``limits`` refuses, by :data:`REFUSALS` reason (the rule
+    the schedule refuses them by)."""
+    counts: dict[str, int] = {}
+    for p in prompts:
+        reason = _admission_of(p, limits)[0]
+        if reason is not None:
+            counts[reason] = counts.get(reason, 0) + 1
+    return dict(sorted(counts.items()))
+
+
 #: The last tuple of prompts whose admissions were worked out, at its engine shape: every configuration's schedule
 #: of the same requests (``replay/whole.py``) reads them, here or in a child forked after (one kept: bounded).
 _PREPARED: list[tuple[tuple[Prompt, ...], EngineShape, list[_Admission]]] = []
