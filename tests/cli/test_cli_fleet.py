@@ -432,3 +432,13 @@ def test_traffic_the_engine_refuses_whole_is_a_negative_finding_naming_why(
     (line,) = err.strip().splitlines()
     assert "the engine refuses every request of the sample (each with a prompt of max_model_len tokens or more)" in line
     assert "accepted: a --max-model-len above the longest prompt, or shorter prompts" in line
+
+
+def test_an_unbounded_interval_describes_no_bracket_it_does_not_print(capsys: pytest.CaptureFixture[str]) -> None:
+    # r21fleet 14's note: "capacity in brackets: ... every step unbounded slower and faster" beside "12.5 (unbounded)"
+    code, out, _ = fleet(capsys, *SMALL, "--device", "h100", "--request-rate", "1", "--ttft-p99", "10000",
+                         "--tpot-p99", "200")  # fmt: skip
+    assert code == 0
+    (line,) = [x for x in out.splitlines() if x.startswith("interval: ")]
+    assert line.startswith("interval: every latency unbounded, so capacity and replicas carry no range (")
+    assert "in brackets" not in line

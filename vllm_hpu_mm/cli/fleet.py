@@ -517,8 +517,10 @@ def fleet_table(f: Fleet) -> str:
     lines.append(("choice: " if f.chosen is not None else "no fleet meets the targets: ") + f.reason)
     lines += _day_lines(f)
     some = next((c.capacity for c in f.candidates if c.capacity is not None), None)
-    if some is not None:
-        iv = f"±{some.interval:.0%}" if some.interval is not None else "unbounded"
+    if some is not None and some.interval is None:  # no bracket is printed: none is described (r21fleet 14's note)
+        lines.append(f"interval: every latency unbounded, so capacity and replicas carry no range ({some.evidence})")
+    elif some is not None:
+        iv = f"±{some.interval:.0%}"
         lines.append(
             f"interval: every latency {iv}; capacity in brackets: the search again with every step {iv} "
             f"slower and faster; replicas in parentheses: with every step slower ({some.evidence})"
