@@ -467,3 +467,14 @@ def test_the_requests_served_are_those_the_replay_does_not_count_refused_for_eve
     shrink = Images((1600, 3136), OversizePolicy.SHRINK, loader=(12845056, 200.0))
     assert served_requests(traffic, shrink)[1] == {"image_refused": 2}
     assert served_requests(Traffic({Request((2240, 2240), 100, 50): 1}, "big"), images) == (None, {"image_oversize": 1})
+
+
+def test_an_image_refusal_is_said_as_the_servers_and_a_prompt_refusal_as_the_engines() -> None:
+    # r21replay 13's fixer's note: "refused by the engine" for images the server answers with HTTP 400
+    from vllm_hpu_mm.replay.report import refused_line
+
+    line = refused_line((("image_oversize", 3),), 10, see="x")
+    assert "3 of the 10 requests sampled from the traffic are refused by the server (" in line
+    assert "are refused by the engine (" in refused_line((("prompt_too_long", 2),), 10, see="x")
+    both = refused_line((("image_refused", 1), ("prompt_too_long", 2)), 10, see="x")
+    assert "are refused by the server or the engine (" in both

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from vllm_hpu_mm.buckets.planner import Evaluation
@@ -302,13 +302,20 @@ def refusal_fixes(refused: tuple[tuple[str, int], ...], fixes: Mapping[str, str]
     return [fixes.get(k, k) for k, _ in refused]
 
 
+def refused_by(refused: Iterable[tuple[str, int]]) -> str:
+    """Who refuses these: the server answers a request whose image it refuses (HTTP 400) before the engine sees it;
+    every other reason is the engine's."""
+    images = {k.startswith("image_") for k, _ in refused}
+    return "the server" if images == {True} else "the engine" if images == {False} else "the server or the engine"
+
+
 def refused_line(refused: tuple[tuple[str, int], ...], sampled: int, *, see: str,
                  fixes: Mapping[str, str] = REFUSAL_FIXES, default_flag: str | None = None) -> str:  # fmt: skip
     """The one line every command that counts refused requests says them in (buckets replay, serve --dry-run, memory
     plan): of the requests sampled, by reason, with each reason's fix; ``default_flag``: the traffic is the embedded
     default (the flag that gives the user's own), no finding about the user's server, said so instead of a fix."""
-    head = (f"{sum(n for _, n in refused)} of the {sampled} requests sampled from the traffic are refused by the "
-            f"engine ({refusal_reasons(refused)}")  # fmt: skip
+    head = (f"{sum(n for _, n in refused)} of the {sampled} requests sampled from the traffic are refused by "
+            f"{refused_by(refused)} ({refusal_reasons(refused)}")  # fmt: skip
     if default_flag is not None:
         return (f"{head}): the embedded default traffic's, not yours (give yours: {default_flag}), so no finding: "
                 "the exit code does not count them")  # fmt: skip
@@ -477,8 +484,8 @@ def body_lines(r: Report) -> list[str]:
     refused = sum(n for _, n in r.refused)
     if refused:
         # "refused", the noun of buckets replay's count ("(K refused)"), in every command that counts them
-        lines.append(f"{refused} requests refused by the engine ({refusal_reasons(r.refused)}): not run, in no "
-                     "figure above")  # fmt: skip
+        lines.append(f"{refused} requests refused by {refused_by(r.refused)} ({refusal_reasons(r.refused)}): not run, "
+                     "in no figure above")  # fmt: skip
     if r.time_model is not None:
         lines.append(f"time: {r.time_model}")
     if r.step is not None:
