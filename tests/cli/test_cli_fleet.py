@@ -430,7 +430,8 @@ def test_traffic_the_engine_refuses_whole_is_a_negative_finding_naming_why(
                            "--sizes", str(long))  # fmt: skip
     assert (code, out) == (1, "")
     (line,) = err.strip().splitlines()
-    assert "the engine refuses every request of the sample (each with a prompt of max_model_len tokens or more)" in line
+    # r22metrics 15: the limit that refuses them is named with its value
+    assert "refuses every request of the sample (each with a prompt of max_model_len (4096) tokens or more)" in line
     assert "accepted: a --max-model-len above the longest prompt, or shorter prompts" in line
 
 

@@ -347,7 +347,9 @@ def _search(replica: ReplicaModel, samples: Sequence[Sequence[Prompt]], targets:
         if refused and sum(refused.values()) == sum(len(s) for s in samples):
             # well-formed traffic of which nothing would run (r21replay 13's note: every prompt too long): a negative
             # answer naming why, as buckets replay counts them, not invalid input
-            why = " or ".join(REFUSALS[r] for r in refused)  # the samples are draws of one traffic: no count
+            # the samples are draws of one traffic: no count; the limit that refuses them named with its value
+            mml = f"max_model_len ({replica.shape.max_model_len})"
+            why = " or ".join(REFUSALS[r].replace("max_model_len", mml) for r in refused)
             fixes = "; or ".join(REFUSAL_FIXES[r] for r in refused)
             raise NothingServed(f"the engine refuses every request of the sample (each with {why}): no request "
                                 f"would be served, so there is no fleet to size; accepted: {fixes}")  # fmt: skip
