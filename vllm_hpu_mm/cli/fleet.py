@@ -2,8 +2,8 @@
 this request rate within these latency targets, and the deployment that runs it.
 
 For each candidate replica shape (--tensor-parallel-sizes x --max-num-seqs x --max-num-batched-tokens, x
---pipeline-parallel-sizes when given; pipeline stages are also tried, 2 then 4 then 8, when no TP size within a node
-holds the model; a shape the model's memory or vLLM refuses is listed with why), the replica is planned as serve
+--pipeline-parallel-sizes when given; pipeline stages are also tried, 2 then 4 then 8, when no TP size tried within a
+node holds the model; a shape the model's memory or vLLM refuses is listed with why), the replica is planned as serve
 plans it (vision buckets, memory split; the runtime's own text buckets during the search unless --text-graph-budget
 is given), then the highest Poisson request rate one replica sustains within the targets is found on the replay's
 whole latencies (bisection on the rate, --requests sampled requests per probe), then replicas = ceil(rate x (1 +
