@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -209,3 +210,18 @@ def test_json_lists_no_vision_bucket_or_pool_for_a_release_that_warms_no_vision_
     assert code == 0
     assert out["vision_buckets"]
     assert out["vision_pool_mode"] == "private"
+
+
+def test_a_replaced_list_gives_every_reason_that_holds(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # r22vision 15: the default list over the main job's vision pool, and sizes given that a planned list serves
+    # better: only the first reason was said
+    sizes = tmp_path / "traffic.csv"
+    sizes.write_text("width,height,count\n448,448,10\n896,672,5\n1120,1120,3\n224,224,2\n")
+    assert main(["memory", "plan", "--device", "gaudi2", "--profile", "none", "--json"]) == 0
+    alone = json.loads(capsys.readouterr().out)["bucket_plan"]
+    assert alone["reason"].startswith("the configured list does not fit the vision pool")
+    assert "given sizes" not in alone["reason"]
+    assert main(["memory", "plan", "--device", "gaudi2", "--profile", "none", "--sizes", str(sizes), "--json"]) == 0
+    given = json.loads(capsys.readouterr().out)["bucket_plan"]
+    assert given["replaced"] is True
+    assert given["reason"].startswith("the configured list does not fit the vision pool; planned over the given sizes")

@@ -151,9 +151,13 @@ def choose(
     second = plan(dataclasses.replace(inputs, buckets=after.buckets))
     if second.vision_buckets_skipped:  # pragma: no cover - the pool only grows when the largest bucket does not
         return first, BucketChoice(sample, before, after, False, "the optimum did not fit once re-planned")
-    why = (
-        "the configured list does not fit the vision pool"
-        if first.vision_buckets_skipped
-        else "planned over the given sizes"
+    # both reasons where both hold (r22vision 15: the list over the pool, and sizes given it serves better)
+    why = "; ".join(
+        reason
+        for reason, holds in (
+            ("the configured list does not fit the vision pool", bool(first.vision_buckets_skipped)),
+            ("planned over the given sizes", sizes is not None),
+        )
+        if holds
     )
     return second, BucketChoice(sample, before, after, True, f"{why}; {after.note}" if after.note else why)
