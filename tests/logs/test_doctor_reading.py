@@ -342,3 +342,24 @@ def test_memory_does_not_grow_with_the_size_of_the_log() -> None:
 
     small, large = peak(1_000), peak(10_000)
     assert large < 1.5 * small + 256 * 1024, (small, large)
+
+
+def test_an_over_long_kv_refusal_is_quoted_around_the_figure_the_advice_gives(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # r23doctor 3: vLLM 0.32's refusal (v1/core/kv_cache_utils.py _check_enough_kv_cache_memory) behind its logger's
+    # prefix was quoted from its head and cut before "the estimated maximum model length is 59904", the settings' value
+    prefix = "(EngineCore_DP0 pid=4121) ERROR 11-28 09:13:02 [core.py:1510] "
+    refusal = (prefix + "ValueError: To serve at least one request with the model's max seq len (128000), (7.03 GiB KV "
+               "cache is needed, which is larger than the available KV cache memory (3.29 GiB). Based on the "
+               "available memory, the estimated maximum model length is 59904. Try increasing "
+               "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine. See "
+               "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.")  # fmt: skip
+    path = tmp_path / "kv.log"
+    path.write_text("\n".join([BANNER, refusal]) + "\n")
+    assert main(["oom-doctor", str(path), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["settings"]["--max-model-len"] == 59904
+    (quoted,) = [e["text"] for e in report["evidence"] if e["line"] == 2]
+    assert "the estimated maximum model length is 59904" in quoted
+    assert len(quoted) <= 300

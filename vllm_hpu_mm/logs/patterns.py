@@ -73,6 +73,7 @@ __all__ = [
     "KV_CACHE_TOKENS",
     "KV_CREATING",
     "KV_ESTIMATE",
+    "KV_FIT_FIGURE",
     "KV_REFUSAL",
     "KV_RETRY",
     "KV_TOKENS",
@@ -1746,6 +1747,9 @@ PROCESS_NAME = re.compile(r"\((?P<name>[^()]*?) ?pid=\d+")
 WORKER = re.compile(r"^\((?P<who>[^)]*pid=\d+[^)]*)\)")
 KV_TOKENS = re.compile(r"max seq len \((?P<len>\d+)\) is larger than the maximum number of tokens.*?\((?P<tok>\d+)\)")
 KV_ESTIMATE = re.compile(r"max seq len \((?P<len>\d+)\).*estimated maximum model length is (?P<tok>\d+)")
+#: The figure of a KV refusal the advice's --max-model-len comes from (:data:`KV_TOKENS`, :data:`KV_ESTIMATE`): an
+#: over-long refusal is quoted around it, so that the evidence shows the number the settings give (r23doctor 3).
+KV_FIT_FIGURE = re.compile(r"estimated maximum model length is \d+|maximum number of tokens that can be stored")
 MODEL = re.compile(r"model='(?P<model>[^']+)'")
 #: The engine's config line (``... with config: model=..., tensor_parallel_size=1, pipeline_parallel_size=1, ...,
 #: quantization=None``, V0 and V1 engines alike): the fields besides its length that set what a card holds after load.

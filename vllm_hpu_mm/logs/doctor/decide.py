@@ -111,6 +111,7 @@ from vllm_hpu_mm.logs.patterns import (
     ELISION,
     FAILURE_MARK,
     HOST_OOM,
+    KV_FIT_FIGURE,
     KV_REFUSAL,
     MEMORY_REFUSED,
     MODEL_COMPILE_FAILED,
@@ -181,7 +182,7 @@ RULES_FILE = Path(__file__).resolve().parents[2] / "data" / "doctor_rules.json"
 _CLIP = 300
 #: The failure's words an over-long line is quoted around, the first that matches: memory ran out, the KV cache
 #: refused, memory was refused, else any failure mark (an error of another kind).
-_FOCUS = (DEVICE_OOM, HOST_OOM, KV_REFUSAL, MEMORY_REFUSED, FAILURE_MARK)
+_FOCUS = (DEVICE_OOM, HOST_OOM, KV_FIT_FIGURE, KV_REFUSAL, MEMORY_REFUSED, FAILURE_MARK)
 #: The words an over-long error of another kind is quoted around: its failure mark, never memory words it may list
 #: among possible causes (Ray's "(1) The process is killed by SIGKILL by OOM killer ..." after "The actor died").
 ERROR_FOCUS = (FAILURE_MARK,)
