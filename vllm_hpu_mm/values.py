@@ -43,6 +43,7 @@ __all__ = [
     "nearest_tiles",
     "off_tile_note",
     "parse_buckets",
+    "seconds_given",
     "size_cap",
 ]
 
@@ -87,6 +88,11 @@ def size_cap(limit: int) -> str:
     the exact bytes, ``8 MiB (8,388,608 bytes)``, so that either figure a user looks for is there; a cap that is no
     whole number of MiB (a test's) in bytes alone."""
     return f"{limit // MIB} MiB ({limit:,} bytes)" if limit >= MIB and limit % MIB == 0 else f"{limit:,} bytes"
+
+
+def seconds_given(total: float) -> str:
+    """A length of time as the user gave it, to the millisecond: 86,401 or 86,400.5, never 86,401.000."""
+    return f"{total:,.3f}".rstrip("0").rstrip(".")
 
 
 #: ``VLLM_HPU_MM_GRAPH_BACKEND`` values (``vllm_hpu_mm.graphs.select`` says what each runs).

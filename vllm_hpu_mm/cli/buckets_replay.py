@@ -54,6 +54,7 @@ from vllm_hpu_mm.jobs.replay import (
 from vllm_hpu_mm.plan.args import PLAN_OPTIONS, VLLM_FLAGS, SizingArgs, add_options, count_up_to, positive_int
 from vllm_hpu_mm.replay.report import no_request_line, refused_line, to_dict, to_table
 from vllm_hpu_mm.runtimes.registry import BUCKET_FILE_BOUND
+from vllm_hpu_mm.values import seconds_given
 
 __all__ = ["KV_BLOCKS_HELP", "add_limits", "add_parser", "requests_count"]
 
@@ -156,7 +157,7 @@ def load_profile(raw: str) -> tuple[tuple[float, int], ...]:
                                              f"0 <= clients <= {MAX_CLIENTS:,}); {accepted}")  # fmt: skip
         out.append((length, count))
     if (total := sum(s for s, _ in out)) > MAX_PROFILE_SECONDS:
-        raise argparse.ArgumentTypeError(f"{raw[:60]!r} lasts {_seconds(total)} s, over a day "
+        raise argparse.ArgumentTypeError(f"{raw[:60]!r} lasts {seconds_given(total)} s, over a day "
                                          f"({MAX_PROFILE_SECONDS:,.0f} s); {accepted}")  # fmt: skip
     return tuple(out)
 
@@ -198,8 +199,3 @@ def run(args: argparse.Namespace) -> int:
         line = refused_line(report.refused, report.sampled, see="the table", default_flag=default)
         print(f"vllm-hpu-mm: {'error' if own_traffic else 'warning'}: {line}", file=sys.stderr)
     return int(ExitCode.NEGATIVE if replayed.yours_compiles or (replayed.refused and own_traffic) else ExitCode.OK)
-
-
-def _seconds(total: float) -> str:
-    """A profile's length as given: 86,401 or 86,400.5, not 86,401.000."""
-    return f"{total:,.3f}".rstrip("0").rstrip(".")

@@ -56,7 +56,7 @@ from vllm_hpu_mm.replay.timing import Timer
 from vllm_hpu_mm.replay.whole import latency_interval
 from vllm_hpu_mm.runtimes.base import BatchLimits
 from vllm_hpu_mm.traffic.requests import Traffic
-from vllm_hpu_mm.values import size_cap
+from vllm_hpu_mm.values import seconds_given, size_cap
 
 __all__ = [
     "HANDOFF_BYTES_PER_S",
@@ -578,7 +578,7 @@ def parse_profile(raw: str, text: str | None = None) -> tuple[Period, ...]:
     if not periods or max(p.rate for p in periods) <= 0:
         raise ConfigError(f"load profile {raw[:60]}: no period with a rate above 0; accepted: at least one")
     if (total := sum(p.seconds for p in periods)) > MAX_PROFILE_SECONDS:
-        raise ConfigError(f"load profile {raw[:60]}: lasts {_seconds(total)} s, over a week "
+        raise ConfigError(f"load profile {raw[:60]}: lasts {seconds_given(total)} s, over a week "
                           f"({MAX_PROFILE_SECONDS:,.0f} s); accepted: at most a week")  # fmt: skip
     return tuple(periods)
 
@@ -621,8 +621,3 @@ def over_profile(periods: Sequence[Period], capacity: float, headroom: float, ca
     peak = max(s.cards for s in sizes)
     hours = sum(p.seconds for p in periods) / 3600
     return DayPlan(tuple(sizes), peak, sum(s.card_hours for s in sizes), peak * hours)
-
-
-def _seconds(total: float) -> str:
-    """A profile's length as given: 86,401 or 86,400.5, not 86,401.000."""
-    return f"{total:,.3f}".rstrip("0").rstrip(".")
