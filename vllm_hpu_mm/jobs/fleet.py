@@ -59,7 +59,7 @@ from vllm_hpu_mm.plan.inputs import build
 from vllm_hpu_mm.plan.pipeline import memory_evidence
 from vllm_hpu_mm.plan.planner import Plan
 from vllm_hpu_mm.plan.text_choice import images_for
-from vllm_hpu_mm.replay.scheduler import REFUSAL_FIXES
+from vllm_hpu_mm.replay.scheduler import REFUSAL_FIXES, refused_counts
 from vllm_hpu_mm.replay.schedules import Images, prompts, served_requests, timer_for
 from vllm_hpu_mm.replay.timing import Timer
 from vllm_hpu_mm.traffic.requests import Traffic
@@ -311,7 +311,8 @@ class _Search:
             self.below_step.append(f"{shape.label}: {below}")
             return Candidate(shape, None, why_not=below, cards_per_node=a.cards_per_node)
         samples = [prompts(traffic, images, a.requests, seed) for seed in range(a.seeds)]
-        refused = sum(p.tokens >= engine.max_model_len for s in samples for p in s)
+        # the engine's own refusal rule (scheduler.refused_counts), as plan.fleet's search reads it when none runs
+        refused = refused_counts((p for s in samples for p in s), engine).get("prompt_too_long", 0)
         if refused:
             note = (
                 f"{refused} of {a.requests * a.seeds} sampled requests have prompts of max_model_len "
