@@ -145,6 +145,21 @@ def test_a_log_after_a_binary_stretch_is_read_from_its_text_with_a_note(
     assert "\x1b" not in out
 
 
+def test_lines_after_a_binary_stretch_keep_the_files_own_numbers(tmp_path: Path) -> None:
+    # The evidence's line numbers are where an editor or `grep -n` finds the line, the skipped stretch's line ends
+    # counted; the note says which line the reading starts from.
+    junk = bytes(range(1, 256)) * 16
+    path = tmp_path / "mixed.log"
+    data = junk + b"\n" + ("\n".join(CAPTURE_OOM) + "\n").encode()
+    path.write_bytes(data)
+    lines = data.split(b"\n")
+    first = lines.index(CAPTURE_OOM[0].encode()) + 1
+    own = {text: first + k for k, text in enumerate(CAPTURE_OOM)}
+    with pytest.warns(Warning, match=rf"read from line {first}, the first line of text"):
+        records = list(log_records(str(path)))
+    assert [number for number, _ in records] == [own[text] for _, text in records]
+
+
 @pytest.mark.parametrize("where", [1000, 60_000])
 def test_binary_throughout_the_look_ahead_is_still_refused_however_it_ends(
     where: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]

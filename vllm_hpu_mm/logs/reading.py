@@ -287,7 +287,8 @@ def _skip_nul(stream: io.BufferedReader, path: str, purpose: Purpose) -> io.Buff
             return io.BufferedReader(_Prefixed(rest, stream))
 
 
-def _open_text(path: str, stack: ExitStack, purpose: Purpose) -> io.TextIOWrapper:
+def _open_text(path: str, stack: ExitStack, purpose: Purpose) -> tuple[io.TextIOWrapper, int]:
+    """The log as text, and how many lines a skipped binary start held (so line numbers stay the file's own)."""
     if path == "-":
         raw: BinaryIO = sys.stdin.buffer
         _refuse_device_stdin()
@@ -317,29 +318,33 @@ def _open_text(path: str, stack: ExitStack, purpose: Purpose) -> io.TextIOWrappe
     if not head.strip(b" \t\r\n\x00\xef\xbb\xbf\xff\xfe"):
         raise ConfigError(f"log {path!r} is empty: there is nothing to {purpose.task}; accepted: {purpose.accepted}")
     encoding = detect_encoding(head)
+    lines_skipped = 0
     if encoding is None:
-        stream, encoding = _after_binary_start(stream, path)
+        stream, encoding, lines_skipped = _after_binary_start(stream, path)
     if encoding is None:
         raise ConfigError(f"log {path!r} looks binary (NUL bytes or undecodable bytes among its first {len(head)}, "
                           f"and no line of text starts within its first {size_cap(_LOOK_AHEAD)}), not a text log; "
                           f"{ACCEPTED}")  # fmt: skip
-    return io.TextIOWrapper(stream, encoding=encoding, errors="replace", newline=None)
+    return io.TextIOWrapper(stream, encoding=encoding, errors="replace", newline=None), lines_skipped
 
 
-def _after_binary_start(stream: io.BufferedReader, path: str) -> tuple[io.BufferedReader, str | None]:
-    """``stream`` from where its text starts after a binary stretch, noted with the bytes skipped; the encoding is
-    None (and the stream unusable) when no text starts within :data:`_LOOK_AHEAD` bytes."""
+def _after_binary_start(stream: io.BufferedReader, path: str) -> tuple[io.BufferedReader, str | None, int]:
+    """``stream`` from where its text starts after a binary stretch, noted with the bytes skipped, and the number of
+    line ends in that stretch; the encoding is None (and the stream unusable) when no text starts within
+    :data:`_LOOK_AHEAD` bytes."""
     try:
         data = stream.read(_LOOK_AHEAD + _SNIFF_BYTES)
     except _READ_ERRORS as exc:
         raise ConfigError(_cannot_read(path, exc)) from None
     start = _text_start(data, _LOOK_AHEAD)
     if start is None:
-        return stream, None
+        return stream, None, 0
+    # Line numbers count the skipped stretch's line ends, as an editor or `grep -n` on the file would.
+    lines = data[:start].count(b"\n")
     note = (f"log {path!r} starts with {start} bytes that are not text (a partial write, a crash's garbage): "
-            "skipped, read from the first line of text after them")  # fmt: skip
+            f"skipped, read from line {lines + 1}, the first line of text after them")  # fmt: skip
     warnings.warn(InputNote(note), stacklevel=2)
-    return io.BufferedReader(_Prefixed(data[start:], stream)), "utf-8"
+    return io.BufferedReader(_Prefixed(data[start:], stream)), "utf-8", lines
 
 
 def _clean(text: str) -> str:
@@ -354,8 +359,7 @@ def log_records(path: str, purpose: Purpose = DIAGNOSE) -> Iterator[tuple[int, s
     overlapping windows that share its number. Raises :class:`ConfigError` (naming the file) for a missing,
     unreadable, binary, NUL-only or empty log, with what the reading command (``purpose``) accepts."""
     with ExitStack() as stack:
-        text = _open_text(path, stack, purpose)
-        number = 0
+        text, number = _open_text(path, stack, purpose)
         while True:
             try:
                 piece = text.readline(MAX_LINE_CHARS)
