@@ -33,5 +33,5 @@ def test_variables_override_defaults_and_bad_ones_fail() -> None:
     assert max(s for _, s in prompt) == 2048
     with pytest.raises(ConfigError, match="VLLM_DECODE_BS_BUCKET_MAX"):
         linear_buckets({"VLLM_DECODE_BS_BUCKET_MAX": "x"}, max_num_seqs=4, block_size=128)
-    with pytest.raises(ConfigError, match="min above max"):
+    with pytest.raises(ConfigError, match="the bucket range's min 8 is above the bucket range's max 4"):
         warmup_range((8, 2, 4))

@@ -202,12 +202,12 @@ def _range(cfg: ForkBucketing, phase: str, dim: str, defaults: Range) -> Range:
     return read_bucket_settings(dict(cfg.env), phase, dim, defaults, cfg.release.name)
 
 
-def _checked(cfg: ForkBucketing, config: Range, what: str) -> list[int]:
+def _checked(cfg: ForkBucketing, config: Range, prefix: str) -> list[int]:
     """The range's values, checked where the line checks them: a line that builds its ranges only at warm-up
     (:attr:`.releases.Release.ranges_at_warmup_only`) never builds, so never refuses, one under a skipped warm-up
     (none then: it warms nothing)."""
     try:
-        return warmup_range(config, what=what)
+        return warmup_range(config, prefix=prefix)
     except ConfigError:
         if cfg.warmup_skipped and cfg.release.ranges_at_warmup_only:
             return []
@@ -216,7 +216,7 @@ def _checked(cfg: ForkBucketing, config: Range, what: str) -> list[int]:
 
 def _lin(cfg: ForkBucketing, phase: str, dim: str, defaults: Range) -> list[int]:
     config = _range(cfg, phase, dim, defaults)
-    return _checked(cfg, config, f"VLLM_{phase}_{dim}_BUCKET_(MIN, STEP, MAX)".upper())
+    return _checked(cfg, config, f"VLLM_{phase}_{dim}_BUCKET".upper())
 
 
 def _contiguous(cfg: ForkBucketing) -> bool:
@@ -244,7 +244,7 @@ def _extension_linear(cfg: ForkBucketing, s: EngineShape) -> tuple[list[tuple[in
     clamp = gen in ("ext1212", "ext122") and cfg.get("VLLM_DECODE_BLOCK_BUCKET_MAX") is None and _contiguous(cfg)
     if clamp:
         block_cfg = (block_cfg[0], block_cfg[1], s.num_kv_blocks)
-    blocks = _checked(cfg, block_cfg, "VLLM_DECODE_BLOCK_BUCKET_(MIN, STEP, MAX)")
+    blocks = _checked(cfg, block_cfg, "VLLM_DECODE_BLOCK_BUCKET")
     if clamp and s.num_kv_blocks not in blocks:
         blocks.append(s.num_kv_blocks)
     decode = decode_by_blocks(bs, blocks, s.num_kv_blocks, skip_below_batch=gen in ("ext1212", "ext122"),
@@ -258,7 +258,7 @@ def _in_tree_118(cfg: ForkBucketing, s: EngineShape) -> tuple[list[tuple[int, in
                             _lin(cfg, "prompt", "seq", (block, block, 1024)), s.max_num_batched_tokens)  # fmt: skip
     bs = _lin(cfg, "decode", "bs", (min(seqs, 32), min(seqs, 32), seqs))
     block_cfg = _range(cfg, "decode", "block", (128, 128, max(128, seqs * 2048 // block)))
-    blocks = _checked(cfg, block_cfg, "VLLM_DECODE_BLOCK_BUCKET_(MIN, STEP, MAX)")
+    blocks = _checked(cfg, block_cfg, "VLLM_DECODE_BLOCK_BUCKET")
     last = -(-s.num_kv_blocks // block_cfg[1]) * block_cfg[1]  # the KV blocks rounded up to the step
     return prompt, decode_by_blocks(bs, blocks, last, skip_below_batch=True, cap_inclusive=False)
 

@@ -57,17 +57,23 @@ def read_bucket_settings(env: Mapping[str, str], phase: str, dim: str, defaults:
     return got[0], got[1], got[2]
 
 
-def warmup_range(config: Range, *, at_least_min: bool = True, what: str = "bucket range") -> list[int]:
+def warmup_range(config: Range, *, at_least_min: bool = True, prefix: str = "") -> list[int]:
     """The range's values; ``at_least_min``: values of the stepped part below min dropped (from 1.18 on; the 2024
     in-tree code kept them). The fork asserts min <= max; a zero step stops ``range()``; min <= 0 below the step
-    would double forever (refused here)."""
+    would double forever (refused here). ``prefix`` (``VLLM_PROMPT_BS_BUCKET``) names each variable of a refusal."""
     bmin, bstep, bmax = config
+
+    def name(param: str) -> str:
+        return f"{prefix}_{param}" if prefix else f"the bucket range's {param.lower()}"
+
+    where = f" (the range (min, step, max) {tuple(config)})"
     if bmin > bmax:
-        raise ConfigError(f"{what} {tuple(config)}: min above max; accepted: min <= max (vllm-fork asserts it)")
+        raise ConfigError(f"{name('MIN')} {bmin} is above {name('MAX')} {bmax}{where}; accepted: min <= max "
+                          "(vllm-fork asserts it)")  # fmt: skip
     if bstep == 0:
-        raise ConfigError(f"{what} {tuple(config)}: step 0; accepted: a step >= 1 (vllm-fork's range() fails)")
+        raise ConfigError(f"{name('STEP')} 0{where}; accepted: a step >= 1 (vllm-fork's range() fails)")
     if bmin <= 0 and bmin < bstep:
-        raise ConfigError(f"{what} {tuple(config)}: min {bmin}; accepted: a min >= 1 (vllm-fork would double it "
+        raise ConfigError(f"{name('MIN')} {bmin}{where}; accepted: a min >= 1 (vllm-fork would double it "
                           "forever)")  # fmt: skip
     ramp = []
     value = bmin
@@ -75,7 +81,7 @@ def warmup_range(config: Range, *, at_least_min: bool = True, what: str = "bucke
         ramp.append(value)
         value *= 2
     if bstep > 0 and (bmax - bstep) // bstep + 1 > MAX_BUCKETS:
-        raise ConfigError(f"{what} {tuple(config)}: over {MAX_BUCKETS:,} values; accepted: a larger step")
+        raise ConfigError(f"{name('STEP')} {bstep}{where}: over {MAX_BUCKETS:,} values; accepted: a larger step")
     out = ramp + list(range(bstep, bmax + 1, bstep))
     return [v for v in out if v >= bmin] if at_least_min else out
 
@@ -88,11 +94,9 @@ def _check_count(a: list[int], b: list[int], what: str) -> None:
 def warmup_buckets(bs: Range, seq: Range, phase: str = "") -> list[tuple[int, int]]:
     """2024 in-tree: the product of the two ranges (nothing filtered), by tokens, then sequence, then batch; a range
     refused names its variables (``phase``: prompt or decode)."""
-    names = [
-        f"VLLM_{phase}_{dim}_BUCKET_(MIN, STEP, MAX)".upper() if phase else "bucket range" for dim in ("bs", "seq")
-    ]
-    bss = warmup_range(bs, at_least_min=False, what=names[0])
-    seqs = warmup_range(seq, at_least_min=False, what=names[1])
+    names = [f"VLLM_{phase}_{dim}_BUCKET".upper() if phase else "" for dim in ("bs", "seq")]
+    bss = warmup_range(bs, at_least_min=False, prefix=names[0])
+    seqs = warmup_range(seq, at_least_min=False, prefix=names[1])
     _check_count(bss, seqs, f"bucket ranges {bs} x {seq}")
     return sorted(itertools.product(bss, seqs), key=lambda b: (b[0] * b[1], b[1], b[0]))
 
