@@ -5,7 +5,9 @@ Sizes come from ``--sizes CSV|DIR`` (header ``width,height``, or a folder read a
 (assumption printed), else from the real sizes shipped with the package (COCO val2017 + MathVista testmini). Images
 are aligned to 112-px multiples (``VLLM_HPU_MM_ALIGN_MODE``, default nearest) under ``min_pixels`` (default 3136,
 Qwen2.5-VL) and ``max_pixels`` (``plan``: the default list's largest bucket x 196 = 12544 x 196; ``check``: the
-checked list's largest x 196).
+checked list's largest x 196 under the shrink policy, Qwen2.5-VL's own 12845056 under eager and reject, which do not
+cap images). ``check`` exits 1 on a coverage problem: a largest bucket below the largest aligned image under
+``max_pixels``, a smallest bucket below one image's least count, or (reject) images the server would refuse.
 """
 
 from __future__ import annotations
@@ -126,7 +128,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="BUCKETS",
         help=f"comma-separated patch counts (default: ${BUCKETS_VAR}, else the default list)",
     )
-    _add_common(check, max_default="default: the largest bucket x 196")
+    _add_common(
+        check, max_default="default: the largest bucket x 196 under the shrink policy, else 12845056, Qwen2.5-VL's own"
+    )
     check.set_defaults(func=run_check)
     add_replay_parser(sub)
     add_stale_parser(sub)
