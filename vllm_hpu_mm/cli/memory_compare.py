@@ -5,9 +5,11 @@ from the environment as 'memory plan' reads it).
 For every memory figure the log printed (device total, weights, profiling run, free memory, usable, graph reserve,
 KV cache, KV blocks, KV tokens, warm-up seconds; the runtime's own lines and vLLM's V0 and V1 spellings): the logged
 value, the plan's from the inputs alone, the plan's given the logged free memory, and the relative differences; the
-runtime arithmetic used and the release the log names. A log of several server starts is split into runs as
-oom-doctor splits it, and only the last run that printed a memory figure is compared, as memory calibrate reads it
-(the report says which run of how many). The log is streamed (any size; gzip/bzip2/xz, UTF-8 or UTF-16).
+runtime arithmetic used and the vLLM version the log names (its `vLLM API server version` or `LLM engine (v...)`
+line; vllm-gaudi and the fork print no release of their own, so `release` is the vLLM base they run on). A log of
+several server starts is split into runs as oom-doctor splits it, and only the last run that printed a memory figure
+is compared, as memory calibrate reads it (the report says which run of how many). The log is streamed (any size;
+gzip/bzip2/xz, UTF-8 or UTF-16).
 Tolerances (the public-log reproduction's): given the logged free memory 1%; from the inputs alone weights 3%, free
 memory and KV blocks 5%, the device total 1%; warm-up seconds and the profiling run are reported. Exit 0 when every
 compared quantity is within its tolerance, 1 when one is outside (named, with its likely cause), 2 for invalid input,
@@ -103,7 +105,7 @@ def _print(c: Comparison, log: str) -> None:
     print(runs_read(c.run, c.runs))
     print(f"arithmetic: {c.formula}")
     if c.release:
-        print(f"the log's release: {c.release}")
+        print(f"the log's vLLM version: {c.release}")
     table = [("quantity", "logged", "plan from the inputs alone", "plan given the logged free memory")]
     for row in c.rows:
         given = _cell(row, row.given, row.tolerance_given)

@@ -259,7 +259,7 @@ def _cause(
             f"a different device: the log's card reports {_gib(row.logged)}{which}, {flag('device')} "
             f"{i.device or '?'} plans {_gib(i.total_bytes)}"
         )
-    release = f" (the log's release: {logged.release})" if logged.release else ""
+    release = f" (the log's vLLM version: {logged.release})" if logged.release else ""
     if row.name == "weights":
         quantized = _logged_quantization(logged, i, flag)
         if quantized:  # the log's own line first: it says what the card loaded
@@ -330,7 +330,7 @@ def _free_cause(row: Row, logged: Logged, r: Reproduction, i: RunInputs, flag: C
     counted = f"the weights and {runtime}'s {planned_profile / MIB:.0f} MiB profiling run" if planned_profile else (
         "the weights")  # fmt: skip
     shown = f" (its profiling run, {logged_profile / MIB:.0f} MiB, does not account for it)" if logged_profile else ""
-    release = f"; the log's release: {logged.release}" if logged.release else ""
+    release = f"; the log's vLLM version: {logged.release}" if logged.release else ""
     return (
         f"memory held on the card beyond {counted}, not shown by the log's own lines{shown}: another process, or "
         f"a different runtime than {flag('runtime')} {runtime}{release}"
